@@ -1,0 +1,25 @@
+"""prom-reward: Prometheus-style judge models as rewards for RLHF training loops.
+
+Example:
+    >>> from prom_reward import PrometheusJudge, Rubric
+    >>> judge = PrometheusJudge(backend="scripted", outputs=["Correct and clear. [RESULT] 4"])
+    >>> judge.grade(["Name a prime."], ["7"], "helpfulness")[0].score
+    4.0
+"""
+
+from .errors import (BackendError, ConfigError, ContextLengthError, InputError, PromRewardError,
+                     UnknownNameError)
+from .judge import JudgeStats, PrometheusJudge
+from .parsing import parse_absolute, parse_output, parse_relative
+from .prompts import render_absolute, render_relative
+from .results import Grade, JudgeSample, Verdict
+from .rubrics import Rubric, get_rubric
+from .sampling import SamplingConfig
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BackendError", "ConfigError", "ContextLengthError", "Grade", "InputError", "JudgeSample", "JudgeStats",
+    "PromRewardError", "PrometheusJudge", "Rubric", "SamplingConfig", "UnknownNameError", "Verdict",
+    "get_rubric", "parse_absolute", "parse_output", "parse_relative", "render_absolute", "render_relative",
+]

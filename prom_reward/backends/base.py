@@ -1,0 +1,108 @@
+"""The backend protocol: generate texts (and token logprobs) for a batch of judge prompts.
+
+A backend receives ``GenerationRequest`` objects that carry the *unwired* system
+prompt and filled template; the backend's wire format turns them into what its
+model reads (a chat-templated string, ``[INST] ... [/INST]``, raw text, or chat
+messages for an OpenAI-compatible server). Every request in one ``generate``
+call goes to the model together so the engine can batch them.
+
+Example:
+    >>> req = GenerationRequest(system="You judge.", user="###Task...", n=2,
+    ...                         sampling=SamplingConfig(max_tokens=8))
+    >>> req.n
+    2
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence, runtime_checkable
+
+from ..sampling import SamplingConfig
+
+
+@dataclass(frozen=True)
+class TokenLogprobs:
+    """One generated position: the token sampled there and the top alternatives.
+
+    ``top`` maps decoded token text to log-probability and includes the sampled
+    token. Several ids can decode to the same text; their probabilities are summed.
+    """
+
+    token: str
+    """Decoded text of the token that was generated at this position."""
+
+    logprob: float
+    """Log-probability of the generated token."""
+
+    top: dict[str, float] = field(default_factory=dict)
+    """Decoded text -> log-probability for the top-k alternatives at this position."""
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """One judge prompt to complete ``n`` times."""
+
+    system: str
+    """System prompt (the wire format decides whether it is folded into the user turn)."""
+
+    user: str
+    """The filled Prometheus template (ends with ``###Feedback: ``)."""
+
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    """Sampling options for this request."""
+
+    n: int = 1
+    """Number of independent samples."""
+
+    assistant_prefix: str = ""
+    """Text the judge has already 'written': generation continues after it
+    (used to force a verdict after ``... [RESULT] ``)."""
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One sample returned by a backend."""
+
+    text: str
+    """Generated text (excluding the prompt and any assistant_prefix)."""
+
+    logprobs: tuple[TokenLogprobs, ...] | None = None
+    """Per generated token, when logprobs were requested; else None."""
+
+    finish_reason: str | None = None
+    """'stop', 'length', ... as reported by the engine."""
+
+    completion_tokens: int = 0
+    """Number of generated tokens."""
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    """The ``n`` samples for one request, plus token accounting."""
+
+    completions: tuple[Completion, ...]
+    prompt_tokens: int = 0
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What the judge needs from a model server or engine."""
+
+    name: str
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+        """Complete every request (all in one batch where possible), in input order."""
+        ...
+
+    def count_tokens(self, requests: Sequence[GenerationRequest]) -> list[int] | None:
+        """Prompt length in tokens for each request as the model would see it, or None if unknown."""
+        ...
+
+    def context_length(self) -> int | None:
+        """The model's context window in tokens, or None if unknown."""
+        ...
+
+    def close(self) -> None:
+        """Release the engine/connections. Safe to call twice."""
+        ...

@@ -1,0 +1,77 @@
+"""A backend that replays scripted outputs: exact, model-free tests of judge logic.
+
+Give it a list of outputs (consumed in order, one per sample) or a function
+``respond(request, sample_index) -> str | Completion``. It records every call so
+tests can assert what was asked (n, prefixes, sampling). It never stands in for
+a real engine in integration tests.
+
+Example:
+    >>> b = ScriptedBackend(outputs=["Fine. [RESULT] 3", "Weak. [RESULT] 2"])
+    >>> from prom_reward.backends.base import GenerationRequest
+    >>> [r.completions[0].text for r in b.generate([GenerationRequest("s", "u"), GenerationRequest("s", "v")])]
+    ['Fine. [RESULT] 3', 'Weak. [RESULT] 2']
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence, Union
+
+from ..errors import BackendError
+from .base import Completion, GenerationRequest, GenerationResult
+
+Scripted = Union[str, Completion]
+
+
+class ScriptedBackend:
+    """Replays outputs; ``calls`` holds the request lists of each ``generate`` call."""
+
+    name = "scripted"
+
+    def __init__(
+        self,
+        outputs: Sequence[Scripted] | None = None,
+        respond: Callable[[GenerationRequest, int], Scripted] | None = None,
+        *,
+        context: int | None = None,
+        tokens_per_word: float = 1.0,
+    ) -> None:
+        if (outputs is None) == (respond is None):
+            raise BackendError("ScriptedBackend: give exactly one of outputs=[...] or respond=fn")
+        self._queue = list(outputs) if outputs is not None else []
+        self._respond = respond
+        self._context = context
+        self._tokens_per_word = tokens_per_word
+        self.calls: list[list[GenerationRequest]] = []
+
+    def _next(self, request: GenerationRequest, index: int) -> Completion:
+        if self._respond is not None:
+            out = self._respond(request, index)
+        elif self._queue:
+            out = self._queue.pop(0)
+        else:
+            raise BackendError("ScriptedBackend ran out of scripted outputs; script more of them")
+        if isinstance(out, Completion):
+            return out
+        return Completion(text=out, finish_reason="stop", completion_tokens=len(out.split()))
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+        self.calls.append(list(requests))
+        counts = self.count_tokens(requests)
+        return [
+            GenerationResult(tuple(self._next(r, i) for i in range(r.n)), prompt_tokens=c)
+            for r, c in zip(requests, counts)
+        ]
+
+    def count_tokens(self, requests: Sequence[GenerationRequest]) -> list[int]:
+        return [int(len((r.system + " " + r.user).split()) * self._tokens_per_word) for r in requests]
+
+    def context_length(self) -> int | None:
+        return self._context
+
+    def close(self) -> None:
+        pass
+
+    @property
+    def remaining(self) -> int:
+        """Scripted outputs not consumed yet."""
+        return len(self._queue)

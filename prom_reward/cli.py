@@ -1,0 +1,156 @@
+"""The ``prom-reward`` command line.
+
+``prom-reward grade IN -o OUT --rubric NAME|FILE [--model M | --server URL ...]``
+grades every row of a .jsonl/.json/.parquet file and writes the input rows plus
+``score``, ``feedback``, ``expected_score``, ``probabilities``, ``judge_failures``.
+Rows are judged in batches and written as they finish; ``--resume`` skips the rows
+an interrupted run already wrote.
+
+Example:
+    $ prom-reward grade rollouts.jsonl -o graded.jsonl --rubric helpfulness --model smollm2-135m-instruct
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from itertools import islice
+from typing import Any, Iterator, Sequence
+
+from .errors import PromRewardError
+from .io import RowWriter, count_rows, read_rows
+
+
+def _chunks(rows: Iterator[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
+    while True:
+        chunk = list(islice(rows, size))
+        if not chunk:
+            return
+        yield chunk
+
+
+def _build_judge(args: argparse.Namespace) -> Any:
+    from .judge import PrometheusJudge
+
+    sampling: dict[str, Any] = {}
+    if args.max_tokens is not None:
+        sampling["max_tokens"] = args.max_tokens
+    if args.temperature is not None:
+        sampling["temperature"] = args.temperature
+    common: dict[str, Any] = dict(sampling=sampling or None, num_samples=args.num_samples,
+                                  expected_score=args.expected, truncate_response=args.truncate)
+    if args.force_verdict:
+        common["force_verdict"] = True
+    if args.server:
+        return PrometheusJudge(model=args.model, backend="openai", base_url=args.server,
+                               endpoint=args.endpoint, wire=args.wire or "chat", **common)
+    engine: dict[str, Any] = {}
+    if args.wire:
+        engine["wire"] = args.wire
+    if args.max_model_len:
+        engine["max_model_len"] = args.max_model_len
+    if args.backend == "vllm":
+        engine["enforce_eager"] = args.enforce_eager
+        engine["tensor_parallel_size"] = args.tensor_parallel_size
+    return PrometheusJudge(model=args.model, backend=args.backend, **common, **engine)
+
+
+def _grade_rows(judge: Any, rows: list[dict[str, Any]], args: argparse.Namespace) -> list[dict[str, Any]]:
+    from .errors import InputError
+
+    for col in (args.instruction_col, args.response_col):
+        for i, r in enumerate(rows):
+            if col not in r:
+                raise InputError(f"row {i}: column {col!r} missing (columns: {sorted(r)}); "
+                                 f"name the right one with --{col.replace('_', '-')}-col", index=i, field=col)
+    if args.rubric is not None:
+        rubric: Any = args.rubric
+    elif all(r.get(args.rubric_col) is not None for r in rows):
+        rubric = [r[args.rubric_col] for r in rows]
+    else:
+        raise InputError(f"no --rubric given and some rows lack a {args.rubric_col!r} column; pass --rubric NAME|FILE",
+                         field="rubric")
+    refs = [r.get(args.reference_col) for r in rows]
+    grades = judge.grade([r[args.instruction_col] for r in rows], [r[args.response_col] for r in rows], rubric,
+                         refs if any(x is not None for x in refs) else None)
+    out = []
+    for r, g in zip(rows, grades):
+        out.append({**r, "score": g.score, "feedback": g.feedback, "expected_score": g.expected_score,
+                    "probabilities": {str(k): v for k, v in g.probabilities.items()} if g.probabilities else None,
+                    "judge_failures": g.failures, "judge_retries": g.retries, "forced_verdicts": g.forced})
+    return out
+
+
+def cmd_grade(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    done = count_rows(args.output) if args.resume else 0
+    rows = read_rows(args.input)
+    if done:
+        rows = islice(rows, done, None)
+    judge = _build_judge(args)
+    failures = 0
+    start = time.perf_counter()
+    n = 0
+    with RowWriter(args.output, append=bool(done)) as writer, \
+            tqdm(desc="grading", unit="item", initial=done, disable=args.quiet) as bar:
+        for chunk in _chunks(rows, args.batch_size):
+            graded = _grade_rows(judge, chunk, args)
+            writer.write(graded)
+            n += len(graded)
+            failures += sum(1 for g in graded if g["score"] is None)
+            bar.update(len(graded))
+            bar.set_postfix(failures=failures, items_s=f"{n / max(time.perf_counter() - start, 1e-9):.2f}")
+    judge.close()
+    print(f"graded {n} rows ({done} resumed) -> {args.output}; {failures} without a verdict", file=sys.stderr)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="prom-reward", description="Prometheus-style judges as rewards.")
+    sub = p.add_subparsers(dest="command", required=True)
+    g = sub.add_parser("grade", help="absolute grades for a file of (instruction, response) rows")
+    g.add_argument("input", help=".jsonl, .json or .parquet")
+    g.add_argument("-o", "--output", required=True, help=".jsonl (resumable) or .parquet")
+    g.add_argument("--rubric", help="built-in name (helpfulness, ...), or a JSON/YAML rubric file; "
+                                    "default: each row's rubric column")
+    g.add_argument("--model", default=None, help="hub id, local folder, or preset (e.g. prometheus-7b-v2.0)")
+    g.add_argument("--server", action="append", help="OpenAI-compatible base URL (repeatable)")
+    g.add_argument("--backend", default="vllm", choices=["vllm", "transformers"])
+    g.add_argument("--endpoint", default="chat", choices=["chat", "completions"])
+    g.add_argument("--wire", choices=["chat", "inst", "raw"])
+    g.add_argument("--num-samples", type=int, default=1)
+    g.add_argument("--max-tokens", type=int)
+    g.add_argument("--temperature", type=float)
+    g.add_argument("--expected", action="store_true", help="request logprobs; write P(1..5) and the expected score")
+    g.add_argument("--force-verdict", action="store_true")
+    g.add_argument("--truncate", action="store_true", help="shorten over-long responses instead of failing")
+    g.add_argument("--max-model-len", type=int)
+    g.add_argument("--tensor-parallel-size", type=int, default=1)
+    g.add_argument("--enforce-eager", action="store_true")
+    g.add_argument("--batch-size", type=int, default=256, help="rows per judge call (and per write)")
+    g.add_argument("--resume", action="store_true", help="skip rows already written to OUTPUT (.jsonl)")
+    g.add_argument("--instruction-col", default="instruction")
+    g.add_argument("--response-col", default="response")
+    g.add_argument("--reference-col", default="reference_answer")
+    g.add_argument("--rubric-col", default="rubric")
+    g.add_argument("--quiet", action="store_true")
+    g.set_defaults(func=cmd_grade)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "grade" and not args.model and not args.server:
+        print("prom-reward grade: give --model M (in-process vLLM) or --server URL", file=sys.stderr)
+        return 2
+    try:
+        return int(args.func(args))
+    except PromRewardError as e:
+        print(f"prom-reward: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

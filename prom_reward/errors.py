@@ -1,0 +1,54 @@
+"""The library's exceptions: one base class, a few specific kinds.
+
+Every message says what was expected, what arrived, and how to fix it. Catch
+``PromRewardError`` to handle anything this library raises on purpose.
+
+Example:
+    >>> from prom_reward.errors import PromRewardError, InputError
+    >>> issubclass(InputError, PromRewardError)
+    True
+"""
+
+from __future__ import annotations
+
+
+class PromRewardError(Exception):
+    """Base class of every error prom_reward raises on purpose."""
+
+
+class ConfigError(PromRewardError, ValueError):
+    """An option or configuration value is invalid (raised at construction time)."""
+
+
+class InputError(PromRewardError, ValueError):
+    """A batch of judge inputs is malformed; raised before any generation starts.
+
+    ``index`` is the offending item's position in the batch (or None), ``field``
+    the offending field name (or None).
+    """
+
+    def __init__(self, message: str, *, index: int | None = None, field: str | None = None) -> None:
+        super().__init__(message)
+        self.index = index
+        self.field = field
+
+
+class UnknownNameError(PromRewardError, KeyError):
+    """A registry lookup failed; the message lists the valid names."""
+
+    def __init__(self, kind: str, name: object, valid: list[str]) -> None:
+        self.kind = kind
+        self.name = name
+        self.valid = sorted(valid)
+        super().__init__(f"unknown {kind} {name!r}; valid names: {', '.join(self.valid)}")
+
+    def __str__(self) -> str:  # KeyError would repr() the message otherwise
+        return str(self.args[0])
+
+
+class BackendError(PromRewardError, RuntimeError):
+    """A generation backend failed (server unreachable, engine died, bad reply)."""
+
+
+class ContextLengthError(InputError):
+    """A rendered judge prompt does not fit the judge's context window."""

@@ -1,0 +1,239 @@
+"""``PrometheusJudge``: absolute grades and pairwise verdicts from a Prometheus-style judge.
+
+Every call renders the exact Prometheus prompts, validates the whole batch before
+any generation, sends all items to the backend together (vLLM batches them), and
+returns one ``Grade``/``Verdict`` per item, None-scored (never a made-up number)
+when the judge failed.
+
+Example (the README tour runs this on a real model):
+    >>> judge = PrometheusJudge(backend="scripted", outputs=["Accurate and complete. [RESULT] 5"])
+    >>> judge.grade(["What is 2+2?"], ["4"], "helpfulness")[0].score
+    5.0
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from .backends import Backend, GenerationRequest, make_backend
+from .combine import grade_from_run, verdict_from_runs
+from .context import fit_to_context
+from .errors import ConfigError
+from .inputs import AbsoluteItem, RelativeItem, absolute_items, relative_items
+from .presets import find_preset_for_model, get_preset, resolve_model_path
+from .prompts import ABS_SYSTEM_PROMPT, REL_SYSTEM_PROMPT, render_absolute, render_relative
+from .results import Grade, Verdict
+from .sampler import Mode, SampleRunner
+from .sampling import SamplingConfig
+
+EXPECTED_LOGPROBS = 20
+
+
+@dataclass
+class JudgeStats:
+    """Running counters over a judge's lifetime (read them for metrics)."""
+
+    calls: int = 0
+    items: int = 0
+    samples: int = 0
+    parse_failures: int = 0
+    retries: int = 0
+    forced: int = 0
+    truncated: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+
+
+def _abs_request(item: AbsoluteItem, sampling: SamplingConfig) -> GenerationRequest:
+    user = render_absolute(item.instruction, item.response, item.rubric, item.reference_answer)
+    return GenerationRequest(system=ABS_SYSTEM_PROMPT, user=user, sampling=sampling)
+
+
+def _rel_request(item: RelativeItem, sampling: SamplingConfig) -> GenerationRequest:
+    user = render_relative(item.instruction, item.response_a, item.response_b, item.rubric, item.reference_answer)
+    return GenerationRequest(system=REL_SYSTEM_PROMPT, user=user, sampling=sampling)
+
+
+class PrometheusJudge:
+    """A Prometheus-style judge over any backend.
+
+    Args:
+        model: hub id, local folder, or preset name (``prometheus-7b-v2.0``, ``smollm2-135m-instruct``).
+        backend: backend name (``vllm``, ``openai``, ``transformers``, ``scripted``) or a Backend object.
+        preset: apply a preset explicitly (otherwise one is found from ``model``).
+        sampling: options merged key by key over the paper defaults (temperature 1.0,
+            top_p 0.9, repetition_penalty 1.03, max_tokens 1024), or a SamplingConfig.
+        num_samples: samples per item (one request with n=k); the grade keeps all and their mean.
+        max_retries: re-sampling rounds for outputs without a parseable verdict.
+        force_verdict: read the verdict from the next-token distribution after appending
+            `` [RESULT] `` to feedback that ended without one (one short extra request).
+        expected_score: request token logprobs (top 20) so grades carry P(1..5) / P(A) and
+            the expected score.
+        max_tie_rounds: re-sampling rounds for ``compare_by_grades`` ties.
+        truncate_response: shorten over-long responses to fit the judge context instead of raising.
+        **backend_options: passed to the backend constructor (e.g. ``max_model_len``, ``base_url``).
+    """
+
+    def __init__(
+        self,
+        model: str | None = None,
+        backend: "str | Backend" = "vllm",
+        *,
+        preset: str | None = None,
+        sampling: "dict[str, Any] | SamplingConfig | None" = None,
+        num_samples: int = 1,
+        max_retries: int = 2,
+        force_verdict: bool | None = None,
+        expected_score: bool = False,
+        max_tie_rounds: int = 5,
+        truncate_response: bool = False,
+        **backend_options: Any,
+    ) -> None:
+        p = get_preset(preset) if preset else find_preset_for_model(model)
+        judge_defaults = dict(p.judge) if p else {}
+        if p is not None and isinstance(backend, str):
+            model = resolve_model_path(p.model)
+            backend_options = {"wire": p.wire, **p.engine, **backend_options}
+        if not isinstance(num_samples, int) or num_samples < 1:
+            raise ConfigError(f"num_samples must be an int >= 1, got {num_samples!r}")
+        if not isinstance(max_retries, int) or max_retries < 0:
+            raise ConfigError(f"max_retries must be an int >= 0, got {max_retries!r}")
+        if not isinstance(max_tie_rounds, int) or max_tie_rounds < 0:
+            raise ConfigError(f"max_tie_rounds must be an int >= 0, got {max_tie_rounds!r}")
+        base = SamplingConfig().merged(judge_defaults.get("sampling"))
+        self.sampling = base.merged(sampling)
+        if expected_score and (self.sampling.logprobs or 0) < EXPECTED_LOGPROBS:
+            self.sampling = dataclasses.replace(self.sampling, logprobs=EXPECTED_LOGPROBS)
+        self.num_samples = num_samples
+        self.max_retries = max_retries
+        self.force_verdict = bool(judge_defaults.get("force_verdict", False) if force_verdict is None else force_verdict)
+        self.max_tie_rounds = max_tie_rounds
+        self.truncate_response = truncate_response
+        if isinstance(backend, str) and backend in ("vllm", "transformers") and model is not None:
+            backend_options = {"model": model, **backend_options}
+        elif isinstance(backend, str) and backend == "openai" and model is not None:
+            backend_options = {"model": model, **backend_options}
+        self.backend: Backend = make_backend(backend, **backend_options)
+        self.stats = JudgeStats()
+
+    # -- plumbing ---------------------------------------------------------------
+    def _sampling(self, overrides: "dict[str, Any] | SamplingConfig | None") -> SamplingConfig:
+        return self.sampling.merged(overrides)
+
+    def _run(self, requests: list[GenerationRequest], mode: Mode, k: int, items: list[Any],
+             render: Callable[[Any], GenerationRequest]) -> tuple[list[Any], list[bool], list[Any]]:
+        requests, items, truncated = fit_to_context(self.backend, requests, items, render, self.truncate_response)
+        start = time.perf_counter()
+        runs = SampleRunner(self.backend, max_retries=self.max_retries, force_verdict=self.force_verdict).run(
+            requests, mode, k
+        )
+        s = self.stats
+        s.calls += 1
+        s.items += len(runs)
+        s.seconds += time.perf_counter() - start
+        s.truncated += sum(truncated)
+        for r in runs:
+            s.samples += len(r.samples)
+            s.parse_failures += r.failures
+            s.retries += r.retries
+            s.forced += r.forced
+            s.prompt_tokens += r.prompt_tokens
+            s.completion_tokens += r.completion_tokens
+        return runs, truncated, items
+
+    # -- public API ---------------------------------------------------------------
+    def grade(self, instructions: Sequence[str], responses: Sequence[str], rubric: Any,
+              reference_answers: Sequence[str | None] | None = None, *, num_samples: int | None = None,
+              sampling: "dict[str, Any] | SamplingConfig | None" = None) -> list[Grade]:
+        """Absolute grades (1..5) for each (instruction, response); ``rubric`` is one rubric
+        (name, Rubric, dict, file) for all items or a list with one per item."""
+        items = absolute_items(instructions, responses, rubric, reference_answers)
+        if not items:
+            return []
+        cfg = self._sampling(sampling)
+        render = lambda it: _abs_request(it, cfg)  # noqa: E731
+        runs, truncated, _ = self._run([render(it) for it in items], "absolute", num_samples or self.num_samples,
+                                       items, render)
+        return [grade_from_run(r, truncated=t) for r, t in zip(runs, truncated)]
+
+    def compare(self, instructions: Sequence[str], responses_a: Sequence[str], responses_b: Sequence[str],
+                rubric: Any, reference_answers: Sequence[str | None] | None = None, *, swap: bool = False,
+                num_samples: int | None = None,
+                sampling: "dict[str, Any] | SamplingConfig | None" = None) -> list[Verdict]:
+        """Pairwise verdicts ("A"/"B"); with ``swap=True`` both orders are judged in the same batch
+        and combined (agreement, else a tie with winner None)."""
+        items = relative_items(instructions, responses_a, responses_b, rubric, reference_answers)
+        if not items:
+            return []
+        cfg = self._sampling(sampling)
+        render = lambda it: _rel_request(it, cfg)  # noqa: E731
+        batch = list(items)
+        if swap:
+            batch += [dataclasses.replace(it, response_a=it.response_b, response_b=it.response_a) for it in items]
+        runs, truncated, _ = self._run([render(it) for it in batch], "relative", num_samples or self.num_samples,
+                                       batch, render)
+        n = len(items)
+        return [verdict_from_runs(runs[i], runs[n + i] if swap else None) for i in range(n)]
+
+    def compare_by_grades(self, instructions: Sequence[str], responses_a: Sequence[str],
+                          responses_b: Sequence[str], rubric: Any,
+                          reference_answers: Sequence[str | None] | None = None, *,
+                          max_tie_rounds: int | None = None, num_samples: int | None = None) -> list[Verdict]:
+        """Pairwise verdicts through absolute grades (the papers' Direct2Pair). Tied pairs are
+        re-graded at temperature 1.0 until one wins or ``max_tie_rounds`` is reached."""
+        items = relative_items(instructions, responses_a, responses_b, rubric, reference_answers)
+        absolute_items(instructions, responses_a, rubric, reference_answers)  # needs score descriptions
+        if not items:
+            return []
+        rounds_cap = self.max_tie_rounds if max_tie_rounds is None else max_tie_rounds
+        ins = [it.instruction for it in items]
+        rubs = [it.rubric for it in items]
+        refs = [it.reference_answer for it in items]
+        both = self.grade(ins + ins, [it.response_a for it in items] + [it.response_b for it in items],
+                          rubs + rubs, refs + refs, num_samples=num_samples)
+        n = len(items)
+        grades = [(both[i], both[n + i]) for i in range(n)]
+        rounds = [0] * n
+
+        def tied(i: int) -> bool:
+            a, b = grades[i]
+            return a.ok and b.ok and a.score == b.score
+
+        for _ in range(rounds_cap):
+            todo = [i for i in range(n) if tied(i)]
+            if not todo:
+                break
+            re = self.grade([ins[i] for i in todo] * 2,
+                            [items[i].response_a for i in todo] + [items[i].response_b for i in todo],
+                            [rubs[i] for i in todo] * 2, [refs[i] for i in todo] * 2,
+                            num_samples=num_samples, sampling={"temperature": 1.0})
+            for j, i in enumerate(todo):
+                grades[i] = (re[j], re[len(todo) + j])
+                rounds[i] += 1
+        out = []
+        for i, (a, b) in enumerate(grades):
+            winner = None
+            if a.ok and b.ok and a.score != b.score:
+                winner = "A" if a.score > b.score else "B"  # type: ignore[operator]
+            out.append(Verdict(
+                winner=winner, feedback=a.feedback, samples=a.samples + b.samples,
+                tie=tied(i), order_winners=(winner,), grades=(a, b), tie_rounds=rounds[i],
+                retries=a.retries + b.retries, failures=a.failures + b.failures, forced=a.forced + b.forced,
+                prompt_tokens=a.prompt_tokens + b.prompt_tokens,
+                completion_tokens=a.completion_tokens + b.completion_tokens,
+            ))
+        return out
+
+    def close(self) -> None:
+        """Release the backend (the vLLM engine, HTTP clients)."""
+        self.backend.close()
+
+    def __enter__(self) -> "PrometheusJudge":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
