@@ -121,6 +121,8 @@ class VLLMEngine:
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         if not requests:
             return []
+        if self.llm is None:
+            raise BackendError("this VLLMEngine was closed; build a new one (or a new PrometheusJudge)")
         prompts = [{"prompt_token_ids": self._token_ids(r)} for r in requests]
         params = [self._params(r.sampling, r.n) for r in requests]
         try:

@@ -1,0 +1,193 @@
+"""Verdict parsing: turn a Prometheus judge's raw output into feedback and a verdict.
+
+A judge writes feedback and ends with ``[RESULT] 1-5`` (absolute grading) or
+``[RESULT] A|B`` (pairwise ranking). Real judges are sloppy, so the parser is
+lenient about how the verdict is *written* and strict about what it *is*.
+
+Rules:
+
+* The tail of the text is ignored when it is only whitespace, ``.``/``!`` or
+  end-of-sequence tokens (``</s>``, ``<|im_end|>``, ``<|eot_id|>``, ...).
+* **The last ``[RESULT`` marker decides** (case-insensitive, ``[RESULT]``,
+  ``[RESULT]:``, ``[RESULT: B]``). Everything after it must be one verdict and
+  nothing else: ``4``, ``(5)``, ``"A"``, ``**3**``, ``Score: 2``, ``4/5``,
+  ``5 out of 5``, ``Response B``. Otherwise the output has no verdict, even when
+  an earlier marker held a valid one (``2.5``, ``10``, ``6``, ``C``, ``A or B``,
+  ``A/B``, ``tie``, ``4 because ...`` are all rejected).
+* Without any marker, a few labelled forms count, but only when they end the
+  text: ``[Score 4]``, ``(Score: 5)``, ``Score: 4``, ``a score of 3``, ``4/5``,
+  ``5 out of 5`` (absolute) and ``[Response B]`` / ``(Response B)`` (relative).
+  Prose such as ``Response B is better`` is *not* a verdict: it is too easily
+  negated or hedged ("... is not better"). Negation is not detected for the
+  score forms either ("does not deserve a score of 5" reads as 5).
+* Digits must be 1-5 and letters upper-case ``A``/``B``; anything that is not a
+  ``str`` has no verdict. Parsing never raises for any text.
+
+``verdict_start`` is the index, in the original text, of the verdict character
+itself, so the token that carried it can be found among the token logprobs.
+
+Example:
+    >>> parse_absolute("Clear and correct. [RESULT] 4</s>")
+    4
+    >>> parse_relative("Response B cites sources. [RESULT: B]")
+    'B'
+    >>> parse_output("Feedback: Thorough. [RESULT] (5)", "absolute")
+    ParsedOutput(feedback='Thorough.', verdict=5, verdict_start=30)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "ABSOLUTE_VERDICTS", "RELATIVE_VERDICTS", "ParsedOutput", "parse_absolute", "parse_output", "parse_relative",
+]
+
+Mode = Literal["absolute", "relative"]
+ABSOLUTE_VERDICTS = ("1", "2", "3", "4", "5")
+RELATIVE_VERDICTS = ("A", "B")
+
+_EOS_TOKENS = (
+    "</s>", "<|im_end|>", "<|eot_id|>", "<|endoftext|>", "<|end_of_text|>", "<|end|>", "<end_of_turn>", "<eos>",
+)
+_TRAILING_PUNCT = ".!"
+
+# Every `\s*` below is followed by a required character, so a run of whitespace
+# can be matched in only one way and nothing backtracks badly on long inputs.
+_OPEN = r"""(?:[(\["'*“‘]\s*)*"""  # ( [ " ' * before a verdict
+_CLOSE = r"""(?:\s*[)\]"'*”’])*"""  # ) ] " ' * after it
+_OF_FIVE = r"(?:\s*/\s*5|\s+(?i:out\s+of)\s+5)?"  # "4/5", "4 out of 5"
+_MARKER_CLOSE = r"\s*(?:\]\s*)?(?::\s*)?"  # "[RESULT]", "[RESULT]:", "[RESULT:"
+_SCORE_LABEL = r"(?i:(?:final\s+|overall\s+)?score)\b\s*(?:[:=]\s*)?"
+_DIGIT = r"(?P<v>[1-5])"
+_LETTER = r"(?P<v>[AB])"
+
+_MARKER = re.compile(r"\[\s*result\b", re.IGNORECASE)
+_LEADING_LABEL = re.compile(r"\A\s*(?:#+\s*)?feedback\s*:\s*", re.IGNORECASE)
+
+# What may follow the last marker, up to the end of the text (used with fullmatch).
+_PAYLOAD = {
+    "absolute": re.compile(_MARKER_CLOSE + _OPEN + f"(?:{_SCORE_LABEL}{_OPEN})?" + _DIGIT + _OF_FIVE + _CLOSE),
+    "relative": re.compile(
+        _MARKER_CLOSE + _OPEN + rf"(?:(?i:response)\b\s*(?::\s*)?{_OPEN})?" + _LETTER + _CLOSE
+    ),
+}
+
+# Marker-free forms, anchored at the end of the text. `True` = the match is a
+# label to cut from the feedback; `False` = it is prose and stays in it.
+_FALLBACKS: dict[str, tuple[tuple[re.Pattern[str], bool], ...]] = {
+    "absolute": (
+        (re.compile(rf"[(\[]\s*{_SCORE_LABEL}{_DIGIT}{_OF_FIVE}\s*[)\]]\Z"), True),  # [Score 4], (Score: 5)
+        (re.compile(rf"\b(?i:(?:final\s+|overall\s+)?score)\s*[:=]\s*{_DIGIT}{_OF_FIVE}\Z"), True),
+        (re.compile(rf"\b(?i:score\s+of)\s+{_DIGIT}{_OF_FIVE}\Z"), False),  # "a score of 3"
+        (re.compile(rf"(?<![\w/.])[(\[]?{_DIGIT}(?:\s*/\s*5|\s+(?i:out\s+of)\s+5)[)\]]?\Z"), False),
+    ),
+    "relative": ((re.compile(rf"[(\[]\s*(?i:response)\s+{_LETTER}\s*[)\]]\Z"), True),),  # [Response B]
+}
+
+
+@dataclass(frozen=True)
+class ParsedOutput:
+    """A judge output split into its feedback and its verdict.
+
+    ``feedback``: the text before the deciding verdict marker, stripped, with a
+    leading ``Feedback:`` label removed. ``verdict``: 1-5, ``"A"``/``"B"`` or
+    ``None``. ``verdict_start``: index in the original text of the verdict
+    character (the ``4`` or the ``B``), ``None`` without a verdict.
+    """
+
+    feedback: str
+    verdict: int | str | None
+    verdict_start: int | None
+
+
+def _content_end(text: str, strip_punct: bool = True) -> int:
+    """Index where the text ends once trailing EOS tokens, whitespace (and ``.``/``!``) are dropped.
+
+    >>> _content_end("Good. [RESULT] 4.</s>\\n")
+    16
+    """
+    end = len(text)
+    while end > 0:
+        ch = text[end - 1]
+        if ch.isspace() or (strip_punct and ch in _TRAILING_PUNCT):
+            end -= 1
+            continue
+        token = next((t for t in _EOS_TOKENS if text.endswith(t, 0, end)), None)
+        if token is None:
+            break
+        end -= len(token)
+    return end
+
+
+def _clean_feedback(text: str) -> str:
+    return _LEADING_LABEL.sub("", text, count=1).strip()
+
+
+def _last_marker(text: str) -> re.Match[str] | None:
+    last = None
+    for last in _MARKER.finditer(text):
+        pass
+    return last
+
+
+def _to_verdict(value: str, mode: Mode) -> int | str:
+    return int(value) if mode == "absolute" else value
+
+
+def parse_output(text: object, mode: Mode) -> ParsedOutput:
+    """Split a judge output into feedback and verdict (see the module docstring for the rules).
+
+    ``mode`` must be ``"absolute"`` or ``"relative"`` (``ValueError`` otherwise);
+    ``text`` may be anything, and non-strings give an empty, verdict-less result.
+
+    >>> parse_output("Feedback: Lists 4 steps.\\n[RESULT] Score: 2", "absolute")
+    ParsedOutput(feedback='Lists 4 steps.', verdict=2, verdict_start=41)
+    >>> parse_output("[RESULT] 4 ... [RESULT] 2.5", "absolute").verdict is None
+    True
+    """
+    if mode not in _PAYLOAD:
+        raise ValueError(f"mode must be 'absolute' or 'relative', not {mode!r}")
+    if not isinstance(text, str):
+        return ParsedOutput("", None, None)
+    end = _content_end(text)
+    marker = _last_marker(text)
+    if marker is not None:
+        found = _PAYLOAD[mode].fullmatch(text, marker.end(), max(end, marker.end()))
+        feedback = _clean_feedback(text[: marker.start()])
+        if found is None:
+            return ParsedOutput(feedback, None, None)
+        return ParsedOutput(feedback, _to_verdict(found["v"], mode), found.start("v"))
+    line_start = text.rfind("\n", 0, end) + 1
+    for pattern, is_label in _FALLBACKS[mode]:
+        found = pattern.search(text, line_start, end)
+        if found is not None:
+            cut = found.start() if is_label else _content_end(text, strip_punct=False)
+            return ParsedOutput(_clean_feedback(text[:cut]), _to_verdict(found["v"], mode), found.start("v"))
+    return ParsedOutput(_clean_feedback(text[: _content_end(text, strip_punct=False)]), None, None)
+
+
+def parse_absolute(text: object) -> int | None:
+    """The 1-5 score a judge output ends with, or ``None``.
+
+    >>> parse_absolute("Accurate, but terse. [RESULT] 4/5")
+    4
+    >>> parse_absolute("It lists 4 steps.") is None
+    True
+    """
+    verdict = parse_output(text, "absolute").verdict
+    return verdict if isinstance(verdict, int) else None
+
+
+def parse_relative(text: object) -> Literal["A", "B"] | None:
+    """The preferred response (``"A"`` or ``"B"``) a judge output ends with, or ``None``.
+
+    >>> parse_relative("A is vaguer. [RESULT] Response B")
+    'B'
+    >>> parse_relative("[RESULT] A or B") is None
+    True
+    """
+    verdict = parse_output(text, "relative").verdict
+    return "A" if verdict == "A" else "B" if verdict == "B" else None
