@@ -57,7 +57,7 @@ def test_judge_on_random_model_retries_then_reports_none(vllm_engine: VLLMEngine
         assert all(isinstance(t, str) and t for t in g.raw_outputs)
     assert judge.stats.parse_failures == 4 and judge.stats.completion_tokens > 0
     verdicts = judge.compare(QUESTIONS, ANSWERS, ANSWERS[::-1], "helpfulness", swap=True)
-    assert [v.winner for v in verdicts] == [None, None] and all(len(v.samples) == 6 for v in verdicts)
+    assert [v.winner for v in verdicts] == [None, None] and all(len(v.samples) == 4 for v in verdicts)  # 2 orders x (1 + 1 retry)
 
 
 def test_judge_context_error_before_generation(vllm_engine: VLLMEngine):
