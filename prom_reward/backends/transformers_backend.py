@@ -1,0 +1,189 @@
+"""The ``transformers`` backend: plain ``model.generate`` (CPU-friendly, no vLLM needed).
+
+Prompts are rendered with the wire format (plus any assistant prefix), left-padded
+and generated in batches of ``batch_size`` requests that share sampling options and
+``n``. Log-probabilities come from the raw logits of each step (as vLLM reports them
+by default); ids that decode to the same text have their probabilities summed.
+Greedy requests with ``n > 1`` generate once and repeat the sample.
+
+Example:
+    >>> backend = TransformersBackend("HuggingFaceTB/SmolLM2-135M-Instruct")  # doctest: +SKIP
+    >>> req = GenerationRequest("You judge.", "Rate this.", SamplingConfig(temperature=0, max_tokens=16))
+    >>> backend.generate([req])[0].completions[0].text  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..errors import BackendError, ConfigError, UnknownNameError
+from ..sampling import SamplingConfig
+from ..wire import get_wire_format, template_accepts_system
+from .base import Completion, GenerationRequest, GenerationResult, TokenLogprobs
+
+
+class TransformersBackend:
+    """Generate with a Hugging Face causal LM.
+
+    Args:
+        model: local folder / hub id, or a loaded ``PreTrainedModel``.
+        tokenizer: a tokenizer or its folder; None loads the model's own.
+        wire: wire format name (``chat``, ``inst``, ``raw``).
+        system_role: force (True/False) or detect (None) a system role in the chat template.
+        device, dtype: where and how to load the model (``dtype="auto"`` keeps the checkpoint's).
+        batch_size: most requests per ``model.generate`` call.
+        max_model_len: context window to report; default ``config.max_position_embeddings``.
+    """
+
+    name = "transformers"
+
+    def __init__(self, model: Any, tokenizer: Any = None, *, wire: str = "chat", system_role: bool | None = None,
+                 device: str = "cpu", dtype: Any = "auto", batch_size: int = 8,
+                 max_model_len: int | None = None) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ConfigError(f"batch_size: expected an int >= 1, got {batch_size!r}")
+        if max_model_len is not None and (not isinstance(max_model_len, int) or max_model_len < 1):
+            raise ConfigError(f"max_model_len: expected None or an int >= 1, got {max_model_len!r}")
+        try:
+            self.wire = get_wire_format(wire)
+        except UnknownNameError as e:
+            raise ConfigError(f"wire: {e}") from e
+        if isinstance(model, (str, Path)):
+            if isinstance(dtype, str) and dtype != "auto":
+                dtype = getattr(torch, dtype, None) or dtype
+            try:
+                model = AutoModelForCausalLM.from_pretrained(str(model), dtype=dtype)
+            except (OSError, ValueError) as e:
+                raise ConfigError(f"could not load a causal LM from {str(model)!r}: {e}") from e
+        if tokenizer is None or isinstance(tokenizer, (str, Path)):
+            source = str(tokenizer) if tokenizer is not None else getattr(model, "name_or_path", None)
+            if not source:
+                raise ConfigError("a loaded model without name_or_path needs tokenizer=<tokenizer or folder>")
+            tokenizer = AutoTokenizer.from_pretrained(source)
+        self.model = model.to(device).eval()
+        self.tokenizer = tokenizer
+        self.device = device
+        self.batch_size = batch_size
+        self.max_model_len = max_model_len
+        eos = model.generation_config.eos_token_id
+        eos_ids = set(eos if isinstance(eos, list) else [eos]) | {tokenizer.eos_token_id}
+        self._eos = {int(i) for i in eos_ids if i is not None}
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else model.generation_config.pad_token_id
+        self._pad = int(pad if pad is not None else min(self._eos))
+        if self.wire.uses_chat_template and system_role is None:
+            system_role = template_accepts_system(tokenizer)
+        self.system_role = system_role
+
+    # -- rendering -------------------------------------------------------------------
+    def render(self, request: GenerationRequest) -> str:
+        """The exact prompt text the model reads (wire format + assistant prefix)."""
+        text = self.wire.render(request.system, request.user, self.tokenizer, system_role=self.system_role)
+        return text + request.assistant_prefix
+
+    def _ids(self, request: GenerationRequest) -> list[int]:
+        add = not self.wire.template_has_special_tokens  # a chat template already wrote BOS
+        return list(self.tokenizer.encode(self.render(request), add_special_tokens=add))
+
+    # -- generation ----------------------------------------------------------------------
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+        if self.model is None:
+            raise BackendError("this TransformersBackend was closed; build a new one")
+        groups: dict[tuple[SamplingConfig, int], list[int]] = {}
+        for i, r in enumerate(requests):
+            groups.setdefault((r.sampling, r.n), []).append(i)
+        results: list[GenerationResult | None] = [None] * len(requests)
+        for (sampling, n), indices in groups.items():
+            if sampling.seed is not None:
+                import torch
+
+                torch.manual_seed(sampling.seed)
+            for start in range(0, len(indices), self.batch_size):
+                chunk = indices[start:start + self.batch_size]
+                try:
+                    outs = self._batch([self._ids(requests[i]) for i in chunk], sampling, n)
+                except (RuntimeError, ValueError) as e:
+                    raise BackendError(f"model.generate failed on requests {chunk}: {e}") from e
+                for i, out in zip(chunk, outs):
+                    results[i] = out
+        return [r for r in results if r is not None]
+
+    def _batch(self, prompts: list[list[int]], s: SamplingConfig, n: int) -> list[GenerationResult]:
+        import torch
+
+        width = max(len(p) for p in prompts)
+        ids = torch.tensor([[self._pad] * (width - len(p)) + p for p in prompts], device=self.device)
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device)
+        sample = s.temperature > 0
+        k = n if sample else 1  # greedy samples are all the same
+        options: dict[str, Any] = dict(
+            max_new_tokens=s.max_tokens, num_return_sequences=k, do_sample=sample, output_logits=True,
+            return_dict_in_generate=True, pad_token_id=self._pad, eos_token_id=sorted(self._eos),
+            repetition_penalty=s.repetition_penalty,
+        )
+        if sample:
+            options.update(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k if s.top_k != -1 else 0)
+        else:
+            options.update(temperature=None, top_p=None, top_k=None)
+        if s.stop:
+            options.update(stop_strings=list(s.stop), tokenizer=self.tokenizer)
+        with torch.no_grad():
+            out = self.model.generate(input_ids=ids, attention_mask=mask, **options)
+        new = out.sequences[:, width:].tolist()
+        logits = out.logits if s.logprobs is not None else None  # one [rows, vocab] tensor per step
+        results = []
+        for p, prompt in enumerate(prompts):
+            rows = [p * k + j for j in range(k)]
+            samples = [self._completion(new[r], None if logits is None else [x[r] for x in logits], s)
+                       for r in rows]
+            results.append(GenerationResult(tuple(samples * (n // k)), prompt_tokens=len(prompt)))
+        return results
+
+    def _completion(self, tokens: list[int], logits: list[Any] | None, s: SamplingConfig) -> Completion:
+        end = next((t + 1 for t, tok in enumerate(tokens) if tok in self._eos), None)
+        finish = "stop" if end is not None else "length"
+        tokens = tokens[:end] if end is not None else tokens
+        text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+        hits = [(text.find(stop), stop) for stop in s.stop if stop in text]
+        if hits:
+            at, stop = min(hits)
+            text, finish = text[:at], "stop"
+            # keep the tokens up to the one that completed the stop string
+            keep = next(m for m in range(1, len(tokens) + 1)
+                        if stop in self.tokenizer.decode(tokens[:m], skip_special_tokens=True))
+            tokens = tokens[:keep]
+        lps = None
+        if logits is not None:
+            lps = tuple(self._position(tok, logits[t], s.logprobs or 0) for t, tok in enumerate(tokens))
+        return Completion(text=text, logprobs=lps, finish_reason=finish, completion_tokens=len(tokens))
+
+    def _position(self, token: int, logits: Any, k: int) -> TokenLogprobs:
+        row = logits.float().log_softmax(-1)
+        chosen_text, chosen = self.tokenizer.decode([token]), float(row[token])
+        top: dict[str, float] = {}
+        if k:
+            values, ids = row.topk(k)
+            for lp, tid in zip(values.tolist(), ids.tolist()):
+                text = self.tokenizer.decode([tid])
+                prev = top.get(text)
+                top[text] = lp if prev is None else math.log(math.exp(prev) + math.exp(lp))
+        top.setdefault(chosen_text, chosen)  # the protocol promises the sampled token is in ``top``
+        return TokenLogprobs(token=chosen_text, logprob=chosen, top=top)
+
+    # -- Backend protocol (the rest) -----------------------------------------------------
+    def count_tokens(self, requests: Sequence[GenerationRequest]) -> list[int]:
+        return [len(self._ids(r)) for r in requests]
+
+    def context_length(self) -> int | None:
+        if self.max_model_len is not None:
+            return self.max_model_len
+        value = getattr(getattr(self.model, "config", None), "max_position_embeddings", None)
+        return int(value) if value else None
+
+    def close(self) -> None:
+        """Drop the model (frees its memory once nothing else holds it). Safe to call twice."""
+        self.model = None
