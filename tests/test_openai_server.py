@@ -7,6 +7,7 @@ import asyncio
 import copy
 import json
 import pickle
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -21,12 +22,17 @@ from prom_reward.backends.openai_server import OpenAIServer
 from prom_reward.errors import BackendError, ConfigError
 from prom_reward.sampling import SamplingConfig
 
-from .conftest import free_port
-
 pytestmark = pytest.mark.integration
 
 SAMPLE = SamplingConfig(max_tokens=6, logprobs=5)
 GREEDY = SamplingConfig(temperature=0.0, max_tokens=8, repetition_penalty=1.0)
+
+
+def free_port() -> int:
+    """A port nothing listens on (bound, read, released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def batch(n: int = 2, sampling: SamplingConfig = SAMPLE) -> list[GenerationRequest]:
@@ -184,7 +190,7 @@ class FakeServer:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
         self.thread.start()
 
     def bodies(self, path: str) -> list[dict]:

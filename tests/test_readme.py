@@ -31,11 +31,17 @@ def test_tour_is_short_and_complete():
 def test_tour_runs_as_written(tmp_path, smollm2_dir):
     script = tmp_path / "tour.py"
     script.write_text(tour_code())
-    env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1")
+    env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", VLLM_LOGGING_LEVEL="ERROR")
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
+    # vLLM may still print warnings to stdout: pick out the tour's own four lines
     lines = proc.stdout.strip().splitlines()
-    assert len(lines) == 4, proc.stdout
-    assert "JudgeStats(" in lines[3]
-    first = lines[0].split()
-    assert first[0] in {"1.0", "2.0", "3.0", "4.0", "5.0"}, lines[0]
+    grade = [ln for ln in lines if re.match(r"^[1-5]\.0 [0-9.]+ \{", ln)]
+    stats = [ln for ln in lines if ln.startswith("JudgeStats(")]
+    assert len(grade) == 1 and len(stats) == 1, proc.stdout[-3000:]
+    pair = lines[lines.index(grade[0]) + 1].split()
+    assert pair[0] in {"A", "B", "None"}, pair
+    direct = lines[lines.index(grade[0]) + 2].split()
+    assert direct[0] in {"A", "B", "None"} and direct[1].isdigit(), direct
+    items = int(re.search(r"items=(\d+)", stats[0]).group(1))
+    assert items >= 5  # 1 graded + 2 orders compared + 2 graded for Direct2Pair (+ tie rounds)

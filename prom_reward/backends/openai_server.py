@@ -107,11 +107,12 @@ class OpenAIServer:
                 tokens = await b.call("POST", "/tokenize", probe, root=True, parse=lambda d: list(d["tokens"]))
                 text = await b.call("POST", "/detokenize", {"model": self.model, "tokens": tokens},
                                     root=True, parse=lambda d: str(d["prompt"]))
-                self.system_role = _PROBE in text
-            except ServerRejected as e:
-                if e.status in (404, 405):
-                    log.info("server has no /tokenize (not vLLM?): folding the system prompt into the user turn")
-                self.system_role = False  # 400: the template raised on the system role
+                self.system_role, why = _PROBE in text, "the served chat template keeps or drops it"
+            except ServerRejected as e:  # 400: the template raised on the system role; 404: not vLLM
+                why = "no /tokenize (not vLLM?)" if e.status in (404, 405) else f"the template rejects it ({e})"
+                self.system_role = False
+            log.info("system role for %s: %s (%s)%s", self.model, self.system_role, why,
+                     "" if self.system_role else "; folding the system prompt into the user turn")
         return self.system_role
 
     async def _prepare(self, b: HTTPBatch) -> None:
