@@ -1,0 +1,52 @@
+"""The judge end to end over the other backends: a real vLLM OpenAI server and transformers."""
+
+from __future__ import annotations
+
+import pytest
+
+from prom_reward import PrometheusJudge
+
+pytestmark = pytest.mark.integration
+
+QUESTIONS = ["What is the capital of France?", "Name a prime number bigger than 10."]
+ANSWERS = ["The capital of France is Paris.", "13 is a prime number bigger than 10."]
+
+
+def test_server_judge_retries_then_none_on_random_model(vllm_server):
+    judge = PrometheusJudge(backend="openai", base_url=vllm_server, sampling={"max_tokens": 8}, max_retries=1)
+    grades = judge.grade(QUESTIONS, ANSWERS, "helpfulness", ["Paris", None])
+    assert [g.score for g in grades] == [None, None]
+    assert all(g.retries == 1 and g.failures == 2 and g.prompt_tokens > 0 for g in grades)
+    judge.close()
+
+
+@pytest.mark.smollm2
+def test_server_judge_forced_verdicts_with_logprobs(smollm2_server):
+    judge = PrometheusJudge(backend="openai", base_url=smollm2_server, sampling={"max_tokens": 48},
+                            force_verdict=True, expected_score=True, max_retries=1)
+    grades = judge.grade(QUESTIONS, ANSWERS, "helpfulness")
+    for g in grades:
+        assert g.ok and 1 <= g.score <= 5 and 1 <= g.expected_score <= 5
+        assert abs(sum(g.probabilities.values()) - 1) < 1e-6
+    (v,) = judge.compare(QUESTIONS[:1], ANSWERS[:1], ["Berlin."], "factual_validity", swap=True)
+    assert len(v.order_winners) == 2 and v.p_a is not None
+    judge.close()
+
+
+@pytest.mark.smollm2
+def test_server_and_engine_render_the_same_prompt(smollm2_server, smollm2_engine):
+    """Same wire format through both paths: identical prompt token counts."""
+    from prom_reward.backends.base import GenerationRequest
+    from prom_reward.backends.openai_server import OpenAIServer
+
+    req = GenerationRequest(system="SYS", user="A judge prompt.")
+    server = OpenAIServer(smollm2_server)
+    assert server.count_tokens([req]) == smollm2_engine.count_tokens([req])
+    server.close()
+
+
+def test_transformers_judge_on_tiny_model(tiny_model_dir):
+    judge = PrometheusJudge(str(tiny_model_dir), backend="transformers", sampling={"max_tokens": 6},
+                            max_retries=0)
+    (g,) = judge.grade(QUESTIONS[:1], ANSWERS[:1], "helpfulness")
+    assert g.score is None and g.failures == 1 and len(g.raw_outputs) == 1
