@@ -58,6 +58,19 @@ def _rel_request(item: RelativeItem, sampling: SamplingConfig) -> GenerationRequ
     return GenerationRequest(system=REL_SYSTEM_PROMPT, user=user, sampling=sampling)
 
 
+def _apply_preset(p: Any, backend: str, model: str | None,
+                  options: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
+    """Merge a preset under the user's options, as far as the chosen backend can use it."""
+    if backend == "openai":
+        # The server owns the weights and engine options; the client needs the wire format,
+        # and the literal [INST] string can only travel through the completions endpoint.
+        wire = {"wire": p.wire, **({"endpoint": "completions"} if p.wire == "inst" else {})}
+        served = None if p.model.startswith("local:") else p.model
+        return (model if model != p.name else served), {**wire, **options}
+    engine = {"wire": p.wire, **(p.engine if backend == "vllm" else {})}
+    return resolve_model_path(p.model), {**engine, **options}
+
+
 class PrometheusJudge:
     """A Prometheus-style judge over any backend.
 
@@ -96,8 +109,7 @@ class PrometheusJudge:
         p = get_preset(preset) if preset else find_preset_for_model(model)
         judge_defaults = dict(p.judge) if p else {}
         if p is not None and isinstance(backend, str):
-            model = resolve_model_path(p.model)
-            backend_options = {"wire": p.wire, **p.engine, **backend_options}
+            model, backend_options = _apply_preset(p, backend, model, backend_options)
         if not isinstance(num_samples, int) or num_samples < 1:
             raise ConfigError(f"num_samples must be an int >= 1, got {num_samples!r}")
         if not isinstance(max_retries, int) or max_retries < 0:
@@ -113,9 +125,7 @@ class PrometheusJudge:
         self.force_verdict = bool(judge_defaults.get("force_verdict", False) if force_verdict is None else force_verdict)
         self.max_tie_rounds = max_tie_rounds
         self.truncate_response = truncate_response
-        if isinstance(backend, str) and backend in ("vllm", "transformers") and model is not None:
-            backend_options = {"model": model, **backend_options}
-        elif isinstance(backend, str) and backend == "openai" and model is not None:
+        if isinstance(backend, str) and backend != "scripted" and model is not None:
             backend_options = {"model": model, **backend_options}
         self.backend: Backend = make_backend(backend, **backend_options)
         self.stats = JudgeStats()

@@ -78,6 +78,7 @@ def start_vllm_server(model_dir: Path, log_path: Path, *, max_model_len: int = 4
     ]
     log = open(log_path, "wb")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+    log.close()  # the child keeps its own handle
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
