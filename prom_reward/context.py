@@ -18,7 +18,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 from .backends.base import Backend, GenerationRequest
 from .errors import ContextLengthError, InputError

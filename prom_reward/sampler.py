@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Sequence
 
 from .backends.base import Backend, Completion, GenerationRequest
+from .errors import BackendError
 from .parsing import parse_output
 from .results import JudgeSample
 from .verdict_probs import ABSOLUTE_LABELS, RELATIVE_LABELS, first_verdict_distribution, verdict_distribution
@@ -82,6 +83,14 @@ def force_prefix(text: str) -> str:
     return body + FORCE_SUFFIX
 
 
+def _check_count(backend: Backend, batch: Sequence[GenerationRequest], results: Sequence[object]) -> None:
+    if len(results) != len(batch):
+        raise BackendError(
+            f"backend {getattr(backend, 'name', type(backend).__name__)!r} returned {len(results)} results for "
+            f"{len(batch)} requests; a backend must return one result per request, in order"
+        )
+
+
 class SampleRunner:
     """Runs the loop above against one backend."""
 
@@ -107,8 +116,10 @@ class SampleRunner:
             )
             for r, s in zip(requests, samples)
         ]
+        results = self.backend.generate(forcing)
+        _check_count(self.backend, forcing, results)
         out = []
-        for s, res in zip(samples, self.backend.generate(forcing)):
+        for s, res in zip(samples, results):
             c = res.completions[0]
             probs, mass = first_verdict_distribution(c.logprobs, labels)
             extra = c.completion_tokens
@@ -146,6 +157,7 @@ class SampleRunner:
             idx = list(pending)
             batch = [self._round_request(requests[i], pending[i], round_, i) for i in idx]
             results = self.backend.generate(batch)
+            _check_count(self.backend, batch, results)
             new: list[tuple[int, JudgeSample]] = []
             for i, res in zip(idx, results):
                 runs[i].prompt_tokens += res.prompt_tokens

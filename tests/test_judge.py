@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from prom_reward import ConfigError, ContextLengthError, InputError, PrometheusJudge, Rubric
+from prom_reward import BackendError, ConfigError, ContextLengthError, InputError, PrometheusJudge, Rubric
 from prom_reward.backends.base import Completion, GenerationRequest, TokenLogprobs
 from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.prompts import ABS_SYSTEM_PROMPT, REL_SYSTEM_PROMPT
@@ -206,3 +206,13 @@ def test_opt_in_truncation_fits_the_response():
     (count,) = backend.count_tokens(backend.calls[0])
     assert count <= 300
     assert "word word" in backend.calls[0][0].user
+
+
+def test_backend_returning_too_few_results_is_an_error_not_a_loss():
+    class Short(ScriptedBackend):
+        def generate(self, requests):
+            return super().generate(requests)[:-1]
+
+    judge = PrometheusJudge(backend=Short(outputs=["x [RESULT] 3"] * 2))
+    with pytest.raises(BackendError, match="returned 1 results for 2 requests"):
+        judge.grade(["q", "q2"], ["r", "r2"], "helpfulness")
