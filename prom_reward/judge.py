@@ -37,15 +37,25 @@ class JudgeStats:
     """Running counters over a judge's lifetime (read them for metrics)."""
 
     calls: int = 0
+    """Judge calls (grade/compare batches, tie rounds included)."""
     items: int = 0
+    """Prompts judged (a swapped order counts as one more)."""
     samples: int = 0
+    """Samples generated, retries included."""
     parse_failures: int = 0
+    """Samples without a verdict."""
     retries: int = 0
+    """Re-sampling rounds, summed over items."""
     forced: int = 0
+    """Verdicts read by forcing `` [RESULT] ``."""
     truncated: int = 0
+    """Items whose response was shortened to fit the context."""
     prompt_tokens: int = 0
+    """Prompt tokens sent."""
     completion_tokens: int = 0
+    """Tokens generated."""
     seconds: float = 0.0
+    """Wall time spent in the backend loop."""
 
 
 def _abs_request(item: AbsoluteItem, sampling: SamplingConfig) -> GenerationRequest:

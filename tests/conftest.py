@@ -7,6 +7,7 @@ PyPI package by ``make setup`` (converted on first use if missing).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -95,17 +96,25 @@ def start_vllm_server(model_dir: Path, log_path: Path, *, max_model_len: int = 4
     raise RuntimeError(f"vLLM server did not become healthy in {timeout}s; log: {log_path}")
 
 
+@contextlib.contextmanager
+def serving(model_dir: Path, log_path: Path):
+    """Run a vLLM server for the duration of a ``with`` block; yields its base URL."""
+    proc, url = start_vllm_server(model_dir, log_path)
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 @pytest.fixture(scope="session")
 def vllm_server(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory):
     """A real vLLM OpenAI-compatible server on the tiny model; yields its base URL (``.../v1``)."""
-    log = tmp_path_factory.mktemp("vllm-server") / "server.log"
-    proc, url = start_vllm_server(tiny_model_dir, log)
-    yield url
-    proc.terminate()
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    with serving(tiny_model_dir, tmp_path_factory.mktemp("vllm-server") / "server.log") as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
@@ -121,11 +130,5 @@ def smollm2_engine(smollm2_dir: Path):
 @pytest.fixture(scope="session")
 def smollm2_server(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory):
     """A real vLLM OpenAI-compatible server on SmolLM2; yields its base URL."""
-    log = tmp_path_factory.mktemp("smollm2-server") / "server.log"
-    proc, url = start_vllm_server(smollm2_dir, log)
-    yield url
-    proc.terminate()
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    with serving(smollm2_dir, tmp_path_factory.mktemp("smollm2-server") / "server.log") as url:
+        yield url
