@@ -27,6 +27,7 @@ from .presets import find_preset_for_model, get_preset, resolve_model_path
 from .prompts import ABS_SYSTEM_PROMPT, REL_SYSTEM_PROMPT, render_absolute, render_relative
 from .results import Grade, Verdict
 from .sampler import Mode, SampleRunner
+from .sanitize import neutralize
 from .sampling import SamplingConfig
 
 EXPECTED_LOGPROBS = 20
@@ -50,6 +51,8 @@ class JudgeStats:
     """Verdicts read by forcing `` [RESULT] ``."""
     truncated: int = 0
     """Items whose response was shortened to fit the context."""
+    neutralized: int = 0
+    """Template markers rewritten inside responses (see ``prom_reward.sanitize``)."""
     prompt_tokens: int = 0
     """Prompt tokens sent."""
     completion_tokens: int = 0
@@ -98,6 +101,8 @@ class PrometheusJudge:
             the expected score.
         max_tie_rounds: re-sampling rounds for ``compare_by_grades`` ties.
         truncate_response: shorten over-long responses to fit the judge context instead of raising.
+        neutralize_markers: rewrite template markers (``###Feedback:``, ``[RESULT]`` ...) inside
+            responses so a response cannot forge sections of the judge prompt (on by default).
         **backend_options: passed to the backend constructor (e.g. ``max_model_len``, ``base_url``).
     """
 
@@ -114,6 +119,7 @@ class PrometheusJudge:
         expected_score: bool = False,
         max_tie_rounds: int = 5,
         truncate_response: bool = False,
+        neutralize_markers: bool = True,
         **backend_options: Any,
     ) -> None:
         p = get_preset(preset) if preset else find_preset_for_model(model)
@@ -135,12 +141,26 @@ class PrometheusJudge:
         self.force_verdict = bool(judge_defaults.get("force_verdict", False) if force_verdict is None else force_verdict)
         self.max_tie_rounds = max_tie_rounds
         self.truncate_response = truncate_response
+        self.neutralize_markers = neutralize_markers
         if isinstance(backend, str) and backend != "scripted" and model is not None:
             backend_options = {"model": model, **backend_options}
         self.backend: Backend = make_backend(backend, **backend_options)
         self.stats = JudgeStats()
 
     # -- plumbing ---------------------------------------------------------------
+    def _neutralize(self, items: list[Any]) -> list[Any]:
+        if not self.neutralize_markers:
+            return items
+        out = []
+        for it in items:
+            changes = {}
+            for f in ("response", "response_a", "response_b"):
+                if hasattr(it, f):
+                    changes[f], n = neutralize(getattr(it, f))
+                    self.stats.neutralized += n
+            out.append(dataclasses.replace(it, **changes))
+        return out
+
     def _sampling(self, overrides: "dict[str, Any] | SamplingConfig | None") -> SamplingConfig:
         return self.sampling.merged(overrides)
 
@@ -171,7 +191,7 @@ class PrometheusJudge:
               sampling: "dict[str, Any] | SamplingConfig | None" = None) -> list[Grade]:
         """Absolute grades (1..5) for each (instruction, response); ``rubric`` is one rubric
         (name, Rubric, dict, file) for all items or a list with one per item."""
-        items = absolute_items(instructions, responses, rubric, reference_answers)
+        items = self._neutralize(absolute_items(instructions, responses, rubric, reference_answers))
         if not items:
             return []
         cfg = self._sampling(sampling)
@@ -186,7 +206,7 @@ class PrometheusJudge:
                 sampling: "dict[str, Any] | SamplingConfig | None" = None) -> list[Verdict]:
         """Pairwise verdicts ("A"/"B"); with ``swap=True`` both orders are judged in the same batch
         and combined (agreement, else a tie with winner None)."""
-        items = relative_items(instructions, responses_a, responses_b, rubric, reference_answers)
+        items = self._neutralize(relative_items(instructions, responses_a, responses_b, rubric, reference_answers))
         if not items:
             return []
         cfg = self._sampling(sampling)
