@@ -141,6 +141,12 @@ class OnlineDPOJudgeReward:
         self._trainer = weakref.ref(trainer)
         return self
 
+    def close(self) -> None:
+        """Release a judge this reward built from a dict (a judge passed in is the caller's)."""
+        if self._judge_spec is not None and self._judge is not None:
+            self._judge.close()
+            self._judge = None
+
     # -- pickling: a dict-configured judge is rebuilt in the new process ------------------
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)

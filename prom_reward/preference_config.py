@@ -24,6 +24,9 @@ from typing import Any
 from .errors import ConfigError
 
 STRATEGIES = ("best_vs_worst", "all_pairs")
+OUTPUT_COLUMNS = ("source_index", "prompt", "chosen", "rejected", "score_chosen", "score_rejected", "margin",
+                  "chosen_index", "rejected_index", "feedback_chosen", "feedback_rejected", "tie_rounds",
+                  "feedback", "swap_agreement")
 LAYOUTS = ("wide", "long")
 
 
@@ -92,6 +95,9 @@ class PreferenceConfig:
             object.__setattr__(self, "keep_columns", (self.keep_columns,))
         else:
             object.__setattr__(self, "keep_columns", tuple(self.keep_columns))
+        clash = sorted(set(self.keep_columns) & set(OUTPUT_COLUMNS))
+        if clash:
+            raise ConfigError(f"keep_columns: {clash} would overwrite output columns; rename them in the input")
 
     def fingerprint(self) -> dict[str, Any]:
         """The options a resumed run must share with the run that wrote the output."""
