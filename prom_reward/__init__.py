@@ -10,15 +10,19 @@ Example:
 from .errors import (BackendError, ConfigError, ContextLengthError, InputError, PromRewardError,
                      UnknownNameError)
 from .judge import JudgeStats, PrometheusJudge
+from .online_dpo import OnlineDPOJudgeReward, PairwiseRewardStats
 from .parsing import parse_absolute, parse_output, parse_relative
 from .prompts import render_absolute, render_relative
 from .results import Grade, JudgeSample, Verdict
+from .reward import AsyncPrometheusReward, PrometheusReward
+from .reward_config import RewardConfig
 from .rubrics import Rubric, get_rubric
 from .sampling import SamplingConfig
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncPrometheusReward", "OnlineDPOJudgeReward", "PairwiseRewardStats", "PrometheusReward", "RewardConfig",
     "BackendError", "ConfigError", "ContextLengthError", "Grade", "InputError", "JudgeSample", "JudgeStats",
     "PromRewardError", "PrometheusJudge", "Rubric", "SamplingConfig", "UnknownNameError", "Verdict",
     "get_rubric", "parse_absolute", "parse_output", "parse_relative", "render_absolute", "render_relative",

@@ -6,13 +6,21 @@ grades every row of a .jsonl/.json/.parquet file and writes the input rows plus
 Rows are judged in batches and written as they finish; ``--resume`` skips the rows
 an interrupted run already wrote.
 
+``prom-reward pairs IN -o OUT.jsonl --strategy best_vs_worst|all_pairs --min-margin X
+--rubric NAME|FILE [--model M | --server URL ...] [--num-samples k] [--resume]`` turns rows of
+``prompt`` + ``completions`` into DPO preference pairs (``prom_reward.preferences``), writing them
+chunk by chunk with ``OUT.skipped.jsonl`` and ``OUT.progress.json`` beside them; ``--resume``
+continues after the last finished chunk. The stats are printed as one JSON line on stdout.
+
 Example:
     $ prom-reward grade rollouts.jsonl -o graded.jsonl --rubric helpfulness --model smollm2-135m-instruct
+    $ prom-reward pairs samples.jsonl -o pairs.jsonl --strategy all_pairs --rubric helpfulness --server URL
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from itertools import islice
@@ -107,14 +115,41 @@ def cmd_grade(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="prom-reward", description="Prometheus-style judges as rewards.")
-    sub = p.add_subparsers(dest="command", required=True)
-    g = sub.add_parser("grade", help="absolute grades for a file of (instruction, response) rows")
-    g.add_argument("input", help=".jsonl, .json or .parquet")
-    g.add_argument("-o", "--output", required=True, help=".jsonl (resumable) or .parquet")
-    g.add_argument("--rubric", help="built-in name (helpfulness, ...), or a JSON/YAML rubric file; "
-                                    "default: each row's rubric column")
+def cmd_pairs(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from .preference_config import PreferenceConfig
+    from .preferences import build_preference_dataset
+
+    cfg = PreferenceConfig(
+        strategy=args.strategy, min_margin=args.min_margin, rubric=args.rubric, swap=not args.no_swap,
+        max_tie_rounds=args.max_tie_rounds, chunk_size=args.chunk_size, layout=args.layout,
+        prompt_column=args.prompt_col, completions_column=args.completions_col,
+        completion_column=args.completion_col, reference_column=args.reference_col, rubric_column=args.rubric_col,
+        keep_columns=tuple(args.keep_col or ()),
+    )
+    total = count_rows(args.input) if args.layout == "wide" else None
+    judge = _build_judge(args)
+    try:
+        with tqdm(desc="pairs", unit="row", total=total, disable=args.quiet) as bar:
+            def progress(stats: Any) -> None:
+                bar.n = stats.rows
+                bar.set_postfix(pairs=stats.pairs, skipped=sum(stats.skipped.values()), refresh=False)
+                bar.refresh()
+
+            _, stats = build_preference_dataset(judge, args.input, cfg, output=args.output, resume=args.resume,
+                                                progress=progress)
+    finally:
+        judge.close()
+    skipped = ", ".join(f"{k} {v}" for k, v in sorted(stats.skipped.items())) or "none"
+    print(f"{stats.pairs} pairs from {stats.rows} rows ({stats.resumed_rows} resumed) -> {args.output}; "
+          f"skipped: {skipped}", file=sys.stderr)
+    print(json.dumps(stats.to_dict()))
+    return 0
+
+
+def _add_judge_options(g: argparse.ArgumentParser) -> None:
+    """The options ``_build_judge`` reads (shared by every subcommand that judges)."""
     g.add_argument("--model", default=None, help="hub id, local folder, or preset (e.g. prometheus-7b-v2.0)")
     g.add_argument("--server", action="append", help="OpenAI-compatible base URL (repeatable)")
     g.add_argument("--backend", default="vllm", choices=["vllm", "transformers"])
@@ -129,6 +164,17 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--max-model-len", type=int)
     g.add_argument("--tensor-parallel-size", type=int, default=1)
     g.add_argument("--enforce-eager", action="store_true")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="prom-reward", description="Prometheus-style judges as rewards.")
+    sub = p.add_subparsers(dest="command", required=True)
+    g = sub.add_parser("grade", help="absolute grades for a file of (instruction, response) rows")
+    g.add_argument("input", help=".jsonl, .json or .parquet")
+    g.add_argument("-o", "--output", required=True, help=".jsonl (resumable) or .parquet")
+    g.add_argument("--rubric", help="built-in name (helpfulness, ...), or a JSON/YAML rubric file; "
+                                    "default: each row's rubric column")
+    _add_judge_options(g)
     g.add_argument("--batch-size", type=int, default=256, help="rows per judge call (and per write)")
     g.add_argument("--resume", action="store_true", help="skip rows already written to OUTPUT (.jsonl)")
     g.add_argument("--instruction-col", default="instruction")
@@ -137,13 +183,37 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--rubric-col", default="rubric")
     g.add_argument("--quiet", action="store_true")
     g.set_defaults(func=cmd_grade)
+
+    d = sub.add_parser("pairs", help="DPO preference pairs from several completions per prompt")
+    d.add_argument("input", help=".jsonl, .json or .parquet: prompt + completions per row")
+    d.add_argument("-o", "--output", required=True, help=".jsonl (resumable); sidecars .skipped.jsonl, .progress.json")
+    d.add_argument("--strategy", default="best_vs_worst", choices=["best_vs_worst", "all_pairs"])
+    d.add_argument("--min-margin", type=float, default=0.0,
+                   help="drop pairs below this margin (score points; P(win) units for all_pairs)")
+    d.add_argument("--rubric", help="built-in name (helpfulness, ...), or a JSON/YAML rubric file; "
+                                    "default: each row's rubric column")
+    _add_judge_options(d)
+    d.add_argument("--max-tie-rounds", type=int, help="best_vs_worst: re-grading rounds for all-equal rows")
+    d.add_argument("--no-swap", action="store_true", help="all_pairs: judge one order only")
+    d.add_argument("--chunk-size", type=int, default=64, help="rows per judge call (and per write)")
+    d.add_argument("--resume", action="store_true", help="continue an interrupted run on OUTPUT")
+    d.add_argument("--layout", default="wide", choices=["wide", "long"],
+                   help="long: one row per completion, consecutive rows with the same prompt grouped")
+    d.add_argument("--prompt-col", default="prompt")
+    d.add_argument("--completions-col", default="completions")
+    d.add_argument("--completion-col", default="completion", help="the completion column of the long layout")
+    d.add_argument("--reference-col", default="reference_answer")
+    d.add_argument("--rubric-col", default="rubric")
+    d.add_argument("--keep-col", action="append", help="input column copied into each pair (repeatable)")
+    d.add_argument("--quiet", action="store_true")
+    d.set_defaults(func=cmd_pairs)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command == "grade" and not args.model and not args.server:
-        print("prom-reward grade: give --model M (in-process vLLM) or --server URL", file=sys.stderr)
+    if args.command in ("grade", "pairs") and not args.model and not args.server:
+        print(f"prom-reward {args.command}: give --model M (in-process vLLM) or --server URL", file=sys.stderr)
         return 2
     try:
         return int(args.func(args))

@@ -137,7 +137,7 @@ class OnlineDPOJudgeReward:
         """Add each batch's metrics to ``trainer.stats``, which OnlineDPOTrainer averages into its
         logs (and resets) at every logging step. Holds only a weak reference; returns self."""
         if not isinstance(getattr(trainer, "stats", None), dict):
-            raise ConfigError(f"attach: expected an OnlineDPOTrainer (with a .stats dict), got {type(trainer).__name__}")
+            raise ConfigError(f"attach: expected an OnlineDPOTrainer (a .stats dict), got {type(trainer).__name__}")
         self._trainer = weakref.ref(trainer)
         return self
 

@@ -84,8 +84,8 @@ def test_conversational_rows():
     reward, backend = scripted(fair)
     p0 = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Name a fruit."}]
     p1 = [{"role": "user", "content": "Name a tool."}]
-    completions = [[{"role": "assistant", "content": f"{BAD} rock"}], [{"role": "assistant", "content": f"{GOOD} saw"}],
-                   [{"role": "assistant", "content": f"{GOOD} apple"}], [{"role": "assistant", "content": f"{BAD} sky"}]]
+    completions = [[{"role": "assistant", "content": f"{t} {w}"}]
+                   for t, w in ((BAD, "rock"), (GOOD, "saw"), (GOOD, "apple"), (BAD, "sky"))]
     assert reward(prompts=[p0, p1, p0, p1], completions=completions) == [0.0, 1.0, 1.0, 0.0]
     users = [r.user for r in backend.calls[0]]
     assert "Name a fruit." in users[0] and "Name a tool." in users[1] and "role" not in users[0]
@@ -270,7 +270,8 @@ def test_online_dpo_trainer_two_steps_with_vllm_judge(tiny_model_dir, tmp_path, 
 
     judge = PrometheusJudge(backend=smollm2_engine, force_verdict=True, sampling={"max_tokens": 24})
     reward = Recording(judge, rubric="helpfulness")
-    rows = [[{"role": "user", "content": q}] for q in ("Name a colour.", "Say hello.", "What is 3 + 4?", "Name a fruit.")]
+    questions = ("Name a colour.", "Say hello.", "What is 3 + 4?", "Name a fruit.")
+    rows = [[{"role": "user", "content": q}] for q in questions]
     data = Dataset.from_dict({"prompt": rows, "rubric": ["helpfulness", "honesty"] * 2})
     args = OnlineDPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=2, max_new_tokens=8, max_steps=2,
                            logging_steps=1, report_to="none", save_strategy="no", use_cpu=True, bf16=False,
