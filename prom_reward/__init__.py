@@ -12,6 +12,7 @@ from .errors import (BackendError, ConfigError, ContextLengthError, InputError, 
 from .judge import JudgeStats, PrometheusJudge
 from .online_dpo import OnlineDPOJudgeReward, PairwiseRewardStats
 from .parsing import parse_absolute, parse_output, parse_relative
+from .preferences import PreferenceConfig, PreferenceStats, build_preference_dataset
 from .prompts import render_absolute, render_relative
 from .results import Grade, JudgeSample, Verdict
 from .reward import AsyncPrometheusReward, PrometheusReward
@@ -22,7 +23,7 @@ from .sampling import SamplingConfig
 __version__ = "0.1.0"
 
 __all__ = [
-    "AsyncPrometheusReward", "OnlineDPOJudgeReward", "PairwiseRewardStats", "PrometheusReward", "RewardConfig",
+    "AsyncPrometheusReward", "PreferenceConfig", "PreferenceStats", "build_preference_dataset", "OnlineDPOJudgeReward", "PairwiseRewardStats", "PrometheusReward", "RewardConfig",
     "BackendError", "ConfigError", "ContextLengthError", "Grade", "InputError", "JudgeSample", "JudgeStats",
     "PromRewardError", "PrometheusJudge", "Rubric", "SamplingConfig", "UnknownNameError", "Verdict",
     "get_rubric", "parse_absolute", "parse_output", "parse_relative", "render_absolute", "render_relative",
