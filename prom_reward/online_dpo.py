@@ -35,7 +35,8 @@ from statistics import fmean
 from typing import Any, Callable, Sequence
 
 from .conversation import completion_text, prompt_text
-from .errors import ConfigError, InputError, PromRewardError
+from .errors import ConfigError, InputError
+from .judge_holder import JudgeHolder
 from .results import Verdict
 
 __all__ = ["OnlineDPOJudgeReward", "PairwiseRewardStats"]
@@ -82,7 +83,9 @@ class PairwiseRewardStats:
         return {**dataclasses.asdict(self), "swap_agreement_rate": self.swap_agreement_rate}
 
 
-class OnlineDPOJudgeReward:
+class OnlineDPOJudgeReward(JudgeHolder):
+    _transient = ("_trainer",)
+
     """Pairwise judge reward for ``OnlineDPOTrainer(reward_funcs=...)`` (TRL 1.16 layout).
 
     Args:
@@ -100,14 +103,7 @@ class OnlineDPOJudgeReward:
     def __init__(self, judge: Any, rubric: Any = "helpfulness", *, reference_answer: str | None = None,
                  rubric_column: str = "rubric", reference_column: str = "reference_answer",
                  max_tie_rounds: int = 3, seed: int = 0, name: str = "prometheus_pairwise") -> None:
-        if isinstance(judge, dict):
-            self._judge_spec: dict[str, Any] | None = dict(judge)
-            self._judge: Any = None
-        elif hasattr(judge, "compare") and hasattr(judge, "sampling"):
-            self._judge_spec, self._judge = None, judge
-        else:
-            raise ConfigError("judge: expected a PrometheusJudge or a dict of its options "
-                              f"(e.g. {{'model': 'prometheus-7b-v2.0'}}), got {type(judge).__name__}")
+        super().__init__(judge)
         if not isinstance(max_tie_rounds, int) or isinstance(max_tie_rounds, bool) or max_tie_rounds < 0:
             raise ConfigError(f"max_tie_rounds must be an int >= 0, got {max_tie_rounds!r}")
         if rubric is None:
@@ -124,15 +120,6 @@ class OnlineDPOJudgeReward:
         self._rng = random.Random(seed)
         self._trainer: Callable[[], Any] | None = None
 
-    @property
-    def judge(self) -> Any:
-        """The judge (built on first use when configured as a dict)."""
-        if self._judge is None:
-            from .judge import PrometheusJudge
-
-            self._judge = PrometheusJudge(**(self._judge_spec or {}))
-        return self._judge
-
     def attach(self, trainer: Any) -> "OnlineDPOJudgeReward":
         """Add each batch's metrics to ``trainer.stats``, which OnlineDPOTrainer averages into its
         logs (and resets) at every logging step. Holds only a weak reference; returns self."""
@@ -140,28 +127,6 @@ class OnlineDPOJudgeReward:
             raise ConfigError(f"attach: expected an OnlineDPOTrainer (a .stats dict), got {type(trainer).__name__}")
         self._trainer = weakref.ref(trainer)
         return self
-
-    def close(self) -> None:
-        """Release a judge this reward built from a dict (a judge passed in is the caller's)."""
-        if self._judge_spec is not None and self._judge is not None:
-            self._judge.close()
-            self._judge = None
-
-    # -- pickling: a dict-configured judge is rebuilt in the new process ------------------
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["_trainer"] = None
-        if self._judge_spec is not None:
-            state["_judge"] = None
-        elif getattr(getattr(self._judge, "backend", None), "name", None) == "vllm":
-            raise PromRewardError(
-                "this OnlineDPOJudgeReward holds an in-process vLLM engine, which cannot be pickled; pass "
-                "judge=dict(model=..., ...) so each process builds its own judge, or use judge servers: "
-                "dict(backend='openai', base_url=[...])")
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
 
     # -- the reward ---------------------------------------------------------------------
     def _half(self, prompts: Sequence[Any], completions: Sequence[Any]) -> int:

@@ -29,6 +29,7 @@ from typing import Any, Callable, Sequence
 
 from .conversation import completion_text, prompt_text
 from .errors import ConfigError, InputError, PromRewardError
+from .judge_holder import JudgeHolder
 from .reward_config import RewardConfig
 from .reward_modes import MODE_FUNCTIONS, RewardItem
 from .rubrics import Rubric, get_rubric
@@ -37,7 +38,7 @@ from .sanitize import neutralize
 _TRL_KWARGS = ("trainer_state", "log_metric", "log_extra", "environments")
 
 
-class PrometheusReward:
+class PrometheusReward(JudgeHolder):
     """Judge-based reward for TRL (sync). Options are ``RewardConfig`` fields.
 
     Args:
@@ -49,41 +50,9 @@ class PrometheusReward:
         if config is not None and options:
             raise ConfigError("pass either config=RewardConfig(...) or its fields as keywords, not both")
         self.config = config or RewardConfig(**options)
-        if isinstance(judge, dict):
-            self._judge_spec: dict[str, Any] | None = dict(judge)
-            self._judge = None
-        elif judge is not None and hasattr(judge, "grade") and hasattr(judge, "compare"):
-            self._judge_spec, self._judge = None, judge
-        else:
-            raise ConfigError("judge: expected a PrometheusJudge or a dict of its options "
-                              f"(e.g. {{'model': 'prometheus-7b-v2.0'}}), got {type(judge).__name__}")
+        super().__init__(judge)
         self.__name__ = self.config.name
         self.last_metrics: dict[str, float] = {}
-
-    @property
-    def judge(self) -> Any:
-        """The judge (built on first use when configured as a dict)."""
-        if self._judge is None:
-            from .judge import PrometheusJudge
-
-            self._judge = PrometheusJudge(**(self._judge_spec or {}))
-        return self._judge
-
-    # -- pickling: a dict-configured judge is rebuilt in the new process -------------
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        if self._judge_spec is not None:
-            state["_judge"] = None
-        elif getattr(getattr(self._judge, "backend", None), "name", None) == "vllm":
-            raise PromRewardError(
-                "this PrometheusReward holds an in-process vLLM engine, which cannot be pickled (TRL's async GRPO "
-                "runs reward functions in a child process); pass judge=dict(model=..., ...) so each process builds "
-                "its own judge, or use judge servers: PrometheusJudge(backend='openai', base_url=[...])"
-            )
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
 
     # -- the reward -------------------------------------------------------------------
     def _items(self, prompts: Sequence[Any], completions: Sequence[Any], columns: dict[str, Any]) -> list[RewardItem]:
