@@ -216,3 +216,9 @@ def test_backend_returning_too_few_results_is_an_error_not_a_loss():
     judge = PrometheusJudge(backend=Short(outputs=["x [RESULT] 3"] * 2))
     with pytest.raises(BackendError, match="returned 1 results for 2 requests"):
         judge.grade(["q", "q2"], ["r", "r2"], "helpfulness")
+
+
+def test_retry_requests_carry_their_attempt_number():
+    judge, backend = judge_with(outputs=["junk", "junk", "x [RESULT] 3"])
+    judge.grade(["q"], ["r"], "helpfulness")
+    assert [c[0].attempt for c in backend.calls] == [0, 1, 2]

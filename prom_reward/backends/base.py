@@ -59,6 +59,10 @@ class GenerationRequest:
     """Text the judge has already 'written': generation continues after it
     (used to force a verdict after ``... [RESULT] ``)."""
 
+    attempt: int = 0
+    """Re-sampling round this request belongs to (0 = first). Backends ignore it; caches key on
+    it so a retry asks for fresh samples instead of replaying the stored unparseable ones."""
+
 
 @dataclass(frozen=True)
 class Completion:
