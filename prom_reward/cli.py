@@ -166,6 +166,40 @@ def _add_judge_options(g: argparse.ArgumentParser) -> None:
     g.add_argument("--enforce-eager", action="store_true")
 
 
+def cmd_reward_server(args: argparse.Namespace) -> int:
+    """Serve the judge as an OpenRLHF remote reward model (``prom_reward.reward_server``)."""
+    import os
+
+    from .reward import PrometheusReward
+    from .reward_server import serve_reward
+
+    if not args.model and not args.server:
+        print("prom-reward reward-server: give --model M (in-process vLLM) or --server URL", file=sys.stderr)
+        return 2
+    reward = PrometheusReward(_build_judge(args), rubric=args.rubric, mode=args.mode, score=args.score,
+                              normalize=args.normalize)
+    serve_reward(reward, host=args.host, port=args.port, token=args.token or os.environ.get("PROM_REWARD_TOKEN"),
+                 max_body_bytes=int(args.max_body_mb * 1024 * 1024), failure_reward=args.failure_reward,
+                 strip=tuple(args.strip or ()))
+    return 0
+
+
+def _add_reward_server_parser(sub: Any) -> None:
+    s = sub.add_parser("reward-server", help="serve the judge as an OpenRLHF remote reward model (HTTP)")
+    s.add_argument("--rubric", default="helpfulness", help="built-in name or a JSON/YAML rubric file")
+    s.add_argument("--mode", default="absolute", choices=["absolute", "pairwise_group"])
+    s.add_argument("--score", default="sample", choices=["sample", "mean", "expected"])
+    s.add_argument("--normalize", choices=["unit", "symmetric"])
+    _add_judge_options(s)
+    s.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)")
+    s.add_argument("--port", type=int, default=5000)
+    s.add_argument("--token", help="require 'Authorization: Bearer TOKEN' (or set PROM_REWARD_TOKEN)")
+    s.add_argument("--failure-reward", type=float, default=0.0, help="reward sent where the judge failed")
+    s.add_argument("--max-body-mb", type=float, default=8.0, help="larger request bodies get 413")
+    s.add_argument("--strip", action="append", help="end-of-text string removed from responses (repeatable)")
+    s.set_defaults(func=cmd_reward_server)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="prom-reward", description="Prometheus-style judges as rewards.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -207,6 +241,10 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--keep-col", action="append", help="input column copied into each pair (repeatable)")
     d.add_argument("--quiet", action="store_true")
     d.set_defaults(func=cmd_pairs)
+    from .serve import add_serve_parser
+
+    add_serve_parser(sub)
+    _add_reward_server_parser(sub)
     return p
 
 
