@@ -50,6 +50,8 @@ def _build_judge(args: argparse.Namespace) -> Any:
                                   expected_score=args.expected, truncate_response=args.truncate)
     if args.force_verdict:
         common["force_verdict"] = True
+    if getattr(args, "store", None):
+        common["store"] = args.store
     if args.server:
         return PrometheusJudge(model=args.model, backend="openai", base_url=args.server,
                                endpoint=args.endpoint, wire=args.wire or "chat", **common)
@@ -211,6 +213,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_judge_options(g)
     g.add_argument("--batch-size", type=int, default=256, help="rows per judge call (and per write)")
     g.add_argument("--resume", action="store_true", help="skip rows already written to OUTPUT (.jsonl)")
+    g.add_argument("--store", help="SQLite judgment store: saves each batch's judge results; "
+                   "a re-run (or --resume after a crash) recomputes nothing stored")
     g.add_argument("--instruction-col", default="instruction")
     g.add_argument("--response-col", default="response")
     g.add_argument("--reference-col", default="reference_answer")
