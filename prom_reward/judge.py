@@ -16,7 +16,8 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .backends import Backend, GenerationRequest, make_backend
 from .combine import grade_from_run, verdict_from_runs
@@ -29,6 +30,9 @@ from .results import Grade, Verdict
 from .sampler import Mode, SampleRunner
 from .sanitize import neutralize
 from .sampling import SamplingConfig
+
+if TYPE_CHECKING:
+    from .store import JudgmentStore
 
 EXPECTED_LOGPROBS = 20
 
@@ -103,6 +107,8 @@ class PrometheusJudge:
         truncate_response: shorten over-long responses to fit the judge context instead of raising.
         neutralize_markers: rewrite template markers (``###Feedback:``, ``[RESULT]`` ...) inside
             responses so a response cannot forge sections of the judge prompt (on by default).
+        store: a judgment store (SQLite path or ``JudgmentStore``): results are saved after each
+            backend call and re-runs answer from it (see ``prom_reward.store``); chunk long jobs.
         **backend_options: passed to the backend constructor (e.g. ``max_model_len``, ``base_url``).
     """
 
@@ -120,6 +126,7 @@ class PrometheusJudge:
         max_tie_rounds: int = 5,
         truncate_response: bool = False,
         neutralize_markers: bool = True,
+        store: "str | Path | JudgmentStore | None" = None,
         **backend_options: Any,
     ) -> None:
         p = get_preset(preset) if preset else find_preset_for_model(model)
@@ -144,7 +151,15 @@ class PrometheusJudge:
         self.neutralize_markers = neutralize_markers
         if isinstance(backend, str) and backend != "scripted" and model is not None:
             backend_options = {"model": model, **backend_options}
+        if store is not None:  # open (and validate) the store before starting an engine
+            from .store import open_store
+
+            store = open_store(store)
         self.backend: Backend = make_backend(backend, **backend_options)
+        if store is not None:
+            from .backends.cached import CachedBackend
+
+            self.backend = CachedBackend(self.backend, store)
         self.stats = JudgeStats()
 
     # -- plumbing ---------------------------------------------------------------
@@ -188,14 +203,15 @@ class PrometheusJudge:
     # -- public API ---------------------------------------------------------------
     def grade(self, instructions: Sequence[str], responses: Sequence[str], rubric: Any,
               reference_answers: Sequence[str | None] | None = None, *, num_samples: int | None = None,
-              sampling: "dict[str, Any] | SamplingConfig | None" = None) -> list[Grade]:
+              sampling: "dict[str, Any] | SamplingConfig | None" = None, _attempt: int = 0) -> list[Grade]:
         """Absolute grades (1..5) for each (instruction, response); ``rubric`` is one rubric
-        (name, Rubric, dict, file) for all items or a list with one per item."""
+        (name, Rubric, dict, file) for all items or a list with one per item. (``_attempt`` numbers
+        internal re-gradings such as tie rounds, so a judgment store keeps them apart.)"""
         items = self._neutralize(absolute_items(instructions, responses, rubric, reference_answers))
         if not items:
             return []
         cfg = self._sampling(sampling)
-        render = lambda it: _abs_request(it, cfg)  # noqa: E731
+        render = lambda it: dataclasses.replace(_abs_request(it, cfg), attempt=_attempt)  # noqa: E731
         runs, truncated, _ = self._run([render(it) for it in items], "absolute", num_samples or self.num_samples,
                                        items, render)
         return [grade_from_run(r, truncated=t) for r, t in zip(runs, truncated)]
@@ -243,14 +259,15 @@ class PrometheusJudge:
             a, b = grades[i]
             return a.ok and b.ok and a.score == b.score
 
-        for _ in range(rounds_cap):
+        for tie_round in range(1, rounds_cap + 1):
             todo = [i for i in range(n) if tied(i)]
             if not todo:
                 break
             re = self.grade([ins[i] for i in todo] * 2,
                             [items[i].response_a for i in todo] + [items[i].response_b for i in todo],
                             [rubs[i] for i in todo] * 2, [refs[i] for i in todo] * 2,
-                            num_samples=num_samples, sampling={"temperature": 1.0})
+                            num_samples=num_samples, sampling={"temperature": 1.0},
+                            _attempt=1000 * tie_round)
             for j, i in enumerate(todo):
                 grades[i] = (re[j], re[len(todo) + j])
                 rounds[i] += 1

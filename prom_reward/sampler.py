@@ -146,7 +146,7 @@ class SampleRunner:
             if s.seed is not None:
                 changes["seed"] = (s.seed + 7919 * round_ + 104729 * index) % (2**31)
             s = dataclasses.replace(s, **changes) if changes else s
-        return dataclasses.replace(r, n=need, sampling=s, attempt=round_)
+        return dataclasses.replace(r, n=need, sampling=s, attempt=r.attempt + round_)
 
     def run(self, requests: Sequence[GenerationRequest], mode: Mode, k: int = 1) -> list[ItemRun]:
         """Sample until each request has ``k`` valid samples or retries run out."""

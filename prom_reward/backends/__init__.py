@@ -52,7 +52,16 @@ def make_backend(backend: "str | Backend", **options: Any) -> Backend:
     return backend_class(backend)(**options)
 
 
+def __getattr__(name: str) -> Any:
+    # CachedBackend imports prom_reward.store, which imports .base: load it on first use
+    if name == "CachedBackend":
+        from .cached import CachedBackend
+
+        return CachedBackend
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
-    "BACKENDS", "Backend", "Completion", "GenerationRequest", "GenerationResult",
+    "BACKENDS", "Backend", "CachedBackend", "Completion", "GenerationRequest", "GenerationResult",
     "TokenLogprobs", "backend_class", "make_backend",
 ]
