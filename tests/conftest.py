@@ -14,8 +14,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable, Iterator
 
 import pytest
+
+from fakes import FakeServer, Reply
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("PROM_REWARD_SHARED", REPO.parent / "shared"))
@@ -132,3 +135,16 @@ def smollm2_server(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory):
     """A real vLLM OpenAI-compatible server on SmolLM2; yields its base URL."""
     with serving(smollm2_dir, tmp_path_factory.mktemp("smollm2-server") / "server.log") as url:
         yield url
+
+
+@pytest.fixture
+def fake_server() -> Iterator[Callable[[dict[str, Reply]], FakeServer]]:
+    started: list[FakeServer] = []
+
+    def start(routes: dict[str, Reply]) -> FakeServer:
+        started.append(FakeServer(routes))
+        return started[-1]
+
+    yield start
+    for s in started:
+        s.stop()

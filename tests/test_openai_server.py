@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import json
 import pickle
 import socket
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 
+from fakes import Reply, chat_reply
 from prom_reward.backends import make_backend
 from prom_reward.backends.base import GenerationRequest
 from prom_reward.backends.openai_server import OpenAIServer
@@ -146,77 +144,7 @@ def test_two_urls_one_dead_completes_on_the_other(vllm_server: str):
     assert time.monotonic() - start < 60
 
 
-# -- misbehaving servers -----------------------------------------------------------------------
-Reply = Callable[[int, dict], "tuple[int, Any] | None"]  # (call number, JSON body) -> reply; None hangs
-
-
-def chat_reply(n: int = 1, text: str = "Good. [RESULT] 4") -> dict:
-    return {"choices": [{"index": i, "message": {"role": "assistant", "content": f"{text} #{i}"},
-                         "finish_reason": "stop"} for i in reversed(range(n))],
-            "usage": {"prompt_tokens": 7, "completion_tokens": 3 * n}}
-
-
-class FakeServer:
-    """A real HTTP server on 127.0.0.1 in a thread; ``routes`` maps a path to a reply function."""
-
-    def __init__(self, routes: dict[str, Reply]) -> None:
-        self.routes, self.calls = routes, []
-        self.release = threading.Event()
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                self.do_POST()
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}")
-                outer.calls.append((self.path, body))
-                route = outer.routes.get(self.path)
-                reply = (404, {"detail": "Not Found"}) if route is None else route(
-                    sum(p == self.path for p, _ in outer.calls), body)
-                if reply is None:  # hang until the test ends
-                    outer.release.wait(30)
-                    return
-                status, payload = reply
-                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
-        self.thread.start()
-
-    def bodies(self, path: str) -> list[dict]:
-        return [b for p, b in self.calls if p == path]
-
-    def stop(self) -> None:
-        self.release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-@pytest.fixture
-def fake_server() -> Iterator[Callable[[dict[str, Reply]], FakeServer]]:
-    started: list[FakeServer] = []
-
-    def start(routes: dict[str, Reply]) -> FakeServer:
-        started.append(FakeServer(routes))
-        return started[-1]
-
-    yield start
-    for s in started:
-        s.stop()
-
-
+# -- misbehaving servers (tests/fakes.py) ---------------------------------------------------
 def fast(url: str | list[str], **kw: Any) -> OpenAIServer:
     return OpenAIServer(url, model="fake", system_role=False, **{"max_retries": 3, "backoff": 0.01, **kw})
 
@@ -308,3 +236,48 @@ def test_options_are_validated():
         OpenAIServer("http://x/v1", max_retries=-1)
     with pytest.raises(ConfigError, match="timeout"):
         OpenAIServer("http://x/v1", timeout=0)
+
+
+def test_failing_url_is_taken_out_across_calls_and_probed_back_in(fake_server):
+    healthy = {"sick": True}
+
+    def sick_chat(k: int, b: dict) -> tuple[int, Any]:
+        return (500, {"error": {"message": "CUDA error"}}) if healthy["sick"] else (200, chat_reply(b["n"]))
+
+    sick = fake_server({"/v1/chat/completions": sick_chat,
+                        "/health": lambda k, b: (503, {}) if healthy["sick"] else (200, {})})
+    good = fake_server({"/v1/chat/completions": lambda k, b: (200, chat_reply(b["n"]))})
+    server = fast([sick.url, good.url], eject_after=2, probe_interval=0.3, max_concurrency=1)
+    reqs = [GenerationRequest("S", f"U{i}") for i in range(8)]
+    assert len(server.generate(reqs)) == 8  # every request answered, the sick one retried on the good one
+    stats = server.endpoint_stats()
+    assert stats[sick.url]["up"] is False and stats[sick.url]["ejections"] == 1
+    assert len(sick.bodies("/v1/chat/completions")) == 2  # taken out after 2 failures in a row
+    server.generate(reqs)  # the next call sends it nothing (probes are not due yet or fail: 503)
+    assert len(sick.bodies("/v1/chat/completions")) == 2 and not server.endpoint_stats()[sick.url]["up"]
+    healthy["sick"] = False
+    time.sleep(0.7)  # past the probe interval (doubled by a failed probe at most once)
+    deadline = time.monotonic() + 10
+    while not server.endpoint_stats()[sick.url]["up"] and time.monotonic() < deadline:
+        server.generate(reqs[:2])  # a call lets the due probe run
+        time.sleep(0.2)
+    assert server.endpoint_stats()[sick.url]["up"], "the recovered server was never probed back in"
+    assert any(p == "/health" for p, _ in sick.calls)
+    before = len(sick.bodies("/v1/chat/completions"))
+    server.generate(reqs)
+    assert len(sick.bodies("/v1/chat/completions")) - before >= 3  # back in rotation (8 calls over 2 URLs)
+
+
+def test_error_names_the_url_taken_out(fake_server):
+    srv = fake_server({"/v1/chat/completions": lambda k, b: (500, {"error": {"message": "down"}})})
+    with pytest.raises(BackendError, match=r"Taken out after repeated failures: " + srv.url):
+        fast(srv.url, max_retries=3, eject_after=2).generate([GenerationRequest("S", "U")])
+
+
+def test_on_result_reports_each_request_as_it_completes(fake_server):
+    srv = fake_server({"/v1/chat/completions": lambda k, b: (200, chat_reply(b["n"]))})
+    seen: list[tuple[int, str]] = []
+    reqs = [GenerationRequest("S", f"U{i}", n=i + 1) for i in range(5)]
+    results = fast(srv.url).generate(reqs, on_result=lambda i, r: seen.append((i, len(r.completions))))
+    assert sorted(seen) == [(i, i + 1) for i in range(5)]
+    assert [len(r.completions) for r in results] == [1, 2, 3, 4, 5]

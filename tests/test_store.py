@@ -258,3 +258,60 @@ def test_tie_rounds_are_fresh_samples_with_a_store(tmp_path):
     (v,) = judge.compare_by_grades(["q"], ["a"], ["b"], "helpfulness")
     assert v.winner == "B" and v.tie_rounds == 1
     assert [r.attempt for c in backend.calls for r in c] == [0, 0, 1000, 1000]
+
+
+# -- a store in front of misbehaving servers (real HTTP on 127.0.0.1, tests/fakes.py) --------------
+def http_judge(url: str, store: Path, **kw: object) -> PrometheusJudge:
+    return PrometheusJudge(backend="openai", base_url=url, model="fake", system_role=False, store=str(store),
+                           max_retries=0, backoff=0.01, **kw)
+
+
+@pytest.mark.parametrize("mode", ["500", "garbage", "hang"])
+def test_failing_server_stores_nothing_and_names_the_endpoint(fake_server, tmp_path, mode):
+    from fakes import Reply
+
+    from prom_reward.errors import BackendError
+
+    replies: dict[str, Reply] = {"500": lambda k, b: (500, {"error": {"message": "engine died"}}),
+                                 "garbage": lambda k, b: (200, b"<html>proxy error"),
+                                 "hang": lambda k, b: None}
+    srv = fake_server({"/v1/chat/completions": replies[mode]})
+    judge = http_judge(srv.url, tmp_path / "j.sqlite", timeout=0.5)
+    with pytest.raises(BackendError) as e:
+        judge.grade(["q1", "q2"], ["a1", "a2"], "helpfulness")
+    assert srv.url in str(e.value) and len(srv.calls) >= 2  # retried before giving up
+    with JudgmentStore(tmp_path / "j.sqlite") as store:
+        assert len(store) == 0  # a failure is never stored as a result
+
+
+def test_results_are_stored_as_they_arrive_and_a_rerun_sends_only_the_failed(fake_server, tmp_path):
+    """Item 3 fails on every try; the others are stored anyway (streamed), and the re-run after
+    the server is fixed sends exactly one request."""
+    from prom_reward.errors import BackendError
+
+    broken = {"on": True}
+
+    def reply(k: int, b: dict) -> tuple[int, object]:
+        if broken["on"] and "Question 3?" in b["messages"][-1]["content"]:
+            return 500, {"error": {"message": "out of memory"}}
+        return 200, {"choices": [{"index": 0, "message": {"content": "Fine. [RESULT] 4"}, "finish_reason": "stop"}],
+                     "usage": {"prompt_tokens": 9, "completion_tokens": 4}}
+
+    srv = fake_server({"/v1/chat/completions": reply})
+    path = tmp_path / "j.sqlite"
+    questions, answers = [f"Question {i}?" for i in range(8)], [f"Answer {i}." for i in range(8)]
+    judge = http_judge(srv.url, path, max_concurrency=2)
+    with pytest.raises(BackendError, match="request 3"):
+        judge.grade(questions, answers, "helpfulness")
+    with JudgmentStore(path) as store:
+        stored = len(store)
+    assert 1 <= stored <= 7  # finished requests were saved before the failure cut the call short
+    broken["on"] = False
+    calls_before = len(srv.bodies("/v1/chat/completions"))
+    judge = http_judge(srv.url, path)
+    grades = judge.grade(questions, answers, "helpfulness")
+    assert [g.score for g in grades] == [4.0] * 8
+    assert judge.backend.hits == stored and judge.backend.misses == 8 - stored
+    assert len(srv.bodies("/v1/chat/completions")) - calls_before == 8 - stored
+    with JudgmentStore(path) as store:
+        assert len(store) == 8

@@ -1,16 +1,17 @@
 """HTTP transport for ``OpenAIServer``: one client per batch, URL choice, retries with back-off.
 
 ``HTTPBatch`` lives inside one running event loop (one ``agenerate`` call): it owns an
-``httpx.AsyncClient``, a semaphore bounding calls in flight, and per-URL counters.
-``call`` sends one logical request to the URL with the fewest outstanding calls
-(URLs that just failed go last) and retries connection errors, timeouts, 5xx, 429 and
-replies that ``parse`` rejects, each retry on another URL when there is one. Other 4xx
-replies raise ``ServerRejected`` at once. Nothing here outlives the batch, so the
-backend object stays picklable.
+``httpx.AsyncClient`` and a semaphore bounding calls in flight; which URL gets each call
+is the backend's ``EndpointPool``'s choice (``_endpoints``), which outlives the batch.
+``call`` sends one logical request to the up URL with the fewest outstanding calls and
+retries connection errors, timeouts, 5xx, 429 and replies that ``parse`` rejects, each
+retry on another URL when there is one. Other 4xx replies raise ``ServerRejected`` at
+once. Out URLs whose probe time has come are health-probed in the background of the batch.
 
 Example:
     >>> async def models(url):  # doctest: +SKIP
-    ...     b = HTTPBatch([url], api_key=None, max_concurrency=4, timeout=10, max_retries=2, backoff=0.1)
+    ...     b = HTTPBatch(EndpointPool([url]), api_key=None, max_concurrency=4, timeout=10, max_retries=2,
+    ...                   backoff=0.1)
     ...     try:
     ...         return await b.call("GET", "/models", parse=lambda d: [m["id"] for m in d["data"]])
     ...     finally:
@@ -23,11 +24,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from typing import Any, Awaitable, Callable, Iterable, Sequence, TypeVar
+from typing import Any, Awaitable, Callable, Iterable, TypeVar
 
 import httpx
 
 from ..errors import BackendError
+from ._endpoints import EndpointPool
 from ._openai_wire import error_text
 
 T = TypeVar("T")
@@ -76,23 +78,40 @@ def _root(url: str) -> str:
 class HTTPBatch:
     """Per-batch HTTP state; make it inside the running loop and ``aclose`` it after."""
 
-    def __init__(self, urls: Sequence[str], *, api_key: str | None, max_concurrency: int, timeout: float,
-                 max_retries: int, backoff: float) -> None:
+    def __init__(self, pool: EndpointPool, *, api_key: str | None, max_concurrency: int, timeout: float,
+                 max_retries: int, backoff: float, probe_timeout: float = 5.0) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         limits = httpx.Limits(max_connections=max_concurrency + 4)
         self.client = httpx.AsyncClient(timeout=timeout, headers=headers, limits=limits)
         self.sem = asyncio.Semaphore(max_concurrency)
+        self.pool = pool
         self.max_retries, self.backoff = max_retries, backoff
-        self.load = {u: 0 for u in urls}  # calls in flight per URL
-        self.strikes = {u: 0 for u in urls}  # consecutive failures per URL
-        self._turn = 0
+        self.probe_timeout = min(probe_timeout, timeout)
+        self._probes: set[asyncio.Task[None]] = set()
 
-    def pick(self, avoid: str | None = None) -> str:
-        """The URL to use next: fewest recent failures, then fewest calls in flight; ties rotate."""
-        urls = [u for u in self.load if u != avoid] or list(self.load)
-        self._turn += 1
-        shift = self._turn % len(urls)
-        return min(urls[shift:] + urls[:shift], key=lambda u: (self.strikes[u], self.load[u]))
+    def _start_probes(self) -> None:
+        for url in self.pool.due_probes():
+            task = asyncio.ensure_future(self._probe(url))
+            self._probes.add(task)
+            task.add_done_callback(self._probes.discard)
+
+    async def _probe(self, url: str) -> None:
+        """Health-probe an out URL: vLLM's ``/health`` at the root, else ``GET /models``."""
+        ok = False
+        try:
+            for full in (_root(url) + "/health", url + "/models"):
+                resp = await self.client.get(full, timeout=self.probe_timeout)
+                if resp.status_code == 200:
+                    ok = True
+                    break
+                if resp.status_code not in (404, 405):
+                    break
+        except httpx.HTTPError:
+            ok = False
+        except asyncio.CancelledError:
+            self.pool.probe_abandoned(url)
+            raise
+        self.pool.probe_done(url, ok)
 
     async def call(self, method: str, path: str, payload: Any = None, *, index: int | None = None,
                    root: bool = False, parse: Callable[[Any], T] = lambda d: d) -> T:
@@ -103,24 +122,26 @@ class HTTPBatch:
         for attempt in range(self.max_retries + 1):
             if attempt:
                 await asyncio.sleep(self.backoff * 2 ** (attempt - 1))
-            url = self.pick(avoid=url)
-            full = (_root(url) if root else url) + path
-            tried.append(url)
             async with self.sem:
-                self.load[url] += 1
+                self._start_probes()
+                url = self.pool.pick(avoid=url)
+                full = (_root(url) if root else url) + path
+                tried.append(url)
+                self.pool.sent(url)
                 try:
                     resp = await self.client.request(method, full, json=payload)
                 except httpx.HTTPError as e:  # refused, reset, timeouts, broken replies
                     last = f"{type(e).__name__} on {full}" + (f": {e}" if str(e) else "")
-                    self.strikes[url] += 1
+                    self.pool.failed(url)
                     continue
                 finally:
-                    self.load[url] -= 1
+                    self.pool.answered(url)
             if resp.status_code == 429 or resp.status_code >= 500:
                 last = f"HTTP {resp.status_code} from {full}: {error_text(resp.content)}"
-                self.strikes[url] += 1
+                self.pool.failed(url)
                 continue
             if resp.status_code >= 400:
+                self.pool.succeeded(url)  # the server is healthy; the request is wrong
                 raise ServerRejected(
                     f"{what}: the server at {full} rejected it (HTTP {resp.status_code}): "
                     f"{error_text(resp.content)}; fix the request or the server options", resp.status_code)
@@ -128,13 +149,19 @@ class HTTPBatch:
                 result = parse(resp.json())
             except (ValueError, KeyError, TypeError, IndexError) as e:  # includes MalformedReply
                 last = f"malformed reply from {full}: {e}"
-                self.strikes[url] += 1
+                self.pool.failed(url)
                 continue
-            self.strikes[url] = 0
+            self.pool.succeeded(url)
             return result
+        out = [u for u in dict.fromkeys(tried) if not self.pool.is_up(u)]
         raise BackendError(
             f"{what} failed after {len(tried)} attempt(s) on {', '.join(sorted(set(tried)))}; last error: "
-            f"{last}. Check that the server is up and reachable, or raise timeout/max_retries")
+            f"{last}." + (f" Taken out after repeated failures: {', '.join(out)}." if out else "")
+            + " Check that the server is up and reachable, or raise timeout/max_retries")
 
     async def aclose(self) -> None:
+        for task in list(self._probes):
+            task.cancel()
+        if self._probes:
+            await asyncio.gather(*self._probes, return_exceptions=True)
         await self.client.aclose()

@@ -1,9 +1,12 @@
 """A backend wrapper that answers from a ``JudgmentStore`` and saves every new result.
 
 ``generate`` looks every request up, sends only the missing ones to the inner
-backend in one call (order kept), saves their results as soon as that call
-returns, and answers in input order. Results are therefore saved per backend
-call: the judge sends all items of one ``grade``/``compare`` call together, so
+backend in one call (order kept), saves their results, and answers in input order.
+A backend that reports results as they complete (``streams_results``: the
+``openai`` backend) has them saved as they arrive, in small transactions (every
+``flush_every`` results or ``flush_seconds``), so a crash or a failed request loses
+at most the last second of finished work and never stores a failure. Other backends
+(the in-process vLLM engine answers a whole batch at once) are saved per call:
 chunk long jobs (the CLI's ``--batch-size``) to bound what a crash can lose.
 
 Example:
@@ -21,6 +24,8 @@ Example:
 
 from __future__ import annotations
 
+import threading
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
@@ -30,14 +35,38 @@ from ..store import JudgmentStore, backend_fingerprint, open_store, request_key
 from .base import Backend, GenerationRequest, GenerationResult
 
 
+class _Saver:
+    """Buffers (key, model, request, result) rows and writes them in small transactions."""
+
+    def __init__(self, store: JudgmentStore, every: int, seconds: float) -> None:
+        self.store, self.every, self.seconds = store, every, seconds
+        self.rows: list[tuple[str, str | None, GenerationRequest, GenerationResult]] = []
+        self.last = time.monotonic()
+        self.lock = threading.Lock()
+
+    def add(self, row: tuple[str, str | None, GenerationRequest, GenerationResult]) -> None:
+        with self.lock:
+            self.rows.append(row)
+            due = len(self.rows) >= self.every or time.monotonic() - self.last >= self.seconds
+        if due:
+            self.flush()
+
+    def flush(self) -> None:
+        with self.lock:
+            rows, self.rows, self.last = self.rows, [], time.monotonic()
+        self.store.put_many(rows)
+
+
 class CachedBackend:
     """Wraps ``inner`` with a judgment store (a path or a ``JudgmentStore``).
 
     ``hits``/``misses`` count requests answered from the store / sent to ``inner``.
     """
 
-    def __init__(self, inner: Backend, store: "str | Path | JudgmentStore") -> None:
+    def __init__(self, inner: Backend, store: "str | Path | JudgmentStore", *, flush_every: int = 64,
+                 flush_seconds: float = 1.0) -> None:
         self.inner = inner
+        self.flush_every, self.flush_seconds = flush_every, flush_seconds
         self.store = open_store(store)
         self.name: str = getattr(inner, "name", type(inner).__name__)
         self.fingerprint = backend_fingerprint(inner)
@@ -68,14 +97,23 @@ class CachedBackend:
         self.misses += len(missing)
         if missing:
             batch = [requests[i] for i in missing]
-            results = self.inner.generate(batch)
+            model = self.fingerprint.get("model") or self.name
+            if getattr(self.inner, "streams_results", False):
+                saver = _Saver(self.store, self.flush_every, self.flush_seconds)
+                try:
+                    results = self.inner.generate(  # type: ignore[call-arg]
+                        batch, on_result=lambda j, res: saver.add((keys[missing[j]], model, batch[j], res)))
+                finally:
+                    saver.flush()  # what finished is kept even when the call failed
+            else:
+                results = self.inner.generate(batch)
             if len(results) != len(batch):
                 raise BackendError(
                     f"backend {self.name!r} returned {len(results)} results for {len(batch)} requests; "
                     f"a backend must return one result per request, in order"
                 )
-            model = self.fingerprint.get("model") or self.name
-            self.store.put_many((keys[i], model, r, res) for i, r, res in zip(missing, batch, results))
+            if not getattr(self.inner, "streams_results", False):
+                self.store.put_many((keys[i], model, r, res) for i, r, res in zip(missing, batch, results))
             found.update((keys[i], res) for i, res in zip(missing, results))
         return [found[k] for k in keys]
 

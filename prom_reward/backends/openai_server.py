@@ -4,7 +4,10 @@ Every request of a batch is one HTTP call (with ``n``), sent concurrently (at mo
 ``max_concurrency`` in flight) to the base URL with the fewest outstanding calls.
 Connection errors, timeouts, 5xx, 429 and malformed replies are retried with
 exponential back-off, on another URL when there is one; other 4xx replies fail at
-once with the server's message. ``system_role=None`` asks vLLM's ``/tokenize`` whether
+once with the server's message. A URL that fails ``eject_after`` times in a row is
+taken out of rotation and health-probed back in (``_endpoints.EndpointPool``, kept
+across calls; ``endpoint_stats()`` shows it). ``generate(..., on_result=f)`` calls
+``f(index, result)`` as each request completes (a judgment store saves them so). ``system_role=None`` asks vLLM's ``/tokenize`` whether
 the served chat template keeps a system message, else the system prompt is folded
 into the user turn (the Prometheus training form). Assistant prefixes, ``top_k``,
 ``repetition_penalty`` and ``/tokenize`` are vLLM extensions. ``seed`` is only sent
@@ -26,12 +29,14 @@ from typing import Any, Awaitable, Callable, Sequence, TypeVar
 
 from ..errors import BackendError, ConfigError, UnknownNameError
 from ..wire import get_wire_format
+from ._endpoints import EndpointPool
 from ._openai_http import HTTPBatch, ServerRejected, gather_all, run_sync
 from ._openai_wire import parse_reply, sampling_fields, sent_n
 from .base import GenerationRequest, GenerationResult
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+OnResult = Callable[[int, GenerationResult], None]
 ENDPOINTS = ("chat", "completions")
 _PROBE = "PROM_REWARD_SYSTEM_PROBE"
 
@@ -51,14 +56,17 @@ class OpenAIServer:
         max_concurrency: most HTTP calls in flight per batch.
         timeout: seconds per HTTP call. max_retries, backoff: retries per call, first delay
             in seconds (doubling).
+        eject_after: consecutive failures that take a URL out of rotation.
+        probe_interval: seconds before an out URL is health-probed (doubling while it fails).
     """
 
     name = "openai"
+    streams_results = True  # generate() takes on_result (see CachedBackend)
 
     def __init__(self, base_url: str | Sequence[str], model: str | None = None, *, endpoint: str = "chat",
                  wire: str = "chat", system_role: bool | None = None, api_key: str | None = None,
                  max_concurrency: int = 64, timeout: float = 600.0, max_retries: int = 3,
-                 backoff: float = 0.5) -> None:
+                 backoff: float = 0.5, eject_after: int = 3, probe_interval: float = 5.0) -> None:
         urls = [base_url] if isinstance(base_url, str) else list(base_url)
         if not urls or not all(isinstance(u, str) and u.startswith(("http://", "https://")) for u in urls):
             raise ConfigError(f"base_url: expected one or more 'http(s)://host:port/v1' URLs, got {base_url!r}")
@@ -73,13 +81,16 @@ class OpenAIServer:
                               "use endpoint='completions' with wire='inst', or wire='chat'")
         if system_role not in (None, True, False):
             raise ConfigError(f"system_role: expected None (detect), True or False, got {system_role!r}")
-        for key, value, low in (("max_concurrency", max_concurrency, 1), ("max_retries", max_retries, 0)):
+        for key, value, low in (("max_concurrency", max_concurrency, 1), ("max_retries", max_retries, 0),
+                                ("eject_after", eject_after, 1)):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ConfigError(f"{key}: expected an int >= {low}, got {value!r}")
-        for key, value, low in (("timeout", timeout, 1e-9), ("backoff", backoff, 0)):
+        for key, value, low in (("timeout", timeout, 1e-9), ("backoff", backoff, 0),
+                                ("probe_interval", probe_interval, 1e-9)):
             if not isinstance(value, (int, float)) or isinstance(value, bool) or value < low:
                 raise ConfigError(f"{key}: expected seconds {'> 0' if low else '>= 0'}, got {value!r}")
         self.base_urls = [u.rstrip("/") for u in urls]
+        self.pool = EndpointPool(self.base_urls, eject_after=eject_after, probe_interval=probe_interval)
         self.model, self.endpoint, self.system_role = model, endpoint, system_role
         self._api_key = api_key or os.environ.get("PROM_REWARD_API_KEY") or os.environ.get("OPENAI_API_KEY")
         self.max_concurrency, self.timeout = max_concurrency, float(timeout)
@@ -160,7 +171,7 @@ class OpenAIServer:
     async def _batch(self, work: Callable[[HTTPBatch], Awaitable[T]]) -> T:
         if self._closed:
             raise BackendError("this OpenAIServer was closed; build a new one")
-        b = HTTPBatch(self.base_urls, api_key=self._api_key, max_concurrency=self.max_concurrency,
+        b = HTTPBatch(self.pool, api_key=self._api_key, max_concurrency=self.max_concurrency,
                       timeout=self.timeout, max_retries=self.max_retries, backoff=self.backoff)
         try:
             return await work(b)
@@ -168,19 +179,32 @@ class OpenAIServer:
             await b.aclose()
 
     # -- Backend protocol ------------------------------------------------------------
-    async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
-        """Complete every request concurrently; results in input order."""
+    async def agenerate(self, requests: Sequence[GenerationRequest], *,
+                        on_result: OnResult | None = None) -> list[GenerationResult]:
+        """Complete every request concurrently; results in input order. ``on_result(i, result)``
+        is called as request ``i`` completes (before the others are done)."""
         if not requests:
             return []
 
+        async def one(b: HTTPBatch, i: int, r: GenerationRequest) -> GenerationResult:
+            res = await self._one(b, i, r)
+            if on_result is not None:
+                on_result(i, res)
+            return res
+
         async def work(b: HTTPBatch) -> list[GenerationResult]:
             await self._prepare(b)
-            return await gather_all(self._one(b, i, r) for i, r in enumerate(requests))
+            return await gather_all(one(b, i, r) for i, r in enumerate(requests))
 
         return await self._batch(work)
 
-    def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
-        return run_sync(lambda: self.agenerate(requests))
+    def generate(self, requests: Sequence[GenerationRequest], *,
+                 on_result: OnResult | None = None) -> list[GenerationResult]:
+        return run_sync(lambda: self.agenerate(requests, on_result=on_result))
+
+    def endpoint_stats(self) -> dict[str, dict[str, Any]]:
+        """Per base URL: ``up``, ``in_flight``, ``requests``, ``failures``, ``ejections``, ``strikes``."""
+        return self.pool.snapshot()
 
     async def acount_tokens(self, requests: Sequence[GenerationRequest]) -> list[int] | None:
         """Prompt tokens per request via ``/tokenize``; None when the server has none."""

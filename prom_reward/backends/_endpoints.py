@@ -1,0 +1,167 @@
+"""Endpoint health for ``OpenAIServer``: which judge servers get traffic, across calls.
+
+An ``EndpointPool`` outlives the per-call HTTP clients, so what one batch learns
+about a server (it keeps failing) holds for the next. Each base URL is *up* or
+*out*:
+
+- a request goes to the up URL with the fewest calls in flight (ties rotate);
+- ``eject_after`` consecutive failures (connection errors, timeouts, 5xx, 429,
+  malformed replies) take a URL out for ``probe_interval`` seconds;
+- once that time has passed, a health probe (``GET /health`` at the server root,
+  vLLM's, else ``GET /v1/models``) is sent; an answer brings the URL back, a
+  failure keeps it out for twice as long (at most ``max_probe_interval``);
+- when every URL is out, the one due soonest is used anyway (the request is then
+  the probe), so a pool never refuses work on its own.
+
+The pool is thread-safe (several event loops may share one backend) and pickles
+as a fresh pool: health is per process.
+
+Example:
+    >>> pool = EndpointPool(["http://a/v1", "http://b/v1"], eject_after=2, probe_interval=5.0)
+    >>> pool.failed("http://a/v1", now=0.0); pool.failed("http://a/v1", now=0.0)
+    >>> pool.is_up("http://a/v1"), pool.pick(now=1.0)
+    (False, 'http://b/v1')
+    >>> pool.due_probes(now=6.0)
+    ['http://a/v1']
+    >>> pool.succeeded("http://a/v1"); pool.is_up("http://a/v1")
+    True
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class EndpointState:
+    """What the pool knows of one base URL."""
+
+    in_flight: int = 0
+    """Calls sent and not yet answered."""
+    strikes: int = 0
+    """Consecutive failures (reset by any success)."""
+    out_until: float | None = None
+    """Monotonic time from which an out URL may be probed; None while up."""
+    interval: float = 0.0
+    """The current wait before the next probe (doubles after each failed probe)."""
+    probing: bool = False
+    """A health probe is under way."""
+    requests: int = 0
+    """Calls sent, over the pool's lifetime."""
+    failures: int = 0
+    """Failed calls, over the pool's lifetime."""
+    ejections: int = 0
+    """Times the URL was taken out."""
+
+
+class EndpointPool:
+    """Load balancing and ejection over several base URLs (see the module docstring)."""
+
+    def __init__(self, urls: Sequence[str], *, eject_after: int = 3, probe_interval: float = 5.0,
+                 max_probe_interval: float = 60.0) -> None:
+        self.urls = list(urls)
+        self.eject_after, self.probe_interval = eject_after, float(probe_interval)
+        self.max_probe_interval = max(float(max_probe_interval), self.probe_interval)
+        self._lock = threading.Lock()
+        self._state = {u: EndpointState() for u in self.urls}
+        self._turn = 0
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"urls": self.urls, "eject_after": self.eject_after, "probe_interval": self.probe_interval,
+                "max_probe_interval": self.max_probe_interval}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["urls"], eject_after=state["eject_after"],  # type: ignore[misc]
+                      probe_interval=state["probe_interval"], max_probe_interval=state["max_probe_interval"])
+
+    def is_up(self, url: str) -> bool:
+        return self._state[url].out_until is None
+
+    def pick(self, avoid: str | None = None, *, now: float | None = None) -> str:
+        """The URL for the next call: an up URL (not ``avoid`` when another is up) with the
+        fewest calls in flight, ties rotating; with none up, the out URL due soonest."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            self._turn += 1
+            up = [u for u in self.urls if self._state[u].out_until is None]
+            pool = [u for u in up if u != avoid] or up
+            if pool:
+                shift = self._turn % len(pool)
+                return min(pool[shift:] + pool[:shift], key=lambda u: self._state[u].in_flight)
+            return min(self.urls, key=lambda u: (self._state[u].out_until or 0.0, u == avoid))
+
+    def sent(self, url: str) -> None:
+        with self._lock:
+            s = self._state[url]
+            s.in_flight += 1
+            s.requests += 1
+
+    def answered(self, url: str) -> None:
+        with self._lock:
+            self._state[url].in_flight -= 1
+
+    def succeeded(self, url: str) -> None:
+        """A good reply (or probe): the URL is up again with no strikes."""
+        with self._lock:
+            s = self._state[url]
+            if s.out_until is not None:
+                log.warning("judge endpoint %s is back in", url)
+            s.strikes, s.out_until, s.interval, s.probing = 0, None, 0.0, False
+
+    def failed(self, url: str, *, now: float | None = None) -> None:
+        """A failed call: one more strike; ``eject_after`` in a row take the URL out."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            s = self._state[url]
+            s.strikes += 1
+            s.failures += 1
+            if s.out_until is None and s.strikes >= self.eject_after:
+                s.interval = self.probe_interval
+                s.out_until = now + s.interval
+                s.ejections += 1
+                log.warning("judge endpoint %s taken out after %d failures in a row; probing it again in %.1fs",
+                            url, s.strikes, s.interval)
+            elif s.out_until is not None:  # used while out (every URL was out): wait longer
+                s.out_until = now + s.interval
+
+    def due_probes(self, *, now: float | None = None) -> list[str]:
+        """Out URLs whose probe time has come (marked as being probed: call ``probe_done``)."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            due = [u for u in self.urls
+                   if self._state[u].out_until is not None and not self._state[u].probing
+                   and self._state[u].out_until <= now]  # type: ignore[operator]
+            for u in due:
+                self._state[u].probing = True
+            return due
+
+    def probe_done(self, url: str, ok: bool, *, now: float | None = None) -> None:
+        """Record a probe's outcome: ok brings the URL back, else it stays out twice as long."""
+        if ok:
+            self.succeeded(url)
+            return
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            s = self._state[url]
+            s.probing = False
+            if s.out_until is not None:
+                s.interval = min(max(s.interval, self.probe_interval) * 2, self.max_probe_interval)
+                s.out_until = now + s.interval
+
+    def probe_abandoned(self, url: str) -> None:
+        """A probe cut short (its batch ended): probe again when next due."""
+        with self._lock:
+            self._state[url].probing = False
+
+    def snapshot(self) -> dict[str, dict[str, Any]]:
+        """Per URL: ``up``, ``in_flight``, ``requests``, ``failures``, ``ejections``, ``strikes``."""
+        with self._lock:
+            return {u: {"up": s.out_until is None, "in_flight": s.in_flight, "requests": s.requests,
+                        "failures": s.failures, "ejections": s.ejections, "strikes": s.strikes}
+                    for u, s in self._state.items()}
