@@ -5,6 +5,13 @@ room to write its feedback). An item that does not fit raises ``ContextLengthErr
 naming the item index and the token counts, or, with ``truncate_response=True``,
 its response(s) are shortened until it fits (the result is marked ``truncated``).
 
+Counting tokens costs a tokenizer pass (an HTTP round trip per item for a server), so
+backends whose tokenizers never make more tokens than UTF-8 bytes (byte-level BPE and
+byte-fallback SentencePiece: every token covers at least one byte) say so with
+``tokens_at_most_bytes = True``; an item whose system prompt + template bytes, plus
+``TEMPLATE_MARGIN`` tokens for the chat template's own special tokens, plus ``max_tokens``
+fit the context is then known to fit without counting. Only the others are counted.
+
 Example:
     >>> from prom_reward.backends.scripted import ScriptedBackend
     >>> from prom_reward.backends.base import GenerationRequest
@@ -25,6 +32,14 @@ from .errors import ContextLengthError, InputError
 
 _RESPONSE_FIELDS = ("response", "response_a", "response_b")
 _MAX_STEPS = 8
+TEMPLATE_MARGIN = 256
+"""Tokens allowed for what a chat template adds around the text (role headers, BOS ...)."""
+
+
+def surely_fits(request: GenerationRequest, limit: int) -> bool:
+    """True when the request fits ``limit`` whatever the tokenizer, given at most one token per byte."""
+    size = len(request.system.encode()) + len(request.user.encode()) + len(request.assistant_prefix.encode())
+    return size + TEMPLATE_MARGIN + request.sampling.max_tokens <= limit
 
 
 def _response_fields(item: Any) -> list[str]:
@@ -48,11 +63,17 @@ def fit_to_context(
     limit = backend.context_length()
     if limit is None or not requests:
         return requests, items, truncated
-    counts = backend.count_tokens(requests)
-    if counts is None:
+    check = list(range(len(requests)))
+    if getattr(backend, "tokens_at_most_bytes", False):
+        check = [i for i in check if not surely_fits(requests[i], limit)]
+        if not check:
+            return requests, items, truncated
+    counted = backend.count_tokens([requests[i] for i in check])
+    if counted is None:
         return requests, items, truncated
     requests, items = list(requests), list(items)
-    for i, (req, count) in enumerate(zip(requests, counts)):
+    for i, count in zip(check, counted):
+        req = requests[i]
         budget = limit - req.sampling.max_tokens
         if budget <= 0:
             raise ContextLengthError(

@@ -1,12 +1,14 @@
 """HTTP transport for ``OpenAIServer``: one client per batch, URL choice, retries with back-off.
 
 ``HTTPBatch`` lives inside one running event loop (one ``agenerate`` call): it owns an
-``httpx.AsyncClient`` and a semaphore bounding calls in flight; which URL gets each call
+``aiohttp.ClientSession`` and a semaphore bounding calls in flight; which URL gets each call
 is the backend's ``EndpointPool``'s choice (``_endpoints``), which outlives the batch.
 ``call`` sends one logical request to the up URL with the fewest outstanding calls and
 retries connection errors, timeouts, 5xx, 429 and replies that ``parse`` rejects, each
 retry on another URL when there is one. Other 4xx replies raise ``ServerRejected`` at
 once. Out URLs whose probe time has come are health-probed in the background of the batch.
+The transport is aiohttp: at 64 calls in flight httpx's connection pool spent ~25x more
+CPU per request on bookkeeping (``benchmarks/client_overhead.py``).
 
 Example:
     >>> async def models(url):  # doctest: +SKIP
@@ -24,15 +26,18 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
+import logging
 from typing import Any, Awaitable, Callable, Iterable, TypeVar
 
-import httpx
+import aiohttp
 
 from ..errors import BackendError
 from ._endpoints import EndpointPool
 from ._openai_wire import error_text
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 class ServerRejected(BackendError):
@@ -81,8 +86,9 @@ class HTTPBatch:
     def __init__(self, pool: EndpointPool, *, api_key: str | None, max_concurrency: int, timeout: float,
                  max_retries: int, backoff: float, probe_timeout: float = 5.0) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        limits = httpx.Limits(max_connections=max_concurrency + 4)
-        self.client = httpx.AsyncClient(timeout=timeout, headers=headers, limits=limits)
+        self.client = aiohttp.ClientSession(
+            headers=headers, timeout=aiohttp.ClientTimeout(total=timeout),
+            connector=aiohttp.TCPConnector(limit=max_concurrency + 4), raise_for_status=False)
         self.sem = asyncio.Semaphore(max_concurrency)
         self.pool = pool
         self.max_retries, self.backoff = max_retries, backoff
@@ -100,13 +106,14 @@ class HTTPBatch:
         ok = False
         try:
             for full in (_root(url) + "/health", url + "/models"):
-                resp = await self.client.get(full, timeout=self.probe_timeout)
-                if resp.status_code == 200:
+                async with self.client.get(full, timeout=aiohttp.ClientTimeout(total=self.probe_timeout)) as resp:
+                    status = resp.status
+                if status == 200:
                     ok = True
                     break
-                if resp.status_code not in (404, 405):
+                if status not in (404, 405):
                     break
-        except httpx.HTTPError:
+        except (aiohttp.ClientError, asyncio.TimeoutError):
             ok = False
         except asyncio.CancelledError:
             self.pool.probe_abandoned(url)
@@ -121,6 +128,7 @@ class HTTPBatch:
         last, url, tried = "", None, []
         for attempt in range(self.max_retries + 1):
             if attempt:
+                log.info("%s: attempt %d failed (%s); retrying", what, attempt, last)
                 await asyncio.sleep(self.backoff * 2 ** (attempt - 1))
             async with self.sem:
                 self._start_probes()
@@ -129,24 +137,26 @@ class HTTPBatch:
                 tried.append(url)
                 self.pool.sent(url)
                 try:
-                    resp = await self.client.request(method, full, json=payload)
-                except httpx.HTTPError as e:  # refused, reset, timeouts, broken replies
-                    last = f"{type(e).__name__} on {full}" + (f": {e}" if str(e) else "")
+                    async with self.client.request(method, full, json=payload) as resp:
+                        status, content = resp.status, await resp.read()
+                except (aiohttp.ClientError, asyncio.TimeoutError) as e:  # refused, reset, timeouts
+                    kind = "Timeout" if isinstance(e, asyncio.TimeoutError) else type(e).__name__
+                    last = f"{kind} on {full}" + (f": {e}" if str(e) else "")
                     self.pool.failed(url)
                     continue
                 finally:
                     self.pool.answered(url)
-            if resp.status_code == 429 or resp.status_code >= 500:
-                last = f"HTTP {resp.status_code} from {full}: {error_text(resp.content)}"
+            if status == 429 or status >= 500:
+                last = f"HTTP {status} from {full}: {error_text(content)}"
                 self.pool.failed(url)
                 continue
-            if resp.status_code >= 400:
+            if status >= 400:
                 self.pool.succeeded(url)  # the server is healthy; the request is wrong
                 raise ServerRejected(
-                    f"{what}: the server at {full} rejected it (HTTP {resp.status_code}): "
-                    f"{error_text(resp.content)}; fix the request or the server options", resp.status_code)
+                    f"{what}: the server at {full} rejected it (HTTP {status}): "
+                    f"{error_text(content)}; fix the request or the server options", status)
             try:
-                result = parse(resp.json())
+                result = parse(json.loads(content))
             except (ValueError, KeyError, TypeError, IndexError) as e:  # includes MalformedReply
                 last = f"malformed reply from {full}: {e}"
                 self.pool.failed(url)
@@ -164,4 +174,4 @@ class HTTPBatch:
             task.cancel()
         if self._probes:
             await asyncio.gather(*self._probes, return_exceptions=True)
-        await self.client.aclose()
+        await self.client.close()

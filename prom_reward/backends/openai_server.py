@@ -61,6 +61,7 @@ class OpenAIServer:
     """
 
     name = "openai"
+    tokens_at_most_bytes = True  # real tokenizers: see prom_reward.context
     streams_results = True  # generate() takes on_result (see CachedBackend)
 
     def __init__(self, base_url: str | Sequence[str], model: str | None = None, *, endpoint: str = "chat",

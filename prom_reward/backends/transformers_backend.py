@@ -38,6 +38,7 @@ class TransformersBackend:
     """
 
     name = "transformers"
+    tokens_at_most_bytes = True  # real tokenizers: see prom_reward.context
 
     def __init__(self, model: Any, tokenizer: Any = None, *, wire: str = "chat", system_role: bool | None = None,
                  device: str = "cpu", dtype: Any = "auto", batch_size: int = 8,

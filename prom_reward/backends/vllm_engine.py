@@ -46,6 +46,7 @@ class VLLMEngine:
     """
 
     name = "vllm"
+    tokens_at_most_bytes = True  # real tokenizers: see prom_reward.context
 
     def __init__(
         self,

@@ -1,0 +1,1 @@
+"""prom-reward benchmarks: judge meta-evaluation and performance measurements (see README.md)."""
