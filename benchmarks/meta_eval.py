@@ -274,13 +274,13 @@ def main(argv: list[str] | None = None) -> int:
             bench_name = args.bench if args.layout is None else __import__("pathlib").Path(args.bench).stem
             record = run_meta_eval(judge, args.bench, layout=args.layout, rubric=args.rubric, config=cfg,
                                    bench_name=bench_name, judge_name=judge_label(args.judge))
+            stem = f"{record['bench']}_{record['judge']}" + (f"_limit{args.limit}" if args.limit else "")
+            paths = write_outputs(record, args.out, stem)  # before close: engine shutdown can take a while
         finally:
             judge.close()
     except PromRewardError as e:
         print(f"error: {e}", file=__import__("sys").stderr)
         return 2
-    stem = f"{record['bench']}_{record['judge']}" + (f"_limit{args.limit}" if args.limit else "")
-    paths = write_outputs(record, args.out, stem)
     print(markdown_table(record))
     print(json.dumps(paths))
     return 0
