@@ -5,7 +5,8 @@ up front, for the raw path: a raw user would have to do that work too, so it is 
 the same ``SamplingParams``. The library path is ``PrometheusJudge.grade`` with no retries and no
 forcing, so it sends exactly one request per item; its time includes validation, rendering,
 tokenisation, parsing and result building. The two paths alternate ``repeat`` times (best run kept)
-after one warm-up batch. Reported per path: judgments/s, prompt and output tokens/s; and the ratio
+after one warm-up batch, each starting with an empty prefix cache (else the second path would reuse
+the first one's cached prompts). Reported per path: judgments/s, prompt and output tokens/s; and the ratio
 library/raw.
 
 ``python -m benchmarks.throughput --model tiny|smollm2-135m-instruct|FOLDER [--n 32] [--max-tokens 64]``
@@ -57,13 +58,19 @@ def measure_throughput(engine: VLLMEngine, batch: Sequence[Item], sampling: Samp
     params = engine._params(sampling, 1)
     engine.llm.generate(prompts[:2], params, use_tqdm=False)  # warm-up
 
+    def reset_cache() -> None:  # every timed run starts cold: judge prompts are new in real use
+        if hasattr(engine.llm, "reset_prefix_cache"):
+            engine.llm.reset_prefix_cache()
+
     def raw() -> tuple[float, int, int]:
+        reset_cache()
         t = time.perf_counter()
         outs = engine.llm.generate(prompts, params, use_tqdm=False)
         dt = time.perf_counter() - t
         return dt, sum(len(o.prompt_token_ids) for o in outs), sum(len(c.token_ids) for o in outs for c in o.outputs)
 
     def lib() -> tuple[float, int, int]:
+        reset_cache()
         t = time.perf_counter()
         grades = judge.grade(ins, res, rubs, refs)
         dt = time.perf_counter() - t
