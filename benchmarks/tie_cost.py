@@ -65,21 +65,25 @@ def tie_cost(judge: PrometheusJudge, pairs: Sequence[tuple[str, str, str]], rubr
     both = list(rubric) * 2 if isinstance(rubric, (list, tuple)) else rubric  # rubric(s) for a + b
     out: dict[str, Any] = {}
     for s in strategies:
-        t = time.perf_counter()
+        # tokens from the judge's counters: they include every tie round, retry and forcing request
+        # (a Verdict only carries the tokens of its deciding grades)
+        t, p0, c0 = time.perf_counter(), judge.stats.prompt_tokens, judge.stats.completion_tokens
+
+        def summary(decided: int, **extra: Any) -> dict[str, Any]:
+            return _summary(n, decided, judge.stats.prompt_tokens - p0, judge.stats.completion_tokens - c0,
+                            time.perf_counter() - t, **extra)
+
         if s == "resample":
             vs = judge.compare_by_grades(ins, a, b, rubric, max_tie_rounds=rounds, num_samples=1)
-            out[s] = _summary(n, sum(v.winner is not None for v in vs), sum(v.prompt_tokens for v in vs),
-                              sum(v.completion_tokens for v in vs), time.perf_counter() - t,
-                              rounds=rounds, tie_rounds=sum(v.tie_rounds for v in vs))
+            out[s] = summary(sum(v.winner is not None for v in vs), rounds=rounds,
+                             tie_rounds=sum(v.tie_rounds for v in vs))
         elif s == "k_samples":
             gs = judge.grade(ins + ins, a + b, both, num_samples=k)
-            out[s] = _summary(n, _by_scores(gs, n, "score"), sum(g.prompt_tokens for g in gs),
-                              sum(g.completion_tokens for g in gs), time.perf_counter() - t, k=k)
+            out[s] = summary(_by_scores(gs, n, "score"), k=k)
         else:
             gs = judge.grade(ins + ins, a + b, both, num_samples=1, sampling={"logprobs": 20})
-            out[s] = _summary(n, _by_scores(gs, n, "expected_score"), sum(g.prompt_tokens for g in gs),
-                              sum(g.completion_tokens for g in gs), time.perf_counter() - t,
-                              with_expected=sum(g.expected_score is not None for g in gs))
+            out[s] = summary(_by_scores(gs, n, "expected_score"),
+                             with_expected=sum(g.expected_score is not None for g in gs))
     return out
 
 

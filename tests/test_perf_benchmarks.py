@@ -46,6 +46,7 @@ def test_tie_cost_strategies_scripted():
     rs, ks, ex = out["resample"], out["k_samples"], out["expected"]
     assert (rs["pairs"], rs["decided"], rs["tie_left_rate"]) == (2, 1, 0.5)
     assert rs["tie_rounds"] == 2  # the identical pair stays tied through both rounds
+    assert rs["completion_tokens"] == 8 * 3  # 4 first grades + 2 rounds x 2 re-grades, 3 words each
     assert ks["decided"] == 1 and ks["k"] == 3
     assert ex["decided"] == 1 and ex["with_expected"] == 4
     for r in out.values():
