@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -82,8 +83,22 @@ def test_cli_serve_runs_until_interrupted(tiny_model_dir, tmp_path):
         while time.monotonic() < deadline and "ready" not in line:
             line = proc.stdout.readline()
             assert line or proc.poll() is None, "serve exited before it was ready"
-        assert f"http://127.0.0.1:{port}/v1" in line
+        url = f"http://127.0.0.1:{port}/v1"
+        assert url in line
         assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200
+        # prom-reward grade --server against what serve started, end to end through the CLI
+        rows = tmp_path / "rows.jsonl"
+        rows.write_text("".join(json.dumps({"instruction": f"Q{i}?", "response": f"A{i}."}) + "\n" for i in range(6)))
+        out = subprocess.run([sys.executable, "-m", "prom_reward.cli", "grade", str(rows), "-o", str(tmp_path / "g.jsonl"),
+                              "--rubric", "helpfulness", "--server", url, "--max-tokens", "8", "--force-verdict",
+                              "--store", str(tmp_path / "j.sqlite"), "--quiet"],
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert "graded 6 rows" in out.stderr
+        graded = [json.loads(x) for x in (tmp_path / "g.jsonl").read_text().splitlines()]
+        assert [g["instruction"] for g in graded] == [f"Q{i}?" for i in range(6)]
+        for g in graded:  # a verdict in 1..5, or None with every sample counted as a failure
+            assert (g["score"] is None and g["judge_failures"] >= 1) or 1 <= g["score"] <= 5
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=120) == 0
         with pytest.raises(httpx.HTTPError):
