@@ -161,3 +161,41 @@ def test_pairs_console_script_help():
     out = subprocess.run([sys.executable, "-m", "prom_reward.cli", "pairs", "--help"], capture_output=True,
                          text=True, check=True).stdout
     assert "--strategy" in out and "--min-margin" in out and "--resume" in out and "--num-samples" in out
+
+
+# -- a long job streams: memory does not grow with the file ----------------------------------------
+PEAK_RSS = """
+import resource, runpy, sys
+sys.argv = ["prom-reward"] + sys.argv[1:]
+try:
+    runpy.run_module("prom_reward.cli", run_name="__main__")
+finally:
+    print("peak_rss_kb", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+"""
+
+
+def test_grade_streams_a_long_file_in_constant_memory(tmp_path):
+    """10,000 rows (~45 MB of JSONL) peak at about the same memory as 1,000, against a real HTTP
+    no-op judge server (``benchmarks.noop_server``): rows are read, judged and written in batches."""
+    from benchmarks.client_overhead import noop_server
+
+    filler = "This response walks through the reasoning step by step and checks the result. " * 56
+    peaks, sizes = {}, {}
+    with noop_server(None) as url:
+        for n in (1000, 10000):
+            src, dst = tmp_path / f"in{n}.jsonl", tmp_path / f"out{n}.jsonl"
+            with open(src, "w") as f:
+                for i in range(n):
+                    f.write(json.dumps({"instruction": f"Question {i}?", "response": f"{i}. {filler}"}) + "\n")
+            sizes[n] = src.stat().st_size
+            out = subprocess.run([sys.executable, "-c", PEAK_RSS, "grade", str(src), "-o", str(dst), "--rubric",
+                                  "helpfulness", "--server", url, "--model", "noop-judge", "--batch-size", "500",
+                                  "--quiet"], capture_output=True, text=True, timeout=600)
+            assert out.returncode == 0, out.stderr[-2000:]
+            peaks[n] = int(out.stderr.rsplit("peak_rss_kb", 1)[1].split()[0]) / 1024
+            with open(dst) as f:
+                scores = [json.loads(line)["score"] for line in f]
+            assert len(scores) == n and set(scores) == {4.0}
+    grown = peaks[10000] - peaks[1000]
+    assert sizes[10000] - sizes[1000] > 35e6
+    assert grown < 15, f"peak RSS grew {grown:.1f} MB from 1,000 to 10,000 rows ({peaks})"
