@@ -12,6 +12,8 @@ an interrupted run already wrote.
 chunk by chunk with ``OUT.skipped.jsonl`` and ``OUT.progress.json`` beside them; ``--resume``
 continues after the last finished chunk. The stats are printed as one JSON line on stdout.
 
+``prom-reward store info|export STORE [-o OUT.jsonl|.parquet]`` shows or exports a judgment store.
+
 Example:
     $ prom-reward grade rollouts.jsonl -o graded.jsonl --rubric helpfulness --model smollm2-135m-instruct
     $ prom-reward pairs samples.jsonl -o pairs.jsonl --strategy all_pairs --rubric helpfulness --server URL
@@ -202,6 +204,35 @@ def _add_reward_server_parser(sub: Any) -> None:
     s.set_defaults(func=cmd_reward_server)
 
 
+def cmd_store(args: argparse.Namespace) -> int:
+    """``prom-reward store info|export STORE [-o OUT]``: look into or export a judgment store."""
+    from pathlib import Path
+
+    from .errors import ConfigError
+    from .store import JudgmentStore
+
+    if not Path(args.path).is_file():
+        raise ConfigError(f"{args.path}: no judgment store there (expected the SQLite file given to --store)")
+    with JudgmentStore(args.path) as store:
+        if args.action == "export":
+            if not args.output:
+                raise ConfigError("prom-reward store export: give -o OUT.jsonl or -o OUT.parquet")
+            n = store.export(args.output)
+            print(f"exported {n} judgments -> {args.output}", file=sys.stderr)
+            return 0
+        print(json.dumps({"path": str(store.path), "judgments": len(store), "models": store.models(),
+                          "integrity": store.integrity_check()}))
+    return 0
+
+
+def _add_store_parser(sub: Any) -> None:
+    s = sub.add_parser("store", help="look into (info) or export (export -o OUT) a judgment store")
+    s.add_argument("action", choices=["info", "export"])
+    s.add_argument("path", help="the SQLite judgment store (as given to --store)")
+    s.add_argument("-o", "--output", help="export: .jsonl or .parquet")
+    s.set_defaults(func=cmd_store)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="prom-reward", description="Prometheus-style judges as rewards.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -249,6 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_serve_parser(sub)
     _add_reward_server_parser(sub)
+    _add_store_parser(sub)
     return p
 
 

@@ -196,6 +196,12 @@ class JudgmentStore:
         with self._lock:
             return [k for (k,) in self._connect().execute("SELECT key FROM judgments ORDER BY rowid")]
 
+    def models(self) -> dict[str, int]:
+        """Stored judgments per judge model."""
+        with self._lock:
+            rows = self._connect().execute("SELECT model, COUNT(*) FROM judgments GROUP BY model ORDER BY model")
+            return {str(m): int(c) for m, c in rows}
+
     def __len__(self) -> int:
         with self._lock:
             return int(self._connect().execute("SELECT COUNT(*) FROM judgments").fetchone()[0])

@@ -315,3 +315,21 @@ def test_results_are_stored_as_they_arrive_and_a_rerun_sends_only_the_failed(fak
     assert len(srv.bodies("/v1/chat/completions")) - calls_before == 8 - stored
     with JudgmentStore(path) as store:
         assert len(store) == 8
+
+
+def test_cli_store_info_and_export(tmp_path, capsys):
+    from prom_reward.cli import main
+
+    path = tmp_path / "j.sqlite"
+    judge = PrometheusJudge(backend=scripted(), store=str(path))
+    judge.grade(["q1", "q2", "q3"], ["a", "b", "c"], "helpfulness")
+    assert main(["store", "info", str(path)]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["judgments"] == 3 and info["models"] == {"scripted": 3} and info["integrity"] == "ok"
+    assert main(["store", "export", str(path), "-o", str(tmp_path / "e.parquet")]) == 0
+    rows = list(read_rows(tmp_path / "e.parquet"))
+    assert len(rows) == 3 and all("[RESULT] 4" in r["result"] for r in rows)
+    assert main(["store", "export", str(path)]) == 2  # no -o: a clear error, exit 2
+    assert "give -o" in capsys.readouterr().err
+    assert main(["store", "info", str(tmp_path / "missing.sqlite")]) == 2
+    assert "no judgment store there" in capsys.readouterr().err
