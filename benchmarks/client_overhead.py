@@ -166,7 +166,7 @@ def bench_noop(n: int, concurrency: int, cpus: tuple[int, int] | None,
         judge.grade(ins[:50], res[:50], RUBRIC)
         grades, w, c = timed(lambda: judge.grade(ins, res, RUBRIC))
         assert all(g.score == 4.0 for g in grades), "the no-op judge output did not parse"
-        rows.append(row("PrometheusJudge.grade (+ /tokenize context check)", n, w, c))
+        rows.append(row("PrometheusJudge.grade (render, context check, parse)", n, w, c))
         judge.close()
     return rows
 
