@@ -188,7 +188,7 @@ class ShardWriter:
     def write(self, name: str, tensor: torch.Tensor) -> None:
         """Append ``tensor`` (must be the next planned name, with its dtype and shape)."""
         if self._next >= len(self.plan) or self.plan[self._next].name != name:
-            expected = self.plan[self._next].name if self._next < len(self.plan) else "nothing (shard is full)"
+            expected = repr(self.plan[self._next].name) if self._next < len(self.plan) else "nothing (shard is full)"
             raise RuntimeError(f"{self.path}: wrote {name!r}, the plan expects {expected}")
         info = self.plan[self._next]
         if DTYPE_NAMES.get(tensor.dtype) != info.dtype or tuple(tensor.shape) != info.shape:
