@@ -22,10 +22,11 @@ Example:
     ...                   models=(ModelEntry("m1"), ModelEntry("m2", weight=2.0)), parameters={"density": 0.5})
     >>> cfg.weights(), cfg.densities(), cfg.method_params()["lambda"]
     ([1.0, 2.0], [0.5, 0.5], 1.0)
-    >>> MergeConfig(method="slerp", output="o", models=(ModelEntry("a", weight=1.0),),
-    ...             parameters={"t": 2})  # doctest: +IGNORE_EXCEPTION_DETAIL
-    Traceback (most recent call last):
-    ConfigError: invalid merge config (3 problems):
+    >>> try:
+    ...     MergeConfig(method="slerp", output="o", models=(ModelEntry("a", weight=1.0),), parameters={"t": 2})
+    ... except ConfigError as e:
+    ...     print(e)
+    invalid merge config (3 problems):
       - models: slerp takes exactly 2 models, got 1
       - models[0].weight: slerp does not use weight; remove it
       - parameters.t: expected a number in [0, 1] (0 = first model), got 2
@@ -143,6 +144,7 @@ class MergeConfig:
         if spec.needs_base and not self.base_model:
             out.append(f"base_model: {spec.name} merges task vectors (model - base) and needs base_model; "
                        "set it to the model the experts were fine-tuned from")
+        usable = True  # weights and densities are numbers, so spec.check can run
         for i, m in enumerate(self.models):
             if not isinstance(m, ModelEntry) or not isinstance(m.path, str) or not m.path:
                 out.append(f"models[{i}].path: expected a non-empty path, got {getattr(m, 'path', m)!r}")
@@ -155,6 +157,7 @@ class MergeConfig:
                     out.append(f"models[{i}].{key}: {spec.name} does not use {key}; remove it")
                 elif not _is_number(value):
                     out.append(f"models[{i}].{key}: expected a number, got {value!r}")
+                    usable = False
         valid = set(spec.params) | {"weights"}
         for key in self.parameters:
             if key not in valid:
@@ -165,6 +168,7 @@ class MergeConfig:
         if "density" in self.parameters and self.parameters["density"] is not None \
                 and not _is_number(self.parameters["density"]):
             out.append(f"parameters.density: expected a number in (0, 1], got {self.parameters['density']!r}")
+            usable = False
         if "lambda" in self.parameters and not _is_number(self.parameters["lambda"]):
             out.append(f"parameters.lambda: expected a number, got {self.parameters['lambda']!r}")
         ws = self.parameters.get("weights")
@@ -173,11 +177,12 @@ class MergeConfig:
                 out.append(f"parameters.weights: {spec.name} does not use weights; remove them")
             elif not isinstance(ws, (list, tuple)) or not all(_is_number(w) for w in ws):
                 out.append(f"parameters.weights: expected a list of numbers, got {ws!r}")
+                usable = False
             elif len(ws) != n:
                 out.append(f"parameters.weights: {len(ws)} weights for {n} models; give one weight per model")
             elif any(m.weight is not None for m in self.models if isinstance(m, ModelEntry)):
                 out.append("parameters.weights: also set per model; use either parameters.weights or models[i].weight")
-        if not out and spec.check is not None:
+        if usable and spec.check is not None:
             out += spec.check(self.method_params(), self.weights(), self.densities())
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             out.append(f"seed: expected an int, got {self.seed!r}")
