@@ -20,6 +20,8 @@ Example (two 2-tensor models averaged; see tests/test_merge_engine.py for more):
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import hashlib
 import json
 import logging
@@ -45,6 +47,19 @@ PROGRESS = ".merge_progress.json"
 RECORD = "merge_config.yaml"
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".gguf")
 _SKIP_FILES = {INDEX, "pytorch_model.bin.index.json", RECORD, PROGRESS}
+
+
+def _malloc_trim() -> None:
+    """Hand freed heap memory back to the OS (glibc); without it, fragmentation lets RSS creep upwards."""
+
+
+try:  # glibc only; elsewhere a no-op
+    _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    if hasattr(_libc, "malloc_trim"):
+        def _malloc_trim() -> None:  # noqa: F811
+            _libc.malloc_trim(0)
+except OSError:
+    pass
 
 
 @dataclass(frozen=True)
@@ -85,7 +100,8 @@ def merge_tensor(plan: Plan, info: TensorInfo) -> torch.Tensor:
     ref_info = plan.reference.infos[name]
     if not ref_info.is_float:
         return plan.reference.read(name)
-    base = plan.base.read(name) if plan.base is not None else None
+    need_base = spec.uses_deltas or any(isinstance(m, LoraAdapter) for m in plan.models)
+    base = plan.base.read(name) if plan.base is not None and need_base else None
     if base is not None and all(isinstance(m, LoraAdapter) and name not in m.pairs and name not in m.full
                                 for m in plan.models):
         return base.to(DTYPES[info.dtype])  # no expert touches it: the base tensor, bit for bit
@@ -185,6 +201,7 @@ def run_merge(config: MergeConfig, *, overwrite: bool = False) -> MergeReport:
             with ShardWriter(part, shard) as writer:
                 for info in shard:
                     writer.write(info.name, merge_tensor(plan, info))
+                    _malloc_trim()
             os.replace(part, out / fname)
             done.add(fname)
             _save_progress(out, fingerprint, done)

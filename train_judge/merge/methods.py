@@ -37,7 +37,9 @@ class TensorContext:
     """The tensor's name (used for per-name parameters and per-name seeds)."""
 
     tensors: Sequence[torch.Tensor]
-    """float32 inputs, one per model in config order: full tensors, or deltas when ``uses_deltas``."""
+    """float32 inputs, one per model in config order: full tensors, or deltas when ``uses_deltas``.
+
+    Deltas are fresh tensors the method may overwrite; full tensors may be shared (read only)."""
 
     weights: Sequence[float]
     """Per-model weights (resolved: per-model value, else the ``weights`` list, else 1.0)."""

@@ -19,7 +19,7 @@ Example (two 2x2 task vectors, TIES with density 0.5, weights 1):
     >>> import torch
     >>> d1 = torch.tensor([[4.0, -1.0], [0.5, -3.0]])
     >>> d2 = torch.tensor([[-2.0, 2.5], [-5.0, 1.0]])
-    >>> TaskVectorMerge("magnitude", consensus=True).combine([d1, d2], [1.0, 1.0], [0.5, 0.5], None)
+    >>> TaskVectorMerge("magnitude", consensus=True).combine([d1.clone(), d2.clone()], [1.0, 1.0], [0.5, 0.5], None)
     tensor([[ 4.0000,  2.5000],
             [-5.0000, -3.0000]])
 """
@@ -42,6 +42,8 @@ SPARSIFIERS = ("none", "magnitude", "random")
 def magnitude_trim(delta: torch.Tensor, density: float) -> torch.Tensor:
     """Keep the entries of ``delta`` with the largest magnitudes (fraction ``density``), zero the rest.
 
+    Works in place (returns ``delta``) to keep peak memory low.
+
     >>> magnitude_trim(torch.tensor([1.0, -4.0, 2.0, 3.0]), 0.5)
     tensor([ 0., -4.,  0.,  3.])
     """
@@ -50,12 +52,15 @@ def magnitude_trim(delta: torch.Tensor, density: float) -> torch.Tensor:
         return delta
     k = max(1, math.ceil(density * n - 1e-9))
     mag = delta.abs().reshape(-1)
-    threshold = torch.topk(mag, k, sorted=False).values.min()
-    return torch.where(delta.abs() >= threshold, delta, torch.zeros((), dtype=delta.dtype))
+    flat = mag.numpy()
+    flat.partition(n - k)  # in place, no index array (torch.topk would allocate ~3 tensors' worth)
+    threshold = float(flat[n - k])  # the k-th largest magnitude
+    torch.abs(delta.reshape(-1), out=mag)
+    return delta.masked_fill_((mag < threshold).reshape(delta.shape), 0.0)
 
 
 def random_drop(delta: torch.Tensor, density: float, generator: torch.Generator) -> torch.Tensor:
-    """DARE: drop each entry with probability ``1 - density``, rescale survivors by ``1 / density``.
+    """DARE: drop each entry with probability ``1 - density``, rescale survivors by ``1 / density`` (in place).
 
     >>> g = torch.Generator().manual_seed(0)
     >>> out = random_drop(torch.ones(1000), 0.25, g)
@@ -64,8 +69,8 @@ def random_drop(delta: torch.Tensor, density: float, generator: torch.Generator)
     """
     if density >= 1.0:
         return delta
-    keep = torch.rand(delta.shape, generator=generator) < density
-    return torch.where(keep, delta / density, torch.zeros((), dtype=delta.dtype))
+    dropped = torch.rand(delta.shape, generator=generator) >= density
+    return delta.masked_fill_(dropped, 0.0).div_(density)
 
 
 @dataclass(frozen=True)
@@ -84,34 +89,31 @@ class TaskVectorMerge:
 
     def combine(self, deltas: Sequence[torch.Tensor], weights: Sequence[float],
                 densities: Sequence[float | None], generator: Callable[[int], torch.Generator] | None) -> torch.Tensor:
-        """The merged delta (before ``lambda``) of one tensor."""
-        sparse = []
+        """The merged delta (before ``lambda``) of one tensor. Overwrites ``deltas`` (saves memory)."""
         for i, d in enumerate(deltas):
             k = densities[i] if densities[i] is not None else 1.0
             if self.sparsify == "magnitude":
-                d = magnitude_trim(d, k)
+                magnitude_trim(d, k)
             elif self.sparsify == "random":
                 if generator is None:
                     raise ValueError("random sparsification needs a generator")
-                d = random_drop(d, k, generator(i))
-            sparse.append(d)
-        if not self.consensus:
-            out = torch.zeros_like(sparse[0])
-            for w, d in zip(weights, sparse):
-                out.add_(d, alpha=w)
-            return out
-        total = torch.zeros_like(sparse[0])
-        for w, d in zip(weights, sparse):
+                random_drop(d, k, generator(i))
+        total = torch.zeros_like(deltas[0])
+        for w, d in zip(weights, deltas):
             total.add_(d, alpha=w)
-        elected = torch.sign(total)
-        del total
-        num = torch.zeros_like(sparse[0])
-        den = torch.zeros_like(sparse[0])
-        for w, d in zip(weights, sparse):
-            agree = (torch.sign(d) == elected) & (d != 0)
-            num.add_(torch.where(agree, d, 0.0), alpha=w)
-            den.add_(agree.to(den.dtype), alpha=w)
-        return torch.where(den > 0, num / den.clamp_min(1e-30), torch.zeros((), dtype=num.dtype))
+        if not self.consensus:
+            return total
+        elected = total.sign_()  # sign of the summed weighted mass, in place
+        num = torch.zeros_like(deltas[0])
+        den = torch.zeros_like(deltas[0])
+        for w, d in zip(weights, deltas):
+            agree = torch.sign(d).eq_(elected)  # 1.0 where d has the elected sign (0 where d == 0 != elected)
+            num.addcmul_(d, agree, value=w)
+            den.add_(agree, alpha=w)
+            del agree
+        del elected, total
+        # entries where no model agrees have num = 0, so clamping den only avoids 0 / 0
+        return num.div_(den.clamp_(min=1e-30))
 
     def __call__(self, ctx: TensorContext) -> torch.Tensor:
         delta = self.combine(ctx.tensors, ctx.weights, ctx.densities, ctx.generator)
