@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-
 from merge_util import BASE, M1, M2, load_output, save_model
+
 from prom_reward.errors import ConfigError, PromRewardError
 from train_judge.merge import MergeConfig, ModelEntry, config_from_dict, load_config, run_merge
 

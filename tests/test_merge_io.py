@@ -6,9 +6,9 @@ import json
 
 import pytest
 import torch
+from merge_util import BASE, M1, M2, load_output, save_model
 from safetensors.torch import load_file, save_file
 
-from merge_util import BASE, M1, M2, load_output, save_model
 from prom_reward.errors import ConfigError
 from train_judge.merge import MergeConfig, ModelEntry, engine, run_merge
 from train_judge.merge.safetensors_io import ShardWriter, TensorFile, TensorInfo, read_header

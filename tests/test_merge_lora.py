@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from merge_util import BASE, load_output, save_model
 from safetensors.torch import save_file
 
-from merge_util import BASE, load_output, save_model
 from prom_reward.errors import ConfigError
 from train_judge.merge import MergeConfig, ModelEntry, load_config, run_merge
 

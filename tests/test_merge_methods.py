@@ -6,8 +6,8 @@ import math
 
 import pytest
 import torch
-
 from merge_util import BASE, M1, M2, POS, load_output, save_model
+
 from train_judge.merge import MergeConfig, ModelEntry, run_merge
 from train_judge.merge.task_vector import magnitude_trim
 

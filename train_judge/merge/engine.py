@@ -40,7 +40,7 @@ from .config import MergeConfig
 from .methods import TensorContext
 from .plan import Plan, make_plan, shard_names
 from .safetensors_io import DTYPES, ShardWriter, TensorInfo
-from .sources import INDEX, Checkpoint, LoraAdapter
+from .sources import INDEX, LoraAdapter
 
 log = logging.getLogger(__name__)
 PROGRESS = ".merge_progress.json"
@@ -208,9 +208,8 @@ def run_merge(config: MergeConfig, *, overwrite: bool = False) -> MergeReport:
             log.info("wrote %s (%d tensors)", fname, len(shard))
         total = sum(i.nbytes for i in plan.outputs)
         if len(names) > 1:
-            index = {"metadata": {"total_size": total},
-                     "weight_map": {i.name: f for f, shard in zip(names, plan.shards) for i in sorted(shard, key=lambda x: x.name)}}
-            index["weight_map"] = dict(sorted(index["weight_map"].items()))
+            weight_map = {i.name: f for f, shard in zip(names, plan.shards) for i in shard}
+            index = {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
             (out / INDEX).write_text(json.dumps(index, indent=2) + "\n", encoding="utf-8")
         _copy_aux_files(plan, out)
         (out / RECORD).write_text(yaml.safe_dump(config.to_dict(), sort_keys=False), encoding="utf-8")
