@@ -1,0 +1,34 @@
+"""``dare_ties``: DARE sparsification (Yu et al., 2024) followed by TIES sign consensus.
+
+    d_i'  = m_i * d_i / k_i,  m_i ~ Bernoulli(k_i) per entry      (drop p = 1 - k_i, rescale)
+    s     = sign(sum_i w_i d_i')
+    delta = sum_{i agreeing with s} w_i d_i' / sum_{same i} w_i
+    merged = base + lambda * delta
+
+The drop masks come from a generator seeded by (``seed``, tensor name, model index), so a merge is
+reproducible and does not depend on tensor order. ``density`` is required, in (0, 1]; weights > 0.
+
+Example (density 1 keeps everything, so only the sign consensus acts):
+    >>> import torch
+    >>> from train_judge.merge.methods import TensorContext
+    >>> d = [torch.tensor([2.0, -1.0]), torch.tensor([-1.0, -3.0])]
+    >>> SPEC.merge(TensorContext("w", d, [1.0, 1.0], [1.0, 1.0], {"lambda": 1.0}))
+    tensor([ 2., -2.])
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from .methods import MethodSpec, check_positive_weights, register
+from .task_vector import TaskVectorMerge, density_problems
+
+
+def _check(params: Mapping[str, Any], weights: Sequence[float], densities: Sequence[float | None]) -> list[str]:
+    return check_positive_weights(params, weights, densities) + density_problems(params, weights, densities)
+
+
+SPEC = register(MethodSpec(
+    name="dare_ties", summary="random drop and rescale, elect signs, disjoint mean, add to base",
+    merge=TaskVectorMerge("random", consensus=True), uses_deltas=True, needs_base=True,
+    model_keys=("weight", "density"), params={"lambda": 1.0, "density": None}, check=_check))

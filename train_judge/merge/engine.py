@@ -1,0 +1,220 @@
+"""Run a merge: stream tensor by tensor from the inputs into sharded safetensors output.
+
+For each output tensor (in the reference model's order) the engine reads that tensor from the base
+and from each model (a LoRA expert computes its delta from its A and B), converts to float32, lets
+the method merge it, casts back to the output dtype (the reference model's by default) and appends
+it to the current shard. At any moment it holds one tensor per input plus a few temporaries, never
+whole models. Non-float tensors are copied from the reference model.
+
+Output: ``model.safetensors``, or ``model-0000i-of-0000n.safetensors`` + ``model.safetensors.index.json``;
+the reference folder's other files (config.json, generation_config.json, tokenizer files, chat
+template ...) and a ``merge_config.yaml`` recording the merge. Resumable: finished shards are
+recorded in ``.merge_progress.json`` with a fingerprint of the config and the inputs' headers; running
+the same merge again skips them (a different merge into the same folder is refused).
+
+Example (two 2-tensor models averaged; see tests/test_merge_engine.py for more)::
+
+    report = run_merge(MergeConfig(method="linear", models=(ModelEntry("a"), ModelEntry("b")), output="out"))
+    report.tensors, report.shards   # -> (2, 1)
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import yaml
+
+from prom_reward.errors import ConfigError
+
+from .config import MergeConfig
+from .methods import TensorContext
+from .plan import Plan, make_plan, shard_names
+from .safetensors_io import DTYPES, ShardWriter, TensorInfo
+from .sources import INDEX, LoraAdapter
+
+log = logging.getLogger(__name__)
+PROGRESS = ".merge_progress.json"
+RECORD = "merge_config.yaml"
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".gguf")
+_SKIP_FILES = {INDEX, "pytorch_model.bin.index.json", RECORD, PROGRESS}
+
+
+def _malloc_trim() -> None:
+    """Hand freed heap memory back to the OS (glibc); without it, fragmentation lets RSS creep upwards."""
+
+
+try:  # glibc only; elsewhere a no-op
+    _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    if hasattr(_libc, "malloc_trim"):
+        def _malloc_trim() -> None:  # noqa: F811
+            _libc.malloc_trim(0)
+except OSError:
+    pass
+
+
+@dataclass(frozen=True)
+class MergeReport:
+    """What a merge wrote."""
+
+    output: str
+    """The output folder."""
+    method: str
+    """The merge method."""
+    tensors: int
+    """Tensors written (all shards)."""
+    shards: int
+    """Output shards."""
+    total_bytes: int
+    """Bytes of tensor data in the output."""
+    resumed_shards: int
+    """Shards found finished from an earlier run and skipped."""
+    seconds: float
+    """Wall time of this run."""
+
+
+def _fingerprint(plan: Plan) -> str:
+    h = hashlib.sha256(json.dumps(plan.config.to_dict(), sort_keys=True, default=str).encode())
+    for src in [plan.base, *plan.models]:
+        if src is None:
+            continue
+        files = [src.file] if isinstance(src, LoraAdapter) else sorted(set(src.files.values()))
+        for f in files:
+            st = os.stat(f)
+            h.update(f"{Path(f).resolve()}:{st.st_size}:{st.st_mtime_ns}".encode())
+    return h.hexdigest()
+
+
+def merge_tensor(plan: Plan, info: TensorInfo) -> torch.Tensor:
+    """The merged tensor ``info.name`` in the output dtype (reads only this tensor from each input)."""
+    cfg, spec, name = plan.config, plan.config.spec, info.name
+    ref_info = plan.reference.infos[name]
+    if not ref_info.is_float:
+        return plan.reference.read(name)
+    need_base = spec.uses_deltas or any(isinstance(m, LoraAdapter) for m in plan.models)
+    base = plan.base.read(name) if plan.base is not None and need_base else None
+    if base is not None and all(isinstance(m, LoraAdapter) and name not in m.pairs and name not in m.full
+                                for m in plan.models):
+        return base.to(DTYPES[info.dtype])  # no expert touches it: the base tensor, bit for bit
+    base32 = base.float() if base is not None else None
+    del base
+    inputs = []
+    for m in plan.models:
+        if isinstance(m, LoraAdapter):
+            assert base32 is not None  # make_plan requires a base with LoRA experts
+            d = m.delta(name, base32)
+            if spec.uses_deltas:
+                inputs.append(d if d is not None else torch.zeros_like(base32))
+            else:
+                inputs.append(base32 + d if d is not None else base32)
+        else:
+            t = m.read(name).float()
+            inputs.append(t.sub_(base32) if spec.uses_deltas and base32 is not None else t)
+    ctx = TensorContext(name=name, tensors=inputs, weights=cfg.weights(), densities=cfg.densities(),
+                        params=cfg.method_params(), seed=cfg.seed)
+    merged = spec.merge(ctx)
+    del inputs, ctx
+    if spec.uses_deltas:
+        assert base32 is not None
+        merged = merged.add_(base32)
+    return merged.to(DTYPES[info.dtype])
+
+
+def _prepare_output(plan: Plan, fingerprint: str, overwrite: bool) -> set[str]:
+    out = Path(plan.config.output)
+    prog = out / PROGRESS
+    if out.is_dir() and any(out.iterdir()):
+        state = None
+        if prog.is_file():
+            try:
+                state = json.loads(prog.read_text(encoding="utf-8"))
+            except ValueError:
+                state = None
+        if state and state.get("fingerprint") == fingerprint and not overwrite:
+            return set(state.get("done", []))
+        if overwrite and (prog.is_file() or (out / RECORD).is_file()):
+            shutil.rmtree(out)
+        elif state:
+            raise ConfigError(f"output: {out} holds a different merge (other config or inputs); choose another "
+                              "folder, or pass overwrite=True (--overwrite) to replace it")
+        else:
+            raise ConfigError(f"output: {out} exists and is not empty (and was not written by a merge); "
+                              "choose a new or empty folder")
+    out.mkdir(parents=True, exist_ok=True)
+    return set()
+
+
+def _save_progress(out: Path, fingerprint: str, done: set[str], complete: bool = False) -> None:
+    tmp = out / (PROGRESS + ".tmp")
+    tmp.write_text(json.dumps({"fingerprint": fingerprint, "done": sorted(done), "complete": complete}),
+                   encoding="utf-8")
+    os.replace(tmp, out / PROGRESS)
+
+
+def _copy_aux_files(plan: Plan, out: Path) -> list[str]:
+    src = plan.reference.path
+    if not src.is_dir():
+        return []
+    copied = []
+    for f in sorted(src.iterdir()):
+        if not f.is_file() or f.name.startswith(".") or f.name in _SKIP_FILES or f.name.endswith(_WEIGHT_SUFFIXES):
+            continue
+        shutil.copyfile(f, out / f.name)
+        copied.append(f.name)
+    cfg_file = out / "config.json"
+    if plan.config.dtype and cfg_file.is_file():
+        data = json.loads(cfg_file.read_text(encoding="utf-8"))
+        for key in ("torch_dtype", "dtype"):
+            if key in data:
+                data[key] = plan.config.dtype
+        cfg_file.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    return copied
+
+
+def run_merge(config: MergeConfig, *, overwrite: bool = False) -> MergeReport:
+    """Check ``config`` against the inputs' headers, then merge, streaming, into ``config.output``.
+
+    Raises ConfigError (listing every problem) before reading any tensor data when something does not fit.
+    """
+    start = time.monotonic()
+    plan = make_plan(config)
+    try:
+        fingerprint = _fingerprint(plan)
+        done = _prepare_output(plan, fingerprint, overwrite)
+        out = Path(config.output)
+        names = shard_names(len(plan.shards))
+        resumed = 0
+        for fname, shard in zip(names, plan.shards):
+            if fname in done and (out / fname).is_file():
+                resumed += 1
+                continue
+            part = out / (fname + ".partial")
+            with ShardWriter(part, shard) as writer:
+                for info in shard:
+                    writer.write(info.name, merge_tensor(plan, info))
+                    _malloc_trim()
+            os.replace(part, out / fname)
+            done.add(fname)
+            _save_progress(out, fingerprint, done)
+            log.info("wrote %s (%d tensors)", fname, len(shard))
+        total = sum(i.nbytes for i in plan.outputs)
+        if len(names) > 1:
+            weight_map = {i.name: f for f, shard in zip(names, plan.shards) for i in shard}
+            index = {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
+            (out / INDEX).write_text(json.dumps(index, indent=2) + "\n", encoding="utf-8")
+        _copy_aux_files(plan, out)
+        (out / RECORD).write_text(yaml.safe_dump(config.to_dict(), sort_keys=False), encoding="utf-8")
+        _save_progress(out, fingerprint, done, complete=True)
+    finally:
+        plan.close()
+    return MergeReport(output=str(out), method=config.method, tensors=len(plan.outputs), shards=len(names),
+                       total_bytes=total, resumed_shards=resumed, seconds=time.monotonic() - start)

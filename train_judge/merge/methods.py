@@ -1,0 +1,113 @@
+"""The merge-method registry: each method declares its parameters as data and merges one tensor.
+
+A method is a ``MethodSpec``: whether it needs a base model, how many models it takes, which
+per-model keys (``weight``, ``density``) and method-level parameters (with defaults) it accepts,
+an extra validity check, and ``merge(ctx)`` which turns the inputs of ONE tensor into the merged
+float32 tensor. Methods with ``uses_deltas`` receive task vectors (model minus base, or a LoRA
+expert's delta) and return the merged delta; the others receive the full tensors and return the
+merged tensor. The engine does the reading, dtype casting and writing.
+
+Example:
+    >>> import train_judge.merge  # registers the built-in methods
+    >>> METHODS.names()
+    ['dare_linear', 'dare_ties', 'linear', 'slerp', 'task_arithmetic', 'ties']
+    >>> METHODS.get("ties").needs_base
+    True
+    >>> METHODS.get("model_soup")  # doctest: +IGNORE_EXCEPTION_DETAIL
+    Traceback (most recent call last):
+    UnknownNameError: unknown merge method 'model_soup'; valid names: dare_linear, dare_ties, linear, ...
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+
+from prom_reward.registry import Registry
+
+
+@dataclass(frozen=True)
+class TensorContext:
+    """Everything a method sees when merging one tensor."""
+
+    name: str
+    """The tensor's name (used for per-name parameters and per-name seeds)."""
+
+    tensors: Sequence[torch.Tensor]
+    """float32 inputs, one per model in config order: full tensors, or deltas when ``uses_deltas``.
+
+    Deltas are fresh tensors the method may overwrite; full tensors may be shared (read only)."""
+
+    weights: Sequence[float]
+    """Per-model weights (resolved: per-model value, else the ``weights`` list, else 1.0)."""
+
+    densities: Sequence[float | None]
+    """Per-model densities (fraction of entries kept), None for methods without sparsification."""
+
+    params: Mapping[str, Any]
+    """Method-level parameters, defaults filled in."""
+
+    seed: int = 0
+    """Merge seed; random methods derive one generator per (tensor name, model index) from it."""
+
+    def generator(self, model_index: int) -> torch.Generator:
+        """A CPU generator seeded from (seed, tensor name, model index): order-independent, reproducible."""
+        digest = hashlib.sha256(f"{self.seed}\0{self.name}\0{model_index}".encode()).digest()
+        return torch.Generator().manual_seed(int.from_bytes(digest[:8], "little") & ((1 << 63) - 1))
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """One merge method: its declared parameters and its per-tensor merge function."""
+
+    name: str
+    """Registry name used in the YAML ``method:`` field."""
+
+    summary: str
+    """One line: what the method computes."""
+
+    merge: Callable[[TensorContext], torch.Tensor]
+    """Merges one tensor (see ``TensorContext``); returns float32."""
+
+    uses_deltas: bool = False
+    """True: inputs are task vectors and the result is a delta added to the base model."""
+
+    needs_base: bool = False
+    """True: ``base_model`` is required (task-vector methods)."""
+
+    min_models: int = 1
+    """Fewest models (not counting the base)."""
+
+    max_models: int | None = None
+    """Most models (None = no limit)."""
+
+    model_keys: tuple[str, ...] = ("weight",)
+    """Per-model parameters accepted (``weight``, ``density``)."""
+
+    params: Mapping[str, Any] = field(default_factory=dict)
+    """Method-level parameters and their defaults (``REQUIRED`` marks ones without a default)."""
+
+    check: Callable[[Mapping[str, Any], Sequence[float], Sequence[float | None]], list[str]] | None = None
+    """Extra checks on (params, weights, densities); returns problem strings (empty = fine)."""
+
+
+REQUIRED = object()
+"""Default marking a parameter the user must give."""
+
+METHODS: Registry[MethodSpec] = Registry("merge method")
+
+
+def register(spec: MethodSpec) -> MethodSpec:
+    """Add ``spec`` to ``METHODS`` under its name and return it."""
+    return METHODS.register(spec.name, spec)
+
+
+def check_positive_weights(params: Mapping[str, Any], weights: Sequence[float],
+                           densities: Sequence[float | None]) -> list[str]:
+    """Sign-consensus methods need weights > 0 (a negative weight would flip the elected sign)."""
+    bad = [f"models[{i}].weight = {w}" for i, w in enumerate(weights) if not w > 0]
+    return [f"{', '.join(bad)}: this method elects signs, so weights must be > 0; "
+            "use task_arithmetic or dare_linear to subtract a model"] if bad else []

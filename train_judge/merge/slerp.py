@@ -1,0 +1,82 @@
+"""``slerp``: spherical linear interpolation between exactly two models, tensor by tensor.
+
+With ``a``, ``b`` the two tensors flattened, ``cos(theta) = <a, b> / (|a| |b|)`` and ``t`` in [0, 1]:
+
+    merged = sin((1 - t) theta) / sin(theta) * a + sin(t theta) / sin(theta) * b
+
+falling back to linear interpolation ``(1 - t) a + t b`` when the vectors are nearly colinear
+(``|cos(theta)| > 0.9995``) or one of them is zero. ``t = 0`` gives the first model, ``t = 1`` the
+second. ``t`` is a number, and ``t_by_name`` optionally maps glob patterns of tensor names to other
+values (first matching pattern wins), e.g. ``{"*.mlp.*": 0.3}``.
+
+Example (orthogonal unit vectors at t = 0.5 land on the arc's midpoint):
+    >>> import torch
+    >>> from train_judge.merge.methods import TensorContext
+    >>> ctx = TensorContext("w", [torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])], [1.0, 1.0],
+    ...                     [None, None], {"t": 0.5, "t_by_name": {}})
+    >>> [round(x, 4) for x in SPEC.merge(ctx).tolist()]
+    [0.7071, 0.7071]
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from typing import Any, Mapping, Sequence
+
+import torch
+
+from .methods import MethodSpec, TensorContext, register
+
+COLINEAR = 0.9995
+
+
+def t_for(name: str, params: Mapping[str, Any]) -> float:
+    """The interpolation factor for tensor ``name`` (first matching ``t_by_name`` pattern, else ``t``).
+
+    >>> t_for("model.layers.0.mlp.up_proj.weight", {"t": 0.5, "t_by_name": {"*.mlp.*": 0.2}})
+    0.2
+    """
+    for pattern, value in (params.get("t_by_name") or {}).items():
+        if fnmatch.fnmatchcase(name, pattern):
+            return float(value)
+    return float(params["t"])
+
+
+def slerp(a: torch.Tensor, b: torch.Tensor, t: float) -> torch.Tensor:
+    """Spherical interpolation of two same-shape float32 tensors (linear when nearly colinear)."""
+    fa, fb = a.reshape(-1), b.reshape(-1)
+    na, nb = float(fa.norm()), float(fb.norm())
+    if na == 0.0 or nb == 0.0:
+        return a * (1 - t) + b * t
+    cos = max(-1.0, min(1.0, float(torch.dot(fa, fb)) / (na * nb)))
+    if abs(cos) > COLINEAR:
+        return a * (1 - t) + b * t
+    theta = math.acos(cos)
+    s = math.sin(theta)
+    return a * (math.sin((1 - t) * theta) / s) + b * (math.sin(t * theta) / s)
+
+
+def merge_slerp(ctx: TensorContext) -> torch.Tensor:
+    """SLERP of the two full tensors at this tensor's ``t``."""
+    return slerp(ctx.tensors[0], ctx.tensors[1], t_for(ctx.name, ctx.params))
+
+
+def _check(params: Mapping[str, Any], weights: Sequence[float], densities: Sequence[float | None]) -> list[str]:
+    problems = []
+    t = params["t"]
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t <= 1:
+        problems.append(f"parameters.t: expected a number in [0, 1] (0 = first model), got {t!r}")
+    tbn = params["t_by_name"]
+    if not isinstance(tbn, dict):
+        problems.append(f"parameters.t_by_name: expected a mapping of name patterns to t, got {tbn!r}")
+    else:
+        for k, v in tbn.items():
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
+                problems.append(f"parameters.t_by_name[{k!r}]: expected a number in [0, 1], got {v!r}")
+    return problems
+
+
+SPEC = register(MethodSpec(
+    name="slerp", summary="spherical interpolation of two models at t", merge=merge_slerp,
+    min_models=2, max_models=2, model_keys=(), params={"t": 0.5, "t_by_name": {}}, check=_check))

@@ -1,0 +1,208 @@
+"""Merge inputs: full Hugging Face checkpoints and PEFT LoRA adapters, read tensor by tensor.
+
+``open_source(path)`` looks at a folder and returns:
+
+- ``Checkpoint``: ``model.safetensors`` or sharded ``model-0000i-of-0000n.safetensors`` with
+  ``model.safetensors.index.json`` (a single ``.safetensors`` file path works too). Only headers are
+  read when it opens; ``read(name)`` reads one tensor.
+- ``LoraAdapter``: ``adapter_config.json`` + ``adapter_model.safetensors`` (PEFT ``LORA``). Each adapted
+  module ``M`` (saved as ``base_model.model.M.lora_A.weight`` / ``.lora_B.weight``) becomes a weight
+  delta on the base tensor ``M.weight``:
+
+      delta W = s * B @ A,   s = alpha / r   (alpha / sqrt(r) with use_rslora)
+
+  with ``r`` the saved rank and ``alpha`` from ``alpha_pattern`` or ``lora_alpha``; transposed when
+  ``fan_in_fan_out``. Full tensors saved for ``modules_to_save`` (``base_model.model.X.weight``)
+  replace the base tensor: their delta is ``X - base``. DoRA, LoRA on embeddings and LoRA biases are
+  reported as unsupported.
+
+Example:
+    >>> LORA_PREFIX, lora_target("base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight")
+    ('base_model.model.', ('model.layers.0.self_attn.q_proj.weight', 'A'))
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from prom_reward.errors import ConfigError
+
+from .safetensors_io import TensorFile, TensorInfo, read_header
+
+INDEX = "model.safetensors.index.json"
+SINGLE = "model.safetensors"
+ADAPTER_CONFIG = "adapter_config.json"
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
+LORA_PREFIX = "base_model.model."
+_LORA_RE = re.compile(r"^(?P<module>.+)\.lora_(?P<ab>[AB])(?:\.[^.]+)?\.weight$")
+
+
+def lora_target(key: str) -> tuple[str, str] | None:
+    """``(base tensor name, "A"|"B")`` for a PEFT LoRA key, or None for other keys."""
+    name = key[len(LORA_PREFIX):] if key.startswith(LORA_PREFIX) else key
+    m = _LORA_RE.match(name)
+    return (m["module"] + ".weight", m["ab"]) if m else None
+
+
+class Checkpoint:
+    """A full checkpoint (single or sharded safetensors) read one tensor at a time."""
+
+    kind = "checkpoint"
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.folder = self.path if self.path.is_dir() else self.path.parent
+        self.files: dict[str, Path] = {}  # tensor name -> file
+        self.infos: dict[str, TensorInfo] = {}
+        if self.path.is_file():
+            shard_files = [self.path]
+        elif (self.path / INDEX).is_file():
+            try:
+                weight_map = json.loads((self.path / INDEX).read_text(encoding="utf-8"))["weight_map"]
+            except (ValueError, KeyError, TypeError) as e:
+                raise ConfigError(f"{self.path / INDEX}: expected JSON with a 'weight_map' object: {e}") from e
+            shard_files = sorted({self.path / f for f in weight_map.values()})
+            missing = [str(f) for f in shard_files if not f.is_file()]
+            if missing:
+                raise ConfigError(f"{self.path}: the index names shard files that are missing: {', '.join(missing)}")
+        elif (self.path / SINGLE).is_file():
+            shard_files = [self.path / SINGLE]
+        else:
+            raise ConfigError(f"{self.path}: expected a model folder with {SINGLE} or {INDEX}, or a PEFT "
+                              f"adapter folder with {ADAPTER_CONFIG}; found neither")
+        for f in shard_files:
+            for name, info in read_header(f).items():
+                self.files[name] = f
+                self.infos[name] = info
+        self._open: dict[Path, TensorFile] = {}
+
+    def read(self, name: str) -> torch.Tensor:
+        """One tensor in its stored dtype."""
+        f = self.files[name]
+        if f not in self._open:
+            self._open[f] = TensorFile(f)
+        return self._open[f].read(name)
+
+    def close(self) -> None:
+        """Close the open shard files."""
+        for tf in self._open.values():
+            tf.close()
+        self._open.clear()
+
+
+class LoraAdapter:
+    """A PEFT LoRA adapter as per-tensor weight deltas on its base model's tensor names."""
+
+    kind = "lora"
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        try:
+            self.config: dict[str, Any] = json.loads((self.path / ADAPTER_CONFIG).read_text(encoding="utf-8"))
+        except ValueError as e:
+            raise ConfigError(f"{self.path / ADAPTER_CONFIG}: not valid JSON: {e}") from e
+        weights = self.path / ADAPTER_WEIGHTS
+        if not weights.is_file():
+            raise ConfigError(f"{self.path}: has {ADAPTER_CONFIG} but no {ADAPTER_WEIGHTS} (adapters saved as "
+                              ".bin are not supported; re-save with safe_serialization=True)")
+        self.file = weights
+        self.infos = read_header(weights)
+        self.problems: list[str] = []
+        if self.config.get("peft_type", "LORA") != "LORA":
+            self.problems.append(f"{self.path}: peft_type {self.config.get('peft_type')!r} is not supported; "
+                                 "only LORA adapters can be merged")
+        if self.config.get("use_dora"):
+            self.problems.append(f"{self.path}: DoRA adapters (use_dora: true) are not supported")
+        self.pairs: dict[str, dict[str, str]] = {}  # base name -> {"A": key, "B": key}
+        self.full: dict[str, str] = {}  # base name -> key of a full replacement tensor (modules_to_save)
+        for key in self.infos:
+            target = lora_target(key)
+            if target is not None:
+                self.pairs.setdefault(target[0], {})[target[1]] = key
+            elif "lora_embedding" in key or "lora_magnitude" in key or ".lora_" in key:
+                self.problems.append(f"{self.path}: tensor {key!r} is not supported (only lora_A/lora_B of "
+                                     "linear layers, and modules_to_save)")
+            else:
+                self.full[key[len(LORA_PREFIX):] if key.startswith(LORA_PREFIX) else key] = key
+        for name, ab in self.pairs.items():
+            if set(ab) != {"A", "B"}:
+                self.problems.append(f"{self.path}: {name} has lora_{next(iter(ab))} but not its partner")
+        self._f: TensorFile | None = None
+
+    def targets(self) -> list[str]:
+        """Base tensor names this adapter changes."""
+        return sorted(set(self.pairs) | set(self.full))
+
+    def rank(self, name: str) -> int:
+        """The saved rank of the LoRA pair for base tensor ``name``."""
+        return self.infos[self.pairs[name]["A"]].shape[0]
+
+    def expected_shape(self, name: str) -> tuple[int, ...]:
+        """The base tensor shape this adapter implies for ``name``."""
+        if name in self.full:
+            return self.infos[self.full[name]].shape
+        a, b = self.infos[self.pairs[name]["A"]].shape, self.infos[self.pairs[name]["B"]].shape
+        shape = (b[0], a[1])
+        return shape[::-1] if self.config.get("fan_in_fan_out") else shape
+
+    def shape_problems(self, name: str) -> list[str]:
+        """Inconsistent A/B ranks for ``name`` (empty when fine)."""
+        if name in self.full or set(self.pairs.get(name, {})) != {"A", "B"}:
+            return []
+        a, b = self.infos[self.pairs[name]["A"]].shape, self.infos[self.pairs[name]["B"]].shape
+        if len(a) != 2 or len(b) != 2 or a[0] != b[1]:
+            return [f"{self.path}: {name}: lora_A {a} and lora_B {b} do not form a rank-r product"]
+        return []
+
+    def scale(self, name: str) -> float:
+        """``alpha / r`` (``alpha / sqrt(r)`` with use_rslora) for base tensor ``name``."""
+        module = name[: -len(".weight")]
+        alpha = float(self.config.get("lora_alpha", 8))
+        for pattern, value in (self.config.get("alpha_pattern") or {}).items():
+            if re.match(rf"(.*\.)?{pattern}$", module):
+                alpha = float(value)
+                break
+        r = self.rank(name)
+        return alpha / math.sqrt(r) if self.config.get("use_rslora") else alpha / r
+
+    def _read(self, key: str) -> torch.Tensor:
+        if self._f is None:
+            self._f = TensorFile(self.file)
+        return self._f.read(key)
+
+    def delta(self, name: str, base: torch.Tensor) -> torch.Tensor | None:
+        """float32 delta for base tensor ``name`` (None when the adapter leaves it unchanged)."""
+        if name in self.full:
+            return self._read(self.full[name]).float() - base
+        if name not in self.pairs:
+            return None
+        a = self._read(self.pairs[name]["A"]).float()
+        b = self._read(self.pairs[name]["B"]).float()
+        d = (b @ a).mul_(self.scale(name))
+        return d.T.contiguous() if self.config.get("fan_in_fan_out") else d
+
+    def close(self) -> None:
+        """Close the adapter file."""
+        if self._f is not None:
+            self._f.close()
+            self._f = None
+
+
+Source = Checkpoint | LoraAdapter
+
+
+def open_source(path: str | Path) -> Source:
+    """A ``LoraAdapter`` for a folder with adapter_config.json, else a ``Checkpoint``."""
+    p = Path(path)
+    if not p.exists():
+        raise ConfigError(f"{p}: no such file or folder; expected a model folder, a .safetensors file "
+                          "or a PEFT adapter folder")
+    if p.is_dir() and (p / ADAPTER_CONFIG).is_file():
+        return LoraAdapter(p)
+    return Checkpoint(p)

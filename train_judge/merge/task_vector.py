@@ -1,0 +1,134 @@
+"""The task-vector core shared by task arithmetic, TIES, DARE-TIES and DARE-linear.
+
+With base weights ``b`` and task vectors ``d_i = m_i - b`` (or a LoRA expert's ``delta W``), one
+class with three knobs covers the family:
+
+1. ``sparsify`` each ``d_i`` with its density ``k_i`` (fraction of entries kept):
+   ``"none"`` keeps everything; ``"magnitude"`` (TIES trim) keeps the entries whose ``|d_i|`` is at
+   least the ``ceil(k_i * n)``-th largest magnitude of that tensor (ties at the threshold are all
+   kept); ``"random"`` (DARE) drops each entry independently with probability ``p = 1 - k_i``
+   (seeded per tensor name and model) and multiplies the survivors by ``1 / k_i``, so the expected
+   value is unchanged.
+2. ``consensus`` (TIES sign election): ``s = sign(sum_i w_i * d_i')`` per entry (the sign with the
+   larger total weighted magnitude), then the disjoint weighted mean over the models that agree:
+   ``delta = sum_{i: sign(d_i') = s, d_i' != 0} w_i d_i' / sum_{same i} w_i`` (0 where none agree).
+   Without consensus: the weighted sum ``delta = sum_i w_i d_i'``.
+3. the result ``lambda * delta`` is added to the base by the engine.
+
+Example (two 2x2 task vectors, TIES with density 0.5, weights 1):
+    >>> import torch
+    >>> d1 = torch.tensor([[4.0, -1.0], [0.5, -3.0]])
+    >>> d2 = torch.tensor([[-2.0, 2.5], [-5.0, 1.0]])
+    >>> TaskVectorMerge("magnitude", consensus=True).combine([d1.clone(), d2.clone()], [1.0, 1.0], [0.5, 0.5], None)
+    tensor([[ 4.0000,  2.5000],
+            [-5.0000, -3.0000]])
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+
+from prom_reward.errors import ConfigError
+
+from .methods import TensorContext
+
+SPARSIFIERS = ("none", "magnitude", "random")
+
+
+def magnitude_trim(delta: torch.Tensor, density: float) -> torch.Tensor:
+    """Keep the entries of ``delta`` with the largest magnitudes (fraction ``density``), zero the rest.
+
+    Works in place (returns ``delta``) to keep peak memory low.
+
+    >>> magnitude_trim(torch.tensor([1.0, -4.0, 2.0, 3.0]), 0.5)
+    tensor([ 0., -4.,  0.,  3.])
+    """
+    n = delta.numel()
+    if density >= 1.0 or n == 0:
+        return delta
+    k = max(1, math.ceil(density * n - 1e-9))
+    mag = delta.abs().reshape(-1)
+    flat = mag.numpy()
+    flat.partition(n - k)  # in place, no index array (torch.topk would allocate ~3 tensors' worth)
+    threshold = float(flat[n - k])  # the k-th largest magnitude
+    torch.abs(delta.reshape(-1), out=mag)
+    return delta.masked_fill_((mag < threshold).reshape(delta.shape), 0.0)
+
+
+def random_drop(delta: torch.Tensor, density: float, generator: torch.Generator) -> torch.Tensor:
+    """DARE: drop each entry with probability ``1 - density``, rescale survivors by ``1 / density`` (in place).
+
+    >>> g = torch.Generator().manual_seed(0)
+    >>> out = random_drop(torch.ones(1000), 0.25, g)
+    >>> sorted(set(out.tolist())) == [0.0, 4.0] and 150 < int((out > 0).sum()) < 350
+    True
+    """
+    if density >= 1.0:
+        return delta
+    dropped = torch.rand(delta.shape, generator=generator) >= density
+    return delta.masked_fill_(dropped, 0.0).div_(density)
+
+
+@dataclass(frozen=True)
+class TaskVectorMerge:
+    """Sparsify task vectors, optionally elect signs, combine; times ``lambda`` (see module doc)."""
+
+    sparsify: str = "none"
+    """``none``, ``magnitude`` (TIES trim) or ``random`` (DARE drop and rescale)."""
+
+    consensus: bool = False
+    """TIES sign election and disjoint weighted mean (else a weighted sum)."""
+
+    def __post_init__(self) -> None:
+        if self.sparsify not in SPARSIFIERS:
+            raise ConfigError(f"sparsify: expected one of {', '.join(SPARSIFIERS)}, got {self.sparsify!r}")
+
+    def combine(self, deltas: Sequence[torch.Tensor], weights: Sequence[float],
+                densities: Sequence[float | None], generator: Callable[[int], torch.Generator] | None) -> torch.Tensor:
+        """The merged delta (before ``lambda``) of one tensor. Overwrites ``deltas`` (saves memory)."""
+        for i, d in enumerate(deltas):
+            k = densities[i] if densities[i] is not None else 1.0
+            if self.sparsify == "magnitude":
+                magnitude_trim(d, k)
+            elif self.sparsify == "random":
+                if generator is None:
+                    raise ValueError("random sparsification needs a generator")
+                random_drop(d, k, generator(i))
+        total = torch.zeros_like(deltas[0])
+        for w, d in zip(weights, deltas):
+            total.add_(d, alpha=w)
+        if not self.consensus:
+            return total
+        elected = total.sign_()  # sign of the summed weighted mass, in place
+        num = torch.zeros_like(deltas[0])
+        den = torch.zeros_like(deltas[0])
+        for w, d in zip(weights, deltas):
+            agree = torch.sign(d).eq_(elected)  # 1.0 where d has the elected sign (0 where d == 0 != elected)
+            num.addcmul_(d, agree, value=w)
+            den.add_(agree, alpha=w)
+            del agree
+        del elected, total
+        # entries where no model agrees have num = 0, so clamping den only avoids 0 / 0
+        return num.div_(den.clamp_(min=1e-30))
+
+    def __call__(self, ctx: TensorContext) -> torch.Tensor:
+        delta = self.combine(ctx.tensors, ctx.weights, ctx.densities, ctx.generator)
+        lam = float(ctx.params.get("lambda", 1.0))
+        return delta if lam == 1.0 else delta.mul_(lam)
+
+
+def density_problems(params: Mapping[str, Any], weights: Sequence[float],
+                     densities: Sequence[float | None]) -> list[str]:
+    """Problems with densities of a sparsifying method: each must be given and lie in (0, 1]."""
+    out = []
+    for i, k in enumerate(densities):
+        if k is None:
+            out.append(f"models[{i}].density: missing; set parameters.density (fraction of entries kept, "
+                       "in (0, 1]) or a per-model density")
+        elif not (isinstance(k, (int, float)) and 0 < k <= 1):
+            out.append(f"models[{i}].density: expected a number in (0, 1] (fraction kept), got {k!r}")
+    return out
