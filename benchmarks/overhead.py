@@ -15,7 +15,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any, Callable, Sequence
 
@@ -86,14 +85,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--out", help="write the JSON record here too")
     args = ap.parse_args(argv)
-    from .report import versions
+    from .report import emit, versions
 
     rec = {"benchmark": "overhead", **measure_overhead(args.items, args.repeat), "versions": versions()}
-    text = json.dumps(rec, indent=1)
-    print(text)
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as f:
-            f.write(text + "\n")
+    emit(rec, args.out)
     return 0
 
 

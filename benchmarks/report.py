@@ -35,6 +35,14 @@ def versions() -> dict[str, str | None]:
     return out
 
 
+def emit(record: dict[str, Any], out: str | Path | None) -> None:
+    """Print a perf record as JSON, and write it to ``out`` too when given."""
+    text = json.dumps(record, indent=1)
+    print(text)
+    if out:
+        Path(out).write_text(text + "\n", encoding="utf-8")
+
+
 def _fmt(v: Any) -> str:
     if v is None:
         return "n/a"

@@ -21,7 +21,6 @@ Example (needs vLLM and a model):
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from typing import Any, Sequence
 
@@ -114,7 +113,7 @@ def _engine(model: str, seed: int, max_model_len: int) -> VLLMEngine:
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    from .report import versions
+    from .report import emit, versions
 
     ap = argparse.ArgumentParser(prog="python -m benchmarks.throughput", description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="tiny", help="tiny (random Llama), a preset name, hub id or folder")
@@ -134,11 +133,7 @@ def main(argv: list[str] | None = None) -> int:
                "versions": versions()}
     finally:
         engine.close()
-    text = json.dumps(rec, indent=1)
-    print(text)
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as f:
-            f.write(text + "\n")
+    emit(rec, args.out)
     return 0
 
 

@@ -24,7 +24,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any, Sequence
 
@@ -92,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from .judge_spec import build_judge, judge_label
     from .loaders import PairExample, load_bench, subset
-    from .report import versions
+    from .report import emit, versions
 
     ap = argparse.ArgumentParser(prog="python -m benchmarks.tie_cost", description=__doc__.split("\n\n")[0])
     ap.add_argument("--judge", required=True)
@@ -119,11 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     rec = {"benchmark": "tie_cost", "judge": judge_label(args.judge), "bench": args.bench, "pairs": len(chosen),
            "seed": args.seed, "sampling": judge.sampling.to_dict(), "force_verdict": judge.force_verdict,
            "results": res, "wall_s": round(time.perf_counter() - start, 3), "versions": versions()}
-    text = json.dumps(rec, indent=1)
-    print(text)
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as f:
-            f.write(text + "\n")
+    emit(rec, args.out)
     return 0
 
 
