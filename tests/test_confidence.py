@@ -173,3 +173,14 @@ def test_calibration_must_teacher_force():
         PrometheusJudge(backend="scripted", outputs=["x"], calibration=ScriptedBackend(outputs=["y"]))
     with pytest.raises(ConfigError, match="entropy_truncation"):
         PrometheusJudge(backend="scripted", outputs=["x"], entropy_truncation="drop")
+
+
+def test_docs_code_blocks_compile():
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "confidence.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert len(blocks) == 3
+    for i, block in enumerate(blocks):
+        compile(block, f"docs/confidence.md block {i}", "exec")
