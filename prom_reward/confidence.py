@@ -4,15 +4,18 @@ Per generated token the backends report the sampled token's log-probability and
 the top-k alternatives (``TokenLogprobs.top``). From those, per judgment:
 
 - **SE** (``entropy``): the mean over generated tokens of the entropy (nats) of the
-  next-token distribution. Only the top-k is known, so the entropy is *truncated*:
-  with ``truncation="bucket"`` (the default) the top-k probabilities are kept as they
-  are and the leftover mass ``r = 1 - sum(top)`` counts as one extra outcome,
-  ``H = -sum p log p - r log r``. Splitting the tail over many tokens can only add
-  entropy, so this is a lower bound of the true entropy, tight when the tail is small
-  (with k = 20 the tail of a sharp judge is tiny). ``truncation="renormalize"`` divides
-  the top-k by their sum instead; it is bounded by ``log k`` and is not a bound of
-  anything, but it is what some papers report. Token texts that decode alike are
-  merged by the backends (their probabilities summed), which lowers both slightly.
+  next-token distribution. Only the top-k is known, so the entropy is *truncated*. The
+  default, ``truncation="tail"``, keeps the top-k probabilities as reported and gives the
+  leftover mass ``r = 1 - sum(top)`` the least entropy it can have, knowing that no tail
+  token is likelier than the least likely reported one (``p_min``): as many outcomes of
+  ``p_min`` as fit, plus the remainder. This is the tightest lower bound of the true
+  entropy the top-k allows: exact when the tail is one token, close to the truth for a flat
+  distribution, and for a sharp judge (small ``r``) nearly equal to the other two.
+  ``truncation="bucket"`` counts ``r`` as one outcome (``-r log r``), a looser lower bound
+  that is badly biased on flat distributions (a near-uniform next token, where ``r`` is
+  almost 1, reads as almost certain). ``truncation="renormalize"`` divides the top-k by
+  their sum: at most ``log k``, and not a bound of anything. Token texts that decode
+  alike are merged by the backends (their probabilities summed), which lowers all three.
 - **perplexity** (``nll``): mean negative log-probability of the sampled tokens (the
   log of the perplexity; ranking by either is the same).
 - **SE-Cali** (``entropy_calibrated``): SE of the judge minus SE of a *base* model
@@ -32,8 +35,8 @@ Example:
     >>> import math
     >>> from prom_reward.backends.base import TokenLogprobs
     >>> pos = TokenLogprobs("a", math.log(0.5), {"a": math.log(0.5), "b": math.log(0.25)})
-    >>> round(token_entropy(pos), 4), round(token_entropy(pos, "renormalize"), 4)  # tail 0.25 is one bucket
-    (1.0397, 0.6365)
+    >>> [round(token_entropy(pos, t), 4) for t in ("tail", "bucket", "renormalize")]  # tail 0.25 <= p_min
+    [1.0397, 1.0397, 0.6365]
     >>> c = Confidence(entropy=0.8, base_entropy=0.5, verdict_probability=0.9)
     >>> round(c.entropy_calibrated, 2), round(uncertainty(c, "verdict_probability"), 2)
     (0.3, 0.1)
@@ -51,10 +54,10 @@ from .backends.base import TokenLogprobs
 from .errors import ConfigError, UnknownNameError
 from .registry import Registry
 
-TRUNCATIONS = ("bucket", "renormalize")
+TRUNCATIONS = ("tail", "bucket", "renormalize")
 
 
-def token_entropy(position: TokenLogprobs, truncation: str = "bucket") -> float:
+def token_entropy(position: TokenLogprobs, truncation: str = "tail") -> float:
     """Entropy (nats) of one position's next-token distribution, from its top-k (see module doc).
 
     >>> import math
@@ -78,11 +81,25 @@ def token_entropy(position: TokenLogprobs, truncation: str = "bucket") -> float:
         total = 1.0
     rest = 1.0 - total
     h = -sum(p * math.log(p) for p in probs if p > 0)
-    h -= rest * math.log(rest) if rest > 1e-12 else 0.0
+    if rest > 1e-12:
+        if truncation == "bucket":
+            h -= rest * math.log(rest)
+        else:  # tail: no tail token is likelier than the least likely reported one
+            h += _least_tail_entropy(rest, min(probs))
     return h if h > 0 else 0.0
 
 
-def mean_entropy(logprobs: Sequence[TokenLogprobs] | None, truncation: str = "bucket") -> float | None:
+def _least_tail_entropy(rest: float, cap: float) -> float:
+    """The least entropy mass ``rest`` can have when no outcome exceeds ``cap``: as many outcomes
+    of ``cap`` as fit, plus the remainder."""
+    if rest <= cap:
+        return -rest * math.log(rest)
+    full = math.floor(rest / cap)
+    remainder = rest - full * cap
+    return -full * cap * math.log(cap) - (remainder * math.log(remainder) if remainder > 1e-15 else 0.0)
+
+
+def mean_entropy(logprobs: Sequence[TokenLogprobs] | None, truncation: str = "tail") -> float | None:
     """SE of one sample: the mean token entropy over its generated tokens (None without logprobs).
 
     >>> import math

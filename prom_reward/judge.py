@@ -119,8 +119,9 @@ class PrometheusJudge:
             (``vllm``, ``openai``, ``transformers``) or a dict of ``make_backend`` options
             (``{"backend": "vllm", "model": ...}``). It reads each valid output of the judge by
             teacher forcing, in its own wire format; implies ``confidence=True``.
-        entropy_truncation: how token entropies treat the mass outside the top-k: ``bucket``
-            (one extra outcome; a lower bound) or ``renormalize``.
+        entropy_truncation: how token entropies treat the mass outside the top-k: ``tail`` (the
+            tightest lower bound), ``bucket`` (one extra outcome) or ``renormalize``
+            (see ``prom_reward.confidence``).
         **backend_options: passed to the backend constructor (e.g. ``max_model_len``, ``base_url``).
     """
 
@@ -141,7 +142,7 @@ class PrometheusJudge:
         store: "str | Path | JudgmentStore | None" = None,
         confidence: bool = False,
         calibration: "Backend | dict[str, Any] | None" = None,
-        entropy_truncation: str = "bucket",
+        entropy_truncation: str = "tail",
         **backend_options: Any,
     ) -> None:
         p = get_preset(preset) if preset else find_preset_for_model(model)

@@ -96,7 +96,7 @@ class SampleRunner:
     """Runs the loop above against one backend."""
 
     def __init__(self, backend: Backend, *, max_retries: int = 2, force_verdict: bool = False,
-                 truncation: str = "bucket") -> None:
+                 truncation: str = "tail") -> None:
         self.backend = backend
         self.max_retries = max_retries
         self.force_verdict = force_verdict

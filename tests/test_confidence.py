@@ -19,42 +19,52 @@ def pos(token, probs):
     return TokenLogprobs(token, LN(probs[token]), {k: LN(v) for k, v in probs.items()})
 
 
-# (top-k probabilities, bucket entropy, renormalised entropy), computed by hand
+# (top-k probabilities, tail entropy, bucket entropy, renormalised entropy), computed by hand
 ENTROPY_TABLE = [
-    ({"a": 1.0}, 0.0, 0.0),
-    ({"a": 0.5, "b": 0.5}, LN(2), LN(2)),
-    # tail 0.25 as one outcome: -(.5 ln .5 + .25 ln .25 + .25 ln .25) = 1.5 ln 2
-    ({"a": 0.5, "b": 0.25}, 1.5 * LN(2), -(2 / 3 * LN(2 / 3) + 1 / 3 * LN(1 / 3))),
-    # tail 0.4: -(.3 ln .3 + .3 ln .3 + .4 ln .4); renormalised: two equal outcomes
-    ({"a": 0.3, "b": 0.3}, -(0.6 * LN(0.3) + 0.4 * LN(0.4)), LN(2)),
-    ({"a": 0.25, "b": 0.25, "c": 0.25, "d": 0.25}, LN(4), LN(4)),
+    ({"a": 1.0}, 0.0, 0.0, 0.0),
+    ({"a": 0.5, "b": 0.5}, LN(2), LN(2), LN(2)),
+    # tail 0.25 <= p_min: one outcome in both: -(.5 ln .5 + .25 ln .25 + .25 ln .25) = 1.5 ln 2
+    ({"a": 0.5, "b": 0.25}, 1.5 * LN(2), 1.5 * LN(2), -(2 / 3 * LN(2 / 3) + 1 / 3 * LN(1 / 3))),
+    # tail 0.4 > p_min 0.3: tail = one outcome of .3 and a remainder of .1; bucket: one outcome of .4
+    ({"a": 0.3, "b": 0.3}, -(0.9 * LN(0.3) + 0.1 * LN(0.1)), -(0.6 * LN(0.3) + 0.4 * LN(0.4)), LN(2)),
+    ({"a": 0.25, "b": 0.25, "c": 0.25, "d": 0.25}, LN(4), LN(4), LN(4)),
+    # a flat distribution: 100 outcomes of .01, two reported; bucket calls it nearly certain
+    ({"a": 0.01, "b": 0.01}, LN(100), -(0.02 * LN(0.01) + 0.98 * LN(0.98)), LN(2)),
 ]
 
 
-@pytest.mark.parametrize("probs, bucket, renorm", ENTROPY_TABLE)
-def test_token_entropy_both_truncations(probs, bucket, renorm):
+@pytest.mark.parametrize("probs, tail, bucket, renorm", ENTROPY_TABLE)
+def test_token_entropy_all_truncations(probs, tail, bucket, renorm):
     p = pos("a", probs)
+    assert token_entropy(p) == pytest.approx(tail, abs=1e-9)
+    assert token_entropy(p, "tail") == pytest.approx(tail, abs=1e-9)
     assert token_entropy(p, "bucket") == pytest.approx(bucket, abs=1e-12)
     assert token_entropy(p, "renormalize") == pytest.approx(renorm, abs=1e-12)
 
 
-def test_bucket_is_a_lower_bound_of_the_true_entropy():
-    # true distribution: .5, .25 and a tail of ten tokens of .025 each
-    true = -(0.5 * LN(0.5) + 0.25 * LN(0.25) + 10 * 0.025 * LN(0.025))
-    est = token_entropy(pos("a", {"a": 0.5, "b": 0.25}), "bucket")
-    assert est < true and est == pytest.approx(1.5 * LN(2))
+def test_tail_and_bucket_are_lower_bounds_tail_the_tighter():
+    # true distribution: .3, .3 and a tail of four tokens of .1; only the .3s are reported
+    true = -(0.6 * LN(0.3) + 0.4 * LN(0.1))
+    reported = pos("a", {"a": 0.3, "b": 0.3})
+    bucket, tail = token_entropy(reported, "bucket"), token_entropy(reported, "tail")
+    assert bucket < tail < true
+    assert tail == pytest.approx(-(0.9 * LN(0.3) + 0.1 * LN(0.1)))
+    # when the tail is a single token, the tail bound is exact
+    assert token_entropy(pos("a", {"a": 0.5, "b": 0.3}), "tail") == pytest.approx(
+        -(0.5 * LN(0.5) + 0.3 * LN(0.3) + 0.2 * LN(0.2)))
 
 
 def test_sampled_token_outside_top_counts_and_overfull_mass_is_rescaled():
-    # the sampled token is not in ``top``: it is added (0.2), tail = 0.3
+    # the sampled token is not in ``top``: it is added (0.2), leaving 0.3 = one .2 and a .1 (tail)
     p = TokenLogprobs("z", LN(0.2), {"a": LN(0.5)})
-    assert token_entropy(p) == pytest.approx(-(0.5 * LN(0.5) + 0.2 * LN(0.2) + 0.3 * LN(0.3)))
+    assert token_entropy(p) == pytest.approx(-(0.5 * LN(0.5) + 2 * 0.2 * LN(0.2) + 0.1 * LN(0.1)))
+    assert token_entropy(p, "bucket") == pytest.approx(-(0.5 * LN(0.5) + 0.2 * LN(0.2) + 0.3 * LN(0.3)))
     over = TokenLogprobs("a", LN(0.6), {"a": LN(0.6), "b": LN(0.6)})  # rounding made mass 1.2
     assert token_entropy(over) == pytest.approx(LN(2))
 
 
 def test_unknown_truncation_lists_valid_ones():
-    with pytest.raises(ConfigError, match="bucket, renormalize"):
+    with pytest.raises(ConfigError, match="tail, bucket, renormalize"):
         token_entropy(pos("a", {"a": 1.0}), "clip")
 
 

@@ -65,7 +65,7 @@ def test_smollm2_judge_confidence_and_se_cali_end_to_end(smollm2_engine, vllm_en
         assert g.ok, g.raw_outputs
         c = g.confidence
         assert c.tokens > 0 and c.entropy is not None and c.nll is not None and c.base_entropy is not None
-        assert 0 <= c.entropy <= math.log(21) + 1e-9
+        assert c.entropy >= 0
         assert c.verdict_probability is not None and 0 < c.verdict_probability <= 1
         assert abs(c.entropy_calibrated) < 0.05, (c, g.raw_outputs)
     assert same.stats.calibration_tokens >= sum(g.confidence.tokens for g in grades) - 4
@@ -73,4 +73,5 @@ def test_smollm2_judge_confidence_and_se_cali_end_to_end(smollm2_engine, vllm_en
     other = PrometheusJudge(backend=smollm2_engine, calibration=vllm_engine, sampling={"max_tokens": 24,
                             "temperature": 0.0}, force_verdict=True, max_retries=0)
     (g,) = other.grade(["What is 2+2?"], ["4"], "helpfulness")
-    assert g.confidence.base_entropy > g.confidence.entropy + 0.5  # random weights: near-uniform top-20
+    # random weights give a near-flat next token: the tail bound sees it (log of a 49k vocabulary is 10.8)
+    assert g.confidence.base_entropy > 5.0 > g.confidence.entropy
