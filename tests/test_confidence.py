@@ -8,8 +8,17 @@ import pytest
 from prom_reward import ConfigError, PrometheusJudge
 from prom_reward.backends.base import Completion, TokenLogprobs
 from prom_reward.backends.scripted import ScriptedBackend
-from prom_reward.confidence import (INDICATORS, Confidence, confidence_from_samples, get_indicator, mean_entropy,
-                                    mean_nll, merge_confidences, token_entropy, uncertainty)
+from prom_reward.confidence import (
+    INDICATORS,
+    Confidence,
+    confidence_from_samples,
+    get_indicator,
+    mean_entropy,
+    mean_nll,
+    merge_confidences,
+    token_entropy,
+    uncertainty,
+)
 from prom_reward.results import JudgeSample
 
 LN = math.log

@@ -33,7 +33,7 @@ def test_halves_by_entropy_hand_computed():
 
 def test_halves_by_verdict_probability_hand_computed():
     # uncertainty 1 - p: confident = items 3 (.05), 2 (.1), 5 (.3); unsure = 0 (.4), 1 (.5), 4 (.6)
-    confident, unsure, n = halves(RECORDS, "verdict_probability")
+    confident, unsure, _ = halves(RECORDS, "verdict_probability")
     # confident: primary [5, 3, 2] vs reference [1, 3, 3]: cov = -30/9, var 42/9 and 24/9 -> -30 / sqrt(42 * 24)
     p, r = [5, 3, 2], [1, 3, 3]
     mp, mr = sum(p) / 3, sum(r) / 3
