@@ -140,3 +140,20 @@ def test_reward_uses_whoever_decided_and_logs_it():
     assert metrics["prometheus/cascade_routed_fraction"] == 0.5
     assert metrics["prometheus/cascade_fallback_calls"] == 1.0
     assert metrics["prometheus/cascade_fallback_completion_tokens"] == 4.0  # 4 scripted words
+
+
+def test_reward_with_cascade_pickles_unless_an_engine_is_inside():
+    import pickle
+
+    from prom_reward import PromRewardError
+
+    cascade, _ = make_cascade([confident("a [RESULT] 4", 0.9)], [], threshold=5.0)
+    reward = PrometheusReward(cascade, rubric="helpfulness")
+    assert pickle.loads(pickle.dumps(reward))(["q"], ["r"]) == [4.0]
+
+    class FakeEngine:
+        name = "vllm"
+
+    cascade.fallback.backend = FakeEngine()
+    with pytest.raises(PromRewardError, match="in-process vLLM engine"):
+        pickle.dumps(PrometheusReward(cascade, rubric="helpfulness"))
