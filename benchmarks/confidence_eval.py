@@ -2,17 +2,22 @@
 
 Two steps:
 
-``run``: judge a subset of ``vicuna_eval.json`` with a primary judge (``confidence=True``,
-optionally a calibration base model for SE-Cali) and replay the recorded GPT-4 judgment of
-every item as the REFERENCE REPLAY fallback; one JSON line per item (``id``, ``reference`` =
-mean of the three GPT-4 scores, ``primary``, ``fallback`` = the first recorded GPT-4 score,
+``run``: judge a benchmark subset with a primary judge (``confidence=True``, forced verdicts,
+optionally a calibration base model for SE-Cali) and, for every item, the REFERENCE REPLAY
+fallback; one JSON line per item (``id``, ``reference``, ``primary``, ``fallback``, and
 ``confidence`` = the primary's indicators). Items already in the output file are skipped, so
-an interrupted run resumes without recomputing.
+an interrupted run resumes without recomputing. Benchmarks:
+
+- ``vicuna`` (absolute): reference = mean of the three recorded GPT-4 scores; fallback = the
+  replay of the first recorded GPT-4 judgment;
+- ``autoj`` (pairwise, ties left out, both orders): reference = the human label; fallback = the
+  replay of that label (an oracle: the cascade curve ends at accuracy 1).
 
 ``evaluate``: for each indicator (``random`` and those of ``prom_reward.confidence``):
 
-- the metric (Pearson r with the reference, also Spearman) of the *confident half* vs the
-  *unsure half* of the items the primary judged (split at the median uncertainty);
+- the metric (absolute: Pearson r with the reference, also Spearman; pairwise: accuracy, a
+  tie counting as wrong) of the *confident half* vs the *unsure half* of the items the primary
+  judged (split at the median uncertainty);
 - the cascade curve: the metric when the most uncertain share ``f`` of items (f = 0 .. 1) take
   the fallback's score, selected by ``prom_reward.cascade.route`` (the rule ``CascadeJudge``
   uses; failed primary items always take the fallback).
@@ -23,10 +28,11 @@ Example (records made by hand):
     >>> [round(x, 3) for x in cascade_curve(recs, "se", [0.0, 0.25])]
     [0.849, 1.0]
 
-Usage (SmolLM2 as primary, forced verdicts, 16 items)::
+Usage (SmolLM2 as primary, forced verdicts, 24 items; a base model for SE-Cali)::
 
     python -m benchmarks.confidence_eval run --judge-model ~/.cache/prom_reward/SmolLM2-135M-Instruct \\
-        --limit 16 --out /tmp/conf.jsonl
+        --base-model BASE_DIR --limit 24 --max-tokens 64 --out /tmp/conf.jsonl
+    python -m benchmarks.confidence_eval run --benchmark autoj --judge-model ... --out /tmp/conf_autoj.jsonl
     python -m benchmarks.confidence_eval evaluate /tmp/conf.jsonl
 """
 
@@ -42,7 +48,7 @@ from typing import Any, Callable, Sequence
 
 from prom_reward.cascade import CascadeConfig, route
 from prom_reward.confidence import INDICATORS, Confidence
-from prom_reward.results import Grade
+from prom_reward.results import Grade, Verdict
 
 FRACTIONS = [i / 10 for i in range(11)]
 METRICS: dict[str, Callable[[Sequence[float], Sequence[float]], float]] = {}
@@ -61,6 +67,30 @@ def _corr(kind: str) -> Callable[[Sequence[float], Sequence[float]], float]:
 METRICS["pearson"] = _corr("pearsonr")
 METRICS["spearman"] = _corr("spearmanr")
 METRICS["kendall"] = _corr("kendalltau")
+
+
+def accuracy(decided: Sequence[Any], reference: Sequence[Any]) -> float:
+    """Share of pairwise items whose decided winner is the reference's ("tie" counts as wrong).
+
+    >>> accuracy(["A", "B", "tie", "A"], ["A", "A", "B", "A"])
+    0.5
+    """
+    return fmean(float(a == b) for a, b in zip(decided, reference)) if decided else math.nan
+
+
+METRICS["accuracy"] = accuracy
+
+
+def is_pairwise(records: Sequence[dict[str, Any]]) -> bool:
+    """Pairwise records have "A"/"B" references (and "A"/"B"/"tie"/None judgments)."""
+    return bool(records) and isinstance(records[0]["reference"], str)
+
+
+def _result(value: Any, confidence: Confidence) -> Any:
+    """The primary's judgment as the result type ``route`` expects (a tie is a judgment, None a failure)."""
+    if isinstance(value, str):
+        return Verdict(value if value in ("A", "B") else None, tie=value == "tie", confidence=confidence)
+    return Grade(value, confidence=confidence)
 
 
 def _confidence(rec: dict[str, Any]) -> Confidence:
@@ -101,7 +131,7 @@ def cascade_curve(records: Sequence[dict[str, Any]], indicator: str, fractions: 
                   metric: str = "pearson") -> list[float]:
     """The metric of the cascade's scores at each routed fraction (routing by ``cascade.route``)."""
     values = uncertainties(records, indicator)
-    grades = [Grade(r["primary"], confidence=Confidence(entropy=v)) for r, v in zip(records, values)]
+    grades = [_result(r["primary"], Confidence(entropy=v)) for r, v in zip(records, values)]
     out = []
     for frac in fractions:
         routing = route(grades, CascadeConfig(route_fraction=frac, indicator="se"))
@@ -123,21 +153,28 @@ def available_indicators(records: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def report(records: Sequence[dict[str, Any]], fractions: Sequence[float] = FRACTIONS) -> str:
-    """Markdown tables: halves per indicator, then the cascade curve per indicator."""
+    """Markdown tables: halves per indicator, then the cascade curve per indicator (Pearson with the
+    mean GPT-4 score for absolute records, accuracy against the label for pairwise ones)."""
     judged = sum(r["primary"] is not None for r in records)
-    lines = [f"{len(records)} items, {judged} judged by the primary; reference = mean recorded GPT-4 score; "
-             "fallback = REFERENCE REPLAY of the first recorded GPT-4 judgment", "",
-             "| indicator | Pearson confident half | Pearson unsure half | Spearman confident | Spearman unsure | "
-             "items per half |", "|---|---|---|---|---|---|"]
+    pairwise = is_pairwise(records)
+    metrics = ["accuracy"] if pairwise else ["pearson", "spearman"]
+    what = ("reference = human label; fallback = REFERENCE REPLAY of the human label" if pairwise else
+            "reference = mean recorded GPT-4 score; fallback = REFERENCE REPLAY of the first recorded GPT-4 judgment")
+    head = " | ".join(f"{m} {half}" for m in metrics for half in ("confident half", "unsure half"))
+    lines = [f"{len(records)} items, {judged} judged by the primary; {what}", "",
+             f"| indicator | {head} | items per half |", "|---|" + "---|" * (2 * len(metrics) + 1)]
     names = available_indicators(records)
     for name in names:
-        pc, pu, n = halves(records, name, "pearson")
-        sc, su, _ = halves(records, name, "spearman")
-        lines.append(f"| {name} | {pc:.3f} | {pu:.3f} | {sc:.3f} | {su:.3f} | {n} |")
-    lines += ["", "| indicator | " + " | ".join(f"{f:.0%}" for f in fractions) + " |",
+        cells = []
+        for m in metrics:
+            confident, unsure, n = halves(records, name, m)
+            cells += [f"{confident:.3f}", f"{unsure:.3f}"]
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {n} |")
+    lines += ["", f"cascade: {metrics[0]} at each share routed to the fallback", "",
+              "| indicator | " + " | ".join(f"{f:.0%}" for f in fractions) + " |",
               "|---|" + "---|" * len(fractions)]
     for name in names:
-        curve = cascade_curve(records, name, fractions)
+        curve = cascade_curve(records, name, fractions, metrics[0])
         lines.append(f"| {name} | " + " | ".join(f"{v:.3f}" for v in curve) + " |")
     return "\n".join(lines)
 
@@ -149,19 +186,69 @@ def _done_ids(path: Path) -> set[str]:
     return {json.loads(line)["id"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()}
 
 
-def run(args: argparse.Namespace) -> None:
-    from prom_reward import PrometheusJudge
-    from prom_reward.backends.reference_replay import ReferenceReplayBackend, _list
+def load_items(benchmark: str, path: str | Path, offset: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
+    """Benchmark items as ``{"id", "reference", "args"}``: ``vicuna`` (absolute; args for ``grade``,
+    reference = mean GPT-4 score) or ``autoj`` (pairwise without ties; args for ``compare``,
+    reference = the human label as "A"/"B")."""
+    from prom_reward.backends.reference_replay import _list
     from prom_reward.prompts import parse_absolute_prompt
 
-    data = Path(args.data)
-    rows = json.loads(data.read_text(encoding="utf-8"))[args.offset:args.offset + args.limit]
-    out = Path(args.out)
+    items = []
+    if benchmark == "vicuna":
+        for r in json.loads(Path(path).read_text(encoding="utf-8")):
+            p = parse_absolute_prompt(r["instruction"])
+            items.append({"id": f"{r['idx']}/{r['response_source']}",
+                          "reference": fmean(float(s) for s in _list(r["gpt4_score"])),
+                          "args": (p.instruction, p.response, p.rubric, p.reference_answer)})
+    elif benchmark == "autoj":
+        for i, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines()):
+            r = json.loads(line)
+            if int(r["label"]) in (0, 1):
+                items.append({"id": f"autoj/{i}", "reference": "A" if int(r["label"]) == 0 else "B",
+                              "args": (r["prompt"], r["response 1"], r["response 2"])})
+    else:
+        raise SystemExit(f"--benchmark: expected vicuna or autoj, got {benchmark!r}")
+    return items[offset:None if limit is None else offset + limit]
+
+
+def judge_items(items: Sequence[dict[str, Any]], primary: Any, reference: Any, out: str | Path, *,
+                batch_size: int = 8, rubric: Any = "helpfulness", swap: bool = True) -> int:
+    """Judge ``items`` with the primary and the reference-replay judge, appending one JSON line per
+    item to ``out`` after each batch; items already there are skipped. Returns the number judged."""
+    out = Path(out)
     done = _done_ids(out)
-    todo = [r for r in rows if f"{r['idx']}/{r['response_source']}" not in done]
-    print(f"{len(rows)} items, {len(done)} already in {out}, judging {len(todo)}")
-    if not todo:
-        return
+    todo = [it for it in items if it["id"] not in done]
+    for start in range(0, len(todo), batch_size):
+        chunk = todo[start:start + batch_size]
+        cols = list(zip(*[it["args"] for it in chunk]))
+        if isinstance(chunk[0]["reference"], str):
+            mine = primary.compare(list(cols[0]), list(cols[1]), list(cols[2]), rubric, swap=swap)
+            ref = reference.compare(list(cols[0]), list(cols[1]), list(cols[2]), rubric, swap=swap)
+            value = lambda v: v.winner or ("tie" if v.tie else None)  # noqa: E731
+        else:
+            mine = primary.grade(*[list(c) for c in cols])
+            ref = reference.grade(*[list(c) for c in cols])
+            value = lambda g: g.score  # noqa: E731
+        with out.open("a", encoding="utf-8") as f:
+            for it, a, b in zip(chunk, mine, ref):
+                f.write(json.dumps({"id": it["id"], "reference": it["reference"], "primary": value(a),
+                                    "fallback": value(b),
+                                    "confidence": a.confidence.as_dict() if a.confidence else None}) + "\n")
+        print(f"judged {start + len(chunk)}/{len(todo)}", flush=True)
+    return len(todo)
+
+
+def run(args: argparse.Namespace) -> None:
+    from prom_reward import PrometheusJudge
+    from prom_reward.backends.reference_replay import ReferenceReplayBackend
+
+    default = "vicuna_eval.json" if args.benchmark == "vicuna" else "autoj_pairwise.jsonl"
+    data = Path(args.data or Path(__file__).resolve().parents[2] / "shared" / "data" / default)
+    items = load_items(args.benchmark, data, args.offset, args.limit)
+    print(f"{len(items)} items, {len(_done_ids(Path(args.out)))} lines already in {args.out}")
+    replay = (ReferenceReplayBackend.from_vicuna_eval(data) if args.benchmark == "vicuna" else
+              ReferenceReplayBackend.from_autoj_pairwise(data, args.rubric))
+    reference = PrometheusJudge(backend=replay, neutralize_markers=False, max_retries=0)
     calibration = None
     if args.base_model:
         calibration = {"backend": "vllm", "model": args.base_model, "max_model_len": 4096, "enforce_eager": True,
@@ -170,38 +257,22 @@ def run(args: argparse.Namespace) -> None:
                               force_verdict=True, max_retries=args.max_retries,
                               sampling={"max_tokens": args.max_tokens, "temperature": args.temperature},
                               max_model_len=4096, enforce_eager=True)
-    reference = PrometheusJudge(backend=ReferenceReplayBackend.from_vicuna_eval(data), neutralize_markers=False,
-                                max_retries=0)
     try:
-        for start in range(0, len(todo), args.batch_size):
-            chunk = todo[start:start + args.batch_size]
-            parts = [parse_absolute_prompt(r["instruction"]) for r in chunk]
-            batch = ([p.instruction for p in parts], [p.response for p in parts], [p.rubric for p in parts],
-                     [p.reference_answer for p in parts])
-            mine, ref = primary.grade(*batch), reference.grade(*batch)
-            with out.open("a", encoding="utf-8") as f:
-                for r, g, h in zip(chunk, mine, ref):
-                    f.write(json.dumps({
-                        "id": f"{r['idx']}/{r['response_source']}",
-                        "reference": fmean(float(s) for s in _list(r["gpt4_score"])),
-                        "primary": g.score, "fallback": h.score,
-                        "confidence": g.confidence.as_dict() if g.confidence else None,
-                    }) + "\n")
-            print(f"judged {start + len(chunk)}/{len(todo)}", flush=True)
+        judge_items(items, primary, reference, args.out, batch_size=args.batch_size, rubric=args.rubric)
     finally:
         primary.close()
-        if primary.calibration is not None:
-            primary.calibration.close()
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("run", help="judge vicuna_eval items and write one JSON line per item")
+    r = sub.add_parser("run", help="judge benchmark items and write one JSON line per item")
+    r.add_argument("--benchmark", default="vicuna", choices=("vicuna", "autoj"))
+    r.add_argument("--rubric", default="helpfulness", help="autoj: rubric for the pairwise prompts")
     r.add_argument("--judge-model", required=True, help="primary judge: model folder, hub id or preset")
     r.add_argument("--base-model", help="base model for SE-Cali (teacher forcing on a second vLLM engine)")
     r.add_argument("--base-wire", default="chat", help="the base model's own wire format (chat, inst, raw)")
-    r.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared/data/vicuna_eval.json"))
+    r.add_argument("--data", help="benchmark file (default: ../shared/data/<vicuna_eval.json|autoj_pairwise.jsonl>)")
     r.add_argument("--out", required=True)
     r.add_argument("--offset", type=int, default=0)
     r.add_argument("--limit", type=int, default=16)

@@ -78,3 +78,54 @@ def test_report_and_cli(tmp_path, capsys):
     assert "| se | 1.000 | -0.961 |" in text and "| se | -0.438 | 1.000 |" in text
     main(["evaluate", str(path)])
     assert capsys.readouterr().out.strip() == report(RECORDS).strip()
+
+
+def test_pairwise_accuracy_halves_and_cascade_hand_computed():
+    records = [
+        {"id": "0", "reference": "A", "primary": "A", "fallback": "A", "confidence": {"swap_agreement": 1.0}},
+        {"id": "1", "reference": "B", "primary": "B", "fallback": "B", "confidence": {"swap_agreement": 1.0}},
+        {"id": "2", "reference": "A", "primary": "tie", "fallback": "A", "confidence": {"swap_agreement": 0.0}},
+        {"id": "3", "reference": "B", "primary": "A", "fallback": "B", "confidence": {"swap_agreement": 0.0}},
+        {"id": "4", "reference": "A", "primary": None, "fallback": "A", "confidence": {}},  # failed
+    ]
+    # halves over the 4 judged items: confident = 0, 1 (both right); unsure = 2 (tie), 3 (wrong)
+    assert halves(records, "swap_agreement", "accuracy") == (1.0, 0.0, 2)
+    # 0%: the failed item still routes: 0, 1, 4 right of 5; 50% (3 items): + 2 and 3 -> all right
+    assert cascade_curve(records, "swap_agreement", [0.0, 0.5], "accuracy") == [0.6, 1.0]
+    text = report(records, [0.0, 0.5])
+    assert "reference = human label" in text and "| swap_agreement | 1.000 | 0.000 | 2 |" in text
+
+
+def test_judge_items_resumes_and_records_both_judges(shared_dir, tmp_path):
+    from prom_reward import PrometheusJudge
+    from prom_reward.backends.reference_replay import ReferenceReplayBackend
+
+    from benchmarks.confidence_eval import judge_items, load_items
+
+    path = shared_dir / "data" / "vicuna_eval.json"
+    items = load_items("vicuna", path, offset=2, limit=3)
+    rows = json.loads(path.read_text(encoding="utf-8"))[2:5]
+    assert [it["id"] for it in items] == [f"{r['idx']}/{r['response_source']}" for r in rows]
+    reference = PrometheusJudge(backend=ReferenceReplayBackend.from_vicuna_eval(path), neutralize_markers=False)
+    primary = PrometheusJudge(backend="scripted", outputs=["ok [RESULT] 3", "meh [RESULT] 2", "fine [RESULT] 4"],
+                              max_retries=0)
+    out = tmp_path / "j.jsonl"
+    assert judge_items(items[:2], primary, reference, out, batch_size=1) == 2
+    assert judge_items(items, primary, reference, out, batch_size=2) == 1  # resumes: only the third
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["id"] for r in lines] == [it["id"] for it in items]
+    assert [r["primary"] for r in lines] == [3.0, 2.0, 4.0]
+    assert [r["reference"] for r in lines] == [it["reference"] for it in items]
+    assert all(1 <= r["fallback"] <= 5 for r in lines) and lines[0]["confidence"]["tokens"] == 0
+
+    pairs = load_items("autoj", shared_dir / "data" / "autoj_pairwise.jsonl", limit=2)
+    assert all(it["reference"] in ("A", "B") for it in pairs)
+    replay = PrometheusJudge(backend=ReferenceReplayBackend.from_autoj_pairwise(
+        shared_dir / "data" / "autoj_pairwise.jsonl"), neutralize_markers=False)
+    primary = PrometheusJudge(backend="scripted", outputs=["[RESULT] A"] * 4)
+    out2 = tmp_path / "p.jsonl"
+    judge_items(pairs, primary, replay, out2)
+    rows = [json.loads(line) for line in out2.read_text().splitlines()]
+    assert [r["fallback"] for r in rows] == [it["reference"] for it in pairs]
+    assert [r["primary"] for r in rows] == ["tie", "tie"]  # always "A" in both orders: a swap disagreement
+    assert all(r["confidence"]["swap_agreement"] == 0.0 for r in rows)

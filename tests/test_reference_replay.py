@@ -56,3 +56,19 @@ def test_replay_as_cascade_fallback(vicuna):
                         [p.reference_answer for p in parts])
     assert [g.decided_by for g in out] == ["fallback", "fallback"]
     assert [g.score for g in out] == [float(_list(r["gpt4_score"])[0]) for r in rows[:2]]
+
+
+def test_autoj_human_labels_replay_in_both_orders(shared_dir):
+    path = shared_dir / "data" / "autoj_pairwise.jsonl"
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()[:40]]
+    decided = [r for r in rows if r["label"] in (0, 1)][:3]
+    tie = next(r for r in rows if r["label"] == 2)
+    backend = ReferenceReplayBackend.from_autoj_pairwise(path)
+    assert "human labels" in backend.name
+    judge = PrometheusJudge(backend=backend, neutralize_markers=False)
+    verdicts = judge.compare([r["prompt"] for r in decided], [r["response 1"] for r in decided],
+                             [r["response 2"] for r in decided], "helpfulness", swap=True)
+    assert [v.winner for v in verdicts] == ["A" if r["label"] == 0 else "B" for r in decided]
+    assert all(v.swap_agreement for v in verdicts)
+    with pytest.raises(InputError, match="item 0 has no recorded judgment"):
+        judge.compare([tie["prompt"]], [tie["response 1"]], [tie["response 2"]], "helpfulness")

@@ -75,6 +75,34 @@ class ReferenceReplayBackend:
             records[row["instruction"]] = [f"{fb.strip()} [RESULT] {int(s)}" for fb, s in zip(feedback, scores)]
         return cls(records, source=f"GPT-4 recorded in {Path(path).name}")
 
+    @classmethod
+    def from_autoj_pairwise(cls, path: str | Path, rubric: Any = "helpfulness") -> "ReferenceReplayBackend":
+        """The human labels of an ``autoj_pairwise.jsonl``-style file as pairwise verdicts, in both
+        orders (``label`` 0: response 1 better, 1: response 2 better; ties, label 2, get no record).
+        Prompts are rendered with ``rubric``: judge with the same rubric."""
+        from ..prompts import render_relative
+
+        records: dict[str, list[str]] = {}
+        with open(path, encoding="utf-8") as f:
+            for i, line in enumerate(f):
+                if not line.strip():
+                    continue
+                row = json.loads(line)
+                label = int(row.get("label", -1))
+                if label not in (0, 1, 2):
+                    raise InputError(f"{path}: row {i}: label must be 0, 1 or 2, got {row.get('label')!r}",
+                                     index=i, field="label")
+                if label == 2:
+                    continue
+                first, second = row["response 1"], row["response 2"]
+                better = "A" if label == 0 else "B"
+                worse = "B" if better == "A" else "A"
+                records[render_relative(row["prompt"], first, second, rubric)] = [
+                    f"Human label: response {label + 1} is better. [RESULT] {better}"]
+                records[render_relative(row["prompt"], second, first, rubric)] = [
+                    f"Human label: response {label + 1} is better. [RESULT] {worse}"]
+        return cls(records, source=f"human labels recorded in {Path(path).name}")
+
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         for i, r in enumerate(requests):
             if r.user not in self.records:
