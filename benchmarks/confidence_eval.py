@@ -256,7 +256,7 @@ def run(args: argparse.Namespace) -> None:
     primary = PrometheusJudge(args.judge_model, backend="vllm", confidence=True, calibration=calibration,
                               force_verdict=True, max_retries=args.max_retries,
                               sampling={"max_tokens": args.max_tokens, "temperature": args.temperature},
-                              max_model_len=4096, enforce_eager=True)
+                              truncate_response=True, max_model_len=4096, enforce_eager=True)
     try:
         judge_items(items, primary, reference, args.out, batch_size=args.batch_size, rubric=args.rubric)
     finally:
