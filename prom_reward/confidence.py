@@ -23,7 +23,8 @@ the top-k alternatives (``TokenLogprobs.top``). From those, per judgment:
   ``PrometheusJudge(calibration=...)``): the part of the uncertainty the fine-tuning
   added, not the part any language model has on that text.
 - margins: ``verdict_probability`` (the probability the judge gave its own ``[RESULT]``
-  verdict, from the top-k at the verdict token), ``sample_agreement`` (share of the k
+  verdict token, read from the top-k at that position and *not* renormalised over the
+  allowed verdicts: a judge that puts 0.3 on "A" and 0.7 on other text is not sure of "A"), ``sample_agreement`` (share of the k
   samples agreeing with the majority), ``swap_agreement`` (1.0/0.0: did both orders of a
   pairwise judgment pick the same response).
 
@@ -137,7 +138,8 @@ class Confidence:
     """SE of the base model reading the same outputs by teacher forcing (needs a calibration model)."""
 
     verdict_probability: float | None = None
-    """Probability the judge gave its own verdict at the ``[RESULT]`` token (mean over samples)."""
+    """Probability of the judge's own verdict token after ``[RESULT]`` (not renormalised over the
+    allowed verdicts; mean over samples)."""
 
     sample_agreement: float | None = None
     """Share of valid samples that agree with the majority verdict (None with fewer than 2)."""
@@ -182,8 +184,10 @@ def confidence_from_samples(samples: Sequence[object], *, swap_agreement: bool |
     probs = []
     for s in valid:
         dist = getattr(s, "probabilities", None)
-        if dist:
-            probs.append(float(dist.get(str(s.verdict), 0.0)))  # type: ignore[attr-defined]
+        if dist:  # back from the renormalised distribution to the token's own probability
+            mass = getattr(s, "verdict_mass", None)
+            p = float(dist.get(str(s.verdict), 0.0))  # type: ignore[attr-defined]
+            probs.append(p * mass if mass is not None else p)
     agreement = None
     if len(valid) >= 2:
         counts = Counter(str(s.verdict) for s in valid)  # type: ignore[attr-defined]

@@ -88,12 +88,14 @@ def test_confidence_from_samples_margins():
     samples = [
         JudgeSample("x", "x", 4, probabilities={"4": 0.8, "5": 0.2}, entropy=0.2, nll=0.1, scored_tokens=3),
         JudgeSample("y", "y", 4, probabilities={"4": 0.6, "3": 0.4}, entropy=0.4, nll=0.3, scored_tokens=5),
-        JudgeSample("z", "z", 2, probabilities={"2": 0.5, "4": 0.5}, entropy=0.6, nll=0.5, scored_tokens=2),
+        # renormalised 0.5, but the labels only had 0.8 of the mass: the token's own probability is 0.4
+        JudgeSample("z", "z", 2, probabilities={"2": 0.5, "4": 0.5}, verdict_mass=0.8, entropy=0.6, nll=0.5,
+                    scored_tokens=2),
         JudgeSample("no verdict", None, None, entropy=9.0, scored_tokens=50),  # failures do not count
     ]
     c = confidence_from_samples(samples)
     assert c.entropy == pytest.approx(0.4) and c.nll == pytest.approx(0.3) and c.tokens == 10
-    assert c.verdict_probability == pytest.approx((0.8 + 0.6 + 0.5) / 3)
+    assert c.verdict_probability == pytest.approx((0.8 + 0.6 + 0.4) / 3)
     assert c.sample_agreement == pytest.approx(2 / 3)
     assert c.swap_agreement is None and c.base_entropy is None and c.entropy_calibrated is None
     single = confidence_from_samples(samples[:1])
