@@ -9,6 +9,8 @@ Example:
 
 from .errors import (BackendError, ConfigError, ContextLengthError, InputError, PromRewardError,
                      UnknownNameError)
+from .cascade import CascadeJudge
+from .confidence import Confidence
 from .judge import JudgeStats, PrometheusJudge
 from .online_dpo import OnlineDPOJudgeReward, PairwiseRewardStats
 from .parsing import parse_absolute, parse_output, parse_relative
@@ -23,7 +25,7 @@ from .sampling import SamplingConfig
 __version__ = "0.1.0"
 
 __all__ = [
-    "AsyncPrometheusReward", "PreferenceConfig", "PreferenceStats", "build_preference_dataset", "OnlineDPOJudgeReward", "PairwiseRewardStats", "PrometheusReward", "RewardConfig",
+    "AsyncPrometheusReward", "CascadeJudge", "Confidence", "PreferenceConfig", "PreferenceStats", "build_preference_dataset", "OnlineDPOJudgeReward", "PairwiseRewardStats", "PrometheusReward", "RewardConfig",
     "BackendError", "ConfigError", "ContextLengthError", "Grade", "InputError", "JudgeSample", "JudgeStats",
     "PromRewardError", "PrometheusJudge", "Rubric", "SamplingConfig", "UnknownNameError", "Verdict",
     "get_rubric", "parse_absolute", "parse_output", "parse_relative", "render_absolute", "render_relative",

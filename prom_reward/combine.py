@@ -19,6 +19,7 @@ from __future__ import annotations
 from statistics import fmean
 from typing import Sequence
 
+from .confidence import confidence_from_samples, merge_confidences
 from .results import Grade, Verdict, Winner
 from .sampler import ItemRun
 from .verdict_probs import expected_value
@@ -50,6 +51,7 @@ def grade_from_run(run: ItemRun, *, truncated: bool = False) -> Grade:
         truncated=truncated,
         prompt_tokens=run.prompt_tokens,
         completion_tokens=run.completion_tokens,
+        confidence=confidence_from_samples(valid),
     )
 
 
@@ -93,6 +95,9 @@ def verdict_from_runs(first: ItemRun, swapped: ItemRun | None = None) -> Verdict
         tie = tie or len(set(decided)) > 1
     known = [p for p in ps if p is not None]
     valid = [s for r in runs for s in r.valid]
+    swap = None
+    if swapped is not None and None not in winners:
+        swap = 1.0 if winners[0] == winners[1] else 0.0
     return Verdict(
         winner=winner,
         feedback=first.valid[0].feedback if first.valid else (valid[0].feedback if valid else None),
@@ -105,4 +110,5 @@ def verdict_from_runs(first: ItemRun, swapped: ItemRun | None = None) -> Verdict
         forced=sum(r.forced for r in runs),
         prompt_tokens=sum(r.prompt_tokens for r in runs),
         completion_tokens=sum(r.completion_tokens for r in runs),
+        confidence=merge_confidences([confidence_from_samples(r.valid) for r in runs], swap_agreement=swap),
     )

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .backends import Backend, GenerationRequest, make_backend
 from .combine import grade_from_run, verdict_from_runs
+from .confidence import TRUNCATIONS, mean_entropy, merge_confidences
 from .context import fit_to_context
 from .errors import ConfigError
 from .inputs import AbsoluteItem, RelativeItem, absolute_items, relative_items
@@ -63,6 +64,8 @@ class JudgeStats:
     """Tokens generated."""
     seconds: float = 0.0
     """Wall time spent in the backend loop."""
+    calibration_tokens: int = 0
+    """Judge-output tokens a calibration (base) model read by teacher forcing."""
 
 
 def _abs_request(item: AbsoluteItem, sampling: SamplingConfig) -> GenerationRequest:
@@ -109,6 +112,16 @@ class PrometheusJudge:
             responses so a response cannot forge sections of the judge prompt (on by default).
         store: a judgment store (SQLite path or ``JudgmentStore``): results are saved after each
             backend call and re-runs answer from it (see ``prom_reward.store``); chunk long jobs.
+        confidence: request per-token top-20 logprobs so every ``Grade``/``Verdict`` carries its
+            token-entropy indicators in ``.confidence`` (SE, perplexity, verdict probability; the
+            sample/swap agreements are there without it). See ``prom_reward.confidence``.
+        calibration: a base model for SE-Cali: a backend object with ``continuation_logprobs``
+            (``vllm``, ``openai``, ``transformers``) or a dict of ``make_backend`` options
+            (``{"backend": "vllm", "model": ...}``). It reads each valid output of the judge by
+            teacher forcing, in its own wire format; implies ``confidence=True``.
+        entropy_truncation: how token entropies treat the mass outside the top-k: ``tail`` (the
+            tightest lower bound), ``bucket`` (one extra outcome) or ``renormalize``
+            (see ``prom_reward.confidence``).
         **backend_options: passed to the backend constructor (e.g. ``max_model_len``, ``base_url``).
     """
 
@@ -127,6 +140,9 @@ class PrometheusJudge:
         truncate_response: bool = False,
         neutralize_markers: bool = True,
         store: "str | Path | JudgmentStore | None" = None,
+        confidence: bool = False,
+        calibration: "Backend | dict[str, Any] | None" = None,
+        entropy_truncation: str = "tail",
         **backend_options: Any,
     ) -> None:
         p = get_preset(preset) if preset else find_preset_for_model(model)
@@ -139,9 +155,16 @@ class PrometheusJudge:
             raise ConfigError(f"max_retries must be an int >= 0, got {max_retries!r}")
         if not isinstance(max_tie_rounds, int) or max_tie_rounds < 0:
             raise ConfigError(f"max_tie_rounds must be an int >= 0, got {max_tie_rounds!r}")
+        if entropy_truncation not in TRUNCATIONS:
+            raise ConfigError(f"entropy_truncation: expected one of {', '.join(TRUNCATIONS)}, "
+                              f"got {entropy_truncation!r}")
         base = SamplingConfig().merged(judge_defaults.get("sampling"))
         self.sampling = base.merged(sampling)
-        if expected_score and (self.sampling.logprobs or 0) < EXPECTED_LOGPROBS:
+        self.entropy_truncation = entropy_truncation
+        self._owns_calibration = isinstance(calibration, dict)
+        self.calibration = self._calibration_backend(calibration)
+        self.confidence = bool(confidence or self.calibration is not None)
+        if (expected_score or self.confidence) and (self.sampling.logprobs or 0) < EXPECTED_LOGPROBS:
             self.sampling = dataclasses.replace(self.sampling, logprobs=EXPECTED_LOGPROBS)
         self.num_samples = num_samples
         self.max_retries = max_retries
@@ -163,6 +186,36 @@ class PrometheusJudge:
         self.stats = JudgeStats()
 
     # -- plumbing ---------------------------------------------------------------
+    @staticmethod
+    def _calibration_backend(calibration: Any) -> Any:
+        if calibration is None:
+            return None
+        from .backends.teacher_forcing import supports_teacher_forcing
+
+        if isinstance(calibration, dict):
+            options = dict(calibration)
+            calibration = make_backend(options.pop("backend", "vllm"), **options)
+        if not supports_teacher_forcing(calibration):
+            raise ConfigError(
+                f"calibration: expected a backend that can teacher-force (vllm, openai, transformers) or a dict "
+                f"of its options, got {type(calibration).__name__}, which has no continuation_logprobs"
+            )
+        return calibration
+
+    def _calibrate(self, requests: list[GenerationRequest], runs: list[Any]) -> None:
+        """Base-model entropy of every valid sample's text, in one teacher-forcing call."""
+        where = [(i, j) for i, r in enumerate(runs) for j, smp in enumerate(r.samples)
+                 if smp.verdict is not None and smp.text]
+        if not where:
+            return
+        scored = self.calibration.continuation_logprobs(
+            [requests[i] for i, _ in where], [runs[i].samples[j].text for i, j in where],
+            top_k=self.sampling.logprobs or EXPECTED_LOGPROBS)
+        for (i, j), positions in zip(where, scored):
+            runs[i].samples[j] = dataclasses.replace(
+                runs[i].samples[j], base_entropy=mean_entropy(positions, self.entropy_truncation))
+            self.stats.calibration_tokens += len(positions)
+
     def _neutralize(self, items: list[Any]) -> list[Any]:
         if not self.neutralize_markers:
             return items
@@ -183,9 +236,10 @@ class PrometheusJudge:
              render: Callable[[Any], GenerationRequest]) -> tuple[list[Any], list[bool], list[Any]]:
         requests, items, truncated = fit_to_context(self.backend, requests, items, render, self.truncate_response)
         start = time.perf_counter()
-        runs = SampleRunner(self.backend, max_retries=self.max_retries, force_verdict=self.force_verdict).run(
-            requests, mode, k
-        )
+        runs = SampleRunner(self.backend, max_retries=self.max_retries, force_verdict=self.force_verdict,
+                            truncation=self.entropy_truncation).run(requests, mode, k)
+        if self.calibration is not None:
+            self._calibrate(requests, runs)
         s = self.stats
         s.calls += 1
         s.items += len(runs)
@@ -282,12 +336,16 @@ class PrometheusJudge:
                 retries=a.retries + b.retries, failures=a.failures + b.failures, forced=a.forced + b.forced,
                 prompt_tokens=a.prompt_tokens + b.prompt_tokens,
                 completion_tokens=a.completion_tokens + b.completion_tokens,
+                confidence=merge_confidences([a.confidence, b.confidence]),
             ))
         return out
 
     def close(self) -> None:
-        """Release the backend (the vLLM engine, HTTP clients)."""
+        """Release the backend (the vLLM engine, HTTP clients); a calibration model stays the caller's
+        unless it was built here from a dict."""
         self.backend.close()
+        if self._owns_calibration and self.calibration is not None:
+            self.calibration.close()
 
     def __enter__(self) -> "PrometheusJudge":
         return self

@@ -59,7 +59,8 @@ class JudgeHolder:
             state[name] = None
         if self._judge_spec is not None:
             state["_judge"] = None
-        elif getattr(getattr(self._judge, "backend", None), "name", None) == "vllm":
+        elif any(getattr(getattr(j, "backend", None), "name", None) == "vllm"  # a CascadeJudge holds two
+                 for j in (self._judge, getattr(self._judge, "primary", None), getattr(self._judge, "fallback", None))):
             raise PromRewardError(
                 f"this {type(self).__name__} holds an in-process vLLM engine, which cannot be pickled (TRL's async "
                 "GRPO runs reward functions in a child process); pass judge=dict(model=..., ...) so each process "

@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from .confidence import Confidence
+
 Winner = Literal["A", "B"]
 
 
@@ -47,6 +49,20 @@ class JudgeSample:
 
     completion_tokens: int = 0
     """Tokens generated for this sample (including the forcing request, if any)."""
+
+    entropy: float | None = None
+    """Mean token entropy (nats) over the generated tokens, from their top-k logprobs
+    (see ``prom_reward.confidence``); None without logprobs."""
+
+    nll: float | None = None
+    """Mean negative log-probability of the generated tokens; None without logprobs."""
+
+    base_entropy: float | None = None
+    """Mean token entropy of a base model reading ``text`` by teacher forcing (a calibration
+    model, see ``PrometheusJudge(calibration=...)``); None otherwise."""
+
+    scored_tokens: int = 0
+    """Generated tokens with logprobs (what ``entropy`` and ``nll`` average over)."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +104,12 @@ class Grade:
 
     completion_tokens: int = 0
     """Tokens generated for this item (all samples)."""
+
+    confidence: Confidence | None = None
+    """Confidence indicators of this judgment (entropies, margins; see ``prom_reward.confidence``)."""
+
+    decided_by: str | None = None
+    """Which judge decided (``"primary"`` or ``"fallback"`` under a ``CascadeJudge``; None otherwise)."""
 
     @property
     def ok(self) -> bool:
@@ -150,6 +172,12 @@ class Verdict:
 
     completion_tokens: int = 0
     """Tokens generated for this item."""
+
+    confidence: Confidence | None = None
+    """Confidence indicators of this judgment (entropies, margins; see ``prom_reward.confidence``)."""
+
+    decided_by: str | None = None
+    """Which judge decided (``"primary"`` or ``"fallback"`` under a ``CascadeJudge``; None otherwise)."""
 
     @property
     def ok(self) -> bool:

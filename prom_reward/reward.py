@@ -23,7 +23,9 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import math
 import time
 from typing import Any, Callable, Sequence
 
@@ -36,6 +38,20 @@ from .rubrics import Rubric, get_rubric
 from .sanitize import neutralize
 
 _TRL_KWARGS = ("trainer_state", "log_metric", "log_extra", "environments")
+
+
+def _cascade_metrics(before: Any, after: Any) -> dict[str, float]:
+    """This batch's routing and fallback cost from a ``CascadeJudge``'s counters."""
+    items = after.items - before.items
+    return {
+        "cascade_routed_fraction": (after.routed - before.routed) / items if items else math.nan,
+        "cascade_routed_failed": float(after.routed_failed - before.routed_failed),
+        "cascade_fallback_calls": float(after.fallback_calls - before.fallback_calls),
+        "cascade_fallback_failed": float(after.fallback_failed - before.fallback_failed),
+        "cascade_fallback_prompt_tokens": float(after.fallback_prompt_tokens - before.fallback_prompt_tokens),
+        "cascade_fallback_completion_tokens": float(after.fallback_completion_tokens
+                                                    - before.fallback_completion_tokens),
+    }
 
 
 class PrometheusReward(JudgeHolder):
@@ -107,6 +123,8 @@ class PrometheusReward(JudgeHolder):
         items = self._items(prompts, completions, columns)
         judge = self.judge
         before = (judge.stats.completion_tokens, judge.stats.prompt_tokens, judge.stats.neutralized)
+        cascade = getattr(judge, "cascade_stats", None)
+        cascade_before = dataclasses.replace(cascade) if cascade is not None else None
         start = time.perf_counter()
         out = MODE_FUNCTIONS[self.config.mode](judge, items, self.config)
         metrics = dict(out.metrics)
@@ -114,6 +132,8 @@ class PrometheusReward(JudgeHolder):
         metrics["judge_completion_tokens"] = float(judge.stats.completion_tokens - before[0])
         metrics["judge_prompt_tokens"] = float(judge.stats.prompt_tokens - before[1])
         metrics["markers_neutralized"] = float(judge.stats.neutralized - before[2])
+        if cascade is not None and cascade_before is not None:
+            metrics.update(_cascade_metrics(cascade_before, cascade))
         self.last_metrics = metrics
         name = self.config.name
         if log_metric is not None:
@@ -122,6 +142,8 @@ class PrometheusReward(JudgeHolder):
                     log_metric(f"{name}/{key}", float(value))
         if log_extra is not None and self.config.log_feedback:
             log_extra(f"{name}_feedback", [fb or "" for fb in out.feedback])
+            if out.judges:
+                log_extra(f"{name}_judge", [who or "" for who in out.judges])
             marks = [neutralize(it.response)[1] for it in items]
             if any(marks):
                 log_extra(f"{name}_markers_neutralized", marks)

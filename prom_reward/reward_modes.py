@@ -42,6 +42,9 @@ class ModeOutput:
     rewards: list[float | None]
     feedback: list[str | None]
     metrics: dict[str, float] = field(default_factory=dict)
+    judges: list[str | None] = field(default_factory=list)
+    """Per item, which judge of a ``CascadeJudge`` decided (``primary``/``fallback``/``mixed``
+    for a group member whose pairs were split); empty for a plain judge."""
 
 
 def _unique(items: Sequence[Any], key: Callable[[Any], Hashable]) -> tuple[list[Any], list[int]]:
@@ -91,7 +94,7 @@ def absolute_rewards(judge: Any, items: Sequence[RewardItem], cfg: RewardConfig)
         metrics["mean_score"] = fmean(ok)
     if exp:
         metrics["mean_expected_score"] = fmean(exp)
-    return ModeOutput(rewards, [grades[w].feedback for w in where], metrics)
+    return ModeOutput(rewards, [grades[w].feedback for w in where], metrics, _deciders([grades[w] for w in where]))
 
 
 def reference_rewards(judge: Any, items: Sequence[RewardItem], cfg: RewardConfig) -> ModeOutput:
@@ -122,7 +125,8 @@ def reference_rewards(judge: Any, items: Sequence[RewardItem], cfg: RewardConfig
         "parse_failure_rate": sum(v.failures for v in verdicts) / max(sum(len(v.samples) for v in verdicts), 1),
         "abstain_rate": sum(r is None for r in rewards) / max(len(rewards), 1),
     }
-    return ModeOutput(rewards, [verdicts[w].feedback for w in where], metrics)
+    return ModeOutput(rewards, [verdicts[w].feedback for w in where], metrics,
+                      _deciders([verdicts[w] for w in where]))
 
 
 def bradley_terry(wins: list[list[float]], iterations: int = 100, prior: float = 0.5) -> list[float]:
@@ -171,6 +175,12 @@ def group_rewards(judge: Any, items: Sequence[RewardItem], cfg: RewardConfig) ->
             outcome[g][(a, b)] = 1.0 if v.winner == "A" else 0.0 if v.winner == "B" else 0.5
     rewards: list[float | None] = [None] * len(items)
     feedback: list[str | None] = [None] * len(items)
+    judges: list[str | None] = [None] * len(items)
+    deciders: dict[tuple[str, int], set[str]] = {}
+    for (g, a, b), v in zip(pairs, verdicts):
+        if getattr(v, "decided_by", None):
+            deciders.setdefault((g, a), set()).add(v.decided_by)
+            deciders.setdefault((g, b), set()).add(v.decided_by)
     degenerate = 0
     for g, idx in groups.items():
         uniq, where = members[g]
@@ -180,6 +190,8 @@ def group_rewards(judge: Any, items: Sequence[RewardItem], cfg: RewardConfig) ->
         for pos, i in enumerate(idx):
             rewards[i] = scores[where[pos]]
             feedback[i] = fb[where[pos]]
+            who = deciders.get((g, where[pos]))
+            judges[i] = None if not who else who.pop() if len(who) == 1 else "mixed"
     n_pairs = max(len(verdicts), 1)
     agree = [v.swap_agreement for v in verdicts if v.swap_agreement is not None]
     metrics = {
@@ -190,7 +202,13 @@ def group_rewards(judge: Any, items: Sequence[RewardItem], cfg: RewardConfig) ->
         "parse_failure_rate": sum(v.failures for v in verdicts) / max(sum(len(v.samples) for v in verdicts), 1),
         "abstain_rate": sum(r is None for r in rewards) / max(len(rewards), 1),
     }
-    return ModeOutput(rewards, feedback, metrics)
+    return ModeOutput(rewards, feedback, metrics, judges if any(judges) else [])
+
+
+def _deciders(results: Sequence[Any]) -> list[str | None]:
+    """Who decided each result under a ``CascadeJudge`` (empty when no result says)."""
+    who = [getattr(r, "decided_by", None) for r in results]
+    return who if any(who) else []
 
 
 def _pair_refs(members: dict[str, Any], pairs: list[tuple[str, int, int]]) -> list[str | None] | None:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Sequence
 
 from .backends.base import Backend, Completion, GenerationRequest
+from .confidence import mean_entropy, mean_nll
 from .errors import BackendError
 from .parsing import parse_output
 from .results import JudgeSample
@@ -94,10 +95,12 @@ def _check_count(backend: Backend, batch: Sequence[GenerationRequest], results: 
 class SampleRunner:
     """Runs the loop above against one backend."""
 
-    def __init__(self, backend: Backend, *, max_retries: int = 2, force_verdict: bool = False) -> None:
+    def __init__(self, backend: Backend, *, max_retries: int = 2, force_verdict: bool = False,
+                 truncation: str = "tail") -> None:
         self.backend = backend
         self.max_retries = max_retries
         self.force_verdict = force_verdict
+        self.truncation = truncation
 
     def _parse(self, c: Completion, mode: Mode) -> JudgeSample:
         parsed = parse_output(c.text, mode)
@@ -105,6 +108,8 @@ class SampleRunner:
         return JudgeSample(
             text=c.text, feedback=parsed.feedback or None, verdict=parsed.verdict, probabilities=probs,
             verdict_mass=mass, finish_reason=c.finish_reason, completion_tokens=c.completion_tokens,
+            entropy=mean_entropy(c.logprobs, self.truncation), nll=mean_nll(c.logprobs),
+            scored_tokens=len(c.logprobs or ()),
         )
 
     def _force(self, requests: list[GenerationRequest], samples: list[JudgeSample], mode: Mode) -> list[JudgeSample]:

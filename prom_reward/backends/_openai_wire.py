@@ -128,6 +128,38 @@ def parse_reply(data: Any, endpoint: str, *, sent_n: int, n: int, top_k: int | N
     return GenerationResult(tuple(completions), prompt_tokens=prompt_tokens)
 
 
+def parse_prompt_logprobs(data: Any, ids: list[int], size: int, k: int) -> tuple[TokenLogprobs, ...]:
+    """The last ``size`` positions of a vLLM ``/completions`` reply's ``prompt_logprobs``
+    (one dict ``{token_id: {"logprob", "rank", "decoded_token"}}`` per prompt token, sent as
+    ``ids``) as ``TokenLogprobs``, keeping the ``k`` most likely alternatives.
+
+    >>> entry = {"7": {"logprob": -0.1, "decoded_token": " a"}, "9": {"logprob": -2.5, "decoded_token": " b"}}
+    >>> reply = {"choices": [{"index": 0, "text": "", "prompt_logprobs": [None, entry]}]}
+    >>> p = parse_prompt_logprobs(reply, [1, 7], 1, 20)[0]
+    >>> (p.token, p.logprob, sorted(p.top))
+    (' a', -0.1, [' a', ' b'])
+    """
+    try:
+        positions = data["choices"][0]["prompt_logprobs"]
+        if not isinstance(positions, list) or len(positions) != len(ids):
+            raise MalformedReply(f"expected prompt_logprobs for {len(ids)} prompt tokens, got "
+                                 f"{len(positions) if isinstance(positions, list) else type(positions).__name__}")
+        out = []
+        for j in range(len(ids) - size, len(ids)):
+            entry = positions[j] or {}
+            chosen = entry.get(str(ids[j]))
+            if chosen is None:
+                raise MalformedReply(f"prompt_logprobs at position {j} lacks the prompt token {ids[j]}")
+            alts = [(str(v.get("decoded_token")), float(v["logprob"])) for v in entry.values()]
+            out.append(_position(str(chosen.get("decoded_token")), float(chosen["logprob"]), alts, k))
+    except MalformedReply:
+        raise
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
+        raise MalformedReply(f"unexpected prompt_logprobs reply ({type(e).__name__}: {e}): "
+                             f"{json.dumps(data)[:300]}") from e
+    return tuple(out)
+
+
 def error_text(body: bytes, limit: int = 500) -> str:
     """The server's own error message from an error reply (OpenAI ``error.message``,
     FastAPI ``detail``), else the start of the body."""

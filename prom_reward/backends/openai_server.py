@@ -31,8 +31,9 @@ from ..errors import BackendError, ConfigError, UnknownNameError
 from ..wire import get_wire_format
 from ._endpoints import EndpointPool
 from ._openai_http import HTTPBatch, ServerRejected, gather_all, run_sync
-from ._openai_wire import parse_reply, sampling_fields, sent_n
-from .base import GenerationRequest, GenerationResult
+from ._openai_wire import parse_prompt_logprobs, parse_reply, sampling_fields, sent_n
+from .base import GenerationRequest, GenerationResult, TokenLogprobs
+from .teacher_forcing import DEFAULT_TOP_K, split_continuation, with_continuation
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -206,6 +207,39 @@ class OpenAIServer:
     def endpoint_stats(self) -> dict[str, dict[str, Any]]:
         """Per base URL: ``up``, ``in_flight``, ``requests``, ``failures``, ``ejections``, ``strikes``."""
         return self.pool.snapshot()
+
+    async def acontinuation_logprobs(self, requests: Sequence[GenerationRequest], continuations: Sequence[str],
+                                     top_k: int = DEFAULT_TOP_K) -> list[tuple[TokenLogprobs, ...]]:
+        """Teacher forcing on a vLLM server (see ``teacher_forcing``): the prompt and the prompt plus
+        continuation are tokenized with ``/tokenize`` (the served chat template for ``wire="chat"``),
+        then ``/completions`` with those ids, ``max_tokens=1`` and vLLM's ``prompt_logprobs=top_k``."""
+        if len(requests) != len(continuations):
+            raise ConfigError(f"got {len(requests)} requests but {len(continuations)} continuations")
+
+        async def tokens(b: HTTPBatch, i: int, r: GenerationRequest) -> list[int]:
+            return await b.call("POST", "/tokenize", await self._tokenize_body(b, r), index=i, root=True,
+                                parse=lambda d: list(d["tokens"]))
+
+        async def one(b: HTTPBatch, i: int, r: GenerationRequest, text: str) -> tuple[TokenLogprobs, ...]:
+            joint = await tokens(b, i, with_continuation(r, text))
+            size = len(split_continuation(await tokens(b, i, r), joint))
+            if size == 0:
+                return ()
+            body = {"model": await self._model(b), "prompt": joint, "max_tokens": 1, "temperature": 0.0,
+                    "prompt_logprobs": top_k}
+            return await b.call("POST", "/completions", body, index=i,
+                                parse=lambda d: parse_prompt_logprobs(d, joint, size, top_k))
+
+        async def work(b: HTTPBatch) -> list[tuple[TokenLogprobs, ...]]:
+            await self._prepare(b)
+            return await gather_all(one(b, i, r, t) for i, (r, t) in enumerate(zip(requests, continuations)))
+
+        return await self._batch(work) if requests else []
+
+    def continuation_logprobs(self, requests: Sequence[GenerationRequest], continuations: Sequence[str],
+                              top_k: int = DEFAULT_TOP_K) -> list[tuple[TokenLogprobs, ...]]:
+        """Sync form of ``acontinuation_logprobs``."""
+        return run_sync(lambda: self.acontinuation_logprobs(requests, continuations, top_k))
 
     async def acount_tokens(self, requests: Sequence[GenerationRequest]) -> list[int] | None:
         """Prompt tokens per request via ``/tokenize``; None when the server has none."""

@@ -22,6 +22,7 @@ from ..errors import BackendError, ConfigError, UnknownNameError
 from ..sampling import SamplingConfig
 from ..wire import get_wire_format, template_accepts_system
 from .base import Completion, GenerationRequest, GenerationResult, TokenLogprobs
+from .teacher_forcing import DEFAULT_TOP_K, split_continuation, with_continuation
 
 
 class TransformersBackend:
@@ -174,6 +175,30 @@ class TransformersBackend:
                 top[text] = lp if prev is None else math.log(math.exp(prev) + math.exp(lp))
         top.setdefault(chosen_text, chosen)  # the protocol promises the sampled token is in ``top``
         return TokenLogprobs(token=chosen_text, logprob=chosen, top=top)
+
+    # -- teacher forcing ----------------------------------------------------------------
+    def continuation_logprobs(self, requests: Sequence[GenerationRequest], continuations: Sequence[str],
+                              top_k: int = DEFAULT_TOP_K) -> list[tuple[TokenLogprobs, ...]]:
+        """Teacher forcing (see ``teacher_forcing``): one forward pass per request, logits of the
+        positions that predict the continuation's tokens."""
+        import torch
+
+        if self.model is None:
+            raise BackendError("this TransformersBackend was closed; build a new one")
+        if len(requests) != len(continuations):
+            raise ConfigError(f"got {len(requests)} requests but {len(continuations)} continuations")
+        out: list[tuple[TokenLogprobs, ...]] = []
+        for r, text in zip(requests, continuations):
+            joint = self._ids(with_continuation(r, text))
+            cont = split_continuation(self._ids(r), joint)
+            if not cont:
+                out.append(())
+                continue
+            start = len(joint) - len(cont)
+            with torch.no_grad():
+                logits = self.model(input_ids=torch.tensor([joint], device=self.device)).logits[0]
+            out.append(tuple(self._position(tok, logits[start - 1 + j], top_k) for j, tok in enumerate(cont)))
+        return out
 
     # -- Backend protocol (the rest) -----------------------------------------------------
     def count_tokens(self, requests: Sequence[GenerationRequest]) -> list[int]:

@@ -20,6 +20,7 @@ from ..errors import BackendError, ConfigError
 from ..sampling import SamplingConfig
 from ..wire import get_wire_format, template_accepts_system
 from .base import Completion, GenerationRequest, GenerationResult, TokenLogprobs
+from .teacher_forcing import DEFAULT_TOP_K, split_continuation, with_continuation
 
 
 def _is_cpu_platform() -> bool:
@@ -154,6 +155,34 @@ class VLLMEngine:
             self.tokenizer.decode([token_id])
         )
         return TokenLogprobs(token=token, logprob=chosen.logprob if chosen is not None else float("nan"), top=top)
+
+    def continuation_logprobs(self, requests: Sequence[GenerationRequest], continuations: Sequence[str],
+                              top_k: int = DEFAULT_TOP_K) -> list[tuple[TokenLogprobs, ...]]:
+        """Teacher forcing (see ``teacher_forcing``): ``prompt_logprobs=top_k``, one token generated."""
+        from vllm import SamplingParams
+
+        if len(requests) != len(continuations):
+            raise ConfigError(f"got {len(requests)} requests but {len(continuations)} continuations")
+        if self.llm is None:
+            raise BackendError("this VLLMEngine was closed; build a new one (or a new PrometheusJudge)")
+        prompts, sizes = [], []
+        for r, text in zip(requests, continuations):
+            joint = self._token_ids(with_continuation(r, text))
+            cont = split_continuation(self._token_ids(r), joint)
+            prompts.append({"prompt_token_ids": joint})
+            sizes.append(len(cont))
+        todo = [i for i, n in enumerate(sizes) if n > 0]
+        params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=top_k)
+        try:
+            outs = self.llm.generate([prompts[i] for i in todo], params, use_tqdm=False) if todo else []
+        except Exception as e:
+            raise BackendError(f"vLLM engine failed teacher-forcing {len(todo)} continuations: {e}") from e
+        result: list[tuple[TokenLogprobs, ...]] = [() for _ in requests]
+        for i, out in zip(todo, outs):
+            ids = list(out.prompt_token_ids)
+            start = len(ids) - sizes[i]
+            result[i] = tuple(self._position(ids[j], out.prompt_logprobs[j]) for j in range(start, len(ids)))
+        return result
 
     def count_tokens(self, requests: Sequence[GenerationRequest]) -> list[int]:
         return [len(self._token_ids(r)) for r in requests]
