@@ -179,6 +179,16 @@ def report(records: Sequence[dict[str, Any]], fractions: Sequence[float] = FRACT
     return "\n".join(lines)
 
 
+def plot_curves(records: Sequence[dict[str, Any]], path: str | Path, fractions: Sequence[float] = FRACTIONS,
+                title: str = "") -> None:
+    """PNG of the cascade curve of every available indicator (see ``report``)."""
+    from .plots import plot_cascade
+
+    metric = "accuracy" if is_pairwise(records) else "pearson"
+    curves = {name: cascade_curve(records, name, fractions, metric) for name in available_indicators(records)}
+    plot_cascade(curves, fractions, path, metric=metric, title=title)
+
+
 # -- running a judge ---------------------------------------------------------------------------------
 def _done_ids(path: Path) -> set[str]:
     if not path.exists():
@@ -282,12 +292,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     r.add_argument("--temperature", type=float, default=1.0)
     e = sub.add_parser("evaluate", help="halves and cascade tables from a judgments file")
     e.add_argument("judgments")
+    e.add_argument("--plot", help="write the cascade curves (one line per indicator) to this PNG")
     args = parser.parse_args(argv)
     if args.command == "run":
         run(args)
     else:
         lines = Path(args.judgments).read_text(encoding="utf-8").splitlines()
-        print(report([json.loads(line) for line in lines if line.strip()]))
+        records = [json.loads(line) for line in lines if line.strip()]
+        print(report(records))
+        if args.plot:
+            plot_curves(records, args.plot, title=Path(args.judgments).stem)
 
 
 if __name__ == "__main__":

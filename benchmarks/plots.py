@@ -56,3 +56,22 @@ def plot_calibration(bins: Sequence[dict[str, Any]], path: str | Path, title: st
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def plot_cascade(curves: dict[str, Sequence[float]], fractions: Sequence[float], path: str | Path,
+                 metric: str = "", title: str = "") -> None:
+    """Cascade quality (``metric``) against the share of items routed to the fallback, one line per
+    uncertainty indicator (``random`` dashed, as the baseline)."""
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    for name, ys in curves.items():
+        ax.plot([100 * f for f in fractions], ys, marker="o", markersize=3, label=name,
+                linestyle="--" if name == "random" else "-")
+    ax.set_xlabel("items routed to the fallback (%)")
+    ax.set_ylabel(metric)
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(str(path), dpi=110)
+    plt.close(fig)
+

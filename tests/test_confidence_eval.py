@@ -76,8 +76,10 @@ def test_report_and_cli(tmp_path, capsys):
     # halves row (1.0, -0.961 above) and curve row (0%: cov -5, var 34/3 and 23/2 -> -0.438; 50%: 1)
     assert -5 / math.sqrt(34 / 3 * 23 / 2) == pytest.approx(-0.438, abs=5e-4)
     assert "| se | 1.000 | -0.961 |" in text and "| se | -0.438 | 1.000 |" in text
-    main(["evaluate", str(path)])
+    main(["evaluate", str(path), "--plot", str(tmp_path / "cascade.png")])
     assert capsys.readouterr().out.strip() == report(RECORDS).strip()
+    png = (tmp_path / "cascade.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
 
 
 def test_pairwise_accuracy_halves_and_cascade_hand_computed():
