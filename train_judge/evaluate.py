@@ -1,0 +1,223 @@
+"""Evaluate a (pocket) judge with the project's own ``PrometheusJudge`` on the vLLM engine.
+
+- Absolute: grade the pocket dev split of ``vicuna_eval.json`` (prompts never trained on); Pearson,
+  Spearman and Kendall correlation of the judge's score with the mean GPT-4 score, over the items the
+  judge graded; the parse-failure rate is over all samples (no retries, no forced verdicts: the raw
+  format adherence).
+- Pairwise: a seeded subset of ``autoj_pairwise.jsonl`` (human labels) judged in both orders
+  (``swap=True``): agreeing orders give the winner, disagreeing ones a tie (one order without a
+  verdict: the other decides; none: no prediction, counted wrong). Accuracy without ties (items
+  labelled 0/1) and with ties (all items; a tie label is right only when the judge ties).
+  The rubric is the built-in helpfulness criteria (the file carries none).
+- Sampling: the paper parameters from ``prom_reward``'s defaults (temperature 1.0, top_p 0.9,
+  repetition penalty 1.03); ``--max-tokens`` caps generation (1024 in the paper; smaller on CPU).
+
+A LoRA adapter is merged into its base first (``merge_adapter``: a plain HF folder, bf16) since the
+vLLM CPU engine serves merged weights.
+
+Shell::
+
+    python -m train_judge.evaluate --model local:smollm2 --name base --out /work/pocket/eval_base.json
+    python -m train_judge.evaluate --model local:smollm2 --adapter /work/pocket/absolute --name absolute \\
+        --out /work/pocket/eval_absolute.json
+    python -m train_judge.evaluate --table /work/pocket/eval_*.json     # the markdown table
+
+Example (the metrics alone):
+    >>> m = correlations([1, 2, 3, 4], [1.0, 2.5, 2.0, 4.0])
+    >>> round(m["pearson"], 3), round(m["spearman"], 3), round(m["kendall"], 3)
+    (0.878, 0.8, 0.667)
+    >>> pairwise_accuracy(["A", "B", "tie", "A", None], [0, 1, 2, 1, 2])
+    {'acc_wo_tie': 0.6667, 'acc_w_tie': 0.6, 'n_wo_tie': 3, 'n_w_tie': 5}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from prom_reward.errors import ConfigError, PromRewardError
+
+MERGED_MARKER = ".merged_from.json"
+
+
+def correlations(predicted: Sequence[float], reference: Sequence[float]) -> dict[str, float]:
+    """Pearson, Spearman and Kendall (tau-b) correlations (NaN when a side is constant)."""
+    from scipy import stats
+
+    if len(predicted) != len(reference) or len(predicted) < 2:
+        raise ConfigError(f"need two equally long lists of >= 2 scores, got {len(predicted)} and {len(reference)}")
+    if len(set(predicted)) < 2 or len(set(reference)) < 2:
+        nan = float("nan")
+        return {"pearson": nan, "spearman": nan, "kendall": nan}
+    return {"pearson": float(stats.pearsonr(predicted, reference)[0]),
+            "spearman": float(stats.spearmanr(predicted, reference)[0]),
+            "kendall": float(stats.kendalltau(predicted, reference)[0])}
+
+
+def pairwise_accuracy(predictions: Sequence[str | None], labels: Sequence[int]) -> dict[str, float]:
+    """Accuracy without ties (items labelled 0 = first better, 1 = second better) and with ties (all
+    items; label 2 is right only for a ``"tie"`` prediction). A None prediction (no verdict) is wrong."""
+    want = {0: "A", 1: "B", 2: "tie"}
+    wo = [(w, want[lab]) for w, lab in zip(predictions, labels) if lab in (0, 1)]
+    allp = [(w, want[lab]) for w, lab in zip(predictions, labels)]
+    acc = lambda xs: round(sum(a == b for a, b in xs) / len(xs), 4) if xs else float("nan")  # noqa: E731
+    return {"acc_wo_tie": acc(wo), "acc_w_tie": acc(allp), "n_wo_tie": len(wo), "n_w_tie": len(allp)}
+
+
+def merge_adapter(base: str, adapter: str | Path, out_dir: str | Path) -> Path:
+    """Merge a LoRA adapter into its base and save a bf16 HF folder (skipped when already done)."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from prom_reward.presets import resolve_model_path
+
+    out, adapter = Path(out_dir), Path(adapter)
+    stamp = {"base": base, "adapter": str(adapter.resolve()),
+             "adapter_mtime": (adapter / "adapter_model.safetensors").stat().st_mtime}
+    if (out / MERGED_MARKER).is_file() and json.loads((out / MERGED_MARKER).read_text()) == stamp:
+        return out
+    base_path = resolve_model_path(base)
+    model = AutoModelForCausalLM.from_pretrained(base_path, dtype=torch.float32)
+    merged = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
+    out.mkdir(parents=True, exist_ok=True)
+    merged.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
+    AutoTokenizer.from_pretrained(base_path).save_pretrained(out)
+    (out / MERGED_MARKER).write_text(json.dumps(stamp), encoding="utf-8")
+    return out
+
+
+def autoj_subset(path: str | Path, n: int, *, seed: int = 0, max_chars: int = 4000) -> list[dict[str, Any]]:
+    """``n`` seeded-random autoj pairs whose prompt + responses fit ``max_chars`` (CPU context budget)."""
+    rows = [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+    fit = [r for r in rows if len(r["prompt"]) + len(r["response 1"]) + len(r["response 2"]) <= max_chars]
+    random.Random(seed).shuffle(fit)
+    return fit[:n]
+
+
+def evaluate(model_dir: str, *, vicuna: str | Path, autoj: str | Path, dev_limit: int | None, pairs: int,
+             max_tokens: int, dev_fraction: float = 0.25, split_seed: int = 0,
+             max_model_len: int = 4096, temperature: float | None = None) -> dict[str, Any]:
+    """Grade the dev split and the autoj subset with one judge; returns the metrics."""
+    from prom_reward import PrometheusJudge
+
+    from .pocket import PocketData
+
+    dev = PocketData(vicuna, dev_fraction=dev_fraction, seed=split_seed).dev_items()[:dev_limit]
+    pair_rows = autoj_subset(autoj, pairs) if pairs else []
+    sampling: dict[str, Any] = {"max_tokens": max_tokens}
+    if temperature is not None:
+        sampling["temperature"] = temperature
+    result: dict[str, Any] = {"model": model_dir, "sampling": sampling, "n_dev": len(dev), "n_pairs": len(pair_rows)}
+    judge = PrometheusJudge(model=model_dir, backend="vllm", wire="chat", sampling=sampling,
+                            max_retries=0, force_verdict=False, max_model_len=max_model_len, enforce_eager=True,
+                            truncate_response=True)
+    try:
+        t0 = time.perf_counter()
+        grades = judge.grade([d.instruction for d in dev], [d.response for d in dev], [d.rubric for d in dev],
+                             [d.reference_answer for d in dev])
+        s = judge.stats
+        ok = [(g.score, d.mean_score) for g, d in zip(grades, dev) if g.score is not None]
+        result["absolute"] = {
+            **(correlations([a for a, _ in ok], [b for _, b in ok]) if len(ok) >= 2 else {}),
+            "graded": len(ok), "parse_failure_rate": round(s.parse_failures / max(s.samples, 1), 4),
+            "score_counts": {k: sum(1 for a, _ in ok if a == k) for k in (1, 2, 3, 4, 5)},
+            "scores": [g.score for g in grades],
+            "stopped_at_max_tokens": sum(x.finish_reason == "length" for g in grades for x in g.samples),
+            "seconds": round(time.perf_counter() - t0, 1), "completion_tokens": s.completion_tokens,
+            "example_feedback": next((g.feedback for g in grades if g.feedback), None),
+        }
+        if pair_rows:
+            before = (s.samples, s.parse_failures)
+            t1 = time.perf_counter()
+            verdicts = judge.compare([r["prompt"] for r in pair_rows], [r["response 1"] for r in pair_rows],
+                                     [r["response 2"] for r in pair_rows], "helpfulness", swap=True)
+            samples, failures = s.samples - before[0], s.parse_failures - before[1]
+            preds = ["tie" if v.tie else v.winner for v in verdicts]
+            result["pairwise"] = {
+                **pairwise_accuracy(preds, [int(r["label"]) for r in pair_rows]),
+                "verdicts_parsed": sum(p is not None for p in preds), "predictions": preds,
+                "stopped_at_max_tokens": sum(x.finish_reason == "length" for v in verdicts for x in v.samples),
+                "parse_failure_rate": round(failures / max(samples, 1), 4),
+                "ties_predicted": sum(v.tie for v in verdicts), "seconds": round(time.perf_counter() - t1, 1),
+                "example_feedback": next((v.feedback for v in verdicts if v.feedback), None),
+            }
+    finally:
+        judge.close()
+    return result
+
+
+def _fmt(x: Any) -> str:
+    if x is None:
+        return "-"
+    return f"{x:.3f}" if isinstance(x, float) and x == x else ("n/a" if isinstance(x, float) else str(x))
+
+
+def results_table(results: Sequence[dict[str, Any]]) -> str:
+    """A markdown table of several ``evaluate`` results.
+
+    >>> print(results_table([{"name": "j", "n_dev": 2, "n_pairs": 0, "absolute": {"pearson": 0.5, "spearman": 0.5,
+    ...     "kendall": 0.5, "graded": 2, "parse_failure_rate": 0.0}}]).splitlines()[2])
+    | j | 0.500 | 0.500 | 0.500 | 2/2 | 0.000 | - | - | - |
+    """
+    head = ("| judge | Pearson | Spearman | Kendall | graded | abs. parse failures | pairwise acc. w/o tie "
+            "| pairwise acc. w/ tie | pair parse failures |")
+    lines = [head, "|" + "---|" * 9]
+    for r in results:
+        a, p = r.get("absolute", {}), r.get("pairwise")
+        pair = [p.get("acc_wo_tie"), p.get("acc_w_tie"), p.get("parse_failure_rate")] if p else [None] * 3
+        lines.append("| " + " | ".join([str(r.get("name")), _fmt(a.get("pearson")), _fmt(a.get("spearman")),
+                                        _fmt(a.get("kendall")), f"{a.get('graded', 0)}/{r.get('n_dev')}",
+                                        _fmt(a.get("parse_failure_rate"))] + [_fmt(x) for x in pair]) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    from .sft import default_vicuna_path
+
+    if argv is None:
+        import sys
+
+        argv = sys.argv[1:]
+    if argv[:1] == ["--table"]:
+        print(results_table([json.loads(Path(f).read_text(encoding="utf-8")) for f in argv[1:]]))
+        return
+
+    ap = argparse.ArgumentParser(prog="python -m train_judge.evaluate", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", required=True, help="base model (local:smollm2, folder, hub id) or merged folder")
+    ap.add_argument("--adapter", default=None, help="LoRA adapter folder to merge into --model first")
+    ap.add_argument("--merged-dir", default=None, help="where the merged model goes (default: ADAPTER-merged)")
+    ap.add_argument("--name", default=None, help="row name in the results")
+    ap.add_argument("--out", required=True, help="results JSON file")
+    ap.add_argument("--vicuna", default=str(default_vicuna_path()))
+    ap.add_argument("--autoj", default=str(default_vicuna_path().parent / "autoj_pairwise.jsonl"))
+    ap.add_argument("--dev-limit", type=int, default=None, help="grade only the first N dev items")
+    ap.add_argument("--pairs", type=int, default=40, help="autoj pairs to judge (0: skip)")
+    ap.add_argument("--max-tokens", type=int, default=256, help="generation cap (paper: 1024)")
+    ap.add_argument("--temperature", type=float, default=None, help="override the paper's 1.0 (0: greedy)")
+    args = ap.parse_args(argv)
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    try:
+        from prom_reward.presets import resolve_model_path
+
+        model = args.model
+        if args.adapter:
+            model = str(merge_adapter(args.model, args.adapter, args.merged_dir or f"{args.adapter.rstrip('/')}-merged"))
+        else:
+            model = resolve_model_path(model)
+        res = evaluate(model, vicuna=args.vicuna, autoj=args.autoj, dev_limit=args.dev_limit, pairs=args.pairs,
+                       max_tokens=args.max_tokens, temperature=args.temperature)
+    except PromRewardError as e:
+        raise SystemExit(f"error: {e}") from None
+    res["name"] = args.name or Path(model).name
+    Path(args.out).write_text(json.dumps(res, indent=1), encoding="utf-8")
+    print(json.dumps(res, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""The pocket collections: Feedback and Preference Collection stand-ins built from ``vicuna_eval.json``.
+
+``vicuna_eval.json`` holds 80 prompts x 4 responses, each a filled absolute prompt (with reference)
+plus three GPT-4 feedbacks and scores. The pocket scale of the recipe uses it as training data:
+
+- the 80 prompts are split by prompt id (``idx``) into train and dev with a seeded shuffle, so no
+  prompt crosses the split;
+- absolute examples: one per GPT-4 feedback (``feedback [RESULT] k``), three per response;
+- pairwise examples: within each prompt, every pair of its 4 responses whose *mean* GPT-4 scores
+  differ; the higher mean wins; feedback from the first GPT-4 feedback of each response through
+  ``compose_pair_feedback``; A/B placement alternates (balanced);
+- ``dev_items``: the dev responses with their mean GPT-4 score, for the correlation benchmark.
+
+Example:
+    >>> split = split_prompt_ids(range(1, 81), dev_fraction=0.25, seed=0)
+    >>> len(split.train), len(split.dev), set(split.train) & set(split.dev)
+    (60, 20, set())
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from prom_reward.errors import ConfigError, InputError
+from prom_reward.prompts import parse_absolute_prompt
+
+from .data import FeedbackRecord, PairRecord, build_preference_collection
+
+
+@dataclass(frozen=True)
+class PromptSplit:
+    """Prompt ids of the train and dev parts."""
+
+    train: tuple[int, ...]
+    """Training prompt ids (sorted)."""
+    dev: tuple[int, ...]
+    """Dev prompt ids (sorted)."""
+
+
+@dataclass(frozen=True)
+class DevItem:
+    """One dev response with its reference grade."""
+
+    idx: int
+    """Prompt id."""
+    source: str
+    """Which model wrote the response."""
+    instruction: str
+    """The task."""
+    response: str
+    """The graded response."""
+    reference_answer: str | None
+    """The reference answer."""
+    rubric: str
+    """The formatted score rubric."""
+    mean_score: float
+    """Mean of the GPT-4 scores."""
+
+
+def split_prompt_ids(ids: Iterable[int], *, dev_fraction: float = 0.25, seed: int = 0) -> PromptSplit:
+    """Shuffle the distinct ids with ``seed`` and cut off ``dev_fraction`` of them as dev."""
+    if not 0 < dev_fraction < 1:
+        raise ConfigError(f"dev_fraction must be in (0, 1), got {dev_fraction}")
+    uniq = sorted(set(ids))
+    random.Random(seed).shuffle(uniq)
+    n_dev = max(1, round(len(uniq) * dev_fraction))
+    return PromptSplit(tuple(sorted(uniq[n_dev:])), tuple(sorted(uniq[:n_dev])))
+
+
+def load_vicuna(path: str | Path) -> list[dict[str, Any]]:
+    """The rows of ``vicuna_eval.json``, checked for the fields used here."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"{p} does not exist; pass the path of vicuna_eval.json (../shared/data/vicuna_eval.json)")
+    rows = json.loads(p.read_text(encoding="utf-8"))
+    for i, r in enumerate(rows):
+        for key in ("idx", "response_source", "instruction", "gpt4_score", "gpt4_feedback"):
+            if key not in r:
+                raise InputError(f"{p} row {i} lacks {key!r}; expected the vicuna_eval layout", index=i, field=key)
+        if len(r["gpt4_score"]) != len(r["gpt4_feedback"]) or not r["gpt4_score"]:
+            raise InputError(f"{p} row {i}: gpt4_score and gpt4_feedback must be non-empty lists of equal length",
+                             index=i, field="gpt4_score")
+    return rows
+
+
+class PocketData:
+    """The pocket collections from one ``vicuna_eval.json``.
+
+    Args:
+        path: the ``vicuna_eval.json`` file.
+        dev_fraction: share of the prompts held out as dev.
+        seed: the split seed.
+    """
+
+    def __init__(self, path: str | Path, *, dev_fraction: float = 0.25, seed: int = 0) -> None:
+        self.rows = load_vicuna(path)
+        self.split = split_prompt_ids((r["idx"] for r in self.rows), dev_fraction=dev_fraction, seed=seed)
+        self._parts = [parse_absolute_prompt(r["instruction"]) for r in self.rows]
+
+    def _ids(self, part: str) -> set[int]:
+        if part not in ("train", "dev"):
+            raise ConfigError(f"part must be 'train' or 'dev', got {part!r}")
+        return set(self.split.train if part == "train" else self.split.dev)
+
+    def absolute(self, part: str = "train") -> list[FeedbackRecord]:
+        """One record per GPT-4 feedback of each response of the part's prompts."""
+        ids = self._ids(part)
+        out = []
+        for r, p in zip(self.rows, self._parts):
+            if r["idx"] in ids:
+                for fb, score in zip(r["gpt4_feedback"], r["gpt4_score"]):
+                    out.append(FeedbackRecord(p.instruction, p.response, p.reference_answer, p.rubric, fb,
+                                              int(score), f"vicuna-{r['idx']}"))
+        return out
+
+    def relative(self, part: str = "train") -> list[PairRecord]:
+        """Pairs of the part's responses by mean GPT-4 score (first feedback of each composed)."""
+        ids = self._ids(part)
+        recs, means = [], []
+        for r, p in zip(self.rows, self._parts):
+            if r["idx"] in ids:
+                recs.append(FeedbackRecord(p.instruction, p.response, p.reference_answer, p.rubric,
+                                           r["gpt4_feedback"][0], int(r["gpt4_score"][0]), f"vicuna-{r['idx']}"))
+                means.append(sum(r["gpt4_score"]) / len(r["gpt4_score"]))
+        return build_preference_collection(recs, scores=means)
+
+    def dev_items(self) -> list[DevItem]:
+        """The dev responses with their mean GPT-4 score."""
+        ids = self._ids("dev")
+        return [DevItem(r["idx"], r["response_source"], p.instruction, p.response, p.reference_answer, p.rubric,
+                        sum(r["gpt4_score"]) / len(r["gpt4_score"]))
+                for r, p in zip(self.rows, self._parts) if r["idx"] in ids]
