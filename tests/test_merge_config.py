@@ -147,3 +147,21 @@ def test_cli_end_to_end(tmp_path):
     bad = _cli(str(tmp_path / "bad.yaml"))
     assert bad.returncode == 2
     assert "base_model: ties merges task vectors" in bad.stderr and "models[0].density: missing" in bad.stderr
+
+
+@pytest.mark.parametrize("method", ["linear", "dare_linear"])
+def test_pocket_merge_configs_point_at_the_pocket_experts(method):
+    """The shipped pocket merge configs merge the two experts the pocket SFT configs write."""
+    from pathlib import Path
+
+    import yaml
+
+    from train_judge.merge.config import load_config
+
+    repo = Path(__file__).resolve().parents[1]
+    cfg = load_config(repo / "train_judge" / "configs" / f"pocket_merge_{method}.yaml")
+    assert cfg.method == method
+    experts = [yaml.safe_load((repo / "train_judge" / "configs" / f"pocket_{t}.yaml").read_text())["output_dir"]
+               for t in ("absolute", "relative")]
+    assert [Path(m.path).resolve() for m in cfg.models] == [(repo / e).resolve() for e in experts]
+    assert [m.weight for m in cfg.models] == [0.5, 0.5]
