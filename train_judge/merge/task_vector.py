@@ -132,3 +132,12 @@ def density_problems(params: Mapping[str, Any], weights: Sequence[float],
         elif not (isinstance(k, (int, float)) and 0 < k <= 1):
             out.append(f"models[{i}].density: expected a number in (0, 1] (fraction kept), got {k!r}")
     return out
+
+
+def consensus_density_problems(params: Mapping[str, Any], weights: Sequence[float],
+                               densities: Sequence[float | None]) -> list[str]:
+    """The checks of the sign-consensus methods (TIES, DARE-TIES): positive weights and valid densities."""
+    from .methods import check_positive_weights
+
+    return check_positive_weights(params, weights, densities) + density_problems(params, weights, densities)
+

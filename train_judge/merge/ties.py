@@ -19,17 +19,12 @@ Example (2x2 task vectors, density 0.5, hand-computed in the module doc of ``tas
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
 
-from .methods import MethodSpec, check_positive_weights, register
-from .task_vector import TaskVectorMerge, density_problems
-
-
-def _check(params: Mapping[str, Any], weights: Sequence[float], densities: Sequence[float | None]) -> list[str]:
-    return check_positive_weights(params, weights, densities) + density_problems(params, weights, densities)
+from .methods import MethodSpec, register
+from .task_vector import TaskVectorMerge, consensus_density_problems
 
 
 SPEC = register(MethodSpec(
     name="ties", summary="trim to top-k magnitudes, elect signs, disjoint mean, add to base",
     merge=TaskVectorMerge("magnitude", consensus=True), uses_deltas=True, needs_base=True,
-    model_keys=("weight", "density"), params={"lambda": 1.0, "density": None}, check=_check))
+    model_keys=("weight", "density"), params={"lambda": 1.0, "density": None}, check=consensus_density_problems))
