@@ -80,5 +80,9 @@ def test_smollm2_forced_verdicts_end_to_end(smollm2_engine: VLLMEngine):
         assert 1.0 <= g.expected_score <= 5.0
     verdicts = judge.compare(QUESTIONS, ANSWERS, ["I don't know.", "4"], "helpfulness", swap=True)
     for v in verdicts:
-        assert len(v.order_winners) == 2 and v.p_a is not None and 0 <= v.p_a <= 1
+        assert len(v.order_winners) == 2
+        if v.p_a is None:  # SmolLM2 sampled at T=1 sometimes has no A/B in the top-20 even when forced:
+            assert v.winner is None and v.order_winners == (None, None) and v.failures >= 2  # counted, not made up
+            continue
+        assert 0 <= v.p_a <= 1
         assert v.winner in ("A", "B", None) and (v.winner is not None or v.tie or None in v.order_winners)
