@@ -21,8 +21,9 @@ help:  ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-zA-Z_-]*:.*## / {printf "  make %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 	@echo "  variables: PYTHON=$(PYTHON) VENV=$(VENV) PYTEST_ARGS='$(PYTEST_ARGS)'"
 
-setup: $(STAMP)  ## install the CPU stack into .venv (idempotent) and convert SmolLM2-135M-Instruct
+setup: $(STAMP)  ## install the CPU stack into .venv (idempotent), convert SmolLM2, build the pocket judge
 	$(PY) -m prom_reward.models smollm2
+	$(PY) -m prom_reward.pocket_judge
 
 # Runs again only when a setup input changes; each step inside skips what is already installed.
 $(STAMP): $(SETUP_INPUTS)

@@ -1,11 +1,14 @@
 """``make demo``: grade the sample rollouts shipped with the package and print rewards.
 
-Runs the embedded vLLM engine on the default judge. Until a trained pocket judge
-exists, the default is SmolLM2-135M-Instruct (converted by ``make setup``) with
-forced verdicts: it knows nothing of the Prometheus format, so its scores show
-the plumbing, not judgment quality. On a GPU box pass a real judge:
+Runs the embedded vLLM engine on the default judge, the pocket judge: SmolLM2-135M-Instruct
+fine-tuned with ``train_judge`` on the pocket Feedback Collection (``make setup`` applies the
+shipped update). It writes ``Feedback: ... [RESULT] k`` on its own (no forced verdicts); at
+135M parameters its grades correlate only weakly with GPT-4's (see ``train_judge/README.md``).
+On a GPU box pass a real judge:
 
     python -m prom_reward.demo --model prometheus-eval/prometheus-7b-v2.0
+
+``--model smollm2-135m-instruct`` runs the untrained base (verdicts forced).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ def _snippet(text: str | None, width: int) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="smollm2-135m-instruct", help="preset, hub id or folder")
+    ap.add_argument("--model", default="pocket-judge", help="preset, hub id or folder")
     ap.add_argument("--max-tokens", type=int, default=None)
     ap.add_argument("--num-samples", type=int, default=1)
     args = ap.parse_args(argv)

@@ -25,6 +25,7 @@ import shutil
 import tempfile
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from .errors import ConfigError
 from .models import MARKER, _make_readable, cache_dir, ensure_smollm2
@@ -50,6 +51,41 @@ def _complete(target: Path, digest: str) -> bool:
     return m.get("format") == _FORMAT and m.get("adapter") == digest and (target / "model.safetensors").is_file()
 
 
+def apply_update(base: Path, adapter: Path) -> tuple[dict[str, Any], list[str]]:
+    """The base model's weights (``model.safetensors``) with the low-rank update of ``adapter``
+    (``W += B @ A`` per module, in float32, stored back in the weight's dtype); also the module names."""
+    from safetensors.torch import load_file
+
+    weights = load_file(str(Path(base) / "model.safetensors"))
+    update = load_file(str(Path(adapter) / "adapter.safetensors"))
+    names = sorted({k.rsplit(".", 1)[0] for k in update})
+    for name in names:
+        if name not in weights:
+            raise ConfigError(f"the pocket adapter updates {name!r}, which {base} lacks; rebuild SmolLM2 "
+                              "with `python -m prom_reward.models smollm2`")
+        w = weights[name]
+        delta = update[name + ".lora_B"].float() @ update[name + ".lora_A"].float()
+        weights[name] = (w.float() + delta).to(w.dtype).contiguous()
+    return weights, names
+
+
+def build_judge_folder(base: Path, adapter: Path, out: Path) -> Path:
+    """Write a plain Hugging Face folder: ``base`` plus ``adapter``'s update (tokenizer files copied).
+
+    Used to evaluate a shipped adapter exactly as ``make setup`` will apply it.
+    """
+    from safetensors.torch import save_file
+
+    weights, _ = apply_update(Path(base), Path(adapter))
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    for f in Path(base).iterdir():
+        if f.is_file() and f.name not in ("model.safetensors", MARKER):
+            shutil.copy2(f, out / f.name)
+    save_file(weights, str(out / "model.safetensors"), metadata={"format": "pt"})
+    return out
+
+
 def ensure_pocket_judge(cache: Path | None = None) -> Path:
     """Return ``<cache>/pocket-judge``, building it from SmolLM2 and the shipped adapter if needed."""
     adapter = pocket_adapter_dir()
@@ -61,19 +97,10 @@ def ensure_pocket_judge(cache: Path | None = None) -> Path:
     digest = _adapter_hash(adapter)
     if _complete(target, digest):
         return target
-    from safetensors.torch import load_file, save_file
+    from safetensors.torch import save_file
 
     base = ensure_smollm2(root)
-    weights = load_file(str(base / "model.safetensors"))
-    update = load_file(str(adapter / "adapter.safetensors"))
-    names = sorted({k.rsplit(".", 1)[0] for k in update})
-    for name in names:
-        if name not in weights:
-            raise ConfigError(f"the pocket adapter updates {name!r}, which {base} lacks; rebuild SmolLM2 "
-                              "with `python -m prom_reward.models smollm2`")
-        w = weights[name]
-        delta = update[name + ".lora_B"].float() @ update[name + ".lora_A"].float()
-        weights[name] = (w.float() + delta).to(w.dtype).contiguous()
+    weights, names = apply_update(base, adapter)
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{POCKET_NAME}.tmp-", dir=root))
     try:

@@ -10,6 +10,9 @@ anything the user passes merges over it key by key.
   ``[INST] {system}\\n{prompt} [/INST]`` string.
 - ``smollm2-135m-instruct``: the small local model ``make setup`` converts; it knows
   nothing of the Prometheus format (a base to fine-tune), so verdicts are forced.
+- ``pocket-judge``: SmolLM2-135M-Instruct fine-tuned on the pocket Feedback Collection with
+  ``train_judge`` (the shipped update, applied by ``make setup``): it writes
+  ``Feedback: ... [RESULT] k`` itself, so nothing is forced. The default judge of ``make demo``.
 
 Example:
     >>> get_preset("prometheus-7b-v2.0").model
@@ -34,7 +37,7 @@ class JudgePreset:
     """Preset name."""
 
     model: str
-    """Hub id, or ``local:smollm2`` for the folder made by ``make setup``."""
+    """Hub id, or ``local:smollm2`` / ``local:pocket-judge`` for the folders made by ``make setup``."""
 
     wire: str = "chat"
     """Wire format name."""
@@ -56,6 +59,8 @@ for _p in (
                 {"dtype": "bfloat16", "max_model_len": 8192}),
     JudgePreset("smollm2-135m-instruct", "local:smollm2", "chat", {"max_model_len": 8192},
                 {"force_verdict": True, "sampling": {"max_tokens": 128}}),
+    JudgePreset("pocket-judge", "local:pocket-judge", "chat", {"max_model_len": 8192},
+                {"sampling": {"max_tokens": 512}}),
 ):
     PRESETS.register(_p.name, _p)
 
@@ -79,9 +84,14 @@ def find_preset_for_model(model: str | None) -> JudgePreset | None:
 
 
 def resolve_model_path(model: str) -> str:
-    """Turn ``local:smollm2`` into the converted folder; other ids pass through."""
+    """Turn ``local:smollm2`` / ``local:pocket-judge`` into their folders (built on first use);
+    other ids pass through."""
     if model == "local:smollm2":
         from .models import ensure_smollm2
 
         return str(ensure_smollm2())
+    if model == "local:pocket-judge":
+        from .pocket_judge import ensure_pocket_judge
+
+        return str(ensure_pocket_judge())
     return model

@@ -61,3 +61,61 @@ def test_pocket_judge_applies_the_update(tmp_path: Path, tiny_model_dir: Path, m
     monkeypatch.setattr(pj, "pocket_adapter_dir", lambda: tmp_path / "nowhere")
     with pytest.raises(ConfigError, match="adapter is missing"):
         pj.ensure_pocket_judge(tmp_path / "cache2")
+
+
+def test_lowrank_svd_matches_the_full_svd() -> None:
+    from train_judge.ship import _lowrank_svd_pair, _svd_pair
+
+    torch.manual_seed(1)
+    b, a = torch.randn(96, 6), torch.randn(6, 40)
+    for rank in (2, 6, 10):
+        fb, fa, fkept = _svd_pair(2.0 * b @ a, rank)
+        lb, la, lkept = _lowrank_svd_pair(b, a, 2.0, rank)
+        assert lkept == pytest.approx(fkept, abs=1e-5)
+        k = min(rank, 6)  # never more directions than the update has (the full SVD pads with zeros)
+        assert lb.shape == (96, k) and la.shape == (k, 40)
+        full, low = fb.float() @ fa.float(), lb.float() @ la.float()
+        assert torch.allclose(low, full, atol=0.02 * float(full.abs().max()))
+    assert _lowrank_svd_pair(b, a, 2.0, 6)[2] == pytest.approx(1.0, abs=1e-6)
+
+
+def _copy_model(src: Path, dst: Path, change) -> Path:
+    import shutil
+
+    shutil.copytree(src, dst)
+    w = load_file(str(dst / "model.safetensors"))
+    change(w)
+    save_file(w, str(dst / "model.safetensors"))
+    return dst
+
+
+def test_compress_model_recovers_a_checkpoint_update(tmp_path: Path, tiny_model_dir: Path) -> None:
+    from train_judge.ship import compress_model, ship
+
+    torch.manual_seed(2)
+    other = "model.layers.1.mlp.down_proj.weight"
+    base_w = load_file(str(tiny_model_dir / "model.safetensors"))
+    shape = base_w[NAME].shape
+    delta = torch.randn(shape[0], 2) @ torch.randn(2, shape[1]) * 0.05
+
+    def change(w):
+        w[NAME] = (w[NAME].float() + delta).to(torch.float32)
+        w[other] = w[other].float()  # same values, another dtype: not an update
+
+    tuned = _copy_model(tiny_model_dir, tmp_path / "tuned", change)
+    meta = ship(tuned, tmp_path / "out", rank=2, base=tiny_model_dir)
+    assert meta["source"] == "checkpoint" and meta["modules"] == 1 and meta["min_energy_kept"] > 0.99
+    w = load_file(str(tmp_path / "out" / ADAPTER_FILE))
+    assert set(w) == {NAME + ".lora_A", NAME + ".lora_B"}
+    # the base was bf16: what the tuned fp32 copy adds is delta plus the base's own rounding (none)
+    got = w[NAME + ".lora_B"].float() @ w[NAME + ".lora_A"].float()
+    assert torch.allclose(got, delta, atol=0.02 * float(delta.abs().max()))
+    with pytest.raises(ConfigError, match="equals its base"):
+        compress_model(tiny_model_dir, tmp_path / "x", base=tiny_model_dir)
+
+    def norm(w):
+        w["model.norm.weight"] = w["model.norm.weight"] + 1
+
+    normed = _copy_model(tiny_model_dir, tmp_path / "normed", norm)
+    with pytest.raises(ConfigError, match=r"not matrices \(model.norm.weight\)"):
+        compress_model(normed, tmp_path / "y", base=tiny_model_dir)

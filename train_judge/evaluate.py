@@ -9,6 +9,8 @@
   verdict: the other decides; none: no prediction, counted wrong). Accuracy without ties (items
   labelled 0/1) and with ties (all items; a tie label is right only when the judge ties).
   The rubric is the built-in helpfulness criteria (the file carries none).
+- Backends: the vLLM engine (default) or ``--backend transformers`` (bf16 ``model.generate`` on a GPU
+  that has no vLLM, as on the lent training machine).
 - Sampling: the paper parameters from ``prom_reward``'s defaults (temperature 1.0, top_p 0.9,
   repetition penalty 1.03); ``--max-tokens`` caps generation (1024 in the paper; smaller on CPU).
 
@@ -100,10 +102,28 @@ def autoj_subset(path: str | Path, n: int, *, seed: int = 0, max_chars: int = 40
     return fit[:n]
 
 
+def judge_backend_options(backend: str, *, max_model_len: int = 4096, device: str = "cuda",
+                          batch_size: int = 256) -> dict[str, Any]:
+    """Backend options for the evaluation judge: the vLLM engine (eager, bounded context) or plain
+    ``transformers`` generation in bf16 on ``device`` (for a GPU without vLLM).
+
+    >>> judge_backend_options("transformers", device="cpu", batch_size=4)["batch_size"]
+    4
+    """
+    if backend == "vllm":
+        return {"max_model_len": max_model_len, "enforce_eager": True}
+    if backend == "transformers":
+        return {"max_model_len": max_model_len, "device": device, "batch_size": batch_size,
+                "dtype": "bfloat16" if device != "cpu" else "float32"}
+    raise ConfigError(f"backend: expected 'vllm' or 'transformers', got {backend!r}")
+
+
 def evaluate(model_dir: str, *, vicuna: str | Path, autoj: str | Path, dev_limit: int | None, pairs: int,
              max_tokens: int, dev_fraction: float = 0.25, split_seed: int = 0,
-             max_model_len: int = 4096, temperature: float | None = None) -> dict[str, Any]:
-    """Grade the dev split and the autoj subset with one judge; returns the metrics."""
+             max_model_len: int = 4096, temperature: float | None = None, backend: str = "vllm",
+             device: str = "cuda", batch_size: int = 256, num_samples: int = 1) -> dict[str, Any]:
+    """Grade the dev split (``num_samples`` per response, the grade is their mean) and the autoj
+    subset with one judge; returns the metrics."""
     from prom_reward import PrometheusJudge
 
     from .pocket import PocketData
@@ -113,20 +133,22 @@ def evaluate(model_dir: str, *, vicuna: str | Path, autoj: str | Path, dev_limit
     sampling: dict[str, Any] = {"max_tokens": max_tokens}
     if temperature is not None:
         sampling["temperature"] = temperature
-    result: dict[str, Any] = {"model": model_dir, "sampling": sampling, "n_dev": len(dev), "n_pairs": len(pair_rows)}
-    judge = PrometheusJudge(model=model_dir, backend="vllm", wire="chat", sampling=sampling,
-                            max_retries=0, force_verdict=False, max_model_len=max_model_len, enforce_eager=True,
-                            truncate_response=True)
+    result: dict[str, Any] = {"model": model_dir, "sampling": sampling, "n_dev": len(dev), "n_pairs": len(pair_rows),
+                              "backend": backend, "num_samples": num_samples}
+    options = judge_backend_options(backend, max_model_len=max_model_len, device=device, batch_size=batch_size)
+    judge = PrometheusJudge(model=model_dir, backend=backend, wire="chat", sampling=sampling, num_samples=num_samples,
+                            max_retries=0, force_verdict=False, truncate_response=True, **options)
     try:
         t0 = time.perf_counter()
         grades = judge.grade([d.instruction for d in dev], [d.response for d in dev], [d.rubric for d in dev],
                              [d.reference_answer for d in dev])
         s = judge.stats
         ok = [(g.score, d.mean_score) for g, d in zip(grades, dev) if g.score is not None]
+        sample_scores = [x for g in grades for x in g.scores if x is not None]
         result["absolute"] = {
             **(correlations([a for a, _ in ok], [b for _, b in ok]) if len(ok) >= 2 else {}),
             "graded": len(ok), "parse_failure_rate": round(s.parse_failures / max(s.samples, 1), 4),
-            "score_counts": {k: sum(1 for a, _ in ok if a == k) for k in (1, 2, 3, 4, 5)},
+            "score_counts": {k: sample_scores.count(k) for k in (1, 2, 3, 4, 5)},
             "scores": [g.score for g in grades],
             "stopped_at_max_tokens": sum(x.finish_reason == "length" for g in grades for x in g.samples),
             "seconds": round(time.perf_counter() - t0, 1), "completion_tokens": s.completion_tokens,
@@ -200,6 +222,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--pairs", type=int, default=40, help="autoj pairs to judge (0: skip)")
     ap.add_argument("--max-tokens", type=int, default=256, help="generation cap (paper: 1024)")
     ap.add_argument("--temperature", type=float, default=None, help="override the paper's 1.0 (0: greedy)")
+    ap.add_argument("--num-samples", type=int, default=1, help="samples per dev response (the grade is their mean)")
+    ap.add_argument("--backend", choices=("vllm", "transformers"), default="vllm",
+                    help="vllm (the engine) or transformers (plain generate, e.g. a GPU without vLLM)")
+    ap.add_argument("--device", default="cuda", help="transformers backend: torch device")
+    ap.add_argument("--batch-size", type=int, default=256, help="transformers backend: requests per generate call")
     args = ap.parse_args(argv)
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     try:
@@ -211,7 +238,8 @@ def main(argv: list[str] | None = None) -> None:
         else:
             model = resolve_model_path(model)
         res = evaluate(model, vicuna=args.vicuna, autoj=args.autoj, dev_limit=args.dev_limit, pairs=args.pairs,
-                       max_tokens=args.max_tokens, temperature=args.temperature)
+                       max_tokens=args.max_tokens, temperature=args.temperature, backend=args.backend,
+                       device=args.device, batch_size=args.batch_size, num_samples=args.num_samples)
     except PromRewardError as e:
         raise SystemExit(f"error: {e}") from None
     res["name"] = args.name or Path(model).name

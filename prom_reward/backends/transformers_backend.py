@@ -123,7 +123,9 @@ class TransformersBackend:
         sample = s.temperature > 0
         k = n if sample else 1  # greedy samples are all the same
         options: dict[str, Any] = dict(
-            max_new_tokens=s.max_tokens, num_return_sequences=k, do_sample=sample, output_logits=True,
+            # logits of every step cost rows x vocab x steps of memory: only when logprobs are asked for
+            max_new_tokens=s.max_tokens, num_return_sequences=k, do_sample=sample,
+            output_logits=s.logprobs is not None,
             return_dict_in_generate=True, pad_token_id=self._pad, eos_token_id=sorted(self._eos),
             repetition_penalty=s.repetition_penalty,
         )

@@ -1,0 +1,88 @@
+"""The pocket pipeline end to end on the tiny random Llama (real TRL SFT, real merges, the real
+``transformers`` backend judging the pocket dev split and Auto-J pairs, the shipped update applied
+and judged again), plus the choice rule and the ready GPU configs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from prom_reward.errors import ConfigError
+from train_judge.config import load_config
+from train_judge.pocket_pipeline import CANDIDATES, CONFIGS, main, pick_judge
+from train_judge.sft import RUN_FILE
+
+
+def _tiny_config(path: Path, task: str) -> Path:
+    cfg = {"model": "set-by-pipeline", "task": task, "dataset": "pocket", "output_dir": "unused",
+           "max_length": 2048, "max_examples": 4, "prefer_short": True, "learning_rate": 1e-3,
+           "per_device_train_batch_size": 2, "gradient_checkpointing": False, "max_steps": 2, "save_steps": 2,
+           "logging_steps": 1, "torch_threads": 1,
+           "lora": {"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj", "down_proj"]}}
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def test_pipeline_trains_merges_evaluates_and_ships(tiny_model_dir: Path, shared_dir: Path, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "pocket"
+    args = ["--out", str(out), "--model", str(tiny_model_dir),
+            "--absolute-config", str(_tiny_config(tmp_path / "abs.yaml", "absolute")),
+            "--relative-config", str(_tiny_config(tmp_path / "rel.yaml", "relative")),
+            "--vicuna", str(shared_dir / "data" / "vicuna_eval.json"),
+            "--autoj", str(shared_dir / "data" / "autoj_pairwise.jsonl"),
+            "--dev-limit", "4", "--pairs", "2", "--max-tokens", "8", "--num-samples", "2",
+            "--backend", "transformers", "--device", "cpu", "--batch-size", "4",
+            "--ship", "merged-linear", "--ship-rank", "4"]
+    main(args)
+    printed = capsys.readouterr().out
+    for name in ("absolute", "relative"):
+        run = json.loads((out / name / RUN_FILE).read_text())
+        assert run["global_step"] == 2 and run["data"]["examples"] == 4
+    for method in ("linear", "dare_linear"):
+        assert (out / f"merged-{method}" / "model.safetensors").is_file()
+    for name in ("base", *CANDIDATES, "shipped"):
+        res = json.loads((out / f"eval_{name}.json").read_text())
+        assert res["name"] == name and res["backend"] == "transformers" and res["num_samples"] == 2
+        assert res["n_dev"] == 4 and len(res["absolute"]["scores"]) == 4
+        assert res["n_pairs"] == 2 and len(res["pairwise"]["predictions"]) == 2
+    meta = json.loads((out / "shipped" / "adapter.json").read_text())
+    assert meta["judge"] == "merged-linear" and meta["rank"] == 4 and meta["source"] == "checkpoint"
+    # r=4 LoRA on 3 modules per layer: the linear merge of two experts has rank <= 8, so rank 4 keeps part
+    assert 0 < meta["min_energy_kept"] <= 1 and meta["modules"] > 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["chosen"] == "merged-linear" and "| shipped |" in summary["table"]
+    assert "| merged-dare_linear |" in printed and "shipped: merged-linear" in printed
+    # resumable: a second run finds every stage done and recomputes nothing
+    watched = [*out.glob("eval_*.json"), out / "absolute" / RUN_FILE, out / "merged-linear" / "model.safetensors"]
+    stamps = {p: p.stat().st_mtime_ns for p in watched}
+    main(args)
+    assert {p: p.stat().st_mtime_ns for p in watched} == stamps
+
+
+@pytest.mark.parametrize("results,limit,expected", [
+    ({"a": {"absolute": {"pearson": 0.1, "parse_failure_rate": 0.0}},
+      "b": {"absolute": {"pearson": 0.3, "parse_failure_rate": 0.2}}}, 0.25, "b"),
+    ({"a": {"absolute": {"pearson": 0.1, "parse_failure_rate": 0.0}},
+      "b": {"absolute": {"pearson": 0.3, "parse_failure_rate": 0.3}}}, 0.25, "a"),
+    ({"a": {"absolute": {"pearson": float("nan"), "parse_failure_rate": 0.0}},
+      "b": {"absolute": {"pearson": -0.2, "parse_failure_rate": 0.1}}}, 0.25, "b"),
+])
+def test_pick_judge(results: dict, limit: float, expected: str) -> None:
+    assert pick_judge(results, limit) == expected
+
+
+def test_pick_judge_names_the_rates_when_none_qualifies() -> None:
+    with pytest.raises(ConfigError, match=r"parse-failure rates .*'a': 0.9"):
+        pick_judge({"a": {"absolute": {"pearson": 0.5, "parse_failure_rate": 0.9}}, "b": {}}, 0.25)
+
+
+@pytest.mark.parametrize("name,task", [("pocket_absolute_gpu.yaml", "absolute"),
+                                       ("pocket_relative_gpu.yaml", "relative")])
+def test_gpu_configs_are_the_full_recipe(name: str, task: str) -> None:
+    cfg = load_config(CONFIGS / name)
+    assert cfg.task == task and cfg.max_examples is None and cfg.bf16 and cfg.lora is not None
+    assert cfg.model == "local:smollm2" and cfg.wire == "chat"

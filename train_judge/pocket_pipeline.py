@@ -1,0 +1,196 @@
+"""The pocket judge end to end in one resumable command: train, merge, evaluate, ship.
+
+Stages, each skipped when its output is already complete (an interrupted run picks up where it stopped):
+
+1. ``absolute``: SFT of the absolute expert (``--absolute-config``) into ``OUT/absolute``.
+2. ``relative``: SFT of the relative expert (``--relative-config``) into ``OUT/relative``.
+3. ``merge``: the two experts merged as LoRA deltas, linear (0.5 / 0.5) into ``OUT/merged-linear`` and
+   DARE-linear (0.5 / 0.5, density 0.7, seed 0) into ``OUT/merged-dare_linear``, saved in float32.
+4. ``evaluate``: base, absolute, relative, merged-linear, merged-dare_linear with ``train_judge.evaluate``
+   (paper sampling) into ``OUT/eval_<name>.json``; ``OUT/table.md`` holds the table.
+5. ``ship``: the chosen judge (``--ship auto``: the best absolute Pearson among the trained judges whose
+   absolute parse-failure rate is at most ``--max-parse-failure``; or a name) compressed to a rank
+   ``--ship-rank`` bf16 update in ``OUT/shipped``, applied to the base exactly as ``make setup`` does and
+   evaluated again as ``shipped`` (so the table shows what the shrinking cost).
+
+Shell (the run behind the shipped pocket judge, one GPU without vLLM)::
+
+    python -m train_judge.pocket_pipeline --out outputs/pocket --backend transformers --device cuda \\
+        --max-tokens 1024 --num-samples 3 --pairs 192
+
+On CPU, a subset: ``--absolute-config train_judge/configs/pocket_absolute.yaml --relative-config
+train_judge/configs/pocket_relative.yaml --max-tokens 256 --pairs 40`` (the CPU configs hold the subsets).
+
+Example (the choice rule alone):
+    >>> pick_judge({"absolute": {"absolute": {"pearson": 0.2, "parse_failure_rate": 0.1}},
+    ...             "merged-linear": {"absolute": {"pearson": 0.4, "parse_failure_rate": 0.6}}}, 0.25)
+    'absolute'
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+from prom_reward.errors import ConfigError, PromRewardError
+
+log = logging.getLogger("train_judge.pocket_pipeline")
+
+CONFIGS = Path(__file__).parent / "configs"
+EXPERTS = ("absolute", "relative")
+MERGES = {"linear": {}, "dare_linear": {"density": 0.7}}
+CANDIDATES = ("absolute", "relative", "merged-linear", "merged-dare_linear")
+
+
+def pick_judge(results: Mapping[str, Mapping[str, Any]], max_parse_failure: float) -> str:
+    """The candidate with the best absolute Pearson whose absolute parse-failure rate is at most
+    ``max_parse_failure``; ConfigError when none qualifies."""
+    ok = {}
+    for name, r in results.items():
+        a = r.get("absolute") or {}
+        pearson = a.get("pearson")
+        if (pearson is not None and not math.isnan(pearson)
+                and a.get("parse_failure_rate", 1.0) <= max_parse_failure):
+            ok[name] = pearson
+    if not ok:
+        rates = {n: (r.get("absolute") or {}).get("parse_failure_rate") for n, r in results.items()}
+        raise ConfigError(f"no judge writes a parseable absolute verdict often enough (parse-failure rates "
+                          f"{rates}, allowed <= {max_parse_failure}); train longer or pass --ship NAME")
+    return max(ok, key=lambda n: ok[n])
+
+
+def _expert_done(out: Path) -> bool:
+    from .sft import RUN_FILE
+
+    return (out / RUN_FILE).is_file() and (out / "adapter_model.safetensors").is_file()
+
+
+def train_expert(task: str, config: Path, out: Path, *, model: str | None, max_steps: int | None) -> Path:
+    from .config import load_config
+    from .sft import train
+
+    if _expert_done(out):
+        log.info("%s expert: done already (%s)", task, out)
+        return out
+    cfg = load_config(config, output_dir=str(out), model=model, max_steps=max_steps)
+    if cfg.task != task:
+        raise ConfigError(f"{config} trains a {cfg.task} expert, expected a {task} one")
+    if cfg.lora is None:
+        raise ConfigError(f"{config}: the pocket pipeline merges LoRA experts; add a lora: section")
+    return train(cfg)
+
+
+def merge_experts(out: Path, base: str) -> dict[str, Path]:
+    from .merge.config import config_from_dict
+    from .merge.engine import run_merge
+
+    made = {}
+    for method, params in MERGES.items():
+        target = out / f"merged-{method}"
+        cfg = config_from_dict({"method": method, "base_model": base, "dtype": "float32", "seed": 0,
+                                "models": [{"path": str(out / e), "weight": 0.5} for e in EXPERTS],
+                                "parameters": dict(params), "output": str(target)})
+        run_merge(cfg)  # resumes / skips a finished merge itself
+        made[method] = target
+    return made
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from prom_reward.presets import resolve_model_path
+
+    from . import evaluate as ev
+    from .ship import ship
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    base = resolve_model_path(args.model)
+    timings: dict[str, float] = {}
+    for task, config in (("absolute", args.absolute_config), ("relative", args.relative_config)):
+        t0 = time.perf_counter()
+        train_expert(task, Path(config), out / task, model=args.model, max_steps=args.max_steps)
+        timings[f"train_{task}"] = round(time.perf_counter() - t0, 1)
+    t0 = time.perf_counter()
+    merge_experts(out, base)
+    timings["merge"] = round(time.perf_counter() - t0, 1)
+
+    def judge_folder(name: str) -> str:
+        if name == "base":
+            return base
+        if name in EXPERTS:
+            return str(ev.merge_adapter(args.model, out / name, out / f"{name}-merged"))
+        return str(out / name)
+
+    def evaluate(name: str, folder: str) -> dict[str, Any]:
+        path = out / f"eval_{name}.json"
+        if path.is_file():
+            return json.loads(path.read_text(encoding="utf-8"))
+        t0 = time.perf_counter()
+        res = ev.evaluate(folder, vicuna=args.vicuna, autoj=args.autoj, dev_limit=args.dev_limit, pairs=args.pairs,
+                          max_tokens=args.max_tokens, backend=args.backend, device=args.device,
+                          batch_size=args.batch_size, num_samples=args.num_samples)
+        res["name"] = name
+        path.write_text(json.dumps(res, indent=1), encoding="utf-8")
+        timings[f"eval_{name}"] = round(time.perf_counter() - t0, 1)
+        log.info("%s: %s", name, ev.results_table([res]).splitlines()[-1])
+        return res
+
+    results = {name: evaluate(name, judge_folder(name)) for name in ("base", *CANDIDATES)}
+    chosen = args.ship if args.ship != "auto" else pick_judge({n: results[n] for n in CANDIDATES},
+                                                              args.max_parse_failure)
+    if chosen not in CANDIDATES:
+        raise ConfigError(f"--ship: expected auto or one of {', '.join(CANDIDATES)}, got {chosen!r}")
+    meta = ship(out / chosen, out / "shipped", rank=args.ship_rank, base=base)
+    meta["judge"] = chosen
+    (out / "shipped" / "adapter.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+    if not (out / "eval_shipped.json").is_file():
+        from prom_reward.pocket_judge import build_judge_folder
+
+        build_judge_folder(Path(base), out / "shipped", out / "shipped-model")
+    results["shipped"] = evaluate("shipped", str(out / "shipped-model"))
+    order = ["base", *CANDIDATES, "shipped"]
+    table = ev.results_table([results[n] for n in order])
+    (out / "table.md").write_text(table + "\n", encoding="utf-8")
+    summary = {"chosen": chosen, "ship": meta, "timings_s": timings, "table": table}
+    (out / "summary.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
+    return summary
+
+
+def main(argv: list[str] | None = None) -> None:
+    from .sft import default_vicuna_path
+
+    ap = argparse.ArgumentParser(prog="python -m train_judge.pocket_pipeline", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True, help="folder for experts, merges, evaluations and the shipped update")
+    ap.add_argument("--model", default="local:smollm2", help="base model (overrides the configs' model)")
+    ap.add_argument("--absolute-config", default=str(CONFIGS / "pocket_absolute_gpu.yaml"))
+    ap.add_argument("--relative-config", default=str(CONFIGS / "pocket_relative_gpu.yaml"))
+    ap.add_argument("--max-steps", type=int, default=None, help="cap SFT steps (smoke runs)")
+    ap.add_argument("--vicuna", default=str(default_vicuna_path()))
+    ap.add_argument("--autoj", default=str(default_vicuna_path().parent / "autoj_pairwise.jsonl"))
+    ap.add_argument("--dev-limit", type=int, default=None, help="grade only the first N dev responses")
+    ap.add_argument("--pairs", type=int, default=192, help="autoj pairs judged in both orders (0: skip)")
+    ap.add_argument("--max-tokens", type=int, default=1024, help="generation cap (paper: 1024)")
+    ap.add_argument("--num-samples", type=int, default=3, help="samples per dev response")
+    ap.add_argument("--backend", choices=("vllm", "transformers"), default="vllm")
+    ap.add_argument("--device", default="cuda", help="transformers backend: torch device")
+    ap.add_argument("--batch-size", type=int, default=384, help="transformers backend: requests per generate call")
+    ap.add_argument("--ship", default="auto", help=f"auto or one of {', '.join(CANDIDATES)}")
+    ap.add_argument("--ship-rank", type=int, default=16, help="rank of the shipped bf16 update")
+    ap.add_argument("--max-parse-failure", type=float, default=0.25,
+                    help="--ship auto: the most absolute parse failures a shipped judge may have")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    try:
+        summary = run(args)
+    except PromRewardError as e:
+        raise SystemExit(f"error: {e}") from None
+    print(summary["table"])
+    print(f"shipped: {summary['chosen']} -> {Path(args.out) / 'shipped'}")
+
+
+if __name__ == "__main__":
+    main()
