@@ -1,11 +1,15 @@
-"""The pocket judge: SmolLM2-135M-Instruct plus a packaged low-rank update trained on the Prometheus format.
+"""The pocket judge: SmolLM2-135M-Instruct fine-tuned on the Prometheus format, rebuilt from shipped parts.
 
-The update (``assets/pocket_judge/adapter.safetensors``) is made by ``train_judge.ship`` from a trained
-expert (see ``train_judge/README.md``; none ships yet: the pocket experts trained so far do not write a
-parseable verdict often enough). ``ensure_pocket_judge()`` adds it to the converted SmolLM2 weights
-(``W += B @ A``) and saves a plain Hugging Face folder ``<cache>/pocket-judge`` that vLLM loads.
-Idempotent: a marker records the adapter's hash, and the folder is renamed into place only once
-complete.
+``assets/pocket_judge/`` holds one of two forms (see ``train_judge/README.md``):
+
+- ``merge.yaml`` plus the expert LoRA adapters it names (what ships: the absolute and relative pocket
+  experts and their DARE-linear merge, exactly as evaluated): ``ensure_pocket_judge()`` runs that merge
+  with ``train_judge.merge`` onto the converted SmolLM2 weights;
+- ``adapter.safetensors``, a low-rank update made by ``train_judge.ship``: added as ``W += B @ A``.
+
+Either way the result is a plain Hugging Face folder ``<cache>/pocket-judge`` that vLLM loads.
+Idempotent: a marker records the hash of the shipped files, and the folder is renamed into place only
+once complete.
 
 Shell::
 
@@ -34,13 +38,35 @@ POCKET_NAME = "pocket-judge"
 _FORMAT = 1
 
 
+MERGE_FILE = "merge.yaml"
+UPDATE_FILE = "adapter.safetensors"
+
+
 def pocket_adapter_dir() -> Path:
-    """The packaged adapter folder (``adapter.safetensors`` + ``adapter.json``; none ships yet)."""
+    """The packaged folder: ``merge.yaml`` + expert adapters, or a low-rank ``adapter.safetensors``."""
     return Path(str(resources.files("prom_reward").joinpath("assets").joinpath("pocket_judge")))
 
 
 def _adapter_hash(folder: Path) -> str:
-    return hashlib.sha256((folder / "adapter.safetensors").read_bytes()).hexdigest()[:16]
+    h = hashlib.sha256()
+    for f in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        h.update(str(f.relative_to(folder)).encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def merge_experts_onto(base: Path, folder: Path, out: Path) -> int:
+    """Run ``folder/merge.yaml`` (expert paths relative to ``folder``) onto ``base`` into ``out``;
+    returns the number of tensors written. Needs ``train_judge`` (installed with prom-reward)."""
+    import yaml
+
+    from train_judge.merge.config import config_from_dict
+    from train_judge.merge.engine import run_merge
+
+    spec = yaml.safe_load((folder / MERGE_FILE).read_text(encoding="utf-8")) or {}
+    if not isinstance(spec, dict):
+        raise ConfigError(f"{folder / MERGE_FILE}: expected a YAML mapping (method, models, ...)")
+    spec = {**spec, "base_model": str(base), "output": str(out)}
+    return run_merge(config_from_dict(spec, root=folder), overwrite=True).tensors
 
 
 def _complete(target: Path, digest: str) -> bool:
@@ -69,46 +95,47 @@ def apply_update(base: Path, adapter: Path) -> tuple[dict[str, Any], list[str]]:
     return weights, names
 
 
-def build_judge_folder(base: Path, adapter: Path, out: Path) -> Path:
-    """Write a plain Hugging Face folder: ``base`` plus ``adapter``'s update (tokenizer files copied).
+def build_judge_folder(base: Path, adapter: Path, out: Path, *, return_names: bool = False) -> Any:
+    """Write a plain Hugging Face folder: ``base`` plus ``adapter``'s low-rank update (tokenizer files
+    copied); returns ``out`` (or the updated module names with ``return_names``).
 
-    Used to evaluate a shipped adapter exactly as ``make setup`` will apply it.
+    Used to evaluate a shipped update exactly as ``make setup`` will apply it.
     """
     from safetensors.torch import save_file
 
-    weights, _ = apply_update(Path(base), Path(adapter))
+    weights, names = apply_update(Path(base), Path(adapter))
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     for f in Path(base).iterdir():
         if f.is_file() and f.name not in ("model.safetensors", MARKER):
             shutil.copy2(f, out / f.name)
     save_file(weights, str(out / "model.safetensors"), metadata={"format": "pt"})
-    return out
+    return names if return_names else out
 
 
 def ensure_pocket_judge(cache: Path | None = None) -> Path:
     """Return ``<cache>/pocket-judge``, building it from SmolLM2 and the shipped adapter if needed."""
     adapter = pocket_adapter_dir()
-    if not (adapter / "adapter.safetensors").is_file():
-        raise ConfigError(f"the pocket judge adapter is missing from {adapter}; reinstall prom-reward or rebuild "
-                          "it with `python -m train_judge.ship` (see train_judge/README.md)")
+    merged = (adapter / MERGE_FILE).is_file()
+    if not merged and not (adapter / UPDATE_FILE).is_file():
+        raise ConfigError(f"the pocket judge adapter is missing from {adapter} (expected {MERGE_FILE} with the "
+                          f"expert adapters, or {UPDATE_FILE}); reinstall prom-reward or rebuild it with "
+                          "`python -m train_judge.pocket_pipeline` (see train_judge/README.md)")
     root = Path(cache) if cache is not None else cache_dir()
     target = root / POCKET_NAME
     digest = _adapter_hash(adapter)
     if _complete(target, digest):
         return target
-    from safetensors.torch import save_file
-
     base = ensure_smollm2(root)
-    weights, names = apply_update(base, adapter)
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{POCKET_NAME}.tmp-", dir=root))
     try:
-        for f in base.iterdir():
-            if f.is_file() and f.name not in ("model.safetensors", MARKER):
-                shutil.copy2(f, tmp / f.name)
-        save_file(weights, str(tmp / "model.safetensors"), metadata={"format": "pt"})
-        (tmp / MARKER).write_text(json.dumps({"format": _FORMAT, "adapter": digest, "modules": len(names)}),
+        if merged:
+            count = merge_experts_onto(base, adapter, tmp)
+        else:
+            count = len(build_judge_folder(base, adapter, tmp, return_names=True))
+        (tmp / MARKER).write_text(json.dumps({"format": _FORMAT, "adapter": digest, "tensors": count,
+                                              "form": "merge" if merged else "low-rank update"}),
                                   encoding="utf-8")
         _make_readable(tmp)  # mkdtemp makes it private; the cache may be shared
         if target.exists():

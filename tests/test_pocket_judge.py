@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from safetensors.torch import load_file
 
-from prom_reward.pocket_judge import build_judge_folder, ensure_pocket_judge, pocket_adapter_dir
+from prom_reward.pocket_judge import ensure_pocket_judge, merge_experts_onto, pocket_adapter_dir
 from prom_reward.presets import get_preset, resolve_model_path
 
 
@@ -20,25 +21,32 @@ def pocket_dir(smollm2_dir: Path) -> Path:
     return ensure_pocket_judge()
 
 
-def test_the_adapter_ships_with_its_provenance() -> None:
-    meta = json.loads((pocket_adapter_dir() / "adapter.json").read_text())
-    assert meta["base_model"] == "local:smollm2" and meta["rank"] == 16 and meta["modules"] == 210
-    assert meta["min_energy_kept"] == 1.0  # a rank-16 LoRA shipped at rank 16: exact up to bf16
-    assert "pocket_absolute_gpu.yaml" in meta["recipe"]
+def test_the_judge_ships_as_experts_plus_merge_config() -> None:
+    folder = pocket_adapter_dir()
+    spec = yaml.safe_load((folder / "merge.yaml").read_text())
+    assert spec["method"] == "dare_linear" and spec["parameters"] == {"density": 0.7} and spec["seed"] == 0
+    assert [m["path"] for m in spec["models"]] == ["absolute", "relative"]
+    for e in ("absolute", "relative"):
+        cfg = json.loads((folder / e / "adapter_config.json").read_text())
+        assert cfg["r"] == 16 and cfg["lora_alpha"] == 32
+        assert len(load_file(str(folder / e / "adapter_model.safetensors"))) == 2 * 7 * 30  # A, B x 7 x 30 layers
+    meta = json.loads((folder / "judge.json").read_text())
+    assert "pocket_absolute_gpu.yaml" in meta["experts"]["absolute"]
 
 
-def test_setup_folder_is_base_plus_update(pocket_dir: Path, smollm2_dir: Path, tmp_path: Path) -> None:
+def test_setup_folder_is_the_merge(pocket_dir: Path, smollm2_dir: Path, tmp_path: Path) -> None:
     assert resolve_model_path("local:pocket-judge") == str(pocket_dir)
+    marker = json.loads((pocket_dir / ".prom_reward_complete.json").read_text())
+    assert marker["form"] == "merge" and marker["tensors"] == 272
     base = load_file(str(smollm2_dir / "model.safetensors"))
     tuned = load_file(str(pocket_dir / "model.safetensors"))
-    update = load_file(str(pocket_adapter_dir() / "adapter.safetensors"))
     q = "model.layers.0.self_attn.q_proj.weight"
-    want = base[q].float() + update[q + ".lora_B"].float() @ update[q + ".lora_A"].float()
-    assert torch.allclose(tuned[q].float(), want.to(torch.bfloat16).float())
-    assert not torch.equal(tuned[q], base[q])
-    assert torch.equal(tuned["model.embed_tokens.weight"], base["model.embed_tokens.weight"])  # not adapted
-    again = build_judge_folder(smollm2_dir, pocket_adapter_dir(), tmp_path / "again")
-    assert torch.equal(load_file(str(again / "model.safetensors"))[q], tuned[q])
+    assert not torch.equal(tuned[q].to(base[q].dtype), base[q])
+    assert torch.equal(tuned["model.embed_tokens.weight"].to(torch.bfloat16), base["model.embed_tokens.weight"])
+    # DARE is seeded: merging again gives the same bytes (the evaluated judge is the shipped one)
+    again = tmp_path / "again"
+    assert merge_experts_onto(smollm2_dir, pocket_adapter_dir(), again) == 272
+    assert (again / "model.safetensors").read_bytes() == (pocket_dir / "model.safetensors").read_bytes()
 
 
 def test_preset_does_not_force_verdicts() -> None:

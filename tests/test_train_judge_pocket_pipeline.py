@@ -12,7 +12,9 @@ import yaml
 
 from prom_reward.errors import ConfigError
 from train_judge.config import load_config
-from train_judge.pocket_pipeline import CANDIDATES, CONFIGS, main, pick_judge
+import torch
+
+from train_judge.pocket_pipeline import CANDIDATES, CONFIGS, main, pick_judge, ship_judge
 from train_judge.sft import RUN_FILE
 
 
@@ -49,10 +51,25 @@ def test_pipeline_trains_merges_evaluates_and_ships(tiny_model_dir: Path, shared
         assert res["name"] == name and res["backend"] == "transformers" and res["num_samples"] == 2
         assert res["n_dev"] == 4 and len(res["absolute"]["scores"]) == 4
         assert res["n_pairs"] == 2 and len(res["pairwise"]["predictions"]) == 2
-    meta = json.loads((out / "shipped" / "adapter.json").read_text())
-    assert meta["judge"] == "merged-linear" and meta["rank"] == 4 and meta["source"] == "checkpoint"
-    # r=4 LoRA on 3 modules per layer: the linear merge of two experts has rank <= 8, so rank 4 keeps part
-    assert 0 < meta["min_energy_kept"] <= 1 and meta["modules"] > 0
+    # a merge ships as the two expert adapters plus merge.yaml, rebuilt exactly as `make setup` does
+    meta = json.loads((out / "shipped" / "judge.json").read_text())
+    assert meta["judge"] == "merged-linear" and meta["form"] == "merge" and meta["method"] == "linear"
+    assert yaml.safe_load((out / "shipped" / "merge.yaml").read_text())["models"][0] == {"path": "absolute",
+                                                                                      "weight": 0.5}
+    from safetensors.torch import load_file
+
+    for e in ("absolute", "relative"):
+        shipped = load_file(str(out / "shipped" / e / "adapter_model.safetensors"))
+        trained = load_file(str(out / e / "adapter_model.safetensors"))
+        assert set(shipped) == set(trained) and all(v.dtype == torch.bfloat16 for v in shipped.values())
+    rebuilt = load_file(str(out / "shipped-model" / "model.safetensors"))
+    evaluated = load_file(str(out / "merged-linear" / "model.safetensors"))
+    q = "model.layers.0.self_attn.q_proj.weight"
+    assert torch.allclose(rebuilt[q].float(), evaluated[q].float(), atol=1e-3)  # bf16 adapters vs fp32
+    # an expert ships as its low-rank update
+    lowrank = ship_judge(out, "absolute", tmp_path / "ship-abs", rank=4, base=str(tiny_model_dir))
+    assert lowrank["judge"] == "absolute" and lowrank["rank"] == 4 and lowrank["min_energy_kept"] > 0.999
+    assert (tmp_path / "ship-abs" / "adapter.safetensors").is_file()
     summary = json.loads((out / "summary.json").read_text())
     assert summary["chosen"] == "merged-linear" and "| shipped |" in summary["table"]
     assert "| merged-dare_linear |" in printed and "shipped: merged-linear" in printed
@@ -63,21 +80,24 @@ def test_pipeline_trains_merges_evaluates_and_ships(tiny_model_dir: Path, shared
     assert {p: p.stat().st_mtime_ns for p in watched} == stamps
 
 
+def _r(pearson: float, abs_fail: float, acc: float, pair_fail: float) -> dict:
+    return {"absolute": {"pearson": pearson, "parse_failure_rate": abs_fail},
+            "pairwise": {"acc_wo_tie": acc, "parse_failure_rate": pair_fail}}
+
+
 @pytest.mark.parametrize("results,limit,expected", [
-    ({"a": {"absolute": {"pearson": 0.1, "parse_failure_rate": 0.0}},
-      "b": {"absolute": {"pearson": 0.3, "parse_failure_rate": 0.2}}}, 0.25, "b"),
-    ({"a": {"absolute": {"pearson": 0.1, "parse_failure_rate": 0.0}},
-      "b": {"absolute": {"pearson": 0.3, "parse_failure_rate": 0.3}}}, 0.25, "a"),
-    ({"a": {"absolute": {"pearson": float("nan"), "parse_failure_rate": 0.0}},
-      "b": {"absolute": {"pearson": -0.2, "parse_failure_rate": 0.1}}}, 0.25, "b"),
+    ({"a": _r(0.1, 0.0, 0.5, 0.1), "b": _r(0.3, 0.2, 0.4, 0.2)}, 0.25, "b"),            # best sum
+    ({"a": _r(0.1, 0.0, 0.5, 0.1), "b": _r(0.3, 0.3, 0.6, 0.0)}, 0.25, "a"),            # b fails absolute
+    ({"a": _r(0.9, 0.0, 0.0, 0.99), "b": _r(0.2, 0.1, 0.3, 0.2)}, 0.25, "b"),           # a cannot rank pairs
+    ({"a": _r(float("nan"), 0.0, 0.5, 0.0), "b": _r(-0.2, 0.1, 0.5, 0.1)}, 0.25, "b"),  # NaN never wins
 ])
 def test_pick_judge(results: dict, limit: float, expected: str) -> None:
     assert pick_judge(results, limit) == expected
 
 
 def test_pick_judge_names_the_rates_when_none_qualifies() -> None:
-    with pytest.raises(ConfigError, match=r"parse-failure rates .*'a': 0.9"):
-        pick_judge({"a": {"absolute": {"pearson": 0.5, "parse_failure_rate": 0.9}}, "b": {}}, 0.25)
+    with pytest.raises(ConfigError, match=r"parse-failure rates .*'a': \(0.9, 0.1\)"):
+        pick_judge({"a": _r(0.5, 0.9, 0.5, 0.1), "b": {}}, 0.25)
 
 
 @pytest.mark.parametrize("name,task", [("pocket_absolute_gpu.yaml", "absolute"),

@@ -8,10 +8,13 @@ Stages, each skipped when its output is already complete (an interrupted run pic
    DARE-linear (0.5 / 0.5, density 0.7, seed 0) into ``OUT/merged-dare_linear``, saved in float32.
 4. ``evaluate``: base, absolute, relative, merged-linear, merged-dare_linear with ``train_judge.evaluate``
    (paper sampling) into ``OUT/eval_<name>.json``; ``OUT/table.md`` holds the table.
-5. ``ship``: the chosen judge (``--ship auto``: the best absolute Pearson among the trained judges whose
-   absolute parse-failure rate is at most ``--max-parse-failure``; or a name) compressed to a rank
-   ``--ship-rank`` bf16 update in ``OUT/shipped``, applied to the base exactly as ``make setup`` does and
-   evaluated again as ``shipped`` (so the table shows what the shrinking cost).
+5. ``ship``: the chosen judge (``--ship auto``: among the judges whose absolute and pairwise
+   parse-failure rates are both at most ``--max-parse-failure``, the best absolute Pearson + pairwise
+   accuracy without ties; or a name) in the form
+   ``prom_reward/assets/pocket_judge/`` takes, in ``OUT/shipped``: for a merge, the two expert adapters
+   (bf16) plus ``merge.yaml`` (a DARE merge is full-rank: no low-rank form would be the same model); for
+   an expert, its update as a rank ``--ship-rank`` bf16 low-rank file. That folder is then rebuilt onto
+   the base exactly as ``make setup`` does and evaluated again as ``shipped``.
 
 Shell (the run behind the shipped pocket judge, one GPU without vLLM)::
 
@@ -22,9 +25,10 @@ On CPU, a subset: ``--absolute-config train_judge/configs/pocket_absolute.yaml -
 train_judge/configs/pocket_relative.yaml --max-tokens 256 --pairs 40`` (the CPU configs hold the subsets).
 
 Example (the choice rule alone):
-    >>> pick_judge({"absolute": {"absolute": {"pearson": 0.2, "parse_failure_rate": 0.1}},
-    ...             "merged-linear": {"absolute": {"pearson": 0.4, "parse_failure_rate": 0.6}}}, 0.25)
-    'absolute'
+    >>> good = {"parse_failure_rate": 0.1}
+    >>> pick_judge({"absolute": {"absolute": {"pearson": 0.4, **good}, "pairwise": {"acc_wo_tie": 0.0, "parse_failure_rate": 0.99}},
+    ...             "merged-linear": {"absolute": {"pearson": 0.2, **good}, "pairwise": {"acc_wo_tie": 0.3, **good}}}, 0.25)
+    'merged-linear'
 """
 
 from __future__ import annotations
@@ -48,19 +52,23 @@ CANDIDATES = ("absolute", "relative", "merged-linear", "merged-dare_linear")
 
 
 def pick_judge(results: Mapping[str, Mapping[str, Any]], max_parse_failure: float) -> str:
-    """The candidate with the best absolute Pearson whose absolute parse-failure rate is at most
-    ``max_parse_failure``; ConfigError when none qualifies."""
+    """The judge to ship: it must do both of the library's tasks, i.e. its absolute *and* pairwise
+    parse-failure rates are at most ``max_parse_failure``; among those, the best sum of absolute Pearson
+    and pairwise accuracy without ties. ConfigError (listing every rate) when none qualifies."""
     ok = {}
     for name, r in results.items():
-        a = r.get("absolute") or {}
-        pearson = a.get("pearson")
-        if (pearson is not None and not math.isnan(pearson)
-                and a.get("parse_failure_rate", 1.0) <= max_parse_failure):
-            ok[name] = pearson
+        a, p = r.get("absolute") or {}, r.get("pairwise") or {}
+        pearson, acc = a.get("pearson"), p.get("acc_wo_tie")
+        if (pearson is not None and acc is not None and not math.isnan(pearson) and not math.isnan(acc)
+                and a.get("parse_failure_rate", 1.0) <= max_parse_failure
+                and p.get("parse_failure_rate", 1.0) <= max_parse_failure):
+            ok[name] = pearson + acc
     if not ok:
-        rates = {n: (r.get("absolute") or {}).get("parse_failure_rate") for n, r in results.items()}
-        raise ConfigError(f"no judge writes a parseable absolute verdict often enough (parse-failure rates "
-                          f"{rates}, allowed <= {max_parse_failure}); train longer or pass --ship NAME")
+        rates = {n: ((r.get("absolute") or {}).get("parse_failure_rate"),
+                     (r.get("pairwise") or {}).get("parse_failure_rate")) for n, r in results.items()}
+        raise ConfigError(f"no judge writes parseable absolute and pairwise verdicts often enough (absolute, "
+                          f"pairwise parse-failure rates {rates}, allowed <= {max_parse_failure}); train longer "
+                          "or pass --ship NAME")
     return max(ok, key=lambda n: ok[n])
 
 
@@ -100,11 +108,42 @@ def merge_experts(out: Path, base: str) -> dict[str, Path]:
     return made
 
 
+def ship_judge(out: Path, chosen: str, dst: Path, *, rank: int, base: str) -> dict[str, Any]:
+    """Write ``chosen`` into ``dst`` in the shipped form (see stage 5); returns its ``judge.json``."""
+    import shutil
+
+    import yaml
+    from safetensors.torch import load_file, save_file
+
+    from prom_reward.pocket_judge import MERGE_FILE
+
+    from .ship import ship
+
+    if dst.exists():
+        shutil.rmtree(dst)
+    dst.mkdir(parents=True)
+    if chosen in EXPERTS:
+        meta = ship(out / chosen, dst, rank=rank, base=base)
+    else:
+        method = chosen.removeprefix("merged-")
+        for e in EXPERTS:
+            (dst / e).mkdir()
+            shutil.copy2(out / e / "adapter_config.json", dst / e / "adapter_config.json")
+            weights = load_file(str(out / e / "adapter_model.safetensors"))
+            save_file({k: v.bfloat16() for k, v in weights.items()}, str(dst / e / "adapter_model.safetensors"))
+        spec = {"method": method, "models": [{"path": e, "weight": 0.5} for e in EXPERTS],
+                "parameters": dict(MERGES[method]), "seed": 0, "dtype": "float32"}
+        (dst / MERGE_FILE).write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
+        meta = {"form": "merge", **spec}
+    meta["judge"] = chosen
+    (dst / "judge.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+    return meta
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from prom_reward.presets import resolve_model_path
 
     from . import evaluate as ev
-    from .ship import ship
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -144,13 +183,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                                               args.max_parse_failure)
     if chosen not in CANDIDATES:
         raise ConfigError(f"--ship: expected auto or one of {', '.join(CANDIDATES)}, got {chosen!r}")
-    meta = ship(out / chosen, out / "shipped", rank=args.ship_rank, base=base)
-    meta["judge"] = chosen
-    (out / "shipped" / "adapter.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+    meta = ship_judge(out, chosen, out / "shipped", rank=args.ship_rank, base=base)
     if not (out / "eval_shipped.json").is_file():
-        from prom_reward.pocket_judge import build_judge_folder
+        from prom_reward.pocket_judge import MERGE_FILE, build_judge_folder, merge_experts_onto
 
-        build_judge_folder(Path(base), out / "shipped", out / "shipped-model")
+        if (out / "shipped" / MERGE_FILE).is_file():
+            merge_experts_onto(Path(base), out / "shipped", out / "shipped-model")
+        else:
+            build_judge_folder(Path(base), out / "shipped", out / "shipped-model")
     results["shipped"] = evaluate("shipped", str(out / "shipped-model"))
     order = ["base", *CANDIDATES, "shipped"]
     table = ev.results_table([results[n] for n in order])
@@ -181,7 +221,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--ship", default="auto", help=f"auto or one of {', '.join(CANDIDATES)}")
     ap.add_argument("--ship-rank", type=int, default=16, help="rank of the shipped bf16 update")
     ap.add_argument("--max-parse-failure", type=float, default=0.25,
-                    help="--ship auto: the most absolute parse failures a shipped judge may have")
+                    help="--ship auto: the most absolute (and pairwise) parse failures a shipped judge may have")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     try:
