@@ -10,9 +10,10 @@ anything the user passes merges over it key by key.
   ``[INST] {system}\\n{prompt} [/INST]`` string.
 - ``smollm2-135m-instruct``: the small local model ``make setup`` converts; it knows
   nothing of the Prometheus format (a base to fine-tune), so verdicts are forced.
-- ``pocket-judge``: SmolLM2-135M-Instruct fine-tuned on the pocket Feedback Collection with
-  ``train_judge`` (the shipped update, applied by ``make setup``): it writes
-  ``Feedback: ... [RESULT] k`` itself, so nothing is forced. The default judge of ``make demo``.
+- ``pocket-judge``: SmolLM2-135M-Instruct trained with ``train_judge`` (absolute and relative
+  LoRA experts on the pocket collections, DARE-linear merged by ``make setup``): it writes
+  ``Feedback: ... [RESULT] k`` and ``[RESULT] A|B`` itself, so nothing is forced. A weak judge
+  (135M parameters); the default of ``make demo``.
 
 Example:
     >>> get_preset("prometheus-7b-v2.0").model
