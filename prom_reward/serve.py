@@ -251,7 +251,10 @@ def cmd_serve(args: Any) -> int:
     def on_signal(signum: int, frame: Any) -> None:
         stop["now"] = True
 
-    previous = signal.signal(signal.SIGTERM, on_signal)
+    # Ctrl-C and SIGTERM both stop the servers. SIGINT gets an explicit handler: a process started in
+    # the background by a non-interactive shell inherits SIGINT *ignored*, and then Ctrl-C (or a
+    # supervisor's SIGINT) would never reach the default KeyboardInterrupt.
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         urls = servers.start()
         print("judge servers ready: " + " ".join(urls), flush=True)
@@ -265,6 +268,7 @@ def cmd_serve(args: Any) -> int:
         pass
     finally:
         servers.stop()
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         print("judge servers stopped", flush=True)
     return 0

@@ -74,9 +74,12 @@ def test_dead_server_fails_fast_with_its_log(tmp_path):
 def test_cli_serve_runs_until_interrupted(tiny_model_dir, tmp_path):
     port = free_port()
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1")
+    # started as a background job of a non-interactive shell is: SIGINT inherited *ignored*; Ctrl-C
+    # (SIGINT) must still stop it (seen in a CI run launched that way: it hung until killed)
     proc = subprocess.Popen([sys.executable, "-m", "prom_reward.cli", "serve", "--model", str(tiny_model_dir),
                              "--port", str(port), "--max-model-len", "2048", "--enforce-eager",
-                             "--log-dir", str(tmp_path)], stdout=subprocess.PIPE, text=True, env=env)
+                             "--log-dir", str(tmp_path)], stdout=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
         deadline = time.monotonic() + 600
         line = ""
