@@ -9,7 +9,7 @@ PYTEST_ARGS ?= -q --timeout=1200
 export VLLM_CPU_KVCACHE_SPACE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-SETUP_INPUTS := requirements/constraints.txt requirements/cpu.txt scripts/setup_env.sh pyproject.toml
+SETUP_INPUTS := requirements/constraints.txt requirements/cpu.txt requirements/frameworks.txt scripts/setup_env.sh pyproject.toml
 SETUP_HASH := $(shell cat $(SETUP_INPUTS) 2>/dev/null | $(PYTHON) -c \
 	"import hashlib,sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest()[:12])")
 STAMP := $(VENV)/.stamp-$(SETUP_HASH)

@@ -33,7 +33,7 @@ from .conversation import completion_text, prompt_text
 from .errors import ConfigError, InputError, PromRewardError
 from .judge_holder import JudgeHolder
 from .reward_config import RewardConfig
-from .reward_modes import MODE_FUNCTIONS, RewardItem
+from .reward_modes import MODE_FUNCTIONS, ModeOutput, RewardItem
 from .rubrics import Rubric, get_rubric
 from .sanitize import neutralize
 
@@ -112,15 +112,20 @@ class PrometheusReward(JudgeHolder):
             ))
         return items
 
-    def compute(self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None,
-                **kwargs: Any) -> list[float | None]:
-        """Rewards for a batch (what ``__call__`` does); logs through TRL's callbacks when given."""
-        log_metric: Callable[[str, float], None] | None = kwargs.get("log_metric")
-        log_extra: Callable[[str, list], None] | None = kwargs.get("log_extra")
-        columns = {k: v for k, v in kwargs.items() if k not in _TRL_KWARGS}
-        if not prompts:
-            return []
-        items = self._items(prompts, completions, columns)
+    def judge_batch(self, prompts: Sequence[Any], completions: Sequence[Any], **columns: Any) -> ModeOutput:
+        """Rewards with their feedback and the batch's metrics (what integrations need per item).
+
+        ``rewards[i]`` is None where the judge failed; ``metrics`` are this call's counters.
+
+        >>> from prom_reward import PrometheusJudge
+        >>> r = PrometheusReward(PrometheusJudge(backend="scripted", outputs=["Fine. [RESULT] 4"]))
+        >>> out = r.judge_batch(["Say hi."], ["hi"])
+        >>> out.rewards, out.feedback, out.metrics["parse_failure_rate"]
+        ([4.0], ['Fine.'], 0.0)
+        """
+        return self._run_mode(self._items(prompts, completions, columns)) if prompts else ModeOutput([], [])
+
+    def _run_mode(self, items: list[RewardItem]) -> ModeOutput:
         judge = self.judge
         before = (judge.stats.completion_tokens, judge.stats.prompt_tokens, judge.stats.neutralized)
         cascade = getattr(judge, "cascade_stats", None)
@@ -134,7 +139,21 @@ class PrometheusReward(JudgeHolder):
         metrics["markers_neutralized"] = float(judge.stats.neutralized - before[2])
         if cascade is not None and cascade_before is not None:
             metrics.update(_cascade_metrics(cascade_before, cascade))
+        out.metrics = metrics
         self.last_metrics = metrics
+        return out
+
+    def compute(self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None,
+                **kwargs: Any) -> list[float | None]:
+        """Rewards for a batch (what ``__call__`` does); logs through TRL's callbacks when given."""
+        log_metric: Callable[[str, float], None] | None = kwargs.get("log_metric")
+        log_extra: Callable[[str, list], None] | None = kwargs.get("log_extra")
+        columns = {k: v for k, v in kwargs.items() if k not in _TRL_KWARGS}
+        if not prompts:
+            return []
+        items = self._items(prompts, completions, columns)
+        out = self._run_mode(items)
+        metrics = out.metrics
         name = self.config.name
         if log_metric is not None:
             for key, value in metrics.items():

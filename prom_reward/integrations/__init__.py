@@ -1,0 +1,13 @@
+"""Integrations with RLHF frameworks (OpenRLHF, verl): each module here may import its framework's
+conventions; the judging core (``prom_reward.*`` outside this package) never imports them.
+
+- ``batched_reward``: ``BatchedReward`` (concurrent single-sample callers -> one judge call),
+  ``JudgeJob``, ``JobResult``, ``FailurePolicy``.
+- ``openrlhf_server``: the HTTP reward server for OpenRLHF's ``--reward.remote_url http://...``.
+- ``openrlhf_func``: ``reward_func`` for OpenRLHF's ``--reward.remote_url path/to/file.py``.
+- ``verl``: ``compute_score`` for verl's ``reward.custom_reward_function``.
+"""
+
+from .batched_reward import BatchedReward, FailurePolicy, JobResult, JudgeJob
+
+__all__ = ["BatchedReward", "FailurePolicy", "JobResult", "JudgeJob"]

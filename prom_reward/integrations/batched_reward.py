@@ -1,0 +1,279 @@
+"""``BatchedReward``: one ``PrometheusReward`` shared by many concurrent single-sample callers.
+
+The RLHF frameworks ask for rewards one sample at a time (OpenRLHF: one HTTP request or one
+``reward_func`` call per sample; verl: one ``compute_score`` per sample, awaited
+concurrently). ``BatchedReward`` queues those samples in a ``MicroBatcher`` so they reach the
+judge as one batched call, and hands each caller a ``JobResult``: the reward (``None`` when
+the judge failed), a failure flag and reason, the feedback, and the batch's metrics under a
+fixed set of keys (``extra_log_keys``), so every sample carries the same log keys whether
+its judgment failed or not (OpenRLHF and verl stack per-sample logs by key).
+
+A failed judgment is never given a number here: callers that need one (OpenRLHF's tensors,
+verl's ``rm_scores``) apply an explicit ``FailurePolicy``.
+
+Example:
+    >>> from prom_reward import PrometheusJudge
+    >>> from prom_reward.reward import PrometheusReward
+    >>> judge = PrometheusJudge(backend="scripted", outputs=["Good. [RESULT] 4"])
+    >>> br = BatchedReward(PrometheusReward(judge))
+    >>> r = br.score([JudgeJob(prompt="Say hi.", response="hi")])[0]
+    >>> r.reward, r.failed, r.extra_logs()["judge_failed"]
+    (4.0, False, 0.0)
+    >>> br.close()
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Hashable, Sequence
+
+from ..batching import MicroBatcher
+from ..errors import ConfigError, InputError
+from ..reward_config import normalize_value
+
+# Batch metrics each mode always reports (NaN-able ones such as swap_agreement are left out:
+# a per-sample log key must exist, with a number, for every sample).
+_MODE_KEYS = {
+    "absolute": ("parse_failure_rate", "abstain_rate", "forced_rate"),
+    "pairwise_reference": ("parse_failure_rate", "abstain_rate", "tie_rate", "win_rate"),
+    "pairwise_group": ("parse_failure_rate", "abstain_rate", "tie_rate", "judged_pairs", "degenerate_groups"),
+}
+_CALL_KEYS = ("judge_seconds", "judge_completion_tokens", "judge_prompt_tokens")
+_CASCADE_KEYS = ("cascade_routed_fraction", "cascade_fallback_calls")
+
+
+@dataclass(frozen=True)
+class JudgeJob:
+    """One sample to reward."""
+
+    prompt: Any
+    """The prompt as the trainer has it (a string or a message list); samples with the same
+    prompt are one group for ``pairwise_group``."""
+    response: str
+    """The policy's response (decoded text)."""
+    reference_answer: str | None = None
+    """Reference answer for this sample (None: the reward's default)."""
+    rubric: Any = None
+    """Rubric for this sample (None: the reward's default)."""
+    instruction: str | None = None
+    """Text to show the judge as the instruction instead of ``prompt``."""
+
+
+@dataclass
+class JobResult:
+    """The judge's answer for one ``JudgeJob``."""
+
+    reward: float | None
+    """The reward, or None where the judge failed (see ``reason``)."""
+    failed: bool
+    reason: str | None
+    """Why the judgment failed (None when it did not)."""
+    feedback: str | None
+    batch_size: int
+    """Samples in the judge call this one was part of."""
+    queue_seconds: float
+    """Time this sample waited for its batch."""
+    metrics: dict[str, float] = field(default_factory=dict)
+    """The batch's metrics under the fixed keys of ``BatchedReward.extra_log_keys`` (minus the per-sample ones)."""
+
+    def extra_logs(self) -> dict[str, float]:
+        """Per-sample log values, always the same keys: ``judge_failed``, ``judge_batch_size``, the batch metrics."""
+        out = {"judge_failed": float(self.failed), "judge_batch_size": float(self.batch_size),
+               "judge_queue_seconds": self.queue_seconds}
+        out.update(self.metrics)
+        return out
+
+
+class FailurePolicy:
+    """What number a failed judgment becomes where a framework cannot take ``None``.
+
+    ``value``: a number, or ``"min"`` (the lowest reward of the configured scale: 1 raw,
+    0 with ``normalize="unit"``, -1 with ``"symmetric"``, -1 for ``pairwise_reference`` sign
+    rewards, 0 for probabilities and win rates). There is deliberately no default: the caller
+    must choose, and every use is counted and flagged per sample.
+
+    >>> from prom_reward.reward_config import RewardConfig
+    >>> FailurePolicy("min").value_for(RewardConfig(normalize="symmetric"))
+    -1.0
+    >>> FailurePolicy("0.25").value_for(RewardConfig())
+    0.25
+    """
+
+    def __init__(self, value: Any) -> None:
+        if value is None or value == "":
+            raise ConfigError(
+                "failure reward: not set. When the judge gives no verdict for a sample, the trainer still needs a "
+                "number, and prom-reward will not pick one silently: choose a number (e.g. 0.0) or 'min' (the lowest "
+                "reward of the configured scale). The sample is flagged judge_failed=1 and counted either way.")
+        if isinstance(value, str) and value.strip().lower() == "min":
+            self.value: float | str = "min"
+            return
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"failure reward: expected a number or 'min', got {value!r}") from None
+        if not math.isfinite(number):
+            raise ConfigError(f"failure reward: expected a finite number or 'min', got {value!r}")
+        self.value = number
+
+    def value_for(self, config: Any) -> float:
+        """The number for a failed sample under ``config`` (a ``RewardConfig``)."""
+        if self.value != "min":
+            return float(self.value)  # type: ignore[arg-type]
+        if config.mode == "absolute":
+            return float(normalize_value(1.0, "grade", config.normalize))  # type: ignore[arg-type]
+        if config.mode == "pairwise_reference":
+            kind = "sign" if config.pairwise_reward == "sign" else "probability"
+            return float(normalize_value(-1.0 if kind == "sign" else 0.0, kind, config.normalize))  # type: ignore[arg-type]
+        if config.group_reward == "bradley_terry":
+            raise ConfigError("failure reward 'min': Bradley-Terry scores are unbounded and have no lowest value; "
+                              "give a number instead")
+        return float(normalize_value(0.0, "probability", config.normalize))  # type: ignore[arg-type]
+
+    def __repr__(self) -> str:
+        return f"FailurePolicy({self.value!r})"
+
+
+class BatchedReward:
+    """Micro-batch concurrent reward requests into single calls of ``reward.judge_batch``.
+
+    Args:
+        reward: a ``PrometheusReward`` (its config decides mode, rubric, normalisation).
+        max_wait_s: how long a sample waits for others before its batch goes to the judge.
+        max_batch_size: samples per judge call at most.
+        group_size: ``pairwise_group`` only: samples per prompt to wait for (OpenRLHF's
+            ``n_samples_per_prompt``, verl's ``rollout.n``); a group still short after
+            ``group_wait_s`` is judged with what arrived, and a sample left alone in its group
+            fails (there is nothing to compare it with).
+        group_wait_s: see ``group_size``.
+    """
+
+    def __init__(self, reward: Any, *, max_wait_s: float = 0.02, max_batch_size: int = 256,
+                 group_size: int | None = None, group_wait_s: float = 60.0) -> None:
+        self.reward = reward
+        mode = reward.config.mode
+        if mode == "pairwise_group" and group_size is None:
+            raise ConfigError("group_size: mode pairwise_group compares the samples of one prompt with each other, and "
+                              "the trainer sends them one at a time: give group_size = samples per prompt "
+                              "(OpenRLHF --rollout.n_samples_per_prompt, verl actor_rollout_ref.rollout.n)")
+        if mode == "pairwise_group" and group_size is not None and group_size < 2:
+            raise ConfigError(f"group_size: pairwise_group needs at least 2 samples per prompt, got {group_size}")
+        self.group_size = group_size if mode == "pairwise_group" else None
+        cascade = _is_cascade(reward)
+        self.extra_log_keys: tuple[str, ...] = (
+            ("judge_failed", "judge_batch_size", "judge_queue_seconds") + _MODE_KEYS[mode] + _CALL_KEYS
+            + (_CASCADE_KEYS if cascade else ()))
+        """The per-sample log keys every result carries, in order."""
+        self.failures = 0
+        """Samples whose judgment failed so far."""
+        self.scored = 0
+        """Samples answered so far (failed ones included)."""
+        self._batcher: MicroBatcher = MicroBatcher(self._judge, max_wait_s=max_wait_s,
+                                                   max_batch_size=max_batch_size, group_size=self.group_size,
+                                                   group_wait_s=group_wait_s, name="judge")
+
+    @property
+    def stats(self) -> Any:
+        """The batcher's counters (``BatcherStats``: batches, batch sizes, cancelled, expired ...)."""
+        return self._batcher.stats
+
+    def validate(self, jobs: Sequence[JudgeJob]) -> None:
+        """Raise ``InputError`` (naming the sample) for a job the reward cannot take, before queueing it."""
+        for i, job in enumerate(jobs):
+            if not isinstance(job.response, str):
+                raise InputError(f"sample {i}: response: expected a string, got {type(job.response).__name__}",
+                                 index=i, field="response")
+            try:
+                self.reward._items([job.prompt], [job.response], self._columns([job]))
+            except InputError as e:
+                raise InputError(f"sample {i}: {e}", index=i, field=e.field) from e
+
+    def score(self, jobs: Sequence[JudgeJob], *, timeout: float | None = None) -> list[JobResult]:
+        """Judge ``jobs`` (blocking; for worker threads), batched with concurrent callers."""
+        self.validate(jobs)
+        now = time.monotonic()
+        return self._count(self._batcher.run([(j, now) for j in jobs], timeout=timeout, group=self._group(jobs)))
+
+    async def ascore(self, jobs: Sequence[JudgeJob], *, timeout: float | None = None) -> list[JobResult]:
+        """Awaitable ``score``; a cancelled caller's samples are dropped if their batch has not started."""
+        self.validate(jobs)
+        now = time.monotonic()
+        return self._count(await self._batcher.arun([(j, now) for j in jobs], timeout=timeout,
+                                                    group=self._group(jobs)))
+
+    def close(self) -> None:
+        """Stop the batcher (queued samples are still judged)."""
+        self._batcher.close()
+
+    # -- internals --------------------------------------------------------------------
+    def _count(self, results: list[JobResult]) -> list[JobResult]:
+        self.scored += len(results)
+        self.failures += sum(r.failed for r in results)
+        return results
+
+    def _group(self, jobs: Sequence[JudgeJob]) -> Hashable | None:
+        if self.group_size is None or not jobs:
+            return None
+        keys = {_prompt_key(j.prompt) for j in jobs}
+        return keys.pop() if len(keys) == 1 else None  # a request with several prompts goes as it is
+
+    def _columns(self, jobs: Sequence[JudgeJob]) -> dict[str, list[Any]]:
+        cfg = self.reward.config
+        columns: dict[str, list[Any]] = {}
+        for name, attr in ((cfg.reference_column, "reference_answer"), (cfg.rubric_column, "rubric"),
+                           (cfg.instruction_column, "instruction")):
+            values = [getattr(j, attr) for j in jobs]
+            if any(v is not None for v in values):
+                columns[name] = values
+        return columns
+
+    def _judge(self, queued: list[tuple[JudgeJob, float]]) -> list[JobResult]:
+        start = time.monotonic()
+        jobs = [j for j, _ in queued]
+        queue = [max(start - t, 0.0) for _, t in queued]
+        n = len(jobs)
+        alone: set[int] = set()
+        if self.group_size is not None:
+            members: dict[Hashable, list[int]] = {}
+            for i, j in enumerate(jobs):
+                members.setdefault(_prompt_key(j.prompt), []).append(i)
+            alone = {idx[0] for idx in members.values() if len(idx) == 1}
+        todo = [i for i in range(n) if i not in alone]
+        sub = [jobs[i] for i in todo]
+        out = self.reward.judge_batch([j.prompt for j in sub], [j.response for j in sub], **self._columns(sub)) \
+            if sub else None
+        failed = len(alone) + (sum(r is None for r in out.rewards) if out is not None else 0)
+        metrics = self._stable_metrics(out.metrics if out is not None else {})
+        metrics["abstain_rate"] = failed / n
+        results: list[JobResult | None] = [None] * n
+        for i in alone:
+            results[i] = JobResult(None, True, f"pairwise_group: only 1 of the {self.group_size} samples of this prompt "
+                                   "arrived within group_wait_s, so there was nothing to compare it with",
+                                   None, n, queue[i], dict(metrics))
+        if out is not None:
+            for pos, i in enumerate(todo):
+                r = out.rewards[pos]
+                results[i] = JobResult(r, r is None, None if r is not None else
+                                       "the judge gave no parseable verdict after its retries",
+                                       out.feedback[pos], n, queue[i], dict(metrics))
+        return results  # type: ignore[return-value]
+
+    def _stable_metrics(self, metrics: dict[str, float]) -> dict[str, float]:
+        # A key a batch lacks (no judge call: every sample of it was alone in its group) reads 0.
+        return {k: float(metrics.get(k, 0.0)) for k in self.extra_log_keys[3:]}
+
+
+def _prompt_key(prompt: Any) -> Hashable:
+    if isinstance(prompt, str):
+        return prompt
+    import json
+
+    return json.dumps(prompt, sort_keys=True, default=str)
+
+
+def _is_cascade(reward: Any) -> bool:
+    spec = getattr(reward, "_judge_spec", None)
+    judge = getattr(reward, "_judge", None)
+    return judge is not None and hasattr(judge, "cascade_stats") or bool(spec and spec.get("fallback"))
