@@ -146,7 +146,9 @@ class JudgeServers:
             if group:
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in group)
             else:
-                env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+                from .cpu_defaults import apply_cpu_defaults
+
+                apply_cpu_defaults(env)
             path = log_dir / f"judge-{i}.log"
             with open(path, "wb") as log:
                 self.procs.append(subprocess.Popen(self.config.command(model, i), stdout=log,

