@@ -14,6 +14,10 @@ continues after the last finished chunk. The stats are printed as one JSON line 
 
 ``prom-reward store info|export STORE [-o OUT.jsonl|.parquet]`` shows or exports a judgment store.
 
+``prom-reward reward-server --server URL --failure-reward NUMBER|min`` serves the judge to OpenRLHF
+(``--reward.remote_url http://...``); ``prom-reward openrlhf-func-path`` prints the ``reward_func``
+file for ``--reward.remote_url path.py`` (docs/openrlhf.md).
+
 Example:
     $ prom-reward grade rollouts.jsonl -o graded.jsonl --rubric helpfulness --model smollm2-135m-instruct
     $ prom-reward pairs samples.jsonl -o pairs.jsonl --strategy all_pairs --rubric helpfulness --server URL
@@ -171,20 +175,34 @@ def _add_judge_options(g: argparse.ArgumentParser) -> None:
 
 
 def cmd_reward_server(args: argparse.Namespace) -> int:
-    """Serve the judge as an OpenRLHF remote reward model (``prom_reward.reward_server``)."""
+    """Serve the judge as an OpenRLHF remote reward model (``prom_reward.integrations.openrlhf_server``)."""
     import os
 
+    from .integrations.openrlhf_server import serve_reward
     from .reward import PrometheusReward
-    from .reward_server import serve_reward
 
     if not args.model and not args.server:
         print("prom-reward reward-server: give --model M (in-process vLLM) or --server URL", file=sys.stderr)
         return 2
+    if args.failure_reward is None:
+        print("prom-reward reward-server: give --failure-reward NUMBER|min. OpenRLHF needs a number for every "
+              "sample, also where the judge gave no verdict; choose what such a sample is worth: a number on your "
+              "reward scale (e.g. 1 = the lowest raw grade, 0 with --normalize unit) or 'min' (the lowest reward of "
+              "the configured scale). Failed samples are flagged judge_failed=1 and counted either way.",
+              file=sys.stderr)
+        return 2
+    if args.mode == "pairwise_group" and args.group_size is None:
+        print("prom-reward reward-server: --mode pairwise_group needs --group-size N, the number of samples per "
+              "prompt (OpenRLHF --rollout.n_samples_per_prompt): OpenRLHF sends them one request each and the "
+              "server waits for the whole group before comparing", file=sys.stderr)
+        return 2
     reward = PrometheusReward(_build_judge(args), rubric=args.rubric, mode=args.mode, score=args.score,
                               normalize=args.normalize)
     serve_reward(reward, host=args.host, port=args.port, token=args.token or os.environ.get("PROM_REWARD_TOKEN"),
-                 max_body_bytes=int(args.max_body_mb * 1024 * 1024), failure_reward=args.failure_reward,
-                 strip=tuple(args.strip or ()))
+                 failure_reward=args.failure_reward, max_body_bytes=int(args.max_body_mb * 1024 * 1024),
+                 strip=tuple(args.strip or ()), batch_window_ms=args.batch_window_ms,
+                 max_batch_size=args.max_batch_size, request_timeout=args.request_timeout,
+                 group_size=args.group_size, group_wait_s=args.group_wait_s)
     return 0
 
 
@@ -197,11 +215,30 @@ def _add_reward_server_parser(sub: Any) -> None:
     _add_judge_options(s)
     s.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)")
     s.add_argument("--port", type=int, default=5000)
-    s.add_argument("--token", help="require 'Authorization: Bearer TOKEN' (or set PROM_REWARD_TOKEN)")
-    s.add_argument("--failure-reward", type=float, default=0.0, help="reward sent where the judge failed")
+    s.add_argument("--token", help="require ?token=TOKEN in the URL or 'Authorization: Bearer TOKEN' "
+                                   "(or set PROM_REWARD_TOKEN)")
+    s.add_argument("--failure-reward", help="required: reward sent where the judge failed, a number or 'min'")
+    s.add_argument("--batch-window-ms", type=float, default=50.0,
+                   help="how long a sample waits for others before its batch goes to the judge (default 50)")
+    s.add_argument("--max-batch-size", type=int, default=256, help="samples per judge call at most (default 256)")
+    s.add_argument("--request-timeout", type=float, default=170.0,
+                   help="answer a request with its samples failed after this many seconds (default 170, "
+                        "under OpenRLHF's 180 s client timeout)")
+    s.add_argument("--group-size", type=int, help="--mode pairwise_group: samples per prompt "
+                                                  "(= OpenRLHF --rollout.n_samples_per_prompt)")
+    s.add_argument("--group-wait-s", type=float, default=60.0,
+                   help="pairwise_group: judge a group still short after this many seconds (default 60)")
     s.add_argument("--max-body-mb", type=float, default=8.0, help="larger request bodies get 413")
     s.add_argument("--strip", action="append", help="end-of-text string removed from responses (repeatable)")
     s.set_defaults(func=cmd_reward_server)
+
+
+def cmd_openrlhf_func_path(args: argparse.Namespace) -> int:
+    """Print the path of the ``reward_func`` file for OpenRLHF's ``--reward.remote_url``."""
+    from .integrations.openrlhf_func import reward_func_path
+
+    print(reward_func_path())
+    return 0
 
 
 def cmd_store(args: argparse.Namespace) -> int:
@@ -280,6 +317,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_serve_parser(sub)
     _add_reward_server_parser(sub)
+    f = sub.add_parser("openrlhf-func-path", help="print the reward_func file for OpenRLHF --reward.remote_url")
+    f.set_defaults(func=cmd_openrlhf_func_path)
     _add_store_parser(sub)
     return p
 

@@ -1,4 +1,5 @@
-"""The OpenRLHF reward endpoint over real HTTP on 127.0.0.1 (uvicorn in a thread, httpx)."""
+"""The OpenRLHF reward endpoint over real HTTP on 127.0.0.1 (uvicorn in a thread, httpx), imported from its
+backward-compatible home ``prom_reward.reward_server``; OpenRLHF-driven tests are in test_openrlhf_server.py."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import uvicorn
 from prom_reward import PrometheusJudge
 from prom_reward.backends.base import GenerationRequest
 from prom_reward.backends.scripted import ScriptedBackend
-from prom_reward.errors import BackendError
+from prom_reward.errors import BackendError, ConfigError
 from prom_reward.reward import PrometheusReward
 from prom_reward.reward_server import create_app
 
@@ -67,7 +68,8 @@ BODY = {"query": ["<s>Q: 2+2?\nA: 4</s>", "<s>Q: 2+2?\nA: five</s>", "<s>Q: sky?
 def server():
     seen: list[GenerationRequest] = []
     reward = scripted_reward({"4": "Right. [RESULT] 5", "five": "Wrong. [RESULT] 1"}, seen)
-    with running(create_app(reward, strip=["</s>"], failure_reward=-1.0, max_body_bytes=4096)) as url:
+    with running(create_app(reward, strip=["</s>"], failure_reward=-1.0, max_body_bytes=4096,
+                            batch_window_ms=100)) as url:
         yield url, seen
 
 
@@ -82,6 +84,7 @@ def test_rewards_split_queries_and_labels_as_references(server):
     assert out["extra_logs"]["judge_failed"] == [0.0, 0.0, 1.0]
     assert out["extra_logs"]["abstain_rate"] == [pytest.approx(1 / 3)] * 3
     assert all(len(v) == 3 for v in out["extra_logs"].values())
+    assert out["failure_reasons"][:2] == [None, None] and "no parseable verdict" in out["failure_reasons"][2]
     users = {req.user.split("###Response to evaluate:\n")[1].split("\n")[0]: req.user for req in seen}
     assert set(users) == {"4", "five", "???"}
     assert "###The instruction to evaluate:\n<s>Q: 2+2?\nA:" in users["4"]
@@ -91,7 +94,7 @@ def test_rewards_split_queries_and_labels_as_references(server):
 
 def test_alias_health_and_empty_batch(server):
     url, _ = server
-    assert httpx.get(url + "/health", timeout=10).json() == {"status": "ok"}
+    assert httpx.get(url + "/health", timeout=10).json()["status"] == "ok"
     r = httpx.post(url + "/get_reward", json={"query": [], "prompts": []}, timeout=10)
     assert r.status_code == 200 and r.json()["rewards"] == []
 
@@ -103,12 +106,36 @@ def test_alias_health_and_empty_batch(server):
     (b'{"query": ["a"], "prompts": ["a", "b"]}', 422, "expected 1 items"),
     (b'{"query": ["a", 3], "prompts": ["a", "b"]}', 422, "'query'[1]"),
     (b'{"query": ["ab"], "prompts": ["a"], "labels": ["x", "y"]}', 422, "'labels'"),
-    (b'{"query": ["ab", "zz"], "prompts": ["a", "b"]}', 422, "item 1: query does not start with its prompt"),
 ])
 def test_bad_requests_get_4xx_with_a_message(server, body, status, words):
     url, _ = server
     r = httpx.post(url + "/", content=body, headers={"content-type": "application/json"}, timeout=10)
     assert r.status_code == status and words in r.json()["error"], r.text
+
+
+def test_unusable_samples_fail_alone_with_the_same_log_keys(server):
+    url, _ = server
+    body = {"query": ["<s>Q: 2+2?\nA: 4</s>", "zz", "<s>Q: 2+2?\nA: 4</s>", "<s>Q: 2+2?\nA: 4</s>"],
+            "prompts": ["<s>Q: 2+2?\nA:", "<s>Q: 2+2?\nA:", "<s>Q: 2+2?\nA:", "<s>Q: 2+2?\nA:"],
+            "labels": [{"reference_answer": "4", "rubric": "helpfulness"}, None, {"answer": "4"}, [{"x": 1}]]}
+    r = httpx.post(url + "/", json=body, timeout=30)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["rewards"] == [5.0, -1.0, -1.0, -1.0] and out["judge_failures"] == 3
+    reasons = out["failure_reasons"]
+    assert "sample 1: the query does not start with its prompt" in reasons[1]
+    assert "reference_answer, rubric, instruction" in reasons[2] and "['answer']" in reasons[2]
+    assert "strings or numbers" in reasons[3]
+    ok = httpx.post(url + "/", json={"query": ["<s>Q: 2+2?\nA: 4</s>"], "prompts": ["<s>Q: 2+2?\nA:"]},
+                    timeout=30).json()
+    assert set(ok["extra_logs"]) == set(out["extra_logs"]) and all(len(v) == 4 for v in out["extra_logs"].values())
+
+
+def test_failure_reward_is_required():
+    with pytest.raises(TypeError, match="failure_reward"):
+        create_app(scripted_reward({}))
+    with pytest.raises(ConfigError, match="not set"):
+        create_app(scripted_reward({}), failure_reward=None)
 
 
 def test_oversize_body_413_by_header_and_by_stream(server):
@@ -128,10 +155,10 @@ def test_oversize_body_413_by_header_and_by_stream(server):
 def test_bearer_token():
     reward = scripted_reward({"ok": "[RESULT] 3"})
     body = {"query": ["P ok"], "prompts": ["P"]}
-    with running(create_app(reward, token="s3cret")) as url:
+    with running(create_app(reward, token="s3cret", failure_reward=0)) as url:
         assert httpx.post(url + "/", json=body, timeout=10).status_code == 401
         r = httpx.post(url + "/", json=body, headers={"Authorization": "Bearer nope"}, timeout=10)
-        assert r.status_code == 401 and "bearer token" in r.json()["error"]
+        assert r.status_code == 401 and "Bearer <token>" in r.json()["error"]
         r = httpx.post(url + "/", json=body, headers={"Authorization": "Bearer s3cret"}, timeout=10)
         assert r.status_code == 200 and r.json()["rewards"] == [3.0]
 
@@ -141,28 +168,29 @@ def test_backend_error_is_503():
         raise BackendError("judge server unreachable")
 
     reward = PrometheusReward(PrometheusJudge(backend=ScriptedBackend(respond=respond)))
-    with running(create_app(reward)) as url:
+    with running(create_app(reward, failure_reward=0)) as url:
         r = httpx.post(url + "/", json={"query": ["P r"], "prompts": ["P"]}, timeout=10)
     assert r.status_code == 503 and "judge server unreachable" in r.json()["error"]
 
 
-def test_concurrent_requests_are_serialised():
-    active, peak = [0], [0]
+def test_concurrent_requests_share_judge_batches_one_at_a_time():
+    active, peak, sizes = [0], [0], []
     lock = threading.Lock()
 
     def respond(req, i):
         with lock:
             active[0] += 1
             peak[0] = max(peak[0], active[0])
-        time.sleep(0.05)
+        time.sleep(0.02)
         with lock:
             active[0] -= 1
         return "[RESULT] 2"
 
     reward = PrometheusReward(PrometheusJudge(backend=ScriptedBackend(respond=respond)))
-    with running(create_app(reward)) as url:
+    with running(create_app(reward, failure_reward=0, batch_window_ms=200)) as url:
         def post(k: int) -> None:
             r = httpx.post(url + "/", json={"query": [f"P r{k}"], "prompts": ["P"]}, timeout=30)
+            sizes.append(r.json()["extra_logs"]["judge_batch_size"][0])
             assert r.json()["rewards"] == [2.0]
 
         threads = [threading.Thread(target=post, args=(k,)) for k in range(4)]
@@ -170,7 +198,7 @@ def test_concurrent_requests_are_serialised():
             t.start()
         for t in threads:
             t.join(timeout=30)
-    assert peak[0] == 1
+    assert peak[0] == 1 and max(sizes) >= 3  # one judge call at a time, each carrying several requests
 
 
 @pytest.mark.integration

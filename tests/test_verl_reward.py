@@ -1,7 +1,10 @@
-"""The verl custom reward module, exactly, with a scripted judge injected through ``configure``."""
+"""``prom_reward.verl_reward``: the backward-compatible name re-exports the real verl module.
+
+(verl's own code running the reward: tests/test_verl_integration.py.)"""
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import logging
 
@@ -12,11 +15,14 @@ from prom_reward import verl_reward
 from prom_reward.backends.base import GenerationRequest
 from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.errors import ConfigError, InputError
+from prom_reward.integrations import verl as prom_verl
 from prom_reward.reward import PrometheusReward
 
 
 @pytest.fixture(autouse=True)
-def fresh():
+def fresh(monkeypatch):
+    for var in prom_verl.SETTINGS.values():
+        monkeypatch.delenv(var, raising=False)
     verl_reward.reset()
     yield
     verl_reward.reset()
@@ -33,12 +39,18 @@ def judge_by_response(table: dict[str, str], seen: list[GenerationRequest]):
     return PrometheusJudge(backend=ScriptedBackend(respond=respond), max_retries=0)
 
 
-def test_single_item_form_uses_question_and_ground_truth():
+def test_reexports_the_real_module():
+    for name in ("compute_score", "compute_score_sync", "configure", "reset", "stats", "settings"):
+        assert getattr(verl_reward, name) is getattr(prom_verl, name)
+
+
+def test_async_form_uses_question_and_ground_truth():
     seen: list[GenerationRequest] = []
-    verl_reward.configure(PrometheusReward(judge_by_response({"72": "[RESULT] 5"}, seen), normalize="unit"))
-    score = verl_reward.compute_score(data_source="gsm8k", solution_str="72", ground_truth=72,
-                                      extra_info={"question": "How many clips?", "index": 0})
-    assert score == 1.0
+    verl_reward.configure(PrometheusReward(judge_by_response({"72": "Right. [RESULT] 5"}, seen), normalize="unit"),
+                          failure_reward=0.0)
+    out = asyncio.run(verl_reward.compute_score(data_source="gsm8k", solution_str="72", ground_truth=72,
+                                                extra_info={"question": "How many clips?", "index": 0}))
+    assert out["score"] == 1.0 and out["judge_reward"] == 1.0 and out["judge_failed"] == 0.0
     assert "###The instruction to evaluate:\nHow many clips?\n" in seen[0].user
     assert "###Reference Answer (Score 5):\n72\n" in seen[0].user
 
@@ -47,32 +59,37 @@ def test_batch_form_failures_get_the_failure_value_and_are_counted(caplog):
     seen: list[GenerationRequest] = []
     verl_reward.configure(PrometheusReward(judge_by_response({"good": "[RESULT] 4", "bad": "[RESULT] 2"}, seen)),
                           failure_reward=-1.0)
-    with caplog.at_level(logging.WARNING, logger="prom_reward.verl_reward"):
+    with caplog.at_level(logging.WARNING, logger="prom_reward.integrations.verl"):
         scores = verl_reward.compute_score_batch(
             data_sources=["a", "a", "b"], solution_strs=["good", "bad", "garbled"], ground_truths=[None, "", "x"],
-            extra_infos=[{"question": "Q1"}, {"prompt": [{"role": "user", "content": "Q2"}]}, {"question": "Q3"}],
-            rollout_reward_scores=None)
+            extra_infos=[{"question": "Q1"}, {"prompt": [{"role": "user", "content": "Q2"}]}, {"question": "Q3"}])
     assert scores == [4.0, 2.0, -1.0]
     assert verl_reward.stats == {"items": 3, "failures": 1}
-    assert "failed on 1 of 3" in caplog.text
+    assert "failed on a sample" in caplog.text and "1 of 3 failed so far" in caplog.text
     by = {r.user.split("###Response to evaluate:\n")[1].split("\n")[0]: r.user for r in seen}
     assert "###Reference Answer" not in by["good"] and "###Reference Answer" not in by["bad"]
     assert "###The instruction to evaluate:\nQ2\n" in by["bad"]
     assert verl_reward.compute_score_batch(data_sources=[], solution_strs=[], ground_truths=[], extra_infos=[]) == []
 
 
+def test_failure_value_min_follows_the_scale():
+    verl_reward.configure(PrometheusReward(judge_by_response({}, []), normalize="symmetric"), failure_reward="min")
+    out = verl_reward.compute_score_sync("a", "x", None, {"question": "q"})
+    assert out["score"] == -1.0 and out["judge_failed"] == 1.0 and out["judge_reward"] is None
+
+
 def test_missing_instruction_and_bad_lengths_raise():
-    verl_reward.configure(PrometheusReward(judge_by_response({}, [])))
-    with pytest.raises(InputError, match="item 0: extra_info has no 'question'"):
-        verl_reward.compute_score("a", "r", None, {"index": 3})
+    verl_reward.configure(PrometheusReward(judge_by_response({}, [])), failure_reward=0.0)
+    with pytest.raises(InputError, match="extra_info has no 'question'"):
+        verl_reward.compute_score_sync("a", "r", None, {"index": 3})
     with pytest.raises(InputError, match="2 solutions, 1 ground truths"):
         verl_reward.compute_score_batch(["a", "a"], ["r", "s"], ["x"], [{}, {}])
 
 
 def test_environment_configuration(monkeypatch):
-    monkeypatch.delenv("PROM_REWARD_JUDGE_URL", raising=False)
+    monkeypatch.setenv("PROM_REWARD_FAILURE_REWARD", "0.0")
     with pytest.raises(ConfigError, match="PROM_REWARD_JUDGE_URL"):
-        verl_reward.compute_score("a", "r", None, {"question": "q"})
+        verl_reward.compute_score_sync("a", "r", None, {"question": "q"})
     reward = verl_reward.reward_from_env({"PROM_REWARD_JUDGE_URL": "http://h1:8000/v1, http://h2:8000/v1",
                                           "PROM_REWARD_MODE": "pairwise_group", "PROM_REWARD_RUBRIC": "honesty",
                                           "PROM_REWARD_JUDGE_MODEL": "prometheus"})
@@ -81,28 +98,23 @@ def test_environment_configuration(monkeypatch):
                                   "model": "prometheus"}
     verl_reward.configure(PrometheusReward(judge_by_response({}, [])))
     monkeypatch.setenv("PROM_REWARD_FAILURE_REWARD", "nope")
-    with pytest.raises(ConfigError, match="PROM_REWARD_FAILURE_REWARD"):
-        verl_reward.compute_score("a", "r", None, {"question": "q"})
+    with pytest.raises(ConfigError, match="failure reward: expected a number or 'min'"):
+        verl_reward.compute_score_sync("a", "r", None, {"question": "q"})
+    monkeypatch.delenv("PROM_REWARD_FAILURE_REWARD")
+    with pytest.raises(ConfigError, match="failure reward: not set"):
+        verl_reward.compute_score_sync("a", "r", None, {"question": "q"})
 
 
-def test_loads_by_file_path_like_verl():
+def test_file_path_copy_shares_the_real_state():
     spec = importlib.util.spec_from_file_location("custom_module", verl_reward.__file__)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    module.configure(PrometheusReward(PrometheusJudge(backend="scripted", outputs=["[RESULT] 3"])))
-    assert module.compute_score("d", "r", None, {"question": "q"}) == 3.0
+    module.configure(PrometheusReward(PrometheusJudge(backend="scripted", outputs=["[RESULT] 3"])), failure_reward=0)
+    assert module.compute_score is prom_verl.compute_score
+    assert verl_reward.compute_score_sync("d", "r", None, {"question": "q"})["score"] == 3.0
 
 
-@pytest.mark.integration
-def test_real_vllm_judge_env_configured(vllm_server, monkeypatch):
-    monkeypatch.setenv("PROM_REWARD_JUDGE_URL", vllm_server)
-    monkeypatch.setenv("PROM_REWARD_FAILURE_REWARD", "0.5")
-    reward = verl_reward.reward_from_env()
-    reward._judge_spec.update(sampling={"max_tokens": 4}, max_retries=0)  # the tiny model never writes verdicts
-    verl_reward.configure(reward)
-    try:
-        scores = verl_reward.compute_score_batch(["d", "d"], ["4", "five"], ["4", "4"],
-                                                 [{"question": "2+2?"}, {"question": "2+2?"}])
-    finally:
-        reward.close()
-    assert scores == [0.5, 0.5] and verl_reward.stats == {"items": 2, "failures": 2}
+def test_pairwise_group_needs_group_size():
+    verl_reward.configure(PrometheusReward(judge_by_response({}, []), mode="pairwise_group"), failure_reward=0.0)
+    with pytest.raises(ConfigError, match="group_size"):
+        verl_reward.compute_score_sync("a", "r", None, {"question": "q"})

@@ -4,7 +4,9 @@ conventions; the judging core (``prom_reward.*`` outside this package) never imp
 - ``batched_reward``: ``BatchedReward`` (concurrent single-sample callers -> one judge call),
   ``JudgeJob``, ``JobResult``, ``FailurePolicy``.
 - ``openrlhf_server``: the HTTP reward server for OpenRLHF's ``--reward.remote_url http://...``.
-- ``openrlhf_func``: ``reward_func`` for OpenRLHF's ``--reward.remote_url path/to/file.py``.
+- ``openrlhf_func``: ``reward_func`` for OpenRLHF's ``--reward.remote_url path/to/file.py``
+  (the file to point at: ``openrlhf_reward_func.py``).
+- ``openrlhf_inputs``: OpenRLHF queries (left-truncated prompts too) and labels -> judge jobs, and the reply dict.
 - ``verl``: ``compute_score`` for verl's ``reward.custom_reward_function``.
 """
 

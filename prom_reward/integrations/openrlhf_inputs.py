@@ -1,0 +1,171 @@
+"""OpenRLHF's reward inputs -> ``JudgeJob``s, and ``JobResult``s -> OpenRLHF's reward dict.
+
+Shared by the HTTP server (``openrlhf_server``) and the in-process ``reward_func``
+(``openrlhf_func``), which receive the same ``queries, prompts, labels``:
+
+- ``query`` is ``decode(prompt_tokens + response_tokens)``. When the prompt was longer than
+  ``max_len`` OpenRLHF keeps only its *last* tokens, so the query then starts with a suffix
+  of the prompt: ``split_query`` finds the longest suffix of the prompt that the query starts
+  with (at least ``MIN_OVERLAP`` characters, or the whole prompt when shorter) and takes the
+  rest as the response. The judge still gets the full prompt.
+- ``label`` (``--data.label_key``): a string or number (the reference answer), a list of them
+  (one: that answer; several: acceptable answers, one per line), or a dict with any of
+  ``reference_answer``, ``rubric``, ``instruction`` (other keys are ignored, logged once).
+
+A sample whose input cannot be used (no overlap, an unusable label) is not judged: it comes
+back as a failed ``JobResult`` with the reason (never an HTTP error: OpenRLHF answers any
+non-200 with five retries and then a sample without a reward).
+
+Example:
+    >>> split_query("ong prompt. Answer: 42</s>", "A long prompt. Answer:", strip=["</s>"])
+    ('42', True)
+    >>> label_fields(["4", 4.0])
+    {'reference_answer': '4\\n4.0'}
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Sequence
+
+from ..errors import InputError
+from .batched_reward import FailurePolicy, JobResult, JudgeJob
+
+MIN_OVERLAP = 8
+"""Characters of prompt suffix a left-truncated query must start with to be split."""
+LABEL_KEYS = ("reference_answer", "rubric", "instruction")
+logger = logging.getLogger(__name__)
+_ignored_logged: set[frozenset[str]] = set()
+
+
+def split_query(query: str, prompt: str, strip: Sequence[str] = ()) -> tuple[str, bool]:
+    """``(response, truncated)`` from an OpenRLHF query; ``truncated``: the query held only a suffix of the prompt.
+
+    Raises ``InputError`` when the query starts with no suffix of the prompt.
+
+    >>> split_query("Q: hi A: hello<|im_end|>", "Q: hi A:", strip=["<|im_end|>"])
+    ('hello', False)
+    """
+    if query.startswith(prompt):
+        response, truncated = query[len(prompt):], False
+    else:
+        need = min(MIN_OVERLAP, len(prompt))
+        for cut in range(1, len(prompt) - need + 1):
+            if query.startswith(prompt[cut:]):
+                response, truncated = query[len(prompt) - cut:], True
+                break
+        else:
+            raise InputError(
+                f"the query does not start with its prompt nor with any suffix of it of {need}+ characters "
+                f"(query {query[:60]!r}..., prompt ...{prompt[-60:]!r}); the query must be the decoded prompt + "
+                "response: send the prompt exactly as the policy saw it (same chat template, no re-tokenising "
+                "changes), e.g. OpenRLHF --data.apply_chat_template on both sides", field="query")
+    changed = True
+    while changed:
+        changed = False
+        for s in strip:
+            if s and response.endswith(s):
+                response, changed = response[: -len(s)], True
+    return response.strip(), truncated
+
+
+def _answer(value: Any, where: str) -> str | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int, float, list, tuple)):
+        raise InputError(f"{where}: expected a string, number or list of them, got {type(value).__name__}",
+                         field="labels")
+    if isinstance(value, (list, tuple)):
+        parts = []
+        for v in value:
+            if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+                raise InputError(f"{where}: a list label must hold strings or numbers, got {type(v).__name__}",
+                                 field="labels")
+            parts.append(str(v))
+        return "\n".join(parts) or None
+    return str(value)
+
+
+def label_fields(label: Any) -> dict[str, Any]:
+    """The ``JudgeJob`` fields a label sets (``reference_answer``, ``rubric``, ``instruction``).
+
+    >>> label_fields({"reference_answer": "Paris", "rubric": "factuality"})
+    {'reference_answer': 'Paris', 'rubric': 'factuality'}
+    >>> label_fields(None)
+    {}
+    """
+    if not isinstance(label, dict):
+        answer = _answer(label, "label")
+        return {} if answer is None else {"reference_answer": answer}
+    known = {k: label[k] for k in LABEL_KEYS if k in label}
+    if not known:
+        raise InputError(f"label: a dict label needs at least one of the keys {', '.join(LABEL_KEYS)}; got the keys "
+                         f"{sorted(map(str, label))}; rename them in the dataset or send a plain string label",
+                         field="labels")
+    ignored = frozenset(map(str, label)) - set(LABEL_KEYS)
+    if ignored and ignored not in _ignored_logged:
+        _ignored_logged.add(ignored)
+        logger.info("label keys %s are ignored (used: %s)", sorted(ignored), ", ".join(LABEL_KEYS))
+    out: dict[str, Any] = {}
+    answer = _answer(known.get("reference_answer"), "label['reference_answer']")
+    if answer is not None:
+        out["reference_answer"] = answer
+    if known.get("rubric") not in (None, ""):
+        out["rubric"] = known["rubric"]
+    instruction = known.get("instruction")
+    if instruction not in (None, ""):
+        if not isinstance(instruction, str):
+            raise InputError(f"label['instruction']: expected a string, got {type(instruction).__name__}",
+                             field="labels")
+        out["instruction"] = instruction
+    return out
+
+
+def make_jobs(queries: Sequence[str], prompts: Sequence[str], labels: Sequence[Any] | None,
+              strip: Sequence[str] = ()) -> tuple[list[JudgeJob | None], list[str | None], int]:
+    """``(jobs, reasons, truncated)``: a job per sample, or None with the reason it cannot be judged."""
+    jobs: list[JudgeJob | None] = []
+    reasons: list[str | None] = []
+    truncated = 0
+    for i, (q, p) in enumerate(zip(queries, prompts)):
+        try:
+            response, cut = split_query(q, p, strip)
+            fields = label_fields(labels[i] if labels is not None else None)
+        except InputError as e:
+            logger.warning("sample %d not judged: %s", i, e)
+            jobs.append(None)
+            reasons.append(f"sample {i}: {e}")
+            continue
+        truncated += cut
+        jobs.append(JudgeJob(prompt=p, response=response, **fields))
+        reasons.append(None)
+    return jobs, reasons, truncated
+
+
+def drop_invalid(batched: Any, jobs: list[JudgeJob | None], reasons: list[str | None]) -> None:
+    """Turn jobs the reward would reject (``BatchedReward.validate``) into reasons, in place."""
+    for i, job in enumerate(jobs):
+        if job is not None:
+            try:
+                batched.validate([job])
+            except InputError as e:
+                logger.warning("sample %d not judged: %s", i, e)
+                jobs[i], reasons[i] = None, f"sample {i}: {e}"
+
+
+def unjudged(reason: str, keys: Sequence[str]) -> JobResult:
+    """A failed ``JobResult`` for a sample that never reached the judge (the batch metrics read 0)."""
+    return JobResult(None, True, reason, None, 0, 0.0, {k: 0.0 for k in keys[3:]})
+
+
+def reward_dict(results: Sequence[JobResult], policy: FailurePolicy, config: Any,
+                keys: Sequence[str]) -> dict[str, Any]:
+    """OpenRLHF's reward reply: ``rewards``, ``scores``, ``extra_logs`` (a float list per key), ``judge_failures``,
+    ``failure_reasons``."""
+    stand_in = policy.value_for(config) if any(r.failed for r in results) else 0.0
+    rewards = [stand_in if r.reward is None else float(r.reward) for r in results]
+    logs = [r.extra_logs() for r in results]
+    extra = {k: [float(d[k]) for d in logs] for k in keys}
+    return {"rewards": rewards, "scores": list(rewards), "extra_logs": extra,
+            "judge_failures": sum(r.failed for r in results),
+            "failure_reasons": [r.reason if r.failed else None for r in results]}
