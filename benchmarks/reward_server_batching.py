@@ -90,50 +90,56 @@ async def openrlhf_clients(url: str, prompts: list[str], responses: list[str]) -
     return [res[0]["rewards"][0] for res in results]
 
 
-def run(model: str, items: int, max_tokens: int, repeat: int, window_ms: float) -> dict[str, Any]:
+def measure(judge_url: str, items: int, max_tokens: int, repeat: int, window_ms: float,
+            log_dir: str | Path) -> dict[str, Any]:
+    """Both paths on the judge server at ``judge_url`` (``.../v1``); returns the record."""
     from prom_reward import PrometheusJudge
-    from prom_reward.serve import JudgeServers, ServeConfig
 
     prompts, responses = samples(items)
-    record: dict[str, Any] = {"benchmark": "reward_server_batching", "model": model, "items": items,
-                              "max_tokens": max_tokens, "repeat": repeat, "window_ms": window_ms,
-                              "cpus": os.cpu_count(), "runs": []}
+    record: dict[str, Any] = {"benchmark": "reward_server_batching", "items": items, "max_tokens": max_tokens,
+                              "repeat": repeat, "window_ms": window_ms, "cpus": os.cpu_count(), "runs": []}
+    judge = PrometheusJudge(backend="openai", base_url=judge_url, sampling={"max_tokens": max_tokens},
+                            force_verdict=True, max_concurrency=max(items, 64), timeout=1200)
+    port = _port()
+    server = start_reward_server(judge_url, port, max_tokens, Path(log_dir) / "reward_server.log",
+                                 ["--batch-window-ms", str(window_ms), "--max-batch-size", str(max(items, 1))])
+    url = f"http://127.0.0.1:{port}/get_reward"
+    try:
+        judge.grade(prompts[:4], responses[:4], RUBRIC)  # warm-up: model id, template, server caches
+        asyncio.run(openrlhf_clients(url, prompts[:4], responses[:4]))
+        warm = len(httpx.get(f"http://127.0.0.1:{port}/stats", timeout=10).json()["batcher"]["recent_batch_sizes"])
+        for _ in range(repeat):
+            t = time.perf_counter()
+            grades = judge.grade(prompts, responses, RUBRIC)
+            direct = time.perf_counter() - t
+            t = time.perf_counter()
+            rewards = asyncio.run(openrlhf_clients(url, prompts, responses))
+            served = time.perf_counter() - t
+            record["runs"].append({
+                "direct_s": direct, "server_s": served, "direct_per_s": items / direct,
+                "server_per_s": items / served, "ratio": direct / served,
+                "direct_failures": sum(g.score is None for g in grades), "server_rewards": len(rewards),
+            })
+        stats = httpx.get(f"http://127.0.0.1:{port}/stats", timeout=10).json()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        judge.close()
+    record["server_stats"] = stats
+    ratios = sorted(r["ratio"] for r in record["runs"])
+    record["ratio_median"] = ratios[len(ratios) // 2]
+    record["judge_batch_sizes"] = stats["batcher"]["recent_batch_sizes"][warm:]  # the timed runs only
+    return record
+
+
+def run(model: str, items: int, max_tokens: int, repeat: int, window_ms: float) -> dict[str, Any]:
+    """``measure`` on a vLLM judge server started here for ``model``."""
+    from prom_reward.serve import JudgeServers, ServeConfig
+
     with tempfile.TemporaryDirectory() as tmp, JudgeServers(ServeConfig(
             model=_resolve_model(model), port=_port(), max_model_len=4096, enforce_eager=True, log_dir=tmp,
             startup_timeout=600)) as urls:
-        judge_url = urls[0]
-        judge = PrometheusJudge(backend="openai", base_url=judge_url, sampling={"max_tokens": max_tokens},
-                                force_verdict=True, max_concurrency=max(items, 64), timeout=1200)
-        port = _port()
-        server = start_reward_server(judge_url, port, max_tokens, Path(tmp) / "reward_server.log",
-                                     ["--batch-window-ms", str(window_ms), "--max-batch-size", str(max(items, 1))])
-        url = f"http://127.0.0.1:{port}/get_reward"
-        try:
-            judge.grade(prompts[:4], responses[:4], RUBRIC)  # warm-up: model id, template, server caches
-            asyncio.run(openrlhf_clients(url, prompts[:4], responses[:4]))
-            for _ in range(repeat):
-                t = time.perf_counter()
-                grades = judge.grade(prompts, responses, RUBRIC)
-                direct = time.perf_counter() - t
-                t = time.perf_counter()
-                rewards = asyncio.run(openrlhf_clients(url, prompts, responses))
-                served = time.perf_counter() - t
-                stats = httpx.get(f"http://127.0.0.1:{port}/stats", timeout=10).json()
-                record["runs"].append({
-                    "direct_s": direct, "server_s": served, "direct_per_s": items / direct,
-                    "server_per_s": items / served, "ratio": direct / served,
-                    "direct_failures": sum(g.score is None for g in grades), "server_rewards": len(rewards),
-                })
-            record["server_stats"] = stats
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
-            judge.close()
-    ratios = [r["ratio"] for r in record["runs"]]
-    record["ratio_median"] = sorted(ratios)[len(ratios) // 2]
-    sizes = stats.get("batcher", stats).get("recent_batch_sizes", [])
-    record["judge_batch_sizes"] = sizes
-    return record
+        return {"model": model, **measure(urls[0], items, max_tokens, repeat, window_ms, tmp)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

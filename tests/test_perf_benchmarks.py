@@ -67,3 +67,17 @@ def test_throughput_both_paths_same_tokens(vllm_engine, shared_dir, monkeypatch)
     assert raw["output_tokens"] == lib["output_tokens"] > 0  # greedy: identical generations
     assert rec["ratio"] == pytest.approx(lib["judgments_per_s"] / raw["judgments_per_s"])
     assert rec["judge_stats"]["items"] == 6 and rec["judge_stats"]["retries"] == 0
+
+
+@pytest.mark.integration
+def test_reward_server_batching_benchmark_on_a_real_judge_server(vllm_server, tmp_path):
+    """benchmarks.reward_server_batching end to end: OpenRLHF's own client, one sample per request,
+    through `prom-reward reward-server` in front of a real vLLM server; the server forms batches."""
+    from benchmarks.reward_server_batching import measure
+
+    rec = measure(vllm_server, items=8, max_tokens=8, repeat=1, window_ms=200.0, log_dir=tmp_path)
+    run = rec["runs"][0]
+    assert run["server_rewards"] == 8 and run["ratio"] == pytest.approx(run["direct_s"] / run["server_s"])
+    assert sum(rec["judge_batch_sizes"]) == 8  # every timed sample judged exactly once
+    assert max(rec["judge_batch_sizes"]) >= 4  # concurrent single-sample requests were batched
+    assert rec["server_stats"]["samples"] == 4 + 8 and rec["server_stats"]["rejected"] == 0
