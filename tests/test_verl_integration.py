@@ -300,7 +300,7 @@ def test_remote_manager_form_is_sync(monkeypatch):
 
 
 def test_concurrent_awaits_are_one_judge_call():
-    prom_verl.configure(scripted_reward([]), failure_reward=0.0, max_wait_s=0.2)
+    prom_verl.configure(scripted_reward([]), failure_reward=0.0, batch_window_ms=200)
 
     async def many():
         return await asyncio.gather(*(prom_verl.compute_score("d", r, None, {"question": "q"})

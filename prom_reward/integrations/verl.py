@@ -58,15 +58,15 @@ SETTINGS: dict[str, str] = {
     "normalize": "PROM_REWARD_NORMALIZE",
     "failure_reward": "PROM_REWARD_FAILURE_REWARD",  # required: a number or "min"
     "group_size": "PROM_REWARD_GROUP_SIZE",  # pairwise_group: actor_rollout_ref.rollout.n
-    "max_wait_s": "PROM_REWARD_MAX_WAIT_S",
+    "batch_window_ms": "PROM_REWARD_BATCH_WINDOW_MS",  # as reward-server --batch-window-ms
     "max_batch_size": "PROM_REWARD_MAX_BATCH_SIZE",
     "timeout": "PROM_REWARD_TIMEOUT",  # seconds a sample may wait for its batch to start
     "config_file": "PROM_REWARD_CONFIG",
 }
 """Setting name -> environment variable."""
-_DEFAULTS = {"rubric": "helpfulness", "mode": "absolute", "score": "sample", "max_wait_s": 0.05,
+_DEFAULTS = {"rubric": "helpfulness", "mode": "absolute", "score": "sample", "batch_window_ms": 50.0,
              "max_batch_size": 512}
-_NUMBERS = {"group_size": int, "max_wait_s": float, "max_batch_size": int, "timeout": float}
+_NUMBERS = {"group_size": int, "batch_window_ms": float, "max_batch_size": int, "timeout": float}
 _VERL_KWARGS = {"num_turns", "rollout_reward_scores", "reward_router_address", "reward_model_tokenizer"}
 
 _lock = threading.Lock()
@@ -88,7 +88,7 @@ def configure(reward: Any, failure_reward: Any = None, **batching: Any) -> None:
     """Use ``reward`` (a ``PrometheusReward``) in this process instead of the settings.
 
     ``failure_reward`` (a number or ``"min"``; None: the ``failure_reward`` setting) is
-    required by the first score; ``batching``: ``max_wait_s``, ``max_batch_size``,
+    required by the first score; ``batching``: ``batch_window_ms``, ``max_batch_size``,
     ``group_size``, ``timeout``.
 
     >>> configure(object(), failure_reward=0.0); reset()
@@ -214,7 +214,7 @@ def _state(reward_router_address: str | None, kwargs: dict[str, Any], tokenizer:
             s = settings(kwargs)
             reward, failure = reward_from_settings(s, reward_router_address, tokenizer), s.get("failure_reward")
         policy = FailurePolicy(failure)  # raises (no silent default) when unset
-        batched = BatchedReward(reward, max_wait_s=s["max_wait_s"], max_batch_size=s["max_batch_size"],
+        batched = BatchedReward(reward, max_wait_s=s["batch_window_ms"] / 1000, max_batch_size=s["max_batch_size"],
                                 group_size=s.get("group_size"))
         st = _states[key] = _State(pid, batched, policy.value_for(reward.config), s.get("timeout"))
         logger.info("prom-reward verl judge ready in pid %d: %r, failure reward %s", pid, reward, st.failure)
