@@ -29,7 +29,12 @@ def test_server_judge_forced_verdicts_with_logprobs(smollm2_server):
         assert g.ok and 1 <= g.score <= 5 and 1 <= g.expected_score <= 5
         assert abs(sum(g.probabilities.values()) - 1) < 1e-6
     (v,) = judge.compare(QUESTIONS[:1], ANSWERS[:1], ["Berlin."], "factual_validity", swap=True)
-    assert len(v.order_winners) == 2 and v.p_a is not None
+    assert len(v.order_winners) == 2
+    if v.p_a is None:  # SmolLM2 at T=1 sometimes has no A/B in the top-20 even when forced (seen in a fresh-clone
+        # CI run): it must be counted as failures, never a made-up winner
+        assert v.winner is None and v.order_winners == (None, None) and v.failures >= 2
+    else:
+        assert 0 <= v.p_a <= 1
     judge.close()
 
 
