@@ -75,10 +75,13 @@ def _recs(scores: list[int], group: str) -> list[FeedbackRecord]:
 
 def test_preference_collection_all_pairs_exact_balance() -> None:
     recs = _recs([1, 2, 3, 4, 5], "g1") + _recs([2, 2, 4, 5, 1], "g2")
-    pairs = build_preference_collection(recs)
+    with pytest.raises(ConfigError, match="feedback='model' with judge=.*feedback='concatenate'"):
+        build_preference_collection(recs)  # never a silent default
+    pairs = build_preference_collection(recs, feedback="concatenate")
+    assert {p.feedback_source for p in pairs} == {"concatenate"}
     assert len(pairs) == 10 + 9  # g2 has one tied pair
     assert records_summary(pairs) in ({"A": 10, "B": 9}, {"A": 9, "B": 10})
-    even = build_preference_collection(_recs([1, 2, 3, 4, 5], "g"))
+    even = build_preference_collection(_recs([1, 2, 3, 4, 5], "g"), feedback="concatenate")
     assert records_summary(even) == {"A": 5, "B": 5}
     for p in even:
         sa, sb = int(p.response_a[1:]) + 1, int(p.response_b[1:]) + 1
@@ -88,8 +91,9 @@ def test_preference_collection_all_pairs_exact_balance() -> None:
     assert (even[1].response_a, even[1].response_b, even[1].winner) == ("r0", "r2", "B")
     given = build_preference_collection(_recs([5, 1], "g"), pair_feedback={(0, 1): "First is better."})
     assert given[0].feedback == "First is better." and given[0].winner == "A"
+    assert given[0].feedback_source == "given"
     with pytest.raises(InputError, match="scores has 1 entries"):
-        build_preference_collection(_recs([5, 1], "g"), scores=[1.0])
+        build_preference_collection(_recs([5, 1], "g"), scores=[1.0], feedback="concatenate")
 
 
 def _judge_request(item: FeedbackRecord | PairRecord) -> GenerationRequest:
@@ -160,7 +164,9 @@ def test_feedback_collection_column_mapping(tmp_path: Path) -> None:
     assert [(a.instruction, a.response, a.reference_answer, a.rubric, a.feedback, a.score) for a in again] == \
            [(r.instruction, r.response, r.reference_answer, r.rubric, r.feedback, r.score) for r in recs]
     # a Feedback Collection file read as preferences: pairs built from it
-    pairs = load_preference_collection(str(path))
+    with pytest.raises(ConfigError, match="is a Feedback Collection.*feedback='concatenate'"):
+        load_preference_collection(str(path))
+    pairs = load_preference_collection(str(path), feedback="concatenate")
     assert len(pairs) == 3 and records_summary(pairs) in ({"A": 2, "B": 1}, {"A": 1, "B": 2})
 
 

@@ -5,7 +5,8 @@ import importlib
 
 import pytest
 
-MODULES = ["train_judge.config", "train_judge.data", "train_judge.evaluate", "train_judge.examples",
+MODULES = ["train_judge.balance", "train_judge.comparative", "train_judge.config", "train_judge.data",
+           "train_judge.evaluate", "train_judge.examples", "train_judge.layouts",
            "train_judge.pocket", "train_judge.ship", "train_judge.sft"]
 
 

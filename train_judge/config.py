@@ -76,6 +76,9 @@ class SFTRunConfig:
     """With ``max_examples``: take the subset evenly across verdicts (scores 1-5, or A/B) where possible."""
     prefer_short: bool = False
     """With ``max_examples``: pick the shortest examples of each verdict first (CPU budgets)."""
+    verdict_balance: str | int | None = None
+    """Resample the records so every verdict has one count before anything else (``train_judge.balance``):
+    ``min`` (down-sample), ``max`` (up-sample) or an int per verdict; seeded by ``seed``. None: as read."""
     wire: str = "chat"
     """Wire format of the base model (``chat``, ``inst``, ``raw``); the judge must use the same one."""
     max_length: int = 4096
@@ -144,6 +147,10 @@ class SFTRunConfig:
                 raise ConfigError(f"{name} must be an int >= 1, got {v!r}")
         if self.max_examples is not None and (not isinstance(self.max_examples, int) or self.max_examples < 1):
             raise ConfigError(f"max_examples must be None or an int >= 1, got {self.max_examples!r}")
+        if self.verdict_balance is not None:
+            from .balance import check_target
+
+            check_target(self.verdict_balance)
         if self.torch_threads is not None and (not isinstance(self.torch_threads, int) or self.torch_threads < 1):
             raise ConfigError(f"torch_threads must be None or an int >= 1, got {self.torch_threads!r}")
         if self.num_train_epochs <= 0 and self.max_steps < 1:

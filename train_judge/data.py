@@ -9,22 +9,27 @@ Two record kinds, both plain frozen dataclasses:
   ``instruction`` / ``output`` columns: a filled absolute prompt and ``feedback [RESULT] k``) from a hub id
   (``prometheus-eval/Feedback-Collection``, ``kaist-ai/Feedback-Collection``) or a local
   JSON/JSONL/Parquet file, through ``datasets``.
-- ``PairRecord``: one pairwise example (two responses, the winner "A"/"B", the pairwise feedback).
-  ``build_preference_collection`` makes them from feedback records: for each instruction, every pair of
-  its responses with different scores; the higher score wins; placements alternate so the "A" and "B"
-  verdicts are equally frequent (they differ by at most one when the count is odd).
-  ``load_preference_collection`` reads the Preference Collection layout directly.
+- ``PairRecord``: one pairwise example (two responses, the winner "A"/"B", the pairwise feedback and
+  where it came from). ``build_preference_collection`` makes them from feedback records: for each
+  instruction, every pair of its responses with different scores; the higher score wins; placements
+  alternate so the "A" and "B" verdicts are equally frequent (they differ by at most one when the count
+  is odd). ``load_preference_collection`` reads the Preference Collection layout directly;
+  ``save_preference_collection`` writes it (JSONL).
 
-Pairwise feedback fallback: when no pairwise feedback column exists, the feedback is composed from the
-two absolute feedbacks as ``"Response A: {feedback A} Response B: {feedback B} Response {W} is better
-on this criteria."`` (see ``compose_pair_feedback``), so the verdict follows its reasons.
+Pairwise feedback of a Preference Collection built from a Feedback Collection: it must be chosen
+(``feedback=``), never defaulted. ``"model"``: a judge writes feedback comparing the two responses
+(Prometheus 2, section 3.3; see ``train_judge.comparative``), verdict checked against the label.
+``"concatenate"``: the labelled fallback, the two absolute feedbacks joined as ``"Response A: {feedback A}
+Response B: {feedback B} Response {W} is better on this criteria."`` (``compose_pair_feedback``). Each
+``PairRecord.feedback_source`` says which (``model``, ``concatenate``, or ``given``: a column or
+``pair_feedback=``).
 
 Example:
     >>> recs = [FeedbackRecord("q", r, None, "[c]\\nScore 1: a\\nScore 2: b\\nScore 3: c\\nScore 4: d\\nScore 5: e",
     ...                        f"fb{s}", s) for r, s in (("x", 1), ("y", 3), ("z", 5))]
-    >>> pairs = build_preference_collection(recs)
-    >>> len(pairs), sorted(p.winner for p in pairs)
-    (3, ['A', 'A', 'B'])
+    >>> pairs = build_preference_collection(recs, feedback="concatenate")
+    >>> len(pairs), sorted(p.winner for p in pairs), pairs[0].feedback_source
+    (3, ['A', 'A', 'B'], 'concatenate')
     >>> pairs[0].feedback.endswith("Response A is better on this criteria.")
     True
 """
@@ -32,21 +37,23 @@ Example:
 from __future__ import annotations
 
 import itertools
+import logging
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Iterable, Literal, Mapping, Sequence
 
 from prom_reward.errors import ConfigError, InputError
-from prom_reward.prompts import parse_absolute_prompt, parse_relative_prompt
-from prom_reward.rubrics import Rubric
 
 FEEDBACK_HUB_IDS = ("prometheus-eval/Feedback-Collection", "kaist-ai/Feedback-Collection")
 """Hub ids read as the Feedback Collection layout."""
 PREFERENCE_HUB_IDS = ("prometheus-eval/Preference-Collection", "kaist-ai/Preference-Collection")
 """Hub ids read as the Preference Collection layout."""
 
-_LOCAL_SUFFIXES = {".json": "json", ".jsonl": "json", ".parquet": "parquet"}
+FEEDBACK_MODES = ("model", "concatenate")
+"""How pairwise feedback is made from two absolute feedbacks (``build_preference_collection(feedback=)``)."""
+ON_FAILURE = ("drop", "concatenate", "raise")
+"""What ``feedback="model"`` does with a pair whose every attempt was rejected."""
+log = logging.getLogger(__name__)
 _RESULT = re.compile(r"\s*\[RESULT\]\s*([1-5AB])\s*$")
 
 
@@ -103,6 +110,9 @@ class PairRecord:
     """The better response."""
     group: str = ""
     """The instruction's group id."""
+    feedback_source: str = "given"
+    """Where ``feedback`` came from: ``given`` (a column, ``pair_feedback=``), ``model`` (written by a judge
+    comparing the responses) or ``concatenate`` (the two absolute feedbacks joined: the fallback)."""
 
     def __post_init__(self) -> None:
         if self.winner not in ("A", "B"):
@@ -123,16 +133,20 @@ def compose_pair_feedback(feedback_a: str, feedback_b: str, winner: str) -> str:
     return f"Response A: {feedback_a.strip()} Response B: {feedback_b.strip()} Response {winner} is better on this criteria."
 
 
-def build_preference_collection(records: Sequence[FeedbackRecord], *, scores: Sequence[float] | None = None,
-                                pair_feedback: Mapping[tuple[int, int], str] | None = None) -> list[PairRecord]:
-    """All pairs with different scores within each group (instruction); the higher score wins.
+_CHOOSE = ("choose how the pairwise feedback is written: feedback='model' with judge=PrometheusJudge(...) (or a "
+           "backend): a judge writes one feedback comparing both responses, checked against the known winner "
+           "(Prometheus 2, section 3.3; resumable with store=); or feedback='concatenate': the two absolute "
+           "feedbacks joined (a weaker fallback, labelled feedback_source='concatenate')")
 
-    ``scores`` replaces the records' own scores for the comparison (e.g. a mean of several graders).
+
+def plan_pairs(records: Sequence[FeedbackRecord], scores: Sequence[float] | None = None) -> list[tuple[int, int, str]]:
+    """``(index at A, index at B, winner)`` for every pair with different scores within each group.
 
     Groups are taken in first-seen order, pairs in index order; the winner is placed at "A" for the
     1st, 3rd, ... pair overall and at "B" for the others, so the verdict counts differ by at most one.
-    ``pair_feedback`` maps ``(i, j)`` record indices (winner first) to a ready pairwise feedback;
-    pairs without one get ``compose_pair_feedback``.
+
+    >>> plan_pairs([FeedbackRecord("q", r, None, "[c]", "f", s) for r, s in (("x", 1), ("y", 3), ("z", 5))])
+    [(1, 0, 'A'), (0, 2, 'B'), (2, 1, 'A')]
     """
     if scores is not None and len(scores) != len(records):
         raise InputError(f"scores has {len(scores)} entries for {len(records)} records; pass one per record",
@@ -140,116 +154,86 @@ def build_preference_collection(records: Sequence[FeedbackRecord], *, scores: Se
     groups: dict[str, list[int]] = {}
     for i, r in enumerate(records):
         groups.setdefault(r.group or r.instruction, []).append(i)
-    out: list[PairRecord] = []
+    out: list[tuple[int, int, str]] = []
     for idxs in groups.values():
         for i, j in itertools.combinations(idxs, 2):
-            ri = records[i]
-            si, sj = (scores[i], scores[j]) if scores is not None else (ri.score, records[j].score)
-            if si == sj:
-                continue
-            win, lose = (i, j) if si > sj else (j, i)
-            rw, rl = records[win], records[lose]
-            winner_at_a = len(out) % 2 == 0
-            a, b = (rw, rl) if winner_at_a else (rl, rw)
-            w: Literal["A", "B"] = "A" if winner_at_a else "B"
-            fb = (pair_feedback or {}).get((win, lose)) or compose_pair_feedback(a.feedback, b.feedback, w)
-            out.append(PairRecord(ri.instruction, a.response, b.response, ri.reference_answer, ri.rubric,
-                                  fb, w, ri.group))
+            si, sj = (scores[i], scores[j]) if scores is not None else (records[i].score, records[j].score)
+            if si != sj:
+                win, lose = (i, j) if si > sj else (j, i)
+                out.append((win, lose, "A") if len(out) % 2 == 0 else (lose, win, "B"))
     return out
 
 
-# -- reading the hub / file layouts ------------------------------------------------------------------
-def _load_rows(source: str, split: str = "train") -> list[dict[str, Any]]:
-    """Rows of a local JSON/JSONL/Parquet file or a hub dataset, through ``datasets``."""
-    import datasets
+def build_preference_collection(records: Sequence[FeedbackRecord], *, feedback: str | None = None,
+                                judge: Any = None, scores: Sequence[float] | None = None,
+                                pair_feedback: Mapping[tuple[int, int], str] | None = None,
+                                store: Any = None, on_failure: str = "drop") -> list[PairRecord]:
+    """All pairs with different scores within each group (instruction); the higher score wins (``plan_pairs``).
 
-    path = Path(source)
-    if path.suffix.lower() in _LOCAL_SUFFIXES:
-        if not path.is_file():
-            raise ConfigError(f"data file {source} does not exist; pass a JSON/JSONL/Parquet file or a hub id "
-                              f"such as {FEEDBACK_HUB_IDS[0]}")
-        ds = datasets.load_dataset(_LOCAL_SUFFIXES[path.suffix.lower()], data_files=str(path), split="train")
-    else:
-        ds = datasets.load_dataset(source, split=split)
-    return [dict(r) for r in ds]
-
-
-def _opt_ref(value: Any) -> str | None:
-    return None if value is None or (isinstance(value, str) and not value.strip()) else str(value)
-
-
-def _split_output(output: str, row: int, verdicts: str) -> tuple[str, str]:
-    m = _RESULT.search(output)
-    if not m or m.group(1) not in verdicts:
-        raise InputError(f"row {row}: 'output' must end with '[RESULT] <{'|'.join(verdicts)}>', got "
-                         f"...{output[-60:]!r}; fix the row or use the orig_* columns", index=row, field="output")
-    return output[: m.start()].rstrip(), m.group(1)
-
-
-def feedback_record_from_row(row: Mapping[str, Any], index: int = 0) -> FeedbackRecord:
-    """One Feedback Collection row (``orig_*`` columns, else ``instruction``/``output``) as a record."""
-    if "orig_instruction" in row:
-        missing = [k for k in ("orig_response", "orig_criteria", "orig_feedback", "orig_score",
-                               *(f"orig_score{k}_description" for k in range(1, 6))) if k not in row]
-        if missing:
-            raise InputError(f"row {index}: Feedback Collection columns missing: {', '.join(missing)}",
-                             index=index, field=missing[0])
-        rubric = Rubric(str(row["orig_criteria"]).strip().strip("[]"),
-                        tuple(str(row[f"orig_score{k}_description"]) for k in range(1, 6))).format()
-        return FeedbackRecord(str(row["orig_instruction"]), str(row["orig_response"]),
-                              _opt_ref(row.get("orig_reference_answer")), rubric, str(row["orig_feedback"]),
-                              int(row["orig_score"]), str(row["orig_instruction"]))
-    if "instruction" in row and "output" in row:
-        parts = parse_absolute_prompt(str(row["instruction"]))
-        feedback, score = _split_output(str(row["output"]), index, "12345")
-        return FeedbackRecord(parts.instruction, parts.response, parts.reference_answer, parts.rubric,
-                              feedback, int(score), parts.instruction)
-    raise InputError(f"row {index} has neither the orig_* Feedback Collection columns nor 'instruction'/'output' "
-                     f"(columns: {', '.join(sorted(row))})", index=index)
-
-
-def pair_record_from_row(row: Mapping[str, Any], index: int = 0) -> PairRecord:
-    """One Preference Collection row (``orig_*`` columns, else ``instruction``/``output``) as a record."""
-    if "orig_instruction" in row and "orig_response_A" in row:
-        winner = str(row.get("orig_preference", "")).strip()
-        if winner not in ("A", "B"):
-            raise InputError(f"row {index}: orig_preference must be 'A' or 'B', got {winner!r}", index=index,
-                             field="orig_preference")
-        fb = row.get("orig_feedback") or compose_pair_feedback(str(row.get("orig_feedback_A", "")),
-                                                               str(row.get("orig_feedback_B", "")), winner)
-        return PairRecord(str(row["orig_instruction"]), str(row["orig_response_A"]), str(row["orig_response_B"]),
-                          _opt_ref(row.get("orig_reference_answer")), f"[{str(row['orig_criteria']).strip('[]')}]",
-                          str(fb), winner, str(row["orig_instruction"]))  # type: ignore[arg-type]
-    if "instruction" in row and "output" in row:
-        parts = parse_relative_prompt(str(row["instruction"]))
-        feedback, winner = _split_output(str(row["output"]), index, "AB")
-        return PairRecord(parts.instruction, parts.response_a, parts.response_b, parts.reference_answer,
-                          parts.rubric, feedback, winner, parts.instruction)  # type: ignore[arg-type]
-    raise InputError(f"row {index} has neither the orig_* Preference Collection columns nor 'instruction'/'output' "
-                     f"(columns: {', '.join(sorted(row))})", index=index)
+    ``feedback`` (required unless ``pair_feedback`` covers every pair): ``"model"`` has ``judge`` (a
+    ``PrometheusJudge``, a backend, or a ``ComparativeWriter``) write comparative feedback, with
+    ``store`` (a judgment store path) making the run resumable, and ``on_failure`` deciding the pairs
+    whose every output contradicted the label (``drop``, ``concatenate``: labelled fallback, ``raise``);
+    ``"concatenate"`` joins the absolute feedbacks (``compose_pair_feedback``). ``scores`` replaces the
+    records' scores for the comparison (e.g. a mean of several graders); ``pair_feedback`` maps
+    ``(winner index, loser index)`` to a ready feedback.
+    """
+    plan = plan_pairs(records, scores)
+    given = pair_feedback or {}
+    win_lose = [(a, b) if w == "A" else (b, a) for a, b, w in plan]
+    todo = [k for k, wl in enumerate(win_lose) if not given.get(wl)]
+    if todo and feedback not in FEEDBACK_MODES:
+        raise ConfigError(f"feedback={feedback!r}: {len(todo)} pairs need a pairwise feedback; {_CHOOSE}")
+    if on_failure not in ON_FAILURE:
+        raise ConfigError(f"on_failure: expected one of {', '.join(ON_FAILURE)}, got {on_failure!r}")
+    written: dict[int, str] = {}
+    if todo and feedback == "model":
+        written = _model_feedback(records, plan, todo, judge, scores, store)
+        failed = [k for k in todo if k not in written]
+        if failed and on_failure == "raise":
+            raise ConfigError(f"the judge wrote no feedback matching the known winner for {len(failed)} of "
+                              f"{len(todo)} pairs; raise max_attempts, use a stronger judge, or pass "
+                              f"on_failure='drop' or 'concatenate'")
+        if failed:
+            log.warning("comparative feedback failed for %d of %d pairs: %s", len(failed), len(todo),
+                        "dropped" if on_failure == "drop" else "concatenated (feedback_source='concatenate')")
+    out: list[PairRecord] = []
+    for k, (a_i, b_i, w) in enumerate(plan):
+        a, b = records[a_i], records[b_i]
+        if given.get(win_lose[k]):
+            fb, src = given[win_lose[k]], "given"
+        elif k in written:
+            fb, src = written[k], "model"
+        elif feedback == "model" and on_failure == "drop":
+            continue
+        else:
+            fb, src = compose_pair_feedback(a.feedback, b.feedback, w), "concatenate"
+        out.append(PairRecord(a.instruction, a.response, b.response, a.reference_answer, a.rubric, fb,
+                              w, a.group, src))  # type: ignore[arg-type]
+    return out
 
 
-def load_feedback_collection(source: str = FEEDBACK_HUB_IDS[0], *, split: str = "train",
-                             limit: int | None = None) -> list[FeedbackRecord]:
-    """Feedback records from a hub id or a local JSON/JSONL/Parquet file (first ``limit`` rows)."""
-    rows = _load_rows(source, split)[:limit]
-    return [feedback_record_from_row(r, i) for i, r in enumerate(rows)]
+def _model_feedback(records: Sequence[FeedbackRecord], plan: list[tuple[int, int, str]], todo: list[int],
+                    judge: Any, scores: Sequence[float] | None, store: Any) -> dict[int, str]:
+    from .comparative import ComparativeWriter, Comparison
 
-
-def load_preference_collection(source: str = PREFERENCE_HUB_IDS[0], *, split: str = "train",
-                               limit: int | None = None) -> list[PairRecord]:
-    """Pair records from a Preference Collection hub id or local file; a Feedback Collection source
-    (its hub id, or a file with ``orig_score``/absolute ``output`` rows) is turned into pairs."""
-    rows = _load_rows(source, split)
-    if source in FEEDBACK_HUB_IDS or (rows and ("orig_score" in rows[0] or _is_absolute_row(rows[0]))):
-        return build_preference_collection([feedback_record_from_row(r, i) for i, r in enumerate(rows)])[:limit]
-    return [pair_record_from_row(r, i) for i, r in enumerate(rows[:limit])]
-
-
-def _is_absolute_row(row: Mapping[str, Any]) -> bool:
-    out = str(row.get("output", ""))
-    m = _RESULT.search(out)
-    return bool(m and m.group(1) in "12345")
+    if judge is None:
+        raise ConfigError(f"feedback='model' needs judge=: a PrometheusJudge (any backend), a backend or a "
+                          f"ComparativeWriter; {_CHOOSE}")
+    writer = judge if isinstance(judge, ComparativeWriter) else ComparativeWriter(judge, store=store)
+    sc = scores if scores is not None else [r.score for r in records]
+    comps = []
+    for k in todo:
+        a_i, b_i, w = plan[k]
+        a, b = records[a_i], records[b_i]
+        comps.append(Comparison(a.instruction, a.response, b.response, a.reference_answer, a.rubric,
+                                a.feedback, b.feedback, sc[a_i], sc[b_i], w))
+    try:
+        texts = writer.write(comps)
+    finally:
+        if writer is not judge:
+            writer.close()
+    return {k: t for k, t in zip(todo, texts) if t is not None}
 
 
 def records_summary(records: Iterable[FeedbackRecord | PairRecord]) -> dict[str, int]:
@@ -263,3 +247,13 @@ def records_summary(records: Iterable[FeedbackRecord | PairRecord]) -> dict[str,
         key = str(r.score) if isinstance(r, FeedbackRecord) else r.winner
         counts[key] = counts.get(key, 0) + 1
     return dict(sorted(counts.items()))
+
+
+# the file/hub layouts live in train_judge.layouts; importable from here as before
+from .layouts import (feedback_record_from_row, load_feedback_collection, load_preference_collection,  # noqa: E402
+                      pair_record_from_row, save_preference_collection)
+
+__all__ = ["FEEDBACK_HUB_IDS", "PREFERENCE_HUB_IDS", "FEEDBACK_MODES", "FeedbackRecord", "PairRecord",
+           "compose_pair_feedback", "plan_pairs", "build_preference_collection", "records_summary",
+           "feedback_record_from_row", "pair_record_from_row", "load_feedback_collection",
+           "load_preference_collection", "save_preference_collection"]

@@ -7,8 +7,10 @@ plus three GPT-4 feedbacks and scores. The pocket scale of the recipe uses it as
   prompt crosses the split;
 - absolute examples: one per GPT-4 feedback (``feedback [RESULT] k``), three per response;
 - pairwise examples: within each prompt, every pair of its 4 responses whose *mean* GPT-4 scores
-  differ; the higher mean wins; feedback from the first GPT-4 feedback of each response through
-  ``compose_pair_feedback``; A/B placement alternates (balanced);
+  differ; the higher mean wins; A/B placement alternates (balanced); the pairwise feedback is the
+  labelled concatenation fallback (``feedback_source="concatenate"``: the first GPT-4 feedback of each
+  response through ``compose_pair_feedback``) unless ``relative(judge=...)`` has a judge write
+  comparative feedback (``train_judge.comparative``);
 - ``dev_items``: the dev responses with their mean GPT-4 score, for the correlation benchmark.
 
 Example:
@@ -117,8 +119,11 @@ class PocketData:
                                               int(score), f"vicuna-{r['idx']}"))
         return out
 
-    def relative(self, part: str = "train") -> list[PairRecord]:
-        """Pairs of the part's responses by mean GPT-4 score (first feedback of each composed)."""
+    def relative(self, part: str = "train", *, judge: Any = None, store: Any = None,
+                 on_failure: str = "drop") -> list[PairRecord]:
+        """Pairs of the part's responses by mean GPT-4 score. Feedback: the first GPT-4 feedback of each
+        joined (the labelled ``concatenate`` fallback the shipped judge was trained on), or with ``judge``
+        comparative feedback written by it (``build_preference_collection(feedback="model")``)."""
         ids = self._ids(part)
         recs, means = [], []
         for r, p in zip(self.rows, self._parts):
@@ -126,7 +131,10 @@ class PocketData:
                 recs.append(FeedbackRecord(p.instruction, p.response, p.reference_answer, p.rubric,
                                            r["gpt4_feedback"][0], int(r["gpt4_score"][0]), f"vicuna-{r['idx']}"))
                 means.append(sum(r["gpt4_score"]) / len(r["gpt4_score"]))
-        return build_preference_collection(recs, scores=means)
+        if judge is None:
+            return build_preference_collection(recs, scores=means, feedback="concatenate")
+        return build_preference_collection(recs, scores=means, feedback="model", judge=judge, store=store,
+                                           on_failure=on_failure)
 
     def dev_items(self) -> list[DevItem]:
         """The dev responses with their mean GPT-4 score."""

@@ -50,15 +50,22 @@ def default_vicuna_path() -> Path:
 
 
 def load_records(cfg: SFTRunConfig) -> list[FeedbackRecord] | list[PairRecord]:
-    """The training records the config names (pocket train split, or a collection)."""
+    """The training records the config names (pocket train split, or a collection), resampled by
+    ``verdict_balance`` when set."""
     if cfg.dataset == "pocket":
         from .pocket import PocketData
 
         data = PocketData(cfg.data_path or default_vicuna_path(), dev_fraction=cfg.dev_fraction, seed=cfg.split_seed)
-        return data.absolute("train") if cfg.task == "absolute" else data.relative("train")
-    if cfg.task == "absolute":
-        return load_feedback_collection(cfg.data_path or cfg.dataset)
-    return load_preference_collection(cfg.data_path or cfg.dataset)
+        records = data.absolute("train") if cfg.task == "absolute" else data.relative("train")
+    elif cfg.task == "absolute":
+        records = load_feedback_collection(cfg.data_path or cfg.dataset)
+    else:
+        records = load_preference_collection(cfg.data_path or cfg.dataset)
+    if cfg.verdict_balance is not None:
+        from .balance import balance_by_verdict
+
+        records = balance_by_verdict(records, cfg.verdict_balance, seed=cfg.seed)
+    return records
 
 
 def pick_subset(lengths: Sequence[int], verdicts: Sequence[str], n: int, *, balance: bool, prefer_short: bool,
