@@ -3,9 +3,12 @@
 Two steps:
 
 ``run``: judge a benchmark subset with a primary judge (``confidence=True``, forced verdicts,
-optionally a calibration base model for SE-Cali) and, for every item, the REFERENCE REPLAY
-fallback; one JSON line per item (``id``, ``reference``, ``primary``, ``fallback``, and
-``confidence`` = the primary's indicators). Items already in the output file are skipped, so
+optionally a calibration base model for SE-Cali), a real second judge as the fallback
+(``--fallback-model PATH`` on vLLM or transformers, or ``--fallback-server URL``, an
+OpenAI-compatible server), and, for every item, the REFERENCE REPLAY; one JSON line per item
+(``id``, ``reference``, ``primary``, ``fallback`` = the second judge's verdict, ``oracle`` = the
+replay, ``fallback_kind`` = ``"judge"``, and ``confidence`` = the primary's indicators). Without a
+second judge ``fallback`` is the replay and ``fallback_kind`` is ``"oracle"``. Items already in the output file are skipped, so
 an interrupted run resumes without recomputing. Benchmarks:
 
 - ``vicuna`` (absolute): reference = mean of the three recorded GPT-4 scores; fallback = the
@@ -19,8 +22,10 @@ an interrupted run resumes without recomputing. Benchmarks:
   tie counting as wrong) of the *confident half* vs the *unsure half* of the items the primary
   judged (split at the median uncertainty);
 - the cascade curve: the metric when the most uncertain share ``f`` of items (f = 0 .. 1) take
-  the fallback's score, selected by ``prom_reward.cascade.route`` (the rule ``CascadeJudge``
-  uses; failed primary items always take the fallback).
+  the fallback's score, selected by ``prom_reward.cascade.route`` (the exact share of the whole
+  set; failed primary items always take the fallback). With a real second judge this is the
+  cascade's curve, and the replay's curve follows it labelled ``ORACLE (upper bound)``: a
+  replayed reference agrees with the reference by construction, so it is not a judge.
 
 Example (records made by hand):
     >>> recs = [{"id": i, "reference": r, "primary": p, "fallback": r, "confidence": {"entropy": e}}
@@ -128,17 +133,27 @@ def halves(records: Sequence[dict[str, Any]], indicator: str, metric: str = "pea
 
 
 def cascade_curve(records: Sequence[dict[str, Any]], indicator: str, fractions: Sequence[float] = FRACTIONS,
-                  metric: str = "pearson") -> list[float]:
-    """The metric of the cascade's scores at each routed fraction (routing by ``cascade.route``)."""
+                  metric: str = "pearson", source: str = "fallback") -> list[float]:
+    """The metric of the cascade's scores at each routed fraction (routing by ``cascade.route``);
+    routed items take ``record[source]`` (``"fallback"``, or ``"oracle"`` for the replay)."""
     values = uncertainties(records, indicator)
     grades = [_result(r["primary"], Confidence(entropy=v)) for r, v in zip(records, values)]
     out = []
     for frac in fractions:
         routing = route(grades, CascadeConfig(route_fraction=frac, indicator="se"))
-        scores = [r["fallback"] if how.routed else r["primary"] for r, how in zip(records, routing)]
+        scores = [r.get(source) if how.routed else r["primary"] for r, how in zip(records, routing)]
         pairs = [(s, r["reference"]) for s, r in zip(scores, records) if s is not None]
         out.append(METRICS[metric]([p for p, _ in pairs], [q for _, q in pairs]))
     return out
+
+
+def has_real_fallback(records: Sequence[dict[str, Any]]) -> bool:
+    """True when the records' fallback is a second judge, not the reference replay.
+
+    >>> has_real_fallback([{"fallback_kind": "judge"}]), has_real_fallback([{"fallback": 4}])
+    (True, False)
+    """
+    return bool(records) and all(r.get("fallback_kind") == "judge" for r in records)
 
 
 def available_indicators(records: Sequence[dict[str, Any]]) -> list[str]:
@@ -158,8 +173,12 @@ def report(records: Sequence[dict[str, Any]], fractions: Sequence[float] = FRACT
     judged = sum(r["primary"] is not None for r in records)
     pairwise = is_pairwise(records)
     metrics = ["accuracy"] if pairwise else ["pearson", "spearman"]
-    what = ("reference = human label; fallback = REFERENCE REPLAY of the human label" if pairwise else
-            "reference = mean recorded GPT-4 score; fallback = REFERENCE REPLAY of the first recorded GPT-4 judgment")
+    real = has_real_fallback(records)
+    replay = ("REFERENCE REPLAY of the human label" if pairwise else
+              "REFERENCE REPLAY of the first recorded GPT-4 judgment")
+    what = ("reference = human label" if pairwise else "reference = mean recorded GPT-4 score") + (
+        f"; fallback = a second judge ({records[0].get('fallback_judge', 'unnamed')}); oracle = {replay}"
+        if real else f"; fallback = ORACLE: {replay} (an upper bound, not a judge)")
     head = " | ".join(f"{m} {half}" for m in metrics for half in ("confident half", "unsure half"))
     lines = [f"{len(records)} items, {judged} judged by the primary; {what}", "",
              f"| indicator | {head} | items per half |", "|---|" + "---|" * (2 * len(metrics) + 1)]
@@ -170,12 +189,16 @@ def report(records: Sequence[dict[str, Any]], fractions: Sequence[float] = FRACT
             confident, unsure, n = halves(records, name, m)
             cells += [f"{confident:.3f}", f"{unsure:.3f}"]
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {n} |")
-    lines += ["", f"cascade: {metrics[0]} at each share routed to the fallback", "",
-              "| indicator | " + " | ".join(f"{f:.0%}" for f in fractions) + " |",
-              "|---|" + "---|" * len(fractions)]
-    for name in names:
-        curve = cascade_curve(records, name, fractions, metrics[0])
-        lines.append(f"| {name} | " + " | ".join(f"{v:.3f}" for v in curve) + " |")
+    curves = [("fallback", "the second judge" if real else "the ORACLE (upper bound)")]
+    if real:
+        curves.append(("oracle", "the ORACLE (upper bound: the reference replay)"))
+    for source, label in curves:
+        lines += ["", f"cascade: {metrics[0]} at each share routed to {label}", "",
+                  "| indicator | " + " | ".join(f"{f:.0%}" for f in fractions) + " |",
+                  "|---|" + "---|" * len(fractions)]
+        for name in names:
+            curve = cascade_curve(records, name, fractions, metrics[0], source)
+            lines.append(f"| {name} | " + " | ".join(f"{v:.3f}" for v in curve) + " |")
     return "\n".join(lines)
 
 
@@ -222,9 +245,11 @@ def load_items(benchmark: str, path: str | Path, offset: int = 0, limit: int | N
 
 
 def judge_items(items: Sequence[dict[str, Any]], primary: Any, reference: Any, out: str | Path, *,
-                batch_size: int = 8, rubric: Any = "helpfulness", swap: bool = True) -> int:
-    """Judge ``items`` with the primary and the reference-replay judge, appending one JSON line per
-    item to ``out`` after each batch; items already there are skipped. Returns the number judged."""
+                batch_size: int = 8, rubric: Any = "helpfulness", swap: bool = True,
+                fallback: Any = None, fallback_name: str = "") -> int:
+    """Judge ``items`` with the primary, the reference-replay judge and (when given) a real
+    ``fallback`` judge, appending one JSON line per item to ``out`` after each batch; items already
+    there are skipped. Returns the number judged."""
     out = Path(out)
     done = _done_ids(out)
     todo = [it for it in items if it["id"] not in done]
@@ -232,17 +257,21 @@ def judge_items(items: Sequence[dict[str, Any]], primary: Any, reference: Any, o
         chunk = todo[start:start + batch_size]
         cols = list(zip(*[it["args"] for it in chunk]))
         if isinstance(chunk[0]["reference"], str):
-            mine = primary.compare(list(cols[0]), list(cols[1]), list(cols[2]), rubric, swap=swap)
-            ref = reference.compare(list(cols[0]), list(cols[1]), list(cols[2]), rubric, swap=swap)
+            judges = [j for j in (primary, reference, fallback) if j is not None]
+            got = [j.compare(list(cols[0]), list(cols[1]), list(cols[2]), rubric, swap=swap) for j in judges]
             value = lambda v: v.winner or ("tie" if v.tie else None)  # noqa: E731
         else:
-            mine = primary.grade(*[list(c) for c in cols])
-            ref = reference.grade(*[list(c) for c in cols])
+            judges = [j for j in (primary, reference, fallback) if j is not None]
+            got = [j.grade(*[list(c) for c in cols]) for j in judges]
             value = lambda g: g.score  # noqa: E731
         with out.open("a", encoding="utf-8") as f:
-            for it, a, b in zip(chunk, mine, ref):
+            for k, it in enumerate(chunk):
+                a, b = got[0][k], got[1][k]
+                second = got[2][k] if fallback is not None else b
                 f.write(json.dumps({"id": it["id"], "reference": it["reference"], "primary": value(a),
-                                    "fallback": value(b),
+                                    "fallback": value(second), "oracle": value(b),
+                                    "fallback_kind": "judge" if fallback is not None else "oracle",
+                                    **({"fallback_judge": fallback_name} if fallback is not None else {}),
                                     "confidence": a.confidence.as_dict() if a.confidence else None}) + "\n")
         print(f"judged {start + len(chunk)}/{len(todo)}", flush=True)
     return len(todo)
@@ -272,10 +301,31 @@ def run(args: argparse.Namespace) -> None:
                               force_verdict=True, max_retries=args.max_retries,
                               sampling={"max_tokens": args.max_tokens, "temperature": args.temperature},
                               truncate_response=True, max_model_len=4096, enforce_eager=True)
+    fallback = build_fallback(args)
     try:
-        judge_items(items, primary, reference, args.out, batch_size=args.batch_size, rubric=args.rubric)
+        judge_items(items, primary, reference, args.out, batch_size=args.batch_size, rubric=args.rubric,
+                    fallback=fallback, fallback_name=args.fallback_model or args.fallback_server or "")
     finally:
         primary.close()
+        if fallback is not None:
+            fallback.close()
+
+
+def build_fallback(args: argparse.Namespace) -> Any:
+    """The real second judge of ``run`` (``--fallback-model`` / ``--fallback-server``), or None."""
+    from prom_reward import PrometheusJudge
+
+    if args.fallback_model and args.fallback_server:
+        raise SystemExit("give one of --fallback-model PATH or --fallback-server URL, not both")
+    common = {"max_retries": args.max_retries, "truncate_response": True,
+              "sampling": {"max_tokens": args.fallback_max_tokens, "temperature": 0.0}}
+    if args.fallback_server:
+        return PrometheusJudge(args.fallback_server_model, backend="openai", base_url=args.fallback_server,
+                               **common)
+    if args.fallback_model:
+        extra = {"max_model_len": 4096, "enforce_eager": True} if args.fallback_backend == "vllm" else {}
+        return PrometheusJudge(args.fallback_model, backend=args.fallback_backend, **common, **extra)
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -287,6 +337,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     r.add_argument("--judge-model", required=True, help="primary judge: model folder, hub id or preset")
     r.add_argument("--base-model", help="base model for SE-Cali (teacher forcing on a second vLLM engine)")
     r.add_argument("--base-wire", default="chat", help="the base model's own wire format (chat, inst, raw)")
+    r.add_argument("--fallback-model", help="a real second judge (model folder) as the fallback")
+    r.add_argument("--fallback-backend", default="vllm", choices=("vllm", "transformers"))
+    r.add_argument("--fallback-server", help="a real second judge behind an OpenAI-compatible URL")
+    r.add_argument("--fallback-server-model", default=None, help="model name to ask the fallback server for")
+    r.add_argument("--fallback-max-tokens", type=int, default=256)
     r.add_argument("--data", help="benchmark file (default: ../shared/data/<vicuna_eval.json|autoj_pairwise.jsonl>)")
     r.add_argument("--out", required=True)
     r.add_argument("--offset", type=int, default=0)

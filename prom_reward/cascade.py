@@ -6,11 +6,20 @@ judges the whole batch. Each result's uncertainty under an indicator of
 ``sample_agreement``, ``swap_agreement``) decides what goes to the fallback judge (a
 bigger vLLM judge, an OpenAI-compatible API, any object with ``grade``/``compare``):
 
-- ``route_fraction=f``: the ``ceil(f * n)`` most uncertain items of every call;
+- ``route_fraction=f``: the least confident share ``f`` *of the run*, not of each call (CascadedEval
+  allocates the least confident fraction of a whole set; a per-call ``ceil(f * n)`` would route
+  every item of a one-item call). An item is routed when its uncertainty is above a threshold
+  calibrated to ``f``: the one set by ``calibrate(uncertainties)`` on a calibration set, else a
+  running quantile: its mid-rank among the last ``window`` items' uncertainties and this call's
+  is above ``1 - f``. The routed share over a run converges to ``f`` whatever the call sizes;
+  ``route(results, config)`` without a history keeps the exact per-set allocation (evaluation);
 - ``threshold=t``: every item whose uncertainty is above ``t``.
 
+The indicator defaults to ``se_cali`` when the primary has a calibration (base) model, as in
+CascadedEval, and to ``se`` otherwise.
+
 Items whose primary judgment failed (score/winner None, not a tie) always go to the
-fallback (on top of the fraction when they outnumber it), and so do valid items without
+fallback (on top of the fraction), and so do valid items without
 a value for the indicator (ranked as the most uncertain). Each returned result says who
 decided (``decided_by``: ``"primary"``/``"fallback"``); ``last_routing`` holds each item's
 uncertainty and why it was routed, ``cascade_stats`` the running cost (fallback calls,
@@ -35,8 +44,10 @@ Example:
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import math
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence, TypeVar
 
@@ -51,13 +62,17 @@ class CascadeConfig:
     """When items go from the primary to the fallback judge."""
 
     route_fraction: float | None = None
-    """Share of each call's items to route (the most uncertain first), in [0, 1]."""
+    """Share of the run's items to route (the most uncertain), in [0, 1]."""
 
     threshold: float | None = None
     """Route every item whose uncertainty under ``indicator`` is above this value."""
 
     indicator: str = "se"
     """Name of the uncertainty indicator (see ``prom_reward.confidence.INDICATORS``)."""
+
+    window: int = 1000
+    """``route_fraction`` without a calibration set: how many recent uncertainties the running
+    quantile is taken over."""
 
     def __post_init__(self) -> None:
         if (self.route_fraction is None) == (self.threshold is None):
@@ -70,7 +85,28 @@ class CascadeConfig:
         t = self.threshold
         if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t)):
             raise ConfigError(f"threshold: expected a finite number, got {t!r}")
+        w = self.window
+        if isinstance(w, bool) or not isinstance(w, int) or w < 1:
+            raise ConfigError(f"window: expected an int >= 1 (recent items for the running quantile), got {w!r}")
         get_indicator(self.indicator)
+
+
+def _above_running_quantile(values: Sequence[float | None], history: Sequence[float],
+                            fraction: float) -> set[int]:
+    """Indexes whose mid-rank among ``history`` + ``values`` is above ``1 - fraction``.
+
+    For exchangeable uncertainties the mid-rank is uniform, so each item is routed with
+    probability ``fraction`` however few items came before it.
+    """
+    pool = sorted([*history, *(v for v in values if v is not None)])
+    out = set()
+    for i, v in enumerate(values):
+        if v is None:
+            continue
+        below, upto = bisect.bisect_left(pool, v), bisect.bisect_right(pool, v)
+        if (below + upto) / 2 / len(pool) > 1 - fraction:
+            out.add(i)
+    return out
 
 
 @dataclass
@@ -111,14 +147,20 @@ def _failed(result: Any) -> bool:
     return not result.ok and not getattr(result, "tie", False)
 
 
-def route(results: Sequence[Any], config: CascadeConfig) -> list[Routing]:
+def route(results: Sequence[Any], config: CascadeConfig, history: Sequence[float] | None = None) -> list[Routing]:
     """Which results to send to the fallback under ``config`` (see the module docstring).
+
+    With ``route_fraction`` and no ``history``: the ``ceil(f * n)`` most uncertain of ``results``
+    (the exact share of one whole set; failures count in it). With a ``history`` of recent
+    uncertainties: the running-quantile rule ``CascadeJudge`` uses (failures on top).
 
     >>> from prom_reward.results import Grade
     >>> from prom_reward.confidence import Confidence
     >>> gs = [Grade(4.0, confidence=Confidence(entropy=e)) for e in (0.1, 0.9, 0.5)] + [Grade(None)]
     >>> [r.reason for r in route(gs, CascadeConfig(route_fraction=0.5))]
     ['', 'uncertain', '', 'failed']
+    >>> [r.routed for r in route(gs[:1], CascadeConfig(route_fraction=0.5), history=[0.2, 0.3, 0.4])]
+    [False]
     """
     measure = get_indicator(config.indicator)
     values = [None if _failed(r) or r.confidence is None else measure(r.confidence) for r in results]
@@ -126,6 +168,8 @@ def route(results: Sequence[Any], config: CascadeConfig) -> list[Routing]:
     unscored = {i for i, v in enumerate(values) if v is None and i not in failed}
     if config.threshold is not None:
         uncertain = {i for i, v in enumerate(values) if v is not None and v > config.threshold}
+    elif history is not None:
+        uncertain = _above_running_quantile(values, history, config.route_fraction)  # type: ignore[arg-type]
     else:
         budget = math.ceil(config.route_fraction * len(results) - 1e-9)  # type: ignore[operator]
         order = sorted(unscored) + sorted((i for i, v in enumerate(values) if v is not None),
@@ -155,12 +199,17 @@ class CascadeJudge:
         primary: a ``PrometheusJudge`` (with ``confidence=True`` for logprob indicators,
             ``calibration=`` for ``se_cali``) or any object with ``grade``/``compare``.
         fallback: the judge for routed items (any backend; results keep their own confidence).
-        route_fraction, threshold, indicator: see ``CascadeConfig`` (exactly one of the first two).
+        route_fraction, threshold, indicator, window: see ``CascadeConfig`` (exactly one of the first
+            two). ``indicator=None`` (default): ``se_cali`` when the primary has a calibration model,
+            else ``se``.
     """
 
     def __init__(self, primary: Any, fallback: Any, *, route_fraction: float | None = None,
-                 threshold: float | None = None, indicator: str = "se") -> None:
-        self.config = CascadeConfig(route_fraction=route_fraction, threshold=threshold, indicator=indicator)
+                 threshold: float | None = None, indicator: str | None = None, window: int = 1000) -> None:
+        if indicator is None:
+            indicator = "se_cali" if getattr(primary, "calibration", None) is not None else "se"
+        self.config = CascadeConfig(route_fraction=route_fraction, threshold=threshold, indicator=indicator,
+                                    window=window)
         for role, judge in (("primary", primary), ("fallback", fallback)):
             if not (hasattr(judge, "grade") and hasattr(judge, "compare")):
                 raise ConfigError(f"{role}: expected a judge with grade() and compare() (a PrometheusJudge), "
@@ -175,6 +224,27 @@ class CascadeJudge:
         self.primary, self.fallback = primary, fallback
         self.cascade_stats = CascadeStats()
         self.last_routing: list[Routing] = []
+        self.history: deque[float] = deque(maxlen=window)
+        """Recent uncertainties (the running quantile of ``route_fraction``)."""
+
+    def calibrate(self, uncertainties: Sequence[float | None]) -> float:
+        """Fix the routing threshold from a calibration set's uncertainties under the indicator: the
+        ``1 - route_fraction`` quantile, so that share of items like these is routed. Returns it.
+
+        >>> from prom_reward import PrometheusJudge
+        >>> judge = PrometheusJudge(backend="scripted", outputs=["[RESULT] 3"], confidence=True)
+        >>> CascadeJudge(judge, judge, route_fraction=0.25).calibrate([0.1, 0.2, 0.3, 0.4])
+        0.3
+        """
+        f = self.config.route_fraction
+        known = sorted(v for v in uncertainties if v is not None)
+        if f is None or not known:
+            raise ConfigError("calibrate: expected route_fraction=<share> and at least one known uncertainty, "
+                              f"got route_fraction={f!r} and {len(known)} known values")
+        cut = min(max(math.ceil((1 - f) * len(known) - 1e-9), 1), len(known)) - 1
+        threshold = known[cut]
+        self.config = dataclasses.replace(self.config, route_fraction=None, threshold=threshold)
+        return threshold
 
     @property
     def indicators(self) -> list[str]:
@@ -201,7 +271,9 @@ class CascadeJudge:
         return total
 
     def _cascade(self, results: list[R], n: int, call: Callable[[list[int]], list[R]]) -> list[R]:
-        routing = route(results, self.config)
+        running = self.config.route_fraction is not None
+        routing = route(results, self.config, history=self.history if running else None)
+        self.history.extend(r.uncertainty for r in routing if r.uncertainty is not None)
         self.last_routing = routing
         st = self.cascade_stats
         st.items += n

@@ -4,18 +4,25 @@ Per generated token the backends report the sampled token's log-probability and
 the top-k alternatives (``TokenLogprobs.top``). From those, per judgment:
 
 - **SE** (``entropy``): the mean over generated tokens of the entropy (nats) of the
-  next-token distribution. Only the top-k is known, so the entropy is *truncated*. The
-  default, ``truncation="tail"``, keeps the top-k probabilities as reported and gives the
-  leftover mass ``r = 1 - sum(top)`` the least entropy it can have, knowing that no tail
-  token is likelier than the least likely reported one (``p_min``): as many outcomes of
-  ``p_min`` as fit, plus the remainder. This is the tightest lower bound of the true
-  entropy the top-k allows: exact when the tail is one token, close to the truth for a flat
-  distribution, and for a sharp judge (small ``r``) nearly equal to the other two.
-  ``truncation="bucket"`` counts ``r`` as one outcome (``-r log r``), a looser lower bound
-  that is badly biased on flat distributions (a near-uniform next token, where ``r`` is
-  almost 1, reads as almost certain). ``truncation="renormalize"`` divides the top-k by
-  their sum: at most ``log k``, and not a bound of anything. Token texts that decode
-  alike are merged by the backends (their probabilities summed), which lowers all three.
+  next-token distribution (CascadedEval Eq. 1-2). Only the top-k (k = ``top_k``, 20) is known,
+  so the per-token value is an estimate computed from **the k largest probabilities alone**: the
+  sampled (or teacher-forced) token counts only when it is one of them. Backends add the sampled
+  token to ``top`` even when it lies outside the top-k; counting it there would make the value
+  depend on which token the judge happened to write, and (as the cap of the tail) break the bound.
+  With ``r = 1 - sum(top-k)`` the mass outside and ``p_k`` the k-th probability:
+
+  * the top-k terms ``-p log p`` are **exact**;
+  * ``truncation="tail"`` (default) adds the least entropy ``r`` can have when no outside token
+    exceeds ``p_k``: as many outcomes of ``p_k`` as fit, plus the remainder. A **lower bound** of
+    the full-vocabulary entropy, the tightest the top-k allows; **exact** when ``r = 0`` or the
+    outside mass is one token. ``entropy_upper_bound(position, vocab_size)`` gives the matching
+    upper bound (``r`` spread evenly over the other ``V - k`` tokens);
+  * ``"bucket"`` counts ``r`` as one outcome (``-r log r``): a looser lower bound, badly biased on
+    flat distributions (a near-uniform next token reads as almost certain);
+  * ``"renormalize"`` divides the top-k by their sum: at most ``log k``, not a bound of anything.
+
+  Token texts that decode alike are merged by the backends (probabilities summed), which lowers
+  all three slightly.
 - **perplexity** (``nll``): mean negative log-probability of the sampled tokens (the
   log of the perplexity; ranking by either is the same).
 - **SE-Cali** (``entropy_calibrated``): SE of the judge minus SE of a *base* model
@@ -52,41 +59,52 @@ from statistics import fmean
 from typing import Callable, Sequence
 
 from .backends.base import TokenLogprobs
+from .backends.teacher_forcing import DEFAULT_TOP_K
 from .errors import ConfigError, UnknownNameError
 from .registry import Registry
 
 TRUNCATIONS = ("tail", "bucket", "renormalize")
 
 
-def token_entropy(position: TokenLogprobs, truncation: str = "tail") -> float:
-    """Entropy (nats) of one position's next-token distribution, from its top-k (see module doc).
+def _top_k_probs(position: TokenLogprobs, top_k: int) -> list[float]:
+    """The ``top_k`` largest reported probabilities (the sampled token only when it is among them)."""
+    probs = sorted((math.exp(lp) for lp in position.top.values() if lp is not None and math.isfinite(lp)),
+                   reverse=True)[:top_k]
+    if not probs and position.logprob is not None and math.isfinite(position.logprob):
+        probs = [math.exp(position.logprob)]  # no alternatives reported: the one known probability
+    total = sum(probs)
+    return [p / total for p in probs] if total > 1.0 else probs  # rounding in the reported logprobs
+
+
+def token_entropy(position: TokenLogprobs, truncation: str = "tail", top_k: int = DEFAULT_TOP_K) -> float:
+    """Entropy (nats) of one position's next-token distribution from its top-k (see module doc).
+
+    A function of the distribution only: which token was sampled does not change it.
 
     >>> import math
     >>> token_entropy(TokenLogprobs("x", 0.0, {"x": 0.0}))  # a certain token
     0.0
+    >>> top = {"a": math.log(0.5), "b": math.log(0.3)}
+    >>> token_entropy(TokenLogprobs("a", top["a"], top), top_k=2) == token_entropy(
+    ...     TokenLogprobs("z", math.log(0.01), {**top, "z": math.log(0.01)}), top_k=2)
+    True
     """
     if truncation not in TRUNCATIONS:
         raise ConfigError(f"truncation: expected one of {', '.join(TRUNCATIONS)}, got {truncation!r}")
-    top = dict(position.top)
-    if position.token not in top and math.isfinite(position.logprob):
-        top[position.token] = position.logprob
-    probs = [math.exp(lp) for lp in top.values() if lp is not None and math.isfinite(lp)]
+    probs = _top_k_probs(position, top_k)
     total = sum(probs)
     if total <= 0:
         return 0.0
     if truncation == "renormalize":
         h = -sum(p / total * math.log(p / total) for p in probs if p > 0)
         return h if h > 0 else 0.0
-    if total > 1.0:  # rounding in the reported logprobs
-        probs = [p / total for p in probs]
-        total = 1.0
     rest = 1.0 - total
     h = -sum(p * math.log(p) for p in probs if p > 0)
     if rest > 1e-12:
         if truncation == "bucket":
             h -= rest * math.log(rest)
-        else:  # tail: no tail token is likelier than the least likely reported one
-            h += _least_tail_entropy(rest, min(probs))
+        else:  # tail: no outside token is likelier than the k-th one
+            h += _least_tail_entropy(rest, probs[-1])
     return h if h > 0 else 0.0
 
 
@@ -100,7 +118,24 @@ def _least_tail_entropy(rest: float, cap: float) -> float:
     return -full * cap * math.log(cap) - (remainder * math.log(remainder) if remainder > 1e-15 else 0.0)
 
 
-def mean_entropy(logprobs: Sequence[TokenLogprobs] | None, truncation: str = "tail") -> float | None:
+def entropy_upper_bound(position: TokenLogprobs, vocab_size: int, top_k: int = DEFAULT_TOP_K) -> float:
+    """The most entropy the distribution can have given its top-k and a vocabulary of ``vocab_size``:
+    the outside mass spread evenly over the other tokens (each under the k-th probability).
+
+    >>> import math
+    >>> round(entropy_upper_bound(TokenLogprobs("a", math.log(0.5), {"a": math.log(0.5)}), 3), 4)
+    1.0397
+    """
+    probs = _top_k_probs(position, top_k)
+    rest, others = 1.0 - sum(probs), vocab_size - len(probs)
+    h = -sum(p * math.log(p) for p in probs if p > 0)
+    if rest > 1e-12 and others > 0:
+        h -= rest * math.log(rest / others)
+    return h
+
+
+def mean_entropy(logprobs: Sequence[TokenLogprobs] | None, truncation: str = "tail",
+                 top_k: int = DEFAULT_TOP_K) -> float | None:
     """SE of one sample: the mean token entropy over its generated tokens (None without logprobs).
 
     >>> import math
@@ -110,7 +145,7 @@ def mean_entropy(logprobs: Sequence[TokenLogprobs] | None, truncation: str = "ta
     """
     if not logprobs:
         return None
-    return fmean(token_entropy(p, truncation) for p in logprobs)
+    return fmean(token_entropy(p, truncation, top_k) for p in logprobs)
 
 
 def mean_nll(logprobs: Sequence[TokenLogprobs] | None) -> float | None:

@@ -4,22 +4,37 @@ A judge writes feedback and ends with ``[RESULT] 1-5`` (absolute grading) or
 ``[RESULT] A|B`` (pairwise ranking). Real judges are sloppy, so the parser is
 lenient about how the verdict is *written* and strict about what it *is*.
 
-Rules:
+Accepted forms (``k`` = a digit 1-5 for absolute, ``A``/``B`` for relative):
+
+=====================  ==================================================  ==================================
+where                  accepted                                            rejected (no verdict: re-sample)
+=====================  ==================================================  ==================================
+after the last marker  ``4``, ``(5)``, ``"A"``, ``**3**``, ``[3]``,        ``2.5``, ``10``, ``6``, ``C``,
+``[RESULT]``,          ``Score: 2``, ``score of 1``, ``Result: 4``,        ``A or B``, ``A/B``, ``tie``,
+``[RESULT]:``,         ``Final Score: 5``, ``4/5``, ``5 out of 5``,        ``4/10``, ``3-4``, ``four``,
+``[RESULT: B]``        ``Response B``; then optionally the same verdict    ``4 because ...``, ``not 4``,
+                       restated on a new line (``4`` + ``Score: 4``)       ``4`` + ``Score: 3`` (two verdicts)
+no marker, ending the  ``[Score 4]``, ``(Score: 5)``, ``Score: 4``,        the same forms when the final
+text (its last line)   ``a score of 3``, ``4/5``, ``5 out of 5``;          sentence negates, hedges or
+                       relative: ``[Response B]``, ``(Response B)``        compares (word list below) or
+                                                                           holds another number; prose such
+                                                                           as ``Response B is better``
+=====================  ==================================================  ==================================
 
 * The tail of the text is ignored when it is only whitespace, ``.``/``!`` or
   end-of-sequence tokens (``</s>``, ``<|im_end|>``, ``<|eot_id|>``, ...).
-* **The last ``[RESULT`` marker decides** (case-insensitive, ``[RESULT]``,
-  ``[RESULT]:``, ``[RESULT: B]``). Everything after it must be one verdict and
-  nothing else: ``4``, ``(5)``, ``"A"``, ``**3**``, ``Score: 2``, ``4/5``,
-  ``5 out of 5``, ``Response B``. Otherwise the output has no verdict, even when
-  an earlier marker held a valid one (``2.5``, ``10``, ``6``, ``C``, ``A or B``,
-  ``A/B``, ``tie``, ``4 because ...`` are all rejected).
-* Without any marker, a few labelled forms count, but only when they end the
-  text: ``[Score 4]``, ``(Score: 5)``, ``Score: 4``, ``a score of 3``, ``4/5``,
-  ``5 out of 5`` (absolute) and ``[Response B]`` / ``(Response B)`` (relative).
-  Prose such as ``Response B is better`` is *not* a verdict: it is too easily
-  negated or hedged ("... is not better"). Negation is not detected for the
-  score forms either ("does not deserve a score of 5" reads as 5).
+* **The last ``[RESULT`` marker decides** (case-insensitive): everything after it
+  must be one verdict and nothing else, even when an earlier marker held a
+  valid one. The feedback before the marker is not read for negations: the
+  marker is the format's own verdict slot.
+* A marker-free verdict is a guess at the judge's intent, so it is taken only
+  when the reading is unambiguous: the *final sentence* (from the last ``.``,
+  ``!``, ``?`` or ``;`` followed by a space, or the last newline) holds no other
+  digit and none of the negating/hedging/comparing words in ``_DOUBT_WORDS``
+  (``not``, ``n't``, ``no``, ``never``, ``without``, ``maybe``, ``perhaps``,
+  ``would``, ``could``, ``might``, ``if``, ``or``, ``between``, ``than``,
+  ``too``, ``almost``, ``lacks``, ``short``, ...). "does not deserve a score of
+  5" and "maybe 4/5" are parse failures, so the judge re-samples.
 * Digits must be 1-5 and letters upper-case ``A``/``B``; anything that is not a
   ``str`` has no verdict. Parsing never raises for any text.
 
@@ -61,6 +76,8 @@ _CLOSE = r"""(?:\s*[)\]"'*”’])*"""  # ) ] " ' * after it
 _OF_FIVE = r"(?:\s*/\s*5|\s+(?i:out\s+of)\s+5)?"  # "4/5", "4 out of 5"
 _MARKER_CLOSE = r"\s*(?:\]\s*)?(?::\s*)?"  # "[RESULT]", "[RESULT]:", "[RESULT:"
 _SCORE_LABEL = r"(?i:(?:final\s+|overall\s+)?score)\b\s*(?:[:=]\s*)?"
+# After a marker, a few more labels are plain restatements of the slot: "Result: 4", "score of 1".
+_PAYLOAD_LABEL = r"(?i:(?:an?\s+)?(?:(?:final\s+|overall\s+)?(?:score|result)\b\s*(?:[:=]\s*|of\s+)?))"
 _DIGIT = r"(?P<v>[1-5])"
 _LETTER = r"(?P<v>[AB])"
 
@@ -68,8 +85,11 @@ _MARKER = re.compile(r"\[\s*result\b", re.IGNORECASE)
 _LEADING_LABEL = re.compile(r"\A\s*(?:#+\s*)?feedback\s*:\s*", re.IGNORECASE)
 
 # What may follow the last marker, up to the end of the text (used with fullmatch).
+_RESTATED = rf"(?:\s+{_OPEN}{_PAYLOAD_LABEL}{_OPEN}(?P=v){_OF_FIVE}{_CLOSE})?"  # "4\nScore: 4" (same value)
 _PAYLOAD = {
-    "absolute": re.compile(_MARKER_CLOSE + _OPEN + f"(?:{_SCORE_LABEL}{_OPEN})?" + _DIGIT + _OF_FIVE + _CLOSE),
+    "absolute": re.compile(
+        _MARKER_CLOSE + _OPEN + f"(?:{_PAYLOAD_LABEL}{_OPEN})?" + _DIGIT + _OF_FIVE + _CLOSE + _RESTATED
+    ),
     "relative": re.compile(
         _MARKER_CLOSE + _OPEN + rf"(?:(?i:response)\b\s*(?::\s*)?{_OPEN})?" + _LETTER + _CLOSE
     ),
@@ -86,6 +106,41 @@ _FALLBACKS: dict[str, tuple[tuple[re.Pattern[str], bool], ...]] = {
     ),
     "relative": ((re.compile(rf"[(\[]\s*(?i:response)\s+{_LETTER}\s*[)\]]\Z"), True),),  # [Response B]
 }
+
+# Words that make a marker-free verdict in the final sentence ambiguous: negation, hedging,
+# conditionals, comparisons, ranges and earlier drafts. Matched as whole words, case-insensitive.
+_DOUBT_WORDS = (
+    "not", "no", "never", "none", "nothing", "nor", "neither", "without", "cannot", "hardly", "barely",
+    "maybe", "perhaps", "possibly", "probably", "likely", "arguably", "might", "may", "would", "could",
+    "should", "if", "unless", "until", "except", "or", "either", "between", "than", "too", "almost",
+    "nearly", "about", "around", "roughly", "approximately", "borderline", "least", "most", "instead",
+    "rather", "lack", "lacks", "lacking", "fail", "fails", "short", "below", "above", "under", "beyond",
+    "unworthy", "undeserving", "consider", "considered", "considering", "tempted", "unsure", "uncertain",
+    "unclear", "initially", "originally", "previously", "earlier", "initial", "previous", "draft", "from",
+    "deduct", "minus", "plus", "range", "scale",
+)
+_DOUBT = re.compile(r"(?i)n't\b|n’t\b|\b(?:" + "|".join(sorted(set(_DOUBT_WORDS))) + r")\b")
+_SENTENCE_BREAK = re.compile(r"[.!?;](?=\s)|\n")
+
+
+def _final_sentence_start(text: str, end: int) -> int:
+    """Index where the sentence that ends at ``end`` starts."""
+    start = 0
+    for start_match in _SENTENCE_BREAK.finditer(text, 0, end):
+        start = start_match.end()
+    return start
+
+
+def _unambiguous(text: str, found: re.Match[str], end: int) -> bool:
+    """A marker-free verdict counts only when its final sentence has no doubt word and no other number."""
+    start = _final_sentence_start(text, found.start("v"))
+    sentence = text[start:end]
+    if _DOUBT.search(sentence):
+        return False
+    verdict_at = found.start("v") - start
+    others = [m for m in re.finditer(r"\d+", sentence) if m.start() != verdict_at]
+    return all(m.group() == "5" and re.search(r"(?:/\s*|(?i:out\s+of)\s+)\Z", sentence[:m.start()])
+               for m in others)
 
 
 @dataclass(frozen=True)
@@ -163,6 +218,8 @@ def parse_output(text: object, mode: Mode) -> ParsedOutput:
     line_start = text.rfind("\n", 0, end) + 1
     for pattern, is_label in _FALLBACKS[mode]:
         found = pattern.search(text, line_start, end)
+        if found is not None and not _unambiguous(text, found, end):
+            break
         if found is not None:
             cut = found.start() if is_label else _content_end(text, strip_punct=False)
             return ParsedOutput(_clean_feedback(text[:cut]), _to_verdict(found["v"], mode), found.start("v"))

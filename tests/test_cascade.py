@@ -157,3 +157,56 @@ def test_reward_with_cascade_pickles_unless_an_engine_is_inside():
     cascade.fallback.backend = FakeEngine()
     with pytest.raises(PromRewardError, match="in-process vLLM engine"):
         pickle.dumps(PrometheusReward(cascade, rubric="helpfulness"))
+
+
+# ---- the routed share over a run, whatever the call sizes (issue 14) ------------------------------
+
+def _run(call_size, fraction, n=1000, seed=0, extra=0):
+    import random
+
+    rng = random.Random(seed)
+    outputs = [confident("ok [RESULT] 4", rng.uniform(0.5, 0.999)) for _ in range(n + extra)]
+    cascade, _ = make_cascade(outputs, ["fb [RESULT] 5"] * (n + extra), route_fraction=fraction)
+    done = 0
+    while done < n:
+        size = min(call_size, n - done)
+        cascade.grade(["q"] * size, ["r"] * size, "helpfulness")
+        done += size
+    return cascade
+
+
+@pytest.mark.parametrize("fraction", [0.5, 0.2])
+@pytest.mark.parametrize("call_size", [1, 7, 64])
+def test_routed_share_over_a_run_converges_whatever_the_call_size(call_size, fraction):
+    # before: ceil(f * n) per call routed 1 of 1 at every one-item call (a share of 1.0, not 0.5)
+    st = _run(call_size, fraction).cascade_stats
+    assert st.items == 1000 and abs(st.routed / 1000 - fraction) <= 0.03
+
+
+def test_calibrated_threshold_routes_the_target_share():
+    import random
+
+    rng = random.Random(1)
+    calibration = [entropy_of(rng.uniform(0.5, 0.999)) for _ in range(2000)]
+    cascade = _run(1, 0.3, seed=2, extra=500)
+    t = cascade.calibrate(calibration)
+    assert cascade.config.threshold == t and cascade.config.route_fraction is None
+    assert sum(v > t for v in calibration) == 600
+    before = cascade.cascade_stats.routed
+    for _ in range(500):  # fresh items of the same distribution, one per call
+        cascade.grade(["q"], ["r"], "helpfulness")
+    assert abs((cascade.cascade_stats.routed - before) / 500 - 0.3) <= 0.05
+    with pytest.raises(ConfigError, match="route_fraction"):
+        cascade.calibrate(calibration)  # already a threshold
+
+
+def test_indicator_defaults_to_se_cali_with_a_calibration_model():
+    plain = PrometheusJudge(backend="scripted", outputs=["[RESULT] 3"], confidence=True)
+    assert CascadeJudge(plain, plain, route_fraction=0.1).config.indicator == "se"
+    class Calibrated:  # a primary with a base model (PrometheusJudge(calibration=...) exposes the same)
+        calibration, confidence = object(), True
+        grade = compare = plain.grade
+
+    calibrated = Calibrated()
+    assert CascadeJudge(calibrated, plain, route_fraction=0.1).config.indicator == "se_cali"
+    assert CascadeJudge(calibrated, plain, route_fraction=0.1, indicator="se").config.indicator == "se"

@@ -11,6 +11,7 @@ from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.confidence import (
     INDICATORS,
     Confidence,
+    entropy_upper_bound,
     confidence_from_samples,
     get_indicator,
     mean_entropy,
@@ -63,13 +64,74 @@ def test_tail_and_bucket_are_lower_bounds_tail_the_tighter():
         -(0.5 * LN(0.5) + 0.3 * LN(0.3) + 0.2 * LN(0.2)))
 
 
-def test_sampled_token_outside_top_counts_and_overfull_mass_is_rescaled():
-    # the sampled token is not in ``top``: it is added (0.2), leaving 0.3 = one .2 and a .1 (tail)
-    p = TokenLogprobs("z", LN(0.2), {"a": LN(0.5)})
-    assert token_entropy(p) == pytest.approx(-(0.5 * LN(0.5) + 2 * 0.2 * LN(0.2) + 0.1 * LN(0.1)))
-    assert token_entropy(p, "bucket") == pytest.approx(-(0.5 * LN(0.5) + 0.2 * LN(0.2) + 0.3 * LN(0.3)))
+def test_sampled_token_outside_top_k_does_not_count_and_overfull_mass_is_rescaled():
+    # the sampled token "z" is outside the top-1: only the top-1 (.5) and a tail capped at .5 count
+    p = TokenLogprobs("z", LN(0.2), {"a": LN(0.5), "z": LN(0.2)})
+    assert token_entropy(p, top_k=1) == pytest.approx(LN(2))
+    assert token_entropy(p, "bucket", top_k=1) == pytest.approx(LN(2))
     over = TokenLogprobs("a", LN(0.6), {"a": LN(0.6), "b": LN(0.6)})  # rounding made mass 1.2
     assert token_entropy(over) == pytest.approx(LN(2))
+
+
+def _top20_position(dist, token):
+    """What a backend reports: the top-20 of ``dist`` plus the sampled token."""
+    top = dict(sorted(dist.items(), key=lambda kv: -kv[1])[:20])
+    top.setdefault(token, dist[token])
+    return TokenLogprobs(token, LN(dist[token]), {k: LN(v) for k, v in top.items()})
+
+
+def test_entropy_is_a_function_of_the_distribution_not_of_the_sampled_token():
+    # one base distribution: a head of 20 tokens (.6 in all) and 4,000 tail tokens sharing .4 unevenly
+    head = {f"h{i}": 0.6 * w for i, w in enumerate(_normalised([20 - i for i in range(20)]))}
+    tail = {f"t{i}": 0.4 * w for i, w in enumerate(_normalised([1 + (i % 7) for i in range(4000)]))}
+    dist = {**head, **tail}
+    true = -sum(p * LN(p) for p in dist.values())
+    values = {tok: token_entropy(_top20_position(dist, tok)) for tok in ("h0", "h19", "t0", "t3999")}
+    assert len({round(v, 12) for v in values.values()}) == 1  # before issue 14: t0/t3999 gave far more
+    assert values["h0"] <= true + 1e-9
+    assert entropy_upper_bound(_top20_position(dist, "t0"), len(dist)) >= true - 1e-9
+    for t in ("bucket", "renormalize"):
+        assert token_entropy(_top20_position(dist, "h0"), t) == pytest.approx(
+            token_entropy(_top20_position(dist, "t5"), t))
+
+
+def _normalised(weights):
+    total = sum(weights)
+    return [w / total for w in weights]
+
+
+@pytest.mark.parametrize("sharpness", [1.0, 5.0, 15.0])
+def test_top20_estimate_against_full_vocabulary_entropy_of_a_real_model(tiny_model_dir, sharpness):
+    import torch
+
+    from prom_reward.backends.base import GenerationRequest
+    from prom_reward.backends.teacher_forcing import with_continuation
+    from prom_reward.backends.transformers_backend import TransformersBackend
+
+    backend = TransformersBackend(tiny_model_dir)
+    try:
+        req = GenerationRequest("You are a fair judge.", "Grade this answer: 2 + 2 = 4.")
+        ids = backend._ids(with_continuation(req, "The answer is correct and complete. [RESULT] 5"))
+        with torch.no_grad():
+            logits = backend.model(input_ids=torch.tensor([ids])).logits[0, -12:].float() * sharpness
+        logp = logits.double().log_softmax(-1)
+        exact = -(logp.exp() * logp).sum(-1)  # full vocabulary, float64
+        seen = []
+        for row, h in zip(logits, exact.tolist()):
+            likeliest, unlikeliest = int(row.argmax()), int(row.argmin())
+            first = backend._position(likeliest, row, 20)
+            last = backend._position(unlikeliest, row, 20)  # added to ``top`` although outside it
+            tail = token_entropy(first)
+            assert tail == pytest.approx(token_entropy(last), abs=1e-9)
+            # the backend's top-k comes from float32 logits: allow for that rounding
+            assert token_entropy(first, "bucket") <= tail + 1e-9 <= h * (1 + 1e-4) + 1e-5
+            assert h <= entropy_upper_bound(first, row.numel()) * (1 + 1e-4) + 1e-5
+            seen.append((h, tail))
+        assert max(h for h, _ in seen) > 1e-2  # not only degenerate, certain positions
+        if sharpness == 1.0:  # the tiny random model is nearly uniform: the bound is close to log V
+            assert all(t > 0.9 * h for h, t in seen)
+    finally:
+        backend.close()
 
 
 def test_unknown_truncation_lists_valid_ones():

@@ -131,3 +131,47 @@ def test_judge_items_resumes_and_records_both_judges(shared_dir, tmp_path):
     assert [r["fallback"] for r in rows] == [it["reference"] for it in pairs]
     assert [r["primary"] for r in rows] == ["tie", "tie"]  # always "A" in both orders: a swap disagreement
     assert all(r["confidence"]["swap_agreement"] == 0.0 for r in rows)
+
+
+def test_real_second_judge_fallback_with_the_oracle_as_a_labelled_upper_bound(shared_dir, tmp_path, tiny_model_dir):
+    import argparse
+
+    from prom_reward import PrometheusJudge
+    from prom_reward.backends.reference_replay import ReferenceReplayBackend
+
+    from benchmarks.confidence_eval import build_fallback, has_real_fallback, judge_items, load_items
+
+    path = shared_dir / "data" / "vicuna_eval.json"
+    items = load_items("vicuna", path, limit=2)
+    reference = PrometheusJudge(backend=ReferenceReplayBackend.from_vicuna_eval(path), neutralize_markers=False)
+    primary = PrometheusJudge(backend="scripted", outputs=["ok [RESULT] 3", "meh [RESULT] 2"], max_retries=0)
+    args = argparse.Namespace(fallback_model=str(tiny_model_dir), fallback_backend="transformers",
+                              fallback_server=None, fallback_server_model=None, fallback_max_tokens=8,
+                              max_retries=0)
+    fallback = build_fallback(args)  # the tiny model through the same backends: a real (bad) judge
+    try:
+        out = tmp_path / "j.jsonl"
+        judge_items(items, primary, reference, out, fallback=fallback, fallback_name="tiny")
+    finally:
+        fallback.close()
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert has_real_fallback(rows) and [r["fallback_kind"] for r in rows] == ["judge", "judge"]
+    assert all(1 <= r["oracle"] <= 5 for r in rows)  # the replay, kept apart from the judge
+    assert all(r["fallback"] is None or 1 <= r["fallback"] <= 5 for r in rows)
+    # the report: the second judge's curve first, the oracle's labelled as an upper bound
+    records = RECORDS_WITH_JUDGE
+    text = report(records, [0.0, 0.5])
+    assert "fallback = a second judge (small)" in text and "ORACLE (upper bound" in text
+    assert cascade_curve(records, "se", [0.5]) != cascade_curve(records, "se", [0.5], source="oracle")
+    assert cascade_curve(records, "se", [0.5], source="oracle") == [1.0]
+    old = report(RECORDS, [0.0, 0.5])  # records without a second judge: the oracle, labelled
+    assert "fallback = ORACLE" in old and "second judge" not in old
+    with pytest.raises(SystemExit, match="not both"):
+        build_fallback(argparse.Namespace(**{**vars(args), "fallback_server": "http://x"}))
+
+
+# the same items with a real (imperfect) second judge: wrong on item 4
+RECORDS_WITH_JUDGE = [
+    {**r, "oracle": r["fallback"], "fallback": (3 if r["id"] == "4" else r["fallback"]), "fallback_kind": "judge",
+     "fallback_judge": "small"} for r in RECORDS
+]
