@@ -4,7 +4,9 @@
 grades every row of a .jsonl/.json/.parquet file and writes the input rows plus
 ``score``, ``feedback``, ``expected_score``, ``probabilities``, ``judge_failures``.
 Rows are judged in batches and written as they finish; ``--resume`` skips the rows
-an interrupted run already wrote.
+an interrupted run already wrote. ``--ray`` (grade and pairs) runs the same job as a Ray Data
+pipeline on ``--replicas N|all`` judge replicas, locally or on the cluster of ``--address`` /
+``RAY_ADDRESS`` (``prom_reward.integrations.ray_grade``, docs/serving.md).
 
 ``prom-reward pairs IN -o OUT.jsonl --strategy best_vs_worst|all_pairs --min-margin X
 --rubric NAME|FILE [--model M | --server URL ...] [--num-samples k] [--resume]`` turns rows of
@@ -44,9 +46,8 @@ def _chunks(rows: Iterator[dict[str, Any]], size: int) -> Iterator[list[dict[str
         yield chunk
 
 
-def _build_judge(args: argparse.Namespace) -> Any:
-    from .judge import PrometheusJudge
-
+def _judge_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """``PrometheusJudge`` keyword arguments from the judge options (what ``--ray`` sends to each replica)."""
     sampling: dict[str, Any] = {}
     if args.max_tokens is not None:
         sampling["max_tokens"] = args.max_tokens
@@ -59,8 +60,8 @@ def _build_judge(args: argparse.Namespace) -> Any:
     if getattr(args, "store", None):
         common["store"] = args.store
     if args.server:
-        return PrometheusJudge(model=args.model, backend="openai", base_url=args.server,
-                               endpoint=args.endpoint, wire=args.wire or "chat", **common)
+        return dict(model=args.model, backend="openai", base_url=args.server,
+                    endpoint=args.endpoint, wire=args.wire or "chat", **common)
     engine: dict[str, Any] = {}
     if args.wire:
         engine["wire"] = args.wire
@@ -69,7 +70,13 @@ def _build_judge(args: argparse.Namespace) -> Any:
     if args.backend == "vllm":
         engine["enforce_eager"] = args.enforce_eager
         engine["tensor_parallel_size"] = args.tensor_parallel_size
-    return PrometheusJudge(model=args.model, backend=args.backend, **common, **engine)
+    return dict(model=args.model, backend=args.backend, **common, **engine)
+
+
+def _build_judge(args: argparse.Namespace) -> Any:
+    from .judge import PrometheusJudge
+
+    return PrometheusJudge(**_judge_kwargs(args))
 
 
 def _grade_rows(judge: Any, rows: list[dict[str, Any]], args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -100,6 +107,9 @@ def _grade_rows(judge: Any, rows: list[dict[str, Any]], args: argparse.Namespace
 
 def cmd_grade(args: argparse.Namespace) -> int:
     from tqdm import tqdm
+
+    if args.ray:
+        return _ray_job("grade", args)
 
     done = count_rows(args.output) if args.resume else 0
     rows = read_rows(args.input)
@@ -136,6 +146,8 @@ def cmd_pairs(args: argparse.Namespace) -> int:
         completion_column=args.completion_col, reference_column=args.reference_col, rubric_column=args.rubric_col,
         keep_columns=tuple(args.keep_col or ()),
     )
+    if args.ray:
+        return _ray_job("pairs", args, cfg)
     total = count_rows(args.input) if args.layout == "wide" else None
     judge = _build_judge(args)
     try:
@@ -154,6 +166,45 @@ def cmd_pairs(args: argparse.Namespace) -> int:
           f"skipped: {skipped}", file=sys.stderr)
     print(json.dumps(stats.to_dict()))
     return 0
+
+
+def _ray_job(task: str, args: argparse.Namespace, pairs: Any = None) -> int:
+    """``--ray``: the same job as a Ray Data pipeline over a pool of judge replicas
+    (``prom_reward.integrations.ray_grade``)."""
+    from .errors import ConfigError
+    from .integrations.ray_config import RayJobConfig
+    from .integrations.ray_grade import grade_dataset, pairs_dataset
+
+    if getattr(args, "store", None):
+        raise ConfigError("--store with --ray: every replica would write one SQLite file; drop --store "
+                          "(--resume skips the shards already written)")
+    if args.replicas != "all" and not args.replicas.isdigit():
+        raise ConfigError(f"--replicas: expected a number or 'all', got {args.replicas!r}")
+    cfg = RayJobConfig(judge=_judge_kwargs(args), replicas=args.replicas if args.replicas == "all" else
+                       int(args.replicas), num_gpus=args.gpus_per_replica, num_cpus=args.cpus_per_replica,
+                       resume=args.resume, address=args.address, progress=not args.quiet,
+                       rows_per_shard=args.batch_size if task == "grade" else args.chunk_size)
+    if task == "pairs":
+        summary = pairs_dataset(args.input, args.output, judge=cfg.judge, pairs=pairs, config=cfg)
+    else:
+        summary = grade_dataset(args.input, args.output, judge=cfg.judge, rubric=args.rubric, config=cfg,
+                                instruction_col=args.instruction_col, response_col=args.response_col,
+                                reference_col=args.reference_col, rubric_col=args.rubric_col)
+    print(summary.text(), file=sys.stderr)
+    print(json.dumps(summary.to_dict()))
+    return 0
+
+
+def _add_ray_options(g: argparse.ArgumentParser) -> None:
+    """``--ray`` and the options of a Ray job (grade and pairs)."""
+    r = g.add_argument_group("Ray (offline scoring on a pool of judge replicas; docs/serving.md)")
+    r.add_argument("--ray", action="store_true", help="run as a Ray Data pipeline: local Ray, or the cluster "
+                   "of --address / RAY_ADDRESS; OUTPUT.parts/ holds one part file per shard")
+    r.add_argument("--address", help="Ray cluster to join (default: RAY_ADDRESS, else a local Ray)")
+    r.add_argument("--replicas", default="1", help="judge replicas: a number or 'all' (every GPU of the cluster "
+                   "/ --gpus-per-replica); default 1")
+    r.add_argument("--gpus-per-replica", type=float, help="default: --tensor-parallel-size on a GPU cluster, else 0")
+    r.add_argument("--cpus-per-replica", type=float, default=1.0)
 
 
 def _add_judge_options(g: argparse.ArgumentParser) -> None:
@@ -288,6 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--reference-col", default="reference_answer")
     g.add_argument("--rubric-col", default="rubric")
     g.add_argument("--quiet", action="store_true")
+    _add_ray_options(g)
     g.set_defaults(func=cmd_grade)
 
     d = sub.add_parser("pairs", help="DPO preference pairs from several completions per prompt")
@@ -312,6 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--rubric-col", default="rubric")
     d.add_argument("--keep-col", action="append", help="input column copied into each pair (repeatable)")
     d.add_argument("--quiet", action="store_true")
+    _add_ray_options(d)
     d.set_defaults(func=cmd_pairs)
     from .serve import add_serve_parser
 

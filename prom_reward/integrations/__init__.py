@@ -8,6 +8,8 @@ conventions; the judging core (``prom_reward.*`` outside this package) never imp
   (the file to point at: ``openrlhf_reward_func.py``).
 - ``openrlhf_inputs``: OpenRLHF queries (left-truncated prompts too) and labels -> judge jobs, and the reply dict.
 - ``verl``: ``compute_score`` for verl's ``reward.custom_reward_function``.
+- ``ray_grade``: ``grade_dataset`` / ``pairs_dataset``, offline judging on Ray Data (``prom-reward grade|pairs
+  --ray``); ``ray_config`` (``RayJobConfig``, ``RaySummary``) and ``ray_shards`` (stable row ids, part files).
 """
 
 from .batched_reward import BatchedReward, FailurePolicy, JobResult, JudgeJob

