@@ -42,7 +42,7 @@ def cfg(**kw):
                                                                          ModelEntry("/m2"))},
      "use either parameters.weights or models[i].weight"),
     ({"parameters": {"density": 0.5, "t": 0.3}}, "parameters.t: not a parameter of ties; valid: density, "
-                                                 "lambda, weights"),
+                                                 "lambda, normalize, weights"),
     ({"parameters": {"density": 0.5, "lambda": "big"}}, "parameters.lambda: expected a number"),
     ({"method": "linear", "models": (ModelEntry("/m1", density=0.5),)}, "models[0].density: linear does not "
                                                                          "use density; remove it"),
@@ -165,3 +165,14 @@ def test_pocket_merge_configs_point_at_the_pocket_experts(method):
                for t in ("absolute", "relative")]
     assert [Path(m.path).resolve() for m in cfg.models] == [(repo / e).resolve() for e in experts]
     assert [m.weight for m in cfg.models] == [0.5, 0.5]
+
+
+def test_prometheus2_merge_configs_follow_the_paper():
+    """Linear alpha 0.5 for 7B; DARE with p = 0.1 (density 0.9, not 0.1) and lambda 1.95 for 8x7B."""
+    configs = REPO / "train_judge" / "configs"
+    lin = load_config(configs / "prometheus2_7b_merge_linear.yaml")
+    assert lin.method == "linear" and lin.weights() == [0.5, 0.5] and lin.base_model is None
+    dare = load_config(configs / "prometheus2_8x7b_merge_dare.yaml")
+    assert dare.method == "dare_linear" and dare.method_params()["lambda"] == 1.95
+    assert dare.densities() == [pytest.approx(0.9)] * 2
+    assert [Path(m.path).name for m in dare.models] == ["prometheus2-8x7b-absolute", "prometheus2-8x7b-relative"]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -44,8 +46,8 @@ def test_truncated_file_is_reported(tmp_path):
     save_file({"a": torch.randn(100)}, str(tmp_path / "t.safetensors"))
     data = (tmp_path / "t.safetensors").read_bytes()
     (tmp_path / "t.safetensors").write_bytes(data[:-40])
-    with TensorFile(tmp_path / "t.safetensors") as f, pytest.raises(ConfigError, match="truncated"):
-        f.read("a")
+    with pytest.raises(ConfigError, match=r"truncated: the header's data offsets need \d+ bytes, the file has"):
+        TensorFile(tmp_path / "t.safetensors")  # the header alone tells: no tensor is read
     (tmp_path / "junk.safetensors").write_bytes(b"\xff" * 20)
     with pytest.raises(ConfigError, match="not a safetensors file"):
         read_header(tmp_path / "junk.safetensors")
@@ -121,3 +123,48 @@ def test_output_folder_rules(tmp_path):
     with pytest.raises(ConfigError, match="not empty"):
         run_merge(cfg3, overwrite=True)
     assert (foreign / "notes.txt").read_text() == "mine"
+
+
+def test_check_reports_a_truncated_shard_before_reading_tensors(tmp_path):
+    """--check compares each file's size with its header's offsets (an interrupted download)."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    cfg = _cfg(tmp_path)
+    shard = Path(cfg.models[1].path) / "model.safetensors"
+    shard.write_bytes(shard.read_bytes()[:-3])
+    (tmp_path / "m.yaml").write_text(yaml.safe_dump(cfg.to_dict()))
+    repo = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-m", "train_judge.merge", str(tmp_path / "m.yaml"), "--check"],
+                          capture_output=True, text=True, cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)})
+    assert proc.returncode == 2
+    assert "models[1]:" in proc.stderr and "truncated" in proc.stderr and "3 missing" in proc.stderr
+
+
+def test_merge_stopped_in_its_first_shard_can_be_rerun(tmp_path, monkeypatch):
+    cfg = _cfg(tmp_path)  # one shard
+    real = engine.merge_tensor
+
+    def crash(plan, info):
+        raise KeyboardInterrupt("stopped during the first shard")
+
+    monkeypatch.setattr(engine, "merge_tensor", crash)
+    with pytest.raises(KeyboardInterrupt):
+        run_merge(cfg)
+    monkeypatch.setattr(engine, "merge_tensor", real)
+    out = tmp_path / "out"
+    # an older run left only the partial shard, without .merge_progress.json: still re-runnable
+    (out / engine.PROGRESS).unlink()
+    assert [f.name for f in out.iterdir()] == ["model.safetensors.partial"]
+    run_merge(cfg)
+    assert load_output(out)["w"].tolist() == [[2.0, 2.75], [0.75, 3.0]]
+    # and with the progress file a new run resumes (nothing done yet) without --overwrite
+    monkeypatch.setattr(engine, "merge_tensor", crash)
+    cfg2 = _cfg(tmp_path, out="out2")
+    with pytest.raises(KeyboardInterrupt):
+        run_merge(cfg2)
+    monkeypatch.setattr(engine, "merge_tensor", real)
+    assert (tmp_path / "out2" / engine.PROGRESS).is_file()
+    assert run_merge(cfg2).resumed_shards == 0

@@ -2,7 +2,8 @@
 
 Three float32 checkpoints of ~268 MB each (64 tensors of 4 MiB, each split over two shards) are
 written by one subprocess; a second subprocess merges them with TIES (the method with the most
-temporaries) and reports its peak RSS (``ru_maxrss``) before and after the merge. The increase must
+temporaries) and reports its peak RSS (VmHWM, reset after the imports via ``/proc/self/clear_refs``,
+so an import-time peak cannot hide the merge's) over its RSS before the merge. The increase must
 stay under 64 MB: a quarter of one input model, a twelfth of all three.
 """
 
@@ -41,14 +42,19 @@ for m in range(3):
 """
 
 MERGE = r"""
-import json, resource, sys
+import json, sys
 from train_judge.merge import MergeConfig, ModelEntry, run_merge
 root = sys.argv[1]
 cfg = MergeConfig(method="ties", base_model=f"{root}/m0", models=(ModelEntry(f"{root}/m1"), ModelEntry(f"{root}/m2")),
                   parameters={"density": 0.5}, output=f"{root}/out", max_shard_size="100MB")
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+def status(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key):
+            return int(line.split()[1])
+open("/proc/self/clear_refs", "w").write("5")  # reset the peak to now: an import-time peak must not hide the merge's
+before = status("VmRSS:")
 report = run_merge(cfg)
-after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+after = status("VmHWM:")
 print(json.dumps({"before_kb": before, "after_kb": after, "shards": report.shards, "bytes": report.total_bytes,
                   "seconds": report.seconds}))
 """

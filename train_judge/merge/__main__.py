@@ -27,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--output", default=None, help="override the YAML's output folder")
     ap.add_argument("--check", action="store_true", help="validate and show the plan; write nothing")
     ap.add_argument("--overwrite", action="store_true", help="replace an earlier, different merge in output")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch threads for the merge (default 1: the work is on cache-sized chunks)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     try:
@@ -41,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{total / 1e6:.1f} MB in {len(plan.shards)} shards ({', '.join(shard_names(len(plan.shards))[:2])}"
                   f"{' ...' if len(plan.shards) > 2 else ''}) at {cfg.output}")
             return 0
-        r = run_merge(cfg, overwrite=args.overwrite)
+        r = run_merge(cfg, overwrite=args.overwrite, threads=args.threads)
     except PromRewardError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

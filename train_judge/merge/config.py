@@ -13,7 +13,8 @@ the YAML file's folder)::
     output: out/pocket-judge
     max_shard_size: 2GB
 
-Per-model keys: ``path`` (or ``model``), ``weight``, ``density``. ``parameters.weights`` (a list,
+Per-model keys: ``path`` (or ``model``), ``weight``, ``density`` (or, for DARE, the paper's
+``drop_rate``: see ``paper_names``). ``parameters.weights`` (a list,
 one per model) may replace per-model weights. Everything is checked at once and reported together;
 checks that need the checkpoints' headers (names, shapes) happen in ``plan.make_plan``.
 
@@ -45,9 +46,10 @@ import yaml
 from prom_reward.errors import ConfigError, UnknownNameError
 
 from .methods import METHODS, REQUIRED, MethodSpec
+from .paper_names import MERGEKIT_RECIPE, model_density, parameter_hint, resolve_drop_rate
 
 OUT_DTYPES = (None, "float32", "float16", "bfloat16")
-_MODEL_KEYS = ("path", "model", "weight", "density")
+_MODEL_KEYS = ("path", "model", "weight", "density", "drop_rate")
 _TOP_KEYS = ("method", "base_model", "models", "parameters", "output", "seed", "max_shard_size", "dtype")
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
           "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
@@ -117,8 +119,10 @@ class MergeConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "models", tuple(self.models))
-        object.__setattr__(self, "parameters", dict(self.parameters or {}))
-        problems = self.problems()
+        params, alias_problems = resolve_drop_rate(self.method, dict(self.parameters or {}))
+        object.__setattr__(self, "parameters", params)
+        skip = "parameters.drop_rate:" if alias_problems else "\0"  # said once, by resolve_drop_rate
+        problems = alias_problems + [p for p in self.problems() if not p.startswith(skip)]
         if problems:
             raise ConfigError(format_problems(problems))
 
@@ -160,7 +164,9 @@ class MergeConfig:
                     usable = False
         valid = set(spec.params) | {"weights"}
         for key in self.parameters:
-            if key not in valid:
+            if key not in valid and parameter_hint(spec.name, key):
+                out.append(f"parameters.{key}: not a parameter of {spec.name}: {parameter_hint(spec.name, key)}")
+            elif key not in valid:
                 out.append(f"parameters.{key}: not a parameter of {spec.name}; valid: {', '.join(sorted(valid))}")
         for key, default in spec.params.items():
             if default is REQUIRED and key not in self.parameters:
@@ -242,8 +248,12 @@ def config_from_dict(data: Mapping[str, Any], root: str | Path | None = None) ->
     """
     if not isinstance(data, Mapping):
         raise ConfigError(f"merge config: expected a mapping with method, models, output; got {type(data).__name__}")
-    problems = [f"{k}: unknown key; valid keys: {', '.join(_TOP_KEYS)}" for k in data if k not in _TOP_KEYS]
-    problems += [f"{k}: missing" for k in ("method", "models", "output") if k not in data]
+    problems = [f"{k}: unknown key; valid keys: {', '.join(_TOP_KEYS)}" for k in data
+                if k not in _TOP_KEYS and k != "merge_method"]
+    if "merge_method" in data:
+        problems.append(MERGEKIT_RECIPE)
+    problems += [f"{k}: missing" for k in ("method", "models", "output") if k not in data and
+                 not (k == "method" and "merge_method" in data)]
 
     def resolve(p: Any) -> Any:
         if not isinstance(p, str) or root is None:
@@ -264,9 +274,11 @@ def config_from_dict(data: Mapping[str, Any], root: str | Path | None = None) ->
             continue
         bad = [k for k in m if k not in _MODEL_KEYS]
         if bad:
-            problems.append(f"models[{i}]: unknown keys {bad}; valid keys: path (or model), weight, density")
-        path = m.get("path", m.get("model"))
-        models.append(ModelEntry(path=resolve(path), weight=m.get("weight"), density=m.get("density")))
+            problems.append(f"models[{i}]: unknown keys {bad}; valid keys: path (or model), weight, density, "
+                            "drop_rate (DARE: density = 1 - drop_rate)")
+        density, density_problems = model_density(i, m)
+        problems += density_problems
+        models.append(ModelEntry(path=resolve(m.get("path", m.get("model"))), weight=m.get("weight"), density=density))
     params = data.get("parameters") or {}
     if not isinstance(params, Mapping):
         problems.append(f"parameters: expected a mapping, got {params!r}")

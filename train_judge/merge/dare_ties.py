@@ -6,7 +6,14 @@
     merged = base + lambda * delta
 
 The drop masks come from a generator seeded by (``seed``, tensor name, model index), so a merge is
-reproducible and does not depend on tensor order. ``density`` is required, in (0, 1]; weights > 0.
+reproducible and does not depend on tensor order. ``density`` is required, in (0, 1] (or give the
+paper's drop rate: ``drop_rate: p`` means ``density = 1 - p``); weights > 0.
+
+Differences from mergekit 0.1.5's ``dare_ties`` (a mergekit recipe is not taken as is: the loader
+refuses ``merge_method``): mergekit sums the agreeing deltas (``normalize: false`` by default)
+where this averages them (``normalize: true`` by default; set ``normalize: false`` to sum), and
+mergekit's ``rescale`` matches each tensor's L1 norm after the drop where this multiplies by
+``1 / density`` as in the DARE paper.
 
 Example (density 1 keeps everything, so only the sign consensus acts):
     >>> import torch
@@ -24,6 +31,7 @@ from .task_vector import TaskVectorMerge, consensus_density_problems
 
 
 SPEC = register(MethodSpec(
-    name="dare_ties", summary="random drop and rescale, elect signs, disjoint mean, add to base",
+    elementwise=True, name="dare_ties", summary="random drop and rescale, elect signs, disjoint mean, add to base",
     merge=TaskVectorMerge("random", consensus=True), uses_deltas=True, needs_base=True,
-    model_keys=("weight", "density"), params={"lambda": 1.0, "density": None}, check=consensus_density_problems))
+    model_keys=("weight", "density"), params={"lambda": 1.0, "density": None, "normalize": True},
+    check=consensus_density_problems))

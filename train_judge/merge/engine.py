@@ -1,10 +1,11 @@
 """Run a merge: stream tensor by tensor from the inputs into sharded safetensors output.
 
-For each output tensor (in the reference model's order) the engine reads that tensor from the base
-and from each model (a LoRA expert computes its delta from its A and B), converts to float32, lets
-the method merge it, casts back to the output dtype (the reference model's by default) and appends
-it to the current shard. At any moment it holds one tensor per input plus a few temporaries, never
-whole models. Non-float tensors are copied from the reference model.
+For each output tensor (in the reference model's order) ``stream.merge_tensor`` reads it from the
+base and from each model (a LoRA expert computes its delta from its A and B), converts to float32,
+lets the method merge it, casts back to the output dtype (the reference model's by default), and
+the engine appends the pieces to the current shard. Element-wise methods go a chunk of rows at a
+time; TIES and SLERP hold one tensor per input plus a few temporaries; never whole models.
+Non-float tensors are copied from the reference model.
 
 Output: ``model.safetensors``, or ``model-0000i-of-0000n.safetensors`` + ``model.safetensors.index.json``;
 the reference folder's other files (config.json, generation_config.json, tokenizer files, chat
@@ -37,10 +38,10 @@ import yaml
 from prom_reward.errors import ConfigError
 
 from .config import MergeConfig
-from .methods import TensorContext
 from .plan import Plan, make_plan, shard_names
-from .safetensors_io import DTYPES, ShardWriter, TensorInfo
+from .safetensors_io import ShardWriter
 from .sources import INDEX, LoraAdapter
+from .stream import merge_tensor
 
 log = logging.getLogger(__name__)
 PROGRESS = ".merge_progress.json"
@@ -53,11 +54,20 @@ def _malloc_trim() -> None:
     """Hand freed heap memory back to the OS (glibc); without it, fragmentation lets RSS creep upwards."""
 
 
+def _keep_chunk_buffers() -> None:
+    """Let freed chunk-sized buffers be reused instead of unmapped (each fresh mmap costs ~1000 page
+    faults per 4 MB, more than the arithmetic on it); tensor-sized buffers are still mapped and freed."""
+
+
 try:  # glibc only; elsewhere a no-op
     _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
     if hasattr(_libc, "malloc_trim"):
         def _malloc_trim() -> None:  # noqa: F811
             _libc.malloc_trim(0)
+    if hasattr(_libc, "mallopt"):
+        def _keep_chunk_buffers() -> None:  # noqa: F811
+            _libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD: chunk-sized buffers come from the heap ...
+            _libc.mallopt(-1, 64 << 20)  # M_TRIM_THRESHOLD: ... and stay there between chunks
 except OSError:
     pass
 
@@ -94,44 +104,14 @@ def _fingerprint(plan: Plan) -> str:
     return h.hexdigest()
 
 
-def merge_tensor(plan: Plan, info: TensorInfo) -> torch.Tensor:
-    """The merged tensor ``info.name`` in the output dtype (reads only this tensor from each input)."""
-    cfg, spec, name = plan.config, plan.config.spec, info.name
-    ref_info = plan.reference.infos[name]
-    if not ref_info.is_float:
-        return plan.reference.read(name)
-    need_base = spec.uses_deltas or any(isinstance(m, LoraAdapter) for m in plan.models)
-    base = plan.base.read(name) if plan.base is not None and need_base else None
-    if base is not None and all(isinstance(m, LoraAdapter) and name not in m.pairs and name not in m.full
-                                for m in plan.models):
-        return base.to(DTYPES[info.dtype])  # no expert touches it: the base tensor, bit for bit
-    base32 = base.float() if base is not None else None
-    del base
-    inputs = []
-    for m in plan.models:
-        if isinstance(m, LoraAdapter):
-            assert base32 is not None  # make_plan requires a base with LoRA experts
-            d = m.delta(name, base32)
-            if spec.uses_deltas:
-                inputs.append(d if d is not None else torch.zeros_like(base32))
-            else:
-                inputs.append(base32 + d if d is not None else base32)
-        else:
-            t = m.read(name).float()
-            inputs.append(t.sub_(base32) if spec.uses_deltas and base32 is not None else t)
-    ctx = TensorContext(name=name, tensors=inputs, weights=cfg.weights(), densities=cfg.densities(),
-                        params=cfg.method_params(), seed=cfg.seed)
-    merged = spec.merge(ctx)
-    del inputs, ctx
-    if spec.uses_deltas:
-        assert base32 is not None
-        merged = merged.add_(base32)
-    return merged.to(DTYPES[info.dtype])
-
-
 def _prepare_output(plan: Plan, fingerprint: str, overwrite: bool) -> set[str]:
     out = Path(plan.config.output)
     prog = out / PROGRESS
+    if out.is_dir() and any(out.iterdir()) and all(f.name.endswith(".partial") or f.name.startswith(PROGRESS)
+                                                    for f in out.iterdir()):
+        # only an unfinished shard (a merge stopped during its first shard, before any progress was
+        # recorded): nothing finished to keep, so start afresh
+        shutil.rmtree(out)
     if out.is_dir() and any(out.iterdir()):
         state = None
         if prog.is_file():
@@ -150,6 +130,7 @@ def _prepare_output(plan: Plan, fingerprint: str, overwrite: bool) -> set[str]:
             raise ConfigError(f"output: {out} exists and is not empty (and was not written by a merge); "
                               "choose a new or empty folder")
     out.mkdir(parents=True, exist_ok=True)
+    _save_progress(out, fingerprint, set())  # from now on the folder is recognisably this merge's
     return set()
 
 
@@ -180,11 +161,24 @@ def _copy_aux_files(plan: Plan, out: Path) -> list[str]:
     return copied
 
 
-def run_merge(config: MergeConfig, *, overwrite: bool = False) -> MergeReport:
+def run_merge(config: MergeConfig, *, overwrite: bool = False, threads: int | None = None) -> MergeReport:
     """Check ``config`` against the inputs' headers, then merge, streaming, into ``config.output``.
 
+    ``threads``: torch intra-op threads during the merge (default 1, or ``PROM_MERGE_THREADS``): the
+    element-wise work runs on cache-sized chunks, where more threads gain little and, on a shared or
+    oversubscribed machine, OpenMP's waiting makes each operation many times slower.
     Raises ConfigError (listing every problem) before reading any tensor data when something does not fit.
     """
+    _keep_chunk_buffers()
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads or int(os.environ.get("PROM_MERGE_THREADS", "1")))
+    try:
+        return _run(config, overwrite)
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _run(config: MergeConfig, overwrite: bool) -> MergeReport:
     start = time.monotonic()
     plan = make_plan(config)
     try:
@@ -200,7 +194,7 @@ def run_merge(config: MergeConfig, *, overwrite: bool = False) -> MergeReport:
             part = out / (fname + ".partial")
             with ShardWriter(part, shard) as writer:
                 for info in shard:
-                    writer.write(info.name, merge_tensor(plan, info))
+                    writer.write_parts(info.name, merge_tensor(plan, info))
                     _malloc_trim()
             os.replace(part, out / fname)
             done.add(fname)

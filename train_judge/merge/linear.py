@@ -26,11 +26,13 @@ from .methods import MethodSpec, TensorContext, register
 
 def merge_linear(ctx: TensorContext) -> torch.Tensor:
     """Weighted sum of the full tensors, divided by the weight sum when ``normalize``."""
-    out = torch.zeros_like(ctx.tensors[0])
-    for w, t in zip(ctx.weights, ctx.tensors):
+    weights = list(ctx.weights)
+    if ctx.params["normalize"]:  # fold 1 / sum w into the weights: one pass fewer
+        total = sum(weights)
+        weights = [w / total for w in weights]
+    out = torch.mul(ctx.tensors[0], weights[0])  # a new tensor: the inputs may be shared
+    for w, t in zip(weights[1:], ctx.tensors[1:]):
         out.add_(t, alpha=w)
-    if ctx.params["normalize"]:
-        out.div_(sum(ctx.weights))
     return out
 
 
@@ -45,5 +47,5 @@ def _check(params: Mapping[str, Any], weights: Sequence[float], densities: Seque
 
 
 SPEC = register(MethodSpec(
-    name="linear", summary="weighted average of full models", merge=merge_linear,
+    elementwise=True, name="linear", summary="weighted average of full models", merge=merge_linear,
     model_keys=("weight",), params={"normalize": True}, check=_check))

@@ -53,10 +53,19 @@ class TensorContext:
     seed: int = 0
     """Merge seed; random methods derive one generator per (tensor name, model index) from it."""
 
+    generators: dict[int, torch.Generator] | None = None
+    """When a tensor is merged in chunks, the generators made for its first chunk, reused for the
+    next ones (torch draws a tensor's random numbers in element order, so chunks match one whole draw)."""
+
     def generator(self, model_index: int) -> torch.Generator:
         """A CPU generator seeded from (seed, tensor name, model index): order-independent, reproducible."""
+        if self.generators is not None and model_index in self.generators:
+            return self.generators[model_index]
         digest = hashlib.sha256(f"{self.seed}\0{self.name}\0{model_index}".encode()).digest()
-        return torch.Generator().manual_seed(int.from_bytes(digest[:8], "little") & ((1 << 63) - 1))
+        gen = torch.Generator().manual_seed(int.from_bytes(digest[:8], "little") & ((1 << 63) - 1))
+        if self.generators is not None:
+            self.generators[model_index] = gen
+        return gen
 
 
 @dataclass(frozen=True)
@@ -92,6 +101,10 @@ class MethodSpec:
 
     check: Callable[[Mapping[str, Any], Sequence[float], Sequence[float | None]], list[str]] | None = None
     """Extra checks on (params, weights, densities); returns problem strings (empty = fine)."""
+
+    elementwise: bool = False
+    """True: each output entry depends only on the same entry of the inputs (and, for DARE, the
+    random stream in element order), so the engine may merge a tensor a chunk of rows at a time."""
 
 
 REQUIRED = object()

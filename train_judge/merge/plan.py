@@ -98,6 +98,11 @@ def make_plan(config: MergeConfig) -> Plan:
     if loras and not config.base_model:
         problems.append(f"base_model: {', '.join(w for w, _ in loras)} are LoRA adapters, which merge as deltas "
                         "on a base model; set base_model to the model they were trained on")
+    if config.base_model and not config.spec.uses_deltas and not loras and models and None not in models:
+        problems.append(f"base_model: {config.method} combines the listed models only and uses base_model just to "
+                        "expand LoRA experts, but every model here is a full checkpoint, so the base would be "
+                        "silently ignored (mergekit's linear also leaves it out; its slerp uses it as the t = 0 "
+                        "end); remove base_model, or list the base under models (with a weight) to include it")
     reference = base if isinstance(base, Checkpoint) else (full[0][1] if full else None)
     if reference is None:
         if not problems:

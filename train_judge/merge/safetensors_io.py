@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,10 +111,12 @@ def _read_raw_header(path: Path) -> tuple[dict[str, Any], int]:
 def read_header(path: str | Path) -> dict[str, TensorInfo]:
     """Names, dtypes, shapes and offsets of the tensors in one safetensors file (reads only the header).
 
-    Raises ConfigError when the file is not a readable safetensors file.
+    Raises ConfigError when the file is not a readable safetensors file, or is shorter than its header's
+    data offsets say (a truncated download is reported here, before any tensor is read).
     """
-    header, _ = _read_raw_header(Path(path))
+    header, data_start = _read_raw_header(Path(path))
     out: dict[str, TensorInfo] = {}
+    data_end = 0
     for name, meta in header.items():
         if name == "__metadata__":
             continue
@@ -126,6 +129,12 @@ def read_header(path: str | Path) -> dict[str, TensorInfo]:
             raise ConfigError(f"{path}: tensor {name!r} claims {end - begin} bytes, "
                               f"its dtype and shape need {info.nbytes}")
         out[name] = info
+        data_end = max(data_end, int(end))
+    size = Path(path).stat().st_size
+    if size < data_start + data_end:
+        raise ConfigError(f"{path}: truncated: the header's data offsets need {data_start + data_end} bytes, the "
+                          f"file has {size} ({data_start + data_end - size} missing; an interrupted download or "
+                          "copy?); fetch the file again")
     return out
 
 
@@ -137,21 +146,31 @@ class TensorFile:
         self.infos = read_header(self.path)
         _, self._data_start = _read_raw_header(self.path)
         self._f = open(self.path, "rb", buffering=0)
+        self._fd = self._f.fileno()
 
     def read(self, name: str) -> torch.Tensor:
         """The tensor ``name`` as a fresh CPU tensor of its stored dtype."""
         info = self.infos[name]
-        buf = torch.empty(info.nbytes, dtype=torch.uint8)
-        if info.nbytes:
-            self._f.seek(self._data_start + info.begin)
-            view = memoryview(buf.numpy())
+        return self.read_range(name, 0, info.numel).reshape(info.shape)
+
+    def read_range(self, name: str, start: int, count: int) -> torch.Tensor:
+        """Flat elements ``start`` to ``start + count`` of tensor ``name`` (stored dtype), read straight
+        into the returned tensor's memory with positioned reads."""
+        info = self.infos[name]
+        dtype = DTYPES[info.dtype]
+        size = torch.empty((), dtype=dtype).element_size()
+        out = torch.empty(count, dtype=dtype)
+        nbytes = count * size
+        if nbytes:
+            view = memoryview(out.view(torch.uint8).numpy())
+            pos = self._data_start + info.begin + start * size
             got = 0
-            while got < info.nbytes:
-                n = self._f.readinto(view[got:])
+            while got < nbytes:
+                n = os.preadv(self._fd, [view[got:]], pos + got)
                 if not n:
                     raise ConfigError(f"{self.path}: file ends inside tensor {name!r} (truncated download?)")
                 got += n
-        return buf.view(DTYPES[info.dtype]).reshape(info.shape)
+        return out
 
     def close(self) -> None:
         """Close the file handle."""
@@ -194,9 +213,25 @@ class ShardWriter:
         if DTYPE_NAMES.get(tensor.dtype) != info.dtype or tuple(tensor.shape) != info.shape:
             raise RuntimeError(f"{self.path}: tensor {name!r} is {tensor.dtype} {tuple(tensor.shape)}, "
                                f"the plan says {info.dtype} {info.shape}")
-        flat = tensor.detach().contiguous().reshape(-1)
-        if flat.numel():
-            self._f.write(memoryview(flat.view(torch.uint8).numpy()))
+        self.write_parts(name, [tensor.detach().contiguous().reshape(-1)])
+
+    def write_parts(self, name: str, parts: Iterable[torch.Tensor]) -> None:
+        """Append the next planned tensor as consecutive flat pieces (each of the planned dtype),
+        so a tensor can be produced and written a chunk at a time."""
+        if self._next >= len(self.plan) or self.plan[self._next].name != name:
+            expected = repr(self.plan[self._next].name) if self._next < len(self.plan) else "nothing (shard is full)"
+            raise RuntimeError(f"{self.path}: wrote {name!r}, the plan expects {expected}")
+        info = self.plan[self._next]
+        written = 0
+        for part in parts:
+            if DTYPE_NAMES.get(part.dtype) != info.dtype:
+                raise RuntimeError(f"{self.path}: tensor {name!r} is {part.dtype}, the plan says {info.dtype}")
+            flat = part.contiguous().reshape(-1)
+            if flat.numel():
+                self._f.write(memoryview(flat.view(torch.uint8).numpy()))
+            written += flat.numel()
+        if written != info.numel:
+            raise RuntimeError(f"{self.path}: tensor {name!r} got {written} elements, the plan says {info.numel}")
         self._next += 1
 
     def close(self) -> None:

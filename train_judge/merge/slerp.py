@@ -43,18 +43,27 @@ def t_for(name: str, params: Mapping[str, Any]) -> float:
     return float(params["t"])
 
 
+def slerp_coefficients(dot: float, norm_a: float, norm_b: float, t: float) -> tuple[float, float]:
+    """``(c_a, c_b)`` with ``slerp(a, b, t) = c_a * a + c_b * b``, from ``<a, b>``, ``|a|`` and ``|b|``.
+
+    >>> [round(c, 4) for c in slerp_coefficients(0.0, 1.0, 1.0, 0.5)]
+    [0.7071, 0.7071]
+    """
+    if norm_a == 0.0 or norm_b == 0.0:
+        return 1 - t, t
+    cos = max(-1.0, min(1.0, dot / (norm_a * norm_b)))
+    if abs(cos) > COLINEAR:
+        return 1 - t, t
+    theta = math.acos(cos)
+    s = math.sin(theta)
+    return math.sin((1 - t) * theta) / s, math.sin(t * theta) / s
+
+
 def slerp(a: torch.Tensor, b: torch.Tensor, t: float) -> torch.Tensor:
     """Spherical interpolation of two same-shape float32 tensors (linear when nearly colinear)."""
     fa, fb = a.reshape(-1), b.reshape(-1)
-    na, nb = float(fa.norm()), float(fb.norm())
-    if na == 0.0 or nb == 0.0:
-        return a * (1 - t) + b * t
-    cos = max(-1.0, min(1.0, float(torch.dot(fa, fb)) / (na * nb)))
-    if abs(cos) > COLINEAR:
-        return a * (1 - t) + b * t
-    theta = math.acos(cos)
-    s = math.sin(theta)
-    return a * (math.sin((1 - t) * theta) / s) + b * (math.sin(t * theta) / s)
+    ca, cb = slerp_coefficients(float(torch.dot(fa, fb)), float(fa.norm()), float(fb.norm()), t)
+    return torch.mul(a, ca).add_(b, alpha=cb)
 
 
 def merge_slerp(ctx: TensorContext) -> torch.Tensor:

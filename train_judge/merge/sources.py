@@ -11,7 +11,8 @@
 
       delta W = s * B @ A,   s = alpha / r   (alpha / sqrt(r) with use_rslora)
 
-  with ``r`` the saved rank and ``alpha`` from ``alpha_pattern`` or ``lora_alpha``; transposed when
+  with ``r`` the saved rank (so ``rank_pattern`` is honoured by construction) and ``alpha`` from the
+  first ``alpha_pattern`` key matching as peft matches it (``pattern_key``), else ``lora_alpha``; transposed when
   ``fan_in_fan_out``. Full tensors saved for ``modules_to_save`` (``base_model.model.X.weight``)
   replace the base tensor: their delta is ``X - base``. DoRA, LoRA on embeddings and LoRA biases are
   reported as unsupported.
@@ -48,6 +49,23 @@ def lora_target(key: str) -> tuple[str, str] | None:
     name = key[len(LORA_PREFIX):] if key.startswith(LORA_PREFIX) else key
     m = _LORA_RE.match(name)
     return (m["module"] + ".weight", m["ab"]) if m else None
+
+
+def pattern_key(patterns: list[str], module: str) -> str | None:
+    """The first ``alpha_pattern`` / ``rank_pattern`` key matching ``module``, as peft matches it, or None.
+
+    peft (``get_pattern_key``) full-matches ``(.*\\.)?(KEY)$`` on the module name: the key is wrapped in
+    a group, so an alternation ``q_proj|v_proj`` applies to the whole suffix, not just its ends.
+
+    >>> pattern_key(["q_proj|v_proj"], "model.layers.0.self_attn.v_proj")
+    'q_proj|v_proj'
+    >>> pattern_key(["o_proj"], "model.layers.0.self_attn.q_proj") is None
+    True
+    """
+    for key in patterns:
+        if re.match(rf"(.*\.)?({key})$", module):
+            return key
+    return None
 
 
 class Checkpoint:
@@ -88,6 +106,13 @@ class Checkpoint:
         if f not in self._open:
             self._open[f] = TensorFile(f)
         return self._open[f].read(name)
+
+    def read_range(self, name: str, start: int, count: int) -> torch.Tensor:
+        """Flat elements ``start`` to ``start + count`` of one tensor, in its stored dtype."""
+        f = self.files[name]
+        if f not in self._open:
+            self._open[f] = TensorFile(f)
+        return self._open[f].read_range(name, start, count)
 
     def close(self) -> None:
         """Close the open shard files."""
@@ -134,6 +159,7 @@ class LoraAdapter:
             if set(ab) != {"A", "B"}:
                 self.problems.append(f"{self.path}: {name} has lora_{next(iter(ab))} but not its partner")
         self._f: TensorFile | None = None
+        self._ab: tuple[str, torch.Tensor, torch.Tensor] | None = None  # the current tensor's A and B
 
     def targets(self) -> list[str]:
         """Base tensor names this adapter changes."""
@@ -164,10 +190,9 @@ class LoraAdapter:
         """``alpha / r`` (``alpha / sqrt(r)`` with use_rslora) for base tensor ``name``."""
         module = name[: -len(".weight")]
         alpha = float(self.config.get("lora_alpha", 8))
-        for pattern, value in (self.config.get("alpha_pattern") or {}).items():
-            if re.match(rf"(.*\.)?{pattern}$", module):
-                alpha = float(value)
-                break
+        pattern = pattern_key(list(self.config.get("alpha_pattern") or {}), module)
+        if pattern is not None:
+            alpha = float(self.config["alpha_pattern"][pattern])
         r = self.rank(name)
         return alpha / math.sqrt(r) if self.config.get("use_rslora") else alpha / r
 
@@ -187,8 +212,24 @@ class LoraAdapter:
         d = (b @ a).mul_(self.scale(name))
         return d.T.contiguous() if self.config.get("fan_in_fan_out") else d
 
+    def delta_rows(self, name: str, r0: int, r1: int, base_rows: torch.Tensor) -> torch.Tensor | None:
+        """float32 delta of rows ``r0:r1`` of base tensor ``name`` (``base_rows``: those base rows, float32),
+        None when the adapter leaves it unchanged. A and B are small and read once per tensor."""
+        if name in self.full:
+            full = self._read(self.full[name]).reshape(-1, base_rows[0].numel())[r0:r1]
+            return full.float().reshape(base_rows.shape) - base_rows
+        if name not in self.pairs:
+            return None
+        if self._ab is None or self._ab[0] != name:
+            self._ab = (name, self._read(self.pairs[name]["A"]).float(), self._read(self.pairs[name]["B"]).float())
+        _, a, b = self._ab
+        if self.config.get("fan_in_fan_out"):
+            return (b @ a[:, r0:r1]).T.mul_(self.scale(name)).contiguous()
+        return (b[r0:r1] @ a).mul_(self.scale(name))
+
     def close(self) -> None:
         """Close the adapter file."""
+        self._ab = None
         if self._f is not None:
             self._f.close()
             self._f = None

@@ -19,6 +19,6 @@ from .methods import MethodSpec, register
 from .task_vector import TaskVectorMerge
 
 SPEC = register(MethodSpec(
-    name="task_arithmetic", summary="base + lambda * weighted sum of task vectors",
+    elementwise=True, name="task_arithmetic", summary="base + lambda * weighted sum of task vectors",
     merge=TaskVectorMerge("none", consensus=False), uses_deltas=True, needs_base=True,
     model_keys=("weight",), params={"lambda": 1.0}))

@@ -6,7 +6,10 @@
     merged = base + lambda * delta
 
 ``density`` (per model, or ``parameters.density`` for all) is required, in (0, 1]; the paper keeps
-the top 20%. Weights default to 1.0 and must be > 0. See ``task_vector`` for the shared core.
+the top 20%. The trim keeps exactly ``round(density * n)`` entries per tensor, ties at the cut-off
+broken by position (mergekit: ``floor``). Where ``sum_i w_i d_i'`` is exactly 0 the merged delta is 0
+(mergekit elects +). ``normalize: false`` gives the disjoint weighted sum instead of the mean (as
+mergekit's ``normalize``). Weights default to 1.0 and must be > 0. See ``task_vector`` for the core.
 
 Example (2x2 task vectors, density 0.5, hand-computed in the module doc of ``task_vector``):
     >>> import torch
@@ -27,4 +30,5 @@ from .task_vector import TaskVectorMerge, consensus_density_problems
 SPEC = register(MethodSpec(
     name="ties", summary="trim to top-k magnitudes, elect signs, disjoint mean, add to base",
     merge=TaskVectorMerge("magnitude", consensus=True), uses_deltas=True, needs_base=True,
-    model_keys=("weight", "density"), params={"lambda": 1.0, "density": None}, check=consensus_density_problems))
+    model_keys=("weight", "density"), params={"lambda": 1.0, "density": None, "normalize": True},
+    check=consensus_density_problems))

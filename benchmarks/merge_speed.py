@@ -1,0 +1,194 @@
+"""Merge speed against the I/O floor, and peak memory, on generated Llama-shaped checkpoints.
+
+Writes a base and two fine-tuned models (bf16, Llama-shaped: embeddings, per-layer attention and MLP
+projections, norms, lm_head; several shards each), then, in the same run:
+
+- the I/O floor: a plain process reads every input byte (base + models, positioned reads into one
+  reused buffer) and writes the output's bytes; the best of two tries;
+- each method in a fresh subprocess (``python -m train_judge.merge``-equivalent ``run_merge``),
+  timing the merge and its peak RSS above the post-import RSS (the peak, VmHWM, is reset after the
+  imports through ``/proc/self/clear_refs``, so an import-time peak does not hide the merge's).
+
+It prints, per method, seconds, the ratio to the floor, and the peak RSS increase in units of the
+largest tensor (stored dtype). Generated files are deleted at the end (``--keep`` to keep them).
+
+    flock /tmp/prom_heavy.lock env PYTHONPATH=$PWD .venv/bin/python benchmarks/merge_speed.py --size-gb 1
+
+Example (the shapes for a given size):
+    >>> [n for n, _ in llama_shapes(2)][:3]
+    ['lm_head.weight', 'model.embed_tokens.weight', 'model.layers.0.input_layernorm.weight']
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+HIDDEN, INTER, VOCAB = 2048, 5632, 32000
+METHODS = {
+    "linear": {"weights": [0.5, 0.5]},
+    "task_arithmetic": {"lambda": 1.0},
+    "ties": {"density": 0.2},
+    "dare_ties": {"density": 0.9},
+    "dare_linear": {"density": 0.9},
+    "slerp": {"t": 0.5},
+}
+
+
+def llama_shapes(layers: int) -> list[tuple[str, tuple[int, ...]]]:
+    """(name, shape) of a Llama-style model with ``layers`` layers, in safetensors' (sorted) order."""
+    out = [("model.embed_tokens.weight", (VOCAB, HIDDEN)), ("model.norm.weight", (HIDDEN,)),
+           ("lm_head.weight", (VOCAB, HIDDEN))]
+    for i in range(layers):
+        p = f"model.layers.{i}."
+        out += [(p + "input_layernorm.weight", (HIDDEN,)), (p + "post_attention_layernorm.weight", (HIDDEN,))]
+        out += [(p + f"self_attn.{m}_proj.weight", (HIDDEN, HIDDEN)) for m in "qkvo"]
+        out += [(p + "mlp.gate_proj.weight", (INTER, HIDDEN)), (p + "mlp.up_proj.weight", (INTER, HIDDEN)),
+                (p + "mlp.down_proj.weight", (HIDDEN, INTER))]
+    return sorted(out)
+
+
+def make_models(root: Path, size_gb: float, shard_bytes: int) -> tuple[list[Path], int]:
+    """Base + two models of about ``size_gb`` each; returns their folders and the largest tensor's bytes."""
+    import torch
+
+    from train_judge.merge.plan import layout_shards, shard_names
+    from train_judge.merge.safetensors_io import ShardWriter, TensorInfo
+
+    per_layer = 2 * (4 * HIDDEN * HIDDEN + 3 * HIDDEN * INTER)
+    layers = max(1, round((size_gb * 1e9 - 4 * VOCAB * HIDDEN) / per_layer))
+    shapes = llama_shapes(layers)
+    infos = [TensorInfo(n, "BF16", s) for n, s in shapes]
+    shards = layout_shards(infos, shard_bytes)
+    names = shard_names(len(shards))
+    folders = []
+    g = torch.Generator().manual_seed(0)
+    base = {}
+    if all((root / m / "config.json").is_file() for m in ("base", "m1", "m2")):  # --keep'd from an earlier run
+        return [root / m for m in ("base", "m1", "m2")], max(i.nbytes for i in infos)
+    for m in ("base", "m1", "m2"):
+        folder = root / m
+        folder.mkdir(parents=True)
+        for fname, shard in zip(names, shards):
+            with ShardWriter(folder / fname, shard) as w:
+                for info in shard:
+                    if m == "base":
+                        t = (torch.randn(info.shape, generator=g) * 0.02).bfloat16()
+                        base[info.name] = t
+                    else:  # a fine-tune: the base plus a small delta
+                        t = (base[info.name].float() + torch.randn(info.shape, generator=g) * 2e-3).bfloat16()
+                    w.write(info.name, t)
+        if len(names) > 1:
+            weight_map = {i.name: f for f, shard in zip(names, shards) for i in shard}
+            (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+        (folder / "config.json").write_text(json.dumps({"model_type": "llama", "torch_dtype": "bfloat16"}))
+        folders.append(folder)
+    base.clear()
+    return folders, max(i.nbytes for i in infos)
+
+
+def io_floor(inputs: list[Path], out_bytes: int, scratch: Path) -> float:
+    """Seconds to read every input byte (positioned reads into one buffer) and write ``out_bytes``."""
+    buf = bytearray(64 << 20)
+    view = memoryview(buf)
+    start = time.monotonic()
+    for folder in inputs:
+        for f in sorted(folder.glob("*.safetensors")):
+            with open(f, "rb", buffering=0) as fh:
+                while fh.readinto(view):
+                    pass
+    with open(scratch, "wb") as fh:
+        left = out_bytes
+        while left > 0:
+            n = min(left, len(buf))
+            fh.write(view[:n])
+            left -= n
+    elapsed = time.monotonic() - start
+    scratch.unlink()
+    return elapsed
+
+
+MERGE = r"""
+import json, resource, sys, time
+from train_judge.merge import MergeConfig, ModelEntry, run_merge
+root, method, params, threads = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
+import torch
+if threads:
+    torch.set_num_threads(threads)
+base = None if method in ("linear", "slerp") else f"{root}/base"
+cfg = MergeConfig(method=method, base_model=base, models=(ModelEntry(f"{root}/m1"), ModelEntry(f"{root}/m2")),
+                  parameters=params, output=f"{root}/out-{method}", max_shard_size="500MB")
+def status(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key):
+            return int(line.split()[1]) * 1024
+open("/proc/self/clear_refs", "w").write("5")  # reset the peak (VmHWM) to the current RSS: imports excluded
+before = status("VmRSS:")
+t = time.monotonic()
+run_merge(cfg)
+secs = time.monotonic() - t
+print(json.dumps({"seconds": secs, "extra_bytes": status("VmHWM:") - before}))
+"""
+
+
+def run_method(root: Path, method: str, threads: int, pythonpath: str | None = None) -> dict:
+    """Merge with ``method`` in a fresh process; its seconds and peak RSS increase."""
+    env = dict(os.environ, PYTHONPATH=pythonpath or str(REPO))
+    proc = subprocess.run([sys.executable, "-c", MERGE, str(root), method, json.dumps(METHODS[method]), str(threads)],
+                          capture_output=True, text=True, env=env, cwd=root)  # cwd: no repo shadowing PYTHONPATH
+    if proc.returncode:
+        raise SystemExit(f"{method} failed:\n{proc.stderr[-3000:]}")
+    shutil.rmtree(root / f"out-{method}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Generate, measure the floor and every method, print the table, clean up."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--size-gb", type=float, default=1.0, help="size of each generated model (default 1.0)")
+    ap.add_argument("--shard-mb", type=int, default=300, help="input shard size in MB (default 300)")
+    ap.add_argument("--methods", default=",".join(METHODS), help="comma-separated methods")
+    ap.add_argument("--threads", type=int, default=0, help="torch threads in the merge (0: torch's default)")
+    ap.add_argument("--dir", default=None, help="scratch folder (default: a new one under /tmp); models "
+                    "already there (from --keep) are reused")
+    ap.add_argument("--pythonpath", default=None,
+                    help="PYTHONPATH of the merge processes (e.g. an older checkout, for before/after figures)")
+    ap.add_argument("--keep", action="store_true", help="keep the generated checkpoints")
+    args = ap.parse_args(argv)
+    root = Path(args.dir or tempfile.mkdtemp(prefix="merge_bench_"))
+    try:
+        t = time.monotonic()
+        folders, largest = make_models(root, args.size_gb, args.shard_mb * 10**6)
+        model_bytes = sum(f.stat().st_size for f in folders[1].glob("*.safetensors"))
+        print(f"generated 3 models of {model_bytes / 1e9:.2f} GB (bf16, {len(list(folders[1].glob('*.safetensors')))} "
+              f"shards each, largest tensor {largest / 1e6:.0f} MB) in {time.monotonic() - t:.0f} s")
+        floors = {}
+        for n_inputs in (2, 3):  # linear/slerp read 2 models, task-vector methods base + 2
+            inputs = folders[1:] if n_inputs == 2 else folders
+            floors[n_inputs] = min(io_floor(inputs, model_bytes, root / "floor.bin") for _ in range(2))
+            print(f"I/O floor, {n_inputs} inputs + 1 output: {floors[n_inputs]:.2f} s")
+        print(f"{'method':<16} {'seconds':>8} {'x floor':>8} {'peak RSS +MB':>13} {'x largest':>10}")
+        for method in args.methods.split(","):
+            r = run_method(root, method, args.threads, args.pythonpath)
+            floor = floors[2 if method in ("linear", "slerp") else 3]
+            print(f"{method:<16} {r['seconds']:>8.2f} {r['seconds'] / floor:>8.2f} {r['extra_bytes'] / 1e6:>13.0f} "
+                  f"{r['extra_bytes'] / largest:>10.2f}", flush=True)
+        print(f"(cpu count {os.cpu_count()}, torch threads {args.threads or 'default'}; "
+              f"this process's peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB)")
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""TIES magnitude trim with an exact count: keep ``round(density * n)`` entries, ties broken by position.
+
+``magnitude_trim(delta, density)`` trims a whole tensor in place. For a tensor merged a chunk of rows
+at a time, ``MagnitudeCut`` splits the same rule in two: ``MagnitudeCut.measure`` finds, from all of
+``|delta|`` (one float32 buffer of the tensor's size), the cut-off magnitude ``threshold`` and how
+many entries exactly at it are kept (``ties``); ``cut.apply(chunk)`` then trims chunks in element
+order, keeping every entry above the threshold and the first ``ties`` entries equal to it. Both give
+the same result (``tests/test_merge_semantics.py`` checks them against a stable sort).
+
+mergekit 0.1.5 keeps ``max(1, floor(density * n))`` entries (an argsort), so on odd counts it may
+keep one fewer; its order among equal magnitudes is the sort's.
+
+Example:
+    >>> import torch
+    >>> d = torch.tensor([2.0, -2.0, 2.0, 1.0, 3.0])
+    >>> cut = MagnitudeCut.measure(d.abs(), 0.6)   # keep 3: the 3, then the first two of the three 2s
+    >>> cut.threshold, cut.ties
+    (2.0, 2)
+    >>> torch.cat([cut.apply(d[:2].clone()), cut.apply(d[2:].clone())])
+    tensor([ 2., -2.,  0.,  0.,  3.])
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+
+def keep_count(density: float, n: int) -> int:
+    """Entries a magnitude trim keeps: ``round(density * n)`` (halves round up), exactly.
+
+    >>> keep_count(0.5, 7), keep_count(0.2, 10), keep_count(0.2, 2), keep_count(1.0, 3)
+    (4, 2, 0, 3)
+    """
+    return n if density >= 1.0 else min(n, int(math.floor(density * n + 0.5)))
+
+
+@dataclass
+class MagnitudeCut:
+    """The trim of one tensor: keep ``|d| > threshold``, and the first ``ties`` entries with ``|d| == threshold``."""
+
+    threshold: float
+    """The k-th largest magnitude (``inf`` keeps nothing, ``-1`` keeps everything)."""
+
+    ties: int
+    """How many entries exactly at the threshold are still to keep (counts down as chunks go by)."""
+
+    @classmethod
+    def measure(cls, mag: torch.Tensor, density: float) -> "MagnitudeCut":
+        """The cut for ``|delta|`` = ``mag`` (a float32 tensor of the whole tensor; reordered in place)."""
+        n = mag.numel()
+        k = keep_count(density, n)
+        if k >= n:
+            return cls(-1.0, 0)
+        if k == 0:
+            return cls(math.inf, 0)
+        buf = mag.reshape(-1).numpy()
+        buf.partition(n - k)  # O(n) selection in place: buf[n - k:] holds the k largest
+        threshold = float(buf[n - k])
+        # k minus those strictly above (np.count_nonzero: a bool sum in torch would copy to int64)
+        return cls(threshold, int(np.count_nonzero(buf[n - k:] == threshold)))
+
+    def apply(self, chunk: torch.Tensor) -> torch.Tensor:
+        """Trim the next chunk (in element order) of the tensor in place; returns it."""
+        if self.threshold < 0:
+            return chunk
+        flat = chunk.view(-1)
+        mag = flat.abs()
+        if self.ties > 0:  # ties at the threshold still to keep: count this chunk's (float masks: bool ones are slow)
+            eq = mag.eq(self.threshold)
+            ties = int(torch.count_nonzero(eq))
+            keep = mag.ge_(self.threshold)  # 1.0 / 0.0, in place
+            if ties > self.ties:  # keep only the first self.ties of them (lowest indices)
+                keep[torch.nonzero(eq).view(-1)[self.ties:]] = 0.0
+            self.ties = max(0, self.ties - ties)
+        else:
+            keep = mag.gt_(self.threshold)
+        return flat.mul_(keep).view(chunk.shape)
+
+
+def magnitude_trim(delta: torch.Tensor, density: float) -> torch.Tensor:
+    """Keep exactly ``keep_count(density, n)`` entries of ``delta``, those of largest magnitude; zero the rest.
+
+    Ties at the cut-off magnitude are broken by position: among equal magnitudes the lowest flat indices
+    are kept, so the count is exact even on bf16 deltas, where many entries share a value. Works in
+    place (returns ``delta``); the k-th largest magnitude comes from an O(n) selection, not a sort.
+
+    >>> magnitude_trim(torch.tensor([1.0, -4.0, 2.0, 3.0]), 0.5)
+    tensor([ 0., -4.,  0.,  3.])
+    >>> magnitude_trim(torch.tensor([2.0, -2.0, 2.0, 1.0]), 0.5)  # three tie at 2: the first two stay
+    tensor([ 2., -2.,  0.,  0.])
+    """
+    if keep_count(density, delta.numel()) >= delta.numel():
+        return delta
+    cut = MagnitudeCut.measure(delta.abs(), density)
+    return cut.apply(delta)
