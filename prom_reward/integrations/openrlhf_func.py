@@ -152,14 +152,22 @@ def configure(reward: Any, *, failure_reward: Any, batch_window_ms: float = 50.0
               strip: Sequence[str] = ()) -> BatchedReward:
     """Install ``reward`` (a ``PrometheusReward``) as the process-wide judge of ``reward_func``; returns its queue."""
     global _state
-    policy = FailurePolicy(failure_reward)
-    batched = BatchedReward(reward, max_wait_s=batch_window_ms / 1000, max_batch_size=max_batch_size,
-                            group_size=group_size, group_wait_s=group_wait_s)
+    new = _new_state(reward, FailurePolicy(failure_reward), batch_window_ms=batch_window_ms,
+                     max_batch_size=max_batch_size, group_size=group_size, group_wait_s=group_wait_s,
+                     timeout=timeout, strip=strip)
     with _lock:
-        old, _state = _state, _State(batched, policy, reward.config, float(timeout), tuple(strip))
+        old, _state = _state, new
     if old is not None:
         old.batched.close()
-    return batched
+    return new.batched
+
+
+def _new_state(reward: Any, policy: FailurePolicy, *, batch_window_ms: float, max_batch_size: int,
+               group_size: int | None, group_wait_s: float, timeout: float, strip: Sequence[str]) -> _State:
+    """The process-wide state for ``reward``: its batched queue and the settings ``reward_func`` reads."""
+    batched = BatchedReward(reward, max_wait_s=batch_window_ms / 1000, max_batch_size=max_batch_size,
+                            group_size=group_size, group_wait_s=group_wait_s)
+    return _State(batched, policy, reward.config, float(timeout), tuple(strip))
 
 
 def reset() -> None:
@@ -182,14 +190,12 @@ def _get() -> _State:
         if _state is None:
             try:
                 cfg = FuncConfig.from_env()
-                reward = cfg.build()
-                batched = BatchedReward(reward, max_wait_s=cfg.batch_window_ms / 1000,
-                                        max_batch_size=cfg.max_batch_size, group_size=cfg.group_size,
-                                        group_wait_s=cfg.group_wait_s)
+                _state = _new_state(cfg.build(), cfg.failure_reward, batch_window_ms=cfg.batch_window_ms,
+                                    max_batch_size=cfg.max_batch_size, group_size=cfg.group_size,
+                                    group_wait_s=cfg.group_wait_s, timeout=cfg.timeout, strip=cfg.strip)
             except PromRewardError as e:  # OpenRLHF logs reward_func errors at INFO only: say it loudly
                 logger.error("prom-reward reward_func is not configured: %s", e)
                 raise
-            _state = _State(batched, cfg.failure_reward, reward.config, cfg.timeout, cfg.strip)
             logger.info("prom-reward reward_func ready (mode %s, failure reward %s)", cfg.mode,
                         cfg.failure_reward.value)
         return _state
