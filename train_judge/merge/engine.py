@@ -41,7 +41,7 @@ from .config import MergeConfig
 from .plan import Plan, make_plan, shard_names
 from .safetensors_io import ShardWriter
 from .sources import INDEX, LoraAdapter
-from .stream import merge_tensor
+from .stream import BUFFERS, merge_tensor
 
 log = logging.getLogger(__name__)
 PROGRESS = ".merge_progress.json"
@@ -175,6 +175,7 @@ def run_merge(config: MergeConfig, *, overwrite: bool = False, threads: int | No
     try:
         return _run(config, overwrite)
     finally:
+        BUFFERS.clear()
         torch.set_num_threads(previous)
 
 
@@ -194,7 +195,7 @@ def _run(config: MergeConfig, overwrite: bool) -> MergeReport:
             part = out / (fname + ".partial")
             with ShardWriter(part, shard) as writer:
                 for info in shard:
-                    writer.write_parts(info.name, merge_tensor(plan, info))
+                    writer.write_parts(info.name, merge_tensor(plan, info), background=True)
                     _malloc_trim()
             os.replace(part, out / fname)
             done.add(fname)

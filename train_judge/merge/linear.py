@@ -30,7 +30,7 @@ def merge_linear(ctx: TensorContext) -> torch.Tensor:
     if ctx.params["normalize"]:  # fold 1 / sum w into the weights: one pass fewer
         total = sum(weights)
         weights = [w / total for w in weights]
-    out = torch.mul(ctx.tensors[0], weights[0])  # a new tensor: the inputs may be shared
+    out = torch.mul(ctx.tensors[0], weights[0], out=ctx.buffer("out"))  # not in place: inputs may be shared
     for w, t in zip(weights[1:], ctx.tensors[1:]):
         out.add_(t, alpha=w)
     return out

@@ -57,6 +57,18 @@ class TensorContext:
     """When a tensor is merged in chunks, the generators made for its first chunk, reused for the
     next ones (torch draws a tensor's random numbers in element order, so chunks match one whole draw)."""
 
+    draws: Sequence[torch.Tensor | None] | None = None
+    """Random methods: per model, this piece's uniform draws in [0, 1) when the engine drew them ahead
+    (on a worker thread, from ``generator(i)`` in element order); None: draw here."""
+
+    scratch: Callable[[str], torch.Tensor] | None = None
+    """A float32 buffer of the inputs' shape per key, reused between pieces (None: allocate); the
+    result may be returned in one (``scratch("out")``)."""
+
+    def buffer(self, key: str) -> torch.Tensor:
+        """A float32 tensor shaped like the inputs (uninitialized): ``scratch(key)`` or a new one."""
+        return self.scratch(key) if self.scratch is not None else torch.empty_like(self.tensors[0])
+
     def generator(self, model_index: int) -> torch.Generator:
         """A CPU generator seeded from (seed, tensor name, model index): order-independent, reproducible."""
         if self.generators is not None and model_index in self.generators:

@@ -34,6 +34,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Iterable
 
 import torch
@@ -49,6 +50,7 @@ if hasattr(torch, "float8_e4m3fn"):
     DTYPES["F8_E4M3"] = torch.float8_e4m3fn
     DTYPES["F8_E5M2"] = torch.float8_e5m2
 DTYPE_NAMES: dict[torch.dtype, str] = {v: k for k, v in DTYPES.items()}
+_ITEMSIZE: dict[torch.dtype, int] = {d: torch.empty((), dtype=d).element_size() for d in DTYPES.values()}
 FLOAT_DTYPES = frozenset({"F64", "F32", "F16", "BF16"})
 _MAX_HEADER = 100_000_000
 
@@ -153,13 +155,17 @@ class TensorFile:
         info = self.infos[name]
         return self.read_range(name, 0, info.numel).reshape(info.shape)
 
-    def read_range(self, name: str, start: int, count: int) -> torch.Tensor:
+    def read_range(self, name: str, start: int, count: int, out: torch.Tensor | None = None) -> torch.Tensor:
         """Flat elements ``start`` to ``start + count`` of tensor ``name`` (stored dtype), read straight
-        into the returned tensor's memory with positioned reads."""
+        into the returned tensor's memory with positioned reads (into ``out``, a contiguous tensor of
+        ``count`` elements of the stored dtype, when given: a reused buffer)."""
         info = self.infos[name]
         dtype = DTYPES[info.dtype]
-        size = torch.empty((), dtype=dtype).element_size()
-        out = torch.empty(count, dtype=dtype)
+        size = _ITEMSIZE[dtype]
+        if out is None:
+            out = torch.empty(count, dtype=dtype)
+        elif out.dtype != dtype or out.numel() != count or not out.is_contiguous():
+            raise ValueError(f"read_range: out must be {count} contiguous {dtype}, got {out.numel()} {out.dtype}")
         nbytes = count * size
         if nbytes:
             view = memoryview(out.view(torch.uint8).numpy())
@@ -202,6 +208,7 @@ class ShardWriter:
         raw += b" " * (-len(raw) % 8)  # data starts 8-byte aligned
         self._f = open(self.path, "wb")
         self._f.write(struct.pack("<Q", len(raw)) + raw)
+        self._pool: ThreadPoolExecutor | None = None
         self._next = 0
 
     def write(self, name: str, tensor: torch.Tensor) -> None:
@@ -215,27 +222,48 @@ class ShardWriter:
                                f"the plan says {info.dtype} {info.shape}")
         self.write_parts(name, [tensor.detach().contiguous().reshape(-1)])
 
-    def write_parts(self, name: str, parts: Iterable[torch.Tensor]) -> None:
+    def write_parts(self, name: str, parts: Iterable[torch.Tensor], background: bool = False) -> None:
         """Append the next planned tensor as consecutive flat pieces (each of the planned dtype),
-        so a tensor can be produced and written a chunk at a time."""
+        so a tensor can be produced and written a chunk at a time.
+
+        ``background``: each piece is written on a worker thread while the next one is produced (the
+        file write releases the GIL); a piece must then stay unchanged until the one after it has been
+        produced (``stream.merge_tensor``'s pieces do). Everything is written when this returns."""
         if self._next >= len(self.plan) or self.plan[self._next].name != name:
             expected = repr(self.plan[self._next].name) if self._next < len(self.plan) else "nothing (shard is full)"
             raise RuntimeError(f"{self.path}: wrote {name!r}, the plan expects {expected}")
         info = self.plan[self._next]
+        if background and self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="shard-writer")
         written = 0
-        for part in parts:
-            if DTYPE_NAMES.get(part.dtype) != info.dtype:
-                raise RuntimeError(f"{self.path}: tensor {name!r} is {part.dtype}, the plan says {info.dtype}")
-            flat = part.contiguous().reshape(-1)
-            if flat.numel():
-                self._f.write(memoryview(flat.view(torch.uint8).numpy()))
-            written += flat.numel()
+        pending: Future | None = None
+        try:
+            for part in parts:  # with background: the next part is produced while this one is written
+                if DTYPE_NAMES.get(part.dtype) != info.dtype:
+                    raise RuntimeError(f"{self.path}: tensor {name!r} is {part.dtype}, the plan says {info.dtype}")
+                flat = part.contiguous().reshape(-1)
+                if flat.numel():
+                    if pending is not None:  # the part before is written: its buffer may be reused from now on
+                        pending.result()
+                        pending = None
+                    if background and self._pool is not None:
+                        pending = self._pool.submit(self._write_bytes, flat)
+                    else:
+                        self._write_bytes(flat)
+                written += flat.numel()
+        finally:
+            if pending is not None:
+                pending.result()
         if written != info.numel:
             raise RuntimeError(f"{self.path}: tensor {name!r} got {written} elements, the plan says {info.numel}")
         self._next += 1
 
+    def _write_bytes(self, flat: torch.Tensor) -> None:
+        self._f.write(memoryview(flat.view(torch.uint8).numpy()))
+
     def close(self) -> None:
         """Close the file; raises if planned tensors were not written."""
+        self._stop_pool()
         self._f.close()
         if self._next != len(self.plan):
             raise RuntimeError(f"{self.path}: {len(self.plan) - self._next} planned tensors were not written")
@@ -247,4 +275,10 @@ class ShardWriter:
         if et is None:
             self.close()
         else:
+            self._stop_pool()
             self._f.close()
+
+    def _stop_pool(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None

@@ -107,12 +107,17 @@ class Checkpoint:
             self._open[f] = TensorFile(f)
         return self._open[f].read(name)
 
-    def read_range(self, name: str, start: int, count: int) -> torch.Tensor:
-        """Flat elements ``start`` to ``start + count`` of one tensor, in its stored dtype."""
+    def read_range(self, name: str, start: int, count: int, out: torch.Tensor | None = None) -> torch.Tensor:
+        """Flat elements ``start`` to ``start + count`` of one tensor, in its stored dtype (into ``out``
+        when given, see ``TensorFile.read_range``)."""
+        return self._file(name).read_range(name, start, count, out)
+
+    def _file(self, name: str) -> TensorFile:
         f = self.files[name]
-        if f not in self._open:
-            self._open[f] = TensorFile(f)
-        return self._open[f].read_range(name, start, count)
+        tf = self._open.get(f)
+        if tf is None:
+            tf = self._open.setdefault(f, TensorFile(f))
+        return tf
 
     def close(self) -> None:
         """Close the open shard files."""

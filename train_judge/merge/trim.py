@@ -49,26 +49,49 @@ class MagnitudeCut:
     """How many entries exactly at the threshold are still to keep (counts down as chunks go by)."""
 
     @classmethod
-    def measure(cls, mag: torch.Tensor, density: float) -> "MagnitudeCut":
-        """The cut for ``|delta|`` = ``mag`` (a float32 tensor of the whole tensor; reordered in place)."""
+    def measure(cls, mag: torch.Tensor, density: float, hist: torch.Tensor | None = None) -> "MagnitudeCut":
+        """The cut for ``|delta|`` = ``mag`` (a float32 tensor of the whole tensor, left unchanged).
+
+        ``hist``: counts of ``mag``'s high 16 bits (``torch.bincount(bits >> 16, minlength=2**15)``),
+        computed here when not given. Non-negative floats order as their bit patterns, so the counts
+        locate the 16-bit bin holding the k-th largest magnitude; only that bin's entries are then
+        selected exactly (an O(m) ``np.partition`` on m << n candidates) instead of all n.
+        """
         n = mag.numel()
         k = keep_count(density, n)
         if k >= n:
             return cls(-1.0, 0)
         if k == 0:
             return cls(math.inf, 0)
-        buf = mag.reshape(-1).numpy()
-        buf.partition(n - k)  # O(n) selection in place: buf[n - k:] holds the k largest
-        threshold = float(buf[n - k])
+        flat = mag.reshape(-1)
+        bits = flat.view(torch.int32)
+        if hist is None:
+            hist = torch.bincount(bits >> 16, minlength=1 << 15)
+        counts = hist.numpy()
+        at_or_above = np.cumsum(counts[::-1])[::-1]  # entries in bins >= b
+        b = int(np.flatnonzero(at_or_above >= k)[-1])  # the bin of the k-th largest
+        above = int(at_or_above[b + 1]) if b + 1 < len(counts) else 0  # entries in higher bins
+        cand = np.empty(int(counts[b]), dtype=np.float32)
+        got, step = 0, 1 << 20
+        np_bits, np_mag = bits.numpy(), flat.numpy()
+        for s in range(0, n, step):  # the bin's entries, a cache-sized piece at a time
+            sel = np_mag[s:s + step][(np_bits[s:s + step] >> 16) == b]
+            cand[got:got + sel.size] = sel
+            got += sel.size
+        assert got == cand.size
+        r = k - above  # the r-th largest of the bin is the k-th largest overall (1 <= r <= cand.size)
+        cand.partition(cand.size - r)
+        threshold = float(cand[cand.size - r])
         # k minus those strictly above (np.count_nonzero: a bool sum in torch would copy to int64)
-        return cls(threshold, int(np.count_nonzero(buf[n - k:] == threshold)))
+        return cls(threshold, r - int(np.count_nonzero(cand[cand.size - r:] > threshold)))
 
-    def apply(self, chunk: torch.Tensor) -> torch.Tensor:
-        """Trim the next chunk (in element order) of the tensor in place; returns it."""
+    def apply(self, chunk: torch.Tensor, scratch: torch.Tensor | None = None) -> torch.Tensor:
+        """Trim the next chunk (in element order) of the tensor in place; returns it. ``scratch``: a
+        float32 buffer of the chunk's size to work in (else one is allocated)."""
         if self.threshold < 0:
             return chunk
         flat = chunk.view(-1)
-        mag = flat.abs()
+        mag = torch.abs(flat, out=scratch.view(-1)) if scratch is not None else flat.abs()
         if self.ties > 0:  # ties at the threshold still to keep: count this chunk's (float masks: bool ones are slow)
             eq = mag.eq(self.threshold)
             ties = int(torch.count_nonzero(eq))
