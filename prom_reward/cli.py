@@ -4,9 +4,11 @@
 grades every row of a .jsonl/.json/.parquet file and writes the input rows plus
 ``score``, ``feedback``, ``expected_score``, ``probabilities``, ``judge_failures``.
 Rows are judged in batches and written as they finish; ``--resume`` skips the rows
-an interrupted run already wrote. ``--ray`` (grade and pairs) runs the same job as a Ray Data
-pipeline on ``--replicas N|all`` judge replicas, locally or on the cluster of ``--address`` /
-``RAY_ADDRESS`` (``prom_reward.integrations.ray_grade``, docs/serving.md).
+an interrupted run already wrote. ``prom-reward compare`` does the same with pairwise verdicts for rows
+of ``instruction``, ``response_a``, ``response_b`` (both orders unless ``--no-swap``; ``winner``, ``p_a``,
+``tie``, ``swap_agreement`` ... ``judge_error``: ``prom_reward.compare_rows``). ``--ray`` (grade, compare,
+pairs) runs the same job as a Ray Data pipeline on ``--replicas N|all`` judge replicas, locally or on
+the cluster of ``--address`` / ``RAY_ADDRESS`` (``prom_reward.integrations.ray_grade``, docs/serving.md).
 
 ``prom-reward pairs IN -o OUT.jsonl --strategy best_vs_worst|all_pairs --min-margin X
 --rubric NAME|FILE [--model M | --server URL ...] [--num-samples k] [--resume]`` turns rows of
@@ -22,6 +24,7 @@ file for ``--reward.remote_url path.py`` (docs/openrlhf.md).
 
 Example:
     $ prom-reward grade rollouts.jsonl -o graded.jsonl --rubric helpfulness --model smollm2-135m-instruct
+    $ prom-reward compare ab.jsonl -o verdicts.jsonl --rubric helpfulness --server URL
     $ prom-reward pairs samples.jsonl -o pairs.jsonl --strategy all_pairs --rubric helpfulness --server URL
 """
 
@@ -105,31 +108,56 @@ def _grade_rows(judge: Any, rows: list[dict[str, Any]], args: argparse.Namespace
     return out
 
 
-def cmd_grade(args: argparse.Namespace) -> int:
+def _judge_file(args: argparse.Namespace, desc: str, judge_chunk: Any,
+                counts: dict[str, Any]) -> tuple[int, int, dict[str, int]]:
+    """Stream ``args.input`` through ``judge_chunk(judge, rows, start)`` in batches to ``args.output``;
+    ``--resume`` skips the rows already there. Returns (rows judged, rows resumed, ``counts`` totals)."""
     from tqdm import tqdm
-
-    if args.ray:
-        return _ray_job("grade", args)
 
     done = count_rows(args.output) if args.resume else 0
     rows = read_rows(args.input)
     if done:
         rows = islice(rows, done, None)
     judge = _build_judge(args)
-    failures = 0
+    totals = dict.fromkeys(counts, 0)
     start = time.perf_counter()
     n = 0
-    with RowWriter(args.output, append=bool(done)) as writer, \
-            tqdm(desc="grading", unit="item", initial=done, disable=args.quiet) as bar:
-        for chunk in _chunks(rows, args.batch_size):
-            graded = _grade_rows(judge, chunk, args)
-            writer.write(graded)
-            n += len(graded)
-            failures += sum(1 for g in graded if g["score"] is None)
-            bar.update(len(graded))
-            bar.set_postfix(failures=failures, items_s=f"{n / max(time.perf_counter() - start, 1e-9):.2f}")
-    judge.close()
-    print(f"graded {n} rows ({done} resumed) -> {args.output}; {failures} without a verdict", file=sys.stderr)
+    try:
+        with RowWriter(args.output, append=bool(done)) as writer, \
+                tqdm(desc=desc, unit="item", initial=done, disable=args.quiet) as bar:
+            for chunk in _chunks(rows, args.batch_size):
+                judged = judge_chunk(judge, chunk, done + n)
+                writer.write(judged)
+                n += len(judged)
+                for k, pred in counts.items():
+                    totals[k] += sum(1 for r in judged if pred(r))
+                bar.update(len(judged))
+                bar.set_postfix(**totals, items_s=f"{n / max(time.perf_counter() - start, 1e-9):.2f}")
+    finally:
+        judge.close()
+    return n, done, totals
+
+
+def cmd_grade(args: argparse.Namespace) -> int:
+    if args.ray:
+        return _ray_job("grade", args)
+    n, done, t = _judge_file(args, "grading", lambda judge, rows, start: _grade_rows(judge, rows, args),
+                             {"failures": lambda g: g["score"] is None})
+    print(f"graded {n} rows ({done} resumed) -> {args.output}; {t['failures']} without a verdict", file=sys.stderr)
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Pairwise verdicts per row (``prom_reward.compare_rows``)."""
+    from .compare_rows import compare_rows, is_failure
+
+    args.swap = not args.no_swap
+    if args.ray:
+        return _ray_job("compare", args)
+    n, done, t = _judge_file(args, "comparing", lambda judge, rows, start: compare_rows(judge, rows, args, start),
+                             {"failures": is_failure, "ties": lambda r: r["tie"]})
+    print(f"compared {n} rows ({done} resumed) -> {args.output}; {t['ties']} ties, {t['failures']} without a "
+          "verdict", file=sys.stderr)
     return 0
 
 
@@ -173,7 +201,7 @@ def _ray_job(task: str, args: argparse.Namespace, pairs: Any = None) -> int:
     (``prom_reward.integrations.ray_grade``)."""
     from .errors import ConfigError
     from .integrations.ray_config import RayJobConfig
-    from .integrations.ray_grade import grade_dataset, pairs_dataset
+    from .integrations.ray_grade import compare_dataset, grade_dataset, pairs_dataset
 
     if getattr(args, "store", None):
         raise ConfigError("--store with --ray: every replica would write one SQLite file; drop --store "
@@ -183,9 +211,14 @@ def _ray_job(task: str, args: argparse.Namespace, pairs: Any = None) -> int:
     cfg = RayJobConfig(judge=_judge_kwargs(args), replicas=args.replicas if args.replicas == "all" else
                        int(args.replicas), num_gpus=args.gpus_per_replica, num_cpus=args.cpus_per_replica,
                        resume=args.resume, address=args.address, progress=not args.quiet,
-                       rows_per_shard=args.batch_size if task == "grade" else args.chunk_size)
+                       rows_per_shard=args.chunk_size if task == "pairs" else args.batch_size)
     if task == "pairs":
         summary = pairs_dataset(args.input, args.output, judge=cfg.judge, pairs=pairs, config=cfg)
+    elif task == "compare":
+        from .compare_rows import COMPARE_COLUMNS
+
+        summary = compare_dataset(args.input, args.output, judge=cfg.judge, rubric=args.rubric, swap=args.swap,
+                                  config=cfg, **{k: getattr(args, k) for k in COMPARE_COLUMNS})
     else:
         summary = grade_dataset(args.input, args.output, judge=cfg.judge, rubric=args.rubric, config=cfg,
                                 instruction_col=args.instruction_col, response_col=args.response_col,
@@ -196,7 +229,7 @@ def _ray_job(task: str, args: argparse.Namespace, pairs: Any = None) -> int:
 
 
 def _add_ray_options(g: argparse.ArgumentParser) -> None:
-    """``--ray`` and the options of a Ray job (grade and pairs)."""
+    """``--ray`` and the options of a Ray job (grade, compare and pairs)."""
     r = g.add_argument_group("Ray (offline scoring on a pool of judge replicas; docs/serving.md)")
     r.add_argument("--ray", action="store_true", help="run as a Ray Data pipeline: local Ray, or the cluster "
                    "of --address / RAY_ADDRESS; OUTPUT.parts/ holds one part file per shard")
@@ -321,10 +354,9 @@ def _add_store_parser(sub: Any) -> None:
     s.set_defaults(func=cmd_store)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="prom-reward", description="Prometheus-style judges as rewards.")
-    sub = p.add_subparsers(dest="command", required=True)
-    g = sub.add_parser("grade", help="absolute grades for a file of (instruction, response) rows")
+def _add_rows_parser(sub: Any, name: str, summary: str, func: Any, *columns: str) -> argparse.ArgumentParser:
+    """A row-by-row judging command (grade, compare): IN -o OUT, judge, batch, resume, ``--X-col`` options, Ray."""
+    g = sub.add_parser(name, help=summary)
     g.add_argument("input", help=".jsonl, .json or .parquet")
     g.add_argument("-o", "--output", required=True, help=".jsonl (resumable) or .parquet")
     g.add_argument("--rubric", help="built-in name (helpfulness, ...), or a JSON/YAML rubric file; "
@@ -332,15 +364,27 @@ def build_parser() -> argparse.ArgumentParser:
     _add_judge_options(g)
     g.add_argument("--batch-size", type=int, default=256, help="rows per judge call (and per write)")
     g.add_argument("--resume", action="store_true", help="skip rows already written to OUTPUT (.jsonl)")
-    g.add_argument("--store", help="SQLite judgment store: saves each batch's judge results; "
-                   "a re-run (or --resume after a crash) recomputes nothing stored")
-    g.add_argument("--instruction-col", default="instruction")
-    g.add_argument("--response-col", default="response")
-    g.add_argument("--reference-col", default="reference_answer")
-    g.add_argument("--rubric-col", default="rubric")
+    for col in columns:  # --instruction-col, --response-a-col, --reference-col (reference_answer) ...
+        flag = col.replace("_answer", "").replace("_", "-")
+        g.add_argument(f"--{flag}-col", dest=f"{flag.replace('-', '_')}_col", default=col)
     g.add_argument("--quiet", action="store_true")
     _add_ray_options(g)
-    g.set_defaults(func=cmd_grade)
+    g.set_defaults(func=func)
+    return g
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="prom-reward", description="Prometheus-style judges as rewards.")
+    sub = p.add_subparsers(dest="command", required=True)
+    g = _add_rows_parser(sub, "grade", "absolute grades for a file of (instruction, response) rows", cmd_grade,
+                         "instruction", "response", "reference_answer", "rubric")
+    g.add_argument("--store", help="SQLite judgment store: saves each batch's judge results; "
+                   "a re-run (or --resume after a crash) recomputes nothing stored")
+    c = _add_rows_parser(sub, "compare", "pairwise verdicts (A or B, both orders) for rows of instruction, "
+                         "response_a, response_b", cmd_compare,
+                         "instruction", "response_a", "response_b", "reference_answer", "rubric")
+    c.add_argument("--no-swap", action="store_true", help="judge one order only (default: both orders, "
+                   "a winner only where they agree)")
 
     d = sub.add_parser("pairs", help="DPO preference pairs from several completions per prompt")
     d.add_argument("input", help=".jsonl, .json or .parquet: prompt + completions per row")
@@ -378,7 +422,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command in ("grade", "pairs") and not args.model and not args.server:
+    if args.command in ("grade", "compare", "pairs") and not args.model and not args.server:
         print(f"prom-reward {args.command}: give --model M (in-process vLLM) or --server URL", file=sys.stderr)
         return 2
     try:

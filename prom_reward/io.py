@@ -22,6 +22,7 @@ from .errors import ConfigError, InputError
 
 _JSONL = (".jsonl", ".ndjson")
 _FLOAT_COLUMNS = {"score", "expected_score", "p_a"}
+_BOOL_COLUMNS = {"swap_agreement"}  # prom-reward compare: None without swap or where an order failed
 
 
 def _kind(path: str | Path) -> str:
@@ -106,8 +107,8 @@ class RowWriter:
             inferred = pa.Table.from_pylist(flat).schema
             # columns that are all None in the first chunk would be typed null: widen them
             self._schema = pa.schema([
-                pa.field(f.name, (pa.float64() if f.name in _FLOAT_COLUMNS else pa.string())
-                         if pa.types.is_null(f.type) else f.type) for f in inferred
+                pa.field(f.name, (pa.float64() if f.name in _FLOAT_COLUMNS else pa.bool_() if f.name in _BOOL_COLUMNS
+                                  else pa.string()) if pa.types.is_null(f.type) else f.type) for f in inferred
             ])
             self._pq = pq.ParquetWriter(str(self.path), self._schema)
         self._pq.write_table(pa.Table.from_pylist(flat, schema=self._schema))

@@ -20,7 +20,7 @@ ray = pytest.importorskip("ray")
 pytest.importorskip("ray.data")
 
 from prom_reward.backends.scripted import ScriptedBackend  # noqa: E402
-from prom_reward.integrations.ray_grade import CRASH_HOOK, grade_dataset, pairs_dataset  # noqa: E402
+from prom_reward.integrations.ray_grade import CRASH_HOOK, compare_dataset, grade_dataset, pairs_dataset  # noqa: E402
 from prom_reward.io import read_rows  # noqa: E402
 from prom_reward.judge import PrometheusJudge  # noqa: E402
 
@@ -67,6 +67,32 @@ def test_ray_grade_matches_in_process_engine(ray_cluster, tiny_model_dir, vllm_e
     assert [r["feedback"] for r in got] == [g.feedback for g in want]
     assert all((r["score"] is None) == (r["judge_error"] is not None) for r in got)
     assert s.completion_tokens > 0 and s.prompt_tokens > 0 and s.failed == sum(r["score"] is None for r in got)
+    assert (s.prompt_tokens, s.completion_tokens) == (local.stats.prompt_tokens, local.stats.completion_tokens)
+
+
+def test_ray_compare_with_swap_matches_in_process_engine(ray_cluster, tiny_model_dir, vllm_engine, tmp_path):
+    """Pairwise verdicts, both orders, greedy: the actors' rows equal PrometheusJudge.compare(swap=True).
+    (The tiny random model gives no verdicts, so this checks the pipeline, the failure accounting and
+    the null-typed Parquet columns; the swap logic itself: tests/test_compare_rows.py.)"""
+    src = tmp_path / "ab.jsonl"
+    src.write_text("".join(json.dumps({"id": i, "instruction": f"What is {i} + {i}?", "response_a": f"It is {2 * i}.",
+                                       "response_b": f"Maybe {2 * i + 1}."}) + "\n" for i in range(48)))
+    opts = dict(force_verdict=True, max_retries=0, sampling={"max_tokens": 8, "temperature": 0.0})
+    s = compare_dataset(str(src), tmp_path / "out.parquet", judge=dict(model=str(tiny_model_dir), backend="vllm",
+                                                                       **opts, **ENGINE),
+                        rubric="helpfulness", rows_per_shard=16, progress=False)
+    got = list(read_rows(tmp_path / "out.parquet"))
+    assert [r["id"] for r in got] == list(range(48)) and (s.rows, s.shards) == (48, 3)
+    rows = list(read_rows(src))
+    local = PrometheusJudge(backend=vllm_engine, **opts)
+    want = local.compare([r["instruction"] for r in rows], [r["response_a"] for r in rows],
+                         [r["response_b"] for r in rows], "helpfulness", swap=True)
+    for k, attr in (("winner", "winner"), ("tie", "tie"), ("swap_agreement", "swap_agreement"),
+                    ("feedback", "feedback"), ("judge_failures", "failures"), ("forced_verdicts", "forced")):
+        assert [r[k] for r in got] == [getattr(v, attr) for v in want], k
+    assert [r["p_a"] for r in got] == pytest.approx([v.p_a for v in want], abs=1e-6)
+    assert all((r["winner"] is None) == (r["judge_error"] is not None) for r in got)
+    assert s.ties == sum(v.tie for v in want) and s.failed == sum(v.winner is None and not v.tie for v in want)
     assert (s.prompt_tokens, s.completion_tokens) == (local.stats.prompt_tokens, local.stats.completion_tokens)
 
 

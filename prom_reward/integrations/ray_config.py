@@ -69,7 +69,10 @@ class RaySummary:
     rows: int = 0
     """Input rows judged by this run."""
     failed: int = 0
-    """Rows written with a null score (no verdict, or the backend failed: see ``judge_error``)."""
+    """Rows written with a null score or winner (no verdict, or the backend failed: see ``judge_error``);
+    ties of ``compare`` jobs are not failures (see ``ties``)."""
+    ties: int = 0
+    """``compare`` jobs: rows judged a tie (null winner, ``tie`` true: the orders disagree or samples split)."""
     retried: int = 0
     """Re-sampling rounds spent on outputs without a verdict."""
     forced: int = 0
@@ -102,6 +105,7 @@ class RaySummary:
         self.shards += 1
         for k in ("failed", "retried", "forced", "prompt_tokens", "completion_tokens", "pairs"):
             setattr(self, k, getattr(self, k) + int(rec[k]))
+        self.ties += int(rec.get("ties", 0))
         for k, v in json.loads(rec["skipped"]).items():
             self.skipped[k] = self.skipped.get(k, 0) + int(v)
         r = self.replicas.setdefault(str(rec["replica"]), {"rows": 0, "seconds": 0.0, "rows_per_s": 0.0})
@@ -118,8 +122,8 @@ class RaySummary:
         rate = self.rows / self.seconds if self.seconds else 0.0
         lines = [f"judged {self.rows} rows in {self.shards} shards ({self.resumed_rows} resumed) in "
                  f"{self.seconds:.1f} s ({rate:.2f} rows/s) -> {self.output}",
-                 f"  {self.failed} without a verdict (null score, see judge_error), {self.retried} re-sampling "
-                 f"rounds, {self.forced} forced verdicts",
+                 f"  {self.failed} without a verdict (null score/winner, see judge_error), {self.retried} "
+                 f"re-sampling rounds, {self.forced} forced verdicts" + (f", {self.ties} ties" if self.ties else ""),
                  f"  judge tokens: {self.prompt_tokens} prompt, {self.completion_tokens} generated"]
         if self.pairs or self.skipped:
             skipped = ", ".join(f"{k} {v}" for k, v in sorted(self.skipped.items())) or "none"

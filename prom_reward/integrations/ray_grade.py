@@ -1,4 +1,5 @@
-"""Judging a dataset on Ray Data: ``grade_dataset`` (absolute grades) and ``pairs_dataset`` (DPO pairs).
+"""Judging a dataset on Ray Data: ``grade_dataset`` (absolute grades), ``compare_dataset`` (pairwise
+verdicts, both orders by default) and ``pairs_dataset`` (DPO pairs).
 
 The input (.jsonl/.parquet files or folders, local or any pyarrow/fsspec URI) is cut into shards
 of ``rows_per_shard`` rows with stable ids (``prom_reward.integrations.ray_shards``). A Ray Data
@@ -14,8 +15,11 @@ itself (one part per shard, named by id range; read it with ``pyarrow.dataset`` 
 ``ray.data.read_parquet``). Grade rows carry the input columns plus the columns of
 ``prom-reward grade`` (score, feedback, expected_score, probabilities, judge_failures,
 judge_retries, forced_verdicts) and ``judge_error``: None, or why the score is null (never a
-made-up score). ``resume=True`` skips the shards whose part exists: a killed run recomputes at
-most the shards that were in flight and never writes a row twice.
+made-up score). Compare rows carry the columns of ``prom-reward compare``
+(``prom_reward.compare_rows``: winner, p_a, tie, swap_agreement, ..., judge_error); a tie is a
+decided outcome, counted in ``summary.ties``, not in ``summary.failed``. ``resume=True`` skips the
+shards whose part exists: a killed run recomputes at most the shards that were in flight and
+never writes a row twice.
 
 Ray: with ``address`` (or ``RAY_ADDRESS``) the job joins that cluster; otherwise a local Ray is
 started. See docs/serving.md for launching on one 8-GPU node and on several nodes.
@@ -80,10 +84,17 @@ class _JudgeWorker:
         t0, s = time.perf_counter(), self.judge.stats
         before = (s.retries, s.forced, s.prompt_tokens, s.completion_tokens)
         rows = read_shard(shard)
-        rec: dict[str, Any] = {"start": shard["start"], "rows": len(rows), "failed": 0, "pairs": 0, "skipped": "{}"}
+        rec: dict[str, Any] = {"start": shard["start"], "rows": len(rows), "failed": 0, "ties": 0, "pairs": 0,
+                               "skipped": "{}"}
         if self.spec["task"] == "grade":
             graded = self._grade(rows)
             rec["failed"] = sum(1 for g in graded if g["score"] is None)
+        elif self.spec["task"] == "compare":
+            from ..compare_rows import is_failure
+
+            graded = self._compare(rows, int(shard["start"]))
+            rec["failed"] = sum(1 for g in graded if is_failure(g))
+            rec["ties"] = sum(1 for g in graded if g["tie"])
         else:
             graded = self._pairs(rows, int(shard["start"]), rec)
         _crash_hook(int(shard["start"]))
@@ -108,6 +119,15 @@ class _JudgeWorker:
             g["judge_error"] = None if g["score"] is not None else (
                 f"no verdict in {g['judge_failures']} sample(s) (no parseable [RESULT])")
         return graded
+
+    def _compare(self, rows: list[dict[str, Any]], start: int) -> list[dict[str, Any]]:
+        from ..compare_rows import compare_rows, failed_rows
+
+        args = SimpleNamespace(rubric=self.spec["rubric"], swap=self.spec["swap"], **self.spec["columns"])
+        try:
+            return compare_rows(self.judge, rows, args, start)
+        except BackendError as e:  # the whole call failed: rows with a null winner and the reason
+            return failed_rows(rows, self.judge, args.swap, f"backend failed: {e}")
 
     def _pairs(self, rows: list[dict[str, Any]], start: int, rec: dict[str, Any]) -> list[dict[str, Any]]:
         from ..preference_inputs import RubricResolver, validate_row
@@ -233,6 +253,22 @@ def grade_dataset(inputs: Any, output: str | Path, *, judge: dict[str, Any], rub
     return run_job("grade", inputs, output, {"judge": cfg.judge, "rubric": rubric, "columns": columns}, cfg)
 
 
+def compare_dataset(inputs: Any, output: str | Path, *, judge: dict[str, Any], rubric: Any = None, swap: bool = True,
+                    config: RayJobConfig | None = None, **options: Any) -> RaySummary:
+    """Pairwise verdicts for every row of ``inputs`` on Ray (rows of instruction, response_a, response_b;
+    see the module doc). ``swap`` judges both orders (a winner only where they agree, else a tie);
+    column names via ``instruction_col=``, ``response_a_col=``, ``response_b_col=``, ``reference_col=``,
+    ``rubric_col=``; ``judge``, ``rubric`` and every other option as in ``grade_dataset``.
+    ``summary.failed`` counts rows without a verdict (null winner, not a tie), ``summary.ties`` the ties.
+    """
+    from ..compare_rows import COMPARE_COLUMNS
+
+    columns = {k: options.pop(k, v) for k, v in COMPARE_COLUMNS.items()}
+    cfg = (config or RayJobConfig(judge=judge)).replace(judge=_engine_options(judge), **options)
+    return run_job("compare", inputs, output, {"judge": cfg.judge, "rubric": rubric, "swap": bool(swap),
+                                               "columns": columns}, cfg)
+
+
 def pairs_dataset(inputs: Any, output: str | Path, *, judge: dict[str, Any], pairs: Any = None,
                   config: RayJobConfig | None = None, **options: Any) -> RaySummary:
     """DPO preference pairs (``prom_reward.preferences`` strategies) for every row of ``inputs`` on Ray;
@@ -258,4 +294,5 @@ def _engine_options(judge: dict[str, Any]) -> dict[str, Any]:
     return judge
 
 
-__all__ = ["CRASH_HOOK", "RayJobConfig", "RaySummary", "grade_dataset", "pairs_dataset", "run_job"]
+__all__ = ["CRASH_HOOK", "RayJobConfig", "RaySummary", "compare_dataset", "grade_dataset", "pairs_dataset",
+           "run_job"]
