@@ -6,6 +6,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?= -q --timeout=1200
+PYTEST_MARKERS ?= not slow
 export VLLM_CPU_KVCACHE_SPACE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
@@ -15,7 +16,7 @@ SETUP_HASH := $(shell cat $(SETUP_INPUTS) 2>/dev/null | $(PYTHON) -c \
 STAMP := $(VENV)/.stamp-$(SETUP_HASH)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test demo clean
+.PHONY: help setup test test-all demo clean
 
 help:  ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-zA-Z_-]*:.*## / {printf "  make %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -31,8 +32,11 @@ $(STAMP): $(SETUP_INPUTS)
 	rm -f $(VENV)/.stamp-*
 	touch $@
 
-test: setup  ## run the test suite (real vLLM engine and server on CPU; exit code 5, no tests, fails)
-	HF_HUB_OFFLINE=1 $(PY) -m pytest tests $(PYTEST_ARGS)
+test: setup  ## run the test suite CI runs (real vLLM engine and server on CPU; exit code 5, no tests, fails)
+	HF_HUB_OFFLINE=1 $(PY) -m pytest tests -m "$(PYTEST_MARKERS)" $(PYTEST_ARGS)
+
+test-all: setup  ## the suite plus the tests marked slow (second end-to-end runs of covered paths)
+	$(MAKE) test PYTEST_MARKERS=""
 
 demo: setup  ## grade the sample rollouts with the default judge and print rewards
 	$(PY) -m prom_reward.demo

@@ -143,6 +143,7 @@ class JudgeServers:
         log_dir.mkdir(parents=True, exist_ok=True)
         for i, group in enumerate(self.config.gpu_groups()):
             env = dict(os.environ)
+            env.setdefault("PYTHONUNBUFFERED", "1")  # a killed server's log keeps its last lines
             if group:
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in group)
             else:

@@ -59,12 +59,15 @@ def policy_path(args: argparse.Namespace) -> str:
 def make_judge(args: argparse.Namespace) -> Any:
     """The judge: dedicated servers, the smoke judge, or an in-process vLLM engine."""
     from prom_reward import PrometheusJudge
+    from prom_reward.presets import PRESETS
 
-    if args.judge_server:
-        return PrometheusJudge(backend="openai", base_url=args.judge_server)
+    smoke = {"sampling": {"max_tokens": 24}} if args.smoke else {}
+    if args.judge_server:  # the server owns the weights; the preset still gives the wire format and options
+        preset = "smollm2-135m-instruct" if args.smoke else args.judge
+        return PrometheusJudge(backend="openai", base_url=args.judge_server,
+                               preset=preset if preset in PRESETS else None, **smoke)
     if args.smoke:
-        return PrometheusJudge("smollm2-135m-instruct", sampling={"max_tokens": 24}, max_model_len=4096,
-                               enforce_eager=True)
+        return PrometheusJudge("smollm2-135m-instruct", max_model_len=4096, enforce_eager=True, **smoke)
     return PrometheusJudge(args.judge)
 
 

@@ -1,4 +1,8 @@
-"""The GRPO and RLOO examples run end to end in --smoke mode (real TRL, real vLLM judge, CPU)."""
+"""The GRPO and RLOO examples run end to end in --smoke mode (real TRL, real vLLM judge, CPU).
+
+GRPO starts its own in-process vLLM judge engine (the examples' default path, once per suite); RLOO
+and the DPO examples send their judge calls to the session's SmolLM2 vLLM server (``--judge-server``,
+the path of a judge on dedicated GPUs), which saves an engine start per example."""
 
 from __future__ import annotations
 
@@ -14,9 +18,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
-def run_example(module: str, tmp_path: Path) -> dict:
+def run_example(module: str, tmp_path: Path, *extra: str) -> dict:
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", PYTHONPATH=str(REPO))
-    proc = subprocess.run([sys.executable, "-m", module, "--smoke", "--output-dir", str(tmp_path)], cwd=REPO,
+    proc = subprocess.run([sys.executable, "-m", module, "--smoke", "--output-dir", str(tmp_path), *extra], cwd=REPO,
                           env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("SUMMARY ")]
@@ -26,10 +30,11 @@ def run_example(module: str, tmp_path: Path) -> dict:
 
 @pytest.mark.integration
 @pytest.mark.smollm2
-@pytest.mark.parametrize("module, name", [("rlhf_examples.grpo_prometheus", "grpo"),
-                                          ("rlhf_examples.rloo_prometheus", "rloo")])
-def test_example_smoke(module, name, tmp_path, smollm2_dir):
-    out = run_example(module, tmp_path)
+@pytest.mark.parametrize("module, name, server", [("rlhf_examples.grpo_prometheus", "grpo", False),
+                                                  ("rlhf_examples.rloo_prometheus", "rloo", True)])
+def test_example_smoke(module, name, server, tmp_path, smollm2_dir, request):
+    extra = ("--judge-server", request.getfixturevalue("smollm2_server")) if server else ()
+    out = run_example(module, tmp_path, *extra)
     assert out["example"] == name and out["steps"] == 2 and out["finite"]
     assert len(out["rewards"]) == 2
     low, high = (1.0, 5.0) if name == "grpo" else (0.0, 1.0)  # rloo example normalises to [0, 1]

@@ -30,8 +30,10 @@ def run_example(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.integration
 @pytest.mark.smollm2
-def test_dpo_from_judge_example_smoke(tmp_path, smollm2_dir):
-    proc = run_example("--output-dir", str(tmp_path))
+def test_dpo_from_judge_example_smoke(tmp_path, smollm2_dir, smollm2_server):
+    # the judge is the session's SmolLM2 server (--judge-server): the example's in-process engine path
+    # is run by the GRPO example test
+    proc = run_example("--output-dir", str(tmp_path), "--judge-server", smollm2_server)
     pairs = tagged(proc.stdout, "PAIRS")
     assert pairs["rows"] == 8 and pairs["n_pairs"] > 0 and pairs["forced_verdicts"] > 0
     assert pairs["n_pairs"] + sum(pairs["skipped"].values()) == 8  # best_vs_worst: one candidate per prompt

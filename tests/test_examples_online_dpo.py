@@ -22,10 +22,11 @@ def tagged(stdout: str, tag: str) -> dict:
 
 @pytest.mark.integration
 @pytest.mark.smollm2
-def test_online_dpo_example_smoke(tmp_path, smollm2_dir):
+def test_online_dpo_example_smoke(tmp_path, smollm2_dir, smollm2_server):
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", PYTHONPATH=str(REPO))
+    # the judge is the session's SmolLM2 server (--judge-server); the in-process path runs in the GRPO example test
     proc = subprocess.run([sys.executable, "-m", "rlhf_examples.online_dpo_prometheus", "--smoke",
-                           "--output-dir", str(tmp_path)], cwd=REPO, env=env, capture_output=True, text=True,
+                           "--output-dir", str(tmp_path), "--judge-server", smollm2_server], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     out = tagged(proc.stdout, "SUMMARY")

@@ -8,6 +8,7 @@ import socket
 import threading
 import time
 
+import httpx
 import pytest
 
 from prom_reward import PrometheusJudge
@@ -24,15 +25,17 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_kill_one_of_two_servers_mid_job_loses_and_duplicates_nothing(tiny_model_dir, tmp_path):
-    configs = [ServeConfig(model=str(tiny_model_dir), port=free_port(), max_model_len=2048, enforce_eager=True,
-                           log_dir=str(tmp_path / f"s{i}"), startup_timeout=600) for i in range(2)]
-    servers = [JudgeServers(c) for c in configs]
+def test_kill_one_of_two_servers_mid_job_loses_and_duplicates_nothing(tiny_model_dir, vllm_server, tmp_path):
+    """Two real vLLM servers on the tiny model: the session's, and one started here with ``JudgeServers``
+    (the library form of ``prom-reward serve``), which is SIGKILLed 3 s into a 1,000-item job."""
+    cfg = ServeConfig(model=str(tiny_model_dir), port=free_port(), max_model_len=2048, enforce_eager=True,
+                      log_dir=str(tmp_path / "logs"), startup_timeout=600)
+    servers = JudgeServers(cfg)
     try:
-        urls = [u for s in servers for u in s.start()]
+        urls = [vllm_server, *servers.start()]
         judge = PrometheusJudge(backend="openai", base_url=urls, sampling={"max_tokens": 2}, max_retries=0,
                                 max_concurrency=32, timeout=60.0, backoff=0.2)
-        victim = servers[1].procs[0]
+        victim = servers.procs[0]
         killed = threading.Event()
 
         def kill_soon() -> None:
@@ -50,6 +53,11 @@ def test_kill_one_of_two_servers_mid_job_loses_and_duplicates_nothing(tiny_model
         # exactly one judged sample per item: nothing lost, nothing judged twice into the result
         assert all(len(g.samples) == 1 for g in grades)
         assert judge.stats.samples == N_ITEMS
+        # the killed server had answered part of the job: its log (JudgeServers' log_dir) shows the requests
+        log = (tmp_path / "logs" / "judge-0.log").read_text(errors="replace")
+        assert "POST /v1/chat/completions" in log
     finally:
-        for s in servers:
-            s.stop(grace=10)
+        servers.stop(grace=10)
+    assert all(p.poll() is not None for p in servers.procs)
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(urls[1][:-3] + "/health", timeout=2)

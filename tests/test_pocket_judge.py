@@ -41,6 +41,9 @@ def test_setup_folder_is_the_merge(pocket_dir: Path, smollm2_dir: Path, tmp_path
     base = load_file(str(smollm2_dir / "model.safetensors"))
     tuned = load_file(str(pocket_dir / "model.safetensors"))
     q = "model.layers.0.self_attn.q_proj.weight"
+    # stored in the dtype vLLM serves it in: no float32 -> bf16 cast (and warning) per tensor at load
+    assert {t.dtype for t in tuned.values()} == {torch.bfloat16}
+    assert json.loads((pocket_dir / "config.json").read_text())["dtype"] == "bfloat16"
     assert not torch.equal(tuned[q].to(base[q].dtype), base[q])
     assert torch.equal(tuned["model.embed_tokens.weight"].to(torch.bfloat16), base["model.embed_tokens.weight"])
     # DARE is seeded: merging again gives the same bytes (the evaluated judge is the shipped one)
@@ -55,6 +58,7 @@ def test_preset_does_not_force_verdicts() -> None:
     assert not p.judge.get("force_verdict") and p.judge["sampling"]["max_tokens"] == 512
 
 
+@pytest.mark.slow  # the demo test (tests/test_demo.py) runs the pocket judge end to end in CI
 def test_pocket_judge_writes_the_format_itself(pocket_dir: Path, shared_dir: Path) -> None:
     """Three dev-split responses (prompts the judge never trained on), graded on the real engine at
     the paper's sampling: each output parses to ``[RESULT] k`` without forcing."""

@@ -177,9 +177,9 @@ CLIENT = textwrap.dedent('''
     from prom_reward import PrometheusJudge
 
     def main():
-        model, store, n, chunk, pause = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
-        judge = PrometheusJudge(model=model, backend="vllm", store=store, enforce_eager=True, max_model_len=2048,
-                                sampling={"max_tokens": 4}, max_retries=0)
+        url, store, n, chunk, pause = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+        judge = PrometheusJudge(backend="openai", base_url=url, store=store, sampling={"max_tokens": 4},
+                                max_retries=0)
         print("ready", flush=True)
         for start in range(0, n, chunk):
             idx = range(start, min(n, start + chunk))
@@ -195,7 +195,10 @@ CLIENT = textwrap.dedent('''
 
 
 @pytest.mark.integration
-def test_killed_client_resumes_from_store_and_recomputes_nothing_stored(tiny_model_dir, tmp_path):
+def test_killed_client_resumes_from_store_and_recomputes_nothing_stored(vllm_server, tmp_path):
+    """A client process judging against the session's real vLLM server is SIGKILLed mid-job; the re-run
+    replays what the store holds and judges only the rest. (The store sits in the client, whatever the
+    backend; the server keeps the test from paying two engine starts.)"""
     script = tmp_path / "client.py"
     script.write_text(CLIENT)
     store_path = tmp_path / "judgments.sqlite"
@@ -203,7 +206,7 @@ def test_killed_client_resumes_from_store_and_recomputes_nothing_stored(tiny_mod
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"))
 
     def cmd(pause: float) -> list[str]:
-        return [sys.executable, str(script), str(tiny_model_dir), str(store_path), str(n), str(chunk), str(pause)]
+        return [sys.executable, str(script), vllm_server, str(store_path), str(n), str(chunk), str(pause)]
 
     # run 1: killed (SIGKILL, with its engine workers) once it has finished at least 2 chunks
     proc = subprocess.Popen(cmd(1.5), cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,

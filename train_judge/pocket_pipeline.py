@@ -132,7 +132,7 @@ def ship_judge(out: Path, chosen: str, dst: Path, *, rank: int, base: str) -> di
             weights = load_file(str(out / e / "adapter_model.safetensors"))
             save_file({k: v.bfloat16() for k, v in weights.items()}, str(dst / e / "adapter_model.safetensors"))
         spec = {"method": method, "models": [{"path": e, "weight": 0.5} for e in EXPERTS],
-                "parameters": dict(MERGES[method]), "seed": 0, "dtype": "float32"}
+                "parameters": dict(MERGES[method]), "seed": 0, "dtype": "bfloat16"}  # served as bf16
         (dst / MERGE_FILE).write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
         meta = {"form": "merge", **spec}
     meta["judge"] = chosen
