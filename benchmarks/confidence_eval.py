@@ -135,13 +135,16 @@ def halves(records: Sequence[dict[str, Any]], indicator: str, metric: str = "pea
 def cascade_curve(records: Sequence[dict[str, Any]], indicator: str, fractions: Sequence[float] = FRACTIONS,
                   metric: str = "pearson", source: str = "fallback") -> list[float]:
     """The metric of the cascade's scores at each routed fraction (routing by ``cascade.route``);
-    routed items take ``record[source]`` (``"fallback"``, or ``"oracle"`` for the replay)."""
+    routed items take ``record[source]`` (``"fallback"``, or ``"oracle"`` for the replay); where that
+    is None (the second judge failed) the primary's judgment stays, as in ``CascadeJudge``, so a
+    failure does not drop the item from the metric. Items that neither judged are left out."""
     values = uncertainties(records, indicator)
     grades = [_result(r["primary"], Confidence(entropy=v)) for r, v in zip(records, values)]
     out = []
     for frac in fractions:
         routing = route(grades, CascadeConfig(route_fraction=frac, indicator="se"))
-        scores = [r.get(source) if how.routed else r["primary"] for r, how in zip(records, routing)]
+        scores = [r["primary"] if not how.routed or r.get(source) is None else r[source]
+                  for r, how in zip(records, routing)]
         pairs = [(s, r["reference"]) for s, r in zip(scores, records) if s is not None]
         out.append(METRICS[metric]([p for p, _ in pairs], [q for _, q in pairs]))
     return out

@@ -175,3 +175,21 @@ RECORDS_WITH_JUDGE = [
     {**r, "oracle": r["fallback"], "fallback": (3 if r["id"] == "4" else r["fallback"]), "fallback_kind": "judge",
      "fallback_judge": "small"} for r in RECORDS
 ]
+
+
+def test_a_routed_item_whose_second_judge_failed_keeps_the_primary():
+    # as CascadeJudge does: the denominator stays the whole set instead of shrinking as items route
+    records = [
+        {"id": "0", "reference": "A", "primary": "A", "fallback": None, "confidence": {"swap_agreement": 0.0}},
+        {"id": "1", "reference": "B", "primary": "A", "fallback": "B", "confidence": {"swap_agreement": 0.0}},
+        {"id": "2", "reference": "A", "primary": "B", "fallback": "A", "confidence": {"swap_agreement": 1.0}},
+        {"id": "3", "reference": "B", "primary": "B", "fallback": None, "confidence": {"swap_agreement": 1.0}},
+    ]
+    # 0%: A, A, B, B -> 0 and 3 right; 100%: A (kept), B, A, B (kept) -> all right, over all 4 items
+    assert cascade_curve(records, "swap_agreement", [0.0, 1.0], "accuracy") == [0.5, 1.0]
+    absolute = [rec(i, r, p, f, entropy=e) for i, (r, p, f, e) in
+                enumerate([(1, 1, None, .1), (2, 2, 2, .2), (3, 3, 3, .3), (4, 4, None, .9)])]
+    assert cascade_curve(absolute, "se", [1.0]) == pytest.approx([1.0])
+    # an item neither judged is left out
+    both_failed = absolute + [rec(4, 5, None, None)]
+    assert cascade_curve(both_failed, "se", [1.0]) == pytest.approx([1.0])
