@@ -1,8 +1,8 @@
 """The GRPO and RLOO examples run end to end in --smoke mode (real TRL, real vLLM judge, CPU).
 
-GRPO starts its own in-process vLLM judge engine (the examples' default path, once per suite); RLOO
-and the DPO examples send their judge calls to the session's SmolLM2 vLLM server (``--judge-server``,
-the path of a judge on dedicated GPUs), which saves an engine start per example."""
+Every example test (here and tests/test_examples_*dpo.py) sends its judge calls to the session's SmolLM2
+vLLM server (``--judge-server``, the path of a judge on dedicated GPUs), which saves an engine start per
+example; the in-process engine under TRL's trainers runs in tests/test_reward_trl.py and the README tour."""
 
 from __future__ import annotations
 
@@ -30,11 +30,10 @@ def run_example(module: str, tmp_path: Path, *extra: str) -> dict:
 
 @pytest.mark.integration
 @pytest.mark.smollm2
-@pytest.mark.parametrize("module, name, server", [("rlhf_examples.grpo_prometheus", "grpo", False),
-                                                  ("rlhf_examples.rloo_prometheus", "rloo", True)])
-def test_example_smoke(module, name, server, tmp_path, smollm2_dir, request):
-    extra = ("--judge-server", request.getfixturevalue("smollm2_server")) if server else ()
-    out = run_example(module, tmp_path, *extra)
+@pytest.mark.parametrize("module, name", [("rlhf_examples.grpo_prometheus", "grpo"),
+                                          ("rlhf_examples.rloo_prometheus", "rloo")])
+def test_example_smoke(module, name, tmp_path, smollm2_dir, smollm2_server):
+    out = run_example(module, tmp_path, "--judge-server", smollm2_server)
     assert out["example"] == name and out["steps"] == 2 and out["finite"]
     assert len(out["rewards"]) == 2
     low, high = (1.0, 5.0) if name == "grpo" else (0.0, 1.0)  # rloo example normalises to [0, 1]
@@ -47,3 +46,18 @@ def test_accelerate_zero3_config_loads():
     cfg = load_config_from_file(str(REPO / "rlhf_examples" / "accelerate_zero3.yaml"))
     assert cfg.distributed_type == "DEEPSPEED" and cfg.num_processes == 4
     assert cfg.deepspeed_config["zero_stage"] == 3
+
+
+def test_a_judge_server_keeps_the_judge_preset_and_smoke_settings():
+    """--judge-server: the server owns the weights, the preset still gives the options (no server contacted)."""
+    import argparse
+
+    from rlhf_examples.common import add_common_args, make_judge
+
+    ap = argparse.ArgumentParser()
+    add_common_args(ap)
+    smoke = make_judge(ap.parse_args(["--smoke", "--judge-server", "http://127.0.0.1:9/v1"]))
+    assert type(smoke.backend).__name__ == "OpenAIServer" and smoke.backend.base_urls == ["http://127.0.0.1:9/v1"]
+    assert smoke.force_verdict and smoke.sampling.max_tokens == 24  # SmolLM2 preset + the smoke budget
+    real = make_judge(ap.parse_args(["--judge-server", "http://127.0.0.1:9/v1"]))  # prometheus-7b-v2.0 preset
+    assert not real.force_verdict and real.backend.model is None and real.backend.wire.name == "chat"

@@ -31,8 +31,7 @@ def run_example(*args: str) -> subprocess.CompletedProcess:
 @pytest.mark.integration
 @pytest.mark.smollm2
 def test_dpo_from_judge_example_smoke(tmp_path, smollm2_dir, smollm2_server):
-    # the judge is the session's SmolLM2 server (--judge-server): the example's in-process engine path
-    # is run by the GRPO example test
+    # the judge is the session's SmolLM2 server (--judge-server), as in tests/test_examples.py
     proc = run_example("--output-dir", str(tmp_path), "--judge-server", smollm2_server)
     pairs = tagged(proc.stdout, "PAIRS")
     assert pairs["rows"] == 8 and pairs["n_pairs"] > 0 and pairs["forced_verdicts"] > 0

@@ -24,7 +24,7 @@ def tagged(stdout: str, tag: str) -> dict:
 @pytest.mark.smollm2
 def test_online_dpo_example_smoke(tmp_path, smollm2_dir, smollm2_server):
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", PYTHONPATH=str(REPO))
-    # the judge is the session's SmolLM2 server (--judge-server); the in-process path runs in the GRPO example test
+    # the judge is the session's SmolLM2 server (--judge-server), as in tests/test_examples.py
     proc = subprocess.run([sys.executable, "-m", "rlhf_examples.online_dpo_prometheus", "--smoke",
                            "--output-dir", str(tmp_path), "--judge-server", smollm2_server], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=900)

@@ -71,30 +71,40 @@ def test_ray_grade_matches_in_process_engine(ray_cluster, tiny_model_dir, vllm_e
     assert (s.prompt_tokens, s.completion_tokens) == (local.stats.prompt_tokens, local.stats.completion_tokens)
 
 
-def test_ray_compare_with_swap_matches_in_process_engine(ray_cluster, tiny_model_dir, vllm_engine, tmp_path):
-    """Pairwise verdicts, both orders, greedy: the actors' rows equal PrometheusJudge.compare(swap=True).
-    (The tiny random model gives no verdicts, so this checks the pipeline, the failure accounting and
-    the null-typed Parquet columns; the swap logic itself: tests/test_compare_rows.py.)"""
+def _pairwise(request, i):  # "good" wins; two good ones: always A (position bias -> tie); none: no verdict
+    a = request.user.split("###Response A:")[1].split("###Response B:")[0]
+    b = request.user.split("###Response B:")[1].split("###")[0]
+    if "good" in a:
+        return "Feedback: A is right. [RESULT] A"
+    return "Feedback: B is right. [RESULT] B" if "good" in b else "Feedback: both are wrong."
+
+
+def test_ray_compare_with_swap_matches_in_process_compare(ray_cluster, tmp_path):
+    """Pairwise verdicts, both orders, on the actors: the rows equal PrometheusJudge.compare(swap=True) with
+    the same deterministic judge: A wins, B wins, ties (both orders disagree) and failures, into Parquet.
+    (Real engines in the actors: the SmolLM2 grade test; the compare rows' logic: tests/test_compare_rows.py.)"""
+    kinds = [("good", "bad"), ("bad", "good"), ("good", "good too"), ("bad", "worse")]
     src = tmp_path / "ab.jsonl"
-    src.write_text("".join(json.dumps({"id": i, "instruction": f"What is {i} + {i}?", "response_a": f"It is {2 * i}.",
-                                       "response_b": f"Maybe {2 * i + 1}."}) + "\n" for i in range(48)))
-    opts = dict(force_verdict=True, max_retries=0, sampling={"max_tokens": 8, "temperature": 0.0})
-    s = compare_dataset(str(src), tmp_path / "out.parquet", judge=dict(model=str(tiny_model_dir), backend="vllm",
-                                                                       **opts, **ENGINE),
+    src.write_text("".join(json.dumps({"id": i, "instruction": f"Q{i}?", "response_a": f"{kinds[i % 4][0]} {i}",
+                                       "response_b": f"{kinds[i % 4][1]} {i}"}) + "\n" for i in range(48)))
+    opts = dict(max_retries=0)
+    s = compare_dataset(str(src), tmp_path / "out.parquet", judge=dict(backend=ScriptedBackend(respond=_pairwise),
+                                                                       **opts),
                         rubric="helpfulness", rows_per_shard=16, progress=False)
     got = list(read_rows(tmp_path / "out.parquet"))
     assert [r["id"] for r in got] == list(range(48)) and (s.rows, s.shards) == (48, 3)
     rows = list(read_rows(src))
-    local = PrometheusJudge(backend=vllm_engine, **opts)
+    local = PrometheusJudge(backend=ScriptedBackend(respond=_pairwise), **opts)
     want = local.compare([r["instruction"] for r in rows], [r["response_a"] for r in rows],
                          [r["response_b"] for r in rows], "helpfulness", swap=True)
+    assert [v.winner for v in want[:4]] == ["A", "B", None, None] and want[2].tie and not want[3].tie
     for k, attr in (("winner", "winner"), ("tie", "tie"), ("swap_agreement", "swap_agreement"),
                     ("feedback", "feedback"), ("judge_failures", "failures"), ("forced_verdicts", "forced")):
         assert [r[k] for r in got] == [getattr(v, attr) for v in want], k
     assert [r["p_a"] for r in got] == pytest.approx([v.p_a for v in want], abs=1e-6)
     assert all((r["winner"] is None) == (r["judge_error"] is not None) for r in got)
-    assert s.ties == sum(v.tie for v in want) and s.failed == sum(v.winner is None and not v.tie for v in want)
-    assert (s.prompt_tokens, s.completion_tokens) == (local.stats.prompt_tokens, local.stats.completion_tokens)
+    assert got[2]["judge_error"].startswith("tie") and got[3]["judge_error"].startswith("no verdict")
+    assert (s.ties, s.failed) == (12, 12)
 
 
 def test_ray_grade_scores_match_in_process_smollm2(ray_cluster, smollm2_dir, smollm2_engine, tmp_path):
@@ -145,13 +155,14 @@ def test_ray_pairs_match_build_preference_dataset(ray_cluster, tmp_path):
     assert len(list(read_rows(tmp_path / "pairs.skipped.jsonl"))) == 1
 
 
-def test_cli_ray_resume_after_driver_sigkill(ray_cluster, tiny_model_dir, tmp_path):
-    """`prom-reward grade --ray` killed with SIGKILL mid-run, then `--resume`: every row once."""
-    src = _rows(tmp_path / "in.jsonl", 200)
+def test_cli_ray_resume_after_driver_sigkill(ray_cluster, vllm_server, tmp_path):
+    """`prom-reward grade --ray` killed with SIGKILL mid-run, then `--resume`: every row once. The replicas
+    judge through the session's real vLLM server (`--server`; engines inside actors: the SmolLM2 test)."""
+    src = _rows(tmp_path / "in.jsonl", 300)
     out = tmp_path / "graded.jsonl"
     cmd = [sys.executable, "-m", "prom_reward.cli", "grade", str(src), "-o", str(out), "--rubric", "helpfulness",
-           "--model", str(tiny_model_dir), "--max-model-len", "4096", "--enforce-eager", "--max-tokens", "4",
-           "--ray", "--address", ray_cluster, "--batch-size", "10", "--quiet"]
+           "--server", vllm_server, "--max-tokens", "8", "--ray", "--address", ray_cluster, "--batch-size", "10",
+           "--quiet"]
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1")
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     parts = Path(str(out) + ".parts")
@@ -162,13 +173,13 @@ def test_cli_ray_resume_after_driver_sigkill(ray_cluster, tiny_model_dir, tmp_pa
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     before = len(list(parts.glob("part-*")))
-    assert 3 <= before < 20 and not out.exists()
+    assert 3 <= before < 30 and not out.exists()
     done = subprocess.run(cmd + ["--resume"], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     got = list(read_rows(out))
-    assert [r["id"] for r in got] == list(range(200))
-    assert summary["resumed_rows"] == 10 * before and summary["rows"] + summary["resumed_rows"] == 200
+    assert [r["id"] for r in got] == list(range(300))
+    assert summary["resumed_rows"] == 10 * before and summary["rows"] + summary["resumed_rows"] == 300
     assert all(r["score"] is not None or r["judge_error"] for r in got)
 
 
