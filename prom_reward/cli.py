@@ -82,21 +82,12 @@ def _build_judge(args: argparse.Namespace) -> Any:
     return PrometheusJudge(**_judge_kwargs(args))
 
 
-def _grade_rows(judge: Any, rows: list[dict[str, Any]], args: argparse.Namespace) -> list[dict[str, Any]]:
-    from .errors import InputError
+def _grade_rows(judge: Any, rows: list[dict[str, Any]], args: argparse.Namespace,
+                start: int = 0) -> list[dict[str, Any]]:
+    """Grade a batch of rows (``start``: the first row's position in the input, for error messages)."""
+    from .compare_rows import check_rows
 
-    for col in (args.instruction_col, args.response_col):
-        for i, r in enumerate(rows):
-            if col not in r:
-                raise InputError(f"row {i}: column {col!r} missing (columns: {sorted(r)}); "
-                                 f"name the right one with --{col.replace('_', '-')}-col", index=i, field=col)
-    if args.rubric is not None:
-        rubric: Any = args.rubric
-    elif all(r.get(args.rubric_col) is not None for r in rows):
-        rubric = [r[args.rubric_col] for r in rows]
-    else:
-        raise InputError(f"no --rubric given and some rows lack a {args.rubric_col!r} column; pass --rubric NAME|FILE",
-                         field="rubric")
+    rubric = check_rows(rows, args, start, keys=("instruction_col", "response_col"))
     refs = [r.get(args.reference_col) for r in rows]
     grades = judge.grade([r[args.instruction_col] for r in rows], [r[args.response_col] for r in rows], rubric,
                          refs if any(x is not None for x in refs) else None)
@@ -141,7 +132,7 @@ def _judge_file(args: argparse.Namespace, desc: str, judge_chunk: Any,
 def cmd_grade(args: argparse.Namespace) -> int:
     if args.ray:
         return _ray_job("grade", args)
-    n, done, t = _judge_file(args, "grading", lambda judge, rows, start: _grade_rows(judge, rows, args),
+    n, done, t = _judge_file(args, "grading", lambda judge, rows, start: _grade_rows(judge, rows, args, start),
                              {"failures": lambda g: g["score"] is None})
     print(f"graded {n} rows ({done} resumed) -> {args.output}; {t['failures']} without a verdict", file=sys.stderr)
     return 0

@@ -46,9 +46,11 @@ def _rubric(rows: list[dict[str, Any]], args: Any, start: int) -> Any:
     return [r[args.rubric_col] for r in rows]
 
 
-def check_rows(rows: list[dict[str, Any]], args: Any, start: int = 0) -> Any:
-    """Raise ``InputError`` (row, column, flag) for a missing column; return the rubric(s) to judge with."""
-    for key in ("instruction_col", "response_a_col", "response_b_col"):
+def check_rows(rows: list[dict[str, Any]], args: Any, start: int = 0,
+               keys: tuple[str, ...] = ("instruction_col", "response_a_col", "response_b_col")) -> Any:
+    """Raise ``InputError`` (row, column, flag) for a missing column (``keys``: the ``args`` attributes
+    naming the required columns; ``prom-reward grade`` passes its own); return the rubric(s) to judge with."""
+    for key in keys:
         col = getattr(args, key)
         for i, r in enumerate(rows):
             if col not in r:

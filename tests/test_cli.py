@@ -211,3 +211,21 @@ def test_reward_server_pairwise_group_requires_group_size(capsys):
     argv = ["reward-server", "--server", "http://127.0.0.1:9/v1", "--failure-reward", "0", "--mode", "pairwise_group"]
     assert main(argv) == 2
     assert "--group-size N" in capsys.readouterr().err
+
+
+def test_grade_rows_name_the_flag_and_the_row_of_the_input():
+    """A renamed, missing column names the option to fix (not a flag made from the column) and the row's
+    position in the whole input; a missing rubric names the row too (shared with ``compare``)."""
+    from types import SimpleNamespace
+
+    from prom_reward.cli import _grade_rows
+    from prom_reward.errors import InputError
+    from prom_reward.judge import PrometheusJudge
+
+    judge = PrometheusJudge(backend="scripted", outputs=["[RESULT] 3"])
+    args = SimpleNamespace(rubric=None, instruction_col="prompt", response_col="response",
+                           reference_col="reference_answer", rubric_col="rubric")
+    with pytest.raises(InputError, match=r"row 257: column 'prompt' missing .*--instruction-col"):
+        _grade_rows(judge, [{"prompt": "q", "response": "a"}, {"response": "a"}], args, 256)
+    with pytest.raises(InputError, match=r"row 256: no --rubric given and column 'rubric' missing"):
+        _grade_rows(judge, [{"prompt": "q", "response": "a"}], args, 256)
