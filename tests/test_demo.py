@@ -16,6 +16,7 @@ import pytest
 from prom_reward.demo import _progress, load_sample_rollouts, main
 
 
+@pytest.mark.integration  # a real vLLM engine
 def test_demo_grades_the_samples_quietly_with_the_pocket_judge(capfd: pytest.CaptureFixture[str],
                                                                smollm2_dir: Path, tmp_path: Path) -> None:
     log = tmp_path / "demo.log"

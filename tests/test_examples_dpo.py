@@ -30,7 +30,7 @@ def run_example(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.integration
 @pytest.mark.smollm2
-def test_dpo_from_judge_example_smoke(tmp_path, smollm2_dir, smollm2_server):
+def test_dpo_from_judge_example_smoke(tmp_path, smollm2_dir, smollm2_server, capsys):
     # the judge is the session's SmolLM2 server (--judge-server), as in tests/test_examples.py
     proc = run_example("--output-dir", str(tmp_path), "--judge-server", smollm2_server)
     pairs = tagged(proc.stdout, "PAIRS")
@@ -48,6 +48,11 @@ def test_dpo_from_judge_example_smoke(tmp_path, smollm2_dir, smollm2_server):
         assert r["score_chosen"] > r["score_rejected"] and r["chosen_index"] != r["rejected_index"]
     assert json.loads((tmp_path / "pairs.progress.json").read_text())["rows_done"] == 8
 
-    # stage 3 alone, as on a GPU node after the pairs were made elsewhere
-    again = run_example("--pairs", str(tmp_path / "pairs.jsonl"), "--output-dir", str(tmp_path / "train-only"))
-    assert "PAIRS " not in again.stdout and tagged(again.stdout, "SUMMARY")["steps"] == 2
+    # stage 3 alone, as on a GPU node after the pairs were made elsewhere (in this process: TRL is imported)
+    from rlhf_examples.dpo_from_judge import main
+
+    capsys.readouterr()
+    again = main(["--smoke", "--pairs", str(tmp_path / "pairs.jsonl"), "--output-dir", str(tmp_path / "train-only")])
+    printed = capsys.readouterr().out
+    assert "PAIRS " not in printed and tagged(printed, "SUMMARY")["steps"] == again["steps"] == 2
+    assert again["n_pairs"] == pairs["n_pairs"] and again["finite"]

@@ -109,16 +109,16 @@ def test_ray_compare_with_swap_matches_in_process_compare(ray_cluster, tmp_path)
 
 def test_ray_grade_scores_match_in_process_smollm2(ray_cluster, smollm2_dir, smollm2_engine, tmp_path):
     """A real instruct model (forced verdicts give scores): the same scores and P(1..5) as in-process."""
-    src = _rows(tmp_path / "in.jsonl", 24)
+    src = _rows(tmp_path / "in.jsonl", 16)
     opts = dict(force_verdict=True, max_retries=0, expected_score=True, sampling={"max_tokens": 8, "temperature": 0.0})
     s = grade_dataset(str(src), tmp_path / "out.jsonl", judge=dict(model=str(smollm2_dir), backend="vllm", **opts,
                                                                    **ENGINE),
-                      rubric="helpfulness", rows_per_shard=12, progress=False)
+                      rubric="helpfulness", rows_per_shard=8, progress=False)
     got = list(read_rows(tmp_path / "out.jsonl"))
     rows = list(read_rows(src))
     want = PrometheusJudge(backend=smollm2_engine, **opts).grade(
         [r["instruction"] for r in rows], [r["response"] for r in rows], "helpfulness")
-    assert sum(g.score is not None for g in want) >= 12  # the comparison is about real scores
+    assert sum(g.score is not None for g in want) >= 8  # the comparison is about real scores
     assert [r["score"] for r in got] == [g.score for g in want]
     assert [r["expected_score"] for r in got] == pytest.approx([g.expected_score for g in want], abs=1e-3)
     assert s.failed == sum(g.score is None for g in want)
@@ -158,7 +158,7 @@ def test_ray_pairs_match_build_preference_dataset(ray_cluster, tmp_path):
 def test_cli_ray_resume_after_driver_sigkill(ray_cluster, vllm_server, tmp_path):
     """`prom-reward grade --ray` killed with SIGKILL mid-run, then `--resume`: every row once. The replicas
     judge through the session's real vLLM server (`--server`; engines inside actors: the SmolLM2 test)."""
-    src = _rows(tmp_path / "in.jsonl", 300)
+    src = _rows(tmp_path / "in.jsonl", 100)
     out = tmp_path / "graded.jsonl"
     cmd = [sys.executable, "-m", "prom_reward.cli", "grade", str(src), "-o", str(out), "--rubric", "helpfulness",
            "--server", vllm_server, "--max-tokens", "8", "--ray", "--address", ray_cluster, "--batch-size", "10",
@@ -173,13 +173,13 @@ def test_cli_ray_resume_after_driver_sigkill(ray_cluster, vllm_server, tmp_path)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     before = len(list(parts.glob("part-*")))
-    assert 3 <= before < 30 and not out.exists()
+    assert 3 <= before < 10 and not out.exists()
     done = subprocess.run(cmd + ["--resume"], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     got = list(read_rows(out))
-    assert [r["id"] for r in got] == list(range(300))
-    assert summary["resumed_rows"] == 10 * before and summary["rows"] + summary["resumed_rows"] == 300
+    assert [r["id"] for r in got] == list(range(100))
+    assert summary["resumed_rows"] == 10 * before and summary["rows"] + summary["resumed_rows"] == 100
     assert all(r["score"] is not None or r["judge_error"] for r in got)
 
 

@@ -28,6 +28,7 @@ def _tiny_config(path: Path, task: str) -> Path:
     return path
 
 
+@pytest.mark.integration  # a real vLLM engine
 def test_pipeline_trains_merges_evaluates_and_ships(tiny_model_dir: Path, shared_dir: Path, tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "pocket"
