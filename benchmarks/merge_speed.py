@@ -7,7 +7,10 @@ projections, norms, lm_head; several shards each), then, in the same run:
   reused buffer) and writes the output's bytes; the best of two tries;
 - each method in a fresh subprocess (``python -m train_judge.merge``-equivalent ``run_merge``),
   timing the merge and its peak RSS above the post-import RSS (the peak, VmHWM, is reset after the
-  imports through ``/proc/self/clear_refs``, so an import-time peak does not hide the merge's).
+  imports through ``/proc/self/clear_refs``, so an import-time peak does not hide the merge's); with
+  the numba kernels, their loading (numba's cache, or compiling on a first run: ``kernels.warm_up``)
+  is done before the clock starts and reported apart (``kernel load s``); DARE also with
+  ``rng: philox`` (rows ``*_philox``); ``--kernels torch,numba`` runs each method on both paths.
 
 It prints, per method, seconds, the ratio to the floor, and the peak RSS increase in units of the
 largest tensor (stored dtype). Generated files are deleted at the end (``--keep`` to keep them).
@@ -34,13 +37,15 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 HIDDEN, INTER, VOCAB = 2048, 5632, 32000
-METHODS = {
-    "linear": {"weights": [0.5, 0.5]},
-    "task_arithmetic": {"lambda": 1.0},
-    "ties": {"density": 0.2},
-    "dare_ties": {"density": 0.9},
-    "dare_linear": {"density": 0.9},
-    "slerp": {"t": 0.5},
+METHODS = {  # row -> (method, parameters, rng)
+    "linear": ("linear", {"weights": [0.5, 0.5]}, "mt19937"),
+    "task_arithmetic": ("task_arithmetic", {"lambda": 1.0}, "mt19937"),
+    "ties": ("ties", {"density": 0.2}, "mt19937"),
+    "dare_ties": ("dare_ties", {"density": 0.9}, "mt19937"),
+    "dare_linear": ("dare_linear", {"density": 0.9}, "mt19937"),
+    "dare_ties_philox": ("dare_ties", {"density": 0.9}, "philox"),
+    "dare_linear_philox": ("dare_linear", {"density": 0.9}, "philox"),
+    "slerp": ("slerp", {"t": 0.5}, "mt19937"),
 }
 
 
@@ -120,13 +125,21 @@ def io_floor(inputs: list[Path], out_bytes: int, scratch: Path) -> float:
 MERGE = r"""
 import json, resource, sys, time
 from train_judge.merge import MergeConfig, ModelEntry, run_merge
-root, method, params, threads = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
+root, method, params, threads, rng = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+import time
 import torch
+try:  # the numba kernels: compiled or loaded from numba's cache before the clock starts (reported apart)
+    from train_judge.merge import fused, kernels
+    path, t = fused.path(), time.monotonic()
+    load = kernels.warm_up() if path == "numba" else 0.0
+except ImportError:  # an older checkout without kernels
+    path, load = "torch (no kernels module)", 0.0
 if threads:
     torch.set_num_threads(threads)
 base = None if method in ("linear", "slerp") else f"{root}/base"
+extra = {"rng": rng} if rng != "mt19937" else {}
 cfg = MergeConfig(method=method, base_model=base, models=(ModelEntry(f"{root}/m1"), ModelEntry(f"{root}/m2")),
-                  parameters=params, output=f"{root}/out-{method}", max_shard_size="500MB")
+                  parameters=params, output=f"{root}/out-{method}", max_shard_size="500MB", **extra)
 def status(key):
     for line in open("/proc/self/status"):
         if line.startswith(key):
@@ -136,17 +149,21 @@ before = status("VmRSS:")
 t = time.monotonic()
 run_merge(cfg)
 secs = time.monotonic() - t
-print(json.dumps({"seconds": secs, "extra_bytes": status("VmHWM:") - before}))
+print(json.dumps({"seconds": secs, "extra_bytes": status("VmHWM:") - before, "path": path, "load": load}))
 """
 
 
-def run_method(root: Path, method: str, threads: int, pythonpath: str | None = None) -> dict:
-    """Merge with ``method`` in a fresh process; its seconds and peak RSS increase."""
+def run_method(root: Path, row: str, threads: int, pythonpath: str | None = None, kernels: str = "") -> dict:
+    """Merge benchmark row ``row`` in a fresh process (``PROM_MERGE_KERNELS=kernels`` when given): its
+    seconds, peak RSS increase, kernel path and kernel load seconds."""
+    method, params, rng = METHODS[row]
     env = dict(os.environ, PYTHONPATH=pythonpath or str(REPO))
-    proc = subprocess.run([sys.executable, "-c", MERGE, str(root), method, json.dumps(METHODS[method]), str(threads)],
+    if kernels:
+        env["PROM_MERGE_KERNELS"] = kernels
+    proc = subprocess.run([sys.executable, "-c", MERGE, str(root), method, json.dumps(params), str(threads), rng],
                           capture_output=True, text=True, env=env, cwd=root)  # cwd: no repo shadowing PYTHONPATH
     if proc.returncode:
-        raise SystemExit(f"{method} failed:\n{proc.stderr[-3000:]}")
+        raise SystemExit(f"{row} failed:\n{proc.stderr[-3000:]}")
     shutil.rmtree(root / f"out-{method}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -163,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pythonpath", default=None,
                     help="PYTHONPATH of the merge processes (e.g. an older checkout, for before/after figures)")
     ap.add_argument("--keep", action="store_true", help="keep the generated checkpoints")
+    ap.add_argument("--kernels", default="", help="comma-separated PROM_MERGE_KERNELS values to run each method "
+                    "with (e.g. torch,numba for both paths in one run; default: the environment's)")
     args = ap.parse_args(argv)
     root = Path(args.dir or tempfile.mkdtemp(prefix="merge_bench_"))
     try:
@@ -176,12 +195,16 @@ def main(argv: list[str] | None = None) -> int:
             inputs = folders[1:] if n_inputs == 2 else folders
             floors[n_inputs] = min(io_floor(inputs, model_bytes, root / "floor.bin") for _ in range(2))
             print(f"I/O floor, {n_inputs} inputs + 1 output: {floors[n_inputs]:.2f} s")
-        print(f"{'method':<16} {'seconds':>8} {'x floor':>8} {'peak RSS +MB':>13} {'x largest':>10}")
-        for method in args.methods.split(","):
-            r = run_method(root, method, args.threads, args.pythonpath)
-            floor = floors[2 if method in ("linear", "slerp") else 3]
-            print(f"{method:<16} {r['seconds']:>8.2f} {r['seconds'] / floor:>8.2f} {r['extra_bytes'] / 1e6:>13.0f} "
-                  f"{r['extra_bytes'] / largest:>10.2f}", flush=True)
+        print(f"{'method':<20} {'kernels':<8} {'seconds':>8} {'x floor':>8} {'peak RSS +MB':>13} {'x largest':>10} "
+              f"{'kernel load s':>14}")
+        for row in args.methods.split(","):
+            for kernels in args.kernels.split(","):
+                if row.endswith("_philox") and args.pythonpath:
+                    continue  # an older checkout has no rng
+                r = run_method(root, row, args.threads, args.pythonpath, kernels)
+                floor = floors[2 if row in ("linear", "slerp") else 3]
+                print(f"{row:<20} {r['path'].split()[0]:<8} {r['seconds']:>8.2f} {r['seconds'] / floor:>8.2f} "
+                      f"{r['extra_bytes'] / 1e6:>13.0f} {r['extra_bytes'] / largest:>10.2f} {r['load']:>14.2f}", flush=True)
         print(f"(cpu count {os.cpu_count()}, torch threads {args.threads or 'default'}; "
               f"this process's peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB)")
     finally:

@@ -37,6 +37,7 @@ import yaml
 
 from prom_reward.errors import ConfigError
 
+from . import fused
 from .config import MergeConfig
 from .plan import Plan, make_plan, shard_names
 from .safetensors_io import ShardWriter
@@ -169,6 +170,7 @@ def run_merge(config: MergeConfig, *, overwrite: bool = False, threads: int | No
     oversubscribed machine, OpenMP's waiting makes each operation many times slower.
     Raises ConfigError (listing every problem) before reading any tensor data when something does not fit.
     """
+    fused.path()  # a bad PROM_MERGE_KERNELS is reported before anything is written
     _keep_chunk_buffers()
     previous = torch.get_num_threads()
     torch.set_num_threads(threads or int(os.environ.get("PROM_MERGE_THREADS", "1")))

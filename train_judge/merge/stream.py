@@ -3,17 +3,15 @@
 ``merge_tensor(plan, info)`` yields the merged tensor ``info.name`` as consecutive flat pieces in the
 output dtype, which the engine appends to the shard as they come. For element-wise methods (linear,
 task arithmetic, DARE-linear, DARE-TIES: ``MethodSpec.elementwise``) a piece is about ``CHUNK``
-elements (whole rows): each input's rows are read straight from the file into a reused buffer
-(positioned reads, on a worker thread one chunk ahead), converted to float32, merged and cast back
-while they are still in the CPU cache, so memory is a few chunks whatever the tensor size. DARE's random masks come from one
-generator per (tensor, model) drawn in element order, so chunks give the same masks as one whole
-draw. TIES goes in two passes: first each model's cut-off magnitude over the whole tensor
-(``trim.MagnitudeCut``, from one float32 buffer of ``|delta|``), then chunks trimmed by it, in element
-order so ties at the cut-off are kept by position exactly as a whole-tensor trim would. SLERP goes in
-two passes too: the dot product and norms (float64 sums over chunks), then ``c_a a + c_b b`` by chunks.
-
-Tensors no LoRA expert touches are the base, copied chunk by chunk (bit for bit in its dtype);
-non-float tensors are copied from the reference model.
+elements (whole rows): each input's rows are read into a reused buffer (positioned reads, on a
+worker thread one chunk ahead), converted to float32, merged and cast back while still in the CPU
+cache. DARE's masks come from one generator per (tensor, model) drawn in element order, so chunks
+give the same masks as one whole draw. TIES goes in two passes: each model's cut-off magnitude over
+the whole tensor (``trim.MagnitudeCut``), then chunks trimmed by it in element order, so ties at the
+cut-off are kept by position as a whole-tensor trim would. SLERP: float64 sums of the dot product
+and norms over chunks, then ``c_a a + c_b b`` by chunks. With numba, full checkpoints go through
+``fused`` (one kernel per chunk, the same bytes). Tensors no LoRA expert touches are the base, copied
+bit for bit; non-float tensors come from the reference model.
 
 Example (flat row ranges of a 5 x 3 tensor in chunks of 2 rows):
     >>> list(row_chunks((5, 3), 6))
@@ -30,6 +28,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import torch
 
+from .philox import philox_key, uniform_job
 from .methods import TensorContext
 from .plan import Plan
 from .safetensors_io import DTYPES, TensorInfo
@@ -136,7 +135,12 @@ def merge_tensor(plan: Plan, info: TensorInfo) -> Iterator[torch.Tensor]:
         else:
             yield from _copy(base, name, shape, row, out_dtype)
             return
-    cuts = _magnitude_cuts(plan, name, base, shape, row) if scale is None and _trims(plan) else None
+    from . import fused  # the numba kernels' path (it imports this module)
+    if scale is None and fused.applies(plan, name, base, out_dtype):
+        yield from fused.merge(plan, name, base, shape, row, out_dtype)
+        return
+    trims = getattr(spec.merge, "sparsify", None) == "magnitude"  # TIES: cut-offs first, then by chunks
+    cuts = _magnitude_cuts(plan, name, base, shape, row) if scale is None and trims else None
     if spec.name == "slerp" and scale is None:  # two passes: <a, b>, |a|, |b| over chunks, then c_a a + c_b b
         yield from _slerp(plan, name, base, shape, row, out_dtype)
         return
@@ -154,11 +158,11 @@ def merge_tensor(plan: Plan, info: TensorInfo) -> Iterator[torch.Tensor]:
         out: list[Callable[[], Any]] = [lambda: [
             m.read_range(name, start, count, BUFFERS.get(("raw", slot, j), count, DTYPES[m.infos[name].dtype]))
             for j, m in checkpoints]]
-        if random:  # each model's draws, in element order (one chunk at a time per generator)
+        if random:  # each model's draws, in element order (one chunk at a time per generator), or Philox's
             for i, k in enumerate(densities):
                 if k is not None and k < 1.0:
-                    gen, buf = ctx0.generator(i), BUFFERS.get(("draws", slot, i), count)
-                    out.append(lambda gen=gen, buf=buf: buf.uniform_(generator=gen))
+                    out.append(uniform_job(cfg.rng, ctx0.generator(i), philox_key(cfg.seed, name, i),
+                                           BUFFERS.get(("draws", slot, i), count), start))
         return out
 
     for slot, r0, r1, results in _prefetched(chunks, jobs):
@@ -251,11 +255,6 @@ def _slerp(plan: Plan, name: str, base: Checkpoint | None, shape: tuple[int, ...
     for slot, r0, r1, (raws,) in _prefetched(chunks, jobs):
         a, b = pair(raws, r0, r1)
         yield _piece(torch.mul(a, ca, out=BUFFERS.get("out", a.numel())).add_(b, alpha=cb), out_dtype, slot)
-
-
-def _trims(plan: Plan) -> bool:
-    """True for TIES: a magnitude trim, then element-wise consensus (merged here in two passes)."""
-    return getattr(plan.config.spec.merge, "sparsify", None) == "magnitude"
 
 
 def _magnitude_cuts(plan: Plan, name: str, base: Checkpoint | None, shape: tuple[int, ...],

@@ -38,6 +38,19 @@ def keep_count(density: float, n: int) -> int:
     return n if density >= 1.0 else min(n, int(math.floor(density * n + 0.5)))
 
 
+def cut_bin(counts: np.ndarray, k: int) -> tuple[int, int]:
+    """``(b, r)``: the bin (high 16 bits of the float32 magnitude) holding the ``k``-th largest of the
+    magnitudes counted in ``counts``, and that magnitude's rank ``r`` (1 = largest) within the bin.
+
+    >>> cut_bin(np.array([5, 0, 3, 2]), 4)   # bins 3 and 2 hold the 5 largest: the 4th is 2nd of bin 2
+    (2, 2)
+    """
+    at_or_above = np.cumsum(counts[::-1])[::-1]  # entries in bins >= b
+    b = int(np.flatnonzero(at_or_above >= k)[-1])
+    above = int(at_or_above[b + 1]) if b + 1 < len(counts) else 0  # entries in higher bins
+    return b, k - above  # 1 <= r <= counts[b]
+
+
 @dataclass
 class MagnitudeCut:
     """The trim of one tensor: keep ``|d| > threshold``, and the first ``ties`` entries with ``|d| == threshold``."""
@@ -67,11 +80,8 @@ class MagnitudeCut:
         bits = flat.view(torch.int32)
         if hist is None:
             hist = torch.bincount(bits >> 16, minlength=1 << 15)
-        counts = hist.numpy()
-        at_or_above = np.cumsum(counts[::-1])[::-1]  # entries in bins >= b
-        b = int(np.flatnonzero(at_or_above >= k)[-1])  # the bin of the k-th largest
-        above = int(at_or_above[b + 1]) if b + 1 < len(counts) else 0  # entries in higher bins
-        cand = np.empty(int(counts[b]), dtype=np.float32)
+        b, r = cut_bin(hist.numpy(), k)
+        cand = np.empty(int(hist[b]), dtype=np.float32)
         got, step = 0, 1 << 20
         np_bits, np_mag = bits.numpy(), flat.numpy()
         for s in range(0, n, step):  # the bin's entries, a cache-sized piece at a time
@@ -79,7 +89,12 @@ class MagnitudeCut:
             cand[got:got + sel.size] = sel
             got += sel.size
         assert got == cand.size
-        r = k - above  # the r-th largest of the bin is the k-th largest overall (1 <= r <= cand.size)
+        return cls.from_bin(cand, r)
+
+    @classmethod
+    def from_bin(cls, cand: np.ndarray, r: int) -> "MagnitudeCut":
+        """The cut whose threshold is the ``r``-th largest of ``cand``, every magnitude of the 16-bit bin
+        that holds the k-th largest overall (``cut_bin``); ``cand`` is reordered."""
         cand.partition(cand.size - r)
         threshold = float(cand[cand.size - r])
         # k minus those strictly above (np.count_nonzero: a bool sum in torch would copy to int64)

@@ -1,0 +1,240 @@
+"""The numba path of ``stream.merge_tensor``: each chunk merged by one fused kernel (``kernels``).
+
+``applies(plan, name, base)`` says whether tensor ``name`` goes this way: the numba path is selected
+(``path()``, from ``PROM_MERGE_KERNELS``), the method is linear, task_arithmetic, dare_linear, ties
+or dare_ties, every input is a full checkpoint (LoRA experts keep the torch path), all inputs share one stored dtype
+(bf16, float16 or float32) and the output is bf16, float16 or float32. ``merge`` then yields the
+same pieces, bit for bit, as the torch path: every input's rows are read (a worker thread, one chunk
+ahead) into the rows of one buffer, MT19937 draws made there too (or Philox drawn in the kernel),
+and ``kernels.combine`` / ``kernels.consensus`` write the output dtype straight into the piece.
+
+TIES first needs each model's cut-off magnitude: one pass over base + all models gathers every
+model's histogram of the high 16 bits of ``|delta|`` (``kernels.ties_scan``) and, after the first
+chunk has shown roughly where the cut-off lies, keeps the ``|delta|``s of a window of bins around
+it; the exact bin is then known from the full histogram, and its entries give the exact threshold
+and tie count (``trim.MagnitudeCut.from_bin``). Only if the bin fell outside the window (or the
+window overflowed) is another pass made to gather it. So TIES reads its inputs twice (the torch
+path: once per model, with the base, then once more), and only once where all the inputs of a
+tensor fit in as many bytes as the largest input tensor: the first pass then reads them into one
+kept buffer, which the second pass uses. Peak memory: that buffer and the gathered window, not the
+torch path's float32 ``|delta|`` of the whole tensor.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import torch
+
+from prom_reward.errors import ConfigError
+
+from . import kernels
+from .methods import TensorContext
+from .plan import Plan
+from .safetensors_io import DTYPES
+from .sources import Checkpoint
+from . import stream
+from .stream import BUFFERS, _prefetched, row_chunks
+from .trim import MagnitudeCut, cut_bin, keep_count
+
+ENV = "PROM_MERGE_KERNELS"
+PATHS = ("numba", "torch")
+METHODS = {"linear": (0, False), "task_arithmetic": (0, False), "dare_linear": (2, False),
+           "ties": (1, True), "dare_ties": (2, True)}
+"""method -> (sparsify: 0 none, 1 TIES trim, 2 DARE drop; sign consensus)."""
+WINDOW = 0.03
+"""Half-width (as a fraction of entries) of the bins whose |delta|s TIES's first pass keeps."""
+
+
+def path() -> str:
+    """The kernel path in use: ``PROM_MERGE_KERNELS`` (numba / torch), else numba when installed."""
+    v = os.environ.get(ENV, "").strip().lower()
+    if v in ("", "auto"):
+        return "numba" if kernels.HAVE_NUMBA else "torch"
+    if v not in PATHS:
+        raise ConfigError(f"{ENV}: expected one of {', '.join(PATHS)} (unset: numba when installed), got {v!r}")
+    if v == "numba" and not kernels.HAVE_NUMBA:
+        raise ConfigError(f"{ENV}=numba but numba is not installed (pip install numba), or unset it")
+    return v
+
+
+def applies(plan: Plan, name: str, base: Checkpoint | None, out_dtype: torch.dtype) -> bool:
+    """True when tensor ``name`` can be merged by the kernels (see the module doc)."""
+    spec = plan.config.spec
+    if spec.name not in METHODS or out_dtype not in (torch.bfloat16, torch.float16, torch.float32):
+        return False
+    srcs = ([base] if spec.uses_deltas else []) + list(plan.models)
+    if not all(isinstance(m, Checkpoint) for m in srcs) or path() != "numba":
+        return False
+    dtypes = {m.infos[name].dtype for m in srcs}
+    return len(dtypes) == 1 and dtypes <= {"BF16", "F16", "F32"}
+
+
+def _np(t: torch.Tensor) -> np.ndarray:
+    """A numpy view of ``t`` (bf16 as its uint16 bits)."""
+    return t.view(torch.int16).numpy().view(np.uint16) if t.dtype == torch.bfloat16 else t.numpy()
+
+
+def merge(plan: Plan, name: str, base: Checkpoint | None, shape: tuple[int, ...], row: int,
+          out_dtype: torch.dtype) -> Iterator[torch.Tensor]:
+    """The merged tensor ``name`` as consecutive flat pieces in ``out_dtype`` (as ``stream.merge_tensor``)."""
+    cfg, spec = plan.config, plan.config.spec
+    sparsify, consensus = METHODS[spec.name]
+    srcs = ([base] if spec.uses_deltas else []) + list(plan.models)
+    dtype = DTYPES[srcs[0].infos[name].dtype]
+    n_in, n_models, n = len(srcs), len(plan.models), math.prod(shape)
+    params = cfg.method_params()
+    lam = float(params.get("lambda", 1.0))
+    weights = cfg.weights()
+    if spec.name == "linear" and params["normalize"]:
+        weights = [w / sum(cfg.weights()) for w in weights]
+    elif not consensus:  # a weighted sum: lambda folded into the weights, as the torch path does
+        weights = [lam * w for w in weights]
+    w32 = np.array(weights, np.float32)
+    dens = [k if k is not None else 1.0 for k in cfg.densities()]
+    d32 = np.array(dens, np.float32)
+    philox = cfg.rng == "philox"
+    mt = sparsify == 2 and not philox and any(k < 1.0 for k in dens)
+    keys = np.array([kernels.philox_key(cfg.seed, name, i) for i in range(n_models)], np.uint32).reshape(-1, 2)
+    ctx = TensorContext(name=name, tensors=[], weights=weights, densities=dens, params=params, seed=cfg.seed,
+                        generators={})
+    chunks = list(row_chunks(shape, stream.CHUNK))
+    # TIES reads its inputs twice; when all of them fit in as much memory as the largest input tensor,
+    # the first pass reads them into one buffer (kept between tensors) and the second reads nothing
+    # (only when some model is trimmed: with every density 1 there is no first pass to fill the buffer)
+    trims = sparsify == 1 and any(0 < keep_count(k, n) < n for k in dens)
+    size = n_in * n * torch.empty((), dtype=dtype).element_size()
+    cache = BUFFERS.get("ties_rows", n_in * n, dtype) if trims and size <= _largest(plan) else None
+
+    def jobs(slot: int, r0: int, r1: int, draws: bool = mt, disk: bool = True) -> list[Callable[[], Any]]:
+        start, count = r0 * row, (r1 - r0) * row
+
+        def read() -> np.ndarray:
+            rows = (cache[n_in * start:n_in * (start + count)] if cache is not None
+                    else BUFFERS.get(("rows", slot), n_in * count, dtype)).view(n_in, count)
+            for j, src in enumerate(srcs if disk else []):  # else: the rows are in the cache
+                src.read_range(name, start, count, rows[j])
+            if dtype == torch.float16:  # widened by torch (exactly), the kernels take bf16 bits or float32
+                rows = BUFFERS.get(("rows32", slot), n_in * count).view(n_in, count).copy_(rows)
+            return _np(rows)
+
+        out: list[Callable[[], Any]] = [read]
+        if draws:  # MT19937: each model's generator in element order, as the torch path draws
+            buf = BUFFERS.get(("draws", slot), n_models * count).view(n_models, count)
+            for i, k in enumerate(dens):
+                if k < 1.0:
+                    out.append(lambda gen=ctx.generator(i), b=buf[i]: b.uniform_(generator=gen))
+            out.append(lambda: buf.numpy())
+        return out
+
+    thr, ties = np.full(n_models, -1.0, np.float32), np.zeros(n_models, np.int64)
+    if sparsify == 1:  # (thresholds -1 / inf where a density keeps all / nothing)
+        thr, ties = _cuts(chunks, jobs, n_models, dens, n, row, cache is not None)
+    no_draws = np.empty((n_models, 0), np.float32)
+    for slot, r0, r1, results in _prefetched(chunks, lambda s, a, b: jobs(s, a, b, mt, cache is None)):
+        raws, count = results[0], (r1 - r0) * row
+        draws = results[-1] if mt else no_draws
+        piece = BUFFERS.get(("piece", slot), count, out_dtype)
+        out = BUFFERS.get(("out32", slot), count) if out_dtype == torch.float16 else piece
+        if consensus:
+            kernels.consensus(raws, w32, sparsify, d32, thr, ties, draws, keys, int(philox), r0 * row,
+                              bool(params.get("normalize", True)), np.float32(lam), _np(out))
+        else:
+            kernels.combine(raws, spec.uses_deltas, sparsify, w32, d32, draws, keys, int(philox), r0 * row,
+                            _np(out))
+        yield piece.copy_(out) if out is not piece else piece
+
+
+def _largest(plan: Plan) -> int:
+    """Bytes of the largest tensor of the reference model (the unit of the memory target)."""
+    return max(i.nbytes for i in plan.reference.infos.values())
+
+
+def _cuts(chunks: list[tuple[int, int]], jobs: Callable[..., list[Callable[[], Any]]], n_models: int,
+          dens: list[float], n: int, row: int, cached: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Each model's TIES cut-off (threshold, ties kept at it) over the whole tensor (see the module doc);
+    ``cached``: the first pass keeps the rows, so the bins are gathered from memory, without a window."""
+    ks = [keep_count(k, n) for k in dens]
+    thr = np.array([-1.0 if k >= n else math.inf for k in ks], np.float32)
+    ties = np.zeros(n_models, np.int64)
+    need = np.array([0 < k < n for k in ks])
+    if not need.any():
+        return thr, ties
+    hist = np.zeros((n_models, 1 << 15), np.int64)
+    lo, hi = np.ones(n_models, np.int64), np.zeros(n_models, np.int64)  # empty windows
+    ncand = np.zeros(n_models, np.int64)
+    cand = np.empty((n_models, 0), np.float32)
+    for i, (_, r0, r1, results) in enumerate(_prefetched(chunks, lambda s, a, b: jobs(s, a, b, False))):
+        if i == 0:  # the first chunk's histogram places the window; then its candidates
+            _scan(results[0], need, hist, True, lo, hi, cand, ncand)
+            lo, hi, cap = _window(hist, ks, need, (r1 - r0) * row, n, len(chunks) == 1, cached)
+            cand = np.empty((n_models, cap), np.float32)
+            _scan(results[0], need, hist, False, lo, hi, cand, ncand)
+        else:
+            _scan(results[0], need, hist, True, lo, hi, cand, ncand)
+    bins = [cut_bin(hist[m], ks[m]) if need[m] else (0, 0) for m in range(n_models)]
+    again = np.zeros(n_models, bool)
+    for m in np.flatnonzero(need):
+        if lo[m] <= bins[m][0] <= hi[m] and ncand[m] <= cand.shape[1]:
+            _set_cut(m, cand[m, :ncand[m]], bins[m], hist, thr, ties)
+        else:  # the bin fell outside the window: gathered exactly in one more pass
+            again[m] = True
+    if again.any():
+        lo = hi = np.array([b for b, _ in bins], np.int64)
+        cand = np.empty((n_models, max(int(hist[m, bins[m][0]]) for m in np.flatnonzero(again))), np.float32)
+        ncand = np.zeros(n_models, np.int64)
+        for _, _, _, results in _prefetched(chunks, lambda s, a, b: jobs(s, a, b, False, not cached)):
+            _scan(results[0], again, hist, False, lo, hi, cand, ncand)
+        for m in np.flatnonzero(again):
+            _set_cut(m, cand[m, :ncand[m]], bins[m], hist, thr, ties)
+    return thr, ties
+
+
+def _scan(raws: np.ndarray, need: np.ndarray, *args: Any) -> None:
+    """``kernels.ties_scan`` with the models split over two threads (the kernel releases the GIL, and
+    each model has its own rows of the histogram and candidates)."""
+    idx = np.flatnonzero(need)
+    if len(idx) < 2:
+        return kernels.ties_scan(raws, need, *args)
+    first = np.zeros_like(need)
+    first[idx[:len(idx) // 2]] = True
+    job = stream._pool().submit(kernels.ties_scan, raws, first, *args)
+    kernels.ties_scan(raws, need & ~first, *args)
+    job.result()
+
+
+def _set_cut(m: int, sel: np.ndarray, bin_rank: tuple[int, int], hist: np.ndarray, thr: np.ndarray,
+             ties: np.ndarray) -> None:
+    """Model ``m``'s threshold and ties from the gathered |delta|s ``sel`` (those of its bin, and others)."""
+    c = np.ascontiguousarray(sel[(sel.view(np.uint32) >> 16) == bin_rank[0]])
+    assert c.size == hist[m, bin_rank[0]]
+    cut = MagnitudeCut.from_bin(c, bin_rank[1])
+    thr[m], ties[m] = cut.threshold, cut.ties
+
+
+def _window(hist: np.ndarray, ks: list[int], need: np.ndarray, n0: int, n: int, whole: bool,
+            cached: bool) -> tuple[np.ndarray, np.ndarray, int]:
+    """Per model, the bins lo..hi to gather from the first chunk's counts (the exact bin when that chunk
+    is the whole tensor), and a capacity for them (0: no window, gather in a second pass, as when the
+    rows are ``cached``: a pass over memory for one bin costs less than gathering a window on the way)."""
+    lo, hi = np.ones(len(ks), np.int64), np.zeros(len(ks), np.int64)
+    cap = 0
+    for m in np.flatnonzero(need) if whole or not cached else []:
+        if whole:
+            lo[m] = hi[m] = cut_bin(hist[m], ks[m])[0]
+            cap = max(cap, int(hist[m, lo[m]]))
+            continue
+        q = ks[m] / n
+        cum = np.cumsum(hist[m, ::-1])[::-1]  # entries in bins >= b
+        top = np.flatnonzero(cum >= max(q - WINDOW, 0.0) * n0)
+        low = np.flatnonzero(cum >= min(q + WINDOW, 1.0) * n0)
+        h = int(top[-1]) if q - WINDOW > 0 and top.size else (1 << 15) - 1
+        lw = int(low[-1]) if low.size else 0
+        upper = int(cum[h + 1]) if h + 1 < len(cum) else 0
+        want = int((int(cum[lw]) - upper) / n0 * n * 1.25) + 4096
+        if want <= n // 4:
+            lo[m], hi[m], cap = lw, h, max(cap, want)
+    return lo, hi, cap

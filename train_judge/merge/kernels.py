@@ -1,0 +1,299 @@
+"""Fused numba kernels of the merge engine: a chunk's whole computation in one pass over raw buffers.
+
+The torch path (``task_vector``, ``trim``, ``stream``) runs ~3 to 10 tensor operations per chunk;
+these kernels read the raw input rows (bf16 as ``uint16``, widened by ``bits << 16``, or float32),
+compute in float32 with exactly the torch path's operations and rounding (``add_(x, alpha=w)`` is an
+FMA there, so here too; a division stays a division; bf16 output is rounded to nearest even, NaN
+written as ``0xFFFF`` like torch's vectorized cast) and write the output dtype directly. Outputs are
+bit-identical to the torch path (``benchmarks/merge_identity.py``, ``tests/test_merge_kernels.py``).
+The work goes in blocks of ``BLOCK`` elements so that each inner loop is simple enough to vectorize.
+
+``PROM_MERGE_KERNELS`` picks the path (``fused.path()``): ``numba`` (the default when numba
+imports), ``torch`` (the previous code, also the fallback without numba). Kernels are compiled on
+first use and cached on disk (``cache=True``); they release the GIL (``nogil=True``), so the
+engine's reader and writer threads run beside them.
+
+DARE with ``rng: philox`` draws inside the kernel (``philox.philox_fill``), with ``mt19937`` the
+torch generator's draws are made on worker threads and passed in.
+
+Example (bf16 rows 1.0 and 3.0, weights 0.5 each, bf16 out: 2.0):
+    >>> out, w = np.zeros(1, np.uint16), np.array([0.5, 0.5], np.float32)
+    >>> args = (np.ones(2, np.float32), np.zeros((2, 0), np.float32), np.zeros((2, 2), np.uint32), 0, 0, out)
+    >>> _ = combine(np.array([[0x3F80], [0x4040]], np.uint16), False, 0, w, *args) if HAVE_NUMBA else out.fill(0x4000)
+    >>> hex(int(out[0]))
+    '0x4000'
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .philox import philox_key, philox_uniform  # noqa: F401 - re-exported
+
+BLOCK = 4096
+
+try:
+    from llvmlite import ir
+    from numba import njit, types
+    from numba.core import cgutils
+    from numba.extending import intrinsic, overload
+
+    from .philox import philox_fill
+
+    HAVE_NUMBA = True
+except ImportError:  # the torch path only
+    HAVE_NUMBA = False
+
+
+if HAVE_NUMBA:
+    _jit = njit(cache=True, nogil=True)
+
+    @intrinsic
+    def _f32(typingctx, bits):  # noqa: ANN001 - an integer's low 32 bits as a float32
+        def codegen(context, builder, signature, args):  # noqa: ANN001
+            v, i32 = args[0], ir.IntType(32)
+            v = builder.trunc(v, i32) if v.type.width > 32 else builder.zext(v, i32) if v.type.width < 32 else v
+            return builder.bitcast(v, ir.FloatType())
+        return types.float32(bits), codegen
+
+    @intrinsic
+    def _u32(typingctx, x):  # noqa: ANN001 - a float32's bits
+        def codegen(context, builder, signature, args):  # noqa: ANN001
+            return builder.bitcast(args[0], ir.IntType(32))
+        return (types.uint32(types.float32), codegen) if x == types.float32 else None
+
+    @intrinsic
+    def _fma(typingctx, a, b, c):  # noqa: ANN001 - a * b + c rounded once (torch's add_(b, alpha=a))
+        def codegen(context, builder, signature, args):  # noqa: ANN001
+            f = ir.FloatType()
+            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(f, [f, f, f]), "llvm.fma.f32")
+            return builder.call(fn, args)
+        return types.float32(types.float32, types.float32, types.float32), codegen
+
+    def _load(a, i):  # noqa: ANN001
+        pass
+
+    @overload(_load)
+    def _load_impl(a, i):  # noqa: ANN001
+        if a.dtype == types.uint16:
+            return lambda a, i: _f32(np.uint32(a[i]) << np.uint32(16))
+        return lambda a, i: a[i]
+
+    def _store(o, i, v):  # noqa: ANN001
+        pass
+
+    @overload(_store)
+    def _store_impl(o, i, v):  # noqa: ANN001
+        if o.dtype == types.uint16:
+            def bf16(o, i, v):  # noqa: ANN001 - round to nearest even; NaN as torch's vector cast
+                b = _u32(v)
+                r = (b + np.uint32(0x7FFF) + ((b >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
+                o[i] = np.uint16(0xFFFF) if v != v else np.uint16(r)
+            return bf16
+
+        def f32(o, i, v):  # noqa: ANN001
+            o[i] = v
+        return f32
+
+    # Loops index from 0 over per-block slices: an index like ``s + t`` keeps LLVM from vectorizing.
+
+    @_jit
+    def _delta(src, b, base, d):  # noqa: ANN001
+        """d[:] = src - b as float32 (without the base: src)."""
+        if base:
+            for t in range(d.shape[0]):
+                d[t] = _load(src, t) - _load(b, t)
+        else:
+            for t in range(d.shape[0]):
+                d[t] = _load(src, t)
+
+    @_jit
+    def _trim(d, th, ties, m):  # noqa: ANN001
+        """TIES trim of d in place: times 1.0 where |d| > th or among the first ties[m] at th, else 0.0."""
+        if th < 0:
+            return
+        if ties[m] == 0:
+            for t in range(d.shape[0]):
+                d[t] = d[t] * (np.float32(1.0) if abs(d[t]) > th else np.float32(0.0))
+            return
+        eq = 0
+        for t in range(d.shape[0]):
+            eq += abs(d[t]) == th
+        if eq <= ties[m]:  # every tie here is kept: a vectorized >=
+            ties[m] -= eq
+            for t in range(d.shape[0]):
+                d[t] = d[t] * (np.float32(1.0) if abs(d[t]) >= th else np.float32(0.0))
+            return
+        for t in range(d.shape[0]):  # the last ties to keep are here: the first come (element order)
+            a = abs(d[t])
+            keep = a > th
+            if a == th and ties[m] > 0:
+                keep = True
+                ties[m] -= 1
+            d[t] = d[t] * (np.float32(1.0) if keep else np.float32(0.0))
+
+    @_jit
+    def _drop(d, k, u):  # noqa: ANN001
+        """DARE on d in place: the bits ANDed with all ones where the draw u < k (else +0.0), then / k."""
+        for t in range(d.shape[0]):
+            d[t] = _f32(_u32(d[t]) & (np.uint32(0xFFFFFFFF) if u[t] < k else np.uint32(0))) / k
+
+    @_jit
+    def _sparsify(d, m, sparsify, dens, thr, ties, draws, keys, rng, at, s, u):  # noqa: ANN001
+        """Trim (``sparsify`` 1) or drop (2: ``draws[m]`` from ``s`` on, or Philox from element ``at``)."""
+        if sparsify == 1:
+            _trim(d, thr[m], ties, m)
+        elif sparsify == 2 and dens[m] < 1.0:
+            if rng == 1:
+                ub = u[:d.shape[0]]
+                philox_fill(ub, keys[m, 0], keys[m, 1], at)
+                _drop(d, dens[m], ub)
+            else:
+                _drop(d, dens[m], draws[m, s:s + d.shape[0]])
+
+    @_jit
+    def combine(raws, base, sparsify, weights, dens, draws, keys, rng, start, out):  # noqa: ANN001
+        """Weighted sum of one chunk (linear, task arithmetic, DARE-linear) into ``out`` (bf16 bits or f32).
+
+        ``raws``: (inputs, n) raw rows, row 0 the base when ``base``; ``weights``: float32 per model
+        (lambda folded in); ``sparsify`` 2 drops with DARE where ``dens`` < 1: ``draws`` (models, n)
+        (``rng`` 0) or Philox with ``keys`` (``rng`` 1) from element ``start`` on. Out: sum_i w_i d_i (+ base)."""
+        M, n = weights.shape[0], out.shape[0]
+        dbuf, abuf, u = np.empty(BLOCK, np.float32), np.empty(BLOCK, np.float32), np.empty(BLOCK, np.float32)
+        off = 1 if base else 0
+        thr, ties = np.zeros(1, np.float32), np.zeros(1, np.int64)  # no trim here
+        for s in range(0, n, BLOCK):
+            e = min(n, s + BLOCK)
+            d, acc, b = dbuf[:e - s], abuf[:e - s], raws[0, s:e]
+            for m in range(M):
+                _delta(raws[m + off, s:e], b, base, d)
+                _sparsify(d, m, sparsify, dens, thr, ties, draws, keys, rng, start + s, s, u)
+                w = weights[m]
+                if m == 0:
+                    for t in range(d.shape[0]):
+                        acc[t] = d[t] * w
+                else:
+                    for t in range(d.shape[0]):
+                        acc[t] = _fma(d[t], w, acc[t])
+            o = out[s:e]
+            if base:
+                for t in range(acc.shape[0]):
+                    _store(o, t, acc[t] + _load(b, t))
+            else:
+                for t in range(acc.shape[0]):
+                    _store(o, t, acc[t])
+
+    @_jit
+    def _pair(d0, d1, w0, w1, normalize, lam, b, o):  # noqa: ANN001
+        """``consensus`` of two models on one block (elect, disjoint mean, lambda, + base, store)."""
+        tiny, one, zero = np.float32(1e-30), np.float32(1.0), np.float32(0.0)
+        for t in range(d0.shape[0]):
+            tot = _fma(d1[t], w1, d0[t] * w0)
+            e = one if tot > zero else (-one if tot < zero else zero)
+            a0 = one if d0[t] * e > zero else zero
+            a1 = one if d1[t] * e > zero else zero
+            v = _fma(d1[t] * a1, w1, (d0[t] * a0) * w0)
+            if normalize:
+                den = _fma(a1, w1, _fma(a0, w0, zero))
+                v = v / (tiny if den < tiny else den)
+            if lam != one:
+                v = v * lam
+            _store(o, t, v + _load(b, t))
+
+    @_jit
+    def consensus(raws, weights, sparsify, dens, thr, ties, draws, keys, rng, start, normalize, lam,
+                  out):  # noqa: ANN001
+        """TIES / DARE-TIES on one chunk into ``out``: trim (``sparsify`` 1, by ``thr`` / ``ties``) or
+        drop (2), elect signs, disjoint weighted mean (sum without ``normalize``), times ``lam``, + base."""
+        M, n = weights.shape[0], out.shape[0]
+        dbuf = np.empty((M, BLOCK), np.float32)
+        tbuf, nbuf, ebuf = np.empty(BLOCK, np.float32), np.empty(BLOCK, np.float32), np.empty(BLOCK, np.float32)
+        u = np.empty(BLOCK, np.float32)
+        tiny, one, zero = np.float32(1e-30), np.float32(1.0), np.float32(0.0)
+        for s in range(0, n, BLOCK):
+            e = min(n, s + BLOCK)
+            tot, num, den, b = tbuf[:e - s], nbuf[:e - s], ebuf[:e - s], raws[0, s:e]
+            for m in range(M):
+                d = dbuf[m, :e - s]
+                _delta(raws[m + 1, s:e], b, True, d)
+                _sparsify(d, m, sparsify, dens, thr, ties, draws, keys, rng, start + s, s, u)
+            o = out[s:e]
+            if M == 2:  # the usual case, in one loop: the same operations as below, element by element
+                _pair(dbuf[0, :e - s], dbuf[1, :e - s], weights[0], weights[1], normalize, lam, b, o)
+                continue
+            for m in range(M):
+                d, w = dbuf[m, :e - s], weights[m]
+                if m == 0:
+                    for t in range(d.shape[0]):
+                        tot[t] = d[t] * w
+                else:
+                    for t in range(d.shape[0]):
+                        tot[t] = _fma(d[t], w, tot[t])
+            for t in range(tot.shape[0]):
+                tot[t] = one if tot[t] > zero else (-one if tot[t] < zero else zero)
+            for m in range(M):
+                d = dbuf[m, :e - s]
+                w = weights[m]
+                if m == 0:
+                    for t in range(d.shape[0]):
+                        agree = one if d[t] * tot[t] > zero else zero
+                        num[t] = (d[t] * agree) * w
+                        den[t] = _fma(agree, w, zero)
+                else:
+                    for t in range(d.shape[0]):
+                        agree = one if d[t] * tot[t] > zero else zero
+                        num[t] = _fma(d[t] * agree, w, num[t])
+                        den[t] = _fma(agree, w, den[t])
+            for t in range(num.shape[0]):
+                v = num[t]
+                if normalize:
+                    v = v / (tiny if den[t] < tiny else den[t])
+                if lam != one:
+                    v = v * lam
+                _store(o, t, v + _load(b, t))
+
+    @_jit
+    def ties_scan(raws, need, hist, do_hist, lo, hi, cand, ncand):  # noqa: ANN001
+        """TIES pass over one chunk, every model at once: the counts of the high 16 bits of
+        |model - base| (``hist[m]``, when ``do_hist``) and the |delta|s falling in bins lo[m]..hi[m],
+        in element order, into ``cand[m]`` (``ncand[m]`` counts them, also past the capacity)."""
+        M, n, cap = need.shape[0], raws.shape[1], cand.shape[1]
+        dbuf, bbuf = np.empty(BLOCK, np.float32), np.empty(BLOCK, np.uint32)
+        for s in range(0, n, BLOCK):
+            e = min(n, s + BLOCK)
+            d, bins = dbuf[:e - s], bbuf[:e - s]
+            for m in range(M):
+                if not need[m]:
+                    continue
+                _delta(raws[m + 1, s:e], raws[0, s:e], True, d)
+                h, lo_m, span, c = hist[m], lo[m], hi[m] - lo[m], ncand[m]
+                for t in range(d.shape[0]):
+                    bins[t] = _u32(abs(d[t])) >> np.uint32(16)
+                if do_hist:
+                    for t in range(d.shape[0]):
+                        h[bins[t]] += 1
+                if span < 0:
+                    continue
+                row = cand[m]
+                for t in range(d.shape[0]):
+                    if np.uint64(np.int64(bins[t]) - lo_m) <= np.uint64(span):
+                        if c < cap:
+                            row[c] = abs(d[t])
+                        c += 1
+                ncand[m] = c
+
+
+def warm_up() -> float:
+    """Compile (or load from numba's cache) every kernel for bf16 and float32 inputs and outputs;
+    returns the seconds it took (the first call of a kernel pays this otherwise)."""
+    import time
+
+    start, f32, keys = time.monotonic(), np.float32, np.zeros((2, 2), np.uint32)
+    for raws in (np.zeros((3, 8), np.uint16), np.zeros((3, 8), f32)):
+        for out in (np.zeros(8, np.uint16), np.zeros(8, f32)):
+            combine(raws, True, 2, np.ones(2, f32), np.full(2, 0.5, f32), np.zeros((2, 8), f32), keys, 0, 0, out)
+            consensus(raws, np.ones(2, f32), 1, np.ones(2, f32), np.zeros(2, f32), np.zeros(2, np.int64),
+                      np.empty((2, 0), f32), keys, 0, 0, True, f32(1.0), out)
+        ties_scan(raws, np.ones(2, np.bool_), np.zeros((2, 1 << 15), np.int64), True, np.zeros(2, np.int64),
+                  np.zeros(2, np.int64), np.empty((2, 4), f32), np.zeros(2, np.int64))
+    return time.monotonic() - start
