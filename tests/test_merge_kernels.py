@@ -32,6 +32,8 @@ CASES = {  # method -> parameters, per-model densities
     "ties_per_model_one_kept_whole": ({"weights": [2.0, 1.0]}, [1.0, 0.4]),
     "dare_ties": ({"density": 0.6, "normalize": False}, None),
     "dare_linear": ({"density": 0.7, "lambda": 1.95}, None),
+    "slerp": ({"t": 0.3}, None),
+    "slerp_t_by_name": ({"t": 0.5, "t_by_name": {"b.*": 0.85, "c.*": 0.0, "d.*": 1.0}}, None),
 }
 
 
@@ -56,8 +58,8 @@ def make_models(root, dtype: torch.dtype) -> list[str]:
 
 def merged_bytes(paths, tmp_path, case, path, out_dtype=None, rng="mt19937", tag="") -> dict[str, bytes]:
     params, dens = CASES[case]
-    method = case.split("_sum")[0].split("_per_model")[0]
-    base = None if method == "linear" else paths[0]
+    method = case.split("_sum")[0].split("_per_model")[0].split("_t_by_name")[0]
+    base = None if method in ("linear", "slerp") else paths[0]
     models = tuple(ModelEntry(p, density=d) for p, d in zip(paths[1:], dens or [None, None]))
     out = tmp_path / f"out-{case}-{path}-{out_dtype}-{rng}{tag}"
     import os
@@ -80,6 +82,27 @@ def test_numba_path_gives_the_torch_paths_bytes(tmp_path, monkeypatch, case, dty
     outs = [None, "float32"] if dtype != torch.bfloat16 else [None, "float32", "float16"]
     for out_dtype in outs:
         assert merged_bytes(paths, tmp_path, case, "numba", out_dtype) == merged_bytes(paths, tmp_path, case, "torch", out_dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_slerp_numba_bytes_when_colinear_or_zero(tmp_path, monkeypatch, dtype):
+    """SLERP's fallbacks (nearly colinear: linear; a zero tensor) and plain arcs, in chunks of 64."""
+    monkeypatch.setattr(stream, "CHUNK", 64)
+    g = torch.Generator().manual_seed(7)
+    x, y = torch.randn(300, 7, generator=g), torch.randn(5, 41, generator=g)
+    m1 = {"a.weight": x, "b.weight": y, "c.weight": torch.zeros(9, 9), "d.weight": x[:40]}
+    m2 = {"a.weight": x * 1.7, "b.weight": y + torch.randn(5, 41, generator=g) * 1e-3,
+          "c.weight": torch.randn(9, 9, generator=g), "d.weight": -x[:40] + torch.randn(40, 7, generator=g)}
+    paths = []
+    for i, m in enumerate((m1, m1, m2)):  # the first is a placeholder base (unused by slerp)
+        (tmp_path / f"m{i}").mkdir()
+        save_file({k: v.to(dtype).clone() for k, v in m.items()}, str(tmp_path / f"m{i}" / "model.safetensors"))
+        paths.append(str(tmp_path / f"m{i}"))
+    calls = []
+    monkeypatch.setattr(kernels, "slerp_out", lambda *a, f=kernels.slerp_out: calls.append(1) or f(*a))
+    for out_dtype in (None, "float32", "bfloat16"):
+        assert merged_bytes(paths, tmp_path, "slerp", "numba", out_dtype) == merged_bytes(paths, tmp_path, "slerp", "torch", out_dtype)
+    assert len(calls) == 3 * (34 + 5 + 2 + 5)  # the numba path ran, in chunks of <= 64 elements (whole rows)
 
 
 def test_ties_keeps_the_exact_count_with_ties_across_chunks(tmp_path, monkeypatch):

@@ -1,8 +1,8 @@
 """The numba path of ``stream.merge_tensor``: each chunk merged by one fused kernel (``kernels``).
 
 ``applies(plan, name, base)`` says whether tensor ``name`` goes this way: the numba path is selected
-(``path()``, from ``PROM_MERGE_KERNELS``), the method is linear, task_arithmetic, dare_linear, ties
-or dare_ties, every input is a full checkpoint (LoRA experts keep the torch path), all inputs share one stored dtype
+(``path()``, from ``PROM_MERGE_KERNELS``), the method is linear, task_arithmetic, dare_linear, ties,
+dare_ties or slerp, every input is a full checkpoint (LoRA experts keep the torch path), all inputs share one stored dtype
 (bf16, float16 or float32) and the output is bf16, float16 or float32. ``merge`` then yields the
 same pieces, bit for bit, as the torch path: every input's rows are read (a worker thread, one chunk
 ahead) into the rows of one buffer, MT19937 draws made there too (or Philox drawn in the kernel),
@@ -18,6 +18,12 @@ path: once per model, with the base, then once more), and only once where all th
 tensor fit in as many bytes as the largest input tensor: the first pass then reads them into one
 kept buffer, which the second pass uses. Peak memory: that buffer and the gathered window, not the
 torch path's float32 ``|delta|`` of the whole tensor.
+
+SLERP (``_slerp``) takes its sums of <a, b>, |a|^2, |b|^2 from the same ``torch.dot`` calls as the
+torch path, on the same float32 chunks (a float32 dot's summation order is MKL's and cannot be
+repeated in a kernel; one ulp of a sum can move c_a, c_b by one float32 ulp), then writes
+``c_a a + c_b b`` with ``kernels.slerp_out``. Its inputs stay in the kept buffer when both fit in the
+largest tensor's bytes, as TIES's do, so the second pass reads nothing.
 """
 
 from __future__ import annotations
@@ -64,7 +70,7 @@ def path() -> str:
 def applies(plan: Plan, name: str, base: Checkpoint | None, out_dtype: torch.dtype) -> bool:
     """True when tensor ``name`` can be merged by the kernels (see the module doc)."""
     spec = plan.config.spec
-    if spec.name not in METHODS or out_dtype not in (torch.bfloat16, torch.float16, torch.float32):
+    if (spec.name not in METHODS and spec.name != "slerp") or out_dtype not in (torch.bfloat16, torch.float16, torch.float32):
         return False
     srcs = ([base] if spec.uses_deltas else []) + list(plan.models)
     if not all(isinstance(m, Checkpoint) for m in srcs) or path() != "numba":
@@ -82,6 +88,9 @@ def merge(plan: Plan, name: str, base: Checkpoint | None, shape: tuple[int, ...]
           out_dtype: torch.dtype) -> Iterator[torch.Tensor]:
     """The merged tensor ``name`` as consecutive flat pieces in ``out_dtype`` (as ``stream.merge_tensor``)."""
     cfg, spec = plan.config, plan.config.spec
+    if spec.name == "slerp":
+        yield from _slerp(plan, name, shape, row, out_dtype)
+        return
     sparsify, consensus = METHODS[spec.name]
     srcs = ([base] if spec.uses_deltas else []) + list(plan.models)
     dtype = DTYPES[srcs[0].infos[name].dtype]
@@ -145,6 +154,49 @@ def merge(plan: Plan, name: str, base: Checkpoint | None, shape: tuple[int, ...]
         else:
             kernels.combine(raws, spec.uses_deltas, sparsify, w32, d32, draws, keys, int(philox), r0 * row,
                             _np(out))
+        yield piece.copy_(out) if out is not piece else piece
+
+
+def _slerp(plan: Plan, name: str, shape: tuple[int, ...], row: int, out_dtype: torch.dtype) -> Iterator[torch.Tensor]:
+    """SLERP as ``stream._slerp``: the sums of <a, b>, |a|^2, |b|^2 by the same ``torch.dot`` calls on the
+    same float32 chunks (64-byte aligned, as there: MKL's summation order may depend on it), then
+    ``kernels.slerp_out`` per chunk; the rows stay in the kept buffer when both inputs fit in it."""
+    from .slerp import slerp_coefficients, t_for
+
+    srcs, dtype, n = list(plan.models), DTYPES[plan.models[0].infos[name].dtype], math.prod(shape)
+    chunks = list(row_chunks(shape, stream.CHUNK))
+    size = 2 * n * torch.empty((), dtype=dtype).element_size()
+    cache = BUFFERS.get("ties_rows", 2 * n, dtype) if size <= _largest(plan) else None
+
+    def jobs(slot: int, r0: int, r1: int, disk: bool = True, wide: bool = False) -> list[Callable[[], Any]]:
+        start, count = r0 * row, (r1 - r0) * row
+
+        def read() -> torch.Tensor:
+            rows = (cache[2 * start:2 * (start + count)] if cache is not None
+                    else BUFFERS.get(("rows", slot), 2 * count, dtype)).view(2, count)
+            for j, src in enumerate(srcs if disk else []):
+                src.read_range(name, start, count, rows[j])
+            if wide and dtype == torch.float16:  # the kernel takes bf16 bits or float32
+                rows = BUFFERS.get(("rows32", slot), 2 * count).view(2, count).copy_(rows)
+            return rows
+        return [read]
+
+    def f32(j: int, raw: torch.Tensor) -> torch.Tensor:  # as stream._f32, in an aligned buffer
+        if raw.dtype == torch.float32 and raw.data_ptr() % 64 == 0:
+            return raw
+        return BUFFERS.get(("in", j), raw.numel()).copy_(raw)
+
+    dot = aa = bb = 0.0
+    for _, _, _, (rows,) in _prefetched(chunks, jobs):
+        a, b = f32(1, rows[0]), f32(2, rows[1])
+        dot += float(torch.dot(a, b))
+        aa += float(torch.dot(a, a))
+        bb += float(torch.dot(b, b))
+    ca, cb = slerp_coefficients(dot, math.sqrt(aa), math.sqrt(bb), t_for(name, plan.config.method_params()))
+    for slot, r0, r1, (rows,) in _prefetched(chunks, lambda s, a, b: jobs(s, a, b, cache is None, True)):
+        piece = BUFFERS.get(("piece", slot), (r1 - r0) * row, out_dtype)
+        out = BUFFERS.get(("out32", slot), piece.numel()) if out_dtype == torch.float16 else piece
+        kernels.slerp_out(_np(rows), np.float32(ca), np.float32(cb), _np(out))
         yield piece.copy_(out) if out is not piece else piece
 
 

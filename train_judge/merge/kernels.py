@@ -253,6 +253,16 @@ if HAVE_NUMBA:
                 _store(o, t, v + _load(b, t))
 
     @_jit
+    def slerp_out(raws, ca, cb, out):  # noqa: ANN001
+        """SLERP's second pass on one chunk: ``out = cb * b + ca * a`` (torch's ``mul(a, ca).add_(b, alpha=cb)``)."""
+        n = out.shape[0]
+        for s in range(0, n, BLOCK):
+            e = min(n, s + BLOCK)
+            a, b, o = raws[0, s:e], raws[1, s:e], out[s:e]
+            for t in range(o.shape[0]):
+                _store(o, t, _fma(_load(b, t), cb, _load(a, t) * ca))
+
+    @_jit
     def ties_scan(raws, need, hist, do_hist, lo, hi, cand, ncand):  # noqa: ANN001
         """TIES pass over one chunk, every model at once: the counts of the high 16 bits of
         |model - base| (``hist[m]``, when ``do_hist``) and the |delta|s falling in bins lo[m]..hi[m],
@@ -294,6 +304,7 @@ def warm_up() -> float:
             combine(raws, True, 2, np.ones(2, f32), np.full(2, 0.5, f32), np.zeros((2, 8), f32), keys, 0, 0, out)
             consensus(raws, np.ones(2, f32), 1, np.ones(2, f32), np.zeros(2, f32), np.zeros(2, np.int64),
                       np.empty((2, 0), f32), keys, 0, 0, True, f32(1.0), out)
+            slerp_out(np.zeros((2, 8), raws.dtype), f32(0.5), f32(0.5), out)
         ties_scan(raws, np.ones(2, np.bool_), np.zeros((2, 1 << 15), np.int64), True, np.zeros(2, np.int64),
                   np.zeros(2, np.int64), np.empty((2, 4), f32), np.zeros(2, np.int64))
     return time.monotonic() - start

@@ -10,7 +10,7 @@ give the same masks as one whole draw. TIES goes in two passes: each model's cut
 the whole tensor (``trim.MagnitudeCut``), then chunks trimmed by it in element order, so ties at the
 cut-off are kept by position as a whole-tensor trim would. SLERP: float64 sums of the dot product
 and norms over chunks, then ``c_a a + c_b b`` by chunks. With numba, full checkpoints go through
-``fused`` (one kernel per chunk, the same bytes). Tensors no LoRA expert touches are the base, copied
+``fused`` (one kernel per chunk, the same bytes; SLERP's sums there too). Tensors no LoRA expert touches are the base, copied
 bit for bit; non-float tensors come from the reference model.
 
 Example (flat row ranges of a 5 x 3 tensor in chunks of 2 rows):
