@@ -78,7 +78,8 @@ def test_kill_the_served_judge_mid_job_loses_and_duplicates_nothing(tiny_model_d
         grades = judge.grade([f"Question {i}?" for i in range(N_ITEMS)], [f"Answer {i}." for i in range(N_ITEMS)],
                              "helpfulness")
         elapsed = time.monotonic() - start
-        assert killed.is_set() and not victim.is_running(), f"job finished in {elapsed:.1f}s, before the kill"
+        assert killed.is_set(), f"job finished in {elapsed:.1f}s, before the kill"
+        victim.wait(timeout=60)  # gone once serve reaps it (a zombie until then: serve polls every second)
         assert len(grades) == N_ITEMS
         # exactly one judged sample per item: nothing lost, nothing judged twice into the result
         assert all(len(g.samples) == 1 for g in grades)
