@@ -121,16 +121,7 @@ def merge(plan: Plan, name: str, base: Checkpoint | None, shape: tuple[int, ...]
     def jobs(slot: int, r0: int, r1: int, draws: bool = mt, disk: bool = True) -> list[Callable[[], Any]]:
         start, count = r0 * row, (r1 - r0) * row
 
-        def read() -> np.ndarray:
-            rows = (cache[n_in * start:n_in * (start + count)] if cache is not None
-                    else BUFFERS.get(("rows", slot), n_in * count, dtype)).view(n_in, count)
-            for j, src in enumerate(srcs if disk else []):  # else: the rows are in the cache
-                src.read_range(name, start, count, rows[j])
-            if dtype == torch.float16:  # widened by torch (exactly), the kernels take bf16 bits or float32
-                rows = BUFFERS.get(("rows32", slot), n_in * count).view(n_in, count).copy_(rows)
-            return _np(rows)
-
-        out: list[Callable[[], Any]] = [read]
+        out: list[Callable[[], Any]] = [lambda: _np(_read_rows(srcs, name, dtype, cache, slot, start, count, disk))]
         if draws:  # MT19937: each model's generator in element order, as the torch path draws
             buf = BUFFERS.get(("draws", slot), n_models * count).view(n_models, count)
             for i, k in enumerate(dens):
@@ -171,15 +162,7 @@ def _slerp(plan: Plan, name: str, shape: tuple[int, ...], row: int, out_dtype: t
     def jobs(slot: int, r0: int, r1: int, disk: bool = True, wide: bool = False) -> list[Callable[[], Any]]:
         start, count = r0 * row, (r1 - r0) * row
 
-        def read() -> torch.Tensor:
-            rows = (cache[2 * start:2 * (start + count)] if cache is not None
-                    else BUFFERS.get(("rows", slot), 2 * count, dtype)).view(2, count)
-            for j, src in enumerate(srcs if disk else []):
-                src.read_range(name, start, count, rows[j])
-            if wide and dtype == torch.float16:  # the kernel takes bf16 bits or float32
-                rows = BUFFERS.get(("rows32", slot), 2 * count).view(2, count).copy_(rows)
-            return rows
-        return [read]
+        return [lambda: _read_rows(srcs, name, dtype, cache, slot, start, count, disk, wide)]
 
     def f32(j: int, raw: torch.Tensor) -> torch.Tensor:  # as stream._f32, in an aligned buffer
         if raw.dtype == torch.float32 and raw.data_ptr() % 64 == 0:
@@ -198,6 +181,22 @@ def _slerp(plan: Plan, name: str, shape: tuple[int, ...], row: int, out_dtype: t
         out = BUFFERS.get(("out32", slot), piece.numel()) if out_dtype == torch.float16 else piece
         kernels.slerp_out(_np(rows), np.float32(ca), np.float32(cb), _np(out))
         yield piece.copy_(out) if out is not piece else piece
+
+
+def _read_rows(srcs: list[Checkpoint], name: str, dtype: torch.dtype, cache: torch.Tensor | None, slot: int,
+               start: int, count: int, disk: bool = True, widen: bool = True) -> torch.Tensor:
+    """Elements ``start .. start + count`` of tensor ``name`` of every input, as the rows of one
+    (inputs, count) buffer: the slot's reused buffer, or that span of the kept ``cache``; ``disk``
+    false: the rows are already in the cache. float16 is ``widen``ed to float32 (exactly, by torch):
+    the kernels take bf16 bits or float32."""
+    k = len(srcs)
+    rows = (cache[k * start:k * (start + count)] if cache is not None
+            else BUFFERS.get(("rows", slot), k * count, dtype)).view(k, count)
+    for j, src in enumerate(srcs if disk else []):
+        src.read_range(name, start, count, rows[j])
+    if widen and dtype == torch.float16:
+        rows = BUFFERS.get(("rows32", slot), k * count).view(k, count).copy_(rows)
+    return rows
 
 
 def _largest(plan: Plan) -> int:

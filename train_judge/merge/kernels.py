@@ -152,6 +152,16 @@ if HAVE_NUMBA:
                 _drop(d, dens[m], draws[m, s:s + d.shape[0]])
 
     @_jit
+    def _accumulate(acc, d, w, first):  # noqa: ANN001
+        """``acc = d * w`` (``first``) or ``acc += d * w`` as one FMA, torch's ``add_(d, alpha=w)``."""
+        if first:
+            for t in range(d.shape[0]):
+                acc[t] = d[t] * w
+        else:
+            for t in range(d.shape[0]):
+                acc[t] = _fma(d[t], w, acc[t])
+
+    @_jit
     def combine(raws, base, sparsify, weights, dens, draws, keys, rng, start, out):  # noqa: ANN001
         """Weighted sum of one chunk (linear, task arithmetic, DARE-linear) into ``out`` (bf16 bits or f32).
 
@@ -168,13 +178,7 @@ if HAVE_NUMBA:
             for m in range(M):
                 _delta(raws[m + off, s:e], b, base, d)
                 _sparsify(d, m, sparsify, dens, thr, ties, draws, keys, rng, start + s, s, u)
-                w = weights[m]
-                if m == 0:
-                    for t in range(d.shape[0]):
-                        acc[t] = d[t] * w
-                else:
-                    for t in range(d.shape[0]):
-                        acc[t] = _fma(d[t], w, acc[t])
+                _accumulate(acc, d, weights[m], m == 0)
             o = out[s:e]
             if base:
                 for t in range(acc.shape[0]):
@@ -222,13 +226,7 @@ if HAVE_NUMBA:
                 _pair(dbuf[0, :e - s], dbuf[1, :e - s], weights[0], weights[1], normalize, lam, b, o)
                 continue
             for m in range(M):
-                d, w = dbuf[m, :e - s], weights[m]
-                if m == 0:
-                    for t in range(d.shape[0]):
-                        tot[t] = d[t] * w
-                else:
-                    for t in range(d.shape[0]):
-                        tot[t] = _fma(d[t], w, tot[t])
+                _accumulate(tot, dbuf[m, :e - s], weights[m], m == 0)
             for t in range(tot.shape[0]):
                 tot[t] = one if tot[t] > zero else (-one if tot[t] < zero else zero)
             for m in range(M):
