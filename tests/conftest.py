@@ -122,12 +122,6 @@ def wait_healthy(proc: subprocess.Popen, base: str, log_path: Path, timeout: flo
     raise RuntimeError(f"vLLM server did not become healthy in {timeout}s; log: {log_path}")
 
 
-def start_vllm_server(model_dir: Path, log_path: Path, *, max_model_len: int = 4096, timeout: float = 300.0):
-    """Start a vLLM server and wait until it is healthy; return (process, base_url)."""
-    proc, base = launch_vllm_server(model_dir, log_path, max_model_len=max_model_len)
-    return proc, wait_healthy(proc, base, log_path, timeout)
-
-
 def stop_server(proc: subprocess.Popen) -> None:
     proc.terminate()
     try:
@@ -137,19 +131,9 @@ def stop_server(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-@contextlib.contextmanager
-def serving(model_dir: Path, log_path: Path):
-    """Run a vLLM server for the duration of a ``with`` block; yields its base URL."""
-    proc, url = start_vllm_server(model_dir, log_path)
-    try:
-        yield url
-    finally:
-        stop_server(proc)
-
-
 # The session servers are launched as soon as collection shows a selected test needs them
-# (pytest_collection_finish), so their ~30-40 s start overlaps the tests that need no engine,
-# which run first (pytest_collection_modifyitems). PROM_REWARD_TEST_PRESTART=0 turns both off.
+# (pytest_collection_finish), so their ~30-40 s start overlaps the single-process tests, which run
+# first (pytest_collection_modifyitems). PROM_REWARD_TEST_PRESTART=0 turns both off.
 SERVER_FIXTURES = ("vllm_server", "smollm2_server")
 ENGINE_FIXTURES = ("vllm_engine", "smollm2_engine", *SERVER_FIXTURES)
 _LAUNCHED: dict[str, tuple[subprocess.Popen, str, Path]] = {}
