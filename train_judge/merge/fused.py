@@ -5,7 +5,8 @@
 dare_ties or slerp, every input is a full checkpoint (LoRA experts keep the torch path), all inputs share one stored dtype
 (bf16, float16 or float32) and the output is bf16, float16 or float32. ``merge`` then yields the
 same pieces, bit for bit, as the torch path: every input's rows are read (a worker thread, one chunk
-ahead) into the rows of one buffer, MT19937 draws made there too (or Philox drawn in the kernel),
+ahead) into the rows of one buffer, MT19937 draws made there too (``mt19937``: torch's numbers, ~10x
+faster than torch draws them; or Philox drawn in the kernel),
 and ``kernels.combine`` / ``kernels.consensus`` write the output dtype straight into the piece.
 
 TIES first needs each model's cut-off magnitude: one pass over base + all models gathers every
@@ -39,6 +40,7 @@ from prom_reward.errors import ConfigError
 
 from . import kernels
 from .methods import TensorContext
+from .mt19937 import MT19937
 from .plan import Plan
 from .safetensors_io import DTYPES
 from .sources import Checkpoint
@@ -108,8 +110,8 @@ def merge(plan: Plan, name: str, base: Checkpoint | None, shape: tuple[int, ...]
     philox = cfg.rng == "philox"
     mt = sparsify == 2 and not philox and any(k < 1.0 for k in dens)
     keys = np.array([kernels.philox_key(cfg.seed, name, i) for i in range(n_models)], np.uint32).reshape(-1, 2)
-    ctx = TensorContext(name=name, tensors=[], weights=weights, densities=dens, params=params, seed=cfg.seed,
-                        generators={})
+    ctx = TensorContext(name=name, tensors=[], weights=weights, densities=dens, params=params, seed=cfg.seed)
+    streams = {i: MT19937(ctx.seed_for(i)) for i, k in enumerate(dens) if k < 1.0} if mt else {}
     chunks = list(row_chunks(shape, stream.CHUNK))
     # TIES reads its inputs twice; when all of them fit in as much memory as the largest input tensor,
     # the first pass reads them into one buffer (kept between tensors) and the second reads nothing
@@ -122,12 +124,11 @@ def merge(plan: Plan, name: str, base: Checkpoint | None, shape: tuple[int, ...]
         start, count = r0 * row, (r1 - r0) * row
 
         out: list[Callable[[], Any]] = [lambda: _np(_read_rows(srcs, name, dtype, cache, slot, start, count, disk))]
-        if draws:  # MT19937: each model's generator in element order, as the torch path draws
-            buf = BUFFERS.get(("draws", slot), n_models * count).view(n_models, count)
-            for i, k in enumerate(dens):
-                if k < 1.0:
-                    out.append(lambda gen=ctx.generator(i), b=buf[i]: b.uniform_(generator=gen))
-            out.append(lambda: buf.numpy())
+        if draws:  # MT19937: each model's stream in element order (torch's numbers, see mt19937), a job each
+            buf = BUFFERS.get(("draws", slot), n_models * count).view(n_models, count).numpy()
+            for i, gen in streams.items():
+                out.append(lambda gen=gen, b=buf[i]: gen.fill(b))
+            out.append(lambda: buf)
         return out
 
     thr, ties = np.full(n_models, -1.0, np.float32), np.zeros(n_models, np.int64)

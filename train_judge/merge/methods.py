@@ -69,12 +69,16 @@ class TensorContext:
         """A float32 tensor shaped like the inputs (uninitialized): ``scratch(key)`` or a new one."""
         return self.scratch(key) if self.scratch is not None else torch.empty_like(self.tensors[0])
 
+    def seed_for(self, model_index: int) -> int:
+        """The seed of model ``model_index``'s generator for this tensor, from (seed, tensor name, model index)."""
+        digest = hashlib.sha256(f"{self.seed}\0{self.name}\0{model_index}".encode()).digest()
+        return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
+
     def generator(self, model_index: int) -> torch.Generator:
         """A CPU generator seeded from (seed, tensor name, model index): order-independent, reproducible."""
         if self.generators is not None and model_index in self.generators:
             return self.generators[model_index]
-        digest = hashlib.sha256(f"{self.seed}\0{self.name}\0{model_index}".encode()).digest()
-        gen = torch.Generator().manual_seed(int.from_bytes(digest[:8], "little") & ((1 << 63) - 1))
+        gen = torch.Generator().manual_seed(self.seed_for(model_index))
         if self.generators is not None:
             self.generators[model_index] = gen
         return gen
