@@ -127,7 +127,7 @@ def test_ties_keeps_the_exact_count_with_ties_across_chunks(tmp_path, monkeypatc
 def test_ties_second_pass_when_the_window_misses(tmp_path, monkeypatch, case):
     """The first pass's window of candidate bins is empty: the cut-offs come from another pass."""
     monkeypatch.setattr(stream, "CHUNK", 64)
-    empty = (lambda hist, ks, need, n0, n, whole, cached:  # noqa: E731
+    empty = (lambda hist, ks, need, n0, n, whole, cached, width=0.0:  # noqa: E731
              (np.ones(len(ks), np.int64), np.zeros(len(ks), np.int64), 0))
     monkeypatch.setattr(fused, "_window", empty)
     paths = make_models(tmp_path, torch.bfloat16)

@@ -6,19 +6,22 @@ dare_ties or slerp, every input is a full checkpoint (LoRA experts keep the torc
 (bf16, float16 or float32) and the output is bf16, float16 or float32. ``merge`` then yields the
 same pieces, bit for bit, as the torch path: every input's rows are read (a worker thread, one chunk
 ahead) into the rows of one buffer, MT19937 draws made there too (``mt19937``: torch's numbers, ~10x
-faster than torch draws them; or Philox drawn in the kernel),
-and ``kernels.combine`` / ``kernels.consensus`` write the output dtype straight into the piece.
+faster than torch draws them; or Philox drawn in the kernel), and ``kernels.combine`` /
+``kernels.consensus`` write the output dtype straight into the piece, a large chunk in two halves on
+two threads (``_halves``).
 
-TIES first needs each model's cut-off magnitude: one pass over base + all models gathers every
-model's histogram of the high 16 bits of ``|delta|`` (``kernels.ties_scan``) and, after the first
-chunk has shown roughly where the cut-off lies, keeps the ``|delta|``s of a window of bins around
-it; the exact bin is then known from the full histogram, and its entries give the exact threshold
-and tie count (``trim.MagnitudeCut.from_bin``). Only if the bin fell outside the window (or the
-window overflowed) is another pass made to gather it. So TIES reads its inputs twice (the torch
-path: once per model, with the base, then once more), and only once where all the inputs of a
-tensor fit in as many bytes as the largest input tensor: the first pass then reads them into one
-kept buffer, which the second pass uses. Peak memory: that buffer and the gathered window, not the
-torch path's float32 ``|delta|`` of the whole tensor.
+TIES of several chunks goes in one pass over its inputs where it can (``ties_pass``: merge with a
+window's edge as each cut-off, then merge again the elements inside the windows); otherwise, and as
+that path's fallback, in two passes, as follows. TIES first needs each model's cut-off magnitude:
+one pass over base + all models gathers every model's histogram of the high 16 bits of ``|delta|``
+(``kernels.ties_scan``) and, after the first chunk has shown roughly where the cut-off lies, keeps
+the ``|delta|``s of a window of bins around it; the exact bin is then known from the full histogram,
+and its entries give the exact threshold and tie count (``trim.MagnitudeCut.from_bin``). Only if the
+bin fell outside the window (or the window overflowed) is another pass made to gather it. So TIES
+reads its inputs twice (the torch path: once per model, with the base, then once more), and only
+once where all the inputs of a tensor fit in as many bytes as the largest input tensor: the first
+pass then reads them into one kept buffer, which the second pass uses. Peak memory: that buffer and
+the gathered window, not the torch path's float32 ``|delta|`` of the whole tensor.
 
 SLERP (``_slerp``) takes its sums of <a, b>, |a|^2, |b|^2 from the same ``torch.dot`` calls as the
 torch path, on the same float32 chunks (a float32 dot's summation order is MKL's and cannot be
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import math
 import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -38,7 +42,7 @@ import torch
 
 from prom_reward.errors import ConfigError
 
-from . import kernels
+from . import kernels, ties_pass
 from .methods import TensorContext
 from .mt19937 import MT19937
 from .plan import Plan
@@ -113,12 +117,9 @@ def merge(plan: Plan, name: str, base: Checkpoint | None, shape: tuple[int, ...]
     ctx = TensorContext(name=name, tensors=[], weights=weights, densities=dens, params=params, seed=cfg.seed)
     streams = {i: MT19937(ctx.seed_for(i)) for i, k in enumerate(dens) if k < 1.0} if mt else {}
     chunks = list(row_chunks(shape, stream.CHUNK))
-    # TIES reads its inputs twice; when all of them fit in as much memory as the largest input tensor,
-    # the first pass reads them into one buffer (kept between tensors) and the second reads nothing
-    # (only when some model is trimmed: with every density 1 there is no first pass to fill the buffer)
     trims = sparsify == 1 and any(0 < keep_count(k, n) < n for k in dens)
-    size = n_in * n * torch.empty((), dtype=dtype).element_size()
-    cache = BUFFERS.get("ties_rows", n_in * n, dtype) if trims and size <= _largest(plan) else None
+    normalize, lam32 = bool(params.get("normalize", True)), np.float32(lam)
+    cache = None
 
     def jobs(slot: int, r0: int, r1: int, draws: bool = mt, disk: bool = True) -> list[Callable[[], Any]]:
         start, count = r0 * row, (r1 - r0) * row
@@ -131,22 +132,72 @@ def merge(plan: Plan, name: str, base: Checkpoint | None, shape: tuple[int, ...]
             out.append(lambda: buf)
         return out
 
+    no_draws = np.empty((n_models, 0), np.float32)
+    out_size = n * torch.empty((), dtype=out_dtype).element_size()
+    if trims and len(chunks) > 1 and out_dtype != torch.float16 and out_size <= _largest(plan):
+        full = BUFFERS.get("ties_out", n, out_dtype)  # TIES in one pass (ties_pass), the whole output held
+
+        def run(raws: np.ndarray, thr: np.ndarray, ties: np.ndarray, o: np.ndarray, lo: int, hi: int) -> None:
+            kernels.consensus(raws, w32, 1, d32, thr, ties, no_draws, keys, 0, 0, normalize, lam32, o, lo, hi)
+        ks = [keep_count(k, n) for k in dens]
+        if ties_pass.one_pass(chunks, lambda s, a, b: jobs(s, a, b, False), row, ks, _start_thresholds(ks, n), run,
+                              _np(full)):
+            yield from (full[r0 * row:r1 * row] for r0, r1 in chunks)
+            return
+    # two-pass TIES: when all inputs fit in as much memory as the largest input tensor, the first pass
+    # reads them into one buffer (kept between tensors) and the second reads nothing (only when some
+    # model is trimmed: with every density 1 there is no first pass to fill the buffer)
+    size = n_in * n * torch.empty((), dtype=dtype).element_size()
+    cache = BUFFERS.get("ties_rows", n_in * n, dtype) if trims and size <= _largest(plan) else None
     thr, ties = np.full(n_models, -1.0, np.float32), np.zeros(n_models, np.int64)
     if sparsify == 1:  # (thresholds -1 / inf where a density keeps all / nothing)
         thr, ties = _cuts(chunks, jobs, n_models, dens, n, row, cache is not None)
-    no_draws = np.empty((n_models, 0), np.float32)
     for slot, r0, r1, results in _prefetched(chunks, lambda s, a, b: jobs(s, a, b, mt, cache is None)):
         raws, count = results[0], (r1 - r0) * row
         draws = results[-1] if mt else no_draws
         piece = BUFFERS.get(("piece", slot), count, out_dtype)
         out = BUFFERS.get(("out32", slot), count) if out_dtype == torch.float16 else piece
-        if consensus:
-            kernels.consensus(raws, w32, sparsify, d32, thr, ties, draws, keys, int(philox), r0 * row,
-                              bool(params.get("normalize", True)), np.float32(lam), _np(out))
+        o, at = _np(out), r0 * row
+        if consensus:  # (the callables run before the next chunk: binding the loop's names late is safe)
+            _halves(lambda t, lo, hi: kernels.consensus(raws, w32, sparsify, d32, thr, t, draws, keys, int(philox), at,
+                                                        normalize, lam32, o, lo, hi),
+                    lambda lo, hi, eq: kernels.count_ties(raws, thr, ties, lo, hi, eq), count, ties)
         else:
-            kernels.combine(raws, spec.uses_deltas, sparsify, w32, d32, draws, keys, int(philox), r0 * row,
-                            _np(out))
+            _halves(lambda t, lo, hi: kernels.combine(raws, spec.uses_deltas, sparsify, w32, d32, draws, keys,
+                                                      int(philox), at, o, lo, hi), None, count, ties)
         yield piece.copy_(out) if out is not piece else piece
+
+SPLIT = 1 << 16
+"""Chunks of at least this many elements are computed in two halves, on two threads."""
+_HALF: ThreadPoolExecutor | None = None
+
+
+def _halves(run: Callable[[np.ndarray, int, int], None], count_ties: Callable[[int, int, np.ndarray], None] | None,
+            n: int, ties: np.ndarray) -> None:
+    """``run(ties, lo, hi)`` over elements ``0 .. n - 1`` of a chunk: the second half on a worker thread
+    of its own (not the readers': a read queued ahead of it would stall this chunk) when ``n`` is
+    large. TIES keeps the first ``ties[m]`` ties in element order, so the second half starts from what
+    the first leaves: ``ties`` minus the first half's ties (``count_ties``, counted on the worker)."""
+    global _HALF
+    if n < SPLIT:
+        run(ties, 0, n)
+        return
+    h = n // 2 // kernels.BLOCK * kernels.BLOCK
+    if _HALF is None:
+        _HALF = ThreadPoolExecutor(max_workers=1, thread_name_prefix="merge-half")
+
+    def second() -> np.ndarray:
+        rest = ties.copy()
+        if count_ties is not None and (ties > 0).any():
+            eq = np.zeros_like(ties)
+            count_ties(0, h, eq)
+            rest = np.maximum(ties - eq, 0)
+        run(rest, h, n)
+        return rest
+
+    job = _HALF.submit(second)
+    run(ties.copy(), 0, h)
+    ties[:] = job.result()
 
 
 def _slerp(plan: Plan, name: str, shape: tuple[int, ...], row: int, out_dtype: torch.dtype) -> Iterator[torch.Tensor]:
@@ -210,7 +261,7 @@ def _cuts(chunks: list[tuple[int, int]], jobs: Callable[..., list[Callable[[], A
     """Each model's TIES cut-off (threshold, ties kept at it) over the whole tensor (see the module doc);
     ``cached``: the first pass keeps the rows, so the bins are gathered from memory, without a window."""
     ks = [keep_count(k, n) for k in dens]
-    thr = np.array([-1.0 if k >= n else math.inf for k in ks], np.float32)
+    thr = _start_thresholds(ks, n)
     ties = np.zeros(n_models, np.int64)
     need = np.array([0 < k < n for k in ks])
     if not need.any():
@@ -245,6 +296,11 @@ def _cuts(chunks: list[tuple[int, int]], jobs: Callable[..., list[Callable[[], A
     return thr, ties
 
 
+def _start_thresholds(ks: list[int], n: int) -> np.ndarray:
+    """Per model keeping ``ks[m]`` of ``n``: -1 (keep all), inf (keep none) or, to be found, inf."""
+    return np.array([-1.0 if k >= n else math.inf for k in ks], np.float32)
+
+
 def _scan(raws: np.ndarray, need: np.ndarray, *args: Any) -> None:
     """``kernels.ties_scan`` with the models split over two threads (the kernel releases the GIL, and
     each model has its own rows of the histogram and candidates)."""
@@ -268,7 +324,7 @@ def _set_cut(m: int, sel: np.ndarray, bin_rank: tuple[int, int], hist: np.ndarra
 
 
 def _window(hist: np.ndarray, ks: list[int], need: np.ndarray, n0: int, n: int, whole: bool,
-            cached: bool) -> tuple[np.ndarray, np.ndarray, int]:
+            cached: bool, width: float = WINDOW) -> tuple[np.ndarray, np.ndarray, int]:
     """Per model, the bins lo..hi to gather from the first chunk's counts (the exact bin when that chunk
     is the whole tensor), and a capacity for them (0: no window, gather in a second pass, as when the
     rows are ``cached``: a pass over memory for one bin costs less than gathering a window on the way)."""
@@ -281,9 +337,9 @@ def _window(hist: np.ndarray, ks: list[int], need: np.ndarray, n0: int, n: int, 
             continue
         q = ks[m] / n
         cum = np.cumsum(hist[m, ::-1])[::-1]  # entries in bins >= b
-        top = np.flatnonzero(cum >= max(q - WINDOW, 0.0) * n0)
-        low = np.flatnonzero(cum >= min(q + WINDOW, 1.0) * n0)
-        h = int(top[-1]) if q - WINDOW > 0 and top.size else (1 << 15) - 1
+        top = np.flatnonzero(cum >= max(q - width, 0.0) * n0)
+        low = np.flatnonzero(cum >= min(q + width, 1.0) * n0)
+        h = int(top[-1]) if q - width > 0 and top.size else (1 << 15) - 1
         lw = int(low[-1]) if low.size else 0
         upper = int(cum[h + 1]) if h + 1 < len(cum) else 0
         want = int((int(cum[lw]) - upper) / n0 * n * 1.25) + 4096

@@ -19,7 +19,7 @@ torch generator's numbers are drawn on worker threads (``mt19937.MT19937``) and 
 Example (bf16 rows 1.0 and 3.0, weights 0.5 each, bf16 out: 2.0):
     >>> out, w = np.zeros(1, np.uint16), np.array([0.5, 0.5], np.float32)
     >>> args = (np.ones(2, np.float32), np.zeros((2, 0), np.float32), np.zeros((2, 2), np.uint32), 0, 0, out)
-    >>> _ = combine(np.array([[0x3F80], [0x4040]], np.uint16), False, 0, w, *args) if HAVE_NUMBA else out.fill(0x4000)
+    >>> _ = combine(np.array([[0x3F80], [0x4040]], np.uint16), False, 0, w, *args, 0, 1) if HAVE_NUMBA else out.fill(0x4000)
     >>> hex(int(out[0]))
     '0x4000'
 """
@@ -163,18 +163,20 @@ if HAVE_NUMBA:
                 acc[t] = _fma(d[t], w, acc[t])
 
     @_jit
-    def combine(raws, base, sparsify, weights, dens, draws, keys, rng, start, out):  # noqa: ANN001
-        """Weighted sum of one chunk (linear, task arithmetic, DARE-linear) into ``out`` (bf16 bits or f32).
+    def combine(raws, base, sparsify, weights, dens, draws, keys, rng, start, out, lo, hi):  # noqa: ANN001
+        """Weighted sum of elements ``lo .. hi - 1`` of one chunk (linear, task arithmetic, DARE-linear)
+        into ``out`` (bf16 bits or f32).
 
         ``raws``: (inputs, n) raw rows, row 0 the base when ``base``; ``weights``: float32 per model
         (lambda folded in); ``sparsify`` 2 drops with DARE where ``dens`` < 1: ``draws`` (models, n)
-        (``rng`` 0) or Philox with ``keys`` (``rng`` 1) from element ``start`` on. Out: sum_i w_i d_i (+ base)."""
-        M, n = weights.shape[0], out.shape[0]
+        (``rng`` 0) or Philox with ``keys`` (``rng`` 1), the chunk starting at element ``start`` of the
+        tensor. Out: sum_i w_i d_i (+ base)."""
+        M = weights.shape[0]
         dbuf, abuf, u = np.empty(BLOCK, np.float32), np.empty(BLOCK, np.float32), np.empty(BLOCK, np.float32)
         off = 1 if base else 0
         thr, ties = np.zeros(1, np.float32), np.zeros(1, np.int64)  # no trim here
-        for s in range(0, n, BLOCK):
-            e = min(n, s + BLOCK)
+        for s in range(lo, hi, BLOCK):
+            e = min(hi, s + BLOCK)
             d, acc, b = dbuf[:e - s], abuf[:e - s], raws[0, s:e]
             for m in range(M):
                 _delta(raws[m + off, s:e], b, base, d)
@@ -207,16 +209,17 @@ if HAVE_NUMBA:
 
     @_jit
     def consensus(raws, weights, sparsify, dens, thr, ties, draws, keys, rng, start, normalize, lam,
-                  out):  # noqa: ANN001
-        """TIES / DARE-TIES on one chunk into ``out``: trim (``sparsify`` 1, by ``thr`` / ``ties``) or
+                  out, lo, hi):  # noqa: ANN001
+        """TIES / DARE-TIES on elements ``lo .. hi - 1`` of one chunk into ``out``: trim (``sparsify`` 1,
+        by ``thr`` / ``ties``, the ties still to keep at the threshold, counted down in element order) or
         drop (2), elect signs, disjoint weighted mean (sum without ``normalize``), times ``lam``, + base."""
-        M, n = weights.shape[0], out.shape[0]
+        M = weights.shape[0]
         dbuf = np.empty((M, BLOCK), np.float32)
         tbuf, nbuf, ebuf = np.empty(BLOCK, np.float32), np.empty(BLOCK, np.float32), np.empty(BLOCK, np.float32)
         u = np.empty(BLOCK, np.float32)
         tiny, one, zero = np.float32(1e-30), np.float32(1.0), np.float32(0.0)
-        for s in range(0, n, BLOCK):
-            e = min(n, s + BLOCK)
+        for s in range(lo, hi, BLOCK):
+            e = min(hi, s + BLOCK)
             tot, num, den, b = tbuf[:e - s], nbuf[:e - s], ebuf[:e - s], raws[0, s:e]
             for m in range(M):
                 d = dbuf[m, :e - s]
@@ -250,6 +253,98 @@ if HAVE_NUMBA:
                 if lam != one:
                     v = v * lam
                 _store(o, t, v + _load(b, t))
+
+    @_jit
+    def ties_spec(raws, need, above, lo, hi, start, amb_idx, amb_raw, namb):  # noqa: ANN001
+        """One-pass TIES (``ties_pass``) over one chunk, element ``start`` of the tensor first: per model,
+        how many ``|delta|``s have their high 16 bits above ``hi[m]`` (``above[m] +=``) and, in element
+        order, the tensor index (``amb_idx``) and raw inputs (``amb_raw``) of each element whose bin is
+        in some model's window lo[m]..hi[m]; ``namb[0]`` counts them, also past the capacity."""
+        M, n, n_in, cap = need.shape[0], raws.shape[1], raws.shape[0], amb_idx.shape[0]
+        dbuf, fbuf, pos = np.empty(BLOCK, np.float32), np.empty(BLOCK, np.uint32), np.empty(BLOCK, np.int64)
+        c = namb[0]
+        for s in range(0, n, BLOCK):
+            e = min(n, s + BLOCK)
+            d, f = dbuf[:e - s], fbuf[:e - s]
+            f[:] = 0
+            for m in range(M):
+                if not need[m]:
+                    continue
+                _delta(raws[m + 1, s:e], raws[0, s:e], True, d)
+                lo_m, hi_m = np.uint32(lo[m]), np.uint32(hi[m])
+                span, up = np.uint32(hi_m - lo_m), 0
+                for t in range(d.shape[0]):
+                    b = _u32(abs(d[t])) >> np.uint32(16)
+                    up += np.int32(b > hi_m)
+                    f[t] |= np.uint32(np.uint32(b - lo_m) <= span)  # in the window: (b - lo) mod 2**32 <= hi - lo
+                above[m] += up
+            k = 0
+            for t in range(f.shape[0]):  # the flagged positions, without a branch
+                pos[k] = t
+                k += f[t]
+            for i in range(k):
+                if c + i < cap:
+                    amb_idx[c + i] = start + s + pos[i]
+                    for j in range(n_in):
+                        amb_raw[j, c + i] = raws[j, s + pos[i]]
+            c += k
+        namb[0] = c
+
+    @_jit
+    def window_counts(raws, m, a, lo, counts):  # noqa: ANN001
+        """``counts[b - lo] +=`` one per element ``0 .. a - 1`` whose ``|model m - base|`` has high 16 bits
+        ``b`` in ``lo .. lo + len(counts) - 2``; the last entry counts the rest (a branch-free histogram)."""
+        dbuf, last = np.empty(BLOCK, np.float32), np.uint32(counts.shape[0] - 1)
+        for s in range(0, a, BLOCK):
+            e = min(a, s + BLOCK)
+            d = dbuf[:e - s]
+            _delta(raws[m + 1, s:e], raws[0, s:e], True, d)
+            for t in range(d.shape[0]):
+                counts[min(np.uint32((_u32(abs(d[t])) >> np.uint32(16)) - np.uint32(lo)), last)] += 1
+
+    @_jit
+    def cut_in_bin(raws, m, a, b, r):  # noqa: ANN001
+        """TIES's cut in bin ``b`` (high 16 bits of ``|model m - base|``) over elements ``0 .. a - 1``:
+        (the ``r``-th largest magnitude there, ``r`` minus how many there are larger), from counts of the
+        low 16 bits (what ``trim.MagnitudeCut.from_bin`` gets by partitioning the bin's entries)."""
+        dbuf, low = np.empty(BLOCK, np.float32), np.zeros((1 << 16) + 1, np.int64)
+        for s in range(0, a, BLOCK):
+            e = min(a, s + BLOCK)
+            d = dbuf[:e - s]
+            _delta(raws[m + 1, s:e], raws[0, s:e], True, d)
+            for t in range(d.shape[0]):
+                x = _u32(abs(d[t]))
+                low[(x & np.uint32(0xFFFF)) if (x >> np.uint32(16)) == b else np.uint32(1 << 16)] += 1
+        larger = 0
+        for v in range((1 << 16) - 1, -1, -1):
+            if larger + low[v] >= r:
+                return _f32((np.uint32(b) << np.uint32(16)) | np.uint32(v)), r - larger
+            larger += low[v]
+        return np.float32(np.inf), 0  # fewer than r entries in the bin: the caller's counts disagree
+
+    @_jit
+    def scatter(out, idx, vals, a):  # noqa: ANN001
+        """``out[idx[i]] = vals[i]`` for ``i < a``."""
+        for i in range(a):
+            out[idx[i]] = vals[i]
+
+    @_jit
+    def count_ties(raws, thr, ties, lo, hi, eq):  # noqa: ANN001
+        """``eq[m]`` = how many of elements ``lo .. hi - 1`` have ``|model m - base| == thr[m]``, for the
+        models with ties still to keep (``ties[m] > 0``; others 0): what a trim of that range uses up."""
+        dbuf = np.empty(BLOCK, np.float32)
+        for m in range(thr.shape[0]):
+            eq[m] = 0
+            if ties[m] <= 0 or thr[m] < 0:
+                continue
+            th, c = thr[m], 0
+            for s in range(lo, hi, BLOCK):
+                e = min(hi, s + BLOCK)
+                d = dbuf[:e - s]
+                _delta(raws[m + 1, s:e], raws[0, s:e], True, d)
+                for t in range(d.shape[0]):
+                    c += abs(d[t]) == th
+            eq[m] = c
 
     @_jit
     def slerp_out(raws, ca, cb, out):  # noqa: ANN001
@@ -300,10 +395,18 @@ def warm_up() -> float:
     start, f32, keys = time.monotonic(), np.float32, np.zeros((2, 2), np.uint32)
     for raws in (np.zeros((3, 8), np.uint16), np.zeros((3, 8), f32)):
         for out in (np.zeros(8, np.uint16), np.zeros(8, f32)):
-            combine(raws, True, 2, np.ones(2, f32), np.full(2, 0.5, f32), np.zeros((2, 8), f32), keys, 0, 0, out)
+            combine(raws, True, 2, np.ones(2, f32), np.full(2, 0.5, f32), np.zeros((2, 8), f32), keys, 0, 0, out,
+                    0, 8)
             consensus(raws, np.ones(2, f32), 1, np.ones(2, f32), np.zeros(2, f32), np.zeros(2, np.int64),
-                      np.empty((2, 0), f32), keys, 0, 0, True, f32(1.0), out)
+                      np.empty((2, 0), f32), keys, 0, 0, True, f32(1.0), out, 0, 8)
             slerp_out(np.zeros((2, 8), raws.dtype), f32(0.5), f32(0.5), out)
+        count_ties(raws, np.zeros(2, f32), np.ones(2, np.int64), 0, 8, np.zeros(2, np.int64))
+        cut_in_bin(raws, 0, 8, np.uint32(0), 1)
+        ties_spec(raws, np.ones(2, np.bool_), np.zeros(2, np.int64), np.zeros(2, np.int64), np.zeros(2, np.int64), 0,
+                  np.empty(4, np.int64), np.empty((3, 4), raws.dtype), np.zeros(1, np.int64))
+        window_counts(raws, 0, 8, 0, np.zeros(4, np.int64))
+    for out in (np.zeros(8, np.uint16), np.zeros(8, f32)):
+        scatter(out, np.arange(8), out.copy(), 8)
         ties_scan(raws, np.ones(2, np.bool_), np.zeros((2, 1 << 15), np.int64), True, np.zeros(2, np.int64),
                   np.zeros(2, np.int64), np.empty((2, 4), f32), np.zeros(2, np.int64))
     mt19937.warm_up()
