@@ -88,7 +88,8 @@ def one_pass(chunks: list[tuple[int, int]], jobs: Callable[[int, int, int], list
     if a > amb_idx.shape[0]:
         return False
     ties = np.zeros(n_models, np.int64)
-    for m in np.flatnonzero(need):  # the exact cut-off: its bin and rank from the counts, then within its bin
+
+    def cut(m: int) -> bool:  # model m's exact cut-off: its bin and rank from the counts, then within its bin
         counts = np.zeros(int(hi[m] - lo[m]) + 2, np.int64)
         kernels.window_counts(amb_raw, m, a, lo[m], counts)
         at_or_above = int(above[m]) + np.cumsum(counts[-2::-1])[::-1]  # entries in bins >= lo[m] + j
@@ -97,7 +98,12 @@ def one_pass(chunks: list[tuple[int, int]], jobs: Callable[[int, int, int], list
         j = int(np.flatnonzero(at_or_above >= ks[m])[-1])
         rank = ks[m] - (int(at_or_above[j + 1]) if j + 1 < len(at_or_above) else int(above[m]))
         thr[m], ties[m] = kernels.cut_in_bin(amb_raw, m, a, np.uint32(lo[m] + j), rank)
-        assert np.isfinite(thr[m])
+        return bool(np.isfinite(thr[m]))
+
+    models = [int(m) for m in np.flatnonzero(need)]
+    others = [pool.submit(cut, m) for m in models[1:]]  # the kernels release the GIL: models side by side
+    if not all([cut(models[0])] + [f.result() for f in others]):
+        return False
     fixed = np.empty(amb_idx.shape[0], out.dtype)
     merge(amb_raw, thr, ties, fixed, 0, a)
     kernels.scatter(out, amb_idx, fixed, a)
