@@ -10,7 +10,9 @@ projections, norms, lm_head; several shards each), then, in the same run:
   imports through ``/proc/self/clear_refs``, so an import-time peak does not hide the merge's); with
   the numba kernels, their loading (numba's cache, or compiling on a first run: ``kernels.warm_up``)
   is done before the clock starts and reported apart (``kernel load s``); DARE also with
-  ``rng: philox`` (rows ``*_philox``); ``--kernels torch,numba`` runs each method on both paths.
+  ``rng: philox`` (rows ``*_philox``); ``--kernels torch,numba`` runs each method on both paths;
+- with ``--mergekit PYTHONPATH``, each method also by mergekit (when it imports there), the same way
+  (TIES / DARE-TIES with ``normalize: true``, our default; SLERP with m1 as its base).
 
 It prints, per method, seconds, the ratio to the floor, and the peak RSS increase in units of the
 largest tensor (stored dtype). Generated files are deleted at the end (``--keep`` to keep them).
@@ -62,6 +64,14 @@ def llama_shapes(layers: int) -> list[tuple[str, tuple[int, ...]]]:
     return sorted(out)
 
 
+def llama_config(layers: int) -> dict:
+    """A Llama ``config.json`` for the generated shapes (mergekit reads the architecture from it)."""
+    return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "torch_dtype": "bfloat16",
+            "hidden_size": HIDDEN, "intermediate_size": INTER, "vocab_size": VOCAB, "num_hidden_layers": layers,
+            "num_attention_heads": 16, "num_key_value_heads": 16, "tie_word_embeddings": False,
+            "max_position_embeddings": 2048, "rms_norm_eps": 1e-5}
+
+
 def make_models(root: Path, size_gb: float, shard_bytes: int) -> tuple[list[Path], int]:
     """Base + two models of about ``size_gb`` each; returns their folders and the largest tensor's bytes."""
     import torch
@@ -79,6 +89,8 @@ def make_models(root: Path, size_gb: float, shard_bytes: int) -> tuple[list[Path
     g = torch.Generator().manual_seed(0)
     base = {}
     if all((root / m / "config.json").is_file() for m in ("base", "m1", "m2")):  # --keep'd from an earlier run
+        for m in ("base", "m1", "m2"):  # (older runs wrote a config without the architecture)
+            (root / m / "config.json").write_text(json.dumps(llama_config(layers)))
         return [root / m for m in ("base", "m1", "m2")], max(i.nbytes for i in infos)
     for m in ("base", "m1", "m2"):
         folder = root / m
@@ -95,7 +107,7 @@ def make_models(root: Path, size_gb: float, shard_bytes: int) -> tuple[list[Path
         if len(names) > 1:
             weight_map = {i.name: f for f, shard in zip(names, shards) for i in shard}
             (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
-        (folder / "config.json").write_text(json.dumps({"model_type": "llama", "torch_dtype": "bfloat16"}))
+        (folder / "config.json").write_text(json.dumps(llama_config(layers)))
         folders.append(folder)
     base.clear()
     return folders, max(i.nbytes for i in infos)
@@ -153,6 +165,54 @@ print(json.dumps({"seconds": secs, "extra_bytes": status("VmHWM:") - before, "pa
 """
 
 
+MERGEKIT = r"""
+import json, shutil, sys, time
+from mergekit.config import MergeConfiguration
+from mergekit.merge import MergeOptions, run_merge
+root, method, params = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+weights = params.pop("weights", [1.0, 1.0])
+models = [{"model": f"{root}/{m}", "parameters": {"weight": w, **({"density": params["density"]} if "density" in params else {})}}
+          for m, w in zip(("m1", "m2"), weights)]
+cfg = {"merge_method": method, "models": models, "dtype": "bfloat16"}
+if method == "slerp":  # mergekit's slerp: the base model is the t = 0 end
+    cfg.update(base_model=f"{root}/m1", models=[{"model": f"{root}/m1"}, {"model": f"{root}/m2"}], parameters={"t": params["t"]})
+elif method != "linear":
+    cfg["base_model"] = f"{root}/base"
+    cfg["parameters"] = {"normalize": True} if method in ("ties", "dare_ties") else {}
+    if "lambda" in params:
+        cfg["parameters"]["lambda"] = params["lambda"]
+conf = MergeConfiguration.model_validate(cfg)
+def status(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key):
+            return int(line.split()[1]) * 1024
+open("/proc/self/clear_refs", "w").write("5")
+before = status("VmRSS:")
+t = time.monotonic()
+run_merge(conf, f"{root}/out-mergekit", MergeOptions(copy_tokenizer=False, lazy_unpickle=True, write_model_card=False,
+                                                     quiet=True))
+secs = time.monotonic() - t
+shutil.rmtree(f"{root}/out-mergekit")
+print(json.dumps({"seconds": secs, "extra_bytes": status("VmHWM:") - before, "path": "mergekit", "load": 0.0}))
+"""
+
+
+def run_mergekit(root: Path, row: str, pythonpath: str) -> dict | None:
+    """Row ``row``'s merge by mergekit (importable with ``pythonpath``) in a fresh process, or None
+    when mergekit does not import there; its seconds and peak RSS increase, as ``run_method``."""
+    method, params, rng = METHODS[row]
+    if rng != "mt19937":
+        return None  # mergekit has one generator (torch's, on its device)
+    env = dict(os.environ, PYTHONPATH=pythonpath)
+    if subprocess.run([sys.executable, "-c", "import mergekit.merge"], env=env, capture_output=True).returncode:
+        return None
+    proc = subprocess.run([sys.executable, "-c", MERGEKIT, str(root), method, json.dumps(params)],
+                          capture_output=True, text=True, env=env, cwd=root)
+    if proc.returncode:
+        raise SystemExit(f"mergekit {row} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def run_method(root: Path, row: str, threads: int, pythonpath: str | None = None, kernels: str = "") -> dict:
     """Merge benchmark row ``row`` in a fresh process (``PROM_MERGE_KERNELS=kernels`` when given): its
     seconds, peak RSS increase, kernel path and kernel load seconds."""
@@ -166,6 +226,12 @@ def run_method(root: Path, row: str, threads: int, pythonpath: str | None = None
         raise SystemExit(f"{row} failed:\n{proc.stderr[-3000:]}")
     shutil.rmtree(root / f"out-{method}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def report(row: str, r: dict, floor: float, largest: int) -> None:
+    """One table row: seconds, x floor, peak RSS increase (MB, x largest tensor), kernel load seconds."""
+    print(f"{row:<20} {r['path'].split()[0]:<8} {r['seconds']:>8.2f} {r['seconds'] / floor:>8.2f} "
+          f"{r['extra_bytes'] / 1e6:>13.0f} {r['extra_bytes'] / largest:>10.2f} {r['load']:>14.2f}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -182,6 +248,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the generated checkpoints")
     ap.add_argument("--kernels", default="", help="comma-separated PROM_MERGE_KERNELS values to run each method "
                     "with (e.g. torch,numba for both paths in one run; default: the environment's)")
+    ap.add_argument("--mergekit", default=None, metavar="PYTHONPATH",
+                    help="also run each method with mergekit, importable with this PYTHONPATH (e.g. a folder "
+                    "from `pip install --no-deps --target DIR mergekit==0.1.5 immutables`), when it imports")
     args = ap.parse_args(argv)
     root = Path(args.dir or tempfile.mkdtemp(prefix="merge_bench_"))
     try:
@@ -202,9 +271,9 @@ def main(argv: list[str] | None = None) -> int:
                 if row.endswith("_philox") and args.pythonpath:
                     continue  # an older checkout has no rng
                 r = run_method(root, row, args.threads, args.pythonpath, kernels)
-                floor = floors[2 if row in ("linear", "slerp") else 3]
-                print(f"{row:<20} {r['path'].split()[0]:<8} {r['seconds']:>8.2f} {r['seconds'] / floor:>8.2f} "
-                      f"{r['extra_bytes'] / 1e6:>13.0f} {r['extra_bytes'] / largest:>10.2f} {r['load']:>14.2f}", flush=True)
+                report(row, r, floors[2 if row in ("linear", "slerp") else 3], largest)
+            if args.mergekit and (r := run_mergekit(root, row, args.mergekit)) is not None:
+                report(row, r, floors[2 if row in ("linear", "slerp") else 3], largest)
         print(f"(cpu count {os.cpu_count()}, torch threads {args.threads or 'default'}; "
               f"this process's peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB)")
     finally:
