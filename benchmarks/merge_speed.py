@@ -197,15 +197,19 @@ print(json.dumps({"seconds": secs, "extra_bytes": status("VmHWM:") - before, "pa
 """
 
 
+def mergekit_imports(pythonpath: str) -> bool:
+    """Whether mergekit imports with ``pythonpath``."""
+    env = dict(os.environ, PYTHONPATH=pythonpath)
+    return subprocess.run([sys.executable, "-c", "import mergekit.merge"], env=env, capture_output=True).returncode == 0
+
+
 def run_mergekit(root: Path, row: str, pythonpath: str) -> dict | None:
-    """Row ``row``'s merge by mergekit (importable with ``pythonpath``) in a fresh process, or None
-    when mergekit does not import there; its seconds and peak RSS increase, as ``run_method``."""
+    """Row ``row``'s merge by mergekit (importable with ``pythonpath``) in a fresh process, or None for
+    a row mergekit has no counterpart of; its seconds and peak RSS increase, as ``run_method``."""
     method, params, rng = METHODS[row]
     if rng != "mt19937":
         return None  # mergekit has one generator (torch's, on its device)
     env = dict(os.environ, PYTHONPATH=pythonpath)
-    if subprocess.run([sys.executable, "-c", "import mergekit.merge"], env=env, capture_output=True).returncode:
-        return None
     proc = subprocess.run([sys.executable, "-c", MERGEKIT, str(root), method, json.dumps(params)],
                           capture_output=True, text=True, env=env, cwd=root)
     if proc.returncode:
@@ -264,6 +268,9 @@ def main(argv: list[str] | None = None) -> int:
             inputs = folders[1:] if n_inputs == 2 else folders
             floors[n_inputs] = min(io_floor(inputs, model_bytes, root / "floor.bin") for _ in range(2))
             print(f"I/O floor, {n_inputs} inputs + 1 output: {floors[n_inputs]:.2f} s")
+        mergekit = args.mergekit if args.mergekit and mergekit_imports(args.mergekit) else None
+        if args.mergekit and mergekit is None:
+            print(f"mergekit does not import with PYTHONPATH={args.mergekit}: no mergekit rows")
         print(f"{'method':<20} {'kernels':<8} {'seconds':>8} {'x floor':>8} {'peak RSS +MB':>13} {'x largest':>10} "
               f"{'kernel load s':>14}")
         for row in args.methods.split(","):
@@ -272,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
                     continue  # an older checkout has no rng
                 r = run_method(root, row, args.threads, args.pythonpath, kernels)
                 report(row, r, floors[2 if row in ("linear", "slerp") else 3], largest)
-            if args.mergekit and (r := run_mergekit(root, row, args.mergekit)) is not None:
+            if mergekit and (r := run_mergekit(root, row, mergekit)) is not None:
                 report(row, r, floors[2 if row in ("linear", "slerp") else 3], largest)
         print(f"(cpu count {os.cpu_count()}, torch threads {args.threads or 'default'}; "
               f"this process's peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB)")

@@ -39,6 +39,7 @@ import numpy as np
 
 from . import kernels, stream
 from .stream import _prefetched
+from .trim import cut_bin
 
 WINDOW = 0.01
 """Half-width (as a fraction of entries) of the window of bins around each model's cut-off."""
@@ -92,11 +93,10 @@ def one_pass(chunks: list[tuple[int, int]], jobs: Callable[[int, int, int], list
     def cut(m: int) -> bool:  # model m's exact cut-off: its bin and rank from the counts, then within its bin
         counts = np.zeros(int(hi[m] - lo[m]) + 2, np.int64)
         kernels.window_counts(amb_raw, m, a, lo[m], counts)
-        at_or_above = int(above[m]) + np.cumsum(counts[-2::-1])[::-1]  # entries in bins >= lo[m] + j
-        if not above[m] < ks[m] <= at_or_above[0]:
+        counts[-1] = above[m]  # (the kernel's last entry counted the elements outside; now: all above the window)
+        if not above[m] < ks[m] <= counts.sum():
             return False  # the k-th largest is outside the window
-        j = int(np.flatnonzero(at_or_above >= ks[m])[-1])
-        rank = ks[m] - (int(at_or_above[j + 1]) if j + 1 < len(at_or_above) else int(above[m]))
+        j, rank = cut_bin(counts, ks[m])  # a bin of the window (the top entry holds fewer than k)
         thr[m], ties[m] = kernels.cut_in_bin(amb_raw, m, a, np.uint32(lo[m] + j), rank)
         return bool(np.isfinite(thr[m]))
 
@@ -104,7 +104,7 @@ def one_pass(chunks: list[tuple[int, int]], jobs: Callable[[int, int, int], list
     others = [pool.submit(cut, m) for m in models[1:]]  # the kernels release the GIL: models side by side
     if not all([cut(models[0])] + [f.result() for f in others]):
         return False
-    fixed = np.empty(amb_idx.shape[0], out.dtype)
+    fixed = np.empty(a, out.dtype)
     merge(amb_raw, thr, ties, fixed, 0, a)
     kernels.scatter(out, amb_idx, fixed, a)
     return True
