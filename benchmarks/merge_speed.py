@@ -15,7 +15,9 @@ projections, norms, lm_head; several shards each), then, in the same run:
   (TIES / DARE-TIES with ``normalize: true``, our default; SLERP with m1 as its base).
 
 It prints, per method, seconds, the ratio to the floor, and the peak RSS increase in units of the
-largest tensor (stored dtype). Generated files are deleted at the end (``--keep`` to keep them).
+largest tensor (stored dtype). Each measurement starts after ``os.sync()`` (no earlier output's
+writeback inside it) and a read of every input (a warm page cache). ``--repeat N`` measures the floor and every method N times, interleaved, and
+ends with each row's median ratio to its own round's floor and the range (for a noisy machine). Generated files are deleted at the end (``--keep`` to keep them).
 
     flock /tmp/prom_heavy.lock env PYTHONPATH=$PWD .venv/bin/python benchmarks/merge_speed.py --size-gb 1
 
@@ -31,6 +33,7 @@ import json
 import os
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -113,16 +116,29 @@ def make_models(root: Path, size_gb: float, shard_bytes: int) -> tuple[list[Path
     return folders, max(i.nbytes for i in infos)
 
 
-def io_floor(inputs: list[Path], out_bytes: int, scratch: Path) -> float:
-    """Seconds to read every input byte (positioned reads into one buffer) and write ``out_bytes``."""
-    buf = bytearray(64 << 20)
-    view = memoryview(buf)
-    start = time.monotonic()
+def read_all(inputs: list[Path], view: memoryview) -> None:
+    """Read every byte of the inputs' safetensors files into ``view`` (a buffer, overwritten)."""
     for folder in inputs:
         for f in sorted(folder.glob("*.safetensors")):
             with open(f, "rb", buffering=0) as fh:
                 while fh.readinto(view):
                     pass
+
+
+def settle(inputs: list[Path]) -> None:
+    """Before a measurement: earlier outputs written back (``os.sync``) and the inputs read once, so
+    every measurement starts from a warm page cache (this VM's reclaim drops pages idle for a minute)."""
+    os.sync()
+    read_all(inputs, memoryview(bytearray(16 << 20)))
+
+
+def io_floor(inputs: list[Path], out_bytes: int, scratch: Path) -> float:
+    """Seconds to read every input byte (positioned reads into one buffer) and write ``out_bytes``."""
+    buf = bytearray(64 << 20)
+    view = memoryview(buf)
+    settle(inputs)
+    start = time.monotonic()
+    read_all(inputs, view)
     with open(scratch, "wb") as fh:
         left = out_bytes
         while left > 0:
@@ -210,6 +226,7 @@ def run_mergekit(root: Path, row: str, pythonpath: str) -> dict | None:
     if rng != "mt19937":
         return None  # mergekit has one generator (torch's, on its device)
     env = dict(os.environ, PYTHONPATH=pythonpath)
+    settle([root / m for m in ("base", "m1", "m2")])
     proc = subprocess.run([sys.executable, "-c", MERGEKIT, str(root), method, json.dumps(params)],
                           capture_output=True, text=True, env=env, cwd=root)
     if proc.returncode:
@@ -224,6 +241,7 @@ def run_method(root: Path, row: str, threads: int, pythonpath: str | None = None
     env = dict(os.environ, PYTHONPATH=pythonpath or str(REPO))
     if kernels:
         env["PROM_MERGE_KERNELS"] = kernels
+    settle([root / m for m in ("base", "m1", "m2")])
     proc = subprocess.run([sys.executable, "-c", MERGE, str(root), method, json.dumps(params), str(threads), rng],
                           capture_output=True, text=True, env=env, cwd=root)  # cwd: no repo shadowing PYTHONPATH
     if proc.returncode:
@@ -232,10 +250,27 @@ def run_method(root: Path, row: str, threads: int, pythonpath: str | None = None
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+HEADER = (f"{'method':<20} {'kernels':<8} {'seconds':>8} {'x floor':>8} {'peak RSS +MB':>13} {'x largest':>10} "
+          f"{'kernel load s':>14}")
+
+
 def report(row: str, r: dict, floor: float, largest: int) -> None:
     """One table row: seconds, x floor, peak RSS increase (MB, x largest tensor), kernel load seconds."""
     print(f"{row:<20} {r['path'].split()[0]:<8} {r['seconds']:>8.2f} {r['seconds'] / floor:>8.2f} "
           f"{r['extra_bytes'] / 1e6:>13.0f} {r['extra_bytes'] / largest:>10.2f} {r['load']:>14.2f}", flush=True)
+
+
+def summary(results: dict[tuple[str, str], list[tuple[dict, float]]], largest: int) -> None:
+    """Per row over the rounds: the median ratio to each round's own floor, its range, median seconds
+    and the largest peak RSS increase."""
+    print(f"-- over {len(next(iter(results.values())))} rounds (each ratio against its own round's floor)")
+    print(f"{'method':<20} {'kernels':<8} {'median s':>9} {'median x floor':>15} {'range x floor':>15} "
+          f"{'max x largest':>14}")
+    for (row, _), runs in results.items():
+        ratios = [r["seconds"] / floor for r, floor in runs]
+        print(f"{row:<20} {runs[0][0]['path'].split()[0]:<8} {statistics.median(r['seconds'] for r, _ in runs):>9.2f} "
+              f"{statistics.median(ratios):>15.2f} {f'{min(ratios):.2f}-{max(ratios):.2f}':>15} "
+              f"{max(r['extra_bytes'] for r, _ in runs) / largest:>14.2f}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -255,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mergekit", default=None, metavar="PYTHONPATH",
                     help="also run each method with mergekit, importable with this PYTHONPATH (e.g. a folder "
                     "from `pip install --no-deps --target DIR mergekit==0.1.5 immutables`), when it imports")
+    ap.add_argument("--repeat", type=int, default=1, help="rounds of floor + every method, interleaved; with "
+                    "more than one, a summary of the median ratios follows (a noisy machine)")
     args = ap.parse_args(argv)
     root = Path(args.dir or tempfile.mkdtemp(prefix="merge_bench_"))
     try:
@@ -263,24 +300,31 @@ def main(argv: list[str] | None = None) -> int:
         model_bytes = sum(f.stat().st_size for f in folders[1].glob("*.safetensors"))
         print(f"generated 3 models of {model_bytes / 1e9:.2f} GB (bf16, {len(list(folders[1].glob('*.safetensors')))} "
               f"shards each, largest tensor {largest / 1e6:.0f} MB) in {time.monotonic() - t:.0f} s")
-        floors = {}
-        for n_inputs in (2, 3):  # linear/slerp read 2 models, task-vector methods base + 2
-            inputs = folders[1:] if n_inputs == 2 else folders
-            floors[n_inputs] = min(io_floor(inputs, model_bytes, root / "floor.bin") for _ in range(2))
-            print(f"I/O floor, {n_inputs} inputs + 1 output: {floors[n_inputs]:.2f} s")
         mergekit = args.mergekit if args.mergekit and mergekit_imports(args.mergekit) else None
         if args.mergekit and mergekit is None:
             print(f"mergekit does not import with PYTHONPATH={args.mergekit}: no mergekit rows")
-        print(f"{'method':<20} {'kernels':<8} {'seconds':>8} {'x floor':>8} {'peak RSS +MB':>13} {'x largest':>10} "
-              f"{'kernel load s':>14}")
-        for row in args.methods.split(","):
-            for kernels in args.kernels.split(","):
-                if row.endswith("_philox") and args.pythonpath:
-                    continue  # an older checkout has no rng
-                r = run_method(root, row, args.threads, args.pythonpath, kernels)
-                report(row, r, floors[2 if row in ("linear", "slerp") else 3], largest)
-            if mergekit and (r := run_mergekit(root, row, mergekit)) is not None:
-                report(row, r, floors[2 if row in ("linear", "slerp") else 3], largest)
+        results: dict[tuple[str, str], list[tuple[dict, float]]] = {}
+        for rnd in range(args.repeat):
+            if args.repeat > 1:
+                print(f"-- round {rnd + 1} of {args.repeat}")
+            floors = {}
+            for n_inputs in (2, 3):  # linear/slerp read 2 models, task-vector methods base + 2
+                inputs = folders[1:] if n_inputs == 2 else folders
+                floors[n_inputs] = min(io_floor(inputs, model_bytes, root / "floor.bin") for _ in range(2))
+                print(f"I/O floor, {n_inputs} inputs + 1 output: {floors[n_inputs]:.2f} s")
+            print(HEADER)
+            for row in args.methods.split(","):
+                floor = floors[2 if row in ("linear", "slerp") else 3]
+                runs = [(k, lambda k=k: run_method(root, row, args.threads, args.pythonpath, k))
+                        for k in args.kernels.split(",") if not (row.endswith("_philox") and args.pythonpath)]
+                if mergekit and METHODS[row][2] == "mt19937":  # (mergekit has one generator: no philox rows)
+                    runs.append(("mergekit", lambda: run_mergekit(root, row, mergekit)))
+                for kernels, run in runs:
+                    r = run()
+                    report(row, r, floor, largest)
+                    results.setdefault((row, kernels), []).append((r, floor))
+        if args.repeat > 1:
+            summary(results, largest)
         print(f"(cpu count {os.cpu_count()}, torch threads {args.threads or 'default'}; "
               f"this process's peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB)")
     finally:

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import math
 import os
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -49,7 +48,7 @@ from .plan import Plan
 from .safetensors_io import DTYPES
 from .sources import Checkpoint
 from . import stream
-from .stream import BUFFERS, _prefetched, row_chunks
+from .stream import BUFFERS, SPLIT, _prefetched, row_chunks
 from .trim import MagnitudeCut, cut_bin, keep_count
 
 ENV = "PROM_MERGE_KERNELS"
@@ -136,12 +135,9 @@ def merge(plan: Plan, name: str, base: Checkpoint | None, shape: tuple[int, ...]
     out_size = n * torch.empty((), dtype=out_dtype).element_size()
     if trims and len(chunks) > 1 and out_dtype != torch.float16 and out_size <= _largest(plan):
         full = BUFFERS.get("ties_out", n, out_dtype)  # TIES in one pass (ties_pass), the whole output held
-
-        def run(raws: np.ndarray, thr: np.ndarray, ties: np.ndarray, o: np.ndarray, lo: int, hi: int) -> None:
-            kernels.consensus(raws, w32, 1, d32, thr, ties, no_draws, keys, 0, 0, normalize, lam32, o, lo, hi)
         ks = [keep_count(k, n) for k in dens]
-        if ties_pass.one_pass(chunks, lambda s, a, b: jobs(s, a, b, False), row, ks, _start_thresholds(ks, n), run,
-                              _np(full)):
+        if ties_pass.one_pass(chunks, lambda s, a, b: jobs(s, a, b, False), row, ks, _start_thresholds(ks, n), w32,
+                              normalize, lam32, _np(full)):
             yield from (full[r0 * row:r1 * row] for r0, r1 in chunks)
             return
     # two-pass TIES: when all inputs fit in as much memory as the largest input tensor, the first pass
@@ -167,24 +163,17 @@ def merge(plan: Plan, name: str, base: Checkpoint | None, shape: tuple[int, ...]
                                                       int(philox), at, o, lo, hi), None, count, ties)
         yield piece.copy_(out) if out is not piece else piece
 
-SPLIT = 1 << 16
-"""Chunks of at least this many elements are computed in two halves, on two threads."""
-_HALF: ThreadPoolExecutor | None = None
-
 
 def _halves(run: Callable[[np.ndarray, int, int], None], count_ties: Callable[[int, int, np.ndarray], None] | None,
             n: int, ties: np.ndarray) -> None:
-    """``run(ties, lo, hi)`` over elements ``0 .. n - 1`` of a chunk: the second half on a worker thread
-    of its own (not the readers': a read queued ahead of it would stall this chunk) when ``n`` is
-    large. TIES keeps the first ``ties[m]`` ties in element order, so the second half starts from what
-    the first leaves: ``ties`` minus the first half's ties (``count_ties``, counted on the worker)."""
-    global _HALF
+    """``run(ties, lo, hi)`` over elements ``0 .. n - 1`` of a chunk: the second half on the half thread
+    (``stream.half_pool``) when ``n`` is at least ``SPLIT``. TIES keeps the first ``ties[m]`` ties in
+    element order, so the second half starts from what the first leaves: ``ties`` minus the first
+    half's ties (``count_ties``, counted on the worker)."""
     if n < SPLIT:
         run(ties, 0, n)
         return
     h = n // 2 // kernels.BLOCK * kernels.BLOCK
-    if _HALF is None:
-        _HALF = ThreadPoolExecutor(max_workers=1, thread_name_prefix="merge-half")
 
     def second() -> np.ndarray:
         rest = ties.copy()
@@ -195,7 +184,7 @@ def _halves(run: Callable[[np.ndarray, int, int], None], count_ties: Callable[[i
         run(rest, h, n)
         return rest
 
-    job = _HALF.submit(second)
+    job = stream.half_pool().submit(second)
     run(ties.copy(), 0, h)
     ties[:] = job.result()
 

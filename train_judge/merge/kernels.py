@@ -208,6 +208,41 @@ if HAVE_NUMBA:
             _store(o, t, v + _load(b, t))
 
     @_jit
+    def _elect(dbuf, n, weights, normalize, lam, b, o, tot, num, den):  # noqa: ANN001
+        """TIES's sign election and disjoint weighted mean of the sparsified deltas ``dbuf[:, :n]`` of one
+        block (sum without ``normalize``), times ``lam``, + base ``b``, stored into ``o``."""
+        M = weights.shape[0]
+        if M == 2:  # the usual case, in one loop: the same operations as below, element by element
+            _pair(dbuf[0, :n], dbuf[1, :n], weights[0], weights[1], normalize, lam, b, o)
+            return
+        tiny, one, zero = np.float32(1e-30), np.float32(1.0), np.float32(0.0)
+        tot, num, den = tot[:n], num[:n], den[:n]
+        for m in range(M):
+            _accumulate(tot, dbuf[m, :n], weights[m], m == 0)
+        for t in range(n):
+            tot[t] = one if tot[t] > zero else (-one if tot[t] < zero else zero)
+        for m in range(M):
+            d = dbuf[m, :n]
+            w = weights[m]
+            if m == 0:
+                for t in range(n):
+                    agree = one if d[t] * tot[t] > zero else zero
+                    num[t] = (d[t] * agree) * w
+                    den[t] = _fma(agree, w, zero)
+            else:
+                for t in range(n):
+                    agree = one if d[t] * tot[t] > zero else zero
+                    num[t] = _fma(d[t] * agree, w, num[t])
+                    den[t] = _fma(agree, w, den[t])
+        for t in range(n):
+            v = num[t]
+            if normalize:
+                v = v / (tiny if den[t] < tiny else den[t])
+            if lam != one:
+                v = v * lam
+            _store(o, t, v + _load(b, t))
+
+    @_jit
     def consensus(raws, weights, sparsify, dens, thr, ties, draws, keys, rng, start, normalize, lam,
                   out, lo, hi):  # noqa: ANN001
         """TIES / DARE-TIES on elements ``lo .. hi - 1`` of one chunk into ``out``: trim (``sparsify`` 1,
@@ -217,67 +252,50 @@ if HAVE_NUMBA:
         dbuf = np.empty((M, BLOCK), np.float32)
         tbuf, nbuf, ebuf = np.empty(BLOCK, np.float32), np.empty(BLOCK, np.float32), np.empty(BLOCK, np.float32)
         u = np.empty(BLOCK, np.float32)
-        tiny, one, zero = np.float32(1e-30), np.float32(1.0), np.float32(0.0)
         for s in range(lo, hi, BLOCK):
             e = min(hi, s + BLOCK)
-            tot, num, den, b = tbuf[:e - s], nbuf[:e - s], ebuf[:e - s], raws[0, s:e]
+            b = raws[0, s:e]
             for m in range(M):
                 d = dbuf[m, :e - s]
                 _delta(raws[m + 1, s:e], b, True, d)
                 _sparsify(d, m, sparsify, dens, thr, ties, draws, keys, rng, start + s, s, u)
-            o = out[s:e]
-            if M == 2:  # the usual case, in one loop: the same operations as below, element by element
-                _pair(dbuf[0, :e - s], dbuf[1, :e - s], weights[0], weights[1], normalize, lam, b, o)
-                continue
-            for m in range(M):
-                _accumulate(tot, dbuf[m, :e - s], weights[m], m == 0)
-            for t in range(tot.shape[0]):
-                tot[t] = one if tot[t] > zero else (-one if tot[t] < zero else zero)
-            for m in range(M):
-                d = dbuf[m, :e - s]
-                w = weights[m]
-                if m == 0:
-                    for t in range(d.shape[0]):
-                        agree = one if d[t] * tot[t] > zero else zero
-                        num[t] = (d[t] * agree) * w
-                        den[t] = _fma(agree, w, zero)
-                else:
-                    for t in range(d.shape[0]):
-                        agree = one if d[t] * tot[t] > zero else zero
-                        num[t] = _fma(d[t] * agree, w, num[t])
-                        den[t] = _fma(agree, w, den[t])
-            for t in range(num.shape[0]):
-                v = num[t]
-                if normalize:
-                    v = v / (tiny if den[t] < tiny else den[t])
-                if lam != one:
-                    v = v * lam
-                _store(o, t, v + _load(b, t))
+            _elect(dbuf, e - s, weights, normalize, lam, b, out[s:e], tbuf, nbuf, ebuf)
 
     @_jit
-    def ties_spec(raws, need, above, lo, hi, start, amb_idx, amb_raw, namb):  # noqa: ANN001
-        """One-pass TIES (``ties_pass``) over one chunk, element ``start`` of the tensor first: per model,
-        how many ``|delta|``s have their high 16 bits above ``hi[m]`` (``above[m] +=``) and, in element
-        order, the tensor index (``amb_idx``) and raw inputs (``amb_raw``) of each element whose bin is
-        in some model's window lo[m]..hi[m]; ``namb[0]`` counts them, also past the capacity."""
-        M, n, n_in, cap = need.shape[0], raws.shape[1], raws.shape[0], amb_idx.shape[0]
-        dbuf, fbuf, pos = np.empty(BLOCK, np.float32), np.empty(BLOCK, np.uint32), np.empty(BLOCK, np.int64)
+    def consensus_spec(raws, weights, edges, normalize, lam, out, lo, hi, need, wlo, whi, start, above,
+                       amb_idx, amb_raw, namb):  # noqa: ANN001
+        """One-pass TIES (``ties_pass``) on elements ``lo .. hi - 1`` of one chunk (element ``start`` of
+        the tensor first): ``consensus`` with each model's threshold ``edges[m]`` and no ties, and in the
+        same pass, per model in ``need``, how many ``|delta|``s have their high 16 bits above ``whi[m]``
+        (``above[m] +=``) and, in element order, the tensor index (``amb_idx``) and raw inputs
+        (``amb_raw``) of each element whose bin is in some model's window ``wlo[m] .. whi[m]``;
+        ``namb[0]`` counts them, also past the capacity."""
+        M, n_in, cap = weights.shape[0], raws.shape[0], amb_idx.shape[0]
+        dbuf = np.empty((M, BLOCK), np.float32)
+        tbuf, nbuf, ebuf = np.empty(BLOCK, np.float32), np.empty(BLOCK, np.float32), np.empty(BLOCK, np.float32)
+        fbuf, pos, no_ties = np.empty(BLOCK, np.uint32), np.empty(BLOCK, np.int64), np.zeros(M, np.int64)
+        one, zero = np.float32(1.0), np.float32(0.0)
         c = namb[0]
-        for s in range(0, n, BLOCK):
-            e = min(n, s + BLOCK)
-            d, f = dbuf[:e - s], fbuf[:e - s]
+        for s in range(lo, hi, BLOCK):
+            e = min(hi, s + BLOCK)
+            b, f = raws[0, s:e], fbuf[:e - s]
             f[:] = 0
             for m in range(M):
+                d = dbuf[m, :e - s]
+                _delta(raws[m + 1, s:e], b, True, d)
                 if not need[m]:
+                    _trim(d, edges[m], no_ties, m)
                     continue
-                _delta(raws[m + 1, s:e], raws[0, s:e], True, d)
-                lo_m, hi_m = np.uint32(lo[m]), np.uint32(hi[m])
+                lo_m, hi_m, th = np.uint32(wlo[m]), np.uint32(whi[m]), edges[m]
                 span, up = np.uint32(hi_m - lo_m), 0
-                for t in range(d.shape[0]):
-                    b = _u32(abs(d[t])) >> np.uint32(16)
-                    up += np.int32(b > hi_m)
-                    f[t] |= np.uint32(np.uint32(b - lo_m) <= span)  # in the window: (b - lo) mod 2**32 <= hi - lo
+                for t in range(d.shape[0]):  # bins, counts, window flags and the trim by the window's edge
+                    a = abs(d[t])
+                    bn = _u32(a) >> np.uint32(16)
+                    up += np.int32(bn > hi_m)
+                    f[t] |= np.uint32(np.uint32(bn - lo_m) <= span)  # in the window: (bn - lo) mod 2**32 <= hi - lo
+                    d[t] = d[t] * (one if a > th else zero)
                 above[m] += up
+            _elect(dbuf, e - s, weights, normalize, lam, b, out[s:e], tbuf, nbuf, ebuf)
             k = 0
             for t in range(f.shape[0]):  # the flagged positions, without a branch
                 pos[k] = t
@@ -400,10 +418,11 @@ def warm_up() -> float:
             consensus(raws, np.ones(2, f32), 1, np.ones(2, f32), np.zeros(2, f32), np.zeros(2, np.int64),
                       np.empty((2, 0), f32), keys, 0, 0, True, f32(1.0), out, 0, 8)
             slerp_out(np.zeros((2, 8), raws.dtype), f32(0.5), f32(0.5), out)
+            consensus_spec(raws, np.ones(2, f32), np.zeros(2, f32), True, f32(1.0), out, 0, 8, np.ones(2, np.bool_),
+                           np.zeros(2, np.int64), np.zeros(2, np.int64), 0, np.zeros(2, np.int64),
+                           np.empty(4, np.int64), np.empty((3, 4), raws.dtype), np.zeros(1, np.int64))
         count_ties(raws, np.zeros(2, f32), np.ones(2, np.int64), 0, 8, np.zeros(2, np.int64))
         cut_in_bin(raws, 0, 8, np.uint32(0), 1)
-        ties_spec(raws, np.ones(2, np.bool_), np.zeros(2, np.int64), np.zeros(2, np.int64), np.zeros(2, np.int64), 0,
-                  np.empty(4, np.int64), np.empty((3, 4), raws.dtype), np.zeros(1, np.int64))
         window_counts(raws, 0, 8, 0, np.zeros(4, np.int64))
     for out in (np.zeros(8, np.uint16), np.zeros(8, f32)):
         scatter(out, np.arange(8), out.copy(), 8)

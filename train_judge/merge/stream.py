@@ -52,6 +52,21 @@ def _pool() -> ThreadPoolExecutor:
         return _POOL
 
 
+SPLIT = 1 << 16
+"""The numba path computes chunks of at least this many elements in two halves, on two threads."""
+_HALF: ThreadPoolExecutor | None = None
+
+
+def half_pool() -> ThreadPoolExecutor:
+    """The thread that computes a chunk's second half (not the readers': a read queued ahead of it
+    would stall the chunk)."""
+    global _HALF
+    with _POOL_LOCK:
+        if _HALF is None:
+            _HALF = ThreadPoolExecutor(max_workers=1, thread_name_prefix="merge-half")
+        return _HALF
+
+
 class Buffers:
     """Chunk-sized tensors kept between chunks and tensors, by key (fresh memory costs a page fault per
     4 KB, more than the arithmetic on it). ``get(key, n, dtype)`` is a tensor of ``n`` elements."""

@@ -4,20 +4,19 @@ Each model's trim keeps its ``k`` largest ``|delta|``s, so the merge needs every
 before any output, and the two-pass path (``fused._cuts``) reads every input twice. Here the first
 chunk's histogram of the high 16 bits of ``|delta|`` places, per model, a window of bins around
 the cut-off (``fused._window``). Outside the window an element's trim is already known (above it:
-kept, below: dropped), so one pass over the inputs
-
-- merges every chunk with the window's upper edge as each model's threshold (``kernels.consensus``,
-  into an output buffer of the whole tensor), while
-- ``kernels.ties_spec`` (on a worker thread) counts, per model, the elements above its window and
-  keeps the index and raw inputs of every element that falls in some model's window, in element order.
+kept, below: dropped), so one pass over the inputs (``kernels.consensus_spec``, a large chunk in two
+halves on two threads) merges every chunk with the window's upper edge as each model's threshold,
+into an output buffer of the whole tensor, and in the same loop counts, per model, the elements
+above its window and keeps the index and raw inputs of every element that falls in some model's
+window, in element order.
 
 Then the exact cut-offs: the elements above each window were counted, the kept elements give the
 counts inside it, so the bin holding the ``k``-th largest ``|delta|`` and its rank there are known
 (``kernels.window_counts``); counts of the low 16 bits of that bin's entries, all among the kept
 elements, give the threshold and the ties kept at it (``kernels.cut_in_bin``, the numbers
 ``trim.MagnitudeCut.from_bin`` gives). The kept elements are merged again with the exact thresholds
-and ties (the same kernel, in element order, so ties at the cut-off count down exactly as they would
-over the whole tensor) and written over their first result. The output is the two-pass path's, bit
+and ties (``kernels.consensus``, in element order, so ties at the cut-off count down exactly as they
+would over the whole tensor) and written over their first result. The output is the two-pass path's, bit
 for bit. When the first chunk misleads (the cut-off's bin falls outside a window, or the window
 overflows its capacity), ``one_pass`` returns False and the caller runs the two-pass path.
 
@@ -38,7 +37,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import kernels, stream
-from .stream import _prefetched
+from .stream import SPLIT, _prefetched, half_pool
 from .trim import cut_bin
 
 WINDOW = 0.01
@@ -53,22 +52,23 @@ def upper_edge(b: int) -> np.float32:
 
 
 def one_pass(chunks: list[tuple[int, int]], jobs: Callable[[int, int, int], list[Callable[[], Any]]], row: int,
-             ks: list[int], thr: np.ndarray, merge: Callable[..., None], out: np.ndarray) -> bool:
+             ks: list[int], thr: np.ndarray, weights: np.ndarray, normalize: bool, lam: np.float32,
+             out: np.ndarray) -> bool:
     """Merge a TIES tensor in one pass into ``out`` (its flat output, bf16 bits or float32); False
     (``out`` unspecified) when the window missed and the two-pass path must run.
 
     ``jobs(slot, r0, r1)``: the chunk's read (its result: raw rows, base first); ``ks``: entries kept
     per model; ``thr``: thresholds as the two-pass path starts them (-1 keeps all, inf none), filled in
-    with the exact ones; ``merge(raws, thr, ties, out, lo, hi)``: ``kernels.consensus`` on a chunk."""
+    with the exact ones; ``weights`` (float32 per model), ``normalize``, ``lam``: as ``kernels.consensus``."""
     from .fused import _window  # the two-pass path's window (fused imports this module)
 
     n = sum((r1 - r0) * row for r0, r1 in chunks)
     n_models = len(ks)
     need = np.array([0 < k < n for k in ks])
-    no_ties, above, namb = np.zeros(n_models, np.int64), np.zeros(n_models, np.int64), np.zeros(1, np.int64)
+    above, namb = np.zeros(n_models, np.int64), np.zeros(1, np.int64)
     edges = thr.copy()
-    pool = stream._pool()
     amb_idx = amb_raw = lo = hi = None
+    second = None  # the second half's own counts and kept elements (halves run side by side)
     for i, (_, r0, r1, results) in enumerate(_prefetched(chunks, jobs)):
         raws, count, start = results[0], (r1 - r0) * row, r0 * row
         if i == 0:  # the window, from this chunk's histogram
@@ -82,9 +82,32 @@ def one_pass(chunks: list[tuple[int, int]], jobs: Callable[[int, int, int], list
                 edges[m] = upper_edge(int(hi[m]))
             cap = min(n, cap * int(need.sum()))  # the union of the models' windows
             amb_idx, amb_raw = np.empty(cap, np.int64), np.empty((raws.shape[0], cap), raws.dtype)
-        spec = pool.submit(kernels.ties_spec, raws, need, above, lo, hi, start, amb_idx, amb_raw, namb)
-        merge(raws, edges, no_ties, out[start:start + count], 0, count)
-        spec.result()
+            if count >= SPLIT:
+                room = min(cap, count)
+                second = (np.zeros(n_models, np.int64), np.empty(room, np.int64),
+                          np.empty((raws.shape[0], room), raws.dtype), np.zeros(1, np.int64))
+
+        def spec(a: int, b: int, counts: np.ndarray, idx: np.ndarray, kept: np.ndarray, k: np.ndarray,
+                 raws: np.ndarray = raws, o: np.ndarray = out[start:start + count], start: int = start) -> None:
+            kernels.consensus_spec(raws, weights, edges, normalize, lam, o, a, b, need, lo, hi, start, counts,
+                                   idx, kept, k)
+
+        if count < SPLIT or second is None:
+            spec(0, count, above, amb_idx, amb_raw, namb)
+            continue
+        h = count // 2 // kernels.BLOCK * kernels.BLOCK
+        counts2, idx2, kept2, k2 = second
+        counts2[:], k2[0] = 0, 0
+        job = half_pool().submit(spec, h, count, *second)
+        spec(0, h, above, amb_idx, amb_raw, namb)
+        job.result()
+        above += counts2
+        c, k = int(namb[0]), int(k2[0])
+        if k <= idx2.shape[0] and c + k <= amb_idx.shape[0]:  # the second half's after the first's
+            amb_idx[c:c + k], amb_raw[:, c:c + k] = idx2[:k], kept2[:, :k]
+            namb[0] = c + k
+        else:
+            namb[0] = amb_idx.shape[0] + 1  # overflow
     a = int(namb[0])
     if a > amb_idx.shape[0]:
         return False
@@ -101,10 +124,12 @@ def one_pass(chunks: list[tuple[int, int]], jobs: Callable[[int, int, int], list
         return bool(np.isfinite(thr[m]))
 
     models = [int(m) for m in np.flatnonzero(need)]
-    others = [pool.submit(cut, m) for m in models[1:]]  # the kernels release the GIL: models side by side
+    others = [stream._pool().submit(cut, m) for m in models[1:]]  # the kernels release the GIL: side by side
     if not all([cut(models[0])] + [f.result() for f in others]):
         return False
     fixed = np.empty(a, out.dtype)
-    merge(amb_raw, thr, ties, fixed, 0, a)
+    f32 = np.float32
+    kernels.consensus(amb_raw, weights, 1, np.ones(n_models, f32), thr, ties, np.empty((n_models, 0), f32),
+                      np.zeros((n_models, 2), np.uint32), 0, 0, normalize, lam, fixed, 0, a)
     kernels.scatter(out, amb_idx, fixed, a)
     return True
