@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -25,7 +24,7 @@ from typing import Callable, Iterator
 
 import pytest
 
-from fakes import FakeServer, Reply
+from fakes import FakeServer, Reply, free_port
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("PROM_REWARD_SHARED", REPO.parent / "shared"))
@@ -80,11 +79,6 @@ def vllm_engine(tiny_model_dir: Path):
     yield engine
     engine.close()
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def launch_vllm_server(model_dir: Path, log_path: Path, *, max_model_len: int = 4096) -> tuple[subprocess.Popen, str]:

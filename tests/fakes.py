@@ -1,13 +1,21 @@
 """Small real HTTP servers on 127.0.0.1 that play an OpenAI-compatible judge server, misbehaving on
 purpose (5xx, garbage, hangs). Shared by the backend, store and failover tests through the
-``fake_server`` fixture in conftest.py."""
+``fake_server`` fixture in conftest.py; ``free_port`` for every test that binds a port."""
 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
+
+def free_port() -> int:
+    """A port on 127.0.0.1 nothing listens on (bound, read, released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
 
 Reply = Callable[[int, dict], "tuple[int, Any] | None"]  # (call number, JSON body) -> reply; None hangs
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -20,17 +19,13 @@ import httpx
 import psutil
 import pytest
 
+from fakes import free_port
 from prom_reward import PrometheusJudge
 
 pytestmark = pytest.mark.integration
 
 N_ITEMS = 1000
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_kill_the_served_judge_mid_job_loses_and_duplicates_nothing(tiny_model_dir, vllm_server, tmp_path):

@@ -7,14 +7,13 @@ import asyncio
 import copy
 import json
 import pickle
-import socket
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from fakes import Reply, chat_reply
+from fakes import Reply, chat_reply, free_port
 from prom_reward.backends import make_backend
 from prom_reward.backends.base import GenerationRequest
 from prom_reward.backends.openai_server import OpenAIServer
@@ -26,12 +25,6 @@ pytestmark = pytest.mark.integration
 SAMPLE = SamplingConfig(max_tokens=6, logprobs=5)
 GREEDY = SamplingConfig(temperature=0.0, max_tokens=8, repetition_penalty=1.0)
 
-
-def free_port() -> int:
-    """A port nothing listens on (bound, read, released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def batch(n: int = 2, sampling: SamplingConfig = SAMPLE) -> list[GenerationRequest]:

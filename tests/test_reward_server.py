@@ -4,7 +4,6 @@ backward-compatible home ``prom_reward.reward_server``; OpenRLHF-driven tests ar
 from __future__ import annotations
 
 import contextlib
-import socket
 import threading
 import time
 
@@ -15,21 +14,17 @@ import uvicorn
 from prom_reward import PrometheusJudge
 from prom_reward.backends.base import GenerationRequest
 from prom_reward.backends.scripted import ScriptedBackend
+from fakes import free_port
 from prom_reward.errors import BackendError, ConfigError
 from prom_reward.reward import PrometheusReward
 from prom_reward.reward_server import create_app
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 @contextlib.contextmanager
 def running(app):
     """Serve ``app`` with uvicorn on a free 127.0.0.1 port in a thread; yields the base URL."""
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -224,7 +219,7 @@ def test_cli_reward_server_end_to_end(vllm_server, tmp_path):
     import subprocess
     import sys
 
-    port = _free_port()
+    port = free_port()
     log = open(tmp_path / "reward-server.log", "wb")
     proc = subprocess.Popen([sys.executable, "-m", "prom_reward.cli", "reward-server", "--server", vllm_server,
                              "--max-tokens", "4", "--port", str(port), "--token", "t0k", "--failure-reward", "-2"],

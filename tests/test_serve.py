@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -11,14 +10,10 @@ import time
 import httpx
 import pytest
 
+from fakes import free_port
 from prom_reward import ConfigError
 from prom_reward.serve import JudgeServers, ServeConfig
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_gpu_layout_and_command():
