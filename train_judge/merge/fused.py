@@ -42,7 +42,7 @@ import torch
 from prom_reward.errors import ConfigError
 
 from . import kernels, ties_pass
-from .methods import TensorContext
+from .methods import seed_for
 from .mt19937 import MT19937
 from .plan import Plan
 from .safetensors_io import DTYPES
@@ -113,8 +113,7 @@ def merge(plan: Plan, name: str, base: Checkpoint | None, shape: tuple[int, ...]
     philox = cfg.rng == "philox"
     mt = sparsify == 2 and not philox and any(k < 1.0 for k in dens)
     keys = np.array([kernels.philox_key(cfg.seed, name, i) for i in range(n_models)], np.uint32).reshape(-1, 2)
-    ctx = TensorContext(name=name, tensors=[], weights=weights, densities=dens, params=params, seed=cfg.seed)
-    streams = {i: MT19937(ctx.seed_for(i)) for i, k in enumerate(dens) if k < 1.0} if mt else {}
+    streams = {i: MT19937(seed_for(cfg.seed, name, i)) for i, k in enumerate(dens) if k < 1.0} if mt else {}
     chunks = list(row_chunks(shape, stream.CHUNK))
     trims = sparsify == 1 and any(0 < keep_count(k, n) < n for k in dens)
     normalize, lam32 = bool(params.get("normalize", True)), np.float32(lam)

@@ -70,9 +70,8 @@ class TensorContext:
         return self.scratch(key) if self.scratch is not None else torch.empty_like(self.tensors[0])
 
     def seed_for(self, model_index: int) -> int:
-        """The seed of model ``model_index``'s generator for this tensor, from (seed, tensor name, model index)."""
-        digest = hashlib.sha256(f"{self.seed}\0{self.name}\0{model_index}".encode()).digest()
-        return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
+        """The seed of model ``model_index``'s generator for this tensor (``seed_for`` below)."""
+        return seed_for(self.seed, self.name, model_index)
 
     def generator(self, model_index: int) -> torch.Generator:
         """A CPU generator seeded from (seed, tensor name, model index): order-independent, reproducible."""
@@ -82,6 +81,16 @@ class TensorContext:
         if self.generators is not None:
             self.generators[model_index] = gen
         return gen
+
+
+def seed_for(seed: int, name: str, model_index: int) -> int:
+    """The seed of DARE's generator for (merge seed, tensor name, model index): 63 bits of a SHA-256.
+
+    >>> seed_for(0, "w", 1) == seed_for(0, "w", 1) != seed_for(0, "w", 0)
+    True
+    """
+    digest = hashlib.sha256(f"{seed}\0{name}\0{model_index}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
 
 
 @dataclass(frozen=True)
