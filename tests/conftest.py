@@ -80,7 +80,6 @@ def vllm_engine(tiny_model_dir: Path):
     engine.close()
 
 
-
 def launch_vllm_server(model_dir: Path, log_path: Path, *, max_model_len: int = 4096) -> tuple[subprocess.Popen, str]:
     """Start ``python -m vllm.entrypoints.openai.api_server`` on 127.0.0.1 without waiting; (process, root URL)."""
     port = free_port()

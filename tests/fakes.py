@@ -10,6 +10,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
+
 def free_port() -> int:
     """A port on 127.0.0.1 nothing listens on (bound, read, released)."""
     with socket.socket() as s:

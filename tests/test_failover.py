@@ -27,7 +27,6 @@ pytestmark = pytest.mark.integration
 N_ITEMS = 1000
 
 
-
 def test_kill_the_served_judge_mid_job_loses_and_duplicates_nothing(tiny_model_dir, vllm_server, tmp_path):
     port = free_port()
     logs = tmp_path / "logs"

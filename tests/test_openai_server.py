@@ -26,7 +26,6 @@ SAMPLE = SamplingConfig(max_tokens=6, logprobs=5)
 GREEDY = SamplingConfig(temperature=0.0, max_tokens=8, repetition_penalty=1.0)
 
 
-
 def batch(n: int = 2, sampling: SamplingConfig = SAMPLE) -> list[GenerationRequest]:
     """Six requests whose prompts grow by one word each, so prompt_tokens reveals the order."""
     return [GenerationRequest("You judge.", "word " * (i + 1), sampling=sampling, n=n) for i in range(6)]

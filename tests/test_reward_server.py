@@ -11,14 +11,13 @@ import httpx
 import pytest
 import uvicorn
 
+from fakes import free_port
 from prom_reward import PrometheusJudge
 from prom_reward.backends.base import GenerationRequest
 from prom_reward.backends.scripted import ScriptedBackend
-from fakes import free_port
 from prom_reward.errors import BackendError, ConfigError
 from prom_reward.reward import PrometheusReward
 from prom_reward.reward_server import create_app
-
 
 
 @contextlib.contextmanager

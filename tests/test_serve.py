@@ -15,7 +15,6 @@ from prom_reward import ConfigError
 from prom_reward.serve import JudgeServers, ServeConfig
 
 
-
 def test_gpu_layout_and_command():
     cfg = ServeConfig(model="m", gpus=(4, 5, 6, 7), tensor_parallel_size=2, port=9000, max_model_len=8192)
     assert cfg.gpu_groups() == [(4, 5), (6, 7)]
