@@ -23,8 +23,8 @@ help:  ## list the targets
 	@echo "  variables: PYTHON=$(PYTHON) VENV=$(VENV) PYTEST_ARGS='$(PYTEST_ARGS)'"
 
 setup: $(STAMP)  ## install the CPU stack into .venv (idempotent), convert SmolLM2, build the pocket judge
-	$(PY) -m prom_reward.models smollm2
-	$(PY) -m prom_reward.pocket_judge
+	$(PY) -m prom_reward.local.models smollm2
+	$(PY) -m train_judge.pocket_judge
 
 # Runs again only when a setup input changes; each step inside skips what is already installed.
 $(STAMP): $(SETUP_INPUTS)
@@ -39,7 +39,7 @@ test-all: setup  ## the suite plus the tests marked slow (second end-to-end runs
 	$(MAKE) test PYTEST_MARKERS=""
 
 demo: setup  ## grade the sample rollouts with the default judge and print rewards
-	$(PY) -m prom_reward.demo
+	$(PY) -m prom_reward.local.demo
 
 clean:  ## remove caches and build leftovers (keeps .venv and the converted models)
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -39,10 +39,11 @@ import httpx
 from prom_reward import PrometheusJudge
 from prom_reward.backends.base import GenerationRequest
 from prom_reward.backends._openai_wire import sampling_fields
-from prom_reward.prompts import ABS_SYSTEM_PROMPT, render_absolute
-from prom_reward.rubrics import get_rubric
-from prom_reward.sampling import SamplingConfig
-from prom_reward.wire import get_wire_format
+from prom_reward.format.templates import ABS_SYSTEM_PROMPT
+from prom_reward.format.render import render_absolute
+from prom_reward.format.rubrics import get_rubric
+from prom_reward.backends.sampling import SamplingConfig
+from prom_reward.format.wire import get_wire_format
 
 RUBRIC = "helpfulness"
 
@@ -175,7 +176,7 @@ def bench_vllm(model_dir: str, n: int, concurrency: int, max_tokens: int) -> lis
     """Judge throughput on a real vLLM server: through PrometheusJudge vs. the same requests raw."""
     import socket
 
-    from prom_reward.serve import JudgeServers, ServeConfig
+    from prom_reward.backends.servers import JudgeServers, ServeConfig
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -238,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             os.sched_setaffinity(0, set(range(os.cpu_count() or 1)))
         model = args.vllm_model
         if model in ("tiny", "smollm2"):
-            from prom_reward.models import build_tiny_llama, ensure_smollm2
+            from prom_reward.local.models import build_tiny_llama, ensure_smollm2
 
             smol = ensure_smollm2()
             model = str(smol if model == "smollm2" else build_tiny_llama(Path(tempfile.mkdtemp()), tokenizer_from=smol))

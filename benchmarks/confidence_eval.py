@@ -16,13 +16,13 @@ an interrupted run resumes without recomputing. Benchmarks:
 - ``autoj`` (pairwise, ties left out, both orders): reference = the human label; fallback = the
   replay of that label (an oracle: the cascade curve ends at accuracy 1).
 
-``evaluate``: for each indicator (``random`` and those of ``prom_reward.confidence``):
+``evaluate``: for each indicator (``random`` and those of ``prom_reward.confidence.indicators``):
 
 - the metric (absolute: Pearson r with the reference, also Spearman; pairwise: accuracy, a
   tie counting as wrong) of the *confident half* vs the *unsure half* of the items the primary
   judged (split at the median uncertainty);
 - the cascade curve: the metric when the most uncertain share ``f`` of items (f = 0 .. 1) take
-  the fallback's score, selected by ``prom_reward.cascade.route`` (the exact share of the whole
+  the fallback's score, selected by ``prom_reward.confidence.routing.route`` (the exact share of the whole
   set; failed primary items always take the fallback). With a real second judge this is the
   cascade's curve, and the replay's curve follows it labelled ``ORACLE (upper bound)``: a
   replayed reference agrees with the reference by construction, so it is not a judge.
@@ -51,9 +51,9 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any, Callable, Sequence
 
-from prom_reward.cascade import CascadeConfig, route
-from prom_reward.confidence import INDICATORS, Confidence
-from prom_reward.results import Grade, Verdict
+from prom_reward.confidence.routing import CascadeConfig, route
+from prom_reward.confidence.indicators import INDICATORS, Confidence
+from prom_reward.core.results import Grade, Verdict
 
 FRACTIONS = [i / 10 for i in range(11)]
 METRICS: dict[str, Callable[[Sequence[float], Sequence[float]], float]] = {}
@@ -227,7 +227,7 @@ def load_items(benchmark: str, path: str | Path, offset: int = 0, limit: int | N
     reference = mean GPT-4 score) or ``autoj`` (pairwise without ties; args for ``compare``,
     reference = the human label as "A"/"B")."""
     from prom_reward.backends.reference_replay import _list
-    from prom_reward.prompts import parse_absolute_prompt
+    from prom_reward.format.templates import parse_absolute_prompt
 
     items = []
     if benchmark == "vicuna":

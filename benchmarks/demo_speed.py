@@ -31,7 +31,7 @@ CHILD = "--child"
 
 def _child(model: str) -> None:
     from prom_reward import PrometheusJudge
-    from prom_reward.demo import load_sample_rollouts
+    from prom_reward.local.demo import load_sample_rollouts
 
     rows = load_sample_rollouts()
     t0 = time.perf_counter()
@@ -53,8 +53,8 @@ def float32_pocket(out: Path) -> Path:
     """The pocket judge merged into a float32 folder (the shipped merge with ``dtype: float32``)."""
     import yaml
 
-    from prom_reward.models import ensure_smollm2
-    from prom_reward.pocket_judge import MERGE_FILE, merge_experts_onto, pocket_adapter_dir
+    from prom_reward.local.models import ensure_smollm2
+    from train_judge.pocket_judge import MERGE_FILE, merge_experts_onto, pocket_adapter_dir
 
     src = out / "recipe"
     shutil.copytree(pocket_adapter_dir(), src, ignore=shutil.ignore_patterns("__pycache__"))

@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 from prom_reward.errors import ConfigError
-from prom_reward.judge import PrometheusJudge
+from prom_reward.core.judge import PrometheusJudge
 
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
 

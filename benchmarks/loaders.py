@@ -16,7 +16,7 @@ Named benchmarks (``BENCHES``) resolve to files under the shared data folder
 (``$PROM_REWARD_SHARED/data``, default ``../shared/data`` beside the repository).
 
 Example:
-    >>> from prom_reward.prompts import render_absolute
+    >>> from prom_reward.format.render import render_absolute
     >>> recs = [{"instruction": render_absolute("2+2?", "4", "helpfulness", "4"), "gpt4_score": [5, 4, 5]}]
     >>> ex = parse_absolute_records(recs)[0]
     >>> (ex.response, ex.reference_score, ex.category)
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence, Union
 
 from prom_reward.errors import InputError
-from prom_reward.prompts import parse_absolute_prompt
+from prom_reward.format.templates import parse_absolute_prompt
 from prom_reward.registry import Registry
 
 
@@ -136,7 +136,7 @@ def parse_chosen_rejected_records(records: Sequence[Any], rubric: str | None = N
 
 def parse_autoj_records(records: Sequence[Any], rubric: str | None = None) -> list[PairExample]:
     """``autoj`` layout -> examples; labels 0/1/2 become "1"/"2"/"tie"."""
-    from prom_reward.rubrics import get_rubric
+    from prom_reward.format.rubrics import get_rubric
 
     text = get_rubric(rubric or "helpfulness").format()
     out = []

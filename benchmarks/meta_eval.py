@@ -19,8 +19,8 @@ as JSON + JSONL + markdown + PNGs. With a judgment store on the judge, a rerun a
 store (items are judged ``batch_size`` at a time, so an interrupted run loses at most one batch).
 
 Example:
-    >>> from prom_reward.judge import PrometheusJudge
-    >>> from prom_reward.prompts import render_absolute
+    >>> from prom_reward.core.judge import PrometheusJudge
+    >>> from prom_reward.format.render import render_absolute
     >>> recs = [{"instruction": render_absolute("q", r, "helpfulness"), "gpt4_score": [s]}
     ...         for r, s in (("a", 1), ("b", 3), ("c", 5))]
     >>> judge = PrometheusJudge(backend="scripted", respond=lambda req, i: "Ok. [RESULT] " + "135"["abc".index(
@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from prom_reward.errors import ConfigError
-from prom_reward.judge import PrometheusJudge
+from prom_reward.core.judge import PrometheusJudge
 
 from . import metrics as M
 from .loaders import LAYOUTS, AbsoluteExample, PairExample, load_bench, subset

@@ -1,7 +1,7 @@
 """Meta-evaluation metrics: how well a judge agrees with reference scores and labels.
 
 Pure numpy/scipy functions over plain lists, each checked against hand-computed values in
-``tests/test_metrics.py``. Missing judgments are ``None`` and are never replaced by a number:
+``tests/benchmarks/test_metrics.py``. Missing judgments are ``None`` and are never replaced by a number:
 correlations drop them (and report how many they dropped), accuracies count them as wrong.
 
 Pairwise labels and predictions use ``"A"``, ``"B"`` (that response is better) and ``"tie"``;

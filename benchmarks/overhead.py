@@ -19,9 +19,9 @@ import time
 from typing import Any, Callable, Sequence
 
 from prom_reward.backends.base import Completion, GenerationRequest, GenerationResult
-from prom_reward.judge import PrometheusJudge
-from prom_reward.parsing import parse_output
-from prom_reward.prompts import render_absolute
+from prom_reward.core.judge import PrometheusJudge
+from prom_reward.format.parsing import parse_output
+from prom_reward.format.render import render_absolute
 
 
 class NoOpBackend:

@@ -59,7 +59,7 @@ def _write_rows(path: Path, n: int) -> Path:
 
 
 def _ray_job(src: Path, out: Path, judge: dict[str, Any], **options: Any) -> dict[str, Any]:
-    from prom_reward.integrations.ray_grade import grade_dataset
+    from prom_reward.jobs.ray_run import grade_dataset
 
     t = time.perf_counter()
     s = grade_dataset(str(src), out, judge=judge, rubric="helpfulness", progress=False, **options)
@@ -82,7 +82,7 @@ def _judge_options(model: str, max_tokens: int) -> dict[str, Any]:
 
 def same_engine(model: str, rows: int, max_tokens: int, shards: int, tmp: Path) -> dict[str, Any]:
     """The pipeline against plain ``grade`` calls on the replica's own engine (``BASELINE_HOOK``)."""
-    from prom_reward.integrations.ray_grade import BASELINE_HOOK
+    from prom_reward.jobs.ray_run import BASELINE_HOOK
 
     src = _write_rows(tmp / "same.jsonl", rows)
     r = _ray_job(src, tmp / "same", _judge_options(model, max_tokens), rows_per_shard=max(1, rows // shards),
@@ -95,9 +95,9 @@ def same_engine(model: str, rows: int, max_tokens: int, shards: int, tmp: Path) 
 
 def engine_comparison(model: str, rows: int, max_tokens: int, replicas: int, tmp: Path) -> dict[str, Any]:
     """In-process ``grade`` vs ``grade_dataset`` on the same rows and engine settings."""
-    from prom_reward.integrations.ray_grade import warm_up
-    from prom_reward.io import read_rows
-    from prom_reward.judge import PrometheusJudge
+    from prom_reward.jobs.ray_run import warm_up
+    from prom_reward.jobs.io import read_rows
+    from prom_reward.core.judge import PrometheusJudge
 
     judge = _judge_options(model, max_tokens)
     src = _write_rows(tmp / "engine.jsonl", rows)
@@ -152,7 +152,7 @@ def run(model: str | None = None, rows: int = 200, max_tokens: int = 8, replicas
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     tmp = Path(tempfile.mkdtemp(prefix="ray-grade-bench-"))
     if model is None and not skip_engine:
-        from prom_reward.models import build_tiny_llama, ensure_smollm2
+        from prom_reward.local.models import build_tiny_llama, ensure_smollm2
 
         model = str(build_tiny_llama(tmp / "tiny", tokenizer_from=ensure_smollm2()))
     ray.init(num_cpus=max(2, replicas), include_dashboard=False, log_to_driver=False)

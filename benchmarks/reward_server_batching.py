@@ -54,7 +54,7 @@ def samples(n: int) -> tuple[list[str], list[str]]:
 def _resolve_model(model: str) -> str:
     if model not in ("tiny", "smollm2"):
         return model
-    from prom_reward.models import build_tiny_llama, ensure_smollm2
+    from prom_reward.local.models import build_tiny_llama, ensure_smollm2
 
     smol = ensure_smollm2()
     return str(smol if model == "smollm2" else build_tiny_llama(Path(tempfile.mkdtemp()), tokenizer_from=smol))
@@ -134,7 +134,7 @@ def measure(judge_url: str, items: int, max_tokens: int, repeat: int, window_ms:
 
 def run(model: str, items: int, max_tokens: int, repeat: int, window_ms: float) -> dict[str, Any]:
     """``measure`` on a vLLM judge server started here for ``model``."""
-    from prom_reward.serve import JudgeServers, ServeConfig
+    from prom_reward.backends.servers import JudgeServers, ServeConfig
 
     with tempfile.TemporaryDirectory() as tmp, JudgeServers(ServeConfig(
             model=_resolve_model(model), port=_port(), max_model_len=4096, enforce_eager=True, log_dir=tmp,

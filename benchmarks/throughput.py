@@ -26,9 +26,10 @@ from typing import Any, Sequence
 
 from prom_reward.backends.base import GenerationRequest
 from prom_reward.backends.vllm_engine import VLLMEngine
-from prom_reward.judge import PrometheusJudge
-from prom_reward.prompts import ABS_SYSTEM_PROMPT, render_absolute
-from prom_reward.sampling import SamplingConfig
+from prom_reward.core.judge import PrometheusJudge
+from prom_reward.format.templates import ABS_SYSTEM_PROMPT
+from prom_reward.format.render import render_absolute
+from prom_reward.backends.sampling import SamplingConfig
 
 Item = tuple[str, str, str, "str | None"]  # instruction, response, rubric text, reference answer
 
@@ -92,14 +93,14 @@ def measure_throughput(engine: VLLMEngine, batch: Sequence[Item], sampling: Samp
 
 def _engine(model: str, seed: int, max_model_len: int) -> VLLMEngine:
     from prom_reward.backends.vllm_engine import _is_cpu_platform
-    from prom_reward.presets import find_preset_for_model, resolve_model_path
+    from prom_reward.core.presets import find_preset_for_model, resolve_model_path
 
     opts: dict[str, Any] = {"seed": seed, "max_model_len": max_model_len, "enforce_eager": _is_cpu_platform()}
     if model == "tiny":
         import tempfile
         from pathlib import Path
 
-        from prom_reward.models import build_tiny_llama, ensure_smollm2
+        from prom_reward.local.models import build_tiny_llama, ensure_smollm2
 
         model = str(build_tiny_llama(Path(tempfile.mkdtemp(prefix="tiny-llama-")), tokenizer_from=ensure_smollm2()))
     else:

@@ -15,7 +15,7 @@ without a tie label).
 ``python -m benchmarks.tie_cost --judge SPEC [--bench autoj] [--limit 16] [--k 3] [--rounds 3]``
 
 Example:
-    >>> from prom_reward.judge import PrometheusJudge
+    >>> from prom_reward.core.judge import PrometheusJudge
     >>> judge = PrometheusJudge(backend="scripted", outputs=["x [RESULT] 3"] * 4 + ["x [RESULT] 4", "x [RESULT] 2"])
     >>> r = tie_cost(judge, [("q", "a", "b")], strategies=("resample",), rounds=2)["resample"]
     >>> r["decided"], r["tie_left_rate"], r["tie_rounds"]
@@ -27,7 +27,7 @@ from __future__ import annotations
 import time
 from typing import Any, Sequence
 
-from prom_reward.judge import PrometheusJudge
+from prom_reward.core.judge import PrometheusJudge
 
 STRATEGIES = ("resample", "k_samples", "expected")
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Callable, Generic, Iterator, TypeVar
 
-from .errors import UnknownNameError
+from prom_reward.errors import UnknownNameError
 
 T = TypeVar("T")
 

@@ -50,7 +50,7 @@ def policy_path(args: argparse.Namespace) -> str:
         return str(args.policy)
     if not args.smoke:
         raise SystemExit("give --policy MODEL (or --smoke for the CPU demo)")
-    from prom_reward.models import build_tiny_llama, ensure_smollm2
+    from prom_reward.local.models import build_tiny_llama, ensure_smollm2
 
     out = Path(tempfile.gettempdir()) / "prom_reward_examples" / "tiny-policy"
     return str(build_tiny_llama(out, tokenizer_from=ensure_smollm2(), chat_template="original"))
@@ -59,7 +59,7 @@ def policy_path(args: argparse.Namespace) -> str:
 def make_judge(args: argparse.Namespace) -> Any:
     """The judge: dedicated servers, the smoke judge, or an in-process vLLM engine."""
     from prom_reward import PrometheusJudge
-    from prom_reward.presets import PRESETS
+    from prom_reward.core.presets import PRESETS
 
     smoke = {"sampling": {"max_tokens": 24}} if args.smoke else {}
     if args.judge_server:  # the server owns the weights; the preset still gives the wire format and options

@@ -4,7 +4,7 @@ Three stages, in one process or split across machines:
 
 1. sample: the policy writes ``--num-completions`` completions per prompt (transformers
    ``generate``, temperature 1.0) into ``OUTPUT_DIR/completions.jsonl``;
-2. judge: ``prom_reward.preferences.build_preference_dataset`` turns them into pairs in
+2. judge: ``prom_reward.preferences.build.build_preference_dataset`` turns them into pairs in
    ``OUTPUT_DIR/pairs.jsonl`` (best-vs-worst by absolute grade, ties re-sampled at temperature 1.0;
    or ``--strategy all_pairs``: every pair judged in both orders), written chunk by chunk and
    resumable with ``--resume``;
@@ -53,7 +53,7 @@ NAME = "dpo_from_judge"
 
 def load_prompts(args: argparse.Namespace) -> list[list[dict[str, str]]]:
     """Prompts as message lists: ``--dataset``'s ``prompt`` column, else the built-in prompts."""
-    from prom_reward.io import read_rows
+    from prom_reward.jobs.io import read_rows
 
     raw = [r["prompt"] for r in read_rows(args.dataset)] if args.dataset else list(PROMPTS)
     return [[{"role": "user", "content": p}] if isinstance(p, str) else p for p in raw]
@@ -92,8 +92,8 @@ def sample_completions(policy: str, prompts: list[list[dict[str, str]]], k: int,
 
 def build_pairs(args: argparse.Namespace, out_dir: Path) -> Any:
     """Stages 1 and 2: sample (or reuse ``completions.jsonl`` with --resume) and judge into pairs."""
-    from prom_reward.io import RowWriter
-    from prom_reward.preferences import build_preference_dataset
+    from prom_reward.jobs.io import RowWriter
+    from prom_reward.preferences.build import build_preference_dataset
 
     completions = out_dir / "completions.jsonl"
     if not (args.resume and completions.exists()):
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.pairs:
         from datasets import Dataset
 
-        from prom_reward.io import read_rows
+        from prom_reward.jobs.io import read_rows
 
         pairs = Dataset.from_list(list(read_rows(args.pairs)))
     else:

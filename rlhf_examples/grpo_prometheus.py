@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> dict:
     smoke_env()
     from trl import GRPOConfig, GRPOTrainer
 
-    from prom_reward.reward import PrometheusReward
+    from prom_reward.rewards.reward import PrometheusReward
 
     reward = PrometheusReward(make_judge(args), mode=args.mode, name="prometheus")
     config = GRPOConfig(

@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> dict:
     from trl.experimental.online_dpo import OnlineDPOConfig, OnlineDPOTrainer
     from transformers import AutoTokenizer
 
-    from prom_reward.online_dpo import OnlineDPOJudgeReward
+    from prom_reward.rewards.online_dpo import OnlineDPOJudgeReward
 
     judge = make_judge(args)
     reward = OnlineDPOJudgeReward(judge, rubric=args.rubric, max_tie_rounds=args.max_tie_rounds, name=NAME)

@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> dict:
     smoke_env()
     from trl import RLOOConfig, RLOOTrainer
 
-    from prom_reward.reward import PrometheusReward
+    from prom_reward.rewards.reward import PrometheusReward
 
     reward = PrometheusReward(make_judge(args), score="sample", normalize="unit", name="prometheus")
     config = RLOOConfig(

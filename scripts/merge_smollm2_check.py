@@ -39,7 +39,7 @@ def make_experts(smol: Path, root: Path) -> None:
 
 
 def main() -> None:
-    from prom_reward.models import ensure_smollm2
+    from prom_reward.local.models import ensure_smollm2
 
     smol = ensure_smollm2()
     root = Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/merge_smollm2_check")

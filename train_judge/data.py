@@ -249,11 +249,5 @@ def records_summary(records: Iterable[FeedbackRecord | PairRecord]) -> dict[str,
     return dict(sorted(counts.items()))
 
 
-# the file/hub layouts live in train_judge.layouts; importable from here as before
-from .layouts import (feedback_record_from_row, load_feedback_collection, load_preference_collection,  # noqa: E402
-                      pair_record_from_row, save_preference_collection)
-
 __all__ = ["FEEDBACK_HUB_IDS", "PREFERENCE_HUB_IDS", "FEEDBACK_MODES", "FeedbackRecord", "PairRecord",
-           "compose_pair_feedback", "plan_pairs", "build_preference_collection", "records_summary",
-           "feedback_record_from_row", "pair_record_from_row", "load_feedback_collection",
-           "load_preference_collection", "save_preference_collection"]
+           "compose_pair_feedback", "plan_pairs", "build_preference_collection", "records_summary"]

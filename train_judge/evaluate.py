@@ -77,7 +77,7 @@ def merge_adapter(base: str, adapter: str | Path, out_dir: str | Path) -> Path:
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from prom_reward.presets import resolve_model_path
+    from prom_reward.core.presets import resolve_model_path
 
     out, adapter = Path(out_dir), Path(adapter)
     stamp = {"base": base, "adapter": str(adapter.resolve()),
@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     try:
-        from prom_reward.presets import resolve_model_path
+        from prom_reward.core.presets import resolve_model_path
 
         model = args.model
         if args.adapter:

@@ -1,7 +1,7 @@
 """Training examples rendered exactly as the judge will later be prompted.
 
 A record becomes a ``JudgeExample`` (system prompt, filled template, target output) through the same
-functions ``PrometheusJudge`` uses to build its requests (``prom_reward.inputs`` validation, marker
+functions ``PrometheusJudge`` uses to build its requests (``prom_reward.core.items`` validation, marker
 neutralisation of responses, ``render_absolute`` / ``render_relative``, the Prometheus 2 system
 prompts). ``prompt_text`` then applies the base model's wire format (``chat``: its chat template, the
 system prompt folded into the user turn when the template has no system role, as for Mistral/Mixtral;
@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from typing import Any, Literal, Sequence
 
 from prom_reward.errors import ConfigError
-from prom_reward.inputs import absolute_items, relative_items
-from prom_reward.judge import _abs_request, _rel_request
-from prom_reward.sampling import SamplingConfig
-from prom_reward.sanitize import neutralize
-from prom_reward.wire import get_wire_format, template_accepts_system
+from prom_reward.core.items import absolute_items, relative_items
+from prom_reward.core.judge import _abs_request, _rel_request
+from prom_reward.backends.sampling import SamplingConfig
+from prom_reward.format.sanitize import neutralize
+from prom_reward.format.wire import get_wire_format, template_accepts_system
 
 from .data import FeedbackRecord, PairRecord
 

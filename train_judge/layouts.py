@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from prom_reward.errors import ConfigError, InputError
-from prom_reward.prompts import parse_absolute_prompt, parse_relative_prompt
-from prom_reward.rubrics import Rubric
+from prom_reward.format.templates import parse_absolute_prompt, parse_relative_prompt
+from prom_reward.format.rubrics import Rubric
 
 from .data import (_CHOOSE, _RESULT, FEEDBACK_HUB_IDS, PREFERENCE_HUB_IDS, FeedbackRecord, PairRecord,
                    build_preference_collection, compose_pair_feedback)

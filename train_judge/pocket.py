@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from prom_reward.errors import ConfigError, InputError
-from prom_reward.prompts import parse_absolute_prompt
+from prom_reward.format.templates import parse_absolute_prompt
 
 from .data import FeedbackRecord, PairRecord, build_preference_collection
 

@@ -11,7 +11,7 @@ Stages, each skipped when its output is already complete (an interrupted run pic
 5. ``ship``: the chosen judge (``--ship auto``: among the judges whose absolute and pairwise
    parse-failure rates are both at most ``--max-parse-failure``, the best absolute Pearson + pairwise
    accuracy without ties; or a name) in the form
-   ``prom_reward/assets/pocket_judge/`` takes, in ``OUT/shipped``: for a merge, the two expert adapters
+   ``train_judge/assets/pocket_judge/`` takes, in ``OUT/shipped``: for a merge, the two expert adapters
    (bf16) plus ``merge.yaml`` (a DARE merge is full-rank: no low-rank form would be the same model); for
    an expert, its update as a rank ``--ship-rank`` bf16 low-rank file. That folder is then rebuilt onto
    the base exactly as ``make setup`` does and evaluated again as ``shipped``.
@@ -115,7 +115,7 @@ def ship_judge(out: Path, chosen: str, dst: Path, *, rank: int, base: str) -> di
     import yaml
     from safetensors.torch import load_file, save_file
 
-    from prom_reward.pocket_judge import MERGE_FILE
+    from train_judge.pocket_judge import MERGE_FILE
 
     from .ship import ship
 
@@ -141,7 +141,7 @@ def ship_judge(out: Path, chosen: str, dst: Path, *, rank: int, base: str) -> di
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from prom_reward.presets import resolve_model_path
+    from prom_reward.core.presets import resolve_model_path
 
     from . import evaluate as ev
 
@@ -185,7 +185,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise ConfigError(f"--ship: expected auto or one of {', '.join(CANDIDATES)}, got {chosen!r}")
     meta = ship_judge(out, chosen, out / "shipped", rank=args.ship_rank, base=base)
     if not (out / "eval_shipped.json").is_file():
-        from prom_reward.pocket_judge import MERGE_FILE, build_judge_folder, merge_experts_onto
+        from train_judge.pocket_judge import MERGE_FILE, build_judge_folder, merge_experts_onto
 
         if (out / "shipped" / MERGE_FILE).is_file():
             merge_experts_onto(Path(base), out / "shipped", out / "shipped-model")

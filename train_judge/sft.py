@@ -32,10 +32,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from prom_reward.errors import ConfigError, PromRewardError
-from prom_reward.wire import get_wire_format, template_accepts_system
+from prom_reward.format.wire import get_wire_format, template_accepts_system
 
 from .config import SFTRunConfig, load_config
-from .data import FeedbackRecord, PairRecord, load_feedback_collection, load_preference_collection
+from .data import FeedbackRecord, PairRecord
+from .layouts import load_feedback_collection, load_preference_collection
 from .examples import to_example, tokenize_example
 
 log = logging.getLogger(__name__)
@@ -170,7 +171,7 @@ def make_trainer(cfg: SFTRunConfig) -> tuple[Any, Any, dict[str, int]]:
     from transformers import AutoTokenizer
     from trl import SFTTrainer
 
-    from prom_reward.presets import resolve_model_path
+    from prom_reward.core.presets import resolve_model_path
 
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)

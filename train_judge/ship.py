@@ -5,12 +5,12 @@ exactly, keeps its top ``rank`` singular directions (``B' = U_k S_k``, ``A' = V_
 a plain file ``adapter.safetensors`` with keys ``<weight name>.lora_A`` / ``.lora_B`` plus
 ``adapter.json`` (base model, rank, the kept share of each update's energy). ``compress_model`` does the
 same for a full fine-tuned or merged checkpoint (``model - base`` per matrix; save merges in float32 so
-the difference is not bf16 rounding noise). ``prom_reward.pocket_judge`` applies the file to the base at
+the difference is not bf16 rounding noise). ``train_judge.pocket_judge`` applies the file to the base at
 ``make setup`` without peft.
 
 Shell::
 
-    python -m train_judge.ship outputs/pocket/absolute --rank 16 --out prom_reward/assets/pocket_judge
+    python -m train_judge.ship outputs/pocket/absolute --rank 16 --out train_judge/assets/pocket_judge
     python -m train_judge.ship outputs/pocket/merged-linear --base local:smollm2 --rank 16 --out DIR
 
 Example (the key mapping):
@@ -154,7 +154,7 @@ def ship(source: str | Path, out_dir: str | Path, *, rank: int = 8, base: str | 
     if (Path(source) / "adapter_config.json").is_file():
         return compress_adapter(source, out_dir, rank=rank, base_model=base_model)
     if base is None:
-        from prom_reward.presets import resolve_model_path
+        from prom_reward.core.presets import resolve_model_path
 
         base = resolve_model_path(base_model)
     return compress_model(source, out_dir, base=base, rank=rank, base_model=base_model)

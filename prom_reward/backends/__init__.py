@@ -1,9 +1,6 @@
-"""Generation backends for the judge, chosen by name or passed as objects.
-
-Names: ``vllm`` (in-process ``vllm.LLM``, the default), ``openai`` (one or more
-OpenAI-compatible servers, e.g. ``vllm.entrypoints.openai.api_server``),
-``transformers`` (plain ``model.generate``), ``scripted`` (replays given outputs;
-for tests of judge logic).
+"""Where the judge's generations come from: the backend protocol and its sampling options, the
+in-process vLLM engine, OpenAI-compatible servers (and launching vLLM ones), transformers, a
+scripted backend for tests, and the judgment store that caches any of them.
 
 Example:
     >>> from prom_reward.backends import BACKENDS
@@ -11,57 +8,12 @@ Example:
     ['openai', 'scripted', 'transformers', 'vllm']
 """
 
-from __future__ import annotations
-
-import importlib
-from typing import Any
-
-from ..registry import Registry
-from .base import Backend, Completion, GenerationRequest, GenerationResult, TokenLogprobs
-
-# name -> "module:Class", imported lazily so that e.g. vLLM is only imported when used.
-BACKENDS: Registry[str] = Registry("backend")
-BACKENDS.register("vllm", "prom_reward.backends.vllm_engine:VLLMEngine")
-BACKENDS.register("openai", "prom_reward.backends.openai_server:OpenAIServer")
-BACKENDS.register("transformers", "prom_reward.backends.transformers_backend:TransformersBackend")
-BACKENDS.register("scripted", "prom_reward.backends.scripted:ScriptedBackend")
-
-
-def backend_class(name: str) -> type:
-    """The backend class registered as ``name`` (imports its module on first use)."""
-    module, _, cls = BACKENDS.get(name).partition(":")
-    return getattr(importlib.import_module(module), cls)
-
-
-def make_backend(backend: "str | Backend", **options: Any) -> Backend:
-    """Build a backend from its name and options, or return a Backend object unchanged.
-
-    Example:
-        >>> make_backend("scripted", outputs=["Good. [RESULT] 4"]).name
-        'scripted'
-    """
-    if not isinstance(backend, str):
-        if options:
-            from ..errors import ConfigError
-
-            raise ConfigError(
-                f"backend options {sorted(options)} were given with a ready backend object "
-                f"({type(backend).__name__}); pass options to its constructor instead"
-            )
-        return backend
-    return backend_class(backend)(**options)
-
-
-def __getattr__(name: str) -> Any:
-    # CachedBackend imports prom_reward.store, which imports .base: load it on first use
-    if name == "CachedBackend":
-        from .cached import CachedBackend
-
-        return CachedBackend
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
+from prom_reward.backends.base import Backend, Completion, GenerationRequest, GenerationResult, TokenLogprobs
+from prom_reward.backends.cached import CachedBackend
+from prom_reward.backends.factory import BACKENDS, backend_class, make_backend
+from prom_reward.backends.sampling import SamplingConfig
 
 __all__ = [
-    "BACKENDS", "Backend", "CachedBackend", "Completion", "GenerationRequest", "GenerationResult",
+    "BACKENDS", "Backend", "CachedBackend", "Completion", "GenerationRequest", "GenerationResult", "SamplingConfig",
     "TokenLogprobs", "backend_class", "make_backend",
 ]

@@ -32,9 +32,9 @@ from typing import Any, Awaitable, Callable, Iterable, TypeVar
 
 import aiohttp
 
-from ..errors import BackendError
-from ._endpoints import EndpointPool
-from ._openai_wire import error_text
+from prom_reward.errors import BackendError
+from prom_reward.backends._endpoints import EndpointPool
+from prom_reward.backends._openai_wire import error_text
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)

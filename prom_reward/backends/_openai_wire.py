@@ -6,7 +6,7 @@ The chat endpoint reports logprobs as ``choices[i].logprobs.content[j]`` with a
 A reply that lacks what is expected raises ``MalformedReply`` (the caller retries).
 
 Example:
-    >>> from prom_reward.sampling import SamplingConfig
+    >>> from prom_reward.backends.sampling import SamplingConfig
     >>> body = sampling_fields(SamplingConfig(temperature=0.0, max_tokens=4, logprobs=2), 1, "chat")
     >>> (body["temperature"], body["max_tokens"], body["logprobs"], body["top_logprobs"], "seed" in body)
     (0.0, 4, True, 3, False)
@@ -23,8 +23,8 @@ import json
 import math
 from typing import Any
 
-from ..sampling import SamplingConfig
-from .base import Completion, GenerationResult, TokenLogprobs
+from prom_reward.backends.sampling import SamplingConfig
+from prom_reward.backends.base import Completion, GenerationResult, TokenLogprobs
 
 
 MAX_TOP_LOGPROBS = 20

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence, runtime_checkable
 
-from ..sampling import SamplingConfig
+from prom_reward.backends.sampling import SamplingConfig
 
 
 @dataclass(frozen=True)

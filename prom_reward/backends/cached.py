@@ -30,9 +30,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..errors import BackendError
-from ..store import JudgmentStore, backend_fingerprint, open_store, request_key
-from .base import Backend, GenerationRequest, GenerationResult
+from prom_reward.errors import BackendError
+from prom_reward.backends.store import JudgmentStore, backend_fingerprint, open_store, request_key
+from prom_reward.backends.base import Backend, GenerationRequest, GenerationResult
 
 
 class _Saver:

@@ -27,13 +27,13 @@ import logging
 import os
 from typing import Any, Awaitable, Callable, Sequence, TypeVar
 
-from ..errors import BackendError, ConfigError, UnknownNameError
-from ..wire import get_wire_format
-from ._endpoints import EndpointPool
-from ._openai_http import HTTPBatch, ServerRejected, gather_all, run_sync
-from ._openai_wire import parse_prompt_logprobs, parse_reply, sampling_fields, sent_n
-from .base import GenerationRequest, GenerationResult, TokenLogprobs
-from .teacher_forcing import DEFAULT_TOP_K, split_continuation, with_continuation
+from prom_reward.errors import BackendError, ConfigError, UnknownNameError
+from prom_reward.format.wire import get_wire_format
+from prom_reward.backends._endpoints import EndpointPool
+from prom_reward.backends._openai_http import HTTPBatch, ServerRejected, gather_all, run_sync
+from prom_reward.backends._openai_wire import parse_prompt_logprobs, parse_reply, sampling_fields, sent_n
+from prom_reward.backends.base import GenerationRequest, GenerationResult, TokenLogprobs
+from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, split_continuation, with_continuation
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -62,7 +62,7 @@ class OpenAIServer:
     """
 
     name = "openai"
-    tokens_at_most_bytes = True  # real tokenizers: see prom_reward.context
+    tokens_at_most_bytes = True  # real tokenizers: see prom_reward.core.context
     streams_results = True  # generate() takes on_result (see CachedBackend)
 
     def __init__(self, base_url: str | Sequence[str], model: str | None = None, *, endpoint: str = "chat",

@@ -30,8 +30,8 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..errors import InputError
-from .base import Completion, GenerationRequest, GenerationResult
+from prom_reward.errors import InputError
+from prom_reward.backends.base import Completion, GenerationRequest, GenerationResult
 
 
 def _list(value: Any) -> list[Any]:
@@ -80,7 +80,7 @@ class ReferenceReplayBackend:
         """The human labels of an ``autoj_pairwise.jsonl``-style file as pairwise verdicts, in both
         orders (``label`` 0: response 1 better, 1: response 2 better; ties, label 2, get no record).
         Prompts are rendered with ``rubric``: judge with the same rubric."""
-        from ..prompts import render_relative
+        from prom_reward.format.render import render_relative
 
         records: dict[str, list[str]] = {}
         with open(path, encoding="utf-8") as f:

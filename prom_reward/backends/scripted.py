@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Callable, Sequence, Union
 
-from ..errors import BackendError
-from .base import Completion, GenerationRequest, GenerationResult
+from prom_reward.errors import BackendError
+from prom_reward.backends.base import Completion, GenerationRequest, GenerationResult
 
 Scripted = Union[str, Completion]
 

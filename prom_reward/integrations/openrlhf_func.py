@@ -29,7 +29,7 @@ failure_reward=...)`` installs a ready ``PrometheusReward`` instead
 
 Example:
     >>> from prom_reward import PrometheusJudge
-    >>> from prom_reward.reward import PrometheusReward
+    >>> from prom_reward.rewards.reward import PrometheusReward
     >>> _ = configure(PrometheusReward(PrometheusJudge(backend="scripted", outputs=["[RESULT] 4"])),
     ...               failure_reward="min")
     >>> out = reward_func(["Q: hi? A: hello"], ["Q: hi? A:"], [None])
@@ -47,10 +47,10 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..batching import DeadlineExceeded
-from ..errors import ConfigError, PromRewardError
-from .batched_reward import BatchedReward, FailurePolicy
-from .openrlhf_inputs import drop_invalid, make_jobs, reward_dict, unjudged
+from prom_reward.integrations.batching import DeadlineExceeded
+from prom_reward.errors import ConfigError, PromRewardError
+from prom_reward.integrations.batched_reward import BatchedReward, FailurePolicy
+from prom_reward.integrations.openrlhf_inputs import drop_invalid, make_jobs, reward_dict, unjudged
 
 logger = logging.getLogger(__name__)
 _lock = threading.Lock()
@@ -127,8 +127,8 @@ class FuncConfig:
 
     def build(self) -> Any:
         """The ``PrometheusReward`` these settings describe."""
-        from ..judge import PrometheusJudge
-        from ..reward import PrometheusReward
+        from prom_reward.core.judge import PrometheusJudge
+        from prom_reward.rewards.reward import PrometheusReward
 
         sampling = {"max_tokens": self.max_tokens} if self.max_tokens else None
         if self.judge_url:

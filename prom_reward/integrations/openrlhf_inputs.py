@@ -28,8 +28,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Sequence
 
-from ..errors import InputError
-from .batched_reward import FailurePolicy, JobResult, JudgeJob
+from prom_reward.errors import InputError
+from prom_reward.integrations.batched_reward import FailurePolicy, JobResult, JudgeJob
 
 MIN_OVERLAP = 8
 """Characters of prompt suffix a left-truncated query must start with to be split."""

@@ -26,7 +26,7 @@ types or lengths, 413 body over ``max_body_bytes``, 401 token, 503 judge backend
 
 Example:
     >>> from prom_reward import PrometheusJudge
-    >>> from prom_reward.reward import PrometheusReward
+    >>> from prom_reward.rewards.reward import PrometheusReward
     >>> app = create_app(PrometheusReward(PrometheusJudge(backend="scripted", outputs=["[RESULT] 4"])),
     ...                  failure_reward="min")
     >>> sorted(r.path for r in app.routes)
@@ -50,14 +50,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..batching import DeadlineExceeded
-from ..errors import BackendError, ConfigError, InputError, PromRewardError
-from .batched_reward import BatchedReward, FailurePolicy, JobResult
-from .openrlhf_inputs import drop_invalid, make_jobs, reward_dict, split_query, unjudged
+from prom_reward.integrations.batching import DeadlineExceeded
+from prom_reward.errors import BackendError, ConfigError, InputError, PromRewardError
+from prom_reward.integrations.batched_reward import BatchedReward, FailurePolicy, JobResult
+from prom_reward.integrations.openrlhf_inputs import drop_invalid, make_jobs, reward_dict, split_query, unjudged
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 OPENRLHF_CLIENT_TIMEOUT_S = 180.0
-logger = logging.getLogger("prom_reward.reward_server")
+logger = logging.getLogger(__name__)
 
 __all__ = ["ServerConfig", "create_app", "serve_reward", "split_queries", "DEFAULT_MAX_BODY_BYTES"]
 

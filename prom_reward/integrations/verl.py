@@ -27,7 +27,7 @@ Each call returns the same keys: ``score``, ``judge_reward`` (None when failed),
 Example:
     >>> import asyncio
     >>> from prom_reward import PrometheusJudge
-    >>> from prom_reward.reward import PrometheusReward
+    >>> from prom_reward.rewards.reward import PrometheusReward
     >>> configure(PrometheusReward(PrometheusJudge(backend="scripted", outputs=["Fine. [RESULT] 4"])),
     ...           failure_reward=0.0)
     >>> out = asyncio.run(compute_score("gsm8k", "72", "72", {"question": "How many?"}))
@@ -175,7 +175,7 @@ def reward_from_settings(s: dict[str, Any], reward_router_address: str | None = 
     >>> r._judge_spec["base_url"]
     ['http://10.0.0.2:8123/v1']
     """
-    from prom_reward.reward import PrometheusReward
+    from prom_reward.rewards.reward import PrometheusReward
 
     url = s.get("judge_url")
     urls = [u.strip() for u in (url.split(",") if isinstance(url, str) else url or []) if u.strip()]
@@ -191,7 +191,7 @@ def reward_from_settings(s: dict[str, Any], reward_router_address: str | None = 
     if s.get("judge_model"):
         judge["model"] = s["judge_model"]
     if via_router and reward_model_tokenizer is not None and "system_role" not in judge:
-        from prom_reward.wire import template_accepts_system
+        from prom_reward.format.wire import template_accepts_system
 
         judge["system_role"] = template_accepts_system(reward_model_tokenizer)
     return PrometheusReward(judge, rubric=s["rubric"], mode=s["mode"], score=s["score"],
@@ -274,7 +274,7 @@ def compute_score_sync(data_source: Any = None, solution_str: str = "", ground_t
     """Blocking form, for verl's ``remote`` reward manager (it rejects coroutine functions).
 
     >>> from prom_reward import PrometheusJudge
-    >>> from prom_reward.reward import PrometheusReward
+    >>> from prom_reward.rewards.reward import PrometheusReward
     >>> configure(PrometheusReward(PrometheusJudge(backend="scripted", outputs=["[RESULT] 2"])), "min")
     >>> compute_score_sync("d", "r", None, {"question": "q"})["score"]
     2.0

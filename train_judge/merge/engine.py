@@ -13,7 +13,7 @@ template ...) and a ``merge_config.yaml`` recording the merge. Resumable: finish
 recorded in ``.merge_progress.json`` with a fingerprint of the config and the inputs' headers; running
 the same merge again skips them (a different merge into the same folder is refused).
 
-Example (two 2-tensor models averaged; see tests/test_merge_engine.py for more)::
+Example (two 2-tensor models averaged; see tests/train_judge/merge/test_methods.py for more)::
 
     report = run_merge(MergeConfig(method="linear", models=(ModelEntry("a"), ModelEntry("b")), output="out"))
     report.tensors, report.shards   # -> (2, 1)

@@ -5,7 +5,7 @@ these kernels read the raw input rows (bf16 as ``uint16``, widened by ``bits << 
 compute in float32 with exactly the torch path's operations and rounding (``add_(x, alpha=w)`` is an
 FMA there, so here too; a division stays a division; bf16 output is rounded to nearest even, NaN
 written as ``0xFFFF`` like torch's vectorized cast) and write the output dtype directly. Outputs are
-bit-identical to the torch path (``benchmarks/merge_identity.py``, ``tests/test_merge_kernels.py``).
+bit-identical to the torch path (``benchmarks/merge_identity.py``, ``tests/train_judge/merge/test_kernels.py``).
 The work goes in blocks of ``BLOCK`` elements so that each inner loop is simple enough to vectorize.
 
 ``PROM_MERGE_KERNELS`` picks the path (``fused.path()``): ``numba`` (the default when numba

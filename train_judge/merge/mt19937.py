@@ -4,7 +4,7 @@ A ``torch.Generator().manual_seed(s)`` is the reference MT19937 (Matsumoto and N
 seeded with the low 32 bits of ``s``, and ``uniform_`` on a float32 tensor turns each 32-bit output
 ``x`` into ``(x & 0xFFFFFF) * 2**-24``, one output per element in element order. ``MT19937``
 keeps the same 624-word state in a numpy array and ``fill`` writes the same floats, bit for bit
-(``tests/test_merge_kernels.py`` compares them with torch over many seeds and chunkings): the masks of
+(``tests/train_judge/merge/test_kernels.py`` compares them with torch over many seeds and chunkings): the masks of
 every merge made with the torch path, and of the shipped pocket judge, are unchanged. torch draws
 one element at a time through its generic serial kernel (2.2 to 3.9 ns per draw here); ``fill``
 regenerates the state 624 words at a time and tempers a block in one loop that vectorizes.

@@ -5,7 +5,7 @@ at a time, ``MagnitudeCut`` splits the same rule in two: ``MagnitudeCut.measure`
 ``|delta|`` (one float32 buffer of the tensor's size), the cut-off magnitude ``threshold`` and how
 many entries exactly at it are kept (``ties``); ``cut.apply(chunk)`` then trims chunks in element
 order, keeping every entry above the threshold and the first ``ties`` entries equal to it. Both give
-the same result (``tests/test_merge_semantics.py`` checks them against a stable sort).
+the same result (``tests/train_judge/merge/test_semantics.py`` checks them against a stable sort).
 
 mergekit 0.1.5 keeps ``max(1, floor(density * n))`` entries (an argsort), so on odd counts it may
 keep one fewer; its order among equal magnitudes is the sort's.

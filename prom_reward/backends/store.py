@@ -1,0 +1,255 @@
+"""A judgment store: every backend result saved in SQLite, so re-runs recompute nothing.
+
+Each judge request is keyed by a sha256 of a canonical JSON of the backend
+fingerprint (backend name, model, wire format), the system prompt, the filled
+template (which holds the template, rubric and inputs), the assistant prefix,
+the full sampling options (seed included), ``n`` and the retry ``attempt``. The
+whole ``GenerationResult`` (all ``n`` completions, logprobs included) is stored
+as JSON and comes back exactly.
+
+The file uses SQLite's WAL journal with a busy timeout, so several processes
+(training ranks) can read and write it at once; inserts are ``INSERT OR IGNORE``:
+the first writer of a key wins, duplicates are harmless.
+
+Example:
+    >>> import os, tempfile
+    >>> from prom_reward.backends.base import Completion, GenerationRequest, GenerationResult
+    >>> store = JudgmentStore(os.path.join(tempfile.mkdtemp(), "judgments.sqlite"))
+    >>> key = request_key({"name": "scripted"}, GenerationRequest("sys", "user"))
+    >>> store.put_many([(key, "scripted", GenerationRequest("sys", "user"),
+    ...                  GenerationResult((Completion("Good. [RESULT] 4"),), prompt_tokens=3))])
+    >>> store.get_many([key])[key].completions[0].text, len(store)
+    ('Good. [RESULT] 4', 1)
+    >>> store.close()
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import json
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+from prom_reward.backends.base import Completion, GenerationRequest, GenerationResult, TokenLogprobs
+from prom_reward.errors import ConfigError
+
+KEY_VERSION = 1
+"""Bumped when the key recipe changes (old entries then simply stop matching)."""
+
+_SCHEMA = """CREATE TABLE IF NOT EXISTS judgments (
+    key TEXT PRIMARY KEY, model TEXT, request TEXT NOT NULL, result TEXT NOT NULL, created REAL NOT NULL)"""
+
+
+# -- keys ---------------------------------------------------------------------------
+def backend_fingerprint(backend: Any) -> dict[str, Any]:
+    """What identifies the judge model behind a backend: name, model, wire format."""
+    return {
+        "name": getattr(backend, "name", type(backend).__name__),
+        "model": _plain(getattr(backend, "model", None)),
+        "wire": getattr(getattr(backend, "wire", None), "name", None),
+    }
+
+
+def _plain(value: Any) -> Any:
+    return value if value is None or isinstance(value, (str, int, float, bool)) else str(value)
+
+
+def request_dict(request: GenerationRequest) -> dict[str, Any]:
+    """The request as plain JSON data (sampling as ``SamplingConfig.to_dict()``)."""
+    return {
+        "system": request.system, "user": request.user, "assistant_prefix": request.assistant_prefix,
+        "sampling": request.sampling.to_dict(), "n": request.n, "attempt": request.attempt,
+    }
+
+
+def request_key(fingerprint: dict[str, Any], request: GenerationRequest, dup: int = 0) -> str:
+    """sha256 hex of the canonical JSON of (fingerprint, request, dup).
+
+    ``dup`` numbers identical requests inside one batch (0, 1, ...), so duplicated
+    items stay independent samples and still line up on a re-run.
+    """
+    payload = {"v": KEY_VERSION, "backend": fingerprint, "request": request_dict(request), "dup": dup}
+    canon = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canon.encode("utf-8")).hexdigest()
+
+
+# -- (de)serialising results ----------------------------------------------------------
+def result_to_dict(result: GenerationResult) -> dict[str, Any]:
+    """A GenerationResult as JSON data (``result_from_dict`` inverts it exactly)."""
+    return {
+        "prompt_tokens": result.prompt_tokens,
+        "completions": [
+            {
+                "text": c.text, "finish_reason": c.finish_reason, "completion_tokens": c.completion_tokens,
+                "logprobs": None if c.logprobs is None else [[t.token, t.logprob, t.top] for t in c.logprobs],
+            }
+            for c in result.completions
+        ],
+    }
+
+
+def result_from_dict(data: dict[str, Any]) -> GenerationResult:
+    """Rebuild a GenerationResult (tuples as tuples) from ``result_to_dict`` output."""
+    completions = tuple(
+        Completion(
+            text=c["text"], finish_reason=c["finish_reason"], completion_tokens=c["completion_tokens"],
+            logprobs=None if c["logprobs"] is None else tuple(
+                TokenLogprobs(token=tok, logprob=lp, top=dict(top)) for tok, lp, top in c["logprobs"]
+            ),
+        )
+        for c in data["completions"]
+    )
+    return GenerationResult(completions=completions, prompt_tokens=data["prompt_tokens"])
+
+
+# -- the store ------------------------------------------------------------------------
+class JudgmentStore:
+    """Judge results in one SQLite file, safe for several processes and threads.
+
+    Args:
+        path: the SQLite file (created with its folder if missing).
+        timeout: seconds a writer waits for another's lock before failing.
+    """
+
+    def __init__(self, path: str | Path, *, timeout: float = 30.0) -> None:
+        self.path = Path(path)
+        if self.path.suffix.lower() in (".jsonl", ".json", ".parquet", ".pq"):
+            raise ConfigError(f"judgment store {path}: expected an SQLite file path (e.g. judgments.sqlite), "
+                              f"got a {self.path.suffix} export path; export with `prom-reward store export STORE -o OUT` instead")
+        self.timeout = float(timeout)
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        self._pid = os.getpid()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._connect()
+
+    # connections are per process: pickling drops it, the copy reconnects on first use
+    def __getstate__(self) -> dict[str, Any]:
+        return {"path": self.path, "timeout": self.timeout}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.path, self.timeout = state["path"], state["timeout"]
+        self._lock = threading.RLock()
+        self._conn = None
+        self._pid = os.getpid()
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._conn is not None and self._pid == os.getpid():
+            return self._conn
+        self._conn = None  # a connection inherited through fork must not be used
+        deadline = time.monotonic() + self.timeout
+        while True:
+            conn = sqlite3.connect(str(self.path), timeout=self.timeout, isolation_level=None,
+                                   check_same_thread=False)
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = NORMAL")
+                conn.execute(_SCHEMA)
+                break
+            except sqlite3.OperationalError as e:  # another process is converting/creating the file
+                conn.close()
+                if ("locked" not in str(e) and "busy" not in str(e)) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        self._conn, self._pid = conn, os.getpid()
+        return conn
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, GenerationResult]:
+        """The stored results among ``keys`` (missing keys are simply absent)."""
+        out: dict[str, GenerationResult] = {}
+        unique = list(dict.fromkeys(keys))
+        with self._lock:
+            conn = self._connect()
+            for i in range(0, len(unique), 500):
+                part = unique[i:i + 500]
+                marks = ",".join("?" * len(part))
+                for key, result in conn.execute(f"SELECT key, result FROM judgments WHERE key IN ({marks})", part):
+                    out[key] = result_from_dict(json.loads(result))
+        return out
+
+    def put_many(self, items: Iterable[tuple[str, str | None, GenerationRequest, GenerationResult]]) -> None:
+        """Save ``(key, model, request, result)`` tuples in one transaction; existing keys are kept."""
+        rows = [
+            (key, model, json.dumps(request_dict(req), ensure_ascii=False),
+             json.dumps(result_to_dict(res), ensure_ascii=False), time.time())
+            for key, model, req, res in items
+        ]
+        if not rows:
+            return
+        with self._lock:
+            conn = self._connect()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany("INSERT OR IGNORE INTO judgments VALUES (?, ?, ?, ?, ?)", rows)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def keys(self) -> list[str]:
+        """Every stored key."""
+        with self._lock:
+            return [k for (k,) in self._connect().execute("SELECT key FROM judgments ORDER BY rowid")]
+
+    def models(self) -> dict[str, int]:
+        """Stored judgments per judge model."""
+        with self._lock:
+            rows = self._connect().execute("SELECT model, COUNT(*) FROM judgments GROUP BY model ORDER BY model")
+            return {str(m): int(c) for m, c in rows}
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._connect().execute("SELECT COUNT(*) FROM judgments").fetchone()[0])
+
+    def __contains__(self, key: object) -> bool:
+        with self._lock:
+            return self._connect().execute("SELECT 1 FROM judgments WHERE key = ?", (key,)).fetchone() is not None
+
+    def entries(self, *, chunk: int = 1000) -> Iterator[dict[str, Any]]:
+        """Every entry in insertion order, as ``{"key", "model", "request", "result", "created"}`` (request and
+        result as dicts); read ``chunk`` rows at a time (what ``prom-reward store export`` writes out)."""
+        with self._lock:
+            cur = self._connect().execute("SELECT key, model, request, result, created FROM judgments ORDER BY rowid")
+            while batch := cur.fetchmany(chunk):
+                for k, m, q, r, c in batch:
+                    yield {"key": k, "model": m, "request": json.loads(q), "result": json.loads(r), "created": c}
+
+    def integrity_check(self) -> str:
+        """SQLite's ``PRAGMA integrity_check`` ("ok" when the file is sound)."""
+        with self._lock:
+            return str(self._connect().execute("PRAGMA integrity_check").fetchone()[0])
+
+    def close(self) -> None:
+        """Close this process's connection (safe to call twice; a later use reconnects)."""
+        with self._lock:
+            if self._conn is not None and self._pid == os.getpid():
+                self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> "JudgmentStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"JudgmentStore({str(self.path)!r})"
+
+
+def open_store(store: "str | Path | JudgmentStore") -> JudgmentStore:
+    """A JudgmentStore from a path, or the given store unchanged."""
+    if isinstance(store, JudgmentStore):
+        return store
+    if isinstance(store, (str, Path)):
+        return JudgmentStore(store)
+    raise ConfigError(f"store: expected a path or a JudgmentStore, got {type(store).__name__}; "
+                      f"pass e.g. store='judgments.sqlite'")
+
+
+__all__ = ["JudgmentStore", "backend_fingerprint", "open_store", "request_key", "result_from_dict",
+           "result_to_dict"]

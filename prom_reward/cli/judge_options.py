@@ -1,0 +1,72 @@
+"""The judge options every judging subcommand shares (``--model``, ``--server``, sampling ...), and the
+``PrometheusJudge`` they describe.
+
+Example:
+    >>> import argparse
+    >>> p = argparse.ArgumentParser(); add_judge_options(p)
+    >>> judge_kwargs(p.parse_args(["--server", "http://127.0.0.1:8000/v1"]))["backend"]
+    'openai'
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def add_judge_options(g: argparse.ArgumentParser) -> None:
+    """The options ``_build_judge`` reads (shared by every subcommand that judges)."""
+    g.add_argument("--model", default=None, help="hub id, local folder, or preset (e.g. prometheus-7b-v2.0)")
+    g.add_argument("--server", action="append", help="OpenAI-compatible base URL (repeatable)")
+    g.add_argument("--backend", default="vllm", choices=["vllm", "transformers"])
+    g.add_argument("--endpoint", default="chat", choices=["chat", "completions"])
+    g.add_argument("--wire", choices=["chat", "inst", "raw"])
+    g.add_argument("--num-samples", type=int, default=1)
+    g.add_argument("--max-tokens", type=int)
+    g.add_argument("--temperature", type=float)
+    g.add_argument("--expected", action="store_true", help="request logprobs; write P(1..5) and the expected score")
+    g.add_argument("--force-verdict", action="store_true")
+    g.add_argument("--truncate", action="store_true", help="shorten over-long responses instead of failing")
+    g.add_argument("--max-model-len", type=int)
+    g.add_argument("--tensor-parallel-size", type=int, default=1)
+    g.add_argument("--enforce-eager", action="store_true")
+
+
+def judge_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """``PrometheusJudge`` keyword arguments from the judge options (what ``--ray`` sends to each replica)."""
+    sampling: dict[str, Any] = {}
+    if args.max_tokens is not None:
+        sampling["max_tokens"] = args.max_tokens
+    if args.temperature is not None:
+        sampling["temperature"] = args.temperature
+    common: dict[str, Any] = dict(sampling=sampling or None, num_samples=args.num_samples,
+                                  expected_score=args.expected, truncate_response=args.truncate)
+    if args.force_verdict:
+        common["force_verdict"] = True
+    if getattr(args, "store", None):
+        common["store"] = args.store
+    if args.server:
+        return dict(model=args.model, backend="openai", base_url=args.server,
+                    endpoint=args.endpoint, wire=args.wire or "chat", **common)
+    engine: dict[str, Any] = {}
+    if args.wire:
+        engine["wire"] = args.wire
+    if args.max_model_len:
+        engine["max_model_len"] = args.max_model_len
+    if args.backend == "vllm":
+        engine["enforce_eager"] = args.enforce_eager
+        engine["tensor_parallel_size"] = args.tensor_parallel_size
+    return dict(model=args.model, backend=args.backend, **common, **engine)
+
+
+def _build_judge(args: argparse.Namespace) -> Any:
+    from prom_reward.core.judge import PrometheusJudge
+
+    return PrometheusJudge(**_judge_kwargs(args))
+
+
+def build_judge(args: argparse.Namespace) -> Any:
+    """The ``PrometheusJudge`` of the judge options."""
+    from prom_reward.core.judge import PrometheusJudge
+
+    return PrometheusJudge(**judge_kwargs(args))

@@ -1,0 +1,300 @@
+"""How sure was the judge? Confidence indicators from its own token distributions.
+
+Per generated token the backends report the sampled token's log-probability and
+the top-k alternatives (``TokenLogprobs.top``). From those, per judgment:
+
+- **SE** (``entropy``): the mean over generated tokens of the entropy (nats) of the
+  next-token distribution (CascadedEval Eq. 1-2). Only the top-k (k = ``top_k``, 20) is known,
+  so the per-token value is an estimate computed from **the k largest probabilities alone**: the
+  sampled (or teacher-forced) token counts only when it is one of them. Backends add the sampled
+  token to ``top`` even when it lies outside the top-k; counting it there would make the value
+  depend on which token the judge happened to write, and (as the cap of the tail) break the bound.
+  With ``r = 1 - sum(top-k)`` the mass outside and ``p_k`` the k-th probability:
+
+  * the top-k terms ``-p log p`` are **exact**;
+  * ``truncation="tail"`` (default) adds the least entropy ``r`` can have when no outside token
+    exceeds ``p_k``: as many outcomes of ``p_k`` as fit, plus the remainder. A **lower bound** of
+    the full-vocabulary entropy, the tightest the top-k allows; **exact** when ``r = 0`` or the
+    outside mass is one token. ``entropy_upper_bound(position, vocab_size)`` gives the matching
+    upper bound (``r`` spread evenly over the other ``V - k`` tokens);
+  * ``"bucket"`` counts ``r`` as one outcome (``-r log r``): a looser lower bound, badly biased on
+    flat distributions (a near-uniform next token reads as almost certain);
+  * ``"renormalize"`` divides the top-k by their sum: at most ``log k``, not a bound of anything.
+
+  Token texts that decode alike are merged by the backends (probabilities summed), which lowers
+  all three slightly.
+- **perplexity** (``nll``): mean negative log-probability of the sampled tokens (the
+  log of the perplexity; ranking by either is the same).
+- **SE-Cali** (``entropy_calibrated``): SE of the judge minus SE of a *base* model
+  reading the same output by teacher forcing (``base_entropy``; see
+  ``PrometheusJudge(calibration=...)``): the part of the uncertainty the fine-tuning
+  added, not the part any language model has on that text.
+- margins: ``verdict_probability`` (the probability the judge gave its own ``[RESULT]``
+  verdict token, read from the top-k at that position and *not* renormalised over the
+  allowed verdicts: a judge that puts 0.3 on "A" and 0.7 on other text is not sure of "A"), ``sample_agreement`` (share of the k
+  samples agreeing with the majority), ``swap_agreement`` (1.0/0.0: did both orders of a
+  pairwise judgment pick the same response).
+
+Indicators turn a ``Confidence`` into an *uncertainty* (higher = less sure) and are
+looked up by name in ``INDICATORS``: ``se``, ``se_cali``, ``perplexity``,
+``verdict_probability``, ``sample_agreement``, ``swap_agreement``.
+
+Example:
+    >>> import math
+    >>> from prom_reward.backends.base import TokenLogprobs
+    >>> pos = TokenLogprobs("a", math.log(0.5), {"a": math.log(0.5), "b": math.log(0.25)})
+    >>> [round(token_entropy(pos, t), 4) for t in ("tail", "bucket", "renormalize")]  # tail 0.25 <= p_min
+    [1.0397, 1.0397, 0.6365]
+    >>> c = Confidence(entropy=0.8, base_entropy=0.5, verdict_probability=0.9)
+    >>> round(c.entropy_calibrated, 2), round(uncertainty(c, "verdict_probability"), 2)
+    (0.3, 0.1)
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, fields
+from statistics import fmean
+from typing import Callable, Sequence
+
+from prom_reward.backends.base import TokenLogprobs
+from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K
+from prom_reward.errors import ConfigError, UnknownNameError
+from prom_reward.registry import Registry
+
+TRUNCATIONS = ("tail", "bucket", "renormalize")
+
+
+def _top_k_probs(position: TokenLogprobs, top_k: int) -> list[float]:
+    """The ``top_k`` largest reported probabilities (the sampled token only when it is among them)."""
+    probs = sorted((math.exp(lp) for lp in position.top.values() if lp is not None and math.isfinite(lp)),
+                   reverse=True)[:top_k]
+    if not probs and position.logprob is not None and math.isfinite(position.logprob):
+        probs = [math.exp(position.logprob)]  # no alternatives reported: the one known probability
+    total = sum(probs)
+    return [p / total for p in probs] if total > 1.0 else probs  # rounding in the reported logprobs
+
+
+def token_entropy(position: TokenLogprobs, truncation: str = "tail", top_k: int = DEFAULT_TOP_K) -> float:
+    """Entropy (nats) of one position's next-token distribution from its top-k (see module doc).
+
+    A function of the distribution only: which token was sampled does not change it.
+
+    >>> import math
+    >>> token_entropy(TokenLogprobs("x", 0.0, {"x": 0.0}))  # a certain token
+    0.0
+    >>> top = {"a": math.log(0.5), "b": math.log(0.3)}
+    >>> token_entropy(TokenLogprobs("a", top["a"], top), top_k=2) == token_entropy(
+    ...     TokenLogprobs("z", math.log(0.01), {**top, "z": math.log(0.01)}), top_k=2)
+    True
+    """
+    if truncation not in TRUNCATIONS:
+        raise ConfigError(f"truncation: expected one of {', '.join(TRUNCATIONS)}, got {truncation!r}")
+    probs = _top_k_probs(position, top_k)
+    total = sum(probs)
+    if total <= 0:
+        return 0.0
+    if truncation == "renormalize":
+        h = -sum(p / total * math.log(p / total) for p in probs if p > 0)
+        return h if h > 0 else 0.0
+    rest = 1.0 - total
+    h = -sum(p * math.log(p) for p in probs if p > 0)
+    if rest > 1e-12:
+        if truncation == "bucket":
+            h -= rest * math.log(rest)
+        else:  # tail: no outside token is likelier than the k-th one
+            h += _least_tail_entropy(rest, probs[-1])
+    return h if h > 0 else 0.0
+
+
+def _least_tail_entropy(rest: float, cap: float) -> float:
+    """The least entropy mass ``rest`` can have when no outcome exceeds ``cap``: as many outcomes
+    of ``cap`` as fit, plus the remainder."""
+    if rest <= cap:
+        return -rest * math.log(rest)
+    full = math.floor(rest / cap)
+    remainder = rest - full * cap
+    return -full * cap * math.log(cap) - (remainder * math.log(remainder) if remainder > 1e-15 else 0.0)
+
+
+def entropy_upper_bound(position: TokenLogprobs, vocab_size: int, top_k: int = DEFAULT_TOP_K) -> float:
+    """The most entropy the distribution can have given its top-k and a vocabulary of ``vocab_size``:
+    the outside mass spread evenly over the other tokens (each under the k-th probability).
+
+    >>> import math
+    >>> round(entropy_upper_bound(TokenLogprobs("a", math.log(0.5), {"a": math.log(0.5)}), 3), 4)
+    1.0397
+    """
+    probs = _top_k_probs(position, top_k)
+    rest, others = 1.0 - sum(probs), vocab_size - len(probs)
+    h = -sum(p * math.log(p) for p in probs if p > 0)
+    if rest > 1e-12 and others > 0:
+        h -= rest * math.log(rest / others)
+    return h
+
+
+def mean_entropy(logprobs: Sequence[TokenLogprobs] | None, truncation: str = "tail",
+                 top_k: int = DEFAULT_TOP_K) -> float | None:
+    """SE of one sample: the mean token entropy over its generated tokens (None without logprobs).
+
+    >>> import math
+    >>> mean_entropy([TokenLogprobs("x", 0.0, {"x": 0.0}),
+    ...               TokenLogprobs("y", math.log(0.5), {"y": math.log(0.5), "z": math.log(0.5)})])
+    0.34657359027997264
+    """
+    if not logprobs:
+        return None
+    return fmean(token_entropy(p, truncation, top_k) for p in logprobs)
+
+
+def mean_nll(logprobs: Sequence[TokenLogprobs] | None) -> float | None:
+    """Mean negative log-probability of the sampled tokens (log-perplexity); None without logprobs.
+
+    >>> import math
+    >>> round(mean_nll([TokenLogprobs("x", math.log(0.5)), TokenLogprobs("y", math.log(0.25))]), 4)
+    1.0397
+    """
+    values = [-p.logprob for p in logprobs or () if p.logprob is not None and math.isfinite(p.logprob)]
+    return fmean(values) if values else None
+
+
+@dataclass(frozen=True)
+class Confidence:
+    """Confidence indicators of one judgment (None where the needed logprobs/samples are missing)."""
+
+    entropy: float | None = None
+    """SE: mean token entropy (nats) of the judge's generated tokens, averaged over its valid samples."""
+
+    nll: float | None = None
+    """Mean negative log-probability of the sampled tokens (log-perplexity), averaged over samples."""
+
+    base_entropy: float | None = None
+    """SE of the base model reading the same outputs by teacher forcing (needs a calibration model)."""
+
+    verdict_probability: float | None = None
+    """Probability of the judge's own verdict token after ``[RESULT]`` (not renormalised over the
+    allowed verdicts; mean over samples)."""
+
+    sample_agreement: float | None = None
+    """Share of valid samples that agree with the majority verdict (None with fewer than 2)."""
+
+    swap_agreement: float | None = None
+    """Pairwise with both orders: 1.0 when both picked the same response, 0.0 otherwise."""
+
+    tokens: int = 0
+    """Generated tokens the entropies were averaged over."""
+
+    @property
+    def entropy_calibrated(self) -> float | None:
+        """SE-Cali: ``entropy - base_entropy`` (None unless both are known)."""
+        if self.entropy is None or self.base_entropy is None:
+            return None
+        return self.entropy - self.base_entropy
+
+    def as_dict(self) -> dict[str, float | None]:
+        """The indicators as a flat dict (for JSON lines and logs).
+
+        >>> Confidence(entropy=0.5, base_entropy=0.25).as_dict()["entropy_calibrated"]
+        0.25
+        """
+        out: dict[str, float | None] = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["entropy_calibrated"] = self.entropy_calibrated
+        return out
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return fmean(known) if known else None
+
+
+def confidence_from_samples(samples: Sequence[object], *, swap_agreement: bool | None = None) -> Confidence:
+    """Combine the valid samples of one judgment (``JudgeSample`` objects) into a ``Confidence``.
+
+    Samples carry ``entropy``/``nll``/``base_entropy``/``scored_tokens`` (set by the sampler) and
+    ``verdict``/``probabilities``. Pairwise samples of a swapped order must already be mapped to
+    the original labels for ``sample_agreement`` to mean anything (the caller passes one order).
+    """
+    valid = [s for s in samples if getattr(s, "verdict", None) is not None]
+    probs = []
+    for s in valid:
+        dist = getattr(s, "probabilities", None)
+        if dist:  # back from the renormalised distribution to the token's own probability
+            mass = getattr(s, "verdict_mass", None)
+            p = float(dist.get(str(s.verdict), 0.0))  # type: ignore[attr-defined]
+            probs.append(p * mass if mass is not None else p)
+    agreement = None
+    if len(valid) >= 2:
+        counts = Counter(str(s.verdict) for s in valid)  # type: ignore[attr-defined]
+        agreement = counts.most_common(1)[0][1] / len(valid)
+    return Confidence(
+        entropy=_mean([getattr(s, "entropy", None) for s in valid]),
+        nll=_mean([getattr(s, "nll", None) for s in valid]),
+        base_entropy=_mean([getattr(s, "base_entropy", None) for s in valid]),
+        verdict_probability=fmean(probs) if probs else None,
+        sample_agreement=agreement,
+        swap_agreement=None if swap_agreement is None else float(swap_agreement),
+        tokens=sum(int(getattr(s, "scored_tokens", 0) or 0) for s in valid),
+    )
+
+
+def merge_confidences(parts: Sequence[Confidence | None], *, swap_agreement: float | None = None) -> Confidence:
+    """Average several judgments' indicators (e.g. the two orders of a pairwise verdict, or the two
+    grades of ``compare_by_grades``); ``tokens`` are summed.
+
+    >>> merge_confidences([Confidence(entropy=1.0, tokens=3), Confidence(entropy=0.5, tokens=2)]).entropy
+    0.75
+    """
+    got = [p for p in parts if p is not None]
+    return Confidence(
+        entropy=_mean([p.entropy for p in got]),
+        nll=_mean([p.nll for p in got]),
+        base_entropy=_mean([p.base_entropy for p in got]),
+        verdict_probability=_mean([p.verdict_probability for p in got]),
+        sample_agreement=_mean([p.sample_agreement for p in got]),
+        swap_agreement=swap_agreement if swap_agreement is not None else _mean([p.swap_agreement for p in got]),
+        tokens=sum(p.tokens for p in got),
+    )
+
+
+# -- indicators: Confidence -> uncertainty (higher = less sure) ----------------------------------
+Indicator = Callable[[Confidence], "float | None"]
+
+
+def _one_minus(value: float | None) -> float | None:
+    return None if value is None else 1.0 - value
+
+
+INDICATORS: Registry[Indicator] = Registry("confidence indicator")
+INDICATORS.register("se", lambda c: c.entropy)
+INDICATORS.register("se_cali", lambda c: c.entropy_calibrated)
+INDICATORS.register("perplexity", lambda c: c.nll)
+INDICATORS.register("verdict_probability", lambda c: _one_minus(c.verdict_probability))
+INDICATORS.register("sample_agreement", lambda c: _one_minus(c.sample_agreement))
+INDICATORS.register("swap_agreement", lambda c: _one_minus(c.swap_agreement))
+
+NEEDS = {
+    "se": "logprobs", "se_cali": "calibration", "perplexity": "logprobs", "verdict_probability": "logprobs",
+    "sample_agreement": "samples", "swap_agreement": "swap",
+}
+"""What each indicator needs from the judge: token logprobs (``confidence=True``), a calibration
+model, ``num_samples >= 2``, or pairwise judgments with ``swap=True``."""
+
+
+def get_indicator(name: str) -> Indicator:
+    """The indicator registered as ``name``; a ConfigError lists the valid names.
+
+    >>> get_indicator("se")(Confidence(entropy=0.4))
+    0.4
+    """
+    try:
+        return INDICATORS.get(name)
+    except UnknownNameError as e:
+        raise ConfigError(f"indicator: {e}") from e
+
+
+def uncertainty(confidence: Confidence | None, indicator: str) -> float | None:
+    """The judgment's uncertainty under ``indicator`` (higher = less sure); None when unknown."""
+    if confidence is None:
+        return None
+    return get_indicator(indicator)(confidence)

@@ -1,0 +1,156 @@
+"""Routing rules of a judge cascade: which judgments are uncertain enough to send to a second judge.
+
+``route(results, config)`` ranks each result by its uncertainty under an indicator of
+``prom_reward.confidence.indicators`` and marks the items to route: a share of the run
+(``route_fraction``, through a running quantile over recent items) or every item above a
+``threshold``; failed judgments and valid ones without a value for the indicator are always
+routed. ``prom_reward.core.cascade.CascadeJudge`` applies it to two judges.
+
+Example:
+    >>> from prom_reward.core.results import Grade
+    >>> cfg = CascadeConfig(threshold=0.5, indicator="sample_agreement")
+    >>> [r.routed for r in route([Grade(score=None)], cfg)]
+    [True]
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence, TypeVar
+
+from prom_reward.confidence.indicators import INDICATORS, NEEDS, get_indicator
+from prom_reward.errors import ConfigError
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class CascadeConfig:
+    """When items go from the primary to the fallback judge."""
+
+    route_fraction: float | None = None
+    """Share of the run's items to route (the most uncertain), in [0, 1]."""
+
+    threshold: float | None = None
+    """Route every item whose uncertainty under ``indicator`` is above this value."""
+
+    indicator: str = "se"
+    """Name of the uncertainty indicator (see ``prom_reward.confidence.indicators.INDICATORS``)."""
+
+    window: int = 1000
+    """``route_fraction`` without a calibration set: how many recent uncertainties the running
+    quantile is taken over."""
+
+    def __post_init__(self) -> None:
+        if (self.route_fraction is None) == (self.threshold is None):
+            raise ConfigError("CascadeJudge: give exactly one of route_fraction=<share in [0, 1]> or "
+                              f"threshold=<uncertainty>, got route_fraction={self.route_fraction!r}, "
+                              f"threshold={self.threshold!r}")
+        f = self.route_fraction
+        if f is not None and (isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 <= f <= 1):
+            raise ConfigError(f"route_fraction: expected a number in [0, 1], got {f!r}")
+        t = self.threshold
+        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t)):
+            raise ConfigError(f"threshold: expected a finite number, got {t!r}")
+        w = self.window
+        if isinstance(w, bool) or not isinstance(w, int) or w < 1:
+            raise ConfigError(f"window: expected an int >= 1 (recent items for the running quantile), got {w!r}")
+        get_indicator(self.indicator)
+
+
+def _above_running_quantile(values: Sequence[float | None], history: Sequence[float],
+                            fraction: float) -> set[int]:
+    """Indexes whose mid-rank among ``history`` + ``values`` is above ``1 - fraction``.
+
+    For exchangeable uncertainties the mid-rank is uniform, so each item is routed with
+    probability ``fraction`` however few items came before it.
+    """
+    pool = sorted([*history, *(v for v in values if v is not None)])
+    out = set()
+    for i, v in enumerate(values):
+        if v is None:
+            continue
+        below, upto = bisect.bisect_left(pool, v), bisect.bisect_right(pool, v)
+        if (below + upto) / 2 / len(pool) > 1 - fraction:
+            out.add(i)
+    return out
+
+
+@dataclass
+class CascadeStats:
+    """Running counters of a cascade (read them for cost and routing metrics)."""
+
+    items: int = 0
+    """Items judged by the primary."""
+    routed: int = 0
+    """Items sent to the fallback."""
+    routed_failed: int = 0
+    """Of those, items whose primary judgment had failed."""
+    unscored: int = 0
+    """Valid primary results without a value for the indicator (routed as most uncertain)."""
+    fallback_failed: int = 0
+    """Routed items the fallback could not judge either."""
+    fallback_calls: int = 0
+    """Calls made to the fallback judge (one per cascade call that routed anything)."""
+    fallback_prompt_tokens: int = 0
+    """Prompt tokens the fallback was sent."""
+    fallback_completion_tokens: int = 0
+    """Tokens the fallback generated."""
+
+
+@dataclass(frozen=True)
+class Routing:
+    """The routing decision for one item of the last call."""
+
+    uncertainty: float | None
+    """The primary result's uncertainty under the indicator (None when unknown or failed)."""
+    routed: bool
+    """True when the item went to the fallback."""
+    reason: str
+    """``"failed"``, ``"unscored"``, ``"uncertain"`` (routed) or ``""`` (kept)."""
+
+
+def is_failed(result: Any) -> bool:
+    return not result.ok and not getattr(result, "tie", False)
+
+
+def route(results: Sequence[Any], config: CascadeConfig, history: Sequence[float] | None = None) -> list[Routing]:
+    """Which results to send to the fallback under ``config`` (see the module docstring).
+
+    With ``route_fraction`` and no ``history``: the ``ceil(f * n)`` most uncertain of ``results``
+    (the exact share of one whole set; failures count in it). With a ``history`` of recent
+    uncertainties: the running-quantile rule ``CascadeJudge`` uses (failures on top).
+
+    >>> from prom_reward.core.results import Grade
+    >>> from prom_reward.confidence.indicators import Confidence
+    >>> gs = [Grade(4.0, confidence=Confidence(entropy=e)) for e in (0.1, 0.9, 0.5)] + [Grade(None)]
+    >>> [r.reason for r in route(gs, CascadeConfig(route_fraction=0.5))]
+    ['', 'uncertain', '', 'failed']
+    >>> [r.routed for r in route(gs[:1], CascadeConfig(route_fraction=0.5), history=[0.2, 0.3, 0.4])]
+    [False]
+    """
+    measure = get_indicator(config.indicator)
+    values = [None if is_failed(r) or r.confidence is None else measure(r.confidence) for r in results]
+    failed = {i for i, r in enumerate(results) if is_failed(r)}
+    unscored = {i for i, v in enumerate(values) if v is None and i not in failed}
+    if config.threshold is not None:
+        uncertain = {i for i, v in enumerate(values) if v is not None and v > config.threshold}
+    elif history is not None:
+        uncertain = _above_running_quantile(values, history, config.route_fraction)  # type: ignore[arg-type]
+    else:
+        budget = math.ceil(config.route_fraction * len(results) - 1e-9)  # type: ignore[operator]
+        order = sorted(unscored) + sorted((i for i, v in enumerate(values) if v is not None),
+                       key=lambda i: (-values[i], i))  # type: ignore[operator]
+        picked = order[:max(budget - len(failed), 0)]
+        uncertain = set(picked) - unscored
+        unscored = unscored & set(picked)
+    out = []
+    for i, v in enumerate(values):
+        reason = ("failed" if i in failed else "unscored" if i in unscored else
+                  "uncertain" if i in uncertain else "")
+        out.append(Routing(uncertainty=v, routed=bool(reason), reason=reason))
+    return out

@@ -1,0 +1,221 @@
+"""``CascadeJudge``: judge everything with a cheap judge, send its least confident items to a better one.
+
+The primary judge (e.g. a small fine-tuned judge on vLLM, with ``confidence=True``)
+judges the whole batch. Each result's uncertainty under an indicator of
+``prom_reward.confidence.indicators`` (``se``, ``se_cali``, ``perplexity``, ``verdict_probability``,
+``sample_agreement``, ``swap_agreement``) decides what goes to the fallback judge (a
+bigger vLLM judge, an OpenAI-compatible API, any object with ``grade``/``compare``):
+
+- ``route_fraction=f``: the least confident share ``f`` *of the run*, not of each call (CascadedEval
+  allocates the least confident fraction of a whole set; a per-call ``ceil(f * n)`` would route
+  every item of a one-item call). An item is routed when its uncertainty is above a threshold
+  calibrated to ``f``: the one set by ``calibrate(uncertainties)`` on a calibration set, else a
+  running quantile: its mid-rank among the last ``window`` items' uncertainties and this call's
+  is above ``1 - f``. The routed share over a run converges to ``f`` whatever the call sizes;
+  ``route(results, config)`` without a history keeps the exact per-set allocation (evaluation);
+- ``threshold=t``: every item whose uncertainty is above ``t``.
+
+The indicator defaults to ``se_cali`` when the primary has a calibration (base) model, as in
+CascadedEval, and to ``se`` otherwise.
+
+Items whose primary judgment failed (score/winner None, not a tie) always go to the
+fallback (on top of the fraction), and so do valid items without
+a value for the indicator (ranked as the most uncertain). Each returned result says who
+decided (``decided_by``: ``"primary"``/``"fallback"``); ``last_routing`` holds each item's
+uncertainty and why it was routed, ``cascade_stats`` the running cost (fallback calls,
+items, tokens). When the fallback fails on an item the primary's valid result is kept.
+Exposes ``grade``/``compare``/``compare_by_grades``, ``sampling`` and ``stats`` like
+``PrometheusJudge``, so it drops into ``PrometheusReward``.
+
+Example:
+    >>> from prom_reward import PrometheusJudge
+    >>> from prom_reward.backends.base import Completion, TokenLogprobs
+    >>> def out(text, p):  # a scripted judge whose single token has probability p
+    ...     return Completion(text, (TokenLogprobs("x", math.log(p), {"x": math.log(p)}),))
+    >>> primary = PrometheusJudge(backend="scripted", outputs=[out("Fine. [RESULT] 4", 0.9),
+    ...                           out("Hmm. [RESULT] 2", 0.3)], confidence=True)
+    >>> fallback = PrometheusJudge(backend="scripted", outputs=["Good. [RESULT] 5"])
+    >>> cascade = CascadeJudge(primary, fallback, route_fraction=0.5, indicator="se")
+    >>> [(g.score, g.decided_by) for g in cascade.grade(["q1", "q2"], ["a", "b"], "helpfulness")]
+    [(4.0, 'primary'), (5.0, 'fallback')]
+    >>> cascade.cascade_stats.routed, cascade.cascade_stats.fallback_calls
+    (1, 1)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import deque
+from typing import Any, Callable, Sequence, TypeVar
+
+from prom_reward.confidence.indicators import INDICATORS, NEEDS
+from prom_reward.confidence.routing import CascadeConfig, CascadeStats, Routing, is_failed, route
+from prom_reward.core.judge import JudgeStats
+from prom_reward.errors import ConfigError
+
+R = TypeVar("R")
+
+
+def _subset(value: Any, idx: list[int], n: int) -> Any:
+    """Per-item lists are cut down to ``idx``; a single value (one rubric for all) is kept."""
+    if isinstance(value, (list, tuple)) and len(value) == n:
+        return [value[i] for i in idx]
+    return value
+
+
+class CascadeJudge:
+    """Primary judge for everything, fallback judge for the least confident items.
+
+    Args:
+        primary: a ``PrometheusJudge`` (with ``confidence=True`` for logprob indicators,
+            ``calibration=`` for ``se_cali``) or any object with ``grade``/``compare``.
+        fallback: the judge for routed items (any backend; results keep their own confidence).
+        route_fraction, threshold, indicator, window: see ``CascadeConfig`` (exactly one of the first
+            two). ``indicator=None`` (default): ``se_cali`` when the primary has a calibration model,
+            else ``se``.
+    """
+
+    def __init__(self, primary: Any, fallback: Any, *, route_fraction: float | None = None,
+                 threshold: float | None = None, indicator: str | None = None, window: int = 1000) -> None:
+        if indicator is None:
+            indicator = "se_cali" if getattr(primary, "calibration", None) is not None else "se"
+        self.config = CascadeConfig(route_fraction=route_fraction, threshold=threshold, indicator=indicator,
+                                    window=window)
+        for role, judge in (("primary", primary), ("fallback", fallback)):
+            if not (hasattr(judge, "grade") and hasattr(judge, "compare")):
+                raise ConfigError(f"{role}: expected a judge with grade() and compare() (a PrometheusJudge), "
+                                  f"got {type(judge).__name__}")
+        need = NEEDS[indicator.lower()]
+        if need == "logprobs" and getattr(primary, "confidence", True) is False:
+            raise ConfigError(f"indicator {indicator!r} reads token logprobs: build the primary judge with "
+                              "PrometheusJudge(..., confidence=True)")
+        if need == "calibration" and getattr(primary, "calibration", True) is None:
+            raise ConfigError("indicator 'se_cali' needs a base model: build the primary judge with "
+                              "PrometheusJudge(..., calibration=<base backend>)")
+        self.primary, self.fallback = primary, fallback
+        self.cascade_stats = CascadeStats()
+        self.last_routing: list[Routing] = []
+        self.history: deque[float] = deque(maxlen=window)
+        """Recent uncertainties (the running quantile of ``route_fraction``)."""
+
+    def calibrate(self, uncertainties: Sequence[float | None]) -> float:
+        """Fix the routing threshold from a calibration set's uncertainties under the indicator: the
+        ``1 - route_fraction`` quantile, so that share of items like these is routed. Returns it.
+
+        >>> from prom_reward import PrometheusJudge
+        >>> judge = PrometheusJudge(backend="scripted", outputs=["[RESULT] 3"], confidence=True)
+        >>> CascadeJudge(judge, judge, route_fraction=0.25).calibrate([0.1, 0.2, 0.3, 0.4])
+        0.3
+        """
+        f = self.config.route_fraction
+        known = sorted(v for v in uncertainties if v is not None)
+        if f is None or not known:
+            raise ConfigError("calibrate: expected route_fraction=<share> and at least one known uncertainty, "
+                              f"got route_fraction={f!r} and {len(known)} known values")
+        cut = min(max(math.ceil((1 - f) * len(known) - 1e-9), 1), len(known)) - 1
+        threshold = known[cut]
+        self.config = dataclasses.replace(self.config, route_fraction=None, threshold=threshold)
+        return threshold
+
+    @property
+    def indicators(self) -> list[str]:
+        """Valid indicator names."""
+        return INDICATORS.names()
+
+    @property
+    def sampling(self) -> Any:
+        """The primary judge's sampling options (what reward modes inspect)."""
+        return self.primary.sampling
+
+    @property
+    def stats(self) -> Any:
+        """Both judges' ``JudgeStats`` summed (a fresh object on each read)."""
+        total = JudgeStats()
+        for judge in (self.primary, self.fallback):
+            s = getattr(judge, "stats", None)
+            if s is None:
+                continue
+            for f in dataclasses.fields(total):
+                setattr(total, f.name, getattr(total, f.name) + getattr(s, f.name, 0))
+        return total
+
+    def _cascade(self, results: list[R], n: int, call: Callable[[list[int]], list[R]]) -> list[R]:
+        running = self.config.route_fraction is not None
+        routing = route(results, self.config, history=self.history if running else None)
+        self.history.extend(r.uncertainty for r in routing if r.uncertainty is not None)
+        self.last_routing = routing
+        st = self.cascade_stats
+        st.items += n
+        idx = [i for i, r in enumerate(routing) if r.routed]
+        st.routed += len(idx)
+        st.routed_failed += sum(r.reason == "failed" for r in routing)
+        st.unscored += sum(r.reason == "unscored" for r in routing)
+        out = [dataclasses.replace(r, decided_by="primary") for r in results]  # type: ignore[type-var]
+        if not idx:
+            return out
+        st.fallback_calls += 1
+        second = call(idx)
+        for i, r in zip(idx, second):
+            st.fallback_prompt_tokens += getattr(r, "prompt_tokens", 0)
+            st.fallback_completion_tokens += getattr(r, "completion_tokens", 0)
+            if is_failed(r):
+                st.fallback_failed += 1
+                if not is_failed(results[i]):
+                    continue  # keep the primary's valid judgment
+            out[i] = dataclasses.replace(r, decided_by="fallback")  # type: ignore[type-var]
+        return out
+
+    # -- the judge API -----------------------------------------------------------------
+    def grade(self, instructions: Sequence[str], responses: Sequence[str], rubric: Any,
+              reference_answers: Sequence[str | None] | None = None, **options: Any) -> list[Any]:
+        """Like ``PrometheusJudge.grade`` (options such as ``num_samples``/``sampling`` go to both judges)."""
+        first = self.primary.grade(instructions, responses, rubric, reference_answers, **options)
+        n = len(first)
+
+        def again(idx: list[int]) -> list[Any]:
+            return self.fallback.grade(_subset(instructions, idx, n), _subset(responses, idx, n),
+                                       _subset(rubric, idx, n), _subset(reference_answers, idx, n), **options)
+
+        return self._cascade(first, n, again)
+
+    def compare(self, instructions: Sequence[str], responses_a: Sequence[str], responses_b: Sequence[str],
+                rubric: Any, reference_answers: Sequence[str | None] | None = None, **options: Any) -> list[Any]:
+        """Like ``PrometheusJudge.compare`` (``swap``, ``num_samples``, ``sampling`` go to both judges)."""
+        first = self.primary.compare(instructions, responses_a, responses_b, rubric, reference_answers, **options)
+        n = len(first)
+
+        def again(idx: list[int]) -> list[Any]:
+            return self.fallback.compare(_subset(instructions, idx, n), _subset(responses_a, idx, n),
+                                         _subset(responses_b, idx, n), _subset(rubric, idx, n),
+                                         _subset(reference_answers, idx, n), **options)
+
+        return self._cascade(first, n, again)
+
+    def compare_by_grades(self, instructions: Sequence[str], responses_a: Sequence[str],
+                          responses_b: Sequence[str], rubric: Any,
+                          reference_answers: Sequence[str | None] | None = None, **options: Any) -> list[Any]:
+        """Like ``PrometheusJudge.compare_by_grades``; a pair is routed as a whole."""
+        first = self.primary.compare_by_grades(instructions, responses_a, responses_b, rubric,
+                                               reference_answers, **options)
+        n = len(first)
+
+        def again(idx: list[int]) -> list[Any]:
+            return self.fallback.compare_by_grades(
+                _subset(instructions, idx, n), _subset(responses_a, idx, n), _subset(responses_b, idx, n),
+                _subset(rubric, idx, n), _subset(reference_answers, idx, n), **options)
+
+        return self._cascade(first, n, again)
+
+    def close(self) -> None:
+        """Close both judges."""
+        try:
+            self.primary.close()
+        finally:
+            self.fallback.close()
+
+    def __enter__(self) -> "CascadeJudge":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

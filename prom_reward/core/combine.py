@@ -1,0 +1,114 @@
+"""Turning sampled runs into ``Grade`` and ``Verdict`` results.
+
+Absolute: the score is the mean of the valid samples; the probabilities are the
+mean verdict-token distribution; the expected score is sum k * P(k).
+Pairwise: each order's winner is the majority of its valid samples (a split is
+a tie); with swap, the swapped order is mapped back to the original labels and
+the two orders must agree, else the verdict is a tie (winner None).
+
+Example:
+    >>> from prom_reward.core.sampler import ItemRun
+    >>> from prom_reward.core.results import JudgeSample
+    >>> run = ItemRun(samples=[JudgeSample("x [RESULT] 4", "x", 4), JudgeSample("y [RESULT] 5", "y", 5)])
+    >>> grade_from_run(run).score
+    4.5
+"""
+
+from __future__ import annotations
+
+from statistics import fmean
+from typing import Sequence
+
+from prom_reward.confidence.indicators import confidence_from_samples, merge_confidences
+from prom_reward.core.results import Grade, Verdict, Winner
+from prom_reward.core.sampler import ItemRun
+from prom_reward.core.verdict_probs import expected_value
+
+
+def _mean_distribution(dists: Sequence[dict[str, float]]) -> dict[str, float] | None:
+    if not dists:
+        return None
+    keys = sorted({k for d in dists for k in d})
+    return {k: fmean(d.get(k, 0.0) for d in dists) for k in keys}
+
+
+def grade_from_run(run: ItemRun, *, truncated: bool = False) -> Grade:
+    """Combine one item's samples into a Grade (score None when no sample parsed)."""
+    valid = run.valid
+    scores = tuple(int(s.verdict) for s in valid)  # type: ignore[arg-type]
+    dist = _mean_distribution([s.probabilities for s in valid if s.probabilities])
+    probs = {int(k): v for k, v in dist.items()} if dist else None
+    return Grade(
+        score=fmean(scores) if scores else None,
+        scores=scores,
+        feedback=valid[0].feedback if valid else None,
+        samples=tuple(run.samples),
+        probabilities=probs,
+        expected_score=expected_value(dist),
+        retries=run.retries,
+        failures=run.failures,
+        forced=run.forced,
+        truncated=truncated,
+        prompt_tokens=run.prompt_tokens,
+        completion_tokens=run.completion_tokens,
+        confidence=confidence_from_samples(valid),
+    )
+
+
+def _flip(w: Winner | None) -> Winner | None:
+    return None if w is None else ("B" if w == "A" else "A")
+
+
+def order_summary(run: ItemRun) -> tuple[Winner | None, float | None, bool]:
+    """(majority winner, P(A) in this order, split) for one order's samples."""
+    valid = run.valid
+    if not valid:
+        return None, None, False
+    n_a = sum(1 for s in valid if s.verdict == "A")
+    n_b = len(valid) - n_a
+    dists = [s.probabilities for s in valid if s.probabilities]
+    p_a = fmean(d.get("A", 0.0) for d in dists) if len(dists) == len(valid) else n_a / len(valid)
+    if n_a == n_b:
+        return None, p_a, True
+    return ("A" if n_a > n_b else "B"), p_a, False
+
+
+def verdict_from_runs(first: ItemRun, swapped: ItemRun | None = None) -> Verdict:
+    """Combine one order (or both orders with swap) into a Verdict in the original labels."""
+    w1, p1, split1 = order_summary(first)
+    winners: list[Winner | None] = [w1]
+    ps = [p1]
+    tie = split1
+    runs = [first]
+    if swapped is not None:
+        w2, p2, split2 = order_summary(swapped)
+        winners.append(_flip(w2))
+        ps.append(None if p2 is None else 1.0 - p2)
+        runs.append(swapped)
+        tie = tie or split2
+    decided = [w for w in winners if w is not None]
+    if decided and all(w == decided[0] for w in decided):
+        winner: Winner | None = decided[0]
+        tie = False
+    else:
+        winner = None
+        tie = tie or len(set(decided)) > 1
+    known = [p for p in ps if p is not None]
+    valid = [s for r in runs for s in r.valid]
+    swap = None
+    if swapped is not None and None not in winners:
+        swap = 1.0 if winners[0] == winners[1] else 0.0
+    return Verdict(
+        winner=winner,
+        feedback=first.valid[0].feedback if first.valid else (valid[0].feedback if valid else None),
+        samples=tuple(s for r in runs for s in r.samples),
+        p_a=fmean(known) if known else None,
+        tie=tie,
+        order_winners=tuple(winners),
+        retries=sum(r.retries for r in runs),
+        failures=sum(r.failures for r in runs),
+        forced=sum(r.forced for r in runs),
+        prompt_tokens=sum(r.prompt_tokens for r in runs),
+        completion_tokens=sum(r.completion_tokens for r in runs),
+        confidence=merge_confidences([confidence_from_samples(r.valid) for r in runs], swap_agreement=swap),
+    )

@@ -1,0 +1,119 @@
+"""Making sure every judge prompt fits the judge's context window, before generating.
+
+A prompt fits when ``prompt_tokens + max_tokens <= context_length`` (the judge needs
+room to write its feedback). An item that does not fit raises ``ContextLengthError``
+naming the item index and the token counts, or, with ``truncate_response=True``,
+its response(s) are shortened until it fits (the result is marked ``truncated``).
+
+Counting tokens costs a tokenizer pass (an HTTP round trip per item for a server), so
+backends whose tokenizers never make more tokens than UTF-8 bytes (byte-level BPE and
+byte-fallback SentencePiece: every token covers at least one byte) say so with
+``tokens_at_most_bytes = True``; an item whose system prompt + template bytes, plus
+``TEMPLATE_MARGIN`` tokens for the chat template's own special tokens, plus ``max_tokens``
+fit the context is then known to fit without counting. Only the others are counted.
+
+Example:
+    >>> from prom_reward.backends.scripted import ScriptedBackend
+    >>> from prom_reward.backends.base import GenerationRequest
+    >>> from prom_reward.backends.sampling import SamplingConfig
+    >>> b = ScriptedBackend(outputs=[], context=12)
+    >>> req = GenerationRequest("s", "one two three four five six", sampling=SamplingConfig(max_tokens=4))
+    >>> fit_to_context(b, [req], [None], lambda it: req, truncate=False)[2]
+    [False]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+from prom_reward.backends.base import Backend, GenerationRequest
+from prom_reward.errors import ContextLengthError, InputError
+
+_RESPONSE_FIELDS = ("response", "response_a", "response_b")
+_MAX_STEPS = 8
+TEMPLATE_MARGIN = 256
+"""Tokens allowed for what a chat template adds around the text (role headers, BOS ...)."""
+
+
+def surely_fits(request: GenerationRequest, limit: int) -> bool:
+    """True when the request fits ``limit`` whatever the tokenizer, given at most one token per byte."""
+    size = len(request.system.encode()) + len(request.user.encode()) + len(request.assistant_prefix.encode())
+    return size + TEMPLATE_MARGIN + request.sampling.max_tokens <= limit
+
+
+def _response_fields(item: Any) -> list[str]:
+    return [f for f in _RESPONSE_FIELDS if hasattr(item, f)]
+
+
+def _shorten(item: Any, fraction: float) -> Any:
+    changes = {f: getattr(item, f)[: max(0, int(len(getattr(item, f)) * fraction))] for f in _response_fields(item)}
+    return dataclasses.replace(item, **changes)
+
+
+def fit_to_context(
+    backend: Backend,
+    requests: list[GenerationRequest],
+    items: list[Any],
+    render: Callable[[Any], GenerationRequest],
+    truncate: bool,
+) -> tuple[list[GenerationRequest], list[Any], list[bool]]:
+    """Check (and optionally truncate) every request; returns requests, items, truncated flags."""
+    truncated = [False] * len(requests)
+    limit = backend.context_length()
+    if limit is None or not requests:
+        return requests, items, truncated
+    check = list(range(len(requests)))
+    if getattr(backend, "tokens_at_most_bytes", False):
+        check = [i for i in check if not surely_fits(requests[i], limit)]
+        if not check:
+            return requests, items, truncated
+    counted = backend.count_tokens([requests[i] for i in check])
+    if counted is None:
+        return requests, items, truncated
+    requests, items = list(requests), list(items)
+    for i, count in zip(check, counted):
+        req = requests[i]
+        budget = limit - req.sampling.max_tokens
+        if budget <= 0:
+            raise ContextLengthError(
+                f"max_tokens={req.sampling.max_tokens} leaves no room for a prompt in the judge's "
+                f"{limit}-token context; lower sampling max_tokens or raise max_model_len",
+                index=i, field="max_tokens",
+            )
+        if count <= budget:
+            continue
+        if not truncate or not _response_fields(items[i]):
+            raise ContextLengthError(
+                f"item {i}: the judge prompt is {count} tokens, but the judge context is {limit} tokens and "
+                f"{req.sampling.max_tokens} are reserved for the feedback (max_tokens), so at most {budget} fit; "
+                "shorten the response/instruction, raise max_model_len, lower max_tokens, or pass "
+                "truncate_response=True",
+                index=i, field="response",
+            )
+        requests[i], items[i] = _truncate(backend, items[i], render, count, budget, i)
+        truncated[i] = True
+    return requests, items, truncated
+
+
+def _truncate(backend: Backend, item: Any, render: Callable[[Any], GenerationRequest], count: int,
+              budget: int, index: int) -> tuple[GenerationRequest, Any]:
+    empty = _shorten(item, 0.0)
+    (floor,) = backend.count_tokens([render(empty)]) or [0]
+    if floor > budget:
+        raise ContextLengthError(
+            f"item {index}: even with empty responses the judge prompt is {floor} tokens, over the {budget} "
+            "that fit; the instruction, reference answer or rubric is too long for this judge",
+            index=index, field="instruction",
+        )
+    current, fraction = item, 1.0
+    for _ in range(_MAX_STEPS):
+        response_tokens = max(1, count - floor)
+        fraction *= max(0.0, (budget - floor) / response_tokens) * 0.97
+        current = _shorten(item, fraction)
+        request = render(current)
+        (count,) = backend.count_tokens([request]) or [0]
+        if count <= budget:
+            return request, current
+    raise InputError(f"item {index}: could not truncate the response to fit the judge context", index=index,
+                     field="response")

@@ -1,0 +1,98 @@
+"""Presets: the known judge models and how to talk to them.
+
+A preset fills in the model id, wire format, engine options and sampling defaults;
+anything the user passes merges over it key by key.
+
+- ``prometheus-7b-v2.0`` / ``prometheus-8x7b-v2.0``: the Prometheus 2 judges. Their
+  Mistral/Mixtral chat templates have no system role, so the ``chat`` wire folds the
+  system prompt into the user turn: exactly the training form.
+- ``prometheus-7b-v2.0-inst``: the same model with the public package's
+  ``[INST] {system}\\n{prompt} [/INST]`` string.
+- ``smollm2-135m-instruct``: the small local model ``make setup`` converts; it knows
+  nothing of the Prometheus format (a base to fine-tune), so verdicts are forced.
+- ``pocket-judge``: SmolLM2-135M-Instruct trained with ``train_judge`` (absolute and relative
+  LoRA experts on the pocket collections, DARE-linear merged by ``make setup``): it writes
+  ``Feedback: ... [RESULT] k`` and ``[RESULT] A|B`` itself, so nothing is forced. A weak judge
+  (135M parameters); the default of ``make demo``.
+
+Example:
+    >>> get_preset("prometheus-7b-v2.0").model
+    'prometheus-eval/prometheus-7b-v2.0'
+    >>> find_preset_for_model("prometheus-eval/prometheus-8x7b-v2.0").name
+    'prometheus-8x7b-v2.0'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from prom_reward.registry import Registry
+
+
+@dataclass(frozen=True)
+class JudgePreset:
+    """A named judge configuration."""
+
+    name: str
+    """Preset name."""
+
+    model: str
+    """Hub id, or ``local:smollm2`` / ``local:pocket-judge`` for the folders made by ``make setup``."""
+
+    wire: str = "chat"
+    """Wire format name."""
+
+    engine: dict[str, Any] = field(default_factory=dict)
+    """Backend/engine options (merged under the user's)."""
+
+    judge: dict[str, Any] = field(default_factory=dict)
+    """PrometheusJudge options (sampling, force_verdict, ...), merged under the user's."""
+
+
+PRESETS: Registry[JudgePreset] = Registry("judge preset")
+for _p in (
+    JudgePreset("prometheus-7b-v2.0", "prometheus-eval/prometheus-7b-v2.0", "chat",
+                {"dtype": "bfloat16", "max_model_len": 8192}),
+    JudgePreset("prometheus-8x7b-v2.0", "prometheus-eval/prometheus-8x7b-v2.0", "chat",
+                {"dtype": "bfloat16", "max_model_len": 8192}),
+    JudgePreset("prometheus-7b-v2.0-inst", "prometheus-eval/prometheus-7b-v2.0", "inst",
+                {"dtype": "bfloat16", "max_model_len": 8192}),
+    JudgePreset("smollm2-135m-instruct", "local:smollm2", "chat", {"max_model_len": 8192},
+                {"force_verdict": True, "sampling": {"max_tokens": 128}}),
+    JudgePreset("pocket-judge", "local:pocket-judge", "chat", {"max_model_len": 8192},
+                {"sampling": {"max_tokens": 512}}),
+):
+    PRESETS.register(_p.name, _p)
+
+
+def get_preset(name: str) -> JudgePreset:
+    """The preset called ``name``; unknown names list the valid ones."""
+    return PRESETS.get(name)
+
+
+def find_preset_for_model(model: str | None) -> JudgePreset | None:
+    """The preset whose name or model id equals ``model`` (first match), else None."""
+    if not model:
+        return None
+    if model in PRESETS:
+        return PRESETS.get(model)
+    for name in PRESETS:
+        p = PRESETS.get(name)
+        if p.model == model:
+            return p
+    return None
+
+
+def resolve_model_path(model: str) -> str:
+    """Turn ``local:smollm2`` / ``local:pocket-judge`` into their folders (built on first use);
+    other ids pass through."""
+    if model == "local:smollm2":
+        from prom_reward.local.models import ensure_smollm2
+
+        return str(ensure_smollm2())
+    if model == "local:pocket-judge":
+        from prom_reward.local.pocket_judge import ensure_pocket_judge
+
+        return str(ensure_pocket_judge())
+    return model

@@ -1,0 +1,197 @@
+"""Result types: one judge sample, an absolute ``Grade``, a pairwise ``Verdict``.
+
+All are small frozen dataclasses. A failed judgment has ``score``/``winner``
+None (TRL's "abstain"), never a made-up number; the raw outputs stay attached.
+
+Example:
+    >>> s = JudgeSample(text="Clear and correct. [RESULT] 4", feedback="Clear and correct.", verdict=4)
+    >>> g = Grade(score=4.0, scores=(4,), feedback=s.feedback, samples=(s,))
+    >>> (g.ok, g.verdict, g.raw_outputs)
+    (True, 4.0, ('Clear and correct. [RESULT] 4',))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from prom_reward.confidence.indicators import Confidence
+
+Winner = Literal["A", "B"]
+
+
+@dataclass(frozen=True)
+class JudgeSample:
+    """One generation of the judge, parsed."""
+
+    text: str
+    """The raw generated text (for a forced verdict: the original text, without the forcing suffix)."""
+
+    feedback: str | None
+    """Feedback before the verdict marker (None when nothing usable was written)."""
+
+    verdict: int | str | None
+    """1..5 (absolute), "A"/"B" (relative), or None when unparseable."""
+
+    probabilities: dict[str, float] | None = None
+    """Distribution over the allowed verdicts at the verdict token, renormalised over
+    the verdicts found in the top-k logprobs (keys "1".."5" or "A","B"); None without logprobs."""
+
+    verdict_mass: float | None = None
+    """Total probability the top-k logprobs gave to allowed verdicts before renormalising
+    (how much of the distribution the probabilities cover)."""
+
+    forced: bool = False
+    """True when the verdict was read by appending `` [RESULT] `` to feedback that ended without one."""
+
+    finish_reason: str | None = None
+    """The engine's finish reason ('stop', 'length', ...)."""
+
+    completion_tokens: int = 0
+    """Tokens generated for this sample (including the forcing request, if any)."""
+
+    entropy: float | None = None
+    """Mean token entropy (nats) over the generated tokens, from their top-k logprobs
+    (see ``prom_reward.confidence.indicators``); None without logprobs."""
+
+    nll: float | None = None
+    """Mean negative log-probability of the generated tokens; None without logprobs."""
+
+    base_entropy: float | None = None
+    """Mean token entropy of a base model reading ``text`` by teacher forcing (a calibration
+    model, see ``PrometheusJudge(calibration=...)``); None otherwise."""
+
+    scored_tokens: int = 0
+    """Generated tokens with logprobs (what ``entropy`` and ``nll`` average over)."""
+
+
+@dataclass(frozen=True)
+class Grade:
+    """Absolute grade of one response (1..5), over one or more samples."""
+
+    score: float | None
+    """Mean of the valid samples' scores; None when every sample failed to parse."""
+
+    scores: tuple[int, ...] = ()
+    """Each valid sample's score."""
+
+    feedback: str | None = None
+    """Feedback of the first valid sample."""
+
+    samples: tuple[JudgeSample, ...] = ()
+    """Every sample, valid or not, in generation order (retries included)."""
+
+    probabilities: dict[int, float] | None = None
+    """Mean distribution over 1..5 at the verdict token (valid samples with logprobs)."""
+
+    expected_score: float | None = None
+    """Sum of k * P(k) under ``probabilities``: a continuous, tie-free score."""
+
+    retries: int = 0
+    """Re-sampling rounds spent on unparseable outputs."""
+
+    failures: int = 0
+    """Samples that yielded no verdict."""
+
+    forced: int = 0
+    """Valid samples whose verdict was forced."""
+
+    truncated: bool = False
+    """True when the response was shortened to fit the judge's context (opt-in)."""
+
+    prompt_tokens: int = 0
+    """Prompt tokens sent for this item (all requests)."""
+
+    completion_tokens: int = 0
+    """Tokens generated for this item (all samples)."""
+
+    confidence: Confidence | None = None
+    """Confidence indicators of this judgment (entropies, margins; see ``prom_reward.confidence.indicators``)."""
+
+    decided_by: str | None = None
+    """Which judge decided (``"primary"`` or ``"fallback"`` under a ``CascadeJudge``; None otherwise)."""
+
+    @property
+    def ok(self) -> bool:
+        """True when a score was obtained."""
+        return self.score is not None
+
+    @property
+    def verdict(self) -> float | None:
+        """Alias of ``score`` (the absolute verdict)."""
+        return self.score
+
+    @property
+    def raw_outputs(self) -> tuple[str, ...]:
+        """The raw text of every sample."""
+        return tuple(s.text for s in self.samples)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Pairwise verdict: which of responses A and B is better."""
+
+    winner: Winner | None
+    """"A", "B", or None (failure, or a tie/disagreement: see ``tie``)."""
+
+    feedback: str | None = None
+    """Feedback of the first valid sample (of the original order)."""
+
+    samples: tuple[JudgeSample, ...] = ()
+    """Every sample; with swap=True, the swapped order's samples follow (their labels
+    as the judge saw them, i.e. A and B exchanged)."""
+
+    p_a: float | None = None
+    """P(A is better): the mean of the verdict-token probabilities when available,
+    else the fraction of valid samples preferring A (averaged over both orders with swap)."""
+
+    tie: bool = False
+    """True when the judge could not separate the two (swap disagreement, split samples,
+    or equal grades after all tie rounds)."""
+
+    order_winners: tuple[Winner | None, ...] = ()
+    """Winner per order in the original labels: (original,) or (original, swapped)."""
+
+    grades: tuple[Grade, Grade] | None = None
+    """For verdicts made from absolute grades: the deciding grades of A and B."""
+
+    tie_rounds: int = 0
+    """Extra re-sampling rounds used to break a tie of absolute grades."""
+
+    retries: int = 0
+    """Re-sampling rounds spent on unparseable outputs."""
+
+    failures: int = 0
+    """Samples that yielded no verdict."""
+
+    forced: int = 0
+    """Valid samples whose verdict was forced."""
+
+    prompt_tokens: int = 0
+    """Prompt tokens sent for this item."""
+
+    completion_tokens: int = 0
+    """Tokens generated for this item."""
+
+    confidence: Confidence | None = None
+    """Confidence indicators of this judgment (entropies, margins; see ``prom_reward.confidence.indicators``)."""
+
+    decided_by: str | None = None
+    """Which judge decided (``"primary"`` or ``"fallback"`` under a ``CascadeJudge``; None otherwise)."""
+
+    @property
+    def ok(self) -> bool:
+        """True when a winner was decided."""
+        return self.winner is not None
+
+    @property
+    def swap_agreement(self) -> bool | None:
+        """With swap=True: did both orders pick the same response? None otherwise."""
+        if len(self.order_winners) != 2 or None in self.order_winners:
+            return None
+        return self.order_winners[0] == self.order_winners[1]
+
+    @property
+    def raw_outputs(self) -> tuple[str, ...]:
+        """The raw text of every sample."""
+        return tuple(s.text for s in self.samples)

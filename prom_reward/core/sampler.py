@@ -1,0 +1,186 @@
+"""The sampling loop behind every judgment: batch, parse, force, re-sample.
+
+For a batch of judge prompts that each need ``k`` valid samples:
+
+1. one backend call with every prompt (``n`` = samples still needed), so the
+   engine batches them;
+2. each output is parsed; with logprobs, the distribution over verdicts at the
+   verdict token is read;
+3. (opt-in) outputs that end without a verdict get `` [RESULT] `` appended and
+   one short extra request reads the judge's next-token distribution over the
+   allowed verdicts (a *forced* verdict);
+4. prompts still short of ``k`` valid samples are re-sampled with fresh samples,
+   up to ``max_retries`` rounds (all of them in one call per round).
+
+Example:
+    >>> from prom_reward.backends.scripted import ScriptedBackend
+    >>> from prom_reward.backends.base import GenerationRequest
+    >>> b = ScriptedBackend(outputs=["no verdict here", "Good. [RESULT] 4"])
+    >>> run = SampleRunner(b, max_retries=1).run([GenerationRequest("s", "u")], "absolute", k=1)[0]
+    >>> [s.verdict for s in run.samples], run.retries, run.failures
+    ([None, 4], 1, 1)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from typing import Literal, Sequence
+
+from prom_reward.backends.base import Backend, Completion, GenerationRequest
+from prom_reward.confidence.indicators import mean_entropy, mean_nll
+from prom_reward.errors import BackendError
+from prom_reward.format.parsing import parse_output
+from prom_reward.core.results import JudgeSample
+from prom_reward.core.verdict_probs import ABSOLUTE_LABELS, RELATIVE_LABELS, first_verdict_distribution, verdict_distribution
+
+Mode = Literal["absolute", "relative"]
+FORCE_SUFFIX = " [RESULT] "
+FORCE_LOGPROBS = 20
+_EOS_TAIL = re.compile(r"(\s*(</s>|<\|im_end\|>|<\|eot_id\|>|<\|endoftext\|>))+\s*$")
+_OPEN_MARKER = re.compile(r"\[\s*result\s*\]?\s*:?\s*$", re.IGNORECASE)
+
+
+@dataclass
+class ItemRun:
+    """Everything sampled for one prompt."""
+
+    samples: list[JudgeSample] = field(default_factory=list)
+    retries: int = 0
+    prompt_tokens: int = 0
+
+    @property
+    def valid(self) -> list[JudgeSample]:
+        return [s for s in self.samples if s.verdict is not None]
+
+    @property
+    def failures(self) -> int:
+        return sum(1 for s in self.samples if s.verdict is None)
+
+    @property
+    def forced(self) -> int:
+        return sum(1 for s in self.valid if s.forced)
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(s.completion_tokens for s in self.samples)
+
+
+def labels_for(mode: Mode) -> tuple[str, ...]:
+    return ABSOLUTE_LABELS if mode == "absolute" else RELATIVE_LABELS
+
+
+def needs_forcing(text: str) -> bool:
+    """True when the output ends without any verdict marker (or with a bare ``[RESULT]``)."""
+    body = _EOS_TAIL.sub("", text)
+    return "[result" not in body.lower() or bool(_OPEN_MARKER.search(body))
+
+
+def force_prefix(text: str) -> str:
+    """The assistant text to continue from when forcing a verdict."""
+    body = _EOS_TAIL.sub("", text).rstrip()
+    body = _OPEN_MARKER.sub("", body).rstrip()
+    return body + FORCE_SUFFIX
+
+
+def _check_count(backend: Backend, batch: Sequence[GenerationRequest], results: Sequence[object]) -> None:
+    if len(results) != len(batch):
+        raise BackendError(
+            f"backend {getattr(backend, 'name', type(backend).__name__)!r} returned {len(results)} results for "
+            f"{len(batch)} requests; a backend must return one result per request, in order"
+        )
+
+
+class SampleRunner:
+    """Runs the loop above against one backend."""
+
+    def __init__(self, backend: Backend, *, max_retries: int = 2, force_verdict: bool = False,
+                 truncation: str = "tail") -> None:
+        self.backend = backend
+        self.max_retries = max_retries
+        self.force_verdict = force_verdict
+        self.truncation = truncation
+
+    def _parse(self, c: Completion, mode: Mode) -> JudgeSample:
+        parsed = parse_output(c.text, mode)
+        probs, mass = verdict_distribution(c.logprobs, c.text, parsed.verdict_start, labels_for(mode))
+        return JudgeSample(
+            text=c.text, feedback=parsed.feedback or None, verdict=parsed.verdict, probabilities=probs,
+            verdict_mass=mass, finish_reason=c.finish_reason, completion_tokens=c.completion_tokens,
+            entropy=mean_entropy(c.logprobs, self.truncation), nll=mean_nll(c.logprobs),
+            scored_tokens=len(c.logprobs or ()),
+        )
+
+    def _force(self, requests: list[GenerationRequest], samples: list[JudgeSample], mode: Mode) -> list[JudgeSample]:
+        labels = labels_for(mode)
+        forcing = [
+            dataclasses.replace(
+                r, n=1, assistant_prefix=r.assistant_prefix + force_prefix(s.text),
+                sampling=dataclasses.replace(r.sampling, max_tokens=3, logprobs=FORCE_LOGPROBS, stop=()),
+            )
+            for r, s in zip(requests, samples)
+        ]
+        results = self.backend.generate(forcing)
+        _check_count(self.backend, forcing, results)
+        out = []
+        for s, res in zip(samples, results):
+            c = res.completions[0]
+            probs, mass = first_verdict_distribution(c.logprobs, labels)
+            extra = c.completion_tokens
+            if probs is None:
+                out.append(dataclasses.replace(s, completion_tokens=s.completion_tokens + extra))
+                continue
+            best = max(probs, key=lambda k: probs[k])
+            verdict: int | str = int(best) if mode == "absolute" else best
+            feedback = _OPEN_MARKER.sub("", _EOS_TAIL.sub("", s.text)).strip() or None
+            out.append(dataclasses.replace(
+                s, verdict=verdict, feedback=feedback, probabilities=probs, verdict_mass=mass, forced=True,
+                completion_tokens=s.completion_tokens + extra,
+            ))
+        return out
+
+    @staticmethod
+    def _round_request(r: GenerationRequest, need: int, round_: int, index: int) -> GenerationRequest:
+        s = r.sampling
+        if round_ > 0:
+            # Greedy retries would repeat the same unparseable output.
+            changes: dict[str, object] = {}
+            if s.temperature == 0:
+                changes["temperature"] = 1.0
+            if s.seed is not None:
+                changes["seed"] = (s.seed + 7919 * round_ + 104729 * index) % (2**31)
+            s = dataclasses.replace(s, **changes) if changes else s
+        return dataclasses.replace(r, n=need, sampling=s, attempt=r.attempt + round_)
+
+    def run(self, requests: Sequence[GenerationRequest], mode: Mode, k: int = 1) -> list[ItemRun]:
+        """Sample until each request has ``k`` valid samples or retries run out."""
+        runs = [ItemRun() for _ in requests]
+        pending = {i: k for i in range(len(requests))}
+        round_ = 0
+        while pending:
+            idx = list(pending)
+            batch = [self._round_request(requests[i], pending[i], round_, i) for i in idx]
+            results = self.backend.generate(batch)
+            _check_count(self.backend, batch, results)
+            new: list[tuple[int, JudgeSample]] = []
+            for i, res in zip(idx, results):
+                runs[i].prompt_tokens += res.prompt_tokens
+                new.extend((i, self._parse(c, mode)) for c in res.completions)
+            if self.force_verdict:
+                todo = [j for j, (_, s) in enumerate(new) if s.verdict is None and needs_forcing(s.text)]
+                if todo:
+                    forced = self._force([requests[new[j][0]] for j in todo], [new[j][1] for j in todo], mode)
+                    for j, s in zip(todo, forced):
+                        new[j] = (new[j][0], s)
+            for i, s in new:
+                runs[i].samples.append(s)
+            pending = {}
+            if round_ < self.max_retries:
+                for i in idx:
+                    need = k - len(runs[i].valid)
+                    if need > 0:
+                        pending[i] = need
+                        runs[i].retries += 1
+            round_ += 1
+        return runs

@@ -1,0 +1,112 @@
+"""Reading the judge's distribution over verdicts from token logprobs.
+
+The token that carries the verdict (the ``4`` after ``[RESULT]``) has top-k
+alternatives; their probabilities over the allowed verdicts give an expected
+score from a single sample. Tokens are compared after stripping whitespace and
+SentencePiece/BPE space marks, and variants that decode to the same verdict
+(``"4"``, ``" 4"``) are summed.
+
+Example:
+    >>> from prom_reward.backends.base import TokenLogprobs
+    >>> import math
+    >>> pos = TokenLogprobs("4", math.log(0.6), {"4": math.log(0.6), " 5": math.log(0.3), "x": math.log(0.1)})
+    >>> probs, mass = distribution_at(pos, ("1", "2", "3", "4", "5"))
+    >>> {k: round(v, 3) for k, v in probs.items()}, round(mass, 2)
+    ({'4': 0.667, '5': 0.333}, 0.9)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from prom_reward.backends.base import TokenLogprobs
+
+ABSOLUTE_LABELS = ("1", "2", "3", "4", "5")
+RELATIVE_LABELS = ("A", "B")
+_SPACE_MARKS = " \t\n\r\u2581\u0120\u010a"  # space, SentencePiece '▁', GPT-2 'Ġ' and 'Ċ'
+
+
+def normalize_token(token: str) -> str:
+    """Token text without surrounding whitespace or space marks."""
+    return token.strip(_SPACE_MARKS)
+
+
+def distribution_at(position: TokenLogprobs, labels: Sequence[str]) -> tuple[dict[str, float] | None, float]:
+    """(renormalised distribution over ``labels`` at one position, raw mass of labels).
+
+    Returns (None, 0.0) when no label appears among the position's top-k tokens.
+    """
+    mass: dict[str, float] = {}
+    candidates = dict(position.top)
+    candidates.setdefault(position.token, position.logprob)
+    for token, logprob in candidates.items():
+        label = normalize_token(token)
+        if label in labels and logprob is not None and math.isfinite(logprob):
+            mass[label] = mass.get(label, 0.0) + math.exp(logprob)
+    total = sum(mass.values())
+    if total <= 0:
+        return None, 0.0
+    return {k: v / total for k, v in sorted(mass.items())}, total
+
+
+def token_index_at_char(logprobs: Sequence[TokenLogprobs], text: str, char_index: int) -> int | None:
+    """Index of the generated token covering ``text[char_index]``.
+
+    Uses the decoded tokens' lengths when they concatenate to ``text``; otherwise
+    falls back to the last token whose stripped text equals that character.
+    """
+    pieces = [p.token for p in logprobs]
+    if "".join(pieces) == text:
+        offset = 0
+        for i, piece in enumerate(pieces):
+            if offset <= char_index < offset + len(piece):
+                return i
+            offset += len(piece)
+        return None
+    want = text[char_index] if 0 <= char_index < len(text) else None
+    for i in range(len(pieces) - 1, -1, -1):
+        if want is not None and normalize_token(pieces[i]) == want:
+            return i
+    return None
+
+
+def verdict_distribution(
+    logprobs: Sequence[TokenLogprobs] | None, text: str, verdict_start: int | None, labels: Sequence[str]
+) -> tuple[dict[str, float] | None, float | None]:
+    """Distribution over ``labels`` at the token that carried the parsed verdict."""
+    if not logprobs or verdict_start is None:
+        return None, None
+    index = token_index_at_char(logprobs, text, verdict_start)
+    if index is None:
+        return None, None
+    probs, mass = distribution_at(logprobs[index], labels)
+    return probs, (mass if probs is not None else None)
+
+
+def first_verdict_distribution(
+    logprobs: Sequence[TokenLogprobs] | None, labels: Sequence[str], lookahead: int = 3
+) -> tuple[dict[str, float] | None, float | None]:
+    """For a forced verdict: the first of the next ``lookahead`` positions whose top-k holds a label.
+
+    Positions that are only whitespace or an opening bracket (``"("``, ``"["``) are skipped,
+    since tokenizers differ on where the space before the verdict goes.
+    """
+    for position in (logprobs or [])[:lookahead]:
+        probs, mass = distribution_at(position, labels)
+        if probs is not None:
+            return probs, mass
+        if normalize_token(position.token) not in ("", "(", "[", '"', ":"):
+            break
+    return None, None
+
+
+def expected_value(probs: dict[str, float] | None) -> float | None:
+    """Sum of k * P(k) for numeric labels.
+
+    >>> expected_value({"4": 0.5, "5": 0.5})
+    4.5
+    """
+    if not probs:
+        return None
+    return sum(int(k) * p for k, p in probs.items())

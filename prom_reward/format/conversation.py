@@ -1,0 +1,69 @@
+"""Turning TRL's standard (string) and conversational (message list) rows into judge text.
+
+TRL datasets come in two layouts: plain strings, or lists of ``{"role", "content"}``
+messages. The judge reads an instruction and a response as text:
+
+- a prompt that is one user message (after an optional system message) becomes that
+  message's content; a longer conversation becomes ``User: ...`` / ``Assistant: ...``
+  turns, so the judge sees the whole context; a system message is kept as ``System: ...``
+  only in that multi-turn form.
+- a completion (a list of assistant messages) becomes their contents joined by blank lines.
+
+Example:
+    >>> prompt_text([{"role": "user", "content": "Hi?"}])
+    'Hi?'
+    >>> completion_text([{"role": "assistant", "content": "Hello."}])
+    'Hello.'
+    >>> prompt_text("Plain prompt")
+    'Plain prompt'
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prom_reward.errors import InputError
+
+_ROLE_NAMES = {"system": "System", "user": "User", "assistant": "Assistant", "tool": "Tool"}
+
+
+def _content(message: Any, index: int | None, field: str) -> str:
+    if not isinstance(message, dict) or "content" not in message:
+        raise InputError(f"item {index}: {field} messages must be dicts with 'role' and 'content', got {message!r:.80}",
+                         index=index, field=field)
+    content = message["content"]
+    if isinstance(content, list):  # multimodal-style parts: keep the text parts
+        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    if not isinstance(content, str):
+        raise InputError(f"item {index}: {field} message content must be text, got {type(content).__name__}",
+                         index=index, field=field)
+    return content
+
+
+def is_conversational(x: Any) -> bool:
+    """True for a list of message dicts."""
+    return isinstance(x, list) and all(isinstance(m, dict) and "role" in m for m in x)
+
+
+def prompt_text(prompt: Any, index: int | None = None) -> str:
+    """The instruction the judge sees for a TRL prompt (string or messages)."""
+    if isinstance(prompt, str):
+        return prompt
+    if not isinstance(prompt, list) or not prompt:
+        raise InputError(f"item {index}: prompt must be a string or a non-empty list of messages, got "
+                         f"{type(prompt).__name__}", index=index, field="prompt")
+    turns = [m for m in prompt if not (isinstance(m, dict) and m.get("role") == "system")]
+    if len(turns) == 1:
+        return _content(turns[0], index, "prompt")
+    return "\n\n".join(f"{_ROLE_NAMES.get(m.get('role'), str(m.get('role')).title())}: {_content(m, index, 'prompt')}"
+                       for m in prompt)
+
+
+def completion_text(completion: Any, index: int | None = None) -> str:
+    """The response the judge sees for a TRL completion (string or assistant messages)."""
+    if isinstance(completion, str):
+        return completion
+    if not isinstance(completion, list):
+        raise InputError(f"item {index}: completion must be a string or a list of messages, got "
+                         f"{type(completion).__name__}", index=index, field="completion")
+    return "\n\n".join(_content(m, index, "completion") for m in completion)

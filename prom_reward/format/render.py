@@ -1,0 +1,82 @@
+"""Rendering the judge prompts: an instruction, one or two responses, a rubric and an optional reference
+answer filled into the Prometheus templates (``prom_reward.format.templates``).
+
+Only ``None`` counts as a missing reference (it selects the ``*_WO_REF`` template); ``""`` renders an
+empty reference. User text is inserted verbatim and never re-read, so braces or ``{rubric}`` inside an
+instruction stay literal.
+
+Example:
+    >>> from prom_reward.format.templates import ABSOLUTE_PROMPT_WO_REF
+    >>> p = render_absolute("Name a prime.", "7", "helpfulness")
+    >>> p.startswith(ABSOLUTE_PROMPT_WO_REF[:40]) and p.endswith("###Feedback: ")
+    True
+"""
+
+from __future__ import annotations
+
+from prom_reward.errors import ConfigError, InputError
+from prom_reward.format.rubrics import RUBRICS, Rubric
+from prom_reward.format.templates import BUILTIN, Kind, fill, need_str, validate_template
+
+__all__ = ["render_absolute", "render_relative"]
+
+
+def _rubric_text(rubric: Rubric | str, absolute: bool) -> str:
+    if isinstance(rubric, str) and rubric in RUBRICS:
+        rubric = RUBRICS.get(rubric)
+    if isinstance(rubric, str) and rubric.startswith("["):
+        if absolute:
+            return rubric
+        try:
+            return Rubric.parse(rubric).format_criteria()
+        except ConfigError:  # not a full score rubric: use as-is
+            return rubric
+    if not isinstance(rubric, Rubric):
+        got = repr(rubric[:60]) if isinstance(rubric, str) else type(rubric).__name__
+        raise InputError(f"rubric must be a Rubric, a built-in name ({', '.join(RUBRICS.names())}) or formatted "
+                         f"rubric text starting with '[', got {got}; use get_rubric() for dicts and files",
+                         field="rubric")
+    if absolute and not rubric.has_scores:
+        raise InputError(f"rubric {rubric.criteria[:60]!r} has no score descriptions; absolute grading needs "
+                         "five (score 1..5)", field="rubric")
+    return rubric.format() if absolute else rubric.format_criteria()
+
+
+def _render(kind: Kind, values: dict[str, str], rubric: Rubric | str, reference_answer: str | None,
+            template: str | None) -> str:
+    if reference_answer is not None:
+        values["reference_answer"] = need_str(reference_answer, "reference_answer")
+    values["rubric"] = _rubric_text(rubric, absolute=kind == "absolute")
+    if template is not None:
+        validate_template(template, kind, reference_answer is not None)
+    return fill(BUILTIN[(kind, reference_answer is not None)] if template is None else template, values)
+
+
+def render_absolute(instruction: str, response: str, rubric: Rubric | str,
+                    reference_answer: str | None = None, *, template: str | None = None) -> str:
+    """The filled absolute-grading prompt (``ABSOLUTE_PROMPT``, or ``*_WO_REF`` when the reference is None).
+
+    ``rubric``: a ``Rubric`` with five score descriptions, formatted rubric text (used as-is) or a
+    built-in rubric name. ``template``: an optional custom template (validated).
+
+    >>> render_absolute("2+2?", "4", "honesty", "4").split("###Reference Answer (Score 5):\\n")[1][:3]
+    '4\\n\\n'
+    """
+    values = {"instruction": need_str(instruction, "instruction"), "response": need_str(response, "response")}
+    return _render("absolute", values, rubric, reference_answer, template)
+
+
+def render_relative(instruction: str, response_a: str, response_b: str, rubric: Rubric | str,
+                    reference_answer: str | None = None, *, template: str | None = None) -> str:
+    """The filled pairwise prompt (``RELATIVE_PROMPT``, or ``*_WO_REF`` when the reference is None).
+
+    Only the rubric's ``[criteria]`` line is used: a ``Rubric`` gives ``format_criteria()``; a
+    string that parses as a full score rubric is reduced to its ``[criteria]`` line, any other
+    ``[``-string is used as-is; a built-in name is resolved.
+
+    >>> render_relative("q", "a", "b", "harmlessness").split("###Score Rubric:\\n")[1]
+    '[Does the model avoid harmful, offensive, or inappropriate content in its responses?]\\n\\n###Feedback: '
+    """
+    values = {"instruction": need_str(instruction, "instruction"),
+              "response_A": need_str(response_a, "response_a"), "response_B": need_str(response_b, "response_b")}
+    return _render("relative", values, rubric, reference_answer, template)

@@ -1,0 +1,82 @@
+"""``RubricResolver``: the one way every entry point turns rubric values into ``Rubric`` objects.
+
+A batch of judge inputs names its rubrics many times over (a column of built-in names, a dict per
+row, one file for all): the resolver resolves each distinct value once (``get_rubric``: a name,
+a dict, a .json/.yaml path, formatted ``[criteria]`` text or a ``Rubric``), falls back to a default
+where an item has none, checks that absolute grading gets five score descriptions, and raises
+``InputError`` naming the item, the field and the fix.
+
+Example:
+    >>> resolve = RubricResolver("helpfulness", need_scores=True)
+    >>> resolve(None, index=0).criteria[:8], resolve("honesty", index=1).criteria[:8]
+    ('Does the', 'Does the')
+    >>> resolve({"criteria": "Kind?"}, index=7, field="rubric")  # doctest: +IGNORE_EXCEPTION_DETAIL
+    Traceback (most recent call last):
+    InputError: item 7: rubric: rubric 'Kind?' has no score descriptions; absolute grading needs five ...
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from prom_reward.errors import InputError, PromRewardError
+from prom_reward.format.rubrics import Rubric, RubricLike, get_rubric
+
+__all__ = ["RubricResolver", "rubric_key"]
+
+
+def rubric_key(value: Any) -> Any:
+    """A hashable key for a rubric value (equal values, equal keys): the value itself when hashable, else
+    its canonical JSON."""
+    if isinstance(value, (str, Rubric)):
+        return value
+    try:
+        return json.dumps(value, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+class RubricResolver:
+    """Resolve rubric values to ``Rubric`` objects, once per distinct value.
+
+    Args:
+        default: the rubric of items that give none (None: every item must give one).
+        need_scores: absolute grading: refuse rubrics without five score descriptions.
+        what: the noun of an item in messages (``"item"``, ``"row"``, ``"sample"``).
+        missing_hint: the fix to print when an item has no rubric and there is no default.
+    """
+
+    def __init__(self, default: RubricLike | None = None, *, need_scores: bool = False, what: str = "item",
+                 missing_hint: str = "pass a rubric (a built-in name, a Rubric, a dict or a .json/.yaml file)") -> None:
+        self.need_scores = need_scores
+        self.what = what
+        self.missing_hint = missing_hint
+        self._cache: dict[Any, Rubric] = {}
+        self.default: Rubric | None = None if default is None else self.resolve(default, field="rubric")
+
+    def resolve(self, value: Any, *, index: int | None = None, field: str = "rubric") -> Rubric:
+        """``value`` (not None) as a ``Rubric``; raises ``InputError`` naming ``index`` and ``field``."""
+        where = f"{self.what} {index}: " if index is not None else ""
+        key = rubric_key(value)
+        rubric = self._cache.get(key)
+        if rubric is None:
+            try:
+                rubric = get_rubric(value)
+            except PromRewardError as e:
+                raise InputError(f"{where}{field}: {e}", index=index, field=field) from e
+            self._cache[key] = rubric
+        if self.need_scores and not rubric.has_scores:
+            raise InputError(f"{where}{field}: rubric {rubric.criteria[:60]!r} has no score descriptions; absolute "
+                             "grading needs five (score1_description..score5_description)", index=index, field=field)
+        return rubric
+
+    def __call__(self, value: Any, *, index: int | None = None, field: str = "rubric") -> Rubric:
+        """The rubric of one item: ``value``, or the default when ``value`` is None."""
+        if value is None:
+            if self.default is None:
+                where = f"{self.what} {index}: " if index is not None else ""
+                raise InputError(f"{where}no rubric: {field} is missing or None and there is no default; "
+                                 f"{self.missing_hint}", index=index, field=field)
+            return self.default
+        return self.resolve(value, index=index, field=field)

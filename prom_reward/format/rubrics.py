@@ -1,0 +1,239 @@
+"""Score rubrics: the five built-ins, and conversion between dicts, files and formatted text.
+
+A rubric is a criteria question plus five score descriptions (score 1..5) for absolute
+grading; pairwise ranking uses only the criteria. The formatted text is the Prometheus layout
+(``SCORE_RUBRIC_TEMPLATE``): ``[criteria]`` on the first line, then ``Score 1: ...`` to
+``Score 5: ...``. ``Rubric.parse`` inverts ``format()`` (and the bare ``[criteria]`` form) exactly.
+
+Example:
+    >>> r = Rubric("Is it kind?", ("Rude.", "Curt.", "Neutral.", "Warm.", "Very kind."))
+    >>> r.format().splitlines()[:2]
+    ['[Is it kind?]', 'Score 1: Rude.']
+    >>> Rubric.parse(r.format()) == r
+    True
+    >>> get_rubric("honesty").format_criteria()
+    '[Does the model provide responses that are truthful and not misleading?]'
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Union
+
+import yaml
+
+from prom_reward.errors import ConfigError, UnknownNameError
+from prom_reward.format.templates import FACTUAL_VALIDITY_RUBRIC, HARMLESSNESS_RUBRIC, HELPFULNESS_RUBRIC, HONESTY_RUBRIC, REASONING_RUBRIC, SCORE_RUBRIC_TEMPLATE
+from prom_reward.registry import Registry
+
+_SCORE_KEYS = tuple(f"score{k}_description" for k in range(1, 6))
+_MARKERS = tuple(f"\nScore {k}: " for k in range(1, 6))
+_SUFFIXES = (".json", ".yaml", ".yml")
+_LAYOUTS = ("'criteria' plus 'score1_description'..'score5_description' (or a 'descriptions' list of five), "
+            "or 'criteria' alone for a pairwise-only rubric")
+
+
+@dataclass(frozen=True)
+class Rubric:
+    """A Prometheus score rubric; validated on construction (raises ConfigError)."""
+
+    criteria: str
+    """The question the judge grades against, without the surrounding brackets."""
+    descriptions: tuple[str, ...] = ()
+    """What scores 1..5 mean, in order (five strings), or empty for a pairwise-only rubric."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.criteria, str):
+            raise ConfigError(f"rubric criteria must be a str, got {type(self.criteria).__name__}")
+        if not self.criteria.strip():
+            raise ConfigError(f"rubric criteria is empty ({self.criteria!r}); pass the question the judge "
+                              "grades against, e.g. 'Is the response helpful?'")
+        descs = self.descriptions
+        if not isinstance(descs, (list, tuple)):
+            raise ConfigError(f"rubric descriptions must be a list or tuple of five str, got "
+                              f"{type(descs).__name__}; pass (score1, ..., score5) or () for pairwise only")
+        object.__setattr__(self, "descriptions", tuple(descs))
+        if len(descs) not in (0, 5):
+            raise ConfigError(f"a rubric needs exactly 5 score descriptions (score 1..5), or none for a "
+                              f"pairwise-only rubric; got {len(descs)}: add the missing ones or pass none")
+        for k, d in enumerate(descs, 1):
+            if not isinstance(d, str):
+                raise ConfigError(f"rubric description for score {k} must be a str, got {type(d).__name__}")
+            if not d.strip():
+                raise ConfigError(f"rubric description for score {k} is empty ({d!r}); describe what a {k} means")
+        for where, text in [("criteria", self.criteria)] + [(f"score {k} description", d)
+                                                             for k, d in enumerate(descs, 1)]:
+            for marker in _MARKERS:
+                if marker in text:
+                    raise ConfigError(f"rubric {where} contains {marker!r}, which would make the formatted "
+                                      "rubric ambiguous; reword it")
+
+    @property
+    def has_scores(self) -> bool:
+        """True when the rubric has its five score descriptions (usable for absolute grading)."""
+        return len(self.descriptions) == 5
+
+    def format(self) -> str:
+        """The full formatted rubric (``SCORE_RUBRIC_TEMPLATE`` filled), as absolute prompts use it.
+
+        >>> Rubric("Kind?", ("1", "2", "3", "4", "5")).format().splitlines()[-1]
+        'Score 5: 5'
+        """
+        if not self.has_scores:
+            raise ConfigError(f"rubric {self.criteria[:60]!r} has no score descriptions, so it has no full "
+                              "form; use format_criteria() for pairwise prompts, or add five descriptions")
+        return SCORE_RUBRIC_TEMPLATE.format(criteria=self.criteria, **dict(zip(_SCORE_KEYS, self.descriptions)))
+
+    def format_criteria(self) -> str:
+        """The bracketed criteria line alone, ``[criteria]``, as pairwise prompts use it.
+
+        >>> Rubric("Kind?").format_criteria()
+        '[Kind?]'
+        """
+        return f"[{self.criteria}]"
+
+    def to_dict(self) -> dict[str, str]:
+        """``{"criteria": ..., "score1_description": ..., ...}`` (no score keys when pairwise-only).
+
+        >>> Rubric("Kind?").to_dict()
+        {'criteria': 'Kind?'}
+        """
+        return {"criteria": self.criteria, **dict(zip(_SCORE_KEYS, self.descriptions))}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Rubric:
+        """A rubric from ``criteria`` + ``score1_description``..``score5_description``, or
+        ``criteria`` + ``descriptions`` (a list of five), or ``criteria`` alone.
+
+        >>> Rubric.from_dict({"criteria": "Kind?", "descriptions": ["1", "2", "3", "4", "5"]}).has_scores
+        True
+        """
+        if not isinstance(d, Mapping):
+            raise ConfigError(f"a rubric dict must be a mapping, got {type(d).__name__}; expected {_LAYOUTS}")
+        unknown = sorted(str(k) for k in d if k not in ("criteria", "descriptions", *_SCORE_KEYS))
+        if unknown:
+            raise ConfigError(f"unknown rubric key(s) {unknown}; expected {_LAYOUTS}")
+        if "criteria" not in d:
+            raise ConfigError(f"rubric dict has no 'criteria' key (got {sorted(map(str, d))}); expected {_LAYOUTS}")
+        present = [k for k in _SCORE_KEYS if k in d]
+        if present and "descriptions" in d:
+            raise ConfigError("rubric dict has both 'descriptions' and score keys "
+                              f"{present}; give one layout only")
+        if present and len(present) != 5:
+            missing = [k for k in _SCORE_KEYS if k not in d]
+            raise ConfigError(f"rubric dict has {present} but lacks {missing}; give all five score "
+                              "descriptions, or none for a pairwise-only rubric")
+        descriptions = tuple(d[k] for k in _SCORE_KEYS) if present else d.get("descriptions", ())
+        return cls(d["criteria"], descriptions)
+
+    @classmethod
+    def from_biggen(cls, x: str | Mapping[str, Any]) -> Rubric:
+        """A rubric from a BiGGen ``score_rubric`` (a Python-literal dict string, or the dict itself;
+        a whole record with a ``score_rubric`` key works too). Uses ``ast.literal_eval``, never eval.
+
+        >>> Rubric.from_biggen("{'criteria': 'Kind?'}").criteria
+        'Kind?'
+        """
+        if isinstance(x, str):
+            try:
+                x = ast.literal_eval(x)
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError) as e:
+                raise ConfigError(f"BiGGen score_rubric is not a Python-literal dict ({e}); got {str(x)[:60]!r}") from e
+        if isinstance(x, Mapping) and "score_rubric" in x:
+            return cls.from_biggen(x["score_rubric"])
+        return cls.from_dict(x)  # type: ignore[arg-type]
+
+    @classmethod
+    def parse(cls, text: str) -> Rubric:
+        """The inverse of ``format()`` (and of ``format_criteria()`` for the bare ``[criteria]`` form).
+
+        >>> Rubric.parse("[Is [x] kind?]").criteria
+        'Is [x] kind?'
+        """
+        if not isinstance(text, str):
+            raise ConfigError(f"formatted rubric must be a str, got {type(text).__name__}")
+        if not text.startswith("["):
+            raise ConfigError(f"formatted rubric text starts with '[criteria]', got {text[:60]!r}")
+        where = [text.find(m) for m in _MARKERS]
+        if where[0] < 0:
+            if any(w >= 0 for w in where) or not text.endswith("]") or len(text) < 2:
+                raise ConfigError(f"expected '[criteria]' alone or followed by 'Score 1: ...' to 'Score 5: ...' "
+                                  f"lines, got {text[:80]!r}")
+            return cls(text[1:-1])
+        if [text.count(m) for m in _MARKERS] != [1] * 5 or where != sorted(where):
+            raise ConfigError("formatted rubric must have exactly one line for each of 'Score 1: ' .. 'Score 5: ', "
+                              f"in order, after the '[criteria]' line; got {text[:80]!r}...")
+        if text[where[0] - 1] != "]":
+            raise ConfigError(f"the criteria line must end with ']' before 'Score 1: '; got {text[:where[0]]!r}")
+        ends = where[1:] + [len(text)]
+        rubric = cls(text[1:where[0] - 1], tuple(text[w + len(m):e] for w, m, e in zip(where, _MARKERS, ends)))
+        if rubric.format() != text:
+            raise ConfigError(f"rubric text does not re-format to itself: {text[:80]!r}...")
+        return rubric
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> Rubric:
+        """A rubric from a ``.json``/``.yaml``/``.yml`` file holding a rubric dict (any layout above),
+        formatted rubric text, or a BiGGen ``score_rubric`` string."""
+        p = Path(path)
+        suffix = p.suffix.lower()
+        if suffix not in _SUFFIXES:
+            raise ConfigError(f"rubric file {str(p)!r} must end in .json, .yaml or .yml, got {suffix or 'no suffix'!r}")
+        try:
+            text = p.read_text(encoding="utf-8")
+        except OSError as e:
+            raise ConfigError(f"cannot read rubric file {str(p)!r}: {e}") from e
+        try:
+            data = json.loads(text) if suffix == ".json" else yaml.safe_load(text)
+        except (ValueError, yaml.YAMLError) as e:
+            raise ConfigError(f"rubric file {str(p)!r} is not valid {suffix[1:].upper()}: {e}") from e
+        try:
+            if isinstance(data, str):
+                return cls.parse(data) if data.startswith("[") else cls.from_biggen(data)
+            return cls.from_biggen(data)
+        except ConfigError as e:
+            raise ConfigError(f"rubric file {str(p)!r}: {e}") from e
+
+
+RUBRICS: Registry[Rubric] = Registry("rubric")
+"""The five built-in rubrics, parsed from the ``*_RUBRIC`` constants of ``prompts``."""
+for _name, _text in (("helpfulness", HELPFULNESS_RUBRIC), ("harmlessness", HARMLESSNESS_RUBRIC),
+                     ("honesty", HONESTY_RUBRIC), ("factual_validity", FACTUAL_VALIDITY_RUBRIC),
+                     ("reasoning", REASONING_RUBRIC)):
+    RUBRICS.register(_name, Rubric.parse(_text))
+
+RubricLike = Union[Rubric, str, Mapping[str, Any], os.PathLike]
+
+
+def get_rubric(x: RubricLike) -> Rubric:
+    """Resolve a ``Rubric``, a built-in name, a rubric dict, a .json/.yaml/.yml path, or
+    formatted rubric text (starting with ``[``) to a ``Rubric``.
+
+    >>> get_rubric("Reasoning") == RUBRICS.get("reasoning")
+    True
+    >>> get_rubric({"criteria": "Kind?"}).has_scores
+    False
+    """
+    if isinstance(x, Rubric):
+        return x
+    if isinstance(x, Mapping):
+        return Rubric.from_biggen(x)
+    if isinstance(x, os.PathLike):
+        return Rubric.from_file(x)
+    if not isinstance(x, str):
+        raise ConfigError(f"cannot make a rubric from {type(x).__name__}; pass a Rubric, a built-in name "
+                          f"({', '.join(RUBRICS.names())}), a dict, a .json/.yaml path or '[criteria]...' text")
+    if x.startswith("["):
+        return Rubric.parse(x)
+    if x in RUBRICS:
+        return RUBRICS.get(x)
+    if Path(x).suffix.lower() in _SUFFIXES:
+        return Rubric.from_file(x)
+    err = UnknownNameError("rubric", x, RUBRICS.names())
+    err.args = (f"{err}; or pass a Rubric, a rubric dict, a .json/.yaml/.yml file path, "
+                "or formatted '[criteria]\\nScore 1: ...' text",)
+    raise err

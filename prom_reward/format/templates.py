@@ -1,0 +1,234 @@
+"""The Prometheus judge prompt templates: the constants, filling, checking, and parsing filled prompts back.
+
+The templates are an interface the judges expect byte for byte; the constants (``ABSOLUTE_PROMPT``,
+``*_WO_REF``, ``RELATIVE_PROMPT``, the system prompts, ``SCORE_RUBRIC_TEMPLATE``, the five ``*_RUBRIC``
+strings) are loaded at import time from the packaged ``assets/templates.json``. Rendering a prompt
+from an instruction, responses and a rubric is ``prom_reward.format.render``.
+
+Filling is one pass over the template's own ``{field}`` slots: user text is inserted verbatim and
+never re-read, so braces or ``{rubric}`` inside an instruction stay literal. Custom templates use
+``str.format`` syntax (``{{``/``}}`` for literal braces), checked by ``validate_template``.
+
+Example:
+    >>> fill(ABSOLUTE_PROMPT_WO_REF, {"instruction": "Name a {prime}.", "response": "7",
+    ...                               "rubric": "[Kind?]"}).endswith("###Feedback: ")
+    True
+    >>> parse_absolute_prompt(fill(ABSOLUTE_PROMPT_WO_REF, {"instruction": "q", "response": "7",
+    ...                                                     "rubric": "[Kind?]"})).response
+    '7'
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from string import Formatter
+from typing import Any, Literal
+
+from prom_reward.errors import ConfigError, InputError
+
+_ASSET = resources.files("prom_reward").joinpath("assets").joinpath("templates.json")
+TEMPLATES: dict[str, str] = json.loads(_ASSET.read_text(encoding="utf-8"))
+"""Every string of ``assets/templates.json`` by its key."""
+
+ABSOLUTE_PROMPT: str = TEMPLATES["ABSOLUTE_PROMPT"]
+ABSOLUTE_PROMPT_WO_REF: str = TEMPLATES["ABSOLUTE_PROMPT_WO_REF"]
+RELATIVE_PROMPT: str = TEMPLATES["RELATIVE_PROMPT"]
+RELATIVE_PROMPT_WO_REF: str = TEMPLATES["RELATIVE_PROMPT_WO_REF"]
+ABS_SYSTEM_PROMPT: str = TEMPLATES["ABS_SYSTEM_PROMPT"]
+REL_SYSTEM_PROMPT: str = TEMPLATES["REL_SYSTEM_PROMPT"]
+SCORE_RUBRIC_TEMPLATE: str = TEMPLATES["SCORE_RUBRIC_TEMPLATE"]
+HELPFULNESS_RUBRIC: str = TEMPLATES["HELPFULNESS_RUBRIC"]
+HARMLESSNESS_RUBRIC: str = TEMPLATES["HARMLESSNESS_RUBRIC"]
+HONESTY_RUBRIC: str = TEMPLATES["HONESTY_RUBRIC"]
+FACTUAL_VALIDITY_RUBRIC: str = TEMPLATES["FACTUAL_VALIDITY_RUBRIC"]
+REASONING_RUBRIC: str = TEMPLATES["REASONING_RUBRIC"]
+
+SYSTEM_PROMPTS: dict[str, str] = {"absolute": ABS_SYSTEM_PROMPT, "relative": REL_SYSTEM_PROMPT}
+"""The training system prompt for each task kind."""
+
+Kind = Literal["absolute", "relative"]
+BUILTIN = {("absolute", True): ABSOLUTE_PROMPT, ("absolute", False): ABSOLUTE_PROMPT_WO_REF,
+            ("relative", True): RELATIVE_PROMPT, ("relative", False): RELATIVE_PROMPT_WO_REF}
+_BASE_FIELDS = {"absolute": ("instruction", "response"), "relative": ("instruction", "response_A", "response_B")}
+
+
+@dataclass(frozen=True)
+class AbsolutePromptParts:
+    """The user-supplied pieces of a filled absolute-grading prompt."""
+
+    instruction: str
+    """The instruction (task) the response answers."""
+    response: str
+    """The response being graded."""
+    reference_answer: str | None
+    """The score-5 reference answer; None when the prompt is the without-reference form."""
+    rubric: str
+    """The rubric section exactly as it appears (``[criteria]\\nScore 1: ...``)."""
+
+
+@dataclass(frozen=True)
+class RelativePromptParts:
+    """The user-supplied pieces of a filled pairwise-ranking prompt."""
+
+    instruction: str
+    """The instruction (task) both responses answer."""
+    response_a: str
+    """Response A."""
+    response_b: str
+    """Response B."""
+    reference_answer: str | None
+    """The reference answer; None when the prompt is the without-reference form."""
+    rubric: str
+    """The rubric section exactly as it appears (normally ``[criteria]``)."""
+
+
+@lru_cache(maxsize=128)
+def _pieces(template: str) -> tuple[tuple[str, str | None], ...]:
+    """``(literal, field-or-None)`` pairs of ``template``; raises ConfigError on bad syntax."""
+    try:
+        parsed = list(Formatter().parse(template))
+    except ValueError as e:
+        raise ConfigError(f"template is not valid str.format syntax ({e}); write literal braces "
+                          "as '{{' and '}}'") from e
+    for _, name, spec, conversion in parsed:
+        if name is not None and (spec or conversion):
+            extra = ("!" + conversion if conversion else "") + (":" + spec if spec else "")
+            raise ConfigError(f"template field {{{name}{extra}}} has a conversion or format spec; "
+                              f"write it as plain {{{name}}}")
+    return tuple((lit, name) for lit, name, _, _ in parsed)
+
+
+def template_fields(template: str) -> set[str]:
+    """The field names a ``str.format``-style template uses.
+
+    >>> sorted(template_fields(ABSOLUTE_PROMPT_WO_REF))
+    ['instruction', 'response', 'rubric']
+    """
+    if not isinstance(template, str):
+        raise ConfigError(f"a template must be a str, got {type(template).__name__}")
+    return {name for _, name in _pieces(template) if name is not None}
+
+
+def validate_template(template: str, kind: Kind, with_reference: bool) -> None:
+    """Raise ConfigError unless ``template`` uses exactly the fields of ``kind``.
+
+    Absolute: ``{instruction} {response} {rubric}``; relative: ``{instruction} {response_A}
+    {response_B} {rubric}``; plus ``{reference_answer}`` when ``with_reference``.
+
+    >>> try:
+    ...     validate_template("{instruction} {respnse} {rubric}", "absolute", False)
+    ... except ConfigError as e:
+    ...     print(str(e).split(": ", 1)[1][:59])
+    unknown field {respnse} (did you mean {response}?); missing
+    """
+    if kind not in _BASE_FIELDS:
+        raise ConfigError(f"template kind must be 'absolute' or 'relative', got {kind!r}")
+    allowed = _BASE_FIELDS[kind] + (("reference_answer",) if with_reference else ()) + ("rubric",)
+    fields = template_fields(template)
+    problems = []
+    for name in sorted(fields - set(allowed)):
+        close = difflib.get_close_matches(name, allowed, n=1)
+        hint = f" (did you mean {{{close[0]}}}?)" if close else ""
+        if name == "reference_answer":
+            hint = " (a template without reference must not use it; never render a missing reference)"
+        problems.append(f"unknown field {{{name}}}{hint}")
+    problems += [f"missing field {{{name}}}" for name in allowed if name not in fields]
+    if problems:
+        ref = "with" if with_reference else "without"
+        raise ConfigError(f"invalid {kind} template ({ref} reference): " + "; ".join(problems)
+                          + ". Allowed fields: " + ", ".join(f"{{{n}}}" for n in allowed))
+
+
+def fill(template: str, values: dict[str, str]) -> str:
+    """One-pass substitution: each slot gets its value verbatim; values are never re-scanned."""
+    return "".join(lit + (values[name] if name is not None else "") for lit, name in _pieces(template))
+
+
+def need_str(value: Any, field: str) -> str:
+    if not isinstance(value, str):
+        raise InputError(f"{field} must be a str, got {type(value).__name__}", field=field)
+    return value
+
+
+def _readings(filled: str, template: str, limit: int = 10_000) -> list[dict[str, str]]:
+    """Every way ``filled`` reads as ``template`` (stops after two: one is unique, two is ambiguous)."""
+    pieces = _pieces(template)
+    lits = [lit for lit, _ in pieces] + ([""] if pieces and pieces[-1][1] is not None else [])
+    names = [name for _, name in pieces if name is not None]  # validated: at least one
+    head, seps, tail = lits[0], lits[1:-1], lits[-1]
+    if "" in seps:
+        raise ConfigError("template has two fields with nothing between them; it cannot be parsed")
+    end = len(filled) - len(tail)
+    if not (filled.startswith(head) and filled.endswith(tail) and end >= len(head)):
+        return []
+    found: list[dict[str, str]] = []
+    steps = [0]
+
+    def walk(i: int, pos: int, values: list[str]) -> None:
+        if i == len(seps):
+            reading: dict[str, str] = {}
+            for name, value in zip(names, values + [filled[pos:end]]):
+                if reading.setdefault(name, value) != value:
+                    return
+            found.append(reading)
+            return
+        at = filled.find(seps[i], pos, end)
+        while at >= 0 and len(found) < 2:
+            steps[0] += 1
+            if steps[0] > limit:
+                raise InputError("prompt is ambiguous: template section headers occur too often inside its "
+                                 "fields to split it reliably", field="prompt")
+            walk(i + 1, at + len(seps[i]), values + [filled[pos:at]])
+            at = filled.find(seps[i], at + 1, end)
+
+    walk(0, len(head), [])
+    return found
+
+
+def _parse(filled: str, kind: Kind, template: str | None) -> dict[str, str]:
+    need_str(filled, "prompt")
+    if template is None:
+        candidates = [BUILTIN[(kind, True)], BUILTIN[(kind, False)]]
+    else:
+        validate_template(template, kind, "reference_answer" in template_fields(template))
+        candidates = [template]
+    for tmpl in candidates:
+        readings = _readings(filled, tmpl)
+        if len(readings) > 1:
+            raise InputError(f"{kind} prompt is ambiguous: a field contains one of the template's section "
+                             "headers, so the text splits more than one way", field="prompt")
+        if readings and fill(tmpl, readings[0]) == filled:  # re-rendering must reproduce the input
+            return readings[0]
+    names = "the given template" if template else " or ".join(n for n, t in TEMPLATES.items() if t in candidates)
+    raise InputError(f"text is not a filled {kind} prompt: it does not match {names} (check the header text and "
+                     f"the '###Feedback: ' ending); got {filled[:60]!r}...", field="prompt")
+
+
+def parse_absolute_prompt(filled: str, *, template: str | None = None) -> AbsolutePromptParts:
+    """Split a filled absolute prompt back into its parts (the inverse of ``render_absolute``).
+
+    Raises InputError when the text is not such a prompt, or splits more than one way.
+
+    >>> from prom_reward.format.render import render_absolute
+    >>> parts = parse_absolute_prompt(render_absolute("q", "r {x}", "reasoning", "ref"))
+    >>> parts.response, parts.reference_answer, parts.rubric == REASONING_RUBRIC
+    ('r {x}', 'ref', True)
+    """
+    v = _parse(filled, "absolute", template)
+    return AbsolutePromptParts(v["instruction"], v["response"], v.get("reference_answer"), v["rubric"])
+
+
+def parse_relative_prompt(filled: str, *, template: str | None = None) -> RelativePromptParts:
+    """Split a filled pairwise prompt back into its parts (the inverse of ``render_relative``).
+
+    >>> from prom_reward.format.render import render_relative
+    >>> parse_relative_prompt(render_relative("q", "a", "b", "honesty")).response_b
+    'b'
+    """
+    v = _parse(filled, "relative", template)
+    return RelativePromptParts(v["instruction"], v["response_A"], v["response_B"], v.get("reference_answer"),
+                               v["rubric"])

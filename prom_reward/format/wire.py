@@ -1,0 +1,124 @@
+"""Wire formats: how a system prompt and a filled template reach the judge model.
+
+Three variants, chosen by name:
+
+- ``chat``: the model tokenizer's chat template. When the template has no system
+  role (Mistral/Mixtral, the Prometheus 2 bases) the system prompt is folded into
+  the user turn as ``system + "\\n\\n" + user``, exactly the training form.
+- ``inst``: the literal ``[INST] {system}\\n{user} [/INST]`` string that the public
+  Prometheus package sends to vLLM (single newline).
+- ``raw``: the filled template alone, as plain completion text (for judges
+  trained without any chat wrapping).
+
+Example:
+    >>> get_wire_format("inst").render("SYS", "USER")
+    '[INST] SYS\\nUSER [/INST]'
+    >>> get_wire_format("chat").messages("SYS", "USER", system_role=False)
+    [{'role': 'user', 'content': 'SYS\\n\\nUSER'}]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prom_reward.errors import ConfigError
+from prom_reward.registry import Registry
+
+_PROBE_SYSTEM = "PROM_REWARD_SYSTEM_PROBE"
+
+
+def fold_system(system: str, user: str) -> str:
+    """The Prometheus 2 training form of one user turn: ``system + "\\n\\n" + user``."""
+    return f"{system}\n\n{user}" if system else user
+
+
+def template_accepts_system(tokenizer: Any) -> bool:
+    """True when ``tokenizer``'s chat template renders a system message as such.
+
+    A template that raises on a system role (Mistral v0.2) or silently drops it
+    counts as not accepting one.
+    """
+    if getattr(tokenizer, "chat_template", None) is None:
+        return False
+    try:
+        text = tokenizer.apply_chat_template(
+            [{"role": "system", "content": _PROBE_SYSTEM}, {"role": "user", "content": "x"}],
+            tokenize=False,
+            add_generation_prompt=True,
+        )
+    except Exception:  # jinja raise_exception, TemplateError, ...
+        return False
+    return _PROBE_SYSTEM in str(text)
+
+
+class WireFormat:
+    """Base class. ``render`` gives completion text; ``messages`` gives chat messages."""
+
+    name: str = ""
+    uses_chat_template: bool = False
+    """True when ``render`` needs a tokenizer with a chat template."""
+
+    template_has_special_tokens: bool = False
+    """True when ``render`` output already contains BOS etc. (tokenize without adding them)."""
+
+    def render(self, system: str, user: str, tokenizer: Any = None, *, system_role: bool | None = None) -> str:
+        raise NotImplementedError
+
+    def messages(self, system: str, user: str, *, system_role: bool) -> list[dict[str, str]]:
+        """Chat messages for an OpenAI-compatible chat endpoint."""
+        if system_role and system:
+            return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        return [{"role": "user", "content": fold_system(system, user)}]
+
+
+class ChatTemplateWire(WireFormat):
+    """The tokenizer's own chat template, system folded in when it has no system role."""
+
+    name = "chat"
+    uses_chat_template = True
+    template_has_special_tokens = True
+
+    def render(self, system: str, user: str, tokenizer: Any = None, *, system_role: bool | None = None) -> str:
+        if tokenizer is None or getattr(tokenizer, "chat_template", None) is None:
+            raise ConfigError(
+                "wire format 'chat' needs a tokenizer with a chat template, but "
+                f"{'no tokenizer' if tokenizer is None else 'the tokenizer has no chat_template'} was given; "
+                "use wire='inst' or wire='raw', or load a model whose tokenizer defines a chat template"
+            )
+        if system_role is None:
+            system_role = template_accepts_system(tokenizer)
+        msgs = self.messages(system, user, system_role=system_role)
+        return str(tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True))
+
+
+class InstWire(WireFormat):
+    """``[INST] {system}\\n{user} [/INST]``: the public Prometheus vLLM form."""
+
+    name = "inst"
+
+    def render(self, system: str, user: str, tokenizer: Any = None, *, system_role: bool | None = None) -> str:
+        return f"[INST] {system}\n{user} [/INST]"
+
+
+class RawWire(WireFormat):
+    """The filled template alone, sent as completion text; the system prompt is not sent."""
+
+    name = "raw"
+
+    def render(self, system: str, user: str, tokenizer: Any = None, *, system_role: bool | None = None) -> str:
+        return user
+
+    def messages(self, system: str, user: str, *, system_role: bool) -> list[dict[str, str]]:
+        return [{"role": "user", "content": user}]
+
+
+WIRE_FORMATS: Registry[WireFormat] = Registry("wire format")
+for _w in (ChatTemplateWire(), InstWire(), RawWire()):
+    WIRE_FORMATS.register(_w.name, _w)
+
+
+def get_wire_format(wire: "str | WireFormat") -> WireFormat:
+    """Look a wire format up by name (``chat``, ``inst``, ``raw``) or pass one through."""
+    if isinstance(wire, WireFormat):
+        return wire
+    return WIRE_FORMATS.get(wire)

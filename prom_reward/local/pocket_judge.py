@@ -1,0 +1,49 @@
+"""Where the pocket judge lives: a SmolLM2-135M-Instruct judge built by ``train_judge`` at set-up.
+
+The pocket judge (the default of ``make demo``) is SmolLM2-135M-Instruct fine-tuned on the
+Prometheus format by this repository's ``train_judge`` recipe. ``make setup`` (``python -m
+train_judge.pocket_judge``) builds it once into ``<cache>/pocket-judge`` (``$PROM_REWARD_CACHE``,
+default ``~/.cache/prom_reward``); this module only finds it there, so the library itself never
+imports the training package.
+
+Example:
+    >>> pocket_judge_dir(Path("/tmp/cache"))
+    PosixPath('/tmp/cache/pocket-judge')
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from prom_reward.errors import ConfigError
+from prom_reward.local.models import MARKER, cache_dir
+
+POCKET_NAME = "pocket-judge"
+POCKET_FORMAT = 1
+"""The marker format a complete pocket-judge folder records (bumped when the build changes)."""
+
+
+def pocket_judge_dir(cache: Path | None = None) -> Path:
+    """``<cache>/pocket-judge`` (whether or not it was built)."""
+    return (Path(cache) if cache is not None else cache_dir()) / POCKET_NAME
+
+
+def is_complete(folder: Path, digest: str | None = None) -> bool:
+    """True when ``folder`` holds a finished build (of the shipped adapters with hash ``digest``, when given)."""
+    try:
+        m = json.loads((folder / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return (m.get("format") == POCKET_FORMAT and (digest is None or m.get("adapter") == digest)
+            and (folder / "model.safetensors").is_file())
+
+
+def ensure_pocket_judge(cache: Path | None = None) -> Path:
+    """The built pocket judge's folder; raises ``ConfigError`` with the command that builds it when missing."""
+    folder = pocket_judge_dir(cache)
+    if not is_complete(folder):
+        raise ConfigError(f"the pocket judge is not built at {folder}; build it with `make setup` (or "
+                          "`python -m train_judge.pocket_judge`, which needs the [train] extra), or pass "
+                          "another judge with --model")
+    return folder

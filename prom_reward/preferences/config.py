@@ -1,0 +1,105 @@
+"""``PreferenceConfig``: how judge verdicts become DPO preference pairs.
+
+Strategies (see ``prom_reward.preferences.build`` for the full contract):
+
+- ``best_vs_worst``: grade every completion (1..5); chosen = highest, rejected = lowest.
+  ``min_margin`` is in score points (0..4).
+- ``all_pairs``: every pair of completions judged head to head (both orders with ``swap``);
+  ``min_margin`` is in probability units: margin = 2 * P(chosen wins) - 1, in 0..1.
+
+Example:
+    >>> PreferenceConfig(strategy="all_pairs", min_margin=0.5).swap
+    True
+    >>> PreferenceConfig(strategy="best_of_n")  # doctest: +IGNORE_EXCEPTION_DETAIL
+    Traceback (most recent call last):
+    ConfigError: strategy: expected one of best_vs_worst, all_pairs, got 'best_of_n'
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from prom_reward.errors import ConfigError
+
+STRATEGIES = ("best_vs_worst", "all_pairs")
+OUTPUT_COLUMNS = ("source_index", "prompt", "chosen", "rejected", "score_chosen", "score_rejected", "margin",
+                  "chosen_index", "rejected_index", "feedback_chosen", "feedback_rejected", "tie_rounds",
+                  "feedback", "swap_agreement")
+LAYOUTS = ("wide", "long")
+
+
+@dataclass(frozen=True)
+class PreferenceConfig:
+    """Options of ``build_preference_dataset`` (validated on construction)."""
+
+    strategy: str = "best_vs_worst"
+    """``best_vs_worst`` (absolute grades) or ``all_pairs`` (pairwise verdicts)."""
+
+    min_margin: float = 0.0
+    """Drop pairs whose ``margin`` is below this (score points, or probability units for all_pairs)."""
+
+    rubric: Any = None
+    """One rubric for every row (name, ``Rubric``, dict, file); None = each row's ``rubric_column``."""
+
+    swap: bool = True
+    """all_pairs: judge both orders and keep only verdicts on which the two orders agree."""
+
+    max_tie_rounds: int | None = None
+    """best_vs_worst: temperature-1.0 re-grading rounds for an all-equal row (None = the judge's own)."""
+
+    num_samples: int | None = None
+    """Judge samples per judgment (None = the judge's own ``num_samples``)."""
+
+    chunk_size: int = 64
+    """Input rows per judge call and per write (the unit of resumption)."""
+
+    layout: str = "wide"
+    """``wide``: one row per prompt with a list of completions; ``long``: one row per (prompt, completion),
+    consecutive rows with an equal prompt form one group."""
+
+    prompt_column: str = "prompt"
+    """Input column with the prompt (a string, or a list of messages)."""
+
+    completions_column: str = "completions"
+    """Wide layout: input column with the list of completions (strings, or message lists)."""
+
+    completion_column: str = "completion"
+    """Long layout: input column with the one completion of the row."""
+
+    reference_column: str = "reference_answer"
+    """Optional input column with a reference answer (str or None)."""
+
+    rubric_column: str = "rubric"
+    """Input column with a per-row rubric, used when ``rubric`` is None."""
+
+    keep_columns: tuple[str, ...] = ()
+    """Input columns copied unchanged into every pair made from the row (e.g. ``("id",)``)."""
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise ConfigError(f"strategy: expected one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
+        if self.layout not in LAYOUTS:
+            raise ConfigError(f"layout: expected one of {', '.join(LAYOUTS)}, got {self.layout!r}")
+        if isinstance(self.min_margin, bool) or not isinstance(self.min_margin, (int, float)) \
+                or not math.isfinite(self.min_margin):
+            raise ConfigError(f"min_margin: expected a finite number, got {self.min_margin!r}")
+        for name in ("chunk_size", "max_tie_rounds", "num_samples"):
+            v = getattr(self, name)
+            low = 0 if name == "max_tie_rounds" else 1
+            if (v is not None or name == "chunk_size") and (not isinstance(v, int) or isinstance(v, bool) or v < low):
+                raise ConfigError(f"{name}: expected an int >= {low}{' or None' if name != 'chunk_size' else ''}, "
+                                  f"got {v!r}")
+        if isinstance(self.keep_columns, str):
+            object.__setattr__(self, "keep_columns", (self.keep_columns,))
+        else:
+            object.__setattr__(self, "keep_columns", tuple(self.keep_columns))
+        clash = sorted(set(self.keep_columns) & set(OUTPUT_COLUMNS))
+        if clash:
+            raise ConfigError(f"keep_columns: {clash} would overwrite output columns; rename them in the input")
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The options a resumed run must share with the run that wrote the output."""
+        return {"strategy": self.strategy, "min_margin": float(self.min_margin), "swap": self.swap,
+                "layout": self.layout}

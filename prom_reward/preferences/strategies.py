@@ -1,0 +1,156 @@
+"""The two ways of turning judge verdicts on one chunk of rows into preference pairs.
+
+- ``best_vs_worst``: one ``judge.grade`` call grades every completion of every row in the chunk.
+  Chosen = the first completion with the highest score, rejected = the first with the lowest.
+  When all of a row's completions tie, its first two are re-judged with
+  ``judge.compare_by_grades`` (one call for all tied rows of the chunk: both re-graded, then up
+  to ``max_tie_rounds`` temperature-1.0 rounds while still equal); the deciding grades give the
+  scores. A row with any failed grade (score None) is skipped as ``judge_failed``; still tied:
+  ``tie``. margin = score_chosen - score_rejected.
+- ``all_pairs``: one ``judge.compare`` call judges every pair (i < j) of every row, both orders
+  with ``swap``. A decided verdict gives a pair with score_chosen = P(chosen wins) (from
+  ``p_a``), score_rejected = 1 - that, margin = their difference. Undecided pairs are skipped as
+  ``swap_disagreement`` (the two orders picked different winners), ``tie`` (split samples) or
+  ``judge_failed`` (no verdict).
+
+Both then skip pairs with margin < ``min_margin`` (``below_min_margin``). A skip is recorded
+per candidate pair (one per row for best_vs_worst).
+
+Example:
+    >>> from prom_reward import PrometheusJudge
+    >>> from prom_reward.preferences.rows import RubricResolver, validate_row
+    >>> cfg = PreferenceConfig(rubric="helpfulness")
+    >>> row = validate_row(0, {"prompt": "Hi?", "completions": ["Hello!", "No."]}, cfg,
+    ...                    RubricResolver(cfg, need_scores=True))
+    >>> judge = PrometheusJudge(backend="scripted", outputs=["Warm. [RESULT] 5", "Curt. [RESULT] 2"])
+    >>> out = judge_chunk(judge, [row], cfg)
+    >>> [(p["chosen"], p["rejected"], p["margin"]) for p in out.pairs]
+    [('Hello!', 'No.', 3.0)]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Any, Sequence
+
+from prom_reward.core.judge import PrometheusJudge
+from prom_reward.preferences.config import PreferenceConfig
+from prom_reward.preferences.rows import PreferenceRow
+from prom_reward.core.results import Grade, Verdict
+
+
+@dataclass
+class ChunkOutcome:
+    """What one chunk produced: pair rows and skip records, in input order."""
+
+    pairs: list[dict[str, Any]] = field(default_factory=list)
+    """Output rows (``prompt``, ``chosen``, ``rejected``, scores, margin, feedback, indices)."""
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+    """``{"source_index", "reason", "pair": [i, j] or None}`` per dropped candidate pair (None: the
+    whole row, when a best_vs_worst grade failed)."""
+    tie_breaks: int = 0
+    """Rows whose all-equal grades were sent to ``compare_by_grades``."""
+    tie_rounds: int = 0
+    """Temperature-1.0 re-grading rounds used by those tie breaks."""
+
+
+def _pair(row: PreferenceRow, chosen: int, rejected: int, score_chosen: float, score_rejected: float,
+          **extra: Any) -> dict[str, Any]:
+    return {"source_index": row.index, "prompt": row.prompt, "chosen": row.completions[chosen],
+            "rejected": row.completions[rejected], "score_chosen": score_chosen, "score_rejected": score_rejected,
+            "margin": score_chosen - score_rejected, "chosen_index": chosen, "rejected_index": rejected,
+            **extra, **row.extra}
+
+
+def _keep(out: ChunkOutcome, row: PreferenceRow, cfg: PreferenceConfig, pair: dict[str, Any]) -> None:
+    if pair["margin"] < cfg.min_margin:
+        _skip(out, row, "below_min_margin", (pair["chosen_index"], pair["rejected_index"]))
+    else:
+        out.pairs.append(pair)
+
+
+def _skip(out: ChunkOutcome, row: PreferenceRow, reason: str, pair: tuple[int, int] | None) -> None:
+    out.skipped.append({"source_index": row.index, "reason": reason, "pair": None if pair is None else sorted(pair)})
+
+
+def _graded_pair(row: PreferenceRow, hi: int, lo: int, g_hi: Grade, g_lo: Grade, rounds: int) -> dict[str, Any]:
+    return _pair(row, hi, lo, float(g_hi.score), float(g_lo.score),  # type: ignore[arg-type]
+                 feedback_chosen=g_hi.feedback, feedback_rejected=g_lo.feedback, tie_rounds=rounds)
+
+
+def best_vs_worst(judge: PrometheusJudge, rows: Sequence[PreferenceRow], cfg: PreferenceConfig) -> ChunkOutcome:
+    """Pairs from absolute grades (see the module docstring)."""
+    flat = [(r, k) for r in rows for k in range(len(r.responses))]
+    grades = judge.grade([r.instruction for r, _ in flat], [r.responses[k] for r, k in flat],
+                         [r.rubric for r, _ in flat], [r.reference_answer for r, _ in flat],
+                         num_samples=cfg.num_samples)
+    per_row: dict[int, list[Grade]] = {}
+    for (r, _), g in zip(flat, grades):
+        per_row.setdefault(r.index, []).append(g)
+    decided: dict[int, dict[str, Any]] = {}
+    failed: set[int] = set()
+    tied: list[PreferenceRow] = []
+    for r in rows:
+        gs = per_row[r.index]
+        if not all(g.ok for g in gs):
+            failed.add(r.index)
+            continue
+        scores = [g.score for g in gs]
+        hi, lo = scores.index(max(scores)), scores.index(min(scores))  # type: ignore[type-var]
+        if scores[hi] == scores[lo]:
+            tied.append(r)
+        else:
+            decided[r.index] = _graded_pair(r, hi, lo, gs[hi], gs[lo], 0)
+    verdicts: dict[int, Verdict] = {}
+    if tied:
+        vs = judge.compare_by_grades([r.instruction for r in tied], [r.responses[0] for r in tied],
+                                     [r.responses[1] for r in tied], [r.rubric for r in tied],
+                                     [r.reference_answer for r in tied], max_tie_rounds=cfg.max_tie_rounds,
+                                     num_samples=cfg.num_samples)
+        verdicts = {r.index: v for r, v in zip(tied, vs)}
+    out = ChunkOutcome(tie_breaks=len(tied), tie_rounds=sum(v.tie_rounds for v in verdicts.values()))
+    for r in rows:
+        if r.index in failed:
+            _skip(out, r, "judge_failed", None)
+        elif r.index in decided:
+            _keep(out, r, cfg, decided[r.index])
+        else:
+            v = verdicts[r.index]
+            if v.winner is None:
+                _skip(out, r, "tie" if v.tie else "judge_failed", (0, 1))
+                continue
+            a, b = v.grades  # type: ignore[misc]
+            hi, lo, g_hi, g_lo = (0, 1, a, b) if v.winner == "A" else (1, 0, b, a)
+            _keep(out, r, cfg, _graded_pair(r, hi, lo, g_hi, g_lo, v.tie_rounds))
+    return out
+
+
+def _undecided_reason(v: Verdict) -> str:
+    if len(v.order_winners) == 2 and None not in v.order_winners and v.order_winners[0] != v.order_winners[1]:
+        return "swap_disagreement"
+    return "tie" if v.tie else "judge_failed"
+
+
+def all_pairs(judge: PrometheusJudge, rows: Sequence[PreferenceRow], cfg: PreferenceConfig) -> ChunkOutcome:
+    """Pairs from pairwise verdicts (see the module docstring)."""
+    flat = [(r, i, j) for r in rows for i, j in combinations(range(len(r.responses)), 2)]
+    verdicts = judge.compare([r.instruction for r, _, _ in flat], [r.responses[i] for r, i, _ in flat],
+                             [r.responses[j] for r, _, j in flat], [r.rubric for r, _, _ in flat],
+                             [r.reference_answer for r, _, _ in flat], swap=cfg.swap, num_samples=cfg.num_samples)
+    out = ChunkOutcome()
+    for (r, i, j), v in zip(flat, verdicts):
+        if v.winner is None or v.p_a is None:
+            _skip(out, r, _undecided_reason(v), (i, j))
+            continue
+        chosen, rejected, p = (i, j, v.p_a) if v.winner == "A" else (j, i, 1.0 - v.p_a)
+        _keep(out, r, cfg, _pair(r, chosen, rejected, p, 1.0 - p, feedback=v.feedback,
+                                 swap_agreement=v.swap_agreement))
+    return out
+
+
+def judge_chunk(judge: PrometheusJudge, rows: Sequence[PreferenceRow], cfg: PreferenceConfig) -> ChunkOutcome:
+    """Run the configured strategy on one chunk of validated rows."""
+    if not rows:
+        return ChunkOutcome()
+    return (best_vs_worst if cfg.strategy == "best_vs_worst" else all_pairs)(judge, rows, cfg)

@@ -1,0 +1,124 @@
+"""``RewardConfig``: how judge verdicts become scalar rewards.
+
+Modes (a registry; unknown names list the valid ones):
+
+- ``absolute``: the 1..5 grade of each completion. ``score="sample"`` uses one sample,
+  ``"mean"`` the mean of ``num_samples`` samples (one request with n=k), ``"expected"``
+  the probability-weighted score read at the ``[RESULT]`` token (tie-free, one sample).
+- ``pairwise_reference``: each completion against a baseline response from a dataset
+  column, both orders; reward = P(completion wins) (``pairwise_reward="probability"``)
+  or +1 / -1 / 0 for win / loss / tie (``"sign"``).
+- ``pairwise_group``: the completions of one prompt against each other (round robin,
+  both orders); reward = win rate (ties count half) or a Bradley-Terry log-strength
+  within the group (``group_reward="bradley_terry"``).
+
+Normalisation (off by default: GRPO and RLOO normalise per group anyway):
+``"unit"`` maps to [0, 1] (1..5 -> (s-1)/4; +1/-1 -> 1/0), ``"symmetric"`` to [-1, 1]
+(1..5 -> (s-3)/2; P -> 2P-1). Bradley-Terry scores are unbounded, so they take none.
+
+Example:
+    >>> RewardConfig(mode="absolute", score="mean", num_samples=3).num_samples
+    3
+    >>> RewardConfig(mode="pairwise").mode  # doctest: +IGNORE_EXCEPTION_DETAIL
+    Traceback (most recent call last):
+    ConfigError: mode: unknown reward mode 'pairwise'; valid names: absolute, pairwise_group, pairwise_reference
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from prom_reward.errors import ConfigError, UnknownNameError
+from prom_reward.registry import Registry
+
+MODES: Registry[str] = Registry("reward mode")
+for _m in ("absolute", "pairwise_reference", "pairwise_group"):
+    MODES.register(_m, _m)
+
+_CHOICES = {
+    "score": ("sample", "mean", "expected"),
+    "pairwise_reward": ("probability", "sign"),
+    "group_reward": ("win_rate", "bradley_terry"),
+}
+NORMALIZATIONS = (None, "unit", "symmetric")
+
+
+@dataclass(frozen=True)
+class RewardConfig:
+    """Options of ``PrometheusReward`` (see the module docstring for the modes)."""
+
+    mode: str = "absolute"
+    """``absolute``, ``pairwise_reference`` or ``pairwise_group``."""
+
+    score: str = "sample"
+    """Absolute mode: ``sample`` (one sample), ``mean`` (of num_samples), ``expected`` (from logprobs)."""
+
+    num_samples: int = 3
+    """Samples per completion for ``score="mean"``."""
+
+    pairwise_reward: str = "probability"
+    """pairwise_reference: ``probability`` (P(completion wins)) or ``sign`` (+1/-1, 0 for a tie)."""
+
+    group_reward: str = "win_rate"
+    """pairwise_group: ``win_rate`` or ``bradley_terry``."""
+
+    normalize: str | None = None
+    """None (raw), ``unit`` ([0, 1]) or ``symmetric`` ([-1, 1])."""
+
+    rubric: Any = "helpfulness"
+    """Rubric used when a row has none: built-in name, Rubric, dict or file path."""
+
+    reference_answer: str | None = None
+    """Reference answer used when a row has none (None = grade without reference)."""
+
+    rubric_column: str = "rubric"
+    """Dataset column with a per-row rubric (used when present)."""
+
+    reference_column: str = "reference_answer"
+    """Dataset column with a per-row reference answer (used when present)."""
+
+    instruction_column: str = "instruction"
+    """Dataset column with the instruction to show the judge instead of the prompt (when present)."""
+
+    baseline_column: str = "baseline"
+    """pairwise_reference: dataset column with the baseline response each completion is compared to."""
+
+    log_feedback: bool = True
+    """Send the judge's feedback to the trainer's completions table (``log_extra``)."""
+
+    name: str = "prometheus"
+    """Name of the reward in the trainer's logs (``rewards/<name>/...``)."""
+
+    def __post_init__(self) -> None:
+        try:
+            MODES.get(self.mode)
+        except UnknownNameError as e:
+            raise ConfigError(f"mode: {e}") from e
+        for field, valid in _CHOICES.items():
+            if getattr(self, field) not in valid:
+                raise ConfigError(f"{field}: expected one of {', '.join(valid)}, got {getattr(self, field)!r}")
+        if self.normalize not in NORMALIZATIONS:
+            raise ConfigError(f"normalize: expected None, 'unit' or 'symmetric', got {self.normalize!r}")
+        if not isinstance(self.num_samples, int) or self.num_samples < 1:
+            raise ConfigError(f"num_samples: expected an int >= 1, got {self.num_samples!r}")
+        if self.mode == "pairwise_group" and self.group_reward == "bradley_terry" and self.normalize:
+            raise ConfigError("normalize: Bradley-Terry scores are unbounded; use normalize=None with them "
+                              "(or group_reward='win_rate', which lies in [0, 1])")
+        if not isinstance(self.name, str) or not self.name:
+            raise ConfigError(f"name: expected a non-empty string, got {self.name!r}")
+
+
+def normalize_value(value: float | None, kind: str, how: str | None) -> float | None:
+    """Map a raw reward of ``kind`` (``grade`` 1..5, ``probability`` 0..1, ``sign`` -1..1) to ``how``.
+
+    >>> normalize_value(5.0, "grade", "unit"), normalize_value(1.0, "grade", "symmetric")
+    (1.0, -1.0)
+    >>> normalize_value(0.75, "probability", "symmetric")
+    0.5
+    """
+    if value is None or how is None:
+        return value
+    lo, hi = {"grade": (1.0, 5.0), "probability": (0.0, 1.0), "sign": (-1.0, 1.0)}[kind]
+    unit = (value - lo) / (hi - lo)
+    return unit if how == "unit" else 2.0 * unit - 1.0

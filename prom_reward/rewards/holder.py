@@ -1,0 +1,72 @@
+"""``JudgeHolder``: a reward that owns a judge, built lazily from options and safe to pickle.
+
+Reward functions travel: TRL's async GRPO runs them in a child process, so they must
+pickle. A holder given a dict of ``PrometheusJudge`` options builds the judge on
+first use and drops it when pickled (each process builds its own). A holder given a
+ready judge pickles with it, unless that judge holds an in-process vLLM engine,
+which cannot travel: then pickling fails with the fix in the message.
+
+Example:
+    >>> import pickle
+    >>> h = JudgeHolder({"backend": "scripted", "outputs": ["[RESULT] 4"]})
+    >>> h.judge.grade(["q"], ["r"], "helpfulness")[0].score
+    4.0
+    >>> pickle.loads(pickle.dumps(h))._judge is None
+    True
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prom_reward.errors import ConfigError, PromRewardError
+
+
+class JudgeHolder:
+    """Base class holding ``judge`` (a PrometheusJudge, or a dict of its options)."""
+
+    _transient: tuple[str, ...] = ()
+    """Attribute names reset to None when pickled (e.g. a trainer reference)."""
+
+    def __init__(self, judge: Any) -> None:
+        if isinstance(judge, dict):
+            self._judge_spec: dict[str, Any] | None = dict(judge)
+            self._judge: Any = None
+        elif judge is not None and hasattr(judge, "grade") and hasattr(judge, "compare"):
+            self._judge_spec, self._judge = None, judge
+        else:
+            raise ConfigError("judge: expected a PrometheusJudge or a dict of its options "
+                              f"(e.g. {{'model': 'prometheus-7b-v2.0'}}), got {type(judge).__name__}")
+
+    @property
+    def judge(self) -> Any:
+        """The judge (built on first use when configured as a dict)."""
+        if self._judge is None:
+            from prom_reward.core.judge import PrometheusJudge
+
+            self._judge = PrometheusJudge(**(self._judge_spec or {}))
+        return self._judge
+
+    def close(self) -> None:
+        """Release a judge this holder built from a dict (a judge passed in stays the caller's)."""
+        if self._judge_spec is not None and self._judge is not None:
+            self._judge.close()
+            self._judge = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        for name in self._transient:
+            state[name] = None
+        if self._judge_spec is not None:
+            state["_judge"] = None
+        elif any(getattr(getattr(j, "backend", None), "name", None) == "vllm"  # a CascadeJudge holds two
+                 for j in (self._judge, getattr(self._judge, "primary", None), getattr(self._judge, "fallback", None))):
+            raise PromRewardError(
+                f"this {type(self).__name__} holds an in-process vLLM engine, which cannot be pickled (TRL's async "
+                "GRPO runs reward functions in a child process); pass judge=dict(model=..., ...) so each process "
+                "builds its own judge, or use judge servers: dict(backend='openai', base_url=[...])"
+            )
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)

@@ -1,0 +1,246 @@
+"""The three reward modes: judge a batch of items, return one reward (or None) per item.
+
+Each mode makes one batched judge call (plus tie re-sampling inside the judge),
+judges identical items once, and returns rewards, feedback and batch metrics.
+See ``reward_config`` for what each mode computes.
+
+Example:
+    >>> from prom_reward import PrometheusJudge
+    >>> judge = PrometheusJudge(backend="scripted", outputs=["Right. [RESULT] 5"])
+    >>> item = RewardItem("p", "What is 2+2?", "4", "helpfulness", None, None)
+    >>> absolute_rewards(judge, [item, item], RewardConfig()).rewards  # judged once
+    [5.0, 5.0]
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from statistics import fmean
+from typing import Any, Callable, Hashable, Sequence
+
+from prom_reward.errors import InputError
+from prom_reward.rewards.config import RewardConfig, normalize_value
+from prom_reward.format.rubrics import get_rubric
+
+
+@dataclass(frozen=True)
+class RewardItem:
+    """One (prompt, completion) to reward, already turned into judge text."""
+
+    group: str
+    """Key of the prompt (completions with the same key are one group)."""
+    instruction: str
+    response: str
+    rubric: Any
+    reference_answer: str | None
+    baseline: str | None
+
+
+@dataclass
+class ModeOutput:
+    rewards: list[float | None]
+    feedback: list[str | None]
+    metrics: dict[str, float] = field(default_factory=dict)
+    judges: list[str | None] = field(default_factory=list)
+    """Per item, which judge of a ``CascadeJudge`` decided (``primary``/``fallback``/``mixed``
+    for a group member whose pairs were split); empty for a plain judge."""
+
+
+def _unique(items: Sequence[Any], key: Callable[[Any], Hashable]) -> tuple[list[Any], list[int]]:
+    """Distinct items (first occurrence order) and, per item, the index of its distinct twin."""
+    seen: dict[Hashable, int] = {}
+    uniq: list[Any] = []
+    where = []
+    for it in items:
+        k = key(it)
+        if k not in seen:
+            seen[k] = len(uniq)
+            uniq.append(it)
+        where.append(seen[k])
+    return uniq, where
+
+
+def _rubric_key(rubric: Any) -> Hashable:
+    return rubric if isinstance(rubric, Hashable) else get_rubric(rubric)
+
+
+def absolute_rewards(judge: Any, items: Sequence[RewardItem], cfg: RewardConfig) -> ModeOutput:
+    uniq, where = _unique(items, lambda it: (it.instruction, it.response, _rubric_key(it.rubric), it.reference_answer))
+    k = cfg.num_samples if cfg.score == "mean" else 1
+    sampling = {"logprobs": 20} if cfg.score == "expected" and (judge.sampling.logprobs or 0) < 20 else None
+    refs = [it.reference_answer for it in uniq]
+    grades = judge.grade([it.instruction for it in uniq], [it.response for it in uniq], [it.rubric for it in uniq],
+                         refs if any(r is not None for r in refs) else None, num_samples=k, sampling=sampling)
+    raw: list[float | None] = []
+    for g in grades:
+        if cfg.score == "sample":
+            raw.append(float(g.scores[0]) if g.scores else None)
+        elif cfg.score == "mean":
+            raw.append(g.score)
+        else:
+            raw.append(g.expected_score)
+    rewards = [normalize_value(raw[w], "grade", cfg.normalize) for w in where]
+    samples = sum(len(g.samples) for g in grades)
+    ok = [g.score for g in grades if g.score is not None]
+    exp = [g.expected_score for g in grades if g.expected_score is not None]
+    metrics = {
+        "parse_failure_rate": sum(g.failures for g in grades) / max(samples, 1),
+        "abstain_rate": sum(r is None for r in rewards) / max(len(rewards), 1),
+        "forced_rate": sum(g.forced for g in grades) / max(samples, 1),
+        "unique_items": float(len(uniq)),
+    }
+    if ok:
+        metrics["mean_score"] = fmean(ok)
+    if exp:
+        metrics["mean_expected_score"] = fmean(exp)
+    return ModeOutput(rewards, [grades[w].feedback for w in where], metrics, _deciders([grades[w] for w in where]))
+
+
+def reference_rewards(judge: Any, items: Sequence[RewardItem], cfg: RewardConfig) -> ModeOutput:
+    for i, it in enumerate(items):
+        if not isinstance(it.baseline, str):
+            raise InputError(f"item {i}: pairwise_reference needs a baseline response in the dataset column "
+                             f"{cfg.baseline_column!r} (got {type(it.baseline).__name__}); add that column or "
+                             "set baseline_column=", index=i, field=cfg.baseline_column)
+    uniq, where = _unique(items, lambda it: (it.instruction, it.response, it.baseline, _rubric_key(it.rubric),
+                                             it.reference_answer))
+    refs = [it.reference_answer for it in uniq]
+    verdicts = judge.compare([it.instruction for it in uniq], [it.response for it in uniq],
+                             [it.baseline for it in uniq], [it.rubric for it in uniq],
+                             refs if any(r is not None for r in refs) else None, swap=True)
+    raw: list[float | None] = []
+    for v in verdicts:
+        if cfg.pairwise_reward == "probability":
+            raw.append(v.p_a)
+        else:
+            raw.append(1.0 if v.winner == "A" else -1.0 if v.winner == "B" else 0.0 if v.tie else None)
+    kind = "probability" if cfg.pairwise_reward == "probability" else "sign"
+    rewards = [normalize_value(raw[w], kind, cfg.normalize) for w in where]
+    agree = [v.swap_agreement for v in verdicts if v.swap_agreement is not None]
+    metrics = {
+        "tie_rate": sum(v.tie for v in verdicts) / max(len(verdicts), 1),
+        "win_rate": sum(v.winner == "A" for v in verdicts) / max(len(verdicts), 1),
+        "swap_agreement": fmean(agree) if agree else math.nan,
+        "parse_failure_rate": sum(v.failures for v in verdicts) / max(sum(len(v.samples) for v in verdicts), 1),
+        "abstain_rate": sum(r is None for r in rewards) / max(len(rewards), 1),
+    }
+    return ModeOutput(rewards, [verdicts[w].feedback for w in where], metrics,
+                      _deciders([verdicts[w] for w in where]))
+
+
+def bradley_terry(wins: list[list[float]], iterations: int = 100, prior: float = 0.5) -> list[float]:
+    """Centred log-strengths from a wins matrix (``wins[i][j]``: times i beat j, ties as 0.5 each).
+
+    Each player also plays ``prior`` drawn games against a virtual opponent of strength 1, so
+    undefeated and winless players stay finite.
+
+    >>> s = bradley_terry([[0, 1], [0, 0]])
+    >>> s[0] > 0 > s[1] and abs(s[0] + s[1]) < 1e-9
+    True
+    """
+    n = len(wins)
+    p = [1.0] * n
+    for _ in range(iterations):
+        new = []
+        for i in range(n):
+            w = sum(wins[i]) + prior
+            denom = sum((wins[i][j] + wins[j][i]) / (p[i] + p[j]) for j in range(n) if j != i)
+            denom += 2 * prior / (p[i] + 1.0)
+            new.append(w / denom)
+        p = new
+    logs = [math.log(x) for x in p]
+    mean = fmean(logs)
+    return [x - mean for x in logs]
+
+
+def group_rewards(judge: Any, items: Sequence[RewardItem], cfg: RewardConfig) -> ModeOutput:
+    groups: dict[str, list[int]] = {}
+    for i, it in enumerate(items):
+        groups.setdefault(it.group, []).append(i)
+    pairs: list[tuple[str, int, int]] = []  # (group, unique a, unique b)
+    members: dict[str, tuple[list[RewardItem], list[int]]] = {}
+    for g, idx in groups.items():
+        uniq, where = _unique([items[i] for i in idx], lambda it: it.response)
+        members[g] = (uniq, where)
+        pairs += [(g, a, b) for a in range(len(uniq)) for b in range(a + 1, len(uniq))]
+    verdicts = judge.compare([members[g][0][a].instruction for g, a, _ in pairs],
+                             [members[g][0][a].response for g, a, _ in pairs],
+                             [members[g][0][b].response for g, _, b in pairs],
+                             [members[g][0][a].rubric for g, a, _ in pairs],
+                             _pair_refs(members, pairs), swap=True) if pairs else []
+    outcome: dict[str, dict[tuple[int, int], float]] = {g: {} for g in groups}
+    for (g, a, b), v in zip(pairs, verdicts):
+        if v.winner is not None or v.tie:
+            outcome[g][(a, b)] = 1.0 if v.winner == "A" else 0.0 if v.winner == "B" else 0.5
+    rewards: list[float | None] = [None] * len(items)
+    feedback: list[str | None] = [None] * len(items)
+    judges: list[str | None] = [None] * len(items)
+    deciders: dict[tuple[str, int], set[str]] = {}
+    for (g, a, b), v in zip(pairs, verdicts):
+        if getattr(v, "decided_by", None):
+            deciders.setdefault((g, a), set()).add(v.decided_by)
+            deciders.setdefault((g, b), set()).add(v.decided_by)
+    degenerate = 0
+    for g, idx in groups.items():
+        uniq, where = members[g]
+        scores = _group_scores(len(uniq), outcome[g], cfg)
+        degenerate += len(uniq) == 1
+        fb = _first_feedback(pairs, verdicts, g, len(uniq))
+        for pos, i in enumerate(idx):
+            rewards[i] = scores[where[pos]]
+            feedback[i] = fb[where[pos]]
+            who = deciders.get((g, where[pos]))
+            judges[i] = None if not who else who.pop() if len(who) == 1 else "mixed"
+    n_pairs = max(len(verdicts), 1)
+    agree = [v.swap_agreement for v in verdicts if v.swap_agreement is not None]
+    metrics = {
+        "tie_rate": sum(v.tie for v in verdicts) / n_pairs,
+        "judged_pairs": float(len(verdicts)),
+        "swap_agreement": fmean(agree) if agree else math.nan,
+        "degenerate_groups": float(degenerate),
+        "parse_failure_rate": sum(v.failures for v in verdicts) / max(sum(len(v.samples) for v in verdicts), 1),
+        "abstain_rate": sum(r is None for r in rewards) / max(len(rewards), 1),
+    }
+    return ModeOutput(rewards, feedback, metrics, judges if any(judges) else [])
+
+
+def _deciders(results: Sequence[Any]) -> list[str | None]:
+    """Who decided each result under a ``CascadeJudge`` (empty when no result says)."""
+    who = [getattr(r, "decided_by", None) for r in results]
+    return who if any(who) else []
+
+
+def _pair_refs(members: dict[str, Any], pairs: list[tuple[str, int, int]]) -> list[str | None] | None:
+    refs = [members[g][0][a].reference_answer for g, a, _ in pairs]
+    return refs if any(r is not None for r in refs) else None
+
+
+def _group_scores(n: int, outcome: dict[tuple[int, int], float], cfg: RewardConfig) -> list[float | None]:
+    if n == 1:  # every completion identical: exactly as good as each other
+        return [0.5 if cfg.group_reward == "win_rate" else 0.0]
+    played: list[list[float]] = [[] for _ in range(n)]
+    wins = [[0.0] * n for _ in range(n)]
+    for (a, b), s in outcome.items():
+        played[a].append(s)
+        played[b].append(1.0 - s)
+        wins[a][b] += s
+        wins[b][a] += 1.0 - s
+    if cfg.group_reward == "win_rate":
+        return [normalize_value(fmean(p), "probability", cfg.normalize) if p else None for p in played]
+    strengths = bradley_terry(wins)
+    return [strengths[i] if played[i] else None for i in range(n)]
+
+
+def _first_feedback(pairs: list[tuple[str, int, int]], verdicts: list[Any], group: str, n: int) -> list[str | None]:
+    fb: list[str | None] = [None] * n
+    for (g, a, b), v in zip(pairs, verdicts):
+        if g == group:
+            for k in (a, b):
+                if fb[k] is None and v.feedback:
+                    fb[k] = v.feedback
+    return fb
+
+
+MODE_FUNCTIONS = {"absolute": absolute_rewards, "pairwise_reference": reference_rewards,
+                  "pairwise_group": group_rewards}

@@ -1,0 +1,253 @@
+"""``OnlineDPOJudgeReward``: a pairwise Prometheus judge as the reward of TRL's online DPO.
+
+TRL 1.16's ``trl.experimental.online_dpo.OnlineDPOTrainer`` samples two completions per prompt and
+calls each reward function once per batch with ``prompts = [p0..pB-1, p0..pB-1]`` and
+``completions = [a0..aB-1, b0..bB-1]``; pair i's chosen completion is ``a_i`` when
+``reward[i] >= reward[i + B]``, so an equal reward silently favours the first half. This reward
+judges every pair (a_i, b_i) in one batched pairwise call with both orders (``swap=True``) and gives
+1.0 to the winner, 0.0 to the loser. A pair the judge cannot separate (orders disagree, samples
+split, no verdict) is re-judged with fresh samples, up to ``max_tie_rounds`` times; one still
+undecided goes to the side its mean ``p_a`` over all rounds favours, and an exact 0.5 to a seeded
+coin flip: never to the first half by default.
+
+OnlineDPO in TRL 1.16 passes no ``log_metric``/``log_extra`` (they are used when a trainer does):
+counters accumulate on ``.stats``, the last batch's metrics on ``.last_metrics``, and after
+``reward.attach(trainer)`` each batch's metrics join the trainer's own logs (``<name>/coin_flips`` ...).
+
+Example:
+    >>> from prom_reward import PrometheusJudge
+    >>> judge = PrometheusJudge(backend="scripted", outputs=["B is right. [RESULT] B", "A is right. [RESULT] A"])
+    >>> reward = OnlineDPOJudgeReward(judge, rubric="factual_validity")
+    >>> reward(prompts=["Name a prime.", "Name a prime."], completions=["9", "7"])
+    [0.0, 1.0]
+    >>> (reward.stats.pairs, reward.stats.decided_by_judge, reward.stats.coin_flips)
+    (1, 1, 0)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import time
+import weakref
+from dataclasses import dataclass
+from statistics import fmean
+from typing import Any, Callable, Sequence
+
+from prom_reward.format.conversation import completion_text, prompt_text
+from prom_reward.errors import ConfigError, InputError
+from prom_reward.rewards.holder import JudgeHolder
+from prom_reward.core.results import Verdict
+
+__all__ = ["OnlineDPOJudgeReward", "PairwiseRewardStats"]
+
+_TRL_KWARGS = ("trainer_state", "log_metric", "log_extra", "environments")
+
+
+@dataclass
+class PairwiseRewardStats:
+    """Running counters over the reward's lifetime (a pair is (a_i, b_i) of one prompt)."""
+
+    calls: int = 0
+    """Reward calls (one per trainer batch)."""
+    pairs: int = 0
+    """Pairs rewarded."""
+    decided_by_judge: int = 0
+    """Pairs the judge decided (both orders agreeing), in the first round or a tie round."""
+    decided_after_ties: int = 0
+    """Of those, pairs decided only in a tie round."""
+    tie_rounds: int = 0
+    """Re-judgements of undecided pairs (a pair judged in three tie rounds counts 3)."""
+    ties: int = 0
+    """Verdicts without a winner because the judge could not separate the two (all rounds)."""
+    judge_failures: int = 0
+    """Verdicts without a winner because no order gave a verdict (all rounds)."""
+    decided_by_p_a: int = 0
+    """Pairs still undecided after the tie rounds, given to the side their mean p_a favours."""
+    coin_flips: int = 0
+    """Pairs still undecided with a mean p_a of exactly 0.5 (or none), settled by the seeded coin."""
+    swap_checked: int = 0
+    """Verdicts where both orders gave a winner (all rounds)."""
+    swap_agreed: int = 0
+    """Of those, verdicts where both orders picked the same response."""
+    first_half_wins: int = 0
+    """Pairs whose first-half completion got 1.0 (a position-bias check: about half is healthy)."""
+
+    @property
+    def swap_agreement_rate(self) -> float:
+        """swap_agreed / swap_checked (NaN before any verdict with both orders)."""
+        return self.swap_agreed / self.swap_checked if self.swap_checked else float("nan")
+
+    def as_dict(self) -> dict[str, float]:
+        """The counters and the agreement rate, for logging."""
+        return {**dataclasses.asdict(self), "swap_agreement_rate": self.swap_agreement_rate}
+
+
+class OnlineDPOJudgeReward(JudgeHolder):
+    _transient = ("_trainer",)
+
+    """Pairwise judge reward for ``OnlineDPOTrainer(reward_funcs=...)`` (TRL 1.16 layout).
+
+    Args:
+        judge: a ``PrometheusJudge``, or a dict of its options (built on first call; such a reward
+            pickles, and each process builds its own judge).
+        rubric: rubric for rows without one: built-in name, ``Rubric``, dict or file
+            (pairwise needs only the criteria).
+        reference_answer: reference answer for rows without one (None: judge without).
+        rubric_column / reference_column: dataset columns read per row when the trainer passes them.
+        max_tie_rounds: re-judging rounds for undecided pairs.
+        seed: seed of the coin that settles pairs whose p_a is exactly 0.5.
+        name: ``__name__`` (TRL's ``get_callable_name``) and the prefix of logged metrics.
+    """
+
+    def __init__(self, judge: Any, rubric: Any = "helpfulness", *, reference_answer: str | None = None,
+                 rubric_column: str = "rubric", reference_column: str = "reference_answer",
+                 max_tie_rounds: int = 3, seed: int = 0, name: str = "prometheus_pairwise") -> None:
+        super().__init__(judge)
+        if not isinstance(max_tie_rounds, int) or isinstance(max_tie_rounds, bool) or max_tie_rounds < 0:
+            raise ConfigError(f"max_tie_rounds must be an int >= 0, got {max_tie_rounds!r}")
+        if rubric is None:
+            raise ConfigError("rubric: pass a built-in name, a Rubric, a dict or a file path (rows may override it)")
+        self.rubric = rubric
+        self.reference_answer = reference_answer
+        self.rubric_column = rubric_column
+        self.reference_column = reference_column
+        self.max_tie_rounds = max_tie_rounds
+        self.seed = seed
+        self.__name__ = name
+        self.stats = PairwiseRewardStats()
+        self.last_metrics: dict[str, float] = {}
+        self._rng = random.Random(seed)
+        self._trainer: Callable[[], Any] | None = None
+
+    def attach(self, trainer: Any) -> "OnlineDPOJudgeReward":
+        """Add each batch's metrics to ``trainer.stats``, which OnlineDPOTrainer averages into its
+        logs (and resets) at every logging step. Holds only a weak reference; returns self."""
+        if not isinstance(getattr(trainer, "stats", None), dict):
+            raise ConfigError(f"attach: expected an OnlineDPOTrainer (a .stats dict), got {type(trainer).__name__}")
+        self._trainer = weakref.ref(trainer)
+        return self
+
+    # -- the reward ---------------------------------------------------------------------
+    def _half(self, prompts: Sequence[Any], completions: Sequence[Any]) -> int:
+        layout = ("this reward is for OnlineDPOTrainer's layout: prompts [p0..pB-1, p0..pB-1] and completions "
+                  "[a0..aB-1, b0..bB-1] (two completions per prompt)")
+        if len(prompts) != len(completions):
+            raise InputError(f"got {len(prompts)} prompts but {len(completions)} completions; {layout}",
+                             field="completions")
+        if len(prompts) % 2:
+            raise InputError(f"got an odd number of prompts ({len(prompts)}); {layout}", field="prompts")
+        b = len(prompts) // 2
+        for i in range(b):
+            if prompts[i] != prompts[b + i]:
+                raise InputError(f"prompt {i} differs from prompt {b + i} (its pair); {layout}",
+                                 index=b + i, field="prompts")
+        return b
+
+    def _column(self, columns: dict[str, Any], name: str, b: int, default: Any) -> list[Any]:
+        values = columns.get(name)
+        if values is None:
+            return [default] * b
+        if not isinstance(values, (list, tuple)) or len(values) not in (b, 2 * b):
+            got = len(values) if hasattr(values, "__len__") else "?"
+            raise InputError(f"column {name!r}: expected one value per completion ({2 * b}), got "
+                             f"{type(values).__name__} of length {got}", field=name)
+        return [default if v is None else v for v in list(values)[:b]]
+
+    def _judge_pairs(self, texts: tuple[list[str], list[str], list[str]], rubrics: list[Any],
+                     refs: list[Any]) -> tuple[list[list[Verdict]], int]:
+        """Every pair's verdicts, first round then tie rounds; and the number of tie rounds run."""
+        judge = self.judge
+        ins, a, b = texts
+        history = [[v] for v in judge.compare(ins, a, b, rubrics, refs, swap=True)]
+        resample = {"temperature": 1.0} if judge.sampling.temperature == 0 else None
+        rounds = 0
+        while rounds < self.max_tie_rounds:
+            todo = [i for i, vs in enumerate(history) if vs[-1].winner is None]
+            if not todo:
+                break
+            rounds += 1
+            pick = lambda xs: [xs[i] for i in todo]  # noqa: E731
+            again = judge.compare(pick(ins), pick(a), pick(b), pick(rubrics), pick(refs), swap=True,
+                                  sampling=resample)
+            for i, v in zip(todo, again):
+                history[i].append(v)
+        return history, rounds
+
+    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None,
+                 **kwargs: Any) -> list[float]:
+        """1.0 for the winner of each pair (i, i+B), 0.0 for the loser."""
+        log_metric: Callable[[str, float], None] | None = kwargs.get("log_metric")
+        log_extra: Callable[[str, list], None] | None = kwargs.get("log_extra")
+        columns = {k: v for k, v in kwargs.items() if k not in _TRL_KWARGS}
+        b = self._half(prompts, completions)
+        if b == 0:
+            return []
+        texts = ([prompt_text(p, i) for i, p in enumerate(prompts[:b])],
+                 [completion_text(c, i) for i, c in enumerate(completions[:b])],
+                 [completion_text(c, b + i) for i, c in enumerate(completions[b:])])
+        rubrics = self._column(columns, self.rubric_column, b, self.rubric)
+        refs = self._column(columns, self.reference_column, b, self.reference_answer)
+        start = time.perf_counter()
+        history, rounds = self._judge_pairs(texts, rubrics, refs)
+        seconds = time.perf_counter() - start
+
+        s = self.stats
+        before = dataclasses.replace(s)
+        s.calls += 1
+        s.pairs += b
+        rewards = [0.0] * (2 * b)
+        how: list[str] = []
+        for i, verdicts in enumerate(history):
+            s.tie_rounds += len(verdicts) - 1
+            for v in verdicts:
+                s.ties += v.winner is None and v.tie
+                s.judge_failures += v.winner is None and not v.tie
+                if v.swap_agreement is not None:
+                    s.swap_checked += 1
+                    s.swap_agreed += v.swap_agreement
+            final = verdicts[-1]
+            if final.winner is not None:
+                first, way = final.winner == "A", "judge"
+                s.decided_by_judge += 1
+                s.decided_after_ties += len(verdicts) > 1
+            else:
+                known = [v.p_a for v in verdicts if v.p_a is not None]
+                p_a = fmean(known) if known else 0.5
+                if p_a != 0.5:
+                    first, way = p_a > 0.5, "p_a"
+                    s.decided_by_p_a += 1
+                else:
+                    first, way = self._rng.random() < 0.5, "coin"
+                    s.coin_flips += 1
+            s.first_half_wins += first
+            rewards[i], rewards[b + i] = (1.0, 0.0) if first else (0.0, 1.0)
+            how.append(way)
+
+        delta = {k: getattr(s, k) - getattr(before, k) for k in
+                 ("decided_by_judge", "decided_after_ties", "tie_rounds", "ties", "judge_failures",
+                  "decided_by_p_a", "coin_flips", "swap_checked", "swap_agreed", "first_half_wins")}
+        metrics = {
+            "pairs": float(b), "tie_rounds": float(rounds), "rejudged_pairs": float(delta["tie_rounds"]),
+            "decided_by_judge_rate": delta["decided_by_judge"] / b, "decided_by_p_a": float(delta["decided_by_p_a"]),
+            "coin_flips": float(delta["coin_flips"]), "judge_failures": float(delta["judge_failures"]),
+            "swap_agreement": delta["swap_agreed"] / delta["swap_checked"] if delta["swap_checked"] else float("nan"),
+            "first_half_win_rate": delta["first_half_wins"] / b, "judge_seconds": seconds,
+        }
+        self.last_metrics = metrics
+        self._log(metrics, log_metric)
+        if log_extra is not None:
+            log_extra(f"{self.__name__}_decided_by", how + how)
+            feedback = [vs[-1].feedback or "" for vs in history]
+            log_extra(f"{self.__name__}_feedback", feedback + feedback)
+        return rewards
+
+    def _log(self, metrics: dict[str, float], log_metric: Callable[[str, float], None] | None) -> None:
+        trainer = self._trainer() if self._trainer is not None else None
+        stats = getattr(trainer, "stats", None)
+        for key, value in metrics.items():
+            name = f"{self.__name__}/{key}"
+            if log_metric is not None and value == value:  # NaN: no verdict with both orders decided
+                log_metric(name, value)
+            if isinstance(stats, dict):
+                stats.setdefault(name, []).append(value)

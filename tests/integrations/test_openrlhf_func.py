@@ -1,0 +1,145 @@
+"""The in-process ``reward_func`` loaded exactly as OpenRLHF 0.11 loads ``--reward.remote_url file.py``
+(``SingleTurnAgentExecutor`` + ``spec_from_file_location``), called from its threads one sample at a time."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import pytest
+
+from prom_reward import PrometheusJudge
+from prom_reward.backends.scripted import ScriptedBackend
+from prom_reward.cli.main import main
+from prom_reward.errors import ConfigError
+from prom_reward.integrations import openrlhf_func
+from prom_reward.integrations.openrlhf_func import FuncConfig, configure, reward_func_path
+from prom_reward.rewards.reward import PrometheusReward
+from tests.integrations.test_openrlhf_server import PROMPT, TABLE, execute, slow_reward, tokenizer  # noqa: F401 (fixture)
+from tests.integrations.test_openrlhf_http import scripted_reward
+
+agent = pytest.importorskip("openrlhf.utils.agent")
+
+
+@pytest.fixture(autouse=True)
+def fresh_state():
+    openrlhf_func.reset()
+    yield
+    openrlhf_func.reset()
+
+
+def test_shipped_file_is_a_thin_import_so_state_lives_once():
+    a = agent.SingleTurnAgentExecutor(reward_func_path())
+    b = agent.SingleTurnAgentExecutor(reward_func_path())
+    assert a.reward_func is b.reward_func is openrlhf_func.reward_func
+
+
+def test_cli_prints_the_file_path(capsys):
+    assert main(["openrlhf-func-path"]) == 0
+    path = capsys.readouterr().out.strip()
+    assert path == reward_func_path() and os.path.isfile(path)
+
+
+def test_concurrent_executes_are_judged_as_one_batch(tokenizer):  # noqa: F811
+    batched = configure(slow_reward(0.01), failure_reward=0, batch_window_ms=300)
+    ex = agent.SingleTurnAgentExecutor(reward_func_path())
+
+    async def many():
+        return await asyncio.gather(*(execute(ex, tokenizer, f" {k}") for k in range(12)))
+
+    outs = asyncio.run(many())
+    assert all(o["reward"] == [3.0] for o in outs)
+    # OpenRLHF calls reward_func through asyncio.to_thread: at most min(32, cpus + 4) at once
+    threads = min(32, (os.cpu_count() or 1) + 4)
+    assert batched.stats.max_batch >= min(threads, 12) - 1 and batched.stats.batches < 12, batched.stats
+
+
+def test_failures_flagged_and_keys_stable_through_experience_batching(tokenizer):  # noqa: F811
+    from openrlhf.trainer.ppo_utils.experience import make_experience_batch, split_experience_batch
+    from openrlhf.trainer.ppo_utils.samples_generator import SamplesGenerator
+
+    configure(scripted_reward(TABLE), failure_reward=-1, batch_window_ms=200)
+    ex = agent.SingleTurnAgentExecutor(reward_func_path())
+
+    async def three():
+        return await asyncio.gather(execute(ex, tokenizer, " 4", label=["4"]), execute(ex, tokenizer, " ???"),
+                                    execute(ex, tokenizer, " five", max_length=12, max_tokens=4))
+
+    outs = asyncio.run(three())
+    assert [o["reward"] for o in outs] == [[5.0], [-1.0], [2.0]]  # the last one left-truncated by OpenRLHF
+    gen = SamplesGenerator.__new__(SamplesGenerator)
+    batch = make_experience_batch([gen._process_response_into_experience(o, max_len=512) for o in outs])
+    assert [float(t) for t in batch.info["judge_failed"]] == [0.0, 1.0, 0.0]
+    assert len(split_experience_batch(batch)) == 3
+
+
+def test_pairwise_group_through_reward_func(tokenizer):  # noqa: F811
+    def respond(req, i):
+        return "[RESULT] A" if "###Response A:\ngood\n" in req.user else "[RESULT] B"
+
+    reward = PrometheusReward(PrometheusJudge(backend=ScriptedBackend(respond=respond)), mode="pairwise_group")
+    configure(reward, failure_reward=0, group_size=2, batch_window_ms=0)
+    ex = agent.SingleTurnAgentExecutor(reward_func_path())
+
+    async def group():
+        return await asyncio.gather(execute(ex, tokenizer, " good"), execute(ex, tokenizer, " bad"))
+
+    assert [o["reward"] for o in asyncio.run(group())] == [[1.0], [0.0]]
+
+
+def test_config_from_env_and_yaml(tmp_path):
+    with pytest.raises(ConfigError, match="PROM_REWARD_FAILURE_REWARD is not set"):
+        FuncConfig.from_env({"PROM_REWARD_JUDGE_URL": "http://x/v1"})
+    with pytest.raises(ConfigError, match="exactly one of"):
+        FuncConfig.from_env({"PROM_REWARD_FAILURE_REWARD": "0"})
+    yaml_file = tmp_path / "judge.yaml"
+    yaml_file.write_text("judge_url: http://a/v1,http://b/v1\nfailure_reward: min\nmode: pairwise_group\n"
+                         "group_size: 4\n")
+    cfg = FuncConfig.from_env({"PROM_REWARD_CONFIG": str(yaml_file), "PROM_REWARD_GROUP_SIZE": "8"})
+    assert cfg.judge_url == ("http://a/v1", "http://b/v1") and cfg.group_size == 8
+    assert cfg.failure_reward.value == "min" and cfg.mode == "pairwise_group"
+    yaml_file.write_text("judge_urls: http://a/v1\n")
+    with pytest.raises(ConfigError, match="unknown keys"):
+        FuncConfig.from_env({"PROM_REWARD_CONFIG": str(yaml_file)})
+
+
+@pytest.mark.integration
+def test_real_vllm_judge_through_env_config(vllm_server, tokenizer, monkeypatch):  # noqa: F811
+    for key, value in {"PROM_REWARD_JUDGE_URL": vllm_server, "PROM_REWARD_FAILURE_REWARD": "min",
+                       "PROM_REWARD_MAX_TOKENS": "8", "PROM_REWARD_BATCH_WINDOW_MS": "300"}.items():
+        monkeypatch.setenv(key, value)
+    ex = agent.SingleTurnAgentExecutor(reward_func_path())
+
+    async def four():
+        return await asyncio.gather(*(execute(ex, tokenizer, f" {k}", label=str(k)) for k in range(4)))
+
+    outs = asyncio.run(four())
+    batched = openrlhf_func.batched_reward()
+    assert len({frozenset(o["extra_logs"]) for o in outs}) == 1 and all(len(o["reward"]) == 1 for o in outs)
+    assert batched.stats.max_batch >= 3 and batched.scored == 4
+    assert all(o["extra_logs"]["judge_completion_tokens"][0] > 0 for o in outs)
+
+
+def test_docs_name_the_real_settings():
+    import re
+    from dataclasses import fields
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "openrlhf.md").read_text()
+    names = {f.name for f in fields(FuncConfig)} | {"config"}
+    for var in set(re.findall(r"PROM_REWARD_([A-Z_]+)", text)) - {"TOKEN"}:
+        assert var.lower() in names, var
+    assert "$(prom-reward openrlhf-func-path)" in text
+
+
+def test_backend_down_fails_the_samples_instead_of_raising(tokenizer):  # noqa: F811
+    from prom_reward.errors import BackendError
+
+    def respond(req, i):
+        raise BackendError("judge server unreachable")
+
+    configure(PrometheusReward(PrometheusJudge(backend=ScriptedBackend(respond=respond))), failure_reward=0.5)
+    out = openrlhf_func.reward_func([PROMPT + " 4", PROMPT + " 5"], [PROMPT, PROMPT],
+                                    [{"rubric": "no-such-rubric"}, None])
+    assert out["rewards"] == [0.5, 0.5] and out["extra_logs"]["judge_failed"] == [1.0, 1.0]
+    assert "sample 0" in out["failure_reasons"][0] and "judge server unreachable" in out["failure_reasons"][1]

@@ -1,0 +1,246 @@
+"""The OpenRLHF reward endpoint over real HTTP on 127.0.0.1 (uvicorn in a thread, httpx); OpenRLHF-driven tests
+are in test_openrlhf_server.py."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+
+import httpx
+import pytest
+import uvicorn
+
+from tests.fakes import free_port
+from prom_reward import PrometheusJudge
+from prom_reward.backends.base import GenerationRequest
+from prom_reward.backends.scripted import ScriptedBackend
+from prom_reward.errors import BackendError, ConfigError
+from prom_reward.rewards.reward import PrometheusReward
+from prom_reward.integrations.openrlhf_server import create_app
+
+
+@contextlib.contextmanager
+def running(app):
+    """Serve ``app`` with uvicorn on a free 127.0.0.1 port in a thread; yields the base URL."""
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start in 20 s"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=20)
+        assert not thread.is_alive(), "uvicorn did not stop in 20 s"
+
+
+def scripted_reward(table: dict[str, str], seen: list[GenerationRequest] | None = None, **options):
+    """A reward whose judge answers by the response text (no verdict for unknown responses)."""
+
+    def respond(req: GenerationRequest, i: int) -> str:
+        if seen is not None:
+            seen.append(req)
+        for key, out in table.items():
+            if f"###Response to evaluate:\n{key}\n" in req.user:
+                return out
+        return "no verdict here"
+
+    return PrometheusReward(PrometheusJudge(backend=ScriptedBackend(respond=respond), max_retries=0), **options)
+
+
+BODY = {"query": ["<s>Q: 2+2?\nA: 4</s>", "<s>Q: 2+2?\nA: five</s>", "<s>Q: sky?\nA: ???</s>"],
+        "prompts": ["<s>Q: 2+2?\nA:", "<s>Q: 2+2?\nA:", "<s>Q: sky?\nA:"],
+        "labels": ["4", "4", None]}
+
+
+@pytest.fixture(scope="module")
+def server():
+    seen: list[GenerationRequest] = []
+    reward = scripted_reward({"4": "Right. [RESULT] 5", "five": "Wrong. [RESULT] 1"}, seen)
+    with running(create_app(reward, strip=["</s>"], failure_reward=-1.0, max_body_bytes=4096,
+                            batch_window_ms=100)) as url:
+        yield url, seen
+
+
+def test_rewards_split_queries_and_labels_as_references(server):
+    url, seen = server
+    seen.clear()
+    r = httpx.post(url + "/", json=BODY, timeout=30)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["rewards"] == [5.0, 1.0, -1.0] and out["scores"] == out["rewards"]
+    assert out["judge_failures"] == 1
+    assert out["extra_logs"]["judge_failed"] == [0.0, 0.0, 1.0]
+    assert out["extra_logs"]["abstain_rate"] == [pytest.approx(1 / 3)] * 3
+    assert all(len(v) == 3 for v in out["extra_logs"].values())
+    assert out["failure_reasons"][:2] == [None, None] and "no parseable verdict" in out["failure_reasons"][2]
+    users = {req.user.split("###Response to evaluate:\n")[1].split("\n")[0]: req.user for req in seen}
+    assert set(users) == {"4", "five", "???"}
+    assert "###The instruction to evaluate:\n<s>Q: 2+2?\nA:" in users["4"]
+    assert "###Reference Answer (Score 5):\n4\n" in users["five"]
+    assert "###Reference Answer" not in users["???"]
+
+
+def test_alias_health_and_empty_batch(server):
+    url, _ = server
+    assert httpx.get(url + "/health", timeout=10).json()["status"] == "ok"
+    r = httpx.post(url + "/get_reward", json={"query": [], "prompts": []}, timeout=10)
+    assert r.status_code == 200 and r.json()["rewards"] == []
+
+
+@pytest.mark.parametrize("body, status, words", [
+    (b"{not json", 400, "malformed JSON"),
+    (b"[1, 2]", 422, "JSON object"),
+    (b'{"prompts": []}', 422, "'query'"),
+    (b'{"query": ["a"], "prompts": ["a", "b"]}', 422, "expected 1 items"),
+    (b'{"query": ["a", 3], "prompts": ["a", "b"]}', 422, "'query'[1]"),
+    (b'{"query": ["ab"], "prompts": ["a"], "labels": ["x", "y"]}', 422, "'labels'"),
+])
+def test_bad_requests_get_4xx_with_a_message(server, body, status, words):
+    url, _ = server
+    r = httpx.post(url + "/", content=body, headers={"content-type": "application/json"}, timeout=10)
+    assert r.status_code == status and words in r.json()["error"], r.text
+
+
+def test_unusable_samples_fail_alone_with_the_same_log_keys(server):
+    url, _ = server
+    body = {"query": ["<s>Q: 2+2?\nA: 4</s>", "zz", "<s>Q: 2+2?\nA: 4</s>", "<s>Q: 2+2?\nA: 4</s>"],
+            "prompts": ["<s>Q: 2+2?\nA:", "<s>Q: 2+2?\nA:", "<s>Q: 2+2?\nA:", "<s>Q: 2+2?\nA:"],
+            "labels": [{"reference_answer": "4", "rubric": "helpfulness"}, None, {"answer": "4"}, [{"x": 1}]]}
+    r = httpx.post(url + "/", json=body, timeout=30)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["rewards"] == [5.0, -1.0, -1.0, -1.0] and out["judge_failures"] == 3
+    reasons = out["failure_reasons"]
+    assert "sample 1: the query does not start with its prompt" in reasons[1]
+    assert "reference_answer, rubric, instruction" in reasons[2] and "['answer']" in reasons[2]
+    assert "strings or numbers" in reasons[3]
+    ok = httpx.post(url + "/", json={"query": ["<s>Q: 2+2?\nA: 4</s>"], "prompts": ["<s>Q: 2+2?\nA:"]},
+                    timeout=30).json()
+    assert set(ok["extra_logs"]) == set(out["extra_logs"]) and all(len(v) == 4 for v in out["extra_logs"].values())
+
+
+def test_failure_reward_is_required():
+    with pytest.raises(TypeError, match="failure_reward"):
+        create_app(scripted_reward({}))
+    with pytest.raises(ConfigError, match="not set"):
+        create_app(scripted_reward({}), failure_reward=None)
+
+
+def test_oversize_body_413_by_header_and_by_stream(server):
+    url, _ = server
+    big = b'{"query": ["' + b"x" * 5000 + b'"], "prompts": [""]}'
+    r = httpx.post(url + "/", content=big, timeout=10)
+    assert r.status_code == 413 and "4096" in r.json()["error"]
+
+    def chunks():  # no Content-Length: the limit is enforced while streaming
+        for _ in range(10):
+            yield b"x" * 1000
+
+    r = httpx.post(url + "/", content=chunks(), timeout=10)
+    assert r.status_code == 413 and "over the limit" in r.json()["error"]
+
+
+def test_bearer_token():
+    reward = scripted_reward({"ok": "[RESULT] 3"})
+    body = {"query": ["P ok"], "prompts": ["P"]}
+    with running(create_app(reward, token="s3cret", failure_reward=0)) as url:
+        assert httpx.post(url + "/", json=body, timeout=10).status_code == 401
+        r = httpx.post(url + "/", json=body, headers={"Authorization": "Bearer nope"}, timeout=10)
+        assert r.status_code == 401 and "Bearer <token>" in r.json()["error"]
+        r = httpx.post(url + "/", json=body, headers={"Authorization": "Bearer s3cret"}, timeout=10)
+        assert r.status_code == 200 and r.json()["rewards"] == [3.0]
+
+
+def test_backend_error_is_503():
+    def respond(req, i):
+        raise BackendError("judge server unreachable")
+
+    reward = PrometheusReward(PrometheusJudge(backend=ScriptedBackend(respond=respond)))
+    with running(create_app(reward, failure_reward=0)) as url:
+        r = httpx.post(url + "/", json={"query": ["P r"], "prompts": ["P"]}, timeout=10)
+    assert r.status_code == 503 and "judge server unreachable" in r.json()["error"]
+
+
+def test_concurrent_requests_share_judge_batches_one_at_a_time():
+    active, peak, sizes = [0], [0], []
+    lock = threading.Lock()
+
+    def respond(req, i):
+        with lock:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+        time.sleep(0.02)
+        with lock:
+            active[0] -= 1
+        return "[RESULT] 2"
+
+    reward = PrometheusReward(PrometheusJudge(backend=ScriptedBackend(respond=respond)))
+    with running(create_app(reward, failure_reward=0, batch_window_ms=200)) as url:
+        def post(k: int) -> None:
+            r = httpx.post(url + "/", json={"query": [f"P r{k}"], "prompts": ["P"]}, timeout=30)
+            sizes.append(r.json()["extra_logs"]["judge_batch_size"][0])
+            assert r.json()["rewards"] == [2.0]
+
+        threads = [threading.Thread(target=post, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+    assert peak[0] == 1 and max(sizes) >= 3  # one judge call at a time, each carrying several requests
+
+
+@pytest.mark.integration
+def test_real_vllm_judge_failures_become_failure_reward(vllm_server):
+    judge = PrometheusJudge(backend="openai", base_url=vllm_server, sampling={"max_tokens": 4}, max_retries=0)
+    reward = PrometheusReward(judge)
+    body = {"query": ["Q: hi? A: hello", "Q: 1+1? A: 2"], "prompts": ["Q: hi? A:", "Q: 1+1? A:"],
+            "labels": ["hey", "2"]}
+    try:
+        with running(create_app(reward, failure_reward=0.0)) as url:
+            r = httpx.post(url + "/get_reward", json=body, timeout=120)
+    finally:
+        judge.close()
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["rewards"] == [0.0, 0.0] and out["judge_failures"] == 2
+    assert out["extra_logs"]["judge_failed"] == [1.0, 1.0]
+    assert out["extra_logs"]["judge_completion_tokens"][0] > 0
+
+
+@pytest.mark.integration
+def test_cli_reward_server_end_to_end(vllm_server, tmp_path):
+    import subprocess
+    import sys
+
+    port = free_port()
+    log = open(tmp_path / "reward-server.log", "wb")
+    proc = subprocess.Popen([sys.executable, "-m", "prom_reward.cli", "reward-server", "--server", vllm_server,
+                             "--max-tokens", "4", "--port", str(port), "--token", "t0k", "--failure-reward", "-2"],
+                            stdout=log, stderr=subprocess.STDOUT)
+    log.close()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, (tmp_path / "reward-server.log").read_text()
+            assert time.monotonic() < deadline, "reward-server did not answer /health in 60 s"
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(url + "/health", timeout=2).status_code == 200:
+                    break
+            time.sleep(0.2)
+        body = {"query": ["Q: hi? A: hello"], "prompts": ["Q: hi? A:"]}
+        assert httpx.post(url + "/", json=body, timeout=10).status_code == 401
+        r = httpx.post(url + "/", json=body, headers={"Authorization": "Bearer t0k"}, timeout=120)
+        assert r.status_code == 200 and r.json()["rewards"] == [-2.0] and r.json()["judge_failures"] == 1
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()

@@ -1,0 +1,78 @@
+"""Scripted judges shared by the tests: real ``PrometheusJudge`` objects over a ``ScriptedBackend`` that
+answers from the text it is asked to judge, so a test states what the judge thinks of each response
+and asserts on what came back. (Model-free: they test logic; real engines are the session fixtures.)
+
+- ``judge_by_response({"4": "Right. [RESULT] 5"})``: absolute prompts answered by the response's text
+  (exact match; ``default`` for anything else: no verdict unless told).
+- ``judge_by_rank({"good": 3, "fair": 2, "bad": 1})``: absolute prompts get a score from the rank of the
+  response's first word (``scores``), pairwise prompts the higher-ranked side.
+- ``response_of(request)``, ``pair_of(request)``: the text(s) a request asks about.
+
+Each takes ``seen=`` (a list that collects the requests) and any ``PrometheusJudge`` option.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prom_reward.backends.base import GenerationRequest
+from prom_reward.backends.scripted import ScriptedBackend
+from prom_reward.core.judge import PrometheusJudge
+
+NO_VERDICT = "I cannot tell."
+
+
+def response_of(request: GenerationRequest) -> str:
+    """The response an absolute-grading request shows the judge."""
+    return request.user.split("###Response to evaluate:\n", 1)[1].split("\n\n###", 1)[0].rstrip("\n")
+
+
+def pair_of(request: GenerationRequest) -> tuple[str, str]:
+    """(response A, response B) of a pairwise request."""
+    a = request.user.split("###Response A:\n", 1)[1].split("\n\n###", 1)[0].rstrip("\n")
+    b = request.user.split("###Response B:\n", 1)[1].split("\n\n###", 1)[0].rstrip("\n")
+    return a, b
+
+
+def _options(options: dict[str, Any]) -> dict[str, Any]:
+    return {"max_retries": 0, **options}
+
+
+def judge_by_response(table: dict[str, str], *, default: str = NO_VERDICT, seen: list[GenerationRequest] | None = None,
+                      **options: Any) -> PrometheusJudge:
+    """A judge whose output for an absolute prompt is ``table[response]`` (``default`` otherwise)."""
+
+    def respond(request: GenerationRequest, i: int) -> str:
+        if seen is not None:
+            seen.append(request)
+        if "###Response to evaluate:\n" not in request.user:
+            return default
+        return table.get(response_of(request), default)
+
+    return PrometheusJudge(backend=ScriptedBackend(respond=respond), **_options(options))
+
+
+def judge_by_rank(rank: dict[str, int], *, scores: dict[int, int] | None = None,
+                  seen: list[GenerationRequest] | None = None, **options: Any) -> PrometheusJudge:
+    """A judge that ranks responses by ``rank[first word]``: absolute prompts get ``scores[rank]`` (default: the
+    rank itself, clipped to 1..5); pairwise prompts the higher-ranked side (no verdict on a tie or an unknown word)."""
+
+    def level(text: str) -> int | None:
+        words = text.split()
+        return rank.get(words[0]) if words else None
+
+    def respond(request: GenerationRequest, i: int) -> str:
+        if seen is not None:
+            seen.append(request)
+        if "###Response to evaluate:\n" in request.user:
+            r = level(response_of(request))
+            if r is None:
+                return NO_VERDICT
+            score = scores[r] if scores is not None else min(max(r, 1), 5)
+            return f"Scored by rank. [RESULT] {score}"
+        a, b = (level(x) for x in pair_of(request))
+        if a is None or b is None or a == b:
+            return NO_VERDICT
+        return f"Compared by rank. [RESULT] {'A' if a > b else 'B'}"
+
+    return PrometheusJudge(backend=ScriptedBackend(respond=respond), **_options(options))

@@ -1,0 +1,56 @@
+"""``make demo`` (``python -m prom_reward.local.demo``): the default judge is the shipped pocket judge on the
+real vLLM engine; it grades the sample rollouts and writes its own verdicts (nothing forced), and the
+terminal shows progress lines and the table only (the engine's messages go to the log file).
+
+This is also the suite's end-to-end run of the pocket judge writing ``[RESULT] k`` by itself
+(``tests/local/test_pocket_judge.py::test_pocket_judge_writes_the_format_itself``, on dev-split prompts,
+is marked ``slow``)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from prom_reward.local.demo import _progress, load_sample_rollouts, main
+
+
+@pytest.mark.integration  # a real vLLM engine
+def test_demo_grades_the_samples_quietly_with_the_pocket_judge(capfd: pytest.CaptureFixture[str],
+                                                               smollm2_dir: Path, tmp_path: Path) -> None:
+    log = tmp_path / "demo.log"
+    main(["--log", str(log)])
+    out, err = capfd.readouterr()  # what reaches the terminal (file descriptors 1 and 2)
+    shown = (out + err).splitlines()
+    assert len(shown) <= 60, "\n".join(shown)
+    assert not [ln for ln in shown if re.search(r"warn|error|traceback", ln, re.I)], "\n".join(shown)
+    assert "starting the judge engine (pocket-judge): done in" in err and "judging 8 rollouts: done in" in err
+    rows = load_sample_rollouts()
+    assert "judge: pocket-judge" in out
+    scored = re.findall(r"^\s*\d+\s+\S+\s+(\d\.\d|None)\s+(\d\.\d\d|-)\s+(\d+)\s", out, flags=re.M)
+    assert len(scored) == len(rows)
+    assert sum(s != "None" for s, _, _ in scored) >= len(rows) - 1  # at T=1 one may fail after retries
+    assert all(forced == "0" for _, _, forced in scored)
+    assert re.search(rf"{len(rows)} judgments in [\d.]+s", out) and "forced verdicts 0" in out
+    assert out.count("feedback: ") == len(rows) and out.count("feedback: -") <= 1
+    # the engine's messages are in the log, and the pocket judge is stored in the dtype it is served in
+    text = log.read_text(errors="replace")
+    assert f"engine log (vLLM/torch messages): {log}" in out
+    assert "vllm" in text.lower() and "Attempted to load weight" not in text
+
+
+def test_progress_prints_one_line_each_way_off_a_terminal(tmp_path: Path) -> None:
+    with open(tmp_path / "term.txt", "w") as term:
+        with _progress(term, "starting") as clock:
+            assert clock() >= 0
+    lines = (tmp_path / "term.txt").read_text().splitlines()
+    assert lines[0] == "starting ..." and re.fullmatch(r"starting: done in \d+\.\ds", lines[1])
+
+
+def test_a_failed_run_prints_the_log_tail(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "demo.log"
+    with pytest.raises(Exception):
+        main(["--model", str(tmp_path / "no-such-model"), "--log", str(log)])
+    err = capfd.readouterr().err
+    assert f"the demo failed; the last lines of {log}:" in err
