@@ -51,6 +51,7 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any, Callable, Sequence
 
+from benchmarks.loaders import DATA_DIR
 from prom_reward.confidence.routing import CascadeConfig, route
 from prom_reward.confidence.indicators import INDICATORS, Confidence
 from prom_reward.core.results import Grade, Verdict
@@ -290,7 +291,7 @@ def run(args: argparse.Namespace) -> None:
     from prom_reward.backends.reference_replay import ReferenceReplayBackend
 
     default = "vicuna_eval.json" if args.benchmark == "vicuna" else "autoj_pairwise.jsonl"
-    data = Path(args.data or Path(__file__).resolve().parents[2] / "shared" / "data" / default)
+    data = Path(args.data or DATA_DIR / default)
     items = load_items(args.benchmark, data, args.offset, args.limit)
     print(f"{len(items)} items, {len(_done_ids(Path(args.out)))} lines already in {args.out}")
     replay = (ReferenceReplayBackend.from_vicuna_eval(data) if args.benchmark == "vicuna" else
@@ -345,7 +346,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     r.add_argument("--fallback-server", help="a real second judge behind an OpenAI-compatible URL")
     r.add_argument("--fallback-server-model", default=None, help="model name to ask the fallback server for")
     r.add_argument("--fallback-max-tokens", type=int, default=256)
-    r.add_argument("--data", help="benchmark file (default: ../shared/data/<vicuna_eval.json|autoj_pairwise.jsonl>)")
+    r.add_argument("--data", help="benchmark file (default: benchmarks/data/<vicuna_eval.json|autoj_pairwise.jsonl>)")
     r.add_argument("--out", required=True)
     r.add_argument("--offset", type=int, default=0)
     r.add_argument("--limit", type=int, default=16)

@@ -12,8 +12,8 @@ Layouts (``LAYOUTS``; pass any file with ``layout=``):
   1: response 2 better, 2: tie) and ``scenario``. Auto-J pairwise. The files carry no rubric: the
   ``rubric`` argument (default the built-in helpfulness rubric) is used.
 
-Named benchmarks (``BENCHES``) resolve to files under the shared data folder
-(``$PROM_REWARD_SHARED/data``, default ``../shared/data`` beside the repository).
+Named benchmarks (``BENCHES``) resolve to files in ``benchmarks/data/`` (copied into the repository with
+their origin and license: ``benchmarks/data/README.md``); any other file path works with ``layout=``.
 
 Example:
     >>> from prom_reward.format.render import render_absolute
@@ -26,7 +26,6 @@ Example:
 from __future__ import annotations
 
 import json
-import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,7 +157,7 @@ LAYOUTS.register("chosen_rejected", parse_chosen_rejected_records)
 LAYOUTS.register("autoj", parse_autoj_records)
 
 BENCHES: Registry[tuple[str, str]] = Registry("benchmark")
-"""Name -> (file name under the shared data folder, layout)."""
+"""Name -> (file name in ``DATA_DIR``, layout); vicuna and autoj ship, the others are looked for there."""
 for _name, _file, _layout in (
     ("vicuna", "vicuna_eval.json", "absolute"), ("mt_bench", "mt_bench_eval.json", "absolute"),
     ("flask", "flask_eval.json", "absolute"), ("feedback_bench", "feedback_collection_ood_test.json", "absolute"),
@@ -169,10 +168,8 @@ for _name, _file, _layout in (
     BENCHES.register(_name, (_file, _layout))
 
 
-def shared_data_dir() -> Path:
-    """``$PROM_REWARD_SHARED/data``, else ``../shared/data`` beside the repository."""
-    root = os.environ.get("PROM_REWARD_SHARED")
-    return Path(root) / "data" if root else Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA_DIR = Path(__file__).resolve().parent / "data"
+"""``benchmarks/data/``: the benchmark files shipped with the repository."""
 
 
 def read_records(path: Path) -> list[Any]:
@@ -189,10 +186,11 @@ def load_bench(bench: str, *, layout: str | None = None, rubric: str | None = No
     """(layout name, examples) for a named benchmark or a file path (then ``layout`` is required)."""
     if bench in BENCHES and layout is None:
         fname, layout = BENCHES.get(bench)
-        path = shared_data_dir() / fname
+        path = DATA_DIR / fname
         if not path.is_file():
-            raise InputError(f"benchmark {bench!r} expects {path}, which does not exist; download it from the "
-                             f"Prometheus eval data, or pass the file path with layout=", field="bench")
+            raise InputError(f"benchmark {bench!r} expects {path}, which is not shipped with the repository; "
+                             f"put the file (from the Prometheus eval data) there, or pass its path with layout=",
+                             field="bench")
     else:
         path = Path(bench)
         if not path.is_file():

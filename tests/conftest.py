@@ -27,18 +27,21 @@ import pytest
 from tests.fakes import FakeServer, Reply, free_port
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("PROM_REWARD_SHARED", REPO.parent / "shared"))
 
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 @pytest.fixture(scope="session")
-def shared_dir() -> Path:
-    """The ``../shared`` folder (benchmark data and the format spec)."""
-    if not SHARED.is_dir():
-        pytest.fail(f"../shared not found at {SHARED}; set PROM_REWARD_SHARED")
-    return SHARED
+def data_dir() -> Path:
+    """``benchmarks/data``: the benchmark files shipped with the repository."""
+    return REPO / "benchmarks" / "data"
+
+
+@pytest.fixture(scope="session")
+def spec_dir() -> Path:
+    """``docs/spec``: the Prometheus format spec the prompt tests compare against."""
+    return REPO / "docs" / "spec"
 
 
 @pytest.fixture(scope="session")

@@ -69,7 +69,7 @@ class SFTRunConfig:
     dataset: str = "pocket"
     """``pocket`` (the vicuna_eval collections), a Feedback/Preference Collection hub id, or a local file."""
     data_path: str | None = None
-    """For ``pocket``: the ``vicuna_eval.json`` path (default ``$PROM_REWARD_SHARED/data`` or ``../shared/data``)."""
+    """For ``pocket``: the ``vicuna_eval.json`` path (default ``benchmarks/data/vicuna_eval.json`` of the checkout)."""
     max_examples: int | None = None
     """Train on at most this many examples (a subset; None = all)."""
     balance_verdicts: bool = False

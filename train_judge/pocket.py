@@ -77,7 +77,7 @@ def load_vicuna(path: str | Path) -> list[dict[str, Any]]:
     """The rows of ``vicuna_eval.json``, checked for the fields used here."""
     p = Path(path)
     if not p.is_file():
-        raise ConfigError(f"{p} does not exist; pass the path of vicuna_eval.json (../shared/data/vicuna_eval.json)")
+        raise ConfigError(f"{p} does not exist; pass the path of vicuna_eval.json (benchmarks/data/vicuna_eval.json in a checkout)")
     rows = json.loads(p.read_text(encoding="utf-8"))
     for i, r in enumerate(rows):
         for key in ("idx", "response_source", "instruction", "gpt4_score", "gpt4_feedback"):

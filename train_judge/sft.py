@@ -25,7 +25,6 @@ import argparse
 import dataclasses
 import json
 import logging
-import os
 import random
 import time
 from pathlib import Path
@@ -44,10 +43,9 @@ RUN_FILE = "train_judge_run.json"
 
 
 def default_vicuna_path() -> Path:
-    """``$PROM_REWARD_SHARED/data/vicuna_eval.json``, else ``../shared/data/vicuna_eval.json`` beside the repo."""
-    shared = os.environ.get("PROM_REWARD_SHARED")
-    base = Path(shared) if shared else Path(__file__).resolve().parents[2] / "shared"
-    return base / "data" / "vicuna_eval.json"
+    """``benchmarks/data/vicuna_eval.json`` of the repository checkout this package runs from (an installed
+    wheel has no benchmark data: pass ``data_path`` / ``--vicuna`` there)."""
+    return Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "vicuna_eval.json"
 
 
 def load_records(cfg: SFTRunConfig) -> list[FeedbackRecord] | list[PairRecord]:

@@ -12,8 +12,8 @@ from prom_reward.format.templates import parse_absolute_prompt
 
 
 @pytest.fixture(scope="module")
-def vicuna(shared_dir):
-    path = shared_dir / "data" / "vicuna_eval.json"
+def vicuna(data_dir):
+    path = data_dir / "vicuna_eval.json"
     return path, json.loads(path.read_text(encoding="utf-8"))
 
 
@@ -58,8 +58,8 @@ def test_replay_as_cascade_fallback(vicuna):
     assert [g.score for g in out] == [float(_list(r["gpt4_score"])[0]) for r in rows[:2]]
 
 
-def test_autoj_human_labels_replay_in_both_orders(shared_dir):
-    path = shared_dir / "data" / "autoj_pairwise.jsonl"
+def test_autoj_human_labels_replay_in_both_orders(data_dir):
+    path = data_dir / "autoj_pairwise.jsonl"
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()[:40]]
     decided = [r for r in rows if r["label"] in (0, 1)][:3]
     tie = next(r for r in rows if r["label"] == 2)

@@ -98,13 +98,13 @@ def test_pairwise_accuracy_halves_and_cascade_hand_computed():
     assert "reference = human label" in text and "| swap_agreement | 1.000 | 0.000 | 2 |" in text
 
 
-def test_judge_items_resumes_and_records_both_judges(shared_dir, tmp_path):
+def test_judge_items_resumes_and_records_both_judges(data_dir, tmp_path):
     from prom_reward import PrometheusJudge
     from prom_reward.backends.reference_replay import ReferenceReplayBackend
 
     from benchmarks.confidence_eval import judge_items, load_items
 
-    path = shared_dir / "data" / "vicuna_eval.json"
+    path = data_dir / "vicuna_eval.json"
     items = load_items("vicuna", path, offset=2, limit=3)
     rows = json.loads(path.read_text(encoding="utf-8"))[2:5]
     assert [it["id"] for it in items] == [f"{r['idx']}/{r['response_source']}" for r in rows]
@@ -120,10 +120,10 @@ def test_judge_items_resumes_and_records_both_judges(shared_dir, tmp_path):
     assert [r["reference"] for r in lines] == [it["reference"] for it in items]
     assert all(1 <= r["fallback"] <= 5 for r in lines) and lines[0]["confidence"]["tokens"] == 0
 
-    pairs = load_items("autoj", shared_dir / "data" / "autoj_pairwise.jsonl", limit=2)
+    pairs = load_items("autoj", data_dir / "autoj_pairwise.jsonl", limit=2)
     assert all(it["reference"] in ("A", "B") for it in pairs)
     replay = PrometheusJudge(backend=ReferenceReplayBackend.from_autoj_pairwise(
-        shared_dir / "data" / "autoj_pairwise.jsonl"), neutralize_markers=False)
+        data_dir / "autoj_pairwise.jsonl"), neutralize_markers=False)
     primary = PrometheusJudge(backend="scripted", outputs=["[RESULT] A"] * 4)
     out2 = tmp_path / "p.jsonl"
     judge_items(pairs, primary, replay, out2)
@@ -133,7 +133,7 @@ def test_judge_items_resumes_and_records_both_judges(shared_dir, tmp_path):
     assert all(r["confidence"]["swap_agreement"] == 0.0 for r in rows)
 
 
-def test_real_second_judge_fallback_with_the_oracle_as_a_labelled_upper_bound(shared_dir, tmp_path, tiny_model_dir):
+def test_real_second_judge_fallback_with_the_oracle_as_a_labelled_upper_bound(data_dir, tmp_path, tiny_model_dir):
     import argparse
 
     from prom_reward import PrometheusJudge
@@ -141,7 +141,7 @@ def test_real_second_judge_fallback_with_the_oracle_as_a_labelled_upper_bound(sh
 
     from benchmarks.confidence_eval import build_fallback, has_real_fallback, judge_items, load_items
 
-    path = shared_dir / "data" / "vicuna_eval.json"
+    path = data_dir / "vicuna_eval.json"
     items = load_items("vicuna", path, limit=2)
     reference = PrometheusJudge(backend=ReferenceReplayBackend.from_vicuna_eval(path), neutralize_markers=False)
     primary = PrometheusJudge(backend="scripted", outputs=["ok [RESULT] 3", "meh [RESULT] 2"], max_retries=0)

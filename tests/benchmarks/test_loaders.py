@@ -1,27 +1,25 @@
-"""benchmarks.loaders: the shared benchmark files and the published layouts."""
+"""benchmarks.loaders: the benchmark files shipped in benchmarks/data and the published layouts."""
 
 import json
 
 import pytest
 
-from benchmarks.loaders import (BENCHES, AbsoluteExample, PairExample, load_bench, parse_autoj_records,
+from benchmarks.loaders import (BENCHES, DATA_DIR, AbsoluteExample, PairExample, load_bench, parse_autoj_records,
                                 parse_chosen_rejected_records, subset)
 from prom_reward.errors import InputError, UnknownNameError
 from prom_reward.format.render import render_absolute
 
 
-@pytest.fixture(autouse=True)
-def _shared(shared_dir, monkeypatch):
-    monkeypatch.setenv("PROM_REWARD_SHARED", str(shared_dir))
+def test_named_benches_resolve_in_the_repository(data_dir):
+    assert DATA_DIR == data_dir and (DATA_DIR / "vicuna_eval.json").is_file()
 
 
-def test_vicuna_loads_all_records_with_mean_reference():
+def test_vicuna_loads_all_records_with_mean_reference(data_dir):
     layout, ex = load_bench("vicuna")
     assert layout == "absolute" and len(ex) == 320
     assert all(isinstance(e, AbsoluteExample) and e.reference_answer for e in ex)
     assert len({e.group for e in ex}) == 80 and len({e.id for e in ex}) == 320
-    raw = json.loads((__import__("pathlib").Path(__import__("os").environ["PROM_REWARD_SHARED"])
-                      / "data" / "vicuna_eval.json").read_text())
+    raw = json.loads((data_dir / "vicuna_eval.json").read_text())
     assert ex[5].reference_score == pytest.approx(sum(raw[5]["gpt4_score"]) / 3)
     assert ex[5].response in raw[5]["instruction"] and ex[5].rubric.startswith("[")
 
@@ -72,9 +70,8 @@ def test_unknown_bench_and_missing_layout(tmp_path):
     assert "hhh" in BENCHES and "preference_bench" in BENCHES
 
 
-def test_named_bench_not_shipped_says_where(tmp_path, monkeypatch):
-    monkeypatch.setenv("PROM_REWARD_SHARED", str(tmp_path))
-    with pytest.raises(InputError, match="hhh_alignment_eval.json, which does not exist"):
+def test_named_bench_not_shipped_says_where():
+    with pytest.raises(InputError, match="hhh_alignment_eval.json, which is not shipped"):
         load_bench("hhh")
 
 

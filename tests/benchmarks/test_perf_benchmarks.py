@@ -56,10 +56,9 @@ def test_tie_cost_strategies_scripted():
 
 
 @pytest.mark.integration
-def test_throughput_both_paths_same_tokens(vllm_engine, shared_dir, monkeypatch):
+def test_throughput_both_paths_same_tokens(vllm_engine):
     from benchmarks.throughput import items, measure_throughput
 
-    monkeypatch.setenv("PROM_REWARD_SHARED", str(shared_dir))
     batch = items(6)
     rec = measure_throughput(vllm_engine, batch, SamplingConfig(max_tokens=12, temperature=0.0), repeat=1)
     raw, lib = rec["raw_vllm"], rec["prom_reward"]

@@ -74,7 +74,7 @@ def test_backends_without_the_bound_count_everything():
 
 
 @pytest.mark.smollm2
-def test_real_tokenizer_never_exceeds_the_byte_bound(smollm2_dir, tiny_model_dir, shared_dir):
+def test_real_tokenizer_never_exceeds_the_byte_bound(smollm2_dir, tiny_model_dir, data_dir):
     """The bound holds for real judge prompts through real chat templates (ChatML with a system
     role, and the tiny model's Mistral-style template that folds the system prompt)."""
     from transformers import AutoTokenizer
@@ -82,7 +82,7 @@ def test_real_tokenizer_never_exceeds_the_byte_bound(smollm2_dir, tiny_model_dir
     from prom_reward.format.templates import ABS_SYSTEM_PROMPT
     from prom_reward.format.wire import get_wire_format
 
-    prompts = [row["instruction"] for row in json.loads((shared_dir / "data" / "vicuna_eval.json").read_text())]
+    prompts = [row["instruction"] for row in json.loads((data_dir / "vicuna_eval.json").read_text())]
     prompts += ["ünïcödé ✓ 数学 🙂 " * 200, "\n\n  \t" * 300]
     for folder, role in ((smollm2_dir, True), (tiny_model_dir, False)):
         tok = AutoTokenizer.from_pretrained(str(folder))

@@ -19,13 +19,13 @@ KIND = Rubric("Is it kind?", ("Rude.", "Curt.", "Neutral.", "Warm.", "Very kind.
 TEMPLATE_KEYS = ["ABSOLUTE_PROMPT", "ABSOLUTE_PROMPT_WO_REF", "RELATIVE_PROMPT", "RELATIVE_PROMPT_WO_REF"]
 
 
-def test_asset_is_the_shared_spec_byte_for_byte(shared_dir):
+def test_asset_is_the_spec_byte_for_byte(spec_dir):
     asset = resources.files("prom_reward").joinpath("assets").joinpath("templates.json").read_bytes()
-    assert asset == (shared_dir / "prometheus" / "templates.json").read_bytes()
+    assert asset == (spec_dir / "templates.json").read_bytes()
 
 
-def test_constants_equal_shared_templates(shared_dir):
-    spec = json.loads((shared_dir / "prometheus" / "templates.json").read_text(encoding="utf-8"))
+def test_constants_equal_the_spec_templates(spec_dir):
+    spec = json.loads((spec_dir / "templates.json").read_text(encoding="utf-8"))
     assert len(spec) == 12 and spec == prompts.TEMPLATES
     for key, value in spec.items():
         assert getattr(prompts, key) == value, key
@@ -70,8 +70,8 @@ def test_relative_picks_template_by_reference_and_uses_only_criteria():
     assert render_relative("Q?", "A.", "B.", Rubric("Is it kind?")) == without
 
 
-def test_vicuna_round_trip_all_320(shared_dir):
-    records = json.loads((shared_dir / "data" / "vicuna_eval.json").read_text(encoding="utf-8"))
+def test_vicuna_round_trip_all_320(data_dir):
+    records = json.loads((data_dir / "vicuna_eval.json").read_text(encoding="utf-8"))
     matched = 0
     for rec in records:
         filled = rec["instruction"]

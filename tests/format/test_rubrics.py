@@ -34,8 +34,8 @@ def test_builtin_names():
     assert RUBRICS.names() == sorted(BUILTINS)
 
 
-def test_all_biggen_rubrics_round_trip(shared_dir):
-    data = json.loads((shared_dir / "data" / "biggen_rubrics.json").read_text(encoding="utf-8"))
+def test_all_biggen_rubrics_round_trip(data_dir):
+    data = json.loads((data_dir / "biggen_rubrics.json").read_text(encoding="utf-8"))
     failed, checked = [], 0
     for rec_id, rec in data.items():
         rubric = Rubric.from_biggen(rec["score_rubric"])

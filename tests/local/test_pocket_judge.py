@@ -60,13 +60,13 @@ def test_preset_does_not_force_verdicts() -> None:
 
 
 @pytest.mark.slow  # the demo test (tests/local/test_demo.py) runs the pocket judge end to end in CI
-def test_pocket_judge_writes_the_format_itself(pocket_dir: Path, shared_dir: Path) -> None:
+def test_pocket_judge_writes_the_format_itself(pocket_dir: Path, data_dir: Path) -> None:
     """Three dev-split responses (prompts the judge never trained on), graded on the real engine at
     the paper's sampling: each output parses to ``[RESULT] k`` without forcing."""
     from prom_reward import PrometheusJudge
     from train_judge.pocket import PocketData
 
-    dev = PocketData(shared_dir / "data" / "vicuna_eval.json").dev_items()[:3]
+    dev = PocketData(data_dir / "vicuna_eval.json").dev_items()[:3]
     judge = PrometheusJudge("pocket-judge", max_model_len=4096, enforce_eager=True, seed=0,
                             truncate_response=True)
     try:

@@ -163,8 +163,8 @@ def test_balance_by_verdict_counts_and_seed() -> None:
 
 
 @pytest.mark.parametrize("name, per_score", [("pocket_absolute", 16), ("pocket_absolute_gpu", 144)])
-def test_pocket_configs_balance_scores(name: str, per_score: int, shared_dir: Path) -> None:
-    cfg = load_config(CONFIGS / f"{name}.yaml", data_path=str(shared_dir / "data" / "vicuna_eval.json"))
+def test_pocket_configs_balance_scores(name: str, per_score: int, data_dir: Path) -> None:
+    cfg = load_config(CONFIGS / f"{name}.yaml", data_path=str(data_dir / "vicuna_eval.json"))
     assert cfg.verdict_balance == per_score
     raw = load_records(cfg.replace(verdict_balance=None))
     assert records_summary(raw) == {"1": 12, "2": 24, "3": 59, "4": 371, "5": 254}  # what the shipped judge saw

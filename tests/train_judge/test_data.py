@@ -25,8 +25,8 @@ RUBRIC = "[Is it right?]\nScore 1: No.\nScore 2: Barely.\nScore 3: Partly.\nScor
 
 
 @pytest.fixture(scope="module")
-def pocket(shared_dir: Path) -> PocketData:
-    return PocketData(shared_dir / "data" / "vicuna_eval.json")
+def pocket(data_dir: Path) -> PocketData:
+    return PocketData(data_dir / "vicuna_eval.json")
 
 
 def test_split_never_crosses(pocket: PocketData) -> None:

@@ -29,14 +29,14 @@ def _tiny_config(path: Path, task: str) -> Path:
 
 
 @pytest.mark.integration  # a real vLLM engine
-def test_pipeline_trains_merges_evaluates_and_ships(tiny_model_dir: Path, shared_dir: Path, tmp_path: Path,
+def test_pipeline_trains_merges_evaluates_and_ships(tiny_model_dir: Path, data_dir: Path, tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "pocket"
     args = ["--out", str(out), "--model", str(tiny_model_dir),
             "--absolute-config", str(_tiny_config(tmp_path / "abs.yaml", "absolute")),
             "--relative-config", str(_tiny_config(tmp_path / "rel.yaml", "relative")),
-            "--vicuna", str(shared_dir / "data" / "vicuna_eval.json"),
-            "--autoj", str(shared_dir / "data" / "autoj_pairwise.jsonl"),
+            "--vicuna", str(data_dir / "vicuna_eval.json"),
+            "--autoj", str(data_dir / "autoj_pairwise.jsonl"),
             "--dev-limit", "4", "--pairs", "2", "--max-tokens", "8", "--num-samples", "2",
             "--backend", "transformers", "--device", "cpu", "--batch-size", "4",
             "--ship", "merged-linear", "--ship-rank", "4"]

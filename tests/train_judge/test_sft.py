@@ -13,9 +13,9 @@ from train_judge.config import SFTRunConfig
 from train_judge.sft import RUN_FILE, build_dataset, last_checkpoint, make_trainer, train
 
 
-def _cfg(model: Path, out: Path, shared_dir: Path, task: str = "absolute", **kw) -> SFTRunConfig:
+def _cfg(model: Path, out: Path, data_dir: Path, task: str = "absolute", **kw) -> SFTRunConfig:
     base = dict(model=str(model), task=task, output_dir=str(out), dataset="pocket",
-                data_path=str(shared_dir / "data" / "vicuna_eval.json"), max_length=1024, max_examples=4,
+                data_path=str(data_dir / "vicuna_eval.json"), max_length=1024, max_examples=4,
                 prefer_short=True, balance_verdicts=True, learning_rate=1e-3, per_device_train_batch_size=2,
                 gradient_checkpointing=False, max_steps=2, save_steps=2, logging_steps=1, torch_threads=1,
                 lora={"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]})
@@ -24,9 +24,9 @@ def _cfg(model: Path, out: Path, shared_dir: Path, task: str = "absolute", **kw)
 
 
 @pytest.mark.parametrize("task", ["absolute", "relative"])
-def test_only_completion_tokens_carry_labels(tiny_model_dir: Path, shared_dir: Path, tmp_path: Path,
+def test_only_completion_tokens_carry_labels(tiny_model_dir: Path, data_dir: Path, tmp_path: Path,
                                              task: str) -> None:
-    cfg = _cfg(tiny_model_dir, tmp_path / "o", shared_dir, task, max_length=2048)
+    cfg = _cfg(tiny_model_dir, tmp_path / "o", data_dir, task, max_length=2048)
     trainer, tok, counts = make_trainer(cfg)
     assert counts["examples"] == 4
     rows, _ = build_dataset(cfg, tok)  # the same rows, before TRL folds the mask into labels
@@ -46,9 +46,9 @@ def test_only_completion_tokens_carry_labels(tiny_model_dir: Path, shared_dir: P
         assert kept[-1][0] == tok.eos_token_id
 
 
-def test_train_checkpoint_and_resume(tiny_model_dir: Path, shared_dir: Path, tmp_path: Path) -> None:
+def test_train_checkpoint_and_resume(tiny_model_dir: Path, data_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
-    train(_cfg(tiny_model_dir, out, shared_dir))
+    train(_cfg(tiny_model_dir, out, data_dir))
     run = json.loads((out / RUN_FILE).read_text())
     losses = [h["loss"] for h in run["log_history"] if "loss" in h]
     assert losses and all(math.isfinite(float(x)) for x in losses)
@@ -57,7 +57,7 @@ def test_train_checkpoint_and_resume(tiny_model_dir: Path, shared_dir: Path, tmp
     ckpt = last_checkpoint(out)
     assert ckpt is not None and ckpt.endswith("checkpoint-2")
     # the same command with more steps continues from checkpoint-2 instead of starting over
-    train(_cfg(tiny_model_dir, out, shared_dir, max_steps=3))
+    train(_cfg(tiny_model_dir, out, data_dir, max_steps=3))
     run2 = json.loads((out / RUN_FILE).read_text())
     assert run2["resumed_from"].endswith("checkpoint-2") and run2["global_step"] == 3
     steps = [h["step"] for h in run2["log_history"] if "loss" in h]
