@@ -38,11 +38,12 @@ import yaml
 from prom_reward.errors import ConfigError
 
 from . import fused
+from .chunking import BUFFERS
 from .config import MergeConfig
 from .plan import Plan, make_plan, shard_names
 from .safetensors_io import ShardWriter
 from .sources import INDEX, LoraAdapter
-from .stream import BUFFERS, merge_tensor
+from .stream import merge_tensor
 
 log = logging.getLogger(__name__)
 PROGRESS = ".merge_progress.json"
