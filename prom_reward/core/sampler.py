@@ -31,6 +31,7 @@ from typing import Literal, Sequence
 from prom_reward.backends.base import Backend, Completion, GenerationRequest
 from prom_reward.confidence.indicators import mean_entropy, mean_nll
 from prom_reward.errors import BackendError
+from prom_reward.format.eos import strip_eos
 from prom_reward.format.parsing import parse_output
 from prom_reward.core.results import JudgeSample
 from prom_reward.core.verdict_probs import ABSOLUTE_LABELS, RELATIVE_LABELS, first_verdict_distribution, verdict_distribution
@@ -38,7 +39,6 @@ from prom_reward.core.verdict_probs import ABSOLUTE_LABELS, RELATIVE_LABELS, fir
 Mode = Literal["absolute", "relative"]
 FORCE_SUFFIX = " [RESULT] "
 FORCE_LOGPROBS = 20
-_EOS_TAIL = re.compile(r"(\s*(</s>|<\|im_end\|>|<\|eot_id\|>|<\|endoftext\|>))+\s*$")
 _OPEN_MARKER = re.compile(r"\[\s*result\s*\]?\s*:?\s*$", re.IGNORECASE)
 
 
@@ -73,13 +73,13 @@ def labels_for(mode: Mode) -> tuple[str, ...]:
 
 def needs_forcing(text: str) -> bool:
     """True when the output ends without any verdict marker (or with a bare ``[RESULT]``)."""
-    body = _EOS_TAIL.sub("", text)
+    body = strip_eos(text)
     return "[result" not in body.lower() or bool(_OPEN_MARKER.search(body))
 
 
 def force_prefix(text: str) -> str:
     """The assistant text to continue from when forcing a verdict."""
-    body = _EOS_TAIL.sub("", text).rstrip()
+    body = strip_eos(text)
     body = _OPEN_MARKER.sub("", body).rstrip()
     return body + FORCE_SUFFIX
 
@@ -133,7 +133,7 @@ class SampleRunner:
                 continue
             best = max(probs, key=lambda k: probs[k])
             verdict: int | str = int(best) if mode == "absolute" else best
-            feedback = _OPEN_MARKER.sub("", _EOS_TAIL.sub("", s.text)).strip() or None
+            feedback = _OPEN_MARKER.sub("", strip_eos(s.text)).strip() or None
             out.append(dataclasses.replace(
                 s, verdict=verdict, feedback=feedback, probabilities=probs, verdict_mass=mass, forced=True,
                 completion_tokens=s.completion_tokens + extra,
