@@ -7,15 +7,18 @@ and asserts on what came back. (Model-free: they test logic; real engines are th
 - ``judge_by_rank({"good": 3, "fair": 2, "bad": 1})``: absolute prompts get a score from the rank of the
   response's first word (``scores``), pairwise prompts the higher-ranked side.
 - ``response_of(request)``, ``pair_of(request)``: the text(s) a request asks about.
+- ``Calibrator(probs)``: a scripted teacher-forcing backend, for ``PrometheusJudge(calibration=...)``.
 
 Each takes ``seen=`` (a list that collects the requests) and any ``PrometheusJudge`` option.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import Any
 
-from prom_reward.backends.base import GenerationRequest
+from prom_reward.backends.base import GenerationRequest, TokenLogprobs
 from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.core.judge import PrometheusJudge
 
@@ -76,3 +79,24 @@ def judge_by_rank(rank: dict[str, int], *, scores: dict[int, int] | None = None,
         return f"Compared by rank. [RESULT] {'A' if a > b else 'B'}"
 
     return PrometheusJudge(backend=ScriptedBackend(respond=respond), **_options(options))
+
+
+class Calibrator:
+    """A scripted teacher-forcing backend (a calibration model for ``PrometheusJudge(calibration=...)``): every
+    whitespace-separated word of a continuation is one token (``probs``'s first key) with the distribution ``probs``;
+    ``calls`` records
+    each ``continuation_logprobs`` call's (requests, continuations, top_k)."""
+
+    def __init__(self, probs: dict[str, float]) -> None:
+        self.probs = probs
+        self.calls: list[tuple[list[GenerationRequest], list[str], int]] = []
+
+    def continuation_logprobs(self, requests: Sequence[GenerationRequest], continuations: Sequence[str],
+                              top_k: int = 20) -> list[tuple[TokenLogprobs, ...]]:
+        self.calls.append((list(requests), list(continuations), top_k))
+        first = next(iter(self.probs))
+        top = {k: math.log(v) for k, v in self.probs.items()}
+        return [tuple(TokenLogprobs(first, top[first], top) for _ in text.split()) for text in continuations]
+
+    def close(self) -> None:
+        pass

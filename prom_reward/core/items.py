@@ -14,12 +14,12 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any, TypeVar
 
-from prom_reward.errors import InputError, PromRewardError
-from prom_reward.format.rubrics import Rubric, get_rubric
-
-RubricLike = Any  # Rubric | str (name, path or formatted text) | dict
+from prom_reward.errors import InputError
+from prom_reward.format.resolve import RubricResolver
+from prom_reward.format.rubrics import Rubric, RubricsLike
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,10 @@ class RelativeItem:
     response_b: str
     rubric: Rubric
     reference_answer: str | None
+
+
+Item = TypeVar("Item", AbsoluteItem, RelativeItem)
+"""An absolute or a pairwise item (what the judge's shared plumbing takes)."""
 
 
 def _as_list(name: str, value: Any, n: int | None) -> list[Any]:
@@ -83,32 +87,17 @@ def _references(value: Any, n: int) -> list[str | None]:
     return refs
 
 
-def _rubrics(value: RubricLike, n: int, *, need_scores: bool) -> list[Rubric]:
+def _rubrics(value: RubricsLike, n: int, *, need_scores: bool) -> list[Rubric]:
+    """One ``Rubric`` per item from one rubric for all or a list of ``n`` (``RubricResolver``: each
+    distinct value resolved once; a None item, or one without score descriptions when ``need_scores``,
+    raises ``InputError`` naming the item)."""
     many = isinstance(value, Sequence) and not isinstance(value, (str, bytes, Rubric))
+    resolve = RubricResolver(need_scores=need_scores, missing_hint="pass a Rubric, a built-in name or a rubric dict")
     raw = _as_list("rubrics", value, n) if many else [value] * n
-    cache: dict[int, Rubric] = {}
-    out: list[Rubric] = []
-    for i, r in enumerate(raw):
-        key = id(r)
-        if key not in cache:
-            if r is None:
-                raise InputError(f"item {i}: rubric is None; pass a Rubric, a built-in name or a rubric dict",
-                                 index=i, field="rubric")
-            try:
-                cache[key] = get_rubric(r)
-            except PromRewardError as e:
-                raise InputError(f"item {i}: rubric: {e}", index=i, field="rubric") from e
-        rubric = cache[key]
-        if need_scores and not rubric.has_scores:
-            raise InputError(
-                f"item {i}: rubric {rubric.criteria[:60]!r} has no score descriptions; absolute grading needs "
-                "five (score1_description..score5_description)", index=i, field="rubric",
-            )
-        out.append(rubric)
-    return out
+    return [resolve(r, index=i, field="rubric") for i, r in enumerate(raw)]
 
 
-def absolute_items(instructions: Any, responses: Any, rubric: RubricLike,
+def absolute_items(instructions: Any, responses: Any, rubric: RubricsLike,
                    reference_answers: Any = None) -> list[AbsoluteItem]:
     """Validate an absolute-grading batch; raises InputError naming item and field."""
     ins = _strings("instructions", instructions, None, "instruction")
@@ -119,7 +108,7 @@ def absolute_items(instructions: Any, responses: Any, rubric: RubricLike,
     return [AbsoluteItem(*t) for t in zip(ins, res, rubs, refs)]
 
 
-def relative_items(instructions: Any, responses_a: Any, responses_b: Any, rubric: RubricLike,
+def relative_items(instructions: Any, responses_a: Any, responses_b: Any, rubric: RubricsLike,
                    reference_answers: Any = None) -> list[RelativeItem]:
     """Validate a pairwise batch; raises InputError naming item and field."""
     ins = _strings("instructions", instructions, None, "instruction")

@@ -22,7 +22,8 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Union
+from collections.abc import Mapping, Sequence
+from typing import Any, Union
 
 import yaml
 
@@ -206,7 +207,10 @@ for _name, _text in (("helpfulness", HELPFULNESS_RUBRIC), ("harmlessness", HARML
                      ("reasoning", REASONING_RUBRIC)):
     RUBRICS.register(_name, Rubric.parse(_text))
 
-RubricLike = Union[Rubric, str, Mapping[str, Any], os.PathLike]
+RubricLike = Union[Rubric, str, Mapping[str, Any], os.PathLike[str]]
+"""What names a rubric: a ``Rubric``, a built-in name, formatted text, a rubric dict or a .json/.yaml path."""
+RubricsLike = Union[RubricLike, Sequence[RubricLike]]
+"""The rubric argument of a batch: one rubric for every item, or a sequence with one per item."""
 
 
 def get_rubric(x: RubricLike) -> Rubric:
