@@ -39,8 +39,9 @@ from __future__ import annotations
 import itertools
 import logging
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 from prom_reward.errors import ConfigError, InputError
 
@@ -130,7 +131,8 @@ def compose_pair_feedback(feedback_a: str, feedback_b: str, winner: str) -> str:
     >>> compose_pair_feedback("Short.", "Thorough.", "B")
     'Response A: Short. Response B: Thorough. Response B is better on this criteria.'
     """
-    return f"Response A: {feedback_a.strip()} Response B: {feedback_b.strip()} Response {winner} is better on this criteria."
+    return (f"Response A: {feedback_a.strip()} Response B: {feedback_b.strip()} "
+            f"Response {winner} is better on this criteria.")
 
 
 _CHOOSE = ("choose how the pairwise feedback is written: feedback='model' with judge=PrometheusJudge(...) (or a "
@@ -233,7 +235,7 @@ def _model_feedback(records: Sequence[FeedbackRecord], plan: list[tuple[int, int
     finally:
         if writer is not judge:
             writer.close()
-    return {k: t for k, t in zip(todo, texts) if t is not None}
+    return {k: t for k, t in zip(todo, texts, strict=True) if t is not None}
 
 
 def records_summary(records: Iterable[FeedbackRecord | PairRecord]) -> dict[str, int]:

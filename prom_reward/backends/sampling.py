@@ -13,8 +13,8 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from prom_reward.errors import ConfigError

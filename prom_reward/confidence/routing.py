@@ -16,13 +16,12 @@ Example:
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import math
-from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, TypeVar
 
-from prom_reward.confidence.indicators import INDICATORS, NEEDS, get_indicator
+from prom_reward.confidence.indicators import get_indicator
 from prom_reward.errors import ConfigError
 
 R = TypeVar("R")

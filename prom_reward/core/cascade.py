@@ -54,7 +54,7 @@ from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
 from prom_reward.confidence.indicators import INDICATORS, NEEDS
 from prom_reward.confidence.routing import CascadeConfig, CascadeStats, Routing, is_failed, route
 from prom_reward.core.protocol import Judge
-from prom_reward.core.results import Grade, Judgment, JudgeStats, Verdict
+from prom_reward.core.results import Grade, JudgeStats, Judgment, Verdict
 from prom_reward.errors import ConfigError
 from prom_reward.format.rubrics import RubricsLike
 
@@ -167,7 +167,7 @@ class CascadeJudge:
             return out
         st.fallback_calls += 1
         second = call(idx)
-        for i, r in zip(idx, second):
+        for i, r in zip(idx, second, strict=True):
             st.fallback_prompt_tokens += r.prompt_tokens
             st.fallback_completion_tokens += r.completion_tokens
             if is_failed(r):

@@ -25,7 +25,8 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from prom_reward.backends.base import Backend, GenerationRequest
 from prom_reward.errors import ContextLengthError, InputError
@@ -72,7 +73,7 @@ def fit_to_context(
     if counted is None:
         return requests, items, truncated
     requests, items = list(requests), list(items)
-    for i, count in zip(check, counted):
+    for i, count in zip(check, counted, strict=True):
         req = requests[i]
         budget = limit - req.sampling.max_tokens
         if budget <= 0:

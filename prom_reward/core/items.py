@@ -13,15 +13,16 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar, final
 
 from prom_reward.errors import InputError
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.rubrics import Rubric, RubricsLike
 
 
+@final
 @dataclass(frozen=True)
 class AbsoluteItem:
     """One validated absolute-grading input."""
@@ -32,6 +33,7 @@ class AbsoluteItem:
     reference_answer: str | None
 
 
+@final
 @dataclass(frozen=True)
 class RelativeItem:
     """One validated pairwise-ranking input."""
@@ -49,7 +51,8 @@ Item = TypeVar("Item", AbsoluteItem, RelativeItem)
 
 def _as_list(name: str, value: Any, n: int | None) -> list[Any]:
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        hint = f"; for a single item pass [{name[:-1] if name.endswith('s') else name}]" if isinstance(value, str) else ""
+        one = name[:-1] if name.endswith("s") else name
+        hint = f"; for a single item pass [{one}]" if isinstance(value, str) else ""
         raise InputError(
             f"{name}: expected a list of strings, got {type(value).__name__}{hint}", field=name
         )
@@ -105,7 +108,7 @@ def absolute_items(instructions: Any, responses: Any, rubric: RubricsLike,
     res = _strings("responses", responses, n, "response")
     refs = _references(reference_answers, n)
     rubs = _rubrics(rubric, n, need_scores=True)
-    return [AbsoluteItem(*t) for t in zip(ins, res, rubs, refs)]
+    return [AbsoluteItem(*t) for t in zip(ins, res, rubs, refs, strict=True)]
 
 
 def relative_items(instructions: Any, responses_a: Any, responses_b: Any, rubric: RubricsLike,
@@ -117,4 +120,4 @@ def relative_items(instructions: Any, responses_a: Any, responses_b: Any, rubric
     b = _strings("responses_b", responses_b, n, "response_b")
     refs = _references(reference_answers, n)
     rubs = _rubrics(rubric, n, need_scores=False)
-    return [RelativeItem(*t) for t in zip(ins, a, b, rubs, refs)]
+    return [RelativeItem(*t) for t in zip(ins, a, b, rubs, refs, strict=True)]

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from dataclasses import dataclass
-from pathlib import Path
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prom_reward.backends import Backend, GenerationRequest, make_backend
@@ -142,7 +141,9 @@ class PrometheusJudge:
             self.sampling = dataclasses.replace(self.sampling, logprobs=EXPECTED_LOGPROBS)
         self.num_samples = num_samples
         self.max_retries = max_retries
-        self.force_verdict = bool(judge_defaults.get("force_verdict", False) if force_verdict is None else force_verdict)
+        if force_verdict is None:
+            force_verdict = bool(judge_defaults.get("force_verdict", False))
+        self.force_verdict = force_verdict
         self.max_tie_rounds = max_tie_rounds
         self.truncate_response = truncate_response
         self.neutralize_markers = neutralize_markers
@@ -186,7 +187,7 @@ class PrometheusJudge:
         scored = self.calibration.continuation_logprobs(
             [requests[i] for i, _ in where], [runs[i].samples[j].text for i, j in where],
             top_k=self.sampling.logprobs or EXPECTED_LOGPROBS)
-        for (i, j), positions in zip(where, scored):
+        for (i, j), positions in zip(where, scored, strict=True):
             runs[i].samples[j] = dataclasses.replace(
                 runs[i].samples[j], base_entropy=mean_entropy(positions, self.entropy_truncation))
             self.stats.calibration_tokens += len(positions)
@@ -195,14 +196,18 @@ class PrometheusJudge:
         """``items`` with template markers inside their responses rewritten (``format.sanitize``)."""
         if not self.neutralize_markers:
             return items
-        out = []
-        for it in items:
-            changes: dict[str, str] = {}
-            for f in ("response", "response_a", "response_b"):
-                if hasattr(it, f):
-                    changes[f], n = neutralize(getattr(it, f))
-                    self.stats.neutralized += n
-            out.append(dataclasses.replace(it, **changes))
+        return [self._neutralize_item(it) for it in items]
+
+    def _neutralize_item(self, item: Item) -> Item:
+        if isinstance(item, AbsoluteItem):
+            return dataclasses.replace(item, response=self._neutral(item.response))
+        return dataclasses.replace(item, response_a=self._neutral(item.response_a),
+                                   response_b=self._neutral(item.response_b))
+
+    def _neutral(self, text: str) -> str:
+        """``text`` with its template markers rewritten (counted in ``stats.neutralized``)."""
+        out, n = neutralize(text)
+        self.stats.neutralized += n
         return out
 
     def _run(self, requests: list[GenerationRequest], mode: Mode, k: int, items: list[Item],
@@ -252,7 +257,7 @@ class PrometheusJudge:
 
         runs, truncated, _ = self._run([render(it) for it in items], "absolute", num_samples or self.num_samples,
                                        items, render)
-        return [grade_from_run(r, truncated=t) for r, t in zip(runs, truncated)]
+        return [grade_from_run(r, truncated=t) for r, t in zip(runs, truncated, strict=True)]
 
     def compare(self, instructions: Sequence[str], responses_a: Sequence[str], responses_b: Sequence[str],
                 rubric: RubricsLike, reference_answers: Sequence[str | None] | None = None, *, swap: bool = False,

@@ -162,10 +162,8 @@ def _clean_feedback(text: str) -> str:
 
 
 def _last_marker(text: str) -> re.Match[str] | None:
-    last = None
-    for last in _MARKER.finditer(text):
-        pass
-    return last
+    matches = list(_MARKER.finditer(text))
+    return matches[-1] if matches else None
 
 
 def _to_verdict(value: str, mode: Mode) -> int | str:

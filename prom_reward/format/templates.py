@@ -171,7 +171,7 @@ def _readings(filled: str, template: str, limit: int = 10_000) -> list[dict[str,
     def walk(i: int, pos: int, values: list[str]) -> None:
         if i == len(seps):
             reading: dict[str, str] = {}
-            for name, value in zip(names, values + [filled[pos:end]]):
+            for name, value in zip(names, values + [filled[pos:end]], strict=True):
                 if reading.setdefault(name, value) != value:
                     return
             found.append(reading)

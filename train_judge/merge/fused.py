@@ -2,8 +2,8 @@
 
 ``applies(plan, name, base)`` says whether tensor ``name`` goes this way: the numba path is selected
 (``path()``, from ``PROM_MERGE_KERNELS``), the method is linear, task_arithmetic, dare_linear, ties,
-dare_ties or slerp, every input is a full checkpoint (LoRA experts keep the torch path), all inputs share one stored dtype
-(bf16, float16 or float32) and the output is bf16, float16 or float32. ``merge`` then yields the
+dare_ties or slerp, every input is a full checkpoint (LoRA experts keep the torch path), all inputs
+share one stored dtype (bf16, float16 or float32) and the output is bf16, float16 or float32. ``merge`` then yields the
 same pieces, bit for bit, as the torch path: every input's rows are read (a worker thread, one chunk
 ahead) into the rows of one buffer, MT19937 draws made there too (``mt19937``: torch's numbers, ~10x
 faster than torch draws them; or Philox drawn in the kernel), and ``kernels.combine`` /
@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -70,13 +71,23 @@ def path() -> str:
 def applies(plan: Plan, name: str, base: Checkpoint | None, out_dtype: torch.dtype) -> bool:
     """True when tensor ``name`` can be merged by the kernels (see the module doc)."""
     spec = plan.config.spec
-    if (spec.name not in METHODS and spec.name != "slerp") or out_dtype not in (torch.bfloat16, torch.float16, torch.float32):
+    if spec.name not in METHODS and spec.name != "slerp":
         return False
-    srcs = ([base] if spec.uses_deltas else []) + list(plan.models)
-    if not all(isinstance(m, Checkpoint) for m in srcs) or path() != "numba":
+    if out_dtype not in (torch.bfloat16, torch.float16, torch.float32):
+        return False
+    srcs = _inputs(plan, base)
+    if srcs is None or path() != "numba":
         return False
     dtypes = {m.infos[name].dtype for m in srcs}
     return len(dtypes) == 1 and dtypes <= {"BF16", "F16", "F32"}
+
+
+def _inputs(plan: Plan, base: Checkpoint | None) -> list[Checkpoint] | None:
+    """What the kernels read (the base first when the method merges deltas, then the models), or None when
+    one of them is not a full checkpoint."""
+    srcs = ([base] if plan.config.spec.uses_deltas else []) + list(plan.models)
+    checkpoints = [m for m in srcs if isinstance(m, Checkpoint)]
+    return checkpoints if len(checkpoints) == len(srcs) else None
 
 
 def _np(t: torch.Tensor) -> np.ndarray:
@@ -92,7 +103,8 @@ def merge(plan: Plan, name: str, base: Checkpoint | None, shape: tuple[int, ...]
         yield from _slerp(plan, name, shape, row, out_dtype)
         return
     sparsify, consensus = METHODS[spec.name]
-    srcs = ([base] if spec.uses_deltas else []) + list(plan.models)
+    srcs = _inputs(plan, base)
+    assert srcs is not None  # (applies() said so)
     dtype = DTYPES[srcs[0].infos[name].dtype]
     n_in, n_models, n = len(srcs), len(plan.models), math.prod(shape)
     params = cfg.method_params()
@@ -112,7 +124,7 @@ def merge(plan: Plan, name: str, base: Checkpoint | None, shape: tuple[int, ...]
     chunks = list(row_chunks(shape, chunking.CHUNK))
     trims = sparsify == 1 and any(0 < keep_count(k, n) < n for k in dens)
     normalize, lam32 = bool(params.get("normalize", True)), np.float32(lam)
-    cache = None
+    cache: torch.Tensor | None = None  # (read by the jobs when they run: set below for two-pass TIES)
 
     def jobs(slot: int, r0: int, r1: int, draws: bool = mt, disk: bool = True) -> list[Callable[[], Any]]:
         start, count = r0 * row, (r1 - r0) * row
@@ -121,7 +133,7 @@ def merge(plan: Plan, name: str, base: Checkpoint | None, shape: tuple[int, ...]
         if draws:  # MT19937: each model's stream in element order (torch's numbers, see mt19937), a job each
             buf = BUFFERS.get(("draws", slot), n_models * count).view(n_models, count).numpy()
             for i, gen in streams.items():
-                out.append(lambda gen=gen, b=buf[i]: gen.fill(b))
+                out.append(partial(gen.fill, buf[i]))
             out.append(lambda: buf)
         return out
 
@@ -148,13 +160,23 @@ def merge(plan: Plan, name: str, base: Checkpoint | None, shape: tuple[int, ...]
         piece = BUFFERS.get(("piece", slot), count, out_dtype)
         out = BUFFERS.get(("out32", slot), count) if out_dtype == torch.float16 else piece
         o, at = _np(out), r0 * row
-        if consensus:  # (the callables run before the next chunk: binding the loop's names late is safe)
-            _halves(lambda t, lo, hi: kernels.consensus(raws, w32, sparsify, d32, thr, t, draws, keys, int(philox), at,
-                                                        normalize, lam32, o, lo, hi),
-                    lambda lo, hi, eq: kernels.count_ties(raws, thr, ties, lo, hi, eq), count, ties)
+        # (the chunk's arrays bound as defaults: these callables must never see the next chunk's)
+        if consensus:
+            def run(t: np.ndarray, lo: int, hi: int, raws: np.ndarray = raws, draws: np.ndarray = draws,
+                    at: int = at, o: np.ndarray = o) -> None:
+                kernels.consensus(raws, w32, sparsify, d32, thr, t, draws, keys, int(philox), at, normalize, lam32,
+                                  o, lo, hi)
+
+            def count_ties(lo: int, hi: int, eq: np.ndarray, raws: np.ndarray = raws) -> None:
+                kernels.count_ties(raws, thr, ties, lo, hi, eq)
+
+            _halves(run, count_ties, count, ties)
         else:
-            _halves(lambda t, lo, hi: kernels.combine(raws, spec.uses_deltas, sparsify, w32, d32, draws, keys,
-                                                      int(philox), at, o, lo, hi), None, count, ties)
+            def combine(t: np.ndarray, lo: int, hi: int, raws: np.ndarray = raws, draws: np.ndarray = draws,
+                        at: int = at, o: np.ndarray = o) -> None:
+                kernels.combine(raws, spec.uses_deltas, sparsify, w32, d32, draws, keys, int(philox), at, o, lo, hi)
+
+            _halves(combine, None, count, ties)
         yield piece.copy_(out) if out is not piece else piece
 
 
@@ -187,7 +209,9 @@ def _slerp(plan: Plan, name: str, shape: tuple[int, ...], row: int, out_dtype: t
     """SLERP as ``torch_path._slerp``: the sums of <a, b>, |a|^2, |b|^2 by the same ``torch.dot`` calls on the
     same float32 chunks (64-byte aligned, as there: MKL's summation order may depend on it), then
     ``kernels.slerp_out`` per chunk; the rows stay in the kept buffer when both inputs fit in it."""
-    srcs, dtype, n = list(plan.models), DTYPES[plan.models[0].infos[name].dtype], math.prod(shape)
+    srcs = _inputs(plan, None)
+    assert srcs is not None  # (applies() said so)
+    dtype, n = DTYPES[srcs[0].infos[name].dtype], math.prod(shape)
     chunks = list(row_chunks(shape, chunking.CHUNK))
     size = 2 * n * torch.empty((), dtype=dtype).element_size()
     cache = BUFFERS.get("ties_rows", 2 * n, dtype) if size <= _largest(plan) else None

@@ -19,7 +19,8 @@ torch generator's numbers are drawn on worker threads (``mt19937.MT19937``) and 
 Example (bf16 rows 1.0 and 3.0, weights 0.5 each, bf16 out: 2.0):
     >>> out, w = np.zeros(1, np.uint16), np.array([0.5, 0.5], np.float32)
     >>> args = (np.ones(2, np.float32), np.zeros((2, 0), np.float32), np.zeros((2, 2), np.uint32), 0, 0, out)
-    >>> _ = combine(np.array([[0x3F80], [0x4040]], np.uint16), False, 0, w, *args, 0, 1) if HAVE_NUMBA else out.fill(0x4000)
+    >>> rows = np.array([[0x3F80], [0x4040]], np.uint16)
+    >>> _ = combine(rows, False, 0, w, *args, 0, 1) if HAVE_NUMBA else out.fill(0x4000)
     >>> hex(int(out[0]))
     '0x4000'
 """
@@ -287,7 +288,7 @@ if HAVE_NUMBA:
                     _trim(d, edges[m], no_ties, m)
                     continue
                 lo_m, hi_m, th = np.uint32(wlo[m]), np.uint32(whi[m]), edges[m]
-                span, up = np.uint32(hi_m - lo_m), 0
+                span, up = np.uint32(hi_m - lo_m), np.int64(0)
                 for t in range(d.shape[0]):  # bins, counts, window flags and the trim by the window's edge
                     a = abs(d[t])
                     bn = _u32(a) >> np.uint32(16)

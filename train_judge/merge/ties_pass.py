@@ -32,12 +32,10 @@ Example (the window's upper edge as a threshold: bin 0x3F80 is |delta| in [1.0, 
 
 from __future__ import annotations
 
-from typing import Any, Callable
-
 import numpy as np
 
 from . import chunking, kernels, ties_cuts
-from .chunking import half_pool, pool, prefetched
+from .chunking import Jobs, half_pool, pool, prefetched
 from .trim import cut_bin
 
 WINDOW = 0.01
@@ -47,11 +45,12 @@ INF_BIN = 0x7F80
 
 
 def upper_edge(b: int) -> np.float32:
-    """The largest float32 magnitude whose high 16 bits are ``b``: ``|d| > upper_edge(b)`` iff its bin is above ``b``."""
+    """The largest float32 magnitude whose high 16 bits are ``b``: ``|d| > upper_edge(b)`` iff its bin is
+    above ``b``."""
     return np.array([(b << 16) | 0xFFFF], np.uint32).view(np.float32)[0]
 
 
-def one_pass(chunks: list[tuple[int, int]], jobs: Callable[[int, int, int], list[Callable[[], Any]]], row: int,
+def one_pass(chunks: list[tuple[int, int]], jobs: Jobs, row: int,
              ks: list[int], thr: np.ndarray, weights: np.ndarray, normalize: bool, lam: np.float32,
              out: np.ndarray) -> bool:
     """Merge a TIES tensor in one pass into ``out`` (its flat output, bf16 bits or float32); False
@@ -65,8 +64,10 @@ def one_pass(chunks: list[tuple[int, int]], jobs: Callable[[int, int, int], list
     need = np.array([0 < k < n for k in ks])
     above, namb = np.zeros(n_models, np.int64), np.zeros(1, np.int64)
     edges = thr.copy()
-    amb_idx = amb_raw = lo = hi = None
-    second = None  # the second half's own counts and kept elements (halves run side by side)
+    lo = hi = amb_idx = np.zeros(0, np.int64)  # (the first chunk sets them)
+    amb_raw = np.zeros((0, 0), np.float32)
+    # the second half's own counts and kept elements (halves run side by side)
+    second: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
     for i, (_, r0, r1, results) in enumerate(prefetched(chunks, jobs)):
         raws, count, start = results[0], (r1 - r0) * row, r0 * row
         if i == 0:  # the window, from this chunk's histogram
@@ -86,7 +87,8 @@ def one_pass(chunks: list[tuple[int, int]], jobs: Callable[[int, int, int], list
                           np.empty((raws.shape[0], room), raws.dtype), np.zeros(1, np.int64))
 
         def spec(a: int, b: int, counts: np.ndarray, idx: np.ndarray, kept: np.ndarray, k: np.ndarray,
-                 raws: np.ndarray = raws, o: np.ndarray = out[start:start + count], start: int = start) -> None:
+                 raws: np.ndarray = raws, o: np.ndarray = out[start:start + count], start: int = start,
+                 lo: np.ndarray = lo, hi: np.ndarray = hi) -> None:
             kernels.consensus_spec(raws, weights, edges, normalize, lam, o, a, b, need, lo, hi, start, counts,
                                    idx, kept, k)
 

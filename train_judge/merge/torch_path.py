@@ -67,7 +67,7 @@ def merge(plan: Plan, name: str, base: Checkpoint | None, shape: tuple[int, ...]
         return out
 
     for slot, r0, r1, results in prefetched(chunks, jobs):
-        raws: dict[int, torch.Tensor] = dict(zip([j for j, _ in checkpoints], results[0]))
+        raws: dict[int, torch.Tensor] = dict(zip([j for j, _ in checkpoints], results[0], strict=True))
         draws = None
         if random:
             it = iter(results[1:])
@@ -149,7 +149,7 @@ def _magnitude_cuts(plan: Plan, name: str, base: Checkpoint | None, shape: tuple
     mag = BUFFERS.get("mag", n)  # kept for the next tensors: page faults on a fresh one cost more than the rest
     chunks = list(row_chunks(shape, chunking.CHUNK))
     cuts = []
-    for i, (m, density) in enumerate(zip(plan.models, plan.config.densities())):
+    for i, (m, density) in enumerate(zip(plan.models, plan.config.densities(), strict=True)):
         k = density if density is not None else 1.0
         if k >= 1.0:
             cuts.append(MagnitudeCut(-1.0, 0))
@@ -195,7 +195,7 @@ def _merge_rows(plan: Plan, name: str, base: Checkpoint | None, raws: dict[int, 
             inputs.append(_full_rows(plan, m, j, name, raws, r0, r1, cshape, base32))
     densities = cfg.densities()
     if cuts is not None:  # TIES: trimmed here by the whole-tensor cut, so the method's own trim is off
-        for d, cut in zip(inputs, cuts):
+        for d, cut in zip(inputs, cuts, strict=True):
             cut.apply(d, BUFFERS.get("cut", d.numel()))
         densities = [1.0] * len(inputs)
     count = (r1 - r0) * row
