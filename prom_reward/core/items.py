@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar, final
+from typing import TypeVar, cast, final
 
 from prom_reward.errors import InputError
 from prom_reward.format.resolve import RubricResolver
-from prom_reward.format.rubrics import Rubric, RubricsLike
+from prom_reward.format.rubrics import Rubric, RubricLike, RubricsLike
 
 
 @final
@@ -49,7 +49,7 @@ Item = TypeVar("Item", AbsoluteItem, RelativeItem)
 """An absolute or a pairwise item (what the judge's shared plumbing takes)."""
 
 
-def _as_list(name: str, value: Any, n: int | None) -> list[Any]:
+def _as_list(name: str, value: object, n: int | None) -> list[object]:
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
         one = name[:-1] if name.endswith("s") else name
         hint = f"; for a single item pass [{one}]" if isinstance(value, str) else ""
@@ -65,8 +65,9 @@ def _as_list(name: str, value: Any, n: int | None) -> list[Any]:
     return items
 
 
-def _strings(name: str, value: Any, n: int | None, field: str) -> list[str]:
+def _strings(name: str, value: object, n: int | None, field: str) -> list[str]:
     items = _as_list(name, value, n)
+    out: list[str] = []
     for i, x in enumerate(items):
         if not isinstance(x, str):
             raise InputError(
@@ -74,19 +75,21 @@ def _strings(name: str, value: Any, n: int | None, field: str) -> list[str]:
                 "convert it to text (or drop the item) before judging",
                 index=i, field=field,
             )
-    return items
+        out.append(x)
+    return out
 
 
-def _references(value: Any, n: int) -> list[str | None]:
+def _references(value: object, n: int) -> list[str | None]:
     if value is None:
         return [None] * n
-    refs = _as_list("reference_answers", value, n)
-    for i, r in enumerate(refs):
+    refs: list[str | None] = []
+    for i, r in enumerate(_as_list("reference_answers", value, n)):
         if r is not None and not isinstance(r, str):
             raise InputError(
                 f"item {i}: reference_answer must be a str or None, got {type(r).__name__}",
                 index=i, field="reference_answer",
             )
+        refs.append(r)
     return refs
 
 
@@ -97,11 +100,11 @@ def _rubrics(value: RubricsLike, n: int, *, need_scores: bool) -> list[Rubric]:
     many = isinstance(value, Sequence) and not isinstance(value, (str, bytes, Rubric))
     resolve = RubricResolver(need_scores=need_scores, missing_hint="pass a Rubric, a built-in name or a rubric dict")
     raw = _as_list("rubrics", value, n) if many else [value] * n
-    return [resolve(r, index=i, field="rubric") for i, r in enumerate(raw)]
+    return [resolve(cast(RubricLike | None, r), index=i, field="rubric") for i, r in enumerate(raw)]
 
 
-def absolute_items(instructions: Any, responses: Any, rubric: RubricsLike,
-                   reference_answers: Any = None) -> list[AbsoluteItem]:
+def absolute_items(instructions: Sequence[str], responses: Sequence[str], rubric: RubricsLike,
+                   reference_answers: Sequence[str | None] | None = None) -> list[AbsoluteItem]:
     """Validate an absolute-grading batch; raises InputError naming item and field."""
     ins = _strings("instructions", instructions, None, "instruction")
     n = len(ins)
@@ -111,8 +114,8 @@ def absolute_items(instructions: Any, responses: Any, rubric: RubricsLike,
     return [AbsoluteItem(*t) for t in zip(ins, res, rubs, refs, strict=True)]
 
 
-def relative_items(instructions: Any, responses_a: Any, responses_b: Any, rubric: RubricsLike,
-                   reference_answers: Any = None) -> list[RelativeItem]:
+def relative_items(instructions: Sequence[str], responses_a: Sequence[str], responses_b: Sequence[str],
+                   rubric: RubricsLike, reference_answers: Sequence[str | None] | None = None) -> list[RelativeItem]:
     """Validate a pairwise batch; raises InputError naming item and field."""
     ins = _strings("instructions", instructions, None, "instruction")
     n = len(ins)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from string import Formatter
-from typing import Any, Literal
+from typing import Literal
 
 from prom_reward.errors import ConfigError, InputError
 
@@ -148,7 +148,8 @@ def fill(template: str, values: dict[str, str]) -> str:
     return "".join(lit + (values[name] if name is not None else "") for lit, name in _pieces(template))
 
 
-def need_str(value: Any, field: str) -> str:
+def need_str(value: object, field: str) -> str:
+    """``value`` when it is a str; else ``InputError`` naming ``field``."""
     if not isinstance(value, str):
         raise InputError(f"{field} must be a str, got {type(value).__name__}", field=field)
     return value

@@ -34,7 +34,10 @@ import time
 from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from prom_reward.core.results import Grade, JudgeStats
 
 
 def load_sample_rollouts() -> list[dict[str, Any]]:
@@ -121,7 +124,7 @@ def _progress(term: TextIO, what: str) -> Iterator[Callable[[], float]]:
         term.flush()
 
 
-def _table(model: str, rows: list[dict[str, Any]], grades: list[Any], stats: Any,
+def _table(model: str, rows: list[dict[str, Any]], grades: list[Grade], stats: JudgeStats,
            t_load: float, elapsed: float, log: Path | None) -> str:
     lines = [f"\njudge: {model}  (engine start {t_load:.1f}s)",
              f"{'#':>2}  {'rubric':<16} {'score':>5} {'E[score]':>8} {'forced':>6}  response / judge feedback"]
