@@ -1,6 +1,6 @@
 """Fused numba kernels of the merge engine: a chunk's whole computation in one pass over raw buffers.
 
-The torch path (``task_vector``, ``trim``, ``stream``) runs ~3 to 10 tensor operations per chunk;
+The torch path (``task_vector``, ``trim``, ``torch_path``) runs ~3 to 10 tensor operations per chunk;
 these kernels read the raw input rows (bf16 as ``uint16``, widened by ``bits << 16``, or float32),
 compute in float32 with exactly the torch path's operations and rounding (``add_(x, alpha=w)`` is an
 FMA there, so here too; a division stays a division; bf16 output is rounded to nearest even, NaN
@@ -12,6 +12,11 @@ The work goes in blocks of ``BLOCK`` elements so that each inner loop is simple 
 imports), ``torch`` (the previous code, also the fallback without numba). Kernels are compiled on
 first use and cached on disk (``cache=True``); they release the GIL (``nogil=True``), so the
 engine's reader and writer threads run beside them.
+
+The kernels and the helpers they inline (``_load``, ``_store``, ``_trim``, ``_drop`` ...) stay in this one
+module, over the 400 lines files are held to: numba's on-disk cache checks only the source file of the
+function it caches, so a helper moved to another module could change without the kernels compiled with it
+being rebuilt (a stale kernel, silently different bytes).
 
 DARE with ``rng: philox`` draws inside the kernel (``philox.philox_fill``), with ``mt19937`` the
 torch generator's numbers are drawn on worker threads (``mt19937.MT19937``) and passed in.
