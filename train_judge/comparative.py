@@ -29,12 +29,17 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from prom_reward.backends.base import GenerationRequest
-from prom_reward.backends.sampling import SamplingConfig
+from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
 from prom_reward.errors import ConfigError
 from prom_reward.format.sanitize import neutralize
+
+if TYPE_CHECKING:
+    from prom_reward.backends.base import Backend
+    from prom_reward.backends.store import JudgmentStore
+    from prom_reward.core.judge import PrometheusJudge
 
 COMPARE_SYSTEM_PROMPT = ("You are a fair judge assistant assigned to deliver insightful feedback that compares "
                          "individual performances, highlighting how each stands relative to others within the "
@@ -163,12 +168,12 @@ class ComparativeWriter:
         batch_size: requests per backend call (each call's answers are saved before the next).
     """
 
-    def __init__(self, judge: Any, *, store: str | Path | Any | None = None,
-                 sampling: dict[str, Any] | SamplingConfig | None = None, max_attempts: int = 3,
+    def __init__(self, judge: PrometheusJudge | Backend, *, store: str | Path | JudgmentStore | None = None,
+                 sampling: SamplingOverrides = None, max_attempts: int = 3,
                  batch_size: int = 256) -> None:
         from prom_reward.backends.cached import CachedBackend
 
-        backend = getattr(judge, "backend", judge)
+        backend = cast("Backend", getattr(judge, "backend", judge))  # (checked just below)
         if not callable(getattr(backend, "generate", None)):
             raise ConfigError(f"judge: expected a PrometheusJudge or a backend with generate(requests), got "
                               f"{type(judge).__name__}; e.g. PrometheusJudge('model', backend='openai', base_url=...)")

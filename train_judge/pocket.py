@@ -26,12 +26,15 @@ import random
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.templates import parse_absolute_prompt
 
-from .data import FeedbackRecord, PairRecord, build_preference_collection
+if TYPE_CHECKING:
+    from prom_reward.backends.store import JudgmentStore
+
+from .data import FeedbackRecord, Judges, PairRecord, build_preference_collection
 
 
 @dataclass(frozen=True)
@@ -121,7 +124,8 @@ class PocketData:
                                               int(score), f"vicuna-{r['idx']}"))
         return out
 
-    def relative(self, part: str = "train", *, judge: Any = None, store: Any = None,
+    def relative(self, part: str = "train", *, judge: Judges | None = None,
+                 store: str | Path | JudgmentStore | None = None,
                  on_failure: str = "drop") -> list[PairRecord]:
         """Pairs of the part's responses by mean GPT-4 score. Feedback: the first GPT-4 feedback of each
         joined (the labelled ``concatenate`` fallback the shipped judge was trained on), or with ``judge``

@@ -172,7 +172,8 @@ def _readings(filled: str, template: str, limit: int = 10_000) -> list[dict[str,
     def walk(i: int, pos: int, values: list[str]) -> None:
         if i == len(seps):
             reading: dict[str, str] = {}
-            for name, value in zip(names, values + [filled[pos:end]], strict=True):
+            # (one value more than names when a literal-only piece closes the template: zip drops it)
+            for name, value in zip(names, values + [filled[pos:end]], strict=False):
                 if reading.setdefault(name, value) != value:
                     return
             found.append(reading)
