@@ -40,7 +40,8 @@ def test_every_token_is_read_past_by_the_parser_and_the_sampler(token: str) -> N
     cut = f"Fine work. [RESULT]{token}"
     assert needs_forcing(cut) and force_prefix(cut) == "Fine work. [RESULT] "
     assert not needs_forcing(f"Fine work. [RESULT] 4{token}")
-    assert needs_forcing(f"Fine work, but{token}") and force_prefix(f"Fine work, but{token}") == "Fine work, but [RESULT] "
+    cut_short = f"Fine work, but{token}"
+    assert needs_forcing(cut_short) and force_prefix(cut_short) == "Fine work, but [RESULT] "
 
 
 def test_the_tokens_are_distinct_and_not_whitespace() -> None:
