@@ -15,7 +15,8 @@ Example:
 
 from __future__ import annotations
 
-from typing import Callable, Generic, Iterator, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar
 
 from prom_reward.errors import UnknownNameError
 

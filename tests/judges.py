@@ -5,17 +5,21 @@ and asserts on what came back. (Model-free: they test logic; real engines are th
 - ``judge_by_response({"4": "Right. [RESULT] 5"})``: absolute prompts answered by the response's text
   (exact match; ``default`` for anything else: no verdict unless told).
 - ``judge_by_rank({"good": 3, "fair": 2, "bad": 1})``: absolute prompts get a score from the rank of the
-  response's first word (``scores``), pairwise prompts the higher-ranked side.
+  response's first word (``scores``), pairwise prompts the higher-ranked side (``tie=``: the side picked on
+  equal ranks).
 - ``response_of(request)``, ``pair_of(request)``: the text(s) a request asks about.
+- ``Calibrator(probs)``: a scripted teacher-forcing backend, for ``PrometheusJudge(calibration=...)``.
 
 Each takes ``seen=`` (a list that collects the requests) and any ``PrometheusJudge`` option.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import Any
 
-from prom_reward.backends.base import GenerationRequest
+from prom_reward.backends.base import GenerationRequest, TokenLogprobs
 from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.core.judge import PrometheusJudge
 
@@ -52,10 +56,11 @@ def judge_by_response(table: dict[str, str], *, default: str = NO_VERDICT, seen:
     return PrometheusJudge(backend=ScriptedBackend(respond=respond), **_options(options))
 
 
-def judge_by_rank(rank: dict[str, int], *, scores: dict[int, int] | None = None,
+def judge_by_rank(rank: dict[str, int], *, scores: dict[int, int] | None = None, tie: str | None = None,
                   seen: list[GenerationRequest] | None = None, **options: Any) -> PrometheusJudge:
     """A judge that ranks responses by ``rank[first word]``: absolute prompts get ``scores[rank]`` (default: the
-    rank itself, clipped to 1..5); pairwise prompts the higher-ranked side (no verdict on a tie or an unknown word)."""
+    rank itself, clipped to 1..5); pairwise prompts the higher-ranked side (on equal ranks ``tie``: "A", "B", or
+    None for no verdict; no verdict for an unknown word)."""
 
     def level(text: str) -> int | None:
         words = text.split()
@@ -71,8 +76,29 @@ def judge_by_rank(rank: dict[str, int], *, scores: dict[int, int] | None = None,
             score = scores[r] if scores is not None else min(max(r, 1), 5)
             return f"Scored by rank. [RESULT] {score}"
         a, b = (level(x) for x in pair_of(request))
-        if a is None or b is None or a == b:
+        if a is None or b is None or (a == b and tie is None):
             return NO_VERDICT
-        return f"Compared by rank. [RESULT] {'A' if a > b else 'B'}"
+        return f"Compared by rank. [RESULT] {tie if a == b else 'A' if a > b else 'B'}"
 
     return PrometheusJudge(backend=ScriptedBackend(respond=respond), **_options(options))
+
+
+class Calibrator:
+    """A scripted teacher-forcing backend (a calibration model for ``PrometheusJudge(calibration=...)``): every
+    whitespace-separated word of a continuation is one token (``probs``'s first key) with the distribution ``probs``;
+    ``calls`` records
+    each ``continuation_logprobs`` call's (requests, continuations, top_k)."""
+
+    def __init__(self, probs: dict[str, float]) -> None:
+        self.probs = probs
+        self.calls: list[tuple[list[GenerationRequest], list[str], int]] = []
+
+    def continuation_logprobs(self, requests: Sequence[GenerationRequest], continuations: Sequence[str],
+                              top_k: int = 20) -> list[tuple[TokenLogprobs, ...]]:
+        self.calls.append((list(requests), list(continuations), top_k))
+        first = next(iter(self.probs))
+        top = {k: math.log(v) for k, v in self.probs.items()}
+        return [tuple(TokenLogprobs(first, top[first], top) for _ in text.split()) for text in continuations]
+
+    def close(self) -> None:
+        pass

@@ -21,7 +21,8 @@ Example:
 from __future__ import annotations
 
 import random
-from typing import Sequence, TypeVar
+from collections.abc import Sequence
+from typing import TypeVar
 
 from prom_reward.errors import ConfigError
 
@@ -44,7 +45,7 @@ def check_target(target: object) -> None:
                           f"(up-sample to the commonest) or an int >= 1 (that many per verdict), got {target!r}")
 
 
-def balance_by_verdict(records: Sequence[R], target: "str | int", *, seed: int = 0) -> list[R]:
+def balance_by_verdict(records: Sequence[R], target: str | int, *, seed: int = 0) -> list[R]:
     """``records`` resampled so every verdict present has the same count (see the module docstring)."""
     check_target(target)
     groups: dict[str, list[R]] = {}

@@ -26,14 +26,20 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, cast
 
 from prom_reward.backends.base import GenerationRequest
+from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
 from prom_reward.errors import ConfigError
-from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.format.sanitize import neutralize
+
+if TYPE_CHECKING:
+    from prom_reward.backends.base import Backend
+    from prom_reward.backends.store import JudgmentStore
+    from prom_reward.core.judge import PrometheusJudge
 
 COMPARE_SYSTEM_PROMPT = ("You are a fair judge assistant assigned to deliver insightful feedback that compares "
                          "individual performances, highlighting how each stands relative to others within the "
@@ -41,8 +47,12 @@ COMPARE_SYSTEM_PROMPT = ("You are a fair judge assistant assigned to deliver ins
 """System prompt of the comparative-feedback request (the Prometheus 2 relative system prompt)."""
 
 COMPARE_TEMPLATE = """###Task Description:
-An instruction (might include an Input inside it), two responses to evaluate (denoted as Response A and Response B), {ref_intro}a score rubric, the feedback already written on each response on its own with its score, and the final verdict are given.
-1. Write one feedback that compares Response A and Response B strictly based on the given score rubric: first state what both responses do (their commonalities), then where they differ, and why these differences make Response {winner} better.
+An instruction (might include an Input inside it), two responses to evaluate (denoted as Response A and Response B), \
+{ref_intro}a score rubric, the feedback already written on each response on its own with its score, and the final \
+verdict are given.
+1. Write one feedback that compares Response A and Response B strictly based on the given score rubric: first state \
+what both responses do (their commonalities), then where they differ, and why these differences make Response \
+{winner} better.
 2. Use the two feedbacks as evidence; do not copy them one after the other and do not quote their scores.
 3. The verdict is fixed: Response {winner} is better. Do not argue for the other response.
 4. After writing the feedback, write "[RESULT] {winner}".
@@ -158,12 +168,12 @@ class ComparativeWriter:
         batch_size: requests per backend call (each call's answers are saved before the next).
     """
 
-    def __init__(self, judge: Any, *, store: "str | Path | Any | None" = None,
-                 sampling: "dict[str, Any] | SamplingConfig | None" = None, max_attempts: int = 3,
+    def __init__(self, judge: PrometheusJudge | Backend, *, store: str | Path | JudgmentStore | None = None,
+                 sampling: SamplingOverrides = None, max_attempts: int = 3,
                  batch_size: int = 256) -> None:
         from prom_reward.backends.cached import CachedBackend
 
-        backend = getattr(judge, "backend", judge)
+        backend = cast("Backend", getattr(judge, "backend", judge))  # (checked just below)
         if not callable(getattr(backend, "generate", None)):
             raise ConfigError(f"judge: expected a PrometheusJudge or a backend with generate(requests), got "
                               f"{type(judge).__name__}; e.g. PrometheusJudge('model', backend='openai', base_url=...)")
@@ -197,7 +207,7 @@ class ComparativeWriter:
                         for i in chunk]
                 results = self.backend.generate(reqs)
                 self.report.requests += len(reqs)
-                for i, res in zip(chunk, results):
+                for i, res in zip(chunk, results, strict=True):
                     text = res.completions[0].text if res.completions else ""
                     body = accept_output(text, comparisons[i].winner)
                     if body is None:

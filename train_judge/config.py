@@ -17,9 +17,10 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 
@@ -161,11 +162,11 @@ class SFTRunConfig:
             object.__setattr__(self, "lora", LoraSettings(**_known(LoraSettings, self.lora, "lora")))
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "SFTRunConfig":
+    def from_dict(cls, d: Mapping[str, Any]) -> SFTRunConfig:
         """Build from a mapping (unknown keys are an error)."""
         return cls(**_known(cls, d, "SFT config"))
 
-    def replace(self, **changes: Any) -> "SFTRunConfig":
+    def replace(self, **changes: Any) -> SFTRunConfig:
         """A copy with ``changes`` applied (validated again)."""
         return dataclasses.replace(self, **changes)
 

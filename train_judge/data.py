@@ -39,10 +39,22 @@ from __future__ import annotations
 import itertools
 import logging
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Literal, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, Union
 
 from prom_reward.errors import ConfigError, InputError
+
+if TYPE_CHECKING:
+    from prom_reward.backends.base import Backend
+    from prom_reward.backends.store import JudgmentStore
+    from prom_reward.core.judge import PrometheusJudge
+
+    from .comparative import ComparativeWriter
+
+Judges = Union["PrometheusJudge", "Backend", "ComparativeWriter"]
+"""What writes comparative feedback: a judge, a backend with ``generate``, or a ``ComparativeWriter``."""
 
 FEEDBACK_HUB_IDS = ("prometheus-eval/Feedback-Collection", "kaist-ai/Feedback-Collection")
 """Hub ids read as the Feedback Collection layout."""
@@ -130,7 +142,8 @@ def compose_pair_feedback(feedback_a: str, feedback_b: str, winner: str) -> str:
     >>> compose_pair_feedback("Short.", "Thorough.", "B")
     'Response A: Short. Response B: Thorough. Response B is better on this criteria.'
     """
-    return f"Response A: {feedback_a.strip()} Response B: {feedback_b.strip()} Response {winner} is better on this criteria."
+    return (f"Response A: {feedback_a.strip()} Response B: {feedback_b.strip()} "
+            f"Response {winner} is better on this criteria.")
 
 
 _CHOOSE = ("choose how the pairwise feedback is written: feedback='model' with judge=PrometheusJudge(...) (or a "
@@ -165,9 +178,10 @@ def plan_pairs(records: Sequence[FeedbackRecord], scores: Sequence[float] | None
 
 
 def build_preference_collection(records: Sequence[FeedbackRecord], *, feedback: str | None = None,
-                                judge: Any = None, scores: Sequence[float] | None = None,
+                                judge: Judges | None = None, scores: Sequence[float] | None = None,
                                 pair_feedback: Mapping[tuple[int, int], str] | None = None,
-                                store: Any = None, on_failure: str = "drop") -> list[PairRecord]:
+                                store: str | Path | JudgmentStore | None = None,
+                                on_failure: str = "drop") -> list[PairRecord]:
     """All pairs with different scores within each group (instruction); the higher score wins (``plan_pairs``).
 
     ``feedback`` (required unless ``pair_feedback`` covers every pair): ``"model"`` has ``judge`` (a
@@ -214,7 +228,8 @@ def build_preference_collection(records: Sequence[FeedbackRecord], *, feedback: 
 
 
 def _model_feedback(records: Sequence[FeedbackRecord], plan: list[tuple[int, int, str]], todo: list[int],
-                    judge: Any, scores: Sequence[float] | None, store: Any) -> dict[int, str]:
+                    judge: Judges | None, scores: Sequence[float] | None,
+                    store: str | Path | JudgmentStore | None) -> dict[int, str]:
     from .comparative import ComparativeWriter, Comparison
 
     if judge is None:
@@ -233,7 +248,7 @@ def _model_feedback(records: Sequence[FeedbackRecord], plan: list[tuple[int, int
     finally:
         if writer is not judge:
             writer.close()
-    return {k: t for k, t in zip(todo, texts) if t is not None}
+    return {k: t for k, t in zip(todo, texts, strict=True) if t is not None}
 
 
 def records_summary(records: Iterable[FeedbackRecord | PairRecord]) -> dict[str, int]:

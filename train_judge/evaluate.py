@@ -39,8 +39,9 @@ import json
 import os
 import random
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from prom_reward.errors import ConfigError, PromRewardError
 
@@ -65,8 +66,8 @@ def pairwise_accuracy(predictions: Sequence[str | None], labels: Sequence[int]) 
     """Accuracy without ties (items labelled 0 = first better, 1 = second better) and with ties (all
     items; label 2 is right only for a ``"tie"`` prediction). A None prediction (no verdict) is wrong."""
     want = {0: "A", 1: "B", 2: "tie"}
-    wo = [(w, want[lab]) for w, lab in zip(predictions, labels) if lab in (0, 1)]
-    allp = [(w, want[lab]) for w, lab in zip(predictions, labels)]
+    wo = [(w, want[lab]) for w, lab in zip(predictions, labels, strict=True) if lab in (0, 1)]
+    allp = [(w, want[lab]) for w, lab in zip(predictions, labels, strict=True)]
     acc = lambda xs: round(sum(a == b for a, b in xs) / len(xs), 4) if xs else float("nan")  # noqa: E731
     return {"acc_wo_tie": acc(wo), "acc_w_tie": acc(allp), "n_wo_tie": len(wo), "n_w_tie": len(allp)}
 
@@ -143,7 +144,7 @@ def evaluate(model_dir: str, *, vicuna: str | Path, autoj: str | Path, dev_limit
         grades = judge.grade([d.instruction for d in dev], [d.response for d in dev], [d.rubric for d in dev],
                              [d.reference_answer for d in dev])
         s = judge.stats
-        ok = [(g.score, d.mean_score) for g, d in zip(grades, dev) if g.score is not None]
+        ok = [(g.score, d.mean_score) for g, d in zip(grades, dev, strict=True) if g.score is not None]
         sample_scores = [x for g in grades for x in g.scores if x is not None]
         result["absolute"] = {
             **(correlations([a for a, _ in ok], [b for _, b in ok]) if len(ok) >= 2 else {}),
@@ -234,7 +235,8 @@ def main(argv: list[str] | None = None) -> None:
 
         model = args.model
         if args.adapter:
-            model = str(merge_adapter(args.model, args.adapter, args.merged_dir or f"{args.adapter.rstrip('/')}-merged"))
+            merged_dir = args.merged_dir or f"{args.adapter.rstrip('/')}-merged"
+            model = str(merge_adapter(args.model, args.adapter, merged_dir))
         else:
             model = resolve_model_path(model)
         res = evaluate(model, vicuna=args.vicuna, autoj=args.autoj, dev_limit=args.dev_limit, pairs=args.pairs,

@@ -19,13 +19,14 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
-from prom_reward.errors import ConfigError
+from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.core.items import absolute_items, relative_items
 from prom_reward.core.judge import _abs_request, _rel_request
-from prom_reward.backends.sampling import SamplingConfig
+from prom_reward.errors import ConfigError
 from prom_reward.format.sanitize import neutralize
 from prom_reward.format.wire import get_wire_format, template_accepts_system
 

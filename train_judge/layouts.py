@@ -18,15 +18,24 @@ Example:
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from prom_reward.errors import ConfigError, InputError
-from prom_reward.format.templates import parse_absolute_prompt, parse_relative_prompt
 from prom_reward.format.rubrics import Rubric
+from prom_reward.format.templates import parse_absolute_prompt, parse_relative_prompt
 
-from .data import (_CHOOSE, _RESULT, FEEDBACK_HUB_IDS, PREFERENCE_HUB_IDS, FeedbackRecord, PairRecord,
-                   build_preference_collection, compose_pair_feedback)
+from .data import (
+    _CHOOSE,
+    _RESULT,
+    FEEDBACK_HUB_IDS,
+    PREFERENCE_HUB_IDS,
+    FeedbackRecord,
+    PairRecord,
+    build_preference_collection,
+    compose_pair_feedback,
+)
 
 _LOCAL_SUFFIXES = {".json": "json", ".jsonl": "json", ".parquet": "parquet"}
 

@@ -23,14 +23,18 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.templates import parse_absolute_prompt
 
-from .data import FeedbackRecord, PairRecord, build_preference_collection
+if TYPE_CHECKING:
+    from prom_reward.backends.store import JudgmentStore
+
+from .data import FeedbackRecord, Judges, PairRecord, build_preference_collection
 
 
 @dataclass(frozen=True)
@@ -77,7 +81,8 @@ def load_vicuna(path: str | Path) -> list[dict[str, Any]]:
     """The rows of ``vicuna_eval.json``, checked for the fields used here."""
     p = Path(path)
     if not p.is_file():
-        raise ConfigError(f"{p} does not exist; pass the path of vicuna_eval.json (benchmarks/data/vicuna_eval.json in a checkout)")
+        raise ConfigError(f"{p} does not exist; pass the path of vicuna_eval.json "
+                          "(benchmarks/data/vicuna_eval.json in a checkout)")
     rows = json.loads(p.read_text(encoding="utf-8"))
     for i, r in enumerate(rows):
         for key in ("idx", "response_source", "instruction", "gpt4_score", "gpt4_feedback"):
@@ -112,21 +117,22 @@ class PocketData:
         """One record per GPT-4 feedback of each response of the part's prompts."""
         ids = self._ids(part)
         out = []
-        for r, p in zip(self.rows, self._parts):
+        for r, p in zip(self.rows, self._parts, strict=True):
             if r["idx"] in ids:
-                for fb, score in zip(r["gpt4_feedback"], r["gpt4_score"]):
+                for fb, score in zip(r["gpt4_feedback"], r["gpt4_score"], strict=True):
                     out.append(FeedbackRecord(p.instruction, p.response, p.reference_answer, p.rubric, fb,
                                               int(score), f"vicuna-{r['idx']}"))
         return out
 
-    def relative(self, part: str = "train", *, judge: Any = None, store: Any = None,
+    def relative(self, part: str = "train", *, judge: Judges | None = None,
+                 store: str | Path | JudgmentStore | None = None,
                  on_failure: str = "drop") -> list[PairRecord]:
         """Pairs of the part's responses by mean GPT-4 score. Feedback: the first GPT-4 feedback of each
         joined (the labelled ``concatenate`` fallback the shipped judge was trained on), or with ``judge``
         comparative feedback written by it (``build_preference_collection(feedback="model")``)."""
         ids = self._ids(part)
         recs, means = [], []
-        for r, p in zip(self.rows, self._parts):
+        for r, p in zip(self.rows, self._parts, strict=True):
             if r["idx"] in ids:
                 recs.append(FeedbackRecord(p.instruction, p.response, p.reference_answer, p.rubric,
                                            r["gpt4_feedback"][0], int(r["gpt4_score"][0]), f"vicuna-{r['idx']}"))
@@ -141,4 +147,4 @@ class PocketData:
         ids = self._ids("dev")
         return [DevItem(r["idx"], r["response_source"], p.instruction, p.response, p.reference_answer, p.rubric,
                         sum(r["gpt4_score"]) / len(r["gpt4_score"]))
-                for r, p in zip(self.rows, self._parts) if r["idx"] in ids]
+                for r, p in zip(self.rows, self._parts, strict=True) if r["idx"] in ids]

@@ -31,13 +31,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from train_judge.merge.config import config_from_dict
-from train_judge.merge.engine import run_merge
-
 from prom_reward.errors import ConfigError
 from prom_reward.local.models import MARKER, cache_dir, ensure_smollm2, make_readable
 from prom_reward.local.pocket_judge import POCKET_FORMAT, POCKET_NAME, is_complete
-
+from train_judge.merge.config import config_from_dict
+from train_judge.merge.engine import run_merge
 
 MERGE_FILE = "merge.yaml"
 UPDATE_FILE = "adapter.safetensors"

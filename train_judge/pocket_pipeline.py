@@ -26,8 +26,10 @@ train_judge/configs/pocket_relative.yaml --max-tokens 256 --pairs 40`` (the CPU 
 
 Example (the choice rule alone):
     >>> good = {"parse_failure_rate": 0.1}
-    >>> pick_judge({"absolute": {"absolute": {"pearson": 0.4, **good}, "pairwise": {"acc_wo_tie": 0.0, "parse_failure_rate": 0.99}},
-    ...             "merged-linear": {"absolute": {"pearson": 0.2, **good}, "pairwise": {"acc_wo_tie": 0.3, **good}}}, 0.25)
+    >>> pick_judge({"absolute": {"absolute": {"pearson": 0.4, **good},
+    ...                          "pairwise": {"acc_wo_tie": 0.0, "parse_failure_rate": 0.99}},
+    ...             "merged-linear": {"absolute": {"pearson": 0.2, **good}, "pairwise": {"acc_wo_tie": 0.3, **good}}},
+    ...            0.25)
     'merged-linear'
 """
 
@@ -38,8 +40,9 @@ import json
 import logging
 import math
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from prom_reward.errors import ConfigError, PromRewardError
 

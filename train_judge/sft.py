@@ -27,16 +27,18 @@ import json
 import logging
 import random
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from prom_reward.errors import ConfigError, PromRewardError
 from prom_reward.format.wire import get_wire_format, template_accepts_system
 
+from .balance import R, balance_by_verdict
 from .config import SFTRunConfig, load_config
 from .data import FeedbackRecord, PairRecord
-from .layouts import load_feedback_collection, load_preference_collection
 from .examples import to_example, tokenize_example
+from .layouts import load_feedback_collection, load_preference_collection
 
 log = logging.getLogger(__name__)
 RUN_FILE = "train_judge_run.json"
@@ -51,20 +53,23 @@ def default_vicuna_path() -> Path:
 def load_records(cfg: SFTRunConfig) -> list[FeedbackRecord] | list[PairRecord]:
     """The training records the config names (pocket train split, or a collection), resampled by
     ``verdict_balance`` when set."""
+    pocket = None
     if cfg.dataset == "pocket":
         from .pocket import PocketData
 
-        data = PocketData(cfg.data_path or default_vicuna_path(), dev_fraction=cfg.dev_fraction, seed=cfg.split_seed)
-        records = data.absolute("train") if cfg.task == "absolute" else data.relative("train")
-    elif cfg.task == "absolute":
-        records = load_feedback_collection(cfg.data_path or cfg.dataset)
-    else:
-        records = load_preference_collection(cfg.data_path or cfg.dataset)
-    if cfg.verdict_balance is not None:
-        from .balance import balance_by_verdict
+        pocket = PocketData(cfg.data_path or default_vicuna_path(), dev_fraction=cfg.dev_fraction, seed=cfg.split_seed)
+    if cfg.task == "absolute":
+        feedback = pocket.absolute("train") if pocket else load_feedback_collection(cfg.data_path or cfg.dataset)
+        return _balanced(cfg, feedback)
+    pairs = pocket.relative("train") if pocket else load_preference_collection(cfg.data_path or cfg.dataset)
+    return _balanced(cfg, pairs)
 
-        records = balance_by_verdict(records, cfg.verdict_balance, seed=cfg.seed)
-    return records
+
+def _balanced(cfg: SFTRunConfig, records: list[R]) -> list[R]:
+    """``records`` resampled by ``cfg.verdict_balance`` when set (``balance.balance_by_verdict``)."""
+    if cfg.verdict_balance is None:
+        return records
+    return balance_by_verdict(records, cfg.verdict_balance, seed=cfg.seed)
 
 
 def pick_subset(lengths: Sequence[int], verdicts: Sequence[str], n: int, *, balance: bool, prefer_short: bool,
@@ -163,7 +168,7 @@ def _has_gpu() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def make_trainer(cfg: SFTRunConfig) -> tuple[Any, Any, dict[str, int]]:
+def make_trainer(cfg: SFTRunConfig) -> tuple[Any, Any, dict[str, int | str]]:
     """(``SFTTrainer``, tokenizer, data counts) for ``cfg``, ready to ``train()``."""
     import torch
     from transformers import AutoTokenizer

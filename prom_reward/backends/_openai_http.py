@@ -28,13 +28,14 @@ import asyncio
 import concurrent.futures
 import json
 import logging
-from typing import Any, Awaitable, Callable, Iterable, TypeVar
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, TypeVar
 
 import aiohttp
 
-from prom_reward.errors import BackendError
 from prom_reward.backends._endpoints import EndpointPool
 from prom_reward.backends._openai_wire import error_text
+from prom_reward.errors import BackendError
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -113,7 +114,7 @@ class HTTPBatch:
                     break
                 if status not in (404, 405):
                     break
-        except (aiohttp.ClientError, asyncio.TimeoutError):
+        except (TimeoutError, aiohttp.ClientError):
             ok = False
         except asyncio.CancelledError:
             self.pool.probe_abandoned(url)
@@ -139,7 +140,7 @@ class HTTPBatch:
                 try:
                     async with self.client.request(method, full, json=payload) as resp:
                         status, content = resp.status, await resp.read()
-                except (aiohttp.ClientError, asyncio.TimeoutError) as e:  # refused, reset, timeouts
+                except (TimeoutError, aiohttp.ClientError) as e:  # refused, reset, timeouts
                     kind = "Timeout" if isinstance(e, asyncio.TimeoutError) else type(e).__name__
                     last = f"{kind} on {full}" + (f": {e}" if str(e) else "")
                     self.pool.failed(url)

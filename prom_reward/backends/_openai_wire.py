@@ -23,9 +23,8 @@ import json
 import math
 from typing import Any
 
-from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.backends.base import Completion, GenerationResult, TokenLogprobs
-
+from prom_reward.backends.sampling import SamplingConfig
 
 MAX_TOP_LOGPROBS = 20
 """The most ``top_logprobs`` OpenAI (and vLLM by default) accept."""
@@ -91,9 +90,8 @@ def _completion_logprobs(lp: Any, k: int) -> tuple[TokenLogprobs, ...]:
     tops = lp.get("top_logprobs") or [None] * len(tokens)
     if not len(tokens) == len(values) == len(tops):
         raise MalformedReply(f"logprobs lists differ in length: {len(tokens)}, {len(values)}, {len(tops)}")
-    return tuple(
-        _position(str(t), float(v), list((top or {}).items()), k) for t, v, top in zip(tokens, values, tops)
-    )
+    return tuple(_position(str(t), float(v), list((top or {}).items()), k)
+                 for t, v, top in zip(tokens, values, tops, strict=True))
 
 
 def parse_reply(data: Any, endpoint: str, *, sent_n: int, n: int, top_k: int | None = None) -> GenerationResult:

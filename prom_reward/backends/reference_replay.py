@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import ast
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
-from prom_reward.errors import InputError
 from prom_reward.backends.base import Completion, GenerationRequest, GenerationResult
+from prom_reward.errors import InputError
 
 
 def _list(value: Any) -> list[Any]:
@@ -61,7 +62,7 @@ class ReferenceReplayBackend:
         """Outputs replayed so far."""
 
     @classmethod
-    def from_vicuna_eval(cls, path: str | Path) -> "ReferenceReplayBackend":
+    def from_vicuna_eval(cls, path: str | Path) -> ReferenceReplayBackend:
         """The GPT-4 judgments of a ``vicuna_eval.json``-style file (``instruction`` = filled template,
         ``gpt4_feedback`` and ``gpt4_score`` = parallel lists)."""
         rows = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -72,11 +73,16 @@ class ReferenceReplayBackend:
             except (KeyError, ValueError, SyntaxError) as e:
                 raise InputError(f"{path}: row {i}: expected gpt4_feedback and gpt4_score lists ({e})",
                                  index=i, field="gpt4_score") from e
-            records[row["instruction"]] = [f"{fb.strip()} [RESULT] {int(s)}" for fb, s in zip(feedback, scores)]
+            if len(feedback) != len(scores):
+                raise InputError(f"{path}: row {i}: gpt4_feedback has {len(feedback)} entries but gpt4_score "
+                                 f"{len(scores)}; they are parallel lists (one score per feedback)",
+                                 index=i, field="gpt4_score")
+            records[row["instruction"]] = [f"{fb.strip()} [RESULT] {int(s)}"
+                                           for fb, s in zip(feedback, scores, strict=True)]
         return cls(records, source=f"GPT-4 recorded in {Path(path).name}")
 
     @classmethod
-    def from_autoj_pairwise(cls, path: str | Path, rubric: Any = "helpfulness") -> "ReferenceReplayBackend":
+    def from_autoj_pairwise(cls, path: str | Path, rubric: Any = "helpfulness") -> ReferenceReplayBackend:
         """The human labels of an ``autoj_pairwise.jsonl``-style file as pairwise verdicts, in both
         orders (``label`` 0: response 1 better, 1: response 2 better; ties, label 2, get no record).
         Prompts are rendered with ``rubric``: judge with the same rubric."""

@@ -13,8 +13,9 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from prom_reward.errors import ConfigError
 
@@ -74,7 +75,7 @@ class SamplingConfig:
         elif not isinstance(self.stop, tuple):
             object.__setattr__(self, "stop", tuple(self.stop))
 
-    def merged(self, overrides: "Mapping[str, Any] | SamplingConfig | None") -> "SamplingConfig":
+    def merged(self, overrides: SamplingOverrides) -> SamplingConfig:
         """A copy with ``overrides`` applied key by key; unknown keys raise ConfigError.
 
         A ``SamplingConfig`` given as overrides replaces this one whole.
@@ -100,3 +101,8 @@ class SamplingConfig:
         d = dataclasses.asdict(self)
         d["stop"] = list(self.stop)
         return d
+
+
+SamplingOverrides = Mapping[str, Any] | SamplingConfig | None
+"""Sampling options for one call: keys merged over a judge's (``SamplingConfig.merged``), a whole
+``SamplingConfig``, or None (the judge's own)."""

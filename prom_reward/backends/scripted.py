@@ -14,12 +14,12 @@ Example:
 
 from __future__ import annotations
 
-from typing import Callable, Sequence, Union
+from collections.abc import Callable, Sequence
 
-from prom_reward.errors import BackendError
 from prom_reward.backends.base import Completion, GenerationRequest, GenerationResult
+from prom_reward.errors import BackendError
 
-Scripted = Union[str, Completion]
+Scripted = str | Completion
 
 
 class ScriptedBackend:
@@ -59,7 +59,7 @@ class ScriptedBackend:
         counts = self.count_tokens(requests)
         return [
             GenerationResult(tuple(self._next(r, i) for i in range(r.n)), prompt_tokens=c)
-            for r, c in zip(requests, counts)
+            for r, c in zip(requests, counts, strict=True)
         ]
 
     def count_tokens(self, requests: Sequence[GenerationRequest]) -> list[int]:

@@ -18,13 +18,14 @@ would have produced it after that prompt.
 Example:
     >>> split_continuation([1, 5, 7], [1, 5, 7, 9, 4])
     [9, 4]
-    >>> supports_teacher_forcing(object())
-    False
+    >>> teacher_forcing_scorer(object()) is None
+    True
 """
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
 from prom_reward.backends.base import GenerationRequest, TokenLogprobs
 
@@ -42,12 +43,13 @@ class ContinuationScorer(Protocol):
         ...
 
 
-def supports_teacher_forcing(backend: object) -> bool:
-    """True when ``backend`` (or the backend a cache wraps) has ``continuation_logprobs``."""
-    inner = getattr(backend, "inner", None)
-    return callable(getattr(backend, "continuation_logprobs", None)) or (
-        inner is not None and callable(getattr(inner, "continuation_logprobs", None))
-    )
+def teacher_forcing_scorer(backend: object) -> ContinuationScorer | None:
+    """What teacher-forces for ``backend``: itself when it has ``continuation_logprobs``, else the backend
+    a cache wraps (``CachedBackend.inner``) when that one has it; None when neither can."""
+    for candidate in (backend, getattr(backend, "inner", None)):
+        if isinstance(candidate, ContinuationScorer):
+            return candidate
+    return None
 
 
 def split_continuation(prompt_ids: Sequence[int], joint_ids: Sequence[int],

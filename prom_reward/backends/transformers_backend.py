@@ -15,14 +15,15 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from prom_reward.errors import BackendError, ConfigError, UnknownNameError
-from prom_reward.backends.sampling import SamplingConfig
-from prom_reward.format.wire import get_wire_format, template_accepts_system
 from prom_reward.backends.base import Completion, GenerationRequest, GenerationResult, TokenLogprobs
+from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, split_continuation, with_continuation
+from prom_reward.errors import BackendError, ConfigError, UnknownNameError
+from prom_reward.format.wire import get_wire_format, template_accepts_system
 
 
 class TransformersBackend:
@@ -110,7 +111,7 @@ class TransformersBackend:
                     outs = self._batch([self._ids(requests[i]) for i in chunk], sampling, n)
                 except (RuntimeError, ValueError) as e:
                     raise BackendError(f"model.generate failed on requests {chunk}: {e}") from e
-                for i, out in zip(chunk, outs):
+                for i, out in zip(chunk, outs, strict=True):
                     results[i] = out
         return [r for r in results if r is not None]
 
@@ -171,7 +172,7 @@ class TransformersBackend:
         top: dict[str, float] = {}
         if k:
             values, ids = row.topk(k)
-            for lp, tid in zip(values.tolist(), ids.tolist()):
+            for lp, tid in zip(values.tolist(), ids.tolist(), strict=True):
                 text = self.tokenizer.decode([tid])
                 prev = top.get(text)
                 top[text] = lp if prev is None else math.log(math.exp(prev) + math.exp(lp))
@@ -190,7 +191,7 @@ class TransformersBackend:
         if len(requests) != len(continuations):
             raise ConfigError(f"got {len(requests)} requests but {len(continuations)} continuations")
         out: list[tuple[TokenLogprobs, ...]] = []
-        for r, text in zip(requests, continuations):
+        for r, text in zip(requests, continuations, strict=True):
             joint = self._ids(with_continuation(r, text))
             cont = split_continuation(self._ids(r), joint)
             if not cont:

@@ -31,9 +31,9 @@ the top-k alternatives (``TokenLogprobs.top``). From those, per judgment:
   added, not the part any language model has on that text.
 - margins: ``verdict_probability`` (the probability the judge gave its own ``[RESULT]``
   verdict token, read from the top-k at that position and *not* renormalised over the
-  allowed verdicts: a judge that puts 0.3 on "A" and 0.7 on other text is not sure of "A"), ``sample_agreement`` (share of the k
-  samples agreeing with the majority), ``swap_agreement`` (1.0/0.0: did both orders of a
-  pairwise judgment pick the same response).
+  allowed verdicts: a judge that puts 0.3 on "A" and 0.7 on other text is not sure of "A"),
+  ``sample_agreement`` (share of the k samples agreeing with the majority), ``swap_agreement``
+  (1.0/0.0: did both orders of a pairwise judgment pick the same response).
 
 Indicators turn a ``Confidence`` into an *uncertainty* (higher = less sure) and are
 looked up by name in ``INDICATORS``: ``se``, ``se_cali``, ``perplexity``,
@@ -54,9 +54,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from statistics import fmean
-from typing import Callable, Sequence
 
 from prom_reward.backends.base import TokenLogprobs
 from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K

@@ -16,16 +16,13 @@ Example:
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import math
-from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Protocol
 
-from prom_reward.confidence.indicators import INDICATORS, NEEDS, get_indicator
+from prom_reward.confidence.indicators import Confidence, get_indicator
 from prom_reward.errors import ConfigError
-
-R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -114,11 +111,22 @@ class Routing:
     """``"failed"``, ``"unscored"``, ``"uncertain"`` (routed) or ``""`` (kept)."""
 
 
-def is_failed(result: Any) -> bool:
+class Judged(Protocol):
+    """What routing reads of a result (a ``Grade`` or a ``Verdict``)."""
+
+    @property
+    def ok(self) -> bool: ...
+
+    @property
+    def confidence(self) -> Confidence | None: ...
+
+
+def is_failed(result: Judged) -> bool:
+    """True when the judgment failed (no score / winner), a tie not counting as a failure."""
     return not result.ok and not getattr(result, "tie", False)
 
 
-def route(results: Sequence[Any], config: CascadeConfig, history: Sequence[float] | None = None) -> list[Routing]:
+def route(results: Sequence[Judged], config: CascadeConfig, history: Sequence[float] | None = None) -> list[Routing]:
     """Which results to send to the fallback under ``config`` (see the module docstring).
 
     With ``route_fraction`` and no ``history``: the ``ceil(f * n)`` most uncertain of ``results``

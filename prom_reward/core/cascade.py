@@ -4,7 +4,7 @@ The primary judge (e.g. a small fine-tuned judge on vLLM, with ``confidence=True
 judges the whole batch. Each result's uncertainty under an indicator of
 ``prom_reward.confidence.indicators`` (``se``, ``se_cali``, ``perplexity``, ``verdict_probability``,
 ``sample_agreement``, ``swap_agreement``) decides what goes to the fallback judge (a
-bigger vLLM judge, an OpenAI-compatible API, any object with ``grade``/``compare``):
+bigger vLLM judge, an OpenAI-compatible API, any ``Judge``):
 
 - ``route_fraction=f``: the least confident share ``f`` *of the run*, not of each call (CascadedEval
   allocates the least confident fraction of a whole set; a per-call ``ceil(f * n)`` would route
@@ -47,20 +47,26 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import deque
-from typing import Any, Callable, Sequence, TypeVar
+from collections.abc import Callable, Sequence
+from typing import TypeVar, cast
 
+from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
 from prom_reward.confidence.indicators import INDICATORS, NEEDS
 from prom_reward.confidence.routing import CascadeConfig, CascadeStats, Routing, is_failed, route
-from prom_reward.core.judge import JudgeStats
+from prom_reward.core.protocol import Judge
+from prom_reward.core.results import Grade, JudgeStats, Judgment, Verdict
 from prom_reward.errors import ConfigError
+from prom_reward.format.rubrics import RubricsLike
 
-R = TypeVar("R")
+R = TypeVar("R", bound=Judgment)
+T = TypeVar("T")
+_JUDGE_API = ("grade", "compare", "compare_by_grades", "close", "sampling", "stats", "num_samples")
 
 
-def _subset(value: Any, idx: list[int], n: int) -> Any:
-    """Per-item lists are cut down to ``idx``; a single value (one rubric for all) is kept."""
+def _subset(value: T, idx: list[int], n: int) -> T:
+    """Per-item lists are cut down to ``idx`` (same type); a single value (one rubric for all) is kept."""
     if isinstance(value, (list, tuple)) and len(value) == n:
-        return [value[i] for i in idx]
+        return cast(T, type(value)(value[i] for i in idx))
     return value
 
 
@@ -69,23 +75,25 @@ class CascadeJudge:
 
     Args:
         primary: a ``PrometheusJudge`` (with ``confidence=True`` for logprob indicators,
-            ``calibration=`` for ``se_cali``) or any object with ``grade``/``compare``.
+            ``calibration=`` for ``se_cali``) or any other ``Judge`` (``prom_reward.core.protocol``).
         fallback: the judge for routed items (any backend; results keep their own confidence).
         route_fraction, threshold, indicator, window: see ``CascadeConfig`` (exactly one of the first
             two). ``indicator=None`` (default): ``se_cali`` when the primary has a calibration model,
             else ``se``.
     """
 
-    def __init__(self, primary: Any, fallback: Any, *, route_fraction: float | None = None,
+    def __init__(self, primary: Judge, fallback: Judge, *, route_fraction: float | None = None,
                  threshold: float | None = None, indicator: str | None = None, window: int = 1000) -> None:
         if indicator is None:
             indicator = "se_cali" if getattr(primary, "calibration", None) is not None else "se"
         self.config = CascadeConfig(route_fraction=route_fraction, threshold=threshold, indicator=indicator,
                                     window=window)
         for role, judge in (("primary", primary), ("fallback", fallback)):
-            if not (hasattr(judge, "grade") and hasattr(judge, "compare")):
-                raise ConfigError(f"{role}: expected a judge with grade() and compare() (a PrometheusJudge), "
-                                  f"got {type(judge).__name__}")
+            missing = [name for name in _JUDGE_API if not hasattr(judge, name)]
+            if missing:
+                raise ConfigError(f"{role}: expected a judge (a PrometheusJudge, or any object with "
+                                  f"{', '.join(_JUDGE_API)}), got {type(judge).__name__}, which has no "
+                                  f"{', '.join(missing)}")
         need = NEEDS[indicator.lower()]
         if need == "logprobs" and getattr(primary, "confidence", True) is False:
             raise ConfigError(f"indicator {indicator!r} reads token logprobs: build the primary judge with "
@@ -124,20 +132,23 @@ class CascadeJudge:
         return INDICATORS.names()
 
     @property
-    def sampling(self) -> Any:
+    def sampling(self) -> SamplingConfig:
         """The primary judge's sampling options (what reward modes inspect)."""
         return self.primary.sampling
 
     @property
-    def stats(self) -> Any:
+    def num_samples(self) -> int:
+        """The primary judge's samples per item."""
+        return self.primary.num_samples
+
+    @property
+    def stats(self) -> JudgeStats:
         """Both judges' ``JudgeStats`` summed (a fresh object on each read)."""
         total = JudgeStats()
         for judge in (self.primary, self.fallback):
-            s = getattr(judge, "stats", None)
-            if s is None:
-                continue
+            s = judge.stats
             for f in dataclasses.fields(total):
-                setattr(total, f.name, getattr(total, f.name) + getattr(s, f.name, 0))
+                setattr(total, f.name, getattr(total, f.name) + getattr(s, f.name))
         return total
 
     def _cascade(self, results: list[R], n: int, call: Callable[[list[int]], list[R]]) -> list[R]:
@@ -151,59 +162,67 @@ class CascadeJudge:
         st.routed += len(idx)
         st.routed_failed += sum(r.reason == "failed" for r in routing)
         st.unscored += sum(r.reason == "unscored" for r in routing)
-        out = [dataclasses.replace(r, decided_by="primary") for r in results]  # type: ignore[type-var]
+        out = [dataclasses.replace(r, decided_by="primary") for r in results]
         if not idx:
             return out
         st.fallback_calls += 1
         second = call(idx)
-        for i, r in zip(idx, second):
-            st.fallback_prompt_tokens += getattr(r, "prompt_tokens", 0)
-            st.fallback_completion_tokens += getattr(r, "completion_tokens", 0)
+        for i, r in zip(idx, second, strict=True):
+            st.fallback_prompt_tokens += r.prompt_tokens
+            st.fallback_completion_tokens += r.completion_tokens
             if is_failed(r):
                 st.fallback_failed += 1
                 if not is_failed(results[i]):
                     continue  # keep the primary's valid judgment
-            out[i] = dataclasses.replace(r, decided_by="fallback")  # type: ignore[type-var]
+            out[i] = dataclasses.replace(r, decided_by="fallback")
         return out
 
     # -- the judge API -----------------------------------------------------------------
-    def grade(self, instructions: Sequence[str], responses: Sequence[str], rubric: Any,
-              reference_answers: Sequence[str | None] | None = None, **options: Any) -> list[Any]:
-        """Like ``PrometheusJudge.grade`` (options such as ``num_samples``/``sampling`` go to both judges)."""
-        first = self.primary.grade(instructions, responses, rubric, reference_answers, **options)
+    def grade(self, instructions: Sequence[str], responses: Sequence[str], rubric: RubricsLike,
+              reference_answers: Sequence[str | None] | None = None, *, num_samples: int | None = None,
+              sampling: SamplingOverrides = None) -> list[Grade]:
+        """Like ``PrometheusJudge.grade`` (``num_samples`` and ``sampling`` go to both judges)."""
+        first = self.primary.grade(instructions, responses, rubric, reference_answers, num_samples=num_samples,
+                                   sampling=sampling)
         n = len(first)
 
-        def again(idx: list[int]) -> list[Any]:
+        def again(idx: list[int]) -> list[Grade]:
             return self.fallback.grade(_subset(instructions, idx, n), _subset(responses, idx, n),
-                                       _subset(rubric, idx, n), _subset(reference_answers, idx, n), **options)
+                                       _subset(rubric, idx, n), _subset(reference_answers, idx, n),
+                                       num_samples=num_samples, sampling=sampling)
 
         return self._cascade(first, n, again)
 
     def compare(self, instructions: Sequence[str], responses_a: Sequence[str], responses_b: Sequence[str],
-                rubric: Any, reference_answers: Sequence[str | None] | None = None, **options: Any) -> list[Any]:
+                rubric: RubricsLike, reference_answers: Sequence[str | None] | None = None, *, swap: bool = False,
+                num_samples: int | None = None, sampling: SamplingOverrides = None) -> list[Verdict]:
         """Like ``PrometheusJudge.compare`` (``swap``, ``num_samples``, ``sampling`` go to both judges)."""
-        first = self.primary.compare(instructions, responses_a, responses_b, rubric, reference_answers, **options)
+        first = self.primary.compare(instructions, responses_a, responses_b, rubric, reference_answers, swap=swap,
+                                     num_samples=num_samples, sampling=sampling)
         n = len(first)
 
-        def again(idx: list[int]) -> list[Any]:
+        def again(idx: list[int]) -> list[Verdict]:
             return self.fallback.compare(_subset(instructions, idx, n), _subset(responses_a, idx, n),
                                          _subset(responses_b, idx, n), _subset(rubric, idx, n),
-                                         _subset(reference_answers, idx, n), **options)
+                                         _subset(reference_answers, idx, n), swap=swap, num_samples=num_samples,
+                                         sampling=sampling)
 
         return self._cascade(first, n, again)
 
     def compare_by_grades(self, instructions: Sequence[str], responses_a: Sequence[str],
-                          responses_b: Sequence[str], rubric: Any,
-                          reference_answers: Sequence[str | None] | None = None, **options: Any) -> list[Any]:
+                          responses_b: Sequence[str], rubric: RubricsLike,
+                          reference_answers: Sequence[str | None] | None = None, *,
+                          max_tie_rounds: int | None = None, num_samples: int | None = None) -> list[Verdict]:
         """Like ``PrometheusJudge.compare_by_grades``; a pair is routed as a whole."""
-        first = self.primary.compare_by_grades(instructions, responses_a, responses_b, rubric,
-                                               reference_answers, **options)
+        first = self.primary.compare_by_grades(instructions, responses_a, responses_b, rubric, reference_answers,
+                                               max_tie_rounds=max_tie_rounds, num_samples=num_samples)
         n = len(first)
 
-        def again(idx: list[int]) -> list[Any]:
+        def again(idx: list[int]) -> list[Verdict]:
             return self.fallback.compare_by_grades(
                 _subset(instructions, idx, n), _subset(responses_a, idx, n), _subset(responses_b, idx, n),
-                _subset(rubric, idx, n), _subset(reference_answers, idx, n), **options)
+                _subset(rubric, idx, n), _subset(reference_answers, idx, n), max_tie_rounds=max_tie_rounds,
+                num_samples=num_samples)
 
         return self._cascade(first, n, again)
 
@@ -214,7 +233,7 @@ class CascadeJudge:
         finally:
             self.fallback.close()
 
-    def __enter__(self) -> "CascadeJudge":
+    def __enter__(self) -> CascadeJudge:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -16,8 +16,8 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from statistics import fmean
-from typing import Sequence
 
 from prom_reward.confidence.indicators import confidence_from_samples, merge_confidences
 from prom_reward.core.results import Grade, Verdict, Winner

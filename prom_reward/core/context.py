@@ -25,12 +25,12 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from collections.abc import Callable
 
 from prom_reward.backends.base import Backend, GenerationRequest
+from prom_reward.core.items import AbsoluteItem, Item
 from prom_reward.errors import ContextLengthError, InputError
 
-_RESPONSE_FIELDS = ("response", "response_a", "response_b")
 _MAX_STEPS = 8
 TEMPLATE_MARGIN = 256
 """Tokens allowed for what a chat template adds around the text (role headers, BOS ...)."""
@@ -42,22 +42,25 @@ def surely_fits(request: GenerationRequest, limit: int) -> bool:
     return size + TEMPLATE_MARGIN + request.sampling.max_tokens <= limit
 
 
-def _response_fields(item: Any) -> list[str]:
-    return [f for f in _RESPONSE_FIELDS if hasattr(item, f)]
+def _cut(text: str, fraction: float) -> str:
+    return text[: max(0, int(len(text) * fraction))]
 
 
-def _shorten(item: Any, fraction: float) -> Any:
-    changes = {f: getattr(item, f)[: max(0, int(len(getattr(item, f)) * fraction))] for f in _response_fields(item)}
-    return dataclasses.replace(item, **changes)
+def _shorten(item: Item, fraction: float) -> Item:
+    """``item`` with its response(s) cut to ``fraction`` of their length."""
+    if isinstance(item, AbsoluteItem):
+        return dataclasses.replace(item, response=_cut(item.response, fraction))
+    return dataclasses.replace(item, response_a=_cut(item.response_a, fraction),
+                               response_b=_cut(item.response_b, fraction))
 
 
 def fit_to_context(
     backend: Backend,
     requests: list[GenerationRequest],
-    items: list[Any],
-    render: Callable[[Any], GenerationRequest],
+    items: list[Item],
+    render: Callable[[Item], GenerationRequest],
     truncate: bool,
-) -> tuple[list[GenerationRequest], list[Any], list[bool]]:
+) -> tuple[list[GenerationRequest], list[Item], list[bool]]:
     """Check (and optionally truncate) every request; returns requests, items, truncated flags."""
     truncated = [False] * len(requests)
     limit = backend.context_length()
@@ -72,7 +75,7 @@ def fit_to_context(
     if counted is None:
         return requests, items, truncated
     requests, items = list(requests), list(items)
-    for i, count in zip(check, counted):
+    for i, count in zip(check, counted, strict=True):
         req = requests[i]
         budget = limit - req.sampling.max_tokens
         if budget <= 0:
@@ -83,7 +86,7 @@ def fit_to_context(
             )
         if count <= budget:
             continue
-        if not truncate or not _response_fields(items[i]):
+        if not truncate:
             raise ContextLengthError(
                 f"item {i}: the judge prompt is {count} tokens, but the judge context is {limit} tokens and "
                 f"{req.sampling.max_tokens} are reserved for the feedback (max_tokens), so at most {budget} fit; "
@@ -96,8 +99,8 @@ def fit_to_context(
     return requests, items, truncated
 
 
-def _truncate(backend: Backend, item: Any, render: Callable[[Any], GenerationRequest], count: int,
-              budget: int, index: int) -> tuple[GenerationRequest, Any]:
+def _truncate(backend: Backend, item: Item, render: Callable[[Item], GenerationRequest], count: int,
+              budget: int, index: int) -> tuple[GenerationRequest, Item]:
     empty = _shorten(item, 0.0)
     (floor,) = backend.count_tokens([render(empty)]) or [0]
     if floor > budget:

@@ -13,15 +13,16 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TypeVar, cast, final
 
-from prom_reward.errors import InputError, PromRewardError
-from prom_reward.format.rubrics import Rubric, get_rubric
+from prom_reward.errors import InputError
+from prom_reward.format.resolve import RubricResolver
+from prom_reward.format.rubrics import Rubric, RubricLike, RubricsLike
 
-RubricLike = Any  # Rubric | str (name, path or formatted text) | dict
 
-
+@final
 @dataclass(frozen=True)
 class AbsoluteItem:
     """One validated absolute-grading input."""
@@ -32,6 +33,7 @@ class AbsoluteItem:
     reference_answer: str | None
 
 
+@final
 @dataclass(frozen=True)
 class RelativeItem:
     """One validated pairwise-ranking input."""
@@ -43,9 +45,14 @@ class RelativeItem:
     reference_answer: str | None
 
 
-def _as_list(name: str, value: Any, n: int | None) -> list[Any]:
+Item = TypeVar("Item", AbsoluteItem, RelativeItem)
+"""An absolute or a pairwise item (what the judge's shared plumbing takes)."""
+
+
+def _as_list(name: str, value: object, n: int | None) -> list[object]:
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        hint = f"; for a single item pass [{name[:-1] if name.endswith('s') else name}]" if isinstance(value, str) else ""
+        one = name[:-1] if name.endswith("s") else name
+        hint = f"; for a single item pass [{one}]" if isinstance(value, str) else ""
         raise InputError(
             f"{name}: expected a list of strings, got {type(value).__name__}{hint}", field=name
         )
@@ -58,8 +65,9 @@ def _as_list(name: str, value: Any, n: int | None) -> list[Any]:
     return items
 
 
-def _strings(name: str, value: Any, n: int | None, field: str) -> list[str]:
+def _strings(name: str, value: object, n: int | None, field: str) -> list[str]:
     items = _as_list(name, value, n)
+    out: list[str] = []
     for i, x in enumerate(items):
         if not isinstance(x, str):
             raise InputError(
@@ -67,60 +75,47 @@ def _strings(name: str, value: Any, n: int | None, field: str) -> list[str]:
                 "convert it to text (or drop the item) before judging",
                 index=i, field=field,
             )
-    return items
+        out.append(x)
+    return out
 
 
-def _references(value: Any, n: int) -> list[str | None]:
+def _references(value: object, n: int) -> list[str | None]:
     if value is None:
         return [None] * n
-    refs = _as_list("reference_answers", value, n)
-    for i, r in enumerate(refs):
+    refs: list[str | None] = []
+    for i, r in enumerate(_as_list("reference_answers", value, n)):
         if r is not None and not isinstance(r, str):
             raise InputError(
                 f"item {i}: reference_answer must be a str or None, got {type(r).__name__}",
                 index=i, field="reference_answer",
             )
+        refs.append(r)
     return refs
 
 
-def _rubrics(value: RubricLike, n: int, *, need_scores: bool) -> list[Rubric]:
+def _rubrics(value: RubricsLike, n: int, *, need_scores: bool) -> list[Rubric]:
+    """One ``Rubric`` per item from one rubric for all or a list of ``n`` (``RubricResolver``: each
+    distinct value resolved once; a None item, or one without score descriptions when ``need_scores``,
+    raises ``InputError`` naming the item)."""
     many = isinstance(value, Sequence) and not isinstance(value, (str, bytes, Rubric))
+    resolve = RubricResolver(need_scores=need_scores, missing_hint="pass a Rubric, a built-in name or a rubric dict")
     raw = _as_list("rubrics", value, n) if many else [value] * n
-    cache: dict[int, Rubric] = {}
-    out: list[Rubric] = []
-    for i, r in enumerate(raw):
-        key = id(r)
-        if key not in cache:
-            if r is None:
-                raise InputError(f"item {i}: rubric is None; pass a Rubric, a built-in name or a rubric dict",
-                                 index=i, field="rubric")
-            try:
-                cache[key] = get_rubric(r)
-            except PromRewardError as e:
-                raise InputError(f"item {i}: rubric: {e}", index=i, field="rubric") from e
-        rubric = cache[key]
-        if need_scores and not rubric.has_scores:
-            raise InputError(
-                f"item {i}: rubric {rubric.criteria[:60]!r} has no score descriptions; absolute grading needs "
-                "five (score1_description..score5_description)", index=i, field="rubric",
-            )
-        out.append(rubric)
-    return out
+    return [resolve(cast(RubricLike | None, r), index=i, field="rubric") for i, r in enumerate(raw)]
 
 
-def absolute_items(instructions: Any, responses: Any, rubric: RubricLike,
-                   reference_answers: Any = None) -> list[AbsoluteItem]:
+def absolute_items(instructions: Sequence[str], responses: Sequence[str], rubric: RubricsLike,
+                   reference_answers: Sequence[str | None] | None = None) -> list[AbsoluteItem]:
     """Validate an absolute-grading batch; raises InputError naming item and field."""
     ins = _strings("instructions", instructions, None, "instruction")
     n = len(ins)
     res = _strings("responses", responses, n, "response")
     refs = _references(reference_answers, n)
     rubs = _rubrics(rubric, n, need_scores=True)
-    return [AbsoluteItem(*t) for t in zip(ins, res, rubs, refs)]
+    return [AbsoluteItem(*t) for t in zip(ins, res, rubs, refs, strict=True)]
 
 
-def relative_items(instructions: Any, responses_a: Any, responses_b: Any, rubric: RubricLike,
-                   reference_answers: Any = None) -> list[RelativeItem]:
+def relative_items(instructions: Sequence[str], responses_a: Sequence[str], responses_b: Sequence[str],
+                   rubric: RubricsLike, reference_answers: Sequence[str | None] | None = None) -> list[RelativeItem]:
     """Validate a pairwise batch; raises InputError naming item and field."""
     ins = _strings("instructions", instructions, None, "instruction")
     n = len(ins)
@@ -128,4 +123,4 @@ def relative_items(instructions: Any, responses_a: Any, responses_b: Any, rubric
     b = _strings("responses_b", responses_b, n, "response_b")
     refs = _references(reference_answers, n)
     rubs = _rubrics(rubric, n, need_scores=False)
-    return [RelativeItem(*t) for t in zip(ins, a, b, rubs, refs)]
+    return [RelativeItem(*t) for t in zip(ins, a, b, rubs, refs, strict=True)]

@@ -15,58 +15,30 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from prom_reward.backends import Backend, GenerationRequest, make_backend
-from prom_reward.core.combine import grade_from_run, verdict_from_runs
+from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
+from prom_reward.backends.teacher_forcing import ContinuationScorer, teacher_forcing_scorer
 from prom_reward.confidence.indicators import TRUNCATIONS, mean_entropy, merge_confidences
+from prom_reward.core.combine import grade_from_run, verdict_from_runs
 from prom_reward.core.context import fit_to_context
+from prom_reward.core.items import AbsoluteItem, Item, RelativeItem, absolute_items, relative_items
+from prom_reward.core.presets import JudgePreset, find_preset_for_model, get_preset, resolve_model_path
+from prom_reward.core.results import Grade, JudgeStats, Verdict, Winner
+from prom_reward.core.sampler import ItemRun, Mode, SampleRunner
 from prom_reward.errors import ConfigError
-from prom_reward.core.items import AbsoluteItem, RelativeItem, absolute_items, relative_items
-from prom_reward.core.presets import find_preset_for_model, get_preset, resolve_model_path
-from prom_reward.format.templates import ABS_SYSTEM_PROMPT, REL_SYSTEM_PROMPT
 from prom_reward.format.render import render_absolute, render_relative
-from prom_reward.core.results import Grade, Verdict
-from prom_reward.core.sampler import Mode, SampleRunner
+from prom_reward.format.rubrics import RubricsLike
 from prom_reward.format.sanitize import neutralize
-from prom_reward.backends.sampling import SamplingConfig
+from prom_reward.format.templates import ABS_SYSTEM_PROMPT, REL_SYSTEM_PROMPT
 
 if TYPE_CHECKING:
     from prom_reward.backends.store import JudgmentStore
 
 EXPECTED_LOGPROBS = 20
-
-
-@dataclass
-class JudgeStats:
-    """Running counters over a judge's lifetime (read them for metrics)."""
-
-    calls: int = 0
-    """Judge calls (grade/compare batches, tie rounds included)."""
-    items: int = 0
-    """Prompts judged (a swapped order counts as one more)."""
-    samples: int = 0
-    """Samples generated, retries included."""
-    parse_failures: int = 0
-    """Samples without a verdict."""
-    retries: int = 0
-    """Re-sampling rounds, summed over items."""
-    forced: int = 0
-    """Verdicts read by forcing `` [RESULT] ``."""
-    truncated: int = 0
-    """Items whose response was shortened to fit the context."""
-    neutralized: int = 0
-    """Template markers rewritten inside responses (see ``prom_reward.format.sanitize``)."""
-    prompt_tokens: int = 0
-    """Prompt tokens sent."""
-    completion_tokens: int = 0
-    """Tokens generated."""
-    seconds: float = 0.0
-    """Wall time spent in the backend loop."""
-    calibration_tokens: int = 0
-    """Judge-output tokens a calibration (base) model read by teacher forcing."""
 
 
 def _abs_request(item: AbsoluteItem, sampling: SamplingConfig) -> GenerationRequest:
@@ -79,7 +51,7 @@ def _rel_request(item: RelativeItem, sampling: SamplingConfig) -> GenerationRequ
     return GenerationRequest(system=REL_SYSTEM_PROMPT, user=user, sampling=sampling)
 
 
-def _apply_preset(p: Any, backend: str, model: str | None,
+def _apply_preset(p: JudgePreset, backend: str, model: str | None,
                   options: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
     """Merge a preset under the user's options, as far as the chosen backend can use it."""
     if backend == "openai":
@@ -129,10 +101,10 @@ class PrometheusJudge:
     def __init__(
         self,
         model: str | None = None,
-        backend: "str | Backend" = "vllm",
+        backend: str | Backend = "vllm",
         *,
         preset: str | None = None,
-        sampling: "dict[str, Any] | SamplingConfig | None" = None,
+        sampling: SamplingOverrides = None,
         num_samples: int = 1,
         max_retries: int = 2,
         force_verdict: bool | None = None,
@@ -140,9 +112,9 @@ class PrometheusJudge:
         max_tie_rounds: int = 5,
         truncate_response: bool = False,
         neutralize_markers: bool = True,
-        store: "str | Path | JudgmentStore | None" = None,
+        store: str | Path | JudgmentStore | None = None,
         confidence: bool = False,
-        calibration: "Backend | dict[str, Any] | None" = None,
+        calibration: Backend | Mapping[str, Any] | None = None,
         entropy_truncation: str = "tail",
         **backend_options: Any,
     ) -> None:
@@ -162,79 +134,85 @@ class PrometheusJudge:
         base = SamplingConfig().merged(judge_defaults.get("sampling"))
         self.sampling = base.merged(sampling)
         self.entropy_truncation = entropy_truncation
-        self._owns_calibration = isinstance(calibration, dict)
-        self.calibration = self._calibration_backend(calibration)
+        self._owned_calibration: Backend | None = None
+        self.calibration = self._calibration_scorer(calibration)
         self.confidence = bool(confidence or self.calibration is not None)
         if (expected_score or self.confidence) and (self.sampling.logprobs or 0) < EXPECTED_LOGPROBS:
             self.sampling = dataclasses.replace(self.sampling, logprobs=EXPECTED_LOGPROBS)
         self.num_samples = num_samples
         self.max_retries = max_retries
-        self.force_verdict = bool(judge_defaults.get("force_verdict", False) if force_verdict is None else force_verdict)
+        if force_verdict is None:
+            force_verdict = bool(judge_defaults.get("force_verdict", False))
+        self.force_verdict = force_verdict
         self.max_tie_rounds = max_tie_rounds
         self.truncate_response = truncate_response
         self.neutralize_markers = neutralize_markers
         if isinstance(backend, str) and backend != "scripted" and model is not None:
             backend_options = {"model": model, **backend_options}
+        opened = None
         if store is not None:  # open (and validate) the store before starting an engine
             from prom_reward.backends.store import open_store
 
-            store = open_store(store)
+            opened = open_store(store)
         self.backend: Backend = make_backend(backend, **backend_options)
-        if store is not None:
+        if opened is not None:
             from prom_reward.backends.cached import CachedBackend
 
-            self.backend = CachedBackend(self.backend, store)
+            self.backend = CachedBackend(self.backend, opened)
         self.stats = JudgeStats()
 
     # -- plumbing ---------------------------------------------------------------
-    @staticmethod
-    def _calibration_backend(calibration: Any) -> Any:
+    def _calibration_scorer(self, calibration: Backend | Mapping[str, Any] | None) -> ContinuationScorer | None:
+        """What reads the judge's outputs for SE-Cali: ``calibration``, or the backend built from its options
+        (then owned here: ``close`` closes it)."""
         if calibration is None:
             return None
-        from prom_reward.backends.teacher_forcing import supports_teacher_forcing
-
-        if isinstance(calibration, dict):
+        if isinstance(calibration, Mapping):
             options = dict(calibration)
-            calibration = make_backend(options.pop("backend", "vllm"), **options)
-        if not supports_teacher_forcing(calibration):
+            calibration = self._owned_calibration = make_backend(options.pop("backend", "vllm"), **options)
+        scorer = teacher_forcing_scorer(calibration)
+        if scorer is None:
             raise ConfigError(
                 f"calibration: expected a backend that can teacher-force (vllm, openai, transformers) or a dict "
                 f"of its options, got {type(calibration).__name__}, which has no continuation_logprobs"
             )
-        return calibration
+        return scorer
 
-    def _calibrate(self, requests: list[GenerationRequest], runs: list[Any]) -> None:
+    def _calibrate(self, requests: list[GenerationRequest], runs: list[ItemRun]) -> None:
         """Base-model entropy of every valid sample's text, in one teacher-forcing call."""
         where = [(i, j) for i, r in enumerate(runs) for j, smp in enumerate(r.samples)
                  if smp.verdict is not None and smp.text]
-        if not where:
+        if not where or self.calibration is None:
             return
         scored = self.calibration.continuation_logprobs(
             [requests[i] for i, _ in where], [runs[i].samples[j].text for i, j in where],
             top_k=self.sampling.logprobs or EXPECTED_LOGPROBS)
-        for (i, j), positions in zip(where, scored):
+        for (i, j), positions in zip(where, scored, strict=True):
             runs[i].samples[j] = dataclasses.replace(
                 runs[i].samples[j], base_entropy=mean_entropy(positions, self.entropy_truncation))
             self.stats.calibration_tokens += len(positions)
 
-    def _neutralize(self, items: list[Any]) -> list[Any]:
+    def _neutralize(self, items: list[Item]) -> list[Item]:
+        """``items`` with template markers inside their responses rewritten (``format.sanitize``)."""
         if not self.neutralize_markers:
             return items
-        out = []
-        for it in items:
-            changes = {}
-            for f in ("response", "response_a", "response_b"):
-                if hasattr(it, f):
-                    changes[f], n = neutralize(getattr(it, f))
-                    self.stats.neutralized += n
-            out.append(dataclasses.replace(it, **changes))
+        return [self._neutralize_item(it) for it in items]
+
+    def _neutralize_item(self, item: Item) -> Item:
+        if isinstance(item, AbsoluteItem):
+            return dataclasses.replace(item, response=self._neutral(item.response))
+        return dataclasses.replace(item, response_a=self._neutral(item.response_a),
+                                   response_b=self._neutral(item.response_b))
+
+    def _neutral(self, text: str) -> str:
+        """``text`` with its template markers rewritten (counted in ``stats.neutralized``)."""
+        out, n = neutralize(text)
+        self.stats.neutralized += n
         return out
 
-    def _sampling(self, overrides: "dict[str, Any] | SamplingConfig | None") -> SamplingConfig:
-        return self.sampling.merged(overrides)
-
-    def _run(self, requests: list[GenerationRequest], mode: Mode, k: int, items: list[Any],
-             render: Callable[[Any], GenerationRequest]) -> tuple[list[Any], list[bool], list[Any]]:
+    def _run(self, requests: list[GenerationRequest], mode: Mode, k: int, items: list[Item],
+             render: Callable[[Item], GenerationRequest]) -> tuple[list[ItemRun], list[bool], list[Item]]:
+        """Fit ``requests`` to the context, sample them (``SampleRunner``), calibrate, count."""
         requests, items, truncated = fit_to_context(self.backend, requests, items, render, self.truncate_response)
         start = time.perf_counter()
         runs = SampleRunner(self.backend, max_retries=self.max_retries, force_verdict=self.force_verdict,
@@ -256,32 +234,44 @@ class PrometheusJudge:
         return runs, truncated, items
 
     # -- public API ---------------------------------------------------------------
-    def grade(self, instructions: Sequence[str], responses: Sequence[str], rubric: Any,
+    def grade(self, instructions: Sequence[str], responses: Sequence[str], rubric: RubricsLike,
               reference_answers: Sequence[str | None] | None = None, *, num_samples: int | None = None,
-              sampling: "dict[str, Any] | SamplingConfig | None" = None, _attempt: int = 0) -> list[Grade]:
+              sampling: SamplingOverrides = None) -> list[Grade]:
         """Absolute grades (1..5) for each (instruction, response); ``rubric`` is one rubric
-        (name, Rubric, dict, file) for all items or a list with one per item. (``_attempt`` numbers
-        internal re-gradings such as tie rounds, so a judgment store keeps them apart.)"""
+        (name, Rubric, dict, file) for all items or a list with one per item."""
+        return self._grade(instructions, responses, rubric, reference_answers, num_samples=num_samples,
+                           sampling=sampling, attempt=0)
+
+    def _grade(self, instructions: Sequence[str], responses: Sequence[str], rubric: RubricsLike,
+               reference_answers: Sequence[str | None] | None, *, num_samples: int | None,
+               sampling: SamplingOverrides, attempt: int) -> list[Grade]:
+        """``grade``, its requests numbered ``attempt`` (tie rounds re-grade with other numbers, so a
+        judgment store keeps them apart)."""
         items = self._neutralize(absolute_items(instructions, responses, rubric, reference_answers))
         if not items:
             return []
-        cfg = self._sampling(sampling)
-        render = lambda it: dataclasses.replace(_abs_request(it, cfg), attempt=_attempt)  # noqa: E731
+        cfg = self.sampling.merged(sampling)
+
+        def render(it: AbsoluteItem) -> GenerationRequest:
+            return dataclasses.replace(_abs_request(it, cfg), attempt=attempt)
+
         runs, truncated, _ = self._run([render(it) for it in items], "absolute", num_samples or self.num_samples,
                                        items, render)
-        return [grade_from_run(r, truncated=t) for r, t in zip(runs, truncated)]
+        return [grade_from_run(r, truncated=t) for r, t in zip(runs, truncated, strict=True)]
 
     def compare(self, instructions: Sequence[str], responses_a: Sequence[str], responses_b: Sequence[str],
-                rubric: Any, reference_answers: Sequence[str | None] | None = None, *, swap: bool = False,
-                num_samples: int | None = None,
-                sampling: "dict[str, Any] | SamplingConfig | None" = None) -> list[Verdict]:
+                rubric: RubricsLike, reference_answers: Sequence[str | None] | None = None, *, swap: bool = False,
+                num_samples: int | None = None, sampling: SamplingOverrides = None) -> list[Verdict]:
         """Pairwise verdicts ("A"/"B"); with ``swap=True`` both orders are judged in the same batch
         and combined (agreement, else a tie with winner None)."""
         items = self._neutralize(relative_items(instructions, responses_a, responses_b, rubric, reference_answers))
         if not items:
             return []
-        cfg = self._sampling(sampling)
-        render = lambda it: _rel_request(it, cfg)  # noqa: E731
+        cfg = self.sampling.merged(sampling)
+
+        def render(it: RelativeItem) -> GenerationRequest:
+            return _rel_request(it, cfg)
+
         batch = list(items)
         if swap:
             batch += [dataclasses.replace(it, response_a=it.response_b, response_b=it.response_a) for it in items]
@@ -291,7 +281,7 @@ class PrometheusJudge:
         return [verdict_from_runs(runs[i], runs[n + i] if swap else None) for i in range(n)]
 
     def compare_by_grades(self, instructions: Sequence[str], responses_a: Sequence[str],
-                          responses_b: Sequence[str], rubric: Any,
+                          responses_b: Sequence[str], rubric: RubricsLike,
                           reference_answers: Sequence[str | None] | None = None, *,
                           max_tie_rounds: int | None = None, num_samples: int | None = None) -> list[Verdict]:
         """Pairwise verdicts through absolute grades (the papers' Direct2Pair). Tied pairs are
@@ -318,19 +308,18 @@ class PrometheusJudge:
             todo = [i for i in range(n) if tied(i)]
             if not todo:
                 break
-            re = self.grade([ins[i] for i in todo] * 2,
-                            [items[i].response_a for i in todo] + [items[i].response_b for i in todo],
-                            [rubs[i] for i in todo] * 2, [refs[i] for i in todo] * 2,
-                            num_samples=num_samples, sampling={"temperature": 1.0},
-                            _attempt=1000 * tie_round)
+            re = self._grade([ins[i] for i in todo] * 2,
+                             [items[i].response_a for i in todo] + [items[i].response_b for i in todo],
+                             [rubs[i] for i in todo] * 2, [refs[i] for i in todo] * 2,
+                             num_samples=num_samples, sampling={"temperature": 1.0}, attempt=1000 * tie_round)
             for j, i in enumerate(todo):
                 grades[i] = (re[j], re[len(todo) + j])
                 rounds[i] += 1
         out = []
         for i, (a, b) in enumerate(grades):
-            winner = None
-            if a.ok and b.ok and a.score != b.score:
-                winner = "A" if a.score > b.score else "B"  # type: ignore[operator]
+            winner: Winner | None = None
+            if a.score is not None and b.score is not None and a.score != b.score:
+                winner = "A" if a.score > b.score else "B"
             out.append(Verdict(
                 winner=winner, feedback=a.feedback, samples=a.samples + b.samples,
                 tie=tied(i), order_winners=(winner,), grades=(a, b), tie_rounds=rounds[i],
@@ -345,10 +334,10 @@ class PrometheusJudge:
         """Release the backend (the vLLM engine, HTTP clients); a calibration model stays the caller's
         unless it was built here from a dict."""
         self.backend.close()
-        if self._owns_calibration and self.calibration is not None:
-            self.calibration.close()
+        if self._owned_calibration is not None:
+            self._owned_calibration.close()
 
-    def __enter__(self) -> "PrometheusJudge":
+    def __enter__(self) -> PrometheusJudge:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -1,6 +1,7 @@
-"""Result types: one judge sample, an absolute ``Grade``, a pairwise ``Verdict``.
+"""Result types: one judge sample, an absolute ``Grade``, a pairwise ``Verdict`` (both ``Judgment``s), and
+a judge's running ``JudgeStats``.
 
-All are small frozen dataclasses. A failed judgment has ``score``/``winner``
+The results are small frozen dataclasses. A failed judgment has ``score``/``winner``
 None (TRL's "abstain"), never a made-up number; the raw outputs stay attached.
 
 Example:
@@ -12,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Literal
 
@@ -65,27 +67,17 @@ class JudgeSample:
     """Generated tokens with logprobs (what ``entropy`` and ``nll`` average over)."""
 
 
-@dataclass(frozen=True)
-class Grade:
-    """Absolute grade of one response (1..5), over one or more samples."""
-
-    score: float | None
-    """Mean of the valid samples' scores; None when every sample failed to parse."""
-
-    scores: tuple[int, ...] = ()
-    """Each valid sample's score."""
+@dataclass(frozen=True, kw_only=True)
+class Judgment(ABC):
+    """What every judgment carries besides its verdict: the samples behind it and their cost.
+    ``Grade`` and ``Verdict`` add their own verdict fields (given first; these by keyword)."""
 
     feedback: str | None = None
-    """Feedback of the first valid sample."""
+    """Feedback of the first valid sample (for a ``Verdict``: of the original order)."""
 
     samples: tuple[JudgeSample, ...] = ()
-    """Every sample, valid or not, in generation order (retries included)."""
-
-    probabilities: dict[int, float] | None = None
-    """Mean distribution over 1..5 at the verdict token (valid samples with logprobs)."""
-
-    expected_score: float | None = None
-    """Sum of k * P(k) under ``probabilities``: a continuous, tie-free score."""
+    """Every sample, valid or not, in generation order (retries included; with a swapped order, its
+    samples follow, their labels as the judge saw them)."""
 
     retries: int = 0
     """Re-sampling rounds spent on unparseable outputs."""
@@ -95,9 +87,6 @@ class Grade:
 
     forced: int = 0
     """Valid samples whose verdict was forced."""
-
-    truncated: bool = False
-    """True when the response was shortened to fit the judge's context (opt-in)."""
 
     prompt_tokens: int = 0
     """Prompt tokens sent for this item (all requests)."""
@@ -112,6 +101,36 @@ class Grade:
     """Which judge decided (``"primary"`` or ``"fallback"`` under a ``CascadeJudge``; None otherwise)."""
 
     @property
+    @abstractmethod
+    def ok(self) -> bool:
+        """True when the judgment has a verdict (a score, a winner)."""
+
+    @property
+    def raw_outputs(self) -> tuple[str, ...]:
+        """The raw text of every sample."""
+        return tuple(s.text for s in self.samples)
+
+
+@dataclass(frozen=True)
+class Grade(Judgment):
+    """Absolute grade of one response (1..5), over one or more samples."""
+
+    score: float | None
+    """Mean of the valid samples' scores; None when every sample failed to parse."""
+
+    scores: tuple[int, ...] = ()
+    """Each valid sample's score."""
+
+    probabilities: dict[int, float] | None = None
+    """Mean distribution over 1..5 at the verdict token (valid samples with logprobs)."""
+
+    expected_score: float | None = None
+    """Sum of k * P(k) under ``probabilities``: a continuous, tie-free score."""
+
+    truncated: bool = False
+    """True when the response was shortened to fit the judge's context (opt-in)."""
+
+    @property
     def ok(self) -> bool:
         """True when a score was obtained."""
         return self.score is not None
@@ -121,25 +140,13 @@ class Grade:
         """Alias of ``score`` (the absolute verdict)."""
         return self.score
 
-    @property
-    def raw_outputs(self) -> tuple[str, ...]:
-        """The raw text of every sample."""
-        return tuple(s.text for s in self.samples)
-
 
 @dataclass(frozen=True)
-class Verdict:
+class Verdict(Judgment):
     """Pairwise verdict: which of responses A and B is better."""
 
     winner: Winner | None
     """"A", "B", or None (failure, or a tie/disagreement: see ``tie``)."""
-
-    feedback: str | None = None
-    """Feedback of the first valid sample (of the original order)."""
-
-    samples: tuple[JudgeSample, ...] = ()
-    """Every sample; with swap=True, the swapped order's samples follow (their labels
-    as the judge saw them, i.e. A and B exchanged)."""
 
     p_a: float | None = None
     """P(A is better): the mean of the verdict-token probabilities when available,
@@ -158,27 +165,6 @@ class Verdict:
     tie_rounds: int = 0
     """Extra re-sampling rounds used to break a tie of absolute grades."""
 
-    retries: int = 0
-    """Re-sampling rounds spent on unparseable outputs."""
-
-    failures: int = 0
-    """Samples that yielded no verdict."""
-
-    forced: int = 0
-    """Valid samples whose verdict was forced."""
-
-    prompt_tokens: int = 0
-    """Prompt tokens sent for this item."""
-
-    completion_tokens: int = 0
-    """Tokens generated for this item."""
-
-    confidence: Confidence | None = None
-    """Confidence indicators of this judgment (entropies, margins; see ``prom_reward.confidence.indicators``)."""
-
-    decided_by: str | None = None
-    """Which judge decided (``"primary"`` or ``"fallback"`` under a ``CascadeJudge``; None otherwise)."""
-
     @property
     def ok(self) -> bool:
         """True when a winner was decided."""
@@ -191,7 +177,32 @@ class Verdict:
             return None
         return self.order_winners[0] == self.order_winners[1]
 
-    @property
-    def raw_outputs(self) -> tuple[str, ...]:
-        """The raw text of every sample."""
-        return tuple(s.text for s in self.samples)
+
+@dataclass
+class JudgeStats:
+    """Running counters over a judge's lifetime (read them for metrics)."""
+
+    calls: int = 0
+    """Judge calls (grade/compare batches, tie rounds included)."""
+    items: int = 0
+    """Prompts judged (a swapped order counts as one more)."""
+    samples: int = 0
+    """Samples generated, retries included."""
+    parse_failures: int = 0
+    """Samples without a verdict."""
+    retries: int = 0
+    """Re-sampling rounds, summed over items."""
+    forced: int = 0
+    """Verdicts read by forcing `` [RESULT] ``."""
+    truncated: int = 0
+    """Items whose response was shortened to fit the context."""
+    neutralized: int = 0
+    """Template markers rewritten inside responses (see ``prom_reward.format.sanitize``)."""
+    prompt_tokens: int = 0
+    """Prompt tokens sent."""
+    completion_tokens: int = 0
+    """Tokens generated."""
+    seconds: float = 0.0
+    """Wall time spent in the backend loop."""
+    calibration_tokens: int = 0
+    """Judge-output tokens a calibration (base) model read by teacher forcing."""

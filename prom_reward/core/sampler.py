@@ -25,20 +25,26 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Sequence
+from typing import Literal
 
 from prom_reward.backends.base import Backend, Completion, GenerationRequest
 from prom_reward.confidence.indicators import mean_entropy, mean_nll
-from prom_reward.errors import BackendError
-from prom_reward.format.parsing import parse_output
 from prom_reward.core.results import JudgeSample
-from prom_reward.core.verdict_probs import ABSOLUTE_LABELS, RELATIVE_LABELS, first_verdict_distribution, verdict_distribution
+from prom_reward.core.verdict_probs import (
+    ABSOLUTE_LABELS,
+    RELATIVE_LABELS,
+    first_verdict_distribution,
+    verdict_distribution,
+)
+from prom_reward.errors import BackendError
+from prom_reward.format.eos import strip_eos
+from prom_reward.format.parsing import parse_output
 
 Mode = Literal["absolute", "relative"]
 FORCE_SUFFIX = " [RESULT] "
 FORCE_LOGPROBS = 20
-_EOS_TAIL = re.compile(r"(\s*(</s>|<\|im_end\|>|<\|eot_id\|>|<\|endoftext\|>))+\s*$")
 _OPEN_MARKER = re.compile(r"\[\s*result\s*\]?\s*:?\s*$", re.IGNORECASE)
 
 
@@ -73,13 +79,13 @@ def labels_for(mode: Mode) -> tuple[str, ...]:
 
 def needs_forcing(text: str) -> bool:
     """True when the output ends without any verdict marker (or with a bare ``[RESULT]``)."""
-    body = _EOS_TAIL.sub("", text)
+    body = strip_eos(text)
     return "[result" not in body.lower() or bool(_OPEN_MARKER.search(body))
 
 
 def force_prefix(text: str) -> str:
     """The assistant text to continue from when forcing a verdict."""
-    body = _EOS_TAIL.sub("", text).rstrip()
+    body = strip_eos(text)
     body = _OPEN_MARKER.sub("", body).rstrip()
     return body + FORCE_SUFFIX
 
@@ -119,12 +125,12 @@ class SampleRunner:
                 r, n=1, assistant_prefix=r.assistant_prefix + force_prefix(s.text),
                 sampling=dataclasses.replace(r.sampling, max_tokens=3, logprobs=FORCE_LOGPROBS, stop=()),
             )
-            for r, s in zip(requests, samples)
+            for r, s in zip(requests, samples, strict=True)
         ]
         results = self.backend.generate(forcing)
         _check_count(self.backend, forcing, results)
         out = []
-        for s, res in zip(samples, results):
+        for s, res in zip(samples, results, strict=True):
             c = res.completions[0]
             probs, mass = first_verdict_distribution(c.logprobs, labels)
             extra = c.completion_tokens
@@ -133,7 +139,7 @@ class SampleRunner:
                 continue
             best = max(probs, key=lambda k: probs[k])
             verdict: int | str = int(best) if mode == "absolute" else best
-            feedback = _OPEN_MARKER.sub("", _EOS_TAIL.sub("", s.text)).strip() or None
+            feedback = _OPEN_MARKER.sub("", strip_eos(s.text)).strip() or None
             out.append(dataclasses.replace(
                 s, verdict=verdict, feedback=feedback, probabilities=probs, verdict_mass=mass, forced=True,
                 completion_tokens=s.completion_tokens + extra,
@@ -144,13 +150,11 @@ class SampleRunner:
     def _round_request(r: GenerationRequest, need: int, round_: int, index: int) -> GenerationRequest:
         s = r.sampling
         if round_ > 0:
-            # Greedy retries would repeat the same unparseable output.
-            changes: dict[str, object] = {}
-            if s.temperature == 0:
-                changes["temperature"] = 1.0
-            if s.seed is not None:
-                changes["seed"] = (s.seed + 7919 * round_ + 104729 * index) % (2**31)
-            s = dataclasses.replace(s, **changes) if changes else s
+            # Greedy retries would repeat the same unparseable output; a seeded one, the same output again.
+            temperature = 1.0 if s.temperature == 0 else s.temperature
+            seed = None if s.seed is None else (s.seed + 7919 * round_ + 104729 * index) % (2**31)
+            if s.temperature == 0 or s.seed is not None:
+                s = dataclasses.replace(s, temperature=temperature, seed=seed)
         return dataclasses.replace(r, n=need, sampling=s, attempt=r.attempt + round_)
 
     def run(self, requests: Sequence[GenerationRequest], mode: Mode, k: int = 1) -> list[ItemRun]:
@@ -164,14 +168,14 @@ class SampleRunner:
             results = self.backend.generate(batch)
             _check_count(self.backend, batch, results)
             new: list[tuple[int, JudgeSample]] = []
-            for i, res in zip(idx, results):
+            for i, res in zip(idx, results, strict=True):
                 runs[i].prompt_tokens += res.prompt_tokens
                 new.extend((i, self._parse(c, mode)) for c in res.completions)
             if self.force_verdict:
                 todo = [j for j, (_, s) in enumerate(new) if s.verdict is None and needs_forcing(s.text)]
                 if todo:
                     forced = self._force([requests[new[j][0]] for j in todo], [new[j][1] for j in todo], mode)
-                    for j, s in zip(todo, forced):
+                    for j, s in zip(todo, forced, strict=True):
                         new[j] = (new[j][0], s)
             for i, s in new:
                 runs[i].samples.append(s)

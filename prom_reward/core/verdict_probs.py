@@ -18,7 +18,7 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 from prom_reward.backends.base import TokenLogprobs
 

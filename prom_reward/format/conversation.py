@@ -24,10 +24,13 @@ from typing import Any
 
 from prom_reward.errors import InputError
 
+TextOrMessages = str | list[dict[str, Any]]
+"""A TRL prompt or completion: plain text, or a list of ``{"role": ..., "content": ...}`` messages."""
+
 _ROLE_NAMES = {"system": "System", "user": "User", "assistant": "Assistant", "tool": "Tool"}
 
 
-def _content(message: Any, index: int | None, field: str) -> str:
+def _content(message: object, index: int | None, field: str) -> str:
     if not isinstance(message, dict) or "content" not in message:
         raise InputError(f"item {index}: {field} messages must be dicts with 'role' and 'content', got {message!r:.80}",
                          index=index, field=field)
@@ -40,12 +43,12 @@ def _content(message: Any, index: int | None, field: str) -> str:
     return content
 
 
-def is_conversational(x: Any) -> bool:
+def is_conversational(x: object) -> bool:
     """True for a list of message dicts."""
     return isinstance(x, list) and all(isinstance(m, dict) and "role" in m for m in x)
 
 
-def prompt_text(prompt: Any, index: int | None = None) -> str:
+def prompt_text(prompt: TextOrMessages, index: int | None = None) -> str:
     """The instruction the judge sees for a TRL prompt (string or messages)."""
     if isinstance(prompt, str):
         return prompt
@@ -55,11 +58,16 @@ def prompt_text(prompt: Any, index: int | None = None) -> str:
     turns = [m for m in prompt if not (isinstance(m, dict) and m.get("role") == "system")]
     if len(turns) == 1:
         return _content(turns[0], index, "prompt")
-    return "\n\n".join(f"{_ROLE_NAMES.get(m.get('role'), str(m.get('role')).title())}: {_content(m, index, 'prompt')}"
-                       for m in prompt)
+    return "\n\n".join(f"{_role_name(m)}: {_content(m, index, 'prompt')}" for m in prompt)
 
 
-def completion_text(completion: Any, index: int | None = None) -> str:
+def _role_name(message: object) -> str:
+    """How a turn is labelled in a multi-turn instruction ("User", "Assistant" ...)."""
+    role = str(message.get("role")) if isinstance(message, dict) else "None"
+    return _ROLE_NAMES.get(role, role.title())
+
+
+def completion_text(completion: TextOrMessages, index: int | None = None) -> str:
     """The response the judge sees for a TRL completion (string or assistant messages)."""
     if isinstance(completion, str):
         return completion

@@ -22,7 +22,7 @@ text (its last line)   ``a score of 3``, ``4/5``, ``5 out of 5``;          sente
 =====================  ==================================================  ==================================
 
 * The tail of the text is ignored when it is only whitespace, ``.``/``!`` or
-  end-of-sequence tokens (``</s>``, ``<|im_end|>``, ``<|eot_id|>``, ...).
+  end-of-sequence tokens (``</s>``, ``<|im_end|>``, ``<|eot_id|>``, ...: ``format.eos``).
 * **The last ``[RESULT`` marker decides** (case-insensitive): everything after it
   must be one verdict and nothing else, even when an earlier marker held a
   valid one. The feedback before the marker is not read for negations: the
@@ -56,6 +56,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from prom_reward.format.eos import content_end
+
 __all__ = [
     "ABSOLUTE_VERDICTS", "RELATIVE_VERDICTS", "ParsedOutput", "parse_absolute", "parse_output", "parse_relative",
 ]
@@ -64,9 +66,6 @@ Mode = Literal["absolute", "relative"]
 ABSOLUTE_VERDICTS = ("1", "2", "3", "4", "5")
 RELATIVE_VERDICTS = ("A", "B")
 
-_EOS_TOKENS = (
-    "</s>", "<|im_end|>", "<|eot_id|>", "<|endoftext|>", "<|end_of_text|>", "<|end|>", "<end_of_turn>", "<eos>",
-)
 _TRAILING_PUNCT = ".!"
 
 # Every `\s*` below is followed by a required character, so a run of whitespace
@@ -158,34 +157,13 @@ class ParsedOutput:
     verdict_start: int | None
 
 
-def _content_end(text: str, strip_punct: bool = True) -> int:
-    """Index where the text ends once trailing EOS tokens, whitespace (and ``.``/``!``) are dropped.
-
-    >>> _content_end("Good. [RESULT] 4.</s>\\n")
-    16
-    """
-    end = len(text)
-    while end > 0:
-        ch = text[end - 1]
-        if ch.isspace() or (strip_punct and ch in _TRAILING_PUNCT):
-            end -= 1
-            continue
-        token = next((t for t in _EOS_TOKENS if text.endswith(t, 0, end)), None)
-        if token is None:
-            break
-        end -= len(token)
-    return end
-
-
 def _clean_feedback(text: str) -> str:
     return _LEADING_LABEL.sub("", text, count=1).strip()
 
 
 def _last_marker(text: str) -> re.Match[str] | None:
-    last = None
-    for last in _MARKER.finditer(text):
-        pass
-    return last
+    matches = list(_MARKER.finditer(text))
+    return matches[-1] if matches else None
 
 
 def _to_verdict(value: str, mode: Mode) -> int | str:
@@ -207,7 +185,7 @@ def parse_output(text: object, mode: Mode) -> ParsedOutput:
         raise ValueError(f"mode must be 'absolute' or 'relative', not {mode!r}")
     if not isinstance(text, str):
         return ParsedOutput("", None, None)
-    end = _content_end(text)
+    end = content_end(text, _TRAILING_PUNCT)
     marker = _last_marker(text)
     if marker is not None:
         found = _PAYLOAD[mode].fullmatch(text, marker.end(), max(end, marker.end()))
@@ -221,9 +199,9 @@ def parse_output(text: object, mode: Mode) -> ParsedOutput:
         if found is not None and not _unambiguous(text, found, end):
             break
         if found is not None:
-            cut = found.start() if is_label else _content_end(text, strip_punct=False)
+            cut = found.start() if is_label else content_end(text)
             return ParsedOutput(_clean_feedback(text[:cut]), _to_verdict(found["v"], mode), found.start("v"))
-    return ParsedOutput(_clean_feedback(text[: _content_end(text, strip_punct=False)]), None, None)
+    return ParsedOutput(_clean_feedback(text[: content_end(text)]), None, None)
 
 
 def parse_absolute(text: object) -> int | None:

@@ -18,7 +18,7 @@ Example:
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Hashable
 
 from prom_reward.errors import InputError, PromRewardError
 from prom_reward.format.rubrics import Rubric, RubricLike, get_rubric
@@ -26,7 +26,7 @@ from prom_reward.format.rubrics import Rubric, RubricLike, get_rubric
 __all__ = ["RubricResolver", "rubric_key"]
 
 
-def rubric_key(value: Any) -> Any:
+def rubric_key(value: object) -> Hashable:
     """A hashable key for a rubric value (equal values, equal keys): the value itself when hashable, else
     its canonical JSON."""
     if isinstance(value, (str, Rubric)):
@@ -52,10 +52,10 @@ class RubricResolver:
         self.need_scores = need_scores
         self.what = what
         self.missing_hint = missing_hint
-        self._cache: dict[Any, Rubric] = {}
+        self._cache: dict[Hashable, Rubric] = {}
         self.default: Rubric | None = None if default is None else self.resolve(default, field="rubric")
 
-    def resolve(self, value: Any, *, index: int | None = None, field: str = "rubric") -> Rubric:
+    def resolve(self, value: RubricLike, *, index: int | None = None, field: str = "rubric") -> Rubric:
         """``value`` (not None) as a ``Rubric``; raises ``InputError`` naming ``index`` and ``field``."""
         where = f"{self.what} {index}: " if index is not None else ""
         key = rubric_key(value)
@@ -71,7 +71,7 @@ class RubricResolver:
                              "grading needs five (score1_description..score5_description)", index=index, field=field)
         return rubric
 
-    def __call__(self, value: Any, *, index: int | None = None, field: str = "rubric") -> Rubric:
+    def __call__(self, value: RubricLike | None, *, index: int | None = None, field: str = "rubric") -> Rubric:
         """The rubric of one item: ``value``, or the default when ``value`` is None."""
         if value is None:
             if self.default is None:

@@ -20,14 +20,22 @@ from __future__ import annotations
 import ast
 import json
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Union
+from typing import Any
 
 import yaml
 
 from prom_reward.errors import ConfigError, UnknownNameError
-from prom_reward.format.templates import FACTUAL_VALIDITY_RUBRIC, HARMLESSNESS_RUBRIC, HELPFULNESS_RUBRIC, HONESTY_RUBRIC, REASONING_RUBRIC, SCORE_RUBRIC_TEMPLATE
+from prom_reward.format.templates import (
+    FACTUAL_VALIDITY_RUBRIC,
+    HARMLESSNESS_RUBRIC,
+    HELPFULNESS_RUBRIC,
+    HONESTY_RUBRIC,
+    REASONING_RUBRIC,
+    SCORE_RUBRIC_TEMPLATE,
+)
 from prom_reward.registry import Registry
 
 _SCORE_KEYS = tuple(f"score{k}_description" for k in range(1, 6))
@@ -86,7 +94,7 @@ class Rubric:
         if not self.has_scores:
             raise ConfigError(f"rubric {self.criteria[:60]!r} has no score descriptions, so it has no full "
                               "form; use format_criteria() for pairwise prompts, or add five descriptions")
-        return SCORE_RUBRIC_TEMPLATE.format(criteria=self.criteria, **dict(zip(_SCORE_KEYS, self.descriptions)))
+        return SCORE_RUBRIC_TEMPLATE.format(criteria=self.criteria, **self._score_fields())
 
     def format_criteria(self) -> str:
         """The bracketed criteria line alone, ``[criteria]``, as pairwise prompts use it.
@@ -102,7 +110,11 @@ class Rubric:
         >>> Rubric("Kind?").to_dict()
         {'criteria': 'Kind?'}
         """
-        return {"criteria": self.criteria, **dict(zip(_SCORE_KEYS, self.descriptions))}
+        return {"criteria": self.criteria, **self._score_fields()}
+
+    def _score_fields(self) -> dict[str, str]:
+        """``score1_description``.. ``score5_description`` by key (none when pairwise-only)."""
+        return dict(zip(_SCORE_KEYS, self.descriptions, strict=True)) if self.has_scores else {}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Rubric:
@@ -170,7 +182,8 @@ class Rubric:
         if text[where[0] - 1] != "]":
             raise ConfigError(f"the criteria line must end with ']' before 'Score 1: '; got {text[:where[0]]!r}")
         ends = where[1:] + [len(text)]
-        rubric = cls(text[1:where[0] - 1], tuple(text[w + len(m):e] for w, m, e in zip(where, _MARKERS, ends)))
+        descriptions = tuple(text[w + len(m):e] for w, m, e in zip(where, _MARKERS, ends, strict=True))
+        rubric = cls(text[1:where[0] - 1], descriptions)
         if rubric.format() != text:
             raise ConfigError(f"rubric text does not re-format to itself: {text[:80]!r}...")
         return rubric
@@ -206,7 +219,10 @@ for _name, _text in (("helpfulness", HELPFULNESS_RUBRIC), ("harmlessness", HARML
                      ("reasoning", REASONING_RUBRIC)):
     RUBRICS.register(_name, Rubric.parse(_text))
 
-RubricLike = Union[Rubric, str, Mapping[str, Any], os.PathLike]
+RubricLike = Rubric | str | Mapping[str, Any] | os.PathLike[str]
+"""What names a rubric: a ``Rubric``, a built-in name, formatted text, a rubric dict or a .json/.yaml path."""
+RubricsLike = RubricLike | Sequence[RubricLike]
+"""The rubric argument of a batch: one rubric for every item, or a sequence with one per item."""
 
 
 def get_rubric(x: RubricLike) -> Rubric:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from string import Formatter
-from typing import Any, Literal
+from typing import Literal
 
 from prom_reward.errors import ConfigError, InputError
 
@@ -148,7 +148,8 @@ def fill(template: str, values: dict[str, str]) -> str:
     return "".join(lit + (values[name] if name is not None else "") for lit, name in _pieces(template))
 
 
-def need_str(value: Any, field: str) -> str:
+def need_str(value: object, field: str) -> str:
+    """``value`` when it is a str; else ``InputError`` naming ``field``."""
     if not isinstance(value, str):
         raise InputError(f"{field} must be a str, got {type(value).__name__}", field=field)
     return value
@@ -171,7 +172,8 @@ def _readings(filled: str, template: str, limit: int = 10_000) -> list[dict[str,
     def walk(i: int, pos: int, values: list[str]) -> None:
         if i == len(seps):
             reading: dict[str, str] = {}
-            for name, value in zip(names, values + [filled[pos:end]]):
+            # (one value more than names when a literal-only piece closes the template: zip drops it)
+            for name, value in zip(names, values + [filled[pos:end]], strict=False):
                 if reading.setdefault(name, value) != value:
                     return
             found.append(reading)

@@ -117,7 +117,7 @@ for _w in (ChatTemplateWire(), InstWire(), RawWire()):
     WIRE_FORMATS.register(_w.name, _w)
 
 
-def get_wire_format(wire: "str | WireFormat") -> WireFormat:
+def get_wire_format(wire: str | WireFormat) -> WireFormat:
     """Look a wire format up by name (``chat``, ``inst``, ``raw``) or pass one through."""
     if isinstance(wire, WireFormat):
         return wire

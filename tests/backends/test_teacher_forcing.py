@@ -7,7 +7,7 @@ import pytest
 from prom_reward import PrometheusJudge
 from prom_reward.backends.base import GenerationRequest
 from prom_reward.backends.openai_server import OpenAIServer
-from prom_reward.backends.teacher_forcing import supports_teacher_forcing
+from prom_reward.backends.teacher_forcing import teacher_forcing_scorer
 from prom_reward.backends.transformers_backend import TransformersBackend
 from prom_reward.format.templates import ABS_SYSTEM_PROMPT
 from prom_reward.format.render import render_absolute
@@ -29,7 +29,7 @@ def tiny_hf(tiny_model_dir):
 
 
 def test_engine_and_transformers_agree_on_teacher_forced_tokens(vllm_engine, tiny_hf):
-    assert supports_teacher_forcing(vllm_engine) and supports_teacher_forcing(tiny_hf)
+    assert teacher_forcing_scorer(vllm_engine) is vllm_engine and teacher_forcing_scorer(tiny_hf) is tiny_hf
     (eng,), (hf,) = vllm_engine.continuation_logprobs([request()], [TEXT], 5), tiny_hf.continuation_logprobs(
         [request()], [TEXT], 5)
     assert "".join(p.token for p in eng) == TEXT == "".join(p.token for p in hf)

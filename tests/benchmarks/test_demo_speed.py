@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import doctest
 import json
 from pathlib import Path
 
 import benchmarks.demo_speed as demo_speed
-
-
-def test_doctests() -> None:
-    assert doctest.testmod(demo_speed).failed == 0
 
 
 def test_float32_pocket_is_the_shipped_merge_in_float32(tmp_path: Path, smollm2_dir: Path) -> None:

@@ -10,21 +10,14 @@ from benchmarks.meta_eval import MetaEvalConfig, main, run_meta_eval
 from prom_reward.errors import ConfigError
 from prom_reward.core.judge import PrometheusJudge
 from prom_reward.format.render import render_absolute
+from tests.judges import judge_by_rank
 
 QUALITY = {"great": 5, "good": 4, "fine": 3, "poor": 2, "awful": 1}
 
 
-def _response(user: str, section: str) -> str:
-    return user.split(section)[1].split("\n\n###")[0].strip()
-
-
-def oracle(req, i):
-    """Grades by the word in the response; picks the better of A/B; fails on 'garbled'."""
-    if "###Response A:" in req.user:
-        a, b = _response(req.user, "###Response A:\n"), _response(req.user, "###Response B:\n")
-        return "Compared. [RESULT] " + ("A" if QUALITY[a] >= QUALITY[b] else "B")
-    word = _response(req.user, "###Response to evaluate:\n")
-    return "no verdict at all" if word == "garbled" else f"Assessed. [RESULT] {QUALITY[word]}"
+def oracle(**options):
+    """Grades by the word in the response (no verdict for 'garbled'); picks the better of A/B, A when equal."""
+    return judge_by_rank(QUALITY, tie="A", **options)
 
 
 def abs_records(words_scores):
@@ -36,7 +29,7 @@ def abs_records(words_scores):
 def test_absolute_record_metrics_and_failures():
     recs = abs_records([("great", [5, 5, 4], "x"), ("poor", [2, 1, 2], "x"), ("fine", [3, 3, 3], "y"),
                         ("good", [4, 4, 5], "y"), ("garbled", [1, 1, 1], "y")])
-    judge = PrometheusJudge(backend="scripted", respond=oracle, max_retries=0)
+    judge = oracle(max_retries=0)
     rec = run_meta_eval(judge, recs, layout="absolute", config=MetaEvalConfig(samples=2), bench_name="toy")
     m = rec["metrics"]
     assert rec["n_items"] == 5 and len(rec["predictions"]) == 5 and rec["kind"] == "absolute"
@@ -58,7 +51,7 @@ def pair_records():
 
 
 def test_pairwise_protocols_with_a_perfect_judge():
-    judge = PrometheusJudge(backend="scripted", respond=oracle)
+    judge = oracle(max_retries=2)
     rec = run_meta_eval(judge, pair_records(), layout="autoj", config=MetaEvalConfig(seed=1), bench_name="pairs")
     d, p = rec["metrics"]["direct"], rec["metrics"]["pair"]
     assert rec["metrics"]["tie_labels"] == 2
@@ -77,7 +70,7 @@ def test_pairwise_protocols_with_a_perfect_judge():
 def test_resume_answers_from_the_store(tmp_path):
     store = tmp_path / "j.sqlite"
     cfg = MetaEvalConfig(modes=("direct",), batch_size=2)
-    first = run_meta_eval(PrometheusJudge(backend="scripted", respond=oracle, store=store), pair_records(),
+    first = run_meta_eval(oracle(store=store), pair_records(),
                           layout="autoj", config=cfg)
 
     def fail(req, i):

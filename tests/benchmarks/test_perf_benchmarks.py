@@ -5,6 +5,7 @@ token accounting), never on timings.
 """
 
 import json
+import math
 
 import pytest
 
@@ -13,7 +14,9 @@ from benchmarks.overhead import main as overhead_main
 from benchmarks.tie_cost import tie_cost
 from prom_reward.errors import ConfigError
 from prom_reward.core.judge import PrometheusJudge
+from prom_reward.backends.base import Completion, TokenLogprobs
 from prom_reward.backends.sampling import SamplingConfig
+from tests.judges import response_of
 
 
 def test_overhead_record_and_noop_backend(capsys, tmp_path):
@@ -29,10 +32,8 @@ def test_overhead_record_and_noop_backend(capsys, tmp_path):
 
 def test_tie_cost_strategies_scripted():
     def respond(req, i):
-        resp = req.user.split("###Response to evaluate:\n")[1].split("\n\n###")[0]
+        resp = response_of(req)
         if req.sampling.logprobs:  # expected strategy: a distribution tilted by the response
-            from prom_reward.backends.base import Completion, TokenLogprobs
-            import math
             p4 = 0.7 if resp == "a" else 0.4
             top = {"4": math.log(p4), "3": math.log(1 - p4)}
             toks = (TokenLogprobs("Ok", -0.1, {"Ok": -0.1}), TokenLogprobs(" [RESULT] ", -0.1, {" [RESULT] ": -0.1}),

@@ -21,6 +21,7 @@ from prom_reward.confidence.indicators import (
     uncertainty,
 )
 from prom_reward.core.results import JudgeSample
+from tests.judges import Calibrator
 
 LN = math.log
 
@@ -221,20 +222,6 @@ def test_verdict_swap_agreement():
     # item 0: A then (swapped) A -> flipped B: disagreement; item 1: B then A -> flipped B: agreement
     assert [x.confidence.swap_agreement for x in v] == [0.0, 1.0]
     assert v[0].tie and v[1].winner == "B"
-
-
-class Calibrator:
-    """A scripted teacher-forcing backend: every continuation token has the given distribution."""
-
-    def __init__(self, probs):
-        self.probs, self.calls = probs, []
-
-    def continuation_logprobs(self, requests, continuations, top_k=20):
-        self.calls.append((list(requests), list(continuations), top_k))
-        return [tuple(pos("t", self.probs) for _ in text.split()) for text in continuations]
-
-    def close(self):
-        pass
 
 
 def test_calibration_sets_base_entropy_and_se_cali():

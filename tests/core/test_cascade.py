@@ -10,6 +10,7 @@ from prom_reward.confidence.routing import CascadeConfig, route
 from prom_reward.core.cascade import CascadeJudge
 from prom_reward.confidence.indicators import Confidence
 from prom_reward.core.results import Grade, Verdict
+from tests.judges import Calibrator
 
 
 def confident(text, p):
@@ -71,7 +72,7 @@ def test_indicator_needs_are_checked_at_construction():
         CascadeJudge(plain, other, route_fraction=0.5, indicator="se")
     with pytest.raises(ConfigError, match="calibration="):
         CascadeJudge(plain, other, route_fraction=0.5, indicator="se_cali")
-    with pytest.raises(ConfigError, match="fallback"):
+    with pytest.raises(ConfigError, match="fallback: .* object, which has no grade, compare, compare_by_grades"):
         CascadeJudge(plain, object(), route_fraction=0.5, indicator="sample_agreement")
     assert CascadeJudge(plain, other, threshold=0.1, indicator="sample_agreement").indicators[0] == "perplexity"
 
@@ -204,10 +205,6 @@ def test_calibrated_threshold_routes_the_target_share():
 def test_indicator_defaults_to_se_cali_with_a_calibration_model():
     plain = PrometheusJudge(backend="scripted", outputs=["[RESULT] 3"], confidence=True)
     assert CascadeJudge(plain, plain, route_fraction=0.1).config.indicator == "se"
-    class Calibrated:  # a primary with a base model (PrometheusJudge(calibration=...) exposes the same)
-        calibration, confidence = object(), True
-        grade = compare = plain.grade
-
-    calibrated = Calibrated()
+    calibrated = PrometheusJudge(backend="scripted", outputs=["[RESULT] 3"], calibration=Calibrator({"t": 1.0}))
     assert CascadeJudge(calibrated, plain, route_fraction=0.1).config.indicator == "se_cali"
     assert CascadeJudge(calibrated, plain, route_fraction=0.1, indicator="se").config.indicator == "se"

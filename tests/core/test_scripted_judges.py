@@ -18,3 +18,7 @@ def test_judge_by_rank_grades_and_compares():
     assert [g.score for g in judge.grade(["q"] * 3, ["good one", "fair one", "bad one"], "helpfulness")] == [5, 3, 1]
     verdicts = judge.compare(["q", "q", "q"], ["bad", "good", "fair"], ["good", "bad", "fair"], "helpfulness")
     assert [v.winner for v in verdicts] == ["B", "A", None]
+    prefers_a = judge_by_rank({"good": 5, "fair": 3}, tie="A")
+    assert [v.winner for v in prefers_a.compare(["q", "q"], ["fair", "fair"], ["fair", "good"], "helpfulness")] == [
+        "A", "B"]
+    assert prefers_a.compare(["q"], ["odd"], ["good"], "helpfulness")[0].winner is None

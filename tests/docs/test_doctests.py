@@ -1,18 +1,21 @@
-"""Every example in the library's docstrings runs and shows what it claims."""
-
-import doctest
-import importlib
-import pkgutil
+"""Every example in the library's docstrings runs and shows what it claims (one case per module that has
+one: ``tests.doctests``)."""
 
 import pytest
 
-import prom_reward
+from tests.doctests import modules_with_examples, run_examples
 
-MODULES = sorted(m.name for m in pkgutil.walk_packages(prom_reward.__path__, "prom_reward."))
+MODULES = modules_with_examples("prom_reward")
+
+
+def test_modules_with_examples_are_found():
+    assert {"prom_reward", "prom_reward.format.eos", "prom_reward.core.judge"} <= set(MODULES)
+
+
+def test_the_harness_runs_its_own_example():
+    run_examples("tests.doctests")
 
 
 @pytest.mark.parametrize("name", MODULES)
 def test_docstring_examples(name):
-    module = importlib.import_module(name)
-    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    assert result.failed == 0
+    run_examples(name)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
 import re
 import time
 
@@ -199,10 +198,6 @@ def test_non_strings_have_no_verdict(value: object) -> None:
 def test_unknown_mode_is_a_programming_error() -> None:
     with pytest.raises(ValueError):
         parse_output("[RESULT] 4", "pairwise")  # type: ignore[arg-type]
-
-
-def test_doctests() -> None:
-    assert doctest.testmod(parsing).failed == 0
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,6 @@ the Prometheus 2 configs' learning rate and global batch."""
 
 from __future__ import annotations
 
-import doctest
-import importlib
 from pathlib import Path
 
 import pytest
@@ -25,12 +23,6 @@ from train_judge.sft import load_records
 
 CONFIGS = Path(__file__).resolve().parents[2] / "train_judge" / "configs"
 RUBRIC = "[Is it right?]\nScore 1: No.\nScore 2: Barely.\nScore 3: Partly.\nScore 4: Mostly.\nScore 5: Yes."
-
-
-@pytest.mark.parametrize("name", ["train_judge.comparative", "train_judge.balance", "train_judge.layouts"])
-def test_docstring_examples(name: str) -> None:
-    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 0 and result.failed == 0
 
 
 def _recs() -> list[FeedbackRecord]:

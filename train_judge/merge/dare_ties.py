@@ -25,10 +25,8 @@ Example (density 1 keeps everything, so only the sign consensus acts):
 
 from __future__ import annotations
 
-
 from .methods import MethodSpec, register
 from .task_vector import TaskVectorMerge, consensus_density_problems
-
 
 SPEC = register(MethodSpec(
     elementwise=True, name="dare_ties", summary="random drop and rescale, elect signs, disjoint mean, add to base",

@@ -38,11 +38,12 @@ import yaml
 from prom_reward.errors import ConfigError
 
 from . import fused
+from .chunking import BUFFERS
 from .config import MergeConfig
 from .plan import Plan, make_plan, shard_names
 from .safetensors_io import ShardWriter
 from .sources import INDEX, LoraAdapter
-from .stream import BUFFERS, merge_tensor
+from .stream import merge_tensor
 
 log = logging.getLogger(__name__)
 PROGRESS = ".merge_progress.json"
@@ -190,7 +191,7 @@ def _run(config: MergeConfig, overwrite: bool) -> MergeReport:
         out = Path(config.output)
         names = shard_names(len(plan.shards))
         resumed = 0
-        for fname, shard in zip(names, plan.shards):
+        for fname, shard in zip(names, plan.shards, strict=True):
             if fname in done and (out / fname).is_file():
                 resumed += 1
                 continue
@@ -205,7 +206,7 @@ def _run(config: MergeConfig, overwrite: bool) -> MergeReport:
             log.info("wrote %s (%d tensors)", fname, len(shard))
         total = sum(i.nbytes for i in plan.outputs)
         if len(names) > 1:
-            weight_map = {i.name: f for f, shard in zip(names, plan.shards) for i in shard}
+            weight_map = {i.name: f for f, shard in zip(names, plan.shards, strict=True) for i in shard}
             index = {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
             (out / INDEX).write_text(json.dumps(index, indent=2) + "\n", encoding="utf-8")
         _copy_aux_files(plan, out)

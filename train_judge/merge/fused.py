@@ -2,8 +2,8 @@
 
 ``applies(plan, name, base)`` says whether tensor ``name`` goes this way: the numba path is selected
 (``path()``, from ``PROM_MERGE_KERNELS``), the method is linear, task_arithmetic, dare_linear, ties,
-dare_ties or slerp, every input is a full checkpoint (LoRA experts keep the torch path), all inputs share one stored dtype
-(bf16, float16 or float32) and the output is bf16, float16 or float32. ``merge`` then yields the
+dare_ties or slerp, every input is a full checkpoint (LoRA experts keep the torch path), all inputs
+share one stored dtype (bf16, float16 or float32) and the output is bf16, float16 or float32. ``merge`` then yields the
 same pieces, bit for bit, as the torch path: every input's rows are read (a worker thread, one chunk
 ahead) into the rows of one buffer, MT19937 draws made there too (``mt19937``: torch's numbers, ~10x
 faster than torch draws them; or Philox drawn in the kernel), and ``kernels.combine`` /
@@ -12,16 +12,12 @@ two threads (``_halves``).
 
 TIES of several chunks goes in one pass over its inputs where it can (``ties_pass``: merge with a
 window's edge as each cut-off, then merge again the elements inside the windows); otherwise, and as
-that path's fallback, in two passes, as follows. TIES first needs each model's cut-off magnitude:
-one pass over base + all models gathers every model's histogram of the high 16 bits of ``|delta|``
-(``kernels.ties_scan``) and, after the first chunk has shown roughly where the cut-off lies, keeps
-the ``|delta|``s of a window of bins around it; the exact bin is then known from the full histogram,
-and its entries give the exact threshold and tie count (``trim.MagnitudeCut.from_bin``). Only if the
-bin fell outside the window (or the window overflowed) is another pass made to gather it. So TIES
-reads its inputs twice (the torch path: once per model, with the base, then once more), and only
-once where all the inputs of a tensor fit in as many bytes as the largest input tensor: the first
-pass then reads them into one kept buffer, which the second pass uses. Peak memory: that buffer and
-the gathered window, not the torch path's float32 ``|delta|`` of the whole tensor.
+that path's fallback, in two passes: each model's cut-off magnitude first (``ties_cuts.cuts``: one
+pass gathering histograms of ``|delta|`` and a window of candidates), then the merge. So TIES reads
+its inputs twice (the torch path: once per model, with the base, then once more), and only once
+where all the inputs of a tensor fit in as many bytes as the largest input tensor: the first pass
+then reads them into one kept buffer, which the second pass uses. Peak memory: that buffer and the
+gathered window, not the torch path's float32 ``|delta|`` of the whole tensor.
 
 SLERP (``_slerp``) takes its sums of <a, b>, |a|^2, |b|^2 from the same ``torch.dot`` calls as the
 torch path, on the same float32 chunks (a float32 dot's summation order is MKL's and cannot be
@@ -34,30 +30,30 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
+from typing import Any
 
 import numpy as np
 import torch
 
 from prom_reward.errors import ConfigError
 
-from . import kernels, ties_pass
+from . import chunking, kernels, ties_cuts, ties_pass
+from .chunking import BUFFERS, half_pool, prefetched, row_chunks
 from .methods import seed_for
 from .mt19937 import MT19937
 from .plan import Plan
 from .safetensors_io import DTYPES
+from .slerp import slerp_coefficients, t_for
 from .sources import Checkpoint
-from . import stream
-from .stream import BUFFERS, SPLIT, _prefetched, row_chunks
-from .trim import MagnitudeCut, cut_bin, keep_count
+from .trim import keep_count
 
 ENV = "PROM_MERGE_KERNELS"
 PATHS = ("numba", "torch")
 METHODS = {"linear": (0, False), "task_arithmetic": (0, False), "dare_linear": (2, False),
            "ties": (1, True), "dare_ties": (2, True)}
 """method -> (sparsify: 0 none, 1 TIES trim, 2 DARE drop; sign consensus)."""
-WINDOW = 0.03
-"""Half-width (as a fraction of entries) of the bins whose |delta|s TIES's first pass keeps."""
 
 
 def path() -> str:
@@ -75,13 +71,23 @@ def path() -> str:
 def applies(plan: Plan, name: str, base: Checkpoint | None, out_dtype: torch.dtype) -> bool:
     """True when tensor ``name`` can be merged by the kernels (see the module doc)."""
     spec = plan.config.spec
-    if (spec.name not in METHODS and spec.name != "slerp") or out_dtype not in (torch.bfloat16, torch.float16, torch.float32):
+    if spec.name not in METHODS and spec.name != "slerp":
         return False
-    srcs = ([base] if spec.uses_deltas else []) + list(plan.models)
-    if not all(isinstance(m, Checkpoint) for m in srcs) or path() != "numba":
+    if out_dtype not in (torch.bfloat16, torch.float16, torch.float32):
+        return False
+    srcs = _inputs(plan, base)
+    if srcs is None or path() != "numba":
         return False
     dtypes = {m.infos[name].dtype for m in srcs}
     return len(dtypes) == 1 and dtypes <= {"BF16", "F16", "F32"}
+
+
+def _inputs(plan: Plan, base: Checkpoint | None) -> list[Checkpoint] | None:
+    """What the kernels read (the base first when the method merges deltas, then the models), or None when
+    one of them is not a full checkpoint."""
+    srcs = ([base] if plan.config.spec.uses_deltas else []) + list(plan.models)
+    checkpoints = [m for m in srcs if isinstance(m, Checkpoint)]
+    return checkpoints if len(checkpoints) == len(srcs) else None
 
 
 def _np(t: torch.Tensor) -> np.ndarray:
@@ -97,7 +103,8 @@ def merge(plan: Plan, name: str, base: Checkpoint | None, shape: tuple[int, ...]
         yield from _slerp(plan, name, shape, row, out_dtype)
         return
     sparsify, consensus = METHODS[spec.name]
-    srcs = ([base] if spec.uses_deltas else []) + list(plan.models)
+    srcs = _inputs(plan, base)
+    assert srcs is not None  # (applies() said so)
     dtype = DTYPES[srcs[0].infos[name].dtype]
     n_in, n_models, n = len(srcs), len(plan.models), math.prod(shape)
     params = cfg.method_params()
@@ -114,10 +121,10 @@ def merge(plan: Plan, name: str, base: Checkpoint | None, shape: tuple[int, ...]
     mt = sparsify == 2 and not philox and any(k < 1.0 for k in dens)
     keys = np.array([kernels.philox_key(cfg.seed, name, i) for i in range(n_models)], np.uint32).reshape(-1, 2)
     streams = {i: MT19937(seed_for(cfg.seed, name, i)) for i, k in enumerate(dens) if k < 1.0} if mt else {}
-    chunks = list(row_chunks(shape, stream.CHUNK))
+    chunks = list(row_chunks(shape, chunking.CHUNK))
     trims = sparsify == 1 and any(0 < keep_count(k, n) < n for k in dens)
     normalize, lam32 = bool(params.get("normalize", True)), np.float32(lam)
-    cache = None
+    cache: torch.Tensor | None = None  # (read by the jobs when they run: set below for two-pass TIES)
 
     def jobs(slot: int, r0: int, r1: int, draws: bool = mt, disk: bool = True) -> list[Callable[[], Any]]:
         start, count = r0 * row, (r1 - r0) * row
@@ -126,7 +133,7 @@ def merge(plan: Plan, name: str, base: Checkpoint | None, shape: tuple[int, ...]
         if draws:  # MT19937: each model's stream in element order (torch's numbers, see mt19937), a job each
             buf = BUFFERS.get(("draws", slot), n_models * count).view(n_models, count).numpy()
             for i, gen in streams.items():
-                out.append(lambda gen=gen, b=buf[i]: gen.fill(b))
+                out.append(partial(gen.fill, buf[i]))
             out.append(lambda: buf)
         return out
 
@@ -135,8 +142,8 @@ def merge(plan: Plan, name: str, base: Checkpoint | None, shape: tuple[int, ...]
     if trims and len(chunks) > 1 and out_dtype != torch.float16 and out_size <= _largest(plan):
         full = BUFFERS.get("ties_out", n, out_dtype)  # TIES in one pass (ties_pass), the whole output held
         ks = [keep_count(k, n) for k in dens]
-        if ties_pass.one_pass(chunks, lambda s, a, b: jobs(s, a, b, False), row, ks, _start_thresholds(ks, n), w32,
-                              normalize, lam32, _np(full)):
+        if ties_pass.one_pass(chunks, lambda s, a, b: jobs(s, a, b, False), row, ks,
+                              ties_cuts.start_thresholds(ks, n), w32, normalize, lam32, _np(full)):
             yield from (full[r0 * row:r1 * row] for r0, r1 in chunks)
             return
     # two-pass TIES: when all inputs fit in as much memory as the largest input tensor, the first pass
@@ -146,30 +153,40 @@ def merge(plan: Plan, name: str, base: Checkpoint | None, shape: tuple[int, ...]
     cache = BUFFERS.get("ties_rows", n_in * n, dtype) if trims and size <= _largest(plan) else None
     thr, ties = np.full(n_models, -1.0, np.float32), np.zeros(n_models, np.int64)
     if sparsify == 1:  # (thresholds -1 / inf where a density keeps all / nothing)
-        thr, ties = _cuts(chunks, jobs, n_models, dens, n, row, cache is not None)
-    for slot, r0, r1, results in _prefetched(chunks, lambda s, a, b: jobs(s, a, b, mt, cache is None)):
+        thr, ties = ties_cuts.cuts(chunks, jobs, n_models, dens, n, row, cache is not None)
+    for slot, r0, r1, results in prefetched(chunks, lambda s, a, b: jobs(s, a, b, mt, cache is None)):
         raws, count = results[0], (r1 - r0) * row
         draws = results[-1] if mt else no_draws
         piece = BUFFERS.get(("piece", slot), count, out_dtype)
         out = BUFFERS.get(("out32", slot), count) if out_dtype == torch.float16 else piece
         o, at = _np(out), r0 * row
-        if consensus:  # (the callables run before the next chunk: binding the loop's names late is safe)
-            _halves(lambda t, lo, hi: kernels.consensus(raws, w32, sparsify, d32, thr, t, draws, keys, int(philox), at,
-                                                        normalize, lam32, o, lo, hi),
-                    lambda lo, hi, eq: kernels.count_ties(raws, thr, ties, lo, hi, eq), count, ties)
+        # (the chunk's arrays bound as defaults: these callables must never see the next chunk's)
+        if consensus:
+            def run(t: np.ndarray, lo: int, hi: int, raws: np.ndarray = raws, draws: np.ndarray = draws,
+                    at: int = at, o: np.ndarray = o) -> None:
+                kernels.consensus(raws, w32, sparsify, d32, thr, t, draws, keys, int(philox), at, normalize, lam32,
+                                  o, lo, hi)
+
+            def count_ties(lo: int, hi: int, eq: np.ndarray, raws: np.ndarray = raws) -> None:
+                kernels.count_ties(raws, thr, ties, lo, hi, eq)
+
+            _halves(run, count_ties, count, ties)
         else:
-            _halves(lambda t, lo, hi: kernels.combine(raws, spec.uses_deltas, sparsify, w32, d32, draws, keys,
-                                                      int(philox), at, o, lo, hi), None, count, ties)
+            def combine(t: np.ndarray, lo: int, hi: int, raws: np.ndarray = raws, draws: np.ndarray = draws,
+                        at: int = at, o: np.ndarray = o) -> None:
+                kernels.combine(raws, spec.uses_deltas, sparsify, w32, d32, draws, keys, int(philox), at, o, lo, hi)
+
+            _halves(combine, None, count, ties)
         yield piece.copy_(out) if out is not piece else piece
 
 
 def _halves(run: Callable[[np.ndarray, int, int], None], count_ties: Callable[[int, int, np.ndarray], None] | None,
             n: int, ties: np.ndarray) -> None:
     """``run(ties, lo, hi)`` over elements ``0 .. n - 1`` of a chunk: the second half on the half thread
-    (``stream.half_pool``) when ``n`` is at least ``SPLIT``. TIES keeps the first ``ties[m]`` ties in
+    (``chunking.half_pool``) when ``n`` is at least ``chunking.SPLIT``. TIES keeps the first ``ties[m]`` ties in
     element order, so the second half starts from what the first leaves: ``ties`` minus the first
     half's ties (``count_ties``, counted on the worker)."""
-    if n < SPLIT:
+    if n < chunking.SPLIT:
         run(ties, 0, n)
         return
     h = n // 2 // kernels.BLOCK * kernels.BLOCK
@@ -183,19 +200,19 @@ def _halves(run: Callable[[np.ndarray, int, int], None], count_ties: Callable[[i
         run(rest, h, n)
         return rest
 
-    job = stream.half_pool().submit(second)
+    job = half_pool().submit(second)
     run(ties.copy(), 0, h)
     ties[:] = job.result()
 
 
 def _slerp(plan: Plan, name: str, shape: tuple[int, ...], row: int, out_dtype: torch.dtype) -> Iterator[torch.Tensor]:
-    """SLERP as ``stream._slerp``: the sums of <a, b>, |a|^2, |b|^2 by the same ``torch.dot`` calls on the
+    """SLERP as ``torch_path._slerp``: the sums of <a, b>, |a|^2, |b|^2 by the same ``torch.dot`` calls on the
     same float32 chunks (64-byte aligned, as there: MKL's summation order may depend on it), then
     ``kernels.slerp_out`` per chunk; the rows stay in the kept buffer when both inputs fit in it."""
-    from .slerp import slerp_coefficients, t_for
-
-    srcs, dtype, n = list(plan.models), DTYPES[plan.models[0].infos[name].dtype], math.prod(shape)
-    chunks = list(row_chunks(shape, stream.CHUNK))
+    srcs = _inputs(plan, None)
+    assert srcs is not None  # (applies() said so)
+    dtype, n = DTYPES[srcs[0].infos[name].dtype], math.prod(shape)
+    chunks = list(row_chunks(shape, chunking.CHUNK))
     size = 2 * n * torch.empty((), dtype=dtype).element_size()
     cache = BUFFERS.get("ties_rows", 2 * n, dtype) if size <= _largest(plan) else None
 
@@ -204,19 +221,19 @@ def _slerp(plan: Plan, name: str, shape: tuple[int, ...], row: int, out_dtype: t
 
         return [lambda: _read_rows(srcs, name, dtype, cache, slot, start, count, disk, wide)]
 
-    def f32(j: int, raw: torch.Tensor) -> torch.Tensor:  # as stream._f32, in an aligned buffer
+    def f32(j: int, raw: torch.Tensor) -> torch.Tensor:  # as torch_path._f32, in an aligned buffer
         if raw.dtype == torch.float32 and raw.data_ptr() % 64 == 0:
             return raw
         return BUFFERS.get(("in", j), raw.numel()).copy_(raw)
 
     dot = aa = bb = 0.0
-    for _, _, _, (rows,) in _prefetched(chunks, jobs):
+    for _, _, _, (rows,) in prefetched(chunks, jobs):
         a, b = f32(1, rows[0]), f32(2, rows[1])
         dot += float(torch.dot(a, b))
         aa += float(torch.dot(a, a))
         bb += float(torch.dot(b, b))
     ca, cb = slerp_coefficients(dot, math.sqrt(aa), math.sqrt(bb), t_for(name, plan.config.method_params()))
-    for slot, r0, r1, (rows,) in _prefetched(chunks, lambda s, a, b: jobs(s, a, b, cache is None, True)):
+    for slot, r0, r1, (rows,) in prefetched(chunks, lambda s, a, b: jobs(s, a, b, cache is None, True)):
         piece = BUFFERS.get(("piece", slot), (r1 - r0) * row, out_dtype)
         out = BUFFERS.get(("out32", slot), piece.numel()) if out_dtype == torch.float16 else piece
         kernels.slerp_out(_np(rows), np.float32(ca), np.float32(cb), _np(out))
@@ -242,95 +259,3 @@ def _read_rows(srcs: list[Checkpoint], name: str, dtype: torch.dtype, cache: tor
 def _largest(plan: Plan) -> int:
     """Bytes of the largest tensor of the reference model (the unit of the memory target)."""
     return max(i.nbytes for i in plan.reference.infos.values())
-
-
-def _cuts(chunks: list[tuple[int, int]], jobs: Callable[..., list[Callable[[], Any]]], n_models: int,
-          dens: list[float], n: int, row: int, cached: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Each model's TIES cut-off (threshold, ties kept at it) over the whole tensor (see the module doc);
-    ``cached``: the first pass keeps the rows, so the bins are gathered from memory, without a window."""
-    ks = [keep_count(k, n) for k in dens]
-    thr = _start_thresholds(ks, n)
-    ties = np.zeros(n_models, np.int64)
-    need = np.array([0 < k < n for k in ks])
-    if not need.any():
-        return thr, ties
-    hist = np.zeros((n_models, 1 << 15), np.int64)
-    lo, hi = np.ones(n_models, np.int64), np.zeros(n_models, np.int64)  # empty windows
-    ncand = np.zeros(n_models, np.int64)
-    cand = np.empty((n_models, 0), np.float32)
-    for i, (_, r0, r1, results) in enumerate(_prefetched(chunks, lambda s, a, b: jobs(s, a, b, False))):
-        if i == 0:  # the first chunk's histogram places the window; then its candidates
-            _scan(results[0], need, hist, True, lo, hi, cand, ncand)
-            lo, hi, cap = _window(hist, ks, need, (r1 - r0) * row, n, len(chunks) == 1, cached)
-            cand = np.empty((n_models, cap), np.float32)
-            _scan(results[0], need, hist, False, lo, hi, cand, ncand)
-        else:
-            _scan(results[0], need, hist, True, lo, hi, cand, ncand)
-    bins = [cut_bin(hist[m], ks[m]) if need[m] else (0, 0) for m in range(n_models)]
-    again = np.zeros(n_models, bool)
-    for m in np.flatnonzero(need):
-        if lo[m] <= bins[m][0] <= hi[m] and ncand[m] <= cand.shape[1]:
-            _set_cut(m, cand[m, :ncand[m]], bins[m], hist, thr, ties)
-        else:  # the bin fell outside the window: gathered exactly in one more pass
-            again[m] = True
-    if again.any():
-        lo = hi = np.array([b for b, _ in bins], np.int64)
-        cand = np.empty((n_models, max(int(hist[m, bins[m][0]]) for m in np.flatnonzero(again))), np.float32)
-        ncand = np.zeros(n_models, np.int64)
-        for _, _, _, results in _prefetched(chunks, lambda s, a, b: jobs(s, a, b, False, not cached)):
-            _scan(results[0], again, hist, False, lo, hi, cand, ncand)
-        for m in np.flatnonzero(again):
-            _set_cut(m, cand[m, :ncand[m]], bins[m], hist, thr, ties)
-    return thr, ties
-
-
-def _start_thresholds(ks: list[int], n: int) -> np.ndarray:
-    """Per model keeping ``ks[m]`` of ``n``: -1 (keep all), inf (keep none) or, to be found, inf."""
-    return np.array([-1.0 if k >= n else math.inf for k in ks], np.float32)
-
-
-def _scan(raws: np.ndarray, need: np.ndarray, *args: Any) -> None:
-    """``kernels.ties_scan`` with the models split over two threads (the kernel releases the GIL, and
-    each model has its own rows of the histogram and candidates)."""
-    idx = np.flatnonzero(need)
-    if len(idx) < 2:
-        return kernels.ties_scan(raws, need, *args)
-    first = np.zeros_like(need)
-    first[idx[:len(idx) // 2]] = True
-    job = stream._pool().submit(kernels.ties_scan, raws, first, *args)
-    kernels.ties_scan(raws, need & ~first, *args)
-    job.result()
-
-
-def _set_cut(m: int, sel: np.ndarray, bin_rank: tuple[int, int], hist: np.ndarray, thr: np.ndarray,
-             ties: np.ndarray) -> None:
-    """Model ``m``'s threshold and ties from the gathered |delta|s ``sel`` (those of its bin, and others)."""
-    c = np.ascontiguousarray(sel[(sel.view(np.uint32) >> 16) == bin_rank[0]])
-    assert c.size == hist[m, bin_rank[0]]
-    cut = MagnitudeCut.from_bin(c, bin_rank[1])
-    thr[m], ties[m] = cut.threshold, cut.ties
-
-
-def _window(hist: np.ndarray, ks: list[int], need: np.ndarray, n0: int, n: int, whole: bool,
-            cached: bool, width: float = WINDOW) -> tuple[np.ndarray, np.ndarray, int]:
-    """Per model, the bins lo..hi to gather from the first chunk's counts (the exact bin when that chunk
-    is the whole tensor), and a capacity for them (0: no window, gather in a second pass, as when the
-    rows are ``cached``: a pass over memory for one bin costs less than gathering a window on the way)."""
-    lo, hi = np.ones(len(ks), np.int64), np.zeros(len(ks), np.int64)
-    cap = 0
-    for m in np.flatnonzero(need) if whole or not cached else []:
-        if whole:
-            lo[m] = hi[m] = cut_bin(hist[m], ks[m])[0]
-            cap = max(cap, int(hist[m, lo[m]]))
-            continue
-        q = ks[m] / n
-        cum = np.cumsum(hist[m, ::-1])[::-1]  # entries in bins >= b
-        top = np.flatnonzero(cum >= max(q - width, 0.0) * n0)
-        low = np.flatnonzero(cum >= min(q + width, 1.0) * n0)
-        h = int(top[-1]) if q - width > 0 and top.size else (1 << 15) - 1
-        lw = int(low[-1]) if low.size else 0
-        upper = int(cum[h + 1]) if h + 1 < len(cum) else 0
-        want = int((int(cum[lw]) - upper) / n0 * n * 1.25) + 4096
-        if want <= n // 4:
-            lo[m], hi[m], cap = lw, h, max(cap, want)
-    return lo, hi, cap

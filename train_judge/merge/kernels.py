@@ -1,6 +1,6 @@
 """Fused numba kernels of the merge engine: a chunk's whole computation in one pass over raw buffers.
 
-The torch path (``task_vector``, ``trim``, ``stream``) runs ~3 to 10 tensor operations per chunk;
+The torch path (``task_vector``, ``trim``, ``torch_path``) runs ~3 to 10 tensor operations per chunk;
 these kernels read the raw input rows (bf16 as ``uint16``, widened by ``bits << 16``, or float32),
 compute in float32 with exactly the torch path's operations and rounding (``add_(x, alpha=w)`` is an
 FMA there, so here too; a division stays a division; bf16 output is rounded to nearest even, NaN
@@ -13,13 +13,19 @@ imports), ``torch`` (the previous code, also the fallback without numba). Kernel
 first use and cached on disk (``cache=True``); they release the GIL (``nogil=True``), so the
 engine's reader and writer threads run beside them.
 
+The kernels and the helpers they inline (``_load``, ``_store``, ``_trim``, ``_drop`` ...) stay in this one
+module, over the 400 lines files are held to: numba's on-disk cache checks only the source file of the
+function it caches, so a helper moved to another module could change without the kernels compiled with it
+being rebuilt (a stale kernel, silently different bytes).
+
 DARE with ``rng: philox`` draws inside the kernel (``philox.philox_fill``), with ``mt19937`` the
 torch generator's numbers are drawn on worker threads (``mt19937.MT19937``) and passed in.
 
 Example (bf16 rows 1.0 and 3.0, weights 0.5 each, bf16 out: 2.0):
     >>> out, w = np.zeros(1, np.uint16), np.array([0.5, 0.5], np.float32)
     >>> args = (np.ones(2, np.float32), np.zeros((2, 0), np.float32), np.zeros((2, 2), np.uint32), 0, 0, out)
-    >>> _ = combine(np.array([[0x3F80], [0x4040]], np.uint16), False, 0, w, *args, 0, 1) if HAVE_NUMBA else out.fill(0x4000)
+    >>> rows = np.array([[0x3F80], [0x4040]], np.uint16)
+    >>> _ = combine(rows, False, 0, w, *args, 0, 1) if HAVE_NUMBA else out.fill(0x4000)
     >>> hex(int(out[0]))
     '0x4000'
 """
@@ -287,7 +293,7 @@ if HAVE_NUMBA:
                     _trim(d, edges[m], no_ties, m)
                     continue
                 lo_m, hi_m, th = np.uint32(wlo[m]), np.uint32(whi[m]), edges[m]
-                span, up = np.uint32(hi_m - lo_m), 0
+                span, up = np.uint32(hi_m - lo_m), np.int64(0)
                 for t in range(d.shape[0]):  # bins, counts, window flags and the trim by the window's edge
                     a = abs(d[t])
                     bn = _u32(a) >> np.uint32(16)

@@ -17,7 +17,8 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 
@@ -31,7 +32,7 @@ def merge_linear(ctx: TensorContext) -> torch.Tensor:
         total = sum(weights)
         weights = [w / total for w in weights]
     out = torch.mul(ctx.tensors[0], weights[0], out=ctx.buffer("out"))  # not in place: inputs may be shared
-    for w, t in zip(weights[1:], ctx.tensors[1:]):
+    for w, t in zip(weights[1:], ctx.tensors[1:], strict=True):
         out.add_(t, alpha=w)
     return out
 

@@ -94,7 +94,7 @@ if HAVE_NUMBA:
         while i < n:
             if pos >= N:
                 _twist(st)
-                pos = 0
+                pos = np.int64(0)
             take = min(N - pos, n - i)
             y, o = st[pos:pos + take], out[i:i + take]  # indexed from 0: the loop vectorizes
             for t in range(take):  # tempering, then torch's float32 uniform: the low 24 bits

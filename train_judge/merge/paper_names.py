@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 HINTS = {
@@ -67,7 +68,7 @@ def resolve_drop_rate(method: str, params: dict[str, Any]) -> tuple[dict[str, An
     return out, []
 
 
-def model_density(i: int, entry: dict[str, Any]) -> tuple[Any, list[str]]:
+def model_density(i: int, entry: Mapping[str, Any]) -> tuple[Any, list[str]]:
     """A YAML model entry's density, from ``density`` or ``drop_rate`` (``1 - drop_rate``), and problems."""
     density = entry.get("density")
     if "drop_rate" not in entry:

@@ -18,7 +18,8 @@ Example (the Philox4x32-10 known-answer vector of Random123, counter 0, key 0):
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -82,8 +83,10 @@ if HAVE_NUMBA:
                 k0, k1 = (k0 + np.uint64(_W0)) & m, (k1 + np.uint64(_W1)) & m
             for j in range(x0.shape[0]):
                 p0, p1 = np.uint64(_M0) * np.uint64(x0[j]), np.uint64(_M1) * np.uint64(x2[j])
-                x0[j], x1[j], x2[j], x3[j] = (np.uint32((p1 >> np.uint64(32)) ^ np.uint64(x1[j]) ^ k0), np.uint32(p1 & m),
-                                              np.uint32((p0 >> np.uint64(32)) ^ np.uint64(x3[j]) ^ k1), np.uint32(p0 & m))
+                x0[j], x1[j], x2[j], x3[j] = (np.uint32((p1 >> np.uint64(32)) ^ np.uint64(x1[j]) ^ k0),
+                                              np.uint32(p1 & m),
+                                              np.uint32((p0 >> np.uint64(32)) ^ np.uint64(x3[j]) ^ k1),
+                                              np.uint32(p0 & m))
 
     @_jit
     def _uniform(x):  # noqa: ANN001 - the top 24 bits of a 32-bit draw as a float32 in [0, 1)

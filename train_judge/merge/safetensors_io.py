@@ -31,11 +31,12 @@ import json
 import math
 import os
 import struct
+from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Iterable
+from typing import Any
 
 import torch
 
@@ -168,7 +169,7 @@ class TensorFile:
             raise ValueError(f"read_range: out must be {count} contiguous {dtype}, got {out.numel()} {out.dtype}")
         nbytes = count * size
         if nbytes:
-            view = memoryview(out.view(torch.uint8).numpy())
+            view = out.view(torch.uint8).numpy().data
             pos = self._data_start + info.begin + start * size
             got = 0
             while got < nbytes:
@@ -182,7 +183,7 @@ class TensorFile:
         """Close the file handle."""
         self._f.close()
 
-    def __enter__(self) -> "TensorFile":
+    def __enter__(self) -> TensorFile:
         return self
 
     def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
@@ -259,7 +260,7 @@ class ShardWriter:
         self._next += 1
 
     def _write_bytes(self, flat: torch.Tensor) -> None:
-        self._f.write(memoryview(flat.view(torch.uint8).numpy()))
+        self._f.write(flat.view(torch.uint8).numpy().data)
 
     def close(self) -> None:
         """Close the file; raises if planned tensors were not written."""
@@ -268,7 +269,7 @@ class ShardWriter:
         if self._next != len(self.plan):
             raise RuntimeError(f"{self.path}: {len(self.plan) - self._next} planned tensors were not written")
 
-    def __enter__(self) -> "ShardWriter":
+    def __enter__(self) -> ShardWriter:
         return self
 
     def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:

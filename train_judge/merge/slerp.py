@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import fnmatch
 import math
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 

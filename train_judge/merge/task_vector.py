@@ -30,8 +30,9 @@ Example (two 2x2 task vectors, TIES with density 0.5, weights 1):
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import torch
 
@@ -96,7 +97,8 @@ class TaskVectorMerge:
         may return one of them. ``draws``: DARE's uniform draws per model drawn ahead (see
         ``random_drop``); ``buffer(key)``: reused float32 scratch tensors shaped like the deltas."""
         for i, d in enumerate(deltas):
-            k = densities[i] if densities[i] is not None else 1.0
+            density = densities[i]
+            k = density if density is not None else 1.0
             if self.sparsify == "magnitude":
                 magnitude_trim(d, k)
             elif self.sparsify == "random":
@@ -109,17 +111,17 @@ class TaskVectorMerge:
         buf = buffer or (lambda key: torch.empty_like(deltas[0]))
         if not self.consensus:  # a weighted sum, in the first delta (x * 1.0 is x: skipped)
             total = deltas[0] if weights[0] == 1.0 else deltas[0].mul_(weights[0])
-            for w, d in zip(weights[1:], deltas[1:]):
+            for w, d in zip(weights[1:], deltas[1:], strict=True):
                 total.add_(d, alpha=w)
             return total
         total = torch.mul(deltas[0], weights[0], out=buf("total"))
-        for w, d in zip(weights[1:], deltas[1:]):
+        for w, d in zip(weights[1:], deltas[1:], strict=True):
             total.add_(d, alpha=w)
         elected = total.sign_()  # sign of the summed weighted mass, in place (0 where the sum is exactly 0)
         den = buf("den").zero_() if normalize else None
         agree = buf("agree")
         num = None
-        for w, d in zip(weights, deltas):
+        for w, d in zip(weights, deltas, strict=True):
             # d agrees where sign(d) = elected != 0: there d * elected > 0; zero d elsewhere, in place
             torch.mul(d, elected, out=agree).gt_(0.0)
             d.mul_(agree)

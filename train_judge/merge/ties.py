@@ -22,10 +22,8 @@ Example (2x2 task vectors, density 0.5, hand-computed in the module doc of ``tas
 
 from __future__ import annotations
 
-
 from .methods import MethodSpec, register
 from .task_vector import TaskVectorMerge, consensus_density_problems
-
 
 SPEC = register(MethodSpec(
     name="ties", summary="trim to top-k magnitudes, elect signs, disjoint mean, add to base",

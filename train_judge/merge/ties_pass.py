@@ -1,9 +1,9 @@
 """TIES in one pass over its inputs (the numba path): merge first, then fix the few undecided elements.
 
 Each model's trim keeps its ``k`` largest ``|delta|``s, so the merge needs every model's cut-off
-before any output, and the two-pass path (``fused._cuts``) reads every input twice. Here the first
+before any output, and the two-pass path (``ties_cuts.cuts``) reads every input twice. Here the first
 chunk's histogram of the high 16 bits of ``|delta|`` places, per model, a window of bins around
-the cut-off (``fused._window``). Outside the window an element's trim is already known (above it:
+the cut-off (``ties_cuts.window``). Outside the window an element's trim is already known (above it:
 kept, below: dropped), so one pass over the inputs (``kernels.consensus_spec``, a large chunk in two
 halves on two threads) merges every chunk with the window's upper edge as each model's threshold,
 into an output buffer of the whole tensor, and in the same loop counts, per model, the elements
@@ -32,12 +32,10 @@ Example (the window's upper edge as a threshold: bin 0x3F80 is |delta| in [1.0, 
 
 from __future__ import annotations
 
-from typing import Any, Callable
-
 import numpy as np
 
-from . import kernels, stream
-from .stream import SPLIT, _prefetched, half_pool
+from . import chunking, kernels, ties_cuts
+from .chunking import Jobs, half_pool, pool, prefetched
 from .trim import cut_bin
 
 WINDOW = 0.01
@@ -47,11 +45,12 @@ INF_BIN = 0x7F80
 
 
 def upper_edge(b: int) -> np.float32:
-    """The largest float32 magnitude whose high 16 bits are ``b``: ``|d| > upper_edge(b)`` iff its bin is above ``b``."""
+    """The largest float32 magnitude whose high 16 bits are ``b``: ``|d| > upper_edge(b)`` iff its bin is
+    above ``b``."""
     return np.array([(b << 16) | 0xFFFF], np.uint32).view(np.float32)[0]
 
 
-def one_pass(chunks: list[tuple[int, int]], jobs: Callable[[int, int, int], list[Callable[[], Any]]], row: int,
+def one_pass(chunks: list[tuple[int, int]], jobs: Jobs, row: int,
              ks: list[int], thr: np.ndarray, weights: np.ndarray, normalize: bool, lam: np.float32,
              out: np.ndarray) -> bool:
     """Merge a TIES tensor in one pass into ``out`` (its flat output, bf16 bits or float32); False
@@ -60,39 +59,40 @@ def one_pass(chunks: list[tuple[int, int]], jobs: Callable[[int, int, int], list
     ``jobs(slot, r0, r1)``: the chunk's read (its result: raw rows, base first); ``ks``: entries kept
     per model; ``thr``: thresholds as the two-pass path starts them (-1 keeps all, inf none), filled in
     with the exact ones; ``weights`` (float32 per model), ``normalize``, ``lam``: as ``kernels.consensus``."""
-    from .fused import _window  # the two-pass path's window (fused imports this module)
-
     n = sum((r1 - r0) * row for r0, r1 in chunks)
     n_models = len(ks)
     need = np.array([0 < k < n for k in ks])
     above, namb = np.zeros(n_models, np.int64), np.zeros(1, np.int64)
     edges = thr.copy()
-    amb_idx = amb_raw = lo = hi = None
-    second = None  # the second half's own counts and kept elements (halves run side by side)
-    for i, (_, r0, r1, results) in enumerate(_prefetched(chunks, jobs)):
+    lo = hi = amb_idx = np.zeros(0, np.int64)  # (the first chunk sets them)
+    amb_raw = np.zeros((0, 0), np.float32)
+    # the second half's own counts and kept elements (halves run side by side)
+    second: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+    for i, (_, r0, r1, results) in enumerate(prefetched(chunks, jobs)):
         raws, count, start = results[0], (r1 - r0) * row, r0 * row
         if i == 0:  # the window, from this chunk's histogram
             hist = np.zeros((n_models, 1 << 15), np.int64)
             kernels.ties_scan(raws, need, hist, True, np.ones(n_models, np.int64), np.zeros(n_models, np.int64),
                               np.empty((n_models, 0), np.float32), np.zeros(n_models, np.int64))
-            lo, hi, cap = _window(hist, ks, need, count, n, False, False, WINDOW)
+            lo, hi, cap = ties_cuts.window(hist, ks, need, count, n, False, False, WINDOW)
             if cap == 0 or any(need[m] and not lo[m] <= hi[m] < INF_BIN for m in range(n_models)):
                 return False
             for m in np.flatnonzero(need):
                 edges[m] = upper_edge(int(hi[m]))
             cap = min(n, cap * int(need.sum()))  # the union of the models' windows
             amb_idx, amb_raw = np.empty(cap, np.int64), np.empty((raws.shape[0], cap), raws.dtype)
-            if count >= SPLIT:
+            if count >= chunking.SPLIT:
                 room = min(cap, count)
                 second = (np.zeros(n_models, np.int64), np.empty(room, np.int64),
                           np.empty((raws.shape[0], room), raws.dtype), np.zeros(1, np.int64))
 
         def spec(a: int, b: int, counts: np.ndarray, idx: np.ndarray, kept: np.ndarray, k: np.ndarray,
-                 raws: np.ndarray = raws, o: np.ndarray = out[start:start + count], start: int = start) -> None:
+                 raws: np.ndarray = raws, o: np.ndarray = out[start:start + count], start: int = start,
+                 lo: np.ndarray = lo, hi: np.ndarray = hi) -> None:
             kernels.consensus_spec(raws, weights, edges, normalize, lam, o, a, b, need, lo, hi, start, counts,
                                    idx, kept, k)
 
-        if count < SPLIT or second is None:
+        if count < chunking.SPLIT or second is None:
             spec(0, count, above, amb_idx, amb_raw, namb)
             continue
         h = count // 2 // kernels.BLOCK * kernels.BLOCK
@@ -124,7 +124,7 @@ def one_pass(chunks: list[tuple[int, int]], jobs: Callable[[int, int, int], list
         return bool(np.isfinite(thr[m]))
 
     models = [int(m) for m in np.flatnonzero(need)]
-    others = [stream._pool().submit(cut, m) for m in models[1:]]  # the kernels release the GIL: side by side
+    others = [pool().submit(cut, m) for m in models[1:]]  # the kernels release the GIL: side by side
     if not all([cut(models[0])] + [f.result() for f in others]):
         return False
     fixed = np.empty(a, out.dtype)

@@ -62,7 +62,7 @@ class MagnitudeCut:
     """How many entries exactly at the threshold are still to keep (counts down as chunks go by)."""
 
     @classmethod
-    def measure(cls, mag: torch.Tensor, density: float, hist: torch.Tensor | None = None) -> "MagnitudeCut":
+    def measure(cls, mag: torch.Tensor, density: float, hist: torch.Tensor | None = None) -> MagnitudeCut:
         """The cut for ``|delta|`` = ``mag`` (a float32 tensor of the whole tensor, left unchanged).
 
         ``hist``: counts of ``mag``'s high 16 bits (``torch.bincount(bits >> 16, minlength=2**15)``),
@@ -92,7 +92,7 @@ class MagnitudeCut:
         return cls.from_bin(cand, r)
 
     @classmethod
-    def from_bin(cls, cand: np.ndarray, r: int) -> "MagnitudeCut":
+    def from_bin(cls, cand: np.ndarray, r: int) -> MagnitudeCut:
         """The cut whose threshold is the ``r``-th largest of ``cand``, every magnitude of the 16-bit bin
         that holds the k-th largest overall (``cut_bin``); ``cand`` is reordered."""
         cand.partition(cand.size - r)

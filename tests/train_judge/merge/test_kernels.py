@@ -13,8 +13,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from prom_reward.errors import ConfigError
-from train_judge.merge import MergeConfig, ModelEntry, run_merge, stream
-from train_judge.merge import fused, kernels, philox
+from train_judge.merge import MergeConfig, ModelEntry, run_merge
+from train_judge.merge import chunking, fused, kernels, philox, ties_cuts
 from train_judge.merge.trim import keep_count
 
 pytestmark = pytest.mark.skipif(not kernels.HAVE_NUMBA, reason="numba is not installed")
@@ -77,7 +77,7 @@ def merged_bytes(paths, tmp_path, case, path, out_dtype=None, rng="mt19937", tag
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 @pytest.mark.parametrize("case", list(CASES))
 def test_numba_path_gives_the_torch_paths_bytes(tmp_path, monkeypatch, case, dtype):
-    monkeypatch.setattr(stream, "CHUNK", 64)  # several chunks per tensor: ties at the cut-off span chunks
+    monkeypatch.setattr(chunking, "CHUNK", 64)  # several chunks per tensor: ties at the cut-off span chunks
     paths = make_models(tmp_path, dtype)
     outs = [None, "float32"] if dtype != torch.bfloat16 else [None, "float32", "float16"]
     for out_dtype in outs:
@@ -87,7 +87,7 @@ def test_numba_path_gives_the_torch_paths_bytes(tmp_path, monkeypatch, case, dty
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 def test_slerp_numba_bytes_when_colinear_or_zero(tmp_path, monkeypatch, dtype):
     """SLERP's fallbacks (nearly colinear: linear; a zero tensor) and plain arcs, in chunks of 64."""
-    monkeypatch.setattr(stream, "CHUNK", 64)
+    monkeypatch.setattr(chunking, "CHUNK", 64)
     g = torch.Generator().manual_seed(7)
     x, y = torch.randn(300, 7, generator=g), torch.randn(5, 41, generator=g)
     m1 = {"a.weight": x, "b.weight": y, "c.weight": torch.zeros(9, 9), "d.weight": x[:40]}
@@ -107,7 +107,7 @@ def test_slerp_numba_bytes_when_colinear_or_zero(tmp_path, monkeypatch, dtype):
 
 def test_ties_keeps_the_exact_count_with_ties_across_chunks(tmp_path, monkeypatch):
     """One model, weight 1: the merged delta is the trimmed delta; 1000 quantized entries, chunks of 64."""
-    monkeypatch.setattr(stream, "CHUNK", 64)
+    monkeypatch.setattr(chunking, "CHUNK", 64)
     monkeypatch.setenv(fused.ENV, "numba")
     paths = make_models(tmp_path, torch.bfloat16)
     for density in (0.3, 0.5, 0.77):
@@ -126,10 +126,10 @@ def test_ties_keeps_the_exact_count_with_ties_across_chunks(tmp_path, monkeypatc
 @pytest.mark.parametrize("case", ["ties", "ties_per_model"])
 def test_ties_second_pass_when_the_window_misses(tmp_path, monkeypatch, case):
     """The first pass's window of candidate bins is empty: the cut-offs come from another pass."""
-    monkeypatch.setattr(stream, "CHUNK", 64)
+    monkeypatch.setattr(chunking, "CHUNK", 64)
     empty = (lambda hist, ks, need, n0, n, whole, cached, width=0.0:  # noqa: E731
              (np.ones(len(ks), np.int64), np.zeros(len(ks), np.int64), 0))
-    monkeypatch.setattr(fused, "_window", empty)
+    monkeypatch.setattr(ties_cuts, "window", empty)
     paths = make_models(tmp_path, torch.bfloat16)
     assert merged_bytes(paths, tmp_path, case, "numba") == merged_bytes(paths, tmp_path, case, "torch")
 
@@ -138,7 +138,7 @@ def test_ties_second_pass_when_the_window_misses(tmp_path, monkeypatch, case):
 def test_philox_same_bytes_on_both_paths_and_in_any_chunking(tmp_path, monkeypatch, case):
     paths = make_models(tmp_path, torch.bfloat16)
     whole = merged_bytes(paths, tmp_path, case, "numba", rng="philox")
-    monkeypatch.setattr(stream, "CHUNK", 37)
+    monkeypatch.setattr(chunking, "CHUNK", 37)
     assert merged_bytes(paths, tmp_path, case, "numba", rng="philox", tag="c") == whole
     assert merged_bytes(paths, tmp_path, case, "torch", rng="philox", tag="c") == whole
     assert merged_bytes(paths, tmp_path, case, "numba", tag="mt") != whole  # another generator, other masks

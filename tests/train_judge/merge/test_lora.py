@@ -103,10 +103,10 @@ def lora_models(tiny_model_dir, tmp_path_factory):
                                                   ("task_arithmetic", "rel", 100), ("ties", "alt", 100)])
 def test_single_adapter_equals_peft_merge_and_unload(lora_models, tmp_path, monkeypatch, method, adapter, chunk):
     """chunk: merge a few rows at a time (LoRA deltas computed per row block)."""
-    from train_judge.merge import stream
+    from train_judge.merge import chunking
 
     if chunk:
-        monkeypatch.setattr(stream, "CHUNK", chunk)
+        monkeypatch.setattr(chunking, "CHUNK", chunk)
     params = {"density": 1.0} if method in ("dare_linear", "ties") else {}
     run_merge(MergeConfig(method=method, base_model=str(lora_models["base32"]), parameters=params,
                           models=(ModelEntry(str(lora_models[adapter]), weight=1.0),), output=str(tmp_path / "out")))

@@ -150,13 +150,13 @@ def test_magnitude_trim_keeps_top_fraction():
 def test_dare_in_chunks_equals_one_whole_draw(tmp_path, monkeypatch, method):
     """Element-wise methods merge a chunk of rows at a time; DARE's masks must not depend on the chunking:
     the result equals drop masks drawn for the whole tensor at once (computed independently here)."""
-    from train_judge.merge import stream
+    from train_judge.merge import chunking
     from train_judge.merge.methods import TensorContext
 
     models = big_models(tmp_path, n=4096)
     outs = {}
     for chunk in (1 << 20, 100):  # one piece, then 41 pieces
-        monkeypatch.setattr(stream, "CHUNK", chunk)
+        monkeypatch.setattr(chunking, "CHUNK", chunk)
         cfg = MergeConfig(method=method, base_model=str(models["base"]), output=str(tmp_path / f"out{chunk}"),
                           models=(ModelEntry(str(models["m1"])),), parameters={"density": 0.3}, seed=3)
         run_merge(cfg)

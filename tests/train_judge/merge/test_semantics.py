@@ -141,9 +141,9 @@ def test_linear_with_base_model_and_full_models_is_refused(models, tmp_path):
 def test_ties_merge_in_chunks_matches_numpy_reference(tmp_path, monkeypatch, chunk):
     """The engine's two-pass TIES (cut-off over the whole tensor, then chunks in element order) on bf16
     models full of equal magnitudes equals the whole-tensor numpy reference, exact trim counts included."""
-    from train_judge.merge import stream
+    from train_judge.merge import chunking
 
-    monkeypatch.setattr(stream, "CHUNK", chunk)  # 1000 elements: 256-wide rows, 3 rows per chunk
+    monkeypatch.setattr(chunking, "CHUNK", chunk)  # 1000 elements: 256-wide rows, 3 rows per chunk
     g = torch.Generator().manual_seed(5)
     base = (torch.randn(688, 256, generator=g) * 0.02).bfloat16()
     folders = {"base": base}

@@ -11,7 +11,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from train_judge.merge import MergeConfig, ModelEntry, fused, kernels, run_merge, stream, ties_pass
+from train_judge.merge import MergeConfig, ModelEntry, chunking, fused, kernels, run_merge, ties_cuts, ties_pass
 
 pytestmark = pytest.mark.skipif(not kernels.HAVE_NUMBA, reason="numba is not installed")
 
@@ -54,7 +54,7 @@ def one_pass_results(monkeypatch):
     results: list[bool] = []
     real = ties_pass.one_pass
     monkeypatch.setattr(ties_pass, "one_pass", lambda *a: results.append(real(*a)) or results[-1])
-    monkeypatch.setattr(stream, "CHUNK", 8192)
+    monkeypatch.setattr(chunking, "CHUNK", 8192)
     return results
 
 
@@ -94,8 +94,8 @@ def test_a_misleading_first_chunk_falls_back_to_two_passes(tmp_path, monkeypatch
 
 
 def test_window_overflow_falls_back(tmp_path, monkeypatch, one_pass_results):
-    real = fused._window
-    monkeypatch.setattr(fused, "_window", lambda *a: real(*a)[:2] + (10,))  # room for 10 elements per model
+    real = ties_cuts.window
+    monkeypatch.setattr(ties_cuts, "window", lambda *a: real(*a)[:2] + (10,))  # room for 10 elements per model
     paths = make_models(tmp_path, torch.bfloat16)
     numba = merge(paths, tmp_path / "numba", "numba", monkeypatch, density=0.2)
     assert one_pass_results == [False, False]
@@ -112,7 +112,7 @@ def test_chunks_in_two_halves_give_the_torch_paths_bytes(tmp_path, monkeypatch, 
     monkeypatch.setattr(fused, "_halves", lambda run, count, n, ties: (calls.append(n), real(run, count, n, ties)))
     paths = make_models(tmp_path, torch.bfloat16)
     numba = merge(paths, tmp_path / "numba", "numba", monkeypatch, method=method, **dict(params))
-    assert sorted(c for c in calls if c >= fused.SPLIT) == [131072, 153600]
+    assert sorted(c for c in calls if c >= chunking.SPLIT) == [131072, 153600]
     assert numba == merge(paths, tmp_path / "torch", "torch", monkeypatch, method=method, **dict(params))
 
 

@@ -1,0 +1,68 @@
+"""``Judge``: what rewards, preference builders, jobs and the cascade need from a judge.
+
+``PrometheusJudge`` and ``CascadeJudge`` implement it; so may any object with the same methods (a judge
+behind another API, a test double). Code that takes a judge types it ``Judge``, never ``Any``:
+grades and verdicts for batches of items, the sampling options in use, running statistics, the
+samples per item, and ``close``.
+
+Example:
+    >>> from prom_reward.core.judge import PrometheusJudge
+    >>> judge: Judge = PrometheusJudge(backend="scripted", outputs=["Exact. [RESULT] 5"])
+    >>> isinstance(judge, Judge), judge.num_samples, judge.grade(["2+2?"], ["4"], "helpfulness")[0].score
+    (True, 1, 5.0)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
+from prom_reward.core.results import Grade, JudgeStats, Verdict
+from prom_reward.format.rubrics import RubricsLike
+
+__all__ = ["Judge"]
+
+
+@runtime_checkable
+class Judge(Protocol):
+    """A judge of absolute grades (1..5) and pairwise verdicts ("A"/"B"), one result per item, in order;
+    a failed judgment is a result with ``score``/``winner`` None, never an exception for one item."""
+
+    @property
+    def sampling(self) -> SamplingConfig:
+        """The sampling options every call starts from."""
+        ...
+
+    @property
+    def stats(self) -> JudgeStats:
+        """Running counters (calls, samples, tokens ...) over the judge's lifetime."""
+        ...
+
+    @property
+    def num_samples(self) -> int:
+        """Samples per item when a call does not say."""
+        ...
+
+    def grade(self, instructions: Sequence[str], responses: Sequence[str], rubric: RubricsLike,
+              reference_answers: Sequence[str | None] | None = None, *, num_samples: int | None = None,
+              sampling: SamplingOverrides = None) -> list[Grade]:
+        """Absolute grades of each (instruction, response); ``rubric``: one for all, or one per item."""
+        ...
+
+    def compare(self, instructions: Sequence[str], responses_a: Sequence[str], responses_b: Sequence[str],
+                rubric: RubricsLike, reference_answers: Sequence[str | None] | None = None, *, swap: bool = False,
+                num_samples: int | None = None, sampling: SamplingOverrides = None) -> list[Verdict]:
+        """Pairwise verdicts; ``swap``: judge both orders and combine them."""
+        ...
+
+    def compare_by_grades(self, instructions: Sequence[str], responses_a: Sequence[str],
+                          responses_b: Sequence[str], rubric: RubricsLike,
+                          reference_answers: Sequence[str | None] | None = None, *,
+                          max_tie_rounds: int | None = None, num_samples: int | None = None) -> list[Verdict]:
+        """Pairwise verdicts from the absolute grades of A and B (ties re-graded)."""
+        ...
+
+    def close(self) -> None:
+        """Release what the judge holds (engines, HTTP clients)."""
+        ...

@@ -1,0 +1,47 @@
+"""End-of-sequence tokens a judge may leave at the end of its text, and where the text really ends.
+
+Engines usually strip the end-of-sequence token, but a judge served through a raw completions
+endpoint, a chat template that writes its own end-of-turn marker or a fine-tuned judge that learnt
+to write one may leave ``</s>``, ``<|im_end|>``, ``<|eot_id|>``... at the end of its output. The
+verdict parser (``format.parsing``) and the sampler's forcing of a verdict (``core.sampler``) both
+read past them with this one list.
+
+Example:
+    >>> content_end("Good. [RESULT] 4</s>\\n")
+    16
+    >>> strip_eos("Fine. [RESULT] <|im_end|> <|endoftext|>\\n")
+    'Fine. [RESULT]'
+    >>> content_end("Good. [RESULT] 4.!", strip=".!")
+    16
+"""
+
+from __future__ import annotations
+
+__all__ = ["EOS_TOKENS", "content_end", "strip_eos"]
+
+EOS_TOKENS = (
+    "</s>", "<|im_end|>", "<|eot_id|>", "<|endoftext|>", "<|end_of_text|>", "<|end|>", "<end_of_turn>", "<eos>",
+)
+"""End-of-sequence / end-of-turn tokens of the judge families in use (Llama 2 / Mistral, ChatML, Llama 3,
+GPT-2 style, Phi, Gemma)."""
+
+
+def content_end(text: str, strip: str = "") -> int:
+    """Index where ``text`` ends once trailing EOS tokens and whitespace (and the characters of
+    ``strip``) are dropped, in any order."""
+    end = len(text)
+    while end > 0:
+        ch = text[end - 1]
+        if ch.isspace() or ch in strip:
+            end -= 1
+            continue
+        token = next((t for t in EOS_TOKENS if text.endswith(t, 0, end)), None)
+        if token is None:
+            break
+        end -= len(token)
+    return end
+
+
+def strip_eos(text: str) -> str:
+    """``text`` without its trailing EOS tokens and whitespace."""
+    return text[:content_end(text)]
