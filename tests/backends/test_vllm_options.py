@@ -153,3 +153,28 @@ def test_the_cli_sets_the_in_process_share():
     kwargs = judge_kwargs(p.parse_args(["--model", "m", "--gpu-memory-utilization", "0.3"]))
     assert kwargs["gpu_memory_utilization"] == 0.3
     assert "gpu_memory_utilization" not in judge_kwargs(p.parse_args(["--model", "m"]))  # VLLMOptions' default
+
+
+def test_the_engine_starts_vllm_with_the_options_kwargs(monkeypatch):
+    import vllm
+
+    from prom_reward.backends import vllm_engine
+
+    seen = []
+
+    class RecordingLLM:  # stands in for vllm.LLM: records what the engine would start with
+        def __init__(self, **kwargs):
+            seen.append(kwargs)
+
+        def get_tokenizer(self):
+            return None
+
+    monkeypatch.setattr(vllm, "LLM", RecordingLLM)
+    engine = vllm_engine.VLLMEngine("m", wire="raw", gpu_memory_utilization=0.4, max_model_len=2048,
+                                    engine_options={"distributed_executor_backend": "mp"})
+    assert seen == [engine.options.llm_kwargs("m")] and seen[0]["gpu_memory_utilization"] == 0.4
+    assert seen[0]["tokenizer_mode"] == "hf" and seen[0]["distributed_executor_backend"] == "mp"
+    with pytest.raises(ConfigError, match=r"unknown vLLM engine option\(s\) \['gpu_share'\]"):
+        vllm_engine.VLLMEngine("m", wire="raw", gpu_share=0.4)
+    with pytest.raises(ConfigError, match="given with a ready llm="):
+        vllm_engine.VLLMEngine(llm=RecordingLLM(), max_model_len=2048)
