@@ -177,6 +177,7 @@ def bench_vllm(model_dir: str, n: int, concurrency: int, max_tokens: int) -> lis
     import socket
 
     from prom_reward.backends.servers import JudgeServers, ServeConfig
+    from prom_reward.backends.vllm_options import VLLMOptions
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -184,7 +185,7 @@ def bench_vllm(model_dir: str, n: int, concurrency: int, max_tokens: int) -> lis
     ins, res = items(n)
     sampling = SamplingConfig(max_tokens=max_tokens)
     with tempfile.TemporaryDirectory() as tmp, JudgeServers(ServeConfig(
-            model=model_dir, port=port, max_model_len=4096, enforce_eager=True, log_dir=tmp,
+            model=model_dir, port=port, engine=VLLMOptions(max_model_len=4096, enforce_eager=True), log_dir=tmp,
             startup_timeout=600)) as urls:
         url = urls[0]
         # max_retries=0: one request per item, as in the raw path (an untrained model's unparseable

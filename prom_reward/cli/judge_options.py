@@ -30,6 +30,8 @@ def add_judge_options(g: argparse.ArgumentParser) -> None:
     g.add_argument("--max-model-len", type=int)
     g.add_argument("--tensor-parallel-size", type=int, default=1)
     g.add_argument("--enforce-eager", action="store_true")
+    g.add_argument("--gpu-memory-utilization", type=float,
+                   help="vLLM: share of the GPU the in-process engine takes (default 0.9)")
 
 
 def judge_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -56,6 +58,8 @@ def judge_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     if args.backend == "vllm":
         engine["enforce_eager"] = args.enforce_eager
         engine["tensor_parallel_size"] = args.tensor_parallel_size
+        if args.gpu_memory_utilization is not None:
+            engine["gpu_memory_utilization"] = args.gpu_memory_utilization
     return dict(model=args.model, backend=args.backend, **common, **engine)
 
 

@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from prom_reward.backends.servers import JudgeServers, ServeConfig
+from prom_reward.backends.vllm_options import DEFAULT_GPU_MEMORY_UTILIZATION, TOKENIZER_MODES, VLLMOptions
 from prom_reward.cli.judge_options import add_judge_options, build_judge
 from prom_reward.errors import BackendError, ConfigError
 
@@ -20,21 +21,32 @@ def add_serve_parser(sub: Any) -> None:
     p = sub.add_parser("serve", help="launch dedicated vLLM judge servers and keep them up until Ctrl-C")
     p.add_argument("--model", required=True, help="hub id, folder or preset (e.g. prometheus-7b-v2.0)")
     p.add_argument("--gpus", default="", help="comma-separated GPU ids, e.g. 4,5,6,7 (none: one CPU replica)")
-    p.add_argument("--tensor-parallel-size", type=int, default=1)
     p.add_argument("--replicas", default="auto", help="number of servers, or auto (GPUs / tensor-parallel-size)")
     p.add_argument("--port", type=int, default=8100, help="port of the first replica (replica i: port + i)")
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--max-model-len", type=int)
-    p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
-    p.add_argument("--no-prefix-caching", action="store_true")
-    p.add_argument("--dtype", default="auto")
-    p.add_argument("--enforce-eager", action="store_true")
     p.add_argument("--log-dir", default="judge-logs")
     p.add_argument("--startup-timeout", type=float, default=1800.0)
+    e = p.add_argument_group("engine (prom_reward.backends.vllm_options.VLLMOptions; a preset's values, "
+                             "then vLLM's defaults where not given)")
+    e.add_argument("--tensor-parallel-size", type=int, help="GPUs per replica (default 1)")
+    e.add_argument("--max-model-len", type=int)
+    e.add_argument("--gpu-memory-utilization", type=float,
+                   help=f"share of each GPU a replica takes (default {DEFAULT_GPU_MEMORY_UTILIZATION}; "
+                        "always passed to vLLM)")
+    e.add_argument("--no-prefix-caching", action="store_true")
+    e.add_argument("--dtype")
+    e.add_argument("--enforce-eager", action="store_true")
+    e.add_argument("--seed", type=int, help="engine seed (default 0)")
+    e.add_argument("--tokenizer-mode", choices=TOKENIZER_MODES,
+                   help="hf (default: as prom-reward renders in process) or mistral")
     p.set_defaults(func=cmd_serve)
 
 
-def cmd_serve(args: Any) -> int:
+def serve_config(args: Any) -> ServeConfig:
+    """The ``ServeConfig`` of ``prom-reward serve``'s options: a preset's engine options (e.g. dtype and
+    max_model_len of ``prometheus-7b-v2.0``) under the flags given."""
+    from prom_reward.core.presets import find_preset_for_model
+
     gpus = tuple(int(g) for g in args.gpus.split(",") if g.strip()) if args.gpus else ()
     if args.replicas == "auto":
         replicas = None
@@ -42,11 +54,20 @@ def cmd_serve(args: Any) -> int:
         replicas = int(args.replicas)
     else:
         raise ConfigError(f"--replicas: expected a number or 'auto', got {args.replicas!r}")
-    cfg = ServeConfig(model=args.model, gpus=gpus, tensor_parallel_size=args.tensor_parallel_size,
-                      replicas=replicas, port=args.port, host=args.host, max_model_len=args.max_model_len,
-                      gpu_memory_utilization=args.gpu_memory_utilization,
-                      enable_prefix_caching=not args.no_prefix_caching, dtype=args.dtype,
-                      enforce_eager=args.enforce_eager, log_dir=args.log_dir, startup_timeout=args.startup_timeout)
+    preset = find_preset_for_model(args.model)
+    given = {name: getattr(args, name) for name in ("tensor_parallel_size", "max_model_len", "gpu_memory_utilization",
+                                                    "dtype", "seed", "tokenizer_mode")}
+    settings = {**(preset.engine if preset else {}), **{k: v for k, v in given.items() if v is not None}}
+    if args.no_prefix_caching:
+        settings["enable_prefix_caching"] = False
+    if args.enforce_eager:
+        settings["enforce_eager"] = True
+    return ServeConfig(model=args.model, engine=VLLMOptions.from_settings(settings), gpus=gpus, replicas=replicas,
+                       port=args.port, host=args.host, log_dir=args.log_dir, startup_timeout=args.startup_timeout)
+
+
+def cmd_serve(args: Any) -> int:
+    cfg = serve_config(args)
     servers = JudgeServers(cfg)
     stop = {"now": False}
 

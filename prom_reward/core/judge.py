@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from prom_reward.backends import Backend, GenerationRequest, make_backend
 from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
 from prom_reward.backends.teacher_forcing import ContinuationScorer, teacher_forcing_scorer
+from prom_reward.backends.vllm_options import VLLMOptions, share_gpu_memory
 from prom_reward.confidence.indicators import TRUNCATIONS, mean_entropy, merge_confidences
 from prom_reward.core.combine import grade_from_run, verdict_from_runs
 from prom_reward.core.context import fit_to_context
@@ -64,6 +65,31 @@ def _apply_preset(p: JudgePreset, backend: str, model: str | None,
     return resolve_model_path(p.model), {**engine, **options}
 
 
+def _engine_share(backend: Any, options: dict[str, Any]) -> tuple[bool, float | None]:
+    """(whether ``backend`` is a vLLM engine, its GPU share: None = still to be chosen)."""
+    if isinstance(backend, str):
+        return backend == "vllm", options.get("gpu_memory_utilization")
+    engine_options = getattr(backend, "options", None)  # a VLLMEngine built by the caller
+    return isinstance(engine_options, VLLMOptions), getattr(engine_options, "gpu_memory_utilization", None)
+
+
+def _share_gpu(backend: Any, options: dict[str, Any], calibration: Any) -> tuple[dict[str, Any], Any]:
+    """A vLLM judge and a vLLM calibration model in one process share one GPU: the shares still to be
+    chosen split what the others leave of ``DEFAULT_GPU_MEMORY_UTILIZATION`` (0.45 each when neither
+    is set; see ``vllm_options.share_gpu_memory``)."""
+    cal_options = calibration if isinstance(calibration, dict) else {}
+    judge_vllm, judge = _engine_share(backend, options)
+    cal_vllm, base = _engine_share(cal_options.get("backend", "vllm") if cal_options else calibration, cal_options)
+    if not (judge_vllm and cal_vllm) or not (isinstance(backend, str) or cal_options):
+        return options, calibration  # not two vLLM engines, or both already built
+    judge, base = share_gpu_memory(judge, base)
+    if isinstance(backend, str):
+        options = {**options, "gpu_memory_utilization": judge}
+    if cal_options:
+        calibration = {**cal_options, "gpu_memory_utilization": base}
+    return options, calibration
+
+
 class PrometheusJudge:
     """A Prometheus-style judge over any backend.
 
@@ -91,7 +117,9 @@ class PrometheusJudge:
         calibration: a base model for SE-Cali: a backend object with ``continuation_logprobs``
             (``vllm``, ``openai``, ``transformers``) or a dict of ``make_backend`` options
             (``{"backend": "vllm", "model": ...}``). It reads each valid output of the judge by
-            teacher forcing, in its own wire format; implies ``confidence=True``.
+            teacher forcing, in its own wire format; implies ``confidence=True``. A vLLM judge and a
+            vLLM calibration model share the GPU: their ``gpu_memory_utilization`` not given split 0.9
+            (0.45 each; one given, the other gets the rest of 0.9).
         entropy_truncation: how token entropies treat the mass outside the top-k: ``tail`` (the
             tightest lower bound), ``bucket`` (one extra outcome) or ``renormalize``
             (see ``prom_reward.confidence.indicators``).
@@ -134,6 +162,8 @@ class PrometheusJudge:
         base = SamplingConfig().merged(judge_defaults.get("sampling"))
         self.sampling = base.merged(sampling)
         self.entropy_truncation = entropy_truncation
+        if calibration is not None:
+            backend_options, calibration = _share_gpu(backend, backend_options, calibration)
         self._owned_calibration: Backend | None = None
         self.calibration = self._calibration_scorer(calibration)
         self.confidence = bool(confidence or self.calibration is not None)

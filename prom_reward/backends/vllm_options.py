@@ -1,0 +1,235 @@
+"""Every option prom-reward hands to vLLM, in one place: the in-process engine's ``vllm.LLM`` keywords,
+the judge server's ``api_server`` flags, and the ``SamplingParams`` keywords of each request.
+
+``VLLMOptions`` is the one settings model of a vLLM engine. ``llm_kwargs(model)`` gives the keywords of
+``vllm.LLM`` (``VLLMEngine``), ``server_args(model)`` the flags of
+``python -m vllm.entrypoints.openai.api_server`` (``ServeConfig``, ``prom-reward serve``, the test
+suite's servers); both come from the table ``ENGINE_FLAGS``, so the two paths start the same engine:
+the same explicit memory share, tokenizer mode, logprob limit, seed and prefix caching.
+``tests/backends/test_vllm_api.py`` checks the table, ``SAMPLING_KEYWORDS``, ``REQUEST_FIELDS`` and the
+logprob counts against the installed vLLM's own signatures, argument parser and request models
+(``scripts/check_vllm_source.py`` reads the same from the source of a vLLM wheel, installed or not).
+
+Two choices are explicit rather than left to vLLM:
+
+- ``tokenizer_mode="hf"``: vLLM's ``auto`` switches to ``mistral_common`` for a folder in Mistral's
+  layout (``consolidated*.safetensors`` with ``tekken.json``/``tokenizer.model.v*``), which renders
+  chat differently from the Hugging Face template prom-reward renders in process.
+- ``gpu_memory_utilization``: every engine takes an explicit share of the GPU (vLLM's default takes
+  0.92 of it, so a second engine on the same GPU cannot start). Two engines in one process (a judge
+  and its SE-Cali calibration model) split ``DEFAULT_GPU_MEMORY_UTILIZATION`` between them
+  (``share_gpu_memory``).
+
+Example:
+    >>> opts = VLLMOptions(max_model_len=8192, gpu_memory_utilization=0.45)
+    >>> kw = opts.llm_kwargs("prometheus-eval/prometheus-7b-v2.0")
+    >>> kw["gpu_memory_utilization"], kw["tokenizer_mode"], kw["max_logprobs"]
+    (0.45, 'hf', 20)
+    >>> opts.server_args("m")[:4]
+    ['--model', 'm', '--tensor-parallel-size', '1']
+    >>> share_gpu_memory(None, None)
+    (0.45, 0.45)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from prom_reward.backends.sampling import SamplingConfig
+from prom_reward.errors import ConfigError
+
+SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+"""The module ``python -m`` runs for a judge server (present in vLLM 0.32 and 0.33)."""
+
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
+"""The GPU share of one engine, and the total the engines prom-reward starts in one process split."""
+
+LOGPROBS = 20
+"""Top logprobs per position prom-reward asks for (expected scores, confidence, teacher forcing); the
+engine's and the server's ``max_logprobs`` (vLLM refuses requests for more)."""
+
+TOKENIZER_MODES = ("hf", "mistral")
+"""Accepted ``tokenizer_mode`` values (vLLM's ``auto`` is refused: it may pick either)."""
+
+ENGINE_FLAGS: tuple[tuple[str, str], ...] = (
+    ("model", "--model"),
+    ("tensor_parallel_size", "--tensor-parallel-size"),
+    ("dtype", "--dtype"),
+    ("max_model_len", "--max-model-len"),
+    ("gpu_memory_utilization", "--gpu-memory-utilization"),
+    ("enable_prefix_caching", "--enable-prefix-caching"),
+    ("enforce_eager", "--enforce-eager"),
+    ("seed", "--seed"),
+    ("tokenizer_mode", "--tokenizer-mode"),
+    ("max_logprobs", "--max-logprobs"),
+)
+"""``vllm.LLM`` keyword (= ``VLLMOptions`` field, or ``model``) -> ``api_server`` flag. A boolean is
+sent as ``--flag`` / ``--no-flag``; an option that is None is left out."""
+
+OTHER_ENGINE_KEYWORDS = ("distributed_executor_backend",)
+"""``vllm.LLM`` keywords prom-reward passes through ``engine_options`` (``prom_reward.jobs.ray_run``)."""
+
+SAMPLING_KEYWORDS = ("n", "temperature", "top_p", "repetition_penalty", "max_tokens", "logprobs", "stop",
+                     "top_k", "seed", "prompt_logprobs")
+"""Every ``vllm.SamplingParams`` keyword ``sampling_kwargs`` and ``teacher_forcing_kwargs`` use."""
+
+_SAMPLING_FIELDS = ("n", "temperature", "top_p", "max_tokens", "repetition_penalty", "top_k", "stop", "seed",
+                    "logprobs")
+REQUEST_FIELDS: dict[str, tuple[str, ...]] = {
+    "ChatCompletionRequest": ("model", "messages", *_SAMPLING_FIELDS, "top_logprobs", "continue_final_message",
+                              "add_generation_prompt"),
+    "CompletionRequest": ("model", "prompt", *_SAMPLING_FIELDS, "prompt_logprobs"),
+    "TokenizeChatRequest": ("model", "messages", "add_generation_prompt", "continue_final_message"),
+    "TokenizeCompletionRequest": ("model", "prompt"),
+    "DetokenizeRequest": ("model", "tokens"),
+}
+"""The body fields ``OpenAIServer`` sends a vLLM server, by vLLM's request model (a vLLM server ignores an
+unknown field with a warning, so a renamed one would go unnoticed without this table's check)."""
+
+
+@dataclass(frozen=True)
+class VLLMOptions:
+    """How to run a vLLM engine, in process or as a server (the model is given separately)."""
+
+    tensor_parallel_size: int = 1
+    """GPUs per engine (tensor parallelism)."""
+
+    dtype: str = "auto"
+    """Weights/activations dtype (``auto`` = the checkpoint's, ``bfloat16``, ``float16``, ...)."""
+
+    max_model_len: int | None = None
+    """Context window in tokens (None = the model's)."""
+
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
+    """Share of each GPU the engine may take, in (0, 1]: weights, activations and KV cache. Lower it
+    for an engine next to others on the same GPU (a policy, a second judge). On vLLM's CPU build the
+    KV cache comes from ``VLLM_CPU_KVCACHE_SPACE`` instead (see ``prom_reward.local.cpu_defaults``)."""
+
+    enable_prefix_caching: bool = True
+    """Reuse the KV cache of shared prompt prefixes (the long judge template is shared by every request)."""
+
+    enforce_eager: bool = False
+    """Skip CUDA graphs / compilation: faster start, slower generation (handy on CPU and in tests)."""
+
+    seed: int = 0
+    """Engine seed (per-request seeds come from ``SamplingConfig.seed``; GPU builds only)."""
+
+    tokenizer_mode: str = "hf"
+    """``hf`` (the Hugging Face tokenizer and chat template: what prom-reward renders in process, so the
+    in-process and served paths see the same tokens) or ``mistral`` (``mistral_common``; for models
+    that ship only Mistral's tokenizer files; not tested here)."""
+
+    max_logprobs: int = LOGPROBS
+    """Most logprobs a request may ask for; at least ``LOGPROBS`` (the top-20 prom-reward reads)."""
+
+    engine_options: Mapping[str, Any] = field(default_factory=dict)
+    """Other ``vllm.LLM`` keywords, in process only (a server takes ``ServeConfig.extra_args``)."""
+
+    def __post_init__(self) -> None:
+        def bad(name: str, expected: str) -> ConfigError:
+            return ConfigError(f"{name}: expected {expected}, got {getattr(self, name)!r}")
+
+        for name in ("tensor_parallel_size", "max_model_len", "max_logprobs"):
+            value = getattr(self, name)
+            if not (value is None and name == "max_model_len") and (
+                    not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise bad(name, "an int >= 1" + (" or None" if name == "max_model_len" else ""))
+        share = self.gpu_memory_utilization
+        if not isinstance(share, (int, float)) or isinstance(share, bool) or not 0 < share <= 1:
+            raise bad("gpu_memory_utilization", "a fraction in (0, 1]")
+        for name in ("enable_prefix_caching", "enforce_eager"):
+            if not isinstance(getattr(self, name), bool):
+                raise bad(name, "True or False")
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
+            raise bad("seed", "an int")
+        if not isinstance(self.dtype, str) or not self.dtype:
+            raise bad("dtype", "a dtype name such as 'auto' or 'bfloat16'")
+        if self.tokenizer_mode not in TOKENIZER_MODES:
+            raise bad("tokenizer_mode", f"one of {', '.join(TOKENIZER_MODES)} (vLLM's 'auto' may switch to "
+                                        "mistral_common and render chat unlike the in-process path)")
+        if self.max_logprobs < LOGPROBS:
+            raise bad("max_logprobs", f"at least {LOGPROBS} (prom-reward reads the top {LOGPROBS})")
+        if not isinstance(self.engine_options, Mapping):
+            raise bad("engine_options", "a dict of vllm.LLM keywords")
+        taken = sorted(set(self.engine_options) & {k for k, _ in ENGINE_FLAGS})
+        if taken:
+            raise ConfigError(f"engine_options sets {taken}, which VLLMOptions sets itself; pass them as "
+                              f"VLLMOptions fields (e.g. {taken[0]}=...)")
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> VLLMOptions:
+        """Options from keyword settings (``VLLMEngine(model, **settings)``, presets, the CLI); an
+        unknown name lists the valid ones."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(settings) - set(names))
+        if unknown:
+            raise ConfigError(f"unknown vLLM engine option(s) {unknown}; valid: {', '.join(names)} "
+                              f"(other vllm.LLM keywords go in engine_options={{...}})")
+        return cls(**settings)
+
+    def _values(self, model: str) -> list[tuple[str, str, Any]]:
+        values = {"model": model, **{f.name: getattr(self, f.name) for f in dataclasses.fields(self)}}
+        return [(key, flag, values[key]) for key, flag in ENGINE_FLAGS if values[key] is not None]
+
+    def llm_kwargs(self, model: str) -> dict[str, Any]:
+        """Keyword arguments of ``vllm.LLM`` for ``model`` (hub id or folder)."""
+        return {**{key: value for key, _, value in self._values(model)}, **self.engine_options}
+
+    def server_args(self, model: str) -> list[str]:
+        """``api_server`` flags for ``model``: the same engine as ``llm_kwargs`` (not ``engine_options``)."""
+        args: list[str] = []
+        for _, flag, value in self._values(model):
+            if isinstance(value, bool):
+                args.append(flag if value else "--no-" + flag[2:])
+            else:
+                args += [flag, str(value)]
+        return args
+
+
+def share_gpu_memory(first: float | None, second: float | None) -> tuple[float, float]:
+    """GPU shares of two engines started in one process (a judge and its calibration model), which vLLM
+    puts on the same GPU: a share left None gets an equal part of what the given ones leave of
+    ``DEFAULT_GPU_MEMORY_UTILIZATION``; together they may not pass 1.
+
+    >>> share_gpu_memory(None, None), share_gpu_memory(0.6, None), share_gpu_memory(0.5, 0.4)
+    ((0.45, 0.45), (0.6, 0.3), (0.5, 0.4))
+    """
+    given = [s for s in (first, second) if s is not None]
+    left = round(DEFAULT_GPU_MEMORY_UTILIZATION - sum(given), 6)
+    if len(given) < 2 and left <= 0:
+        raise ConfigError(f"gpu_memory_utilization: one engine takes {given[0]} of the GPU, which leaves nothing "
+                          f"of {DEFAULT_GPU_MEMORY_UTILIZATION} for the other engine in this process; set both "
+                          "shares (e.g. judge 0.45, calibration 0.45)")
+    part = round(left / (2 - len(given)), 6) if len(given) < 2 else 0.0
+    a = part if first is None else first
+    b = part if second is None else second
+    if a + b > 1:
+        raise ConfigError(f"gpu_memory_utilization: the two engines in this process share one GPU, but their "
+                          f"shares {a} + {b} pass 1; lower them (e.g. 0.45 each)")
+    return a, b
+
+
+def sampling_kwargs(s: SamplingConfig, n: int, *, per_request_seed: bool) -> dict[str, Any]:
+    """``vllm.SamplingParams`` keywords of a judge request (``per_request_seed=False`` drops the seed:
+    the CPU build dies on one).
+
+    >>> sorted(sampling_kwargs(SamplingConfig(logprobs=20, seed=1), 2, per_request_seed=True))
+    ['logprobs', 'max_tokens', 'n', 'repetition_penalty', 'seed', 'stop', 'temperature', 'top_p']
+    """
+    kwargs: dict[str, Any] = dict(n=n, temperature=s.temperature, top_p=s.top_p,
+                                  repetition_penalty=s.repetition_penalty, max_tokens=s.max_tokens,
+                                  logprobs=s.logprobs, stop=list(s.stop) or None)
+    if s.top_k != -1:
+        kwargs["top_k"] = s.top_k
+    if s.seed is not None and per_request_seed:
+        kwargs["seed"] = s.seed
+    return kwargs
+
+
+def teacher_forcing_kwargs(top_k: int) -> dict[str, Any]:
+    """``vllm.SamplingParams`` keywords of a teacher-forcing request: the prompt's top-``top_k``
+    logprobs, one token generated (see ``prom_reward.backends.teacher_forcing``)."""
+    return dict(max_tokens=1, temperature=0.0, prompt_logprobs=top_k)
