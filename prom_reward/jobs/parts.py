@@ -41,17 +41,20 @@ FAILED_PREFIX = "_failed-"
 underscore keeps pyarrow.dataset and Ray from reading it as data)."""
 TMP_PREFIX = "_tmp-"
 CRASH_HOOK = "PROM_REWARD_JOB_CRASH"
-"""Test hook: ``part:START:MARKER`` SIGKILLs the process about to commit the part starting at id START,
-``merge:MARKER`` the one about to move the merged output into place; once: only where the file MARKER
-does not exist yet (it is created first)."""
+"""Test hook (fault tests, in every process of a job: the CLI, Ray's judge actors): ``part:START:MARKER``
+SIGKILLs the process about to commit the part starting at id START, ``merge:MARKER`` the one about to
+move the merged output into place; once: only where the file MARKER does not exist yet (it is created
+first). ``enospc:part:START:MARKER`` / ``enospc:merge:MARKER`` raise ``OSError(ENOSPC)`` there instead,
+as a full disk would."""
 
 
 def crash_point(point: str, start: int | None = None) -> None:
-    """``CRASH_HOOK``: die here (SIGKILL) when the hook names this point."""
+    """``CRASH_HOOK``: die here (SIGKILL), or fail as a full disk, when the hook names this point."""
     spec = os.environ.get(CRASH_HOOK)
     if not spec:
         return
-    kind, _, rest = spec.partition(":")
+    full = spec.startswith("enospc:")
+    kind, _, rest = spec.removeprefix("enospc:").partition(":")
     if kind != point:
         return
     if point == "part":
@@ -62,6 +65,8 @@ def crash_point(point: str, start: int | None = None) -> None:
         marker = rest
     if not os.path.exists(marker):
         Path(marker).touch()
+        if full:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         os.kill(os.getpid(), signal.SIGKILL)
 
 

@@ -24,7 +24,7 @@ import socket
 import time
 from typing import Any
 
-from prom_reward.errors import BackendError, ConfigError
+from prom_reward.errors import BackendError, ConfigError, PromRewardError
 from prom_reward.jobs.batch import Sink, judge_batch
 from prom_reward.jobs.config import RayConfig
 from prom_reward.jobs.plan import Plan
@@ -171,10 +171,28 @@ def judge_on_ray(plan: Plan, judge: dict[str, Any], cfg: RayConfig, progress: bo
                         num_cpus=cfg.num_cpus, num_gpus=gpus or None, runtime_env={"env_vars": env})
     with tqdm(desc="judged rows", unit="row", total=sum(s["stop"] - s["start"] for s in todo),
               disable=not progress) as bar:
-        for rec in ds.iter_rows():
-            summary.add(rec)
-            bar.update(int(rec["rows"]))
-            bar.set_postfix(failed=summary.failed, refresh=False)
+        try:
+            for rec in ds.iter_rows():
+                summary.add(rec)
+                bar.update(int(rec["rows"]))
+                bar.set_postfix(failed=summary.failed, refresh=False)
+        except Exception as e:  # an actor's OutputError (a full disk ...) reaches us wrapped by Ray
+            raise _unwrap(e) from e
+
+
+def _unwrap(e: BaseException) -> BaseException:
+    """The ``PromRewardError`` inside the exception Ray raised for an actor's error (else ``e``)."""
+    seen: set[int] = set()
+    stack: list[BaseException | None] = [e]
+    while stack:
+        x = stack.pop()
+        if x is None or id(x) in seen:
+            continue
+        seen.add(id(x))
+        if isinstance(x, PromRewardError):
+            return x
+        stack += [x.__cause__, x.__context__, getattr(x, "cause", None)]
+    return e
 
 
 __all__ = ["BASELINE_HOOK", "judge_on_ray", "warm_up"]

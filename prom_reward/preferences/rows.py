@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,11 +53,14 @@ class PreferenceRow:
     """The ``keep_columns`` values."""
 
 
-def _judge_text(fn: Any, value: Any, index: int, fieldname: str) -> str:
+def _judge_text(fn: Any, value: Any, index: int, fieldname: str, flag: str) -> str:
     try:
         return fn(value, index)
     except InputError as e:
-        raise InputError(f"row {index}: {fieldname}: {e}", index=index, field=fieldname) from e
+        detail = re.sub(r"^item \d+: ", "", str(e))
+        raise InputError(f"row {index}: column {fieldname!r}: {detail}; fix: give text or a list of "
+                         f"{{role, content}} messages, or name the right column with {flag}",
+                         index=index, field=fieldname) from e
 
 
 def validate_row(index: int, row: Any, cfg: PreferenceConfig, rubrics: RubricResolver) -> PreferenceRow:
@@ -77,7 +81,7 @@ def validate_row(index: int, row: Any, cfg: PreferenceConfig, rubrics: RubricRes
         got = f"{len(completions)} item(s)" if isinstance(completions, (list, tuple)) else type(completions).__name__
         raise InputError(f"row {index}: {ccol} must be a list of at least 2 completions, got {got}",
                          index=index, field=ccol)
-    instruction = _judge_text(prompt_text, prompt, index, cfg.prompt_column)
+    instruction = _judge_text(prompt_text, prompt, index, cfg.prompt_column, "--prompt-col")
     conversational = not isinstance(prompt, str)
     responses = []
     for j, c in enumerate(completions):
@@ -89,7 +93,7 @@ def validate_row(index: int, row: Any, cfg: PreferenceConfig, rubrics: RubricRes
         if not conversational and not isinstance(c, str):
             raise InputError(f"row {index}: {name} must be a str like the prompt, got {type(c).__name__} "
                              f"({str(c)[:60]!r})", index=index, field=name)
-        responses.append(_judge_text(completion_text, c, index, name))
+        responses.append(_judge_text(completion_text, c, index, name, "--completions-col"))
     ref = row.get(cfg.reference_column)
     if ref is not None and not isinstance(ref, str):
         raise InputError(f"row {index}: {cfg.reference_column} must be a str or None, got {type(ref).__name__}",
