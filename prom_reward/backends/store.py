@@ -35,8 +35,9 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any
 
 from prom_reward.backends.base import Completion, GenerationRequest, GenerationResult, TokenLogprobs
 from prom_reward.errors import ConfigError, StoreError
@@ -124,7 +125,8 @@ class JudgmentStore:
         self.path = Path(path)
         if self.path.suffix.lower() in (".jsonl", ".json", ".parquet", ".pq"):
             raise ConfigError(f"judgment store {path}: expected an SQLite file path (e.g. judgments.sqlite), "
-                              f"got a {self.path.suffix} export path; export with `prom-reward store export STORE -o OUT` instead")
+                              f"got a {self.path.suffix} export path; export with `prom-reward store export STORE "
+                              "-o OUT` instead")
         if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout < 0:
             raise ConfigError(f"store timeout: expected seconds >= 0, got {timeout!r}")
         if not create and not self.path.is_file():
@@ -264,7 +266,7 @@ class JudgmentStore:
                 self._conn.close()
             self._conn = None
 
-    def __enter__(self) -> "JudgmentStore":
+    def __enter__(self) -> JudgmentStore:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -274,7 +276,7 @@ class JudgmentStore:
         return f"JudgmentStore({str(self.path)!r})"
 
 
-def open_store(store: "str | Path | JudgmentStore") -> JudgmentStore:
+def open_store(store: str | Path | JudgmentStore) -> JudgmentStore:
     """A JudgmentStore from a path, or the given store unchanged."""
     if isinstance(store, JudgmentStore):
         return store

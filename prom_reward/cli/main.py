@@ -33,7 +33,7 @@ from __future__ import annotations
 import argparse
 import sqlite3
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from prom_reward.cli.jobs import add_job_parsers
 from prom_reward.cli.servers import add_server_parsers

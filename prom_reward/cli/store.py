@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
 from itertools import islice
-from typing import Any, Iterator
+from typing import Any
 
 from prom_reward.jobs.parts import write_rows
 
@@ -20,8 +21,8 @@ def cmd_store(args: argparse.Namespace) -> int:
     """``prom-reward store info|export STORE [-o OUT]``: look into or export a judgment store."""
     from pathlib import Path
 
-    from prom_reward.errors import ConfigError
     from prom_reward.backends.store import JudgmentStore
+    from prom_reward.errors import ConfigError
 
     if not Path(args.path).is_file():
         raise ConfigError(f"{args.path}: no judgment store there; fix: give the SQLite file given to --store")

@@ -64,7 +64,8 @@ def judge_batch(kind: JobKind, judge: Any, prepare: Prepare, rows: list[SourceRo
                            "backend_failed": out.failed if out.backend_error else 0,
                            "tie_breaks": out.tie_breaks, "tie_rounds": out.tie_rounds, "worker": worker}
     after = (s.retries, s.forced, s.prompt_tokens, s.completion_tokens)
-    for k, a, b in zip(("retried", "forced", "prompt_tokens", "completion_tokens"), before, after):
+    for k, a, b in zip(("retried", "forced", "prompt_tokens", "completion_tokens"), before, after,
+                       strict=True):
         rec[k] = b - a
     t2 = time.perf_counter()
     rec.update(seconds=t2 - t0, io_seconds=t2 - t1)

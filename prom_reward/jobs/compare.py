@@ -31,8 +31,8 @@ from prom_reward.core.results import Verdict
 from prom_reward.errors import InputError
 from prom_reward.format.rubrics import Rubric
 from prom_reward.jobs.grade import resolve_rubric, resolver, rubric_fingerprint
-from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, missing_column, option_flag, row_error
 from prom_reward.jobs.source import SourceRow
+from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, missing_column, option_flag, row_error
 
 
 def verdict_error(v: Verdict) -> str | None:
@@ -112,7 +112,7 @@ class CompareJob(JobKind):
                                  [it.response_b for it in items], [it.rubric for it in items],
                                  refs if any(r is not None for r in refs) else None, swap=self.swap)
         out = BatchOut()
-        for row, v in zip(rows, verdicts):
+        for row, v in zip(rows, verdicts, strict=True):
             out.ties += bool(v.tie)
             out.failed += v.winner is None and not v.tie
             out.rows.append(self.output_row(row, {

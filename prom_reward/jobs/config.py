@@ -5,10 +5,10 @@ Example:
     False
     >>> RayConfig(replicas="all").num_cpus
     1.0
-    >>> JobConfig(resume=True, overwrite=True)
+    >>> JobConfig(resume=True, overwrite=True)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    prom_reward.errors.ConfigError: resume and overwrite: give one (--resume continues OUTPUT, --overwrite starts it over)
+    prom_reward.errors.ConfigError: resume and overwrite: give one (--resume continues OUTPUT, --overwrite ...
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ class JobConfig:
         if self.resume and self.overwrite:
             raise ConfigError("resume and overwrite: give one (--resume continues OUTPUT, --overwrite starts it over)")
 
-    def replace(self, **changes: Any) -> "JobConfig":
+    def replace(self, **changes: Any) -> JobConfig:
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)
 
@@ -49,7 +49,7 @@ class JobConfig:
 class RayConfig:
     """The pool of judge actors of a job on Ray (``prom_reward.jobs.ray_run``)."""
 
-    replicas: "int | str" = 1
+    replicas: int | str = 1
     """Judge actors: a number, or ``"all"``: every GPU of the cluster (every CPU on a CPU cluster) divided
     by what one replica takes."""
     num_gpus: float | None = None

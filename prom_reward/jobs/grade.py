@@ -32,8 +32,8 @@ from prom_reward.core.items import AbsoluteItem, absolute_items
 from prom_reward.errors import InputError
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.rubrics import Rubric
-from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, missing_column, option_flag, row_error
 from prom_reward.jobs.source import SourceRow
+from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, missing_column, option_flag, row_error
 
 SCORES = ("1", "2", "3", "4", "5")
 
@@ -119,7 +119,7 @@ class GradeJob(JobKind):
         grades = judge.grade([it.instruction for it in items], [it.response for it in items],
                              [it.rubric for it in items], refs if any(r is not None for r in refs) else None)
         out = BatchOut()
-        for row, g in zip(rows, grades):
+        for row, g in zip(rows, grades, strict=True):
             error = None if g.score is not None else f"no verdict in {g.failures} sample(s) (no parseable [RESULT])"
             out.failed += g.score is None
             probs = None if not g.probabilities else {k: float(g.probabilities.get(int(k), 0.0)) for k in SCORES}

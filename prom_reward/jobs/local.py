@@ -11,7 +11,8 @@ Example (see ``prom_reward.jobs.run`` for the entry points):
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from prom_reward.jobs.batch import Sink, judge_batch
 from prom_reward.jobs.plan import Plan

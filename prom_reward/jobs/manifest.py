@@ -78,7 +78,7 @@ def differences(saved: dict[str, Any], now: dict[str, Any]) -> list[str]:
     a, b = saved.get("inputs") or [], now["inputs"]
     if len(a) != len(b):
         out.append(f"{len(a)} input file(s) then, {len(b)} now")
-    for i, (x, y) in enumerate(zip(a, b)):
+    for x, y in zip(a, b, strict=False):
         changed = [k for k in ("size", "rows", "sha256") if x.get(k) != y.get(k)]
         if changed:
             out.append(f"input {y['path']}: not the file {x.get('path')} was ({', '.join(changed)} differ: "

@@ -24,8 +24,9 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar, Iterator
+from typing import Any, ClassVar
 
 from prom_reward.errors import InputError
 from prom_reward.format.rubrics import Rubric

@@ -30,8 +30,9 @@ import json
 import os
 import re
 import signal
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from prom_reward.errors import OutputError
 
@@ -90,7 +91,7 @@ def output_error(path: str | Path, e: OSError) -> OutputError:
     return OutputError(f"{path}: cannot write: {why}")
 
 
-def write_bytes(path: Path, chunks: "list[bytes] | Callable[[Any], None]") -> None:
+def write_bytes(path: Path, chunks: list[bytes] | Callable[[Any], None]) -> None:
     """Write a new file (bytes, or a function that writes to the open file), flushed and fsynced."""
     with open(path, "wb") as f:
         if callable(chunks):
@@ -252,7 +253,7 @@ def merge_parts(folder: str | Path, output: str | Path, fmt: str, schema: Any = 
     return count[0]
 
 
-def write_rows(output: str | Path, batches: "Iterable[list[dict[str, Any]]]") -> int:
+def write_rows(output: str | Path, batches: Iterable[list[dict[str, Any]]]) -> int:
     """Write batches of rows to a new .jsonl or .parquet file (temporary file, then renamed); returns the
     rows written. Parquet columns take their types from the first batch (nested values as JSON text)."""
     out = Path(output)

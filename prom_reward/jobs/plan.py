@@ -33,8 +33,7 @@ from typing import Any
 from prom_reward.errors import ConfigError, OutputError
 from prom_reward.jobs.config import JobConfig
 from prom_reward.jobs.manifest import NAME, differences, make_manifest, read_manifest, write_manifest
-from prom_reward.jobs.parts import (clear_parts, done_parts, failed_parts, output_error, part_ids,
-                                    remove_temporaries)
+from prom_reward.jobs.parts import clear_parts, done_parts, failed_parts, output_error, part_ids, remove_temporaries
 from prom_reward.jobs.scan import Scan, scan_input
 from prom_reward.jobs.source import JSONL_SUFFIXES, PARQUET_SUFFIXES, expand_inputs
 from prom_reward.jobs.spec import JobKind
@@ -64,7 +63,8 @@ def target(output: str | Path, kind: JobKind) -> Target:
     out = Path(output)
     suffix = out.suffix.lower()
     if suffix in JSONL_SUFFIXES + PARQUET_SUFFIXES:
-        merged, folder, fmt = True, out.with_name(out.name + ".parts"), "jsonl" if suffix in JSONL_SUFFIXES else "parquet"
+        fmt = "jsonl" if suffix in JSONL_SUFFIXES else "parquet"
+        merged, folder = True, out.with_name(out.name + ".parts")
     elif suffix == ".json":
         raise ConfigError(f"{out}: a JSON array cannot be written row by row; fix: use a .jsonl or .parquet output")
     elif suffix:

@@ -52,7 +52,8 @@ class _JudgeWorker:
         self.kind = spec["kind"]
         self.prepare = self.kind.preparer()
         self.name = f"{socket.gethostname()}:{os.getpid()}"
-        self.batches, self.warm, self.left = 0, False, None
+        self.batches, self.warm = 0, False
+        self.left: float | None = None
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
         out: dict[str, list[Any]] = {}
@@ -73,10 +74,15 @@ class _JudgeWorker:
         self.batches += 1
         baseline_s = self._baseline(shard) if baseline and self.batches % 2 else 0.0
         t0 = time.perf_counter()
-        rows = self._read(shard)
-        read = time.perf_counter() - t0
-        rec = judge_batch(self.kind, self.judge, self.prepare, rows, shard, self.spec["sink"], self.name)
-        rec.update(seconds=rec["seconds"] + read, io_seconds=rec["io_seconds"] + read, idle_seconds=idle)
+        try:
+            rows = self._read(shard)
+            read = time.perf_counter() - t0
+            rec = judge_batch(self.kind, self.judge, self.prepare, rows, shard, self.spec["sink"], self.name)
+        except PromRewardError as e:  # a full disk ...: sent back as data (Ray would lose the exception's class)
+            self.left = time.perf_counter()
+            return {"start": int(shard["start"]), "rows": 0, "worker": self.name, "skipped": "{}",
+                    "error": f"{type(e).__name__}\t{e}"}
+        rec.update(seconds=rec["seconds"] + read, io_seconds=rec["io_seconds"] + read, idle_seconds=idle, error="")
         if baseline:
             rec["baseline_seconds"] = baseline_s or self._baseline(shard)
         self.left = time.perf_counter()
@@ -171,28 +177,23 @@ def judge_on_ray(plan: Plan, judge: dict[str, Any], cfg: RayConfig, progress: bo
                         num_cpus=cfg.num_cpus, num_gpus=gpus or None, runtime_env={"env_vars": env})
     with tqdm(desc="judged rows", unit="row", total=sum(s["stop"] - s["start"] for s in todo),
               disable=not progress) as bar:
-        try:
-            for rec in ds.iter_rows():
-                summary.add(rec)
-                bar.update(int(rec["rows"]))
-                bar.set_postfix(failed=summary.failed, refresh=False)
-        except Exception as e:  # an actor's OutputError (a full disk ...) reaches us wrapped by Ray
-            raise _unwrap(e) from e
+        for rec in ds.iter_rows():
+            if rec.get("error"):
+                raise _rebuild(str(rec["error"]))
+            summary.add(rec)
+            bar.update(int(rec["rows"]))
+            bar.set_postfix(failed=summary.failed, refresh=False)
 
 
-def _unwrap(e: BaseException) -> BaseException:
-    """The ``PromRewardError`` inside the exception Ray raised for an actor's error (else ``e``)."""
-    seen: set[int] = set()
-    stack: list[BaseException | None] = [e]
-    while stack:
-        x = stack.pop()
-        if x is None or id(x) in seen:
-            continue
-        seen.add(id(x))
-        if isinstance(x, PromRewardError):
-            return x
-        stack += [x.__cause__, x.__context__, getattr(x, "cause", None)]
-    return e
+def _rebuild(error: str) -> PromRewardError:
+    """An actor's ``PromRewardError`` from its ``NAME<TAB>message`` record."""
+    import prom_reward.errors as errors
+
+    name, _, message = error.partition("\t")
+    cls = getattr(errors, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, PromRewardError)) or cls is errors.UnknownNameError:
+        cls = PromRewardError
+    return cls(message)
 
 
 __all__ = ["BASELINE_HOOK", "judge_on_ray", "warm_up"]

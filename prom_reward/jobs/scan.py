@@ -21,8 +21,9 @@ Example:
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from prom_reward.errors import InputError
 from prom_reward.jobs.source import SourceRow, file_kind, filesystem, iter_file
@@ -49,7 +50,8 @@ class _Schema:
     """The types of the input columns, settled over blocks of rows."""
 
     def __init__(self, kind: JobKind) -> None:
-        self.kind, self.block, self.schema = kind, [], None
+        self.kind, self.schema = kind, None
+        self.block: list[dict[str, Any]] = []
         self.skip = {"source_index", *kind.result_columns}
         self.first: SourceRow | None = None
         self.last: SourceRow | None = None
@@ -81,7 +83,8 @@ class _Schema:
 
         self.flush()
         fields = [pa.field("source_index", pa.int64())]
-        for f in self.schema or []:
+        inputs: list[Any] = list(self.schema or [])
+        for f in inputs:
             fields.append(pa.field(f.name, pa.string()) if pa.types.is_null(f.type) else f)
         return pa.schema(fields + list(self.kind.result_schema()))
 

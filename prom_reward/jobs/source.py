@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Generator, Iterator, Sequence
+from typing import Any
 
 from prom_reward.errors import ConfigError, InputError
 
@@ -70,7 +71,7 @@ def filesystem(path: str) -> tuple[Any, str]:
         return pafs.PyFileSystem(pafs.FSSpecHandler(fs)), inner
 
 
-def expand_inputs(inputs: "str | Path | Sequence[str | Path]") -> list[str]:
+def expand_inputs(inputs: str | Path | Sequence[str | Path]) -> list[str]:
     """The input files: each path as given (local ones made absolute), a folder's .jsonl/.parquet files
     sorted. A missing path is an ``InputError`` naming it."""
     import pyarrow.fs as pafs
@@ -161,8 +162,8 @@ def _open_error(path: str, e: OSError) -> InputError:
 def iter_file(path: str, first_id: int, want: Callable[[int], bool] | None = None,
               on_bytes: Callable[[bytes], None] | None = None,
               on_offset: Callable[[int, int, int], None] | None = None) -> Generator[SourceRow, None, int]:
-    """The rows of one file, ids from ``first_id``; returns the id after its last row. ``want(id)`` False: counted but not parsed (JSON lines)
-    nor yielded; ``on_bytes``: every raw chunk (for a content hash of JSON-lines files);
+    """The rows of one file, ids from ``first_id``; returns the id after its last row. ``want(id)`` False:
+    counted but not parsed (JSON lines) nor yielded; ``on_bytes``: every raw chunk (for a content hash);
     ``on_offset(id, byte offset, line)`` for each JSON-lines row before it is parsed."""
     kind = file_kind(path)
     fs, inner = filesystem(path)
@@ -237,7 +238,8 @@ def read_range(path: str, first_id: int, start: int, stop: int, offset: int = 0,
     if kind == "parquet":  # only the row groups that hold the range
         with fs.open_input_file(inner) as f:
             pf = _parquet(path, f)
-            lo, hi, groups, seen, first = start - first_id, stop - first_id, [], 0, 0
+            lo, hi, seen, first = start - first_id, stop - first_id, 0, 0
+            groups: list[int] = []
             for g in range(pf.metadata.num_row_groups):
                 size = pf.metadata.row_group(g).num_rows
                 if seen + size > lo and seen < hi:
@@ -261,7 +263,7 @@ def read_range(path: str, first_id: int, start: int, stop: int, offset: int = 0,
     return rows
 
 
-def read_rows(inputs: "str | Path | Sequence[str | Path]") -> Iterator[dict[str, Any]]:
+def read_rows(inputs: str | Path | Sequence[str | Path]) -> Iterator[dict[str, Any]]:
     """The rows of one or more files (or folders) as dicts, streamed."""
     for row in iter_rows(expand_inputs(inputs)):
         yield row.data

@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Iterator
+from typing import Any, ClassVar
 
 from prom_reward.errors import BackendError, ConfigError, ContextLengthError, InputError
 from prom_reward.jobs.source import SourceRow
@@ -52,7 +53,7 @@ class BatchOut:
     tie_rounds: int = 0
     """Temperature-1.0 re-grading rounds spent on those."""
 
-    def extend(self, other: "BatchOut") -> None:
+    def extend(self, other: BatchOut) -> None:
         """Append another part of the same batch."""
         self.rows += other.rows
         self.skipped += other.skipped

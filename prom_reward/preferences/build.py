@@ -41,10 +41,11 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
-from typing import Any, Iterable, Iterator, NamedTuple
+from typing import Any, NamedTuple
 
 from prom_reward.core.judge import PrometheusJudge
 from prom_reward.errors import BackendError, ConfigError
@@ -113,7 +114,7 @@ def _tally(stats: PreferenceStats, rows: list[SourceRow], out: BatchOut) -> None
     stats.tie_rounds += out.tie_rounds
 
 
-def _source(rows: "str | Path | Iterable[dict[str, Any]]") -> Iterator[SourceRow]:
+def _source(rows: str | Path | Iterable[dict[str, Any]]) -> Iterator[SourceRow]:
     if isinstance(rows, (str, Path)):
         return iter_rows(expand_inputs(rows))
     return (SourceRow(i, f"row {i}", r) for i, r in enumerate(rows))
@@ -121,7 +122,7 @@ def _source(rows: "str | Path | Iterable[dict[str, Any]]") -> Iterator[SourceRow
 
 def build_preference_dataset(
     judge: PrometheusJudge,
-    rows: "str | Path | Iterable[dict[str, Any]]",
+    rows: str | Path | Iterable[dict[str, Any]],
     config: PreferenceConfig | None = None,
     *,
     batch_size: int = 64,

@@ -22,8 +22,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from prom_reward.format.conversation import completion_text, is_conversational, prompt_text
 from prom_reward.errors import InputError
+from prom_reward.format.conversation import completion_text, is_conversational, prompt_text
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.rubrics import Rubric
 from prom_reward.preferences.config import PreferenceConfig

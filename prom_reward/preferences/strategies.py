@@ -31,14 +31,15 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
-from typing import Any, Sequence
+from typing import Any
 
 from prom_reward.core.judge import PrometheusJudge
+from prom_reward.core.results import Grade, Verdict
 from prom_reward.preferences.config import PreferenceConfig
 from prom_reward.preferences.rows import PreferenceRow
-from prom_reward.core.results import Grade, Verdict
 
 
 @dataclass
@@ -71,7 +72,7 @@ def _keep(out: ChunkOutcome, row: PreferenceRow, cfg: PreferenceConfig, pair: di
         out.pairs.append(pair)
 
 
-def skip_record(row: PreferenceRow, reason: str, pair: "tuple[int, int] | None",
+def skip_record(row: PreferenceRow, reason: str, pair: tuple[int, int] | None,
                 judge_error: str | None = None) -> dict[str, Any]:
     """One dropped candidate pair: ``source_index``, ``reason``, ``pair`` (None: the whole row), ``judge_error``
     (what went wrong, where the judge failed as a whole: "backend failed: ...", "too long for the judge: ...")."""
