@@ -48,7 +48,7 @@ def judge_batch(kind: JobKind, judge: Any, prepare: Prepare, rows: list[SourceRo
                 sink: Sink, worker: str) -> dict[str, Any]:
     """Judge ``rows`` (the ids ``[shard["start"], shard["stop"])``), commit them, return the batch's record."""
     s = judge.stats
-    before = (s.retries, s.forced, s.prompt_tokens, s.completion_tokens)
+    before = (s.retries, s.forced, s.prompt_tokens, s.completion_tokens, s.samples, s.parse_failures)
     t0 = time.perf_counter()
     out = run_batch(kind, judge, rows, prepare)
     t1 = time.perf_counter()
@@ -63,9 +63,9 @@ def judge_batch(kind: JobKind, judge: Any, prepare: Prepare, rows: list[SourceRo
                            "pairs": len(out.rows) if kind.name == "pairs" else 0, "skipped": json.dumps(skipped),
                            "backend_failed": out.failed if out.backend_error else 0,
                            "tie_breaks": out.tie_breaks, "tie_rounds": out.tie_rounds, "worker": worker}
-    after = (s.retries, s.forced, s.prompt_tokens, s.completion_tokens)
-    for k, a, b in zip(("retried", "forced", "prompt_tokens", "completion_tokens"), before, after,
-                       strict=True):
+    after = (s.retries, s.forced, s.prompt_tokens, s.completion_tokens, s.samples, s.parse_failures)
+    names = ("retried", "forced", "prompt_tokens", "completion_tokens", "samples", "parse_failures")
+    for k, a, b in zip(names, before, after, strict=True):
         rec[k] = b - a
     t2 = time.perf_counter()
     rec.update(seconds=t2 - t0, io_seconds=t2 - t1)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 _COUNTS = ("failed", "ties", "pairs", "retried", "forced", "prompt_tokens", "completion_tokens", "backend_failed",
-           "tie_breaks", "tie_rounds")
+           "tie_breaks", "tie_rounds", "samples", "parse_failures")
 
 
 @dataclass
@@ -52,6 +52,10 @@ class JobSummary:
     """``pairs`` (best_vs_worst): rows whose all-equal grades were re-judged."""
     tie_rounds: int = 0
     """Temperature-1.0 re-grading rounds spent on those."""
+    samples: int = 0
+    """Judge samples generated (re-samples and both orders included)."""
+    parse_failures: int = 0
+    """Of ``samples``: those without a parseable verdict."""
     retried: int = 0
     """Re-sampling rounds spent on outputs without a verdict."""
     forced: int = 0
@@ -104,7 +108,8 @@ class JobSummary:
         what = "candidate pairs" if self.job == "pairs" else "rows"
         lines.append(f"  {self.failed} {what} without a verdict (see judge_error), {self.retried} re-sampling rounds, "
                      f"{self.forced} forced verdicts" + (f", {self.ties} ties" if self.ties else ""))
-        lines.append(f"  judge tokens: {self.prompt_tokens} prompt, {self.completion_tokens} generated")
+        lines.append(f"  judge: {self.samples} samples ({self.parse_failures} without a parseable verdict), tokens "
+                     f"{self.prompt_tokens} prompt, {self.completion_tokens} generated")
         if self.backend_failed:
             lines.append(f"  {self.backend_failed} {what} failed because the judge backend failed (judge_error "
                          "\"backend failed: ...\"): run again with --resume to judge them again")
