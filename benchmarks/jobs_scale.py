@@ -40,7 +40,8 @@ def make_input(path: Path, rows: int) -> Path:
     """``rows`` grade rows (about 450 bytes each)."""
     with open(path, "w") as f:
         for i in range(rows):
-            f.write(json.dumps({"id": i, "instruction": f"What is {i} + {i}?", "response": f"{2 * i}. {FILLER}"}) + "\n")
+            row = {"id": i, "instruction": f"What is {i} + {i}?", "response": f"{2 * i}. {FILLER}"}
+            f.write(json.dumps(row) + "\n")
     return path
 
 
