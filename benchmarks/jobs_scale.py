@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.report import emit, versions
+
 REPO = Path(__file__).resolve().parents[1]
 PEAK_RSS = """
 import resource, runpy, sys
@@ -96,11 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as d:
         record = run(args.rows, args.batch_size, Path(d), args.server_cpu)
-    record["date"] = time.strftime("%Y-%m-%d")
-    text = json.dumps(record, indent=1)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+    emit({**record, "date": time.strftime("%Y-%m-%d"), "versions": versions()}, args.out)
     return 0
 
 

@@ -39,6 +39,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.report import emit, versions
+
 REPO = Path(__file__).resolve().parents[1]
 ENGINE = {"max_model_len": 4096, "enforce_eager": True, "seed": 0}
 
@@ -173,11 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as d:
         record = run(args.pe_path, args.model, args.rows, args.max_tokens, Path(d))
-    record["date"] = time.strftime("%Y-%m-%d")
-    text = json.dumps(record, indent=1)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+    emit({**record, "date": time.strftime("%Y-%m-%d"), "versions": versions()}, args.out)
     return 0
 
 

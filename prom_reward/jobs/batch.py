@@ -29,7 +29,7 @@ from typing import Any
 
 from prom_reward.jobs.parts import write_part
 from prom_reward.jobs.source import SourceRow
-from prom_reward.jobs.spec import JobKind, Prepare, run_batch
+from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, run_batch
 
 
 @dataclass(frozen=True)
@@ -44,29 +44,40 @@ class Sink:
     """The Parquet schema (None for JSON lines)."""
 
 
-def judge_batch(kind: JobKind, judge: Any, prepare: Prepare, rows: list[SourceRow], shard: dict[str, Any],
-                sink: Sink, worker: str) -> dict[str, Any]:
-    """Judge ``rows`` (the ids ``[shard["start"], shard["stop"])``), commit them, return the batch's record."""
+def judge_rows(kind: JobKind, judge: Any, prepare: Prepare, rows: list[SourceRow],
+               worker: str) -> tuple[BatchOut, dict[str, Any]]:
+    """Judge ``rows`` (``run_batch``); returns what they gave and the batch's record (counts, judge stats)."""
     s = judge.stats
     before = (s.retries, s.forced, s.prompt_tokens, s.completion_tokens, s.samples, s.parse_failures)
     t0 = time.perf_counter()
     out = run_batch(kind, judge, rows, prepare)
-    t1 = time.perf_counter()
-    start, stop = int(shard["start"]), int(shard["stop"])
-    if kind.name == "pairs":
-        write_part(Path(sink.folder) / "skipped", start, stop, out.skipped, "jsonl")
-    write_part(sink.folder, start, stop, out.rows, sink.fmt, sink.schema, failed=out.backend_error)
     skipped: dict[str, int] = {}
     for sk in out.skipped:
         skipped[sk["reason"]] = skipped.get(sk["reason"], 0) + 1
-    rec: dict[str, Any] = {"start": start, "rows": len(rows), "failed": out.failed, "ties": out.ties,
-                           "pairs": len(out.rows) if kind.name == "pairs" else 0, "skipped": json.dumps(skipped),
+    pairs = kind.name == "pairs"
+    rec: dict[str, Any] = {"rows": len(rows), "failed": out.failed, "ties": out.ties,
+                           "pairs": len(out.rows) if pairs else 0, "skipped": json.dumps(skipped),
+                           "rows_without_pairs": len({r.id for r in rows} - {p["source_index"] for p in out.rows})
+                           if pairs else 0,
                            "backend_failed": out.failed if out.backend_error else 0,
                            "tie_breaks": out.tie_breaks, "tie_rounds": out.tie_rounds, "worker": worker}
     after = (s.retries, s.forced, s.prompt_tokens, s.completion_tokens, s.samples, s.parse_failures)
     names = ("retried", "forced", "prompt_tokens", "completion_tokens", "samples", "parse_failures")
     for k, a, b in zip(names, before, after, strict=True):
         rec[k] = b - a
-    t2 = time.perf_counter()
-    rec.update(seconds=t2 - t0, io_seconds=t2 - t1)
+    rec.update(seconds=time.perf_counter() - t0, io_seconds=0.0)
+    return out, rec
+
+
+def judge_batch(kind: JobKind, judge: Any, prepare: Prepare, rows: list[SourceRow], shard: dict[str, Any],
+                sink: Sink, worker: str) -> dict[str, Any]:
+    """Judge ``rows`` (the ids ``[shard["start"], shard["stop"])``), commit them, return the batch's record."""
+    out, rec = judge_rows(kind, judge, prepare, rows, worker)
+    t1 = time.perf_counter()
+    start, stop = int(shard["start"]), int(shard["stop"])
+    if kind.name == "pairs":
+        write_part(Path(sink.folder) / "skipped", start, stop, out.skipped, "jsonl")
+    write_part(sink.folder, start, stop, out.rows, sink.fmt, sink.schema, failed=out.backend_error)
+    written = time.perf_counter() - t1
+    rec.update(start=start, seconds=rec["seconds"] + written, io_seconds=written)
     return rec

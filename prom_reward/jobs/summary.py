@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 _COUNTS = ("failed", "ties", "pairs", "retried", "forced", "prompt_tokens", "completion_tokens", "backend_failed",
-           "tie_breaks", "tie_rounds", "samples", "parse_failures")
+           "tie_breaks", "tie_rounds", "samples", "parse_failures", "rows_without_pairs")
 
 
 @dataclass
@@ -46,8 +46,10 @@ class JobSummary:
     """Part files a killed run left half-written (or without their skip records), removed and judged again."""
     pairs: int = 0
     """``pairs``: preference pairs written by this run."""
+    rows_without_pairs: int = 0
+    """``pairs``: rows judged by this run that gave no pair."""
     skipped: dict[str, int] = field(default_factory=dict)
-    """``pairs``: dropped candidate pairs by reason."""
+    """``pairs``: dropped candidate pairs by reason (one candidate per row for best_vs_worst)."""
     tie_breaks: int = 0
     """``pairs`` (best_vs_worst): rows whose all-equal grades were re-judged."""
     tie_rounds: int = 0
@@ -76,7 +78,7 @@ class JobSummary:
     batches) and rows/s while busy."""
 
     def add(self, rec: dict[str, Any]) -> None:
-        """Count one batch's record (from ``prom_reward.jobs.batch.judge_batch``)."""
+        """Count one batch's record (from ``prom_reward.jobs.batch.judge_rows``)."""
         n = int(rec["rows"])
         self.rows += n
         self.batches += 1

@@ -19,7 +19,8 @@ Strategies (details in ``prom_reward.preferences.strategies``):
   P(chosen wins) and 1 - that; adds ``feedback``, ``swap_agreement``; margin = 2P - 1.
 
 Pairs with ``margin < min_margin`` are dropped. Every dropped candidate pair is counted by reason
-(``judge_failed``, ``tie``, ``swap_disagreement``, ``below_min_margin``) in ``PreferenceStats``.
+(``judge_failed``, ``tie``, ``swap_disagreement``, ``below_min_margin``) in the stats (a ``JobSummary``,
+the summary of every job).
 
 Files: ``prom_reward.jobs.run.pairs_file`` (``prom-reward pairs``) writes the same pairs to a .jsonl
 file batch by batch, resumable, with the skip records beside them; this function keeps them in memory.
@@ -42,41 +43,17 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from prom_reward.core.judge import PrometheusJudge
 from prom_reward.errors import BackendError, ConfigError
+from prom_reward.jobs.batch import judge_rows
 from prom_reward.jobs.pairs import PairsJob
 from prom_reward.jobs.source import SourceRow, expand_inputs, iter_rows
-from prom_reward.jobs.spec import BatchOut, run_batch
+from prom_reward.jobs.summary import JobSummary
 from prom_reward.preferences.config import PreferenceConfig
-
-
-@dataclass
-class PreferenceStats:
-    """Counters of a preference build."""
-
-    rows: int = 0
-    """Input rows (prompt groups) judged."""
-    pairs: int = 0
-    """Pairs made."""
-    rows_without_pairs: int = 0
-    """Rows that gave no pair at all."""
-    skipped: dict[str, int] = field(default_factory=dict)
-    """Dropped candidate pairs by reason (one candidate per row for best_vs_worst)."""
-    tie_breaks: int = 0
-    """best_vs_worst rows whose all-equal grades were re-judged."""
-    tie_rounds: int = 0
-    """Temperature-1.0 re-grading rounds spent on those."""
-    seconds: float = 0.0
-    """Wall time."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready copy."""
-        return dataclasses.asdict(self)
 
 
 class PreferenceResult(NamedTuple):
@@ -84,8 +61,8 @@ class PreferenceResult(NamedTuple):
 
     dataset: Any
     """The pairs as a ``datasets.Dataset``."""
-    stats: PreferenceStats
-    """Counts of pairs and skips."""
+    stats: JobSummary
+    """Counts of pairs and skips (``pairs``, ``skipped`` by reason, ``rows_without_pairs``, ``tie_rounds`` ...)."""
 
 
 def _columns(cfg: PreferenceConfig) -> list[str]:
@@ -101,17 +78,6 @@ def _dataset(pairs: list[dict[str, Any]], cfg: PreferenceConfig) -> Any:
     if not pairs:
         return Dataset.from_dict({c: [] for c in _columns(cfg)})
     return Dataset.from_list(pairs)
-
-
-def _tally(stats: PreferenceStats, rows: list[SourceRow], out: BatchOut) -> None:
-    stats.rows += len(rows)
-    stats.pairs += len(out.rows)
-    with_pairs = {p["source_index"] for p in out.rows}
-    stats.rows_without_pairs += sum(1 for r in rows if r.id not in with_pairs)
-    for s in out.skipped:
-        stats.skipped[s["reason"]] = stats.skipped.get(s["reason"], 0) + 1
-    stats.tie_breaks += out.tie_breaks
-    stats.tie_rounds += out.tie_rounds
 
 
 def _source(rows: str | Path | Iterable[dict[str, Any]]) -> Iterator[SourceRow]:
@@ -145,16 +111,17 @@ def build_preference_dataset(
     source = list(kind.group(_source(rows)))
     for row in source:  # the whole input is checked before anything is judged
         prepare(row)
-    stats, pairs = PreferenceStats(), []
+    stats, pairs = JobSummary(job="pairs", output="(in memory)"), []
     it = iter(source)
     while batch := list(islice(it, batch_size)):
-        out = run_batch(kind, judge, batch, prepare)
+        out, rec = judge_rows(kind, judge, prepare, batch, "local")
         if out.backend_error:
             raise BackendError(out.backend_error)
-        _tally(stats, batch, out)
+        stats.add(rec)
         pairs.extend(out.rows)
+    stats.output_rows = len(pairs)
     stats.seconds = time.perf_counter() - start
     return PreferenceResult(_dataset(pairs, cfg), stats)
 
 
-__all__ = ["PreferenceConfig", "PreferenceResult", "PreferenceStats", "build_preference_dataset"]
+__all__ = ["PreferenceConfig", "PreferenceResult", "build_preference_dataset"]

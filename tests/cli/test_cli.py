@@ -138,14 +138,7 @@ def test_pairs_command_against_a_real_server(tmp_path, vllm_server, capsys):
 
 
 # -- a long job streams: memory does not grow with the file ----------------------------------------
-PEAK_RSS = """
-import resource, runpy, sys
-sys.argv = ["prom-reward"] + sys.argv[1:]
-try:
-    runpy.run_module("prom_reward.cli.main", run_name="__main__")
-finally:
-    print("peak_rss_kb", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
-"""
+from benchmarks.jobs_scale import PEAK_RSS  # noqa: E402  (prom-reward in a child that prints its peak RSS)
 
 
 def test_grade_streams_a_long_file_in_constant_memory(tmp_path):
