@@ -16,6 +16,8 @@ In this order, and nothing is written before step 4:
    ``retried_rows``), and refuses parts that were changed after they were written;
 5. the batches left: the ids not covered by a part, cut at multiples of ``batch_size`` and at file ends.
 
+A part-folder output has no older file to keep: ``overwrite`` clears its parts when the job starts.
+
 Example:
     >>> from prom_reward.jobs.grade import GradeJob
     >>> t = target("graded.parquet", GradeJob())
