@@ -119,7 +119,8 @@ def prepare_job(kind: JobKind, inputs: Any, output: str | Path, judge: dict[str,
     parts = done_parts(tgt.folder) if tgt.folder.is_dir() else {}
     exists = tgt.output.exists() if tgt.merged else bool(parts) or manifest_path.exists()
     if not cfg.resume and not cfg.overwrite and (exists or parts):
-        raise _refuse(tgt, "exists")
+        raise _refuse(tgt, "exists" if tgt.output.exists() else
+                      f"a job writing it was interrupted (its committed batches are in {tgt.folder})")
     saved = None
     if cfg.resume:
         if manifest_path.exists():

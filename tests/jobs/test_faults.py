@@ -49,7 +49,7 @@ def run(job, src, out, url, *extra, capsys=None):
 
 @pytest.mark.parametrize("job", JOBS)
 @pytest.mark.parametrize("point", ["part:0", "part:8", "merge"])
-def test_sigkill_then_resume_gives_every_row_once(job, point, tmp_path, server, reference):
+def test_sigkill_then_resume_gives_every_row_once(job, point, tmp_path, server, reference, capsys):
     """SIGKILL before the first commit, mid-way (about to commit the third batch) and during the final move:
     the resume's output equals an uninterrupted run, every input row once."""
     src, out = write(tmp_path / "in.jsonl", rows(job, N)), tmp_path / "out.jsonl"
@@ -57,6 +57,8 @@ def test_sigkill_then_resume_gives_every_row_once(job, point, tmp_path, server, 
     done = cli(argv(job, src, out, server.url), env={"PROM_REWARD_JOB_CRASH": hook})
     assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
     assert not out.exists()
+    code, err = run(job, src, out, server.url, capsys=capsys)  # not started over by accident
+    assert code == 2 and "was interrupted" in err and "--resume" in err
     assert main(argv(job, src, out, server.url, "--resume")) == 0
     assert out.read_text() == reference[job]
     assert ids(out) == list(range(N))
