@@ -57,8 +57,9 @@ def test_sigkill_then_resume_gives_every_row_once(job, point, tmp_path, server, 
     done = cli(argv(job, src, out, server.url), env={"PROM_REWARD_JOB_CRASH": hook})
     assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
     assert not out.exists()
-    code, err = run(job, src, out, server.url, capsys=capsys)  # not started over by accident
-    assert code == 2 and "was interrupted" in err and "--resume" in err
+    if point != "part:0":  # committed batches are not started over by accident
+        code, err = run(job, src, out, server.url, capsys=capsys)
+        assert code == 2 and "was interrupted" in err and "--resume" in err
     assert main(argv(job, src, out, server.url, "--resume")) == 0
     assert out.read_text() == reference[job]
     assert ids(out) == list(range(N))
