@@ -52,9 +52,6 @@ from prometheus_eval.parser import parse_output
 from prometheus_eval.prompts import ABSOLUTE_PROMPT
 from prometheus_eval.vllm import VLLM
 
-spec = json.loads(open(sys.argv[2]).read())
-
-
 class Counted(VLLM):
     """prometheus-eval's VLLM, counting what it generates and what its parser rejects."""
 
@@ -72,17 +69,23 @@ class Counted(VLLM):
         return texts
 
 
-rows = spec["rows"]
-model = Counted(model=spec["model"], **spec["engine"])
-judge = PrometheusEval(model=model, absolute_grade_template=ABSOLUTE_PROMPT)
-t = time.perf_counter()
-feedbacks, scores = judge.absolute_grade(
-    instructions=[r["instruction"] for r in rows], responses=[r["response"] for r in rows],
-    rubric=[r["rubric"] for r in rows], reference_answers=[r["reference_answer"] for r in rows],
-    params=spec["params"])
-seconds = time.perf_counter() - t
-print("RESULT " + json.dumps({"seconds": seconds, "scores": scores, "samples": Counted.samples,
-                              "rejected": Counted.rejected, "tokens": Counted.tokens, "calls": Counted.calls}))
+def main():
+    spec = json.loads(open(sys.argv[2]).read())
+    rows = spec["rows"]
+    model = Counted(model=spec["model"], **spec["engine"])
+    judge = PrometheusEval(model=model, absolute_grade_template=ABSOLUTE_PROMPT)
+    t = time.perf_counter()
+    feedbacks, scores = judge.absolute_grade(
+        instructions=[r["instruction"] for r in rows], responses=[r["response"] for r in rows],
+        rubric=[r["rubric"] for r in rows], reference_answers=[r["reference_answer"] for r in rows],
+        params=spec["params"])
+    seconds = time.perf_counter() - t
+    print("RESULT " + json.dumps({"seconds": seconds, "scores": scores, "samples": Counted.samples,
+                                  "rejected": Counted.rejected, "tokens": Counted.tokens, "calls": Counted.calls}))
+
+
+if __name__ == "__main__":  # vLLM starts its engine in a spawned process
+    main()
 '''
 
 

@@ -21,13 +21,17 @@ def _section(user: str, name: str) -> str:
     return user.split(f"###{name}:\n")[1].split("\n\n###")[0]
 
 
+def _rank(response: str) -> int:
+    return 2 if response.startswith("good") else 0 if response.startswith("bad") else 1
+
+
 def judge_text(user: str) -> str:
-    """The stand-in judge: 5 for a response starting "good", 1 for "bad", else 3; A/B: the "good" one."""
+    """The stand-in judge: 5 for a response starting "good", 1 for "bad", else 3; A/B: the higher of those
+    (B when equal)."""
     if "###Response to evaluate:" in user:
-        r = _section(user, "Response to evaluate")
-        return "Judged. [RESULT] " + ("5" if r.startswith("good") else "1" if r.startswith("bad") else "3")
-    a = _section(user, "Response A")
-    return "Compared. [RESULT] " + ("A" if a.startswith("good") else "B")
+        return "Judged. [RESULT] " + "135"[_rank(_section(user, "Response to evaluate"))]
+    a, b = _section(user, "Response A"), _section(user, "Response B")
+    return "Compared. [RESULT] " + ("A" if _rank(a) > _rank(b) else "B")
 
 
 def chat(delay: float = 0.0):
