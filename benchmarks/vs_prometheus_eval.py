@@ -151,16 +151,19 @@ def run_prom_reward(judge: list[str], rows: list[dict[str, Any]], max_tokens: in
             "scores": [g["score"] for g in graded], "wall_s_with_start": round(s["seconds"], 2)}
 
 
-def run(pe_path: str, preset: str, rows: int, max_tokens: int, tmp: Path) -> dict[str, Any]:
-    """Both sides on the same rows; the record of the module doc."""
+def run(pe_path: str, preset: str, rows: int, max_tokens: int, tmp: Path,
+        force_verdict: bool = False) -> dict[str, Any]:
+    """Both sides on the same rows; the record of the module doc (``force_verdict``: prom-reward reads a
+    verdict the judge did not write from its next-token distribution, ``--force-verdict``)."""
     from prom_reward.core.presets import get_preset, resolve_model_path
 
     data = bench_rows(rows)
     model_dir = str(resolve_model_path(get_preset(preset).model))
     record: dict[str, Any] = {"rows": len(data), "max_tokens": max_tokens, "model": preset, "engine": ENGINE,
                               "sampling": {"temperature": 1.0, "top_p": 0.9, "repetition_penalty": 1.03},
-                              "cpu_cores": os.cpu_count()}
-    record["prom_reward"] = run_prom_reward(engine_args(preset), data, max_tokens, tmp)
+                              "prom_reward_force_verdict": force_verdict, "cpu_cores": os.cpu_count()}
+    judge = engine_args(preset) + (["--force-verdict"] if force_verdict else [])
+    record["prom_reward"] = run_prom_reward(judge, data, max_tokens, tmp)
     record["prometheus_eval"] = run_prometheus_eval(pe_path, model_dir, data, max_tokens, tmp)
     a, b = record["prom_reward"], record["prometheus_eval"]
     record["rows_per_s_ratio"] = round(a["rows_per_s"] / b["rows_per_s"], 3)
@@ -174,10 +177,11 @@ def main(argv: list[str] | None = None) -> int:
                    "pocket-judge)")
     p.add_argument("--rows", type=int, default=40)
     p.add_argument("--max-tokens", type=int, default=64)
+    p.add_argument("--force-verdict", action="store_true", help="prom-reward side: --force-verdict")
     p.add_argument("--out", help="write the record (JSON) here")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as d:
-        record = run(args.pe_path, args.model, args.rows, args.max_tokens, Path(d))
+        record = run(args.pe_path, args.model, args.rows, args.max_tokens, Path(d), args.force_verdict)
     emit({**record, "date": time.strftime("%Y-%m-%d"), "versions": versions()}, args.out)
     return 0
 
