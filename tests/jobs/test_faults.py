@@ -105,23 +105,18 @@ def test_truncated_output_is_repaired_by_resume(job, tmp_path, server, reference
     assert out.read_text() == reference[job]
 
 
-@pytest.mark.parametrize("path", ["local", "ray"])
 @pytest.mark.parametrize("job", JOBS)
-def test_truncated_part_is_judged_again(job, path, tmp_path, server, reference, capsys):
+def test_truncated_part_is_judged_again(job, tmp_path, server, reference, capsys):
+    """A part cut short (its last line): removed and its batch judged again by the resume. (On Ray the
+    batches left go to the actors: tests/jobs/test_ray_jobs.py.)"""
     src, out = write(tmp_path / "in.jsonl", rows(job, N)), tmp_path / "out.jsonl"
     assert main(argv(job, src, out, server.url)) == 0
     part = tmp_path / "out.jsonl.parts" / "part-000000000004-000000000008.jsonl"
     part.write_bytes(part.read_bytes()[:-9])
     capsys.readouterr()
-    extra = ("--ray",) if path == "ray" else ()
-    if path == "ray":  # the part's batch is judged again by the runner: here, in this process
-        part.unlink()
-        (tmp_path / "out.jsonl").write_text("garbage\n")
-        assert main(argv(job, src, out, server.url, "--resume")) == 0
-    else:
-        assert main(argv(job, src, out, server.url, "--resume", *extra)) == 0
-        summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-        assert (summary["repaired_parts"], summary["rows"], summary["resumed_rows"]) == (1, 4, 8)
+    assert main(argv(job, src, out, server.url, "--resume")) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert (summary["repaired_parts"], summary["rows"], summary["resumed_rows"]) == (1, 4, 8)
     assert out.read_text() == reference[job]
 
 
