@@ -3,7 +3,7 @@
 Four measurements, one run:
 
 0. ``same_engine`` (the overhead ratio): one ``grade_dataset`` job, one replica, ``--shards``
-   shards, with ``ray_grade.BASELINE_HOOK`` set: the replica warms its engine up on a few rows
+   shards, with ``ray_run.BASELINE_HOOK`` set: the replica warms its engine up on a few rows
    (untimed), then for every shard also times one plain ``PrometheusJudge.grade`` call on the
    shard's rows on the same engine, right before (odd shards) or after (even shards) the pipeline's
    own work on it. Ratio: baseline seconds / pipeline seconds (shard read + judge call + part write
@@ -59,20 +59,20 @@ def _write_rows(path: Path, n: int) -> Path:
 
 
 def _ray_job(src: Path, out: Path, judge: dict[str, Any], **options: Any) -> dict[str, Any]:
-    from prom_reward.jobs.ray_run import grade_dataset
+    from prom_reward.jobs.run import grade_dataset
 
     t = time.perf_counter()
-    s = grade_dataset(str(src), out, judge=judge, rubric="helpfulness", progress=False, **options)
+    s = grade_dataset(str(src), out, judge, rubric="helpfulness", progress=False, overwrite=True, **options)
     wall = time.perf_counter() - t
-    busy = sum(r["seconds"] for r in s.replicas.values())
-    idle = sum(r["idle_seconds"] for r in s.replicas.values())
+    busy = sum(r["seconds"] for r in s.workers.values())
+    idle = sum(r.get("idle_seconds", 0.0) for r in s.workers.values())
     return {"rows": s.rows, "wall_s": round(wall, 2), "rows_per_s_wall": round(s.rows / wall, 2),
-            "rows_per_s_per_replica_judging": round(s.rows / busy * len(s.replicas), 2) if busy else None,
-            "rows_per_s_judging_all_replicas": round(s.rows / max(r["seconds"] for r in s.replicas.values()), 2),
-            "busy_s": round(busy, 2), "io_s": round(sum(r["io_seconds"] for r in s.replicas.values()), 3),
+            "rows_per_s_per_replica_judging": round(s.rows / busy * len(s.workers), 2) if busy else None,
+            "rows_per_s_judging_all_replicas": round(s.rows / max(r["seconds"] for r in s.workers.values()), 2),
+            "busy_s": round(busy, 2), "io_s": round(sum(r["io_seconds"] for r in s.workers.values()), 3),
             "idle_between_shards_s": round(idle, 3),
-            "baseline_s": round(sum(r.get("baseline_seconds", 0.0) for r in s.replicas.values()), 2),
-            "replicas": len(s.replicas), "shards": s.shards, "failed": s.failed}
+            "baseline_s": round(sum(r.get("baseline_seconds", 0.0) for r in s.workers.values()), 2),
+            "replicas": len(s.workers), "shards": s.batches, "failed": s.failed}
 
 
 def _judge_options(model: str, max_tokens: int) -> dict[str, Any]:
@@ -85,7 +85,7 @@ def same_engine(model: str, rows: int, max_tokens: int, shards: int, tmp: Path) 
     from prom_reward.jobs.ray_run import BASELINE_HOOK
 
     src = _write_rows(tmp / "same.jsonl", rows)
-    r = _ray_job(src, tmp / "same", _judge_options(model, max_tokens), rows_per_shard=max(1, rows // shards),
+    r = _ray_job(src, tmp / "same", _judge_options(model, max_tokens), batch_size=max(1, rows // shards),
                  env={BASELINE_HOOK: "1"})
     pipeline = r["busy_s"] + r["idle_between_shards_s"]
     return {**r, "pipeline_s": round(pipeline, 2), "plain_grade_rows_per_s": round(rows / r["baseline_s"], 2),
@@ -95,9 +95,9 @@ def same_engine(model: str, rows: int, max_tokens: int, shards: int, tmp: Path) 
 
 def engine_comparison(model: str, rows: int, max_tokens: int, replicas: int, tmp: Path) -> dict[str, Any]:
     """In-process ``grade`` vs ``grade_dataset`` on the same rows and engine settings."""
-    from prom_reward.jobs.ray_run import warm_up
-    from prom_reward.jobs.io import read_rows
     from prom_reward.core.judge import PrometheusJudge
+    from prom_reward.jobs.ray_run import warm_up
+    from prom_reward.jobs.source import read_rows
 
     judge = _judge_options(model, max_tokens)
     src = _write_rows(tmp / "engine.jsonl", rows)
@@ -111,8 +111,8 @@ def engine_comparison(model: str, rows: int, max_tokens: int, replicas: int, tmp
         return rows / (time.perf_counter() - t)
 
     before = timed()  # the in-process engine is timed before and after the Ray jobs (it idles meanwhile),
-    one = _ray_job(src, tmp / "one", judge, rows_per_shard=rows)  # so a drift of the machine's load
-    four = _ray_job(src, tmp / "four", judge, rows_per_shard=max(1, rows // 4))  # weighs on both sides
+    one = _ray_job(src, tmp / "one", judge, batch_size=rows)  # so a drift of the machine's load
+    four = _ray_job(src, tmp / "four", judge, batch_size=max(1, rows // 4))  # weighs on both sides
     after = timed()
     local.close()
     local_rate = (before + after) / 2
@@ -123,7 +123,7 @@ def engine_comparison(model: str, rows: int, max_tokens: int, replicas: int, tmp
            "ratio_four_shards": round(four["rows_per_s_per_replica_judging"] / local_rate, 3),
            "cpu_cores": os.cpu_count()}
     if replicas > 1:
-        scaled = _ray_job(src, tmp / "scaled", judge, rows_per_shard=max(1, rows // (2 * replicas)),
+        scaled = _ray_job(src, tmp / "scaled", judge, batch_size=max(1, rows // (2 * replicas)),
                           replicas=replicas)
         out[f"ray_{replicas}_replicas"] = scaled
         out["scaling_vs_one_replica_four_shards"] = round(
@@ -137,7 +137,7 @@ def driver_memory(rows: int, replicas: int, tmp: Path) -> dict[str, Any]:
 
     src = _write_rows(tmp / "noop.jsonl", rows)
     before = _rss_mib()
-    r = _ray_job(src, tmp / "noop-out", {"backend": NoOpBackend()}, rows_per_shard=max(1000, rows // 200),
+    r = _ray_job(src, tmp / "noop-out", {"backend": NoOpBackend()}, batch_size=max(1000, rows // 200),
                  replicas=replicas)
     return {**r, "input_mib": round(src.stat().st_size / 2**20, 1), "driver_peak_rss_mib_before": round(before, 1),
             "driver_peak_rss_mib_after": round(_rss_mib(), 1)}

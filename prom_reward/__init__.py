@@ -14,7 +14,7 @@ from prom_reward.confidence.indicators import Confidence
 from prom_reward.core.judge import PrometheusJudge
 from prom_reward.rewards.online_dpo import OnlineDPOJudgeReward, PairwiseRewardStats
 from prom_reward.format.parsing import parse_absolute, parse_output, parse_relative
-from prom_reward.preferences.build import PreferenceConfig, PreferenceStats, build_preference_dataset
+from prom_reward.preferences.build import PreferenceConfig, build_preference_dataset
 from prom_reward.format.render import render_absolute, render_relative
 from prom_reward.core.results import Grade, JudgeSample, JudgeStats, Verdict
 from prom_reward.rewards.reward import AsyncPrometheusReward, PrometheusReward
@@ -25,7 +25,7 @@ from prom_reward.backends.sampling import SamplingConfig
 __version__ = "0.1.0"
 
 __all__ = [
-    "AsyncPrometheusReward", "CascadeJudge", "Confidence", "PreferenceConfig", "PreferenceStats", "build_preference_dataset", "OnlineDPOJudgeReward", "PairwiseRewardStats", "PrometheusReward", "RewardConfig",
+    "AsyncPrometheusReward", "CascadeJudge", "Confidence", "PreferenceConfig", "build_preference_dataset", "OnlineDPOJudgeReward", "PairwiseRewardStats", "PrometheusReward", "RewardConfig",
     "BackendError", "ConfigError", "ContextLengthError", "Grade", "InputError", "JudgeSample", "JudgeStats",
     "PromRewardError", "PrometheusJudge", "Rubric", "SamplingConfig", "UnknownNameError", "Verdict",
     "get_rubric", "parse_absolute", "parse_output", "parse_relative", "render_absolute", "render_relative",

@@ -50,5 +50,15 @@ class BackendError(PromRewardError, RuntimeError):
     """A generation backend failed (server unreachable, engine died, bad reply)."""
 
 
+class OutputError(PromRewardError):
+    """An output cannot be written or resumed: it exists, belongs to another job, is unreadable, or the
+    disk is full or read-only. The message names the file and the fix; what was written stays intact."""
+
+
+class StoreError(PromRewardError, RuntimeError):
+    """A judgment store cannot be used: not an SQLite store, damaged, or locked by another process for
+    longer than its timeout. The message names the file and the fix."""
+
+
 class ContextLengthError(InputError):
     """A rendered judge prompt does not fit the judge's context window."""

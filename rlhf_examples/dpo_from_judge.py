@@ -4,9 +4,9 @@ Three stages, in one process or split across machines:
 
 1. sample: the policy writes ``--num-completions`` completions per prompt (transformers
    ``generate``, temperature 1.0) into ``OUTPUT_DIR/completions.jsonl``;
-2. judge: ``prom_reward.preferences.build.build_preference_dataset`` turns them into pairs in
-   ``OUTPUT_DIR/pairs.jsonl`` (best-vs-worst by absolute grade, ties re-sampled at temperature 1.0;
-   or ``--strategy all_pairs``: every pair judged in both orders), written chunk by chunk and
+2. judge: ``prom_reward.jobs.run.pairs_file`` (what ``prom-reward pairs`` runs) turns them into pairs
+   in ``OUTPUT_DIR/pairs.jsonl`` (best-vs-worst by absolute grade, ties re-sampled at temperature 1.0;
+   or ``--strategy all_pairs``: every pair judged in both orders), committed batch by batch and
    resumable with ``--resume``;
 3. train: TRL 1.16 ``DPOTrainer`` on ``prompt``/``chosen``/``rejected`` (conversational rows).
 
@@ -51,7 +51,7 @@ NAME = "dpo_from_judge"
 
 def load_prompts(args: argparse.Namespace) -> list[list[dict[str, str]]]:
     """Prompts as message lists: ``--dataset``'s ``prompt`` column, else the built-in prompts."""
-    from prom_reward.jobs.io import read_rows
+    from prom_reward.jobs.source import read_rows
 
     raw = [r["prompt"] for r in read_rows(args.dataset)] if args.dataset else list(PROMPTS)
     return [[{"role": "user", "content": p}] if isinstance(p, str) else p for p in raw]
@@ -90,24 +90,28 @@ def sample_completions(policy: str, prompts: list[list[dict[str, str]]], k: int,
 
 def build_pairs(args: argparse.Namespace, out_dir: Path) -> Any:
     """Stages 1 and 2: sample (or reuse ``completions.jsonl`` with --resume) and judge into pairs."""
-    from prom_reward.jobs.io import RowWriter
-    from prom_reward.preferences.build import build_preference_dataset
+    from datasets import Dataset
+
+    from prom_reward.jobs.parts import write_rows
+    from prom_reward.jobs.run import pairs_file
+    from prom_reward.jobs.source import read_rows
 
     completions = out_dir / "completions.jsonl"
     if not (args.resume and completions.exists()):
         smoke = args.smoke
         rows = sample_completions(policy_path(args), load_prompts(args), args.num_completions or (3 if smoke else 4),
                                   args.max_new_tokens or (16 if smoke else 512), args.gen_batch_size, seed=0)
-        with RowWriter(completions) as w:
-            w.write(rows)
+        write_rows(completions, [rows])
     judge = make_judge(args)
     try:
-        ds, stats = build_preference_dataset(judge, completions, output=out_dir / "pairs.jsonl", resume=args.resume,
-                                             rubric=args.rubric, strategy=args.strategy, min_margin=args.min_margin,
-                                             max_tie_rounds=args.max_tie_rounds)
+        stats = pairs_file(completions, out_dir / "pairs.jsonl", judge, rubric=args.rubric, strategy=args.strategy,
+                           min_margin=args.min_margin, max_tie_rounds=args.max_tie_rounds, resume=args.resume,
+                           overwrite=not args.resume, progress=False)
     finally:
         judge.close()
-    line = {"n_pairs": len(ds), "rows": stats.rows, "skipped": stats.skipped, "tie_rounds": stats.tie_rounds,
+    ds = Dataset.from_list(list(read_rows(out_dir / "pairs.jsonl")))
+    line = {"n_pairs": len(ds), "rows": stats.rows + stats.resumed_rows, "skipped": stats.skipped,
+            "tie_rounds": stats.tie_rounds,
             "forced_verdicts": judge.stats.forced, "judge_seconds": round(judge.stats.seconds, 2),
             "pairs_file": str(out_dir / "pairs.jsonl")}
     print("PAIRS " + json.dumps(line), flush=True)
@@ -160,7 +164,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.pairs:
         from datasets import Dataset
 
-        from prom_reward.jobs.io import read_rows
+        from prom_reward.jobs.source import read_rows
 
         pairs = Dataset.from_list(list(read_rows(args.pairs)))
     else:

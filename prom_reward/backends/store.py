@@ -9,7 +9,10 @@ as JSON and comes back exactly.
 
 The file uses SQLite's WAL journal with a busy timeout, so several processes
 (training ranks) can read and write it at once; inserts are ``INSERT OR IGNORE``:
-the first writer of a key wins, duplicates are harmless.
+the first writer of a key wins, duplicates are harmless. Opening a store checks it
+at once: a file that is not a judgment store (or is damaged), and a store that another
+process holds locked for longer than ``timeout`` seconds, raise ``StoreError`` naming
+the file and the fix, before any judging; so does any later SQLite failure.
 
 Example:
     >>> import os, tempfile
@@ -25,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -36,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from prom_reward.backends.base import Completion, GenerationRequest, GenerationResult, TokenLogprobs
-from prom_reward.errors import ConfigError
+from prom_reward.errors import ConfigError, StoreError
 
 KEY_VERSION = 1
 """Bumped when the key recipe changes (old entries then simply stop matching)."""
@@ -112,22 +116,51 @@ class JudgmentStore:
     """Judge results in one SQLite file, safe for several processes and threads.
 
     Args:
-        path: the SQLite file (created with its folder if missing).
-        timeout: seconds a writer waits for another's lock before failing.
+        path: the SQLite file (created with its folder if missing, unless ``create`` is False).
+        timeout: seconds to wait for a lock another process holds before failing (``StoreError``).
+        create: False: a missing file is a ``StoreError`` (looking into a store, not making one).
     """
 
-    def __init__(self, path: str | Path, *, timeout: float = 30.0) -> None:
+    def __init__(self, path: str | Path, *, timeout: float = 30.0, create: bool = True) -> None:
         self.path = Path(path)
         if self.path.suffix.lower() in (".jsonl", ".json", ".parquet", ".pq"):
             raise ConfigError(f"judgment store {path}: expected an SQLite file path (e.g. judgments.sqlite), "
-                              f"got a {self.path.suffix} export path; export with "
-                              "`prom-reward store export STORE -o OUT` instead")
+                              f"got a {self.path.suffix} export path; export with `prom-reward store export STORE "
+                              "-o OUT` instead")
+        if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout < 0:
+            raise ConfigError(f"store timeout: expected seconds >= 0, got {timeout!r}")
+        if not create and not self.path.is_file():
+            raise StoreError(f"{self.path}: no judgment store there; fix: give the SQLite file given to --store")
         self.timeout = float(timeout)
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._pid = os.getpid()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._connect()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StoreError(f"{self.path}: cannot create its folder ({e.strerror or e}); fix: give another --store "
+                             "path") from None
+        with self._errors():
+            conn = self._connect()
+            conn.execute("SELECT key, model, request, result, created FROM judgments LIMIT 0")
+            conn.execute("BEGIN IMMEDIATE")  # a store another process keeps locked fails here, not mid-job
+            conn.execute("ROLLBACK")
+
+    @contextlib.contextmanager
+    def _errors(self) -> Iterator[None]:
+        """SQLite failures as ``StoreError`` naming the file and the fix."""
+        try:
+            yield
+        except sqlite3.OperationalError as e:
+            if "locked" in str(e) or "busy" in str(e):
+                raise StoreError(f"{self.path}: locked by another process for more than {self.timeout:g} s ({e}); "
+                                 "fix: wait until that process is done, raise --store-timeout, or give another "
+                                 "--store") from None
+            raise StoreError(f"{self.path}: not a usable judgment store ({e}); fix: check it with `prom-reward "
+                             "store info`, or give another --store path") from None
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"{self.path}: not a judgment store, or a damaged one ({e}); fix: give another --store "
+                             "path (move this file away if it was one: the judgments in it are lost)") from None
 
     # connections are per process: pickling drops it, the copy reconnects on first use
     def __getstate__(self) -> dict[str, Any]:
@@ -165,7 +198,7 @@ class JudgmentStore:
         """The stored results among ``keys`` (missing keys are simply absent)."""
         out: dict[str, GenerationResult] = {}
         unique = list(dict.fromkeys(keys))
-        with self._lock:
+        with self._lock, self._errors():
             conn = self._connect()
             for i in range(0, len(unique), 500):
                 part = unique[i:i + 500]
@@ -183,7 +216,7 @@ class JudgmentStore:
         ]
         if not rows:
             return
-        with self._lock:
+        with self._lock, self._errors():
             conn = self._connect()
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -195,27 +228,27 @@ class JudgmentStore:
 
     def keys(self) -> list[str]:
         """Every stored key."""
-        with self._lock:
+        with self._lock, self._errors():
             return [k for (k,) in self._connect().execute("SELECT key FROM judgments ORDER BY rowid")]
 
     def models(self) -> dict[str, int]:
         """Stored judgments per judge model."""
-        with self._lock:
+        with self._lock, self._errors():
             rows = self._connect().execute("SELECT model, COUNT(*) FROM judgments GROUP BY model ORDER BY model")
             return {str(m): int(c) for m, c in rows}
 
     def __len__(self) -> int:
-        with self._lock:
+        with self._lock, self._errors():
             return int(self._connect().execute("SELECT COUNT(*) FROM judgments").fetchone()[0])
 
     def __contains__(self, key: object) -> bool:
-        with self._lock:
+        with self._lock, self._errors():
             return self._connect().execute("SELECT 1 FROM judgments WHERE key = ?", (key,)).fetchone() is not None
 
     def entries(self, *, chunk: int = 1000) -> Iterator[dict[str, Any]]:
         """Every entry in insertion order, as ``{"key", "model", "request", "result", "created"}`` (request and
         result as dicts); read ``chunk`` rows at a time (what ``prom-reward store export`` writes out)."""
-        with self._lock:
+        with self._lock, self._errors():
             cur = self._connect().execute("SELECT key, model, request, result, created FROM judgments ORDER BY rowid")
             while batch := cur.fetchmany(chunk):
                 for k, m, q, r, c in batch:
@@ -223,7 +256,7 @@ class JudgmentStore:
 
     def integrity_check(self) -> str:
         """SQLite's ``PRAGMA integrity_check`` ("ok" when the file is sound)."""
-        with self._lock:
+        with self._lock, self._errors():
             return str(self._connect().execute("PRAGMA integrity_check").fetchone()[0])
 
     def close(self) -> None:

@@ -1,8 +1,15 @@
-"""``prom-reward grade``, ``compare`` and ``pairs``: judge a file of rows, locally or on Ray (``--ray``).
+"""``prom-reward grade``, ``compare`` and ``pairs``: one job engine (``prom_reward.jobs.run``), in this
+process or on Ray (``--ray``).
+
+The input is checked whole before the output is touched; rows are judged ``--batch-size`` at a time,
+each batch committed to ``OUTPUT.parts/``, and the parts are merged into OUTPUT, which replaces an
+older file only when complete. An existing OUTPUT needs ``--resume`` (continue the job that wrote it:
+same input and options, checked) or ``--overwrite`` (start over). The summary goes to stderr, and as
+one JSON line to stdout.
 
 Example:
     $ prom-reward grade rollouts.jsonl -o graded.jsonl --rubric helpfulness --model smollm2-135m-instruct
-    $ prom-reward compare ab.jsonl -o verdicts.jsonl --rubric helpfulness --server URL
+    $ prom-reward compare ab.jsonl -o verdicts.jsonl --rubric helpfulness --server URL --resume
     $ prom-reward pairs samples.jsonl -o pairs.jsonl --strategy all_pairs --rubric helpfulness --server URL
 """
 
@@ -11,138 +18,66 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
-from itertools import islice
-from typing import Any, Iterator
+from typing import Any
 
-from prom_reward.cli.judge_options import add_judge_options, build_judge, judge_kwargs
-from prom_reward.jobs.grade import grade_rows
-from prom_reward.jobs.io import RowWriter, count_rows, read_rows
+from prom_reward.cli.judge_options import add_judge_options, judge_kwargs
+from prom_reward.errors import ConfigError
+from prom_reward.jobs.compare import CompareJob
+from prom_reward.jobs.config import JobConfig, RayConfig
+from prom_reward.jobs.grade import GradeJob
+from prom_reward.jobs.pairs import PairsJob
+from prom_reward.jobs.spec import JobKind
 
-
-def _chunks(rows: Iterator[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
-    while True:
-        chunk = list(islice(rows, size))
-        if not chunk:
-            return
-        yield chunk
-
-
-def _judge_file(args: argparse.Namespace, desc: str, judge_chunk: Any,
-                counts: dict[str, Any]) -> tuple[int, int, dict[str, int]]:
-    """Stream ``args.input`` through ``judge_chunk(judge, rows, start)`` in batches to ``args.output``;
-    ``--resume`` skips the rows already there. Returns (rows judged, rows resumed, ``counts`` totals)."""
-    from tqdm import tqdm
-
-    done = count_rows(args.output) if args.resume else 0
-    rows = read_rows(args.input)
-    if done:
-        rows = islice(rows, done, None)
-    judge = build_judge(args)
-    totals = dict.fromkeys(counts, 0)
-    start = time.perf_counter()
-    n = 0
-    try:
-        with RowWriter(args.output, append=bool(done)) as writer, \
-                tqdm(desc=desc, unit="item", initial=done, disable=args.quiet) as bar:
-            for chunk in _chunks(rows, args.batch_size):
-                judged = judge_chunk(judge, chunk, done + n)
-                writer.write(judged)
-                n += len(judged)
-                for k, pred in counts.items():
-                    totals[k] += sum(1 for r in judged if pred(r))
-                bar.update(len(judged))
-                bar.set_postfix(**totals, items_s=f"{n / max(time.perf_counter() - start, 1e-9):.2f}")
-    finally:
-        judge.close()
-    return n, done, totals
+COLUMNS = {  # the column options of each job: (flag, dest = the Python option, default)
+    "grade": ("instruction", "response", "reference_answer", "rubric"),
+    "compare": ("instruction", "response_a", "response_b", "reference_answer", "rubric"),
+    "pairs": ("prompt", "completions", "completion", "reference_answer", "rubric"),
+}
 
 
-def cmd_grade(args: argparse.Namespace) -> int:
-    if args.ray:
-        return _ray_job("grade", args)
-    n, done, t = _judge_file(args, "grading", lambda judge, rows, start: grade_rows(judge, rows, args, start),
-                             {"failures": lambda g: g["score"] is None})
-    print(f"graded {n} rows ({done} resumed) -> {args.output}; {t['failures']} without a verdict", file=sys.stderr)
-    return 0
+def _option(column: str) -> str:
+    return column.replace("_answer", "") + "_column"
 
 
-def cmd_compare(args: argparse.Namespace) -> int:
-    """Pairwise verdicts per row (``prom_reward.jobs.compare``)."""
-    from prom_reward.jobs.compare import compare_rows, is_failure
-
-    args.swap = not args.no_swap
-    if args.ray:
-        return _ray_job("compare", args)
-    n, done, t = _judge_file(args, "comparing", lambda judge, rows, start: compare_rows(judge, rows, args, start),
-                             {"failures": is_failure, "ties": lambda r: r["tie"]})
-    print(f"compared {n} rows ({done} resumed) -> {args.output}; {t['ties']} ties, {t['failures']} without a "
-          "verdict", file=sys.stderr)
-    return 0
-
-
-def cmd_pairs(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
+def _kind(args: argparse.Namespace) -> JobKind:
+    columns = {_option(c): getattr(args, _option(c)) for c in COLUMNS[args.command]}
+    if args.command == "grade":
+        return GradeJob(rubric=args.rubric, **columns)
+    if args.command == "compare":
+        return CompareJob(rubric=args.rubric, swap=not args.no_swap, **columns)
     from prom_reward.preferences.config import PreferenceConfig
-    from prom_reward.preferences.build import build_preference_dataset
 
-    cfg = PreferenceConfig(
+    return PairsJob(PreferenceConfig(
         strategy=args.strategy, min_margin=args.min_margin, rubric=args.rubric, swap=not args.no_swap,
-        max_tie_rounds=args.max_tie_rounds, chunk_size=args.chunk_size, layout=args.layout,
-        prompt_column=args.prompt_col, completions_column=args.completions_col,
-        completion_column=args.completion_col, reference_column=args.reference_col, rubric_column=args.rubric_col,
-        keep_columns=tuple(args.keep_col or ()),
-    )
-    if args.ray:
-        return _ray_job("pairs", args, cfg)
-    total = count_rows(args.input) if args.layout == "wide" else None
-    judge = build_judge(args)
-    try:
-        with tqdm(desc="pairs", unit="row", total=total, disable=args.quiet) as bar:
-            def progress(stats: Any) -> None:
-                bar.n = stats.rows
-                bar.set_postfix(pairs=stats.pairs, skipped=sum(stats.skipped.values()), refresh=False)
-                bar.refresh()
-
-            _, stats = build_preference_dataset(judge, args.input, cfg, output=args.output, resume=args.resume,
-                                                progress=progress)
-    finally:
-        judge.close()
-    skipped = ", ".join(f"{k} {v}" for k, v in sorted(stats.skipped.items())) or "none"
-    print(f"{stats.pairs} pairs from {stats.rows} rows ({stats.resumed_rows} resumed) -> {args.output}; "
-          f"skipped: {skipped}", file=sys.stderr)
-    print(json.dumps(stats.to_dict()))
-    return 0
+        max_tie_rounds=args.max_tie_rounds, layout=args.layout, keep_columns=tuple(args.keep_col or ()), **columns))
 
 
-def _ray_job(task: str, args: argparse.Namespace, pairs: Any = None) -> int:
-    """``--ray``: the same job as a Ray Data pipeline over a pool of judge replicas
-    (``prom_reward.jobs.ray_run``)."""
-    from prom_reward.errors import ConfigError
-    from prom_reward.jobs.ray_config import RayJobConfig
-    from prom_reward.jobs.ray_run import compare_dataset, grade_dataset, pairs_dataset
-
-    if getattr(args, "store", None):
-        raise ConfigError("--store with --ray: every replica would write one SQLite file; drop --store "
-                          "(--resume skips the shards already written)")
+def _ray(args: argparse.Namespace) -> RayConfig | None:
+    if not args.ray:
+        return None
     if args.replicas != "all" and not args.replicas.isdigit():
         raise ConfigError(f"--replicas: expected a number or 'all', got {args.replicas!r}")
-    cfg = RayJobConfig(judge=judge_kwargs(args), replicas=args.replicas if args.replicas == "all" else
-                       int(args.replicas), num_gpus=args.gpus_per_replica, num_cpus=args.cpus_per_replica,
-                       resume=args.resume, address=args.address, progress=not args.quiet,
-                       rows_per_shard=args.chunk_size if task == "pairs" else args.batch_size)
-    if task == "pairs":
-        summary = pairs_dataset(args.input, args.output, judge=cfg.judge, pairs=pairs, config=cfg)
-    elif task == "compare":
-        from prom_reward.jobs.compare import COMPARE_COLUMNS
+    return RayConfig(replicas=args.replicas if args.replicas == "all" else int(args.replicas),
+                     num_gpus=args.gpus_per_replica, num_cpus=args.cpus_per_replica, address=args.address)
 
-        summary = compare_dataset(args.input, args.output, judge=cfg.judge, rubric=args.rubric, swap=args.swap,
-                                  config=cfg, **{k: getattr(args, k) for k in COMPARE_COLUMNS})
-    else:
-        summary = grade_dataset(args.input, args.output, judge=cfg.judge, rubric=args.rubric, config=cfg,
-                                instruction_col=args.instruction_col, response_col=args.response_col,
-                                reference_col=args.reference_col, rubric_col=args.rubric_col)
+
+def cmd_job(args: argparse.Namespace) -> int:
+    """Run ``grade``, ``compare`` or ``pairs`` (locally, or on Ray with ``--ray``)."""
+    from prom_reward.jobs.run import run_job
+
+    kind = _kind(args)
+    config = JobConfig(batch_size=args.batch_size, resume=args.resume, overwrite=args.overwrite,
+                       progress=not args.quiet)
+    ray = _ray(args)
+    if ray is not None and args.store:
+        raise ConfigError("--store with --ray: every replica would write one SQLite file; fix: drop --store "
+                          "(--resume skips the batches already committed)")
+    judge = judge_kwargs(args)
+    if args.store:  # opened (checked: an SQLite store, not locked) before the input is read
+        from prom_reward.backends.store import JudgmentStore
+
+        judge["store"] = JudgmentStore(args.store, timeout=args.store_timeout)
+    summary = run_job(kind, args.input, args.output, judge, config, ray)
     print(summary.text(), file=sys.stderr)
     print(json.dumps(summary.to_dict()))
     return 0
@@ -152,7 +87,7 @@ def _add_ray_options(g: argparse.ArgumentParser) -> None:
     """``--ray`` and the options of a Ray job (grade, compare and pairs)."""
     r = g.add_argument_group("Ray (offline scoring on a pool of judge replicas; docs/serving.md)")
     r.add_argument("--ray", action="store_true", help="run as a Ray Data pipeline: local Ray, or the cluster "
-                   "of --address / RAY_ADDRESS; OUTPUT.parts/ holds one part file per shard")
+                   "of --address / RAY_ADDRESS")
     r.add_argument("--address", help="Ray cluster to join (default: RAY_ADDRESS, else a local Ray)")
     r.add_argument("--replicas", default="1", help="judge replicas: a number or 'all' (every GPU of the cluster "
                    "/ --gpus-per-replica); default 1")
@@ -160,59 +95,52 @@ def _add_ray_options(g: argparse.ArgumentParser) -> None:
     r.add_argument("--cpus-per-replica", type=float, default=1.0)
 
 
-def _add_rows_parser(sub: Any, name: str, summary: str, func: Any, *columns: str) -> argparse.ArgumentParser:
-    """A row-by-row judging command (grade, compare): IN -o OUT, judge, batch, resume, ``--X-col`` options, Ray."""
-    g = sub.add_parser(name, help=summary)
-    g.add_argument("input", help=".jsonl, .json or .parquet")
-    g.add_argument("-o", "--output", required=True, help=".jsonl (resumable) or .parquet")
+def _add_job_parser(sub: Any, name: str, summary: str, input_help: str, output_help: str,
+                    batch_size: int) -> argparse.ArgumentParser:
+    """The options every job shares: IN -o OUT, rubric, judge, batches, resume/overwrite, columns, Ray."""
+    g = sub.add_parser(name, help=summary, description=summary)
+    g.add_argument("input", nargs="+", help=input_help + " (several files, or a folder: rows in the order given)")
+    g.add_argument("-o", "--output", required=True, help=output_help)
     g.add_argument("--rubric", help="built-in name (helpfulness, ...), or a JSON/YAML rubric file; "
                                     "default: each row's rubric column")
     add_judge_options(g)
-    g.add_argument("--batch-size", type=int, default=256, help="rows per judge call (and per write)")
-    g.add_argument("--resume", action="store_true", help="skip rows already written to OUTPUT (.jsonl); with "
-                   "--ray: skip finished shards, judge again the shards whose backend failed")
-    for col in columns:  # --instruction-col, --response-a-col, --reference-col (reference_answer) ...
-        flag = col.replace("_answer", "").replace("_", "-")
-        g.add_argument(f"--{flag}-col", dest=f"{flag.replace('-', '_')}_col", default=col)
-    g.add_argument("--quiet", action="store_true")
+    g.add_argument("--store", help="SQLite judgment store: saves every judge result; a re-run recomputes nothing "
+                   "stored")
+    g.add_argument("--store-timeout", type=float, default=30.0,
+                   help="seconds to wait for a --store that another process holds locked (default 30)")
+    g.add_argument("--batch-size", type=int, default=batch_size,
+                   help=f"rows per judge call and per committed part (default {batch_size})")
+    w = g.add_mutually_exclusive_group()
+    w.add_argument("--resume", action="store_true", help="continue the job that wrote OUTPUT (same input and "
+                   "options, checked): judge only the rows not committed, and again those whose backend failed")
+    w.add_argument("--overwrite", action="store_true", help="start over on an existing OUTPUT (it stays intact "
+                   "until the new one is complete)")
+    for column in COLUMNS[name]:
+        flag = column.replace("_answer", "").replace("_", "-")
+        g.add_argument(f"--{flag}-col", dest=_option(column), default=column, metavar="COLUMN",
+                       help=f"input column with the {column.replace('_', ' ')} (default {column})")
+    g.add_argument("--quiet", action="store_true", help="no progress bars")
     _add_ray_options(g)
-    g.set_defaults(func=func)
+    g.set_defaults(func=cmd_job)
     return g
 
 
 def add_job_parsers(sub: Any) -> None:
     """The ``grade``, ``compare`` and ``pairs`` subcommands."""
-    g = _add_rows_parser(sub, "grade", "absolute grades for a file of (instruction, response) rows", cmd_grade,
-                         "instruction", "response", "reference_answer", "rubric")
-    g.add_argument("--store", help="SQLite judgment store: saves each batch's judge results; "
-                   "a re-run (or --resume after a crash) recomputes nothing stored")
-    c = _add_rows_parser(sub, "compare", "pairwise verdicts (A or B, both orders) for rows of instruction, "
-                         "response_a, response_b", cmd_compare,
-                         "instruction", "response_a", "response_b", "reference_answer", "rubric")
+    rows = ".jsonl, .json or .parquet"
+    out = ".jsonl or .parquet (parts in OUTPUT.parts/), or a folder name: the part files alone"
+    _add_job_parser(sub, "grade", "absolute grades (1..5) for rows of instruction and response", rows, out, 256)
+    c = _add_job_parser(sub, "compare", "pairwise verdicts (A or B, both orders) for rows of instruction, "
+                        "response_a, response_b", rows, out, 256)
     c.add_argument("--no-swap", action="store_true", help="judge one order only (default: both orders, "
                    "a winner only where they agree)")
-
-    d = sub.add_parser("pairs", help="DPO preference pairs from several completions per prompt")
-    d.add_argument("input", help=".jsonl, .json or .parquet: prompt + completions per row")
-    d.add_argument("-o", "--output", required=True, help=".jsonl (resumable); sidecars .skipped.jsonl, .progress.json")
+    d = _add_job_parser(sub, "pairs", "DPO preference pairs from several completions per prompt",
+                        rows + ": prompt + completions per row", ".jsonl (skip records in OUTPUT.skipped.jsonl)", 64)
     d.add_argument("--strategy", default="best_vs_worst", choices=["best_vs_worst", "all_pairs"])
     d.add_argument("--min-margin", type=float, default=0.0,
                    help="drop pairs below this margin (score points; P(win) units for all_pairs)")
-    d.add_argument("--rubric", help="built-in name (helpfulness, ...), or a JSON/YAML rubric file; "
-                                    "default: each row's rubric column")
-    add_judge_options(d)
     d.add_argument("--max-tie-rounds", type=int, help="best_vs_worst: re-grading rounds for all-equal rows")
     d.add_argument("--no-swap", action="store_true", help="all_pairs: judge one order only")
-    d.add_argument("--chunk-size", type=int, default=64, help="rows per judge call (and per write)")
-    d.add_argument("--resume", action="store_true", help="continue an interrupted run on OUTPUT")
     d.add_argument("--layout", default="wide", choices=["wide", "long"],
                    help="long: one row per completion, consecutive rows with the same prompt grouped")
-    d.add_argument("--prompt-col", default="prompt")
-    d.add_argument("--completions-col", default="completions")
-    d.add_argument("--completion-col", default="completion", help="the completion column of the long layout")
-    d.add_argument("--reference-col", default="reference_answer")
-    d.add_argument("--rubric-col", default="rubric")
     d.add_argument("--keep-col", action="append", help="input column copied into each pair (repeatable)")
-    d.add_argument("--quiet", action="store_true")
-    _add_ray_options(d)
-    d.set_defaults(func=cmd_pairs)

@@ -15,7 +15,7 @@ from typing import Any
 
 
 def add_judge_options(g: argparse.ArgumentParser) -> None:
-    """The options ``_build_judge`` reads (shared by every subcommand that judges)."""
+    """The options ``judge_kwargs`` reads (shared by every subcommand that judges)."""
     g.add_argument("--model", default=None, help="hub id, local folder, or preset (e.g. prometheus-7b-v2.0)")
     g.add_argument("--server", action="append", help="OpenAI-compatible base URL (repeatable)")
     g.add_argument("--backend", default="vllm", choices=["vllm", "transformers"])
@@ -61,12 +61,6 @@ def judge_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         if args.gpu_memory_utilization is not None:
             engine["gpu_memory_utilization"] = args.gpu_memory_utilization
     return dict(model=args.model, backend=args.backend, **common, **engine)
-
-
-def _build_judge(args: argparse.Namespace) -> Any:
-    from prom_reward.core.judge import PrometheusJudge
-
-    return PrometheusJudge(**_judge_kwargs(args))
 
 
 def build_judge(args: argparse.Namespace) -> Any:

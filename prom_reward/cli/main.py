@@ -1,26 +1,26 @@
 """The ``prom-reward`` command line: the parser of every subcommand, and error handling.
 
-``prom-reward grade IN -o OUT --rubric NAME|FILE [--model M | --server URL ...]``
-grades every row of a .jsonl/.json/.parquet file and writes the input rows plus
-``score``, ``feedback``, ``expected_score``, ``probabilities``, ``judge_failures``.
-Rows are judged in batches and written as they finish; ``--resume`` skips the rows
-an interrupted run already wrote. ``prom-reward compare`` does the same with pairwise verdicts for rows
-of ``instruction``, ``response_a``, ``response_b`` (both orders unless ``--no-swap``; ``winner``, ``p_a``,
-``tie``, ``swap_agreement`` ... ``judge_error``: ``prom_reward.jobs.compare``). ``--ray`` (grade, compare,
-pairs) runs the same job as a Ray Data pipeline on ``--replicas N|all`` judge replicas, locally or on
-the cluster of ``--address`` / ``RAY_ADDRESS`` (``prom_reward.jobs.ray_run``, docs/serving.md).
-
-``prom-reward pairs IN -o OUT.jsonl --strategy best_vs_worst|all_pairs --min-margin X
---rubric NAME|FILE [--model M | --server URL ...] [--num-samples k] [--resume]`` turns rows of
-``prompt`` + ``completions`` into DPO preference pairs (``prom_reward.preferences.build``), writing them
-chunk by chunk with ``OUT.skipped.jsonl`` and ``OUT.progress.json`` beside them; ``--resume``
-continues after the last finished chunk. The stats are printed as one JSON line on stdout.
+``prom-reward grade IN... -o OUT --rubric NAME|FILE [--model M | --server URL ...]`` grades every row of
+.jsonl/.json/.parquet files and writes the input rows plus ``source_index`` (the row's position in the
+input), ``score``, ``feedback``, ``expected_score``, ``probabilities``, ``judge_failures``,
+``judge_retries``, ``forced_verdicts`` and ``judge_error`` (why a score is null). ``prom-reward
+compare`` gives pairwise verdicts for rows of ``instruction``, ``response_a``, ``response_b`` (both
+orders unless ``--no-swap``: ``winner``, ``p_a``, ``tie``, ``swap_agreement`` ... ``judge_error``), and
+``prom-reward pairs`` DPO preference pairs from rows of ``prompt`` + ``completions`` (skip records in
+``OUT.skipped.jsonl``). All three run on one job engine (``prom_reward.jobs``): the input is checked
+whole before the output is touched, batches are committed to ``OUT.parts/`` and merged into OUT,
+``--resume`` continues the same job (input and options checked), ``--overwrite`` starts over, and
+``--ray`` runs the same job on a pool of Ray judge replicas (docs/serving.md).
 
 ``prom-reward store info|export STORE [-o OUT.jsonl|.parquet]`` shows or exports a judgment store.
 
 ``prom-reward reward-server --server URL --failure-reward NUMBER|min`` serves the judge to OpenRLHF
 (``--reward.remote_url http://...``); ``prom-reward openrlhf-func-path`` prints the ``reward_func``
 file for ``--reward.remote_url path.py`` (docs/openrlhf.md).
+
+Errors a person can act on (bad input, an output that exists or cannot be written, a full disk, a
+damaged or locked judgment store) end with ``prom-reward: error: ...`` (the file, the line or row,
+the fix) and exit code 2; ``--debug`` shows the traceback instead.
 
 Example:
     $ prom-reward grade rollouts.jsonl -o graded.jsonl --rubric helpfulness --model smollm2-135m-instruct
@@ -31,33 +31,65 @@ Example:
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from prom_reward.cli.jobs import add_job_parsers
 from prom_reward.cli.servers import add_server_parsers
 from prom_reward.cli.store import add_store_parser
 from prom_reward.errors import PromRewardError
 
+DEBUG_HELP = "show the full traceback of an error instead of one line"
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="prom-reward", description="Prometheus-style judges as rewards.")
+    p.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     sub = p.add_subparsers(dest="command", required=True)
     add_job_parsers(sub)
     add_server_parsers(sub)
     add_store_parser(sub)
+    for command in sub.choices.values():  # also after the subcommand: prom-reward grade ... --debug
+        if "--debug" not in command._option_string_actions:
+            command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
     return p
+
+
+def explain(e: BaseException) -> str | None:
+    """The one-line message of an error a person can act on (None: a bug, shown with its traceback)."""
+    if isinstance(e, PromRewardError):
+        return str(e)
+    if isinstance(e, OSError):  # a path the job engine did not name itself
+        where = e.filename or "a file"
+        return f"{where}: {e.strerror or e}; fix: check the path, its permissions and the free space of its disk"
+    if isinstance(e, sqlite3.Error):
+        return (f"judgment store: {e}; fix: check the --store file (prom-reward store info STORE), or give another "
+                "--store")
+    if isinstance(e, MemoryError):
+        return "out of memory; fix: lower --batch-size"
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command in ("grade", "compare", "pairs") and not args.model and not args.server:
-        print(f"prom-reward {args.command}: give --model M (in-process vLLM) or --server URL", file=sys.stderr)
+        print(f"prom-reward: error: {args.command}: no judge given; fix: give --model M (in-process vLLM) or "
+              "--server URL", file=sys.stderr)
         return 2
     try:
         return int(args.func(args))
-    except PromRewardError as e:
-        print(f"prom-reward: error: {e}", file=sys.stderr)
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        print("prom-reward: interrupted; what was committed is kept: run again with --resume to continue",
+              file=sys.stderr)
+        return 130
+    except Exception as e:
+        message = explain(e)
+        if args.debug or message is None:
+            raise
+        print(f"prom-reward: error: {message}", file=sys.stderr)
         return 2
 
 

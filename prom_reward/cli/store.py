@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
 from itertools import islice
-from typing import Any, Iterator
+from typing import Any
 
-from prom_reward.jobs.io import RowWriter
+from prom_reward.jobs.parts import write_rows
 
 
 def _batches(rows: Iterator[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
@@ -20,20 +21,16 @@ def cmd_store(args: argparse.Namespace) -> int:
     """``prom-reward store info|export STORE [-o OUT]``: look into or export a judgment store."""
     from pathlib import Path
 
-    from prom_reward.errors import ConfigError
     from prom_reward.backends.store import JudgmentStore
+    from prom_reward.errors import ConfigError
 
     if not Path(args.path).is_file():
-        raise ConfigError(f"{args.path}: no judgment store there (expected the SQLite file given to --store)")
-    with JudgmentStore(args.path) as store:
+        raise ConfigError(f"{args.path}: no judgment store there; fix: give the SQLite file given to --store")
+    if args.action == "export" and not args.output:
+        raise ConfigError("prom-reward store export: no output; fix: give -o OUT.jsonl or -o OUT.parquet")
+    with JudgmentStore(args.path, timeout=args.timeout, create=False) as store:
         if args.action == "export":
-            if not args.output:
-                raise ConfigError("prom-reward store export: give -o OUT.jsonl or -o OUT.parquet")
-            with RowWriter(args.output) as writer:
-                n = 0
-                for batch in _batches(store.entries(), 1000):
-                    writer.write(batch)
-                    n += len(batch)
+            n = write_rows(args.output, _batches(store.entries(), 1000))
             print(f"exported {n} judgments -> {args.output}", file=sys.stderr)
             return 0
         print(json.dumps({"path": str(store.path), "judgments": len(store), "models": store.models(),
@@ -46,4 +43,6 @@ def add_store_parser(sub: Any) -> None:
     s.add_argument("action", choices=["info", "export"])
     s.add_argument("path", help="the SQLite judgment store (as given to --store)")
     s.add_argument("-o", "--output", help="export: .jsonl or .parquet")
+    s.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for a store another process holds "
+                   "locked (default 30)")
     s.set_defaults(func=cmd_store)

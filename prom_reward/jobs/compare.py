@@ -1,65 +1,41 @@
-"""Pairwise verdict rows: what ``prom-reward compare`` (and ``compare --ray``) writes per input row.
+"""``compare`` jobs: a pairwise verdict (A or B) per row of instruction and two responses.
 
-A row holds an instruction, two responses (``response_a``, ``response_b``), an optional
-``reference_answer`` and a ``rubric`` (or one ``--rubric`` for every row). ``compare_rows``
-checks every row's columns before judging, calls ``PrometheusJudge.compare`` once for the batch
-(both orders with ``swap``, the default, as in the Prometheus 2 evaluation) and returns the input
-rows plus ``winner`` ("A"/"B"/None), ``p_a``, ``tie``, ``swap_agreement``, ``feedback``,
-``judge_failures``, ``judge_retries``, ``forced_verdicts`` and ``judge_error``: None, or why
-``winner`` is null. A tie (the two orders disagree, or one order's samples split evenly) is a
-decided outcome: ``tie`` true and a ``judge_error`` starting with "tie:". A failure is a row
-where no order gave a verdict (``is_failure``), never a made-up winner.
+Input columns (renamed with the options in brackets): ``instruction`` (``instruction_column``,
+``--instruction-col``), ``response_a`` (``response_a_column``), ``response_b`` (``response_b_column``),
+optional ``reference_answer`` (``reference_column``) and ``rubric`` (``rubric_column``). Both orders
+are judged in the same call (``swap``, the default, as in the Prometheus 2 evaluation); the output
+rows hold, after ``source_index`` and the input columns, ``winner`` ("A"/"B"/null), ``p_a``, ``tie``,
+``swap_agreement``, ``feedback``, ``judge_failures``, ``judge_retries``, ``forced_verdicts`` and
+``judge_error``: null, or why ``winner`` is null. A tie (the two orders disagree, or one order's
+samples split evenly) is a decided outcome: ``tie`` true and a ``judge_error`` starting with "tie:".
+A failure is a row where no order gave a verdict, never a made-up winner.
 
 Example:
-    >>> from types import SimpleNamespace
     >>> from prom_reward.core.judge import PrometheusJudge
+    >>> from prom_reward.jobs.spec import run_batch
+    >>> from prom_reward.jobs.source import SourceRow
     >>> judge = PrometheusJudge(backend="scripted", outputs=["A is right. [RESULT] A", "Now B. [RESULT] B"])
-    >>> args = SimpleNamespace(rubric="helpfulness", swap=True, **COMPARE_COLUMNS)
-    >>> row = compare_rows(judge, [{"instruction": "2+2?", "response_a": "4", "response_b": "5"}], args)[0]
+    >>> rows = [SourceRow(0, "ab.jsonl:1", {"instruction": "2+2?", "response_a": "4", "response_b": "5"})]
+    >>> row = run_batch(CompareJob(rubric="helpfulness"), judge, rows).rows[0]
     >>> row["winner"], row["swap_agreement"], row["judge_error"]
     ('A', True, None)
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
+from prom_reward.core.items import RelativeItem, relative_items
+from prom_reward.core.results import Verdict
 from prom_reward.errors import InputError
-
-COMPARE_COLUMNS = dict(instruction_col="instruction", response_a_col="response_a", response_b_col="response_b",
-                       reference_col="reference_answer", rubric_col="rubric")
-"""The column options (``args`` attributes / ``compare_dataset`` keywords) and their defaults."""
-
-
-def _flag(key: str) -> str:
-    return "--" + key.replace("_", "-")
+from prom_reward.format.rubrics import Rubric
+from prom_reward.jobs.grade import resolve_rubric, resolver, rubric_fingerprint
+from prom_reward.jobs.source import SourceRow
+from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, missing_column, option_flag, row_error
 
 
-def _rubric(rows: list[dict[str, Any]], args: Any, start: int) -> Any:
-    if args.rubric is not None:
-        return args.rubric
-    for i, r in enumerate(rows):
-        if r.get(args.rubric_col) is None:
-            raise InputError(f"row {start + i}: no --rubric given and column {args.rubric_col!r} missing "
-                             f"(columns: {sorted(r)}); pass --rubric NAME|FILE or name the column with --rubric-col",
-                             index=start + i, field="rubric")
-    return [r[args.rubric_col] for r in rows]
-
-
-def check_rows(rows: list[dict[str, Any]], args: Any, start: int = 0,
-               keys: tuple[str, ...] = ("instruction_col", "response_a_col", "response_b_col")) -> Any:
-    """Raise ``InputError`` (row, column, flag) for a missing column (``keys``: the ``args`` attributes
-    naming the required columns; ``prom-reward grade`` passes its own); return the rubric(s) to judge with."""
-    for key in keys:
-        col = getattr(args, key)
-        for i, r in enumerate(rows):
-            if col not in r:
-                raise InputError(f"row {start + i}: column {col!r} missing (columns: {sorted(r)}); "
-                                 f"name the right one with {_flag(key)}", index=start + i, field=col)
-    return _rubric(rows, args, start)
-
-
-def verdict_error(v: Any) -> str | None:
+def verdict_error(v: Verdict) -> str | None:
     """None when ``v`` has a winner, else why not."""
     if v.winner is not None:
         return None
@@ -68,26 +44,85 @@ def verdict_error(v: Any) -> str | None:
     return f"no verdict in {v.failures} sample(s) (no parseable [RESULT])"
 
 
-def compare_rows(judge: Any, rows: list[dict[str, Any]], args: Any, start: int = 0) -> list[dict[str, Any]]:
-    """Judge a batch of rows (``args``: ``rubric``, ``swap`` and the ``COMPARE_COLUMNS`` names);
-    ``start`` is the first row's position in the input (for error messages)."""
-    rubric = check_rows(rows, args, start)
-    refs = [r.get(args.reference_col) for r in rows]
-    verdicts = judge.compare([r[args.instruction_col] for r in rows], [r[args.response_a_col] for r in rows],
-                             [r[args.response_b_col] for r in rows], rubric,
-                             refs if any(x is not None for x in refs) else None, swap=args.swap)
-    return [{**r, "winner": v.winner, "p_a": v.p_a, "tie": v.tie, "swap_agreement": v.swap_agreement,
-             "feedback": v.feedback, "judge_failures": v.failures, "judge_retries": v.retries,
-             "forced_verdicts": v.forced, "judge_error": verdict_error(v)} for r, v in zip(rows, verdicts)]
+@dataclass(frozen=True)
+class CompareJob(JobKind):
+    """Options of a ``compare`` job (validated; the rubric is resolved once, here)."""
 
+    name: ClassVar[str] = "compare"
+    result_columns: ClassVar[tuple[str, ...]] = ("winner", "p_a", "tie", "swap_agreement", "feedback",
+                                                 "judge_failures", "judge_retries", "forced_verdicts", "judge_error")
 
-def failed_rows(rows: list[dict[str, Any]], judge: Any, swap: bool, error: str) -> list[dict[str, Any]]:
-    """The rows of a batch whose judge call failed as a whole: null winner and ``error``."""
-    return [{**r, "winner": None, "p_a": None, "tie": False, "swap_agreement": None, "feedback": None,
-             "judge_failures": judge.num_samples * (2 if swap else 1), "judge_retries": 0, "forced_verdicts": 0,
-             "judge_error": error} for r in rows]
+    rubric: Any = None
+    """One rubric for every row; None: each row's ``rubric_column``."""
+    swap: bool = True
+    """Judge both orders; a winner only where they agree (else a tie)."""
+    instruction_column: str = "instruction"
+    """Input column with the instruction."""
+    response_a_column: str = "response_a"
+    """Input column with response A."""
+    response_b_column: str = "response_b"
+    """Input column with response B."""
+    reference_column: str = "reference_answer"
+    """Optional input column with a reference answer (str or null)."""
+    rubric_column: str = "rubric"
+    """Input column with a per-row rubric, read where ``rubric`` is None."""
 
+    def __post_init__(self) -> None:
+        if self.rubric is not None and not isinstance(self.rubric, Rubric):
+            object.__setattr__(self, "rubric", resolver(self.rubric, need_scores=False).default)
+        object.__setattr__(self, "swap", bool(self.swap))
 
-def is_failure(row: dict[str, Any]) -> bool:
-    """A row without a winner that is not a tie (no verdict, or the backend failed)."""
-    return row["winner"] is None and not row["tie"]
+    def fingerprint(self) -> dict[str, Any]:
+        return {"rubric": rubric_fingerprint(self.rubric), "swap": self.swap,
+                "instruction_column": self.instruction_column, "response_a_column": self.response_a_column,
+                "response_b_column": self.response_b_column, "reference_column": self.reference_column,
+                "rubric_column": self.rubric_column}
+
+    def preparer(self) -> Prepare:
+        rubrics = resolver(self.rubric, need_scores=False)
+        columns = {"instruction": "instruction_column", "response_a": "response_a_column",
+                   "response_b": "response_b_column", "reference_answer": "reference_column"}
+
+        def prepare(row: SourceRow) -> RelativeItem:
+            for option in ("instruction_column", "response_a_column", "response_b_column"):
+                if getattr(self, option) not in row.data:
+                    raise missing_column(row, getattr(self, option), option_flag(option))
+            rubric = resolve_rubric(rubrics, row, self.rubric_column)
+            d = row.data
+            try:
+                return relative_items([d[self.instruction_column]], [d[self.response_a_column]],
+                                      [d[self.response_b_column]], rubric, [d.get(self.reference_column)])[0]
+            except InputError as e:
+                option = columns.get(e.field or "", "instruction_column")
+                raise row_error(row, getattr(self, option), option_flag(option), str(e)) from None
+
+        return prepare
+
+    def result_schema(self) -> Any:
+        import pyarrow as pa
+
+        return pa.schema([("winner", pa.string()), ("p_a", pa.float64()), ("tie", pa.bool_()),
+                          ("swap_agreement", pa.bool_()), ("feedback", pa.string()), ("judge_failures", pa.int64()),
+                          ("judge_retries", pa.int64()), ("forced_verdicts", pa.int64()),
+                          ("judge_error", pa.string())])
+
+    def judge_items(self, judge: Any, rows: list[SourceRow], items: list[RelativeItem]) -> BatchOut:
+        refs = [it.reference_answer for it in items]
+        verdicts = judge.compare([it.instruction for it in items], [it.response_a for it in items],
+                                 [it.response_b for it in items], [it.rubric for it in items],
+                                 refs if any(r is not None for r in refs) else None, swap=self.swap)
+        out = BatchOut()
+        for row, v in zip(rows, verdicts, strict=True):
+            out.ties += bool(v.tie)
+            out.failed += v.winner is None and not v.tie
+            out.rows.append(self.output_row(row, {
+                "winner": v.winner, "p_a": v.p_a, "tie": bool(v.tie), "swap_agreement": v.swap_agreement,
+                "feedback": v.feedback, "judge_failures": v.failures, "judge_retries": v.retries,
+                "forced_verdicts": v.forced, "judge_error": verdict_error(v)}))
+        return out
+
+    def failed_rows(self, judge: Any, rows: list[SourceRow], items: list[Any], reason: str) -> BatchOut:
+        return BatchOut(rows=[self.output_row(r, {
+            "winner": None, "p_a": None, "tie": False, "swap_agreement": None, "feedback": None,
+            "judge_failures": judge.num_samples * (2 if self.swap else 1), "judge_retries": 0, "forced_verdicts": 0,
+            "judge_error": reason}) for r in rows], failed=len(rows))

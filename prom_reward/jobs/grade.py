@@ -1,32 +1,136 @@
-"""Absolute-grade rows: what ``prom-reward grade`` (and ``grade --ray``) writes per input row.
+"""``grade`` jobs: an absolute grade (1..5) per row of instruction and response.
+
+Input columns (renamed with the options in brackets): ``instruction`` (``instruction_column``,
+``--instruction-col``), ``response`` (``response_column``), optional ``reference_answer``
+(``reference_column``) and ``rubric`` (``rubric_column``; used where no ``rubric`` is given for every
+row). Output columns after ``source_index`` and the input columns:
+
+- ``score`` (float, null when no sample gave a verdict or the row failed), ``feedback`` (str),
+- ``expected_score`` (float) and ``probabilities`` (``{"1": p, ..., "5": p}``) with ``--expected``,
+- ``judge_failures``, ``judge_retries``, ``forced_verdicts`` (ints),
+- ``judge_error``: null, or why ``score`` is null ("no verdict in N sample(s) ...", "backend failed: ...",
+  "too long for the judge: ...").
 
 Example:
-    >>> from types import SimpleNamespace
     >>> from prom_reward.core.judge import PrometheusJudge
+    >>> from prom_reward.jobs.spec import run_batch
+    >>> from prom_reward.jobs.source import SourceRow
     >>> judge = PrometheusJudge(backend="scripted", outputs=["Right. [RESULT] 5"])
-    >>> args = SimpleNamespace(rubric="helpfulness", instruction_col="instruction", response_col="response",
-    ...                        reference_col="reference_answer", rubric_col="rubric")
-    >>> grade_rows(judge, [{"instruction": "2+2?", "response": "4"}], args)[0]["score"]
-    5.0
+    >>> row = run_batch(GradeJob(rubric="helpfulness"), judge, [SourceRow(0, "in.jsonl:1", {"instruction": "2+2?",
+    ...                 "response": "4"})]).rows[0]
+    >>> row["score"], row["probabilities"], row["judge_error"]
+    (5.0, None, None)
 """
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
-from prom_reward.jobs.compare import check_rows
+from prom_reward.core.items import AbsoluteItem, absolute_items
+from prom_reward.errors import InputError
+from prom_reward.format.resolve import RubricResolver
+from prom_reward.format.rubrics import Rubric
+from prom_reward.jobs.source import SourceRow
+from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, missing_column, option_flag, row_error
+
+SCORES = ("1", "2", "3", "4", "5")
 
 
-def grade_rows(judge: Any, rows: list[dict[str, Any]], args: argparse.Namespace,
-                start: int = 0) -> list[dict[str, Any]]:
-    """Grade a batch of rows (``start``: the first row's position in the input, for error messages)."""
-    rubric = check_rows(rows, args, start, keys=("instruction_col", "response_col"))
-    refs = [r.get(args.reference_col) for r in rows]
-    grades = judge.grade([r[args.instruction_col] for r in rows], [r[args.response_col] for r in rows], rubric,
-                         refs if any(x is not None for x in refs) else None)
-    out = []
-    for r, g in zip(rows, grades):
-        out.append({**r, "score": g.score, "feedback": g.feedback, "expected_score": g.expected_score,
-                    "probabilities": {str(k): v for k, v in g.probabilities.items()} if g.probabilities else None,
-                    "judge_failures": g.failures, "judge_retries": g.retries, "forced_verdicts": g.forced})
-    return out
+def rubric_fingerprint(rubric: Rubric | None) -> Any:
+    """A resolved rubric as plain data (its text decides the prompts)."""
+    return None if rubric is None else dataclasses.asdict(rubric)
+
+
+def resolver(rubric: Any, *, need_scores: bool) -> RubricResolver:
+    """The ``RubricResolver`` of a job: ``rubric`` for every row, else each row's rubric column."""
+    return RubricResolver(rubric, need_scores=need_scores, what="row",
+                          missing_hint="fix: pass --rubric NAME|FILE (rubric=), or name the column with --rubric-col "
+                                       "(rubric_column=)")
+
+
+def resolve_rubric(rubrics: RubricResolver, row: SourceRow, column: str) -> Rubric:
+    """The rubric of one row (its column, else the job's), errors naming the row's place."""
+    try:
+        return rubrics(row.data.get(column), index=row.id, field=column)
+    except InputError as e:
+        raise InputError(f"{row.where}: {e}", index=row.id, field=column) from None
+
+
+@dataclass(frozen=True)
+class GradeJob(JobKind):
+    """Options of a ``grade`` job (validated; the rubric is resolved once, here)."""
+
+    name: ClassVar[str] = "grade"
+    result_columns: ClassVar[tuple[str, ...]] = ("score", "feedback", "expected_score", "probabilities",
+                                                 "judge_failures", "judge_retries", "forced_verdicts", "judge_error")
+
+    rubric: Any = None
+    """One rubric for every row (a built-in name, a .json/.yaml file, a dict, a ``Rubric``); None: each row's
+    ``rubric_column``."""
+    instruction_column: str = "instruction"
+    """Input column with the instruction."""
+    response_column: str = "response"
+    """Input column with the response to grade."""
+    reference_column: str = "reference_answer"
+    """Optional input column with a reference answer (str or null)."""
+    rubric_column: str = "rubric"
+    """Input column with a per-row rubric, read where ``rubric`` is None."""
+
+    def __post_init__(self) -> None:
+        if self.rubric is not None and not isinstance(self.rubric, Rubric):  # resolved here, sent resolved
+            object.__setattr__(self, "rubric", resolver(self.rubric, need_scores=True).default)
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {"rubric": rubric_fingerprint(self.rubric), "instruction_column": self.instruction_column,
+                "response_column": self.response_column, "reference_column": self.reference_column,
+                "rubric_column": self.rubric_column}
+
+    def preparer(self) -> Prepare:
+        rubrics = resolver(self.rubric, need_scores=True)
+        columns = {"instruction": "instruction_column", "response": "response_column",
+                   "reference_answer": "reference_column"}
+
+        def prepare(row: SourceRow) -> AbsoluteItem:
+            for option in ("instruction_column", "response_column"):
+                if getattr(self, option) not in row.data:
+                    raise missing_column(row, getattr(self, option), option_flag(option))
+            rubric = resolve_rubric(rubrics, row, self.rubric_column)
+            try:
+                return absolute_items([row.data[self.instruction_column]], [row.data[self.response_column]], rubric,
+                                      [row.data.get(self.reference_column)])[0]
+            except InputError as e:
+                option = columns.get(e.field or "", "instruction_column")
+                raise row_error(row, getattr(self, option), option_flag(option), str(e)) from None
+
+        return prepare
+
+    def result_schema(self) -> Any:
+        import pyarrow as pa
+
+        return pa.schema([("score", pa.float64()), ("feedback", pa.string()), ("expected_score", pa.float64()),
+                          ("probabilities", pa.struct([(k, pa.float64()) for k in SCORES])),
+                          ("judge_failures", pa.int64()), ("judge_retries", pa.int64()),
+                          ("forced_verdicts", pa.int64()), ("judge_error", pa.string())])
+
+    def judge_items(self, judge: Any, rows: list[SourceRow], items: list[AbsoluteItem]) -> BatchOut:
+        refs = [it.reference_answer for it in items]
+        grades = judge.grade([it.instruction for it in items], [it.response for it in items],
+                             [it.rubric for it in items], refs if any(r is not None for r in refs) else None)
+        out = BatchOut()
+        for row, g in zip(rows, grades, strict=True):
+            error = None if g.score is not None else f"no verdict in {g.failures} sample(s) (no parseable [RESULT])"
+            out.failed += g.score is None
+            probs = None if not g.probabilities else {k: float(g.probabilities.get(int(k), 0.0)) for k in SCORES}
+            out.rows.append(self.output_row(row, {
+                "score": g.score, "feedback": g.feedback, "expected_score": g.expected_score, "probabilities": probs,
+                "judge_failures": g.failures, "judge_retries": g.retries, "forced_verdicts": g.forced,
+                "judge_error": error}))
+        return out
+
+    def failed_rows(self, judge: Any, rows: list[SourceRow], items: list[Any], reason: str) -> BatchOut:
+        return BatchOut(rows=[self.output_row(r, {
+            "score": None, "feedback": None, "expected_score": None, "probabilities": None,
+            "judge_failures": judge.num_samples, "judge_retries": 0, "forced_verdicts": 0, "judge_error": reason})
+            for r in rows], failed=len(rows))

@@ -1,6 +1,6 @@
 """``PreferenceConfig``: how judge verdicts become DPO preference pairs.
 
-Strategies (see ``prom_reward.preferences.build`` for the full contract):
+Strategies (see ``prom_reward.preferences.strategies``):
 
 - ``best_vs_worst``: grade every completion (1..5); chosen = highest, rejected = lowest.
   ``min_margin`` is in score points (0..4).
@@ -32,7 +32,7 @@ LAYOUTS = ("wide", "long")
 
 @dataclass(frozen=True)
 class PreferenceConfig:
-    """Options of ``build_preference_dataset`` (validated on construction)."""
+    """Options of DPO pairs (``build_preference_dataset``, ``prom_reward.jobs.pairs``; validated on construction)."""
 
     strategy: str = "best_vs_worst"
     """``best_vs_worst`` (absolute grades) or ``all_pairs`` (pairwise verdicts)."""
@@ -51,9 +51,6 @@ class PreferenceConfig:
 
     num_samples: int | None = None
     """Judge samples per judgment (None = the judge's own ``num_samples``)."""
-
-    chunk_size: int = 64
-    """Input rows per judge call and per write (the unit of resumption)."""
 
     layout: str = "wide"
     """``wide``: one row per prompt with a list of completions; ``long``: one row per (prompt, completion),
@@ -85,12 +82,11 @@ class PreferenceConfig:
         if isinstance(self.min_margin, bool) or not isinstance(self.min_margin, (int, float)) \
                 or not math.isfinite(self.min_margin):
             raise ConfigError(f"min_margin: expected a finite number, got {self.min_margin!r}")
-        for name in ("chunk_size", "max_tie_rounds", "num_samples"):
+        for name in ("max_tie_rounds", "num_samples"):
             v = getattr(self, name)
             low = 0 if name == "max_tie_rounds" else 1
-            if (v is not None or name == "chunk_size") and (not isinstance(v, int) or isinstance(v, bool) or v < low):
-                raise ConfigError(f"{name}: expected an int >= {low}{' or None' if name != 'chunk_size' else ''}, "
-                                  f"got {v!r}")
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < low):
+                raise ConfigError(f"{name}: expected an int >= {low} or None, got {v!r}")
         if isinstance(self.keep_columns, str):
             object.__setattr__(self, "keep_columns", (self.keep_columns,))
         else:
@@ -100,6 +96,9 @@ class PreferenceConfig:
             raise ConfigError(f"keep_columns: {clash} would overwrite output columns; rename them in the input")
 
     def fingerprint(self) -> dict[str, Any]:
-        """The options a resumed run must share with the run that wrote the output."""
+        """The options that change the pairs (a resumed job must share them); the rubric as given."""
         return {"strategy": self.strategy, "min_margin": float(self.min_margin), "swap": self.swap,
-                "layout": self.layout}
+                "max_tie_rounds": self.max_tie_rounds, "num_samples": self.num_samples, "layout": self.layout,
+                "prompt_column": self.prompt_column, "completions_column": self.completions_column,
+                "completion_column": self.completion_column, "reference_column": self.reference_column,
+                "rubric_column": self.rubric_column, "keep_columns": list(self.keep_columns)}

@@ -18,10 +18,11 @@ per candidate pair (one per row for best_vs_worst).
 
 Example:
     >>> from prom_reward import PrometheusJudge
-    >>> from prom_reward.preferences.rows import RubricResolver, validate_row
+    >>> from prom_reward.format.resolve import RubricResolver
+    >>> from prom_reward.preferences.rows import validate_row
     >>> cfg = PreferenceConfig(rubric="helpfulness")
     >>> row = validate_row(0, {"prompt": "Hi?", "completions": ["Hello!", "No."]}, cfg,
-    ...                    RubricResolver(cfg, need_scores=True))
+    ...                    RubricResolver(cfg.rubric, need_scores=True))
     >>> judge = PrometheusJudge(backend="scripted", outputs=["Warm. [RESULT] 5", "Curt. [RESULT] 2"])
     >>> out = judge_chunk(judge, [row], cfg)
     >>> [(p["chosen"], p["rejected"], p["margin"]) for p in out.pairs]
@@ -30,14 +31,15 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
-from typing import Any, Sequence
+from typing import Any
 
 from prom_reward.core.judge import PrometheusJudge
+from prom_reward.core.results import Grade, Verdict
 from prom_reward.preferences.config import PreferenceConfig
 from prom_reward.preferences.rows import PreferenceRow
-from prom_reward.core.results import Grade, Verdict
 
 
 @dataclass
@@ -47,8 +49,8 @@ class ChunkOutcome:
     pairs: list[dict[str, Any]] = field(default_factory=list)
     """Output rows (``prompt``, ``chosen``, ``rejected``, scores, margin, feedback, indices)."""
     skipped: list[dict[str, Any]] = field(default_factory=list)
-    """``{"source_index", "reason", "pair": [i, j] or None}`` per dropped candidate pair (None: the
-    whole row, when a best_vs_worst grade failed)."""
+    """``skip_record`` per dropped candidate pair (``pair`` None: the whole row, when a best_vs_worst grade
+    failed)."""
     tie_breaks: int = 0
     """Rows whose all-equal grades were sent to ``compare_by_grades``."""
     tie_rounds: int = 0
@@ -70,8 +72,16 @@ def _keep(out: ChunkOutcome, row: PreferenceRow, cfg: PreferenceConfig, pair: di
         out.pairs.append(pair)
 
 
+def skip_record(row: PreferenceRow, reason: str, pair: tuple[int, int] | None,
+                judge_error: str | None = None) -> dict[str, Any]:
+    """One dropped candidate pair: ``source_index``, ``reason``, ``pair`` (None: the whole row), ``judge_error``
+    (what went wrong, where the judge failed as a whole: "backend failed: ...", "too long for the judge: ...")."""
+    return {"source_index": row.index, "reason": reason, "pair": None if pair is None else sorted(pair),
+            "judge_error": judge_error}
+
+
 def _skip(out: ChunkOutcome, row: PreferenceRow, reason: str, pair: tuple[int, int] | None) -> None:
-    out.skipped.append({"source_index": row.index, "reason": reason, "pair": None if pair is None else sorted(pair)})
+    out.skipped.append(skip_record(row, reason, pair))
 
 
 def _graded_pair(row: PreferenceRow, hi: int, lo: int, g_hi: Grade, g_lo: Grade, rounds: int) -> dict[str, Any]:

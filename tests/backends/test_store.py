@@ -21,7 +21,7 @@ from prom_reward.backends import CachedBackend
 from prom_reward.backends.base import Completion, GenerationRequest, GenerationResult, TokenLogprobs
 from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.errors import ConfigError
-from prom_reward.jobs.io import read_rows
+from prom_reward.jobs.source import read_rows
 from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.cli.main import main
 from prom_reward.backends.store import JudgmentStore, backend_fingerprint, request_key, result_from_dict, result_to_dict
@@ -335,3 +335,36 @@ def test_cli_store_info_and_export(tmp_path, capsys):
     assert "give -o" in capsys.readouterr().err
     assert main(["store", "info", str(tmp_path / "missing.sqlite")]) == 2
     assert "no judgment store there" in capsys.readouterr().err
+
+
+def test_damaged_foreign_or_locked_stores_fail_at_open_naming_the_file(tmp_path):
+    """Checked when the store opens (before any judging): not SQLite, another SQLite database, a store
+    another process keeps locked (after ``timeout`` seconds, not the 30 s default)."""
+    import sqlite3
+
+    from prom_reward.errors import StoreError
+
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"\x00garbage" * 512)
+    with pytest.raises(StoreError, match=r"junk.sqlite: not a judgment store, or a damaged one .*fix:"):
+        JudgmentStore(junk)
+    other = tmp_path / "other.sqlite"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE judgments (id INTEGER)")
+    with pytest.raises(StoreError, match=r"other.sqlite: not a usable judgment store .*no such column"):
+        JudgmentStore(other)
+    path = tmp_path / "j.sqlite"
+    JudgmentStore(path).close()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        t = time.monotonic()
+        with pytest.raises(StoreError, match=r"j.sqlite: locked by another process for more than 0.3 s.*"
+                                             r"--store-timeout"):
+            JudgmentStore(path, timeout=0.3)
+        assert time.monotonic() - t < 5
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    with pytest.raises(StoreError, match="no judgment store there"):
+        JudgmentStore(tmp_path / "missing.sqlite", create=False)

@@ -46,7 +46,8 @@ def test_dpo_from_judge_example_smoke(tmp_path, smollm2_dir, smollm2_server, cap
     for r in rows:  # conversational rows, chosen/rejected from the sampled completions of the same prompt
         assert r["prompt"][0]["role"] == "user" and r["chosen"][0]["role"] == "assistant"
         assert r["score_chosen"] > r["score_rejected"] and r["chosen_index"] != r["rejected_index"]
-    assert json.loads((tmp_path / "pairs.progress.json").read_text())["rows_done"] == 8
+    manifest = json.loads((tmp_path / "pairs.jsonl.parts" / "_manifest.json").read_text())
+    assert manifest["job"] == "pairs" and manifest["inputs"][0]["rows"] == 8  # resumable, bound to its input
 
     # stage 3 alone, as on a GPU node after the pairs were made elsewhere (in this process: TRL is imported)
     from rlhf_examples.dpo_from_judge import main

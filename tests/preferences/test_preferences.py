@@ -1,19 +1,20 @@
-"""``build_preference_dataset``: exact tests on a scripted judge, then a real vLLM judge and TRL's DPOTrainer."""
+"""``build_preference_dataset`` and ``pairs_file`` (the same row code): exact tests on a scripted judge, then
+a real vLLM judge and TRL's DPOTrainer."""
 
 from __future__ import annotations
 
 import json
 import math
-import shutil
 
 import pytest
 
 from prom_reward import ConfigError, InputError, PrometheusJudge
 from prom_reward.backends.base import GenerationRequest
 from prom_reward.backends.scripted import ScriptedBackend
-from prom_reward.errors import BackendError
-from prom_reward.jobs.io import read_rows
-from prom_reward.preferences.build import PreferenceConfig, build_preference_dataset, sidecar_paths
+from prom_reward.errors import BackendError, OutputError
+from prom_reward.jobs.run import pairs_file
+from prom_reward.jobs.source import read_rows
+from prom_reward.preferences.build import PreferenceConfig, build_preference_dataset
 
 ABS_SPLIT = ("###Response to evaluate:\n", "\n\n###Score Rubrics:")
 REL_SPLIT = ("###Response A:\n", "\n\n###Response B:\n", "\n\n###Score Rubric:")
@@ -34,7 +35,7 @@ class Judged(ScriptedBackend):
 
     ``scores``: response -> a score, or a list of scores consumed one per grade (the last repeats);
     ``rank``: response -> strength for pairwise prompts (higher wins; equal -> "no verdict").
-    ``fail_at``: raise on that generate call (1-based), as if the process died there.
+    ``fail_at``: raise ``BackendError`` on that generate call (1-based), once, as a server that is down would.
     """
 
     def __init__(self, scores=None, rank=None, fail_at=None, verdicts=None):
@@ -62,6 +63,7 @@ class Judged(ScriptedBackend):
 
     def generate(self, requests):
         if self.fail_at is not None and len(self.calls) + 1 == self.fail_at:
+            self.fail_at = None
             raise BackendError("simulated crash")
         return super().generate(requests)
 
@@ -86,7 +88,7 @@ def test_best_vs_worst_picks_highest_and_lowest_in_one_call():
     assert ds[0]["feedback_chosen"] == "Feedback on b0." and ds[0]["feedback_rejected"] == "Feedback on c0."
     assert ds["source_index"] == [0, 1] and ds["id"] == ["r0", "r1"] and ds["tie_rounds"] == [0, 0]
     assert (ds[0]["chosen_index"], ds[0]["rejected_index"]) == (1, 2)
-    assert (stats.rows, stats.pairs, stats.skipped, stats.judged_rows) == (2, 2, {}, 2)
+    assert (stats.rows, stats.pairs, stats.skipped) == (2, 2, {})
 
 
 def test_all_equal_grades_are_broken_by_temperature_one_rounds():
@@ -208,13 +210,16 @@ def test_bad_input_names_row_and_field_before_judging(row, field, index):
     assert b.calls == []  # the chunk was checked before any generation
 
 
-def test_bad_input_in_a_later_chunk_keeps_earlier_chunks(tmp_path):
+def test_bad_input_in_a_later_batch_is_found_before_any_judging(tmp_path):
     b = Judged(scores={"a": 1, "b": 2})
     rows = [{"prompt": f"Q{i}", "completions": ["a", "b"]} for i in range(3)] + [{"prompt": "Q3"}]
     with pytest.raises(InputError, match="row 3"):
-        build_preference_dataset(make_judge(b), rows, rubric="helpfulness", chunk_size=2,
-                                 output=tmp_path / "p.jsonl")
-    assert len(b.calls) == 1 and [r["source_index"] for r in read_rows(tmp_path / "p.jsonl")] == [0, 1]
+        build_preference_dataset(make_judge(b), rows, rubric="helpfulness", batch_size=2)
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(InputError, match=r"in.jsonl:4: row 3: column 'completions' missing"):
+        pairs_file(src, tmp_path / "p.jsonl", {"backend": b}, rubric="helpfulness", batch_size=2, progress=False)
+    assert b.calls == [] and not (tmp_path / "p.jsonl").exists()
 
 
 def test_pairwise_only_rubric_needs_all_pairs():
@@ -227,7 +232,7 @@ def test_pairwise_only_rubric_needs_all_pairs():
 
 
 def test_config_is_validated():
-    for bad in ({"strategy": "best"}, {"min_margin": float("nan")}, {"chunk_size": 0}, {"max_tie_rounds": -1},
+    for bad in ({"strategy": "best"}, {"min_margin": float("nan")}, {"num_samples": 0}, {"max_tie_rounds": -1},
                 {"keep_columns": ("margin",)}, {"layout": "tall"}):
         with pytest.raises(ConfigError):
             PreferenceConfig(**bad)
@@ -250,87 +255,58 @@ def scripted_for(rows, **kw):
                   rank={c: s or 0 for r in rows for c, s in zip(r["completions"], r["scores"])}, **kw)
 
 
+def _file(tmp_path, rows):
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return src
+
+
 @pytest.mark.parametrize("strategy", ["best_vs_worst", "all_pairs"])
-def test_resume_after_a_crash_judges_nothing_twice(tmp_path, strategy):
+def test_resume_after_a_backend_failure_judges_only_that_batch_again(tmp_path, strategy):
+    """``pairs_file``: a batch whose judge call failed is written as ``backend_failed`` skip records; a resume
+    judges that batch again (and nothing else), and the files equal an uninterrupted run's."""
     rows = resume_rows()
-    opts = dict(rubric="helpfulness", strategy=strategy, chunk_size=2, max_tie_rounds=1)
+    src = _file(tmp_path, rows)
+    opts = dict(rubric="helpfulness", strategy=strategy, batch_size=2, max_tie_rounds=1, progress=False)
     full_backend = scripted_for(rows)
-    full, full_stats = build_preference_dataset(make_judge(full_backend), rows, output=tmp_path / "full.jsonl",
-                                                **opts)
-    assert full_stats.pairs == len(full) > 0 and full_stats.skipped
+    full = pairs_file(src, tmp_path / "full.jsonl", {"backend": full_backend, "max_retries": 0}, **opts)
+    assert full.pairs > 0 and full.skipped
 
     out = tmp_path / "pairs.jsonl"
-    # crash at the first call of the 3rd chunk (best_vs_worst chunk 1 takes 3 calls: grade + tie break)
-    crash_at = 5 if strategy == "best_vs_worst" else 3
+    crash_at = 5 if strategy == "best_vs_worst" else 3  # the first call of the 3rd batch
     first = scripted_for(rows, fail_at=crash_at)
-    with pytest.raises(BackendError, match="simulated crash"):
-        build_preference_dataset(make_judge(first), rows, output=out, **opts)
-    assert json.loads(sidecar_paths(out)[1].read_text())["rows_done"] == 4
+    s = pairs_file(src, out, {"backend": first, "max_retries": 0}, **opts)
+    assert s.skipped["backend_failed"] == 2 and s.backend_failed == 2
     second = scripted_for(rows)
-    ds, stats = build_preference_dataset(make_judge(second), rows, output=out, resume=True, **opts)
-
-    assert sorted(map(str, first.judged + second.judged)) == sorted(map(str, full_backend.judged))
-    assert not any(c in str(x) for x in second.judged for r in rows[:4] for c in r["completions"])
+    s = pairs_file(src, out, {"backend": second, "max_retries": 0}, resume=True, **opts)
+    assert (s.resumed_rows, s.rows, s.retried_rows) == (5, 2, 2)
+    assert not any(c in str(x) for x in second.judged for r in rows[:4] + rows[6:] for c in r["completions"])
     assert out.read_text() == (tmp_path / "full.jsonl").read_text()
-    assert ds.to_list() == full.to_list()
-    assert sidecar_paths(out)[0].read_text() == sidecar_paths(tmp_path / "full.jsonl")[0].read_text()
-    assert (stats.resumed_rows, stats.judged_rows, stats.rows) == (4, 3, 7)
-    assert (stats.pairs, stats.skipped, stats.tie_rounds) == (full_stats.pairs, full_stats.skipped,
-                                                              full_stats.tie_rounds)
+    assert (tmp_path / "pairs.skipped.jsonl").read_text() == (tmp_path / "full.skipped.jsonl").read_text()
 
 
-def test_resume_drops_rows_written_after_the_last_recorded_chunk(tmp_path):
-    rows = resume_rows()
-    out = tmp_path / "pairs.jsonl"
-    snapshots = []
-
-    def snapshot(stats):
-        if stats.rows == 2:  # after the first chunk: keep its progress file, as if we crashed later
-            shutil.copy(sidecar_paths(out)[1], tmp_path / "progress.snap")
-        snapshots.append(stats.rows)
-
-    build_preference_dataset(make_judge(scripted_for(rows)), rows, rubric="helpfulness", chunk_size=2, output=out,
-                             progress=snapshot, max_tie_rounds=1)
-    assert snapshots == [2, 4, 6, 7]
-    complete = out.read_text()
-    shutil.copy(tmp_path / "progress.snap", sidecar_paths(out)[1])
-    with open(out, "a") as f:
-        f.write('{"source_index": 6, "prom')  # a half-written line
-    again = scripted_for(rows)
-    _, stats = build_preference_dataset(make_judge(again), rows, rubric="helpfulness", chunk_size=2, output=out,
-                                        resume=True, max_tie_rounds=1)
-    assert out.read_text() == complete and stats.resumed_rows == 2 and stats.judged_rows == 5
-    assert not any(x.startswith(("c0_", "c1_")) for x in again.judged)
-
-
-def test_resume_refuses_other_options_and_unknown_outputs(tmp_path):
+def test_resume_refuses_other_options(tmp_path):
     rows = resume_rows(5)
-    out = tmp_path / "pairs.jsonl"
-    build_preference_dataset(make_judge(scripted_for(rows)), rows, rubric="helpfulness", output=out,
-                             max_tie_rounds=0)
-    with pytest.raises(ConfigError, match="strategy"):
-        build_preference_dataset(make_judge(scripted_for(rows)), rows, rubric="helpfulness", output=out,
-                                 resume=True, strategy="all_pairs")
-    sidecar_paths(out)[1].unlink()
-    with pytest.raises(ConfigError, match="cannot be resumed"):
-        build_preference_dataset(make_judge(scripted_for(rows)), rows, rubric="helpfulness", output=out,
-                                 resume=True)
+    src, out = _file(tmp_path, rows), tmp_path / "pairs.jsonl"
+    pairs_file(src, out, {"backend": scripted_for(rows)}, rubric="helpfulness", max_tie_rounds=0, progress=False)
+    with pytest.raises(OutputError, match="option strategy: 'best_vs_worst' then, 'all_pairs' now"):
+        pairs_file(src, out, {"backend": scripted_for(rows)}, rubric="helpfulness", max_tie_rounds=0, resume=True,
+                   strategy="all_pairs", progress=False)
     with pytest.raises(ConfigError, match=".jsonl"):
-        build_preference_dataset(make_judge(scripted_for(rows)), rows, rubric="helpfulness",
-                                 output=tmp_path / "p.parquet")
+        pairs_file(src, tmp_path / "p.parquet", {"backend": scripted_for(rows)}, rubric="helpfulness")
 
 
 def test_file_input_and_in_memory_result_match(tmp_path):
     rows = resume_rows(5)
-    src = tmp_path / "in.jsonl"
-    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    src = _file(tmp_path, rows)
     a, _ = build_preference_dataset(make_judge(scripted_for(rows)), src, rubric="helpfulness", max_tie_rounds=0)
-    b, _ = build_preference_dataset(make_judge(scripted_for(rows)), rows, rubric="helpfulness", max_tie_rounds=0,
-                                    output=tmp_path / "o.jsonl")
-    assert a.to_list() == b.to_list() and a["source_index"] == [0, 2, 3]
-    assert list(read_rows(sidecar_paths(tmp_path / "o.jsonl")[0])) == [
-        {"source_index": 1, "reason": "tie", "pair": [0, 1]},
-        {"source_index": 4, "reason": "judge_failed", "pair": None}]
+    b, _ = build_preference_dataset(make_judge(scripted_for(rows)), rows, rubric="helpfulness", max_tie_rounds=0)
+    pairs_file(src, tmp_path / "o.jsonl", make_judge(scripted_for(rows)), rubric="helpfulness", max_tie_rounds=0,
+               progress=False)
+    assert a.to_list() == b.to_list() == list(read_rows(tmp_path / "o.jsonl")) and a["source_index"] == [0, 2, 3]
+    assert list(read_rows(tmp_path / "o.skipped.jsonl")) == [
+        {"source_index": 1, "reason": "tie", "pair": [0, 1], "judge_error": None},
+        {"source_index": 4, "reason": "judge_failed", "pair": None, "judge_error": None}]
 
 
 # --- a real judge, and TRL's DPOTrainer -----------------------------------------------------------
@@ -348,11 +324,10 @@ def conversational_rows():
 
 
 @pytest.fixture(scope="module")
-def smollm2_pairs(smollm2_engine, tmp_path_factory):
+def smollm2_pairs(smollm2_engine):
     judge = PrometheusJudge(backend=smollm2_engine, force_verdict=True, sampling={"max_tokens": 32})
-    out = tmp_path_factory.mktemp("pairs")
     results = {s: build_preference_dataset(judge, conversational_rows(), rubric="helpfulness", strategy=s,
-                                           max_tie_rounds=2, output=out / f"{s}.jsonl")
+                                           max_tie_rounds=2)
                for s in ("best_vs_worst", "all_pairs")}
     return results, judge.stats
 

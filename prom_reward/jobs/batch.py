@@ -1,0 +1,83 @@
+"""One batch of a job, judged and committed: what the local runner does per batch, and what each Ray
+judge actor does per shard.
+
+``judge_batch`` judges the rows (``prom_reward.jobs.spec.run_batch``), commits their part file (and,
+for pairs, the part of skip records first: a pairs part is committed last, so a part on disk always
+has its skip records), and returns the batch's record for the ``JobSummary``.
+
+Example:
+    >>> import tempfile
+    >>> from prom_reward.core.judge import PrometheusJudge
+    >>> from prom_reward.jobs.grade import GradeJob
+    >>> from prom_reward.jobs.source import SourceRow
+    >>> sink = Sink(tempfile.mkdtemp(), "jsonl")
+    >>> kind = GradeJob(rubric="helpfulness")
+    >>> rows = [SourceRow(0, "in.jsonl:1", {"instruction": "Hi?", "response": "Hello."})]
+    >>> judge = PrometheusJudge(backend="scripted", outputs=["Kind. [RESULT] 4"])
+    >>> rec = judge_batch(kind, judge, kind.preparer(), rows, {"start": 0, "stop": 1}, sink, "local")
+    >>> rec["rows"], rec["failed"], sorted(p.name for p in Path(sink.folder).iterdir())
+    (1, 0, ['part-000000000000-000000000001.jsonl'])
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from prom_reward.jobs.parts import write_part
+from prom_reward.jobs.source import SourceRow
+from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, run_batch
+
+
+@dataclass(frozen=True)
+class Sink:
+    """Where a job's batches go."""
+
+    folder: str | Path
+    """The part folder."""
+    fmt: str
+    """``jsonl`` or ``parquet``."""
+    schema: Any = None
+    """The Parquet schema (None for JSON lines)."""
+
+
+def judge_rows(kind: JobKind, judge: Any, prepare: Prepare, rows: list[SourceRow],
+               worker: str) -> tuple[BatchOut, dict[str, Any]]:
+    """Judge ``rows`` (``run_batch``); returns what they gave and the batch's record (counts, judge stats)."""
+    s = judge.stats
+    before = (s.retries, s.forced, s.prompt_tokens, s.completion_tokens, s.samples, s.parse_failures)
+    t0 = time.perf_counter()
+    out = run_batch(kind, judge, rows, prepare)
+    skipped: dict[str, int] = {}
+    for sk in out.skipped:
+        skipped[sk["reason"]] = skipped.get(sk["reason"], 0) + 1
+    pairs = kind.name == "pairs"
+    rec: dict[str, Any] = {"rows": len(rows), "failed": out.failed, "ties": out.ties,
+                           "pairs": len(out.rows) if pairs else 0, "skipped": json.dumps(skipped),
+                           "rows_without_pairs": len({r.id for r in rows} - {p["source_index"] for p in out.rows})
+                           if pairs else 0,
+                           "backend_failed": out.failed if out.backend_error else 0,
+                           "tie_breaks": out.tie_breaks, "tie_rounds": out.tie_rounds, "worker": worker}
+    after = (s.retries, s.forced, s.prompt_tokens, s.completion_tokens, s.samples, s.parse_failures)
+    names = ("retried", "forced", "prompt_tokens", "completion_tokens", "samples", "parse_failures")
+    for k, a, b in zip(names, before, after, strict=True):
+        rec[k] = b - a
+    rec.update(seconds=time.perf_counter() - t0, io_seconds=0.0)
+    return out, rec
+
+
+def judge_batch(kind: JobKind, judge: Any, prepare: Prepare, rows: list[SourceRow], shard: dict[str, Any],
+                sink: Sink, worker: str) -> dict[str, Any]:
+    """Judge ``rows`` (the ids ``[shard["start"], shard["stop"])``), commit them, return the batch's record."""
+    out, rec = judge_rows(kind, judge, prepare, rows, worker)
+    t1 = time.perf_counter()
+    start, stop = int(shard["start"]), int(shard["stop"])
+    if kind.name == "pairs":
+        write_part(Path(sink.folder) / "skipped", start, stop, out.skipped, "jsonl")
+    write_part(sink.folder, start, stop, out.rows, sink.fmt, sink.schema, failed=out.backend_error)
+    written = time.perf_counter() - t1
+    rec.update(start=start, seconds=rec["seconds"] + written, io_seconds=written)
+    return rec

@@ -1,0 +1,76 @@
+"""Options of a job (``JobConfig``: batches, resume, overwrite) and of its Ray pool (``RayConfig``).
+
+Example:
+    >>> JobConfig(batch_size=64, resume=True).overwrite
+    False
+    >>> RayConfig(replicas="all").num_cpus
+    1.0
+    >>> JobConfig(resume=True, overwrite=True)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    prom_reward.errors.ConfigError: resume and overwrite: give one (--resume continues OUTPUT, --overwrite ...
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from prom_reward.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """How a job reads, commits and resumes (the same locally and on Ray)."""
+
+    batch_size: int = 256
+    """Rows per judge call and per part file: the unit of commit and of what a killed run judges again."""
+    resume: bool = False
+    """Continue the job that wrote the output (same input and options, checked): judge only the rows not
+    committed yet, and again those whose judge backend failed."""
+    overwrite: bool = False
+    """Start over on an existing output (it stays intact until the new one is complete)."""
+    progress: bool = True
+    """Show a progress bar (and Ray Data's) on stderr."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int) or self.batch_size < 1:
+            raise ConfigError(f"batch_size: expected an int >= 1, got {self.batch_size!r}")
+        if self.resume and self.overwrite:
+            raise ConfigError("resume and overwrite: give one (--resume continues OUTPUT, --overwrite starts it over)")
+
+    def replace(self, **changes: Any) -> JobConfig:
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class RayConfig:
+    """The pool of judge actors of a job on Ray (``prom_reward.jobs.ray_run``)."""
+
+    replicas: int | str = 1
+    """Judge actors: a number, or ``"all"``: every GPU of the cluster (every CPU on a CPU cluster) divided
+    by what one replica takes."""
+    num_gpus: float | None = None
+    """GPUs per replica; None: the judge's ``tensor_parallel_size`` where the cluster has GPUs, else 0."""
+    num_cpus: float = 1.0
+    """CPUs per replica (what a CPU engine gets to itself)."""
+    address: str | None = None
+    """Ray cluster to join; None: ``RAY_ADDRESS`` if set, else a local Ray started for this job."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Environment variables of the judge actors (``VLLM_CPU_KVCACHE_SPACE``, ...)."""
+    warmup: bool = True
+    """A replica with an in-process engine (vllm, transformers; no judgment store) judges one dummy row
+    when it starts (``ray_run.warm_up``), so the engine's first-call costs go with its start-up, not
+    into the first batch's time."""
+
+    def __post_init__(self) -> None:
+        r = self.replicas
+        if not (r == "all" or (isinstance(r, int) and not isinstance(r, bool) and r >= 1)):
+            raise ConfigError(f'replicas: expected an int >= 1 or "all", got {r!r}; give the number of judge actors')
+        if self.num_gpus is not None and self.num_gpus < 0:
+            raise ConfigError(f"num_gpus: expected >= 0 GPUs per replica, got {self.num_gpus}")
+        if self.num_cpus <= 0:
+            raise ConfigError(f"num_cpus: expected > 0 CPUs per replica, got {self.num_cpus}")
+        object.__setattr__(self, "num_cpus", float(self.num_cpus))

@@ -1,0 +1,120 @@
+"""``pairs`` jobs: DPO preference pairs from several completions per prompt.
+
+A row (``PreferenceConfig`` names the columns) holds a prompt and its completions (the wide layout),
+or one completion (the long layout: consecutive rows with an equal prompt form one group, whose id is
+its position among the groups). The strategies (``prom_reward.preferences.strategies``) judge a
+batch of rows in one call and give pair rows (``source_index``, ``prompt``, ``chosen``, ``rejected``,
+``score_chosen``, ``score_rejected``, ``margin``, ``chosen_index``, ``rejected_index``, feedback ...,
+the ``keep_columns``) and skip records (``source_index``, ``reason``, ``pair``, ``judge_error``): a row
+whose judge call failed as a whole gives skip records with reason ``backend_failed`` (judged again by
+a resume) or ``too_long``. Pairs are written as JSON lines (prompts may be strings or message lists),
+the skip records beside them (``OUTPUT.skipped.jsonl``).
+
+Example:
+    >>> from prom_reward.core.judge import PrometheusJudge
+    >>> from prom_reward.jobs.spec import run_batch
+    >>> from prom_reward.jobs.source import SourceRow
+    >>> judge = PrometheusJudge(backend="scripted", outputs=["Good. [RESULT] 4", "Poor. [RESULT] 1"])
+    >>> kind = PairsJob(PreferenceConfig(rubric="factual_validity"))
+    >>> out = run_batch(kind, judge, [SourceRow(0, "in.jsonl:1", {"prompt": "2+2?", "completions": ["4", "5"]})])
+    >>> [(p["chosen"], p["rejected"], p["margin"]) for p in out.rows]
+    [('4', '5', 3.0)]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from prom_reward.errors import InputError
+from prom_reward.format.rubrics import Rubric
+from prom_reward.jobs.grade import resolver, rubric_fingerprint
+from prom_reward.jobs.source import SourceRow
+from prom_reward.jobs.spec import BatchOut, JobKind, Prepare
+from prom_reward.preferences.config import OUTPUT_COLUMNS, PreferenceConfig
+from prom_reward.preferences.rows import PreferenceRow, validate_row
+from prom_reward.preferences.strategies import judge_chunk, skip_record
+
+
+def group_long(rows: Iterator[SourceRow], cfg: PreferenceConfig) -> Iterator[SourceRow]:
+    """Group long-layout rows (one completion each) into wide rows, streaming; a group's id is its position
+    among the groups, its place that of its first row."""
+    group: dict[str, Any] | None = None
+    first: SourceRow | None = None
+    n = 0
+    for row in rows:
+        for col, option in ((cfg.prompt_column, "--prompt-col"), (cfg.completion_column, "--completion-col")):
+            if col not in row.data:
+                raise InputError(f"{row.where}: column {col!r} missing (columns: {sorted(row.data)}); fix: name "
+                                 f"the right one with {option}", index=row.id, field=col)
+        if group is not None and row.data[cfg.prompt_column] == group[cfg.prompt_column]:
+            group[cfg.completions_column].append(row.data[cfg.completion_column])
+            continue
+        if group is not None and first is not None:
+            yield SourceRow(n, first.where, group)
+            n += 1
+        first = row
+        group = {k: v for k, v in row.data.items() if k != cfg.completion_column}
+        group[cfg.completions_column] = [row.data[cfg.completion_column]]
+    if group is not None and first is not None:
+        yield SourceRow(n, first.where, group)
+
+
+@dataclass(frozen=True)
+class PairsJob(JobKind):
+    """A ``pairs`` job: its ``PreferenceConfig`` (the rubric resolved once, here)."""
+
+    name: ClassVar[str] = "pairs"
+    result_columns: ClassVar[tuple[str, ...]] = OUTPUT_COLUMNS
+    jsonl_only: ClassVar[bool] = True
+
+    config: PreferenceConfig = dataclasses.field(default_factory=PreferenceConfig)
+    """Strategy, margin, columns, layout ... (``prom_reward.preferences.config``)."""
+
+    def __post_init__(self) -> None:
+        cfg = self.config
+        if cfg.rubric is not None and not isinstance(cfg.rubric, Rubric):
+            rubric = resolver(cfg.rubric, need_scores=cfg.strategy == "best_vs_worst").default
+            object.__setattr__(self, "config", dataclasses.replace(cfg, rubric=rubric))
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {**self.config.fingerprint(), "rubric": rubric_fingerprint(self.config.rubric)}
+
+    @property
+    def regroups(self) -> bool:
+        return self.config.layout == "long"
+
+    def group(self, rows: Iterator[SourceRow]) -> Iterator[SourceRow]:
+        return group_long(rows, self.config) if self.regroups else rows
+
+    def preparer(self) -> Prepare:
+        cfg = self.config
+        rubrics = resolver(cfg.rubric, need_scores=cfg.strategy == "best_vs_worst")
+        layout: list[bool] = []  # the first row's: a dataset holds one layout
+
+        def prepare(row: SourceRow) -> PreferenceRow:
+            try:
+                item = validate_row(row.id, row.data, cfg, rubrics)
+            except InputError as e:
+                raise InputError(f"{row.where}: {e}", index=row.id, field=e.field) from None
+            if not layout:
+                layout.append(item.conversational)
+            elif item.conversational != layout[0]:
+                want = "message lists" if layout[0] else "strings"
+                raise InputError(f"{row.where}: row {row.id}: {cfg.prompt_column} must be {want} like the rows "
+                                 "before it; fix: one layout per file", index=row.id, field=cfg.prompt_column)
+            return item
+
+        return prepare
+
+    def judge_items(self, judge: Any, rows: list[SourceRow], items: list[PreferenceRow]) -> BatchOut:
+        out = judge_chunk(judge, items, self.config)
+        failed = sum(1 for s in out.skipped if s["reason"] == "judge_failed")
+        return BatchOut(rows=out.pairs, skipped=out.skipped, failed=failed, tie_breaks=out.tie_breaks,
+                        tie_rounds=out.tie_rounds)
+
+    def failed_rows(self, judge: Any, rows: list[SourceRow], items: list[PreferenceRow], reason: str) -> BatchOut:
+        kind = "backend_failed" if reason.startswith("backend failed") else "too_long"
+        return BatchOut(skipped=[skip_record(it, kind, None, reason) for it in items], failed=len(items))

@@ -1,0 +1,290 @@
+"""The one writer of every job: part files committed atomically, then merged into the output.
+
+A job writes the rows of each batch of consecutive input rows ``[start, stop)`` as one part file,
+``part-{start:012d}-{stop:012d}.jsonl`` (or ``.parquet``), in the job's part folder
+(``OUTPUT.parts/``): to a temporary name, flushed and fsynced, then renamed. A part is there whole
+or not at all, and a batch judged again replaces its part instead of adding rows. A part whose
+rows could not be judged because the judge backend failed (``failed=REASON``) gets a marker
+``_failed-{part}`` beside it (written before the part, removed once a good part replaced it), so a
+resume judges it again. When every batch is done the parts are merged in id order into a
+temporary file beside the output, which is then renamed over it: the previous output stays
+intact until the new one is complete. Any ``OSError`` while writing (a full disk, a read-only
+or missing folder) removes the temporary file and becomes an ``OutputError`` naming the file and
+the fix.
+
+Example:
+    >>> import tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> _ = write_part(d, 2, 4, [{"source_index": 2}, {"source_index": 3}], "jsonl")
+    >>> _ = write_part(d, 0, 2, [{"source_index": 0}, {"source_index": 1}], "jsonl", failed="backend failed: down")
+    >>> sorted(done_parts(d)), sorted(failed_parts(d))
+    ([(0, 2), (2, 4)], [(0, 2)])
+    >>> out = Path(d) / "out.jsonl"; merge_parts(d, out, "jsonl")
+    4
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import signal
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from prom_reward.errors import OutputError
+
+PART = re.compile(r"^part-(\d{12})-(\d{12})\.(parquet|jsonl)$")
+FAILED_PREFIX = "_failed-"
+"""A part ``P`` whose rows the backend failed to judge has a marker ``_failed-P`` beside it (the leading
+underscore keeps pyarrow.dataset and Ray from reading it as data)."""
+TMP_PREFIX = "_tmp-"
+CRASH_HOOK = "PROM_REWARD_JOB_CRASH"
+"""Test hook (fault tests, in every process of a job: the CLI, Ray's judge actors): ``part:START:MARKER``
+SIGKILLs the process about to commit the part starting at id START, ``merge:MARKER`` the one about to
+move the merged output into place; once: only where the file MARKER does not exist yet (it is created
+first). ``enospc:part:START:MARKER`` / ``enospc:merge:MARKER`` raise ``OSError(ENOSPC)`` there instead,
+as a full disk would."""
+
+
+def crash_point(point: str, start: int | None = None) -> None:
+    """``CRASH_HOOK``: die here (SIGKILL), or fail as a full disk, when the hook names this point."""
+    spec = os.environ.get(CRASH_HOOK)
+    if not spec:
+        return
+    full = spec.startswith("enospc:")
+    kind, _, rest = spec.removeprefix("enospc:").partition(":")
+    if kind != point:
+        return
+    if point == "part":
+        at, _, marker = rest.partition(":")
+        if int(at) != start:
+            return
+    else:
+        marker = rest
+    if not os.path.exists(marker):
+        Path(marker).touch()
+        if full:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+_FIXES = {
+    errno.ENOSPC: "the disk is full; fix: free space there (or choose another -o), then run again with --resume: "
+                  "the rows already committed are kept",
+    errno.EDQUOT: "the disk quota is used up; fix: free space there (or choose another -o), then run again with "
+                  "--resume: the rows already committed are kept",
+    errno.EROFS: "the file system is read-only; fix: choose another -o",
+    errno.EACCES: "permission denied; fix: make the folder writable or choose another -o",
+    errno.EPERM: "permission denied; fix: make the folder writable or choose another -o",
+    errno.ENOENT: "its folder does not exist; fix: create the folder or choose another -o",
+    errno.ENOTDIR: "a part of its path is a file, not a folder; fix: choose another -o",
+    errno.EISDIR: "it is a folder; fix: choose a file name for -o",
+}
+
+
+def output_error(path: str | Path, e: OSError) -> OutputError:
+    """An ``OutputError`` for ``e`` raised while writing ``path``: what happened and the fix."""
+    why = _FIXES.get(e.errno or 0, f"{e.strerror or e}; fix: check the disk and the path, or choose another -o")
+    return OutputError(f"{path}: cannot write: {why}")
+
+
+def write_bytes(path: Path, chunks: list[bytes] | Callable[[Any], None]) -> None:
+    """Write a new file (bytes, or a function that writes to the open file), flushed and fsynced."""
+    with open(path, "wb") as f:
+        if callable(chunks):
+            chunks(f)
+        else:
+            for c in chunks:
+                f.write(c)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def jsonl_bytes(rows: list[dict[str, Any]]) -> bytes:
+    """Rows as JSON lines."""
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode("utf-8")
+
+
+def _write_parquet(path: Path, rows: list[dict[str, Any]], schema: Any) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pylist(rows, schema=schema)
+    write_bytes(path, lambda f: pq.write_table(table, f))
+
+
+def commit(final: Path, write: Callable[[Path], None], point: str = "", start: int | None = None) -> None:
+    """Write ``final`` through a temporary file beside it, then rename; on ``OSError`` remove the temporary
+    file and raise ``OutputError``."""
+    tmp = final.with_name(f"{TMP_PREFIX}{os.getpid()}-{final.name}")
+    try:
+        write(tmp)
+        if point:
+            crash_point(point, start)
+        os.replace(tmp, final)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise output_error(final, e) from e
+
+
+def part_name(start: int, stop: int, fmt: str) -> str:
+    """``part-{start:012d}-{stop:012d}.{fmt}``."""
+    return f"part-{start:012d}-{stop:012d}.{fmt}"
+
+
+def write_part(folder: str | Path, start: int, stop: int, rows: list[dict[str, Any]], fmt: str,
+               schema: Any = None, failed: str | None = None) -> Path:
+    """Commit one batch's rows as a part (see the module doc) and return its path. ``failed``: why the judge
+    backend failed for this batch: the part is marked, and a resume judges it again."""
+    folder = Path(folder)
+    final = folder / part_name(start, stop, fmt)
+    marker = folder / (FAILED_PREFIX + final.name)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise output_error(folder, e) from e
+    if failed is not None:
+        commit(marker, lambda p: write_bytes(p, [failed.encode("utf-8")]))
+    if fmt == "jsonl":
+        commit(final, lambda p: write_bytes(p, [jsonl_bytes(rows)]), "part", start)
+    else:
+        commit(final, lambda p: _write_parquet(p, rows, schema), "part", start)
+    if failed is None:
+        marker.unlink(missing_ok=True)
+    return final
+
+
+def done_parts(folder: str | Path) -> dict[tuple[int, int], Path]:
+    """The part files in a part folder, by ``(start, stop)`` (backend-failed ones included)."""
+    p = Path(folder)
+    if not p.is_dir():
+        return {}
+    return {(int(m[1]), int(m[2])): p / name for name in os.listdir(p) if (m := PART.match(name))}
+
+
+def failed_parts(folder: str | Path) -> dict[tuple[int, int], Path]:
+    """The parts of ``done_parts`` written after the judge backend failed (to judge again on resume)."""
+    p = Path(folder)
+    if not p.is_dir():
+        return {}
+    names = set(os.listdir(p))
+    return {(int(m[1]), int(m[2])): p / name for name in names
+            if (m := PART.match(name)) and FAILED_PREFIX + name in names}
+
+
+def clear_parts(folder: str | Path) -> None:
+    """Remove what a job left in a part folder: parts, markers, temporary files (nothing else)."""
+    p = Path(folder)
+    if not p.is_dir():
+        return
+    for name in os.listdir(p):
+        if PART.match(name) or name.startswith((FAILED_PREFIX, TMP_PREFIX)):
+            (p / name).unlink(missing_ok=True)
+
+
+def remove_temporaries(folder: str | Path) -> int:
+    """Remove the temporary files a killed writer left (half-written parts); returns how many."""
+    p = Path(folder)
+    if not p.is_dir():
+        return 0
+    tmp = [p / n for n in os.listdir(p) if n.startswith(TMP_PREFIX)]
+    for t in tmp:
+        t.unlink(missing_ok=True)
+    return len(tmp)
+
+
+def part_ids(path: Path) -> list[int] | None:
+    """The ``source_index`` of every row of a part, or None when its last line is cut short (a torn
+    write: the part is to be judged again). ``OutputError`` for a part that cannot be read otherwise."""
+    if path.suffix == ".parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        try:
+            return [int(x) for x in pq.read_table(path, columns=["source_index"]).column(0).to_pylist()]
+        except (pa.ArrowInvalid, OSError, KeyError) as e:
+            if "magic bytes" in str(e) or "footer" in str(e).lower():
+                return None
+            raise _unreadable(path, f"not a readable part ({e})") from None
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        return None
+    ids = []
+    for lineno, line in enumerate(data.splitlines(), 1):
+        try:
+            ids.append(int(json.loads(line)["source_index"]))
+        except (ValueError, KeyError, TypeError):
+            raise _unreadable(path, f"line {lineno} is not a row this job wrote") from None
+    return ids
+
+
+def _unreadable(path: Path, why: str) -> OutputError:
+    return OutputError(f"{path}: {why}; it was changed after it was written; fix: delete that part file and run "
+                       "again with --resume (its rows are judged again), or start over with --overwrite")
+
+
+def merge_parts(folder: str | Path, output: str | Path, fmt: str, schema: Any = None) -> int:
+    """Concatenate the part files in id order into ``output`` (a temporary file beside it, then renamed);
+    returns the rows written."""
+    out = Path(output)
+    parts = [p for _, p in sorted(done_parts(folder).items())]
+    count = [0]
+
+    def jsonl(f: Any) -> None:
+        for p in parts:
+            with open(p, "rb") as src:
+                while chunk := src.read(1 << 20):
+                    f.write(chunk)
+                    count[0] += chunk.count(b"\n")
+
+    def parquet(f: Any) -> None:
+        import pyarrow.parquet as pq
+
+        with pq.ParquetWriter(f, schema) as w:
+            for p in parts:
+                table = pq.read_table(p, schema=schema)
+                w.write_table(table)
+                count[0] += table.num_rows
+
+    commit(out, lambda p: write_bytes(p, jsonl if fmt == "jsonl" else parquet), "merge")
+    return count[0]
+
+
+def write_rows(output: str | Path, batches: Iterable[list[dict[str, Any]]]) -> int:
+    """Write batches of rows to a new .jsonl or .parquet file (temporary file, then renamed); returns the
+    rows written. Parquet columns take their types from the first batch (nested values as JSON text)."""
+    out = Path(output)
+    suffix = out.suffix.lower()
+    if suffix not in (".jsonl", ".ndjson", ".parquet", ".pq"):
+        raise OutputError(f"{out}: unsupported output type {suffix!r}; fix: use .jsonl or .parquet")
+    count = [0]
+
+    def jsonl(f: Any) -> None:
+        for rows in batches:
+            f.write(jsonl_bytes(rows))
+            count[0] += len(rows)
+
+    def parquet(f: Any) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        writer = None
+        try:
+            for rows in batches:
+                flat = [{k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in r.items()} for r in rows]
+                if writer is None:
+                    inferred = pa.Table.from_pylist(flat).schema
+                    schema = pa.schema([pa.field(x.name, pa.string()) if pa.types.is_null(x.type) else x
+                                        for x in inferred])
+                    writer = pq.ParquetWriter(f, schema)
+                writer.write_table(pa.Table.from_pylist(flat, schema=writer.schema))
+                count[0] += len(rows)
+        finally:
+            if writer is not None:
+                writer.close()
+
+    commit(out, lambda p: write_bytes(p, jsonl if suffix in (".jsonl", ".ndjson") else parquet))
+    return count[0]

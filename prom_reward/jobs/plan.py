@@ -1,0 +1,219 @@
+"""Preparing a job: the output's rules, the input check, the manifest, and the batches left to judge.
+
+In this order, and nothing is written before step 4:
+
+1. the output: ``.jsonl``/``.parquet`` (pairs: ``.jsonl``) is a file merged from the part folder
+   ``OUTPUT.parts/``; a name without a suffix is a part folder itself (nothing merged). Its folder must
+   exist. An existing output is refused unless ``resume`` (continue it) or ``overwrite`` (start over;
+   the old file stays until the new one replaces it), and a resume needs the manifest of the job that
+   wrote it;
+2. the whole input is checked (``prom_reward.jobs.scan``);
+3. a resume compares the saved manifest with this job (``prom_reward.jobs.manifest``) and refuses
+   any difference;
+4. a fresh job clears the part folder's job files and writes its manifest; a resumed one removes
+   what a killed run left half-written (temporary files, a part cut short, a pairs part without its
+   skip records; ``repaired_parts``) and the parts whose judge backend had failed (judged again,
+   ``retried_rows``), and refuses parts that were changed after they were written;
+5. the batches left: the ids not covered by a part, cut at multiples of ``batch_size`` and at file ends.
+
+A part-folder output has no older file to keep: ``overwrite`` clears its parts when the job starts.
+
+Example:
+    >>> from prom_reward.jobs.grade import GradeJob
+    >>> t = target("graded.parquet", GradeJob())
+    >>> t.folder.name, t.fmt, t.merged
+    ('graded.parquet.parts', 'parquet', True)
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from prom_reward.errors import ConfigError, OutputError
+from prom_reward.jobs.config import JobConfig
+from prom_reward.jobs.manifest import NAME, differences, make_manifest, read_manifest, write_manifest
+from prom_reward.jobs.parts import clear_parts, done_parts, failed_parts, output_error, part_ids, remove_temporaries
+from prom_reward.jobs.scan import Scan, scan_input
+from prom_reward.jobs.source import JSONL_SUFFIXES, PARQUET_SUFFIXES, expand_inputs
+from prom_reward.jobs.spec import JobKind
+
+SKIPPED = "skipped"
+"""The sub-folder of a pairs job's part folder with the skip records, one part per batch."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a job writes."""
+
+    output: Path
+    """The output: a file merged from the parts, or the part folder itself."""
+    merged: bool
+    """``output`` is a file merged from the parts when the job is done."""
+    folder: Path
+    """The part folder (``OUTPUT.parts/``, or ``output``)."""
+    fmt: str
+    """``jsonl`` or ``parquet``: the format of the parts and of a merged output."""
+    skipped: Path | None
+    """pairs: the merged skip records (``OUTPUT.skipped.jsonl``)."""
+
+
+def target(output: str | Path, kind: JobKind) -> Target:
+    """The ``Target`` of an output path (errors for what cannot be written there)."""
+    out = Path(output)
+    suffix = out.suffix.lower()
+    if suffix in JSONL_SUFFIXES + PARQUET_SUFFIXES:
+        fmt = "jsonl" if suffix in JSONL_SUFFIXES else "parquet"
+        merged, folder = True, out.with_name(out.name + ".parts")
+    elif suffix == ".json":
+        raise ConfigError(f"{out}: a JSON array cannot be written row by row; fix: use a .jsonl or .parquet output")
+    elif suffix:
+        raise ConfigError(f"{out}: unsupported output type {suffix!r}; fix: use .jsonl or .parquet (or a folder "
+                          "name without a suffix for the part files alone)")
+    else:
+        merged, folder, fmt = False, out, "jsonl" if kind.jsonl_only else "parquet"
+    if kind.jsonl_only and fmt != "jsonl":
+        raise ConfigError(f"{out}: {kind.name} are written as JSON lines (prompts may be strings or message lists); "
+                          "fix: use a .jsonl output")
+    parent = out.absolute().parent
+    if not parent.exists():
+        raise OutputError(f"{out}: cannot write: the folder {parent} does not exist; fix: create it or choose "
+                          "another -o")
+    if not parent.is_dir():
+        raise OutputError(f"{out}: cannot write: {parent} is a file, not a folder; fix: choose another -o")
+    if merged and out.is_dir():
+        raise OutputError(f"{out}: cannot write: it is a folder; fix: choose a file name for -o")
+    if not os.access(parent, os.W_OK):
+        raise OutputError(f"{out}: cannot write: permission denied in {parent}; fix: make it writable or choose "
+                          "another -o")
+    skipped = out.with_name(out.name[: -len(suffix)] + ".skipped.jsonl") if kind.name == "pairs" and merged else None
+    return Target(out, merged, folder, fmt, skipped)
+
+
+@dataclass
+class Plan:
+    """A prepared job."""
+
+    kind: JobKind
+    target: Target
+    scan: Scan
+    shards: list[dict[str, Any]] = field(default_factory=list)
+    """The batches left: ``start``, ``stop`` (ids), ``path``, ``first_id``, ``offset``, ``line`` (where to read)."""
+    resumed_rows: int = 0
+    retried_rows: int = 0
+    repaired_parts: int = 0
+
+
+def _refuse(tgt: Target, why: str) -> OutputError:
+    return OutputError(f"{tgt.output}: {why}; fix: --resume continues the job that wrote it, --overwrite starts "
+                       "over (the old output stays intact until the new one is complete), or choose another -o")
+
+
+def prepare_job(kind: JobKind, inputs: Any, output: str | Path, judge: dict[str, Any], cfg: JobConfig) -> Plan:
+    """Steps 1-5 of the module doc; ``judge``: the judge's fingerprint (``manifest.judge_fingerprint``)."""
+    tgt = target(output, kind)
+    files = expand_inputs(inputs)
+    manifest_path = tgt.folder / NAME
+    parts = done_parts(tgt.folder) if tgt.folder.is_dir() else {}
+    exists = tgt.output.exists() if tgt.merged else bool(parts) or manifest_path.exists()
+    if not cfg.resume and not cfg.overwrite and (exists or parts):
+        raise _refuse(tgt, "exists" if tgt.output.exists() else
+                      f"a job writing it was interrupted (its committed batches are in {tgt.folder})")
+    saved = None
+    if cfg.resume:
+        if manifest_path.exists():
+            saved = read_manifest(manifest_path)
+        elif exists or parts:
+            raise OutputError(f"{tgt.output}: no record of the job that wrote it ({manifest_path} is missing), so it "
+                              "cannot be resumed safely; fix: --overwrite to judge it again, or choose another -o")
+    starts = frozenset(b for _, b in parts) if saved else frozenset()
+    scan = scan_input(kind, files, cfg.batch_size, starts, want_schema=tgt.fmt == "parquet")
+    manifest = make_manifest(kind.name, scan.inputs, kind.fingerprint(), judge, tgt.fmt)
+    plan = Plan(kind, tgt, scan)
+    if saved is not None:
+        diffs = differences(saved, manifest)
+        if diffs:
+            raise OutputError(f"{tgt.output}: written by another job ({'; '.join(diffs)}); fix: resume with the same "
+                              "input and options, start over with --overwrite, or choose another -o")
+        done = _check_parts(plan)
+    else:
+        try:
+            tgt.folder.mkdir(exist_ok=True)
+        except OSError as e:
+            raise output_error(tgt.folder, e) from e
+        clear_parts(tgt.folder)
+        clear_parts(tgt.folder / SKIPPED)
+        write_manifest(manifest_path, manifest)
+        done = []
+    plan.resumed_rows = sum(b - a for a, b in done)
+    plan.shards = _shards(plan, _gaps(done, scan.rows), cfg.batch_size)
+    return plan
+
+
+def _check_parts(plan: Plan) -> list[tuple[int, int]]:
+    """The parts of a resumed job that stand (step 4)."""
+    folder, pairs = plan.target.folder, plan.kind.name == "pairs"
+    plan.repaired_parts += remove_temporaries(folder) + remove_temporaries(folder / SKIPPED)
+    failed = failed_parts(folder)
+    done: list[tuple[int, int]] = []
+    parts = done_parts(folder)
+    for (a, b), path in sorted(parts.items()):
+        marker = path.with_name("_failed-" + path.name)
+        companion = folder / SKIPPED / path.name
+        if (a, b) in failed:
+            path.unlink()
+            marker.unlink(missing_ok=True)
+            companion.unlink(missing_ok=True)
+            plan.retried_rows += b - a
+            continue
+        if b > plan.scan.rows or (done and a < done[-1][1]):
+            raise OutputError(f"{path}: rows {a}..{b - 1} do not fit this input of {plan.scan.rows} rows or overlap "
+                              "another part; fix: start over with --overwrite, or choose another -o")
+        ids = part_ids(path)
+        extra = part_ids(companion) if pairs and companion.exists() else ([] if not pairs else None)
+        if ids is None or extra is None:  # cut short, or a pairs part without its skip records
+            path.unlink()
+            companion.unlink(missing_ok=True)
+            plan.repaired_parts += 1
+            continue
+        ok = all(a <= i < b for i in ids + extra) and ids == sorted(ids) if pairs else ids == list(range(a, b))
+        if not ok:
+            raise OutputError(f"{path}: its rows are not rows {a}..{b - 1} of the input; it was changed after it was "
+                              "written; fix: delete that part file and run again with --resume (its rows are "
+                              "judged again), or start over with --overwrite")
+        done.append((a, b))
+    if pairs:  # skip records whose pairs part was never committed
+        for (a, b), path in done_parts(folder / SKIPPED).items():
+            if (a, b) not in done:
+                path.unlink()
+    return done
+
+
+def _gaps(done: list[tuple[int, int]], rows: int) -> list[tuple[int, int]]:
+    out, at = [], 0
+    for a, b in sorted(done):
+        if a > at:
+            out.append((at, a))
+        at = max(at, b)
+    if at < rows:
+        out.append((at, rows))
+    return out
+
+
+def _shards(plan: Plan, gaps: list[tuple[int, int]], batch_size: int) -> list[dict[str, Any]]:
+    files = plan.scan.files
+    shards: list[dict[str, Any]] = []
+    f = 0
+    for a, b in gaps:
+        s = a
+        while s < b:
+            while f + 1 < len(files) and files[f][2] <= s:
+                f += 1
+            path, first, end = files[f] if files else ("", 0, b)
+            e = min(b, (s // batch_size + 1) * batch_size, end if end > s else b)
+            offset, line = (0, 1) if s == first else plan.scan.offsets.get(s, (0, 1))
+            shards.append({"start": s, "stop": e, "path": path, "first_id": first, "offset": offset, "line": line})
+            s = e
+    return shards

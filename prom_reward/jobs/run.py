@@ -1,0 +1,167 @@
+"""The entry points of the job engine: ``grade_file``, ``compare_file``, ``pairs_file`` (in this process) and
+``grade_dataset``, ``compare_dataset``, ``pairs_dataset`` (on Ray Data), behind ``prom-reward grade``,
+``compare`` and ``pairs`` with and without ``--ray``.
+
+Every path is the same job: the input is checked whole before the output is touched
+(``prom_reward.jobs.plan``), each batch of rows is judged by the same row code
+(``prom_reward.jobs.spec``) and committed as a part file (``prom_reward.jobs.parts``), and the parts
+are merged into the output, which replaces the previous file only once complete. Each output row
+carries ``source_index``, its row's position in the input; a resume (``resume=True``) checks the
+job's manifest (``prom_reward.jobs.manifest``) and judges only what no part holds, plus the batches
+whose judge backend had failed. An existing output is never overwritten without ``overwrite=True``.
+The result is a ``JobSummary``.
+
+``judge``: ``PrometheusJudge`` keyword arguments (a dict: the job builds the judge, and every Ray
+replica its own), or, in this process, a built ``PrometheusJudge`` (left open). ``**options``: the
+fields of the job kind (``rubric``, ``instruction_column`` ...; pairs: of ``PreferenceConfig``), of
+``JobConfig`` (``batch_size``, ``resume``, ``overwrite``, ``progress``) and, on Ray, of ``RayConfig``
+(``replicas``, ``num_gpus`` ...).
+
+Example:
+    >>> import json, os, tempfile
+    >>> d = tempfile.mkdtemp(); src = os.path.join(d, "in.jsonl")
+    >>> _ = open(src, "w").write(json.dumps({"instruction": "2+2?", "response": "4"}) + "\\n")
+    >>> judge = {"backend": "scripted", "outputs": ["Right. [RESULT] 5"]}
+    >>> s = grade_file(src, os.path.join(d, "graded.jsonl"), judge, rubric="helpfulness", progress=False)
+    >>> s.rows, s.output_rows, s.failed
+    (1, 1, 0)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Any
+
+from prom_reward.errors import ConfigError
+from prom_reward.jobs.compare import CompareJob
+from prom_reward.jobs.config import JobConfig, RayConfig
+from prom_reward.jobs.grade import GradeJob
+from prom_reward.jobs.manifest import judge_fingerprint
+from prom_reward.jobs.pairs import PairsJob
+from prom_reward.jobs.parts import merge_parts
+from prom_reward.jobs.plan import SKIPPED, prepare_job
+from prom_reward.jobs.spec import JobKind
+from prom_reward.jobs.summary import JobSummary
+from prom_reward.preferences.config import PreferenceConfig
+
+
+def run_job(kind: JobKind, inputs: Any, output: str | Path, judge: Any, config: JobConfig | None = None,
+            ray: RayConfig | None = None) -> JobSummary:
+    """Run one job (see the module doc): locally, or on Ray when ``ray`` is given."""
+    cfg = config or JobConfig()
+    start = time.perf_counter()
+    if ray is not None:
+        if not isinstance(judge, dict):
+            raise ConfigError("judge: on Ray give PrometheusJudge keyword arguments (a dict): every replica builds "
+                              "its own judge")
+        if judge.get("store"):
+            raise ConfigError("--store with --ray: every replica would write one SQLite file; fix: drop --store "
+                              "(--resume skips the batches already committed)")
+        if kind.regroups:
+            raise ConfigError("pairs on Ray read the wide layout (one row per prompt with its completions); fix: "
+                              "group a long-layout file into wide rows first, or run without --ray")
+    plan = prepare_job(kind, inputs, output, judge_fingerprint(judge), cfg)
+    summary = JobSummary(job=kind.name, output=str(plan.target.output), resumed_rows=plan.resumed_rows,
+                         retried_rows=plan.retried_rows, repaired_parts=plan.repaired_parts)
+    if plan.shards:
+        if ray is not None:
+            from prom_reward.jobs.ray_run import judge_on_ray
+
+            judge_on_ray(plan, judge, ray, cfg.progress, summary)
+        else:
+            from prom_reward.jobs.local import judge_locally
+
+            built = _build(judge) if isinstance(judge, dict) else judge
+            try:
+                judge_locally(plan, built, summary, cfg.progress)
+            finally:
+                if built is not judge:
+                    built.close()
+    tgt = plan.target
+    if tgt.merged:
+        summary.output_rows = merge_parts(tgt.folder, tgt.output, tgt.fmt, plan.scan.schema)
+        if tgt.skipped is not None:
+            merge_parts(tgt.folder / SKIPPED, tgt.skipped, "jsonl")
+    else:
+        summary.output_rows = plan.resumed_rows + summary.rows
+    summary.seconds = time.perf_counter() - start
+    return summary
+
+
+def _build(kwargs: dict[str, Any]) -> Any:
+    from prom_reward.core.judge import PrometheusJudge
+
+    return PrometheusJudge(**kwargs)
+
+
+def _split(options: dict[str, Any], *classes: Any) -> list[dict[str, Any]]:
+    """``options`` routed to the dataclasses whose fields they name; an unknown name is a ``ConfigError``."""
+    out: list[dict[str, Any]] = [{} for _ in classes]
+    for k, v in options.items():
+        for i, cls in enumerate(classes):
+            if k in {f.name for f in dataclasses.fields(cls)}:
+                out[i][k] = v
+                break
+        else:
+            valid = sorted({f.name for cls in classes for f in dataclasses.fields(cls)})
+            raise ConfigError(f"unknown option {k!r}; valid options: {', '.join(valid)}")
+    return out
+
+
+def _job(kind_cls: Any, config: JobConfig | None, ray: RayConfig | None, options: dict[str, Any],
+         on_ray: bool) -> tuple[Any, JobConfig, RayConfig | None]:
+    classes = (kind_cls, JobConfig, RayConfig) if on_ray else (kind_cls, JobConfig)
+    parts = _split(options, *classes)
+    cfg = (config or JobConfig()).replace(**parts[1])
+    ray_cfg = dataclasses.replace(ray or RayConfig(), **parts[2]) if on_ray else None
+    return parts[0], cfg, ray_cfg
+
+
+def grade_file(inputs: Any, output: str | Path, judge: Any, *, config: JobConfig | None = None,
+               **options: Any) -> JobSummary:
+    """Absolute grades for every row of ``inputs`` in this process (``prom_reward.jobs.grade``)."""
+    kind, cfg, _ = _job(GradeJob, config, None, options, False)
+    return run_job(GradeJob(**kind), inputs, output, judge, cfg)
+
+
+def compare_file(inputs: Any, output: str | Path, judge: Any, *, config: JobConfig | None = None,
+                 **options: Any) -> JobSummary:
+    """Pairwise verdicts for every row of ``inputs`` in this process (``prom_reward.jobs.compare``)."""
+    kind, cfg, _ = _job(CompareJob, config, None, options, False)
+    return run_job(CompareJob(**kind), inputs, output, judge, cfg)
+
+
+def pairs_file(inputs: Any, output: str | Path, judge: Any, *, pairs: PreferenceConfig | None = None,
+               config: JobConfig | None = None, **options: Any) -> JobSummary:
+    """DPO pairs from every row of ``inputs`` in this process (``prom_reward.jobs.pairs``); ``**options`` may
+    set ``PreferenceConfig`` fields over ``pairs``."""
+    kind, cfg, _ = _job(PreferenceConfig, config, None, options, False)
+    return run_job(PairsJob(dataclasses.replace(pairs or PreferenceConfig(), **kind)), inputs, output, judge, cfg)
+
+
+def grade_dataset(inputs: Any, output: str | Path, judge: dict[str, Any], *, config: JobConfig | None = None,
+                  ray: RayConfig | None = None, **options: Any) -> JobSummary:
+    """``grade_file`` on a pool of Ray judge actors (``prom_reward.jobs.ray_run``)."""
+    kind, cfg, ray_cfg = _job(GradeJob, config, ray, options, True)
+    return run_job(GradeJob(**kind), inputs, output, judge, cfg, ray_cfg)
+
+
+def compare_dataset(inputs: Any, output: str | Path, judge: dict[str, Any], *, config: JobConfig | None = None,
+                    ray: RayConfig | None = None, **options: Any) -> JobSummary:
+    """``compare_file`` on a pool of Ray judge actors."""
+    kind, cfg, ray_cfg = _job(CompareJob, config, ray, options, True)
+    return run_job(CompareJob(**kind), inputs, output, judge, cfg, ray_cfg)
+
+
+def pairs_dataset(inputs: Any, output: str | Path, judge: dict[str, Any], *, pairs: PreferenceConfig | None = None,
+                  config: JobConfig | None = None, ray: RayConfig | None = None, **options: Any) -> JobSummary:
+    """``pairs_file`` on a pool of Ray judge actors (wide layout)."""
+    kind, cfg, ray_cfg = _job(PreferenceConfig, config, ray, options, True)
+    return run_job(PairsJob(dataclasses.replace(pairs or PreferenceConfig(), **kind)), inputs, output, judge, cfg,
+                   ray_cfg)
+
+
+__all__ = ["compare_dataset", "compare_file", "grade_dataset", "grade_file", "pairs_dataset", "pairs_file",
+           "run_job"]

@@ -1,0 +1,137 @@
+"""The check of a job's whole input before anything is judged or written.
+
+One streaming pass over the input files: every row is checked by the job kind (columns, types,
+rubrics: the ``InputError`` names the file, the line or row, the column and the option that renames
+it), each file is counted and hashed (SHA-256 of its bytes: the manifest binds the output to it),
+the byte offset and line of the rows where batches may start are noted (so a Ray actor reads its
+batch from there), and for a Parquet output the type of every input column is settled (a column
+holding two kinds of values is an error here, not after hours of judging). Memory does not grow
+with the input.
+
+Example:
+    >>> import json, os, tempfile
+    >>> from prom_reward.jobs.grade import GradeJob
+    >>> d = tempfile.mkdtemp(); src = os.path.join(d, "in.jsonl")
+    >>> _ = open(src, "w").write(json.dumps({"instruction": "Hi?", "response": 3}) + "\\n")
+    >>> scan_input(GradeJob(rubric="helpfulness"), [src], 256)  # doctest: +IGNORE_EXCEPTION_DETAIL
+    Traceback (most recent call last):
+    InputError: .../in.jsonl:1: row 0: column 'response': response must be a str, got int ...
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from prom_reward.errors import InputError
+from prom_reward.jobs.source import SourceRow, file_kind, filesystem, iter_file
+from prom_reward.jobs.spec import JobKind
+
+
+@dataclass
+class Scan:
+    """What the pass found."""
+
+    inputs: list[dict[str, Any]] = field(default_factory=list)
+    """Per file: ``path``, ``size``, ``rows``, ``sha256`` (what the manifest records)."""
+    files: list[tuple[str, int, int]] = field(default_factory=list)
+    """Per file: (path, id of its first row, id after its last row)."""
+    rows: int = 0
+    """Rows the job judges (groups, for pairs' long layout)."""
+    offsets: dict[int, tuple[int, int]] = field(default_factory=dict)
+    """JSON-lines rows where a batch may start: id -> (byte offset, line)."""
+    schema: Any = None
+    """The Parquet output's schema (``source_index``, the input columns, the kind's result columns)."""
+
+
+class _Schema:
+    """The types of the input columns, settled over blocks of rows."""
+
+    def __init__(self, kind: JobKind) -> None:
+        self.kind, self.schema = kind, None
+        self.block: list[dict[str, Any]] = []
+        self.skip = {"source_index", *kind.result_columns}
+        self.first: SourceRow | None = None
+        self.last: SourceRow | None = None
+
+    def add(self, row: SourceRow) -> None:
+        self.first = self.first if self.block else row
+        self.last = row
+        self.block.append({k: v for k, v in row.data.items() if k not in self.skip})
+        if len(self.block) == 1024:
+            self.flush()
+
+    def flush(self) -> None:
+        import pyarrow as pa
+
+        if not self.block:
+            return
+        try:
+            schema = pa.Table.from_pylist(self.block).schema
+            self.schema = schema if self.schema is None else pa.unify_schemas([self.schema, schema],
+                                                                              promote_options="permissive")
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
+            where = f"{self.first.where} .. {self.last.where}" if self.first and self.last else "the input"
+            raise InputError(f"{where}: a column holds values of two kinds ({e}); a Parquet output needs one type "
+                             "per column; fix: give the column one type, or write a .jsonl output") from None
+        self.block = []
+
+    def result(self) -> Any:
+        import pyarrow as pa
+
+        self.flush()
+        fields = [pa.field("source_index", pa.int64())]
+        inputs: list[Any] = list(self.schema or [])
+        for f in inputs:
+            fields.append(pa.field(f.name, pa.string()) if pa.types.is_null(f.type) else f)
+        return pa.schema(fields + list(self.kind.result_schema()))
+
+
+def _size(path: str) -> int:
+    fs, inner = filesystem(path)
+    return int(fs.get_file_info(inner).size or 0)
+
+
+def _hash_file(path: str) -> str:
+    fs, inner = filesystem(path)
+    h = hashlib.sha256()
+    with fs.open_input_stream(inner) as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def scan_input(kind: JobKind, files: list[str], batch_size: int, starts: frozenset[int] = frozenset(),
+               want_schema: bool = False) -> Scan:
+    """Check, count and hash every row of ``files`` (see the module doc); ``starts``: ids where a batch may
+    start besides the multiples of ``batch_size`` (where an earlier run's batches ended)."""
+    out = Scan()
+    prepare = kind.preparer()
+    schema = _Schema(kind) if want_schema else None
+
+    def note(i: int, offset: int, line: int) -> None:
+        if i % batch_size == 0 or i in starts:
+            out.offsets[i] = (offset, line)
+
+    def rows() -> Iterator[SourceRow]:
+        base = 0
+        for path in files:
+            kind_of = file_kind(path)
+            h = hashlib.sha256()
+            nxt = yield from iter_file(path, base, on_bytes=None if kind_of == "parquet" else h.update,
+                                       on_offset=note)
+            digest = _hash_file(path) if kind_of == "parquet" else h.hexdigest()
+            out.inputs.append({"path": path, "size": _size(path), "rows": nxt - base, "sha256": digest})
+            out.files.append((path, base, nxt))
+            base = nxt
+
+    for row in kind.group(rows()):
+        prepare(row)
+        if schema is not None:
+            schema.add(row)
+        out.rows += 1
+    if schema is not None:
+        out.schema = schema.result()
+    return out

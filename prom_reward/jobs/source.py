@@ -1,0 +1,269 @@
+"""The input of a job: files, and their rows with a stable identity.
+
+Every input row gets an id: its position in the input (files in the order given, rows in file
+order, blank JSONL lines not counted). A ``SourceRow`` carries the id, where the row is
+(``in.jsonl:51`` for a JSON-lines file, ``in.parquet row 50`` otherwise: the place an error names)
+and the row itself. Files are .jsonl/.ndjson, .json (an array of objects) or .parquet, local or any
+URI pyarrow (or, failing that, fsspec) opens; a folder stands for its .jsonl/.parquet files, sorted.
+Reading is streamed (Parquet by record batches, JSON lines a megabyte at a time) and every
+unreadable file or line is an ``InputError`` naming the file, the line and the fix.
+
+Example:
+    >>> import json, os, tempfile
+    >>> d = tempfile.mkdtemp(); src = os.path.join(d, "in.jsonl")
+    >>> _ = open(src, "w").write('{"q": "a"}\\n\\n{"q": "b"}\\n')
+    >>> [(r.id, r.where.split(os.sep)[-1], r.data["q"]) for r in iter_rows(expand_inputs(src))]
+    [(0, 'in.jsonl:1', 'a'), (1, 'in.jsonl:3', 'b')]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Generator, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from prom_reward.errors import ConfigError, InputError
+
+JSONL_SUFFIXES = (".jsonl", ".ndjson")
+PARQUET_SUFFIXES = (".parquet", ".pq")
+
+
+@dataclass(frozen=True)
+class SourceRow:
+    """One input row with its identity."""
+
+    id: int
+    """Position in the whole input (0-based): the ``source_index`` of what it produces."""
+    where: str
+    """Where it is, for messages: ``FILE:LINE`` (JSON lines) or ``FILE row N``."""
+    data: dict[str, Any]
+    """The row."""
+
+
+def file_kind(path: str | Path) -> str:
+    """``jsonl``, ``json`` or ``parquet`` from the file name; ``ConfigError`` for anything else."""
+    suffix = Path(str(path)).suffix.lower()
+    if suffix in JSONL_SUFFIXES:
+        return "jsonl"
+    if suffix == ".json":
+        return "json"
+    if suffix in PARQUET_SUFFIXES:
+        return "parquet"
+    raise ConfigError(f"{path}: unsupported file type {suffix or '(no suffix)'!r}; fix: use a .jsonl, .json or "
+                      ".parquet file")
+
+
+def filesystem(path: str) -> tuple[Any, str]:
+    """(pyarrow filesystem, path inside it) for a local path or a URI."""
+    import pyarrow.fs as pafs
+
+    if "://" not in path:
+        return pafs.LocalFileSystem(), os.path.abspath(path)
+    try:
+        return pafs.FileSystem.from_uri(path)
+    except (pafs.ArrowInvalid, ValueError, OSError):  # a protocol only fsspec knows
+        import fsspec
+
+        fs, inner = fsspec.core.url_to_fs(path)
+        return pafs.PyFileSystem(pafs.FSSpecHandler(fs)), inner
+
+
+def expand_inputs(inputs: str | Path | Sequence[str | Path]) -> list[str]:
+    """The input files: each path as given (local ones made absolute), a folder's .jsonl/.parquet files
+    sorted. A missing path is an ``InputError`` naming it."""
+    import pyarrow.fs as pafs
+
+    out: list[str] = []
+    for given in [inputs] if isinstance(inputs, (str, Path)) else inputs:
+        p = str(given)
+        fs, inner = filesystem(p)
+        info = fs.get_file_info(inner)
+        if info.type == pafs.FileType.NotFound:
+            raise InputError(f"{p}: no such file or folder; fix: check the path (expected a .jsonl, .json or "
+                             ".parquet file, or a folder of them)")
+        prefix = p[: len(p) - len(inner)] if "://" in p and p.endswith(inner) else ("" if "://" not in p else None)
+        if info.type == pafs.FileType.Directory:
+            if prefix is None:
+                raise ConfigError(f"{p}: give the files of this remote folder one by one")
+            files = sorted(f.path for f in fs.get_file_info(pafs.FileSelector(inner))
+                           if f.type == pafs.FileType.File and Path(f.path).suffix.lower() in
+                           JSONL_SUFFIXES + PARQUET_SUFFIXES)
+            if not files:
+                raise InputError(f"{p}: a folder without .jsonl or .parquet files; fix: point to the files")
+            out += [prefix + f for f in files]
+        else:
+            file_kind(p)
+            out.append(p if "://" in p else inner)
+    if not out:
+        raise ConfigError("no input given; fix: name at least one .jsonl, .json or .parquet file")
+    return out
+
+
+def lines(f: Any, chunk: int = 1 << 20) -> Iterator[bytes]:
+    """Lines of a binary stream (with their newline), read a megabyte at a time."""
+    rest = b""
+    while data := f.read(chunk):
+        parts = (rest + data).split(b"\n")
+        rest = parts.pop()
+        for p in parts:
+            yield p + b"\n"
+    if rest:
+        yield rest
+
+
+def parse_line(line: bytes, where: str) -> dict[str, Any]:
+    """One JSON-lines row; ``InputError`` naming ``where`` for bytes that are not a JSON object."""
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"{where}: not UTF-8 text (byte {e.start}: {line[e.start:e.start + 1]!r}; a binary file?); "
+                         "fix: give a JSON-lines file with one JSON object per line") from None
+    try:
+        row = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(f"{where}: not valid JSON ({e.msg} at column {e.colno}); fix: repair or remove that "
+                         "line") from None
+    if not isinstance(row, dict):
+        raise InputError(f"{where}: expected a JSON object per line, got {type(row).__name__}; fix: one "
+                         "{...} object per line")
+    return row
+
+
+def _parquet(path: str, f: Any) -> Any:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.ParquetFile(f)
+    except (pa.ArrowInvalid, OSError) as e:
+        raise InputError(f"{path}: not a readable Parquet file ({e}); fix: give an intact .parquet file "
+                         "(or rename a JSON-lines file to .jsonl)") from None
+
+
+def _json_array(path: str, data: bytes) -> list[Any]:
+    try:
+        rows = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputError(f"{path}: not a JSON array of objects ({e}); fix: give a JSON array, or one object per "
+                         "line in a .jsonl file") from None
+    if not isinstance(rows, list):
+        raise InputError(f"{path}: expected a JSON array of objects, got {type(rows).__name__}; fix: wrap the rows "
+                         "in [...] or use a .jsonl file")
+    return rows
+
+
+def _open_error(path: str, e: OSError) -> InputError:
+    return InputError(f"{path}: cannot read ({e.strerror or e}); fix: check the path and its permissions")
+
+
+def iter_file(path: str, first_id: int, want: Callable[[int], bool] | None = None,
+              on_bytes: Callable[[bytes], None] | None = None,
+              on_offset: Callable[[int, int, int], None] | None = None) -> Generator[SourceRow, None, int]:
+    """The rows of one file, ids from ``first_id``; returns the id after its last row. ``want(id)`` False:
+    counted but not parsed (JSON lines) nor yielded; ``on_bytes``: every raw chunk (for a content hash);
+    ``on_offset(id, byte offset, line)`` for each JSON-lines row before it is parsed."""
+    kind = file_kind(path)
+    fs, inner = filesystem(path)
+    try:
+        if kind == "parquet":
+            with fs.open_input_file(inner) as f:
+                pf = _parquet(path, f)
+                n = first_id
+                try:
+                    for batch in pf.iter_batches(batch_size=1024):
+                        for i, row in enumerate(batch.to_pylist()):
+                            if want is None or want(n + i):
+                                yield SourceRow(n + i, f"{path} row {n + i - first_id}", row)
+                        n += batch.num_rows
+                except OSError as e:
+                    raise InputError(f"{path}: damaged Parquet data after row {n - first_id} ({e}); fix: give an "
+                                     "intact file") from None
+            return n
+        if kind == "json":
+            with fs.open_input_stream(inner) as f:
+                data = f.read()
+            if on_bytes:
+                on_bytes(data)
+            rows = _json_array(path, data)
+            for i, row in enumerate(rows):
+                if not isinstance(row, dict):
+                    raise InputError(f"{path} row {i}: expected a JSON object, got {type(row).__name__}; fix: one "
+                                     "{...} object per row")
+                if want is None or want(first_id + i):
+                    yield SourceRow(first_id + i, f"{path} row {i}", row)
+            return first_id + len(rows)
+        n, offset = first_id, 0
+        with fs.open_input_stream(inner) as f:
+            for lineno, line in enumerate(lines(_Tee(f, on_bytes) if on_bytes else f), 1):
+                if line.strip():
+                    if on_offset:
+                        on_offset(n, offset, lineno)
+                    if want is None or want(n):
+                        yield SourceRow(n, f"{path}:{lineno}", parse_line(line, f"{path}:{lineno}"))
+                    n += 1
+                offset += len(line)
+        return n
+    except (FileNotFoundError, PermissionError, IsADirectoryError) as e:
+        raise _open_error(path, e) from None
+
+
+class _Tee:
+    """A binary stream that shows every chunk it reads to ``sink``."""
+
+    def __init__(self, f: Any, sink: Callable[[bytes], None]) -> None:
+        self.f, self.sink = f, sink
+
+    def read(self, n: int) -> bytes:
+        data = self.f.read(n)
+        if data:
+            self.sink(data)
+        return bytes(data)
+
+
+def iter_rows(files: Sequence[str], want: Callable[[int], bool] | None = None) -> Iterator[SourceRow]:
+    """The rows of every file in order, with ids running across files."""
+    base = 0
+    for path in files:
+        base = yield from iter_file(path, base, want=want)
+
+
+def read_range(path: str, first_id: int, start: int, stop: int, offset: int = 0, line: int = 1) -> list[SourceRow]:
+    """The rows with ids ``[start, stop)`` of one file whose first row has id ``first_id``; ``offset``/``line``:
+    where row ``start`` begins in a JSON-lines file (from the job's scan), so it is read from there."""
+    kind = file_kind(path)
+    fs, inner = filesystem(path)
+    if kind == "parquet":  # only the row groups that hold the range
+        with fs.open_input_file(inner) as f:
+            pf = _parquet(path, f)
+            lo, hi, seen, first = start - first_id, stop - first_id, 0, 0
+            groups: list[int] = []
+            for g in range(pf.metadata.num_row_groups):
+                size = pf.metadata.row_group(g).num_rows
+                if seen + size > lo and seen < hi:
+                    first = seen if not groups else first
+                    groups.append(g)
+                seen += size
+            data = pf.read_row_groups(groups).slice(lo - first, hi - lo).to_pylist()
+        return [SourceRow(start + i, f"{path} row {lo + i}", r) for i, r in enumerate(data)]
+    if kind != "jsonl":
+        return list(iter_file(path, first_id, want=lambda i: start <= i < stop))
+    rows: list[SourceRow] = []
+    n = start
+    with fs.open_input_file(inner) as f:
+        f.seek(offset)
+        for lineno, raw in enumerate(lines(f), line):
+            if n == stop:
+                break
+            if raw.strip():
+                rows.append(SourceRow(n, f"{path}:{lineno}", parse_line(raw, f"{path}:{lineno}")))
+                n += 1
+    return rows
+
+
+def read_rows(inputs: str | Path | Sequence[str | Path]) -> Iterator[dict[str, Any]]:
+    """The rows of one or more files (or folders) as dicts, streamed."""
+    for row in iter_rows(expand_inputs(inputs)):
+        yield row.data

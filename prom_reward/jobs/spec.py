@@ -1,0 +1,160 @@
+"""Job kinds (``grade``, ``compare``, ``pairs``): what a job reads per row, what it writes, and the one
+function that judges a batch of rows, locally and inside Ray's judge actors alike.
+
+A kind (``JobKind``) names the input columns it reads (and the option that renames each), checks a
+row into a validated item (``preparer``; ``InputError`` naming the row's place in the input, the
+column and the option), judges a batch of items in one judge call, and builds the output rows:
+``source_index`` (the row's id), the input columns, then the kind's result columns, the same
+columns and types in JSON lines and Parquet (``result_schema``). A failed row keeps a null
+score/winner and says why in ``judge_error``; pairs write no pair for it and a skip record with
+the reason. ``run_batch`` is the one place a batch is judged: a ``BackendError`` (the whole call
+failed: an unreachable server ...) gives rows that fail with ``"backend failed: ..."`` and marks
+the batch for a resume to judge again; a row too long for the judge's context fails alone.
+
+Example:
+    >>> from prom_reward.core.judge import PrometheusJudge
+    >>> from prom_reward.jobs.grade import GradeJob
+    >>> from prom_reward.jobs.source import SourceRow
+    >>> kind = GradeJob(rubric="helpfulness")
+    >>> rows = [SourceRow(7, "in.jsonl:8", {"instruction": "2+2?", "response": "4"})]
+    >>> out = run_batch(kind, PrometheusJudge(backend="scripted", outputs=["Right. [RESULT] 5"]), rows)
+    >>> out.rows[0]["source_index"], out.rows[0]["score"], out.rows[0]["judge_error"]
+    (7, 5.0, None)
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from prom_reward.errors import BackendError, ConfigError, ContextLengthError, InputError
+from prom_reward.jobs.source import SourceRow
+
+
+@dataclass
+class BatchOut:
+    """What judging one batch of rows produced."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    """Output rows, in input order."""
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+    """``pairs``: one record per dropped candidate pair (``source_index``, ``reason``, ``pair``, ``judge_error``)."""
+    failed: int = 0
+    """Rows without a verdict (null score or winner, not a tie), backend failures included."""
+    ties: int = 0
+    """``compare``: rows judged a tie."""
+    backend_error: str | None = None
+    """Why the judge backend failed for the whole batch (then every row failed, and a resume judges it again)."""
+    tie_breaks: int = 0
+    """``pairs`` (best_vs_worst): rows whose all-equal grades were re-judged."""
+    tie_rounds: int = 0
+    """Temperature-1.0 re-grading rounds spent on those."""
+
+    def extend(self, other: BatchOut) -> None:
+        """Append another part of the same batch."""
+        self.rows += other.rows
+        self.skipped += other.skipped
+        self.failed += other.failed
+        self.ties += other.ties
+        self.tie_breaks += other.tie_breaks
+        self.tie_rounds += other.tie_rounds
+        self.backend_error = self.backend_error or other.backend_error
+
+
+Prepare = Callable[[SourceRow], Any]
+
+
+class JobKind(ABC):
+    """One kind of job: its input columns, its row checks, its judge call and its output columns."""
+
+    name: ClassVar[str]
+    """``grade``, ``compare`` or ``pairs``."""
+    result_columns: ClassVar[tuple[str, ...]]
+    """The columns the kind adds to each output row (after ``source_index`` and the input columns)."""
+    jsonl_only: ClassVar[bool] = False
+    """Outputs are JSON lines only (pairs: prompts and completions may be strings or message lists)."""
+
+    @abstractmethod
+    def fingerprint(self) -> dict[str, Any]:
+        """The options that change the result (a resumed job must share them)."""
+
+    @abstractmethod
+    def preparer(self) -> Prepare:
+        """A function checking one row into the item the judge reads (``InputError`` naming row, column,
+        option); it may cache across rows (rubrics resolved once)."""
+
+    @abstractmethod
+    def judge_items(self, judge: Any, rows: list[SourceRow], items: list[Any]) -> BatchOut:
+        """Judge a batch of prepared items in one judge call."""
+
+    @abstractmethod
+    def failed_rows(self, judge: Any, rows: list[SourceRow], items: list[Any], reason: str) -> BatchOut:
+        """The output of rows that could not be judged (null results, ``reason`` in ``judge_error``)."""
+
+    def result_schema(self) -> Any:
+        """The pyarrow types of ``result_columns`` (None for JSON-lines-only kinds)."""
+        return None
+
+    @property
+    def regroups(self) -> bool:
+        """The job's rows are not the files' rows (``group`` merges them): ids count groups."""
+        return False
+
+    def group(self, rows: Iterator[SourceRow]) -> Iterator[SourceRow]:
+        """The rows a job judges from the rows of the files (pairs' long layout groups them)."""
+        return rows
+
+    def output_row(self, row: SourceRow, result: dict[str, Any]) -> dict[str, Any]:
+        """``source_index``, the input columns (those named like a result column are replaced), the results."""
+        out: dict[str, Any] = {"source_index": row.id}
+        out.update((k, v) for k, v in row.data.items() if k != "source_index" and k not in result)
+        out.update(result)
+        return out
+
+
+_ITEM_PREFIX = re.compile(r"^item \d+: ")
+
+
+def row_error(row: SourceRow, column: str, option: str | None, detail: str) -> InputError:
+    """``InputError`` for ``row``: where it is, the row id, the column, the fix (with the option renaming it)."""
+    detail = _ITEM_PREFIX.sub("", detail)
+    fix = f"; or name the right column with {option}" if option else ""
+    return InputError(f"{row.where}: row {row.id}: column {column!r}: {detail}{fix}", index=row.id, field=column)
+
+
+def missing_column(row: SourceRow, column: str, option: str) -> InputError:
+    """``InputError`` for a row without a required column."""
+    return InputError(f"{row.where}: row {row.id}: column {column!r} missing (columns: {sorted(row.data)}); fix: "
+                      f"name the right one with {option}", index=row.id, field=column)
+
+
+def option_flag(option: str) -> str:
+    """The CLI flag of a column option: ``instruction_column`` -> ``--instruction-col (instruction_column=)``."""
+    return f"--{option.removesuffix('_column').replace('_', '-')}-col ({option}=)"
+
+
+def run_batch(kind: JobKind, judge: Any, rows: list[SourceRow], prepare: Prepare | None = None) -> BatchOut:
+    """Judge one batch (see the module doc): what the local runner and every Ray judge actor call."""
+    prepare = prepare or kind.preparer()
+    items = [prepare(r) for r in rows]
+    if not rows:
+        return BatchOut()
+    try:
+        return kind.judge_items(judge, rows, items)
+    except BackendError as e:
+        out = kind.failed_rows(judge, rows, items, f"backend failed: {e}")
+        out.backend_error = f"backend failed: {e}"
+        return out
+    except ContextLengthError as e:
+        if e.field == "max_tokens":
+            raise ConfigError(f"{_ITEM_PREFIX.sub('', str(e))}") from e
+        if len(rows) == 1:
+            reason = f"too long for the judge: {_ITEM_PREFIX.sub('', str(e))}"
+            return kind.failed_rows(judge, rows, items, reason)
+        out = BatchOut()  # find the rows that do not fit: judge them one by one
+        for r in rows:
+            out.extend(run_batch(kind, judge, [r], prepare))
+        return out

@@ -1,0 +1,124 @@
+"""``JobSummary``: what one run of a job did, the same for every kind and path (printed by the CLI as
+lines for a person on stderr and as one JSON line on stdout).
+
+Example:
+    >>> s = JobSummary(job="grade", output="graded.jsonl")
+    >>> s.add({"rows": 4, "failed": 1, "prompt_tokens": 40, "completion_tokens": 8, "seconds": 2.0,
+    ...        "worker": "local"})
+    >>> s.rows, s.failed, s.text().splitlines()[0].split(" in ")[0]
+    (4, 1, 'grade: judged 4 rows (0 resumed)')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+_COUNTS = ("failed", "ties", "pairs", "retried", "forced", "prompt_tokens", "completion_tokens", "backend_failed",
+           "tie_breaks", "tie_rounds", "samples", "parse_failures", "rows_without_pairs")
+
+
+@dataclass
+class JobSummary:
+    """Counts of one run (``resumed_rows`` were committed by earlier runs and not judged again)."""
+
+    job: str = ""
+    """``grade``, ``compare`` or ``pairs``."""
+    output: str = ""
+    """Where the rows are: the output file, or the part folder."""
+    rows: int = 0
+    """Input rows judged by this run."""
+    resumed_rows: int = 0
+    """Input rows committed by an earlier run of the same job, not judged again."""
+    failed: int = 0
+    """Rows without a verdict (null score or winner, see ``judge_error``; pairs: candidate pairs skipped as
+    ``judge_failed``/``backend_failed``/``too_long``); ties are not failures."""
+    ties: int = 0
+    """``compare``: rows judged a tie (the two orders disagree, or samples split evenly)."""
+    backend_failed: int = 0
+    """Of ``failed``: rows of batches whose judge call failed as a whole ("backend failed: ..."); a resume
+    judges them again."""
+    retried_rows: int = 0
+    """Rows an earlier run wrote after its backend failed, judged again by this run (in ``rows``)."""
+    repaired_parts: int = 0
+    """Part files a killed run left half-written (or without their skip records), removed and judged again."""
+    pairs: int = 0
+    """``pairs``: preference pairs written by this run."""
+    rows_without_pairs: int = 0
+    """``pairs``: rows judged by this run that gave no pair."""
+    skipped: dict[str, int] = field(default_factory=dict)
+    """``pairs``: dropped candidate pairs by reason (one candidate per row for best_vs_worst)."""
+    tie_breaks: int = 0
+    """``pairs`` (best_vs_worst): rows whose all-equal grades were re-judged."""
+    tie_rounds: int = 0
+    """Temperature-1.0 re-grading rounds spent on those."""
+    samples: int = 0
+    """Judge samples generated (re-samples and both orders included)."""
+    parse_failures: int = 0
+    """Of ``samples``: those without a parseable verdict."""
+    retried: int = 0
+    """Re-sampling rounds spent on outputs without a verdict."""
+    forced: int = 0
+    """Verdicts read by forcing ``[RESULT]``."""
+    prompt_tokens: int = 0
+    """Judge prompt tokens."""
+    completion_tokens: int = 0
+    """Judge tokens generated."""
+    batches: int = 0
+    """Batches (part files) judged by this run."""
+    output_rows: int = 0
+    """Rows in the output when the run ended (all runs; pairs: pairs)."""
+    seconds: float = 0.0
+    """Wall time of the run (input check, judge start-up and the final merge included)."""
+    workers: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Per judge process (``local``, or a Ray actor ``host:pid``): rows, busy seconds (read + judge call +
+    part write), ``io_seconds`` (the read and write part of them), ``idle_seconds`` (waiting between
+    batches) and rows/s while busy."""
+
+    def add(self, rec: dict[str, Any]) -> None:
+        """Count one batch's record (from ``prom_reward.jobs.batch.judge_rows``)."""
+        n = int(rec["rows"])
+        self.rows += n
+        self.batches += 1
+        for k in _COUNTS:
+            setattr(self, k, getattr(self, k) + int(rec.get(k, 0)))
+        self.retried_rows += int(rec.get("retried_rows", 0))
+        for k, v in json.loads(rec.get("skipped") or "{}").items():
+            self.skipped[k] = self.skipped.get(k, 0) + int(v)
+        w = self.workers.setdefault(str(rec["worker"]), {"rows": 0, "seconds": 0.0, "io_seconds": 0.0,
+                                                         "idle_seconds": 0.0, "rows_per_s": 0.0})
+        w["rows"] += n
+        for k in ("seconds", "io_seconds", "idle_seconds", "baseline_seconds"):
+            if k in rec:
+                w[k] = w.get(k, 0.0) + float(rec[k])
+        w["rows_per_s"] = w["rows"] / w["seconds"] if w["seconds"] > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready copy."""
+        return dataclasses.asdict(self)
+
+    def text(self) -> str:
+        """A few lines for a person."""
+        rate = self.rows / self.seconds if self.seconds else 0.0
+        lines = [f"{self.job}: judged {self.rows} rows ({self.resumed_rows} resumed) in {self.seconds:.1f} s "
+                 f"({rate:.2f} rows/s) -> {self.output} ({self.output_rows} rows)"]
+        if self.retried_rows or self.repaired_parts:
+            lines.append(f"  judged again: {self.retried_rows} rows whose backend had failed, "
+                         f"{self.repaired_parts} half-written batches of a killed run")
+        what = "candidate pairs" if self.job == "pairs" else "rows"
+        lines.append(f"  {self.failed} {what} without a verdict (see judge_error), {self.retried} re-sampling rounds, "
+                     f"{self.forced} forced verdicts" + (f", {self.ties} ties" if self.ties else ""))
+        lines.append(f"  judge: {self.samples} samples ({self.parse_failures} without a parseable verdict), tokens "
+                     f"{self.prompt_tokens} prompt, {self.completion_tokens} generated")
+        if self.backend_failed:
+            lines.append(f"  {self.backend_failed} {what} failed because the judge backend failed (judge_error "
+                         "\"backend failed: ...\"): run again with --resume to judge them again")
+        if self.job == "pairs":
+            skipped = ", ".join(f"{k} {v}" for k, v in sorted(self.skipped.items())) or "none"
+            lines.append(f"  {self.pairs} pairs; skipped: {skipped}")
+        if len(self.workers) > 1 or any(k != "local" for k in self.workers):
+            for name, w in sorted(self.workers.items()):
+                lines.append(f"  replica {name}: {int(w['rows'])} rows, {w['rows_per_s']:.2f} rows/s while judging")
+        return "\n".join(lines)
