@@ -109,8 +109,12 @@ class PrometheusJudge:
             the expected score.
         max_tie_rounds: re-sampling rounds for ``compare_by_grades`` ties.
         truncate_response: shorten over-long responses to fit the judge context instead of raising.
-        neutralize_markers: rewrite template markers (``###Feedback:``, ``[RESULT]`` ...) inside
-            responses so a response cannot forge sections of the judge prompt (on by default).
+        neutralize_markers: rewrite template markers (``###Feedback:``, ``[RESULT]`` ...) and chat
+            special tokens inside responses so a response cannot forge sections of the judge prompt
+            or end its turn (on by default; ``prom_reward.format.sanitize``).
+        special_tokens: the judge's chat special tokens to neutralise, on top of the built-in list
+            and the tokenizer's own (read from the backend when it has one: ``vllm``,
+            ``transformers``); give them for a judge server (e.g. ``tokenizer.all_special_tokens``).
         store: a judgment store (SQLite path or ``JudgmentStore``): results are saved after each
             backend call and re-runs answer from it (see ``prom_reward.backends.store``); chunk long jobs.
         confidence: request per-token top-20 logprobs so every ``Grade``/``Verdict`` carries its
@@ -140,6 +144,7 @@ class PrometheusJudge:
         max_tie_rounds: int = 5,
         truncate_response: bool = False,
         neutralize_markers: bool = True,
+        special_tokens: Sequence[str] = (),
         store: "str | Path | JudgmentStore | None" = None,
         confidence: bool = False,
         calibration: "Backend | dict[str, Any] | None" = None,
@@ -185,6 +190,10 @@ class PrometheusJudge:
 
             self.backend = CachedBackend(self.backend, store)
         self.stats = JudgeStats()
+        tokenizer = getattr(self.backend, "tokenizer", None)
+        self.special_tokens: tuple[str, ...] = tuple(special_tokens) + tuple(
+            getattr(tokenizer, "all_special_tokens", None) or ())
+        """Chat special tokens neutralised in judged texts (besides ``sanitize.SPECIAL_TOKENS``)."""
 
     # -- plumbing ---------------------------------------------------------------
     @staticmethod
@@ -225,7 +234,7 @@ class PrometheusJudge:
             changes = {}
             for f in ("response", "response_a", "response_b"):
                 if hasattr(it, f):
-                    changes[f], n = neutralize(getattr(it, f))
+                    changes[f], n = neutralize(getattr(it, f), self.special_tokens)
                     self.stats.neutralized += n
             out.append(dataclasses.replace(it, **changes))
         return out
@@ -234,8 +243,10 @@ class PrometheusJudge:
         return self.sampling.merged(overrides)
 
     def _run(self, requests: list[GenerationRequest], mode: Mode, k: int, items: list[Any],
-             render: Callable[[Any], GenerationRequest]) -> tuple[list[Any], list[bool], list[Any]]:
-        requests, items, truncated = fit_to_context(self.backend, requests, items, render, self.truncate_response)
+             render: Callable[[Any], GenerationRequest],
+             truncate: bool | None = None) -> tuple[list[Any], list[bool], list[Any]]:
+        requests, items, truncated = fit_to_context(self.backend, requests, items, render,
+                                                    self.truncate_response if truncate is None else truncate)
         start = time.perf_counter()
         runs = SampleRunner(self.backend, max_retries=self.max_retries, force_verdict=self.force_verdict,
                             truncation=self.entropy_truncation).run(requests, mode, k)
@@ -258,25 +269,28 @@ class PrometheusJudge:
     # -- public API ---------------------------------------------------------------
     def grade(self, instructions: Sequence[str], responses: Sequence[str], rubric: Any,
               reference_answers: Sequence[str | None] | None = None, *, num_samples: int | None = None,
-              sampling: "dict[str, Any] | SamplingConfig | None" = None, _attempt: int = 0) -> list[Grade]:
+              sampling: "dict[str, Any] | SamplingConfig | None" = None, truncate_response: bool | None = None,
+              _attempt: int = 0) -> list[Grade]:
         """Absolute grades (1..5) for each (instruction, response); ``rubric`` is one rubric
-        (name, Rubric, dict, file) for all items or a list with one per item. (``_attempt`` numbers
-        internal re-gradings such as tie rounds, so a judgment store keeps them apart.)"""
+        (name, Rubric, dict, file) for all items or a list with one per item. ``truncate_response``
+        overrides the judge's setting for this call. (``_attempt`` numbers internal re-gradings such
+        as tie rounds, so a judgment store keeps them apart.)"""
         items = self._neutralize(absolute_items(instructions, responses, rubric, reference_answers))
         if not items:
             return []
         cfg = self._sampling(sampling)
         render = lambda it: dataclasses.replace(_abs_request(it, cfg), attempt=_attempt)  # noqa: E731
         runs, truncated, _ = self._run([render(it) for it in items], "absolute", num_samples or self.num_samples,
-                                       items, render)
+                                       items, render, truncate_response)
         return [grade_from_run(r, truncated=t) for r, t in zip(runs, truncated)]
 
     def compare(self, instructions: Sequence[str], responses_a: Sequence[str], responses_b: Sequence[str],
                 rubric: Any, reference_answers: Sequence[str | None] | None = None, *, swap: bool = False,
-                num_samples: int | None = None,
-                sampling: "dict[str, Any] | SamplingConfig | None" = None) -> list[Verdict]:
+                num_samples: int | None = None, sampling: "dict[str, Any] | SamplingConfig | None" = None,
+                truncate_response: bool | None = None) -> list[Verdict]:
         """Pairwise verdicts ("A"/"B"); with ``swap=True`` both orders are judged in the same batch
-        and combined (agreement, else a tie with winner None)."""
+        and combined (agreement, else a tie with winner None). ``truncate_response`` overrides the
+        judge's setting for this call."""
         items = self._neutralize(relative_items(instructions, responses_a, responses_b, rubric, reference_answers))
         if not items:
             return []
@@ -286,9 +300,11 @@ class PrometheusJudge:
         if swap:
             batch += [dataclasses.replace(it, response_a=it.response_b, response_b=it.response_a) for it in items]
         runs, truncated, _ = self._run([render(it) for it in batch], "relative", num_samples or self.num_samples,
-                                       batch, render)
+                                       batch, render, truncate_response)
         n = len(items)
-        return [verdict_from_runs(runs[i], runs[n + i] if swap else None) for i in range(n)]
+        return [dataclasses.replace(verdict_from_runs(runs[i], runs[n + i] if swap else None),
+                                    truncated=truncated[i] or (swap and truncated[n + i]))
+                for i in range(n)]
 
     def compare_by_grades(self, instructions: Sequence[str], responses_a: Sequence[str],
                           responses_b: Sequence[str], rubric: Any,

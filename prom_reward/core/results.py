@@ -158,6 +158,9 @@ class Verdict:
     tie_rounds: int = 0
     """Extra re-sampling rounds used to break a tie of absolute grades."""
 
+    truncated: bool = False
+    """True when a response was shortened to fit the judge's context (opt-in)."""
+
     retries: int = 0
     """Re-sampling rounds spent on unparseable outputs."""
 
