@@ -34,14 +34,15 @@ import contextvars
 import json
 import logging
 import time
-from typing import Any, Awaitable, Callable, Iterable, TypeVar
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, TypeVar
 
 import aiohttp
 
-from prom_reward.errors import BackendError, ServerRejected
 from prom_reward.backends._endpoints import EndpointPool
 from prom_reward.backends._openai_wire import error_text
 from prom_reward.backends.outage import CallScope, current_scope
+from prom_reward.errors import BackendError, ServerRejected
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -114,7 +115,7 @@ class HTTPBatch:
                     break
                 if status not in (404, 405):
                     break
-        except (aiohttp.ClientError, asyncio.TimeoutError):
+        except (TimeoutError, aiohttp.ClientError):
             ok = False
         except asyncio.CancelledError:
             self.pool.probe_abandoned(url)
@@ -131,7 +132,7 @@ class HTTPBatch:
         if scope is not None:
             found, value = scope.recall(key, consume=path.endswith("completions"))
             if found:
-                return value  # type: ignore[no-any-return]
+                return value
             if scope.offline:
                 raise BackendError(f"{what}: not answered before the judge outage budget ran out")
         last, url, tried = "", None, []
@@ -168,7 +169,7 @@ class HTTPBatch:
                 try:
                     async with self.client.request(method, full, json=payload, **options) as resp:
                         status, content = resp.status, await resp.read()
-                except (aiohttp.ClientError, asyncio.TimeoutError) as e:  # refused, reset, timeouts
+                except (TimeoutError, aiohttp.ClientError) as e:  # refused, reset, timeouts
                     kind = "Timeout" if isinstance(e, asyncio.TimeoutError) else type(e).__name__
                     last = f"{kind} on {full}" + (f": {e}" if str(e) else "")
                     first_failure = self._failed(url, last, scope, first_failure)

@@ -15,7 +15,7 @@ from typing import Any
 
 
 def add_judge_options(g: argparse.ArgumentParser) -> None:
-    """The options ``_build_judge`` reads (shared by every subcommand that judges)."""
+    """The options ``build_judge`` reads (shared by every subcommand that judges)."""
     g.add_argument("--model", default=None, help="hub id, local folder, or preset (e.g. prometheus-7b-v2.0)")
     g.add_argument("--server", action="append", help="OpenAI-compatible base URL (repeatable)")
     g.add_argument("--backend", default="vllm", choices=["vllm", "transformers"])
@@ -57,12 +57,6 @@ def judge_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         engine["enforce_eager"] = args.enforce_eager
         engine["tensor_parallel_size"] = args.tensor_parallel_size
     return dict(model=args.model, backend=args.backend, **common, **engine)
-
-
-def _build_judge(args: argparse.Namespace) -> Any:
-    from prom_reward.core.judge import PrometheusJudge
-
-    return PrometheusJudge(**_judge_kwargs(args))
 
 
 def build_judge(args: argparse.Namespace) -> Any:

@@ -110,9 +110,9 @@ class RewardConfig:
             MODES.get(self.mode)
         except UnknownNameError as e:
             raise ConfigError(f"mode: {e}") from e
-        for field, valid in _CHOICES.items():
-            if getattr(self, field) not in valid:
-                raise ConfigError(f"{field}: expected one of {', '.join(valid)}, got {getattr(self, field)!r}")
+        for name, valid in _CHOICES.items():
+            if getattr(self, name) not in valid:
+                raise ConfigError(f"{name}: expected one of {', '.join(valid)}, got {getattr(self, name)!r}")
         if self.normalize not in NORMALIZATIONS:
             raise ConfigError(f"normalize: expected None, 'unit' or 'symmetric', got {self.normalize!r}")
         if not isinstance(self.num_samples, int) or self.num_samples < 1:

@@ -32,8 +32,9 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Generic, Sequence, TypeVar
+from typing import Generic, TypeVar
 
 from prom_reward.backends.outage import CallScope, JudgeHealth, OutagePolicy, call_scope
 from prom_reward.errors import BackendError, InputError, JudgeUnavailableError, PromRewardError, ServerRejected

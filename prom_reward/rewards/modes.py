@@ -19,9 +19,10 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from statistics import fmean
-from typing import Any, Callable, Hashable, Sequence
+from typing import Any
 
 from prom_reward.errors import InputError
 from prom_reward.format.rubrics import get_rubric
@@ -181,14 +182,14 @@ def group_rewards(judge: Any, items: Sequence[RewardSample], cfg: RewardConfig) 
                              _pair_refs(members, pairs), swap=True,
                              truncate_response=cfg.overlong == "truncate") if pairs else []
     outcome: dict[Hashable, dict[tuple[int, int], float]] = {g: {} for g in groups}
-    for (g, a, b), v in zip(pairs, verdicts):
+    for (g, a, b), v in zip(pairs, verdicts, strict=True):
         if v.winner is not None or v.tie:
             outcome[g][(a, b)] = 1.0 if v.winner == "A" else 0.0 if v.winner == "B" else 0.5
     rewards: list[float | None] = [None] * len(items)
     feedback: list[str | None] = [None] * len(items)
     judges: list[str | None] = [None] * len(items)
     deciders: dict[tuple[Hashable, int], set[str]] = {}
-    for (g, a, b), v in zip(pairs, verdicts):
+    for (g, a, b), v in zip(pairs, verdicts, strict=True):
         if getattr(v, "decided_by", None):
             deciders.setdefault((g, a), set()).add(v.decided_by)
             deciders.setdefault((g, b), set()).add(v.decided_by)
@@ -247,7 +248,7 @@ def _group_scores(n: int, outcome: dict[tuple[int, int], float], cfg: RewardConf
 def _first_feedback(pairs: list[tuple[Hashable, int, int]], verdicts: list[Any], group: Hashable,
                     n: int) -> list[str | None]:
     fb: list[str | None] = [None] * n
-    for (g, a, b), v in zip(pairs, verdicts):
+    for (g, a, b), v in zip(pairs, verdicts, strict=True):
         if g == group:
             for k in (a, b):
                 if fb[k] is None and v.feedback:

@@ -27,8 +27,8 @@ import dataclasses
 import math
 import re
 import time
-from collections.abc import Hashable
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
 
 from prom_reward.backends.outage import JudgeHealth
 from prom_reward.core.items import check_text
@@ -135,7 +135,7 @@ class PrometheusReward(JudgeHolder):
                 rubric = self._resolver(s.rubric, index=i, field=cfg.rubric_column)
             except InputError as e:
                 resolved.append(None)
-                reasons.append(f"sample {i}: {_strip_item(str(e))}")
+                reasons.append(_strip_item(str(e)))
                 marks.append(0)
                 continue
             count = 0
@@ -160,8 +160,8 @@ class PrometheusReward(JudgeHolder):
         >>> from prom_reward import PrometheusJudge
         >>> r = PrometheusReward(PrometheusJudge(backend="scripted", outputs=["Fine. [RESULT] 4"]))
         >>> out = r.judge_batch([RewardSample("Say hi.", "hi"), RewardSample("Say hi.", "bad \\ud800")])
-        >>> out.rewards, out.feedback[0], out.reasons[1][:40], out.metrics["failed_samples"]
-        ([4.0, None], 'Fine.', 'sample 1: response holds a lone surrogat', 1.0)
+        >>> out.rewards, out.feedback[0], out.reasons[1][:30], out.metrics["failed_samples"]
+        ([4.0, None], 'Fine.', 'response holds a lone surrogat', 1.0)
         """
         n = len(samples)
         if not n:
@@ -200,7 +200,7 @@ class PrometheusReward(JudgeHolder):
                 if rewards[i] is None:
                     why[i] = _NO_VERDICT
         for i, reason in iso.failed.items():
-            why[i] = f"sample {i}: {_strip_item(reason)}"
+            why[i] = _strip_item(reason)
         for i, reason in iso.outage.items():
             why[i] = reason
         metrics = merge_metrics([(len(idx), part.metrics) for idx, part in iso.parts])

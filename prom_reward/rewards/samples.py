@@ -17,9 +17,9 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from prom_reward.errors import InputError
 
@@ -76,4 +76,4 @@ def samples_from_columns(prompts: Sequence[Any], completions: Sequence[Any],
                              f"{type(column).__name__} of length {size}", field=name)
         values[name] = list(column)
     return [RewardSample(prompt=p, response=c, **{k: v[i] for k, v in values.items()})
-            for i, (p, c) in enumerate(zip(prompts, completions))]
+            for i, (p, c) in enumerate(zip(prompts, completions, strict=True))]
