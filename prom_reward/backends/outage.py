@@ -166,26 +166,43 @@ class CallScope:
     health: JudgeHealth = field(default_factory=JudgeHealth)
     offline: bool = False
     """Answer only from ``memo`` (no network): set when the budget ran out, to salvage answered samples."""
-    memo: dict[str, list[Any]] = field(default_factory=dict)
-    """Answers received during this reward call, by request; a re-run takes them instead of asking again."""
+    memo: dict[str, list[tuple[int, Any]]] = field(default_factory=dict)
+    """Answers received during this reward call, by request, with the pass that received them: a later
+    pass (a re-run of the batch) takes them instead of asking again."""
+    passes: int = 0
+    """Judge calls (passes over a batch or part of it) begun in this scope."""
+    _cursor: dict[str, int] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @staticmethod
     def key(method: str, path: str, payload: Any) -> str:
         return json.dumps([method, path, payload], sort_keys=True, default=str)
 
+    def begin_pass(self) -> None:
+        """A new judge call starts: it may replay the answers of the earlier ones, each at most once."""
+        with self._lock:
+            self.passes += 1
+            self._cursor = {}
+
     def remember(self, key: str, value: Any) -> None:
         with self._lock:
-            self.memo.setdefault(key, []).append(value)
+            self.memo.setdefault(key, []).append((self.passes, value))
 
     def recall(self, key: str, *, consume: bool) -> tuple[bool, Any]:
-        """``(found, value)``; ``consume`` takes the oldest answer (identical generation requests get
-        one answer each), else the latest is read (tokenize, model list)."""
+        """``(found, value)`` from an earlier pass: ``consume`` takes the next answer not replayed yet in this
+        pass (identical generation requests get one answer each, re-samples ask the judge anew), else the
+        latest is read (tokenize, model list)."""
         with self._lock:
-            values = self.memo.get(key)
-            if not values:
+            earlier = [v for p, v in self.memo.get(key, ()) if p < self.passes]
+            if not earlier:
                 return False, None
-            return True, (values.pop(0) if consume else values[-1])
+            if not consume:
+                return True, earlier[-1]
+            i = self._cursor.get(key, 0)
+            if i >= len(earlier):
+                return False, None
+            self._cursor[key] = i + 1
+            return True, earlier[i]
 
 
 _SCOPE: contextvars.ContextVar[CallScope | None] = contextvars.ContextVar("prom_reward_call_scope", default=None)

@@ -25,8 +25,8 @@ cause (``on_outage=fail``) or raises ``JudgeUnavailableError``, which stops the 
 (``on_outage=raise``). The first call in each worker checks the judge (``startup.check_judge``).
 
 Each call returns the same keys: ``score``, ``judge_reward`` (None when failed),
-``judge_failed`` (0/1) and the batch metrics of ``BatchedReward.extra_log_keys``, plus
-``judge_feedback`` when the reward's ``log_feedback`` is on.
+``judge_failure_reason`` (None unless failed), ``judge_failed`` (0/1) and the batch metrics of
+``BatchedReward.extra_log_keys``, plus ``judge_feedback`` when the reward's ``log_feedback`` is on.
 
 Example:
     >>> import asyncio
@@ -157,7 +157,8 @@ def _fields(st: _State, res: JobResult) -> dict[str, Any]:
         logger.warning("prom-reward judge failed on a sample (%s); scored it %s (%d of %d failed so far)",
                        res.reason, st.failure, failures, items)
     out: dict[str, Any] = {"score": st.failure if res.reward is None else float(res.reward),
-                           "judge_reward": None if res.reward is None else float(res.reward)}
+                           "judge_reward": None if res.reward is None else float(res.reward),
+                           "judge_failure_reason": res.reason if res.failed else None}
     out.update(res.extra_logs())
     if st.batched.reward.config.log_feedback:
         out["judge_feedback"] = res.feedback

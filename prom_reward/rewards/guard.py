@@ -87,6 +87,7 @@ def run_isolated(units: Sequence[Sequence[int]], call: Callable[[list[int]], T],
             part = queue.popleft()
             idx = [i for u in part for i in u]
             out.calls += 1
+            scope.begin_pass()
             try:
                 result = call(idx)
             except (InputError, ServerRejected) as e:
@@ -97,8 +98,8 @@ def run_isolated(units: Sequence[Sequence[int]], call: Callable[[list[int]], T],
                 delay = policy.delay(attempt)
                 stop = policy.retry_until(health.failing_since or time.monotonic(), deadline)
                 if time.monotonic() + delay < stop:
-                    logger.warning("judge call failed (%s); retrying in %.1f s (failing for %.0f s, budget %.0f s)",
-                                   e, delay, health.failing_for(), policy.budget_s)
+                    logger.warning("judge call failed (%s); retrying in %.1f s (failing for %s, budget %s)",
+                                   e, delay, _secs(health.failing_for()), _secs(policy.budget_s))
                     time.sleep(delay)
                     queue.appendleft(part)
                     continue
@@ -112,6 +113,7 @@ def run_isolated(units: Sequence[Sequence[int]], call: Callable[[list[int]], T],
                 _split_or_fail(part, e, queue, out)
             else:
                 attempt = 0
+                health.succeeded()
                 out.parts.append((idx, result))
     return out
 
@@ -134,9 +136,10 @@ def _exhausted(e: BackendError, rest: list[list[list[int]]], call: Callable[[lis
     health, policy = scope.health, scope.policy
     health.gave_up()
     failing = health.failing_for()
-    past_deadline = deadline is not None and time.monotonic() >= deadline
-    limit = "the reward call's deadline passed" if past_deadline else f"the outage budget is {policy.budget_s:.0f} s"
-    message = (f"the judge has been failing for {failing:.0f} s and {limit}; last error: {e}")
+    by_deadline = deadline is not None and deadline < (health.failing_since or time.monotonic()) + policy.budget_s
+    limit = ("the reward call's deadline passed" if by_deadline
+             else f"the outage budget is {_secs(policy.budget_s)}")
+    message = f"the judge has been failing for {_secs(failing)} and {limit}; last error: {e}"
     if policy.on_exhausted == "raise":
         raise JudgeUnavailableError(
             f"{message}. Stopping here rather than training on made-up rewards: bring the judge back (or raise "
@@ -144,9 +147,14 @@ def _exhausted(e: BackendError, rest: list[list[list[int]]], call: Callable[[lis
     scope.offline = True  # only what the judge already answered, from the scope's memo
     for part in rest:
         for unit in part:
+            scope.begin_pass()
             try:
                 out.parts.append((list(unit), call(list(unit))))
             except Exception:  # noqa: BLE001 - not answered: fails with the outage's reason
                 for i in unit:
                     out.outage[i] = message
     logger.error("%d sample(s) got no answer: %s", len(out.outage), message)
+
+
+def _secs(seconds: float) -> str:
+    return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
