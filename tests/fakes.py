@@ -134,7 +134,11 @@ class StandInJudge:
         score = self.grades.get(words[0], self.default) if words else self.default
         with self._lock:
             self.graded.append(response)
-        return 200, chat_reply(int(body.get("n") or 1), f"Graded by its first word. [RESULT] {score}")
+        n = int(body.get("n") or 1)
+        text = f"Graded by its first word. [RESULT] {score}"
+        return 200, {"choices": [{"index": i, "message": {"role": "assistant", "content": text},
+                                  "finish_reason": "stop"} for i in range(n)],
+                     "usage": {"prompt_tokens": len(user) // 3, "completion_tokens": 9 * n}}
 
     def start(self, late: float = 0.0) -> "StandInJudge":
         """Serve (after ``late`` seconds, from a thread, when given); the down clock starts now."""

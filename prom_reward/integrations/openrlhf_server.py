@@ -204,8 +204,7 @@ def create_app(reward: Any, settings: RewardSettings, *, token: str | None = Non
     keys = batched.extra_log_keys
     health = reward.health
     counters = {"requests": 0, "samples": 0, "judge_failures": 0, "input_failures": 0, "deadline_failures": 0,
-                "outage_failures": 0, "disconnected": 0, "rejected": 0, "judge_unavailable": 0,
-                "truncated_prompts": 0}
+                "disconnected": 0, "rejected": 0, "judge_unavailable": 0, "truncated_prompts": 0}
 
     async def judge(request: Request, samples: list[Any]) -> list[JobResult] | None:
         """The samples' results; None when the client went away (its samples were dropped)."""
@@ -270,7 +269,6 @@ def create_app(reward: Any, settings: RewardSettings, *, token: str | None = Non
                    for x, reason in zip(samples, reasons, strict=True)]
         counters["input_failures"] += len(samples) - len(live)
         reply = reward_dict(results, cfg.failure_reward, reward.config, keys)
-        counters["outage_failures"] += sum(r.metrics.get("outage_failures", 0) > 0 and r.failed for r in results)
         if reply["judge_failures"]:
             counters["judge_failures"] += reply["judge_failures"]
             first = next(r for r in reply["failure_reasons"] if r)

@@ -278,7 +278,7 @@ def _plain(value: Any) -> Any:
 
 
 def _type_name(kind: Any) -> str:
-    return str(kind).replace("typing.", "")
+    return getattr(kind, "__name__", None) or str(kind).replace("typing.", "")
 
 
 def _read_yaml(path: str) -> dict[str, Any]:
