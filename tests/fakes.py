@@ -12,8 +12,9 @@ import re
 import socket
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 
 def free_port() -> int:
@@ -119,7 +120,7 @@ class StandInJudge:
         text = json.dumps(body.get("messages") or body.get("prompt"))
         return 200, {"count": len(text) // 3, "tokens": []}
 
-    def _chat(self, n: int, body: dict) -> "tuple[int, Any] | None":
+    def _chat(self, n: int, body: dict) -> tuple[int, Any] | None:
         with self._lock:
             self.chats += 1
             if self.hung < self.hang_first:
@@ -140,7 +141,7 @@ class StandInJudge:
                                   "finish_reason": "stop"} for i in range(n)],
                      "usage": {"prompt_tokens": len(user) // 3, "completion_tokens": 9 * n}}
 
-    def start(self, late: float = 0.0) -> "StandInJudge":
+    def start(self, late: float = 0.0) -> StandInJudge:
         """Serve (after ``late`` seconds, from a thread, when given); the down clock starts now."""
         self.started = time.monotonic()
 

@@ -4,6 +4,7 @@ are in test_openrlhf_server.py."""
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 import time
 
@@ -108,6 +109,7 @@ def test_alias_health_and_empty_batch(server):
     (b'{"query": ["a"], "prompts": ["a", "b"]}', 422, "expected 1 items"),
     (b'{"query": ["a", 3], "prompts": ["a", "b"]}', 422, "'query'[1]"),
     (b'{"query": ["ab"], "prompts": ["a"], "labels": ["x", "y"]}', 422, "'labels'"),
+    (b'{"query": ["ab"], "prompts": ["a"], "labels": [' + b"[" * 40 + b"]" * 40 + b"]}", 400, "nested too deeply"),
 ])
 def test_bad_requests_get_4xx_with_a_message(server, body, status, words):
     url, _ = server
@@ -131,6 +133,25 @@ def test_unusable_samples_fail_alone_with_the_same_log_keys(server):
     ok = httpx.post(url + "/", json={"query": ["<s>Q: 2+2?\nA: 4</s>"], "prompts": ["<s>Q: 2+2?\nA:"]},
                     timeout=30).json()
     assert set(ok["extra_logs"]) == set(out["extra_logs"]) and all(len(v) == 4 for v in out["extra_logs"].values())
+
+
+def test_json_deeper_than_the_recursion_limit_is_a_400_not_a_traceback():
+    with running(server_app(scripted_reward({}), failure_reward=0)) as url:
+        r = httpx.post(url + "/", content=b"[" * 100_000 + b"]" * 100_000, timeout=30)
+        assert r.status_code == 400 and "nested too deeply" in r.json()["error"]
+        assert httpx.get(url + "/health", timeout=10).json()["status"] == "ok"
+
+
+def test_non_finite_labels_fail_their_sample_alone(server):
+    url, seen = server
+    seen.clear()
+    body = {"query": ["<s>Q: 2+2?\nA: 4</s>"] * 3, "prompts": ["<s>Q: 2+2?\nA:"] * 3,
+            "labels": [float("nan"), [4, float("inf")], 4.0]}
+    r = httpx.post(url + "/", content=json.dumps(body), headers={"content-type": "application/json"}, timeout=30)
+    out = r.json()
+    assert r.status_code == 200 and out["rewards"] == [-1.0, -1.0, 5.0]
+    assert all("not a finite number" in reason for reason in out["failure_reasons"][:2])
+    assert len(seen) == 1  # only the finite label reached the judge and "###Reference Answer (Score 5):\n4.0\n" in seen[0].user
 
 
 def test_failure_reward_is_required():
@@ -200,9 +221,12 @@ def test_concurrent_requests_share_judge_batches_one_at_a_time():
         return "[RESULT] 2"
 
     reward = PrometheusReward(PrometheusJudge(backend=ScriptedBackend(respond=respond)))
-    with running(server_app(reward, failure_reward=0, batch_window_ms=200)) as url:
+    ready = threading.Barrier(4)
+    with running(server_app(reward, failure_reward=0, batch_window_ms=500)) as url:
         def post(k: int) -> None:
-            r = httpx.post(url + "/", json={"query": [f"P r{k}"], "prompts": ["P"]}, timeout=30)
+            with httpx.Client(timeout=30) as client:
+                ready.wait(10)  # the four requests leave together (client set-up is slow on a loaded machine)
+                r = client.post(url + "/", json={"query": [f"P r{k}"], "prompts": ["P"]})
             sizes.append(r.json()["extra_logs"]["judge_batch_size"][0])
             assert r.json()["rewards"] == [2.0]
 

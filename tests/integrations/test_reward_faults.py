@@ -240,7 +240,8 @@ def trl_rewards(trainer, url: str, case: Case) -> list[float]:
                           call_timeout_s=case.settings.get("call_timeout_s"))
     reward = PrometheusReward({"backend": "openai", "base_url": url, "system_role": False, "max_retries": 0,
                                "sampling": {"max_tokens": 32}}, outage=outage)
-    trainer.reward_funcs, trainer.reward_func_names, trainer.reward_processing_classes = [reward], ["prometheus"], [None]
+    trainer.reward_funcs, trainer.reward_func_names = [reward], ["prometheus"]
+    trainer.reward_processing_classes = [None]
     responses = list(case.responses)
     if case is CASES["poisoned"]:
         responses[1] = "fair \ud800"  # TRL hands the reward decoded strings: the surrogate goes in the completion

@@ -148,7 +148,8 @@ def test_token_values_are_redacted_from_logs():
 def test_reward_server_refuses_bad_configuration_before_serving(argv, words, capsys):
     judge = StandInJudge(model="prometheus").start()
     try:
-        code = main(["reward-server", "--server", judge.url, "--failure-reward", "0", "--port", str(free_port()), *argv])
+        code = main(["reward-server", "--server", judge.url, "--failure-reward", "0", "--port", str(free_port()),
+                     *argv])
     finally:
         judge.stop()
     assert code == 2 and words in capsys.readouterr().err
