@@ -60,5 +60,28 @@ class StoreError(PromRewardError, RuntimeError):
     longer than its timeout. The message names the file and the fix."""
 
 
+class ServerRejected(BackendError):
+    """A judge server answered 4xx (not 429): the request itself is wrong, so it is not retried.
+
+    ``status`` is the HTTP status.
+    """
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class ContextLengthError(InputError):
     """A rendered judge prompt does not fit the judge's context window."""
+
+
+class JudgeUnavailableError(BackendError):
+    """The judge kept failing (unreachable, 5xx, hung) past a reward call's outage budget.
+
+    ``failing_s`` is how long it had been failing, ``cause`` the last failure.
+    """
+
+    def __init__(self, message: str, *, failing_s: float = 0.0, cause: str | None = None) -> None:
+        super().__init__(message)
+        self.failing_s = failing_s
+        self.cause = cause

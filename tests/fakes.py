@@ -1,14 +1,20 @@
 """Small real HTTP servers on 127.0.0.1 that play an OpenAI-compatible judge server, misbehaving on
 purpose (5xx, garbage, hangs). Shared by the backend, store and failover tests through the
-``fake_server`` fixture in conftest.py; ``free_port`` for every test that binds a port."""
+``fake_server`` fixture in conftest.py; ``free_port`` for every test that binds a port.
+``StandInJudge`` plays a whole Prometheus judge server (models, chat completions, tokenize) that
+grades by the response's first word and can be down, hung or late on purpose (the reward-path
+fault tests)."""
 
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
+import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 
 def free_port() -> int:
@@ -30,7 +36,7 @@ def chat_reply(n: int = 1, text: str = "Good. [RESULT] 4") -> dict:
 class FakeServer:
     """A real HTTP server on 127.0.0.1 in a thread; ``routes`` maps a path to a reply function."""
 
-    def __init__(self, routes: dict[str, Reply]) -> None:
+    def __init__(self, routes: dict[str, Reply], port: int = 0) -> None:
         self.routes, self.calls = routes, []
         self.release = threading.Event()
         outer = self
@@ -60,7 +66,7 @@ class FakeServer:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
         self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
@@ -73,3 +79,83 @@ class FakeServer:
         self.release.set()
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+class StandInJudge:
+    """A stand-in Prometheus judge server on 127.0.0.1 (``GET /v1/models``, ``POST /v1/chat/completions``,
+    ``POST /tokenize``): it grades an absolute prompt by the first word of the response (``grades``,
+    else ``default``) and misbehaves on purpose:
+
+    - ``down_for``: answers 503 to everything for that many seconds after ``start()`` (``None``: always);
+    - ``hang_first``: the first ``hang_first`` chat calls never answer;
+    - ``late``: ``start(late=s)`` binds the port only ``s`` seconds later (connection refused until then).
+
+    ``max_model_len`` is reported by ``/v1/models``; ``/tokenize`` counts a token per 3 characters.
+    """
+
+    def __init__(self, grades: dict[str, int] | None = None, *, default: int = 3, down_for: float | None = 0.0,
+                 hang_first: int = 0, max_model_len: int = 4096, model: str = "stand-in-judge") -> None:
+        self.grades, self.default, self.down_for, self.hang_first = dict(grades or {}), default, down_for, hang_first
+        self.max_model_len, self.model = max_model_len, model
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self.server: FakeServer | None = None
+        self.started = 0.0
+        self.chats = 0
+        self.hung = 0
+        self.graded: list[str] = []
+        self._lock = threading.Lock()
+
+    def _down(self) -> bool:
+        return self.down_for is None or time.monotonic() - self.started < self.down_for
+
+    def _models(self, n: int, body: dict) -> tuple[int, Any]:
+        if self._down():
+            return 503, {"error": "judge restarting"}
+        return 200, {"data": [{"id": self.model, "max_model_len": self.max_model_len}]}
+
+    def _tokenize(self, n: int, body: dict) -> tuple[int, Any]:
+        if self._down():
+            return 503, {"error": "judge restarting"}
+        text = json.dumps(body.get("messages") or body.get("prompt"))
+        return 200, {"count": len(text) // 3, "tokens": []}
+
+    def _chat(self, n: int, body: dict) -> tuple[int, Any] | None:
+        with self._lock:
+            self.chats += 1
+            if self.hung < self.hang_first:
+                self.hung += 1
+                return None
+        if self._down():
+            return 503, {"error": "judge restarting"}
+        user = body["messages"][-1]["content"]
+        match = re.search(r"###Response to evaluate:\n(.*?)\n\n###", user, re.S)
+        response = match.group(1) if match else ""
+        words = response.split()
+        score = self.grades.get(words[0], self.default) if words else self.default
+        with self._lock:
+            self.graded.append(response)
+        n = int(body.get("n") or 1)
+        text = f"Graded by its first word. [RESULT] {score}"
+        return 200, {"choices": [{"index": i, "message": {"role": "assistant", "content": text},
+                                  "finish_reason": "stop"} for i in range(n)],
+                     "usage": {"prompt_tokens": len(user) // 3, "completion_tokens": 9 * n}}
+
+    def start(self, late: float = 0.0) -> StandInJudge:
+        """Serve (after ``late`` seconds, from a thread, when given); the down clock starts now."""
+        self.started = time.monotonic()
+
+        def serve() -> None:
+            time.sleep(late)
+            self.server = FakeServer({"/v1/models": self._models, "/v1/chat/completions": self._chat,
+                                      "/tokenize": self._tokenize}, port=self.port)
+
+        if late:
+            threading.Thread(target=serve, daemon=True).start()
+        else:
+            serve()
+        return self
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()

@@ -30,11 +30,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from prom_reward.backends._endpoints import EndpointPool
-from prom_reward.backends._openai_http import HTTPBatch, ServerRejected, gather_all, run_sync
+from prom_reward.backends._openai_http import HTTPBatch, gather_all, run_sync
 from prom_reward.backends._openai_wire import parse_prompt_logprobs, parse_reply, sampling_fields, sent_n
 from prom_reward.backends.base import GenerationRequest, GenerationResult, TokenLogprobs
 from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, split_continuation, with_continuation
-from prom_reward.errors import BackendError, ConfigError, UnknownNameError
+from prom_reward.errors import BackendError, ConfigError, ServerRejected, UnknownNameError
 from prom_reward.format.wire import get_wire_format
 
 log = logging.getLogger(__name__)
@@ -58,7 +58,8 @@ class OpenAIServer:
         api_key: bearer token; defaults to ``$PROM_REWARD_API_KEY`` then ``$OPENAI_API_KEY``.
         max_concurrency: most HTTP calls in flight per batch.
         timeout: seconds per HTTP call. max_retries, backoff: retries per call, first delay
-            in seconds (doubling).
+            in seconds (doubling). Inside a reward call the reward's ``OutagePolicy`` replaces
+            all three (``prom_reward.backends.outage``).
         eject_after: consecutive failures that take a URL out of rotation.
         probe_interval: seconds before an out URL is health-probed (doubling while it fails).
     """
@@ -66,6 +67,7 @@ class OpenAIServer:
     name = "openai"
     tokens_at_most_bytes = True  # real tokenizers: see prom_reward.core.context
     streams_results = True  # generate() takes on_result (see CachedBackend)
+    thread_safe = True  # several threads may call generate at once (reward batches run concurrently)
 
     def __init__(self, base_url: str | Sequence[str], model: str | None = None, *, endpoint: str = "chat",
                  wire: str = "chat", system_role: bool | None = None, api_key: str | None = None,

@@ -12,7 +12,7 @@ from typing import Any
 
 from prom_reward.backends.servers import JudgeServers, ServeConfig
 from prom_reward.backends.vllm_options import DEFAULT_GPU_MEMORY_UTILIZATION, TOKENIZER_MODES, VLLMOptions
-from prom_reward.cli.judge_options import add_judge_options, build_judge
+from prom_reward.cli.judge_options import add_judge_options
 from prom_reward.errors import BackendError, ConfigError
 
 
@@ -97,62 +97,107 @@ def cmd_serve(args: Any) -> int:
     return 0
 
 
+_JUDGE_SETTINGS = {"judge_url": "server", "judge_model": "model", "max_tokens": "max_tokens"}
+"""Settings whose flags are the shared judge options (``--server``, ``--model``, ``--max-tokens``)."""
+
+
 def cmd_reward_server(args: argparse.Namespace) -> int:
-    """Serve the judge as an OpenRLHF remote reward model (``prom_reward.integrations.openrlhf_server``)."""
-    import os
+    """Serve the judge as an OpenRLHF remote reward model (``prom_reward.integrations.openrlhf_server``).
+
+    The flags given are the explicit layer of ``RewardSettings`` (over ``PROM_REWARD_*`` and ``--config``);
+    bad settings, an unusable rubric or a judge that serves another model exit 2 before serving.
+    """
+    import dataclasses
 
     from prom_reward.integrations.openrlhf_server import serve_reward
-    from prom_reward.rewards.reward import PrometheusReward
+    from prom_reward.integrations.settings import RewardSettings, setting_names
+    from prom_reward.integrations.startup import check_judge
 
-    if not args.model and not args.server:
-        print("prom-reward reward-server: give --model M (in-process vLLM) or --server URL", file=sys.stderr)
-        return 2
-    if args.failure_reward is None:
-        print("prom-reward reward-server: give --failure-reward NUMBER|min. OpenRLHF needs a number for every "
-              "sample, also where the judge gave no verdict; choose what such a sample is worth: a number on your "
-              "reward scale (e.g. 1 = the lowest raw grade, 0 with --normalize unit) or 'min' (the lowest reward of "
-              "the configured scale). Failed samples are flagged judge_failed=1 and counted either way.",
+    explicit = {name: getattr(args, _JUDGE_SETTINGS.get(name, name), None) for name in setting_names()
+                if name not in ("judge", "reward")}
+    if args.truncate:
+        explicit["overlong"] = "truncate"
+    settings = RewardSettings.load({**explicit, "config_file": args.config})
+    if not settings.judge_url and not settings.judge_model:
+        print("prom-reward reward-server: give --server URL (or PROM_REWARD_JUDGE_URL) or --model M (in-process vLLM)",
               file=sys.stderr)
         return 2
-    if args.mode == "pairwise_group" and args.group_size is None:
-        print("prom-reward reward-server: --mode pairwise_group needs --group-size N, the number of samples per "
-              "prompt (OpenRLHF --rollout.n_samples_per_prompt): OpenRLHF sends them one request each and the "
-              "server waits for the whole group before comparing", file=sys.stderr)
-        return 2
-    reward = PrometheusReward(build_judge(args), rubric=args.rubric, mode=args.mode, score=args.score,
-                              normalize=args.normalize)
-    serve_reward(reward, host=args.host, port=args.port, token=args.token or os.environ.get("PROM_REWARD_TOKEN"),
-                 failure_reward=args.failure_reward, max_body_bytes=int(args.max_body_mb * 1024 * 1024),
-                 strip=tuple(args.strip or ()), batch_window_ms=args.batch_window_ms,
-                 max_batch_size=args.max_batch_size, request_timeout=args.request_timeout,
-                 group_size=args.group_size, group_wait_s=args.group_wait_s)
+    settings = dataclasses.replace(settings, judge={**_judge_extras(args, remote=bool(settings.judge_url)),
+                                                    **settings.judge})
+    token = _token(args)
+    reward = settings.build_reward()
+    reward.judge  # noqa: B018 - build the judge now: an in-process model that cannot load fails before serving
+    check_judge(settings.judge_url, settings.judge_model, health=reward.health)
+    serve_reward(reward, settings, host=args.host, port=args.port, token=token,
+                 max_body_bytes=int(args.max_body_mb * 1024 * 1024))
     return 0
 
 
+def _judge_extras(args: argparse.Namespace, *, remote: bool) -> dict[str, Any]:
+    """The ``PrometheusJudge`` options of the judge flags that are not settings (only those given)."""
+    extras: dict[str, Any] = {}
+    if args.temperature is not None:
+        extras["sampling"] = {"temperature": args.temperature}
+    if args.num_samples != 1:
+        extras["num_samples"] = args.num_samples
+    if args.expected:
+        extras["expected_score"] = True
+    if args.force_verdict:
+        extras["force_verdict"] = True
+    if remote:
+        extras.update(endpoint=args.endpoint, wire=args.wire or "chat")
+        return extras
+    extras["backend"] = args.backend
+    if args.wire:
+        extras["wire"] = args.wire
+    if args.max_model_len:
+        extras["max_model_len"] = args.max_model_len
+    if args.backend == "vllm":
+        extras.update(enforce_eager=args.enforce_eager, tensor_parallel_size=args.tensor_parallel_size)
+    return extras
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    """The server's token: ``--token-file``, else ``$PROM_REWARD_TOKEN``, else ``--token`` (warned: ``ps`` shows it)."""
+    import os
+    from pathlib import Path
+
+    if args.token_file:
+        try:
+            token = Path(args.token_file).read_text(encoding="utf-8").strip()
+        except OSError as e:
+            raise ConfigError(f"--token-file: cannot read {args.token_file!r} ({e})") from e
+        if not token:
+            raise ConfigError(f"--token-file: {args.token_file!r} is empty; write the token in it")
+        return token
+    if os.environ.get("PROM_REWARD_TOKEN", "").strip():
+        return os.environ["PROM_REWARD_TOKEN"].strip()
+    if args.token:
+        print("prom-reward reward-server: warning: --token is visible to every user in `ps` and in the shell history; "
+              "pass it with --token-file FILE or PROM_REWARD_TOKEN", file=sys.stderr)
+    return args.token
+
+
 def _add_reward_server_parser(sub: Any) -> None:
-    s = sub.add_parser("reward-server", help="serve the judge as an OpenRLHF remote reward model (HTTP)")
-    s.add_argument("--rubric", default="helpfulness", help="built-in name or a JSON/YAML rubric file")
-    s.add_argument("--mode", default="absolute", choices=["absolute", "pairwise_group"])
-    s.add_argument("--score", default="sample", choices=["sample", "mean", "expected"])
-    s.add_argument("--normalize", choices=["unit", "symmetric"])
+    from prom_reward.integrations.settings import ENV_PREFIX, field_docs, flag_name, setting_names
+
+    s = sub.add_parser("reward-server", help="serve the judge as an OpenRLHF remote reward model (HTTP)",
+                       description="Settings: flags > PROM_REWARD_* environment > --config YAML > defaults "
+                                   "(docs/openrlhf.md).")
     add_judge_options(s)
+    docs = field_docs()
+    for name in setting_names():
+        if name in _JUDGE_SETTINGS or not flag_name(name):
+            continue
+        help_text = f"{docs[name]} [{ENV_PREFIX}{name.upper()}]".replace("%", "%%")
+        s.add_argument(flag_name(name), action="append" if name == "strip" else "store", help=help_text)
+    s.add_argument("--config", help="YAML file of settings (keys: the setting names) [PROM_REWARD_CONFIG]")
     s.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)")
     s.add_argument("--port", type=int, default=5000)
-    s.add_argument("--token", help="require ?token=TOKEN in the URL or 'Authorization: Bearer TOKEN' "
-                                   "(or set PROM_REWARD_TOKEN)")
-    s.add_argument("--failure-reward", help="required: reward sent where the judge failed, a number or 'min'")
-    s.add_argument("--batch-window-ms", type=float, default=50.0,
-                   help="how long a sample waits for others before its batch goes to the judge (default 50)")
-    s.add_argument("--max-batch-size", type=int, default=256, help="samples per judge call at most (default 256)")
-    s.add_argument("--request-timeout", type=float, default=170.0,
-                   help="answer a request with its samples failed after this many seconds (default 170, "
-                        "under OpenRLHF's 180 s client timeout)")
-    s.add_argument("--group-size", type=int, help="--mode pairwise_group: samples per prompt "
-                                                  "(= OpenRLHF --rollout.n_samples_per_prompt)")
-    s.add_argument("--group-wait-s", type=float, default=60.0,
-                   help="pairwise_group: judge a group still short after this many seconds (default 60)")
+    s.add_argument("--token-file", help="file holding the token requests must carry (?token=TOKEN in the URL or "
+                                        "'Authorization: Bearer TOKEN'); or set PROM_REWARD_TOKEN")
+    s.add_argument("--token", help="the token itself (visible in `ps`: prefer --token-file or PROM_REWARD_TOKEN)")
     s.add_argument("--max-body-mb", type=float, default=8.0, help="larger request bodies get 413")
-    s.add_argument("--strip", action="append", help="end-of-text string removed from responses (repeatable)")
     s.set_defaults(func=cmd_reward_server)
 
 

@@ -180,32 +180,34 @@ class CascadeJudge:
     # -- the judge API -----------------------------------------------------------------
     def grade(self, instructions: Sequence[str], responses: Sequence[str], rubric: RubricsLike,
               reference_answers: Sequence[str | None] | None = None, *, num_samples: int | None = None,
-              sampling: SamplingOverrides = None) -> list[Grade]:
-        """Like ``PrometheusJudge.grade`` (``num_samples`` and ``sampling`` go to both judges)."""
+              sampling: SamplingOverrides = None, truncate_response: bool | None = None) -> list[Grade]:
+        """Like ``PrometheusJudge.grade`` (``num_samples``, ``sampling``, ``truncate_response`` go to both judges)."""
         first = self.primary.grade(instructions, responses, rubric, reference_answers, num_samples=num_samples,
-                                   sampling=sampling)
+                                   sampling=sampling, truncate_response=truncate_response)
         n = len(first)
 
         def again(idx: list[int]) -> list[Grade]:
             return self.fallback.grade(_subset(instructions, idx, n), _subset(responses, idx, n),
                                        _subset(rubric, idx, n), _subset(reference_answers, idx, n),
-                                       num_samples=num_samples, sampling=sampling)
+                                       num_samples=num_samples, sampling=sampling, truncate_response=truncate_response)
 
         return self._cascade(first, n, again)
 
     def compare(self, instructions: Sequence[str], responses_a: Sequence[str], responses_b: Sequence[str],
                 rubric: RubricsLike, reference_answers: Sequence[str | None] | None = None, *, swap: bool = False,
-                num_samples: int | None = None, sampling: SamplingOverrides = None) -> list[Verdict]:
-        """Like ``PrometheusJudge.compare`` (``swap``, ``num_samples``, ``sampling`` go to both judges)."""
+                num_samples: int | None = None, sampling: SamplingOverrides = None,
+                truncate_response: bool | None = None) -> list[Verdict]:
+        """Like ``PrometheusJudge.compare`` (``swap``, ``num_samples``, ``sampling``, ``truncate_response`` go to
+        both judges)."""
         first = self.primary.compare(instructions, responses_a, responses_b, rubric, reference_answers, swap=swap,
-                                     num_samples=num_samples, sampling=sampling)
+                                     num_samples=num_samples, sampling=sampling, truncate_response=truncate_response)
         n = len(first)
 
         def again(idx: list[int]) -> list[Verdict]:
             return self.fallback.compare(_subset(instructions, idx, n), _subset(responses_a, idx, n),
                                          _subset(responses_b, idx, n), _subset(rubric, idx, n),
                                          _subset(reference_answers, idx, n), swap=swap, num_samples=num_samples,
-                                         sampling=sampling)
+                                         sampling=sampling, truncate_response=truncate_response)
 
         return self._cascade(first, n, again)
 

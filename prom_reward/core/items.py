@@ -65,6 +65,24 @@ def _as_list(name: str, value: object, n: int | None) -> list[object]:
     return items
 
 
+def check_text(text: str, index: int, field: str) -> None:
+    """Raise ``InputError`` when ``text`` is not valid Unicode (a lone surrogate cannot be encoded).
+
+    >>> check_text("fine", 0, "response")
+    >>> check_text("bad \ud800", 3, "response")  # doctest: +IGNORE_EXCEPTION_DETAIL
+    Traceback (most recent call last):
+    InputError: item 3: response holds a lone surrogate ...
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InputError(
+            f"item {index}: {field} holds a lone surrogate ({text[e.start]!r} at character {e.start}), which is not "
+            "valid Unicode text and cannot be sent to the judge; decode the text with errors='replace'",
+            index=index, field=field,
+        ) from None
+
+
 def _strings(name: str, value: object, n: int | None, field: str) -> list[str]:
     items = _as_list(name, value, n)
     out: list[str] = []
@@ -75,6 +93,7 @@ def _strings(name: str, value: object, n: int | None, field: str) -> list[str]:
                 "convert it to text (or drop the item) before judging",
                 index=i, field=field,
             )
+        check_text(x, i, field)
         out.append(x)
     return out
 
@@ -89,6 +108,8 @@ def _references(value: object, n: int) -> list[str | None]:
                 f"item {i}: reference_answer must be a str or None, got {type(r).__name__}",
                 index=i, field="reference_answer",
             )
+        if r is not None:
+            check_text(r, i, "reference_answer")
         refs.append(r)
     return refs
 

@@ -107,8 +107,12 @@ class PrometheusJudge:
             the expected score.
         max_tie_rounds: re-sampling rounds for ``compare_by_grades`` ties.
         truncate_response: shorten over-long responses to fit the judge context instead of raising.
-        neutralize_markers: rewrite template markers (``###Feedback:``, ``[RESULT]`` ...) inside
-            responses so a response cannot forge sections of the judge prompt (on by default).
+        neutralize_markers: rewrite template markers (``###Feedback:``, ``[RESULT]`` ...) and chat
+            special tokens inside responses so a response cannot forge sections of the judge prompt
+            or end its turn (on by default; ``prom_reward.format.sanitize``).
+        special_tokens: the judge's chat special tokens to neutralise, on top of the built-in list
+            and the tokenizer's own (read from the backend when it has one: ``vllm``,
+            ``transformers``); give them for a judge server (e.g. ``tokenizer.all_special_tokens``).
         store: a judgment store (SQLite path or ``JudgmentStore``): results are saved after each
             backend call and re-runs answer from it (see ``prom_reward.backends.store``); chunk long jobs.
         confidence: request per-token top-20 logprobs so every ``Grade``/``Verdict`` carries its
@@ -140,6 +144,7 @@ class PrometheusJudge:
         max_tie_rounds: int = 5,
         truncate_response: bool = False,
         neutralize_markers: bool = True,
+        special_tokens: Sequence[str] = (),
         store: str | Path | JudgmentStore | None = None,
         confidence: bool = False,
         calibration: Backend | Mapping[str, Any] | None = None,
@@ -190,6 +195,10 @@ class PrometheusJudge:
 
             self.backend = CachedBackend(self.backend, opened)
         self.stats = JudgeStats()
+        tokenizer = getattr(self.backend, "tokenizer", None)
+        self.special_tokens: tuple[str, ...] = tuple(special_tokens) + tuple(
+            getattr(tokenizer, "all_special_tokens", None) or ())
+        """Chat special tokens neutralised in judged texts (besides ``sanitize.SPECIAL_TOKENS``)."""
 
     # -- plumbing ---------------------------------------------------------------
     def _calibration_scorer(self, calibration: Backend | Mapping[str, Any] | None) -> ContinuationScorer | None:
@@ -236,14 +245,17 @@ class PrometheusJudge:
 
     def _neutral(self, text: str) -> str:
         """``text`` with its template markers rewritten (counted in ``stats.neutralized``)."""
-        out, n = neutralize(text)
+        out, n = neutralize(text, self.special_tokens)
         self.stats.neutralized += n
         return out
 
     def _run(self, requests: list[GenerationRequest], mode: Mode, k: int, items: list[Item],
-             render: Callable[[Item], GenerationRequest]) -> tuple[list[ItemRun], list[bool], list[Item]]:
-        """Fit ``requests`` to the context, sample them (``SampleRunner``), calibrate, count."""
-        requests, items, truncated = fit_to_context(self.backend, requests, items, render, self.truncate_response)
+             render: Callable[[Item], GenerationRequest],
+             truncate: bool | None = None) -> tuple[list[ItemRun], list[bool], list[Item]]:
+        """Fit ``requests`` to the context (shortening responses when ``truncate``, default the judge's
+        ``truncate_response``), sample them (``SampleRunner``), calibrate, count."""
+        requests, items, truncated = fit_to_context(self.backend, requests, items, render,
+                                                    self.truncate_response if truncate is None else truncate)
         start = time.perf_counter()
         runs = SampleRunner(self.backend, max_retries=self.max_retries, force_verdict=self.force_verdict,
                             truncation=self.entropy_truncation).run(requests, mode, k)
@@ -266,15 +278,16 @@ class PrometheusJudge:
     # -- public API ---------------------------------------------------------------
     def grade(self, instructions: Sequence[str], responses: Sequence[str], rubric: RubricsLike,
               reference_answers: Sequence[str | None] | None = None, *, num_samples: int | None = None,
-              sampling: SamplingOverrides = None) -> list[Grade]:
+              sampling: SamplingOverrides = None, truncate_response: bool | None = None) -> list[Grade]:
         """Absolute grades (1..5) for each (instruction, response); ``rubric`` is one rubric
-        (name, Rubric, dict, file) for all items or a list with one per item."""
+        (name, Rubric, dict, file) for all items or a list with one per item. ``truncate_response``
+        overrides the judge's setting for this call."""
         return self._grade(instructions, responses, rubric, reference_answers, num_samples=num_samples,
-                           sampling=sampling, attempt=0)
+                           sampling=sampling, attempt=0, truncate_response=truncate_response)
 
     def _grade(self, instructions: Sequence[str], responses: Sequence[str], rubric: RubricsLike,
                reference_answers: Sequence[str | None] | None, *, num_samples: int | None,
-               sampling: SamplingOverrides, attempt: int) -> list[Grade]:
+               sampling: SamplingOverrides, attempt: int, truncate_response: bool | None = None) -> list[Grade]:
         """``grade``, its requests numbered ``attempt`` (tie rounds re-grade with other numbers, so a
         judgment store keeps them apart)."""
         items = self._neutralize(absolute_items(instructions, responses, rubric, reference_answers))
@@ -286,14 +299,16 @@ class PrometheusJudge:
             return dataclasses.replace(_abs_request(it, cfg), attempt=attempt)
 
         runs, truncated, _ = self._run([render(it) for it in items], "absolute", num_samples or self.num_samples,
-                                       items, render)
+                                       items, render, truncate_response)
         return [grade_from_run(r, truncated=t) for r, t in zip(runs, truncated, strict=True)]
 
     def compare(self, instructions: Sequence[str], responses_a: Sequence[str], responses_b: Sequence[str],
                 rubric: RubricsLike, reference_answers: Sequence[str | None] | None = None, *, swap: bool = False,
-                num_samples: int | None = None, sampling: SamplingOverrides = None) -> list[Verdict]:
+                num_samples: int | None = None, sampling: SamplingOverrides = None,
+                truncate_response: bool | None = None) -> list[Verdict]:
         """Pairwise verdicts ("A"/"B"); with ``swap=True`` both orders are judged in the same batch
-        and combined (agreement, else a tie with winner None)."""
+        and combined (agreement, else a tie with winner None). ``truncate_response`` overrides the
+        judge's setting for this call."""
         items = self._neutralize(relative_items(instructions, responses_a, responses_b, rubric, reference_answers))
         if not items:
             return []
@@ -306,9 +321,11 @@ class PrometheusJudge:
         if swap:
             batch += [dataclasses.replace(it, response_a=it.response_b, response_b=it.response_a) for it in items]
         runs, truncated, _ = self._run([render(it) for it in batch], "relative", num_samples or self.num_samples,
-                                       batch, render)
+                                       batch, render, truncate_response)
         n = len(items)
-        return [verdict_from_runs(runs[i], runs[n + i] if swap else None) for i in range(n)]
+        return [dataclasses.replace(verdict_from_runs(runs[i], runs[n + i] if swap else None),
+                                    truncated=truncated[i] or (swap and truncated[n + i]))
+                for i in range(n)]
 
     def compare_by_grades(self, instructions: Sequence[str], responses_a: Sequence[str],
                           responses_b: Sequence[str], rubric: RubricsLike,
@@ -356,7 +373,7 @@ class PrometheusJudge:
                 retries=a.retries + b.retries, failures=a.failures + b.failures, forced=a.forced + b.forced,
                 prompt_tokens=a.prompt_tokens + b.prompt_tokens,
                 completion_tokens=a.completion_tokens + b.completion_tokens,
-                confidence=merge_confidences([a.confidence, b.confidence]),
+                confidence=merge_confidences([a.confidence, b.confidence]), truncated=a.truncated or b.truncated,
             ))
         return out
 

@@ -100,6 +100,10 @@ class Judgment(ABC):
     decided_by: str | None = None
     """Which judge decided (``"primary"`` or ``"fallback"`` under a ``CascadeJudge``; None otherwise)."""
 
+    truncated: bool = False
+    """True when a response was shortened to fit the judge's context (``truncate_response``; the reward
+    paths' default for over-long responses)."""
+
     @property
     @abstractmethod
     def ok(self) -> bool:
@@ -126,9 +130,6 @@ class Grade(Judgment):
 
     expected_score: float | None = None
     """Sum of k * P(k) under ``probabilities``: a continuous, tie-free score."""
-
-    truncated: bool = False
-    """True when the response was shortened to fit the judge's context (opt-in)."""
 
     @property
     def ok(self) -> bool:

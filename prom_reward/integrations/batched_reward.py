@@ -8,6 +8,12 @@ the judge failed), a failure flag and reason, the feedback, and the batch's metr
 fixed set of keys (``extra_log_keys``), so every sample carries the same log keys whether
 its judgment failed or not (OpenRLHF and verl stack per-sample logs by key).
 
+A sample that cannot be judged fails alone with its reason (``PrometheusReward.judge_batch``
+isolates it; its batch-mates are judged); a judge outage is retried per the reward's
+``OutagePolicy`` until the batch's deadline (the latest deadline of its requests). Batches run
+``max_concurrent`` at a time when the judge's backend takes concurrent calls (an HTTP judge),
+so a hung call holds one slot, not the queue.
+
 A failed judgment is never given a number here: callers that need one (OpenRLHF's tensors,
 verl's ``rm_scores``) apply an explicit ``FailurePolicy``.
 
@@ -16,7 +22,7 @@ Example:
     >>> from prom_reward.rewards.reward import PrometheusReward
     >>> judge = PrometheusJudge(backend="scripted", outputs=["Good. [RESULT] 4"])
     >>> br = BatchedReward(PrometheusReward(judge))
-    >>> r = br.score([JudgeJob(prompt="Say hi.", response="hi")])[0]
+    >>> r = br.score([RewardSample(prompt="Say hi.", response="hi")])[0]
     >>> r.reward, r.failed, r.extra_logs()["judge_failed"]
     (4.0, False, 0.0)
     >>> br.close()
@@ -26,12 +32,14 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Hashable, Sequence
+from typing import Any
 
+from prom_reward.errors import ConfigError
 from prom_reward.integrations.batching import MicroBatcher
-from prom_reward.errors import ConfigError, InputError
 from prom_reward.rewards.config import normalize_value
+from prom_reward.rewards.samples import RewardSample
 
 # Batch metrics each mode always reports (NaN-able ones such as swap_agreement are left out:
 # a per-sample log key must exist, with a number, for every sample).
@@ -40,30 +48,14 @@ _MODE_KEYS = {
     "pairwise_reference": ("parse_failure_rate", "abstain_rate", "tie_rate", "win_rate"),
     "pairwise_group": ("parse_failure_rate", "abstain_rate", "tie_rate", "judged_pairs", "degenerate_groups"),
 }
-_CALL_KEYS = ("judge_seconds", "judge_completion_tokens", "judge_prompt_tokens")
+_CALL_KEYS = ("judge_seconds", "judge_completion_tokens", "judge_prompt_tokens", "truncated_responses",
+              "failed_samples", "outage_failures")
 _CASCADE_KEYS = ("cascade_routed_fraction", "cascade_fallback_calls")
-
-
-@dataclass(frozen=True)
-class JudgeJob:
-    """One sample to reward."""
-
-    prompt: Any
-    """The prompt as the trainer has it (a string or a message list); samples with the same
-    prompt are one group for ``pairwise_group``."""
-    response: str
-    """The policy's response (decoded text)."""
-    reference_answer: str | None = None
-    """Reference answer for this sample (None: the reward's default)."""
-    rubric: Any = None
-    """Rubric for this sample (None: the reward's default)."""
-    instruction: str | None = None
-    """Text to show the judge as the instruction instead of ``prompt``."""
 
 
 @dataclass
 class JobResult:
-    """The judge's answer for one ``JudgeJob``."""
+    """The judge's answer for one ``RewardSample``."""
 
     reward: float | None
     """The reward, or None where the judge failed (see ``reason``)."""
@@ -121,7 +113,7 @@ class FailurePolicy:
     def value_for(self, config: Any) -> float:
         """The number for a failed sample under ``config`` (a ``RewardConfig``)."""
         if self.value != "min":
-            return float(self.value)  # type: ignore[arg-type]
+            return float(self.value)
         if config.mode == "absolute":
             return float(normalize_value(1.0, "grade", config.normalize))  # type: ignore[arg-type]
         if config.mode == "pairwise_reference":
@@ -140,9 +132,11 @@ class BatchedReward:
     """Micro-batch concurrent reward requests into single calls of ``reward.judge_batch``.
 
     Args:
-        reward: a ``PrometheusReward`` (its config decides mode, rubric, normalisation).
+        reward: a ``PrometheusReward`` (its config decides mode, rubric, normalisation, outage policy).
         max_wait_s: how long a sample waits for others before its batch goes to the judge.
-        max_batch_size: samples per judge call at most.
+        max_batch_size: samples per judge call at most (a larger request is split).
+        max_concurrent: judge calls in flight at once, when the judge's backend takes concurrent
+            calls (``thread_safe``: the ``openai`` backend); 1 otherwise.
         group_size: ``pairwise_group`` only: samples per prompt to wait for (OpenRLHF's
             ``n_samples_per_prompt``, verl's ``rollout.n``); a group still short after
             ``group_wait_s`` is judged with what arrived, and a sample left alone in its group
@@ -150,7 +144,7 @@ class BatchedReward:
         group_wait_s: see ``group_size``.
     """
 
-    def __init__(self, reward: Any, *, max_wait_s: float = 0.02, max_batch_size: int = 256,
+    def __init__(self, reward: Any, *, max_wait_s: float = 0.02, max_batch_size: int = 256, max_concurrent: int = 4,
                  group_size: int | None = None, group_wait_s: float = 60.0) -> None:
         self.reward = reward
         mode = reward.config.mode
@@ -170,94 +164,86 @@ class BatchedReward:
         """Samples whose judgment failed so far."""
         self.scored = 0
         """Samples answered so far (failed ones included)."""
+        concurrent = max_concurrent if _takes_concurrent_calls(reward) else 1
         self._batcher: MicroBatcher = MicroBatcher(self._judge, max_wait_s=max_wait_s,
                                                    max_batch_size=max_batch_size, group_size=self.group_size,
-                                                   group_wait_s=group_wait_s, name="judge")
+                                                   group_wait_s=group_wait_s, max_concurrent=concurrent, name="judge")
 
     @property
     def stats(self) -> Any:
         """The batcher's counters (``BatcherStats``: batches, batch sizes, cancelled, expired ...)."""
         return self._batcher.stats
 
-    def validate(self, jobs: Sequence[JudgeJob]) -> None:
-        """Raise ``InputError`` (naming the sample) for a job the reward cannot take, before queueing it."""
-        for i, job in enumerate(jobs):
-            if not isinstance(job.response, str):
-                raise InputError(f"sample {i}: response: expected a string, got {type(job.response).__name__}",
-                                 index=i, field="response")
-            try:
-                self.reward._items([job.prompt], [job.response], self._columns([job]))
-            except InputError as e:
-                raise InputError(f"sample {i}: {e}", index=i, field=e.field) from e
+    def score(self, samples: Sequence[RewardSample], *, timeout: float | None = None) -> list[JobResult]:
+        """Judge ``samples`` (blocking; for worker threads), batched with concurrent callers.
 
-    def score(self, jobs: Sequence[JudgeJob], *, timeout: float | None = None) -> list[JobResult]:
-        """Judge ``jobs`` (blocking; for worker threads), batched with concurrent callers."""
-        self.validate(jobs)
-        now = time.monotonic()
-        return self._count(self._batcher.run([(j, now) for j in jobs], timeout=timeout, group=self._group(jobs)))
+        ``timeout``: seconds this request may wait for its rewards (its deadline): the batch's judge
+        retries stop there, and a request whose batch has not started by then fails with
+        ``DeadlineExceeded``."""
+        queued = self._queued(samples, timeout)
+        return self._count(self._batcher.run(queued, timeout=timeout, group=self._group(samples)))
 
-    async def ascore(self, jobs: Sequence[JudgeJob], *, timeout: float | None = None) -> list[JobResult]:
+    async def ascore(self, samples: Sequence[RewardSample], *, timeout: float | None = None) -> list[JobResult]:
         """Awaitable ``score``; a cancelled caller's samples are dropped if their batch has not started."""
-        self.validate(jobs)
-        now = time.monotonic()
-        return self._count(await self._batcher.arun([(j, now) for j in jobs], timeout=timeout,
-                                                    group=self._group(jobs)))
+        queued = self._queued(samples, timeout)
+        return self._count(await self._batcher.arun(queued, timeout=timeout, group=self._group(samples)))
 
     def close(self) -> None:
         """Stop the batcher (queued samples are still judged)."""
         self._batcher.close()
 
+    def unjudged(self, reason: str) -> JobResult:
+        """A failed ``JobResult`` for a sample that never reached the judge (the batch metrics read 0)."""
+        return JobResult(None, True, reason, None, 0, 0.0, {k: 0.0 for k in self.extra_log_keys[3:]})
+
     # -- internals --------------------------------------------------------------------
+    @staticmethod
+    def _queued(samples: Sequence[RewardSample],
+                timeout: float | None) -> list[tuple[RewardSample, float, float | None]]:
+        now = time.monotonic()
+        deadline = None if timeout is None else now + timeout
+        return [(s, now, deadline) for s in samples]
+
     def _count(self, results: list[JobResult]) -> list[JobResult]:
         self.scored += len(results)
         self.failures += sum(r.failed for r in results)
         return results
 
-    def _group(self, jobs: Sequence[JudgeJob]) -> Hashable | None:
-        if self.group_size is None or not jobs:
+    def _group(self, samples: Sequence[RewardSample]) -> Hashable | None:
+        if self.group_size is None or not samples:
             return None
-        keys = {_prompt_key(j.prompt) for j in jobs}
+        keys = {s.group for s in samples}
         return keys.pop() if len(keys) == 1 else None  # a request with several prompts goes as it is
 
-    def _columns(self, jobs: Sequence[JudgeJob]) -> dict[str, list[Any]]:
-        cfg = self.reward.config
-        columns: dict[str, list[Any]] = {}
-        for name, attr in ((cfg.reference_column, "reference_answer"), (cfg.rubric_column, "rubric"),
-                           (cfg.instruction_column, "instruction")):
-            values = [getattr(j, attr) for j in jobs]
-            if any(v is not None for v in values):
-                columns[name] = values
-        return columns
-
-    def _judge(self, queued: list[tuple[JudgeJob, float]]) -> list[JobResult]:
+    def _judge(self, queued: list[tuple[RewardSample, float, float | None]]) -> list[JobResult]:
         start = time.monotonic()
-        jobs = [j for j, _ in queued]
-        queue = [max(start - t, 0.0) for _, t in queued]
-        n = len(jobs)
+        samples = [s for s, _, _ in queued]
+        queue = [max(start - t, 0.0) for _, t, _ in queued]
+        deadlines = [d for _, _, d in queued]
+        deadline = None if any(d is None for d in deadlines) else max(deadlines)  # type: ignore[type-var]
+        n = len(samples)
         alone: set[int] = set()
         if self.group_size is not None:
             members: dict[Hashable, list[int]] = {}
-            for i, j in enumerate(jobs):
-                members.setdefault(_prompt_key(j.prompt), []).append(i)
+            for i, s in enumerate(samples):
+                members.setdefault(s.group, []).append(i)
             alone = {idx[0] for idx in members.values() if len(idx) == 1}
         todo = [i for i in range(n) if i not in alone]
-        sub = [jobs[i] for i in todo]
-        out = self.reward.judge_batch([j.prompt for j in sub], [j.response for j in sub], **self._columns(sub)) \
-            if sub else None
+        out = self.reward.judge_batch([samples[i] for i in todo], deadline=deadline) if todo else None
         failed = len(alone) + (sum(r is None for r in out.rewards) if out is not None else 0)
         metrics = self._stable_metrics(out.metrics if out is not None else {})
         metrics["abstain_rate"] = failed / n
         results: list[JobResult | None] = [None] * n
         for i in alone:
-            results[i] = JobResult(None, True, f"pairwise_group: only 1 of the {self.group_size} samples of this prompt "
-                                   "arrived within group_wait_s, so there was nothing to compare it with",
+            results[i] = JobResult(None, True, f"pairwise_group: only 1 of the {self.group_size} samples of this "
+                                   "prompt arrived within group_wait_s, so there was nothing to compare it with",
                                    None, n, queue[i], dict(metrics))
         if out is not None:
             for pos, i in enumerate(todo):
                 r = out.rewards[pos]
-                results[i] = JobResult(r, r is None, None if r is not None else
-                                       "the judge gave no parseable verdict after its retries",
-                                       out.feedback[pos], n, queue[i], dict(metrics))
+                reason = (out.reasons[pos] if out.reasons else None) or "the judge gave no parseable verdict"
+                results[i] = JobResult(r, r is None, None if r is not None else reason, out.feedback[pos], n, queue[i],
+                                       dict(metrics))
         return results  # type: ignore[return-value]
 
     def _stable_metrics(self, metrics: dict[str, float]) -> dict[str, float]:
@@ -265,15 +251,15 @@ class BatchedReward:
         return {k: float(metrics.get(k, 0.0)) for k in self.extra_log_keys[3:]}
 
 
-def _prompt_key(prompt: Any) -> Hashable:
-    if isinstance(prompt, str):
-        return prompt
-    import json
-
-    return json.dumps(prompt, sort_keys=True, default=str)
-
-
 def _is_cascade(reward: Any) -> bool:
     spec = getattr(reward, "_judge_spec", None)
     judge = getattr(reward, "_judge", None)
     return judge is not None and hasattr(judge, "cascade_stats") or bool(spec and spec.get("fallback"))
+
+
+def _takes_concurrent_calls(reward: Any) -> bool:
+    """Whether the reward's judge may be called from several threads at once (an HTTP judge)."""
+    judge = getattr(reward, "_judge", None)
+    if judge is None and getattr(reward, "_judge_spec", None) is not None:
+        return reward._judge_spec.get("backend") == "openai" and not reward._judge_spec.get("fallback")
+    return bool(getattr(getattr(judge, "backend", None), "thread_safe", False))

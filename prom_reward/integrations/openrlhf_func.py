@@ -8,24 +8,19 @@ imports ``reward_func`` from here, so the judge and its queue exist once per pro
 often the file is loaded. The first call builds one process-wide ``BatchedReward``; concurrent
 calls from OpenRLHF's threads wait ``batch_window_ms`` for each other and are judged as one batch.
 
-Configuration, read once on the first call (environment variables override the YAML file):
+Settings: ``RewardSettings`` (``prom_reward.integrations.settings``), read once on the first call
+from the ``PROM_REWARD_*`` environment variables, then the YAML file of ``PROM_REWARD_CONFIG``
+(docs/openrlhf.md has the table). The first call also checks the judge (``startup.check_judge``:
+a wrong model name raises; a judge that is down only warns).
 
-- ``PROM_REWARD_CONFIG``: a YAML file with any of the keys below in lower case without the
-  prefix (``judge_url``, ``failure_reward``, ...).
-- ``PROM_REWARD_JUDGE_URL``: comma-separated OpenAI-compatible judge URLs, or
-  ``PROM_REWARD_JUDGE_MODEL``: a model for an in-process vLLM judge (one per rollout actor!).
-- ``PROM_REWARD_FAILURE_REWARD``: required, a number or ``min``.
-- ``PROM_REWARD_RUBRIC`` (helpfulness), ``PROM_REWARD_MODE`` (absolute | pairwise_group),
-  ``PROM_REWARD_GROUP_SIZE`` (pairwise_group: ``--rollout.n_samples_per_prompt``),
-  ``PROM_REWARD_GROUP_WAIT_S`` (60),
-  ``PROM_REWARD_NORMALIZE`` (unit | symmetric), ``PROM_REWARD_MAX_TOKENS``,
-  ``PROM_REWARD_BATCH_WINDOW_MS`` (50), ``PROM_REWARD_MAX_BATCH_SIZE`` (256),
-  ``PROM_REWARD_TIMEOUT`` (170 s; then the sample fails), ``PROM_REWARD_STRIP`` (comma-separated).
-
-A judge call that fails (backend down) fails its samples with the reason instead of raising:
-OpenRLHF would only log the exception and keep a sample without a reward. ``configure(reward,
-failure_reward=...)`` installs a ready ``PrometheusReward`` instead
-(tests, custom judges); ``reset()`` drops the process-wide state.
+A sample that cannot be judged fails alone with its reason; a judge outage is retried within the
+outage budget and the request timeout, then (``on_outage=fail``, the default) the unanswered
+samples get the failure reward with the cause: a raise would only be logged by OpenRLHF, which
+then keeps a sample without a reward and crashes in ``make_experience_batch``. With
+``on_outage=raise`` the error is logged at ERROR level and raised. ``configure(reward,
+**settings)`` installs a ready ``PrometheusReward`` instead (tests, custom judges; its own config
+decides mode, rubric and outage policy, the settings the rest); ``reset()`` drops the
+process-wide state.
 
 Example:
     >>> from prom_reward import PrometheusJudge
@@ -41,120 +36,36 @@ Example:
 from __future__ import annotations
 
 import logging
-import os
 import threading
-from dataclasses import dataclass, fields
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
+from prom_reward.errors import PromRewardError
+from prom_reward.integrations.batched_reward import BatchedReward
 from prom_reward.integrations.batching import DeadlineExceeded
-from prom_reward.errors import ConfigError, PromRewardError
-from prom_reward.integrations.batched_reward import BatchedReward, FailurePolicy
-from prom_reward.integrations.openrlhf_inputs import drop_invalid, make_jobs, reward_dict, unjudged
+from prom_reward.integrations.openrlhf_inputs import make_samples, reward_dict
+from prom_reward.integrations.settings import RewardSettings
+from prom_reward.integrations.startup import check_judge
 
 logger = logging.getLogger(__name__)
 _lock = threading.Lock()
-_state: "_State | None" = None
-
-
-@dataclass(frozen=True)
-class FuncConfig:
-    """The ``reward_func`` settings (from ``PROM_REWARD_*`` variables and/or ``PROM_REWARD_CONFIG``)."""
-
-    failure_reward: Any
-    judge_url: tuple[str, ...] = ()
-    judge_model: str | None = None
-    rubric: Any = "helpfulness"
-    mode: str = "absolute"
-    group_size: int | None = None
-    group_wait_s: float = 60.0
-    normalize: str | None = None
-    max_tokens: int | None = None
-    batch_window_ms: float = 50.0
-    max_batch_size: int = 256
-    timeout: float = 170.0
-    strip: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "failure_reward", FailurePolicy(self.failure_reward))
-        for name in ("judge_url", "strip"):
-            value = getattr(self, name)
-            if isinstance(value, str):
-                value = [v.strip() for v in value.split(",") if v.strip()]
-            object.__setattr__(self, name, tuple(value or ()))
-        if bool(self.judge_url) == bool(self.judge_model):
-            raise ConfigError("reward_func: set exactly one of PROM_REWARD_JUDGE_URL (comma-separated "
-                              "OpenAI-compatible judge URLs) and PROM_REWARD_JUDGE_MODEL (in-process vLLM judge), "
-                              f"got judge_url={self.judge_url!r}, judge_model={self.judge_model!r}")
-        for name, kind in (("group_size", int), ("max_tokens", int), ("max_batch_size", int),
-                           ("batch_window_ms", float), ("timeout", float), ("group_wait_s", float)):
-            value = getattr(self, name)
-            if value is not None and not isinstance(value, kind):
-                try:
-                    object.__setattr__(self, name, kind(value))
-                except (TypeError, ValueError):
-                    raise ConfigError(f"reward_func: {name}: expected {kind.__name__}, got {value!r}") from None
-        if self.normalize == "":
-            object.__setattr__(self, "normalize", None)
-
-    @classmethod
-    def from_env(cls, env: Any = None) -> "FuncConfig":
-        """Read ``PROM_REWARD_CONFIG`` (YAML) then the ``PROM_REWARD_*`` variables (which win)."""
-        env = os.environ if env is None else env
-        values: dict[str, Any] = {}
-        path = env.get("PROM_REWARD_CONFIG")
-        if path:
-            import yaml
-
-            loaded = yaml.safe_load(Path(path).read_text()) or {}
-            if not isinstance(loaded, dict):
-                raise ConfigError(f"{path}: expected a YAML mapping of reward_func settings, got "
-                                  f"{type(loaded).__name__}")
-            values.update(loaded)
-        names = {f.name for f in fields(cls)}
-        unknown = set(values) - names
-        if unknown:
-            raise ConfigError(f"{path}: unknown keys {sorted(unknown)}; valid keys: {sorted(names)}")
-        for name in names:
-            if f"PROM_REWARD_{name.upper()}" in env:
-                values[name] = env[f"PROM_REWARD_{name.upper()}"]
-        if values.get("failure_reward") in (None, ""):
-            raise ConfigError(
-                "reward_func: PROM_REWARD_FAILURE_REWARD is not set. OpenRLHF needs a number for every sample, also "
-                "where the judge gave no verdict: set it to a number on your reward scale or 'min' (the lowest reward "
-                "of the scale); such samples are flagged judge_failed=1 and counted either way")
-        return cls(**values)
-
-    def build(self) -> Any:
-        """The ``PrometheusReward`` these settings describe."""
-        from prom_reward.core.judge import PrometheusJudge
-        from prom_reward.rewards.reward import PrometheusReward
-
-        sampling = {"max_tokens": self.max_tokens} if self.max_tokens else None
-        if self.judge_url:
-            judge = PrometheusJudge(backend="openai", base_url=list(self.judge_url), sampling=sampling)
-        else:
-            judge = PrometheusJudge(model=self.judge_model, backend="vllm", sampling=sampling)
-        return PrometheusReward(judge, rubric=self.rubric, mode=self.mode, normalize=self.normalize)
+_state: _State | None = None
 
 
 @dataclass
 class _State:
     batched: BatchedReward
-    policy: FailurePolicy
+    settings: RewardSettings
     config: Any
-    timeout: float
-    strip: tuple[str, ...]
 
 
-def configure(reward: Any, *, failure_reward: Any, batch_window_ms: float = 50.0, max_batch_size: int = 256,
-              group_size: int | None = None, group_wait_s: float = 60.0, timeout: float = 170.0,
-              strip: Sequence[str] = ()) -> BatchedReward:
-    """Install ``reward`` (a ``PrometheusReward``) as the process-wide judge of ``reward_func``; returns its queue."""
+def configure(reward: Any, **settings: Any) -> BatchedReward:
+    """Install ``reward`` (a ``PrometheusReward``) as the process-wide judge of ``reward_func``; ``settings`` are
+    ``RewardSettings`` fields (explicit, over the environment); returns its queue."""
     global _state
-    new = _new_state(reward, FailurePolicy(failure_reward), batch_window_ms=batch_window_ms,
-                     max_batch_size=max_batch_size, group_size=group_size, group_wait_s=group_wait_s,
-                     timeout=timeout, strip=strip)
+    new = _new_state(reward, RewardSettings.load(settings))
     with _lock:
         old, _state = _state, new
     if old is not None:
@@ -162,12 +73,12 @@ def configure(reward: Any, *, failure_reward: Any, batch_window_ms: float = 50.0
     return new.batched
 
 
-def _new_state(reward: Any, policy: FailurePolicy, *, batch_window_ms: float, max_batch_size: int,
-               group_size: int | None, group_wait_s: float, timeout: float, strip: Sequence[str]) -> _State:
+def _new_state(reward: Any, s: RewardSettings) -> _State:
     """The process-wide state for ``reward``: its batched queue and the settings ``reward_func`` reads."""
-    batched = BatchedReward(reward, max_wait_s=batch_window_ms / 1000, max_batch_size=max_batch_size,
-                            group_size=group_size, group_wait_s=group_wait_s)
-    return _State(batched, policy, reward.config, float(timeout), tuple(strip))
+    batched = BatchedReward(reward, max_wait_s=s.batch_window_ms / 1000, max_batch_size=s.max_batch_size,
+                            max_concurrent=s.max_concurrent_batches, group_size=s.group_size,
+                            group_wait_s=s.group_wait_s)
+    return _State(batched, s, reward.config)
 
 
 def reset() -> None:
@@ -189,36 +100,37 @@ def _get() -> _State:
     with _lock:
         if _state is None:
             try:
-                cfg = FuncConfig.from_env()
-                _state = _new_state(cfg.build(), cfg.failure_reward, batch_window_ms=cfg.batch_window_ms,
-                                    max_batch_size=cfg.max_batch_size, group_size=cfg.group_size,
-                                    group_wait_s=cfg.group_wait_s, timeout=cfg.timeout, strip=cfg.strip)
+                settings = RewardSettings.load()
+                reward = settings.build_reward()
+                check_judge(settings.judge_url, settings.judge_model, health=reward.health)
+                _state = _new_state(reward, settings)
             except PromRewardError as e:  # OpenRLHF logs reward_func errors at INFO only: say it loudly
                 logger.error("prom-reward reward_func is not configured: %s", e)
                 raise
-            logger.info("prom-reward reward_func ready (mode %s, failure reward %s)", cfg.mode,
-                        cfg.failure_reward.value)
+            logger.info("prom-reward reward_func ready (mode %s, failure reward %s)", settings.mode,
+                        settings.failure_reward.value)
         return _state
 
 
 def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence[Any] | None = None) -> dict[str, Any]:
     """OpenRLHF's ``reward_func``: ``{"rewards", "scores", "extra_logs", "judge_failures", "failure_reasons"}``."""
     state = _get()
+    s = state.settings
     keys = state.batched.extra_log_keys
-    jobs, reasons, _ = make_jobs(list(queries), list(prompts), None if labels is None else list(labels), state.strip)
-    drop_invalid(state.batched, jobs, reasons)
-    live = [j for j in jobs if j is not None]
+    samples, reasons, _ = make_samples(list(queries), list(prompts), None if labels is None else list(labels), s.strip)
+    live = [x for x in samples if x is not None]
     try:
-        judged = state.batched.score(live, timeout=state.timeout) if live else []
+        judged = state.batched.score(live, timeout=s.request_timeout) if live else []
     except DeadlineExceeded as e:
         logger.warning("%d sample(s) failed on the deadline: %s", len(live), e)
-        judged = [unjudged(str(e), keys) for _ in live]
-    except PromRewardError as e:  # judge backend down: a raise here would leave OpenRLHF a sample without reward
-        logger.error("judge call failed, %d sample(s) get the failure reward: %s", len(live), e)
-        judged = [unjudged(f"the judge call failed: {e}", keys) for _ in live]
+        judged = [state.batched.unjudged(str(e)) for _ in live]
+    except PromRewardError as e:  # on_outage=raise (or a configuration error): OpenRLHF logs it at INFO only
+        logger.error("prom-reward reward_func stops the run: %s", e)
+        raise
     it = iter(judged)
-    results = [next(it) if j is not None else unjudged(r or "", keys) for j, r in zip(jobs, reasons)]
-    out = reward_dict(results, state.policy, state.config, keys)
+    results = [next(it) if x is not None else state.batched.unjudged(r or "")
+               for x, r in zip(samples, reasons, strict=True)]
+    out = reward_dict(results, s.failure_reward, state.config, keys)
     if out["judge_failures"]:
         logger.warning("%d of %d sample(s) failed and got the failure reward (reason: %s)", out["judge_failures"],
                        len(results), next(r for r in out["failure_reasons"] if r))

@@ -1,4 +1,4 @@
-"""OpenRLHF's reward inputs -> ``JudgeJob``s, and ``JobResult``s -> OpenRLHF's reward dict.
+"""OpenRLHF's reward inputs -> ``RewardSample``s, and ``JobResult``s -> OpenRLHF's reward dict.
 
 Shared by the HTTP server (``openrlhf_server``) and the in-process ``reward_func``
 (``openrlhf_func``), which receive the same ``queries, prompts, labels``:
@@ -8,13 +8,13 @@ Shared by the HTTP server (``openrlhf_server``) and the in-process ``reward_func
   of the prompt: ``split_query`` finds the longest suffix of the prompt that the query starts
   with (at least ``MIN_OVERLAP`` characters, or the whole prompt when shorter) and takes the
   rest as the response. The judge still gets the full prompt.
-- ``label`` (``--data.label_key``): a string or number (the reference answer), a list of them
-  (one: that answer; several: acceptable answers, one per line), or a dict with any of
+- ``label`` (``--data.label_key``): a string or finite number (the reference answer), a list of
+  them (one: that answer; several: acceptable answers, one per line), or a dict with any of
   ``reference_answer``, ``rubric``, ``instruction`` (other keys are ignored, logged once).
 
-A sample whose input cannot be used (no overlap, an unusable label) is not judged: it comes
-back as a failed ``JobResult`` with the reason (never an HTTP error: OpenRLHF answers any
-non-200 with five retries and then a sample without a reward).
+A sample whose input cannot be used (no overlap, an unusable label, a NaN or infinite number)
+is not judged: it comes back as a failed ``JobResult`` with the reason (never an HTTP error:
+OpenRLHF answers any non-200 with five retries and then a sample without a reward).
 
 Example:
     >>> split_query("ong prompt. Answer: 42</s>", "A long prompt. Answer:", strip=["</s>"])
@@ -26,10 +26,13 @@ Example:
 from __future__ import annotations
 
 import logging
-from typing import Any, Sequence
+import math
+from collections.abc import Sequence
+from typing import Any
 
 from prom_reward.errors import InputError
-from prom_reward.integrations.batched_reward import FailurePolicy, JobResult, JudgeJob
+from prom_reward.integrations.batched_reward import FailurePolicy, JobResult
+from prom_reward.rewards.samples import RewardSample
 
 MIN_OVERLAP = 8
 """Characters of prompt suffix a left-truncated query must start with to be split."""
@@ -69,6 +72,13 @@ def split_query(query: str, prompt: str, strip: Sequence[str] = ()) -> tuple[str
     return response.strip(), truncated
 
 
+def _scalar(value: Any, where: str) -> str:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InputError(f"{where}: {value!r} is not a finite number; a reference answer must be text or a finite "
+                         "number: fix or drop that label in the dataset", field="labels")
+    return str(value)
+
+
 def _answer(value: Any, where: str) -> str | None:
     if value is None or value == "":
         return None
@@ -81,13 +91,13 @@ def _answer(value: Any, where: str) -> str | None:
             if isinstance(v, bool) or not isinstance(v, (str, int, float)):
                 raise InputError(f"{where}: a list label must hold strings or numbers, got {type(v).__name__}",
                                  field="labels")
-            parts.append(str(v))
+            parts.append(_scalar(v, where))
         return "\n".join(parts) or None
-    return str(value)
+    return _scalar(value, where)
 
 
 def label_fields(label: Any) -> dict[str, Any]:
-    """The ``JudgeJob`` fields a label sets (``reference_answer``, ``rubric``, ``instruction``).
+    """The ``RewardSample`` fields a label sets (``reference_answer``, ``rubric``, ``instruction``).
 
     >>> label_fields({"reference_answer": "Paris", "rubric": "factuality"})
     {'reference_answer': 'Paris', 'rubric': 'factuality'}
@@ -121,13 +131,13 @@ def label_fields(label: Any) -> dict[str, Any]:
     return out
 
 
-def make_jobs(queries: Sequence[str], prompts: Sequence[str], labels: Sequence[Any] | None,
-              strip: Sequence[str] = ()) -> tuple[list[JudgeJob | None], list[str | None], int]:
-    """``(jobs, reasons, truncated)``: a job per sample, or None with the reason it cannot be judged."""
-    jobs: list[JudgeJob | None] = []
+def make_samples(queries: Sequence[str], prompts: Sequence[str], labels: Sequence[Any] | None,
+                 strip: Sequence[str] = ()) -> tuple[list[RewardSample | None], list[str | None], int]:
+    """``(samples, reasons, truncated)``: a sample per query, or None with the reason it cannot be judged."""
+    jobs: list[RewardSample | None] = []
     reasons: list[str | None] = []
     truncated = 0
-    for i, (q, p) in enumerate(zip(queries, prompts)):
+    for i, (q, p) in enumerate(zip(queries, prompts, strict=True)):
         try:
             response, cut = split_query(q, p, strip)
             fields = label_fields(labels[i] if labels is not None else None)
@@ -137,25 +147,9 @@ def make_jobs(queries: Sequence[str], prompts: Sequence[str], labels: Sequence[A
             reasons.append(f"sample {i}: {e}")
             continue
         truncated += cut
-        jobs.append(JudgeJob(prompt=p, response=response, **fields))
+        jobs.append(RewardSample(prompt=p, response=response, **fields))
         reasons.append(None)
     return jobs, reasons, truncated
-
-
-def drop_invalid(batched: Any, jobs: list[JudgeJob | None], reasons: list[str | None]) -> None:
-    """Turn jobs the reward would reject (``BatchedReward.validate``) into reasons, in place."""
-    for i, job in enumerate(jobs):
-        if job is not None:
-            try:
-                batched.validate([job])
-            except InputError as e:
-                logger.warning("sample %d not judged: %s", i, e)
-                jobs[i], reasons[i] = None, f"sample {i}: {e}"
-
-
-def unjudged(reason: str, keys: Sequence[str]) -> JobResult:
-    """A failed ``JobResult`` for a sample that never reached the judge (the batch metrics read 0)."""
-    return JobResult(None, True, reason, None, 0, 0.0, {k: 0.0 for k in keys[3:]})
 
 
 def reward_dict(results: Sequence[JobResult], policy: FailurePolicy, config: Any,

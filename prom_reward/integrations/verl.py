@@ -14,15 +14,19 @@ template (system prompt folded into the user turn where the template has no syst
 the Prometheus 2 training form). Otherwise ``judge_url`` / ``PROM_REWARD_JUDGE_URL`` names
 OpenAI-compatible judge servers (``prom-reward serve``, vLLM).
 
-Settings (first found wins): ``reward.custom_reward_function.reward_kwargs.<name>``, the
-environment variable, a YAML file (``config_file`` / ``PROM_REWARD_CONFIG``, keys = names
-below, plus ``judge:`` and ``reward:`` dicts of extra ``PrometheusJudge`` /
-``PrometheusReward`` options): see ``SETTINGS``. ``failure_reward`` is required: a sample
-the judge fails on scores it (a number or ``min``), flagged ``judge_failed=1``, counted and logged.
+Settings: ``RewardSettings`` (``prom_reward.integrations.settings``): first
+``reward.custom_reward_function.reward_kwargs.<name>``, then the ``PROM_REWARD_<NAME>``
+environment variable, then a YAML file (``config_file`` / ``PROM_REWARD_CONFIG``); the table is in
+docs/verl.md. ``failure_reward`` is required: a sample the judge fails on scores it (a number or
+``min``), flagged ``judge_failed=1``, counted and logged. A sample that cannot be judged (a lone
+surrogate, a NaN ground truth, over the judge's context with ``overlong=fail``) fails alone; a
+judge outage is retried within the outage budget, then fails the unanswered samples with the
+cause (``on_outage=fail``) or raises ``JudgeUnavailableError``, which stops the step
+(``on_outage=raise``). The first call in each worker checks the judge (``startup.check_judge``).
 
 Each call returns the same keys: ``score``, ``judge_reward`` (None when failed),
-``judge_failed`` (0/1) and the batch metrics of ``BatchedReward.extra_log_keys``, plus
-``judge_feedback`` when the reward's ``log_feedback`` is on.
+``judge_failure_reason`` (None unless failed), ``judge_failed`` (0/1) and the batch metrics of
+``BatchedReward.extra_log_keys``, plus ``judge_feedback`` when the reward's ``log_feedback`` is on.
 
 Example:
     >>> import asyncio
@@ -39,38 +43,24 @@ Example:
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 from dataclasses import dataclass
 from typing import Any
 
-from prom_reward.errors import ConfigError, InputError
-from prom_reward.integrations.batched_reward import BatchedReward, FailurePolicy, JobResult, JudgeJob
+from prom_reward.errors import InputError
+from prom_reward.integrations.batched_reward import BatchedReward, JobResult
+from prom_reward.integrations.settings import RewardSettings
+from prom_reward.integrations.startup import check_judge
+from prom_reward.rewards.samples import RewardSample
 
 logger = logging.getLogger(__name__)
 
-SETTINGS: dict[str, str] = {
-    "judge_url": "PROM_REWARD_JUDGE_URL",  # comma-separated .../v1 URLs; overrides verl's router
-    "judge_model": "PROM_REWARD_JUDGE_MODEL",  # served model name (default: the server's first model)
-    "rubric": "PROM_REWARD_RUBRIC",
-    "mode": "PROM_REWARD_MODE",
-    "score": "PROM_REWARD_SCORE",
-    "normalize": "PROM_REWARD_NORMALIZE",
-    "failure_reward": "PROM_REWARD_FAILURE_REWARD",  # required: a number or "min"
-    "group_size": "PROM_REWARD_GROUP_SIZE",  # pairwise_group: actor_rollout_ref.rollout.n
-    "batch_window_ms": "PROM_REWARD_BATCH_WINDOW_MS",  # as reward-server --batch-window-ms
-    "max_batch_size": "PROM_REWARD_MAX_BATCH_SIZE",
-    "timeout": "PROM_REWARD_TIMEOUT",  # seconds a sample may wait for its batch to start
-    "config_file": "PROM_REWARD_CONFIG",
-}
-"""Setting name -> environment variable."""
-_DEFAULTS = {"rubric": "helpfulness", "mode": "absolute", "score": "sample", "batch_window_ms": 50.0,
-             "max_batch_size": 512}
-_NUMBERS = {"group_size": int, "batch_window_ms": float, "max_batch_size": int, "timeout": float}
 _VERL_KWARGS = {"num_turns", "rollout_reward_scores", "reward_router_address", "reward_model_tokenizer"}
 
 _lock = threading.Lock()
-_states: dict[Any, "_State"] = {}
+_states: dict[Any, _State] = {}
 _configured: dict[str, Any] = {}
 stats: dict[str, int] = {"items": 0, "failures": 0}
 """Running counts in this process: samples scored and samples the judge failed on."""
@@ -84,18 +74,18 @@ class _State:
     timeout: float | None
 
 
-def configure(reward: Any, failure_reward: Any = None, **batching: Any) -> None:
-    """Use ``reward`` (a ``PrometheusReward``) in this process instead of the settings.
+def configure(reward: Any, failure_reward: Any = None, **settings: Any) -> None:
+    """Use ``reward`` (a ``PrometheusReward``) in this process instead of building one from the settings.
 
-    ``failure_reward`` (a number or ``"min"``; None: the ``failure_reward`` setting) is
-    required by the first score; ``batching``: ``batch_window_ms``, ``max_batch_size``,
-    ``group_size``, ``timeout``.
+    ``failure_reward`` and ``settings`` are ``RewardSettings`` fields (explicit, over the environment and
+    YAML), read on the first score (``failure_reward`` is required by then); the reward's own config
+    decides mode, rubric and outage policy.
 
     >>> configure(object(), failure_reward=0.0); reset()
     """
     reset()
     with _lock:
-        _configured.update(reward=reward, failure_reward=failure_reward, batching=batching)
+        _configured.update(reward=reward, settings={"failure_reward": failure_reward, **settings})
 
 
 def reset() -> None:
@@ -112,92 +102,6 @@ def reset() -> None:
         s.batched.close()
 
 
-def settings(kwargs: dict[str, Any] | None = None, env: dict[str, str] | None = None) -> dict[str, Any]:
-    """The effective settings: ``kwargs`` (verl's reward_kwargs), then ``env``, then the YAML file.
-
-    >>> settings({"rubric": "honesty"}, env={"PROM_REWARD_FAILURE_REWARD": "min"})["failure_reward"]
-    'min'
-    """
-    kwargs = {k: v for k, v in (kwargs or {}).items() if k not in _VERL_KWARGS}
-    unknown = sorted(set(kwargs) - set(SETTINGS) - {"judge", "reward"})
-    if unknown:
-        raise ConfigError(f"reward_kwargs: unknown setting(s) {unknown}; expected some of {sorted(SETTINGS)} "
-                          "(plus 'judge' and 'reward' option dicts)")
-    env = dict(os.environ if env is None else env)
-    out: dict[str, Any] = {}
-    for name, var in SETTINGS.items():
-        if kwargs.get(name) is not None:
-            out[name] = kwargs[name]
-        elif env.get(var, "").strip():
-            out[name] = env[var].strip()
-    for name in ("judge", "reward"):
-        if kwargs.get(name) is not None:
-            out[name] = dict(kwargs[name])
-    if out.get("config_file"):
-        for name, value in _read_yaml(str(out["config_file"])).items():
-            out.setdefault(name, value)
-    for name, value in _DEFAULTS.items():
-        out.setdefault(name, value)
-    for name, kind in _NUMBERS.items():
-        if out.get(name) is not None:
-            try:
-                out[name] = kind(out[name])
-            except (TypeError, ValueError):
-                raise ConfigError(f"{name} ({SETTINGS[name]}): expected {kind.__name__}, got {out[name]!r}") from None
-    return out
-
-
-def _read_yaml(path: str) -> dict[str, Any]:
-    import yaml
-
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f) or {}
-    except OSError as e:
-        raise ConfigError(f"config_file: cannot read {path!r} ({e}); fix PROM_REWARD_CONFIG / reward_kwargs") from e
-    if not isinstance(data, dict):
-        raise ConfigError(f"config_file {path!r}: expected a mapping of settings, got {type(data).__name__}")
-    unknown = sorted(set(data) - set(SETTINGS) - {"judge", "reward"})
-    if unknown:
-        raise ConfigError(f"config_file {path!r}: unknown key(s) {unknown}; expected some of {sorted(SETTINGS)}, "
-                          "'judge', 'reward'")
-    return data
-
-
-def reward_from_settings(s: dict[str, Any], reward_router_address: str | None = None,
-                         reward_model_tokenizer: Any = None) -> Any:
-    """The ``PrometheusReward`` that settings ``s`` describe; the judge goes to ``judge_url`` if set,
-    else through verl's router at ``reward_router_address``. There, whether the judge's chat
-    template takes a system message is read from ``reward_model_tokenizer`` (the judge's own
-    tokenizer): verl's router turns vLLM's 400 into a 500, which breaks the ``/tokenize`` probe.
-
-    >>> r = reward_from_settings(settings(env={}), reward_router_address="10.0.0.2:8123")
-    >>> r._judge_spec["base_url"]
-    ['http://10.0.0.2:8123/v1']
-    """
-    from prom_reward.rewards.reward import PrometheusReward
-
-    url = s.get("judge_url")
-    urls = [u.strip() for u in (url.split(",") if isinstance(url, str) else url or []) if u.strip()]
-    via_router = not urls and bool(reward_router_address)
-    if via_router:
-        urls = [f"http://{reward_router_address}/v1"]
-    if not urls:
-        raise ConfigError("no judge: verl passed no reward_router_address (reward.reward_model.enable is off) and "
-                          "PROM_REWARD_JUDGE_URL / reward_kwargs.judge_url is not set; either let verl serve the "
-                          "judge (reward.reward_model.enable=True, model_path=<judge>) or give judge server URLs, "
-                          "e.g. http://judge:8000/v1,http://judge:8001/v1")
-    judge: dict[str, Any] = {"backend": "openai", "base_url": urls, **dict(s.get("judge") or {})}
-    if s.get("judge_model"):
-        judge["model"] = s["judge_model"]
-    if via_router and reward_model_tokenizer is not None and "system_role" not in judge:
-        from prom_reward.format.wire import template_accepts_system
-
-        judge["system_role"] = template_accepts_system(reward_model_tokenizer)
-    return PrometheusReward(judge, rubric=s["rubric"], mode=s["mode"], score=s["score"],
-                            normalize=s.get("normalize") or None, **dict(s.get("reward") or {}))
-
-
 def _state(reward_router_address: str | None, kwargs: dict[str, Any], tokenizer: Any = None) -> _State:
     pid = os.getpid()
     key = "configured" if _configured else (reward_router_address, repr(sorted(kwargs.items(), key=str)))
@@ -206,17 +110,17 @@ def _state(reward_router_address: str | None, kwargs: dict[str, Any], tokenizer:
         if st is not None and st.pid == pid:
             return st
         if _configured:
-            s = settings({k: v for k, v in _configured["batching"].items()})
-            reward, failure = _configured["reward"], _configured["failure_reward"]
-            if failure is None:
-                failure = s.get("failure_reward")
+            s = RewardSettings.load(_configured["settings"])
+            reward = _configured["reward"]
         else:
-            s = settings(kwargs)
-            reward, failure = reward_from_settings(s, reward_router_address, tokenizer), s.get("failure_reward")
-        policy = FailurePolicy(failure)  # raises (no silent default) when unset
-        batched = BatchedReward(reward, max_wait_s=s["batch_window_ms"] / 1000, max_batch_size=s["max_batch_size"],
-                                group_size=s.get("group_size"))
-        st = _states[key] = _State(pid, batched, policy.value_for(reward.config), s.get("timeout"))
+            s = RewardSettings.load({k: v for k, v in kwargs.items() if k not in _VERL_KWARGS})
+            reward = s.build_reward(reward_router_address, tokenizer)
+            urls = list(s.judge_url) or ([f"http://{reward_router_address}/v1"] if reward_router_address else [])
+            check_judge(urls, s.judge_model, health=reward.health)
+        batched = BatchedReward(reward, max_wait_s=s.batch_window_ms / 1000, max_batch_size=s.max_batch_size,
+                                max_concurrent=s.max_concurrent_batches, group_size=s.group_size,
+                                group_wait_s=s.group_wait_s)
+        st = _states[key] = _State(pid, batched, s.failure_reward.value_for(reward.config), s.request_timeout)
         logger.info("prom-reward verl judge ready in pid %d: %r, failure reward %s", pid, reward, st.failure)
         return st
 
@@ -232,11 +136,16 @@ def _instruction(extra_info: Any) -> Any:
                      "extra_info['question'] when preparing the verl dataset", field="extra_info")
 
 
-def _job(solution_str: Any, ground_truth: Any, extra_info: Any) -> JudgeJob:
+def _sample(solution_str: Any, ground_truth: Any, extra_info: Any) -> RewardSample | str:
+    """The sample verl's arguments describe, or the reason it cannot be judged (a NaN ground truth)."""
     info = extra_info if isinstance(extra_info, dict) else {}
+    instruction = _instruction(extra_info)
+    if isinstance(ground_truth, float) and not math.isfinite(ground_truth):
+        return (f"ground_truth is {ground_truth!r}, not a reference answer: fix reward_model.ground_truth of this "
+                "row (None or '' for none)")
     ref = None if ground_truth is None or ground_truth == "" else str(ground_truth)
-    return JudgeJob(prompt=_instruction(extra_info), response=str(solution_str), reference_answer=ref,
-                    rubric=info.get("rubric"))
+    return RewardSample(prompt=instruction, response=str(solution_str), reference_answer=ref,
+                        rubric=info.get("rubric"))
 
 
 def _fields(st: _State, res: JobResult) -> dict[str, Any]:
@@ -248,7 +157,8 @@ def _fields(st: _State, res: JobResult) -> dict[str, Any]:
         logger.warning("prom-reward judge failed on a sample (%s); scored it %s (%d of %d failed so far)",
                        res.reason, st.failure, failures, items)
     out: dict[str, Any] = {"score": st.failure if res.reward is None else float(res.reward),
-                           "judge_reward": None if res.reward is None else float(res.reward)}
+                           "judge_reward": None if res.reward is None else float(res.reward),
+                           "judge_failure_reason": res.reason if res.failed else None}
     out.update(res.extra_logs())
     if st.batched.reward.config.log_feedback:
         out["judge_feedback"] = res.feedback
@@ -264,7 +174,10 @@ async def compute_score(data_source: Any = None, solution_str: str = "", ground_
     whether that template takes a system message.
     """
     st = _state(reward_router_address, kwargs, reward_model_tokenizer)
-    [res] = await st.batched.ascore([_job(solution_str, ground_truth, extra_info)], timeout=st.timeout)
+    sample = _sample(solution_str, ground_truth, extra_info)
+    if isinstance(sample, str):
+        return _fields(st, st.batched.unjudged(sample))
+    [res] = await st.batched.ascore([sample], timeout=st.timeout)
     return _fields(st, res)
 
 
@@ -281,5 +194,8 @@ def compute_score_sync(data_source: Any = None, solution_str: str = "", ground_t
     >>> reset()
     """
     st = _state(reward_router_address, kwargs, reward_model_tokenizer)
-    [res] = st.batched.score([_job(solution_str, ground_truth, extra_info)], timeout=st.timeout)
+    sample = _sample(solution_str, ground_truth, extra_info)
+    if isinstance(sample, str):
+        return _fields(st, st.batched.unjudged(sample))
+    [res] = st.batched.score([sample], timeout=st.timeout)
     return _fields(st, res)

@@ -12,6 +12,12 @@ Modes (a registry; unknown names list the valid ones):
   both orders); reward = win rate (ties count half) or a Bradley-Terry log-strength
   within the group (``group_reward="bradley_terry"``).
 
+Reward paths never fail a batch for one sample (``prom_reward.rewards.guard``): a response
+over the judge's context is shortened to fit and counted (``overlong="truncate"``, the default:
+a policy that rambles gets a judged, usually low, score rather than an abstention it could learn
+to exploit) or fails alone (``"fail"``); a failing judge is retried per ``outage``
+(``prom_reward.backends.outage.OutagePolicy``; TRL's default: stop with the cause past the budget).
+
 Normalisation (off by default: GRPO and RLOO normalise per group anyway):
 ``"unit"`` maps to [0, 1] (1..5 -> (s-1)/4; +1/-1 -> 1/0), ``"symmetric"`` to [-1, 1]
 (1..5 -> (s-3)/2; P -> 2P-1). Bradley-Terry scores are unbounded, so they take none.
@@ -26,9 +32,10 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from prom_reward.backends.outage import OutagePolicy
 from prom_reward.errors import ConfigError, UnknownNameError
 from prom_reward.registry import Registry
 
@@ -42,6 +49,7 @@ _CHOICES = {
     "group_reward": ("win_rate", "bradley_terry"),
 }
 NORMALIZATIONS = (None, "unit", "symmetric")
+OVERLONG = ("truncate", "fail")
 
 
 @dataclass(frozen=True)
@@ -90,14 +98,21 @@ class RewardConfig:
     name: str = "prometheus"
     """Name of the reward in the trainer's logs (``rewards/<name>/...``)."""
 
+    overlong: str = "truncate"
+    """A response over the judge's context: ``truncate`` (shorten it to fit, counted in
+    ``truncated_responses``) or ``fail`` (that sample alone gets no reward, with the reason)."""
+
+    outage: OutagePolicy = field(default_factory=OutagePolicy)
+    """How a failing judge is retried, and what happens past the budget (``OutagePolicy``)."""
+
     def __post_init__(self) -> None:
         try:
             MODES.get(self.mode)
         except UnknownNameError as e:
             raise ConfigError(f"mode: {e}") from e
-        for field, valid in _CHOICES.items():
-            if getattr(self, field) not in valid:
-                raise ConfigError(f"{field}: expected one of {', '.join(valid)}, got {getattr(self, field)!r}")
+        for name, valid in _CHOICES.items():
+            if getattr(self, name) not in valid:
+                raise ConfigError(f"{name}: expected one of {', '.join(valid)}, got {getattr(self, name)!r}")
         if self.normalize not in NORMALIZATIONS:
             raise ConfigError(f"normalize: expected None, 'unit' or 'symmetric', got {self.normalize!r}")
         if not isinstance(self.num_samples, int) or self.num_samples < 1:
@@ -107,6 +122,10 @@ class RewardConfig:
                               "(or group_reward='win_rate', which lies in [0, 1])")
         if not isinstance(self.name, str) or not self.name:
             raise ConfigError(f"name: expected a non-empty string, got {self.name!r}")
+        if self.overlong not in OVERLONG:
+            raise ConfigError(f"overlong: expected one of {', '.join(OVERLONG)}, got {self.overlong!r}")
+        if not isinstance(self.outage, OutagePolicy):
+            raise ConfigError(f"outage: expected an OutagePolicy, got {type(self.outage).__name__}")
 
 
 def normalize_value(value: float | None, kind: str, how: str | None) -> float | None:

@@ -2,12 +2,16 @@
 
 Each mode makes one batched judge call (plus tie re-sampling inside the judge),
 judges identical items once, and returns rewards, feedback and batch metrics.
+The items are resolved ``RewardSample`` objects (``PrometheusReward.resolve``: text
+instruction and response, a ``Rubric``). Responses over the judge's context are
+shortened to fit (``overlong="truncate"``, counted in ``truncated_responses``) or fail
+their call (``"fail"``: ``ContextLengthError``, isolated by ``rewards.guard``).
 See ``reward_config`` for what each mode computes.
 
 Example:
     >>> from prom_reward import PrometheusJudge
     >>> judge = PrometheusJudge(backend="scripted", outputs=["Right. [RESULT] 5"])
-    >>> item = RewardItem("p", "What is 2+2?", "4", "helpfulness", None, None)
+    >>> item = RewardSample("p", "4", instruction="What is 2+2?", rubric="helpfulness")
     >>> absolute_rewards(judge, [item, item], RewardConfig()).rewards  # judged once
     [5.0, 5.0]
 """
@@ -15,36 +19,39 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from statistics import fmean
-from typing import Any, Callable, Hashable, Sequence
+from typing import Any
 
 from prom_reward.errors import InputError
-from prom_reward.rewards.config import RewardConfig, normalize_value
 from prom_reward.format.rubrics import get_rubric
-
-
-@dataclass(frozen=True)
-class RewardItem:
-    """One (prompt, completion) to reward, already turned into judge text."""
-
-    group: str
-    """Key of the prompt (completions with the same key are one group)."""
-    instruction: str
-    response: str
-    rubric: Any
-    reference_answer: str | None
-    baseline: str | None
+from prom_reward.rewards.config import RewardConfig, normalize_value
+from prom_reward.rewards.samples import RewardSample
 
 
 @dataclass
 class ModeOutput:
+    """What a mode (or a whole ``PrometheusReward.judge_batch``) returns, one entry per item."""
+
     rewards: list[float | None]
     feedback: list[str | None]
     metrics: dict[str, float] = field(default_factory=dict)
     judges: list[str | None] = field(default_factory=list)
     """Per item, which judge of a ``CascadeJudge`` decided (``primary``/``fallback``/``mixed``
     for a group member whose pairs were split); empty for a plain judge."""
+    reasons: list[str | None] = field(default_factory=list)
+    """Per item, why it has no reward (None where judged); empty when every item got one."""
+    neutralized: list[int] = field(default_factory=list)
+    """Per item, template markers neutralised in its texts; empty when there were none."""
+
+
+def _call_metrics(results: Sequence[Any]) -> dict[str, float]:
+    """Token and truncation counts of this call's judgments (read from the results, so concurrent
+    calls on one judge do not mix)."""
+    return {"judge_prompt_tokens": float(sum(r.prompt_tokens for r in results)),
+            "judge_completion_tokens": float(sum(r.completion_tokens for r in results)),
+            "truncated_responses": float(sum(bool(r.truncated) for r in results))}
 
 
 def _unique(items: Sequence[Any], key: Callable[[Any], Hashable]) -> tuple[list[Any], list[int]]:
@@ -65,13 +72,14 @@ def _rubric_key(rubric: Any) -> Hashable:
     return rubric if isinstance(rubric, Hashable) else get_rubric(rubric)
 
 
-def absolute_rewards(judge: Any, items: Sequence[RewardItem], cfg: RewardConfig) -> ModeOutput:
+def absolute_rewards(judge: Any, items: Sequence[RewardSample], cfg: RewardConfig) -> ModeOutput:
     uniq, where = _unique(items, lambda it: (it.instruction, it.response, _rubric_key(it.rubric), it.reference_answer))
     k = cfg.num_samples if cfg.score == "mean" else 1
     sampling = {"logprobs": 20} if cfg.score == "expected" and (judge.sampling.logprobs or 0) < 20 else None
     refs = [it.reference_answer for it in uniq]
     grades = judge.grade([it.instruction for it in uniq], [it.response for it in uniq], [it.rubric for it in uniq],
-                         refs if any(r is not None for r in refs) else None, num_samples=k, sampling=sampling)
+                         refs if any(r is not None for r in refs) else None, num_samples=k, sampling=sampling,
+                         truncate_response=cfg.overlong == "truncate")
     raw: list[float | None] = []
     for g in grades:
         if cfg.score == "sample":
@@ -89,6 +97,7 @@ def absolute_rewards(judge: Any, items: Sequence[RewardItem], cfg: RewardConfig)
         "abstain_rate": sum(r is None for r in rewards) / max(len(rewards), 1),
         "forced_rate": sum(g.forced for g in grades) / max(samples, 1),
         "unique_items": float(len(uniq)),
+        **_call_metrics(grades),
     }
     if ok:
         metrics["mean_score"] = fmean(ok)
@@ -97,7 +106,7 @@ def absolute_rewards(judge: Any, items: Sequence[RewardItem], cfg: RewardConfig)
     return ModeOutput(rewards, [grades[w].feedback for w in where], metrics, _deciders([grades[w] for w in where]))
 
 
-def reference_rewards(judge: Any, items: Sequence[RewardItem], cfg: RewardConfig) -> ModeOutput:
+def reference_rewards(judge: Any, items: Sequence[RewardSample], cfg: RewardConfig) -> ModeOutput:
     for i, it in enumerate(items):
         if not isinstance(it.baseline, str):
             raise InputError(f"item {i}: pairwise_reference needs a baseline response in the dataset column "
@@ -108,7 +117,8 @@ def reference_rewards(judge: Any, items: Sequence[RewardItem], cfg: RewardConfig
     refs = [it.reference_answer for it in uniq]
     verdicts = judge.compare([it.instruction for it in uniq], [it.response for it in uniq],
                              [it.baseline for it in uniq], [it.rubric for it in uniq],
-                             refs if any(r is not None for r in refs) else None, swap=True)
+                             refs if any(r is not None for r in refs) else None, swap=True,
+                             truncate_response=cfg.overlong == "truncate")
     raw: list[float | None] = []
     for v in verdicts:
         if cfg.pairwise_reward == "probability":
@@ -124,6 +134,7 @@ def reference_rewards(judge: Any, items: Sequence[RewardItem], cfg: RewardConfig
         "swap_agreement": fmean(agree) if agree else math.nan,
         "parse_failure_rate": sum(v.failures for v in verdicts) / max(sum(len(v.samples) for v in verdicts), 1),
         "abstain_rate": sum(r is None for r in rewards) / max(len(rewards), 1),
+        **_call_metrics(verdicts),
     }
     return ModeOutput(rewards, [verdicts[w].feedback for w in where], metrics,
                       _deciders([verdicts[w] for w in where]))
@@ -154,12 +165,12 @@ def bradley_terry(wins: list[list[float]], iterations: int = 100, prior: float =
     return [x - mean for x in logs]
 
 
-def group_rewards(judge: Any, items: Sequence[RewardItem], cfg: RewardConfig) -> ModeOutput:
-    groups: dict[str, list[int]] = {}
+def group_rewards(judge: Any, items: Sequence[RewardSample], cfg: RewardConfig) -> ModeOutput:
+    groups: dict[Hashable, list[int]] = {}
     for i, it in enumerate(items):
         groups.setdefault(it.group, []).append(i)
-    pairs: list[tuple[str, int, int]] = []  # (group, unique a, unique b)
-    members: dict[str, tuple[list[RewardItem], list[int]]] = {}
+    pairs: list[tuple[Hashable, int, int]] = []  # (group, unique a, unique b)
+    members: dict[Hashable, tuple[list[RewardSample], list[int]]] = {}
     for g, idx in groups.items():
         uniq, where = _unique([items[i] for i in idx], lambda it: it.response)
         members[g] = (uniq, where)
@@ -168,16 +179,17 @@ def group_rewards(judge: Any, items: Sequence[RewardItem], cfg: RewardConfig) ->
                              [members[g][0][a].response for g, a, _ in pairs],
                              [members[g][0][b].response for g, _, b in pairs],
                              [members[g][0][a].rubric for g, a, _ in pairs],
-                             _pair_refs(members, pairs), swap=True) if pairs else []
-    outcome: dict[str, dict[tuple[int, int], float]] = {g: {} for g in groups}
-    for (g, a, b), v in zip(pairs, verdicts):
+                             _pair_refs(members, pairs), swap=True,
+                             truncate_response=cfg.overlong == "truncate") if pairs else []
+    outcome: dict[Hashable, dict[tuple[int, int], float]] = {g: {} for g in groups}
+    for (g, a, b), v in zip(pairs, verdicts, strict=True):
         if v.winner is not None or v.tie:
             outcome[g][(a, b)] = 1.0 if v.winner == "A" else 0.0 if v.winner == "B" else 0.5
     rewards: list[float | None] = [None] * len(items)
     feedback: list[str | None] = [None] * len(items)
     judges: list[str | None] = [None] * len(items)
-    deciders: dict[tuple[str, int], set[str]] = {}
-    for (g, a, b), v in zip(pairs, verdicts):
+    deciders: dict[tuple[Hashable, int], set[str]] = {}
+    for (g, a, b), v in zip(pairs, verdicts, strict=True):
         if getattr(v, "decided_by", None):
             deciders.setdefault((g, a), set()).add(v.decided_by)
             deciders.setdefault((g, b), set()).add(v.decided_by)
@@ -201,6 +213,7 @@ def group_rewards(judge: Any, items: Sequence[RewardItem], cfg: RewardConfig) ->
         "degenerate_groups": float(degenerate),
         "parse_failure_rate": sum(v.failures for v in verdicts) / max(sum(len(v.samples) for v in verdicts), 1),
         "abstain_rate": sum(r is None for r in rewards) / max(len(rewards), 1),
+        **_call_metrics(verdicts),
     }
     return ModeOutput(rewards, feedback, metrics, judges if any(judges) else [])
 
@@ -211,7 +224,7 @@ def _deciders(results: Sequence[Any]) -> list[str | None]:
     return who if any(who) else []
 
 
-def _pair_refs(members: dict[str, Any], pairs: list[tuple[str, int, int]]) -> list[str | None] | None:
+def _pair_refs(members: dict[Hashable, Any], pairs: list[tuple[Hashable, int, int]]) -> list[str | None] | None:
     refs = [members[g][0][a].reference_answer for g, a, _ in pairs]
     return refs if any(r is not None for r in refs) else None
 
@@ -232,9 +245,10 @@ def _group_scores(n: int, outcome: dict[tuple[int, int], float], cfg: RewardConf
     return [strengths[i] if played[i] else None for i in range(n)]
 
 
-def _first_feedback(pairs: list[tuple[str, int, int]], verdicts: list[Any], group: str, n: int) -> list[str | None]:
+def _first_feedback(pairs: list[tuple[Hashable, int, int]], verdicts: list[Any], group: Hashable,
+                    n: int) -> list[str | None]:
     fb: list[str | None] = [None] * n
-    for (g, a, b), v in zip(pairs, verdicts):
+    for (g, a, b), v in zip(pairs, verdicts, strict=True):
         if g == group:
             for k in (a, b):
                 if fb[k] is None and v.feedback:

@@ -10,6 +10,13 @@ split, no verdict) is re-judged with fresh samples, up to ``max_tie_rounds`` tim
 undecided goes to the side its mean ``p_a`` over all rounds favours, and an exact 0.5 to a seeded
 coin flip: never to the first half by default.
 
+Every pair is judged through ``rewards.guard``: a pair that cannot be judged (a lone surrogate, a
+prompt over the judge's context with ``overlong="fail"``) is settled by the coin alone and counted
+(``unjudged_pairs``); a judge that stays down past the ``outage`` budget stops the step with
+``JudgeUnavailableError`` (TRL's online DPO cannot take a missing reward), or with
+``OutagePolicy(on_exhausted="fail")`` the unanswered pairs go to the coin, counted. Instructions and
+reference answers are neutralised like responses.
+
 OnlineDPO in TRL 1.16 passes no ``log_metric``/``log_extra`` (they are used when a trainer does):
 counters accumulate on ``.stats``, the last batch's metrics on ``.last_metrics``, and after
 ``reward.attach(trainer)`` each batch's metrics join the trainer's own logs (``<name>/coin_flips`` ...).
@@ -30,14 +37,19 @@ import dataclasses
 import random
 import time
 import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from statistics import fmean
-from typing import Any, Callable, Sequence
+from typing import Any
 
-from prom_reward.format.conversation import completion_text, prompt_text
-from prom_reward.errors import ConfigError, InputError
-from prom_reward.rewards.holder import JudgeHolder
+from prom_reward.backends.outage import JudgeHealth, OutagePolicy
 from prom_reward.core.results import Verdict
+from prom_reward.errors import ConfigError, InputError
+from prom_reward.format.conversation import completion_text, prompt_text
+from prom_reward.format.sanitize import neutralize
+from prom_reward.rewards.config import OVERLONG
+from prom_reward.rewards.guard import run_isolated
+from prom_reward.rewards.holder import JudgeHolder
 
 __all__ = ["OnlineDPOJudgeReward", "PairwiseRewardStats"]
 
@@ -72,6 +84,8 @@ class PairwiseRewardStats:
     """Of those, verdicts where both orders picked the same response."""
     first_half_wins: int = 0
     """Pairs whose first-half completion got 1.0 (a position-bias check: about half is healthy)."""
+    unjudged_pairs: int = 0
+    """Pairs that could not be judged at all (bad input, or no answer past the outage budget), settled by the coin."""
 
     @property
     def swap_agreement_rate(self) -> float:
@@ -84,8 +98,6 @@ class PairwiseRewardStats:
 
 
 class OnlineDPOJudgeReward(JudgeHolder):
-    _transient = ("_trainer",)
-
     """Pairwise judge reward for ``OnlineDPOTrainer(reward_funcs=...)`` (TRL 1.16 layout).
 
     Args:
@@ -95,15 +107,27 @@ class OnlineDPOJudgeReward(JudgeHolder):
             (pairwise needs only the criteria).
         reference_answer: reference answer for rows without one (None: judge without).
         rubric_column / reference_column: dataset columns read per row when the trainer passes them.
-        max_tie_rounds: re-judging rounds for undecided pairs.
+        max_tie_rounds: re-judging rounds for undecided pairs. 3, not the judge's 5
+            (``compare_by_grades``): here every round runs inside the training step and costs two
+            judge calls (both orders) per undecided pair, and a pair still undecided after three
+            rounds is settled by its mean p_a, which rarely flips with more rounds.
         seed: seed of the coin that settles pairs whose p_a is exactly 0.5.
         name: ``__name__`` (TRL's ``get_callable_name``) and the prefix of logged metrics.
+        overlong: a pair over the judge's context: ``truncate`` (shorten the responses) or ``fail``.
+        outage: how a failing judge is retried (``OutagePolicy``; default: stop past the budget).
     """
+
+    _transient = ("_trainer",)
 
     def __init__(self, judge: Any, rubric: Any = "helpfulness", *, reference_answer: str | None = None,
                  rubric_column: str = "rubric", reference_column: str = "reference_answer",
-                 max_tie_rounds: int = 3, seed: int = 0, name: str = "prometheus_pairwise") -> None:
+                 max_tie_rounds: int = 3, seed: int = 0, name: str = "prometheus_pairwise",
+                 overlong: str = "truncate", outage: OutagePolicy | None = None) -> None:
         super().__init__(judge)
+        if overlong not in OVERLONG:
+            raise ConfigError(f"overlong: expected one of {', '.join(OVERLONG)}, got {overlong!r}")
+        if outage is not None and not isinstance(outage, OutagePolicy):
+            raise ConfigError(f"outage: expected an OutagePolicy, got {type(outage).__name__}")
         if not isinstance(max_tie_rounds, int) or isinstance(max_tie_rounds, bool) or max_tie_rounds < 0:
             raise ConfigError(f"max_tie_rounds must be an int >= 0, got {max_tie_rounds!r}")
         if rubric is None:
@@ -114,13 +138,16 @@ class OnlineDPOJudgeReward(JudgeHolder):
         self.reference_column = reference_column
         self.max_tie_rounds = max_tie_rounds
         self.seed = seed
+        self.overlong = overlong
+        self.outage = outage or OutagePolicy()
+        self.health = JudgeHealth()
         self.__name__ = name
         self.stats = PairwiseRewardStats()
         self.last_metrics: dict[str, float] = {}
         self._rng = random.Random(seed)
         self._trainer: Callable[[], Any] | None = None
 
-    def attach(self, trainer: Any) -> "OnlineDPOJudgeReward":
+    def attach(self, trainer: Any) -> OnlineDPOJudgeReward:
         """Add each batch's metrics to ``trainer.stats``, which OnlineDPOTrainer averages into its
         logs (and resets) at every logging step. Holds only a weak reference; returns self."""
         if not isinstance(getattr(trainer, "stats", None), dict):
@@ -154,12 +181,43 @@ class OnlineDPOJudgeReward(JudgeHolder):
                              f"{type(values).__name__} of length {got}", field=name)
         return [default if v is None else v for v in list(values)[:b]]
 
+    def _neutralized(self, texts: tuple[list[str], list[str], list[str]],
+                     refs: list[Any]) -> tuple[tuple[list[str], list[str], list[str]], list[Any]]:
+        """Instructions and reference answers with template markers neutralised (the judge does the responses)."""
+        judge = self.judge
+        if not getattr(judge, "neutralize_markers", True):
+            return texts, refs
+        special = tuple(getattr(judge, "special_tokens", ()) or ())
+        ins = [neutralize(t, special)[0] for t in texts[0]]
+        refs = [neutralize(r, special)[0] if isinstance(r, str) else r for r in refs]
+        return (ins, texts[1], texts[2]), refs
+
+    def _judge_isolated(self, texts: tuple[list[str], list[str], list[str]], rubrics: list[Any],
+                        refs: list[Any]) -> tuple[list[list[Verdict]], int, dict[int, str]]:
+        """``_judge_pairs`` through ``rewards.guard``: (verdicts per pair, [] where the pair could not be
+        judged; tie rounds run; unjudged pair -> reason)."""
+        b = len(rubrics)
+
+        def call(idx: list[int]) -> tuple[list[list[Verdict]], int]:
+            pick = lambda xs: [xs[i] for i in idx]  # noqa: E731
+            return self._judge_pairs((pick(texts[0]), pick(texts[1]), pick(texts[2])), pick(rubrics), pick(refs))
+
+        iso = run_isolated([[i] for i in range(b)], call, self.outage, health=self.health)
+        history: list[list[Verdict]] = [[] for _ in range(b)]
+        rounds = 0
+        for idx, (verdicts, r) in iso.parts:
+            rounds = max(rounds, r)
+            for pos, i in enumerate(idx):
+                history[i] = verdicts[pos]
+        return history, rounds, {**iso.failed, **iso.outage}
+
     def _judge_pairs(self, texts: tuple[list[str], list[str], list[str]], rubrics: list[Any],
                      refs: list[Any]) -> tuple[list[list[Verdict]], int]:
         """Every pair's verdicts, first round then tie rounds; and the number of tie rounds run."""
         judge = self.judge
         ins, a, b = texts
-        history = [[v] for v in judge.compare(ins, a, b, rubrics, refs, swap=True)]
+        truncate = self.overlong == "truncate"
+        history = [[v] for v in judge.compare(ins, a, b, rubrics, refs, swap=True, truncate_response=truncate)]
         resample = {"temperature": 1.0} if judge.sampling.temperature == 0 else None
         rounds = 0
         while rounds < self.max_tie_rounds:
@@ -167,10 +225,13 @@ class OnlineDPOJudgeReward(JudgeHolder):
             if not todo:
                 break
             rounds += 1
-            pick = lambda xs: [xs[i] for i in todo]  # noqa: E731
+
+            def pick(xs: list[Any], todo: list[int] = todo) -> list[Any]:
+                return [xs[i] for i in todo]
+
             again = judge.compare(pick(ins), pick(a), pick(b), pick(rubrics), pick(refs), swap=True,
-                                  sampling=resample)
-            for i, v in zip(todo, again):
+                                  sampling=resample, truncate_response=truncate)
+            for i, v in zip(todo, again, strict=True):
                 history[i].append(v)
         return history, rounds
 
@@ -188,14 +249,16 @@ class OnlineDPOJudgeReward(JudgeHolder):
                  [completion_text(c, b + i) for i, c in enumerate(completions[b:])])
         rubrics = self._column(columns, self.rubric_column, b, self.rubric)
         refs = self._column(columns, self.reference_column, b, self.reference_answer)
+        texts, refs = self._neutralized(texts, refs)
         start = time.perf_counter()
-        history, rounds = self._judge_pairs(texts, rubrics, refs)
+        history, rounds, unjudged = self._judge_isolated(texts, rubrics, refs)
         seconds = time.perf_counter() - start
 
         s = self.stats
         before = dataclasses.replace(s)
         s.calls += 1
         s.pairs += b
+        s.unjudged_pairs += len(unjudged)
         rewards = [0.0] * (2 * b)
         how: list[str] = []
         for i, verdicts in enumerate(history):
@@ -206,8 +269,8 @@ class OnlineDPOJudgeReward(JudgeHolder):
                 if v.swap_agreement is not None:
                     s.swap_checked += 1
                     s.swap_agreed += v.swap_agreement
-            final = verdicts[-1]
-            if final.winner is not None:
+            final = verdicts[-1] if verdicts else None
+            if final is not None and final.winner is not None:
                 first, way = final.winner == "A", "judge"
                 s.decided_by_judge += 1
                 s.decided_after_ties += len(verdicts) > 1
@@ -233,12 +296,13 @@ class OnlineDPOJudgeReward(JudgeHolder):
             "coin_flips": float(delta["coin_flips"]), "judge_failures": float(delta["judge_failures"]),
             "swap_agreement": delta["swap_agreed"] / delta["swap_checked"] if delta["swap_checked"] else float("nan"),
             "first_half_win_rate": delta["first_half_wins"] / b, "judge_seconds": seconds,
+            "unjudged_pairs": float(len(unjudged)),
         }
         self.last_metrics = metrics
         self._log(metrics, log_metric)
         if log_extra is not None:
             log_extra(f"{self.__name__}_decided_by", how + how)
-            feedback = [vs[-1].feedback or "" for vs in history]
+            feedback = [(vs[-1].feedback if vs else unjudged.get(i)) or "" for i, vs in enumerate(history)]
             log_extra(f"{self.__name__}_feedback", feedback + feedback)
         return rewards
 

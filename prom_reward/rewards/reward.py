@@ -24,20 +24,26 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import math
+import re
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
 
+from prom_reward.backends.outage import JudgeHealth
+from prom_reward.core.items import check_text
+from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.conversation import completion_text, prompt_text
-from prom_reward.errors import ConfigError, InputError, PromRewardError
-from prom_reward.rewards.holder import JudgeHolder
-from prom_reward.rewards.config import RewardConfig
-from prom_reward.rewards.modes import MODE_FUNCTIONS, ModeOutput, RewardItem
-from prom_reward.format.rubrics import Rubric, get_rubric
+from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.sanitize import neutralize
+from prom_reward.rewards.config import RewardConfig
+from prom_reward.rewards.guard import Isolated, run_isolated
+from prom_reward.rewards.holder import JudgeHolder
+from prom_reward.rewards.modes import MODE_FUNCTIONS, ModeOutput
+from prom_reward.rewards.samples import RewardSample, samples_from_columns
 
 _TRL_KWARGS = ("trainer_state", "log_metric", "log_extra", "environments")
+_NO_VERDICT = "the judge gave no parseable verdict after its retries"
 
 
 def _cascade_metrics(before: Any, after: Any) -> dict[str, float]:
@@ -52,6 +58,26 @@ def _cascade_metrics(before: Any, after: Any) -> dict[str, float]:
         "cascade_fallback_completion_tokens": float(after.fallback_completion_tokens
                                                     - before.fallback_completion_tokens),
     }
+
+
+def merge_metrics(parts: Sequence[tuple[int, dict[str, float]]]) -> dict[str, float]:
+    """One batch's metrics from the metrics of its judge calls (``(items, metrics)`` each): rates and
+    means are averaged, weighted by items (NaN left out); counts, tokens and seconds are summed.
+
+    >>> merge_metrics([(3, {"tie_rate": 0.0, "judged_pairs": 3.0}), (1, {"tie_rate": 1.0, "judged_pairs": 1.0})])
+    {'tie_rate': 0.25, 'judged_pairs': 4.0}
+    """
+    out: dict[str, float] = {}
+    keys = list(dict.fromkeys(k for _, m in parts for k in m))
+    for key in keys:
+        values = [(n, m[key]) for n, m in parts if key in m]
+        if key.endswith(("_rate", "_fraction", "agreement")) or key.startswith("mean_"):
+            known = [(n, v) for n, v in values if v == v and n > 0]
+            weight = sum(n for n, _ in known)
+            out[key] = sum(n * v for n, v in known) / weight if weight else math.nan
+        else:
+            out[key] = float(sum(v for _, v in values))
+    return out
 
 
 class PrometheusReward(JudgeHolder):
@@ -69,103 +95,163 @@ class PrometheusReward(JudgeHolder):
         super().__init__(judge)
         self.__name__ = self.config.name
         self.last_metrics: dict[str, float] = {}
+        self.health = JudgeHealth()
+        """Whether the judge is answering (failures as they happen; what ``/health`` reports)."""
+        try:
+            self._resolver = RubricResolver(self.config.rubric, need_scores=self.config.mode == "absolute",
+                                            what="sample")
+        except InputError as e:
+            raise ConfigError(f"rubric: {e}") from e
+
+    # -- samples ----------------------------------------------------------------------
+    def resolve(self, samples: Sequence[RewardSample]) -> tuple[list[RewardSample | None], list[str | None], list[int]]:
+        """Each sample in its judge-ready form (text fields, a ``Rubric``, the defaults filled in, template
+        markers and special tokens neutralised), or None with the reason it cannot be judged; and how many
+        markers were neutralised per sample."""
+        cfg = self.config
+        judge = self.judge
+        guard = getattr(judge, "neutralize_markers", True)
+        special = tuple(getattr(judge, "special_tokens", ()) or ())
+        resolved: list[RewardSample | None] = []
+        reasons: list[str | None] = []
+        marks: list[int] = []
+        for i, s in enumerate(samples):
+            try:
+                fields = {
+                    "response": completion_text(s.response, i),
+                    "instruction": s.instruction if s.instruction is not None else prompt_text(s.prompt, i),
+                    "reference_answer": s.reference_answer if s.reference_answer is not None else cfg.reference_answer,
+                    "baseline": completion_text(s.baseline, i) if s.baseline is not None else None,
+                }
+                if cfg.mode == "pairwise_reference" and fields["baseline"] is None:
+                    raise InputError(f"pairwise_reference needs a baseline response (column {cfg.baseline_column!r}), "
+                                     "got None", index=i, field=cfg.baseline_column)
+                for name, value in fields.items():
+                    if value is not None and not isinstance(value, str):
+                        raise InputError(f"{name}: expected a string, got {type(value).__name__}", index=i,
+                                         field=name)
+                    if value is not None:
+                        check_text(value, i, name)
+                rubric = self._resolver(s.rubric, index=i, field=cfg.rubric_column)
+            except InputError as e:
+                resolved.append(None)
+                reasons.append(_strip_item(str(e)))
+                marks.append(0)
+                continue
+            count = 0
+            if guard:
+                for name, value in fields.items():
+                    if value is not None:
+                        fields[name], k = neutralize(value, special)
+                        count += k
+            resolved.append(dataclasses.replace(s, rubric=rubric, **fields))
+            reasons.append(None)
+            marks.append(count)
+        return resolved, reasons, marks
 
     # -- the reward -------------------------------------------------------------------
-    def _items(self, prompts: Sequence[Any], completions: Sequence[Any], columns: dict[str, Any]) -> list[RewardItem]:
-        n = len(prompts)
-        if len(completions) != n:
-            raise InputError(f"got {len(prompts)} prompts but {len(completions)} completions; TRL passes one prompt "
-                             "per completion", field="completions")
-        cfg = self.config
+    def judge_batch(self, samples: Sequence[RewardSample], *, deadline: float | None = None) -> ModeOutput:
+        """Rewards with their feedback, failure reasons and the batch's metrics (what integrations need).
 
-        def column(name: str) -> list[Any] | None:
-            values = columns.get(name)
-            if values is None:
-                return None
-            if not isinstance(values, (list, tuple)) or len(values) != n:
-                raise InputError(f"column {name!r}: expected one value per completion ({n}), got "
-                                 f"{type(values).__name__} of length {len(values) if hasattr(values, '__len__') else '?'}",
-                                 field=name)
-            return list(values)
-
-        rubrics = column(cfg.rubric_column) or [cfg.rubric] * n
-        refs = column(cfg.reference_column) or [cfg.reference_answer] * n
-        instructions = column(cfg.instruction_column)
-        baselines = column(cfg.baseline_column) or [None] * n
-        resolved: dict[str, Rubric] = {}
-        items = []
-        for i, (p, c) in enumerate(zip(prompts, completions)):
-            r = rubrics[i] if rubrics[i] is not None else cfg.rubric
-            key = r if isinstance(r, str) else json.dumps(r, sort_keys=True, default=str)
-            if key not in resolved:
-                try:
-                    resolved[key] = get_rubric(r)
-                except PromRewardError as e:
-                    raise InputError(f"item {i}: rubric: {e}", index=i, field=cfg.rubric_column) from e
-            instruction = instructions[i] if instructions and instructions[i] is not None else prompt_text(p, i)
-            baseline = baselines[i]
-            items.append(RewardItem(
-                group=p if isinstance(p, str) else json.dumps(p, sort_keys=True, default=str),
-                instruction=instruction, response=completion_text(c, i), rubric=resolved[key],
-                reference_answer=refs[i] if refs[i] is not None else cfg.reference_answer,
-                baseline=completion_text(baseline, i) if baseline is not None else None,
-            ))
-        return items
-
-    def judge_batch(self, prompts: Sequence[Any], completions: Sequence[Any], **columns: Any) -> ModeOutput:
-        """Rewards with their feedback and the batch's metrics (what integrations need per item).
-
-        ``rewards[i]`` is None where the judge failed; ``metrics`` are this call's counters.
+        ``rewards[i]`` is None where sample i has no reward, ``reasons[i]`` says why (bad input, judge
+        without a verdict, outage past the budget with ``on_exhausted="fail"``). A sample that cannot be
+        judged fails alone (``rewards.guard``); ``deadline`` (monotonic) bounds judge retries.
 
         >>> from prom_reward import PrometheusJudge
         >>> r = PrometheusReward(PrometheusJudge(backend="scripted", outputs=["Fine. [RESULT] 4"]))
-        >>> out = r.judge_batch(["Say hi."], ["hi"])
-        >>> out.rewards, out.feedback, out.metrics["parse_failure_rate"]
-        ([4.0], ['Fine.'], 0.0)
+        >>> out = r.judge_batch([RewardSample("Say hi.", "hi"), RewardSample("Say hi.", "bad \\ud800")])
+        >>> out.rewards, out.feedback[0], out.reasons[1][:30], out.metrics["failed_samples"]
+        ([4.0, None], 'Fine.', 'response holds a lone surrogat', 1.0)
         """
-        return self._run_mode(self._items(prompts, completions, columns)) if prompts else ModeOutput([], [])
+        n = len(samples)
+        if not n:
+            return ModeOutput([], [], {}, [], [])
+        if self.config.mode == "pairwise_reference" and all(x.baseline is None for x in samples):
+            raise InputError(f"pairwise_reference needs a baseline response per sample (dataset column "
+                             f"{self.config.baseline_column!r}) and none has one; add that column or set "
+                             "baseline_column=", field=self.config.baseline_column)
+        resolved, reasons, marks = self.resolve(samples)
+        ok = [i for i in range(n) if resolved[i] is not None]
+        if self.config.mode == "pairwise_group":
+            groups: dict[Hashable, list[int]] = {}
+            for i in ok:
+                groups.setdefault(resolved[i].group, []).append(i)  # type: ignore[union-attr]
+            units = list(groups.values())
+        else:
+            units = [[i] for i in ok]
+        iso: Isolated[ModeOutput] = run_isolated(
+            units, lambda idx: self._run_mode([resolved[i] for i in idx]),  # type: ignore[misc]
+            self.config.outage, deadline=deadline, health=self.health)
+        out = self._assemble(n, iso, reasons)
+        out.metrics["markers_neutralized"] = float(sum(marks))
+        out.neutralized = marks if any(marks) else []
+        self.last_metrics = out.metrics
+        return out
 
-    def _run_mode(self, items: list[RewardItem]) -> ModeOutput:
+    def _assemble(self, n: int, iso: Isolated[ModeOutput], reasons: list[str | None]) -> ModeOutput:
+        rewards: list[float | None] = [None] * n
+        feedback: list[str | None] = [None] * n
+        judges: list[str | None] = [None] * n
+        why = list(reasons)
+        for idx, part in iso.parts:
+            for pos, i in enumerate(idx):
+                rewards[i], feedback[i] = part.rewards[pos], part.feedback[pos]
+                judges[i] = part.judges[pos] if part.judges else None
+                if rewards[i] is None:
+                    why[i] = _NO_VERDICT
+        for i, reason in iso.failed.items():
+            why[i] = _strip_item(reason)
+        for i, reason in iso.outage.items():
+            why[i] = reason
+        metrics = merge_metrics([(len(idx), part.metrics) for idx, part in iso.parts])
+        metrics["abstain_rate"] = sum(r is None for r in rewards) / n
+        metrics["failed_samples"] = float(sum(r is not None for r in reasons) + len(iso.failed))
+        metrics["outage_failures"] = float(len(iso.outage))
+        metrics["judge_calls"] = float(iso.calls)
+        return ModeOutput(rewards, feedback, metrics, judges if any(judges) else [],
+                          why if any(w is not None for w in why) else [])
+
+    def _run_mode(self, items: list[RewardSample]) -> ModeOutput:
         judge = self.judge
-        before = (judge.stats.completion_tokens, judge.stats.prompt_tokens, judge.stats.neutralized)
         cascade = getattr(judge, "cascade_stats", None)
         cascade_before = dataclasses.replace(cascade) if cascade is not None else None
         start = time.perf_counter()
         out = MODE_FUNCTIONS[self.config.mode](judge, items, self.config)
-        metrics = dict(out.metrics)
-        metrics["judge_seconds"] = time.perf_counter() - start
-        metrics["judge_completion_tokens"] = float(judge.stats.completion_tokens - before[0])
-        metrics["judge_prompt_tokens"] = float(judge.stats.prompt_tokens - before[1])
-        metrics["markers_neutralized"] = float(judge.stats.neutralized - before[2])
+        out.metrics = {**out.metrics, "judge_seconds": time.perf_counter() - start}
         if cascade is not None and cascade_before is not None:
-            metrics.update(_cascade_metrics(cascade_before, cascade))
-        out.metrics = metrics
-        self.last_metrics = metrics
+            out.metrics.update(_cascade_metrics(cascade_before, cascade))
         return out
 
     def compute(self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None,
                 **kwargs: Any) -> list[float | None]:
-        """Rewards for a batch (what ``__call__`` does); logs through TRL's callbacks when given."""
+        """Rewards for a batch (what ``__call__`` does); logs through TRL's callbacks when given.
+
+        A completion that cannot be judged gets None (TRL leaves it out) and is counted
+        (``failed_samples``); a judge down past the outage budget raises ``JudgeUnavailableError``
+        (``on_exhausted="raise"``, the default), which stops the step with the cause.
+        """
         log_metric: Callable[[str, float], None] | None = kwargs.get("log_metric")
         log_extra: Callable[[str, list], None] | None = kwargs.get("log_extra")
-        columns = {k: v for k, v in kwargs.items() if k not in _TRL_KWARGS}
+        cfg = self.config
         if not prompts:
             return []
-        items = self._items(prompts, completions, columns)
-        out = self._run_mode(items)
-        metrics = out.metrics
-        name = self.config.name
+        samples = samples_from_columns(prompts, completions, {
+            "reference_answer": kwargs.get(cfg.reference_column), "rubric": kwargs.get(cfg.rubric_column),
+            "instruction": kwargs.get(cfg.instruction_column), "baseline": kwargs.get(cfg.baseline_column)})
+        out = self.judge_batch(samples)
+        name = cfg.name
         if log_metric is not None:
-            for key, value in metrics.items():
+            for key, value in out.metrics.items():
                 if value == value:  # skip NaN (e.g. no swap agreement to report)
                     log_metric(f"{name}/{key}", float(value))
-        if log_extra is not None and self.config.log_feedback:
+        if log_extra is not None and cfg.log_feedback:
             log_extra(f"{name}_feedback", [fb or "" for fb in out.feedback])
             if out.judges:
                 log_extra(f"{name}_judge", [who or "" for who in out.judges])
-            marks = [neutralize(it.response)[1] for it in items]
-            if any(marks):
-                log_extra(f"{name}_markers_neutralized", marks)
+            if out.reasons:
+                log_extra(f"{name}_failure_reason", [r or "" for r in out.reasons])
+            if out.neutralized:
+                log_extra(f"{name}_markers_neutralized", out.neutralized)
         return out.rewards
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None,
@@ -176,6 +262,11 @@ class PrometheusReward(JudgeHolder):
                     **kwargs: Any) -> list[float | None]:
         """Awaitable form: runs the judge in a worker thread, leaving the event loop free."""
         return await asyncio.to_thread(self.compute, prompts, completions, completion_ids, **kwargs)
+
+
+def _strip_item(message: str) -> str:
+    """A message without the ``item k:`` prefix of a one-item call (the caller names the sample)."""
+    return re.sub(r"^(item|sample) \d+: ", "", message)
 
 
 class AsyncPrometheusReward(PrometheusReward):

@@ -12,8 +12,10 @@ from prom_reward import PrometheusJudge
 from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.cli.main import main
 from prom_reward.errors import ConfigError
+from prom_reward.backends.outage import OutagePolicy
 from prom_reward.integrations import openrlhf_func
-from prom_reward.integrations.openrlhf_func import FuncConfig, configure, reward_func_path
+from prom_reward.integrations.openrlhf_func import configure, reward_func_path
+from prom_reward.integrations.settings import RewardSettings
 from prom_reward.rewards.reward import PrometheusReward
 from tests.integrations.test_openrlhf_server import PROMPT, TABLE, execute, slow_reward, tokenizer  # noqa: F401 (fixture)
 from tests.integrations.test_openrlhf_http import scripted_reward
@@ -87,20 +89,20 @@ def test_pairwise_group_through_reward_func(tokenizer):  # noqa: F811
     assert [o["reward"] for o in asyncio.run(group())] == [[1.0], [0.0]]
 
 
-def test_config_from_env_and_yaml(tmp_path):
-    with pytest.raises(ConfigError, match="PROM_REWARD_FAILURE_REWARD is not set"):
-        FuncConfig.from_env({"PROM_REWARD_JUDGE_URL": "http://x/v1"})
-    with pytest.raises(ConfigError, match="exactly one of"):
-        FuncConfig.from_env({"PROM_REWARD_FAILURE_REWARD": "0"})
+def test_settings_from_env_and_yaml(tmp_path):
+    with pytest.raises(ConfigError, match="failure reward: not set"):
+        RewardSettings.load(env={"PROM_REWARD_JUDGE_URL": "http://x/v1"})
+    with pytest.raises(ConfigError, match="no judge"):
+        RewardSettings.load(env={"PROM_REWARD_FAILURE_REWARD": "0"}).build_reward()
     yaml_file = tmp_path / "judge.yaml"
     yaml_file.write_text("judge_url: http://a/v1,http://b/v1\nfailure_reward: min\nmode: pairwise_group\n"
                          "group_size: 4\n")
-    cfg = FuncConfig.from_env({"PROM_REWARD_CONFIG": str(yaml_file), "PROM_REWARD_GROUP_SIZE": "8"})
+    cfg = RewardSettings.load(env={"PROM_REWARD_CONFIG": str(yaml_file), "PROM_REWARD_GROUP_SIZE": "8"})
     assert cfg.judge_url == ("http://a/v1", "http://b/v1") and cfg.group_size == 8
     assert cfg.failure_reward.value == "min" and cfg.mode == "pairwise_group"
     yaml_file.write_text("judge_urls: http://a/v1\n")
-    with pytest.raises(ConfigError, match="unknown keys"):
-        FuncConfig.from_env({"PROM_REWARD_CONFIG": str(yaml_file)})
+    with pytest.raises(ConfigError, match="unknown key"):
+        RewardSettings.load(env={"PROM_REWARD_CONFIG": str(yaml_file)})
 
 
 @pytest.mark.integration
@@ -122,12 +124,13 @@ def test_real_vllm_judge_through_env_config(vllm_server, tokenizer, monkeypatch)
 
 def test_docs_name_the_real_settings():
     import re
-    from dataclasses import fields
     from pathlib import Path
 
+    from prom_reward.integrations.settings import setting_names
+
     text = (Path(__file__).resolve().parents[2] / "docs" / "openrlhf.md").read_text()
-    names = {f.name for f in fields(FuncConfig)} | {"config"}
-    for var in set(re.findall(r"PROM_REWARD_([A-Z_]+)", text)) - {"TOKEN"}:
+    names = set(setting_names()) | {"config", "token", "api_key"}
+    for var in set(re.findall(r"PROM_REWARD_([A-Z_]+)", text)):
         assert var.lower() in names, var
     assert "$(prom-reward openrlhf-func-path)" in text
 
@@ -138,8 +141,11 @@ def test_backend_down_fails_the_samples_instead_of_raising(tokenizer):  # noqa: 
     def respond(req, i):
         raise BackendError("judge server unreachable")
 
-    configure(PrometheusReward(PrometheusJudge(backend=ScriptedBackend(respond=respond))), failure_reward=0.5)
+    outage = OutagePolicy(budget_s=0.2, backoff_s=0.05, on_exhausted="fail")
+    configure(PrometheusReward(PrometheusJudge(backend=ScriptedBackend(respond=respond)), outage=outage),
+              failure_reward=0.5)
     out = openrlhf_func.reward_func([PROMPT + " 4", PROMPT + " 5"], [PROMPT, PROMPT],
                                     [{"rubric": "no-such-rubric"}, None])
     assert out["rewards"] == [0.5, 0.5] and out["extra_logs"]["judge_failed"] == [1.0, 1.0]
-    assert "sample 0" in out["failure_reasons"][0] and "judge server unreachable" in out["failure_reasons"][1]
+    assert "rubric" in out["failure_reasons"][0] and "judge server unreachable" in out["failure_reasons"][1]
+    assert out["extra_logs"]["failed_samples"] == [1.0, 1.0] and out["extra_logs"]["outage_failures"] == [1.0, 1.0]

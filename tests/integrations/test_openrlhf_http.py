@@ -4,6 +4,7 @@ are in test_openrlhf_server.py."""
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 import time
 
@@ -15,9 +16,11 @@ from tests.fakes import free_port
 from prom_reward import PrometheusJudge
 from prom_reward.backends.base import GenerationRequest
 from prom_reward.backends.scripted import ScriptedBackend
+from prom_reward.backends.outage import OutagePolicy
 from prom_reward.errors import BackendError, ConfigError
+from prom_reward.integrations.openrlhf_server import DEFAULT_MAX_BODY_BYTES, create_app
+from prom_reward.integrations.settings import RewardSettings
 from prom_reward.rewards.reward import PrometheusReward
-from prom_reward.integrations.openrlhf_server import create_app
 
 
 @contextlib.contextmanager
@@ -37,6 +40,11 @@ def running(app):
         server.should_exit = True
         thread.join(timeout=20)
         assert not thread.is_alive(), "uvicorn did not stop in 20 s"
+
+
+def server_app(reward, *, token: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, **settings):
+    """``create_app`` with ``RewardSettings(**settings)``."""
+    return create_app(reward, RewardSettings(**settings), token=token, max_body_bytes=max_body_bytes)
 
 
 def scripted_reward(table: dict[str, str], seen: list[GenerationRequest] | None = None, **options):
@@ -62,7 +70,7 @@ BODY = {"query": ["<s>Q: 2+2?\nA: 4</s>", "<s>Q: 2+2?\nA: five</s>", "<s>Q: sky?
 def server():
     seen: list[GenerationRequest] = []
     reward = scripted_reward({"4": "Right. [RESULT] 5", "five": "Wrong. [RESULT] 1"}, seen)
-    with running(create_app(reward, strip=["</s>"], failure_reward=-1.0, max_body_bytes=4096,
+    with running(server_app(reward, strip=["</s>"], failure_reward=-1.0, max_body_bytes=4096,
                             batch_window_ms=100)) as url:
         yield url, seen
 
@@ -81,7 +89,8 @@ def test_rewards_split_queries_and_labels_as_references(server):
     assert out["failure_reasons"][:2] == [None, None] and "no parseable verdict" in out["failure_reasons"][2]
     users = {req.user.split("###Response to evaluate:\n")[1].split("\n")[0]: req.user for req in seen}
     assert set(users) == {"4", "five", "???"}
-    assert "###The instruction to evaluate:\n<s>Q: 2+2?\nA:" in users["4"]
+    # the prompt's own <s> is neutralised like any special token in text shown to the judge
+    assert "###The instruction to evaluate:\n\uff1cs\uff1eQ: 2+2?\nA:" in users["4"]
     assert "###Reference Answer (Score 5):\n4\n" in users["five"]
     assert "###Reference Answer" not in users["???"]
 
@@ -100,6 +109,7 @@ def test_alias_health_and_empty_batch(server):
     (b'{"query": ["a"], "prompts": ["a", "b"]}', 422, "expected 1 items"),
     (b'{"query": ["a", 3], "prompts": ["a", "b"]}', 422, "'query'[1]"),
     (b'{"query": ["ab"], "prompts": ["a"], "labels": ["x", "y"]}', 422, "'labels'"),
+    (b'{"query": ["ab"], "prompts": ["a"], "labels": [' + b"[" * 40 + b"]" * 40 + b"]}", 400, "nested too deeply"),
 ])
 def test_bad_requests_get_4xx_with_a_message(server, body, status, words):
     url, _ = server
@@ -125,11 +135,30 @@ def test_unusable_samples_fail_alone_with_the_same_log_keys(server):
     assert set(ok["extra_logs"]) == set(out["extra_logs"]) and all(len(v) == 4 for v in out["extra_logs"].values())
 
 
+def test_json_deeper_than_the_recursion_limit_is_a_400_not_a_traceback():
+    with running(server_app(scripted_reward({}), failure_reward=0)) as url:
+        r = httpx.post(url + "/", content=b"[" * 100_000 + b"]" * 100_000, timeout=30)
+        assert r.status_code == 400 and "nested too deeply" in r.json()["error"]
+        assert httpx.get(url + "/health", timeout=10).json()["status"] == "ok"
+
+
+def test_non_finite_labels_fail_their_sample_alone(server):
+    url, seen = server
+    seen.clear()
+    body = {"query": ["<s>Q: 2+2?\nA: 4</s>"] * 3, "prompts": ["<s>Q: 2+2?\nA:"] * 3,
+            "labels": [float("nan"), [4, float("inf")], 4.0]}
+    r = httpx.post(url + "/", content=json.dumps(body), headers={"content-type": "application/json"}, timeout=30)
+    out = r.json()
+    assert r.status_code == 200 and out["rewards"] == [-1.0, -1.0, 5.0]
+    assert all("not a finite number" in reason for reason in out["failure_reasons"][:2])
+    assert len(seen) == 1  # only the finite label reached the judge and "###Reference Answer (Score 5):\n4.0\n" in seen[0].user
+
+
 def test_failure_reward_is_required():
-    with pytest.raises(TypeError, match="failure_reward"):
+    with pytest.raises(TypeError, match="settings"):
         create_app(scripted_reward({}))
     with pytest.raises(ConfigError, match="not set"):
-        create_app(scripted_reward({}), failure_reward=None)
+        create_app(scripted_reward({}), RewardSettings())
 
 
 def test_oversize_body_413_by_header_and_by_stream(server):
@@ -149,7 +178,7 @@ def test_oversize_body_413_by_header_and_by_stream(server):
 def test_bearer_token():
     reward = scripted_reward({"ok": "[RESULT] 3"})
     body = {"query": ["P ok"], "prompts": ["P"]}
-    with running(create_app(reward, token="s3cret", failure_reward=0)) as url:
+    with running(server_app(reward, token="s3cret", failure_reward=0)) as url:
         assert httpx.post(url + "/", json=body, timeout=10).status_code == 401
         r = httpx.post(url + "/", json=body, headers={"Authorization": "Bearer nope"}, timeout=10)
         assert r.status_code == 401 and "Bearer <token>" in r.json()["error"]
@@ -157,14 +186,25 @@ def test_bearer_token():
         assert r.status_code == 200 and r.json()["rewards"] == [3.0]
 
 
-def test_backend_error_is_503():
+@pytest.mark.parametrize("on_exhausted, status", [("fail", 200), ("raise", 503)])
+def test_judge_down_past_the_budget_fails_the_samples_or_503_when_asked(on_exhausted, status):
     def respond(req, i):
         raise BackendError("judge server unreachable")
 
-    reward = PrometheusReward(PrometheusJudge(backend=ScriptedBackend(respond=respond)))
-    with running(create_app(reward, failure_reward=0)) as url:
+    outage = OutagePolicy(budget_s=0.3, backoff_s=0.05, on_exhausted=on_exhausted)
+    reward = PrometheusReward(PrometheusJudge(backend=ScriptedBackend(respond=respond)), outage=outage)
+    with running(server_app(reward, failure_reward=0)) as url:
+        start = time.monotonic()
         r = httpx.post(url + "/", json={"query": ["P r"], "prompts": ["P"]}, timeout=10)
-    assert r.status_code == 503 and "judge server unreachable" in r.json()["error"]
+        took = time.monotonic() - start
+        health = httpx.get(url + "/health", timeout=10).json()
+    assert r.status_code == status and 0.15 <= took < 5, (r.text, took)  # retried within the 0.3 s budget
+    assert health["status"] == "degraded" and "judge server unreachable" in health["cause"]
+    if status == 200:
+        assert r.json()["rewards"] == [0.0] and "failing for" in r.json()["failure_reasons"][0]
+        assert "judge server unreachable" in r.json()["failure_reasons"][0]
+    else:
+        assert "judge unavailable" in r.json()["error"] and "outage budget" in r.json()["error"]
 
 
 def test_concurrent_requests_share_judge_batches_one_at_a_time():
@@ -181,9 +221,12 @@ def test_concurrent_requests_share_judge_batches_one_at_a_time():
         return "[RESULT] 2"
 
     reward = PrometheusReward(PrometheusJudge(backend=ScriptedBackend(respond=respond)))
-    with running(create_app(reward, failure_reward=0, batch_window_ms=200)) as url:
+    ready = threading.Barrier(4)
+    with running(server_app(reward, failure_reward=0, batch_window_ms=500)) as url:
         def post(k: int) -> None:
-            r = httpx.post(url + "/", json={"query": [f"P r{k}"], "prompts": ["P"]}, timeout=30)
+            with httpx.Client(timeout=30) as client:
+                ready.wait(10)  # the four requests leave together (client set-up is slow on a loaded machine)
+                r = client.post(url + "/", json={"query": [f"P r{k}"], "prompts": ["P"]})
             sizes.append(r.json()["extra_logs"]["judge_batch_size"][0])
             assert r.json()["rewards"] == [2.0]
 
@@ -202,7 +245,7 @@ def test_real_vllm_judge_failures_become_failure_reward(vllm_server):
     body = {"query": ["Q: hi? A: hello", "Q: 1+1? A: 2"], "prompts": ["Q: hi? A:", "Q: 1+1? A:"],
             "labels": ["hey", "2"]}
     try:
-        with running(create_app(reward, failure_reward=0.0)) as url:
+        with running(server_app(reward, failure_reward=0.0)) as url:
             r = httpx.post(url + "/get_reward", json=body, timeout=120)
     finally:
         judge.close()

@@ -16,9 +16,8 @@ import pytest
 
 from prom_reward import PrometheusJudge
 from prom_reward.backends.scripted import ScriptedBackend
-from prom_reward.integrations.openrlhf_server import create_app
 from prom_reward.rewards.reward import PrometheusReward
-from tests.integrations.test_openrlhf_http import running, scripted_reward
+from tests.integrations.test_openrlhf_http import running, scripted_reward, server_app
 
 agent = pytest.importorskip("openrlhf.utils.agent")
 REPO = Path(__file__).resolve().parents[2]
@@ -59,7 +58,7 @@ TABLE = {"4": "Right. [RESULT] 5", "five": "Wrong. [RESULT] 2"}
 
 def test_fetch_and_execute_with_openrlhf_code(tokenizer):
     seen = []
-    with running(create_app(scripted_reward(TABLE, seen), failure_reward="min")) as url:
+    with running(server_app(scripted_reward(TABLE, seen), failure_reward="min")) as url:
         ex = agent.SingleTurnAgentExecutor(url + "/get_reward")
         [got] = asyncio.run(ex._fetch_rewards_via_http([PROMPT + " 4"], [PROMPT], [["4", "four"]]))
         assert got["rewards"] == [5.0] and got["extra_logs"]["judge_failed"] == [0.0]
@@ -73,7 +72,7 @@ def test_failed_judgment_goes_through_openrlhf_experience_batching(tokenizer):
     from openrlhf.trainer.ppo_utils.experience import make_experience_batch, split_experience_batch
     from openrlhf.trainer.ppo_utils.samples_generator import SamplesGenerator
 
-    with running(create_app(scripted_reward(TABLE), failure_reward="min", batch_window_ms=200)) as url:
+    with running(server_app(scripted_reward(TABLE), failure_reward="min", batch_window_ms=200)) as url:
         ex = agent.SingleTurnAgentExecutor(url + "/get_reward")
 
         async def both():
@@ -97,7 +96,7 @@ def test_failed_judgment_goes_through_openrlhf_experience_batching(tokenizer):
 
 def test_left_truncated_prompt_is_split_and_judged_with_the_full_prompt(tokenizer):
     seen = []
-    with running(create_app(scripted_reward(TABLE, seen), failure_reward=0.0)) as url:
+    with running(server_app(scripted_reward(TABLE, seen), failure_reward=0.0)) as url:
         ex = agent.SingleTurnAgentExecutor(url + "/get_reward")
         policy = Policy(tokenizer, " 4")
         out = asyncio.run(ex.execute(PROMPT, None, params(4), 12, tokenizer, policy))
@@ -108,7 +107,7 @@ def test_left_truncated_prompt_is_split_and_judged_with_the_full_prompt(tokenize
 
 
 def test_no_overlap_fails_the_sample_with_a_reason():
-    with running(create_app(scripted_reward(TABLE), failure_reward=-1)) as url:
+    with running(server_app(scripted_reward(TABLE), failure_reward=-1)) as url:
         r = httpx.post(url + "/", json={"query": ["something else entirely 4"], "prompts": [PROMPT]}, timeout=10)
     assert r.status_code == 200
     assert r.json()["rewards"] == [-1.0] and "send the prompt exactly as the policy saw it" in \
@@ -117,7 +116,7 @@ def test_no_overlap_fails_the_sample_with_a_reason():
 
 def test_token_in_the_url_query_string(tokenizer):
     body = {"query": [PROMPT + " 4"], "prompts": [PROMPT]}
-    with running(create_app(scripted_reward(TABLE), failure_reward=0, token="s3cr3t")) as url:
+    with running(server_app(scripted_reward(TABLE), failure_reward=0, token="s3cr3t")) as url:
         assert httpx.post(url + "/get_reward?token=wrong", json=body, timeout=10).status_code == 401
         assert httpx.post(url + "/get_reward", json=body, timeout=10).status_code == 401
         ex = agent.SingleTurnAgentExecutor(url + "/get_reward?token=s3cr3t")
@@ -138,7 +137,7 @@ def slow_reward(delay: float, seen: list | None = None, gate: threading.Event | 
 
 
 def test_concurrent_single_sample_requests_become_one_judge_batch(tokenizer):
-    with running(create_app(slow_reward(0.01), failure_reward=0, batch_window_ms=300)) as url:
+    with running(server_app(slow_reward(0.01), failure_reward=0, batch_window_ms=300)) as url:
         ex = agent.SingleTurnAgentExecutor(url + "/get_reward")
 
         async def many():
@@ -154,7 +153,7 @@ def test_concurrent_single_sample_requests_become_one_judge_batch(tokenizer):
 def test_a_client_that_gives_up_is_not_judged():
     seen: list[str] = []
     gate = threading.Event()
-    with running(create_app(slow_reward(0.0, seen, gate), failure_reward=0, batch_window_ms=0)) as url:
+    with running(server_app(slow_reward(0.0, seen, gate), failure_reward=0, batch_window_ms=0)) as url:
         def first():
             httpx.post(url + "/", json={"query": ["P first"], "prompts": ["P"]}, timeout=30)
 
@@ -181,7 +180,7 @@ def test_a_client_that_gives_up_is_not_judged():
 
 def test_deadline_answers_200_with_failed_samples():
     gate = threading.Event()
-    with running(create_app(slow_reward(0.0, gate=gate), failure_reward=-1, request_timeout=0.5)) as url:
+    with running(server_app(slow_reward(0.0, gate=gate), failure_reward=-1, request_timeout=0.5)) as url:
         start = time.monotonic()
         r = httpx.post(url + "/", json={"query": ["P late"], "prompts": ["P"]}, timeout=30)
         took = time.monotonic() - start
@@ -199,8 +198,8 @@ def test_pairwise_group_waits_for_the_whole_group(tokenizer):
 
     reward = PrometheusReward(PrometheusJudge(backend=ScriptedBackend(respond=respond)), mode="pairwise_group")
     with pytest.raises(Exception, match="group_size"):
-        create_app(reward, failure_reward=0)
-    with running(create_app(reward, failure_reward=0, group_size=2, batch_window_ms=0)) as url:
+        server_app(reward, failure_reward=0)
+    with running(server_app(reward, failure_reward=0, group_size=2, batch_window_ms=0)) as url:
         ex = agent.SingleTurnAgentExecutor(url + "/get_reward")
 
         async def group():
@@ -215,9 +214,10 @@ def test_pairwise_group_waits_for_the_whole_group(tokenizer):
 
 
 def test_stats_and_health_count_failures():
-    with running(create_app(scripted_reward(TABLE), failure_reward=0)) as url:
+    with running(server_app(scripted_reward(TABLE), failure_reward=0)) as url:
         httpx.post(url + "/", json={"query": ["P ???"], "prompts": ["P"]}, timeout=10)
-        assert httpx.get(url + "/health", timeout=10).json() == {"status": "ok", "judge_failures": 1}
+        health = httpx.get(url + "/health", timeout=10).json()
+        assert (health["status"], health["judge_failures"], health["cause"]) == ("ok", 1, None)
         stats = httpx.get(url + "/stats", timeout=10).json()
     assert stats["judge_failures"] == 1 and stats["batcher"]["batches"] == 1
     assert stats["extra_log_keys"][0] == "judge_failed"
@@ -236,7 +236,7 @@ def test_docs_reward_server_command_parses_and_openrlhf_flags_exist():
 
     line = next(ln for ln in _doc_block("prom-reward reward-server").splitlines() if ln.startswith("prom-reward"))
     args = build_parser().parse_args(shlex.split(line.split("#")[0])[1:])
-    assert args.failure_reward is not None and args.batch_window_ms and args.request_timeout < 180
+    assert args.failure_reward is not None and args.batch_window_ms and float(args.request_timeout) < 180
     train = (Path(agent.__file__).parents[1] / "cli" / "train_ppo_ray.py").read_text()
     for flag in set(re.findall(r"--[a-z_]+\.[a-z_.]+", _doc_block("python -m openrlhf"))):
         assert f'"{flag}"' in train, flag
@@ -246,7 +246,7 @@ def test_docs_reward_server_command_parses_and_openrlhf_flags_exist():
 def test_real_vllm_judge_behind_the_server_with_openrlhf(vllm_server, tokenizer):
     judge = PrometheusJudge(backend="openai", base_url=vllm_server, sampling={"max_tokens": 8}, max_retries=0)
     try:
-        with running(create_app(PrometheusReward(judge), failure_reward="min", batch_window_ms=300)) as url:
+        with running(server_app(PrometheusReward(judge), failure_reward="min", batch_window_ms=300)) as url:
             ex = agent.SingleTurnAgentExecutor(url + "/get_reward")
 
             async def four():

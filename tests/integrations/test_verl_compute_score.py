@@ -14,13 +14,14 @@ from prom_reward.backends.base import GenerationRequest
 from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.integrations import verl as prom_verl
+from prom_reward.integrations.settings import ENV_PREFIX, RewardSettings, setting_names
 from prom_reward.rewards.reward import PrometheusReward
 
 
 @pytest.fixture(autouse=True)
 def fresh(monkeypatch):
-    for var in prom_verl.SETTINGS.values():
-        monkeypatch.delenv(var, raising=False)
+    for name in [*setting_names(), "config"]:
+        monkeypatch.delenv(ENV_PREFIX + name.upper(), raising=False)
     prom_verl.reset()
     yield
     prom_verl.reset()
@@ -85,9 +86,10 @@ def test_environment_configuration(monkeypatch):
     monkeypatch.setenv("PROM_REWARD_FAILURE_REWARD", "0.0")
     with pytest.raises(ConfigError, match="PROM_REWARD_JUDGE_URL"):
         prom_verl.compute_score_sync("a", "r", None, {"question": "q"})
-    reward = prom_verl.reward_from_settings(prom_verl.settings(env={"PROM_REWARD_JUDGE_URL": "http://h1:8000/v1, http://h2:8000/v1",
-                                          "PROM_REWARD_MODE": "pairwise_group", "PROM_REWARD_RUBRIC": "honesty",
-                                          "PROM_REWARD_JUDGE_MODEL": "prometheus"}))
+    reward = RewardSettings.load(env={"PROM_REWARD_JUDGE_URL": "http://h1:8000/v1, http://h2:8000/v1",
+                                      "PROM_REWARD_MODE": "pairwise_group", "PROM_REWARD_GROUP_SIZE": "4",
+                                      "PROM_REWARD_RUBRIC": "honesty", "PROM_REWARD_FAILURE_REWARD": "0",
+                                      "PROM_REWARD_JUDGE_MODEL": "prometheus"}).build_reward()
     assert reward.config.mode == "pairwise_group" and reward.config.rubric == "honesty"
     assert reward._judge_spec == {"backend": "openai", "base_url": ["http://h1:8000/v1", "http://h2:8000/v1"],
                                   "model": "prometheus"}

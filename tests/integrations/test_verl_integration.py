@@ -33,6 +33,7 @@ from prom_reward.backends.base import GenerationRequest  # noqa: E402
 from prom_reward.backends.scripted import ScriptedBackend  # noqa: E402
 from prom_reward.errors import ConfigError  # noqa: E402
 from prom_reward.integrations import verl as prom_verl  # noqa: E402
+from prom_reward.integrations.settings import ENV_PREFIX, RewardSettings, setting_names  # noqa: E402
 from prom_reward.rewards.reward import PrometheusReward  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -116,8 +117,8 @@ SAMPLES = [
 
 @pytest.fixture(autouse=True)
 def fresh(monkeypatch):
-    for var in prom_verl.SETTINGS.values():
-        monkeypatch.delenv(var, raising=False)
+    for name in [*setting_names(), "config"]:
+        monkeypatch.delenv(ENV_PREFIX + name.upper(), raising=False)
     prom_verl.reset()
     yield
     prom_verl.reset()
@@ -163,8 +164,8 @@ def test_doc_launch_composes_in_verl_config(name):
     if "standalone" in name:
         assert reward.reward_model.enable_resource_pool and reward.reward_model.n_gpus_per_node == 4
         assert reward.reward_model.nnodes == 1 and reward.reward_model.rollout.name == "vllm"
-        s = prom_verl.settings(dict(reward.custom_reward_function.reward_kwargs), env=env)
-        assert s["rubric"] == "helpfulness" and s["normalize"] == "unit" and s["failure_reward"] == "min"
+        s = RewardSettings.load(dict(reward.custom_reward_function.reward_kwargs), env=env)
+        assert s.rubric == "helpfulness" and s.normalize == "unit" and s.failure_reward.value == "min"
     # main_ppo does not migrate legacy keys; migrating anyway (fully_async_main does) keeps ours
     assert "migrate_legacy_reward_impl" not in inspect.getsource(__import__("verl.trainer.main_ppo").trainer.main_ppo)
     migrated = migrate_legacy_reward_impl(cfg)
@@ -266,17 +267,17 @@ def test_settings_from_reward_kwargs_env_and_yaml(tmp_path, monkeypatch):
     f.write_text("rubric: honesty\nfailure_reward: 0.25\njudge_model: judge\njudge: {max_retries: 0}\n")
     monkeypatch.setenv("PROM_REWARD_CONFIG", str(f))
     monkeypatch.setenv("PROM_REWARD_RUBRIC", "harmlessness")
-    s = prom_verl.settings({"normalize": "unit", "max_batch_size": "64"})
-    assert (s["rubric"], s["failure_reward"], s["normalize"], s["max_batch_size"]) == ("harmlessness", 0.25, "unit", 64)
-    r = prom_verl.reward_from_settings(s, reward_router_address="10.1.2.3:4567")
-    assert r._judge_spec == {"backend": "openai", "base_url": ["http://10.1.2.3:4567/v1"], "max_retries": 0,
-                             "model": "judge"}
-    assert prom_verl.reward_from_settings({**s, "judge_url": "http://j:8000/v1"}, "x:1")._judge_spec["base_url"] \
-        == ["http://j:8000/v1"]
+    s = RewardSettings.load({"normalize": "unit", "max_batch_size": "64"})
+    assert (s.rubric, s.failure_reward.value, s.normalize, s.max_batch_size) == ("harmlessness", 0.25, "unit", 64)
+    assert s.judge_spec("10.1.2.3:4567") == {"backend": "openai", "base_url": ["http://10.1.2.3:4567/v1"],
+                                             "max_retries": 0, "model": "judge"}
+    explicit = RewardSettings.load({"judge_url": "http://j:8000/v1"})
+    assert explicit.judge_spec("x:1")["base_url"] == ["http://j:8000/v1"]
     with pytest.raises(ConfigError, match="unknown setting"):
-        prom_verl.settings({"rubrik": "x"})
+        RewardSettings.load({"rubrik": "x"})
+    monkeypatch.delenv("PROM_REWARD_CONFIG")
     with pytest.raises(ConfigError, match="no judge"):
-        prom_verl.reward_from_settings(prom_verl.settings(env={}))
+        RewardSettings.load({"failure_reward": 0}, env={}).judge_spec()
 
 
 def test_module_is_the_real_one_and_pickles_by_reference():
@@ -364,7 +365,9 @@ def test_router_mode_reads_the_system_role_from_the_judge_tokenizer(tiny_model_d
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(tiny_model_dir))  # Mistral-style template: no system role
-    s = prom_verl.settings(env={})
-    assert prom_verl.reward_from_settings(s, "h:1", tok)._judge_spec["system_role"] is False
-    assert "system_role" not in prom_verl.reward_from_settings({**s, "judge_url": "http://j:1/v1"}, "h:1",
-                                                               tok)._judge_spec
+    s = RewardSettings.load({"failure_reward": 0}, env={})
+    assert s.judge_spec("h:1", tok)["system_role"] is False
+    special = s.judge_spec("h:1", tok)["special_tokens"]  # the judge's own turn markers are neutralised
+    assert tok.all_special_tokens and set(tok.all_special_tokens) <= set(special)
+    explicit = RewardSettings.load({"failure_reward": 0, "judge_url": "http://j:1/v1"}, env={})
+    assert "system_role" not in explicit.judge_spec("h:1", tok)

@@ -1,0 +1,124 @@
+"""Start-up checks of a reward path: is the judge there, and does it serve the model we asked for?
+
+``prom-reward reward-server`` runs ``check_judge`` before it serves (and OpenRLHF's ``reward_func`` and
+verl's ``compute_score`` on their first call), after ``RewardSettings`` validated the settings (rubric,
+failure reward, modes, numbers):
+
+- every judge URL is asked ``GET /models``; a URL that answers but does not serve ``judge_model``, or
+  refuses the API key, is a ``ConfigError`` (the command exits non-zero with the reason, before serving);
+- a URL that does not answer (down, 5xx, still loading) only warns: the reward path starts anyway,
+  marks the judge "degraded" in its ``JudgeHealth`` (``/health``), and a background thread keeps probing
+  until it answers (then checks the model name the same way, logging an error if it is wrong).
+
+Example:
+    >>> check_judge([], None).reachable
+    {}
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import httpx
+
+from prom_reward.backends.outage import JudgeHealth
+from prom_reward.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class JudgeCheck:
+    """What ``check_judge`` found."""
+
+    reachable: dict[str, bool] = field(default_factory=dict)
+    """Per URL: did ``GET /models`` answer?"""
+    models: dict[str, list[str]] = field(default_factory=dict)
+    """Per reachable URL: the served model ids."""
+    probing: threading.Thread | None = None
+    """The background prober, while some URL has not answered yet."""
+
+
+def _headers() -> dict[str, str]:
+    key = os.environ.get("PROM_REWARD_API_KEY") or os.environ.get("OPENAI_API_KEY")
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def _ask(url: str, timeout: float) -> tuple[list[str] | None, str]:
+    """(served model ids, "") when ``url`` answers ``GET /models``; (None, why) when it does not."""
+    try:
+        r = httpx.get(url.rstrip("/") + "/models", timeout=timeout, headers=_headers())
+    except httpx.HTTPError as e:
+        return None, f"{type(e).__name__}: {e}"
+    if r.status_code in (401, 403):
+        raise ConfigError(f"judge {url}: GET /models answered {r.status_code}: the judge server wants an API key; set "
+                          "PROM_REWARD_API_KEY (or OPENAI_API_KEY) to its key")
+    if r.status_code == 404:
+        logger.warning("judge %s has no GET /models (not an OpenAI-compatible server?); the model name is not checked",
+                       url)
+        return [], ""
+    if r.status_code != 200:
+        return None, f"HTTP {r.status_code} on GET /models"
+    try:
+        return [str(m["id"]) for m in r.json()["data"]], ""
+    except (ValueError, KeyError, TypeError) as e:
+        return None, f"malformed GET /models reply ({e})"
+
+
+def _check_model(url: str, served: list[str], model: str | None) -> None:
+    if model and served and model not in served:
+        raise ConfigError(f"judge {url} does not serve the model {model!r} (it serves {', '.join(served)}); set "
+                          "judge_model / --model to one of those, or leave it unset to use the first")
+
+
+def check_judge(urls: Sequence[str], model: str | None, *, timeout: float = 5.0, health: JudgeHealth | None = None,
+                probe_every: float = 10.0) -> JudgeCheck:
+    """Probe every judge URL (see the module docstring); raises ``ConfigError`` for a judge that answers wrongly."""
+    check = JudgeCheck()
+    down: dict[str, str] = {}
+    for url in urls:
+        served, why = _ask(url, timeout)
+        check.reachable[url] = served is not None
+        if served is None:
+            down[url] = why
+            continue
+        check.models[url] = served
+        _check_model(url, served, model)
+    if down:
+        for url, why in down.items():
+            logger.warning("judge %s is not answering (%s); starting anyway and probing it every %.0f s; until it "
+                           "answers, samples wait within the outage budget, then get the failure reward", url, why,
+                           probe_every)
+            if health is not None:
+                health.failed(f"judge {url} not answering at start: {why}")
+        check.probing = threading.Thread(target=_probe_until_up, args=(dict(down), model, timeout, health, probe_every),
+                                         name="prom-reward-judge-probe", daemon=True)
+        check.probing.start()
+    return check
+
+
+def _probe_until_up(down: dict[str, str], model: str | None, timeout: float, health: JudgeHealth | None,
+                    every: float) -> None:
+    stop, wrong = threading.Event(), False
+    while down and not stop.wait(every):
+        for url in list(down):
+            served, why = _ask(url, timeout)
+            if served is None:
+                down[url] = why
+                continue
+            del down[url]
+            try:
+                _check_model(url, served, model)
+            except ConfigError as e:
+                logger.error("%s", e)
+                wrong = True
+                if health is not None:
+                    health.failed(str(e))
+                continue
+            logger.warning("judge %s is answering now (serves %s)", url, ", ".join(served) or "?")
+    if not wrong and health is not None:
+        health.succeeded()

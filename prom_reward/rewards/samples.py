@@ -1,0 +1,79 @@
+"""``RewardSample``: one (prompt, completion) to reward, the one sample model of every reward path.
+
+TRL hands ``PrometheusReward`` columns (prompts, completions, per-row ``rubric``, ``reference_answer``,
+``instruction``, ``baseline``); OpenRLHF and verl hand the integrations one sample at a time. Both
+become ``RewardSample`` objects, and ``PrometheusReward.resolve`` turns each into its judge-ready
+form (the same class, with ``instruction`` and ``response`` as text, ``rubric`` a ``Rubric``, the
+reward's defaults filled in and markers neutralised) or the reason it cannot be judged.
+
+Example:
+    >>> s = RewardSample(prompt=[{"role": "user", "content": "Hi?"}], response="Hello.")
+    >>> s.group == RewardSample(prompt=[{"role": "user", "content": "Hi?"}], response="Hey.").group
+    True
+    >>> samples_from_columns(["q1", "q2"], ["a", "b"], {"reference_answer": ["x", None]})[1].reference_answer is None
+    True
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from prom_reward.errors import InputError
+
+COLUMNS = ("reference_answer", "rubric", "instruction", "baseline")
+"""The per-sample fields a dataset column (or an OpenRLHF label) may set."""
+
+
+@dataclass(frozen=True)
+class RewardSample:
+    """One completion to reward, as the trainer gave it (or, resolved, as the judge will see it)."""
+
+    prompt: Any
+    """The prompt as the trainer has it (a string or a message list); samples with equal prompts
+    are one group for ``pairwise_group``."""
+    response: Any
+    """The completion (a string, or a message list for conversational data)."""
+    reference_answer: str | None = None
+    """Reference answer for this sample (None: the reward's default)."""
+    rubric: Any = None
+    """Rubric for this sample (None: the reward's default); a ``Rubric`` once resolved."""
+    instruction: str | None = None
+    """Text to show the judge as the instruction instead of the prompt."""
+    baseline: Any = None
+    """``pairwise_reference``: the response this one is compared with."""
+
+    @property
+    def group(self) -> Hashable:
+        """The key of the prompt (samples with the same key are one group)."""
+        return prompt_key(self.prompt)
+
+
+def prompt_key(prompt: Any) -> Hashable:
+    """A hashable key for a prompt: the string itself, or the canonical JSON of a message list."""
+    if isinstance(prompt, str):
+        return prompt
+    return json.dumps(prompt, sort_keys=True, default=str)
+
+
+def samples_from_columns(prompts: Sequence[Any], completions: Sequence[Any],
+                         columns: dict[str, Sequence[Any] | None]) -> list[RewardSample]:
+    """``RewardSample``s from TRL-style columns; ``columns`` maps a field of ``COLUMNS`` to one value per
+    completion (or None). Raises ``InputError`` when the lengths disagree (a caller bug, not a sample's)."""
+    n = len(prompts)
+    if len(completions) != n:
+        raise InputError(f"got {len(prompts)} prompts but {len(completions)} completions; TRL passes one prompt "
+                         "per completion", field="completions")
+    values: dict[str, list[Any]] = {}
+    for name, column in columns.items():
+        if column is None:
+            continue
+        if not isinstance(column, (list, tuple)) or len(column) != n:
+            size = len(column) if hasattr(column, "__len__") else "?"
+            raise InputError(f"column {name!r}: expected one value per completion ({n}), got "
+                             f"{type(column).__name__} of length {size}", field=name)
+        values[name] = list(column)
+    return [RewardSample(prompt=p, response=c, **{k: v[i] for k, v in values.items()})
+            for i, (p, c) in enumerate(zip(prompts, completions, strict=True))]
