@@ -12,6 +12,11 @@ Modes (a registry; unknown names list the valid ones):
   both orders); reward = win rate (ties count half) or a Bradley-Terry log-strength
   within the group (``group_reward="bradley_terry"``).
 
+Length control (off by default; ``prom_reward.rewards.length``, docs/rewards.md for the trade-off):
+``length_correction`` removes, within each prompt's completions, the part of the reward explained by
+log-length; ``overlong_penalty`` takes reward from completions much longer than a baseline or their
+group's median. Both act after normalisation.
+
 Normalisation (off by default: GRPO and RLOO normalise per group anyway):
 ``"unit"`` maps to [0, 1] (1..5 -> (s-1)/4; +1/-1 -> 1/0), ``"symmetric"`` to [-1, 1]
 (1..5 -> (s-3)/2; P -> 2P-1). Bradley-Terry scores are unbounded, so they take none.
@@ -26,6 +31,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,6 +96,25 @@ class RewardConfig:
     name: str = "prometheus"
     """Name of the reward in the trainer's logs (``rewards/<name>/...``)."""
 
+    length_correction: bool = False
+    """Within each prompt's completions, subtract the least-squares fit of reward on log(length) (keeps
+    the group's mean; opt-in: it also removes reward that length earned honestly)."""
+
+    length_min_group: int = 4
+    """``length_correction``: smallest group (scored completions) that is corrected; smaller groups are
+    left as they are (a fit through 2 or 3 points explains nearly any difference)."""
+
+    overlong_penalty: float = 0.0
+    """Reward taken from a completion at ``2 * overlong_ratio`` times the baseline length or longer
+    (linear from ``overlong_ratio`` times it); 0 turns the penalty off."""
+
+    overlong_baseline: float | str = "group_median"
+    """The baseline length of ``overlong_penalty``: ``"group_median"`` (median characters of the
+    prompt's completions) or a number of characters."""
+
+    overlong_ratio: float = 1.5
+    """``overlong_penalty`` starts at this many times the baseline length (> 0)."""
+
     def __post_init__(self) -> None:
         try:
             MODES.get(self.mode)
@@ -107,6 +132,27 @@ class RewardConfig:
                               "(or group_reward='win_rate', which lies in [0, 1])")
         if not isinstance(self.name, str) or not self.name:
             raise ConfigError(f"name: expected a non-empty string, got {self.name!r}")
+        self._check_length_control()
+
+    def _check_length_control(self) -> None:
+        if not isinstance(self.length_correction, bool):
+            raise ConfigError(f"length_correction: expected True or False, got {self.length_correction!r}")
+        if isinstance(self.length_min_group, bool) or not isinstance(self.length_min_group, int) \
+                or self.length_min_group < 3:
+            raise ConfigError(f"length_min_group: expected an int >= 3 (a fit through 2 points explains any "
+                              f"difference), got {self.length_min_group!r}")
+        if not _finite(self.overlong_penalty) or self.overlong_penalty < 0:
+            raise ConfigError(f"overlong_penalty: expected a number >= 0 (0 = off), got {self.overlong_penalty!r}")
+        if self.overlong_baseline != "group_median" and (not _finite(self.overlong_baseline)
+                                                        or self.overlong_baseline <= 0):  # type: ignore[operator]
+            raise ConfigError(f"overlong_baseline: expected 'group_median' or a number of characters > 0, got "
+                              f"{self.overlong_baseline!r}")
+        if not _finite(self.overlong_ratio) or self.overlong_ratio <= 0:
+            raise ConfigError(f"overlong_ratio: expected a number > 0, got {self.overlong_ratio!r}")
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def normalize_value(value: float | None, kind: str, how: str | None) -> float | None:

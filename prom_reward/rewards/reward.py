@@ -33,6 +33,8 @@ from prom_reward.format.conversation import completion_text, prompt_text
 from prom_reward.errors import ConfigError, InputError, PromRewardError
 from prom_reward.rewards.holder import JudgeHolder
 from prom_reward.rewards.config import RewardConfig
+from prom_reward.rewards.diagnostics import batch_diagnostics
+from prom_reward.rewards.length import control_length
 from prom_reward.rewards.modes import MODE_FUNCTIONS, ModeOutput, RewardItem
 from prom_reward.format.rubrics import Rubric, get_rubric
 from prom_reward.format.sanitize import neutralize
@@ -132,7 +134,9 @@ class PrometheusReward(JudgeHolder):
         cascade_before = dataclasses.replace(cascade) if cascade is not None else None
         start = time.perf_counter()
         out = MODE_FUNCTIONS[self.config.mode](judge, items, self.config)
-        metrics = dict(out.metrics)
+        out.rewards, length_metrics = control_length(out.rewards, [it.response for it in items],
+                                                     [it.group for it in items], self.config)
+        metrics = {**out.metrics, **length_metrics, **batch_diagnostics(items, out.rewards, out.feedback, self.config)}
         metrics["judge_seconds"] = time.perf_counter() - start
         metrics["judge_completion_tokens"] = float(judge.stats.completion_tokens - before[0])
         metrics["judge_prompt_tokens"] = float(judge.stats.prompt_tokens - before[1])

@@ -33,6 +33,7 @@ from prom_reward.backends.base import GenerationRequest  # noqa: E402
 from prom_reward.backends.scripted import ScriptedBackend  # noqa: E402
 from prom_reward.errors import ConfigError  # noqa: E402
 from prom_reward.integrations import verl as prom_verl  # noqa: E402
+from prom_reward.rewards.diagnostics import DIAG_KEYS  # noqa: E402
 from prom_reward.rewards.reward import PrometheusReward  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -250,6 +251,30 @@ def test_verl_assembles_rm_scores_and_extra_info_with_a_failed_sample(tiny_model
                                          {k: list(out.non_tensor_batch[k]) for k in keys})
     assert metrics["misc"]["judge_failed"]["mean@1"] == pytest.approx(1 / 3)
     assert metrics["misc"]["judge_reward"]["mean@1"] == pytest.approx(0.75)  # None skipped, no NaN
+
+
+def test_drift_diagnostics_reach_verls_reward_extras(tiny_model_dir, monkeypatch):
+    """The reward's diag/... metrics are reward extras of every sample (verl's reward_extra_keys), under the
+    names TRL logs (after the reward's name) and OpenRLHF's extra_logs carry."""
+    _, overrides = LAUNCHES["Judge servers of your own (explicit URL)"]
+    cfg = compose_config(local(overrides, tiny_model_dir))
+    prom_verl.configure(scripted_reward([]), failure_reward=-1.0)
+    worker = RewardLoopWorker(cfg, reward_router_address=None)
+    out = run_manager(worker, make_data(worker.input_tokenizer, SAMPLES), monkeypatch, n_workers=1)
+    assert set(DIAG_KEYS) <= set(out.meta_info["reward_extra_keys"])
+    assert out.non_tensor_batch["judge_batch_size"].tolist() == [3.0] * 3  # one judge call
+    for key in DIAG_KEYS:
+        assert len(set(out.non_tensor_batch[key].tolist())) == 1, key
+    first = {k: out.non_tensor_batch[k][0] for k in DIAG_KEYS}
+    assert first["diag/length_spearman"] == 1.0  # the longer of the two judged answers got more (1.0 vs 0.5)
+    assert first["diag/length_spearman_groups"] == 0.0  # three prompts, one completion each: no group has two
+    assert first["diag/top_score_share"] == 0.5  # unit scale: 1.0 is on top, 0.5 is not
+    assert first["diag/feedback_chars_mean"] == 6.5  # "Correct.", "Fine."
+    from verl.trainer.ppo.metric_utils import process_validation_metrics
+
+    metrics = process_validation_metrics(["misc"] * 3, ["u0", "u1", "u2"],
+                                         {k: list(out.non_tensor_batch[k]) for k in DIAG_KEYS})
+    assert metrics["misc"]["diag/top_score_share"]["mean@1"] == 0.5
 
 
 def test_missing_failure_reward_fails_loudly_not_zero(tiny_model_dir):
