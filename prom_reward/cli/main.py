@@ -35,6 +35,7 @@ import sys
 from typing import Sequence
 
 from prom_reward.cli.jobs import add_job_parsers
+from prom_reward.cli.probe import add_probe_parser
 from prom_reward.cli.servers import add_server_parsers
 from prom_reward.cli.store import add_store_parser
 from prom_reward.errors import PromRewardError
@@ -46,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_job_parsers(sub)
     add_server_parsers(sub)
     add_store_parser(sub)
+    add_probe_parser(sub)
     return p
 
 
