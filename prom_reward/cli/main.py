@@ -36,6 +36,7 @@ from typing import Sequence
 
 from prom_reward.cli.jobs import add_job_parsers
 from prom_reward.cli.probe import add_probe_parser
+from prom_reward.cli.report import add_report_parser
 from prom_reward.cli.servers import add_server_parsers
 from prom_reward.cli.store import add_store_parser
 from prom_reward.errors import PromRewardError
@@ -48,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_server_parsers(sub)
     add_store_parser(sub)
     add_probe_parser(sub)
+    add_report_parser(sub)
     return p
 
 
