@@ -63,7 +63,7 @@ def test_group_correction_takes_the_length_out_of_a_length_biased_judge():
     after = fixed(prompts=prompts, completions=completions)
     corr_before = group_spearman(before, completions, prompts)
     corr_after = group_spearman(after, completions, prompts)
-    assert corr_before > 0.7 and abs(corr_after) < 0.15, (corr_before, corr_after)
+    assert corr_before > 0.6 and abs(corr_after) < 0.15, (corr_before, corr_after)
     assert plain.last_metrics["diag/length_spearman_group_mean"] == pytest.approx(corr_before)
     assert fixed.last_metrics["diag/length_spearman_group_mean"] == pytest.approx(corr_after)
     assert fixed.last_metrics["length/spearman_before"] == pytest.approx(plain.last_metrics["diag/length_spearman"])
