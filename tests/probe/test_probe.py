@@ -240,3 +240,35 @@ def test_cli_probe_against_a_real_vllm_server(smollm2_server, tmp_path, capsys):
     assert record["sampling"]["max_tokens"] == 16
     printed = capsys.readouterr().out
     assert "LLMBar pairwise accuracy" in printed and "| self_grade | " in printed
+
+
+def models_route(k, body):  # the stand-in server names one model
+    return 200, {"data": [{"id": "judge"}]}
+
+
+def test_cli_probe_with_a_judge_server_answering_garbage_writes_an_honest_record(fake_server, tmp_path, capsys):
+    """Every judgment fails: no verdict counts wrong in LLMBar, and no shift is made up (n/a), never a 0."""
+    from tests.fakes import chat_reply
+
+    srv = fake_server({"/v1/models": models_route,
+                       "/v1/chat/completions": lambda k, body: (200, chat_reply(body.get("n", 1), "I refuse."))})
+    out = tmp_path / "probe.json"
+    rc = main(["probe", "--server", srv.url, "--llmbar", str(write_llmbar(tmp_path / "llmbar")), "--items",
+               str(write_items(tmp_path / "items.jsonl")), "--limit", "2", "--edits", "none,pad_2x", "-o", str(out)])
+    assert rc == 0
+    record = json.loads(out.read_text())
+    assert all(s["accuracy"] == 0.0 and s["failed"] == 2 * s["n"] for s in record["llmbar"]["sets"].values())
+    assert record["shifts"]["original_failed"] == 2 and record["shifts"]["original_mean"] is None
+    assert all(e["n"] == 0 and e["mean_shift"] is None for e in record["shifts"]["edits"].values())
+    assert "| pad_2x | 0 | n/a | n/a |" in capsys.readouterr().out
+
+
+def test_cli_probe_with_a_failing_judge_server_exits_2_and_writes_nothing(fake_server, tmp_path, capsys):
+    srv = fake_server({"/v1/models": models_route,
+                       "/v1/chat/completions": lambda k, body: (500, {"error": {"message": "engine died"}})})
+    out = tmp_path / "probe.json"
+    rc = main(["probe", "--server", srv.url, "--parts", "shifts", "--items", str(write_items(tmp_path / "i.jsonl")),
+               "--limit", "1", "--edits", "none", "-o", str(out)])
+    assert rc == 2 and not out.exists()
+    err = capsys.readouterr().err
+    assert srv.url in err and "engine died" in err
