@@ -10,6 +10,8 @@ split, no verdict) is re-judged with fresh samples, up to ``max_tie_rounds`` tim
 undecided goes to the side its mean ``p_a`` over all rounds favours, and an exact 0.5 to a seeded
 coin flip: never to the first half by default.
 
+Each batch's metrics include the drift diagnostics of ``prom_reward.rewards.diagnostics`` (``diag/...``:
+``diag/length_spearman_group_mean`` is +1 when the longer completion of every pair won).
 OnlineDPO in TRL 1.16 passes no ``log_metric``/``log_extra`` (they are used when a trainer does):
 counters accumulate on ``.stats``, the last batch's metrics on ``.last_metrics``, and after
 ``reward.attach(trainer)`` each batch's metrics join the trainer's own logs (``<name>/coin_flips`` ...).
@@ -36,6 +38,7 @@ from typing import Any, Callable, Sequence
 
 from prom_reward.format.conversation import completion_text, prompt_text
 from prom_reward.errors import ConfigError, InputError
+from prom_reward.rewards.diagnostics import diagnostics
 from prom_reward.rewards.holder import JudgeHolder
 from prom_reward.core.results import Verdict
 
@@ -234,6 +237,9 @@ class OnlineDPOJudgeReward(JudgeHolder):
             "swap_agreement": delta["swap_agreed"] / delta["swap_checked"] if delta["swap_checked"] else float("nan"),
             "first_half_win_rate": delta["first_half_wins"] / b, "judge_seconds": seconds,
         }
+        feedback = [vs[-1].feedback for vs in history]
+        metrics.update(diagnostics(rewards, texts[1] + texts[2], list(range(b)) * 2, feedback + feedback,
+                                   top=None))  # win/loss rewards have no top: diag/top_* read 0
         self.last_metrics = metrics
         self._log(metrics, log_metric)
         if log_extra is not None:
