@@ -157,3 +157,22 @@ def test_columns_can_be_renamed():
     rows = [{"prompt": "q", "completion": "abc", "score": 3.0, "feedback": "f", "policy": "x"}]
     s = summarize(rows, ReportColumns(instruction="prompt", response="completion", source="policy"))
     assert s["lengths"] == [3] and s["by_source"]["x"]["n"] == 1 and s["highest"][0]["instruction"] == "q"
+
+
+@pytest.mark.parametrize("rows", [
+    [{"instruction": "q", "response": "r", "score": None, "feedback": None, "judge_failures": 2}] * 3,
+    [{"instruction": "q", "response_a": "a", "response_b": "b", "winner": None, "p_a": None, "tie": True}] * 2,
+    [{"instruction": "q", "response": "r" * n, "score": 3.0 + n / 100, "feedback": "f"} for n in range(1, 60)],
+])
+def test_degenerate_files_still_render(rows):
+    """All failed, all ties, continuous scores: every plot is drawn with what there is, no crash, no NaN."""
+    page = render_report(summarize(rows))
+    assert page.count('<svg class="plot"') == 2 and re.search(r"\bnan\b", page, re.I) is None
+    assert ("Every row has a verdict" in page) == all(r.get("score") or r.get("winner") for r in rows)
+
+
+def test_continuous_scores_get_half_point_bins():
+    rows = [{"instruction": "q", "response": "r", "score": s} for s in (1.0, 1.2, 4.6, 5.0, 5.0)]
+    page = render_report(summarize(rows))
+    assert ">1-1.5</text>" in page and ">4.5-5</text>" in page
+    assert "<title>4.5-5: 3</title>" in page and "<title>1-1.5: 2</title>" in page
