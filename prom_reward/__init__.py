@@ -7,20 +7,26 @@ Example:
     4.0
 """
 
-from prom_reward.errors import (BackendError, ConfigError, ContextLengthError, InputError, PromRewardError,
-                     UnknownNameError)
-from prom_reward.core.cascade import CascadeJudge
-from prom_reward.confidence.indicators import Confidence
-from prom_reward.core.judge import PrometheusJudge
-from prom_reward.rewards.online_dpo import OnlineDPOJudgeReward, PairwiseRewardStats
-from prom_reward.format.parsing import parse_absolute, parse_output, parse_relative
-from prom_reward.preferences.build import PreferenceConfig, build_preference_dataset
-from prom_reward.format.render import render_absolute, render_relative
-from prom_reward.core.results import Grade, JudgeSample, JudgeStats, Verdict
-from prom_reward.rewards.reward import AsyncPrometheusReward, PrometheusReward
-from prom_reward.rewards.config import RewardConfig
-from prom_reward.format.rubrics import Rubric, get_rubric
 from prom_reward.backends.sampling import SamplingConfig
+from prom_reward.confidence.indicators import Confidence
+from prom_reward.core.cascade import CascadeJudge
+from prom_reward.core.judge import PrometheusJudge
+from prom_reward.core.results import Grade, JudgeSample, JudgeStats, Verdict
+from prom_reward.errors import (
+                     BackendError,
+                     ConfigError,
+                     ContextLengthError,
+                     InputError,
+                     PromRewardError,
+                     UnknownNameError,
+)
+from prom_reward.format.parsing import parse_absolute, parse_output, parse_relative
+from prom_reward.format.render import render_absolute, render_relative
+from prom_reward.format.rubrics import Rubric, get_rubric
+from prom_reward.preferences.build import PreferenceConfig, build_preference_dataset
+from prom_reward.rewards.config import RewardConfig
+from prom_reward.rewards.online_dpo import OnlineDPOJudgeReward, PairwiseRewardStats
+from prom_reward.rewards.reward import AsyncPrometheusReward, PrometheusReward
 
 __version__ = "0.1.0"
 

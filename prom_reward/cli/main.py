@@ -36,6 +36,8 @@ import sys
 from collections.abc import Sequence
 
 from prom_reward.cli.jobs import add_job_parsers
+from prom_reward.cli.probe import add_probe_parser
+from prom_reward.cli.report import add_report_parser
 from prom_reward.cli.servers import add_server_parsers
 from prom_reward.cli.store import add_store_parser
 from prom_reward.errors import PromRewardError
@@ -50,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_job_parsers(sub)
     add_server_parsers(sub)
     add_store_parser(sub)
+    add_probe_parser(sub)
+    add_report_parser(sub)
     for command in sub.choices.values():  # also after the subcommand: prom-reward grade ... --debug
         if "--debug" not in command._option_string_actions:
             command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)

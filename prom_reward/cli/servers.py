@@ -116,7 +116,7 @@ def cmd_reward_server(args: argparse.Namespace) -> int:
     explicit = {name: getattr(args, _JUDGE_SETTINGS.get(name, name), None) for name in setting_names()
                 if name not in ("judge", "reward")}
     if args.truncate:
-        explicit["overlong"] = "truncate"
+        explicit["over_context"] = "truncate"
     settings = RewardSettings.load({**explicit, "config_file": args.config})
     if not settings.judge_url and not settings.judge_model:
         print("prom-reward reward-server: give --server URL (or PROM_REWARD_JUDGE_URL) or --model M (in-process vLLM)",

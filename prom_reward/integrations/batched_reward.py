@@ -5,8 +5,9 @@ The RLHF frameworks ask for rewards one sample at a time (OpenRLHF: one HTTP req
 concurrently). ``BatchedReward`` queues those samples in a ``MicroBatcher`` so they reach the
 judge as one batched call, and hands each caller a ``JobResult``: the reward (``None`` when
 the judge failed), a failure flag and reason, the feedback, and the batch's metrics under a
-fixed set of keys (``extra_log_keys``), so every sample carries the same log keys whether
-its judgment failed or not (OpenRLHF and verl stack per-sample logs by key).
+fixed set of keys (``extra_log_keys``, the reward's drift diagnostics ``diag/...`` among them),
+so every sample carries the same log keys whether its judgment failed or not (OpenRLHF and verl
+stack per-sample logs by key).
 
 A sample that cannot be judged fails alone with its reason (``PrometheusReward.judge_batch``
 isolates it; its batch-mates are judged); a judge outage is retried per the reward's
@@ -39,6 +40,7 @@ from typing import Any
 from prom_reward.errors import ConfigError
 from prom_reward.integrations.batching import MicroBatcher
 from prom_reward.rewards.config import normalize_value
+from prom_reward.rewards.diagnostics import diagnostic_keys
 from prom_reward.rewards.samples import RewardSample
 
 # Batch metrics each mode always reports (NaN-able ones such as swap_agreement are left out:
@@ -158,7 +160,7 @@ class BatchedReward:
         cascade = _is_cascade(reward)
         self.extra_log_keys: tuple[str, ...] = (
             ("judge_failed", "judge_batch_size", "judge_queue_seconds") + _MODE_KEYS[mode] + _CALL_KEYS
-            + (_CASCADE_KEYS if cascade else ()))
+            + (_CASCADE_KEYS if cascade else ()) + diagnostic_keys(reward.config))
         """The per-sample log keys every result carries, in order."""
         self.failures = 0
         """Samples whose judgment failed so far."""

@@ -9,7 +9,7 @@ Settings: ``RewardSettings`` (``prom_reward.integrations.settings``).
 
 - Queries, left-truncated prompts and labels are read by ``openrlhf_inputs``; a sample that
   cannot be judged (no overlap, a bad label, a lone surrogate, a NaN label, over the judge's
-  context with ``overlong=fail``) fails alone with its reason, never as an HTTP error.
+  context with ``over_context=fail``) fails alone with its reason, never as an HTTP error.
 - Reply: ``{"rewards", "scores", "extra_logs", "judge_failures", "failure_reasons"}``.
   ``extra_logs`` has the same keys in every reply of one server (``BatchedReward.extra_log_keys``:
   ``judge_failed`` per sample, batch size, queue time, the batch's metrics), one float per sample.

@@ -39,7 +39,7 @@ from prom_reward.backends.outage import ON_EXHAUSTED, OutagePolicy
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.integrations.batched_reward import FailurePolicy
-from prom_reward.rewards.config import OVERLONG, RewardConfig
+from prom_reward.rewards.config import OVER_CONTEXT, RewardConfig
 
 ENV_PREFIX = "PROM_REWARD_"
 CONFIG_ENV = "PROM_REWARD_CONFIG"
@@ -77,7 +77,7 @@ class RewardSettings:
     max_tokens: int | None = None
     """The judge's feedback tokens at most (unset: the judge's 1,024)."""
 
-    overlong: str = "truncate"
+    over_context: str = "truncate"
     """A response over the judge's context: `truncate` (shortened to fit, counted) or `fail` (that sample
     alone fails)."""
 
@@ -122,7 +122,7 @@ class RewardSettings:
             self.failure_reward.value if isinstance(self.failure_reward, FailurePolicy) else self.failure_reward))
         for f in fields(self):
             object.__setattr__(self, f.name, _convert(f.name, getattr(self, f.name)))
-        choices = {"mode": MODES, "overlong": OVERLONG, "on_outage": ON_EXHAUSTED}
+        choices = {"mode": MODES, "over_context": OVER_CONTEXT, "on_outage": ON_EXHAUSTED}
         for name, valid in choices.items():
             if getattr(self, name) not in valid:
                 raise ConfigError(f"{name}: expected one of {', '.join(valid)}, got {getattr(self, name)!r}")
@@ -188,10 +188,10 @@ class RewardSettings:
         """The ``RewardConfig`` of the reward these settings build."""
         try:
             return RewardConfig(rubric=self.rubric, mode=self.mode, score=self.score, normalize=self.normalize,
-                                overlong=self.overlong, outage=self.outage(), **self.reward)
+                                over_context=self.over_context, outage=self.outage(), **self.reward)
         except TypeError as e:
             raise ConfigError(f"reward: {e}; its keys are PrometheusReward options other than the settings "
-                              "rubric, mode, score, normalize, overlong") from None
+                              "rubric, mode, score, normalize, over_context") from None
 
     def judge_spec(self, router_address: str | None = None, tokenizer: Any = None) -> dict[str, Any]:
         """The ``PrometheusJudge`` options: ``judge_url`` (else verl's router at ``router_address``) or an

@@ -19,7 +19,7 @@ Settings: ``RewardSettings`` (``prom_reward.integrations.settings``): first
 environment variable, then a YAML file (``config_file`` / ``PROM_REWARD_CONFIG``); the table is in
 docs/verl.md. ``failure_reward`` is required: a sample the judge fails on scores it (a number or
 ``min``), flagged ``judge_failed=1``, counted and logged. A sample that cannot be judged (a lone
-surrogate, a NaN ground truth, over the judge's context with ``overlong=fail``) fails alone; a
+surrogate, a NaN ground truth, over the judge's context with ``over_context=fail``) fails alone; a
 judge outage is retried within the outage budget, then fails the unanswered samples with the
 cause (``on_outage=fail``) or raises ``JudgeUnavailableError``, which stops the step
 (``on_outage=raise``). The first call in each worker checks the judge (``startup.check_judge``).

@@ -13,10 +13,15 @@ Modes (a registry; unknown names list the valid ones):
   within the group (``group_reward="bradley_terry"``).
 
 Reward paths never fail a batch for one sample (``prom_reward.rewards.guard``): a response
-over the judge's context is shortened to fit and counted (``overlong="truncate"``, the default:
+over the judge's context is shortened to fit and counted (``over_context="truncate"``, the default:
 a policy that rambles gets a judged, usually low, score rather than an abstention it could learn
 to exploit) or fails alone (``"fail"``); a failing judge is retried per ``outage``
 (``prom_reward.backends.outage.OutagePolicy``; TRL's default: stop with the cause past the budget).
+
+Length control (off by default; ``prom_reward.rewards.length``, docs/rewards.md for the trade-off):
+``length_correction`` removes, within each prompt's completions, the part of the reward explained by
+log-length; ``overlong_penalty`` takes reward from completions much longer than a baseline or their
+group's median. Both act after normalisation.
 
 Normalisation (off by default: GRPO and RLOO normalise per group anyway):
 ``"unit"`` maps to [0, 1] (1..5 -> (s-1)/4; +1/-1 -> 1/0), ``"symmetric"`` to [-1, 1]
@@ -32,6 +37,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,7 +55,7 @@ _CHOICES = {
     "group_reward": ("win_rate", "bradley_terry"),
 }
 NORMALIZATIONS = (None, "unit", "symmetric")
-OVERLONG = ("truncate", "fail")
+OVER_CONTEXT = ("truncate", "fail")
 
 
 @dataclass(frozen=True)
@@ -98,12 +104,31 @@ class RewardConfig:
     name: str = "prometheus"
     """Name of the reward in the trainer's logs (``rewards/<name>/...``)."""
 
-    overlong: str = "truncate"
+    over_context: str = "truncate"
     """A response over the judge's context: ``truncate`` (shorten it to fit, counted in
     ``truncated_responses``) or ``fail`` (that sample alone gets no reward, with the reason)."""
 
     outage: OutagePolicy = field(default_factory=OutagePolicy)
     """How a failing judge is retried, and what happens past the budget (``OutagePolicy``)."""
+
+    length_correction: bool = False
+    """Within each prompt's completions, subtract the least-squares fit of reward on log(length) (keeps
+    the group's mean; opt-in: it also removes reward that length earned honestly)."""
+
+    length_min_group: int = 4
+    """``length_correction``: smallest group (scored completions) that is corrected; smaller groups are
+    left as they are (a fit through 2 or 3 points explains nearly any difference)."""
+
+    overlong_penalty: float = 0.0
+    """Reward taken from a completion at ``2 * overlong_ratio`` times the baseline length or longer
+    (linear from ``overlong_ratio`` times it); 0 turns the penalty off."""
+
+    overlong_baseline: float | str = "group_median"
+    """The baseline length of ``overlong_penalty``: ``"group_median"`` (median characters of the
+    prompt's completions) or a number of characters."""
+
+    overlong_ratio: float = 1.5
+    """``overlong_penalty`` starts at this many times the baseline length (> 0)."""
 
     def __post_init__(self) -> None:
         try:
@@ -122,10 +147,31 @@ class RewardConfig:
                               "(or group_reward='win_rate', which lies in [0, 1])")
         if not isinstance(self.name, str) or not self.name:
             raise ConfigError(f"name: expected a non-empty string, got {self.name!r}")
-        if self.overlong not in OVERLONG:
-            raise ConfigError(f"overlong: expected one of {', '.join(OVERLONG)}, got {self.overlong!r}")
+        if self.over_context not in OVER_CONTEXT:
+            raise ConfigError(f"over_context: expected one of {', '.join(OVER_CONTEXT)}, got {self.over_context!r}")
         if not isinstance(self.outage, OutagePolicy):
             raise ConfigError(f"outage: expected an OutagePolicy, got {type(self.outage).__name__}")
+        self._check_length_control()
+
+    def _check_length_control(self) -> None:
+        if not isinstance(self.length_correction, bool):
+            raise ConfigError(f"length_correction: expected True or False, got {self.length_correction!r}")
+        if isinstance(self.length_min_group, bool) or not isinstance(self.length_min_group, int) \
+                or self.length_min_group < 3:
+            raise ConfigError(f"length_min_group: expected an int >= 3 (a fit through 2 points explains any "
+                              f"difference), got {self.length_min_group!r}")
+        if not _finite(self.overlong_penalty) or self.overlong_penalty < 0:
+            raise ConfigError(f"overlong_penalty: expected a number >= 0 (0 = off), got {self.overlong_penalty!r}")
+        if self.overlong_baseline != "group_median" and (not _finite(self.overlong_baseline)
+                                                        or self.overlong_baseline <= 0):  # type: ignore[operator]
+            raise ConfigError(f"overlong_baseline: expected 'group_median' or a number of characters > 0, got "
+                              f"{self.overlong_baseline!r}")
+        if not _finite(self.overlong_ratio) or self.overlong_ratio <= 0:
+            raise ConfigError(f"overlong_ratio: expected a number > 0, got {self.overlong_ratio!r}")
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def normalize_value(value: float | None, kind: str, how: str | None) -> float | None:

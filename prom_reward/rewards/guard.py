@@ -5,7 +5,7 @@ Every reward path (``PrometheusReward`` for TRL, ``OnlineDPOJudgeReward``, and t
 judge call through ``run_isolated``:
 
 - **Isolation.** A call that raises for a reason tied to its inputs (``InputError``: a lone
-  surrogate, an unusable rubric, a prompt over the judge's context with ``overlong="fail"``; a
+  surrogate, an unusable rubric, a prompt over the judge's context with ``over_context="fail"``; a
   4xx from the judge server; any unexpected exception) is split in halves, and the halves are
   judged on their own, down to the single unit (a sample, or a whole ``pairwise_group`` group)
   that fails: that unit fails alone with the reason; its batch-mates are judged.

@@ -4,7 +4,7 @@ Each mode makes one batched judge call (plus tie re-sampling inside the judge),
 judges identical items once, and returns rewards, feedback and batch metrics.
 The items are resolved ``RewardSample`` objects (``PrometheusReward.resolve``: text
 instruction and response, a ``Rubric``). Responses over the judge's context are
-shortened to fit (``overlong="truncate"``, counted in ``truncated_responses``) or fail
+shortened to fit (``over_context="truncate"``, counted in ``truncated_responses``) or fail
 their call (``"fail"``: ``ContextLengthError``, isolated by ``rewards.guard``).
 See ``reward_config`` for what each mode computes.
 
@@ -79,7 +79,7 @@ def absolute_rewards(judge: Any, items: Sequence[RewardSample], cfg: RewardConfi
     refs = [it.reference_answer for it in uniq]
     grades = judge.grade([it.instruction for it in uniq], [it.response for it in uniq], [it.rubric for it in uniq],
                          refs if any(r is not None for r in refs) else None, num_samples=k, sampling=sampling,
-                         truncate_response=cfg.overlong == "truncate")
+                         truncate_response=cfg.over_context == "truncate")
     raw: list[float | None] = []
     for g in grades:
         if cfg.score == "sample":
@@ -118,7 +118,7 @@ def reference_rewards(judge: Any, items: Sequence[RewardSample], cfg: RewardConf
     verdicts = judge.compare([it.instruction for it in uniq], [it.response for it in uniq],
                              [it.baseline for it in uniq], [it.rubric for it in uniq],
                              refs if any(r is not None for r in refs) else None, swap=True,
-                             truncate_response=cfg.overlong == "truncate")
+                             truncate_response=cfg.over_context == "truncate")
     raw: list[float | None] = []
     for v in verdicts:
         if cfg.pairwise_reward == "probability":
@@ -180,7 +180,7 @@ def group_rewards(judge: Any, items: Sequence[RewardSample], cfg: RewardConfig) 
                              [members[g][0][b].response for g, _, b in pairs],
                              [members[g][0][a].rubric for g, a, _ in pairs],
                              _pair_refs(members, pairs), swap=True,
-                             truncate_response=cfg.overlong == "truncate") if pairs else []
+                             truncate_response=cfg.over_context == "truncate") if pairs else []
     outcome: dict[Hashable, dict[tuple[int, int], float]] = {g: {} for g in groups}
     for (g, a, b), v in zip(pairs, verdicts, strict=True):
         if v.winner is not None or v.tie:

@@ -11,11 +11,14 @@ undecided goes to the side its mean ``p_a`` over all rounds favours, and an exac
 coin flip: never to the first half by default.
 
 Every pair is judged through ``rewards.guard``: a pair that cannot be judged (a lone surrogate, a
-prompt over the judge's context with ``overlong="fail"``) is settled by the coin alone and counted
+prompt over the judge's context with ``over_context="fail"``) is settled by the coin alone and counted
 (``unjudged_pairs``); a judge that stays down past the ``outage`` budget stops the step with
 ``JudgeUnavailableError`` (TRL's online DPO cannot take a missing reward), or with
 ``OutagePolicy(on_exhausted="fail")`` the unanswered pairs go to the coin, counted. Instructions and
 reference answers are neutralised like responses.
+
+Each batch's metrics include the drift diagnostics of ``prom_reward.rewards.diagnostics`` (``diag/...``:
+``diag/length_spearman_group_mean`` is +1 when the longer completion of every pair won).
 
 OnlineDPO in TRL 1.16 passes no ``log_metric``/``log_extra`` (they are used when a trainer does):
 counters accumulate on ``.stats``, the last batch's metrics on ``.last_metrics``, and after
@@ -47,7 +50,8 @@ from prom_reward.core.results import Verdict
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.conversation import completion_text, prompt_text
 from prom_reward.format.sanitize import neutralize
-from prom_reward.rewards.config import OVERLONG
+from prom_reward.rewards.config import OVER_CONTEXT
+from prom_reward.rewards.diagnostics import diagnostics
 from prom_reward.rewards.guard import run_isolated
 from prom_reward.rewards.holder import JudgeHolder
 
@@ -113,7 +117,7 @@ class OnlineDPOJudgeReward(JudgeHolder):
             rounds is settled by its mean p_a, which rarely flips with more rounds.
         seed: seed of the coin that settles pairs whose p_a is exactly 0.5.
         name: ``__name__`` (TRL's ``get_callable_name``) and the prefix of logged metrics.
-        overlong: a pair over the judge's context: ``truncate`` (shorten the responses) or ``fail``.
+        over_context: a pair over the judge's context: ``truncate`` (shorten the responses) or ``fail``.
         outage: how a failing judge is retried (``OutagePolicy``; default: stop past the budget).
     """
 
@@ -122,10 +126,10 @@ class OnlineDPOJudgeReward(JudgeHolder):
     def __init__(self, judge: Any, rubric: Any = "helpfulness", *, reference_answer: str | None = None,
                  rubric_column: str = "rubric", reference_column: str = "reference_answer",
                  max_tie_rounds: int = 3, seed: int = 0, name: str = "prometheus_pairwise",
-                 overlong: str = "truncate", outage: OutagePolicy | None = None) -> None:
+                 over_context: str = "truncate", outage: OutagePolicy | None = None) -> None:
         super().__init__(judge)
-        if overlong not in OVERLONG:
-            raise ConfigError(f"overlong: expected one of {', '.join(OVERLONG)}, got {overlong!r}")
+        if over_context not in OVER_CONTEXT:
+            raise ConfigError(f"over_context: expected one of {', '.join(OVER_CONTEXT)}, got {over_context!r}")
         if outage is not None and not isinstance(outage, OutagePolicy):
             raise ConfigError(f"outage: expected an OutagePolicy, got {type(outage).__name__}")
         if not isinstance(max_tie_rounds, int) or isinstance(max_tie_rounds, bool) or max_tie_rounds < 0:
@@ -138,7 +142,7 @@ class OnlineDPOJudgeReward(JudgeHolder):
         self.reference_column = reference_column
         self.max_tie_rounds = max_tie_rounds
         self.seed = seed
-        self.overlong = overlong
+        self.over_context = over_context
         self.outage = outage or OutagePolicy()
         self.health = JudgeHealth()
         self.__name__ = name
@@ -216,7 +220,7 @@ class OnlineDPOJudgeReward(JudgeHolder):
         """Every pair's verdicts, first round then tie rounds; and the number of tie rounds run."""
         judge = self.judge
         ins, a, b = texts
-        truncate = self.overlong == "truncate"
+        truncate = self.over_context == "truncate"
         history = [[v] for v in judge.compare(ins, a, b, rubrics, refs, swap=True, truncate_response=truncate)]
         resample = {"temperature": 1.0} if judge.sampling.temperature == 0 else None
         rounds = 0
@@ -298,6 +302,9 @@ class OnlineDPOJudgeReward(JudgeHolder):
             "first_half_win_rate": delta["first_half_wins"] / b, "judge_seconds": seconds,
             "unjudged_pairs": float(len(unjudged)),
         }
+        feedback = [vs[-1].feedback for vs in history]
+        metrics.update(diagnostics(rewards, texts[1] + texts[2], list(range(b)) * 2, feedback + feedback,
+                                   top=None))  # win/loss rewards have no top: diag/top_* read 0
         self.last_metrics = metrics
         self._log(metrics, log_metric)
         if log_extra is not None:

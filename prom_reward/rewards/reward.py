@@ -37,8 +37,10 @@ from prom_reward.format.conversation import completion_text, prompt_text
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.sanitize import neutralize
 from prom_reward.rewards.config import RewardConfig
+from prom_reward.rewards.diagnostics import diagnostics, top_of_scale
 from prom_reward.rewards.guard import Isolated, run_isolated
 from prom_reward.rewards.holder import JudgeHolder
+from prom_reward.rewards.length import control_length
 from prom_reward.rewards.modes import MODE_FUNCTIONS, ModeOutput
 from prom_reward.rewards.samples import RewardSample, samples_from_columns
 
@@ -183,10 +185,20 @@ class PrometheusReward(JudgeHolder):
             units, lambda idx: self._run_mode([resolved[i] for i in idx]),  # type: ignore[misc]
             self.config.outage, deadline=deadline, health=self.health)
         out = self._assemble(n, iso, reasons)
+        self._control_and_diagnose(out, samples)
         out.metrics["markers_neutralized"] = float(sum(marks))
         out.neutralized = marks if any(marks) else []
         self.last_metrics = out.metrics
         return out
+
+    def _control_and_diagnose(self, out: ModeOutput, samples: Sequence[RewardSample]) -> None:
+        """The whole batch's length control (opt-in, ``rewards.length``) and drift diagnostics
+        (``rewards.diagnostics``), on the responses as the policy wrote them."""
+        responses = [_text(s.response) for s in samples]
+        groups = [s.group for s in samples]
+        out.rewards, length_metrics = control_length(out.rewards, responses, groups, self.config)
+        out.metrics.update(length_metrics)
+        out.metrics.update(diagnostics(out.rewards, responses, groups, out.feedback, top=top_of_scale(self.config)))
 
     def _assemble(self, n: int, iso: Isolated[ModeOutput], reasons: list[str | None]) -> ModeOutput:
         rewards: list[float | None] = [None] * n
@@ -262,6 +274,14 @@ class PrometheusReward(JudgeHolder):
                     **kwargs: Any) -> list[float | None]:
         """Awaitable form: runs the judge in a worker thread, leaving the event loop free."""
         return await asyncio.to_thread(self.compute, prompts, completions, completion_ids, **kwargs)
+
+
+def _text(response: Any) -> str:
+    """A response's text for length statistics ("" when it is not text: that sample failed alone)."""
+    try:
+        return completion_text(response)
+    except InputError:
+        return ""
 
 
 def _strip_item(message: str) -> str:

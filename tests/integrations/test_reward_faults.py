@@ -62,7 +62,7 @@ class Case:
 CASES = {
     "poisoned": Case(responses=("good", "fair", "good"), labels=(None, {"reference_answer": "bad \ud800"}, math.nan),
                      expected=(5.0, FAILED, FAILED)),
-    "overlong": Case(responses=("good", LONG, "fair"), labels=(None, None, None), expected=(5.0, 3.0, 2.0)),
+    "over_context": Case(responses=("good", LONG, "fair"), labels=(None, None, None), expected=(5.0, 3.0, 2.0)),
     "outage": Case(judge={"down_for": 1.5}),
     "dead": Case(judge={"down_for": None}, settings={"outage_budget_s": 1.0}, expected=(FAILED, FAILED)),
     "hung": Case(judge={"hang_first": 1}, settings={"call_timeout_s": 1.0}, responses=("good", "fair", "good"),
@@ -151,7 +151,7 @@ def test_openrlhf_reward_server(name, stand_in, tokenizer, tmp_path):  # noqa: F
         assert took > 6.5 and health["status"] == "ok" and health["failures"] > 0
     if name == "dead":
         assert health["status"] == "degraded" and "503" in health["cause"] and stats["judge_unavailable"] == 0
-    if name == "overlong":
+    if name == "over_context":
         assert max(o["extra_logs"]["truncated_responses"][0] for o in outs) >= 1
         assert any(r.startswith("long xxx") and len(r) < 20_000 for r in judge.graded)  # truncated, then judged
 

@@ -37,7 +37,7 @@ def test_precedence_explicit_then_environment_then_yaml_then_defaults(tmp_path):
 
 def test_one_set_of_defaults():
     s = RewardSettings(failure_reward=0)
-    assert (s.max_batch_size, s.request_timeout, s.batch_window_ms, s.on_outage, s.overlong) == \
+    assert (s.max_batch_size, s.request_timeout, s.batch_window_ms, s.on_outage, s.over_context) == \
         (256, 170.0, 50.0, "fail", "truncate")
     assert s.outage().budget_s == 150.0 and s.outage().on_exhausted == "fail"
 

@@ -25,8 +25,7 @@ from hydra import compose, initialize_config_dir  # noqa: E402
 from tensordict import TensorDict  # noqa: E402
 from verl import DataProto  # noqa: E402
 from verl.experimental.reward_loop import reward_loop as verl_reward_loop  # noqa: E402
-from verl.experimental.reward_loop.reward_loop import (RewardLoopManager, RewardLoopWorker,  # noqa: E402
-                                                       migrate_legacy_reward_impl)
+from verl.experimental.reward_loop.reward_loop import RewardLoopManager, RewardLoopWorker, migrate_legacy_reward_impl  # noqa: E402
 
 from prom_reward import PrometheusJudge  # noqa: E402
 from prom_reward.backends.base import GenerationRequest  # noqa: E402
@@ -34,6 +33,7 @@ from prom_reward.backends.scripted import ScriptedBackend  # noqa: E402
 from prom_reward.errors import ConfigError  # noqa: E402
 from prom_reward.integrations import verl as prom_verl  # noqa: E402
 from prom_reward.integrations.settings import ENV_PREFIX, RewardSettings, setting_names  # noqa: E402
+from prom_reward.rewards.diagnostics import DIAG_KEYS  # noqa: E402
 from prom_reward.rewards.reward import PrometheusReward  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -253,6 +253,30 @@ def test_verl_assembles_rm_scores_and_extra_info_with_a_failed_sample(tiny_model
     assert metrics["misc"]["judge_reward"]["mean@1"] == pytest.approx(0.75)  # None skipped, no NaN
 
 
+def test_drift_diagnostics_reach_verls_reward_extras(tiny_model_dir, monkeypatch):
+    """The reward's diag/... metrics are reward extras of every sample (verl's reward_extra_keys), under the
+    names TRL logs (after the reward's name) and OpenRLHF's extra_logs carry."""
+    _, overrides = LAUNCHES["Judge servers of your own (explicit URL)"]
+    cfg = compose_config(local(overrides, tiny_model_dir))
+    prom_verl.configure(scripted_reward([]), failure_reward=-1.0)
+    worker = RewardLoopWorker(cfg, reward_router_address=None)
+    out = run_manager(worker, make_data(worker.input_tokenizer, SAMPLES), monkeypatch, n_workers=1)
+    assert set(DIAG_KEYS) <= set(out.meta_info["reward_extra_keys"])
+    assert out.non_tensor_batch["judge_batch_size"].tolist() == [3.0] * 3  # one judge call
+    for key in DIAG_KEYS:
+        assert len(set(out.non_tensor_batch[key].tolist())) == 1, key
+    first = {k: out.non_tensor_batch[k][0] for k in DIAG_KEYS}
+    assert first["diag/length_spearman"] == 1.0  # the longer of the two judged answers got more (1.0 vs 0.5)
+    assert first["diag/length_spearman_groups"] == 0.0  # three prompts, one completion each: no group has two
+    assert first["diag/top_score_share"] == 0.5  # unit scale: 1.0 is on top, 0.5 is not
+    assert first["diag/feedback_chars_mean"] == 6.5  # "Correct.", "Fine."
+    from verl.trainer.ppo.metric_utils import process_validation_metrics
+
+    metrics = process_validation_metrics(["misc"] * 3, ["u0", "u1", "u2"],
+                                         {k: list(out.non_tensor_batch[k]) for k in DIAG_KEYS})
+    assert metrics["misc"]["diag/top_score_share"]["mean@1"] == 0.5
+
+
 def test_missing_failure_reward_fails_loudly_not_zero(tiny_model_dir):
     _, overrides = LAUNCHES["Judge servers of your own (explicit URL)"]
     worker = RewardLoopWorker(compose_config(local(overrides, tiny_model_dir)))
@@ -282,8 +306,8 @@ def test_settings_from_reward_kwargs_env_and_yaml(tmp_path, monkeypatch):
 
 def test_module_is_the_real_one_and_pickles_by_reference():
     import cloudpickle
-    from verl.trainer.ppo.reward import get_custom_reward_fn
     from omegaconf import OmegaConf
+    from verl.trainer.ppo.reward import get_custom_reward_fn
 
     cfg = OmegaConf.create({"reward": {"custom_reward_function": {
         "path": "pkg://prom_reward.integrations.verl", "name": "compute_score_sync", "reward_kwargs": {}}}})

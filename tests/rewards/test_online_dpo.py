@@ -8,9 +8,10 @@ import pickle
 
 import pytest
 
-from prom_reward import ConfigError, InputError, PromRewardError, PrometheusJudge, get_rubric
+from prom_reward import ConfigError, InputError, PrometheusJudge, PromRewardError, get_rubric
 from prom_reward.backends.base import GenerationRequest
 from prom_reward.backends.scripted import ScriptedBackend
+from prom_reward.rewards.diagnostics import DIAG_KEYS
 from prom_reward.rewards.online_dpo import OnlineDPOJudgeReward
 
 GOOD, BAD = "XGOODX", "XBADX"
@@ -206,6 +207,24 @@ def test_log_metric_and_log_extra_are_used_when_given():
     assert metrics["prometheus_pairwise/decided_by_judge_rate"] == 1.0 and metrics["prometheus_pairwise/pairs"] == 2
     assert extra["prometheus_pairwise_decided_by"] == ["judge"] * 4
     assert len(extra["prometheus_pairwise_feedback"]) == 4
+
+
+def test_drift_diagnostics_show_a_judge_that_prefers_the_longer_completion():
+    def longer(req: GenerationRequest, i: int) -> str:
+        a = req.user.split("###Response A:\n", 1)[1].split("\n\n###", 1)[0]
+        b = req.user.split("###Response B:\n", 1)[1].split("\n\n###", 1)[0]
+        return f"More is more. [RESULT] {'A' if len(a) > len(b) else 'B'}"
+
+    reward = OnlineDPOJudgeReward(PrometheusJudge(backend=ScriptedBackend(respond=longer)))
+    metrics: dict[str, float] = {}
+    rewards = reward(prompts=["Name a prime."] * 4,  # pairs (a0, b0) and (a1, b1): [a0, a1, b0, b1]
+                     completions=["7", "It is 7, a prime.", "Two, the only even prime.", "3"],
+                     log_metric=metrics.__setitem__)
+    assert rewards == [0.0, 1.0, 1.0, 0.0]
+    assert metrics["prometheus_pairwise/diag/length_spearman_group_mean"] == 1.0  # the longer won both pairs
+    assert metrics["prometheus_pairwise/diag/length_spearman_groups"] == 2.0
+    assert metrics["prometheus_pairwise/diag/top_score_share"] == 0.0  # win/loss has no top of scale
+    assert set(DIAG_KEYS) <= {k.split("/", 1)[1] for k in metrics}
 
 
 def test_attach_adds_metrics_to_the_trainers_stats():

@@ -11,9 +11,9 @@ import pytest
 from prom_reward import ConfigError, InputError, PrometheusJudge
 from prom_reward.backends.base import Completion, GenerationRequest, TokenLogprobs
 from prom_reward.backends.scripted import ScriptedBackend
-from prom_reward.rewards.reward import AsyncPrometheusReward, PrometheusReward
 from prom_reward.rewards.config import RewardConfig, normalize_value
 from prom_reward.rewards.modes import bradley_terry
+from prom_reward.rewards.reward import AsyncPrometheusReward, PrometheusReward
 
 
 def by_response(table: dict[str, str], default: str = "rambling without verdict"):

@@ -7,9 +7,10 @@ import pickle
 
 import pytest
 
-from prom_reward import PromRewardError, PrometheusJudge
+from prom_reward import PrometheusJudge, PromRewardError
 from prom_reward.backends.base import GenerationRequest
 from prom_reward.backends.scripted import ScriptedBackend
+from prom_reward.rewards.diagnostics import DIAG_KEYS
 from prom_reward.rewards.reward import AsyncPrometheusReward, PrometheusReward
 
 pytestmark = pytest.mark.integration
@@ -86,6 +87,39 @@ def test_grpo_skips_none_rewards(tiny_model_dir, tmp_path):
     means = logged(trainer, "rewards/prometheus/mean")
     assert means and all(m == 5.0 or math.isnan(m) for m in means)  # never pulled down by a fake 0
     assert any(m == 5.0 for m in means)
+
+
+def test_grpo_logs_drift_diagnostics(tiny_model_dir, tmp_path):
+    """Each batch's diag/... metrics reach TRL's logs as <name>/diag/... (the names OpenRLHF's extra_logs and
+    verl's reward extras carry), with the values of that batch's completions and rewards."""
+    from scipy.stats import spearmanr
+
+    from tests.judges import response_of
+
+    def respond(req: GenerationRequest, i: int) -> str:
+        return f"Graded by length. [RESULT] {1 + len(response_of(req)) % 5}"
+
+    reward = Recording(PrometheusJudge(backend=ScriptedBackend(respond=respond), max_retries=0), name="prometheus")
+    batches: list[tuple[list[str], list[float | None], dict[str, float]]] = []
+    compute = reward.compute
+
+    def keep(prompts, completions, completion_ids=None, **kw):
+        out = compute(prompts, completions, completion_ids, **kw)
+        batches.append((list(completions), out, dict(reward.last_metrics)))
+        return out
+
+    reward.compute = keep
+    trainer = grpo(tiny_model_dir, tmp_path, reward)
+    assert len(batches) == 2  # one reward call per step, one log line per step
+    for key in DIAG_KEYS:
+        assert logged(trainer, f"prometheus/{key}") == pytest.approx([m[key] for _, _, m in batches]), key
+    for completions, rewards, metrics in batches:
+        lengths = [len(c) for c in completions]
+        rho = spearmanr(rewards, lengths)[0]
+        assert metrics["diag/length_spearman"] == pytest.approx(0.0 if math.isnan(rho) else rho)
+        assert metrics["diag/response_chars_mean"] == pytest.approx(sum(lengths) / len(lengths))
+        assert metrics["diag/top_score_share"] == sum(r == 5.0 for r in rewards) / len(rewards)
+        assert metrics["diag/feedback_chars_mean"] == len("Graded by length.")
 
 
 def test_grpo_awaits_the_async_reward(tiny_model_dir, tmp_path):

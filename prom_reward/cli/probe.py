@@ -1,0 +1,71 @@
+"""``prom-reward probe``: how exploitable is a judge? LLMBar accuracy (Natural vs Adversarial, both orders) and
+score shifts under response edits (padding, formal preamble, self-grades, question restated, markdown), written
+as JSON with a one-screen summary on stdout (``prom_reward.probe``).
+
+Example:
+    $ prom-reward probe --model pocket-judge --limit 20 --max-tokens 256 -o probe.json
+    $ prom-reward probe --server http://127.0.0.1:8000/v1 --llmbar LLMBar/Dataset/LLMBar --items graded.jsonl -o p.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from prom_reward.cli.judge_options import add_judge_options, build_judge, judge_kwargs
+from prom_reward.errors import ConfigError
+from prom_reward.probe.edits import DEFAULT_EDITS
+from prom_reward.probe.run import PARTS, ProbeConfig, load_inputs, run_probe
+from prom_reward.probe.summary import summary
+
+
+def _csv(value: str) -> tuple[str, ...]:
+    return tuple(v.strip() for v in value.split(",") if v.strip())
+
+
+def add_probe_parser(sub: Any) -> None:
+    """Register ``prom-reward probe``."""
+    p = sub.add_parser("probe", help="measure how exploitable a judge is (LLMBar adversarial accuracy, score "
+                                     "shifts under response edits)")
+    p.add_argument("-o", "--output", required=True, help="the probe record (.json)")
+    p.add_argument("--llmbar", help="LLMBar folder (Natural.json, Adversarial_*.json); default: benchmarks/data/"
+                                    "llmbar of a prom-reward checkout")
+    p.add_argument("--items", help=".jsonl/.json/.parquet rows with instruction, response [, reference_answer, "
+                                   "rubric, id]; default: benchmarks/data/vicuna_eval.json of a checkout")
+    p.add_argument("--limit", type=int, help="pairs per LLMBar set and graded items at most (a seeded subset)")
+    p.add_argument("--parts", type=_csv, default=PARTS, help=f"comma-separated, some of {','.join(PARTS)}")
+    p.add_argument("--edits", type=_csv, default=DEFAULT_EDITS, help=f"comma-separated (default all: "
+                                                                      f"{','.join(DEFAULT_EDITS)})")
+    p.add_argument("--rubric", default="helpfulness", help="rubric of the LLMBar pairs and of items without one")
+    p.add_argument("--seed", type=int, default=0)
+    add_judge_options(p)
+    p.set_defaults(func=cmd_probe)
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    if not args.model and not args.server:
+        raise ConfigError("prom-reward probe: give --model M (in-process vLLM) or --server URL")
+    out = Path(args.output)
+    if out.suffix.lower() != ".json":
+        raise ConfigError(f"-o {args.output}: the probe writes one JSON record; name a .json file")
+    if not out.parent.is_dir():
+        raise ConfigError(f"-o {args.output}: folder {out.parent} does not exist; create it first")
+    cfg = ProbeConfig(parts=args.parts, llmbar=args.llmbar, items=args.items, limit=args.limit, edits=args.edits,
+                      rubric=args.rubric, expected=args.expected, seed=args.seed)
+    inputs = load_inputs(cfg)  # bad data fails here, before an engine starts
+    judge = build_judge(args)
+    try:
+        record = run_probe(judge, cfg, inputs=inputs, judge_label=args.model or ",".join(args.server))
+    finally:
+        judge.close()
+    record["judge_options"] = judge_kwargs(args)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(json.dumps(record, indent=1, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, out)
+    print(summary(record))
+    print(f"\nwrote {out}", file=sys.stderr)
+    return 0

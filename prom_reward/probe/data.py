@@ -1,0 +1,149 @@
+"""The probe's inputs: LLMBar pairs (Natural vs the four Adversarial sets) and graded items for the score shifts.
+
+- LLMBar (princeton-nlp/LLMBar, MIT): a folder with ``Natural.json`` and ``Adversarial_{Neighbor,GPTInst,
+  GPTOut,Manual}.json``, each a JSON list of ``{input, output_1, output_2, label}`` (label 1 or 2: the output
+  that follows the instruction). A checkout of this repository has them in ``benchmarks/data/llmbar``.
+- Items: a ``.jsonl``/``.json``/``.parquet`` file of rows with ``instruction``, ``response`` and optionally
+  ``reference_answer``, ``rubric`` and ``id``; or rows in the Prometheus evaluation layout, whose
+  ``instruction`` is a whole filled absolute prompt (no ``response`` column), such as
+  ``benchmarks/data/vicuna_eval.json`` in a checkout.
+
+Subsets are seeded: the same ``limit`` and ``seed`` pick the same pairs and items.
+
+Example:
+    >>> import json, os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "items.jsonl")
+    >>> _ = open(path, "w").write(json.dumps({"instruction": "Name a prime.", "response": "7"}) + "\\n")
+    >>> load_items(path)[0]
+    ProbeItem(id='0', instruction='Name a prime.', response='7', reference_answer=None, rubric=None)
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from prom_reward.errors import InputError
+from prom_reward.format.templates import parse_absolute_prompt
+from prom_reward.jobs.source import read_rows
+
+LLMBAR_SETS = ("Natural", "Adversarial_Neighbor", "Adversarial_GPTInst", "Adversarial_GPTOut", "Adversarial_Manual")
+"""LLMBar's five sets, Natural first (the gaps are measured against it)."""
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ProbeItem:
+    """One graded response whose score the edits try to move."""
+
+    id: str
+    """The row's ``id`` if it has one, else its position in the file."""
+    instruction: str
+    response: str
+    reference_answer: str | None = None
+    rubric: Any = None
+    """The row's rubric (a name, dict or formatted text); None: the probe's ``rubric``."""
+
+
+@dataclass(frozen=True)
+class LLMBarPair:
+    """One LLMBar pair: ``label`` names the output that follows the instruction (1 or 2)."""
+
+    set: str
+    index: int
+    """Position in its set's file."""
+    instruction: str
+    output_1: str
+    output_2: str
+    label: int
+
+
+def checkout_data_dir() -> Path | None:
+    """``benchmarks/data`` of the repository this package runs from, or None (an installed wheel ships none)."""
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
+    return path if path.is_dir() else None
+
+
+def seeded_subset(values: list[T], limit: int | None, seed: int) -> list[T]:
+    """At most ``limit`` of ``values``, a seeded random choice kept in file order.
+
+    >>> seeded_subset(list(range(10)), 3, seed=0)
+    [0, 6, 9]
+    """
+    if limit is None or limit >= len(values):
+        return list(values)
+    keep = sorted(random.Random(seed).sample(range(len(values)), limit))
+    return [values[i] for i in keep]
+
+
+def _text(row: dict[str, Any], key: str, where: str, index: int, *, optional: bool = False) -> str | None:
+    value = row.get(key)
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise InputError(f"{where} row {index}: {key!r} must be a non-empty string, got {value!r:.80}; "
+                         "fix that row or leave it out", index=index, field=key)
+    return value
+
+
+def _item(row: Any, index: int, where: str) -> ProbeItem:
+    if not isinstance(row, dict):
+        raise InputError(f"{where} row {index}: expected an object, got {type(row).__name__}", index=index)
+    ident = str(row.get("id", index))
+    if "response" not in row and isinstance(row.get("instruction"), str):
+        try:
+            parts = parse_absolute_prompt(row["instruction"])
+        except InputError as e:
+            raise InputError(f"{where} row {index}: no 'response' column, and 'instruction' is not a filled "
+                             f"absolute prompt either ({e}); give rows with instruction and response",
+                             index=index, field="response") from e
+        source = row.get("response_source")
+        return ProbeItem(f"{row.get('idx', index)}:{source}" if source is not None else ident, parts.instruction,
+                         parts.response, parts.reference_answer, parts.rubric)
+    return ProbeItem(ident, _text(row, "instruction", where, index), _text(row, "response", where, index),  # type: ignore[arg-type]
+                     _text(row, "reference_answer", where, index, optional=True), row.get("rubric"))
+
+
+def load_items(path: str | Path, limit: int | None = None, seed: int = 0) -> list[ProbeItem]:
+    """The graded items of ``path`` (every row checked before any is used), a seeded subset of ``limit``."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"--items {path}: no such file; give a .jsonl/.json/.parquet file of rows with "
+                         "instruction and response", field="items")
+    items = [_item(row, i, str(p)) for i, row in enumerate(read_rows(p))]
+    if not items:
+        raise InputError(f"--items {path}: the file has no rows", field="items")
+    return seeded_subset(items, limit, seed)
+
+
+def load_llmbar(folder: str | Path, limit: int | None = None, seed: int = 0,
+                sets: tuple[str, ...] = LLMBAR_SETS) -> dict[str, list[LLMBarPair]]:
+    """``{set name: pairs}`` from an LLMBar folder (all sets checked first); ``limit`` pairs per set at most."""
+    base = Path(folder)
+    out: dict[str, list[LLMBarPair]] = {}
+    for name in sets:
+        path = base / f"{name}.json"
+        if not path.is_file():
+            raise InputError(f"--llmbar {folder}: {path.name} is missing; the folder needs "
+                             f"{', '.join(s + '.json' for s in sets)} (princeton-nlp/LLMBar)", field="llmbar")
+        try:
+            records = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise InputError(f"{path}: not valid JSON ({e}); restore the file from LLMBar", field="llmbar") from e
+        if not isinstance(records, list) or not records:
+            raise InputError(f"{path}: expected a non-empty JSON list of pairs", field="llmbar")
+        pairs = []
+        for i, rec in enumerate(records):
+            if not isinstance(rec, dict):
+                raise InputError(f"{path} record {i}: expected an object, got {type(rec).__name__}", index=i)
+            texts = [_text(rec, k, str(path), i) for k in ("input", "output_1", "output_2")]
+            if rec.get("label") not in (1, 2) or isinstance(rec.get("label"), bool):
+                raise InputError(f"{path} record {i}: label must be 1 or 2, got {rec.get('label')!r}", index=i,
+                                 field="label")
+            pairs.append(LLMBarPair(name, i, texts[0], texts[1], texts[2], rec["label"]))  # type: ignore[arg-type]
+        out[name] = seeded_subset(pairs, limit, seed)
+    return out

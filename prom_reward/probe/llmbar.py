@@ -1,0 +1,82 @@
+"""LLMBar pairwise accuracy: does the judge still pick the output that follows the instruction when the other
+one looks better (longer, more fluent, more formal)?
+
+Every pair is judged in both orders (``compare(..., swap=True)``: output 1 as A, then as B) in one batched
+call. Per set:
+
+- ``accuracy``: the share of the ``2n`` order-judgments that picked the right output (an order without a
+  verdict counts wrong), with a seeded bootstrap interval over pairs. A judge that always answers "A" gets
+  0.5, whatever its position bias.
+- ``order_accuracy``: the same per order (output 1 shown first, then second).
+- ``both_right``: pairs right in both orders; ``agreement``: pairs whose two orders picked the same output.
+- ``failed``: order-judgments without a verdict.
+
+``gaps``: Natural's accuracy minus each adversarial set's (and the pooled ``Adversarial`` set's): how
+much of the judge's apparent skill disappears when a worse answer dresses up.
+
+Example:
+    >>> from prom_reward import PrometheusJudge
+    >>> from prom_reward.backends.scripted import ScriptedBackend
+    >>> from prom_reward.probe.data import LLMBarPair
+    >>> judge = PrometheusJudge(backend=ScriptedBackend(respond=lambda request, i: "[RESULT] A"))  # always A
+    >>> pairs = {"Natural": [LLMBarPair("Natural", 0, "Say hi.", "Hi!", "Bye.", 1)]}
+    >>> llmbar_accuracy(judge, pairs)["sets"]["Natural"]["accuracy"]
+    0.5
+"""
+
+from __future__ import annotations
+
+from statistics import fmean
+from typing import Any
+
+from prom_reward.probe.data import LLMBarPair
+from prom_reward.stats import bootstrap_ci
+
+POOLED = "Adversarial"
+"""The name of the four adversarial sets taken together."""
+
+
+def set_stats(pairs: list[LLMBarPair], verdicts: list[Any], *, seed: int = 0, resamples: int = 2000) -> dict[str, Any]:
+    """Accuracy statistics of one set from its pairs and their two-order ``Verdict``s."""
+    right = []  # per pair: (order 1 right, order 2 right)
+    failed = agreed = 0
+    for pair, v in zip(pairs, verdicts, strict=True):
+        want = "A" if pair.label == 1 else "B"
+        winners = tuple(v.order_winners) + (None,) * (2 - len(v.order_winners))
+        right.append((winners[0] == want, winners[1] == want))
+        failed += sum(w is None for w in winners[:2])
+        agreed += winners[0] is not None and winners[0] == winners[1]
+    n = len(pairs)
+    if not n:
+        return {"n": 0, "accuracy": None, "accuracy_ci": None, "order_accuracy": [None, None], "both_right": None,
+                "agreement": None, "failed": 0}
+    per_pair = [(a + b) / 2 for a, b in right]
+    return {"n": n, "accuracy": fmean(per_pair),
+            "accuracy_ci": list(bootstrap_ci(per_pair, seed=seed, resamples=resamples)),
+            "order_accuracy": [fmean(float(a) for a, _ in right), fmean(float(b) for _, b in right)],
+            "both_right": fmean(float(a and b) for a, b in right), "agreement": agreed / n, "failed": failed}
+
+
+def llmbar_accuracy(judge: Any, pairs: dict[str, list[LLMBarPair]], *, rubric: Any = "helpfulness", seed: int = 0,
+                    resamples: int = 2000) -> dict[str, Any]:
+    """Judge every pair of every set in both orders (one batched call) and report per-set accuracy and gaps.
+
+    Returns ``{"sets": {name: set_stats}, "gaps": {name: Natural's accuracy - its accuracy}}``; the pooled
+    adversarial sets appear as ``"Adversarial"`` in both.
+    """
+    flat = [p for ps in pairs.values() for p in ps]
+    verdicts = judge.compare([p.instruction for p in flat], [p.output_1 for p in flat], [p.output_2 for p in flat],
+                             rubric, swap=True) if flat else []
+    by_set: dict[str, list[tuple[LLMBarPair, Any]]] = {}
+    for p, v in zip(flat, verdicts, strict=True):
+        by_set.setdefault(p.set, []).append((p, v))
+    groups = {name: by_set.get(name, []) for name in pairs}
+    adversarial = [pv for name, pvs in groups.items() if name.startswith("Adversarial_") for pv in pvs]
+    if adversarial:
+        groups[POOLED] = adversarial
+    sets = {name: set_stats([p for p, _ in pvs], [v for _, v in pvs], seed=seed + i, resamples=resamples)
+            for i, (name, pvs) in enumerate(groups.items())}
+    natural = sets.get("Natural", {}).get("accuracy")
+    gaps = {name: (natural - s["accuracy"]) if natural is not None and s["accuracy"] is not None else None
+            for name, s in sets.items() if name != "Natural"}
+    return {"sets": sets, "gaps": gaps}

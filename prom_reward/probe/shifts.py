@@ -1,0 +1,83 @@
+"""Score shifts: how much each response edit moves a judge's absolute grade, with bootstrap intervals.
+
+Every item is graded as it is and after each edit, all in one batched judge call. Per edit, over the items
+where both grades came back: the mean shift (edited minus original), the share of items whose score rose
+and the share whose score fell, each with a seeded percentile bootstrap interval over items. The ``none``
+edit re-grades the unchanged response: its rise share is what the judge's own sampling noise produces,
+the baseline the others should be read against (zero under greedy decoding).
+
+Scores are the grade's ``score`` (the mean of its samples), or its ``expected_score`` (probability-weighted
+over 1..5 at the verdict token) when ``expected=True`` and the judge returned logprobs.
+
+Example:
+    >>> from prom_reward import PrometheusJudge
+    >>> from prom_reward.probe.data import ProbeItem
+    >>> judge = PrometheusJudge(backend="scripted", outputs=["Fine. [RESULT] 3", "Formal! [RESULT] 5"])
+    >>> out = score_shifts(judge, [ProbeItem("0", "Say hi.", "Hi.")], ["formal_preamble"], rubric="helpfulness")
+    >>> out["edits"]["formal_preamble"]["mean_shift"], out["edits"]["formal_preamble"]["rise_share"]
+    (2.0, 1.0)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from statistics import fmean
+from typing import Any
+
+from prom_reward.probe.data import ProbeItem
+from prom_reward.probe.edits import EDITS, apply_edit
+from prom_reward.stats import bootstrap_ci
+
+
+def _score(grade: Any, expected: bool) -> float | None:
+    return grade.expected_score if expected else grade.score
+
+
+def edit_stats(original: Sequence[float | None], edited: Sequence[float | None], *, seed: int = 0,
+               resamples: int = 2000) -> dict[str, Any]:
+    """Shift statistics of one edit over paired scores (None: the judge failed on that response).
+
+    >>> s = edit_stats([3.0, 4.0, None], [4.0, 4.0, 5.0])
+    >>> s["n"], s["failed"], s["mean_shift"], s["rise_share"], s["fall_share"]
+    (2, 1, 0.5, 0.5, 0.0)
+    """
+    shifts = [e - o for o, e in zip(original, edited, strict=True) if o is not None and e is not None]
+    out: dict[str, Any] = {"n": len(shifts), "failed": len(original) - len(shifts)}
+    if not shifts:
+        return {**out, "mean_shift": None, "mean_shift_ci": None, "rise_share": None, "rise_share_ci": None,
+                "fall_share": None}
+    rises = [float(s > 0) for s in shifts]
+    return {**out, "mean_shift": fmean(shifts),
+            "mean_shift_ci": list(bootstrap_ci(shifts, seed=seed, resamples=resamples)),
+            "rise_share": fmean(rises), "rise_share_ci": list(bootstrap_ci(rises, seed=seed, resamples=resamples)),
+            "fall_share": fmean(float(s < 0) for s in shifts)}
+
+
+def score_shifts(judge: Any, items: Sequence[ProbeItem], edits: Sequence[str], *, rubric: Any = "helpfulness",
+                 expected: bool = False, seed: int = 0, resamples: int = 2000) -> dict[str, Any]:
+    """Grade ``items`` as they are and after each of ``edits`` (one batched call) and summarise the shifts.
+
+    Returns ``{"score", "n_items", "original_mean", "edits": {name: edit_stats + description, mean_length_ratio},
+    "per_item": [{"id", "original", name: score ...}]}``.
+    """
+    names = [EDITS.get(e).name for e in edits]  # unknown names fail here, before any judging
+    variants = [[it.response] + [apply_edit(name, it, seed) for name in names] for it in items]
+    flat = [(it, text) for it, texts in zip(items, variants, strict=True) for text in texts]
+    grades = judge.grade([it.instruction for it, _ in flat], [text for _, text in flat],
+                         [it.rubric if it.rubric is not None else rubric for it, _ in flat],
+                         [it.reference_answer for it, _ in flat] if any(it.reference_answer for it in items)
+                         else None) if flat else []
+    width = 1 + len(names)
+    scores = [[_score(grades[i * width + k], expected) for k in range(width)] for i in range(len(items))]
+    original = [row[0] for row in scores]
+    ok = [s for s in original if s is not None]
+    out: dict[str, Any] = {"score": "expected_score" if expected else "score", "n_items": len(items),
+                           "original_mean": fmean(ok) if ok else None, "original_failed": len(original) - len(ok),
+                           "edits": {}, "per_item": []}
+    for k, name in enumerate(names, start=1):
+        stats = edit_stats(original, [row[k] for row in scores], seed=seed + k, resamples=resamples)
+        ratio = fmean(len(v[k]) / max(len(v[0]), 1) for v in variants) if variants else None
+        out["edits"][name] = {"description": EDITS.get(name).description, **stats, "mean_length_ratio": ratio}
+    for it, row in zip(items, scores, strict=True):
+        out["per_item"].append({"id": it.id, "original": row[0], **dict(zip(names, row[1:], strict=True))})
+    return out

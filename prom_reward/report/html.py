@@ -1,0 +1,182 @@
+"""The HTML report: one self-contained file (inline CSS and SVG, no scripts, no external URLs).
+
+``render_report(summary, probe=None, title=...)`` turns a ``summarize`` result (and optionally a hacking-probe
+record) into the page; ``prom-reward report`` writes it.
+
+Example:
+    >>> from prom_reward.report.summarize import summarize
+    >>> page = render_report(summarize([{"instruction": "q", "response": "r", "score": 4.0, "feedback": "ok"}]))
+    >>> page.startswith("<!doctype html>") and page.count('<svg class="plot"') == 2 and "http" not in page
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from html import escape
+from typing import Any
+
+from prom_reward.probe.summary import llmbar_table, shifts_table
+from prom_reward.report.svg import bar_chart, scatter
+
+_CSS = """
+body{font-family:-apple-system,'Segoe UI',Helvetica,Arial,sans-serif;margin:28px auto;max-width:1140px;color:#1d1d1f;
+background:#fafafa;padding:0 18px}
+h1{font-size:24px;margin:0 0 4px}h2{font-size:18px;margin:30px 0 10px;border-bottom:1px solid #ddd;padding-bottom:4px}
+.meta{color:#666;font-size:13px;margin:0 0 18px}
+.cards{display:flex;gap:12px;flex-wrap:wrap}.card{background:#fff;border:1px solid #e2e2e2;border-radius:8px;
+padding:10px 16px;min-width:140px}.card b{display:block;font-size:22px}.card span{color:#666;font-size:12px}
+.plots{display:flex;flex-wrap:wrap;gap:14px}.plots svg{border:1px solid #e2e2e2;border-radius:6px;background:#fff}
+table{border-collapse:collapse;background:#fff;font-size:13px;margin:6px 0}
+th,td{border:1px solid #e2e2e2;padding:4px 9px;text-align:left;vertical-align:top}th{background:#f2f4f7}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+.item{background:#fff;border:1px solid #e2e2e2;border-radius:8px;padding:10px 14px;margin:8px 0;font-size:13px}
+.item .score{float:right;font-weight:700;font-size:16px;color:#2f6db5}.item pre{white-space:pre-wrap;margin:4px 0;
+font-family:inherit;background:#f6f7f9;padding:6px 8px;border-radius:4px;max-height:160px;overflow:hidden}
+.item .label{color:#666;font-size:11px;text-transform:uppercase;letter-spacing:.04em;margin-top:6px}
+.note{color:#555;font-size:13px}
+"""
+
+
+def _num(v: Any, digits: int = 2, signed: bool = False) -> str:
+    if v is None:
+        return "n/a"
+    if isinstance(v, int):
+        return str(v)
+    return f"{v:+.{digits}f}" if signed else f"{v:.{digits}f}"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    head = "".join(f"<th>{escape(str(h))}</th>" for h in header)
+    body = []
+    for r in rows:
+        cells = []
+        for c in r:
+            numeric = isinstance(c, (int, float)) or (isinstance(c, str) and c[:1] in "+-0123456789" and c != "")
+            cells.append(f'<td class="num">{escape(str(c))}</td>' if numeric else f"<td>{escape(str(c))}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _clip(text: str | None, limit: int = 700) -> str:
+    text = text or ""
+    return text if len(text) <= limit else text[:limit] + f" … [{len(text) - limit} more characters]"
+
+
+def _cards(s: dict[str, Any]) -> str:
+    cards = [("rows", str(s["n"])), ("without a verdict", f"{s['failed']} ({s['failed'] / max(s['n'], 1):.1%})")]
+    if s["kind"] == "grade":
+        cards += [("mean score", _num(s["mean"])), ("median score", _num(s["median"]))]
+        cards.append(("score vs length (Spearman)", _num(s["length_spearman"])))
+    else:
+        v = s["verdicts"]
+        cards += [("A wins", str(v["A"])), ("B wins", str(v["B"])), ("ties", str(v["tie"])),
+                  ("longer response won", _num(s["longer_wins"]))]
+    return '<div class="cards">' + "".join(f"<div class=\"card\"><b>{escape(val)}</b><span>{escape(label)}</span>"
+                                           "</div>" for label, val in cards) + "</div>"
+
+
+def _plots(s: dict[str, Any]) -> str:
+    rho = _num(s["length_spearman"])
+    if s["kind"] == "grade":
+        if s["integer_scores"]:
+            labels = ["1", "2", "3", "4", "5"]
+            counts = [sum(1 for v in s["values"] if round(v) == k) for k in range(1, 6)]
+        else:
+            bins = [(1 + 0.5 * k, 1.5 + 0.5 * k) for k in range(8)]
+            labels = [f"{a:g}-{b:g}" for a, b in bins]
+            counts = [sum(1 for v in s["values"] if a <= v < b or (b == 5 and v == 5)) for a, b in bins]
+        dist = bar_chart("score-distribution", labels, counts, title="Score distribution", x_label="score",
+                         y_label="rows")
+        vs = scatter("score-vs-length", s["lengths"], s["values"], title=f"Score vs response length (Spearman {rho})",
+                     x_label="response length (characters, log scale)", y_label="score", log_x=True,
+                     jitter=0.12 if s["integer_scores"] else 0.0)
+    else:
+        v = s["verdicts"]
+        dist = bar_chart("verdict-distribution", ["A", "B", "tie", "no verdict"], [v["A"], v["B"], v["tie"],
+                                                                                   v["failed"]],
+                         title="Verdicts", x_label="verdict", y_label="pairs")
+        vs = scatter("p-a-vs-length", s["length_ratios"], s["values"], title=f"P(A) vs length ratio (Spearman {rho})",
+                     x_label="log2(length A / length B)", y_label="P(A wins)")
+    return f'<div class="plots">{dist}{vs}</div>'
+
+
+def _group_table(groups: dict[str, dict[str, Any]], kind: str, name: str) -> str:
+    if kind == "grade":
+        header = [name, "rows", "mean score", "without a verdict", "score vs length"]
+        rows = [[k, g["n"], _num(g["mean"]), g["failed"], _num(g["length_spearman"])] for k, g in groups.items()]
+    else:
+        header = [name, "pairs", "A wins", "ties", "without a verdict", "longer won"]
+        rows = [[k, g["n"], _num(g["a_wins"]), _num(g["ties"]), g["failed"], _num(g["longer_wins"])]
+                for k, g in groups.items()]
+    return _table(header, rows)
+
+
+def _items(members: list[dict[str, Any]], kind: str) -> str:
+    out = []
+    for m in members:
+        parts = [f'<div class="item"><span class="score">{_num(m["value"])}</span>'
+                 f'<div class="label">row {m["index"]} · rubric: {escape(m["rubric"])}</div>'
+                 f'<div class="label">instruction</div><pre>{escape(_clip(m["instruction"], 400))}</pre>']
+        if kind == "grade":
+            parts.append(f'<div class="label">response</div><pre>{escape(_clip(m["response"]))}</pre>')
+        else:
+            parts.append(f'<div class="label">response A</div><pre>{escape(_clip(m["response_a"], 400))}</pre>'
+                         f'<div class="label">response B</div><pre>{escape(_clip(m["response_b"], 400))}</pre>')
+        parts.append(f'<div class="label">judge feedback</div><pre>{escape(_clip(m["feedback"]) or "(none)")}</pre>'
+                     "</div>")
+        out.append("".join(parts))
+    return "".join(out) or '<p class="note">No row has a verdict.</p>'
+
+
+def _probe(record: dict[str, Any]) -> str:
+    out = ['<h2>Hacking probe</h2>', f'<p class="meta">{escape(str(record.get("judge")))} · '
+           f'{escape(str(record.get("date", ""))[:10])} · {record.get("seconds", 0):.0f} s</p>', '<div class="plots">']
+    lb, sh = record.get("llmbar"), record.get("shifts")
+    if lb:
+        names = list(lb["sets"])
+        out.append(bar_chart("probe-llmbar", [n.replace("Adversarial_", "Adv. ") for n in names],
+                             [lb["sets"][n]["accuracy"] for n in names], title="LLMBar accuracy, both orders",
+                             y_label="accuracy", intervals=[lb["sets"][n]["accuracy_ci"] for n in names],
+                             y_range=(0.0, 1.0), reference=0.5))
+    if sh:
+        names = list(sh["edits"])
+        out.append(bar_chart("probe-shifts", names, [sh["edits"][n]["mean_shift"] for n in names],
+                             title=f"Mean {sh['score']} shift per edit", y_label="shift",
+                             intervals=[sh["edits"][n]["mean_shift_ci"] for n in names], reference=0.0))
+    out.append("</div>")
+    if lb:
+        out += ['<p class="note">Pairwise accuracy on LLMBar, each pair judged in both orders (0.50 = chance); the '
+                'gap is Natural minus the set: skill that disappears when the wrong answer looks better.</p>',
+                _table(*llmbar_table(lb))]
+    if sh:
+        out += [f'<p class="note">Score shifts under edits that add no information ({sh["n_items"]} items; '
+                "<i>none</i> re-grades the unchanged response: the judge's own noise).</p>",
+                _table(*shifts_table(sh))]
+    return "".join(out)
+
+
+def render_report(summary: dict[str, Any], probe: dict[str, Any] | None = None, *, title: str = "Judge report",
+                  source: str = "", generated: str = "") -> str:
+    """The report page for a ``summarize`` result (and a probe record, when given)."""
+    kind = summary["kind"]
+    noun = "Highest scored" if kind == "grade" else "Most confident for A"
+    low = "Lowest scored" if kind == "grade" else "Most confident for B"
+    fail_rows = [[reason, count] for reason, count in summary["failures"]]
+    parts = [f"<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{escape(title)}</title>"
+             f"<style>{_CSS}</style></head><body>",
+             f"<h1>{escape(title)}</h1><p class=\"meta\">{escape(source)} · prom-reward {kind} rows · "
+             f"{summary['n']} rows{(' · ' + escape(generated)) if generated else ''}</p>",
+             _cards(summary), f"<h2>{'Scores' if kind == 'grade' else 'Verdicts'}</h2>", _plots(summary),
+             "<h2>Failures</h2>", _table(["reason", "rows"], fail_rows) if fail_rows
+             else '<p class="note">Every row has a verdict.</p>',
+             "<h2>By rubric</h2>", _group_table(summary["by_rubric"], kind, "rubric")]
+    if summary["by_source"]:
+        parts += [f"<h2>By source ({escape(summary['source_column'])})</h2>",
+                  _group_table(summary["by_source"], kind, summary["source_column"])]
+    parts += [f"<h2>{noun}</h2>", _items(summary["highest"], kind), f"<h2>{low}</h2>",
+              _items(summary["lowest"], kind)]
+    if probe:
+        parts.append(_probe(probe))
+    parts.append("</body></html>\n")
+    return "\n".join(parts)

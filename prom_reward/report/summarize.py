@@ -1,0 +1,190 @@
+"""What the report shows, computed from a graded file: ``prom-reward grade`` rows (``score``, ``feedback``,
+``judge_failures`` ...) or ``prom-reward compare`` rows (``winner``, ``tie``, ``p_a`` ...).
+
+For grades: the score distribution, score vs response length (Spearman), failure reasons, per-rubric and
+per-source tables, the highest and lowest scored rows with their feedback. For verdicts: the verdict
+distribution, how often the longer response won and P(A) vs the length ratio, the same tables, and the most
+confident verdicts either way. Lengths are characters.
+
+Example:
+    >>> rows = [{"instruction": "q", "response": "short", "score": 2.0, "feedback": "Thin."},
+    ...         {"instruction": "q", "response": "a longer answer", "score": 5.0, "feedback": "Full."},
+    ...         {"instruction": "q", "response": "?", "score": None, "feedback": None, "judge_failures": 3}]
+    >>> s = summarize(rows)
+    >>> s["kind"], s["n"], s["failed"], s["length_spearman"], s["failures"]
+    ('grade', 3, 1, 1.0, [('no verdict after 3 failed samples', 1)])
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from statistics import fmean, median
+from typing import Any
+
+from prom_reward.errors import InputError
+from prom_reward.stats import spearman
+
+SOURCE_COLUMNS = ("source", "data_source", "response_source", "category", "model")
+"""Columns looked for (in this order) to group rows by source when none is named."""
+
+
+@dataclass(frozen=True)
+class ReportColumns:
+    """Which columns of the graded file hold what (the defaults are what ``prom-reward grade|compare`` read)."""
+
+    instruction: str = "instruction"
+    response: str = "response"
+    response_a: str = "response_a"
+    response_b: str = "response_b"
+    rubric: str = "rubric"
+    source: str | None = None
+    """The column to group by source; None: the first of ``SOURCE_COLUMNS`` the rows have."""
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else "" if value is None else json.dumps(value, default=str)
+
+
+def rubric_label(value: Any) -> str:
+    """A short name for a rubric cell: a built-in name as it is, a rubric's criteria (first line, 80 chars).
+
+    >>> rubric_label("helpfulness"), rubric_label({"criteria": "Is it kind?"}), rubric_label(None)
+    ('helpfulness', 'Is it kind?', '(none)')
+    >>> rubric_label("[Is the answer correct?]\\nScore 1: ...")
+    'Is the answer correct?'
+    """
+    if value is None or value == "":
+        return "(none)"
+    if isinstance(value, str) and value.startswith("{"):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            pass
+    if isinstance(value, dict):
+        value = value.get("criteria", json.dumps(value, sort_keys=True))
+    text = str(value).strip().splitlines()[0] if str(value).strip() else "(none)"
+    text = text[1:-1] if text.startswith("[") and text.endswith("]") else text
+    return text if len(text) <= 80 else text[:79] + "…"
+
+
+def _kind(row: dict[str, Any], index: int) -> str:
+    if "score" in row:
+        return "grade"
+    if "winner" in row:
+        return "compare"
+    raise InputError(f"row {index}: neither a 'score' (prom-reward grade) nor a 'winner' (prom-reward compare) "
+                     f"column (columns: {sorted(row)}); give the output file of one of them", index=index)
+
+
+def _number(row: dict[str, Any], key: str, index: int) -> float | None:
+    value = row.get(key)
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)) and math.isfinite(value):
+        return float(value)
+    raise InputError(f"row {index}: {key!r} must be a number or null, got {value!r:.60}", index=index, field=key)
+
+
+def _reason(row: dict[str, Any], kind: str) -> str | None:
+    if row.get("judge_error"):
+        return str(row["judge_error"])
+    if kind == "grade":
+        return None if row.get("score") is not None else f"no verdict after {row.get('judge_failures', '?')} " \
+                                                           "failed samples"
+    if row.get("winner") is not None:
+        return None
+    return "tie" if row.get("tie") else f"no verdict after {row.get('judge_failures', '?')} failed samples"
+
+
+def _group_stats(members: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    scored = [m for m in members if m["value"] is not None]
+    out: dict[str, Any] = {"n": len(members), "failed": sum(m["reason"] is not None and m["reason"] != "tie"
+                                                             for m in members)}
+    if kind == "grade":
+        out["mean"] = fmean(m["value"] for m in scored) if scored else None
+        out["length_spearman"] = spearman([m["value"] for m in scored], [m["length"] for m in scored])
+    else:
+        decided = [m for m in members if m["winner"] in ("A", "B")]
+        out["a_wins"] = sum(m["winner"] == "A" for m in members) / len(members) if members else None
+        out["ties"] = sum(bool(m["tie"]) for m in members) / len(members) if members else None
+        longer = [m for m in decided if m["length_a"] != m["length_b"]]
+        out["longer_wins"] = (sum((m["winner"] == "A") == (m["length_a"] > m["length_b"]) for m in longer)
+                              / len(longer)) if longer else None
+    return out
+
+
+def _member(row: dict[str, Any], i: int, kind: str, cols: ReportColumns, source: str | None) -> dict[str, Any]:
+    m: dict[str, Any] = {"index": i, "instruction": _text(row.get(cols.instruction)), "feedback": row.get("feedback"),
+                         "rubric": rubric_label(row.get(cols.rubric)), "reason": _reason(row, kind),
+                         "source": _text(row.get(source)) or "(none)" if source else None}
+    if kind == "grade":
+        m["response"] = _text(row.get(cols.response))
+        m["value"] = _number(row, "score", i)
+        m["length"] = len(m["response"])
+    else:
+        m["response_a"], m["response_b"] = _text(row.get(cols.response_a)), _text(row.get(cols.response_b))
+        m["length_a"], m["length_b"] = len(m["response_a"]), len(m["response_b"])
+        m["value"] = _number(row, "p_a", i)
+        m["winner"], m["tie"] = row.get("winner"), bool(row.get("tie"))
+    return m
+
+
+def summarize(rows: Iterable[dict[str, Any]], columns: ReportColumns | None = None, *,
+              extremes: int = 5) -> dict[str, Any]:
+    """The report's content for ``rows`` (all of one kind: grade or compare rows)."""
+    cols = columns or ReportColumns()
+    members: list[dict[str, Any]] = []
+    kind = source = None
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise InputError(f"row {i}: expected an object, got {type(row).__name__}", index=i)
+        k = _kind(row, i)
+        if kind is None:
+            kind = k
+            source = cols.source or next((c for c in SOURCE_COLUMNS if c in row), None)
+        elif k != kind:
+            raise InputError(f"row {i}: a {k} row in a file of {kind} rows; report one kind of file at a time",
+                             index=i)
+        members.append(_member(row, i, kind, cols, source))
+    if kind is None:
+        raise InputError("the file has no rows to report on", field="input")
+    scored = [m for m in members if m["value"] is not None]
+    out: dict[str, Any] = {"kind": kind, "n": len(members), "source_column": source,
+                           "failed": sum(m["reason"] is not None and m["reason"] != "tie" for m in members),
+                           "failures": Counter(m["reason"] for m in members if m["reason"] is not None).most_common(),
+                           "by_rubric": _grouped(members, "rubric", kind),
+                           "by_source": _grouped(members, "source", kind) if source else {}}
+    values = [m["value"] for m in scored]
+    if kind == "grade":
+        out.update(mean=fmean(values) if values else None, median=median(values) if values else None,
+                   values=values, lengths=[m["length"] for m in scored],
+                   length_spearman=spearman(values, [m["length"] for m in scored]),
+                   integer_scores=all(float(v).is_integer() for v in values))
+    else:
+        out.update(verdicts={"A": sum(m["winner"] == "A" for m in members), "B": sum(m["winner"] == "B"
+                                                                                     for m in members),
+                             "tie": sum(m["tie"] for m in members), "failed": out["failed"]},
+                   values=values, length_ratios=[math.log2(max(m["length_a"], 1) / max(m["length_b"], 1))
+                                                 for m in scored],
+                   longer_wins=_group_stats(members, kind)["longer_wins"])
+        out["length_spearman"] = spearman(out["values"], out["length_ratios"])
+    ordered = sorted(scored, key=lambda m: (-m["value"], m["index"]))
+    out["highest"] = ordered[:extremes]
+    out["lowest"] = sorted(scored, key=lambda m: (m["value"], m["index"]))[:extremes]
+    return out
+
+
+def _grouped(members: list[dict[str, Any]], key: str, kind: str, limit: int = 15) -> dict[str, dict[str, Any]]:
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for m in members:
+        groups.setdefault(m[key], []).append(m)
+    ranked = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    out = {name: _group_stats(ms, kind) for name, ms in ranked[:limit]}
+    rest = [m for _, ms in ranked[limit:] for m in ms]
+    if rest:
+        out[f"({len(ranked) - limit} others)"] = _group_stats(rest, kind)
+    return out

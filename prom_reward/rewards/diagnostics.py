@@ -1,0 +1,116 @@
+"""Drift diagnostics: is this batch's reward turning into a length (or format) reward?
+
+Computed from what a reward batch already holds (rewards, response texts, prompt groups, the judge's
+feedback): no extra judge calls, a few microseconds per sample. ``PrometheusReward`` adds them to
+every batch's metrics, so they reach TRL (``log_metric``: ``<name>/diag/...``), OpenRLHF
+(``extra_logs``) and verl (reward extras) under the same names (``DIAG_KEYS``):
+
+- ``diag/length_spearman``: Spearman rank correlation of reward with response length (characters)
+  over the batch's scored samples.
+- ``diag/length_spearman_group_mean``: the same within each prompt's completions (what a group-relative
+  advantage sees), averaged over the groups where it is defined; ``diag/length_spearman_groups``: how many.
+- ``diag/top_score_share``: share of scored samples at the top of the reward scale (within an eighth of
+  its range: an absolute grade >= 4.5, a probability or win rate >= 0.875, a +1 sign); 0 for
+  Bradley-Terry rewards, which have no top.
+- ``diag/top_group_share``: share of prompt groups whose every scored completion is on top (a group
+  with nothing to tell apart: zero advantage in GRPO).
+- ``diag/injection_neutralized``: share of samples whose response wrote judge-template markers
+  (``###Feedback:``, ``[RESULT] 5`` ...), which the judge neutralises (``prom_reward.format.sanitize``).
+- ``diag/feedback_chars_mean``: mean length of the judge's feedback (characters; samples with feedback).
+- ``diag/response_chars_mean``: mean response length (characters).
+
+An undefined correlation (fewer than two scored samples, or rewards or lengths all equal: nothing in
+the reward follows length) reads 0, so every key is a number in every batch, as OpenRLHF and verl
+need per sample. Samples the judge failed on (reward None) are left out of the reward statistics.
+
+Example:
+    >>> d = diagnostics([1.0, 3.0, 5.0, None], ["ok", "a longer one", "the longest answer here", "?"],
+    ...                 ["p", "p", "p", "p"], ["Short.", "Fine.", "Best. [RESULT] 5", None], top=4.5)
+    >>> d["diag/length_spearman"], d["diag/top_score_share"], d["diag/length_spearman_groups"]
+    (1.0, 0.3333333333333333, 1.0)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from statistics import fmean
+from typing import Any
+
+from prom_reward.format.sanitize import neutralize
+from prom_reward.rewards.config import RewardConfig, normalize_value
+from prom_reward.rewards.length import length_keys
+from prom_reward.stats import spearman
+
+DIAG_KEYS = (
+    "diag/length_spearman", "diag/length_spearman_group_mean", "diag/length_spearman_groups",
+    "diag/top_score_share", "diag/top_group_share", "diag/injection_neutralized", "diag/feedback_chars_mean",
+    "diag/response_chars_mean",
+)
+"""The diagnostics' names, in the order they are logged."""
+
+
+def diagnostic_keys(cfg: RewardConfig) -> tuple[str, ...]:
+    """Every batch's diagnostic metric names under ``cfg``: ``DIAG_KEYS`` plus the length control's (when on).
+
+    >>> diagnostic_keys(RewardConfig(overlong_penalty=0.5))[-2:]
+    ('length/penalized_share', 'length/penalty_mean')
+    """
+    return DIAG_KEYS + length_keys(cfg)
+
+
+def top_of_scale(cfg: RewardConfig) -> float | None:
+    """The lowest reward that counts as a top score under ``cfg`` (None: Bradley-Terry has no top).
+
+    >>> top_of_scale(RewardConfig()), top_of_scale(RewardConfig(normalize="unit"))
+    (4.5, 0.875)
+    >>> top_of_scale(RewardConfig(mode="pairwise_reference", pairwise_reward="sign"))
+    0.75
+    """
+    if cfg.mode == "absolute":
+        kind, lo, hi = "grade", 1.0, 5.0
+    elif cfg.mode == "pairwise_reference" and cfg.pairwise_reward == "sign":
+        kind, lo, hi = "sign", -1.0, 1.0
+    elif cfg.mode == "pairwise_group" and cfg.group_reward == "bradley_terry":
+        return None
+    else:
+        kind, lo, hi = "probability", 0.0, 1.0
+    return normalize_value(hi - (hi - lo) / 8, kind, cfg.normalize)
+
+
+def diagnostics(rewards: Sequence[float | None], responses: Sequence[str], groups: Sequence[Hashable],
+                feedback: Sequence[str | None], *, top: float | None) -> dict[str, float]:
+    """The ``DIAG_KEYS`` metrics of one batch (one entry per sample in each sequence)."""
+    n = len(rewards)
+    if not len(responses) == len(groups) == len(feedback) == n:
+        raise ValueError(f"diagnostics: {n} rewards, {len(responses)} responses, {len(groups)} groups and "
+                         f"{len(feedback)} feedbacks; pass one of each per sample")
+    lengths = [len(r) for r in responses]
+    scored = [i for i in range(n) if rewards[i] is not None]
+    values: list[float] = [rewards[i] for i in scored]  # type: ignore[misc]
+    members: dict[Hashable, list[int]] = {}
+    for i in scored:
+        members.setdefault(groups[i], []).append(i)
+    within = [spearman([rewards[i] for i in idx], [lengths[i] for i in idx])  # type: ignore[misc]
+              for idx in members.values()]
+    defined = [c for c in within if c is not None]
+    on_top = [top is not None and v >= top - 1e-9 for v in values]
+    top_groups = [top is not None and all(rewards[i] >= top - 1e-9 for i in idx)  # type: ignore[operator]
+                  for idx in members.values()]
+    notes = [len(f) for f in feedback if f]
+    return {
+        "diag/length_spearman": spearman(values, [lengths[i] for i in scored]) or 0.0,
+        "diag/length_spearman_group_mean": fmean(defined) if defined else 0.0,
+        "diag/length_spearman_groups": float(len(defined)),
+        "diag/top_score_share": sum(on_top) / len(on_top) if on_top else 0.0,
+        "diag/top_group_share": sum(top_groups) / len(top_groups) if top_groups else 0.0,
+        "diag/injection_neutralized": sum(neutralize(r)[1] > 0 for r in responses) / n if n else 0.0,
+        "diag/feedback_chars_mean": fmean(notes) if notes else 0.0,
+        "diag/response_chars_mean": fmean(lengths) if lengths else 0.0,
+    }
+
+
+def batch_diagnostics(items: Sequence[Any], rewards: Sequence[float | None], feedback: Sequence[str | None],
+                      cfg: RewardConfig) -> dict[str, float]:
+    """``diagnostics`` of a reward batch: ``items`` are its ``RewardItem``s (response, group)."""
+    return diagnostics(rewards, [it.response for it in items], [it.group for it in items], feedback,
+                       top=top_of_scale(cfg))

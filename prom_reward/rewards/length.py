@@ -1,0 +1,135 @@
+"""Opt-in length control: take the length out of a judge's reward (``RewardConfig`` options, off by default).
+
+A policy optimised against a judge that over-rewards long answers learns to pad. Two corrections,
+each applied to the rewards of one batch after the judge has spoken (no extra judge calls):
+
+- **Group-relative correction** (``length_correction=True``): within each prompt's completions,
+  fit ``reward ~ a + b * log(length)`` by least squares and subtract ``b * (log(length) - mean log(length))``.
+  The group's mean reward is unchanged and, within the group, the corrected reward has zero
+  (Pearson) correlation with log-length. Only groups of at least ``length_min_group`` scored
+  completions with two or more distinct lengths are corrected (with two completions the fit would
+  explain any difference at all).
+- **Overlong penalty** (``overlong_penalty=P``): a completion longer than ``overlong_ratio`` times a
+  baseline length (a fixed number of characters, or the median length of its group's completions)
+  loses reward linearly, reaching the full ``P`` at twice that length (DAPO's soft overlong
+  punishment, relative instead of absolute).
+
+The trade-off: both remove reward that length explains, including the part that was deserved. When
+the longer answers in a group really are better (a complete proof vs a truncated one), the correction
+takes that signal away too, and a small group gives a noisy slope. Use them when the diagnostics show
+the reward drifting into a length reward (``diag/length_spearman_group_mean`` rising), not by default.
+
+Lengths are characters of the response text (the same in every framework, no tokenizer needed).
+A failed judgment (``None``) stays ``None``; a completion's length still counts for its group's median.
+
+Example:
+    >>> cfg = RewardConfig(length_correction=True, length_min_group=3)
+    >>> rewards, m = control_length([1.0, 3.0, 5.0], ["a" * 10, "a" * 100, "a" * 1000], ["g"] * 3, cfg)
+    >>> [round(r, 6) for r in rewards], m["length/corrected_groups"]
+    ([3.0, 3.0, 3.0], 1.0)
+    >>> control_length([5.0, 5.0], ["short", "x" * 40], ["g", "g"],
+    ...                RewardConfig(overlong_penalty=1.0, overlong_baseline=10, overlong_ratio=2.0))[0]
+    [5.0, 4.0]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Sequence
+from statistics import fmean, median
+
+from prom_reward.rewards.config import RewardConfig
+from prom_reward.stats import slope, spearman
+
+CORRECTION_KEYS = ("length/spearman_before", "length/corrected_groups", "length/reward_per_doubling")
+"""Metrics of the group-relative correction (when on)."""
+PENALTY_KEYS = ("length/penalized_share", "length/penalty_mean")
+"""Metrics of the overlong penalty (when on)."""
+
+
+def length_keys(cfg: RewardConfig) -> tuple[str, ...]:
+    """The metric names ``control_length`` reports under ``cfg`` (none when length control is off).
+
+    >>> length_keys(RewardConfig())
+    ()
+    """
+    keys: tuple[str, ...] = ()
+    if cfg.length_correction or cfg.overlong_penalty:
+        keys += ("length/spearman_before",)
+    if cfg.length_correction:
+        keys += CORRECTION_KEYS[1:]
+    if cfg.overlong_penalty:
+        keys += PENALTY_KEYS
+    return keys
+
+
+def _groups(groups: Sequence[Hashable]) -> dict[Hashable, list[int]]:
+    out: dict[Hashable, list[int]] = {}
+    for i, g in enumerate(groups):
+        out.setdefault(g, []).append(i)
+    return out
+
+
+def _correct(rewards: list[float | None], logs: list[float], members: dict[Hashable, list[int]],
+             min_group: int) -> tuple[int, list[float]]:
+    """Subtract each group's log-length fit in place; (groups corrected, their slopes)."""
+    corrected, slopes = 0, []
+    for idx in members.values():
+        scored = [i for i in idx if rewards[i] is not None]
+        if len(scored) < min_group:
+            continue
+        x = [logs[i] for i in scored]
+        b = slope(x, [rewards[i] for i in scored])  # type: ignore[misc]
+        if b is None:
+            continue
+        mx = fmean(x)
+        for i in scored:
+            rewards[i] = rewards[i] - b * (logs[i] - mx)  # type: ignore[operator]
+        corrected += 1
+        slopes.append(b)
+    return corrected, slopes
+
+
+def overlong_penalty(length: int, baseline: float, cfg: RewardConfig) -> float:
+    """The penalty (>= 0) for a completion of ``length`` characters against ``baseline``.
+
+    >>> cfg = RewardConfig(overlong_penalty=2.0, overlong_ratio=1.5)
+    >>> [overlong_penalty(n, 100, cfg) for n in (150, 225, 300, 900)]
+    [0.0, 1.0, 2.0, 2.0]
+    """
+    start = cfg.overlong_ratio * baseline
+    if baseline <= 0 or length <= start:
+        return 0.0
+    return cfg.overlong_penalty * min(1.0, (length - start) / start)
+
+
+def control_length(rewards: Sequence[float | None], responses: Sequence[str], groups: Sequence[Hashable],
+                   cfg: RewardConfig) -> tuple[list[float | None], dict[str, float]]:
+    """(rewards after the length control ``cfg`` asks for, its metrics); unchanged when it asks for none."""
+    out = list(rewards)
+    keys = length_keys(cfg)
+    if not keys:
+        return out, {}
+    lengths = [len(r) for r in responses]
+    scored = [i for i, r in enumerate(out) if r is not None]
+    before = spearman([out[i] for i in scored], [lengths[i] for i in scored])  # type: ignore[misc]
+    metrics: dict[str, float] = {"length/spearman_before": before or 0.0}
+    members = _groups(groups)
+    if cfg.length_correction:
+        logs = [math.log(max(n, 1)) for n in lengths]
+        corrected, slopes = _correct(out, logs, members, cfg.length_min_group)
+        metrics["length/corrected_groups"] = float(corrected)
+        metrics["length/reward_per_doubling"] = fmean(slopes) * math.log(2) if slopes else 0.0
+    if cfg.overlong_penalty:
+        penalties = [0.0] * len(out)
+        for idx in members.values():
+            base = float(cfg.overlong_baseline) if not isinstance(cfg.overlong_baseline, str) \
+                else median(lengths[i] for i in idx)
+            for i in idx:
+                penalties[i] = overlong_penalty(lengths[i], base, cfg)
+        for i in scored:
+            out[i] = out[i] - penalties[i]  # type: ignore[operator]
+        hit = [penalties[i] for i in scored if penalties[i] > 0]
+        metrics["length/penalized_share"] = len(hit) / len(scored) if scored else 0.0
+        metrics["length/penalty_mean"] = fmean(penalties[i] for i in scored) if scored else 0.0
+    return out, metrics

@@ -1,0 +1,103 @@
+"""Small statistics the reward diagnostics, the hacking probe and the report share: ranks, Pearson and
+Spearman correlations (None where undefined), a least-squares slope, and a seeded percentile bootstrap.
+
+Plain Python and numpy (a core dependency), so they run in a client-only install.
+
+Example:
+    >>> spearman([1, 2, 3, 4], [10, 20, 30, 25])
+    0.8
+    >>> pearson([1, 1, 1], [1, 2, 3]) is None  # a constant input has no correlation
+    True
+    >>> lo, hi = bootstrap_ci([0.0, 1.0, 1.0, 1.0], seed=0)
+    >>> 0.0 <= lo <= 0.75 <= hi <= 1.0
+    True
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+
+def ranks(values: Sequence[float]) -> list[float]:
+    """1-based ranks, ties sharing their average rank.
+
+    >>> ranks([30, 10, 20, 10])
+    [4.0, 1.5, 3.0, 1.5]
+    """
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    out = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            out[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    return out
+
+
+def pearson(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Pearson correlation; None with fewer than 2 points or a constant input.
+
+    >>> pearson([1, 2, 3], [2, 4, 7])
+    0.9933992677987828
+    """
+    if len(x) != len(y):
+        raise ValueError(f"pearson: {len(x)} x values but {len(y)} y values; pass one pair per item")
+    n = len(x)
+    if n < 2:
+        return None
+    mx, my = sum(x) / n, sum(y) / n
+    sxx = sum((a - mx) ** 2 for a in x)
+    syy = sum((b - my) ** 2 for b in y)
+    if sxx <= 1e-12 * max(1.0, mx * mx) * n or syy <= 1e-12 * max(1.0, my * my) * n:
+        return None
+    sxy = sum((a - mx) * (b - my) for a, b in zip(x, y, strict=True))
+    return max(-1.0, min(1.0, sxy / math.sqrt(sxx * syy)))
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Spearman rank correlation (Pearson of average ranks, as scipy); None where undefined."""
+    return pearson(ranks(x), ranks(y))
+
+
+def slope(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Least-squares slope of ``y`` on ``x``; None with fewer than 2 distinct ``x``.
+
+    >>> slope([0, 1, 2], [1, 3, 5])
+    2.0
+    """
+    n = len(x)
+    if n < 2:
+        return None
+    mx, my = sum(x) / n, sum(y) / n
+    sxx = sum((a - mx) ** 2 for a in x)
+    if sxx <= 1e-12:
+        return None
+    return sum((a - mx) * (b - my) for a, b in zip(x, y, strict=True)) / sxx
+
+
+def bootstrap_ci(values: Sequence[float], statistic: Callable[[np.ndarray], float] = np.mean, *,
+                 resamples: int = 2000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:
+    """Seeded percentile bootstrap interval of ``statistic`` over ``values`` (resampled with replacement).
+
+    One value gives a zero-width interval; no values raise ``ValueError``.
+
+    >>> bootstrap_ci([2.0])
+    (2.0, 2.0)
+    """
+    data = np.asarray(values, dtype=float)
+    if data.size == 0:
+        raise ValueError("bootstrap_ci: no values to resample")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"bootstrap_ci: level must lie in (0, 1), got {level}")
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, data.size, size=(resamples, data.size))
+    stats = np.array([statistic(row) for row in data[idx]], dtype=float)
+    tail = (1.0 - level) / 2 * 100
+    lo, hi = np.percentile(stats, [tail, 100 - tail])
+    return float(lo), float(hi)
