@@ -19,12 +19,12 @@ import pytest
 from prom_reward import PrometheusJudge
 from prom_reward.backends import CachedBackend
 from prom_reward.backends.base import Completion, GenerationRequest, GenerationResult, TokenLogprobs
+from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.backends.scripted import ScriptedBackend
+from prom_reward.backends.store import JudgmentStore, backend_fingerprint, request_key, result_from_dict, result_to_dict
+from prom_reward.cli.main import main
 from prom_reward.errors import ConfigError
 from prom_reward.jobs.source import read_rows
-from prom_reward.backends.sampling import SamplingConfig
-from prom_reward.cli.main import main
-from prom_reward.backends.store import JudgmentStore, backend_fingerprint, request_key, result_from_dict, result_to_dict
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -270,9 +270,8 @@ def http_judge(url: str, store: Path, **kw: object) -> PrometheusJudge:
 
 @pytest.mark.parametrize("mode", ["500", "garbage", "hang"])
 def test_failing_server_stores_nothing_and_names_the_endpoint(fake_server, tmp_path, mode):
-    from tests.fakes import Reply
-
     from prom_reward.errors import BackendError
+    from tests.fakes import Reply
 
     replies: dict[str, Reply] = {"500": lambda k, b: (500, {"error": {"message": "engine died"}}),
                                  "garbage": lambda k, b: (200, b"<html>proxy error"),
