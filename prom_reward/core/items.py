@@ -69,7 +69,7 @@ def check_text(text: str, index: int, field: str) -> None:
     """Raise ``InputError`` when ``text`` is not valid Unicode (a lone surrogate cannot be encoded).
 
     >>> check_text("fine", 0, "response")
-    >>> check_text("bad \ud800", 3, "response")  # doctest: +IGNORE_EXCEPTION_DETAIL
+    >>> check_text("bad \\ud800", 3, "response")  # doctest: +IGNORE_EXCEPTION_DETAIL
     Traceback (most recent call last):
     InputError: item 3: response holds a lone surrogate ...
     """

@@ -118,8 +118,11 @@ class RewardSettings:
     """More `PrometheusReward` options, e.g. `{log_feedback: false}` (YAML or explicit only)."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "failure_reward", FailurePolicy(
-            self.failure_reward.value if isinstance(self.failure_reward, FailurePolicy) else self.failure_reward))
+        value = self.failure_reward.value if isinstance(self.failure_reward, FailurePolicy) else self.failure_reward
+        try:
+            object.__setattr__(self, "failure_reward", FailurePolicy(value))
+        except ConfigError as e:
+            raise ConfigError(f"{e} [{where('failure_reward')}]") from None
         for f in fields(self):
             object.__setattr__(self, f.name, _convert(f.name, getattr(self, f.name)))
         choices = {"mode": MODES, "over_context": OVER_CONTEXT, "on_outage": ON_EXHAUSTED}
@@ -140,7 +143,7 @@ class RewardSettings:
                 raise ConfigError("group_size: mode pairwise_group compares the samples of one prompt, which the "
                                   "trainer sends one at a time: give group_size = samples per prompt (>= 2; OpenRLHF "
                                   "--rollout.n_samples_per_prompt, verl actor_rollout_ref.rollout.n), got "
-                                  f"{self.group_size!r}")
+                                  f"{self.group_size!r} [{where('group_size')}]")
             if self.group_wait_s >= self.request_timeout:
                 raise ConfigError(f"group_wait_s ({self.group_wait_s} s) must be under request_timeout "
                                   f"({self.request_timeout} s), or a short group times out before it is judged")
@@ -314,6 +317,11 @@ def field_docs() -> dict[str, str]:
                 and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str):
             docs[node.target.id] = " ".join(nxt.value.value.split())
     return docs
+
+
+def where(name: str) -> str:
+    """Where a setting is given: ``--flag / PROM_REWARD_NAME / name``."""
+    return f"{flag_name(name)} / {ENV_PREFIX}{name.upper()} / {name}"
 
 
 def flag_name(name: str) -> str:

@@ -393,5 +393,6 @@ def test_router_mode_reads_the_system_role_from_the_judge_tokenizer(tiny_model_d
     assert s.judge_spec("h:1", tok)["system_role"] is False
     special = s.judge_spec("h:1", tok)["special_tokens"]  # the judge's own turn markers are neutralised
     assert tok.all_special_tokens and set(tok.all_special_tokens) <= set(special)
+    assert "<|im_end|>" in s.judge_spec("h:1", tok)["special_tokens"]  # the judge's own turn markers
     explicit = RewardSettings.load({"failure_reward": 0, "judge_url": "http://j:1/v1"}, env={})
     assert "system_role" not in explicit.judge_spec("h:1", tok)
