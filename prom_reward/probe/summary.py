@@ -77,7 +77,8 @@ def summary(record: dict[str, Any]) -> str:
                 markdown_table(llmbar_table(record["llmbar"]))]
     if record.get("shifts"):
         s = record["shifts"]
-        out += ["", f"Score shifts under edits ({s['score']}; {s['n_items']} items, original mean "
-                f"{_num(s['original_mean'])}, {s['original_failed']} without a verdict; 'none' = the judge's own "
-                "noise):", "", markdown_table(shifts_table(s))]
+        out += ["", f"Score shifts under edits ({s['score']}; {s['n_items']} items, each edit against the mean "
+                f"of {s.get('baseline_samples', 1)} grade(s) of the unedited response, mean "
+                f"{_num(s['original_mean'])}, {s['original_failed']} without a verdict; 'none' = one more grade of "
+                "the unedited response, the judge's own noise):", "", markdown_table(shifts_table(s))]
     return "\n".join(out)
