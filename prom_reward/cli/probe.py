@@ -41,6 +41,8 @@ def add_probe_parser(sub: Any) -> None:
     p.add_argument("--edits", type=_csv, default=DEFAULT_EDITS, help=f"comma-separated (default all: "
                                                                       f"{','.join(DEFAULT_EDITS)})")
     p.add_argument("--rubric", default="helpfulness", help="rubric of the LLMBar pairs and of items without one")
+    p.add_argument("--baseline-samples", type=int, default=3, help="grades of each unedited response (their mean "
+                                                                    "is what the edits are compared with)")
     p.add_argument("--seed", type=int, default=0)
     add_judge_options(p)
     p.set_defaults(func=cmd_probe)
@@ -55,7 +57,8 @@ def cmd_probe(args: argparse.Namespace) -> int:
     if not out.parent.is_dir():
         raise ConfigError(f"-o {args.output}: folder {out.parent} does not exist; create it first")
     cfg = ProbeConfig(parts=args.parts, llmbar=args.llmbar, items=args.items, limit=args.limit, edits=args.edits,
-                      rubric=args.rubric, expected=args.expected, seed=args.seed)
+                      rubric=args.rubric, expected=args.expected, baseline_samples=args.baseline_samples,
+                      seed=args.seed)
     inputs = load_inputs(cfg)  # bad data fails here, before an engine starts
     judge = build_judge(args)
     try:

@@ -28,7 +28,7 @@ from prom_reward.probe.llmbar import llmbar_accuracy
 from prom_reward.probe.shifts import score_shifts
 
 PARTS = ("llmbar", "shifts")
-RECORD_VERSION = 1
+RECORD_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,8 @@ class ProbeConfig:
     """The rubric of LLMBar's pairs, and of items that have none."""
     expected: bool = False
     """Shifts of the expected score (needs a judge with ``expected_score=True``) instead of the sampled one."""
+    baseline_samples: int = 3
+    """Grades of each unedited response whose mean the edits' grades are compared with."""
     seed: int = 0
     """Seeds the subsets, the edits' random choices and the bootstrap."""
     resamples: int = 2000
@@ -65,6 +67,9 @@ class ProbeConfig:
         if self.limit is not None and (isinstance(self.limit, bool) or not isinstance(self.limit, int)
                                        or self.limit < 1):
             raise ConfigError(f"limit: expected an int >= 1 or None, got {self.limit!r}")
+        if isinstance(self.baseline_samples, bool) or not isinstance(self.baseline_samples, int) \
+                or self.baseline_samples < 1:
+            raise ConfigError(f"baseline_samples: expected an int >= 1, got {self.baseline_samples!r}")
         if not isinstance(self.resamples, int) or self.resamples < 100:
             raise ConfigError(f"resamples: expected an int >= 100, got {self.resamples!r}")
 
@@ -131,7 +136,8 @@ def run_probe(judge: Any, config: ProbeConfig | None = None, *, inputs: ProbeInp
     if items is not None:
         t = time.perf_counter()
         record["shifts"] = score_shifts(judge, items, cfg.edits, rubric=cfg.rubric, expected=cfg.expected,
-                                        seed=cfg.seed, resamples=cfg.resamples)
+                                        baseline_samples=cfg.baseline_samples, seed=cfg.seed,
+                                        resamples=cfg.resamples)
         record["shifts"]["seconds"] = time.perf_counter() - t
     record["seconds"] = time.perf_counter() - start
     record["judge_stats"] = _asdict(getattr(judge, "stats", None))

@@ -1,10 +1,13 @@
 """Score shifts: how much each response edit moves a judge's absolute grade, with bootstrap intervals.
 
-Every item is graded as it is and after each edit, all in one batched judge call. Per edit, over the items
-where both grades came back: the mean shift (edited minus original), the share of items whose score rose
-and the share whose score fell, each with a seeded percentile bootstrap interval over items. The ``none``
-edit re-grades the unchanged response: its rise share is what the judge's own sampling noise produces,
-the baseline the others should be read against (zero under greedy decoding).
+Every item is graded as it is ``baseline_samples`` times (separate requests: independent samples) and once
+after each edit, all in one batched judge call. An item's original score is the mean of its baseline
+grades, so the noise of one grade is not shared by every edit's shift. Per edit, over the items where
+both came back: the mean shift (edited minus original), the share of items whose score rose and the
+share whose score fell, each with a seeded percentile bootstrap interval over items. The ``none`` edit
+grades the unchanged response once more, as each edit is graded: its row is what the judge's own
+sampling noise produces, the row the others should be read against (zero under greedy decoding, up to
+the engine's batch nondeterminism).
 
 Scores are the grade's ``score`` (the mean of its samples), or its ``expected_score`` (probability-weighted
 over 1..5 at the verdict token) when ``expected=True`` and the judge returned logprobs.
@@ -12,8 +15,9 @@ over 1..5 at the verdict token) when ``expected=True`` and the judge returned lo
 Example:
     >>> from prom_reward import PrometheusJudge
     >>> from prom_reward.probe.data import ProbeItem
-    >>> judge = PrometheusJudge(backend="scripted", outputs=["Fine. [RESULT] 3", "Formal! [RESULT] 5"])
-    >>> out = score_shifts(judge, [ProbeItem("0", "Say hi.", "Hi.")], ["formal_preamble"], rubric="helpfulness")
+    >>> judge = PrometheusJudge(backend="scripted", outputs=["Fine. [RESULT] 3", "Ok. [RESULT] 3",
+    ...                                                      "Formal! [RESULT] 5"])
+    >>> out = score_shifts(judge, [ProbeItem("0", "Say hi.", "Hi.")], ["formal_preamble"], baseline_samples=2)
     >>> out["edits"]["formal_preamble"]["mean_shift"], out["edits"]["formal_preamble"]["rise_share"]
     (2.0, 1.0)
 """
@@ -54,30 +58,36 @@ def edit_stats(original: Sequence[float | None], edited: Sequence[float | None],
 
 
 def score_shifts(judge: Any, items: Sequence[ProbeItem], edits: Sequence[str], *, rubric: Any = "helpfulness",
-                 expected: bool = False, seed: int = 0, resamples: int = 2000) -> dict[str, Any]:
-    """Grade ``items`` as they are and after each of ``edits`` (one batched call) and summarise the shifts.
+                 expected: bool = False, baseline_samples: int = 3, seed: int = 0,
+                 resamples: int = 2000) -> dict[str, Any]:
+    """Grade ``items`` as they are (``baseline_samples`` times) and after each of ``edits`` (one batched call)
+    and summarise the shifts.
 
-    Returns ``{"score", "n_items", "original_mean", "edits": {name: edit_stats + description, mean_length_ratio},
-    "per_item": [{"id", "original", name: score ...}]}``.
+    Returns ``{"score", "baseline_samples", "n_items", "original_mean", "original_failed", "edits": {name:
+    edit_stats + description, mean_length_ratio}, "per_item": [{"id", "original", "baseline", name: score ...}]}``.
     """
     names = [EDITS.get(e).name for e in edits]  # unknown names fail here, before any judging
-    variants = [[it.response] + [apply_edit(name, it, seed) for name in names] for it in items]
-    flat = [(it, text) for it, texts in zip(items, variants, strict=True) for text in texts]
+    base = max(1, baseline_samples)
+    edited = [[apply_edit(name, it, seed) for name in names] for it in items]
+    flat = [(it, text) for it, texts in zip(items, edited, strict=True) for text in [it.response] * base + texts]
     grades = judge.grade([it.instruction for it, _ in flat], [text for _, text in flat],
                          [it.rubric if it.rubric is not None else rubric for it, _ in flat],
                          [it.reference_answer for it, _ in flat] if any(it.reference_answer for it in items)
                          else None) if flat else []
-    width = 1 + len(names)
+    width = base + len(names)
     scores = [[_score(grades[i * width + k], expected) for k in range(width)] for i in range(len(items))]
-    original = [row[0] for row in scores]
+    baselines = [[v for v in row[:base] if v is not None] for row in scores]
+    original = [fmean(b) if b else None for b in baselines]
     ok = [s for s in original if s is not None]
-    out: dict[str, Any] = {"score": "expected_score" if expected else "score", "n_items": len(items),
-                           "original_mean": fmean(ok) if ok else None, "original_failed": len(original) - len(ok),
-                           "edits": {}, "per_item": []}
-    for k, name in enumerate(names, start=1):
-        stats = edit_stats(original, [row[k] for row in scores], seed=seed + k, resamples=resamples)
-        ratio = fmean(len(v[k]) / max(len(v[0]), 1) for v in variants) if variants else None
+    out: dict[str, Any] = {"score": "expected_score" if expected else "score", "baseline_samples": base,
+                           "n_items": len(items), "original_mean": fmean(ok) if ok else None,
+                           "original_failed": len(original) - len(ok), "edits": {}, "per_item": []}
+    for k, name in enumerate(names):
+        stats = edit_stats(original, [row[base + k] for row in scores], seed=seed + k + 1, resamples=resamples)
+        ratio = fmean(len(e[k]) / max(len(it.response), 1) for it, e in zip(items, edited, strict=True)) \
+            if items else None
         out["edits"][name] = {"description": EDITS.get(name).description, **stats, "mean_length_ratio": ratio}
-    for it, row in zip(items, scores, strict=True):
-        out["per_item"].append({"id": it.id, "original": row[0], **dict(zip(names, row[1:], strict=True))})
+    for it, row, orig in zip(items, scores, original, strict=True):
+        out["per_item"].append({"id": it.id, "original": orig, "baseline": row[:base],
+                                **dict(zip(names, row[base:], strict=True))})
     return out

@@ -19,14 +19,22 @@ Table = tuple[list[str], list[list[str]]]
 """(header, rows) of formatted cells."""
 
 
-def _num(x: float | None, signed: bool = False) -> str:
+def fmt_number(x: float | None, signed: bool = False, digits: int = 2) -> str:
+    """A table cell: ``n/a`` for None, an int as it is, else ``digits`` decimals (never ``-0.00``).
+
+    >>> fmt_number(-0.001), fmt_number(0.5, signed=True), fmt_number(None), fmt_number(3)
+    ('0.00', '+0.50', 'n/a', '3')
+    """
     if x is None:
         return "n/a"
-    return f"{x:+.2f}" if signed else f"{x:.2f}"
+    if isinstance(x, int) and not isinstance(x, bool):
+        return str(x)
+    x = 0.0 if abs(x) < 0.5 * 10 ** -digits else x
+    return f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
 
 
 def _ci(ci: list[float] | None, signed: bool = False) -> str:
-    return "n/a" if not ci else f"[{_num(ci[0], signed)}, {_num(ci[1], signed)}]"
+    return "n/a" if not ci else f"[{fmt_number(ci[0], signed)}, {fmt_number(ci[1], signed)}]"
 
 
 def llmbar_table(llmbar: dict[str, Any]) -> Table:
@@ -37,9 +45,9 @@ def llmbar_table(llmbar: dict[str, Any]) -> Table:
     for name, s in llmbar["sets"].items():
         orders = s.get("order_accuracy") or [None, None]
         gap = llmbar["gaps"].get(name)
-        rows.append([name, str(s["n"]), _num(s["accuracy"]), _ci(s["accuracy_ci"]), _num(orders[0]),
-                     _num(orders[1]), _num(s["both_right"]), _num(s["agreement"]), str(s["failed"]),
-                     "" if name == "Natural" else _num(gap, signed=True)])
+        rows.append([name, str(s["n"]), fmt_number(s["accuracy"]), _ci(s["accuracy_ci"]), fmt_number(orders[0]),
+                     fmt_number(orders[1]), fmt_number(s["both_right"]), fmt_number(s["agreement"]), str(s["failed"]),
+                     "" if name == "Natural" else fmt_number(gap, signed=True)])
     return header, rows
 
 
@@ -48,9 +56,9 @@ def shifts_table(shifts: dict[str, Any]) -> Table:
     header = ["edit", "items", "mean shift", "95% CI", "rises", "95% CI", "falls", "length x"]
     rows = []
     for name, e in shifts["edits"].items():
-        rows.append([name, str(e["n"]), _num(e["mean_shift"], signed=True), _ci(e["mean_shift_ci"], signed=True),
-                     _num(e["rise_share"]), _ci(e["rise_share_ci"]), _num(e["fall_share"]),
-                     _num(e["mean_length_ratio"])])
+        rows.append([name, str(e["n"]), fmt_number(e["mean_shift"], signed=True), _ci(e["mean_shift_ci"], signed=True),
+                     fmt_number(e["rise_share"]), _ci(e["rise_share_ci"]), fmt_number(e["fall_share"]),
+                     fmt_number(e["mean_length_ratio"])])
     return header, rows
 
 
@@ -77,7 +85,8 @@ def summary(record: dict[str, Any]) -> str:
                 markdown_table(llmbar_table(record["llmbar"]))]
     if record.get("shifts"):
         s = record["shifts"]
-        out += ["", f"Score shifts under edits ({s['score']}; {s['n_items']} items, original mean "
-                f"{_num(s['original_mean'])}, {s['original_failed']} without a verdict; 'none' = the judge's own "
-                "noise):", "", markdown_table(shifts_table(s))]
+        out += ["", f"Score shifts under edits ({s['score']}; {s['n_items']} items, each edit against the mean "
+                f"of {s.get('baseline_samples', 1)} grade(s) of the unedited response, mean "
+                f"{fmt_number(s['original_mean'])}, {s['original_failed']} without a verdict; 'none' = one more "
+                "grade of the unedited response, the judge's own noise):", "", markdown_table(shifts_table(s))]
     return "\n".join(out)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any
 
-from prom_reward.probe.summary import llmbar_table, shifts_table
+from prom_reward.probe.summary import fmt_number, llmbar_table, shifts_table
 from prom_reward.report.svg import bar_chart, scatter
 
 _CSS = """
@@ -34,16 +34,9 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}
 .item .score{float:right;font-weight:700;font-size:16px;color:#2f6db5}.item pre{white-space:pre-wrap;margin:4px 0;
 font-family:inherit;background:#f6f7f9;padding:6px 8px;border-radius:4px;max-height:160px;overflow:hidden}
 .item .label{color:#666;font-size:11px;text-transform:uppercase;letter-spacing:.04em;margin-top:6px}
+.item .where{color:#666;font-size:12px;margin-right:60px}
 .note{color:#555;font-size:13px}
 """
-
-
-def _num(v: Any, digits: int = 2, signed: bool = False) -> str:
-    if v is None:
-        return "n/a"
-    if isinstance(v, int):
-        return str(v)
-    return f"{v:+.{digits}f}" if signed else f"{v:.{digits}f}"
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -52,7 +45,8 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     for r in rows:
         cells = []
         for c in r:
-            numeric = isinstance(c, (int, float)) or (isinstance(c, str) and c[:1] in "+-0123456789" and c != "")
+            numeric = isinstance(c, (int, float)) or c == "n/a" or (isinstance(c, str) and c != ""
+                                                                   and c[:1] in "+-0123456789")
             cells.append(f'<td class="num">{escape(str(c))}</td>' if numeric else f"<td>{escape(str(c))}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
@@ -66,18 +60,18 @@ def _clip(text: str | None, limit: int = 700) -> str:
 def _cards(s: dict[str, Any]) -> str:
     cards = [("rows", str(s["n"])), ("without a verdict", f"{s['failed']} ({s['failed'] / max(s['n'], 1):.1%})")]
     if s["kind"] == "grade":
-        cards += [("mean score", _num(s["mean"])), ("median score", _num(s["median"]))]
-        cards.append(("score vs length (Spearman)", _num(s["length_spearman"])))
+        cards += [("mean score", fmt_number(s["mean"])), ("median score", fmt_number(s["median"]))]
+        cards.append(("score vs length (Spearman)", fmt_number(s["length_spearman"])))
     else:
         v = s["verdicts"]
         cards += [("A wins", str(v["A"])), ("B wins", str(v["B"])), ("ties", str(v["tie"])),
-                  ("longer response won", _num(s["longer_wins"]))]
+                  ("longer response won", fmt_number(s["longer_wins"]))]
     return '<div class="cards">' + "".join(f"<div class=\"card\"><b>{escape(val)}</b><span>{escape(label)}</span>"
                                            "</div>" for label, val in cards) + "</div>"
 
 
 def _plots(s: dict[str, Any]) -> str:
-    rho = _num(s["length_spearman"])
+    rho = fmt_number(s["length_spearman"])
     if s["kind"] == "grade":
         if s["integer_scores"]:
             labels = ["1", "2", "3", "4", "5"]
@@ -104,10 +98,11 @@ def _plots(s: dict[str, Any]) -> str:
 def _group_table(groups: dict[str, dict[str, Any]], kind: str, name: str) -> str:
     if kind == "grade":
         header = [name, "rows", "mean score", "without a verdict", "score vs length"]
-        rows = [[k, g["n"], _num(g["mean"]), g["failed"], _num(g["length_spearman"])] for k, g in groups.items()]
+        rows = [[k, g["n"], fmt_number(g["mean"]), g["failed"], fmt_number(g["length_spearman"])]
+                for k, g in groups.items()]
     else:
         header = [name, "pairs", "A wins", "ties", "without a verdict", "longer won"]
-        rows = [[k, g["n"], _num(g["a_wins"]), _num(g["ties"]), g["failed"], _num(g["longer_wins"])]
+        rows = [[k, g["n"], fmt_number(g["a_wins"]), fmt_number(g["ties"]), g["failed"], fmt_number(g["longer_wins"])]
                 for k, g in groups.items()]
     return _table(header, rows)
 
@@ -115,8 +110,9 @@ def _group_table(groups: dict[str, dict[str, Any]], kind: str, name: str) -> str
 def _items(members: list[dict[str, Any]], kind: str) -> str:
     out = []
     for m in members:
-        parts = [f'<div class="item"><span class="score">{_num(m["value"])}</span>'
-                 f'<div class="label">row {m["index"]} · rubric: {escape(m["rubric"])}</div>'
+        parts = [f'<div class="item"><span class="score">{fmt_number(m["value"])}</span>'
+                 f'<div class="where">row {m["index"]} · rubric: {escape(m["rubric"])}'
+                 f'{(" · " + escape(m["source"])) if m.get("source") else ""}</div>'
                  f'<div class="label">instruction</div><pre>{escape(_clip(m["instruction"], 400))}</pre>']
         if kind == "grade":
             parts.append(f'<div class="label">response</div><pre>{escape(_clip(m["response"]))}</pre>')
@@ -142,7 +138,8 @@ def _probe(record: dict[str, Any]) -> str:
     if sh:
         names = list(sh["edits"])
         out.append(bar_chart("probe-shifts", names, [sh["edits"][n]["mean_shift"] for n in names],
-                             title=f"Mean {sh['score']} shift per edit", y_label="shift",
+                             title=f"Mean shift of the {sh['score'].replace('_', ' ')} per edit",
+                             y_label="shift",
                              intervals=[sh["edits"][n]["mean_shift_ci"] for n in names], reference=0.0))
     out.append("</div>")
     if lb:
@@ -150,8 +147,9 @@ def _probe(record: dict[str, Any]) -> str:
                 'gap is Natural minus the set: skill that disappears when the wrong answer looks better.</p>',
                 _table(*llmbar_table(lb))]
     if sh:
-        out += [f'<p class="note">Score shifts under edits that add no information ({sh["n_items"]} items; '
-                "<i>none</i> re-grades the unchanged response: the judge's own noise).</p>",
+        out += [f'<p class="note">Score shifts under edits that add no information ({sh["n_items"]} items, each '
+                f'edit against the mean of {sh.get("baseline_samples", 1)} grade(s) of the unchanged response; '
+                "<i>none</i> grades the unchanged response once more: the judge's own noise).</p>",
                 _table(*shifts_table(sh))]
     return "".join(out)
 

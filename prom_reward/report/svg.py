@@ -45,7 +45,26 @@ def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
 
 
 def _fmt(v: float) -> str:
-    return f"{v:.0f}" if abs(v - round(v)) < 1e-9 and abs(v) >= 1 else f"{v:.3g}"
+    if abs(v - round(v)) < 1e-9 and abs(v) >= 1:
+        return f"{v:,.0f}"
+    return "0" if abs(v) < 1e-12 else f"{v:.3g}"
+
+
+def log_ticks(lo: float, hi: float) -> list[float]:
+    """Round values (1, 2, 5 x a power of ten; every digit on a short range) between ``lo`` and ``hi`` > 0.
+
+    >>> log_ticks(380, 6400)
+    [500.0, 1000.0, 2000.0, 5000.0]
+    >>> log_ticks(12, 30)
+    [20.0, 30.0]
+    """
+    out: list[float] = []
+    for mantissas in ((1, 2, 5), tuple(range(1, 10))):
+        out = [m * 10.0 ** k for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+               for m in mantissas if lo <= m * 10.0 ** k <= hi]
+        if len(out) >= 3:
+            return out
+    return out or [lo, hi]
 
 
 def _frame(name: str, title: str, x_label: str, y_label: str, body: list[str], y_ticks: list[str]) -> str:
@@ -66,9 +85,9 @@ def _frame(name: str, title: str, x_label: str, y_label: str, body: list[str], y
     return "\n".join(parts)
 
 
-def _y_axis(lo: float, hi: float) -> tuple[list[str], float, float, Callable[[float], float]]:
+def _y_axis(lo: float, hi: float, pad: float = 0.0) -> tuple[list[str], float, float, Callable[[float], float]]:
     ticks = nice_ticks(lo, hi)
-    lo, hi = min(ticks[0], lo), max(ticks[-1], hi)
+    lo, hi = min(ticks[0], lo - pad), max(ticks[-1], hi + pad)
     top, bottom = _PAD_T, HEIGHT - _PAD_B
 
     def y(v: float) -> float:
@@ -131,16 +150,21 @@ def scatter(name: str, xs: Sequence[float], ys: Sequence[float], *, title: str, 
         pts = rng.sample(pts, max_points)
     px = [math.log10(x) if log_x else x for x, _ in pts]
     py = [y for _, y in pts]
-    grid, lo, hi, y = _y_axis(min(py, default=0.0), max(py, default=1.0))
-    x_ticks = nice_ticks(min(px, default=0.0), max(px, default=1.0))
-    xlo, xhi = min(x_ticks[0], min(px, default=0.0)), max(x_ticks[-1], max(px, default=1.0))
+    grid, lo, hi, y = _y_axis(min(py, default=0.0), max(py, default=1.0), pad=jitter)
+    if log_x and pts:
+        raw = [x for x, _ in pts]
+        x_ticks = [math.log10(t) for t in log_ticks(min(raw), max(raw))]
+        xlo, xhi = min(px) - 0.02, max(px) + 0.02
+    else:
+        x_ticks = nice_ticks(min(px, default=0.0), max(px, default=1.0))
+        xlo, xhi = min(x_ticks[0], min(px, default=0.0)), max(x_ticks[-1], max(px, default=1.0))
 
     def x(v: float) -> float:
         return _PAD_L + 6 + (v - xlo) / (xhi - xlo) * (WIDTH - _PAD_L - _PAD_R - 12)
 
     body = []
     for t in x_ticks:
-        label = _fmt(10 ** t) if log_x else _fmt(t)
+        label = _fmt(round(10 ** t, 6)) if log_x else _fmt(t)
         body.append(f'<text x="{x(t):.1f}" y="{HEIGHT - _PAD_B + 15}" text-anchor="middle" font-size="11">'
                     f"{label}</text>")
     for vx, vy in zip(px, py, strict=True):

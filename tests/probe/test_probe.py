@@ -14,7 +14,7 @@ from prom_reward.backends.base import GenerationRequest
 from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.cli.main import main
 from prom_reward.errors import ConfigError, InputError
-from prom_reward.probe.data import LLMBAR_SETS, checkout_data_dir, load_items, load_llmbar
+from prom_reward.probe.data import LLMBAR_SETS, ProbeItem, checkout_data_dir, load_items, load_llmbar
 from prom_reward.probe.llmbar import POOLED, llmbar_accuracy
 from prom_reward.probe.run import ProbeConfig, load_inputs, run_probe
 from prom_reward.probe.shifts import edit_stats, score_shifts
@@ -120,9 +120,21 @@ def test_score_shifts_find_what_the_judge_pays_for(tmp_path):
     assert e["self_grade"]["mean_shift"] == 2.0 and e["self_grade"]["rise_share_ci"] == [1.0, 1.0]
     assert e["self_grade_marker"]["mean_shift"] == 0.0  # the neutraliser hid the marker from the judge
     assert e["markdown"]["mean_shift"] == 0.0 and e["markdown"]["fall_share"] == 0.0
-    assert len(seen) == 6 * 6  # the originals and five edits, in one batched call
+    assert len(seen) == 6 * (3 + 5)  # three grades of each original and five edits, in one batched call
     assert "###Reference Answer (Score 5):\nMars.\n" in seen[0].user
     assert [row["id"] for row in out["per_item"]] == [f"q{i}" for i in range(6)]
+    assert all(row["baseline"] == [3.0, 3.0, 3.0] and row["original"] == 3.0 for row in out["per_item"])
+
+
+def test_the_original_score_is_the_mean_of_its_baseline_grades():
+    """A noisy judge: each unedited response gets 2, 3, 4 in turn, so the baseline is 3 and one lucky grade of
+    the original does not tilt every edit's shift."""
+    grades = iter([2, 3, 4, 5] * 10)
+    judge = PrometheusJudge(backend=ScriptedBackend(respond=lambda r, i: f"Hm. [RESULT] {next(grades)}"),
+                            max_retries=0)
+    out = score_shifts(judge, [ProbeItem("a", "q", "r")], ["none"], baseline_samples=3)
+    assert out["per_item"][0]["baseline"] == [2.0, 3.0, 4.0] and out["per_item"][0]["original"] == 3.0
+    assert out["edits"]["none"]["mean_shift"] == 2.0 and out["baseline_samples"] == 3
 
 
 def test_edit_stats_intervals_and_failures():
@@ -140,7 +152,7 @@ def test_run_probe_record_and_summary(tmp_path):
     assert record["judge"] == "scripted" and record["config"]["limit"] == 4
     assert all(s["n"] == 4 for name, s in record["llmbar"]["sets"].items() if name != POOLED)
     assert record["shifts"]["n_items"] == 4 and list(record["shifts"]["edits"]) == list(cfg.edits)
-    assert record["judge_stats"]["items"] == 5 * 4 * 2 + 4 * 8
+    assert record["judge_stats"]["items"] == 5 * 4 * 2 + 4 * (3 + 7)  # LLMBar both orders; 3 baselines + 7 edits
     json.dumps(record)  # JSON-able as it is
     text = summary(record)
     assert "| Adversarial_GPTOut | 4 |" in text and "| pad_2x | 4 | +2.00 |" in text
@@ -194,7 +206,7 @@ def test_the_checkout_data_loads():
 
 @pytest.mark.parametrize("options, match", [
     ({"parts": ("llmbar", "vibes")}, "parts"), ({"parts": ()}, "parts"), ({"edits": ("shout",)}, "edits: unknown"),
-    ({"limit": 0}, "limit"), ({"resamples": 5}, "resamples"),
+    ({"limit": 0}, "limit"), ({"resamples": 5}, "resamples"), ({"baseline_samples": 0}, "baseline_samples"),
 ])
 def test_bad_probe_config(options, match):
     with pytest.raises(ConfigError, match=match):
