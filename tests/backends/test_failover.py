@@ -50,7 +50,7 @@ def test_kill_the_served_judge_mid_job_loses_and_duplicates_nothing(tiny_model_d
                               "--store", str(tmp_path / "j.sqlite"), "--quiet"],
                              capture_output=True, text=True, timeout=300)
         assert out.returncode == 0, out.stderr[-2000:]
-        assert "graded 6 rows" in out.stderr
+        assert "grade: judged 6 rows (0 resumed)" in out.stderr
         graded = [json.loads(x) for x in (tmp_path / "g.jsonl").read_text().splitlines()]
         assert [g["instruction"] for g in graded] == [f"Q{i}?" for i in range(6)]
         for g in graded:  # a verdict in 1..5, or None with every sample counted as a failure

