@@ -30,19 +30,20 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import httpx
 
 from prom_reward import PrometheusJudge
-from prom_reward.backends.base import GenerationRequest
 from prom_reward.backends._openai_wire import sampling_fields
-from prom_reward.format.templates import ABS_SYSTEM_PROMPT
+from prom_reward.backends.base import GenerationRequest
+from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.format.render import render_absolute
 from prom_reward.format.rubrics import get_rubric
-from prom_reward.backends.sampling import SamplingConfig
+from prom_reward.format.templates import ABS_SYSTEM_PROMPT
 from prom_reward.format.wire import get_wire_format
 
 RUBRIC = "helpfulness"
@@ -61,7 +62,7 @@ def chat_bodies(model: str, instructions: Sequence[str], responses: Sequence[str
     the served template has no system role)."""
     wire, rubric = get_wire_format("chat"), get_rubric(RUBRIC)
     out = []
-    for ins, res in zip(instructions, responses):
+    for ins, res in zip(instructions, responses, strict=True):
         messages = wire.messages(ABS_SYSTEM_PROMPT, render_absolute(ins, res, rubric), system_role=system_role)
         out.append({"model": model, "messages": messages, **sampling_fields(sampling, 1, "chat")})
     return out
@@ -160,7 +161,7 @@ def bench_noop(n: int, concurrency: int, cpus: tuple[int, int] | None,
                                 max_concurrency=concurrency)
         backend = judge.backend
         reqs = [GenerationRequest(ABS_SYSTEM_PROMPT, render_absolute(i, r, get_rubric(RUBRIC)), sampling=sampling)
-                for i, r in zip(ins, res)]
+                for i, r in zip(ins, res, strict=True)]
         backend.generate(reqs[:50])
         _, w, c = timed(lambda: backend.generate(reqs))
         rows.append(row("OpenAIServer.generate", n, w, c))

@@ -47,13 +47,14 @@ import argparse
 import json
 import math
 import random
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from statistics import fmean
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from benchmarks.loaders import DATA_DIR
-from prom_reward.confidence.routing import CascadeConfig, route
 from prom_reward.confidence.indicators import INDICATORS, Confidence
+from prom_reward.confidence.routing import CascadeConfig, route
 from prom_reward.core.results import Grade, Verdict
 
 FRACTIONS = [i / 10 for i in range(11)]
@@ -81,7 +82,7 @@ def accuracy(decided: Sequence[Any], reference: Sequence[Any]) -> float:
     >>> accuracy(["A", "B", "tie", "A"], ["A", "A", "B", "A"])
     0.5
     """
-    return fmean(float(a == b) for a, b in zip(decided, reference)) if decided else math.nan
+    return fmean(float(a == b) for a, b in zip(decided, reference, strict=True)) if decided else math.nan
 
 
 METRICS["accuracy"] = accuracy
@@ -140,13 +141,13 @@ def cascade_curve(records: Sequence[dict[str, Any]], indicator: str, fractions: 
     is None (the second judge failed) the primary's judgment stays, as in ``CascadeJudge``, so a
     failure does not drop the item from the metric. Items that neither judged are left out."""
     values = uncertainties(records, indicator)
-    grades = [_result(r["primary"], Confidence(entropy=v)) for r, v in zip(records, values)]
+    grades = [_result(r["primary"], Confidence(entropy=v)) for r, v in zip(records, values, strict=True)]
     out = []
     for frac in fractions:
         routing = route(grades, CascadeConfig(route_fraction=frac, indicator="se"))
         scores = [r["primary"] if not how.routed or r.get(source) is None else r[source]
-                  for r, how in zip(records, routing)]
-        pairs = [(s, r["reference"]) for s, r in zip(scores, records) if s is not None]
+                  for r, how in zip(records, routing, strict=True)]
+        pairs = [(s, r["reference"]) for s, r in zip(scores, records, strict=True) if s is not None]
         out.append(METRICS[metric]([p for p, _ in pairs], [q for _, q in pairs]))
     return out
 
@@ -259,7 +260,7 @@ def judge_items(items: Sequence[dict[str, Any]], primary: Any, reference: Any, o
     todo = [it for it in items if it["id"] not in done]
     for start in range(0, len(todo), batch_size):
         chunk = todo[start:start + batch_size]
-        cols = list(zip(*[it["args"] for it in chunk]))
+        cols = list(zip(*[it["args"] for it in chunk], strict=True))
         if isinstance(chunk[0]["reference"], str):
             judges = [j for j in (primary, reference, fallback) if j is not None]
             got = [j.compare(list(cols[0]), list(cols[1]), list(cols[2]), rubric, swap=swap) for j in judges]

@@ -28,8 +28,8 @@ from typing import Any
 
 import yaml
 
-from prom_reward.errors import ConfigError
 from prom_reward.core.judge import PrometheusJudge
+from prom_reward.errors import ConfigError
 
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
 

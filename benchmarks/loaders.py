@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence, Union
+from typing import Any, Union
 
 from prom_reward.errors import InputError
 from prom_reward.format.templates import parse_absolute_prompt

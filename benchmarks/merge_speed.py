@@ -103,7 +103,7 @@ def make_models(root: Path, size_gb: float, shard_bytes: int) -> tuple[list[Path
     for m in ("base", "m1", "m2"):
         folder = root / m
         folder.mkdir(parents=True)
-        for fname, shard in zip(names, shards):
+        for fname, shard in zip(names, shards, strict=True):
             with ShardWriter(folder / fname, shard) as w:
                 for info in shard:
                     if m == "base":
@@ -113,7 +113,7 @@ def make_models(root: Path, size_gb: float, shard_bytes: int) -> tuple[list[Path
                         t = (base[info.name].float() + torch.randn(info.shape, generator=g) * 2e-3).bfloat16()
                     w.write(info.name, t)
         if len(names) > 1:
-            weight_map = {i.name: f for f, shard in zip(names, shards) for i in shard}
+            weight_map = {i.name: f for f, shard in zip(names, shards, strict=True) for i in shard}
             (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
         (folder / "config.json").write_text(json.dumps(llama_config(layers)))
         folders.append(folder)

@@ -35,11 +35,12 @@ from __future__ import annotations
 import dataclasses
 import random
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
-from prom_reward.errors import ConfigError
 from prom_reward.core.judge import PrometheusJudge
+from prom_reward.errors import ConfigError
 
 from . import metrics as M
 from .loaders import LAYOUTS, AbsoluteExample, PairExample, load_bench, subset
@@ -118,7 +119,7 @@ def _absolute(judge: PrometheusJudge, ex: list[AbsoluteExample], cfg: MetaEvalCo
     m.update(_sample_stats(grades))
     preds = [{"id": e.id, "category": e.category, "reference": e.reference_score, "score": g.score,
               "scores": list(g.scores), "expected_score": g.expected_score, "failures": g.failures,
-              "forced": g.forced, "outputs": list(g.raw_outputs)} for e, g in zip(ex, grades)]
+              "forced": g.forced, "outputs": list(g.raw_outputs)} for e, g in zip(ex, grades, strict=True)]
     if cfg.transitivity:
         m["transitivity"] = _transitivity(judge, ex, cfg)
     return m, preds
@@ -138,7 +139,7 @@ def _transitivity(judge: PrometheusJudge, ex: list[AbsoluteExample], cfg: MetaEv
                                   [a.reference_answer for _, a, _ in b])
     rates, triples = [], 0
     for g in groups:
-        t = M.transitivity({(a.id, b.id): v.winner for (gg, a, b), v in zip(pairs, verdicts) if gg == g})
+        t = M.transitivity({(a.id, b.id): v.winner for (gg, a, b), v in zip(pairs, verdicts, strict=True) if gg == g})
         if t["triples"]:
             rates.append(t["rate"] * t["triples"])
             triples += t["triples"]
@@ -149,13 +150,13 @@ def _transitivity(judge: PrometheusJudge, ex: list[AbsoluteExample], cfg: MetaEv
 def _pairwise(judge: PrometheusJudge, ex: list[PairExample], cfg: MetaEvalConfig) -> tuple[dict, list]:
     rng = random.Random(cfg.seed)
     switch = [rng.random() < 0.5 for _ in ex]
-    a_resp = [e.response_2 if s else e.response_1 for e, s in zip(ex, switch)]
-    b_resp = [e.response_1 if s else e.response_2 for e, s in zip(ex, switch)]
-    labels = ["tie" if e.label == "tie" else ("A" if (e.label == "1") != s else "B") for e, s in zip(ex, switch)]
+    a_resp = [e.response_2 if s else e.response_1 for e, s in zip(ex, switch, strict=True)]
+    b_resp = [e.response_1 if s else e.response_2 for e, s in zip(ex, switch, strict=True)]
+    labels = ["tie" if e.label == "tie" else ("A" if (e.label == "1") != s else "B") for e, s in zip(ex, switch, strict=True)]
     cats = [e.category for e in ex]
     m: dict[str, Any] = {"n": len(ex), "tie_labels": labels.count("tie")}
     preds = [{"id": e.id, "category": e.category, "label": lab, "switched": s}
-             for e, lab, s in zip(ex, labels, switch)]
+             for e, lab, s in zip(ex, labels, switch, strict=True)]
     for mode in cfg.modes:
         out: list[Any] = []
         for r in _batches(len(ex), cfg.batch_size):
@@ -167,7 +168,7 @@ def _pairwise(judge: PrometheusJudge, ex: list[PairExample], cfg: MetaEvalConfig
         if mode == "direct":
             first_tie = [v.tie_rounds > 0 or v.tie for v in out]
             p_wo = [v.winner for v in out]
-            p_w = ["tie" if (lab == "tie" and ft) else v.winner for lab, ft, v in zip(labels, first_tie, out)]
+            p_w = ["tie" if (lab == "tie" and ft) else v.winner for lab, ft, v in zip(labels, first_tie, out, strict=True)]
             mm["tie_left_rate"] = sum(v.tie for v in out) / len(out) if out else None
         else:
             p_wo = [v.order_winners[0] if v.order_winners else None for v in out]
@@ -185,7 +186,7 @@ def _pairwise(judge: PrometheusJudge, ex: list[PairExample], cfg: MetaEvalConfig
         mm["pred_A_rate"] = sum(p == "A" for p in p_wo) / len(p_wo) if p_wo else None
         mm.update(_sample_stats(out))
         m[mode] = mm
-        for p, v, w in zip(preds, out, p_wo):
+        for p, v, w in zip(preds, out, p_wo, strict=True):
             p[mode] = {"winner": v.winner, "first_order": w, "tie": v.tie, "order_winners": list(v.order_winners),
                        "tie_rounds": v.tie_rounds, "failures": v.failures, "forced": v.forced,
                        "grades": [g.score for g in v.grades] if v.grades else None,
@@ -193,7 +194,7 @@ def _pairwise(judge: PrometheusJudge, ex: list[PairExample], cfg: MetaEvalConfig
     return m, preds
 
 
-def run_meta_eval(judge: PrometheusJudge, bench: "str | Sequence[Any]", *, layout: str | None = None,
+def run_meta_eval(judge: PrometheusJudge, bench: str | Sequence[Any], *, layout: str | None = None,
                   rubric: str | None = None, config: MetaEvalConfig | None = None,
                   bench_name: str | None = None, judge_name: str | None = None) -> dict[str, Any]:
     """Judge a benchmark (a name, a file path with ``layout``, or a list of raw records with ``layout``)

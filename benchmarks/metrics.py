@@ -21,7 +21,8 @@ from __future__ import annotations
 import itertools
 import math
 from collections import defaultdict
-from typing import Any, Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -45,7 +46,7 @@ def correlations(pred: Sequence[float | None], ref: Sequence[float]) -> dict[str
 
     if len(pred) != len(ref):
         raise ValueError(f"correlations: {len(pred)} predictions but {len(ref)} references; pass one per item")
-    pairs = [(float(p), float(r)) for p, r in zip(pred, ref) if p is not None]
+    pairs = [(float(p), float(r)) for p, r in zip(pred, ref, strict=True) if p is not None]
     out: dict[str, Any] = {"n": len(pairs), "dropped": len(pred) - len(pairs),
                            "pearson": None, "spearman": None, "kendall": None}
     if len(pairs) < 2:
@@ -68,7 +69,7 @@ def exact_accuracy(pred: Sequence[float | None], ref: Sequence[float]) -> float 
     """
     if not ref:
         return None
-    return sum(p is not None and round(p) == round(r) for p, r in zip(pred, ref)) / len(ref)
+    return sum(p is not None and round(p) == round(r) for p, r in zip(pred, ref, strict=True)) / len(ref)
 
 
 def pairwise_accuracy(labels: Sequence[PairLabel], preds: Sequence[PairLabel | None], *,
@@ -89,7 +90,7 @@ def pairwise_accuracy(labels: Sequence[PairLabel], preds: Sequence[PairLabel | N
     bad = sorted({str(x) for x in labels if x not in _LABELS})
     if bad:
         raise ValueError(f"pairwise labels must be 'A', 'B' or 'tie', got {bad}")
-    kept = [(lab, p) for lab, p in zip(labels, preds) if with_tie or lab != "tie"]
+    kept = [(lab, p) for lab, p in zip(labels, preds, strict=True) if with_tie or lab != "tie"]
     if not kept:
         return None
     return sum(lab == p for lab, p in kept) / len(kept)
@@ -189,7 +190,7 @@ def confusion_matrix(pred: Sequence[float | None], ref: Sequence[float]) -> list
     (1, 1)
     """
     m = np.zeros((5, 5), dtype=int)
-    for p, r in zip(pred, ref):
+    for p, r in zip(pred, ref, strict=True):
         if p is not None:
             m[min(max(int(round(r)), 1), 5) - 1][min(max(int(round(p)), 1), 5) - 1] += 1
     return m.tolist()
@@ -206,7 +207,7 @@ def calibration(expected: Sequence[float | None], ref: Sequence[float], bins: in
     out = []
     for b in range(bins):
         lo, hi = float(edges[b]), float(edges[b + 1])
-        sel = [(e, r) for e, r in zip(expected, ref)
+        sel = [(e, r) for e, r in zip(expected, ref, strict=True)
                if e is not None and (lo <= e < hi or (b == bins - 1 and e == hi))]
         out.append({"lo": lo, "hi": hi, "n": len(sel),
                     "expected": round(float(np.mean([e for e, _ in sel])), 6) if sel else None,

@@ -16,7 +16,8 @@ Example:
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from prom_reward.backends.base import Completion, GenerationRequest, GenerationResult
 from prom_reward.core.judge import PrometheusJudge
@@ -69,7 +70,7 @@ def measure_overhead(items: int = 2000, repeat: int = 3, response_words: int = 2
     out["compare"] = {"judgments": items, "us_per_judgment": 1e6 * t / items}
     t = _best(lambda: judge.compare(ins, res, res, "helpfulness", swap=True), repeat)
     out["compare_swap"] = {"judgments": items, "us_per_judgment": 1e6 * t / items}
-    t = _best(lambda: [render_absolute(i, r, "helpfulness") for i, r in zip(ins, res)], repeat)
+    t = _best(lambda: [render_absolute(i, r, "helpfulness") for i, r in zip(ins, res, strict=True)], repeat)
     out["render_absolute"] = {"us_per_call": 1e6 * t / items}
     text = "Feedback " * 150 + "[RESULT] 4"
     t = _best(lambda: [parse_output(text, "absolute") for _ in range(items)], repeat)

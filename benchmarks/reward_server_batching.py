@@ -28,8 +28,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import httpx
 
@@ -85,7 +86,7 @@ async def openrlhf_clients(url: str, prompts: list[str], responses: list[str]) -
     from openrlhf.utils.agent import SingleTurnAgentExecutor
 
     executor = SingleTurnAgentExecutor(url)
-    calls = [executor._fetch_rewards_via_http([p + r], [p], [None]) for p, r in zip(prompts, responses)]
+    calls = [executor._fetch_rewards_via_http([p + r], [p], [None]) for p, r in zip(prompts, responses, strict=True)]
     results = await asyncio.gather(*calls)
     return [res[0]["rewards"][0] for res in results]
 

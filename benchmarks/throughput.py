@@ -22,14 +22,15 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from prom_reward.backends.base import GenerationRequest
+from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.backends.vllm_engine import VLLMEngine
 from prom_reward.core.judge import PrometheusJudge
-from prom_reward.format.templates import ABS_SYSTEM_PROMPT
 from prom_reward.format.render import render_absolute
-from prom_reward.backends.sampling import SamplingConfig
+from prom_reward.format.templates import ABS_SYSTEM_PROMPT
 
 Item = tuple[str, str, str, "str | None"]  # instruction, response, rubric text, reference answer
 
@@ -51,7 +52,7 @@ def measure_throughput(engine: VLLMEngine, batch: Sequence[Item], sampling: Samp
                        repeat: int = 2) -> dict[str, Any]:
     """Time both paths on ``batch``; returns per-path figures, the ratio and the token counts."""
     judge = PrometheusJudge(backend=engine, sampling=sampling, max_retries=0, force_verdict=False)
-    ins, res, rubs, refs = (list(x) for x in zip(*batch))
+    ins, res, rubs, refs = (list(x) for x in zip(*batch, strict=True))
     reqs = [GenerationRequest(ABS_SYSTEM_PROMPT, render_absolute(i, r, rb, rf), sampling)
             for i, r, rb, rf in batch]
     prompts = [{"prompt_token_ids": engine._token_ids(r)} for r in reqs]

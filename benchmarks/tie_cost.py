@@ -25,7 +25,8 @@ Example:
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from prom_reward.core.judge import PrometheusJudge
 
@@ -44,7 +45,7 @@ def _summary(pairs: int, decided: int, prompt_tokens: int, completion_tokens: in
 
 def _by_scores(grades: Sequence[Any], n: int, key: str) -> int:
     decided = 0
-    for a, b in zip(grades[:n], grades[n:]):
+    for a, b in zip(grades[:n], grades[n:], strict=True):
         x, y = getattr(a, key), getattr(b, key)
         decided += x is not None and y is not None and x != y
     return decided

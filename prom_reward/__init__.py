@@ -31,7 +31,8 @@ from prom_reward.rewards.reward import AsyncPrometheusReward, PrometheusReward
 __version__ = "0.1.0"
 
 __all__ = [
-    "AsyncPrometheusReward", "CascadeJudge", "Confidence", "PreferenceConfig", "build_preference_dataset", "OnlineDPOJudgeReward", "PairwiseRewardStats", "PrometheusReward", "RewardConfig",
+    "AsyncPrometheusReward", "CascadeJudge", "Confidence", "PreferenceConfig", "build_preference_dataset",
+    "OnlineDPOJudgeReward", "PairwiseRewardStats", "PrometheusReward", "RewardConfig",
     "BackendError", "ConfigError", "ContextLengthError", "Grade", "InputError", "JudgeSample", "JudgeStats",
     "PromRewardError", "PrometheusJudge", "Rubric", "SamplingConfig", "UnknownNameError", "Verdict",
     "get_rubric", "parse_absolute", "parse_output", "parse_relative", "render_absolute", "render_relative",

@@ -66,8 +66,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--max-tie-rounds", type=int, default=3)
     args = ap.parse_args(argv)
     smoke_env()
-    from trl.experimental.online_dpo import OnlineDPOConfig, OnlineDPOTrainer
     from transformers import AutoTokenizer
+    from trl.experimental.online_dpo import OnlineDPOConfig, OnlineDPOTrainer
 
     from prom_reward.rewards.online_dpo import OnlineDPOJudgeReward
 

@@ -96,7 +96,7 @@ def best_vs_worst(judge: PrometheusJudge, rows: Sequence[PreferenceRow], cfg: Pr
                          [r.rubric for r, _ in flat], [r.reference_answer for r, _ in flat],
                          num_samples=cfg.num_samples)
     per_row: dict[int, list[Grade]] = {}
-    for (r, _), g in zip(flat, grades):
+    for (r, _), g in zip(flat, grades, strict=True):
         per_row.setdefault(r.index, []).append(g)
     decided: dict[int, dict[str, Any]] = {}
     failed: set[int] = set()
@@ -118,7 +118,7 @@ def best_vs_worst(judge: PrometheusJudge, rows: Sequence[PreferenceRow], cfg: Pr
                                      [r.responses[1] for r in tied], [r.rubric for r in tied],
                                      [r.reference_answer for r in tied], max_tie_rounds=cfg.max_tie_rounds,
                                      num_samples=cfg.num_samples)
-        verdicts = {r.index: v for r, v in zip(tied, vs)}
+        verdicts = {r.index: v for r, v in zip(tied, vs, strict=True)}
     out = ChunkOutcome(tie_breaks=len(tied), tie_rounds=sum(v.tie_rounds for v in verdicts.values()))
     for r in rows:
         if r.index in failed:
@@ -149,7 +149,7 @@ def all_pairs(judge: PrometheusJudge, rows: Sequence[PreferenceRow], cfg: Prefer
                              [r.responses[j] for r, _, j in flat], [r.rubric for r, _, _ in flat],
                              [r.reference_answer for r, _, _ in flat], swap=cfg.swap, num_samples=cfg.num_samples)
     out = ChunkOutcome()
-    for (r, i, j), v in zip(flat, verdicts):
+    for (r, i, j), v in zip(flat, verdicts, strict=True):
         if v.winner is None or v.p_a is None:
             _skip(out, r, _undecided_reason(v), (i, j))
             continue

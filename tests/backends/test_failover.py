@@ -19,8 +19,8 @@ import httpx
 import psutil
 import pytest
 
-from tests.fakes import free_port
 from prom_reward import PrometheusJudge
+from tests.fakes import free_port
 
 pytestmark = pytest.mark.integration
 

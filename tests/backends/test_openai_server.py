@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from tests.fakes import Reply, chat_reply, free_port
 from prom_reward.backends import make_backend
 from prom_reward.backends.base import GenerationRequest
 from prom_reward.backends.openai_server import OpenAIServer
-from prom_reward.errors import BackendError, ConfigError
 from prom_reward.backends.sampling import SamplingConfig
+from prom_reward.errors import BackendError, ConfigError
+from tests.fakes import Reply, chat_reply, free_port
 
 pytestmark = pytest.mark.integration
 

@@ -26,7 +26,7 @@ def test_replays_the_recorded_gpt4_scores_through_a_judge(vicuna):
     parts = [parse_absolute_prompt(r["instruction"]) for r in picked]
     grades = judge.grade([p.instruction for p in parts], [p.response for p in parts], [p.rubric for p in parts],
                          [p.reference_answer for p in parts])
-    for g, row in zip(grades, picked):
+    for g, row in zip(grades, picked, strict=True):
         recorded = [int(s) for s in _list(row["gpt4_score"])]
         assert list(g.scores) == recorded and g.score == pytest.approx(sum(recorded) / 3)
         assert g.feedback == _list(row["gpt4_feedback"])[0].strip()

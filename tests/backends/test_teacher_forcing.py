@@ -9,8 +9,8 @@ from prom_reward.backends.base import GenerationRequest
 from prom_reward.backends.openai_server import OpenAIServer
 from prom_reward.backends.teacher_forcing import teacher_forcing_scorer
 from prom_reward.backends.transformers_backend import TransformersBackend
-from prom_reward.format.templates import ABS_SYSTEM_PROMPT
 from prom_reward.format.render import render_absolute
+from prom_reward.format.templates import ABS_SYSTEM_PROMPT
 
 pytestmark = pytest.mark.integration
 
@@ -34,7 +34,7 @@ def test_engine_and_transformers_agree_on_teacher_forced_tokens(vllm_engine, tin
         [request()], [TEXT], 5)
     assert "".join(p.token for p in eng) == TEXT == "".join(p.token for p in hf)
     assert [p.token for p in eng] == [p.token for p in hf]
-    for e, h in zip(eng, hf):
+    for e, h in zip(eng, hf, strict=True):
         assert e.logprob < 0 and e.token in e.top and len(e.top) >= 5
         assert e.logprob == pytest.approx(h.logprob, abs=0.05)
         best_e, best_h = max(e.top, key=e.top.get), max(h.top, key=h.top.get)
@@ -49,7 +49,7 @@ def test_server_prompt_logprobs_match_the_engine(vllm_server, vllm_engine):
     (srv,) = server.continuation_logprobs([request()], [TEXT], 5)
     (eng,) = vllm_engine.continuation_logprobs([request()], [TEXT], 5)
     assert [p.token for p in srv] == [p.token for p in eng]
-    for s, e in zip(srv, eng):
+    for s, e in zip(srv, eng, strict=True):
         assert s.logprob == pytest.approx(e.logprob, abs=1e-3)
         assert set(s.top) == set(e.top)
 

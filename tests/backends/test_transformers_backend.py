@@ -9,9 +9,9 @@ import pytest
 
 from prom_reward.backends import make_backend
 from prom_reward.backends.base import GenerationRequest
+from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.backends.transformers_backend import TransformersBackend
 from prom_reward.errors import BackendError, ConfigError
-from prom_reward.backends.sampling import SamplingConfig
 
 GREEDY = SamplingConfig(temperature=0.0, max_tokens=8, repetition_penalty=1.0, logprobs=3)
 
@@ -55,7 +55,7 @@ def test_greedy_is_deterministic_argmax_and_padding_free(tiny: TransformersBacke
     reqs = [GenerationRequest(r.system, r.user, sampling=GREEDY, n=2) for r in reqs]
     batched = tiny.generate(reqs)
     alone = [tiny.generate([r])[0] for r in reqs]
-    for b, a in zip(batched, alone):
+    for b, a in zip(batched, alone, strict=True):
         first, second = b.completions
         assert first.text == second.text  # greedy n=2 repeats the sample
         assert first.text == a.completions[0].text  # left padding does not change the result

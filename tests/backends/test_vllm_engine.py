@@ -6,8 +6,8 @@ import pytest
 
 from prom_reward import ContextLengthError, PrometheusJudge
 from prom_reward.backends.base import GenerationRequest
-from prom_reward.backends.vllm_engine import VLLMEngine
 from prom_reward.backends.sampling import SamplingConfig
+from prom_reward.backends.vllm_engine import VLLMEngine
 
 pytestmark = pytest.mark.integration
 
@@ -30,7 +30,7 @@ def test_engine_batch_n_and_logprobs(vllm_engine: VLLMEngine):
     reqs = [GenerationRequest("S", f"prompt {i}", sampling=sampling, n=2) for i in range(3)]
     results = vllm_engine.generate(reqs)
     assert len(results) == 3
-    for res, req in zip(results, reqs):
+    for res, req in zip(results, reqs, strict=True):
         assert len(res.completions) == 2
         assert res.prompt_tokens == vllm_engine.count_tokens([req])[0]
         for c in res.completions:

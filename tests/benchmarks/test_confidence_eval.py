@@ -37,7 +37,7 @@ def test_halves_by_verdict_probability_hand_computed():
     # confident: primary [5, 3, 2] vs reference [1, 3, 3]: cov = -30/9, var 42/9 and 24/9 -> -30 / sqrt(42 * 24)
     p, r = [5, 3, 2], [1, 3, 3]
     mp, mr = sum(p) / 3, sum(r) / 3
-    cov = sum((a - mp) * (b - mr) for a, b in zip(p, r))
+    cov = sum((a - mp) * (b - mr) for a, b in zip(p, r, strict=True))
     expect = cov / math.sqrt(sum((a - mp) ** 2 for a in p) * sum((b - mr) ** 2 for b in r))
     assert confident == pytest.approx(expect) and expect == pytest.approx(-30 / math.sqrt(42 * 24))
     # unsure: primary [1, 2, 1] vs reference [1, 2, 5]: cov -6/9, var 6/9 and 78/9
@@ -49,7 +49,7 @@ def test_cascade_curve_hand_computed():
     # 0%: primary alone [1, 2, 3, 5, 1, 2] vs [1, 2, 3, 1, 5, 3]; 50%: the three unsure ones replaced -> exact
     p, r = [1, 2, 3, 5, 1, 2], [1, 2, 3, 1, 5, 3]
     mp, mr = sum(p) / 6, sum(r) / 6
-    cov = sum((a - mp) * (b - mr) for a, b in zip(p, r))
+    cov = sum((a - mp) * (b - mr) for a, b in zip(p, r, strict=True))
     r0 = cov / math.sqrt(sum((a - mp) ** 2 for a in p) * sum((b - mr) ** 2 for b in r))
     assert curve == pytest.approx([r0, 1.0, 1.0])
     # routing by 1/3 routes the two most uncertain (items 4 and 3): only item 5 stays wrong
@@ -99,10 +99,9 @@ def test_pairwise_accuracy_halves_and_cascade_hand_computed():
 
 
 def test_judge_items_resumes_and_records_both_judges(data_dir, tmp_path):
+    from benchmarks.confidence_eval import judge_items, load_items
     from prom_reward import PrometheusJudge
     from prom_reward.backends.reference_replay import ReferenceReplayBackend
-
-    from benchmarks.confidence_eval import judge_items, load_items
 
     path = data_dir / "vicuna_eval.json"
     items = load_items("vicuna", path, offset=2, limit=3)
@@ -136,10 +135,9 @@ def test_judge_items_resumes_and_records_both_judges(data_dir, tmp_path):
 def test_real_second_judge_fallback_with_the_oracle_as_a_labelled_upper_bound(data_dir, tmp_path, tiny_model_dir):
     import argparse
 
+    from benchmarks.confidence_eval import build_fallback, has_real_fallback, judge_items, load_items
     from prom_reward import PrometheusJudge
     from prom_reward.backends.reference_replay import ReferenceReplayBackend
-
-    from benchmarks.confidence_eval import build_fallback, has_real_fallback, judge_items, load_items
 
     path = data_dir / "vicuna_eval.json"
     items = load_items("vicuna", path, limit=2)

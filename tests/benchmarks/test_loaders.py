@@ -4,8 +4,16 @@ import json
 
 import pytest
 
-from benchmarks.loaders import (BENCHES, DATA_DIR, AbsoluteExample, PairExample, load_bench, parse_autoj_records,
-                                parse_chosen_rejected_records, subset)
+from benchmarks.loaders import (
+    BENCHES,
+    DATA_DIR,
+    AbsoluteExample,
+    PairExample,
+    load_bench,
+    parse_autoj_records,
+    parse_chosen_rejected_records,
+    subset,
+)
 from prom_reward.errors import InputError, UnknownNameError
 from prom_reward.format.render import render_absolute
 

@@ -7,8 +7,8 @@ import re
 import pytest
 
 from benchmarks.meta_eval import MetaEvalConfig, main, run_meta_eval
-from prom_reward.errors import ConfigError
 from prom_reward.core.judge import PrometheusJudge
+from prom_reward.errors import ConfigError
 from prom_reward.format.render import render_absolute
 from tests.judges import judge_by_rank
 

@@ -5,6 +5,7 @@ import pytest
 
 from benchmarks import metrics as M
 
+
 def test_correlations_hand_computed():
     # x = 1,2,3,4 ; y = 1,3,2,4: deviations give cov 4, variances 5 and 5 -> r = 0.8.
     # Ranks equal the values -> Spearman 0.8. Pairs: 5 concordant, 1 discordant -> tau = 4/6.

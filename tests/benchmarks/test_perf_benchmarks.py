@@ -12,10 +12,10 @@ import pytest
 from benchmarks.overhead import NoOpBackend, measure_overhead
 from benchmarks.overhead import main as overhead_main
 from benchmarks.tie_cost import tie_cost
-from prom_reward.errors import ConfigError
-from prom_reward.core.judge import PrometheusJudge
 from prom_reward.backends.base import Completion, TokenLogprobs
 from prom_reward.backends.sampling import SamplingConfig
+from prom_reward.core.judge import PrometheusJudge
+from prom_reward.errors import ConfigError
 from tests.judges import response_of
 
 

@@ -11,8 +11,8 @@ from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.confidence.indicators import (
     INDICATORS,
     Confidence,
-    entropy_upper_bound,
     confidence_from_samples,
+    entropy_upper_bound,
     get_indicator,
     mean_entropy,
     mean_nll,
@@ -118,7 +118,7 @@ def test_top20_estimate_against_full_vocabulary_entropy_of_a_real_model(tiny_mod
         logp = logits.double().log_softmax(-1)
         exact = -(logp.exp() * logp).sum(-1)  # full vocabulary, float64
         seen = []
-        for row, h in zip(logits, exact.tolist()):
+        for row, h in zip(logits, exact.tolist(), strict=True):
             likeliest, unlikeliest = int(row.argmax()), int(row.argmin())
             first = backend._position(likeliest, row, 20)
             last = backend._position(unlikeliest, row, 20)  # added to ``top`` although outside it

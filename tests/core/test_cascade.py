@@ -6,9 +6,9 @@ import pytest
 
 from prom_reward import ConfigError, PrometheusJudge, PrometheusReward
 from prom_reward.backends.base import Completion, TokenLogprobs
+from prom_reward.confidence.indicators import Confidence
 from prom_reward.confidence.routing import CascadeConfig, route
 from prom_reward.core.cascade import CascadeJudge
-from prom_reward.confidence.indicators import Confidence
 from prom_reward.core.results import Grade, Verdict
 from tests.judges import Calibrator
 

@@ -8,10 +8,10 @@ import pytest
 
 from prom_reward import PrometheusJudge
 from prom_reward.backends.base import GenerationRequest, GenerationResult
+from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.core.context import TEMPLATE_MARGIN, surely_fits
 from prom_reward.errors import ContextLengthError
-from prom_reward.backends.sampling import SamplingConfig
 
 
 class ByteBoundBackend(ScriptedBackend):
@@ -31,7 +31,7 @@ class ByteBoundBackend(ScriptedBackend):
         self.calls.append(list(requests))
         counts = ScriptedBackend.count_tokens(self, requests)
         return [GenerationResult(tuple(self._next(r, i) for i in range(r.n)), prompt_tokens=c)
-                for r, c in zip(requests, counts)]
+                for r, c in zip(requests, counts, strict=True)]
 
 
 @pytest.mark.parametrize("user_bytes,max_tokens,limit,fits", [

@@ -5,9 +5,15 @@ import math
 import pytest
 
 from prom_reward.backends.base import TokenLogprobs
-from prom_reward.core.verdict_probs import (ABSOLUTE_LABELS, distribution_at, expected_value,
-                                       first_verdict_distribution, normalize_token, token_index_at_char,
-                                       verdict_distribution)
+from prom_reward.core.verdict_probs import (
+    ABSOLUTE_LABELS,
+    distribution_at,
+    expected_value,
+    first_verdict_distribution,
+    normalize_token,
+    token_index_at_char,
+    verdict_distribution,
+)
 
 
 def pos(token, probs):

@@ -11,7 +11,8 @@ def test_grpo_snippet_is_ten_lines_and_compiles():
     lines = [ln for ln in block.strip().splitlines() if ln.strip()]
     assert len(lines) <= 12
     compile(block, "README-grpo", "exec")
-    from prom_reward.rewards.reward import PrometheusReward  # noqa: F401  (the names the snippet imports)
     from trl import GRPOConfig, GRPOTrainer  # noqa: F401
+
+    from prom_reward.rewards.reward import PrometheusReward  # noqa: F401  (the names the snippet imports)
 
     assert "reward_funcs=reward" in block

@@ -9,11 +9,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prom_reward.format import templates as prompts
 from prom_reward.errors import ConfigError, InputError
-from prom_reward.format.templates import ABSOLUTE_PROMPT, ABSOLUTE_PROMPT_WO_REF, RELATIVE_PROMPT, RELATIVE_PROMPT_WO_REF, SYSTEM_PROMPTS, AbsolutePromptParts, parse_absolute_prompt, parse_relative_prompt, template_fields, validate_template
+from prom_reward.format import templates as prompts
 from prom_reward.format.render import render_absolute, render_relative
 from prom_reward.format.rubrics import RUBRICS, Rubric
+from prom_reward.format.templates import (
+    ABSOLUTE_PROMPT,
+    ABSOLUTE_PROMPT_WO_REF,
+    RELATIVE_PROMPT,
+    RELATIVE_PROMPT_WO_REF,
+    SYSTEM_PROMPTS,
+    AbsolutePromptParts,
+    parse_absolute_prompt,
+    parse_relative_prompt,
+    template_fields,
+    validate_template,
+)
 
 KIND = Rubric("Is it kind?", ("Rude.", "Curt.", "Neutral.", "Warm.", "Very kind."))
 TEMPLATE_KEYS = ["ABSOLUTE_PROMPT", "ABSOLUTE_PROMPT_WO_REF", "RELATIVE_PROMPT", "RELATIVE_PROMPT_WO_REF"]

@@ -11,8 +11,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prom_reward.format import templates as prompts
 from prom_reward.errors import ConfigError, PromRewardError, UnknownNameError
+from prom_reward.format import templates as prompts
 from prom_reward.format.rubrics import RUBRICS, Rubric, get_rubric
 
 DESCS = ("Rude.", "Curt.", "Neutral.", "Warm.", "Very kind.")

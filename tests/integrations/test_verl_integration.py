@@ -82,7 +82,7 @@ def make_data(tokenizer, samples: list[dict]) -> DataProto:
     b = len(samples)
     p_ids, r_ids = torch.full((b, p_len), pad), torch.full((b, r_len), pad)
     mask = torch.zeros((b, p_len + r_len), dtype=torch.long)
-    for i, (p, r) in enumerate(zip(prompts, responses)):
+    for i, (p, r) in enumerate(zip(prompts, responses, strict=True)):
         p_ids[i, p_len - len(p):], r_ids[i, :len(r)] = torch.tensor(p), torch.tensor(r)
         mask[i, p_len - len(p):p_len] = 1
         mask[i, p_len:p_len + len(r)] = 1
@@ -376,7 +376,7 @@ def test_real_vllm_judge_through_verls_router(vllm_server, tiny_model_dir, tmp_p
         server.should_exit = True
         thread.join(timeout=10)
     infos = [o["reward_extra_info"] for o in outputs]
-    for o, i in zip(outputs, infos):
+    for o, i in zip(outputs, infos, strict=True):
         assert o["reward_score"] == (0.5 if i["judge_failed"] else i["judge_reward"])
         assert i["judge_prompt_tokens"] > 0 and i["judge_batch_size"] == 2.0
     assert "/v1/chat/completions" in hits and "/v1/models" in hits

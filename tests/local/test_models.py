@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from prom_reward.local import models
 from prom_reward.errors import ConfigError
+from prom_reward.local import models
 from prom_reward.local.models import MARKER, SMOLLM2_NAME, build_tiny_llama, ensure_smollm2
 
 

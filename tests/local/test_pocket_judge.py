@@ -12,9 +12,9 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
+from prom_reward.core.presets import get_preset, resolve_model_path
 from prom_reward.local.pocket_judge import ensure_pocket_judge
 from train_judge.pocket_judge import merge_experts_onto, pocket_adapter_dir
-from prom_reward.core.presets import get_preset, resolve_model_path
 
 
 @pytest.fixture(scope="module")

@@ -132,7 +132,7 @@ def test_all_pairs_from_swapped_verdicts():
     assert len(b.calls) == 1 and len(b.calls[0]) == 6  # 3 pairs x both orders, one batch
     assert b.judged[:3] == [("weak", "best"), ("weak", "mid"), ("best", "mid")]
     assert b.judged[3:] == [("best", "weak"), ("mid", "weak"), ("mid", "best")]
-    assert list(zip(ds["chosen"], ds["rejected"])) == [("best", "weak"), ("mid", "weak"), ("best", "mid")]
+    assert list(zip(ds["chosen"], ds["rejected"], strict=True)) == [("best", "weak"), ("mid", "weak"), ("best", "mid")]
     assert ds["score_chosen"] == [1.0] * 3 and ds["score_rejected"] == [0.0] * 3 and ds["margin"] == [1.0] * 3
     assert ds[0]["feedback"] == "Comparing weak and best." and ds["swap_agreement"] == [True] * 3
     assert (stats.pairs, stats.skipped) == (3, {})
@@ -149,7 +149,7 @@ def test_all_pairs_skips_disagreements_ties_failures_and_small_margins():
     row = {"prompt": "Q", "completions": ["p", "q", "r"]}
     ds, stats = build_preference_dataset(make_judge(Judged(verdicts=verdicts)), [row], rubric="helpfulness",
                                          strategy="all_pairs")
-    assert list(zip(ds["chosen"], ds["rejected"])) == [("q", "r")]
+    assert list(zip(ds["chosen"], ds["rejected"], strict=True)) == [("q", "r")]
     assert stats.skipped == {"swap_disagreement": 1, "judge_failed": 1}
 
     # 3 samples: A, A, B in the first order, B, B, B swapped -> P(q wins) = (2/3 + 1) / 2, margin 2/3
@@ -185,7 +185,7 @@ def test_rubric_per_row_and_long_layout():
             {"prompt": "Q1", "completion": "d"}]
     b = Judged(scores={"a": 1, "b": 2, "c": 5, "d": 4})
     ds, stats = build_preference_dataset(make_judge(b), long, layout="long")
-    assert list(zip(ds["prompt"], ds["chosen"], ds["rejected"])) == [("Q0", "b", "a"), ("Q1", "c", "d")]
+    assert list(zip(ds["prompt"], ds["chosen"], ds["rejected"], strict=True)) == [("Q0", "b", "a"), ("Q1", "c", "d")]
     assert "truthful" in b.calls[0][0].user and "[Is it short?]" in b.calls[0][2].user
     assert stats.rows == 2
 
@@ -251,8 +251,8 @@ def resume_rows(n=7):
 
 
 def scripted_for(rows, **kw):
-    return Judged(scores={c: s for r in rows for c, s in zip(r["completions"], r["scores"])},
-                  rank={c: s or 0 for r in rows for c, s in zip(r["completions"], r["scores"])}, **kw)
+    return Judged(scores={c: s for r in rows for c, s in zip(r["completions"], r["scores"], strict=True)},
+                  rank={c: s or 0 for r in rows for c, s in zip(r["completions"], r["scores"], strict=True)}, **kw)
 
 
 def _file(tmp_path, rows):

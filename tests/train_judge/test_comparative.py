@@ -17,8 +17,7 @@ from train_judge.balance import balance_by_verdict
 from train_judge.comparative import COMPARE_SYSTEM_PROMPT, ComparativeWriter
 from train_judge.config import load_config
 from train_judge.data import FeedbackRecord, build_preference_collection, records_summary
-from train_judge.layouts import save_preference_collection
-from train_judge.layouts import load_preference_collection
+from train_judge.layouts import load_preference_collection, save_preference_collection
 from train_judge.sft import load_records
 
 CONFIGS = Path(__file__).resolve().parents[2] / "train_judge" / "configs"

@@ -13,10 +13,15 @@ from prom_reward.backends.base import GenerationRequest
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.wire import get_wire_format
 from train_judge.config import SFTRunConfig, load_config
-from train_judge.data import (FeedbackRecord, PairRecord, build_preference_collection, compose_pair_feedback,
-                              records_summary)
-from train_judge.layouts import load_feedback_collection, load_preference_collection
+from train_judge.data import (
+    FeedbackRecord,
+    PairRecord,
+    build_preference_collection,
+    compose_pair_feedback,
+    records_summary,
+)
 from train_judge.examples import prompt_text, to_example, tokenize_example
+from train_judge.layouts import load_feedback_collection, load_preference_collection
 from train_judge.pocket import PocketData, split_prompt_ids
 from train_judge.sft import pick_subset
 

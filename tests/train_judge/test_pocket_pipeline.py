@@ -8,12 +8,11 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from prom_reward.errors import ConfigError
 from train_judge.config import load_config
-import torch
-
 from train_judge.pocket_pipeline import CANDIDATES, CONFIGS, main, pick_judge, ship_judge
 from train_judge.sft import RUN_FILE
 

@@ -36,8 +36,8 @@ def test_only_completion_tokens_carry_labels(tiny_model_dir: Path, data_dir: Pat
     n_labelled = int((labels != -100).sum())
     in_batch = sorted(sum(r["completion_mask"]) for r in rows)
     assert n_labelled in {in_batch[i] + in_batch[j] for i in range(4) for j in range(4) if i != j}
-    for row_labels, row_ids in zip(labels.tolist(), ids.tolist()):
-        kept = [(t, i) for t, i in zip(row_labels, row_ids) if t != -100]
+    for row_labels, row_ids in zip(labels.tolist(), ids.tolist(), strict=True):
+        kept = [(t, i) for t, i in zip(row_labels, row_ids, strict=True) if t != -100]
         assert all(t == i for t, i in kept)
         text = tok.decode([t for t, _ in kept])
         verdicts = ("1", "2", "3", "4", "5") if task == "absolute" else ("A", "B")

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from tests.train_judge.merge.merge_util import BASE, M1, M2, load_output, save_model
 
 from prom_reward.errors import ConfigError, PromRewardError
+from tests.train_judge.merge.merge_util import BASE, M1, M2, load_output, save_model
 from train_judge.merge import MergeConfig, ModelEntry, config_from_dict, load_config, run_merge
 
 REPO = Path(__file__).resolve().parents[3]

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from tests.train_judge.merge.merge_util import BASE, M1, M2, load_output, save_model
 from safetensors.torch import load_file, save_file
 
 from prom_reward.errors import ConfigError
+from tests.train_judge.merge.merge_util import BASE, M1, M2, load_output, save_model
 from train_judge.merge import MergeConfig, ModelEntry, engine, run_merge
 from train_judge.merge.safetensors_io import ShardWriter, TensorFile, TensorInfo, read_header
 

@@ -13,8 +13,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from prom_reward.errors import ConfigError
-from train_judge.merge import MergeConfig, ModelEntry, run_merge
-from train_judge.merge import chunking, fused, kernels, philox, ties_cuts
+from train_judge.merge import MergeConfig, ModelEntry, chunking, fused, kernels, philox, run_merge, ties_cuts
 from train_judge.merge.trim import keep_count
 
 pytestmark = pytest.mark.skipif(not kernels.HAVE_NUMBA, reason="numba is not installed")
@@ -60,7 +59,7 @@ def merged_bytes(paths, tmp_path, case, path, out_dtype=None, rng="mt19937", tag
     params, dens = CASES[case]
     method = case.split("_sum")[0].split("_per_model")[0].split("_t_by_name")[0]
     base = None if method in ("linear", "slerp") else paths[0]
-    models = tuple(ModelEntry(p, density=d) for p, d in zip(paths[1:], dens or [None, None]))
+    models = tuple(ModelEntry(p, density=d) for p, d in zip(paths[1:], dens or [None, None], strict=True))
     out = tmp_path / f"out-{case}-{path}-{out_dtype}-{rng}{tag}"
     import os
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from tests.train_judge.merge.merge_util import BASE, load_output, save_model
 from safetensors.torch import save_file
 
 from prom_reward.errors import ConfigError
+from tests.train_judge.merge.merge_util import BASE, load_output, save_model
 from train_judge.merge import MergeConfig, ModelEntry, load_config, run_merge
 
 

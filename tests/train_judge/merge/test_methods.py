@@ -6,8 +6,8 @@ import math
 
 import pytest
 import torch
-from tests.train_judge.merge.merge_util import BASE, M1, M2, POS, load_output, save_model
 
+from tests.train_judge.merge.merge_util import BASE, M1, M2, POS, load_output, save_model
 from train_judge.merge import MergeConfig, ModelEntry, run_merge
 from train_judge.merge.task_vector import magnitude_trim
 
@@ -22,7 +22,7 @@ def merge(models, tmp_path, method, weights=(None, None), densities=(None, None)
     base = method not in ("linear", "slerp")  # those take no base_model with full checkpoints
     cfg = MergeConfig(method=method, base_model=str(models["base"]) if base else None, output=str(tmp_path / "out"),
                       models=tuple(ModelEntry(str(models[k]), weight=w, density=d)
-                                   for k, w, d in zip(("m1", "m2"), weights, densities)),
+                                   for k, w, d in zip(("m1", "m2"), weights, densities, strict=True)),
                       parameters=params, seed=params.pop("seed", 0) if "seed" in params else 0)
     run_merge(cfg)
     return load_output(tmp_path / "out")

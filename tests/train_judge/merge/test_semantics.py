@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from tests.train_judge.merge.merge_util import BASE, M1, M2, load_output, save_model
 
 from prom_reward.errors import ConfigError
+from tests.train_judge.merge.merge_util import BASE, M1, M2, load_output, save_model
 from train_judge.merge import MergeConfig, ModelEntry, config_from_dict, run_merge
 from train_judge.merge.task_vector import TaskVectorMerge, magnitude_trim
 
@@ -49,12 +49,12 @@ def test_ties_trim_keeps_exactly_round_density_n(density):
 
 def reference_ties(deltas, weights, densities, normalize=True):
     """TIES in numpy: trim, elect sign of the weighted sum (0 stays 0), disjoint weighted mean or sum."""
-    trimmed = [reference_trim(d, k) for d, k in zip(deltas, densities)]
-    total = sum(w * t for w, t in zip(weights, trimmed))
+    trimmed = [reference_trim(d, k) for d, k in zip(deltas, densities, strict=True)]
+    total = sum(w * t for w, t in zip(weights, trimmed, strict=True))
     sign = np.sign(total)
     num = np.zeros_like(total)
     den = np.zeros_like(total)
-    for w, t in zip(weights, trimmed):
+    for w, t in zip(weights, trimmed, strict=True):
         agree = (np.sign(t) == sign) & (sign != 0)
         num += np.where(agree, w * t, 0.0)
         den += np.where(agree, w, 0.0)

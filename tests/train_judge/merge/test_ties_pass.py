@@ -42,7 +42,7 @@ def make_models(root, dtype: torch.dtype, first_rows_scale: float = 1.0) -> list
 def merge(paths, out, path: str, monkeypatch, method="ties", out_dtype=None, **params) -> dict[str, bytes]:
     monkeypatch.setenv(fused.ENV, path)
     densities = params.pop("densities", None)
-    models = tuple(ModelEntry(p, density=d) for p, d in zip(paths[1:], densities or [None, None]))
+    models = tuple(ModelEntry(p, density=d) for p, d in zip(paths[1:], densities or [None, None], strict=True))
     run_merge(MergeConfig(method=method, base_model=paths[0], models=models, parameters=params, output=str(out),
                           dtype=out_dtype, seed=4))
     return {k: v.view(-1).view(torch.uint8).numpy().tobytes() for k, v in load_file(str(out / "model.safetensors")).items()}
