@@ -52,12 +52,15 @@ RUBRIC = "helpfulness"
 def items(n: int) -> tuple[list[str], list[str]]:
     """``n`` distinct (instruction, response) pairs of realistic length (~300 words each side)."""
     filler = "The answer explains each step, gives an example, and checks the result. " * 20
-    return ([f"Question {i}: explain how to solve problem number {i}. {filler}" for i in range(n)],
-            [f"Answer {i}. {filler}" for i in range(n)])
+    return (
+        [f"Question {i}: explain how to solve problem number {i}. {filler}" for i in range(n)],
+        [f"Answer {i}. {filler}" for i in range(n)],
+    )
 
 
-def chat_bodies(model: str, instructions: Sequence[str], responses: Sequence[str], sampling: SamplingConfig,
-                system_role: bool) -> list[dict[str, Any]]:
+def chat_bodies(
+    model: str, instructions: Sequence[str], responses: Sequence[str], sampling: SamplingConfig, system_role: bool
+) -> list[dict[str, Any]]:
     """The chat-completions bodies the judge sends for these items (system prompt folded when
     the served template has no system role)."""
     wire, rubric = get_wire_format("chat"), get_rubric(RUBRIC)
@@ -75,6 +78,7 @@ async def _raw(url: str, bodies: list[dict[str, Any]], concurrency: int) -> int:
     sem = asyncio.Semaphore(concurrency)
     connector = aiohttp.TCPConnector(limit=concurrency + 4)
     async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=1200)) as client:
+
         async def one(body: dict[str, Any]) -> int:
             async with sem:
                 async with client.post(url + "/chat/completions", json=body) as r:
@@ -90,6 +94,7 @@ async def _raw_httpx(url: str, bodies: list[dict[str, Any]], concurrency: int) -
     """The same with httpx."""
     sem = asyncio.Semaphore(concurrency)
     async with httpx.AsyncClient(timeout=600, limits=httpx.Limits(max_connections=concurrency + 4)) as client:
+
         async def one(body: dict[str, Any]) -> int:
             async with sem:
                 r = await client.post(url + "/chat/completions", json=body)
@@ -109,9 +114,14 @@ def timed(fn: Any) -> tuple[Any, float, float]:
 
 
 def row(name: str, n: int, wall: float, cpu: float, tokens: int | None = None) -> dict[str, Any]:
-    return {"path": name, "judgments": n, "wall_s": round(wall, 3), "judgments_per_s": round(n / wall, 1),
-            "client_cpu_us_per_judgment": round(1e6 * cpu / n, 1),
-            **({"completion_tokens_per_s": round(tokens / wall, 1)} if tokens is not None else {})}
+    return {
+        "path": name,
+        "judgments": n,
+        "wall_s": round(wall, 3),
+        "judgments_per_s": round(n / wall, 1),
+        "client_cpu_us_per_judgment": round(1e6 * cpu / n, 1),
+        **({"completion_tokens_per_s": round(tokens / wall, 1)} if tokens is not None else {}),
+    }
 
 
 @contextmanager
@@ -141,8 +151,9 @@ def noop_server(cpu: int | None) -> Iterator[str]:
         proc.wait(10)
 
 
-def bench_noop(n: int, concurrency: int, cpus: tuple[int, int] | None,
-               with_httpx: bool = False) -> list[dict[str, Any]]:
+def bench_noop(
+    n: int, concurrency: int, cpus: tuple[int, int] | None, with_httpx: bool = False
+) -> list[dict[str, Any]]:
     """The three client paths against the no-op server."""
     if cpus and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {cpus[0]})
@@ -157,11 +168,14 @@ def bench_noop(n: int, concurrency: int, cpus: tuple[int, int] | None,
             asyncio.run(_raw_httpx(url, bodies[:50], concurrency))
             _, w, c = timed(lambda: asyncio.run(_raw_httpx(url, bodies, concurrency)))
             rows.append(row("raw httpx (same bodies), for reference", n, w, c))
-        judge = PrometheusJudge(backend="openai", base_url=url, model="noop-judge", system_role=False,
-                                max_concurrency=concurrency)
+        judge = PrometheusJudge(
+            backend="openai", base_url=url, model="noop-judge", system_role=False, max_concurrency=concurrency
+        )
         backend = judge.backend
-        reqs = [GenerationRequest(ABS_SYSTEM_PROMPT, render_absolute(i, r, get_rubric(RUBRIC)), sampling=sampling)
-                for i, r in zip(ins, res, strict=True)]
+        reqs = [
+            GenerationRequest(ABS_SYSTEM_PROMPT, render_absolute(i, r, get_rubric(RUBRIC)), sampling=sampling)
+            for i, r in zip(ins, res, strict=True)
+        ]
         backend.generate(reqs[:50])
         _, w, c = timed(lambda: backend.generate(reqs))
         rows.append(row("OpenAIServer.generate", n, w, c))
@@ -185,14 +199,29 @@ def bench_vllm(model_dir: str, n: int, concurrency: int, max_tokens: int) -> lis
         port = int(s.getsockname()[1])
     ins, res = items(n)
     sampling = SamplingConfig(max_tokens=max_tokens)
-    with tempfile.TemporaryDirectory() as tmp, JudgeServers(ServeConfig(
-            model=model_dir, port=port, engine=VLLMOptions(max_model_len=4096, enforce_eager=True), log_dir=tmp,
-            startup_timeout=600)) as urls:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        JudgeServers(
+            ServeConfig(
+                model=model_dir,
+                port=port,
+                engine=VLLMOptions(max_model_len=4096, enforce_eager=True),
+                log_dir=tmp,
+                startup_timeout=600,
+            )
+        ) as urls,
+    ):
         url = urls[0]
         # max_retries=0: one request per item, as in the raw path (an untrained model's unparseable
         # outputs would otherwise be re-sampled, which is judge work, not client overhead)
-        judge = PrometheusJudge(backend="openai", base_url=url, sampling={"max_tokens": max_tokens},
-                                max_concurrency=concurrency, timeout=1200, max_retries=0)
+        judge = PrometheusJudge(
+            backend="openai",
+            base_url=url,
+            sampling={"max_tokens": max_tokens},
+            max_concurrency=concurrency,
+            timeout=1200,
+            max_retries=0,
+        )
         judge.grade(ins[:4], res[:4], RUBRIC)  # warm up; resolves model id and system role
         assert judge.backend.model is not None and judge.backend.system_role is not None
         bodies = chat_bodies(judge.backend.model, ins, res, sampling, judge.backend.system_role)
@@ -229,13 +258,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
     pin = None if args.no_pin or (os.cpu_count() or 1) < 2 else (0, 1)
-    record: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                                          "python": platform.python_version(), "pinned": pin},
-                              "noop": bench_noop(args.items, args.concurrency, pin, args.with_httpx)}
-    record["noop_ratio_judge_over_raw"] = round(record["noop"][-1]["judgments_per_s"]
-                                                / record["noop"][0]["judgments_per_s"], 3)
-    print("## Against a no-op server\n\n" + table(record["noop"])
-          + f"\n\nratio (judge / raw judgments/s): {record['noop_ratio_judge_over_raw']}\n")
+    record: dict[str, Any] = {
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "pinned": pin,
+        },
+        "noop": bench_noop(args.items, args.concurrency, pin, args.with_httpx),
+    }
+    record["noop_ratio_judge_over_raw"] = round(
+        record["noop"][-1]["judgments_per_s"] / record["noop"][0]["judgments_per_s"], 3
+    )
+    print(
+        "## Against a no-op server\n\n"
+        + table(record["noop"])
+        + f"\n\nratio (judge / raw judgments/s): {record['noop_ratio_judge_over_raw']}\n"
+    )
     if args.vllm_model:
         if pin and hasattr(os, "sched_setaffinity"):
             os.sched_setaffinity(0, set(range(os.cpu_count() or 1)))
@@ -245,12 +284,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             smol = ensure_smollm2()
             model = str(smol if model == "smollm2" else build_tiny_llama(Path(tempfile.mkdtemp()), tokenizer_from=smol))
-        record["vllm"] = {"model": args.vllm_model, "max_tokens": args.max_tokens,
-                          "rows": bench_vllm(model, args.vllm_items, args.concurrency, args.max_tokens)}
+        record["vllm"] = {
+            "model": args.vllm_model,
+            "max_tokens": args.max_tokens,
+            "rows": bench_vllm(model, args.vllm_items, args.concurrency, args.max_tokens),
+        }
         r = record["vllm"]["rows"]
         record["vllm"]["ratio_judge_over_raw"] = round(r[1]["judgments_per_s"] / r[0]["judgments_per_s"], 3)
-        print(f"## Through a real vLLM server ({args.vllm_model}, max_tokens {args.max_tokens})\n\n" + table(r)
-              + f"\n\nratio (judge / raw judgments/s): {record['vllm']['ratio_judge_over_raw']}\n")
+        print(
+            f"## Through a real vLLM server ({args.vllm_model}, max_tokens {args.max_tokens})\n\n"
+            + table(r)
+            + f"\n\nratio (judge / raw judgments/s): {record['vllm']['ratio_judge_over_raw']}\n"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(record, indent=2))
     return 0

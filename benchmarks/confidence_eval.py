@@ -8,8 +8,8 @@ optionally a calibration base model for SE-Cali), a real second judge as the fal
 OpenAI-compatible server), and, for every item, the REFERENCE REPLAY; one JSON line per item
 (``id``, ``reference``, ``primary``, ``fallback`` = the second judge's verdict, ``oracle`` = the
 replay, ``fallback_kind`` = ``"judge"``, and ``confidence`` = the primary's indicators). Without a
-second judge ``fallback`` is the replay and ``fallback_kind`` is ``"oracle"``. Items already in the output file are skipped, so
-an interrupted run resumes without recomputing. Benchmarks:
+second judge ``fallback`` is the replay and ``fallback_kind`` is ``"oracle"``. Items already in the
+output file are skipped, so an interrupted run resumes without recomputing. Benchmarks:
 
 - ``vicuna`` (absolute): reference = mean of the three recorded GPT-4 scores; fallback = the
   replay of the first recorded GPT-4 judgment;
@@ -68,6 +68,7 @@ def _corr(kind: str) -> Callable[[Sequence[float], Sequence[float]], float]:
         if len(x) < 3 or len(set(x)) < 2 or len(set(y)) < 2:
             return math.nan
         return float(getattr(stats, kind)(x, y)[0])
+
     return f
 
 
@@ -134,8 +135,13 @@ def halves(records: Sequence[dict[str, Any]], indicator: str, metric: str = "pea
     return score(scored[:half]), score(scored[half:]), half
 
 
-def cascade_curve(records: Sequence[dict[str, Any]], indicator: str, fractions: Sequence[float] = FRACTIONS,
-                  metric: str = "pearson", source: str = "fallback") -> list[float]:
+def cascade_curve(
+    records: Sequence[dict[str, Any]],
+    indicator: str,
+    fractions: Sequence[float] = FRACTIONS,
+    metric: str = "pearson",
+    source: str = "fallback",
+) -> list[float]:
     """The metric of the cascade's scores at each routed fraction (routing by ``cascade.route``);
     routed items take ``record[source]`` (``"fallback"``, or ``"oracle"`` for the replay); where that
     is None (the second judge failed) the primary's judgment stays, as in ``CascadeJudge``, so a
@@ -145,8 +151,10 @@ def cascade_curve(records: Sequence[dict[str, Any]], indicator: str, fractions: 
     out = []
     for frac in fractions:
         routing = route(grades, CascadeConfig(route_fraction=frac, indicator="se"))
-        scores = [r["primary"] if not how.routed or r.get(source) is None else r[source]
-                  for r, how in zip(records, routing, strict=True)]
+        scores = [
+            r["primary"] if not how.routed or r.get(source) is None else r[source]
+            for r, how in zip(records, routing, strict=True)
+        ]
         pairs = [(s, r["reference"]) for s, r in zip(scores, records, strict=True) if s is not None]
         out.append(METRICS[metric]([p for p, _ in pairs], [q for _, q in pairs]))
     return out
@@ -179,14 +187,21 @@ def report(records: Sequence[dict[str, Any]], fractions: Sequence[float] = FRACT
     pairwise = is_pairwise(records)
     metrics = ["accuracy"] if pairwise else ["pearson", "spearman"]
     real = has_real_fallback(records)
-    replay = ("REFERENCE REPLAY of the human label" if pairwise else
-              "REFERENCE REPLAY of the first recorded GPT-4 judgment")
+    replay = (
+        "REFERENCE REPLAY of the human label" if pairwise else "REFERENCE REPLAY of the first recorded GPT-4 judgment"
+    )
     what = ("reference = human label" if pairwise else "reference = mean recorded GPT-4 score") + (
         f"; fallback = a second judge ({records[0].get('fallback_judge', 'unnamed')}); oracle = {replay}"
-        if real else f"; fallback = ORACLE: {replay} (an upper bound, not a judge)")
+        if real
+        else f"; fallback = ORACLE: {replay} (an upper bound, not a judge)"
+    )
     head = " | ".join(f"{m} {half}" for m in metrics for half in ("confident half", "unsure half"))
-    lines = [f"{len(records)} items, {judged} judged by the primary; {what}", "",
-             f"| indicator | {head} | items per half |", "|---|" + "---|" * (2 * len(metrics) + 1)]
+    lines = [
+        f"{len(records)} items, {judged} judged by the primary; {what}",
+        "",
+        f"| indicator | {head} | items per half |",
+        "|---|" + "---|" * (2 * len(metrics) + 1),
+    ]
     names = available_indicators(records)
     for name in names:
         cells = []
@@ -198,17 +213,22 @@ def report(records: Sequence[dict[str, Any]], fractions: Sequence[float] = FRACT
     if real:
         curves.append(("oracle", "the ORACLE (upper bound: the reference replay)"))
     for source, label in curves:
-        lines += ["", f"cascade: {metrics[0]} at each share routed to {label}", "",
-                  "| indicator | " + " | ".join(f"{f:.0%}" for f in fractions) + " |",
-                  "|---|" + "---|" * len(fractions)]
+        lines += [
+            "",
+            f"cascade: {metrics[0]} at each share routed to {label}",
+            "",
+            "| indicator | " + " | ".join(f"{f:.0%}" for f in fractions) + " |",
+            "|---|" + "---|" * len(fractions),
+        ]
         for name in names:
             curve = cascade_curve(records, name, fractions, metrics[0], source)
             lines.append(f"| {name} | " + " | ".join(f"{v:.3f}" for v in curve) + " |")
     return "\n".join(lines)
 
 
-def plot_curves(records: Sequence[dict[str, Any]], path: str | Path, fractions: Sequence[float] = FRACTIONS,
-                title: str = "") -> None:
+def plot_curves(
+    records: Sequence[dict[str, Any]], path: str | Path, fractions: Sequence[float] = FRACTIONS, title: str = ""
+) -> None:
     """PNG of the cascade curve of every available indicator (see ``report``)."""
     from .plots import plot_cascade
 
@@ -235,23 +255,41 @@ def load_items(benchmark: str, path: str | Path, offset: int = 0, limit: int | N
     if benchmark == "vicuna":
         for r in json.loads(Path(path).read_text(encoding="utf-8")):
             p = parse_absolute_prompt(r["instruction"])
-            items.append({"id": f"{r['idx']}/{r['response_source']}",
-                          "reference": fmean(float(s) for s in _list(r["gpt4_score"])),
-                          "args": (p.instruction, p.response, p.rubric, p.reference_answer)})
+            items.append(
+                {
+                    "id": f"{r['idx']}/{r['response_source']}",
+                    "reference": fmean(float(s) for s in _list(r["gpt4_score"])),
+                    "args": (p.instruction, p.response, p.rubric, p.reference_answer),
+                }
+            )
     elif benchmark == "autoj":
         for i, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines()):
             r = json.loads(line)
             if int(r["label"]) in (0, 1):
-                items.append({"id": f"autoj/{i}", "reference": "A" if int(r["label"]) == 0 else "B",
-                              "args": (r["prompt"], r["response 1"], r["response 2"])})
+                items.append(
+                    {
+                        "id": f"autoj/{i}",
+                        "reference": "A" if int(r["label"]) == 0 else "B",
+                        "args": (r["prompt"], r["response 1"], r["response 2"]),
+                    }
+                )
     else:
         raise SystemExit(f"--benchmark: expected vicuna or autoj, got {benchmark!r}")
-    return items[offset:None if limit is None else offset + limit]
+    return items[offset : None if limit is None else offset + limit]
 
 
-def judge_items(items: Sequence[dict[str, Any]], primary: Any, reference: Any, out: str | Path, *,
-                batch_size: int = 8, rubric: Any = "helpfulness", swap: bool = True,
-                fallback: Any = None, fallback_name: str = "") -> int:
+def judge_items(
+    items: Sequence[dict[str, Any]],
+    primary: Any,
+    reference: Any,
+    out: str | Path,
+    *,
+    batch_size: int = 8,
+    rubric: Any = "helpfulness",
+    swap: bool = True,
+    fallback: Any = None,
+    fallback_name: str = "",
+) -> int:
     """Judge ``items`` with the primary, the reference-replay judge and (when given) a real
     ``fallback`` judge, appending one JSON line per item to ``out`` after each batch; items already
     there are skipped. Returns the number judged."""
@@ -259,7 +297,7 @@ def judge_items(items: Sequence[dict[str, Any]], primary: Any, reference: Any, o
     done = _done_ids(out)
     todo = [it for it in items if it["id"] not in done]
     for start in range(0, len(todo), batch_size):
-        chunk = todo[start:start + batch_size]
+        chunk = todo[start : start + batch_size]
         cols = list(zip(*[it["args"] for it in chunk], strict=True))
         if isinstance(chunk[0]["reference"], str):
             judges = [j for j in (primary, reference, fallback) if j is not None]
@@ -273,11 +311,21 @@ def judge_items(items: Sequence[dict[str, Any]], primary: Any, reference: Any, o
             for k, it in enumerate(chunk):
                 a, b = got[0][k], got[1][k]
                 second = got[2][k] if fallback is not None else b
-                f.write(json.dumps({"id": it["id"], "reference": it["reference"], "primary": value(a),
-                                    "fallback": value(second), "oracle": value(b),
-                                    "fallback_kind": "judge" if fallback is not None else "oracle",
-                                    **({"fallback_judge": fallback_name} if fallback is not None else {}),
-                                    "confidence": a.confidence.as_dict() if a.confidence else None}) + "\n")
+                f.write(
+                    json.dumps(
+                        {
+                            "id": it["id"],
+                            "reference": it["reference"],
+                            "primary": value(a),
+                            "fallback": value(second),
+                            "oracle": value(b),
+                            "fallback_kind": "judge" if fallback is not None else "oracle",
+                            **({"fallback_judge": fallback_name} if fallback is not None else {}),
+                            "confidence": a.confidence.as_dict() if a.confidence else None,
+                        }
+                    )
+                    + "\n"
+                )
         print(f"judged {start + len(chunk)}/{len(todo)}", flush=True)
     return len(todo)
 
@@ -295,21 +343,45 @@ def run(args: argparse.Namespace) -> None:
     data = Path(args.data or DATA_DIR / default)
     items = load_items(args.benchmark, data, args.offset, args.limit)
     print(f"{len(items)} items, {len(_done_ids(Path(args.out)))} lines already in {args.out}")
-    replay = (ReferenceReplayBackend.from_vicuna_eval(data) if args.benchmark == "vicuna" else
-              ReferenceReplayBackend.from_autoj_pairwise(data, args.rubric))
+    replay = (
+        ReferenceReplayBackend.from_vicuna_eval(data)
+        if args.benchmark == "vicuna"
+        else ReferenceReplayBackend.from_autoj_pairwise(data, args.rubric)
+    )
     reference = PrometheusJudge(backend=replay, neutralize_markers=False, max_retries=0)
     calibration = None
     if args.base_model:
-        calibration = {"backend": "vllm", "model": args.base_model, "max_model_len": 4096, "enforce_eager": True,
-                       "wire": args.base_wire}
-    primary = PrometheusJudge(args.judge_model, backend="vllm", confidence=True, calibration=calibration,
-                              force_verdict=True, max_retries=args.max_retries,
-                              sampling={"max_tokens": args.max_tokens, "temperature": args.temperature},
-                              truncate_response=True, max_model_len=4096, enforce_eager=True)
+        calibration = {
+            "backend": "vllm",
+            "model": args.base_model,
+            "max_model_len": 4096,
+            "enforce_eager": True,
+            "wire": args.base_wire,
+        }
+    primary = PrometheusJudge(
+        args.judge_model,
+        backend="vllm",
+        confidence=True,
+        calibration=calibration,
+        force_verdict=True,
+        max_retries=args.max_retries,
+        sampling={"max_tokens": args.max_tokens, "temperature": args.temperature},
+        truncate_response=True,
+        max_model_len=4096,
+        enforce_eager=True,
+    )
     fallback = build_fallback(args)
     try:
-        judge_items(items, primary, reference, args.out, batch_size=args.batch_size, rubric=args.rubric,
-                    fallback=fallback, fallback_name=args.fallback_model or args.fallback_server or "")
+        judge_items(
+            items,
+            primary,
+            reference,
+            args.out,
+            batch_size=args.batch_size,
+            rubric=args.rubric,
+            fallback=fallback,
+            fallback_name=args.fallback_model or args.fallback_server or "",
+        )
     finally:
         primary.close()
         if fallback is not None:
@@ -322,11 +394,13 @@ def build_fallback(args: argparse.Namespace) -> Any:
 
     if args.fallback_model and args.fallback_server:
         raise SystemExit("give one of --fallback-model PATH or --fallback-server URL, not both")
-    common = {"max_retries": args.max_retries, "truncate_response": True,
-              "sampling": {"max_tokens": args.fallback_max_tokens, "temperature": 0.0}}
+    common = {
+        "max_retries": args.max_retries,
+        "truncate_response": True,
+        "sampling": {"max_tokens": args.fallback_max_tokens, "temperature": 0.0},
+    }
     if args.fallback_server:
-        return PrometheusJudge(args.fallback_server_model, backend="openai", base_url=args.fallback_server,
-                               **common)
+        return PrometheusJudge(args.fallback_server_model, backend="openai", base_url=args.fallback_server, **common)
     if args.fallback_model:
         extra = {"max_model_len": 4096, "enforce_eager": True} if args.fallback_backend == "vllm" else {}
         return PrometheusJudge(args.fallback_model, backend=args.fallback_backend, **common, **extra)

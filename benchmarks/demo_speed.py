@@ -35,17 +35,38 @@ def _child(model: str) -> None:
 
     rows = load_sample_rollouts()
     t0 = time.perf_counter()
-    judge = PrometheusJudge(model=model, sampling={"max_tokens": 512} if "pocket" in model else None,
-                            expected_score=True, max_model_len=4096, enforce_eager=True, seed=0)
+    judge = PrometheusJudge(
+        model=model,
+        sampling={"max_tokens": 512} if "pocket" in model else None,
+        expected_score=True,
+        max_model_len=4096,
+        enforce_eager=True,
+        seed=0,
+    )
     t1 = time.perf_counter()
-    grades = judge.grade([r["instruction"] for r in rows], [r["response"] for r in rows],
-                         [r["rubric"] for r in rows], [r.get("reference_answer") for r in rows])
+    grades = judge.grade(
+        [r["instruction"] for r in rows],
+        [r["response"] for r in rows],
+        [r["rubric"] for r in rows],
+        [r.get("reference_answer") for r in rows],
+    )
     t2 = time.perf_counter()
     s = judge.stats
-    print("RESULT " + json.dumps({"judge": model, "start_s": round(t1 - t0, 1), "grade_s": round(t2 - t1, 1),
-                                  "tokens": s.completion_tokens, "tok_s": round(s.completion_tokens / (t2 - t1), 1),
-                                  "jps": round(len(rows) / (t2 - t1), 3), "scores": [g.score for g in grades]}),
-          flush=True)
+    print(
+        "RESULT "
+        + json.dumps(
+            {
+                "judge": model,
+                "start_s": round(t1 - t0, 1),
+                "grade_s": round(t2 - t1, 1),
+                "tokens": s.completion_tokens,
+                "tok_s": round(s.completion_tokens / (t2 - t1), 1),
+                "jps": round(len(rows) / (t2 - t1), 3),
+                "scores": [g.score for g in grades],
+            }
+        ),
+        flush=True,
+    )
     judge.close()
 
 
@@ -65,18 +86,21 @@ def float32_pocket(out: Path) -> Path:
 
 
 def run(model: str) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.demo_speed", CHILD, model], capture_output=True,
-                          text=True, timeout=1800)
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.demo_speed", CHILD, model], capture_output=True, text=True, timeout=1800
+    )
     text = proc.stdout + proc.stderr
     line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
     if proc.returncode != 0 or line is None:
         raise SystemExit(f"{model}: the judge run failed:\n{text[-3000:]}")
-    return {**json.loads(line[len("RESULT "):]), "warnings": text.count("Attempted to load weight")}
+    return {**json.loads(line[len("RESULT ") :]), "warnings": text.count("Attempted to load weight")}
 
 
 def _row(r: dict[str, Any]) -> str:
-    return (f"{r['judge']:<34} {r['jps']:>6.2f} judgments/s {r['tok_s']:>6.1f} tok/s  grade {r['grade_s']:.1f}s  "
-            f"start {r['start_s']:.1f}s  dtype warnings {r['warnings']}")
+    return (
+        f"{r['judge']:<34} {r['jps']:>6.2f} judgments/s {r['tok_s']:>6.1f} tok/s  grade {r['grade_s']:.1f}s  "
+        f"start {r['start_s']:.1f}s  dtype warnings {r['warnings']}"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -49,8 +49,25 @@ def make_input(path: Path, rows: int) -> Path:
 
 def grade(src: Path, out: Path, url: str, batch_size: int, *extra: str) -> dict[str, Any]:
     """One ``prom-reward grade`` process: wall seconds, peak RSS (MiB), its JSON summary."""
-    cmd = [sys.executable, "-c", PEAK_RSS, "grade", str(src), "-o", str(out), "--rubric", "helpfulness", "--server",
-           url, "--model", "noop-judge", "--batch-size", str(batch_size), "--quiet", *extra]
+    cmd = [
+        sys.executable,
+        "-c",
+        PEAK_RSS,
+        "grade",
+        str(src),
+        "-o",
+        str(out),
+        "--rubric",
+        "helpfulness",
+        "--server",
+        url,
+        "--model",
+        "noop-judge",
+        "--batch-size",
+        str(batch_size),
+        "--quiet",
+        *extra,
+    ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
     t = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=7200)
@@ -59,9 +76,13 @@ def grade(src: Path, out: Path, url: str, batch_size: int, *extra: str) -> dict[
         raise RuntimeError(f"prom-reward grade failed ({done.returncode}): {done.stderr[-3000:]}")
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     peak = int(done.stderr.rsplit("peak_rss_kb", 1)[1].split()[0]) / 1024
-    return {"rows": summary["rows"], "wall_s": round(wall, 2), "rows_per_s": round(summary["rows"] / wall, 1),
-            "peak_rss_mib": round(peak, 1), "summary": {k: summary[k] for k in (
-                "rows", "resumed_rows", "failed", "output_rows", "batches", "seconds")}}
+    return {
+        "rows": summary["rows"],
+        "wall_s": round(wall, 2),
+        "rows_per_s": round(summary["rows"] / wall, 1),
+        "peak_rss_mib": round(peak, 1),
+        "summary": {k: summary[k] for k in ("rows", "resumed_rows", "failed", "output_rows", "batches", "seconds")},
+    }
 
 
 def run(rows: int, batch_size: int, tmp: Path, server_cpu: int | None = None) -> dict[str, Any]:
@@ -79,7 +100,7 @@ def run(rows: int, batch_size: int, tmp: Path, server_cpu: int | None = None) ->
         src, out = tmp / f"in{rows}.jsonl", tmp / f"out{rows}.jsonl"
         record["resume_nothing_left"] = grade(src, out, url, batch_size, "--resume")
         parts = sorted((tmp / f"out{rows}.jsonl.parts").glob("part-*"))
-        for p in parts[len(parts) // 2:]:  # as if killed half way
+        for p in parts[len(parts) // 2 :]:  # as if killed half way
             p.unlink()
         record["resume_half_left"] = grade(src, out, url, batch_size, "--resume")
         lines = sum(1 for _ in open(out))

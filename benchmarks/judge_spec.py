@@ -34,21 +34,25 @@ from prom_reward.errors import ConfigError
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
 
 
-def judge_options(spec: str, *, server: str | None = None, seed: int = 0,
-                  overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+def judge_options(
+    spec: str, *, server: str | None = None, seed: int = 0, overrides: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The ``PrometheusJudge`` keyword arguments that ``spec`` stands for."""
     if not isinstance(spec, str) or not spec:
         raise ConfigError(f"--judge: expected a preset name, model folder or judge config file, got {spec!r}")
     path = Path(spec)
     if path.suffix.lower() in CONFIG_SUFFIXES:
         if not path.is_file():
-            raise ConfigError(f"--judge {spec}: config file not found; pass an existing .yaml/.json file of "
-                              "PrometheusJudge options, a preset name or a model folder")
+            raise ConfigError(
+                f"--judge {spec}: config file not found; pass an existing .yaml/.json file of "
+                "PrometheusJudge options, a preset name or a model folder"
+            )
         text = path.read_text(encoding="utf-8")
         opts = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
         if not isinstance(opts, dict):
-            raise ConfigError(f"--judge {spec}: expected a mapping of PrometheusJudge options, got "
-                              f"{type(opts).__name__}")
+            raise ConfigError(
+                f"--judge {spec}: expected a mapping of PrometheusJudge options, got {type(opts).__name__}"
+            )
     else:
         opts = {"model": spec}
     if server:

@@ -30,7 +30,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 from prom_reward.errors import InputError
 from prom_reward.format.templates import parse_absolute_prompt
@@ -86,7 +86,7 @@ class PairExample:
     """Category for per-category breakdowns (Auto-J scenario, HHH source)."""
 
 
-Example = Union[AbsoluteExample, PairExample]
+Example = AbsoluteExample | PairExample
 
 
 def _need(rec: Any, keys: Sequence[str], i: int, layout: str) -> None:
@@ -94,8 +94,12 @@ def _need(rec: Any, keys: Sequence[str], i: int, layout: str) -> None:
         raise InputError(f"{layout} record {i}: expected a JSON object, got {type(rec).__name__}", index=i)
     for k in keys:
         if k not in rec:
-            raise InputError(f"{layout} record {i}: missing field {k!r} (has {sorted(rec)}); is the layout "
-                             f"right? valid layouts: {', '.join(LAYOUTS.names())}", index=i, field=k)
+            raise InputError(
+                f"{layout} record {i}: missing field {k!r} (has {sorted(rec)}); is the layout "
+                f"right? valid layouts: {', '.join(LAYOUTS.names())}",
+                index=i,
+                field=k,
+            )
 
 
 def parse_absolute_records(records: Sequence[Any], rubric: str | None = None) -> list[AbsoluteExample]:
@@ -106,15 +110,26 @@ def parse_absolute_records(records: Sequence[Any], rubric: str | None = None) ->
         parts = parse_absolute_prompt(rec["instruction"])
         scores = rec["gpt4_score"] if isinstance(rec["gpt4_score"], list) else [rec["gpt4_score"]]
         if not scores or not all(isinstance(s, (int, float)) for s in scores):
-            raise InputError(f"absolute record {i}: gpt4_score must be a number or a non-empty list of numbers, "
-                             f"got {rec['gpt4_score']!r}", index=i, field="gpt4_score")
+            raise InputError(
+                f"absolute record {i}: gpt4_score must be a number or a non-empty list of numbers, "
+                f"got {rec['gpt4_score']!r}",
+                index=i,
+                field="gpt4_score",
+            )
         idx = rec.get("idx", i)
         src = rec.get("response_source")
-        out.append(AbsoluteExample(
-            id=f"{idx}:{src}" if src is not None else str(i), instruction=parts.instruction,
-            response=parts.response, rubric=parts.rubric, reference_answer=parts.reference_answer,
-            ref_scores=tuple(float(s) for s in scores), category=str(rec.get("category", "all")),
-            group=str(idx) if src is not None else str(i)))
+        out.append(
+            AbsoluteExample(
+                id=f"{idx}:{src}" if src is not None else str(i),
+                instruction=parts.instruction,
+                response=parts.response,
+                rubric=parts.rubric,
+                reference_answer=parts.reference_answer,
+                ref_scores=tuple(float(s) for s in scores),
+                category=str(rec.get("category", "all")),
+                group=str(idx) if src is not None else str(i),
+            )
+        )
     return out
 
 
@@ -125,12 +140,23 @@ def parse_chosen_rejected_records(records: Sequence[Any], rubric: str | None = N
         _need(rec, ("chosen_instruction", "rejected_instruction"), i, "chosen_rejected")
         c, r = parse_absolute_prompt(rec["chosen_instruction"]), parse_absolute_prompt(rec["rejected_instruction"])
         if (c.instruction, c.rubric) != (r.instruction, r.rubric):
-            raise InputError(f"chosen_rejected record {i}: chosen and rejected prompts differ in more than the "
-                             "response (instruction or rubric); they must judge the same task", index=i)
-        out.append(PairExample(
-            id=str(i), instruction=c.instruction, response_1=c.response, response_2=r.response,
-            label="tie" if rec.get("tie") == 1 else "1", rubric=c.rubric, reference_answer=c.reference_answer,
-            category=str(rec.get("source", "all"))))
+            raise InputError(
+                f"chosen_rejected record {i}: chosen and rejected prompts differ in more than the "
+                "response (instruction or rubric); they must judge the same task",
+                index=i,
+            )
+        out.append(
+            PairExample(
+                id=str(i),
+                instruction=c.instruction,
+                response_1=c.response,
+                response_2=r.response,
+                label="tie" if rec.get("tie") == 1 else "1",
+                rubric=c.rubric,
+                reference_answer=c.reference_answer,
+                category=str(rec.get("source", "all")),
+            )
+        )
     return out
 
 
@@ -145,10 +171,17 @@ def parse_autoj_records(records: Sequence[Any], rubric: str | None = None) -> li
         label = {0: "1", 1: "2", 2: "tie"}.get(int(rec["label"]) if str(rec["label"]).isdigit() else -1)
         if label is None:
             raise InputError(f"autoj record {i}: label must be 0, 1 or 2, got {rec['label']!r}", index=i, field="label")
-        out.append(PairExample(
-            id=str(i), instruction=rec["prompt"], response_1=rec["response 1"].strip(),
-            response_2=rec["response 2"].strip(), label=label, rubric=text,
-            category=str(rec.get("scenario", "all"))))
+        out.append(
+            PairExample(
+                id=str(i),
+                instruction=rec["prompt"],
+                response_1=rec["response 1"].strip(),
+                response_2=rec["response 2"].strip(),
+                label=label,
+                rubric=text,
+                category=str(rec.get("scenario", "all")),
+            )
+        )
     return out
 
 
@@ -160,9 +193,12 @@ LAYOUTS.register("autoj", parse_autoj_records)
 BENCHES: Registry[tuple[str, str]] = Registry("benchmark")
 """Name -> (file name in ``DATA_DIR``, layout); vicuna and autoj ship, the others are looked for there."""
 for _name, _file, _layout in (
-    ("vicuna", "vicuna_eval.json", "absolute"), ("mt_bench", "mt_bench_eval.json", "absolute"),
-    ("flask", "flask_eval.json", "absolute"), ("feedback_bench", "feedback_collection_ood_test.json", "absolute"),
-    ("autoj", "autoj_pairwise.jsonl", "autoj"), ("hhh", "hhh_alignment_eval.json", "chosen_rejected"),
+    ("vicuna", "vicuna_eval.json", "absolute"),
+    ("mt_bench", "mt_bench_eval.json", "absolute"),
+    ("flask", "flask_eval.json", "absolute"),
+    ("feedback_bench", "feedback_collection_ood_test.json", "absolute"),
+    ("autoj", "autoj_pairwise.jsonl", "autoj"),
+    ("hhh", "hhh_alignment_eval.json", "chosen_rejected"),
     ("mt_bench_human", "mt_bench_human_judgement_eval.json", "chosen_rejected"),
     ("preference_bench", "preference_collection_ood_test.json", "chosen_rejected"),
 ):
@@ -189,17 +225,21 @@ def load_bench(bench: str, *, layout: str | None = None, rubric: str | None = No
         fname, layout = BENCHES.get(bench)
         path = DATA_DIR / fname
         if not path.is_file():
-            raise InputError(f"benchmark {bench!r} expects {path}, which is not shipped with the repository; "
-                             f"put the file (from the Prometheus eval data) there, or pass its path with layout=",
-                             field="bench")
+            raise InputError(
+                f"benchmark {bench!r} expects {path}, which is not shipped with the repository; "
+                f"put the file (from the Prometheus eval data) there, or pass its path with layout=",
+                field="bench",
+            )
     else:
         path = Path(bench)
         if not path.is_file():
-            raise InputError(f"benchmark {bench!r} is neither a known name ({', '.join(BENCHES.names())}) nor a "
-                             "file", field="bench")
+            raise InputError(
+                f"benchmark {bench!r} is neither a known name ({', '.join(BENCHES.names())}) nor a file", field="bench"
+            )
         if layout is None:
-            raise InputError(f"{bench}: a benchmark file needs layout= (one of {', '.join(LAYOUTS.names())})",
-                             field="layout")
+            raise InputError(
+                f"{bench}: a benchmark file needs layout= (one of {', '.join(LAYOUTS.names())})", field="layout"
+            )
     return layout, LAYOUTS.get(layout)(read_records(path), rubric)
 
 

@@ -35,44 +35,100 @@ sys.path.insert(0, str(REPO))
 B, F32, F16 = ("base", "m1", "m2"), ("b32", "f32a", "f32b"), ("b16", "f16a", "f16b")
 CONFIGS: dict[str, dict] = {  # name -> (method, inputs (base or None, models), parameters, extra keys)
     "linear_bf16": {"method": "linear", "models": B[1:], "parameters": {"weights": [0.5, 0.5]}},
-    "linear_unnorm_f32out": {"method": "linear", "models": B[1:], "dtype": "float32",
-                             "parameters": {"weights": [0.3, 0.9], "normalize": False}},
+    "linear_unnorm_f32out": {
+        "method": "linear",
+        "models": B[1:],
+        "dtype": "float32",
+        "parameters": {"weights": [0.3, 0.9], "normalize": False},
+    },
     "task_arithmetic_bf16": {"method": "task_arithmetic", "base": B[0], "models": B[1:], "parameters": {}},
-    "task_arithmetic_neg_lambda": {"method": "task_arithmetic", "base": B[0], "models": B[1:],
-                                   "parameters": {"weights": [0.7, -0.4], "lambda": 1.3}},
+    "task_arithmetic_neg_lambda": {
+        "method": "task_arithmetic",
+        "base": B[0],
+        "models": B[1:],
+        "parameters": {"weights": [0.7, -0.4], "lambda": 1.3},
+    },
     "ties_bf16": {"method": "ties", "base": B[0], "models": B[1:], "parameters": {"density": 0.2}},
-    "ties_mixed_f32out": {"method": "ties", "base": B[0], "models": B[1:], "dtype": "float32",
-                          "densities": [0.5, 0.3], "parameters": {"weights": [1.0, 2.0], "normalize": False,
-                                                                 "lambda": 0.8}},
+    "ties_mixed_f32out": {
+        "method": "ties",
+        "base": B[0],
+        "models": B[1:],
+        "dtype": "float32",
+        "densities": [0.5, 0.3],
+        "parameters": {"weights": [1.0, 2.0], "normalize": False, "lambda": 0.8},
+    },
     "dare_ties_bf16": {"method": "dare_ties", "base": B[0], "models": B[1:], "parameters": {"density": 0.9}},
-    "dare_ties_sum_seed3": {"method": "dare_ties", "base": B[0], "models": B[1:], "seed": 3,
-                            "parameters": {"density": 0.5, "normalize": False}},
+    "dare_ties_sum_seed3": {
+        "method": "dare_ties",
+        "base": B[0],
+        "models": B[1:],
+        "seed": 3,
+        "parameters": {"density": 0.5, "normalize": False},
+    },
     "dare_linear_bf16": {"method": "dare_linear", "base": B[0], "models": B[1:], "parameters": {"density": 0.9}},
-    "dare_linear_drop_f16out": {"method": "dare_linear", "base": B[0], "models": B[1:], "seed": 7, "dtype": "float16",
-                                "parameters": {"drop_rate": 0.3, "weights": [0.6, 0.4], "lambda": 1.95}},
+    "dare_linear_drop_f16out": {
+        "method": "dare_linear",
+        "base": B[0],
+        "models": B[1:],
+        "seed": 7,
+        "dtype": "float16",
+        "parameters": {"drop_rate": 0.3, "weights": [0.6, 0.4], "lambda": 1.95},
+    },
     "slerp_bf16": {"method": "slerp", "models": B[1:], "parameters": {"t": 0.5}},
-    "slerp_t_by_name_f32out": {"method": "slerp", "models": B[1:], "dtype": "float32",
-                               "parameters": {"t": 0.3, "t_by_name": {"*.mlp.*": 0.8}}},
+    "slerp_t_by_name_f32out": {
+        "method": "slerp",
+        "models": B[1:],
+        "dtype": "float32",
+        "parameters": {"t": 0.3, "t_by_name": {"*.mlp.*": 0.8}},
+    },
     "slerp_f32": {"method": "slerp", "models": F32[1:], "parameters": {"t": 0.7}},
     "slerp_f16_bf16out": {"method": "slerp", "models": F16[1:], "dtype": "bfloat16", "parameters": {"t": 0.4}},
     "ties_f32": {"method": "ties", "base": F32[0], "models": F32[1:], "parameters": {"density": 0.3}},
-    "task_arithmetic_f32": {"method": "task_arithmetic", "base": F32[0], "models": F32[1:],
-                            "parameters": {"weights": [0.25, 1.5]}},
-    "dare_linear_f32_bf16out": {"method": "dare_linear", "base": F32[0], "models": F32[1:], "dtype": "bfloat16",
-                                "parameters": {"density": 0.7}},
+    "task_arithmetic_f32": {
+        "method": "task_arithmetic",
+        "base": F32[0],
+        "models": F32[1:],
+        "parameters": {"weights": [0.25, 1.5]},
+    },
+    "dare_linear_f32_bf16out": {
+        "method": "dare_linear",
+        "base": F32[0],
+        "models": F32[1:],
+        "dtype": "bfloat16",
+        "parameters": {"density": 0.7},
+    },
     "linear_f32": {"method": "linear", "models": F32[1:], "parameters": {"weights": [2.0, 1.0]}},
     "dare_ties_f16": {"method": "dare_ties", "base": F16[0], "models": F16[1:], "parameters": {"density": 0.6}},
     "ties_f16": {"method": "ties", "base": F16[0], "models": F16[1:], "parameters": {"density": 0.5}},
-    "task_arithmetic_f16": {"method": "task_arithmetic", "base": F16[0], "models": F16[1:],
-                            "parameters": {"lambda": 0.5}},
-    "dare_linear_lora_pocket": {"method": "dare_linear", "base": B[0], "models": ("lora1", "lora2"),
-                                "parameters": {"density": 0.7, "weights": [0.5, 0.5]}},
+    "task_arithmetic_f16": {
+        "method": "task_arithmetic",
+        "base": F16[0],
+        "models": F16[1:],
+        "parameters": {"lambda": 0.5},
+    },
+    "dare_linear_lora_pocket": {
+        "method": "dare_linear",
+        "base": B[0],
+        "models": ("lora1", "lora2"),
+        "parameters": {"density": 0.7, "weights": [0.5, 0.5]},
+    },
     "ties_lora_and_full": {"method": "ties", "base": B[0], "models": ("m1", "lora1"), "parameters": {"density": 0.4}},
     # rng: philox is new (no "before"): this checkout's numba path against its torch path
-    "dare_ties_philox_bf16": {"method": "dare_ties", "base": B[0], "models": B[1:], "rng": "philox",
-                              "parameters": {"density": 0.9}},
-    "dare_linear_philox_f32": {"method": "dare_linear", "base": F32[0], "models": F32[1:], "rng": "philox",
-                               "seed": 11, "parameters": {"density": 0.6, "weights": [0.5, 0.7]}},
+    "dare_ties_philox_bf16": {
+        "method": "dare_ties",
+        "base": B[0],
+        "models": B[1:],
+        "rng": "philox",
+        "parameters": {"density": 0.9},
+    },
+    "dare_linear_philox_f32": {
+        "method": "dare_linear",
+        "base": F32[0],
+        "models": F32[1:],
+        "rng": "philox",
+        "seed": 11,
+        "parameters": {"density": 0.6, "weights": [0.5, 0.7]},
+    },
 }
 
 RUN = r"""
@@ -103,16 +159,25 @@ def make_inputs(root: Path, size_gb: float) -> None:
 
     make_models(root, size_gb, 100 * 10**6)
     g = torch.Generator().manual_seed(1)
-    shapes = {"a.weight": (1000, 333), "b.weight": (2047,), "c.weight": (3, 1 << 20), "d.weight": (5000, 517),
-              "e.weight": (7, 13, 5), "idx": (10,)}
+    shapes = {
+        "a.weight": (1000, 333),
+        "b.weight": (2047,),
+        "c.weight": (3, 1 << 20),
+        "d.weight": (5000, 517),
+        "e.weight": (7, 13, 5),
+        "idx": (10,),
+    }
     for names, dtype in ((F32, torch.float32), (F16, torch.float16)):
         base = {k: (torch.randn(s, generator=g) * 0.02).to(dtype) for k, s in shapes.items() if k != "idx"}
         base["e.weight"][0, 0, :3] = torch.tensor([0.0, -0.0, 1e-40 if dtype == torch.float32 else 0.0])
         base["idx"] = torch.arange(10)
         _write(root / names[0], base)
         for i, m in enumerate(names[1:]):
-            t = {k: (v.float() + torch.randn(v.shape, generator=g) * 2e-3 * (i + 1)).to(dtype)
-                 for k, v in base.items() if k != "idx"}
+            t = {
+                k: (v.float() + torch.randn(v.shape, generator=g) * 2e-3 * (i + 1)).to(dtype)
+                for k, v in base.items()
+                if k != "idx"
+            }
             t["b.weight"][:100] = base["b.weight"][:100]  # zero deltas
             t["idx"] = base["idx"]
             _write(root / m, t)
@@ -131,8 +196,8 @@ def make_inputs(root: Path, size_gb: float) -> None:
         t = {}
         for k in layer_names[: 4 + i]:
             out_f, in_f = sh[k]
-            t[f"base_model.model.{k[:-len('.weight')]}.lora_A.weight"] = torch.randn(8, in_f, generator=g) * 0.01
-            t[f"base_model.model.{k[:-len('.weight')]}.lora_B.weight"] = torch.randn(out_f, 8, generator=g) * 0.01
+            t[f"base_model.model.{k[: -len('.weight')]}.lora_A.weight"] = torch.randn(8, in_f, generator=g) * 0.01
+            t[f"base_model.model.{k[: -len('.weight')]}.lora_B.weight"] = torch.randn(out_f, 8, generator=g) * 0.01
         from safetensors.torch import save_file
 
         save_file(t, str(folder / "adapter_model.safetensors"))

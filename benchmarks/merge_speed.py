@@ -16,7 +16,8 @@ projections, norms, lm_head; several shards each), then, in the same run:
 
 It prints, per method, seconds, the ratio to the floor, and the peak RSS increase in units of the
 largest tensor (stored dtype). Each measurement starts after ``os.sync()`` (no earlier output's
-writeback inside it) and a read of every input (a warm page cache). ``--repeat N`` measures the floor and every method N times, interleaved, and
+writeback inside it) and a read of every input (a warm page cache). ``--repeat N`` measures the floor
+and every method N times, interleaved, and
 ends with each row's median ratio to its own round's floor, the range, and the best-of-rounds ratio
 (the row's fastest run over the fastest floor of the same inputs): on the 2-core development VM a
 1 GB write to the ext4 scratch folder took either about 0.2 s or about 2.2 s, by timing alone
@@ -61,23 +62,39 @@ METHODS = {  # row -> (method, parameters, rng)
 
 def llama_shapes(layers: int) -> list[tuple[str, tuple[int, ...]]]:
     """(name, shape) of a Llama-style model with ``layers`` layers, in safetensors' (sorted) order."""
-    out = [("model.embed_tokens.weight", (VOCAB, HIDDEN)), ("model.norm.weight", (HIDDEN,)),
-           ("lm_head.weight", (VOCAB, HIDDEN))]
+    out = [
+        ("model.embed_tokens.weight", (VOCAB, HIDDEN)),
+        ("model.norm.weight", (HIDDEN,)),
+        ("lm_head.weight", (VOCAB, HIDDEN)),
+    ]
     for i in range(layers):
         p = f"model.layers.{i}."
         out += [(p + "input_layernorm.weight", (HIDDEN,)), (p + "post_attention_layernorm.weight", (HIDDEN,))]
         out += [(p + f"self_attn.{m}_proj.weight", (HIDDEN, HIDDEN)) for m in "qkvo"]
-        out += [(p + "mlp.gate_proj.weight", (INTER, HIDDEN)), (p + "mlp.up_proj.weight", (INTER, HIDDEN)),
-                (p + "mlp.down_proj.weight", (HIDDEN, INTER))]
+        out += [
+            (p + "mlp.gate_proj.weight", (INTER, HIDDEN)),
+            (p + "mlp.up_proj.weight", (INTER, HIDDEN)),
+            (p + "mlp.down_proj.weight", (HIDDEN, INTER)),
+        ]
     return sorted(out)
 
 
 def llama_config(layers: int) -> dict:
     """A Llama ``config.json`` for the generated shapes (mergekit reads the architecture from it)."""
-    return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "torch_dtype": "bfloat16",
-            "hidden_size": HIDDEN, "intermediate_size": INTER, "vocab_size": VOCAB, "num_hidden_layers": layers,
-            "num_attention_heads": 16, "num_key_value_heads": 16, "tie_word_embeddings": False,
-            "max_position_embeddings": 2048, "rms_norm_eps": 1e-5}
+    return {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "torch_dtype": "bfloat16",
+        "hidden_size": HIDDEN,
+        "intermediate_size": INTER,
+        "vocab_size": VOCAB,
+        "num_hidden_layers": layers,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 16,
+        "tie_word_embeddings": False,
+        "max_position_embeddings": 2048,
+        "rms_norm_eps": 1e-5,
+    }
 
 
 def make_models(root: Path, size_gb: float, shard_bytes: int) -> tuple[list[Path], int]:
@@ -158,7 +175,8 @@ def io_floor(inputs: list[Path], out_bytes: int, scratch: Path) -> float:
 MERGE = r"""
 import json, resource, sys, time
 from train_judge.merge import MergeConfig, ModelEntry, run_merge
-root, method, params, threads, rng, out = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
+root, method, params = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+threads, rng, out = int(sys.argv[4]), sys.argv[5], sys.argv[6]
 import time
 import torch
 try:  # the numba kernels: compiled or loaded from numba's cache before the clock starts (reported apart)
@@ -192,11 +210,12 @@ from mergekit.config import MergeConfiguration
 from mergekit.merge import MergeOptions, run_merge
 root, method, params, out = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
 weights = params.pop("weights", [1.0, 1.0])
-models = [{"model": f"{root}/{m}", "parameters": {"weight": w, **({"density": params["density"]} if "density" in params else {})}}
-          for m, w in zip(("m1", "m2"), weights)]
+density = {"density": params["density"]} if "density" in params else {}
+models = [{"model": f"{root}/{m}", "parameters": {"weight": w, **density}} for m, w in zip(("m1", "m2"), weights)]
 cfg = {"merge_method": method, "models": models, "dtype": "bfloat16"}
 if method == "slerp":  # mergekit's slerp: the base model is the t = 0 end
-    cfg.update(base_model=f"{root}/m1", models=[{"model": f"{root}/m1"}, {"model": f"{root}/m2"}], parameters={"t": params["t"]})
+    cfg.update(base_model=f"{root}/m1", models=[{"model": f"{root}/m1"}, {"model": f"{root}/m2"}],
+               parameters={"t": params["t"]})
 elif method != "linear":
     cfg["base_model"] = f"{root}/base"
     cfg["parameters"] = {"normalize": True} if method in ("ties", "dare_ties") else {}
@@ -232,15 +251,21 @@ def run_mergekit(root: Path, row: str, pythonpath: str, out: Path | None = None)
         return None  # mergekit has one generator (torch's, on its device)
     env = dict(os.environ, PYTHONPATH=pythonpath)
     settle([root / m for m in ("base", "m1", "m2")])
-    proc = subprocess.run([sys.executable, "-c", MERGEKIT, str(root), method, json.dumps(params), str(out or root)],
-                          capture_output=True, text=True, env=env, cwd=root)
+    proc = subprocess.run(
+        [sys.executable, "-c", MERGEKIT, str(root), method, json.dumps(params), str(out or root)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=root,
+    )
     if proc.returncode:
         raise SystemExit(f"mergekit {row} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def run_method(root: Path, row: str, threads: int, pythonpath: str | None = None, kernels: str = "",
-               out: Path | None = None) -> dict:
+def run_method(
+    root: Path, row: str, threads: int, pythonpath: str | None = None, kernels: str = "", out: Path | None = None
+) -> dict:
     """Merge benchmark row ``row`` in a fresh process (``PROM_MERGE_KERNELS=kernels`` when given), its
     output in ``out`` (default ``root``): its seconds, peak RSS increase, kernel path and kernel load seconds."""
     method, params, rng = METHODS[row]
@@ -248,39 +273,55 @@ def run_method(root: Path, row: str, threads: int, pythonpath: str | None = None
     if kernels:
         env["PROM_MERGE_KERNELS"] = kernels
     settle([root / m for m in ("base", "m1", "m2")])
-    proc = subprocess.run([sys.executable, "-c", MERGE, str(root), method, json.dumps(params), str(threads), rng,
-                           str(out or root)],
-                          capture_output=True, text=True, env=env, cwd=root)  # cwd: no repo shadowing PYTHONPATH
+    proc = subprocess.run(
+        [sys.executable, "-c", MERGE, str(root), method, json.dumps(params), str(threads), rng, str(out or root)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=root,
+    )  # cwd: no repo shadowing PYTHONPATH
     if proc.returncode:
         raise SystemExit(f"{row} failed:\n{proc.stderr[-3000:]}")
     shutil.rmtree((out or root) / f"out-{method}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-HEADER = (f"{'method':<20} {'kernels':<8} {'seconds':>8} {'x floor':>8} {'peak RSS +MB':>13} {'x largest':>10} "
-          f"{'kernel load s':>14}")
+HEADER = (
+    f"{'method':<20} {'kernels':<8} {'seconds':>8} {'x floor':>8} {'peak RSS +MB':>13} {'x largest':>10} "
+    f"{'kernel load s':>14}"
+)
 
 
 def report(row: str, r: dict, floor: float, largest: int) -> None:
     """One table row: seconds, x floor, peak RSS increase (MB, x largest tensor), kernel load seconds."""
-    print(f"{row:<20} {r['path'].split()[0]:<8} {r['seconds']:>8.2f} {r['seconds'] / floor:>8.2f} "
-          f"{r['extra_bytes'] / 1e6:>13.0f} {r['extra_bytes'] / largest:>10.2f} {r['load']:>14.2f}", flush=True)
+    print(
+        f"{row:<20} {r['path'].split()[0]:<8} {r['seconds']:>8.2f} {r['seconds'] / floor:>8.2f} "
+        f"{r['extra_bytes'] / 1e6:>13.0f} {r['extra_bytes'] / largest:>10.2f} {r['load']:>14.2f}",
+        flush=True,
+    )
 
 
 def summary(results: dict[tuple[str, str], list[tuple[dict, float]]], largest: int) -> None:
     """Per row over the rounds: the median ratio to each round's own floor, its range, median seconds,
     the best-of-rounds ratio (fastest run over the fastest floor of the same inputs) and the largest
     peak RSS increase."""
-    print(f"-- over {len(next(iter(results.values())))} rounds (median and range: each ratio against its own round's "
-          "floor; best: fastest run / fastest floor)")
-    print(f"{'method':<20} {'kernels':<8} {'median s':>9} {'median x floor':>15} {'range x floor':>15} "
-          f"{'best x floor':>13} {'max x largest':>14}")
+    print(
+        f"-- over {len(next(iter(results.values())))} rounds (median and range: each ratio against its own round's "
+        "floor; best: fastest run / fastest floor)"
+    )
+    print(
+        f"{'method':<20} {'kernels':<8} {'median s':>9} {'median x floor':>15} {'range x floor':>15} "
+        f"{'best x floor':>13} {'max x largest':>14}"
+    )
     for (row, _), runs in results.items():
         ratios = [r["seconds"] / floor for r, floor in runs]
         best = min(r["seconds"] for r, _ in runs) / min(floor for _, floor in runs)
-        print(f"{row:<20} {runs[0][0]['path'].split()[0]:<8} {statistics.median(r['seconds'] for r, _ in runs):>9.2f} "
-              f"{statistics.median(ratios):>15.2f} {f'{min(ratios):.2f}-{max(ratios):.2f}':>15} {best:>13.2f} "
-              f"{max(r['extra_bytes'] for r, _ in runs) / largest:>14.2f}", flush=True)
+        print(
+            f"{row:<20} {runs[0][0]['path'].split()[0]:<8} {statistics.median(r['seconds'] for r, _ in runs):>9.2f} "
+            f"{statistics.median(ratios):>15.2f} {f'{min(ratios):.2f}-{max(ratios):.2f}':>15} {best:>13.2f} "
+            f"{max(r['extra_bytes'] for r, _ in runs) / largest:>14.2f}",
+            flush=True,
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -290,20 +331,43 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shard-mb", type=int, default=300, help="input shard size in MB (default 300)")
     ap.add_argument("--methods", default=",".join(METHODS), help="comma-separated methods")
     ap.add_argument("--threads", type=int, default=0, help="torch threads in the merge (0: torch's default)")
-    ap.add_argument("--dir", default=None, help="scratch folder (default: a new one under /tmp); models "
-                    "already there (from --keep) are reused")
-    ap.add_argument("--pythonpath", default=None,
-                    help="PYTHONPATH of the merge processes (e.g. an older checkout, for before/after figures)")
-    ap.add_argument("--out-dir", default=None, help="folder for the merge outputs and the floor's written file "
-                    "(default: --dir; e.g. /dev/shm to take the disk's write stalls out of both)")
+    ap.add_argument(
+        "--dir",
+        default=None,
+        help="scratch folder (default: a new one under /tmp); models already there (from --keep) are reused",
+    )
+    ap.add_argument(
+        "--pythonpath",
+        default=None,
+        help="PYTHONPATH of the merge processes (e.g. an older checkout, for before/after figures)",
+    )
+    ap.add_argument(
+        "--out-dir",
+        default=None,
+        help="folder for the merge outputs and the floor's written file "
+        "(default: --dir; e.g. /dev/shm to take the disk's write stalls out of both)",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the generated checkpoints")
-    ap.add_argument("--kernels", default="", help="comma-separated PROM_MERGE_KERNELS values to run each method "
-                    "with (e.g. torch,numba for both paths in one run; default: the environment's)")
-    ap.add_argument("--mergekit", default=None, metavar="PYTHONPATH",
-                    help="also run each method with mergekit, importable with this PYTHONPATH (e.g. a folder "
-                    "from `pip install --no-deps --target DIR mergekit==0.1.5 immutables`), when it imports")
-    ap.add_argument("--repeat", type=int, default=1, help="rounds of floor + every method, interleaved; with "
-                    "more than one, a summary of the median ratios follows (a noisy machine)")
+    ap.add_argument(
+        "--kernels",
+        default="",
+        help="comma-separated PROM_MERGE_KERNELS values to run each method "
+        "with (e.g. torch,numba for both paths in one run; default: the environment's)",
+    )
+    ap.add_argument(
+        "--mergekit",
+        default=None,
+        metavar="PYTHONPATH",
+        help="also run each method with mergekit, importable with this PYTHONPATH (e.g. a folder "
+        "from `pip install --no-deps --target DIR mergekit==0.1.5 immutables`), when it imports",
+    )
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="rounds of floor + every method, interleaved; with "
+        "more than one, a summary of the median ratios follows (a noisy machine)",
+    )
     args = ap.parse_args(argv)
     root = Path(args.dir or tempfile.mkdtemp(prefix="merge_bench_"))
     out = Path(args.out_dir) if args.out_dir else root
@@ -312,8 +376,10 @@ def main(argv: list[str] | None = None) -> int:
         t = time.monotonic()
         folders, largest = make_models(root, args.size_gb, args.shard_mb * 10**6)
         model_bytes = sum(f.stat().st_size for f in folders[1].glob("*.safetensors"))
-        print(f"generated 3 models of {model_bytes / 1e9:.2f} GB (bf16, {len(list(folders[1].glob('*.safetensors')))} "
-              f"shards each, largest tensor {largest / 1e6:.0f} MB) in {time.monotonic() - t:.0f} s")
+        print(
+            f"generated 3 models of {model_bytes / 1e9:.2f} GB (bf16, {len(list(folders[1].glob('*.safetensors')))} "
+            f"shards each, largest tensor {largest / 1e6:.0f} MB) in {time.monotonic() - t:.0f} s"
+        )
         mergekit = args.mergekit if args.mergekit and mergekit_imports(args.mergekit) else None
         if args.mergekit and mergekit is None:
             print(f"mergekit does not import with PYTHONPATH={args.mergekit}: no mergekit rows")
@@ -329,18 +395,23 @@ def main(argv: list[str] | None = None) -> int:
             print(HEADER)
             for row in args.methods.split(","):
                 floor = floors[2 if row in ("linear", "slerp") else 3]
-                runs = [(k, lambda k=k: run_method(root, row, args.threads, args.pythonpath, k, out))
-                        for k in args.kernels.split(",") if not (row.endswith("_philox") and args.pythonpath)]
+                runs = [
+                    (k, lambda k=k, row=row: run_method(root, row, args.threads, args.pythonpath, k, out))
+                    for k in args.kernels.split(",")
+                    if not (row.endswith("_philox") and args.pythonpath)
+                ]
                 if mergekit and METHODS[row][2] == "mt19937":  # (mergekit has one generator: no philox rows)
-                    runs.append(("mergekit", lambda: run_mergekit(root, row, mergekit, out)))
+                    runs.append(("mergekit", lambda row=row: run_mergekit(root, row, mergekit, out)))
                 for kernels, run in runs:
                     r = run()
                     report(row, r, floor, largest)
                     results.setdefault((row, kernels), []).append((r, floor))
         if args.repeat > 1:
             summary(results, largest)
-        print(f"(cpu count {os.cpu_count()}, torch threads {args.threads or 'default'}; "
-              f"this process's peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB)")
+        print(
+            f"(cpu count {os.cpu_count()}, torch threads {args.threads or 'default'}; "
+            f"this process's peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB)"
+        )
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)

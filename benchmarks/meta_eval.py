@@ -93,18 +93,28 @@ def _sample_stats(objs: Sequence[Any]) -> dict[str, Any]:
     failures = sum(o.failures for o in objs)
     valid = n_samples - failures
     forced = sum(o.forced for o in objs)
-    return {"samples": n_samples, "parse_failures": failures, "failure_rate": M.failure_rate(failures, n_samples),
-            "forced": forced, "forced_rate": (forced / valid) if valid else None,
-            "prompt_tokens": sum(o.prompt_tokens for o in objs),
-            "completion_tokens": sum(o.completion_tokens for o in objs)}
+    return {
+        "samples": n_samples,
+        "parse_failures": failures,
+        "failure_rate": M.failure_rate(failures, n_samples),
+        "forced": forced,
+        "forced_rate": (forced / valid) if valid else None,
+        "prompt_tokens": sum(o.prompt_tokens for o in objs),
+        "completion_tokens": sum(o.completion_tokens for o in objs),
+    }
 
 
 def _absolute(judge: PrometheusJudge, ex: list[AbsoluteExample], cfg: MetaEvalConfig) -> tuple[dict, list]:
     grades: list[Any] = []
     for r in _batches(len(ex), cfg.batch_size):
         b = [ex[i] for i in r]
-        grades += judge.grade([e.instruction for e in b], [e.response for e in b], [e.rubric for e in b],
-                              [e.reference_answer for e in b], num_samples=cfg.samples)
+        grades += judge.grade(
+            [e.instruction for e in b],
+            [e.response for e in b],
+            [e.rubric for e in b],
+            [e.reference_answer for e in b],
+            num_samples=cfg.samples,
+        )
     pred = [g.score for g in grades]
     ref = [e.reference_score for e in ex]
     cats = [e.category for e in ex]
@@ -117,9 +127,20 @@ def _absolute(judge: PrometheusJudge, ex: list[AbsoluteExample], cfg: MetaEvalCo
     expected = [g.expected_score for g in grades]
     m["calibration"] = M.calibration(expected, ref) if any(e is not None for e in expected) else None
     m.update(_sample_stats(grades))
-    preds = [{"id": e.id, "category": e.category, "reference": e.reference_score, "score": g.score,
-              "scores": list(g.scores), "expected_score": g.expected_score, "failures": g.failures,
-              "forced": g.forced, "outputs": list(g.raw_outputs)} for e, g in zip(ex, grades, strict=True)]
+    preds = [
+        {
+            "id": e.id,
+            "category": e.category,
+            "reference": e.reference_score,
+            "score": g.score,
+            "scores": list(g.scores),
+            "expected_score": g.expected_score,
+            "failures": g.failures,
+            "forced": g.forced,
+            "outputs": list(g.raw_outputs),
+        }
+        for e, g in zip(ex, grades, strict=True)
+    ]
     if cfg.transitivity:
         m["transitivity"] = _transitivity(judge, ex, cfg)
     return m, preds
@@ -129,22 +150,31 @@ def _transitivity(judge: PrometheusJudge, ex: list[AbsoluteExample], cfg: MetaEv
     groups: dict[str, list[AbsoluteExample]] = {}
     for e in ex:
         groups.setdefault(e.group, []).append(e)
-    pairs = [(g, a, b) for g, items in groups.items() if len(items) >= 3
-             for i, a in enumerate(items) for b in items[i + 1:]]
+    pairs = [
+        (g, a, b) for g, items in groups.items() if len(items) >= 3 for i, a in enumerate(items) for b in items[i + 1 :]
+    ]
     verdicts: list[Any] = []
     for r in _batches(len(pairs), cfg.batch_size):
         b = [pairs[i] for i in r]
-        verdicts += judge.compare([a.instruction for _, a, _ in b], [a.response for _, a, _ in b],
-                                  [c.response for _, _, c in b], [a.rubric for _, a, _ in b],
-                                  [a.reference_answer for _, a, _ in b])
+        verdicts += judge.compare(
+            [a.instruction for _, a, _ in b],
+            [a.response for _, a, _ in b],
+            [c.response for _, _, c in b],
+            [a.rubric for _, a, _ in b],
+            [a.reference_answer for _, a, _ in b],
+        )
     rates, triples = [], 0
     for g in groups:
         t = M.transitivity({(a.id, b.id): v.winner for (gg, a, b), v in zip(pairs, verdicts, strict=True) if gg == g})
         if t["triples"]:
             rates.append(t["rate"] * t["triples"])
             triples += t["triples"]
-    return {"rate": sum(rates) / triples if triples else None, "triples": triples, "pairs": len(pairs),
-            "pair_failure_rate": _sample_stats(verdicts)["failure_rate"]}
+    return {
+        "rate": sum(rates) / triples if triples else None,
+        "triples": triples,
+        "pairs": len(pairs),
+        "pair_failure_rate": _sample_stats(verdicts)["failure_rate"],
+    }
 
 
 def _pairwise(judge: PrometheusJudge, ex: list[PairExample], cfg: MetaEvalConfig) -> tuple[dict, list]:
@@ -152,23 +182,37 @@ def _pairwise(judge: PrometheusJudge, ex: list[PairExample], cfg: MetaEvalConfig
     switch = [rng.random() < 0.5 for _ in ex]
     a_resp = [e.response_2 if s else e.response_1 for e, s in zip(ex, switch, strict=True)]
     b_resp = [e.response_1 if s else e.response_2 for e, s in zip(ex, switch, strict=True)]
-    labels = ["tie" if e.label == "tie" else ("A" if (e.label == "1") != s else "B") for e, s in zip(ex, switch, strict=True)]
+    labels = [
+        "tie" if e.label == "tie" else ("A" if (e.label == "1") != s else "B") for e, s in zip(ex, switch, strict=True)
+    ]
     cats = [e.category for e in ex]
     m: dict[str, Any] = {"n": len(ex), "tie_labels": labels.count("tie")}
-    preds = [{"id": e.id, "category": e.category, "label": lab, "switched": s}
-             for e, lab, s in zip(ex, labels, switch, strict=True)]
+    preds = [
+        {"id": e.id, "category": e.category, "label": lab, "switched": s}
+        for e, lab, s in zip(ex, labels, switch, strict=True)
+    ]
     for mode in cfg.modes:
         out: list[Any] = []
         for r in _batches(len(ex), cfg.batch_size):
-            args = ([ex[i].instruction for i in r], [a_resp[i] for i in r], [b_resp[i] for i in r],
-                    [ex[i].rubric for i in r], [ex[i].reference_answer for i in r])
-            out += (judge.compare_by_grades(*args, max_tie_rounds=cfg.max_tie_rounds) if mode == "direct"
-                    else judge.compare(*args, swap=cfg.swap))
+            args = (
+                [ex[i].instruction for i in r],
+                [a_resp[i] for i in r],
+                [b_resp[i] for i in r],
+                [ex[i].rubric for i in r],
+                [ex[i].reference_answer for i in r],
+            )
+            out += (
+                judge.compare_by_grades(*args, max_tie_rounds=cfg.max_tie_rounds)
+                if mode == "direct"
+                else judge.compare(*args, swap=cfg.swap)
+            )
         mm: dict[str, Any] = {}
         if mode == "direct":
             first_tie = [v.tie_rounds > 0 or v.tie for v in out]
             p_wo = [v.winner for v in out]
-            p_w = ["tie" if (lab == "tie" and ft) else v.winner for lab, ft, v in zip(labels, first_tie, out, strict=True)]
+            p_w = [
+                "tie" if (lab == "tie" and ft) else v.winner for lab, ft, v in zip(labels, first_tie, out, strict=True)
+            ]
             mm["tie_left_rate"] = sum(v.tie for v in out) / len(out) if out else None
         else:
             p_wo = [v.order_winners[0] if v.order_winners else None for v in out]
@@ -182,21 +226,36 @@ def _pairwise(judge: PrometheusJudge, ex: list[PairExample], cfg: MetaEvalConfig
         mm["acc_wo_tie"] = M.pairwise_accuracy(labels, p_wo, with_tie=False)
         mm["acc_w_tie"] = M.pairwise_accuracy(labels, p_w, with_tie=True)
         mm["per_category_acc_wo_tie"] = M.by_group(
-            cats, lambda lab, p: M.pairwise_accuracy(lab, p, with_tie=False), labels, p_wo)
+            cats, lambda lab, p: M.pairwise_accuracy(lab, p, with_tie=False), labels, p_wo
+        )
         mm["pred_A_rate"] = sum(p == "A" for p in p_wo) / len(p_wo) if p_wo else None
         mm.update(_sample_stats(out))
         m[mode] = mm
         for p, v, w in zip(preds, out, p_wo, strict=True):
-            p[mode] = {"winner": v.winner, "first_order": w, "tie": v.tie, "order_winners": list(v.order_winners),
-                       "tie_rounds": v.tie_rounds, "failures": v.failures, "forced": v.forced,
-                       "grades": [g.score for g in v.grades] if v.grades else None,
-                       "outputs": list(v.raw_outputs)}
+            p[mode] = {
+                "winner": v.winner,
+                "first_order": w,
+                "tie": v.tie,
+                "order_winners": list(v.order_winners),
+                "tie_rounds": v.tie_rounds,
+                "failures": v.failures,
+                "forced": v.forced,
+                "grades": [g.score for g in v.grades] if v.grades else None,
+                "outputs": list(v.raw_outputs),
+            }
     return m, preds
 
 
-def run_meta_eval(judge: PrometheusJudge, bench: str | Sequence[Any], *, layout: str | None = None,
-                  rubric: str | None = None, config: MetaEvalConfig | None = None,
-                  bench_name: str | None = None, judge_name: str | None = None) -> dict[str, Any]:
+def run_meta_eval(
+    judge: PrometheusJudge,
+    bench: str | Sequence[Any],
+    *,
+    layout: str | None = None,
+    rubric: str | None = None,
+    config: MetaEvalConfig | None = None,
+    bench_name: str | None = None,
+    judge_name: str | None = None,
+) -> dict[str, Any]:
     """Judge a benchmark (a name, a file path with ``layout``, or a list of raw records with ``layout``)
     and return the run record: ``judge, bench, layout, n_items, config, metrics, predictions, seed,
     samples, versions, wall_s, judge_stats``."""
@@ -220,14 +279,26 @@ def run_meta_eval(judge: PrometheusJudge, bench: str | Sequence[Any], *, layout:
     after = dataclasses.asdict(judge.stats)
     return {
         "judge": judge_name or getattr(judge.backend, "model", None) or judge.backend.name,
-        "bench": bench_name or (bench if isinstance(bench, str) else "records"), "layout": layout, "kind": kind,
-        "n_items": len(examples), "config": dataclasses.asdict(cfg), "seed": cfg.seed, "samples": cfg.samples,
-        "judge_options": {"sampling": judge.sampling.to_dict(), "force_verdict": judge.force_verdict,
-                          "max_retries": judge.max_retries},
-        "metrics": metrics, "predictions": preds, "versions": versions(), "wall_s": round(wall, 3),
+        "bench": bench_name or (bench if isinstance(bench, str) else "records"),
+        "layout": layout,
+        "kind": kind,
+        "n_items": len(examples),
+        "config": dataclasses.asdict(cfg),
+        "seed": cfg.seed,
+        "samples": cfg.samples,
+        "judge_options": {
+            "sampling": judge.sampling.to_dict(),
+            "force_verdict": judge.force_verdict,
+            "max_retries": judge.max_retries,
+        },
+        "metrics": metrics,
+        "predictions": preds,
+        "versions": versions(),
+        "wall_s": round(wall, 3),
         "judge_stats": {k: after[k] - stats_before[k] for k in after},
-        "store": ({"hits": judge.backend.hits, "misses": judge.backend.misses}
-                  if hasattr(judge.backend, "hits") else None),
+        "store": (
+            {"hits": judge.backend.hits, "misses": judge.backend.misses} if hasattr(judge.backend, "hits") else None
+        ),
     }
 
 
@@ -260,9 +331,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="outputs/meta_eval", help="folder for the record, table and plots")
     args = ap.parse_args(argv)
     try:
-        cfg = MetaEvalConfig(samples=args.samples, modes=tuple(args.modes.split(",")), swap=not args.no_swap,
-                             limit=args.limit, seed=args.seed, batch_size=args.batch_size,
-                             transitivity=args.transitivity)
+        cfg = MetaEvalConfig(
+            samples=args.samples,
+            modes=tuple(args.modes.split(",")),
+            swap=not args.no_swap,
+            limit=args.limit,
+            seed=args.seed,
+            batch_size=args.batch_size,
+            transitivity=args.transitivity,
+        )
         overrides: dict[str, Any] = {}
         if args.max_tokens:
             overrides["sampling"] = {"max_tokens": args.max_tokens}
@@ -273,8 +350,15 @@ def main(argv: list[str] | None = None) -> int:
         judge = build_judge(args.judge, server=args.server, seed=args.seed, overrides=overrides)
         try:
             bench_name = args.bench if args.layout is None else __import__("pathlib").Path(args.bench).stem
-            record = run_meta_eval(judge, args.bench, layout=args.layout, rubric=args.rubric, config=cfg,
-                                   bench_name=bench_name, judge_name=judge_label(args.judge))
+            record = run_meta_eval(
+                judge,
+                args.bench,
+                layout=args.layout,
+                rubric=args.rubric,
+                config=cfg,
+                bench_name=bench_name,
+                judge_name=judge_label(args.judge),
+            )
             stem = f"{record['bench']}_{record['judge']}" + (f"_limit{args.limit}" if args.limit else "")
             paths = write_outputs(record, args.out, stem)  # before close: engine shutdown can take a while
         finally:

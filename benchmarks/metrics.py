@@ -47,8 +47,13 @@ def correlations(pred: Sequence[float | None], ref: Sequence[float]) -> dict[str
     if len(pred) != len(ref):
         raise ValueError(f"correlations: {len(pred)} predictions but {len(ref)} references; pass one per item")
     pairs = [(float(p), float(r)) for p, r in zip(pred, ref, strict=True) if p is not None]
-    out: dict[str, Any] = {"n": len(pairs), "dropped": len(pred) - len(pairs),
-                           "pearson": None, "spearman": None, "kendall": None}
+    out: dict[str, Any] = {
+        "n": len(pairs),
+        "dropped": len(pred) - len(pairs),
+        "pearson": None,
+        "spearman": None,
+        "kendall": None,
+    }
     if len(pairs) < 2:
         return out
     x, y = np.array([p for p, _ in pairs]), np.array([r for _, r in pairs])
@@ -72,8 +77,9 @@ def exact_accuracy(pred: Sequence[float | None], ref: Sequence[float]) -> float 
     return sum(p is not None and round(p) == round(r) for p, r in zip(pred, ref, strict=True)) / len(ref)
 
 
-def pairwise_accuracy(labels: Sequence[PairLabel], preds: Sequence[PairLabel | None], *,
-                      with_tie: bool) -> float | None:
+def pairwise_accuracy(
+    labels: Sequence[PairLabel], preds: Sequence[PairLabel | None], *, with_tie: bool
+) -> float | None:
     """Pairwise accuracy as Prometheus 2 reports it (its eval code for Auto-J, MT-Bench human judgments).
 
     ``with_tie=False`` ("w/o tie"): pairs labelled ``"tie"`` are left out; a pair is correct when the
@@ -168,7 +174,8 @@ def transitivity(verdicts: Mapping[tuple[Hashable, Hashable], str | None]) -> di
             continue
         total += 1
         cycle = (beats[(a, b)] and beats[(b, c)] and beats[(c, a)]) or (
-            beats[(b, a)] and beats[(c, b)] and beats[(a, c)])
+            beats[(b, a)] and beats[(c, b)] and beats[(a, c)]
+        )
         good += not cycle
     return {"rate": good / total if total else None, "triples": total}
 
@@ -207,9 +214,18 @@ def calibration(expected: Sequence[float | None], ref: Sequence[float], bins: in
     out = []
     for b in range(bins):
         lo, hi = float(edges[b]), float(edges[b + 1])
-        sel = [(e, r) for e, r in zip(expected, ref, strict=True)
-               if e is not None and (lo <= e < hi or (b == bins - 1 and e == hi))]
-        out.append({"lo": lo, "hi": hi, "n": len(sel),
-                    "expected": round(float(np.mean([e for e, _ in sel])), 6) if sel else None,
-                    "reference": round(float(np.mean([r for _, r in sel])), 6) if sel else None})
+        sel = [
+            (e, r)
+            for e, r in zip(expected, ref, strict=True)
+            if e is not None and (lo <= e < hi or (b == bins - 1 and e == hi))
+        ]
+        out.append(
+            {
+                "lo": lo,
+                "hi": hi,
+                "n": len(sel),
+                "expected": round(float(np.mean([e for e, _ in sel])), 6) if sel else None,
+                "reference": round(float(np.mean([r for _, r in sel])), 6) if sel else None,
+            }
+        )
     return out

@@ -34,16 +34,32 @@ def _usage(n: int) -> dict[str, int]:
 async def chat(request: Request) -> JSONResponse:
     body = await request.json()
     n = int(body.get("n") or 1)
-    return JSONResponse({"id": "noop", "object": "chat.completion", "model": MODEL, "usage": _usage(n),
-                         "choices": [{"index": i, "finish_reason": "stop",
-                                      "message": {"role": "assistant", "content": OUTPUT}} for i in range(n)]})
+    return JSONResponse(
+        {
+            "id": "noop",
+            "object": "chat.completion",
+            "model": MODEL,
+            "usage": _usage(n),
+            "choices": [
+                {"index": i, "finish_reason": "stop", "message": {"role": "assistant", "content": OUTPUT}}
+                for i in range(n)
+            ],
+        }
+    )
 
 
 async def completions(request: Request) -> JSONResponse:
     body = await request.json()
     n = int(body.get("n") or 1)
-    return JSONResponse({"id": "noop", "object": "text_completion", "model": MODEL, "usage": _usage(n),
-                         "choices": [{"index": i, "finish_reason": "stop", "text": OUTPUT} for i in range(n)]})
+    return JSONResponse(
+        {
+            "id": "noop",
+            "object": "text_completion",
+            "model": MODEL,
+            "usage": _usage(n),
+            "choices": [{"index": i, "finish_reason": "stop", "text": OUTPUT} for i in range(n)],
+        }
+    )
 
 
 async def models(request: Request) -> JSONResponse:
@@ -60,10 +76,15 @@ async def health(request: Request) -> Response:
 
 
 def create_app() -> Starlette:
-    return Starlette(routes=[
-        Route("/v1/chat/completions", chat, methods=["POST"]), Route("/v1/completions", completions, methods=["POST"]),
-        Route("/v1/models", models), Route("/tokenize", tokenize, methods=["POST"]), Route("/health", health),
-    ])
+    return Starlette(
+        routes=[
+            Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/v1/completions", completions, methods=["POST"]),
+            Route("/v1/models", models),
+            Route("/tokenize", tokenize, methods=["POST"]),
+            Route("/health", health),
+        ]
+    )
 
 
 def main() -> None:
@@ -76,8 +97,15 @@ def main() -> None:
     args = p.parse_args()
     if args.cpu is not None and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {args.cpu})
-    uvicorn.run(create_app(), host=args.host, port=args.port, log_level="warning", access_log=False,
-                http="httptools", loop="uvloop")
+    uvicorn.run(
+        create_app(),
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+        access_log=False,
+        http="httptools",
+        loop="uvloop",
+    )
 
 
 if __name__ == "__main__":

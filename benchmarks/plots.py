@@ -47,8 +47,12 @@ def plot_calibration(bins: Sequence[dict[str, Any]], path: str | Path, title: st
     pts = [b for b in bins if b["n"]]
     ax.plot([1, 5], [1, 5], color="grey", lw=1, ls="--")
     if pts:
-        ax.scatter([b["expected"] for b in pts], [b["reference"] for b in pts],
-                   s=[20 + 4 * b["n"] for b in pts], color="tab:orange")
+        ax.scatter(
+            [b["expected"] for b in pts],
+            [b["reference"] for b in pts],
+            s=[20 + 4 * b["n"] for b in pts],
+            color="tab:orange",
+        )
     ax.set_xlim(1, 5)
     ax.set_ylim(1, 5)
     ax.set_xlabel("judge expected score (bin mean)")
@@ -59,14 +63,21 @@ def plot_calibration(bins: Sequence[dict[str, Any]], path: str | Path, title: st
     plt.close(fig)
 
 
-def plot_cascade(curves: dict[str, Sequence[float]], fractions: Sequence[float], path: str | Path,
-                 metric: str = "", title: str = "") -> None:
+def plot_cascade(
+    curves: dict[str, Sequence[float]], fractions: Sequence[float], path: str | Path, metric: str = "", title: str = ""
+) -> None:
     """Cascade quality (``metric``) against the share of items routed to the fallback, one line per
     uncertainty indicator (``random`` dashed, as the baseline)."""
     fig, ax = plt.subplots(figsize=(5.5, 4))
     for name, ys in curves.items():
-        ax.plot([100 * f for f in fractions], ys, marker="o", markersize=3, label=name,
-                linestyle="--" if name == "random" else "-")
+        ax.plot(
+            [100 * f for f in fractions],
+            ys,
+            marker="o",
+            markersize=3,
+            label=name,
+            linestyle="--" if name == "random" else "-",
+        )
     ax.set_xlabel("items routed to the fallback (%)")
     ax.set_ylabel(metric)
     ax.set_title(title, fontsize=9)
@@ -75,4 +86,3 @@ def plot_cascade(curves: dict[str, Sequence[float]], fractions: Sequence[float],
     fig.tight_layout()
     fig.savefig(str(path), dpi=110)
     plt.close(fig)
-

@@ -53,8 +53,12 @@ def _rss_mib() -> float:
 def _write_rows(path: Path, n: int) -> Path:
     with open(path, "w") as f:
         for i in range(n):
-            f.write(json.dumps({"instruction": f"What is {i} + {i}? Answer briefly.", "response": f"It is {2 * i}.",
-                                "id": i}) + "\n")
+            f.write(
+                json.dumps(
+                    {"instruction": f"What is {i} + {i}? Answer briefly.", "response": f"It is {2 * i}.", "id": i}
+                )
+                + "\n"
+            )
     return path
 
 
@@ -66,18 +70,34 @@ def _ray_job(src: Path, out: Path, judge: dict[str, Any], **options: Any) -> dic
     wall = time.perf_counter() - t
     busy = sum(r["seconds"] for r in s.workers.values())
     idle = sum(r.get("idle_seconds", 0.0) for r in s.workers.values())
-    return {"rows": s.rows, "wall_s": round(wall, 2), "rows_per_s_wall": round(s.rows / wall, 2),
-            "rows_per_s_per_replica_judging": round(s.rows / busy * len(s.workers), 2) if busy else None,
-            "rows_per_s_judging_all_replicas": round(s.rows / max(r["seconds"] for r in s.workers.values()), 2),
-            "busy_s": round(busy, 2), "io_s": round(sum(r["io_seconds"] for r in s.workers.values()), 3),
-            "idle_between_shards_s": round(idle, 3),
-            "baseline_s": round(sum(r.get("baseline_seconds", 0.0) for r in s.workers.values()), 2),
-            "replicas": len(s.workers), "shards": s.batches, "failed": s.failed}
+    return {
+        "rows": s.rows,
+        "wall_s": round(wall, 2),
+        "rows_per_s_wall": round(s.rows / wall, 2),
+        "rows_per_s_per_replica_judging": round(s.rows / busy * len(s.workers), 2) if busy else None,
+        "rows_per_s_judging_all_replicas": round(s.rows / max(r["seconds"] for r in s.workers.values()), 2),
+        "busy_s": round(busy, 2),
+        "io_s": round(sum(r["io_seconds"] for r in s.workers.values()), 3),
+        "idle_between_shards_s": round(idle, 3),
+        "baseline_s": round(sum(r.get("baseline_seconds", 0.0) for r in s.workers.values()), 2),
+        "replicas": len(s.workers),
+        "shards": s.batches,
+        "failed": s.failed,
+    }
 
 
 def _judge_options(model: str, max_tokens: int) -> dict[str, Any]:
-    return dict(model=model, backend="vllm", max_model_len=4096, enforce_eager=True, seed=0, force_verdict=True,
-                max_retries=0, enable_prefix_caching=False, sampling={"max_tokens": max_tokens, "temperature": 0.0})
+    return dict(
+        model=model,
+        backend="vllm",
+        max_model_len=4096,
+        enforce_eager=True,
+        seed=0,
+        force_verdict=True,
+        max_retries=0,
+        enable_prefix_caching=False,
+        sampling={"max_tokens": max_tokens, "temperature": 0.0},
+    )
 
 
 def same_engine(model: str, rows: int, max_tokens: int, shards: int, tmp: Path) -> dict[str, Any]:
@@ -85,12 +105,23 @@ def same_engine(model: str, rows: int, max_tokens: int, shards: int, tmp: Path) 
     from prom_reward.jobs.ray_run import BASELINE_HOOK
 
     src = _write_rows(tmp / "same.jsonl", rows)
-    r = _ray_job(src, tmp / "same", _judge_options(model, max_tokens), batch_size=max(1, rows // shards),
-                 env={BASELINE_HOOK: "1"})
+    r = _ray_job(
+        src,
+        tmp / "same",
+        _judge_options(model, max_tokens),
+        batch_size=max(1, rows // shards),
+        env={BASELINE_HOOK: "1"},
+    )
     pipeline = r["busy_s"] + r["idle_between_shards_s"]
-    return {**r, "pipeline_s": round(pipeline, 2), "plain_grade_rows_per_s": round(rows / r["baseline_s"], 2),
-            "pipeline_rows_per_s": round(rows / pipeline, 2), "ratio": round(r["baseline_s"] / pipeline, 3),
-            "ratio_busy_only": round(r["baseline_s"] / r["busy_s"], 3), "cpu_cores": os.cpu_count()}
+    return {
+        **r,
+        "pipeline_s": round(pipeline, 2),
+        "plain_grade_rows_per_s": round(rows / r["baseline_s"], 2),
+        "pipeline_rows_per_s": round(rows / pipeline, 2),
+        "ratio": round(r["baseline_s"] / pipeline, 3),
+        "ratio_busy_only": round(r["baseline_s"] / r["busy_s"], 3),
+        "cpu_cores": os.cpu_count(),
+    }
 
 
 def engine_comparison(model: str, rows: int, max_tokens: int, replicas: int, tmp: Path) -> dict[str, Any]:
@@ -116,18 +147,23 @@ def engine_comparison(model: str, rows: int, max_tokens: int, replicas: int, tmp
     after = timed()
     local.close()
     local_rate = (before + after) / 2
-    out = {"rows": rows, "max_tokens": max_tokens, "in_process_rows_per_s": round(local_rate, 2),
-           "in_process_rows_per_s_before_after": [round(before, 2), round(after, 2)],
-           "ray_one_shard": one, "ray_four_shards": four,
-           "ratio_one_shard": round(one["rows_per_s_per_replica_judging"] / local_rate, 3),
-           "ratio_four_shards": round(four["rows_per_s_per_replica_judging"] / local_rate, 3),
-           "cpu_cores": os.cpu_count()}
+    out = {
+        "rows": rows,
+        "max_tokens": max_tokens,
+        "in_process_rows_per_s": round(local_rate, 2),
+        "in_process_rows_per_s_before_after": [round(before, 2), round(after, 2)],
+        "ray_one_shard": one,
+        "ray_four_shards": four,
+        "ratio_one_shard": round(one["rows_per_s_per_replica_judging"] / local_rate, 3),
+        "ratio_four_shards": round(four["rows_per_s_per_replica_judging"] / local_rate, 3),
+        "cpu_cores": os.cpu_count(),
+    }
     if replicas > 1:
-        scaled = _ray_job(src, tmp / "scaled", judge, batch_size=max(1, rows // (2 * replicas)),
-                          replicas=replicas)
+        scaled = _ray_job(src, tmp / "scaled", judge, batch_size=max(1, rows // (2 * replicas)), replicas=replicas)
         out[f"ray_{replicas}_replicas"] = scaled
         out["scaling_vs_one_replica_four_shards"] = round(
-            scaled["rows_per_s_judging_all_replicas"] / four["rows_per_s_judging_all_replicas"], 3)
+            scaled["rows_per_s_judging_all_replicas"] / four["rows_per_s_judging_all_replicas"], 3
+        )
     return out
 
 
@@ -137,15 +173,27 @@ def driver_memory(rows: int, replicas: int, tmp: Path) -> dict[str, Any]:
 
     src = _write_rows(tmp / "noop.jsonl", rows)
     before = _rss_mib()
-    r = _ray_job(src, tmp / "noop-out", {"backend": NoOpBackend()}, batch_size=max(1000, rows // 200),
-                 replicas=replicas)
-    return {**r, "input_mib": round(src.stat().st_size / 2**20, 1), "driver_peak_rss_mib_before": round(before, 1),
-            "driver_peak_rss_mib_after": round(_rss_mib(), 1)}
+    r = _ray_job(
+        src, tmp / "noop-out", {"backend": NoOpBackend()}, batch_size=max(1000, rows // 200), replicas=replicas
+    )
+    return {
+        **r,
+        "input_mib": round(src.stat().st_size / 2**20, 1),
+        "driver_peak_rss_mib_before": round(before, 1),
+        "driver_peak_rss_mib_after": round(_rss_mib(), 1),
+    }
 
 
-def run(model: str | None = None, rows: int = 200, max_tokens: int = 8, replicas: int = 2,
-        noop_rows: int = 1_000_000, skip_engine: bool = False, shards: int = 4,
-        only_same_engine: bool = False) -> dict[str, Any]:
+def run(
+    model: str | None = None,
+    rows: int = 200,
+    max_tokens: int = 8,
+    replicas: int = 2,
+    noop_rows: int = 1_000_000,
+    skip_engine: bool = False,
+    shards: int = 4,
+    only_same_engine: bool = False,
+) -> dict[str, Any]:
     """All three measurements (see the module doc)."""
     import ray
 

@@ -70,8 +70,10 @@ def markdown_table(record: dict[str, Any]) -> str:
         lines.append(f"| {record['judge']} | {record['bench']} | {mode} | {record['n_items']} | {name} | {_fmt(val)} |")
     trans = record["metrics"].get("transitivity")
     if trans:
-        lines.append(f"| {record['judge']} | {record['bench']} | pair | {trans['pairs']} pairs | transitivity "
-                     f"({trans['triples']} triples) | {_fmt(trans['rate'])} |")
+        lines.append(
+            f"| {record['judge']} | {record['bench']} | pair | {trans['pairs']} pairs | transitivity "
+            f"({trans['triples']} triples) | {_fmt(trans['rate'])} |"
+        )
     lines.append(f"\nwall time {record['wall_s']:.1f} s")
     return "\n".join(lines)
 
@@ -86,8 +88,7 @@ def category_table(record: dict[str, Any]) -> str:
         return "\n".join(lines)
     modes = [k for k in ("direct", "pair") if k in m]
     cats = sorted({c for k in modes for c in m[k]["per_category_acc_wo_tie"]})
-    lines = ["| category | " + " | ".join(f"{k} acc w/o tie" for k in modes) + " |",
-             "|---|" + "---|" * len(modes)]
+    lines = ["| category | " + " | ".join(f"{k} acc w/o tie" for k in modes) + " |", "|---|" + "---|" * len(modes)]
     for c in cats:
         lines.append(f"| {c} | " + " | ".join(_fmt(m[k]["per_category_acc_wo_tie"].get(c)) for k in modes) + " |")
     return "\n".join(lines)
@@ -97,8 +98,11 @@ def write_outputs(record: dict[str, Any], out_dir: str | Path, stem: str) -> dic
     """Write the run's files; returns {kind: path}."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    paths = {"record": out / f"{stem}.json", "predictions": out / f"{stem}.predictions.jsonl",
-             "markdown": out / f"{stem}.md"}
+    paths = {
+        "record": out / f"{stem}.json",
+        "predictions": out / f"{stem}.predictions.jsonl",
+        "markdown": out / f"{stem}.md",
+    }
     with paths["predictions"].open("w", encoding="utf-8") as f:
         for p in record["predictions"]:
             f.write(json.dumps(p, ensure_ascii=False) + "\n")
@@ -110,9 +114,12 @@ def write_outputs(record: dict[str, Any], out_dir: str | Path, stem: str) -> dic
         from .plots import plot_calibration, plot_confusion
 
         paths["confusion"] = out / f"{stem}.confusion.png"
-        plot_confusion(record["metrics"]["confusion"], paths["confusion"], title=f"{record['judge']} on {record['bench']}")
+        plot_confusion(
+            record["metrics"]["confusion"], paths["confusion"], title=f"{record['judge']} on {record['bench']}"
+        )
         if record["metrics"].get("calibration"):
             paths["calibration"] = out / f"{stem}.calibration.png"
-            plot_calibration(record["metrics"]["calibration"], paths["calibration"],
-                             title=f"{record['judge']} on {record['bench']}")
+            plot_calibration(
+                record["metrics"]["calibration"], paths["calibration"], title=f"{record['judge']} on {record['bench']}"
+            )
     return {k: str(v) for k, v in paths.items()}

@@ -48,8 +48,10 @@ def _port() -> int:
 def samples(n: int) -> tuple[list[str], list[str]]:
     """``n`` distinct (prompt, response) pairs of realistic length."""
     filler = "The answer explains each step, gives an example, and checks the result. " * 8
-    return ([f"Question {i}: explain how to solve problem number {i}." for i in range(n)],
-            [f"Answer {i}. {filler}" for i in range(n)])
+    return (
+        [f"Question {i}: explain how to solve problem number {i}." for i in range(n)],
+        [f"Answer {i}. {filler}" for i in range(n)],
+    )
 
 
 def _resolve_model(model: str) -> str:
@@ -61,10 +63,28 @@ def _resolve_model(model: str) -> str:
     return str(smol if model == "smollm2" else build_tiny_llama(Path(tempfile.mkdtemp()), tokenizer_from=smol))
 
 
-def start_reward_server(judge_url: str, port: int, max_tokens: int, log: Path, extra: Sequence[str] = ()) -> subprocess.Popen:
+def start_reward_server(
+    judge_url: str, port: int, max_tokens: int, log: Path, extra: Sequence[str] = ()
+) -> subprocess.Popen:
     """``prom-reward reward-server`` on 127.0.0.1:port in front of ``judge_url``; waits for /health."""
-    cmd = [sys.executable, "-m", "prom_reward.cli", "reward-server", "--server", judge_url, "--port", str(port),
-           "--rubric", RUBRIC, "--max-tokens", str(max_tokens), "--force-verdict", "--failure-reward", "min", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "prom_reward.cli",
+        "reward-server",
+        "--server",
+        judge_url,
+        "--port",
+        str(port),
+        "--rubric",
+        RUBRIC,
+        "--max-tokens",
+        str(max_tokens),
+        "--force-verdict",
+        "--failure-reward",
+        "min",
+        *extra,
+    ]
     with open(log, "wb") as fh:
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 300
@@ -91,19 +111,38 @@ async def openrlhf_clients(url: str, prompts: list[str], responses: list[str]) -
     return [res[0]["rewards"][0] for res in results]
 
 
-def measure(judge_url: str, items: int, max_tokens: int, repeat: int, window_ms: float,
-            log_dir: str | Path) -> dict[str, Any]:
+def measure(
+    judge_url: str, items: int, max_tokens: int, repeat: int, window_ms: float, log_dir: str | Path
+) -> dict[str, Any]:
     """Both paths on the judge server at ``judge_url`` (``.../v1``); returns the record."""
     from prom_reward import PrometheusJudge
 
     prompts, responses = samples(items)
-    record: dict[str, Any] = {"benchmark": "reward_server_batching", "items": items, "max_tokens": max_tokens,
-                              "repeat": repeat, "window_ms": window_ms, "cpus": os.cpu_count(), "runs": []}
-    judge = PrometheusJudge(backend="openai", base_url=judge_url, sampling={"max_tokens": max_tokens},
-                            force_verdict=True, max_concurrency=max(items, 64), timeout=1200)
+    record: dict[str, Any] = {
+        "benchmark": "reward_server_batching",
+        "items": items,
+        "max_tokens": max_tokens,
+        "repeat": repeat,
+        "window_ms": window_ms,
+        "cpus": os.cpu_count(),
+        "runs": [],
+    }
+    judge = PrometheusJudge(
+        backend="openai",
+        base_url=judge_url,
+        sampling={"max_tokens": max_tokens},
+        force_verdict=True,
+        max_concurrency=max(items, 64),
+        timeout=1200,
+    )
     port = _port()
-    server = start_reward_server(judge_url, port, max_tokens, Path(log_dir) / "reward_server.log",
-                                 ["--batch-window-ms", str(window_ms), "--max-batch-size", str(max(items, 1))])
+    server = start_reward_server(
+        judge_url,
+        port,
+        max_tokens,
+        Path(log_dir) / "reward_server.log",
+        ["--batch-window-ms", str(window_ms), "--max-batch-size", str(max(items, 1))],
+    )
     url = f"http://127.0.0.1:{port}/get_reward"
     try:
         judge.grade(prompts[:4], responses[:4], RUBRIC)  # warm-up: model id, template, server caches
@@ -116,11 +155,17 @@ def measure(judge_url: str, items: int, max_tokens: int, repeat: int, window_ms:
             t = time.perf_counter()
             rewards = asyncio.run(openrlhf_clients(url, prompts, responses))
             served = time.perf_counter() - t
-            record["runs"].append({
-                "direct_s": direct, "server_s": served, "direct_per_s": items / direct,
-                "server_per_s": items / served, "ratio": direct / served,
-                "direct_failures": sum(g.score is None for g in grades), "server_rewards": len(rewards),
-            })
+            record["runs"].append(
+                {
+                    "direct_s": direct,
+                    "server_s": served,
+                    "direct_per_s": items / direct,
+                    "server_per_s": items / served,
+                    "ratio": direct / served,
+                    "direct_failures": sum(g.score is None for g in grades),
+                    "server_rewards": len(rewards),
+                }
+            )
         stats = httpx.get(f"http://127.0.0.1:{port}/stats", timeout=10).json()
     finally:
         server.terminate()
@@ -138,9 +183,18 @@ def run(model: str, items: int, max_tokens: int, repeat: int, window_ms: float) 
     from prom_reward.backends.servers import JudgeServers, ServeConfig
     from prom_reward.backends.vllm_options import VLLMOptions
 
-    with tempfile.TemporaryDirectory() as tmp, JudgeServers(ServeConfig(
-            model=_resolve_model(model), port=_port(), engine=VLLMOptions(max_model_len=4096, enforce_eager=True),
-            log_dir=tmp, startup_timeout=600)) as urls:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        JudgeServers(
+            ServeConfig(
+                model=_resolve_model(model),
+                port=_port(),
+                engine=VLLMOptions(max_model_len=4096, enforce_eager=True),
+                log_dir=tmp,
+                startup_timeout=600,
+            )
+        ) as urls,
+    ):
         return {"model": model, **measure(urls[0], items, max_tokens, repeat, window_ms, tmp)}
 
 
@@ -155,8 +209,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     rec = run(args.model, args.items, args.max_tokens, args.repeat, args.window_ms)
     emit(rec, args.json)
-    print(f"\nreward server / direct: {rec['ratio_median']:.2f} (median of {args.repeat}); judge batch sizes "
-          f"{rec['judge_batch_sizes']}", file=sys.stderr)
+    print(
+        f"\nreward server / direct: {rec['ratio_median']:.2f} (median of {args.repeat}); judge batch sizes "
+        f"{rec['judge_batch_sizes']}",
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -48,13 +48,13 @@ def _rate(count: float, seconds: float) -> float:
     return count / seconds if seconds > 0 else float("inf")
 
 
-def measure_throughput(engine: VLLMEngine, batch: Sequence[Item], sampling: SamplingConfig,
-                       repeat: int = 2) -> dict[str, Any]:
+def measure_throughput(
+    engine: VLLMEngine, batch: Sequence[Item], sampling: SamplingConfig, repeat: int = 2
+) -> dict[str, Any]:
     """Time both paths on ``batch``; returns per-path figures, the ratio and the token counts."""
     judge = PrometheusJudge(backend=engine, sampling=sampling, max_retries=0, force_verdict=False)
     ins, res, rubs, refs = (list(x) for x in zip(*batch, strict=True))
-    reqs = [GenerationRequest(ABS_SYSTEM_PROMPT, render_absolute(i, r, rb, rf), sampling)
-            for i, r, rb, rf in batch]
+    reqs = [GenerationRequest(ABS_SYSTEM_PROMPT, render_absolute(i, r, rb, rf), sampling) for i, r, rb, rf in batch]
     prompts = [{"prompt_token_ids": engine._token_ids(r)} for r in reqs]
     params = engine._params(sampling, 1)
     engine.llm.generate(prompts[:2], params, use_tqdm=False)  # warm-up
@@ -84,9 +84,15 @@ def measure_throughput(engine: VLLMEngine, batch: Sequence[Item], sampling: Samp
     out: dict[str, Any] = {"n": len(batch), "repeat": repeat, "sampling": sampling.to_dict()}
     for name, rs in runs.items():
         dt, pt, ct = min(rs, key=lambda r: r[0])
-        out[name] = {"seconds": round(dt, 4), "judgments_per_s": _rate(len(batch), dt),
-                     "prompt_tokens": pt, "output_tokens": ct, "prompt_tokens_per_s": _rate(pt, dt),
-                     "output_tokens_per_s": _rate(ct, dt), "all_seconds": [round(r[0], 4) for r in rs]}
+        out[name] = {
+            "seconds": round(dt, 4),
+            "judgments_per_s": _rate(len(batch), dt),
+            "prompt_tokens": pt,
+            "output_tokens": ct,
+            "prompt_tokens_per_s": _rate(pt, dt),
+            "output_tokens_per_s": _rate(ct, dt),
+            "all_seconds": [round(r[0], 4) for r in rs],
+        }
     out["ratio"] = out["prom_reward"]["judgments_per_s"] / out["raw_vllm"]["judgments_per_s"]
     out["judge_stats"] = dataclasses.asdict(judge.stats)
     return out
@@ -130,9 +136,12 @@ def main(argv: list[str] | None = None) -> int:
     engine = _engine(args.model, args.seed, args.max_model_len)
     try:
         sampling = SamplingConfig(max_tokens=args.max_tokens, temperature=args.temperature)
-        rec = {"benchmark": "throughput", "model": args.model,
-               **measure_throughput(engine, items(args.n, seed=args.seed), sampling, args.repeat),
-               "versions": versions()}
+        rec = {
+            "benchmark": "throughput",
+            "model": args.model,
+            **measure_throughput(engine, items(args.n, seed=args.seed), sampling, args.repeat),
+            "versions": versions(),
+        }
     finally:
         engine.close()
     emit(rec, args.out)

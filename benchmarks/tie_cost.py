@@ -33,14 +33,21 @@ from prom_reward.core.judge import PrometheusJudge
 STRATEGIES = ("resample", "k_samples", "expected")
 
 
-def _summary(pairs: int, decided: int, prompt_tokens: int, completion_tokens: int, seconds: float,
-             **extra: Any) -> dict[str, Any]:
+def _summary(
+    pairs: int, decided: int, prompt_tokens: int, completion_tokens: int, seconds: float, **extra: Any
+) -> dict[str, Any]:
     tokens = prompt_tokens + completion_tokens
-    return {"pairs": pairs, "decided": decided, "tie_left_rate": (pairs - decided) / pairs if pairs else None,
-            "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-            "tokens_per_decided_pair": tokens / decided if decided else None,
-            "completion_tokens_per_decided_pair": completion_tokens / decided if decided else None,
-            "seconds": round(seconds, 3), **extra}
+    return {
+        "pairs": pairs,
+        "decided": decided,
+        "tie_left_rate": (pairs - decided) / pairs if pairs else None,
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "tokens_per_decided_pair": tokens / decided if decided else None,
+        "completion_tokens_per_decided_pair": completion_tokens / decided if decided else None,
+        "seconds": round(seconds, 3),
+        **extra,
+    }
 
 
 def _by_scores(grades: Sequence[Any], n: int, key: str) -> int:
@@ -51,8 +58,15 @@ def _by_scores(grades: Sequence[Any], n: int, key: str) -> int:
     return decided
 
 
-def tie_cost(judge: PrometheusJudge, pairs: Sequence[tuple[str, str, str]], rubric: Any = "helpfulness", *,
-             strategies: Sequence[str] = STRATEGIES, k: int = 3, rounds: int = 3) -> dict[str, Any]:
+def tie_cost(
+    judge: PrometheusJudge,
+    pairs: Sequence[tuple[str, str, str]],
+    rubric: Any = "helpfulness",
+    *,
+    strategies: Sequence[str] = STRATEGIES,
+    k: int = 3,
+    rounds: int = 3,
+) -> dict[str, Any]:
     """Run each strategy on ``pairs`` of (instruction, response_a, response_b); one summary per strategy."""
     bad = [s for s in strategies if s not in STRATEGIES]
     if bad:
@@ -69,21 +83,29 @@ def tie_cost(judge: PrometheusJudge, pairs: Sequence[tuple[str, str, str]], rubr
         # (a Verdict only carries the tokens of its deciding grades)
         t, p0, c0 = time.perf_counter(), judge.stats.prompt_tokens, judge.stats.completion_tokens
 
-        def summary(decided: int, **extra: Any) -> dict[str, Any]:
-            return _summary(n, decided, judge.stats.prompt_tokens - p0, judge.stats.completion_tokens - c0,
-                            time.perf_counter() - t, **extra)
+        def summary(decided: int, t: float = t, p0: int = p0, c0: int = c0, **extra: Any) -> dict[str, Any]:
+            return _summary(
+                n,
+                decided,
+                judge.stats.prompt_tokens - p0,
+                judge.stats.completion_tokens - c0,
+                time.perf_counter() - t,
+                **extra,
+            )
 
         if s == "resample":
             vs = judge.compare_by_grades(ins, a, b, rubric, max_tie_rounds=rounds, num_samples=1)
-            out[s] = summary(sum(v.winner is not None for v in vs), rounds=rounds,
-                             tie_rounds=sum(v.tie_rounds for v in vs))
+            out[s] = summary(
+                sum(v.winner is not None for v in vs), rounds=rounds, tie_rounds=sum(v.tie_rounds for v in vs)
+            )
         elif s == "k_samples":
             gs = judge.grade(ins + ins, a + b, both, num_samples=k)
             out[s] = summary(_by_scores(gs, n, "score"), k=k)
         else:
             gs = judge.grade(ins + ins, a + b, both, num_samples=1, sampling={"logprobs": 20})
-            out[s] = summary(_by_scores(gs, n, "expected_score"),
-                             with_expected=sum(g.expected_score is not None for g in gs))
+            out[s] = summary(
+                _by_scores(gs, n, "expected_score"), with_expected=sum(g.expected_score is not None for g in gs)
+            )
     return out
 
 
@@ -112,13 +134,27 @@ def main(argv: list[str] | None = None) -> int:
     judge = build_judge(args.judge, server=args.server, seed=args.seed, overrides=overrides)
     try:
         start = time.perf_counter()
-        res = tie_cost(judge, [(e.instruction, e.response_1, e.response_2) for e in chosen],
-                       [e.rubric for e in chosen], k=args.k, rounds=args.rounds)
+        res = tie_cost(
+            judge,
+            [(e.instruction, e.response_1, e.response_2) for e in chosen],
+            [e.rubric for e in chosen],
+            k=args.k,
+            rounds=args.rounds,
+        )
     finally:
         judge.close()
-    rec = {"benchmark": "tie_cost", "judge": judge_label(args.judge), "bench": args.bench, "pairs": len(chosen),
-           "seed": args.seed, "sampling": judge.sampling.to_dict(), "force_verdict": judge.force_verdict,
-           "results": res, "wall_s": round(time.perf_counter() - start, 3), "versions": versions()}
+    rec = {
+        "benchmark": "tie_cost",
+        "judge": judge_label(args.judge),
+        "bench": args.bench,
+        "pairs": len(chosen),
+        "seed": args.seed,
+        "sampling": judge.sampling.to_dict(),
+        "force_verdict": judge.force_verdict,
+        "results": res,
+        "wall_s": round(time.perf_counter() - start, 3),
+        "versions": versions(),
+    }
     emit(rec, args.out)
     return 0
 

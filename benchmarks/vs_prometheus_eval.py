@@ -94,8 +94,15 @@ def bench_rows(n: int, seed: int = 0) -> list[dict[str, Any]]:
     from benchmarks.loaders import load_bench, subset
 
     _, examples = load_bench("vicuna")
-    return [{"instruction": e.instruction, "response": e.response, "reference_answer": e.reference_answer,
-             "rubric": e.rubric} for e in subset(examples, n, seed=seed)[:n]]
+    return [
+        {
+            "instruction": e.instruction,
+            "response": e.response,
+            "reference_answer": e.reference_answer,
+            "rubric": e.rubric,
+        }
+        for e in subset(examples, n, seed=seed)[:n]
+    ]
 
 
 def _env() -> dict[str, str]:
@@ -103,25 +110,41 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": path, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
 
 
-def run_prometheus_eval(pe_path: str, model_dir: str, rows: list[dict[str, Any]], max_tokens: int,
-                        tmp: Path) -> dict[str, Any]:
+def run_prometheus_eval(
+    pe_path: str, model_dir: str, rows: list[dict[str, Any]], max_tokens: int, tmp: Path
+) -> dict[str, Any]:
     """prometheus-eval's ``absolute_grade`` in a child process (its own engine)."""
-    spec = {"model": model_dir, "rows": rows, "engine": ENGINE,
-            "params": {"max_tokens": max_tokens, "temperature": 1.0, "top_p": 0.9, "repetition_penalty": 1.03}}
+    spec = {
+        "model": model_dir,
+        "rows": rows,
+        "engine": ENGINE,
+        "params": {"max_tokens": max_tokens, "temperature": 1.0, "top_p": 0.9, "repetition_penalty": 1.03},
+    }
     (tmp / "pe_spec.json").write_text(json.dumps(spec))
     (tmp / "pe_run.py").write_text(PE_SCRIPT)
-    done = subprocess.run([sys.executable, str(tmp / "pe_run.py"), pe_path, str(tmp / "pe_spec.json")],
-                          capture_output=True, text=True, env=_env(), timeout=7200)
+    done = subprocess.run(
+        [sys.executable, str(tmp / "pe_run.py"), pe_path, str(tmp / "pe_spec.json")],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=7200,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"prometheus-eval run failed: {done.stderr[-3000:]}")
     r = json.loads(next(x for x in done.stdout.splitlines() if x.startswith("RESULT ")).split(" ", 1)[1])
     decided = sum(s is not None for s in r["scores"])
-    return {"rows": len(rows), "judging_s": round(r["seconds"], 2), "rows_per_s": round(len(rows) / r["seconds"], 3),
-            "rows_without_score": len(rows) - decided, "samples": r["samples"], "calls": r["calls"],
-            "parse_failure_rate": round(r["rejected"] / r["samples"], 3) if r["samples"] else None,
-            "generated_tokens": r["tokens"],
-            "tokens_per_decided_row": round(r["tokens"] / decided, 1) if decided else None,
-            "scores": r["scores"]}
+    return {
+        "rows": len(rows),
+        "judging_s": round(r["seconds"], 2),
+        "rows_per_s": round(len(rows) / r["seconds"], 3),
+        "rows_without_score": len(rows) - decided,
+        "samples": r["samples"],
+        "calls": r["calls"],
+        "parse_failure_rate": round(r["rejected"] / r["samples"], 3) if r["samples"] else None,
+        "generated_tokens": r["tokens"],
+        "tokens_per_decided_row": round(r["tokens"] / decided, 1) if decided else None,
+        "scores": r["scores"],
+    }
 
 
 def engine_args(preset: str) -> list[str]:
@@ -133,9 +156,24 @@ def run_prom_reward(judge: list[str], rows: list[dict[str, Any]], max_tokens: in
     """``prom-reward grade`` in a child process (``judge``: its judge options, e.g. ``engine_args(preset)``)."""
     src, out = tmp / "rows.jsonl", tmp / "graded.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    cmd = [sys.executable, "-m", "prom_reward.cli", "grade", str(src), "-o", str(out), *judge,
-           "--max-tokens", str(max_tokens), "--temperature", "1.0", "--batch-size", str(len(rows)), "--quiet",
-           "--overwrite"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "prom_reward.cli",
+        "grade",
+        str(src),
+        "-o",
+        str(out),
+        *judge,
+        "--max-tokens",
+        str(max_tokens),
+        "--temperature",
+        "1.0",
+        "--batch-size",
+        str(len(rows)),
+        "--quiet",
+        "--overwrite",
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=7200)
     if done.returncode != 0:
         raise RuntimeError(f"prom-reward grade failed: {done.stderr[-3000:]}")
@@ -143,25 +181,39 @@ def run_prom_reward(judge: list[str], rows: list[dict[str, Any]], max_tokens: in
     graded = [json.loads(x) for x in out.read_text().splitlines()]
     decided = sum(g["score"] is not None for g in graded)
     judging = sum(w["seconds"] for w in s["workers"].values())
-    return {"rows": len(rows), "judging_s": round(judging, 2), "rows_per_s": round(len(rows) / judging, 3),
-            "rows_without_score": len(rows) - decided, "samples": s["samples"],
-            "parse_failure_rate": round(s["parse_failures"] / s["samples"], 3) if s["samples"] else None,
-            "forced_verdicts": s["forced"], "generated_tokens": s["completion_tokens"],
-            "tokens_per_decided_row": round(s["completion_tokens"] / decided, 1) if decided else None,
-            "scores": [g["score"] for g in graded], "wall_s_with_start": round(s["seconds"], 2)}
+    return {
+        "rows": len(rows),
+        "judging_s": round(judging, 2),
+        "rows_per_s": round(len(rows) / judging, 3),
+        "rows_without_score": len(rows) - decided,
+        "samples": s["samples"],
+        "parse_failure_rate": round(s["parse_failures"] / s["samples"], 3) if s["samples"] else None,
+        "forced_verdicts": s["forced"],
+        "generated_tokens": s["completion_tokens"],
+        "tokens_per_decided_row": round(s["completion_tokens"] / decided, 1) if decided else None,
+        "scores": [g["score"] for g in graded],
+        "wall_s_with_start": round(s["seconds"], 2),
+    }
 
 
-def run(pe_path: str, preset: str, rows: int, max_tokens: int, tmp: Path,
-        force_verdict: bool = False) -> dict[str, Any]:
+def run(
+    pe_path: str, preset: str, rows: int, max_tokens: int, tmp: Path, force_verdict: bool = False
+) -> dict[str, Any]:
     """Both sides on the same rows; the record of the module doc (``force_verdict``: prom-reward reads a
     verdict the judge did not write from its next-token distribution, ``--force-verdict``)."""
     from prom_reward.core.presets import get_preset, resolve_model_path
 
     data = bench_rows(rows)
     model_dir = str(resolve_model_path(get_preset(preset).model))
-    record: dict[str, Any] = {"rows": len(data), "max_tokens": max_tokens, "model": preset, "engine": ENGINE,
-                              "sampling": {"temperature": 1.0, "top_p": 0.9, "repetition_penalty": 1.03},
-                              "prom_reward_force_verdict": force_verdict, "cpu_cores": os.cpu_count()}
+    record: dict[str, Any] = {
+        "rows": len(data),
+        "max_tokens": max_tokens,
+        "model": preset,
+        "engine": ENGINE,
+        "sampling": {"temperature": 1.0, "top_p": 0.9, "repetition_penalty": 1.03},
+        "prom_reward_force_verdict": force_verdict,
+        "cpu_cores": os.cpu_count(),
+    }
     judge = engine_args(preset) + (["--force-verdict"] if force_verdict else [])
     record["prom_reward"] = run_prom_reward(judge, data, max_tokens, tmp)
     record["prometheus_eval"] = run_prometheus_eval(pe_path, model_dir, data, max_tokens, tmp)
@@ -173,8 +225,9 @@ def run(pe_path: str, preset: str, rows: int, max_tokens: int, tmp: Path,
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--pe-path", required=True, help="folder with prometheus_eval 0.1.20 and fastchat (pip --target)")
-    p.add_argument("--model", default="smollm2-135m-instruct", help="a local preset (smollm2-135m-instruct, "
-                   "pocket-judge)")
+    p.add_argument(
+        "--model", default="smollm2-135m-instruct", help="a local preset (smollm2-135m-instruct, pocket-judge)"
+    )
     p.add_argument("--rows", type=int, default=40)
     p.add_argument("--max-tokens", type=int, default=64)
     p.add_argument("--force-verdict", action="store_true", help="prom-reward side: --force-verdict")

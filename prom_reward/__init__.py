@@ -13,12 +13,12 @@ from prom_reward.core.cascade import CascadeJudge
 from prom_reward.core.judge import PrometheusJudge
 from prom_reward.core.results import Grade, JudgeSample, JudgeStats, Verdict
 from prom_reward.errors import (
-                     BackendError,
-                     ConfigError,
-                     ContextLengthError,
-                     InputError,
-                     PromRewardError,
-                     UnknownNameError,
+    BackendError,
+    ConfigError,
+    ContextLengthError,
+    InputError,
+    PromRewardError,
+    UnknownNameError,
 )
 from prom_reward.format.parsing import parse_absolute, parse_output, parse_relative
 from prom_reward.format.render import render_absolute, render_relative
@@ -31,9 +31,32 @@ from prom_reward.rewards.reward import AsyncPrometheusReward, PrometheusReward
 __version__ = "0.1.0"
 
 __all__ = [
-    "AsyncPrometheusReward", "CascadeJudge", "Confidence", "PreferenceConfig", "build_preference_dataset",
-    "OnlineDPOJudgeReward", "PairwiseRewardStats", "PrometheusReward", "RewardConfig",
-    "BackendError", "ConfigError", "ContextLengthError", "Grade", "InputError", "JudgeSample", "JudgeStats",
-    "PromRewardError", "PrometheusJudge", "Rubric", "SamplingConfig", "UnknownNameError", "Verdict",
-    "get_rubric", "parse_absolute", "parse_output", "parse_relative", "render_absolute", "render_relative",
+    "AsyncPrometheusReward",
+    "CascadeJudge",
+    "Confidence",
+    "PreferenceConfig",
+    "build_preference_dataset",
+    "OnlineDPOJudgeReward",
+    "PairwiseRewardStats",
+    "PrometheusReward",
+    "RewardConfig",
+    "BackendError",
+    "ConfigError",
+    "ContextLengthError",
+    "Grade",
+    "InputError",
+    "JudgeSample",
+    "JudgeStats",
+    "PromRewardError",
+    "PrometheusJudge",
+    "Rubric",
+    "SamplingConfig",
+    "UnknownNameError",
+    "Verdict",
+    "get_rubric",
+    "parse_absolute",
+    "parse_output",
+    "parse_relative",
+    "render_absolute",
+    "render_relative",
 ]

@@ -37,8 +37,10 @@ class Registry(Generic[T]):
 
     def decorator(self, name: str) -> Callable[[T], T]:
         """``@registry.decorator("name")`` form of ``register``."""
+
         def wrap(item: T) -> T:
             return self.register(name, item)
+
         return wrap
 
     def get(self, name: str) -> T:

@@ -81,8 +81,14 @@ def slope(x: Sequence[float], y: Sequence[float]) -> float | None:
     return sum((a - mx) * (b - my) for a, b in zip(x, y, strict=True)) / sxx
 
 
-def bootstrap_ci(values: Sequence[float], statistic: Callable[[np.ndarray], float] = np.mean, *,
-                 resamples: int = 2000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:
+def bootstrap_ci(
+    values: Sequence[float],
+    statistic: Callable[[np.ndarray], float] = np.mean,
+    *,
+    resamples: int = 2000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, float]:
     """Seeded percentile bootstrap interval of ``statistic`` over ``values`` (resampled with replacement).
 
     One value gives a zero-width interval; no values raise ``ValueError``.

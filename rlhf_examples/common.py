@@ -64,8 +64,9 @@ def make_judge(args: argparse.Namespace) -> Any:
     smoke = {"sampling": {"max_tokens": 24}} if args.smoke else {}
     if args.judge_server:  # the server owns the weights; the preset still gives the wire format and options
         preset = "smollm2-135m-instruct" if args.smoke else args.judge
-        return PrometheusJudge(backend="openai", base_url=args.judge_server,
-                               preset=preset if preset in PRESETS else None, **smoke)
+        return PrometheusJudge(
+            backend="openai", base_url=args.judge_server, preset=preset if preset in PRESETS else None, **smoke
+        )
     if args.smoke:
         return PrometheusJudge("smollm2-135m-instruct", max_model_len=4096, enforce_eager=True, **smoke)
     return PrometheusJudge(args.judge)
@@ -83,7 +84,12 @@ def summary(name: str, trainer: Any, reward_key: str) -> dict[str, Any]:
     history = trainer.state.log_history
     rewards = [h[reward_key] for h in history if reward_key in h]
     losses = [h["loss"] for h in history if "loss" in h]
-    line = {"example": name, "steps": trainer.state.global_step, "rewards": rewards, "losses": losses,
-            "finite": all(math.isfinite(x) for x in rewards + losses)}
+    line = {
+        "example": name,
+        "steps": trainer.state.global_step,
+        "rewards": rewards,
+        "losses": losses,
+        "finite": all(math.isfinite(x) for x in rewards + losses),
+    }
     print("SUMMARY " + json.dumps(line), flush=True)
     return line

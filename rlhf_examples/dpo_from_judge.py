@@ -57,8 +57,9 @@ def load_prompts(args: argparse.Namespace) -> list[list[dict[str, str]]]:
     return [[{"role": "user", "content": p}] if isinstance(p, str) else p for p in raw]
 
 
-def sample_completions(policy: str, prompts: list[list[dict[str, str]]], k: int, max_new_tokens: int,
-                       batch_size: int, seed: int) -> list[dict[str, Any]]:
+def sample_completions(
+    policy: str, prompts: list[list[dict[str, str]]], k: int, max_new_tokens: int, batch_size: int, seed: int
+) -> list[dict[str, Any]]:
     """``k`` sampled completions per prompt from the policy, as conversational rows."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -73,17 +74,25 @@ def sample_completions(policy: str, prompts: list[list[dict[str, str]]], k: int,
     model = AutoModelForCausalLM.from_pretrained(policy, dtype=dtype).to(device).eval()
     rows = []
     for start in range(0, len(prompts), batch_size):
-        batch = prompts[start:start + batch_size]
+        batch = prompts[start : start + batch_size]
         texts = [tok.apply_chat_template(m, tokenize=False, add_generation_prompt=True) for m in batch]
         enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
         with torch.no_grad():
-            out = model.generate(**enc, do_sample=True, temperature=1.0, top_p=1.0, max_new_tokens=max_new_tokens,
-                                 num_return_sequences=k, pad_token_id=tok.pad_token_id)
-        decoded = tok.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+            out = model.generate(
+                **enc,
+                do_sample=True,
+                temperature=1.0,
+                top_p=1.0,
+                max_new_tokens=max_new_tokens,
+                num_return_sequences=k,
+                pad_token_id=tok.pad_token_id,
+            )
+        decoded = tok.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
         for i, messages in enumerate(batch):
-            samples = decoded[i * k:(i + 1) * k]
-            rows.append({"prompt": messages,
-                         "completions": [[{"role": "assistant", "content": t.strip()}] for t in samples]})
+            samples = decoded[i * k : (i + 1) * k]
+            rows.append(
+                {"prompt": messages, "completions": [[{"role": "assistant", "content": t.strip()}] for t in samples]}
+            )
     del model
     return rows
 
@@ -99,21 +108,41 @@ def build_pairs(args: argparse.Namespace, out_dir: Path) -> Any:
     completions = out_dir / "completions.jsonl"
     if not (args.resume and completions.exists()):
         smoke = args.smoke
-        rows = sample_completions(policy_path(args), load_prompts(args), args.num_completions or (3 if smoke else 4),
-                                  args.max_new_tokens or (16 if smoke else 512), args.gen_batch_size, seed=0)
+        rows = sample_completions(
+            policy_path(args),
+            load_prompts(args),
+            args.num_completions or (3 if smoke else 4),
+            args.max_new_tokens or (16 if smoke else 512),
+            args.gen_batch_size,
+            seed=0,
+        )
         write_rows(completions, [rows])
     judge = make_judge(args)
     try:
-        stats = pairs_file(completions, out_dir / "pairs.jsonl", judge, rubric=args.rubric, strategy=args.strategy,
-                           min_margin=args.min_margin, max_tie_rounds=args.max_tie_rounds, resume=args.resume,
-                           overwrite=not args.resume, progress=False)
+        stats = pairs_file(
+            completions,
+            out_dir / "pairs.jsonl",
+            judge,
+            rubric=args.rubric,
+            strategy=args.strategy,
+            min_margin=args.min_margin,
+            max_tie_rounds=args.max_tie_rounds,
+            resume=args.resume,
+            overwrite=not args.resume,
+            progress=False,
+        )
     finally:
         judge.close()
     ds = Dataset.from_list(list(read_rows(out_dir / "pairs.jsonl")))
-    line = {"n_pairs": len(ds), "rows": stats.rows + stats.resumed_rows, "skipped": stats.skipped,
-            "tie_rounds": stats.tie_rounds,
-            "forced_verdicts": judge.stats.forced, "judge_seconds": round(judge.stats.seconds, 2),
-            "pairs_file": str(out_dir / "pairs.jsonl")}
+    line = {
+        "n_pairs": len(ds),
+        "rows": stats.rows + stats.resumed_rows,
+        "skipped": stats.skipped,
+        "tie_rounds": stats.tie_rounds,
+        "forced_verdicts": judge.stats.forced,
+        "judge_seconds": round(judge.stats.seconds, 2),
+        "pairs_file": str(out_dir / "pairs.jsonl"),
+    }
     print("PAIRS " + json.dumps(line), flush=True)
     return ds
 
@@ -124,11 +153,17 @@ def train(args: argparse.Namespace, pairs: Any, out_dir: Path) -> dict[str, Any]
 
     smoke = args.smoke
     config = DPOConfig(
-        output_dir=str(out_dir / "policy"), max_steps=args.max_steps or (2 if smoke else -1),
+        output_dir=str(out_dir / "policy"),
+        max_steps=args.max_steps or (2 if smoke else -1),
         per_device_train_batch_size=args.batch_size or (2 if smoke else 4),
-        gradient_accumulation_steps=1 if smoke else 8, learning_rate=args.learning_rate, beta=args.beta,
-        max_length=128 if smoke else 2048, logging_steps=1 if smoke else 10, report_to="none",
-        save_strategy="no" if smoke else "epoch", seed=0,
+        gradient_accumulation_steps=1 if smoke else 8,
+        learning_rate=args.learning_rate,
+        beta=args.beta,
+        max_length=128 if smoke else 2048,
+        logging_steps=1 if smoke else 10,
+        report_to="none",
+        save_strategy="no" if smoke else "epoch",
+        seed=0,
         # device_map=None: each rank holds (its ZeRO-3 shard of) the policy
         model_init_kwargs={"dtype": "float32" if smoke else "bfloat16", "device_map": None},
         **({"use_cpu": True, "bf16": False} if smoke else {"bf16": True}),

@@ -33,13 +33,21 @@ def main(argv: list[str] | None = None) -> dict:
 
     reward = PrometheusReward(make_judge(args), mode=args.mode, name="prometheus")
     config = GRPOConfig(
-        output_dir=args.output_dir or "outputs/grpo_prometheus", max_steps=args.max_steps or (2 if args.smoke else 500),
-        per_device_train_batch_size=4, num_generations=4, max_completion_length=16 if args.smoke else 512,
-        logging_steps=1, log_completions=True, report_to="none", save_strategy="no" if args.smoke else "steps",
-        use_cpu=args.smoke, seed=0,
+        output_dir=args.output_dir or "outputs/grpo_prometheus",
+        max_steps=args.max_steps or (2 if args.smoke else 500),
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=16 if args.smoke else 512,
+        logging_steps=1,
+        log_completions=True,
+        report_to="none",
+        save_strategy="no" if args.smoke else "steps",
+        use_cpu=args.smoke,
+        seed=0,
     )
-    trainer = GRPOTrainer(model=policy_path(args), reward_funcs=reward, args=config,
-                          train_dataset=prompts_dataset(args, repeat=2))
+    trainer = GRPOTrainer(
+        model=policy_path(args), reward_funcs=reward, args=config, train_dataset=prompts_dataset(args, repeat=2)
+    )
     trainer.train()
     return summary("grpo", trainer, "rewards/prometheus/mean")
 

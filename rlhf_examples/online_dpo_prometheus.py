@@ -83,14 +83,19 @@ def main(argv: list[str] | None = None) -> dict:
         max_steps=args.max_steps or (2 if smoke else 500),
         per_device_train_batch_size=args.batch_size or (2 if smoke else 8),
         max_new_tokens=args.max_new_tokens or (12 if smoke else 256),
-        beta=args.beta, learning_rate=args.learning_rate, logging_steps=1, report_to="none",
-        save_strategy="no" if smoke else "steps", seed=0,
+        beta=args.beta,
+        learning_rate=args.learning_rate,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no" if smoke else "steps",
+        seed=0,
         # device_map=None: each rank holds (its ZeRO-3 shard of) the policy; "auto" would spread it over all GPUs
         model_init_kwargs={"dtype": "float32" if smoke else "bfloat16", "device_map": None},
         **({"use_cpu": True, "bf16": False, "gradient_checkpointing": False} if smoke else {}),
     )
-    trainer = OnlineDPOTrainer(model=policy, reward_funcs=reward, args=config, train_dataset=load_prompts(args),
-                               processing_class=tokenizer)
+    trainer = OnlineDPOTrainer(
+        model=policy, reward_funcs=reward, args=config, train_dataset=load_prompts(args), processing_class=tokenizer
+    )
     reward.attach(trainer)  # OnlineDPO passes no log_metric: the reward's metrics join the trainer's logs
     try:
         trainer.train()
@@ -99,8 +104,11 @@ def main(argv: list[str] | None = None) -> dict:
     finally:
         judge.close()
     line = summary("online_dpo", trainer, "objective/scores_margin")
-    stats = {**reward.stats.as_dict(), "forced_verdicts": judge.stats.forced,
-             "judge_seconds": round(judge.stats.seconds, 2)}
+    stats = {
+        **reward.stats.as_dict(),
+        "forced_verdicts": judge.stats.forced,
+        "judge_seconds": round(judge.stats.seconds, 2),
+    }
     if trainer.accelerator.is_main_process:
         print("PAIRWISE " + json.dumps(stats), flush=True)
     return {**line, "pairwise": stats}

@@ -26,13 +26,20 @@ def main(argv: list[str] | None = None) -> dict:
 
     reward = PrometheusReward(make_judge(args), score="sample", normalize="unit", name="prometheus")
     config = RLOOConfig(
-        output_dir=args.output_dir or "outputs/rloo_prometheus", max_steps=args.max_steps or (2 if args.smoke else 500),
-        per_device_train_batch_size=4, num_generations=2, max_completion_length=16 if args.smoke else 512,
-        logging_steps=1, report_to="none", save_strategy="no" if args.smoke else "steps", use_cpu=args.smoke,
+        output_dir=args.output_dir or "outputs/rloo_prometheus",
+        max_steps=args.max_steps or (2 if args.smoke else 500),
+        per_device_train_batch_size=4,
+        num_generations=2,
+        max_completion_length=16 if args.smoke else 512,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no" if args.smoke else "steps",
+        use_cpu=args.smoke,
         seed=0,
     )
-    trainer = RLOOTrainer(model=policy_path(args), reward_funcs=reward, args=config,
-                          train_dataset=prompts_dataset(args, repeat=2))
+    trainer = RLOOTrainer(
+        model=policy_path(args), reward_funcs=reward, args=config, train_dataset=prompts_dataset(args, repeat=2)
+    )
     trainer.train()
     return summary("rloo", trainer, "rewards/prometheus/mean")
 

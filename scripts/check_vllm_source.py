@@ -98,8 +98,12 @@ class Source:
     def default(self, cls: str, field: str, under: str = "vllm/") -> str | None:
         for _, c in self.classes(cls, under):
             for node in c.body:
-                if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and \
-                        node.target.id == field and node.value is not None:
+                if (
+                    isinstance(node, ast.AnnAssign)
+                    and isinstance(node.target, ast.Name)
+                    and node.target.id == field
+                    and node.value is not None
+                ):
                     return ast.unparse(node.value)
         return None
 
@@ -126,13 +130,20 @@ def check(src: Source) -> list[tuple[bool, str, str]]:
     for node in ast.walk(add_cli) if add_cli else []:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument":
             literals |= {a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)}
-    frontend_rule = src.method("BaseFrontendArgs", "add_cli_args", "vllm/entrypoints/") or \
-        src.method("FrontendArgs", "add_cli_args", "vllm/entrypoints/")
+    frontend_rule = src.method("BaseFrontendArgs", "add_cli_args", "vllm/entrypoints/") or src.method(
+        "FrontendArgs", "add_cli_args", "vllm/entrypoints/"
+    )
     rule = frontend_rule is not None and ".replace('_', '-')" in ast.unparse(frontend_rule)
     add(rule, "FrontendArgs fields become --flags", "add_cli_args: f\"--{key.replace('_', '-')}\"")
     frontend = {"--" + f.replace("_", "-") for f in src.fields("FrontendArgs", "vllm/entrypoints/")} if rule else set()
-    parser_fn = [p for p, t in src.files.items() if p.startswith("vllm/entrypoints/") and "def make_arg_parser" in t
-                 and "AsyncEngineArgs.add_cli_args" in t and "FrontendArgs.add_cli_args" in t]
+    parser_fn = [
+        p
+        for p, t in src.files.items()
+        if p.startswith("vllm/entrypoints/")
+        and "def make_arg_parser" in t
+        and "AsyncEngineArgs.add_cli_args" in t
+        and "FrontendArgs.add_cli_args" in t
+    ]
     add(bool(parser_fn), "make_arg_parser adds FrontendArgs and AsyncEngineArgs flags", ", ".join(parser_fn))
     opts = VLLMOptions(max_model_len=4096, enable_prefix_caching=False)
     flags = [a for a in opts.server_args("m") + VLLMOptions().server_args("m") if a.startswith("--")]
@@ -149,8 +160,11 @@ def check(src: Source) -> list[tuple[bool, str, str]]:
 
     module = "vllm/" + SERVER_MODULE.split(".", 1)[1].replace(".", "/") + ".py"
     text = src.files.get(module, "")
-    add("__name__ == \"__main__\"" in text or "__name__ == '__main__'" in text, f"python -m {SERVER_MODULE}",
-        module if text else "missing")
+    add(
+        '__name__ == "__main__"' in text or "__name__ == '__main__'" in text,
+        f"python -m {SERVER_MODULE}",
+        module if text else "missing",
+    )
 
     sampling = src.fields("SamplingParams", "vllm/sampling_params.py")
     for key in SAMPLING_KEYWORDS:
@@ -159,19 +173,26 @@ def check(src: Source) -> list[tuple[bool, str, str]]:
     for model, wanted in REQUEST_FIELDS.items():
         fields = src.fields(model, "vllm/entrypoints/")
         missing = [f for f in wanted if f not in fields]
-        add(bool(fields) and not missing, f"request model {model}",
-            f"lacks {missing}" if missing else f"{len(wanted)} fields present" if fields else "class not found")
+        add(
+            bool(fields) and not missing,
+            f"request model {model}",
+            f"lacks {missing}" if missing else f"{len(wanted)} fields present" if fields else "class not found",
+        )
 
     modes: list[str] = []
     for node in src.tree("vllm/config/model.py").body if "vllm/config/model.py" in src.files else []:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "TokenizerMode"
-                                                for t in node.targets):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "TokenizerMode" for t in node.targets
+        ):
             modes = [c.value for c in ast.walk(node.value) if isinstance(c, ast.Constant) and isinstance(c.value, str)]
     for mode in TOKENIZER_MODES:
         add(mode in modes, f"tokenizer_mode {mode!r}", f"TokenizerMode: {modes}")
-    add("max_logprobs" in engine, "max_logprobs (EngineArgs)",
+    add(
+        "max_logprobs" in engine,
+        "max_logprobs (EngineArgs)",
         f"ModelConfig default: {src.default('ModelConfig', 'max_logprobs', 'vllm/config/model.py')}; "
-        f"prom-reward passes {VLLMOptions().max_logprobs}")
+        f"prom-reward passes {VLLMOptions().max_logprobs}",
+    )
     return results
 
 

@@ -68,8 +68,9 @@ def plan_for(device: str, backend: str) -> Plan:
     import torch
 
     if device == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("gpu_smoke: no CUDA device (torch.cuda.is_available() is False); --device cpu runs the "
-                         "same checks on CPU")
+        raise SystemExit(
+            "gpu_smoke: no CUDA device (torch.cuda.is_available() is False); --device cpu runs the same checks on CPU"
+        )
     has_vllm = importlib.util.find_spec("vllm") is not None
     if backend == "vllm" and not has_vllm:
         raise SystemExit("gpu_smoke: --backend vllm, but vLLM is not installed")
@@ -101,8 +102,11 @@ def engine_options(plan: Plan, args: argparse.Namespace) -> dict[str, Any]:
 def rows(n: int) -> tuple[list[str], list[str], list[str | None]]:
     sample = load_sample_rollouts()
     picked = [sample[i % len(sample)] for i in range(n)]
-    return ([r["instruction"] for r in picked], [r["response"] for r in picked],
-            [r.get("reference_answer") for r in picked])
+    return (
+        [r["instruction"] for r in picked],
+        [r["response"] for r in picked],
+        [r.get("reference_answer") for r in picked],
+    )
 
 
 def grade_check(judge: Any, label: str, n: int) -> tuple[Check, list[Any]]:
@@ -129,8 +133,9 @@ def logprob_check(backend: Any, grades: list[Any], label: str) -> Check:
     for j, p in enumerate(positions):
         mass = sum(math.exp(v) for v in p.top.values())
         if p.token not in p.top or not 1 <= len(p.top) <= TOP + 1 or mass > 1 + 1e-3 or max(p.top.values()) > 1e-6:
-            problems.append(f"position {j}: {len(p.top)} alternatives, mass {mass:.4f}, "
-                            f"token in top: {p.token in p.top}")
+            problems.append(
+                f"position {j}: {len(p.top)} alternatives, mass {mass:.4f}, token in top: {p.token in p.top}"
+            )
     widest = max((len(p.top) for p in positions), default=0)
     if widest < TOP:
         problems.append(f"at most {widest} alternatives per position, expected {TOP}")
@@ -150,12 +155,17 @@ def seeded_check(backend: Any, label: str, plan: Plan, served: bool = False) -> 
         return Check(f"{label}: seeded re-run", "skip", "a CPU vLLM server dies on a per-request seed")
     ins, res, _ = rows(4)
     sampling = SamplingConfig(temperature=1.0, top_p=0.9, max_tokens=48, seed=1234)
-    reqs = [GenerationRequest(ABS_SYSTEM_PROMPT, render_absolute(i, r, "helpfulness"), sampling, n=2)
-            for i, r in zip(ins, res, strict=True)]
+    reqs = [
+        GenerationRequest(ABS_SYSTEM_PROMPT, render_absolute(i, r, "helpfulness"), sampling, n=2)
+        for i, r in zip(ins, res, strict=True)
+    ]
     first, second = ([[c.text for c in out.completions] for out in backend.generate(reqs)] for _ in range(2))
     same = first == second
-    return Check(f"{label}: seeded re-run", "pass" if same else "fail",
-                 f"{len(reqs)} requests x 2 samples at temperature 1: {'identical' if same else 'different'} texts")
+    return Check(
+        f"{label}: seeded re-run",
+        "pass" if same else "fail",
+        f"{len(reqs)} requests x 2 samples at temperature 1: {'identical' if same else 'different'} texts",
+    )
 
 
 def served_checks(model: str, args: argparse.Namespace, plan: Plan) -> list[Check]:
@@ -166,23 +176,45 @@ def served_checks(model: str, args: argparse.Namespace, plan: Plan) -> list[Chec
         sock.bind(("127.0.0.1", 0))
         port = int(sock.getsockname()[1])
     engine = VLLMOptions(max_model_len=args.max_model_len, enforce_eager=args.enforce_eager or plan.device == "cpu")
-    config = ServeConfig(model=model, engine=engine, gpus=(0,) if plan.device == "cuda" else (), port=port,
-                         log_dir=tempfile.mkdtemp(prefix="gpu-smoke-logs-"), startup_timeout=900)
+    config = ServeConfig(
+        model=model,
+        engine=engine,
+        gpus=(0,) if plan.device == "cuda" else (),
+        port=port,
+        log_dir=tempfile.mkdtemp(prefix="gpu-smoke-logs-"),
+        startup_timeout=900,
+    )
     with JudgeServers(config) as urls:
-        with PrometheusJudge(backend="openai", base_url=urls, expected_score=True, force_verdict=True,
-                             sampling={"max_tokens": args.max_tokens}) as judge:
+        with PrometheusJudge(
+            backend="openai",
+            base_url=urls,
+            expected_score=True,
+            force_verdict=True,
+            sampling={"max_tokens": args.max_tokens},
+        ) as judge:
             check, grades = grade_check(judge, "served", args.items)
-            return [check, logprob_check(judge.backend, grades, "served"),
-                    seeded_check(judge.backend, "served", plan, served=True)]
+            return [
+                check,
+                logprob_check(judge.backend, grades, "served"),
+                seeded_check(judge.backend, "served", plan, served=True),
+            ]
 
 
 def two_engine_check(model: str, base: str, args: argparse.Namespace, plan: Plan) -> Check:
     opts = engine_options(plan, args)
     calibration = {"backend": plan.backend, "model": base, **opts}
-    with PrometheusJudge(model, backend=plan.backend, calibration=calibration, force_verdict=True,
-                         sampling={"max_tokens": args.max_tokens}, **opts) as judge:
-        shares = [getattr(getattr(b, "options", None), "gpu_memory_utilization", None)
-                  for b in (judge.backend, judge.calibration)]
+    with PrometheusJudge(
+        model,
+        backend=plan.backend,
+        calibration=calibration,
+        force_verdict=True,
+        sampling={"max_tokens": args.max_tokens},
+        **opts,
+    ) as judge:
+        shares = [
+            getattr(getattr(b, "options", None), "gpu_memory_utilization", None)
+            for b in (judge.backend, judge.calibration)
+        ]
         ins, res, refs = rows(4)
         grades = judge.grade(ins, res, "helpfulness", refs)
         read = sum(g.confidence is not None and g.confidence.entropy_calibrated is not None for g in grades)
@@ -193,8 +225,11 @@ def two_engine_check(model: str, base: str, args: argparse.Namespace, plan: Plan
             left, total = torch.cuda.mem_get_info()
             free = f"; GPU memory free with both up: {left / 2**30:.1f} of {total / 2**30:.1f} GiB"
     ok = read == sum(g.score is not None for g in grades) and read > 0
-    return Check("two engines on one GPU", "pass" if ok else "fail",
-                 f"judge + calibration shares {shares}; {read}/{len(grades)} grades read by both{free}")
+    return Check(
+        "two engines on one GPU",
+        "pass" if ok else "fail",
+        f"judge + calibration shares {shares}; {read}/{len(grades)} grades read by both{free}",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -230,11 +265,20 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{c.status}] {c.name}: {c.detail}", flush=True)
 
     def in_process() -> list[Check]:
-        with PrometheusJudge(model, backend=plan.backend, expected_score=True, force_verdict=True,
-                             sampling={"max_tokens": args.max_tokens}, **engine_options(plan, args)) as judge:
+        with PrometheusJudge(
+            model,
+            backend=plan.backend,
+            expected_score=True,
+            force_verdict=True,
+            sampling={"max_tokens": args.max_tokens},
+            **engine_options(plan, args),
+        ) as judge:
             check, grades = grade_check(judge, "in-process", args.items)
-            return [check, logprob_check(judge.backend, grades, "in-process"),
-                    seeded_check(judge.backend, "in-process", plan)]
+            return [
+                check,
+                logprob_check(judge.backend, grades, "in-process"),
+                seeded_check(judge.backend, "in-process", plan),
+            ]
 
     run("in-process", in_process)
     if plan.backend == "vllm":
@@ -243,8 +287,14 @@ def main(argv: list[str] | None = None) -> int:
         run("served", lambda: Check("served", "skip", "needs vLLM's OpenAI server; " + plan.note))
     run("two engines on one GPU", lambda: two_engine_check(model, base, args, plan))
     failed = [c.name for c in checks if c.status == "fail"]
-    summary = {"device": where, "plan": asdict(plan), "versions": versions, "model": args.model,
-               "checks": [asdict(c) for c in checks], "failed": failed}
+    summary = {
+        "device": where,
+        "plan": asdict(plan),
+        "versions": versions,
+        "model": args.model,
+        "checks": [asdict(c) for c in checks],
+        "failed": failed,
+    }
     if args.out:
         Path(args.out).write_text(json.dumps(summary, indent=2) + "\n")
     print(f"gpu_smoke: {len(checks)} checks, {len(failed)} failed" + (f": {failed}" if failed else ""))

@@ -48,19 +48,35 @@ def main() -> None:
     make_experts(smol, root)
     for method, params in (("linear", {}), ("dare_linear", {"density": 0.7})):
         config = root / f"{method}.yaml"
-        config.write_text(yaml.safe_dump({
-            "method": method, "base_model": str(smol), "output": f"pocket-{method}", "parameters": params,
-            "models": [{"path": "absolute", "weight": 0.5}, {"path": "relative", "weight": 0.5}], "seed": 0}))
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "method": method,
+                    "base_model": str(smol),
+                    "output": f"pocket-{method}",
+                    "parameters": params,
+                    "models": [{"path": "absolute", "weight": 0.5}, {"path": "relative", "weight": 0.5}],
+                    "seed": 0,
+                }
+            )
+        )
         start = time.time()
         r = subprocess.run([sys.executable, "-m", "train_judge.merge", str(config)], capture_output=True, text=True)
-        print(method, "exit", r.returncode, r.stdout.strip(), r.stderr[-500:] if r.returncode else "",
-              f"({time.time() - start:.1f} s with start-up)")
+        print(
+            method,
+            "exit",
+            r.returncode,
+            r.stdout.strip(),
+            r.stderr[-500:] if r.returncode else "",
+            f"({time.time() - start:.1f} s with start-up)",
+        )
     print(sorted(os.listdir(root / "pocket-dare_linear")))
     from vllm import LLM, SamplingParams
 
     llm = LLM(model=str(root / "pocket-dare_linear"), enforce_eager=True, max_model_len=1024, seed=0)
-    out = llm.chat([{"role": "user", "content": "What is the capital of France?"}],
-                   SamplingParams(max_tokens=20, temperature=0))
+    out = llm.chat(
+        [{"role": "user", "content": "What is the capital of France?"}], SamplingParams(max_tokens=20, temperature=0)
+    )
     print("vLLM:", repr(out[0].outputs[0].text))
 
 

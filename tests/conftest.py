@@ -89,8 +89,9 @@ def launch_vllm_server(model_dir: Path, log_path: Path, *, max_model_len: int = 
     (``ServeConfig.command``); returns (process, root URL)."""
     port = free_port()
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"))
-    config = ServeConfig(model=str(model_dir), engine=VLLMOptions(max_model_len=max_model_len, enforce_eager=True),
-                         port=port)
+    config = ServeConfig(
+        model=str(model_dir), engine=VLLMOptions(max_model_len=max_model_len, enforce_eager=True), port=port
+    )
     cmd = config.command(str(model_dir), 0)
     log = open(log_path, "wb")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
@@ -105,8 +106,10 @@ def wait_healthy(proc: subprocess.Popen, base: str, log_path: Path, timeout: flo
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"vLLM server exited with {proc.returncode}; log: {log_path}\n"
-                               + log_path.read_text(errors="replace")[-3000:])
+            raise RuntimeError(
+                f"vLLM server exited with {proc.returncode}; log: {log_path}\n"
+                + log_path.read_text(errors="replace")[-3000:]
+            )
         try:
             if httpx.get(base + "/health", timeout=2).status_code == 200:
                 return base + "/v1"
@@ -152,8 +155,13 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
     tier: dict[str, int] = {}
     for i in items:
-        t = 2 if any(n in ENGINE_FIXTURES for n in getattr(i, "fixturenames", ())) else \
-            1 if i.get_closest_marker("integration") else 0
+        t = (
+            2
+            if any(n in ENGINE_FIXTURES for n in getattr(i, "fixturenames", ()))
+            else 1
+            if i.get_closest_marker("integration")
+            else 0
+        )
         tier[module(i)] = max(tier.get(module(i), 0), t)
     tier[""] = 0
     items.sort(key=lambda item: tier[module(item)])

@@ -39,8 +39,11 @@ def has_example(path: Path) -> bool:
     """True when the module at ``path`` has a docstring example that doctest would run (not ``+SKIP``)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     parser = doctest.DocTestParser()
-    return any(not example.options.get(doctest.SKIP, False)
-               for doc in _docstrings(tree) for example in parser.get_examples(doc, str(path)))
+    return any(
+        not example.options.get(doctest.SKIP, False)
+        for doc in _docstrings(tree)
+        for example in parser.get_examples(doc, str(path))
+    )
 
 
 def modules_with_examples(package: str, *, exclude: tuple[str, ...] = ()) -> list[str]:

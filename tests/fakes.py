@@ -28,9 +28,13 @@ Reply = Callable[[int, dict], "tuple[int, Any] | None"]  # (call number, JSON bo
 
 
 def chat_reply(n: int = 1, text: str = "Good. [RESULT] 4") -> dict:
-    return {"choices": [{"index": i, "message": {"role": "assistant", "content": f"{text} #{i}"},
-                         "finish_reason": "stop"} for i in reversed(range(n))],
-            "usage": {"prompt_tokens": 7, "completion_tokens": 3 * n}}
+    return {
+        "choices": [
+            {"index": i, "message": {"role": "assistant", "content": f"{text} #{i}"}, "finish_reason": "stop"}
+            for i in reversed(range(n))
+        ],
+        "usage": {"prompt_tokens": 7, "completion_tokens": 3 * n},
+    }
 
 
 class FakeServer:
@@ -53,8 +57,11 @@ class FakeServer:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 outer.calls.append((self.path, body))
                 route = outer.routes.get(self.path)
-                reply = (404, {"detail": "Not Found"}) if route is None else route(
-                    sum(p == self.path for p, _ in outer.calls), body)
+                reply = (
+                    (404, {"detail": "Not Found"})
+                    if route is None
+                    else route(sum(p == self.path for p, _ in outer.calls), body)
+                )
                 if reply is None:  # hang until the test ends
                     outer.release.wait(30)
                     return
@@ -93,8 +100,16 @@ class StandInJudge:
     ``max_model_len`` is reported by ``/v1/models``; ``/tokenize`` counts a token per 3 characters.
     """
 
-    def __init__(self, grades: dict[str, int] | None = None, *, default: int = 3, down_for: float | None = 0.0,
-                 hang_first: int = 0, max_model_len: int = 4096, model: str = "stand-in-judge") -> None:
+    def __init__(
+        self,
+        grades: dict[str, int] | None = None,
+        *,
+        default: int = 3,
+        down_for: float | None = 0.0,
+        hang_first: int = 0,
+        max_model_len: int = 4096,
+        model: str = "stand-in-judge",
+    ) -> None:
         self.grades, self.default, self.down_for, self.hang_first = dict(grades or {}), default, down_for, hang_first
         self.max_model_len, self.model = max_model_len, model
         self.port = free_port()
@@ -137,9 +152,13 @@ class StandInJudge:
             self.graded.append(response)
         n = int(body.get("n") or 1)
         text = f"Graded by its first word. [RESULT] {score}"
-        return 200, {"choices": [{"index": i, "message": {"role": "assistant", "content": text},
-                                  "finish_reason": "stop"} for i in range(n)],
-                     "usage": {"prompt_tokens": len(user) // 3, "completion_tokens": 9 * n}}
+        return 200, {
+            "choices": [
+                {"index": i, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+                for i in range(n)
+            ],
+            "usage": {"prompt_tokens": len(user) // 3, "completion_tokens": 9 * n},
+        }
 
     def start(self, late: float = 0.0) -> StandInJudge:
         """Serve (after ``late`` seconds, from a thread, when given); the down clock starts now."""
@@ -147,8 +166,10 @@ class StandInJudge:
 
         def serve() -> None:
             time.sleep(late)
-            self.server = FakeServer({"/v1/models": self._models, "/v1/chat/completions": self._chat,
-                                      "/tokenize": self._tokenize}, port=self.port)
+            self.server = FakeServer(
+                {"/v1/models": self._models, "/v1/chat/completions": self._chat, "/tokenize": self._tokenize},
+                port=self.port,
+            )
 
         if late:
             threading.Thread(target=serve, daemon=True).start()

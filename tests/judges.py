@@ -42,8 +42,9 @@ def _options(options: dict[str, Any]) -> dict[str, Any]:
     return {"max_retries": 0, **options}
 
 
-def judge_by_response(table: dict[str, str], *, default: str = NO_VERDICT, seen: list[GenerationRequest] | None = None,
-                      **options: Any) -> PrometheusJudge:
+def judge_by_response(
+    table: dict[str, str], *, default: str = NO_VERDICT, seen: list[GenerationRequest] | None = None, **options: Any
+) -> PrometheusJudge:
     """A judge whose output for an absolute prompt is ``table[response]`` (``default`` otherwise)."""
 
     def respond(request: GenerationRequest, i: int) -> str:
@@ -56,8 +57,14 @@ def judge_by_response(table: dict[str, str], *, default: str = NO_VERDICT, seen:
     return PrometheusJudge(backend=ScriptedBackend(respond=respond), **_options(options))
 
 
-def judge_by_rank(rank: dict[str, int], *, scores: dict[int, int] | None = None, tie: str | None = None,
-                  seen: list[GenerationRequest] | None = None, **options: Any) -> PrometheusJudge:
+def judge_by_rank(
+    rank: dict[str, int],
+    *,
+    scores: dict[int, int] | None = None,
+    tie: str | None = None,
+    seen: list[GenerationRequest] | None = None,
+    **options: Any,
+) -> PrometheusJudge:
     """A judge that ranks responses by ``rank[first word]``: absolute prompts get ``scores[rank]`` (default: the
     rank itself, clipped to 1..5); pairwise prompts the higher-ranked side (on equal ranks ``tie``: "A", "B", or
     None for no verdict; no verdict for an unknown word)."""
@@ -93,8 +100,9 @@ class Calibrator:
         self.probs = probs
         self.calls: list[tuple[list[GenerationRequest], list[str], int]] = []
 
-    def continuation_logprobs(self, requests: Sequence[GenerationRequest], continuations: Sequence[str],
-                              top_k: int = 20) -> list[tuple[TokenLogprobs, ...]]:
+    def continuation_logprobs(
+        self, requests: Sequence[GenerationRequest], continuations: Sequence[str], top_k: int = 20
+    ) -> list[tuple[TokenLogprobs, ...]]:
         self.calls.append((list(requests), list(continuations), top_k))
         first = next(iter(self.probs))
         top = {k: math.log(v) for k, v in self.probs.items()}

@@ -41,8 +41,10 @@ def check_target(target: object) -> None:
     if target in ("min", "max"):
         return
     if isinstance(target, bool) or not isinstance(target, int) or target < 1:
-        raise ConfigError(f"verdict balance target: expected 'min' (down-sample to the rarest verdict), 'max' "
-                          f"(up-sample to the commonest) or an int >= 1 (that many per verdict), got {target!r}")
+        raise ConfigError(
+            f"verdict balance target: expected 'min' (down-sample to the rarest verdict), 'max' "
+            f"(up-sample to the commonest) or an int >= 1 (that many per verdict), got {target!r}"
+        )
 
 
 def balance_by_verdict(records: Sequence[R], target: str | int, *, seed: int = 0) -> list[R]:

@@ -41,9 +41,11 @@ if TYPE_CHECKING:
     from prom_reward.backends.store import JudgmentStore
     from prom_reward.core.judge import PrometheusJudge
 
-COMPARE_SYSTEM_PROMPT = ("You are a fair judge assistant assigned to deliver insightful feedback that compares "
-                         "individual performances, highlighting how each stands relative to others within the "
-                         "same cohort.")
+COMPARE_SYSTEM_PROMPT = (
+    "You are a fair judge assistant assigned to deliver insightful feedback that compares "
+    "individual performances, highlighting how each stands relative to others within the "
+    "same cohort."
+)
 """System prompt of the comparative-feedback request (the Prometheus 2 relative system prompt)."""
 
 COMPARE_TEMPLATE = """###Task Description:
@@ -131,10 +133,17 @@ def render_comparison(c: Comparison) -> str:
     ref = c.reference_answer
     return COMPARE_TEMPLATE.format(
         ref_intro="a reference answer, " if ref is not None else "",
-        instruction=c.instruction, response_a=neutralize(c.response_a)[0], response_b=neutralize(c.response_b)[0],
-        reference=f"\n###Reference Answer:\n{ref}\n" if ref is not None else "", rubric=c.rubric,
-        score_a=_num(c.score_a), score_b=_num(c.score_b), feedback_a=neutralize(c.feedback_a.strip())[0],
-        feedback_b=neutralize(c.feedback_b.strip())[0], winner=c.winner)
+        instruction=c.instruction,
+        response_a=neutralize(c.response_a)[0],
+        response_b=neutralize(c.response_b)[0],
+        reference=f"\n###Reference Answer:\n{ref}\n" if ref is not None else "",
+        rubric=c.rubric,
+        score_a=_num(c.score_a),
+        score_b=_num(c.score_b),
+        feedback_a=neutralize(c.feedback_a.strip())[0],
+        feedback_b=neutralize(c.feedback_b.strip())[0],
+        winner=c.winner,
+    )
 
 
 def _num(x: float) -> str:
@@ -152,7 +161,7 @@ def accept_output(text: str, winner: str) -> str | None:
         return None
     body = text.strip()[: m.start()].strip()
     if body.lower().startswith("feedback:"):
-        body = body[len("feedback:"):].strip()
+        body = body[len("feedback:") :].strip()
     return body if body and "[RESULT]" not in body else None
 
 
@@ -168,22 +177,31 @@ class ComparativeWriter:
         batch_size: requests per backend call (each call's answers are saved before the next).
     """
 
-    def __init__(self, judge: PrometheusJudge | Backend, *, store: str | Path | JudgmentStore | None = None,
-                 sampling: SamplingOverrides = None, max_attempts: int = 3,
-                 batch_size: int = 256) -> None:
+    def __init__(
+        self,
+        judge: PrometheusJudge | Backend,
+        *,
+        store: str | Path | JudgmentStore | None = None,
+        sampling: SamplingOverrides = None,
+        max_attempts: int = 3,
+        batch_size: int = 256,
+    ) -> None:
         from prom_reward.backends.cached import CachedBackend
 
         backend = cast("Backend", getattr(judge, "backend", judge))  # (checked just below)
         if not callable(getattr(backend, "generate", None)):
-            raise ConfigError(f"judge: expected a PrometheusJudge or a backend with generate(requests), got "
-                              f"{type(judge).__name__}; e.g. PrometheusJudge('model', backend='openai', base_url=...)")
+            raise ConfigError(
+                f"judge: expected a PrometheusJudge or a backend with generate(requests), got "
+                f"{type(judge).__name__}; e.g. PrometheusJudge('model', backend='openai', base_url=...)"
+            )
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
             raise ConfigError(f"max_attempts: expected an int >= 1, got {max_attempts!r}")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"batch_size: expected an int >= 1, got {batch_size!r}")
         if store is not None and isinstance(backend, CachedBackend):
-            raise ConfigError("store: the judge already has a judgment store; pass store= once (to the judge "
-                              "or to the writer)")
+            raise ConfigError(
+                "store: the judge already has a judgment store; pass store= once (to the judge or to the writer)"
+            )
         self._cached = CachedBackend(backend, store) if store is not None else None
         self.backend = self._cached or backend
         base = getattr(judge, "sampling", None) or SamplingConfig()
@@ -202,9 +220,10 @@ class ComparativeWriter:
                 break
             still: list[int] = []
             for start in range(0, len(pending), self.batch_size):
-                chunk = pending[start:start + self.batch_size]
-                reqs = [GenerationRequest(COMPARE_SYSTEM_PROMPT, users[i], self.sampling, attempt=attempt)
-                        for i in chunk]
+                chunk = pending[start : start + self.batch_size]
+                reqs = [
+                    GenerationRequest(COMPARE_SYSTEM_PROMPT, users[i], self.sampling, attempt=attempt) for i in chunk
+                ]
                 results = self.backend.generate(reqs)
                 self.report.requests += len(reqs)
                 for i, res in zip(chunk, results, strict=True):

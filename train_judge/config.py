@@ -141,8 +141,13 @@ class SFTRunConfig:
             raise ConfigError(f"learning_rate must be > 0, got {self.learning_rate!r}")
         if not 0 <= self.warmup_ratio < 1:
             raise ConfigError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio!r}")
-        for name in ("per_device_train_batch_size", "gradient_accumulation_steps", "max_length",
-                     "logging_steps", "save_steps"):
+        for name in (
+            "per_device_train_batch_size",
+            "gradient_accumulation_steps",
+            "max_length",
+            "logging_steps",
+            "save_steps",
+        ):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ConfigError(f"{name} must be an int >= 1, got {v!r}")
@@ -191,4 +196,3 @@ def load_config(path: str | Path, **overrides: Any) -> SFTRunConfig:
         raise ConfigError(f"{p} must hold a YAML mapping of config keys, got {type(data).__name__}")
     data.update({k: v for k, v in overrides.items() if v is not None})
     return SFTRunConfig.from_dict(data)
-

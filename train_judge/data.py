@@ -90,8 +90,11 @@ class FeedbackRecord:
 
     def __post_init__(self) -> None:
         if isinstance(self.score, bool) or not isinstance(self.score, int) or not 1 <= self.score <= 5:
-            raise InputError(f"score must be an int 1..5, got {self.score!r}; fix the record of "
-                             f"instruction {self.instruction[:50]!r}", field="score")
+            raise InputError(
+                f"score must be an int 1..5, got {self.score!r}; fix the record of "
+                f"instruction {self.instruction[:50]!r}",
+                field="score",
+            )
         for name in ("instruction", "response", "rubric", "feedback"):
             if not isinstance(getattr(self, name), str):
                 raise InputError(f"{name} must be a str, got {type(getattr(self, name)).__name__}", field=name)
@@ -142,14 +145,18 @@ def compose_pair_feedback(feedback_a: str, feedback_b: str, winner: str) -> str:
     >>> compose_pair_feedback("Short.", "Thorough.", "B")
     'Response A: Short. Response B: Thorough. Response B is better on this criteria.'
     """
-    return (f"Response A: {feedback_a.strip()} Response B: {feedback_b.strip()} "
-            f"Response {winner} is better on this criteria.")
+    return (
+        f"Response A: {feedback_a.strip()} Response B: {feedback_b.strip()} "
+        f"Response {winner} is better on this criteria."
+    )
 
 
-_CHOOSE = ("choose how the pairwise feedback is written: feedback='model' with judge=PrometheusJudge(...) (or a "
-           "backend): a judge writes one feedback comparing both responses, checked against the known winner "
-           "(Prometheus 2, section 3.3; resumable with store=); or feedback='concatenate': the two absolute "
-           "feedbacks joined (a weaker fallback, labelled feedback_source='concatenate')")
+_CHOOSE = (
+    "choose how the pairwise feedback is written: feedback='model' with judge=PrometheusJudge(...) (or a "
+    "backend): a judge writes one feedback comparing both responses, checked against the known winner "
+    "(Prometheus 2, section 3.3; resumable with store=); or feedback='concatenate': the two absolute "
+    "feedbacks joined (a weaker fallback, labelled feedback_source='concatenate')"
+)
 
 
 def plan_pairs(records: Sequence[FeedbackRecord], scores: Sequence[float] | None = None) -> list[tuple[int, int, str]]:
@@ -162,8 +169,9 @@ def plan_pairs(records: Sequence[FeedbackRecord], scores: Sequence[float] | None
     [(1, 0, 'A'), (0, 2, 'B'), (2, 1, 'A')]
     """
     if scores is not None and len(scores) != len(records):
-        raise InputError(f"scores has {len(scores)} entries for {len(records)} records; pass one per record",
-                         field="scores")
+        raise InputError(
+            f"scores has {len(scores)} entries for {len(records)} records; pass one per record", field="scores"
+        )
     groups: dict[str, list[int]] = {}
     for i, r in enumerate(records):
         groups.setdefault(r.group or r.instruction, []).append(i)
@@ -177,11 +185,16 @@ def plan_pairs(records: Sequence[FeedbackRecord], scores: Sequence[float] | None
     return out
 
 
-def build_preference_collection(records: Sequence[FeedbackRecord], *, feedback: str | None = None,
-                                judge: Judges | None = None, scores: Sequence[float] | None = None,
-                                pair_feedback: Mapping[tuple[int, int], str] | None = None,
-                                store: str | Path | JudgmentStore | None = None,
-                                on_failure: str = "drop") -> list[PairRecord]:
+def build_preference_collection(
+    records: Sequence[FeedbackRecord],
+    *,
+    feedback: str | None = None,
+    judge: Judges | None = None,
+    scores: Sequence[float] | None = None,
+    pair_feedback: Mapping[tuple[int, int], str] | None = None,
+    store: str | Path | JudgmentStore | None = None,
+    on_failure: str = "drop",
+) -> list[PairRecord]:
     """All pairs with different scores within each group (instruction); the higher score wins (``plan_pairs``).
 
     ``feedback`` (required unless ``pair_feedback`` covers every pair): ``"model"`` has ``judge`` (a
@@ -205,12 +218,18 @@ def build_preference_collection(records: Sequence[FeedbackRecord], *, feedback: 
         written = _model_feedback(records, plan, todo, judge, scores, store)
         failed = [k for k in todo if k not in written]
         if failed and on_failure == "raise":
-            raise ConfigError(f"the judge wrote no feedback matching the known winner for {len(failed)} of "
-                              f"{len(todo)} pairs; raise max_attempts, use a stronger judge, or pass "
-                              f"on_failure='drop' or 'concatenate'")
+            raise ConfigError(
+                f"the judge wrote no feedback matching the known winner for {len(failed)} of "
+                f"{len(todo)} pairs; raise max_attempts, use a stronger judge, or pass "
+                f"on_failure='drop' or 'concatenate'"
+            )
         if failed:
-            log.warning("comparative feedback failed for %d of %d pairs: %s", len(failed), len(todo),
-                        "dropped" if on_failure == "drop" else "concatenated (feedback_source='concatenate')")
+            log.warning(
+                "comparative feedback failed for %d of %d pairs: %s",
+                len(failed),
+                len(todo),
+                "dropped" if on_failure == "drop" else "concatenated (feedback_source='concatenate')",
+            )
     out: list[PairRecord] = []
     for k, (a_i, b_i, w) in enumerate(plan):
         a, b = records[a_i], records[b_i]
@@ -222,27 +241,45 @@ def build_preference_collection(records: Sequence[FeedbackRecord], *, feedback: 
             continue
         else:
             fb, src = compose_pair_feedback(a.feedback, b.feedback, w), "concatenate"
-        out.append(PairRecord(a.instruction, a.response, b.response, a.reference_answer, a.rubric, fb,
-                              w, a.group, src))  # type: ignore[arg-type]
+        out.append(PairRecord(a.instruction, a.response, b.response, a.reference_answer, a.rubric, fb, w, a.group, src))  # type: ignore[arg-type]
     return out
 
 
-def _model_feedback(records: Sequence[FeedbackRecord], plan: list[tuple[int, int, str]], todo: list[int],
-                    judge: Judges | None, scores: Sequence[float] | None,
-                    store: str | Path | JudgmentStore | None) -> dict[int, str]:
+def _model_feedback(
+    records: Sequence[FeedbackRecord],
+    plan: list[tuple[int, int, str]],
+    todo: list[int],
+    judge: Judges | None,
+    scores: Sequence[float] | None,
+    store: str | Path | JudgmentStore | None,
+) -> dict[int, str]:
     from .comparative import ComparativeWriter, Comparison
 
     if judge is None:
-        raise ConfigError(f"feedback='model' needs judge=: a PrometheusJudge (any backend), a backend or a "
-                          f"ComparativeWriter; {_CHOOSE}")
+        raise ConfigError(
+            f"feedback='model' needs judge=: a PrometheusJudge (any backend), a backend or a "
+            f"ComparativeWriter; {_CHOOSE}"
+        )
     writer = judge if isinstance(judge, ComparativeWriter) else ComparativeWriter(judge, store=store)
     sc = scores if scores is not None else [r.score for r in records]
     comps = []
     for k in todo:
         a_i, b_i, w = plan[k]
         a, b = records[a_i], records[b_i]
-        comps.append(Comparison(a.instruction, a.response, b.response, a.reference_answer, a.rubric,
-                                a.feedback, b.feedback, sc[a_i], sc[b_i], w))
+        comps.append(
+            Comparison(
+                a.instruction,
+                a.response,
+                b.response,
+                a.reference_answer,
+                a.rubric,
+                a.feedback,
+                b.feedback,
+                sc[a_i],
+                sc[b_i],
+                w,
+            )
+        )
     try:
         texts = writer.write(comps)
     finally:
@@ -264,5 +301,14 @@ def records_summary(records: Iterable[FeedbackRecord | PairRecord]) -> dict[str,
     return dict(sorted(counts.items()))
 
 
-__all__ = ["FEEDBACK_HUB_IDS", "PREFERENCE_HUB_IDS", "FEEDBACK_MODES", "FeedbackRecord", "PairRecord",
-           "compose_pair_feedback", "plan_pairs", "build_preference_collection", "records_summary"]
+__all__ = [
+    "FEEDBACK_HUB_IDS",
+    "PREFERENCE_HUB_IDS",
+    "FEEDBACK_MODES",
+    "FeedbackRecord",
+    "PairRecord",
+    "compose_pair_feedback",
+    "plan_pairs",
+    "build_preference_collection",
+    "records_summary",
+]

@@ -57,9 +57,11 @@ def correlations(predicted: Sequence[float], reference: Sequence[float]) -> dict
     if len(set(predicted)) < 2 or len(set(reference)) < 2:
         nan = float("nan")
         return {"pearson": nan, "spearman": nan, "kendall": nan}
-    return {"pearson": float(stats.pearsonr(predicted, reference)[0]),
-            "spearman": float(stats.spearmanr(predicted, reference)[0]),
-            "kendall": float(stats.kendalltau(predicted, reference)[0])}
+    return {
+        "pearson": float(stats.pearsonr(predicted, reference)[0]),
+        "spearman": float(stats.spearmanr(predicted, reference)[0]),
+        "kendall": float(stats.kendalltau(predicted, reference)[0]),
+    }
 
 
 def pairwise_accuracy(predictions: Sequence[str | None], labels: Sequence[int]) -> dict[str, float]:
@@ -81,8 +83,11 @@ def merge_adapter(base: str, adapter: str | Path, out_dir: str | Path) -> Path:
     from prom_reward.core.presets import resolve_model_path
 
     out, adapter = Path(out_dir), Path(adapter)
-    stamp = {"base": base, "adapter": str(adapter.resolve()),
-             "adapter_mtime": (adapter / "adapter_model.safetensors").stat().st_mtime}
+    stamp = {
+        "base": base,
+        "adapter": str(adapter.resolve()),
+        "adapter_mtime": (adapter / "adapter_model.safetensors").stat().st_mtime,
+    }
     if (out / MERGED_MARKER).is_file() and json.loads((out / MERGED_MARKER).read_text()) == stamp:
         return out
     base_path = resolve_model_path(base)
@@ -103,8 +108,9 @@ def autoj_subset(path: str | Path, n: int, *, seed: int = 0, max_chars: int = 40
     return fit[:n]
 
 
-def judge_backend_options(backend: str, *, max_model_len: int = 4096, device: str = "cuda",
-                          batch_size: int = 256) -> dict[str, Any]:
+def judge_backend_options(
+    backend: str, *, max_model_len: int = 4096, device: str = "cuda", batch_size: int = 256
+) -> dict[str, Any]:
     """Backend options for the evaluation judge: the vLLM engine (eager, bounded context) or plain
     ``transformers`` generation in bf16 on ``device`` (for a GPU without vLLM).
 
@@ -114,15 +120,32 @@ def judge_backend_options(backend: str, *, max_model_len: int = 4096, device: st
     if backend == "vllm":
         return {"max_model_len": max_model_len, "enforce_eager": True}
     if backend == "transformers":
-        return {"max_model_len": max_model_len, "device": device, "batch_size": batch_size,
-                "dtype": "bfloat16" if device != "cpu" else "float32"}
+        return {
+            "max_model_len": max_model_len,
+            "device": device,
+            "batch_size": batch_size,
+            "dtype": "bfloat16" if device != "cpu" else "float32",
+        }
     raise ConfigError(f"backend: expected 'vllm' or 'transformers', got {backend!r}")
 
 
-def evaluate(model_dir: str, *, vicuna: str | Path, autoj: str | Path, dev_limit: int | None, pairs: int,
-             max_tokens: int, dev_fraction: float = 0.25, split_seed: int = 0,
-             max_model_len: int = 4096, temperature: float | None = None, backend: str = "vllm",
-             device: str = "cuda", batch_size: int = 256, num_samples: int = 1) -> dict[str, Any]:
+def evaluate(
+    model_dir: str,
+    *,
+    vicuna: str | Path,
+    autoj: str | Path,
+    dev_limit: int | None,
+    pairs: int,
+    max_tokens: int,
+    dev_fraction: float = 0.25,
+    split_seed: int = 0,
+    max_model_len: int = 4096,
+    temperature: float | None = None,
+    backend: str = "vllm",
+    device: str = "cuda",
+    batch_size: int = 256,
+    num_samples: int = 1,
+) -> dict[str, Any]:
     """Grade the dev split (``num_samples`` per response, the grade is their mean) and the autoj
     subset with one judge; returns the metrics."""
     from prom_reward import PrometheusJudge
@@ -134,40 +157,68 @@ def evaluate(model_dir: str, *, vicuna: str | Path, autoj: str | Path, dev_limit
     sampling: dict[str, Any] = {"max_tokens": max_tokens}
     if temperature is not None:
         sampling["temperature"] = temperature
-    result: dict[str, Any] = {"model": model_dir, "sampling": sampling, "n_dev": len(dev), "n_pairs": len(pair_rows),
-                              "backend": backend, "num_samples": num_samples}
+    result: dict[str, Any] = {
+        "model": model_dir,
+        "sampling": sampling,
+        "n_dev": len(dev),
+        "n_pairs": len(pair_rows),
+        "backend": backend,
+        "num_samples": num_samples,
+    }
     options = judge_backend_options(backend, max_model_len=max_model_len, device=device, batch_size=batch_size)
-    judge = PrometheusJudge(model=model_dir, backend=backend, wire="chat", sampling=sampling, num_samples=num_samples,
-                            max_retries=0, force_verdict=False, truncate_response=True, **options)
+    judge = PrometheusJudge(
+        model=model_dir,
+        backend=backend,
+        wire="chat",
+        sampling=sampling,
+        num_samples=num_samples,
+        max_retries=0,
+        force_verdict=False,
+        truncate_response=True,
+        **options,
+    )
     try:
         t0 = time.perf_counter()
-        grades = judge.grade([d.instruction for d in dev], [d.response for d in dev], [d.rubric for d in dev],
-                             [d.reference_answer for d in dev])
+        grades = judge.grade(
+            [d.instruction for d in dev],
+            [d.response for d in dev],
+            [d.rubric for d in dev],
+            [d.reference_answer for d in dev],
+        )
         s = judge.stats
         ok = [(g.score, d.mean_score) for g, d in zip(grades, dev, strict=True) if g.score is not None]
         sample_scores = [x for g in grades for x in g.scores if x is not None]
         result["absolute"] = {
             **(correlations([a for a, _ in ok], [b for _, b in ok]) if len(ok) >= 2 else {}),
-            "graded": len(ok), "parse_failure_rate": round(s.parse_failures / max(s.samples, 1), 4),
+            "graded": len(ok),
+            "parse_failure_rate": round(s.parse_failures / max(s.samples, 1), 4),
             "score_counts": {k: sample_scores.count(k) for k in (1, 2, 3, 4, 5)},
             "scores": [g.score for g in grades],
             "stopped_at_max_tokens": sum(x.finish_reason == "length" for g in grades for x in g.samples),
-            "seconds": round(time.perf_counter() - t0, 1), "completion_tokens": s.completion_tokens,
+            "seconds": round(time.perf_counter() - t0, 1),
+            "completion_tokens": s.completion_tokens,
             "example_feedback": next((g.feedback for g in grades if g.feedback), None),
         }
         if pair_rows:
             before = (s.samples, s.parse_failures)
             t1 = time.perf_counter()
-            verdicts = judge.compare([r["prompt"] for r in pair_rows], [r["response 1"] for r in pair_rows],
-                                     [r["response 2"] for r in pair_rows], "helpfulness", swap=True)
+            verdicts = judge.compare(
+                [r["prompt"] for r in pair_rows],
+                [r["response 1"] for r in pair_rows],
+                [r["response 2"] for r in pair_rows],
+                "helpfulness",
+                swap=True,
+            )
             samples, failures = s.samples - before[0], s.parse_failures - before[1]
             preds = ["tie" if v.tie else v.winner for v in verdicts]
             result["pairwise"] = {
                 **pairwise_accuracy(preds, [int(r["label"]) for r in pair_rows]),
-                "verdicts_parsed": sum(p is not None for p in preds), "predictions": preds,
+                "verdicts_parsed": sum(p is not None for p in preds),
+                "predictions": preds,
                 "stopped_at_max_tokens": sum(x.finish_reason == "length" for v in verdicts for x in v.samples),
                 "parse_failure_rate": round(failures / max(samples, 1), 4),
-                "ties_predicted": sum(v.tie for v in verdicts), "seconds": round(time.perf_counter() - t1, 1),
+                "ties_predicted": sum(v.tie for v in verdicts),
+                "seconds": round(time.perf_counter() - t1, 1),
                 "example_feedback": next((v.feedback for v in verdicts if v.feedback), None),
             }
     finally:
@@ -188,15 +239,29 @@ def results_table(results: Sequence[dict[str, Any]]) -> str:
     ...     "kendall": 0.5, "graded": 2, "parse_failure_rate": 0.0}}]).splitlines()[2])
     | j | 0.500 | 0.500 | 0.500 | 2/2 | 0.000 | - | - | - |
     """
-    head = ("| judge | Pearson | Spearman | Kendall | graded | abs. parse failures | pairwise acc. w/o tie "
-            "| pairwise acc. w/ tie | pair parse failures |")
+    head = (
+        "| judge | Pearson | Spearman | Kendall | graded | abs. parse failures | pairwise acc. w/o tie "
+        "| pairwise acc. w/ tie | pair parse failures |"
+    )
     lines = [head, "|" + "---|" * 9]
     for r in results:
         a, p = r.get("absolute", {}), r.get("pairwise")
         pair = [p.get("acc_wo_tie"), p.get("acc_w_tie"), p.get("parse_failure_rate")] if p else [None] * 3
-        lines.append("| " + " | ".join([str(r.get("name")), _fmt(a.get("pearson")), _fmt(a.get("spearman")),
-                                        _fmt(a.get("kendall")), f"{a.get('graded', 0)}/{r.get('n_dev')}",
-                                        _fmt(a.get("parse_failure_rate"))] + [_fmt(x) for x in pair]) + " |")
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    str(r.get("name")),
+                    _fmt(a.get("pearson")),
+                    _fmt(a.get("spearman")),
+                    _fmt(a.get("kendall")),
+                    f"{a.get('graded', 0)}/{r.get('n_dev')}",
+                    _fmt(a.get("parse_failure_rate")),
+                ]
+                + [_fmt(x) for x in pair]
+            )
+            + " |"
+        )
     return "\n".join(lines)
 
 
@@ -224,8 +289,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--max-tokens", type=int, default=256, help="generation cap (paper: 1024)")
     ap.add_argument("--temperature", type=float, default=None, help="override the paper's 1.0 (0: greedy)")
     ap.add_argument("--num-samples", type=int, default=1, help="samples per dev response (the grade is their mean)")
-    ap.add_argument("--backend", choices=("vllm", "transformers"), default="vllm",
-                    help="vllm (the engine) or transformers (plain generate, e.g. a GPU without vLLM)")
+    ap.add_argument(
+        "--backend",
+        choices=("vllm", "transformers"),
+        default="vllm",
+        help="vllm (the engine) or transformers (plain generate, e.g. a GPU without vLLM)",
+    )
     ap.add_argument("--device", default="cuda", help="transformers backend: torch device")
     ap.add_argument("--batch-size", type=int, default=256, help="transformers backend: requests per generate call")
     args = ap.parse_args(argv)
@@ -239,9 +308,19 @@ def main(argv: list[str] | None = None) -> None:
             model = str(merge_adapter(args.model, args.adapter, merged_dir))
         else:
             model = resolve_model_path(model)
-        res = evaluate(model, vicuna=args.vicuna, autoj=args.autoj, dev_limit=args.dev_limit, pairs=args.pairs,
-                       max_tokens=args.max_tokens, temperature=args.temperature, backend=args.backend,
-                       device=args.device, batch_size=args.batch_size, num_samples=args.num_samples)
+        res = evaluate(
+            model,
+            vicuna=args.vicuna,
+            autoj=args.autoj,
+            dev_limit=args.dev_limit,
+            pairs=args.pairs,
+            max_tokens=args.max_tokens,
+            temperature=args.temperature,
+            backend=args.backend,
+            device=args.device,
+            batch_size=args.batch_size,
+            num_samples=args.num_samples,
+        )
     except PromRewardError as e:
         raise SystemExit(f"error: {e}") from None
     res["name"] = args.name or Path(model).name

@@ -57,14 +57,14 @@ def _clean(text: str) -> str:
 def to_example(record: FeedbackRecord | PairRecord) -> JudgeExample:
     """The example the judge would see for ``record`` (same validation and rendering as the judge)."""
     if isinstance(record, FeedbackRecord):
-        item = absolute_items([record.instruction], [record.response], [record.rubric],
-                              [record.reference_answer])[0]
+        item = absolute_items([record.instruction], [record.response], [record.rubric], [record.reference_answer])[0]
         item = dataclasses.replace(item, response=_clean(item.response))
         req = _abs_request(item, _DEFAULT_SAMPLING)
         return JudgeExample("absolute", req.system, req.user, record.completion)
     if isinstance(record, PairRecord):
-        rel = relative_items([record.instruction], [record.response_a], [record.response_b], [record.rubric],
-                             [record.reference_answer])[0]
+        rel = relative_items(
+            [record.instruction], [record.response_a], [record.response_b], [record.rubric], [record.reference_answer]
+        )[0]
         rel = dataclasses.replace(rel, response_a=_clean(rel.response_a), response_b=_clean(rel.response_b))
         req = _rel_request(rel, _DEFAULT_SAMPLING)
         return JudgeExample("relative", req.system, req.user, record.completion)
@@ -80,8 +80,14 @@ def prompt_text(example: JudgeExample, tokenizer: Any, wire: str = "chat", *, sy
     return w.render(example.system, example.user, tokenizer, system_role=system_role)
 
 
-def tokenize_example(example: JudgeExample, tokenizer: Any, wire: str = "chat", *,
-                     max_length: int | None = None, system_role: bool | None = None) -> dict[str, list[int]] | None:
+def tokenize_example(
+    example: JudgeExample,
+    tokenizer: Any,
+    wire: str = "chat",
+    *,
+    max_length: int | None = None,
+    system_role: bool | None = None,
+) -> dict[str, list[int]] | None:
     """``input_ids`` and ``completion_mask`` for ``example``; None when longer than ``max_length``.
 
     The prompt is tokenized alone, exactly as the vLLM backend does (special tokens added only when
@@ -98,12 +104,15 @@ def tokenize_example(example: JudgeExample, tokenizer: Any, wire: str = "chat", 
     completion_ids.append(int(tokenizer.eos_token_id))
     if max_length is not None and len(prompt_ids) + len(completion_ids) > max_length:
         return None
-    return {"input_ids": prompt_ids + completion_ids,
-            "completion_mask": [0] * len(prompt_ids) + [1] * len(completion_ids)}
+    return {
+        "input_ids": prompt_ids + completion_ids,
+        "completion_mask": [0] * len(prompt_ids) + [1] * len(completion_ids),
+    }
 
 
-def tokenize_examples(examples: Sequence[JudgeExample], tokenizer: Any, wire: str = "chat", *,
-                      max_length: int | None = None) -> tuple[list[dict[str, list[int]]], int]:
+def tokenize_examples(
+    examples: Sequence[JudgeExample], tokenizer: Any, wire: str = "chat", *, max_length: int | None = None
+) -> tuple[list[dict[str, list[int]]], int]:
     """Tokenize many examples; returns (kept rows, number dropped for length)."""
     w = get_wire_format(wire)
     system_role = template_accepts_system(tokenizer) if w.uses_chat_template else None

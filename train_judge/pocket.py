@@ -81,16 +81,20 @@ def load_vicuna(path: str | Path) -> list[dict[str, Any]]:
     """The rows of ``vicuna_eval.json``, checked for the fields used here."""
     p = Path(path)
     if not p.is_file():
-        raise ConfigError(f"{p} does not exist; pass the path of vicuna_eval.json "
-                          "(benchmarks/data/vicuna_eval.json in a checkout)")
+        raise ConfigError(
+            f"{p} does not exist; pass the path of vicuna_eval.json (benchmarks/data/vicuna_eval.json in a checkout)"
+        )
     rows = json.loads(p.read_text(encoding="utf-8"))
     for i, r in enumerate(rows):
         for key in ("idx", "response_source", "instruction", "gpt4_score", "gpt4_feedback"):
             if key not in r:
                 raise InputError(f"{p} row {i} lacks {key!r}; expected the vicuna_eval layout", index=i, field=key)
         if len(r["gpt4_score"]) != len(r["gpt4_feedback"]) or not r["gpt4_score"]:
-            raise InputError(f"{p} row {i}: gpt4_score and gpt4_feedback must be non-empty lists of equal length",
-                             index=i, field="gpt4_score")
+            raise InputError(
+                f"{p} row {i}: gpt4_score and gpt4_feedback must be non-empty lists of equal length",
+                index=i,
+                field="gpt4_score",
+            )
     return rows
 
 
@@ -120,13 +124,27 @@ class PocketData:
         for r, p in zip(self.rows, self._parts, strict=True):
             if r["idx"] in ids:
                 for fb, score in zip(r["gpt4_feedback"], r["gpt4_score"], strict=True):
-                    out.append(FeedbackRecord(p.instruction, p.response, p.reference_answer, p.rubric, fb,
-                                              int(score), f"vicuna-{r['idx']}"))
+                    out.append(
+                        FeedbackRecord(
+                            p.instruction,
+                            p.response,
+                            p.reference_answer,
+                            p.rubric,
+                            fb,
+                            int(score),
+                            f"vicuna-{r['idx']}",
+                        )
+                    )
         return out
 
-    def relative(self, part: str = "train", *, judge: Judges | None = None,
-                 store: str | Path | JudgmentStore | None = None,
-                 on_failure: str = "drop") -> list[PairRecord]:
+    def relative(
+        self,
+        part: str = "train",
+        *,
+        judge: Judges | None = None,
+        store: str | Path | JudgmentStore | None = None,
+        on_failure: str = "drop",
+    ) -> list[PairRecord]:
         """Pairs of the part's responses by mean GPT-4 score. Feedback: the first GPT-4 feedback of each
         joined (the labelled ``concatenate`` fallback the shipped judge was trained on), or with ``judge``
         comparative feedback written by it (``build_preference_collection(feedback="model")``)."""
@@ -134,17 +152,37 @@ class PocketData:
         recs, means = [], []
         for r, p in zip(self.rows, self._parts, strict=True):
             if r["idx"] in ids:
-                recs.append(FeedbackRecord(p.instruction, p.response, p.reference_answer, p.rubric,
-                                           r["gpt4_feedback"][0], int(r["gpt4_score"][0]), f"vicuna-{r['idx']}"))
+                recs.append(
+                    FeedbackRecord(
+                        p.instruction,
+                        p.response,
+                        p.reference_answer,
+                        p.rubric,
+                        r["gpt4_feedback"][0],
+                        int(r["gpt4_score"][0]),
+                        f"vicuna-{r['idx']}",
+                    )
+                )
                 means.append(sum(r["gpt4_score"]) / len(r["gpt4_score"]))
         if judge is None:
             return build_preference_collection(recs, scores=means, feedback="concatenate")
-        return build_preference_collection(recs, scores=means, feedback="model", judge=judge, store=store,
-                                           on_failure=on_failure)
+        return build_preference_collection(
+            recs, scores=means, feedback="model", judge=judge, store=store, on_failure=on_failure
+        )
 
     def dev_items(self) -> list[DevItem]:
         """The dev responses with their mean GPT-4 score."""
         ids = self._ids("dev")
-        return [DevItem(r["idx"], r["response_source"], p.instruction, p.response, p.reference_answer, p.rubric,
-                        sum(r["gpt4_score"]) / len(r["gpt4_score"]))
-                for r, p in zip(self.rows, self._parts, strict=True) if r["idx"] in ids]
+        return [
+            DevItem(
+                r["idx"],
+                r["response_source"],
+                p.instruction,
+                p.response,
+                p.reference_answer,
+                p.rubric,
+                sum(r["gpt4_score"]) / len(r["gpt4_score"]),
+            )
+            for r, p in zip(self.rows, self._parts, strict=True)
+            if r["idx"] in ids
+        ]

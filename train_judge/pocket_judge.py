@@ -75,8 +75,10 @@ def apply_update(base: Path, adapter: Path) -> tuple[dict[str, Any], list[str]]:
     names = sorted({k.rsplit(".", 1)[0] for k in update})
     for name in names:
         if name not in weights:
-            raise ConfigError(f"the pocket adapter updates {name!r}, which {base} lacks; rebuild SmolLM2 "
-                              "with `python -m prom_reward.local.models smollm2`")
+            raise ConfigError(
+                f"the pocket adapter updates {name!r}, which {base} lacks; rebuild SmolLM2 "
+                "with `python -m prom_reward.local.models smollm2`"
+            )
         w = weights[name]
         delta = update[name + ".lora_B"].float() @ update[name + ".lora_A"].float()
         weights[name] = (w.float() + delta).to(w.dtype).contiguous()
@@ -106,9 +108,11 @@ def build_pocket_judge(cache: Path | None = None) -> Path:
     adapter = pocket_adapter_dir()
     merged = (adapter / MERGE_FILE).is_file()
     if not merged and not (adapter / UPDATE_FILE).is_file():
-        raise ConfigError(f"the pocket judge adapter is missing from {adapter} (expected {MERGE_FILE} with the "
-                          f"expert adapters, or {UPDATE_FILE}); restore it from git or rebuild it with "
-                          "`python -m train_judge.pocket_pipeline` (see train_judge/README.md)")
+        raise ConfigError(
+            f"the pocket judge adapter is missing from {adapter} (expected {MERGE_FILE} with the "
+            f"expert adapters, or {UPDATE_FILE}); restore it from git or rebuild it with "
+            "`python -m train_judge.pocket_pipeline` (see train_judge/README.md)"
+        )
     root = Path(cache) if cache is not None else cache_dir()
     target = root / POCKET_NAME
     digest = _adapter_hash(adapter)
@@ -122,9 +126,17 @@ def build_pocket_judge(cache: Path | None = None) -> Path:
             count = merge_experts_onto(base, adapter, tmp)
         else:
             count = len(build_judge_folder(base, adapter, tmp, return_names=True))
-        (tmp / MARKER).write_text(json.dumps({"format": POCKET_FORMAT, "adapter": digest, "tensors": count,
-                                              "form": "merge" if merged else "low-rank update"}),
-                                  encoding="utf-8")
+        (tmp / MARKER).write_text(
+            json.dumps(
+                {
+                    "format": POCKET_FORMAT,
+                    "adapter": digest,
+                    "tensors": count,
+                    "form": "merge" if merged else "low-rank update",
+                }
+            ),
+            encoding="utf-8",
+        )
         make_readable(tmp)  # mkdtemp makes it private; the cache may be shared
         if target.exists():
             shutil.rmtree(target)

@@ -62,16 +62,28 @@ def pick_judge(results: Mapping[str, Mapping[str, Any]], max_parse_failure: floa
     for name, r in results.items():
         a, p = r.get("absolute") or {}, r.get("pairwise") or {}
         pearson, acc = a.get("pearson"), p.get("acc_wo_tie")
-        if (pearson is not None and acc is not None and not math.isnan(pearson) and not math.isnan(acc)
-                and a.get("parse_failure_rate", 1.0) <= max_parse_failure
-                and p.get("parse_failure_rate", 1.0) <= max_parse_failure):
+        if (
+            pearson is not None
+            and acc is not None
+            and not math.isnan(pearson)
+            and not math.isnan(acc)
+            and a.get("parse_failure_rate", 1.0) <= max_parse_failure
+            and p.get("parse_failure_rate", 1.0) <= max_parse_failure
+        ):
             ok[name] = pearson + acc
     if not ok:
-        rates = {n: ((r.get("absolute") or {}).get("parse_failure_rate"),
-                     (r.get("pairwise") or {}).get("parse_failure_rate")) for n, r in results.items()}
-        raise ConfigError(f"no judge writes parseable absolute and pairwise verdicts often enough (absolute, "
-                          f"pairwise parse-failure rates {rates}, allowed <= {max_parse_failure}); train longer "
-                          "or pass --ship NAME")
+        rates = {
+            n: (
+                (r.get("absolute") or {}).get("parse_failure_rate"),
+                (r.get("pairwise") or {}).get("parse_failure_rate"),
+            )
+            for n, r in results.items()
+        }
+        raise ConfigError(
+            f"no judge writes parseable absolute and pairwise verdicts often enough (absolute, "
+            f"pairwise parse-failure rates {rates}, allowed <= {max_parse_failure}); train longer "
+            "or pass --ship NAME"
+        )
     return max(ok, key=lambda n: ok[n])
 
 
@@ -103,9 +115,17 @@ def merge_experts(out: Path, base: str) -> dict[str, Path]:
     made = {}
     for method, params in MERGES.items():
         target = out / f"merged-{method}"
-        cfg = config_from_dict({"method": method, "base_model": base, "dtype": "float32", "seed": 0,
-                                "models": [{"path": str(out / e), "weight": 0.5} for e in EXPERTS],
-                                "parameters": dict(params), "output": str(target)})
+        cfg = config_from_dict(
+            {
+                "method": method,
+                "base_model": base,
+                "dtype": "float32",
+                "seed": 0,
+                "models": [{"path": str(out / e), "weight": 0.5} for e in EXPERTS],
+                "parameters": dict(params),
+                "output": str(target),
+            }
+        )
         run_merge(cfg)  # resumes / skips a finished merge itself
         made[method] = target
     return made
@@ -134,8 +154,13 @@ def ship_judge(out: Path, chosen: str, dst: Path, *, rank: int, base: str) -> di
             shutil.copy2(out / e / "adapter_config.json", dst / e / "adapter_config.json")
             weights = load_file(str(out / e / "adapter_model.safetensors"))
             save_file({k: v.bfloat16() for k, v in weights.items()}, str(dst / e / "adapter_model.safetensors"))
-        spec = {"method": method, "models": [{"path": e, "weight": 0.5} for e in EXPERTS],
-                "parameters": dict(MERGES[method]), "seed": 0, "dtype": "bfloat16"}  # served as bf16
+        spec = {
+            "method": method,
+            "models": [{"path": e, "weight": 0.5} for e in EXPERTS],
+            "parameters": dict(MERGES[method]),
+            "seed": 0,
+            "dtype": "bfloat16",
+        }  # served as bf16
         (dst / MERGE_FILE).write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
         meta = {"form": "merge", **spec}
     meta["judge"] = chosen
@@ -172,9 +197,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if path.is_file():
             return json.loads(path.read_text(encoding="utf-8"))
         t0 = time.perf_counter()
-        res = ev.evaluate(folder, vicuna=args.vicuna, autoj=args.autoj, dev_limit=args.dev_limit, pairs=args.pairs,
-                          max_tokens=args.max_tokens, backend=args.backend, device=args.device,
-                          batch_size=args.batch_size, num_samples=args.num_samples)
+        res = ev.evaluate(
+            folder,
+            vicuna=args.vicuna,
+            autoj=args.autoj,
+            dev_limit=args.dev_limit,
+            pairs=args.pairs,
+            max_tokens=args.max_tokens,
+            backend=args.backend,
+            device=args.device,
+            batch_size=args.batch_size,
+            num_samples=args.num_samples,
+        )
         res["name"] = name
         path.write_text(json.dumps(res, indent=1), encoding="utf-8")
         timings[f"eval_{name}"] = round(time.perf_counter() - t0, 1)
@@ -182,8 +216,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         return res
 
     results = {name: evaluate(name, judge_folder(name)) for name in ("base", *CANDIDATES)}
-    chosen = args.ship if args.ship != "auto" else pick_judge({n: results[n] for n in CANDIDATES},
-                                                              args.max_parse_failure)
+    chosen = (
+        args.ship if args.ship != "auto" else pick_judge({n: results[n] for n in CANDIDATES}, args.max_parse_failure)
+    )
     if chosen not in CANDIDATES:
         raise ConfigError(f"--ship: expected auto or one of {', '.join(CANDIDATES)}, got {chosen!r}")
     meta = ship_judge(out, chosen, out / "shipped", rank=args.ship_rank, base=base)
@@ -223,8 +258,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--batch-size", type=int, default=384, help="transformers backend: requests per generate call")
     ap.add_argument("--ship", default="auto", help=f"auto or one of {', '.join(CANDIDATES)}")
     ap.add_argument("--ship-rank", type=int, default=16, help="rank of the shipped bf16 update")
-    ap.add_argument("--max-parse-failure", type=float, default=0.25,
-                    help="--ship auto: the most absolute (and pairwise) parse failures a shipped judge may have")
+    ap.add_argument(
+        "--max-parse-failure",
+        type=float,
+        default=0.25,
+        help="--ship auto: the most absolute (and pairwise) parse failures a shipped judge may have",
+    )
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     try:

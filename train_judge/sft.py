@@ -72,8 +72,9 @@ def _balanced(cfg: SFTRunConfig, records: list[R]) -> list[R]:
     return balance_by_verdict(records, cfg.verdict_balance, seed=cfg.seed)
 
 
-def pick_subset(lengths: Sequence[int], verdicts: Sequence[str], n: int, *, balance: bool, prefer_short: bool,
-                seed: int) -> list[int]:
+def pick_subset(
+    lengths: Sequence[int], verdicts: Sequence[str], n: int, *, balance: bool, prefer_short: bool, seed: int
+) -> list[int]:
     """Indices of ``n`` examples: round-robin over verdicts when ``balance`` (a verdict that runs out
     leaves its share to the others), shortest first within a verdict when ``prefer_short``, else in a
     seeded random order."""
@@ -114,13 +115,23 @@ def build_dataset(cfg: SFTRunConfig, tokenizer: Any) -> tuple[Any, dict[str, int
     if not rows:
         raise ConfigError(f"no training example fits max_length={cfg.max_length} ({dropped} dropped); raise it")
     if cfg.max_examples is not None and cfg.max_examples < len(rows):
-        idx = pick_subset([len(r["input_ids"]) for r in rows], verdicts, cfg.max_examples,
-                          balance=cfg.balance_verdicts, prefer_short=cfg.prefer_short, seed=cfg.seed)
+        idx = pick_subset(
+            [len(r["input_ids"]) for r in rows],
+            verdicts,
+            cfg.max_examples,
+            balance=cfg.balance_verdicts,
+            prefer_short=cfg.prefer_short,
+            seed=cfg.seed,
+        )
         rows = [rows[i] for i in idx]
         verdicts = [verdicts[i] for i in idx]
-    counts: dict[str, int] = {"records": len(records), "dropped_too_long": dropped, "examples": len(rows),
-                              "tokens": sum(len(r["input_ids"]) for r in rows),
-                              "completion_tokens": sum(sum(r["completion_mask"]) for r in rows)}
+    counts: dict[str, int] = {
+        "records": len(records),
+        "dropped_too_long": dropped,
+        "examples": len(rows),
+        "tokens": sum(len(r["input_ids"]) for r in rows),
+        "completion_tokens": sum(sum(r["completion_mask"]) for r in rows),
+    }
     for v in sorted(set(verdicts)):
         counts[f"verdict_{v}"] = verdicts.count(v)
     return datasets.Dataset.from_list(rows), counts
@@ -140,8 +151,12 @@ def _load_model(cfg: SFTRunConfig, path: str) -> Any:
     import torch
     from transformers import AutoModelForCausalLM
 
-    dtype = {"auto": torch.bfloat16 if cfg.bf16 else torch.float32, "float32": torch.float32,
-             "bfloat16": torch.bfloat16, "float16": torch.float16}[cfg.dtype]
+    dtype = {
+        "auto": torch.bfloat16 if cfg.bf16 else torch.float32,
+        "float32": torch.float32,
+        "bfloat16": torch.bfloat16,
+        "float16": torch.float16,
+    }[cfg.dtype]
     return AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
 
 
@@ -150,14 +165,27 @@ def sft_args(cfg: SFTRunConfig) -> Any:
     from trl import SFTConfig
 
     return SFTConfig(
-        output_dir=cfg.output_dir, learning_rate=cfg.learning_rate, lr_scheduler_type=cfg.lr_scheduler_type,
-        warmup_steps=float(cfg.warmup_ratio), num_train_epochs=cfg.num_train_epochs, max_steps=cfg.max_steps,
+        output_dir=cfg.output_dir,
+        learning_rate=cfg.learning_rate,
+        lr_scheduler_type=cfg.lr_scheduler_type,
+        warmup_steps=float(cfg.warmup_ratio),
+        num_train_epochs=cfg.num_train_epochs,
+        max_steps=cfg.max_steps,
         per_device_train_batch_size=cfg.per_device_train_batch_size,
         gradient_accumulation_steps=cfg.gradient_accumulation_steps,
-        gradient_checkpointing=cfg.gradient_checkpointing, bf16=cfg.bf16, max_length=cfg.max_length,
-        packing=cfg.packing, padding_free=cfg.padding_free, completion_only_loss=True, seed=cfg.seed,
-        logging_steps=cfg.logging_steps, save_steps=cfg.save_steps, save_total_limit=cfg.save_total_limit,
-        deepspeed=cfg.deepspeed, report_to="none", dataloader_num_workers=0,
+        gradient_checkpointing=cfg.gradient_checkpointing,
+        bf16=cfg.bf16,
+        max_length=cfg.max_length,
+        packing=cfg.packing,
+        padding_free=cfg.padding_free,
+        completion_only_loss=True,
+        seed=cfg.seed,
+        logging_steps=cfg.logging_steps,
+        save_steps=cfg.save_steps,
+        save_total_limit=cfg.save_total_limit,
+        deepspeed=cfg.deepspeed,
+        report_to="none",
+        dataloader_num_workers=0,
         use_cpu=not _has_gpu(),
     )
 
@@ -188,10 +216,20 @@ def make_trainer(cfg: SFTRunConfig) -> tuple[Any, Any, dict[str, int | str]]:
     if cfg.lora is not None:
         from peft import LoraConfig
 
-        peft_config = LoraConfig(r=cfg.lora.r, lora_alpha=cfg.lora.alpha, lora_dropout=cfg.lora.dropout,
-                                 target_modules=list(cfg.lora.target_modules), task_type="CAUSAL_LM")
-    trainer = SFTTrainer(model=_load_model(cfg, model_path), args=sft_args(cfg), train_dataset=dataset,
-                         processing_class=tokenizer, peft_config=peft_config)
+        peft_config = LoraConfig(
+            r=cfg.lora.r,
+            lora_alpha=cfg.lora.alpha,
+            lora_dropout=cfg.lora.dropout,
+            target_modules=list(cfg.lora.target_modules),
+            task_type="CAUSAL_LM",
+        )
+    trainer = SFTTrainer(
+        model=_load_model(cfg, model_path),
+        args=sft_args(cfg),
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        peft_config=peft_config,
+    )
     return trainer, tokenizer, {**counts, "base_model_path": model_path}
 
 
@@ -207,10 +245,16 @@ def train(cfg: SFTRunConfig) -> Path:
     seconds = time.perf_counter() - t0
     trainer.save_model(cfg.output_dir)
     tokenizer.save_pretrained(cfg.output_dir)
-    run = {"config": dataclasses.asdict(cfg), "base_model_path": model_path, "data": counts,
-           "resumed_from": resume, "train_seconds": round(seconds, 1), "global_step": trainer.state.global_step,
-           "train_loss": result.training_loss,
-           "log_history": trainer.state.log_history}
+    run = {
+        "config": dataclasses.asdict(cfg),
+        "base_model_path": model_path,
+        "data": counts,
+        "resumed_from": resume,
+        "train_seconds": round(seconds, 1),
+        "global_step": trainer.state.global_step,
+        "train_loss": result.training_loss,
+        "log_history": trainer.state.log_history,
+    }
     Path(cfg.output_dir, RUN_FILE).write_text(json.dumps(run, indent=1, default=str), encoding="utf-8")
     return Path(cfg.output_dir)
 
@@ -226,8 +270,14 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     try:
-        cfg = load_config(args.config, output_dir=args.output_dir, max_examples=args.max_examples,
-                          max_steps=args.max_steps, torch_threads=args.threads, data_path=args.data_path)
+        cfg = load_config(
+            args.config,
+            output_dir=args.output_dir,
+            max_examples=args.max_examples,
+            max_steps=args.max_steps,
+            torch_threads=args.threads,
+            data_path=args.data_path,
+        )
         print(train(cfg))
     except PromRewardError as e:
         raise SystemExit(f"error: {e}") from None

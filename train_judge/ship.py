@@ -40,16 +40,19 @@ def base_weight_name(peft_key: str) -> str:
     raise ConfigError(f"{peft_key!r} is not a LoRA A/B weight key")
 
 
-def compress_adapter(adapter_dir: str | Path, out_dir: str | Path, *, rank: int = 8,
-                     base_model: str = "local:smollm2") -> dict[str, Any]:
+def compress_adapter(
+    adapter_dir: str | Path, out_dir: str | Path, *, rank: int = 8, base_model: str = "local:smollm2"
+) -> dict[str, Any]:
     """Write the rank-``rank`` bf16 version of a peft LoRA adapter; returns the metadata written."""
     from safetensors.torch import load_file, save_file
 
     src = Path(adapter_dir)
     cfg_path, w_path = src / "adapter_config.json", src / "adapter_model.safetensors"
     if not cfg_path.is_file() or not w_path.is_file():
-        raise ConfigError(f"{src} is not a peft LoRA adapter folder (needs adapter_config.json and "
-                          "adapter_model.safetensors); pass the output_dir of a LoRA SFT run")
+        raise ConfigError(
+            f"{src} is not a peft LoRA adapter folder (needs adapter_config.json and "
+            "adapter_model.safetensors); pass the output_dir of a LoRA SFT run"
+        )
     if rank < 1:
         raise ConfigError(f"rank must be >= 1, got {rank}")
     cfg = json.loads(cfg_path.read_text())
@@ -66,8 +69,14 @@ def compress_adapter(adapter_dir: str | Path, out_dir: str | Path, *, rank: int 
     dst = Path(out_dir)
     dst.mkdir(parents=True, exist_ok=True)
     save_file(out, str(dst / ADAPTER_FILE))
-    meta = {"base_model": base_model, "rank": rank, "source_rank": cfg["r"], "modules": len(pairs),
-            "min_energy_kept": round(min(kept), 4), "mean_energy_kept": round(sum(kept) / len(kept), 4)}
+    meta = {
+        "base_model": base_model,
+        "rank": rank,
+        "source_rank": cfg["r"],
+        "modules": len(pairs),
+        "min_energy_kept": round(min(kept), 4),
+        "mean_energy_kept": round(sum(kept) / len(kept), 4),
+    }
     (dst / META_FILE).write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
     return meta
 
@@ -96,8 +105,9 @@ def _lowrank_svd_pair(b: Any, a: Any, scale: float, rank: int) -> tuple[Any, Any
     return left.to(torch.bfloat16).contiguous(), right.to(torch.bfloat16).contiguous(), kept
 
 
-def compress_model(model_dir: str | Path, out_dir: str | Path, *, base: str | Path, rank: int = 8,
-                   base_model: str = "local:smollm2") -> dict[str, Any]:
+def compress_model(
+    model_dir: str | Path, out_dir: str | Path, *, base: str | Path, rank: int = 8, base_model: str = "local:smollm2"
+) -> dict[str, Any]:
     """Write the rank-``rank`` bf16 update that turns ``base`` into the checkpoint ``model_dir``.
 
     Every matrix that differs from the base becomes a low-rank pair; a differing tensor that is not a
@@ -113,8 +123,9 @@ def compress_model(model_dir: str | Path, out_dir: str | Path, *, base: str | Pa
     try:
         missing = sorted(set(model.infos) - set(ref.infos))
         if missing:
-            raise ConfigError(f"{model_dir} has tensors the base {base} lacks: {missing[:5]}; pass the model's "
-                              "own base with --base")
+            raise ConfigError(
+                f"{model_dir} has tensors the base {base} lacks: {missing[:5]}; pass the model's own base with --base"
+            )
         out: dict[str, Any] = {}
         kept: list[float] = []
         not_matrix: list[str] = []
@@ -134,22 +145,36 @@ def compress_model(model_dir: str | Path, out_dir: str | Path, *, base: str | Pa
         model.close()
         ref.close()
     if not_matrix:
-        raise ConfigError(f"{model_dir} changes tensors that are not matrices ({', '.join(not_matrix[:5])}); a "
-                          "low-rank update cannot carry them: ship a LoRA adapter or a checkpoint that changes "
-                          "matrices only")
+        raise ConfigError(
+            f"{model_dir} changes tensors that are not matrices ({', '.join(not_matrix[:5])}); a "
+            "low-rank update cannot carry them: ship a LoRA adapter or a checkpoint that changes "
+            "matrices only"
+        )
     if not out:
         raise ConfigError(f"{model_dir} equals its base {base}: nothing to ship")
     dst = Path(out_dir)
     dst.mkdir(parents=True, exist_ok=True)
     save_file(out, str(dst / ADAPTER_FILE))
-    meta = {"base_model": base_model, "rank": rank, "source": "checkpoint", "modules": len(kept),
-            "min_energy_kept": round(min(kept), 4), "mean_energy_kept": round(sum(kept) / len(kept), 4)}
+    meta = {
+        "base_model": base_model,
+        "rank": rank,
+        "source": "checkpoint",
+        "modules": len(kept),
+        "min_energy_kept": round(min(kept), 4),
+        "mean_energy_kept": round(sum(kept) / len(kept), 4),
+    }
     (dst / META_FILE).write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
     return meta
 
 
-def ship(source: str | Path, out_dir: str | Path, *, rank: int = 8, base: str | Path | None = None,
-         base_model: str = "local:smollm2") -> dict[str, Any]:
+def ship(
+    source: str | Path,
+    out_dir: str | Path,
+    *,
+    rank: int = 8,
+    base: str | Path | None = None,
+    base_model: str = "local:smollm2",
+) -> dict[str, Any]:
     """``compress_adapter`` for a peft adapter folder, else ``compress_model`` against ``base``."""
     if (Path(source) / "adapter_config.json").is_file():
         return compress_adapter(source, out_dir, rank=rank, base_model=base_model)

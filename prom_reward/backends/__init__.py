@@ -14,6 +14,14 @@ from prom_reward.backends.factory import BACKENDS, backend_class, make_backend
 from prom_reward.backends.sampling import SamplingConfig
 
 __all__ = [
-    "BACKENDS", "Backend", "CachedBackend", "Completion", "GenerationRequest", "GenerationResult", "SamplingConfig",
-    "TokenLogprobs", "backend_class", "make_backend",
+    "BACKENDS",
+    "Backend",
+    "CachedBackend",
+    "Completion",
+    "GenerationRequest",
+    "GenerationResult",
+    "SamplingConfig",
+    "TokenLogprobs",
+    "backend_class",
+    "make_backend",
 ]

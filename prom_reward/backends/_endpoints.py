@@ -64,8 +64,14 @@ class EndpointState:
 class EndpointPool:
     """Load balancing and ejection over several base URLs (see the module docstring)."""
 
-    def __init__(self, urls: Sequence[str], *, eject_after: int = 3, probe_interval: float = 5.0,
-                 max_probe_interval: float = 60.0) -> None:
+    def __init__(
+        self,
+        urls: Sequence[str],
+        *,
+        eject_after: int = 3,
+        probe_interval: float = 5.0,
+        max_probe_interval: float = 60.0,
+    ) -> None:
         self.urls = list(urls)
         self.eject_after, self.probe_interval = eject_after, float(probe_interval)
         self.max_probe_interval = max(float(max_probe_interval), self.probe_interval)
@@ -74,12 +80,20 @@ class EndpointPool:
         self._turn = 0
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"urls": self.urls, "eject_after": self.eject_after, "probe_interval": self.probe_interval,
-                "max_probe_interval": self.max_probe_interval}
+        return {
+            "urls": self.urls,
+            "eject_after": self.eject_after,
+            "probe_interval": self.probe_interval,
+            "max_probe_interval": self.max_probe_interval,
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["urls"], eject_after=state["eject_after"],  # type: ignore[misc]
-                      probe_interval=state["probe_interval"], max_probe_interval=state["max_probe_interval"])
+        self.__init__(  # type: ignore[misc]
+            state["urls"],
+            eject_after=state["eject_after"],
+            probe_interval=state["probe_interval"],
+            max_probe_interval=state["max_probe_interval"],
+        )
 
     def is_up(self, url: str) -> bool:
         return self._state[url].out_until is None
@@ -126,8 +140,12 @@ class EndpointPool:
                 s.interval = self.probe_interval
                 s.out_until = now + s.interval
                 s.ejections += 1
-                log.warning("judge endpoint %s taken out after %d failures in a row; probing it again in %.1fs",
-                            url, s.strikes, s.interval)
+                log.warning(
+                    "judge endpoint %s taken out after %d failures in a row; probing it again in %.1fs",
+                    url,
+                    s.strikes,
+                    s.interval,
+                )
             elif s.out_until is not None:  # used while out (every URL was out): wait longer
                 s.out_until = now + s.interval
 
@@ -135,9 +153,13 @@ class EndpointPool:
         """Out URLs whose probe time has come (marked as being probed: call ``probe_done``)."""
         now = time.monotonic() if now is None else now
         with self._lock:
-            due = [u for u in self.urls
-                   if self._state[u].out_until is not None and not self._state[u].probing
-                   and self._state[u].out_until <= now]  # type: ignore[operator]
+            due = [
+                u
+                for u in self.urls
+                if self._state[u].out_until is not None
+                and not self._state[u].probing
+                and self._state[u].out_until <= now  # type: ignore[operator]
+            ]
             for u in due:
                 self._state[u].probing = True
             return due
@@ -163,6 +185,14 @@ class EndpointPool:
     def snapshot(self) -> dict[str, dict[str, Any]]:
         """Per URL: ``up``, ``in_flight``, ``requests``, ``failures``, ``ejections``, ``strikes``."""
         with self._lock:
-            return {u: {"up": s.out_until is None, "in_flight": s.in_flight, "requests": s.requests,
-                        "failures": s.failures, "ejections": s.ejections, "strikes": s.strikes}
-                    for u, s in self._state.items()}
+            return {
+                u: {
+                    "up": s.out_until is None,
+                    "in_flight": s.in_flight,
+                    "requests": s.requests,
+                    "failures": s.failures,
+                    "ejections": s.ejections,
+                    "strikes": s.strikes,
+                }
+                for u, s in self._state.items()
+            }

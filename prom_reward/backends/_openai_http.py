@@ -85,12 +85,24 @@ def _root(url: str) -> str:
 class HTTPBatch:
     """Per-batch HTTP state; make it inside the running loop and ``aclose`` it after."""
 
-    def __init__(self, pool: EndpointPool, *, api_key: str | None, max_concurrency: int, timeout: float,
-                 max_retries: int, backoff: float, probe_timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        pool: EndpointPool,
+        *,
+        api_key: str | None,
+        max_concurrency: int,
+        timeout: float,
+        max_retries: int,
+        backoff: float,
+        probe_timeout: float = 5.0,
+    ) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.client = aiohttp.ClientSession(
-            headers=headers, timeout=aiohttp.ClientTimeout(total=timeout),
-            connector=aiohttp.TCPConnector(limit=max_concurrency + 4), raise_for_status=False)
+            headers=headers,
+            timeout=aiohttp.ClientTimeout(total=timeout),
+            connector=aiohttp.TCPConnector(limit=max_concurrency + 4),
+            raise_for_status=False,
+        )
         self.sem = asyncio.Semaphore(max_concurrency)
         self.pool = pool
         self.max_retries, self.backoff, self.timeout = max_retries, backoff, timeout
@@ -122,8 +134,16 @@ class HTTPBatch:
             raise
         self.pool.probe_done(url, ok)
 
-    async def call(self, method: str, path: str, payload: Any = None, *, index: int | None = None,
-                   root: bool = False, parse: Callable[[Any], T] = lambda d: d) -> T:
+    async def call(
+        self,
+        method: str,
+        path: str,
+        payload: Any = None,
+        *,
+        index: int | None = None,
+        root: bool = False,
+        parse: Callable[[Any], T] = lambda d: d,
+    ) -> T:
         """``method path`` (under the base URL, or the server root when ``root``), retried;
         returns ``parse(reply JSON)``. ``index`` names the request in error messages."""
         what = f"{method} {path}" + (f" for request {index}" if index is not None else "")
@@ -186,7 +206,9 @@ class HTTPBatch:
                     scope.health.succeeded()
                 raise ServerRejected(
                     f"{what}: the server at {full} rejected it (HTTP {status}): "
-                    f"{error_text(content)}; fix the request or the server options", status)
+                    f"{error_text(content)}; fix the request or the server options",
+                    status,
+                )
             try:
                 result = parse(json.loads(content))
             except (ValueError, KeyError, TypeError, IndexError) as e:  # includes MalformedReply
@@ -202,8 +224,10 @@ class HTTPBatch:
         took = f" over {time.monotonic() - first_failure:.1f} s" if first_failure is not None else ""
         raise BackendError(
             f"{what} failed after {len(tried)} attempt(s){took} on {', '.join(sorted(set(tried))) or 'no URL'}; "
-            f"last error: {last}." + (f" Taken out after repeated failures: {', '.join(out)}." if out else "")
-            + " Check that the server is up and reachable, or raise the outage budget / timeout")
+            f"last error: {last}."
+            + (f" Taken out after repeated failures: {', '.join(out)}." if out else "")
+            + " Check that the server is up and reachable, or raise the outage budget / timeout"
+        )
 
     def _failed(self, url: str, cause: str, scope: CallScope | None, first: float | None) -> float:
         """Record a failed attempt; returns the time of the call's first failure."""

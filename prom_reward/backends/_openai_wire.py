@@ -44,8 +44,7 @@ def sampling_fields(s: SamplingConfig, n: int, endpoint: str) -> dict[str, Any]:
     """The sampling part of a request body. ``top_k`` and ``repetition_penalty`` are
     vLLM extensions; ``seed`` is only sent when set (a CPU vLLM server must never get one)."""
     body: dict[str, Any] = dict(
-        n=n, temperature=s.temperature, top_p=s.top_p, max_tokens=s.max_tokens,
-        repetition_penalty=s.repetition_penalty,
+        n=n, temperature=s.temperature, top_p=s.top_p, max_tokens=s.max_tokens, repetition_penalty=s.repetition_penalty
     )
     if s.top_k != -1:
         body["top_k"] = s.top_k
@@ -90,8 +89,10 @@ def _completion_logprobs(lp: Any, k: int) -> tuple[TokenLogprobs, ...]:
     tops = lp.get("top_logprobs") or [None] * len(tokens)
     if not len(tokens) == len(values) == len(tops):
         raise MalformedReply(f"logprobs lists differ in length: {len(tokens)}, {len(values)}, {len(tops)}")
-    return tuple(_position(str(t), float(v), list((top or {}).items()), k)
-                 for t, v, top in zip(tokens, values, tops, strict=True))
+    return tuple(
+        _position(str(t), float(v), list((top or {}).items()), k)
+        for t, v, top in zip(tokens, values, tops, strict=True)
+    )
 
 
 def parse_reply(data: Any, endpoint: str, *, sent_n: int, n: int, top_k: int | None = None) -> GenerationResult:
@@ -114,8 +115,14 @@ def parse_reply(data: Any, endpoint: str, *, sent_n: int, n: int, top_k: int | N
                 count = len(logprobs)
             else:
                 count = int(round(int(usage.get("completion_tokens") or 0) / sent_n))
-            completions.append(Completion(text=str(text or ""), logprobs=logprobs,
-                                          finish_reason=c.get("finish_reason"), completion_tokens=count))
+            completions.append(
+                Completion(
+                    text=str(text or ""),
+                    logprobs=logprobs,
+                    finish_reason=c.get("finish_reason"),
+                    completion_tokens=count,
+                )
+            )
         prompt_tokens = int(usage.get("prompt_tokens") or 0)
     except MalformedReply:
         raise
@@ -140,8 +147,10 @@ def parse_prompt_logprobs(data: Any, ids: list[int], size: int, k: int) -> tuple
     try:
         positions = data["choices"][0]["prompt_logprobs"]
         if not isinstance(positions, list) or len(positions) != len(ids):
-            raise MalformedReply(f"expected prompt_logprobs for {len(ids)} prompt tokens, got "
-                                 f"{len(positions) if isinstance(positions, list) else type(positions).__name__}")
+            raise MalformedReply(
+                f"expected prompt_logprobs for {len(ids)} prompt tokens, got "
+                f"{len(positions) if isinstance(positions, list) else type(positions).__name__}"
+            )
         out = []
         for j in range(len(ids) - size, len(ids)):
             entry = positions[j] or {}
@@ -153,8 +162,9 @@ def parse_prompt_logprobs(data: Any, ids: list[int], size: int, k: int) -> tuple
     except MalformedReply:
         raise
     except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
-        raise MalformedReply(f"unexpected prompt_logprobs reply ({type(e).__name__}: {e}): "
-                             f"{json.dumps(data)[:300]}") from e
+        raise MalformedReply(
+            f"unexpected prompt_logprobs reply ({type(e).__name__}: {e}): {json.dumps(data)[:300]}"
+        ) from e
     return tuple(out)
 
 

@@ -64,8 +64,9 @@ class CachedBackend:
     ``hits``/``misses`` count requests answered from the store / sent to ``inner``.
     """
 
-    def __init__(self, inner: Backend, store: str | Path | JudgmentStore, *, flush_every: int = 64,
-                 flush_seconds: float = 1.0) -> None:
+    def __init__(
+        self, inner: Backend, store: str | Path | JudgmentStore, *, flush_every: int = 64, flush_seconds: float = 1.0
+    ) -> None:
         self.inner = inner
         self.flush_every, self.flush_seconds = flush_every, flush_seconds
         self.store = open_store(store)
@@ -103,7 +104,8 @@ class CachedBackend:
                 saver = _Saver(self.store, self.flush_every, self.flush_seconds)
                 try:
                     results = self.inner.generate(  # type: ignore[call-arg]
-                        batch, on_result=lambda j, res: saver.add((keys[missing[j]], model, batch[j], res)))
+                        batch, on_result=lambda j, res: saver.add((keys[missing[j]], model, batch[j], res))
+                    )
                 finally:
                     saver.flush()  # what finished is kept even when the call failed
             else:

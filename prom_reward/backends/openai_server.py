@@ -69,10 +69,22 @@ class OpenAIServer:
     streams_results = True  # generate() takes on_result (see CachedBackend)
     thread_safe = True  # several threads may call generate at once (reward batches run concurrently)
 
-    def __init__(self, base_url: str | Sequence[str], model: str | None = None, *, endpoint: str = "chat",
-                 wire: str = "chat", system_role: bool | None = None, api_key: str | None = None,
-                 max_concurrency: int = 64, timeout: float = 600.0, max_retries: int = 3,
-                 backoff: float = 0.5, eject_after: int = 3, probe_interval: float = 5.0) -> None:
+    def __init__(
+        self,
+        base_url: str | Sequence[str],
+        model: str | None = None,
+        *,
+        endpoint: str = "chat",
+        wire: str = "chat",
+        system_role: bool | None = None,
+        api_key: str | None = None,
+        max_concurrency: int = 64,
+        timeout: float = 600.0,
+        max_retries: int = 3,
+        backoff: float = 0.5,
+        eject_after: int = 3,
+        probe_interval: float = 5.0,
+    ) -> None:
         urls = [base_url] if isinstance(base_url, str) else list(base_url)
         if not urls or not all(isinstance(u, str) and u.startswith(("http://", "https://")) for u in urls):
             raise ConfigError(f"base_url: expected one or more 'http(s)://host:port/v1' URLs, got {base_url!r}")
@@ -83,16 +95,24 @@ class OpenAIServer:
         except UnknownNameError as e:
             raise ConfigError(f"wire: {e}") from e
         if endpoint == "chat" and self.wire.name == "inst":
-            raise ConfigError("wire 'inst' is literal completion text, which the chat endpoint cannot send; "
-                              "use endpoint='completions' with wire='inst', or wire='chat'")
+            raise ConfigError(
+                "wire 'inst' is literal completion text, which the chat endpoint cannot send; "
+                "use endpoint='completions' with wire='inst', or wire='chat'"
+            )
         if system_role not in (None, True, False):
             raise ConfigError(f"system_role: expected None (detect), True or False, got {system_role!r}")
-        for key, value, low in (("max_concurrency", max_concurrency, 1), ("max_retries", max_retries, 0),
-                                ("eject_after", eject_after, 1)):
+        for key, value, low in (
+            ("max_concurrency", max_concurrency, 1),
+            ("max_retries", max_retries, 0),
+            ("eject_after", eject_after, 1),
+        ):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ConfigError(f"{key}: expected an int >= {low}, got {value!r}")
-        for name, seconds, least in (("timeout", timeout, 1e-9), ("backoff", backoff, 0.0),
-                                     ("probe_interval", probe_interval, 1e-9)):
+        for name, seconds, least in (
+            ("timeout", timeout, 1e-9),
+            ("backoff", backoff, 0.0),
+            ("probe_interval", probe_interval, 1e-9),
+        ):
             if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds < least:
                 raise ConfigError(f"{name}: expected seconds {'> 0' if least else '>= 0'}, got {seconds!r}")
         self.base_urls = [u.rstrip("/") for u in urls]
@@ -118,18 +138,31 @@ class OpenAIServer:
     async def _system_role(self, b: HTTPBatch) -> bool:
         """Ask the server whether its chat template keeps a system message (cached)."""
         if self.system_role is None:
-            probe = {"model": await self._model(b), "add_generation_prompt": True,
-                     "messages": [{"role": "system", "content": _PROBE}, {"role": "user", "content": "x"}]}
+            probe = {
+                "model": await self._model(b),
+                "add_generation_prompt": True,
+                "messages": [{"role": "system", "content": _PROBE}, {"role": "user", "content": "x"}],
+            }
             try:
                 tokens = await b.call("POST", "/tokenize", probe, root=True, parse=lambda d: list(d["tokens"]))
-                text = await b.call("POST", "/detokenize", {"model": self.model, "tokens": tokens},
-                                    root=True, parse=lambda d: str(d["prompt"]))
+                text = await b.call(
+                    "POST",
+                    "/detokenize",
+                    {"model": self.model, "tokens": tokens},
+                    root=True,
+                    parse=lambda d: str(d["prompt"]),
+                )
                 self.system_role, why = _PROBE in text, "the served chat template keeps or drops it"
             except ServerRejected as e:  # 400: the template raised on the system role; 404: not vLLM
                 why = "no /tokenize (not vLLM?)" if e.status in (404, 405) else f"the template rejects it ({e})"
                 self.system_role = False
-            log.info("system role for %s: %s (%s)%s", self.model, self.system_role, why,
-                     "" if self.system_role else "; folding the system prompt into the user turn")
+            log.info(
+                "system role for %s: %s (%s)%s",
+                self.model,
+                self.system_role,
+                why,
+                "" if self.system_role else "; folding the system prompt into the user turn",
+            )
         return self.system_role
 
     async def _prepare(self, b: HTTPBatch) -> None:
@@ -166,27 +199,45 @@ class OpenAIServer:
             path = "/chat/completions"
         else:
             if self.wire.uses_chat_template:  # the server's chat template, as token ids
-                body["prompt"] = await b.call("POST", "/tokenize", await self._tokenize_body(b, r),
-                                              index=i, root=True, parse=lambda d: list(d["tokens"]))
+                body["prompt"] = await b.call(
+                    "POST",
+                    "/tokenize",
+                    await self._tokenize_body(b, r),
+                    index=i,
+                    root=True,
+                    parse=lambda d: list(d["tokens"]),
+                )
             else:
                 body["prompt"] = self.wire.render(r.system, r.user) + r.assistant_prefix
             path = "/completions"
-        return await b.call("POST", path, body, index=i, parse=lambda d: parse_reply(
-            d, self.endpoint, sent_n=k, n=r.n, top_k=r.sampling.logprobs))
+        return await b.call(
+            "POST",
+            path,
+            body,
+            index=i,
+            parse=lambda d: parse_reply(d, self.endpoint, sent_n=k, n=r.n, top_k=r.sampling.logprobs),
+        )
 
     async def _batch(self, work: Callable[[HTTPBatch], Awaitable[T]]) -> T:
         if self._closed:
             raise BackendError("this OpenAIServer was closed; build a new one")
-        b = HTTPBatch(self.pool, api_key=self._api_key, max_concurrency=self.max_concurrency,
-                      timeout=self.timeout, max_retries=self.max_retries, backoff=self.backoff)
+        b = HTTPBatch(
+            self.pool,
+            api_key=self._api_key,
+            max_concurrency=self.max_concurrency,
+            timeout=self.timeout,
+            max_retries=self.max_retries,
+            backoff=self.backoff,
+        )
         try:
             return await work(b)
         finally:
             await b.aclose()
 
     # -- Backend protocol ------------------------------------------------------------
-    async def agenerate(self, requests: Sequence[GenerationRequest], *,
-                        on_result: OnResult | None = None) -> list[GenerationResult]:
+    async def agenerate(
+        self, requests: Sequence[GenerationRequest], *, on_result: OnResult | None = None
+    ) -> list[GenerationResult]:
         """Complete every request concurrently; results in input order. ``on_result(i, result)``
         is called as request ``i`` completes (before the others are done)."""
         if not requests:
@@ -204,16 +255,18 @@ class OpenAIServer:
 
         return await self._batch(work)
 
-    def generate(self, requests: Sequence[GenerationRequest], *,
-                 on_result: OnResult | None = None) -> list[GenerationResult]:
+    def generate(
+        self, requests: Sequence[GenerationRequest], *, on_result: OnResult | None = None
+    ) -> list[GenerationResult]:
         return run_sync(lambda: self.agenerate(requests, on_result=on_result))
 
     def endpoint_stats(self) -> dict[str, dict[str, Any]]:
         """Per base URL: ``up``, ``in_flight``, ``requests``, ``failures``, ``ejections``, ``strikes``."""
         return self.pool.snapshot()
 
-    async def acontinuation_logprobs(self, requests: Sequence[GenerationRequest], continuations: Sequence[str],
-                                     top_k: int = DEFAULT_TOP_K) -> list[tuple[TokenLogprobs, ...]]:
+    async def acontinuation_logprobs(
+        self, requests: Sequence[GenerationRequest], continuations: Sequence[str], top_k: int = DEFAULT_TOP_K
+    ) -> list[tuple[TokenLogprobs, ...]]:
         """Teacher forcing on a vLLM server (see ``teacher_forcing``): the prompt and the prompt plus
         continuation are tokenized with ``/tokenize`` (the served chat template for ``wire="chat"``),
         then ``/completions`` with those ids, ``max_tokens=1`` and vLLM's ``prompt_logprobs=top_k``."""
@@ -221,18 +274,30 @@ class OpenAIServer:
             raise ConfigError(f"got {len(requests)} requests but {len(continuations)} continuations")
 
         async def tokens(b: HTTPBatch, i: int, r: GenerationRequest) -> list[int]:
-            return await b.call("POST", "/tokenize", await self._tokenize_body(b, r), index=i, root=True,
-                                parse=lambda d: list(d["tokens"]))
+            return await b.call(
+                "POST",
+                "/tokenize",
+                await self._tokenize_body(b, r),
+                index=i,
+                root=True,
+                parse=lambda d: list(d["tokens"]),
+            )
 
         async def one(b: HTTPBatch, i: int, r: GenerationRequest, text: str) -> tuple[TokenLogprobs, ...]:
             joint = await tokens(b, i, with_continuation(r, text))
             size = len(split_continuation(await tokens(b, i, r), joint))
             if size == 0:
                 return ()
-            body = {"model": await self._model(b), "prompt": joint, "max_tokens": 1, "temperature": 0.0,
-                    "prompt_logprobs": top_k}
-            return await b.call("POST", "/completions", body, index=i,
-                                parse=lambda d: parse_prompt_logprobs(d, joint, size, top_k))
+            body = {
+                "model": await self._model(b),
+                "prompt": joint,
+                "max_tokens": 1,
+                "temperature": 0.0,
+                "prompt_logprobs": top_k,
+            }
+            return await b.call(
+                "POST", "/completions", body, index=i, parse=lambda d: parse_prompt_logprobs(d, joint, size, top_k)
+            )
 
         async def work(b: HTTPBatch) -> list[tuple[TokenLogprobs, ...]]:
             await self._prepare(b)
@@ -241,19 +306,27 @@ class OpenAIServer:
 
         return await self._batch(work) if requests else []
 
-    def continuation_logprobs(self, requests: Sequence[GenerationRequest], continuations: Sequence[str],
-                              top_k: int = DEFAULT_TOP_K) -> list[tuple[TokenLogprobs, ...]]:
+    def continuation_logprobs(
+        self, requests: Sequence[GenerationRequest], continuations: Sequence[str], top_k: int = DEFAULT_TOP_K
+    ) -> list[tuple[TokenLogprobs, ...]]:
         """Sync form of ``acontinuation_logprobs``."""
         return run_sync(lambda: self.acontinuation_logprobs(requests, continuations, top_k))
 
     async def acount_tokens(self, requests: Sequence[GenerationRequest]) -> list[int] | None:
         """Prompt tokens per request via ``/tokenize``; None when the server has none."""
+
         async def work(b: HTTPBatch) -> list[int]:
             await self._prepare(b)
 
             async def one(i: int, r: GenerationRequest) -> int:
-                return await b.call("POST", "/tokenize", await self._tokenize_body(b, r), index=i,
-                                    root=True, parse=lambda d: int(d["count"]))
+                return await b.call(
+                    "POST",
+                    "/tokenize",
+                    await self._tokenize_body(b, r),
+                    index=i,
+                    root=True,
+                    parse=lambda d: int(d["count"]),
+                )
 
             return await gather_all(one(i, r) for i, r in enumerate(requests))
 
@@ -270,6 +343,7 @@ class OpenAIServer:
     def context_length(self) -> int | None:
         """``max_model_len`` of the served model from ``GET /models`` (vLLM), else None."""
         if not self._context_known:
+
             async def work(b: HTTPBatch) -> Any:
                 model = await self._model(b)
                 cards = await b.call("GET", "/models", parse=lambda d: list(d["data"]))

@@ -150,10 +150,13 @@ class JudgeHealth:
         """``{"status", "cause", "failing_s", "failures", "exhausted"}``."""
         with self._lock:
             degraded = self.failing_since is not None
-            return {"status": "degraded" if degraded else "ok",
-                    "cause": self.last_error if degraded else None,
-                    "failing_s": round(self.failing_for(now=now), 1),
-                    "failures": self.failures, "exhausted": self.exhausted}
+            return {
+                "status": "degraded" if degraded else "ok",
+                "cause": self.last_error if degraded else None,
+                "failing_s": round(self.failing_for(now=now), 1),
+                "failures": self.failures,
+                "exhausted": self.exhausted,
+            }
 
 
 @dataclass

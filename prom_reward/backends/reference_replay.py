@@ -54,8 +54,11 @@ class ReferenceReplayBackend:
         self.records = {str(k): [str(o) for o in v] for k, v in records.items()}
         empty = [k for k, v in self.records.items() if not v]
         if empty:
-            raise InputError(f"reference replay: a record has no judgments (prompt starting {empty[0][:60]!r}); "
-                             "give at least one output per prompt", field="records")
+            raise InputError(
+                f"reference replay: a record has no judgments (prompt starting {empty[0][:60]!r}); "
+                "give at least one output per prompt",
+                field="records",
+            )
         self.source = source
         self.name = f"reference_replay[{source}]"
         self.replayed = 0
@@ -71,14 +74,19 @@ class ReferenceReplayBackend:
             try:
                 feedback, scores = _list(row["gpt4_feedback"]), _list(row["gpt4_score"])
             except (KeyError, ValueError, SyntaxError) as e:
-                raise InputError(f"{path}: row {i}: expected gpt4_feedback and gpt4_score lists ({e})",
-                                 index=i, field="gpt4_score") from e
+                raise InputError(
+                    f"{path}: row {i}: expected gpt4_feedback and gpt4_score lists ({e})", index=i, field="gpt4_score"
+                ) from e
             if len(feedback) != len(scores):
-                raise InputError(f"{path}: row {i}: gpt4_feedback has {len(feedback)} entries but gpt4_score "
-                                 f"{len(scores)}; they are parallel lists (one score per feedback)",
-                                 index=i, field="gpt4_score")
-            records[row["instruction"]] = [f"{fb.strip()} [RESULT] {int(s)}"
-                                           for fb, s in zip(feedback, scores, strict=True)]
+                raise InputError(
+                    f"{path}: row {i}: gpt4_feedback has {len(feedback)} entries but gpt4_score "
+                    f"{len(scores)}; they are parallel lists (one score per feedback)",
+                    index=i,
+                    field="gpt4_score",
+                )
+            records[row["instruction"]] = [
+                f"{fb.strip()} [RESULT] {int(s)}" for fb, s in zip(feedback, scores, strict=True)
+            ]
         return cls(records, source=f"GPT-4 recorded in {Path(path).name}")
 
     @classmethod
@@ -96,17 +104,20 @@ class ReferenceReplayBackend:
                 row = json.loads(line)
                 label = int(row.get("label", -1))
                 if label not in (0, 1, 2):
-                    raise InputError(f"{path}: row {i}: label must be 0, 1 or 2, got {row.get('label')!r}",
-                                     index=i, field="label")
+                    raise InputError(
+                        f"{path}: row {i}: label must be 0, 1 or 2, got {row.get('label')!r}", index=i, field="label"
+                    )
                 if label == 2:
                     continue
                 first, second = row["response 1"], row["response 2"]
                 better = "A" if label == 0 else "B"
                 worse = "B" if better == "A" else "A"
                 records[render_relative(row["prompt"], first, second, rubric)] = [
-                    f"Human label: response {label + 1} is better. [RESULT] {better}"]
+                    f"Human label: response {label + 1} is better. [RESULT] {better}"
+                ]
                 records[render_relative(row["prompt"], second, first, rubric)] = [
-                    f"Human label: response {label + 1} is better. [RESULT] {worse}"]
+                    f"Human label: response {label + 1} is better. [RESULT] {worse}"
+                ]
         return cls(records, source=f"human labels recorded in {Path(path).name}")
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
@@ -116,18 +127,26 @@ class ReferenceReplayBackend:
                     f"reference replay ({self.source}): item {i} has no recorded judgment (prompt starting "
                     f"{r.user[:80]!r}); it can only answer for the {len(self.records)} prompts it was given: "
                     "judge items from that file, rendered unchanged (neutralize_markers=False)",
-                    index=i, field="instruction")
+                    index=i,
+                    field="instruction",
+                )
             if r.assistant_prefix:
-                raise InputError(f"reference replay ({self.source}): item {i} asks to continue a prefix; a replay "
-                                 "cannot force verdicts (build its judge with force_verdict=False)", index=i)
+                raise InputError(
+                    f"reference replay ({self.source}): item {i} asks to continue a prefix; a replay "
+                    "cannot force verdicts (build its judge with force_verdict=False)",
+                    index=i,
+                )
         out = []
         for r in requests:
             recorded = self.records[r.user]
             texts = [recorded[j % len(recorded)] for j in range(r.n)]
             self.replayed += len(texts)
-            out.append(GenerationResult(
-                tuple(Completion(t, finish_reason="stop", completion_tokens=len(t.split())) for t in texts),
-                prompt_tokens=len(r.user.split())))
+            out.append(
+                GenerationResult(
+                    tuple(Completion(t, finish_reason="stop", completion_tokens=len(t.split())) for t in texts),
+                    prompt_tokens=len(r.user.split()),
+                )
+            )
         return out
 
     def count_tokens(self, requests: Sequence[GenerationRequest]) -> list[int]:

@@ -52,9 +52,7 @@ class SamplingConfig:
 
     def __post_init__(self) -> None:
         def bad(name: str, expected: str) -> ConfigError:
-            return ConfigError(
-                f"SamplingConfig.{name}: expected {expected}, got {getattr(self, name)!r}"
-            )
+            return ConfigError(f"SamplingConfig.{name}: expected {expected}, got {getattr(self, name)!r}")
 
         if not isinstance(self.temperature, (int, float)) or self.temperature < 0:
             raise bad("temperature", "a number >= 0")
@@ -85,15 +83,11 @@ class SamplingConfig:
         if isinstance(overrides, SamplingConfig):
             return overrides
         if not isinstance(overrides, Mapping):
-            raise ConfigError(
-                f"sampling options: expected a dict or SamplingConfig, got {type(overrides).__name__}"
-            )
+            raise ConfigError(f"sampling options: expected a dict or SamplingConfig, got {type(overrides).__name__}")
         valid = {f.name for f in dataclasses.fields(self)}
         unknown = sorted(set(overrides) - valid)
         if unknown:
-            raise ConfigError(
-                f"unknown sampling option(s) {unknown}; valid options: {', '.join(sorted(valid))}"
-            )
+            raise ConfigError(f"unknown sampling option(s) {unknown}; valid options: {', '.join(sorted(valid))}")
         return dataclasses.replace(self, **dict(overrides))
 
     def to_dict(self) -> dict[str, Any]:

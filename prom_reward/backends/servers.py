@@ -71,28 +71,34 @@ class ServeConfig:
             raise ConfigError(f"engine: expected VLLMOptions(...), got {type(self.engine).__name__}")
         tp = self.engine.tensor_parallel_size
         if self.gpus and len(self.gpus) % tp:
-            raise ConfigError(f"{len(self.gpus)} GPUs {list(self.gpus)} cannot be split into groups of "
-                              f"tensor_parallel_size={tp}; give a multiple of it")
+            raise ConfigError(
+                f"{len(self.gpus)} GPUs {list(self.gpus)} cannot be split into groups of "
+                f"tensor_parallel_size={tp}; give a multiple of it"
+            )
         if self.gpus and len(set(self.gpus)) != len(self.gpus):
             raise ConfigError(f"gpus lists a GPU twice: {list(self.gpus)}")
         most = len(self.gpus) // tp if self.gpus else 1
         if self.replicas is not None and not 1 <= self.replicas <= most:
-            raise ConfigError(f"replicas={self.replicas}, but {len(self.gpus) or 'no'} GPUs with tensor_parallel_size="
-                              f"{tp} allow 1..{most}")
+            raise ConfigError(
+                f"replicas={self.replicas}, but {len(self.gpus) or 'no'} GPUs with tensor_parallel_size="
+                f"{tp} allow 1..{most}"
+            )
         if not 0 < self.port < 65536:
             raise ConfigError(f"port must be in 1..65535, got {self.port}")
         flags = {flag for _, flag in ENGINE_FLAGS} | {"--no-" + flag[2:] for _, flag in ENGINE_FLAGS}
         taken = sorted({a.split("=", 1)[0] for a in self.extra_args} & (flags | {"--host", "--port"}))
         if taken:
-            raise ConfigError(f"extra_args sets {taken}, which ServeConfig sets itself; use its fields "
-                              f"(engine=VLLMOptions(...), host, port) instead")
+            raise ConfigError(
+                f"extra_args sets {taken}, which ServeConfig sets itself; use its fields "
+                f"(engine=VLLMOptions(...), host, port) instead"
+            )
 
     def gpu_groups(self) -> list[tuple[int, ...]]:
         """The GPUs of each replica (one empty group on a CPU machine)."""
         if not self.gpus:
             return [()]
         tp = self.engine.tensor_parallel_size
-        groups = [tuple(self.gpus[i:i + tp]) for i in range(0, len(self.gpus), tp)]
+        groups = [tuple(self.gpus[i : i + tp]) for i in range(0, len(self.gpus), tp)]
         return groups[: self.replicas or len(groups)]
 
     def urls(self) -> list[str]:
@@ -102,8 +108,17 @@ class ServeConfig:
 
     def command(self, model_path: str, index: int) -> list[str]:
         """The ``api_server`` command line of replica ``index`` (engine flags from ``VLLMOptions.server_args``)."""
-        return [sys.executable, "-m", SERVER_MODULE, *self.engine.server_args(model_path),
-                "--host", self.host, "--port", str(self.port + index), *self.extra_args]
+        return [
+            sys.executable,
+            "-m",
+            SERVER_MODULE,
+            *self.engine.server_args(model_path),
+            "--host",
+            self.host,
+            "--port",
+            str(self.port + index),
+            *self.extra_args,
+        ]
 
 
 class JudgeServers:
@@ -136,8 +151,15 @@ class JudgeServers:
                 apply_cpu_defaults(env)
             path = log_dir / f"judge-{i}.log"
             with open(path, "wb") as log:
-                self.procs.append(subprocess.Popen(self.config.command(model, i), stdout=log,
-                                                   stderr=subprocess.STDOUT, env=env, start_new_session=True))
+                self.procs.append(
+                    subprocess.Popen(
+                        self.config.command(model, i),
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        env=env,
+                        start_new_session=True,
+                    )
+                )
             self.log_paths.append(path)
         try:
             self._wait_healthy()
@@ -156,16 +178,20 @@ class JudgeServers:
                 proc, url = self.procs[i], self.urls[i]
                 if proc.poll() is not None:
                     tail = self.log_paths[i].read_text(errors="replace")[-2000:]
-                    raise BackendError(f"judge server {i} ({url}) exited with code {proc.returncode} while starting; "
-                                       f"log {self.log_paths[i]}:\n{tail}")
+                    raise BackendError(
+                        f"judge server {i} ({url}) exited with code {proc.returncode} while starting; "
+                        f"log {self.log_paths[i]}:\n{tail}"
+                    )
                 try:
                     if httpx.get(url[: -len("/v1")] + "/health", timeout=2).status_code == 200:
                         pending.discard(i)
                 except httpx.HTTPError:
                     pass
             if pending and time.monotonic() > deadline:
-                raise BackendError(f"judge servers {[self.urls[i] for i in sorted(pending)]} did not answer /health "
-                                   f"within {self.config.startup_timeout:.0f}s; see {self.config.log_dir}/")
+                raise BackendError(
+                    f"judge servers {[self.urls[i] for i in sorted(pending)]} did not answer /health "
+                    f"within {self.config.startup_timeout:.0f}s; see {self.config.log_dir}/"
+                )
             if pending:
                 time.sleep(1.0)
 

@@ -66,8 +66,12 @@ def _plain(value: Any) -> Any:
 def request_dict(request: GenerationRequest) -> dict[str, Any]:
     """The request as plain JSON data (sampling as ``SamplingConfig.to_dict()``)."""
     return {
-        "system": request.system, "user": request.user, "assistant_prefix": request.assistant_prefix,
-        "sampling": request.sampling.to_dict(), "n": request.n, "attempt": request.attempt,
+        "system": request.system,
+        "user": request.user,
+        "assistant_prefix": request.assistant_prefix,
+        "sampling": request.sampling.to_dict(),
+        "n": request.n,
+        "attempt": request.attempt,
     }
 
 
@@ -89,7 +93,9 @@ def result_to_dict(result: GenerationResult) -> dict[str, Any]:
         "prompt_tokens": result.prompt_tokens,
         "completions": [
             {
-                "text": c.text, "finish_reason": c.finish_reason, "completion_tokens": c.completion_tokens,
+                "text": c.text,
+                "finish_reason": c.finish_reason,
+                "completion_tokens": c.completion_tokens,
                 "logprobs": None if c.logprobs is None else [[t.token, t.logprob, t.top] for t in c.logprobs],
             }
             for c in result.completions
@@ -101,10 +107,12 @@ def result_from_dict(data: dict[str, Any]) -> GenerationResult:
     """Rebuild a GenerationResult (tuples as tuples) from ``result_to_dict`` output."""
     completions = tuple(
         Completion(
-            text=c["text"], finish_reason=c["finish_reason"], completion_tokens=c["completion_tokens"],
-            logprobs=None if c["logprobs"] is None else tuple(
-                TokenLogprobs(token=tok, logprob=lp, top=dict(top)) for tok, lp, top in c["logprobs"]
-            ),
+            text=c["text"],
+            finish_reason=c["finish_reason"],
+            completion_tokens=c["completion_tokens"],
+            logprobs=None
+            if c["logprobs"] is None
+            else tuple(TokenLogprobs(token=tok, logprob=lp, top=dict(top)) for tok, lp, top in c["logprobs"]),
         )
         for c in data["completions"]
     )
@@ -124,9 +132,11 @@ class JudgmentStore:
     def __init__(self, path: str | Path, *, timeout: float = 30.0, create: bool = True) -> None:
         self.path = Path(path)
         if self.path.suffix.lower() in (".jsonl", ".json", ".parquet", ".pq"):
-            raise ConfigError(f"judgment store {path}: expected an SQLite file path (e.g. judgments.sqlite), "
-                              f"got a {self.path.suffix} export path; export with `prom-reward store export STORE "
-                              "-o OUT` instead")
+            raise ConfigError(
+                f"judgment store {path}: expected an SQLite file path (e.g. judgments.sqlite), "
+                f"got a {self.path.suffix} export path; export with `prom-reward store export STORE "
+                "-o OUT` instead"
+            )
         if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout < 0:
             raise ConfigError(f"store timeout: expected seconds >= 0, got {timeout!r}")
         if not create and not self.path.is_file():
@@ -138,8 +148,9 @@ class JudgmentStore:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise StoreError(f"{self.path}: cannot create its folder ({e.strerror or e}); fix: give another --store "
-                             "path") from None
+            raise StoreError(
+                f"{self.path}: cannot create its folder ({e.strerror or e}); fix: give another --store path"
+            ) from None
         with self._errors():
             conn = self._connect()
             conn.execute("SELECT key, model, request, result, created FROM judgments LIMIT 0")
@@ -153,14 +164,20 @@ class JudgmentStore:
             yield
         except sqlite3.OperationalError as e:
             if "locked" in str(e) or "busy" in str(e):
-                raise StoreError(f"{self.path}: locked by another process for more than {self.timeout:g} s ({e}); "
-                                 "fix: wait until that process is done, raise --store-timeout, or give another "
-                                 "--store") from None
-            raise StoreError(f"{self.path}: not a usable judgment store ({e}); fix: check it with `prom-reward "
-                             "store info`, or give another --store path") from None
+                raise StoreError(
+                    f"{self.path}: locked by another process for more than {self.timeout:g} s ({e}); "
+                    "fix: wait until that process is done, raise --store-timeout, or give another "
+                    "--store"
+                ) from None
+            raise StoreError(
+                f"{self.path}: not a usable judgment store ({e}); fix: check it with `prom-reward "
+                "store info`, or give another --store path"
+            ) from None
         except sqlite3.DatabaseError as e:
-            raise StoreError(f"{self.path}: not a judgment store, or a damaged one ({e}); fix: give another --store "
-                             "path (move this file away if it was one: the judgments in it are lost)") from None
+            raise StoreError(
+                f"{self.path}: not a judgment store, or a damaged one ({e}); fix: give another --store "
+                "path (move this file away if it was one: the judgments in it are lost)"
+            ) from None
 
     # connections are per process: pickling drops it, the copy reconnects on first use
     def __getstate__(self) -> dict[str, Any]:
@@ -178,8 +195,7 @@ class JudgmentStore:
         self._conn = None  # a connection inherited through fork must not be used
         deadline = time.monotonic() + self.timeout
         while True:
-            conn = sqlite3.connect(str(self.path), timeout=self.timeout, isolation_level=None,
-                                   check_same_thread=False)
+            conn = sqlite3.connect(str(self.path), timeout=self.timeout, isolation_level=None, check_same_thread=False)
             try:
                 conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
                 conn.execute("PRAGMA journal_mode = WAL")
@@ -201,7 +217,7 @@ class JudgmentStore:
         with self._lock, self._errors():
             conn = self._connect()
             for i in range(0, len(unique), 500):
-                part = unique[i:i + 500]
+                part = unique[i : i + 500]
                 marks = ",".join("?" * len(part))
                 for key, result in conn.execute(f"SELECT key, result FROM judgments WHERE key IN ({marks})", part):
                     out[key] = result_from_dict(json.loads(result))
@@ -210,8 +226,13 @@ class JudgmentStore:
     def put_many(self, items: Iterable[tuple[str, str | None, GenerationRequest, GenerationResult]]) -> None:
         """Save ``(key, model, request, result)`` tuples in one transaction; existing keys are kept."""
         rows = [
-            (key, model, json.dumps(request_dict(req), ensure_ascii=False),
-             json.dumps(result_to_dict(res), ensure_ascii=False), time.time())
+            (
+                key,
+                model,
+                json.dumps(request_dict(req), ensure_ascii=False),
+                json.dumps(result_to_dict(res), ensure_ascii=False),
+                time.time(),
+            )
             for key, model, req, res in items
         ]
         if not rows:
@@ -282,9 +303,9 @@ def open_store(store: str | Path | JudgmentStore) -> JudgmentStore:
         return store
     if isinstance(store, (str, Path)):
         return JudgmentStore(store)
-    raise ConfigError(f"store: expected a path or a JudgmentStore, got {type(store).__name__}; "
-                      f"pass e.g. store='judgments.sqlite'")
+    raise ConfigError(
+        f"store: expected a path or a JudgmentStore, got {type(store).__name__}; pass e.g. store='judgments.sqlite'"
+    )
 
 
-__all__ = ["JudgmentStore", "backend_fingerprint", "open_store", "request_key", "result_from_dict",
-           "result_to_dict"]
+__all__ = ["JudgmentStore", "backend_fingerprint", "open_store", "request_key", "result_from_dict", "result_to_dict"]

@@ -37,8 +37,9 @@ DEFAULT_TOP_K = 20
 class ContinuationScorer(Protocol):
     """A backend that can teacher-force a given continuation."""
 
-    def continuation_logprobs(self, requests: Sequence[GenerationRequest], continuations: Sequence[str],
-                              top_k: int = DEFAULT_TOP_K) -> list[tuple[TokenLogprobs, ...]]:
+    def continuation_logprobs(
+        self, requests: Sequence[GenerationRequest], continuations: Sequence[str], top_k: int = DEFAULT_TOP_K
+    ) -> list[tuple[TokenLogprobs, ...]]:
         """Per request, one ``TokenLogprobs`` per token of its continuation, in input order."""
         ...
 
@@ -52,8 +53,9 @@ def teacher_forcing_scorer(backend: object) -> ContinuationScorer | None:
     return None
 
 
-def split_continuation(prompt_ids: Sequence[int], joint_ids: Sequence[int],
-                       continuation_ids: Sequence[int] | None = None) -> list[int]:
+def split_continuation(
+    prompt_ids: Sequence[int], joint_ids: Sequence[int], continuation_ids: Sequence[int] | None = None
+) -> list[int]:
     """The continuation's token ids: ``joint_ids`` after the prompt's tokens.
 
     When tokenizing prompt + text together changed the prompt's last tokens (a merge across

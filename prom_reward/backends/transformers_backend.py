@@ -42,9 +42,18 @@ class TransformersBackend:
     name = "transformers"
     tokens_at_most_bytes = True  # real tokenizers: see prom_reward.core.context
 
-    def __init__(self, model: Any, tokenizer: Any = None, *, wire: str = "chat", system_role: bool | None = None,
-                 device: str = "cpu", dtype: Any = "auto", batch_size: int = 8,
-                 max_model_len: int | None = None) -> None:
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any = None,
+        *,
+        wire: str = "chat",
+        system_role: bool | None = None,
+        device: str = "cpu",
+        dtype: Any = "auto",
+        batch_size: int = 8,
+        max_model_len: int | None = None,
+    ) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -106,7 +115,7 @@ class TransformersBackend:
 
                 torch.manual_seed(sampling.seed)
             for start in range(0, len(indices), self.batch_size):
-                chunk = indices[start:start + self.batch_size]
+                chunk = indices[start : start + self.batch_size]
                 try:
                     outs = self._batch([self._ids(requests[i]) for i in chunk], sampling, n)
                 except (RuntimeError, ValueError) as e:
@@ -125,9 +134,13 @@ class TransformersBackend:
         k = n if sample else 1  # greedy samples are all the same
         options: dict[str, Any] = dict(
             # logits of every step cost rows x vocab x steps of memory: only when logprobs are asked for
-            max_new_tokens=s.max_tokens, num_return_sequences=k, do_sample=sample,
+            max_new_tokens=s.max_tokens,
+            num_return_sequences=k,
+            do_sample=sample,
             output_logits=s.logprobs is not None,
-            return_dict_in_generate=True, pad_token_id=self._pad, eos_token_id=sorted(self._eos),
+            return_dict_in_generate=True,
+            pad_token_id=self._pad,
+            eos_token_id=sorted(self._eos),
             repetition_penalty=s.repetition_penalty,
         )
         if sample:
@@ -143,8 +156,7 @@ class TransformersBackend:
         results = []
         for p, prompt in enumerate(prompts):
             rows = [p * k + j for j in range(k)]
-            samples = [self._completion(new[r], None if logits is None else [x[r] for x in logits], s)
-                       for r in rows]
+            samples = [self._completion(new[r], None if logits is None else [x[r] for x in logits], s) for r in rows]
             results.append(GenerationResult(tuple(samples * (n // k)), prompt_tokens=len(prompt)))
         return results
 
@@ -158,8 +170,11 @@ class TransformersBackend:
             at, stop = min(hits)
             text, finish = text[:at], "stop"
             # keep the tokens up to the one that completed the stop string
-            keep = next(m for m in range(1, len(tokens) + 1)
-                        if stop in self.tokenizer.decode(tokens[:m], skip_special_tokens=True))
+            keep = next(
+                m
+                for m in range(1, len(tokens) + 1)
+                if stop in self.tokenizer.decode(tokens[:m], skip_special_tokens=True)
+            )
             tokens = tokens[:keep]
         lps = None
         if logits is not None:
@@ -180,8 +195,9 @@ class TransformersBackend:
         return TokenLogprobs(token=chosen_text, logprob=chosen, top=top)
 
     # -- teacher forcing ----------------------------------------------------------------
-    def continuation_logprobs(self, requests: Sequence[GenerationRequest], continuations: Sequence[str],
-                              top_k: int = DEFAULT_TOP_K) -> list[tuple[TokenLogprobs, ...]]:
+    def continuation_logprobs(
+        self, requests: Sequence[GenerationRequest], continuations: Sequence[str], top_k: int = DEFAULT_TOP_K
+    ) -> list[tuple[TokenLogprobs, ...]]:
         """Teacher forcing (see ``teacher_forcing``): one forward pass per request, logits of the
         positions that predict the continuation's tokens."""
         import torch

@@ -54,13 +54,22 @@ class VLLMEngine:
     name = "vllm"
     tokens_at_most_bytes = True  # real tokenizers: see prom_reward.core.context
 
-    def __init__(self, model: str | None = None, *, wire: str = "chat", system_role: bool | None = None,
-                 llm: Any = None, **settings: Any) -> None:
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        wire: str = "chat",
+        system_role: bool | None = None,
+        llm: Any = None,
+        **settings: Any,
+    ) -> None:
         if model is None and llm is None:
             raise ConfigError("VLLMEngine needs model='<hub id or folder>' or llm=<vllm.LLM>")
         if llm is not None and settings:
-            raise ConfigError(f"VLLMEngine: engine settings {sorted(settings)} were given with a ready llm=; "
-                              "they only apply to an engine VLLMEngine builds (model=...)")
+            raise ConfigError(
+                f"VLLMEngine: engine settings {sorted(settings)} were given with a ready llm=; "
+                "they only apply to an engine VLLMEngine builds (model=...)"
+            )
         self.options: VLLMOptions | None = None
         self.wire = get_wire_format(wire)
         self.model = model
@@ -132,13 +141,16 @@ class VLLMEngine:
             prev = top.get(text)
             top[text] = lp.logprob if prev is None else math.log(math.exp(prev) + math.exp(lp.logprob))
         chosen = position.get(token_id)
-        token = chosen.decoded_token if chosen is not None and chosen.decoded_token is not None else (
-            self.tokenizer.decode([token_id])
+        token = (
+            chosen.decoded_token
+            if chosen is not None and chosen.decoded_token is not None
+            else (self.tokenizer.decode([token_id]))
         )
         return TokenLogprobs(token=token, logprob=chosen.logprob if chosen is not None else float("nan"), top=top)
 
-    def continuation_logprobs(self, requests: Sequence[GenerationRequest], continuations: Sequence[str],
-                              top_k: int = DEFAULT_TOP_K) -> list[tuple[TokenLogprobs, ...]]:
+    def continuation_logprobs(
+        self, requests: Sequence[GenerationRequest], continuations: Sequence[str], top_k: int = DEFAULT_TOP_K
+    ) -> list[tuple[TokenLogprobs, ...]]:
         """Teacher forcing (see ``teacher_forcing``): ``prompt_logprobs=top_k``, one token generated."""
         from vllm import SamplingParams
 

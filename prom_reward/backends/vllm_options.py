@@ -72,15 +72,40 @@ sent as ``--flag`` / ``--no-flag``; an option that is None is left out."""
 OTHER_ENGINE_KEYWORDS = ("distributed_executor_backend",)
 """``vllm.LLM`` keywords prom-reward passes through ``engine_options`` (``prom_reward.jobs.ray_run``)."""
 
-SAMPLING_KEYWORDS = ("n", "temperature", "top_p", "repetition_penalty", "max_tokens", "logprobs", "stop",
-                     "top_k", "seed", "prompt_logprobs")
+SAMPLING_KEYWORDS = (
+    "n",
+    "temperature",
+    "top_p",
+    "repetition_penalty",
+    "max_tokens",
+    "logprobs",
+    "stop",
+    "top_k",
+    "seed",
+    "prompt_logprobs",
+)
 """Every ``vllm.SamplingParams`` keyword ``sampling_kwargs`` and ``teacher_forcing_kwargs`` use."""
 
-_SAMPLING_FIELDS = ("n", "temperature", "top_p", "max_tokens", "repetition_penalty", "top_k", "stop", "seed",
-                    "logprobs")
+_SAMPLING_FIELDS = (
+    "n",
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "repetition_penalty",
+    "top_k",
+    "stop",
+    "seed",
+    "logprobs",
+)
 REQUEST_FIELDS: dict[str, tuple[str, ...]] = {
-    "ChatCompletionRequest": ("model", "messages", *_SAMPLING_FIELDS, "top_logprobs", "continue_final_message",
-                              "add_generation_prompt"),
+    "ChatCompletionRequest": (
+        "model",
+        "messages",
+        *_SAMPLING_FIELDS,
+        "top_logprobs",
+        "continue_final_message",
+        "add_generation_prompt",
+    ),
     "CompletionRequest": ("model", "prompt", *_SAMPLING_FIELDS, "prompt_logprobs"),
     "TokenizeChatRequest": ("model", "messages", "add_generation_prompt", "continue_final_message"),
     "TokenizeCompletionRequest": ("model", "prompt"),
@@ -135,7 +160,8 @@ class VLLMOptions:
         for name in ("tensor_parallel_size", "max_model_len", "max_logprobs"):
             value = getattr(self, name)
             if not (value is None and name == "max_model_len") and (
-                    not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                not isinstance(value, int) or isinstance(value, bool) or value < 1
+            ):
                 raise bad(name, "an int >= 1" + (" or None" if name == "max_model_len" else ""))
         share = self.gpu_memory_utilization
         if not isinstance(share, (int, float)) or isinstance(share, bool) or not 0 < share <= 1:
@@ -148,16 +174,21 @@ class VLLMOptions:
         if not isinstance(self.dtype, str) or not self.dtype:
             raise bad("dtype", "a dtype name such as 'auto' or 'bfloat16'")
         if self.tokenizer_mode not in TOKENIZER_MODES:
-            raise bad("tokenizer_mode", f"one of {', '.join(TOKENIZER_MODES)} (vLLM's 'auto' may switch to "
-                                        "mistral_common and render chat unlike the in-process path)")
+            raise bad(
+                "tokenizer_mode",
+                f"one of {', '.join(TOKENIZER_MODES)} (vLLM's 'auto' may switch to "
+                "mistral_common and render chat unlike the in-process path)",
+            )
         if self.max_logprobs < LOGPROBS:
             raise bad("max_logprobs", f"at least {LOGPROBS} (prom-reward reads the top {LOGPROBS})")
         if not isinstance(self.engine_options, Mapping):
             raise bad("engine_options", "a dict of vllm.LLM keywords")
         taken = sorted(set(self.engine_options) & {k for k, _ in ENGINE_FLAGS})
         if taken:
-            raise ConfigError(f"engine_options sets {taken}, which VLLMOptions sets itself; pass them as "
-                              f"VLLMOptions fields (e.g. {taken[0]}=...)")
+            raise ConfigError(
+                f"engine_options sets {taken}, which VLLMOptions sets itself; pass them as "
+                f"VLLMOptions fields (e.g. {taken[0]}=...)"
+            )
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> VLLMOptions:
@@ -166,8 +197,10 @@ class VLLMOptions:
         names = [f.name for f in dataclasses.fields(cls)]
         unknown = sorted(set(settings) - set(names))
         if unknown:
-            raise ConfigError(f"unknown vLLM engine option(s) {unknown}; valid: {', '.join(names)} "
-                              f"(other vllm.LLM keywords go in engine_options={{...}})")
+            raise ConfigError(
+                f"unknown vLLM engine option(s) {unknown}; valid: {', '.join(names)} "
+                f"(other vllm.LLM keywords go in engine_options={{...}})"
+            )
         return cls(**settings)
 
     def _values(self, model: str) -> list[tuple[str, str, Any]]:
@@ -200,15 +233,19 @@ def share_gpu_memory(first: float | None, second: float | None) -> tuple[float, 
     given = [s for s in (first, second) if s is not None]
     left = round(DEFAULT_GPU_MEMORY_UTILIZATION - sum(given), 6)
     if len(given) < 2 and left <= 0:
-        raise ConfigError(f"gpu_memory_utilization: one engine takes {given[0]} of the GPU, which leaves nothing "
-                          f"of {DEFAULT_GPU_MEMORY_UTILIZATION} for the other engine in this process; set both "
-                          "shares (e.g. judge 0.45, calibration 0.45)")
+        raise ConfigError(
+            f"gpu_memory_utilization: one engine takes {given[0]} of the GPU, which leaves nothing "
+            f"of {DEFAULT_GPU_MEMORY_UTILIZATION} for the other engine in this process; set both "
+            "shares (e.g. judge 0.45, calibration 0.45)"
+        )
     part = round(left / (2 - len(given)), 6) if len(given) < 2 else 0.0
     a = part if first is None else first
     b = part if second is None else second
     if a + b > 1:
-        raise ConfigError(f"gpu_memory_utilization: the two engines in this process share one GPU, but their "
-                          f"shares {a} + {b} pass 1; lower them (e.g. 0.45 each)")
+        raise ConfigError(
+            f"gpu_memory_utilization: the two engines in this process share one GPU, but their "
+            f"shares {a} + {b} pass 1; lower them (e.g. 0.45 each)"
+        )
     return a, b
 
 
@@ -219,9 +256,15 @@ def sampling_kwargs(s: SamplingConfig, n: int, *, per_request_seed: bool) -> dic
     >>> sorted(sampling_kwargs(SamplingConfig(logprobs=20, seed=1), 2, per_request_seed=True))
     ['logprobs', 'max_tokens', 'n', 'repetition_penalty', 'seed', 'stop', 'temperature', 'top_p']
     """
-    kwargs: dict[str, Any] = dict(n=n, temperature=s.temperature, top_p=s.top_p,
-                                  repetition_penalty=s.repetition_penalty, max_tokens=s.max_tokens,
-                                  logprobs=s.logprobs, stop=list(s.stop) or None)
+    kwargs: dict[str, Any] = dict(
+        n=n,
+        temperature=s.temperature,
+        top_p=s.top_p,
+        repetition_penalty=s.repetition_penalty,
+        max_tokens=s.max_tokens,
+        logprobs=s.logprobs,
+        stop=list(s.stop) or None,
+    )
     if s.top_k != -1:
         kwargs["top_k"] = s.top_k
     if s.seed is not None and per_request_seed:

@@ -47,9 +47,18 @@ def _kind(args: argparse.Namespace) -> JobKind:
         return CompareJob(rubric=args.rubric, swap=not args.no_swap, **columns)
     from prom_reward.preferences.config import PreferenceConfig
 
-    return PairsJob(PreferenceConfig(
-        strategy=args.strategy, min_margin=args.min_margin, rubric=args.rubric, swap=not args.no_swap,
-        max_tie_rounds=args.max_tie_rounds, layout=args.layout, keep_columns=tuple(args.keep_col or ()), **columns))
+    return PairsJob(
+        PreferenceConfig(
+            strategy=args.strategy,
+            min_margin=args.min_margin,
+            rubric=args.rubric,
+            swap=not args.no_swap,
+            max_tie_rounds=args.max_tie_rounds,
+            layout=args.layout,
+            keep_columns=tuple(args.keep_col or ()),
+            **columns,
+        )
+    )
 
 
 def _ray(args: argparse.Namespace) -> RayConfig | None:
@@ -57,8 +66,12 @@ def _ray(args: argparse.Namespace) -> RayConfig | None:
         return None
     if args.replicas != "all" and not args.replicas.isdigit():
         raise ConfigError(f"--replicas: expected a number or 'all', got {args.replicas!r}")
-    return RayConfig(replicas=args.replicas if args.replicas == "all" else int(args.replicas),
-                     num_gpus=args.gpus_per_replica, num_cpus=args.cpus_per_replica, address=args.address)
+    return RayConfig(
+        replicas=args.replicas if args.replicas == "all" else int(args.replicas),
+        num_gpus=args.gpus_per_replica,
+        num_cpus=args.cpus_per_replica,
+        address=args.address,
+    )
 
 
 def cmd_job(args: argparse.Namespace) -> int:
@@ -66,12 +79,15 @@ def cmd_job(args: argparse.Namespace) -> int:
     from prom_reward.jobs.run import run_job
 
     kind = _kind(args)
-    config = JobConfig(batch_size=args.batch_size, resume=args.resume, overwrite=args.overwrite,
-                       progress=not args.quiet)
+    config = JobConfig(
+        batch_size=args.batch_size, resume=args.resume, overwrite=args.overwrite, progress=not args.quiet
+    )
     ray = _ray(args)
     if ray is not None and args.store:
-        raise ConfigError("--store with --ray: every replica would write one SQLite file; fix: drop --store "
-                          "(--resume skips the batches already committed)")
+        raise ConfigError(
+            "--store with --ray: every replica would write one SQLite file; fix: drop --store "
+            "(--resume skips the batches already committed)"
+        )
     judge = judge_kwargs(args)
     if args.store:  # opened (checked: an SQLite store, not locked) before the input is read
         from prom_reward.backends.store import JudgmentStore
@@ -86,39 +102,69 @@ def cmd_job(args: argparse.Namespace) -> int:
 def _add_ray_options(g: argparse.ArgumentParser) -> None:
     """``--ray`` and the options of a Ray job (grade, compare and pairs)."""
     r = g.add_argument_group("Ray (offline scoring on a pool of judge replicas; docs/serving.md)")
-    r.add_argument("--ray", action="store_true", help="run as a Ray Data pipeline: local Ray, or the cluster "
-                   "of --address / RAY_ADDRESS")
+    r.add_argument(
+        "--ray",
+        action="store_true",
+        help="run as a Ray Data pipeline: local Ray, or the cluster of --address / RAY_ADDRESS",
+    )
     r.add_argument("--address", help="Ray cluster to join (default: RAY_ADDRESS, else a local Ray)")
-    r.add_argument("--replicas", default="1", help="judge replicas: a number or 'all' (every GPU of the cluster "
-                   "/ --gpus-per-replica); default 1")
+    r.add_argument(
+        "--replicas",
+        default="1",
+        help="judge replicas: a number or 'all' (every GPU of the cluster / --gpus-per-replica); default 1",
+    )
     r.add_argument("--gpus-per-replica", type=float, help="default: --tensor-parallel-size on a GPU cluster, else 0")
     r.add_argument("--cpus-per-replica", type=float, default=1.0)
 
 
-def _add_job_parser(sub: Any, name: str, summary: str, input_help: str, output_help: str,
-                    batch_size: int) -> argparse.ArgumentParser:
+def _add_job_parser(
+    sub: Any, name: str, summary: str, input_help: str, output_help: str, batch_size: int
+) -> argparse.ArgumentParser:
     """The options every job shares: IN -o OUT, rubric, judge, batches, resume/overwrite, columns, Ray."""
     g = sub.add_parser(name, help=summary, description=summary)
     g.add_argument("input", nargs="+", help=input_help + " (several files, or a folder: rows in the order given)")
     g.add_argument("-o", "--output", required=True, help=output_help)
-    g.add_argument("--rubric", help="built-in name (helpfulness, ...), or a JSON/YAML rubric file; "
-                                    "default: each row's rubric column")
+    g.add_argument(
+        "--rubric",
+        help="built-in name (helpfulness, ...), or a JSON/YAML rubric file; default: each row's rubric column",
+    )
     add_judge_options(g)
-    g.add_argument("--store", help="SQLite judgment store: saves every judge result; a re-run recomputes nothing "
-                   "stored")
-    g.add_argument("--store-timeout", type=float, default=30.0,
-                   help="seconds to wait for a --store that another process holds locked (default 30)")
-    g.add_argument("--batch-size", type=int, default=batch_size,
-                   help=f"rows per judge call and per committed part (default {batch_size})")
+    g.add_argument(
+        "--store", help="SQLite judgment store: saves every judge result; a re-run recomputes nothing stored"
+    )
+    g.add_argument(
+        "--store-timeout",
+        type=float,
+        default=30.0,
+        help="seconds to wait for a --store that another process holds locked (default 30)",
+    )
+    g.add_argument(
+        "--batch-size",
+        type=int,
+        default=batch_size,
+        help=f"rows per judge call and per committed part (default {batch_size})",
+    )
     w = g.add_mutually_exclusive_group()
-    w.add_argument("--resume", action="store_true", help="continue the job that wrote OUTPUT (same input and "
-                   "options, checked): judge only the rows not committed, and again those whose backend failed")
-    w.add_argument("--overwrite", action="store_true", help="start over on an existing OUTPUT (it stays intact "
-                   "until the new one is complete)")
+    w.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the job that wrote OUTPUT (same input and "
+        "options, checked): judge only the rows not committed, and again those whose backend failed",
+    )
+    w.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="start over on an existing OUTPUT (it stays intact until the new one is complete)",
+    )
     for column in COLUMNS[name]:
         flag = column.replace("_answer", "").replace("_", "-")
-        g.add_argument(f"--{flag}-col", dest=_option(column), default=column, metavar="COLUMN",
-                       help=f"input column with the {column.replace('_', ' ')} (default {column})")
+        g.add_argument(
+            f"--{flag}-col",
+            dest=_option(column),
+            default=column,
+            metavar="COLUMN",
+            help=f"input column with the {column.replace('_', ' ')} (default {column})",
+        )
     g.add_argument("--quiet", action="store_true", help="no progress bars")
     _add_ray_options(g)
     g.set_defaults(func=cmd_job)
@@ -130,17 +176,40 @@ def add_job_parsers(sub: Any) -> None:
     rows = ".jsonl, .json or .parquet"
     out = ".jsonl or .parquet (parts in OUTPUT.parts/), or a folder name: the part files alone"
     _add_job_parser(sub, "grade", "absolute grades (1..5) for rows of instruction and response", rows, out, 256)
-    c = _add_job_parser(sub, "compare", "pairwise verdicts (A or B, both orders) for rows of instruction, "
-                        "response_a, response_b", rows, out, 256)
-    c.add_argument("--no-swap", action="store_true", help="judge one order only (default: both orders, "
-                   "a winner only where they agree)")
-    d = _add_job_parser(sub, "pairs", "DPO preference pairs from several completions per prompt",
-                        rows + ": prompt + completions per row", ".jsonl (skip records in OUTPUT.skipped.jsonl)", 64)
+    c = _add_job_parser(
+        sub,
+        "compare",
+        "pairwise verdicts (A or B, both orders) for rows of instruction, response_a, response_b",
+        rows,
+        out,
+        256,
+    )
+    c.add_argument(
+        "--no-swap",
+        action="store_true",
+        help="judge one order only (default: both orders, a winner only where they agree)",
+    )
+    d = _add_job_parser(
+        sub,
+        "pairs",
+        "DPO preference pairs from several completions per prompt",
+        rows + ": prompt + completions per row",
+        ".jsonl (skip records in OUTPUT.skipped.jsonl)",
+        64,
+    )
     d.add_argument("--strategy", default="best_vs_worst", choices=["best_vs_worst", "all_pairs"])
-    d.add_argument("--min-margin", type=float, default=0.0,
-                   help="drop pairs below this margin (score points; P(win) units for all_pairs)")
+    d.add_argument(
+        "--min-margin",
+        type=float,
+        default=0.0,
+        help="drop pairs below this margin (score points; P(win) units for all_pairs)",
+    )
     d.add_argument("--max-tie-rounds", type=int, help="best_vs_worst: re-grading rounds for all-equal rows")
     d.add_argument("--no-swap", action="store_true", help="all_pairs: judge one order only")
-    d.add_argument("--layout", default="wide", choices=["wide", "long"],
-                   help="long: one row per completion, consecutive rows with the same prompt grouped")
+    d.add_argument(
+        "--layout",
+        default="wide",
+        choices=["wide", "long"],
+        help="long: one row per completion, consecutive rows with the same prompt grouped",
+    )
     d.add_argument("--keep-col", action="append", help="input column copied into each pair (repeatable)")

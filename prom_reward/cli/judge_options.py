@@ -18,20 +18,39 @@ def add_judge_options(g: argparse.ArgumentParser) -> None:
     """The options ``judge_kwargs`` reads (shared by every subcommand that judges)."""
     g.add_argument("--model", default=None, help="hub id, local folder, or preset (e.g. prometheus-7b-v2.0)")
     g.add_argument("--server", action="append", help="OpenAI-compatible base URL (repeatable)")
-    g.add_argument("--backend", default="vllm", choices=["vllm", "transformers"])
-    g.add_argument("--endpoint", default="chat", choices=["chat", "completions"])
-    g.add_argument("--wire", choices=["chat", "inst", "raw"])
-    g.add_argument("--num-samples", type=int, default=1)
-    g.add_argument("--max-tokens", type=int)
-    g.add_argument("--temperature", type=float)
+    g.add_argument(
+        "--backend",
+        default="vllm",
+        choices=["vllm", "transformers"],
+        help="in-process engine for --model (default vllm)",
+    )
+    g.add_argument(
+        "--endpoint",
+        default="chat",
+        choices=["chat", "completions"],
+        help="--server endpoint: chat (/chat/completions) or completions (/completions; needed for --wire inst)",
+    )
+    g.add_argument(
+        "--wire",
+        choices=["chat", "inst", "raw"],
+        help="prompt wrapping: chat template, literal Mistral [INST], or raw text (default: the preset's, else chat)",
+    )
+    g.add_argument("--num-samples", type=int, default=1, help="samples per item; the score is their mean (default 1)")
+    g.add_argument("--max-tokens", type=int, help="judge output tokens (default: the preset's, else 1024)")
+    g.add_argument("--temperature", type=float, help="sampling temperature (default 1.0, the papers')")
     g.add_argument("--expected", action="store_true", help="request logprobs; write P(1..5) and the expected score")
-    g.add_argument("--force-verdict", action="store_true")
+    g.add_argument(
+        "--force-verdict",
+        action="store_true",
+        help="an output that ends without [RESULT]: read the verdict from the next-token distribution (counted)",
+    )
     g.add_argument("--truncate", action="store_true", help="shorten over-long responses instead of failing")
-    g.add_argument("--max-model-len", type=int)
-    g.add_argument("--tensor-parallel-size", type=int, default=1)
-    g.add_argument("--enforce-eager", action="store_true")
-    g.add_argument("--gpu-memory-utilization", type=float,
-                   help="vLLM: share of the GPU the in-process engine takes (default 0.9)")
+    g.add_argument("--max-model-len", type=int, help="vLLM: the engine's context length (default: the model's)")
+    g.add_argument("--tensor-parallel-size", type=int, default=1, help="vLLM: GPUs per engine (default 1)")
+    g.add_argument("--enforce-eager", action="store_true", help="vLLM: no CUDA graphs / compilation (faster start)")
+    g.add_argument(
+        "--gpu-memory-utilization", type=float, help="vLLM: share of the GPU the in-process engine takes (default 0.9)"
+    )
 
 
 def judge_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -41,15 +60,25 @@ def judge_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         sampling["max_tokens"] = args.max_tokens
     if args.temperature is not None:
         sampling["temperature"] = args.temperature
-    common: dict[str, Any] = dict(sampling=sampling or None, num_samples=args.num_samples,
-                                  expected_score=args.expected, truncate_response=args.truncate)
+    common: dict[str, Any] = dict(
+        sampling=sampling or None,
+        num_samples=args.num_samples,
+        expected_score=args.expected,
+        truncate_response=args.truncate,
+    )
     if args.force_verdict:
         common["force_verdict"] = True
     if getattr(args, "store", None):
         common["store"] = args.store
     if args.server:
-        return dict(model=args.model, backend="openai", base_url=args.server,
-                    endpoint=args.endpoint, wire=args.wire or "chat", **common)
+        return dict(
+            model=args.model,
+            backend="openai",
+            base_url=args.server,
+            endpoint=args.endpoint,
+            wire=args.wire or "chat",
+            **common,
+        )
     engine: dict[str, Any] = {}
     if args.wire:
         engine["wire"] = args.wire

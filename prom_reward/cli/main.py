@@ -68,8 +68,9 @@ def explain(e: BaseException) -> str | None:
         where = e.filename or "a file"
         return f"{where}: {e.strerror or e}; fix: check the path, its permissions and the free space of its disk"
     if isinstance(e, sqlite3.Error):
-        return (f"judgment store: {e}; fix: check the --store file (prom-reward store info STORE), or give another "
-                "--store")
+        return (
+            f"judgment store: {e}; fix: check the --store file (prom-reward store info STORE), or give another --store"
+        )
     if isinstance(e, MemoryError):
         return "out of memory; fix: lower --batch-size"
     return None
@@ -78,16 +79,20 @@ def explain(e: BaseException) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command in ("grade", "compare", "pairs") and not args.model and not args.server:
-        print(f"prom-reward: error: {args.command}: no judge given; fix: give --model M (in-process vLLM) or "
-              "--server URL", file=sys.stderr)
+        print(
+            f"prom-reward: error: {args.command}: no judge given; fix: give --model M (in-process vLLM) or "
+            "--server URL",
+            file=sys.stderr,
+        )
         return 2
     try:
         return int(args.func(args))
     except KeyboardInterrupt:
         if args.debug:
             raise
-        print("prom-reward: interrupted; what was committed is kept: run again with --resume to continue",
-              file=sys.stderr)
+        print(
+            "prom-reward: interrupted; what was committed is kept: run again with --resume to continue", file=sys.stderr
+        )
         return 130
     except Exception as e:
         message = explain(e)

@@ -29,20 +29,33 @@ def _csv(value: str) -> tuple[str, ...]:
 
 def add_probe_parser(sub: Any) -> None:
     """Register ``prom-reward probe``."""
-    p = sub.add_parser("probe", help="measure how exploitable a judge is (LLMBar adversarial accuracy, score "
-                                     "shifts under response edits)")
+    p = sub.add_parser(
+        "probe",
+        help="measure how exploitable a judge is (LLMBar adversarial accuracy, score shifts under response edits)",
+    )
     p.add_argument("-o", "--output", required=True, help="the probe record (.json)")
-    p.add_argument("--llmbar", help="LLMBar folder (Natural.json, Adversarial_*.json); default: benchmarks/data/"
-                                    "llmbar of a prom-reward checkout")
-    p.add_argument("--items", help=".jsonl/.json/.parquet rows with instruction, response [, reference_answer, "
-                                   "rubric, id]; default: benchmarks/data/vicuna_eval.json of a checkout")
+    p.add_argument(
+        "--llmbar",
+        help="LLMBar folder (Natural.json, Adversarial_*.json); default: benchmarks/data/"
+        "llmbar of a prom-reward checkout",
+    )
+    p.add_argument(
+        "--items",
+        help=".jsonl/.json/.parquet rows with instruction, response [, reference_answer, "
+        "rubric, id]; default: benchmarks/data/vicuna_eval.json of a checkout",
+    )
     p.add_argument("--limit", type=int, help="pairs per LLMBar set and graded items at most (a seeded subset)")
     p.add_argument("--parts", type=_csv, default=PARTS, help=f"comma-separated, some of {','.join(PARTS)}")
-    p.add_argument("--edits", type=_csv, default=DEFAULT_EDITS, help=f"comma-separated (default all: "
-                                                                      f"{','.join(DEFAULT_EDITS)})")
+    p.add_argument(
+        "--edits", type=_csv, default=DEFAULT_EDITS, help=f"comma-separated (default all: {','.join(DEFAULT_EDITS)})"
+    )
     p.add_argument("--rubric", default="helpfulness", help="rubric of the LLMBar pairs and of items without one")
-    p.add_argument("--baseline-samples", type=int, default=3, help="grades of each unedited response (their mean "
-                                                                    "is what the edits are compared with)")
+    p.add_argument(
+        "--baseline-samples",
+        type=int,
+        default=3,
+        help="grades of each unedited response (their mean is what the edits are compared with)",
+    )
     p.add_argument("--seed", type=int, default=0)
     add_judge_options(p)
     p.set_defaults(func=cmd_probe)
@@ -56,9 +69,17 @@ def cmd_probe(args: argparse.Namespace) -> int:
         raise ConfigError(f"-o {args.output}: the probe writes one JSON record; name a .json file")
     if not out.parent.is_dir():
         raise ConfigError(f"-o {args.output}: folder {out.parent} does not exist; create it first")
-    cfg = ProbeConfig(parts=args.parts, llmbar=args.llmbar, items=args.items, limit=args.limit, edits=args.edits,
-                      rubric=args.rubric, expected=args.expected, baseline_samples=args.baseline_samples,
-                      seed=args.seed)
+    cfg = ProbeConfig(
+        parts=args.parts,
+        llmbar=args.llmbar,
+        items=args.items,
+        limit=args.limit,
+        edits=args.edits,
+        rubric=args.rubric,
+        expected=args.expected,
+        baseline_samples=args.baseline_samples,
+        seed=args.seed,
+    )
     inputs = load_inputs(cfg)  # bad data fails here, before an engine starts
     judge = build_judge(args)
     try:

@@ -24,18 +24,32 @@ from prom_reward.report.summarize import ReportColumns, summarize
 
 def add_report_parser(sub: Any) -> None:
     """Register ``prom-reward report``."""
-    p = sub.add_parser("report", help="an HTML report of a graded file (plots, failures, per-rubric tables, "
-                                      "extreme rows, probe results)")
+    p = sub.add_parser(
+        "report",
+        help="an HTML report of a graded file (plots, failures, per-rubric tables, extreme rows, probe results)",
+    )
     p.add_argument("input", help="prom-reward grade or compare output (.jsonl, .json, .parquet)")
     p.add_argument("-o", "--output", required=True, help="the report (.html)")
     p.add_argument("--probe", help="a prom-reward probe record (.json) to include")
     p.add_argument("--title", default=None, help="page title (default: the input's file name)")
     p.add_argument("--extremes", type=int, default=5, help="highest and lowest scored rows to show")
-    for name, default in (("instruction", "instruction"), ("response", "response"), ("response-a", "response_a"),
-                          ("response-b", "response_b"), ("rubric", "rubric"), ("source", None)):
-        p.add_argument(f"--{name}-col", dest=f"{name.replace('-', '_')}_col", default=default,
-                       help="column to group by source (default: the first of source, data_source, "
-                            "response_source, category, model)" if name == "source" else None)
+    for name, default in (
+        ("instruction", "instruction"),
+        ("response", "response"),
+        ("response-a", "response_a"),
+        ("response-b", "response_b"),
+        ("rubric", "rubric"),
+        ("source", None),
+    ):
+        p.add_argument(
+            f"--{name}-col",
+            dest=f"{name.replace('-', '_')}_col",
+            default=default,
+            help="column to group by source (default: the first of source, data_source, "
+            "response_source, category, model)"
+            if name == "source"
+            else None,
+        )
     p.set_defaults(func=cmd_report)
 
 
@@ -43,8 +57,10 @@ def _probe_record(path: str) -> dict[str, Any]:
     try:
         record = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as e:
-        raise InputError(f"--probe {path}: cannot read a probe record ({e}); give the .json that prom-reward probe "
-                         "wrote", field="probe") from e
+        raise InputError(
+            f"--probe {path}: cannot read a probe record ({e}); give the .json that prom-reward probe wrote",
+            field="probe",
+        ) from e
     if not isinstance(record, dict) or not ({"llmbar", "shifts"} & set(record)):
         raise InputError(f"--probe {path}: not a prom-reward probe record (no 'llmbar' or 'shifts')", field="probe")
     return record
@@ -55,16 +71,26 @@ def cmd_report(args: argparse.Namespace) -> int:
     if out.suffix.lower() not in (".html", ".htm"):
         raise ConfigError(f"-o {args.output}: the report is one HTML page; name a .html file")
     if not Path(args.input).is_file():
-        raise InputError(f"{args.input}: no such file; give a prom-reward grade or compare output file",
-                         field="input")
+        raise InputError(f"{args.input}: no such file; give a prom-reward grade or compare output file", field="input")
     if args.extremes < 0:
         raise ConfigError(f"--extremes: expected a number >= 0, got {args.extremes}")
     probe = _probe_record(args.probe) if args.probe else None
-    cols = ReportColumns(args.instruction_col, args.response_col, args.response_a_col, args.response_b_col,
-                         args.rubric_col, args.source_col)
+    cols = ReportColumns(
+        args.instruction_col,
+        args.response_col,
+        args.response_a_col,
+        args.response_b_col,
+        args.rubric_col,
+        args.source_col,
+    )
     summary = summarize(read_rows(args.input), cols, extremes=args.extremes)
-    page = render_report(summary, probe, title=args.title or Path(args.input).name, source=str(args.input),
-                         generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+    page = render_report(
+        summary,
+        probe,
+        title=args.title or Path(args.input).name,
+        source=str(args.input),
+        generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    )
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_text(page, encoding="utf-8")
     os.replace(tmp, out)

@@ -26,19 +26,24 @@ def add_serve_parser(sub: Any) -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--log-dir", default="judge-logs")
     p.add_argument("--startup-timeout", type=float, default=1800.0)
-    e = p.add_argument_group("engine (prom_reward.backends.vllm_options.VLLMOptions; a preset's values, "
-                             "then vLLM's defaults where not given)")
+    e = p.add_argument_group(
+        "engine (prom_reward.backends.vllm_options.VLLMOptions; a preset's values, "
+        "then vLLM's defaults where not given)"
+    )
     e.add_argument("--tensor-parallel-size", type=int, help="GPUs per replica (default 1)")
     e.add_argument("--max-model-len", type=int)
-    e.add_argument("--gpu-memory-utilization", type=float,
-                   help=f"share of each GPU a replica takes (default {DEFAULT_GPU_MEMORY_UTILIZATION}; "
-                        "always passed to vLLM)")
+    e.add_argument(
+        "--gpu-memory-utilization",
+        type=float,
+        help=f"share of each GPU a replica takes (default {DEFAULT_GPU_MEMORY_UTILIZATION}; always passed to vLLM)",
+    )
     e.add_argument("--no-prefix-caching", action="store_true")
     e.add_argument("--dtype")
     e.add_argument("--enforce-eager", action="store_true")
     e.add_argument("--seed", type=int, help="engine seed (default 0)")
-    e.add_argument("--tokenizer-mode", choices=TOKENIZER_MODES,
-                   help="hf (default: as prom-reward renders in process) or mistral")
+    e.add_argument(
+        "--tokenizer-mode", choices=TOKENIZER_MODES, help="hf (default: as prom-reward renders in process) or mistral"
+    )
     p.set_defaults(func=cmd_serve)
 
 
@@ -55,15 +60,32 @@ def serve_config(args: Any) -> ServeConfig:
     else:
         raise ConfigError(f"--replicas: expected a number or 'auto', got {args.replicas!r}")
     preset = find_preset_for_model(args.model)
-    given = {name: getattr(args, name) for name in ("tensor_parallel_size", "max_model_len", "gpu_memory_utilization",
-                                                    "dtype", "seed", "tokenizer_mode")}
+    given = {
+        name: getattr(args, name)
+        for name in (
+            "tensor_parallel_size",
+            "max_model_len",
+            "gpu_memory_utilization",
+            "dtype",
+            "seed",
+            "tokenizer_mode",
+        )
+    }
     settings = {**(preset.engine if preset else {}), **{k: v for k, v in given.items() if v is not None}}
     if args.no_prefix_caching:
         settings["enable_prefix_caching"] = False
     if args.enforce_eager:
         settings["enforce_eager"] = True
-    return ServeConfig(model=args.model, engine=VLLMOptions.from_settings(settings), gpus=gpus, replicas=replicas,
-                       port=args.port, host=args.host, log_dir=args.log_dir, startup_timeout=args.startup_timeout)
+    return ServeConfig(
+        model=args.model,
+        engine=VLLMOptions.from_settings(settings),
+        gpus=gpus,
+        replicas=replicas,
+        port=args.port,
+        host=args.host,
+        log_dir=args.log_dir,
+        startup_timeout=args.startup_timeout,
+    )
 
 
 def cmd_serve(args: Any) -> int:
@@ -113,23 +135,35 @@ def cmd_reward_server(args: argparse.Namespace) -> int:
     from prom_reward.integrations.settings import RewardSettings, setting_names
     from prom_reward.integrations.startup import check_judge
 
-    explicit = {name: getattr(args, _JUDGE_SETTINGS.get(name, name), None) for name in setting_names()
-                if name not in ("judge", "reward")}
+    explicit = {
+        name: getattr(args, _JUDGE_SETTINGS.get(name, name), None)
+        for name in setting_names()
+        if name not in ("judge", "reward")
+    }
     if args.truncate:
         explicit["over_context"] = "truncate"
     settings = RewardSettings.load({**explicit, "config_file": args.config})
     if not settings.judge_url and not settings.judge_model:
-        print("prom-reward reward-server: give --server URL (or PROM_REWARD_JUDGE_URL) or --model M (in-process vLLM)",
-              file=sys.stderr)
+        print(
+            "prom-reward reward-server: give --server URL (or PROM_REWARD_JUDGE_URL) or --model M (in-process vLLM)",
+            file=sys.stderr,
+        )
         return 2
-    settings = dataclasses.replace(settings, judge={**_judge_extras(args, remote=bool(settings.judge_url)),
-                                                    **settings.judge})
+    settings = dataclasses.replace(
+        settings, judge={**_judge_extras(args, remote=bool(settings.judge_url)), **settings.judge}
+    )
     token = _token(args)
     reward = settings.build_reward()
     reward.judge  # noqa: B018 - build the judge now: an in-process model that cannot load fails before serving
     check_judge(settings.judge_url, settings.judge_model, health=reward.health)
-    serve_reward(reward, settings, host=args.host, port=args.port, token=token,
-                 max_body_bytes=int(args.max_body_mb * 1024 * 1024))
+    serve_reward(
+        reward,
+        settings,
+        host=args.host,
+        port=args.port,
+        token=token,
+        max_body_bytes=int(args.max_body_mb * 1024 * 1024),
+    )
     return 0
 
 
@@ -173,17 +207,22 @@ def _token(args: argparse.Namespace) -> str | None:
     if os.environ.get("PROM_REWARD_TOKEN", "").strip():
         return os.environ["PROM_REWARD_TOKEN"].strip()
     if args.token:
-        print("prom-reward reward-server: warning: --token is visible to every user in `ps` and in the shell history; "
-              "pass it with --token-file FILE or PROM_REWARD_TOKEN", file=sys.stderr)
+        print(
+            "prom-reward reward-server: warning: --token is visible to every user in `ps` and in the shell history; "
+            "pass it with --token-file FILE or PROM_REWARD_TOKEN",
+            file=sys.stderr,
+        )
     return args.token
 
 
 def _add_reward_server_parser(sub: Any) -> None:
     from prom_reward.integrations.settings import ENV_PREFIX, field_docs, flag_name, setting_names
 
-    s = sub.add_parser("reward-server", help="serve the judge as an OpenRLHF remote reward model (HTTP)",
-                       description="Settings: flags > PROM_REWARD_* environment > --config YAML > defaults "
-                                   "(docs/openrlhf.md).")
+    s = sub.add_parser(
+        "reward-server",
+        help="serve the judge as an OpenRLHF remote reward model (HTTP)",
+        description="Settings: flags > PROM_REWARD_* environment > --config YAML > defaults (docs/openrlhf.md).",
+    )
     add_judge_options(s)
     docs = field_docs()
     for name in setting_names():
@@ -194,8 +233,11 @@ def _add_reward_server_parser(sub: Any) -> None:
     s.add_argument("--config", help="YAML file of settings (keys: the setting names) [PROM_REWARD_CONFIG]")
     s.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)")
     s.add_argument("--port", type=int, default=5000)
-    s.add_argument("--token-file", help="file holding the token requests must carry (?token=TOKEN in the URL or "
-                                        "'Authorization: Bearer TOKEN'); or set PROM_REWARD_TOKEN")
+    s.add_argument(
+        "--token-file",
+        help="file holding the token requests must carry (?token=TOKEN in the URL or "
+        "'Authorization: Bearer TOKEN'); or set PROM_REWARD_TOKEN",
+    )
     s.add_argument("--token", help="the token itself (visible in `ps`: prefer --token-file or PROM_REWARD_TOKEN)")
     s.add_argument("--max-body-mb", type=float, default=8.0, help="larger request bodies get 413")
     s.set_defaults(func=cmd_reward_server)

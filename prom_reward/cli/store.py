@@ -33,8 +33,16 @@ def cmd_store(args: argparse.Namespace) -> int:
             n = write_rows(args.output, _batches(store.entries(), 1000))
             print(f"exported {n} judgments -> {args.output}", file=sys.stderr)
             return 0
-        print(json.dumps({"path": str(store.path), "judgments": len(store), "models": store.models(),
-                          "integrity": store.integrity_check()}))
+        print(
+            json.dumps(
+                {
+                    "path": str(store.path),
+                    "judgments": len(store),
+                    "models": store.models(),
+                    "integrity": store.integrity_check(),
+                }
+            )
+        )
     return 0
 
 
@@ -43,6 +51,10 @@ def add_store_parser(sub: Any) -> None:
     s.add_argument("action", choices=["info", "export"])
     s.add_argument("path", help="the SQLite judgment store (as given to --store)")
     s.add_argument("-o", "--output", help="export: .jsonl or .parquet")
-    s.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for a store another process holds "
-                   "locked (default 30)")
+    s.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        help="seconds to wait for a store another process holds locked (default 30)",
+    )
     s.set_defaults(func=cmd_store)

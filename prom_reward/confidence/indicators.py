@@ -68,8 +68,9 @@ TRUNCATIONS = ("tail", "bucket", "renormalize")
 
 def _top_k_probs(position: TokenLogprobs, top_k: int) -> list[float]:
     """The ``top_k`` largest reported probabilities (the sampled token only when it is among them)."""
-    probs = sorted((math.exp(lp) for lp in position.top.values() if lp is not None and math.isfinite(lp)),
-                   reverse=True)[:top_k]
+    probs = sorted(
+        (math.exp(lp) for lp in position.top.values() if lp is not None and math.isfinite(lp)), reverse=True
+    )[:top_k]
     if not probs and position.logprob is not None and math.isfinite(position.logprob):
         probs = [math.exp(position.logprob)]  # no alternatives reported: the one known probability
     total = sum(probs)
@@ -134,8 +135,9 @@ def entropy_upper_bound(position: TokenLogprobs, vocab_size: int, top_k: int = D
     return h
 
 
-def mean_entropy(logprobs: Sequence[TokenLogprobs] | None, truncation: str = "tail",
-                 top_k: int = DEFAULT_TOP_K) -> float | None:
+def mean_entropy(
+    logprobs: Sequence[TokenLogprobs] | None, truncation: str = "tail", top_k: int = DEFAULT_TOP_K
+) -> float | None:
     """SE of one sample: the mean token entropy over its generated tokens (None without logprobs).
 
     >>> import math
@@ -274,8 +276,12 @@ INDICATORS.register("sample_agreement", lambda c: _one_minus(c.sample_agreement)
 INDICATORS.register("swap_agreement", lambda c: _one_minus(c.swap_agreement))
 
 NEEDS = {
-    "se": "logprobs", "se_cali": "calibration", "perplexity": "logprobs", "verdict_probability": "logprobs",
-    "sample_agreement": "samples", "swap_agreement": "swap",
+    "se": "logprobs",
+    "se_cali": "calibration",
+    "perplexity": "logprobs",
+    "verdict_probability": "logprobs",
+    "sample_agreement": "samples",
+    "swap_agreement": "swap",
 }
 """What each indicator needs from the judge: token logprobs (``confidence=True``), a calibration
 model, ``num_samples >= 2``, or pairwise judgments with ``swap=True``."""

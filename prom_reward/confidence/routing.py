@@ -44,9 +44,11 @@ class CascadeConfig:
 
     def __post_init__(self) -> None:
         if (self.route_fraction is None) == (self.threshold is None):
-            raise ConfigError("CascadeJudge: give exactly one of route_fraction=<share in [0, 1]> or "
-                              f"threshold=<uncertainty>, got route_fraction={self.route_fraction!r}, "
-                              f"threshold={self.threshold!r}")
+            raise ConfigError(
+                "CascadeJudge: give exactly one of route_fraction=<share in [0, 1]> or "
+                f"threshold=<uncertainty>, got route_fraction={self.route_fraction!r}, "
+                f"threshold={self.threshold!r}"
+            )
         f = self.route_fraction
         if f is not None and (isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 <= f <= 1):
             raise ConfigError(f"route_fraction: expected a number in [0, 1], got {f!r}")
@@ -59,8 +61,7 @@ class CascadeConfig:
         get_indicator(self.indicator)
 
 
-def _above_running_quantile(values: Sequence[float | None], history: Sequence[float],
-                            fraction: float) -> set[int]:
+def _above_running_quantile(values: Sequence[float | None], history: Sequence[float], fraction: float) -> set[int]:
     """Indexes whose mid-rank among ``history`` + ``values`` is above ``1 - fraction``.
 
     For exchangeable uncertainties the mid-rank is uniform, so each item is routed with
@@ -151,14 +152,15 @@ def route(results: Sequence[Judged], config: CascadeConfig, history: Sequence[fl
         uncertain = _above_running_quantile(values, history, config.route_fraction)  # type: ignore[arg-type]
     else:
         budget = math.ceil(config.route_fraction * len(results) - 1e-9)  # type: ignore[operator]
-        order = sorted(unscored) + sorted((i for i, v in enumerate(values) if v is not None),
-                       key=lambda i: (-values[i], i))  # type: ignore[operator]
-        picked = order[:max(budget - len(failed), 0)]
+        order = sorted(unscored) + sorted(
+            (i for i, v in enumerate(values) if v is not None),
+            key=lambda i: (-values[i], i),  # type: ignore[operator]
+        )
+        picked = order[: max(budget - len(failed), 0)]
         uncertain = set(picked) - unscored
         unscored = unscored & set(picked)
     out = []
     for i, v in enumerate(values):
-        reason = ("failed" if i in failed else "unscored" if i in unscored else
-                  "uncertain" if i in uncertain else "")
+        reason = "failed" if i in failed else "unscored" if i in unscored else "uncertain" if i in uncertain else ""
         out.append(Routing(uncertainty=v, routed=bool(reason), reason=reason))
     return out

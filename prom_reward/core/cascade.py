@@ -82,25 +82,40 @@ class CascadeJudge:
             else ``se``.
     """
 
-    def __init__(self, primary: Judge, fallback: Judge, *, route_fraction: float | None = None,
-                 threshold: float | None = None, indicator: str | None = None, window: int = 1000) -> None:
+    def __init__(
+        self,
+        primary: Judge,
+        fallback: Judge,
+        *,
+        route_fraction: float | None = None,
+        threshold: float | None = None,
+        indicator: str | None = None,
+        window: int = 1000,
+    ) -> None:
         if indicator is None:
             indicator = "se_cali" if getattr(primary, "calibration", None) is not None else "se"
-        self.config = CascadeConfig(route_fraction=route_fraction, threshold=threshold, indicator=indicator,
-                                    window=window)
+        self.config = CascadeConfig(
+            route_fraction=route_fraction, threshold=threshold, indicator=indicator, window=window
+        )
         for role, judge in (("primary", primary), ("fallback", fallback)):
             missing = [name for name in _JUDGE_API if not hasattr(judge, name)]
             if missing:
-                raise ConfigError(f"{role}: expected a judge (a PrometheusJudge, or any object with "
-                                  f"{', '.join(_JUDGE_API)}), got {type(judge).__name__}, which has no "
-                                  f"{', '.join(missing)}")
+                raise ConfigError(
+                    f"{role}: expected a judge (a PrometheusJudge, or any object with "
+                    f"{', '.join(_JUDGE_API)}), got {type(judge).__name__}, which has no "
+                    f"{', '.join(missing)}"
+                )
         need = NEEDS[indicator.lower()]
         if need == "logprobs" and getattr(primary, "confidence", True) is False:
-            raise ConfigError(f"indicator {indicator!r} reads token logprobs: build the primary judge with "
-                              "PrometheusJudge(..., confidence=True)")
+            raise ConfigError(
+                f"indicator {indicator!r} reads token logprobs: build the primary judge with "
+                "PrometheusJudge(..., confidence=True)"
+            )
         if need == "calibration" and getattr(primary, "calibration", True) is None:
-            raise ConfigError("indicator 'se_cali' needs a base model: build the primary judge with "
-                              "PrometheusJudge(..., calibration=<base backend>)")
+            raise ConfigError(
+                "indicator 'se_cali' needs a base model: build the primary judge with "
+                "PrometheusJudge(..., calibration=<base backend>)"
+            )
         self.primary, self.fallback = primary, fallback
         self.cascade_stats = CascadeStats()
         self.last_routing: list[Routing] = []
@@ -119,8 +134,10 @@ class CascadeJudge:
         f = self.config.route_fraction
         known = sorted(v for v in uncertainties if v is not None)
         if f is None or not known:
-            raise ConfigError("calibrate: expected route_fraction=<share> and at least one known uncertainty, "
-                              f"got route_fraction={f!r} and {len(known)} known values")
+            raise ConfigError(
+                "calibrate: expected route_fraction=<share> and at least one known uncertainty, "
+                f"got route_fraction={f!r} and {len(known)} known values"
+            )
         cut = min(max(math.ceil((1 - f) * len(known) - 1e-9), 1), len(known)) - 1
         threshold = known[cut]
         self.config = dataclasses.replace(self.config, route_fraction=None, threshold=threshold)
@@ -178,53 +195,118 @@ class CascadeJudge:
         return out
 
     # -- the judge API -----------------------------------------------------------------
-    def grade(self, instructions: Sequence[str], responses: Sequence[str], rubric: RubricsLike,
-              reference_answers: Sequence[str | None] | None = None, *, num_samples: int | None = None,
-              sampling: SamplingOverrides = None, truncate_response: bool | None = None) -> list[Grade]:
+    def grade(
+        self,
+        instructions: Sequence[str],
+        responses: Sequence[str],
+        rubric: RubricsLike,
+        reference_answers: Sequence[str | None] | None = None,
+        *,
+        num_samples: int | None = None,
+        sampling: SamplingOverrides = None,
+        truncate_response: bool | None = None,
+    ) -> list[Grade]:
         """Like ``PrometheusJudge.grade`` (``num_samples``, ``sampling``, ``truncate_response`` go to both judges)."""
-        first = self.primary.grade(instructions, responses, rubric, reference_answers, num_samples=num_samples,
-                                   sampling=sampling, truncate_response=truncate_response)
+        first = self.primary.grade(
+            instructions,
+            responses,
+            rubric,
+            reference_answers,
+            num_samples=num_samples,
+            sampling=sampling,
+            truncate_response=truncate_response,
+        )
         n = len(first)
 
         def again(idx: list[int]) -> list[Grade]:
-            return self.fallback.grade(_subset(instructions, idx, n), _subset(responses, idx, n),
-                                       _subset(rubric, idx, n), _subset(reference_answers, idx, n),
-                                       num_samples=num_samples, sampling=sampling, truncate_response=truncate_response)
+            return self.fallback.grade(
+                _subset(instructions, idx, n),
+                _subset(responses, idx, n),
+                _subset(rubric, idx, n),
+                _subset(reference_answers, idx, n),
+                num_samples=num_samples,
+                sampling=sampling,
+                truncate_response=truncate_response,
+            )
 
         return self._cascade(first, n, again)
 
-    def compare(self, instructions: Sequence[str], responses_a: Sequence[str], responses_b: Sequence[str],
-                rubric: RubricsLike, reference_answers: Sequence[str | None] | None = None, *, swap: bool = False,
-                num_samples: int | None = None, sampling: SamplingOverrides = None,
-                truncate_response: bool | None = None) -> list[Verdict]:
+    def compare(
+        self,
+        instructions: Sequence[str],
+        responses_a: Sequence[str],
+        responses_b: Sequence[str],
+        rubric: RubricsLike,
+        reference_answers: Sequence[str | None] | None = None,
+        *,
+        swap: bool = False,
+        num_samples: int | None = None,
+        sampling: SamplingOverrides = None,
+        truncate_response: bool | None = None,
+    ) -> list[Verdict]:
         """Like ``PrometheusJudge.compare`` (``swap``, ``num_samples``, ``sampling``, ``truncate_response`` go to
         both judges)."""
-        first = self.primary.compare(instructions, responses_a, responses_b, rubric, reference_answers, swap=swap,
-                                     num_samples=num_samples, sampling=sampling, truncate_response=truncate_response)
+        first = self.primary.compare(
+            instructions,
+            responses_a,
+            responses_b,
+            rubric,
+            reference_answers,
+            swap=swap,
+            num_samples=num_samples,
+            sampling=sampling,
+            truncate_response=truncate_response,
+        )
         n = len(first)
 
         def again(idx: list[int]) -> list[Verdict]:
-            return self.fallback.compare(_subset(instructions, idx, n), _subset(responses_a, idx, n),
-                                         _subset(responses_b, idx, n), _subset(rubric, idx, n),
-                                         _subset(reference_answers, idx, n), swap=swap, num_samples=num_samples,
-                                         sampling=sampling, truncate_response=truncate_response)
+            return self.fallback.compare(
+                _subset(instructions, idx, n),
+                _subset(responses_a, idx, n),
+                _subset(responses_b, idx, n),
+                _subset(rubric, idx, n),
+                _subset(reference_answers, idx, n),
+                swap=swap,
+                num_samples=num_samples,
+                sampling=sampling,
+                truncate_response=truncate_response,
+            )
 
         return self._cascade(first, n, again)
 
-    def compare_by_grades(self, instructions: Sequence[str], responses_a: Sequence[str],
-                          responses_b: Sequence[str], rubric: RubricsLike,
-                          reference_answers: Sequence[str | None] | None = None, *,
-                          max_tie_rounds: int | None = None, num_samples: int | None = None) -> list[Verdict]:
+    def compare_by_grades(
+        self,
+        instructions: Sequence[str],
+        responses_a: Sequence[str],
+        responses_b: Sequence[str],
+        rubric: RubricsLike,
+        reference_answers: Sequence[str | None] | None = None,
+        *,
+        max_tie_rounds: int | None = None,
+        num_samples: int | None = None,
+    ) -> list[Verdict]:
         """Like ``PrometheusJudge.compare_by_grades``; a pair is routed as a whole."""
-        first = self.primary.compare_by_grades(instructions, responses_a, responses_b, rubric, reference_answers,
-                                               max_tie_rounds=max_tie_rounds, num_samples=num_samples)
+        first = self.primary.compare_by_grades(
+            instructions,
+            responses_a,
+            responses_b,
+            rubric,
+            reference_answers,
+            max_tie_rounds=max_tie_rounds,
+            num_samples=num_samples,
+        )
         n = len(first)
 
         def again(idx: list[int]) -> list[Verdict]:
             return self.fallback.compare_by_grades(
-                _subset(instructions, idx, n), _subset(responses_a, idx, n), _subset(responses_b, idx, n),
-                _subset(rubric, idx, n), _subset(reference_answers, idx, n), max_tie_rounds=max_tie_rounds,
-                num_samples=num_samples)
+                _subset(instructions, idx, n),
+                _subset(responses_a, idx, n),
+                _subset(responses_b, idx, n),
+                _subset(rubric, idx, n),
+                _subset(reference_answers, idx, n),
+                max_tie_rounds=max_tie_rounds,
+                num_samples=num_samples,
+            )
 
         return self._cascade(first, n, again)
 

@@ -112,3 +112,27 @@ def verdict_from_runs(first: ItemRun, swapped: ItemRun | None = None) -> Verdict
         completion_tokens=sum(r.completion_tokens for r in runs),
         confidence=merge_confidences([confidence_from_samples(r.valid) for r in runs], swap_agreement=swap),
     )
+
+
+def verdict_from_grades(a: Grade, b: Grade, *, tie: bool, tie_rounds: int) -> Verdict:
+    """The Direct2Pair verdict of two absolute grades: the higher score wins; equal or missing scores
+    give no winner (``tie`` says which of the two it is)."""
+    winner: Winner | None = None
+    if a.score is not None and b.score is not None and a.score != b.score:
+        winner = "A" if a.score > b.score else "B"
+    return Verdict(
+        winner=winner,
+        feedback=a.feedback,
+        samples=a.samples + b.samples,
+        tie=tie,
+        order_winners=(winner,),
+        grades=(a, b),
+        tie_rounds=tie_rounds,
+        retries=a.retries + b.retries,
+        failures=a.failures + b.failures,
+        forced=a.forced + b.forced,
+        prompt_tokens=a.prompt_tokens + b.prompt_tokens,
+        completion_tokens=a.completion_tokens + b.completion_tokens,
+        confidence=merge_confidences([a.confidence, b.confidence]),
+        truncated=a.truncated or b.truncated,
+    )

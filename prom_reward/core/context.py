@@ -50,8 +50,9 @@ def _shorten(item: Item, fraction: float) -> Item:
     """``item`` with its response(s) cut to ``fraction`` of their length."""
     if isinstance(item, AbsoluteItem):
         return dataclasses.replace(item, response=_cut(item.response, fraction))
-    return dataclasses.replace(item, response_a=_cut(item.response_a, fraction),
-                               response_b=_cut(item.response_b, fraction))
+    return dataclasses.replace(
+        item, response_a=_cut(item.response_a, fraction), response_b=_cut(item.response_b, fraction)
+    )
 
 
 def fit_to_context(
@@ -82,7 +83,8 @@ def fit_to_context(
             raise ContextLengthError(
                 f"max_tokens={req.sampling.max_tokens} leaves no room for a prompt in the judge's "
                 f"{limit}-token context; lower sampling max_tokens or raise max_model_len",
-                index=i, field="max_tokens",
+                index=i,
+                field="max_tokens",
             )
         if count <= budget:
             continue
@@ -92,22 +94,25 @@ def fit_to_context(
                 f"{req.sampling.max_tokens} are reserved for the feedback (max_tokens), so at most {budget} fit; "
                 "shorten the response/instruction, raise max_model_len, lower max_tokens, or pass "
                 "truncate_response=True",
-                index=i, field="response",
+                index=i,
+                field="response",
             )
         requests[i], items[i] = _truncate(backend, items[i], render, count, budget, i)
         truncated[i] = True
     return requests, items, truncated
 
 
-def _truncate(backend: Backend, item: Item, render: Callable[[Item], GenerationRequest], count: int,
-              budget: int, index: int) -> tuple[GenerationRequest, Item]:
+def _truncate(
+    backend: Backend, item: Item, render: Callable[[Item], GenerationRequest], count: int, budget: int, index: int
+) -> tuple[GenerationRequest, Item]:
     empty = _shorten(item, 0.0)
     (floor,) = backend.count_tokens([render(empty)]) or [0]
     if floor > budget:
         raise ContextLengthError(
             f"item {index}: even with empty responses the judge prompt is {floor} tokens, over the {budget} "
             "that fit; the instruction, reference answer or rubric is too long for this judge",
-            index=index, field="instruction",
+            index=index,
+            field="instruction",
         )
     current, fraction = item, 1.0
     for _ in range(_MAX_STEPS):
@@ -118,5 +123,6 @@ def _truncate(backend: Backend, item: Item, render: Callable[[Item], GenerationR
         (count,) = backend.count_tokens([request]) or [0]
         if count <= budget:
             return request, current
-    raise InputError(f"item {index}: could not truncate the response to fit the judge context", index=index,
-                     field="response")
+    raise InputError(
+        f"item {index}: could not truncate the response to fit the judge context", index=index, field="response"
+    )

@@ -53,9 +53,7 @@ def _as_list(name: str, value: object, n: int | None) -> list[object]:
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
         one = name[:-1] if name.endswith("s") else name
         hint = f"; for a single item pass [{one}]" if isinstance(value, str) else ""
-        raise InputError(
-            f"{name}: expected a list of strings, got {type(value).__name__}{hint}", field=name
-        )
+        raise InputError(f"{name}: expected a list of strings, got {type(value).__name__}{hint}", field=name)
     items = list(value)
     if n is not None and len(items) != n:
         raise InputError(
@@ -79,7 +77,8 @@ def check_text(text: str, index: int, field: str) -> None:
         raise InputError(
             f"item {index}: {field} holds a lone surrogate ({text[e.start]!r} at character {e.start}), which is not "
             "valid Unicode text and cannot be sent to the judge; decode the text with errors='replace'",
-            index=index, field=field,
+            index=index,
+            field=field,
         ) from None
 
 
@@ -91,7 +90,8 @@ def _strings(name: str, value: object, n: int | None, field: str) -> list[str]:
             raise InputError(
                 f"item {i}: {field} must be a str, got {type(x).__name__} ({str(x)[:60]!r}); "
                 "convert it to text (or drop the item) before judging",
-                index=i, field=field,
+                index=i,
+                field=field,
             )
         check_text(x, i, field)
         out.append(x)
@@ -106,7 +106,8 @@ def _references(value: object, n: int) -> list[str | None]:
         if r is not None and not isinstance(r, str):
             raise InputError(
                 f"item {i}: reference_answer must be a str or None, got {type(r).__name__}",
-                index=i, field="reference_answer",
+                index=i,
+                field="reference_answer",
             )
         if r is not None:
             check_text(r, i, "reference_answer")
@@ -124,8 +125,12 @@ def _rubrics(value: RubricsLike, n: int, *, need_scores: bool) -> list[Rubric]:
     return [resolve(cast(RubricLike | None, r), index=i, field="rubric") for i, r in enumerate(raw)]
 
 
-def absolute_items(instructions: Sequence[str], responses: Sequence[str], rubric: RubricsLike,
-                   reference_answers: Sequence[str | None] | None = None) -> list[AbsoluteItem]:
+def absolute_items(
+    instructions: Sequence[str],
+    responses: Sequence[str],
+    rubric: RubricsLike,
+    reference_answers: Sequence[str | None] | None = None,
+) -> list[AbsoluteItem]:
     """Validate an absolute-grading batch; raises InputError naming item and field."""
     ins = _strings("instructions", instructions, None, "instruction")
     n = len(ins)
@@ -135,8 +140,13 @@ def absolute_items(instructions: Sequence[str], responses: Sequence[str], rubric
     return [AbsoluteItem(*t) for t in zip(ins, res, rubs, refs, strict=True)]
 
 
-def relative_items(instructions: Sequence[str], responses_a: Sequence[str], responses_b: Sequence[str],
-                   rubric: RubricsLike, reference_answers: Sequence[str | None] | None = None) -> list[RelativeItem]:
+def relative_items(
+    instructions: Sequence[str],
+    responses_a: Sequence[str],
+    responses_b: Sequence[str],
+    rubric: RubricsLike,
+    reference_answers: Sequence[str | None] | None = None,
+) -> list[RelativeItem]:
     """Validate a pairwise batch; raises InputError naming item and field."""
     ins = _strings("instructions", instructions, None, "instruction")
     n = len(ins)

@@ -21,14 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 from prom_reward.backends import Backend, GenerationRequest, make_backend
 from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
-from prom_reward.backends.teacher_forcing import ContinuationScorer, teacher_forcing_scorer
-from prom_reward.backends.vllm_options import VLLMOptions, share_gpu_memory
-from prom_reward.confidence.indicators import TRUNCATIONS, mean_entropy, merge_confidences
-from prom_reward.core.combine import grade_from_run, verdict_from_runs
+from prom_reward.confidence.indicators import TRUNCATIONS
+from prom_reward.core.calibration import calibrate, calibration_scorer, share_gpu_with_calibration
+from prom_reward.core.combine import grade_from_run, verdict_from_grades, verdict_from_runs
 from prom_reward.core.context import fit_to_context
 from prom_reward.core.items import AbsoluteItem, Item, RelativeItem, absolute_items, relative_items
-from prom_reward.core.presets import JudgePreset, find_preset_for_model, get_preset, resolve_model_path
-from prom_reward.core.results import Grade, JudgeStats, Verdict, Winner
+from prom_reward.core.presets import apply_preset, find_preset_for_model, get_preset
+from prom_reward.core.results import Grade, JudgeStats, Verdict
 from prom_reward.core.sampler import ItemRun, Mode, SampleRunner
 from prom_reward.errors import ConfigError
 from prom_reward.format.render import render_absolute, render_relative
@@ -50,44 +49,6 @@ def _abs_request(item: AbsoluteItem, sampling: SamplingConfig) -> GenerationRequ
 def _rel_request(item: RelativeItem, sampling: SamplingConfig) -> GenerationRequest:
     user = render_relative(item.instruction, item.response_a, item.response_b, item.rubric, item.reference_answer)
     return GenerationRequest(system=REL_SYSTEM_PROMPT, user=user, sampling=sampling)
-
-
-def _apply_preset(p: JudgePreset, backend: str, model: str | None,
-                  options: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
-    """Merge a preset under the user's options, as far as the chosen backend can use it."""
-    if backend == "openai":
-        # The server owns the weights and engine options; the client needs the wire format,
-        # and the literal [INST] string can only travel through the completions endpoint.
-        wire = {"wire": p.wire, **({"endpoint": "completions"} if p.wire == "inst" else {})}
-        served = None if p.model.startswith("local:") else p.model
-        return (model if model != p.name else served), {**wire, **options}
-    engine = {"wire": p.wire, **(p.engine if backend == "vllm" else {})}
-    return resolve_model_path(p.model), {**engine, **options}
-
-
-def _engine_share(backend: Any, options: dict[str, Any]) -> tuple[bool, float | None]:
-    """(whether ``backend`` is a vLLM engine, its GPU share: None = still to be chosen)."""
-    if isinstance(backend, str):
-        return backend == "vllm", options.get("gpu_memory_utilization")
-    engine_options = getattr(backend, "options", None)  # a VLLMEngine built by the caller
-    return isinstance(engine_options, VLLMOptions), getattr(engine_options, "gpu_memory_utilization", None)
-
-
-def _share_gpu(backend: Any, options: dict[str, Any], calibration: Any) -> tuple[dict[str, Any], Any]:
-    """A vLLM judge and a vLLM calibration model in one process share one GPU: the shares still to be
-    chosen split what the others leave of ``DEFAULT_GPU_MEMORY_UTILIZATION`` (0.45 each when neither
-    is set; see ``vllm_options.share_gpu_memory``)."""
-    cal_options = calibration if isinstance(calibration, dict) else {}
-    judge_vllm, judge = _engine_share(backend, options)
-    cal_vllm, base = _engine_share(cal_options.get("backend", "vllm") if cal_options else calibration, cal_options)
-    if not (judge_vllm and cal_vllm) or not (isinstance(backend, str) or cal_options):
-        return options, calibration  # not two vLLM engines, or both already built
-    judge, base = share_gpu_memory(judge, base)
-    if isinstance(backend, str):
-        options = {**options, "gpu_memory_utilization": judge}
-    if cal_options:
-        calibration = {**cal_options, "gpu_memory_utilization": base}
-    return options, calibration
 
 
 class PrometheusJudge:
@@ -154,7 +115,7 @@ class PrometheusJudge:
         p = get_preset(preset) if preset else find_preset_for_model(model)
         judge_defaults = dict(p.judge) if p else {}
         if p is not None and isinstance(backend, str):
-            model, backend_options = _apply_preset(p, backend, model, backend_options)
+            model, backend_options = apply_preset(p, backend, model, backend_options)
         if not isinstance(num_samples, int) or num_samples < 1:
             raise ConfigError(f"num_samples must be an int >= 1, got {num_samples!r}")
         if not isinstance(max_retries, int) or max_retries < 0:
@@ -162,15 +123,15 @@ class PrometheusJudge:
         if not isinstance(max_tie_rounds, int) or max_tie_rounds < 0:
             raise ConfigError(f"max_tie_rounds must be an int >= 0, got {max_tie_rounds!r}")
         if entropy_truncation not in TRUNCATIONS:
-            raise ConfigError(f"entropy_truncation: expected one of {', '.join(TRUNCATIONS)}, "
-                              f"got {entropy_truncation!r}")
+            raise ConfigError(
+                f"entropy_truncation: expected one of {', '.join(TRUNCATIONS)}, got {entropy_truncation!r}"
+            )
         base = SamplingConfig().merged(judge_defaults.get("sampling"))
         self.sampling = base.merged(sampling)
         self.entropy_truncation = entropy_truncation
         if calibration is not None:
-            backend_options, calibration = _share_gpu(backend, backend_options, calibration)
-        self._owned_calibration: Backend | None = None
-        self.calibration = self._calibration_scorer(calibration)
+            backend_options, calibration = share_gpu_with_calibration(backend, backend_options, calibration)
+        self.calibration, self._owned_calibration = calibration_scorer(calibration)
         self.confidence = bool(confidence or self.calibration is not None)
         if (expected_score or self.confidence) and (self.sampling.logprobs or 0) < EXPECTED_LOGPROBS:
             self.sampling = dataclasses.replace(self.sampling, logprobs=EXPECTED_LOGPROBS)
@@ -197,40 +158,11 @@ class PrometheusJudge:
         self.stats = JudgeStats()
         tokenizer = getattr(self.backend, "tokenizer", None)
         self.special_tokens: tuple[str, ...] = tuple(special_tokens) + tuple(
-            getattr(tokenizer, "all_special_tokens", None) or ())
+            getattr(tokenizer, "all_special_tokens", None) or ()
+        )
         """Chat special tokens neutralised in judged texts (besides ``sanitize.SPECIAL_TOKENS``)."""
 
     # -- plumbing ---------------------------------------------------------------
-    def _calibration_scorer(self, calibration: Backend | Mapping[str, Any] | None) -> ContinuationScorer | None:
-        """What reads the judge's outputs for SE-Cali: ``calibration``, or the backend built from its options
-        (then owned here: ``close`` closes it)."""
-        if calibration is None:
-            return None
-        if isinstance(calibration, Mapping):
-            options = dict(calibration)
-            calibration = self._owned_calibration = make_backend(options.pop("backend", "vllm"), **options)
-        scorer = teacher_forcing_scorer(calibration)
-        if scorer is None:
-            raise ConfigError(
-                f"calibration: expected a backend that can teacher-force (vllm, openai, transformers) or a dict "
-                f"of its options, got {type(calibration).__name__}, which has no continuation_logprobs"
-            )
-        return scorer
-
-    def _calibrate(self, requests: list[GenerationRequest], runs: list[ItemRun]) -> None:
-        """Base-model entropy of every valid sample's text, in one teacher-forcing call."""
-        where = [(i, j) for i, r in enumerate(runs) for j, smp in enumerate(r.samples)
-                 if smp.verdict is not None and smp.text]
-        if not where or self.calibration is None:
-            return
-        scored = self.calibration.continuation_logprobs(
-            [requests[i] for i, _ in where], [runs[i].samples[j].text for i, j in where],
-            top_k=self.sampling.logprobs or EXPECTED_LOGPROBS)
-        for (i, j), positions in zip(where, scored, strict=True):
-            runs[i].samples[j] = dataclasses.replace(
-                runs[i].samples[j], base_entropy=mean_entropy(positions, self.entropy_truncation))
-            self.stats.calibration_tokens += len(positions)
-
     def _neutralize(self, items: list[Item]) -> list[Item]:
         """``items`` with template markers inside their responses rewritten (``format.sanitize``)."""
         if not self.neutralize_markers:
@@ -240,8 +172,9 @@ class PrometheusJudge:
     def _neutralize_item(self, item: Item) -> Item:
         if isinstance(item, AbsoluteItem):
             return dataclasses.replace(item, response=self._neutral(item.response))
-        return dataclasses.replace(item, response_a=self._neutral(item.response_a),
-                                   response_b=self._neutral(item.response_b))
+        return dataclasses.replace(
+            item, response_a=self._neutral(item.response_a), response_b=self._neutral(item.response_b)
+        )
 
     def _neutral(self, text: str) -> str:
         """``text`` with its template markers rewritten (counted in ``stats.neutralized``)."""
@@ -249,18 +182,31 @@ class PrometheusJudge:
         self.stats.neutralized += n
         return out
 
-    def _run(self, requests: list[GenerationRequest], mode: Mode, k: int, items: list[Item],
-             render: Callable[[Item], GenerationRequest],
-             truncate: bool | None = None) -> tuple[list[ItemRun], list[bool], list[Item]]:
+    def _run(
+        self,
+        requests: list[GenerationRequest],
+        mode: Mode,
+        k: int,
+        items: list[Item],
+        render: Callable[[Item], GenerationRequest],
+        truncate: bool | None = None,
+    ) -> tuple[list[ItemRun], list[bool], list[Item]]:
         """Fit ``requests`` to the context (shortening responses when ``truncate``, default the judge's
         ``truncate_response``), sample them (``SampleRunner``), calibrate, count."""
-        requests, items, truncated = fit_to_context(self.backend, requests, items, render,
-                                                    self.truncate_response if truncate is None else truncate)
+        requests, items, truncated = fit_to_context(
+            self.backend, requests, items, render, self.truncate_response if truncate is None else truncate
+        )
         start = time.perf_counter()
-        runs = SampleRunner(self.backend, max_retries=self.max_retries, force_verdict=self.force_verdict,
-                            truncation=self.entropy_truncation).run(requests, mode, k)
+        runs = SampleRunner(
+            self.backend,
+            max_retries=self.max_retries,
+            force_verdict=self.force_verdict,
+            truncation=self.entropy_truncation,
+        ).run(requests, mode, k)
         if self.calibration is not None:
-            self._calibrate(requests, runs)
+            self.stats.calibration_tokens += calibrate(
+                self.calibration, requests, runs, self.sampling.logprobs or EXPECTED_LOGPROBS, self.entropy_truncation
+            )
         s = self.stats
         s.calls += 1
         s.items += len(runs)
@@ -276,18 +222,43 @@ class PrometheusJudge:
         return runs, truncated, items
 
     # -- public API ---------------------------------------------------------------
-    def grade(self, instructions: Sequence[str], responses: Sequence[str], rubric: RubricsLike,
-              reference_answers: Sequence[str | None] | None = None, *, num_samples: int | None = None,
-              sampling: SamplingOverrides = None, truncate_response: bool | None = None) -> list[Grade]:
+    def grade(
+        self,
+        instructions: Sequence[str],
+        responses: Sequence[str],
+        rubric: RubricsLike,
+        reference_answers: Sequence[str | None] | None = None,
+        *,
+        num_samples: int | None = None,
+        sampling: SamplingOverrides = None,
+        truncate_response: bool | None = None,
+    ) -> list[Grade]:
         """Absolute grades (1..5) for each (instruction, response); ``rubric`` is one rubric
         (name, Rubric, dict, file) for all items or a list with one per item. ``truncate_response``
         overrides the judge's setting for this call."""
-        return self._grade(instructions, responses, rubric, reference_answers, num_samples=num_samples,
-                           sampling=sampling, attempt=0, truncate_response=truncate_response)
+        return self._grade(
+            instructions,
+            responses,
+            rubric,
+            reference_answers,
+            num_samples=num_samples,
+            sampling=sampling,
+            attempt=0,
+            truncate_response=truncate_response,
+        )
 
-    def _grade(self, instructions: Sequence[str], responses: Sequence[str], rubric: RubricsLike,
-               reference_answers: Sequence[str | None] | None, *, num_samples: int | None,
-               sampling: SamplingOverrides, attempt: int, truncate_response: bool | None = None) -> list[Grade]:
+    def _grade(
+        self,
+        instructions: Sequence[str],
+        responses: Sequence[str],
+        rubric: RubricsLike,
+        reference_answers: Sequence[str | None] | None,
+        *,
+        num_samples: int | None,
+        sampling: SamplingOverrides,
+        attempt: int,
+        truncate_response: bool | None = None,
+    ) -> list[Grade]:
         """``grade``, its requests numbered ``attempt`` (tie rounds re-grade with other numbers, so a
         judgment store keeps them apart)."""
         items = self._neutralize(absolute_items(instructions, responses, rubric, reference_answers))
@@ -298,14 +269,24 @@ class PrometheusJudge:
         def render(it: AbsoluteItem) -> GenerationRequest:
             return dataclasses.replace(_abs_request(it, cfg), attempt=attempt)
 
-        runs, truncated, _ = self._run([render(it) for it in items], "absolute", num_samples or self.num_samples,
-                                       items, render, truncate_response)
+        runs, truncated, _ = self._run(
+            [render(it) for it in items], "absolute", num_samples or self.num_samples, items, render, truncate_response
+        )
         return [grade_from_run(r, truncated=t) for r, t in zip(runs, truncated, strict=True)]
 
-    def compare(self, instructions: Sequence[str], responses_a: Sequence[str], responses_b: Sequence[str],
-                rubric: RubricsLike, reference_answers: Sequence[str | None] | None = None, *, swap: bool = False,
-                num_samples: int | None = None, sampling: SamplingOverrides = None,
-                truncate_response: bool | None = None) -> list[Verdict]:
+    def compare(
+        self,
+        instructions: Sequence[str],
+        responses_a: Sequence[str],
+        responses_b: Sequence[str],
+        rubric: RubricsLike,
+        reference_answers: Sequence[str | None] | None = None,
+        *,
+        swap: bool = False,
+        num_samples: int | None = None,
+        sampling: SamplingOverrides = None,
+        truncate_response: bool | None = None,
+    ) -> list[Verdict]:
         """Pairwise verdicts ("A"/"B"); with ``swap=True`` both orders are judged in the same batch
         and combined (agreement, else a tie with winner None). ``truncate_response`` overrides the
         judge's setting for this call."""
@@ -320,17 +301,29 @@ class PrometheusJudge:
         batch = list(items)
         if swap:
             batch += [dataclasses.replace(it, response_a=it.response_b, response_b=it.response_a) for it in items]
-        runs, truncated, _ = self._run([render(it) for it in batch], "relative", num_samples or self.num_samples,
-                                       batch, render, truncate_response)
+        runs, truncated, _ = self._run(
+            [render(it) for it in batch], "relative", num_samples or self.num_samples, batch, render, truncate_response
+        )
         n = len(items)
-        return [dataclasses.replace(verdict_from_runs(runs[i], runs[n + i] if swap else None),
-                                    truncated=truncated[i] or (swap and truncated[n + i]))
-                for i in range(n)]
+        return [
+            dataclasses.replace(
+                verdict_from_runs(runs[i], runs[n + i] if swap else None),
+                truncated=truncated[i] or (swap and truncated[n + i]),
+            )
+            for i in range(n)
+        ]
 
-    def compare_by_grades(self, instructions: Sequence[str], responses_a: Sequence[str],
-                          responses_b: Sequence[str], rubric: RubricsLike,
-                          reference_answers: Sequence[str | None] | None = None, *,
-                          max_tie_rounds: int | None = None, num_samples: int | None = None) -> list[Verdict]:
+    def compare_by_grades(
+        self,
+        instructions: Sequence[str],
+        responses_a: Sequence[str],
+        responses_b: Sequence[str],
+        rubric: RubricsLike,
+        reference_answers: Sequence[str | None] | None = None,
+        *,
+        max_tie_rounds: int | None = None,
+        num_samples: int | None = None,
+    ) -> list[Verdict]:
         """Pairwise verdicts through absolute grades (the papers' Direct2Pair). Tied pairs are
         re-graded at temperature 1.0 until one wins or ``max_tie_rounds`` is reached."""
         items = relative_items(instructions, responses_a, responses_b, rubric, reference_answers)
@@ -341,8 +334,13 @@ class PrometheusJudge:
         ins = [it.instruction for it in items]
         rubs = [it.rubric for it in items]
         refs = [it.reference_answer for it in items]
-        both = self.grade(ins + ins, [it.response_a for it in items] + [it.response_b for it in items],
-                          rubs + rubs, refs + refs, num_samples=num_samples)
+        both = self.grade(
+            ins + ins,
+            [it.response_a for it in items] + [it.response_b for it in items],
+            rubs + rubs,
+            refs + refs,
+            num_samples=num_samples,
+        )
         n = len(items)
         grades = [(both[i], both[n + i]) for i in range(n)]
         rounds = [0] * n
@@ -355,27 +353,19 @@ class PrometheusJudge:
             todo = [i for i in range(n) if tied(i)]
             if not todo:
                 break
-            re = self._grade([ins[i] for i in todo] * 2,
-                             [items[i].response_a for i in todo] + [items[i].response_b for i in todo],
-                             [rubs[i] for i in todo] * 2, [refs[i] for i in todo] * 2,
-                             num_samples=num_samples, sampling={"temperature": 1.0}, attempt=1000 * tie_round)
+            re = self._grade(
+                [ins[i] for i in todo] * 2,
+                [items[i].response_a for i in todo] + [items[i].response_b for i in todo],
+                [rubs[i] for i in todo] * 2,
+                [refs[i] for i in todo] * 2,
+                num_samples=num_samples,
+                sampling={"temperature": 1.0},
+                attempt=1000 * tie_round,
+            )
             for j, i in enumerate(todo):
                 grades[i] = (re[j], re[len(todo) + j])
                 rounds[i] += 1
-        out = []
-        for i, (a, b) in enumerate(grades):
-            winner: Winner | None = None
-            if a.score is not None and b.score is not None and a.score != b.score:
-                winner = "A" if a.score > b.score else "B"
-            out.append(Verdict(
-                winner=winner, feedback=a.feedback, samples=a.samples + b.samples,
-                tie=tied(i), order_winners=(winner,), grades=(a, b), tie_rounds=rounds[i],
-                retries=a.retries + b.retries, failures=a.failures + b.failures, forced=a.forced + b.forced,
-                prompt_tokens=a.prompt_tokens + b.prompt_tokens,
-                completion_tokens=a.completion_tokens + b.completion_tokens,
-                confidence=merge_confidences([a.confidence, b.confidence]), truncated=a.truncated or b.truncated,
-            ))
-        return out
+        return [verdict_from_grades(a, b, tie=tied(i), tie_rounds=rounds[i]) for i, (a, b) in enumerate(grades)]
 
     def close(self) -> None:
         """Release the backend (the vLLM engine, HTTP clients); a calibration model stays the caller's

@@ -52,16 +52,31 @@ class JudgePreset:
 
 PRESETS: Registry[JudgePreset] = Registry("judge preset")
 for _p in (
-    JudgePreset("prometheus-7b-v2.0", "prometheus-eval/prometheus-7b-v2.0", "chat",
-                {"dtype": "bfloat16", "max_model_len": 8192}),
-    JudgePreset("prometheus-8x7b-v2.0", "prometheus-eval/prometheus-8x7b-v2.0", "chat",
-                {"dtype": "bfloat16", "max_model_len": 8192}),
-    JudgePreset("prometheus-7b-v2.0-inst", "prometheus-eval/prometheus-7b-v2.0", "inst",
-                {"dtype": "bfloat16", "max_model_len": 8192}),
-    JudgePreset("smollm2-135m-instruct", "local:smollm2", "chat", {"max_model_len": 8192},
-                {"force_verdict": True, "sampling": {"max_tokens": 128}}),
-    JudgePreset("pocket-judge", "local:pocket-judge", "chat", {"max_model_len": 8192},
-                {"sampling": {"max_tokens": 512}}),
+    JudgePreset(
+        "prometheus-7b-v2.0", "prometheus-eval/prometheus-7b-v2.0", "chat", {"dtype": "bfloat16", "max_model_len": 8192}
+    ),
+    JudgePreset(
+        "prometheus-8x7b-v2.0",
+        "prometheus-eval/prometheus-8x7b-v2.0",
+        "chat",
+        {"dtype": "bfloat16", "max_model_len": 8192},
+    ),
+    JudgePreset(
+        "prometheus-7b-v2.0-inst",
+        "prometheus-eval/prometheus-7b-v2.0",
+        "inst",
+        {"dtype": "bfloat16", "max_model_len": 8192},
+    ),
+    JudgePreset(
+        "smollm2-135m-instruct",
+        "local:smollm2",
+        "chat",
+        {"max_model_len": 8192},
+        {"force_verdict": True, "sampling": {"max_tokens": 128}},
+    ),
+    JudgePreset(
+        "pocket-judge", "local:pocket-judge", "chat", {"max_model_len": 8192}, {"sampling": {"max_tokens": 512}}
+    ),
 ):
     PRESETS.register(_p.name, _p)
 
@@ -96,3 +111,17 @@ def resolve_model_path(model: str) -> str:
 
         return str(ensure_pocket_judge())
     return model
+
+
+def apply_preset(
+    p: JudgePreset, backend: str, model: str | None, options: dict[str, Any]
+) -> tuple[str | None, dict[str, Any]]:
+    """Merge a preset under the user's options, as far as the chosen backend can use it."""
+    if backend == "openai":
+        # The server owns the weights and engine options; the client needs the wire format,
+        # and the literal [INST] string can only travel through the completions endpoint.
+        wire = {"wire": p.wire, **({"endpoint": "completions"} if p.wire == "inst" else {})}
+        served = None if p.model.startswith("local:") else p.model
+        return (model if model != p.name else served), {**wire, **options}
+    engine = {"wire": p.wire, **(p.engine if backend == "vllm" else {})}
+    return resolve_model_path(p.model), {**engine, **options}

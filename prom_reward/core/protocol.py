@@ -44,24 +44,48 @@ class Judge(Protocol):
         """Samples per item when a call does not say."""
         ...
 
-    def grade(self, instructions: Sequence[str], responses: Sequence[str], rubric: RubricsLike,
-              reference_answers: Sequence[str | None] | None = None, *, num_samples: int | None = None,
-              sampling: SamplingOverrides = None, truncate_response: bool | None = None) -> list[Grade]:
+    def grade(
+        self,
+        instructions: Sequence[str],
+        responses: Sequence[str],
+        rubric: RubricsLike,
+        reference_answers: Sequence[str | None] | None = None,
+        *,
+        num_samples: int | None = None,
+        sampling: SamplingOverrides = None,
+        truncate_response: bool | None = None,
+    ) -> list[Grade]:
         """Absolute grades of each (instruction, response); ``rubric``: one for all, or one per item;
         ``truncate_response``: shorten over-long responses to fit (None: the judge's own setting)."""
         ...
 
-    def compare(self, instructions: Sequence[str], responses_a: Sequence[str], responses_b: Sequence[str],
-                rubric: RubricsLike, reference_answers: Sequence[str | None] | None = None, *, swap: bool = False,
-                num_samples: int | None = None, sampling: SamplingOverrides = None,
-                truncate_response: bool | None = None) -> list[Verdict]:
+    def compare(
+        self,
+        instructions: Sequence[str],
+        responses_a: Sequence[str],
+        responses_b: Sequence[str],
+        rubric: RubricsLike,
+        reference_answers: Sequence[str | None] | None = None,
+        *,
+        swap: bool = False,
+        num_samples: int | None = None,
+        sampling: SamplingOverrides = None,
+        truncate_response: bool | None = None,
+    ) -> list[Verdict]:
         """Pairwise verdicts; ``swap``: judge both orders and combine them."""
         ...
 
-    def compare_by_grades(self, instructions: Sequence[str], responses_a: Sequence[str],
-                          responses_b: Sequence[str], rubric: RubricsLike,
-                          reference_answers: Sequence[str | None] | None = None, *,
-                          max_tie_rounds: int | None = None, num_samples: int | None = None) -> list[Verdict]:
+    def compare_by_grades(
+        self,
+        instructions: Sequence[str],
+        responses_a: Sequence[str],
+        responses_b: Sequence[str],
+        rubric: RubricsLike,
+        reference_answers: Sequence[str | None] | None = None,
+        *,
+        max_tie_rounds: int | None = None,
+        num_samples: int | None = None,
+    ) -> list[Verdict]:
         """Pairwise verdicts from the absolute grades of A and B (ties re-graded)."""
         ...
 

@@ -101,8 +101,9 @@ def _check_count(backend: Backend, batch: Sequence[GenerationRequest], results: 
 class SampleRunner:
     """Runs the loop above against one backend."""
 
-    def __init__(self, backend: Backend, *, max_retries: int = 2, force_verdict: bool = False,
-                 truncation: str = "tail") -> None:
+    def __init__(
+        self, backend: Backend, *, max_retries: int = 2, force_verdict: bool = False, truncation: str = "tail"
+    ) -> None:
         self.backend = backend
         self.max_retries = max_retries
         self.force_verdict = force_verdict
@@ -112,9 +113,15 @@ class SampleRunner:
         parsed = parse_output(c.text, mode)
         probs, mass = verdict_distribution(c.logprobs, c.text, parsed.verdict_start, labels_for(mode))
         return JudgeSample(
-            text=c.text, feedback=parsed.feedback or None, verdict=parsed.verdict, probabilities=probs,
-            verdict_mass=mass, finish_reason=c.finish_reason, completion_tokens=c.completion_tokens,
-            entropy=mean_entropy(c.logprobs, self.truncation), nll=mean_nll(c.logprobs),
+            text=c.text,
+            feedback=parsed.feedback or None,
+            verdict=parsed.verdict,
+            probabilities=probs,
+            verdict_mass=mass,
+            finish_reason=c.finish_reason,
+            completion_tokens=c.completion_tokens,
+            entropy=mean_entropy(c.logprobs, self.truncation),
+            nll=mean_nll(c.logprobs),
             scored_tokens=len(c.logprobs or ()),
         )
 
@@ -122,7 +129,9 @@ class SampleRunner:
         labels = labels_for(mode)
         forcing = [
             dataclasses.replace(
-                r, n=1, assistant_prefix=r.assistant_prefix + force_prefix(s.text),
+                r,
+                n=1,
+                assistant_prefix=r.assistant_prefix + force_prefix(s.text),
                 sampling=dataclasses.replace(r.sampling, max_tokens=3, logprobs=FORCE_LOGPROBS, stop=()),
             )
             for r, s in zip(requests, samples, strict=True)
@@ -140,10 +149,17 @@ class SampleRunner:
             best = max(probs, key=lambda k: probs[k])
             verdict: int | str = int(best) if mode == "absolute" else best
             feedback = _OPEN_MARKER.sub("", strip_eos(s.text)).strip() or None
-            out.append(dataclasses.replace(
-                s, verdict=verdict, feedback=feedback, probabilities=probs, verdict_mass=mass, forced=True,
-                completion_tokens=s.completion_tokens + extra,
-            ))
+            out.append(
+                dataclasses.replace(
+                    s,
+                    verdict=verdict,
+                    feedback=feedback,
+                    probabilities=probs,
+                    verdict_mass=mass,
+                    forced=True,
+                    completion_tokens=s.completion_tokens + extra,
+                )
+            )
         return out
 
     @staticmethod

@@ -32,14 +32,20 @@ _ROLE_NAMES = {"system": "System", "user": "User", "assistant": "Assistant", "to
 
 def _content(message: object, index: int | None, field: str) -> str:
     if not isinstance(message, dict) or "content" not in message:
-        raise InputError(f"item {index}: {field} messages must be dicts with 'role' and 'content', got {message!r:.80}",
-                         index=index, field=field)
+        raise InputError(
+            f"item {index}: {field} messages must be dicts with 'role' and 'content', got {message!r:.80}",
+            index=index,
+            field=field,
+        )
     content = message["content"]
     if isinstance(content, list):  # multimodal-style parts: keep the text parts
         content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
     if not isinstance(content, str):
-        raise InputError(f"item {index}: {field} message content must be text, got {type(content).__name__}",
-                         index=index, field=field)
+        raise InputError(
+            f"item {index}: {field} message content must be text, got {type(content).__name__}",
+            index=index,
+            field=field,
+        )
     return content
 
 
@@ -53,8 +59,11 @@ def prompt_text(prompt: TextOrMessages, index: int | None = None) -> str:
     if isinstance(prompt, str):
         return prompt
     if not isinstance(prompt, list) or not prompt:
-        raise InputError(f"item {index}: prompt must be a string or a non-empty list of messages, got "
-                         f"{type(prompt).__name__}", index=index, field="prompt")
+        raise InputError(
+            f"item {index}: prompt must be a string or a non-empty list of messages, got {type(prompt).__name__}",
+            index=index,
+            field="prompt",
+        )
     turns = [m for m in prompt if not (isinstance(m, dict) and m.get("role") == "system")]
     if len(turns) == 1:
         return _content(turns[0], index, "prompt")
@@ -72,6 +81,9 @@ def completion_text(completion: TextOrMessages, index: int | None = None) -> str
     if isinstance(completion, str):
         return completion
     if not isinstance(completion, list):
-        raise InputError(f"item {index}: completion must be a string or a list of messages, got "
-                         f"{type(completion).__name__}", index=index, field="completion")
+        raise InputError(
+            f"item {index}: completion must be a string or a list of messages, got {type(completion).__name__}",
+            index=index,
+            field="completion",
+        )
     return "\n\n".join(_content(m, index, "completion") for m in completion)

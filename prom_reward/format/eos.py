@@ -20,7 +20,14 @@ from __future__ import annotations
 __all__ = ["EOS_TOKENS", "content_end", "strip_eos"]
 
 EOS_TOKENS = (
-    "</s>", "<|im_end|>", "<|eot_id|>", "<|endoftext|>", "<|end_of_text|>", "<|end|>", "<end_of_turn>", "<eos>",
+    "</s>",
+    "<|im_end|>",
+    "<|eot_id|>",
+    "<|endoftext|>",
+    "<|end_of_text|>",
+    "<|end|>",
+    "<end_of_turn>",
+    "<eos>",
 )
 """End-of-sequence / end-of-turn tokens of the judge families in use (Llama 2 / Mistral, ChatML, Llama 3,
 GPT-2 style, Phi, Gemma)."""
@@ -44,4 +51,4 @@ def content_end(text: str, strip: str = "") -> int:
 
 def strip_eos(text: str) -> str:
     """``text`` without its trailing EOS tokens and whitespace."""
-    return text[:content_end(text)]
+    return text[: content_end(text)]

@@ -58,9 +58,7 @@ from typing import Literal
 
 from prom_reward.format.eos import content_end
 
-__all__ = [
-    "ABSOLUTE_VERDICTS", "RELATIVE_VERDICTS", "ParsedOutput", "parse_absolute", "parse_output", "parse_relative",
-]
+__all__ = ["ABSOLUTE_VERDICTS", "RELATIVE_VERDICTS", "ParsedOutput", "parse_absolute", "parse_output", "parse_relative"]
 
 Mode = Literal["absolute", "relative"]
 ABSOLUTE_VERDICTS = ("1", "2", "3", "4", "5")
@@ -89,9 +87,7 @@ _PAYLOAD = {
     "absolute": re.compile(
         _MARKER_CLOSE + _OPEN + f"(?:{_PAYLOAD_LABEL}{_OPEN})?" + _DIGIT + _OF_FIVE + _CLOSE + _RESTATED
     ),
-    "relative": re.compile(
-        _MARKER_CLOSE + _OPEN + rf"(?:(?i:response)\b\s*(?::\s*)?{_OPEN})?" + _LETTER + _CLOSE
-    ),
+    "relative": re.compile(_MARKER_CLOSE + _OPEN + rf"(?:(?i:response)\b\s*(?::\s*)?{_OPEN})?" + _LETTER + _CLOSE),
 }
 
 # Marker-free forms, anchored at the end of the text. `True` = the match is a
@@ -109,14 +105,80 @@ _FALLBACKS: dict[str, tuple[tuple[re.Pattern[str], bool], ...]] = {
 # Words that make a marker-free verdict in the final sentence ambiguous: negation, hedging,
 # conditionals, comparisons, ranges and earlier drafts. Matched as whole words, case-insensitive.
 _DOUBT_WORDS = (
-    "not", "no", "never", "none", "nothing", "nor", "neither", "without", "cannot", "hardly", "barely",
-    "maybe", "perhaps", "possibly", "probably", "likely", "arguably", "might", "may", "would", "could",
-    "should", "if", "unless", "until", "except", "or", "either", "between", "than", "too", "almost",
-    "nearly", "about", "around", "roughly", "approximately", "borderline", "least", "most", "instead",
-    "rather", "lack", "lacks", "lacking", "fail", "fails", "short", "below", "above", "under", "beyond",
-    "unworthy", "undeserving", "consider", "considered", "considering", "tempted", "unsure", "uncertain",
-    "unclear", "initially", "originally", "previously", "earlier", "initial", "previous", "draft", "from",
-    "deduct", "minus", "plus", "range", "scale",
+    "not",
+    "no",
+    "never",
+    "none",
+    "nothing",
+    "nor",
+    "neither",
+    "without",
+    "cannot",
+    "hardly",
+    "barely",
+    "maybe",
+    "perhaps",
+    "possibly",
+    "probably",
+    "likely",
+    "arguably",
+    "might",
+    "may",
+    "would",
+    "could",
+    "should",
+    "if",
+    "unless",
+    "until",
+    "except",
+    "or",
+    "either",
+    "between",
+    "than",
+    "too",
+    "almost",
+    "nearly",
+    "about",
+    "around",
+    "roughly",
+    "approximately",
+    "borderline",
+    "least",
+    "most",
+    "instead",
+    "rather",
+    "lack",
+    "lacks",
+    "lacking",
+    "fail",
+    "fails",
+    "short",
+    "below",
+    "above",
+    "under",
+    "beyond",
+    "unworthy",
+    "undeserving",
+    "consider",
+    "considered",
+    "considering",
+    "tempted",
+    "unsure",
+    "uncertain",
+    "unclear",
+    "initially",
+    "originally",
+    "previously",
+    "earlier",
+    "initial",
+    "previous",
+    "draft",
+    "from",
+    "deduct",
+    "minus",
+    "plus",
+    "range",
+    "scale",
 )
 _DOUBT = re.compile(r"(?i)n't\b|n’t\b|\b(?:" + "|".join(sorted(set(_DOUBT_WORDS))) + r")\b")
 _SENTENCE_BREAK = re.compile(r"[.!?;](?=\s)|\n")
@@ -138,8 +200,7 @@ def _unambiguous(text: str, found: re.Match[str], end: int) -> bool:
         return False
     verdict_at = found.start("v") - start
     others = [m for m in re.finditer(r"\d+", sentence) if m.start() != verdict_at]
-    return all(m.group() == "5" and re.search(r"(?:/\s*|(?i:out\s+of)\s+)\Z", sentence[:m.start()])
-               for m in others)
+    return all(m.group() == "5" and re.search(r"(?:/\s*|(?i:out\s+of)\s+)\Z", sentence[: m.start()]) for m in others)
 
 
 @dataclass(frozen=True)

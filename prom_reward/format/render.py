@@ -33,17 +33,22 @@ def _rubric_text(rubric: Rubric | str, absolute: bool) -> str:
             return rubric
     if not isinstance(rubric, Rubric):
         got = repr(rubric[:60]) if isinstance(rubric, str) else type(rubric).__name__
-        raise InputError(f"rubric must be a Rubric, a built-in name ({', '.join(RUBRICS.names())}) or formatted "
-                         f"rubric text starting with '[', got {got}; use get_rubric() for dicts and files",
-                         field="rubric")
+        raise InputError(
+            f"rubric must be a Rubric, a built-in name ({', '.join(RUBRICS.names())}) or formatted "
+            f"rubric text starting with '[', got {got}; use get_rubric() for dicts and files",
+            field="rubric",
+        )
     if absolute and not rubric.has_scores:
-        raise InputError(f"rubric {rubric.criteria[:60]!r} has no score descriptions; absolute grading needs "
-                         "five (score 1..5)", field="rubric")
+        raise InputError(
+            f"rubric {rubric.criteria[:60]!r} has no score descriptions; absolute grading needs five (score 1..5)",
+            field="rubric",
+        )
     return rubric.format() if absolute else rubric.format_criteria()
 
 
-def _render(kind: Kind, values: dict[str, str], rubric: Rubric | str, reference_answer: str | None,
-            template: str | None) -> str:
+def _render(
+    kind: Kind, values: dict[str, str], rubric: Rubric | str, reference_answer: str | None, template: str | None
+) -> str:
     if reference_answer is not None:
         values["reference_answer"] = need_str(reference_answer, "reference_answer")
     values["rubric"] = _rubric_text(rubric, absolute=kind == "absolute")
@@ -52,8 +57,14 @@ def _render(kind: Kind, values: dict[str, str], rubric: Rubric | str, reference_
     return fill(BUILTIN[(kind, reference_answer is not None)] if template is None else template, values)
 
 
-def render_absolute(instruction: str, response: str, rubric: Rubric | str,
-                    reference_answer: str | None = None, *, template: str | None = None) -> str:
+def render_absolute(
+    instruction: str,
+    response: str,
+    rubric: Rubric | str,
+    reference_answer: str | None = None,
+    *,
+    template: str | None = None,
+) -> str:
     """The filled absolute-grading prompt (``ABSOLUTE_PROMPT``, or ``*_WO_REF`` when the reference is None).
 
     ``rubric``: a ``Rubric`` with five score descriptions, formatted rubric text (used as-is) or a
@@ -66,8 +77,15 @@ def render_absolute(instruction: str, response: str, rubric: Rubric | str,
     return _render("absolute", values, rubric, reference_answer, template)
 
 
-def render_relative(instruction: str, response_a: str, response_b: str, rubric: Rubric | str,
-                    reference_answer: str | None = None, *, template: str | None = None) -> str:
+def render_relative(
+    instruction: str,
+    response_a: str,
+    response_b: str,
+    rubric: Rubric | str,
+    reference_answer: str | None = None,
+    *,
+    template: str | None = None,
+) -> str:
     """The filled pairwise prompt (``RELATIVE_PROMPT``, or ``*_WO_REF`` when the reference is None).
 
     Only the rubric's ``[criteria]`` line is used: a ``Rubric`` gives ``format_criteria()``; a
@@ -77,6 +95,9 @@ def render_relative(instruction: str, response_a: str, response_b: str, rubric: 
     >>> render_relative("q", "a", "b", "harmlessness").split("###Score Rubric:\\n")[1]
     '[Does the model avoid harmful, offensive, or inappropriate content in its responses?]\\n\\n###Feedback: '
     """
-    values = {"instruction": need_str(instruction, "instruction"),
-              "response_A": need_str(response_a, "response_a"), "response_B": need_str(response_b, "response_b")}
+    values = {
+        "instruction": need_str(instruction, "instruction"),
+        "response_A": need_str(response_a, "response_a"),
+        "response_B": need_str(response_b, "response_b"),
+    }
     return _render("relative", values, rubric, reference_answer, template)

@@ -47,8 +47,14 @@ class RubricResolver:
         missing_hint: the fix to print when an item has no rubric and there is no default.
     """
 
-    def __init__(self, default: RubricLike | None = None, *, need_scores: bool = False, what: str = "item",
-                 missing_hint: str = "pass a rubric (a built-in name, a Rubric, a dict or a .json/.yaml file)") -> None:
+    def __init__(
+        self,
+        default: RubricLike | None = None,
+        *,
+        need_scores: bool = False,
+        what: str = "item",
+        missing_hint: str = "pass a rubric (a built-in name, a Rubric, a dict or a .json/.yaml file)",
+    ) -> None:
         self.need_scores = need_scores
         self.what = what
         self.missing_hint = missing_hint
@@ -67,8 +73,12 @@ class RubricResolver:
                 raise InputError(f"{where}{field}: {e}", index=index, field=field) from e
             self._cache[key] = rubric
         if self.need_scores and not rubric.has_scores:
-            raise InputError(f"{where}{field}: rubric {rubric.criteria[:60]!r} has no score descriptions; absolute "
-                             "grading needs five (score1_description..score5_description)", index=index, field=field)
+            raise InputError(
+                f"{where}{field}: rubric {rubric.criteria[:60]!r} has no score descriptions; absolute "
+                "grading needs five (score1_description..score5_description)",
+                index=index,
+                field=field,
+            )
         return rubric
 
     def __call__(self, value: RubricLike | None, *, index: int | None = None, field: str = "rubric") -> Rubric:
@@ -76,7 +86,10 @@ class RubricResolver:
         if value is None:
             if self.default is None:
                 where = f"{self.what} {index}: " if index is not None else ""
-                raise InputError(f"{where}no rubric: {field} is missing or None and there is no default; "
-                                 f"{self.missing_hint}", index=index, field=field)
+                raise InputError(
+                    f"{where}no rubric: {field} is missing or None and there is no default; {self.missing_hint}",
+                    index=index,
+                    field=field,
+                )
             return self.default
         return self.resolve(value, index=index, field=field)

@@ -41,8 +41,10 @@ from prom_reward.registry import Registry
 _SCORE_KEYS = tuple(f"score{k}_description" for k in range(1, 6))
 _MARKERS = tuple(f"\nScore {k}: " for k in range(1, 6))
 _SUFFIXES = (".json", ".yaml", ".yml")
-_LAYOUTS = ("'criteria' plus 'score1_description'..'score5_description' (or a 'descriptions' list of five), "
-            "or 'criteria' alone for a pairwise-only rubric")
+_LAYOUTS = (
+    "'criteria' plus 'score1_description'..'score5_description' (or a 'descriptions' list of five), "
+    "or 'criteria' alone for a pairwise-only rubric"
+)
 
 
 @dataclass(frozen=True)
@@ -58,27 +60,36 @@ class Rubric:
         if not isinstance(self.criteria, str):
             raise ConfigError(f"rubric criteria must be a str, got {type(self.criteria).__name__}")
         if not self.criteria.strip():
-            raise ConfigError(f"rubric criteria is empty ({self.criteria!r}); pass the question the judge "
-                              "grades against, e.g. 'Is the response helpful?'")
+            raise ConfigError(
+                f"rubric criteria is empty ({self.criteria!r}); pass the question the judge "
+                "grades against, e.g. 'Is the response helpful?'"
+            )
         descs = self.descriptions
         if not isinstance(descs, (list, tuple)):
-            raise ConfigError(f"rubric descriptions must be a list or tuple of five str, got "
-                              f"{type(descs).__name__}; pass (score1, ..., score5) or () for pairwise only")
+            raise ConfigError(
+                f"rubric descriptions must be a list or tuple of five str, got "
+                f"{type(descs).__name__}; pass (score1, ..., score5) or () for pairwise only"
+            )
         object.__setattr__(self, "descriptions", tuple(descs))
         if len(descs) not in (0, 5):
-            raise ConfigError(f"a rubric needs exactly 5 score descriptions (score 1..5), or none for a "
-                              f"pairwise-only rubric; got {len(descs)}: add the missing ones or pass none")
+            raise ConfigError(
+                f"a rubric needs exactly 5 score descriptions (score 1..5), or none for a "
+                f"pairwise-only rubric; got {len(descs)}: add the missing ones or pass none"
+            )
         for k, d in enumerate(descs, 1):
             if not isinstance(d, str):
                 raise ConfigError(f"rubric description for score {k} must be a str, got {type(d).__name__}")
             if not d.strip():
                 raise ConfigError(f"rubric description for score {k} is empty ({d!r}); describe what a {k} means")
-        for where, text in [("criteria", self.criteria)] + [(f"score {k} description", d)
-                                                             for k, d in enumerate(descs, 1)]:
+        for where, text in [("criteria", self.criteria)] + [
+            (f"score {k} description", d) for k, d in enumerate(descs, 1)
+        ]:
             for marker in _MARKERS:
                 if marker in text:
-                    raise ConfigError(f"rubric {where} contains {marker!r}, which would make the formatted "
-                                      "rubric ambiguous; reword it")
+                    raise ConfigError(
+                        f"rubric {where} contains {marker!r}, which would make the formatted "
+                        "rubric ambiguous; reword it"
+                    )
 
     @property
     def has_scores(self) -> bool:
@@ -92,8 +103,10 @@ class Rubric:
         'Score 5: 5'
         """
         if not self.has_scores:
-            raise ConfigError(f"rubric {self.criteria[:60]!r} has no score descriptions, so it has no full "
-                              "form; use format_criteria() for pairwise prompts, or add five descriptions")
+            raise ConfigError(
+                f"rubric {self.criteria[:60]!r} has no score descriptions, so it has no full "
+                "form; use format_criteria() for pairwise prompts, or add five descriptions"
+            )
         return SCORE_RUBRIC_TEMPLATE.format(criteria=self.criteria, **self._score_fields())
 
     def format_criteria(self) -> str:
@@ -133,12 +146,13 @@ class Rubric:
             raise ConfigError(f"rubric dict has no 'criteria' key (got {sorted(map(str, d))}); expected {_LAYOUTS}")
         present = [k for k in _SCORE_KEYS if k in d]
         if present and "descriptions" in d:
-            raise ConfigError("rubric dict has both 'descriptions' and score keys "
-                              f"{present}; give one layout only")
+            raise ConfigError(f"rubric dict has both 'descriptions' and score keys {present}; give one layout only")
         if present and len(present) != 5:
             missing = [k for k in _SCORE_KEYS if k not in d]
-            raise ConfigError(f"rubric dict has {present} but lacks {missing}; give all five score "
-                              "descriptions, or none for a pairwise-only rubric")
+            raise ConfigError(
+                f"rubric dict has {present} but lacks {missing}; give all five score "
+                "descriptions, or none for a pairwise-only rubric"
+            )
         descriptions = tuple(d[k] for k in _SCORE_KEYS) if present else d.get("descriptions", ())
         return cls(d["criteria"], descriptions)
 
@@ -173,17 +187,21 @@ class Rubric:
         where = [text.find(m) for m in _MARKERS]
         if where[0] < 0:
             if any(w >= 0 for w in where) or not text.endswith("]") or len(text) < 2:
-                raise ConfigError(f"expected '[criteria]' alone or followed by 'Score 1: ...' to 'Score 5: ...' "
-                                  f"lines, got {text[:80]!r}")
+                raise ConfigError(
+                    f"expected '[criteria]' alone or followed by 'Score 1: ...' to 'Score 5: ...' "
+                    f"lines, got {text[:80]!r}"
+                )
             return cls(text[1:-1])
         if [text.count(m) for m in _MARKERS] != [1] * 5 or where != sorted(where):
-            raise ConfigError("formatted rubric must have exactly one line for each of 'Score 1: ' .. 'Score 5: ', "
-                              f"in order, after the '[criteria]' line; got {text[:80]!r}...")
+            raise ConfigError(
+                "formatted rubric must have exactly one line for each of 'Score 1: ' .. 'Score 5: ', "
+                f"in order, after the '[criteria]' line; got {text[:80]!r}..."
+            )
         if text[where[0] - 1] != "]":
-            raise ConfigError(f"the criteria line must end with ']' before 'Score 1: '; got {text[:where[0]]!r}")
+            raise ConfigError(f"the criteria line must end with ']' before 'Score 1: '; got {text[: where[0]]!r}")
         ends = where[1:] + [len(text)]
-        descriptions = tuple(text[w + len(m):e] for w, m, e in zip(where, _MARKERS, ends, strict=True))
-        rubric = cls(text[1:where[0] - 1], descriptions)
+        descriptions = tuple(text[w + len(m) : e] for w, m, e in zip(where, _MARKERS, ends, strict=True))
+        rubric = cls(text[1 : where[0] - 1], descriptions)
         if rubric.format() != text:
             raise ConfigError(f"rubric text does not re-format to itself: {text[:80]!r}...")
         return rubric
@@ -214,9 +232,13 @@ class Rubric:
 
 RUBRICS: Registry[Rubric] = Registry("rubric")
 """The five built-in rubrics, parsed from the ``*_RUBRIC`` constants of ``prompts``."""
-for _name, _text in (("helpfulness", HELPFULNESS_RUBRIC), ("harmlessness", HARMLESSNESS_RUBRIC),
-                     ("honesty", HONESTY_RUBRIC), ("factual_validity", FACTUAL_VALIDITY_RUBRIC),
-                     ("reasoning", REASONING_RUBRIC)):
+for _name, _text in (
+    ("helpfulness", HELPFULNESS_RUBRIC),
+    ("harmlessness", HARMLESSNESS_RUBRIC),
+    ("honesty", HONESTY_RUBRIC),
+    ("factual_validity", FACTUAL_VALIDITY_RUBRIC),
+    ("reasoning", REASONING_RUBRIC),
+):
     RUBRICS.register(_name, Rubric.parse(_text))
 
 RubricLike = Rubric | str | Mapping[str, Any] | os.PathLike[str]
@@ -241,8 +263,10 @@ def get_rubric(x: RubricLike) -> Rubric:
     if isinstance(x, os.PathLike):
         return Rubric.from_file(x)
     if not isinstance(x, str):
-        raise ConfigError(f"cannot make a rubric from {type(x).__name__}; pass a Rubric, a built-in name "
-                          f"({', '.join(RUBRICS.names())}), a dict, a .json/.yaml path or '[criteria]...' text")
+        raise ConfigError(
+            f"cannot make a rubric from {type(x).__name__}; pass a Rubric, a built-in name "
+            f"({', '.join(RUBRICS.names())}), a dict, a .json/.yaml path or '[criteria]...' text"
+        )
     if x.startswith("["):
         return Rubric.parse(x)
     if x in RUBRICS:
@@ -250,6 +274,8 @@ def get_rubric(x: RubricLike) -> Rubric:
     if Path(x).suffix.lower() in _SUFFIXES:
         return Rubric.from_file(x)
     err = UnknownNameError("rubric", x, RUBRICS.names())
-    err.args = (f"{err}; or pass a Rubric, a rubric dict, a .json/.yaml/.yml file path, "
-                "or formatted '[criteria]\\nScore 1: ...' text",)
+    err.args = (
+        f"{err}; or pass a Rubric, a rubric dict, a .json/.yaml/.yml file path, "
+        "or formatted '[criteria]\\nScore 1: ...' text",
+    )
     raise err

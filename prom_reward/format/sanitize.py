@@ -44,14 +44,33 @@ from functools import lru_cache
 ZERO_WIDTH = "\u00ad\u180e\u200b\u200c\u200d\u200e\u200f\u2060\u2061\u2062\u2063\u2064\ufeff"
 """Invisible characters a text can hide inside a marker."""
 SPECIAL_TOKENS: tuple[str, ...] = (
-    "<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "<|begin_of_text|>",
-    "<|start_header_id|>", "<|end_header_id|>", "<|end|>", "<|user|>", "<|assistant|>", "<|system|>",
-    "<start_of_turn>", "<end_of_turn>", "<s>", "</s>", "<|eom_id|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|endoftext|>",
+    "<|eot_id|>",
+    "<|end_of_text|>",
+    "<|begin_of_text|>",
+    "<|start_header_id|>",
+    "<|end_header_id|>",
+    "<|end|>",
+    "<|user|>",
+    "<|assistant|>",
+    "<|system|>",
+    "<start_of_turn>",
+    "<end_of_turn>",
+    "<s>",
+    "</s>",
+    "<|eom_id|>",
 )
 """Chat special tokens of the common judge families (ChatML, Llama 2/3, Mistral, Phi, Gemma)."""
 _SECTIONS = (
-    "Task Description", "The instruction to evaluate", "Response to evaluate", "Reference Answer", "Score Rubric",
-    "Feedback", "Instruction",
+    "Task Description",
+    "The instruction to evaluate",
+    "Response to evaluate",
+    "Reference Answer",
+    "Score Rubric",
+    "Feedback",
+    "Instruction",
 )
 _LETTERED = ("Response A", "Response B")
 _ZW = f"[{ZERO_WIDTH}]"
@@ -120,10 +139,10 @@ def neutralize(text: str, special_tokens: Iterable[str] = ()) -> tuple[str, int]
         changed[0] += old != new  # an already neutral marker is not counted
         return new
 
-    text = _HEADER.sub(lambda m: swap(m.group(0), "".join(_FW_HASH if c in _HASHES else c for c in m.group(0))),
-                       text)
-    text = _BRACKETED.sub(lambda m: swap(m.group(0), _OPEN_OF[m.group(0)[0]] + m.group(1)
-                                         + _CLOSE_OF[m.group(0)[-1]]), text)
+    text = _HEADER.sub(lambda m: swap(m.group(0), "".join(_FW_HASH if c in _HASHES else c for c in m.group(0))), text)
+    text = _BRACKETED.sub(
+        lambda m: swap(m.group(0), _OPEN_OF[m.group(0)[0]] + m.group(1) + _CLOSE_OF[m.group(0)[-1]]), text
+    )
     plain, _ = _token_patterns(_tokens(special_tokens))
     if plain is not None:
         text = plain.sub(lambda m: swap(m.group(0), _full_width(m.group(0))), text)

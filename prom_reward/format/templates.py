@@ -51,8 +51,12 @@ SYSTEM_PROMPTS: dict[str, str] = {"absolute": ABS_SYSTEM_PROMPT, "relative": REL
 """The training system prompt for each task kind."""
 
 Kind = Literal["absolute", "relative"]
-BUILTIN = {("absolute", True): ABSOLUTE_PROMPT, ("absolute", False): ABSOLUTE_PROMPT_WO_REF,
-            ("relative", True): RELATIVE_PROMPT, ("relative", False): RELATIVE_PROMPT_WO_REF}
+BUILTIN = {
+    ("absolute", True): ABSOLUTE_PROMPT,
+    ("absolute", False): ABSOLUTE_PROMPT_WO_REF,
+    ("relative", True): RELATIVE_PROMPT,
+    ("relative", False): RELATIVE_PROMPT_WO_REF,
+}
 _BASE_FIELDS = {"absolute": ("instruction", "response"), "relative": ("instruction", "response_A", "response_B")}
 
 
@@ -92,13 +96,15 @@ def _pieces(template: str) -> tuple[tuple[str, str | None], ...]:
     try:
         parsed = list(Formatter().parse(template))
     except ValueError as e:
-        raise ConfigError(f"template is not valid str.format syntax ({e}); write literal braces "
-                          "as '{{' and '}}'") from e
+        raise ConfigError(
+            f"template is not valid str.format syntax ({e}); write literal braces as '{{{{' and '}}}}'"
+        ) from e
     for _, name, spec, conversion in parsed:
         if name is not None and (spec or conversion):
             extra = ("!" + conversion if conversion else "") + (":" + spec if spec else "")
-            raise ConfigError(f"template field {{{name}{extra}}} has a conversion or format spec; "
-                              f"write it as plain {{{name}}}")
+            raise ConfigError(
+                f"template field {{{name}{extra}}} has a conversion or format spec; write it as plain {{{name}}}"
+            )
     return tuple((lit, name) for lit, name, _, _ in parsed)
 
 
@@ -139,8 +145,12 @@ def validate_template(template: str, kind: Kind, with_reference: bool) -> None:
     problems += [f"missing field {{{name}}}" for name in allowed if name not in fields]
     if problems:
         ref = "with" if with_reference else "without"
-        raise ConfigError(f"invalid {kind} template ({ref} reference): " + "; ".join(problems)
-                          + ". Allowed fields: " + ", ".join(f"{{{n}}}" for n in allowed))
+        raise ConfigError(
+            f"invalid {kind} template ({ref} reference): "
+            + "; ".join(problems)
+            + ". Allowed fields: "
+            + ", ".join(f"{{{n}}}" for n in allowed)
+        )
 
 
 def fill(template: str, values: dict[str, str]) -> str:
@@ -182,8 +192,11 @@ def _readings(filled: str, template: str, limit: int = 10_000) -> list[dict[str,
         while at >= 0 and len(found) < 2:
             steps[0] += 1
             if steps[0] > limit:
-                raise InputError("prompt is ambiguous: template section headers occur too often inside its "
-                                 "fields to split it reliably", field="prompt")
+                raise InputError(
+                    "prompt is ambiguous: template section headers occur too often inside its "
+                    "fields to split it reliably",
+                    field="prompt",
+                )
             walk(i + 1, at + len(seps[i]), values + [filled[pos:at]])
             at = filled.find(seps[i], at + 1, end)
 
@@ -201,13 +214,19 @@ def _parse(filled: str, kind: Kind, template: str | None) -> dict[str, str]:
     for tmpl in candidates:
         readings = _readings(filled, tmpl)
         if len(readings) > 1:
-            raise InputError(f"{kind} prompt is ambiguous: a field contains one of the template's section "
-                             "headers, so the text splits more than one way", field="prompt")
+            raise InputError(
+                f"{kind} prompt is ambiguous: a field contains one of the template's section "
+                "headers, so the text splits more than one way",
+                field="prompt",
+            )
         if readings and fill(tmpl, readings[0]) == filled:  # re-rendering must reproduce the input
             return readings[0]
     names = "the given template" if template else " or ".join(n for n, t in TEMPLATES.items() if t in candidates)
-    raise InputError(f"text is not a filled {kind} prompt: it does not match {names} (check the header text and "
-                     f"the '###Feedback: ' ending); got {filled[:60]!r}...", field="prompt")
+    raise InputError(
+        f"text is not a filled {kind} prompt: it does not match {names} (check the header text and "
+        f"the '###Feedback: ' ending); got {filled[:60]!r}...",
+        field="prompt",
+    )
 
 
 def parse_absolute_prompt(filled: str, *, template: str | None = None) -> AbsolutePromptParts:
@@ -232,5 +251,6 @@ def parse_relative_prompt(filled: str, *, template: str | None = None) -> Relati
     'b'
     """
     v = _parse(filled, "relative", template)
-    return RelativePromptParts(v["instruction"], v["response_A"], v["response_B"], v.get("reference_answer"),
-                               v["rubric"])
+    return RelativePromptParts(
+        v["instruction"], v["response_A"], v["response_B"], v.get("reference_answer"), v["rubric"]
+    )

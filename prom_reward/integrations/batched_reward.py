@@ -50,8 +50,14 @@ _MODE_KEYS = {
     "pairwise_reference": ("parse_failure_rate", "abstain_rate", "tie_rate", "win_rate"),
     "pairwise_group": ("parse_failure_rate", "abstain_rate", "tie_rate", "judged_pairs", "degenerate_groups"),
 }
-_CALL_KEYS = ("judge_seconds", "judge_completion_tokens", "judge_prompt_tokens", "truncated_responses",
-              "failed_samples", "outage_failures")
+_CALL_KEYS = (
+    "judge_seconds",
+    "judge_completion_tokens",
+    "judge_prompt_tokens",
+    "truncated_responses",
+    "failed_samples",
+    "outage_failures",
+)
 _CASCADE_KEYS = ("cascade_routed_fraction", "cascade_fallback_calls")
 
 
@@ -74,8 +80,11 @@ class JobResult:
 
     def extra_logs(self) -> dict[str, float]:
         """Per-sample log values, always the same keys: ``judge_failed``, ``judge_batch_size``, the batch metrics."""
-        out = {"judge_failed": float(self.failed), "judge_batch_size": float(self.batch_size),
-               "judge_queue_seconds": self.queue_seconds}
+        out = {
+            "judge_failed": float(self.failed),
+            "judge_batch_size": float(self.batch_size),
+            "judge_queue_seconds": self.queue_seconds,
+        }
         out.update(self.metrics)
         return out
 
@@ -100,7 +109,8 @@ class FailurePolicy:
             raise ConfigError(
                 "failure reward: not set. When the judge gives no verdict for a sample, the trainer still needs a "
                 "number, and prom-reward will not pick one silently: choose a number (e.g. 0.0) or 'min' (the lowest "
-                "reward of the configured scale). The sample is flagged judge_failed=1 and counted either way.")
+                "reward of the configured scale). The sample is flagged judge_failed=1 and counted either way."
+            )
         if isinstance(value, str) and value.strip().lower() == "min":
             self.value: float | str = "min"
             return
@@ -122,8 +132,10 @@ class FailurePolicy:
             kind = "sign" if config.pairwise_reward == "sign" else "probability"
             return float(normalize_value(-1.0 if kind == "sign" else 0.0, kind, config.normalize))  # type: ignore[arg-type]
         if config.group_reward == "bradley_terry":
-            raise ConfigError("failure reward 'min': Bradley-Terry scores are unbounded and have no lowest value; "
-                              "give a number instead")
+            raise ConfigError(
+                "failure reward 'min': Bradley-Terry scores are unbounded and have no lowest value; "
+                "give a number instead"
+            )
         return float(normalize_value(0.0, "probability", config.normalize))  # type: ignore[arg-type]
 
     def __repr__(self) -> str:
@@ -146,30 +158,50 @@ class BatchedReward:
         group_wait_s: see ``group_size``.
     """
 
-    def __init__(self, reward: Any, *, max_wait_s: float = 0.02, max_batch_size: int = 256, max_concurrent: int = 4,
-                 group_size: int | None = None, group_wait_s: float = 60.0) -> None:
+    def __init__(
+        self,
+        reward: Any,
+        *,
+        max_wait_s: float = 0.02,
+        max_batch_size: int = 256,
+        max_concurrent: int = 4,
+        group_size: int | None = None,
+        group_wait_s: float = 60.0,
+    ) -> None:
         self.reward = reward
         mode = reward.config.mode
         if mode == "pairwise_group" and group_size is None:
-            raise ConfigError("group_size: mode pairwise_group compares the samples of one prompt with each other, and "
-                              "the trainer sends them one at a time: give group_size = samples per prompt "
-                              "(OpenRLHF --rollout.n_samples_per_prompt, verl actor_rollout_ref.rollout.n)")
+            raise ConfigError(
+                "group_size: mode pairwise_group compares the samples of one prompt with each other, and "
+                "the trainer sends them one at a time: give group_size = samples per prompt "
+                "(OpenRLHF --rollout.n_samples_per_prompt, verl actor_rollout_ref.rollout.n)"
+            )
         if mode == "pairwise_group" and group_size is not None and group_size < 2:
             raise ConfigError(f"group_size: pairwise_group needs at least 2 samples per prompt, got {group_size}")
         self.group_size = group_size if mode == "pairwise_group" else None
         cascade = _is_cascade(reward)
         self.extra_log_keys: tuple[str, ...] = (
-            ("judge_failed", "judge_batch_size", "judge_queue_seconds") + _MODE_KEYS[mode] + _CALL_KEYS
-            + (_CASCADE_KEYS if cascade else ()) + diagnostic_keys(reward.config))
+            ("judge_failed", "judge_batch_size", "judge_queue_seconds")
+            + _MODE_KEYS[mode]
+            + _CALL_KEYS
+            + (_CASCADE_KEYS if cascade else ())
+            + diagnostic_keys(reward.config)
+        )
         """The per-sample log keys every result carries, in order."""
         self.failures = 0
         """Samples whose judgment failed so far."""
         self.scored = 0
         """Samples answered so far (failed ones included)."""
         concurrent = max_concurrent if _takes_concurrent_calls(reward) else 1
-        self._batcher: MicroBatcher = MicroBatcher(self._judge, max_wait_s=max_wait_s,
-                                                   max_batch_size=max_batch_size, group_size=self.group_size,
-                                                   group_wait_s=group_wait_s, max_concurrent=concurrent, name="judge")
+        self._batcher: MicroBatcher = MicroBatcher(
+            self._judge,
+            max_wait_s=max_wait_s,
+            max_batch_size=max_batch_size,
+            group_size=self.group_size,
+            group_wait_s=group_wait_s,
+            max_concurrent=concurrent,
+            name="judge",
+        )
 
     @property
     def stats(self) -> Any:
@@ -200,8 +232,9 @@ class BatchedReward:
 
     # -- internals --------------------------------------------------------------------
     @staticmethod
-    def _queued(samples: Sequence[RewardSample],
-                timeout: float | None) -> list[tuple[RewardSample, float, float | None]]:
+    def _queued(
+        samples: Sequence[RewardSample], timeout: float | None
+    ) -> list[tuple[RewardSample, float, float | None]]:
         now = time.monotonic()
         deadline = None if timeout is None else now + timeout
         return [(s, now, deadline) for s in samples]
@@ -237,15 +270,23 @@ class BatchedReward:
         metrics["abstain_rate"] = failed / n
         results: list[JobResult | None] = [None] * n
         for i in alone:
-            results[i] = JobResult(None, True, f"pairwise_group: only 1 of the {self.group_size} samples of this "
-                                   "prompt arrived within group_wait_s, so there was nothing to compare it with",
-                                   None, n, queue[i], dict(metrics))
+            results[i] = JobResult(
+                None,
+                True,
+                f"pairwise_group: only 1 of the {self.group_size} samples of this "
+                "prompt arrived within group_wait_s, so there was nothing to compare it with",
+                None,
+                n,
+                queue[i],
+                dict(metrics),
+            )
         if out is not None:
             for pos, i in enumerate(todo):
                 r = out.rewards[pos]
                 reason = (out.reasons[pos] if out.reasons else None) or "the judge gave no parseable verdict"
-                results[i] = JobResult(r, r is None, None if r is not None else reason, out.feedback[pos], n, queue[i],
-                                       dict(metrics))
+                results[i] = JobResult(
+                    r, r is None, None if r is not None else reason, out.feedback[pos], n, queue[i], dict(metrics)
+                )
         return results  # type: ignore[return-value]
 
     def _stable_metrics(self, metrics: dict[str, float]) -> dict[str, float]:

@@ -118,9 +118,17 @@ class MicroBatcher(Generic[T, R]):
         name: used in the dispatcher thread's name and in log lines.
     """
 
-    def __init__(self, fn: Callable[[list[T]], Sequence[R]], *, max_wait_s: float = 0.02,
-                 max_batch_size: int = 256, group_size: int | None = None, group_wait_s: float = 60.0,
-                 max_concurrent: int = 1, name: str = "judge") -> None:
+    def __init__(
+        self,
+        fn: Callable[[list[T]], Sequence[R]],
+        *,
+        max_wait_s: float = 0.02,
+        max_batch_size: int = 256,
+        group_size: int | None = None,
+        group_wait_s: float = 60.0,
+        max_concurrent: int = 1,
+        name: str = "judge",
+    ) -> None:
         if not callable(fn):
             raise ConfigError(f"fn: expected a callable batch function, got {type(fn).__name__}")
         if not (isinstance(max_wait_s, (int, float)) and max_wait_s >= 0):
@@ -142,8 +150,11 @@ class MicroBatcher(Generic[T, R]):
         self._closed = False
         self.max_concurrent = max_concurrent
         self._slots = threading.Semaphore(max_concurrent)
-        self._pool = cf.ThreadPoolExecutor(max_concurrent, thread_name_prefix=f"prom-reward-{name}") \
-            if max_concurrent > 1 else None
+        self._pool = (
+            cf.ThreadPoolExecutor(max_concurrent, thread_name_prefix=f"prom-reward-{name}")
+            if max_concurrent > 1
+            else None
+        )
         self._thread = threading.Thread(target=self._loop, name=f"prom-reward-{name}-batcher", daemon=True)
         self._thread.start()
 
@@ -166,7 +177,7 @@ class MicroBatcher(Generic[T, R]):
                 return self._queue(items, deadline, group)
             self.stats.split_requests += 1
             size = self.max_batch_size
-            parts = [self._queue(items[k:k + size], deadline, None) for k in range(0, len(items), size)]
+            parts = [self._queue(items[k : k + size], deadline, None) for k in range(0, len(items), size)]
         return _joined(parts)
 
     def _queue(self, items: list[T], deadline: float | None, group: Hashable | None) -> cf.Future:
@@ -188,8 +199,7 @@ class MicroBatcher(Generic[T, R]):
         """Blocking form of ``submit`` (for worker threads)."""
         return self.submit(items, timeout=timeout, group=group).result()
 
-    async def arun(self, items: Sequence[T], *, timeout: float | None = None,
-                   group: Hashable | None = None) -> list[R]:
+    async def arun(self, items: Sequence[T], *, timeout: float | None = None, group: Hashable | None = None) -> list[R]:
         """Awaitable form; cancelling the awaiting task drops the request if its batch has not started."""
         fut = self.submit(items, timeout=timeout, group=group)
         try:
@@ -280,10 +290,13 @@ class MicroBatcher(Generic[T, R]):
             elif req.deadline is not None and now > req.deadline:
                 self.stats.expired += 1
                 waited = now - req.arrived
-                req.future.set_exception(DeadlineExceeded(
-                    f"the request waited {waited:.1f} s in the {self.name} queue, past its deadline of "
-                    f"{req.deadline - req.arrived:.1f} s, and was not judged; the judge is slower than "
-                    "the requests arrive: add judge replicas, lower the rollout batch, or raise the deadline"))
+                req.future.set_exception(
+                    DeadlineExceeded(
+                        f"the request waited {waited:.1f} s in the {self.name} queue, past its deadline of "
+                        f"{req.deadline - req.arrived:.1f} s, and was not judged; the judge is slower than "
+                        "the requests arrive: add judge replicas, lower the rollout batch, or raise the deadline"
+                    )
+                )
             else:
                 live.append(req)
         return live
@@ -302,8 +315,10 @@ class MicroBatcher(Generic[T, R]):
         try:
             results = list(self.fn(items))
             if len(results) != len(items):
-                raise PromRewardError(f"the {self.name} batch function returned {len(results)} results for "
-                                      f"{len(items)} items; it must return one per item")
+                raise PromRewardError(
+                    f"the {self.name} batch function returned {len(results)} results for "
+                    f"{len(items)} items; it must return one per item"
+                )
         except BaseException as e:  # noqa: BLE001 - every waiting caller must hear about it
             with self._cond:
                 self.stats.failed_batches += 1
@@ -313,7 +328,7 @@ class MicroBatcher(Generic[T, R]):
         else:
             pos = 0
             for req in live:
-                req.future.set_result(results[pos:pos + len(req.items)])
+                req.future.set_result(results[pos : pos + len(req.items)])
                 pos += len(req.items)
         finally:
             with self._cond:

@@ -75,9 +75,14 @@ def configure(reward: Any, **settings: Any) -> BatchedReward:
 
 def _new_state(reward: Any, s: RewardSettings) -> _State:
     """The process-wide state for ``reward``: its batched queue and the settings ``reward_func`` reads."""
-    batched = BatchedReward(reward, max_wait_s=s.batch_window_ms / 1000, max_batch_size=s.max_batch_size,
-                            max_concurrent=s.max_concurrent_batches, group_size=s.group_size,
-                            group_wait_s=s.group_wait_s)
+    batched = BatchedReward(
+        reward,
+        max_wait_s=s.batch_window_ms / 1000,
+        max_batch_size=s.max_batch_size,
+        max_concurrent=s.max_concurrent_batches,
+        group_size=s.group_size,
+        group_wait_s=s.group_wait_s,
+    )
     return _State(batched, s, reward.config)
 
 
@@ -107,8 +112,11 @@ def _get() -> _State:
             except PromRewardError as e:  # OpenRLHF logs reward_func errors at INFO only: say it loudly
                 logger.error("prom-reward reward_func is not configured: %s", e)
                 raise
-            logger.info("prom-reward reward_func ready (mode %s, failure reward %s)", settings.mode,
-                        settings.failure_reward.value)
+            logger.info(
+                "prom-reward reward_func ready (mode %s, failure reward %s)",
+                settings.mode,
+                settings.failure_reward.value,
+            )
         return _state
 
 
@@ -128,12 +136,17 @@ def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence
         logger.error("prom-reward reward_func stops the run: %s", e)
         raise
     it = iter(judged)
-    results = [next(it) if x is not None else state.batched.unjudged(r or "")
-               for x, r in zip(samples, reasons, strict=True)]
+    results = [
+        next(it) if x is not None else state.batched.unjudged(r or "") for x, r in zip(samples, reasons, strict=True)
+    ]
     out = reward_dict(results, s.failure_reward, state.config, keys)
     if out["judge_failures"]:
-        logger.warning("%d of %d sample(s) failed and got the failure reward (reason: %s)", out["judge_failures"],
-                       len(results), next(r for r in out["failure_reasons"] if r))
+        logger.warning(
+            "%d of %d sample(s) failed and got the failure reward (reason: %s)",
+            out["judge_failures"],
+            len(results),
+            next(r for r in out["failure_reasons"] if r),
+        )
     return out
 
 

@@ -50,19 +50,21 @@ def split_query(query: str, prompt: str, strip: Sequence[str] = ()) -> tuple[str
     ('hello', False)
     """
     if query.startswith(prompt):
-        response, truncated = query[len(prompt):], False
+        response, truncated = query[len(prompt) :], False
     else:
         need = min(MIN_OVERLAP, len(prompt))
         for cut in range(1, len(prompt) - need + 1):
             if query.startswith(prompt[cut:]):
-                response, truncated = query[len(prompt) - cut:], True
+                response, truncated = query[len(prompt) - cut :], True
                 break
         else:
             raise InputError(
                 f"the query does not start with its prompt nor with any suffix of it of {need}+ characters "
                 f"(query {query[:60]!r}..., prompt ...{prompt[-60:]!r}); the query must be the decoded prompt + "
                 "response: send the prompt exactly as the policy saw it (same chat template, no re-tokenising "
-                "changes), e.g. OpenRLHF --data.apply_chat_template on both sides", field="query")
+                "changes), e.g. OpenRLHF --data.apply_chat_template on both sides",
+                field="query",
+            )
     changed = True
     while changed:
         changed = False
@@ -74,8 +76,11 @@ def split_query(query: str, prompt: str, strip: Sequence[str] = ()) -> tuple[str
 
 def _scalar(value: Any, where: str) -> str:
     if isinstance(value, float) and not math.isfinite(value):
-        raise InputError(f"{where}: {value!r} is not a finite number; a reference answer must be text or a finite "
-                         "number: fix or drop that label in the dataset", field="labels")
+        raise InputError(
+            f"{where}: {value!r} is not a finite number; a reference answer must be text or a finite "
+            "number: fix or drop that label in the dataset",
+            field="labels",
+        )
     return str(value)
 
 
@@ -83,14 +88,16 @@ def _answer(value: Any, where: str) -> str | None:
     if value is None or value == "":
         return None
     if isinstance(value, bool) or not isinstance(value, (str, int, float, list, tuple)):
-        raise InputError(f"{where}: expected a string, number or list of them, got {type(value).__name__}",
-                         field="labels")
+        raise InputError(
+            f"{where}: expected a string, number or list of them, got {type(value).__name__}", field="labels"
+        )
     if isinstance(value, (list, tuple)):
         parts = []
         for v in value:
             if isinstance(v, bool) or not isinstance(v, (str, int, float)):
-                raise InputError(f"{where}: a list label must hold strings or numbers, got {type(v).__name__}",
-                                 field="labels")
+                raise InputError(
+                    f"{where}: a list label must hold strings or numbers, got {type(v).__name__}", field="labels"
+                )
             parts.append(_scalar(v, where))
         return "\n".join(parts) or None
     return _scalar(value, where)
@@ -109,9 +116,11 @@ def label_fields(label: Any) -> dict[str, Any]:
         return {} if answer is None else {"reference_answer": answer}
     known = {k: label[k] for k in LABEL_KEYS if k in label}
     if not known:
-        raise InputError(f"label: a dict label needs at least one of the keys {', '.join(LABEL_KEYS)}; got the keys "
-                         f"{sorted(map(str, label))}; rename them in the dataset or send a plain string label",
-                         field="labels")
+        raise InputError(
+            f"label: a dict label needs at least one of the keys {', '.join(LABEL_KEYS)}; got the keys "
+            f"{sorted(map(str, label))}; rename them in the dataset or send a plain string label",
+            field="labels",
+        )
     ignored = frozenset(map(str, label)) - set(LABEL_KEYS)
     if ignored and ignored not in _ignored_logged:
         _ignored_logged.add(ignored)
@@ -125,14 +134,16 @@ def label_fields(label: Any) -> dict[str, Any]:
     instruction = known.get("instruction")
     if instruction not in (None, ""):
         if not isinstance(instruction, str):
-            raise InputError(f"label['instruction']: expected a string, got {type(instruction).__name__}",
-                             field="labels")
+            raise InputError(
+                f"label['instruction']: expected a string, got {type(instruction).__name__}", field="labels"
+            )
         out["instruction"] = instruction
     return out
 
 
-def make_samples(queries: Sequence[str], prompts: Sequence[str], labels: Sequence[Any] | None,
-                 strip: Sequence[str] = ()) -> tuple[list[RewardSample | None], list[str | None], int]:
+def make_samples(
+    queries: Sequence[str], prompts: Sequence[str], labels: Sequence[Any] | None, strip: Sequence[str] = ()
+) -> tuple[list[RewardSample | None], list[str | None], int]:
     """``(samples, reasons, truncated)``: a sample per query, or None with the reason it cannot be judged."""
     jobs: list[RewardSample | None] = []
     reasons: list[str | None] = []
@@ -152,14 +163,19 @@ def make_samples(queries: Sequence[str], prompts: Sequence[str], labels: Sequenc
     return jobs, reasons, truncated
 
 
-def reward_dict(results: Sequence[JobResult], policy: FailurePolicy, config: Any,
-                keys: Sequence[str]) -> dict[str, Any]:
+def reward_dict(
+    results: Sequence[JobResult], policy: FailurePolicy, config: Any, keys: Sequence[str]
+) -> dict[str, Any]:
     """OpenRLHF's reward reply: ``rewards``, ``scores``, ``extra_logs`` (a float list per key), ``judge_failures``,
     ``failure_reasons``."""
     stand_in = policy.value_for(config) if any(r.failed for r in results) else 0.0
     rewards = [stand_in if r.reward is None else float(r.reward) for r in results]
     logs = [r.extra_logs() for r in results]
     extra = {k: [float(d[k]) for d in logs] for k in keys}
-    return {"rewards": rewards, "scores": list(rewards), "extra_logs": extra,
-            "judge_failures": sum(r.failed for r in results),
-            "failure_reasons": [r.reason if r.failed else None for r in results]}
+    return {
+        "rewards": rewards,
+        "scores": list(rewards),
+        "extra_logs": extra,
+        "judge_failures": sum(r.failed for r in results),
+        "failure_reasons": [r.reason if r.failed else None for r in results],
+    }

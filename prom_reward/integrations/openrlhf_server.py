@@ -186,8 +186,14 @@ def _authorized(request: Request, token: str) -> bool:
     return hmac.compare_digest(given.encode(), b"Bearer " + want)
 
 
-def create_app(reward: Any, settings: RewardSettings, *, token: str | None = None,
-               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, poll_s: float = 0.1) -> Starlette:
+def create_app(
+    reward: Any,
+    settings: RewardSettings,
+    *,
+    token: str | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    poll_s: float = 0.1,
+) -> Starlette:
     """The ASGI app: ``POST /`` (alias ``/get_reward``), ``GET /health``, ``GET /stats``.
 
     Args:
@@ -198,13 +204,27 @@ def create_app(reward: Any, settings: RewardSettings, *, token: str | None = Non
         poll_s: how often a waiting request checks whether its client is still connected.
     """
     cfg = settings
-    batched = BatchedReward(reward, max_wait_s=cfg.batch_window_ms / 1000, max_batch_size=cfg.max_batch_size,
-                            max_concurrent=cfg.max_concurrent_batches, group_size=cfg.group_size,
-                            group_wait_s=cfg.group_wait_s)
+    batched = BatchedReward(
+        reward,
+        max_wait_s=cfg.batch_window_ms / 1000,
+        max_batch_size=cfg.max_batch_size,
+        max_concurrent=cfg.max_concurrent_batches,
+        group_size=cfg.group_size,
+        group_wait_s=cfg.group_wait_s,
+    )
     keys = batched.extra_log_keys
     health = reward.health
-    counters = {"requests": 0, "samples": 0, "judge_failures": 0, "input_failures": 0, "deadline_failures": 0,
-                "disconnected": 0, "rejected": 0, "judge_unavailable": 0, "truncated_prompts": 0}
+    counters = {
+        "requests": 0,
+        "samples": 0,
+        "judge_failures": 0,
+        "input_failures": 0,
+        "deadline_failures": 0,
+        "disconnected": 0,
+        "rejected": 0,
+        "judge_unavailable": 0,
+        "truncated_prompts": 0,
+    }
 
     async def judge(request: Request, samples: list[Any]) -> list[JobResult] | None:
         """The samples' results; None when the client went away (its samples were dropped)."""
@@ -226,9 +246,11 @@ def create_app(reward: Any, settings: RewardSettings, *, token: str | None = Non
                 return None
             if left <= 0:
                 task.cancel()
-                reason = (f"no answer within the request deadline of {cfg.request_timeout:.0f} s (the judge is slower "
-                          "than the rollouts arrive, or failing: see /health; add judge replicas or lower the rollout "
-                          "batch)")
+                reason = (
+                    f"no answer within the request deadline of {cfg.request_timeout:.0f} s (the judge is slower "
+                    "than the rollouts arrive, or failing: see /health; add judge replicas or lower the rollout "
+                    "batch)"
+                )
                 break
         counters["deadline_failures"] += len(samples)
         logger.warning("%d sample(s) failed on the deadline: %s", len(samples), reason)
@@ -237,8 +259,9 @@ def create_app(reward: Any, settings: RewardSettings, *, token: str | None = Non
     async def get_reward(request: Request) -> Response:
         try:
             if token is not None and not _authorized(request, token):
-                raise _HTTPError(401, "missing or wrong token (send '?token=<token>' in the URL or "
-                                      "'Authorization: Bearer <token>')")
+                raise _HTTPError(
+                    401, "missing or wrong token (send '?token=<token>' in the URL or 'Authorization: Bearer <token>')"
+                )
             data = _parse(await _read_body(request, max_body_bytes))
             if not isinstance(data, dict):
                 raise _HTTPError(422, f"expected a JSON object with 'query' and 'prompts', got {type(data).__name__}")
@@ -265,51 +288,80 @@ def create_app(reward: Any, settings: RewardSettings, *, token: str | None = Non
             logger.error("reward request failed: %s", e)
             return JSONResponse({"error": str(e)}, status_code=500)
         it = iter(judged)
-        results = [next(it) if x is not None else batched.unjudged(reason or "")
-                   for x, reason in zip(samples, reasons, strict=True)]
+        results = [
+            next(it) if x is not None else batched.unjudged(reason or "")
+            for x, reason in zip(samples, reasons, strict=True)
+        ]
         counters["input_failures"] += len(samples) - len(live)
         reply = reward_dict(results, cfg.failure_reward, reward.config, keys)
         if reply["judge_failures"]:
             counters["judge_failures"] += reply["judge_failures"]
             first = next(r for r in reply["failure_reasons"] if r)
-            logger.warning("%d of %d sample(s) failed and got reward %s (first reason: %s)", reply["judge_failures"],
-                           len(results), reply["rewards"][reply["failure_reasons"].index(first)], first)
+            logger.warning(
+                "%d of %d sample(s) failed and got reward %s (first reason: %s)",
+                reply["judge_failures"],
+                len(results),
+                reply["rewards"][reply["failure_reasons"].index(first)],
+                first,
+            )
         return JSONResponse(reply)
 
     async def health_route(request: Request) -> JSONResponse:
         return JSONResponse({**health.status(), "judge_failures": counters["judge_failures"]})
 
     async def stats(request: Request) -> JSONResponse:
-        return JSONResponse({"batcher": batched.stats.as_dict(), **counters, "extra_log_keys": list(keys),
-                             "failure_reward": cfg.failure_reward.value, "health": health.status()})
+        return JSONResponse(
+            {
+                "batcher": batched.stats.as_dict(),
+                **counters,
+                "extra_log_keys": list(keys),
+                "failure_reward": cfg.failure_reward.value,
+                "health": health.status(),
+            }
+        )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):  # type: ignore[no-untyped-def]
         yield
         batched.close()
 
-    app = Starlette(routes=[
-        Route("/", get_reward, methods=["POST"]),
-        Route("/get_reward", get_reward, methods=["POST"]),
-        Route("/health", health_route, methods=["GET"]),
-        Route("/stats", stats, methods=["GET"]),
-    ], lifespan=lifespan)
+    app = Starlette(
+        routes=[
+            Route("/", get_reward, methods=["POST"]),
+            Route("/get_reward", get_reward, methods=["POST"]),
+            Route("/health", health_route, methods=["GET"]),
+            Route("/stats", stats, methods=["GET"]),
+        ],
+        lifespan=lifespan,
+    )
     app.state.batched = batched
     app.state.counters = counters
     app.state.settings = cfg
     return app
 
 
-def serve_reward(reward: Any, settings: RewardSettings, host: str = "127.0.0.1", port: int = 5000, *,
-                 token: str | None = None, **options: Any) -> None:
+def serve_reward(
+    reward: Any,
+    settings: RewardSettings,
+    host: str = "127.0.0.1",
+    port: int = 5000,
+    *,
+    token: str | None = None,
+    **options: Any,
+) -> None:
     """Serve ``create_app(reward, settings, token=..., **options)`` with uvicorn until interrupted (127.0.0.1
     unless told); ``token=`` values are redacted from uvicorn's access log."""
     import uvicorn
 
     if host not in ("127.0.0.1", "localhost", "::1") and token is None:
         logger.warning("serving the reward on %s without a token: anyone who can reach it can use the judge", host)
-    uvicorn.run(create_app(reward, settings, token=token, **options), host=host, port=port, log_level="info",
-                log_config=log_config())
+    uvicorn.run(
+        create_app(reward, settings, token=token, **options),
+        host=host,
+        port=port,
+        log_level="info",
+        log_config=log_config(),
+    )
 
 
 def log_config() -> dict[str, Any]:

@@ -140,13 +140,17 @@ class RewardSettings:
                 raise ConfigError(f"judge_url: expected 'http(s)://host:port/v1' URLs, got {url!r}")
         if self.mode == "pairwise_group":
             if self.group_size is None or self.group_size < 2:
-                raise ConfigError("group_size: mode pairwise_group compares the samples of one prompt, which the "
-                                  "trainer sends one at a time: give group_size = samples per prompt (>= 2; OpenRLHF "
-                                  "--rollout.n_samples_per_prompt, verl actor_rollout_ref.rollout.n), got "
-                                  f"{self.group_size!r} [{where('group_size')}]")
+                raise ConfigError(
+                    "group_size: mode pairwise_group compares the samples of one prompt, which the "
+                    "trainer sends one at a time: give group_size = samples per prompt (>= 2; OpenRLHF "
+                    "--rollout.n_samples_per_prompt, verl actor_rollout_ref.rollout.n), got "
+                    f"{self.group_size!r} [{where('group_size')}]"
+                )
             if self.group_wait_s >= self.request_timeout:
-                raise ConfigError(f"group_wait_s ({self.group_wait_s} s) must be under request_timeout "
-                                  f"({self.request_timeout} s), or a short group times out before it is judged")
+                raise ConfigError(
+                    f"group_wait_s ({self.group_wait_s} s) must be under request_timeout "
+                    f"({self.request_timeout} s), or a short group times out before it is judged"
+                )
         self.outage()  # validates the outage fields
         reward_config = self.reward_config()  # validates score, normalize, the reward options
         self.failure_reward.value_for(reward_config)  # 'min' has no value for Bradley-Terry
@@ -155,8 +159,11 @@ class RewardSettings:
         except InputError as e:
             raise ConfigError(f"rubric: {e}") from e
         if self.request_timeout >= OPENRLHF_CLIENT_TIMEOUT_S:
-            logger.warning("request_timeout %.0f s is not under OpenRLHF's client timeout of 180 s: a slow batch "
-                           "then makes OpenRLHF retry instead of getting an answer", self.request_timeout)
+            logger.warning(
+                "request_timeout %.0f s is not under OpenRLHF's client timeout of 180 s: a slow batch "
+                "then makes OpenRLHF retry instead of getting an answer",
+                self.request_timeout,
+            )
 
     # -- sources ----------------------------------------------------------------------
     @classmethod
@@ -182,19 +189,29 @@ class RewardSettings:
     def outage(self) -> OutagePolicy:
         """The reward's ``OutagePolicy``."""
         try:
-            return OutagePolicy(budget_s=self.outage_budget_s, call_timeout_s=self.call_timeout_s,
-                                on_exhausted=self.on_outage)
+            return OutagePolicy(
+                budget_s=self.outage_budget_s, call_timeout_s=self.call_timeout_s, on_exhausted=self.on_outage
+            )
         except ConfigError as e:
             raise ConfigError(f"outage settings: {e}") from e
 
     def reward_config(self) -> RewardConfig:
         """The ``RewardConfig`` of the reward these settings build."""
         try:
-            return RewardConfig(rubric=self.rubric, mode=self.mode, score=self.score, normalize=self.normalize,
-                                over_context=self.over_context, outage=self.outage(), **self.reward)
+            return RewardConfig(
+                rubric=self.rubric,
+                mode=self.mode,
+                score=self.score,
+                normalize=self.normalize,
+                over_context=self.over_context,
+                outage=self.outage(),
+                **self.reward,
+            )
         except TypeError as e:
-            raise ConfigError(f"reward: {e}; its keys are PrometheusReward options other than the settings "
-                              "rubric, mode, score, normalize, over_context") from None
+            raise ConfigError(
+                f"reward: {e}; its keys are PrometheusReward options other than the settings "
+                "rubric, mode, score, normalize, over_context"
+            ) from None
 
     def judge_spec(self, router_address: str | None = None, tokenizer: Any = None) -> dict[str, Any]:
         """The ``PrometheusJudge`` options: ``judge_url`` (else verl's router at ``router_address``) or an
@@ -209,9 +226,11 @@ class RewardSettings:
         elif self.judge_model:
             spec = {"model": self.judge_model, "backend": "vllm", **spec}
         else:
-            raise ConfigError("no judge: set judge_url (PROM_REWARD_JUDGE_URL: comma-separated OpenAI-compatible judge "
-                              "URLs, e.g. http://judge:8000/v1) or judge_model (an in-process vLLM judge); under verl, "
-                              "reward.reward_model.enable=True serves the judge itself")
+            raise ConfigError(
+                "no judge: set judge_url (PROM_REWARD_JUDGE_URL: comma-separated OpenAI-compatible judge "
+                "URLs, e.g. http://judge:8000/v1) or judge_model (an in-process vLLM judge); under verl, "
+                "reward.reward_model.enable=True serves the judge itself"
+            )
         if self.max_tokens:
             spec["sampling"] = {**dict(spec.get("sampling") or {}), "max_tokens": self.max_tokens}
         if router_address and not self.judge_url and tokenizer is not None:
@@ -313,8 +332,13 @@ def field_docs() -> dict[str, str]:
     body = tree.body[0].body  # type: ignore[attr-defined]
     docs: dict[str, str] = {}
     for node, nxt in zip(body, body[1:], strict=False):
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(nxt, ast.Expr) \
-                and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and isinstance(nxt, ast.Expr)
+            and isinstance(nxt.value, ast.Constant)
+            and isinstance(nxt.value.value, str)
+        ):
             docs[node.target.id] = " ".join(nxt.value.value.split())
     return docs
 
@@ -328,7 +352,8 @@ def flag_name(name: str) -> str:
     """The reward-server flag of a setting (``judge_url`` -> ``--server``, ``max_batch_size`` ->
     ``--max-batch-size``)."""
     return {"judge_url": "--server", "judge_model": "--model", "judge": "", "reward": ""}.get(
-        name, "--" + name.replace("_", "-"))
+        name, "--" + name.replace("_", "-")
+    )
 
 
 def default_text(name: str) -> str:

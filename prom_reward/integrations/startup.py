@@ -55,11 +55,14 @@ def _ask(url: str, timeout: float) -> tuple[list[str] | None, str]:
     except httpx.HTTPError as e:
         return None, f"{type(e).__name__}: {e}"
     if r.status_code in (401, 403):
-        raise ConfigError(f"judge {url}: GET /models answered {r.status_code}: the judge server wants an API key; set "
-                          "PROM_REWARD_API_KEY (or OPENAI_API_KEY) to its key")
+        raise ConfigError(
+            f"judge {url}: GET /models answered {r.status_code}: the judge server wants an API key; set "
+            "PROM_REWARD_API_KEY (or OPENAI_API_KEY) to its key"
+        )
     if r.status_code == 404:
-        logger.warning("judge %s has no GET /models (not an OpenAI-compatible server?); the model name is not checked",
-                       url)
+        logger.warning(
+            "judge %s has no GET /models (not an OpenAI-compatible server?); the model name is not checked", url
+        )
         return [], ""
     if r.status_code != 200:
         return None, f"HTTP {r.status_code} on GET /models"
@@ -71,12 +74,20 @@ def _ask(url: str, timeout: float) -> tuple[list[str] | None, str]:
 
 def _check_model(url: str, served: list[str], model: str | None) -> None:
     if model and served and model not in served:
-        raise ConfigError(f"judge {url} does not serve the model {model!r} (it serves {', '.join(served)}); set "
-                          "judge_model / --model to one of those, or leave it unset to use the first")
+        raise ConfigError(
+            f"judge {url} does not serve the model {model!r} (it serves {', '.join(served)}); set "
+            "judge_model / --model to one of those, or leave it unset to use the first"
+        )
 
 
-def check_judge(urls: Sequence[str], model: str | None, *, timeout: float = 5.0, health: JudgeHealth | None = None,
-                probe_every: float = 10.0) -> JudgeCheck:
+def check_judge(
+    urls: Sequence[str],
+    model: str | None,
+    *,
+    timeout: float = 5.0,
+    health: JudgeHealth | None = None,
+    probe_every: float = 10.0,
+) -> JudgeCheck:
     """Probe every judge URL (see the module docstring); raises ``ConfigError`` for a judge that answers wrongly."""
     check = JudgeCheck()
     down: dict[str, str] = {}
@@ -90,19 +101,28 @@ def check_judge(urls: Sequence[str], model: str | None, *, timeout: float = 5.0,
         _check_model(url, served, model)
     if down:
         for url, why in down.items():
-            logger.warning("judge %s is not answering (%s); starting anyway and probing it every %.0f s; until it "
-                           "answers, samples wait within the outage budget, then get the failure reward", url, why,
-                           probe_every)
+            logger.warning(
+                "judge %s is not answering (%s); starting anyway and probing it every %.0f s; until it "
+                "answers, samples wait within the outage budget, then get the failure reward",
+                url,
+                why,
+                probe_every,
+            )
             if health is not None:
                 health.failed(f"judge {url} not answering at start: {why}")
-        check.probing = threading.Thread(target=_probe_until_up, args=(dict(down), model, timeout, health, probe_every),
-                                         name="prom-reward-judge-probe", daemon=True)
+        check.probing = threading.Thread(
+            target=_probe_until_up,
+            args=(dict(down), model, timeout, health, probe_every),
+            name="prom-reward-judge-probe",
+            daemon=True,
+        )
         check.probing.start()
     return check
 
 
-def _probe_until_up(down: dict[str, str], model: str | None, timeout: float, health: JudgeHealth | None,
-                    every: float) -> None:
+def _probe_until_up(
+    down: dict[str, str], model: str | None, timeout: float, health: JudgeHealth | None, every: float
+) -> None:
     stop, wrong = threading.Event(), False
     while down and not stop.wait(every):
         for url in list(down):

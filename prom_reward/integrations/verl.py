@@ -117,9 +117,14 @@ def _state(reward_router_address: str | None, kwargs: dict[str, Any], tokenizer:
             reward = s.build_reward(reward_router_address, tokenizer)
             urls = list(s.judge_url) or ([f"http://{reward_router_address}/v1"] if reward_router_address else [])
             check_judge(urls, s.judge_model, health=reward.health)
-        batched = BatchedReward(reward, max_wait_s=s.batch_window_ms / 1000, max_batch_size=s.max_batch_size,
-                                max_concurrent=s.max_concurrent_batches, group_size=s.group_size,
-                                group_wait_s=s.group_wait_s)
+        batched = BatchedReward(
+            reward,
+            max_wait_s=s.batch_window_ms / 1000,
+            max_batch_size=s.max_batch_size,
+            max_concurrent=s.max_concurrent_batches,
+            group_size=s.group_size,
+            group_wait_s=s.group_wait_s,
+        )
         st = _states[key] = _State(pid, batched, s.failure_reward.value_for(reward.config), s.request_timeout)
         logger.info("prom-reward verl judge ready in pid %d: %r, failure reward %s", pid, reward, st.failure)
         return st
@@ -131,9 +136,12 @@ def _instruction(extra_info: Any) -> Any:
         if info.get(key) is not None:
             value = info[key]
             return list(value) if hasattr(value, "tolist") else value  # numpy arrays from parquet
-    raise InputError(f"extra_info has no 'question' or 'prompt' (keys: {sorted(info)}); verl does not pass the "
-                     "prompt to custom reward functions, so the judge needs the instruction there: add "
-                     "extra_info['question'] when preparing the verl dataset", field="extra_info")
+    raise InputError(
+        f"extra_info has no 'question' or 'prompt' (keys: {sorted(info)}); verl does not pass the "
+        "prompt to custom reward functions, so the judge needs the instruction there: add "
+        "extra_info['question'] when preparing the verl dataset",
+        field="extra_info",
+    )
 
 
 def _sample(solution_str: Any, ground_truth: Any, extra_info: Any) -> RewardSample | str:
@@ -141,11 +149,12 @@ def _sample(solution_str: Any, ground_truth: Any, extra_info: Any) -> RewardSamp
     info = extra_info if isinstance(extra_info, dict) else {}
     instruction = _instruction(extra_info)
     if isinstance(ground_truth, float) and not math.isfinite(ground_truth):
-        return (f"ground_truth is {ground_truth!r}, not a reference answer: fix reward_model.ground_truth of this "
-                "row (None or '' for none)")
+        return (
+            f"ground_truth is {ground_truth!r}, not a reference answer: fix reward_model.ground_truth of this "
+            "row (None or '' for none)"
+        )
     ref = None if ground_truth is None or ground_truth == "" else str(ground_truth)
-    return RewardSample(prompt=instruction, response=str(solution_str), reference_answer=ref,
-                        rubric=info.get("rubric"))
+    return RewardSample(prompt=instruction, response=str(solution_str), reference_answer=ref, rubric=info.get("rubric"))
 
 
 def _fields(st: _State, res: JobResult) -> dict[str, Any]:
@@ -154,20 +163,33 @@ def _fields(st: _State, res: JobResult) -> dict[str, Any]:
         stats["failures"] += int(res.failed)
         items, failures = stats["items"], stats["failures"]
     if res.failed:
-        logger.warning("prom-reward judge failed on a sample (%s); scored it %s (%d of %d failed so far)",
-                       res.reason, st.failure, failures, items)
-    out: dict[str, Any] = {"score": st.failure if res.reward is None else float(res.reward),
-                           "judge_reward": None if res.reward is None else float(res.reward),
-                           "judge_failure_reason": res.reason if res.failed else None}
+        logger.warning(
+            "prom-reward judge failed on a sample (%s); scored it %s (%d of %d failed so far)",
+            res.reason,
+            st.failure,
+            failures,
+            items,
+        )
+    out: dict[str, Any] = {
+        "score": st.failure if res.reward is None else float(res.reward),
+        "judge_reward": None if res.reward is None else float(res.reward),
+        "judge_failure_reason": res.reason if res.failed else None,
+    }
     out.update(res.extra_logs())
     if st.batched.reward.config.log_feedback:
         out["judge_feedback"] = res.feedback
     return out
 
 
-async def compute_score(data_source: Any = None, solution_str: str = "", ground_truth: Any = None,
-                        extra_info: Any = None, reward_router_address: str | None = None,
-                        reward_model_tokenizer: Any = None, **kwargs: Any) -> dict[str, Any]:
+async def compute_score(
+    data_source: Any = None,
+    solution_str: str = "",
+    ground_truth: Any = None,
+    extra_info: Any = None,
+    reward_router_address: str | None = None,
+    reward_model_tokenizer: Any = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
     """verl's async custom reward function: one sample, batched with this process's concurrent calls.
 
     The judge's server applies the judge's chat template; ``reward_model_tokenizer`` only tells
@@ -181,9 +203,15 @@ async def compute_score(data_source: Any = None, solution_str: str = "", ground_
     return _fields(st, res)
 
 
-def compute_score_sync(data_source: Any = None, solution_str: str = "", ground_truth: Any = None,
-                       extra_info: Any = None, reward_router_address: str | None = None,
-                       reward_model_tokenizer: Any = None, **kwargs: Any) -> dict[str, Any]:
+def compute_score_sync(
+    data_source: Any = None,
+    solution_str: str = "",
+    ground_truth: Any = None,
+    extra_info: Any = None,
+    reward_router_address: str | None = None,
+    reward_model_tokenizer: Any = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
     """Blocking form, for verl's ``remote`` reward manager (it rejects coroutine functions).
 
     >>> from prom_reward import PrometheusJudge

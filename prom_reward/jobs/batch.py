@@ -44,8 +44,9 @@ class Sink:
     """The Parquet schema (None for JSON lines)."""
 
 
-def judge_rows(kind: JobKind, judge: Any, prepare: Prepare, rows: list[SourceRow],
-               worker: str) -> tuple[BatchOut, dict[str, Any]]:
+def judge_rows(
+    kind: JobKind, judge: Any, prepare: Prepare, rows: list[SourceRow], worker: str
+) -> tuple[BatchOut, dict[str, Any]]:
     """Judge ``rows`` (``run_batch``); returns what they gave and the batch's record (counts, judge stats)."""
     s = judge.stats
     before = (s.retries, s.forced, s.prompt_tokens, s.completion_tokens, s.samples, s.parse_failures)
@@ -55,12 +56,18 @@ def judge_rows(kind: JobKind, judge: Any, prepare: Prepare, rows: list[SourceRow
     for sk in out.skipped:
         skipped[sk["reason"]] = skipped.get(sk["reason"], 0) + 1
     pairs = kind.name == "pairs"
-    rec: dict[str, Any] = {"rows": len(rows), "failed": out.failed, "ties": out.ties,
-                           "pairs": len(out.rows) if pairs else 0, "skipped": json.dumps(skipped),
-                           "rows_without_pairs": len({r.id for r in rows} - {p["source_index"] for p in out.rows})
-                           if pairs else 0,
-                           "backend_failed": out.failed if out.backend_error else 0,
-                           "tie_breaks": out.tie_breaks, "tie_rounds": out.tie_rounds, "worker": worker}
+    rec: dict[str, Any] = {
+        "rows": len(rows),
+        "failed": out.failed,
+        "ties": out.ties,
+        "pairs": len(out.rows) if pairs else 0,
+        "skipped": json.dumps(skipped),
+        "rows_without_pairs": len({r.id for r in rows} - {p["source_index"] for p in out.rows}) if pairs else 0,
+        "backend_failed": out.failed if out.backend_error else 0,
+        "tie_breaks": out.tie_breaks,
+        "tie_rounds": out.tie_rounds,
+        "worker": worker,
+    }
     after = (s.retries, s.forced, s.prompt_tokens, s.completion_tokens, s.samples, s.parse_failures)
     names = ("retried", "forced", "prompt_tokens", "completion_tokens", "samples", "parse_failures")
     for k, a, b in zip(names, before, after, strict=True):
@@ -69,8 +76,9 @@ def judge_rows(kind: JobKind, judge: Any, prepare: Prepare, rows: list[SourceRow
     return out, rec
 
 
-def judge_batch(kind: JobKind, judge: Any, prepare: Prepare, rows: list[SourceRow], shard: dict[str, Any],
-                sink: Sink, worker: str) -> dict[str, Any]:
+def judge_batch(
+    kind: JobKind, judge: Any, prepare: Prepare, rows: list[SourceRow], shard: dict[str, Any], sink: Sink, worker: str
+) -> dict[str, Any]:
     """Judge ``rows`` (the ids ``[shard["start"], shard["stop"])``), commit them, return the batch's record."""
     out, rec = judge_rows(kind, judge, prepare, rows, worker)
     t1 = time.perf_counter()

@@ -49,8 +49,17 @@ class CompareJob(JobKind):
     """Options of a ``compare`` job (validated; the rubric is resolved once, here)."""
 
     name: ClassVar[str] = "compare"
-    result_columns: ClassVar[tuple[str, ...]] = ("winner", "p_a", "tie", "swap_agreement", "feedback",
-                                                 "judge_failures", "judge_retries", "forced_verdicts", "judge_error")
+    result_columns: ClassVar[tuple[str, ...]] = (
+        "winner",
+        "p_a",
+        "tie",
+        "swap_agreement",
+        "feedback",
+        "judge_failures",
+        "judge_retries",
+        "forced_verdicts",
+        "judge_error",
+    )
 
     rubric: Any = None
     """One rubric for every row; None: each row's ``rubric_column``."""
@@ -73,15 +82,24 @@ class CompareJob(JobKind):
         object.__setattr__(self, "swap", bool(self.swap))
 
     def fingerprint(self) -> dict[str, Any]:
-        return {"rubric": rubric_fingerprint(self.rubric), "swap": self.swap,
-                "instruction_column": self.instruction_column, "response_a_column": self.response_a_column,
-                "response_b_column": self.response_b_column, "reference_column": self.reference_column,
-                "rubric_column": self.rubric_column}
+        return {
+            "rubric": rubric_fingerprint(self.rubric),
+            "swap": self.swap,
+            "instruction_column": self.instruction_column,
+            "response_a_column": self.response_a_column,
+            "response_b_column": self.response_b_column,
+            "reference_column": self.reference_column,
+            "rubric_column": self.rubric_column,
+        }
 
     def preparer(self) -> Prepare:
         rubrics = resolver(self.rubric, need_scores=False)
-        columns = {"instruction": "instruction_column", "response_a": "response_a_column",
-                   "response_b": "response_b_column", "reference_answer": "reference_column"}
+        columns = {
+            "instruction": "instruction_column",
+            "response_a": "response_a_column",
+            "response_b": "response_b_column",
+            "reference_answer": "reference_column",
+        }
 
         def prepare(row: SourceRow) -> RelativeItem:
             for option in ("instruction_column", "response_a_column", "response_b_column"):
@@ -90,8 +108,13 @@ class CompareJob(JobKind):
             rubric = resolve_rubric(rubrics, row, self.rubric_column)
             d = row.data
             try:
-                return relative_items([d[self.instruction_column]], [d[self.response_a_column]],
-                                      [d[self.response_b_column]], rubric, [d.get(self.reference_column)])[0]
+                return relative_items(
+                    [d[self.instruction_column]],
+                    [d[self.response_a_column]],
+                    [d[self.response_b_column]],
+                    rubric,
+                    [d.get(self.reference_column)],
+                )[0]
             except InputError as e:
                 option = columns.get(e.field or "", "instruction_column")
                 raise row_error(row, getattr(self, option), option_flag(option), str(e)) from None
@@ -101,28 +124,70 @@ class CompareJob(JobKind):
     def result_schema(self) -> Any:
         import pyarrow as pa
 
-        return pa.schema([("winner", pa.string()), ("p_a", pa.float64()), ("tie", pa.bool_()),
-                          ("swap_agreement", pa.bool_()), ("feedback", pa.string()), ("judge_failures", pa.int64()),
-                          ("judge_retries", pa.int64()), ("forced_verdicts", pa.int64()),
-                          ("judge_error", pa.string())])
+        return pa.schema(
+            [
+                ("winner", pa.string()),
+                ("p_a", pa.float64()),
+                ("tie", pa.bool_()),
+                ("swap_agreement", pa.bool_()),
+                ("feedback", pa.string()),
+                ("judge_failures", pa.int64()),
+                ("judge_retries", pa.int64()),
+                ("forced_verdicts", pa.int64()),
+                ("judge_error", pa.string()),
+            ]
+        )
 
     def judge_items(self, judge: Any, rows: list[SourceRow], items: list[RelativeItem]) -> BatchOut:
         refs = [it.reference_answer for it in items]
-        verdicts = judge.compare([it.instruction for it in items], [it.response_a for it in items],
-                                 [it.response_b for it in items], [it.rubric for it in items],
-                                 refs if any(r is not None for r in refs) else None, swap=self.swap)
+        verdicts = judge.compare(
+            [it.instruction for it in items],
+            [it.response_a for it in items],
+            [it.response_b for it in items],
+            [it.rubric for it in items],
+            refs if any(r is not None for r in refs) else None,
+            swap=self.swap,
+        )
         out = BatchOut()
         for row, v in zip(rows, verdicts, strict=True):
             out.ties += bool(v.tie)
             out.failed += v.winner is None and not v.tie
-            out.rows.append(self.output_row(row, {
-                "winner": v.winner, "p_a": v.p_a, "tie": bool(v.tie), "swap_agreement": v.swap_agreement,
-                "feedback": v.feedback, "judge_failures": v.failures, "judge_retries": v.retries,
-                "forced_verdicts": v.forced, "judge_error": verdict_error(v)}))
+            out.rows.append(
+                self.output_row(
+                    row,
+                    {
+                        "winner": v.winner,
+                        "p_a": v.p_a,
+                        "tie": bool(v.tie),
+                        "swap_agreement": v.swap_agreement,
+                        "feedback": v.feedback,
+                        "judge_failures": v.failures,
+                        "judge_retries": v.retries,
+                        "forced_verdicts": v.forced,
+                        "judge_error": verdict_error(v),
+                    },
+                )
+            )
         return out
 
     def failed_rows(self, judge: Any, rows: list[SourceRow], items: list[Any], reason: str) -> BatchOut:
-        return BatchOut(rows=[self.output_row(r, {
-            "winner": None, "p_a": None, "tie": False, "swap_agreement": None, "feedback": None,
-            "judge_failures": judge.num_samples * (2 if self.swap else 1), "judge_retries": 0, "forced_verdicts": 0,
-            "judge_error": reason}) for r in rows], failed=len(rows))
+        return BatchOut(
+            rows=[
+                self.output_row(
+                    r,
+                    {
+                        "winner": None,
+                        "p_a": None,
+                        "tie": False,
+                        "swap_agreement": None,
+                        "feedback": None,
+                        "judge_failures": judge.num_samples * (2 if self.swap else 1),
+                        "judge_retries": 0,
+                        "forced_verdicts": 0,
+                        "judge_error": reason,
+                    },
+                )
+                for r in rows
+            ],
+            failed=len(rows),
+        )

@@ -45,9 +45,12 @@ def rubric_fingerprint(rubric: Rubric | None) -> Any:
 
 def resolver(rubric: Any, *, need_scores: bool) -> RubricResolver:
     """The ``RubricResolver`` of a job: ``rubric`` for every row, else each row's rubric column."""
-    return RubricResolver(rubric, need_scores=need_scores, what="row",
-                          missing_hint="fix: pass --rubric NAME|FILE (rubric=), or name the column with --rubric-col "
-                                       "(rubric_column=)")
+    return RubricResolver(
+        rubric,
+        need_scores=need_scores,
+        what="row",
+        missing_hint="fix: pass --rubric NAME|FILE (rubric=), or name the column with --rubric-col (rubric_column=)",
+    )
 
 
 def resolve_rubric(rubrics: RubricResolver, row: SourceRow, column: str) -> Rubric:
@@ -63,8 +66,16 @@ class GradeJob(JobKind):
     """Options of a ``grade`` job (validated; the rubric is resolved once, here)."""
 
     name: ClassVar[str] = "grade"
-    result_columns: ClassVar[tuple[str, ...]] = ("score", "feedback", "expected_score", "probabilities",
-                                                 "judge_failures", "judge_retries", "forced_verdicts", "judge_error")
+    result_columns: ClassVar[tuple[str, ...]] = (
+        "score",
+        "feedback",
+        "expected_score",
+        "probabilities",
+        "judge_failures",
+        "judge_retries",
+        "forced_verdicts",
+        "judge_error",
+    )
 
     rubric: Any = None
     """One rubric for every row (a built-in name, a .json/.yaml file, a dict, a ``Rubric``); None: each row's
@@ -83,14 +94,21 @@ class GradeJob(JobKind):
             object.__setattr__(self, "rubric", resolver(self.rubric, need_scores=True).default)
 
     def fingerprint(self) -> dict[str, Any]:
-        return {"rubric": rubric_fingerprint(self.rubric), "instruction_column": self.instruction_column,
-                "response_column": self.response_column, "reference_column": self.reference_column,
-                "rubric_column": self.rubric_column}
+        return {
+            "rubric": rubric_fingerprint(self.rubric),
+            "instruction_column": self.instruction_column,
+            "response_column": self.response_column,
+            "reference_column": self.reference_column,
+            "rubric_column": self.rubric_column,
+        }
 
     def preparer(self) -> Prepare:
         rubrics = resolver(self.rubric, need_scores=True)
-        columns = {"instruction": "instruction_column", "response": "response_column",
-                   "reference_answer": "reference_column"}
+        columns = {
+            "instruction": "instruction_column",
+            "response": "response_column",
+            "reference_answer": "reference_column",
+        }
 
         def prepare(row: SourceRow) -> AbsoluteItem:
             for option in ("instruction_column", "response_column"):
@@ -98,8 +116,12 @@ class GradeJob(JobKind):
                     raise missing_column(row, getattr(self, option), option_flag(option))
             rubric = resolve_rubric(rubrics, row, self.rubric_column)
             try:
-                return absolute_items([row.data[self.instruction_column]], [row.data[self.response_column]], rubric,
-                                      [row.data.get(self.reference_column)])[0]
+                return absolute_items(
+                    [row.data[self.instruction_column]],
+                    [row.data[self.response_column]],
+                    rubric,
+                    [row.data.get(self.reference_column)],
+                )[0]
             except InputError as e:
                 option = columns.get(e.field or "", "instruction_column")
                 raise row_error(row, getattr(self, option), option_flag(option), str(e)) from None
@@ -109,28 +131,66 @@ class GradeJob(JobKind):
     def result_schema(self) -> Any:
         import pyarrow as pa
 
-        return pa.schema([("score", pa.float64()), ("feedback", pa.string()), ("expected_score", pa.float64()),
-                          ("probabilities", pa.struct([(k, pa.float64()) for k in SCORES])),
-                          ("judge_failures", pa.int64()), ("judge_retries", pa.int64()),
-                          ("forced_verdicts", pa.int64()), ("judge_error", pa.string())])
+        return pa.schema(
+            [
+                ("score", pa.float64()),
+                ("feedback", pa.string()),
+                ("expected_score", pa.float64()),
+                ("probabilities", pa.struct([(k, pa.float64()) for k in SCORES])),
+                ("judge_failures", pa.int64()),
+                ("judge_retries", pa.int64()),
+                ("forced_verdicts", pa.int64()),
+                ("judge_error", pa.string()),
+            ]
+        )
 
     def judge_items(self, judge: Any, rows: list[SourceRow], items: list[AbsoluteItem]) -> BatchOut:
         refs = [it.reference_answer for it in items]
-        grades = judge.grade([it.instruction for it in items], [it.response for it in items],
-                             [it.rubric for it in items], refs if any(r is not None for r in refs) else None)
+        grades = judge.grade(
+            [it.instruction for it in items],
+            [it.response for it in items],
+            [it.rubric for it in items],
+            refs if any(r is not None for r in refs) else None,
+        )
         out = BatchOut()
         for row, g in zip(rows, grades, strict=True):
             error = None if g.score is not None else f"no verdict in {g.failures} sample(s) (no parseable [RESULT])"
             out.failed += g.score is None
             probs = None if not g.probabilities else {k: float(g.probabilities.get(int(k), 0.0)) for k in SCORES}
-            out.rows.append(self.output_row(row, {
-                "score": g.score, "feedback": g.feedback, "expected_score": g.expected_score, "probabilities": probs,
-                "judge_failures": g.failures, "judge_retries": g.retries, "forced_verdicts": g.forced,
-                "judge_error": error}))
+            out.rows.append(
+                self.output_row(
+                    row,
+                    {
+                        "score": g.score,
+                        "feedback": g.feedback,
+                        "expected_score": g.expected_score,
+                        "probabilities": probs,
+                        "judge_failures": g.failures,
+                        "judge_retries": g.retries,
+                        "forced_verdicts": g.forced,
+                        "judge_error": error,
+                    },
+                )
+            )
         return out
 
     def failed_rows(self, judge: Any, rows: list[SourceRow], items: list[Any], reason: str) -> BatchOut:
-        return BatchOut(rows=[self.output_row(r, {
-            "score": None, "feedback": None, "expected_score": None, "probabilities": None,
-            "judge_failures": judge.num_samples, "judge_retries": 0, "forced_verdicts": 0, "judge_error": reason})
-            for r in rows], failed=len(rows))
+        return BatchOut(
+            rows=[
+                self.output_row(
+                    r,
+                    {
+                        "score": None,
+                        "feedback": None,
+                        "expected_score": None,
+                        "probabilities": None,
+                        "judge_failures": judge.num_samples,
+                        "judge_retries": 0,
+                        "forced_verdicts": 0,
+                        "judge_error": reason,
+                    },
+                )
+                for r in rows
+            ],
+            failed=len(rows),
+        )

@@ -26,8 +26,20 @@ from prom_reward.jobs.parts import commit, write_bytes
 
 VERSION = 1
 NAME = "_manifest.json"
-_NOT_RESULTS = {"base_url", "store", "tensor_parallel_size", "enforce_eager", "engine_options", "timeout", "backoff",
-                "max_in_flight", "api_key", "eject_after", "probe_interval", "gpu_memory_utilization"}
+_NOT_RESULTS = {
+    "base_url",
+    "store",
+    "tensor_parallel_size",
+    "enforce_eager",
+    "engine_options",
+    "timeout",
+    "backoff",
+    "max_in_flight",
+    "api_key",
+    "eject_after",
+    "probe_interval",
+    "gpu_memory_utilization",
+}
 """Judge options that do not change what the judge says (where it runs, how it is reached)."""
 
 
@@ -50,17 +62,30 @@ def judge_fingerprint(judge: Any) -> dict[str, Any]:
     from prom_reward.backends.store import backend_fingerprint
 
     inner = getattr(judge.backend, "inner", judge.backend)  # a judgment store's CachedBackend
-    return {"backend": backend_fingerprint(inner), "sampling": _plain(judge.sampling), "num_samples": judge.num_samples,
-            "max_retries": judge.max_retries, "force_verdict": judge.force_verdict,
-            "truncate_response": judge.truncate_response, "neutralize_markers": judge.neutralize_markers,
-            "max_tie_rounds": judge.max_tie_rounds}
+    return {
+        "backend": backend_fingerprint(inner),
+        "sampling": _plain(judge.sampling),
+        "num_samples": judge.num_samples,
+        "max_retries": judge.max_retries,
+        "force_verdict": judge.force_verdict,
+        "truncate_response": judge.truncate_response,
+        "neutralize_markers": judge.neutralize_markers,
+        "max_tie_rounds": judge.max_tie_rounds,
+    }
 
 
-def make_manifest(job: str, inputs: list[dict[str, Any]], options: dict[str, Any], judge: dict[str, Any],
-                  fmt: str) -> dict[str, Any]:
+def make_manifest(
+    job: str, inputs: list[dict[str, Any]], options: dict[str, Any], judge: dict[str, Any], fmt: str
+) -> dict[str, Any]:
     """The manifest of a job (``inputs``: per file path, size, rows, sha256)."""
-    return {"version": VERSION, "job": job, "inputs": inputs, "options": _plain(options), "judge": _plain(judge),
-            "format": fmt}
+    return {
+        "version": VERSION,
+        "job": job,
+        "inputs": inputs,
+        "options": _plain(options),
+        "judge": _plain(judge),
+        "format": fmt,
+    }
 
 
 def _short(value: Any) -> str:
@@ -81,8 +106,10 @@ def differences(saved: dict[str, Any], now: dict[str, Any]) -> list[str]:
     for x, y in zip(a, b, strict=False):
         changed = [k for k in ("size", "rows", "sha256") if x.get(k) != y.get(k)]
         if changed:
-            out.append(f"input {y['path']}: not the file {x.get('path')} was ({', '.join(changed)} differ: "
-                       f"{x.get('rows')} rows of {x.get('size')} bytes then, {y['rows']} rows of {y['size']} now)")
+            out.append(
+                f"input {y['path']}: not the file {x.get('path')} was ({', '.join(changed)} differ: "
+                f"{x.get('rows')} rows of {x.get('size')} bytes then, {y['rows']} rows of {y['size']} now)"
+            )
     for group, label in (("options", "option"), ("judge", "judge option")):
         x, y = saved.get(group) or {}, now[group]
         for k in sorted(set(x) | set(y)):
@@ -98,8 +125,9 @@ def read_manifest(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise OutputError(f"{path}: not a readable job manifest ({e}); fix: start over with --overwrite, or write "
-                          "to another -o") from None
+        raise OutputError(
+            f"{path}: not a readable job manifest ({e}); fix: start over with --overwrite, or write to another -o"
+        ) from None
     if not isinstance(data, dict):
         raise OutputError(f"{path}: not a job manifest; fix: start over with --overwrite, or write to another -o")
     return data

@@ -47,8 +47,12 @@ def group_long(rows: Iterator[SourceRow], cfg: PreferenceConfig) -> Iterator[Sou
     for row in rows:
         for col, option in ((cfg.prompt_column, "--prompt-col"), (cfg.completion_column, "--completion-col")):
             if col not in row.data:
-                raise InputError(f"{row.where}: column {col!r} missing (columns: {sorted(row.data)}); fix: name "
-                                 f"the right one with {option}", index=row.id, field=col)
+                raise InputError(
+                    f"{row.where}: column {col!r} missing (columns: {sorted(row.data)}); fix: name "
+                    f"the right one with {option}",
+                    index=row.id,
+                    field=col,
+                )
         if group is not None and row.data[cfg.prompt_column] == group[cfg.prompt_column]:
             group[cfg.completions_column].append(row.data[cfg.completion_column])
             continue
@@ -103,8 +107,12 @@ class PairsJob(JobKind):
                 layout.append(item.conversational)
             elif item.conversational != layout[0]:
                 want = "message lists" if layout[0] else "strings"
-                raise InputError(f"{row.where}: row {row.id}: {cfg.prompt_column} must be {want} like the rows "
-                                 "before it; fix: one layout per file", index=row.id, field=cfg.prompt_column)
+                raise InputError(
+                    f"{row.where}: row {row.id}: {cfg.prompt_column} must be {want} like the rows "
+                    "before it; fix: one layout per file",
+                    index=row.id,
+                    field=cfg.prompt_column,
+                )
             return item
 
         return prepare
@@ -112,8 +120,9 @@ class PairsJob(JobKind):
     def judge_items(self, judge: Any, rows: list[SourceRow], items: list[PreferenceRow]) -> BatchOut:
         out = judge_chunk(judge, items, self.config)
         failed = sum(1 for s in out.skipped if s["reason"] == "judge_failed")
-        return BatchOut(rows=out.pairs, skipped=out.skipped, failed=failed, tie_breaks=out.tie_breaks,
-                        tie_rounds=out.tie_rounds)
+        return BatchOut(
+            rows=out.pairs, skipped=out.skipped, failed=failed, tie_breaks=out.tie_breaks, tie_rounds=out.tie_rounds
+        )
 
     def failed_rows(self, judge: Any, rows: list[SourceRow], items: list[PreferenceRow], reason: str) -> BatchOut:
         kind = "backend_failed" if reason.startswith("backend failed") else "too_long"

@@ -73,9 +73,9 @@ def crash_point(point: str, start: int | None = None) -> None:
 
 _FIXES = {
     errno.ENOSPC: "the disk is full; fix: free space there (or choose another -o), then run again with --resume: "
-                  "the rows already committed are kept",
+    "the rows already committed are kept",
     errno.EDQUOT: "the disk quota is used up; fix: free space there (or choose another -o), then run again with "
-                  "--resume: the rows already committed are kept",
+    "--resume: the rows already committed are kept",
     errno.EROFS: "the file system is read-only; fix: choose another -o",
     errno.EACCES: "permission denied; fix: make the folder writable or choose another -o",
     errno.EPERM: "permission denied; fix: make the folder writable or choose another -o",
@@ -135,8 +135,15 @@ def part_name(start: int, stop: int, fmt: str) -> str:
     return f"part-{start:012d}-{stop:012d}.{fmt}"
 
 
-def write_part(folder: str | Path, start: int, stop: int, rows: list[dict[str, Any]], fmt: str,
-               schema: Any = None, failed: str | None = None) -> Path:
+def write_part(
+    folder: str | Path,
+    start: int,
+    stop: int,
+    rows: list[dict[str, Any]],
+    fmt: str,
+    schema: Any = None,
+    failed: str | None = None,
+) -> Path:
     """Commit one batch's rows as a part (see the module doc) and return its path. ``failed``: why the judge
     backend failed for this batch: the part is marked, and a resume judges it again."""
     folder = Path(folder)
@@ -171,8 +178,9 @@ def failed_parts(folder: str | Path) -> dict[tuple[int, int], Path]:
     if not p.is_dir():
         return {}
     names = set(os.listdir(p))
-    return {(int(m[1]), int(m[2])): p / name for name in names
-            if (m := PART.match(name)) and FAILED_PREFIX + name in names}
+    return {
+        (int(m[1]), int(m[2])): p / name for name in names if (m := PART.match(name)) and FAILED_PREFIX + name in names
+    }
 
 
 def clear_parts(folder: str | Path) -> None:
@@ -222,8 +230,10 @@ def part_ids(path: Path) -> list[int] | None:
 
 
 def _unreadable(path: Path, why: str) -> OutputError:
-    return OutputError(f"{path}: {why}; it was changed after it was written; fix: delete that part file and run "
-                       "again with --resume (its rows are judged again), or start over with --overwrite")
+    return OutputError(
+        f"{path}: {why}; it was changed after it was written; fix: delete that part file and run "
+        "again with --resume (its rows are judged again), or start over with --overwrite"
+    )
 
 
 def merge_parts(folder: str | Path, output: str | Path, fmt: str, schema: Any = None) -> int:
@@ -277,8 +287,9 @@ def write_rows(output: str | Path, batches: Iterable[list[dict[str, Any]]]) -> i
                 flat = [{k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in r.items()} for r in rows]
                 if writer is None:
                     inferred = pa.Table.from_pylist(flat).schema
-                    schema = pa.schema([pa.field(x.name, pa.string()) if pa.types.is_null(x.type) else x
-                                        for x in inferred])
+                    schema = pa.schema(
+                        [pa.field(x.name, pa.string()) if pa.types.is_null(x.type) else x for x in inferred]
+                    )
                     writer = pq.ParquetWriter(f, schema)
                 writer.write_table(pa.Table.from_pylist(flat, schema=writer.schema))
                 count[0] += len(rows)

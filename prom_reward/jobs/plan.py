@@ -70,24 +70,30 @@ def target(output: str | Path, kind: JobKind) -> Target:
     elif suffix == ".json":
         raise ConfigError(f"{out}: a JSON array cannot be written row by row; fix: use a .jsonl or .parquet output")
     elif suffix:
-        raise ConfigError(f"{out}: unsupported output type {suffix!r}; fix: use .jsonl or .parquet (or a folder "
-                          "name without a suffix for the part files alone)")
+        raise ConfigError(
+            f"{out}: unsupported output type {suffix!r}; fix: use .jsonl or .parquet (or a folder "
+            "name without a suffix for the part files alone)"
+        )
     else:
         merged, folder, fmt = False, out, "jsonl" if kind.jsonl_only else "parquet"
     if kind.jsonl_only and fmt != "jsonl":
-        raise ConfigError(f"{out}: {kind.name} are written as JSON lines (prompts may be strings or message lists); "
-                          "fix: use a .jsonl output")
+        raise ConfigError(
+            f"{out}: {kind.name} are written as JSON lines (prompts may be strings or message lists); "
+            "fix: use a .jsonl output"
+        )
     parent = out.absolute().parent
     if not parent.exists():
-        raise OutputError(f"{out}: cannot write: the folder {parent} does not exist; fix: create it or choose "
-                          "another -o")
+        raise OutputError(
+            f"{out}: cannot write: the folder {parent} does not exist; fix: create it or choose another -o"
+        )
     if not parent.is_dir():
         raise OutputError(f"{out}: cannot write: {parent} is a file, not a folder; fix: choose another -o")
     if merged and out.is_dir():
         raise OutputError(f"{out}: cannot write: it is a folder; fix: choose a file name for -o")
     if not os.access(parent, os.W_OK):
-        raise OutputError(f"{out}: cannot write: permission denied in {parent}; fix: make it writable or choose "
-                          "another -o")
+        raise OutputError(
+            f"{out}: cannot write: permission denied in {parent}; fix: make it writable or choose another -o"
+        )
     skipped = out.with_name(out.name[: -len(suffix)] + ".skipped.jsonl") if kind.name == "pairs" and merged else None
     return Target(out, merged, folder, fmt, skipped)
 
@@ -107,8 +113,10 @@ class Plan:
 
 
 def _refuse(tgt: Target, why: str) -> OutputError:
-    return OutputError(f"{tgt.output}: {why}; fix: --resume continues the job that wrote it, --overwrite starts "
-                       "over (the old output stays intact until the new one is complete), or choose another -o")
+    return OutputError(
+        f"{tgt.output}: {why}; fix: --resume continues the job that wrote it, --overwrite starts "
+        "over (the old output stays intact until the new one is complete), or choose another -o"
+    )
 
 
 def prepare_job(kind: JobKind, inputs: Any, output: str | Path, judge: dict[str, Any], cfg: JobConfig) -> Plan:
@@ -119,15 +127,21 @@ def prepare_job(kind: JobKind, inputs: Any, output: str | Path, judge: dict[str,
     parts = done_parts(tgt.folder) if tgt.folder.is_dir() else {}
     exists = tgt.output.exists() if tgt.merged else bool(parts) or manifest_path.exists()
     if not cfg.resume and not cfg.overwrite and (exists or parts):
-        raise _refuse(tgt, "exists" if tgt.output.exists() else
-                      f"a job writing it was interrupted (its committed batches are in {tgt.folder})")
+        raise _refuse(
+            tgt,
+            "exists"
+            if tgt.output.exists()
+            else f"a job writing it was interrupted (its committed batches are in {tgt.folder})",
+        )
     saved = None
     if cfg.resume:
         if manifest_path.exists():
             saved = read_manifest(manifest_path)
         elif exists or parts:
-            raise OutputError(f"{tgt.output}: no record of the job that wrote it ({manifest_path} is missing), so it "
-                              "cannot be resumed safely; fix: --overwrite to judge it again, or choose another -o")
+            raise OutputError(
+                f"{tgt.output}: no record of the job that wrote it ({manifest_path} is missing), so it "
+                "cannot be resumed safely; fix: --overwrite to judge it again, or choose another -o"
+            )
     starts = frozenset(b for _, b in parts) if saved else frozenset()
     scan = scan_input(kind, files, cfg.batch_size, starts, want_schema=tgt.fmt == "parquet")
     manifest = make_manifest(kind.name, scan.inputs, kind.fingerprint(), judge, tgt.fmt)
@@ -135,8 +149,10 @@ def prepare_job(kind: JobKind, inputs: Any, output: str | Path, judge: dict[str,
     if saved is not None:
         diffs = differences(saved, manifest)
         if diffs:
-            raise OutputError(f"{tgt.output}: written by another job ({'; '.join(diffs)}); fix: resume with the same "
-                              "input and options, start over with --overwrite, or choose another -o")
+            raise OutputError(
+                f"{tgt.output}: written by another job ({'; '.join(diffs)}); fix: resume with the same "
+                "input and options, start over with --overwrite, or choose another -o"
+            )
         done = _check_parts(plan)
     else:
         try:
@@ -169,8 +185,10 @@ def _check_parts(plan: Plan) -> list[tuple[int, int]]:
             plan.retried_rows += b - a
             continue
         if b > plan.scan.rows or (done and a < done[-1][1]):
-            raise OutputError(f"{path}: rows {a}..{b - 1} do not fit this input of {plan.scan.rows} rows or overlap "
-                              "another part; fix: start over with --overwrite, or choose another -o")
+            raise OutputError(
+                f"{path}: rows {a}..{b - 1} do not fit this input of {plan.scan.rows} rows or overlap "
+                "another part; fix: start over with --overwrite, or choose another -o"
+            )
         ids = part_ids(path)
         extra = part_ids(companion) if pairs and companion.exists() else ([] if not pairs else None)
         if ids is None or extra is None:  # cut short, or a pairs part without its skip records
@@ -180,9 +198,11 @@ def _check_parts(plan: Plan) -> list[tuple[int, int]]:
             continue
         ok = all(a <= i < b for i in ids + extra) and ids == sorted(ids) if pairs else ids == list(range(a, b))
         if not ok:
-            raise OutputError(f"{path}: its rows are not rows {a}..{b - 1} of the input; it was changed after it was "
-                              "written; fix: delete that part file and run again with --resume (its rows are "
-                              "judged again), or start over with --overwrite")
+            raise OutputError(
+                f"{path}: its rows are not rows {a}..{b - 1} of the input; it was changed after it was "
+                "written; fix: delete that part file and run again with --resume (its rows are "
+                "judged again), or start over with --overwrite"
+            )
         done.append((a, b))
     if pairs:  # skip records whose pairs part was never committed
         for (a, b), path in done_parts(folder / SKIPPED).items():

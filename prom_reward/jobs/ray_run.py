@@ -64,8 +64,14 @@ class _JudgeWorker:
         return out
 
     def _read(self, shard: dict[str, Any]) -> list[Any]:
-        return read_range(str(shard["path"]), int(shard["first_id"]), int(shard["start"]), int(shard["stop"]),
-                          int(shard["offset"]), int(shard["line"]))
+        return read_range(
+            str(shard["path"]),
+            int(shard["first_id"]),
+            int(shard["start"]),
+            int(shard["stop"]),
+            int(shard["offset"]),
+            int(shard["line"]),
+        )
 
     def _shard(self, shard: dict[str, Any]) -> dict[str, Any]:
         entered = time.perf_counter()
@@ -80,8 +86,13 @@ class _JudgeWorker:
             rec = judge_batch(self.kind, self.judge, self.prepare, rows, shard, self.spec["sink"], self.name)
         except PromRewardError as e:  # a full disk ...: sent back as data (Ray would lose the exception's class)
             self.left = time.perf_counter()
-            return {"start": int(shard["start"]), "rows": 0, "worker": self.name, "skipped": "{}",
-                    "error": f"{type(e).__name__}\t{e}"}
+            return {
+                "start": int(shard["start"]),
+                "rows": 0,
+                "worker": self.name,
+                "skipped": "{}",
+                "error": f"{type(e).__name__}\t{e}",
+            }
         rec.update(seconds=rec["seconds"] + read, io_seconds=rec["io_seconds"] + read, idle_seconds=idle, error="")
         if baseline:
             rec["baseline_seconds"] = baseline_s or self._baseline(shard)
@@ -96,8 +107,12 @@ class _JudgeWorker:
         stats = copy.deepcopy(self.judge.stats)
 
         def grade(part: list[Any]) -> None:
-            self.judge.grade([it.instruction for it in part], [it.response for it in part],
-                             [it.rubric for it in part], [it.reference_answer for it in part])
+            self.judge.grade(
+                [it.instruction for it in part],
+                [it.response for it in part],
+                [it.rubric for it in part],
+                [it.reference_answer for it in part],
+            )
 
         if not self.warm:
             grade(items[:8])
@@ -143,8 +158,10 @@ def _resources(ray: Any, cfg: RayConfig, judge: dict[str, Any]) -> tuple[int, fl
         return int(cfg.replicas), gpus
     n = int(total.get("GPU", 0) // gpus) if gpus else int(total.get("CPU", 1) // cfg.num_cpus)
     if n < 1:
-        raise ConfigError(f'replicas="all": the cluster has {total.get("GPU", 0)} GPUs and {total.get("CPU", 0)} '
-                          f"CPUs, not enough for one replica of {gpus} GPUs / {cfg.num_cpus} CPUs; fix: lower them")
+        raise ConfigError(
+            f'replicas="all": the cluster has {total.get("GPU", 0)} GPUs and {total.get("CPU", 0)} '
+            f"CPUs, not enough for one replica of {gpus} GPUs / {cfg.num_cpus} CPUs; fix: lower them"
+        )
     return n, gpus
 
 
@@ -172,11 +189,18 @@ def judge_on_ray(plan: Plan, judge: dict[str, Any], cfg: RayConfig, progress: bo
     sink = Sink(str(plan.target.folder.resolve()), plan.target.fmt, plan.scan.schema)
     spec = {"judge": _engine_options(judge), "kind": plan.kind, "sink": sink, "warmup": cfg.warmup}
     ds = ray.data.from_items(todo, override_num_blocks=min(len(todo), 200))
-    ds = ds.map_batches(_JudgeWorker, fn_constructor_kwargs={"spec": spec}, batch_size=1,
-                        compute=ray.data.ActorPoolStrategy(size=replicas),
-                        num_cpus=cfg.num_cpus, num_gpus=gpus or None, runtime_env={"env_vars": env})
-    with tqdm(desc="judged rows", unit="row", total=sum(s["stop"] - s["start"] for s in todo),
-              disable=not progress) as bar:
+    ds = ds.map_batches(
+        _JudgeWorker,
+        fn_constructor_kwargs={"spec": spec},
+        batch_size=1,
+        compute=ray.data.ActorPoolStrategy(size=replicas),
+        num_cpus=cfg.num_cpus,
+        num_gpus=gpus or None,
+        runtime_env={"env_vars": env},
+    )
+    with tqdm(
+        desc="judged rows", unit="row", total=sum(s["stop"] - s["start"] for s in todo), disable=not progress
+    ) as bar:
         for rec in ds.iter_rows():
             if rec.get("error"):
                 raise _rebuild(str(rec["error"]))

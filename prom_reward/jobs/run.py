@@ -47,24 +47,40 @@ from prom_reward.jobs.summary import JobSummary
 from prom_reward.preferences.config import PreferenceConfig
 
 
-def run_job(kind: JobKind, inputs: Any, output: str | Path, judge: Any, config: JobConfig | None = None,
-            ray: RayConfig | None = None) -> JobSummary:
+def run_job(
+    kind: JobKind,
+    inputs: Any,
+    output: str | Path,
+    judge: Any,
+    config: JobConfig | None = None,
+    ray: RayConfig | None = None,
+) -> JobSummary:
     """Run one job (see the module doc): locally, or on Ray when ``ray`` is given."""
     cfg = config or JobConfig()
     start = time.perf_counter()
     if ray is not None:
         if not isinstance(judge, dict):
-            raise ConfigError("judge: on Ray give PrometheusJudge keyword arguments (a dict): every replica builds "
-                              "its own judge")
+            raise ConfigError(
+                "judge: on Ray give PrometheusJudge keyword arguments (a dict): every replica builds its own judge"
+            )
         if judge.get("store"):
-            raise ConfigError("--store with --ray: every replica would write one SQLite file; fix: drop --store "
-                              "(--resume skips the batches already committed)")
+            raise ConfigError(
+                "--store with --ray: every replica would write one SQLite file; fix: drop --store "
+                "(--resume skips the batches already committed)"
+            )
         if kind.regroups:
-            raise ConfigError("pairs on Ray read the wide layout (one row per prompt with its completions); fix: "
-                              "group a long-layout file into wide rows first, or run without --ray")
+            raise ConfigError(
+                "pairs on Ray read the wide layout (one row per prompt with its completions); fix: "
+                "group a long-layout file into wide rows first, or run without --ray"
+            )
     plan = prepare_job(kind, inputs, output, judge_fingerprint(judge), cfg)
-    summary = JobSummary(job=kind.name, output=str(plan.target.output), resumed_rows=plan.resumed_rows,
-                         retried_rows=plan.retried_rows, repaired_parts=plan.repaired_parts)
+    summary = JobSummary(
+        job=kind.name,
+        output=str(plan.target.output),
+        resumed_rows=plan.resumed_rows,
+        retried_rows=plan.retried_rows,
+        repaired_parts=plan.repaired_parts,
+    )
     if plan.shards:
         if ray is not None:
             from prom_reward.jobs.ray_run import judge_on_ray
@@ -110,8 +126,9 @@ def _split(options: dict[str, Any], *classes: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _job(kind_cls: Any, config: JobConfig | None, ray: RayConfig | None, options: dict[str, Any],
-         on_ray: bool) -> tuple[Any, JobConfig, RayConfig | None]:
+def _job(
+    kind_cls: Any, config: JobConfig | None, ray: RayConfig | None, options: dict[str, Any], on_ray: bool
+) -> tuple[Any, JobConfig, RayConfig | None]:
     classes = (kind_cls, JobConfig, RayConfig) if on_ray else (kind_cls, JobConfig)
     parts = _split(options, *classes)
     cfg = (config or JobConfig()).replace(**parts[1])
@@ -119,49 +136,80 @@ def _job(kind_cls: Any, config: JobConfig | None, ray: RayConfig | None, options
     return parts[0], cfg, ray_cfg
 
 
-def grade_file(inputs: Any, output: str | Path, judge: Any, *, config: JobConfig | None = None,
-               **options: Any) -> JobSummary:
+def grade_file(
+    inputs: Any, output: str | Path, judge: Any, *, config: JobConfig | None = None, **options: Any
+) -> JobSummary:
     """Absolute grades for every row of ``inputs`` in this process (``prom_reward.jobs.grade``)."""
     kind, cfg, _ = _job(GradeJob, config, None, options, False)
     return run_job(GradeJob(**kind), inputs, output, judge, cfg)
 
 
-def compare_file(inputs: Any, output: str | Path, judge: Any, *, config: JobConfig | None = None,
-                 **options: Any) -> JobSummary:
+def compare_file(
+    inputs: Any, output: str | Path, judge: Any, *, config: JobConfig | None = None, **options: Any
+) -> JobSummary:
     """Pairwise verdicts for every row of ``inputs`` in this process (``prom_reward.jobs.compare``)."""
     kind, cfg, _ = _job(CompareJob, config, None, options, False)
     return run_job(CompareJob(**kind), inputs, output, judge, cfg)
 
 
-def pairs_file(inputs: Any, output: str | Path, judge: Any, *, pairs: PreferenceConfig | None = None,
-               config: JobConfig | None = None, **options: Any) -> JobSummary:
+def pairs_file(
+    inputs: Any,
+    output: str | Path,
+    judge: Any,
+    *,
+    pairs: PreferenceConfig | None = None,
+    config: JobConfig | None = None,
+    **options: Any,
+) -> JobSummary:
     """DPO pairs from every row of ``inputs`` in this process (``prom_reward.jobs.pairs``); ``**options`` may
     set ``PreferenceConfig`` fields over ``pairs``."""
     kind, cfg, _ = _job(PreferenceConfig, config, None, options, False)
     return run_job(PairsJob(dataclasses.replace(pairs or PreferenceConfig(), **kind)), inputs, output, judge, cfg)
 
 
-def grade_dataset(inputs: Any, output: str | Path, judge: dict[str, Any], *, config: JobConfig | None = None,
-                  ray: RayConfig | None = None, **options: Any) -> JobSummary:
+def grade_dataset(
+    inputs: Any,
+    output: str | Path,
+    judge: dict[str, Any],
+    *,
+    config: JobConfig | None = None,
+    ray: RayConfig | None = None,
+    **options: Any,
+) -> JobSummary:
     """``grade_file`` on a pool of Ray judge actors (``prom_reward.jobs.ray_run``)."""
     kind, cfg, ray_cfg = _job(GradeJob, config, ray, options, True)
     return run_job(GradeJob(**kind), inputs, output, judge, cfg, ray_cfg)
 
 
-def compare_dataset(inputs: Any, output: str | Path, judge: dict[str, Any], *, config: JobConfig | None = None,
-                    ray: RayConfig | None = None, **options: Any) -> JobSummary:
+def compare_dataset(
+    inputs: Any,
+    output: str | Path,
+    judge: dict[str, Any],
+    *,
+    config: JobConfig | None = None,
+    ray: RayConfig | None = None,
+    **options: Any,
+) -> JobSummary:
     """``compare_file`` on a pool of Ray judge actors."""
     kind, cfg, ray_cfg = _job(CompareJob, config, ray, options, True)
     return run_job(CompareJob(**kind), inputs, output, judge, cfg, ray_cfg)
 
 
-def pairs_dataset(inputs: Any, output: str | Path, judge: dict[str, Any], *, pairs: PreferenceConfig | None = None,
-                  config: JobConfig | None = None, ray: RayConfig | None = None, **options: Any) -> JobSummary:
+def pairs_dataset(
+    inputs: Any,
+    output: str | Path,
+    judge: dict[str, Any],
+    *,
+    pairs: PreferenceConfig | None = None,
+    config: JobConfig | None = None,
+    ray: RayConfig | None = None,
+    **options: Any,
+) -> JobSummary:
     """``pairs_file`` on a pool of Ray judge actors (wide layout)."""
     kind, cfg, ray_cfg = _job(PreferenceConfig, config, ray, options, True)
-    return run_job(PairsJob(dataclasses.replace(pairs or PreferenceConfig(), **kind)), inputs, output, judge, cfg,
-                   ray_cfg)
+    return run_job(
+        PairsJob(dataclasses.replace(pairs or PreferenceConfig(), **kind)), inputs, output, judge, cfg, ray_cfg
+    )
 
 
-__all__ = ["compare_dataset", "compare_file", "grade_dataset", "grade_file", "pairs_dataset", "pairs_file",
-           "run_job"]
+__all__ = ["compare_dataset", "compare_file", "grade_dataset", "grade_file", "pairs_dataset", "pairs_file", "run_job"]

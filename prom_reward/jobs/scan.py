@@ -70,12 +70,15 @@ class _Schema:
             return
         try:
             schema = pa.Table.from_pylist(self.block).schema
-            self.schema = schema if self.schema is None else pa.unify_schemas([self.schema, schema],
-                                                                              promote_options="permissive")
+            self.schema = (
+                schema if self.schema is None else pa.unify_schemas([self.schema, schema], promote_options="permissive")
+            )
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
             where = f"{self.first.where} .. {self.last.where}" if self.first and self.last else "the input"
-            raise InputError(f"{where}: a column holds values of two kinds ({e}); a Parquet output needs one type "
-                             "per column; fix: give the column one type, or write a .jsonl output") from None
+            raise InputError(
+                f"{where}: a column holds values of two kinds ({e}); a Parquet output needs one type "
+                "per column; fix: give the column one type, or write a .jsonl output"
+            ) from None
         self.block = []
 
     def result(self) -> Any:
@@ -103,8 +106,9 @@ def _hash_file(path: str) -> str:
     return h.hexdigest()
 
 
-def scan_input(kind: JobKind, files: list[str], batch_size: int, starts: frozenset[int] = frozenset(),
-               want_schema: bool = False) -> Scan:
+def scan_input(
+    kind: JobKind, files: list[str], batch_size: int, starts: frozenset[int] = frozenset(), want_schema: bool = False
+) -> Scan:
     """Check, count and hash every row of ``files`` (see the module doc); ``starts``: ids where a batch may
     start besides the multiples of ``batch_size`` (where an earlier run's batches ended)."""
     out = Scan()
@@ -120,8 +124,7 @@ def scan_input(kind: JobKind, files: list[str], batch_size: int, starts: frozens
         for path in files:
             kind_of = file_kind(path)
             h = hashlib.sha256()
-            nxt = yield from iter_file(path, base, on_bytes=None if kind_of == "parquet" else h.update,
-                                       on_offset=note)
+            nxt = yield from iter_file(path, base, on_bytes=None if kind_of == "parquet" else h.update, on_offset=note)
             digest = _hash_file(path) if kind_of == "parquet" else h.hexdigest()
             out.inputs.append({"path": path, "size": _size(path), "rows": nxt - base, "sha256": digest})
             out.files.append((path, base, nxt))

@@ -52,8 +52,9 @@ def file_kind(path: str | Path) -> str:
         return "json"
     if suffix in PARQUET_SUFFIXES:
         return "parquet"
-    raise ConfigError(f"{path}: unsupported file type {suffix or '(no suffix)'!r}; fix: use a .jsonl, .json or "
-                      ".parquet file")
+    raise ConfigError(
+        f"{path}: unsupported file type {suffix or '(no suffix)'!r}; fix: use a .jsonl, .json or .parquet file"
+    )
 
 
 def filesystem(path: str) -> tuple[Any, str]:
@@ -82,15 +83,19 @@ def expand_inputs(inputs: str | Path | Sequence[str | Path]) -> list[str]:
         fs, inner = filesystem(p)
         info = fs.get_file_info(inner)
         if info.type == pafs.FileType.NotFound:
-            raise InputError(f"{p}: no such file or folder; fix: check the path (expected a .jsonl, .json or "
-                             ".parquet file, or a folder of them)")
+            raise InputError(
+                f"{p}: no such file or folder; fix: check the path (expected a .jsonl, .json or "
+                ".parquet file, or a folder of them)"
+            )
         prefix = p[: len(p) - len(inner)] if "://" in p and p.endswith(inner) else ("" if "://" not in p else None)
         if info.type == pafs.FileType.Directory:
             if prefix is None:
                 raise ConfigError(f"{p}: give the files of this remote folder one by one")
-            files = sorted(f.path for f in fs.get_file_info(pafs.FileSelector(inner))
-                           if f.type == pafs.FileType.File and Path(f.path).suffix.lower() in
-                           JSONL_SUFFIXES + PARQUET_SUFFIXES)
+            files = sorted(
+                f.path
+                for f in fs.get_file_info(pafs.FileSelector(inner))
+                if f.type == pafs.FileType.File and Path(f.path).suffix.lower() in JSONL_SUFFIXES + PARQUET_SUFFIXES
+            )
             if not files:
                 raise InputError(f"{p}: a folder without .jsonl or .parquet files; fix: point to the files")
             out += [prefix + f for f in files]
@@ -119,16 +124,20 @@ def parse_line(line: bytes, where: str) -> dict[str, Any]:
     try:
         text = line.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise InputError(f"{where}: not UTF-8 text (byte {e.start}: {line[e.start:e.start + 1]!r}; a binary file?); "
-                         "fix: give a JSON-lines file with one JSON object per line") from None
+        raise InputError(
+            f"{where}: not UTF-8 text (byte {e.start}: {line[e.start : e.start + 1]!r}; a binary file?); "
+            "fix: give a JSON-lines file with one JSON object per line"
+        ) from None
     try:
         row = json.loads(text)
     except json.JSONDecodeError as e:
-        raise InputError(f"{where}: not valid JSON ({e.msg} at column {e.colno}); fix: repair or remove that "
-                         "line") from None
+        raise InputError(
+            f"{where}: not valid JSON ({e.msg} at column {e.colno}); fix: repair or remove that line"
+        ) from None
     if not isinstance(row, dict):
-        raise InputError(f"{where}: expected a JSON object per line, got {type(row).__name__}; fix: one "
-                         "{...} object per line")
+        raise InputError(
+            f"{where}: expected a JSON object per line, got {type(row).__name__}; fix: one {{...}} object per line"
+        )
     return row
 
 
@@ -139,19 +148,25 @@ def _parquet(path: str, f: Any) -> Any:
     try:
         return pq.ParquetFile(f)
     except (pa.ArrowInvalid, OSError) as e:
-        raise InputError(f"{path}: not a readable Parquet file ({e}); fix: give an intact .parquet file "
-                         "(or rename a JSON-lines file to .jsonl)") from None
+        raise InputError(
+            f"{path}: not a readable Parquet file ({e}); fix: give an intact .parquet file "
+            "(or rename a JSON-lines file to .jsonl)"
+        ) from None
 
 
 def _json_array(path: str, data: bytes) -> list[Any]:
     try:
         rows = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise InputError(f"{path}: not a JSON array of objects ({e}); fix: give a JSON array, or one object per "
-                         "line in a .jsonl file") from None
+        raise InputError(
+            f"{path}: not a JSON array of objects ({e}); fix: give a JSON array, or one object per "
+            "line in a .jsonl file"
+        ) from None
     if not isinstance(rows, list):
-        raise InputError(f"{path}: expected a JSON array of objects, got {type(rows).__name__}; fix: wrap the rows "
-                         "in [...] or use a .jsonl file")
+        raise InputError(
+            f"{path}: expected a JSON array of objects, got {type(rows).__name__}; fix: wrap the rows "
+            "in [...] or use a .jsonl file"
+        )
     return rows
 
 
@@ -159,9 +174,13 @@ def _open_error(path: str, e: OSError) -> InputError:
     return InputError(f"{path}: cannot read ({e.strerror or e}); fix: check the path and its permissions")
 
 
-def iter_file(path: str, first_id: int, want: Callable[[int], bool] | None = None,
-              on_bytes: Callable[[bytes], None] | None = None,
-              on_offset: Callable[[int, int, int], None] | None = None) -> Generator[SourceRow, None, int]:
+def iter_file(
+    path: str,
+    first_id: int,
+    want: Callable[[int], bool] | None = None,
+    on_bytes: Callable[[bytes], None] | None = None,
+    on_offset: Callable[[int, int, int], None] | None = None,
+) -> Generator[SourceRow, None, int]:
     """The rows of one file, ids from ``first_id``; returns the id after its last row. ``want(id)`` False:
     counted but not parsed (JSON lines) nor yielded; ``on_bytes``: every raw chunk (for a content hash);
     ``on_offset(id, byte offset, line)`` for each JSON-lines row before it is parsed."""
@@ -179,8 +198,9 @@ def iter_file(path: str, first_id: int, want: Callable[[int], bool] | None = Non
                                 yield SourceRow(n + i, f"{path} row {n + i - first_id}", row)
                         n += batch.num_rows
                 except OSError as e:
-                    raise InputError(f"{path}: damaged Parquet data after row {n - first_id} ({e}); fix: give an "
-                                     "intact file") from None
+                    raise InputError(
+                        f"{path}: damaged Parquet data after row {n - first_id} ({e}); fix: give an intact file"
+                    ) from None
             return n
         if kind == "json":
             with fs.open_input_stream(inner) as f:
@@ -190,8 +210,10 @@ def iter_file(path: str, first_id: int, want: Callable[[int], bool] | None = Non
             rows = _json_array(path, data)
             for i, row in enumerate(rows):
                 if not isinstance(row, dict):
-                    raise InputError(f"{path} row {i}: expected a JSON object, got {type(row).__name__}; fix: one "
-                                     "{...} object per row")
+                    raise InputError(
+                        f"{path} row {i}: expected a JSON object, got {type(row).__name__}; fix: one "
+                        "{...} object per row"
+                    )
                 if want is None or want(first_id + i):
                     yield SourceRow(first_id + i, f"{path} row {i}", row)
             return first_id + len(rows)

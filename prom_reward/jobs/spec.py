@@ -127,8 +127,12 @@ def row_error(row: SourceRow, column: str, option: str | None, detail: str) -> I
 
 def missing_column(row: SourceRow, column: str, option: str) -> InputError:
     """``InputError`` for a row without a required column."""
-    return InputError(f"{row.where}: row {row.id}: column {column!r} missing (columns: {sorted(row.data)}); fix: "
-                      f"name the right one with {option}", index=row.id, field=column)
+    return InputError(
+        f"{row.where}: row {row.id}: column {column!r} missing (columns: {sorted(row.data)}); fix: "
+        f"name the right one with {option}",
+        index=row.id,
+        field=column,
+    )
 
 
 def option_flag(option: str) -> str:

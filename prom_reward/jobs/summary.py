@@ -16,8 +16,21 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-_COUNTS = ("failed", "ties", "pairs", "retried", "forced", "prompt_tokens", "completion_tokens", "backend_failed",
-           "tie_breaks", "tie_rounds", "samples", "parse_failures", "rows_without_pairs")
+_COUNTS = (
+    "failed",
+    "ties",
+    "pairs",
+    "retried",
+    "forced",
+    "prompt_tokens",
+    "completion_tokens",
+    "backend_failed",
+    "tie_breaks",
+    "tie_rounds",
+    "samples",
+    "parse_failures",
+    "rows_without_pairs",
+)
 
 
 @dataclass
@@ -87,8 +100,9 @@ class JobSummary:
         self.retried_rows += int(rec.get("retried_rows", 0))
         for k, v in json.loads(rec.get("skipped") or "{}").items():
             self.skipped[k] = self.skipped.get(k, 0) + int(v)
-        w = self.workers.setdefault(str(rec["worker"]), {"rows": 0, "seconds": 0.0, "io_seconds": 0.0,
-                                                         "idle_seconds": 0.0, "rows_per_s": 0.0})
+        w = self.workers.setdefault(
+            str(rec["worker"]), {"rows": 0, "seconds": 0.0, "io_seconds": 0.0, "idle_seconds": 0.0, "rows_per_s": 0.0}
+        )
         w["rows"] += n
         for k in ("seconds", "io_seconds", "idle_seconds", "baseline_seconds"):
             if k in rec:
@@ -102,19 +116,29 @@ class JobSummary:
     def text(self) -> str:
         """A few lines for a person."""
         rate = self.rows / self.seconds if self.seconds else 0.0
-        lines = [f"{self.job}: judged {self.rows} rows ({self.resumed_rows} resumed) in {self.seconds:.1f} s "
-                 f"({rate:.2f} rows/s) -> {self.output} ({self.output_rows} rows)"]
+        lines = [
+            f"{self.job}: judged {self.rows} rows ({self.resumed_rows} resumed) in {self.seconds:.1f} s "
+            f"({rate:.2f} rows/s) -> {self.output} ({self.output_rows} rows)"
+        ]
         if self.retried_rows or self.repaired_parts:
-            lines.append(f"  judged again: {self.retried_rows} rows whose backend had failed, "
-                         f"{self.repaired_parts} half-written batches of a killed run")
+            lines.append(
+                f"  judged again: {self.retried_rows} rows whose backend had failed, "
+                f"{self.repaired_parts} half-written batches of a killed run"
+            )
         what = "candidate pairs" if self.job == "pairs" else "rows"
-        lines.append(f"  {self.failed} {what} without a verdict (see judge_error), {self.retried} re-sampling rounds, "
-                     f"{self.forced} forced verdicts" + (f", {self.ties} ties" if self.ties else ""))
-        lines.append(f"  judge: {self.samples} samples ({self.parse_failures} without a parseable verdict), tokens "
-                     f"{self.prompt_tokens} prompt, {self.completion_tokens} generated")
+        lines.append(
+            f"  {self.failed} {what} without a verdict (see judge_error), {self.retried} re-sampling rounds, "
+            f"{self.forced} forced verdicts" + (f", {self.ties} ties" if self.ties else "")
+        )
+        lines.append(
+            f"  judge: {self.samples} samples ({self.parse_failures} without a parseable verdict), tokens "
+            f"{self.prompt_tokens} prompt, {self.completion_tokens} generated"
+        )
         if self.backend_failed:
-            lines.append(f"  {self.backend_failed} {what} failed because the judge backend failed (judge_error "
-                         "\"backend failed: ...\"): run again with --resume to judge them again")
+            lines.append(
+                f"  {self.backend_failed} {what} failed because the judge backend failed (judge_error "
+                '"backend failed: ..."): run again with --resume to judge them again'
+            )
         if self.job == "pairs":
             skipped = ", ".join(f"{k} {v}" for k, v in sorted(self.skipped.items())) or "none"
             lines.append(f"  {self.pairs} pairs; skipped: {skipped}")

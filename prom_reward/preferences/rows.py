@@ -58,9 +58,12 @@ def _judge_text(fn: Any, value: Any, index: int, fieldname: str, flag: str) -> s
         return fn(value, index)
     except InputError as e:
         detail = re.sub(r"^item \d+: ", "", str(e))
-        raise InputError(f"row {index}: column {fieldname!r}: {detail}; fix: give text or a list of "
-                         f"{{role, content}} messages, or name the right column with {flag}",
-                         index=index, field=fieldname) from e
+        raise InputError(
+            f"row {index}: column {fieldname!r}: {detail}; fix: give text or a list of "
+            f"{{role, content}} messages, or name the right column with {flag}",
+            index=index,
+            field=fieldname,
+        ) from e
 
 
 def validate_row(index: int, row: Any, cfg: PreferenceConfig, rubrics: RubricResolver) -> PreferenceRow:
@@ -70,36 +73,55 @@ def validate_row(index: int, row: Any, cfg: PreferenceConfig, rubrics: RubricRes
         raise InputError(f"row {index}: expected a dict, got {type(row).__name__}", index=index)
     for col in (cfg.prompt_column, cfg.completions_column, *cfg.keep_columns):
         if col not in row:
-            option = {cfg.prompt_column: "--prompt-col (prompt_column=)",
-                      cfg.completions_column: "--completions-col (completions_column=)"}.get(col)
+            option = {
+                cfg.prompt_column: "--prompt-col (prompt_column=)",
+                cfg.completions_column: "--completions-col (completions_column=)",
+            }.get(col)
             hint = f"; fix: name the right one with {option}" if option else "; fix: drop it from --keep-col"
-            raise InputError(f"row {index}: column {col!r} missing (columns: {sorted(row)}){hint}",
-                             index=index, field=col)
+            raise InputError(
+                f"row {index}: column {col!r} missing (columns: {sorted(row)}){hint}", index=index, field=col
+            )
     prompt, completions = row[cfg.prompt_column], row[cfg.completions_column]
     ccol = cfg.completions_column
     if not isinstance(completions, (list, tuple)) or len(completions) < 2:
         got = f"{len(completions)} item(s)" if isinstance(completions, (list, tuple)) else type(completions).__name__
-        raise InputError(f"row {index}: {ccol} must be a list of at least 2 completions, got {got}",
-                         index=index, field=ccol)
+        raise InputError(
+            f"row {index}: {ccol} must be a list of at least 2 completions, got {got}", index=index, field=ccol
+        )
     instruction = _judge_text(prompt_text, prompt, index, cfg.prompt_column, "--prompt-col")
     conversational = not isinstance(prompt, str)
     responses = []
     for j, c in enumerate(completions):
         name = f"{ccol}[{j}]"
         if conversational and not is_conversational(c):
-            raise InputError(f"row {index}: {name} must be a list of messages like the prompt, got "
-                             f"{type(c).__name__}; DPO needs chosen/rejected in the prompt's layout",
-                             index=index, field=name)
+            raise InputError(
+                f"row {index}: {name} must be a list of messages like the prompt, got "
+                f"{type(c).__name__}; DPO needs chosen/rejected in the prompt's layout",
+                index=index,
+                field=name,
+            )
         if not conversational and not isinstance(c, str):
-            raise InputError(f"row {index}: {name} must be a str like the prompt, got {type(c).__name__} "
-                             f"({str(c)[:60]!r})", index=index, field=name)
+            raise InputError(
+                f"row {index}: {name} must be a str like the prompt, got {type(c).__name__} ({str(c)[:60]!r})",
+                index=index,
+                field=name,
+            )
         responses.append(_judge_text(completion_text, c, index, name, "--completions-col"))
     ref = row.get(cfg.reference_column)
     if ref is not None and not isinstance(ref, str):
-        raise InputError(f"row {index}: {cfg.reference_column} must be a str or None, got {type(ref).__name__}",
-                         index=index, field=cfg.reference_column)
+        raise InputError(
+            f"row {index}: {cfg.reference_column} must be a str or None, got {type(ref).__name__}",
+            index=index,
+            field=cfg.reference_column,
+        )
     return PreferenceRow(
-        index=index, prompt=prompt, completions=tuple(completions), instruction=instruction,
-        responses=tuple(responses), rubric=rubrics(row.get(cfg.rubric_column), index=index, field=cfg.rubric_column),
-        reference_answer=ref, conversational=conversational, extra={k: row[k] for k in cfg.keep_columns},
+        index=index,
+        prompt=prompt,
+        completions=tuple(completions),
+        instruction=instruction,
+        responses=tuple(responses),
+        rubric=rubrics(row.get(cfg.rubric_column), index=index, field=cfg.rubric_column),
+        reference_answer=ref,
+        conversational=conversational,
+        extra={k: row[k] for k in cfg.keep_columns},
     )

@@ -57,12 +57,22 @@ class ChunkOutcome:
     """Temperature-1.0 re-grading rounds used by those tie breaks."""
 
 
-def _pair(row: PreferenceRow, chosen: int, rejected: int, score_chosen: float, score_rejected: float,
-          **extra: Any) -> dict[str, Any]:
-    return {"source_index": row.index, "prompt": row.prompt, "chosen": row.completions[chosen],
-            "rejected": row.completions[rejected], "score_chosen": score_chosen, "score_rejected": score_rejected,
-            "margin": score_chosen - score_rejected, "chosen_index": chosen, "rejected_index": rejected,
-            **extra, **row.extra}
+def _pair(
+    row: PreferenceRow, chosen: int, rejected: int, score_chosen: float, score_rejected: float, **extra: Any
+) -> dict[str, Any]:
+    return {
+        "source_index": row.index,
+        "prompt": row.prompt,
+        "chosen": row.completions[chosen],
+        "rejected": row.completions[rejected],
+        "score_chosen": score_chosen,
+        "score_rejected": score_rejected,
+        "margin": score_chosen - score_rejected,
+        "chosen_index": chosen,
+        "rejected_index": rejected,
+        **extra,
+        **row.extra,
+    }
 
 
 def _keep(out: ChunkOutcome, row: PreferenceRow, cfg: PreferenceConfig, pair: dict[str, Any]) -> None:
@@ -72,12 +82,17 @@ def _keep(out: ChunkOutcome, row: PreferenceRow, cfg: PreferenceConfig, pair: di
         out.pairs.append(pair)
 
 
-def skip_record(row: PreferenceRow, reason: str, pair: tuple[int, int] | None,
-                judge_error: str | None = None) -> dict[str, Any]:
+def skip_record(
+    row: PreferenceRow, reason: str, pair: tuple[int, int] | None, judge_error: str | None = None
+) -> dict[str, Any]:
     """One dropped candidate pair: ``source_index``, ``reason``, ``pair`` (None: the whole row), ``judge_error``
     (what went wrong, where the judge failed as a whole: "backend failed: ...", "too long for the judge: ...")."""
-    return {"source_index": row.index, "reason": reason, "pair": None if pair is None else sorted(pair),
-            "judge_error": judge_error}
+    return {
+        "source_index": row.index,
+        "reason": reason,
+        "pair": None if pair is None else sorted(pair),
+        "judge_error": judge_error,
+    }
 
 
 def _skip(out: ChunkOutcome, row: PreferenceRow, reason: str, pair: tuple[int, int] | None) -> None:
@@ -85,16 +100,29 @@ def _skip(out: ChunkOutcome, row: PreferenceRow, reason: str, pair: tuple[int, i
 
 
 def _graded_pair(row: PreferenceRow, hi: int, lo: int, g_hi: Grade, g_lo: Grade, rounds: int) -> dict[str, Any]:
-    return _pair(row, hi, lo, float(g_hi.score), float(g_lo.score),  # type: ignore[arg-type]
-                 feedback_chosen=g_hi.feedback, feedback_rejected=g_lo.feedback, tie_rounds=rounds)
+    assert g_hi.score is not None and g_lo.score is not None  # only decided grades are paired
+    return _pair(
+        row,
+        hi,
+        lo,
+        g_hi.score,
+        g_lo.score,
+        feedback_chosen=g_hi.feedback,
+        feedback_rejected=g_lo.feedback,
+        tie_rounds=rounds,
+    )
 
 
 def best_vs_worst(judge: PrometheusJudge, rows: Sequence[PreferenceRow], cfg: PreferenceConfig) -> ChunkOutcome:
     """Pairs from absolute grades (see the module docstring)."""
     flat = [(r, k) for r in rows for k in range(len(r.responses))]
-    grades = judge.grade([r.instruction for r, _ in flat], [r.responses[k] for r, k in flat],
-                         [r.rubric for r, _ in flat], [r.reference_answer for r, _ in flat],
-                         num_samples=cfg.num_samples)
+    grades = judge.grade(
+        [r.instruction for r, _ in flat],
+        [r.responses[k] for r, k in flat],
+        [r.rubric for r, _ in flat],
+        [r.reference_answer for r, _ in flat],
+        num_samples=cfg.num_samples,
+    )
     per_row: dict[int, list[Grade]] = {}
     for (r, _), g in zip(flat, grades, strict=True):
         per_row.setdefault(r.index, []).append(g)
@@ -114,10 +142,15 @@ def best_vs_worst(judge: PrometheusJudge, rows: Sequence[PreferenceRow], cfg: Pr
             decided[r.index] = _graded_pair(r, hi, lo, gs[hi], gs[lo], 0)
     verdicts: dict[int, Verdict] = {}
     if tied:
-        vs = judge.compare_by_grades([r.instruction for r in tied], [r.responses[0] for r in tied],
-                                     [r.responses[1] for r in tied], [r.rubric for r in tied],
-                                     [r.reference_answer for r in tied], max_tie_rounds=cfg.max_tie_rounds,
-                                     num_samples=cfg.num_samples)
+        vs = judge.compare_by_grades(
+            [r.instruction for r in tied],
+            [r.responses[0] for r in tied],
+            [r.responses[1] for r in tied],
+            [r.rubric for r in tied],
+            [r.reference_answer for r in tied],
+            max_tie_rounds=cfg.max_tie_rounds,
+            num_samples=cfg.num_samples,
+        )
         verdicts = {r.index: v for r, v in zip(tied, vs, strict=True)}
     out = ChunkOutcome(tie_breaks=len(tied), tie_rounds=sum(v.tie_rounds for v in verdicts.values()))
     for r in rows:
@@ -145,17 +178,22 @@ def _undecided_reason(v: Verdict) -> str:
 def all_pairs(judge: PrometheusJudge, rows: Sequence[PreferenceRow], cfg: PreferenceConfig) -> ChunkOutcome:
     """Pairs from pairwise verdicts (see the module docstring)."""
     flat = [(r, i, j) for r in rows for i, j in combinations(range(len(r.responses)), 2)]
-    verdicts = judge.compare([r.instruction for r, _, _ in flat], [r.responses[i] for r, i, _ in flat],
-                             [r.responses[j] for r, _, j in flat], [r.rubric for r, _, _ in flat],
-                             [r.reference_answer for r, _, _ in flat], swap=cfg.swap, num_samples=cfg.num_samples)
+    verdicts = judge.compare(
+        [r.instruction for r, _, _ in flat],
+        [r.responses[i] for r, i, _ in flat],
+        [r.responses[j] for r, _, j in flat],
+        [r.rubric for r, _, _ in flat],
+        [r.reference_answer for r, _, _ in flat],
+        swap=cfg.swap,
+        num_samples=cfg.num_samples,
+    )
     out = ChunkOutcome()
     for (r, i, j), v in zip(flat, verdicts, strict=True):
         if v.winner is None or v.p_a is None:
             _skip(out, r, _undecided_reason(v), (i, j))
             continue
         chosen, rejected, p = (i, j, v.p_a) if v.winner == "A" else (j, i, 1.0 - v.p_a)
-        _keep(out, r, cfg, _pair(r, chosen, rejected, p, 1.0 - p, feedback=v.feedback,
-                                 swap_agreement=v.swap_agreement))
+        _keep(out, r, cfg, _pair(r, chosen, rejected, p, 1.0 - p, feedback=v.feedback, swap_agreement=v.swap_agreement))
     return out
 
 

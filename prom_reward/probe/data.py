@@ -24,7 +24,7 @@ import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, overload
 
 from prom_reward.errors import InputError
 from prom_reward.format.templates import parse_absolute_prompt
@@ -80,13 +80,20 @@ def seeded_subset(values: list[T], limit: int | None, seed: int) -> list[T]:
     return [values[i] for i in keep]
 
 
+@overload
+def _text(row: dict[str, Any], key: str, where: str, index: int, *, optional: Literal[False] = False) -> str: ...
+@overload
+def _text(row: dict[str, Any], key: str, where: str, index: int, *, optional: bool) -> str | None: ...
 def _text(row: dict[str, Any], key: str, where: str, index: int, *, optional: bool = False) -> str | None:
     value = row.get(key)
     if value is None and optional:
         return None
     if not isinstance(value, str) or not value.strip():
-        raise InputError(f"{where} row {index}: {key!r} must be a non-empty string, got {value!r:.80}; "
-                         "fix that row or leave it out", index=index, field=key)
+        raise InputError(
+            f"{where} row {index}: {key!r} must be a non-empty string, got {value!r:.80}; fix that row or leave it out",
+            index=index,
+            field=key,
+        )
     return value
 
 
@@ -98,38 +105,57 @@ def _item(row: Any, index: int, where: str) -> ProbeItem:
         try:
             parts = parse_absolute_prompt(row["instruction"])
         except InputError as e:
-            raise InputError(f"{where} row {index}: no 'response' column, and 'instruction' is not a filled "
-                             f"absolute prompt either ({e}); give rows with instruction and response",
-                             index=index, field="response") from e
+            raise InputError(
+                f"{where} row {index}: no 'response' column, and 'instruction' is not a filled "
+                f"absolute prompt either ({e}); give rows with instruction and response",
+                index=index,
+                field="response",
+            ) from e
         source = row.get("response_source")
-        return ProbeItem(f"{row.get('idx', index)}:{source}" if source is not None else ident, parts.instruction,
-                         parts.response, parts.reference_answer, parts.rubric)
-    return ProbeItem(ident, _text(row, "instruction", where, index), _text(row, "response", where, index),  # type: ignore[arg-type]
-                     _text(row, "reference_answer", where, index, optional=True), row.get("rubric"))
+        return ProbeItem(
+            f"{row.get('idx', index)}:{source}" if source is not None else ident,
+            parts.instruction,
+            parts.response,
+            parts.reference_answer,
+            parts.rubric,
+        )
+    return ProbeItem(
+        ident,
+        _text(row, "instruction", where, index),
+        _text(row, "response", where, index),
+        _text(row, "reference_answer", where, index, optional=True),
+        row.get("rubric"),
+    )
 
 
 def load_items(path: str | Path, limit: int | None = None, seed: int = 0) -> list[ProbeItem]:
     """The graded items of ``path`` (every row checked before any is used), a seeded subset of ``limit``."""
     p = Path(path)
     if not p.is_file():
-        raise InputError(f"--items {path}: no such file; give a .jsonl/.json/.parquet file of rows with "
-                         "instruction and response", field="items")
+        raise InputError(
+            f"--items {path}: no such file; give a .jsonl/.json/.parquet file of rows with instruction and response",
+            field="items",
+        )
     items = [_item(row, i, str(p)) for i, row in enumerate(read_rows(p))]
     if not items:
         raise InputError(f"--items {path}: the file has no rows", field="items")
     return seeded_subset(items, limit, seed)
 
 
-def load_llmbar(folder: str | Path, limit: int | None = None, seed: int = 0,
-                sets: tuple[str, ...] = LLMBAR_SETS) -> dict[str, list[LLMBarPair]]:
+def load_llmbar(
+    folder: str | Path, limit: int | None = None, seed: int = 0, sets: tuple[str, ...] = LLMBAR_SETS
+) -> dict[str, list[LLMBarPair]]:
     """``{set name: pairs}`` from an LLMBar folder (all sets checked first); ``limit`` pairs per set at most."""
     base = Path(folder)
     out: dict[str, list[LLMBarPair]] = {}
     for name in sets:
         path = base / f"{name}.json"
         if not path.is_file():
-            raise InputError(f"--llmbar {folder}: {path.name} is missing; the folder needs "
-                             f"{', '.join(s + '.json' for s in sets)} (princeton-nlp/LLMBar)", field="llmbar")
+            raise InputError(
+                f"--llmbar {folder}: {path.name} is missing; the folder needs "
+                f"{', '.join(s + '.json' for s in sets)} (princeton-nlp/LLMBar)",
+                field="llmbar",
+            )
         try:
             records = json.loads(path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -142,8 +168,9 @@ def load_llmbar(folder: str | Path, limit: int | None = None, seed: int = 0,
                 raise InputError(f"{path} record {i}: expected an object, got {type(rec).__name__}", index=i)
             texts = [_text(rec, k, str(path), i) for k in ("input", "output_1", "output_2")]
             if rec.get("label") not in (1, 2) or isinstance(rec.get("label"), bool):
-                raise InputError(f"{path} record {i}: label must be 1 or 2, got {rec.get('label')!r}", index=i,
-                                 field="label")
-            pairs.append(LLMBarPair(name, i, texts[0], texts[1], texts[2], rec["label"]))  # type: ignore[arg-type]
+                raise InputError(
+                    f"{path} record {i}: label must be 1 or 2, got {rec.get('label')!r}", index=i, field="label"
+                )
+            pairs.append(LLMBarPair(name, i, texts[0], texts[1], texts[2], rec["label"]))
         out[name] = seeded_subset(pairs, limit, seed)
     return out

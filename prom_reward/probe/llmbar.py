@@ -48,25 +48,43 @@ def set_stats(pairs: list[LLMBarPair], verdicts: list[Any], *, seed: int = 0, re
         agreed += winners[0] is not None and winners[0] == winners[1]
     n = len(pairs)
     if not n:
-        return {"n": 0, "accuracy": None, "accuracy_ci": None, "order_accuracy": [None, None], "both_right": None,
-                "agreement": None, "failed": 0}
+        return {
+            "n": 0,
+            "accuracy": None,
+            "accuracy_ci": None,
+            "order_accuracy": [None, None],
+            "both_right": None,
+            "agreement": None,
+            "failed": 0,
+        }
     per_pair = [(a + b) / 2 for a, b in right]
-    return {"n": n, "accuracy": fmean(per_pair),
-            "accuracy_ci": list(bootstrap_ci(per_pair, seed=seed, resamples=resamples)),
-            "order_accuracy": [fmean(float(a) for a, _ in right), fmean(float(b) for _, b in right)],
-            "both_right": fmean(float(a and b) for a, b in right), "agreement": agreed / n, "failed": failed}
+    return {
+        "n": n,
+        "accuracy": fmean(per_pair),
+        "accuracy_ci": list(bootstrap_ci(per_pair, seed=seed, resamples=resamples)),
+        "order_accuracy": [fmean(float(a) for a, _ in right), fmean(float(b) for _, b in right)],
+        "both_right": fmean(float(a and b) for a, b in right),
+        "agreement": agreed / n,
+        "failed": failed,
+    }
 
 
-def llmbar_accuracy(judge: Any, pairs: dict[str, list[LLMBarPair]], *, rubric: Any = "helpfulness", seed: int = 0,
-                    resamples: int = 2000) -> dict[str, Any]:
+def llmbar_accuracy(
+    judge: Any, pairs: dict[str, list[LLMBarPair]], *, rubric: Any = "helpfulness", seed: int = 0, resamples: int = 2000
+) -> dict[str, Any]:
     """Judge every pair of every set in both orders (one batched call) and report per-set accuracy and gaps.
 
     Returns ``{"sets": {name: set_stats}, "gaps": {name: Natural's accuracy - its accuracy}}``; the pooled
     adversarial sets appear as ``"Adversarial"`` in both.
     """
     flat = [p for ps in pairs.values() for p in ps]
-    verdicts = judge.compare([p.instruction for p in flat], [p.output_1 for p in flat], [p.output_2 for p in flat],
-                             rubric, swap=True) if flat else []
+    verdicts = (
+        judge.compare(
+            [p.instruction for p in flat], [p.output_1 for p in flat], [p.output_2 for p in flat], rubric, swap=True
+        )
+        if flat
+        else []
+    )
     by_set: dict[str, list[tuple[LLMBarPair, Any]]] = {}
     for p, v in zip(flat, verdicts, strict=True):
         by_set.setdefault(p.set, []).append((p, v))
@@ -74,9 +92,14 @@ def llmbar_accuracy(judge: Any, pairs: dict[str, list[LLMBarPair]], *, rubric: A
     adversarial = [pv for name, pvs in groups.items() if name.startswith("Adversarial_") for pv in pvs]
     if adversarial:
         groups[POOLED] = adversarial
-    sets = {name: set_stats([p for p, _ in pvs], [v for _, v in pvs], seed=seed + i, resamples=resamples)
-            for i, (name, pvs) in enumerate(groups.items())}
+    sets = {
+        name: set_stats([p for p, _ in pvs], [v for _, v in pvs], seed=seed + i, resamples=resamples)
+        for i, (name, pvs) in enumerate(groups.items())
+    }
     natural = sets.get("Natural", {}).get("accuracy")
-    gaps = {name: (natural - s["accuracy"]) if natural is not None and s["accuracy"] is not None else None
-            for name, s in sets.items() if name != "Natural"}
+    gaps = {
+        name: (natural - s["accuracy"]) if natural is not None and s["accuracy"] is not None else None
+        for name, s in sets.items()
+        if name != "Natural"
+    }
     return {"sets": sets, "gaps": gaps}

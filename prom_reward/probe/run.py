@@ -64,24 +64,34 @@ class ProbeConfig:
                 EDITS.get(name)
             except UnknownNameError as e:
                 raise ConfigError(f"edits: {e}") from e
-        if self.limit is not None and (isinstance(self.limit, bool) or not isinstance(self.limit, int)
-                                       or self.limit < 1):
+        if self.limit is not None and (
+            isinstance(self.limit, bool) or not isinstance(self.limit, int) or self.limit < 1
+        ):
             raise ConfigError(f"limit: expected an int >= 1 or None, got {self.limit!r}")
-        if isinstance(self.baseline_samples, bool) or not isinstance(self.baseline_samples, int) \
-                or self.baseline_samples < 1:
+        if (
+            isinstance(self.baseline_samples, bool)
+            or not isinstance(self.baseline_samples, int)
+            or self.baseline_samples < 1
+        ):
             raise ConfigError(f"baseline_samples: expected an int >= 1, got {self.baseline_samples!r}")
         if not isinstance(self.resamples, int) or self.resamples < 100:
             raise ConfigError(f"resamples: expected an int >= 100, got {self.resamples!r}")
 
     def llmbar_dir(self) -> Path:
         """The LLMBar folder to read (the checkout's when not given)."""
-        return _default(self.llmbar, "llmbar", "--llmbar DIR (the folder with Natural.json and "
-                        "Adversarial_*.json from princeton-nlp/LLMBar)")
+        return _default(
+            self.llmbar,
+            "llmbar",
+            "--llmbar DIR (the folder with Natural.json and Adversarial_*.json from princeton-nlp/LLMBar)",
+        )
 
     def items_file(self) -> Path:
         """The graded items file to read (the checkout's Vicuna file when not given)."""
-        return _default(self.items, "vicuna_eval.json", "--items FILE (.jsonl rows with instruction, response "
-                        "and optionally reference_answer, rubric)")
+        return _default(
+            self.items,
+            "vicuna_eval.json",
+            "--items FILE (.jsonl rows with instruction, response and optionally reference_answer, rubric)",
+        )
 
 
 def _default(given: str | None, name: str, flag: str) -> Path:
@@ -89,8 +99,11 @@ def _default(given: str | None, name: str, flag: str) -> Path:
         return Path(given)
     data = checkout_data_dir()
     if data is None or not (data / name).exists():
-        raise InputError(f"no probe data given and none found beside this installation (a checkout of prom-reward "
-                         f"has it in benchmarks/data/{name}); pass {flag}", field=name)
+        raise InputError(
+            f"no probe data given and none found beside this installation (a checkout of prom-reward "
+            f"has it in benchmarks/data/{name}); pass {flag}",
+            field=name,
+        )
     return data / name
 
 
@@ -106,13 +119,15 @@ class ProbeInputs:
 
 def load_inputs(cfg: ProbeConfig) -> ProbeInputs:
     """Read and check the inputs ``cfg`` names (raises ``InputError`` naming the file, row and flag)."""
-    return ProbeInputs(load_llmbar(cfg.llmbar_dir(), cfg.limit, cfg.seed, LLMBAR_SETS) if "llmbar" in cfg.parts
-                       else None,
-                       load_items(cfg.items_file(), cfg.limit, cfg.seed) if "shifts" in cfg.parts else None)
+    return ProbeInputs(
+        load_llmbar(cfg.llmbar_dir(), cfg.limit, cfg.seed, LLMBAR_SETS) if "llmbar" in cfg.parts else None,
+        load_items(cfg.items_file(), cfg.limit, cfg.seed) if "shifts" in cfg.parts else None,
+    )
 
 
-def run_probe(judge: Any, config: ProbeConfig | None = None, *, inputs: ProbeInputs | None = None,
-              judge_label: str | None = None) -> dict[str, Any]:
+def run_probe(
+    judge: Any, config: ProbeConfig | None = None, *, inputs: ProbeInputs | None = None, judge_label: str | None = None
+) -> dict[str, Any]:
     """Run the probe's parts with ``judge`` and return the record (what ``prom-reward probe`` writes as JSON).
 
     ``inputs``: from ``load_inputs(config)`` (read here when not given, before the judge is called).
@@ -122,12 +137,17 @@ def run_probe(judge: Any, config: ProbeConfig | None = None, *, inputs: ProbeInp
     pairs, items = inputs.pairs, inputs.items
     start = time.perf_counter()
     record: dict[str, Any] = {
-        "version": RECORD_VERSION, "judge": judge_label or getattr(judge, "label", None) or type(judge).__name__,
+        "version": RECORD_VERSION,
+        "judge": judge_label or getattr(judge, "label", None) or type(judge).__name__,
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "config": {**dataclasses.asdict(cfg), "llmbar": str(cfg.llmbar_dir()) if pairs is not None else None,
-                   "items": str(cfg.items_file()) if items is not None else None},
+        "config": {
+            **dataclasses.asdict(cfg),
+            "llmbar": str(cfg.llmbar_dir()) if pairs is not None else None,
+            "items": str(cfg.items_file()) if items is not None else None,
+        },
         "sampling": _asdict(getattr(judge, "sampling", None)),
-        "llmbar": None, "shifts": None,
+        "llmbar": None,
+        "shifts": None,
     }
     if pairs is not None:
         t = time.perf_counter()
@@ -135,9 +155,16 @@ def run_probe(judge: Any, config: ProbeConfig | None = None, *, inputs: ProbeInp
         record["llmbar"]["seconds"] = time.perf_counter() - t
     if items is not None:
         t = time.perf_counter()
-        record["shifts"] = score_shifts(judge, items, cfg.edits, rubric=cfg.rubric, expected=cfg.expected,
-                                        baseline_samples=cfg.baseline_samples, seed=cfg.seed,
-                                        resamples=cfg.resamples)
+        record["shifts"] = score_shifts(
+            judge,
+            items,
+            cfg.edits,
+            rubric=cfg.rubric,
+            expected=cfg.expected,
+            baseline_samples=cfg.baseline_samples,
+            seed=cfg.seed,
+            resamples=cfg.resamples,
+        )
         record["shifts"]["seconds"] = time.perf_counter() - t
     record["seconds"] = time.perf_counter() - start
     record["judge_stats"] = _asdict(getattr(judge, "stats", None))

@@ -37,8 +37,9 @@ def _score(grade: Any, expected: bool) -> float | None:
     return grade.expected_score if expected else grade.score
 
 
-def edit_stats(original: Sequence[float | None], edited: Sequence[float | None], *, seed: int = 0,
-               resamples: int = 2000) -> dict[str, Any]:
+def edit_stats(
+    original: Sequence[float | None], edited: Sequence[float | None], *, seed: int = 0, resamples: int = 2000
+) -> dict[str, Any]:
     """Shift statistics of one edit over paired scores (None: the judge failed on that response).
 
     >>> s = edit_stats([3.0, 4.0, None], [4.0, 4.0, 5.0])
@@ -48,18 +49,36 @@ def edit_stats(original: Sequence[float | None], edited: Sequence[float | None],
     shifts = [e - o for o, e in zip(original, edited, strict=True) if o is not None and e is not None]
     out: dict[str, Any] = {"n": len(shifts), "failed": len(original) - len(shifts)}
     if not shifts:
-        return {**out, "mean_shift": None, "mean_shift_ci": None, "rise_share": None, "rise_share_ci": None,
-                "fall_share": None}
+        return {
+            **out,
+            "mean_shift": None,
+            "mean_shift_ci": None,
+            "rise_share": None,
+            "rise_share_ci": None,
+            "fall_share": None,
+        }
     rises = [float(s > 0) for s in shifts]
-    return {**out, "mean_shift": fmean(shifts),
-            "mean_shift_ci": list(bootstrap_ci(shifts, seed=seed, resamples=resamples)),
-            "rise_share": fmean(rises), "rise_share_ci": list(bootstrap_ci(rises, seed=seed, resamples=resamples)),
-            "fall_share": fmean(float(s < 0) for s in shifts)}
+    return {
+        **out,
+        "mean_shift": fmean(shifts),
+        "mean_shift_ci": list(bootstrap_ci(shifts, seed=seed, resamples=resamples)),
+        "rise_share": fmean(rises),
+        "rise_share_ci": list(bootstrap_ci(rises, seed=seed, resamples=resamples)),
+        "fall_share": fmean(float(s < 0) for s in shifts),
+    }
 
 
-def score_shifts(judge: Any, items: Sequence[ProbeItem], edits: Sequence[str], *, rubric: Any = "helpfulness",
-                 expected: bool = False, baseline_samples: int = 3, seed: int = 0,
-                 resamples: int = 2000) -> dict[str, Any]:
+def score_shifts(
+    judge: Any,
+    items: Sequence[ProbeItem],
+    edits: Sequence[str],
+    *,
+    rubric: Any = "helpfulness",
+    expected: bool = False,
+    baseline_samples: int = 3,
+    seed: int = 0,
+    resamples: int = 2000,
+) -> dict[str, Any]:
     """Grade ``items`` as they are (``baseline_samples`` times) and after each of ``edits`` (one batched call)
     and summarise the shifts.
 
@@ -70,24 +89,38 @@ def score_shifts(judge: Any, items: Sequence[ProbeItem], edits: Sequence[str], *
     base = max(1, baseline_samples)
     edited = [[apply_edit(name, it, seed) for name in names] for it in items]
     flat = [(it, text) for it, texts in zip(items, edited, strict=True) for text in [it.response] * base + texts]
-    grades = judge.grade([it.instruction for it, _ in flat], [text for _, text in flat],
-                         [it.rubric if it.rubric is not None else rubric for it, _ in flat],
-                         [it.reference_answer for it, _ in flat] if any(it.reference_answer for it in items)
-                         else None) if flat else []
+    grades = (
+        judge.grade(
+            [it.instruction for it, _ in flat],
+            [text for _, text in flat],
+            [it.rubric if it.rubric is not None else rubric for it, _ in flat],
+            [it.reference_answer for it, _ in flat] if any(it.reference_answer for it in items) else None,
+        )
+        if flat
+        else []
+    )
     width = base + len(names)
     scores = [[_score(grades[i * width + k], expected) for k in range(width)] for i in range(len(items))]
     baselines = [[v for v in row[:base] if v is not None] for row in scores]
     original = [fmean(b) if b else None for b in baselines]
     ok = [s for s in original if s is not None]
-    out: dict[str, Any] = {"score": "expected_score" if expected else "score", "baseline_samples": base,
-                           "n_items": len(items), "original_mean": fmean(ok) if ok else None,
-                           "original_failed": len(original) - len(ok), "edits": {}, "per_item": []}
+    out: dict[str, Any] = {
+        "score": "expected_score" if expected else "score",
+        "baseline_samples": base,
+        "n_items": len(items),
+        "original_mean": fmean(ok) if ok else None,
+        "original_failed": len(original) - len(ok),
+        "edits": {},
+        "per_item": [],
+    }
     for k, name in enumerate(names):
         stats = edit_stats(original, [row[base + k] for row in scores], seed=seed + k + 1, resamples=resamples)
-        ratio = fmean(len(e[k]) / max(len(it.response), 1) for it, e in zip(items, edited, strict=True)) \
-            if items else None
+        ratio = (
+            fmean(len(e[k]) / max(len(it.response), 1) for it, e in zip(items, edited, strict=True)) if items else None
+        )
         out["edits"][name] = {"description": EDITS.get(name).description, **stats, "mean_length_ratio": ratio}
     for it, row, orig in zip(items, scores, original, strict=True):
-        out["per_item"].append({"id": it.id, "original": orig, "baseline": row[:base],
-                                **dict(zip(names, row[base:], strict=True))})
+        out["per_item"].append(
+            {"id": it.id, "original": orig, "baseline": row[:base], **dict(zip(names, row[base:], strict=True))}
+        )
     return out

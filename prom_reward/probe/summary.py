@@ -29,7 +29,7 @@ def fmt_number(x: float | None, signed: bool = False, digits: int = 2) -> str:
         return "n/a"
     if isinstance(x, int) and not isinstance(x, bool):
         return str(x)
-    x = 0.0 if abs(x) < 0.5 * 10 ** -digits else x
+    x = 0.0 if abs(x) < 0.5 * 10**-digits else x
     return f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
 
 
@@ -39,15 +39,36 @@ def _ci(ci: list[float] | None, signed: bool = False) -> str:
 
 def llmbar_table(llmbar: dict[str, Any]) -> Table:
     """One row per LLMBar set (the pooled adversarial sets last): accuracy with its interval, per order, the gap."""
-    header = ["set", "pairs", "accuracy", "95% CI", "order 1", "order 2", "both right", "orders agree", "no verdict",
-              "gap vs Natural"]
+    header = [
+        "set",
+        "pairs",
+        "accuracy",
+        "95% CI",
+        "order 1",
+        "order 2",
+        "both right",
+        "orders agree",
+        "no verdict",
+        "gap vs Natural",
+    ]
     rows = []
     for name, s in llmbar["sets"].items():
         orders = s.get("order_accuracy") or [None, None]
         gap = llmbar["gaps"].get(name)
-        rows.append([name, str(s["n"]), fmt_number(s["accuracy"]), _ci(s["accuracy_ci"]), fmt_number(orders[0]),
-                     fmt_number(orders[1]), fmt_number(s["both_right"]), fmt_number(s["agreement"]), str(s["failed"]),
-                     "" if name == "Natural" else fmt_number(gap, signed=True)])
+        rows.append(
+            [
+                name,
+                str(s["n"]),
+                fmt_number(s["accuracy"]),
+                _ci(s["accuracy_ci"]),
+                fmt_number(orders[0]),
+                fmt_number(orders[1]),
+                fmt_number(s["both_right"]),
+                fmt_number(s["agreement"]),
+                str(s["failed"]),
+                "" if name == "Natural" else fmt_number(gap, signed=True),
+            ]
+        )
     return header, rows
 
 
@@ -56,9 +77,18 @@ def shifts_table(shifts: dict[str, Any]) -> Table:
     header = ["edit", "items", "mean shift", "95% CI", "rises", "95% CI", "falls", "length x"]
     rows = []
     for name, e in shifts["edits"].items():
-        rows.append([name, str(e["n"]), fmt_number(e["mean_shift"], signed=True), _ci(e["mean_shift_ci"], signed=True),
-                     fmt_number(e["rise_share"]), _ci(e["rise_share_ci"]), fmt_number(e["fall_share"]),
-                     fmt_number(e["mean_length_ratio"])])
+        rows.append(
+            [
+                name,
+                str(e["n"]),
+                fmt_number(e["mean_shift"], signed=True),
+                _ci(e["mean_shift_ci"], signed=True),
+                fmt_number(e["rise_share"]),
+                _ci(e["rise_share_ci"]),
+                fmt_number(e["fall_share"]),
+                fmt_number(e["mean_length_ratio"]),
+            ]
+        )
     return header, rows
 
 
@@ -78,15 +108,26 @@ def markdown_table(table: Table) -> str:
 
 def summary(record: dict[str, Any]) -> str:
     """The one-screen summary of a probe record (markdown)."""
-    out = [f"Hacking probe of {record.get('judge')} ({str(record.get('date', ''))[:10]}, "
-           f"{record.get('seconds', 0.0):.0f} s)"]
+    out = [
+        f"Hacking probe of {record.get('judge')} ({str(record.get('date', ''))[:10]}, "
+        f"{record.get('seconds', 0.0):.0f} s)"
+    ]
     if record.get("llmbar"):
-        out += ["", "LLMBar pairwise accuracy, both orders (0.50 = chance; gap = Natural minus the set):", "",
-                markdown_table(llmbar_table(record["llmbar"]))]
+        out += [
+            "",
+            "LLMBar pairwise accuracy, both orders (0.50 = chance; gap = Natural minus the set):",
+            "",
+            markdown_table(llmbar_table(record["llmbar"])),
+        ]
     if record.get("shifts"):
         s = record["shifts"]
-        out += ["", f"Score shifts under edits ({s['score']}; {s['n_items']} items, each edit against the mean "
-                f"of {s.get('baseline_samples', 1)} grade(s) of the unedited response, mean "
-                f"{fmt_number(s['original_mean'])}, {s['original_failed']} without a verdict; 'none' = one more "
-                "grade of the unedited response, the judge's own noise):", "", markdown_table(shifts_table(s))]
+        out += [
+            "",
+            f"Score shifts under edits ({s['score']}; {s['n_items']} items, each edit against the mean "
+            f"of {s.get('baseline_samples', 1)} grade(s) of the unedited response, mean "
+            f"{fmt_number(s['original_mean'])}, {s['original_failed']} without a verdict; 'none' = one more "
+            "grade of the unedited response, the judge's own noise):",
+            "",
+            markdown_table(shifts_table(s)),
+        ]
     return "\n".join(out)

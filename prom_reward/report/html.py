@@ -45,8 +45,11 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     for r in rows:
         cells = []
         for c in r:
-            numeric = isinstance(c, (int, float)) or c == "n/a" or (isinstance(c, str) and c != ""
-                                                                   and c[:1] in "+-0123456789")
+            numeric = (
+                isinstance(c, (int, float))
+                or c == "n/a"
+                or (isinstance(c, str) and c != "" and c[:1] in "+-0123456789")
+            )
             cells.append(f'<td class="num">{escape(str(c))}</td>' if numeric else f"<td>{escape(str(c))}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
@@ -64,10 +67,17 @@ def _cards(s: dict[str, Any]) -> str:
         cards.append(("score vs length (Spearman)", fmt_number(s["length_spearman"])))
     else:
         v = s["verdicts"]
-        cards += [("A wins", str(v["A"])), ("B wins", str(v["B"])), ("ties", str(v["tie"])),
-                  ("longer response won", fmt_number(s["longer_wins"]))]
-    return '<div class="cards">' + "".join(f"<div class=\"card\"><b>{escape(val)}</b><span>{escape(label)}</span>"
-                                           "</div>" for label, val in cards) + "</div>"
+        cards += [
+            ("A wins", str(v["A"])),
+            ("B wins", str(v["B"])),
+            ("ties", str(v["tie"])),
+            ("longer response won", fmt_number(s["longer_wins"])),
+        ]
+    return (
+        '<div class="cards">'
+        + "".join(f'<div class="card"><b>{escape(val)}</b><span>{escape(label)}</span></div>' for label, val in cards)
+        + "</div>"
+    )
 
 
 def _plots(s: dict[str, Any]) -> str:
@@ -80,100 +90,162 @@ def _plots(s: dict[str, Any]) -> str:
             bins = [(1 + 0.5 * k, 1.5 + 0.5 * k) for k in range(8)]
             labels = [f"{a:g}-{b:g}" for a, b in bins]
             counts = [sum(1 for v in s["values"] if a <= v < b or (b == 5 and v == 5)) for a, b in bins]
-        dist = bar_chart("score-distribution", labels, counts, title="Score distribution", x_label="score",
-                         y_label="rows")
-        vs = scatter("score-vs-length", s["lengths"], s["values"], title=f"Score vs response length (Spearman {rho})",
-                     x_label="response length (characters, log scale)", y_label="score", log_x=True,
-                     jitter=0.12 if s["integer_scores"] else 0.0)
+        dist = bar_chart(
+            "score-distribution", labels, counts, title="Score distribution", x_label="score", y_label="rows"
+        )
+        vs = scatter(
+            "score-vs-length",
+            s["lengths"],
+            s["values"],
+            title=f"Score vs response length (Spearman {rho})",
+            x_label="response length (characters, log scale)",
+            y_label="score",
+            log_x=True,
+            jitter=0.12 if s["integer_scores"] else 0.0,
+        )
     else:
         v = s["verdicts"]
-        dist = bar_chart("verdict-distribution", ["A", "B", "tie", "no verdict"], [v["A"], v["B"], v["tie"],
-                                                                                   v["failed"]],
-                         title="Verdicts", x_label="verdict", y_label="pairs")
-        vs = scatter("p-a-vs-length", s["length_ratios"], s["values"], title=f"P(A) vs length ratio (Spearman {rho})",
-                     x_label="log2(length A / length B)", y_label="P(A wins)")
+        dist = bar_chart(
+            "verdict-distribution",
+            ["A", "B", "tie", "no verdict"],
+            [v["A"], v["B"], v["tie"], v["failed"]],
+            title="Verdicts",
+            x_label="verdict",
+            y_label="pairs",
+        )
+        vs = scatter(
+            "p-a-vs-length",
+            s["length_ratios"],
+            s["values"],
+            title=f"P(A) vs length ratio (Spearman {rho})",
+            x_label="log2(length A / length B)",
+            y_label="P(A wins)",
+        )
     return f'<div class="plots">{dist}{vs}</div>'
 
 
 def _group_table(groups: dict[str, dict[str, Any]], kind: str, name: str) -> str:
     if kind == "grade":
         header = [name, "rows", "mean score", "without a verdict", "score vs length"]
-        rows = [[k, g["n"], fmt_number(g["mean"]), g["failed"], fmt_number(g["length_spearman"])]
-                for k, g in groups.items()]
+        rows = [
+            [k, g["n"], fmt_number(g["mean"]), g["failed"], fmt_number(g["length_spearman"])] for k, g in groups.items()
+        ]
     else:
         header = [name, "pairs", "A wins", "ties", "without a verdict", "longer won"]
-        rows = [[k, g["n"], fmt_number(g["a_wins"]), fmt_number(g["ties"]), g["failed"], fmt_number(g["longer_wins"])]
-                for k, g in groups.items()]
+        rows = [
+            [k, g["n"], fmt_number(g["a_wins"]), fmt_number(g["ties"]), g["failed"], fmt_number(g["longer_wins"])]
+            for k, g in groups.items()
+        ]
     return _table(header, rows)
 
 
 def _items(members: list[dict[str, Any]], kind: str) -> str:
     out = []
     for m in members:
-        parts = [f'<div class="item"><span class="score">{fmt_number(m["value"])}</span>'
-                 f'<div class="where">row {m["index"]} · rubric: {escape(m["rubric"])}'
-                 f'{(" · " + escape(m["source"])) if m.get("source") else ""}</div>'
-                 f'<div class="label">instruction</div><pre>{escape(_clip(m["instruction"], 400))}</pre>']
+        parts = [
+            f'<div class="item"><span class="score">{fmt_number(m["value"])}</span>'
+            f'<div class="where">row {m["index"]} · rubric: {escape(m["rubric"])}'
+            f"{(' · ' + escape(m['source'])) if m.get('source') else ''}</div>"
+            f'<div class="label">instruction</div><pre>{escape(_clip(m["instruction"], 400))}</pre>'
+        ]
         if kind == "grade":
             parts.append(f'<div class="label">response</div><pre>{escape(_clip(m["response"]))}</pre>')
         else:
-            parts.append(f'<div class="label">response A</div><pre>{escape(_clip(m["response_a"], 400))}</pre>'
-                         f'<div class="label">response B</div><pre>{escape(_clip(m["response_b"], 400))}</pre>')
-        parts.append(f'<div class="label">judge feedback</div><pre>{escape(_clip(m["feedback"]) or "(none)")}</pre>'
-                     "</div>")
+            parts.append(
+                f'<div class="label">response A</div><pre>{escape(_clip(m["response_a"], 400))}</pre>'
+                f'<div class="label">response B</div><pre>{escape(_clip(m["response_b"], 400))}</pre>'
+            )
+        parts.append(
+            f'<div class="label">judge feedback</div><pre>{escape(_clip(m["feedback"]) or "(none)")}</pre></div>'
+        )
         out.append("".join(parts))
     return "".join(out) or '<p class="note">No row has a verdict.</p>'
 
 
 def _probe(record: dict[str, Any]) -> str:
-    out = ['<h2>Hacking probe</h2>', f'<p class="meta">{escape(str(record.get("judge")))} · '
-           f'{escape(str(record.get("date", ""))[:10])} · {record.get("seconds", 0):.0f} s</p>', '<div class="plots">']
+    out = [
+        "<h2>Hacking probe</h2>",
+        f'<p class="meta">{escape(str(record.get("judge")))} · '
+        f"{escape(str(record.get('date', ''))[:10])} · {record.get('seconds', 0):.0f} s</p>",
+        '<div class="plots">',
+    ]
     lb, sh = record.get("llmbar"), record.get("shifts")
     if lb:
         names = list(lb["sets"])
-        out.append(bar_chart("probe-llmbar", [n.replace("Adversarial_", "Adv. ") for n in names],
-                             [lb["sets"][n]["accuracy"] for n in names], title="LLMBar accuracy, both orders",
-                             y_label="accuracy", intervals=[lb["sets"][n]["accuracy_ci"] for n in names],
-                             y_range=(0.0, 1.0), reference=0.5))
+        out.append(
+            bar_chart(
+                "probe-llmbar",
+                [n.replace("Adversarial_", "Adv. ") for n in names],
+                [lb["sets"][n]["accuracy"] for n in names],
+                title="LLMBar accuracy, both orders",
+                y_label="accuracy",
+                intervals=[lb["sets"][n]["accuracy_ci"] for n in names],
+                y_range=(0.0, 1.0),
+                reference=0.5,
+            )
+        )
     if sh:
         names = list(sh["edits"])
-        out.append(bar_chart("probe-shifts", names, [sh["edits"][n]["mean_shift"] for n in names],
-                             title=f"Mean shift of the {sh['score'].replace('_', ' ')} per edit",
-                             y_label="shift",
-                             intervals=[sh["edits"][n]["mean_shift_ci"] for n in names], reference=0.0))
+        out.append(
+            bar_chart(
+                "probe-shifts",
+                names,
+                [sh["edits"][n]["mean_shift"] for n in names],
+                title=f"Mean shift of the {sh['score'].replace('_', ' ')} per edit",
+                y_label="shift",
+                intervals=[sh["edits"][n]["mean_shift_ci"] for n in names],
+                reference=0.0,
+            )
+        )
     out.append("</div>")
     if lb:
-        out += ['<p class="note">Pairwise accuracy on LLMBar, each pair judged in both orders (0.50 = chance); the '
-                'gap is Natural minus the set: skill that disappears when the wrong answer looks better.</p>',
-                _table(*llmbar_table(lb))]
+        out += [
+            '<p class="note">Pairwise accuracy on LLMBar, each pair judged in both orders (0.50 = chance); the '
+            "gap is Natural minus the set: skill that disappears when the wrong answer looks better.</p>",
+            _table(*llmbar_table(lb)),
+        ]
     if sh:
-        out += [f'<p class="note">Score shifts under edits that add no information ({sh["n_items"]} items, each '
-                f'edit against the mean of {sh.get("baseline_samples", 1)} grade(s) of the unchanged response; '
-                "<i>none</i> grades the unchanged response once more: the judge's own noise).</p>",
-                _table(*shifts_table(sh))]
+        out += [
+            f'<p class="note">Score shifts under edits that add no information ({sh["n_items"]} items, each '
+            f"edit against the mean of {sh.get('baseline_samples', 1)} grade(s) of the unchanged response; "
+            "<i>none</i> grades the unchanged response once more: the judge's own noise).</p>",
+            _table(*shifts_table(sh)),
+        ]
     return "".join(out)
 
 
-def render_report(summary: dict[str, Any], probe: dict[str, Any] | None = None, *, title: str = "Judge report",
-                  source: str = "", generated: str = "") -> str:
+def render_report(
+    summary: dict[str, Any],
+    probe: dict[str, Any] | None = None,
+    *,
+    title: str = "Judge report",
+    source: str = "",
+    generated: str = "",
+) -> str:
     """The report page for a ``summarize`` result (and a probe record, when given)."""
     kind = summary["kind"]
     noun = "Highest scored" if kind == "grade" else "Most confident for A"
     low = "Lowest scored" if kind == "grade" else "Most confident for B"
     fail_rows = [[reason, count] for reason, count in summary["failures"]]
-    parts = [f"<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{escape(title)}</title>"
-             f"<style>{_CSS}</style></head><body>",
-             f"<h1>{escape(title)}</h1><p class=\"meta\">{escape(source)} · prom-reward {kind} rows · "
-             f"{summary['n']} rows{(' · ' + escape(generated)) if generated else ''}</p>",
-             _cards(summary), f"<h2>{'Scores' if kind == 'grade' else 'Verdicts'}</h2>", _plots(summary),
-             "<h2>Failures</h2>", _table(["reason", "rows"], fail_rows) if fail_rows
-             else '<p class="note">Every row has a verdict.</p>',
-             "<h2>By rubric</h2>", _group_table(summary["by_rubric"], kind, "rubric")]
+    parts = [
+        f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
+        f"<style>{_CSS}</style></head><body>",
+        f'<h1>{escape(title)}</h1><p class="meta">{escape(source)} · prom-reward {kind} rows · '
+        f"{summary['n']} rows{(' · ' + escape(generated)) if generated else ''}</p>",
+        _cards(summary),
+        f"<h2>{'Scores' if kind == 'grade' else 'Verdicts'}</h2>",
+        _plots(summary),
+        "<h2>Failures</h2>",
+        _table(["reason", "rows"], fail_rows) if fail_rows else '<p class="note">Every row has a verdict.</p>',
+        "<h2>By rubric</h2>",
+        _group_table(summary["by_rubric"], kind, "rubric"),
+    ]
     if summary["by_source"]:
-        parts += [f"<h2>By source ({escape(summary['source_column'])})</h2>",
-                  _group_table(summary["by_source"], kind, summary["source_column"])]
-    parts += [f"<h2>{noun}</h2>", _items(summary["highest"], kind), f"<h2>{low}</h2>",
-              _items(summary["lowest"], kind)]
+        parts += [
+            f"<h2>By source ({escape(summary['source_column'])})</h2>",
+            _group_table(summary["by_source"], kind, summary["source_column"]),
+        ]
+    parts += [f"<h2>{noun}</h2>", _items(summary["highest"], kind), f"<h2>{low}</h2>", _items(summary["lowest"], kind)]
     if probe:
         parts.append(_probe(probe))
     parts.append("</body></html>\n")

@@ -76,8 +76,11 @@ def _kind(row: dict[str, Any], index: int) -> str:
         return "grade"
     if "winner" in row:
         return "compare"
-    raise InputError(f"row {index}: neither a 'score' (prom-reward grade) nor a 'winner' (prom-reward compare) "
-                     f"column (columns: {sorted(row)}); give the output file of one of them", index=index)
+    raise InputError(
+        f"row {index}: neither a 'score' (prom-reward grade) nor a 'winner' (prom-reward compare) "
+        f"column (columns: {sorted(row)}); give the output file of one of them",
+        index=index,
+    )
 
 
 def _number(row: dict[str, Any], key: str, index: int) -> float | None:
@@ -93,8 +96,11 @@ def _reason(row: dict[str, Any], kind: str) -> str | None:
     if row.get("judge_error"):
         return str(row["judge_error"])
     if kind == "grade":
-        return None if row.get("score") is not None else f"no verdict after {row.get('judge_failures', '?')} " \
-                                                           "failed samples"
+        return (
+            None
+            if row.get("score") is not None
+            else f"no verdict after {row.get('judge_failures', '?')} failed samples"
+        )
     if row.get("winner") is not None:
         return None
     return "tie" if row.get("tie") else f"no verdict after {row.get('judge_failures', '?')} failed samples"
@@ -102,8 +108,10 @@ def _reason(row: dict[str, Any], kind: str) -> str | None:
 
 def _group_stats(members: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     scored = [m for m in members if m["value"] is not None]
-    out: dict[str, Any] = {"n": len(members), "failed": sum(m["reason"] is not None and m["reason"] != "tie"
-                                                             for m in members)}
+    out: dict[str, Any] = {
+        "n": len(members),
+        "failed": sum(m["reason"] is not None and m["reason"] != "tie" for m in members),
+    }
     if kind == "grade":
         out["mean"] = fmean(m["value"] for m in scored) if scored else None
         out["length_spearman"] = spearman([m["value"] for m in scored], [m["length"] for m in scored])
@@ -112,15 +120,23 @@ def _group_stats(members: list[dict[str, Any]], kind: str) -> dict[str, Any]:
         out["a_wins"] = sum(m["winner"] == "A" for m in members) / len(members) if members else None
         out["ties"] = sum(bool(m["tie"]) for m in members) / len(members) if members else None
         longer = [m for m in decided if m["length_a"] != m["length_b"]]
-        out["longer_wins"] = (sum((m["winner"] == "A") == (m["length_a"] > m["length_b"]) for m in longer)
-                              / len(longer)) if longer else None
+        out["longer_wins"] = (
+            (sum((m["winner"] == "A") == (m["length_a"] > m["length_b"]) for m in longer) / len(longer))
+            if longer
+            else None
+        )
     return out
 
 
 def _member(row: dict[str, Any], i: int, kind: str, cols: ReportColumns, source: str | None) -> dict[str, Any]:
-    m: dict[str, Any] = {"index": i, "instruction": _text(row.get(cols.instruction)), "feedback": row.get("feedback"),
-                         "rubric": rubric_label(row.get(cols.rubric)), "reason": _reason(row, kind),
-                         "source": _text(row.get(source)) or "(none)" if source else None}
+    m: dict[str, Any] = {
+        "index": i,
+        "instruction": _text(row.get(cols.instruction)),
+        "feedback": row.get("feedback"),
+        "rubric": rubric_label(row.get(cols.rubric)),
+        "reason": _reason(row, kind),
+        "source": _text(row.get(source)) or "(none)" if source else None,
+    }
     if kind == "grade":
         m["response"] = _text(row.get(cols.response))
         m["value"] = _number(row, "score", i)
@@ -133,8 +149,9 @@ def _member(row: dict[str, Any], i: int, kind: str, cols: ReportColumns, source:
     return m
 
 
-def summarize(rows: Iterable[dict[str, Any]], columns: ReportColumns | None = None, *,
-              extremes: int = 5) -> dict[str, Any]:
+def summarize(
+    rows: Iterable[dict[str, Any]], columns: ReportColumns | None = None, *, extremes: int = 5
+) -> dict[str, Any]:
     """The report's content for ``rows`` (all of one kind: grade or compare rows)."""
     cols = columns or ReportColumns()
     members: list[dict[str, Any]] = []
@@ -147,30 +164,42 @@ def summarize(rows: Iterable[dict[str, Any]], columns: ReportColumns | None = No
             kind = k
             source = cols.source or next((c for c in SOURCE_COLUMNS if c in row), None)
         elif k != kind:
-            raise InputError(f"row {i}: a {k} row in a file of {kind} rows; report one kind of file at a time",
-                             index=i)
+            raise InputError(f"row {i}: a {k} row in a file of {kind} rows; report one kind of file at a time", index=i)
         members.append(_member(row, i, kind, cols, source))
     if kind is None:
         raise InputError("the file has no rows to report on", field="input")
     scored = [m for m in members if m["value"] is not None]
-    out: dict[str, Any] = {"kind": kind, "n": len(members), "source_column": source,
-                           "failed": sum(m["reason"] is not None and m["reason"] != "tie" for m in members),
-                           "failures": Counter(m["reason"] for m in members if m["reason"] is not None).most_common(),
-                           "by_rubric": _grouped(members, "rubric", kind),
-                           "by_source": _grouped(members, "source", kind) if source else {}}
+    out: dict[str, Any] = {
+        "kind": kind,
+        "n": len(members),
+        "source_column": source,
+        "failed": sum(m["reason"] is not None and m["reason"] != "tie" for m in members),
+        "failures": Counter(m["reason"] for m in members if m["reason"] is not None).most_common(),
+        "by_rubric": _grouped(members, "rubric", kind),
+        "by_source": _grouped(members, "source", kind) if source else {},
+    }
     values = [m["value"] for m in scored]
     if kind == "grade":
-        out.update(mean=fmean(values) if values else None, median=median(values) if values else None,
-                   values=values, lengths=[m["length"] for m in scored],
-                   length_spearman=spearman(values, [m["length"] for m in scored]),
-                   integer_scores=all(float(v).is_integer() for v in values))
+        out.update(
+            mean=fmean(values) if values else None,
+            median=median(values) if values else None,
+            values=values,
+            lengths=[m["length"] for m in scored],
+            length_spearman=spearman(values, [m["length"] for m in scored]),
+            integer_scores=all(float(v).is_integer() for v in values),
+        )
     else:
-        out.update(verdicts={"A": sum(m["winner"] == "A" for m in members), "B": sum(m["winner"] == "B"
-                                                                                     for m in members),
-                             "tie": sum(m["tie"] for m in members), "failed": out["failed"]},
-                   values=values, length_ratios=[math.log2(max(m["length_a"], 1) / max(m["length_b"], 1))
-                                                 for m in scored],
-                   longer_wins=_group_stats(members, kind)["longer_wins"])
+        out.update(
+            verdicts={
+                "A": sum(m["winner"] == "A" for m in members),
+                "B": sum(m["winner"] == "B" for m in members),
+                "tie": sum(m["tie"] for m in members),
+                "failed": out["failed"],
+            },
+            values=values,
+            length_ratios=[math.log2(max(m["length_a"], 1) / max(m["length_b"], 1)) for m in scored],
+            longer_wins=_group_stats(members, kind)["longer_wins"],
+        )
         out["length_spearman"] = spearman(out["values"], out["length_ratios"])
     ordered = sorted(scored, key=lambda m: (-m["value"], m["index"]))
     out["highest"] = ordered[:extremes]

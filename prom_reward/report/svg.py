@@ -60,8 +60,12 @@ def log_ticks(lo: float, hi: float) -> list[float]:
     """
     out: list[float] = []
     for mantissas in ((1, 2, 5), tuple(range(1, 10))):
-        out = [m * 10.0 ** k for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
-               for m in mantissas if lo <= m * 10.0 ** k <= hi]
+        out = [
+            m * 10.0**k
+            for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+            for m in mantissas
+            if lo <= m * 10.0**k <= hi
+        ]
         if len(out) >= 3:
             return out
     return out or [lo, hi]
@@ -69,18 +73,23 @@ def log_ticks(lo: float, hi: float) -> list[float]:
 
 def _frame(name: str, title: str, x_label: str, y_label: str, body: list[str], y_ticks: list[str]) -> str:
     w, h = WIDTH, HEIGHT
-    parts = [f'<svg class="plot" data-plot="{escape(name)}" width="{w}" '
-             f'height="{h}" viewBox="0 0 {w} {h}" role="img" aria-label="{escape(title)}">',
-             f'<rect x="0" y="0" width="{w}" height="{h}" fill="#ffffff"/>',
-             f'<text x="{w / 2:.1f}" y="20" text-anchor="middle" font-size="14" font-weight="600">{escape(title)}'
-             "</text>",
-             f'<line x1="{_PAD_L}" y1="{h - _PAD_B}" x2="{w - _PAD_R}" y2="{h - _PAD_B}" stroke="#444"/>',
-             f'<line x1="{_PAD_L}" y1="{_PAD_T}" x2="{_PAD_L}" y2="{h - _PAD_B}" stroke="#444"/>']
+    parts = [
+        f'<svg class="plot" data-plot="{escape(name)}" width="{w}" '
+        f'height="{h}" viewBox="0 0 {w} {h}" role="img" aria-label="{escape(title)}">',
+        f'<rect x="0" y="0" width="{w}" height="{h}" fill="#ffffff"/>',
+        f'<text x="{w / 2:.1f}" y="20" text-anchor="middle" font-size="14" font-weight="600">{escape(title)}</text>',
+        f'<line x1="{_PAD_L}" y1="{h - _PAD_B}" x2="{w - _PAD_R}" y2="{h - _PAD_B}" stroke="#444"/>',
+        f'<line x1="{_PAD_L}" y1="{_PAD_T}" x2="{_PAD_L}" y2="{h - _PAD_B}" stroke="#444"/>',
+    ]
     parts += y_ticks + body
-    parts.append(f'<text x="{(_PAD_L + w - _PAD_R) / 2:.1f}" y="{h - 8}" text-anchor="middle" font-size="12">'
-                 f"{escape(x_label)}</text>")
-    parts.append(f'<text x="14" y="{(h - _PAD_B + _PAD_T) / 2:.1f}" text-anchor="middle" font-size="12" '
-                 f'transform="rotate(-90 14 {(h - _PAD_B + _PAD_T) / 2:.1f})">{escape(y_label)}</text>')
+    parts.append(
+        f'<text x="{(_PAD_L + w - _PAD_R) / 2:.1f}" y="{h - 8}" text-anchor="middle" font-size="12">'
+        f"{escape(x_label)}</text>"
+    )
+    parts.append(
+        f'<text x="14" y="{(h - _PAD_B + _PAD_T) / 2:.1f}" text-anchor="middle" font-size="12" '
+        f'transform="rotate(-90 14 {(h - _PAD_B + _PAD_T) / 2:.1f})">{escape(y_label)}</text>'
+    )
     parts.append("</svg>")
     return "\n".join(parts)
 
@@ -100,9 +109,18 @@ def _y_axis(lo: float, hi: float, pad: float = 0.0) -> tuple[list[str], float, f
     return out, lo, hi, y
 
 
-def bar_chart(name: str, labels: Sequence[str], values: Sequence[float | None], *, title: str, x_label: str = "",
-              y_label: str = "", intervals: Sequence[Sequence[float] | None] | None = None,
-              y_range: tuple[float, float] | None = None, reference: float | None = None) -> str:
+def bar_chart(
+    name: str,
+    labels: Sequence[str],
+    values: Sequence[float | None],
+    *,
+    title: str,
+    x_label: str = "",
+    y_label: str = "",
+    intervals: Sequence[Sequence[float] | None] | None = None,
+    y_range: tuple[float, float] | None = None,
+    reference: float | None = None,
+) -> str:
     """Vertical bars (a None value draws no bar), optional ``intervals`` (lo, hi) whiskers and a dashed
     ``reference`` line (e.g. chance)."""
     vals = [v for v in values if v is not None]
@@ -118,29 +136,50 @@ def bar_chart(name: str, labels: Sequence[str], values: Sequence[float | None], 
         cx = _PAD_L + slot * (i + 0.5)
         if v is not None:
             y0, y1 = sorted((y(0.0 if lo <= 0 <= hi else lo), y(v)))
-            body.append(f'<rect class="mark" x="{cx - bar / 2:.1f}" y="{y0:.1f}" width="{bar:.1f}" '
-                        f'height="{max(y1 - y0, 1.5):.1f}" fill="{MARK}"><title>{escape(label)}: {_fmt(v)}</title>'
-                        "</rect>")
+            body.append(
+                f'<rect class="mark" x="{cx - bar / 2:.1f}" y="{y0:.1f}" width="{bar:.1f}" '
+                f'height="{max(y1 - y0, 1.5):.1f}" fill="{MARK}"><title>{escape(label)}: {_fmt(v)}</title>'
+                "</rect>"
+            )
         iv = intervals[i] if intervals else None
         if iv:
-            body.append(f'<line x1="{cx:.1f}" y1="{y(iv[0]):.1f}" x2="{cx:.1f}" y2="{y(iv[1]):.1f}" '
-                        f'stroke="{ACCENT}" stroke-width="2"/>')
+            body.append(
+                f'<line x1="{cx:.1f}" y1="{y(iv[0]):.1f}" x2="{cx:.1f}" y2="{y(iv[1]):.1f}" '
+                f'stroke="{ACCENT}" stroke-width="2"/>'
+            )
             for end in iv:
-                body.append(f'<line x1="{cx - 6:.1f}" y1="{y(end):.1f}" x2="{cx + 6:.1f}" y2="{y(end):.1f}" '
-                            f'stroke="{ACCENT}" stroke-width="2"/>')
+                body.append(
+                    f'<line x1="{cx - 6:.1f}" y1="{y(end):.1f}" x2="{cx + 6:.1f}" y2="{y(end):.1f}" '
+                    f'stroke="{ACCENT}" stroke-width="2"/>'
+                )
         short = label if len(label) <= 18 else label[:17] + "…"
         ly = HEIGHT - _PAD_B + 15
         slant = f' transform="rotate(-22 {cx:.1f} {ly})"' if tilt else ""
-        body.append(f'<text x="{cx:.1f}" y="{ly}" text-anchor="{"end" if tilt else "middle"}" font-size="11"'
-                    f"{slant}>{escape(short)}</text>")
+        body.append(
+            f'<text x="{cx:.1f}" y="{ly}" text-anchor="{"end" if tilt else "middle"}" font-size="11"'
+            f"{slant}>{escape(short)}</text>"
+        )
     if reference is not None and lo <= reference <= hi:
-        body.append(f'<line x1="{_PAD_L}" y1="{y(reference):.1f}" x2="{WIDTH - _PAD_R}" y2="{y(reference):.1f}" '
-                    f'stroke="{ACCENT}" stroke-dasharray="5 4"/>')
+        body.append(
+            f'<line x1="{_PAD_L}" y1="{y(reference):.1f}" x2="{WIDTH - _PAD_R}" y2="{y(reference):.1f}" '
+            f'stroke="{ACCENT}" stroke-dasharray="5 4"/>'
+        )
     return _frame(name, title, x_label, y_label, body, grid)
 
 
-def scatter(name: str, xs: Sequence[float], ys: Sequence[float], *, title: str, x_label: str = "",
-            y_label: str = "", log_x: bool = False, jitter: float = 0.0, max_points: int = 2000, seed: int = 0) -> str:
+def scatter(
+    name: str,
+    xs: Sequence[float],
+    ys: Sequence[float],
+    *,
+    title: str,
+    x_label: str = "",
+    y_label: str = "",
+    log_x: bool = False,
+    jitter: float = 0.0,
+    max_points: int = 2000,
+    seed: int = 0,
+) -> str:
     """Points (x, y); ``log_x`` plots log10(x) (x > 0) with the tick labels in x's units; ``jitter`` spreads
     tied y values vertically by up to that much (seeded) so they stay visible; at most ``max_points`` (a seeded
     sample) are drawn."""
@@ -164,11 +203,13 @@ def scatter(name: str, xs: Sequence[float], ys: Sequence[float], *, title: str, 
 
     body = []
     for t in x_ticks:
-        label = _fmt(round(10 ** t, 6)) if log_x else _fmt(t)
-        body.append(f'<text x="{x(t):.1f}" y="{HEIGHT - _PAD_B + 15}" text-anchor="middle" font-size="11">'
-                    f"{label}</text>")
+        label = _fmt(round(10**t, 6)) if log_x else _fmt(t)
+        body.append(
+            f'<text x="{x(t):.1f}" y="{HEIGHT - _PAD_B + 15}" text-anchor="middle" font-size="11">{label}</text>'
+        )
     for vx, vy in zip(px, py, strict=True):
         jy = vy + (rng.uniform(-jitter, jitter) if jitter else 0.0)
-        body.append(f'<circle class="mark" cx="{x(vx):.1f}" cy="{y(jy):.1f}" r="3.2" fill="{MARK}" '
-                    'fill-opacity="0.55"/>')
+        body.append(
+            f'<circle class="mark" cx="{x(vx):.1f}" cy="{y(jy):.1f}" r="3.2" fill="{MARK}" fill-opacity="0.55"/>'
+        )
     return _frame(name, title, x_label, y_label, body, grid)

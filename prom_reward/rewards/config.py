@@ -143,8 +143,10 @@ class RewardConfig:
         if not isinstance(self.num_samples, int) or self.num_samples < 1:
             raise ConfigError(f"num_samples: expected an int >= 1, got {self.num_samples!r}")
         if self.mode == "pairwise_group" and self.group_reward == "bradley_terry" and self.normalize:
-            raise ConfigError("normalize: Bradley-Terry scores are unbounded; use normalize=None with them "
-                              "(or group_reward='win_rate', which lies in [0, 1])")
+            raise ConfigError(
+                "normalize: Bradley-Terry scores are unbounded; use normalize=None with them "
+                "(or group_reward='win_rate', which lies in [0, 1])"
+            )
         if not isinstance(self.name, str) or not self.name:
             raise ConfigError(f"name: expected a non-empty string, got {self.name!r}")
         if self.over_context not in OVER_CONTEXT:
@@ -156,16 +158,24 @@ class RewardConfig:
     def _check_length_control(self) -> None:
         if not isinstance(self.length_correction, bool):
             raise ConfigError(f"length_correction: expected True or False, got {self.length_correction!r}")
-        if isinstance(self.length_min_group, bool) or not isinstance(self.length_min_group, int) \
-                or self.length_min_group < 3:
-            raise ConfigError(f"length_min_group: expected an int >= 3 (a fit through 2 points explains any "
-                              f"difference), got {self.length_min_group!r}")
+        if (
+            isinstance(self.length_min_group, bool)
+            or not isinstance(self.length_min_group, int)
+            or self.length_min_group < 3
+        ):
+            raise ConfigError(
+                f"length_min_group: expected an int >= 3 (a fit through 2 points explains any "
+                f"difference), got {self.length_min_group!r}"
+            )
         if not _finite(self.overlong_penalty) or self.overlong_penalty < 0:
             raise ConfigError(f"overlong_penalty: expected a number >= 0 (0 = off), got {self.overlong_penalty!r}")
-        if self.overlong_baseline != "group_median" and (not _finite(self.overlong_baseline)
-                                                        or self.overlong_baseline <= 0):  # type: ignore[operator]
-            raise ConfigError(f"overlong_baseline: expected 'group_median' or a number of characters > 0, got "
-                              f"{self.overlong_baseline!r}")
+        if self.overlong_baseline != "group_median" and (
+            not _finite(self.overlong_baseline) or self.overlong_baseline <= 0  # type: ignore[operator]
+        ):
+            raise ConfigError(
+                f"overlong_baseline: expected 'group_median' or a number of characters > 0, got "
+                f"{self.overlong_baseline!r}"
+            )
         if not _finite(self.overlong_ratio) or self.overlong_ratio <= 0:
             raise ConfigError(f"overlong_ratio: expected a number > 0, got {self.overlong_ratio!r}")
 

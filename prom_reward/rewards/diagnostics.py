@@ -42,8 +42,13 @@ from prom_reward.rewards.length import length_keys
 from prom_reward.stats import spearman
 
 DIAG_KEYS = (
-    "diag/length_spearman", "diag/length_spearman_group_mean", "diag/length_spearman_groups",
-    "diag/top_score_share", "diag/top_group_share", "diag/injection_neutralized", "diag/feedback_chars_mean",
+    "diag/length_spearman",
+    "diag/length_spearman_group_mean",
+    "diag/length_spearman_groups",
+    "diag/top_score_share",
+    "diag/top_group_share",
+    "diag/injection_neutralized",
+    "diag/feedback_chars_mean",
     "diag/response_chars_mean",
 )
 """The diagnostics' names, in the order they are logged."""
@@ -77,25 +82,37 @@ def top_of_scale(cfg: RewardConfig) -> float | None:
     return normalize_value(hi - (hi - lo) / 8, kind, cfg.normalize)
 
 
-def diagnostics(rewards: Sequence[float | None], responses: Sequence[str], groups: Sequence[Hashable],
-                feedback: Sequence[str | None], *, top: float | None) -> dict[str, float]:
+def diagnostics(
+    rewards: Sequence[float | None],
+    responses: Sequence[str],
+    groups: Sequence[Hashable],
+    feedback: Sequence[str | None],
+    *,
+    top: float | None,
+) -> dict[str, float]:
     """The ``DIAG_KEYS`` metrics of one batch (one entry per sample in each sequence)."""
     n = len(rewards)
     if not len(responses) == len(groups) == len(feedback) == n:
-        raise ValueError(f"diagnostics: {n} rewards, {len(responses)} responses, {len(groups)} groups and "
-                         f"{len(feedback)} feedbacks; pass one of each per sample")
+        raise ValueError(
+            f"diagnostics: {n} rewards, {len(responses)} responses, {len(groups)} groups and "
+            f"{len(feedback)} feedbacks; pass one of each per sample"
+        )
     lengths = [len(r) for r in responses]
     scored = [i for i in range(n) if rewards[i] is not None]
     values: list[float] = [rewards[i] for i in scored]  # type: ignore[misc]
     members: dict[Hashable, list[int]] = {}
     for i in scored:
         members.setdefault(groups[i], []).append(i)
-    within = [spearman([rewards[i] for i in idx], [lengths[i] for i in idx])  # type: ignore[misc]
-              for idx in members.values()]
+    within = [
+        spearman([rewards[i] for i in idx], [lengths[i] for i in idx])  # type: ignore[misc]
+        for idx in members.values()
+    ]
     defined = [c for c in within if c is not None]
     on_top = [top is not None and v >= top - 1e-9 for v in values]
-    top_groups = [top is not None and all(rewards[i] >= top - 1e-9 for i in idx)  # type: ignore[operator]
-                  for idx in members.values()]
+    top_groups = [
+        top is not None and all(rewards[i] >= top - 1e-9 for i in idx)  # type: ignore[operator]
+        for idx in members.values()
+    ]
     notes = [len(f) for f in feedback if f]
     return {
         "diag/length_spearman": spearman(values, [lengths[i] for i in scored]) or 0.0,
@@ -109,8 +126,10 @@ def diagnostics(rewards: Sequence[float | None], responses: Sequence[str], group
     }
 
 
-def batch_diagnostics(items: Sequence[Any], rewards: Sequence[float | None], feedback: Sequence[str | None],
-                      cfg: RewardConfig) -> dict[str, float]:
+def batch_diagnostics(
+    items: Sequence[Any], rewards: Sequence[float | None], feedback: Sequence[str | None], cfg: RewardConfig
+) -> dict[str, float]:
     """``diagnostics`` of a reward batch: ``items`` are its ``RewardItem``s (response, group)."""
-    return diagnostics(rewards, [it.response for it in items], [it.group for it in items], feedback,
-                       top=top_of_scale(cfg))
+    return diagnostics(
+        rewards, [it.response for it in items], [it.group for it in items], feedback, top=top_of_scale(cfg)
+    )

@@ -65,8 +65,14 @@ def _item_reason(e: BaseException) -> str:
     return f"the sample could not be judged: {type(e).__name__}: {e}"
 
 
-def run_isolated(units: Sequence[Sequence[int]], call: Callable[[list[int]], T], policy: OutagePolicy, *,
-                 deadline: float | None = None, health: JudgeHealth | None = None) -> Isolated[T]:
+def run_isolated(
+    units: Sequence[Sequence[int]],
+    call: Callable[[list[int]], T],
+    policy: OutagePolicy,
+    *,
+    deadline: float | None = None,
+    health: JudgeHealth | None = None,
+) -> Isolated[T]:
     """Judge the items of ``units`` with ``call(item indices) -> output``, isolating failures (module docstring).
 
     Args:
@@ -98,8 +104,13 @@ def run_isolated(units: Sequence[Sequence[int]], call: Callable[[list[int]], T],
                 delay = policy.delay(attempt)
                 stop = policy.retry_until(health.failing_since or time.monotonic(), deadline)
                 if time.monotonic() + delay < stop:
-                    logger.warning("judge call failed (%s); retrying in %.1f s (failing for %s, budget %s)",
-                                   e, delay, _secs(health.failing_for()), _secs(policy.budget_s))
+                    logger.warning(
+                        "judge call failed (%s); retrying in %.1f s (failing for %s, budget %s)",
+                        e,
+                        delay,
+                        _secs(health.failing_for()),
+                        _secs(policy.budget_s),
+                    )
                     time.sleep(delay)
                     queue.appendleft(part)
                     continue
@@ -130,20 +141,28 @@ def _split_or_fail(part: list[list[int]], e: BaseException, queue: deque[list[li
     logger.warning("%d sample(s) failed alone: %s", len(part[0]), reason)
 
 
-def _exhausted(e: BackendError, rest: list[list[list[int]]], call: Callable[[list[int]], T], scope: CallScope,
-               out: Isolated[T], deadline: float | None) -> None:
+def _exhausted(
+    e: BackendError,
+    rest: list[list[list[int]]],
+    call: Callable[[list[int]], T],
+    scope: CallScope,
+    out: Isolated[T],
+    deadline: float | None,
+) -> None:
     """The outage budget ran out: raise, or keep what the judge answered and fail the rest."""
     health, policy = scope.health, scope.policy
     health.gave_up()
     failing = health.failing_for()
     by_deadline = deadline is not None and deadline < (health.failing_since or time.monotonic()) + policy.budget_s
-    limit = ("the reward call's deadline passed" if by_deadline
-             else f"the outage budget is {_secs(policy.budget_s)}")
+    limit = "the reward call's deadline passed" if by_deadline else f"the outage budget is {_secs(policy.budget_s)}"
     message = f"the judge has been failing for {_secs(failing)} and {limit}; last error: {e}"
     if policy.on_exhausted == "raise":
         raise JudgeUnavailableError(
             f"{message}. Stopping here rather than training on made-up rewards: bring the judge back (or raise "
-            "the outage budget) and resume the run", failing_s=failing, cause=str(e)) from e
+            "the outage budget) and resume the run",
+            failing_s=failing,
+            cause=str(e),
+        ) from e
     scope.offline = True  # only what the judge already answered, from the scope's memo
     for part in rest:
         for unit in part:

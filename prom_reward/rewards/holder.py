@@ -35,8 +35,10 @@ class JudgeHolder:
         elif judge is not None and hasattr(judge, "grade") and hasattr(judge, "compare"):
             self._judge_spec, self._judge = None, judge
         else:
-            raise ConfigError("judge: expected a PrometheusJudge or a dict of its options "
-                              f"(e.g. {{'model': 'prometheus-7b-v2.0'}}), got {type(judge).__name__}")
+            raise ConfigError(
+                "judge: expected a PrometheusJudge or a dict of its options "
+                f"(e.g. {{'model': 'prometheus-7b-v2.0'}}), got {type(judge).__name__}"
+            )
 
     @property
     def judge(self) -> Any:
@@ -59,8 +61,10 @@ class JudgeHolder:
             state[name] = None
         if self._judge_spec is not None:
             state["_judge"] = None
-        elif any(getattr(getattr(j, "backend", None), "name", None) == "vllm"  # a CascadeJudge holds two
-                 for j in (self._judge, getattr(self._judge, "primary", None), getattr(self._judge, "fallback", None))):
+        elif any(
+            getattr(getattr(j, "backend", None), "name", None) == "vllm"  # a CascadeJudge holds two
+            for j in (self._judge, getattr(self._judge, "primary", None), getattr(self._judge, "fallback", None))
+        ):
             raise PromRewardError(
                 f"this {type(self).__name__} holds an in-process vLLM engine, which cannot be pickled (TRL's async "
                 "GRPO runs reward functions in a child process); pass judge=dict(model=..., ...) so each process "

@@ -70,8 +70,9 @@ def _groups(groups: Sequence[Hashable]) -> dict[Hashable, list[int]]:
     return out
 
 
-def _correct(rewards: list[float | None], logs: list[float], members: dict[Hashable, list[int]],
-             min_group: int) -> tuple[int, list[float]]:
+def _correct(
+    rewards: list[float | None], logs: list[float], members: dict[Hashable, list[int]], min_group: int
+) -> tuple[int, list[float]]:
     """Subtract each group's log-length fit in place; (groups corrected, their slopes)."""
     corrected, slopes = 0, []
     for idx in members.values():
@@ -103,8 +104,9 @@ def overlong_penalty(length: int, baseline: float, cfg: RewardConfig) -> float:
     return cfg.overlong_penalty * min(1.0, (length - start) / start)
 
 
-def control_length(rewards: Sequence[float | None], responses: Sequence[str], groups: Sequence[Hashable],
-                   cfg: RewardConfig) -> tuple[list[float | None], dict[str, float]]:
+def control_length(
+    rewards: Sequence[float | None], responses: Sequence[str], groups: Sequence[Hashable], cfg: RewardConfig
+) -> tuple[list[float | None], dict[str, float]]:
     """(rewards after the length control ``cfg`` asks for, its metrics); unchanged when it asks for none."""
     out = list(rewards)
     keys = length_keys(cfg)
@@ -123,8 +125,11 @@ def control_length(rewards: Sequence[float | None], responses: Sequence[str], gr
     if cfg.overlong_penalty:
         penalties = [0.0] * len(out)
         for idx in members.values():
-            base = float(cfg.overlong_baseline) if not isinstance(cfg.overlong_baseline, str) \
+            base = (
+                float(cfg.overlong_baseline)
+                if not isinstance(cfg.overlong_baseline, str)
                 else median(lengths[i] for i in idx)
+            )
             for i in idx:
                 penalties[i] = overlong_penalty(lengths[i], base, cfg)
         for i in scored:

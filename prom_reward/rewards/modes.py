@@ -49,9 +49,11 @@ class ModeOutput:
 def _call_metrics(results: Sequence[Any]) -> dict[str, float]:
     """Token and truncation counts of this call's judgments (read from the results, so concurrent
     calls on one judge do not mix)."""
-    return {"judge_prompt_tokens": float(sum(r.prompt_tokens for r in results)),
-            "judge_completion_tokens": float(sum(r.completion_tokens for r in results)),
-            "truncated_responses": float(sum(bool(r.truncated) for r in results))}
+    return {
+        "judge_prompt_tokens": float(sum(r.prompt_tokens for r in results)),
+        "judge_completion_tokens": float(sum(r.completion_tokens for r in results)),
+        "truncated_responses": float(sum(bool(r.truncated) for r in results)),
+    }
 
 
 def _unique(items: Sequence[Any], key: Callable[[Any], Hashable]) -> tuple[list[Any], list[int]]:
@@ -77,9 +79,15 @@ def absolute_rewards(judge: Any, items: Sequence[RewardSample], cfg: RewardConfi
     k = cfg.num_samples if cfg.score == "mean" else 1
     sampling = {"logprobs": 20} if cfg.score == "expected" and (judge.sampling.logprobs or 0) < 20 else None
     refs = [it.reference_answer for it in uniq]
-    grades = judge.grade([it.instruction for it in uniq], [it.response for it in uniq], [it.rubric for it in uniq],
-                         refs if any(r is not None for r in refs) else None, num_samples=k, sampling=sampling,
-                         truncate_response=cfg.over_context == "truncate")
+    grades = judge.grade(
+        [it.instruction for it in uniq],
+        [it.response for it in uniq],
+        [it.rubric for it in uniq],
+        refs if any(r is not None for r in refs) else None,
+        num_samples=k,
+        sampling=sampling,
+        truncate_response=cfg.over_context == "truncate",
+    )
     raw: list[float | None] = []
     for g in grades:
         if cfg.score == "sample":
@@ -109,16 +117,26 @@ def absolute_rewards(judge: Any, items: Sequence[RewardSample], cfg: RewardConfi
 def reference_rewards(judge: Any, items: Sequence[RewardSample], cfg: RewardConfig) -> ModeOutput:
     for i, it in enumerate(items):
         if not isinstance(it.baseline, str):
-            raise InputError(f"item {i}: pairwise_reference needs a baseline response in the dataset column "
-                             f"{cfg.baseline_column!r} (got {type(it.baseline).__name__}); add that column or "
-                             "set baseline_column=", index=i, field=cfg.baseline_column)
-    uniq, where = _unique(items, lambda it: (it.instruction, it.response, it.baseline, _rubric_key(it.rubric),
-                                             it.reference_answer))
+            raise InputError(
+                f"item {i}: pairwise_reference needs a baseline response in the dataset column "
+                f"{cfg.baseline_column!r} (got {type(it.baseline).__name__}); add that column or "
+                "set baseline_column=",
+                index=i,
+                field=cfg.baseline_column,
+            )
+    uniq, where = _unique(
+        items, lambda it: (it.instruction, it.response, it.baseline, _rubric_key(it.rubric), it.reference_answer)
+    )
     refs = [it.reference_answer for it in uniq]
-    verdicts = judge.compare([it.instruction for it in uniq], [it.response for it in uniq],
-                             [it.baseline for it in uniq], [it.rubric for it in uniq],
-                             refs if any(r is not None for r in refs) else None, swap=True,
-                             truncate_response=cfg.over_context == "truncate")
+    verdicts = judge.compare(
+        [it.instruction for it in uniq],
+        [it.response for it in uniq],
+        [it.baseline for it in uniq],
+        [it.rubric for it in uniq],
+        refs if any(r is not None for r in refs) else None,
+        swap=True,
+        truncate_response=cfg.over_context == "truncate",
+    )
     raw: list[float | None] = []
     for v in verdicts:
         if cfg.pairwise_reward == "probability":
@@ -136,8 +154,7 @@ def reference_rewards(judge: Any, items: Sequence[RewardSample], cfg: RewardConf
         "abstain_rate": sum(r is None for r in rewards) / max(len(rewards), 1),
         **_call_metrics(verdicts),
     }
-    return ModeOutput(rewards, [verdicts[w].feedback for w in where], metrics,
-                      _deciders([verdicts[w] for w in where]))
+    return ModeOutput(rewards, [verdicts[w].feedback for w in where], metrics, _deciders([verdicts[w] for w in where]))
 
 
 def bradley_terry(wins: list[list[float]], iterations: int = 100, prior: float = 0.5) -> list[float]:
@@ -175,12 +192,19 @@ def group_rewards(judge: Any, items: Sequence[RewardSample], cfg: RewardConfig) 
         uniq, where = _unique([items[i] for i in idx], lambda it: it.response)
         members[g] = (uniq, where)
         pairs += [(g, a, b) for a in range(len(uniq)) for b in range(a + 1, len(uniq))]
-    verdicts = judge.compare([members[g][0][a].instruction for g, a, _ in pairs],
-                             [members[g][0][a].response for g, a, _ in pairs],
-                             [members[g][0][b].response for g, _, b in pairs],
-                             [members[g][0][a].rubric for g, a, _ in pairs],
-                             _pair_refs(members, pairs), swap=True,
-                             truncate_response=cfg.over_context == "truncate") if pairs else []
+    verdicts = (
+        judge.compare(
+            [members[g][0][a].instruction for g, a, _ in pairs],
+            [members[g][0][a].response for g, a, _ in pairs],
+            [members[g][0][b].response for g, _, b in pairs],
+            [members[g][0][a].rubric for g, a, _ in pairs],
+            _pair_refs(members, pairs),
+            swap=True,
+            truncate_response=cfg.over_context == "truncate",
+        )
+        if pairs
+        else []
+    )
     outcome: dict[Hashable, dict[tuple[int, int], float]] = {g: {} for g in groups}
     for (g, a, b), v in zip(pairs, verdicts, strict=True):
         if v.winner is not None or v.tie:
@@ -245,8 +269,9 @@ def _group_scores(n: int, outcome: dict[tuple[int, int], float], cfg: RewardConf
     return [strengths[i] if played[i] else None for i in range(n)]
 
 
-def _first_feedback(pairs: list[tuple[Hashable, int, int]], verdicts: list[Any], group: Hashable,
-                    n: int) -> list[str | None]:
+def _first_feedback(
+    pairs: list[tuple[Hashable, int, int]], verdicts: list[Any], group: Hashable, n: int
+) -> list[str | None]:
     fb: list[str | None] = [None] * n
     for (g, a, b), v in zip(pairs, verdicts, strict=True):
         if g == group:
@@ -256,5 +281,8 @@ def _first_feedback(pairs: list[tuple[Hashable, int, int]], verdicts: list[Any],
     return fb
 
 
-MODE_FUNCTIONS = {"absolute": absolute_rewards, "pairwise_reference": reference_rewards,
-                  "pairwise_group": group_rewards}
+MODE_FUNCTIONS = {
+    "absolute": absolute_rewards,
+    "pairwise_reference": reference_rewards,
+    "pairwise_group": group_rewards,
+}

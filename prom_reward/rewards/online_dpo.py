@@ -123,10 +123,20 @@ class OnlineDPOJudgeReward(JudgeHolder):
 
     _transient = ("_trainer",)
 
-    def __init__(self, judge: Any, rubric: Any = "helpfulness", *, reference_answer: str | None = None,
-                 rubric_column: str = "rubric", reference_column: str = "reference_answer",
-                 max_tie_rounds: int = 3, seed: int = 0, name: str = "prometheus_pairwise",
-                 over_context: str = "truncate", outage: OutagePolicy | None = None) -> None:
+    def __init__(
+        self,
+        judge: Any,
+        rubric: Any = "helpfulness",
+        *,
+        reference_answer: str | None = None,
+        rubric_column: str = "rubric",
+        reference_column: str = "reference_answer",
+        max_tie_rounds: int = 3,
+        seed: int = 0,
+        name: str = "prometheus_pairwise",
+        over_context: str = "truncate",
+        outage: OutagePolicy | None = None,
+    ) -> None:
         super().__init__(judge)
         if over_context not in OVER_CONTEXT:
             raise ConfigError(f"over_context: expected one of {', '.join(OVER_CONTEXT)}, got {over_context!r}")
@@ -161,18 +171,22 @@ class OnlineDPOJudgeReward(JudgeHolder):
 
     # -- the reward ---------------------------------------------------------------------
     def _half(self, prompts: Sequence[Any], completions: Sequence[Any]) -> int:
-        layout = ("this reward is for OnlineDPOTrainer's layout: prompts [p0..pB-1, p0..pB-1] and completions "
-                  "[a0..aB-1, b0..bB-1] (two completions per prompt)")
+        layout = (
+            "this reward is for OnlineDPOTrainer's layout: prompts [p0..pB-1, p0..pB-1] and completions "
+            "[a0..aB-1, b0..bB-1] (two completions per prompt)"
+        )
         if len(prompts) != len(completions):
-            raise InputError(f"got {len(prompts)} prompts but {len(completions)} completions; {layout}",
-                             field="completions")
+            raise InputError(
+                f"got {len(prompts)} prompts but {len(completions)} completions; {layout}", field="completions"
+            )
         if len(prompts) % 2:
             raise InputError(f"got an odd number of prompts ({len(prompts)}); {layout}", field="prompts")
         b = len(prompts) // 2
         for i in range(b):
             if prompts[i] != prompts[b + i]:
-                raise InputError(f"prompt {i} differs from prompt {b + i} (its pair); {layout}",
-                                 index=b + i, field="prompts")
+                raise InputError(
+                    f"prompt {i} differs from prompt {b + i} (its pair); {layout}", index=b + i, field="prompts"
+                )
         return b
 
     def _column(self, columns: dict[str, Any], name: str, b: int, default: Any) -> list[Any]:
@@ -181,12 +195,16 @@ class OnlineDPOJudgeReward(JudgeHolder):
             return [default] * b
         if not isinstance(values, (list, tuple)) or len(values) not in (b, 2 * b):
             got = len(values) if hasattr(values, "__len__") else "?"
-            raise InputError(f"column {name!r}: expected one value per completion ({2 * b}), got "
-                             f"{type(values).__name__} of length {got}", field=name)
+            raise InputError(
+                f"column {name!r}: expected one value per completion ({2 * b}), got "
+                f"{type(values).__name__} of length {got}",
+                field=name,
+            )
         return [default if v is None else v for v in list(values)[:b]]
 
-    def _neutralized(self, texts: tuple[list[str], list[str], list[str]],
-                     refs: list[Any]) -> tuple[tuple[list[str], list[str], list[str]], list[Any]]:
+    def _neutralized(
+        self, texts: tuple[list[str], list[str], list[str]], refs: list[Any]
+    ) -> tuple[tuple[list[str], list[str], list[str]], list[Any]]:
         """Instructions and reference answers with template markers neutralised (the judge does the responses)."""
         judge = self.judge
         if not getattr(judge, "neutralize_markers", True):
@@ -196,8 +214,9 @@ class OnlineDPOJudgeReward(JudgeHolder):
         refs = [neutralize(r, special)[0] if isinstance(r, str) else r for r in refs]
         return (ins, texts[1], texts[2]), refs
 
-    def _judge_isolated(self, texts: tuple[list[str], list[str], list[str]], rubrics: list[Any],
-                        refs: list[Any]) -> tuple[list[list[Verdict]], int, dict[int, str]]:
+    def _judge_isolated(
+        self, texts: tuple[list[str], list[str], list[str]], rubrics: list[Any], refs: list[Any]
+    ) -> tuple[list[list[Verdict]], int, dict[int, str]]:
         """``_judge_pairs`` through ``rewards.guard``: (verdicts per pair, [] where the pair could not be
         judged; tie rounds run; unjudged pair -> reason)."""
         b = len(rubrics)
@@ -215,8 +234,9 @@ class OnlineDPOJudgeReward(JudgeHolder):
                 history[i] = verdicts[pos]
         return history, rounds, {**iso.failed, **iso.outage}
 
-    def _judge_pairs(self, texts: tuple[list[str], list[str], list[str]], rubrics: list[Any],
-                     refs: list[Any]) -> tuple[list[list[Verdict]], int]:
+    def _judge_pairs(
+        self, texts: tuple[list[str], list[str], list[str]], rubrics: list[Any], refs: list[Any]
+    ) -> tuple[list[list[Verdict]], int]:
         """Every pair's verdicts, first round then tie rounds; and the number of tie rounds run."""
         judge = self.judge
         ins, a, b = texts
@@ -233,14 +253,23 @@ class OnlineDPOJudgeReward(JudgeHolder):
             def pick(xs: list[Any], todo: list[int] = todo) -> list[Any]:
                 return [xs[i] for i in todo]
 
-            again = judge.compare(pick(ins), pick(a), pick(b), pick(rubrics), pick(refs), swap=True,
-                                  sampling=resample, truncate_response=truncate)
+            again = judge.compare(
+                pick(ins),
+                pick(a),
+                pick(b),
+                pick(rubrics),
+                pick(refs),
+                swap=True,
+                sampling=resample,
+                truncate_response=truncate,
+            )
             for i, v in zip(todo, again, strict=True):
                 history[i].append(v)
         return history, rounds
 
-    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None,
-                 **kwargs: Any) -> list[float]:
+    def __call__(
+        self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
+    ) -> list[float]:
         """1.0 for the winner of each pair (i, i+B), 0.0 for the loser."""
         log_metric: Callable[[str, float], None] | None = kwargs.get("log_metric")
         log_extra: Callable[[str, list], None] | None = kwargs.get("log_extra")
@@ -248,9 +277,11 @@ class OnlineDPOJudgeReward(JudgeHolder):
         b = self._half(prompts, completions)
         if b == 0:
             return []
-        texts = ([prompt_text(p, i) for i, p in enumerate(prompts[:b])],
-                 [completion_text(c, i) for i, c in enumerate(completions[:b])],
-                 [completion_text(c, b + i) for i, c in enumerate(completions[b:])])
+        texts = (
+            [prompt_text(p, i) for i, p in enumerate(prompts[:b])],
+            [completion_text(c, i) for i, c in enumerate(completions[:b])],
+            [completion_text(c, b + i) for i, c in enumerate(completions[b:])],
+        )
         rubrics = self._column(columns, self.rubric_column, b, self.rubric)
         refs = self._column(columns, self.reference_column, b, self.reference_answer)
         texts, refs = self._neutralized(texts, refs)
@@ -291,20 +322,38 @@ class OnlineDPOJudgeReward(JudgeHolder):
             rewards[i], rewards[b + i] = (1.0, 0.0) if first else (0.0, 1.0)
             how.append(way)
 
-        delta = {k: getattr(s, k) - getattr(before, k) for k in
-                 ("decided_by_judge", "decided_after_ties", "tie_rounds", "ties", "judge_failures",
-                  "decided_by_p_a", "coin_flips", "swap_checked", "swap_agreed", "first_half_wins")}
+        delta = {
+            k: getattr(s, k) - getattr(before, k)
+            for k in (
+                "decided_by_judge",
+                "decided_after_ties",
+                "tie_rounds",
+                "ties",
+                "judge_failures",
+                "decided_by_p_a",
+                "coin_flips",
+                "swap_checked",
+                "swap_agreed",
+                "first_half_wins",
+            )
+        }
         metrics = {
-            "pairs": float(b), "tie_rounds": float(rounds), "rejudged_pairs": float(delta["tie_rounds"]),
-            "decided_by_judge_rate": delta["decided_by_judge"] / b, "decided_by_p_a": float(delta["decided_by_p_a"]),
-            "coin_flips": float(delta["coin_flips"]), "judge_failures": float(delta["judge_failures"]),
+            "pairs": float(b),
+            "tie_rounds": float(rounds),
+            "rejudged_pairs": float(delta["tie_rounds"]),
+            "decided_by_judge_rate": delta["decided_by_judge"] / b,
+            "decided_by_p_a": float(delta["decided_by_p_a"]),
+            "coin_flips": float(delta["coin_flips"]),
+            "judge_failures": float(delta["judge_failures"]),
             "swap_agreement": delta["swap_agreed"] / delta["swap_checked"] if delta["swap_checked"] else float("nan"),
-            "first_half_win_rate": delta["first_half_wins"] / b, "judge_seconds": seconds,
+            "first_half_win_rate": delta["first_half_wins"] / b,
+            "judge_seconds": seconds,
             "unjudged_pairs": float(len(unjudged)),
         }
         feedback = [vs[-1].feedback for vs in history]
-        metrics.update(diagnostics(rewards, texts[1] + texts[2], list(range(b)) * 2, feedback + feedback,
-                                   top=None))  # win/loss rewards have no top: diag/top_* read 0
+        metrics.update(
+            diagnostics(rewards, texts[1] + texts[2], list(range(b)) * 2, feedback + feedback, top=None)
+        )  # win/loss rewards have no top: diag/top_* read 0
         self.last_metrics = metrics
         self._log(metrics, log_metric)
         if log_extra is not None:

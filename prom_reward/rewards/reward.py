@@ -57,8 +57,9 @@ def _cascade_metrics(before: Any, after: Any) -> dict[str, float]:
         "cascade_fallback_calls": float(after.fallback_calls - before.fallback_calls),
         "cascade_fallback_failed": float(after.fallback_failed - before.fallback_failed),
         "cascade_fallback_prompt_tokens": float(after.fallback_prompt_tokens - before.fallback_prompt_tokens),
-        "cascade_fallback_completion_tokens": float(after.fallback_completion_tokens
-                                                    - before.fallback_completion_tokens),
+        "cascade_fallback_completion_tokens": float(
+            after.fallback_completion_tokens - before.fallback_completion_tokens
+        ),
     }
 
 
@@ -100,8 +101,9 @@ class PrometheusReward(JudgeHolder):
         self.health = JudgeHealth()
         """Whether the judge is answering (failures as they happen; what ``/health`` reports)."""
         try:
-            self._resolver = RubricResolver(self.config.rubric, need_scores=self.config.mode == "absolute",
-                                            what="sample")
+            self._resolver = RubricResolver(
+                self.config.rubric, need_scores=self.config.mode == "absolute", what="sample"
+            )
         except InputError as e:
             raise ConfigError(f"rubric: {e}") from e
 
@@ -126,12 +128,14 @@ class PrometheusReward(JudgeHolder):
                     "baseline": completion_text(s.baseline, i) if s.baseline is not None else None,
                 }
                 if cfg.mode == "pairwise_reference" and fields["baseline"] is None:
-                    raise InputError(f"pairwise_reference needs a baseline response (column {cfg.baseline_column!r}), "
-                                     "got None", index=i, field=cfg.baseline_column)
+                    raise InputError(
+                        f"pairwise_reference needs a baseline response (column {cfg.baseline_column!r}), got None",
+                        index=i,
+                        field=cfg.baseline_column,
+                    )
                 for name, value in fields.items():
                     if value is not None and not isinstance(value, str):
-                        raise InputError(f"{name}: expected a string, got {type(value).__name__}", index=i,
-                                         field=name)
+                        raise InputError(f"{name}: expected a string, got {type(value).__name__}", index=i, field=name)
                     if value is not None:
                         check_text(value, i, name)
                 rubric = self._resolver(s.rubric, index=i, field=cfg.rubric_column)
@@ -169,9 +173,12 @@ class PrometheusReward(JudgeHolder):
         if not n:
             return ModeOutput([], [], {}, [], [])
         if self.config.mode == "pairwise_reference" and all(x.baseline is None for x in samples):
-            raise InputError(f"pairwise_reference needs a baseline response per sample (dataset column "
-                             f"{self.config.baseline_column!r}) and none has one; add that column or set "
-                             "baseline_column=", field=self.config.baseline_column)
+            raise InputError(
+                f"pairwise_reference needs a baseline response per sample (dataset column "
+                f"{self.config.baseline_column!r}) and none has one; add that column or set "
+                "baseline_column=",
+                field=self.config.baseline_column,
+            )
         resolved, reasons, marks = self.resolve(samples)
         ok = [i for i in range(n) if resolved[i] is not None]
         if self.config.mode == "pairwise_group":
@@ -182,8 +189,12 @@ class PrometheusReward(JudgeHolder):
         else:
             units = [[i] for i in ok]
         iso: Isolated[ModeOutput] = run_isolated(
-            units, lambda idx: self._run_mode([resolved[i] for i in idx]),  # type: ignore[misc]
-            self.config.outage, deadline=deadline, health=self.health)
+            units,
+            lambda idx: self._run_mode([resolved[i] for i in idx]),  # type: ignore[misc]
+            self.config.outage,
+            deadline=deadline,
+            health=self.health,
+        )
         out = self._assemble(n, iso, reasons)
         self._control_and_diagnose(out, samples)
         out.metrics["markers_neutralized"] = float(sum(marks))
@@ -220,8 +231,9 @@ class PrometheusReward(JudgeHolder):
         metrics["failed_samples"] = float(sum(r is not None for r in reasons) + len(iso.failed))
         metrics["outage_failures"] = float(len(iso.outage))
         metrics["judge_calls"] = float(iso.calls)
-        return ModeOutput(rewards, feedback, metrics, judges if any(judges) else [],
-                          why if any(w is not None for w in why) else [])
+        return ModeOutput(
+            rewards, feedback, metrics, judges if any(judges) else [], why if any(w is not None for w in why) else []
+        )
 
     def _run_mode(self, items: list[RewardSample]) -> ModeOutput:
         judge = self.judge
@@ -234,8 +246,9 @@ class PrometheusReward(JudgeHolder):
             out.metrics.update(_cascade_metrics(cascade_before, cascade))
         return out
 
-    def compute(self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None,
-                **kwargs: Any) -> list[float | None]:
+    def compute(
+        self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
+    ) -> list[float | None]:
         """Rewards for a batch (what ``__call__`` does); logs through TRL's callbacks when given.
 
         A completion that cannot be judged gets None (TRL leaves it out) and is counted
@@ -247,9 +260,16 @@ class PrometheusReward(JudgeHolder):
         cfg = self.config
         if not prompts:
             return []
-        samples = samples_from_columns(prompts, completions, {
-            "reference_answer": kwargs.get(cfg.reference_column), "rubric": kwargs.get(cfg.rubric_column),
-            "instruction": kwargs.get(cfg.instruction_column), "baseline": kwargs.get(cfg.baseline_column)})
+        samples = samples_from_columns(
+            prompts,
+            completions,
+            {
+                "reference_answer": kwargs.get(cfg.reference_column),
+                "rubric": kwargs.get(cfg.rubric_column),
+                "instruction": kwargs.get(cfg.instruction_column),
+                "baseline": kwargs.get(cfg.baseline_column),
+            },
+        )
         out = self.judge_batch(samples)
         name = cfg.name
         if log_metric is not None:
@@ -266,12 +286,14 @@ class PrometheusReward(JudgeHolder):
                 log_extra(f"{name}_markers_neutralized", out.neutralized)
         return out.rewards
 
-    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None,
-                 **kwargs: Any) -> list[float | None]:
+    def __call__(
+        self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
+    ) -> list[float | None]:
         return self.compute(prompts, completions, completion_ids, **kwargs)
 
-    async def acall(self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None,
-                    **kwargs: Any) -> list[float | None]:
+    async def acall(
+        self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
+    ) -> list[float | None]:
         """Awaitable form: runs the judge in a worker thread, leaving the event loop free."""
         return await asyncio.to_thread(self.compute, prompts, completions, completion_ids, **kwargs)
 
@@ -292,6 +314,7 @@ def _strip_item(message: str) -> str:
 class AsyncPrometheusReward(PrometheusReward):
     """The same reward with ``async def __call__``: TRL awaits it alongside other async rewards."""
 
-    async def __call__(self, prompts: Sequence[Any], completions: Sequence[Any],  # type: ignore[override]
-                       completion_ids: Any = None, **kwargs: Any) -> list[float | None]:
+    async def __call__(  # type: ignore[override]
+        self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
+    ) -> list[float | None]:
         return await self.acall(prompts, completions, completion_ids, **kwargs)

@@ -58,22 +58,30 @@ def prompt_key(prompt: Any) -> Hashable:
     return json.dumps(prompt, sort_keys=True, default=str)
 
 
-def samples_from_columns(prompts: Sequence[Any], completions: Sequence[Any],
-                         columns: dict[str, Sequence[Any] | None]) -> list[RewardSample]:
+def samples_from_columns(
+    prompts: Sequence[Any], completions: Sequence[Any], columns: dict[str, Sequence[Any] | None]
+) -> list[RewardSample]:
     """``RewardSample``s from TRL-style columns; ``columns`` maps a field of ``COLUMNS`` to one value per
     completion (or None). Raises ``InputError`` when the lengths disagree (a caller bug, not a sample's)."""
     n = len(prompts)
     if len(completions) != n:
-        raise InputError(f"got {len(prompts)} prompts but {len(completions)} completions; TRL passes one prompt "
-                         "per completion", field="completions")
+        raise InputError(
+            f"got {len(prompts)} prompts but {len(completions)} completions; TRL passes one prompt per completion",
+            field="completions",
+        )
     values: dict[str, list[Any]] = {}
     for name, column in columns.items():
         if column is None:
             continue
         if not isinstance(column, (list, tuple)) or len(column) != n:
             size = len(column) if hasattr(column, "__len__") else "?"
-            raise InputError(f"column {name!r}: expected one value per completion ({n}), got "
-                             f"{type(column).__name__} of length {size}", field=name)
+            raise InputError(
+                f"column {name!r}: expected one value per completion ({n}), got "
+                f"{type(column).__name__} of length {size}",
+                field=name,
+            )
         values[name] = list(column)
-    return [RewardSample(prompt=p, response=c, **{k: v[i] for k, v in values.items()})
-            for i, (p, c) in enumerate(zip(prompts, completions, strict=True))]
+    return [
+        RewardSample(prompt=p, response=c, **{k: v[i] for k, v in values.items()})
+        for i, (p, c) in enumerate(zip(prompts, completions, strict=True))
+    ]

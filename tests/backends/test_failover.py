@@ -30,10 +30,27 @@ N_ITEMS = 1000
 def test_kill_the_served_judge_mid_job_loses_and_duplicates_nothing(tiny_model_dir, vllm_server, tmp_path):
     port = free_port()
     logs = tmp_path / "logs"
-    serve = subprocess.Popen([sys.executable, "-m", "prom_reward.cli", "serve", "--model", str(tiny_model_dir),
-                              "--port", str(port), "--max-model-len", "2048", "--enforce-eager",
-                              "--log-dir", str(logs)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env=dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1"))
+    serve = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "prom_reward.cli",
+            "serve",
+            "--model",
+            str(tiny_model_dir),
+            "--port",
+            str(port),
+            "--max-model-len",
+            "2048",
+            "--enforce-eager",
+            "--log-dir",
+            str(logs),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1"),
+    )
     try:
         deadline, line = time.monotonic() + 600, ""
         while time.monotonic() < deadline and "ready" not in line:
@@ -45,10 +62,30 @@ def test_kill_the_served_judge_mid_job_loses_and_duplicates_nothing(tiny_model_d
         # prom-reward grade --server against what serve started, end to end through the CLI
         rows = tmp_path / "rows.jsonl"
         rows.write_text("".join(json.dumps({"instruction": f"Q{i}?", "response": f"A{i}."}) + "\n" for i in range(6)))
-        out = subprocess.run([sys.executable, "-m", "prom_reward.cli", "grade", str(rows), "-o", str(tmp_path / "g.jsonl"),
-                              "--rubric", "helpfulness", "--server", served, "--max-tokens", "8", "--force-verdict",
-                              "--store", str(tmp_path / "j.sqlite"), "--quiet"],
-                             capture_output=True, text=True, timeout=300)
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "prom_reward.cli",
+                "grade",
+                str(rows),
+                "-o",
+                str(tmp_path / "g.jsonl"),
+                "--rubric",
+                "helpfulness",
+                "--server",
+                served,
+                "--max-tokens",
+                "8",
+                "--force-verdict",
+                "--store",
+                str(tmp_path / "j.sqlite"),
+                "--quiet",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert out.returncode == 0, out.stderr[-2000:]
         assert "grade: judged 6 rows (0 resumed)" in out.stderr
         graded = [json.loads(x) for x in (tmp_path / "g.jsonl").read_text().splitlines()]
@@ -58,8 +95,15 @@ def test_kill_the_served_judge_mid_job_loses_and_duplicates_nothing(tiny_model_d
 
         # the fault: serve's vLLM process (its own process group) SIGKILLed 3 s into a job over both servers
         (victim,) = psutil.Process(serve.pid).children()
-        judge = PrometheusJudge(backend="openai", base_url=[vllm_server, served], sampling={"max_tokens": 2},
-                                max_retries=0, max_concurrency=32, timeout=60.0, backoff=0.2)
+        judge = PrometheusJudge(
+            backend="openai",
+            base_url=[vllm_server, served],
+            sampling={"max_tokens": 2},
+            max_retries=0,
+            max_concurrency=32,
+            timeout=60.0,
+            backoff=0.2,
+        )
         killed = threading.Event()
 
         def kill_soon() -> None:
@@ -69,8 +113,9 @@ def test_kill_the_served_judge_mid_job_loses_and_duplicates_nothing(tiny_model_d
 
         threading.Thread(target=kill_soon, daemon=True).start()
         start = time.monotonic()
-        grades = judge.grade([f"Question {i}?" for i in range(N_ITEMS)], [f"Answer {i}." for i in range(N_ITEMS)],
-                             "helpfulness")
+        grades = judge.grade(
+            [f"Question {i}?" for i in range(N_ITEMS)], [f"Answer {i}." for i in range(N_ITEMS)], "helpfulness"
+        )
         elapsed = time.monotonic() - start
         assert killed.is_set(), f"job finished in {elapsed:.1f}s, before the kill"
         victim.wait(timeout=60)  # gone once serve reaps it (a zombie until then: serve polls every second)

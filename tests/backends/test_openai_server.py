@@ -102,8 +102,12 @@ def test_assistant_prefix_continues_on_both_endpoints(vllm_server: str, tiny_mod
     a, b = chat.generate([req])[0], comp.generate([req])[0]
     # the same continuation as plain text completion of "<rendered chat template> + prefix"
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
-    text = tok.apply_chat_template([{"role": "user", "content": "SYS\n\nGrade this."}], tokenize=False,
-                                   add_generation_prompt=True) + prefix
+    text = (
+        tok.apply_chat_template(
+            [{"role": "user", "content": "SYS\n\nGrade this."}], tokenize=False, add_generation_prompt=True
+        )
+        + prefix
+    )
     raw = OpenAIServer(vllm_server, endpoint="completions", wire="raw")
     c = raw.generate([GenerationRequest("", text, sampling=GREEDY)])[0]
     assert a.completions[0].text == b.completions[0].text == c.completions[0].text
@@ -152,8 +156,13 @@ def fast(url: str | list[str], **kw: Any) -> OpenAIServer:
 
 
 def test_500_twice_then_success_is_retried(fake_server):
-    srv = fake_server({"/v1/chat/completions": lambda k, b: (500, {"error": {"message": "busy"}}) if k <= 2
-                       else (200, chat_reply(b["n"]))})
+    srv = fake_server(
+        {
+            "/v1/chat/completions": lambda k, b: (
+                (500, {"error": {"message": "busy"}}) if k <= 2 else (200, chat_reply(b["n"]))
+            )
+        }
+    )
     [res] = fast(srv.url).generate([GenerationRequest("S", "U", n=2)])
     assert [c.text for c in res.completions] == ["Good. [RESULT] 4 #0", "Good. [RESULT] 4 #1"]  # by index
     assert [c.completion_tokens for c in res.completions] == [3, 3] and res.prompt_tokens == 7
@@ -161,11 +170,20 @@ def test_500_twice_then_success_is_retried(fake_server):
 
 
 def test_429_is_retried_and_request_body_maps_sampling(fake_server):
-    srv = fake_server({"/v1/chat/completions": lambda k, b: (429, {"error": {"message": "slow down"}}) if k == 1
-                       else (200, chat_reply(b["n"]))})
+    srv = fake_server(
+        {
+            "/v1/chat/completions": lambda k, b: (
+                (429, {"error": {"message": "slow down"}}) if k == 1 else (200, chat_reply(b["n"]))
+            )
+        }
+    )
     s = SamplingConfig(temperature=0.7, top_p=0.8, max_tokens=5, stop=("END",))
-    fast(srv.url).generate([GenerationRequest("S", "U", sampling=s, n=2),
-                            GenerationRequest("S", "U", sampling=SamplingConfig(top_k=5, seed=11))])
+    fast(srv.url).generate(
+        [
+            GenerationRequest("S", "U", sampling=s, n=2),
+            GenerationRequest("S", "U", sampling=SamplingConfig(top_k=5, seed=11)),
+        ]
+    )
     first, second = sorted(srv.bodies("/v1/chat/completions")[1:], key=lambda b: b["max_tokens"])
     assert first["messages"] == [{"role": "user", "content": "S\n\nU"}]  # folded
     assert first["n"] == 2 and first["temperature"] == 0.7 and first["top_p"] == 0.8
@@ -195,8 +213,13 @@ def test_failures_raise_backend_error_naming_the_url(fake_server, mode: str):
 
 def test_4xx_is_not_retried_and_quotes_the_server(fake_server):
     ok = {"choices": [{"index": 0, "text": " fine", "finish_reason": "stop"}], "usage": {"prompt_tokens": 1}}
-    srv = fake_server({"/v1/completions": lambda k, b: (400, {"error": {"message": "max_tokens too large"}})
-                       if b["prompt"] == "b" else (200, ok)})
+    srv = fake_server(
+        {
+            "/v1/completions": lambda k, b: (
+                (400, {"error": {"message": "max_tokens too large"}}) if b["prompt"] == "b" else (200, ok)
+            )
+        }
+    )
     server = fast(srv.url, endpoint="completions", wire="raw")
     with pytest.raises(BackendError, match=r"request 1.*HTTP 400.*max_tokens too large"):
         server.generate([GenerationRequest("S", "a"), GenerationRequest("S", "b")])
@@ -206,16 +229,20 @@ def test_4xx_is_not_retried_and_quotes_the_server(fake_server):
 
 def test_system_role_detection_protocol(fake_server):
     """A server whose template keeps the system probe gets system+user; one without /tokenize folds."""
-    keeps = fake_server({
-        "/tokenize": lambda k, b: (200, {"count": 3, "tokens": [1, 2, 3], "max_model_len": 99}),
-        "/detokenize": lambda k, b: (200, {"prompt": "<sys>PROM_REWARD_SYSTEM_PROBE</sys>x"}),
-        "/v1/chat/completions": lambda k, b: (200, chat_reply()),
-    })
+    keeps = fake_server(
+        {
+            "/tokenize": lambda k, b: (200, {"count": 3, "tokens": [1, 2, 3], "max_model_len": 99}),
+            "/detokenize": lambda k, b: (200, {"prompt": "<sys>PROM_REWARD_SYSTEM_PROBE</sys>x"}),
+            "/v1/chat/completions": lambda k, b: (200, chat_reply()),
+        }
+    )
     server = OpenAIServer(keeps.url, model="fake", backoff=0.01)
     server.generate([GenerationRequest("S", "U")])
     assert server.system_role is True
     assert keeps.bodies("/v1/chat/completions")[0]["messages"] == [
-        {"role": "system", "content": "S"}, {"role": "user", "content": "U"}]
+        {"role": "system", "content": "S"},
+        {"role": "user", "content": "U"},
+    ]
     assert server.count_tokens([GenerationRequest("S", "U")]) == [3]
     bare = fake_server({"/v1/chat/completions": lambda k, b: (200, chat_reply())})
     server = OpenAIServer(bare.url, model="fake", backoff=0.01)
@@ -246,8 +273,9 @@ def test_failing_url_is_taken_out_across_calls_and_probed_back_in(fake_server):
     def sick_chat(k: int, b: dict) -> tuple[int, Any]:
         return (500, {"error": {"message": "CUDA error"}}) if healthy["sick"] else (200, chat_reply(b["n"]))
 
-    sick = fake_server({"/v1/chat/completions": sick_chat,
-                        "/health": lambda k, b: (503, {}) if healthy["sick"] else (200, {})})
+    sick = fake_server(
+        {"/v1/chat/completions": sick_chat, "/health": lambda k, b: (503, {}) if healthy["sick"] else (200, {})}
+    )
     good = fake_server({"/v1/chat/completions": lambda k, b: (200, chat_reply(b["n"]))})
     server = fast([sick.url, good.url], eject_after=2, probe_interval=0.3, max_concurrency=1)
     reqs = [GenerationRequest("S", f"U{i}") for i in range(8)]

@@ -15,30 +15,38 @@ from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.errors import BackendError, ConfigError
 
 REQ = GenerationRequest("sys", "user", sampling=SamplingConfig(max_tokens=8))
-OK = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "Fine. [RESULT] 4"},
-                   "finish_reason": "stop"}], "usage": {"prompt_tokens": 3, "completion_tokens": 4}}
+OK = {
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": "Fine. [RESULT] 4"}, "finish_reason": "stop"}],
+    "usage": {"prompt_tokens": 3, "completion_tokens": 4},
+}
 MODELS = {"data": [{"id": "judge"}]}
 
 
-@pytest.mark.parametrize("options, words", [
-    ({"budget_s": -1}, "budget_s"),
-    ({"backoff_s": "1"}, "backoff_s"),
-    ({"call_timeout_s": 0}, "call_timeout_s"),
-    ({"on_exhausted": "ignore"}, "on_exhausted"),
-])
+@pytest.mark.parametrize(
+    "options, words",
+    [
+        ({"budget_s": -1}, "budget_s"),
+        ({"backoff_s": "1"}, "backoff_s"),
+        ({"call_timeout_s": 0}, "call_timeout_s"),
+        ({"on_exhausted": "ignore"}, "on_exhausted"),
+    ],
+)
 def test_bad_policies(options, words):
     with pytest.raises(ConfigError, match=words):
         OutagePolicy(**options)
 
 
-@pytest.mark.parametrize("call_timeout, now, deadline, want", [
-    (None, 0.0, None, 600.0),     # no deadline: the backend's own timeout
-    (None, 0.0, 170.0, 85.0),     # half the time left: a hung call is retried once before the deadline
-    (None, 160.0, 170.0, 5.0),
-    (30.0, 0.0, 170.0, 30.0),     # explicit
-    (30.0, 150.0, 170.0, 20.0),   # never past the deadline
-    (30.0, 0.0, None, 30.0),
-])
+@pytest.mark.parametrize(
+    "call_timeout, now, deadline, want",
+    [
+        (None, 0.0, None, 600.0),  # no deadline: the backend's own timeout
+        (None, 0.0, 170.0, 85.0),  # half the time left: a hung call is retried once before the deadline
+        (None, 160.0, 170.0, 5.0),
+        (30.0, 0.0, 170.0, 30.0),  # explicit
+        (30.0, 150.0, 170.0, 20.0),  # never past the deadline
+        (30.0, 0.0, None, 30.0),
+    ],
+)
 def test_attempt_timeout_follows_the_deadline(call_timeout, now, deadline, want):
     assert OutagePolicy(call_timeout_s=call_timeout).attempt_timeout(now, deadline, 600.0) == want
 

@@ -24,8 +24,12 @@ def test_replays_the_recorded_gpt4_scores_through_a_judge(vicuna):
     judge = PrometheusJudge(backend=backend, num_samples=3, neutralize_markers=False)
     picked = [rows[0], rows[101], rows[319]]
     parts = [parse_absolute_prompt(r["instruction"]) for r in picked]
-    grades = judge.grade([p.instruction for p in parts], [p.response for p in parts], [p.rubric for p in parts],
-                         [p.reference_answer for p in parts])
+    grades = judge.grade(
+        [p.instruction for p in parts],
+        [p.response for p in parts],
+        [p.rubric for p in parts],
+        [p.reference_answer for p in parts],
+    )
     for g, row in zip(grades, picked, strict=True):
         recorded = [int(s) for s in _list(row["gpt4_score"])]
         assert list(g.scores) == recorded and g.score == pytest.approx(sum(recorded) / 3)
@@ -48,12 +52,20 @@ def test_unknown_item_is_an_input_error_naming_it(vicuna):
 def test_replay_as_cascade_fallback(vicuna):
     path, rows = vicuna
     parts = [parse_absolute_prompt(r["instruction"]) for r in rows[:2]]
-    primary = PrometheusJudge(backend="scripted", outputs=["first [RESULT] 1", "second [RESULT] 1", "x [RESULT] 5"],
-                              num_samples=1, max_retries=0)
+    primary = PrometheusJudge(
+        backend="scripted",
+        outputs=["first [RESULT] 1", "second [RESULT] 1", "x [RESULT] 5"],
+        num_samples=1,
+        max_retries=0,
+    )
     reference = PrometheusJudge(backend=ReferenceReplayBackend.from_vicuna_eval(path), neutralize_markers=False)
     cascade = CascadeJudge(primary, reference, route_fraction=1.0, indicator="sample_agreement")
-    out = cascade.grade([p.instruction for p in parts], [p.response for p in parts], [p.rubric for p in parts],
-                        [p.reference_answer for p in parts])
+    out = cascade.grade(
+        [p.instruction for p in parts],
+        [p.response for p in parts],
+        [p.rubric for p in parts],
+        [p.reference_answer for p in parts],
+    )
     assert [g.decided_by for g in out] == ["fallback", "fallback"]
     assert [g.score for g in out] == [float(_list(r["gpt4_score"])[0]) for r in rows[:2]]
 
@@ -66,8 +78,13 @@ def test_autoj_human_labels_replay_in_both_orders(data_dir):
     backend = ReferenceReplayBackend.from_autoj_pairwise(path)
     assert "human labels" in backend.name
     judge = PrometheusJudge(backend=backend, neutralize_markers=False)
-    verdicts = judge.compare([r["prompt"] for r in decided], [r["response 1"] for r in decided],
-                             [r["response 2"] for r in decided], "helpfulness", swap=True)
+    verdicts = judge.compare(
+        [r["prompt"] for r in decided],
+        [r["response 1"] for r in decided],
+        [r["response 2"] for r in decided],
+        "helpfulness",
+        swap=True,
+    )
     assert [v.winner for v in verdicts] == ["A" if r["label"] == 0 else "B" for r in decided]
     assert all(v.swap_agreement for v in verdicts)
     with pytest.raises(InputError, match="item 0 has no recorded judgment"):

@@ -20,17 +20,22 @@ ONE_TOKEN = SamplingConfig(temperature=0.0, max_tokens=1)
 
 
 def _requests() -> list[GenerationRequest]:
-    absolute = render_absolute("Name a prime number.", "7 is prime: its only divisors are 1 and 7.", "helpfulness",
-                               reference_answer="2")
+    absolute = render_absolute(
+        "Name a prime number.", "7 is prime: its only divisors are 1 and 7.", "helpfulness", reference_answer="2"
+    )
     relative = render_relative("Say hi.", "Hello there!", "hey", "helpfulness")
-    return [GenerationRequest(ABS_SYSTEM_PROMPT, absolute, sampling=ONE_TOKEN),
-            GenerationRequest(REL_SYSTEM_PROMPT, relative, sampling=ONE_TOKEN),
-            GenerationRequest(ABS_SYSTEM_PROMPT, absolute, assistant_prefix="Feedback: fine. [RESULT] ",
-                              sampling=ONE_TOKEN)]
+    return [
+        GenerationRequest(ABS_SYSTEM_PROMPT, absolute, sampling=ONE_TOKEN),
+        GenerationRequest(REL_SYSTEM_PROMPT, relative, sampling=ONE_TOKEN),
+        GenerationRequest(
+            ABS_SYSTEM_PROMPT, absolute, assistant_prefix="Feedback: fine. [RESULT] ", sampling=ONE_TOKEN
+        ),
+    ]
 
 
-@pytest.mark.parametrize("engine_name, server_name", [("vllm_engine", "vllm_server"),
-                                                      ("smollm2_engine", "smollm2_server")])
+@pytest.mark.parametrize(
+    "engine_name, server_name", [("vllm_engine", "vllm_server"), ("smollm2_engine", "smollm2_server")]
+)
 def test_engine_and_server_render_the_same_tokens(request, engine_name, server_name):
     engine, url = request.getfixturevalue(engine_name), request.getfixturevalue(server_name)
     requests = _requests()
@@ -44,6 +49,9 @@ def test_engine_and_server_render_the_same_tokens(request, engine_name, server_n
     # token for token: the engine's ids are those the server's chat template gives the same messages
     for r in requests[:2]:
         messages = engine.wire.messages(r.system, r.user, system_role=engine.system_role)
-        reply = httpx.post(url[: -len("/v1")] + "/tokenize", timeout=60,
-                           json={"model": chat.model, "messages": messages, "add_generation_prompt": True})
+        reply = httpx.post(
+            url[: -len("/v1")] + "/tokenize",
+            timeout=60,
+            json={"model": chat.model, "messages": messages, "add_generation_prompt": True},
+        )
         assert reply.json()["tokens"] == engine._token_ids(r)

@@ -20,8 +20,18 @@ def test_merge_with_config_replaces_whole():
     assert SamplingConfig().merged(other) is other
 
 
-@pytest.mark.parametrize("bad", [{"temperature": -1}, {"top_p": 0}, {"top_p": 1.5}, {"max_tokens": 0},
-                                 {"logprobs": 21}, {"top_k": 0}, {"repetition_penalty": 0}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"temperature": -1},
+        {"top_p": 0},
+        {"top_p": 1.5},
+        {"max_tokens": 0},
+        {"logprobs": 21},
+        {"top_k": 0},
+        {"repetition_penalty": 0},
+    ],
+)
 def test_invalid_values_name_the_field(bad):
     key = next(iter(bad))
     with pytest.raises(ConfigError, match=key):

@@ -17,8 +17,9 @@ from tests.fakes import free_port
 
 
 def test_gpu_layout_and_command():
-    cfg = ServeConfig(model="m", gpus=(4, 5, 6, 7), port=9000,
-                      engine=VLLMOptions(tensor_parallel_size=2, max_model_len=8192))
+    cfg = ServeConfig(
+        model="m", gpus=(4, 5, 6, 7), port=9000, engine=VLLMOptions(tensor_parallel_size=2, max_model_len=8192)
+    )
     assert cfg.gpu_groups() == [(4, 5), (6, 7)]
     assert cfg.urls() == ["http://127.0.0.1:9000/v1", "http://127.0.0.1:9001/v1"]
     cmd = cfg.command("m", 1)
@@ -44,25 +45,55 @@ def test_serve_cli_builds_the_config_from_a_preset_under_the_flags():
     from prom_reward.cli.servers import serve_config
 
     parser = build_parser()
-    cfg = serve_config(parser.parse_args(["serve", "--model", "prometheus-7b-v2.0", "--gpus", "0,1",
-                                          "--gpu-memory-utilization", "0.5", "--no-prefix-caching"]))
-    assert cfg.engine == VLLMOptions(dtype="bfloat16", max_model_len=8192, gpu_memory_utilization=0.5,
-                                     enable_prefix_caching=False)  # the preset's dtype and context, the flags
+    cfg = serve_config(
+        parser.parse_args(
+            [
+                "serve",
+                "--model",
+                "prometheus-7b-v2.0",
+                "--gpus",
+                "0,1",
+                "--gpu-memory-utilization",
+                "0.5",
+                "--no-prefix-caching",
+            ]
+        )
+    )
+    assert cfg.engine == VLLMOptions(
+        dtype="bfloat16", max_model_len=8192, gpu_memory_utilization=0.5, enable_prefix_caching=False
+    )  # the preset's dtype and context, the flags
     assert "--no-enable-prefix-caching" in cfg.command("m", 0) and cfg.gpu_groups() == [(0,), (1,)]
-    cfg = serve_config(parser.parse_args(["serve", "--model", "some/model", "--max-model-len", "4096",
-                                          "--enforce-eager", "--seed", "3", "--tokenizer-mode", "mistral"]))
+    cfg = serve_config(
+        parser.parse_args(
+            [
+                "serve",
+                "--model",
+                "some/model",
+                "--max-model-len",
+                "4096",
+                "--enforce-eager",
+                "--seed",
+                "3",
+                "--tokenizer-mode",
+                "mistral",
+            ]
+        )
+    )
     assert cfg.engine == VLLMOptions(max_model_len=4096, enforce_eager=True, seed=3, tokenizer_mode="mistral")
 
 
-@pytest.mark.parametrize("kw, match", [
-    ({"gpus": (4, 5, 6), "engine": VLLMOptions(tensor_parallel_size=2)}, "groups of tensor_parallel_size=2"),
-    ({"gpus": (4, 4)}, "twice"),
-    ({"gpus": (4, 5), "replicas": 3}, "allow 1..2"),
-    ({"engine": {"gpu_memory_utilization": 0.5}}, "expected VLLMOptions"),
-    ({"extra_args": ("--gpu-memory-utilization=0.5",)}, "ServeConfig sets itself"),
-    ({"extra_args": ("--port", "1")}, "ServeConfig sets itself"),
-    ({"port": 0}, "port"),
-])
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        ({"gpus": (4, 5, 6), "engine": VLLMOptions(tensor_parallel_size=2)}, "groups of tensor_parallel_size=2"),
+        ({"gpus": (4, 4)}, "twice"),
+        ({"gpus": (4, 5), "replicas": 3}, "allow 1..2"),
+        ({"engine": {"gpu_memory_utilization": 0.5}}, "expected VLLMOptions"),
+        ({"extra_args": ("--gpu-memory-utilization=0.5",)}, "ServeConfig sets itself"),
+        ({"extra_args": ("--port", "1")}, "ServeConfig sets itself"),
+        ({"port": 0}, "port"),
+    ],
+)
 def test_bad_layouts_are_refused(kw, match):
     with pytest.raises(ConfigError, match=match):
         ServeConfig(model="m", **kw)
@@ -70,8 +101,9 @@ def test_bad_layouts_are_refused(kw, match):
 
 @pytest.mark.integration
 def test_dead_server_fails_fast_with_its_log(tmp_path):
-    cfg = ServeConfig(model=str(tmp_path / "no-such-model"), port=free_port(), log_dir=str(tmp_path),
-                      startup_timeout=300)
+    cfg = ServeConfig(
+        model=str(tmp_path / "no-such-model"), port=free_port(), log_dir=str(tmp_path), startup_timeout=300
+    )
     start = time.monotonic()
     with pytest.raises(Exception, match="exited with code"):
         JudgeServers(cfg).start()
@@ -99,9 +131,23 @@ def test_cli_serve_stops_on_sigint_even_when_started_with_sigint_ignored(tmp_pat
     port = free_port()
     # started as a background job of a non-interactive shell is: SIGINT inherited *ignored*; Ctrl-C
     # (SIGINT) must still stop it (seen in a CI run launched that way: it hung until killed)
-    proc = subprocess.Popen([sys.executable, "-c", FAKE_SERVE, "serve", "--model", str(tmp_path), "--port", str(port),
-                             "--log-dir", str(tmp_path / "logs")], stdout=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            FAKE_SERVE,
+            "serve",
+            "--model",
+            str(tmp_path),
+            "--port",
+            str(port),
+            "--log-dir",
+            str(tmp_path / "logs"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
     try:
         line = proc.stdout.readline()
         assert f"judge servers ready: http://127.0.0.1:{port}/v1" in line, line

@@ -101,8 +101,10 @@ def test_fingerprint_reads_name_model_and_wire():
 
 
 def test_round_trip_with_logprobs_is_exact(tmp_path):
-    lps = (TokenLogprobs("Good", -0.25, {"Good": -0.25, "Bad": -1.5e-9}),
-           TokenLogprobs(" 4", -math.inf, {" 4": -math.inf, "é✓": -3.0000000000000004}))
+    lps = (
+        TokenLogprobs("Good", -0.25, {"Good": -0.25, "Bad": -1.5e-9}),
+        TokenLogprobs(" 4", -math.inf, {" 4": -math.inf, "é✓": -3.0000000000000004}),
+    )
     res = GenerationResult((Completion("Good 4", lps, "stop", 2), Completion("x", None, None, 0)), prompt_tokens=17)
     assert result_from_dict(json.loads(json.dumps(result_to_dict(res)))) == res
     store = JudgmentStore(tmp_path / "j.sqlite")
@@ -155,7 +157,7 @@ def _writer(path: str, start: int) -> None:
     res = GenerationResult((Completion("Good. [RESULT] 4", (TokenLogprobs("4", -0.1, {"4": -0.1}),)),), 5)
     keys = [f"key-{i}" for i in range(start, start + 500)]
     for j in range(0, len(keys), 20):
-        store.put_many([(k, "m", GenerationRequest("s", k), res) for k in keys[j:j + 20]])
+        store.put_many([(k, "m", GenerationRequest("s", k), res) for k in keys[j : j + 20]])
     store.close()
 
 
@@ -173,7 +175,7 @@ def test_concurrent_writers_do_not_corrupt(tmp_path):
     assert len(store) == 250 * 3 + 500 == len(set(store.keys()))
 
 
-CLIENT = textwrap.dedent('''
+CLIENT = textwrap.dedent("""
     import json, sys, time
     from prom_reward import PrometheusJudge
 
@@ -192,7 +194,7 @@ CLIENT = textwrap.dedent('''
 
     if __name__ == "__main__":
         main()
-''')
+""")
 
 
 @pytest.mark.integration
@@ -210,8 +212,15 @@ def test_killed_client_resumes_from_store_and_recomputes_nothing_stored(vllm_ser
         return [sys.executable, str(script), vllm_server, str(store_path), str(n), str(chunk), str(pause)]
 
     # run 1: killed (SIGKILL, with its engine workers) once it has finished at least 2 chunks
-    proc = subprocess.Popen(cmd(1.5), cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd(1.5),
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
     done = []
     deadline = time.monotonic() + 300
     try:
@@ -264,8 +273,16 @@ def test_tie_rounds_are_fresh_samples_with_a_store(tmp_path):
 
 # -- a store in front of misbehaving servers (real HTTP on 127.0.0.1, tests/fakes.py) --------------
 def http_judge(url: str, store: Path, **kw: object) -> PrometheusJudge:
-    return PrometheusJudge(backend="openai", base_url=url, model="fake", system_role=False, store=str(store),
-                           max_retries=0, backoff=0.01, **kw)
+    return PrometheusJudge(
+        backend="openai",
+        base_url=url,
+        model="fake",
+        system_role=False,
+        store=str(store),
+        max_retries=0,
+        backoff=0.01,
+        **kw,
+    )
 
 
 @pytest.mark.parametrize("mode", ["500", "garbage", "hang"])
@@ -273,9 +290,11 @@ def test_failing_server_stores_nothing_and_names_the_endpoint(fake_server, tmp_p
     from prom_reward.errors import BackendError
     from tests.fakes import Reply
 
-    replies: dict[str, Reply] = {"500": lambda k, b: (500, {"error": {"message": "engine died"}}),
-                                 "garbage": lambda k, b: (200, b"<html>proxy error"),
-                                 "hang": lambda k, b: None}
+    replies: dict[str, Reply] = {
+        "500": lambda k, b: (500, {"error": {"message": "engine died"}}),
+        "garbage": lambda k, b: (200, b"<html>proxy error"),
+        "hang": lambda k, b: None,
+    }
     srv = fake_server({"/v1/chat/completions": replies[mode]})
     judge = http_judge(srv.url, tmp_path / "j.sqlite", timeout=0.5)
     with pytest.raises(BackendError) as e:
@@ -295,8 +314,10 @@ def test_results_are_stored_as_they_arrive_and_a_rerun_sends_only_the_failed(fak
     def reply(k: int, b: dict) -> tuple[int, object]:
         if broken["on"] and "Question 3?" in b["messages"][-1]["content"]:
             return 500, {"error": {"message": "out of memory"}}
-        return 200, {"choices": [{"index": 0, "message": {"content": "Fine. [RESULT] 4"}, "finish_reason": "stop"}],
-                     "usage": {"prompt_tokens": 9, "completion_tokens": 4}}
+        return 200, {
+            "choices": [{"index": 0, "message": {"content": "Fine. [RESULT] 4"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 9, "completion_tokens": 4},
+        }
 
     srv = fake_server({"/v1/chat/completions": reply})
     path = tmp_path / "j.sqlite"
@@ -358,8 +379,11 @@ def test_damaged_foreign_or_locked_stores_fail_at_open_naming_the_file(tmp_path)
     holder.execute("BEGIN EXCLUSIVE")
     try:
         t = time.monotonic()
-        with pytest.raises(StoreError, match=r"j.sqlite: locked by another process for more than 0.3 s.*"
-                                             r"--store-timeout"):
+        with pytest.raises(
+            StoreError,
+            match=r"j.sqlite: locked by another process for more than 0.3 s.*"
+            r"--store-timeout",
+        ):
             JudgmentStore(path, timeout=0.3)
         assert time.monotonic() - t < 5
     finally:

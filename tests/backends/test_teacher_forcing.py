@@ -30,8 +30,10 @@ def tiny_hf(tiny_model_dir):
 
 def test_engine_and_transformers_agree_on_teacher_forced_tokens(vllm_engine, tiny_hf):
     assert teacher_forcing_scorer(vllm_engine) is vllm_engine and teacher_forcing_scorer(tiny_hf) is tiny_hf
-    (eng,), (hf,) = vllm_engine.continuation_logprobs([request()], [TEXT], 5), tiny_hf.continuation_logprobs(
-        [request()], [TEXT], 5)
+    (eng,), (hf,) = (
+        vllm_engine.continuation_logprobs([request()], [TEXT], 5),
+        tiny_hf.continuation_logprobs([request()], [TEXT], 5),
+    )
     assert "".join(p.token for p in eng) == TEXT == "".join(p.token for p in hf)
     assert [p.token for p in eng] == [p.token for p in hf]
     for e, h in zip(eng, hf, strict=True):
@@ -57,8 +59,13 @@ def test_server_prompt_logprobs_match_the_engine(vllm_server, vllm_engine):
 @pytest.mark.smollm2
 def test_smollm2_judge_confidence_and_se_cali_end_to_end(smollm2_engine, vllm_engine):
     # greedy judge: teacher forcing its own outputs on the same engine must give back its own entropies
-    same = PrometheusJudge(backend=smollm2_engine, calibration=smollm2_engine, sampling={"max_tokens": 24,
-                           "temperature": 0.0}, force_verdict=True, max_retries=0)
+    same = PrometheusJudge(
+        backend=smollm2_engine,
+        calibration=smollm2_engine,
+        sampling={"max_tokens": 24, "temperature": 0.0},
+        force_verdict=True,
+        max_retries=0,
+    )
     grades = same.grade(["What is 2+2?", "Name a colour."], ["4", "Blue."], "helpfulness")
     for g in grades:
         assert g.ok, g.raw_outputs
@@ -69,8 +76,13 @@ def test_smollm2_judge_confidence_and_se_cali_end_to_end(smollm2_engine, vllm_en
         assert abs(c.entropy_calibrated) < 0.05, (c, g.raw_outputs)
     assert same.stats.calibration_tokens >= sum(g.confidence.tokens for g in grades) - 4
     # a different base model (the tiny random Llama, in its own [INST] wire format) gives a different SE
-    other = PrometheusJudge(backend=smollm2_engine, calibration=vllm_engine, sampling={"max_tokens": 24,
-                            "temperature": 0.0}, force_verdict=True, max_retries=0)
+    other = PrometheusJudge(
+        backend=smollm2_engine,
+        calibration=vllm_engine,
+        sampling={"max_tokens": 24, "temperature": 0.0},
+        force_verdict=True,
+        max_retries=0,
+    )
     (g,) = other.grade(["What is 2+2?"], ["4"], "helpfulness")
     # random weights give a near-flat next token: the tail bound sees it (log of a 49k vocabulary is 10.8)
     assert g.confidence.base_entropy > 5.0 > g.confidence.entropy

@@ -77,8 +77,17 @@ def test_stop_strings_truncate(tiny: TransformersBackend):
     toks = [p.token for p in full.logprobs]
     stop = toks[2].strip() or toks[2]
     expected = full.text[: full.text.find(stop)]
-    cut = tiny.generate([GenerationRequest("S", req.user, sampling=SamplingConfig(
-        temperature=0.0, max_tokens=8, repetition_penalty=1.0, logprobs=3, stop=(stop,)))])[0].completions[0]
+    cut = tiny.generate(
+        [
+            GenerationRequest(
+                "S",
+                req.user,
+                sampling=SamplingConfig(
+                    temperature=0.0, max_tokens=8, repetition_penalty=1.0, logprobs=3, stop=(stop,)
+                ),
+            )
+        ]
+    )[0].completions[0]
     assert cut.text == expected and cut.finish_reason == "stop"
     assert cut.completion_tokens <= 3 and len(cut.logprobs) == cut.completion_tokens
 
@@ -111,7 +120,10 @@ def test_registry_options_and_close(tiny_model_dir: Path):
 def test_smollm2_answers_sensibly(smollm2_dir: Path):
     backend = TransformersBackend(smollm2_dir)
     assert backend.system_role is True  # ChatML keeps the system message
-    req = GenerationRequest("You are a helpful assistant.", "What is the capital of France?",
-                            sampling=SamplingConfig(temperature=0.0, max_tokens=20, repetition_penalty=1.0))
+    req = GenerationRequest(
+        "You are a helpful assistant.",
+        "What is the capital of France?",
+        sampling=SamplingConfig(temperature=0.0, max_tokens=20, repetition_penalty=1.0),
+    )
     [res] = backend.generate([req])
     assert "Paris" in res.completions[0].text and res.completions[0].finish_reason == "stop"

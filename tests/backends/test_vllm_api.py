@@ -46,8 +46,17 @@ PARSER_MODULES = ("vllm.entrypoints.common.cli_args", "vllm.entrypoints.launcher
 # the options of each server command line checked below: every bool both ways, an optional value set and unset
 OPTION_SETS = [
     VLLMOptions(),
-    VLLMOptions(tensor_parallel_size=2, dtype="bfloat16", max_model_len=8192, gpu_memory_utilization=0.45,
-                enable_prefix_caching=False, enforce_eager=True, seed=7, tokenizer_mode="mistral", max_logprobs=32),
+    VLLMOptions(
+        tensor_parallel_size=2,
+        dtype="bfloat16",
+        max_model_len=8192,
+        gpu_memory_utilization=0.45,
+        enable_prefix_caching=False,
+        enforce_eager=True,
+        seed=7,
+        tokenizer_mode="mistral",
+        max_logprobs=32,
+    ),
 ]
 
 
@@ -100,8 +109,16 @@ def test_sampling_keywords_are_sampling_params():
     from vllm import SamplingParams
 
     assert set(SAMPLING_KEYWORDS) <= set(inspect.signature(SamplingParams).parameters)
-    full = SamplingConfig(temperature=0.7, top_p=0.8, top_k=5, seed=3, stop=("###",), logprobs=LOGPROBS,
-                          repetition_penalty=1.03, max_tokens=64)
+    full = SamplingConfig(
+        temperature=0.7,
+        top_p=0.8,
+        top_k=5,
+        seed=3,
+        stop=("###",),
+        logprobs=LOGPROBS,
+        repetition_penalty=1.03,
+        max_tokens=64,
+    )
     for kwargs in (sampling_kwargs(full, 2, per_request_seed=True), teacher_forcing_kwargs(DEFAULT_TOP_K)):
         params = SamplingParams(**kwargs)
         assert {k: getattr(params, k) for k in kwargs} == kwargs
@@ -140,6 +157,7 @@ def test_hf_mode_keeps_a_mistral_layout_folder_on_the_hf_tokenizer(tmp_path, smo
 
 def _recording_server() -> FakeServer:
     """Enough of a vLLM server for every request kind OpenAIServer sends (its bodies are recorded)."""
+
     def tokenize(n: int, body: dict) -> tuple[int, dict]:
         size = len(json.dumps(body.get("messages") or body.get("prompt")))
         return 200, {"tokens": list(range(size)), "count": size, "max_model_len": 4096}
@@ -147,24 +165,37 @@ def _recording_server() -> FakeServer:
     def chat(n: int, body: dict) -> tuple[int, dict]:
         top = [{"token": " 4", "logprob": -0.1}]
         message = {"role": "assistant", "content": "Good. [RESULT] 4"}
-        return 200, {"choices": [{"index": i, "message": message, "finish_reason": "stop",
-                                  "logprobs": {"content": [{"token": " 4", "logprob": -0.1, "top_logprobs": top}]}}
-                                 for i in range(body["n"])], "usage": {"prompt_tokens": 5, "completion_tokens": 1}}
+        return 200, {
+            "choices": [
+                {
+                    "index": i,
+                    "message": message,
+                    "finish_reason": "stop",
+                    "logprobs": {"content": [{"token": " 4", "logprob": -0.1, "top_logprobs": top}]},
+                }
+                for i in range(body["n"])
+            ],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 1},
+        }
 
     def completions(n: int, body: dict) -> tuple[int, dict]:
         if "prompt_logprobs" in body:
             entries = [None] + [{str(t): {"logprob": -0.5, "decoded_token": "x"}} for t in body["prompt"][1:]]
             return 200, {"choices": [{"index": 0, "text": "", "prompt_logprobs": entries}]}
-        return 200, {"choices": [{"index": i, "text": "Good. [RESULT] 4", "finish_reason": "stop"}
-                                 for i in range(body["n"])], "usage": {"prompt_tokens": 5, "completion_tokens": 1}}
+        return 200, {
+            "choices": [{"index": i, "text": "Good. [RESULT] 4", "finish_reason": "stop"} for i in range(body["n"])],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 1},
+        }
 
-    return FakeServer({
-        "/v1/models": lambda n, b: (200, {"data": [{"id": "judge", "max_model_len": 4096}]}),
-        "/tokenize": tokenize,
-        "/detokenize": lambda n, b: (200, {"prompt": "PROM_REWARD_SYSTEM_PROBE x"}),
-        "/v1/chat/completions": chat,
-        "/v1/completions": completions,
-    })
+    return FakeServer(
+        {
+            "/v1/models": lambda n, b: (200, {"data": [{"id": "judge", "max_model_len": 4096}]}),
+            "/tokenize": tokenize,
+            "/detokenize": lambda n, b: (200, {"prompt": "PROM_REWARD_SYSTEM_PROBE x"}),
+            "/v1/chat/completions": chat,
+            "/v1/completions": completions,
+        }
+    )
 
 
 def test_client_request_fields_are_vllm_request_fields():
@@ -178,16 +209,26 @@ def test_client_request_fields_are_vllm_request_fields():
         TokenizeCompletionRequest,
     )
 
-    models = {m.__name__: m for m in (ChatCompletionRequest, CompletionRequest, TokenizeChatRequest,
-                                      TokenizeCompletionRequest, DetokenizeRequest)}
+    models = {
+        m.__name__: m
+        for m in (
+            ChatCompletionRequest,
+            CompletionRequest,
+            TokenizeChatRequest,
+            TokenizeCompletionRequest,
+            DetokenizeRequest,
+        )
+    }
     for name, fields in REQUEST_FIELDS.items():
         known = set(models[name].model_fields)
         assert set(fields) <= known, (name, sorted(set(fields) - known))
     server = _recording_server()
     try:
         sampling = SamplingConfig(temperature=0.7, top_k=5, seed=3, stop=("###",), logprobs=LOGPROBS)
-        requests = [GenerationRequest(system="sys", user="grade this", n=2, sampling=sampling),
-                    GenerationRequest(system="sys", user="again", assistant_prefix="Feedback:", sampling=sampling)]
+        requests = [
+            GenerationRequest(system="sys", user="grade this", n=2, sampling=sampling),
+            GenerationRequest(system="sys", user="again", assistant_prefix="Feedback:", sampling=sampling),
+        ]
         for endpoint in ("chat", "completions"):
             client = OpenAIServer(server.url, endpoint=endpoint)
             assert all(r.completions for r in client.generate(requests))
@@ -196,10 +237,12 @@ def test_client_request_fields_are_vllm_request_fields():
         assert OpenAIServer(server.url, endpoint="completions", wire="raw").count_tokens(requests[:1])[0] > 0
     finally:
         server.stop()
-    kinds = {"/v1/chat/completions": lambda b: "ChatCompletionRequest",
-             "/v1/completions": lambda b: "CompletionRequest",
-             "/tokenize": lambda b: "TokenizeChatRequest" if "messages" in b else "TokenizeCompletionRequest",
-             "/detokenize": lambda b: "DetokenizeRequest"}
+    kinds = {
+        "/v1/chat/completions": lambda b: "ChatCompletionRequest",
+        "/v1/completions": lambda b: "CompletionRequest",
+        "/tokenize": lambda b: "TokenizeChatRequest" if "messages" in b else "TokenizeCompletionRequest",
+        "/detokenize": lambda b: "DetokenizeRequest",
+    }
     seen = set()
     for path, body in server.calls:
         if path not in kinds:
@@ -219,8 +262,9 @@ def _load_source_check():
 
 
 def test_the_source_check_agrees_on_the_installed_vllm():
-    out = subprocess.run([sys.executable, str(REPO / "scripts" / "check_vllm_source.py")], capture_output=True,
-                         text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "check_vllm_source.py")], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "checks, 0 failed" in out.stdout and "ok    server flag --gpu-memory-utilization" in out.stdout
 
@@ -232,5 +276,8 @@ def test_the_source_check_catches_a_renamed_keyword_flag_and_field(monkeypatch):
     monkeypatch.setattr(module, "REQUEST_FIELDS", {**REQUEST_FIELDS, "DetokenizeRequest": ("model", "token_ids")})
     src = module.Source(Path(importlib.util.find_spec("vllm").submodule_search_locations[0]).parent)
     failed = {what for ok, what, _ in module.check(src) if not ok}
-    assert failed == {"vllm.LLM keyword gpu_mem_util", "SamplingParams keyword best_of",
-                      "request model DetokenizeRequest"}
+    assert failed == {
+        "vllm.LLM keyword gpu_mem_util",
+        "SamplingParams keyword best_of",
+        "request model DetokenizeRequest",
+    }

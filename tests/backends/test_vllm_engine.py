@@ -57,22 +57,26 @@ def test_judge_on_random_model_retries_then_reports_none(vllm_engine: VLLMEngine
         assert all(isinstance(t, str) and t for t in g.raw_outputs)
     assert judge.stats.parse_failures == 4 and judge.stats.completion_tokens > 0
     verdicts = judge.compare(QUESTIONS, ANSWERS, ANSWERS[::-1], "helpfulness", swap=True)
-    assert [v.winner for v in verdicts] == [None, None] and all(len(v.samples) == 4 for v in verdicts)  # 2 orders x (1 + 1 retry)
+    assert [v.winner for v in verdicts] == [None, None] and all(
+        len(v.samples) == 4 for v in verdicts
+    )  # 2 orders x (1 + 1 retry)
 
 
 def test_judge_context_error_before_generation(vllm_engine: VLLMEngine):
     judge = PrometheusJudge(backend=vllm_engine, sampling={"max_tokens": 1024})
     with pytest.raises(ContextLengthError, match="item 1"):
         judge.grade(QUESTIONS, [ANSWERS[0], "very long answer " * 2000], "helpfulness")
-    (g,) = PrometheusJudge(backend=vllm_engine, sampling={"max_tokens": 4}, max_retries=0,
-                           truncate_response=True).grade(["q"], ["very long answer " * 2000], "helpfulness")
+    (g,) = PrometheusJudge(
+        backend=vllm_engine, sampling={"max_tokens": 4}, max_retries=0, truncate_response=True
+    ).grade(["q"], ["very long answer " * 2000], "helpfulness")
     assert g.truncated and g.prompt_tokens <= 4096 - 4
 
 
 @pytest.mark.smollm2
 def test_smollm2_forced_verdicts_end_to_end(smollm2_engine: VLLMEngine):
-    judge = PrometheusJudge(backend=smollm2_engine, sampling={"max_tokens": 48}, force_verdict=True,
-                            expected_score=True, max_retries=1)
+    judge = PrometheusJudge(
+        backend=smollm2_engine, sampling={"max_tokens": 48}, force_verdict=True, expected_score=True, max_retries=1
+    )
     grades = judge.grade(QUESTIONS, ANSWERS, "helpfulness", ["Paris.", "11, 13, 17 or 19."])
     for g in grades:
         assert g.ok and 1 <= g.score <= 5

@@ -18,16 +18,49 @@ from prom_reward.backends.vllm_options import (
 
 
 def test_both_paths_get_every_option_of_the_table():
-    opts = VLLMOptions(tensor_parallel_size=2, dtype="bfloat16", max_model_len=8192, gpu_memory_utilization=0.45,
-                       enable_prefix_caching=False, enforce_eager=True, seed=7, max_logprobs=32)
+    opts = VLLMOptions(
+        tensor_parallel_size=2,
+        dtype="bfloat16",
+        max_model_len=8192,
+        gpu_memory_utilization=0.45,
+        enable_prefix_caching=False,
+        enforce_eager=True,
+        seed=7,
+        max_logprobs=32,
+    )
     kwargs = opts.llm_kwargs("org/judge")
-    assert kwargs == {"model": "org/judge", "tensor_parallel_size": 2, "dtype": "bfloat16", "max_model_len": 8192,
-                      "gpu_memory_utilization": 0.45, "enable_prefix_caching": False, "enforce_eager": True,
-                      "seed": 7, "tokenizer_mode": "hf", "max_logprobs": 32}
+    assert kwargs == {
+        "model": "org/judge",
+        "tensor_parallel_size": 2,
+        "dtype": "bfloat16",
+        "max_model_len": 8192,
+        "gpu_memory_utilization": 0.45,
+        "enable_prefix_caching": False,
+        "enforce_eager": True,
+        "seed": 7,
+        "tokenizer_mode": "hf",
+        "max_logprobs": 32,
+    }
     assert opts.server_args("org/judge") == [
-        "--model", "org/judge", "--tensor-parallel-size", "2", "--dtype", "bfloat16", "--max-model-len", "8192",
-        "--gpu-memory-utilization", "0.45", "--no-enable-prefix-caching", "--enforce-eager", "--seed", "7",
-        "--tokenizer-mode", "hf", "--max-logprobs", "32"]
+        "--model",
+        "org/judge",
+        "--tensor-parallel-size",
+        "2",
+        "--dtype",
+        "bfloat16",
+        "--max-model-len",
+        "8192",
+        "--gpu-memory-utilization",
+        "0.45",
+        "--no-enable-prefix-caching",
+        "--enforce-eager",
+        "--seed",
+        "7",
+        "--tokenizer-mode",
+        "hf",
+        "--max-logprobs",
+        "32",
+    ]
     assert [k for k, _ in ENGINE_FLAGS] == list(kwargs)  # the table is the order of both
 
 
@@ -44,20 +77,23 @@ def test_engine_options_go_in_process_only():
     assert "mp" not in opts.server_args("m")
 
 
-@pytest.mark.parametrize("kw, match", [
-    ({"tensor_parallel_size": 0}, "tensor_parallel_size: expected an int >= 1"),
-    ({"max_model_len": 0}, "max_model_len: expected an int >= 1 or None"),
-    ({"gpu_memory_utilization": 0}, r"gpu_memory_utilization: expected a fraction in \(0, 1\]"),
-    ({"gpu_memory_utilization": 1.2}, "gpu_memory_utilization"),
-    ({"gpu_memory_utilization": True}, "gpu_memory_utilization"),
-    ({"enforce_eager": "yes"}, "enforce_eager: expected True or False"),
-    ({"seed": 1.5}, "seed: expected an int"),
-    ({"dtype": ""}, "dtype"),
-    ({"tokenizer_mode": "auto"}, "tokenizer_mode: expected one of hf, mistral .*mistral_common"),
-    ({"max_logprobs": 5}, "max_logprobs: expected at least 20"),
-    ({"engine_options": {"gpu_memory_utilization": 0.5}}, r"engine_options sets \['gpu_memory_utilization'\]"),
-    ({"engine_options": ["x"]}, "engine_options: expected a dict"),
-])
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        ({"tensor_parallel_size": 0}, "tensor_parallel_size: expected an int >= 1"),
+        ({"max_model_len": 0}, "max_model_len: expected an int >= 1 or None"),
+        ({"gpu_memory_utilization": 0}, r"gpu_memory_utilization: expected a fraction in \(0, 1\]"),
+        ({"gpu_memory_utilization": 1.2}, "gpu_memory_utilization"),
+        ({"gpu_memory_utilization": True}, "gpu_memory_utilization"),
+        ({"enforce_eager": "yes"}, "enforce_eager: expected True or False"),
+        ({"seed": 1.5}, "seed: expected an int"),
+        ({"dtype": ""}, "dtype"),
+        ({"tokenizer_mode": "auto"}, "tokenizer_mode: expected one of hf, mistral .*mistral_common"),
+        ({"max_logprobs": 5}, "max_logprobs: expected at least 20"),
+        ({"engine_options": {"gpu_memory_utilization": 0.5}}, r"engine_options sets \['gpu_memory_utilization'\]"),
+        ({"engine_options": ["x"]}, "engine_options: expected a dict"),
+    ],
+)
 def test_bad_options_are_refused(kw, match):
     with pytest.raises(ConfigError, match=match):
         VLLMOptions(**kw)
@@ -68,20 +104,15 @@ def test_unknown_settings_list_the_valid_names():
         VLLMOptions.from_settings({"gpu_mem": 0.5})
 
 
-@pytest.mark.parametrize("first, second, shares", [
-    (None, None, (0.45, 0.45)),
-    (0.6, None, (0.6, 0.3)),
-    (None, 0.2, (0.7, 0.2)),
-    (0.5, 0.5, (0.5, 0.5)),
-])
+@pytest.mark.parametrize(
+    "first, second, shares",
+    [(None, None, (0.45, 0.45)), (0.6, None, (0.6, 0.3)), (None, 0.2, (0.7, 0.2)), (0.5, 0.5, (0.5, 0.5))],
+)
 def test_memory_shares_of_two_engines(first, second, shares):
     assert share_gpu_memory(first, second) == shares
 
 
-@pytest.mark.parametrize("first, second, match", [
-    (0.9, None, "leaves nothing"),
-    (0.7, 0.4, "pass 1"),
-])
+@pytest.mark.parametrize("first, second, match", [(0.9, None, "leaves nothing"), (0.7, 0.4, "pass 1")])
 def test_memory_shares_that_cannot_both_start_are_refused(first, second, match):
     with pytest.raises(ConfigError, match=match):
         share_gpu_memory(first, second)
@@ -114,12 +145,15 @@ def _built(monkeypatch):
     return built
 
 
-@pytest.mark.parametrize("judge_share, calibration, expected", [
-    (None, {"model": "base"}, [("vllm", 0.45), ("vllm", 0.45)]),  # calibration first, then the judge
-    (0.6, {"backend": "vllm", "model": "base"}, [("vllm", 0.3), ("vllm", 0.6)]),
-    (None, {"model": "base", "gpu_memory_utilization": 0.2}, [("vllm", 0.2), ("vllm", 0.7)]),
-    (None, {"backend": "transformers", "model": "base"}, [("transformers", None), ("vllm", None)]),
-])
+@pytest.mark.parametrize(
+    "judge_share, calibration, expected",
+    [
+        (None, {"model": "base"}, [("vllm", 0.45), ("vllm", 0.45)]),  # calibration first, then the judge
+        (0.6, {"backend": "vllm", "model": "base"}, [("vllm", 0.3), ("vllm", 0.6)]),
+        (None, {"model": "base", "gpu_memory_utilization": 0.2}, [("vllm", 0.2), ("vllm", 0.7)]),
+        (None, {"backend": "transformers", "model": "base"}, [("transformers", None), ("vllm", None)]),
+    ],
+)
 def test_a_judge_and_its_calibration_engine_split_the_gpu(monkeypatch, judge_share, calibration, expected):
     built = _built(monkeypatch)
     options = {} if judge_share is None else {"gpu_memory_utilization": judge_share}
@@ -137,8 +171,9 @@ def test_a_ready_calibration_engine_leaves_the_judge_the_rest(monkeypatch):
 
 def test_sampling_keywords_cover_every_request():
     full = SamplingConfig(temperature=0.7, top_k=5, seed=3, stop=("###",), logprobs=20)
-    assert set(sampling_kwargs(full, 2, per_request_seed=True)) | set(teacher_forcing_kwargs(20)) == \
-        set(SAMPLING_KEYWORDS)
+    assert set(sampling_kwargs(full, 2, per_request_seed=True)) | set(teacher_forcing_kwargs(20)) == set(
+        SAMPLING_KEYWORDS
+    )
     assert "seed" not in sampling_kwargs(full, 2, per_request_seed=False)  # the CPU build dies on one
     assert "top_k" not in sampling_kwargs(SamplingConfig(), 1, per_request_seed=True)
 
@@ -170,8 +205,13 @@ def test_the_engine_starts_vllm_with_the_options_kwargs(monkeypatch):
             return None
 
     monkeypatch.setattr(vllm, "LLM", RecordingLLM)
-    engine = vllm_engine.VLLMEngine("m", wire="raw", gpu_memory_utilization=0.4, max_model_len=2048,
-                                    engine_options={"distributed_executor_backend": "mp"})
+    engine = vllm_engine.VLLMEngine(
+        "m",
+        wire="raw",
+        gpu_memory_utilization=0.4,
+        max_model_len=2048,
+        engine_options={"distributed_executor_backend": "mp"},
+    )
     assert seen == [engine.options.llm_kwargs("m")] and seen[0]["gpu_memory_utilization"] == 0.4
     assert seen[0]["tokenizer_mode"] == "hf" and seen[0]["distributed_executor_backend"] == "mp"
     with pytest.raises(ConfigError, match=r"unknown vLLM engine option\(s\) \['gpu_share'\]"):

@@ -108,8 +108,9 @@ def test_judge_items_resumes_and_records_both_judges(data_dir, tmp_path):
     rows = json.loads(path.read_text(encoding="utf-8"))[2:5]
     assert [it["id"] for it in items] == [f"{r['idx']}/{r['response_source']}" for r in rows]
     reference = PrometheusJudge(backend=ReferenceReplayBackend.from_vicuna_eval(path), neutralize_markers=False)
-    primary = PrometheusJudge(backend="scripted", outputs=["ok [RESULT] 3", "meh [RESULT] 2", "fine [RESULT] 4"],
-                              max_retries=0)
+    primary = PrometheusJudge(
+        backend="scripted", outputs=["ok [RESULT] 3", "meh [RESULT] 2", "fine [RESULT] 4"], max_retries=0
+    )
     out = tmp_path / "j.jsonl"
     assert judge_items(items[:2], primary, reference, out, batch_size=1) == 2
     assert judge_items(items, primary, reference, out, batch_size=2) == 1  # resumes: only the third
@@ -121,8 +122,9 @@ def test_judge_items_resumes_and_records_both_judges(data_dir, tmp_path):
 
     pairs = load_items("autoj", data_dir / "autoj_pairwise.jsonl", limit=2)
     assert all(it["reference"] in ("A", "B") for it in pairs)
-    replay = PrometheusJudge(backend=ReferenceReplayBackend.from_autoj_pairwise(
-        data_dir / "autoj_pairwise.jsonl"), neutralize_markers=False)
+    replay = PrometheusJudge(
+        backend=ReferenceReplayBackend.from_autoj_pairwise(data_dir / "autoj_pairwise.jsonl"), neutralize_markers=False
+    )
     primary = PrometheusJudge(backend="scripted", outputs=["[RESULT] A"] * 4)
     out2 = tmp_path / "p.jsonl"
     judge_items(pairs, primary, replay, out2)
@@ -143,9 +145,14 @@ def test_real_second_judge_fallback_with_the_oracle_as_a_labelled_upper_bound(da
     items = load_items("vicuna", path, limit=2)
     reference = PrometheusJudge(backend=ReferenceReplayBackend.from_vicuna_eval(path), neutralize_markers=False)
     primary = PrometheusJudge(backend="scripted", outputs=["ok [RESULT] 3", "meh [RESULT] 2"], max_retries=0)
-    args = argparse.Namespace(fallback_model=str(tiny_model_dir), fallback_backend="transformers",
-                              fallback_server=None, fallback_server_model=None, fallback_max_tokens=8,
-                              max_retries=0)
+    args = argparse.Namespace(
+        fallback_model=str(tiny_model_dir),
+        fallback_backend="transformers",
+        fallback_server=None,
+        fallback_server_model=None,
+        fallback_max_tokens=8,
+        max_retries=0,
+    )
     fallback = build_fallback(args)  # the tiny model through the same backends: a real (bad) judge
     try:
         out = tmp_path / "j.jsonl"
@@ -170,8 +177,14 @@ def test_real_second_judge_fallback_with_the_oracle_as_a_labelled_upper_bound(da
 
 # the same items with a real (imperfect) second judge: wrong on item 4
 RECORDS_WITH_JUDGE = [
-    {**r, "oracle": r["fallback"], "fallback": (3 if r["id"] == "4" else r["fallback"]), "fallback_kind": "judge",
-     "fallback_judge": "small"} for r in RECORDS
+    {
+        **r,
+        "oracle": r["fallback"],
+        "fallback": (3 if r["id"] == "4" else r["fallback"]),
+        "fallback_kind": "judge",
+        "fallback_judge": "small",
+    }
+    for r in RECORDS
 ]
 
 
@@ -185,8 +198,10 @@ def test_a_routed_item_whose_second_judge_failed_keeps_the_primary():
     ]
     # 0%: A, A, B, B -> 0 and 3 right; 100%: A (kept), B, A, B (kept) -> all right, over all 4 items
     assert cascade_curve(records, "swap_agreement", [0.0, 1.0], "accuracy") == [0.5, 1.0]
-    absolute = [rec(i, r, p, f, entropy=e) for i, (r, p, f, e) in
-                enumerate([(1, 1, None, .1), (2, 2, 2, .2), (3, 3, 3, .3), (4, 4, None, .9)])]
+    absolute = [
+        rec(i, r, p, f, entropy=e)
+        for i, (r, p, f, e) in enumerate([(1, 1, None, 0.1), (2, 2, 2, 0.2), (3, 3, 3, 0.3), (4, 4, None, 0.9)])
+    ]
     assert cascade_curve(absolute, "se", [1.0]) == pytest.approx([1.0])
     # an item neither judged is left out
     both_failed = absolute + [rec(4, 5, None, None)]

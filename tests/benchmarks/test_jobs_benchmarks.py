@@ -16,8 +16,12 @@ from tests.jobs.helpers import judge_server
 def test_jobs_scale_record(tmp_path):
     r = scale_run(rows=300, batch_size=100, tmp=tmp_path)
     assert [x["rows"] for x in r["runs"]] == [30, 300] and all(x["peak_rss_mib"] > 0 for x in r["runs"])
-    assert r["resume_nothing_left"]["summary"] == {**r["resume_nothing_left"]["summary"], "rows": 0,
-                                                   "resumed_rows": 300, "output_rows": 300}
+    assert r["resume_nothing_left"]["summary"] == {
+        **r["resume_nothing_left"]["summary"],
+        "rows": 0,
+        "resumed_rows": 300,
+        "output_rows": 300,
+    }
     half = r["resume_half_left"]["summary"]
     assert (half["rows"], half["resumed_rows"], half["output_rows"]) == (200, 100, 300)  # 2 of 3 parts removed
     assert r["output_rows_after_resume"] == 300
@@ -26,30 +30,36 @@ def test_jobs_scale_record(tmp_path):
 FAKE_PE = {
     "__init__.py": "from .judge import PrometheusEval\n",
     "prompts.py": "ABSOLUTE_PROMPT = '{instruction}|{response}|{rubric}|{reference_answer}'\n",
-    "parser.py": ("def parse_output(text, mode):\n"
-                  "    if '[RESULT] ' not in text:\n        return None, None\n"
-                  "    fb, s = text.split('[RESULT] ')\n    return fb.strip(), int(s)\n"),
-    "vllm.py": ("class _Out:\n    def __init__(self, text):\n"
-                "        self.outputs = [type('O', (), {'text': text, 'token_ids': list(range(len(text.split())))})]\n"
-                "class _LLM:\n    n = 0\n"
-                "    def generate(self, prompts, params, use_tqdm=False):\n"
-                "        _LLM.n += 1\n"
-                "        return [_Out('Fine. [RESULT] 4' if (_LLM.n > 1 or i % 2) else 'no verdict here')\n"
-                "                for i, p in enumerate(prompts)]\n"
-                "class VLLM:\n    def __init__(self, model, **kw):\n        self.model = _LLM()\n"
-                "    def validate_vllm(self):\n        return True\n"),
-    "judge.py": ("from .parser import parse_output\n"
-                 "class PrometheusEval:\n"
-                 "    def __init__(self, model, absolute_grade_template=''):\n        self.model = model\n"
-                 "    def absolute_grade(self, *, instructions, responses, rubric, reference_answers, params):\n"
-                 "        prompts = [f'{a}|{b}' for a, b in zip(instructions, responses)]\n"
-                 "        outs = self.model.completions(prompts, **params)\n"
-                 "        todo = [i for i, o in enumerate(outs) if parse_output(o, 'absolute')[0] is None]\n"
-                 "        if todo:\n"
-                 "            for i, o in zip(todo, self.model.completions([prompts[i] for i in todo], **params)):\n"
-                 "                outs[i] = o\n"
-                 "        return [parse_output(o, 'absolute')[0] for o in outs], "
-                 "[parse_output(o, 'absolute')[1] for o in outs]\n"),
+    "parser.py": (
+        "def parse_output(text, mode):\n"
+        "    if '[RESULT] ' not in text:\n        return None, None\n"
+        "    fb, s = text.split('[RESULT] ')\n    return fb.strip(), int(s)\n"
+    ),
+    "vllm.py": (
+        "class _Out:\n    def __init__(self, text):\n"
+        "        self.outputs = [type('O', (), {'text': text, 'token_ids': list(range(len(text.split())))})]\n"
+        "class _LLM:\n    n = 0\n"
+        "    def generate(self, prompts, params, use_tqdm=False):\n"
+        "        _LLM.n += 1\n"
+        "        return [_Out('Fine. [RESULT] 4' if (_LLM.n > 1 or i % 2) else 'no verdict here')\n"
+        "                for i, p in enumerate(prompts)]\n"
+        "class VLLM:\n    def __init__(self, model, **kw):\n        self.model = _LLM()\n"
+        "    def validate_vllm(self):\n        return True\n"
+    ),
+    "judge.py": (
+        "from .parser import parse_output\n"
+        "class PrometheusEval:\n"
+        "    def __init__(self, model, absolute_grade_template=''):\n        self.model = model\n"
+        "    def absolute_grade(self, *, instructions, responses, rubric, reference_answers, params):\n"
+        "        prompts = [f'{a}|{b}' for a, b in zip(instructions, responses)]\n"
+        "        outs = self.model.completions(prompts, **params)\n"
+        "        todo = [i for i, o in enumerate(outs) if parse_output(o, 'absolute')[0] is None]\n"
+        "        if todo:\n"
+        "            for i, o in zip(todo, self.model.completions([prompts[i] for i in todo], **params)):\n"
+        "                outs[i] = o\n"
+        "        return [parse_output(o, 'absolute')[0] for o in outs], "
+        "[parse_output(o, 'absolute')[1] for o in outs]\n"
+    ),
 }
 
 

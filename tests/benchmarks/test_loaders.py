@@ -43,23 +43,33 @@ def test_autoj_labels_and_scenarios():
 
 def test_chosen_rejected_layout_and_tie():
     def rec(c, r, **kw):
-        return {"chosen_instruction": render_absolute("q", c, "harmlessness"),
-                "rejected_instruction": render_absolute("q", r, "harmlessness"), **kw}
+        return {
+            "chosen_instruction": render_absolute("q", c, "harmlessness"),
+            "rejected_instruction": render_absolute("q", r, "harmlessness"),
+            **kw,
+        }
 
     ex = parse_chosen_rejected_records([rec("good", "bad", source="harmless"), rec("x", "y", tie=1)])
     assert [(e.response_1, e.response_2, e.label, e.category) for e in ex] == [
-        ("good", "bad", "1", "harmless"), ("x", "y", "tie", "all")]
-    mismatched = {"chosen_instruction": render_absolute("q1", "a", "honesty"),
-                  "rejected_instruction": render_absolute("q2", "b", "honesty")}
+        ("good", "bad", "1", "harmless"),
+        ("x", "y", "tie", "all"),
+    ]
+    mismatched = {
+        "chosen_instruction": render_absolute("q1", "a", "honesty"),
+        "rejected_instruction": render_absolute("q2", "b", "honesty"),
+    }
     with pytest.raises(InputError, match="record 0: chosen and rejected prompts differ"):
         parse_chosen_rejected_records([mismatched])
 
 
-@pytest.mark.parametrize("record, message", [
-    ({"prompt": "q", "response 1": "a", "response 2": "b", "label": 7}, "label must be 0, 1 or 2"),
-    ({"prompt": "q", "response 1": "a", "label": 0}, "missing field 'response 2'"),
-    ("not a dict", "expected a JSON object"),
-])
+@pytest.mark.parametrize(
+    "record, message",
+    [
+        ({"prompt": "q", "response 1": "a", "response 2": "b", "label": 7}, "label must be 0, 1 or 2"),
+        ({"prompt": "q", "response 1": "a", "label": 0}, "missing field 'response 2'"),
+        ("not a dict", "expected a JSON object"),
+    ],
+)
 def test_autoj_bad_records(record, message):
     with pytest.raises(InputError, match=message):
         parse_autoj_records([record])

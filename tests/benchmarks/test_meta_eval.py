@@ -21,14 +21,28 @@ def oracle(**options):
 
 
 def abs_records(words_scores):
-    return [{"instruction": render_absolute(f"q{i // 2}", w, "helpfulness"), "gpt4_score": s, "category": c,
-             "idx": i // 2, "response_source": f"m{i}"}
-            for i, (w, s, c) in enumerate(words_scores)]
+    return [
+        {
+            "instruction": render_absolute(f"q{i // 2}", w, "helpfulness"),
+            "gpt4_score": s,
+            "category": c,
+            "idx": i // 2,
+            "response_source": f"m{i}",
+        }
+        for i, (w, s, c) in enumerate(words_scores)
+    ]
 
 
 def test_absolute_record_metrics_and_failures():
-    recs = abs_records([("great", [5, 5, 4], "x"), ("poor", [2, 1, 2], "x"), ("fine", [3, 3, 3], "y"),
-                        ("good", [4, 4, 5], "y"), ("garbled", [1, 1, 1], "y")])
+    recs = abs_records(
+        [
+            ("great", [5, 5, 4], "x"),
+            ("poor", [2, 1, 2], "x"),
+            ("fine", [3, 3, 3], "y"),
+            ("good", [4, 4, 5], "y"),
+            ("garbled", [1, 1, 1], "y"),
+        ]
+    )
     judge = oracle(max_retries=0)
     rec = run_meta_eval(judge, recs, layout="absolute", config=MetaEvalConfig(samples=2), bench_name="toy")
     m = rec["metrics"]
@@ -44,10 +58,18 @@ def test_absolute_record_metrics_and_failures():
 
 def pair_records():
     # label 0: response 1 better, 1: response 2 better, 2: tie
-    rows = [("great", "poor", 0), ("awful", "good", 1), ("fine", "fine", 2), ("poor", "fine", 1),
-            ("good", "good", 2), ("great", "awful", 0)]
-    return [{"prompt": f"q{i}", "response 1": a, "response 2": b, "label": lab, "scenario": "s" + str(i % 2)}
-            for i, (a, b, lab) in enumerate(rows)]
+    rows = [
+        ("great", "poor", 0),
+        ("awful", "good", 1),
+        ("fine", "fine", 2),
+        ("poor", "fine", 1),
+        ("good", "good", 2),
+        ("great", "awful", 0),
+    ]
+    return [
+        {"prompt": f"q{i}", "response 1": a, "response 2": b, "label": lab, "scenario": "s" + str(i % 2)}
+        for i, (a, b, lab) in enumerate(rows)
+    ]
 
 
 def test_pairwise_protocols_with_a_perfect_judge():
@@ -70,14 +92,14 @@ def test_pairwise_protocols_with_a_perfect_judge():
 def test_resume_answers_from_the_store(tmp_path):
     store = tmp_path / "j.sqlite"
     cfg = MetaEvalConfig(modes=("direct",), batch_size=2)
-    first = run_meta_eval(oracle(store=store), pair_records(),
-                          layout="autoj", config=cfg)
+    first = run_meta_eval(oracle(store=store), pair_records(), layout="autoj", config=cfg)
 
     def fail(req, i):
         raise AssertionError("the store should have answered")
 
-    again = run_meta_eval(PrometheusJudge(backend="scripted", respond=fail, store=store), pair_records(),
-                          layout="autoj", config=cfg)
+    again = run_meta_eval(
+        PrometheusJudge(backend="scripted", respond=fail, store=store), pair_records(), layout="autoj", config=cfg
+    )
     assert again["metrics"] == first["metrics"] and again["store"]["misses"] == 0 and again["store"]["hits"] > 0
 
 
@@ -94,14 +116,29 @@ def test_cli_writes_record_table_predictions_and_plots(tmp_path, capsys):
     bench = tmp_path / "mini.json"
     bench.write_text(json.dumps(abs_records([("great", [5], "a"), ("poor", [2], "a"), ("fine", [3], "b")])))
     cfg = tmp_path / "judge.json"
-    cfg.write_text(json.dumps({"backend": "scripted", "outputs": ["Fine. [RESULT] 5", "Meh. [RESULT] 2",
-                                                                  "Ok. [RESULT] 3"]}))
-    rc = main(["--judge", str(cfg), "--bench", str(bench), "--layout", "absolute", "--samples", "1",
-               "--out", str(tmp_path / "out")])
+    cfg.write_text(
+        json.dumps({"backend": "scripted", "outputs": ["Fine. [RESULT] 5", "Meh. [RESULT] 2", "Ok. [RESULT] 3"]})
+    )
+    rc = main(
+        [
+            "--judge",
+            str(cfg),
+            "--bench",
+            str(bench),
+            "--layout",
+            "absolute",
+            "--samples",
+            "1",
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
     assert rc == 0
     paths = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     record = json.loads(open(paths["record"]).read())
-    assert record["bench"] == "mini" and record["judge"] == "judge" and record["metrics"]["pearson"] == pytest.approx(1.0)
+    assert (
+        record["bench"] == "mini" and record["judge"] == "judge" and record["metrics"]["pearson"] == pytest.approx(1.0)
+    )
     assert len(open(paths["predictions"]).read().splitlines()) == 3
     assert open(paths["confusion"], "rb").read(4) == b"\x89PNG"
     assert re.search(r"\| judge \| mini \| - \| 3 \| pearson \| 1\.000 \|", open(paths["markdown"]).read())

@@ -1,6 +1,5 @@
 """benchmarks.metrics against values computed by hand."""
 
-
 import pytest
 
 from benchmarks import metrics as M
@@ -28,16 +27,19 @@ def test_correlations_drop_failures_and_constant_input():
 def test_kendall_with_ties_is_tau_b():
     # x = 1,1,2 ; y = 1,2,3: pairs (1,2) tied in x, (1,3) and (2,3) concordant -> C=2, D=0,
     # tau_b = 2 / sqrt((3-1)*(3-0)) = 2/sqrt(6)
-    assert M.correlations([1, 1, 2], [1, 2, 3])["kendall"] == pytest.approx(2 / 6 ** 0.5)
+    assert M.correlations([1, 1, 2], [1, 2, 3])["kendall"] == pytest.approx(2 / 6**0.5)
 
 
-@pytest.mark.parametrize("labels, preds, with_tie, expected", [
-    (["A", "B", "A", "B"], ["A", "B", "B", None], False, 0.5),        # failure counts wrong
-    (["A", "tie", "B"], ["A", "A", "B"], False, 1.0),                  # tie pair left out
-    (["A", "tie", "B"], ["A", "A", "B"], True, 2 / 3),                 # tie pair needs a tie call
-    (["A", "tie", "tie", "B"], ["A", "tie", None, "tie"], True, 0.5),  # predicted tie on A/B is wrong
-    (["tie"], ["tie"], False, None),                                   # nothing left to score
-])
+@pytest.mark.parametrize(
+    "labels, preds, with_tie, expected",
+    [
+        (["A", "B", "A", "B"], ["A", "B", "B", None], False, 0.5),  # failure counts wrong
+        (["A", "tie", "B"], ["A", "A", "B"], False, 1.0),  # tie pair left out
+        (["A", "tie", "B"], ["A", "A", "B"], True, 2 / 3),  # tie pair needs a tie call
+        (["A", "tie", "tie", "B"], ["A", "tie", None, "tie"], True, 0.5),  # predicted tie on A/B is wrong
+        (["tie"], ["tie"], False, None),  # nothing left to score
+    ],
+)
 def test_pairwise_accuracy_table(labels, preds, with_tie, expected):
     got = M.pairwise_accuracy(labels, preds, with_tie=with_tie)
     assert got == (pytest.approx(expected) if expected is not None else None)
@@ -61,12 +63,18 @@ def test_krippendorff_alpha_hand_computed():
 def test_krippendorff_alpha_perfect_missing_and_undefined():
     assert M.krippendorff_alpha([[1, 2, None], [1, 2, 5]]) == pytest.approx(1.0)
     assert M.krippendorff_alpha([[3, 3], [3, 3]]) is None  # no variation: undefined
-    assert M.krippendorff_alpha([[1, 2, 3]]) is None       # one rater
+    assert M.krippendorff_alpha([[1, 2, 3]]) is None  # one rater
 
 
 def test_transitivity_counts_only_complete_triples():
-    v = {("a", "b"): "A", ("b", "c"): "A", ("a", "c"): "A",    # a>b>c, a>c: transitive
-         ("c", "d"): "A", ("b", "d"): None, ("a", "d"): "B"}   # b-d undecided
+    v = {
+        ("a", "b"): "A",
+        ("b", "c"): "A",
+        ("a", "c"): "A",  # a>b>c, a>c: transitive
+        ("c", "d"): "A",
+        ("b", "d"): None,
+        ("a", "d"): "B",
+    }  # b-d undecided
     t = M.transitivity(v)
     # triples: abc (complete, ok), abd (b-d missing), acd (a>c, c>d, d>a: cycle), bcd (missing)
     assert t == {"rate": 0.5, "triples": 2}

@@ -36,8 +36,11 @@ def test_tie_cost_strategies_scripted():
         if req.sampling.logprobs:  # expected strategy: a distribution tilted by the response
             p4 = 0.7 if resp == "a" else 0.4
             top = {"4": math.log(p4), "3": math.log(1 - p4)}
-            toks = (TokenLogprobs("Ok", -0.1, {"Ok": -0.1}), TokenLogprobs(" [RESULT] ", -0.1, {" [RESULT] ": -0.1}),
-                    TokenLogprobs("4", math.log(p4), top))
+            toks = (
+                TokenLogprobs("Ok", -0.1, {"Ok": -0.1}),
+                TokenLogprobs(" [RESULT] ", -0.1, {" [RESULT] ": -0.1}),
+                TokenLogprobs("4", math.log(p4), top),
+            )
             return Completion("Ok [RESULT] 4", logprobs=toks, finish_reason="stop", completion_tokens=3)
         # sample i of a request: response "a" scores 4,3,4 ... ; "b" always 3 -> k=3 means differ
         return "Ok [RESULT] " + ("3" if resp == "b" or i == 1 else "4")
@@ -51,7 +54,9 @@ def test_tie_cost_strategies_scripted():
     assert ks["decided"] == 1 and ks["k"] == 3
     assert ex["decided"] == 1 and ex["with_expected"] == 4
     for r in out.values():
-        assert r["tokens_per_decided_pair"] == pytest.approx((r["prompt_tokens"] + r["completion_tokens"]) / r["decided"])
+        assert r["tokens_per_decided_pair"] == pytest.approx(
+            (r["prompt_tokens"] + r["completion_tokens"]) / r["decided"]
+        )
     with pytest.raises(ConfigError, match="unknown tie strategies"):
         tie_cost(judge, [("q", "a", "b")], strategies=("coin",))
 

@@ -15,8 +15,16 @@ pytestmark = pytest.mark.integration
 
 
 def write_rows(path, n):
-    rows = [{"id": i, "instruction": f"Question {i}?", "response": f"Answer {i}.",
-             "reference_answer": "A reference." if i % 2 else None, "rubric": "helpfulness"} for i in range(n)]
+    rows = [
+        {
+            "id": i,
+            "instruction": f"Question {i}?",
+            "response": f"Answer {i}.",
+            "reference_answer": "A reference." if i % 2 else None,
+            "rubric": "helpfulness",
+        }
+        for i in range(n)
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return rows
 
@@ -25,8 +33,19 @@ def test_grade_jsonl_via_server_and_resume(tmp_path, vllm_server, capsys):
     """The real-vLLM end-to-end run of ``grade``: every row once, ``--resume`` rebuilds a damaged output."""
     src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     rows = write_rows(src, 5)
-    argv = ["grade", str(src), "-o", str(out), "--server", vllm_server, "--max-tokens", "8",
-            "--batch-size", "2", "--quiet"]
+    argv = [
+        "grade",
+        str(src),
+        "-o",
+        str(out),
+        "--server",
+        vllm_server,
+        "--max-tokens",
+        "8",
+        "--batch-size",
+        "2",
+        "--quiet",
+    ]
     assert main(argv) == 0
     got = list(read_rows(out))
     assert [r["id"] for r in got] == [r["id"] for r in rows] and [r["source_index"] for r in got] == list(range(5))
@@ -43,10 +62,29 @@ def test_grade_jsonl_via_server_and_resume(tmp_path, vllm_server, capsys):
 def test_compare_against_a_real_server(tmp_path, vllm_server, capsys):
     """The real-vLLM end-to-end run of ``compare``: both orders per row, no made-up winner."""
     src, out = tmp_path / "ab.jsonl", tmp_path / "verdicts.parquet"
-    src.write_text("".join(json.dumps({"instruction": f"Q{i}?", "response_a": f"A{i}", "response_b": f"B{i}"}) + "\n"
-                           for i in range(3)))
-    assert main(["compare", str(src), "-o", str(out), "--server", vllm_server, "--rubric", "helpfulness",
-                 "--max-tokens", "8", "--quiet"]) == 0
+    src.write_text(
+        "".join(
+            json.dumps({"instruction": f"Q{i}?", "response_a": f"A{i}", "response_b": f"B{i}"}) + "\n" for i in range(3)
+        )
+    )
+    assert (
+        main(
+            [
+                "compare",
+                str(src),
+                "-o",
+                str(out),
+                "--server",
+                vllm_server,
+                "--rubric",
+                "helpfulness",
+                "--max-tokens",
+                "8",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     got = list(read_rows(out))
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert [r["source_index"] for r in got] == [0, 1, 2] and summary["prompt_tokens"] > 0
@@ -60,28 +98,59 @@ def test_grade_parquet_in_and_out(tmp_path, vllm_server):
 
     rows = [{"instruction": "Say hi", "response": "hi"}, {"instruction": "Count to 2", "response": "1 2"}]
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "in.parquet")
-    assert main(["grade", str(tmp_path / "in.parquet"), "-o", str(tmp_path / "out.parquet"), "--server",
-                 vllm_server, "--rubric", "reasoning", "--max-tokens", "4", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "grade",
+                str(tmp_path / "in.parquet"),
+                "-o",
+                str(tmp_path / "out.parquet"),
+                "--server",
+                vllm_server,
+                "--rubric",
+                "reasoning",
+                "--max-tokens",
+                "4",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     got = list(read_rows(tmp_path / "out.parquet"))
     assert [r["instruction"] for r in got] == ["Say hi", "Count to 2"] and all("score" in r for r in got)
 
 
 def test_console_script_help():
     for job in ("grade", "compare", "pairs"):
-        out = subprocess.run([sys.executable, "-m", "prom_reward.cli", job, "--help"], capture_output=True,
-                             text=True, check=True).stdout
-        assert all(f in out for f in ("--rubric", "--server", "--resume", "--overwrite", "--batch-size", "--store",
-                                      "--store-timeout", "--ray"))
-    done = subprocess.run([sys.executable, "-m", "prom_reward.cli", "grade", "x.jsonl", "-o", "y.jsonl"],
-                          capture_output=True, text=True)
+        out = subprocess.run(
+            [sys.executable, "-m", "prom_reward.cli", job, "--help"], capture_output=True, text=True, check=True
+        ).stdout
+        assert all(
+            f in out
+            for f in (
+                "--rubric",
+                "--server",
+                "--resume",
+                "--overwrite",
+                "--batch-size",
+                "--store",
+                "--store-timeout",
+                "--ray",
+            )
+        )
+    done = subprocess.run(
+        [sys.executable, "-m", "prom_reward.cli", "grade", "x.jsonl", "-o", "y.jsonl"], capture_output=True, text=True
+    )
     assert done.returncode == 2 and "no judge given" in done.stderr
 
 
 # --- prom-reward pairs ---------------------------------------------------------------------------
 
+
 def write_pair_rows(path, n):
-    rows = [{"id": i, "prompt": f"Question {i}?", "completions": [f"good {i}", f"bad {i}", f"fair {i}"]}
-            for i in range(n)]
+    rows = [
+        {"id": i, "prompt": f"Question {i}?", "completions": [f"good {i}", f"bad {i}", f"fair {i}"]} for i in range(n)
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return rows
 
@@ -93,18 +162,55 @@ def test_pairs_command_writes_pairs_and_summary(tmp_path, capsys):
     try:
         src, out = tmp_path / "in.jsonl", tmp_path / "pairs.jsonl"
         write_pair_rows(src, 5)
-        argv = ["pairs", str(src), "-o", str(out), "--server", server.url, "--model", "judge", "--rubric",
-                "helpfulness", "--batch-size", "2", "--keep-col", "id", "--quiet"]
+        argv = [
+            "pairs",
+            str(src),
+            "-o",
+            str(out),
+            "--server",
+            server.url,
+            "--model",
+            "judge",
+            "--rubric",
+            "helpfulness",
+            "--batch-size",
+            "2",
+            "--keep-col",
+            "id",
+            "--quiet",
+        ]
         assert main(argv) == 0
         stats = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
         assert (stats["rows"], stats["pairs"], stats["skipped"]) == (5, 5, {})
         got = list(read_rows(out))
         assert [(r["id"], r["chosen"], r["rejected"], r["margin"]) for r in got][:2] == [
-            (0, "good 0", "bad 0", 4.0), (1, "good 1", "bad 1", 4.0)]
+            (0, "good 0", "bad 0", 4.0),
+            (1, "good 1", "bad 1", 4.0),
+        ]
         assert len(server.bodies("/v1/chat/completions")) == 15
         # all pairs, both orders, with a margin filter that keeps everything (P = 1 -> margin 1)
-        assert main(["pairs", str(src), "-o", str(tmp_path / "all.jsonl"), "--server", server.url, "--model", "judge",
-                     "--rubric", "helpfulness", "--strategy", "all_pairs", "--min-margin", "0.9", "--quiet"]) == 0
+        assert (
+            main(
+                [
+                    "pairs",
+                    str(src),
+                    "-o",
+                    str(tmp_path / "all.jsonl"),
+                    "--server",
+                    server.url,
+                    "--model",
+                    "judge",
+                    "--rubric",
+                    "helpfulness",
+                    "--strategy",
+                    "all_pairs",
+                    "--min-margin",
+                    "0.9",
+                    "--quiet",
+                ]
+            )
+            == 0
+        )
         stats = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
         assert stats["pairs"] == 15 and len(server.bodies("/v1/chat/completions")) == 15 + 30
     finally:
@@ -114,8 +220,22 @@ def test_pairs_command_writes_pairs_and_summary(tmp_path, capsys):
 def test_pairs_command_reports_bad_input(tmp_path, capsys):
     src = tmp_path / "in.jsonl"
     src.write_text(json.dumps({"prompt": "x", "completions": ["only one"]}) + "\n")
-    assert main(["pairs", str(src), "-o", str(tmp_path / "o.jsonl"), "--server", "http://127.0.0.1:9/v1",
-                 "--rubric", "helpfulness", "--quiet"]) == 2
+    assert (
+        main(
+            [
+                "pairs",
+                str(src),
+                "-o",
+                str(tmp_path / "o.jsonl"),
+                "--server",
+                "http://127.0.0.1:9/v1",
+                "--rubric",
+                "helpfulness",
+                "--quiet",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "in.jsonl:1: row 0" in err and "at least 2 completions" in err
     assert main(["pairs", str(src), "-o", str(tmp_path / "o.jsonl"), "--model", "m", "--min-margin", "nan"]) == 2
@@ -128,8 +248,27 @@ def test_pairs_command_against_a_real_server(tmp_path, vllm_server, capsys):
     """The real-vLLM end-to-end run of ``pairs``."""
     src, out = tmp_path / "in.jsonl", tmp_path / "pairs.jsonl"
     write_pair_rows(src, 2)
-    assert main(["pairs", str(src), "-o", str(out), "--server", vllm_server, "--rubric", "helpfulness",
-                 "--max-tokens", "8", "--force-verdict", "--max-tie-rounds", "1", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "pairs",
+                str(src),
+                "-o",
+                str(out),
+                "--server",
+                vllm_server,
+                "--rubric",
+                "helpfulness",
+                "--max-tokens",
+                "8",
+                "--force-verdict",
+                "--max-tie-rounds",
+                "1",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     stats = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     # the tiny random model's verdicts are noise: check the accounting, not the preferences
     assert stats["rows"] == 2 and stats["pairs"] + sum(stats["skipped"].values()) == 2
@@ -155,9 +294,29 @@ def test_grade_streams_a_long_file_in_constant_memory(tmp_path):
                 for i in range(n):
                     f.write(json.dumps({"instruction": f"Question {i}?", "response": f"{i}. {filler}"}) + "\n")
             sizes[n] = src.stat().st_size
-            out = subprocess.run([sys.executable, "-c", PEAK_RSS, "grade", str(src), "-o", str(dst), "--rubric",
-                                  "helpfulness", "--server", url, "--model", "noop-judge", "--batch-size", "500",
-                                  "--quiet"], capture_output=True, text=True, timeout=600)
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    PEAK_RSS,
+                    "grade",
+                    str(src),
+                    "-o",
+                    str(dst),
+                    "--rubric",
+                    "helpfulness",
+                    "--server",
+                    url,
+                    "--model",
+                    "noop-judge",
+                    "--batch-size",
+                    "500",
+                    "--quiet",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
             assert out.returncode == 0, out.stderr[-2000:]
             peaks[n] = int(out.stderr.rsplit("peak_rss_kb", 1)[1].split()[0]) / 1024
             with open(dst) as f:

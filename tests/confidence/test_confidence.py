@@ -62,7 +62,8 @@ def test_tail_and_bucket_are_lower_bounds_tail_the_tighter():
     assert tail == pytest.approx(-(0.9 * LN(0.3) + 0.1 * LN(0.1)))
     # when the tail is a single token, the tail bound is exact
     assert token_entropy(pos("a", {"a": 0.5, "b": 0.3}), "tail") == pytest.approx(
-        -(0.5 * LN(0.5) + 0.3 * LN(0.3) + 0.2 * LN(0.2)))
+        -(0.5 * LN(0.5) + 0.3 * LN(0.3) + 0.2 * LN(0.2))
+    )
 
 
 def test_sampled_token_outside_top_k_does_not_count_and_overfull_mass_is_rescaled():
@@ -93,7 +94,8 @@ def test_entropy_is_a_function_of_the_distribution_not_of_the_sampled_token():
     assert entropy_upper_bound(_top20_position(dist, "t0"), len(dist)) >= true - 1e-9
     for t in ("bucket", "renormalize"):
         assert token_entropy(_top20_position(dist, "h0"), t) == pytest.approx(
-            token_entropy(_top20_position(dist, "t5"), t))
+            token_entropy(_top20_position(dist, "t5"), t)
+        )
 
 
 def _normalised(weights):
@@ -152,8 +154,9 @@ def test_confidence_from_samples_margins():
         JudgeSample("x", "x", 4, probabilities={"4": 0.8, "5": 0.2}, entropy=0.2, nll=0.1, scored_tokens=3),
         JudgeSample("y", "y", 4, probabilities={"4": 0.6, "3": 0.4}, entropy=0.4, nll=0.3, scored_tokens=5),
         # renormalised 0.5, but the labels only had 0.8 of the mass: the token's own probability is 0.4
-        JudgeSample("z", "z", 2, probabilities={"2": 0.5, "4": 0.5}, verdict_mass=0.8, entropy=0.6, nll=0.5,
-                    scored_tokens=2),
+        JudgeSample(
+            "z", "z", 2, probabilities={"2": 0.5, "4": 0.5}, verdict_mass=0.8, entropy=0.6, nll=0.5, scored_tokens=2
+        ),
         JudgeSample("no verdict", None, None, entropy=9.0, scored_tokens=50),  # failures do not count
     ]
     c = confidence_from_samples(samples)
@@ -166,20 +169,33 @@ def test_confidence_from_samples_margins():
 
 
 def test_merge_and_calibrated_entropy():
-    m = merge_confidences([Confidence(entropy=1.0, base_entropy=0.4, tokens=3), None,
-                           Confidence(entropy=0.5, base_entropy=0.2, verdict_probability=0.9, tokens=2)],
-                          swap_agreement=0.0)
+    m = merge_confidences(
+        [
+            Confidence(entropy=1.0, base_entropy=0.4, tokens=3),
+            None,
+            Confidence(entropy=0.5, base_entropy=0.2, verdict_probability=0.9, tokens=2),
+        ],
+        swap_agreement=0.0,
+    )
     assert m.entropy == 0.75 and m.base_entropy == pytest.approx(0.3) and m.entropy_calibrated == pytest.approx(0.45)
     assert m.verdict_probability == 0.9 and m.swap_agreement == 0.0 and m.tokens == 5
 
 
-@pytest.mark.parametrize("name, expected", [
-    ("se", 0.7), ("se_cali", 0.5), ("perplexity", 1.1), ("verdict_probability", 0.25),
-    ("sample_agreement", 1 / 3), ("swap_agreement", 1.0),
-])
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("se", 0.7),
+        ("se_cali", 0.5),
+        ("perplexity", 1.1),
+        ("verdict_probability", 0.25),
+        ("sample_agreement", 1 / 3),
+        ("swap_agreement", 1.0),
+    ],
+)
 def test_indicators_are_uncertainties(name, expected):
-    c = Confidence(entropy=0.7, nll=1.1, base_entropy=0.2, verdict_probability=0.75, sample_agreement=2 / 3,
-                   swap_agreement=0.0)
+    c = Confidence(
+        entropy=0.7, nll=1.1, base_entropy=0.2, verdict_probability=0.75, sample_agreement=2 / 3, swap_agreement=0.0
+    )
     assert uncertainty(c, name) == pytest.approx(expected)
 
 
@@ -194,8 +210,10 @@ def completion(text, probs_per_token):
 
 
 def test_judge_confidence_requests_logprobs_and_fills_grades():
-    out = completion("Fine. [RESULT] 4", [("Fine.", {"Fine.": 0.5, "Good.": 0.5}), (" [RESULT] ", {" [RESULT] ": 1.0}),
-                                         ("4", {"4": 0.75, "5": 0.25})])
+    out = completion(
+        "Fine. [RESULT] 4",
+        [("Fine.", {"Fine.": 0.5, "Good.": 0.5}), (" [RESULT] ", {" [RESULT] ": 1.0}), ("4", {"4": 0.75, "5": 0.25})],
+    )
     backend = ScriptedBackend(outputs=[out])
     judge = PrometheusJudge(backend=backend, confidence=True)
     assert judge.sampling.logprobs == 20
@@ -208,15 +226,23 @@ def test_judge_confidence_requests_logprobs_and_fills_grades():
 
 
 def test_grade_without_logprobs_still_has_sample_agreement():
-    judge = PrometheusJudge(backend="scripted", outputs=["a [RESULT] 4", "b [RESULT] 4", "c [RESULT] 2", "d [RESULT] 4"],
-                            num_samples=4)
+    judge = PrometheusJudge(
+        backend="scripted", outputs=["a [RESULT] 4", "b [RESULT] 4", "c [RESULT] 2", "d [RESULT] 4"], num_samples=4
+    )
     (g,) = judge.grade(["q"], ["r"], "helpfulness")
     assert g.confidence.sample_agreement == 0.75 and g.confidence.entropy is None
 
 
 def test_verdict_swap_agreement():
-    judge = PrometheusJudge(backend="scripted", outputs=["x [RESULT] A", "y [RESULT] B",  # item 0 both orders
-                                                         "x [RESULT] A", "y [RESULT] A"])
+    judge = PrometheusJudge(
+        backend="scripted",
+        outputs=[
+            "x [RESULT] A",
+            "y [RESULT] B",  # item 0 both orders
+            "x [RESULT] A",
+            "y [RESULT] A",
+        ],
+    )
     # batch order: item0, item1 (original), item0, item1 (swapped)
     v = judge.compare(["q0", "q1"], ["a", "a"], ["b", "b"], "helpfulness", swap=True)
     # item 0: A then (swapped) A -> flipped B: disagreement; item 1: B then A -> flipped B: agreement
@@ -230,7 +256,7 @@ def test_calibration_sets_base_entropy_and_se_cali():
     judge = PrometheusJudge(backend=ScriptedBackend(outputs=[out, "no verdict"]), calibration=base, max_retries=0)
     assert judge.confidence and judge.sampling.logprobs == 20
     g, bad = judge.grade(["q", "q2"], ["r", "r2"], "helpfulness")
-    (requests, texts, k), = base.calls
+    ((requests, texts, k),) = base.calls
     assert texts == ["Fine. [RESULT] 4"] and k == 20  # only the valid sample is read
     assert "###Response to evaluate:\nr\n" in requests[0].user
     assert g.confidence.base_entropy == pytest.approx(LN(2)) and g.confidence.entropy == 0.0

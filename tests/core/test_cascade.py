@@ -26,13 +26,16 @@ def grades(*entropies):
     return [Grade(3.0, confidence=Confidence(entropy=e)) if e is not None else Grade(None) for e in entropies]
 
 
-@pytest.mark.parametrize("fraction, reasons", [
-    (0.0, ["", "", "", "", "failed"]),            # failures route even at 0%
-    (0.2, ["", "", "", "", "failed"]),            # budget 1 is used by the failure
-    (0.4, ["", "uncertain", "", "", "failed"]),
-    (0.6, ["", "uncertain", "", "uncertain", "failed"]),
-    (1.0, ["uncertain", "uncertain", "uncertain", "uncertain", "failed"]),
-])
+@pytest.mark.parametrize(
+    "fraction, reasons",
+    [
+        (0.0, ["", "", "", "", "failed"]),  # failures route even at 0%
+        (0.2, ["", "", "", "", "failed"]),  # budget 1 is used by the failure
+        (0.4, ["", "uncertain", "", "", "failed"]),
+        (0.6, ["", "uncertain", "", "uncertain", "failed"]),
+        (1.0, ["uncertain", "uncertain", "uncertain", "uncertain", "failed"]),
+    ],
+)
 def test_route_fraction_table(fraction, reasons):
     out = route(grades(0.1, 0.9, 0.2, 0.5, None), CascadeConfig(route_fraction=fraction))
     assert [r.reason for r in out] == reasons
@@ -52,14 +55,17 @@ def test_route_threshold_and_unscored_and_ties():
     assert route([tie], CascadeConfig(threshold=1.0, indicator="swap_agreement"))[0].reason == ""
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({}, "exactly one"),
-    ({"route_fraction": 0.5, "threshold": 1.0}, "exactly one"),
-    ({"route_fraction": 1.5}, r"\[0, 1\]"),
-    ({"route_fraction": -0.1}, r"\[0, 1\]"),
-    ({"threshold": float("nan")}, "finite"),
-    ({"route_fraction": 0.5, "indicator": "entropy"}, "valid names: perplexity, sample_agreement, se, se_cali"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({}, "exactly one"),
+        ({"route_fraction": 0.5, "threshold": 1.0}, "exactly one"),
+        ({"route_fraction": 1.5}, r"\[0, 1\]"),
+        ({"route_fraction": -0.1}, r"\[0, 1\]"),
+        ({"threshold": float("nan")}, "finite"),
+        ({"route_fraction": 0.5, "indicator": "entropy"}, "valid names: perplexity, sample_agreement, se, se_cali"),
+    ],
+)
 def test_config_validation(kwargs, match):
     with pytest.raises(ConfigError, match=match):
         CascadeConfig(**kwargs)
@@ -85,12 +91,22 @@ def make_cascade(primary_outputs, fallback_outputs, **kw):
 
 def test_grade_routes_least_confident_and_failures_with_cost():
     cascade, fallback = make_cascade(
-        [confident("a [RESULT] 4", 0.95), confident("b [RESULT] 2", 0.6), confident("c [RESULT] 3", 0.9),
-         "no verdict at all"],
-        ["fallback one [RESULT] 5", "fallback two [RESULT] 1"], route_fraction=0.5)
+        [
+            confident("a [RESULT] 4", 0.95),
+            confident("b [RESULT] 2", 0.6),
+            confident("c [RESULT] 3", 0.9),
+            "no verdict at all",
+        ],
+        ["fallback one [RESULT] 5", "fallback two [RESULT] 1"],
+        route_fraction=0.5,
+    )
     out = cascade.grade(["q0", "q1", "q2", "q3"], ["r0", "r1", "r2", "r3"], ["helpfulness"] * 4)
-    assert [(g.score, g.decided_by) for g in out] == [(4.0, "primary"), (5.0, "fallback"), (3.0, "primary"),
-                                                       (1.0, "fallback")]
+    assert [(g.score, g.decided_by) for g in out] == [
+        (4.0, "primary"),
+        (5.0, "fallback"),
+        (3.0, "primary"),
+        (1.0, "fallback"),
+    ]
     assert [r.reason for r in cascade.last_routing] == ["", "uncertain", "", "failed"]
     assert cascade.last_routing[1].uncertainty == pytest.approx(entropy_of(0.6))
     # the fallback saw exactly the routed items, in order
@@ -106,8 +122,9 @@ def test_nothing_routed_makes_no_fallback_call_and_fallback_failure_keeps_primar
     cascade, fallback = make_cascade([confident("a [RESULT] 4", 0.9)], [], threshold=10.0)
     assert [g.decided_by for g in cascade.grade(["q"], ["r"], "helpfulness")] == ["primary"]
     assert cascade.cascade_stats.fallback_calls == 0 and fallback.backend.calls == []
-    cascade, _ = make_cascade([confident("a [RESULT] 4", 0.6), "nothing"], ["still nothing", "also nothing"],
-                              route_fraction=1.0)
+    cascade, _ = make_cascade(
+        [confident("a [RESULT] 4", 0.6), "nothing"], ["still nothing", "also nothing"], route_fraction=1.0
+    )
     kept, failed = cascade.grade(["q", "q2"], ["r", "r2"], "helpfulness")
     assert (kept.score, kept.decided_by) == (4.0, "primary")  # fallback failed: primary's valid grade stays
     assert (failed.score, failed.decided_by) == (None, "fallback")
@@ -131,8 +148,11 @@ def test_compare_routes_by_swap_agreement():
 
 
 def test_reward_uses_whoever_decided_and_logs_it():
-    cascade, _ = make_cascade([confident("a [RESULT] 4", 0.95), confident("b [RESULT] 2", 0.55)],
-                              ["better judge [RESULT] 5"], route_fraction=0.5)
+    cascade, _ = make_cascade(
+        [confident("a [RESULT] 4", 0.95), confident("b [RESULT] 2", 0.55)],
+        ["better judge [RESULT] 5"],
+        route_fraction=0.5,
+    )
     reward = PrometheusReward(cascade, rubric="helpfulness")
     metrics, extra = {}, {}
     rewards = reward(["q0", "q1"], ["r0", "r1"], log_metric=metrics.__setitem__, log_extra=extra.__setitem__)
@@ -162,6 +182,7 @@ def test_reward_with_cascade_pickles_unless_an_engine_is_inside():
 
 
 # ---- the routed share over a run, whatever the call sizes (issue 14) ------------------------------
+
 
 def _run(call_size, fraction, n=1000, seed=0, extra=0):
     import random

@@ -30,17 +30,22 @@ class ByteBoundBackend(ScriptedBackend):
     def generate(self, requests):  # its prompt-token accounting is not a context check
         self.calls.append(list(requests))
         counts = ScriptedBackend.count_tokens(self, requests)
-        return [GenerationResult(tuple(self._next(r, i) for i in range(r.n)), prompt_tokens=c)
-                for r, c in zip(requests, counts, strict=True)]
+        return [
+            GenerationResult(tuple(self._next(r, i) for i in range(r.n)), prompt_tokens=c)
+            for r, c in zip(requests, counts, strict=True)
+        ]
 
 
-@pytest.mark.parametrize("user_bytes,max_tokens,limit,fits", [
-    (100, 100, 100 + 100 + TEMPLATE_MARGIN + 3, True),   # "s" + "u"*100 + margin + max_tokens = limit - 2
-    (100, 100, 101 + 100 + TEMPLATE_MARGIN, True),       # exactly at the limit
-    (100, 100, 100 + 100 + TEMPLATE_MARGIN, False),      # one byte over
-    (4000, 1024, 8192, True),
-    (7000, 1024, 8192, False),
-])
+@pytest.mark.parametrize(
+    "user_bytes,max_tokens,limit,fits",
+    [
+        (100, 100, 100 + 100 + TEMPLATE_MARGIN + 3, True),  # "s" + "u"*100 + margin + max_tokens = limit - 2
+        (100, 100, 101 + 100 + TEMPLATE_MARGIN, True),  # exactly at the limit
+        (100, 100, 100 + 100 + TEMPLATE_MARGIN, False),  # one byte over
+        (4000, 1024, 8192, True),
+        (7000, 1024, 8192, False),
+    ],
+)
 def test_surely_fits_is_bytes_plus_margin_plus_max_tokens(user_bytes, max_tokens, limit, fits):
     req = GenerationRequest("s", "u" * user_bytes, sampling=SamplingConfig(max_tokens=max_tokens))
     assert surely_fits(req, limit) is fits
@@ -88,8 +93,9 @@ def test_real_tokenizer_never_exceeds_the_byte_bound(smollm2_dir, tiny_model_dir
         tok = AutoTokenizer.from_pretrained(str(folder))
         wire = get_wire_format("chat")
         for p in prompts:
-            ids = tok.apply_chat_template(wire.messages(ABS_SYSTEM_PROMPT, p, system_role=role),
-                                          tokenize=True, add_generation_prompt=True)
+            ids = tok.apply_chat_template(
+                wire.messages(ABS_SYSTEM_PROMPT, p, system_role=role), tokenize=True, add_generation_prompt=True
+            )
             ids = ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids
             size = len(ABS_SYSTEM_PROMPT.encode()) + len(p.encode())
             assert len(ids) <= size + TEMPLATE_MARGIN, (folder.name, len(ids), size)

@@ -147,9 +147,14 @@ def test_compare_uses_only_criteria_of_the_rubric():
 
 
 def test_tie_rounds_resample_at_temperature_one_until_a_winner():
-    outputs = ["[RESULT] 3", "[RESULT] 3",  # round 0: tie
-               "[RESULT] 4", "[RESULT] 4",  # round 1: tie again
-               "[RESULT] 2", "[RESULT] 5"]  # round 2: B wins
+    outputs = [
+        "[RESULT] 3",
+        "[RESULT] 3",  # round 0: tie
+        "[RESULT] 4",
+        "[RESULT] 4",  # round 1: tie again
+        "[RESULT] 2",
+        "[RESULT] 5",
+    ]  # round 2: B wins
     judge, backend = judge_with(outputs=outputs, sampling={"temperature": 0.0})
     (v,) = judge.compare_by_grades(["q"], ["a"], ["b"], "helpfulness")
     assert v.winner == "B" and v.tie_rounds == 2 and not v.tie
@@ -199,8 +204,9 @@ def test_overlong_prompt_names_item_and_token_count():
 
 
 def test_opt_in_truncation_fits_the_response():
-    judge, backend = judge_with(outputs=["x [RESULT] 3"], context=400, sampling={"max_tokens": 100},
-                                truncate_response=True)
+    judge, backend = judge_with(
+        outputs=["x [RESULT] 3"], context=400, sampling={"max_tokens": 100}, truncate_response=True
+    )
     (g,) = judge.grade(["q"], ["word " * 500], "helpfulness")
     assert g.truncated and g.score == 3.0
     (count,) = backend.count_tokens(backend.calls[0])

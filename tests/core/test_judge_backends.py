@@ -22,8 +22,14 @@ def test_server_judge_retries_then_none_on_random_model(vllm_server):
 
 @pytest.mark.smollm2
 def test_server_judge_forced_verdicts_with_logprobs(smollm2_server):
-    judge = PrometheusJudge(backend="openai", base_url=smollm2_server, sampling={"max_tokens": 48},
-                            force_verdict=True, expected_score=True, max_retries=1)
+    judge = PrometheusJudge(
+        backend="openai",
+        base_url=smollm2_server,
+        sampling={"max_tokens": 48},
+        force_verdict=True,
+        expected_score=True,
+        max_retries=1,
+    )
     grades = judge.grade(QUESTIONS, ANSWERS, "helpfulness")
     for g in grades:
         assert g.ok and 1 <= g.score <= 5 and 1 <= g.expected_score <= 5
@@ -51,7 +57,6 @@ def test_server_and_engine_render_the_same_prompt(smollm2_server, smollm2_engine
 
 
 def test_transformers_judge_on_tiny_model(tiny_model_dir):
-    judge = PrometheusJudge(str(tiny_model_dir), backend="transformers", sampling={"max_tokens": 6},
-                            max_retries=0)
+    judge = PrometheusJudge(str(tiny_model_dir), backend="transformers", sampling={"max_tokens": 6}, max_retries=0)
     (g,) = judge.grade(QUESTIONS[:1], ANSWERS[:1], "helpfulness")
     assert g.score is None and g.failures == 1 and len(g.raw_outputs) == 1

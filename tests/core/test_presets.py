@@ -3,8 +3,7 @@
 import pytest
 
 from prom_reward import UnknownNameError
-from prom_reward.core.judge import _apply_preset
-from prom_reward.core.presets import PRESETS, find_preset_for_model, get_preset
+from prom_reward.core.presets import PRESETS, apply_preset, find_preset_for_model, get_preset
 
 
 def test_prometheus_presets_use_the_training_wire():
@@ -21,18 +20,18 @@ def test_unknown_preset_lists_names():
 
 
 def test_vllm_gets_engine_options_and_user_wins():
-    model, opts = _apply_preset(get_preset("prometheus-7b-v2.0"), "vllm", "prometheus-7b-v2.0",
-                                {"max_model_len": 4096})
+    model, opts = apply_preset(get_preset("prometheus-7b-v2.0"), "vllm", "prometheus-7b-v2.0", {"max_model_len": 4096})
     assert model == "prometheus-eval/prometheus-7b-v2.0"
     assert opts == {"wire": "chat", "dtype": "bfloat16", "max_model_len": 4096}
 
 
 def test_server_gets_only_wire_and_served_model_name():
-    model, opts = _apply_preset(get_preset("prometheus-7b-v2.0"), "openai", "prometheus-7b-v2.0",
-                                {"base_url": "http://127.0.0.1:1/v1"})
+    model, opts = apply_preset(
+        get_preset("prometheus-7b-v2.0"), "openai", "prometheus-7b-v2.0", {"base_url": "http://127.0.0.1:1/v1"}
+    )
     assert model == "prometheus-eval/prometheus-7b-v2.0"
     assert opts == {"wire": "chat", "base_url": "http://127.0.0.1:1/v1"}
-    _, inst = _apply_preset(get_preset("prometheus-7b-v2.0-inst"), "openai", None, {})
+    _, inst = apply_preset(get_preset("prometheus-7b-v2.0-inst"), "openai", None, {})
     assert inst == {"wire": "inst", "endpoint": "completions"}
 
 

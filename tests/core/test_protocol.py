@@ -45,8 +45,18 @@ def test_tie_rounds_keep_their_attempt_numbers_apart() -> None:
 
 def test_grade_and_verdict_share_the_judgment_fields_once() -> None:
     shared = {f.name for f in dataclasses.fields(Judgment)}
-    assert shared == {"feedback", "samples", "retries", "failures", "forced", "prompt_tokens", "completion_tokens",
-                      "confidence", "decided_by", "truncated"}
+    assert shared == {
+        "feedback",
+        "samples",
+        "retries",
+        "failures",
+        "forced",
+        "prompt_tokens",
+        "completion_tokens",
+        "confidence",
+        "decided_by",
+        "truncated",
+    }
     own_grade = [f.name for f in dataclasses.fields(Grade) if f.name not in shared]
     own_verdict = [f.name for f in dataclasses.fields(Verdict) if f.name not in shared]
     assert own_grade == ["score", "scores", "probabilities", "expected_score"]

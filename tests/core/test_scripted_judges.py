@@ -20,5 +20,7 @@ def test_judge_by_rank_grades_and_compares():
     assert [v.winner for v in verdicts] == ["B", "A", None]
     prefers_a = judge_by_rank({"good": 5, "fair": 3}, tie="A")
     assert [v.winner for v in prefers_a.compare(["q", "q"], ["fair", "fair"], ["fair", "good"], "helpfulness")] == [
-        "A", "B"]
+        "A",
+        "B",
+    ]
     assert prefers_a.compare(["q"], ["odd"], ["good"], "helpfulness")[0].winner is None

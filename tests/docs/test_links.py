@@ -9,8 +9,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = sorted([ROOT / "README.md", ROOT / "train_judge" / "README.md", ROOT / "benchmarks" / "README.md",
-                *(ROOT / "docs").glob("*.md")])
+PAGES = sorted(
+    [
+        ROOT / "README.md",
+        ROOT / "train_judge" / "README.md",
+        ROOT / "benchmarks" / "README.md",
+        *(ROOT / "docs").glob("*.md"),
+    ]
+)
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 
@@ -25,12 +31,17 @@ def anchors(page: Path) -> set[str]:
     return {anchor(m.group(1)) for m in re.finditer(r"^#{1,6}\s+(.+?)\s*$", text, re.M)}
 
 
-@pytest.mark.parametrize(("heading", "expected"), [
-    ("The job engine (`jobs_scale.py`, `vs_prometheus_eval.py`, issue 24)",
-     "the-job-engine-jobs_scalepy-vs_prometheus_evalpy-issue-24"),
-    ("GPU install: the vLLM range and how it is checked", "gpu-install-the-vllm-range-and-how-it-is-checked"),
-    ("Hacking probe", "hacking-probe"),
-])
+@pytest.mark.parametrize(
+    ("heading", "expected"),
+    [
+        (
+            "The job engine (`jobs_scale.py`, `vs_prometheus_eval.py`, issue 24)",
+            "the-job-engine-jobs_scalepy-vs_prometheus_evalpy-issue-24",
+        ),
+        ("GPU install: the vLLM range and how it is checked", "gpu-install-the-vllm-range-and-how-it-is-checked"),
+        ("Hacking probe", "hacking-probe"),
+    ],
+)
 def test_anchor_rule(heading, expected):
     assert anchor(heading) == expected
 
@@ -52,8 +63,10 @@ def broken_links(page: Path) -> list[str]:
 def test_a_broken_link_is_found(tmp_path):
     (tmp_path / "other.md").write_text("# Real heading\n")
     page = tmp_path / "page.md"
-    page.write_text("[ok](other.md#real-heading) [web](https://x.org/none) [gone](missing.md) "
-                    "[bad](other.md#no-such) [self](#top)\n```\n[in code](ignored.md)\n```\n# Top\n")
+    page.write_text(
+        "[ok](other.md#real-heading) [web](https://x.org/none) [gone](missing.md) "
+        "[bad](other.md#no-such) [self](#top)\n```\n[in code](ignored.md)\n```\n# Top\n"
+    )
     assert [b.split(":")[0] for b in broken_links(page)] == ["missing.md", "other.md#no-such"]
 
 

@@ -20,18 +20,25 @@ REPO = Path(__file__).resolve().parents[2]
 
 def run_example(module: str, tmp_path: Path, *extra: str) -> dict:
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", PYTHONPATH=str(REPO))
-    proc = subprocess.run([sys.executable, "-m", module, "--smoke", "--output-dir", str(tmp_path), *extra], cwd=REPO,
-                          env=env, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "-m", module, "--smoke", "--output-dir", str(tmp_path), *extra],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("SUMMARY ")]
     assert len(lines) == 1, proc.stdout[-3000:]
-    return json.loads(lines[0][len("SUMMARY "):])
+    return json.loads(lines[0][len("SUMMARY ") :])
 
 
 @pytest.mark.integration
 @pytest.mark.smollm2
-@pytest.mark.parametrize("module, name", [("rlhf_examples.grpo_prometheus", "grpo"),
-                                          ("rlhf_examples.rloo_prometheus", "rloo")])
+@pytest.mark.parametrize(
+    "module, name", [("rlhf_examples.grpo_prometheus", "grpo"), ("rlhf_examples.rloo_prometheus", "rloo")]
+)
 def test_example_smoke(module, name, tmp_path, smollm2_dir, smollm2_server):
     out = run_example(module, tmp_path, "--judge-server", smollm2_server)
     assert out["example"] == name and out["steps"] == 2 and out["finite"]

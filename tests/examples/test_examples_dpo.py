@@ -17,13 +17,19 @@ REPO = Path(__file__).resolve().parents[2]
 def tagged(stdout: str, tag: str) -> dict:
     lines = [ln for ln in stdout.splitlines() if ln.startswith(tag + " ")]
     assert len(lines) == 1, stdout[-3000:]
-    return json.loads(lines[0][len(tag) + 1:])
+    return json.loads(lines[0][len(tag) + 1 :])
 
 
 def run_example(*args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", PYTHONPATH=str(REPO))
-    proc = subprocess.run([sys.executable, "-m", "rlhf_examples.dpo_from_judge", "--smoke", *args], cwd=REPO,
-                          env=env, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "-m", "rlhf_examples.dpo_from_judge", "--smoke", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     return proc
 

@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 def tagged(stdout: str, tag: str) -> dict:
     lines = [ln for ln in stdout.splitlines() if ln.startswith(tag + " ")]
     assert len(lines) == 1, stdout[-3000:]
-    return json.loads(lines[0][len(tag) + 1:])
+    return json.loads(lines[0][len(tag) + 1 :])
 
 
 @pytest.mark.integration
@@ -25,9 +25,23 @@ def tagged(stdout: str, tag: str) -> dict:
 def test_online_dpo_example_smoke(tmp_path, smollm2_dir, smollm2_server):
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", PYTHONPATH=str(REPO))
     # the judge is the session's SmolLM2 server (--judge-server), as in tests/examples/test_examples.py
-    proc = subprocess.run([sys.executable, "-m", "rlhf_examples.online_dpo_prometheus", "--smoke",
-                           "--output-dir", str(tmp_path), "--judge-server", smollm2_server], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=900)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rlhf_examples.online_dpo_prometheus",
+            "--smoke",
+            "--output-dir",
+            str(tmp_path),
+            "--judge-server",
+            smollm2_server,
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     out = tagged(proc.stdout, "SUMMARY")
     assert out["example"] == "online_dpo" and out["steps"] == 2 and out["finite"]

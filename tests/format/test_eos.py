@@ -29,7 +29,7 @@ END_TABLE = [
 @pytest.mark.parametrize("text,strip,end", END_TABLE)
 def test_content_end(text: str, strip: str, end: int) -> None:
     assert content_end(text, strip) == end
-    assert strip_eos(text) == text[:content_end(text)]
+    assert strip_eos(text) == text[: content_end(text)]
 
 
 @pytest.mark.parametrize("token", EOS_TOKENS)

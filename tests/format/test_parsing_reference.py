@@ -133,10 +133,32 @@ def test_judge_resamples_a_negated_verdict() -> None:
 # ---- property: a verdict negated or hedged in the final sentence is never returned ---------------
 
 DOUBTS = [
-    "does not deserve", "doesn't deserve", "is not", "isn't", "would not give it", "wouldn't earn",
-    "never reaches", "cannot get", "maybe", "perhaps", "possibly", "it could be", "it might get", "almost",
-    "nearly", "if it were fixed,", "less than", "more than", "rather than", "instead of", "not quite",
-    "falls short of", "lacks what earns", "is too weak for", "somewhere between 2 and", "either 3 or",
+    "does not deserve",
+    "doesn't deserve",
+    "is not",
+    "isn't",
+    "would not give it",
+    "wouldn't earn",
+    "never reaches",
+    "cannot get",
+    "maybe",
+    "perhaps",
+    "possibly",
+    "it could be",
+    "it might get",
+    "almost",
+    "nearly",
+    "if it were fixed,",
+    "less than",
+    "more than",
+    "rather than",
+    "instead of",
+    "not quite",
+    "falls short of",
+    "lacks what earns",
+    "is too weak for",
+    "somewhere between 2 and",
+    "either 3 or",
 ]
 FORMS = ["a score of {k}", "{k}/5", "{k} out of 5", "Score: {k}", "[Score {k}]", "(Score: {k})"]
 FILLER = st.text(alphabet=st.characters(blacklist_characters="\n.!?;", blacklist_categories=("Cs",)), max_size=20)
@@ -144,12 +166,16 @@ FILLER = st.text(alphabet=st.characters(blacklist_characters="\n.!?;", blacklist
 
 @settings(max_examples=400)
 @given(
-    prefix=st.text(max_size=40), before=FILLER, doubt=st.sampled_from(DOUBTS), after=FILLER,
-    form=st.sampled_from(FORMS), k=st.sampled_from("12345"),
+    prefix=st.text(max_size=40),
+    before=FILLER,
+    doubt=st.sampled_from(DOUBTS),
+    after=FILLER,
+    form=st.sampled_from(FORMS),
+    k=st.sampled_from("12345"),
     tail=st.sampled_from(["", ".", "!", " </s>", "\n"]),
 )
 def test_negated_or_hedged_final_sentence_never_yields_a_verdict(
-    prefix: str, before: str, doubt: str, after: str, form: str, k: str, tail: str,
+    prefix: str, before: str, doubt: str, after: str, form: str, k: str, tail: str
 ) -> None:
     if "[result" in (prefix + before + after).lower():
         return  # a marker decides instead (its payload is checked by the table above)
@@ -162,8 +188,12 @@ def test_negated_or_hedged_final_sentence_never_yields_a_verdict(
 
 
 @settings(max_examples=200)
-@given(prefix=st.text(max_size=40), doubt=st.sampled_from(DOUBTS[:12]), letter=st.sampled_from("AB"),
-       brackets=st.sampled_from(["[]", "()"]))
+@given(
+    prefix=st.text(max_size=40),
+    doubt=st.sampled_from(DOUBTS[:12]),
+    letter=st.sampled_from("AB"),
+    brackets=st.sampled_from(["[]", "()"]),
+)
 def test_negated_relative_label_never_yields_a_verdict(prefix: str, doubt: str, letter: str, brackets: str) -> None:
     if "[result" in prefix.lower():
         return

@@ -57,8 +57,9 @@ def test_template_fields_of_builtins():
 
 def test_absolute_picks_template_by_reference():
     with_ref = render_absolute("Q?", "A.", KIND, "Ref.")
-    assert with_ref == ABSOLUTE_PROMPT.format(instruction="Q?", response="A.", reference_answer="Ref.",
-                                              rubric=KIND.format())
+    assert with_ref == ABSOLUTE_PROMPT.format(
+        instruction="Q?", response="A.", reference_answer="Ref.", rubric=KIND.format()
+    )
     without = render_absolute("Q?", "A.", KIND)
     assert without == ABSOLUTE_PROMPT_WO_REF.format(instruction="Q?", response="A.", rubric=KIND.format())
     assert "None" not in without and "Reference Answer" not in without and "reference answer" not in without
@@ -68,16 +69,19 @@ def test_absolute_picks_template_by_reference():
 
 def test_relative_picks_template_by_reference_and_uses_only_criteria():
     with_ref = render_relative("Q?", "A.", "B.", KIND, "Ref.")
-    assert with_ref == RELATIVE_PROMPT.format(instruction="Q?", response_A="A.", response_B="B.",
-                                              reference_answer="Ref.", rubric="[Is it kind?]")
+    assert with_ref == RELATIVE_PROMPT.format(
+        instruction="Q?", response_A="A.", response_B="B.", reference_answer="Ref.", rubric="[Is it kind?]"
+    )
     without = render_relative("Q?", "A.", "B.", KIND)
-    assert without == RELATIVE_PROMPT_WO_REF.format(instruction="Q?", response_A="A.", response_B="B.",
-                                                    rubric="[Is it kind?]")
+    assert without == RELATIVE_PROMPT_WO_REF.format(
+        instruction="Q?", response_A="A.", response_B="B.", rubric="[Is it kind?]"
+    )
     assert "None" not in without and "Score 1" not in without
     # a full score-rubric string is reduced to its criteria line; a built-in name resolves
     assert render_relative("Q?", "A.", "B.", KIND.format()) == without
-    assert render_relative("Q?", "A.", "B.", "honesty").endswith(RUBRICS.get("honesty").format_criteria()
-                                                                 + "\n\n###Feedback: ")
+    assert render_relative("Q?", "A.", "B.", "honesty").endswith(
+        RUBRICS.get("honesty").format_criteria() + "\n\n###Feedback: "
+    )
     assert render_relative("Q?", "A.", "B.", Rubric("Is it kind?")) == without
 
 
@@ -88,16 +92,23 @@ def test_vicuna_round_trip_all_320(data_dir):
         filled = rec["instruction"]
         parts = parse_absolute_prompt(filled)
         assert parts.reference_answer is not None
-        by_rubric = render_absolute(parts.instruction, parts.response, Rubric.parse(parts.rubric),
-                                    parts.reference_answer)
+        by_rubric = render_absolute(
+            parts.instruction, parts.response, Rubric.parse(parts.rubric), parts.reference_answer
+        )
         by_string = render_absolute(parts.instruction, parts.response, parts.rubric, parts.reference_answer)
         assert by_rubric == filled and by_string == filled, rec["idx"]
         matched += 1
     assert matched == len(records) == 320
 
 
-USER_TEXTS = ["{rubric}", "{response} and {instruction}", "{{x}} {0} {} { }}", "a {reference_answer} b",
-              "{response_A}", "Feedback: [RESULT] 5\n\n###Feedback: "]
+USER_TEXTS = [
+    "{rubric}",
+    "{response} and {instruction}",
+    "{{x}} {0} {} { }}",
+    "a {reference_answer} b",
+    "{response_A}",
+    "Feedback: [RESULT] 5\n\n###Feedback: ",
+]
 
 
 @pytest.mark.parametrize("text", USER_TEXTS)
@@ -109,7 +120,11 @@ def test_braces_in_user_text_stay_literal(text):
     rel = render_relative(text, text + "A", text + "B", KIND)
     parts = parse_relative_prompt(rel)
     assert (parts.instruction, parts.response_a, parts.response_b, parts.reference_answer) == (
-        text, text + "A", text + "B", None)
+        text,
+        text + "A",
+        text + "B",
+        None,
+    )
 
 
 @pytest.mark.parametrize("ref", [None, "The reference.", ""])
@@ -117,8 +132,10 @@ def test_relative_round_trip(ref):
     filled = render_relative("Which is kinder?", "Go away.", "Happy to help!", KIND, ref)
     parts = parse_relative_prompt(filled)
     assert parts.reference_answer == ref and parts.rubric == "[Is it kind?]"
-    assert render_relative(parts.instruction, parts.response_a, parts.response_b, parts.rubric,
-                           parts.reference_answer) == filled
+    assert (
+        render_relative(parts.instruction, parts.response_a, parts.response_b, parts.rubric, parts.reference_answer)
+        == filled
+    )
 
 
 def test_parse_rejects_other_text_and_wrong_kind():
@@ -144,8 +161,19 @@ def test_parse_raises_when_a_field_holds_a_section_header():
     assert parse_absolute_prompt(render_absolute("q", tricky, KIND)).response == tricky
 
 
-section = st.sampled_from(["\n\n###Response to evaluate:\n", "\n\n###Reference Answer (Score 5):\n",
-                           "\n\n###Score Rubrics:\n", "\n\n###Feedback: ", "{rubric}", "\n", "#", "x", "{"])
+section = st.sampled_from(
+    [
+        "\n\n###Response to evaluate:\n",
+        "\n\n###Reference Answer (Score 5):\n",
+        "\n\n###Score Rubrics:\n",
+        "\n\n###Feedback: ",
+        "{rubric}",
+        "\n",
+        "#",
+        "x",
+        "{",
+    ]
+)
 field_text = st.lists(section | st.text(max_size=5), max_size=4).map("".join)
 
 
@@ -161,9 +189,9 @@ def test_parse_is_exact_or_refuses(instruction, response, ref):
     assert parts == AbsolutePromptParts(instruction, response, ref, KIND.format())
 
 
-@pytest.mark.parametrize("field, args", [
-    ("instruction", (None, "r")), ("response", ("q", 3)), ("reference_answer", ("q", "r", KIND, 1.5)),
-])
+@pytest.mark.parametrize(
+    "field, args", [("instruction", (None, "r")), ("response", ("q", 3)), ("reference_answer", ("q", "r", KIND, 1.5))]
+)
 def test_absolute_non_string_inputs(field, args):
     args = args if len(args) == 4 else args + (KIND,)
     with pytest.raises(InputError) as err:
@@ -171,9 +199,10 @@ def test_absolute_non_string_inputs(field, args):
     assert err.value.field == field and field in str(err.value)
 
 
-@pytest.mark.parametrize("field, args", [
-    ("instruction", (b"q", "a", "b")), ("response_a", ("q", ["a"], "b")), ("response_b", ("q", "a", None)),
-])
+@pytest.mark.parametrize(
+    "field, args",
+    [("instruction", (b"q", "a", "b")), ("response_a", ("q", ["a"], "b")), ("response_b", ("q", "a", None))],
+)
 def test_relative_non_string_inputs(field, args):
     with pytest.raises(InputError) as err:
         render_relative(*args, KIND)
@@ -204,26 +233,28 @@ CUSTOM_ABS = "Judge.\n{instruction}\n--\n{response}\n--\n{rubric}\nAnswer: "
 def test_custom_template_renders_and_parses():
     filled = render_absolute("Q {x}", "A", KIND, template=CUSTOM_ABS)
     assert filled == "Judge.\nQ {x}\n--\nA\n--\n" + KIND.format() + "\nAnswer: "
-    assert parse_absolute_prompt(filled, template=CUSTOM_ABS) == AbsolutePromptParts("Q {x}", "A", None,
-                                                                                      KIND.format())
+    assert parse_absolute_prompt(filled, template=CUSTOM_ABS) == AbsolutePromptParts("Q {x}", "A", None, KIND.format())
     rel = "{instruction}|{response_A}|{response_B}|{reference_answer}|{rubric}{{literal}}"
     out = render_relative("q", "a", "b", KIND, "ref", template=rel)
     assert out == "q|a|b|ref|[Is it kind?]{literal}"
     assert parse_relative_prompt(out, template=rel).reference_answer == "ref"
 
 
-@pytest.mark.parametrize("template, kind, with_ref, expected", [
-    ("{instruction} {respnse} {rubric}", "absolute", False, ["{respnse}", "did you mean {response}", "missing"]),
-    ("{instruction} {rubric}", "absolute", False, ["missing field {response}"]),
-    ("{instruction} {response} {rubric} {reference_answer}", "absolute", False, ["{reference_answer}"]),
-    ("{instruction} {response} {rubric}", "absolute", True, ["missing field {reference_answer}"]),
-    ("{instruction} {response_a} {response_B} {rubric}", "relative", False, ["{response_a}", "{response_A}"]),
-    ("{instruction!r} {response} {rubric}", "absolute", False, ["conversion or format spec"]),
-    ("{instruction} {response:>10} {rubric}", "absolute", False, ["format spec"]),
-    ("{instruction} {response} {rubric} {", "absolute", False, ["str.format syntax"]),
-    ("{0} {instruction} {response} {rubric}", "absolute", False, ["unknown field {0}"]),
-    ("{instruction} {response} {rubric}", "pairwise", False, ["'absolute' or 'relative'"]),
-])
+@pytest.mark.parametrize(
+    "template, kind, with_ref, expected",
+    [
+        ("{instruction} {respnse} {rubric}", "absolute", False, ["{respnse}", "did you mean {response}", "missing"]),
+        ("{instruction} {rubric}", "absolute", False, ["missing field {response}"]),
+        ("{instruction} {response} {rubric} {reference_answer}", "absolute", False, ["{reference_answer}"]),
+        ("{instruction} {response} {rubric}", "absolute", True, ["missing field {reference_answer}"]),
+        ("{instruction} {response_a} {response_B} {rubric}", "relative", False, ["{response_a}", "{response_A}"]),
+        ("{instruction!r} {response} {rubric}", "absolute", False, ["conversion or format spec"]),
+        ("{instruction} {response:>10} {rubric}", "absolute", False, ["format spec"]),
+        ("{instruction} {response} {rubric} {", "absolute", False, ["str.format syntax"]),
+        ("{0} {instruction} {response} {rubric}", "absolute", False, ["unknown field {0}"]),
+        ("{instruction} {response} {rubric}", "pairwise", False, ["'absolute' or 'relative'"]),
+    ],
+)
 def test_validate_template_errors(template, kind, with_ref, expected):
     with pytest.raises(ConfigError) as err:
         validate_template(template, kind, with_ref)

@@ -17,9 +17,13 @@ from prom_reward.format.rubrics import RUBRICS, Rubric, get_rubric
 
 DESCS = ("Rude.", "Curt.", "Neutral.", "Warm.", "Very kind.")
 KIND = Rubric("Is it kind?", DESCS)
-BUILTINS = {"helpfulness": prompts.HELPFULNESS_RUBRIC, "harmlessness": prompts.HARMLESSNESS_RUBRIC,
-            "honesty": prompts.HONESTY_RUBRIC, "factual_validity": prompts.FACTUAL_VALIDITY_RUBRIC,
-            "reasoning": prompts.REASONING_RUBRIC}
+BUILTINS = {
+    "helpfulness": prompts.HELPFULNESS_RUBRIC,
+    "harmlessness": prompts.HARMLESSNESS_RUBRIC,
+    "honesty": prompts.HONESTY_RUBRIC,
+    "factual_validity": prompts.FACTUAL_VALIDITY_RUBRIC,
+    "reasoning": prompts.REASONING_RUBRIC,
+}
 
 
 @pytest.mark.parametrize("name", sorted(BUILTINS))
@@ -51,10 +55,12 @@ def test_all_biggen_rubrics_round_trip(data_dir):
 
 
 def test_format_layout_and_criteria():
-    assert KIND.format() == ("[Is it kind?]\nScore 1: Rude.\nScore 2: Curt.\nScore 3: Neutral.\n"
-                             "Score 4: Warm.\nScore 5: Very kind.")
+    assert KIND.format() == (
+        "[Is it kind?]\nScore 1: Rude.\nScore 2: Curt.\nScore 3: Neutral.\nScore 4: Warm.\nScore 5: Very kind."
+    )
     assert KIND.format() == prompts.SCORE_RUBRIC_TEMPLATE.format(
-        criteria="Is it kind?", **{f"score{k}_description": d for k, d in enumerate(DESCS, 1)})
+        criteria="Is it kind?", **{f"score{k}_description": d for k, d in enumerate(DESCS, 1)}
+    )
     assert KIND.format_criteria() == "[Is it kind?]"
     assert Rubric("Is it kind?").format_criteria() == "[Is it kind?]"
 
@@ -68,13 +74,16 @@ def test_pairwise_only_rubric():
     assert r.to_dict() == {"criteria": "Is it kind?"} and Rubric.from_dict(r.to_dict()) == r
 
 
-@pytest.mark.parametrize("rubric", [
-    Rubric("Uses [brackets] and ends with ]", DESCS),
-    Rubric("[Already bracketed]", DESCS),
-    Rubric(" padded criteria ", (" lead", "trail ", "Score 1: inside", "**Score 4:** bold", "multi\nline")),
-    Rubric("a]\nb", DESCS),
-    Rubric("[x]"),
-])
+@pytest.mark.parametrize(
+    "rubric",
+    [
+        Rubric("Uses [brackets] and ends with ]", DESCS),
+        Rubric("[Already bracketed]", DESCS),
+        Rubric(" padded criteria ", (" lead", "trail ", "Score 1: inside", "**Score 4:** bold", "multi\nline")),
+        Rubric("a]\nb", DESCS),
+        Rubric("[x]"),
+    ],
+)
 def test_parse_inverts_format_for_tricky_text(rubric):
     text = rubric.format() if rubric.has_scores else rubric.format_criteria()
     assert Rubric.parse(text) == rubric
@@ -101,17 +110,20 @@ def test_descriptions_list_becomes_tuple_and_rubric_is_frozen():
         r.criteria = "x"  # type: ignore[misc]
 
 
-@pytest.mark.parametrize("args, expected", [
-    (("Is it kind?", DESCS[:4]), ["exactly 5", "got 4"]),
-    (("", DESCS), ["criteria is empty"]),
-    (("   ", ()), ["criteria is empty"]),
-    ((None, DESCS), ["criteria must be a str", "NoneType"]),
-    ((3, ()), ["criteria must be a str", "int"]),
-    (("Is it kind?", ("a", "b", 3, "d", "e")), ["score 3", "must be a str", "int"]),
-    (("Is it kind?", ("a", "b", "", "d", "e")), ["score 3", "is empty"]),
-    (("Is it kind?", "abcde"), ["list or tuple", "str"]),
-    (("Is it kind?", ("a", "b\nScore 3: c", "c", "d", "e")), ["score 2 description", "ambiguous"]),
-])
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (("Is it kind?", DESCS[:4]), ["exactly 5", "got 4"]),
+        (("", DESCS), ["criteria is empty"]),
+        (("   ", ()), ["criteria is empty"]),
+        ((None, DESCS), ["criteria must be a str", "NoneType"]),
+        ((3, ()), ["criteria must be a str", "int"]),
+        (("Is it kind?", ("a", "b", 3, "d", "e")), ["score 3", "must be a str", "int"]),
+        (("Is it kind?", ("a", "b", "", "d", "e")), ["score 3", "is empty"]),
+        (("Is it kind?", "abcde"), ["list or tuple", "str"]),
+        (("Is it kind?", ("a", "b\nScore 3: c", "c", "d", "e")), ["score 2 description", "ambiguous"]),
+    ],
+)
 def test_invalid_rubrics(args, expected):
     with pytest.raises(ConfigError) as err:
         Rubric(*args)
@@ -119,12 +131,20 @@ def test_invalid_rubrics(args, expected):
         assert text in str(err.value)
 
 
-@pytest.mark.parametrize("text", [
-    "Is it kind?", "[Is it kind?", "[Is it kind?]\nScore 1: a", "[Is it kind?]\nScore 1: a\nScore 2: b",
-    "[Is it kind?]\nScore 1: a\nScore 3: c\nScore 2: b\nScore 4: d\nScore 5: e",
-    "[Is it kind?\nScore 1: a\nScore 2: b\nScore 3: c\nScore 4: d\nScore 5: e",
-    "[]", "[Is it kind?]\nScore 1: a\nScore 2: b\nScore 3: c\nScore 4: \nScore 5: e", "",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Is it kind?",
+        "[Is it kind?",
+        "[Is it kind?]\nScore 1: a",
+        "[Is it kind?]\nScore 1: a\nScore 2: b",
+        "[Is it kind?]\nScore 1: a\nScore 3: c\nScore 2: b\nScore 4: d\nScore 5: e",
+        "[Is it kind?\nScore 1: a\nScore 2: b\nScore 3: c\nScore 4: d\nScore 5: e",
+        "[]",
+        "[Is it kind?]\nScore 1: a\nScore 2: b\nScore 3: c\nScore 4: \nScore 5: e",
+        "",
+    ],
+)
 def test_parse_rejects_malformed_text(text):
     with pytest.raises(ConfigError):
         Rubric.parse(text)
@@ -137,14 +157,17 @@ def test_from_dict_layouts():
     assert Rubric.from_dict({"criteria": "Is it kind?"}) == Rubric("Is it kind?")
 
 
-@pytest.mark.parametrize("d, expected", [
-    ({"criteria": "c", "score1_description": "a"}, ["lacks", "score2_description"]),
-    ({"criteria": "c", "scores": [1]}, ["unknown rubric key", "scores", "score1_description"]),
-    ({"score1_description": "a"}, ["no 'criteria'"]),
-    ({"criteria": "c", "descriptions": list(DESCS), "score1_description": "a"}, ["both"]),
-    ({"criteria": "c", "descriptions": ["a"]}, ["got 1"]),
-    (["criteria"], ["mapping", "list"]),
-])
+@pytest.mark.parametrize(
+    "d, expected",
+    [
+        ({"criteria": "c", "score1_description": "a"}, ["lacks", "score2_description"]),
+        ({"criteria": "c", "scores": [1]}, ["unknown rubric key", "scores", "score1_description"]),
+        ({"score1_description": "a"}, ["no 'criteria'"]),
+        ({"criteria": "c", "descriptions": list(DESCS), "score1_description": "a"}, ["both"]),
+        ({"criteria": "c", "descriptions": ["a"]}, ["got 1"]),
+        (["criteria"], ["mapping", "list"]),
+    ],
+)
 def test_from_dict_errors(d, expected):
     with pytest.raises(ConfigError) as err:
         Rubric.from_dict(d)
@@ -165,8 +188,9 @@ def test_from_biggen_layouts():
 @pytest.mark.parametrize("suffix", [".json", ".yaml", ".yml"])
 def test_from_file(tmp_path: Path, suffix):
     dump = json.dumps if suffix == ".json" else yaml.safe_dump
-    for i, content in enumerate([KIND.to_dict(), {"criteria": "Is it kind?", "descriptions": list(DESCS)},
-                                 KIND.format(), repr(KIND.to_dict())]):
+    for i, content in enumerate(
+        [KIND.to_dict(), {"criteria": "Is it kind?", "descriptions": list(DESCS)}, KIND.format(), repr(KIND.to_dict())]
+    ):
         path = tmp_path / f"r{i}{suffix}"
         path.write_text(dump(content), encoding="utf-8")
         assert Rubric.from_file(path) == KIND == get_rubric(path) == get_rubric(str(path))

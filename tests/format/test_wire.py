@@ -17,9 +17,9 @@ def test_raw_is_the_filled_template_alone():
 def test_fold_is_the_training_form():
     assert fold_system("SYS", "USER") == "SYS\n\nUSER"
     assert get_wire_format("chat").messages("SYS", "USER", system_role=False) == [
-        {"role": "user", "content": "SYS\n\nUSER"}]
-    assert get_wire_format("chat").messages("SYS", "USER", system_role=True)[0] == {"role": "system",
-                                                                                     "content": "SYS"}
+        {"role": "user", "content": "SYS\n\nUSER"}
+    ]
+    assert get_wire_format("chat").messages("SYS", "USER", system_role=True)[0] == {"role": "system", "content": "SYS"}
 
 
 def test_unknown_wire_lists_valid_names():

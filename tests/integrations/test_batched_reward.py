@@ -61,8 +61,9 @@ def test_pairwise_group_waits_for_the_group_and_fails_a_lonely_sample():
     br = BatchedReward(reward, max_wait_s=0.0, group_size=2, group_wait_s=0.3)
 
     async def both():
-        return await asyncio.gather(br.ascore([sample("good", "p")]), br.ascore([sample("bad", "p")]),
-                                    br.ascore([sample("good", "alone")]))
+        return await asyncio.gather(
+            br.ascore([sample("good", "p")]), br.ascore([sample("bad", "p")]), br.ascore([sample("good", "alone")])
+        )
 
     (good,), (bad,), (alone,) = asyncio.run(both())
     br.close()
@@ -105,8 +106,9 @@ class Gated(ScriptedBackend):
 @pytest.mark.parametrize("thread_safe, concurrent", [(True, 4), (False, 1)])
 def test_batches_run_concurrently_only_for_judges_that_take_it(thread_safe, concurrent):
     gate = threading.Event()
-    br = BatchedReward(PrometheusReward(PrometheusJudge(backend=Gated(gate, thread_safe))), max_wait_s=0.0,
-                       max_concurrent=4)
+    br = BatchedReward(
+        PrometheusReward(PrometheusJudge(backend=Gated(gate, thread_safe))), max_wait_s=0.0, max_concurrent=4
+    )
     assert br._batcher.max_concurrent == concurrent
     first = threading.Thread(target=br.score, args=([sample("one")],))
     first.start()
@@ -123,14 +125,16 @@ def test_a_judge_down_past_the_budget_raises_to_the_callers_when_asked():
         raise BackendError("connection refused")
 
     outage = OutagePolicy(budget_s=0.2, backoff_s=0.05, on_exhausted="raise")
-    br = BatchedReward(PrometheusReward(PrometheusJudge(backend=ScriptedBackend(respond=respond)), outage=outage),
-                       max_wait_s=0.0)
+    br = BatchedReward(
+        PrometheusReward(PrometheusJudge(backend=ScriptedBackend(respond=respond)), outage=outage), max_wait_s=0.0
+    )
     with pytest.raises(JudgeUnavailableError, match="connection refused"):
         br.score([sample("good")])
     outage = OutagePolicy(budget_s=0.2, backoff_s=0.05, on_exhausted="fail")
     br.close()
-    br = BatchedReward(PrometheusReward(PrometheusJudge(backend=ScriptedBackend(respond=respond)), outage=outage),
-                       max_wait_s=0.0)
+    br = BatchedReward(
+        PrometheusReward(PrometheusJudge(backend=ScriptedBackend(respond=respond)), outage=outage), max_wait_s=0.0
+    )
     [res] = br.score([sample("good")])
     br.close()
     assert res.failed and "failing for" in res.reason and res.metrics["outage_failures"] == 1.0

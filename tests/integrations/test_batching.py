@@ -198,13 +198,16 @@ def test_close_serves_the_queue_and_refuses_new_requests():
         b.submit([1])
 
 
-@pytest.mark.parametrize("options, words", [
-    ({"max_wait_s": -1}, "max_wait_s"),
-    ({"max_batch_size": 0}, "max_batch_size"),
-    ({"group_size": 0}, "group_size"),
-    ({"group_wait_s": -0.5}, "group_wait_s"),
-    ({"max_concurrent": 0}, "max_concurrent"),
-])
+@pytest.mark.parametrize(
+    "options, words",
+    [
+        ({"max_wait_s": -1}, "max_wait_s"),
+        ({"max_batch_size": 0}, "max_batch_size"),
+        ({"group_size": 0}, "group_size"),
+        ({"group_wait_s": -0.5}, "group_wait_s"),
+        ({"max_concurrent": 0}, "max_concurrent"),
+    ],
+)
 def test_bad_options(options, words):
     with pytest.raises(ConfigError, match=words):
         MicroBatcher(lambda items: items, **options)

@@ -64,8 +64,11 @@ def test_failures_flagged_and_keys_stable_through_experience_batching(tokenizer)
     ex = agent.SingleTurnAgentExecutor(reward_func_path())
 
     async def three():
-        return await asyncio.gather(execute(ex, tokenizer, " 4", label=["4"]), execute(ex, tokenizer, " ???"),
-                                    execute(ex, tokenizer, " five", max_length=12, max_tokens=4))
+        return await asyncio.gather(
+            execute(ex, tokenizer, " 4", label=["4"]),
+            execute(ex, tokenizer, " ???"),
+            execute(ex, tokenizer, " five", max_length=12, max_tokens=4),
+        )
 
     outs = asyncio.run(three())
     assert [o["reward"] for o in outs] == [[5.0], [-1.0], [2.0]]  # the last one left-truncated by OpenRLHF
@@ -95,8 +98,9 @@ def test_settings_from_env_and_yaml(tmp_path):
     with pytest.raises(ConfigError, match="no judge"):
         RewardSettings.load(env={"PROM_REWARD_FAILURE_REWARD": "0"}).build_reward()
     yaml_file = tmp_path / "judge.yaml"
-    yaml_file.write_text("judge_url: http://a/v1,http://b/v1\nfailure_reward: min\nmode: pairwise_group\n"
-                         "group_size: 4\n")
+    yaml_file.write_text(
+        "judge_url: http://a/v1,http://b/v1\nfailure_reward: min\nmode: pairwise_group\ngroup_size: 4\n"
+    )
     cfg = RewardSettings.load(env={"PROM_REWARD_CONFIG": str(yaml_file), "PROM_REWARD_GROUP_SIZE": "8"})
     assert cfg.judge_url == ("http://a/v1", "http://b/v1") and cfg.group_size == 8
     assert cfg.failure_reward.value == "min" and cfg.mode == "pairwise_group"
@@ -107,8 +111,12 @@ def test_settings_from_env_and_yaml(tmp_path):
 
 @pytest.mark.integration
 def test_real_vllm_judge_through_env_config(vllm_server, tokenizer, monkeypatch):  # noqa: F811
-    for key, value in {"PROM_REWARD_JUDGE_URL": vllm_server, "PROM_REWARD_FAILURE_REWARD": "min",
-                       "PROM_REWARD_MAX_TOKENS": "8", "PROM_REWARD_BATCH_WINDOW_MS": "300"}.items():
+    for key, value in {
+        "PROM_REWARD_JUDGE_URL": vllm_server,
+        "PROM_REWARD_FAILURE_REWARD": "min",
+        "PROM_REWARD_MAX_TOKENS": "8",
+        "PROM_REWARD_BATCH_WINDOW_MS": "300",
+    }.items():
         monkeypatch.setenv(key, value)
     ex = agent.SingleTurnAgentExecutor(reward_func_path())
 
@@ -142,10 +150,12 @@ def test_backend_down_fails_the_samples_instead_of_raising(tokenizer):  # noqa: 
         raise BackendError("judge server unreachable")
 
     outage = OutagePolicy(budget_s=0.2, backoff_s=0.05, on_exhausted="fail")
-    configure(PrometheusReward(PrometheusJudge(backend=ScriptedBackend(respond=respond)), outage=outage),
-              failure_reward=0.5)
-    out = openrlhf_func.reward_func([PROMPT + " 4", PROMPT + " 5"], [PROMPT, PROMPT],
-                                    [{"rubric": "no-such-rubric"}, None])
+    configure(
+        PrometheusReward(PrometheusJudge(backend=ScriptedBackend(respond=respond)), outage=outage), failure_reward=0.5
+    )
+    out = openrlhf_func.reward_func(
+        [PROMPT + " 4", PROMPT + " 5"], [PROMPT, PROMPT], [{"rubric": "no-such-rubric"}, None]
+    )
     assert out["rewards"] == [0.5, 0.5] and out["extra_logs"]["judge_failed"] == [1.0, 1.0]
     assert "rubric" in out["failure_reasons"][0] and "judge server unreachable" in out["failure_reasons"][1]
     assert out["extra_logs"]["failed_samples"] == [1.0, 1.0] and out["extra_logs"]["outage_failures"] == [1.0, 1.0]

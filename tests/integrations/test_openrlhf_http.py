@@ -61,17 +61,20 @@ def scripted_reward(table: dict[str, str], seen: list[GenerationRequest] | None 
     return PrometheusReward(PrometheusJudge(backend=ScriptedBackend(respond=respond), max_retries=0), **options)
 
 
-BODY = {"query": ["<s>Q: 2+2?\nA: 4</s>", "<s>Q: 2+2?\nA: five</s>", "<s>Q: sky?\nA: ???</s>"],
-        "prompts": ["<s>Q: 2+2?\nA:", "<s>Q: 2+2?\nA:", "<s>Q: sky?\nA:"],
-        "labels": ["4", "4", None]}
+BODY = {
+    "query": ["<s>Q: 2+2?\nA: 4</s>", "<s>Q: 2+2?\nA: five</s>", "<s>Q: sky?\nA: ???</s>"],
+    "prompts": ["<s>Q: 2+2?\nA:", "<s>Q: 2+2?\nA:", "<s>Q: sky?\nA:"],
+    "labels": ["4", "4", None],
+}
 
 
 @pytest.fixture(scope="module")
 def server():
     seen: list[GenerationRequest] = []
     reward = scripted_reward({"4": "Right. [RESULT] 5", "five": "Wrong. [RESULT] 1"}, seen)
-    with running(server_app(reward, strip=["</s>"], failure_reward=-1.0, max_body_bytes=4096,
-                            batch_window_ms=100)) as url:
+    with running(
+        server_app(reward, strip=["</s>"], failure_reward=-1.0, max_body_bytes=4096, batch_window_ms=100)
+    ) as url:
         yield url, seen
 
 
@@ -102,15 +105,18 @@ def test_alias_health_and_empty_batch(server):
     assert r.status_code == 200 and r.json()["rewards"] == []
 
 
-@pytest.mark.parametrize("body, status, words", [
-    (b"{not json", 400, "malformed JSON"),
-    (b"[1, 2]", 422, "JSON object"),
-    (b'{"prompts": []}', 422, "'query'"),
-    (b'{"query": ["a"], "prompts": ["a", "b"]}', 422, "expected 1 items"),
-    (b'{"query": ["a", 3], "prompts": ["a", "b"]}', 422, "'query'[1]"),
-    (b'{"query": ["ab"], "prompts": ["a"], "labels": ["x", "y"]}', 422, "'labels'"),
-    (b'{"query": ["ab"], "prompts": ["a"], "labels": [' + b"[" * 40 + b"]" * 40 + b"]}", 400, "nested too deeply"),
-])
+@pytest.mark.parametrize(
+    "body, status, words",
+    [
+        (b"{not json", 400, "malformed JSON"),
+        (b"[1, 2]", 422, "JSON object"),
+        (b'{"prompts": []}', 422, "'query'"),
+        (b'{"query": ["a"], "prompts": ["a", "b"]}', 422, "expected 1 items"),
+        (b'{"query": ["a", 3], "prompts": ["a", "b"]}', 422, "'query'[1]"),
+        (b'{"query": ["ab"], "prompts": ["a"], "labels": ["x", "y"]}', 422, "'labels'"),
+        (b'{"query": ["ab"], "prompts": ["a"], "labels": [' + b"[" * 40 + b"]" * 40 + b"]}", 400, "nested too deeply"),
+    ],
+)
 def test_bad_requests_get_4xx_with_a_message(server, body, status, words):
     url, _ = server
     r = httpx.post(url + "/", content=body, headers={"content-type": "application/json"}, timeout=10)
@@ -119,9 +125,11 @@ def test_bad_requests_get_4xx_with_a_message(server, body, status, words):
 
 def test_unusable_samples_fail_alone_with_the_same_log_keys(server):
     url, _ = server
-    body = {"query": ["<s>Q: 2+2?\nA: 4</s>", "zz", "<s>Q: 2+2?\nA: 4</s>", "<s>Q: 2+2?\nA: 4</s>"],
-            "prompts": ["<s>Q: 2+2?\nA:", "<s>Q: 2+2?\nA:", "<s>Q: 2+2?\nA:", "<s>Q: 2+2?\nA:"],
-            "labels": [{"reference_answer": "4", "rubric": "helpfulness"}, None, {"answer": "4"}, [{"x": 1}]]}
+    body = {
+        "query": ["<s>Q: 2+2?\nA: 4</s>", "zz", "<s>Q: 2+2?\nA: 4</s>", "<s>Q: 2+2?\nA: 4</s>"],
+        "prompts": ["<s>Q: 2+2?\nA:", "<s>Q: 2+2?\nA:", "<s>Q: 2+2?\nA:", "<s>Q: 2+2?\nA:"],
+        "labels": [{"reference_answer": "4", "rubric": "helpfulness"}, None, {"answer": "4"}, [{"x": 1}]],
+    }
     r = httpx.post(url + "/", json=body, timeout=30)
     assert r.status_code == 200, r.text
     out = r.json()
@@ -130,8 +138,9 @@ def test_unusable_samples_fail_alone_with_the_same_log_keys(server):
     assert "sample 1: the query does not start with its prompt" in reasons[1]
     assert "reference_answer, rubric, instruction" in reasons[2] and "['answer']" in reasons[2]
     assert "strings or numbers" in reasons[3]
-    ok = httpx.post(url + "/", json={"query": ["<s>Q: 2+2?\nA: 4</s>"], "prompts": ["<s>Q: 2+2?\nA:"]},
-                    timeout=30).json()
+    ok = httpx.post(
+        url + "/", json={"query": ["<s>Q: 2+2?\nA: 4</s>"], "prompts": ["<s>Q: 2+2?\nA:"]}, timeout=30
+    ).json()
     assert set(ok["extra_logs"]) == set(out["extra_logs"]) and all(len(v) == 4 for v in out["extra_logs"].values())
 
 
@@ -145,13 +154,18 @@ def test_json_deeper_than_the_recursion_limit_is_a_400_not_a_traceback():
 def test_non_finite_labels_fail_their_sample_alone(server):
     url, seen = server
     seen.clear()
-    body = {"query": ["<s>Q: 2+2?\nA: 4</s>"] * 3, "prompts": ["<s>Q: 2+2?\nA:"] * 3,
-            "labels": [float("nan"), [4, float("inf")], 4.0]}
+    body = {
+        "query": ["<s>Q: 2+2?\nA: 4</s>"] * 3,
+        "prompts": ["<s>Q: 2+2?\nA:"] * 3,
+        "labels": [float("nan"), [4, float("inf")], 4.0],
+    }
     r = httpx.post(url + "/", content=json.dumps(body), headers={"content-type": "application/json"}, timeout=30)
     out = r.json()
     assert r.status_code == 200 and out["rewards"] == [-1.0, -1.0, 5.0]
     assert all("not a finite number" in reason for reason in out["failure_reasons"][:2])
-    assert len(seen) == 1  # only the finite label reached the judge and "###Reference Answer (Score 5):\n4.0\n" in seen[0].user
+    assert (
+        len(seen) == 1
+    )  # only the finite label reached the judge and "###Reference Answer (Score 5):\n4.0\n" in seen[0].user
 
 
 def test_failure_reward_is_required():
@@ -223,6 +237,7 @@ def test_concurrent_requests_share_judge_batches_one_at_a_time():
     reward = PrometheusReward(PrometheusJudge(backend=ScriptedBackend(respond=respond)))
     ready = threading.Barrier(4)
     with running(server_app(reward, failure_reward=0, batch_window_ms=500)) as url:
+
         def post(k: int) -> None:
             with httpx.Client(timeout=30) as client:
                 ready.wait(10)  # the four requests leave together (client set-up is slow on a loaded machine)
@@ -242,8 +257,11 @@ def test_concurrent_requests_share_judge_batches_one_at_a_time():
 def test_real_vllm_judge_failures_become_failure_reward(vllm_server):
     judge = PrometheusJudge(backend="openai", base_url=vllm_server, sampling={"max_tokens": 4}, max_retries=0)
     reward = PrometheusReward(judge)
-    body = {"query": ["Q: hi? A: hello", "Q: 1+1? A: 2"], "prompts": ["Q: hi? A:", "Q: 1+1? A:"],
-            "labels": ["hey", "2"]}
+    body = {
+        "query": ["Q: hi? A: hello", "Q: 1+1? A: 2"],
+        "prompts": ["Q: hi? A:", "Q: 1+1? A:"],
+        "labels": ["hey", "2"],
+    }
     try:
         with running(server_app(reward, failure_reward=0.0)) as url:
             r = httpx.post(url + "/get_reward", json=body, timeout=120)
@@ -263,9 +281,26 @@ def test_cli_reward_server_end_to_end(vllm_server, tmp_path):
 
     port = free_port()
     log = open(tmp_path / "reward-server.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "prom_reward.cli", "reward-server", "--server", vllm_server,
-                             "--max-tokens", "4", "--port", str(port), "--token", "t0k", "--failure-reward", "-2"],
-                            stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "prom_reward.cli",
+            "reward-server",
+            "--server",
+            vllm_server,
+            "--max-tokens",
+            "4",
+            "--port",
+            str(port),
+            "--token",
+            "t0k",
+            "--failure-reward",
+            "-2",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     log.close()
     url = f"http://127.0.0.1:{port}"
     try:

@@ -77,8 +77,11 @@ def test_failed_judgment_goes_through_openrlhf_experience_batching(tokenizer):
         ex = agent.SingleTurnAgentExecutor(url + "/get_reward")
 
         async def both():
-            return await asyncio.gather(execute(ex, tokenizer, " 4"), execute(ex, tokenizer, " ???"),
-                                        execute(ex, tokenizer, " 4", label={"source": "x"}))
+            return await asyncio.gather(
+                execute(ex, tokenizer, " 4"),
+                execute(ex, tokenizer, " ???"),
+                execute(ex, tokenizer, " 4", label={"source": "x"}),
+            )
 
         outs = asyncio.run(both())
         stats = httpx.get(url + "/stats", timeout=10).json()
@@ -136,8 +139,10 @@ def test_no_overlap_fails_the_sample_with_a_reason():
     with running(server_app(scripted_reward(TABLE), failure_reward=-1)) as url:
         r = httpx.post(url + "/", json={"query": ["something else entirely 4"], "prompts": [PROMPT]}, timeout=10)
     assert r.status_code == 200
-    assert r.json()["rewards"] == [-1.0] and "send the prompt exactly as the policy saw it" in \
-        r.json()["failure_reasons"][0]
+    assert (
+        r.json()["rewards"] == [-1.0]
+        and "send the prompt exactly as the policy saw it" in r.json()["failure_reasons"][0]
+    )
 
 
 def test_token_in_the_url_query_string(tokenizer):
@@ -180,6 +185,7 @@ def test_a_client_that_gives_up_is_not_judged():
     seen: list[str] = []
     gate = threading.Event()
     with running(server_app(slow_reward(0.0, seen, gate), failure_reward=0, batch_window_ms=0)) as url:
+
         def first():
             httpx.post(url + "/", json={"query": ["P first"], "prompts": ["P"]}, timeout=30)
 

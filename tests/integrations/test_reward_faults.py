@@ -60,13 +60,21 @@ class Case:
 
 
 CASES = {
-    "poisoned": Case(responses=("good", "fair", "good"), labels=(None, {"reference_answer": "bad \ud800"}, math.nan),
-                     expected=(5.0, FAILED, FAILED)),
+    "poisoned": Case(
+        responses=("good", "fair", "good"),
+        labels=(None, {"reference_answer": "bad \ud800"}, math.nan),
+        expected=(5.0, FAILED, FAILED),
+    ),
     "over_context": Case(responses=("good", LONG, "fair"), labels=(None, None, None), expected=(5.0, 3.0, 2.0)),
     "outage": Case(judge={"down_for": 1.5}),
     "dead": Case(judge={"down_for": None}, settings={"outage_budget_s": 1.0}, expected=(FAILED, FAILED)),
-    "hung": Case(judge={"hang_first": 1}, settings={"call_timeout_s": 1.0}, responses=("good", "fair", "good"),
-                 labels=(None, None, None), expected=(5.0, 2.0, 5.0)),
+    "hung": Case(
+        judge={"hang_first": 1},
+        settings={"call_timeout_s": 1.0},
+        responses=("good", "fair", "good"),
+        labels=(None, None, None),
+        expected=(5.0, 2.0, 5.0),
+    ),
     "late": Case(late=1.5),
 }
 
@@ -98,9 +106,16 @@ def clean(monkeypatch):
 
 def settings_file(tmp_path: Path, url: str, case: Case) -> Path:
     """The case's settings as the YAML file every framework path reads (``PROM_REWARD_CONFIG``)."""
-    values = {"judge_url": url, "failure_reward": FAILED, "batch_window_ms": 100, "max_tokens": 32,
-              "outage_budget_s": 20.0, "request_timeout": 60.0,
-              "judge": {"system_role": False, "max_retries": 0}, **case.settings}
+    values = {
+        "judge_url": url,
+        "failure_reward": FAILED,
+        "batch_window_ms": 100,
+        "max_tokens": 32,
+        "outage_budget_s": 20.0,
+        "request_timeout": 60.0,
+        "judge": {"system_role": False, "max_retries": 0},
+        **case.settings,
+    }
     path = tmp_path / "reward.yaml"
     path.write_text(yaml.safe_dump(values))
     return path
@@ -119,8 +134,12 @@ def run_openrlhf(executor, tokenizer, case: Case) -> tuple[list[float], list[flo
     from openrlhf.trainer.ppo_utils.samples_generator import SamplesGenerator
 
     async def all_samples():
-        return await asyncio.gather(*(execute(executor, tokenizer, " " + r, label=label)
-                                      for r, label in zip(case.responses, case.labels, strict=True)))
+        return await asyncio.gather(
+            *(
+                execute(executor, tokenizer, " " + r, label=label)
+                for r, label in zip(case.responses, case.labels, strict=True)
+            )
+        )
 
     outs = asyncio.run(all_samples())
     gen = SamplesGenerator.__new__(SamplesGenerator)
@@ -189,6 +208,7 @@ def test_a_hung_judge_call_does_not_block_later_requests(stand_in, tmp_path):
     settings = RewardSettings.load({"config_file": str(settings_file(tmp_path, judge.url, case))}, env={})
     body = {"query": [PROMPT + " good"], "prompts": [PROMPT]}
     with running(create_app(settings.build_reward(), settings)) as url:
+
         async def both():
             async def post(delay: float) -> tuple[float, dict]:
                 await asyncio.sleep(delay)
@@ -227,19 +247,34 @@ def grpo_trainer(tiny_model_dir, tmp_path_factory):
     def placeholder(prompts, completions, **kwargs):
         return [0.0] * len(prompts)
 
-    args = GRPOConfig(output_dir=str(tmp_path_factory.mktemp("grpo")), per_device_train_batch_size=4,
-                      num_generations=4, max_completion_length=8, max_steps=1, report_to="none",
-                      save_strategy="no", use_cpu=True, seed=0)
-    return GRPOTrainer(model=str(tiny_model_dir), reward_funcs=placeholder, args=args,
-                       train_dataset=Dataset.from_dict({"prompt": [PROMPT] * 4}))
+    args = GRPOConfig(
+        output_dir=str(tmp_path_factory.mktemp("grpo")),
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=8,
+        max_steps=1,
+        report_to="none",
+        save_strategy="no",
+        use_cpu=True,
+        seed=0,
+    )
+    return GRPOTrainer(
+        model=str(tiny_model_dir),
+        reward_funcs=placeholder,
+        args=args,
+        train_dataset=Dataset.from_dict({"prompt": [PROMPT] * 4}),
+    )
 
 
 def trl_rewards(trainer, url: str, case: Case) -> list[float]:
     """``GRPOTrainer._calculate_rewards`` with a ``PrometheusReward`` on the stand-in judge."""
-    outage = OutagePolicy(budget_s=case.settings.get("outage_budget_s", 20.0),
-                          call_timeout_s=case.settings.get("call_timeout_s"))
-    reward = PrometheusReward({"backend": "openai", "base_url": url, "system_role": False, "max_retries": 0,
-                               "sampling": {"max_tokens": 32}}, outage=outage)
+    outage = OutagePolicy(
+        budget_s=case.settings.get("outage_budget_s", 20.0), call_timeout_s=case.settings.get("call_timeout_s")
+    )
+    reward = PrometheusReward(
+        {"backend": "openai", "base_url": url, "system_role": False, "max_retries": 0, "sampling": {"max_tokens": 32}},
+        outage=outage,
+    )
     trainer.reward_funcs, trainer.reward_func_names = [reward], ["prometheus"]
     trainer.reward_processing_classes = [None]
     responses = list(case.responses)
@@ -278,9 +313,16 @@ def test_verl_reward_loop(name, stand_in, tiny_model_dir, tmp_path, monkeypatch)
     _, overrides = LAUNCHES["Judge servers of your own (explicit URL)"]
     worker = RewardLoopWorker(compose_config(local(overrides, tiny_model_dir)), reward_router_address=None)
     truths = ["4", math.nan, ""] if name == "poisoned" else [""] * len(case.responses)
-    samples = [{"prompt_text": PROMPT, "response": r, "ground_truth": t, "data_source": "d",
-                "extra_info": {"question": PROMPT, "index": i}}
-               for i, (r, t) in enumerate(zip(case.responses, truths, strict=True))]
+    samples = [
+        {
+            "prompt_text": PROMPT,
+            "response": r,
+            "ground_truth": t,
+            "data_source": "d",
+            "extra_info": {"question": PROMPT, "index": i},
+        }
+        for i, (r, t) in enumerate(zip(case.responses, truths, strict=True))
+    ]
     outputs = worker.loop.run_until_complete(worker.compute_score_batch(make_data(worker.input_tokenizer, samples)))
     infos = [o["reward_extra_info"] for o in outputs]
     want = list(case.expected)

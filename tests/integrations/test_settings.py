@@ -37,30 +37,45 @@ def test_precedence_explicit_then_environment_then_yaml_then_defaults(tmp_path):
 
 def test_one_set_of_defaults():
     s = RewardSettings(failure_reward=0)
-    assert (s.max_batch_size, s.request_timeout, s.batch_window_ms, s.on_outage, s.over_context) == \
-        (256, 170.0, 50.0, "fail", "truncate")
+    assert (s.max_batch_size, s.request_timeout, s.batch_window_ms, s.on_outage, s.over_context) == (
+        256,
+        170.0,
+        50.0,
+        "fail",
+        "truncate",
+    )
     assert s.outage().budget_s == 150.0 and s.outage().on_exhausted == "fail"
 
 
-@pytest.mark.parametrize("values, words", [
-    ({}, "failure reward: not set"),
-    ({"failure_reward": "lots"}, "failure reward: expected a number or 'min'"),
-    ({"failure_reward": 0, "max_batch_size": "many"}, "max_batch_size .*expected int"),
-    ({"failure_reward": 0, "max_batch_size": "2.5"}, "max_batch_size"),
-    ({"failure_reward": 0, "max_batch_size": 0}, "max_batch_size: expected a number > 0"),
-    ({"failure_reward": 0, "mode": "pairwise"}, "mode: expected one of absolute, pairwise_group"),
-    ({"failure_reward": 0, "mode": "pairwise_group"}, "group_size"),
-    ({"failure_reward": 0, "mode": "pairwise_group", "group_size": 4, "group_wait_s": 300}, "group_wait_s"),
-    ({"failure_reward": 0, "rubric": "no_such_rubric"}, "rubric: .*no_such_rubric"),
-    ({"failure_reward": 0, "rubric": "/nonexistent/rubric.yaml"}, "rubric"),
-    ({"failure_reward": 0, "score": "median"}, "score"),
-    ({"failure_reward": 0, "on_outage": "ignore"}, "on_outage"),
-    ({"failure_reward": 0, "call_timeout_s": "0"}, "call_timeout_s"),
-    ({"failure_reward": 0, "judge_url": "judge:8000"}, "judge_url"),
-    ({"failure_reward": 0, "reward": {"rubric": "x"}}, "reward: "),
-    ({"failure_reward": "min", "mode": "pairwise_group", "group_size": 2, "reward": {"group_reward": "bradley_terry"}},
-     "Bradley-Terry"),
-])
+@pytest.mark.parametrize(
+    "values, words",
+    [
+        ({}, "failure reward: not set"),
+        ({"failure_reward": "lots"}, "failure reward: expected a number or 'min'"),
+        ({"failure_reward": 0, "max_batch_size": "many"}, "max_batch_size .*expected int"),
+        ({"failure_reward": 0, "max_batch_size": "2.5"}, "max_batch_size"),
+        ({"failure_reward": 0, "max_batch_size": 0}, "max_batch_size: expected a number > 0"),
+        ({"failure_reward": 0, "mode": "pairwise"}, "mode: expected one of absolute, pairwise_group"),
+        ({"failure_reward": 0, "mode": "pairwise_group"}, "group_size"),
+        ({"failure_reward": 0, "mode": "pairwise_group", "group_size": 4, "group_wait_s": 300}, "group_wait_s"),
+        ({"failure_reward": 0, "rubric": "no_such_rubric"}, "rubric: .*no_such_rubric"),
+        ({"failure_reward": 0, "rubric": "/nonexistent/rubric.yaml"}, "rubric"),
+        ({"failure_reward": 0, "score": "median"}, "score"),
+        ({"failure_reward": 0, "on_outage": "ignore"}, "on_outage"),
+        ({"failure_reward": 0, "call_timeout_s": "0"}, "call_timeout_s"),
+        ({"failure_reward": 0, "judge_url": "judge:8000"}, "judge_url"),
+        ({"failure_reward": 0, "reward": {"rubric": "x"}}, "reward: "),
+        (
+            {
+                "failure_reward": "min",
+                "mode": "pairwise_group",
+                "group_size": 2,
+                "reward": {"group_reward": "bradley_terry"},
+            },
+            "Bradley-Terry",
+        ),
+    ],
+)
 def test_one_validation(values, words):
     with pytest.raises(ConfigError, match=words):
         RewardSettings.load(values, env={})
@@ -74,9 +89,16 @@ def test_a_broken_rubric_file_is_refused(tmp_path):
 
 
 def test_conversions_from_text():
-    s = RewardSettings.load(env={"PROM_REWARD_FAILURE_REWARD": "-1", "PROM_REWARD_JUDGE_URL": "http://a/v1, http://b/v1",
-                                 "PROM_REWARD_STRIP": "</s>,<|im_end|>", "PROM_REWARD_NORMALIZE": "",
-                                 "PROM_REWARD_CALL_TIMEOUT_S": "none", "PROM_REWARD_MAX_TOKENS": "64"})
+    s = RewardSettings.load(
+        env={
+            "PROM_REWARD_FAILURE_REWARD": "-1",
+            "PROM_REWARD_JUDGE_URL": "http://a/v1, http://b/v1",
+            "PROM_REWARD_STRIP": "</s>,<|im_end|>",
+            "PROM_REWARD_NORMALIZE": "",
+            "PROM_REWARD_CALL_TIMEOUT_S": "none",
+            "PROM_REWARD_MAX_TOKENS": "64",
+        }
+    )
     assert s.judge_url == ("http://a/v1", "http://b/v1") and s.strip == ("</s>", "<|im_end|>")
     assert s.normalize is None and s.call_timeout_s is None and s.max_tokens == 64
     assert s.failure_reward.value == -1.0
@@ -130,26 +152,39 @@ def test_check_judge_refuses_a_wrong_model_and_warns_about_a_down_judge(caplog):
 
 
 def test_token_values_are_redacted_from_logs():
-    assert redact('127.0.0.1:5 - "POST /get_reward?token=s3cr3t HTTP/1.1" 200') == \
-        '127.0.0.1:5 - "POST /get_reward?token=*** HTTP/1.1" 200'
-    record = logging.LogRecord("uvicorn.access", logging.INFO, "", 0, '%s - "%s %s HTTP/%s" %d',
-                               ("127.0.0.1:5", "POST", "/get_reward?x=1&token=s3cr3t", "1.1", 200), None)
+    assert (
+        redact('127.0.0.1:5 - "POST /get_reward?token=s3cr3t HTTP/1.1" 200')
+        == '127.0.0.1:5 - "POST /get_reward?token=*** HTTP/1.1" 200'
+    )
+    record = logging.LogRecord(
+        "uvicorn.access",
+        logging.INFO,
+        "",
+        0,
+        '%s - "%s %s HTTP/%s" %d',
+        ("127.0.0.1:5", "POST", "/get_reward?x=1&token=s3cr3t", "1.1", 200),
+        None,
+    )
     RedactTokens().filter(record)
     assert "s3cr3t" not in record.getMessage() and "token=***" in record.getMessage()
     config = log_config()
     assert all("redact_tokens" in h["filters"] for h in config["handlers"].values())
 
 
-@pytest.mark.parametrize("argv, words", [
-    (["--rubric", "no_such_rubric"], "no_such_rubric"),
-    (["--model", "other-model"], "does not serve the model 'other-model'"),
-    (["--max-batch-size", "0"], "max_batch_size"),
-])
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--rubric", "no_such_rubric"], "no_such_rubric"),
+        (["--model", "other-model"], "does not serve the model 'other-model'"),
+        (["--max-batch-size", "0"], "max_batch_size"),
+    ],
+)
 def test_reward_server_refuses_bad_configuration_before_serving(argv, words, capsys):
     judge = StandInJudge(model="prometheus").start()
     try:
-        code = main(["reward-server", "--server", judge.url, "--failure-reward", "0", "--port", str(free_port()),
-                     *argv])
+        code = main(
+            ["reward-server", "--server", judge.url, "--failure-reward", "0", "--port", str(free_port()), *argv]
+        )
     finally:
         judge.stop()
     assert code == 2 and words in capsys.readouterr().err
@@ -164,9 +199,26 @@ def test_reward_server_cli_token_file_redacted_log_and_degraded_health(tmp_path)
     port = free_port()
     log_path = tmp_path / "server.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "prom_reward.cli", "reward-server", "--server", judge.url,
-                                 "--failure-reward", "-1", "--port", str(port), "--token-file", str(token_file),
-                                 "--outage-budget-s", "20"], stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "prom_reward.cli",
+                "reward-server",
+                "--server",
+                judge.url,
+                "--failure-reward",
+                "-1",
+                "--port",
+                str(port),
+                "--token-file",
+                str(token_file),
+                "--outage-budget-s",
+                "20",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60

@@ -38,13 +38,19 @@ def judge_by_response(table: dict[str, str], seen: list[GenerationRequest]):
     return PrometheusJudge(backend=ScriptedBackend(respond=respond), max_retries=0)
 
 
-
 def test_async_form_uses_question_and_ground_truth():
     seen: list[GenerationRequest] = []
-    prom_verl.configure(PrometheusReward(judge_by_response({"72": "Right. [RESULT] 5"}, seen), normalize="unit"),
-                          failure_reward=0.0)
-    out = asyncio.run(prom_verl.compute_score(data_source="gsm8k", solution_str="72", ground_truth=72,
-                                                extra_info={"question": "How many clips?", "index": 0}))
+    prom_verl.configure(
+        PrometheusReward(judge_by_response({"72": "Right. [RESULT] 5"}, seen), normalize="unit"), failure_reward=0.0
+    )
+    out = asyncio.run(
+        prom_verl.compute_score(
+            data_source="gsm8k",
+            solution_str="72",
+            ground_truth=72,
+            extra_info={"question": "How many clips?", "index": 0},
+        )
+    )
     assert out["score"] == 1.0 and out["judge_reward"] == 1.0 and out["judge_failed"] == 0.0
     assert "###The instruction to evaluate:\nHow many clips?\n" in seen[0].user
     assert "###Reference Answer (Score 5):\n72\n" in seen[0].user
@@ -52,10 +58,14 @@ def test_async_form_uses_question_and_ground_truth():
 
 def test_concurrent_calls_failures_get_the_failure_value_and_are_counted(caplog):
     seen: list[GenerationRequest] = []
-    prom_verl.configure(PrometheusReward(judge_by_response({"good": "[RESULT] 4", "bad": "[RESULT] 2"}, seen)),
-                          failure_reward=-1.0)
-    calls = [("a", "good", None, {"question": "Q1"}), ("a", "bad", "", {"prompt": [{"role": "user", "content": "Q2"}]}),
-             ("b", "garbled", "x", {"question": "Q3"})]
+    prom_verl.configure(
+        PrometheusReward(judge_by_response({"good": "[RESULT] 4", "bad": "[RESULT] 2"}, seen)), failure_reward=-1.0
+    )
+    calls = [
+        ("a", "good", None, {"question": "Q1"}),
+        ("a", "bad", "", {"prompt": [{"role": "user", "content": "Q2"}]}),
+        ("b", "garbled", "x", {"question": "Q3"}),
+    ]
 
     async def score_all():
         return await asyncio.gather(*(prom_verl.compute_score(*c) for c in calls))
@@ -86,13 +96,22 @@ def test_environment_configuration(monkeypatch):
     monkeypatch.setenv("PROM_REWARD_FAILURE_REWARD", "0.0")
     with pytest.raises(ConfigError, match="PROM_REWARD_JUDGE_URL"):
         prom_verl.compute_score_sync("a", "r", None, {"question": "q"})
-    reward = RewardSettings.load(env={"PROM_REWARD_JUDGE_URL": "http://h1:8000/v1, http://h2:8000/v1",
-                                      "PROM_REWARD_MODE": "pairwise_group", "PROM_REWARD_GROUP_SIZE": "4",
-                                      "PROM_REWARD_RUBRIC": "honesty", "PROM_REWARD_FAILURE_REWARD": "0",
-                                      "PROM_REWARD_JUDGE_MODEL": "prometheus"}).build_reward()
+    reward = RewardSettings.load(
+        env={
+            "PROM_REWARD_JUDGE_URL": "http://h1:8000/v1, http://h2:8000/v1",
+            "PROM_REWARD_MODE": "pairwise_group",
+            "PROM_REWARD_GROUP_SIZE": "4",
+            "PROM_REWARD_RUBRIC": "honesty",
+            "PROM_REWARD_FAILURE_REWARD": "0",
+            "PROM_REWARD_JUDGE_MODEL": "prometheus",
+        }
+    ).build_reward()
     assert reward.config.mode == "pairwise_group" and reward.config.rubric == "honesty"
-    assert reward._judge_spec == {"backend": "openai", "base_url": ["http://h1:8000/v1", "http://h2:8000/v1"],
-                                  "model": "prometheus"}
+    assert reward._judge_spec == {
+        "backend": "openai",
+        "base_url": ["http://h1:8000/v1", "http://h2:8000/v1"],
+        "model": "prometheus",
+    }
     prom_verl.configure(PrometheusReward(judge_by_response({}, [])))
     monkeypatch.setenv("PROM_REWARD_FAILURE_REWARD", "nope")
     with pytest.raises(ConfigError, match="failure reward: expected a number or 'min'"):
@@ -100,7 +119,6 @@ def test_environment_configuration(monkeypatch):
     monkeypatch.delenv("PROM_REWARD_FAILURE_REWARD")
     with pytest.raises(ConfigError, match="failure reward: not set"):
         prom_verl.compute_score_sync("a", "r", None, {"question": "q"})
-
 
 
 def test_pairwise_group_needs_group_size():

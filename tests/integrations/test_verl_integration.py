@@ -55,7 +55,7 @@ def doc_launches() -> dict[str, tuple[dict[str, str], list[str]]]:
             if words[:1] == ["export"]:
                 env.update(w.split("=", 1) for w in words[1:])
             elif "verl.trainer.main_ppo" in words:
-                overrides = words[words.index("verl.trainer.main_ppo") + 1:]
+                overrides = words[words.index("verl.trainer.main_ppo") + 1 :]
         out[section.splitlines()[0]] = (env, overrides)
     return out
 
@@ -70,8 +70,10 @@ def compose_config(overrides: list[str]):
 
 def local(overrides: list[str], model_dir: Path) -> list[str]:
     """The doc's overrides with the hub model paths pointed at the local tiny model."""
-    return [f"{o.split('=', 1)[0]}={model_dir}" if o.split("=", 1)[0].endswith(("model.path", "model_path")) else o
-            for o in overrides]
+    return [
+        f"{o.split('=', 1)[0]}={model_dir}" if o.split("=", 1)[0].endswith(("model.path", "model_path")) else o
+        for o in overrides
+    ]
 
 
 def make_data(tokenizer, samples: list[dict]) -> DataProto:
@@ -83,11 +85,13 @@ def make_data(tokenizer, samples: list[dict]) -> DataProto:
     p_ids, r_ids = torch.full((b, p_len), pad), torch.full((b, r_len), pad)
     mask = torch.zeros((b, p_len + r_len), dtype=torch.long)
     for i, (p, r) in enumerate(zip(prompts, responses, strict=True)):
-        p_ids[i, p_len - len(p):], r_ids[i, :len(r)] = torch.tensor(p), torch.tensor(r)
-        mask[i, p_len - len(p):p_len] = 1
-        mask[i, p_len:p_len + len(r)] = 1
-    batch = TensorDict({"prompts": p_ids, "responses": r_ids, "attention_mask": mask,
-                        "input_ids": torch.cat([p_ids, r_ids], 1)}, batch_size=b)
+        p_ids[i, p_len - len(p) :], r_ids[i, : len(r)] = torch.tensor(p), torch.tensor(r)
+        mask[i, p_len - len(p) : p_len] = 1
+        mask[i, p_len : p_len + len(r)] = 1
+    batch = TensorDict(
+        {"prompts": p_ids, "responses": r_ids, "attention_mask": mask, "input_ids": torch.cat([p_ids, r_ids], 1)},
+        batch_size=b,
+    )
 
     def column(values):
         arr = np.empty(b, dtype=object)
@@ -97,21 +101,39 @@ def make_data(tokenizer, samples: list[dict]) -> DataProto:
                 arr[i] = v
         return arr
 
-    return DataProto(batch=batch, non_tensor_batch={
-        "data_source": column([s["data_source"] for s in samples]),
-        "reward_model": column([{"ground_truth": s["ground_truth"], "style": "model"} for s in samples]),
-        "extra_info": column([dict(s["extra_info"]) for s in samples]),
-        "raw_prompt": column([[{"role": "user", "content": s["prompt_text"]}] for s in samples]),
-    })
+    return DataProto(
+        batch=batch,
+        non_tensor_batch={
+            "data_source": column([s["data_source"] for s in samples]),
+            "reward_model": column([{"ground_truth": s["ground_truth"], "style": "model"} for s in samples]),
+            "extra_info": column([dict(s["extra_info"]) for s in samples]),
+            "raw_prompt": column([[{"role": "user", "content": s["prompt_text"]}] for s in samples]),
+        },
+    )
 
 
 SAMPLES = [
-    {"prompt_text": "How many legs has a cat?", "response": "A cat has four legs.", "ground_truth": "4",
-     "data_source": "pets", "extra_info": {"question": "How many legs has a cat?", "index": 0}},
-    {"prompt_text": "Name a colour.", "response": "Blue is a colour.", "ground_truth": "",
-     "data_source": "misc", "extra_info": {"prompt": [{"role": "user", "content": "Name a colour."}], "index": 1}},
-    {"prompt_text": "Say hi.", "response": "garbled reply", "ground_truth": "hi",
-     "data_source": "misc", "extra_info": {"question": "Say hi.", "index": 2}},
+    {
+        "prompt_text": "How many legs has a cat?",
+        "response": "A cat has four legs.",
+        "ground_truth": "4",
+        "data_source": "pets",
+        "extra_info": {"question": "How many legs has a cat?", "index": 0},
+    },
+    {
+        "prompt_text": "Name a colour.",
+        "response": "Blue is a colour.",
+        "ground_truth": "",
+        "data_source": "misc",
+        "extra_info": {"prompt": [{"role": "user", "content": "Name a colour."}], "index": 1},
+    },
+    {
+        "prompt_text": "Say hi.",
+        "response": "garbled reply",
+        "ground_truth": "hi",
+        "data_source": "misc",
+        "extra_info": {"question": "Say hi.", "index": 2},
+    },
 ]
 
 
@@ -134,14 +156,15 @@ def scripted_reward(seen: list[GenerationRequest]) -> PrometheusReward:
                 return out
         return "no verdict"
 
-    return PrometheusReward(PrometheusJudge(backend=ScriptedBackend(respond=respond), max_retries=0),
-                            normalize="unit")
+    return PrometheusReward(PrometheusJudge(backend=ScriptedBackend(respond=respond), max_retries=0), normalize="unit")
 
 
 def test_docs_print_three_launches_with_only_reward_keys():
-    assert set(LAUNCHES) == {"Judge served by verl on its own GPUs (standalone pool)",
-                             "Judge served by verl on the policy's GPUs (colocated)",
-                             "Judge servers of your own (explicit URL)"}
+    assert set(LAUNCHES) == {
+        "Judge served by verl on its own GPUs (standalone pool)",
+        "Judge served by verl on the policy's GPUs (colocated)",
+        "Judge servers of your own (explicit URL)",
+    }
     for env, overrides in LAUNCHES.values():
         assert "reward.custom_reward_function.path=pkg://prom_reward.integrations.verl" in overrides
         assert "PROM_REWARD_FAILURE_REWARD" in env
@@ -173,14 +196,17 @@ def test_doc_launch_composes_in_verl_config(name):
 
 
 def test_legacy_keys_are_ignored_by_verl_091():
-    old = ["custom_reward_function.path=/site-packages/prom_reward/verl_reward.py",
-           "custom_reward_function.name=compute_score_batch", "reward_model.reward_manager=batch"]
+    old = [
+        "custom_reward_function.path=/site-packages/prom_reward/verl_reward.py",
+        "custom_reward_function.name=compute_score_batch",
+        "reward_model.reward_manager=batch",
+    ]
     cfg = compose_config(old)
     assert cfg.reward.custom_reward_function.path is None  # main_ppo reads only reward.*: verl's own scorer
     assert cfg.reward.reward_manager.name == "naive"
     from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls
 
-    with pytest.raises(Exception):
+    with pytest.raises(ValueError, match="Unknown reward manager"):
         get_reward_manager_cls(migrate_legacy_reward_impl(cfg).reward.reward_manager.name)  # no 'batch' any more
 
 
@@ -239,7 +265,7 @@ def test_verl_assembles_rm_scores_and_extra_info_with_a_failed_sample(tiny_model
     rm = out.batch["rm_scores"]
     assert rm.shape == data.batch["responses"].shape
     assert rm.sum(-1).tolist() == [1.0, 0.5, -1.0]
-    last = data.batch["attention_mask"][:, data.batch["prompts"].size(1):].sum(1) - 1
+    last = data.batch["attention_mask"][:, data.batch["prompts"].size(1) :].sum(1) - 1
     assert rm[torch.arange(3), last].tolist() == [1.0, 0.5, -1.0]
     keys = out.meta_info["reward_extra_keys"]
     assert {"score", "judge_failed", "judge_reward", "judge_feedback", "judge_batch_size"} <= set(keys)
@@ -247,8 +273,9 @@ def test_verl_assembles_rm_scores_and_extra_info_with_a_failed_sample(tiny_model
     assert out.non_tensor_batch["judge_reward"].tolist() == [1.0, 0.5, None]
     from verl.trainer.ppo.metric_utils import process_validation_metrics
 
-    metrics = process_validation_metrics(["misc"] * 3, ["u0", "u1", "u2"],
-                                         {k: list(out.non_tensor_batch[k]) for k in keys})
+    metrics = process_validation_metrics(
+        ["misc"] * 3, ["u0", "u1", "u2"], {k: list(out.non_tensor_batch[k]) for k in keys}
+    )
     assert metrics["misc"]["judge_failed"]["mean@1"] == pytest.approx(1 / 3)
     assert metrics["misc"]["judge_reward"]["mean@1"] == pytest.approx(0.75)  # None skipped, no NaN
 
@@ -272,8 +299,9 @@ def test_drift_diagnostics_reach_verls_reward_extras(tiny_model_dir, monkeypatch
     assert first["diag/feedback_chars_mean"] == 6.5  # "Correct.", "Fine."
     from verl.trainer.ppo.metric_utils import process_validation_metrics
 
-    metrics = process_validation_metrics(["misc"] * 3, ["u0", "u1", "u2"],
-                                         {k: list(out.non_tensor_batch[k]) for k in DIAG_KEYS})
+    metrics = process_validation_metrics(
+        ["misc"] * 3, ["u0", "u1", "u2"], {k: list(out.non_tensor_batch[k]) for k in DIAG_KEYS}
+    )
     assert metrics["misc"]["diag/top_score_share"]["mean@1"] == 0.5
 
 
@@ -293,8 +321,12 @@ def test_settings_from_reward_kwargs_env_and_yaml(tmp_path, monkeypatch):
     monkeypatch.setenv("PROM_REWARD_RUBRIC", "harmlessness")
     s = RewardSettings.load({"normalize": "unit", "max_batch_size": "64"})
     assert (s.rubric, s.failure_reward.value, s.normalize, s.max_batch_size) == ("harmlessness", 0.25, "unit", 64)
-    assert s.judge_spec("10.1.2.3:4567") == {"backend": "openai", "base_url": ["http://10.1.2.3:4567/v1"],
-                                             "max_retries": 0, "model": "judge"}
+    assert s.judge_spec("10.1.2.3:4567") == {
+        "backend": "openai",
+        "base_url": ["http://10.1.2.3:4567/v1"],
+        "max_retries": 0,
+        "model": "judge",
+    }
     explicit = RewardSettings.load({"judge_url": "http://j:8000/v1"})
     assert explicit.judge_spec("x:1")["base_url"] == ["http://j:8000/v1"]
     with pytest.raises(ConfigError, match="unknown setting"):
@@ -309,8 +341,17 @@ def test_module_is_the_real_one_and_pickles_by_reference():
     from omegaconf import OmegaConf
     from verl.trainer.ppo.reward import get_custom_reward_fn
 
-    cfg = OmegaConf.create({"reward": {"custom_reward_function": {
-        "path": "pkg://prom_reward.integrations.verl", "name": "compute_score_sync", "reward_kwargs": {}}}})
+    cfg = OmegaConf.create(
+        {
+            "reward": {
+                "custom_reward_function": {
+                    "path": "pkg://prom_reward.integrations.verl",
+                    "name": "compute_score_sync",
+                    "reward_kwargs": {},
+                }
+            }
+        }
+    )
     fn = get_custom_reward_fn(cfg)
     assert fn.args[0] is prom_verl.compute_score_sync
     assert cloudpickle.loads(cloudpickle.dumps(fn)).args[0] is prom_verl.compute_score_sync
@@ -319,8 +360,7 @@ def test_module_is_the_real_one_and_pickles_by_reference():
 
 def test_remote_manager_form_is_sync(monkeypatch):
     prom_verl.configure(scripted_reward([]), failure_reward=0.0)
-    out = prom_verl.compute_score_sync("d", "A cat has four legs.", "4", {"question": "Legs?"},
-                                       num_turns=None)
+    out = prom_verl.compute_score_sync("d", "A cat has four legs.", "4", {"question": "Legs?"}, num_turns=None)
     assert out["score"] == 1.0 and out["judge_failed"] == 0.0
 
 
@@ -328,8 +368,12 @@ def test_concurrent_awaits_are_one_judge_call():
     prom_verl.configure(scripted_reward([]), failure_reward=0.0, batch_window_ms=200)
 
     async def many():
-        return await asyncio.gather(*(prom_verl.compute_score("d", r, None, {"question": "q"})
-                                      for r in ["A cat has four legs.", "Blue is a colour."] * 4))
+        return await asyncio.gather(
+            *(
+                prom_verl.compute_score("d", r, None, {"question": "q"})
+                for r in ["A cat has four legs.", "Blue is a colour."] * 4
+            )
+        )
 
     outs = asyncio.run(many())
     assert [o["score"] for o in outs] == [1.0, 0.5] * 4

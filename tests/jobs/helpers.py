@@ -40,25 +40,43 @@ def chat(delay: float = 0.0):
             time.sleep(delay)
         user = body["messages"][-1]["content"]
         text = judge_text(user)
-        return 200, {"choices": [{"index": i, "message": {"role": "assistant", "content": text},
-                                  "finish_reason": "stop"} for i in range(body.get("n") or 1)],
-                     "usage": {"prompt_tokens": 7, "completion_tokens": 3}}
+        return 200, {
+            "choices": [
+                {"index": i, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+                for i in range(body.get("n") or 1)
+            ],
+            "usage": {"prompt_tokens": 7, "completion_tokens": 3},
+        }
+
     return reply
 
 
 def judge_server(delay: float = 0.0) -> FakeServer:
     """A real HTTP judge on 127.0.0.1 (``/v1/chat/completions``, ``/v1/models``)."""
-    return FakeServer({"/v1/chat/completions": chat(delay),
-                       "/v1/models": lambda k, b: (200, {"data": [{"id": "judge", "max_model_len": 32768}]})})
+    return FakeServer(
+        {
+            "/v1/chat/completions": chat(delay),
+            "/v1/models": lambda k, b: (200, {"data": [{"id": "judge", "max_model_len": 32768}]}),
+        }
+    )
 
 
 def rows(job: str, n: int, tag: str = "") -> list[dict[str, Any]]:
     if job == "grade":
-        return [{"id": i, "instruction": f"Q{i}{tag}?", "response": ("good " if i % 3 else "bad ") + str(i)}
-                for i in range(n)]
+        return [
+            {"id": i, "instruction": f"Q{i}{tag}?", "response": ("good " if i % 3 else "bad ") + str(i)}
+            for i in range(n)
+        ]
     if job == "compare":
-        return [{"id": i, "instruction": f"Q{i}{tag}?", "response_a": ("good " if i % 2 else "bad ") + str(i),
-                 "response_b": ("bad " if i % 2 else "good ") + str(i)} for i in range(n)]
+        return [
+            {
+                "id": i,
+                "instruction": f"Q{i}{tag}?",
+                "response_a": ("good " if i % 2 else "bad ") + str(i),
+                "response_b": ("bad " if i % 2 else "good ") + str(i),
+            }
+            for i in range(n)
+        ]
     return [{"id": i, "prompt": f"Q{i}{tag}?", "completions": [f"meh {i}", f"good {i}", f"bad {i}"]} for i in range(n)]
 
 
@@ -69,15 +87,35 @@ def write(path: Path, data: list[dict[str, Any]]) -> Path:
 
 def argv(job: str, src: Path | str, out: Path | str, url: str, *extra: str) -> list[str]:
     keep = ["--keep-col", "id"] if job == "pairs" else []
-    return [job, str(src), "-o", str(out), "--server", url, "--model", "judge", "--rubric", "helpfulness",
-            "--batch-size", "4", "--quiet", *keep, *extra]
+    return [
+        job,
+        str(src),
+        "-o",
+        str(out),
+        "--server",
+        url,
+        "--model",
+        "judge",
+        "--rubric",
+        "helpfulness",
+        "--batch-size",
+        "4",
+        "--quiet",
+        *keep,
+        *extra,
+    ]
 
 
 def cli(args: list[str], env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
     """``python -m prom_reward.cli ARGS`` in a child process (this tree first on the path)."""
     path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
-    return subprocess.run([sys.executable, "-m", "prom_reward.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "PYTHONPATH": path, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "prom_reward.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONPATH": path, **(env or {})},
+    )
 
 
 def ids(path: Path) -> list[int]:

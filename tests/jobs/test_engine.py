@@ -21,8 +21,9 @@ from prom_reward.jobs.summary import JobSummary
 
 def _two_files(tmp_path):
     pq.write_table(pa.table({"i": list(range(23))}), tmp_path / "a.parquet", row_group_size=5)
-    (tmp_path / "b.jsonl").write_text("".join(json.dumps({"i": 100 + i}) + ("\n\n" if i % 3 else "\n")
-                                              for i in range(11)))
+    (tmp_path / "b.jsonl").write_text(
+        "".join(json.dumps({"i": 100 + i}) + ("\n\n" if i % 3 else "\n") for i in range(11))
+    )
     return expand_inputs([str(tmp_path / "a.parquet"), str(tmp_path / "b.jsonl")])
 
 
@@ -36,6 +37,7 @@ def test_row_ids_run_across_files_and_places_name_the_line(tmp_path):
 @pytest.mark.parametrize("batch", [1, 4, 7, 100])
 def test_batches_left_cover_every_row_once_and_read_from_their_offsets(tmp_path, batch):
     """The plan's batches (file, byte offset, line) read back exactly the rows of their ids."""
+
     class Any_(GradeJob):  # a kind that accepts any row: only the reading is under test
         def preparer(self):
             return lambda row: row
@@ -46,8 +48,9 @@ def test_batches_left_cover_every_row_once_and_read_from_their_offsets(tmp_path,
     assert shards[0]["start"] == 0 and shards[-1]["stop"] == 34
     assert all(a["stop"] == b["start"] for a, b in zip(shards, shards[1:], strict=False))
     assert all(s["stop"] - s["start"] <= batch for s in shards)
-    got = [r for s in shards for r in read_range(s["path"], s["first_id"], s["start"], s["stop"], s["offset"],
-                                                 s["line"])]
+    got = [
+        r for s in shards for r in read_range(s["path"], s["first_id"], s["start"], s["stop"], s["offset"], s["line"])
+    ]
     assert [r.id for r in got] == list(range(34))
     assert [r.data["i"] for r in got] == list(range(23)) + [100 + i for i in range(11)]
 
@@ -60,11 +63,13 @@ def test_inputs_that_cannot_be_read(tmp_path):
         expand_inputs(str(tmp_path / "missing.jsonl"))
     with pytest.raises(ConfigError, match="unsupported file type '.txt'"):
         expand_inputs(str(tmp_path / "notes.txt"))
-    cases = {"x.jsonl": (b'{"a": 1}\n[1, 2]\n', r"x.jsonl:2: expected a JSON object per line, got list"),
-             "y.jsonl": (b'{"a": 1}\n{"a": \n', r"y.jsonl:2: not valid JSON"),
-             "z.jsonl": (b'{"a": "\xff\xfe"}\n', r"z.jsonl:1: not UTF-8 text"),
-             "w.json": (b'{"a": 1}', r"w.json: expected a JSON array of objects, got dict"),
-             "v.parquet": (b"PAR1garbagePAR1", r"v.parquet: not a readable Parquet file")}
+    cases = {
+        "x.jsonl": (b'{"a": 1}\n[1, 2]\n', r"x.jsonl:2: expected a JSON object per line, got list"),
+        "y.jsonl": (b'{"a": 1}\n{"a": \n', r"y.jsonl:2: not valid JSON"),
+        "z.jsonl": (b'{"a": "\xff\xfe"}\n', r"z.jsonl:1: not UTF-8 text"),
+        "w.json": (b'{"a": 1}', r"w.json: expected a JSON array of objects, got dict"),
+        "v.parquet": (b"PAR1garbagePAR1", r"v.parquet: not a readable Parquet file"),
+    }
     for name, (data, message) in cases.items():
         (tmp_path / name).write_bytes(data)
         with pytest.raises(InputError, match=message):
@@ -73,16 +78,26 @@ def test_inputs_that_cannot_be_read(tmp_path):
 
 def test_parts_are_atomic_replaced_not_doubled_and_merged_in_id_order(tmp_path):
     schema = pa.schema([("source_index", pa.int64()), ("score", pa.float64())])
-    write_part(tmp_path, 2, 4, [{"source_index": 2, "score": None}, {"source_index": 3, "score": 4.0}], "parquet",
-               schema)
-    write_part(tmp_path, 0, 2, [{"source_index": 0, "score": None}, {"source_index": 1, "score": None}], "parquet",
-               schema, failed="backend failed: down")
-    write_part(tmp_path, 2, 4, [{"source_index": 2, "score": 1.0}, {"source_index": 3, "score": 4.0}], "parquet",
-               schema)  # judged again: replaced
+    write_part(
+        tmp_path, 2, 4, [{"source_index": 2, "score": None}, {"source_index": 3, "score": 4.0}], "parquet", schema
+    )
+    write_part(
+        tmp_path,
+        0,
+        2,
+        [{"source_index": 0, "score": None}, {"source_index": 1, "score": None}],
+        "parquet",
+        schema,
+        failed="backend failed: down",
+    )
+    write_part(
+        tmp_path, 2, 4, [{"source_index": 2, "score": 1.0}, {"source_index": 3, "score": 4.0}], "parquet", schema
+    )  # judged again: replaced
     (tmp_path / "_tmp-1-part-000000000004-000000000006.parquet").write_bytes(b"half a file")
     assert sorted(done_parts(tmp_path)) == [(0, 2), (2, 4)] and sorted(failed_parts(tmp_path)) == [(0, 2)]
-    write_part(tmp_path, 0, 2, [{"source_index": 0, "score": 5.0}, {"source_index": 1, "score": 2.0}], "parquet",
-               schema)
+    write_part(
+        tmp_path, 0, 2, [{"source_index": 0, "score": 5.0}, {"source_index": 1, "score": 2.0}], "parquet", schema
+    )
     assert failed_parts(tmp_path) == {}  # a good part removed the marker
     assert merge_parts(tmp_path, tmp_path / "all.parquet", "parquet", schema) == 4
     assert [r["score"] for r in read_rows(tmp_path / "all.parquet")] == [5.0, 2.0, 1.0, 4.0]
@@ -129,11 +144,21 @@ def test_targets_and_the_output_rules(tmp_path):
 def test_manifest_differences_name_what_changed():
     inputs = [{"path": "/a/in.jsonl", "size": 10, "rows": 2, "sha256": "aa"}]
     a = make_manifest("grade", inputs, {"rubric": "x"}, judge_fingerprint({"model": "m", "base_url": "u1"}), "jsonl")
-    b = make_manifest("grade", [{**inputs[0], "path": "/b/moved.jsonl"}], {"rubric": "x"},
-                      judge_fingerprint({"model": "m", "base_url": "u2"}), "jsonl")
+    b = make_manifest(
+        "grade",
+        [{**inputs[0], "path": "/b/moved.jsonl"}],
+        {"rubric": "x"},
+        judge_fingerprint({"model": "m", "base_url": "u2"}),
+        "jsonl",
+    )
     assert differences(a, b) == []  # a moved input with the same bytes, another server URL: the same job
-    c = make_manifest("compare", [{**inputs[0], "sha256": "bb", "rows": 3}], {"rubric": "y"},
-                      judge_fingerprint({"model": "n"}), "parquet")
+    c = make_manifest(
+        "compare",
+        [{**inputs[0], "sha256": "bb", "rows": 3}],
+        {"rubric": "y"},
+        judge_fingerprint({"model": "n"}),
+        "parquet",
+    )
     got = differences(a, c)
     assert got[0] == "job 'grade' then, 'compare' now" and "rows, sha256 differ" in got[1]
     assert "option rubric: 'x' then, 'y' now" in got and "judge option model: 'm' then, 'n' now" in got
@@ -155,8 +180,19 @@ def test_options_are_validated():
 
 def test_summary_counts_and_text():
     s = JobSummary(job="compare", output="out.parquet")
-    s.add({"rows": 10, "failed": 1, "ties": 2, "retried": 2, "prompt_tokens": 100, "completion_tokens": 20,
-           "skipped": "{}", "worker": "n:1", "seconds": 2.0})
+    s.add(
+        {
+            "rows": 10,
+            "failed": 1,
+            "ties": 2,
+            "retried": 2,
+            "prompt_tokens": 100,
+            "completion_tokens": 20,
+            "skipped": "{}",
+            "worker": "n:1",
+            "seconds": 2.0,
+        }
+    )
     s.seconds = 4.0
     text = s.text()
     assert "judged 10 rows" in text and "2 ties" in text and "replica n:1: 10 rows, 5.00 rows/s" in text

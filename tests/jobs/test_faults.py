@@ -72,9 +72,12 @@ def test_sigkill_at_a_random_moment_then_resume(tmp_path, capsys):
     slow = judge_server(delay=0.05)
     try:
         src, out = write(tmp_path / "in.jsonl", rows("grade", 40)), tmp_path / "out.jsonl"
-        proc = subprocess.Popen([sys.executable, "-m", "prom_reward.cli", *argv("grade", src, out, slow.url)],
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                env={**os.environ, "PYTHONPATH": str(REPO)})
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "prom_reward.cli", *argv("grade", src, out, slow.url)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
         parts = tmp_path / "out.jsonl.parts"
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and len(list(parts.glob("part-*"))) < 3 and proc.poll() is None:
@@ -216,8 +219,9 @@ def test_damaged_store_is_refused_before_any_work(job, path, tmp_path, server, c
     store.write_bytes(b"this is not SQLite" * 100)
     extra = ("--ray",) if path == "ray" else ()
     code, err = run(job, src, out, server.url, "--store", str(store), *extra, capsys=capsys)
-    assert code == 2 and (("not a judgment store" in err and str(store) in err) if path == "local"
-                          else "--store with --ray" in err)
+    assert code == 2 and (
+        ("not a judgment store" in err and str(store) in err) if path == "local" else "--store with --ray" in err
+    )
     assert not out.exists() and store.read_bytes() == b"this is not SQLite" * 100
     assert main(["store", "info", str(store)]) == 2
     assert "not a judgment store" in capsys.readouterr().err
@@ -274,8 +278,9 @@ def test_bad_input_names_file_line_row_column_and_fix(job, path, tmp_path, serve
 
 
 def test_debug_shows_the_traceback(tmp_path, server):
-    done = cli(["grade", str(tmp_path / "missing.jsonl"), "-o", str(tmp_path / "o.jsonl"), "--server", server.url,
-                "--debug"])
+    done = cli(
+        ["grade", str(tmp_path / "missing.jsonl"), "-o", str(tmp_path / "o.jsonl"), "--server", server.url, "--debug"]
+    )
     assert done.returncode == 1 and "Traceback" in done.stderr and "InputError" in done.stderr
     done = cli(["grade", str(tmp_path / "missing.jsonl"), "-o", str(tmp_path / "o.jsonl"), "--server", server.url])
     assert done.returncode == 2 and "Traceback" not in done.stderr

@@ -39,8 +39,12 @@ def _good_or_bad(request, i):  # a deterministic judge: 5 for responses that say
 @pytest.fixture(scope="module")
 def ray_cluster():
     path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)  # actors import tests.*
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"VLLM_CPU_KVCACHE_SPACE": "1", "PYTHONPATH": path}})
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"VLLM_CPU_KVCACHE_SPACE": "1", "PYTHONPATH": path}},
+    )
     yield ray.get_runtime_context().gcs_address
     ray.shutdown()
 
@@ -56,13 +60,20 @@ def _rows(path: Path, n: int) -> Path:
 def test_ray_grade_matches_in_process_engine(ray_cluster, tiny_model_dir, vllm_engine, tmp_path):
     """Greedy decoding: the actors' grades equal PrometheusJudge.grade on an in-process engine."""
     src = _rows(tmp_path / "in.jsonl", 120)
-    judge = dict(model=str(tiny_model_dir), backend="vllm", force_verdict=True, max_retries=0,
-                 sampling={"max_tokens": 8, "temperature": 0.0}, **ENGINE)
+    judge = dict(
+        model=str(tiny_model_dir),
+        backend="vllm",
+        force_verdict=True,
+        max_retries=0,
+        sampling={"max_tokens": 8, "temperature": 0.0},
+        **ENGINE,
+    )
     s = grade_dataset(str(src), tmp_path / "out.parquet", judge, rubric="helpfulness", batch_size=40, progress=False)
     got = list(read_rows(tmp_path / "out.parquet"))
     assert [r["id"] for r in got] == list(range(120)) and s.rows == 120 and s.batches == 3
-    local = PrometheusJudge(backend=vllm_engine, force_verdict=True, max_retries=0,
-                            sampling={"max_tokens": 8, "temperature": 0.0})
+    local = PrometheusJudge(
+        backend=vllm_engine, force_verdict=True, max_retries=0, sampling={"max_tokens": 8, "temperature": 0.0}
+    )
     data = list(read_rows(src))
     want = local.grade([r["instruction"] for r in data], [r["response"] for r in data], "helpfulness")
     assert [r["score"] for r in got] == [g.score for g in want]
@@ -83,31 +94,54 @@ def test_ray_compare_writes_what_the_local_path_writes(ray_cluster, tmp_path):
     in this process (A wins, B wins, ties, failures), into Parquet."""
     kinds = [("good", "bad"), ("bad", "good"), ("good", "good too"), ("bad", "worse")]
     src = tmp_path / "ab.jsonl"
-    src.write_text("".join(json.dumps({"id": i, "instruction": f"Q{i}?", "response_a": f"{kinds[i % 4][0]} {i}",
-                                       "response_b": f"{kinds[i % 4][1]} {i}"}) + "\n" for i in range(48)))
+    src.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": i,
+                    "instruction": f"Q{i}?",
+                    "response_a": f"{kinds[i % 4][0]} {i}",
+                    "response_b": f"{kinds[i % 4][1]} {i}",
+                }
+            )
+            + "\n"
+            for i in range(48)
+        )
+    )
     judge = dict(backend=ScriptedBackend(respond=_pairwise), max_retries=0)
     s = compare_dataset(str(src), tmp_path / "ray.parquet", judge, rubric="helpfulness", batch_size=16, progress=False)
-    local = compare_file(str(src), tmp_path / "local.parquet", judge, rubric="helpfulness", batch_size=16,
-                         progress=False)
+    local = compare_file(
+        str(src), tmp_path / "local.parquet", judge, rubric="helpfulness", batch_size=16, progress=False
+    )
     import pyarrow.parquet as pq
 
     assert pq.read_table(tmp_path / "ray.parquet").equals(pq.read_table(tmp_path / "local.parquet"))
     got = list(read_rows(tmp_path / "ray.parquet"))
     assert [r["winner"] for r in got[:4]] == ["A", "B", None, None] and got[2]["tie"] and not got[3]["tie"]
-    assert (s.rows, s.batches, s.ties, s.failed) == (48, 3, 12, 12) == (local.rows, local.batches, local.ties,
-                                                                          local.failed)
+    assert (
+        (s.rows, s.batches, s.ties, s.failed)
+        == (48, 3, 12, 12)
+        == (local.rows, local.batches, local.ties, local.failed)
+    )
 
 
 def test_ray_grade_scores_match_in_process_smollm2(ray_cluster, smollm2_dir, smollm2_engine, tmp_path):
     """A real instruct model (forced verdicts give scores): the same scores and P(1..5) as in-process."""
     src = _rows(tmp_path / "in.jsonl", 16)
     opts = dict(force_verdict=True, max_retries=0, expected_score=True, sampling={"max_tokens": 8, "temperature": 0.0})
-    s = grade_dataset(str(src), tmp_path / "out.jsonl", dict(model=str(smollm2_dir), backend="vllm", **opts, **ENGINE),
-                      rubric="helpfulness", batch_size=8, progress=False)
+    s = grade_dataset(
+        str(src),
+        tmp_path / "out.jsonl",
+        dict(model=str(smollm2_dir), backend="vllm", **opts, **ENGINE),
+        rubric="helpfulness",
+        batch_size=8,
+        progress=False,
+    )
     got = list(read_rows(tmp_path / "out.jsonl"))
     data = list(read_rows(src))
     want = PrometheusJudge(backend=smollm2_engine, **opts).grade(
-        [r["instruction"] for r in data], [r["response"] for r in data], "helpfulness")
+        [r["instruction"] for r in data], [r["response"] for r in data], "helpfulness"
+    )
     assert sum(g.score is not None for g in want) >= 8  # the comparison is about real scores
     assert [r["score"] for r in got] == [g.score for g in want]
     assert [r["expected_score"] for r in got] == pytest.approx([g.expected_score for g in want], abs=1e-3)
@@ -118,9 +152,15 @@ def test_ray_actor_killed_mid_run_loses_and_repeats_nothing(ray_cluster, tmp_pat
     """An actor SIGKILLs itself about to commit its batch: Ray restarts it and retries the batch."""
     src = _rows(tmp_path / "in.jsonl", 300)
     marker = tmp_path / "crashed"
-    s = grade_dataset(str(src), tmp_path / "out.jsonl", dict(backend=ScriptedBackend(respond=_good_or_bad)),
-                      rubric="helpfulness", batch_size=50, env={"PROM_REWARD_JOB_CRASH": f"part:50:{marker}"},
-                      progress=False)
+    s = grade_dataset(
+        str(src),
+        tmp_path / "out.jsonl",
+        dict(backend=ScriptedBackend(respond=_good_or_bad)),
+        rubric="helpfulness",
+        batch_size=50,
+        env={"PROM_REWARD_JOB_CRASH": f"part:50:{marker}"},
+        progress=False,
+    )
     assert marker.exists()  # the actor did die
     assert ids(tmp_path / "out.jsonl") == list(range(300)) and s.rows == 300
 
@@ -130,10 +170,12 @@ def test_ray_pairs_write_what_the_local_path_writes(ray_cluster, tmp_path):
     data[3]["completions"] = ["bad", "bad too"]  # a tie: compare_by_grades, then skipped
     src = write(tmp_path / "in.jsonl", data)
     judge = dict(backend=ScriptedBackend(respond=_good_or_bad))
-    s = pairs_dataset(str(src), tmp_path / "ray.jsonl", judge, rubric="helpfulness", max_tie_rounds=1, batch_size=8,
-                      progress=False)
-    local = pairs_file(str(src), tmp_path / "local.jsonl", judge, rubric="helpfulness", max_tie_rounds=1,
-                       batch_size=8, progress=False)
+    s = pairs_dataset(
+        str(src), tmp_path / "ray.jsonl", judge, rubric="helpfulness", max_tie_rounds=1, batch_size=8, progress=False
+    )
+    local = pairs_file(
+        str(src), tmp_path / "local.jsonl", judge, rubric="helpfulness", max_tie_rounds=1, batch_size=8, progress=False
+    )
     assert (tmp_path / "ray.jsonl").read_text() == (tmp_path / "local.jsonl").read_text()
     assert (tmp_path / "ray.skipped.jsonl").read_text() == (tmp_path / "local.skipped.jsonl").read_text()
     assert s.pairs == local.pairs == 29 and s.skipped == local.skipped == {"tie": 1}
@@ -146,8 +188,15 @@ def test_cli_ray_resume_after_driver_sigkill(job, ray_cluster, tmp_path):
     server = judge_server(delay=0.05)
     try:
         src, out = write(tmp_path / "in.jsonl", rows(job, 40)), tmp_path / "out.jsonl"
-        cmd = [sys.executable, "-m", "prom_reward.cli", *argv(job, src, out, server.url), "--ray", "--address",
-               ray_cluster]
+        cmd = [
+            sys.executable,
+            "-m",
+            "prom_reward.cli",
+            *argv(job, src, out, server.url),
+            "--ray",
+            "--address",
+            ray_cluster,
+        ]
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         parts = Path(str(out) + ".parts")
@@ -183,8 +232,9 @@ def test_ray_resume_judges_again_the_batches_whose_server_was_down(ray_cluster, 
     probe.stop()
     src = _rows(tmp_path / "in.jsonl", 30)
     out = tmp_path / "out.jsonl"
-    judge = dict(backend="openai", base_url=url, model="fake", system_role=False, backoff=0.01, timeout=10,
-                 max_retries=0)
+    judge = dict(
+        backend="openai", base_url=url, model="fake", system_role=False, backoff=0.01, timeout=10, max_retries=0
+    )
     s = grade_dataset(str(src), out, judge, rubric="helpfulness", batch_size=10, progress=False)
     got = list(read_rows(out))
     assert [r["id"] for r in got] == list(range(30)) and all(r["score"] is None for r in got)
@@ -193,12 +243,17 @@ def test_ray_resume_judges_again_the_batches_whose_server_was_down(ray_cluster, 
 
     def reply(k, body):  # the server is back: a verdict, except no parseable one for row 7 (a final judgment)
         text = "Clear. [RESULT] 4" if "What is 7 + 7" not in json.dumps(body) else "I cannot tell."
-        return 200, {"choices": [{"index": i, "message": {"role": "assistant", "content": text},
-                                  "finish_reason": "stop"} for i in range(body.get("n") or 1)],
-                     "usage": {"prompt_tokens": 7, "completion_tokens": 3}}
+        return 200, {
+            "choices": [
+                {"index": i, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+                for i in range(body.get("n") or 1)
+            ],
+            "usage": {"prompt_tokens": 7, "completion_tokens": 3},
+        }
 
-    monkeypatch.setattr(fakes, "ThreadingHTTPServer", lambda addr, handler: ThreadingHTTPServer(("127.0.0.1", port),
-                                                                                                 handler))
+    monkeypatch.setattr(
+        fakes, "ThreadingHTTPServer", lambda addr, handler: ThreadingHTTPServer(("127.0.0.1", port), handler)
+    )
     server = fakes.FakeServer({"/v1/chat/completions": reply})
     try:
         s = grade_dataset(str(src), out, judge, rubric="helpfulness", batch_size=10, progress=False, resume=True)
@@ -222,8 +277,16 @@ def test_ray_full_disk_in_an_actor_keeps_the_previous_output(ray_cluster, tmp_pa
     grade_dataset(str(src), out, judge, rubric="helpfulness", batch_size=10, progress=False)
     old = out.read_bytes()
     with pytest.raises(OutputError, match="cannot write: the disk is full"):
-        grade_dataset(str(src), out, judge, rubric="honesty", batch_size=10, progress=False, overwrite=True,
-                      env={"PROM_REWARD_JOB_CRASH": f"enospc:part:20:{tmp_path / 'full'}"})
+        grade_dataset(
+            str(src),
+            out,
+            judge,
+            rubric="honesty",
+            batch_size=10,
+            progress=False,
+            overwrite=True,
+            env={"PROM_REWARD_JOB_CRASH": f"enospc:part:20:{tmp_path / 'full'}"},
+        )
     assert out.read_bytes() == old
     s = grade_dataset(str(src), out, judge, rubric="honesty", batch_size=10, progress=False, resume=True)
     assert s.rows + s.resumed_rows == 40 and ids(out) == list(range(40))

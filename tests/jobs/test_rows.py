@@ -51,8 +51,14 @@ def judge(seen):
 
 ROWS = [
     {"id": 0, "instruction": "Q0?", "response_a": "good 0", "response_b": "bad 0", "rubric": "helpfulness"},
-    {"id": 1, "instruction": "Q1?", "response_a": "bad 1", "response_b": "good 1", "rubric": "harmlessness",
-     "reference_answer": "R1"},
+    {
+        "id": 1,
+        "instruction": "Q1?",
+        "response_a": "bad 1",
+        "response_b": "good 1",
+        "rubric": "harmlessness",
+        "reference_answer": "R1",
+    },
     {"id": 2, "instruction": "Q2?", "response_a": "either x", "response_b": "either y", "rubric": "helpfulness"},
     {"id": 3, "instruction": "Q3?", "response_a": "mute", "response_b": "good 3", "rubric": "helpfulness"},
 ]
@@ -70,10 +76,18 @@ def test_compare_swap_ties_and_failures(tmp_path, judge, seen):
     assert [r["source_index"] for r in got] == [0, 1, 2, 3] and len(seen) == 8  # both orders of every row
     assert all(r[k] == ROWS[i][k] for i, r in enumerate(got) for k in ROWS[i])  # the input columns stay
     assert [(r["winner"], r["tie"], r["swap_agreement"]) for r in got] == [
-        ("A", False, True), ("B", False, True), (None, True, False), (None, False, None)]
+        ("A", False, True),
+        ("B", False, True),
+        (None, True, False),
+        (None, False, None),
+    ]
     assert [r["p_a"] for r in got[:3]] == [1.0, 0.0, 0.5] and got[3]["p_a"] is None
-    assert [r["judge_error"] for r in got] == [None, None, "tie: the two orders disagree",
-                                               "no verdict in 2 sample(s) (no parseable [RESULT])"]
+    assert [r["judge_error"] for r in got] == [
+        None,
+        None,
+        "tie: the two orders disagree",
+        "no verdict in 2 sample(s) (no parseable [RESULT])",
+    ]
     assert [r["judge_failures"] for r in got] == [0, 0, 0, 2] and got[0]["feedback"] == "Compared."
     assert (s.rows, s.ties, s.failed) == (4, 1, 1)
     # the row's rubric and reference answer went into its prompts (the swapped order: A and B exchanged)
@@ -92,8 +106,11 @@ def test_the_same_columns_and_types_in_jsonl_and_parquet(job, tmp_path, judge):
     """Grade: every result column in every row, P(1..5) with all five keys; a null first batch (no verdict)
     still gets the result types; the JSON-lines and Parquet outputs hold the same rows."""
     run = grade_file if job == "grade" else compare_file
-    rows = ([{"instruction": "Q?", "response": "mute", "tag": None},
-             {"instruction": "Q?", "response": "good", "tag": "x"}] if job == "grade" else [ROWS[3], ROWS[0]])
+    rows = (
+        [{"instruction": "Q?", "response": "mute", "tag": None}, {"instruction": "Q?", "response": "good", "tag": "x"}]
+        if job == "grade"
+        else [ROWS[3], ROWS[0]]
+    )
     src = _write(tmp_path / "in.jsonl", rows)
     opts = dict(rubric="helpfulness", batch_size=1, progress=False)
     run(src, tmp_path / "out.jsonl", judge, **opts)
@@ -104,8 +121,20 @@ def test_the_same_columns_and_types_in_jsonl_and_parquet(job, tmp_path, judge):
     if job == "grade":
         assert [r["score"] for r in a] == [None, 5.0] and a[0]["judge_error"].startswith("no verdict")
         assert str(schema.field("score").type) == "double" and str(schema.field("tag").type) == "string"
-        assert set(a[1]) == {"source_index", "instruction", "response", "tag", "score", "feedback", "expected_score",
-                             "probabilities", "judge_failures", "judge_retries", "forced_verdicts", "judge_error"}
+        assert set(a[1]) == {
+            "source_index",
+            "instruction",
+            "response",
+            "tag",
+            "score",
+            "feedback",
+            "expected_score",
+            "probabilities",
+            "judge_failures",
+            "judge_retries",
+            "forced_verdicts",
+            "judge_error",
+        }
     else:
         assert [r["swap_agreement"] for r in a] == [None, True] and str(schema.field("swap_agreement").type) == "bool"
 
@@ -119,8 +148,13 @@ def test_grade_expected_score_has_all_five_probabilities(tmp_path):
             return [GenerationResult((Completion("Fine. [RESULT] 4", logprobs=tokens),)) for _ in requests]
 
     src = _write(tmp_path / "in.jsonl", [{"instruction": "Q?", "response": "A"}])
-    grade_file(src, tmp_path / "o.parquet", {"backend": Logprobs(outputs=[]), "expected_score": True},
-               rubric="helpfulness", progress=False)
+    grade_file(
+        src,
+        tmp_path / "o.parquet",
+        {"backend": Logprobs(outputs=[]), "expected_score": True},
+        rubric="helpfulness",
+        progress=False,
+    )
     (row,) = read_rows(tmp_path / "o.parquet")
     assert set(row["probabilities"]) == {"1", "2", "3", "4", "5"} and row["probabilities"]["1"] == 0.0
 
@@ -133,20 +167,35 @@ def test_row_errors_name_the_place_in_the_input_the_column_and_the_option(tmp_pa
         compare_file(src, out, judge, rubric="helpfulness", progress=False)
     # row numbers count from the start of the input, not of the batch; found before any judging
     with pytest.raises(InputError, match=r"in.jsonl:34: row 33: column 'answer_b' missing"):
-        compare_file(src, out, judge, rubric="helpfulness", response_b_column="answer_b", batch_size=16,
-                     progress=False)
+        compare_file(src, out, judge, rubric="helpfulness", response_b_column="answer_b", batch_size=16, progress=False)
     assert seen == [] and not out.exists()
-    ok = [{"instruction": "Q?", "response_a": "good", "response_b": "bad", "rubric": "helpfulness"},
-          {"instruction": "Q?", "response_a": "good", "response_b": "bad"}]
+    ok = [
+        {"instruction": "Q?", "response_a": "good", "response_b": "bad", "rubric": "helpfulness"},
+        {"instruction": "Q?", "response_a": "good", "response_b": "bad"},
+    ]
     with pytest.raises(InputError, match=r"in.jsonl:2: row 1: no rubric: .*--rubric NAME\|FILE"):
         compare_file(_write(src, ok), out, judge, progress=False)
     with pytest.raises(InputError, match=r"row 1: column 'instruction': .*must be a str, got int.*--instruction-col"):
-        grade_file(_write(src, [{"instruction": "Q", "response": "A"}, {"instruction": 3, "response": "A"}]), out,
-                   judge, rubric="helpfulness", progress=False)
+        grade_file(
+            _write(src, [{"instruction": "Q", "response": "A"}, {"instruction": 3, "response": "A"}]),
+            out,
+            judge,
+            rubric="helpfulness",
+            progress=False,
+        )
     with pytest.raises(InputError, match=r"row 1: rubric: .*no score descriptions"):
-        grade_file(_write(src, [{"instruction": "Q", "response": "A", "rubric": "helpfulness"},
-                                {"instruction": "Q", "response": "A", "rubric": {"criteria": "Kind?"}}]), out,
-                   judge, progress=False)
+        grade_file(
+            _write(
+                src,
+                [
+                    {"instruction": "Q", "response": "A", "rubric": "helpfulness"},
+                    {"instruction": "Q", "response": "A", "rubric": {"criteria": "Kind?"}},
+                ],
+            ),
+            out,
+            judge,
+            progress=False,
+        )
 
 
 def test_pairs_rows_skips_and_long_layout(tmp_path, judge):
@@ -160,11 +209,24 @@ def test_pairs_rows_skips_and_long_layout(tmp_path, judge):
     assert [(sk["source_index"], sk["reason"]) for sk in skipped] == [(1, "tie"), (2, "judge_failed")]
     assert s.skipped == {"judge_failed": 1, "tie": 1} and s.failed == 1
     assert all(set(sk) == {"source_index", "reason", "pair", "judge_error"} for sk in skipped)
-    long = [{"prompt": "P", "completion": "good a"}, {"prompt": "P", "completion": "bad b"},
-            {"prompt": "R", "completion": "bad c"}, {"prompt": "R", "completion": "good d"}]
-    s = pairs_file(_write(tmp_path / "long.jsonl", long), tmp_path / "long_pairs.jsonl", judge, rubric="helpfulness",
-                   layout="long", batch_size=1, progress=False)
+    long = [
+        {"prompt": "P", "completion": "good a"},
+        {"prompt": "P", "completion": "bad b"},
+        {"prompt": "R", "completion": "bad c"},
+        {"prompt": "R", "completion": "good d"},
+    ]
+    s = pairs_file(
+        _write(tmp_path / "long.jsonl", long),
+        tmp_path / "long_pairs.jsonl",
+        judge,
+        rubric="helpfulness",
+        layout="long",
+        batch_size=1,
+        progress=False,
+    )
     got = list(read_rows(tmp_path / "long_pairs.jsonl"))
-    assert [(p["source_index"], p["chosen"], p["rejected"]) for p in got] == [(0, "good a", "bad b"),
-                                                                             (1, "good d", "bad c")]
+    assert [(p["source_index"], p["chosen"], p["rejected"]) for p in got] == [
+        (0, "good a", "bad b"),
+        (1, "good d", "bad c"),
+    ]
     assert s.rows == 2 and s.pairs == 2

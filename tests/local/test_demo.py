@@ -18,8 +18,9 @@ from prom_reward.local.demo import _progress, load_sample_rollouts, main
 
 
 @pytest.mark.integration  # a real vLLM engine
-def test_demo_grades_the_samples_quietly_with_the_pocket_judge(capfd: pytest.CaptureFixture[str],
-                                                               smollm2_dir: Path, tmp_path: Path) -> None:
+def test_demo_grades_the_samples_quietly_with_the_pocket_judge(
+    capfd: pytest.CaptureFixture[str], smollm2_dir: Path, tmp_path: Path
+) -> None:
     log = tmp_path / "demo.log"
     main(["--log", str(log)])
     out, err = capfd.readouterr()  # what reaches the terminal (file descriptors 1 and 2)
@@ -53,7 +54,7 @@ def test_progress_prints_one_line_each_way_off_a_terminal(tmp_path: Path) -> Non
 
 def test_a_failed_run_prints_the_log_tail(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     log = tmp_path / "demo.log"
-    with pytest.raises(Exception):
+    with pytest.raises(OSError):
         main(["--model", str(tmp_path / "no-such-model"), "--log", str(log)])
     err = capfd.readouterr().err
     assert f"the demo failed; the last lines of {log}:" in err

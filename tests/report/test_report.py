@@ -25,19 +25,32 @@ from tests.judges import judge_by_response, pair_of
 
 ROLLOUTS = [
     {"instruction": "Name a prime.", "response": "7", "rubric": "factual_validity", "source": "policy-a"},
-    {"instruction": "Name a prime.", "response": "Seven is a prime number, as it has exactly two divisors.",
-     "rubric": "factual_validity", "source": "policy-b"},
-    {"instruction": "Say hi <politely>.", "response": "<script>alert('hi')</script>", "rubric": "helpfulness",
-     "source": "policy-a"},
+    {
+        "instruction": "Name a prime.",
+        "response": "Seven is a prime number, as it has exactly two divisors.",
+        "rubric": "factual_validity",
+        "source": "policy-b",
+    },
+    {
+        "instruction": "Say hi <politely>.",
+        "response": "<script>alert('hi')</script>",
+        "rubric": "helpfulness",
+        "source": "policy-a",
+    },
     {"instruction": "Name a prime.", "response": "9", "rubric": "factual_validity", "source": "policy-b"},
-    {"instruction": "Write a haiku.", "response": "Rain on the old roof / a slow drip counts the hours / "
-     "night forgets the day", "rubric": {"criteria": "Is it a haiku?", **{f"score{k}_description": f"level {k}"
-                                                                        for k in range(1, 6)}},
-     "source": "policy-a"},
+    {
+        "instruction": "Write a haiku.",
+        "response": "Rain on the old roof / a slow drip counts the hours / night forgets the day",
+        "rubric": {"criteria": "Is it a haiku?", **{f"score{k}_description": f"level {k}" for k in range(1, 6)}},
+        "source": "policy-a",
+    },
 ]
-TABLE = {"7": "Correct. [RESULT] 4", "Seven is a prime number, as it has exactly two divisors.": "Right and "
-         "explained. [RESULT] 5", "9": "Nine is not prime. [RESULT] 1",
-         "Rain on the old roof / a slow drip counts the hours / night forgets the day": "A fine haiku. [RESULT] 5"}
+TABLE = {
+    "7": "Correct. [RESULT] 4",
+    "Seven is a prime number, as it has exactly two divisors.": "Right and explained. [RESULT] 5",
+    "9": "Nine is not prime. [RESULT] 1",
+    "Rain on the old roof / a slow drip counts the hours / night forgets the day": "A fine haiku. [RESULT] 5",
+}
 
 
 def _job(run, rows: list[dict], judge, **options) -> list[dict]:
@@ -60,8 +73,15 @@ def compared_rows() -> list[dict]:
             return "Cannot tell."
         return f"The longer one. [RESULT] {'A' if len(a) > len(b) else 'B'}"
 
-    rows = [{"instruction": "Explain tides.", "response_a": "The moon pulls the sea." * k, "response_b": "Moon.",
-             "source": "s1" if k % 2 else "s2"} for k in range(1, 5)]
+    rows = [
+        {
+            "instruction": "Explain tides.",
+            "response_a": "The moon pulls the sea." * k,
+            "response_b": "Moon.",
+            "source": "s1" if k % 2 else "s2",
+        }
+        for k in range(1, 5)
+    ]
     rows.append({"instruction": "Explain tides.", "response_a": "?", "response_b": "Gravity.", "source": "s1"})
     judge = PrometheusJudge(backend=ScriptedBackend(respond=respond), max_retries=0)
     return _job(compare_file, rows, judge, rubric="helpfulness", swap=True)
@@ -90,29 +110,47 @@ def test_compare_summary():
     assert s["length_spearman"] is None  # the judge was sure every time: P(A) = 1 throughout
 
 
-@pytest.mark.parametrize("rows, match", [
-    ([{"score": 3.0}, {"winner": "A"}], "row 1: a compare row in a file of grade rows"),
-    ([{"instruction": "q"}], "row 0: neither a 'score'"), ([], "no rows"),
-    ([{"score": "high"}], "row 0: 'score' must be a number"), ([["not", "a", "row"]], "row 0: expected an object"),
-])
+@pytest.mark.parametrize(
+    "rows, match",
+    [
+        ([{"score": 3.0}, {"winner": "A"}], "row 1: a compare row in a file of grade rows"),
+        ([{"instruction": "q"}], "row 0: neither a 'score'"),
+        ([], "no rows"),
+        ([{"score": "high"}], "row 0: 'score' must be a number"),
+        ([["not", "a", "row"]], "row 0: expected an object"),
+    ],
+)
 def test_bad_rows_name_the_row(rows, match):
     with pytest.raises(InputError, match=match):
         summarize(rows)
 
 
-@pytest.mark.parametrize("value, label", [
-    ("helpfulness", "helpfulness"), ({"criteria": "Kind?", "score1_description": "no"}, "Kind?"), ("", "(none)"),
-    ('{"criteria": "As JSON text?"}', "As JSON text?"), ("[Bracketed criteria]\nScore 1: x", "Bracketed criteria"),
-    ("x" * 100, "x" * 79 + "…"),
-])
+@pytest.mark.parametrize(
+    "value, label",
+    [
+        ("helpfulness", "helpfulness"),
+        ({"criteria": "Kind?", "score1_description": "no"}, "Kind?"),
+        ("", "(none)"),
+        ('{"criteria": "As JSON text?"}', "As JSON text?"),
+        ("[Bracketed criteria]\nScore 1: x", "Bracketed criteria"),
+        ("x" * 100, "x" * 79 + "…"),
+    ],
+)
 def test_rubric_labels(value, label):
     assert rubric_label(value) == label
 
 
 def test_page_is_self_contained_and_escapes_what_it_shows():
     probe = {"judge": "j", "date": "2026-01-01", "seconds": 3.0, "llmbar": None, "shifts": None}
-    rows = graded_rows() + [{"instruction": "Say hi <politely>.", "response": "<script>alert('hi')</script>",
-                             "rubric": "<i>r</i>", "score": 2.0, "feedback": "<img src=x onerror=alert(1)>"}]
+    rows = graded_rows() + [
+        {
+            "instruction": "Say hi <politely>.",
+            "response": "<script>alert('hi')</script>",
+            "rubric": "<i>r</i>",
+            "score": 2.0,
+            "feedback": "<img src=x onerror=alert(1)>",
+        }
+    ]
     page = render_report(summarize(rows), probe, title="<b>t</b>")
     assert "<script" not in page and "&lt;script&gt;alert(&#x27;hi&#x27;)&lt;/script&gt;" in page
     assert "Say hi &lt;politely&gt;." in page and "&lt;b&gt;t&lt;/b&gt;" in page and "&lt;i&gt;r&lt;/i&gt;" in page
@@ -125,10 +163,35 @@ def test_page_is_self_contained_and_escapes_what_it_shows():
 
 def test_cli_writes_the_report_from_jsonl_and_parquet(tmp_path, capsys):
     probe = tmp_path / "probe.json"
-    probe.write_text(json.dumps({"judge": "j", "date": "2026-01-01", "seconds": 3.0, "llmbar": None, "shifts": {
-        "score": "score", "n_items": 2, "original_mean": 3.0, "original_failed": 0, "edits": {"pad_2x": {
-            "n": 2, "failed": 0, "mean_shift": 0.5, "mean_shift_ci": [0.0, 1.0], "rise_share": 0.5,
-            "rise_share_ci": [0.0, 1.0], "fall_share": 0.0, "mean_length_ratio": 2.1, "description": "d"}}}}))
+    probe.write_text(
+        json.dumps(
+            {
+                "judge": "j",
+                "date": "2026-01-01",
+                "seconds": 3.0,
+                "llmbar": None,
+                "shifts": {
+                    "score": "score",
+                    "n_items": 2,
+                    "original_mean": 3.0,
+                    "original_failed": 0,
+                    "edits": {
+                        "pad_2x": {
+                            "n": 2,
+                            "failed": 0,
+                            "mean_shift": 0.5,
+                            "mean_shift_ci": [0.0, 1.0],
+                            "rise_share": 0.5,
+                            "rise_share_ci": [0.0, 1.0],
+                            "fall_share": 0.0,
+                            "mean_length_ratio": 2.1,
+                            "description": "d",
+                        }
+                    },
+                },
+            }
+        )
+    )
     for suffix in (".jsonl", ".parquet"):
         graded = tmp_path / f"graded{suffix}"
         write_rows(graded, [graded_rows()])
@@ -141,8 +204,19 @@ def test_cli_writes_the_report_from_jsonl_and_parquet(tmp_path, capsys):
     assert main(["report", str(tmp_path / "missing.jsonl"), "-o", str(tmp_path / "r.html")]) == 2
     assert "no such file" in capsys.readouterr().err and not (tmp_path / "r.html").exists()
     (tmp_path / "bad.json").write_text("[1]")
-    assert main(["report", str(tmp_path / "graded.jsonl"), "-o", str(tmp_path / "r.html"), "--probe",
-                 str(tmp_path / "bad.json")]) == 2
+    assert (
+        main(
+            [
+                "report",
+                str(tmp_path / "graded.jsonl"),
+                "-o",
+                str(tmp_path / "r.html"),
+                "--probe",
+                str(tmp_path / "bad.json"),
+            ]
+        )
+        == 2
+    )
     assert "not a prom-reward probe record" in capsys.readouterr().err
 
 
@@ -162,11 +236,14 @@ def test_columns_can_be_renamed():
     assert s["lengths"] == [3] and s["by_source"]["x"]["n"] == 1 and s["highest"][0]["instruction"] == "q"
 
 
-@pytest.mark.parametrize("rows", [
-    [{"instruction": "q", "response": "r", "score": None, "feedback": None, "judge_failures": 2}] * 3,
-    [{"instruction": "q", "response_a": "a", "response_b": "b", "winner": None, "p_a": None, "tie": True}] * 2,
-    [{"instruction": "q", "response": "r" * n, "score": 3.0 + n / 100, "feedback": "f"} for n in range(1, 60)],
-])
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [{"instruction": "q", "response": "r", "score": None, "feedback": None, "judge_failures": 2}] * 3,
+        [{"instruction": "q", "response_a": "a", "response_b": "b", "winner": None, "p_a": None, "tie": True}] * 2,
+        [{"instruction": "q", "response": "r" * n, "score": 3.0 + n / 100, "feedback": "f"} for n in range(1, 60)],
+    ],
+)
 def test_degenerate_files_still_render(rows):
     """All failed, all ties, continuous scores: every plot is drawn with what there is, no crash, no NaN."""
     page = render_report(summarize(rows))

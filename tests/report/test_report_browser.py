@@ -34,21 +34,36 @@ document.getElementById('plot-boxes').textContent = JSON.stringify(out);
 
 
 def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    assert os.access(CHROMIUM, os.X_OK), ("Chromium is missing: install Debian's package (apt-get install -y "
-                                          "chromium); .ci/run does before make test")
+    assert os.access(CHROMIUM, os.X_OK), (
+        "Chromium is missing: install Debian's package (apt-get install -y chromium); .ci/run does before make test"
+    )
     profile = tmp_path / "profile"
     profile.mkdir(exist_ok=True)
-    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-           "--no-first-run", "--disable-component-update", "--disable-sync", "--force-device-scale-factor=1",
-           "--hide-scrollbars", f"--user-data-dir={profile}", *args]
+    cmd = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--no-first-run",
+        "--disable-component-update",
+        "--disable-sync",
+        "--force-device-scale-factor=1",
+        "--hide-scrollbars",
+        f"--user-data-dir={profile}",
+        *args,
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-3000:]
     return done
 
 
 def page_with_probe(tmp_path: Path, rows: list[dict]) -> str:
-    cfg = ProbeConfig(llmbar=str(write_llmbar(tmp_path / "llmbar", natural_right_is_longer=True)),
-                      items=str(write_items(tmp_path / "items.jsonl")), seed=0)
+    cfg = ProbeConfig(
+        llmbar=str(write_llmbar(tmp_path / "llmbar", natural_right_is_longer=True)),
+        items=str(write_items(tmp_path / "items.jsonl")),
+        seed=0,
+    )
     probe = run_probe(exploitable_judge(), cfg, judge_label="scripted length-loving judge")
     return render_report(summarize(rows * 8), probe, title="Report in a browser", source="graded.jsonl")
 
@@ -56,8 +71,11 @@ def page_with_probe(tmp_path: Path, rows: list[dict]) -> str:
 def bluish_pixels(image) -> int:
     """Pixels of a data mark's colour (opaque or 55 % over white), not the black axes, grey grid or background."""
     data = image.tobytes()
-    return sum(1 for i in range(0, len(data), 3) if data[i + 2] > 150 and data[i + 2] - data[i] > 35
-               and data[i + 2] - data[i + 1] > 15)
+    return sum(
+        1
+        for i in range(0, len(data), 3)
+        if data[i + 2] > 150 and data[i + 2] - data[i] > 35 and data[i + 2] - data[i + 1] > 15
+    )
 
 
 @pytest.mark.parametrize("rows", ["grade", "compare"])
@@ -73,8 +91,9 @@ def test_plots_are_drawn_in_headless_chromium(tmp_path, rows):
 
     probed = tmp_path / "report_boxes.html"
     probed.write_text(page.replace("</body>", PROBE_BOXES + "</body>"))
-    dumped = chromium(tmp_path, "--virtual-time-budget=3000", "--window-size=1200,2000", "--dump-dom",
-                      probed.as_uri()).stdout  # the screenshot's width: the same layout
+    dumped = chromium(
+        tmp_path, "--virtual-time-budget=3000", "--window-size=1200,2000", "--dump-dom", probed.as_uri()
+    ).stdout  # the screenshot's width: the same layout
     boxes = json.loads(re.search(r'<pre id="plot-boxes">(.*?)</pre>', dumped, re.S).group(1).replace("&quot;", '"'))
     assert len(boxes) == 4
     for box in boxes:

@@ -20,9 +20,14 @@ from prom_reward.rewards.samples import RewardSample
 FAST = OutagePolicy(budget_s=0.3, backoff_s=0.05, max_backoff_s=0.1)
 
 
-@pytest.mark.parametrize("error", [InputError("bad text", index=0, field="response"),
-                                   ServerRejected("HTTP 400: prompt too long", 400),
-                                   UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed")])
+@pytest.mark.parametrize(
+    "error",
+    [
+        InputError("bad text", index=0, field="response"),
+        ServerRejected("HTTP 400: prompt too long", 400),
+        UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed"),
+    ],
+)
 def test_item_tied_failures_are_split_down_to_the_sample(error):
     bad = {5, 11}
     calls = []
@@ -92,21 +97,25 @@ def test_the_deadline_caps_the_budget():
         raise BackendError("HTTP 502")
 
     start = time.monotonic()
-    out = run_isolated([[0]], call, OutagePolicy(budget_s=60, backoff_s=0.05, on_exhausted="fail"),
-                       deadline=time.monotonic() + 0.3)
+    out = run_isolated(
+        [[0]], call, OutagePolicy(budget_s=60, backoff_s=0.05, on_exhausted="fail"), deadline=time.monotonic() + 0.3
+    )
     assert time.monotonic() - start < 2
     assert "deadline passed" in out.outage[0]
 
 
 def test_past_the_budget_fail_keeps_what_the_judge_answered(fake_server):
     def chat(k, body):  # the judge answers two requests, then dies
-        reply = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "Fine. [RESULT] 4"},
-                              "finish_reason": "stop"}], "usage": {"prompt_tokens": 7, "completion_tokens": 3}}
+        reply = {
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": "Fine. [RESULT] 4"}, "finish_reason": "stop"}
+            ],
+            "usage": {"prompt_tokens": 7, "completion_tokens": 3},
+        }
         return (200, reply) if k <= 2 else (503, {"error": "engine died"})
 
     srv = fake_server({"/v1/chat/completions": chat, "/v1/models": lambda k, b: (200, {"data": [{"id": "j"}]})})
-    judge = PrometheusJudge(backend="openai", base_url=srv.url, system_role=True, max_retries=0,
-                            max_concurrency=1)
+    judge = PrometheusJudge(backend="openai", base_url=srv.url, system_role=True, max_retries=0, max_concurrency=1)
     reward = PrometheusReward(judge, outage=OutagePolicy(budget_s=0.5, backoff_s=0.05, on_exhausted="fail"))
     out = reward.judge_batch([RewardSample("Say hi.", f"answer {k}") for k in range(4)])
     bodies = [json.dumps(b) for b in srv.bodies("/v1/chat/completions")]

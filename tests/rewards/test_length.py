@@ -84,25 +84,34 @@ def test_small_groups_and_failed_judgments_are_left_alone():
     groups = ["p", "p", "p", "p", "q", "q", "q"]  # p: 3 scored (below the minimum), q: 3
     out, metrics = control_length(rewards, responses, groups, cfg)
     assert out == rewards and metrics["length/corrected_groups"] == 0.0
-    out, metrics = control_length(rewards, responses, groups, RewardConfig(length_correction=True,
-                                                                          length_min_group=3))
+    out, metrics = control_length(rewards, responses, groups, RewardConfig(length_correction=True, length_min_group=3))
     assert out[3] is None and metrics["length/corrected_groups"] == 2.0
     assert control_length(rewards, responses, groups, RewardConfig()) == (rewards, {})  # off: untouched
 
 
 def test_equal_lengths_are_not_corrected():
-    out, metrics = control_length([1.0, 5.0, 3.0], ["abc", "xyz", "pqr"], ["g"] * 3,
-                                  RewardConfig(length_correction=True, length_min_group=3))
+    out, metrics = control_length(
+        [1.0, 5.0, 3.0], ["abc", "xyz", "pqr"], ["g"] * 3, RewardConfig(length_correction=True, length_min_group=3)
+    )
     assert out == [1.0, 5.0, 3.0] and metrics["length/corrected_groups"] == 0.0
 
 
-@pytest.mark.parametrize("length, baseline, ratio, expected", [
-    (100, 100, 1.5, 0.0), (150, 100, 1.5, 0.0), (225, 100, 1.5, 0.5), (300, 100, 1.5, 1.0), (10**6, 100, 1.5, 1.0),
-    (120, 100, 1.0, 0.2), (50, 0, 1.5, 0.0),
-])
+@pytest.mark.parametrize(
+    "length, baseline, ratio, expected",
+    [
+        (100, 100, 1.5, 0.0),
+        (150, 100, 1.5, 0.0),
+        (225, 100, 1.5, 0.5),
+        (300, 100, 1.5, 1.0),
+        (10**6, 100, 1.5, 1.0),
+        (120, 100, 1.0, 0.2),
+        (50, 0, 1.5, 0.0),
+    ],
+)
 def test_overlong_penalty_ramp(length, baseline, ratio, expected):
-    assert overlong_penalty(length, baseline, RewardConfig(overlong_penalty=1.0, overlong_ratio=ratio)) \
-        == pytest.approx(expected)
+    assert overlong_penalty(
+        length, baseline, RewardConfig(overlong_penalty=1.0, overlong_ratio=ratio)
+    ) == pytest.approx(expected)
 
 
 def test_overlong_penalty_against_the_group_median_and_a_fixed_baseline():
@@ -114,19 +123,30 @@ def test_overlong_penalty_against_the_group_median_and_a_fixed_baseline():
     # q alone is its own median
     assert out == [3.0, 3.0, None, 1.0, 3.0]
     assert m["length/penalized_share"] == 0.25 and m["length/penalty_mean"] == pytest.approx(0.5)
-    out, _ = control_length(rewards, responses, groups,
-                            RewardConfig(overlong_penalty=2.0, overlong_baseline=100, overlong_ratio=2.0))
+    out, _ = control_length(
+        rewards, responses, groups, RewardConfig(overlong_penalty=2.0, overlong_baseline=100, overlong_ratio=2.0)
+    )
     assert out == [3.0, 3.0, None, 3.0, 1.0]  # 500 chars: past 2 * 2.0 * 100, the full 2.0
-    assert set(length_keys(RewardConfig(overlong_penalty=2.0))) == {"length/spearman_before",
-                                                                    "length/penalized_share", "length/penalty_mean"}
+    assert set(length_keys(RewardConfig(overlong_penalty=2.0))) == {
+        "length/spearman_before",
+        "length/penalized_share",
+        "length/penalty_mean",
+    }
 
 
-@pytest.mark.parametrize("options, match", [
-    ({"length_correction": "yes"}, "length_correction"), ({"length_min_group": 2}, "length_min_group"),
-    ({"overlong_penalty": -1}, "overlong_penalty"), ({"overlong_penalty": math.nan}, "overlong_penalty"),
-    ({"overlong_baseline": "mean"}, "overlong_baseline"), ({"overlong_baseline": 0}, "overlong_baseline"),
-    ({"overlong_ratio": 0}, "overlong_ratio"), ({"length_min_group": True}, "length_min_group"),
-])
+@pytest.mark.parametrize(
+    "options, match",
+    [
+        ({"length_correction": "yes"}, "length_correction"),
+        ({"length_min_group": 2}, "length_min_group"),
+        ({"overlong_penalty": -1}, "overlong_penalty"),
+        ({"overlong_penalty": math.nan}, "overlong_penalty"),
+        ({"overlong_baseline": "mean"}, "overlong_baseline"),
+        ({"overlong_baseline": 0}, "overlong_baseline"),
+        ({"overlong_ratio": 0}, "overlong_ratio"),
+        ({"length_min_group": True}, "length_min_group"),
+    ],
+)
 def test_bad_length_options_are_config_errors(options, match):
     with pytest.raises(ConfigError, match=match):
         RewardConfig(**options)
@@ -137,11 +157,14 @@ def test_bad_length_options_are_config_errors(options, match):
 def test_length_control_with_the_real_engine(smollm2_engine):
     """Greedy SmolLM2 grades (deterministic), judged with and without the correction: the group means agree,
     the corrected rewards carry no log-length trend, and the penalty hits only the overlong completion."""
-    judge = PrometheusJudge(backend=smollm2_engine, force_verdict=True,
-                            sampling={"max_tokens": 24, "temperature": 0.0})
+    judge = PrometheusJudge(backend=smollm2_engine, force_verdict=True, sampling={"max_tokens": 24, "temperature": 0.0})
     prompt = "Name a fruit and say one thing about it."
-    completions = ["Apple.", "A banana is yellow.", "An apple is a fruit that grows on trees and is often red.",
-                   "Pear. " * 40]
+    completions = [
+        "Apple.",
+        "A banana is yellow.",
+        "An apple is a fruit that grows on trees and is often red.",
+        "Pear. " * 40,
+    ]
     plain = PrometheusReward(judge)
     fixed = PrometheusReward(judge, length_correction=True, length_min_group=3, overlong_penalty=1.0)
     before = plain(prompts=[prompt] * 4, completions=completions)

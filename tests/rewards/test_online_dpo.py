@@ -40,12 +40,15 @@ def pairs(b: int, *, good_first: list[bool]) -> tuple[list[str], list[str]]:
 
 
 # -- layout --------------------------------------------------------------------------
-@pytest.mark.parametrize("prompts, completions, needle", [
-    (["p", "p", "p"], ["a", "b", "c"], "odd number"),
-    (["p", "q"], ["a", "b"], "differs from prompt 1"),
-    (["p", "q", "p", "r"], ["a", "b", "c", "d"], "prompt 1 differs from prompt 3"),
-    (["p", "p"], ["a"], "2 prompts but 1 completions"),
-])
+@pytest.mark.parametrize(
+    "prompts, completions, needle",
+    [
+        (["p", "p", "p"], ["a", "b", "c"], "odd number"),
+        (["p", "q"], ["a", "b"], "differs from prompt 1"),
+        (["p", "q", "p", "r"], ["a", "b", "c", "d"], "prompt 1 differs from prompt 3"),
+        (["p", "p"], ["a"], "2 prompts but 1 completions"),
+    ],
+)
 def test_layout_errors_name_the_trainer(prompts, completions, needle):
     reward, backend = scripted(fair)
     with pytest.raises(InputError, match=needle) as e:
@@ -85,8 +88,10 @@ def test_conversational_rows():
     reward, backend = scripted(fair)
     p0 = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Name a fruit."}]
     p1 = [{"role": "user", "content": "Name a tool."}]
-    completions = [[{"role": "assistant", "content": f"{t} {w}"}]
-                   for t, w in ((BAD, "rock"), (GOOD, "saw"), (GOOD, "apple"), (BAD, "sky"))]
+    completions = [
+        [{"role": "assistant", "content": f"{t} {w}"}]
+        for t, w in ((BAD, "rock"), (GOOD, "saw"), (GOOD, "apple"), (BAD, "sky"))
+    ]
     assert reward(prompts=[p0, p1, p0, p1], completions=completions) == [0.0, 1.0, 1.0, 0.0]
     users = [r.user for r in backend.calls[0]]
     assert "Name a fruit." in users[0] and "Name a tool." in users[1] and "role" not in users[0]
@@ -95,8 +100,13 @@ def test_conversational_rows():
 def test_per_row_rubric_and_reference_columns():
     reward, backend = scripted(fair)
     prompts, completions = pairs(2, good_first=[True, True])
-    reward(prompts=prompts, completions=completions, rubric=["honesty", None] * 2,
-           reference_answer=["REF-ZERO", None] * 2, trainer_state=object())
+    reward(
+        prompts=prompts,
+        completions=completions,
+        rubric=["honesty", None] * 2,
+        reference_answer=["REF-ZERO", None] * 2,
+        trainer_state=object(),
+    )
     first, second = backend.calls[0][:2]
     assert get_rubric("honesty").criteria in first.user and "REF-ZERO" in first.user
     assert get_rubric("helpfulness").criteria in second.user and "REF-ZERO" not in second.user
@@ -155,8 +165,9 @@ def test_tie_resolved_in_a_later_round_only_rejudges_that_pair():
         return out
 
     backend.generate = generate  # type: ignore[method-assign]
-    out = reward(prompts=["Easy?", "Hard?", "Easy?", "Hard?"],
-                 completions=[f"{GOOD} 1", f"{BAD} 2", f"{BAD} 1", f"{GOOD} 2"])
+    out = reward(
+        prompts=["Easy?", "Hard?", "Easy?", "Hard?"], completions=[f"{GOOD} 1", f"{BAD} 2", f"{BAD} 1", f"{GOOD} 2"]
+    )
     assert out == [1.0, 0.0, 0.0, 1.0]
     assert [len(c) for c in backend.calls] == [4, 2]
     s = reward.stats
@@ -188,11 +199,14 @@ def test_name_is_what_trl_reports():
     assert get_callable_name(OnlineDPOJudgeReward({"backend": "scripted", "outputs": []}, name="judge")) == "judge"
 
 
-@pytest.mark.parametrize("judge, options, needle", [
-    ("prometheus", {}, "judge: expected"),
-    ({}, {"max_tie_rounds": -1}, "max_tie_rounds"),
-    ({}, {"rubric": None}, "rubric"),
-])
+@pytest.mark.parametrize(
+    "judge, options, needle",
+    [
+        ("prometheus", {}, "judge: expected"),
+        ({}, {"max_tie_rounds": -1}, "max_tie_rounds"),
+        ({}, {"rubric": None}, "rubric"),
+    ],
+)
 def test_bad_options(judge, options, needle):
     with pytest.raises(ConfigError, match=needle):
         OnlineDPOJudgeReward(judge, **options)
@@ -217,9 +231,11 @@ def test_drift_diagnostics_show_a_judge_that_prefers_the_longer_completion():
 
     reward = OnlineDPOJudgeReward(PrometheusJudge(backend=ScriptedBackend(respond=longer)))
     metrics: dict[str, float] = {}
-    rewards = reward(prompts=["Name a prime."] * 4,  # pairs (a0, b0) and (a1, b1): [a0, a1, b0, b1]
-                     completions=["7", "It is 7, a prime.", "Two, the only even prime.", "3"],
-                     log_metric=metrics.__setitem__)
+    rewards = reward(
+        prompts=["Name a prime."] * 4,  # pairs (a0, b0) and (a1, b1): [a0, a1, b0, b1]
+        completions=["7", "It is 7, a prime.", "Two, the only even prime.", "3"],
+        log_metric=metrics.__setitem__,
+    )
     assert rewards == [0.0, 1.0, 1.0, 0.0]
     assert metrics["prometheus_pairwise/diag/length_spearman_group_mean"] == 1.0  # the longer won both pairs
     assert metrics["prometheus_pairwise/diag/length_spearman_groups"] == 2.0
@@ -292,13 +308,24 @@ def test_online_dpo_trainer_two_steps_with_vllm_judge(tiny_model_dir, tmp_path, 
     questions = ("Name a colour.", "Say hello.", "What is 3 + 4?", "Name a fruit.")
     rows = [[{"role": "user", "content": q}] for q in questions]
     data = Dataset.from_dict({"prompt": rows, "rubric": ["helpfulness", "honesty"] * 2})
-    args = OnlineDPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=2, max_new_tokens=8, max_steps=2,
-                           logging_steps=1, report_to="none", save_strategy="no", use_cpu=True, bf16=False,
-                           gradient_checkpointing=False, seed=0)
+    args = OnlineDPOConfig(
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=2,
+        max_new_tokens=8,
+        max_steps=2,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        use_cpu=True,
+        bf16=False,
+        gradient_checkpointing=False,
+        seed=0,
+    )
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
-    trainer = OnlineDPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=data,
-                               processing_class=tokenizer)
+    trainer = OnlineDPOTrainer(
+        model=model, reward_funcs=reward, args=args, train_dataset=data, processing_class=tokenizer
+    )
     reward.attach(trainer)
     trainer.train()
 

@@ -45,9 +45,20 @@ def logged(trainer, key: str) -> list[float]:
 def grpo(tiny_model_dir, tmp_path, reward, **cfg):
     from trl import GRPOConfig, GRPOTrainer
 
-    args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=4,
-                      max_completion_length=8, max_steps=2, logging_steps=1, report_to="none",
-                      save_strategy="no", log_completions=True, use_cpu=True, seed=0, **cfg)
+    args = GRPOConfig(
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=8,
+        max_steps=2,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        log_completions=True,
+        use_cpu=True,
+        seed=0,
+        **cfg,
+    )
     trainer = GRPOTrainer(model=str(tiny_model_dir), reward_funcs=reward, args=args, train_dataset=dataset())
     trainer.train()
     return trainer
@@ -136,9 +147,18 @@ def test_rloo_two_steps_with_vllm_judge(tiny_model_dir, tmp_path, smollm2_engine
 
     judge = PrometheusJudge(backend=smollm2_engine, force_verdict=True, sampling={"max_tokens": 24})
     reward = Recording(judge, name="prometheus")
-    args = RLOOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=2,
-                      max_completion_length=8, max_steps=2, logging_steps=1, report_to="none",
-                      save_strategy="no", use_cpu=True, seed=0)
+    args = RLOOConfig(
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=4,
+        num_generations=2,
+        max_completion_length=8,
+        max_steps=2,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        use_cpu=True,
+        seed=0,
+    )
     trainer = RLOOTrainer(model=str(tiny_model_dir), reward_funcs=reward, args=args, train_dataset=dataset())
     trainer.train()
     assert len(reward.calls) >= 2

@@ -52,14 +52,17 @@ def _top(k: int) -> dict[str, float]:
     return {" 4": math.log(0.5), **{f" t{i}": math.log(0.4 / k) for i in range(k - 1)}}
 
 
-@pytest.mark.parametrize("positions, dists, status, why", [
-    ([_position(_top(20))] * 3, [{1: 0.1, 4: 0.9}], "pass", ""),
-    ([_position(_top(20)), _position({" 4": 0.0, " 5": -0.1})], [{4: 1.0}], "fail", "mass"),
-    ([_position(_top(20), token=" 9")], [{4: 1.0}], "fail", "token in top: False"),
-    ([_position(_top(5))] * 2, [{4: 1.0}], "fail", "expected 20"),
-    ([_position(_top(20))], [{1: 0.5, 4: 0.6}], "fail", "not summing to 1"),
-    ([], [{4: 1.0}], "fail", "no logprobs"),
-])
+@pytest.mark.parametrize(
+    "positions, dists, status, why",
+    [
+        ([_position(_top(20))] * 3, [{1: 0.1, 4: 0.9}], "pass", ""),
+        ([_position(_top(20)), _position({" 4": 0.0, " 5": -0.1})], [{4: 1.0}], "fail", "mass"),
+        ([_position(_top(20), token=" 9")], [{4: 1.0}], "fail", "token in top: False"),
+        ([_position(_top(5))] * 2, [{4: 1.0}], "fail", "expected 20"),
+        ([_position(_top(20))], [{1: 0.5, 4: 0.6}], "fail", "not summing to 1"),
+        ([], [{4: 1.0}], "fail", "no logprobs"),
+    ],
+)
 def test_the_logprob_check(smoke, positions, dists, status, why):
     backend = ScriptedBackend(respond=lambda r, i: Completion("Good. [RESULT] 4", logprobs=tuple(positions) or None))
     check = smoke.logprob_check(backend, [SimpleNamespace(probabilities=d) for d in dists], "x")

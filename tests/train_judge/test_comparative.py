@@ -26,8 +26,10 @@ RUBRIC = "[Is it right?]\nScore 1: No.\nScore 2: Barely.\nScore 3: Partly.\nScor
 
 def _recs() -> list[FeedbackRecord]:
     # one instruction, scores 1, 3, 5: three pairs (winner at A, B, A)
-    return [FeedbackRecord("Explain tides.", f"Answer {s}.", "The reference.", RUBRIC, f"Absolute feedback {s}.", s,
-                           "g") for s in (1, 3, 5)]
+    return [
+        FeedbackRecord("Explain tides.", f"Answer {s}.", "The reference.", RUBRIC, f"Absolute feedback {s}.", s, "g")
+        for s in (1, 3, 5)
+    ]
 
 
 def _verdict(req: GenerationRequest) -> str:
@@ -50,13 +52,22 @@ def test_prompt_carries_everything_and_verdicts_are_checked() -> None:
     pairs = build_preference_collection(_recs(), feedback="model", judge=writer)
     assert [p.winner for p in pairs] == ["A", "B", "A"]
     assert [p.feedback_source for p in pairs] == ["model"] * 3
-    assert all(p.completion == f"Both explain tides; only Response {p.winner} is right. [RESULT] {p.winner}"
-               for p in pairs)
+    assert all(
+        p.completion == f"Both explain tides; only Response {p.winner} is right. [RESULT] {p.winner}" for p in pairs
+    )
     first = seen[0]
     assert first.system == COMPARE_SYSTEM_PROMPT and first.sampling.logprobs is None
-    for text in ("###Response A:\nAnswer 3.", "###Response B:\nAnswer 1.", "Absolute feedback 3.",
-                 "Absolute feedback 1.", "###Feedback on Response A (score 3)", "The reference.", RUBRIC,
-                 "commonalities", "###Verdict: Response A is better."):
+    for text in (
+        "###Response A:\nAnswer 3.",
+        "###Response B:\nAnswer 1.",
+        "Absolute feedback 3.",
+        "Absolute feedback 1.",
+        "###Feedback on Response A (score 3)",
+        "The reference.",
+        RUBRIC,
+        "commonalities",
+        "###Verdict: Response A is better.",
+    ):
         assert text in first.user
     assert [r.attempt for r in seen] == [0, 0, 0, 1, 1]  # the two rejected pairs asked again
     assert (writer.report.accepted, writer.report.rejected, writer.report.failed) == (3, 2, 0)
@@ -79,8 +90,11 @@ def test_pairs_the_judge_never_gets_right(on_failure: str) -> None:
     if on_failure == "drop":
         assert [(p.winner, p.feedback_source) for p in pairs] == [("B", "model")]
     else:
-        assert [(p.winner, p.feedback_source) for p in pairs] == [("A", "concatenate"), ("B", "model"),
-                                                                   ("A", "concatenate")]
+        assert [(p.winner, p.feedback_source) for p in pairs] == [
+            ("A", "concatenate"),
+            ("B", "model"),
+            ("A", "concatenate"),
+        ]
         assert pairs[0].feedback.endswith("Response A is better on this criteria.")
 
 
@@ -105,8 +119,7 @@ def test_resume_from_the_store_recomputes_nothing(tmp_path: Path) -> None:
         # the first pair is wrong once: its retry (attempt 1) is stored too
         return f"Sample {calls['n']}. [RESULT] {'B' if calls['n'] == 1 else w}"
 
-    first = build_preference_collection(_recs(), feedback="model", judge=ScriptedBackend(respond=respond),
-                                        store=store)
+    first = build_preference_collection(_recs(), feedback="model", judge=ScriptedBackend(respond=respond), store=store)
     assert calls["n"] == 4
 
     def must_not_run(req: GenerationRequest, _: int) -> str:
@@ -123,8 +136,9 @@ def test_resume_from_the_store_recomputes_nothing(tmp_path: Path) -> None:
     path = tmp_path / "pc.jsonl"
     assert save_preference_collection(first, path) == 3
     back = load_preference_collection(str(path))
-    assert [(p.response_a, p.winner, p.feedback, p.feedback_source) for p in back] == \
-           [(p.response_a, p.winner, p.feedback, p.feedback_source) for p in first]
+    assert [(p.response_a, p.winner, p.feedback, p.feedback_source) for p in back] == [
+        (p.response_a, p.winner, p.feedback, p.feedback_source) for p in first
+    ]
 
 
 def test_real_vllm_engine_plumbing_and_resume(vllm_engine, tmp_path: Path) -> None:

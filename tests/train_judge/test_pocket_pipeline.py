@@ -18,27 +18,64 @@ from train_judge.sft import RUN_FILE
 
 
 def _tiny_config(path: Path, task: str) -> Path:
-    cfg = {"model": "set-by-pipeline", "task": task, "dataset": "pocket", "output_dir": "unused",
-           "max_length": 2048, "max_examples": 4, "prefer_short": True, "learning_rate": 1e-3,
-           "per_device_train_batch_size": 2, "gradient_checkpointing": False, "max_steps": 2, "save_steps": 2,
-           "logging_steps": 1, "torch_threads": 1,
-           "lora": {"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj", "down_proj"]}}
+    cfg = {
+        "model": "set-by-pipeline",
+        "task": task,
+        "dataset": "pocket",
+        "output_dir": "unused",
+        "max_length": 2048,
+        "max_examples": 4,
+        "prefer_short": True,
+        "learning_rate": 1e-3,
+        "per_device_train_batch_size": 2,
+        "gradient_checkpointing": False,
+        "max_steps": 2,
+        "save_steps": 2,
+        "logging_steps": 1,
+        "torch_threads": 1,
+        "lora": {"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj", "down_proj"]},
+    }
     path.write_text(yaml.safe_dump(cfg))
     return path
 
 
 @pytest.mark.integration  # a real vLLM engine
-def test_pipeline_trains_merges_evaluates_and_ships(tiny_model_dir: Path, data_dir: Path, tmp_path: Path,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_pipeline_trains_merges_evaluates_and_ships(
+    tiny_model_dir: Path, data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "pocket"
-    args = ["--out", str(out), "--model", str(tiny_model_dir),
-            "--absolute-config", str(_tiny_config(tmp_path / "abs.yaml", "absolute")),
-            "--relative-config", str(_tiny_config(tmp_path / "rel.yaml", "relative")),
-            "--vicuna", str(data_dir / "vicuna_eval.json"),
-            "--autoj", str(data_dir / "autoj_pairwise.jsonl"),
-            "--dev-limit", "4", "--pairs", "2", "--max-tokens", "8", "--num-samples", "2",
-            "--backend", "transformers", "--device", "cpu", "--batch-size", "4",
-            "--ship", "merged-linear", "--ship-rank", "4"]
+    args = [
+        "--out",
+        str(out),
+        "--model",
+        str(tiny_model_dir),
+        "--absolute-config",
+        str(_tiny_config(tmp_path / "abs.yaml", "absolute")),
+        "--relative-config",
+        str(_tiny_config(tmp_path / "rel.yaml", "relative")),
+        "--vicuna",
+        str(data_dir / "vicuna_eval.json"),
+        "--autoj",
+        str(data_dir / "autoj_pairwise.jsonl"),
+        "--dev-limit",
+        "4",
+        "--pairs",
+        "2",
+        "--max-tokens",
+        "8",
+        "--num-samples",
+        "2",
+        "--backend",
+        "transformers",
+        "--device",
+        "cpu",
+        "--batch-size",
+        "4",
+        "--ship",
+        "merged-linear",
+        "--ship-rank",
+        "4",
+    ]
     main(args)
     printed = capsys.readouterr().out
     for name in ("absolute", "relative"):
@@ -54,8 +91,10 @@ def test_pipeline_trains_merges_evaluates_and_ships(tiny_model_dir: Path, data_d
     # a merge ships as the two expert adapters plus merge.yaml, rebuilt exactly as `make setup` does
     meta = json.loads((out / "shipped" / "judge.json").read_text())
     assert meta["judge"] == "merged-linear" and meta["form"] == "merge" and meta["method"] == "linear"
-    assert yaml.safe_load((out / "shipped" / "merge.yaml").read_text())["models"][0] == {"path": "absolute",
-                                                                                      "weight": 0.5}
+    assert yaml.safe_load((out / "shipped" / "merge.yaml").read_text())["models"][0] == {
+        "path": "absolute",
+        "weight": 0.5,
+    }
     from safetensors.torch import load_file
 
     for e in ("absolute", "relative"):
@@ -81,16 +120,21 @@ def test_pipeline_trains_merges_evaluates_and_ships(tiny_model_dir: Path, data_d
 
 
 def _r(pearson: float, abs_fail: float, acc: float, pair_fail: float) -> dict:
-    return {"absolute": {"pearson": pearson, "parse_failure_rate": abs_fail},
-            "pairwise": {"acc_wo_tie": acc, "parse_failure_rate": pair_fail}}
+    return {
+        "absolute": {"pearson": pearson, "parse_failure_rate": abs_fail},
+        "pairwise": {"acc_wo_tie": acc, "parse_failure_rate": pair_fail},
+    }
 
 
-@pytest.mark.parametrize("results,limit,expected", [
-    ({"a": _r(0.1, 0.0, 0.5, 0.1), "b": _r(0.3, 0.2, 0.4, 0.2)}, 0.25, "b"),            # best sum
-    ({"a": _r(0.1, 0.0, 0.5, 0.1), "b": _r(0.3, 0.3, 0.6, 0.0)}, 0.25, "a"),            # b fails absolute
-    ({"a": _r(0.9, 0.0, 0.0, 0.99), "b": _r(0.2, 0.1, 0.3, 0.2)}, 0.25, "b"),           # a cannot rank pairs
-    ({"a": _r(float("nan"), 0.0, 0.5, 0.0), "b": _r(-0.2, 0.1, 0.5, 0.1)}, 0.25, "b"),  # NaN never wins
-])
+@pytest.mark.parametrize(
+    "results,limit,expected",
+    [
+        ({"a": _r(0.1, 0.0, 0.5, 0.1), "b": _r(0.3, 0.2, 0.4, 0.2)}, 0.25, "b"),  # best sum
+        ({"a": _r(0.1, 0.0, 0.5, 0.1), "b": _r(0.3, 0.3, 0.6, 0.0)}, 0.25, "a"),  # b fails absolute
+        ({"a": _r(0.9, 0.0, 0.0, 0.99), "b": _r(0.2, 0.1, 0.3, 0.2)}, 0.25, "b"),  # a cannot rank pairs
+        ({"a": _r(float("nan"), 0.0, 0.5, 0.0), "b": _r(-0.2, 0.1, 0.5, 0.1)}, 0.25, "b"),  # NaN never wins
+    ],
+)
 def test_pick_judge(results: dict, limit: float, expected: str) -> None:
     assert pick_judge(results, limit) == expected
 
@@ -100,8 +144,9 @@ def test_pick_judge_names_the_rates_when_none_qualifies() -> None:
         pick_judge({"a": _r(0.5, 0.9, 0.5, 0.1), "b": {}}, 0.25)
 
 
-@pytest.mark.parametrize("name,task", [("pocket_absolute_gpu.yaml", "absolute"),
-                                       ("pocket_relative_gpu.yaml", "relative")])
+@pytest.mark.parametrize(
+    "name,task", [("pocket_absolute_gpu.yaml", "absolute"), ("pocket_relative_gpu.yaml", "relative")]
+)
 def test_gpu_configs_are_the_full_recipe(name: str, task: str) -> None:
     cfg = load_config(CONFIGS / name)
     assert cfg.task == task and cfg.max_examples is None and cfg.bf16 and cfg.lora is not None

@@ -14,18 +14,31 @@ from train_judge.sft import RUN_FILE, build_dataset, last_checkpoint, make_train
 
 
 def _cfg(model: Path, out: Path, data_dir: Path, task: str = "absolute", **kw) -> SFTRunConfig:
-    base = dict(model=str(model), task=task, output_dir=str(out), dataset="pocket",
-                data_path=str(data_dir / "vicuna_eval.json"), max_length=1024, max_examples=4,
-                prefer_short=True, balance_verdicts=True, learning_rate=1e-3, per_device_train_batch_size=2,
-                gradient_checkpointing=False, max_steps=2, save_steps=2, logging_steps=1, torch_threads=1,
-                lora={"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]})
+    base = dict(
+        model=str(model),
+        task=task,
+        output_dir=str(out),
+        dataset="pocket",
+        data_path=str(data_dir / "vicuna_eval.json"),
+        max_length=1024,
+        max_examples=4,
+        prefer_short=True,
+        balance_verdicts=True,
+        learning_rate=1e-3,
+        per_device_train_batch_size=2,
+        gradient_checkpointing=False,
+        max_steps=2,
+        save_steps=2,
+        logging_steps=1,
+        torch_threads=1,
+        lora={"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]},
+    )
     base.update(kw)
     return SFTRunConfig.from_dict(base)
 
 
 @pytest.mark.parametrize("task", ["absolute", "relative"])
-def test_only_completion_tokens_carry_labels(tiny_model_dir: Path, data_dir: Path, tmp_path: Path,
-                                             task: str) -> None:
+def test_only_completion_tokens_carry_labels(tiny_model_dir: Path, data_dir: Path, tmp_path: Path, task: str) -> None:
     cfg = _cfg(tiny_model_dir, tmp_path / "o", data_dir, task, max_length=2048)
     trainer, tok, counts = make_trainer(cfg)
     assert counts["examples"] == 4

@@ -21,5 +21,14 @@ from .config import MergeConfig, ModelEntry, config_from_dict, load_config
 from .engine import MergeReport, run_merge
 from .methods import METHODS, MethodSpec, TensorContext
 
-__all__ = ["METHODS", "MergeConfig", "MergeReport", "MethodSpec", "ModelEntry", "TensorContext",
-           "config_from_dict", "load_config", "run_merge"]
+__all__ = [
+    "METHODS",
+    "MergeConfig",
+    "MergeReport",
+    "MethodSpec",
+    "ModelEntry",
+    "TensorContext",
+    "config_from_dict",
+    "load_config",
+    "run_merge",
+]

@@ -20,15 +20,21 @@ from .plan import make_plan, shard_names
 
 def main(argv: list[str] | None = None) -> int:
     """Parse arguments, run (or check) the merge, print a summary; returns the exit status."""
-    ap = argparse.ArgumentParser(prog="python -m train_judge.merge",
-                                 description="Merge checkpoints and LoRA experts (linear, task_arithmetic, "
-                                             "ties, dare_ties, dare_linear, slerp) as described by a YAML file.")
+    ap = argparse.ArgumentParser(
+        prog="python -m train_judge.merge",
+        description="Merge checkpoints and LoRA experts (linear, task_arithmetic, "
+        "ties, dare_ties, dare_linear, slerp) as described by a YAML file.",
+    )
     ap.add_argument("config", help="merge YAML (method, base_model, models, parameters, output)")
     ap.add_argument("--output", default=None, help="override the YAML's output folder")
     ap.add_argument("--check", action="store_true", help="validate and show the plan; write nothing")
     ap.add_argument("--overwrite", action="store_true", help="replace an earlier, different merge in output")
-    ap.add_argument("--threads", type=int, default=None,
-                    help="torch threads for the merge (default 1: the work is on cache-sized chunks)")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch threads for the merge (default 1: the work is on cache-sized chunks)",
+    )
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     try:
@@ -39,16 +45,20 @@ def main(argv: list[str] | None = None) -> int:
             plan = make_plan(cfg)
             plan.close()
             total = sum(i.nbytes for i in plan.outputs)
-            print(f"ok: {cfg.method} of {len(cfg.models)} models -> {len(plan.outputs)} tensors, "
-                  f"{total / 1e6:.1f} MB in {len(plan.shards)} shards ({', '.join(shard_names(len(plan.shards))[:2])}"
-                  f"{' ...' if len(plan.shards) > 2 else ''}) at {cfg.output}")
+            print(
+                f"ok: {cfg.method} of {len(cfg.models)} models -> {len(plan.outputs)} tensors, "
+                f"{total / 1e6:.1f} MB in {len(plan.shards)} shards ({', '.join(shard_names(len(plan.shards))[:2])}"
+                f"{' ...' if len(plan.shards) > 2 else ''}) at {cfg.output}"
+            )
             return 0
         r = run_merge(cfg, overwrite=args.overwrite, threads=args.threads)
     except PromRewardError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(f"merged {r.tensors} tensors ({r.total_bytes / 1e6:.1f} MB) with {r.method} into {r.output} "
-          f"({r.shards} shards, {r.resumed_shards} resumed) in {r.seconds:.1f} s")
+    print(
+        f"merged {r.tensors} tensors ({r.total_bytes / 1e6:.1f} MB) with {r.method} into {r.output} "
+        f"({r.shards} shards, {r.resumed_shards} resumed) in {r.seconds:.1f} s"
+    )
     return 0
 
 

@@ -55,8 +55,18 @@ _MODEL_KEYS = ("path", "model", "weight", "density", "drop_rate")
 _TOP_KEYS = ("method", "base_model", "models", "parameters", "output", "seed", "rng", "max_shard_size", "dtype")
 RNGS = ("mt19937", "philox")
 _RANDOM_METHODS = ("dare_ties", "dare_linear")
-_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
-          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+_UNITS = {
+    "": 1,
+    "B": 1,
+    "KB": 10**3,
+    "MB": 10**6,
+    "GB": 10**9,
+    "TB": 10**12,
+    "KIB": 2**10,
+    "MIB": 2**20,
+    "GIB": 2**30,
+    "TIB": 2**40,
+}
 
 
 def parse_size(value: int | str) -> int:
@@ -155,8 +165,10 @@ class MergeConfig:
                 want = f"at least {spec.min_models}" + (f" and at most {spec.max_models}" if spec.max_models else "")
             out.append(f"models: {spec.name} takes {want} models, got {n}")
         if spec.needs_base and not self.base_model:
-            out.append(f"base_model: {spec.name} merges task vectors (model - base) and needs base_model; "
-                       "set it to the model the experts were fine-tuned from")
+            out.append(
+                f"base_model: {spec.name} merges task vectors (model - base) and needs base_model; "
+                "set it to the model the experts were fine-tuned from"
+            )
         usable = True  # weights and densities are numbers, so spec.check can run
         for i, m in enumerate(self.models):
             if not isinstance(m, ModelEntry) or not isinstance(m.path, str) or not m.path:
@@ -180,8 +192,11 @@ class MergeConfig:
         for key, default in spec.params.items():
             if default is REQUIRED and key not in self.parameters:
                 out.append(f"parameters.{key}: required by {spec.name}")
-        if "density" in self.parameters and self.parameters["density"] is not None \
-                and not _is_number(self.parameters["density"]):
+        if (
+            "density" in self.parameters
+            and self.parameters["density"] is not None
+            and not _is_number(self.parameters["density"])
+        ):
             out.append(f"parameters.density: expected a number in (0, 1], got {self.parameters['density']!r}")
             usable = False
         if "lambda" in self.parameters and not _is_number(self.parameters["lambda"]):
@@ -263,12 +278,18 @@ def config_from_dict(data: Mapping[str, Any], root: str | Path | None = None) ->
     """
     if not isinstance(data, Mapping):
         raise ConfigError(f"merge config: expected a mapping with method, models, output; got {type(data).__name__}")
-    problems = [f"{k}: unknown key; valid keys: {', '.join(_TOP_KEYS)}" for k in data
-                if k not in _TOP_KEYS and k != "merge_method"]
+    problems = [
+        f"{k}: unknown key; valid keys: {', '.join(_TOP_KEYS)}"
+        for k in data
+        if k not in _TOP_KEYS and k != "merge_method"
+    ]
     if "merge_method" in data:
         problems.append(MERGEKIT_RECIPE)
-    problems += [f"{k}: missing" for k in ("method", "models", "output") if k not in data and
-                 not (k == "method" and "merge_method" in data)]
+    problems += [
+        f"{k}: missing"
+        for k in ("method", "models", "output")
+        if k not in data and not (k == "method" and "merge_method" in data)
+    ]
 
     def resolve(p: Any) -> Any:
         if not isinstance(p, str) or root is None:
@@ -289,8 +310,10 @@ def config_from_dict(data: Mapping[str, Any], root: str | Path | None = None) ->
             continue
         bad = [k for k in m if k not in _MODEL_KEYS]
         if bad:
-            problems.append(f"models[{i}]: unknown keys {bad}; valid keys: path (or model), weight, density, "
-                            "drop_rate (DARE: density = 1 - drop_rate)")
+            problems.append(
+                f"models[{i}]: unknown keys {bad}; valid keys: path (or model), weight, density, "
+                "drop_rate (DARE: density = 1 - drop_rate)"
+            )
         density, density_problems = model_density(i, m)
         problems += density_problems
         models.append(ModelEntry(path=resolve(m.get("path", m.get("model"))), weight=m.get("weight"), density=density))
@@ -301,8 +324,14 @@ def config_from_dict(data: Mapping[str, Any], root: str | Path | None = None) ->
     if problems:
         raise ConfigError(format_problems(problems))
     kwargs = {k: data[k] for k in ("seed", "rng", "max_shard_size", "dtype") if k in data}
-    return MergeConfig(method=data["method"], models=tuple(models), output=resolve(data["output"]),
-                       base_model=resolve(data.get("base_model")), parameters=dict(params), **kwargs)
+    return MergeConfig(
+        method=data["method"],
+        models=tuple(models),
+        output=resolve(data["output"]),
+        base_model=resolve(data.get("base_model")),
+        parameters=dict(params),
+        **kwargs,
+    )
 
 
 def load_config(path: str | Path) -> MergeConfig:

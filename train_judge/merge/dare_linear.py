@@ -21,7 +21,16 @@ from __future__ import annotations
 from .methods import MethodSpec, register
 from .task_vector import TaskVectorMerge, density_problems
 
-SPEC = register(MethodSpec(
-    elementwise=True, name="dare_linear", summary="random drop and rescale, weighted sum of task vectors, add to base",
-    merge=TaskVectorMerge("random", consensus=False), uses_deltas=True, needs_base=True,
-    model_keys=("weight", "density"), params={"lambda": 1.0, "density": None}, check=density_problems))
+SPEC = register(
+    MethodSpec(
+        elementwise=True,
+        name="dare_linear",
+        summary="random drop and rescale, weighted sum of task vectors, add to base",
+        merge=TaskVectorMerge("random", consensus=False),
+        uses_deltas=True,
+        needs_base=True,
+        model_keys=("weight", "density"),
+        params={"lambda": 1.0, "density": None},
+        check=density_problems,
+    )
+)

@@ -28,8 +28,16 @@ from __future__ import annotations
 from .methods import MethodSpec, register
 from .task_vector import TaskVectorMerge, consensus_density_problems
 
-SPEC = register(MethodSpec(
-    elementwise=True, name="dare_ties", summary="random drop and rescale, elect signs, disjoint mean, add to base",
-    merge=TaskVectorMerge("random", consensus=True), uses_deltas=True, needs_base=True,
-    model_keys=("weight", "density"), params={"lambda": 1.0, "density": None, "normalize": True},
-    check=consensus_density_problems))
+SPEC = register(
+    MethodSpec(
+        elementwise=True,
+        name="dare_ties",
+        summary="random drop and rescale, elect signs, disjoint mean, add to base",
+        merge=TaskVectorMerge("random", consensus=True),
+        uses_deltas=True,
+        needs_base=True,
+        model_keys=("weight", "density"),
+        params={"lambda": 1.0, "density": None, "normalize": True},
+        check=consensus_density_problems,
+    )
+)

@@ -64,9 +64,12 @@ def _keep_chunk_buffers() -> None:
 try:  # glibc only; elsewhere a no-op
     _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
     if hasattr(_libc, "malloc_trim"):
+
         def _malloc_trim() -> None:  # noqa: F811
             _libc.malloc_trim(0)
+
     if hasattr(_libc, "mallopt"):
+
         def _keep_chunk_buffers() -> None:  # noqa: F811
             _libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD: chunk-sized buffers come from the heap ...
             _libc.mallopt(-1, 64 << 20)  # M_TRIM_THRESHOLD: ... and stay there between chunks
@@ -109,8 +112,11 @@ def _fingerprint(plan: Plan) -> str:
 def _prepare_output(plan: Plan, fingerprint: str, overwrite: bool) -> set[str]:
     out = Path(plan.config.output)
     prog = out / PROGRESS
-    if out.is_dir() and any(out.iterdir()) and all(f.name.endswith(".partial") or f.name.startswith(PROGRESS)
-                                                    for f in out.iterdir()):
+    if (
+        out.is_dir()
+        and any(out.iterdir())
+        and all(f.name.endswith(".partial") or f.name.startswith(PROGRESS) for f in out.iterdir())
+    ):
         # only an unfinished shard (a merge stopped during its first shard, before any progress was
         # recorded): nothing finished to keep, so start afresh
         shutil.rmtree(out)
@@ -126,11 +132,14 @@ def _prepare_output(plan: Plan, fingerprint: str, overwrite: bool) -> set[str]:
         if overwrite and (prog.is_file() or (out / RECORD).is_file()):
             shutil.rmtree(out)
         elif state:
-            raise ConfigError(f"output: {out} holds a different merge (other config or inputs); choose another "
-                              "folder, or pass overwrite=True (--overwrite) to replace it")
+            raise ConfigError(
+                f"output: {out} holds a different merge (other config or inputs); choose another "
+                "folder, or pass overwrite=True (--overwrite) to replace it"
+            )
         else:
-            raise ConfigError(f"output: {out} exists and is not empty (and was not written by a merge); "
-                              "choose a new or empty folder")
+            raise ConfigError(
+                f"output: {out} exists and is not empty (and was not written by a merge); choose a new or empty folder"
+            )
     out.mkdir(parents=True, exist_ok=True)
     _save_progress(out, fingerprint, set())  # from now on the folder is recognisably this merge's
     return set()
@@ -138,8 +147,9 @@ def _prepare_output(plan: Plan, fingerprint: str, overwrite: bool) -> set[str]:
 
 def _save_progress(out: Path, fingerprint: str, done: set[str], complete: bool = False) -> None:
     tmp = out / (PROGRESS + ".tmp")
-    tmp.write_text(json.dumps({"fingerprint": fingerprint, "done": sorted(done), "complete": complete}),
-                   encoding="utf-8")
+    tmp.write_text(
+        json.dumps({"fingerprint": fingerprint, "done": sorted(done), "complete": complete}), encoding="utf-8"
+    )
     os.replace(tmp, out / PROGRESS)
 
 
@@ -214,5 +224,12 @@ def _run(config: MergeConfig, overwrite: bool) -> MergeReport:
         _save_progress(out, fingerprint, done, complete=True)
     finally:
         plan.close()
-    return MergeReport(output=str(out), method=config.method, tensors=len(plan.outputs), shards=len(names),
-                       total_bytes=total, resumed_shards=resumed, seconds=time.monotonic() - start)
+    return MergeReport(
+        output=str(out),
+        method=config.method,
+        tensors=len(plan.outputs),
+        shards=len(names),
+        total_bytes=total,
+        resumed_shards=resumed,
+        seconds=time.monotonic() - start,
+    )

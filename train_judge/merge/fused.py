@@ -51,8 +51,13 @@ from .trim import keep_count
 
 ENV = "PROM_MERGE_KERNELS"
 PATHS = ("numba", "torch")
-METHODS = {"linear": (0, False), "task_arithmetic": (0, False), "dare_linear": (2, False),
-           "ties": (1, True), "dare_ties": (2, True)}
+METHODS = {
+    "linear": (0, False),
+    "task_arithmetic": (0, False),
+    "dare_linear": (2, False),
+    "ties": (1, True),
+    "dare_ties": (2, True),
+}
 """method -> (sparsify: 0 none, 1 TIES trim, 2 DARE drop; sign consensus)."""
 
 
@@ -95,8 +100,9 @@ def _np(t: torch.Tensor) -> np.ndarray:
     return t.view(torch.int16).numpy().view(np.uint16) if t.dtype == torch.bfloat16 else t.numpy()
 
 
-def merge(plan: Plan, name: str, base: Checkpoint | None, shape: tuple[int, ...], row: int,
-          out_dtype: torch.dtype) -> Iterator[torch.Tensor]:
+def merge(
+    plan: Plan, name: str, base: Checkpoint | None, shape: tuple[int, ...], row: int, out_dtype: torch.dtype
+) -> Iterator[torch.Tensor]:
     """The merged tensor ``name`` as consecutive flat pieces in ``out_dtype`` (as ``stream.merge_tensor``)."""
     cfg, spec = plan.config, plan.config.spec
     if spec.name == "slerp":
@@ -142,9 +148,18 @@ def merge(plan: Plan, name: str, base: Checkpoint | None, shape: tuple[int, ...]
     if trims and len(chunks) > 1 and out_dtype != torch.float16 and out_size <= _largest(plan):
         full = BUFFERS.get("ties_out", n, out_dtype)  # TIES in one pass (ties_pass), the whole output held
         ks = [keep_count(k, n) for k in dens]
-        if ties_pass.one_pass(chunks, lambda s, a, b: jobs(s, a, b, False), row, ks,
-                              ties_cuts.start_thresholds(ks, n), w32, normalize, lam32, _np(full)):
-            yield from (full[r0 * row:r1 * row] for r0, r1 in chunks)
+        if ties_pass.one_pass(
+            chunks,
+            lambda s, a, b: jobs(s, a, b, False),
+            row,
+            ks,
+            ties_cuts.start_thresholds(ks, n),
+            w32,
+            normalize,
+            lam32,
+            _np(full),
+        ):
+            yield from (full[r0 * row : r1 * row] for r0, r1 in chunks)
             return
     # two-pass TIES: when all inputs fit in as much memory as the largest input tensor, the first pass
     # reads them into one buffer (kept between tensors) and the second reads nothing (only when some
@@ -162,26 +177,47 @@ def merge(plan: Plan, name: str, base: Checkpoint | None, shape: tuple[int, ...]
         o, at = _np(out), r0 * row
         # (the chunk's arrays bound as defaults: these callables must never see the next chunk's)
         if consensus:
-            def run(t: np.ndarray, lo: int, hi: int, raws: np.ndarray = raws, draws: np.ndarray = draws,
-                    at: int = at, o: np.ndarray = o) -> None:
-                kernels.consensus(raws, w32, sparsify, d32, thr, t, draws, keys, int(philox), at, normalize, lam32,
-                                  o, lo, hi)
+
+            def run(
+                t: np.ndarray,
+                lo: int,
+                hi: int,
+                raws: np.ndarray = raws,
+                draws: np.ndarray = draws,
+                at: int = at,
+                o: np.ndarray = o,
+            ) -> None:
+                kernels.consensus(
+                    raws, w32, sparsify, d32, thr, t, draws, keys, int(philox), at, normalize, lam32, o, lo, hi
+                )
 
             def count_ties(lo: int, hi: int, eq: np.ndarray, raws: np.ndarray = raws) -> None:
                 kernels.count_ties(raws, thr, ties, lo, hi, eq)
 
             _halves(run, count_ties, count, ties)
         else:
-            def combine(t: np.ndarray, lo: int, hi: int, raws: np.ndarray = raws, draws: np.ndarray = draws,
-                        at: int = at, o: np.ndarray = o) -> None:
+
+            def combine(
+                t: np.ndarray,
+                lo: int,
+                hi: int,
+                raws: np.ndarray = raws,
+                draws: np.ndarray = draws,
+                at: int = at,
+                o: np.ndarray = o,
+            ) -> None:
                 kernels.combine(raws, spec.uses_deltas, sparsify, w32, d32, draws, keys, int(philox), at, o, lo, hi)
 
             _halves(combine, None, count, ties)
         yield piece.copy_(out) if out is not piece else piece
 
 
-def _halves(run: Callable[[np.ndarray, int, int], None], count_ties: Callable[[int, int, np.ndarray], None] | None,
-            n: int, ties: np.ndarray) -> None:
+def _halves(
+    run: Callable[[np.ndarray, int, int], None],
+    count_ties: Callable[[int, int, np.ndarray], None] | None,
+    n: int,
+    ties: np.ndarray,
+) -> None:
     """``run(ties, lo, hi)`` over elements ``0 .. n - 1`` of a chunk: the second half on the half thread
     (``chunking.half_pool``) when ``n`` is at least ``chunking.SPLIT``. TIES keeps the first ``ties[m]`` ties in
     element order, so the second half starts from what the first leaves: ``ties`` minus the first
@@ -240,15 +276,25 @@ def _slerp(plan: Plan, name: str, shape: tuple[int, ...], row: int, out_dtype: t
         yield piece.copy_(out) if out is not piece else piece
 
 
-def _read_rows(srcs: list[Checkpoint], name: str, dtype: torch.dtype, cache: torch.Tensor | None, slot: int,
-               start: int, count: int, disk: bool = True, widen: bool = True) -> torch.Tensor:
+def _read_rows(
+    srcs: list[Checkpoint],
+    name: str,
+    dtype: torch.dtype,
+    cache: torch.Tensor | None,
+    slot: int,
+    start: int,
+    count: int,
+    disk: bool = True,
+    widen: bool = True,
+) -> torch.Tensor:
     """Elements ``start .. start + count`` of tensor ``name`` of every input, as the rows of one
     (inputs, count) buffer: the slot's reused buffer, or that span of the kept ``cache``; ``disk``
     false: the rows are already in the cache. float16 is ``widen``ed to float32 (exactly, by torch):
     the kernels take bf16 bits or float32."""
     k = len(srcs)
-    rows = (cache[k * start:k * (start + count)] if cache is not None
-            else BUFFERS.get(("rows", slot), k * count, dtype)).view(k, count)
+    rows = (
+        cache[k * start : k * (start + count)] if cache is not None else BUFFERS.get(("rows", slot), k * count, dtype)
+    ).view(k, count)
     for j, src in enumerate(srcs if disk else []):
         src.read_range(name, start, count, rows[j])
     if widen and dtype == torch.float16:

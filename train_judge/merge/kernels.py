@@ -61,12 +61,14 @@ if HAVE_NUMBA:
             v, i32 = args[0], ir.IntType(32)
             v = builder.trunc(v, i32) if v.type.width > 32 else builder.zext(v, i32) if v.type.width < 32 else v
             return builder.bitcast(v, ir.FloatType())
+
         return types.float32(bits), codegen
 
     @intrinsic
     def _u32(typingctx, x):  # noqa: ANN001 - a float32's bits
         def codegen(context, builder, signature, args):  # noqa: ANN001
             return builder.bitcast(args[0], ir.IntType(32))
+
         return (types.uint32(types.float32), codegen) if x == types.float32 else None
 
     @intrinsic
@@ -75,6 +77,7 @@ if HAVE_NUMBA:
             f = ir.FloatType()
             fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(f, [f, f, f]), "llvm.fma.f32")
             return builder.call(fn, args)
+
         return types.float32(types.float32, types.float32, types.float32), codegen
 
     def _load(a, i):  # noqa: ANN001
@@ -92,14 +95,17 @@ if HAVE_NUMBA:
     @overload(_store)
     def _store_impl(o, i, v):  # noqa: ANN001
         if o.dtype == types.uint16:
+
             def bf16(o, i, v):  # noqa: ANN001 - round to nearest even; NaN as torch's vector cast
                 b = _u32(v)
                 r = (b + np.uint32(0x7FFF) + ((b >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
                 o[i] = np.uint16(0xFFFF) if v != v else np.uint16(r)
+
             return bf16
 
         def f32(o, i, v):  # noqa: ANN001
             o[i] = v
+
         return f32
 
     # Loops index from 0 over per-block slices: an index like ``s + t`` keeps LLVM from vectorizing.
@@ -152,11 +158,11 @@ if HAVE_NUMBA:
             _trim(d, thr[m], ties, m)
         elif sparsify == 2 and dens[m] < 1.0:
             if rng == 1:
-                ub = u[:d.shape[0]]
+                ub = u[: d.shape[0]]
                 philox_fill(ub, keys[m, 0], keys[m, 1], at)
                 _drop(d, dens[m], ub)
             else:
-                _drop(d, dens[m], draws[m, s:s + d.shape[0]])
+                _drop(d, dens[m], draws[m, s : s + d.shape[0]])
 
     @_jit
     def _accumulate(acc, d, w, first):  # noqa: ANN001
@@ -183,7 +189,7 @@ if HAVE_NUMBA:
         thr, ties = np.zeros(1, np.float32), np.zeros(1, np.int64)  # no trim here
         for s in range(lo, hi, BLOCK):
             e = min(hi, s + BLOCK)
-            d, acc, b = dbuf[:e - s], abuf[:e - s], raws[0, s:e]
+            d, acc, b = dbuf[: e - s], abuf[: e - s], raws[0, s:e]
             for m in range(M):
                 _delta(raws[m + off, s:e], b, base, d)
                 _sparsify(d, m, sparsify, dens, thr, ties, draws, keys, rng, start + s, s, u)
@@ -249,8 +255,7 @@ if HAVE_NUMBA:
             _store(o, t, v + _load(b, t))
 
     @_jit
-    def consensus(raws, weights, sparsify, dens, thr, ties, draws, keys, rng, start, normalize, lam,
-                  out, lo, hi):  # noqa: ANN001
+    def consensus(raws, weights, sparsify, dens, thr, ties, draws, keys, rng, start, normalize, lam, out, lo, hi):  # noqa: ANN001
         """TIES / DARE-TIES on elements ``lo .. hi - 1`` of one chunk into ``out``: trim (``sparsify`` 1,
         by ``thr`` / ``ties``, the ties still to keep at the threshold, counted down in element order) or
         drop (2), elect signs, disjoint weighted mean (sum without ``normalize``), times ``lam``, + base."""
@@ -262,14 +267,15 @@ if HAVE_NUMBA:
             e = min(hi, s + BLOCK)
             b = raws[0, s:e]
             for m in range(M):
-                d = dbuf[m, :e - s]
+                d = dbuf[m, : e - s]
                 _delta(raws[m + 1, s:e], b, True, d)
                 _sparsify(d, m, sparsify, dens, thr, ties, draws, keys, rng, start + s, s, u)
             _elect(dbuf, e - s, weights, normalize, lam, b, out[s:e], tbuf, nbuf, ebuf)
 
     @_jit
-    def consensus_spec(raws, weights, edges, normalize, lam, out, lo, hi, need, wlo, whi, start, above,
-                       amb_idx, amb_raw, namb):  # noqa: ANN001
+    def consensus_spec(
+        raws, weights, edges, normalize, lam, out, lo, hi, need, wlo, whi, start, above, amb_idx, amb_raw, namb
+    ):  # noqa: ANN001
         """One-pass TIES (``ties_pass``) on elements ``lo .. hi - 1`` of one chunk (element ``start`` of
         the tensor first): ``consensus`` with each model's threshold ``edges[m]`` and no ties, and in the
         same pass, per model in ``need``, how many ``|delta|``s have their high 16 bits above ``whi[m]``
@@ -284,10 +290,10 @@ if HAVE_NUMBA:
         c = namb[0]
         for s in range(lo, hi, BLOCK):
             e = min(hi, s + BLOCK)
-            b, f = raws[0, s:e], fbuf[:e - s]
+            b, f = raws[0, s:e], fbuf[: e - s]
             f[:] = 0
             for m in range(M):
-                d = dbuf[m, :e - s]
+                d = dbuf[m, : e - s]
                 _delta(raws[m + 1, s:e], b, True, d)
                 if not need[m]:
                     _trim(d, edges[m], no_ties, m)
@@ -321,7 +327,7 @@ if HAVE_NUMBA:
         dbuf, last = np.empty(BLOCK, np.float32), np.uint32(counts.shape[0] - 1)
         for s in range(0, a, BLOCK):
             e = min(a, s + BLOCK)
-            d = dbuf[:e - s]
+            d = dbuf[: e - s]
             _delta(raws[m + 1, s:e], raws[0, s:e], True, d)
             for t in range(d.shape[0]):
                 counts[min(np.uint32((_u32(abs(d[t])) >> np.uint32(16)) - np.uint32(lo)), last)] += 1
@@ -334,7 +340,7 @@ if HAVE_NUMBA:
         dbuf, low = np.empty(BLOCK, np.float32), np.zeros((1 << 16) + 1, np.int64)
         for s in range(0, a, BLOCK):
             e = min(a, s + BLOCK)
-            d = dbuf[:e - s]
+            d = dbuf[: e - s]
             _delta(raws[m + 1, s:e], raws[0, s:e], True, d)
             for t in range(d.shape[0]):
                 x = _u32(abs(d[t]))
@@ -364,7 +370,7 @@ if HAVE_NUMBA:
             th, c = thr[m], 0
             for s in range(lo, hi, BLOCK):
                 e = min(hi, s + BLOCK)
-                d = dbuf[:e - s]
+                d = dbuf[: e - s]
                 _delta(raws[m + 1, s:e], raws[0, s:e], True, d)
                 for t in range(d.shape[0]):
                     c += abs(d[t]) == th
@@ -389,7 +395,7 @@ if HAVE_NUMBA:
         dbuf, bbuf = np.empty(BLOCK, np.float32), np.empty(BLOCK, np.uint32)
         for s in range(0, n, BLOCK):
             e = min(n, s + BLOCK)
-            d, bins = dbuf[:e - s], bbuf[:e - s]
+            d, bins = dbuf[: e - s], bbuf[: e - s]
             for m in range(M):
                 if not need[m]:
                     continue
@@ -419,20 +425,57 @@ def warm_up() -> float:
     start, f32, keys = time.monotonic(), np.float32, np.zeros((2, 2), np.uint32)
     for raws in (np.zeros((3, 8), np.uint16), np.zeros((3, 8), f32)):
         for out in (np.zeros(8, np.uint16), np.zeros(8, f32)):
-            combine(raws, True, 2, np.ones(2, f32), np.full(2, 0.5, f32), np.zeros((2, 8), f32), keys, 0, 0, out,
-                    0, 8)
-            consensus(raws, np.ones(2, f32), 1, np.ones(2, f32), np.zeros(2, f32), np.zeros(2, np.int64),
-                      np.empty((2, 0), f32), keys, 0, 0, True, f32(1.0), out, 0, 8)
+            combine(raws, True, 2, np.ones(2, f32), np.full(2, 0.5, f32), np.zeros((2, 8), f32), keys, 0, 0, out, 0, 8)
+            consensus(
+                raws,
+                np.ones(2, f32),
+                1,
+                np.ones(2, f32),
+                np.zeros(2, f32),
+                np.zeros(2, np.int64),
+                np.empty((2, 0), f32),
+                keys,
+                0,
+                0,
+                True,
+                f32(1.0),
+                out,
+                0,
+                8,
+            )
             slerp_out(np.zeros((2, 8), raws.dtype), f32(0.5), f32(0.5), out)
-            consensus_spec(raws, np.ones(2, f32), np.zeros(2, f32), True, f32(1.0), out, 0, 8, np.ones(2, np.bool_),
-                           np.zeros(2, np.int64), np.zeros(2, np.int64), 0, np.zeros(2, np.int64),
-                           np.empty(4, np.int64), np.empty((3, 4), raws.dtype), np.zeros(1, np.int64))
+            consensus_spec(
+                raws,
+                np.ones(2, f32),
+                np.zeros(2, f32),
+                True,
+                f32(1.0),
+                out,
+                0,
+                8,
+                np.ones(2, np.bool_),
+                np.zeros(2, np.int64),
+                np.zeros(2, np.int64),
+                0,
+                np.zeros(2, np.int64),
+                np.empty(4, np.int64),
+                np.empty((3, 4), raws.dtype),
+                np.zeros(1, np.int64),
+            )
         count_ties(raws, np.zeros(2, f32), np.ones(2, np.int64), 0, 8, np.zeros(2, np.int64))
         cut_in_bin(raws, 0, 8, np.uint32(0), 1)
         window_counts(raws, 0, 8, 0, np.zeros(4, np.int64))
     for out in (np.zeros(8, np.uint16), np.zeros(8, f32)):
         scatter(out, np.arange(8), out.copy(), 8)
-        ties_scan(raws, np.ones(2, np.bool_), np.zeros((2, 1 << 15), np.int64), True, np.zeros(2, np.int64),
-                  np.zeros(2, np.int64), np.empty((2, 4), f32), np.zeros(2, np.int64))
+        ties_scan(
+            raws,
+            np.ones(2, np.bool_),
+            np.zeros((2, 1 << 15), np.int64),
+            True,
+            np.zeros(2, np.int64),
+            np.zeros(2, np.int64),
+            np.empty((2, 4), f32),
+            np.zeros(2, np.int64),
+        )
     mt19937.warm_up()
     return time.monotonic() - start

@@ -42,11 +42,21 @@ def _check(params: Mapping[str, Any], weights: Sequence[float], densities: Seque
     if not isinstance(params["normalize"], bool):
         problems.append(f"parameters.normalize: expected true or false, got {params['normalize']!r}")
     elif params["normalize"] and abs(sum(weights)) < 1e-12:
-        problems.append(f"weights {list(weights)} sum to 0, so normalize: true would divide by 0; "
-                        "change the weights or set normalize: false")
+        problems.append(
+            f"weights {list(weights)} sum to 0, so normalize: true would divide by 0; "
+            "change the weights or set normalize: false"
+        )
     return problems
 
 
-SPEC = register(MethodSpec(
-    elementwise=True, name="linear", summary="weighted average of full models", merge=merge_linear,
-    model_keys=("weight",), params={"normalize": True}, check=_check))
+SPEC = register(
+    MethodSpec(
+        elementwise=True,
+        name="linear",
+        summary="weighted average of full models",
+        merge=merge_linear,
+        model_keys=("weight",),
+        params={"normalize": True},
+        check=_check,
+    )
+)

@@ -144,9 +144,16 @@ def register(spec: MethodSpec) -> MethodSpec:
     return METHODS.register(spec.name, spec)
 
 
-def check_positive_weights(params: Mapping[str, Any], weights: Sequence[float],
-                           densities: Sequence[float | None]) -> list[str]:
+def check_positive_weights(
+    params: Mapping[str, Any], weights: Sequence[float], densities: Sequence[float | None]
+) -> list[str]:
     """Sign-consensus methods need weights > 0 (a negative weight would flip the elected sign)."""
     bad = [f"models[{i}].weight = {w}" for i, w in enumerate(weights) if not w > 0]
-    return [f"{', '.join(bad)}: this method elects signs, so weights must be > 0; "
-            "use task_arithmetic or dare_linear to subtract a model"] if bad else []
+    return (
+        [
+            f"{', '.join(bad)}: this method elects signs, so weights must be > 0; "
+            "use task_arithmetic or dare_linear to subtract a model"
+        ]
+        if bad
+        else []
+    )

@@ -62,12 +62,12 @@ def _py_fill(st: np.ndarray, out: np.ndarray) -> None:
             _py_twist(mt)
             pos = 0
         take = min(N - pos, n - i)
-        y = mt[pos:pos + take].copy()
+        y = mt[pos : pos + take].copy()
         y ^= y >> np.uint32(11)
         y ^= (y << np.uint32(7)) & np.uint32(0x9D2C5680)
         y ^= (y << np.uint32(15)) & np.uint32(0xEFC60000)
         y ^= y >> np.uint32(18)
-        out[i:i + take] = (y & np.uint32(0xFFFFFF)).astype(np.float32) * np.float32(2.0 ** -24)
+        out[i : i + take] = (y & np.uint32(0xFFFFFF)).astype(np.float32) * np.float32(2.0**-24)
         i, pos = i + take, pos + take
     st[N] = pos
 
@@ -90,13 +90,13 @@ if HAVE_NUMBA:
 
     @_jit
     def _fill(st, out):  # noqa: ANN001
-        pos, i, n, scale = np.int64(st[N]), 0, out.shape[0], np.float32(2.0 ** -24)
+        pos, i, n, scale = np.int64(st[N]), 0, out.shape[0], np.float32(2.0**-24)
         while i < n:
             if pos >= N:
                 _twist(st)
                 pos = np.int64(0)
             take = min(N - pos, n - i)
-            y, o = st[pos:pos + take], out[i:i + take]  # indexed from 0: the loop vectorizes
+            y, o = st[pos : pos + take], out[i : i + take]  # indexed from 0: the loop vectorizes
             for t in range(take):  # tempering, then torch's float32 uniform: the low 24 bits
                 x = y[t]
                 x ^= np.uint32(x >> np.uint32(11))

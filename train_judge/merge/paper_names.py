@@ -22,10 +22,10 @@ from typing import Any
 
 HINTS = {
     "p": "the DARE paper's drop probability; write drop_rate: P (density = 1 - P is then set for you) "
-         "or density: 1 - P. Not accepted as 'p', which reads as density in other tools",
+    "or density: 1 - P. Not accepted as 'p', which reads as density in other tools",
     "scale": "the DARE paper's rescaling lambda is parameters.lambda here (merged = base + lambda * delta)",
     "rescale": "mergekit's rescale (match each tensor's L1 norm after the drop) is not offered; DARE here "
-               "multiplies survivors by 1 / density as in the DARE paper",
+    "multiplies survivors by 1 / density as in the DARE paper",
 }
 """Refused parameter names and why."""
 
@@ -33,7 +33,8 @@ MERGEKIT_RECIPE = (
     "merge_method: this looks like a mergekit recipe, which is not taken as is because the same keys mean "
     "other things here (mergekit's dare_ties sums the agreeing deltas by default where ours averages, its DARE "
     "rescale matches L1 norms where ours divides by density, its TIES keeps floor(density * n) entries and "
-    "elects + on a zero sum); rewrite it with method: and, to sum like mergekit, parameters.normalize: false")
+    "elects + on a zero sum); rewrite it with method: and, to sum like mergekit, parameters.normalize: false"
+)
 """The error for a top-level ``merge_method`` key."""
 
 
@@ -44,8 +45,10 @@ def parameter_hint(method: str, key: str) -> str | None:
     'ties does not drop at random; drop_rate is for dare_ties / dare_linear (TIES trims by magnitude: use density)'
     """
     if key == "drop_rate" and not method.startswith("dare_"):
-        return (f"{method} does not drop at random; drop_rate is for dare_ties / dare_linear "
-                "(TIES trims by magnitude: use density)")
+        return (
+            f"{method} does not drop at random; drop_rate is for dare_ties / dare_linear "
+            "(TIES trims by magnitude: use density)"
+        )
     return HINTS.get(key)
 
 
@@ -59,8 +62,9 @@ def resolve_drop_rate(method: str, params: dict[str, Any]) -> tuple[dict[str, An
         return params, []
     dr = params["drop_rate"]
     if "density" in params:
-        return params, ["parameters.drop_rate: given together with parameters.density "
-                        "(density = 1 - drop_rate); give only one"]
+        return params, [
+            "parameters.drop_rate: given together with parameters.density (density = 1 - drop_rate); give only one"
+        ]
     if not _is_drop_rate(dr):
         return params, [f"parameters.drop_rate: expected the drop probability p in [0, 1), got {dr!r}"]
     out = {k: v for k, v in params.items() if k != "drop_rate"}

@@ -41,8 +41,12 @@ def philox_key(seed: int, name: str, model: int) -> tuple[int, int]:
 
 def philox_block(counters: np.ndarray, k0: int, k1: int) -> np.ndarray:
     """Philox4x32-10 of 64-bit ``counters`` (words 0-1; words 2-3 are 0): a ``(len, 4)`` uint32 array."""
-    c = [(counters & 0xFFFFFFFF).astype(np.uint64), (counters >> np.uint64(32)).astype(np.uint64),
-         np.zeros_like(counters, np.uint64), np.zeros_like(counters, np.uint64)]
+    c = [
+        (counters & 0xFFFFFFFF).astype(np.uint64),
+        (counters >> np.uint64(32)).astype(np.uint64),
+        np.zeros_like(counters, np.uint64),
+        np.zeros_like(counters, np.uint64),
+    ]
     key0, key1 = np.uint64(k0), np.uint64(k1)
     mask = np.uint64(0xFFFFFFFF)
     for r in range(10):
@@ -56,8 +60,8 @@ def philox_block(counters: np.ndarray, k0: int, k1: int) -> np.ndarray:
 def philox_uniform(k0: int, k1: int, start: int, count: int) -> np.ndarray:
     """Uniform float32 draws in [0, 1) of elements ``start .. start + count - 1`` (numpy reference)."""
     first, last = start // 4, (start + count + 3) // 4
-    x = philox_block(np.arange(first, last, dtype=np.uint64), k0, k1).reshape(-1)[start - 4 * first:][:count]
-    return (x >> 8).astype(np.float32) * np.float32(2.0 ** -24)
+    x = philox_block(np.arange(first, last, dtype=np.uint64), k0, k1).reshape(-1)[start - 4 * first :][:count]
+    return (x >> 8).astype(np.float32) * np.float32(2.0**-24)
 
 
 if HAVE_NUMBA:
@@ -83,14 +87,16 @@ if HAVE_NUMBA:
                 k0, k1 = (k0 + np.uint64(_W0)) & m, (k1 + np.uint64(_W1)) & m
             for j in range(x0.shape[0]):
                 p0, p1 = np.uint64(_M0) * np.uint64(x0[j]), np.uint64(_M1) * np.uint64(x2[j])
-                x0[j], x1[j], x2[j], x3[j] = (np.uint32((p1 >> np.uint64(32)) ^ np.uint64(x1[j]) ^ k0),
-                                              np.uint32(p1 & m),
-                                              np.uint32((p0 >> np.uint64(32)) ^ np.uint64(x3[j]) ^ k1),
-                                              np.uint32(p0 & m))
+                x0[j], x1[j], x2[j], x3[j] = (
+                    np.uint32((p1 >> np.uint64(32)) ^ np.uint64(x1[j]) ^ k0),
+                    np.uint32(p1 & m),
+                    np.uint32((p0 >> np.uint64(32)) ^ np.uint64(x3[j]) ^ k1),
+                    np.uint32(p0 & m),
+                )
 
     @_jit
     def _uniform(x):  # noqa: ANN001 - the top 24 bits of a 32-bit draw as a float32 in [0, 1)
-        return np.float32(np.uint32(x) >> np.uint32(8)) * np.float32(2.0 ** -24)
+        return np.float32(np.uint32(x) >> np.uint32(8)) * np.float32(2.0**-24)
 
     @_jit
     def philox_fill(out, k0, k1, start):  # noqa: ANN001
@@ -115,10 +121,14 @@ if HAVE_NUMBA:
                 cj = c + np.uint64(j0 + j)
                 x0[j], x1[j], x2[j], x3[j] = np.uint32(cj & m), np.uint32(cj >> np.uint64(32)), 0, 0
             _rounds(x0, x1, x2, x3, key0, key1)
-            o = out[i + 4 * j0:i + 4 * (j0 + L)]
+            o = out[i + 4 * j0 : i + 4 * (j0 + L)]
             for j in range(L):
-                o[4 * j], o[4 * j + 1], o[4 * j + 2], o[4 * j + 3] = (_uniform(x0[j]), _uniform(x1[j]),
-                                                                      _uniform(x2[j]), _uniform(x3[j]))
+                o[4 * j], o[4 * j + 1], o[4 * j + 2], o[4 * j + 3] = (
+                    _uniform(x0[j]),
+                    _uniform(x1[j]),
+                    _uniform(x2[j]),
+                    _uniform(x3[j]),
+                )
         i += 4 * full
         if i < n:
             x = _philox((c + np.uint64(full)) & m, (c + np.uint64(full)) >> np.uint64(32), key0, key1)

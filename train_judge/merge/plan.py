@@ -82,8 +82,10 @@ def make_plan(config: MergeConfig) -> Plan:
         try:
             base = open_source(config.base_model)
             if isinstance(base, LoraAdapter):
-                problems.append(f"base_model: {config.base_model} is a LoRA adapter; the base must be a full "
-                                "model (the one the adapters were trained on)")
+                problems.append(
+                    f"base_model: {config.base_model} is a LoRA adapter; the base must be a full "
+                    "model (the one the adapters were trained on)"
+                )
         except ConfigError as e:
             problems.append(f"base_model: {e}")
     models: list[Source | None] = []
@@ -96,13 +98,17 @@ def make_plan(config: MergeConfig) -> Plan:
     full = [(f"models[{i}]", m) for i, m in enumerate(models) if isinstance(m, Checkpoint)]
     loras = [(f"models[{i}]", m) for i, m in enumerate(models) if isinstance(m, LoraAdapter)]
     if loras and not config.base_model:
-        problems.append(f"base_model: {', '.join(w for w, _ in loras)} are LoRA adapters, which merge as deltas "
-                        "on a base model; set base_model to the model they were trained on")
+        problems.append(
+            f"base_model: {', '.join(w for w, _ in loras)} are LoRA adapters, which merge as deltas "
+            "on a base model; set base_model to the model they were trained on"
+        )
     if config.base_model and not config.spec.uses_deltas and not loras and models and None not in models:
-        problems.append(f"base_model: {config.method} combines the listed models only and uses base_model just to "
-                        "expand LoRA experts, but every model here is a full checkpoint, so the base would be "
-                        "silently ignored (mergekit's linear also leaves it out; its slerp uses it as the t = 0 "
-                        "end); remove base_model, or list the base under models (with a weight) to include it")
+        problems.append(
+            f"base_model: {config.method} combines the listed models only and uses base_model just to "
+            "expand LoRA experts, but every model here is a full checkpoint, so the base would be "
+            "silently ignored (mergekit's linear also leaves it out; its slerp uses it as the t = 0 "
+            "end); remove base_model, or list the base under models (with a weight) to include it"
+        )
     reference = base if isinstance(base, Checkpoint) else (full[0][1] if full else None)
     if reference is None:
         if not problems:
@@ -118,12 +124,16 @@ def make_plan(config: MergeConfig) -> Plan:
         missing = [n for n in ref_names if n not in m.infos]
         extra = sorted(n for n in m.infos if n not in ref_set)
         if missing:
-            problems.append(f"{label} ({m.path}): {len(missing)} tensors of {ref_label} are missing: "
-                            f"{_listing(missing)}")
+            problems.append(
+                f"{label} ({m.path}): {len(missing)} tensors of {ref_label} are missing: {_listing(missing)}"
+            )
         if extra:
             problems.append(f"{label} ({m.path}): {len(extra)} tensors not in {ref_label}: {_listing(extra)}")
-        bad = [f"{n} {m.infos[n].shape} vs {reference.infos[n].shape}" for n in ref_names
-               if n in m.infos and m.infos[n].shape != reference.infos[n].shape]
+        bad = [
+            f"{n} {m.infos[n].shape} vs {reference.infos[n].shape}"
+            for n in ref_names
+            if n in m.infos and m.infos[n].shape != reference.infos[n].shape
+        ]
         if bad:
             problems.append(f"{label} ({m.path}): {len(bad)} shape mismatches with {ref_label}: {_listing(bad)}")
     for label, a in loras:
@@ -132,15 +142,21 @@ def make_plan(config: MergeConfig) -> Plan:
             continue
         unknown = [n for n in a.targets() if n not in ref_set]
         if unknown:
-            problems.append(f"{label} ({a.path}): adapts {len(unknown)} tensors the base model does not have: "
-                            f"{_listing(unknown)} (an adapter for another model? tied embeddings saved as "
-                            "modules_to_save?)")
+            problems.append(
+                f"{label} ({a.path}): adapts {len(unknown)} tensors the base model does not have: "
+                f"{_listing(unknown)} (an adapter for another model? tied embeddings saved as "
+                "modules_to_save?)"
+            )
         bad = []
         for n in a.targets():
             shape_issue = a.shape_problems(n)
             problems += [f"{label}: {p}" for p in shape_issue]
-            if n in ref_set and not shape_issue and set(a.pairs.get(n, {"A": 1, "B": 1})) == {"A", "B"} \
-                    and a.expected_shape(n) != reference.infos[n].shape:
+            if (
+                n in ref_set
+                and not shape_issue
+                and set(a.pairs.get(n, {"A": 1, "B": 1})) == {"A", "B"}
+                and a.expected_shape(n) != reference.infos[n].shape
+            ):
                 bad.append(f"{n} {a.expected_shape(n)} vs base {reference.infos[n].shape}")
         if bad:
             problems.append(f"{label} ({a.path}): {len(bad)} deltas do not fit the base shapes: {_listing(bad)}")
@@ -158,6 +174,11 @@ def make_plan(config: MergeConfig) -> Plan:
         info = reference.infos[n]
         dtype = _OUT_CODES[config.dtype] if config.dtype and info.is_float else info.dtype
         outputs.append(TensorInfo(n, dtype, info.shape))
-    return Plan(config=config, base=base if isinstance(base, Checkpoint) else None,
-                models=[m for m in models if m is not None], reference=reference, outputs=outputs,
-                shards=layout_shards(outputs, parse_size(config.max_shard_size)))
+    return Plan(
+        config=config,
+        base=base if isinstance(base, Checkpoint) else None,
+        models=[m for m in models if m is not None],
+        reference=reference,
+        outputs=outputs,
+        shards=layout_shards(outputs, parse_size(config.max_shard_size)),
+    )

@@ -43,8 +43,15 @@ import torch
 from prom_reward.errors import ConfigError
 
 DTYPES: dict[str, torch.dtype] = {
-    "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
-    "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
+    "F64": torch.float64,
+    "F32": torch.float32,
+    "F16": torch.float16,
+    "BF16": torch.bfloat16,
+    "I64": torch.int64,
+    "I32": torch.int32,
+    "I16": torch.int16,
+    "I8": torch.int8,
+    "U8": torch.uint8,
     "BOOL": torch.bool,
 }
 if hasattr(torch, "float8_e4m3fn"):
@@ -74,8 +81,9 @@ class TensorInfo:
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
-            raise ConfigError(f"tensor {self.name!r}: dtype {self.dtype!r} is not supported; "
-                              f"expected one of {', '.join(DTYPES)}")
+            raise ConfigError(
+                f"tensor {self.name!r}: dtype {self.dtype!r} is not supported; expected one of {', '.join(DTYPES)}"
+            )
 
     @property
     def numel(self) -> int:
@@ -129,15 +137,18 @@ def read_header(path: str | Path) -> dict[str, TensorInfo]:
         except (KeyError, TypeError, ValueError) as e:
             raise ConfigError(f"{path}: malformed header entry for {name!r}: {e}") from e
         if end - begin != info.nbytes:
-            raise ConfigError(f"{path}: tensor {name!r} claims {end - begin} bytes, "
-                              f"its dtype and shape need {info.nbytes}")
+            raise ConfigError(
+                f"{path}: tensor {name!r} claims {end - begin} bytes, its dtype and shape need {info.nbytes}"
+            )
         out[name] = info
         data_end = max(data_end, int(end))
     size = Path(path).stat().st_size
     if size < data_start + data_end:
-        raise ConfigError(f"{path}: truncated: the header's data offsets need {data_start + data_end} bytes, the "
-                          f"file has {size} ({data_start + data_end - size} missing; an interrupted download or "
-                          "copy?); fetch the file again")
+        raise ConfigError(
+            f"{path}: truncated: the header's data offsets need {data_start + data_end} bytes, the "
+            f"file has {size} ({data_start + data_end - size} missing; an interrupted download or "
+            "copy?); fetch the file again"
+        )
     return out
 
 
@@ -202,8 +213,11 @@ class ShardWriter:
         header: dict[str, Any] = {"__metadata__": dict(metadata or {"format": "pt"})}
         offset = 0
         for info in self.plan:
-            header[info.name] = {"dtype": info.dtype, "shape": list(info.shape),
-                                 "data_offsets": [offset, offset + info.nbytes]}
+            header[info.name] = {
+                "dtype": info.dtype,
+                "shape": list(info.shape),
+                "data_offsets": [offset, offset + info.nbytes],
+            }
             offset += info.nbytes
         raw = json.dumps(header, separators=(",", ":")).encode()
         raw += b" " * (-len(raw) % 8)  # data starts 8-byte aligned
@@ -219,8 +233,10 @@ class ShardWriter:
             raise RuntimeError(f"{self.path}: wrote {name!r}, the plan expects {expected}")
         info = self.plan[self._next]
         if DTYPE_NAMES.get(tensor.dtype) != info.dtype or tuple(tensor.shape) != info.shape:
-            raise RuntimeError(f"{self.path}: tensor {name!r} is {tensor.dtype} {tuple(tensor.shape)}, "
-                               f"the plan says {info.dtype} {info.shape}")
+            raise RuntimeError(
+                f"{self.path}: tensor {name!r} is {tensor.dtype} {tuple(tensor.shape)}, "
+                f"the plan says {info.dtype} {info.shape}"
+            )
         self.write_parts(name, [tensor.detach().contiguous().reshape(-1)])
 
     def write_parts(self, name: str, parts: Iterable[torch.Tensor], background: bool = False) -> None:

@@ -87,6 +87,15 @@ def _check(params: Mapping[str, Any], weights: Sequence[float], densities: Seque
     return problems
 
 
-SPEC = register(MethodSpec(
-    name="slerp", summary="spherical interpolation of two models at t", merge=merge_slerp,
-    min_models=2, max_models=2, model_keys=(), params={"t": 0.5, "t_by_name": {}}, check=_check))
+SPEC = register(
+    MethodSpec(
+        name="slerp",
+        summary="spherical interpolation of two models at t",
+        merge=merge_slerp,
+        min_models=2,
+        max_models=2,
+        model_keys=(),
+        params={"t": 0.5, "t_by_name": {}},
+        check=_check,
+    )
+)

@@ -46,7 +46,7 @@ _LORA_RE = re.compile(r"^(?P<module>.+)\.lora_(?P<ab>[AB])(?:\.[^.]+)?\.weight$"
 
 def lora_target(key: str) -> tuple[str, str] | None:
     """``(base tensor name, "A"|"B")`` for a PEFT LoRA key, or None for other keys."""
-    name = key[len(LORA_PREFIX):] if key.startswith(LORA_PREFIX) else key
+    name = key[len(LORA_PREFIX) :] if key.startswith(LORA_PREFIX) else key
     m = _LORA_RE.match(name)
     return (m["module"] + ".weight", m["ab"]) if m else None
 
@@ -92,8 +92,10 @@ class Checkpoint:
         elif (self.path / SINGLE).is_file():
             shard_files = [self.path / SINGLE]
         else:
-            raise ConfigError(f"{self.path}: expected a model folder with {SINGLE} or {INDEX}, or a PEFT "
-                              f"adapter folder with {ADAPTER_CONFIG}; found neither")
+            raise ConfigError(
+                f"{self.path}: expected a model folder with {SINGLE} or {INDEX}, or a PEFT "
+                f"adapter folder with {ADAPTER_CONFIG}; found neither"
+            )
         for f in shard_files:
             for name, info in read_header(f).items():
                 self.files[name] = f
@@ -139,14 +141,18 @@ class LoraAdapter:
             raise ConfigError(f"{self.path / ADAPTER_CONFIG}: not valid JSON: {e}") from e
         weights = self.path / ADAPTER_WEIGHTS
         if not weights.is_file():
-            raise ConfigError(f"{self.path}: has {ADAPTER_CONFIG} but no {ADAPTER_WEIGHTS} (adapters saved as "
-                              ".bin are not supported; re-save with safe_serialization=True)")
+            raise ConfigError(
+                f"{self.path}: has {ADAPTER_CONFIG} but no {ADAPTER_WEIGHTS} (adapters saved as "
+                ".bin are not supported; re-save with safe_serialization=True)"
+            )
         self.file = weights
         self.infos = read_header(weights)
         self.problems: list[str] = []
         if self.config.get("peft_type", "LORA") != "LORA":
-            self.problems.append(f"{self.path}: peft_type {self.config.get('peft_type')!r} is not supported; "
-                                 "only LORA adapters can be merged")
+            self.problems.append(
+                f"{self.path}: peft_type {self.config.get('peft_type')!r} is not supported; "
+                "only LORA adapters can be merged"
+            )
         if self.config.get("use_dora"):
             self.problems.append(f"{self.path}: DoRA adapters (use_dora: true) are not supported")
         self.pairs: dict[str, dict[str, str]] = {}  # base name -> {"A": key, "B": key}
@@ -156,10 +162,12 @@ class LoraAdapter:
             if target is not None:
                 self.pairs.setdefault(target[0], {})[target[1]] = key
             elif "lora_embedding" in key or "lora_magnitude" in key or ".lora_" in key:
-                self.problems.append(f"{self.path}: tensor {key!r} is not supported (only lora_A/lora_B of "
-                                     "linear layers, and modules_to_save)")
+                self.problems.append(
+                    f"{self.path}: tensor {key!r} is not supported (only lora_A/lora_B of "
+                    "linear layers, and modules_to_save)"
+                )
             else:
-                self.full[key[len(LORA_PREFIX):] if key.startswith(LORA_PREFIX) else key] = key
+                self.full[key[len(LORA_PREFIX) :] if key.startswith(LORA_PREFIX) else key] = key
         for name, ab in self.pairs.items():
             if set(ab) != {"A", "B"}:
                 self.problems.append(f"{self.path}: {name} has lora_{next(iter(ab))} but not its partner")
@@ -247,8 +255,9 @@ def open_source(path: str | Path) -> Source:
     """A ``LoraAdapter`` for a folder with adapter_config.json, else a ``Checkpoint``."""
     p = Path(path)
     if not p.exists():
-        raise ConfigError(f"{p}: no such file or folder; expected a model folder, a .safetensors file "
-                          "or a PEFT adapter folder")
+        raise ConfigError(
+            f"{p}: no such file or folder; expected a model folder, a .safetensors file or a PEFT adapter folder"
+        )
     if p.is_dir() and (p / ADAPTER_CONFIG).is_file():
         return LoraAdapter(p)
     return Checkpoint(p)

@@ -58,8 +58,9 @@ def _untouched(plan: Plan, name: str) -> bool:
     return all(isinstance(m, LoraAdapter) and name not in m.pairs and name not in m.full for m in plan.models)
 
 
-def _copy(src: Checkpoint, name: str, shape: tuple[int, ...], row: int,
-          out_dtype: torch.dtype) -> Iterator[torch.Tensor]:
+def _copy(
+    src: Checkpoint, name: str, shape: tuple[int, ...], row: int, out_dtype: torch.dtype
+) -> Iterator[torch.Tensor]:
     """``src``'s tensor ``name`` cast to ``out_dtype`` (bit for bit when it is the stored dtype), by chunks."""
     dtype = DTYPES[src.infos[name].dtype]
 

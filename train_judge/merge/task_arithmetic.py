@@ -18,7 +18,15 @@ from __future__ import annotations
 from .methods import MethodSpec, register
 from .task_vector import TaskVectorMerge
 
-SPEC = register(MethodSpec(
-    elementwise=True, name="task_arithmetic", summary="base + lambda * weighted sum of task vectors",
-    merge=TaskVectorMerge("none", consensus=False), uses_deltas=True, needs_base=True,
-    model_keys=("weight",), params={"lambda": 1.0}))
+SPEC = register(
+    MethodSpec(
+        elementwise=True,
+        name="task_arithmetic",
+        summary="base + lambda * weighted sum of task vectors",
+        merge=TaskVectorMerge("none", consensus=False),
+        uses_deltas=True,
+        needs_base=True,
+        model_keys=("weight",),
+        params={"lambda": 1.0},
+    )
+)

@@ -46,8 +46,9 @@ __all__ = ["SPARSIFIERS", "TaskVectorMerge", "keep_count", "magnitude_trim", "ra
 SPARSIFIERS = ("none", "magnitude", "random")
 
 
-def random_drop(delta: torch.Tensor, density: float, generator: torch.Generator | None,
-                draws: torch.Tensor | None = None) -> torch.Tensor:
+def random_drop(
+    delta: torch.Tensor, density: float, generator: torch.Generator | None, draws: torch.Tensor | None = None
+) -> torch.Tensor:
     """DARE: drop each entry with probability ``1 - density``, rescale survivors by ``1 / density`` (in place).
 
     The uniform draws come from ``generator`` in element order (torch draws a tensor's numbers
@@ -89,10 +90,16 @@ class TaskVectorMerge:
         if self.sparsify not in SPARSIFIERS:
             raise ConfigError(f"sparsify: expected one of {', '.join(SPARSIFIERS)}, got {self.sparsify!r}")
 
-    def combine(self, deltas: Sequence[torch.Tensor], weights: Sequence[float],
-                densities: Sequence[float | None], generator: Callable[[int], torch.Generator] | None,
-                normalize: bool = True, draws: Sequence[torch.Tensor | None] | None = None,
-                buffer: Callable[[str], torch.Tensor] | None = None) -> torch.Tensor:
+    def combine(
+        self,
+        deltas: Sequence[torch.Tensor],
+        weights: Sequence[float],
+        densities: Sequence[float | None],
+        generator: Callable[[int], torch.Generator] | None,
+        normalize: bool = True,
+        draws: Sequence[torch.Tensor | None] | None = None,
+        buffer: Callable[[str], torch.Tensor] | None = None,
+    ) -> torch.Tensor:
         """The merged delta (before ``lambda``) of one tensor. Overwrites ``deltas`` (saves memory) and
         may return one of them. ``draws``: DARE's uniform draws per model drawn ahead (see
         ``random_drop``); ``buffer(key)``: reused float32 scratch tensors shaped like the deltas."""
@@ -140,34 +147,51 @@ class TaskVectorMerge:
     def __call__(self, ctx: TensorContext) -> torch.Tensor:
         lam = float(ctx.params.get("lambda", 1.0))
         if not self.consensus:  # a weighted sum: fold lambda into the weights, one pass fewer
-            return self.combine(ctx.tensors, [lam * w for w in ctx.weights], ctx.densities, ctx.generator,
-                                draws=ctx.draws, buffer=ctx.scratch)
-        delta = self.combine(ctx.tensors, ctx.weights, ctx.densities, ctx.generator,
-                             normalize=bool(ctx.params.get("normalize", True)), draws=ctx.draws, buffer=ctx.scratch)
+            return self.combine(
+                ctx.tensors,
+                [lam * w for w in ctx.weights],
+                ctx.densities,
+                ctx.generator,
+                draws=ctx.draws,
+                buffer=ctx.scratch,
+            )
+        delta = self.combine(
+            ctx.tensors,
+            ctx.weights,
+            ctx.densities,
+            ctx.generator,
+            normalize=bool(ctx.params.get("normalize", True)),
+            draws=ctx.draws,
+            buffer=ctx.scratch,
+        )
         return delta if lam == 1.0 else delta.mul_(lam)
 
 
-def density_problems(params: Mapping[str, Any], weights: Sequence[float],
-                     densities: Sequence[float | None]) -> list[str]:
+def density_problems(
+    params: Mapping[str, Any], weights: Sequence[float], densities: Sequence[float | None]
+) -> list[str]:
     """Problems with densities of a sparsifying method: each must be given and lie in (0, 1]."""
     out = []
     for i, k in enumerate(densities):
         if k is None:
-            out.append(f"models[{i}].density: missing; set parameters.density (fraction of entries kept, "
-                       "in (0, 1]) or a per-model density")
+            out.append(
+                f"models[{i}].density: missing; set parameters.density (fraction of entries kept, "
+                "in (0, 1]) or a per-model density"
+            )
         elif not (isinstance(k, (int, float)) and 0 < k <= 1):
             out.append(f"models[{i}].density: expected a number in (0, 1] (fraction kept), got {k!r}")
     return out
 
 
-def consensus_density_problems(params: Mapping[str, Any], weights: Sequence[float],
-                               densities: Sequence[float | None]) -> list[str]:
+def consensus_density_problems(
+    params: Mapping[str, Any], weights: Sequence[float], densities: Sequence[float | None]
+) -> list[str]:
     """The checks of the sign-consensus methods (TIES, DARE-TIES): positive weights and valid densities."""
     from .methods import check_positive_weights
 
     out = check_positive_weights(params, weights, densities) + density_problems(params, weights, densities)
     if not isinstance(params.get("normalize", True), bool):
-        out.append(f"parameters.normalize: expected true (disjoint mean) or false (disjoint sum), "
-                   f"got {params['normalize']!r}")
+        out.append(
+            f"parameters.normalize: expected true (disjoint mean) or false (disjoint sum), got {params['normalize']!r}"
+        )
     return out
-

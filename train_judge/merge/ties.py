@@ -25,8 +25,15 @@ from __future__ import annotations
 from .methods import MethodSpec, register
 from .task_vector import TaskVectorMerge, consensus_density_problems
 
-SPEC = register(MethodSpec(
-    name="ties", summary="trim to top-k magnitudes, elect signs, disjoint mean, add to base",
-    merge=TaskVectorMerge("magnitude", consensus=True), uses_deltas=True, needs_base=True,
-    model_keys=("weight", "density"), params={"lambda": 1.0, "density": None, "normalize": True},
-    check=consensus_density_problems))
+SPEC = register(
+    MethodSpec(
+        name="ties",
+        summary="trim to top-k magnitudes, elect signs, disjoint mean, add to base",
+        merge=TaskVectorMerge("magnitude", consensus=True),
+        uses_deltas=True,
+        needs_base=True,
+        model_keys=("weight", "density"),
+        params={"lambda": 1.0, "density": None, "normalize": True},
+        check=consensus_density_problems,
+    )
+)

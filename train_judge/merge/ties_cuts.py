@@ -30,8 +30,15 @@ WINDOW = 0.03
 """Half-width (as a fraction of entries) of the bins whose |delta|s TIES's first pass keeps."""
 
 
-def cuts(chunks: list[tuple[int, int]], jobs: Callable[..., list[Callable[[], Any]]], n_models: int,
-          dens: list[float], n: int, row: int, cached: bool) -> tuple[np.ndarray, np.ndarray]:
+def cuts(
+    chunks: list[tuple[int, int]],
+    jobs: Callable[..., list[Callable[[], Any]]],
+    n_models: int,
+    dens: list[float],
+    n: int,
+    row: int,
+    cached: bool,
+) -> tuple[np.ndarray, np.ndarray]:
     """Each model's TIES cut-off (threshold, ties kept at it) over the whole tensor (see the module doc);
     ``cached``: the first pass keeps the rows, so the bins are gathered from memory, without a window."""
     ks = [keep_count(k, n) for k in dens]
@@ -56,7 +63,7 @@ def cuts(chunks: list[tuple[int, int]], jobs: Callable[..., list[Callable[[], An
     again = np.zeros(n_models, bool)
     for m in np.flatnonzero(need):
         if lo[m] <= bins[m][0] <= hi[m] and ncand[m] <= cand.shape[1]:
-            _set_cut(m, cand[m, :ncand[m]], bins[m], hist, thr, ties)
+            _set_cut(m, cand[m, : ncand[m]], bins[m], hist, thr, ties)
         else:  # the bin fell outside the window: gathered exactly in one more pass
             again[m] = True
     if again.any():
@@ -66,7 +73,7 @@ def cuts(chunks: list[tuple[int, int]], jobs: Callable[..., list[Callable[[], An
         for _, _, _, results in prefetched(chunks, lambda s, a, b: jobs(s, a, b, False, not cached)):
             _scan(results[0], again, hist, False, lo, hi, cand, ncand)
         for m in np.flatnonzero(again):
-            _set_cut(m, cand[m, :ncand[m]], bins[m], hist, thr, ties)
+            _set_cut(m, cand[m, : ncand[m]], bins[m], hist, thr, ties)
     return thr, ties
 
 
@@ -82,14 +89,15 @@ def _scan(raws: np.ndarray, need: np.ndarray, *args: Any) -> None:
     if len(idx) < 2:
         return kernels.ties_scan(raws, need, *args)
     first = np.zeros_like(need)
-    first[idx[:len(idx) // 2]] = True
+    first[idx[: len(idx) // 2]] = True
     job = pool().submit(kernels.ties_scan, raws, first, *args)
     kernels.ties_scan(raws, need & ~first, *args)
     job.result()
 
 
-def _set_cut(m: int, sel: np.ndarray, bin_rank: tuple[int, int], hist: np.ndarray, thr: np.ndarray,
-             ties: np.ndarray) -> None:
+def _set_cut(
+    m: int, sel: np.ndarray, bin_rank: tuple[int, int], hist: np.ndarray, thr: np.ndarray, ties: np.ndarray
+) -> None:
     """Model ``m``'s threshold and ties from the gathered |delta|s ``sel`` (those of its bin, and others)."""
     c = np.ascontiguousarray(sel[(sel.view(np.uint32) >> 16) == bin_rank[0]])
     assert c.size == hist[m, bin_rank[0]]
@@ -97,8 +105,9 @@ def _set_cut(m: int, sel: np.ndarray, bin_rank: tuple[int, int], hist: np.ndarra
     thr[m], ties[m] = cut.threshold, cut.ties
 
 
-def window(hist: np.ndarray, ks: list[int], need: np.ndarray, n0: int, n: int, whole: bool,
-            cached: bool, width: float = WINDOW) -> tuple[np.ndarray, np.ndarray, int]:
+def window(
+    hist: np.ndarray, ks: list[int], need: np.ndarray, n0: int, n: int, whole: bool, cached: bool, width: float = WINDOW
+) -> tuple[np.ndarray, np.ndarray, int]:
     """Per model, the bins lo..hi to gather from the first chunk's counts (the exact bin when that chunk
     is the whole tensor), and a capacity for them (0: no window, gather in a second pass, as when the
     rows are ``cached``: a pass over memory for one bin costs less than gathering a window on the way)."""

@@ -50,9 +50,17 @@ def upper_edge(b: int) -> np.float32:
     return np.array([(b << 16) | 0xFFFF], np.uint32).view(np.float32)[0]
 
 
-def one_pass(chunks: list[tuple[int, int]], jobs: Jobs, row: int,
-             ks: list[int], thr: np.ndarray, weights: np.ndarray, normalize: bool, lam: np.float32,
-             out: np.ndarray) -> bool:
+def one_pass(
+    chunks: list[tuple[int, int]],
+    jobs: Jobs,
+    row: int,
+    ks: list[int],
+    thr: np.ndarray,
+    weights: np.ndarray,
+    normalize: bool,
+    lam: np.float32,
+    out: np.ndarray,
+) -> bool:
     """Merge a TIES tensor in one pass into ``out`` (its flat output, bf16 bits or float32); False
     (``out`` unspecified) when the window missed and the two-pass path must run.
 
@@ -72,8 +80,16 @@ def one_pass(chunks: list[tuple[int, int]], jobs: Jobs, row: int,
         raws, count, start = results[0], (r1 - r0) * row, r0 * row
         if i == 0:  # the window, from this chunk's histogram
             hist = np.zeros((n_models, 1 << 15), np.int64)
-            kernels.ties_scan(raws, need, hist, True, np.ones(n_models, np.int64), np.zeros(n_models, np.int64),
-                              np.empty((n_models, 0), np.float32), np.zeros(n_models, np.int64))
+            kernels.ties_scan(
+                raws,
+                need,
+                hist,
+                True,
+                np.ones(n_models, np.int64),
+                np.zeros(n_models, np.int64),
+                np.empty((n_models, 0), np.float32),
+                np.zeros(n_models, np.int64),
+            )
             lo, hi, cap = ties_cuts.window(hist, ks, need, count, n, False, False, WINDOW)
             if cap == 0 or any(need[m] and not lo[m] <= hi[m] < INF_BIN for m in range(n_models)):
                 return False
@@ -83,14 +99,29 @@ def one_pass(chunks: list[tuple[int, int]], jobs: Jobs, row: int,
             amb_idx, amb_raw = np.empty(cap, np.int64), np.empty((raws.shape[0], cap), raws.dtype)
             if count >= chunking.SPLIT:
                 room = min(cap, count)
-                second = (np.zeros(n_models, np.int64), np.empty(room, np.int64),
-                          np.empty((raws.shape[0], room), raws.dtype), np.zeros(1, np.int64))
+                second = (
+                    np.zeros(n_models, np.int64),
+                    np.empty(room, np.int64),
+                    np.empty((raws.shape[0], room), raws.dtype),
+                    np.zeros(1, np.int64),
+                )
 
-        def spec(a: int, b: int, counts: np.ndarray, idx: np.ndarray, kept: np.ndarray, k: np.ndarray,
-                 raws: np.ndarray = raws, o: np.ndarray = out[start:start + count], start: int = start,
-                 lo: np.ndarray = lo, hi: np.ndarray = hi) -> None:
-            kernels.consensus_spec(raws, weights, edges, normalize, lam, o, a, b, need, lo, hi, start, counts,
-                                   idx, kept, k)
+        def spec(
+            a: int,
+            b: int,
+            counts: np.ndarray,
+            idx: np.ndarray,
+            kept: np.ndarray,
+            k: np.ndarray,
+            raws: np.ndarray = raws,
+            o: np.ndarray = out[start : start + count],
+            start: int = start,
+            lo: np.ndarray = lo,
+            hi: np.ndarray = hi,
+        ) -> None:
+            kernels.consensus_spec(
+                raws, weights, edges, normalize, lam, o, a, b, need, lo, hi, start, counts, idx, kept, k
+            )
 
         if count < chunking.SPLIT or second is None:
             spec(0, count, above, amb_idx, amb_raw, namb)
@@ -104,7 +135,7 @@ def one_pass(chunks: list[tuple[int, int]], jobs: Jobs, row: int,
         above += counts2
         c, k = int(namb[0]), int(k2[0])
         if k <= idx2.shape[0] and c + k <= amb_idx.shape[0]:  # the second half's after the first's
-            amb_idx[c:c + k], amb_raw[:, c:c + k] = idx2[:k], kept2[:, :k]
+            amb_idx[c : c + k], amb_raw[:, c : c + k] = idx2[:k], kept2[:, :k]
             namb[0] = c + k
         else:
             namb[0] = amb_idx.shape[0] + 1  # overflow
@@ -129,7 +160,22 @@ def one_pass(chunks: list[tuple[int, int]], jobs: Jobs, row: int,
         return False
     fixed = np.empty(a, out.dtype)
     f32 = np.float32
-    kernels.consensus(amb_raw, weights, 1, np.ones(n_models, f32), thr, ties, np.empty((n_models, 0), f32),
-                      np.zeros((n_models, 2), np.uint32), 0, 0, normalize, lam, fixed, 0, a)
+    kernels.consensus(
+        amb_raw,
+        weights,
+        1,
+        np.ones(n_models, f32),
+        thr,
+        ties,
+        np.empty((n_models, 0), f32),
+        np.zeros((n_models, 2), np.uint32),
+        0,
+        0,
+        normalize,
+        lam,
+        fixed,
+        0,
+        a,
+    )
     kernels.scatter(out, amb_idx, fixed, a)
     return True

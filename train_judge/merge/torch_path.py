@@ -35,8 +35,15 @@ from .sources import Checkpoint, LoraAdapter, Source
 from .trim import MagnitudeCut
 
 
-def merge(plan: Plan, name: str, base: Checkpoint | None, shape: tuple[int, ...], row: int, out_dtype: torch.dtype,
-          scale: float | None) -> Iterator[torch.Tensor]:
+def merge(
+    plan: Plan,
+    name: str,
+    base: Checkpoint | None,
+    shape: tuple[int, ...],
+    row: int,
+    out_dtype: torch.dtype,
+    scale: float | None,
+) -> Iterator[torch.Tensor]:
     """The merged tensor ``name`` as consecutive flat pieces in ``out_dtype`` (as ``stream.merge_tensor``);
     ``scale``: every input is the base, so the output is ``scale * base``."""
     cfg, spec = plan.config, plan.config.spec
@@ -48,22 +55,39 @@ def merge(plan: Plan, name: str, base: Checkpoint | None, shape: tuple[int, ...]
     chunked = spec.elementwise or scale is not None or cuts is not None
     chunks = list(row_chunks(shape, chunking.CHUNK)) if chunked else [(0, shape[0] if shape else 1)]
     generators: dict[int, torch.Generator] = {}
-    ctx0 = TensorContext(name=name, tensors=[], weights=cfg.weights(), densities=cfg.densities(),
-                         params=cfg.method_params(), seed=cfg.seed, generators=generators)
+    ctx0 = TensorContext(
+        name=name,
+        tensors=[],
+        weights=cfg.weights(),
+        densities=cfg.densities(),
+        params=cfg.method_params(),
+        seed=cfg.seed,
+        generators=generators,
+    )
     random = getattr(spec.merge, "sparsify", None) == "random" and scale is None
     densities = cfg.densities()
     checkpoints = [(j, m) for j, m in enumerate([base, *plan.models]) if isinstance(m, Checkpoint)]
 
     def jobs(slot: int, r0: int, r1: int) -> list[Callable[[], Any]]:
         start, count = r0 * row, (r1 - r0) * row
-        out: list[Callable[[], Any]] = [lambda: [
-            m.read_range(name, start, count, BUFFERS.get(("raw", slot, j), count, DTYPES[m.infos[name].dtype]))
-            for j, m in checkpoints]]
+        out: list[Callable[[], Any]] = [
+            lambda: [
+                m.read_range(name, start, count, BUFFERS.get(("raw", slot, j), count, DTYPES[m.infos[name].dtype]))
+                for j, m in checkpoints
+            ]
+        ]
         if random:  # each model's draws, in element order (one chunk at a time per generator), or Philox's
             for i, k in enumerate(densities):
                 if k is not None and k < 1.0:
-                    out.append(uniform_job(cfg.rng, ctx0.generator(i), philox_key(cfg.seed, name, i),
-                                           BUFFERS.get(("draws", slot, i), count), start))
+                    out.append(
+                        uniform_job(
+                            cfg.rng,
+                            ctx0.generator(i),
+                            philox_key(cfg.seed, name, i),
+                            BUFFERS.get(("draws", slot, i), count),
+                            start,
+                        )
+                    )
         return out
 
     for slot, r0, r1, results in prefetched(chunks, jobs):
@@ -77,7 +101,6 @@ def merge(plan: Plan, name: str, base: Checkpoint | None, shape: tuple[int, ...]
         yield piece(merged.reshape(-1), out_dtype, slot)
 
 
-
 def _f32(key: Hashable, raw: torch.Tensor, cshape: tuple[int, ...]) -> torch.Tensor:
     """``raw`` as float32 in shape ``cshape``: converted into a reused buffer (``raw`` itself if float32)."""
     if raw.dtype == torch.float32:
@@ -85,8 +108,17 @@ def _f32(key: Hashable, raw: torch.Tensor, cshape: tuple[int, ...]) -> torch.Ten
     return BUFFERS.get(key, raw.numel()).copy_(raw).view(cshape)
 
 
-def _full_rows(plan: Plan, m: Source, j: int, name: str, raws: dict[int, torch.Tensor], r0: int, r1: int,
-               cshape: tuple[int, ...], base32: torch.Tensor | None) -> torch.Tensor:
+def _full_rows(
+    plan: Plan,
+    m: Source,
+    j: int,
+    name: str,
+    raws: dict[int, torch.Tensor],
+    r0: int,
+    r1: int,
+    cshape: tuple[int, ...],
+    base32: torch.Tensor | None,
+) -> torch.Tensor:
     """Model ``m`` (input ``j``)'s full tensor on rows ``r0:r1`` (float32; a LoRA expert is base + delta)."""
     if isinstance(m, LoraAdapter):
         assert base32 is not None  # make_plan requires a base with LoRA experts
@@ -95,8 +127,17 @@ def _full_rows(plan: Plan, m: Source, j: int, name: str, raws: dict[int, torch.T
     return _f32(("in", j), raws[j], cshape)
 
 
-def _delta_rows(plan: Plan, m: Source, j: int, name: str, raws: dict[int, torch.Tensor], r0: int, r1: int,
-                cshape: tuple[int, ...], base32: torch.Tensor) -> torch.Tensor:
+def _delta_rows(
+    plan: Plan,
+    m: Source,
+    j: int,
+    name: str,
+    raws: dict[int, torch.Tensor],
+    r0: int,
+    r1: int,
+    cshape: tuple[int, ...],
+    base32: torch.Tensor,
+) -> torch.Tensor:
     """Model ``m`` (input ``j``)'s task vector on rows ``r0:r1`` (float32, a tensor the caller may overwrite)."""
     if isinstance(m, LoraAdapter):
         d = m.delta_rows(name, r0, r1, base32) if base32.dim() else m.delta(name, base32)
@@ -105,16 +146,21 @@ def _delta_rows(plan: Plan, m: Source, j: int, name: str, raws: dict[int, torch.
     return _f32(("in", j), raws[j], cshape).sub_(base32)
 
 
-def _read_all(plan: Plan, name: str, base: Checkpoint | None, slot: int, r0: int, r1: int,
-              row: int) -> dict[int, torch.Tensor]:
+def _read_all(
+    plan: Plan, name: str, base: Checkpoint | None, slot: int, r0: int, r1: int, row: int
+) -> dict[int, torch.Tensor]:
     """Rows ``r0:r1`` of every checkpoint input (0: the base, j: model j - 1), stored dtype, slot buffers."""
     start, count = r0 * row, (r1 - r0) * row
-    return {j: m.read_range(name, start, count, BUFFERS.get(("raw", slot, j), count, DTYPES[m.infos[name].dtype]))
-            for j, m in enumerate([base, *plan.models]) if isinstance(m, Checkpoint)}
+    return {
+        j: m.read_range(name, start, count, BUFFERS.get(("raw", slot, j), count, DTYPES[m.infos[name].dtype]))
+        for j, m in enumerate([base, *plan.models])
+        if isinstance(m, Checkpoint)
+    }
 
 
-def _slerp(plan: Plan, name: str, base: Checkpoint | None, shape: tuple[int, ...], row: int,
-           out_dtype: torch.dtype) -> Iterator[torch.Tensor]:
+def _slerp(
+    plan: Plan, name: str, base: Checkpoint | None, shape: tuple[int, ...], row: int, out_dtype: torch.dtype
+) -> Iterator[torch.Tensor]:
     """SLERP a chunk at a time: float64 sums of the dot product and squared norms first, then the pieces."""
     chunks = list(row_chunks(shape, chunking.CHUNK))
 
@@ -139,8 +185,9 @@ def _slerp(plan: Plan, name: str, base: Checkpoint | None, shape: tuple[int, ...
         yield piece(torch.mul(a, ca, out=BUFFERS.get("out", a.numel())).add_(b, alpha=cb), out_dtype, slot)
 
 
-def _magnitude_cuts(plan: Plan, name: str, base: Checkpoint | None, shape: tuple[int, ...],
-                    row: int) -> list[MagnitudeCut]:
+def _magnitude_cuts(
+    plan: Plan, name: str, base: Checkpoint | None, shape: tuple[int, ...], row: int
+) -> list[MagnitudeCut]:
     """First pass of TIES: each model's cut-off magnitude over the whole tensor, from one float32 buffer
     of ``|delta|`` filled a chunk at a time (the only tensor-sized buffer a TIES merge holds), with a
     histogram of its high 16 bits gathered on the way (``MagnitudeCut.measure``)."""
@@ -159,27 +206,44 @@ def _magnitude_cuts(plan: Plan, name: str, base: Checkpoint | None, shape: tuple
         def jobs(slot: int, r0: int, r1: int, m: Source = m) -> list[Callable[[], Any]]:
             start, count = r0 * row, (r1 - r0) * row
             srcs = [(0, base)] + ([(1, m)] if isinstance(m, Checkpoint) else [])
-            return [lambda: {j: s.read_range(name, start, count,
-                                             BUFFERS.get(("raw", slot, j), count, DTYPES[s.infos[name].dtype]))
-                             for j, s in srcs}]
+            return [
+                lambda: {
+                    j: s.read_range(
+                        name, start, count, BUFFERS.get(("raw", slot, j), count, DTYPES[s.infos[name].dtype])
+                    )
+                    for j, s in srcs
+                }
+            ]
 
         for _, r0, r1, (raws,) in prefetched(chunks, jobs):
             cshape = (r1 - r0, *shape[1:]) if shape else ()
             start, count = r0 * row, (r1 - r0) * row
             base32 = _f32(("in", 0), raws[0], cshape)
             raws_m = {i + 1: raws[1]} if 1 in raws else {}
-            part = mag[start:start + count]
+            part = mag[start : start + count]
             torch.abs(_delta_rows(plan, m, i + 1, name, raws_m, r0, r1, cshape, base32).view(-1), out=part)
-            hist += torch.bincount(torch.bitwise_right_shift(part.view(torch.int32), 16,
-                                                             out=BUFFERS.get("cut", count).view(torch.int32)),
-                                   minlength=1 << 15)
+            hist += torch.bincount(
+                torch.bitwise_right_shift(part.view(torch.int32), 16, out=BUFFERS.get("cut", count).view(torch.int32)),
+                minlength=1 << 15,
+            )
         cuts.append(MagnitudeCut.measure(mag, k, hist))
     return cuts
 
 
-def _merge_rows(plan: Plan, name: str, base: Checkpoint | None, raws: dict[int, torch.Tensor], r0: int, r1: int,
-                row: int, cshape: tuple[int, ...], scale: float | None, generators: dict[int, torch.Generator],
-                cuts: list[MagnitudeCut] | None = None, draws: list[torch.Tensor | None] | None = None) -> torch.Tensor:
+def _merge_rows(
+    plan: Plan,
+    name: str,
+    base: Checkpoint | None,
+    raws: dict[int, torch.Tensor],
+    r0: int,
+    r1: int,
+    row: int,
+    cshape: tuple[int, ...],
+    scale: float | None,
+    generators: dict[int, torch.Generator],
+    cuts: list[MagnitudeCut] | None = None,
+    draws: list[torch.Tensor | None] | None = None,
+) -> torch.Tensor:
     """Rows ``r0:r1`` of the merged tensor, float32 (``scale``: the untouched-tensor shortcut above)."""
     cfg, spec = plan.config, plan.config.spec
     base32 = _f32(("in", 0), raws[0], cshape) if base is not None else None
@@ -199,9 +263,17 @@ def _merge_rows(plan: Plan, name: str, base: Checkpoint | None, raws: dict[int, 
             cut.apply(d, BUFFERS.get("cut", d.numel()))
         densities = [1.0] * len(inputs)
     count = (r1 - r0) * row
-    ctx = TensorContext(name=name, tensors=inputs, weights=cfg.weights(), densities=densities,
-                        params=cfg.method_params(), seed=cfg.seed, generators=generators, draws=draws,
-                        scratch=lambda key: BUFFERS.get(("scratch", key), count).view(cshape))
+    ctx = TensorContext(
+        name=name,
+        tensors=inputs,
+        weights=cfg.weights(),
+        densities=densities,
+        params=cfg.method_params(),
+        seed=cfg.seed,
+        generators=generators,
+        draws=draws,
+        scratch=lambda key: BUFFERS.get(("scratch", key), count).view(cshape),
+    )
     merged = spec.merge(ctx)
     del inputs, ctx
     if spec.uses_deltas:

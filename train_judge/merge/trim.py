@@ -85,8 +85,8 @@ class MagnitudeCut:
         got, step = 0, 1 << 20
         np_bits, np_mag = bits.numpy(), flat.numpy()
         for s in range(0, n, step):  # the bin's entries, a cache-sized piece at a time
-            sel = np_mag[s:s + step][(np_bits[s:s + step] >> 16) == b]
-            cand[got:got + sel.size] = sel
+            sel = np_mag[s : s + step][(np_bits[s : s + step] >> 16) == b]
+            cand[got : got + sel.size] = sel
             got += sel.size
         assert got == cand.size
         return cls.from_bin(cand, r)
@@ -98,7 +98,7 @@ class MagnitudeCut:
         cand.partition(cand.size - r)
         threshold = float(cand[cand.size - r])
         # k minus those strictly above (np.count_nonzero: a bool sum in torch would copy to int64)
-        return cls(threshold, r - int(np.count_nonzero(cand[cand.size - r:] > threshold)))
+        return cls(threshold, r - int(np.count_nonzero(cand[cand.size - r :] > threshold)))
 
     def apply(self, chunk: torch.Tensor, scratch: torch.Tensor | None = None) -> torch.Tensor:
         """Trim the next chunk (in element order) of the tensor in place; returns it. ``scratch``: a
@@ -112,7 +112,7 @@ class MagnitudeCut:
             ties = int(torch.count_nonzero(eq))
             keep = mag.ge_(self.threshold)  # 1.0 / 0.0, in place
             if ties > self.ties:  # keep only the first self.ties of them (lowest indices)
-                keep[torch.nonzero(eq).view(-1)[self.ties:]] = 0.0
+                keep[torch.nonzero(eq).view(-1)[self.ties :]] = 0.0
             self.ties = max(0, self.ties - ties)
         else:
             keep = mag.gt_(self.threshold)

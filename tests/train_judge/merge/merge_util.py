@@ -9,13 +9,14 @@ import torch
 from safetensors.torch import load_file, save_file
 
 BASE = {"w": [[1.0, 2.0], [3.0, 4.0]], "n": [1.0, 1.0]}
-M1 = {"w": [[5.0, 1.0], [3.5, 1.0]], "n": [2.0, 0.0]}     # task vector d1 = [[4, -1], [0.5, -3]], [1, -1]
-M2 = {"w": [[-1.0, 4.5], [-2.0, 5.0]], "n": [1.0, 3.0]}   # task vector d2 = [[-2, 2.5], [-5, 1]], [0, 2]
+M1 = {"w": [[5.0, 1.0], [3.5, 1.0]], "n": [2.0, 0.0]}  # task vector d1 = [[4, -1], [0.5, -3]], [1, -1]
+M2 = {"w": [[-1.0, 4.5], [-2.0, 5.0]], "n": [1.0, 3.0]}  # task vector d2 = [[-2, 2.5], [-5, 1]], [0, 2]
 POS = [0, 1, 2]  # an int64 buffer: copied from the reference model, never merged
 
 
-def save_model(folder: Path, values: dict, dtype: torch.dtype = torch.float32, shards: int = 1,
-               extra: dict | None = None) -> Path:
+def save_model(
+    folder: Path, values: dict, dtype: torch.dtype = torch.float32, shards: int = 1, extra: dict | None = None
+) -> Path:
     """Write a tiny model folder (config.json, tokenizer_config.json, 1 or 2 safetensors shards)."""
     folder.mkdir(parents=True, exist_ok=True)
     tensors = {k: torch.tensor(v, dtype=dtype) for k, v in values.items()}

@@ -19,46 +19,74 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def cfg(**kw):
-    args = {"method": "ties", "base_model": "/b", "output": "/o", "parameters": {"density": 0.5},
-            "models": (ModelEntry("/m1"), ModelEntry("/m2"))}
+    args = {
+        "method": "ties",
+        "base_model": "/b",
+        "output": "/o",
+        "parameters": {"density": 0.5},
+        "models": (ModelEntry("/m1"), ModelEntry("/m2")),
+    }
     args.update(kw)
     return MergeConfig(**args)
 
 
-@pytest.mark.parametrize("kw,message", [
-    ({"method": "soup"}, "unknown merge method 'soup'; valid names: dare_linear, dare_ties, linear, slerp, "
-                         "task_arithmetic, ties"),
-    ({"base_model": None}, "base_model: ties merges task vectors (model - base) and needs base_model"),
-    ({"method": "task_arithmetic", "base_model": None, "parameters": {}}, "task_arithmetic merges task vectors"),
-    ({"method": "dare_linear", "base_model": None}, "dare_linear merges task vectors"),
-    ({"parameters": {}}, "models[0].density: missing; set parameters.density"),
-    ({"parameters": {"density": 0}}, "models[0].density: expected a number in (0, 1]"),
-    ({"parameters": {"density": 1.5}}, "models[1].density: expected a number in (0, 1]"),
-    ({"parameters": {"density": "half"}}, "parameters.density: expected a number in (0, 1]"),
-    ({"models": (ModelEntry("/m1", weight=-1.0), ModelEntry("/m2"))}, "models[0].weight = -1.0: this method "
-                                                                      "elects signs, so weights must be > 0"),
-    ({"parameters": {"density": 0.5, "weights": [1.0]}}, "parameters.weights: 1 weights for 2 models"),
-    ({"parameters": {"density": 0.5, "weights": [1.0, 2.0]}, "models": (ModelEntry("/m1", weight=1.0),
-                                                                         ModelEntry("/m2"))},
-     "use either parameters.weights or models[i].weight"),
-    ({"parameters": {"density": 0.5, "t": 0.3}}, "parameters.t: not a parameter of ties; valid: density, "
-                                                 "lambda, normalize, weights"),
-    ({"parameters": {"density": 0.5, "lambda": "big"}}, "parameters.lambda: expected a number"),
-    ({"method": "linear", "models": (ModelEntry("/m1", density=0.5),)}, "models[0].density: linear does not "
-                                                                         "use density; remove it"),
-    ({"method": "linear", "parameters": {}, "models": (ModelEntry("/a", weight=1.0), ModelEntry("/b", weight=-1.0))},
-     "sum to 0, so normalize: true would divide by 0"),
-    ({"method": "slerp", "parameters": {}, "models": (ModelEntry("/a"),)}, "slerp takes exactly 2 models, got 1"),
-    ({"method": "slerp", "parameters": {}, "models": (ModelEntry("/a"), ModelEntry("/b"), ModelEntry("/c"))},
-     "slerp takes exactly 2 models, got 3"),
-    ({"method": "slerp", "parameters": {"t": 1.5}}, "parameters.t: expected a number in [0, 1]"),
-    ({"method": "slerp", "parameters": {"t_by_name": {"*mlp*": -1}}}, "parameters.t_by_name['*mlp*']"),
-    ({"method": "slerp", "parameters": {"weights": [1, 1]}}, "parameters.weights: slerp does not use weights"),
-    ({"seed": "x"}, "seed: expected an int"),
-    ({"max_shard_size": "lots"}, "max_shard_size: expected bytes or a size"),
-    ({"dtype": "int8"}, "dtype: expected one of null, float32, float16, bfloat16"),
-    ({"output": "/m1"}, "output: /m1 is also an input"),
-])
+@pytest.mark.parametrize(
+    "kw,message",
+    [
+        (
+            {"method": "soup"},
+            "unknown merge method 'soup'; valid names: dare_linear, dare_ties, linear, slerp, task_arithmetic, ties",
+        ),
+        ({"base_model": None}, "base_model: ties merges task vectors (model - base) and needs base_model"),
+        ({"method": "task_arithmetic", "base_model": None, "parameters": {}}, "task_arithmetic merges task vectors"),
+        ({"method": "dare_linear", "base_model": None}, "dare_linear merges task vectors"),
+        ({"parameters": {}}, "models[0].density: missing; set parameters.density"),
+        ({"parameters": {"density": 0}}, "models[0].density: expected a number in (0, 1]"),
+        ({"parameters": {"density": 1.5}}, "models[1].density: expected a number in (0, 1]"),
+        ({"parameters": {"density": "half"}}, "parameters.density: expected a number in (0, 1]"),
+        (
+            {"models": (ModelEntry("/m1", weight=-1.0), ModelEntry("/m2"))},
+            "models[0].weight = -1.0: this method elects signs, so weights must be > 0",
+        ),
+        ({"parameters": {"density": 0.5, "weights": [1.0]}}, "parameters.weights: 1 weights for 2 models"),
+        (
+            {
+                "parameters": {"density": 0.5, "weights": [1.0, 2.0]},
+                "models": (ModelEntry("/m1", weight=1.0), ModelEntry("/m2")),
+            },
+            "use either parameters.weights or models[i].weight",
+        ),
+        (
+            {"parameters": {"density": 0.5, "t": 0.3}},
+            "parameters.t: not a parameter of ties; valid: density, lambda, normalize, weights",
+        ),
+        ({"parameters": {"density": 0.5, "lambda": "big"}}, "parameters.lambda: expected a number"),
+        (
+            {"method": "linear", "models": (ModelEntry("/m1", density=0.5),)},
+            "models[0].density: linear does not use density; remove it",
+        ),
+        (
+            {
+                "method": "linear",
+                "parameters": {},
+                "models": (ModelEntry("/a", weight=1.0), ModelEntry("/b", weight=-1.0)),
+            },
+            "sum to 0, so normalize: true would divide by 0",
+        ),
+        ({"method": "slerp", "parameters": {}, "models": (ModelEntry("/a"),)}, "slerp takes exactly 2 models, got 1"),
+        (
+            {"method": "slerp", "parameters": {}, "models": (ModelEntry("/a"), ModelEntry("/b"), ModelEntry("/c"))},
+            "slerp takes exactly 2 models, got 3",
+        ),
+        ({"method": "slerp", "parameters": {"t": 1.5}}, "parameters.t: expected a number in [0, 1]"),
+        ({"method": "slerp", "parameters": {"t_by_name": {"*mlp*": -1}}}, "parameters.t_by_name['*mlp*']"),
+        ({"method": "slerp", "parameters": {"weights": [1, 1]}}, "parameters.weights: slerp does not use weights"),
+        ({"seed": "x"}, "seed: expected an int"),
+        ({"max_shard_size": "lots"}, "max_shard_size: expected bytes or a size"),
+        ({"dtype": "int8"}, "dtype: expected one of null, float32, float16, bfloat16"),
+        ({"output": "/m1"}, "output: /m1 is also an input"),
+    ],
+)
 def test_each_config_problem_is_reported(kw, message):
     with pytest.raises(ConfigError) as e:
         cfg(**kw)
@@ -80,8 +108,12 @@ def test_header_checks_list_every_problem(tmp_path):
     missing = save_model(tmp_path / "missing", {"w": M1["w"]})  # no "n"
     extra = save_model(tmp_path / "extra", M2, extra={"z.weight": torch.ones(2)})
     shaped = save_model(tmp_path / "shaped", {"w": [[1.0, 2.0, 3.0]], "n": [1.0, 1.0]})
-    c = MergeConfig(method="task_arithmetic", base_model=str(base), output=str(tmp_path / "out"),
-                    models=tuple(ModelEntry(str(p)) for p in (missing, extra, shaped, tmp_path / "nowhere")))
+    c = MergeConfig(
+        method="task_arithmetic",
+        base_model=str(base),
+        output=str(tmp_path / "out"),
+        models=tuple(ModelEntry(str(p)) for p in (missing, extra, shaped, tmp_path / "nowhere")),
+    )
     with pytest.raises(ConfigError) as e:
         run_merge(c)
     text = str(e.value)
@@ -100,22 +132,35 @@ def test_not_a_model_folder(tmp_path):
 
 
 def test_yaml_loader_resolves_relative_paths(tmp_path):
-    (tmp_path / "merge.yaml").write_text(yaml.safe_dump({
-        "method": "dare_linear", "base_model": "base", "models": ["m1", {"model": "m2", "weight": 0.5}],
-        "parameters": {"density": 0.7}, "output": "out", "seed": 3, "max_shard_size": "1MB"}))
+    (tmp_path / "merge.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "method": "dare_linear",
+                "base_model": "base",
+                "models": ["m1", {"model": "m2", "weight": 0.5}],
+                "parameters": {"density": 0.7},
+                "output": "out",
+                "seed": 3,
+                "max_shard_size": "1MB",
+            }
+        )
+    )
     c = load_config(tmp_path / "merge.yaml")
     assert c.base_model == str(tmp_path / "base") and c.output == str(tmp_path / "out")
     assert c.models[1] == ModelEntry(str(tmp_path / "m2"), weight=0.5) and c.seed == 3
     assert c.weights() == [1.0, 0.5] and c.densities() == [0.7, 0.7]
 
 
-@pytest.mark.parametrize("data,message", [
-    ({"method": "linear", "models": ["a"]}, "output: missing"),
-    ({"method": "linear", "models": ["a"], "output": "o", "modelz": []}, "modelz: unknown key"),
-    ({"method": "linear", "models": [{"path": "a", "wieght": 1}], "output": "o"}, "unknown keys ['wieght']"),
-    ({"method": "linear", "models": "a", "output": "o"}, "models: expected a list"),
-    (["linear"], "expected a mapping"),
-])
+@pytest.mark.parametrize(
+    "data,message",
+    [
+        ({"method": "linear", "models": ["a"]}, "output: missing"),
+        ({"method": "linear", "models": ["a"], "output": "o", "modelz": []}, "modelz: unknown key"),
+        ({"method": "linear", "models": [{"path": "a", "wieght": 1}], "output": "o"}, "unknown keys ['wieght']"),
+        ({"method": "linear", "models": "a", "output": "o"}, "models: expected a list"),
+        (["linear"], "expected a mapping"),
+    ],
+)
 def test_yaml_shape_errors(data, message):
     with pytest.raises(ConfigError, match=None) as e:
         config_from_dict(data)
@@ -124,8 +169,9 @@ def test_yaml_shape_errors(data, message):
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    return subprocess.run([sys.executable, "-m", "train_judge.merge", *args], capture_output=True, text=True,
-                          env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "train_judge.merge", *args], capture_output=True, text=True, env=env, timeout=120
+    )
 
 
 def test_cli_end_to_end(tmp_path):
@@ -134,7 +180,8 @@ def test_cli_end_to_end(tmp_path):
     save_model(tmp_path / "m2", M2, torch.bfloat16, shards=2)
     (tmp_path / "merge.yaml").write_text(
         "method: ties\nbase_model: base\nmodels:\n  - path: m1\n  - path: m2\nparameters: {density: 0.5}\n"
-        "output: merged\n")
+        "output: merged\n"
+    )
     check = _cli(str(tmp_path / "merge.yaml"), "--check")
     assert check.returncode == 0 and check.stdout.startswith("ok: ties of 2 models -> 3 tensors")
     assert not (tmp_path / "merged").exists()
@@ -161,8 +208,10 @@ def test_pocket_merge_configs_point_at_the_pocket_experts(method):
     repo = Path(__file__).resolve().parents[3]
     cfg = load_config(repo / "train_judge" / "configs" / f"pocket_merge_{method}.yaml")
     assert cfg.method == method
-    experts = [yaml.safe_load((repo / "train_judge" / "configs" / f"pocket_{t}.yaml").read_text())["output_dir"]
-               for t in ("absolute", "relative")]
+    experts = [
+        yaml.safe_load((repo / "train_judge" / "configs" / f"pocket_{t}.yaml").read_text())["output_dir"]
+        for t in ("absolute", "relative")
+    ]
     assert [Path(m.path).resolve() for m in cfg.models] == [(repo / e).resolve() for e in experts]
     assert [m.weight for m in cfg.models] == [0.5, 0.5]
 

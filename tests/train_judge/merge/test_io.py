@@ -17,12 +17,22 @@ from train_judge.merge.safetensors_io import ShardWriter, TensorFile, TensorInfo
 
 
 def test_reader_matches_safetensors(tmp_path):
-    tensors = {"a": torch.randn(3, 5), "b": torch.randn(7).to(torch.bfloat16), "c": torch.arange(4),
-               "s": torch.tensor(2.5, dtype=torch.float16), "e": torch.zeros(0, 3)}
+    tensors = {
+        "a": torch.randn(3, 5),
+        "b": torch.randn(7).to(torch.bfloat16),
+        "c": torch.arange(4),
+        "s": torch.tensor(2.5, dtype=torch.float16),
+        "e": torch.zeros(0, 3),
+    }
     save_file(tensors, str(tmp_path / "x.safetensors"))
     infos = read_header(tmp_path / "x.safetensors")
     assert {n: (i.dtype, i.shape) for n, i in infos.items()} == {
-        "a": ("F32", (3, 5)), "b": ("BF16", (7,)), "c": ("I64", (4,)), "s": ("F16", ()), "e": ("F32", (0, 3))}
+        "a": ("F32", (3, 5)),
+        "b": ("BF16", (7,)),
+        "c": ("I64", (4,)),
+        "s": ("F16", ()),
+        "e": ("F32", (0, 3)),
+    }
     with TensorFile(tmp_path / "x.safetensors") as f:
         for name, t in tensors.items():
             got = f.read(name)
@@ -30,9 +40,15 @@ def test_reader_matches_safetensors(tmp_path):
 
 
 def test_writer_output_loads_with_safetensors(tmp_path):
-    tensors = {"a": torch.randn(4, 3), "b": torch.randn(5).to(torch.float16), "i": torch.tensor([1, 2], dtype=torch.int32)}
-    plan = [TensorInfo(n, {torch.float32: "F32", torch.float16: "F16", torch.int32: "I32"}[t.dtype], tuple(t.shape))
-            for n, t in tensors.items()]
+    tensors = {
+        "a": torch.randn(4, 3),
+        "b": torch.randn(5).to(torch.float16),
+        "i": torch.tensor([1, 2], dtype=torch.int32),
+    }
+    plan = [
+        TensorInfo(n, {torch.float32: "F32", torch.float16: "F16", torch.int32: "I32"}[t.dtype], tuple(t.shape))
+        for n, t in tensors.items()
+    ]
     with ShardWriter(tmp_path / "y.safetensors", plan) as w:
         for n, t in tensors.items():
             w.write(n, t)
@@ -55,10 +71,18 @@ def test_truncated_file_is_reported(tmp_path):
 
 def _cfg(tmp_path, out="out", **kw):
     base = save_model(tmp_path / "base", BASE, torch.bfloat16, extra={"big": torch.ones(64, dtype=torch.bfloat16)})
-    m1 = save_model(tmp_path / "m1", M1, torch.bfloat16, shards=2, extra={"big": torch.full((64,), 3.0, dtype=torch.bfloat16)})
+    m1 = save_model(
+        tmp_path / "m1", M1, torch.bfloat16, shards=2, extra={"big": torch.full((64,), 3.0, dtype=torch.bfloat16)}
+    )
     m2 = save_model(tmp_path / "m2", M2, torch.bfloat16, extra={"big": torch.full((64,), 5.0, dtype=torch.bfloat16)})
-    return MergeConfig(method="task_arithmetic", base_model=str(base), output=str(tmp_path / out),
-                       models=(ModelEntry(str(m1)), ModelEntry(str(m2))), parameters={"lambda": 0.5}, **kw)
+    return MergeConfig(
+        method="task_arithmetic",
+        base_model=str(base),
+        output=str(tmp_path / out),
+        models=(ModelEntry(str(m1)), ModelEntry(str(m2))),
+        parameters={"lambda": 0.5},
+        **kw,
+    )
 
 
 def test_sharded_output_with_index_and_aux_files(tmp_path):
@@ -105,7 +129,7 @@ def test_resume_skips_finished_shards(tmp_path, monkeypatch):
     done_before = list(calls)
     report = run_merge(cfg)
     assert report.resumed_shards == 2 and report.shards == 3
-    assert sorted(calls[len(done_before):]) == sorted({"big", "n", "pos", "w"} - set(done_before))
+    assert sorted(calls[len(done_before) :]) == sorted({"big", "n", "pos", "w"} - set(done_before))
     assert load_output(tmp_path / "out")["w"].tolist() == [[2.0, 2.75], [0.75, 3.0]]
 
 
@@ -137,8 +161,13 @@ def test_check_reports_a_truncated_shard_before_reading_tensors(tmp_path):
     shard.write_bytes(shard.read_bytes()[:-3])
     (tmp_path / "m.yaml").write_text(yaml.safe_dump(cfg.to_dict()))
     repo = Path(__file__).resolve().parents[3]
-    proc = subprocess.run([sys.executable, "-m", "train_judge.merge", str(tmp_path / "m.yaml"), "--check"],
-                          capture_output=True, text=True, cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)})
+    proc = subprocess.run(
+        [sys.executable, "-m", "train_judge.merge", str(tmp_path / "m.yaml"), "--check"],
+        capture_output=True,
+        text=True,
+        cwd=repo,
+        env={**os.environ, "PYTHONPATH": str(repo)},
+    )
     assert proc.returncode == 2
     assert "models[1]:" in proc.stderr and "truncated" in proc.stderr and "3 missing" in proc.stderr
 

@@ -43,10 +43,13 @@ def make_models(root, dtype: torch.dtype) -> list[str]:
     base["c.weight"].view(-1)[:4] = torch.tensor([0.0, -0.0, -0.0, 0.0])
     out = []
     for m in ("base", "m1", "m2"):
-        t = base if m == "base" else {k: (v.float() + torch.randn(v.shape, generator=g) * 2e-3).to(dtype)
-                                       for k, v in base.items()}
+        t = (
+            base
+            if m == "base"
+            else {k: (v.float() + torch.randn(v.shape, generator=g) * 2e-3).to(dtype) for k, v in base.items()}
+        )
         if m != "base":
-            q = torch.randint(-3, 4, SHAPES["b.weight"], generator=g).float() * 2.0 ** -7
+            q = torch.randint(-3, 4, SHAPES["b.weight"], generator=g).float() * 2.0**-7
             t["b.weight"] = (base["b.weight"].float() + q).to(dtype)  # deltas in {0, +-1, +-2, +-3} / 128
             t["c.weight"].view(-1)[:3] = torch.tensor([-0.0, 0.0, -0.0])
         (root / m).mkdir()
@@ -66,11 +69,23 @@ def merged_bytes(paths, tmp_path, case, path, out_dtype=None, rng="mt19937", tag
     old = os.environ.get(fused.ENV)
     os.environ[fused.ENV] = path
     try:
-        run_merge(MergeConfig(method=method, base_model=base, models=models, parameters=dict(params),
-                              output=str(out), dtype=out_dtype, seed=5, rng=rng))
+        run_merge(
+            MergeConfig(
+                method=method,
+                base_model=base,
+                models=models,
+                parameters=dict(params),
+                output=str(out),
+                dtype=out_dtype,
+                seed=5,
+                rng=rng,
+            )
+        )
     finally:
         os.environ.pop(fused.ENV) if old is None else os.environ.__setitem__(fused.ENV, old)
-    return {k: v.view(-1).view(torch.uint8).numpy().tobytes() for k, v in load_file(str(out / "model.safetensors")).items()}
+    return {
+        k: v.view(-1).view(torch.uint8).numpy().tobytes() for k, v in load_file(str(out / "model.safetensors")).items()
+    }
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
@@ -80,7 +95,9 @@ def test_numba_path_gives_the_torch_paths_bytes(tmp_path, monkeypatch, case, dty
     paths = make_models(tmp_path, dtype)
     outs = [None, "float32"] if dtype != torch.bfloat16 else [None, "float32", "float16"]
     for out_dtype in outs:
-        assert merged_bytes(paths, tmp_path, case, "numba", out_dtype) == merged_bytes(paths, tmp_path, case, "torch", out_dtype)
+        assert merged_bytes(paths, tmp_path, case, "numba", out_dtype) == merged_bytes(
+            paths, tmp_path, case, "torch", out_dtype
+        )
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
@@ -90,8 +107,12 @@ def test_slerp_numba_bytes_when_colinear_or_zero(tmp_path, monkeypatch, dtype):
     g = torch.Generator().manual_seed(7)
     x, y = torch.randn(300, 7, generator=g), torch.randn(5, 41, generator=g)
     m1 = {"a.weight": x, "b.weight": y, "c.weight": torch.zeros(9, 9), "d.weight": x[:40]}
-    m2 = {"a.weight": x * 1.7, "b.weight": y + torch.randn(5, 41, generator=g) * 1e-3,
-          "c.weight": torch.randn(9, 9, generator=g), "d.weight": -x[:40] + torch.randn(40, 7, generator=g)}
+    m2 = {
+        "a.weight": x * 1.7,
+        "b.weight": y + torch.randn(5, 41, generator=g) * 1e-3,
+        "c.weight": torch.randn(9, 9, generator=g),
+        "d.weight": -x[:40] + torch.randn(40, 7, generator=g),
+    }
     paths = []
     for i, m in enumerate((m1, m1, m2)):  # the first is a placeholder base (unused by slerp)
         (tmp_path / f"m{i}").mkdir()
@@ -100,7 +121,9 @@ def test_slerp_numba_bytes_when_colinear_or_zero(tmp_path, monkeypatch, dtype):
     calls = []
     monkeypatch.setattr(kernels, "slerp_out", lambda *a, f=kernels.slerp_out: calls.append(1) or f(*a))
     for out_dtype in (None, "float32", "bfloat16"):
-        assert merged_bytes(paths, tmp_path, "slerp", "numba", out_dtype) == merged_bytes(paths, tmp_path, "slerp", "torch", out_dtype)
+        assert merged_bytes(paths, tmp_path, "slerp", "numba", out_dtype) == merged_bytes(
+            paths, tmp_path, "slerp", "torch", out_dtype
+        )
     assert len(calls) == 3 * (34 + 5 + 2 + 5)  # the numba path ran, in chunks of <= 64 elements (whole rows)
 
 
@@ -111,12 +134,19 @@ def test_ties_keeps_the_exact_count_with_ties_across_chunks(tmp_path, monkeypatc
     paths = make_models(tmp_path, torch.bfloat16)
     for density in (0.3, 0.5, 0.77):
         out = tmp_path / f"one-{density}"
-        run_merge(MergeConfig(method="ties", base_model=paths[0], models=(ModelEntry(paths[1]),),
-                              parameters={"density": density}, output=str(out)))
+        run_merge(
+            MergeConfig(
+                method="ties",
+                base_model=paths[0],
+                models=(ModelEntry(paths[1]),),
+                parameters={"density": density},
+                output=str(out),
+            )
+        )
         got = load_file(str(out / "model.safetensors"))["b.weight"].float()
         b = load_file(paths[0] + "/model.safetensors")["b.weight"].float()
         d = load_file(paths[1] + "/model.safetensors")["b.weight"].float() - b
-        order = np.argsort(-d.abs().numpy(), kind="stable")[:keep_count(density, 1000)]  # ties: lowest index first
+        order = np.argsort(-d.abs().numpy(), kind="stable")[: keep_count(density, 1000)]  # ties: lowest index first
         want = torch.zeros(1000)
         want[order] = d[order]
         assert torch.equal(got - b, want) and int((want != 0).sum()) == keep_count(density, 1000)
@@ -126,8 +156,9 @@ def test_ties_keeps_the_exact_count_with_ties_across_chunks(tmp_path, monkeypatc
 def test_ties_second_pass_when_the_window_misses(tmp_path, monkeypatch, case):
     """The first pass's window of candidate bins is empty: the cut-offs come from another pass."""
     monkeypatch.setattr(chunking, "CHUNK", 64)
-    empty = (lambda hist, ks, need, n0, n, whole, cached, width=0.0:  # noqa: E731
-             (np.ones(len(ks), np.int64), np.zeros(len(ks), np.int64), 0))
+    empty = lambda hist, ks, need, n0, n, whole, cached, width=0.0: (  # noqa: E731
+        (np.ones(len(ks), np.int64), np.zeros(len(ks), np.int64), 0)
+    )
     monkeypatch.setattr(ties_cuts, "window", empty)
     paths = make_models(tmp_path, torch.bfloat16)
     assert merged_bytes(paths, tmp_path, case, "numba") == merged_bytes(paths, tmp_path, case, "torch")
@@ -149,8 +180,9 @@ def test_philox_stream():
     for start, count in ((0, 100_003), (1, 17), (6, 5), (99_990, 13)):
         got = np.empty(count, np.float32)
         philox.philox_fill(got, key[0], key[1], start)
-        assert np.array_equal(got, ref[start:start + count]) and np.array_equal(
-            philox.philox_uniform(*key, start, count), ref[start:start + count])
+        assert np.array_equal(got, ref[start : start + count]) and np.array_equal(
+            philox.philox_uniform(*key, start, count), ref[start : start + count]
+        )
     assert ref.min() >= 0.0 and ref.max() < 1.0
     # keep fraction of density 0.7 within 5 sigma over 1e6 draws; other seeds / names / models differ
     u = philox.philox_uniform(*philox.philox_key(1, "x", 1), 0, 1_000_000)
@@ -162,13 +194,26 @@ def test_philox_stream():
 
 def test_rng_is_validated():
     with pytest.raises(ConfigError, match="rng: unknown generator 'pcg'; valid names: mt19937, philox"):
-        MergeConfig(method="dare_linear", base_model="b", models=(ModelEntry("m"),), output="o",
-                    parameters={"density": 0.5}, rng="pcg")
+        MergeConfig(
+            method="dare_linear",
+            base_model="b",
+            models=(ModelEntry("m"),),
+            output="o",
+            parameters={"density": 0.5},
+            rng="pcg",
+        )
     with pytest.raises(ConfigError, match="rng: ties draws no random numbers"):
-        MergeConfig(method="ties", base_model="b", models=(ModelEntry("m"),), output="o",
-                    parameters={"density": 0.5}, rng="philox")
-    cfg = MergeConfig(method="dare_ties", base_model="b", models=(ModelEntry("m"),), output="o",
-                      parameters={"density": 0.5})
+        MergeConfig(
+            method="ties",
+            base_model="b",
+            models=(ModelEntry("m"),),
+            output="o",
+            parameters={"density": 0.5},
+            rng="philox",
+        )
+    cfg = MergeConfig(
+        method="dare_ties", base_model="b", models=(ModelEntry("m"),), output="o", parameters={"density": 0.5}
+    )
     assert "rng" not in cfg.to_dict()  # the default stays out of records and fingerprints
 
 
@@ -180,13 +225,22 @@ def test_env_var_switch(tmp_path, monkeypatch):
     for value, used in (("torch", False), ("numba", True), ("", True)):
         monkeypatch.setenv(fused.ENV, value)
         calls.clear()
-        run_merge(MergeConfig(method="task_arithmetic", base_model=paths[0], models=(ModelEntry(paths[1]),),
-                              output=str(tmp_path / f"ta-{value}")))
+        run_merge(
+            MergeConfig(
+                method="task_arithmetic",
+                base_model=paths[0],
+                models=(ModelEntry(paths[1]),),
+                output=str(tmp_path / f"ta-{value}"),
+            )
+        )
         assert bool(calls) == used
     monkeypatch.setenv(fused.ENV, "cuda")
     with pytest.raises(ConfigError, match="PROM_MERGE_KERNELS: expected one of numba, torch"):
-        run_merge(MergeConfig(method="linear", models=(ModelEntry(paths[1]), ModelEntry(paths[2])),
-                              output=str(tmp_path / "bad")))
+        run_merge(
+            MergeConfig(
+                method="linear", models=(ModelEntry(paths[1]), ModelEntry(paths[2])), output=str(tmp_path / "bad")
+            )
+        )
     monkeypatch.setattr(kernels, "HAVE_NUMBA", False)  # numba missing: the torch path, or a clear error
     monkeypatch.setenv(fused.ENV, "")
     assert fused.path() == "torch"
@@ -199,10 +253,16 @@ def test_lora_experts_and_mixed_dtypes_keep_the_torch_path(tmp_path, monkeypatch
     monkeypatch.setenv(fused.ENV, "numba")
     paths = make_models(tmp_path, torch.bfloat16)
     (tmp_path / "m32").mkdir()
-    save_file({k: v.float() for k, v in load_file(paths[1] + "/model.safetensors").items()},
-              str(tmp_path / "m32" / "model.safetensors"))
-    cfg = MergeConfig(method="task_arithmetic", base_model=paths[0], output=str(tmp_path / "o"),
-                      models=(ModelEntry(str(tmp_path / "m32")), ModelEntry(paths[2])))
+    save_file(
+        {k: v.float() for k, v in load_file(paths[1] + "/model.safetensors").items()},
+        str(tmp_path / "m32" / "model.safetensors"),
+    )
+    cfg = MergeConfig(
+        method="task_arithmetic",
+        base_model=paths[0],
+        output=str(tmp_path / "o"),
+        models=(ModelEntry(str(tmp_path / "m32")), ModelEntry(paths[2])),
+    )
     from train_judge.merge.plan import make_plan
 
     plan = make_plan(cfg)

@@ -32,15 +32,22 @@ def test_hand_computed_lora_delta(tmp_path):
     base = lora_base(tmp_path / "base")
     a, b = torch.tensor([[1.0, 2.0]]), torch.tensor([[1.0], [0.5]])  # r = 1, alpha = 2: delta = 2 * B @ A
     ad = hand_adapter(tmp_path / "ad", {"base_model.model.w.lora_A.weight": a, "base_model.model.w.lora_B.weight": b})
-    run_merge(MergeConfig(method="task_arithmetic", base_model=str(base), models=(ModelEntry(str(ad)),),
-                          output=str(tmp_path / "out")))
+    run_merge(
+        MergeConfig(
+            method="task_arithmetic", base_model=str(base), models=(ModelEntry(str(ad)),), output=str(tmp_path / "out")
+        )
+    )
     out = load_output(tmp_path / "out")
     assert out["w.weight"].tolist() == [[3.0, 6.0], [4.0, 6.0]]  # [[1, 2], [3, 4]] + [[2, 4], [1, 2]]
     assert out["n"].tolist() == [1.0, 1.0] and out["pos"].tolist() == [0, 1, 2]  # untouched: the base
-    ft = hand_adapter(tmp_path / "ft", {"base_model.model.w.lora_A.weight": b.T.contiguous(),
-                                        "base_model.model.w.lora_B.weight": a.T.contiguous()}, fan_in_fan_out=True)
-    run_merge(MergeConfig(method="linear", base_model=str(base), models=(ModelEntry(str(ft)),),
-                          output=str(tmp_path / "out2")))
+    ft = hand_adapter(
+        tmp_path / "ft",
+        {"base_model.model.w.lora_A.weight": b.T.contiguous(), "base_model.model.w.lora_B.weight": a.T.contiguous()},
+        fan_in_fan_out=True,
+    )
+    run_merge(
+        MergeConfig(method="linear", base_model=str(base), models=(ModelEntry(str(ft)),), output=str(tmp_path / "out2"))
+    )
     # fan_in_fan_out: delta = (2 * A^T @ B^T)^T = 2 * B @ A, the same as above
     assert load_output(tmp_path / "out2")["w.weight"].tolist() == [[3.0, 6.0], [4.0, 6.0]]
 
@@ -51,13 +58,25 @@ def test_lora_problems_are_listed(tmp_path):
     ad = hand_adapter(tmp_path / "ad", good)
     with pytest.raises(ConfigError, match="are LoRA adapters, which merge as deltas on a base model"):
         run_merge(MergeConfig(method="linear", models=(ModelEntry(str(ad)),), output=str(tmp_path / "o")))
-    odd = hand_adapter(tmp_path / "odd", {
-        "base_model.model.w.lora_A.weight": torch.ones(1, 3), "base_model.model.w.lora_B.weight": torch.ones(2, 1),
-        "base_model.model.lm_head.weight": torch.ones(2, 2), "base_model.model.q.lora_A.weight": torch.ones(1, 2)},
-        use_dora=True)
+    odd = hand_adapter(
+        tmp_path / "odd",
+        {
+            "base_model.model.w.lora_A.weight": torch.ones(1, 3),
+            "base_model.model.w.lora_B.weight": torch.ones(2, 1),
+            "base_model.model.lm_head.weight": torch.ones(2, 2),
+            "base_model.model.q.lora_A.weight": torch.ones(1, 2),
+        },
+        use_dora=True,
+    )
     with pytest.raises(ConfigError) as e:
-        run_merge(MergeConfig(method="task_arithmetic", base_model=str(base), models=(ModelEntry(str(odd)),),
-                              output=str(tmp_path / "o")))
+        run_merge(
+            MergeConfig(
+                method="task_arithmetic",
+                base_model=str(base),
+                models=(ModelEntry(str(odd)),),
+                output=str(tmp_path / "o"),
+            )
+        )
     text = str(e.value)
     assert "DoRA adapters (use_dora: true) are not supported" in text
     assert "q.weight has lora_A but not its partner" in text
@@ -66,8 +85,11 @@ def test_lora_problems_are_listed(tmp_path):
     assert not (tmp_path / "o").exists()
 
 
-TARGETS = {"abs": ["q_proj", "v_proj", "down_proj"], "rel": ["q_proj", "k_proj", "o_proj", "up_proj"],
-           "alt": ["q_proj", "v_proj", "k_proj"]}
+TARGETS = {
+    "abs": ["q_proj", "v_proj", "down_proj"],
+    "rel": ["q_proj", "k_proj", "o_proj", "up_proj"],
+    "alt": ["q_proj", "v_proj", "k_proj"],
+}
 
 
 @pytest.fixture(scope="module")
@@ -81,11 +103,23 @@ def lora_models(tiny_model_dir, tmp_path_factory):
     base.save_pretrained(root / "base32")
     configs = {
         "abs": LoraConfig(r=4, lora_alpha=8, target_modules=TARGETS["abs"], init_lora_weights=False),
-        "rel": LoraConfig(r=8, lora_alpha=4, use_rslora=True, target_modules=TARGETS["rel"],
-                          alpha_pattern={"o_proj": 16}, init_lora_weights=False),
+        "rel": LoraConfig(
+            r=8,
+            lora_alpha=4,
+            use_rslora=True,
+            target_modules=TARGETS["rel"],
+            alpha_pattern={"o_proj": 16},
+            init_lora_weights=False,
+        ),
         # alternation in a pattern key: peft matches (.*\.)?(q_proj|v_proj)$, so v_proj gets alpha 32 too
-        "alt": LoraConfig(r=4, lora_alpha=8, target_modules=TARGETS["alt"], alpha_pattern={"q_proj|v_proj": 32},
-                          rank_pattern={"k_proj|v_proj": 2}, init_lora_weights=False),
+        "alt": LoraConfig(
+            r=4,
+            lora_alpha=8,
+            target_modules=TARGETS["alt"],
+            alpha_pattern={"q_proj|v_proj": 32},
+            rank_pattern={"k_proj|v_proj": 2},
+            init_lora_weights=False,
+        ),
     }
     merged = {}
     for seed, (name, cfg) in enumerate(configs.items()):
@@ -93,14 +127,24 @@ def lora_models(tiny_model_dir, tmp_path_factory):
         model = get_peft_model(AutoModelForCausalLM.from_pretrained(root / "base32", dtype=torch.float32), cfg)
         model.save_pretrained(root / name)
         fresh = AutoModelForCausalLM.from_pretrained(root / "base32", dtype=torch.float32)
-        merged[name] = {k: v.clone() for k, v in PeftModel.from_pretrained(fresh, root / name).merge_and_unload()
-                        .state_dict().items()}
+        merged[name] = {
+            k: v.clone()
+            for k, v in PeftModel.from_pretrained(fresh, root / name).merge_and_unload().state_dict().items()
+        }
     return {"root": root, "base32": root / "base32", "peft": merged, **{name: root / name for name in configs}}
 
 
-@pytest.mark.parametrize("method,adapter,chunk", [("task_arithmetic", "abs", None), ("linear", "rel", None),
-                                                  ("dare_linear", "abs", None), ("task_arithmetic", "alt", None),
-                                                  ("task_arithmetic", "rel", 100), ("ties", "alt", 100)])
+@pytest.mark.parametrize(
+    "method,adapter,chunk",
+    [
+        ("task_arithmetic", "abs", None),
+        ("linear", "rel", None),
+        ("dare_linear", "abs", None),
+        ("task_arithmetic", "alt", None),
+        ("task_arithmetic", "rel", 100),
+        ("ties", "alt", 100),
+    ],
+)
 def test_single_adapter_equals_peft_merge_and_unload(lora_models, tmp_path, monkeypatch, method, adapter, chunk):
     """chunk: merge a few rows at a time (LoRA deltas computed per row block)."""
     from train_judge.merge import chunking
@@ -108,8 +152,15 @@ def test_single_adapter_equals_peft_merge_and_unload(lora_models, tmp_path, monk
     if chunk:
         monkeypatch.setattr(chunking, "CHUNK", chunk)
     params = {"density": 1.0} if method in ("dare_linear", "ties") else {}
-    run_merge(MergeConfig(method=method, base_model=str(lora_models["base32"]), parameters=params,
-                          models=(ModelEntry(str(lora_models[adapter]), weight=1.0),), output=str(tmp_path / "out")))
+    run_merge(
+        MergeConfig(
+            method=method,
+            base_model=str(lora_models["base32"]),
+            parameters=params,
+            models=(ModelEntry(str(lora_models[adapter]), weight=1.0),),
+            output=str(tmp_path / "out"),
+        )
+    )
     out = load_output(tmp_path / "out")
     want = lora_models["peft"][adapter]
     base = load_output(lora_models["base32"])
@@ -131,12 +182,23 @@ def test_linear_unnormalized_equals_merging_peft_full_models(lora_models, tmp_pa
         full[name] = tmp_path / f"full-{name}"
         full[name].mkdir()
         save_file({k: lora_models["peft"][name][k].contiguous() for k in base}, str(full[name] / "model.safetensors"))
-    run_merge(MergeConfig(method="linear", base_model=str(lora_models["base32"]), parameters={"normalize": False},
-                          models=(ModelEntry(str(lora_models["abs"])), ModelEntry(str(lora_models["rel"]))),
-                          output=str(tmp_path / "lora")))
-    run_merge(MergeConfig(method="linear", parameters={"normalize": False},
-                          models=(ModelEntry(str(full["abs"])), ModelEntry(str(full["rel"]))),
-                          output=str(tmp_path / "full")))
+    run_merge(
+        MergeConfig(
+            method="linear",
+            base_model=str(lora_models["base32"]),
+            parameters={"normalize": False},
+            models=(ModelEntry(str(lora_models["abs"])), ModelEntry(str(lora_models["rel"]))),
+            output=str(tmp_path / "lora"),
+        )
+    )
+    run_merge(
+        MergeConfig(
+            method="linear",
+            parameters={"normalize": False},
+            models=(ModelEntry(str(full["abs"])), ModelEntry(str(full["rel"]))),
+            output=str(tmp_path / "full"),
+        )
+    )
     got, via_full = load_output(tmp_path / "lora"), load_output(tmp_path / "full")
     embed = "model.embed_tokens.weight"
     assert torch.equal(got[embed], 2 * base[embed])
@@ -150,9 +212,19 @@ def test_pocket_judge_recipe(lora_models, tiny_model_dir, tmp_path):
     """Two experts, linear 0.5 each, and DARE-linear, on the bf16 base: loadable HF folders."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    (tmp_path / "linear.yaml").write_text(yaml.safe_dump({
-        "method": "linear", "base_model": str(tiny_model_dir), "output": "pocket-linear",
-        "models": [{"path": str(lora_models["abs"]), "weight": 0.5}, {"path": str(lora_models["rel"]), "weight": 0.5}]}))
+    (tmp_path / "linear.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "method": "linear",
+                "base_model": str(tiny_model_dir),
+                "output": "pocket-linear",
+                "models": [
+                    {"path": str(lora_models["abs"]), "weight": 0.5},
+                    {"path": str(lora_models["rel"]), "weight": 0.5},
+                ],
+            }
+        )
+    )
     run_merge(load_config(tmp_path / "linear.yaml"))
     out = load_output(tmp_path / "pocket-linear")
     p_abs, p_rel = lora_models["peft"]["abs"], lora_models["peft"]["rel"]
@@ -160,9 +232,18 @@ def test_pocket_judge_recipe(lora_models, tiny_model_dir, tmp_path):
         assert t.dtype == torch.bfloat16, name
         assert torch.allclose(t.float(), (p_abs[name] + p_rel[name]) / 2, atol=2e-2, rtol=1e-2), name
 
-    (tmp_path / "dare.yaml").write_text(yaml.safe_dump({
-        "method": "dare_linear", "base_model": str(tiny_model_dir), "output": "pocket-dare", "seed": 0,
-        "models": [str(lora_models["abs"]), str(lora_models["rel"])], "parameters": {"density": 0.7, "weights": [0.5, 0.5]}}))
+    (tmp_path / "dare.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "method": "dare_linear",
+                "base_model": str(tiny_model_dir),
+                "output": "pocket-dare",
+                "seed": 0,
+                "models": [str(lora_models["abs"]), str(lora_models["rel"])],
+                "parameters": {"density": 0.7, "weights": [0.5, 0.5]},
+            }
+        )
+    )
     run_merge(load_config(tmp_path / "dare.yaml"))
     folder = tmp_path / "pocket-dare"
     for f in ("config.json", "tokenizer.json", "tokenizer_config.json", "model.safetensors", "merge_config.yaml"):
@@ -176,6 +257,8 @@ def test_pocket_judge_recipe(lora_models, tiny_model_dir, tmp_path):
     base = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     q = "model.layers.0.self_attn.q_proj.weight"
     assert not torch.equal(model.state_dict()[q], base.state_dict()[q])
-    assert torch.equal(model.state_dict()["model.layers.0.mlp.gate_proj.weight"],
-                       base.state_dict()["model.layers.0.mlp.gate_proj.weight"])  # no expert touches it
+    assert torch.equal(
+        model.state_dict()["model.layers.0.mlp.gate_proj.weight"],
+        base.state_dict()["model.layers.0.mlp.gate_proj.weight"],
+    )  # no expert touches it
     shutil.rmtree(folder)

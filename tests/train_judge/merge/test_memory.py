@@ -77,12 +77,15 @@ def test_peak_rss_stays_bounded(tmp_path):
     assert model_bytes > 4 * BOUND_MB * 1e6  # each input is several times the bound
     result = json.loads(_run(MERGE, str(tmp_path)).strip().splitlines()[-1])
     extra_mb = (result["after_kb"] - result["before_kb"]) / 1024
-    print(f"peak RSS {result['after_kb'] / 1024:.0f} MB, +{extra_mb:.1f} MB over the imports, "
-          f"merging 3 x {model_bytes / 1e6:.0f} MB in {result['seconds']:.1f} s")
+    print(
+        f"peak RSS {result['after_kb'] / 1024:.0f} MB, +{extra_mb:.1f} MB over the imports, "
+        f"merging 3 x {model_bytes / 1e6:.0f} MB in {result['seconds']:.1f} s"
+    )
     assert result["bytes"] == TENSORS * NUMEL * 4 and result["shards"] == 3
     assert extra_mb < BOUND_MB
     # spot-check the result: TIES of identical-seed tensors is deterministic; the output reads back
     from safetensors import safe_open
+
     index = json.loads((tmp_path / "out" / "model.safetensors.index.json").read_text())
     assert len(index["weight_map"]) == TENSORS
     first = index["weight_map"]["layers.0.weight"]

@@ -14,16 +14,26 @@ from train_judge.merge.task_vector import magnitude_trim
 
 @pytest.fixture()
 def models(tmp_path):
-    return {"base": save_model(tmp_path / "base", BASE), "m1": save_model(tmp_path / "m1", M1),
-            "m2": save_model(tmp_path / "m2", M2, shards=2)}  # m2 sharded: index + 2 files
+    return {
+        "base": save_model(tmp_path / "base", BASE),
+        "m1": save_model(tmp_path / "m1", M1),
+        "m2": save_model(tmp_path / "m2", M2, shards=2),
+    }  # m2 sharded: index + 2 files
 
 
 def merge(models, tmp_path, method, weights=(None, None), densities=(None, None), **params):
     base = method not in ("linear", "slerp")  # those take no base_model with full checkpoints
-    cfg = MergeConfig(method=method, base_model=str(models["base"]) if base else None, output=str(tmp_path / "out"),
-                      models=tuple(ModelEntry(str(models[k]), weight=w, density=d)
-                                   for k, w, d in zip(("m1", "m2"), weights, densities, strict=True)),
-                      parameters=params, seed=params.pop("seed", 0) if "seed" in params else 0)
+    cfg = MergeConfig(
+        method=method,
+        base_model=str(models["base"]) if base else None,
+        output=str(tmp_path / "out"),
+        models=tuple(
+            ModelEntry(str(models[k]), weight=w, density=d)
+            for k, w, d in zip(("m1", "m2"), weights, densities, strict=True)
+        ),
+        parameters=params,
+        seed=params.pop("seed", 0) if "seed" in params else 0,
+    )
     run_merge(cfg)
     return load_output(tmp_path / "out")
 
@@ -65,8 +75,12 @@ def test_slerp_hand_computed(tmp_path):
     b = save_model(tmp_path / "b", {"w": [[0.0, 1.0], [0.0, 0.0]], "v": [2.0, 4.0]})
 
     def run(name, **params):
-        cfg = MergeConfig(method="slerp", models=(ModelEntry(str(a)), ModelEntry(str(b))),
-                          output=str(tmp_path / name), parameters=params)
+        cfg = MergeConfig(
+            method="slerp",
+            models=(ModelEntry(str(a)), ModelEntry(str(b))),
+            output=str(tmp_path / name),
+            parameters=params,
+        )
         run_merge(cfg)
         return load_output(tmp_path / name)
 
@@ -85,8 +99,13 @@ def test_slerp_hand_computed(tmp_path):
 def test_dtype_preserved(tmp_path, dtype):
     base = save_model(tmp_path / "base", BASE, dtype)
     m1, m2 = save_model(tmp_path / "m1", M1, dtype), save_model(tmp_path / "m2", M2, dtype)
-    cfg = MergeConfig(method="ties", base_model=str(base), models=(ModelEntry(str(m1)), ModelEntry(str(m2))),
-                      output=str(tmp_path / "out"), parameters={"density": 0.5})
+    cfg = MergeConfig(
+        method="ties",
+        base_model=str(base),
+        models=(ModelEntry(str(m1)), ModelEntry(str(m2))),
+        output=str(tmp_path / "out"),
+        parameters={"density": 0.5},
+    )
     run_merge(cfg)
     out = load_output(tmp_path / "out")
     assert out["w"].dtype == dtype and out["n"].dtype == dtype
@@ -94,8 +113,12 @@ def test_dtype_preserved(tmp_path, dtype):
 
 
 def test_output_dtype_override(models, tmp_path):
-    cfg = MergeConfig(method="linear", models=(ModelEntry(str(models["m1"])), ModelEntry(str(models["m2"]))),
-                      output=str(tmp_path / "out"), dtype="bfloat16")
+    cfg = MergeConfig(
+        method="linear",
+        models=(ModelEntry(str(models["m1"])), ModelEntry(str(models["m2"]))),
+        output=str(tmp_path / "out"),
+        dtype="bfloat16",
+    )
     run_merge(cfg)
     out = load_output(tmp_path / "out")
     assert out["w"].dtype == torch.bfloat16 and out["pos"].dtype == torch.int64
@@ -107,8 +130,11 @@ def big_models(tmp_path, n=4096):
     base = {"w": torch.randn(n, generator=g).tolist()}
     m1 = {"w": (torch.tensor(base["w"]) + torch.randn(n, generator=g)).tolist()}
     m2 = {"w": (torch.tensor(base["w"]) + torch.randn(n, generator=g)).tolist()}
-    return {"base": save_model(tmp_path / "base", base), "m1": save_model(tmp_path / "m1", m1),
-            "m2": save_model(tmp_path / "m2", m2)}
+    return {
+        "base": save_model(tmp_path / "base", base),
+        "m1": save_model(tmp_path / "m1", m1),
+        "m2": save_model(tmp_path / "m2", m2),
+    }
 
 
 @pytest.mark.parametrize("method", ["dare_linear", "dare_ties"])
@@ -116,9 +142,14 @@ def test_dare_is_seeded(tmp_path, method):
     models = big_models(tmp_path)
     outs = {}
     for name, seed in (("a", 7), ("b", 7), ("c", 8)):
-        cfg = MergeConfig(method=method, base_model=str(models["base"]), output=str(tmp_path / name), seed=seed,
-                          models=(ModelEntry(str(models["m1"])), ModelEntry(str(models["m2"]))),
-                          parameters={"density": 0.3})
+        cfg = MergeConfig(
+            method=method,
+            base_model=str(models["base"]),
+            output=str(tmp_path / name),
+            seed=seed,
+            models=(ModelEntry(str(models["m1"])), ModelEntry(str(models["m2"]))),
+            parameters={"density": 0.3},
+        )
         run_merge(cfg)
         outs[name] = load_output(tmp_path / name)["w"]
     assert torch.equal(outs["a"], outs["b"])
@@ -128,8 +159,13 @@ def test_dare_is_seeded(tmp_path, method):
 def test_dare_linear_drops_and_rescales(tmp_path):
     """One expert, density 0.25: each delta entry is either dropped (0) or multiplied by 4."""
     models = big_models(tmp_path, n=8192)
-    cfg = MergeConfig(method="dare_linear", base_model=str(models["base"]), output=str(tmp_path / "out"),
-                      models=(ModelEntry(str(models["m1"])),), parameters={"density": 0.25})
+    cfg = MergeConfig(
+        method="dare_linear",
+        base_model=str(models["base"]),
+        output=str(tmp_path / "out"),
+        models=(ModelEntry(str(models["m1"])),),
+        parameters={"density": 0.25},
+    )
     run_merge(cfg)
     base = load_output(models["base"])["w"]
     d = load_output(models["m1"])["w"] - base
@@ -157,8 +193,14 @@ def test_dare_in_chunks_equals_one_whole_draw(tmp_path, monkeypatch, method):
     outs = {}
     for chunk in (1 << 20, 100):  # one piece, then 41 pieces
         monkeypatch.setattr(chunking, "CHUNK", chunk)
-        cfg = MergeConfig(method=method, base_model=str(models["base"]), output=str(tmp_path / f"out{chunk}"),
-                          models=(ModelEntry(str(models["m1"])),), parameters={"density": 0.3}, seed=3)
+        cfg = MergeConfig(
+            method=method,
+            base_model=str(models["base"]),
+            output=str(tmp_path / f"out{chunk}"),
+            models=(ModelEntry(str(models["m1"])),),
+            parameters={"density": 0.3},
+            seed=3,
+        )
         run_merge(cfg)
         outs[chunk] = load_output(tmp_path / f"out{chunk}")["w"]
     assert torch.equal(outs[100], outs[1 << 20])

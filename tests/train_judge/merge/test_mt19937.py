@@ -22,12 +22,16 @@ def torch_draws(seed: int, n: int) -> np.ndarray:
 def test_same_numbers_as_torch_in_any_chunking(seed: int, chunking: str):
     n = 5 * N + 17  # past several regenerations of the state
     ref = torch_draws(seed, n)
-    sizes = {"whole": [n], "one": [1] * 40 + [n - 40], "state_sized": [N - 1, N, N + 1, 1, n - 3 * N - 1],
-             "random": list(np.random.default_rng(seed % 1000).integers(1, 700, size=40))}[chunking]
+    sizes = {
+        "whole": [n],
+        "one": [1] * 40 + [n - 40],
+        "state_sized": [N - 1, N, N + 1, 1, n - 3 * N - 1],
+        "random": list(np.random.default_rng(seed % 1000).integers(1, 700, size=40)),
+    }[chunking]
     gen, out, i = MT19937(seed), np.full(n, -1.0, np.float32), 0
     for k in sizes:
         k = min(int(k), n - i)
-        gen.fill(out[i:i + k])
+        gen.fill(out[i : i + k])
         i += k
     if i < n:
         gen.fill(out[i:])
@@ -37,8 +41,8 @@ def test_same_numbers_as_torch_in_any_chunking(seed: int, chunking: str):
 @pytest.mark.parametrize("seed", SEEDS[:4])
 def test_numpy_fallback_gives_the_same_numbers(seed: int):
     st, out = seed_state(seed), np.empty(2 * N + 3, np.float32)
-    mt19937._py_fill(st, out[:N + 1])
-    mt19937._py_fill(st, out[N + 1:])
+    mt19937._py_fill(st, out[: N + 1])
+    mt19937._py_fill(st, out[N + 1 :])
     assert np.array_equal(out, torch_draws(seed, out.size))
 
 
@@ -55,4 +59,4 @@ def test_seed_state_matches_the_reference_initialisation():
     gen_out = np.empty(1, np.float32)
     MT19937(5489).fill(gen_out)
     assert st[0] == 5489 and st[N] == N
-    assert gen_out[0] == np.float32(3499211612 & 0xFFFFFF) * np.float32(2.0 ** -24)
+    assert gen_out[0] == np.float32(3499211612 & 0xFFFFFF) * np.float32(2.0**-24)

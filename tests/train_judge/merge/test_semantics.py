@@ -68,7 +68,8 @@ def test_ties_matches_numpy_reference(normalize):
     deltas = [bf16_delta(s).numpy() for s in (1, 2, 3)]
     weights, densities = [1.0, 0.5, 2.0], [0.2, 0.5, 0.3]
     got = TaskVectorMerge("magnitude", consensus=True).combine(
-        [torch.from_numpy(d.copy()) for d in deltas], weights, densities, None, normalize=normalize)
+        [torch.from_numpy(d.copy()) for d in deltas], weights, densities, None, normalize=normalize
+    )
     want = reference_ties(deltas, weights, densities, normalize)
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-6, atol=1e-12)
 
@@ -88,8 +89,13 @@ def models(tmp_path):
 
 
 def _cfg(models, tmp_path, method, **params):
-    return MergeConfig(method=method, base_model=str(models["base"]), output=str(tmp_path / "out"),
-                       models=(ModelEntry(str(models["m1"])), ModelEntry(str(models["m2"]))), parameters=params)
+    return MergeConfig(
+        method=method,
+        base_model=str(models["base"]),
+        output=str(tmp_path / "out"),
+        models=(ModelEntry(str(models["m1"])), ModelEntry(str(models["m2"]))),
+        parameters=params,
+    )
 
 
 def test_dare_ties_normalize_false_sums_like_mergekit(models, tmp_path):
@@ -104,30 +110,44 @@ def test_dare_ties_normalize_false_sums_like_mergekit(models, tmp_path):
 def test_drop_rate_is_the_papers_p(models, tmp_path):
     cfg = _cfg(models, tmp_path, "dare_linear", drop_rate=0.1, **{"lambda": 1.95})
     assert cfg.densities() == [pytest.approx(0.9), pytest.approx(0.9)] and cfg.method_params()["lambda"] == 1.95
-    for params, message in [({"p": 0.1}, "parameters.p: not a parameter of dare_linear: the DARE paper's drop"),
-                            ({"density": 0.9, "scale": 1.95}, "parameters.lambda here"),
-                            ({"density": 0.9, "drop_rate": 0.1}, "given together with parameters.density"),
-                            ({"drop_rate": 1.0}, "expected the drop probability p in [0, 1)")]:
+    for params, message in [
+        ({"p": 0.1}, "parameters.p: not a parameter of dare_linear: the DARE paper's drop"),
+        ({"density": 0.9, "scale": 1.95}, "parameters.lambda here"),
+        ({"density": 0.9, "drop_rate": 0.1}, "given together with parameters.density"),
+        ({"drop_rate": 1.0}, "expected the drop probability p in [0, 1)"),
+    ]:
         with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
             _cfg(models, tmp_path, "dare_linear", **params)
     with pytest.raises(ConfigError, match="parameters.drop_rate: not a parameter of ties: ties does not drop"):
         _cfg(models, tmp_path, "ties", density=0.5, drop_rate=0.1)
-    yaml_cfg = config_from_dict({"method": "dare_ties", "base_model": "/b", "output": "/o",
-                                 "models": [{"path": "/m", "drop_rate": 0.25}], "parameters": {}})
+    yaml_cfg = config_from_dict(
+        {
+            "method": "dare_ties",
+            "base_model": "/b",
+            "output": "/o",
+            "models": [{"path": "/m", "drop_rate": 0.25}],
+            "parameters": {},
+        }
+    )
     assert yaml_cfg.densities() == [0.75]
 
 
 def test_mergekit_recipe_and_typos_are_refused():
-    recipe = {"merge_method": "dare_ties", "base_model": "/b", "output": "/o",
-              "models": [{"model": "/m", "parameters": {"weight": 1, "density": 0.5}}]}
+    recipe = {
+        "merge_method": "dare_ties",
+        "base_model": "/b",
+        "output": "/o",
+        "models": [{"model": "/m", "parameters": {"weight": 1, "density": 0.5}}],
+    }
     with pytest.raises(ConfigError) as e:
         config_from_dict(recipe)
     text = str(e.value)
     assert "looks like a mergekit recipe" in text and "sums the agreeing deltas" in text
     assert "models[0]: unknown keys ['parameters']" in text
     with pytest.raises(ConfigError, match="parameters.densty: not a parameter of ties; valid: density, lambda"):
-        config_from_dict({"method": "ties", "base_model": "/b", "output": "/o", "models": ["/m"],
-                          "parameters": {"densty": 0.5}})
+        config_from_dict(
+            {"method": "ties", "base_model": "/b", "output": "/o", "models": ["/m"], "parameters": {"densty": 0.5}}
+        )
 
 
 def test_linear_with_base_model_and_full_models_is_refused(models, tmp_path):
@@ -150,9 +170,16 @@ def test_ties_merge_in_chunks_matches_numpy_reference(tmp_path, monkeypatch, chu
     for name in ("m1", "m2"):
         folders[name] = (base.float() + torch.randn(688, 256, generator=g) * 2e-4).bfloat16()
     paths = {k: save_model(tmp_path / k, {"w": v.float().tolist()}, torch.bfloat16) for k, v in folders.items()}
-    cfg = MergeConfig(method="ties", base_model=str(paths["base"]), dtype="float32", output=str(tmp_path / "out"),
-                      models=(ModelEntry(str(paths["m1"]), weight=1.0, density=0.2),
-                              ModelEntry(str(paths["m2"]), weight=2.0, density=0.5)))
+    cfg = MergeConfig(
+        method="ties",
+        base_model=str(paths["base"]),
+        dtype="float32",
+        output=str(tmp_path / "out"),
+        models=(
+            ModelEntry(str(paths["m1"]), weight=1.0, density=0.2),
+            ModelEntry(str(paths["m2"]), weight=2.0, density=0.5),
+        ),
+    )
     run_merge(cfg)
     got = load_output(tmp_path / "out")["w"]
     b32 = base.float().numpy()
@@ -187,5 +214,6 @@ def test_histogram_cut_and_and_mask_match_the_plain_definitions():
         ref = d.clone().masked_fill_(draws >= density, 0.0).div_(density)
         got = random_drop(d.clone(), density, None, draws.clone())
         assert torch.equal(got.view(torch.int32), ref.view(torch.int32))
-        assert torch.equal(random_drop(d.clone(), density, torch.Generator().manual_seed(1)).view(torch.int32),
-                           ref.view(torch.int32))
+        assert torch.equal(
+            random_drop(d.clone(), density, torch.Generator().manual_seed(1)).view(torch.int32), ref.view(torch.int32)
+        )

@@ -16,8 +16,23 @@ def test_repeat_rounds_end_with_a_summary(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(merge_speed, "HIDDEN", 64)
     monkeypatch.setattr(merge_speed, "INTER", 128)
     monkeypatch.setattr(merge_speed, "VOCAB", 256)
-    assert merge_speed.main(["--size-gb", "0.0005", "--shard-mb", "1", "--methods", "linear,ties", "--repeat", "2",
-                             "--dir", str(tmp_path)]) == 0
+    assert (
+        merge_speed.main(
+            [
+                "--size-gb",
+                "0.0005",
+                "--shard-mb",
+                "1",
+                "--methods",
+                "linear,ties",
+                "--repeat",
+                "2",
+                "--dir",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert out.count("I/O floor, 3 inputs + 1 output") == 2 and "-- round 2 of 2" in out
     rounds, summary = out.split("-- over 2 rounds")
@@ -51,8 +66,24 @@ def test_out_dir_takes_the_outputs_and_the_floor_file(tmp_path, monkeypatch, cap
     monkeypatch.setattr(merge_speed, "io_floor", floor)
     monkeypatch.setattr(merge_speed, "run_method", method)
     inputs, outs = tmp_path / "in", tmp_path / "outs"
-    assert merge_speed.main(["--size-gb", "0.0005", "--shard-mb", "1", "--methods", "linear", "--dir", str(inputs),
-                             "--out-dir", str(outs), "--keep"]) == 0
+    assert (
+        merge_speed.main(
+            [
+                "--size-gb",
+                "0.0005",
+                "--shard-mb",
+                "1",
+                "--methods",
+                "linear",
+                "--dir",
+                str(inputs),
+                "--out-dir",
+                str(outs),
+                "--keep",
+            ]
+        )
+        == 0
+    )
     assert set(seen["floor"]) == {outs} and len(seen["floor"]) == 6  # 2 and 3 inputs, best of three each
     assert seen["merge"] == [outs]
     assert (inputs / "base").is_dir() and not list(outs.iterdir())  # inputs kept, nothing left in --out-dir

@@ -28,7 +28,7 @@ def make_models(root, dtype: torch.dtype, first_rows_scale: float = 1.0) -> list
         t = dict(base)
         if m != "base":
             t = {k: (v.float() + torch.randn(v.shape, generator=g) * 2e-3 * i).to(dtype) for k, v in base.items()}
-            q = torch.randint(-60, 61, SHAPES["quant.weight"], generator=g).float() * 2.0 ** -9
+            q = torch.randint(-60, 61, SHAPES["quant.weight"], generator=g).float() * 2.0**-9
             t["quant.weight"] = (base["quant.weight"].float() + q).to(dtype)
             big = t["big.weight"].float()
             big[:20] = base["big.weight"][:20].float() + (big[:20] - base["big.weight"][:20].float()) * first_rows_scale
@@ -43,9 +43,20 @@ def merge(paths, out, path: str, monkeypatch, method="ties", out_dtype=None, **p
     monkeypatch.setenv(fused.ENV, path)
     densities = params.pop("densities", None)
     models = tuple(ModelEntry(p, density=d) for p, d in zip(paths[1:], densities or [None, None], strict=True))
-    run_merge(MergeConfig(method=method, base_model=paths[0], models=models, parameters=params, output=str(out),
-                          dtype=out_dtype, seed=4))
-    return {k: v.view(-1).view(torch.uint8).numpy().tobytes() for k, v in load_file(str(out / "model.safetensors")).items()}
+    run_merge(
+        MergeConfig(
+            method=method,
+            base_model=paths[0],
+            models=models,
+            parameters=params,
+            output=str(out),
+            dtype=out_dtype,
+            seed=4,
+        )
+    )
+    return {
+        k: v.view(-1).view(torch.uint8).numpy().tobytes() for k, v in load_file(str(out / "model.safetensors")).items()
+    }
 
 
 @pytest.fixture
@@ -65,8 +76,10 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("dtype,out_dtype", [(torch.bfloat16, None), (torch.float32, None),
-                                             (torch.float32, "bfloat16"), (torch.float16, "bfloat16")])
+@pytest.mark.parametrize(
+    "dtype,out_dtype",
+    [(torch.bfloat16, None), (torch.float32, None), (torch.float32, "bfloat16"), (torch.float16, "bfloat16")],
+)
 @pytest.mark.parametrize("case", list(CASES))
 def test_one_pass_gives_the_torch_paths_bytes(tmp_path, monkeypatch, one_pass_results, case, dtype, out_dtype):
     paths = make_models(tmp_path, dtype)
@@ -102,8 +115,15 @@ def test_window_overflow_falls_back(tmp_path, monkeypatch, one_pass_results):
     assert numba == merge(paths, tmp_path / "torch", "torch", monkeypatch, density=0.2)
 
 
-@pytest.mark.parametrize("method,params", [("ties", {"density": 0.4}), ("ties", {"densities": [0.3, 0.6]}),
-                                           ("dare_ties", {"density": 0.7}), ("task_arithmetic", {"lambda": 0.9})])
+@pytest.mark.parametrize(
+    "method,params",
+    [
+        ("ties", {"density": 0.4}),
+        ("ties", {"densities": [0.3, 0.6]}),
+        ("dare_ties", {"density": 0.7}),
+        ("task_arithmetic", {"lambda": 0.9}),
+    ],
+)
 def test_chunks_in_two_halves_give_the_torch_paths_bytes(tmp_path, monkeypatch, method, params):
     """One chunk per tensor (the default chunk size): quant.weight (131,072 entries, ties at the cut-off)
     and big.weight are computed in two halves, the second half starting from the first's tie count."""
