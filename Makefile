@@ -44,7 +44,7 @@ lint: setup  ## ruff (lint and format check) over the repository, mypy over prom
 	$(PY) -m mypy
 
 demo: setup  ## grade the sample rollouts with the default judge and print rewards
-	$(PY) -m prom_reward.local.demo
+	$(PY) -m prom_reward.cli.demo
 
 clean:  ## remove caches and build leftovers (keeps .venv and the converted models)
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -31,7 +31,7 @@ CHILD = "--child"
 
 def _child(model: str) -> None:
     from prom_reward import PrometheusJudge
-    from prom_reward.local.demo import load_sample_rollouts
+    from prom_reward.cli.demo import load_sample_rollouts
 
     rows = load_sample_rollouts()
     t0 = time.perf_counter()

@@ -42,9 +42,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # prom_reward of t
 from prom_reward import PrometheusJudge  # noqa: E402
 from prom_reward.backends.base import GenerationRequest  # noqa: E402
 from prom_reward.backends.sampling import SamplingConfig  # noqa: E402
+from prom_reward.cli.demo import load_sample_rollouts  # noqa: E402
 from prom_reward.format.render import render_absolute  # noqa: E402
 from prom_reward.format.templates import ABS_SYSTEM_PROMPT  # noqa: E402
-from prom_reward.local.demo import load_sample_rollouts  # noqa: E402
 
 TOP = 20
 

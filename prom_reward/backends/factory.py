@@ -13,6 +13,7 @@ Example:
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any
 
 from prom_reward.backends.base import Backend
@@ -47,4 +48,30 @@ def make_backend(backend: str | Backend, **options: Any) -> Backend:
                 f"({type(backend).__name__}); pass options to its constructor instead"
             )
         return backend
+    if backend in IN_PROCESS:
+        check_model_folder(options.get("model"))
     return backend_class(backend)(**options)
+
+
+IN_PROCESS = ("vllm", "transformers")  # backends that load the weights themselves
+
+
+def check_model_folder(model: Any) -> None:
+    """An in-process model given as a filesystem path must be an existing folder (a hub id,
+    ``org/name``, passes): say so before an engine starts and fails on a hub lookup instead.
+
+    Example:
+        >>> check_model_folder("prometheus-eval/prometheus-7b-v2.0")
+        >>> check_model_folder("/no/such/judge")
+        Traceback (most recent call last):
+        ...
+        prom_reward.errors.ConfigError: model '/no/such/judge': no such folder; fix: ...
+    """
+    if not isinstance(model, str):
+        return
+    looks_like_path = model.startswith(("/", ".", "~")) or model.count("/") > 1  # a hub id is org/name
+    if looks_like_path and not os.path.isdir(os.path.expanduser(model)):
+        raise ConfigError(
+            f"model {model!r}: no such folder; fix: give the folder of a model (config.json and weights) "
+            "or a hub id such as prometheus-eval/prometheus-7b-v2.0"
+        )

@@ -39,7 +39,7 @@ class ServeConfig:
     """How to launch the judge servers: where (GPUs, ports) and the engine each runs (``engine``)."""
 
     model: str
-    """Hub id, local folder, or preset name (``prometheus-7b-v2.0``, ``smollm2-135m-instruct``)."""
+    """Hub id or local folder of the judge (``prom-reward serve`` resolves a preset name to it first)."""
 
     engine: VLLMOptions = field(default_factory=VLLMOptions)
     """Each replica's engine (``tensor_parallel_size`` = GPUs per replica, ``gpu_memory_utilization``,
@@ -134,10 +134,7 @@ class JudgeServers:
         return self.config.urls()
 
     def start(self) -> list[str]:
-        from prom_reward.core.presets import find_preset_for_model, resolve_model_path
-
-        preset = find_preset_for_model(self.config.model)
-        model = resolve_model_path(preset.model if preset else self.config.model)
+        model = self.config.model
         log_dir = Path(self.config.log_dir)
         log_dir.mkdir(parents=True, exist_ok=True)
         for i, group in enumerate(self.config.gpu_groups()):

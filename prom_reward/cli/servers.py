@@ -50,7 +50,7 @@ def add_serve_parser(sub: Any) -> None:
 def serve_config(args: Any) -> ServeConfig:
     """The ``ServeConfig`` of ``prom-reward serve``'s options: a preset's engine options (e.g. dtype and
     max_model_len of ``prometheus-7b-v2.0``) under the flags given."""
-    from prom_reward.core.presets import find_preset_for_model
+    from prom_reward.core.presets import find_preset_for_model, resolve_model_path
 
     gpus = tuple(int(g) for g in args.gpus.split(",") if g.strip()) if args.gpus else ()
     if args.replicas == "auto":
@@ -77,7 +77,7 @@ def serve_config(args: Any) -> ServeConfig:
     if args.enforce_eager:
         settings["enforce_eager"] = True
     return ServeConfig(
-        model=args.model,
+        model=resolve_model_path(preset.model if preset else args.model),
         engine=VLLMOptions.from_settings(settings),
         gpus=gpus,
         replicas=replicas,

@@ -59,7 +59,7 @@ def test_preset_does_not_force_verdicts() -> None:
     assert not p.judge.get("force_verdict") and p.judge["sampling"]["max_tokens"] == 512
 
 
-@pytest.mark.slow  # the demo test (tests/local/test_demo.py) runs the pocket judge end to end in CI
+@pytest.mark.slow  # the demo test (tests/cli/test_demo.py) runs the pocket judge end to end in CI
 def test_pocket_judge_writes_the_format_itself(pocket_dir: Path, data_dir: Path) -> None:
     """Three dev-split responses (prompts the judge never trained on), graded on the real engine at
     the paper's sampling: each output parses to ``[RESULT] k`` without forcing."""

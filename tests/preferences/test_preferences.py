@@ -12,9 +12,10 @@ from prom_reward import ConfigError, InputError, PrometheusJudge
 from prom_reward.backends.base import GenerationRequest
 from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.errors import BackendError, OutputError
+from prom_reward.jobs.preference_dataset import build_preference_dataset
 from prom_reward.jobs.run import pairs_file
 from prom_reward.jobs.source import read_rows
-from prom_reward.preferences.build import PreferenceConfig, build_preference_dataset
+from prom_reward.preferences.config import PreferenceConfig
 
 ABS_SPLIT = ("###Response to evaluate:\n", "\n\n###Score Rubrics:")
 REL_SPLIT = ("###Response A:\n", "\n\n###Response B:\n", "\n\n###Score Rubric:")

@@ -6,7 +6,7 @@ shipped update). It writes ``Feedback: ... [RESULT] k`` on its own (no forced ve
 135M parameters its grades correlate only weakly with GPT-4's (see ``train_judge/README.md``).
 On a GPU box pass a real judge:
 
-    python -m prom_reward.local.demo --model prometheus-eval/prometheus-7b-v2.0
+    python -m prom_reward.cli.demo --model prometheus-eval/prometheus-7b-v2.0
 
 ``--model smollm2-135m-instruct`` runs the untrained base (verdicts forced).
 

@@ -1,4 +1,4 @@
-"""``make demo`` (``python -m prom_reward.local.demo``): the default judge is the shipped pocket judge on the
+"""``make demo`` (``python -m prom_reward.cli.demo``): the default judge is the shipped pocket judge on the
 real vLLM engine; it grades the sample rollouts and writes its own verdicts (nothing forced), and the
 terminal shows progress lines and the table only (the engine's messages go to the log file).
 
@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from prom_reward.local.demo import _progress, load_sample_rollouts, main
+from prom_reward.cli.demo import _progress, load_sample_rollouts, main
+from prom_reward.errors import ConfigError
 
 
 @pytest.mark.integration  # a real vLLM engine
@@ -54,7 +55,7 @@ def test_progress_prints_one_line_each_way_off_a_terminal(tmp_path: Path) -> Non
 
 def test_a_failed_run_prints_the_log_tail(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     log = tmp_path / "demo.log"
-    with pytest.raises(OSError):
+    with pytest.raises(ConfigError, match=r"no-such-model': no such folder"):
         main(["--model", str(tmp_path / "no-such-model"), "--log", str(log)])
     err = capfd.readouterr().err
     assert f"the demo failed; the last lines of {log}:" in err
