@@ -39,9 +39,32 @@ def test_tour_runs_as_written(tmp_path, smollm2_dir):
     grade = [ln for ln in lines if re.match(r"^[1-5]\.0 [0-9.]+ \{", ln)]
     stats = [ln for ln in lines if ln.startswith("JudgeStats(")]
     assert len(grade) == 1 and len(stats) == 1, proc.stdout[-3000:]
-    pair = lines[lines.index(grade[0]) + 1].split()
-    assert pair[0] in {"A", "B", "None"}, pair
-    direct = lines[lines.index(grade[0]) + 2].split()
-    assert direct[0] in {"A", "B", "None"} and direct[1].isdigit(), direct
+    score, expected = (float(x) for x in grade[0].split()[:2])
+    assert 1.0 <= expected <= 5.0 and abs(expected - score) < 4.0
+    probs = {int(k): float(v) for k, v in re.findall(r"([1-5]): ([0-9.e-]+)", grade[0].split("{")[1].split("}")[0])}
+    assert set(probs) <= {1, 2, 3, 4, 5} and probs and sum(probs.values()) == pytest.approx(1.0, abs=0.02)
+
+    def value(word: str) -> float | None:
+        return None if word == "None" else float(word)
+
+    # compare(swap=True): a winner only where both orders agree; P(A) a probability
+    winner, p_a, agreement, tie = lines[lines.index(grade[0]) + 1].split()
+    assert winner in {"A", "B", "None"} and tie in {"True", "False"} and agreement in {"True", "False", "None"}
+    assert p_a == "None" or 0.0 <= float(p_a) <= 1.0
+    if winner != "None":
+        assert tie == "False" and agreement != "False"
+    if agreement == "False":
+        assert winner == "None" and tie == "True"
+    # compare_by_grades: the higher grade wins; a tie is re-sampled at most 3 rounds
+    direct = lines[lines.index(grade[0]) + 2]
+    d_winner, rounds = direct.split()[:2]
+    a, b = (value(x) for x in re.search(r"\[(.*)\]", direct).group(1).split(", "))
+    assert 0 <= int(rounds) <= 3
+    if d_winner == "A":
+        assert a is not None and b is not None and a > b
+    elif d_winner == "B":
+        assert a is not None and b is not None and a < b
+    else:
+        assert d_winner == "None" and (a is None or b is None or a == b)
     items = int(re.search(r"items=(\d+)", stats[0]).group(1))
     assert items >= 5  # 1 graded + 2 orders compared + 2 graded for Direct2Pair (+ tie rounds)
