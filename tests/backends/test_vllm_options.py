@@ -133,6 +133,7 @@ class _Engine:
 
 def _built(monkeypatch):
     """The options each vLLM engine of a PrometheusJudge would be started with."""
+    from prom_reward.core import calibration as calibration_module
     from prom_reward.core import judge as judge_module
 
     built = []
@@ -141,7 +142,8 @@ def _built(monkeypatch):
         built.append((name, options))
         return _Engine(options.get("gpu_memory_utilization", 0.9))
 
-    monkeypatch.setattr(judge_module, "make_backend", make_backend)
+    monkeypatch.setattr(judge_module, "make_backend", make_backend)  # the judge's engine
+    monkeypatch.setattr(calibration_module, "make_backend", make_backend)  # a calibration engine from a dict
     return built
 
 
