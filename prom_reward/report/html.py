@@ -126,7 +126,7 @@ def _plots(s: dict[str, Any]) -> str:
 
 def _group_table(groups: dict[str, dict[str, Any]], kind: str, name: str) -> str:
     if kind == "grade":
-        header = [name, "rows", "mean score", "without a verdict", "score vs length"]
+        header = [name, "rows", "mean score", "without a verdict", "score vs length (5+ rows)"]
         rows = [
             [k, g["n"], fmt_number(g["mean"]), g["failed"], fmt_number(g["length_spearman"])] for k, g in groups.items()
         ]

@@ -106,6 +106,10 @@ def _reason(row: dict[str, Any], kind: str) -> str | None:
     return "tie" if row.get("tie") else f"no verdict after {row.get('judge_failures', '?')} failed samples"
 
 
+MIN_GROUP_CORRELATION_ROWS = 5
+"""A rubric's or source's score-vs-length correlation needs this many scored rows (2 rows give +-1.00)."""
+
+
 def _group_stats(members: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     scored = [m for m in members if m["value"] is not None]
     out: dict[str, Any] = {
@@ -114,7 +118,11 @@ def _group_stats(members: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     }
     if kind == "grade":
         out["mean"] = fmean(m["value"] for m in scored) if scored else None
-        out["length_spearman"] = spearman([m["value"] for m in scored], [m["length"] for m in scored])
+        out["length_spearman"] = (
+            spearman([m["value"] for m in scored], [m["length"] for m in scored])
+            if len(scored) >= MIN_GROUP_CORRELATION_ROWS
+            else None
+        )
     else:
         decided = [m for m in members if m["winner"] in ("A", "B")]
         out["a_wins"] = sum(m["winner"] == "A" for m in members) / len(members) if members else None

@@ -97,7 +97,9 @@ def test_grade_summary():
     assert [m["index"] for m in s["highest"]] == [1, 4, 0, 3] and [m["index"] for m in s["lowest"]][:2] == [3, 0]
     assert s["highest"][0]["feedback"] == "Right and explained."
     assert s["source_column"] == "source"
-    assert s["by_source"]["policy-a"] == {"n": 3, "failed": 1, "mean": 4.5, "length_spearman": 1.0}
+    assert s["by_source"]["policy-a"] == {"n": 3, "failed": 1, "mean": 4.5, "length_spearman": None}  # 2 scored
+    many = summarize(graded_rows() * 3)["by_source"]["policy-a"]  # 6 scored rows: enough for a correlation
+    assert many["length_spearman"] == pytest.approx(1.0)
     assert set(s["by_rubric"]) == {"factual_validity", "helpfulness", "Is it a haiku?"}
     assert s["by_rubric"]["factual_validity"]["mean"] == pytest.approx(10 / 3)
 
