@@ -25,7 +25,8 @@ import pytest
 
 from prom_reward.backends.servers import ServeConfig
 from prom_reward.backends.vllm_options import VLLMOptions
-from tests.fakes import FakeServer, Reply, free_port
+from tests.fakes import FakeServer, Reply, StandInJudge, free_port
+from tests.reward_faults import GRADES, Case
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -239,3 +240,19 @@ def fake_server() -> Iterator[Callable[[dict[str, Reply]], FakeServer]]:
     yield start
     for s in started:
         s.stop()
+
+
+@pytest.fixture
+def stand_in() -> Iterator[Callable[..., StandInJudge]]:
+    """``stand_in(case, **overrides)``: a started ``StandInJudge`` misbehaving as the ``tests.reward_faults.Case``
+    says (stopped after the test)."""
+    started: list[StandInJudge] = []
+
+    def start(case: Case, **overrides: object) -> StandInJudge:
+        judge = StandInJudge(GRADES, **{**case.judge, **overrides})
+        started.append(judge.start(late=case.late))
+        return judge
+
+    yield start
+    for j in started:
+        j.stop()

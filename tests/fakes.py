@@ -91,7 +91,8 @@ class FakeServer:
 class StandInJudge:
     """A stand-in Prometheus judge server on 127.0.0.1 (``GET /v1/models``, ``POST /v1/chat/completions``,
     ``POST /tokenize``): it grades an absolute prompt by the first word of the response (``grades``,
-    else ``default``) and misbehaves on purpose:
+    else ``default``), answers a pairwise prompt with the response whose first word grades higher (A on
+    a tie, so the two orders disagree), and misbehaves on purpose:
 
     - ``down_for``: answers 503 to everything for that many seconds after ``start()`` (``None``: always);
     - ``hang_first``: the first ``hang_first`` chat calls never answer;
@@ -144,14 +145,19 @@ class StandInJudge:
         if self._down():
             return 503, {"error": "judge restarting"}
         user = body["messages"][-1]["content"]
-        match = re.search(r"###Response to evaluate:\n(.*?)\n\n###", user, re.S)
-        response = match.group(1) if match else ""
-        words = response.split()
-        score = self.grades.get(words[0], self.default) if words else self.default
-        with self._lock:
-            self.graded.append(response)
+        pair = re.search(r"###Response A:\n(.*?)\n\n###Response B:\n(.*?)\n\n###", user, re.S)
+        if pair:  # a pairwise prompt: the better first word wins, a tie says A (in both orders: undecided)
+            a, b = pair.group(1), pair.group(2)
+            with self._lock:
+                self.graded.extend([a, b])
+            text = f"Compared by their first words. [RESULT] {'B' if self._grade(b) > self._grade(a) else 'A'}"
+        else:
+            match = re.search(r"###Response to evaluate:\n(.*?)\n\n###", user, re.S)
+            response = match.group(1) if match else ""
+            with self._lock:
+                self.graded.append(response)
+            text = f"Graded by its first word. [RESULT] {self._grade(response)}"
         n = int(body.get("n") or 1)
-        text = f"Graded by its first word. [RESULT] {score}"
         return 200, {
             "choices": [
                 {"index": i, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
@@ -159,6 +165,10 @@ class StandInJudge:
             ],
             "usage": {"prompt_tokens": len(user) // 3, "completion_tokens": 9 * n},
         }
+
+    def _grade(self, response: str) -> int:
+        words = response.split()
+        return self.grades.get(words[0], self.default) if words else self.default
 
     def start(self, late: float = 0.0) -> StandInJudge:
         """Serve (after ``late`` seconds, from a thread, when given); the down clock starts now."""

@@ -42,17 +42,13 @@ def surely_fits(request: GenerationRequest, limit: int) -> bool:
     return size + TEMPLATE_MARGIN + request.sampling.max_tokens <= limit
 
 
-def _cut(text: str, fraction: float) -> str:
-    return text[: max(0, int(len(text) * fraction))]
-
-
 def _shorten(item: Item, fraction: float) -> Item:
-    """``item`` with its response(s) cut to ``fraction`` of their length."""
+    """``item`` with its response(s) cut to ``fraction`` of the longest response's length: of a pair, a response
+    shorter than that stays whole (a long response compared with a short one must not wipe out the short one)."""
     if isinstance(item, AbsoluteItem):
-        return dataclasses.replace(item, response=_cut(item.response, fraction))
-    return dataclasses.replace(
-        item, response_a=_cut(item.response_a, fraction), response_b=_cut(item.response_b, fraction)
-    )
+        return dataclasses.replace(item, response=item.response[: max(0, int(len(item.response) * fraction))])
+    cap = max(0, int(max(len(item.response_a), len(item.response_b)) * fraction))
+    return dataclasses.replace(item, response_a=item.response_a[:cap], response_b=item.response_b[:cap])
 
 
 def fit_to_context(
@@ -93,7 +89,7 @@ def fit_to_context(
                 f"item {i}: the judge prompt is {count} tokens, but the judge context is {limit} tokens and "
                 f"{req.sampling.max_tokens} are reserved for the feedback (max_tokens), so at most {budget} fit; "
                 "shorten the response/instruction, raise max_model_len, lower max_tokens, or pass "
-                "truncate_response=True",
+                "truncate_response=True (in a reward path: the setting over_context=truncate)",
                 index=i,
                 field="response",
             )

@@ -49,6 +49,7 @@ from prom_reward.backends.outage import JudgeHealth, OutagePolicy
 from prom_reward.core.results import Verdict
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.conversation import completion_text, prompt_text
+from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.sanitize import neutralize
 from prom_reward.rewards.config import OVER_CONTEXT
 from prom_reward.rewards.diagnostics import diagnostics
@@ -146,6 +147,10 @@ class OnlineDPOJudgeReward(JudgeHolder):
             raise ConfigError(f"max_tie_rounds must be an int >= 0, got {max_tie_rounds!r}")
         if rubric is None:
             raise ConfigError("rubric: pass a built-in name, a Rubric, a dict or a file path (rows may override it)")
+        try:  # a bad default would fail every pair alone: the run would train on coin flips
+            RubricResolver(rubric)
+        except InputError as e:
+            raise ConfigError(f"rubric: {e}") from e
         self.rubric = rubric
         self.reference_answer = reference_answer
         self.rubric_column = rubric_column
@@ -350,7 +355,7 @@ class OnlineDPOJudgeReward(JudgeHolder):
             "judge_seconds": seconds,
             "unjudged_pairs": float(len(unjudged)),
         }
-        feedback = [vs[-1].feedback for vs in history]
+        feedback = [vs[-1].feedback if vs else None for vs in history]  # an unjudged pair has no verdict
         metrics.update(
             diagnostics(rewards, texts[1] + texts[2], list(range(b)) * 2, feedback + feedback, top=None)
         )  # win/loss rewards have no top: diag/top_* read 0

@@ -214,6 +214,17 @@ def test_opt_in_truncation_fits_the_response():
     assert "word word" in backend.calls[0][0].user
 
 
+def test_truncating_a_pair_shortens_the_long_response_and_keeps_the_short_one_whole():
+    judge, backend = judge_with(
+        outputs=["x [RESULT] A", "x [RESULT] B"], context=400, sampling={"max_tokens": 100}, truncate_response=True
+    )
+    (v,) = judge.compare(["q"], ["word " * 500], ["a short answer"], "helpfulness", swap=True)
+    assert v.truncated and v.winner == "A"
+    for request in backend.calls[0]:
+        assert backend.count_tokens([request])[0] <= 300
+        assert "a short answer\n" in request.user and "word word" in request.user
+
+
 def test_backend_returning_too_few_results_is_an_error_not_a_loss():
     class Short(ScriptedBackend):
         def generate(self, requests):

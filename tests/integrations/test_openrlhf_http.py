@@ -168,6 +168,23 @@ def test_non_finite_labels_fail_their_sample_alone(server):
     )  # only the finite label reached the judge and "###Reference Answer (Score 5):\n4.0\n" in seen[0].user
 
 
+def test_max_batch_size_holds_inside_one_request():
+    sizes: list[int] = []
+
+    class Counting(ScriptedBackend):
+        def generate(self, requests, **kw):
+            sizes.append(len(requests))
+            return super().generate(requests, **kw)
+
+    reward = PrometheusReward(PrometheusJudge(backend=Counting(respond=lambda req, i: "[RESULT] 3")))
+    body = {"query": [f"P answer {k}" for k in range(50)], "prompts": ["P"] * 50}
+    with running(server_app(reward, failure_reward=0, max_batch_size=16, batch_window_ms=0)) as url:
+        r = httpx.post(url + "/", json=body, timeout=30)
+        stats = httpx.get(url + "/stats", timeout=10).json()["batcher"]
+    assert r.status_code == 200 and r.json()["rewards"] == [3.0] * 50
+    assert max(sizes) <= 16 and sum(sizes) == 50 and stats["split_requests"] == 1 and stats["max_batch"] <= 16
+
+
 def test_failure_reward_is_required():
     with pytest.raises(TypeError, match="settings"):
         create_app(scripted_reward({}))

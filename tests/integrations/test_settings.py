@@ -177,6 +177,10 @@ def test_token_values_are_redacted_from_logs():
         (["--rubric", "no_such_rubric"], "no_such_rubric"),
         (["--model", "other-model"], "does not serve the model 'other-model'"),
         (["--max-batch-size", "0"], "max_batch_size"),
+        (["--failure-reward", "lots"], "failure reward: expected a number or 'min'"),
+        (["--rubric", "/nonexistent/rubric.yaml"], "rubric"),
+        (["--on-outage", "ignore"], "on_outage"),
+        (["--token-file", "/nonexistent/token"], "--token-file: cannot read"),
     ],
 )
 def test_reward_server_refuses_bad_configuration_before_serving(argv, words, capsys):
@@ -243,3 +247,27 @@ def test_reward_server_cli_token_file_redacted_log_and_degraded_health(tmp_path)
         judge.stop()
     text = log_path.read_text()
     assert "not answering" in text and "token=***" in text and "s3cr3t-t0ken" not in text
+
+
+def _token_of(argv: list[str], env: dict[str, str], monkeypatch) -> str | None:
+    from prom_reward.cli.servers import _token
+
+    monkeypatch.delenv("PROM_REWARD_TOKEN", raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    return _token(build_parser().parse_args(["reward-server", *argv]))
+
+
+def test_the_token_comes_from_a_file_or_the_environment_and_the_flag_is_warned_about(tmp_path, monkeypatch, capsys):
+    f = tmp_path / "token"
+    f.write_text("from-file\n")
+    env = {"PROM_REWARD_TOKEN": " from-env "}
+    assert _token_of(["--token-file", str(f)], env, monkeypatch) == "from-file"  # the file wins
+    assert _token_of(["--token", "from-flag"], env, monkeypatch) == "from-env"  # the environment over the flag
+    assert capsys.readouterr().err == ""
+    assert _token_of(["--token", "from-flag"], {}, monkeypatch) == "from-flag"
+    assert "visible to every user in `ps`" in capsys.readouterr().err
+    assert _token_of([], {}, monkeypatch) is None
+    f.write_text("\n")
+    with pytest.raises(ConfigError, match="is empty"):
+        _token_of(["--token-file", str(f)], {}, monkeypatch)

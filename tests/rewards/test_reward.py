@@ -192,6 +192,8 @@ def test_bad_options_and_lengths():
         RewardConfig(mode="pairwise_group", group_reward="bradley_terry", normalize="unit")
     with pytest.raises(ConfigError, match="judge"):
         PrometheusReward("prometheus")
+    with pytest.raises(ConfigError, match="rubric: .*no_such_rubric"):  # at start, not as a failure per sample
+        PrometheusReward(PrometheusJudge(backend=ScriptedBackend(outputs=[])), rubric="no_such_rubric")
     reward = PrometheusReward(PrometheusJudge(backend=ScriptedBackend(outputs=[])))
     with pytest.raises(InputError, match="2 prompts but 1 completions"):
         reward(["a", "b"], ["x"])

@@ -1,0 +1,88 @@
+"""The fault matrix (``tests.reward_faults``) of verl 0.9.1's reward path, driven by its own code: its
+``RewardLoopWorker.compute_score_batch`` (the naive reward manager awaiting ``compute_score`` per sample) on the
+documented explicit-URL launch of docs/verl.md, against a stand-in judge server; settings from
+``PROM_REWARD_CONFIG``.
+
+No case may crash the step or fail a healthy sample; a failure carries its reason in the reward extras; a judge
+down past the budget gives the failure reward with the cause (``on_outage=fail``) or, with ``on_outage=raise``,
+raises out of verl's reward loop with the cause (the step stops).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from prom_reward.errors import ConfigError, JudgeUnavailableError
+from tests.integrations.test_openrlhf_server import PROMPT
+from tests.reward_faults import CASES, FAILED, Case, check, settings_file
+
+pytest.importorskip("verl")
+
+from tests.integrations.test_verl_integration import (  # noqa: E402
+    LAUNCHES,
+    compose_config,
+    fresh,  # noqa: F401 (autouse fixture: no PROM_REWARD_* settings leak in, verl's state reset)
+    local,
+    make_data,
+)
+
+
+def verl_worker(tiny_model_dir):
+    from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
+
+    _, overrides = LAUNCHES["Judge servers of your own (explicit URL)"]
+    return RewardLoopWorker(compose_config(local(overrides, tiny_model_dir)), reward_router_address=None)
+
+
+def score_batch(worker, responses, truths) -> list[dict]:
+    """verl's ``compute_score_batch`` over one batch of (response, ground truth) samples."""
+    samples = [
+        {
+            "prompt_text": PROMPT,
+            "response": r,
+            "ground_truth": t,
+            "data_source": "d",
+            "extra_info": {"question": PROMPT, "index": i},
+        }
+        for i, (r, t) in enumerate(zip(responses, truths, strict=True))
+    ]
+    return worker.loop.run_until_complete(worker.compute_score_batch(make_data(worker.input_tokenizer, samples)))
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_verl_reward_loop(name, stand_in, tiny_model_dir, tmp_path, monkeypatch):
+    case = CASES[name]
+    judge = stand_in(case)
+    monkeypatch.setenv("PROM_REWARD_CONFIG", str(settings_file(tmp_path, judge.url, case)))
+    worker = verl_worker(tiny_model_dir)
+    truths = ["4", math.nan, ""] if name == "poisoned" else [""] * len(case.responses)
+    if case.stops:
+        with pytest.raises(JudgeUnavailableError, match=r"failing for .* outage budget .* 503"):
+            score_batch(worker, case.responses, truths)
+        return
+    outputs = score_batch(worker, case.responses, truths)
+    infos = [o["reward_extra_info"] for o in outputs]
+    want = list(case.expected)
+    if name == "poisoned":
+        want = [5.0, FAILED, 5.0]  # the NaN ground truth fails its sample alone
+        assert "ground_truth" in infos[1]["judge_failure_reason"]
+    check(Case(expected=tuple(want)), [o["reward_score"] for o in outputs], [i["judge_failed"] for i in infos])
+    assert len({tuple(sorted(i)) for i in infos}) == 1
+    if name == "dead":
+        assert all("failing for" in i["judge_failure_reason"] for i in infos)
+    if name == "over_context":
+        assert infos[1]["truncated_responses"] >= 1
+    if name == "over_context_fail":
+        assert "context" in infos[1]["judge_failure_reason"]
+
+
+def test_a_judge_serving_another_model_stops_verls_first_score(stand_in, tiny_model_dir, tmp_path, monkeypatch):
+    """Validation at start: a judge that answers but does not serve ``judge_model`` is a configuration error on the
+    first score, out of verl's reward loop (a judge that is down only warns: the ``late`` case)."""
+    judge = stand_in(Case())
+    monkeypatch.setenv("PROM_REWARD_CONFIG", str(settings_file(tmp_path, judge.url, Case(), judge_model="other")))
+    with pytest.raises(ConfigError, match="does not serve the model 'other'.*stand-in-judge"):
+        score_batch(verl_worker(tiny_model_dir), ["good"], [""])
+    assert judge.chats == 0
