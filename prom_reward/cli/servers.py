@@ -119,7 +119,12 @@ def cmd_serve(args: Any) -> int:
     return 0
 
 
-_JUDGE_SETTINGS = {"judge_url": "server", "judge_model": "model", "max_tokens": "max_tokens"}
+_JUDGE_SETTINGS = {
+    "judge_url": "server",
+    "judge_model": "model",
+    "max_tokens": "max_tokens",
+    "gpu_memory_utilization": "gpu_memory_utilization",
+}
 """Settings whose flags are the shared judge options (``--server``, ``--model``, ``--max-tokens``)."""
 
 

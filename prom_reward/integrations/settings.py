@@ -62,6 +62,10 @@ class RewardSettings:
     """With `judge_url`: the served model name (checked at start; default: the server's first model).
     Without: a model for an in-process vLLM judge."""
 
+    gpu_memory_utilization: float | None = None
+    """In-process `judge_model`: the share of the GPU its vLLM engine takes (unset: 0.9, a GPU of its own;
+    beside a policy on the same GPU, e.g. OpenRLHF's rollout actors, give what the policy leaves)."""
+
     rubric: str = "helpfulness"
     """Built-in rubric name or a JSON/YAML rubric file (checked at start)."""
 
@@ -135,6 +139,11 @@ class RewardSettings:
         for name in ("max_batch_size", "max_concurrent_batches", "request_timeout"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name}: expected a number > 0, got {getattr(self, name)!r}")
+        share = self.gpu_memory_utilization
+        if share is not None and not 0.0 < share <= 1.0:
+            raise ConfigError(
+                f"gpu_memory_utilization: expected a share in (0, 1], got {share!r} [{where('gpu_memory_utilization')}]"
+            )
         for url in self.judge_url:
             if not url.startswith(("http://", "https://")):
                 raise ConfigError(f"judge_url: expected 'http(s)://host:port/v1' URLs, got {url!r}")
@@ -225,6 +234,8 @@ class RewardSettings:
                 spec["model"] = self.judge_model
         elif self.judge_model:
             spec = {"model": self.judge_model, "backend": "vllm", **spec}
+            if self.gpu_memory_utilization is not None and spec["backend"] == "vllm":
+                spec.setdefault("gpu_memory_utilization", self.gpu_memory_utilization)
         else:
             raise ConfigError(
                 "no judge: set judge_url (PROM_REWARD_JUDGE_URL: comma-separated OpenAI-compatible judge "

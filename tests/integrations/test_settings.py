@@ -271,3 +271,19 @@ def test_the_token_comes_from_a_file_or_the_environment_and_the_flag_is_warned_a
     f.write_text("\n")
     with pytest.raises(ConfigError, match="is empty"):
         _token_of(["--token-file", str(f)], {}, monkeypatch)
+
+
+def test_an_in_process_judge_takes_the_gpu_share_it_is_given():
+    """An in-process judge_model beside a policy on the same GPU takes only its share (env, YAML or flag)."""
+    s = RewardSettings.load({"failure_reward": 0, "judge_model": "org/judge"}, env={})
+    assert "gpu_memory_utilization" not in s.judge_spec()  # unset: the engine's own default (0.9)
+    s = RewardSettings.load(
+        {"failure_reward": 0, "judge_model": "org/judge"}, env={"PROM_REWARD_GPU_MEMORY_UTILIZATION": "0.3"}
+    )
+    assert s.judge_spec() == {"model": "org/judge", "backend": "vllm", "gpu_memory_utilization": 0.3}
+    served = RewardSettings.load(
+        {"failure_reward": 0, "judge_url": "http://j:1/v1"}, env={"PROM_REWARD_GPU_MEMORY_UTILIZATION": "0.3"}
+    )
+    assert "gpu_memory_utilization" not in served.judge_spec()  # a served judge's share is its server's
+    with pytest.raises(ConfigError, match=r"gpu_memory_utilization: expected a share in \(0, 1\], got 1.5"):
+        RewardSettings.load({"failure_reward": 0, "gpu_memory_utilization": 1.5}, env={})
