@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from prom_reward.backends.servers import ServeConfig
+from prom_reward.backends.servers import ServeConfig, term_with_parent
 from prom_reward.backends.vllm_options import VLLMOptions
 from tests.fakes import FakeServer, Reply, StandInJudge, free_port
 from tests.reward_faults import GRADES, Case
@@ -95,7 +95,8 @@ def launch_vllm_server(model_dir: Path, log_path: Path, *, max_model_len: int = 
     )
     cmd = config.command(str(model_dir), 0)
     log = open(log_path, "wb")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+    # dies with the test session even when pytest is killed: no orphaned server
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=term_with_parent)
     log.close()  # the child keeps its own handle
     return proc, f"http://127.0.0.1:{port}"
 

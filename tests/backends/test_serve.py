@@ -8,6 +8,7 @@ import sys
 import time
 
 import httpx
+import psutil
 import pytest
 
 from prom_reward import ConfigError
@@ -162,3 +163,27 @@ def test_cli_serve_stops_on_sigint_even_when_started_with_sigint_ignored(tmp_pat
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_a_server_dies_with_the_process_that_started_it(tmp_path):
+    """``prom-reward serve`` killed with SIGKILL cannot stop its servers itself: Linux sends them SIGTERM
+    (``term_with_parent``), so no orphaned server keeps its GPU and port."""
+    parent = subprocess.Popen(
+        [sys.executable, "-c",
+         "import subprocess, sys, time\n"
+         "from prom_reward.backends.servers import term_with_parent\n"
+         "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'],\n"
+         "                         start_new_session=True, preexec_fn=term_with_parent)\n"
+         "print(child.pid, flush=True)\n"
+         "time.sleep(120)\n"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    child = int(parent.stdout.readline())
+    assert psutil.pid_exists(child)
+    parent.kill()  # SIGKILL: no handler, no cleanup of its own
+    parent.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and psutil.pid_exists(child) and psutil.Process(child).status() != "zombie":
+        time.sleep(0.1)
+    gone = not psutil.pid_exists(child) or psutil.Process(child).status() == "zombie"
+    assert gone, "the child outlived its killed parent"
