@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.core.items import absolute_items, relative_items
-from prom_reward.core.judge import _abs_request, _rel_request
+from prom_reward.core.judge import absolute_request, relative_request
 from prom_reward.errors import ConfigError
 from prom_reward.format.sanitize import neutralize
 from prom_reward.format.wire import get_wire_format, template_accepts_system
@@ -59,14 +59,14 @@ def to_example(record: FeedbackRecord | PairRecord) -> JudgeExample:
     if isinstance(record, FeedbackRecord):
         item = absolute_items([record.instruction], [record.response], [record.rubric], [record.reference_answer])[0]
         item = dataclasses.replace(item, response=_clean(item.response))
-        req = _abs_request(item, _DEFAULT_SAMPLING)
+        req = absolute_request(item, _DEFAULT_SAMPLING)
         return JudgeExample("absolute", req.system, req.user, record.completion)
     if isinstance(record, PairRecord):
         rel = relative_items(
             [record.instruction], [record.response_a], [record.response_b], [record.rubric], [record.reference_answer]
         )[0]
         rel = dataclasses.replace(rel, response_a=_clean(rel.response_a), response_b=_clean(rel.response_b))
-        req = _rel_request(rel, _DEFAULT_SAMPLING)
+        req = relative_request(rel, _DEFAULT_SAMPLING)
         return JudgeExample("relative", req.system, req.user, record.completion)
     raise ConfigError(f"expected a FeedbackRecord or PairRecord, got {type(record).__name__}")
 

@@ -41,12 +41,14 @@ if TYPE_CHECKING:
 EXPECTED_LOGPROBS = 20
 
 
-def _abs_request(item: AbsoluteItem, sampling: SamplingConfig) -> GenerationRequest:
+def absolute_request(item: AbsoluteItem, sampling: SamplingConfig) -> GenerationRequest:
+    """The judge's request for one absolute item: the Prometheus system prompt and the filled template."""
     user = render_absolute(item.instruction, item.response, item.rubric, item.reference_answer)
     return GenerationRequest(system=ABS_SYSTEM_PROMPT, user=user, sampling=sampling)
 
 
-def _rel_request(item: RelativeItem, sampling: SamplingConfig) -> GenerationRequest:
+def relative_request(item: RelativeItem, sampling: SamplingConfig) -> GenerationRequest:
+    """The judge's request for one pairwise item: the Prometheus system prompt and the filled template."""
     user = render_relative(item.instruction, item.response_a, item.response_b, item.rubric, item.reference_answer)
     return GenerationRequest(system=REL_SYSTEM_PROMPT, user=user, sampling=sampling)
 
@@ -267,7 +269,7 @@ class PrometheusJudge:
         cfg = self.sampling.merged(sampling)
 
         def render(it: AbsoluteItem) -> GenerationRequest:
-            return dataclasses.replace(_abs_request(it, cfg), attempt=attempt)
+            return dataclasses.replace(absolute_request(it, cfg), attempt=attempt)
 
         runs, truncated, _ = self._run(
             [render(it) for it in items], "absolute", num_samples or self.num_samples, items, render, truncate_response
@@ -296,7 +298,7 @@ class PrometheusJudge:
         cfg = self.sampling.merged(sampling)
 
         def render(it: RelativeItem) -> GenerationRequest:
-            return _rel_request(it, cfg)
+            return relative_request(it, cfg)
 
         batch = list(items)
         if swap:
