@@ -178,3 +178,13 @@ def test_files_stay_under_400_lines(package):
         if (n := len(p.read_text().splitlines())) > 400 and str(p.relative_to(ROOT)) not in LONG_FILES
     }
     assert long == {}
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_every_module_opens_with_a_docstring(package):
+    missing = [
+        str(p.relative_to(ROOT))
+        for p in (ROOT / package).rglob("*.py")
+        if not ast.get_docstring(ast.parse(p.read_text()))
+    ]
+    assert missing == []
