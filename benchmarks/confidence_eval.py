@@ -363,7 +363,7 @@ def run(args: argparse.Namespace) -> None:
         backend="vllm",
         confidence=True,
         calibration=calibration,
-        force_verdict=True,
+        force_verdict="always",
         max_retries=args.max_retries,
         sampling={"max_tokens": args.max_tokens, "temperature": args.temperature},
         truncate_response=True,

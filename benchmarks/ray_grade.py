@@ -93,7 +93,7 @@ def _judge_options(model: str, max_tokens: int) -> dict[str, Any]:
         max_model_len=4096,
         enforce_eager=True,
         seed=0,
-        force_verdict=True,
+        force_verdict="always",
         max_retries=0,
         enable_prefix_caching=False,
         sampling={"max_tokens": max_tokens, "temperature": 0.0},

@@ -81,6 +81,7 @@ def start_reward_server(
         "--max-tokens",
         str(max_tokens),
         "--force-verdict",
+        "always",
         "--failure-reward",
         "min",
         *extra,
@@ -131,7 +132,7 @@ def measure(
         backend="openai",
         base_url=judge_url,
         sampling={"max_tokens": max_tokens},
-        force_verdict=True,
+        force_verdict="always",
         max_concurrency=max(items, 64),
         timeout=1200,
     )

@@ -52,7 +52,7 @@ def measure_throughput(
     engine: VLLMEngine, batch: Sequence[Item], sampling: SamplingConfig, repeat: int = 2
 ) -> dict[str, Any]:
     """Time both paths on ``batch``; returns per-path figures, the ratio and the token counts."""
-    judge = PrometheusJudge(backend=engine, sampling=sampling, max_retries=0, force_verdict=False)
+    judge = PrometheusJudge(backend=engine, sampling=sampling, max_retries=0, force_verdict="never")
     ins, res, rubs, refs = (list(x) for x in zip(*batch, strict=True))
     reqs = [GenerationRequest(ABS_SYSTEM_PROMPT, render_absolute(i, r, rb, rf), sampling) for i, r, rb, rf in batch]
     prompts = [{"prompt_token_ids": engine._token_ids(r)} for r in reqs]

@@ -11,13 +11,17 @@ top_p 0.9, repetition penalty 1.03 and ``--max-tokens``:
   prompt format (the Mistral ``[INST]`` template of fastchat, whatever the model). Its ``VLLM`` is
   wrapped only to count the tokens it generates and the samples its parser rejects.
 - prom-reward: ``prom-reward grade ROWS -o OUT --model PRESET --max-tokens N ...`` (the model's preset:
-  its chat template; SmolLM2's preset forces verdicts), the rows/s of its judging time (input check and
-  engine start excluded on both sides).
+  its chat template; SmolLM2's preset forces every verdict, the pocket judge's only those of outputs cut
+  at ``max_tokens``, the default; ``--force-verdict POLICY`` sets another), the rows/s of its judging
+  time (input check and engine start excluded on both sides).
 
 Reported per side: judging seconds and rows/s, rows without a score, samples generated and the share
-without a parseable verdict, generated tokens per decided row. prometheus-eval is loaded from a folder
-installed for this benchmark only (``pip install --no-deps --target DIR prometheus-eval==0.1.20
-fschat==0.2.36``), never from the environment.
+without a parseable verdict, generated tokens per decided row, and agreement with the mean of the rows'
+three GPT-4 grades (Pearson, mean absolute error, share within 0.5) over the rows that side scored and over
+the rows both sides scored (a row scored is only worth something if the score is: forced verdicts
+included). ``--rescore RECORD`` adds the agreement to a record written before it was measured.
+prometheus-eval is loaded from a folder installed for this benchmark only (``pip install --no-deps
+--target DIR prometheus-eval==0.1.20 fschat==0.2.36``), never from the environment.
 
 ``python -m benchmarks.vs_prometheus_eval --pe-path /work/pe_target --rows 40 --max-tokens 64
 --out benchmarks/results/vs_prometheus_eval_smollm2.json``
@@ -25,6 +29,8 @@ fschat==0.2.36``), never from the environment.
 Example:
     >>> rows = bench_rows(3); sorted(rows[0])
     ['instruction', 'reference_answer', 'response', 'rubric']
+    >>> agreement([5, None, 3], [4.0, 2.0, 3.0])["mae"], agreement([5, None, 3], [4.0, 2.0, 3.0], [5, 2, None])["mae"]
+    (0.5, 1.0)
 """
 
 from __future__ import annotations
@@ -103,6 +109,44 @@ def bench_rows(n: int, seed: int = 0) -> list[dict[str, Any]]:
         }
         for e in subset(examples, n, seed=seed)[:n]
     ]
+
+
+def reference_scores(n: int, seed: int = 0) -> list[float]:
+    """The mean GPT-4 grade of each row of ``bench_rows(n, seed)``, in the same order."""
+    from benchmarks.loaders import load_bench, subset
+
+    _, examples = load_bench("vicuna")
+    return [e.reference_score for e in subset(examples, n, seed=seed)[:n]]  # type: ignore[union-attr]
+
+
+def agreement(
+    scores: list[float | None], reference: list[float], other: list[float | None] | None = None
+) -> dict[str, Any]:
+    """Pearson, mean absolute error and share within 0.5 of ``scores`` against ``reference`` over the rows
+    scored (``other`` given: only the rows both ``scores`` and ``other`` scored)."""
+    from benchmarks.metrics import correlations
+
+    keep = [i for i, s in enumerate(scores) if s is not None and (other is None or other[i] is not None)]
+    pred, ref = [scores[i] for i in keep], [reference[i] for i in keep]
+    errors = [abs(float(p) - r) for p, r in zip(pred, ref, strict=True) if p is not None]
+    r = correlations(pred, ref)["pearson"]
+    return {
+        "rows": len(keep),
+        "pearson": None if r is None else round(r, 3),
+        "mae": round(sum(errors) / len(errors), 3) if errors else None,
+        "within_half": round(sum(e < 0.5 for e in errors) / len(errors), 3) if errors else None,
+    }
+
+
+def add_agreement(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` with each side's ``agreement`` (its scored rows) and ``agreement_common`` (rows both scored)."""
+    ref = reference_scores(record["rows"])
+    a, b = record["prom_reward"], record["prometheus_eval"]
+    for side, other in ((a, b), (b, a)):
+        side["agreement"] = agreement(side["scores"], ref)
+        side["agreement_common"] = agreement(side["scores"], ref, other["scores"])
+    record["reference_mean"] = round(sum(ref) / len(ref), 3)
+    return record
 
 
 def _env() -> dict[str, str]:
@@ -197,10 +241,10 @@ def run_prom_reward(judge: list[str], rows: list[dict[str, Any]], max_tokens: in
 
 
 def run(
-    pe_path: str, preset: str, rows: int, max_tokens: int, tmp: Path, force_verdict: bool = False
+    pe_path: str, preset: str, rows: int, max_tokens: int, tmp: Path, force_verdict: str | None = None
 ) -> dict[str, Any]:
-    """Both sides on the same rows; the record of the module doc (``force_verdict``: prom-reward reads a
-    verdict the judge did not write from its next-token distribution, ``--force-verdict``)."""
+    """Both sides on the same rows; the record of the module doc (``force_verdict``: prom-reward's
+    ``--force-verdict`` policy, None for the preset's own)."""
     from prom_reward.core.presets import get_preset, resolve_model_path
 
     data = bench_rows(rows)
@@ -211,28 +255,39 @@ def run(
         "model": preset,
         "engine": ENGINE,
         "sampling": {"temperature": 1.0, "top_p": 0.9, "repetition_penalty": 1.03},
-        "prom_reward_force_verdict": force_verdict,
+        "prom_reward_force_verdict": force_verdict or "preset",
         "cpu_cores": os.cpu_count(),
     }
-    judge = engine_args(preset) + (["--force-verdict"] if force_verdict else [])
+    judge = engine_args(preset) + (["--force-verdict", force_verdict] if force_verdict else [])
     record["prom_reward"] = run_prom_reward(judge, data, max_tokens, tmp)
     record["prometheus_eval"] = run_prometheus_eval(pe_path, model_dir, data, max_tokens, tmp)
     a, b = record["prom_reward"], record["prometheus_eval"]
     record["rows_per_s_ratio"] = round(a["rows_per_s"] / b["rows_per_s"], 3)
-    return record
+    return add_agreement(record)
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--pe-path", required=True, help="folder with prometheus_eval 0.1.20 and fastchat (pip --target)")
+    p.add_argument("--pe-path", help="folder with prometheus_eval 0.1.20 and fastchat (pip --target)")
     p.add_argument(
         "--model", default="smollm2-135m-instruct", help="a local preset (smollm2-135m-instruct, pocket-judge)"
     )
     p.add_argument("--rows", type=int, default=40)
     p.add_argument("--max-tokens", type=int, default=64)
-    p.add_argument("--force-verdict", action="store_true", help="prom-reward side: --force-verdict")
+    p.add_argument(
+        "--force-verdict",
+        choices=("never", "cut", "always"),
+        help="prom-reward side: --force-verdict POLICY (default: the preset's)",
+    )
     p.add_argument("--out", help="write the record (JSON) here")
+    p.add_argument("--rescore", help="add the agreement to this record (JSON) in place; runs nothing")
     args = p.parse_args(argv)
+    if args.rescore:
+        path = Path(args.rescore)
+        path.write_text(json.dumps(add_agreement(json.loads(path.read_text())), indent=1) + "\n")
+        return 0
+    if not args.pe_path:
+        p.error("--pe-path is required (the folder prometheus-eval was installed into), unless --rescore")
     with tempfile.TemporaryDirectory() as d:
         record = run(args.pe_path, args.model, args.rows, args.max_tokens, Path(d), args.force_verdict)
     emit({**record, "date": time.strftime("%Y-%m-%d"), "versions": versions()}, args.out)

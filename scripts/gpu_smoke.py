@@ -189,7 +189,7 @@ def served_checks(model: str, args: argparse.Namespace, plan: Plan) -> list[Chec
             backend="openai",
             base_url=urls,
             expected_score=True,
-            force_verdict=True,
+            force_verdict="always",
             sampling={"max_tokens": args.max_tokens},
         ) as judge:
             check, grades = grade_check(judge, "served", args.items)
@@ -207,7 +207,7 @@ def two_engine_check(model: str, base: str, args: argparse.Namespace, plan: Plan
         model,
         backend=plan.backend,
         calibration=calibration,
-        force_verdict=True,
+        force_verdict="always",
         sampling={"max_tokens": args.max_tokens},
         **opts,
     ) as judge:
@@ -269,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
             model,
             backend=plan.backend,
             expected_score=True,
-            force_verdict=True,
+            force_verdict="always",
             sampling={"max_tokens": args.max_tokens},
             **engine_options(plan, args),
         ) as judge:

@@ -173,7 +173,7 @@ def evaluate(
         sampling=sampling,
         num_samples=num_samples,
         max_retries=0,
-        force_verdict=False,
+        force_verdict="never",
         truncate_response=True,
         **options,
     )

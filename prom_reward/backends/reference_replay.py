@@ -133,7 +133,7 @@ class ReferenceReplayBackend:
             if r.assistant_prefix:
                 raise InputError(
                     f"reference replay ({self.source}): item {i} asks to continue a prefix; a replay "
-                    "cannot force verdicts (build its judge with force_verdict=False)",
+                    "cannot force verdicts (build its judge with force_verdict='never')",
                     index=i,
                 )
         out = []

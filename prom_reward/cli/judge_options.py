@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from prom_reward.core.sampler import FORCE_POLICIES
+
 
 def add_judge_options(g: argparse.ArgumentParser) -> None:
     """The options ``judge_kwargs`` reads (shared by every subcommand that judges)."""
@@ -41,8 +43,10 @@ def add_judge_options(g: argparse.ArgumentParser) -> None:
     g.add_argument("--expected", action="store_true", help="request logprobs; write P(1..5) and the expected score")
     g.add_argument(
         "--force-verdict",
-        action="store_true",
-        help="an output that ends without [RESULT]: read the verdict from the next-token distribution (counted)",
+        choices=FORCE_POLICIES,
+        help="when to read a verdict the judge did not write from its next-token distribution (counted): "
+        "cut (outputs cut at --max-tokens), always (every output without [RESULT]), never "
+        "(default: the preset's, else cut)",
     )
     g.add_argument("--truncate", action="store_true", help="shorten over-long responses instead of failing")
     g.add_argument("--max-model-len", type=int, help="vLLM: the engine's context length (default: the model's)")
@@ -66,8 +70,8 @@ def judge_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         expected_score=args.expected,
         truncate_response=args.truncate,
     )
-    if args.force_verdict:
-        common["force_verdict"] = True
+    if args.force_verdict is not None:
+        common["force_verdict"] = args.force_verdict
     if getattr(args, "store", None):
         common["store"] = args.store
     if args.server:

@@ -181,8 +181,8 @@ def _judge_extras(args: argparse.Namespace, *, remote: bool) -> dict[str, Any]:
         extras["num_samples"] = args.num_samples
     if args.expected:
         extras["expected_score"] = True
-    if args.force_verdict:
-        extras["force_verdict"] = True
+    if args.force_verdict is not None:
+        extras["force_verdict"] = args.force_verdict
     if remote:
         extras.update(endpoint=args.endpoint, wire=args.wire or "chat")
         return extras

@@ -28,7 +28,7 @@ from prom_reward.core.context import fit_to_context
 from prom_reward.core.items import AbsoluteItem, Item, RelativeItem, absolute_items, relative_items
 from prom_reward.core.presets import apply_preset, find_preset_for_model, get_preset
 from prom_reward.core.results import Grade, JudgeStats, Verdict
-from prom_reward.core.sampler import ItemRun, Mode, SampleRunner
+from prom_reward.core.sampler import ForcePolicy, ItemRun, Mode, SampleRunner, check_force_policy
 from prom_reward.errors import ConfigError
 from prom_reward.format.render import render_absolute, render_relative
 from prom_reward.format.rubrics import RubricsLike
@@ -64,8 +64,12 @@ class PrometheusJudge:
             top_p 0.9, repetition_penalty 1.03, max_tokens 1024), or a SamplingConfig.
         num_samples: samples per item (one request with n=k); the grade keeps all and their mean.
         max_retries: re-sampling rounds for outputs without a parseable verdict.
-        force_verdict: read the verdict from the next-token distribution after appending
-            `` [RESULT] `` to feedback that ended without one (one short extra request).
+        force_verdict: when to read a verdict the judge did not write from its next-token
+            distribution after `` [RESULT] `` is appended to its feedback (one short extra request;
+            counted in ``forced``): ``cut`` (default: outputs cut at ``max_tokens``, whose
+            re-samples would mostly be cut again), ``always`` (every output without a verdict;
+            presets of judges that never write one) or ``never`` (such outputs are only re-sampled).
+            None: the preset's, else ``cut``.
         expected_score: request token logprobs (top 20) so grades carry P(1..5) / P(A) and
             the expected score.
         max_tie_rounds: re-sampling rounds for ``compare_by_grades`` ties.
@@ -102,7 +106,7 @@ class PrometheusJudge:
         sampling: SamplingOverrides = None,
         num_samples: int = 1,
         max_retries: int = 2,
-        force_verdict: bool | None = None,
+        force_verdict: ForcePolicy | None = None,
         expected_score: bool = False,
         max_tie_rounds: int = 5,
         truncate_response: bool = False,
@@ -139,9 +143,9 @@ class PrometheusJudge:
             self.sampling = dataclasses.replace(self.sampling, logprobs=EXPECTED_LOGPROBS)
         self.num_samples = num_samples
         self.max_retries = max_retries
-        if force_verdict is None:
-            force_verdict = bool(judge_defaults.get("force_verdict", False))
-        self.force_verdict = force_verdict
+        self.force_verdict: ForcePolicy = check_force_policy(
+            judge_defaults.get("force_verdict", "cut") if force_verdict is None else force_verdict
+        )
         self.max_tie_rounds = max_tie_rounds
         self.truncate_response = truncate_response
         self.neutralize_markers = neutralize_markers

@@ -9,10 +9,12 @@ anything the user passes merges over it key by key.
 - ``prometheus-7b-v2.0-inst``: the same model with the public package's
   ``[INST] {system}\\n{prompt} [/INST]`` string.
 - ``smollm2-135m-instruct``: the small local model ``make setup`` converts; it knows
-  nothing of the Prometheus format (a base to fine-tune), so verdicts are forced.
+  nothing of the Prometheus format (a base to fine-tune), so every verdict is forced
+  (``force_verdict="always"``).
 - ``pocket-judge``: SmolLM2-135M-Instruct trained with ``train_judge`` (absolute and relative
   LoRA experts on the pocket collections, DARE-linear merged by ``make setup``): it writes
-  ``Feedback: ... [RESULT] k`` and ``[RESULT] A|B`` itself, so nothing is forced. A weak judge
+  ``Feedback: ... [RESULT] k`` and ``[RESULT] A|B`` itself, so only outputs cut at ``max_tokens``
+  are forced (the default ``cut``). A weak judge
   (135M parameters); the default of ``make demo``.
 
 Example:
@@ -72,7 +74,7 @@ for _p in (
         "local:smollm2",
         "chat",
         {"max_model_len": 8192},
-        {"force_verdict": True, "sampling": {"max_tokens": 128}},
+        {"force_verdict": "always", "sampling": {"max_tokens": 128}},
     ),
     JudgePreset(
         "pocket-judge", "local:pocket-judge", "chat", {"max_model_len": 8192}, {"sampling": {"max_tokens": 512}}
@@ -117,6 +119,8 @@ def apply_preset(
     p: JudgePreset, backend: str, model: str | None, options: dict[str, Any]
 ) -> tuple[str | None, dict[str, Any]]:
     """Merge a preset under the user's options, as far as the chosen backend can use it."""
+    if backend == "scripted":  # replays outputs: no weights, no wire; the preset's judge options still apply
+        return model, options
     if backend == "openai":
         # The server owns the weights and engine options; the client needs the wire format,
         # and the literal [INST] string can only travel through the completions endpoint.

@@ -6,9 +6,13 @@ For a batch of judge prompts that each need ``k`` valid samples:
    engine batches them;
 2. each output is parsed; with logprobs, the distribution over verdicts at the
    verdict token is read;
-3. (opt-in) outputs that end without a verdict get `` [RESULT] `` appended and
-   one short extra request reads the judge's next-token distribution over the
-   allowed verdicts (a *forced* verdict);
+3. outputs that end without a verdict get `` [RESULT] `` appended and one short
+   extra request reads the judge's next-token distribution over the allowed
+   verdicts (a *forced* verdict), as the force policy says (``FORCE_POLICIES``):
+   ``cut`` (the default) forces only outputs cut at ``max_tokens`` (finish reason
+   ``length``): their feedback ran out of room, and a fresh sample under the same
+   budget is mostly cut again; ``always`` forces every output without a verdict;
+   ``never`` forces none;
 4. prompts still short of ``k`` valid samples are re-sampled with fresh samples,
    up to ``max_retries`` rounds (all of them in one call per round).
 
@@ -19,6 +23,8 @@ Example:
     >>> run = SampleRunner(b, max_retries=1).run([GenerationRequest("s", "u")], "absolute", k=1)[0]
     >>> [s.verdict for s in run.samples], run.retries, run.failures
     ([None, 4], 1, 1)
+    >>> should_force(run.samples[0], "cut"), should_force(run.samples[0], "always")
+    (False, True)
 """
 
 from __future__ import annotations
@@ -38,14 +44,20 @@ from prom_reward.core.verdict_probs import (
     first_verdict_distribution,
     verdict_distribution,
 )
-from prom_reward.errors import BackendError
+from prom_reward.errors import BackendError, ConfigError
 from prom_reward.format.eos import strip_eos
 from prom_reward.format.parsing import parse_output
 
 Mode = Literal["absolute", "relative"]
 FORCE_SUFFIX = " [RESULT] "
 FORCE_LOGPROBS = 20
-_OPEN_MARKER = re.compile(r"\[\s*result\s*\]?\s*:?\s*$", re.IGNORECASE)
+ForcePolicy = Literal["never", "cut", "always"]
+FORCE_POLICIES: tuple[str, ...] = ("never", "cut", "always")
+"""When a verdict is forced: ``never``; ``cut``, outputs cut at ``max_tokens`` (the default); ``always``."""
+CUT_FINISH_REASONS = frozenset({"length"})
+"""Finish reasons of an output stopped by its token budget (vLLM, OpenAI-compatible servers, transformers)."""
+# A verdict marker left open at the end of the text, also one cut inside its own letters (`... [RESU`).
+_OPEN_MARKER = re.compile(r"\[\s*(?:r(?:e(?:s(?:u(?:lt?)?)?)?)?)?\s*\]?\s*:?\s*$", re.IGNORECASE)
 
 
 @dataclass
@@ -83,6 +95,26 @@ def needs_forcing(text: str) -> bool:
     return "[result" not in body.lower() or bool(_OPEN_MARKER.search(body))
 
 
+def check_force_policy(policy: object) -> ForcePolicy:
+    """``policy`` when it is one of ``FORCE_POLICIES``; else a ConfigError listing them.
+
+    Example:
+        >>> check_force_policy("cut")
+        'cut'
+    """
+    if isinstance(policy, str) and policy in FORCE_POLICIES:
+        return policy  # type: ignore[return-value]
+    hint = " (True is now 'always', False 'never')" if isinstance(policy, bool) else ""
+    raise ConfigError(f"force_verdict: expected one of {', '.join(FORCE_POLICIES)}, got {policy!r}{hint}")
+
+
+def should_force(sample: JudgeSample, policy: ForcePolicy) -> bool:
+    """True when ``sample`` has no verdict, ends without one, and ``policy`` forces such an output."""
+    if sample.verdict is not None or policy == "never" or not needs_forcing(sample.text):
+        return False
+    return policy == "always" or sample.finish_reason in CUT_FINISH_REASONS
+
+
 def force_prefix(text: str) -> str:
     """The assistant text to continue from when forcing a verdict."""
     body = strip_eos(text)
@@ -102,11 +134,16 @@ class SampleRunner:
     """Runs the loop above against one backend."""
 
     def __init__(
-        self, backend: Backend, *, max_retries: int = 2, force_verdict: bool = False, truncation: str = "tail"
+        self,
+        backend: Backend,
+        *,
+        max_retries: int = 2,
+        force_verdict: ForcePolicy = "cut",
+        truncation: str = "tail",
     ) -> None:
         self.backend = backend
         self.max_retries = max_retries
-        self.force_verdict = force_verdict
+        self.force_verdict = check_force_policy(force_verdict)
         self.truncation = truncation
 
     def _parse(self, c: Completion, mode: Mode) -> JudgeSample:
@@ -187,12 +224,11 @@ class SampleRunner:
             for i, res in zip(idx, results, strict=True):
                 runs[i].prompt_tokens += res.prompt_tokens
                 new.extend((i, self._parse(c, mode)) for c in res.completions)
-            if self.force_verdict:
-                todo = [j for j, (_, s) in enumerate(new) if s.verdict is None and needs_forcing(s.text)]
-                if todo:
-                    forced = self._force([requests[new[j][0]] for j in todo], [new[j][1] for j in todo], mode)
-                    for j, s in zip(todo, forced, strict=True):
-                        new[j] = (new[j][0], s)
+            todo = [j for j, (_, s) in enumerate(new) if should_force(s, self.force_verdict)]
+            if todo:
+                forced = self._force([requests[new[j][0]] for j in todo], [new[j][1] for j in todo], mode)
+                for j, s in zip(todo, forced, strict=True):
+                    new[j] = (new[j][0], s)
             for i, s in new:
                 runs[i].samples.append(s)
             pending = {}

@@ -78,6 +78,7 @@ def test_kill_the_served_judge_mid_job_loses_and_duplicates_nothing(tiny_model_d
                 "--max-tokens",
                 "8",
                 "--force-verdict",
+                "always",
                 "--store",
                 str(tmp_path / "j.sqlite"),
                 "--quiet",

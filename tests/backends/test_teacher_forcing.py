@@ -63,7 +63,7 @@ def test_smollm2_judge_confidence_and_se_cali_end_to_end(smollm2_engine, vllm_en
         backend=smollm2_engine,
         calibration=smollm2_engine,
         sampling={"max_tokens": 24, "temperature": 0.0},
-        force_verdict=True,
+        force_verdict="always",
         max_retries=0,
     )
     grades = same.grade(["What is 2+2?", "Name a colour."], ["4", "Blue."], "helpfulness")
@@ -80,7 +80,7 @@ def test_smollm2_judge_confidence_and_se_cali_end_to_end(smollm2_engine, vllm_en
         backend=smollm2_engine,
         calibration=vllm_engine,
         sampling={"max_tokens": 24, "temperature": 0.0},
-        force_verdict=True,
+        force_verdict="always",
         max_retries=0,
     )
     (g,) = other.grade(["What is 2+2?"], ["4"], "helpfulness")

@@ -50,7 +50,7 @@ def test_engine_greedy_is_deterministic_and_prefix_continues(vllm_engine: VLLMEn
 
 
 def test_judge_on_random_model_retries_then_reports_none(vllm_engine: VLLMEngine):
-    judge = PrometheusJudge(backend=vllm_engine, sampling={"max_tokens": 12}, max_retries=1)
+    judge = PrometheusJudge(backend=vllm_engine, sampling={"max_tokens": 12}, max_retries=1, force_verdict="never")
     grades = judge.grade(QUESTIONS, ANSWERS, "helpfulness")
     for g in grades:  # a random model never writes "[RESULT] k"
         assert g.score is None and g.retries == 1 and g.failures == 2 and len(g.raw_outputs) == 2
@@ -73,9 +73,29 @@ def test_judge_context_error_before_generation(vllm_engine: VLLMEngine):
 
 
 @pytest.mark.smollm2
+def test_default_policy_forces_only_cut_outputs_end_to_end(smollm2_engine: VLLMEngine):
+    """The default ``cut``: an output stopped by ``max_tokens`` gets its verdict forced at once (no
+    re-sample); one that ended by itself without a verdict is re-sampled, never forced."""
+    judge = PrometheusJudge(backend=smollm2_engine, sampling={"max_tokens": 6, "temperature": 0.0}, max_retries=1)
+    assert judge.force_verdict == "cut"
+    grades = judge.grade(QUESTIONS, ANSWERS, "helpfulness")
+    samples = [s for g in grades for s in g.samples]
+    cut = [s for s in samples if s.finish_reason == "length"]
+    assert cut, [s.finish_reason for s in samples]  # 6 tokens never hold SmolLM2's whole answer
+    for g in grades:
+        for s in g.samples:
+            assert s.forced == (s.finish_reason == "length" and s.verdict is not None)
+            if s.forced:
+                assert 1 <= s.verdict <= 5 and s.probabilities and abs(sum(s.probabilities.values()) - 1) < 1e-6
+        if g.samples[0].forced:  # decided in the first round: nothing re-sampled
+            assert g.retries == 0 and len(g.samples) == 1 and g.score == g.samples[0].verdict
+    assert judge.stats.forced == sum(s.forced for s in samples) > 0
+
+
+@pytest.mark.smollm2
 def test_smollm2_forced_verdicts_end_to_end(smollm2_engine: VLLMEngine):
     judge = PrometheusJudge(
-        backend=smollm2_engine, sampling={"max_tokens": 48}, force_verdict=True, expected_score=True, max_retries=1
+        backend=smollm2_engine, sampling={"max_tokens": 48}, force_verdict="always", expected_score=True, max_retries=1
     )
     grades = judge.grade(QUESTIONS, ANSWERS, "helpfulness", ["Paris.", "11, 13, 17 or 19."])
     for g in grades:

@@ -9,7 +9,13 @@ import json
 from pathlib import Path
 
 from benchmarks.jobs_scale import run as scale_run
-from benchmarks.vs_prometheus_eval import bench_rows, run_prom_reward, run_prometheus_eval
+from benchmarks.vs_prometheus_eval import (
+    add_agreement,
+    bench_rows,
+    reference_scores,
+    run_prom_reward,
+    run_prometheus_eval,
+)
 from tests.jobs.helpers import judge_server
 
 
@@ -82,3 +88,13 @@ def test_vs_prometheus_eval_records(tmp_path):
     assert (a["rows"], a["samples"], a["parse_failure_rate"]) == (4, 4, 0.0)
     assert all(s in (1.0, 3.0, 5.0) for s in a["scores"]) and a["tokens_per_decided_row"] == 3.0
     assert json.loads(json.dumps(a)) == a and Path(tmp_path / "graded.jsonl").exists()
+    # agreement with the rows' GPT-4 grades, over each side's scored rows and over the rows both scored
+    b["scores"][1] = None
+    record = add_agreement({"rows": 4, "prom_reward": a, "prometheus_eval": b})
+    ref = reference_scores(4)
+    assert len(ref) == 4 and all(1 <= r <= 5 for r in ref) and record["reference_mean"] == round(sum(ref) / 4, 3)
+    errors = [abs(4 - r) for i, r in enumerate(ref) if i != 1]
+    assert b["agreement"]["rows"] == b["agreement_common"]["rows"] == a["agreement_common"]["rows"] == 3
+    assert a["agreement"]["rows"] == 4 and b["agreement"]["pearson"] is None  # a constant score: no correlation
+    assert b["agreement"]["mae"] == round(sum(errors) / 3, 3)
+    assert b["agreement"]["within_half"] == round(sum(e < 0.5 for e in errors) / 3, 3)

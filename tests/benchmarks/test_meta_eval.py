@@ -153,7 +153,7 @@ def test_cli_reports_bad_bench(tmp_path, capsys):
 
 @pytest.mark.integration
 def test_real_engine_on_shipped_benchmarks(vllm_engine):
-    judge = PrometheusJudge(backend=vllm_engine, sampling={"max_tokens": 16}, force_verdict=True, max_retries=0)
+    judge = PrometheusJudge(backend=vllm_engine, sampling={"max_tokens": 16}, force_verdict="always", max_retries=0)
     rec = run_meta_eval(judge, "vicuna", config=MetaEvalConfig(samples=2, limit=4, transitivity=True))
     m = rec["metrics"]
     assert rec["n_items"] == 4 and m["samples"] == 8 and 0 <= m["failure_rate"] <= 1

@@ -262,6 +262,7 @@ def test_pairs_command_against_a_real_server(tmp_path, vllm_server, capsys):
                 "--max-tokens",
                 "8",
                 "--force-verdict",
+                "always",
                 "--max-tie-rounds",
                 "1",
                 "--quiet",

@@ -103,7 +103,7 @@ def test_forced_verdict_reads_next_token_distribution():
         top = {"2": math.log(0.2), "3": math.log(0.7), "a": math.log(0.1)}
         return Completion("3", (TokenLogprobs("3", top["3"], top),), "length", 1)
 
-    judge, backend = judge_with(respond=respond, force_verdict=True)
+    judge, backend = judge_with(respond=respond, force_verdict="always")
     (g,) = judge.grade(["q"], ["r"], "helpfulness")
     assert g.score == 3.0 and g.forced == 1 and g.retries == 0
     assert g.samples[0].forced and g.samples[0].text == "The response is thorough but misses"
@@ -112,7 +112,7 @@ def test_forced_verdict_reads_next_token_distribution():
 
 
 def test_forced_verdict_skips_outputs_with_a_broken_marker():
-    judge, backend = judge_with(outputs=["meh [RESULT] 2.5", "fine [RESULT] 2"], force_verdict=True)
+    judge, backend = judge_with(outputs=["meh [RESULT] 2.5", "fine [RESULT] 2"], force_verdict="always")
     (g,) = judge.grade(["q"], ["r"], "helpfulness")
     assert g.score == 2.0 and g.forced == 0 and g.retries == 1
     assert all(not r.assistant_prefix for c in backend.calls for r in c)

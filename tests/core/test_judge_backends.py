@@ -26,7 +26,7 @@ def test_server_judge_forced_verdicts_with_logprobs(smollm2_server):
         backend="openai",
         base_url=smollm2_server,
         sampling={"max_tokens": 48},
-        force_verdict=True,
+        force_verdict="always",
         expected_score=True,
         max_retries=1,
     )

@@ -65,6 +65,6 @@ def test_a_judge_server_keeps_the_judge_preset_and_smoke_settings():
     add_common_args(ap)
     smoke = make_judge(ap.parse_args(["--smoke", "--judge-server", "http://127.0.0.1:9/v1"]))
     assert type(smoke.backend).__name__ == "OpenAIServer" and smoke.backend.base_urls == ["http://127.0.0.1:9/v1"]
-    assert smoke.force_verdict and smoke.sampling.max_tokens == 24  # SmolLM2 preset + the smoke budget
+    assert smoke.force_verdict == "always" and smoke.sampling.max_tokens == 24  # SmolLM2 preset + the smoke budget
     real = make_judge(ap.parse_args(["--judge-server", "http://127.0.0.1:9/v1"]))  # prometheus-7b-v2.0 preset
-    assert not real.force_verdict and real.backend.model is None and real.backend.wire.name == "chat"
+    assert real.force_verdict == "cut" and real.backend.model is None and real.backend.wire.name == "chat"

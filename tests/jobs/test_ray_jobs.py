@@ -63,7 +63,7 @@ def test_ray_grade_matches_in_process_engine(ray_cluster, tiny_model_dir, vllm_e
     judge = dict(
         model=str(tiny_model_dir),
         backend="vllm",
-        force_verdict=True,
+        force_verdict="always",
         max_retries=0,
         sampling={"max_tokens": 8, "temperature": 0.0},
         **ENGINE,
@@ -72,7 +72,7 @@ def test_ray_grade_matches_in_process_engine(ray_cluster, tiny_model_dir, vllm_e
     got = list(read_rows(tmp_path / "out.parquet"))
     assert [r["id"] for r in got] == list(range(120)) and s.rows == 120 and s.batches == 3
     local = PrometheusJudge(
-        backend=vllm_engine, force_verdict=True, max_retries=0, sampling={"max_tokens": 8, "temperature": 0.0}
+        backend=vllm_engine, force_verdict="always", max_retries=0, sampling={"max_tokens": 8, "temperature": 0.0}
     )
     data = list(read_rows(src))
     want = local.grade([r["instruction"] for r in data], [r["response"] for r in data], "helpfulness")
@@ -128,7 +128,9 @@ def test_ray_compare_writes_what_the_local_path_writes(ray_cluster, tmp_path):
 def test_ray_grade_scores_match_in_process_smollm2(ray_cluster, smollm2_dir, smollm2_engine, tmp_path):
     """A real instruct model (forced verdicts give scores): the same scores and P(1..5) as in-process."""
     src = _rows(tmp_path / "in.jsonl", 16)
-    opts = dict(force_verdict=True, max_retries=0, expected_score=True, sampling={"max_tokens": 8, "temperature": 0.0})
+    opts = dict(
+        force_verdict="always", max_retries=0, expected_score=True, sampling={"max_tokens": 8, "temperature": 0.0}
+    )
     s = grade_dataset(
         str(src),
         tmp_path / "out.jsonl",

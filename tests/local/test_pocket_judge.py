@@ -53,10 +53,10 @@ def test_setup_folder_is_the_merge(pocket_dir: Path, smollm2_dir: Path, tmp_path
     assert (again / "model.safetensors").read_bytes() == (pocket_dir / "model.safetensors").read_bytes()
 
 
-def test_preset_does_not_force_verdicts() -> None:
+def test_preset_forces_only_cut_outputs() -> None:
     p = get_preset("pocket-judge")
     assert p.model == "local:pocket-judge" and p.wire == "chat"
-    assert not p.judge.get("force_verdict") and p.judge["sampling"]["max_tokens"] == 512
+    assert "force_verdict" not in p.judge and p.judge["sampling"]["max_tokens"] == 512  # the default: cut
 
 
 @pytest.mark.slow  # the demo test (tests/cli/test_demo.py) runs the pocket judge end to end in CI

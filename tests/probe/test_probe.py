@@ -294,6 +294,7 @@ def test_cli_probe_against_a_real_vllm_server(smollm2_server, tmp_path, capsys):
             "--max-tokens",
             "16",
             "--force-verdict",
+            "always",
             "--edits",
             "none,pad_2x,self_grade",
             "-o",
@@ -305,7 +306,7 @@ def test_cli_probe_against_a_real_vllm_server(smollm2_server, tmp_path, capsys):
     assert [s["n"] for s in record["llmbar"]["sets"].values()] == [1, 1, 1, 1, 1, 4]
     assert all(0.0 <= s["accuracy"] <= 1.0 for s in record["llmbar"]["sets"].values())
     assert record["shifts"]["n_items"] == 1 and set(record["shifts"]["edits"]) == {"none", "pad_2x", "self_grade"}
-    assert record["judge_stats"]["completion_tokens"] > 0 and record["judge_options"]["force_verdict"] is True
+    assert record["judge_stats"]["completion_tokens"] > 0 and record["judge_options"]["force_verdict"] == "always"
     assert record["sampling"]["max_tokens"] == 16
     printed = capsys.readouterr().out
     assert "LLMBar pairwise accuracy" in printed and "| self_grade | " in printed

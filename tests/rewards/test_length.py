@@ -157,7 +157,9 @@ def test_bad_length_options_are_config_errors(options, match):
 def test_length_control_with_the_real_engine(smollm2_engine):
     """Greedy SmolLM2 grades (deterministic), judged with and without the correction: the group means agree,
     the corrected rewards carry no log-length trend, and the penalty hits only the overlong completion."""
-    judge = PrometheusJudge(backend=smollm2_engine, force_verdict=True, sampling={"max_tokens": 24, "temperature": 0.0})
+    judge = PrometheusJudge(
+        backend=smollm2_engine, force_verdict="always", sampling={"max_tokens": 24, "temperature": 0.0}
+    )
     prompt = "Name a fruit and say one thing about it."
     completions = [
         "Apple.",

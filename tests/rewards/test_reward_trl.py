@@ -66,7 +66,7 @@ def grpo(tiny_model_dir, tmp_path, reward, **cfg):
 
 @pytest.mark.smollm2
 def test_grpo_two_steps_with_vllm_judge(tiny_model_dir, tmp_path, smollm2_engine):
-    judge = PrometheusJudge(backend=smollm2_engine, force_verdict=True, sampling={"max_tokens": 24})
+    judge = PrometheusJudge(backend=smollm2_engine, force_verdict="always", sampling={"max_tokens": 24})
     reward = Recording(judge, name="prometheus")
     trainer = grpo(tiny_model_dir, tmp_path, reward)
     assert len(reward.calls) >= 2
@@ -145,7 +145,7 @@ def test_grpo_awaits_the_async_reward(tiny_model_dir, tmp_path):
 def test_rloo_two_steps_with_vllm_judge(tiny_model_dir, tmp_path, smollm2_engine):
     from trl import RLOOConfig, RLOOTrainer
 
-    judge = PrometheusJudge(backend=smollm2_engine, force_verdict=True, sampling={"max_tokens": 24})
+    judge = PrometheusJudge(backend=smollm2_engine, force_verdict="always", sampling={"max_tokens": 24})
     reward = Recording(judge, name="prometheus")
     args = RLOOConfig(
         output_dir=str(tmp_path),

@@ -1,0 +1,46 @@
+"""The judge options every judging subcommand shares: ``--force-verdict POLICY`` from the command line
+to the judge, for the jobs, the probe and reward-server alike."""
+
+from __future__ import annotations
+
+import pytest
+
+from prom_reward.cli.judge_options import judge_kwargs
+from prom_reward.cli.main import build_parser
+from prom_reward.cli.servers import _judge_extras
+from prom_reward.core.judge import PrometheusJudge
+
+SERVER = ["--server", "http://127.0.0.1:9/v1"]
+
+
+@pytest.mark.parametrize("command", ["grade", "compare", "pairs", "probe"])
+@pytest.mark.parametrize(
+    ("flag", "expected"),
+    [([], None), (["--force-verdict", "cut"], "cut"), (["--force-verdict", "always"], "always")]
+    + [(["--force-verdict", "never"], "never")],
+)
+def test_force_verdict_reaches_the_judge_kwargs(command: str, flag: list[str], expected: str | None) -> None:
+    positional = {"grade": ["in.jsonl", "-o", "out.jsonl"], "compare": ["in.jsonl", "-o", "out.jsonl"]}
+    positional["pairs"] = ["in.jsonl", "-o", "out.jsonl"]
+    args = build_parser().parse_args([command, *positional.get(command, ["-o", "probe.json"]), *SERVER, *flag])
+    kwargs = judge_kwargs(args)
+    assert kwargs.get("force_verdict") == expected  # not given: the judge's own default (the preset's, else cut)
+
+
+@pytest.mark.parametrize("value", ["", "yes", "true", "Cut"])
+def test_a_bad_force_verdict_is_refused_listing_the_choices(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        build_parser().parse_args(["grade", "in.jsonl", "-o", "out.jsonl", *SERVER, "--force-verdict", value])
+    assert e.value.code == 2
+    assert "--force-verdict: invalid choice" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # the old bare flag now needs its policy
+        build_parser().parse_args(["grade", "in.jsonl", "-o", "out.jsonl", *SERVER, "--force-verdict"])
+
+
+@pytest.mark.parametrize(("flag", "expected"), [([], "cut"), (["--force-verdict", "never"], "never")])
+def test_reward_server_passes_the_policy_to_its_judge(flag: list[str], expected: str) -> None:
+    args = build_parser().parse_args(["reward-server", *SERVER, *flag])
+    extras = _judge_extras(args, remote=True)
+    assert extras.get("force_verdict", "cut") == expected
+    judge = PrometheusJudge(backend="openai", base_url="http://127.0.0.1:9/v1", **extras)
+    assert judge.force_verdict == expected
