@@ -154,9 +154,7 @@ def cmd_reward_server(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    settings = dataclasses.replace(
-        settings, judge={**_judge_extras(args, remote=bool(settings.judge_url)), **settings.judge}
-    )
+    settings = dataclasses.replace(settings, judge=judge_options(args, settings.judge, remote=bool(settings.judge_url)))
     token = _token(args)
     reward = settings.build_reward()
     reward.judge  # noqa: B018 - build the judge now: an in-process model that cannot load fails before serving
@@ -172,28 +170,43 @@ def cmd_reward_server(args: argparse.Namespace) -> int:
     return 0
 
 
-def _judge_extras(args: argparse.Namespace, *, remote: bool) -> dict[str, Any]:
-    """The ``PrometheusJudge`` options of the judge flags that are not settings (only those given)."""
-    extras: dict[str, Any] = {}
+def judge_options(args: argparse.Namespace, configured: dict[str, Any], *, remote: bool) -> dict[str, Any]:
+    """The ``PrometheusJudge`` options of reward-server: the judge flags that are not settings, over the
+    ``judge`` setting (YAML or explicit), over those flags' defaults: flags > configuration > defaults,
+    as for every setting; ``sampling`` merges key by key.
+
+    Example:
+        >>> from prom_reward.cli.main import build_parser
+        >>> args = build_parser().parse_args(["reward-server", "--server", "http://j:8000/v1", "--temperature", "0"])
+        >>> judge_options(args, {"wire": "inst", "sampling": {"top_p": 0.5}}, remote=True)
+        {'endpoint': 'chat', 'wire': 'inst', 'sampling': {'top_p': 0.5, 'temperature': 0.0}}
+    """
+    given: dict[str, Any] = {}
+    defaults: dict[str, Any] = {}
     if args.temperature is not None:
-        extras["sampling"] = {"temperature": args.temperature}
+        given["sampling"] = {"temperature": args.temperature}
     if args.num_samples != 1:
-        extras["num_samples"] = args.num_samples
+        given["num_samples"] = args.num_samples
     if args.expected:
-        extras["expected_score"] = True
+        given["expected_score"] = True
     if args.force_verdict is not None:
-        extras["force_verdict"] = args.force_verdict
-    if remote:
-        extras.update(endpoint=args.endpoint, wire=args.wire or "chat")
-        return extras
-    extras["backend"] = args.backend
+        given["force_verdict"] = args.force_verdict
     if args.wire:
-        extras["wire"] = args.wire
-    if args.max_model_len:
-        extras["max_model_len"] = args.max_model_len
-    if args.backend == "vllm":
-        extras.update(enforce_eager=args.enforce_eager, tensor_parallel_size=args.tensor_parallel_size)
-    return extras
+        given["wire"] = args.wire
+    if remote:
+        (given if args.endpoint != "chat" else defaults)["endpoint"] = args.endpoint
+        defaults.setdefault("wire", "chat")
+    else:
+        (given if args.backend != "vllm" else defaults)["backend"] = args.backend
+        if args.max_model_len:
+            given["max_model_len"] = args.max_model_len
+        if args.backend == "vllm":
+            (given if args.enforce_eager else defaults)["enforce_eager"] = args.enforce_eager
+            (given if args.tensor_parallel_size != 1 else defaults)["tensor_parallel_size"] = args.tensor_parallel_size
+    merged = {**defaults, **configured, **given}
+    if "sampling" in given and isinstance(configured.get("sampling"), dict):
+        merged["sampling"] = {**configured["sampling"], **given["sampling"]}
+    return merged
 
 
 def _token(args: argparse.Namespace) -> str | None:

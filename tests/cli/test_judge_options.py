@@ -7,7 +7,7 @@ import pytest
 
 from prom_reward.cli.judge_options import judge_kwargs
 from prom_reward.cli.main import build_parser
-from prom_reward.cli.servers import _judge_extras
+from prom_reward.cli.servers import judge_options
 from prom_reward.core.judge import PrometheusJudge
 
 SERVER = ["--server", "http://127.0.0.1:9/v1"]
@@ -37,10 +37,31 @@ def test_a_bad_force_verdict_is_refused_listing_the_choices(value: str, capsys: 
         build_parser().parse_args(["grade", "in.jsonl", "-o", "out.jsonl", *SERVER, "--force-verdict"])
 
 
-@pytest.mark.parametrize(("flag", "expected"), [([], "cut"), (["--force-verdict", "never"], "never")])
-def test_reward_server_passes_the_policy_to_its_judge(flag: list[str], expected: str) -> None:
+@pytest.mark.parametrize(
+    ("flag", "configured", "expected"),
+    [
+        ([], {}, "cut"),
+        (["--force-verdict", "never"], {}, "never"),
+        ([], {"force_verdict": "always"}, "always"),  # the judge setting (YAML) over the default
+        (["--force-verdict", "never"], {"force_verdict": "always"}, "never"),  # the flag over the YAML
+    ],
+)
+def test_reward_server_passes_the_policy_to_its_judge(flag: list[str], configured: dict, expected: str) -> None:
     args = build_parser().parse_args(["reward-server", *SERVER, *flag])
-    extras = _judge_extras(args, remote=True)
-    assert extras.get("force_verdict", "cut") == expected
-    judge = PrometheusJudge(backend="openai", base_url="http://127.0.0.1:9/v1", **extras)
+    options = judge_options(args, configured, remote=True)
+    judge = PrometheusJudge(backend="openai", base_url="http://127.0.0.1:9/v1", **options)
     assert judge.force_verdict == expected
+
+
+def test_reward_server_flags_over_the_judge_setting_over_the_flag_defaults() -> None:
+    configured = {"wire": "inst", "endpoint": "completions", "sampling": {"top_p": 0.5, "temperature": 0.9}}
+    args = build_parser().parse_args(["reward-server", *SERVER, "--temperature", "0.2", "--num-samples", "3"])
+    assert judge_options(args, configured, remote=True) == {
+        "endpoint": "completions",  # --endpoint not given: the setting, not the flag's default
+        "wire": "inst",
+        "sampling": {"top_p": 0.5, "temperature": 0.2},  # key by key, the flag's temperature wins
+        "num_samples": 3,
+    }
+    args = build_parser().parse_args(["reward-server", "--model", "m", "--wire", "raw", "--tensor-parallel-size", "2"])
+    local = judge_options(args, {"wire": "chat", "enforce_eager": True, "tensor_parallel_size": 4}, remote=False)
+    assert local == {"backend": "vllm", "enforce_eager": True, "tensor_parallel_size": 2, "wire": "raw"}
