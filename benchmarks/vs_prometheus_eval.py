@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.report import emit, versions
+from prom_reward.core.sampler import FORCE_POLICIES
 
 REPO = Path(__file__).resolve().parents[1]
 ENGINE = {"max_model_len": 4096, "enforce_eager": True, "seed": 0}
@@ -95,11 +96,16 @@ if __name__ == "__main__":  # vLLM starts its engine in a spawned process
 '''
 
 
-def bench_rows(n: int, seed: int = 0) -> list[dict[str, Any]]:
-    """``n`` Vicuna Bench rows (whole instructions, seeded): instruction, response, reference, rubric text."""
+def _examples(n: int, seed: int) -> list[Any]:
+    """The ``n`` Vicuna Bench examples of the benchmark (whole instructions, seeded)."""
     from benchmarks.loaders import load_bench, subset
 
     _, examples = load_bench("vicuna")
+    return subset(examples, n, seed=seed)[:n]
+
+
+def bench_rows(n: int, seed: int = 0) -> list[dict[str, Any]]:
+    """``n`` Vicuna Bench rows (whole instructions, seeded): instruction, response, reference, rubric text."""
     return [
         {
             "instruction": e.instruction,
@@ -107,16 +113,13 @@ def bench_rows(n: int, seed: int = 0) -> list[dict[str, Any]]:
             "reference_answer": e.reference_answer,
             "rubric": e.rubric,
         }
-        for e in subset(examples, n, seed=seed)[:n]
+        for e in _examples(n, seed)
     ]
 
 
 def reference_scores(n: int, seed: int = 0) -> list[float]:
     """The mean GPT-4 grade of each row of ``bench_rows(n, seed)``, in the same order."""
-    from benchmarks.loaders import load_bench, subset
-
-    _, examples = load_bench("vicuna")
-    return [e.reference_score for e in subset(examples, n, seed=seed)[:n]]  # type: ignore[union-attr]
+    return [e.reference_score for e in _examples(n, seed)]
 
 
 def agreement(
@@ -128,7 +131,7 @@ def agreement(
 
     keep = [i for i, s in enumerate(scores) if s is not None and (other is None or other[i] is not None)]
     pred, ref = [scores[i] for i in keep], [reference[i] for i in keep]
-    errors = [abs(float(p) - r) for p, r in zip(pred, ref, strict=True) if p is not None]
+    errors = [abs(float(scores[i]) - reference[i]) for i in keep]  # type: ignore[arg-type]
     r = correlations(pred, ref)["pearson"]
     return {
         "rows": len(keep),
@@ -276,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-tokens", type=int, default=64)
     p.add_argument(
         "--force-verdict",
-        choices=("never", "cut", "always"),
+        choices=FORCE_POLICIES,
         help="prom-reward side: --force-verdict POLICY (default: the preset's)",
     )
     p.add_argument("--out", help="write the record (JSON) here")

@@ -28,7 +28,14 @@ from prom_reward.core.context import fit_to_context
 from prom_reward.core.items import AbsoluteItem, Item, RelativeItem, absolute_items, relative_items
 from prom_reward.core.presets import apply_preset, find_preset_for_model, get_preset
 from prom_reward.core.results import Grade, JudgeStats, Verdict
-from prom_reward.core.sampler import ForcePolicy, ItemRun, Mode, SampleRunner, check_force_policy
+from prom_reward.core.sampler import (
+    DEFAULT_FORCE_POLICY,
+    ForcePolicy,
+    ItemRun,
+    Mode,
+    SampleRunner,
+    check_force_policy,
+)
 from prom_reward.errors import ConfigError
 from prom_reward.format.render import render_absolute, render_relative
 from prom_reward.format.rubrics import RubricsLike
@@ -144,7 +151,7 @@ class PrometheusJudge:
         self.num_samples = num_samples
         self.max_retries = max_retries
         self.force_verdict: ForcePolicy = check_force_policy(
-            judge_defaults.get("force_verdict", "cut") if force_verdict is None else force_verdict
+            judge_defaults.get("force_verdict", DEFAULT_FORCE_POLICY) if force_verdict is None else force_verdict
         )
         self.max_tie_rounds = max_tie_rounds
         self.truncate_response = truncate_response

@@ -33,7 +33,7 @@ import dataclasses
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 from prom_reward.backends.base import Backend, Completion, GenerationRequest
 from prom_reward.confidence.indicators import mean_entropy, mean_nll
@@ -52,8 +52,10 @@ Mode = Literal["absolute", "relative"]
 FORCE_SUFFIX = " [RESULT] "
 FORCE_LOGPROBS = 20
 ForcePolicy = Literal["never", "cut", "always"]
-FORCE_POLICIES: tuple[str, ...] = ("never", "cut", "always")
-"""When a verdict is forced: ``never``; ``cut``, outputs cut at ``max_tokens`` (the default); ``always``."""
+FORCE_POLICIES: tuple[str, ...] = get_args(ForcePolicy)
+"""When a verdict is forced: ``never``; ``cut``, outputs cut at ``max_tokens``; ``always``."""
+DEFAULT_FORCE_POLICY: ForcePolicy = "cut"
+"""The policy of a judge whose preset and user name none."""
 CUT_FINISH_REASONS = frozenset({"length"})
 """Finish reasons of an output stopped by its token budget (vLLM, OpenAI-compatible servers, transformers)."""
 # A verdict marker left open at the end of the text, also one cut inside its own letters (`... [RESU`).
@@ -138,7 +140,7 @@ class SampleRunner:
         backend: Backend,
         *,
         max_retries: int = 2,
-        force_verdict: ForcePolicy = "cut",
+        force_verdict: ForcePolicy = DEFAULT_FORCE_POLICY,
         truncation: str = "tail",
     ) -> None:
         self.backend = backend
