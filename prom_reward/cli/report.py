@@ -4,6 +4,7 @@ output, .jsonl/.json/.parquet), with the hacking probe's results when given (``p
 Example:
     $ prom-reward report graded.jsonl -o report.html
     $ prom-reward report verdicts.parquet -o report.html --probe probe.json --source-col model
+    $ prom-reward report graded_parts -o report.html      # a folder of part files (-o without a suffix)
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from prom_reward.errors import ConfigError, InputError
+from prom_reward.errors import ConfigError, InputError, PromRewardError
+from prom_reward.format.rubrics import RUBRICS
+from prom_reward.jobs.manifest import NAME, read_manifest
 from prom_reward.jobs.source import read_rows
 from prom_reward.report.html import render_report
 from prom_reward.report.summarize import ReportColumns, summarize
@@ -28,7 +31,11 @@ def add_report_parser(sub: Any) -> None:
         "report",
         help="an HTML report of a graded file (plots, failures, per-rubric tables, extreme rows, probe results)",
     )
-    p.add_argument("input", help="prom-reward grade or compare output (.jsonl, .json, .parquet)")
+    p.add_argument(
+        "input",
+        help="prom-reward grade or compare output: a .jsonl, .json or .parquet file, or a folder of part files "
+        "(an -o without a suffix, or the .parts folder beside a merged output)",
+    )
     p.add_argument("-o", "--output", required=True, help="the report (.html)")
     p.add_argument("--probe", help="a prom-reward probe record (.json) to include")
     p.add_argument("--title", default=None, help="page title (default: the input's file name)")
@@ -66,12 +73,37 @@ def _probe_record(path: str) -> dict[str, Any]:
     return record
 
 
+def job_rubric(output: Path) -> Any:
+    """The ``--rubric`` of the job that wrote ``output`` (from its manifest: ``OUTPUT.parts/_manifest.json``, or
+    ``_manifest.json`` inside a folder of parts), or None when there is no readable manifest."""
+    manifest = output / NAME if output.is_dir() else output.with_name(output.name + ".parts") / NAME
+    if not manifest.is_file():
+        return None
+    try:
+        options = read_manifest(manifest).get("options") or {}
+    except PromRewardError:
+        return None
+    rubric = options.get("rubric") if isinstance(options, dict) else None
+    if isinstance(rubric, dict):  # a built-in rubric is shown by its name
+        for name in RUBRICS:
+            builtin = RUBRICS.get(name)
+            if rubric.get("criteria") == builtin.criteria and list(rubric.get("descriptions") or ()) == list(
+                builtin.descriptions
+            ):
+                return name
+    return rubric
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     out = Path(args.output)
     if out.suffix.lower() not in (".html", ".htm"):
         raise ConfigError(f"-o {args.output}: the report is one HTML page; name a .html file")
-    if not Path(args.input).is_file():
-        raise InputError(f"{args.input}: no such file; give a prom-reward grade or compare output file", field="input")
+    if not Path(args.input).exists():
+        raise InputError(
+            f"{args.input}: no such file or folder; fix: give a prom-reward grade or compare output (a file, or its "
+            "folder of part files)",
+            field="input",
+        )
     if args.extremes < 0:
         raise ConfigError(f"--extremes: expected a number >= 0, got {args.extremes}")
     probe = _probe_record(args.probe) if args.probe else None
@@ -83,7 +115,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         args.rubric_col,
         args.source_col,
     )
-    summary = summarize(read_rows(args.input), cols, extremes=args.extremes)
+    summary = summarize(read_rows(args.input), cols, extremes=args.extremes, rubric=job_rubric(Path(args.input)))
     page = render_report(
         summary,
         probe,

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from prom_reward.probe.llmbar import POOLED
+
 Table = tuple[list[str], list[list[str]]]
 """(header, rows) of formatted cells."""
 
@@ -106,12 +108,54 @@ def markdown_table(table: Table) -> str:
     return "\n".join(lines)
 
 
+def verdict_warnings(record: dict[str, Any]) -> list[str]:
+    """What undermines the figures, said before them: forced verdicts (read from the next-token distribution
+    after an output cut before its verdict) and judgments left without a verdict; empty when neither happened.
+
+    >>> for line in verdict_warnings({"judge_stats": {"samples": 18, "forced": 18},
+    ...         "shifts": {"n_items": 3, "original_failed": 0, "edits": {"pad": {"n": 1, "failed": 2}}}}):
+    ...     print(line[:60])
+    **18 of 18 judge samples had a forced verdict**: each output
+    **Without a verdict:** 2 of 3 edit comparisons (the edited o
+    """
+    out = []
+    stats = record.get("judge_stats") or {}
+    forced, samples = int(stats.get("forced") or 0), int(stats.get("samples") or 0)
+    if forced:
+        out.append(
+            f"**{forced} of {samples} judge samples had a forced verdict**: each output was cut at max_tokens "
+            "before its verdict, which was read from the next-token distribution after [RESULT]; raise "
+            "--max-tokens for verdicts the judge writes out."
+        )
+    missing = []
+    if record.get("llmbar"):
+        sets = record["llmbar"]["sets"]
+        failed = sum(int(s["failed"]) for name, s in sets.items() if name != POOLED)
+        if failed:
+            missing.append(f"{failed} LLMBar order-judgments")
+    if record.get("shifts"):
+        sh = record["shifts"]
+        if sh.get("original_failed"):
+            missing.append(f"{sh['original_failed']} of {sh['n_items']} unedited items")
+        lost = sum(int(e["failed"]) for e in sh["edits"].values())
+        if lost:
+            total = sum(int(e["failed"]) + int(e["n"]) for e in sh["edits"].values())
+            missing.append(f"{lost} of {total} edit comparisons (the edited or the unedited grade)")
+    if missing:
+        out.append("**Without a verdict:** " + ", ".join(missing) + ".")
+    return out
+
+
 def summary(record: dict[str, Any]) -> str:
-    """The one-screen summary of a probe record (markdown)."""
+    """The one-screen summary of a probe record (markdown): forced verdicts and missing verdicts first, when there
+    are any, then the tables."""
     out = [
         f"Hacking probe of {record.get('judge')} ({str(record.get('date', ''))[:10]}, "
         f"{record.get('seconds', 0.0):.0f} s)"
     ]
+    warnings = verdict_warnings(record)
+    if warnings:
+        out += ["", *warnings]
     if record.get("llmbar"):
         out += [
             "",

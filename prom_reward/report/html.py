@@ -12,11 +12,12 @@ Example:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from html import escape
 from typing import Any
 
-from prom_reward.probe.summary import fmt_number, llmbar_table, shifts_table
+from prom_reward.probe.summary import fmt_number, llmbar_table, shifts_table, verdict_warnings
 from prom_reward.report.svg import bar_chart, scatter
 
 _CSS = """
@@ -61,7 +62,12 @@ def _clip(text: str | None, limit: int = 700) -> str:
 
 
 def _cards(s: dict[str, Any]) -> str:
-    cards = [("rows", str(s["n"])), ("without a verdict", f"{s['failed']} ({s['failed'] / max(s['n'], 1):.1%})")]
+    n = max(s["n"], 1)
+    cards = [
+        ("rows", str(s["n"])),
+        ("without a verdict", f"{s['failed']} ({s['failed'] / n:.1%})"),
+        ("forced verdicts", f"{s['forced']} ({s['forced'] / n:.1%})"),
+    ]
     if s["kind"] == "grade":
         cards += [("mean score", fmt_number(s["mean"])), ("median score", fmt_number(s["median"]))]
         cards.append(("score vs length (Spearman)", fmt_number(s["length_spearman"])))
@@ -145,7 +151,8 @@ def _items(members: list[dict[str, Any]], kind: str) -> str:
         parts = [
             f'<div class="item"><span class="score">{fmt_number(m["value"])}</span>'
             f'<div class="where">row {m["index"]} · rubric: {escape(m["rubric"])}'
-            f"{(' · ' + escape(m['source'])) if m.get('source') else ''}</div>"
+            f"{(' · ' + escape(m['source'])) if m.get('source') else ''}"
+            f"{' · <b>forced verdict</b>' if m.get('forced') else ''}</div>"
             f'<div class="label">instruction</div><pre>{escape(_clip(m["instruction"], 400))}</pre>'
         ]
         if kind == "grade":
@@ -162,11 +169,17 @@ def _items(members: list[dict[str, Any]], kind: str) -> str:
     return "".join(out) or '<p class="note">No row has a verdict.</p>'
 
 
+def _bold(text: str) -> str:
+    """Markdown ``**bold**`` in already escaped text as ``<b>``."""
+    return re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", text)
+
+
 def _probe(record: dict[str, Any]) -> str:
     out = [
         "<h2>Hacking probe</h2>",
         f'<p class="meta">{escape(str(record.get("judge")))} · '
         f"{escape(str(record.get('date', ''))[:10])} · {record.get('seconds', 0):.0f} s</p>",
+        *(f'<p class="note">{_bold(escape(w))}</p>' for w in verdict_warnings(record)),
         '<div class="plots">',
     ]
     lb, sh = record.get("llmbar"), record.get("shifts")
@@ -214,6 +227,18 @@ def _probe(record: dict[str, Any]) -> str:
     return "".join(out)
 
 
+def _forced_note(s: dict[str, Any]) -> str:
+    """What a reader must know about forced verdicts: how many rows have one, and what forcing is."""
+    if not s["forced"]:
+        return ""
+    return (
+        f'<p class="note"><b>{s["forced"]} of {s["n"]} rows have a forced verdict</b>: the judge\'s output was cut '
+        "before its verdict, which was then read from its next-token distribution after <code>[RESULT]</code> "
+        "(<code>--force-verdict</code>; flagged on each row below). Raise <code>--max-tokens</code> for verdicts the "
+        "judge writes out.</p>"
+    )
+
+
 def render_report(
     summary: dict[str, Any],
     probe: dict[str, Any] | None = None,
@@ -237,6 +262,7 @@ def render_report(
         _plots(summary),
         "<h2>Failures</h2>",
         _table(["reason", "rows"], fail_rows) if fail_rows else '<p class="note">Every row has a verdict.</p>',
+        _forced_note(summary),
         "<h2>By rubric</h2>",
         _group_table(summary["by_rubric"], kind, "rubric"),
     ]

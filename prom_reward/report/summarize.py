@@ -3,16 +3,19 @@
 
 For grades: the score distribution, score vs response length (Spearman), failure reasons, per-rubric and
 per-source tables, the highest and lowest scored rows with their feedback. For verdicts: the verdict
-distribution, how often the longer response won and P(A) vs the length ratio, the same tables, and the most
-confident verdicts either way. Lengths are characters.
+distribution (A, B, tie, no verdict: a tie is a decided outcome, and the four add up to the rows), how often the
+longer response won and P(A) vs the length ratio, the same tables, and the most confident verdicts either way
+(rows with P(A) above 0.5 for A, below for B). Rows whose verdict was forced (``forced_verdicts`` > 0: read from
+the next-token distribution after an output cut before its verdict) are counted and flagged. Lengths are
+characters.
 
 Example:
     >>> rows = [{"instruction": "q", "response": "short", "score": 2.0, "feedback": "Thin."},
     ...         {"instruction": "q", "response": "a longer answer", "score": 5.0, "feedback": "Full."},
     ...         {"instruction": "q", "response": "?", "score": None, "feedback": None, "judge_failures": 3}]
     >>> s = summarize(rows)
-    >>> s["kind"], s["n"], s["failed"], s["length_spearman"], s["failures"]
-    ('grade', 3, 1, 1.0, [('no verdict after 3 failed samples', 1)])
+    >>> s["kind"], s["n"], s["failed"], s["forced"], s["length_spearman"], s["failures"]
+    ('grade', 3, 1, 0, 1.0, [('no verdict after 3 failed samples', 1)])
 """
 
 from __future__ import annotations
@@ -93,17 +96,20 @@ def _number(row: dict[str, Any], key: str, index: int) -> float | None:
 
 
 def _reason(row: dict[str, Any], kind: str) -> str | None:
+    """Why the row has no outcome, or None when it has one: a score, a winner, or a tie (a tie is a decided
+    outcome, whatever ``judge_error`` says about it)."""
+    decided = row.get("score") is not None if kind == "grade" else row.get("winner") is not None or bool(row.get("tie"))
+    if decided:
+        return None
     if row.get("judge_error"):
         return str(row["judge_error"])
-    if kind == "grade":
-        return (
-            None
-            if row.get("score") is not None
-            else f"no verdict after {row.get('judge_failures', '?')} failed samples"
-        )
-    if row.get("winner") is not None:
-        return None
-    return "tie" if row.get("tie") else f"no verdict after {row.get('judge_failures', '?')} failed samples"
+    return f"no verdict after {row.get('judge_failures', '?')} failed samples"
+
+
+def _forced(row: dict[str, Any]) -> bool:
+    """Whether the row's verdict was read from the next-token distribution (``forced_verdicts`` > 0)."""
+    value = row.get("forced_verdicts")
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
 
 
 MIN_GROUP_CORRELATION_ROWS = 5
@@ -114,7 +120,7 @@ def _group_stats(members: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     scored = [m for m in members if m["value"] is not None]
     out: dict[str, Any] = {
         "n": len(members),
-        "failed": sum(m["reason"] is not None and m["reason"] != "tie" for m in members),
+        "failed": sum(m["reason"] is not None for m in members),
     }
     if kind == "grade":
         out["mean"] = fmean(m["value"] for m in scored) if scored else None
@@ -136,13 +142,18 @@ def _group_stats(members: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     return out
 
 
-def _member(row: dict[str, Any], i: int, kind: str, cols: ReportColumns, source: str | None) -> dict[str, Any]:
+def _member(
+    row: dict[str, Any], i: int, kind: str, cols: ReportColumns, source: str | None, rubric: Any
+) -> dict[str, Any]:
+    given = row.get(cols.rubric)
+    index = row.get("source_index")
     m: dict[str, Any] = {
-        "index": i,
+        "index": index if isinstance(index, int) and not isinstance(index, bool) else i,
         "instruction": _text(row.get(cols.instruction)),
         "feedback": row.get("feedback"),
-        "rubric": rubric_label(row.get(cols.rubric)),
+        "rubric": rubric_label(given if given not in (None, "") else rubric),
         "reason": _reason(row, kind),
+        "forced": _forced(row),
         "source": _text(row.get(source)) or "(none)" if source else None,
     }
     if kind == "grade":
@@ -158,9 +169,10 @@ def _member(row: dict[str, Any], i: int, kind: str, cols: ReportColumns, source:
 
 
 def summarize(
-    rows: Iterable[dict[str, Any]], columns: ReportColumns | None = None, *, extremes: int = 5
+    rows: Iterable[dict[str, Any]], columns: ReportColumns | None = None, *, extremes: int = 5, rubric: Any = None
 ) -> dict[str, Any]:
-    """The report's content for ``rows`` (all of one kind: grade or compare rows)."""
+    """The report's content for ``rows`` (all of one kind: grade or compare rows); ``rubric``: the rubric of rows
+    without a rubric column (the job's ``--rubric``, from its manifest)."""
     cols = columns or ReportColumns()
     members: list[dict[str, Any]] = []
     kind = source = None
@@ -173,7 +185,7 @@ def summarize(
             source = cols.source or next((c for c in SOURCE_COLUMNS if c in row), None)
         elif k != kind:
             raise InputError(f"row {i}: a {k} row in a file of {kind} rows; report one kind of file at a time", index=i)
-        members.append(_member(row, i, kind, cols, source))
+        members.append(_member(row, i, kind, cols, source, rubric))
     if kind is None:
         raise InputError("the file has no rows to report on", field="input")
     scored = [m for m in members if m["value"] is not None]
@@ -181,7 +193,8 @@ def summarize(
         "kind": kind,
         "n": len(members),
         "source_column": source,
-        "failed": sum(m["reason"] is not None and m["reason"] != "tie" for m in members),
+        "failed": sum(m["reason"] is not None for m in members),
+        "forced": sum(m["forced"] for m in members),
         "failures": Counter(m["reason"] for m in members if m["reason"] is not None).most_common(),
         "by_rubric": _grouped(members, "rubric", kind),
         "by_source": _grouped(members, "source", kind) if source else {},
@@ -201,7 +214,7 @@ def summarize(
             verdicts={
                 "A": sum(m["winner"] == "A" for m in members),
                 "B": sum(m["winner"] == "B" for m in members),
-                "tie": sum(m["tie"] for m in members),
+                "tie": sum(m["winner"] is None and m["tie"] for m in members),
                 "failed": out["failed"],
             },
             values=values,
@@ -209,9 +222,11 @@ def summarize(
             longer_wins=_group_stats(members, kind)["longer_wins"],
         )
         out["length_spearman"] = spearman(out["values"], out["length_ratios"])
-    ordered = sorted(scored, key=lambda m: (-m["value"], m["index"]))
-    out["highest"] = ordered[:extremes]
-    out["lowest"] = sorted(scored, key=lambda m: (m["value"], m["index"]))[:extremes]
+    # for verdicts, "most confident for A" holds only rows that favour A (P(A) > 0.5), and likewise for B
+    high = scored if kind == "grade" else [m for m in scored if m["value"] > 0.5]
+    low = scored if kind == "grade" else [m for m in scored if m["value"] < 0.5]
+    out["highest"] = sorted(high, key=lambda m: (-m["value"], m["index"]))[:extremes]
+    out["lowest"] = sorted(low, key=lambda m: (m["value"], m["index"]))[:extremes]
     return out
 
 

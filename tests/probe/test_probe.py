@@ -310,6 +310,10 @@ def test_cli_probe_against_a_real_vllm_server(smollm2_server, tmp_path, capsys):
     assert record["sampling"]["max_tokens"] == 16
     printed = capsys.readouterr().out
     assert "LLMBar pairwise accuracy" in printed and "| self_grade | " in printed
+    forced = record["judge_stats"]["forced"]
+    assert forced > 0  # 16 tokens: the judge's feedback is cut before its verdict
+    first = [line for line in printed.splitlines() if line.strip()][1]  # the line after the title
+    assert first.startswith(f"**{forced} of {record['judge_stats']['samples']} judge samples had a forced verdict**")
 
 
 def models_route(k, body):  # the stand-in server names one model
@@ -349,7 +353,14 @@ def test_cli_probe_with_a_judge_server_answering_garbage_writes_an_honest_record
     assert all(s["accuracy"] == 0.0 and s["failed"] == 2 * s["n"] for s in record["llmbar"]["sets"].values())
     assert record["shifts"]["original_failed"] == 2 and record["shifts"]["original_mean"] is None
     assert all(e["n"] == 0 and e["mean_shift"] is None for e in record["shifts"]["edits"].values())
-    assert "| pad_2x | 0 | n/a | n/a |" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "| pad_2x | 0 | n/a | n/a |" in printed
+    first = [line for line in printed.splitlines() if line.strip()][1]  # the line after the title
+    orders = sum(2 * s["n"] for name, s in record["llmbar"]["sets"].items() if name != "Adversarial")
+    assert orders == 20 and first == (  # 5 sets x 2 pairs x 2 orders; the pooled set is not counted twice
+        f"**Without a verdict:** {orders} LLMBar order-judgments, 2 of 2 unedited items, "
+        "4 of 4 edit comparisons (the edited or the unedited grade)."
+    ), first
 
 
 def test_cli_probe_with_a_failing_judge_server_exits_2_and_writes_nothing(fake_server, tmp_path, capsys):

@@ -250,7 +250,7 @@ def test_degenerate_files_still_render(rows):
     """All failed, all ties, continuous scores: every plot is drawn with what there is, no crash, no NaN."""
     page = render_report(summarize(rows))
     assert page.count('<svg class="plot"') == 2 and re.search(r"\bnan\b", page, re.I) is None
-    assert ("Every row has a verdict" in page) == all(r.get("score") or r.get("winner") for r in rows)
+    assert ("Every row has a verdict" in page) == all(r.get("score") or r.get("winner") or r.get("tie") for r in rows)
 
 
 def test_continuous_scores_get_half_point_bins():
@@ -258,3 +258,86 @@ def test_continuous_scores_get_half_point_bins():
     page = render_report(summarize(rows))
     assert ">1-1.5</text>" in page and ">4.5-5</text>" in page
     assert "<title>4.5-5: 3</title>" in page and "<title>1-1.5: 2</title>" in page
+
+
+def _tie_and_a_rows() -> list[dict]:
+    """A compare job's rows: one pair where both orders pick the longer response (A), one where each order picks
+    the response in first position (the orders disagree: a tie)."""
+
+    def respond(request, i):
+        a, b = pair_of(request)
+        if "tie" in a + b:
+            return "The first one. [RESULT] A"
+        return f"The longer one. [RESULT] {'A' if len(a) > len(b) else 'B'}"
+
+    rows = [
+        {"instruction": "Explain tides.", "response_a": "The moon pulls the sea, twice a day.", "response_b": "Moon."},
+        {"instruction": "Pick one.", "response_a": "tie one", "response_b": "tie two"},
+    ]
+    judge = PrometheusJudge(backend=ScriptedBackend(respond=respond), max_retries=0)
+    return _job(compare_file, rows, judge, rubric="helpfulness", swap=True)
+
+
+def _card(page: str, label: str) -> str:
+    found = re.search(r'<div class="card"><b>([^<]*)</b><span>' + re.escape(label) + "</span></div>", page)
+    assert found, f"no card {label!r}"
+    return found.group(1)
+
+
+def test_a_tie_is_a_decided_outcome_and_the_counts_add_up(tmp_path):
+    rows = _tie_and_a_rows()
+    assert [r["winner"] for r in rows] == ["A", None] and rows[1]["tie"] and rows[1]["judge_error"].startswith("tie:")
+    s = summarize(rows)
+    assert s["verdicts"] == {"A": 1, "B": 0, "tie": 1, "failed": 0} and sum(s["verdicts"].values()) == s["n"] == 2
+    assert s["failed"] == 0 and s["failures"] == []
+    path, out = tmp_path / "verdicts.jsonl", tmp_path / "r.html"
+    write_rows(path, [rows])
+    assert main(["report", str(path), "-o", str(out)]) == 0
+    page = out.read_text()
+    assert _card(page, "without a verdict") == "0 (0.0%)" and _card(page, "ties") == "1"
+    assert _card(page, "A wins") == "1" and _card(page, "B wins") == "0"
+    assert "Every row has a verdict." in page and "tie: the two orders disagree" not in page
+    assert "<title>no verdict: 0</title>" in page and "<title>tie: 1</title>" in page
+
+
+def test_most_confident_lists_hold_only_rows_that_favour_that_side():
+    rows = [
+        {"instruction": "q", "response_a": "a", "response_b": "b", "winner": w, "p_a": p, "tie": False}
+        for w, p in (("A", 0.9), ("B", 0.35), ("B", 0.33), ("A", 0.6))
+    ]
+    s = summarize(rows)
+    assert [m["value"] for m in s["highest"]] == [0.9, 0.6] and [m["value"] for m in s["lowest"]] == [0.33, 0.35]
+    page = render_report(s)
+    most_a = page[page.index("<h2>Most confident for A</h2>") : page.index("<h2>Most confident for B</h2>")]
+    assert "0.35" not in most_a and "0.33" not in most_a and "0.90" in most_a
+
+
+def test_forced_verdicts_are_counted_and_flagged():
+    rows = [
+        {"instruction": "q", "response": "r", "score": 4.0, "feedback": "f", "forced_verdicts": 1},
+        {"instruction": "q", "response": "rr", "score": 2.0, "feedback": "f", "forced_verdicts": 0},
+        {"instruction": "q", "response": "rrr", "score": 3.0, "feedback": "f", "forced_verdicts": 2},
+    ]
+    s = summarize(rows)
+    assert s["forced"] == 2 and s["failed"] == 0
+    page = render_report(s)
+    assert _card(page, "forced verdicts") == "2 (66.7%)"
+    assert "2 of 3 rows have a forced verdict" in page and page.count("<b>forced verdict</b>") == 4  # 2 rows, 2 lists
+    clean = render_report(summarize([dict(r, forced_verdicts=0) for r in rows]))
+    assert _card(clean, "forced verdicts") == "0 (0.0%)" and "have a forced verdict" not in clean
+
+
+def test_a_folder_of_parts_is_read_like_a_file_and_the_job_rubric_fills_the_rows(tmp_path):
+    rows = [{k: v for k, v in r.items() if k != "rubric"} for r in ROLLOUTS]
+    src = tmp_path / "in.jsonl"
+    write_rows(src, [rows])
+    for out in (tmp_path / "graded_parts", tmp_path / "graded.jsonl"):  # parts only; merged, parts beside it
+        grade_file(str(src), str(out), judge_by_response(TABLE), progress=False, rubric="helpfulness", batch_size=2)
+    merged, page_of = tmp_path / "graded.jsonl", {}
+    for given in (tmp_path / "graded_parts", merged, tmp_path / "graded.jsonl.parts"):
+        report = tmp_path / f"{given.name}.html"
+        assert main(["report", str(given), "-o", str(report)]) == 0
+        page_of[given.name] = page = report.read_text()
+        assert _card(page, "rows") == "5" and "rubric: helpfulness" in page and "(none)" not in page
+        assert [m["index"] for m in summarize(read_rows(given))["highest"]] == [1, 4, 0, 3]  # source_index order
+    assert main(["report", str(tmp_path / "nothing_here"), "-o", str(tmp_path / "x.html")]) == 2
