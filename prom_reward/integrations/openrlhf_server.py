@@ -34,7 +34,7 @@ Example:
     >>> from prom_reward import PrometheusJudge
     >>> from prom_reward.rewards.reward import PrometheusReward
     >>> app = create_app(PrometheusReward(PrometheusJudge(backend="scripted", outputs=["[RESULT] 4"])),
-    ...                  RewardSettings(failure_reward="min"))
+    ...                  RewardSettings.load({"failure_reward": "min"}, env={}))
     >>> sorted(r.path for r in app.routes)
     ['/', '/get_reward', '/health', '/stats']
     >>> app.state.batched.close()
