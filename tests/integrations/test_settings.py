@@ -23,6 +23,7 @@ from prom_reward.integrations.settings import RewardSettings, setting_names, set
 from prom_reward.integrations.settings_sources import flag_name
 from prom_reward.integrations.startup import check_judge
 from prom_reward.rewards.config import RewardConfig
+from prom_reward.rewards.online_dpo import OnlineDPOJudgeReward
 from prom_reward.rewards.reward import PrometheusReward
 from tests.fakes import StandInJudge, free_port
 
@@ -185,7 +186,7 @@ def test_a_ready_reward_keeps_its_config_and_refuses_reward_settings_beside_it()
 
 def test_every_reward_path_gets_the_same_reward_config(tmp_path, monkeypatch):
     """One settings source (a YAML file, ``PROM_REWARD_CONFIG``) read by the reward-server command, OpenRLHF's
-    ``reward_func``, verl's entry and a TRL reward built from ``RewardSettings``: one ``RewardConfig``."""
+    ``reward_func``, verl's entry, and TRL's two rewards built from ``RewardSettings``: one ``RewardConfig``."""
     from prom_reward.cli.servers import reward_server_settings
     from prom_reward.integrations import openrlhf_func
     from prom_reward.integrations import verl as prom_verl
@@ -218,7 +219,8 @@ def test_every_reward_path_gets_the_same_reward_config(tmp_path, monkeypatch):
         prom_verl.reset()
         judge.stop()
     trl = PrometheusReward({"backend": "scripted"}, RewardSettings.from_values(values).reward).config
-    assert server == func == verl == trl != RewardConfig()
+    online_dpo = OnlineDPOJudgeReward({"backend": "scripted"}, RewardSettings.from_values(values).reward).config
+    assert server == func == verl == trl == online_dpo != RewardConfig()
     assert (trl.rubric, trl.num_samples, trl.log_feedback, trl.outage.budget_s, trl.outage.on_exhausted) == (
         "honesty",
         5,

@@ -146,11 +146,7 @@ def test_online_dpo_calculate_rewards(name, stand_in, trainers):
     case = CASES[name]
     judge = stand_in(case)
     trainer = trainers("online_dpo")
-    reward = OnlineDPOJudgeReward(
-        {**JUDGE, "base_url": judge.url},
-        outage=reward_config(judge.url, case).outage,
-        over_context=reward_config(judge.url, case).over_context,
-    )
+    reward = OnlineDPOJudgeReward({**JUDGE, "base_url": judge.url}, reward_config(judge.url, case))
     trainer.reward_funcs, trainer.reward_processing_classes = [reward], [None]
     first, refs = trl_samples(case)
     b = len(first)
