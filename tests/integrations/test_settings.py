@@ -19,7 +19,7 @@ from prom_reward.backends.outage import OutagePolicy
 from prom_reward.cli.main import build_parser, main
 from prom_reward.errors import ConfigError
 from prom_reward.integrations.openrlhf_server import RedactTokens, log_config, redact
-from prom_reward.integrations.settings import RewardSettings, setting_names, settings_table
+from prom_reward.integrations.settings import RewardSettings, setting_names, settings_fields, settings_table
 from prom_reward.integrations.settings_sources import flag_name
 from prom_reward.integrations.startup import check_judge
 from prom_reward.rewards.config import RewardConfig
@@ -81,6 +81,32 @@ def test_each_setting_through_flag_environment_and_yaml_in_one_precedence(
         != at(settings(["--config", str(f)], {}))
     )
     assert at(settings(["--config", str(f), "--" + name.replace("_", "-"), flag_text], env)) == flag_value
+
+
+@pytest.mark.parametrize("name", [n for n in setting_names() if n not in ("judge", "failure_reward", "server")])
+def test_every_setting_reads_its_default_from_its_text_through_flag_environment_and_yaml(name, tmp_path):
+    """Each setting's default, written as text, comes back as the default from ``--name``, ``PROM_REWARD_NAME`` and
+    the YAML key ``name``: every field has its three names and a conversion from text."""
+    from prom_reward.cli.servers import reward_server_settings
+
+    default = next(row[3] for row in settings_fields() if row[0] == name)
+    text = "none" if default is None else ",".join(default) if isinstance(default, tuple) else str(default)
+    base = RewardSettings.load({"failure_reward": 0}, env={})
+    from_env = RewardSettings.load({"failure_reward": 0}, env={f"PROM_REWARD_{name.upper()}": text})
+    f = tmp_path / "s.yaml"
+    f.write_text(yaml.safe_dump({"failure_reward": 0, name: text}))
+    from_yaml = RewardSettings.load({"config_file": str(f)}, env={})
+    if text and default is not None:  # an unset default is given by leaving the flag out
+        args = build_parser().parse_args(
+            ["reward-server", "--failure-reward", "0", f"--{name.replace('_', '-')}", text]
+        )
+        assert _values(reward_server_settings(args, {})) == _values(base)
+    assert _values(from_env) == _values(from_yaml) == _values(base)
+
+
+def _values(s: RewardSettings) -> dict:
+    """The settings' values (``FailurePolicy`` has no equality: its value stands for it)."""
+    return {f.name: getattr(s, f.name) for f in dataclasses.fields(s)} | {"failure_reward": s.failure_reward.value}
 
 
 @pytest.mark.parametrize(
