@@ -14,7 +14,8 @@ tests/rewards/test_reward_faults_trl.py (TRL 1.16: GRPO and RLOO ``_calculate_re
 - ``outage``: the judge answers 503 for a while, then recovers (for the OpenRLHF paths longer than
   OpenRLHF's own retry window of five tries a second apart);
 - ``dead``: the judge never answers, past the outage budget: the failure reward with the cause
-  (``on_outage=fail``); ``dead_raise``: the same with ``on_outage=raise``: training stops with the cause;
+  (``outage_on_exhausted=fail``); ``dead_raise``: the same with ``outage_on_exhausted=raise``: training stops
+  with the cause;
 - ``hung``: the first judge call never answers: it is cut by the call timeout and retried;
 - ``late``: the judge starts listening only after the first samples arrive.
 """
@@ -67,11 +68,13 @@ CASES = {
         expected=(5.0, FAILED, 2.0),
     ),
     "outage": Case(judge={"down_for": 1.5}),
-    "dead": Case(judge=DEAD, settings={"outage_budget_s": 1.0, "on_outage": "fail"}, expected=(FAILED, FAILED)),
-    "dead_raise": Case(judge=DEAD, settings={"outage_budget_s": 1.0, "on_outage": "raise"}, stops=True),
+    "dead": Case(
+        judge=DEAD, settings={"outage_budget_s": 1.0, "outage_on_exhausted": "fail"}, expected=(FAILED, FAILED)
+    ),
+    "dead_raise": Case(judge=DEAD, settings={"outage_budget_s": 1.0, "outage_on_exhausted": "raise"}, stops=True),
     "hung": Case(
         judge={"hang_first": 1},
-        settings={"call_timeout_s": 1.0},
+        settings={"outage_call_timeout_s": 1.0},
         responses=("good", "fair", "good"),
         labels=(None, None, None),
         expected=(5.0, 2.0, 5.0),
@@ -83,7 +86,7 @@ CASES = {
 def settings_values(url: str, case: Case) -> dict:
     """The case's ``RewardSettings`` values."""
     return {
-        "judge_url": url,
+        "server": url,
         "failure_reward": FAILED,
         "batch_window_ms": 100,
         "max_tokens": 32,

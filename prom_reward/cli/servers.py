@@ -119,13 +119,11 @@ def cmd_serve(args: Any) -> int:
     return 0
 
 
-_JUDGE_SETTINGS = {
-    "judge_url": "server",
-    "judge_model": "model",
-    "max_tokens": "max_tokens",
-    "gpu_memory_utilization": "gpu_memory_utilization",
-}
-"""Settings whose flags are the shared judge options (``--server``, ``--model``, ``--max-tokens``)."""
+_SHARED_FLAGS = ("server", "model", "max_tokens", "gpu_memory_utilization", "num_samples")
+"""Settings whose flags are the shared judge options (``--server``, ``--model``, ``--max-tokens`` ...)."""
+
+_FORMER_FLAGS = ("on_outage", "call_timeout_s", "truncate")
+"""Former flags of reward-server, refused with the new name (``--on-outage`` -> ``--outage-on-exhausted``)."""
 
 
 def cmd_reward_server(args: argparse.Namespace) -> int:
@@ -137,28 +135,20 @@ def cmd_reward_server(args: argparse.Namespace) -> int:
     import dataclasses
 
     from prom_reward.integrations.openrlhf_server import serve_reward
-    from prom_reward.integrations.settings import RewardSettings, setting_names
     from prom_reward.integrations.startup import check_judge
 
-    explicit = {
-        name: getattr(args, _JUDGE_SETTINGS.get(name, name), None)
-        for name in setting_names()
-        if name not in ("judge", "reward")
-    }
-    if args.truncate:
-        explicit["over_context"] = "truncate"
-    settings = RewardSettings.load({**explicit, "config_file": args.config})
-    if not settings.judge_url and not settings.judge_model:
+    settings = reward_server_settings(args)
+    if not settings.server and not settings.model:
         print(
-            "prom-reward reward-server: give --server URL (or PROM_REWARD_JUDGE_URL) or --model M (in-process vLLM)",
+            "prom-reward reward-server: give --server URL (or PROM_REWARD_SERVER) or --model M (in-process vLLM)",
             file=sys.stderr,
         )
         return 2
-    settings = dataclasses.replace(settings, judge=judge_options(args, settings.judge, remote=bool(settings.judge_url)))
+    settings = dataclasses.replace(settings, judge=judge_options(args, settings.judge, remote=bool(settings.server)))
     token = _token(args)
     reward = settings.build_reward()
     reward.judge  # noqa: B018 - build the judge now: an in-process model that cannot load fails before serving
-    check_judge(settings.judge_url, settings.judge_model, health=reward.health)
+    check_judge(settings.urls(), settings.model, health=reward.health)
     serve_reward(
         reward,
         settings,
@@ -168,6 +158,16 @@ def cmd_reward_server(args: argparse.Namespace) -> int:
         max_body_bytes=int(args.max_body_mb * 1024 * 1024),
     )
     return 0
+
+
+def reward_server_settings(args: argparse.Namespace, env: Any = None) -> Any:
+    """The ``RewardSettings`` of reward-server: the flags given, over ``env`` (None: ``os.environ``), over
+    ``--config``, over the defaults."""
+    from prom_reward.integrations.settings import RewardSettings, setting_names
+
+    explicit = {name: getattr(args, name, None) for name in (*setting_names(), *_FORMER_FLAGS) if name != "judge"}
+    explicit["truncate"] = explicit["truncate"] or None  # a store_true flag: given only when set
+    return RewardSettings.load({**explicit, "config_file": args.config}, env)
 
 
 def judge_options(args: argparse.Namespace, configured: dict[str, Any], *, remote: bool) -> dict[str, Any]:
@@ -185,8 +185,6 @@ def judge_options(args: argparse.Namespace, configured: dict[str, Any], *, remot
     defaults: dict[str, Any] = {}
     if args.temperature is not None:
         given["sampling"] = {"temperature": args.temperature}
-    if args.num_samples != 1:
-        given["num_samples"] = args.num_samples
     if args.expected:
         given["expected_score"] = True
     if args.force_verdict is not None:
@@ -234,7 +232,8 @@ def _token(args: argparse.Namespace) -> str | None:
 
 
 def _add_reward_server_parser(sub: Any) -> None:
-    from prom_reward.integrations.settings import ENV_PREFIX, field_docs, flag_name, setting_names
+    from prom_reward.integrations.settings import ENV_PREFIX, settings_fields
+    from prom_reward.integrations.settings_sources import flag_name
 
     s = sub.add_parser(
         "reward-server",
@@ -242,12 +241,14 @@ def _add_reward_server_parser(sub: Any) -> None:
         description="Settings: flags > PROM_REWARD_* environment > --config YAML > defaults (docs/openrlhf.md).",
     )
     add_judge_options(s)
-    docs = field_docs()
-    for name in setting_names():
-        if name in _JUDGE_SETTINGS or not flag_name(name):
+    s.set_defaults(num_samples=None)  # the reward's num_samples (score=mean): given or not, like every setting
+    for name, _, _, _, doc in settings_fields():
+        if name in _SHARED_FLAGS or not flag_name(name):
             continue
-        help_text = f"{docs[name]} [{ENV_PREFIX}{name.upper()}]".replace("%", "%%")
+        help_text = f"{doc} [{ENV_PREFIX}{name.upper()}]".replace("%", "%%")
         s.add_argument(flag_name(name), action="append" if name == "strip" else "store", help=help_text)
+    for name in _FORMER_FLAGS[:-1]:  # refused by the settings with the new name (--truncate is a judge option)
+        s.add_argument(flag_name(name), dest=name, help=argparse.SUPPRESS)
     s.add_argument("--config", help="YAML file of settings (keys: the setting names) [PROM_REWARD_CONFIG]")
     s.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)")
     s.add_argument("--port", type=int, default=5000)

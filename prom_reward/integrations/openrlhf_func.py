@@ -14,13 +14,13 @@ from the ``PROM_REWARD_*`` environment variables, then the YAML file of ``PROM_R
 a wrong model name raises; a judge that is down only warns).
 
 A sample that cannot be judged fails alone with its reason; a judge outage is retried within the
-outage budget and the request timeout, then (``on_outage=fail``, the default) the unanswered
-samples get the failure reward with the cause: a raise would only be logged by OpenRLHF, which
-then keeps a sample without a reward and crashes in ``make_experience_batch``. With
-``on_outage=raise`` the error is logged at ERROR level and raised. ``configure(reward,
-**settings)`` installs a ready ``PrometheusReward`` instead (tests, custom judges; its own config
-decides mode, rubric and outage policy, the settings the rest); ``reset()`` drops the
-process-wide state.
+outage budget and the request timeout, then (``outage_on_exhausted=raise``, the default) the error
+is logged at ERROR level and raised: OpenRLHF only logs it, keeps the sample without a reward and
+stops in ``make_experience_batch``, so the run stops rather than train on failure rewards. With
+``outage_on_exhausted=fail`` the unanswered samples get the failure reward with the cause.
+``configure(reward, **settings)`` installs a ready ``PrometheusReward`` instead (tests, custom
+judges; its ``RewardConfig`` is the reward settings, the others come from ``settings``);
+``reset()`` drops the process-wide state.
 
 Example:
     >>> from prom_reward import PrometheusJudge
@@ -65,7 +65,7 @@ def configure(reward: Any, **settings: Any) -> BatchedReward:
     """Install ``reward`` (a ``PrometheusReward``) as the process-wide judge of ``reward_func``; ``settings`` are
     ``RewardSettings`` fields (explicit, over the environment); returns its queue."""
     global _state
-    new = _new_state(reward, RewardSettings.load(settings))
+    new = _new_state(reward, RewardSettings.around(reward.config, settings))
     with _lock:
         old, _state = _state, new
     if old is not None:
@@ -107,14 +107,14 @@ def _get() -> _State:
             try:
                 settings = RewardSettings.load()
                 reward = settings.build_reward()
-                check_judge(settings.judge_url, settings.judge_model, health=reward.health)
+                check_judge(settings.urls(), settings.model, health=reward.health)
                 _state = _new_state(reward, settings)
             except PromRewardError as e:  # OpenRLHF logs reward_func errors at INFO only: say it loudly
                 logger.error("prom-reward reward_func is not configured: %s", e)
                 raise
             logger.info(
                 "prom-reward reward_func ready (mode %s, failure reward %s)",
-                settings.mode,
+                settings.reward.mode,
                 settings.failure_reward.value,
             )
         return _state
@@ -132,7 +132,7 @@ def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence
     except DeadlineExceeded as e:
         logger.warning("%d sample(s) failed on the deadline: %s", len(live), e)
         judged = [state.batched.unjudged(str(e)) for _ in live]
-    except PromRewardError as e:  # on_outage=raise (or a configuration error): OpenRLHF logs it at INFO only
+    except PromRewardError as e:  # outage_on_exhausted=raise (or a configuration error): OpenRLHF logs it at INFO only
         logger.error("prom-reward reward_func stops the run: %s", e)
         raise
     it = iter(judged)

@@ -17,9 +17,9 @@ Settings: ``RewardSettings`` (``prom_reward.integrations.settings``).
   ``judge_failed=1``, counted (``judge_failures``; running totals on ``GET /stats``) and logged.
 - Judge outage: the judge is retried with back-off within ``outage_budget_s`` and the request's
   deadline while the request waits; ``/health`` says ``"degraded"`` with the cause meanwhile.
-  Past the budget the unanswered samples get the failure reward with the cause (``on_outage=fail``,
-  the default) or, with ``on_outage=raise``, the request is answered 503 with the cause, which
-  stops OpenRLHF after its five tries: the one 5xx, and only when asked for.
+  Past the budget the request is answered 503 with the cause (``outage_on_exhausted=raise``, the
+  default of every reward path), which stops OpenRLHF after its five tries: the one 5xx; or, with
+  ``outage_on_exhausted=fail``, the unanswered samples get the failure reward with the cause.
 - Deadline: a request still unanswered after ``request_timeout`` (default 170 s, under
   OpenRLHF's 180 s) is answered 200 with its samples failed (reason says so).
 - A request whose client disconnected while queued is dropped unjudged.
@@ -34,7 +34,7 @@ Example:
     >>> from prom_reward import PrometheusJudge
     >>> from prom_reward.rewards.reward import PrometheusReward
     >>> app = create_app(PrometheusReward(PrometheusJudge(backend="scripted", outputs=["[RESULT] 4"])),
-    ...                  RewardSettings(failure_reward="min"))
+    ...                  RewardSettings.load({"failure_reward": "min"}, env={}))
     >>> sorted(r.path for r in app.routes)
     ['/', '/get_reward', '/health', '/stats']
     >>> app.state.batched.close()
@@ -280,9 +280,9 @@ def create_app(
             counters["rejected"] += 1
             logger.warning("rejected a request with %d: %s", e.status, e)
             return JSONResponse({"error": str(e)}, status_code=e.status)
-        except JudgeUnavailableError as e:  # on_outage=raise: the user asked for training to stop
+        except JudgeUnavailableError as e:  # outage_on_exhausted=raise: training stops
             counters["judge_unavailable"] += 1
-            logger.error("judge unavailable past the outage budget, answering 503 (on_outage=raise): %s", e)
+            logger.error("judge unavailable past the outage budget, answering 503 (outage_on_exhausted=raise): %s", e)
             return JSONResponse({"error": f"judge unavailable: {e}"}, status_code=503)
         except PromRewardError as e:
             logger.error("reward request failed: %s", e)

@@ -4,7 +4,7 @@
 verl's ``compute_score`` on their first call), after ``RewardSettings`` validated the settings (rubric,
 failure reward, modes, numbers):
 
-- every judge URL is asked ``GET /models``; a URL that answers but does not serve ``judge_model``, or
+- every judge URL is asked ``GET /models``; a URL that answers but does not serve ``model``, or
   refuses the API key, is a ``ConfigError`` (the command exits non-zero with the reason, before serving);
 - a URL that does not answer (down, 5xx, still loading) only warns: the reward path starts anyway,
   marks the judge "degraded" in its ``JudgeHealth`` (``/health``), and a background thread keeps probing
@@ -76,7 +76,7 @@ def _check_model(url: str, served: list[str], model: str | None) -> None:
     if model and served and model not in served:
         raise ConfigError(
             f"judge {url} does not serve the model {model!r} (it serves {', '.join(served)}); set "
-            "judge_model / --model to one of those, or leave it unset to use the first"
+            "model (--model / PROM_REWARD_MODEL) to one of those, or leave it unset to use the first"
         )
 
 

@@ -11,18 +11,18 @@ serves the judge itself (``reward.reward_model.enable=True``), it passes
 ``reward_router_address`` ("ip:port" of its router in front of the vLLM replicas) and the
 judge goes through ``http://<address>/v1/chat/completions``: vLLM applies the judge's own chat
 template (system prompt folded into the user turn where the template has no system role,
-the Prometheus 2 training form). Otherwise ``judge_url`` / ``PROM_REWARD_JUDGE_URL`` names
+the Prometheus 2 training form). Otherwise ``server`` / ``PROM_REWARD_SERVER`` names
 OpenAI-compatible judge servers (``prom-reward serve``, vLLM).
 
 Settings: ``RewardSettings`` (``prom_reward.integrations.settings``): first
 ``reward.custom_reward_function.reward_kwargs.<name>``, then the ``PROM_REWARD_<NAME>``
 environment variable, then a YAML file (``config_file`` / ``PROM_REWARD_CONFIG``); the table is in
-docs/verl.md. ``failure_reward`` is required: a sample the judge fails on scores it (a number or
+docs/openrlhf.md. ``failure_reward`` is required: a sample the judge fails on scores it (a number or
 ``min``), flagged ``judge_failed=1``, counted and logged. A sample that cannot be judged (a lone
 surrogate, a NaN ground truth, over the judge's context with ``over_context=fail``) fails alone; a
-judge outage is retried within the outage budget, then fails the unanswered samples with the
-cause (``on_outage=fail``) or raises ``JudgeUnavailableError``, which stops the step
-(``on_outage=raise``). The first call in each worker checks the judge (``startup.check_judge``).
+judge outage is retried within the outage budget, then raises ``JudgeUnavailableError``, which
+stops the step (``outage_on_exhausted=raise``, the default), or fails the unanswered samples with
+the cause (``outage_on_exhausted=fail``). The first call in each worker checks the judge (``startup.check_judge``).
 
 Each call returns the same keys: ``score``, ``judge_reward`` (None when failed),
 ``judge_failure_reason`` (None unless failed), ``judge_failed`` (0/1) and the batch metrics of
@@ -78,8 +78,8 @@ def configure(reward: Any, failure_reward: Any = None, **settings: Any) -> None:
     """Use ``reward`` (a ``PrometheusReward``) in this process instead of building one from the settings.
 
     ``failure_reward`` and ``settings`` are ``RewardSettings`` fields (explicit, over the environment and
-    YAML), read on the first score (``failure_reward`` is required by then); the reward's own config
-    decides mode, rubric and outage policy.
+    YAML), read on the first score (``failure_reward`` is required by then); the reward's own
+    ``RewardConfig`` is the reward settings.
 
     >>> configure(object(), failure_reward=0.0); reset()
     """
@@ -110,13 +110,12 @@ def _state(reward_router_address: str | None, kwargs: dict[str, Any], tokenizer:
         if st is not None and st.pid == pid:
             return st
         if _configured:
-            s = RewardSettings.load(_configured["settings"])
             reward = _configured["reward"]
+            s = RewardSettings.around(reward.config, _configured["settings"])
         else:
             s = RewardSettings.load({k: v for k, v in kwargs.items() if k not in _VERL_KWARGS})
             reward = s.build_reward(reward_router_address, tokenizer)
-            urls = list(s.judge_url) or ([f"http://{reward_router_address}/v1"] if reward_router_address else [])
-            check_judge(urls, s.judge_model, health=reward.health)
+            check_judge(s.urls(reward_router_address), s.model, health=reward.health)
         batched = BatchedReward(
             reward,
             max_wait_s=s.batch_window_ms / 1000,

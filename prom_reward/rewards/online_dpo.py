@@ -45,13 +45,13 @@ from dataclasses import dataclass
 from statistics import fmean
 from typing import Any
 
-from prom_reward.backends.outage import JudgeHealth, OutagePolicy
+from prom_reward.backends.outage import JudgeHealth
 from prom_reward.core.results import Verdict
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.conversation import completion_text, prompt_text
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.sanitize import neutralize
-from prom_reward.rewards.config import OVER_CONTEXT
+from prom_reward.rewards.config import RewardConfig
 from prom_reward.rewards.diagnostics import diagnostics
 from prom_reward.rewards.guard import run_isolated
 from prom_reward.rewards.holder import JudgeHolder
@@ -108,18 +108,18 @@ class OnlineDPOJudgeReward(JudgeHolder):
     Args:
         judge: a ``PrometheusJudge``, or a dict of its options (built on first call; such a reward
             pickles, and each process builds its own judge).
-        rubric: rubric for rows without one: built-in name, ``Rubric``, dict or file
-            (pairwise needs only the criteria).
-        reference_answer: reference answer for rows without one (None: judge without).
-        rubric_column / reference_column: dataset columns read per row when the trainer passes them.
+        config: the reward's ``RewardConfig``, the one settings model of every reward path (or its
+            fields as keywords; ``name`` defaults to ``prometheus_pairwise`` here). This reward reads
+            ``rubric`` (pairwise needs only the criteria), ``reference_answer``, ``rubric_column``,
+            ``reference_column``, ``name``, ``over_context`` (a pair over the judge's context:
+            ``truncate`` shortens the responses, ``fail`` leaves it to the coin) and ``outage`` (how a
+            failing judge is retried; default: stop past the budget); the grade-to-reward fields
+            (``mode``, ``score``, ``normalize``, length control) do not apply to its 1 / 0 rewards.
         max_tie_rounds: re-judging rounds for undecided pairs. 3, not the judge's 5
             (``compare_by_grades``): here every round runs inside the training step and costs two
             judge calls (both orders) per undecided pair, and a pair still undecided after three
             rounds is settled by its mean p_a, which rarely flips with more rounds.
         seed: seed of the coin that settles pairs whose p_a is exactly 0.5.
-        name: ``__name__`` (TRL's ``get_callable_name``) and the prefix of logged metrics.
-        over_context: a pair over the judge's context: ``truncate`` (shorten the responses) or ``fail``.
-        outage: how a failing judge is retried (``OutagePolicy``; default: stop past the budget).
     """
 
     _transient = ("_trainer",)
@@ -127,22 +127,20 @@ class OnlineDPOJudgeReward(JudgeHolder):
     def __init__(
         self,
         judge: Any,
-        rubric: Any = "helpfulness",
+        config: RewardConfig | None = None,
         *,
-        reference_answer: str | None = None,
-        rubric_column: str = "rubric",
-        reference_column: str = "reference_answer",
         max_tie_rounds: int = 3,
         seed: int = 0,
-        name: str = "prometheus_pairwise",
-        over_context: str = "truncate",
-        outage: OutagePolicy | None = None,
+        **options: Any,
     ) -> None:
         super().__init__(judge)
-        if over_context not in OVER_CONTEXT:
-            raise ConfigError(f"over_context: expected one of {', '.join(OVER_CONTEXT)}, got {over_context!r}")
-        if outage is not None and not isinstance(outage, OutagePolicy):
-            raise ConfigError(f"outage: expected an OutagePolicy, got {type(outage).__name__}")
+        if config is not None and (options or not isinstance(config, RewardConfig)):
+            raise ConfigError(
+                f"config: expected a RewardConfig and no reward fields beside it, got {type(config).__name__} "
+                f"and {sorted(options)}; fix: OnlineDPOJudgeReward(judge, RewardConfig(...)) or its fields as keywords"
+            )
+        self.config = config or RewardConfig(**{"name": "prometheus_pairwise", **options})
+        rubric, name = self.config.rubric, self.config.name
         if not isinstance(max_tie_rounds, int) or isinstance(max_tie_rounds, bool) or max_tie_rounds < 0:
             raise ConfigError(f"max_tie_rounds must be an int >= 0, got {max_tie_rounds!r}")
         if rubric is None:
@@ -152,13 +150,13 @@ class OnlineDPOJudgeReward(JudgeHolder):
         except InputError as e:
             raise ConfigError(f"rubric: {e}") from e
         self.rubric = rubric
-        self.reference_answer = reference_answer
-        self.rubric_column = rubric_column
-        self.reference_column = reference_column
+        self.reference_answer = self.config.reference_answer
+        self.rubric_column = self.config.rubric_column
+        self.reference_column = self.config.reference_column
         self.max_tie_rounds = max_tie_rounds
         self.seed = seed
-        self.over_context = over_context
-        self.outage = outage or OutagePolicy()
+        self.over_context = self.config.over_context
+        self.outage = self.config.outage
         self.health = JudgeHealth()
         self.__name__ = name
         self.stats = PairwiseRewardStats()

@@ -60,8 +60,7 @@ def test_reward_server_flags_over_the_judge_setting_over_the_flag_defaults() -> 
         "endpoint": "completions",  # --endpoint not given: the setting, not the flag's default
         "wire": "inst",
         "sampling": {"top_p": 0.5, "temperature": 0.2},  # key by key, the flag's temperature wins
-        "num_samples": 3,
-    }
+    }  # --num-samples is the reward's setting (RewardConfig.num_samples, score=mean), not a judge option
     args = build_parser().parse_args(["reward-server", "--model", "m", "--wire", "raw", "--tensor-parallel-size", "2"])
     local = judge_options(args, {"wire": "chat", "enforce_eager": True, "tensor_parallel_size": 4}, remote=False)
     assert local == {"backend": "vllm", "enforce_eager": True, "tensor_parallel_size": 2, "wire": "raw"}

@@ -94,25 +94,23 @@ def test_pairwise_group_through_reward_func(tokenizer):  # noqa: F811
 
 def test_settings_from_env_and_yaml(tmp_path):
     with pytest.raises(ConfigError, match="failure reward: not set"):
-        RewardSettings.load(env={"PROM_REWARD_JUDGE_URL": "http://x/v1"})
+        RewardSettings.load(env={"PROM_REWARD_SERVER": "http://x/v1"})
     with pytest.raises(ConfigError, match="no judge"):
         RewardSettings.load(env={"PROM_REWARD_FAILURE_REWARD": "0"}).build_reward()
     yaml_file = tmp_path / "judge.yaml"
-    yaml_file.write_text(
-        "judge_url: http://a/v1,http://b/v1\nfailure_reward: min\nmode: pairwise_group\ngroup_size: 4\n"
-    )
+    yaml_file.write_text("server: http://a/v1,http://b/v1\nfailure_reward: min\nmode: pairwise_group\ngroup_size: 4\n")
     cfg = RewardSettings.load(env={"PROM_REWARD_CONFIG": str(yaml_file), "PROM_REWARD_GROUP_SIZE": "8"})
-    assert cfg.judge_url == ("http://a/v1", "http://b/v1") and cfg.group_size == 8
-    assert cfg.failure_reward.value == "min" and cfg.mode == "pairwise_group"
-    yaml_file.write_text("judge_urls: http://a/v1\n")
-    with pytest.raises(ConfigError, match="unknown key"):
+    assert cfg.server == ("http://a/v1", "http://b/v1") and cfg.group_size == 8
+    assert cfg.failure_reward.value == "min" and cfg.reward.mode == "pairwise_group"
+    yaml_file.write_text("servers: http://a/v1\n")
+    with pytest.raises(ConfigError, match="unknown setting"):
         RewardSettings.load(env={"PROM_REWARD_CONFIG": str(yaml_file)})
 
 
 @pytest.mark.integration
 def test_real_vllm_judge_through_env_config(vllm_server, tokenizer, monkeypatch):  # noqa: F811
     for key, value in {
-        "PROM_REWARD_JUDGE_URL": vllm_server,
+        "PROM_REWARD_SERVER": vllm_server,
         "PROM_REWARD_FAILURE_REWARD": "min",
         "PROM_REWARD_MAX_TOKENS": "8",
         "PROM_REWARD_BATCH_WINDOW_MS": "300",
@@ -137,7 +135,7 @@ def test_docs_name_the_real_settings():
     from prom_reward.integrations.settings import setting_names
 
     text = (Path(__file__).resolve().parents[2] / "docs" / "openrlhf.md").read_text()
-    names = set(setting_names()) | {"config", "token", "api_key"}
+    names = set(setting_names()) | {"config", "token", "api_key", "foo_bar"}  # FOO_BAR: the naming rule
     for var in set(re.findall(r"PROM_REWARD_([A-Z_]+)", text)):
         assert var.lower() in names, var
     assert "$(prom-reward openrlhf-func-path)" in text

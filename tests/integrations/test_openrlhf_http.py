@@ -43,8 +43,10 @@ def running(app):
 
 
 def server_app(reward, *, token: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, **settings):
-    """``create_app`` with ``RewardSettings(**settings)``."""
-    return create_app(reward, RewardSettings(**settings), token=token, max_body_bytes=max_body_bytes)
+    """``create_app`` with the settings around ``reward`` (``RewardSettings.around(reward.config, settings)``)."""
+    return create_app(
+        reward, RewardSettings.around(reward.config, settings, env={}), token=token, max_body_bytes=max_body_bytes
+    )
 
 
 def scripted_reward(table: dict[str, str], seen: list[GenerationRequest] | None = None, **options):

@@ -8,8 +8,8 @@ against a stand-in judge server:
   the environment).
 
 No case may crash the trainer or fail a healthy sample; every failure is flagged with its reason; a judge down
-past the budget gives the failure reward with the cause (``on_outage=fail``) or, with ``on_outage=raise``,
-leaves OpenRLHF without rewards, which stops its experience maker.
+past the budget gives the failure reward with the cause (``outage_on_exhausted=fail``) or, with
+``outage_on_exhausted=raise`` (the default), leaves OpenRLHF without rewards, which stops its experience maker.
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def test_openrlhf_reward_server(name, stand_in, tokenizer, tmp_path, caplog):  #
         stats = httpx.get(url + "/stats", timeout=10).json()
         health = httpx.get(url + "/health", timeout=10).json()
     took = time.monotonic() - start
-    if case.stops:  # on_outage=raise: 503 with the cause, OpenRLHF gives up after its five tries
+    if case.stops:  # outage_on_exhausted=raise: 503 with the cause, OpenRLHF gives up after its five tries
         check_stopped(rewards, outs)
         assert stats["judge_unavailable"] >= len(case.responses) and "Request error for 5 times" in caplog.text
         assert health["status"] == "degraded" and "503" in health["cause"]
@@ -156,7 +156,7 @@ def test_a_judge_serving_another_model_stops_the_first_reward_func_call(
     error on the first call, logged at ERROR (OpenRLHF logs it at INFO and the sample has no reward: the run
     stops); a judge that is down only warns (the ``late`` case)."""
     judge = stand_in(Case())
-    monkeypatch.setenv("PROM_REWARD_CONFIG", str(settings_file(tmp_path, judge.url, Case(), judge_model="other")))
+    monkeypatch.setenv("PROM_REWARD_CONFIG", str(settings_file(tmp_path, judge.url, Case(), model="other")))
     ex = agent.SingleTurnAgentExecutor(openrlhf_func.reward_func_path())
     with openrlhf_log(caplog), caplog.at_level(logging.INFO):
         rewards, _, outs = run_openrlhf(ex, tokenizer, Case(responses=("good",), labels=(None,)))
@@ -211,7 +211,7 @@ def openrlhf_executor(path: str, settings_path, monkeypatch):
 
 
 REQUEST_TIMEOUT_S = 8.0
-"""The hung-call tests' request deadline: with ``call_timeout_s`` unset, one judge call may take half of it."""
+"""The hung-call tests' request deadline: with ``outage_call_timeout_s`` unset, one judge call may take half of it."""
 
 
 def staggered(call, delays: tuple[float, ...]) -> list[tuple[float, list[float]]]:

@@ -4,8 +4,8 @@ documented explicit-URL launch of docs/verl.md, against a stand-in judge server;
 ``PROM_REWARD_CONFIG``.
 
 No case may crash the step or fail a healthy sample; a failure carries its reason in the reward extras; a judge
-down past the budget gives the failure reward with the cause (``on_outage=fail``) or, with ``on_outage=raise``,
-raises out of verl's reward loop with the cause (the step stops).
+down past the budget gives the failure reward with the cause (``outage_on_exhausted=fail``) or, with
+``outage_on_exhausted=raise`` (the default), raises out of verl's reward loop with the cause (the step stops).
 """
 
 from __future__ import annotations
@@ -79,10 +79,10 @@ def test_verl_reward_loop(name, stand_in, tiny_model_dir, tmp_path, monkeypatch)
 
 
 def test_a_judge_serving_another_model_stops_verls_first_score(stand_in, tiny_model_dir, tmp_path, monkeypatch):
-    """Validation at start: a judge that answers but does not serve ``judge_model`` is a configuration error on the
+    """Validation at start: a judge that answers but does not serve ``model`` is a configuration error on the
     first score, out of verl's reward loop (a judge that is down only warns: the ``late`` case)."""
     judge = stand_in(Case())
-    monkeypatch.setenv("PROM_REWARD_CONFIG", str(settings_file(tmp_path, judge.url, Case(), judge_model="other")))
+    monkeypatch.setenv("PROM_REWARD_CONFIG", str(settings_file(tmp_path, judge.url, Case(), model="other")))
     with pytest.raises(ConfigError, match="does not serve the model 'other'.*stand-in-judge"):
         score_batch(verl_worker(tiny_model_dir), ["good"], [""])
     assert judge.chats == 0

@@ -3,6 +3,7 @@ tables generated from it, and the reward-server's start-up checks, token handlin
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import subprocess
@@ -12,12 +13,18 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 
+from prom_reward.backends.outage import OutagePolicy
 from prom_reward.cli.main import build_parser, main
 from prom_reward.errors import ConfigError
 from prom_reward.integrations.openrlhf_server import RedactTokens, log_config, redact
-from prom_reward.integrations.settings import RewardSettings, flag_name, setting_names, settings_table
+from prom_reward.integrations.settings import RewardSettings, setting_names, settings_fields, settings_table
+from prom_reward.integrations.settings_sources import flag_name
 from prom_reward.integrations.startup import check_judge
+from prom_reward.rewards.config import RewardConfig
+from prom_reward.rewards.online_dpo import OnlineDPOJudgeReward
+from prom_reward.rewards.reward import PrometheusReward
 from tests.fakes import StandInJudge, free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,23 +35,116 @@ def test_precedence_explicit_then_environment_then_yaml_then_defaults(tmp_path):
     f.write_text("rubric: honesty\nmax_batch_size: 32\nbatch_window_ms: 10\nfailure_reward: 0\n")
     env = {"PROM_REWARD_CONFIG": str(f), "PROM_REWARD_MAX_BATCH_SIZE": "64", "PROM_REWARD_BATCH_WINDOW_MS": "20"}
     s = RewardSettings.load({"batch_window_ms": "30"}, env=env)
-    assert (s.rubric, s.max_batch_size, s.batch_window_ms, s.group_wait_s) == ("honesty", 64, 30.0, 60.0)
+    assert (s.reward.rubric, s.max_batch_size, s.batch_window_ms, s.group_wait_s) == ("honesty", 64, 30.0, 60.0)
     explicit_file = tmp_path / "other.yaml"
     explicit_file.write_text("failure_reward: min\nrubric: harmlessness\n")
     s = RewardSettings.load({"config_file": str(explicit_file)}, env=env)  # an explicit file wins over the env's
-    assert (s.rubric, s.failure_reward.value, s.max_batch_size) == ("harmlessness", "min", 64)
+    assert (s.reward.rubric, s.failure_reward.value, s.max_batch_size) == ("harmlessness", "min", 64)
+
+
+# (setting, YAML value, environment text, flag text, where the value lands, the typed flag value, the default)
+SOURCES = [
+    ("max_batch_size", 32, "64", "16", lambda s: s.max_batch_size, 16, 256),
+    ("server", ["http://y/v1"], "http://e/v1", "http://f/v1", lambda s: s.server, ("http://f/v1",), ()),
+    ("rubric", "honesty", "harmlessness", "helpfulness", lambda s: s.reward.rubric, "helpfulness", "helpfulness"),
+    ("num_samples", 5, "4", "2", lambda s: s.reward.num_samples, 2, 3),
+    ("log_feedback", False, "true", "false", lambda s: s.reward.log_feedback, False, True),
+    ("overlong_baseline", 300, "group_median", "900", lambda s: s.reward.overlong_baseline, 900.0, "group_median"),
+    ("outage_budget_s", 30, "40", "50", lambda s: s.reward.outage.budget_s, 50.0, 150.0),
+    ("outage_on_exhausted", "fail", "raise", "fail", lambda s: s.reward.outage.on_exhausted, "fail", "raise"),
+    ("outage_call_timeout_s", 3, "none", "7", lambda s: s.reward.outage.call_timeout_s, 7.0, None),
+]
+
+
+@pytest.mark.parametrize("name, yaml_value, env_text, flag_text, at, flag_value, default", SOURCES)
+def test_each_setting_through_flag_environment_and_yaml_in_one_precedence(
+    name, yaml_value, env_text, flag_text, at, flag_value, default, tmp_path
+):
+    """One name everywhere: field ``foo_bar`` <-> ``--foo-bar`` <-> ``PROM_REWARD_FOO_BAR`` <-> YAML ``foo_bar``;
+    a flag given wins over the environment, the environment over YAML, YAML over the default."""
+    from prom_reward.cli.servers import reward_server_settings
+
+    f = tmp_path / "s.yaml"
+    f.write_text(yaml.safe_dump({"failure_reward": 0, name: yaml_value}))
+    env = {f"PROM_REWARD_{name.upper()}": env_text}
+    base = ["reward-server", "--failure-reward", "0"]
+
+    def settings(argv, env):
+        return reward_server_settings(build_parser().parse_args([*base, *argv]), env)
+
+    assert at(settings([], {})) == default
+    assert at(settings(["--config", str(f)], {})) == at(RewardSettings.load({"config_file": str(f)}, env={}))
+    from_env = settings(["--config", str(f)], env)
+    assert (
+        at(from_env)
+        == at(RewardSettings.load({"failure_reward": 0}, env=env))
+        != at(settings(["--config", str(f)], {}))
+    )
+    assert at(settings(["--config", str(f), "--" + name.replace("_", "-"), flag_text], env)) == flag_value
+
+
+@pytest.mark.parametrize("name", [n for n in setting_names() if n not in ("judge", "failure_reward", "server")])
+def test_every_setting_reads_its_default_from_its_text_through_flag_environment_and_yaml(name, tmp_path):
+    """Each setting's default, written as text, comes back as the default from ``--name``, ``PROM_REWARD_NAME`` and
+    the YAML key ``name``: every field has its three names and a conversion from text."""
+    from prom_reward.cli.servers import reward_server_settings
+
+    default = next(row[3] for row in settings_fields() if row[0] == name)
+    text = "none" if default is None else ",".join(default) if isinstance(default, tuple) else str(default)
+    base = RewardSettings.load({"failure_reward": 0}, env={})
+    from_env = RewardSettings.load({"failure_reward": 0}, env={f"PROM_REWARD_{name.upper()}": text})
+    f = tmp_path / "s.yaml"
+    f.write_text(yaml.safe_dump({"failure_reward": 0, name: text}))
+    from_yaml = RewardSettings.load({"config_file": str(f)}, env={})
+    if text and default is not None:  # an unset default is given by leaving the flag out
+        args = build_parser().parse_args(
+            ["reward-server", "--failure-reward", "0", f"--{name.replace('_', '-')}", text]
+        )
+        assert _values(reward_server_settings(args, {})) == _values(base)
+    assert _values(from_env) == _values(from_yaml) == _values(base)
+
+
+def _values(s: RewardSettings) -> dict:
+    """The settings' values (``FailurePolicy`` has no equality: its value stands for it)."""
+    return {f.name: getattr(s, f.name) for f in dataclasses.fields(s)} | {"failure_reward": s.failure_reward.value}
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("judge_url", "server"),
+        ("judge_model", "model"),
+        ("on_outage", "outage_on_exhausted"),
+        ("call_timeout_s", "outage_call_timeout_s"),
+        ("truncate_response", "over_context"),
+    ],
+)
+def test_a_former_name_is_refused_with_the_new_one_from_every_source(old, new, tmp_path):
+    words = f"{old}.* was renamed {new}; fix: give {new} \\(--{new.replace('_', '-')} / PROM_REWARD_{new.upper()}"
+    with pytest.raises(ConfigError, match=words):
+        RewardSettings.load({"failure_reward": 0, old: "x"}, env={})
+    with pytest.raises(ConfigError, match=words):
+        RewardSettings.load({"failure_reward": 0}, env={f"PROM_REWARD_{old.upper()}": "x"})
+    f = tmp_path / "s.yaml"
+    f.write_text(f"failure_reward: 0\n{old}: x\n")
+    with pytest.raises(ConfigError, match=words):
+        RewardSettings.load({"config_file": str(f)}, env={})
+    with pytest.raises(ConfigError, match="reward: its keys are settings of their own now"):
+        RewardSettings.load({"failure_reward": 0, "reward": {"log_feedback": False}}, env={})
 
 
 def test_one_set_of_defaults():
-    s = RewardSettings(failure_reward=0)
-    assert (s.max_batch_size, s.request_timeout, s.batch_window_ms, s.on_outage, s.over_context) == (
+    """The framework paths' reward is ``RewardConfig()``, the one TRL's ``PrometheusReward`` gets by default; past the
+    outage budget every path raises (a run that stops beats one that trains on failure rewards)."""
+    s = RewardSettings.load({"failure_reward": 0}, env={})
+    assert s.reward == RewardConfig() == PrometheusReward({"backend": "scripted"}).config
+    assert s.reward.outage == OutagePolicy() and s.reward.outage.on_exhausted == "raise"
+    assert (s.max_batch_size, s.request_timeout, s.batch_window_ms, s.reward.over_context) == (
         256,
         170.0,
         50.0,
-        "fail",
         "truncate",
     )
-    assert s.outage().budget_s == 150.0 and s.outage().on_exhausted == "fail"
 
 
 @pytest.mark.parametrize(
@@ -55,23 +155,20 @@ def test_one_set_of_defaults():
         ({"failure_reward": 0, "max_batch_size": "many"}, "max_batch_size .*expected int"),
         ({"failure_reward": 0, "max_batch_size": "2.5"}, "max_batch_size"),
         ({"failure_reward": 0, "max_batch_size": 0}, "max_batch_size: expected a number > 0"),
-        ({"failure_reward": 0, "mode": "pairwise"}, "mode: expected one of absolute, pairwise_group"),
+        ({"failure_reward": 0, "mode": "pairwise"}, "mode: unknown reward mode 'pairwise'.*--mode / PROM_REWARD_MODE"),
+        ({"failure_reward": 0, "mode": "pairwise_reference"}, "mode: the framework reward paths take one of"),
         ({"failure_reward": 0, "mode": "pairwise_group"}, "group_size"),
         ({"failure_reward": 0, "mode": "pairwise_group", "group_size": 4, "group_wait_s": 300}, "group_wait_s"),
         ({"failure_reward": 0, "rubric": "no_such_rubric"}, "rubric: .*no_such_rubric"),
         ({"failure_reward": 0, "rubric": "/nonexistent/rubric.yaml"}, "rubric"),
-        ({"failure_reward": 0, "score": "median"}, "score"),
-        ({"failure_reward": 0, "on_outage": "ignore"}, "on_outage"),
-        ({"failure_reward": 0, "call_timeout_s": "0"}, "call_timeout_s"),
-        ({"failure_reward": 0, "judge_url": "judge:8000"}, "judge_url"),
-        ({"failure_reward": 0, "reward": {"rubric": "x"}}, "reward: "),
+        ({"failure_reward": 0, "score": "median"}, "score.*--score / PROM_REWARD_SCORE / score"),
+        ({"failure_reward": 0, "log_feedback": "perhaps"}, "log_feedback .*expected bool"),
+        ({"failure_reward": 0, "outage_on_exhausted": "ignore"}, "outage_on_exhausted: expected one of raise, fail"),
+        ({"failure_reward": 0, "outage_call_timeout_s": "0"}, "outage_call_timeout_s: .*--outage-call-timeout-s"),
+        ({"failure_reward": 0, "server": "judge:8000"}, "server: expected 'http"),
+        ({"failure_reward": 0, "rubrik": "x"}, "unknown setting"),
         (
-            {
-                "failure_reward": "min",
-                "mode": "pairwise_group",
-                "group_size": 2,
-                "reward": {"group_reward": "bradley_terry"},
-            },
+            {"failure_reward": "min", "mode": "pairwise_group", "group_size": 2, "group_reward": "bradley_terry"},
             "Bradley-Terry",
         ),
     ],
@@ -85,23 +182,78 @@ def test_a_broken_rubric_file_is_refused(tmp_path):
     f = tmp_path / "rubric.yaml"
     f.write_text("criteria: [unclosed\n")
     with pytest.raises(ConfigError, match="rubric"):
-        RewardSettings(failure_reward=0, rubric=str(f))
+        RewardSettings.load({"failure_reward": 0, "rubric": str(f)}, env={})
 
 
 def test_conversions_from_text():
     s = RewardSettings.load(
         env={
             "PROM_REWARD_FAILURE_REWARD": "-1",
-            "PROM_REWARD_JUDGE_URL": "http://a/v1, http://b/v1",
+            "PROM_REWARD_SERVER": "http://a/v1, http://b/v1",
             "PROM_REWARD_STRIP": "</s>,<|im_end|>",
             "PROM_REWARD_NORMALIZE": "",
-            "PROM_REWARD_CALL_TIMEOUT_S": "none",
+            "PROM_REWARD_OUTAGE_CALL_TIMEOUT_S": "none",
             "PROM_REWARD_MAX_TOKENS": "64",
+            "PROM_REWARD_LENGTH_CORRECTION": "yes",
         }
     )
-    assert s.judge_url == ("http://a/v1", "http://b/v1") and s.strip == ("</s>", "<|im_end|>")
-    assert s.normalize is None and s.call_timeout_s is None and s.max_tokens == 64
-    assert s.failure_reward.value == -1.0
+    assert s.server == ("http://a/v1", "http://b/v1") and s.strip == ("</s>", "<|im_end|>")
+    assert s.reward.normalize is None and s.reward.outage.call_timeout_s is None and s.max_tokens == 64
+    assert s.failure_reward.value == -1.0 and s.reward.length_correction is True
+
+
+def test_a_ready_reward_keeps_its_config_and_refuses_reward_settings_beside_it():
+    reward = PrometheusReward({"backend": "scripted"}, RewardConfig(rubric="honesty"))
+    s = RewardSettings.around(reward.config, {"failure_reward": 0, "max_batch_size": 8}, env={})
+    assert s.reward is reward.config and s.max_batch_size == 8
+    with pytest.raises(ConfigError, match="rubric: reward settings of a ready reward are its RewardConfig's"):
+        RewardSettings.around(reward.config, {"failure_reward": 0, "rubric": "x"}, env={})
+
+
+def test_every_reward_path_gets_the_same_reward_config(tmp_path, monkeypatch):
+    """One settings source (a YAML file, ``PROM_REWARD_CONFIG``) read by the reward-server command, OpenRLHF's
+    ``reward_func``, verl's entry, and TRL's two rewards built from ``RewardSettings``: one ``RewardConfig``."""
+    from prom_reward.cli.servers import reward_server_settings
+    from prom_reward.integrations import openrlhf_func
+    from prom_reward.integrations import verl as prom_verl
+
+    judge = StandInJudge(model="prometheus").start()
+    values = {
+        "server": judge.url,
+        "failure_reward": 0,
+        "rubric": "honesty",
+        "score": "mean",
+        "num_samples": 5,
+        "normalize": "unit",
+        "log_feedback": False,
+        "over_context": "fail",
+        "outage_budget_s": 12,
+        "outage_on_exhausted": "fail",
+        "length_correction": True,
+    }
+    f = tmp_path / "reward.yaml"
+    f.write_text(yaml.safe_dump(values))
+    for key in [k for k in __import__("os").environ if k.startswith("PROM_REWARD_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("PROM_REWARD_CONFIG", str(f))
+    try:
+        server = reward_server_settings(build_parser().parse_args(["reward-server"])).build_reward().config
+        func = openrlhf_func.batched_reward().reward.config
+        verl = prom_verl._state(None, {}).batched.reward.config
+    finally:
+        openrlhf_func.reset()
+        prom_verl.reset()
+        judge.stop()
+    trl = PrometheusReward({"backend": "scripted"}, RewardSettings.from_values(values).reward).config
+    online_dpo = OnlineDPOJudgeReward({"backend": "scripted"}, RewardSettings.from_values(values).reward).config
+    assert server == func == verl == trl == online_dpo != RewardConfig()
+    assert (trl.rubric, trl.num_samples, trl.log_feedback, trl.outage.budget_s, trl.outage.on_exhausted) == (
+        "honesty",
+        5,
+        False,
+        12.0,
+        "fail",
+    )
 
 
 def _doc_table(doc: str) -> str:
@@ -111,9 +263,18 @@ def _doc_table(doc: str) -> str:
     return match.group(1)
 
 
-@pytest.mark.parametrize("doc", ["openrlhf.md", "verl.md"])
-def test_docs_tables_are_the_settings_model(doc):
-    assert _doc_table(doc) == settings_table()
+def test_the_docs_table_is_the_settings_model():
+    """One table (docs/openrlhf.md; docs/verl.md links to it), generated from the dataclass fields and docstrings:
+    every ``RewardConfig`` field, its ``outage``'s, and ``RewardSettings``' own, each with its one name."""
+    table = _doc_table("openrlhf.md")
+    assert table == settings_table()
+    assert "settings:start" not in (REPO / "docs" / "verl.md").read_text()
+    names = {f.name for f in dataclasses.fields(RewardConfig)} - {"outage"}
+    names |= {"outage_" + f.name for f in dataclasses.fields(OutagePolicy)}
+    names |= {f.name for f in dataclasses.fields(RewardSettings)} - {"reward"}
+    assert set(setting_names()) == names and len(table.splitlines()) == len(names) + 2
+    for name in names - {"judge"}:
+        assert f"| `{name}` | `--{name.replace('_', '-')}` | `PROM_REWARD_{name.upper()}` |" in table, name
 
 
 def test_every_setting_has_a_reward_server_flag_and_an_environment_variable():
@@ -121,7 +282,7 @@ def test_every_setting_has_a_reward_server_flag_and_an_environment_variable():
     sub = next(a for a in parser._actions if a.dest == "command").choices["reward-server"]
     flags = {s for a in sub._actions for s in a.option_strings}
     for name in setting_names():
-        if name in ("judge", "reward"):
+        if name == "judge":
             continue
         assert flag_name(name) in flags, name
     assert "--token-file" in flags and "--config" in flags
@@ -179,7 +340,10 @@ def test_token_values_are_redacted_from_logs():
         (["--max-batch-size", "0"], "max_batch_size"),
         (["--failure-reward", "lots"], "failure reward: expected a number or 'min'"),
         (["--rubric", "/nonexistent/rubric.yaml"], "rubric"),
-        (["--on-outage", "ignore"], "on_outage"),
+        (["--outage-on-exhausted", "ignore"], "outage_on_exhausted"),
+        (["--on-outage", "fail"], "on_outage was renamed outage_on_exhausted; fix"),
+        (["--call-timeout-s", "5"], "call_timeout_s was renamed outage_call_timeout_s; fix"),
+        (["--truncate"], "truncate was renamed over_context; fix: give over_context (--over-context"),
         (["--token-file", "/nonexistent/token"], "--token-file: cannot read"),
     ],
 )
@@ -274,15 +438,15 @@ def test_the_token_comes_from_a_file_or_the_environment_and_the_flag_is_warned_a
 
 
 def test_an_in_process_judge_takes_the_gpu_share_it_is_given():
-    """An in-process judge_model beside a policy on the same GPU takes only its share (env, YAML or flag)."""
-    s = RewardSettings.load({"failure_reward": 0, "judge_model": "org/judge"}, env={})
+    """An in-process model beside a policy on the same GPU takes only its share (env, YAML or flag)."""
+    s = RewardSettings.load({"failure_reward": 0, "model": "org/judge"}, env={})
     assert "gpu_memory_utilization" not in s.judge_spec()  # unset: the engine's own default (0.9)
     s = RewardSettings.load(
-        {"failure_reward": 0, "judge_model": "org/judge"}, env={"PROM_REWARD_GPU_MEMORY_UTILIZATION": "0.3"}
+        {"failure_reward": 0, "model": "org/judge"}, env={"PROM_REWARD_GPU_MEMORY_UTILIZATION": "0.3"}
     )
     assert s.judge_spec() == {"model": "org/judge", "backend": "vllm", "gpu_memory_utilization": 0.3}
     served = RewardSettings.load(
-        {"failure_reward": 0, "judge_url": "http://j:1/v1"}, env={"PROM_REWARD_GPU_MEMORY_UTILIZATION": "0.3"}
+        {"failure_reward": 0, "server": "http://j:1/v1"}, env={"PROM_REWARD_GPU_MEMORY_UTILIZATION": "0.3"}
     )
     assert "gpu_memory_utilization" not in served.judge_spec()  # a served judge's share is its server's
     with pytest.raises(ConfigError, match=r"gpu_memory_utilization: expected a share in \(0, 1\], got 1.5"):

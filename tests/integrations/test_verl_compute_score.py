@@ -94,16 +94,16 @@ def test_missing_instruction_and_bad_lengths_raise():
 
 def test_environment_configuration(monkeypatch):
     monkeypatch.setenv("PROM_REWARD_FAILURE_REWARD", "0.0")
-    with pytest.raises(ConfigError, match="PROM_REWARD_JUDGE_URL"):
+    with pytest.raises(ConfigError, match="PROM_REWARD_SERVER"):
         prom_verl.compute_score_sync("a", "r", None, {"question": "q"})
     reward = RewardSettings.load(
         env={
-            "PROM_REWARD_JUDGE_URL": "http://h1:8000/v1, http://h2:8000/v1",
+            "PROM_REWARD_SERVER": "http://h1:8000/v1, http://h2:8000/v1",
             "PROM_REWARD_MODE": "pairwise_group",
             "PROM_REWARD_GROUP_SIZE": "4",
             "PROM_REWARD_RUBRIC": "honesty",
             "PROM_REWARD_FAILURE_REWARD": "0",
-            "PROM_REWARD_JUDGE_MODEL": "prometheus",
+            "PROM_REWARD_MODEL": "prometheus",
         }
     ).build_reward()
     assert reward.config.mode == "pairwise_group" and reward.config.rubric == "honesty"

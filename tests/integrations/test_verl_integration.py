@@ -188,7 +188,7 @@ def test_doc_launch_composes_in_verl_config(name):
         assert reward.reward_model.enable_resource_pool and reward.reward_model.n_gpus_per_node == 4
         assert reward.reward_model.nnodes == 1 and reward.reward_model.rollout.name == "vllm"
         s = RewardSettings.load(dict(reward.custom_reward_function.reward_kwargs), env=env)
-        assert s.rubric == "helpfulness" and s.normalize == "unit" and s.failure_reward.value == "min"
+        assert s.reward.rubric == "helpfulness" and s.reward.normalize == "unit" and s.failure_reward.value == "min"
     # main_ppo does not migrate legacy keys; migrating anyway (fully_async_main does) keeps ours
     assert "migrate_legacy_reward_impl" not in inspect.getsource(__import__("verl.trainer.main_ppo").trainer.main_ppo)
     migrated = migrate_legacy_reward_impl(cfg)
@@ -316,18 +316,23 @@ def test_missing_failure_reward_fails_loudly_not_zero(tiny_model_dir):
 
 def test_settings_from_reward_kwargs_env_and_yaml(tmp_path, monkeypatch):
     f = tmp_path / "judge.yaml"
-    f.write_text("rubric: honesty\nfailure_reward: 0.25\njudge_model: judge\njudge: {max_retries: 0}\n")
+    f.write_text("rubric: honesty\nfailure_reward: 0.25\nmodel: judge\njudge: {max_retries: 0}\n")
     monkeypatch.setenv("PROM_REWARD_CONFIG", str(f))
     monkeypatch.setenv("PROM_REWARD_RUBRIC", "harmlessness")
     s = RewardSettings.load({"normalize": "unit", "max_batch_size": "64"})
-    assert (s.rubric, s.failure_reward.value, s.normalize, s.max_batch_size) == ("harmlessness", 0.25, "unit", 64)
+    assert (s.reward.rubric, s.failure_reward.value, s.reward.normalize, s.max_batch_size) == (
+        "harmlessness",
+        0.25,
+        "unit",
+        64,
+    )
     assert s.judge_spec("10.1.2.3:4567") == {
         "backend": "openai",
         "base_url": ["http://10.1.2.3:4567/v1"],
         "max_retries": 0,
         "model": "judge",
     }
-    explicit = RewardSettings.load({"judge_url": "http://j:8000/v1"})
+    explicit = RewardSettings.load({"server": "http://j:8000/v1"})
     assert explicit.judge_spec("x:1")["base_url"] == ["http://j:8000/v1"]
     with pytest.raises(ConfigError, match="unknown setting"):
         RewardSettings.load({"rubrik": "x"})
@@ -438,5 +443,5 @@ def test_router_mode_reads_the_system_role_from_the_judge_tokenizer(tiny_model_d
     special = s.judge_spec("h:1", tok)["special_tokens"]  # the judge's own turn markers are neutralised
     assert tok.all_special_tokens and set(tok.all_special_tokens) <= set(special)
     assert "<|im_end|>" in s.judge_spec("h:1", tok)["special_tokens"]  # the judge's own turn markers
-    explicit = RewardSettings.load({"failure_reward": 0, "judge_url": "http://j:1/v1"}, env={})
+    explicit = RewardSettings.load({"failure_reward": 0, "server": "http://j:1/v1"}, env={})
     assert "system_role" not in explicit.judge_spec("h:1", tok)

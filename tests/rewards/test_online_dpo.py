@@ -206,6 +206,8 @@ def test_name_is_what_trl_reports():
         ({}, {"max_tie_rounds": -1}, "max_tie_rounds"),
         ({}, {"rubric": None}, "rubric"),
         ({}, {"rubric": "no_such_rubric"}, "rubric: .*no_such_rubric"),  # checked at start, not per pair
+        ({}, {"config": "honesty"}, "config: expected a RewardConfig"),  # the former positional rubric
+        ({}, {"over_context": "drop"}, "over_context: expected one of truncate, fail"),
     ],
 )
 def test_bad_options(judge, options, needle):

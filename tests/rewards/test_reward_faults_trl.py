@@ -6,7 +6,7 @@ reward step on a real trainer (tiny model, CPU) against a stand-in judge server:
 
 A sample that cannot be judged gets ``None`` (TRL: NaN, left out of the group statistics) with its reason in
 the completions table and a counted metric; online DPO settles an unjudged pair by its seeded coin, counted.
-A judge down past the budget stops the step with ``JudgeUnavailableError`` (the TRL default,
+A judge down past the budget stops the step with ``JudgeUnavailableError`` (the default of every path,
 ``on_exhausted="raise"``) or, with ``on_exhausted="fail"``, abstains on every unanswered sample, counted.
 """
 
@@ -16,11 +16,12 @@ import math
 
 import pytest
 
-from prom_reward.backends.outage import OutagePolicy
 from prom_reward.errors import JudgeUnavailableError
+from prom_reward.integrations.settings import RewardSettings
+from prom_reward.rewards.config import RewardConfig
 from prom_reward.rewards.online_dpo import OnlineDPOJudgeReward
 from prom_reward.rewards.reward import PrometheusReward
-from tests.reward_faults import CASES, FAILED, GRADES, Case
+from tests.reward_faults import CASES, FAILED, GRADES, Case, settings_values
 
 PROMPT = "Question: What is two plus two? Please answer briefly.\nAnswer:"
 JUDGE = {"backend": "openai", "system_role": False, "max_retries": 0, "sampling": {"max_tokens": 32}}
@@ -70,14 +71,9 @@ def trainers(tiny_model_dir, tmp_path_factory):
     return get
 
 
-def outage_policy(case: Case) -> OutagePolicy:
-    """The case's outage settings as a TRL reward's ``OutagePolicy`` (TRL's own default: ``raise``)."""
-    s = case.settings
-    return OutagePolicy(
-        budget_s=s.get("outage_budget_s", 20.0),
-        call_timeout_s=s.get("call_timeout_s"),
-        on_exhausted=s.get("on_outage", "raise"),
-    )
+def reward_config(url: str, case: Case) -> RewardConfig:
+    """The case's ``RewardConfig``: the one the framework paths get from the same settings (``RewardSettings``)."""
+    return RewardSettings.from_values(settings_values(url, case)).reward
 
 
 def trl_samples(case: Case) -> tuple[list[str], list]:
@@ -98,11 +94,7 @@ def test_trl_calculate_rewards(kind, name, stand_in, trainers):
     case = CASES[name]
     judge = stand_in(case)
     trainer = trainers(kind)
-    reward = PrometheusReward(
-        {**JUDGE, "base_url": judge.url},
-        outage=outage_policy(case),
-        over_context=case.settings.get("over_context", "truncate"),
-    )
+    reward = PrometheusReward({**JUDGE, "base_url": judge.url}, reward_config(judge.url, case))
     trainer.reward_funcs, trainer.reward_func_names, trainer.reward_processing_classes = (
         [reward],
         ["prometheus"],
@@ -154,11 +146,7 @@ def test_online_dpo_calculate_rewards(name, stand_in, trainers):
     case = CASES[name]
     judge = stand_in(case)
     trainer = trainers("online_dpo")
-    reward = OnlineDPOJudgeReward(
-        {**JUDGE, "base_url": judge.url},
-        outage=outage_policy(case),
-        over_context=case.settings.get("over_context", "truncate"),
-    )
+    reward = OnlineDPOJudgeReward({**JUDGE, "base_url": judge.url}, reward_config(judge.url, case))
     trainer.reward_funcs, trainer.reward_processing_classes = [reward], [None]
     first, refs = trl_samples(case)
     b = len(first)
