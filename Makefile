@@ -16,7 +16,7 @@ SETUP_HASH := $(shell cat $(SETUP_INPUTS) 2>/dev/null | $(PYTHON) -c \
 STAMP := $(VENV)/.stamp-$(SETUP_HASH)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test test-all lint demo clean
+.PHONY: help setup browser test test-all lint demo clean
 
 help:  ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-zA-Z_-]*:.*## / {printf "  make %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -32,7 +32,10 @@ $(STAMP): $(SETUP_INPUTS)
 	rm -f $(VENV)/.stamp-*
 	touch $@
 
-test: setup lint  ## lint, then the test suite CI runs (real vLLM engine and server on CPU; exit code 5, no tests, fails)
+browser:  ## headless Chromium (Debian's package) for the report's browser test, when missing
+	bash scripts/setup_browser.sh
+
+test: setup browser lint  ## lint, then the test suite CI runs (real vLLM engine and server on CPU; exit code 5, no tests, fails)
 	HF_HUB_OFFLINE=1 $(PY) -m pytest tests -m "$(PYTEST_MARKERS)" $(PYTEST_ARGS)
 
 test-all: setup  ## the suite plus the tests marked slow (second end-to-end runs of covered paths)

@@ -3,8 +3,10 @@
 ``JudgeServers(ServeConfig(model=..., gpus=(4, 5, 6, 7), engine=VLLMOptions(tensor_parallel_size=2)))`` starts
 ``python -m vllm.entrypoints.openai.api_server`` replicas pinned with ``CUDA_VISIBLE_DEVICES``
 (here two replicas of two GPUs), on consecutive ports from ``port``, bound to 127.0.0.1
-unless told otherwise; waits until every ``/health`` answers (failing fast, with the log
-tail, when a server dies); streams each server's output to ``log_dir/judge-<i>.log``; and
+unless told otherwise; refuses, before starting anything, a port something already listens on; waits until
+every server it started answers ``/health`` from its own process (failing fast, with its log tail, when
+a server dies); streams each server's output to its own new file ``log_dir/judge-<port>-<pid>.log`` (the
+pid of the process that starts the servers: two ``serve`` runs never share or overwrite a log); and
 stops them (SIGTERM, then SIGKILL after a grace period) on exit, Ctrl-C included; on Linux a server
 also gets SIGTERM when the process that started it dies, even by SIGKILL (no orphaned server holding
 its GPU). With no
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -109,12 +112,16 @@ class ServeConfig:
         return [f"http://{host}:{self.port + i}/v1" for i in range(len(self.gpu_groups()))]
 
     def command(self, model_path: str, index: int) -> list[str]:
-        """The ``api_server`` command line of replica ``index`` (engine flags from ``VLLMOptions.server_args``)."""
+        """The ``api_server`` command line of replica ``index`` (engine flags from ``VLLMOptions.server_args``;
+        eager on vLLM's CPU build unless ``engine.enforce_eager`` says otherwise)."""
+        from prom_reward.local.cpu_defaults import vllm_is_cpu_build
+
+        engine = self.engine.for_cpu() if not self.gpus and vllm_is_cpu_build() else self.engine
         return [
             sys.executable,
             "-m",
             SERVER_MODULE,
-            *self.engine.server_args(model_path),
+            *engine.server_args(model_path),
             "--host",
             self.host,
             "--port",
@@ -137,6 +144,9 @@ class JudgeServers:
 
     def start(self) -> list[str]:
         model = self.config.model
+        ports = [self.config.port + i for i in range(len(self.config.gpu_groups()))]
+        for port in ports:
+            check_port_free(self.config.host, port)
         log_dir = Path(self.config.log_dir)
         log_dir.mkdir(parents=True, exist_ok=True)
         for i, group in enumerate(self.config.gpu_groups()):
@@ -148,8 +158,8 @@ class JudgeServers:
                 from prom_reward.local.cpu_defaults import apply_cpu_defaults
 
                 apply_cpu_defaults(env)
-            path = log_dir / f"judge-{i}.log"
-            with open(path, "wb") as log:
+            path = log_dir / f"judge-{ports[i]}-{os.getpid()}.log"
+            with open(path, "xb") as log:  # a new file: never another server's log
                 self.procs.append(
                     subprocess.Popen(
                         self.config.command(model, i),
@@ -183,14 +193,17 @@ class JudgeServers:
                         f"log {self.log_paths[i]}:\n{tail}"
                     )
                 try:
-                    if httpx.get(url[: -len("/v1")] + "/health", timeout=2).status_code == 200:
-                        pending.discard(i)
+                    healthy = httpx.get(url[: -len("/v1")] + "/health", timeout=2).status_code == 200
                 except httpx.HTTPError:
-                    pass
+                    healthy = False
+                # ready only when the answer comes from this server, not from whatever else took the port
+                if healthy and listens(proc.pid, self.config.port + i) is not False:
+                    pending.discard(i)
             if pending and time.monotonic() > deadline:
                 raise BackendError(
                     f"judge servers {[self.urls[i] for i in sorted(pending)]} did not answer /health "
-                    f"within {self.config.startup_timeout:.0f}s; see {self.config.log_dir}/"
+                    f"within {self.config.startup_timeout:.0f}s; see their logs: "
+                    + ", ".join(str(self.log_paths[i]) for i in sorted(pending))
                 )
             if pending:
                 time.sleep(1.0)
@@ -235,3 +248,48 @@ def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
             proc.send_signal(sig)
         except ProcessLookupError:
             pass
+
+
+def check_port_free(host: str, port: int) -> None:
+    """``ConfigError`` naming ``port`` when something already listens on it (checked before any engine starts)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds: TIME_WAIT is no conflict
+        try:
+            sock.bind((host, port))
+        except OSError as e:
+            raise ConfigError(
+                f"port {port} on {host} is already in use ({e.strerror}); nothing was started; fix: stop what "
+                f"listens there or give another --port"
+            ) from None
+
+
+def listens(session: int, port: int) -> bool | None:
+    """Whether a process of the session ``session`` (a server started with ``start_new_session``: its pid)
+    listens on TCP ``port``; None where this system cannot tell (no Linux ``/proc``)."""
+    proc = Path("/proc")
+    if not (proc / "net/tcp").exists():
+        return None
+    inodes = set()
+    for table in ("net/tcp", "net/tcp6"):
+        try:
+            rows = (proc / table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            cells = row.split()
+            if len(cells) > 9 and cells[3] == "0A" and int(cells[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                inodes.add(f"socket:[{cells[9]}]")
+    if not inodes:
+        return False
+    for pid_dir in proc.iterdir():
+        if not pid_dir.name.isdigit():
+            continue
+        try:
+            if int((pid_dir / "stat").read_text().rsplit(")", 1)[1].split()[3]) != session:
+                continue
+            if any(os.readlink(fd) in inodes for fd in (pid_dir / "fd").iterdir()):
+                return True
+        except (OSError, ValueError, IndexError):
+            continue
+    return False

@@ -85,6 +85,7 @@ class VLLMEngine:
                 from prom_reward.local.cpu_defaults import apply_cpu_defaults
 
                 apply_cpu_defaults()  # a bounded KV cache unless the user sized it
+                self.options = self.options.for_cpu()  # eager unless asked otherwise
             llm = vllm.LLM(**self.options.llm_kwargs(str(model)))
         self.llm = llm
         self.tokenizer = llm.get_tokenizer()

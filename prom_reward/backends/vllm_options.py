@@ -136,8 +136,9 @@ class VLLMOptions:
     enable_prefix_caching: bool = True
     """Reuse the KV cache of shared prompt prefixes (the long judge template is shared by every request)."""
 
-    enforce_eager: bool = False
-    """Skip CUDA graphs / compilation: faster start, slower generation (handy on CPU and in tests)."""
+    enforce_eager: bool | None = None
+    """Skip CUDA graphs / compilation: faster start, slower generation. None: eager on vLLM's CPU build (its
+    compilation costs most of a CPU engine's start-up: benchmarks/README.md), vLLM's default on a GPU."""
 
     seed: int = 0
     """Engine seed (per-request seeds come from ``SamplingConfig.seed``; GPU builds only)."""
@@ -166,9 +167,10 @@ class VLLMOptions:
         share = self.gpu_memory_utilization
         if not isinstance(share, (int, float)) or isinstance(share, bool) or not 0 < share <= 1:
             raise bad("gpu_memory_utilization", "a fraction in (0, 1]")
-        for name in ("enable_prefix_caching", "enforce_eager"):
-            if not isinstance(getattr(self, name), bool):
-                raise bad(name, "True or False")
+        if not isinstance(self.enable_prefix_caching, bool):
+            raise bad("enable_prefix_caching", "True or False")
+        if self.enforce_eager is not None and not isinstance(self.enforce_eager, bool):
+            raise bad("enforce_eager", "True, False or None (eager on a CPU build of vLLM)")
         if not isinstance(self.seed, int) or isinstance(self.seed, bool):
             raise bad("seed", "an int")
         if not isinstance(self.dtype, str) or not self.dtype:
@@ -202,6 +204,14 @@ class VLLMOptions:
                 f"(other vllm.LLM keywords go in engine_options={{...}})"
             )
         return cls(**settings)
+
+    def for_cpu(self) -> VLLMOptions:
+        """These options for an engine on vLLM's CPU build: ``enforce_eager`` None becomes True.
+
+        >>> VLLMOptions().for_cpu().enforce_eager, VLLMOptions(enforce_eager=False).for_cpu().enforce_eager
+        (True, False)
+        """
+        return self if self.enforce_eager is not None else dataclasses.replace(self, enforce_eager=True)
 
     def _values(self, model: str) -> list[tuple[str, str, Any]]:
         values = {"model": model, **{f.name: getattr(self, f.name) for f in dataclasses.fields(self)}}

@@ -159,7 +159,9 @@ def _table(
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=(__doc__ or "").split("\nExample:")[0].strip(), formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--model", default="pocket-judge", help="preset, hub id or folder")
     ap.add_argument("--max-tokens", type=int, default=None)
     ap.add_argument("--num-samples", type=int, default=1)
@@ -205,6 +207,23 @@ def main(argv: list[str] | None = None) -> None:
             print(f"the demo failed; the last lines of {log}:\n" + "\n".join(tail), file=sys.stderr)
         raise
     print(_table(args.model, rows, grades, judge.stats, t_load, elapsed, log))
+    if args.model == "pocket-judge":
+        print(pocket_judge_caveat())
+
+
+def pocket_judge_caveat() -> str:
+    """What the pocket judge is, from its own probe record (shipped as ``assets/pocket_judge_probe.json``, a
+    copy of the LLMBar figures of the record it names), and the command for a real judge on a GPU."""
+    shipped = resources.files("prom_reward").joinpath("assets/pocket_judge_probe.json")
+    record = json.loads(shipped.read_text(encoding="utf-8"))
+    adv, nat = record["llmbar"]["Adversarial"], record["llmbar"]["Natural"]
+    low, high = adv["accuracy_ci"]
+    return (
+        f"\nThe pocket judge is a 135M-parameter demo of the pipeline, not a judge to trust: its own hacking probe "
+        f"({record['record']}, {record['date']}) puts it at chance on LLMBar's adversarial pairs (accuracy "
+        f"{adv['accuracy']:.2f}, 95% CI {low:.2f}-{high:.2f}, {adv['pairs']} pairs; Natural {nat['accuracy']:.2f}).\n"
+        "On a GPU, a real judge: python -m prom_reward.cli.demo --model prometheus-7b-v2.0"
+    )
 
 
 if __name__ == "__main__":

@@ -51,7 +51,13 @@ def add_judge_options(g: argparse.ArgumentParser) -> None:
     g.add_argument("--truncate", action="store_true", help="shorten over-long responses instead of failing")
     g.add_argument("--max-model-len", type=int, help="vLLM: the engine's context length (default: the model's)")
     g.add_argument("--tensor-parallel-size", type=int, default=1, help="vLLM: GPUs per engine (default 1)")
-    g.add_argument("--enforce-eager", action="store_true", help="vLLM: no CUDA graphs / compilation (faster start)")
+    g.add_argument(
+        "--enforce-eager",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="vLLM: no CUDA graphs / compilation: faster start, slower generation (default: eager on vLLM's CPU "
+        "build, compiled on a GPU)",
+    )
     g.add_argument(
         "--gpu-memory-utilization", type=float, help="vLLM: share of the GPU the in-process engine takes (default 0.9)"
     )
@@ -89,7 +95,8 @@ def judge_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     if args.max_model_len:
         engine["max_model_len"] = args.max_model_len
     if args.backend == "vllm":
-        engine["enforce_eager"] = args.enforce_eager
+        if args.enforce_eager is not None:
+            engine["enforce_eager"] = args.enforce_eager
         engine["tensor_parallel_size"] = args.tensor_parallel_size
         if args.gpu_memory_utilization is not None:
             engine["gpu_memory_utilization"] = args.gpu_memory_utilization

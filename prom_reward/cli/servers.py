@@ -39,7 +39,13 @@ def add_serve_parser(sub: Any) -> None:
     )
     e.add_argument("--no-prefix-caching", action="store_true")
     e.add_argument("--dtype")
-    e.add_argument("--enforce-eager", action="store_true")
+    e.add_argument(
+        "--enforce-eager",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="no CUDA graphs / compilation: faster start, slower generation (default: eager on vLLM's CPU build, "
+        "compiled on a GPU)",
+    )
     e.add_argument("--seed", type=int, help="engine seed (default 0)")
     e.add_argument(
         "--tokenizer-mode", choices=TOKENIZER_MODES, help="hf (default: as prom-reward renders in process) or mistral"
@@ -74,8 +80,8 @@ def serve_config(args: Any) -> ServeConfig:
     settings = {**(preset.engine if preset else {}), **{k: v for k, v in given.items() if v is not None}}
     if args.no_prefix_caching:
         settings["enable_prefix_caching"] = False
-    if args.enforce_eager:
-        settings["enforce_eager"] = True
+    if args.enforce_eager is not None:
+        settings["enforce_eager"] = args.enforce_eager
     return ServeConfig(
         model=resolve_model_path(preset.model if preset else args.model),
         engine=VLLMOptions.from_settings(settings),
@@ -103,11 +109,14 @@ def cmd_serve(args: Any) -> int:
     try:
         urls = servers.start()
         print("judge servers ready: " + " ".join(urls), flush=True)
+        print("logs: " + " ".join(str(p) for p in servers.log_paths), flush=True)
         print("use: --server " + " --server ".join(urls) + "   (Ctrl-C stops them)", flush=True)
         while not stop["now"]:
             dead = [i for i, p in enumerate(servers.procs) if p.poll() is not None]
             if dead:
-                raise BackendError(f"judge server(s) {dead} exited; logs in {cfg.log_dir}/")
+                raise BackendError(
+                    f"judge server(s) {dead} exited; logs: " + ", ".join(str(servers.log_paths[i]) for i in dead)
+                )
             time.sleep(1.0)
     except KeyboardInterrupt:
         pass
@@ -199,7 +208,8 @@ def judge_options(args: argparse.Namespace, configured: dict[str, Any], *, remot
         if args.max_model_len:
             given["max_model_len"] = args.max_model_len
         if args.backend == "vllm":
-            (given if args.enforce_eager else defaults)["enforce_eager"] = args.enforce_eager
+            if args.enforce_eager is not None:
+                given["enforce_eager"] = args.enforce_eager
             (given if args.tensor_parallel_size != 1 else defaults)["tensor_parallel_size"] = args.tensor_parallel_size
     merged = {**defaults, **configured, **given}
     if "sampling" in given and isinstance(configured.get("sampling"), dict):

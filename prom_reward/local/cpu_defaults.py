@@ -8,7 +8,8 @@ machine's memory, at least 1 and at most 4 GiB (a judge prompt of 4,096 tokens o
 model needs 0.5 GiB, so 4 GiB holds a batch of eight). Set the variable yourself to
 override it; ``VLLM_CPU_OMP_THREADS_BIND`` and ``VLLM_CPU_NUM_OF_RESERVED_CPU`` are left
 to vLLM. The in-process engine (``VLLMEngine``), ``prom-reward serve`` on a CPU box, the
-demo, the benchmarks and ``train_judge.evaluate`` all go through ``apply_cpu_defaults``.
+demo, the benchmarks and ``train_judge.evaluate`` all go through ``apply_cpu_defaults``. A CPU engine
+also runs eager unless asked otherwise (``VLLMOptions.for_cpu``).
 
 Example:
     >>> env = {}
@@ -41,6 +42,17 @@ def default_kvcache_gib() -> int:
     True
     """
     return int(max(1, min(4, _total_memory_gib() // 8)))
+
+
+def vllm_is_cpu_build() -> bool:
+    """Whether the installed vLLM is its CPU build (the ``vllm-cpu`` distribution), without importing vLLM."""
+    import importlib.metadata as md
+
+    try:
+        md.version("vllm-cpu")
+    except md.PackageNotFoundError:
+        return False
+    return True
 
 
 def apply_cpu_defaults(env: MutableMapping[str, str] | None = None) -> dict[str, str]:

@@ -132,8 +132,9 @@ def test_kill_the_served_judge_mid_job_loses_and_duplicates_nothing(tiny_model_d
         assert "judge servers stopped" in serve.stdout.read()
         with pytest.raises(httpx.HTTPError):
             httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
-        # the server's own output went to --log-dir (JudgeServers' judge-<i>.log), with the judged requests
-        assert "POST /v1/chat/completions" in (logs / "judge-0.log").read_text(errors="replace")
+        # the server's own output went to its own file in --log-dir (judge-<port>-<pid>.log), with the judged requests
+        (log,) = logs.glob(f"judge-{port}-*.log")
+        assert "POST /v1/chat/completions" in log.read_text(errors="replace")
     finally:
         if serve.poll() is None:
             serve.kill()

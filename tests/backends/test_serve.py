@@ -6,13 +6,14 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import psutil
 import pytest
 
 from prom_reward import ConfigError
-from prom_reward.backends.servers import JudgeServers, ServeConfig
+from prom_reward.backends.servers import JudgeServers, ServeConfig, check_port_free, listens
 from prom_reward.backends.vllm_options import VLLMOptions
 from tests.fakes import free_port
 
@@ -159,7 +160,8 @@ def test_cli_serve_stops_on_sigint_even_when_started_with_sigint_ignored(tmp_pat
         assert "judge servers stopped" in proc.stdout.read()
         with pytest.raises(httpx.HTTPError):  # its server's process group was stopped with it
             httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
-        assert "GET /health" in (tmp_path / "logs" / "judge-0.log").read_text()  # the server's output: --log-dir
+        (log,) = (tmp_path / "logs").glob(f"judge-{port}-*.log")  # the server's output: its own file in --log-dir
+        assert "GET /health" in log.read_text()
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -187,3 +189,89 @@ def test_a_server_dies_with_the_process_that_started_it(tmp_path):
         time.sleep(0.1)
     gone = not psutil.pid_exists(child) or psutil.Process(child).status() == "zombie"
     assert gone, "the child outlived its killed parent"
+
+
+def _serve(tmp_path: Path, port: int, logs: Path) -> subprocess.Popen[str]:
+    """``prom-reward serve`` with the stand-in server command (FAKE_SERVE), its output piped."""
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            FAKE_SERVE,
+            "serve",
+            "--model",
+            str(tmp_path),
+            "--port",
+            str(port),
+            "--log-dir",
+            str(logs),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_a_second_serve_on_a_taken_port_fails_before_starting_anything(tmp_path):
+    """The port is checked before any engine starts: exit 2 naming the port, no 'ready', no log touched."""
+    (tmp_path / "health").write_text("ok")
+    logs = tmp_path / "logs"
+    first = _serve(tmp_path, port := free_port(), logs)
+    try:
+        assert f"judge servers ready: http://127.0.0.1:{port}/v1" in first.stdout.readline()
+        (log,) = logs.glob(f"judge-{port}-*.log")
+        before = log.read_bytes()
+        start = time.monotonic()
+        second = _serve(tmp_path, port, logs)
+        out, err = second.communicate(timeout=60)
+        assert second.returncode == 2 and time.monotonic() - start < 30
+        assert "ready" not in out and f"port {port} on 127.0.0.1 is already in use" in err and "--port" in err, err
+        assert list(logs.glob("*.log")) == [log] and log.read_bytes()[: len(before)] == before
+    finally:
+        first.send_signal(signal.SIGINT)
+        first.wait(timeout=60)
+
+
+def test_two_serves_from_one_folder_keep_their_own_logs(tmp_path):
+    (tmp_path / "health").write_text("ok")
+    logs, ports = tmp_path / "logs", (free_port(), free_port())
+    procs = [_serve(tmp_path, port, logs) for port in ports]
+    try:
+        for proc, port in zip(procs, ports, strict=True):
+            assert f"judge servers ready: http://127.0.0.1:{port}/v1" in proc.stdout.readline()
+            named = proc.stdout.readline()
+            (log,) = logs.glob(f"judge-{port}-*.log")
+            assert named.strip() == f"logs: {log}"
+            httpx.get(f"http://127.0.0.1:{port}/health", timeout=5)
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=60)
+    assert len(list(logs.glob("judge-*.log"))) == 2
+    for port in ports:  # each log holds its own server's requests only
+        (log,) = logs.glob(f"judge-{port}-*.log")
+        assert "GET /health" in log.read_text()
+
+
+def test_ready_means_this_process_listens_not_whatever_answers_on_the_port(tmp_path):
+    """``listens``: a server in its own session owns its port; another session's process does not."""
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while listens(server.pid, port) is not True and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert listens(server.pid, port) is True
+        assert listens(bystander.pid, port) is False and listens(server.pid, free_port()) is False
+        with pytest.raises(ConfigError, match=f"port {port} on 127.0.0.1 is already in use"):
+            check_port_free("127.0.0.1", port)
+    finally:
+        for proc in (server, bystander):
+            proc.kill()
+            proc.wait()

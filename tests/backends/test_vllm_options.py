@@ -68,7 +68,10 @@ def test_defaults_are_explicit_and_none_is_left_out():
     kwargs = VLLMOptions().llm_kwargs("m")
     assert "max_model_len" not in kwargs and "--max-model-len" not in VLLMOptions().server_args("m")
     assert (kwargs["gpu_memory_utilization"], kwargs["tokenizer_mode"], kwargs["max_logprobs"]) == (0.9, "hf", 20)
-    assert "--no-enforce-eager" in VLLMOptions().server_args("m")
+    flags = VLLMOptions().server_args("m")  # enforce_eager None: vLLM's own default on a GPU
+    assert "--enforce-eager" not in flags and "--no-enforce-eager" not in flags and "enforce_eager" not in kwargs
+    assert "--enforce-eager" in VLLMOptions().for_cpu().server_args("m")  # eager on the CPU build
+    assert "--no-enforce-eager" in VLLMOptions(enforce_eager=False).for_cpu().server_args("m")  # unless asked
 
 
 def test_engine_options_go_in_process_only():
@@ -85,7 +88,7 @@ def test_engine_options_go_in_process_only():
         ({"gpu_memory_utilization": 0}, r"gpu_memory_utilization: expected a fraction in \(0, 1\]"),
         ({"gpu_memory_utilization": 1.2}, "gpu_memory_utilization"),
         ({"gpu_memory_utilization": True}, "gpu_memory_utilization"),
-        ({"enforce_eager": "yes"}, "enforce_eager: expected True or False"),
+        ({"enforce_eager": "yes"}, "enforce_eager: expected True, False or None"),
         ({"seed": 1.5}, "seed: expected an int"),
         ({"dtype": ""}, "dtype"),
         ({"tokenizer_mode": "auto"}, "tokenizer_mode: expected one of hf, mistral .*mistral_common"),

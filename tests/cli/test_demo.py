@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from prom_reward.cli.demo import _progress, load_sample_rollouts, main
+from prom_reward.cli.demo import _progress, load_sample_rollouts, main, pocket_judge_caveat
 from prom_reward.errors import ConfigError
 
 
@@ -41,6 +41,33 @@ def test_demo_grades_the_samples_quietly_with_the_pocket_judge(
     text = log.read_text(errors="replace")
     assert f"engine log (vLLM/torch messages): {log}" in out
     assert "vllm" in text.lower() and "Attempted to load weight" not in text
+    # after its table the demo says what its judge is, from the pocket judge's own probe record
+    caveat = out.split(f"engine log (vLLM/torch messages): {log}")[1]
+    assert "at chance on LLMBar's adversarial pairs (accuracy 0.49" in caveat
+    assert "--model prometheus-7b-v2.0" in caveat
+
+
+def test_the_caveat_quotes_the_probe_record_it_names() -> None:
+    """The shipped copy of the pocket judge's LLMBar figures agrees with the record in benchmarks/results."""
+    import json
+    from importlib import resources
+
+    shipped = json.loads(resources.files("prom_reward").joinpath("assets/pocket_judge_probe.json").read_text())
+    record = json.loads((Path(__file__).resolve().parents[2] / shipped["record"]).read_text())
+    for name, figures in shipped["llmbar"].items():
+        s = record["llmbar"]["sets"][name]
+        assert (figures["pairs"], figures["accuracy"]) == (s["n"], s["accuracy"])
+        assert figures["accuracy_ci"] == s["accuracy_ci"]
+    assert shipped["date"] == record["date"][:10] and 0.4 < shipped["llmbar"]["Adversarial"]["accuracy_ci"][1]
+    text = pocket_judge_caveat()
+    assert "accuracy 0.49, 95% CI 0.43-0.56, 96 pairs; Natural 0.42" in text
+
+
+def test_help_has_no_doctest(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    shown = capsys.readouterr().out
+    assert ">>>" not in shown and "Example:" not in shown and "--model" in shown
 
 
 def test_progress_prints_one_line_each_way_off_a_terminal(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The report in a real browser: headless Chromium (Debian's ``chromium``; ``.ci/run`` installs it) loads the
+"""The report in a real browser: headless Chromium (Debian's ``chromium``; ``make test`` installs it) loads the
 page from disk with networking off, the SVG plots survive into its DOM, each has its size and its data marks,
 and the screenshot shows the marks' colour inside every plot's box. Fails, never skips, without Chromium."""
 
@@ -35,7 +35,7 @@ document.getElementById('plot-boxes').textContent = JSON.stringify(out);
 
 def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     assert os.access(CHROMIUM, os.X_OK), (
-        "Chromium is missing: install Debian's package (apt-get install -y chromium); .ci/run does before make test"
+        "Chromium is missing: install Debian's package (apt-get install -y chromium); make test does (make browser)"
     )
     profile = tmp_path / "profile"
     profile.mkdir(exist_ok=True)
