@@ -5,7 +5,7 @@ The input is checked whole before the output is touched; rows are judged ``--bat
 each batch committed to ``OUTPUT.parts/``, and the parts are merged into OUTPUT, which replaces an
 older file only when complete. An existing OUTPUT needs ``--resume`` (continue the job that wrote it:
 same input and options, checked) or ``--overwrite`` (start over). The summary goes to stderr, and as
-one JSON line to stdout.
+one JSON line to stdout, which holds nothing else: what the engine and libraries print goes to stderr.
 
 Example:
     $ prom-reward grade rollouts.jsonl -o graded.jsonl --rubric helpfulness --model smollm2-135m-instruct
@@ -16,8 +16,11 @@ Example:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from prom_reward.cli.judge_options import add_judge_options, judge_kwargs
@@ -93,10 +96,26 @@ def cmd_job(args: argparse.Namespace) -> int:
         from prom_reward.backends.store import JudgmentStore
 
         judge["store"] = JudgmentStore(args.store, timeout=args.store_timeout)
-    summary = run_job(kind, args.input, args.output, judge, config, ray)
+    with stdout_to_stderr():  # vLLM, torch and Ray print to stdout: only the summary may go there
+        summary = run_job(kind, args.input, args.output, judge, config, ray)
     print(summary.text(), file=sys.stderr)
-    print(json.dumps(summary.to_dict()))
+    print(json.dumps(summary.to_dict()), flush=True)
     return 0
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """While inside, file descriptor 1 is a copy of 2: what the job's libraries and the engine processes it
+    starts print to stdout goes to stderr, so the job's stdout holds its one JSON summary line and nothing else."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _add_ray_options(g: argparse.ArgumentParser) -> None:
