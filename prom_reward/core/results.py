@@ -166,6 +166,10 @@ class Verdict(Judgment):
     tie_rounds: int = 0
     """Extra re-sampling rounds used to break a tie of absolute grades."""
 
+    reason: str | None = None
+    """Why ``winner`` is None: a tie (``"tie: ..."``), an order without any verdict (``"order B-A failed: ..."``,
+    see ``prom_reward.core.combine`` for the rule) or no verdict at all; None when there is a winner."""
+
     @property
     def ok(self) -> bool:
         """True when a winner was decided."""
