@@ -88,6 +88,8 @@ class GenerationResult:
 
     completions: tuple[Completion, ...]
     prompt_tokens: int = 0
+    stored: bool = False
+    """True when a judgment store answered the request (``CachedBackend``): nothing was generated for it."""
 
 
 @runtime_checkable

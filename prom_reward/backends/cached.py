@@ -9,6 +9,12 @@ at most the last second of finished work and never stores a failure. Other backe
 (the in-process vLLM engine answers a whole batch at once) are saved per call:
 chunk long jobs (the CLI's ``--batch-size``) to bound what a crash can lose.
 
+A result the store answered is marked ``stored`` (nothing was generated for it; the judge counts it
+apart, ``JudgeStats.stored_samples``). ``CachedBackend.deferred`` wraps a backend that is not built yet
+(the in-process vLLM engine: ``VLLMEngine.unstarted`` gives its fingerprint and tokenizer): it is built
+on the first call that needs it, a request the store does not hold, so a re-run answered wholly by the
+store starts no engine (``built`` says whether it started).
+
 Example:
     >>> import os, tempfile
     >>> from prom_reward.backends.scripted import ScriptedBackend
@@ -17,23 +23,31 @@ Example:
     >>> b = CachedBackend(ScriptedBackend(outputs=["Good. [RESULT] 4"]), path)
     >>> [b.generate([GenerationRequest("s", "u")])[0].completions[0].text for _ in range(2)]
     ['Good. [RESULT] 4', 'Good. [RESULT] 4']
-    >>> b.hits, b.misses
-    (1, 1)
+    >>> b.hits, b.misses, b.built
+    (1, 1, True)
     >>> b.close()
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from prom_reward.backends.base import Backend, GenerationRequest, GenerationResult
+from prom_reward.backends.factory import check_model_folder, make_backend
 from prom_reward.backends.store import JudgmentStore, backend_fingerprint, open_store, request_key
 from prom_reward.errors import BackendError
+
+log = logging.getLogger(__name__)
+DEFERRED = ("vllm",)
+"""Backends a judge with a store builds only when a request misses the store (``CachedBackend.deferred``;
+an ``openai`` backend is built at once, and connects only when a request is sent)."""
 
 
 class _Saver:
@@ -65,21 +79,70 @@ class CachedBackend:
     """
 
     def __init__(
-        self, inner: Backend, store: str | Path | JudgmentStore, *, flush_every: int = 64, flush_seconds: float = 1.0
+        self,
+        inner: Backend | Callable[[], Backend],
+        store: str | Path | JudgmentStore,
+        *,
+        fingerprint: dict[str, Any] | None = None,
+        tokenizer: Any = None,
+        flush_every: int = 64,
+        flush_seconds: float = 1.0,
     ) -> None:
-        self.inner = inner
+        """``inner``: the backend; or, with its ``fingerprint`` (and ``tokenizer``, if it has one), a function
+        that builds it, called on the first store miss."""
+        self._inner: Backend | None = None if fingerprint is not None else inner  # type: ignore[assignment]
+        self._build: Callable[[], Backend] | None = inner if fingerprint is not None else None  # type: ignore[assignment]
         self.flush_every, self.flush_seconds = flush_every, flush_seconds
         self.store = open_store(store)
-        self.name: str = getattr(inner, "name", type(inner).__name__)
-        self.fingerprint = backend_fingerprint(inner)
+        self.fingerprint = fingerprint if fingerprint is not None else backend_fingerprint(inner)
+        self.name: str = str(self.fingerprint["name"])
+        if fingerprint is not None:  # not built: what the judge reads before generating is known here
+            self.tokenizer = tokenizer
         self.hits = 0
         self.misses = 0
 
+    @classmethod
+    def deferred(
+        cls, backend: str | Backend, options: Mapping[str, Any], store: str | Path | JudgmentStore
+    ) -> CachedBackend:
+        """``backend`` (a name and its options, or a built one) behind ``store``; a ``DEFERRED`` backend
+        whose fingerprint is known without it (its options checked now) is built on the first store miss. The
+        store is opened (and checked) before anything is built."""
+        store, plan = open_store(store), None
+        if isinstance(backend, str) and backend in DEFERRED:
+            from prom_reward.backends.vllm_engine import VLLMEngine  # vLLM itself is imported when it starts
+
+            check_model_folder(options.get("model"))
+            plan = VLLMEngine.unstarted(**options)
+        if plan is None:
+            return cls(make_backend(backend, **options), store)
+        return cls(lambda: make_backend(backend, **options), store, fingerprint=plan[0], tokenizer=plan[1])
+
+    @property
+    def built(self) -> bool:
+        """True once the wrapped backend exists (a deferred one: after the first store miss)."""
+        return self._inner is not None
+
+    @property
+    def inner(self) -> Backend:
+        """The wrapped backend, built now if it was deferred."""
+        if self._inner is None:
+            assert self._build is not None
+            log.info("judgment store: a request is not stored; starting the %s backend", self.name)
+            self._inner = self._build()
+        return self._inner
+
     def __getattr__(self, attr: str) -> Any:
         # model, wire, tokenizer ... of the wrapped backend (only called for missing attributes)
-        if attr == "inner":
+        if attr in ("_inner", "_build"):
             raise AttributeError(attr)
         return getattr(self.inner, attr)
+
+    def stored(self, requests: Sequence[GenerationRequest]) -> list[bool]:
+        """Per request of a ``generate`` call, whether the store answers it (nothing is built or sent)."""
+        keys = self.keys_for(requests)
+        held = self.store.stored_keys(keys)
+        return [k in held for k in keys]
 
     def keys_for(self, requests: Sequence[GenerationRequest]) -> list[str]:
         """The store key of each request; identical requests in one batch get distinct keys."""
@@ -117,8 +180,10 @@ class CachedBackend:
                 )
             if not getattr(self.inner, "streams_results", False):
                 self.store.put_many((keys[i], model, r, res) for i, r, res in zip(missing, batch, results, strict=True))
-            found.update((keys[i], res) for i, res in zip(missing, results, strict=True))
-        return [found[k] for k in keys]
+        answered = {k: dataclasses.replace(res, stored=True) for k, res in found.items()}
+        if missing:
+            answered.update((keys[i], res) for i, res in zip(missing, results, strict=True))
+        return [answered[k] for k in keys]
 
     def count_tokens(self, requests: Sequence[GenerationRequest]) -> list[int] | None:
         return self.inner.count_tokens(requests)
@@ -127,8 +192,10 @@ class CachedBackend:
         return self.inner.context_length()
 
     def close(self) -> None:
-        """Close the inner backend and the store (safe to call twice)."""
+        """Close the inner backend (a deferred one never built: nothing to close) and the store (safe to call
+        twice)."""
         try:
-            self.inner.close()
+            if self._inner is not None:
+                self._inner.close()
         finally:
             self.store.close()

@@ -223,6 +223,18 @@ class JudgmentStore:
                     out[key] = result_from_dict(json.loads(result))
         return out
 
+    def stored_keys(self, keys: Sequence[str]) -> set[str]:
+        """Those of ``keys`` that are stored (their results not read)."""
+        out: set[str] = set()
+        unique = list(dict.fromkeys(keys))
+        with self._lock, self._errors():
+            conn = self._connect()
+            for i in range(0, len(unique), 500):
+                part = unique[i : i + 500]
+                marks = ",".join("?" * len(part))
+                out.update(k for (k,) in conn.execute(f"SELECT key FROM judgments WHERE key IN ({marks})", part))
+        return out
+
     def put_many(self, items: Iterable[tuple[str, str | None, GenerationRequest, GenerationResult]]) -> None:
         """Save ``(key, model, request, result)`` tuples in one transaction; existing keys are kept."""
         rows = [

@@ -26,6 +26,9 @@ from prom_reward.backends.vllm_options import VLLMOptions, sampling_kwargs, teac
 from prom_reward.errors import BackendError, ConfigError
 from prom_reward.format.wire import get_wire_format, template_accepts_system
 
+_TOKENIZER_OPTIONS = frozenset({"tokenizer", "tokenizer_revision", "revision", "trust_remote_code", "hf_overrides"})
+"""``vllm.LLM`` keywords that may give the engine another tokenizer than the model folder's own."""
+
 
 def _is_cpu_platform() -> bool:
     try:
@@ -93,6 +96,31 @@ class VLLMEngine:
         if self.wire.uses_chat_template and system_role is None:
             system_role = template_accepts_system(self.tokenizer)
         self.system_role = system_role
+
+    @classmethod
+    def unstarted(
+        cls,
+        model: str | None = None,
+        *,
+        wire: str = "chat",
+        system_role: bool | None = None,
+        llm: Any = None,
+        **settings: Any,
+    ) -> tuple[dict[str, Any], Any] | None:
+        """What a judgment store needs of this engine before it starts (``CachedBackend.deferred``): its
+        fingerprint (name, model, wire; the settings checked as the constructor checks them) and its
+        tokenizer (the judge neutralises its special tokens), loaded alone; None where the engine's tokenizer
+        may differ from the model's own Hugging Face one (a ready ``llm=``, ``tokenizer_mode="mistral"``,
+        another tokenizer or revision in ``engine_options``)."""
+        if llm is not None or not isinstance(model, str):
+            return None
+        options = VLLMOptions.from_settings(settings)
+        fingerprint = {"name": cls.name, "model": model, "wire": get_wire_format(wire).name}
+        if options.tokenizer_mode != "hf" or set(options.engine_options) & _TOKENIZER_OPTIONS:
+            return None
+        from transformers import AutoTokenizer
+
+        return fingerprint, AutoTokenizer.from_pretrained(model)
 
     # -- rendering -------------------------------------------------------------
     def render(self, request: GenerationRequest) -> str:

@@ -4,7 +4,12 @@ Absolute: the score is the mean of the valid samples; the probabilities are the
 mean verdict-token distribution; the expected score is sum k * P(k).
 Pairwise: each order's winner is the majority of its valid samples (a split is
 a tie); with swap, the swapped order is mapped back to the original labels and
-the two orders must agree, else the verdict is a tie (winner None).
+a winner needs both orders to pick it. The one rule for a pair decided by one
+order only: an order without any verdict (every sample failed) leaves the pair
+without a winner and without ``p_a`` (a failure, ``reason`` "order B-A failed:
+..."), whatever the other order said; an order that split its samples while the
+other picked a winner makes a tie. Every caller (``compare``, ``pairs``, the
+rewards, online DPO) reads the verdict made here.
 
 Example:
     >>> from prom_reward.core.sampler import ItemRun
@@ -73,38 +78,50 @@ def order_summary(run: ItemRun) -> tuple[Winner | None, float | None, bool]:
     return ("A" if n_a > n_b else "B"), p_a, False
 
 
+ORDERS = ("A-B", "B-A")
+"""The names of the two orders in a reason: as given, and swapped."""
+
+
+def no_verdict(failures: int) -> str:
+    """The reason of a judgment whose ``failures`` samples all lack a verdict."""
+    return f"no verdict in {failures} sample(s) (no parseable [RESULT])"
+
+
+def _undecided(runs: Sequence[ItemRun], winners: Sequence[Winner | None]) -> tuple[bool, str | None]:
+    """(tie, reason) of one order or both: None reason when they give a winner (see the module doc)."""
+    failed = [name for name, r in zip(ORDERS, runs, strict=False) if not r.valid]
+    if len(failed) == len(runs):
+        return False, no_verdict(sum(r.failures for r in runs))
+    if failed:
+        bad = runs[ORDERS.index(failed[0])]
+        return False, f"order {failed[0]} failed: {no_verdict(bad.failures)}"
+    if None not in winners and len(set(winners)) == 1:
+        return False, None
+    if None not in winners:
+        return True, "tie: the two orders disagree"
+    return True, "tie: the samples split evenly"
+
+
 def verdict_from_runs(first: ItemRun, swapped: ItemRun | None = None) -> Verdict:
     """Combine one order (or both orders with swap) into a Verdict in the original labels."""
-    w1, p1, split1 = order_summary(first)
-    winners: list[Winner | None] = [w1]
-    ps = [p1]
-    tie = split1
-    runs = [first]
-    if swapped is not None:
-        w2, p2, split2 = order_summary(swapped)
-        winners.append(_flip(w2))
-        ps.append(None if p2 is None else 1.0 - p2)
-        runs.append(swapped)
-        tie = tie or split2
-    decided = [w for w in winners if w is not None]
-    if decided and all(w == decided[0] for w in decided):
-        winner: Winner | None = decided[0]
-        tie = False
-    else:
-        winner = None
-        tie = tie or len(set(decided)) > 1
+    runs = [first] if swapped is None else [first, swapped]
+    summaries = [order_summary(r) for r in runs]
+    winners: list[Winner | None] = [summaries[0][0]] + [_flip(w) for w, _, _ in summaries[1:]]
+    ps = [summaries[0][1]] + [None if p is None else 1.0 - p for _, p, _ in summaries[1:]]
+    tie, reason = _undecided(runs, winners)
     known = [p for p in ps if p is not None]
     valid = [s for r in runs for s in r.valid]
     swap = None
     if swapped is not None and None not in winners:
         swap = 1.0 if winners[0] == winners[1] else 0.0
     return Verdict(
-        winner=winner,
+        winner=winners[0] if reason is None else None,
         feedback=first.valid[0].feedback if first.valid else (valid[0].feedback if valid else None),
         samples=tuple(s for r in runs for s in r.samples),
-        p_a=fmean(known) if known else None,
+        p_a=fmean(known) if known and len(known) == len(runs) else None,
         tie=tie,
         order_winners=tuple(winners),
+        reason=reason,
         retries=sum(r.retries for r in runs),
         failures=sum(r.failures for r in runs),
         forced=sum(r.forced for r in runs),
@@ -118,10 +135,17 @@ def verdict_from_grades(a: Grade, b: Grade, *, tie: bool, tie_rounds: int) -> Ve
     """The Direct2Pair verdict of two absolute grades: the higher score wins; equal or missing scores
     give no winner (``tie`` says which of the two it is)."""
     winner: Winner | None = None
+    reason: str | None = None
     if a.score is not None and b.score is not None and a.score != b.score:
         winner = "A" if a.score > b.score else "B"
+    elif a.score is None or b.score is None:
+        label, g = ("A", a) if a.score is None else ("B", b)
+        reason = f"response {label} not graded: {no_verdict(g.failures)}"
+    else:
+        reason = f"tie: equal grades after {tie_rounds} tie round(s)"
     return Verdict(
         winner=winner,
+        reason=reason,
         feedback=a.feedback,
         samples=a.samples + b.samples,
         tie=tie,

@@ -25,7 +25,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from prom_reward.backends.base import Backend, GenerationRequest
 from prom_reward.core.items import AbsoluteItem, Item
@@ -57,13 +57,18 @@ def fit_to_context(
     items: list[Item],
     render: Callable[[Item], GenerationRequest],
     truncate: bool,
+    known: Sequence[bool] | None = None,
 ) -> tuple[list[GenerationRequest], list[Item], list[bool]]:
-    """Check (and optionally truncate) every request; returns requests, items, truncated flags."""
+    """Check (and optionally truncate) every request; returns requests, items, truncated flags. ``known``: per
+    request, True where it is not checked (a judgment store holds its answer: it fitted when it was made);
+    the backend is not asked anything when every request is known."""
     truncated = [False] * len(requests)
-    limit = backend.context_length()
-    if limit is None or not requests:
+    check = [i for i in range(len(requests)) if not (known and known[i])]
+    if not check:
         return requests, items, truncated
-    check = list(range(len(requests)))
+    limit = backend.context_length()
+    if limit is None:
+        return requests, items, truncated
     if getattr(backend, "tokens_at_most_bytes", False):
         check = [i for i in check if not surely_fits(requests[i], limit)]
         if not check:

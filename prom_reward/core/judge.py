@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from prom_reward.backends import Backend, GenerationRequest, make_backend
+from prom_reward.backends import Backend, CachedBackend, GenerationRequest, make_backend
 from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
 from prom_reward.confidence.indicators import TRUNCATIONS
 from prom_reward.core.calibration import calibrate, calibration_scorer, share_gpu_with_calibration
@@ -158,16 +158,11 @@ class PrometheusJudge:
         self.neutralize_markers = neutralize_markers
         if isinstance(backend, str) and backend != "scripted" and model is not None:
             backend_options = {"model": model, **backend_options}
-        opened = None
-        if store is not None:  # open (and validate) the store before starting an engine
-            from prom_reward.backends.store import open_store
-
-            opened = open_store(store)
+        if store is not None:  # the store opened (and checked) first; an in-process engine starts on its first miss
+            backend, backend_options = CachedBackend.deferred(backend, backend_options, store), {}
         self.backend: Backend = make_backend(backend, **backend_options)
-        if opened is not None:
-            from prom_reward.backends.cached import CachedBackend
-
-            self.backend = CachedBackend(self.backend, opened)
+        self._store = self.backend if isinstance(self.backend, CachedBackend) else None
+        """The backend as a judgment store (the same object as ``backend``), when it is one."""
         self.stats = JudgeStats()
         tokenizer = getattr(self.backend, "tokenizer", None)
         self.special_tokens: tuple[str, ...] = tuple(special_tokens) + tuple(
@@ -206,8 +201,9 @@ class PrometheusJudge:
     ) -> tuple[list[ItemRun], list[bool], list[Item]]:
         """Fit ``requests`` to the context (shortening responses when ``truncate``, default the judge's
         ``truncate_response``), sample them (``SampleRunner``), calibrate, count."""
+        known = self._store.stored(SampleRunner.first_round(requests, k)) if self._store else None
         requests, items, truncated = fit_to_context(
-            self.backend, requests, items, render, self.truncate_response if truncate is None else truncate
+            self.backend, requests, items, render, self.truncate_response if truncate is None else truncate, known
         )
         start = time.perf_counter()
         runs = SampleRunner(
@@ -226,12 +222,15 @@ class PrometheusJudge:
         s.seconds += time.perf_counter() - start
         s.truncated += sum(truncated)
         for r in runs:
-            s.samples += len(r.samples)
+            s.samples += len(r.samples) - r.stored_samples
+            s.stored_samples += r.stored_samples
             s.parse_failures += r.failures
             s.retries += r.retries
             s.forced += r.forced
-            s.prompt_tokens += r.prompt_tokens
-            s.completion_tokens += r.completion_tokens
+            s.prompt_tokens += r.prompt_tokens - r.stored_prompt_tokens
+            s.stored_prompt_tokens += r.stored_prompt_tokens
+            s.completion_tokens += r.completion_tokens - r.stored_completion_tokens
+            s.stored_completion_tokens += r.stored_completion_tokens
         return runs, truncated, items
 
     # -- public API ---------------------------------------------------------------

@@ -69,6 +69,12 @@ class ItemRun:
     samples: list[JudgeSample] = field(default_factory=list)
     retries: int = 0
     prompt_tokens: int = 0
+    stored_samples: int = 0
+    """Of ``samples``: answered by a judgment store (``GenerationResult.stored``), not generated."""
+    stored_prompt_tokens: int = 0
+    """Of ``prompt_tokens``: those of requests the store answered."""
+    stored_completion_tokens: int = 0
+    """Of ``completion_tokens``: those of outputs the store answered (forcing requests included)."""
 
     @property
     def valid(self) -> list[JudgeSample]:
@@ -164,7 +170,10 @@ class SampleRunner:
             scored_tokens=len(c.logprobs or ()),
         )
 
-    def _force(self, requests: list[GenerationRequest], samples: list[JudgeSample], mode: Mode) -> list[JudgeSample]:
+    def _force(
+        self, requests: list[GenerationRequest], samples: list[JudgeSample], mode: Mode
+    ) -> tuple[list[JudgeSample], list[int]]:
+        """The samples with their verdicts forced, and per sample the forcing tokens a store answered."""
         labels = labels_for(mode)
         forcing = [
             dataclasses.replace(
@@ -178,6 +187,7 @@ class SampleRunner:
         results = self.backend.generate(forcing)
         _check_count(self.backend, forcing, results)
         out = []
+        stored = [res.completions[0].completion_tokens if res.stored else 0 for res in results]
         for s, res in zip(samples, results, strict=True):
             c = res.completions[0]
             probs, mass = first_verdict_distribution(c.logprobs, labels)
@@ -199,7 +209,12 @@ class SampleRunner:
                     completion_tokens=s.completion_tokens + extra,
                 )
             )
-        return out
+        return out, stored
+
+    @classmethod
+    def first_round(cls, requests: Sequence[GenerationRequest], k: int) -> list[GenerationRequest]:
+        """The requests of ``run``'s first backend call for ``requests`` (``k`` samples each)."""
+        return [cls._round_request(r, k, 0, i) for i, r in enumerate(requests)]
 
     @staticmethod
     def _round_request(r: GenerationRequest, need: int, round_: int, index: int) -> GenerationRequest:
@@ -226,11 +241,16 @@ class SampleRunner:
             for i, res in zip(idx, results, strict=True):
                 runs[i].prompt_tokens += res.prompt_tokens
                 new.extend((i, self._parse(c, mode)) for c in res.completions)
+                if res.stored:
+                    runs[i].stored_samples += len(res.completions)
+                    runs[i].stored_prompt_tokens += res.prompt_tokens
+                    runs[i].stored_completion_tokens += sum(c.completion_tokens for c in res.completions)
             todo = [j for j, (_, s) in enumerate(new) if should_force(s, self.force_verdict)]
             if todo:
-                forced = self._force([requests[new[j][0]] for j in todo], [new[j][1] for j in todo], mode)
-                for j, s in zip(todo, forced, strict=True):
+                forced, stored = self._force([requests[new[j][0]] for j in todo], [new[j][1] for j in todo], mode)
+                for j, s, tokens in zip(todo, forced, stored, strict=True):
                     new[j] = (new[j][0], s)
+                    runs[new[j][0]].stored_completion_tokens += tokens
             for i, s in new:
                 runs[i].samples.append(s)
             pending = {}

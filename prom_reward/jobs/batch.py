@@ -49,7 +49,26 @@ def judge_rows(
 ) -> tuple[BatchOut, dict[str, Any]]:
     """Judge ``rows`` (``run_batch``); returns what they gave and the batch's record (counts, judge stats)."""
     s = judge.stats
-    before = (s.retries, s.forced, s.prompt_tokens, s.completion_tokens, s.samples, s.parse_failures)
+    names = (
+        "retried",
+        "forced",
+        "prompt_tokens",
+        "completion_tokens",
+        "samples",
+        "parse_failures",
+        "stored_samples",
+        "stored_prompt_tokens",
+        "stored_completion_tokens",
+    )
+
+    def counts() -> tuple[int, ...]:
+        return (s.retries, s.forced, s.prompt_tokens, s.completion_tokens, s.samples, s.parse_failures) + (
+            s.stored_samples,
+            s.stored_prompt_tokens,
+            s.stored_completion_tokens,
+        )
+
+    before = counts()
     t0 = time.perf_counter()
     out = run_batch(kind, judge, rows, prepare)
     skipped: dict[str, int] = {}
@@ -68,9 +87,7 @@ def judge_rows(
         "tie_rounds": out.tie_rounds,
         "worker": worker,
     }
-    after = (s.retries, s.forced, s.prompt_tokens, s.completion_tokens, s.samples, s.parse_failures)
-    names = ("retried", "forced", "prompt_tokens", "completion_tokens", "samples", "parse_failures")
-    for k, a, b in zip(names, before, after, strict=True):
+    for k, a, b in zip(names, before, counts(), strict=True):
         rec[k] = b - a
     rec.update(seconds=time.perf_counter() - t0, io_seconds=0.0)
     return out, rec

@@ -8,7 +8,9 @@ rows hold, after ``source_index`` and the input columns, ``winner`` ("A"/"B"/nul
 ``swap_agreement``, ``feedback``, ``judge_failures``, ``judge_retries``, ``forced_verdicts`` and
 ``judge_error``: null, or why ``winner`` is null. A tie (the two orders disagree, or one order's
 samples split evenly) is a decided outcome: ``tie`` true and a ``judge_error`` starting with "tie:".
-A failure is a row where no order gave a verdict, never a made-up winner.
+A failure is a row where an order gave no verdict, never a made-up winner: with ``swap``, an order whose
+samples all failed leaves the row without a winner even when the other order picked one (``judge_error``
+"order B-A failed: ...", the rule of ``prom_reward.core.combine``).
 
 Example:
     >>> from prom_reward.core.judge import PrometheusJudge
@@ -27,21 +29,11 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from prom_reward.core.items import RelativeItem, relative_items
-from prom_reward.core.results import Verdict
 from prom_reward.errors import InputError
 from prom_reward.format.rubrics import Rubric
 from prom_reward.jobs.grade import resolve_rubric, resolver, rubric_fingerprint
 from prom_reward.jobs.source import SourceRow
 from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, missing_column, option_flag, row_error
-
-
-def verdict_error(v: Verdict) -> str | None:
-    """None when ``v`` has a winner, else why not."""
-    if v.winner is not None:
-        return None
-    if v.tie:
-        return "tie: the two orders disagree" if v.swap_agreement is False else "tie: the samples split evenly"
-    return f"no verdict in {v.failures} sample(s) (no parseable [RESULT])"
 
 
 @dataclass(frozen=True)
@@ -164,7 +156,7 @@ class CompareJob(JobKind):
                         "judge_failures": v.failures,
                         "judge_retries": v.retries,
                         "forced_verdicts": v.forced,
-                        "judge_error": verdict_error(v),
+                        "judge_error": v.reason,
                     },
                 )
             )

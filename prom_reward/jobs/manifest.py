@@ -59,11 +59,12 @@ def judge_fingerprint(judge: Any) -> dict[str, Any]:
     """The judge options that change results: from ``PrometheusJudge`` keyword arguments, or a built judge."""
     if isinstance(judge, dict):
         return {k: _plain(v) for k, v in sorted(judge.items()) if k not in _NOT_RESULTS}
+    from prom_reward.backends.cached import CachedBackend
     from prom_reward.backends.store import backend_fingerprint
 
-    inner = getattr(judge.backend, "inner", judge.backend)  # a judgment store's CachedBackend
+    b = judge.backend  # behind a judgment store: the fingerprint of the backend it wraps, built or not
     return {
-        "backend": backend_fingerprint(inner),
+        "backend": b.fingerprint if isinstance(b, CachedBackend) else backend_fingerprint(b),
         "sampling": _plain(judge.sampling),
         "num_samples": judge.num_samples,
         "max_retries": judge.max_retries,

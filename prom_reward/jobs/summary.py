@@ -30,6 +30,9 @@ _COUNTS = (
     "samples",
     "parse_failures",
     "rows_without_pairs",
+    "stored_samples",
+    "stored_prompt_tokens",
+    "stored_completion_tokens",
 )
 
 
@@ -68,17 +71,24 @@ class JobSummary:
     tie_rounds: int = 0
     """Temperature-1.0 re-grading rounds spent on those."""
     samples: int = 0
-    """Judge samples generated (re-samples and both orders included)."""
+    """Judge samples generated (re-samples and both orders included; not those the store answered)."""
     parse_failures: int = 0
-    """Of ``samples``: those without a parseable verdict."""
+    """Samples (generated or stored) without a parseable verdict."""
     retried: int = 0
     """Re-sampling rounds spent on outputs without a verdict."""
     forced: int = 0
     """Verdicts read by forcing ``[RESULT]``."""
     prompt_tokens: int = 0
-    """Judge prompt tokens."""
+    """Judge prompt tokens sent to the backend."""
     completion_tokens: int = 0
     """Judge tokens generated."""
+    stored_samples: int = 0
+    """Judge samples the judgment store (``--store``) answered: counted here, not in ``samples`` (0 generated
+    and all stored: the judge's engine never started)."""
+    stored_prompt_tokens: int = 0
+    """Prompt tokens of the requests the store answered (not sent)."""
+    stored_completion_tokens: int = 0
+    """Tokens of the outputs the store answered (not generated)."""
     batches: int = 0
     """Batches (part files) judged by this run."""
     output_rows: int = 0
@@ -134,6 +144,11 @@ class JobSummary:
             f"  judge: {self.samples} samples ({self.parse_failures} without a parseable verdict), tokens "
             f"{self.prompt_tokens} prompt, {self.completion_tokens} generated"
         )
+        if self.stored_samples:
+            lines.append(
+                f"  judgment store: {self.stored_samples} samples answered, tokens {self.stored_prompt_tokens} "
+                f"prompt, {self.stored_completion_tokens} stored (not generated)"
+            )
         if self.backend_failed:
             lines.append(
                 f"  {self.backend_failed} {what} failed because the judge backend failed (judge_error "

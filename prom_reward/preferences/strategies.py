@@ -11,7 +11,8 @@
   with ``swap``. A decided verdict gives a pair with score_chosen = P(chosen wins) (from
   ``p_a``), score_rejected = 1 - that, margin = their difference. Undecided pairs are skipped as
   ``swap_disagreement`` (the two orders picked different winners), ``tie`` (split samples) or
-  ``judge_failed`` (no verdict).
+  ``judge_failed`` (an order without a verdict: one order alone never makes a pair; the verdict's
+  reason in ``judge_error``).
 
 Both then skip pairs with margin < ``min_margin`` (``below_min_margin``). A skip is recorded
 per candidate pair (one per row for best_vs_worst).
@@ -86,7 +87,8 @@ def skip_record(
     row: PreferenceRow, reason: str, pair: tuple[int, int] | None, judge_error: str | None = None
 ) -> dict[str, Any]:
     """One dropped candidate pair: ``source_index``, ``reason``, ``pair`` (None: the whole row), ``judge_error``
-    (what went wrong, where the judge failed as a whole: "backend failed: ...", "too long for the judge: ...")."""
+    (what went wrong: a failed verdict's ``reason``, e.g. "order B-A failed: ...", or where the judge failed
+    as a whole, "backend failed: ...", "too long for the judge: ...")."""
     return {
         "source_index": row.index,
         "reason": reason,
@@ -95,8 +97,10 @@ def skip_record(
     }
 
 
-def _skip(out: ChunkOutcome, row: PreferenceRow, reason: str, pair: tuple[int, int] | None) -> None:
-    out.skipped.append(skip_record(row, reason, pair))
+def _skip(
+    out: ChunkOutcome, row: PreferenceRow, reason: str, pair: tuple[int, int] | None, judge_error: str | None = None
+) -> None:
+    out.skipped.append(skip_record(row, reason, pair, judge_error))
 
 
 def _graded_pair(row: PreferenceRow, hi: int, lo: int, g_hi: Grade, g_lo: Grade, rounds: int) -> dict[str, Any]:
@@ -161,7 +165,7 @@ def best_vs_worst(judge: PrometheusJudge, rows: Sequence[PreferenceRow], cfg: Pr
         else:
             v = verdicts[r.index]
             if v.winner is None:
-                _skip(out, r, "tie" if v.tie else "judge_failed", (0, 1))
+                _skip(out, r, "tie" if v.tie else "judge_failed", (0, 1), None if v.tie else v.reason)
                 continue
             a, b = v.grades  # type: ignore[misc]
             hi, lo, g_hi, g_lo = (0, 1, a, b) if v.winner == "A" else (1, 0, b, a)
@@ -190,7 +194,8 @@ def all_pairs(judge: PrometheusJudge, rows: Sequence[PreferenceRow], cfg: Prefer
     out = ChunkOutcome()
     for (r, i, j), v in zip(flat, verdicts, strict=True):
         if v.winner is None or v.p_a is None:
-            _skip(out, r, _undecided_reason(v), (i, j))
+            why = _undecided_reason(v)
+            _skip(out, r, why, (i, j), v.reason if why == "judge_failed" else None)
             continue
         chosen, rejected, p = (i, j, v.p_a) if v.winner == "A" else (j, i, 1.0 - v.p_a)
         _keep(out, r, cfg, _pair(r, chosen, rejected, p, 1.0 - p, feedback=v.feedback, swap_agreement=v.swap_agreement))

@@ -154,7 +154,14 @@ def reference_rewards(judge: Any, items: Sequence[RewardSample], cfg: RewardConf
         "abstain_rate": sum(r is None for r in rewards) / max(len(rewards), 1),
         **_call_metrics(verdicts),
     }
-    return ModeOutput(rewards, [verdicts[w].feedback for w in where], metrics, _deciders([verdicts[w] for w in where]))
+    reasons = [verdicts[w].reason if r is None else None for r, w in zip(rewards, where, strict=True)]
+    return ModeOutput(
+        rewards,
+        [verdicts[w].feedback for w in where],
+        metrics,
+        _deciders([verdicts[w] for w in where]),
+        reasons if any(reasons) else [],
+    )
 
 
 def bradley_terry(wins: list[list[float]], iterations: int = 100, prior: float = 0.5) -> list[float]:

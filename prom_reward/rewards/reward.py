@@ -221,7 +221,7 @@ class PrometheusReward(JudgeHolder):
                 rewards[i], feedback[i] = part.rewards[pos], part.feedback[pos]
                 judges[i] = part.judges[pos] if part.judges else None
                 if rewards[i] is None:
-                    why[i] = _NO_VERDICT
+                    why[i] = (part.reasons[pos] if part.reasons else None) or _NO_VERDICT
         for i, reason in iso.failed.items():
             why[i] = _strip_item(reason)
         for i, reason in iso.outage.items():

@@ -395,3 +395,38 @@ def test_damaged_foreign_or_locked_stores_fail_at_open_naming_the_file(tmp_path)
         holder.close()
     with pytest.raises(StoreError, match="no judgment store there"):
         JudgmentStore(tmp_path / "missing.sqlite", create=False)
+
+
+def test_a_deferred_backend_is_built_on_the_first_store_miss_only(tmp_path):
+    """A backend built by a function (the in-process engine behind ``CachedBackend.deferred``) is not built
+    while the store answers, not even for the context check; a judgment the store answered counts as stored."""
+    path, args = tmp_path / "j.sqlite", (["q1", "q2"], ["r1", "r2"], "helpfulness")
+    fingerprint = backend_fingerprint(ScriptedBackend(outputs=[]))
+    made: list[ScriptedBackend] = []
+
+    def build() -> ScriptedBackend:
+        made.append(ScriptedBackend(respond=lambda req, i: "Good. [RESULT] 4", context=4096))
+        return made[-1]
+
+    first = PrometheusJudge(backend=CachedBackend(build, path, fingerprint=fingerprint))
+    graded = first.grade(*args)
+    assert len(made) == 1 and first.backend.built and first.stats.samples == 2 and first.stats.stored_samples == 0
+    generated = (first.stats.prompt_tokens, first.stats.completion_tokens)
+    again = PrometheusJudge(backend=CachedBackend(build, path, fingerprint=fingerprint))
+    assert again.grade(*args) == graded and len(made) == 1 and not again.backend.built
+    s = again.stats
+    assert (s.samples, s.prompt_tokens, s.completion_tokens, s.stored_samples) == (0, 0, 0, 2)
+    assert (s.stored_prompt_tokens, s.stored_completion_tokens) == generated
+    again.grade(["q3"], ["r3"], "helpfulness")  # not stored: now it is built
+    assert len(made) == 2 and again.backend.built and (again.stats.samples, again.stats.stored_samples) == (1, 2)
+    again.close()
+    first.close()
+
+
+def test_deferred_only_for_the_in_process_engine(tmp_path):
+    """``CachedBackend.deferred`` builds any other backend at once (an openai one connects only when asked)."""
+    b = CachedBackend.deferred("openai", {"base_url": "http://127.0.0.1:9/v1", "model": "m"}, tmp_path / "j.sqlite")
+    assert b.built and b.fingerprint == {"name": "openai", "model": "m", "wire": "chat"}
+    with pytest.raises(ConfigError, match="no such folder"):
+        CachedBackend.deferred("vllm", {"model": "/no/such/judge"}, tmp_path / "j.sqlite")
+    b.close()

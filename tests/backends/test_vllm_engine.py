@@ -105,12 +105,13 @@ def test_smollm2_forced_verdicts_end_to_end(smollm2_engine: VLLMEngine):
     verdicts = judge.compare(QUESTIONS, ANSWERS, ["I don't know.", "4"], "helpfulness", swap=True)
     for v in verdicts:
         assert len(v.order_winners) == 2
-        if v.p_a is None:  # SmolLM2 sampled at T=1 sometimes has no A/B in the top-20 even when forced:
-            assert v.winner is None and v.order_winners == (None, None) and v.failures >= 2  # counted, not made up
+        if None in v.order_winners:  # SmolLM2 sampled at T=1 sometimes has no A/B in the top-20 even when forced:
+            # an order without a verdict leaves the pair undecided, whatever the other said (counted, not made up)
+            assert v.winner is None and not v.tie and v.p_a is None and v.failures >= 1
+            assert v.reason.startswith(("order A-B failed: ", "order B-A failed: ", "no verdict in "))
             continue
         assert 0 <= v.p_a <= 1
-        decided = {w for w in v.order_winners if w is not None}
-        if len(decided) == 1:  # one order decided, or both alike: that is the verdict
-            assert v.winner == decided.pop() and not v.tie
-        else:  # the orders disagree (a tie), or neither decided (a failure)
-            assert v.winner is None and v.tie == (len(decided) == 2)
+        if v.order_winners[0] == v.order_winners[1]:  # both orders alike: that is the verdict
+            assert v.winner == v.order_winners[0] and not v.tie and v.reason is None
+        else:  # the orders disagree: a tie
+            assert v.winner is None and v.tie and v.reason == "tie: the two orders disagree"

@@ -359,3 +359,19 @@ def test_online_dpo_trainer_two_steps_with_vllm_judge(tiny_model_dir, tmp_path, 
     assert margins == [1.0, 1.0]  # every pair had one winner at 1.0 and one loser at 0.0
     logged = [h["prometheus_pairwise/pairs"] for h in trainer.state.log_history if "prometheus_pairwise/pairs" in h]
     assert logged == [2.0, 2.0]
+
+
+def test_one_order_never_decides_a_pair():
+    """A judge that writes no verdict when BAD comes first: each round only the GOOD-first order answers, so
+    no pair is decided by the judge, nor by that order's p_a; the pairs are re-judged, then coin-flipped."""
+
+    def one_order(req: GenerationRequest, i: int) -> str:
+        return "Hmm." if req.user.index(BAD) < req.user.index(GOOD) else "Fine. [RESULT] A"
+
+    reward, backend = scripted(one_order, max_retries=0)
+    b = 4
+    prompts, completions = pairs(b, good_first=[True] * b)
+    reward(prompts=prompts, completions=completions)
+    s = reward.stats
+    assert (s.decided_by_judge, s.decided_by_p_a, s.coin_flips) == (0, 0, b)
+    assert (s.judge_failures, s.ties, s.swap_checked) == ((1 + reward.max_tie_rounds) * b, 0, 0)

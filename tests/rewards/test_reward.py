@@ -14,6 +14,7 @@ from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.rewards.config import RewardConfig, normalize_value
 from prom_reward.rewards.modes import bradley_terry
 from prom_reward.rewards.reward import AsyncPrometheusReward, PrometheusReward
+from prom_reward.rewards.samples import RewardSample
 
 
 def by_response(table: dict[str, str], default: str = "rambling without verdict"):
@@ -200,3 +201,21 @@ def test_bad_options_and_lengths():
     with pytest.raises(InputError, match="column 'rubric'"):
         reward(["a"], ["x"], rubric=["honesty", "reasoning"])
     assert reward([], []) == []
+
+
+@pytest.mark.parametrize("kind", ["sign", "probability"])
+def test_pairwise_reference_gives_no_reward_from_one_order(kind):
+    """A verdict from one order only (the swapped order wrote no verdict) is no reward, with the reason."""
+
+    def respond(req: GenerationRequest, i: int) -> str:
+        a = req.user.split("###Response A:\n")[1].split("\n\n###Response B:")[0]
+        return "I cannot tell." if a == "baseline" else "[RESULT] A"
+
+    reward = PrometheusReward(
+        PrometheusJudge(backend=ScriptedBackend(respond=respond), max_retries=0),
+        mode="pairwise_reference",
+        pairwise_reward=kind,
+    )
+    out = reward.judge_batch([RewardSample("q", "great", baseline="baseline")])
+    assert out.rewards == [None] and out.metrics["abstain_rate"] == 1.0
+    assert out.reasons == ["order B-A failed: no verdict in 1 sample(s) (no parseable [RESULT])"]
