@@ -112,6 +112,9 @@ class RewardSettings:
     on_outage: str = "fail"
     """Past the outage budget: `fail` (the failure reward, with the cause) or `raise` (stop training with the cause)."""
 
+    degraded_failure_share: float = 0.5
+    """`/health` says `degraded` while more than this share of the last 100 samples failed (1: never)."""
+
     strip: tuple[str, ...] = ()
     """OpenRLHF: end-of-text strings removed from the end of responses (comma-separated)."""
 
@@ -139,6 +142,8 @@ class RewardSettings:
         for name in ("max_batch_size", "max_concurrent_batches", "request_timeout"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name}: expected a number > 0, got {getattr(self, name)!r}")
+        if not 0.0 <= self.degraded_failure_share <= 1.0:
+            raise ConfigError(f"degraded_failure_share: expected a share in [0, 1], got {self.degraded_failure_share}")
         share = self.gpu_memory_utilization
         if share is not None and not 0.0 < share <= 1.0:
             raise ConfigError(
@@ -161,8 +166,11 @@ class RewardSettings:
                     f"({self.request_timeout} s), or a short group times out before it is judged"
                 )
         self.outage()  # validates the outage fields
-        reward_config = self.reward_config()  # validates score, normalize, the reward options
-        self.failure_reward.value_for(reward_config)  # 'min' has no value for Bradley-Terry
+        try:
+            self.reward_config()  # validates score, normalize, the reward options, the failure reward's scale
+        except ConfigError as e:
+            suffix = f" [{where('failure_reward')}]" if str(e).startswith("failure_reward") else ""
+            raise ConfigError(f"{e}{suffix}") from None
         try:
             RubricResolver(self.rubric, need_scores=self.mode == "absolute")
         except InputError as e:
@@ -214,6 +222,7 @@ class RewardSettings:
                 normalize=self.normalize,
                 over_context=self.over_context,
                 outage=self.outage(),
+                failure_reward=self.failure_reward.value,
                 **self.reward,
             )
         except TypeError as e:
