@@ -166,16 +166,17 @@ def _probe_until_up(
     stop, wrong = threading.Event(), False
     while down and not stop.wait(every):
         for url in list(down):
-            served, why = _ask(url, timeout)
-            if served is None:
-                down[url] = why
-                continue
-            del down[url]
             try:
+                served, why = _ask(url, timeout)  # a refused key raises here
+                if served is None:
+                    down[url] = why
+                    continue
+                del down[url]
                 _check_model(url, served, model)
                 if not down:
                     _canary(reward, canary_timeout, health)
             except ConfigError as e:
+                down.pop(url, None)
                 logger.error("%s", e)
                 wrong = True
                 if health is not None:

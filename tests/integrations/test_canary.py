@@ -70,6 +70,30 @@ def test_a_model_the_server_does_not_serve_stops_the_canary(capsys):
         stand_in.stop()
 
 
+@pytest.mark.parametrize("refuse, words", [(404, "ends in /v1"), (401, "PROM_REWARD_API_KEY")])
+def test_a_judge_down_at_start_then_found_misconfigured_fails_health(refuse, words, caplog):
+    """Down at start: not misconfigured (the server starts, degraded); once it answers, the probe runs the canary,
+    and a configuration failure then turns ``/health`` failing."""
+    from prom_reward.integrations.startup import check_judge
+
+    late = StandInJudge(refuse=refuse)
+    reward = PrometheusReward({**JUDGE, "base_url": late.url}, failure_reward="min")
+    health = ServerHealth(reward.health, degraded_failure_share=0.5)
+    check = check_judge(
+        [late.url], None, health=reward.health, reward=reward, timeout=1.0, probe_every=0.2,
+        on_misconfigured=health.misconfigured,
+    )  # fmt: skip
+    assert health.status()["status"] == "degraded" and "not answering" in health.status()["cause"]
+    late.start()
+    try:
+        check.probing.join(20)
+    finally:
+        late.stop()
+    assert not check.probing.is_alive()
+    status = health.status()
+    assert status["status"] == "failing" and words in status["cause"] and f"judge {late.url}" in status["cause"]
+
+
 def test_a_judge_misconfigured_during_the_run_fails_health_never_a_failure_reward():
     stand_in = StandInJudge({"good": 5}).start()
     settings = RewardSettings(failure_reward="min", batch_window_ms=0)
