@@ -20,6 +20,21 @@ class ConfigError(PromRewardError, ValueError):
     """An option or configuration value is invalid (raised at construction time)."""
 
 
+class JudgeConfigError(ConfigError):
+    """The judge server answers, but not as configured: a wrong route (HTTP 404 on an API path: the URL
+    usually lacks ``/v1``), refused credentials (401/403), a model it does not serve. No sample's fault:
+    every reward server, reward and job refuses to start on it (its start-up canary) and stops on it
+    during a run, never giving a failure reward for it.
+
+    ``url`` is the judge URL, ``status`` the HTTP status (None when not from a reply).
+    """
+
+    def __init__(self, message: str, *, url: str | None = None, status: int | None = None) -> None:
+        super().__init__(message)
+        self.url = url
+        self.status = status
+
+
 class InputError(PromRewardError, ValueError):
     """A batch of judge inputs is malformed; raised before any generation starts.
 

@@ -96,7 +96,9 @@ class StandInJudge:
 
     - ``down_for``: answers 503 to everything for that many seconds after ``start()`` (``None``: always);
     - ``hang_first``: the first ``hang_first`` chat calls never answer;
-    - ``late``: ``start(late=s)`` binds the port only ``s`` seconds later (connection refused until then).
+    - ``late``: ``start(late=s)`` binds the port only ``s`` seconds later (connection refused until then);
+    - ``refuse``: answers every ``/v1`` call with that status (404: a wrong route, 401: refused credentials);
+    - a chat request for another model than ``model`` is answered 404 "does not exist", as vLLM does.
 
     ``max_model_len`` is reported by ``/v1/models``; ``/tokenize`` counts a token per 3 characters.
     """
@@ -110,9 +112,10 @@ class StandInJudge:
         hang_first: int = 0,
         max_model_len: int = 4096,
         model: str = "stand-in-judge",
+        refuse: int | None = None,
     ) -> None:
         self.grades, self.default, self.down_for, self.hang_first = dict(grades or {}), default, down_for, hang_first
-        self.max_model_len, self.model = max_model_len, model
+        self.max_model_len, self.model, self.refuse = max_model_len, model, refuse
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
         self.server: FakeServer | None = None
@@ -125,7 +128,12 @@ class StandInJudge:
     def _down(self) -> bool:
         return self.down_for is None or time.monotonic() - self.started < self.down_for
 
+    def _refused(self) -> tuple[int, Any]:
+        return (self.refuse or 404), {"detail": "Not Found"} if self.refuse == 404 else {"error": "Unauthorized"}
+
     def _models(self, n: int, body: dict) -> tuple[int, Any]:
+        if self.refuse:
+            return self._refused()
         if self._down():
             return 503, {"error": "judge restarting"}
         return 200, {"data": [{"id": self.model, "max_model_len": self.max_model_len}]}
@@ -142,8 +150,12 @@ class StandInJudge:
             if self.hung < self.hang_first:
                 self.hung += 1
                 return None
+        if self.refuse:
+            return self._refused()
         if self._down():
             return 503, {"error": "judge restarting"}
+        if body.get("model") != self.model:
+            return 404, {"error": {"message": f"The model `{body.get('model')}` does not exist.", "code": 404}}
         user = body["messages"][-1]["content"]
         pair = re.search(r"###Response A:\n(.*?)\n\n###Response B:\n(.*?)\n\n###", user, re.S)
         if pair:  # a pairwise prompt: the better first word wins, a tie says A (in both orders: undecided)

@@ -17,7 +17,10 @@ tests/rewards/test_reward_faults_trl.py (TRL 1.16: GRPO and RLOO ``_calculate_re
   (``outage_on_exhausted=fail``); ``dead_raise``: the same with ``outage_on_exhausted=raise``: training stops
   with the cause;
 - ``hung``: the first judge call never answers: it is cut by the call timeout and retried;
-- ``late``: the judge starts listening only after the first samples arrive.
+- ``late``: the judge starts listening only after the first samples arrive;
+- ``misconfigured``: the judge answers 404 on every API route (a URL without ``/v1``): the configuration
+  canary stops the path at its start (or first call) with ``JudgeConfigError`` naming the URL and the fix,
+  never a failure reward.
 """
 
 from __future__ import annotations
@@ -51,6 +54,8 @@ class Case:
     """Per sample: the reward, or FAILED (the failure reward, flagged judge_failed)."""
     stops: bool = False
     """Training must stop with the cause (nothing is rewarded)."""
+    misconfigured: bool = False
+    """It stops on a configuration failure (``JudgeConfigError``), not an outage."""
 
 
 DEAD = {"down_for": None}
@@ -80,7 +85,10 @@ CASES = {
         expected=(5.0, 2.0, 5.0),
     ),
     "late": Case(late=1.5),
+    "misconfigured": Case(judge={"refuse": 404}, stops=True, misconfigured=True),
 }
+MISCONFIGURED = r"HTTP 404 .* not the server's OpenAI-compatible API; fix: .*/v1"
+"""What a misconfigured judge's error says (the URL, the cause, the fix)."""
 
 
 def settings_values(url: str, case: Case) -> dict:

@@ -5,8 +5,9 @@
 is the backend's ``EndpointPool``'s choice (``_endpoints``), which outlives the batch.
 ``call`` sends one logical request to the up URL with the fewest outstanding calls and
 retries connection errors, timeouts, 5xx, 429 and replies that ``parse`` rejects, each
-retry on another URL when there is one. Other 4xx replies raise ``ServerRejected`` at
-once. Out URLs whose probe time has come are health-probed in the background of the batch.
+retry on another URL when there is one. Other 4xx replies raise at once: ``ServerRejected``, or
+``JudgeConfigError`` for a configuration failure (``_openai_wire.rejection``). Out URLs whose
+probe time has come are health-probed in the background of the batch.
 Inside a reward call's ``CallScope`` (``prom_reward.backends.outage``) the scope's ``OutagePolicy``
 replaces ``max_retries``/``backoff``: a failing call is retried until the outage budget or the
 deadline runs out, each attempt bounded by the policy's per-call timeout; failures and successes
@@ -40,9 +41,9 @@ from typing import Any, TypeVar
 import aiohttp
 
 from prom_reward.backends._endpoints import EndpointPool
-from prom_reward.backends._openai_wire import error_text
+from prom_reward.backends._openai_wire import error_text, rejection
 from prom_reward.backends.outage import CallScope, current_scope
-from prom_reward.errors import BackendError, ServerRejected
+from prom_reward.errors import BackendError
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -204,11 +205,7 @@ class HTTPBatch:
                 self.pool.succeeded(url)  # the server is healthy; the request is wrong
                 if scope is not None:
                     scope.health.succeeded()
-                raise ServerRejected(
-                    f"{what}: the server at {full} rejected it (HTTP {status}): "
-                    f"{error_text(content)}; fix the request or the server options",
-                    status,
-                )
+                raise rejection(what, url, full, status, content, root=root)
             try:
                 result = parse(json.loads(content))
             except (ValueError, KeyError, TypeError, IndexError) as e:  # includes MalformedReply

@@ -25,6 +25,7 @@ from typing import Any
 
 from prom_reward.backends.base import Completion, GenerationResult, TokenLogprobs
 from prom_reward.backends.sampling import SamplingConfig
+from prom_reward.errors import JudgeConfigError, ServerRejected
 
 MAX_TOP_LOGPROBS = 20
 """The most ``top_logprobs`` OpenAI (and vLLM by default) accept."""
@@ -183,3 +184,49 @@ def error_text(body: bytes, limit: int = 500) -> str:
             if data.get(key):
                 return str(data[key])[:limit]
     return json.dumps(data)[:limit]
+
+
+def rejection(
+    what: str, base: str, full: str, status: int, body: bytes, *, root: bool
+) -> ServerRejected | JudgeConfigError:
+    """The error of a 4xx reply (not 429) to ``what`` at ``full`` (``base``: the judge URL it went to).
+
+    A configuration failure (``JudgeConfigError``) when it is no request's fault: 401/403 (refused
+    credentials), or 404 on an API path under the base URL (a model the server does not serve, or a
+    wrong route: the URL lacks ``/v1``). Else ``ServerRejected``: the request itself is wrong; and a 404
+    on a root path (``/tokenize``: a vLLM extension) only says the server lacks it.
+
+    >>> type(rejection("POST /chat/completions", "http://j:8000", "http://j:8000/chat/completions", 404,
+    ...                b'{"detail": "Not Found"}', root=False)).__name__
+    'JudgeConfigError'
+    >>> type(rejection("POST /tokenize", "http://j:8000/v1", "http://j:8000/tokenize", 404, b"", root=True)).__name__
+    'ServerRejected'
+    """
+    text = error_text(body)
+    if status in (401, 403):
+        return JudgeConfigError(
+            f"judge {base}: {what} was refused (HTTP {status}: {text}): the server wants another API key; fix: "
+            "set PROM_REWARD_API_KEY (or OPENAI_API_KEY, or the judge option api_key) to the server's key",
+            url=base,
+            status=status,
+        )
+    if status == 404 and not root:
+        if "model" in text.lower():
+            return JudgeConfigError(
+                f"judge {base}: {what} answered HTTP 404 ({text}): the server does not serve that model; fix: set "
+                f"--model / PROM_REWARD_MODEL / the judge option model to one that GET {base}/models lists, or "
+                "leave it unset to use the first",
+                url=base,
+                status=status,
+            )
+        return JudgeConfigError(
+            f"judge {base}: {what} answered HTTP 404 at {full} ({text}): that URL is not the server's "
+            "OpenAI-compatible API; fix: give the API base URL, which ends in /v1 (e.g. http://host:8000/v1), "
+            "in --server / PROM_REWARD_SERVER / the judge option base_url",
+            url=base,
+            status=status,
+        )
+    return ServerRejected(
+        f"{what}: the server at {full} rejected it (HTTP {status}): {text}; fix the request or the server options",
+        status,
+    )

@@ -34,7 +34,7 @@ from prom_reward.backends._openai_http import HTTPBatch, gather_all, run_sync
 from prom_reward.backends._openai_wire import parse_prompt_logprobs, parse_reply, sampling_fields, sent_n
 from prom_reward.backends.base import GenerationRequest, GenerationResult, TokenLogprobs
 from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, split_continuation, with_continuation
-from prom_reward.errors import BackendError, ConfigError, ServerRejected, UnknownNameError
+from prom_reward.errors import BackendError, ConfigError, JudgeConfigError, ServerRejected, UnknownNameError
 from prom_reward.format.wire import get_wire_format
 
 log = logging.getLogger(__name__)
@@ -351,10 +351,10 @@ class OpenAIServer:
 
             try:
                 value = run_sync(lambda: self._batch(work))
-            except ServerRejected as e:
+            except (ServerRejected, JudgeConfigError) as e:
                 if e.status not in (404, 405):
                     raise
-                value = None  # no /models: unknown
+                value = None  # no /models: unknown (a wrong route fails the generation call itself)
             self._max_model_len, self._context_known = (int(value) if value else None), True
         return self._max_model_len
 

@@ -139,10 +139,12 @@ def cmd_reward_server(args: argparse.Namespace) -> int:
     """Serve the judge as an OpenRLHF remote reward model (``prom_reward.integrations.openrlhf_server``).
 
     The flags given are the explicit layer of ``RewardSettings`` (over ``PROM_REWARD_*`` and ``--config``);
-    bad settings, an unusable rubric or a judge that serves another model exit 2 before serving.
+    bad settings, an unusable rubric, a judge that serves another model or fails the configuration canary
+    (a wrong route, refused credentials: ``JudgeConfigError``) exit 2 before serving.
     """
     import dataclasses
 
+    from prom_reward.integrations.health import ServerHealth
     from prom_reward.integrations.openrlhf_server import serve_reward
     from prom_reward.integrations.startup import check_judge
 
@@ -157,7 +159,15 @@ def cmd_reward_server(args: argparse.Namespace) -> int:
     token = _token(args)
     reward = settings.build_reward()
     reward.judge  # noqa: B018 - build the judge now: an in-process model that cannot load fails before serving
-    check_judge(settings.urls(), settings.model, health=reward.health)
+    health = ServerHealth(reward.health, settings.degraded_failure_share)
+    check_judge(
+        settings.urls(),
+        settings.model,
+        health=reward.health,
+        reward=reward,
+        canary_timeout=settings.request_timeout,
+        on_misconfigured=health.misconfigured,
+    )
     serve_reward(
         reward,
         settings,
@@ -165,6 +175,7 @@ def cmd_reward_server(args: argparse.Namespace) -> int:
         port=args.port,
         token=token,
         max_body_bytes=int(args.max_body_mb * 1024 * 1024),
+        health=health,
     )
     return 0
 

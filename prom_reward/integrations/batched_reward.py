@@ -39,7 +39,7 @@ from typing import Any
 
 from prom_reward.errors import ConfigError
 from prom_reward.integrations.batching import MicroBatcher
-from prom_reward.rewards.config import normalize_value
+from prom_reward.rewards.config import failure_value
 from prom_reward.rewards.diagnostics import diagnostic_keys
 from prom_reward.rewards.samples import RewardSample
 
@@ -123,20 +123,9 @@ class FailurePolicy:
         self.value = number
 
     def value_for(self, config: Any) -> float:
-        """The number for a failed sample under ``config`` (a ``RewardConfig``)."""
-        if self.value != "min":
-            return float(self.value)
-        if config.mode == "absolute":
-            return float(normalize_value(1.0, "grade", config.normalize))  # type: ignore[arg-type]
-        if config.mode == "pairwise_reference":
-            kind = "sign" if config.pairwise_reward == "sign" else "probability"
-            return float(normalize_value(-1.0 if kind == "sign" else 0.0, kind, config.normalize))  # type: ignore[arg-type]
-        if config.group_reward == "bradley_terry":
-            raise ConfigError(
-                "failure reward 'min': Bradley-Terry scores are unbounded and have no lowest value; "
-                "give a number instead"
-            )
-        return float(normalize_value(0.0, "probability", config.normalize))  # type: ignore[arg-type]
+        """The number for a failed sample under ``config`` (a ``RewardConfig``); a number off its scale
+        raises ``ConfigError`` (``rewards.config.failure_value``)."""
+        return failure_value(self.value, config)
 
     def __repr__(self) -> str:
         return f"FailurePolicy({self.value!r})"

@@ -75,6 +75,7 @@ def configure(reward: Any, **settings: Any) -> BatchedReward:
 
 def _new_state(reward: Any, s: RewardSettings) -> _State:
     """The process-wide state for ``reward``: its batched queue and the settings ``reward_func`` reads."""
+    s.failure_reward.value_for(reward.config)  # on the reward's own scale (a configured reward has its own)
     batched = BatchedReward(
         reward,
         max_wait_s=s.batch_window_ms / 1000,

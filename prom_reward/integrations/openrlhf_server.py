@@ -16,10 +16,14 @@ Settings: ``RewardSettings`` (``prom_reward.integrations.settings``).
 - A failed sample gets ``failure_reward`` (required: a number or ``"min"``), is flagged
   ``judge_failed=1``, counted (``judge_failures``; running totals on ``GET /stats``) and logged.
 - Judge outage: the judge is retried with back-off within ``outage_budget_s`` and the request's
-  deadline while the request waits; ``/health`` says ``"degraded"`` with the cause meanwhile.
+  deadline while the request waits; ``/health`` says ``"degraded"`` with the cause meanwhile, and
+  also while more than ``degraded_failure_share`` of the recent samples failed (``integrations.health``).
   Past the budget the request is answered 503 with the cause (``outage_on_exhausted=raise``, the
   default of every reward path), which stops OpenRLHF after its five tries: the one 5xx; or, with
   ``outage_on_exhausted=fail``, the unanswered samples get the failure reward with the cause.
+- A misconfigured judge met during the run (``JudgeConfigError``: a wrong route, refused credentials,
+  a model it does not serve) is no sample's fault: the request is answered 500 with the error (never
+  the failure reward; OpenRLHF stops after its five tries) and ``/health`` says ``"failing"`` (503).
 - Deadline: a request still unanswered after ``request_timeout`` (default 170 s, under
   OpenRLHF's 180 s) is answered 200 with its samples failed (reason says so).
 - A request whose client disconnected while queued is dropped unjudged.
@@ -59,9 +63,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from prom_reward.errors import InputError, JudgeUnavailableError, PromRewardError
+from prom_reward.errors import InputError, JudgeConfigError, JudgeUnavailableError, PromRewardError
 from prom_reward.integrations.batched_reward import BatchedReward, JobResult
 from prom_reward.integrations.batching import DeadlineExceeded
+from prom_reward.integrations.health import ServerHealth
 from prom_reward.integrations.openrlhf_inputs import make_samples, reward_dict, split_query
 from prom_reward.integrations.settings import RewardSettings
 
@@ -193,6 +198,7 @@ def create_app(
     token: str | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     poll_s: float = 0.1,
+    health: ServerHealth | None = None,
 ) -> Starlette:
     """The ASGI app: ``POST /`` (alias ``/get_reward``), ``GET /health``, ``GET /stats``.
 
@@ -202,6 +208,7 @@ def create_app(
         token: when set, requests must carry it (``?token=`` or ``Authorization: Bearer``).
         max_body_bytes: larger bodies get 413.
         poll_s: how often a waiting request checks whether its client is still connected.
+        health: what ``/health`` reports (default: a ``ServerHealth`` of the reward's ``JudgeHealth``).
     """
     cfg = settings
     batched = BatchedReward(
@@ -213,7 +220,7 @@ def create_app(
         group_wait_s=cfg.group_wait_s,
     )
     keys = batched.extra_log_keys
-    health = reward.health
+    health = health or ServerHealth(reward.health, cfg.degraded_failure_share)
     counters = {
         "requests": 0,
         "samples": 0,
@@ -280,6 +287,10 @@ def create_app(
             counters["rejected"] += 1
             logger.warning("rejected a request with %d: %s", e.status, e)
             return JSONResponse({"error": str(e)}, status_code=e.status)
+        except JudgeConfigError as e:  # the configuration's fault, not a sample's: never a failure reward
+            health.misconfigured(str(e))
+            logger.error("the judge is misconfigured; answering 500 and /health failing: %s", e)
+            return JSONResponse({"error": f"judge misconfigured: {e}"}, status_code=500)
         except JudgeUnavailableError as e:  # outage_on_exhausted=raise: training stops
             counters["judge_unavailable"] += 1
             logger.error("judge unavailable past the outage budget, answering 503 (outage_on_exhausted=raise): %s", e)
@@ -294,6 +305,7 @@ def create_app(
         ]
         counters["input_failures"] += len(samples) - len(live)
         reply = reward_dict(results, cfg.failure_reward, reward.config, keys)
+        health.record(r.failed for r in results)
         if reply["judge_failures"]:
             counters["judge_failures"] += reply["judge_failures"]
             first = next(r for r in reply["failure_reasons"] if r)
@@ -307,7 +319,9 @@ def create_app(
         return JSONResponse(reply)
 
     async def health_route(request: Request) -> JSONResponse:
-        return JSONResponse({**health.status(), "judge_failures": counters["judge_failures"]})
+        status = health.status()
+        code = 503 if status["status"] == "failing" else 200
+        return JSONResponse({**status, "judge_failures": counters["judge_failures"]}, status_code=code)
 
     async def stats(request: Request) -> JSONResponse:
         return JSONResponse(

@@ -14,7 +14,9 @@ The reward fields are ``RewardConfig``'s (the one set of them, the one TRL's ``P
 online DPO take): each of its fields is a setting of the same name, and each field of its ``outage``
 (``OutagePolicy``) is the setting ``outage_<field>`` (``outage.budget_s`` -> ``outage_budget_s``).
 ``RewardSettings`` itself only holds what a framework needs around the reward: the judge (``server``,
-``model`` ...), the batching and deadlines, and the failure reward. One name per setting: field
+``model`` ...), the batching, deadlines and health threshold. ``failure_reward`` is ``RewardConfig``'s,
+required on these paths (a framework needs a number for a failed sample) and checked against the
+reward's scale. One name per setting: field
 ``foo_bar`` <-> flag ``--foo-bar`` <-> ``PROM_REWARD_FOO_BAR`` <-> YAML ``foo_bar``; a former name is
 refused with the new one (``judge_url`` -> ``server``, ``on_outage`` -> ``outage_on_exhausted`` ...).
 
@@ -72,9 +74,6 @@ class RewardSettings:
     reward: RewardConfig = field(default_factory=RewardConfig)
     """The reward: every ``RewardConfig`` field is a setting of its own name (``outage``'s as ``outage_<name>``)."""
 
-    failure_reward: Any = None
-    """**Required.** The reward of a sample the judge could not judge: a number or `min` (the lowest of the scale)."""
-
     server: tuple[str, ...] = ()
     """OpenAI-compatible judge base URLs (`.../v1`, comma-separated); verl: its router when unset."""
 
@@ -107,6 +106,9 @@ class RewardSettings:
     request_timeout: float = 170.0
     """Seconds a sample may wait for its reward; then it gets the failure reward (keep it under OpenRLHF's 180)."""
 
+    degraded_failure_share: float = 0.5
+    """`/health` says `degraded` while more than this share of the last 100 samples failed (1: never)."""
+
     strip: tuple[str, ...] = ()
     """OpenRLHF: end-of-text strings removed from the end of responses (comma-separated)."""
 
@@ -116,13 +118,12 @@ class RewardSettings:
     def __post_init__(self) -> None:
         if not isinstance(self.reward, RewardConfig):
             raise ConfigError(f"reward: expected a RewardConfig, got {type(self.reward).__name__}")
-        value = self.failure_reward.value if isinstance(self.failure_reward, FailurePolicy) else self.failure_reward
         try:
-            object.__setattr__(self, "failure_reward", FailurePolicy(value))
+            self.failure_reward.value_for(self.reward)  # required here; 'min' has no value for Bradley-Terry
         except ConfigError as e:
             raise ConfigError(f"{e} [{where('failure_reward')}]") from None
         for f in fields(self):
-            if f.name not in ("reward", "failure_reward"):
+            if f.name != "reward":
                 object.__setattr__(self, f.name, convert(f.name, getattr(self, f.name), _own_types()[f.name]))
         cfg = self.reward
         if cfg.mode not in MODES:
@@ -156,7 +157,11 @@ class RewardSettings:
                     f"group_wait_s ({self.group_wait_s} s) must be under request_timeout "
                     f"({self.request_timeout} s), or a short group times out before it is judged"
                 )
-        self.failure_reward.value_for(cfg)  # 'min' has no value for Bradley-Terry
+        if not 0.0 <= self.degraded_failure_share <= 1.0:
+            raise ConfigError(
+                f"degraded_failure_share: expected a share in [0, 1], got {self.degraded_failure_share} "
+                f"[{where('degraded_failure_share')}]"
+            )
         try:
             RubricResolver(cfg.rubric, need_scores=cfg.mode == "absolute")
         except InputError as e:
@@ -222,13 +227,20 @@ class RewardSettings:
         """The settings of a ready reward whose ``RewardConfig`` is ``config`` (``configure(reward, ...)``): the
         others from ``explicit`` > environment > YAML > defaults; a reward field in ``explicit`` is refused
         (it belongs in ``config``)."""
-        given = sorted(set(explicit or {}) & {*_reward_names(), *_outage_names()})
+        given = sorted(set(explicit or {}) & {*_reward_names(), *_outage_names()} - {"failure_reward"})
         if given:
             raise ConfigError(
                 f"{', '.join(given)}: reward settings of a ready reward are its RewardConfig's; fix: give them "
                 "to the reward's RewardConfig, not to configure()"
             )
-        return dataclasses.replace(cls.load(explicit, env), reward=config)
+        loaded = cls.load(explicit, env)
+        failure = config.failure_reward if config.failure_reward is not None else loaded.reward.failure_reward
+        return dataclasses.replace(loaded, reward=dataclasses.replace(config, failure_reward=failure))
+
+    @property
+    def failure_reward(self) -> FailurePolicy:
+        """The reward's ``failure_reward`` (required on these paths) as the policy that fills failed samples."""
+        return FailurePolicy(self.reward.failure_reward)
 
     # -- what the settings build ------------------------------------------------------
     def judge_spec(self, router_address: str | None = None, tokenizer: Any = None) -> dict[str, Any]:

@@ -1,14 +1,20 @@
-"""Start-up checks of a reward path: is the judge there, and does it serve the model we asked for?
+"""Start-up checks of a reward path: is the judge there, does it serve the model we asked for, and does
+one judgment go through?
 
 ``prom-reward reward-server`` runs ``check_judge`` before it serves (and OpenRLHF's ``reward_func`` and
-verl's ``compute_score`` on their first call), after ``RewardSettings`` validated the settings (rubric,
-failure reward, modes, numbers):
+verl's ``compute_score`` on their first call, without the canary: their reward runs it in its first batch),
+after ``RewardSettings`` validated the settings (rubric, failure reward on the reward's scale, modes, numbers):
 
 - every judge URL is asked ``GET /models``; a URL that answers but does not serve ``model``, or
-  refuses the API key, is a ``ConfigError`` (the command exits non-zero with the reason, before serving);
-- a URL that does not answer (down, 5xx, still loading) only warns: the reward path starts anyway,
-  marks the judge "degraded" in its ``JudgeHealth`` (``/health``), and a background thread keeps probing
-  until it answers (then checks the model name the same way, logging an error if it is wrong).
+  refuses the API key, is a ``ConfigError`` (the command exits 2 with the reason, before serving);
+- then, given the ``reward``, the configuration canary (``prom_reward.core.canary``): one judgment through
+  the reward's whole path; a misconfigured judge (a wrong route: the URL lacks ``/v1``; refused
+  credentials; a model it does not serve) raises ``JudgeConfigError``, which names the URL and the fix;
+- a URL that does not answer (down, 5xx, still loading) is not misconfigured and only warns: the reward
+  path starts anyway, marks the judge "degraded" in its ``JudgeHealth`` (``/health``), and a background
+  thread keeps probing until it answers, then checks the model name and runs the canary the same way; a
+  configuration failure found then is logged as an error and reported to ``on_misconfigured`` (the reward
+  server's ``/health`` then says "failing").
 
 Example:
     >>> check_judge([], None).reachable
@@ -20,13 +26,15 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 
 from prom_reward.backends.outage import JudgeHealth
-from prom_reward.errors import ConfigError
+from prom_reward.errors import BackendError, ConfigError, JudgeConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -55,9 +63,11 @@ def _ask(url: str, timeout: float) -> tuple[list[str] | None, str]:
     except httpx.HTTPError as e:
         return None, f"{type(e).__name__}: {e}"
     if r.status_code in (401, 403):
-        raise ConfigError(
-            f"judge {url}: GET /models answered {r.status_code}: the judge server wants an API key; set "
-            "PROM_REWARD_API_KEY (or OPENAI_API_KEY) to its key"
+        raise JudgeConfigError(
+            f"judge {url}: GET /models answered HTTP {r.status_code}: the judge server wants another API key; "
+            "fix: set PROM_REWARD_API_KEY (or OPENAI_API_KEY) to its key",
+            url=url,
+            status=r.status_code,
         )
     if r.status_code == 404:
         logger.warning(
@@ -74,9 +84,10 @@ def _ask(url: str, timeout: float) -> tuple[list[str] | None, str]:
 
 def _check_model(url: str, served: list[str], model: str | None) -> None:
     if model and served and model not in served:
-        raise ConfigError(
-            f"judge {url} does not serve the model {model!r} (it serves {', '.join(served)}); set "
-            "model (--model / PROM_REWARD_MODEL) to one of those, or leave it unset to use the first"
+        raise JudgeConfigError(
+            f"judge {url} does not serve the model {model!r} (it serves {', '.join(served)}); fix: set "
+            "model (--model / PROM_REWARD_MODEL) to one of those, or leave it unset to use the first",
+            url=url,
         )
 
 
@@ -87,8 +98,12 @@ def check_judge(
     timeout: float = 5.0,
     health: JudgeHealth | None = None,
     probe_every: float = 10.0,
+    reward: Any = None,
+    canary_timeout: float = 120.0,
+    on_misconfigured: Callable[[str], None] | None = None,
 ) -> JudgeCheck:
-    """Probe every judge URL (see the module docstring); raises ``ConfigError`` for a judge that answers wrongly."""
+    """Probe every judge URL and run ``reward``'s canary (see the module docstring); raises ``ConfigError``
+    (``JudgeConfigError`` from the canary) for a judge that answers wrongly."""
     check = JudgeCheck()
     down: dict[str, str] = {}
     for url in urls:
@@ -99,6 +114,8 @@ def check_judge(
             continue
         check.models[url] = served
         _check_model(url, served, model)
+    if not down and urls:
+        _canary(reward, canary_timeout, health)
     if down:
         for url, why in down.items():
             logger.warning(
@@ -112,7 +129,7 @@ def check_judge(
                 health.failed(f"judge {url} not answering at start: {why}")
         check.probing = threading.Thread(
             target=_probe_until_up,
-            args=(dict(down), model, timeout, health, probe_every),
+            args=(dict(down), model, timeout, health, probe_every, reward, canary_timeout, on_misconfigured),
             name="prom-reward-judge-probe",
             daemon=True,
         )
@@ -120,24 +137,52 @@ def check_judge(
     return check
 
 
+def _canary(reward: Any, seconds: float, health: JudgeHealth | None) -> None:
+    """``reward``'s configuration canary (None: none); a judge that does not answer it only warns."""
+    if reward is None:
+        return
+    try:
+        why = reward.check_configuration(deadline=time.monotonic() + seconds)
+    except ConfigError:
+        raise
+    except BackendError as e:  # JudgeUnavailableError (on_exhausted="raise"): not up, not misconfigured
+        why = str(e)
+    if why is not None:
+        logger.warning("judge did not answer the canary judgment (%s); starting anyway", why)
+        if health is not None:
+            health.failed(f"canary judgment not answered at start: {why}")
+
+
 def _probe_until_up(
-    down: dict[str, str], model: str | None, timeout: float, health: JudgeHealth | None, every: float
+    down: dict[str, str],
+    model: str | None,
+    timeout: float,
+    health: JudgeHealth | None,
+    every: float,
+    reward: Any = None,
+    canary_timeout: float = 120.0,
+    on_misconfigured: Callable[[str], None] | None = None,
 ) -> None:
     stop, wrong = threading.Event(), False
     while down and not stop.wait(every):
         for url in list(down):
-            served, why = _ask(url, timeout)
-            if served is None:
-                down[url] = why
-                continue
-            del down[url]
             try:
+                served, why = _ask(url, timeout)  # a refused key raises here
+                if served is None:
+                    down[url] = why
+                    continue
+                del down[url]
                 _check_model(url, served, model)
+                if not down:
+                    _canary(reward, canary_timeout, health)
             except ConfigError as e:
+                down.pop(url, None)
                 logger.error("%s", e)
                 wrong = True
                 if health is not None:
                     health.failed(str(e))
+                if on_misconfigured is not None:
+                    on_misconfigured(str(e))
                 continue
             logger.warning("judge %s is answering now (serves %s)", url, ", ".join(served) or "?")
     if not wrong and health is not None:

@@ -6,7 +6,11 @@ Every path is the same job: the input is checked whole before the output is touc
 (``prom_reward.jobs.plan``), each batch of rows is judged by the same row code
 (``prom_reward.jobs.spec``) and committed as a part file (``prom_reward.jobs.parts``), and the parts
 are merged into the output, which replaces the previous file only once complete. Each output row
-carries ``source_index``, its row's position in the input; a resume (``resume=True``) checks the
+carries ``source_index``, its row's position in the input. Before the first batch, a judge behind a
+server judges the configuration canary (``prom_reward.core.canary``): a misconfigured judge (a wrong
+route, refused credentials, a model it does not serve) stops the job with ``JudgeConfigError`` before a
+row is judged, and met later it stops the job too (``jobs.spec.run_batch`` fails rows only for a
+``BackendError``); a resume (``resume=True``) checks the
 job's manifest (``prom_reward.jobs.manifest``) and judges only what no part holds, plus the batches
 whose judge backend had failed. An existing output is never overwritten without ``overwrite=True``.
 The result is a ``JobSummary``.
@@ -34,6 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from prom_reward.core.canary import job_canary, over_http
 from prom_reward.errors import ConfigError
 from prom_reward.jobs.compare import CompareJob
 from prom_reward.jobs.config import JobConfig, RayConfig
@@ -85,12 +90,16 @@ def run_job(
         if ray is not None:
             from prom_reward.jobs.ray_run import judge_on_ray
 
+            if over_http(judge):  # the canary in the driver: a client of the judge server is cheap to build
+                with _build(judge) as client:
+                    job_canary(client)
             judge_on_ray(plan, judge, ray, cfg.progress, summary)
         else:
             from prom_reward.jobs.local import judge_locally
 
             built = _build(judge) if isinstance(judge, dict) else judge
             try:
+                job_canary(built)
                 judge_locally(plan, built, summary, cfg.progress)
             finally:
                 if built is not judge:

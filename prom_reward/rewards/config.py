@@ -27,6 +27,10 @@ Normalisation (off by default: GRPO and RLOO normalise per group anyway):
 ``"unit"`` maps to [0, 1] (1..5 -> (s-1)/4; +1/-1 -> 1/0), ``"symmetric"`` to [-1, 1]
 (1..5 -> (s-3)/2; P -> 2P-1). Bradley-Terry scores are unbounded, so they take none.
 
+``failure_reward`` (the number a failed sample gets where a framework needs one: OpenRLHF, verl) is
+checked against that scale (``reward_scale``): a number above its top, which would let a failed sample
+outrank every judged one, is refused at construction (at or below its lowest is a penalty, allowed).
+
 Example:
     >>> RewardConfig(mode="absolute", score="mean", num_samples=3).num_samples
     3
@@ -130,6 +134,12 @@ class RewardConfig:
     overlong_ratio: float = 1.5
     """``overlong_penalty`` starts at this many times the baseline length (> 0)."""
 
+    failure_reward: float | str | None = None
+    """The reward of a sample the judge could not judge, where a framework needs a number (OpenRLHF, verl):
+    a number at most the top of this reward's scale (``reward_scale``: 1..5 raw grades, [0, 1] with
+    ``normalize="unit"`` ...) or ``"min"`` (the lowest of the scale); None: no number (TRL leaves such a
+    sample out). A number above the scale is refused: a failed sample would outrank every judged one."""
+
     def __post_init__(self) -> None:
         try:
             MODES.get(self.mode)
@@ -154,6 +164,8 @@ class RewardConfig:
         if not isinstance(self.outage, OutagePolicy):
             raise ConfigError(f"outage: expected an OutagePolicy, got {type(self.outage).__name__}")
         self._check_length_control()
+        if self.failure_reward is not None:
+            failure_value(self.failure_reward, self)
 
     def _check_length_control(self) -> None:
         if not isinstance(self.length_correction, bool):
@@ -184,6 +196,65 @@ def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def reward_scale(config: RewardConfig) -> tuple[float, float] | None:
+    """The lowest and highest reward ``config`` gives (before length control); None when unbounded
+    (Bradley-Terry log-strengths).
+
+    >>> reward_scale(RewardConfig()), reward_scale(RewardConfig(normalize="symmetric"))
+    ((1.0, 5.0), (-1.0, 1.0))
+    >>> reward_scale(RewardConfig(mode="pairwise_reference", pairwise_reward="sign"))
+    (-1.0, 1.0)
+    """
+    if config.mode == "absolute":
+        kind = "grade"
+    elif config.mode == "pairwise_reference":
+        kind = "sign" if config.pairwise_reward == "sign" else "probability"
+    elif config.group_reward == "bradley_terry":
+        return None
+    else:
+        kind = "probability"
+    lo, hi = _RAW[kind]
+    return normalize_value(lo, kind, config.normalize), normalize_value(hi, kind, config.normalize)  # type: ignore[return-value]
+
+
+def failure_value(value: float | str, config: RewardConfig) -> float:
+    """The number of a failed sample: ``value`` (a number, or ``"min"``: the lowest of ``reward_scale(config)``).
+    A number above the scale's top, which would let a failed sample outrank every judged one, raises
+    ``ConfigError`` naming the setting, the scale and the fix; one at or below its lowest ranks a failure
+    last (a penalty: 0 or -1 under raw grades 1..5 is fine).
+
+    >>> failure_value("min", RewardConfig(normalize="unit")), failure_value(2, RewardConfig())
+    (0.0, 2.0)
+    >>> failure_value(7, RewardConfig())  # doctest: +IGNORE_EXCEPTION_DETAIL
+    Traceback (most recent call last):
+    ConfigError: failure_reward: 7 is above the reward's scale 1..5 ...
+    """
+    scale = reward_scale(config)
+    if isinstance(value, str) and value.strip().lower() == "min":
+        if scale is None:
+            raise ConfigError(
+                "failure_reward 'min': Bradley-Terry scores are unbounded and have no lowest value; fix: give a number"
+            )
+        return scale[0]
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"failure_reward: expected a number or 'min', got {value!r}") from None
+    if isinstance(value, bool) or not math.isfinite(number):
+        raise ConfigError(f"failure_reward: expected a finite number or 'min', got {value!r}")
+    if scale is not None and number > scale[1]:
+        where = f"mode {config.mode}" + (f", normalize {config.normalize}" if config.normalize else "")
+        raise ConfigError(
+            f"failure_reward: {value!r} is above the reward's scale {scale[0]:g}..{scale[1]:g} ({where}): a sample "
+            f"the judge failed on would outrank every judged one; fix: give a number of at most {scale[1]:g} "
+            f"(at or below {scale[0]:g} to rank a failure last) or 'min' (the lowest of the scale)"
+        )
+    return number
+
+
+_RAW = {"grade": (1.0, 5.0), "probability": (0.0, 1.0), "sign": (-1.0, 1.0)}
+
+
 def normalize_value(value: float | None, kind: str, how: str | None) -> float | None:
     """Map a raw reward of ``kind`` (``grade`` 1..5, ``probability`` 0..1, ``sign`` -1..1) to ``how``.
 
@@ -194,6 +265,6 @@ def normalize_value(value: float | None, kind: str, how: str | None) -> float | 
     """
     if value is None or how is None:
         return value
-    lo, hi = {"grade": (1.0, 5.0), "probability": (0.0, 1.0), "sign": (-1.0, 1.0)}[kind]
+    lo, hi = _RAW[kind]
     unit = (value - lo) / (hi - lo)
     return unit if how == "unit" else 2.0 * unit - 1.0

@@ -46,11 +46,13 @@ from statistics import fmean
 from typing import Any
 
 from prom_reward.backends.outage import JudgeHealth
+from prom_reward.core.canary import CANARY_INSTRUCTION, CANARY_RESPONSES
 from prom_reward.core.results import Verdict
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.conversation import completion_text, prompt_text
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.sanitize import neutralize
+from prom_reward.rewards.canary import CanaryGate
 from prom_reward.rewards.config import RewardConfig
 from prom_reward.rewards.diagnostics import diagnostics
 from prom_reward.rewards.guard import run_isolated
@@ -162,6 +164,8 @@ class OnlineDPOJudgeReward(JudgeHolder):
         self.stats = PairwiseRewardStats()
         self.last_metrics: dict[str, float] = {}
         self._rng = random.Random(seed)
+        self.canary = CanaryGate(judge)
+        """The configuration canary, run before the first batch (``rewards.canary``)."""
         self._trainer: Callable[[], Any] | None = None
 
     def attach(self, trainer: Any) -> OnlineDPOJudgeReward:
@@ -288,6 +292,8 @@ class OnlineDPOJudgeReward(JudgeHolder):
         rubrics = self._column(columns, self.rubric_column, b, self.rubric)
         refs = self._column(columns, self.reference_column, b, self.reference_answer)
         texts, refs = self._neutralized(texts, refs)
+        canary = ([CANARY_INSTRUCTION], [CANARY_RESPONSES[0]], [CANARY_RESPONSES[1]])
+        self.canary.run(lambda: next(iter(self._judge_isolated(canary, [self.rubric], [None])[2].values()), None))
         start = time.perf_counter()
         history, rounds, unjudged = self._judge_isolated(texts, rubrics, refs)
         seconds = time.perf_counter() - start

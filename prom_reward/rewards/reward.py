@@ -36,6 +36,7 @@ from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.conversation import completion_text, prompt_text
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.sanitize import neutralize
+from prom_reward.rewards.canary import CanaryGate, canary_samples
 from prom_reward.rewards.config import RewardConfig
 from prom_reward.rewards.diagnostics import diagnostics, top_of_scale
 from prom_reward.rewards.guard import Isolated, run_isolated
@@ -100,6 +101,8 @@ class PrometheusReward(JudgeHolder):
         self.last_metrics: dict[str, float] = {}
         self.health = JudgeHealth()
         """Whether the judge is answering (failures as they happen; what ``/health`` reports)."""
+        self.canary = CanaryGate(judge)
+        """The configuration canary, run before the first batch (``rewards.canary``)."""
         try:
             self._resolver = RubricResolver(
                 self.config.rubric, need_scores=self.config.mode == "absolute", what="sample"
@@ -172,6 +175,7 @@ class PrometheusReward(JudgeHolder):
         n = len(samples)
         if not n:
             return ModeOutput([], [], {}, [], [])
+        self.check_configuration(deadline)
         if self.config.mode == "pairwise_reference" and all(x.baseline is None for x in samples):
             raise InputError(
                 f"pairwise_reference needs a baseline response per sample (dataset column "
@@ -201,6 +205,17 @@ class PrometheusReward(JudgeHolder):
         out.neutralized = marks if any(marks) else []
         self.last_metrics = out.metrics
         return out
+
+    def check_configuration(self, deadline: float | None = None) -> str | None:
+        """Run the configuration canary if it is due (``rewards.canary``): one judgment through this reward's
+        path. Raises ``JudgeConfigError`` for a misconfigured judge; returns why the judge did not answer
+        (not up yet: not a configuration failure), else None."""
+
+        def once() -> str | None:
+            out = self.judge_batch(canary_samples(self.config), deadline=deadline)
+            return out.reasons[0] if out.metrics.get("outage_failures") else None
+
+        return self.canary.run(once)
 
     def _control_and_diagnose(self, out: ModeOutput, samples: Sequence[RewardSample]) -> None:
         """The whole batch's length control (opt-in, ``rewards.length``) and drift diagnostics

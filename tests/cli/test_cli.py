@@ -187,7 +187,7 @@ def test_pairs_command_writes_pairs_and_summary(tmp_path, capsys):
             (0, "good 0", "bad 0", 4.0),
             (1, "good 1", "bad 1", 4.0),
         ]
-        assert len(server.bodies("/v1/chat/completions")) == 15
+        assert len(server.bodies("/v1/chat/completions")) == 15 + 1  # and the configuration canary
         # all pairs, both orders, with a margin filter that keeps everything (P = 1 -> margin 1)
         assert (
             main(
@@ -212,7 +212,7 @@ def test_pairs_command_writes_pairs_and_summary(tmp_path, capsys):
             == 0
         )
         stats = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-        assert stats["pairs"] == 15 and len(server.bodies("/v1/chat/completions")) == 15 + 30
+        assert stats["pairs"] == 15 and len(server.bodies("/v1/chat/completions")) == 15 + 30 + 2
     finally:
         server.stop()
 

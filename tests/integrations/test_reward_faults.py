@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import time
 
 import httpx
@@ -28,7 +29,15 @@ from prom_reward.integrations.openrlhf_server import create_app
 from prom_reward.integrations.settings import ENV_PREFIX, RewardSettings, setting_names
 from tests.integrations.test_openrlhf_http import running
 from tests.integrations.test_openrlhf_server import PROMPT, execute, tokenizer  # noqa: F401 (fixture)
-from tests.reward_faults import CASES, FAILED, OPENRLHF_RETRY_WINDOW_S, Case, check, settings_file
+from tests.reward_faults import (
+    CASES,
+    FAILED,
+    MISCONFIGURED,
+    OPENRLHF_RETRY_WINDOW_S,
+    Case,
+    check,
+    settings_file,
+)
 
 agent = pytest.importorskip("openrlhf.utils.agent")
 OUTAGE_S = OPENRLHF_RETRY_WINDOW_S + 1.5
@@ -104,6 +113,11 @@ def test_openrlhf_reward_server(name, stand_in, tokenizer, tmp_path, caplog):  #
         stats = httpx.get(url + "/stats", timeout=10).json()
         health = httpx.get(url + "/health", timeout=10).json()
     took = time.monotonic() - start
+    if case.misconfigured:  # 500 with the error (never the failure reward), /health failing: OpenRLHF gives up
+        check_stopped(rewards, outs)
+        assert stats["judge_failures"] == 0 and "Request error for 5 times" in caplog.text
+        assert health["status"] == "failing" and re.search(MISCONFIGURED, health["cause"]), health
+        return
     if case.stops:  # outage_on_exhausted=raise: 503 with the cause, OpenRLHF gives up after its five tries
         check_stopped(rewards, outs)
         assert stats["judge_unavailable"] >= len(case.responses) and "Request error for 5 times" in caplog.text
@@ -133,6 +147,11 @@ def test_openrlhf_reward_func(name, stand_in, tokenizer, tmp_path, monkeypatch, 
     ex = agent.SingleTurnAgentExecutor(openrlhf_func.reward_func_path())
     with openrlhf_log(caplog), caplog.at_level(logging.INFO):
         rewards, failed, outs = run_openrlhf(ex, tokenizer, case)
+    if case.misconfigured:  # the canary of the reward's first batch raised: logged at ERROR with the fix
+        check_stopped(rewards, outs)
+        errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+        assert any("stops the run" in m and re.search(MISCONFIGURED, m) for m in errors), errors
+        return
     if case.stops:  # reward_func raised: OpenRLHF logs it at INFO only, prom-reward at ERROR with the cause
         check_stopped(rewards, outs)
         errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]

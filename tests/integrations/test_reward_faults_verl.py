@@ -14,9 +14,9 @@ import math
 
 import pytest
 
-from prom_reward.errors import ConfigError, JudgeUnavailableError
+from prom_reward.errors import ConfigError, JudgeConfigError, JudgeUnavailableError
 from tests.integrations.test_openrlhf_server import PROMPT
-from tests.reward_faults import CASES, FAILED, Case, check, settings_file
+from tests.reward_faults import CASES, FAILED, MISCONFIGURED, Case, check, settings_file
 
 pytest.importorskip("verl")
 
@@ -59,8 +59,14 @@ def test_verl_reward_loop(name, stand_in, tiny_model_dir, tmp_path, monkeypatch)
     worker = verl_worker(tiny_model_dir)
     truths = ["4", math.nan, ""] if name == "poisoned" else [""] * len(case.responses)
     if case.stops:
-        with pytest.raises(JudgeUnavailableError, match=r"failing for .* outage budget .* 503"):
+        error, words = (
+            (JudgeConfigError, MISCONFIGURED)
+            if case.misconfigured
+            else (JudgeUnavailableError, r"failing for .* outage budget .* 503")
+        )
+        with pytest.raises(error, match=words):
             score_batch(worker, case.responses, truths)
+        assert not judge.graded  # nothing was judged (the misconfigured case: the canary stopped it first)
         return
     outputs = score_batch(worker, case.responses, truths)
     infos = [o["reward_extra_info"] for o in outputs]

@@ -137,7 +137,9 @@ def test_one_set_of_defaults():
     """The framework paths' reward is ``RewardConfig()``, the one TRL's ``PrometheusReward`` gets by default; past the
     outage budget every path raises (a run that stops beats one that trains on failure rewards)."""
     s = RewardSettings.load({"failure_reward": 0}, env={})
-    assert s.reward == RewardConfig() == PrometheusReward({"backend": "scripted"}).config
+    assert s.reward == RewardConfig(failure_reward=0)  # the one field these paths require, TRL's leave unset
+    trl = PrometheusReward({"backend": "scripted"}).config
+    assert dataclasses.replace(s.reward, failure_reward=None) == RewardConfig() == trl
     assert s.reward.outage == OutagePolicy() and s.reward.outage.on_exhausted == "raise"
     assert (s.max_batch_size, s.request_timeout, s.batch_window_ms, s.reward.over_context) == (
         256,
@@ -151,7 +153,7 @@ def test_one_set_of_defaults():
     "values, words",
     [
         ({}, "failure reward: not set"),
-        ({"failure_reward": "lots"}, "failure reward: expected a number or 'min'"),
+        ({"failure_reward": "lots"}, "failure_reward: expected a number or 'min'"),
         ({"failure_reward": 0, "max_batch_size": "many"}, "max_batch_size .*expected int"),
         ({"failure_reward": 0, "max_batch_size": "2.5"}, "max_batch_size"),
         ({"failure_reward": 0, "max_batch_size": 0}, "max_batch_size: expected a number > 0"),
@@ -205,7 +207,7 @@ def test_conversions_from_text():
 def test_a_ready_reward_keeps_its_config_and_refuses_reward_settings_beside_it():
     reward = PrometheusReward({"backend": "scripted"}, RewardConfig(rubric="honesty"))
     s = RewardSettings.around(reward.config, {"failure_reward": 0, "max_batch_size": 8}, env={})
-    assert s.reward is reward.config and s.max_batch_size == 8
+    assert s.reward == dataclasses.replace(reward.config, failure_reward=0) and s.max_batch_size == 8
     with pytest.raises(ConfigError, match="rubric: reward settings of a ready reward are its RewardConfig's"):
         RewardSettings.around(reward.config, {"failure_reward": 0, "rubric": "x"}, env={})
 
@@ -338,7 +340,7 @@ def test_token_values_are_redacted_from_logs():
         (["--rubric", "no_such_rubric"], "no_such_rubric"),
         (["--model", "other-model"], "does not serve the model 'other-model'"),
         (["--max-batch-size", "0"], "max_batch_size"),
-        (["--failure-reward", "lots"], "failure reward: expected a number or 'min'"),
+        (["--failure-reward", "lots"], "failure_reward: expected a number or 'min'"),
         (["--rubric", "/nonexistent/rubric.yaml"], "rubric"),
         (["--outage-on-exhausted", "ignore"], "outage_on_exhausted"),
         (["--on-outage", "fail"], "on_outage was renamed outage_on_exhausted; fix"),

@@ -114,7 +114,7 @@ def test_environment_configuration(monkeypatch):
     }
     prom_verl.configure(PrometheusReward(judge_by_response({}, [])))
     monkeypatch.setenv("PROM_REWARD_FAILURE_REWARD", "nope")
-    with pytest.raises(ConfigError, match="failure reward: expected a number or 'min'"):
+    with pytest.raises(ConfigError, match="failure_reward: expected a number or 'min'"):
         prom_verl.compute_score_sync("a", "r", None, {"question": "q"})
     monkeypatch.delenv("PROM_REWARD_FAILURE_REWARD")
     with pytest.raises(ConfigError, match="failure reward: not set"):

@@ -166,4 +166,4 @@ def test_a_client_only_install_grades_through_a_server(wheel: Path, tmp_path: Pa
         ("4", 4.0, "Clear and right."),
     ]
     sent = [b["messages"][-1]["content"] for b in server.bodies("/v1/chat/completions")]
-    assert len(sent) == 2 and all("###Response to evaluate:" in text for text in sent)
+    assert len(sent) == 2 + 1 and all("###Response to evaluate:" in text for text in sent)  # and the canary

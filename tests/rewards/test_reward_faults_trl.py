@@ -16,12 +16,12 @@ import math
 
 import pytest
 
-from prom_reward.errors import JudgeUnavailableError
+from prom_reward.errors import JudgeConfigError, JudgeUnavailableError
 from prom_reward.integrations.settings import RewardSettings
 from prom_reward.rewards.config import RewardConfig
 from prom_reward.rewards.online_dpo import OnlineDPOJudgeReward
 from prom_reward.rewards.reward import PrometheusReward
-from tests.reward_faults import CASES, FAILED, GRADES, Case, settings_values
+from tests.reward_faults import CASES, FAILED, GRADES, MISCONFIGURED, Case, settings_values
 
 PROMPT = "Question: What is two plus two? Please answer briefly.\nAnswer:"
 JUDGE = {"backend": "openai", "system_role": False, "max_retries": 0, "sampling": {"max_tokens": 32}}
@@ -76,6 +76,13 @@ def reward_config(url: str, case: Case) -> RewardConfig:
     return RewardSettings.from_values(settings_values(url, case)).reward
 
 
+def stop_error(case: Case) -> tuple[type, str]:
+    """What stops the step: the configuration failure, or the judge down past the budget."""
+    if case.misconfigured:
+        return JudgeConfigError, MISCONFIGURED
+    return JudgeUnavailableError, r"failing for .* outage budget .* 503"
+
+
 def trl_samples(case: Case) -> tuple[list[str], list]:
     """The case's completions and ``reference_answer`` column as TRL hands them to a reward: decoded strings, so
     the poisoned case's lone surrogate is in a completion and its NaN in the reference column."""
@@ -109,7 +116,8 @@ def test_trl_calculate_rewards(kind, name, stand_in, trainers):
         return trainer._calculate_rewards(inputs, [PROMPT] * len(responses), responses, [[1]] * len(responses))
 
     if case.stops:
-        with pytest.raises(JudgeUnavailableError, match=r"failing for .* outage budget .* 503"):
+        error, words = stop_error(case)
+        with pytest.raises(error, match=words):
             step()
         return
     got = step()[:, 0].tolist()
@@ -161,7 +169,8 @@ def test_online_dpo_calculate_rewards(name, stand_in, trainers):
         )
 
     if case.stops:
-        with pytest.raises(JudgeUnavailableError, match=r"failing for .* outage budget .* 503"):
+        error, words = stop_error(case)
+        with pytest.raises(error, match=words):
             step()
         return
     got = step().tolist()

@@ -1,0 +1,155 @@
+"""The configuration canary of the reward server (``integrations.startup``) and its ``/health``
+(``integrations.health``), through the real command and the real app on 127.0.0.1.
+
+A judge that answers but not as configured (404 on the API route: the URL lacks ``/v1``; 401; a model it does
+not serve) and a failure reward above the scale stop ``prom-reward reward-server`` before it serves, exit 2 and
+the fix; met during a run, the request is answered with the error and ``/health`` says failing, never a
+failure reward. ``/health`` turns degraded when the recent share of failed samples passes its threshold.
+"""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from prom_reward.backends.outage import JudgeHealth
+from prom_reward.cli.main import main
+from prom_reward.integrations.health import MIN_SAMPLES, ServerHealth
+from prom_reward.integrations.openrlhf_server import create_app
+from prom_reward.integrations.settings import RewardSettings
+from prom_reward.rewards.reward import PrometheusReward
+from tests.fakes import StandInJudge, free_port
+from tests.integrations.test_openrlhf_http import running, scripted_reward
+
+JUDGE = {"backend": "openai", "system_role": False, "max_retries": 0, "sampling": {"max_tokens": 8}}
+
+
+def _root(url: str) -> str:
+    return url.removesuffix("/v1")
+
+
+@pytest.mark.parametrize(
+    "judge, server, argv, words",
+    [
+        ({}, _root, [], [r"HTTP 404", "not the server's OpenAI-compatible API", "ends in /v1", "--server"]),
+        ({"refuse": 401}, None, [], ["HTTP 401", "PROM_REWARD_API_KEY"]),
+        ({"refuse": 404}, None, [], ["HTTP 404", "ends in /v1"]),
+        ({}, None, ["--failure-reward", "7"], ["failure_reward: 7", "above the reward's scale 1..5", "--failure-"]),
+        ({}, None, ["--failure-reward", "1.5", "--normalize", "unit"], ["scale 0..1", "at most 1"]),
+    ],
+    ids=["no-v1", "401", "404", "failure-reward-7", "failure-reward-unit"],
+)
+def test_reward_server_refuses_a_misconfigured_judge_before_serving(judge, server, argv, words, capsys):
+    stand_in = StandInJudge(**judge).start()
+    url = server(stand_in.url) if server else stand_in.url
+    try:
+        code = main(["reward-server", "--server", url, "--failure-reward", "min", "--port", str(free_port()), *argv])
+    finally:
+        stand_in.stop()
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("prom-reward: error: "), err
+    if not argv:
+        assert f"judge {url}" in err
+    for w in words:
+        assert w in err, (w, err)
+    assert not stand_in.graded  # nothing was judged
+
+
+def test_a_model_the_server_does_not_serve_stops_the_canary(capsys):
+    """The model named only in the judge options (no ``--model`` for ``GET /models`` to check): the canary's chat
+    call is answered 404 "does not exist", the command exits 2 naming the setting to fix."""
+    stand_in = StandInJudge(model="prometheus").start()
+    reward = PrometheusReward({**JUDGE, "base_url": stand_in.url, "model": "other"}, failure_reward="min")
+    from prom_reward.errors import JudgeConfigError
+    from prom_reward.integrations.startup import check_judge
+
+    try:
+        with pytest.raises(JudgeConfigError, match=r"does not serve that model; fix: set --model / PROM_REWARD_MODEL"):
+            check_judge([stand_in.url], None, reward=reward, health=reward.health)
+    finally:
+        stand_in.stop()
+
+
+@pytest.mark.parametrize("refuse, words", [(404, "ends in /v1"), (401, "PROM_REWARD_API_KEY")])
+def test_a_judge_down_at_start_then_found_misconfigured_fails_health(refuse, words, caplog):
+    """Down at start: not misconfigured (the server starts, degraded); once it answers, the probe runs the canary,
+    and a configuration failure then turns ``/health`` failing."""
+    from prom_reward.integrations.startup import check_judge
+
+    late = StandInJudge(refuse=refuse)
+    reward = PrometheusReward({**JUDGE, "base_url": late.url}, failure_reward="min")
+    health = ServerHealth(reward.health, degraded_failure_share=0.5)
+    check = check_judge(
+        [late.url], None, health=reward.health, reward=reward, timeout=1.0, probe_every=0.2,
+        on_misconfigured=health.misconfigured,
+    )  # fmt: skip
+    assert health.status()["status"] == "degraded" and "not answering" in health.status()["cause"]
+    late.start()
+    try:
+        check.probing.join(20)
+    finally:
+        late.stop()
+    assert not check.probing.is_alive()
+    status = health.status()
+    assert status["status"] == "failing" and words in status["cause"] and f"judge {late.url}" in status["cause"]
+
+
+def test_a_judge_misconfigured_during_the_run_fails_health_never_a_failure_reward():
+    stand_in = StandInJudge({"good": 5}).start()
+    settings = RewardSettings.from_values({"failure_reward": "min", "batch_window_ms": 0})
+    reward = PrometheusReward({**JUDGE, "base_url": stand_in.url})
+    body = {"query": ["Q? good"], "prompts": ["Q?"]}
+    try:
+        with running(create_app(reward, settings)) as url:
+            first = httpx.post(url + "/get_reward", json=body, timeout=30)
+            assert first.status_code == 200 and first.json()["rewards"] == [5.0]  # the canary, then the sample
+            assert httpx.get(url + "/health", timeout=5).json()["status"] == "ok"
+            stand_in.refuse = 401  # the judge's key is rotated under the run
+            later = httpx.post(url + "/get_reward", json=body, timeout=30)
+            health = httpx.get(url + "/health", timeout=5)
+            stats = httpx.get(url + "/stats", timeout=5).json()
+    finally:
+        stand_in.stop()
+    assert later.status_code == 500 and "HTTP 401" in later.json()["error"] and "rewards" not in later.json()
+    assert health.status_code == 503 and health.json()["status"] == "failing" and "HTTP 401" in health.json()["cause"]
+    assert stats["judge_failures"] == 0
+
+
+def test_health_turns_degraded_past_the_recent_failure_share():
+    table = {"good": "Fine. [RESULT] 4"}
+    settings = RewardSettings.from_values(
+        {"failure_reward": "min", "batch_window_ms": 0, "degraded_failure_share": 0.3}
+    )
+    with running(create_app(scripted_reward(table), settings)) as url:
+
+        def send(responses):
+            for r in responses:
+                got = httpx.post(url + "/get_reward", json={"query": [f"Q? {r}"], "prompts": ["Q?"]}, timeout=30)
+                assert got.status_code == 200
+            return httpx.get(url + "/health", timeout=5).json()
+
+        early = send(["bad"] * (MIN_SAMPLES - 1))  # every sample failed (no verdict), but too few to tell
+        assert early["status"] == "ok" and early["recent_failure_share"] is None
+        at = send(["good"] * 2)  # 9 of 11 failed: 0.82 > 0.3
+        assert at["status"] == "degraded" and "of the last 11 samples failed" in at["cause"]
+        assert at["recent_failure_share"] == pytest.approx(9 / 11, abs=1e-3)
+        assert send(["good"] * 20)["status"] == "ok"  # 9 of 31: 0.29
+
+
+@pytest.mark.parametrize(
+    "share, failed, status", [(0.5, 5, "ok"), (0.5, 6, "degraded"), (1.0, 10, "ok"), (0.0, 1, "degraded")]
+)
+def test_server_health_threshold(share, failed, status):
+    health = ServerHealth(JudgeHealth(), degraded_failure_share=share)
+    health.record([True] * failed + [False] * (10 - failed))
+    assert health.status()["status"] == status
+    health.misconfigured("judge http://j/v1: HTTP 404")
+    assert health.status()["status"] == "failing" and "404" in health.status()["cause"]
+
+
+def test_the_threshold_is_a_checked_setting():
+    from prom_reward.errors import ConfigError
+
+    assert RewardSettings.from_values({"failure_reward": "min"}).degraded_failure_share == 0.5
+    with pytest.raises(ConfigError, match="degraded_failure_share: expected a share in \\[0, 1\\], got 2.0"):
+        RewardSettings.load({"failure_reward": "min", "degraded_failure_share": "2"}, env={})

@@ -1,0 +1,107 @@
+"""The configuration canary of the rewards (``prom_reward.rewards.canary``) and the failure reward's scale
+(``RewardConfig.failure_reward``), against a stand-in judge server on 127.0.0.1 (real HTTP). The TRL trainers'
+own reward calls meet the same canary in the fault matrix (``tests.reward_faults``, case ``misconfigured``)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from prom_reward import PrometheusJudge
+from prom_reward.backends.outage import OutagePolicy
+from prom_reward.errors import ConfigError, JudgeConfigError
+from prom_reward.rewards.config import RewardConfig, failure_value, reward_scale
+from prom_reward.rewards.online_dpo import OnlineDPOJudgeReward
+from prom_reward.rewards.reward import PrometheusReward
+from tests.fakes import StandInJudge
+
+JUDGE = {"backend": "openai", "system_role": False, "max_retries": 0, "sampling": {"max_tokens": 8}}
+
+
+@pytest.mark.parametrize(
+    "options, scale, accepted, refused",
+    [
+        ({}, (1.0, 5.0), [5, 1, 0, -1, "min"], [5.5, 7]),
+        ({"normalize": "unit"}, (0.0, 1.0), [1, 0, "min"], [1.5, 5]),
+        ({"normalize": "symmetric"}, (-1.0, 1.0), [1, -1, "min"], [2]),
+        ({"mode": "pairwise_reference"}, (0.0, 1.0), [0.5, "min"], [1.01]),
+        ({"mode": "pairwise_reference", "pairwise_reward": "sign"}, (-1.0, 1.0), [-1, "min"], [3]),
+        ({"mode": "pairwise_group"}, (0.0, 1.0), [0, "min"], [2]),
+        ({"mode": "pairwise_group", "group_reward": "bradley_terry"}, None, [-10, 10], ["min"]),
+    ],
+)
+def test_a_failure_reward_above_the_scale_is_refused(options, scale, accepted, refused):
+    assert reward_scale(RewardConfig(**options)) == scale
+    for value in accepted:
+        assert RewardConfig(**options, failure_reward=value).failure_reward == value
+    for value in refused:
+        with pytest.raises(ConfigError, match="failure_reward") as e:
+            RewardConfig(**options, failure_reward=value)
+        assert "fix: give a number" in str(e.value)
+    assert failure_value("min", RewardConfig(**options)) == scale[0] if scale else True
+
+
+def test_the_rewards_refuse_it_at_construction():
+    with pytest.raises(ConfigError, match=r"failure_reward: 7 is above the reward's scale 1\.\.5 \(mode absolute\)"):
+        PrometheusReward({**JUDGE, "base_url": "http://127.0.0.1:9/v1"}, failure_reward=7)
+
+
+def test_the_canary_runs_once_before_the_first_batch():
+    judge = StandInJudge({"good": 5}).start()
+    try:
+        reward = PrometheusReward({**JUDGE, "base_url": judge.url})
+        assert reward.canary.due
+        assert reward(prompts=["Q?"], completions=["good"]) == [5.0]
+        assert judge.graded == ["Hello!", "good"] and not reward.canary.due
+        assert reward(prompts=["Q?"], completions=["good"]) == [5.0] and judge.graded[2:] == ["good"]
+    finally:
+        judge.stop()
+
+
+def test_no_canary_for_a_judge_without_a_server():
+    reward = PrometheusReward(PrometheusJudge(backend="scripted", outputs=["[RESULT] 4"]))
+    assert not reward.canary.due and reward(prompts=["Q?"], completions=["a"]) == [4.0]
+
+
+@pytest.mark.parametrize("refuse, words", [(404, "ends in /v1"), (401, "PROM_REWARD_API_KEY")])
+def test_a_misconfigured_judge_stops_the_first_call(refuse, words):
+    judge = StandInJudge(refuse=refuse).start()
+    try:
+        for reward in (
+            PrometheusReward({**JUDGE, "base_url": judge.url}, outage=OutagePolicy(on_exhausted="fail")),
+            OnlineDPOJudgeReward({**JUDGE, "base_url": judge.url}, outage=OutagePolicy(on_exhausted="fail")),
+        ):
+            with pytest.raises(JudgeConfigError, match=words) as e:
+                reward(prompts=["Q?", "Q?"], completions=["good", "fair"])
+            assert e.value.url == judge.url and e.value.status == refuse
+            assert reward.canary.due  # the next call checks again (and stops again)
+    finally:
+        judge.stop()
+    assert not judge.graded
+
+
+def test_a_judge_that_comes_up_late_is_waited_for():
+    judge = StandInJudge({"good": 5})
+    reward = PrometheusReward({**JUDGE, "base_url": judge.url}, outage=OutagePolicy(budget_s=20, backoff_s=0.2))
+    judge.start(late=1.5)
+    start = time.monotonic()
+    try:
+        assert reward(prompts=["Q?"], completions=["good"]) == [5.0]
+    finally:
+        judge.stop()
+    assert time.monotonic() - start > 1.0 and not reward.canary.due
+
+
+def test_a_canary_left_unanswered_runs_again_on_the_next_call():
+    judge = StandInJudge({"good": 5}, down_for=None).start()  # 503 to everything
+    try:
+        reward = PrometheusReward(
+            {**JUDGE, "base_url": judge.url}, outage=OutagePolicy(budget_s=0.3, backoff_s=0.05, on_exhausted="fail")
+        )
+        assert reward(prompts=["Q?"], completions=["good"]) == [None]  # an outage, not a configuration failure
+        assert reward.canary.due
+        judge.down_for = 0.0
+        assert reward(prompts=["Q?"], completions=["good"]) == [5.0] and not reward.canary.due
+    finally:
+        judge.stop()
