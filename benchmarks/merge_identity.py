@@ -1,15 +1,17 @@
-"""Bit-identity of merge outputs between two versions of ``train_judge.merge`` (and both kernel paths).
+"""Bit-identity of merge outputs between two versions of ``train_judge.merge``.
 
 Generates inputs under a scratch folder (bf16 Llama-shaped models of ``--size-gb`` each, smaller
 float32 and float16 models with odd shapes, two PEFT LoRA experts), then merges each configuration
-below with the code under ``--before`` (an older checkout unpacked there, e.g. ``cp -r train_judge
-prom_reward /tmp/merge_before/``) and with this checkout, once per kernel path
-(``PROM_MERGE_KERNELS=numba`` and ``torch``), each in a fresh process, and compares the sha256 of the
-output tensor files (``rng: philox`` configurations, new, compare the two paths of this checkout).
-Prints one line per configuration and exits 1 on any difference.
+below with the code under ``--before`` (an older checkout, e.g. ``/work/main``, or one unpacked with
+``cp -r train_judge prom_reward /tmp/merge_before/``) and with this checkout, each in a fresh process,
+and compares the sha256 of the output tensor files. The configurations cover every method, weights,
+lambda, densities, normalize, t_by_name, bf16 / float16 / float32 inputs and outputs, mixed input
+dtypes, LoRA experts, and the four shipped merge configs (``train_judge/configs/*merge*.yaml``: the
+same method, parameters, seed and output dtype, on the generated models). Prints one line per
+configuration and exits 1 on any difference.
 
     flock /tmp/prom_heavy.lock env PYTHONPATH=$PWD .venv/bin/python benchmarks/merge_identity.py \
-        --before /tmp/merge_before --size-gb 0.3
+        --before /work/main --size-gb 0.3
 
 Example (the configurations are plain data):
     >>> sorted(CONFIGS)[:2]
@@ -113,21 +115,53 @@ CONFIGS: dict[str, dict] = {  # name -> (method, inputs (base or None, models), 
         "parameters": {"density": 0.7, "weights": [0.5, 0.5]},
     },
     "ties_lora_and_full": {"method": "ties", "base": B[0], "models": ("m1", "lora1"), "parameters": {"density": 0.4}},
-    # rng: philox is new (no "before"): this checkout's numba path against its torch path
-    "dare_ties_philox_bf16": {
-        "method": "dare_ties",
+    "linear_lora_unnorm": {
+        "method": "linear",
+        "base": B[0],
+        "models": ("lora1", "lora2"),
+        "parameters": {"weights": [0.7, 0.6], "normalize": False},
+    },
+    "slerp_lora_and_full": {"method": "slerp", "base": B[0], "models": ("m1", "lora2"), "parameters": {"t": 0.4}},
+    "task_arithmetic_mixed_dtypes": {
+        "method": "task_arithmetic",
+        "base": F32[0],
+        "models": (F16[1], F32[2]),
+        "parameters": {"weights": [0.5, 1.5]},
+    },
+    "ties_mixed_dtypes_bf16out": {
+        "method": "ties",
+        "base": F16[0],
+        "models": (F32[1], F16[2]),
+        "dtype": "bfloat16",
+        "parameters": {"density": 0.4},
+    },
+    # the shipped configs (train_judge/configs/*merge*.yaml), on the generated models
+    "shipped_pocket_merge_dare_linear": {
+        "method": "dare_linear",
+        "base": B[0],
+        "models": ("lora1", "lora2"),
+        "dtype": "float32",
+        "parameters": {"density": 0.7, "weights": [0.5, 0.5]},
+    },
+    "shipped_pocket_merge_linear": {
+        "method": "linear",
+        "base": B[0],
+        "models": ("lora1", "lora2"),
+        "dtype": "float32",
+        "parameters": {"weights": [0.5, 0.5]},
+    },
+    "shipped_prometheus2_7b_merge_linear": {
+        "method": "linear",
+        "models": B[1:],
+        "dtype": "bfloat16",
+        "parameters": {"weights": [0.5, 0.5], "normalize": True},
+    },
+    "shipped_prometheus2_8x7b_merge_dare": {
+        "method": "dare_linear",
         "base": B[0],
         "models": B[1:],
-        "rng": "philox",
-        "parameters": {"density": 0.9},
-    },
-    "dare_linear_philox_f32": {
-        "method": "dare_linear",
-        "base": F32[0],
-        "models": F32[1:],
-        "rng": "philox",
-        "seed": 11,
-        "parameters": {"density": 0.6, "weights": [0.5, 0.7]},
+        "dtype": "bfloat16",
+        "parameters": {"drop_rate": 0.1, "lambda": 1.95, "weights": [0.5, 0.5]},
     },
 }
 
@@ -137,9 +171,8 @@ from train_judge.merge import MergeConfig, ModelEntry, run_merge
 c = json.loads(sys.argv[1])
 dens = c.get("densities") or [None] * len(c["models"])
 models = tuple(ModelEntry(p, density=d) for p, d in zip(c["models"], dens))
-extra = {"rng": c["rng"]} if "rng" in c else {}
 run_merge(MergeConfig(method=c["method"], base_model=c.get("base"), models=models, parameters=c["parameters"],
-                      output=c["output"], seed=c.get("seed", 0), dtype=c.get("dtype"), max_shard_size="200MB", **extra))
+                      output=c["output"], seed=c.get("seed", 0), dtype=c.get("dtype"), max_shard_size="200MB"))
 """
 
 
@@ -215,7 +248,7 @@ def digest(folder: Path) -> str:
     return h.hexdigest()
 
 
-def merge(root: Path, name: str, pythonpath: str, kernels: str | None) -> tuple[str, float]:
+def merge(root: Path, name: str, pythonpath: str) -> tuple[str, float]:
     """Run configuration ``name`` in a fresh process; (digest, seconds)."""
     c = dict(CONFIGS[name])
     c["base"] = str(root / c["base"]) if c.get("base") else None
@@ -224,13 +257,11 @@ def merge(root: Path, name: str, pythonpath: str, kernels: str | None) -> tuple[
     c["output"] = str(out)
     env = dict(os.environ, PYTHONPATH=pythonpath)
     env.pop("PROM_MERGE_KERNELS", None)
-    if kernels:
-        env["PROM_MERGE_KERNELS"] = kernels
     t = time.monotonic()
     proc = subprocess.run([sys.executable, "-c", RUN, json.dumps(c)], env=env, cwd=root, capture_output=True, text=True)
     secs = time.monotonic() - t
     if proc.returncode:
-        raise SystemExit(f"{name} ({pythonpath}, {kernels}) failed:\n{proc.stderr[-3000:]}")
+        raise SystemExit(f"{name} ({pythonpath}) failed:\n{proc.stderr[-3000:]}")
     d = digest(out)
     shutil.rmtree(out)
     return d, secs
@@ -242,7 +273,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--before", required=True, help="folder holding the older train_judge (and prom_reward)")
     ap.add_argument("--size-gb", type=float, default=0.3)
     ap.add_argument("--configs", default=",".join(CONFIGS))
-    ap.add_argument("--kernels", default="numba,torch", help="kernel paths of this checkout to check")
     ap.add_argument("--dir", default=None)
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args(argv)
@@ -252,18 +282,11 @@ def main(argv: list[str] | None = None) -> int:
         if not (root / "lora2").is_dir():
             make_inputs(root, args.size_gb)
         for name in args.configs.split(","):
-            if "rng" in CONFIGS[name]:  # nothing before: the torch path of this checkout is the reference
-                ref, t0 = merge(root, name, str(REPO), "torch")
-                line = [f"{name:<28} (torch) {t0:4.1f}s"]
-            else:
-                ref, t0 = merge(root, name, f"{args.before}:{REPO}", None)
-                line = [f"{name:<28} before {t0:5.1f}s"]
-            for k in args.kernels.split(","):
-                d, t1 = merge(root, name, str(REPO), k)
-                same = d == ref
-                bad += not same
-                line.append(f"{k} {t1:5.1f}s {'identical' if same else 'DIFFERENT'}")
-            print("  ".join(line), flush=True)
+            ref, t0 = merge(root, name, f"{args.before}:{REPO}")
+            d, t1 = merge(root, name, str(REPO))
+            bad += d != ref
+            same = "identical" if d == ref else "DIFFERENT"
+            print(f"{name:<36} before {t0:5.1f}s  this {t1:5.1f}s  {same}", flush=True)
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)

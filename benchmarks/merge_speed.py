@@ -9,8 +9,8 @@ projections, norms, lm_head; several shards each), then, in the same run:
   timing the merge and its peak RSS above the post-import RSS (the peak, VmHWM, is reset after the
   imports through ``/proc/self/clear_refs``, so an import-time peak does not hide the merge's); with
   the numba kernels, their loading (numba's cache, or compiling on a first run: ``kernels.warm_up``)
-  is done before the clock starts and reported apart (``kernel load s``); DARE also with
-  ``rng: philox`` (rows ``*_philox``); ``--kernels torch,numba`` runs each method on both paths;
+  is done before the clock starts and reported apart (``kernel load s``); ``--pythonpath`` runs the
+  merges with another checkout's ``train_judge`` (before / after figures on the same inputs);
 - with ``--mergekit PYTHONPATH``, each method also by mergekit (when it imports there), the same way
   (TIES / DARE-TIES with ``normalize: true``, our default; SLERP with m1 as its base).
 
@@ -48,15 +48,13 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 HIDDEN, INTER, VOCAB = 2048, 5632, 32000
-METHODS = {  # row -> (method, parameters, rng)
-    "linear": ("linear", {"weights": [0.5, 0.5]}, "mt19937"),
-    "task_arithmetic": ("task_arithmetic", {"lambda": 1.0}, "mt19937"),
-    "ties": ("ties", {"density": 0.2}, "mt19937"),
-    "dare_ties": ("dare_ties", {"density": 0.9}, "mt19937"),
-    "dare_linear": ("dare_linear", {"density": 0.9}, "mt19937"),
-    "dare_ties_philox": ("dare_ties", {"density": 0.9}, "philox"),
-    "dare_linear_philox": ("dare_linear", {"density": 0.9}, "philox"),
-    "slerp": ("slerp", {"t": 0.5}, "mt19937"),
+METHODS = {  # row -> (method, parameters)
+    "linear": ("linear", {"weights": [0.5, 0.5]}),
+    "task_arithmetic": ("task_arithmetic", {"lambda": 1.0}),
+    "ties": ("ties", {"density": 0.2}),
+    "dare_ties": ("dare_ties", {"density": 0.9}),
+    "dare_linear": ("dare_linear", {"density": 0.9}),
+    "slerp": ("slerp", {"t": 0.5}),
 }
 
 
@@ -176,21 +174,19 @@ MERGE = r"""
 import json, resource, sys, time
 from train_judge.merge import MergeConfig, ModelEntry, run_merge
 root, method, params = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-threads, rng, out = int(sys.argv[4]), sys.argv[5], sys.argv[6]
+threads, out = int(sys.argv[4]), sys.argv[5]
 import time
 import torch
 try:  # the numba kernels: compiled or loaded from numba's cache before the clock starts (reported apart)
-    from train_judge.merge import fused, kernels
-    path, t = fused.path(), time.monotonic()
-    load = kernels.warm_up() if path == "numba" else 0.0
+    from train_judge.merge import kernels
+    path, load = "numba", kernels.warm_up()
 except ImportError:  # an older checkout without kernels
     path, load = "torch (no kernels module)", 0.0
 if threads:
     torch.set_num_threads(threads)
 base = None if method in ("linear", "slerp") else f"{root}/base"
-extra = {"rng": rng} if rng != "mt19937" else {}
 cfg = MergeConfig(method=method, base_model=base, models=(ModelEntry(f"{root}/m1"), ModelEntry(f"{root}/m2")),
-                  parameters=params, output=f"{out}/out-{method}", max_shard_size="500MB", **extra)
+                  parameters=params, output=f"{out}/out-{method}", max_shard_size="500MB")
 def status(key):
     for line in open("/proc/self/status"):
         if line.startswith(key):
@@ -243,12 +239,10 @@ def mergekit_imports(pythonpath: str) -> bool:
     return subprocess.run([sys.executable, "-c", "import mergekit.merge"], env=env, capture_output=True).returncode == 0
 
 
-def run_mergekit(root: Path, row: str, pythonpath: str, out: Path | None = None) -> dict | None:
-    """Row ``row``'s merge by mergekit (importable with ``pythonpath``) in a fresh process, or None for
-    a row mergekit has no counterpart of; its seconds and peak RSS increase, as ``run_method``."""
-    method, params, rng = METHODS[row]
-    if rng != "mt19937":
-        return None  # mergekit has one generator (torch's, on its device)
+def run_mergekit(root: Path, row: str, pythonpath: str, out: Path | None = None) -> dict:
+    """Row ``row``'s merge by mergekit (importable with ``pythonpath``) in a fresh process; its seconds and
+    peak RSS increase, as ``run_method``."""
+    method, params = METHODS[row]
     env = dict(os.environ, PYTHONPATH=pythonpath)
     settle([root / m for m in ("base", "m1", "m2")])
     proc = subprocess.run(
@@ -263,18 +257,15 @@ def run_mergekit(root: Path, row: str, pythonpath: str, out: Path | None = None)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def run_method(
-    root: Path, row: str, threads: int, pythonpath: str | None = None, kernels: str = "", out: Path | None = None
-) -> dict:
-    """Merge benchmark row ``row`` in a fresh process (``PROM_MERGE_KERNELS=kernels`` when given), its
+def run_method(root: Path, row: str, threads: int, pythonpath: str | None = None, out: Path | None = None) -> dict:
+    """Merge benchmark row ``row`` in a fresh process (with ``pythonpath``'s ``train_judge`` when given), its
     output in ``out`` (default ``root``): its seconds, peak RSS increase, kernel path and kernel load seconds."""
-    method, params, rng = METHODS[row]
+    method, params = METHODS[row]
     env = dict(os.environ, PYTHONPATH=pythonpath or str(REPO))
-    if kernels:
-        env["PROM_MERGE_KERNELS"] = kernels
+    env.pop("PROM_MERGE_KERNELS", None)
     settle([root / m for m in ("base", "m1", "m2")])
     proc = subprocess.run(
-        [sys.executable, "-c", MERGE, str(root), method, json.dumps(params), str(threads), rng, str(out or root)],
+        [sys.executable, "-c", MERGE, str(root), method, json.dumps(params), str(threads), str(out or root)],
         capture_output=True,
         text=True,
         env=env,
@@ -349,12 +340,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--keep", action="store_true", help="keep the generated checkpoints")
     ap.add_argument(
-        "--kernels",
-        default="",
-        help="comma-separated PROM_MERGE_KERNELS values to run each method "
-        "with (e.g. torch,numba for both paths in one run; default: the environment's)",
-    )
-    ap.add_argument(
         "--mergekit",
         default=None,
         metavar="PYTHONPATH",
@@ -395,17 +380,13 @@ def main(argv: list[str] | None = None) -> int:
             print(HEADER)
             for row in args.methods.split(","):
                 floor = floors[2 if row in ("linear", "slerp") else 3]
-                runs = [
-                    (k, lambda k=k, row=row: run_method(root, row, args.threads, args.pythonpath, k, out))
-                    for k in args.kernels.split(",")
-                    if not (row.endswith("_philox") and args.pythonpath)
-                ]
-                if mergekit and METHODS[row][2] == "mt19937":  # (mergekit has one generator: no philox rows)
+                runs = [("ours", lambda row=row: run_method(root, row, args.threads, args.pythonpath, out))]
+                if mergekit:
                     runs.append(("mergekit", lambda row=row: run_mergekit(root, row, mergekit, out)))
-                for kernels, run in runs:
+                for who, run in runs:
                     r = run()
                     report(row, r, floor, largest)
-                    results.setdefault((row, kernels), []).append((r, floor))
+                    results.setdefault((row, who), []).append((r, floor))
         if args.repeat > 1:
             summary(results, largest)
         print(

@@ -19,7 +19,7 @@ from __future__ import annotations
 from . import dare_linear, dare_ties, linear, slerp, task_arithmetic, ties  # noqa: F401  (register methods)
 from .config import MergeConfig, ModelEntry, config_from_dict, load_config
 from .engine import MergeReport, run_merge
-from .methods import METHODS, MethodSpec, TensorContext
+from .methods import METHODS, MethodSpec
 
 __all__ = [
     "METHODS",
@@ -27,7 +27,6 @@ __all__ = [
     "MergeReport",
     "MethodSpec",
     "ModelEntry",
-    "TensorContext",
     "config_from_dict",
     "load_config",
     "run_merge",

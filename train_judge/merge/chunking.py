@@ -1,9 +1,9 @@
-"""The chunk machinery both merge paths share: row chunks, reused buffers, reader and half threads.
+"""The chunk machinery of the merge: row chunks, reused buffers, reader and half threads.
 
 A tensor is merged a chunk of whole rows at a time (``row_chunks``, about ``CHUNK`` elements). The
 next chunk's reads (and DARE's draws) run on worker threads while the current one is computed
 (``prefetched``: each chunk's ``Jobs`` go to ``pool()``, results in chunk order, slots alternating
-0 / 1); the numba path computes a chunk of ``SPLIT`` elements or more in two halves, the second on
+0 / 1); the kernels compute a chunk of ``SPLIT`` elements or more in two halves, the second on
 ``half_pool()``. Chunk-sized tensors live in ``BUFFERS`` (kept between chunks and tensors, cleared
 by the engine after each merge), and ``piece`` casts a merged chunk into its slot's output buffer.
 
@@ -30,7 +30,7 @@ __all__ = ["BUFFERS", "CHUNK", "SPLIT", "Buffers", "Jobs", "half_pool", "piece",
 CHUNK = 1 << 20
 """Target elements per piece for element-wise methods (4 MB per float32 buffer)."""
 SPLIT = 1 << 16
-"""The numba path computes chunks of at least this many elements in two halves, on two threads."""
+"""The kernels compute chunks of at least this many elements in two halves, on two threads."""
 
 Jobs = Callable[[int, int, int], list[Callable[[], Any]]]
 """``jobs(slot, r0, r1)``: the callables that read (and draw for) rows ``r0:r1`` into ``slot``'s

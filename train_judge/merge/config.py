@@ -10,7 +10,6 @@ the YAML file's folder)::
       - {path: out/relative-lora, weight: 0.5}
     parameters: {density: 0.7, lambda: 1.0}
     seed: 0
-    rng: mt19937                 # DARE's generator; philox: counter-based, faster, other masks
     output: out/pocket-judge
     max_shard_size: 2GB
 
@@ -52,9 +51,12 @@ from .paper_names import MERGEKIT_RECIPE, model_density, parameter_hint, resolve
 
 OUT_DTYPES = (None, "float32", "float16", "bfloat16")
 _MODEL_KEYS = ("path", "model", "weight", "density", "drop_rate")
-_TOP_KEYS = ("method", "base_model", "models", "parameters", "output", "seed", "rng", "max_shard_size", "dtype")
-RNGS = ("mt19937", "philox")
-_RANDOM_METHODS = ("dare_ties", "dare_linear")
+_TOP_KEYS = ("method", "base_model", "models", "parameters", "output", "seed", "max_shard_size", "dtype")
+RNG_REMOVED = (
+    "rng: unknown key: DARE's generator is not chosen any more, its masks always come from torch's MT19937 "
+    "(those of every earlier version and of rng: mt19937; rng: philox was removed); remove the rng line. "
+    f"Valid keys: {', '.join(_TOP_KEYS)}"
+)
 _UNITS = {
     "": 1,
     "B": 1,
@@ -124,11 +126,6 @@ class MergeConfig:
 
     seed: int = 0
     """Seed of DARE's random drops (per tensor name and model, so order does not matter)."""
-
-    rng: str = "mt19937"
-    """DARE's generator: ``mt19937`` (torch's, one serial stream per tensor and model: the masks of
-    every earlier version) or ``philox`` (Philox4x32-10, counter-based: any element's draw computed on
-    its own, so parallel and chunk-independent by construction, and faster; other masks)."""
 
     max_shard_size: int | str = "2GB"
     """Largest output shard, in bytes or as '500MB'/'2GiB'; bigger outputs get an index file."""
@@ -216,10 +213,6 @@ class MergeConfig:
             out += spec.check(self.method_params(), self.weights(), self.densities())
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             out.append(f"seed: expected an int, got {self.seed!r}")
-        if self.rng not in RNGS:
-            out.append(f"rng: unknown generator {self.rng!r}; valid names: {', '.join(RNGS)}")
-        elif self.rng != RNGS[0] and spec.name not in _RANDOM_METHODS:
-            out.append(f"rng: {spec.name} draws no random numbers; remove rng (it is for {', '.join(_RANDOM_METHODS)})")
         try:
             if parse_size(self.max_shard_size) <= 0:
                 out.append(f"max_shard_size: expected a positive size, got {self.max_shard_size!r}")
@@ -257,8 +250,6 @@ class MergeConfig:
     def to_dict(self) -> dict[str, Any]:
         """Plain data (for YAML dumps and fingerprints)."""
         d = asdict(self)
-        if d["rng"] == RNGS[0]:  # the default, left out: records and fingerprints as before it existed
-            del d["rng"]
         d["models"] = [{k: v for k, v in m.items() if v is not None} for m in d["models"]]
         return d
 
@@ -281,8 +272,10 @@ def config_from_dict(data: Mapping[str, Any], root: str | Path | None = None) ->
     problems = [
         f"{k}: unknown key; valid keys: {', '.join(_TOP_KEYS)}"
         for k in data
-        if k not in _TOP_KEYS and k != "merge_method"
+        if k not in _TOP_KEYS and k not in ("merge_method", "rng")
     ]
+    if "rng" in data:
+        problems.append(RNG_REMOVED)
     if "merge_method" in data:
         problems.append(MERGEKIT_RECIPE)
     problems += [
@@ -323,7 +316,7 @@ def config_from_dict(data: Mapping[str, Any], root: str | Path | None = None) ->
         params = {}
     if problems:
         raise ConfigError(format_problems(problems))
-    kwargs = {k: data[k] for k in ("seed", "rng", "max_shard_size", "dtype") if k in data}
+    kwargs = {k: data[k] for k in ("seed", "max_shard_size", "dtype") if k in data}
     return MergeConfig(
         method=data["method"],
         models=tuple(models),

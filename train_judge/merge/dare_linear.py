@@ -8,25 +8,21 @@ Seeded per (``seed``, tensor name, model index). ``density`` is required, in (0,
 arithmetic. Like mergekit's ``dare_linear`` it sums (no normalization); mergekit rescales survivors
 to keep each tensor's L1 norm, this by ``1 / density`` (the DARE paper).
 
-Example:
-    >>> import torch
-    >>> from train_judge.merge.methods import TensorContext
-    >>> d = [torch.tensor([2.0, -1.0]), torch.tensor([-1.0, -3.0])]
-    >>> SPEC.merge(TensorContext("w", d, [0.5, 0.5], [1.0, 1.0], {"lambda": 1.0}))
-    tensor([ 0.5000, -2.0000])
+Example (density 1: ``d = [2, -1]`` and ``[-1, -3]`` at weights 0.5 give ``base + [0.5, -2]``):
+    >>> SPEC.sparsify, SPEC.consensus
+    ('random', False)
 """
 
 from __future__ import annotations
 
 from .methods import MethodSpec, register
-from .task_vector import TaskVectorMerge, density_problems
+from .task_vector import density_problems
 
 SPEC = register(
     MethodSpec(
-        elementwise=True,
         name="dare_linear",
         summary="random drop and rescale, weighted sum of task vectors, add to base",
-        merge=TaskVectorMerge("random", consensus=False),
+        sparsify="random",
         uses_deltas=True,
         needs_base=True,
         model_keys=("weight", "density"),

@@ -15,25 +15,23 @@ where this averages them (``normalize: true`` by default; set ``normalize: false
 mergekit's ``rescale`` matches each tensor's L1 norm after the drop where this multiplies by
 ``1 / density`` as in the DARE paper.
 
-Example (density 1 keeps everything, so only the sign consensus acts):
-    >>> import torch
-    >>> from train_judge.merge.methods import TensorContext
-    >>> d = [torch.tensor([2.0, -1.0]), torch.tensor([-1.0, -3.0])]
-    >>> SPEC.merge(TensorContext("w", d, [1.0, 1.0], [1.0, 1.0], {"lambda": 1.0}))
-    tensor([ 2., -2.])
+Example (density 1 keeps everything, so only the sign consensus acts: ``d = [2, -1]`` and
+``[-1, -3]`` give ``[2, -2]``):
+    >>> SPEC.sparsify, SPEC.consensus
+    ('random', True)
 """
 
 from __future__ import annotations
 
 from .methods import MethodSpec, register
-from .task_vector import TaskVectorMerge, consensus_density_problems
+from .task_vector import consensus_density_problems
 
 SPEC = register(
     MethodSpec(
-        elementwise=True,
         name="dare_ties",
         summary="random drop and rescale, elect signs, disjoint mean, add to base",
-        merge=TaskVectorMerge("random", consensus=True),
+        sparsify="random",
+        consensus=True,
         uses_deltas=True,
         needs_base=True,
         model_keys=("weight", "density"),

@@ -37,7 +37,6 @@ import yaml
 
 from prom_reward.errors import ConfigError
 
-from . import fused
 from .chunking import BUFFERS
 from .config import MergeConfig
 from .plan import Plan, make_plan, shard_names
@@ -181,7 +180,11 @@ def run_merge(config: MergeConfig, *, overwrite: bool = False, threads: int | No
     oversubscribed machine, OpenMP's waiting makes each operation many times slower.
     Raises ConfigError (listing every problem) before reading any tensor data when something does not fit.
     """
-    fused.path()  # a bad PROM_MERGE_KERNELS is reported before anything is written
+    if os.environ.get("PROM_MERGE_KERNELS"):  # the choice between two paths is gone: said, not ignored
+        raise ConfigError(
+            f"PROM_MERGE_KERNELS: expected it unset (the merge has one path, the numba kernels), got "
+            f"{os.environ['PROM_MERGE_KERNELS']!r}; unset it"
+        )
     _keep_chunk_buffers()
     previous = torch.get_num_threads()
     torch.set_num_threads(threads or int(os.environ.get("PROM_MERGE_THREADS", "1")))

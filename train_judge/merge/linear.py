@@ -6,13 +6,12 @@
 Weights default to 1.0 each (a plain mean). No base model is needed, except to turn LoRA experts
 into full models (``m_i = base + delta W_i``): two experts at 0.5 each give ``base + 0.5 d1 + 0.5 d2``.
 
+The kernels fold ``1 / sum_i w_i`` into the weights (``kernels.combine``); an unnormalized sum
+of weights summing to 0 is allowed, a normalized one is refused.
+
 Example:
-    >>> import torch
-    >>> from train_judge.merge.methods import TensorContext
-    >>> ctx = TensorContext("w", [torch.tensor([1.0, 2.0]), torch.tensor([3.0, 6.0])], [1.0, 3.0],
-    ...                     [None, None], {"normalize": True})
-    >>> merge_linear(ctx)
-    tensor([2.5000, 5.0000])
+    >>> _check({"normalize": True}, [1.0, -1.0], [None, None])[0][:32]
+    'weights [1.0, -1.0] sum to 0, so'
 """
 
 from __future__ import annotations
@@ -20,21 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import torch
-
-from .methods import MethodSpec, TensorContext, register
-
-
-def merge_linear(ctx: TensorContext) -> torch.Tensor:
-    """Weighted sum of the full tensors, divided by the weight sum when ``normalize``."""
-    weights = list(ctx.weights)
-    if ctx.params["normalize"]:  # fold 1 / sum w into the weights: one pass fewer
-        total = sum(weights)
-        weights = [w / total for w in weights]
-    out = torch.mul(ctx.tensors[0], weights[0], out=ctx.buffer("out"))  # not in place: inputs may be shared
-    for w, t in zip(weights[1:], ctx.tensors[1:], strict=True):
-        out.add_(t, alpha=w)
-    return out
+from .methods import MethodSpec, register
 
 
 def _check(params: Mapping[str, Any], weights: Sequence[float], densities: Sequence[float | None]) -> list[str]:
@@ -51,10 +36,8 @@ def _check(params: Mapping[str, Any], weights: Sequence[float], densities: Seque
 
 SPEC = register(
     MethodSpec(
-        elementwise=True,
         name="linear",
         summary="weighted average of full models",
-        merge=merge_linear,
         model_keys=("weight",),
         params={"normalize": True},
         check=_check,

@@ -1,11 +1,12 @@
-"""The merge-method registry: each method declares its parameters as data and merges one tensor.
+"""The merge-method registry: each method declares its parameters and its computation as data.
 
 A method is a ``MethodSpec``: whether it needs a base model, how many models it takes, which
 per-model keys (``weight``, ``density``) and method-level parameters (with defaults) it accepts,
-an extra validity check, and ``merge(ctx)`` which turns the inputs of ONE tensor into the merged
-float32 tensor. Methods with ``uses_deltas`` receive task vectors (model minus base, or a LoRA
-expert's delta) and return the merged delta; the others receive the full tensors and return the
-merged tensor. The engine does the reading, dtype casting and writing.
+an extra validity check, and what the kernels compute for it: methods with ``uses_deltas`` merge
+task vectors (model minus base, or a LoRA expert's delta) with a ``sparsify`` step (none, TIES's
+magnitude trim, DARE's random drop) and, with ``consensus``, TIES's sign election; the others
+(linear, SLERP) merge the full tensors. ``fused`` runs them (``kernels``); the engine does the
+reading, dtype casting and writing.
 
 Example:
     >>> import train_judge.merge  # registers the built-in methods
@@ -25,63 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
-
 from prom_reward.registry import Registry
-
-
-@dataclass(frozen=True)
-class TensorContext:
-    """Everything a method sees when merging one tensor."""
-
-    name: str
-    """The tensor's name (used for per-name parameters and per-name seeds)."""
-
-    tensors: Sequence[torch.Tensor]
-    """float32 inputs, one per model in config order: full tensors, or deltas when ``uses_deltas``.
-
-    Deltas are fresh tensors the method may overwrite; full tensors may be shared (read only)."""
-
-    weights: Sequence[float]
-    """Per-model weights (resolved: per-model value, else the ``weights`` list, else 1.0)."""
-
-    densities: Sequence[float | None]
-    """Per-model densities (fraction of entries kept), None for methods without sparsification."""
-
-    params: Mapping[str, Any]
-    """Method-level parameters, defaults filled in."""
-
-    seed: int = 0
-    """Merge seed; random methods derive one generator per (tensor name, model index) from it."""
-
-    generators: dict[int, torch.Generator] | None = None
-    """When a tensor is merged in chunks, the generators made for its first chunk, reused for the
-    next ones (torch draws a tensor's random numbers in element order, so chunks match one whole draw)."""
-
-    draws: Sequence[torch.Tensor | None] | None = None
-    """Random methods: per model, this piece's uniform draws in [0, 1) when the engine drew them ahead
-    (on a worker thread, from ``generator(i)`` in element order); None: draw here."""
-
-    scratch: Callable[[str], torch.Tensor] | None = None
-    """A float32 buffer of the inputs' shape per key, reused between pieces (None: allocate); the
-    result may be returned in one (``scratch("out")``)."""
-
-    def buffer(self, key: str) -> torch.Tensor:
-        """A float32 tensor shaped like the inputs (uninitialized): ``scratch(key)`` or a new one."""
-        return self.scratch(key) if self.scratch is not None else torch.empty_like(self.tensors[0])
-
-    def seed_for(self, model_index: int) -> int:
-        """The seed of model ``model_index``'s generator for this tensor (``seed_for`` below)."""
-        return seed_for(self.seed, self.name, model_index)
-
-    def generator(self, model_index: int) -> torch.Generator:
-        """A CPU generator seeded from (seed, tensor name, model index): order-independent, reproducible."""
-        if self.generators is not None and model_index in self.generators:
-            return self.generators[model_index]
-        gen = torch.Generator().manual_seed(self.seed_for(model_index))
-        if self.generators is not None:
-            self.generators[model_index] = gen
-        return gen
 
 
 def seed_for(seed: int, name: str, model_index: int) -> int:
@@ -96,16 +41,13 @@ def seed_for(seed: int, name: str, model_index: int) -> int:
 
 @dataclass(frozen=True)
 class MethodSpec:
-    """One merge method: its declared parameters and its per-tensor merge function."""
+    """One merge method: its declared parameters and what the kernels compute for it."""
 
     name: str
     """Registry name used in the YAML ``method:`` field."""
 
     summary: str
     """One line: what the method computes."""
-
-    merge: Callable[[TensorContext], torch.Tensor]
-    """Merges one tensor (see ``TensorContext``); returns float32."""
 
     uses_deltas: bool = False
     """True: inputs are task vectors and the result is a delta added to the base model."""
@@ -128,9 +70,12 @@ class MethodSpec:
     check: Callable[[Mapping[str, Any], Sequence[float], Sequence[float | None]], list[str]] | None = None
     """Extra checks on (params, weights, densities); returns problem strings (empty = fine)."""
 
-    elementwise: bool = False
-    """True: each output entry depends only on the same entry of the inputs (and, for DARE, the
-    random stream in element order), so the engine may merge a tensor a chunk of rows at a time."""
+    sparsify: str = "none"
+    """Task-vector methods: ``none``, ``magnitude`` (TIES trim: the top ``density`` of each tensor's
+    ``|delta|``) or ``random`` (DARE: drop with probability ``1 - density``, rescale by ``1 / density``)."""
+
+    consensus: bool = False
+    """Task-vector methods: TIES sign election and disjoint weighted mean (else a weighted sum)."""
 
 
 REQUIRED = object()

@@ -1,11 +1,11 @@
-"""torch's CPU generator (MT19937) in numba: DARE's default masks (``rng: mt19937``), drawn faster.
+"""torch's CPU generator (MT19937) in numba: DARE's masks, drawn faster.
 
 A ``torch.Generator().manual_seed(s)`` is the reference MT19937 (Matsumoto and Nishimura, 1998)
 seeded with the low 32 bits of ``s``, and ``uniform_`` on a float32 tensor turns each 32-bit output
 ``x`` into ``(x & 0xFFFFFF) * 2**-24``, one output per element in element order. ``MT19937``
 keeps the same 624-word state in a numpy array and ``fill`` writes the same floats, bit for bit
-(``tests/train_judge/merge/test_kernels.py`` compares them with torch over many seeds and chunkings): the masks of
-every merge made with the torch path, and of the shipped pocket judge, are unchanged. torch draws
+(``tests/train_judge/merge/test_mt19937.py`` compares them with torch over many seeds and chunkings): the masks
+of every earlier merge, and of the shipped pocket judge, are unchanged. torch draws
 one element at a time through its generic serial kernel (2.2 to 3.9 ns per draw here); ``fill``
 regenerates the state 624 words at a time and tempers a block in one loop that vectorizes.
 The stream is still serial per (tensor, model); the engine draws each model's numbers on its own
@@ -23,16 +23,10 @@ Example (the same numbers as torch's):
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 N, M = 624, 397
 _MATRIX_A, _UPPER, _LOWER = 0x9908B0DF, 0x80000000, 0x7FFFFFFF
-
-try:
-    from numba import njit
-
-    HAVE_NUMBA = True
-except ImportError:  # the numpy fallback below (same numbers, slower)
-    HAVE_NUMBA = False
 
 
 def seed_state(seed: int) -> np.ndarray:
@@ -48,67 +42,42 @@ def seed_state(seed: int) -> np.ndarray:
     return st
 
 
-def _py_twist(mt: np.ndarray) -> None:
-    """Regenerate the 624 words in place (numpy; the numba version below does the same)."""
-    for k in range(N):
-        y = (int(mt[k]) & _UPPER) | (int(mt[(k + 1) % N]) & _LOWER)
-        mt[k] = int(mt[(k + M) % N]) ^ (y >> 1) ^ (_MATRIX_A if y & 1 else 0)
+_jit = njit(cache=True, nogil=True)
 
 
-def _py_fill(st: np.ndarray, out: np.ndarray) -> None:
-    mt, pos, i, n = st[:N], int(st[N]), 0, out.shape[0]
+@_jit
+def _twist(mt):  # noqa: ANN001
+    """Regenerate the 624 words in place (~0.1 ns per word: the loops carry no dependence and vectorize)."""
+    up, low, a = np.uint32(_UPPER), np.uint32(_LOWER), np.uint32(_MATRIX_A)
+    for k in range(N - M):  # words 0..226 from the old 1..227 and 397..623
+        y = (mt[k] & up) | (mt[k + 1] & low)
+        mt[k] = mt[k + M] ^ np.uint32(y >> np.uint32(1)) ^ np.uint32(a * (y & np.uint32(1)))
+    for k in range(N - M, N - 1):  # words 227..622 from the new 0..395
+        y = (mt[k] & up) | (mt[k + 1] & low)
+        mt[k] = mt[k - (N - M)] ^ np.uint32(y >> np.uint32(1)) ^ np.uint32(a * (y & np.uint32(1)))
+    y = (mt[N - 1] & up) | (mt[0] & low)
+    mt[N - 1] = mt[M - 1] ^ np.uint32(y >> np.uint32(1)) ^ np.uint32(a * (y & np.uint32(1)))
+
+
+@_jit
+def _fill(st, out):  # noqa: ANN001
+    pos, i, n, scale = np.int64(st[N]), 0, out.shape[0], np.float32(2.0**-24)
     while i < n:
         if pos >= N:
-            _py_twist(mt)
-            pos = 0
+            _twist(st)
+            pos = np.int64(0)
         take = min(N - pos, n - i)
-        y = mt[pos : pos + take].copy()
-        y ^= y >> np.uint32(11)
-        y ^= (y << np.uint32(7)) & np.uint32(0x9D2C5680)
-        y ^= (y << np.uint32(15)) & np.uint32(0xEFC60000)
-        y ^= y >> np.uint32(18)
-        out[i : i + take] = (y & np.uint32(0xFFFFFF)).astype(np.float32) * np.float32(2.0**-24)
-        i, pos = i + take, pos + take
-    st[N] = pos
-
-
-if HAVE_NUMBA:
-    _jit = njit(cache=True, nogil=True)
-
-    @_jit
-    def _twist(mt):  # noqa: ANN001
-        """Regenerate the 624 words in place (~0.1 ns per word: the loops carry no dependence and vectorize)."""
-        up, low, a = np.uint32(_UPPER), np.uint32(_LOWER), np.uint32(_MATRIX_A)
-        for k in range(N - M):  # words 0..226 from the old 1..227 and 397..623
-            y = (mt[k] & up) | (mt[k + 1] & low)
-            mt[k] = mt[k + M] ^ np.uint32(y >> np.uint32(1)) ^ np.uint32(a * (y & np.uint32(1)))
-        for k in range(N - M, N - 1):  # words 227..622 from the new 0..395
-            y = (mt[k] & up) | (mt[k + 1] & low)
-            mt[k] = mt[k - (N - M)] ^ np.uint32(y >> np.uint32(1)) ^ np.uint32(a * (y & np.uint32(1)))
-        y = (mt[N - 1] & up) | (mt[0] & low)
-        mt[N - 1] = mt[M - 1] ^ np.uint32(y >> np.uint32(1)) ^ np.uint32(a * (y & np.uint32(1)))
-
-    @_jit
-    def _fill(st, out):  # noqa: ANN001
-        pos, i, n, scale = np.int64(st[N]), 0, out.shape[0], np.float32(2.0**-24)
-        while i < n:
-            if pos >= N:
-                _twist(st)
-                pos = np.int64(0)
-            take = min(N - pos, n - i)
-            y, o = st[pos : pos + take], out[i : i + take]  # indexed from 0: the loop vectorizes
-            for t in range(take):  # tempering, then torch's float32 uniform: the low 24 bits
-                x = y[t]
-                x ^= np.uint32(x >> np.uint32(11))
-                x ^= np.uint32((x << np.uint32(7)) & np.uint32(0x9D2C5680))
-                x ^= np.uint32((x << np.uint32(15)) & np.uint32(0xEFC60000))
-                x ^= np.uint32(x >> np.uint32(18))
-                o[t] = np.float32(x & np.uint32(0xFFFFFF)) * scale
-            i += take
-            pos += take
-        st[N] = np.uint32(pos)
-else:
-    _fill = _py_fill
+        y, o = st[pos : pos + take], out[i : i + take]  # indexed from 0: the loop vectorizes
+        for t in range(take):  # tempering, then torch's float32 uniform: the low 24 bits
+            x = y[t]
+            x ^= np.uint32(x >> np.uint32(11))
+            x ^= np.uint32((x << np.uint32(7)) & np.uint32(0x9D2C5680))
+            x ^= np.uint32((x << np.uint32(15)) & np.uint32(0xEFC60000))
+            x ^= np.uint32(x >> np.uint32(18))
+            o[t] = np.float32(x & np.uint32(0xFFFFFF)) * scale
+        i += take
+        pos += take
+    st[N] = np.uint32(pos)
 
 
 class MT19937:

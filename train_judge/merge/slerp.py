@@ -9,12 +9,11 @@ falling back to linear interpolation ``(1 - t) a + t b`` when the vectors are ne
 second. ``t`` is a number, and ``t_by_name`` optionally maps glob patterns of tensor names to other
 values (first matching pattern wins), e.g. ``{"*.mlp.*": 0.3}``.
 
+The engine (``fused._slerp``) sums ``<a, b>``, ``|a|^2`` and ``|b|^2`` over a tensor's chunks,
+takes ``(c_a, c_b)`` from ``slerp_coefficients`` and writes ``c_a a + c_b b`` (``kernels.slerp_out``).
+
 Example (orthogonal unit vectors at t = 0.5 land on the arc's midpoint):
-    >>> import torch
-    >>> from train_judge.merge.methods import TensorContext
-    >>> ctx = TensorContext("w", [torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])], [1.0, 1.0],
-    ...                     [None, None], {"t": 0.5, "t_by_name": {}})
-    >>> [round(x, 4) for x in SPEC.merge(ctx).tolist()]
+    >>> [round(c, 4) for c in slerp_coefficients(0.0, 1.0, 1.0, t_for("w", {"t": 0.5}))]
     [0.7071, 0.7071]
 """
 
@@ -25,9 +24,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import torch
-
-from .methods import MethodSpec, TensorContext, register
+from .methods import MethodSpec, register
 
 COLINEAR = 0.9995
 
@@ -60,18 +57,6 @@ def slerp_coefficients(dot: float, norm_a: float, norm_b: float, t: float) -> tu
     return math.sin((1 - t) * theta) / s, math.sin(t * theta) / s
 
 
-def slerp(a: torch.Tensor, b: torch.Tensor, t: float) -> torch.Tensor:
-    """Spherical interpolation of two same-shape float32 tensors (linear when nearly colinear)."""
-    fa, fb = a.reshape(-1), b.reshape(-1)
-    ca, cb = slerp_coefficients(float(torch.dot(fa, fb)), float(fa.norm()), float(fb.norm()), t)
-    return torch.mul(a, ca).add_(b, alpha=cb)
-
-
-def merge_slerp(ctx: TensorContext) -> torch.Tensor:
-    """SLERP of the two full tensors at this tensor's ``t``."""
-    return slerp(ctx.tensors[0], ctx.tensors[1], t_for(ctx.name, ctx.params))
-
-
 def _check(params: Mapping[str, Any], weights: Sequence[float], densities: Sequence[float | None]) -> list[str]:
     problems = []
     t = params["t"]
@@ -91,7 +76,6 @@ SPEC = register(
     MethodSpec(
         name="slerp",
         summary="spherical interpolation of two models at t",
-        merge=merge_slerp,
         min_models=2,
         max_models=2,
         model_keys=(),

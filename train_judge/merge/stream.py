@@ -1,11 +1,10 @@
-"""Merge one output tensor: the dispatcher between the numba and torch paths.
+"""Merge one output tensor: copied, scaled, or merged by the kernels (``fused``).
 
 ``merge_tensor(plan, info)`` yields the merged tensor ``info.name`` as consecutive flat pieces in the
 output dtype, which the engine appends to the shard as they come. Non-float tensors come from the
 reference model and tensors no LoRA expert touches are the base, copied bit for bit (a chunk at a
-time); every other tensor goes to ``fused`` when its kernels apply (numba installed and selected,
-full checkpoints of one dtype: ``fused.applies``), else to ``torch_path``. Both give the same bytes.
-
+time; ``scale x base`` under ``linear`` with ``normalize: false`` and weights summing to
+``scale != 1``, like every expert's full model); every other tensor is merged by ``fused.merge``.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from typing import Any
 
 import torch
 
-from . import chunking, fused, torch_path
+from . import chunking, fused
 from .chunking import BUFFERS, piece, prefetched, row_chunks
 from .plan import Plan
 from .safetensors_io import DTYPES, TensorInfo
@@ -38,19 +37,14 @@ def merge_tensor(plan: Plan, info: TensorInfo) -> Iterator[torch.Tensor]:
         return
     need_base = spec.uses_deltas or any(isinstance(m, LoraAdapter) for m in plan.models)
     base = plan.base if plan.base is not None and need_base else None
-    scale = None
     if base is not None and _untouched(plan, name):
         # every input is the base: the base itself, except for linear without normalize, a plain
         # weighted sum: sum_i w_i * base, as for the adapted tensors
-        if spec.name == "linear" and not cfg.method_params()["normalize"] and sum(cfg.weights()) != 1.0:
-            scale = sum(cfg.weights())
-        else:
-            yield from _copy(base, name, shape, row, out_dtype)
-            return
-    if scale is None and fused.applies(plan, name, base, out_dtype):
-        yield from fused.merge(plan, name, base, shape, row, out_dtype)
+        total = sum(cfg.weights())
+        summed = spec.name == "linear" and not cfg.method_params()["normalize"] and total != 1.0
+        yield from _copy(base, name, shape, row, out_dtype, total if summed else None)
         return
-    yield from torch_path.merge(plan, name, base, shape, row, out_dtype, scale)
+    yield from fused.merge(plan, name, base, shape, row, out_dtype)
 
 
 def _untouched(plan: Plan, name: str) -> bool:
@@ -59,9 +53,10 @@ def _untouched(plan: Plan, name: str) -> bool:
 
 
 def _copy(
-    src: Checkpoint, name: str, shape: tuple[int, ...], row: int, out_dtype: torch.dtype
+    src: Checkpoint, name: str, shape: tuple[int, ...], row: int, out_dtype: torch.dtype, scale: float | None = None
 ) -> Iterator[torch.Tensor]:
-    """``src``'s tensor ``name`` cast to ``out_dtype`` (bit for bit when it is the stored dtype), by chunks."""
+    """``src``'s tensor ``name`` cast to ``out_dtype`` (bit for bit when it is the stored dtype), by chunks;
+    ``scale``: times that, in float32."""
     dtype = DTYPES[src.infos[name].dtype]
 
     def jobs(slot: int, r0: int, r1: int) -> list[Callable[[], Any]]:
@@ -69,4 +64,6 @@ def _copy(
         return [lambda: src.read_range(name, start, count, BUFFERS.get(("raw", slot, 0), count, dtype))]
 
     for slot, _, _, (raw,) in prefetched(list(row_chunks(shape, chunking.CHUNK)), jobs):
+        if scale is not None:
+            raw = torch.mul(raw.float(), scale, out=BUFFERS.get("out", raw.numel()))
         yield piece(raw, out_dtype, slot)

@@ -11,25 +11,24 @@ broken by position (mergekit: ``floor``). Where ``sum_i w_i d_i'`` is exactly 0 
 (mergekit elects +). ``normalize: false`` gives the disjoint weighted sum instead of the mean (as
 mergekit's ``normalize``). Weights default to 1.0 and must be > 0. See ``task_vector`` for the core.
 
-Example (2x2 task vectors, density 0.5, hand-computed in the module doc of ``task_vector``):
-    >>> import torch
-    >>> from train_judge.merge.methods import TensorContext
-    >>> d = [torch.tensor([[4.0, -1.0], [0.5, -3.0]]), torch.tensor([[-2.0, 2.5], [-5.0, 1.0]])]
-    >>> SPEC.merge(TensorContext("w", d, [1.0, 1.0], [0.5, 0.5], {"lambda": 1.0}))
-    tensor([[ 4.0000,  2.5000],
-            [-5.0000, -3.0000]])
+Example (2x2 task vectors ``[[4, -1], [0.5, -3]]`` and ``[[-2, 2.5], [-5, 1]]``, density 0.5,
+weights 1: merged delta ``[[4, 2.5], [-5, -3]]``, hand-computed in the module doc of ``task_vector``
+and checked by ``tests/train_judge/merge/test_methods.py``):
+    >>> SPEC.sparsify, SPEC.consensus, SPEC.model_keys
+    ('magnitude', True, ('weight', 'density'))
 """
 
 from __future__ import annotations
 
 from .methods import MethodSpec, register
-from .task_vector import TaskVectorMerge, consensus_density_problems
+from .task_vector import consensus_density_problems
 
 SPEC = register(
     MethodSpec(
         name="ties",
         summary="trim to top-k magnitudes, elect signs, disjoint mean, add to base",
-        merge=TaskVectorMerge("magnitude", consensus=True),
+        sparsify="magnitude",
+        consensus=True,
         uses_deltas=True,
         needs_base=True,
         model_keys=("weight", "density"),

@@ -159,23 +159,7 @@ def one_pass(
     if not all([cut(models[0])] + [f.result() for f in others]):
         return False
     fixed = np.empty(a, out.dtype)
-    f32 = np.float32
-    kernels.consensus(
-        amb_raw,
-        weights,
-        1,
-        np.ones(n_models, f32),
-        thr,
-        ties,
-        np.empty((n_models, 0), f32),
-        np.zeros((n_models, 2), np.uint32),
-        0,
-        0,
-        normalize,
-        lam,
-        fixed,
-        0,
-        a,
-    )
+    ones, no_draws = np.ones(n_models, np.float32), np.empty((n_models, 0), np.float32)
+    kernels.consensus(amb_raw, amb_raw[0], weights, 1, ones, thr, ties, no_draws, normalize, lam, fixed, 0, a)
     kernels.scatter(out, amb_idx, fixed, a)
     return True

@@ -1,8 +1,9 @@
-"""The numba kernels (train_judge.merge.kernels / fused) give the torch path's bytes, and DARE's Philox.
+"""The numba kernels (train_judge.merge.kernels / fused) give the plain-torch reference's bytes.
 
-Every element-wise method and TIES merges small checkpoints (odd shapes, bf16 deltas full of equal
-magnitudes, signed zeros) in chunks of a few rows with ``PROM_MERGE_KERNELS=torch`` and ``=numba``;
-the output files must be byte for byte the same, for bf16, float16 and float32 inputs and outputs.
+Every method merges small checkpoints (odd shapes, bf16 deltas full of equal magnitudes, signed
+zeros) in chunks of a few rows; each output tensor must be byte for byte the reference's
+(``reference.py``: each method's formulas in plain torch over whole tensors), for bf16, float16 and
+float32 inputs and outputs, mixed input dtypes, and TIES's cut-offs found in one or two passes.
 """
 
 from __future__ import annotations
@@ -13,10 +14,9 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from prom_reward.errors import ConfigError
-from train_judge.merge import MergeConfig, ModelEntry, chunking, fused, kernels, philox, run_merge, ties_cuts
+from tests.train_judge.merge.reference import reference_merge
+from train_judge.merge import MergeConfig, ModelEntry, chunking, config_from_dict, kernels, run_merge, ties_cuts
 from train_judge.merge.trim import keep_count
-
-pytestmark = pytest.mark.skipif(not kernels.HAVE_NUMBA, reason="numba is not installed")
 
 SHAPES = {"a.weight": (37, 29), "b.weight": (1000,), "c.weight": (3, 5, 7), "d.weight": (64, 48)}
 CASES = {  # method -> parameters, per-model densities
@@ -58,46 +58,36 @@ def make_models(root, dtype: torch.dtype) -> list[str]:
     return out
 
 
-def merged_bytes(paths, tmp_path, case, path, out_dtype=None, rng="mt19937", tag="") -> dict[str, bytes]:
+def case_config(paths, tmp_path, case, out_dtype=None, tag="") -> MergeConfig:
     params, dens = CASES[case]
     method = case.split("_sum")[0].split("_per_model")[0].split("_t_by_name")[0]
     base = None if method in ("linear", "slerp") else paths[0]
-    models = tuple(ModelEntry(p, density=d) for p, d in zip(paths[1:], dens or [None, None], strict=True))
-    out = tmp_path / f"out-{case}-{path}-{out_dtype}-{rng}{tag}"
-    import os
+    models = tuple(ModelEntry(p, density=d) for p, d in zip(paths[1:], dens or [None] * 2, strict=False))
+    out = tmp_path / f"out-{case}-{out_dtype}{tag}"
+    return MergeConfig(
+        method=method, base_model=base, models=models, parameters=dict(params), output=str(out), dtype=out_dtype, seed=5
+    )
 
-    old = os.environ.get(fused.ENV)
-    os.environ[fused.ENV] = path
-    try:
-        run_merge(
-            MergeConfig(
-                method=method,
-                base_model=base,
-                models=models,
-                parameters=dict(params),
-                output=str(out),
-                dtype=out_dtype,
-                seed=5,
-                rng=rng,
-            )
-        )
-    finally:
-        os.environ.pop(fused.ENV) if old is None else os.environ.__setitem__(fused.ENV, old)
-    return {
-        k: v.view(-1).view(torch.uint8).numpy().tobytes() for k, v in load_file(str(out / "model.safetensors")).items()
-    }
+
+def as_bytes(tensors: dict[str, torch.Tensor]) -> dict[str, bytes]:
+    return {k: v.reshape(-1).view(torch.uint8).numpy().tobytes() for k, v in tensors.items() if v.is_floating_point()}
+
+
+def merged_and_reference(cfg: MergeConfig) -> tuple[dict[str, bytes], dict[str, bytes]]:
+    """The merge's float tensors (run_merge) and the reference's, as bytes."""
+    run_merge(cfg)
+    return as_bytes(load_file(cfg.output + "/model.safetensors")), as_bytes(reference_merge(cfg))
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 @pytest.mark.parametrize("case", list(CASES))
-def test_numba_path_gives_the_torch_paths_bytes(tmp_path, monkeypatch, case, dtype):
+def test_kernels_give_the_references_bytes(tmp_path, monkeypatch, case, dtype):
     monkeypatch.setattr(chunking, "CHUNK", 64)  # several chunks per tensor: ties at the cut-off span chunks
     paths = make_models(tmp_path, dtype)
     outs = [None, "float32"] if dtype != torch.bfloat16 else [None, "float32", "float16"]
     for out_dtype in outs:
-        assert merged_bytes(paths, tmp_path, case, "numba", out_dtype) == merged_bytes(
-            paths, tmp_path, case, "torch", out_dtype
-        )
+        got, want = merged_and_reference(case_config(paths, tmp_path, case, out_dtype))
+        assert got == want and len(got) == len(SHAPES)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
@@ -121,16 +111,14 @@ def test_slerp_numba_bytes_when_colinear_or_zero(tmp_path, monkeypatch, dtype):
     calls = []
     monkeypatch.setattr(kernels, "slerp_out", lambda *a, f=kernels.slerp_out: calls.append(1) or f(*a))
     for out_dtype in (None, "float32", "bfloat16"):
-        assert merged_bytes(paths, tmp_path, "slerp", "numba", out_dtype) == merged_bytes(
-            paths, tmp_path, "slerp", "torch", out_dtype
-        )
-    assert len(calls) == 3 * (34 + 5 + 2 + 5)  # the numba path ran, in chunks of <= 64 elements (whole rows)
+        got, want = merged_and_reference(case_config(paths, tmp_path, "slerp", out_dtype))
+        assert got == want
+    assert len(calls) == 3 * (34 + 5 + 2 + 5)  # in chunks of <= 64 elements (whole rows)
 
 
 def test_ties_keeps_the_exact_count_with_ties_across_chunks(tmp_path, monkeypatch):
     """One model, weight 1: the merged delta is the trimmed delta; 1000 quantized entries, chunks of 64."""
     monkeypatch.setattr(chunking, "CHUNK", 64)
-    monkeypatch.setenv(fused.ENV, "numba")
     paths = make_models(tmp_path, torch.bfloat16)
     for density in (0.3, 0.5, 0.77):
         out = tmp_path / f"one-{density}"
@@ -161,112 +149,36 @@ def test_ties_second_pass_when_the_window_misses(tmp_path, monkeypatch, case):
     )
     monkeypatch.setattr(ties_cuts, "window", empty)
     paths = make_models(tmp_path, torch.bfloat16)
-    assert merged_bytes(paths, tmp_path, case, "numba") == merged_bytes(paths, tmp_path, case, "torch")
+    got, want = merged_and_reference(case_config(paths, tmp_path, case))
+    assert got == want
 
 
-@pytest.mark.parametrize("case", ["dare_ties", "dare_linear"])
-def test_philox_same_bytes_on_both_paths_and_in_any_chunking(tmp_path, monkeypatch, case):
+def test_rng_and_the_torch_path_are_refused(tmp_path, monkeypatch):
+    """One DARE generator and one path: a config naming rng, or PROM_MERGE_KERNELS set, is told so."""
+    data = {"method": "dare_linear", "base_model": "b", "models": ["m"], "output": "o", "parameters": {"density": 0.5}}
+    for rng in ("philox", "mt19937"):
+        with pytest.raises(ConfigError, match="rng: unknown key: DARE's generator is not chosen any more") as e:
+            config_from_dict({**data, "rng": rng})
+        assert "remove the rng line" in str(e.value) and "Valid keys: method, base_model" in str(e.value)
+    assert "rng" not in config_from_dict(data).to_dict()  # records and fingerprints as before
     paths = make_models(tmp_path, torch.bfloat16)
-    whole = merged_bytes(paths, tmp_path, case, "numba", rng="philox")
-    monkeypatch.setattr(chunking, "CHUNK", 37)
-    assert merged_bytes(paths, tmp_path, case, "numba", rng="philox", tag="c") == whole
-    assert merged_bytes(paths, tmp_path, case, "torch", rng="philox", tag="c") == whole
-    assert merged_bytes(paths, tmp_path, case, "numba", tag="mt") != whole  # another generator, other masks
+    cfg = MergeConfig(method="linear", models=(ModelEntry(paths[1]), ModelEntry(paths[2])), output=str(tmp_path / "o"))
+    monkeypatch.setenv("PROM_MERGE_KERNELS", "torch")
+    with pytest.raises(ConfigError, match="PROM_MERGE_KERNELS: expected it unset .* got 'torch'; unset it"):
+        run_merge(cfg)
+    assert not (tmp_path / "o").exists()
 
 
-def test_philox_stream():
-    key = philox.philox_key(0, "w", 0)
-    ref = philox.philox_uniform(*key, 0, 100_003)
-    for start, count in ((0, 100_003), (1, 17), (6, 5), (99_990, 13)):
-        got = np.empty(count, np.float32)
-        philox.philox_fill(got, key[0], key[1], start)
-        assert np.array_equal(got, ref[start : start + count]) and np.array_equal(
-            philox.philox_uniform(*key, start, count), ref[start : start + count]
-        )
-    assert ref.min() >= 0.0 and ref.max() < 1.0
-    # keep fraction of density 0.7 within 5 sigma over 1e6 draws; other seeds / names / models differ
-    u = philox.philox_uniform(*philox.philox_key(1, "x", 1), 0, 1_000_000)
-    assert abs(float((u < np.float32(0.7)).mean()) - 0.7) < 5 * (0.21 / 1e6) ** 0.5
-    assert abs(float(u.mean()) - 0.5) < 5 * (1 / 12 / 1e6) ** 0.5
-    for other in (philox.philox_key(1, "w", 0), philox.philox_key(0, "v", 0), philox.philox_key(0, "w", 1)):
-        assert (philox.philox_uniform(*other, 0, 1000) != ref[:1000]).mean() > 0.99
-
-
-def test_rng_is_validated():
-    with pytest.raises(ConfigError, match="rng: unknown generator 'pcg'; valid names: mt19937, philox"):
-        MergeConfig(
-            method="dare_linear",
-            base_model="b",
-            models=(ModelEntry("m"),),
-            output="o",
-            parameters={"density": 0.5},
-            rng="pcg",
-        )
-    with pytest.raises(ConfigError, match="rng: ties draws no random numbers"):
-        MergeConfig(
-            method="ties",
-            base_model="b",
-            models=(ModelEntry("m"),),
-            output="o",
-            parameters={"density": 0.5},
-            rng="philox",
-        )
-    cfg = MergeConfig(
-        method="dare_ties", base_model="b", models=(ModelEntry("m"),), output="o", parameters={"density": 0.5}
-    )
-    assert "rng" not in cfg.to_dict()  # the default stays out of records and fingerprints
-
-
-def test_env_var_switch(tmp_path, monkeypatch):
+@pytest.mark.parametrize("case", ["task_arithmetic", "ties", "dare_ties", "slerp"])
+def test_mixed_input_dtypes_give_the_references_bytes(tmp_path, monkeypatch, case):
+    """Inputs of different dtypes (bf16 base, a float32 and a float16 model) are merged from float32 rows."""
+    monkeypatch.setattr(chunking, "CHUNK", 64)
     paths = make_models(tmp_path, torch.bfloat16)
-    calls = []
-    real = kernels.combine
-    monkeypatch.setattr(kernels, "combine", lambda *a: (calls.append(1), real(*a))[1])
-    for value, used in (("torch", False), ("numba", True), ("", True)):
-        monkeypatch.setenv(fused.ENV, value)
-        calls.clear()
-        run_merge(
-            MergeConfig(
-                method="task_arithmetic",
-                base_model=paths[0],
-                models=(ModelEntry(paths[1]),),
-                output=str(tmp_path / f"ta-{value}"),
-            )
-        )
-        assert bool(calls) == used
-    monkeypatch.setenv(fused.ENV, "cuda")
-    with pytest.raises(ConfigError, match="PROM_MERGE_KERNELS: expected one of numba, torch"):
-        run_merge(
-            MergeConfig(
-                method="linear", models=(ModelEntry(paths[1]), ModelEntry(paths[2])), output=str(tmp_path / "bad")
-            )
-        )
-    monkeypatch.setattr(kernels, "HAVE_NUMBA", False)  # numba missing: the torch path, or a clear error
-    monkeypatch.setenv(fused.ENV, "")
-    assert fused.path() == "torch"
-    monkeypatch.setenv(fused.ENV, "numba")
-    with pytest.raises(ConfigError, match="numba is not installed"):
-        fused.path()
-
-
-def test_lora_experts_and_mixed_dtypes_keep_the_torch_path(tmp_path, monkeypatch):
-    monkeypatch.setenv(fused.ENV, "numba")
-    paths = make_models(tmp_path, torch.bfloat16)
-    (tmp_path / "m32").mkdir()
-    save_file(
-        {k: v.float() for k, v in load_file(paths[1] + "/model.safetensors").items()},
-        str(tmp_path / "m32" / "model.safetensors"),
-    )
-    cfg = MergeConfig(
-        method="task_arithmetic",
-        base_model=paths[0],
-        output=str(tmp_path / "o"),
-        models=(ModelEntry(str(tmp_path / "m32")), ModelEntry(paths[2])),
-    )
-    from train_judge.merge.plan import make_plan
-
-    plan = make_plan(cfg)
-    try:
-        assert not fused.applies(plan, "a.weight", plan.base, torch.bfloat16)
-    finally:
-        plan.close()
+    for i, dtype in ((1, torch.float32), (2, torch.float16)):
+        (tmp_path / f"w{i}").mkdir()
+        tensors = {k: v.to(dtype) for k, v in load_file(paths[i] + "/model.safetensors").items()}
+        save_file(tensors, str(tmp_path / f"w{i}" / "model.safetensors"))
+    mixed = [paths[0], str(tmp_path / "w1"), str(tmp_path / "w2")]
+    for out_dtype in (None, "float16"):
+        got, want = merged_and_reference(case_config(mixed, tmp_path, case, out_dtype))
+        assert got == want and len(got) == len(SHAPES)

@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from tests.train_judge.merge.merge_util import BASE, M1, M2, POS, load_output, save_model
+from tests.train_judge.merge.reference import magnitude_trim
 from train_judge.merge import MergeConfig, ModelEntry, run_merge
-from train_judge.merge.task_vector import magnitude_trim
+from train_judge.merge.methods import seed_for
 
 
 @pytest.fixture()
@@ -175,7 +176,8 @@ def test_dare_linear_drops_and_rescales(tmp_path):
     assert 0.2 < kept.float().mean().item() < 0.3
 
 
-def test_magnitude_trim_keeps_top_fraction():
+def test_reference_magnitude_trim_keeps_top_fraction():
+    """The tests' plain-torch trim (reference.py, which the kernels are checked against) on hand values."""
     t = torch.tensor([[1.0, -9.0], [5.0, -3.0], [7.0, 2.0]])
     assert magnitude_trim(t, 0.5).tolist() == [[0.0, -9.0], [5.0, 0.0], [7.0, 0.0]]
     assert magnitude_trim(t, 1 / 6).tolist() == [[0.0, -9.0], [0.0, 0.0], [0.0, 0.0]]
@@ -187,7 +189,6 @@ def test_dare_in_chunks_equals_one_whole_draw(tmp_path, monkeypatch, method):
     """Element-wise methods merge a chunk of rows at a time; DARE's masks must not depend on the chunking:
     the result equals drop masks drawn for the whole tensor at once (computed independently here)."""
     from train_judge.merge import chunking
-    from train_judge.merge.methods import TensorContext
 
     models = big_models(tmp_path, n=4096)
     outs = {}
@@ -205,6 +206,6 @@ def test_dare_in_chunks_equals_one_whole_draw(tmp_path, monkeypatch, method):
         outs[chunk] = load_output(tmp_path / f"out{chunk}")["w"]
     assert torch.equal(outs[100], outs[1 << 20])
     base, m1 = load_output(models["base"])["w"], load_output(models["m1"])["w"]
-    keep = torch.rand(4096, generator=TensorContext("w", (), (), (), {}, 3).generator(0)) < 0.3
+    keep = torch.rand(4096, generator=torch.Generator().manual_seed(seed_for(3, "w", 0))) < 0.3
     want = base + torch.where(keep, (m1 - base) / 0.3, torch.zeros(()))
     assert torch.allclose(outs[100], want, atol=1e-6)

@@ -1,5 +1,5 @@
 """train_judge.merge.mt19937 draws torch's numbers: the same float32s as ``uniform_`` on a seeded
-``torch.Generator``, in any chunking, from the numba kernel and from the numpy fallback."""
+``torch.Generator``, in any chunking."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import torch
 
-from train_judge.merge import mt19937
 from train_judge.merge.mt19937 import MT19937, N, seed_state
 
 SEEDS = [0, 1, 5489, 2**31, 2**32 - 1, 2**32 + 9, 2**40 + 7, 2**63 - 5]
@@ -36,14 +35,6 @@ def test_same_numbers_as_torch_in_any_chunking(seed: int, chunking: str):
     if i < n:
         gen.fill(out[i:])
     assert np.array_equal(out, ref)
-
-
-@pytest.mark.parametrize("seed", SEEDS[:4])
-def test_numpy_fallback_gives_the_same_numbers(seed: int):
-    st, out = seed_state(seed), np.empty(2 * N + 3, np.float32)
-    mt19937._py_fill(st, out[: N + 1])
-    mt19937._py_fill(st, out[N + 1 :])
-    assert np.array_equal(out, torch_draws(seed, out.size))
 
 
 def test_draws_are_in_unit_interval_and_uniform():

@@ -13,8 +13,9 @@ import torch
 
 from prom_reward.errors import ConfigError
 from tests.train_judge.merge.merge_util import BASE, M1, M2, load_output, save_model
-from train_judge.merge import MergeConfig, ModelEntry, config_from_dict, run_merge
-from train_judge.merge.task_vector import TaskVectorMerge, magnitude_trim
+from tests.train_judge.merge.reference import magnitude_trim
+from train_judge.merge import MergeConfig, ModelEntry, config_from_dict, kernels, run_merge
+from train_judge.merge.trim import MagnitudeCut, cut_bin, keep_count
 
 
 def bf16_delta(seed: int = 0) -> torch.Tensor:
@@ -36,15 +37,21 @@ def reference_trim(d: np.ndarray, density: float) -> np.ndarray:
 
 
 @pytest.mark.parametrize("density", [0.5, 0.2, 0.77, 1 / 3])
-def test_ties_trim_keeps_exactly_round_density_n(density):
+def test_ties_trim_keeps_exactly_round_density_n(density, tmp_path):
+    """The trim of a merge (one model over a zero base: the merged tensor is the trimmed delta) and the
+    tests' plain-torch trim (reference.py) keep exactly round(density * n) entries, ties by position."""
     d = bf16_delta()
+    paths = [save_model(tmp_path / k, {"w": v.tolist()}) for k, v in (("b", torch.zeros_like(d)), ("m", d))]
+    models = (ModelEntry(str(paths[1]), density=density),)
+    run_merge(MergeConfig(method="ties", base_model=str(paths[0]), models=models, output=str(tmp_path / "o")))
+    merged = load_output(tmp_path / "o")["w"]
     n = d.numel()
     distinct = torch.unique(d.abs()).numel()
     assert distinct < n / 50  # heavy ties: the case that used to keep 64.8% at density 0.5
     want = reference_trim(d.numpy().copy(), density)
     got = magnitude_trim(d.clone(), density)
     assert int((got != 0).sum()) == round(density * n) == int((want != 0).sum())
-    assert np.array_equal(got.numpy(), want)
+    assert np.array_equal(got.numpy(), want) and np.array_equal(merged.numpy(), want)
 
 
 def reference_ties(deltas, weights, densities, normalize=True):
@@ -63,21 +70,29 @@ def reference_ties(deltas, weights, densities, normalize=True):
     return np.where(den > 0, num / np.where(den > 0, den, 1.0), 0.0)
 
 
+def merged_delta(tmp_path, deltas, method, weights, densities, **params) -> torch.Tensor:
+    """The merge of ``deltas`` (float32 models over a zero base): the merged delta itself."""
+    zero = torch.zeros_like(deltas[0])
+    paths = [save_model(tmp_path / f"d{i}", {"w": v.tolist()}) for i, v in enumerate([zero, *deltas])]
+    entries = zip(paths[1:], weights, densities, strict=True)
+    models = tuple(ModelEntry(str(p), weight=w, density=k) for p, w, k in entries)
+    run_merge(MergeConfig(method, models, str(tmp_path / "o"), str(paths[0]), parameters=params))
+    return load_output(tmp_path / "o")["w"]
+
+
 @pytest.mark.parametrize("normalize", [True, False])
-def test_ties_matches_numpy_reference(normalize):
+def test_ties_matches_numpy_reference(normalize, tmp_path):
     deltas = [bf16_delta(s).numpy() for s in (1, 2, 3)]
     weights, densities = [1.0, 0.5, 2.0], [0.2, 0.5, 0.3]
-    got = TaskVectorMerge("magnitude", consensus=True).combine(
-        [torch.from_numpy(d.copy()) for d in deltas], weights, densities, None, normalize=normalize
-    )
+    got = merged_delta(tmp_path, [torch.from_numpy(d) for d in deltas], "ties", weights, densities, normalize=normalize)
     want = reference_ties(deltas, weights, densities, normalize)
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-6, atol=1e-12)
 
 
-def test_zero_sum_sign_election_gives_zero():
+def test_zero_sum_sign_election_gives_zero(tmp_path):
     """sum_i w_i d_i = 0 exactly: ours elects 0 and merges to 0 (mergekit elects + and gives +2 here)."""
     d1, d2 = torch.tensor([2.0, 3.0]), torch.tensor([-2.0, 1.0])
-    got = TaskVectorMerge("none", consensus=True).combine([d1, d2], [1.0, 1.0], [1.0, 1.0], None)
+    got = merged_delta(tmp_path, [d1, d2], "ties", [1.0, 1.0], [1.0, 1.0])
     assert got.tolist() == [0.0, 2.0]
     mergekit_like = reference_ties([np.array([2.0, 3.0]), np.array([-2.0, 1.0])], [1.0, 1.0], [1.0, 1.0])
     assert mergekit_like.tolist() == [0.0, 2.0]  # the reference agrees: 0 elects nothing
@@ -193,17 +208,14 @@ def test_histogram_cut_and_and_mask_match_the_plain_definitions():
     drop equals masked_fill_(draw >= density, 0) then / density, bit for bit (-0.0, inf, NaN included)."""
     import math
 
-    import torch
-
-    from train_judge.merge.task_vector import random_drop
-    from train_judge.merge.trim import MagnitudeCut, keep_count
-
     g = torch.Generator().manual_seed(5)
     a, b = ((torch.randn(50_000, generator=g) * 0.02).bfloat16().float() for _ in range(2))
     mag = (a - b).abs()  # bf16 differences: many equal magnitudes
+    bins = mag.numpy().view(np.uint32) >> 16
     for density in (0.01, 0.2, 0.5, 0.93, 0.9999):
         k = keep_count(density, mag.numel())
-        cut = MagnitudeCut.measure(mag.clone(), density)
+        b_, r = cut_bin(np.bincount(bins, minlength=1 << 15), k)  # as ties_cuts: the bin, then within it
+        cut = MagnitudeCut.from_bin(mag.numpy()[bins == b_].copy(), r)
         top = torch.sort(mag, descending=True).values[:k]
         assert cut.threshold == float(top[-1])
         assert cut.ties == int((top == top[-1]).sum())
@@ -212,8 +224,6 @@ def test_histogram_cut_and_and_mask_match_the_plain_definitions():
     for density in (0.9, 0.5, 0.1):
         draws = torch.rand(d.numel(), generator=torch.Generator().manual_seed(1))
         ref = d.clone().masked_fill_(draws >= density, 0.0).div_(density)
-        got = random_drop(d.clone(), density, None, draws.clone())
+        got = d.clone()
+        kernels._drop(got.numpy(), np.float32(density), draws.numpy())  # the kernels' drop, in place
         assert torch.equal(got.view(torch.int32), ref.view(torch.int32))
-        assert torch.equal(
-            random_drop(d.clone(), density, torch.Generator().manual_seed(1)).view(torch.int32), ref.view(torch.int32)
-        )

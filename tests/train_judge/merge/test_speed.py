@@ -5,13 +5,9 @@ from __future__ import annotations
 
 import re
 
-import pytest
-
 from benchmarks import merge_speed
-from train_judge.merge import kernels
 
 
-@pytest.mark.skipif(not kernels.HAVE_NUMBA, reason="numba is not installed")
 def test_repeat_rounds_end_with_a_summary(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(merge_speed, "HIDDEN", 64)
     monkeypatch.setattr(merge_speed, "INTER", 128)
@@ -45,7 +41,6 @@ def test_repeat_rounds_end_with_a_summary(tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "base").exists()  # generated files removed without --keep
 
 
-@pytest.mark.skipif(not kernels.HAVE_NUMBA, reason="numba is not installed")
 def test_out_dir_takes_the_outputs_and_the_floor_file(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(merge_speed, "HIDDEN", 64)
     monkeypatch.setattr(merge_speed, "INTER", 128)
@@ -57,8 +52,8 @@ def test_out_dir_takes_the_outputs_and_the_floor_file(tmp_path, monkeypatch, cap
         seen["floor"].append(scratch.parent)
         return io_floor(inputs, out_bytes, scratch)
 
-    def method(root, row, threads, pythonpath=None, k="", out=None):
-        r = run_method(root, row, threads, pythonpath, k, out)
+    def method(root, row, threads, pythonpath=None, out=None):
+        r = run_method(root, row, threads, pythonpath, out)
         seen["merge"].append(out)
         assert not (out / f"out-{row}").exists()  # removed after the measurement
         return r

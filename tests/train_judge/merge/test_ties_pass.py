@@ -1,5 +1,6 @@
-"""One-pass TIES (train_judge.merge.ties_pass) gives the two-pass and torch paths' bytes, and falls back
-when its window misses; chunks computed in two halves (fused._halves) carry TIES's tie countdown.
+"""One-pass TIES (train_judge.merge.ties_pass) gives the plain-torch reference's bytes (``reference.py``),
+and falls back to two passes when its window misses; chunks computed in two halves (fused._halves)
+carry TIES's tie countdown.
 
 Tensors here are large enough for the one-pass window (tens of thousands of entries) and are read in
 chunks of 8192 elements; quantized deltas put many equal magnitudes at the cut-off.
@@ -11,9 +12,8 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from train_judge.merge import MergeConfig, ModelEntry, chunking, fused, kernels, run_merge, ties_cuts, ties_pass
-
-pytestmark = pytest.mark.skipif(not kernels.HAVE_NUMBA, reason="numba is not installed")
+from tests.train_judge.merge.reference import reference_merge
+from train_judge.merge import MergeConfig, ModelEntry, chunking, fused, run_merge, ties_cuts, ties_pass
 
 SHAPES = {"big.weight": (300, 512), "quant.weight": (512, 256), "norm.weight": (512,)}
 
@@ -39,24 +39,19 @@ def make_models(root, dtype: torch.dtype, first_rows_scale: float = 1.0) -> list
     return out
 
 
-def merge(paths, out, path: str, monkeypatch, method="ties", out_dtype=None, **params) -> dict[str, bytes]:
-    monkeypatch.setenv(fused.ENV, path)
+def merge(paths, out, method="ties", out_dtype=None, **params) -> tuple[dict[str, bytes], dict[str, bytes]]:
+    """The merge's tensors and the reference's, as bytes."""
     densities = params.pop("densities", None)
     models = tuple(ModelEntry(p, density=d) for p, d in zip(paths[1:], densities or [None, None], strict=True))
-    run_merge(
-        MergeConfig(
-            method=method,
-            base_model=paths[0],
-            models=models,
-            parameters=params,
-            output=str(out),
-            dtype=out_dtype,
-            seed=4,
-        )
+    cfg = MergeConfig(
+        method=method, base_model=paths[0], models=models, parameters=params, output=str(out), dtype=out_dtype, seed=4
     )
-    return {
-        k: v.view(-1).view(torch.uint8).numpy().tobytes() for k, v in load_file(str(out / "model.safetensors")).items()
-    }
+    run_merge(cfg)
+
+    def as_bytes(tensors: dict[str, torch.Tensor]) -> dict[str, bytes]:
+        return {k: v.reshape(-1).view(torch.uint8).numpy().tobytes() for k, v in tensors.items()}
+
+    return as_bytes(load_file(str(out / "model.safetensors"))), as_bytes(reference_merge(cfg))
 
 
 @pytest.fixture
@@ -81,11 +76,11 @@ CASES = {
     [(torch.bfloat16, None), (torch.float32, None), (torch.float32, "bfloat16"), (torch.float16, "bfloat16")],
 )
 @pytest.mark.parametrize("case", list(CASES))
-def test_one_pass_gives_the_torch_paths_bytes(tmp_path, monkeypatch, one_pass_results, case, dtype, out_dtype):
+def test_one_pass_gives_the_references_bytes(tmp_path, monkeypatch, one_pass_results, case, dtype, out_dtype):
     paths = make_models(tmp_path, dtype)
-    numba = merge(paths, tmp_path / "numba", "numba", monkeypatch, out_dtype=out_dtype, **dict(CASES[case]))
+    got, want = merge(paths, tmp_path / "o", out_dtype=out_dtype, **dict(CASES[case]))
     assert one_pass_results == [True, True]  # big and quant (norm is one chunk)
-    assert numba == merge(paths, tmp_path / "torch", "torch", monkeypatch, out_dtype=out_dtype, **dict(CASES[case]))
+    assert got == want
 
 
 @pytest.mark.parametrize("out_dtype", ["float16", "float32"])
@@ -93,26 +88,26 @@ def test_float16_or_wider_output_keeps_the_two_pass_path(tmp_path, monkeypatch, 
     """float16 output (computed in float32, then cast) and an output larger than the largest input tensor
     (float32 from bf16: the whole output is held) take the two-pass path."""
     paths = make_models(tmp_path, torch.bfloat16)
-    numba = merge(paths, tmp_path / "numba", "numba", monkeypatch, out_dtype=out_dtype, density=0.3)
+    got, want = merge(paths, tmp_path / "o", out_dtype=out_dtype, density=0.3)
     assert one_pass_results == []
-    assert numba == merge(paths, tmp_path / "torch", "torch", monkeypatch, out_dtype=out_dtype, density=0.3)
+    assert got == want
 
 
 def test_a_misleading_first_chunk_falls_back_to_two_passes(tmp_path, monkeypatch, one_pass_results):
     """big.weight's first chunk (16 rows) moves 50x more: its window sits far above the real cut-off."""
     paths = make_models(tmp_path, torch.bfloat16, first_rows_scale=50.0)
-    numba = merge(paths, tmp_path / "numba", "numba", monkeypatch, density=0.2)
+    got, want = merge(paths, tmp_path / "o", density=0.2)
     assert one_pass_results == [False, True]
-    assert numba == merge(paths, tmp_path / "torch", "torch", monkeypatch, density=0.2)
+    assert got == want
 
 
 def test_window_overflow_falls_back(tmp_path, monkeypatch, one_pass_results):
     real = ties_cuts.window
     monkeypatch.setattr(ties_cuts, "window", lambda *a: real(*a)[:2] + (10,))  # room for 10 elements per model
     paths = make_models(tmp_path, torch.bfloat16)
-    numba = merge(paths, tmp_path / "numba", "numba", monkeypatch, density=0.2)
+    got, want = merge(paths, tmp_path / "o", density=0.2)
     assert one_pass_results == [False, False]
-    assert numba == merge(paths, tmp_path / "torch", "torch", monkeypatch, density=0.2)
+    assert got == want
 
 
 @pytest.mark.parametrize(
@@ -124,16 +119,16 @@ def test_window_overflow_falls_back(tmp_path, monkeypatch, one_pass_results):
         ("task_arithmetic", {"lambda": 0.9}),
     ],
 )
-def test_chunks_in_two_halves_give_the_torch_paths_bytes(tmp_path, monkeypatch, method, params):
+def test_chunks_in_two_halves_give_the_references_bytes(tmp_path, monkeypatch, method, params):
     """One chunk per tensor (the default chunk size): quant.weight (131,072 entries, ties at the cut-off)
     and big.weight are computed in two halves, the second half starting from the first's tie count."""
     calls = []
     real = fused._halves
     monkeypatch.setattr(fused, "_halves", lambda run, count, n, ties: (calls.append(n), real(run, count, n, ties)))
     paths = make_models(tmp_path, torch.bfloat16)
-    numba = merge(paths, tmp_path / "numba", "numba", monkeypatch, method=method, **dict(params))
+    got, want = merge(paths, tmp_path / "o", method=method, **dict(params))
     assert sorted(c for c in calls if c >= chunking.SPLIT) == [131072, 153600]
-    assert numba == merge(paths, tmp_path / "torch", "torch", monkeypatch, method=method, **dict(params))
+    assert got == want
 
 
 def test_upper_edge():
