@@ -2,8 +2,10 @@
 
 Every call renders the exact Prometheus prompts, validates the whole batch before
 any generation, sends all items to the backend together (vLLM batches them), and
-returns one ``Grade``/``Verdict`` per item, None-scored (never a made-up number)
-when the judge failed.
+returns one ``Grade``/``Verdict`` per item, in order, None-scored (never a made-up
+number) when the judge failed. A failed item is a value: its ``error`` says whose
+fault it is (its input, the judge's output, the transport) and why; one item's fault
+never raises, its batch-mates are judged.
 
 Example (the README tour runs this on a real model):
     >>> judge = PrometheusJudge(backend="scripted", outputs=["Accurate and complete. [RESULT] 5"])
@@ -14,6 +16,7 @@ Example (the README tour runs this on a real model):
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -27,7 +30,7 @@ from prom_reward.core.combine import grade_from_run, verdict_from_grades, verdic
 from prom_reward.core.context import fit_to_context
 from prom_reward.core.items import AbsoluteItem, Item, RelativeItem, absolute_items, relative_items
 from prom_reward.core.presets import apply_preset, find_preset_for_model, get_preset
-from prom_reward.core.results import Grade, JudgeStats, Verdict
+from prom_reward.core.results import Grade, JudgeFailure, JudgeStats, Verdict
 from prom_reward.core.sampler import (
     DEFAULT_FORCE_POLICY,
     ForcePolicy,
@@ -36,7 +39,7 @@ from prom_reward.core.sampler import (
     SampleRunner,
     check_force_policy,
 )
-from prom_reward.errors import ConfigError
+from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.render import render_absolute, render_relative
 from prom_reward.format.rubrics import RubricsLike
 from prom_reward.format.sanitize import neutralize
@@ -46,6 +49,22 @@ if TYPE_CHECKING:
     from prom_reward.backends.store import JudgmentStore
 
 EXPECTED_LOGPROBS = 20
+_ITEM = re.compile(r"^item \d+: ")
+
+
+def input_failure(error: InputError) -> JudgeFailure:
+    """An item's ``InputError`` as its failure (the message without the batch position)."""
+    return JudgeFailure("input", _ITEM.sub("", str(error)))
+
+
+def with_outcome(grade: Grade, run: ItemRun) -> Grade:
+    """``grade`` with its failure: the run's (input, transport), else ``output`` when no sample gave a score."""
+    if run.error is not None:
+        return dataclasses.replace(grade, error=run.error)
+    if grade.score is None:
+        why = f"the judge gave no parseable verdict in {grade.failures} sample(s) after its retries"
+        return dataclasses.replace(grade, error=JudgeFailure("output", why))
+    return grade
 
 
 def absolute_request(item: AbsoluteItem, sampling: SamplingConfig) -> GenerationRequest:
@@ -197,42 +216,59 @@ class PrometheusJudge:
 
     def _run(
         self,
-        requests: list[GenerationRequest],
         mode: Mode,
         k: int,
         items: list[Item],
         render: Callable[[Item], GenerationRequest],
-        truncate: bool | None = None,
-    ) -> tuple[list[ItemRun], list[bool], list[Item]]:
-        """Fit ``requests`` to the context (shortening responses when ``truncate``, default the judge's
-        ``truncate_response``), sample them (``SampleRunner``), calibrate, count."""
-        requests, items, truncated = fit_to_context(
-            self.backend, requests, items, render, self.truncate_response if truncate is None else truncate
+        truncate: bool | None,
+        failed: dict[int, InputError],
+    ) -> tuple[list[ItemRun], list[bool]]:
+        """Fit the requests of the items not in ``failed`` to the context (shortening responses when
+        ``truncate``, default the judge's ``truncate_response``), sample them (``SampleRunner``), calibrate,
+        count. One run per item, in order: a failed item's run is empty and carries its ``error``."""
+        runs = [ItemRun(error=input_failure(failed[i])) if i in failed else ItemRun() for i in range(len(items))]
+        truncated = [False] * len(items)
+        ok = [i for i in range(len(items)) if i not in failed]
+        requests, fitted, cut, errors = fit_to_context(
+            self.backend,
+            [render(items[i]) for i in ok],
+            [items[i] for i in ok],
+            render,
+            self.truncate_response if truncate is None else truncate,
         )
+        go = [j for j in range(len(ok)) if errors[j] is None]
+        for j, e in enumerate(errors):
+            truncated[ok[j]] = cut[j]
+            if e is not None:
+                runs[ok[j]].error = input_failure(e)
+        requests = [requests[j] for j in go]
         start = time.perf_counter()
-        runs = SampleRunner(
+        sampled = SampleRunner(
             self.backend,
             max_retries=self.max_retries,
             force_verdict=self.force_verdict,
             truncation=self.entropy_truncation,
         ).run(requests, mode, k)
+        for j, run in zip(go, sampled, strict=True):
+            runs[ok[j]] = run
         if self.calibration is not None:
+            top = self.sampling.logprobs or EXPECTED_LOGPROBS
             self.stats.calibration_tokens += calibrate(
-                self.calibration, requests, runs, self.sampling.logprobs or EXPECTED_LOGPROBS, self.entropy_truncation
+                self.calibration, requests, sampled, top, self.entropy_truncation
             )
         s = self.stats
         s.calls += 1
-        s.items += len(runs)
+        s.items += len(sampled)
         s.seconds += time.perf_counter() - start
         s.truncated += sum(truncated)
-        for r in runs:
+        for r in sampled:
             s.samples += len(r.samples)
             s.parse_failures += r.failures
             s.retries += r.retries
             s.forced += r.forced
             s.prompt_tokens += r.prompt_tokens
             s.completion_tokens += r.completion_tokens
-        return runs, truncated, items
+        return runs, truncated
 
     # -- public API ---------------------------------------------------------------
     def grade(
@@ -246,9 +282,10 @@ class PrometheusJudge:
         sampling: SamplingOverrides = None,
         truncate_response: bool | None = None,
     ) -> list[Grade]:
-        """Absolute grades (1..5) for each (instruction, response); ``rubric`` is one rubric
+        """Absolute grades (1..5) for each (instruction, response), in order; ``rubric`` is one rubric
         (name, Rubric, dict, file) for all items or a list with one per item. ``truncate_response``
-        overrides the judge's setting for this call."""
+        overrides the judge's setting for this call. An item that cannot be judged gets a Grade with
+        score None and its ``error``; lists of different lengths raise ``InputError``."""
         return self._grade(
             instructions,
             responses,
@@ -274,7 +311,8 @@ class PrometheusJudge:
     ) -> list[Grade]:
         """``grade``, its requests numbered ``attempt`` (tie rounds re-grade with other numbers, so a
         judgment store keeps them apart)."""
-        items = self._neutralize(absolute_items(instructions, responses, rubric, reference_answers))
+        failed: dict[int, InputError] = {}
+        items = self._neutralize(absolute_items(instructions, responses, rubric, reference_answers, failed=failed))
         if not items:
             return []
         cfg = self.sampling.merged(sampling)
@@ -282,10 +320,10 @@ class PrometheusJudge:
         def render(it: AbsoluteItem) -> GenerationRequest:
             return dataclasses.replace(absolute_request(it, cfg), attempt=attempt)
 
-        runs, truncated, _ = self._run(
-            [render(it) for it in items], "absolute", num_samples or self.num_samples, items, render, truncate_response
+        runs, truncated = self._run(
+            "absolute", num_samples or self.num_samples, items, render, truncate_response, failed
         )
-        return [grade_from_run(r, truncated=t) for r, t in zip(runs, truncated, strict=True)]
+        return [with_outcome(grade_from_run(r, truncated=t), r) for r, t in zip(runs, truncated, strict=True)]
 
     def compare(
         self,
@@ -303,7 +341,10 @@ class PrometheusJudge:
         """Pairwise verdicts ("A"/"B"); with ``swap=True`` both orders are judged in the same batch
         and combined (agreement, else a tie with winner None). ``truncate_response`` overrides the
         judge's setting for this call."""
-        items = self._neutralize(relative_items(instructions, responses_a, responses_b, rubric, reference_answers))
+        failed: dict[int, InputError] = {}
+        items = self._neutralize(
+            relative_items(instructions, responses_a, responses_b, rubric, reference_answers, failed=failed)
+        )
         if not items:
             return []
         cfg = self.sampling.merged(sampling)
@@ -312,19 +353,25 @@ class PrometheusJudge:
             return relative_request(it, cfg)
 
         batch = list(items)
+        n = len(items)
         if swap:
             batch += [dataclasses.replace(it, response_a=it.response_b, response_b=it.response_a) for it in items]
-        runs, truncated, _ = self._run(
-            [render(it) for it in batch], "relative", num_samples or self.num_samples, batch, render, truncate_response
-        )
-        n = len(items)
-        return [
-            dataclasses.replace(
-                verdict_from_runs(runs[i], runs[n + i] if swap else None),
-                truncated=truncated[i] or (swap and truncated[n + i]),
-            )
-            for i in range(n)
-        ]
+            failed.update({n + i: e for i, e in failed.items()})
+        k = num_samples or self.num_samples
+        runs, truncated = self._run("relative", k, batch, render, truncate_response, failed)
+        out = []
+        for i in range(n):
+            orders = [runs[i], runs[n + i]] if swap else [runs[i]]
+            cut = any(truncated[i::n][: len(orders)])
+            verdict = dataclasses.replace(verdict_from_runs(orders[0], orders[1] if swap else None), truncated=cut)
+            error = next((r.error for r in orders if r.error is not None), None)
+            if error is not None:  # an order that failed decides nothing: no winner, with the reason
+                verdict = dataclasses.replace(verdict, winner=None, tie=False, p_a=None, error=error)
+            elif verdict.winner is None and not verdict.tie:
+                why = "the judge gave no parseable verdict in either order after its retries"
+                verdict = dataclasses.replace(verdict, error=JudgeFailure("output", why))
+            out.append(verdict)
+        return out
 
     def compare_by_grades(
         self,
@@ -339,10 +386,12 @@ class PrometheusJudge:
     ) -> list[Verdict]:
         """Pairwise verdicts through absolute grades (the papers' Direct2Pair). Tied pairs are
         re-graded at temperature 1.0 until one wins or ``max_tie_rounds`` is reached."""
-        items = relative_items(instructions, responses_a, responses_b, rubric, reference_answers)
-        absolute_items(instructions, responses_a, rubric, reference_answers)  # needs score descriptions
-        if not items:
+        failed: dict[int, InputError] = {}
+        every = relative_items(instructions, responses_a, responses_b, rubric, reference_answers, failed=failed)
+        absolute_items(instructions, responses_a, rubric, reference_answers, failed=failed)  # needs score descriptions
+        if not every:
             return []
+        items = [it for i, it in enumerate(every) if i not in failed]
         rounds_cap = self.max_tie_rounds if max_tie_rounds is None else max_tie_rounds
         ins = [it.instruction for it in items]
         rubs = [it.rubric for it in items]
@@ -378,7 +427,17 @@ class PrometheusJudge:
             for j, i in enumerate(todo):
                 grades[i] = (re[j], re[len(todo) + j])
                 rounds[i] += 1
-        return [verdict_from_grades(a, b, tie=tied(i), tie_rounds=rounds[i]) for i, (a, b) in enumerate(grades)]
+        judged = iter(
+            dataclasses.replace(
+                verdict_from_grades(a, b, tie=tied(i), tie_rounds=rounds[i]),
+                error=next((g.error for g in (a, b) if g.error is not None), None),
+            )
+            for i, (a, b) in enumerate(grades)
+        )
+        return [
+            Verdict(winner=None, error=input_failure(failed[i])) if i in failed else next(judged)
+            for i in range(len(every))
+        ]
 
     def close(self) -> None:
         """Release the backend (the vLLM engine, HTTP clients); a calibration model stays the caller's

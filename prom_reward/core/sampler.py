@@ -37,7 +37,7 @@ from typing import Literal, get_args
 
 from prom_reward.backends.base import Backend, Completion, GenerationRequest
 from prom_reward.confidence.indicators import mean_entropy, mean_nll
-from prom_reward.core.results import JudgeSample
+from prom_reward.core.results import JudgeFailure, JudgeSample
 from prom_reward.core.verdict_probs import (
     ABSOLUTE_LABELS,
     RELATIVE_LABELS,
@@ -69,6 +69,8 @@ class ItemRun:
     samples: list[JudgeSample] = field(default_factory=list)
     retries: int = 0
     prompt_tokens: int = 0
+    error: JudgeFailure | None = None
+    """Why the prompt was not (fully) judged: its input, or the transport; None when it was sampled."""
 
     @property
     def valid(self) -> list[JudgeSample]:

@@ -232,12 +232,17 @@ class OnlineDPOJudgeReward(JudgeHolder):
 
         iso = run_isolated([[i] for i in range(b)], call, self.outage, health=self.health)
         history: list[list[Verdict]] = [[] for _ in range(b)]
+        unjudged = {**iso.failed, **iso.outage}
         rounds = 0
         for idx, (verdicts, r) in iso.parts:
             rounds = max(rounds, r)
             for pos, i in enumerate(idx):
-                history[i] = verdicts[pos]
-        return history, rounds, {**iso.failed, **iso.outage}
+                first = verdicts[pos][0]
+                if first.error is not None and first.error.kind != "output":  # not judged at all
+                    unjudged[i] = first.error.reason
+                else:
+                    history[i] = verdicts[pos]
+        return history, rounds, unjudged
 
     def _judge_pairs(
         self, texts: tuple[list[str], list[str], list[str]], rubrics: list[Any], refs: list[Any]
@@ -250,7 +255,7 @@ class OnlineDPOJudgeReward(JudgeHolder):
         resample = {"temperature": 1.0} if judge.sampling.temperature == 0 else None
         rounds = 0
         while rounds < self.max_tie_rounds:
-            todo = [i for i, vs in enumerate(history) if vs[-1].winner is None]
+            todo = [i for i, vs in enumerate(history) if vs[-1].winner is None and _judged(vs[-1])]
             if not todo:
                 break
             rounds += 1
@@ -376,3 +381,8 @@ class OnlineDPOJudgeReward(JudgeHolder):
                 log_metric(name, value)
             if isinstance(stats, dict):
                 stats.setdefault(name, []).append(value)
+
+
+def _judged(verdict: Verdict) -> bool:
+    """The judge read the pair (it may still have given no verdict): not failed on its input or the transport."""
+    return verdict.error is None or verdict.error.kind == "output"

@@ -216,19 +216,22 @@ class PrometheusReward(JudgeHolder):
         feedback: list[str | None] = [None] * n
         judges: list[str | None] = [None] * n
         why = list(reasons)
+        alone = 0
         for idx, part in iso.parts:
             for pos, i in enumerate(idx):
                 rewards[i], feedback[i] = part.rewards[pos], part.feedback[pos]
                 judges[i] = part.judges[pos] if part.judges else None
+                error = part.errors[pos] if part.errors else None
                 if rewards[i] is None:
-                    why[i] = _NO_VERDICT
+                    why[i] = _NO_VERDICT if error is None or error.kind == "output" else error.reason
+                    alone += error is not None and error.kind == "input"
         for i, reason in iso.failed.items():
             why[i] = _strip_item(reason)
         for i, reason in iso.outage.items():
             why[i] = reason
         metrics = merge_metrics([(len(idx), part.metrics) for idx, part in iso.parts])
         metrics["abstain_rate"] = sum(r is None for r in rewards) / n
-        metrics["failed_samples"] = float(sum(r is not None for r in reasons) + len(iso.failed))
+        metrics["failed_samples"] = float(sum(r is not None for r in reasons) + len(iso.failed) + alone)
         metrics["outage_failures"] = float(len(iso.outage))
         metrics["judge_calls"] = float(iso.calls)
         return ModeOutput(
