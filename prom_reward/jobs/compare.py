@@ -32,16 +32,27 @@ from prom_reward.errors import InputError
 from prom_reward.format.rubrics import Rubric
 from prom_reward.jobs.grade import resolve_rubric, resolver, rubric_fingerprint
 from prom_reward.jobs.source import SourceRow
-from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, missing_column, option_flag, row_error
+from prom_reward.jobs.spec import (
+    BatchOut,
+    JobKind,
+    Prepare,
+    failure_text,
+    missing_column,
+    no_verdict,
+    option_flag,
+    row_error,
+)
 
 
 def verdict_error(v: Verdict) -> str | None:
     """None when ``v`` has a winner, else why not."""
     if v.winner is not None:
         return None
+    if failure_text(v.error):
+        return failure_text(v.error)
     if v.tie:
         return "tie: the two orders disagree" if v.swap_agreement is False else "tie: the samples split evenly"
-    return f"no verdict in {v.failures} sample(s) (no parseable [RESULT])"
+    return no_verdict(v.failures)
 
 
 @dataclass(frozen=True)
