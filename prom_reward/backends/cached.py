@@ -116,7 +116,11 @@ class CachedBackend:
                     f"a backend must return one result per request, in order"
                 )
             if not getattr(self.inner, "streams_results", False):
-                self.store.put_many((keys[i], model, r, res) for i, r, res in zip(missing, batch, results, strict=True))
+                self.store.put_many(
+                    (keys[i], model, r, res)
+                    for i, r, res in zip(missing, batch, results, strict=True)
+                    if res.error is None  # a failed request is asked again, never answered from the store
+                )
             found.update((keys[i], res) for i, res in zip(missing, results, strict=True))
         return [found[k] for k in keys]
 

@@ -16,7 +16,6 @@ Example (the README tour runs this on a real model):
 from __future__ import annotations
 
 import dataclasses
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -26,11 +25,11 @@ from prom_reward.backends import Backend, GenerationRequest, make_backend
 from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
 from prom_reward.confidence.indicators import TRUNCATIONS
 from prom_reward.core.calibration import calibrate, calibration_scorer, share_gpu_with_calibration
-from prom_reward.core.combine import grade_from_run, verdict_from_grades, verdict_from_runs
-from prom_reward.core.context import fit_to_context
+from prom_reward.core.combine import grade_from_run, verdict_from_runs
 from prom_reward.core.items import AbsoluteItem, Item, RelativeItem, absolute_items, relative_items
+from prom_reward.core.outcomes import fit_items, grade_outcome, graded_verdict, verdict_outcome, with_failed_pairs
 from prom_reward.core.presets import apply_preset, find_preset_for_model, get_preset
-from prom_reward.core.results import Grade, JudgeFailure, JudgeStats, Verdict
+from prom_reward.core.results import Grade, JudgeStats, Verdict
 from prom_reward.core.sampler import (
     DEFAULT_FORCE_POLICY,
     ForcePolicy,
@@ -38,6 +37,7 @@ from prom_reward.core.sampler import (
     Mode,
     SampleRunner,
     check_force_policy,
+    count_runs,
 )
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.render import render_absolute, render_relative
@@ -49,22 +49,6 @@ if TYPE_CHECKING:
     from prom_reward.backends.store import JudgmentStore
 
 EXPECTED_LOGPROBS = 20
-_ITEM = re.compile(r"^item \d+: ")
-
-
-def input_failure(error: InputError) -> JudgeFailure:
-    """An item's ``InputError`` as its failure (the message without the batch position)."""
-    return JudgeFailure("input", _ITEM.sub("", str(error)))
-
-
-def with_outcome(grade: Grade, run: ItemRun) -> Grade:
-    """``grade`` with its failure: the run's (input, transport), else ``output`` when no sample gave a score."""
-    if run.error is not None:
-        return dataclasses.replace(grade, error=run.error)
-    if grade.score is None:
-        why = f"the judge gave no parseable verdict in {grade.failures} sample(s) after its retries"
-        return dataclasses.replace(grade, error=JudgeFailure("output", why))
-    return grade
 
 
 def absolute_request(item: AbsoluteItem, sampling: SamplingConfig) -> GenerationRequest:
@@ -222,26 +206,13 @@ class PrometheusJudge:
         render: Callable[[Item], GenerationRequest],
         truncate: bool | None,
         failed: dict[int, InputError],
+        deadline: float | None = None,
     ) -> tuple[list[ItemRun], list[bool]]:
         """Fit the requests of the items not in ``failed`` to the context (shortening responses when
         ``truncate``, default the judge's ``truncate_response``), sample them (``SampleRunner``), calibrate,
         count. One run per item, in order: a failed item's run is empty and carries its ``error``."""
-        runs = [ItemRun(error=input_failure(failed[i])) if i in failed else ItemRun() for i in range(len(items))]
-        truncated = [False] * len(items)
-        ok = [i for i in range(len(items)) if i not in failed]
-        requests, fitted, cut, errors = fit_to_context(
-            self.backend,
-            [render(items[i]) for i in ok],
-            [items[i] for i in ok],
-            render,
-            self.truncate_response if truncate is None else truncate,
-        )
-        go = [j for j in range(len(ok)) if errors[j] is None]
-        for j, e in enumerate(errors):
-            truncated[ok[j]] = cut[j]
-            if e is not None:
-                runs[ok[j]].error = input_failure(e)
-        requests = [requests[j] for j in go]
+        truncate = self.truncate_response if truncate is None else truncate
+        runs, truncated, go, requests = fit_items(self.backend, items, failed, render, truncate, deadline)
         start = time.perf_counter()
         sampled = SampleRunner(
             self.backend,
@@ -249,25 +220,12 @@ class PrometheusJudge:
             force_verdict=self.force_verdict,
             truncation=self.entropy_truncation,
         ).run(requests, mode, k)
-        for j, run in zip(go, sampled, strict=True):
-            runs[ok[j]] = run
+        for i, run in zip(go, sampled, strict=True):
+            runs[i] = run
         if self.calibration is not None:
-            top = self.sampling.logprobs or EXPECTED_LOGPROBS
-            self.stats.calibration_tokens += calibrate(
-                self.calibration, requests, sampled, top, self.entropy_truncation
-            )
-        s = self.stats
-        s.calls += 1
-        s.items += len(sampled)
-        s.seconds += time.perf_counter() - start
-        s.truncated += sum(truncated)
-        for r in sampled:
-            s.samples += len(r.samples)
-            s.parse_failures += r.failures
-            s.retries += r.retries
-            s.forced += r.forced
-            s.prompt_tokens += r.prompt_tokens
-            s.completion_tokens += r.completion_tokens
+            top, how = self.sampling.logprobs or EXPECTED_LOGPROBS, self.entropy_truncation
+            self.stats.calibration_tokens += calibrate(self.calibration, requests, sampled, top, how)
+        count_runs(self.stats, sampled, time.perf_counter() - start, sum(truncated))
         return runs, truncated
 
     # -- public API ---------------------------------------------------------------
@@ -281,11 +239,13 @@ class PrometheusJudge:
         num_samples: int | None = None,
         sampling: SamplingOverrides = None,
         truncate_response: bool | None = None,
+        deadline: float | None = None,
     ) -> list[Grade]:
         """Absolute grades (1..5) for each (instruction, response), in order; ``rubric`` is one rubric
         (name, Rubric, dict, file) for all items or a list with one per item. ``truncate_response``
-        overrides the judge's setting for this call. An item that cannot be judged gets a Grade with
-        score None and its ``error``; lists of different lengths raise ``InputError``."""
+        overrides the judge's setting for this call; ``deadline`` (monotonic) bounds the transport's
+        attempts. An item that cannot be judged gets a Grade with score None and its ``error``; lists of
+        different lengths raise ``InputError``."""
         return self._grade(
             instructions,
             responses,
@@ -295,6 +255,7 @@ class PrometheusJudge:
             sampling=sampling,
             attempt=0,
             truncate_response=truncate_response,
+            deadline=deadline,
         )
 
     def _grade(
@@ -308,6 +269,7 @@ class PrometheusJudge:
         sampling: SamplingOverrides,
         attempt: int,
         truncate_response: bool | None = None,
+        deadline: float | None = None,
     ) -> list[Grade]:
         """``grade``, its requests numbered ``attempt`` (tie rounds re-grade with other numbers, so a
         judgment store keeps them apart)."""
@@ -320,10 +282,9 @@ class PrometheusJudge:
         def render(it: AbsoluteItem) -> GenerationRequest:
             return dataclasses.replace(absolute_request(it, cfg), attempt=attempt)
 
-        runs, truncated = self._run(
-            "absolute", num_samples or self.num_samples, items, render, truncate_response, failed
-        )
-        return [with_outcome(grade_from_run(r, truncated=t), r) for r, t in zip(runs, truncated, strict=True)]
+        k = num_samples or self.num_samples
+        runs, truncated = self._run("absolute", k, items, render, truncate_response, failed, deadline)
+        return [grade_outcome(grade_from_run(r, truncated=t), r) for r, t in zip(runs, truncated, strict=True)]
 
     def compare(
         self,
@@ -337,10 +298,11 @@ class PrometheusJudge:
         num_samples: int | None = None,
         sampling: SamplingOverrides = None,
         truncate_response: bool | None = None,
+        deadline: float | None = None,
     ) -> list[Verdict]:
         """Pairwise verdicts ("A"/"B"); with ``swap=True`` both orders are judged in the same batch
         and combined (agreement, else a tie with winner None). ``truncate_response`` overrides the
-        judge's setting for this call."""
+        judge's setting for this call and ``deadline`` bounds the transport (as in ``grade``)."""
         failed: dict[int, InputError] = {}
         items = self._neutralize(
             relative_items(instructions, responses_a, responses_b, rubric, reference_answers, failed=failed)
@@ -358,19 +320,13 @@ class PrometheusJudge:
             batch += [dataclasses.replace(it, response_a=it.response_b, response_b=it.response_a) for it in items]
             failed.update({n + i: e for i, e in failed.items()})
         k = num_samples or self.num_samples
-        runs, truncated = self._run("relative", k, batch, render, truncate_response, failed)
+        runs, truncated = self._run("relative", k, batch, render, truncate_response, failed, deadline)
         out = []
         for i in range(n):
             orders = [runs[i], runs[n + i]] if swap else [runs[i]]
             cut = any(truncated[i::n][: len(orders)])
             verdict = dataclasses.replace(verdict_from_runs(orders[0], orders[1] if swap else None), truncated=cut)
-            error = next((r.error for r in orders if r.error is not None), None)
-            if error is not None:  # an order that failed decides nothing: no winner, with the reason
-                verdict = dataclasses.replace(verdict, winner=None, tie=False, p_a=None, error=error)
-            elif verdict.winner is None and not verdict.tie:
-                why = "the judge gave no parseable verdict in either order after its retries"
-                verdict = dataclasses.replace(verdict, error=JudgeFailure("output", why))
-            out.append(verdict)
+            out.append(verdict_outcome(verdict, orders))
         return out
 
     def compare_by_grades(
@@ -427,17 +383,8 @@ class PrometheusJudge:
             for j, i in enumerate(todo):
                 grades[i] = (re[j], re[len(todo) + j])
                 rounds[i] += 1
-        judged = iter(
-            dataclasses.replace(
-                verdict_from_grades(a, b, tie=tied(i), tie_rounds=rounds[i]),
-                error=next((g.error for g in (a, b) if g.error is not None), None),
-            )
-            for i, (a, b) in enumerate(grades)
-        )
-        return [
-            Verdict(winner=None, error=input_failure(failed[i])) if i in failed else next(judged)
-            for i in range(len(every))
-        ]
+        judged = [graded_verdict(a, b, tie=tied(i), tie_rounds=rounds[i]) for i, (a, b) in enumerate(grades)]
+        return with_failed_pairs(len(every), failed, judged)
 
     def close(self) -> None:
         """Release the backend (the vLLM engine, HTTP clients); a calibration model stays the caller's

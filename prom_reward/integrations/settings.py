@@ -35,11 +35,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from prom_reward.backends.outage import ON_EXHAUSTED, OutagePolicy
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.integrations.batched_reward import FailurePolicy
 from prom_reward.rewards.config import OVER_CONTEXT, RewardConfig
+from prom_reward.rewards.outage import ON_EXHAUSTED, OutagePolicy
 
 ENV_PREFIX = "PROM_REWARD_"
 CONFIG_ENV = "PROM_REWARD_CONFIG"

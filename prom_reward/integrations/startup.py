@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from prom_reward.backends.outage import JudgeHealth
 from prom_reward.errors import ConfigError
+from prom_reward.rewards.outage import JudgeHealth
 
 logger = logging.getLogger(__name__)
 

@@ -163,6 +163,7 @@ class CompareJob(JobKind):
         for row, v in zip(rows, verdicts, strict=True):
             out.ties += bool(v.tie)
             out.failed += v.winner is None and not v.tie
+            out.note_failure(v.error)
             out.rows.append(
                 self.output_row(
                     row,

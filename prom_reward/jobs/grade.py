@@ -165,6 +165,7 @@ class GradeJob(JobKind):
         for row, g in zip(rows, grades, strict=True):
             error = None if g.score is not None else failure_text(g.error) or no_verdict(g.failures)
             out.failed += g.score is None
+            out.note_failure(g.error)
             probs = None if not g.probabilities else {k: float(g.probabilities.get(int(k), 0.0)) for k in SCORES}
             out.rows.append(
                 self.output_row(

@@ -49,11 +49,17 @@ class BatchOut:
     ties: int = 0
     """``compare``: rows judged a tie."""
     backend_error: str | None = None
-    """Why the judge backend failed for the whole batch (then every row failed, and a resume judges it again)."""
+    """Why the judge backend failed for rows of the batch (the whole call, or requests the transport failed): a
+    resume judges the batch again (what the judge answered comes back from a judgment store)."""
     tie_breaks: int = 0
     """``pairs`` (best_vs_worst): rows whose all-equal grades were re-judged."""
     tie_rounds: int = 0
     """Temperature-1.0 re-grading rounds spent on those."""
+
+    def note_failure(self, error: JudgeFailure | None) -> None:
+        """Mark the batch for a resume when the transport failed a row (``backend_error``)."""
+        if error is not None and error.kind == "transport":
+            self.backend_error = self.backend_error or failure_text(error)
 
     def extend(self, other: BatchOut) -> None:
         """Append another part of the same batch."""

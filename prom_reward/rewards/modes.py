@@ -77,7 +77,9 @@ def _rubric_key(rubric: Any) -> Hashable:
     return rubric if isinstance(rubric, Hashable) else get_rubric(rubric)
 
 
-def absolute_rewards(judge: Any, items: Sequence[RewardSample], cfg: RewardConfig) -> ModeOutput:
+def absolute_rewards(
+    judge: Any, items: Sequence[RewardSample], cfg: RewardConfig, deadline: float | None = None
+) -> ModeOutput:
     uniq, where = _unique(items, lambda it: (it.instruction, it.response, _rubric_key(it.rubric), it.reference_answer))
     k = cfg.num_samples if cfg.score == "mean" else 1
     sampling = {"logprobs": 20} if cfg.score == "expected" and (judge.sampling.logprobs or 0) < 20 else None
@@ -90,6 +92,7 @@ def absolute_rewards(judge: Any, items: Sequence[RewardSample], cfg: RewardConfi
         num_samples=k,
         sampling=sampling,
         truncate_response=cfg.over_context == "truncate",
+        deadline=deadline,
     )
     raw: list[float | None] = []
     for g in grades:
@@ -123,7 +126,9 @@ def absolute_rewards(judge: Any, items: Sequence[RewardSample], cfg: RewardConfi
     )
 
 
-def reference_rewards(judge: Any, items: Sequence[RewardSample], cfg: RewardConfig) -> ModeOutput:
+def reference_rewards(
+    judge: Any, items: Sequence[RewardSample], cfg: RewardConfig, deadline: float | None = None
+) -> ModeOutput:
     for i, it in enumerate(items):
         if not isinstance(it.baseline, str):
             raise InputError(
@@ -145,6 +150,7 @@ def reference_rewards(judge: Any, items: Sequence[RewardSample], cfg: RewardConf
         refs if any(r is not None for r in refs) else None,
         swap=True,
         truncate_response=cfg.over_context == "truncate",
+        deadline=deadline,
     )
     raw: list[float | None] = []
     for v in verdicts:
@@ -197,7 +203,9 @@ def bradley_terry(wins: list[list[float]], iterations: int = 100, prior: float =
     return [x - mean for x in logs]
 
 
-def group_rewards(judge: Any, items: Sequence[RewardSample], cfg: RewardConfig) -> ModeOutput:
+def group_rewards(
+    judge: Any, items: Sequence[RewardSample], cfg: RewardConfig, deadline: float | None = None
+) -> ModeOutput:
     groups: dict[Hashable, list[int]] = {}
     for i, it in enumerate(items):
         groups.setdefault(it.group, []).append(i)
@@ -216,6 +224,7 @@ def group_rewards(judge: Any, items: Sequence[RewardSample], cfg: RewardConfig) 
             _pair_refs(members, pairs),
             swap=True,
             truncate_response=cfg.over_context == "truncate",
+            deadline=deadline,
         )
         if pairs
         else []

@@ -10,9 +10,10 @@ split, no verdict) is re-judged with fresh samples, up to ``max_tie_rounds`` tim
 undecided goes to the side its mean ``p_a`` over all rounds favours, and an exact 0.5 to a seeded
 coin flip: never to the first half by default.
 
-Every pair is judged through ``rewards.guard``: a pair that cannot be judged (a lone surrogate, a
-prompt over the judge's context with ``over_context="fail"``) is settled by the coin alone and counted
-(``unjudged_pairs``); a judge that stays down past the ``outage`` budget stops the step with
+Every pair is judged with its own outcome: a pair that cannot be judged (a lone surrogate, a prompt
+over the judge's context with ``over_context="fail"``) is settled by the coin alone and counted
+(``unjudged_pairs``); pairs the transport failed are asked again (``rewards.outage``), and a judge
+that stays down past the ``outage`` budget stops the step with
 ``JudgeUnavailableError`` (TRL's online DPO cannot take a missing reward), or with
 ``OutagePolicy(on_exhausted="fail")`` the unanswered pairs go to the coin, counted. Instructions and
 reference answers are neutralised like responses.
@@ -45,7 +46,6 @@ from dataclasses import dataclass
 from statistics import fmean
 from typing import Any
 
-from prom_reward.backends.outage import JudgeHealth, OutagePolicy
 from prom_reward.core.results import Verdict
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.conversation import completion_text, prompt_text
@@ -53,8 +53,8 @@ from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.sanitize import neutralize
 from prom_reward.rewards.config import OVER_CONTEXT
 from prom_reward.rewards.diagnostics import diagnostics
-from prom_reward.rewards.guard import run_isolated
 from prom_reward.rewards.holder import JudgeHolder
+from prom_reward.rewards.outage import JudgeHealth, OutagePolicy, judge_until_answered
 
 __all__ = ["OnlineDPOJudgeReward", "PairwiseRewardStats"]
 
@@ -222,36 +222,44 @@ class OnlineDPOJudgeReward(JudgeHolder):
     def _judge_isolated(
         self, texts: tuple[list[str], list[str], list[str]], rubrics: list[Any], refs: list[Any]
     ) -> tuple[list[list[Verdict]], int, dict[int, str]]:
-        """``_judge_pairs`` through ``rewards.guard``: (verdicts per pair, [] where the pair could not be
+        """``_judge_pairs`` through ``rewards.outage``: (verdicts per pair, [] where the pair could not be
         judged; tie rounds run; unjudged pair -> reason)."""
         b = len(rubrics)
 
-        def call(idx: list[int]) -> tuple[list[list[Verdict]], int]:
+        def call(idx: list[int], until: float | None) -> tuple[list[list[Verdict]], int]:
             pick = lambda xs: [xs[i] for i in idx]  # noqa: E731
-            return self._judge_pairs((pick(texts[0]), pick(texts[1]), pick(texts[2])), pick(rubrics), pick(refs))
+            texts_ = (pick(texts[0]), pick(texts[1]), pick(texts[2]))
+            return self._judge_pairs(texts_, pick(rubrics), pick(refs), until)
 
-        iso = run_isolated([[i] for i in range(b)], call, self.outage, health=self.health)
+        iso = judge_until_answered(
+            [[i] for i in range(b)], call, lambda out: [vs[-1].error for vs in out[0]], self.outage, health=self.health
+        )
         history: list[list[Verdict]] = [[] for _ in range(b)]
-        unjudged = {**iso.failed, **iso.outage}
+        unjudged = dict(iso.outage)
         rounds = 0
         for idx, (verdicts, r) in iso.parts:
             rounds = max(rounds, r)
             for pos, i in enumerate(idx):
                 first = verdicts[pos][0]
-                if first.error is not None and first.error.kind != "output":  # not judged at all
+                if i in iso.outage:
+                    history[i] = []
+                elif first.error is not None and first.error.kind != "output":  # not judged at all
                     unjudged[i] = first.error.reason
                 else:
                     history[i] = verdicts[pos]
         return history, rounds, unjudged
 
     def _judge_pairs(
-        self, texts: tuple[list[str], list[str], list[str]], rubrics: list[Any], refs: list[Any]
+        self, texts: tuple[list[str], list[str], list[str]], rubrics: list[Any], refs: list[Any], deadline: float | None
     ) -> tuple[list[list[Verdict]], int]:
         """Every pair's verdicts, first round then tie rounds; and the number of tie rounds run."""
         judge = self.judge
         ins, a, b = texts
         truncate = self.over_context == "truncate"
-        history = [[v] for v in judge.compare(ins, a, b, rubrics, refs, swap=True, truncate_response=truncate)]
+        history = [
+            [v]
+            for v in judge.compare(ins, a, b, rubrics, refs, swap=True, truncate_response=truncate, deadline=deadline)
+        ]
         resample = {"temperature": 1.0} if judge.sampling.temperature == 0 else None
         rounds = 0
         while rounds < self.max_tie_rounds:
@@ -272,6 +280,7 @@ class OnlineDPOJudgeReward(JudgeHolder):
                 swap=True,
                 sampling=resample,
                 truncate_response=truncate,
+                deadline=deadline,
             )
             for i, v in zip(todo, again, strict=True):
                 history[i].append(v)

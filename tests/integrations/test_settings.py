@@ -136,7 +136,7 @@ def test_check_judge_refuses_a_wrong_model_and_warns_about_a_down_judge(caplog):
     finally:
         judge.stop()
     late = StandInJudge(model="prometheus")
-    from prom_reward.backends.outage import JudgeHealth
+    from prom_reward.rewards.outage import JudgeHealth
 
     health = JudgeHealth()
     with caplog.at_level(logging.WARNING):

@@ -16,9 +16,9 @@ import math
 
 import pytest
 
-from prom_reward.backends.outage import OutagePolicy
 from prom_reward.errors import JudgeUnavailableError
 from prom_reward.rewards.online_dpo import OnlineDPOJudgeReward
+from prom_reward.rewards.outage import OutagePolicy
 from prom_reward.rewards.reward import PrometheusReward
 from tests.reward_faults import CASES, FAILED, GRADES, Case
 
