@@ -237,16 +237,17 @@ class OnlineDPOJudgeReward(JudgeHolder):
         history: list[list[Verdict]] = [[] for _ in range(b)]
         unjudged = dict(iso.outage)
         rounds = 0
-        for idx, (verdicts, r) in iso.parts:
+        for idx, (verdicts, r) in iso.parts:  # a later part (a retry) replaces an earlier one's outcome
             rounds = max(rounds, r)
             for pos, i in enumerate(idx):
                 first = verdicts[pos][0]
                 if i in iso.outage:
                     history[i] = []
                 elif first.error is not None and first.error.kind != "output":  # not judged at all
-                    unjudged[i] = first.error.reason
+                    history[i], unjudged[i] = [], first.error.reason
                 else:
                     history[i] = verdicts[pos]
+                    unjudged.pop(i, None)
         return history, rounds, unjudged
 
     def _judge_pairs(
