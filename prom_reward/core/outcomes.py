@@ -27,7 +27,7 @@ from prom_reward.core.context import fit_to_context
 from prom_reward.core.items import Item
 from prom_reward.core.results import Grade, JudgeFailure, Verdict
 from prom_reward.core.sampler import ItemRun
-from prom_reward.errors import InputError
+from prom_reward.errors import BackendError, InputError
 
 _ITEM = re.compile(r"^item \d+: ")
 
@@ -94,3 +94,11 @@ def with_failed_pairs(n: int, failed: dict[int, InputError], judged: Sequence[Ve
     """The verdicts of ``n`` pairs: those in ``failed`` fail with their input's fault, the others are ``judged``."""
     rest = iter(judged)
     return [Verdict(winner=None, error=input_failure(failed[i])) if i in failed else next(rest) for i in range(n)]
+
+
+def all_answered(results: Sequence[Grade] | Sequence[Verdict]) -> None:
+    """Raise the first ``transport`` failure among ``results`` as a ``BackendError``: for callers whose measure is
+    meaningless with a judge that did not answer (the probe); a reward or a job keeps the outcomes instead."""
+    for r in results:
+        if r.error is not None and r.error.kind == "transport":
+            raise BackendError(r.error.reason)
