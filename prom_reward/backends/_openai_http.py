@@ -8,10 +8,9 @@ retries connection errors, timeouts, 5xx, 429 and replies that ``parse`` rejects
 retry on another URL when there is one. Other 4xx replies raise at once: ``ServerRejected``, or
 ``JudgeConfigError`` for a configuration failure (``_openai_wire.rejection``). Out URLs whose
 probe time has come are health-probed in the background of the batch.
-Inside a reward call's ``CallScope`` (``prom_reward.backends.outage``) the scope's ``OutagePolicy``
-replaces ``max_retries``/``backoff``: a failing call is retried until the outage budget or the
-deadline runs out, each attempt bounded by the policy's per-call timeout; failures and successes
-are reported to the scope's ``JudgeHealth``, and answers are remembered in its memo.
+A call given a ``deadline`` (the request's, set by a reward's outage policy) cuts each attempt
+to the time left and starts none after it; what a reward does with a request that still failed
+(wait the outage out, give up) is the reward's outage policy (``prom_reward.rewards.outage``).
 The transport is aiohttp: at 64 calls in flight httpx's connection pool spent ~25x more
 CPU per request on bookkeeping (``benchmarks/client_overhead.py``).
 
@@ -31,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextvars
 import json
 import logging
 import time
@@ -42,7 +40,6 @@ import aiohttp
 
 from prom_reward.backends._endpoints import EndpointPool
 from prom_reward.backends._openai_wire import error_text, rejection
-from prom_reward.backends.outage import CallScope, current_scope
 from prom_reward.errors import BackendError
 
 T = TypeVar("T")
@@ -51,8 +48,7 @@ log = logging.getLogger(__name__)
 
 def run_sync(factory: Callable[[], Awaitable[T]]) -> T:
     """Run the coroutine ``factory()`` to completion from sync code. Inside a running
-    event loop it runs on a fresh loop in a worker thread (blocking the caller), with the
-    caller's context variables (the reward call's ``CallScope``)."""
+    event loop it runs on a fresh loop in a worker thread (blocking the caller)."""
 
     def main() -> T:
         return asyncio.run(factory())  # type: ignore[arg-type]
@@ -61,9 +57,8 @@ def run_sync(factory: Callable[[], Awaitable[T]]) -> T:
         asyncio.get_running_loop()
     except RuntimeError:
         return main()
-    context = contextvars.copy_context()
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(context.run, main).result()
+        return pool.submit(main).result()
 
 
 async def gather_all(aws: Iterable[Awaitable[T]]) -> list[T]:
@@ -144,40 +139,27 @@ class HTTPBatch:
         index: int | None = None,
         root: bool = False,
         parse: Callable[[Any], T] = lambda d: d,
+        deadline: float | None = None,
     ) -> T:
         """``method path`` (under the base URL, or the server root when ``root``), retried;
-        returns ``parse(reply JSON)``. ``index`` names the request in error messages."""
+        returns ``parse(reply JSON)``. ``index`` names the request in error messages; ``deadline``
+        (monotonic) cuts every attempt to the time left and starts none after it."""
         what = f"{method} {path}" + (f" for request {index}" if index is not None else "")
-        scope = current_scope()
-        key = CallScope.key(method, ("/" if root else "/v1") + path, payload) if scope is not None else ""
-        if scope is not None:
-            found, value = scope.recall(key, consume=path.endswith("completions"))
-            if found:
-                return value
-            if scope.offline:
-                raise BackendError(f"{what}: not answered before the judge outage budget ran out")
         last, url, tried = "", None, []
         first_failure: float | None = None
         attempt = 0
         while True:
             if attempt:
-                if scope is None:
-                    if attempt > self.max_retries:
-                        break
-                    delay = self.backoff * 2 ** (attempt - 1)
-                else:
-                    delay = scope.policy.delay(attempt)
-                    stop = scope.policy.retry_until(first_failure or time.monotonic(), scope.deadline)
-                    if time.monotonic() + delay >= stop:
-                        break
+                delay = self.backoff * 2 ** (attempt - 1)
+                if attempt > self.max_retries or (deadline is not None and time.monotonic() + delay >= deadline):
+                    break
                 log.info("%s: attempt %d failed (%s); retrying in %.1f s", what, attempt, last, delay)
                 await asyncio.sleep(delay)
             options: dict[str, Any] = {}
-            if scope is not None:
-                now = time.monotonic()
-                seconds = scope.policy.attempt_timeout(now, scope.deadline, self.timeout)
+            if deadline is not None:
+                seconds = min(deadline - time.monotonic(), self.timeout)
                 if seconds <= 0:
-                    last = last or "the reward call's deadline passed before the judge was asked"
+                    last = last or "the call's deadline passed before the judge was asked"
                     break
                 options["timeout"] = aiohttp.ClientTimeout(total=seconds)
             attempt += 1
@@ -193,29 +175,24 @@ class HTTPBatch:
                 except (TimeoutError, aiohttp.ClientError) as e:  # refused, reset, timeouts
                     kind = "Timeout" if isinstance(e, asyncio.TimeoutError) else type(e).__name__
                     last = f"{kind} on {full}" + (f": {e}" if str(e) else "")
-                    first_failure = self._failed(url, last, scope, first_failure)
+                    first_failure = self._failed(url, first_failure)
                     continue
                 finally:
                     self.pool.answered(url)
             if status == 429 or status >= 500:
                 last = f"HTTP {status} from {full}: {error_text(content)}"
-                first_failure = self._failed(url, last, scope, first_failure)
+                first_failure = self._failed(url, first_failure)
                 continue
             if status >= 400:
                 self.pool.succeeded(url)  # the server is healthy; the request is wrong
-                if scope is not None:
-                    scope.health.succeeded()
                 raise rejection(what, url, full, status, content, root=root)
             try:
                 result = parse(json.loads(content))
             except (ValueError, KeyError, TypeError, IndexError) as e:  # includes MalformedReply
                 last = f"malformed reply from {full}: {e}"
-                first_failure = self._failed(url, last, scope, first_failure)
+                first_failure = self._failed(url, first_failure)
                 continue
             self.pool.succeeded(url)
-            if scope is not None:
-                scope.health.succeeded()
-                scope.remember(key, result)
             return result
         out = [u for u in dict.fromkeys(tried) if not self.pool.is_up(u)]
         took = f" over {time.monotonic() - first_failure:.1f} s" if first_failure is not None else ""
@@ -226,11 +203,9 @@ class HTTPBatch:
             + " Check that the server is up and reachable, or raise the outage budget / timeout"
         )
 
-    def _failed(self, url: str, cause: str, scope: CallScope | None, first: float | None) -> float:
+    def _failed(self, url: str, first: float | None) -> float:
         """Record a failed attempt; returns the time of the call's first failure."""
         self.pool.failed(url)
-        if scope is not None:
-            scope.health.failed(cause)
         return time.monotonic() if first is None else first
 
     async def aclose(self) -> None:

@@ -64,6 +64,10 @@ class GenerationRequest:
     """Re-sampling round this request belongs to (0 = first). Backends ignore it; caches key on
     it so a retry asks for fresh samples instead of replaying the stored unparseable ones."""
 
+    deadline: float | None = None
+    """Monotonic time by which a transport must have answered (each attempt's timeout is cut to it, none starts
+    after it); None: the backend's own timeout. In-process engines ignore it; caches do not key on it."""
+
 
 @dataclass(frozen=True)
 class Completion:
@@ -90,6 +94,11 @@ class GenerationResult:
     prompt_tokens: int = 0
     stored: bool = False
     """True when a judgment store answered the request (``CachedBackend``): nothing was generated for it."""
+    error: str | None = None
+    """Why this request got no completions (the transport failed it: unreachable, 5xx, timed out; or the server
+    rejected it); None when it was answered. A failed request never fails its batch-mates."""
+    rejected: bool = False
+    """With ``error``: the server rejected the request itself (HTTP 4xx), so it is the item's fault, not retried."""
 
 
 @runtime_checkable
@@ -99,7 +108,8 @@ class Backend(Protocol):
     name: str
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
-        """Complete every request (all in one batch where possible), in input order."""
+        """Complete every request (all in one batch where possible), in input order. A request the transport
+        fails gets a result with ``error``; a failure of the whole call (the engine died) raises ``BackendError``."""
         ...
 
     def count_tokens(self, requests: Sequence[GenerationRequest]) -> list[int] | None:

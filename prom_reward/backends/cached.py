@@ -179,7 +179,11 @@ class CachedBackend:
                     f"a backend must return one result per request, in order"
                 )
             if not getattr(self.inner, "streams_results", False):
-                self.store.put_many((keys[i], model, r, res) for i, r, res in zip(missing, batch, results, strict=True))
+                self.store.put_many(
+                    (keys[i], model, r, res)
+                    for i, r, res in zip(missing, batch, results, strict=True)
+                    if res.error is None  # a failed request is asked again, never answered from the store
+                )
         answered = {k: dataclasses.replace(res, stored=True) for k, res in found.items()}
         if missing:
             answered.update((keys[i], res) for i, res in zip(missing, results, strict=True))

@@ -4,10 +4,12 @@ Every request of a batch is one HTTP call (with ``n``), sent concurrently (at mo
 ``max_concurrency`` in flight) to the base URL with the fewest outstanding calls.
 Connection errors, timeouts, 5xx, 429 and malformed replies are retried with
 exponential back-off, on another URL when there is one; other 4xx replies fail at
-once with the server's message. A URL that fails ``eject_after`` times in a row is
-taken out of rotation and health-probed back in (``_endpoints.EndpointPool``, kept
-across calls; ``endpoint_stats()`` shows it). ``generate(..., on_result=f)`` calls
-``f(index, result)`` as each request completes (a judgment store saves them so).
+once with the server's message. A request that still fails gets a result with its
+``error`` (each request fails alone; a request's ``deadline`` cuts its attempts). A URL
+that fails ``eject_after`` times in a row is taken out of rotation and health-probed
+back in (``_endpoints.EndpointPool``, kept across calls; ``endpoint_stats()`` shows it).
+``generate(..., on_result=f)`` calls ``f(index, result)`` as each request completes (a
+judgment store saves them so).
 ``system_role=None`` asks vLLM's ``/tokenize`` whether the served chat template keeps a
 system message, else the system prompt is folded into the user turn (the Prometheus
 training form). Assistant prefixes, ``top_k``,
@@ -57,9 +59,9 @@ class OpenAIServer:
         system_role: whether the chat template takes a system message; None detects it.
         api_key: bearer token; defaults to ``$PROM_REWARD_API_KEY`` then ``$OPENAI_API_KEY``.
         max_concurrency: most HTTP calls in flight per batch.
-        timeout: seconds per HTTP call. max_retries, backoff: retries per call, first delay
-            in seconds (doubling). Inside a reward call the reward's ``OutagePolicy`` replaces
-            all three (``prom_reward.backends.outage``).
+        timeout: seconds per HTTP call (cut to a request's ``deadline``). max_retries, backoff: retries
+            per call, first delay in seconds (doubling), none past a request's ``deadline``; a reward
+            asks again for what still failed, per its ``OutagePolicy`` (``prom_reward.rewards.outage``).
         eject_after: consecutive failures that take a URL out of rotation.
         probe_interval: seconds before an out URL is health-probed (doubling while it fails).
     """
@@ -206,6 +208,7 @@ class OpenAIServer:
                     index=i,
                     root=True,
                     parse=lambda d: list(d["tokens"]),
+                    deadline=r.deadline,
                 )
             else:
                 body["prompt"] = self.wire.render(r.system, r.user) + r.assistant_prefix
@@ -216,6 +219,7 @@ class OpenAIServer:
             body,
             index=i,
             parse=lambda d: parse_reply(d, self.endpoint, sent_n=k, n=r.n, top_k=r.sampling.logprobs),
+            deadline=r.deadline,
         )
 
     async def _batch(self, work: Callable[[HTTPBatch], Awaitable[T]]) -> T:
@@ -239,12 +243,18 @@ class OpenAIServer:
         self, requests: Sequence[GenerationRequest], *, on_result: OnResult | None = None
     ) -> list[GenerationResult]:
         """Complete every request concurrently; results in input order. ``on_result(i, result)``
-        is called as request ``i`` completes (before the others are done)."""
+        is called as request ``i`` completes (before the others are done). A request that failed after its
+        retries gets a result with its ``error`` (``rejected`` for a 4xx): the others keep their answers."""
         if not requests:
             return []
 
         async def one(b: HTTPBatch, i: int, r: GenerationRequest) -> GenerationResult:
-            res = await self._one(b, i, r)
+            try:
+                res = await self._one(b, i, r)
+            except ServerRejected as e:
+                return GenerationResult((), error=str(e), rejected=True)
+            except BackendError as e:
+                return GenerationResult((), error=str(e))
             if on_result is not None:
                 on_result(i, res)
             return res

@@ -205,6 +205,7 @@ class CascadeJudge:
         num_samples: int | None = None,
         sampling: SamplingOverrides = None,
         truncate_response: bool | None = None,
+        deadline: float | None = None,
     ) -> list[Grade]:
         """Like ``PrometheusJudge.grade`` (``num_samples``, ``sampling``, ``truncate_response`` go to both judges)."""
         first = self.primary.grade(
@@ -215,6 +216,7 @@ class CascadeJudge:
             num_samples=num_samples,
             sampling=sampling,
             truncate_response=truncate_response,
+            deadline=deadline,
         )
         n = len(first)
 
@@ -227,6 +229,7 @@ class CascadeJudge:
                 num_samples=num_samples,
                 sampling=sampling,
                 truncate_response=truncate_response,
+                deadline=deadline,
             )
 
         return self._cascade(first, n, again)
@@ -243,6 +246,7 @@ class CascadeJudge:
         num_samples: int | None = None,
         sampling: SamplingOverrides = None,
         truncate_response: bool | None = None,
+        deadline: float | None = None,
     ) -> list[Verdict]:
         """Like ``PrometheusJudge.compare`` (``swap``, ``num_samples``, ``sampling``, ``truncate_response`` go to
         both judges)."""
@@ -256,6 +260,7 @@ class CascadeJudge:
             num_samples=num_samples,
             sampling=sampling,
             truncate_response=truncate_response,
+            deadline=deadline,
         )
         n = len(first)
 
@@ -270,6 +275,7 @@ class CascadeJudge:
                 num_samples=num_samples,
                 sampling=sampling,
                 truncate_response=truncate_response,
+                deadline=deadline,
             )
 
         return self._cascade(first, n, again)

@@ -1,9 +1,11 @@
 """Making sure every judge prompt fits the judge's context window, before generating.
 
 A prompt fits when ``prompt_tokens + max_tokens <= context_length`` (the judge needs
-room to write its feedback). An item that does not fit raises ``ContextLengthError``
-naming the item index and the token counts, or, with ``truncate_response=True``,
-its response(s) are shortened until it fits (the result is marked ``truncated``).
+room to write its feedback). An item that does not fit gets a ``ContextLengthError``
+naming the item index and the token counts (returned for that item alone: its batch-mates
+are judged), or, with ``truncate_response=True``, its response(s) are shortened until it
+fits (the result is marked ``truncated``). A ``max_tokens`` that leaves no room for any
+prompt is raised: it is the configuration's fault, not an item's.
 
 Counting tokens costs a tokenizer pass (an HTTP round trip per item for a server), so
 backends whose tokenizers never make more tokens than UTF-8 bytes (byte-level BPE and
@@ -18,8 +20,8 @@ Example:
     >>> from prom_reward.backends.sampling import SamplingConfig
     >>> b = ScriptedBackend(outputs=[], context=12)
     >>> req = GenerationRequest("s", "one two three four five six", sampling=SamplingConfig(max_tokens=4))
-    >>> fit_to_context(b, [req], [None], lambda it: req, truncate=False)[2]
-    [False]
+    >>> fit_to_context(b, [req], [None], lambda it: req, truncate=False)[2:]
+    ([False], [None])
 """
 
 from __future__ import annotations
@@ -58,24 +60,26 @@ def fit_to_context(
     render: Callable[[Item], GenerationRequest],
     truncate: bool,
     known: Sequence[bool] | None = None,
-) -> tuple[list[GenerationRequest], list[Item], list[bool]]:
-    """Check (and optionally truncate) every request; returns requests, items, truncated flags. ``known``: per
-    request, True where it is not checked (a judgment store holds its answer: it fitted when it was made);
-    the backend is not asked anything when every request is known."""
+) -> tuple[list[GenerationRequest], list[Item], list[bool], list[InputError | None]]:
+    """Check (and optionally truncate) every request; returns requests, items, truncated flags and, per
+    item, the ``InputError`` of one that cannot be made to fit (None where it fits). ``known``: per request,
+    True where it is not checked (a judgment store holds its answer: it fitted when it was made); the
+    backend is not asked anything when every request is known."""
     truncated = [False] * len(requests)
+    errors: list[InputError | None] = [None] * len(requests)
     check = [i for i in range(len(requests)) if not (known and known[i])]
     if not check:
-        return requests, items, truncated
+        return requests, items, truncated, errors
     limit = backend.context_length()
     if limit is None:
-        return requests, items, truncated
+        return requests, items, truncated, errors
     if getattr(backend, "tokens_at_most_bytes", False):
         check = [i for i in check if not surely_fits(requests[i], limit)]
         if not check:
-            return requests, items, truncated
+            return requests, items, truncated, errors
     counted = backend.count_tokens([requests[i] for i in check])
     if counted is None:
-        return requests, items, truncated
+        return requests, items, truncated, errors
     requests, items = list(requests), list(items)
     for i, count in zip(check, counted, strict=True):
         req = requests[i]
@@ -90,7 +94,7 @@ def fit_to_context(
         if count <= budget:
             continue
         if not truncate:
-            raise ContextLengthError(
+            errors[i] = ContextLengthError(
                 f"item {i}: the judge prompt is {count} tokens, but the judge context is {limit} tokens and "
                 f"{req.sampling.max_tokens} are reserved for the feedback (max_tokens), so at most {budget} fit; "
                 "shorten the response/instruction, raise max_model_len, lower max_tokens, or pass "
@@ -98,9 +102,14 @@ def fit_to_context(
                 index=i,
                 field="response",
             )
-        requests[i], items[i] = _truncate(backend, items[i], render, count, budget, i)
+            continue
+        try:
+            requests[i], items[i] = _truncate(backend, items[i], render, count, budget, i)
+        except InputError as e:
+            errors[i] = e
+            continue
         truncated[i] = True
-    return requests, items, truncated
+    return requests, items, truncated, errors
 
 
 def _truncate(

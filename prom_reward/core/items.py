@@ -1,6 +1,10 @@
 """Validation of judge batches, done before any generation starts.
 
-Every error names the item index and the field, says what arrived, and the fix.
+Every error names the item index and the field, says what arrived, and the fix. A batch whose shape is
+wrong (lists of different lengths, a string where a list belongs) raises; an item whose own text or rubric is
+unusable raises too, unless the caller passes ``failed``: then that item's ``InputError`` is recorded there
+(the judge turns it into that item's failed result) and the item keeps a placeholder, so its batch-mates are
+judged.
 
 Example:
     >>> items = absolute_items(["Say hi"], ["hi"], "helpfulness")
@@ -82,47 +86,74 @@ def check_text(text: str, index: int, field: str) -> None:
         ) from None
 
 
-def _strings(name: str, value: object, n: int | None, field: str) -> list[str]:
-    items = _as_list(name, value, n)
+Failed = dict[int, InputError] | None
+"""Where per-item faults go (item index -> its ``InputError``); None: raise them."""
+
+
+def _fault(failed: Failed, error: InputError) -> None:
+    """Record ``error`` for its item in ``failed`` (the first fault of an item wins), or raise it."""
+    if failed is None:
+        raise error
+    failed.setdefault(cast(int, error.index), error)
+
+
+def _text(x: object, i: int, field: str) -> str:
+    if not isinstance(x, str):
+        raise InputError(
+            f"item {i}: {field} must be a str, got {type(x).__name__} ({str(x)[:60]!r}); "
+            "convert it to text (or drop the item) before judging",
+            index=i,
+            field=field,
+        )
+    check_text(x, i, field)
+    return x
+
+
+def _strings(name: str, value: object, n: int | None, field: str, failed: Failed) -> list[str]:
     out: list[str] = []
-    for i, x in enumerate(items):
-        if not isinstance(x, str):
-            raise InputError(
-                f"item {i}: {field} must be a str, got {type(x).__name__} ({str(x)[:60]!r}); "
-                "convert it to text (or drop the item) before judging",
-                index=i,
-                field=field,
-            )
-        check_text(x, i, field)
-        out.append(x)
+    for i, x in enumerate(_as_list(name, value, n)):
+        try:
+            out.append(_text(x, i, field))
+        except InputError as e:
+            _fault(failed, e)
+            out.append("")
     return out
 
 
-def _references(value: object, n: int) -> list[str | None]:
+def _references(value: object, n: int, failed: Failed) -> list[str | None]:
     if value is None:
         return [None] * n
     refs: list[str | None] = []
     for i, r in enumerate(_as_list("reference_answers", value, n)):
-        if r is not None and not isinstance(r, str):
-            raise InputError(
-                f"item {i}: reference_answer must be a str or None, got {type(r).__name__}",
-                index=i,
-                field="reference_answer",
-            )
-        if r is not None:
-            check_text(r, i, "reference_answer")
-        refs.append(r)
+        try:
+            if r is not None and not isinstance(r, str):
+                raise InputError(
+                    f"item {i}: reference_answer must be a str or None, got {type(r).__name__}",
+                    index=i,
+                    field="reference_answer",
+                )
+            refs.append(r if r is None else _text(r, i, "reference_answer"))
+        except InputError as e:
+            _fault(failed, e)
+            refs.append(None)
     return refs
 
 
-def _rubrics(value: RubricsLike, n: int, *, need_scores: bool) -> list[Rubric]:
-    """One ``Rubric`` per item from one rubric for all or a list of ``n`` (``RubricResolver``: each
-    distinct value resolved once; a None item, or one without score descriptions when ``need_scores``,
-    raises ``InputError`` naming the item)."""
-    many = isinstance(value, Sequence) and not isinstance(value, (str, bytes, Rubric))
+def _rubrics(value: RubricsLike, n: int, *, need_scores: bool, failed: Failed) -> list[Rubric]:
+    """One ``Rubric`` per item from one rubric for all (resolved once: unusable, it raises for the whole
+    call) or a list of ``n`` (``RubricResolver``: each distinct value resolved once; a None item, or one
+    without score descriptions when ``need_scores``, is that item's ``InputError``)."""
     resolve = RubricResolver(need_scores=need_scores, missing_hint="pass a Rubric, a built-in name or a rubric dict")
-    raw = _as_list("rubrics", value, n) if many else [value] * n
-    return [resolve(cast(RubricLike | None, r), index=i, field="rubric") for i, r in enumerate(raw)]
+    if not isinstance(value, Sequence) or isinstance(value, (str, bytes, Rubric)):
+        return [resolve(cast(RubricLike | None, value), field="rubric")] * n if n else []
+    out: list[Rubric] = []
+    for i, r in enumerate(_as_list("rubrics", value, n)):
+        try:
+            out.append(resolve(cast(RubricLike | None, r), index=i, field="rubric"))
+        except InputError as e:
+            _fault(failed, e)
+            out.append(out[-1] if out else resolve("helpfulness"))
+    return out
 
 
 def absolute_items(
@@ -130,13 +161,16 @@ def absolute_items(
     responses: Sequence[str],
     rubric: RubricsLike,
     reference_answers: Sequence[str | None] | None = None,
+    *,
+    failed: Failed = None,
 ) -> list[AbsoluteItem]:
-    """Validate an absolute-grading batch; raises InputError naming item and field."""
-    ins = _strings("instructions", instructions, None, "instruction")
+    """Validate an absolute-grading batch; raises InputError naming item and field (an item's own fault goes
+    to ``failed`` when given)."""
+    ins = _strings("instructions", instructions, None, "instruction", failed)
     n = len(ins)
-    res = _strings("responses", responses, n, "response")
-    refs = _references(reference_answers, n)
-    rubs = _rubrics(rubric, n, need_scores=True)
+    res = _strings("responses", responses, n, "response", failed)
+    refs = _references(reference_answers, n, failed)
+    rubs = _rubrics(rubric, n, need_scores=True, failed=failed)
     return [AbsoluteItem(*t) for t in zip(ins, res, rubs, refs, strict=True)]
 
 
@@ -146,12 +180,15 @@ def relative_items(
     responses_b: Sequence[str],
     rubric: RubricsLike,
     reference_answers: Sequence[str | None] | None = None,
+    *,
+    failed: Failed = None,
 ) -> list[RelativeItem]:
-    """Validate a pairwise batch; raises InputError naming item and field."""
-    ins = _strings("instructions", instructions, None, "instruction")
+    """Validate a pairwise batch; raises InputError naming item and field (an item's own fault goes to
+    ``failed`` when given)."""
+    ins = _strings("instructions", instructions, None, "instruction", failed)
     n = len(ins)
-    a = _strings("responses_a", responses_a, n, "response_a")
-    b = _strings("responses_b", responses_b, n, "response_b")
-    refs = _references(reference_answers, n)
-    rubs = _rubrics(rubric, n, need_scores=False)
+    a = _strings("responses_a", responses_a, n, "response_a", failed)
+    b = _strings("responses_b", responses_b, n, "response_b", failed)
+    refs = _references(reference_answers, n, failed)
+    rubs = _rubrics(rubric, n, need_scores=False, failed=failed)
     return [RelativeItem(*t) for t in zip(ins, a, b, rubs, refs, strict=True)]

@@ -2,8 +2,10 @@
 
 Every call renders the exact Prometheus prompts, validates the whole batch before
 any generation, sends all items to the backend together (vLLM batches them), and
-returns one ``Grade``/``Verdict`` per item, None-scored (never a made-up number)
-when the judge failed.
+returns one ``Grade``/``Verdict`` per item, in order, None-scored (never a made-up
+number) when the judge failed. A failed item is a value: its ``error`` says whose
+fault it is (its input, the judge's output, the transport) and why; one item's fault
+never raises, its batch-mates are judged.
 
 Example (the README tour runs this on a real model):
     >>> judge = PrometheusJudge(backend="scripted", outputs=["Accurate and complete. [RESULT] 5"])
@@ -23,9 +25,9 @@ from prom_reward.backends import Backend, CachedBackend, GenerationRequest, make
 from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
 from prom_reward.confidence.indicators import TRUNCATIONS
 from prom_reward.core.calibration import calibrate, calibration_scorer, share_gpu_with_calibration
-from prom_reward.core.combine import grade_from_run, verdict_from_grades, verdict_from_runs
-from prom_reward.core.context import fit_to_context
+from prom_reward.core.combine import grade_from_run, verdict_from_runs
 from prom_reward.core.items import AbsoluteItem, Item, RelativeItem, absolute_items, relative_items
+from prom_reward.core.outcomes import fit_items, grade_outcome, graded_verdict, verdict_outcome, with_failed_pairs
 from prom_reward.core.presets import apply_preset, find_preset_for_model, get_preset
 from prom_reward.core.results import Grade, JudgeStats, Verdict
 from prom_reward.core.sampler import (
@@ -35,8 +37,9 @@ from prom_reward.core.sampler import (
     Mode,
     SampleRunner,
     check_force_policy,
+    count_runs,
 )
-from prom_reward.errors import ConfigError
+from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.render import render_absolute, render_relative
 from prom_reward.format.rubrics import RubricsLike
 from prom_reward.format.sanitize import neutralize
@@ -192,46 +195,36 @@ class PrometheusJudge:
 
     def _run(
         self,
-        requests: list[GenerationRequest],
         mode: Mode,
         k: int,
         items: list[Item],
         render: Callable[[Item], GenerationRequest],
-        truncate: bool | None = None,
-    ) -> tuple[list[ItemRun], list[bool], list[Item]]:
-        """Fit ``requests`` to the context (shortening responses when ``truncate``, default the judge's
-        ``truncate_response``), sample them (``SampleRunner``), calibrate, count."""
-        known = self._store.stored(SampleRunner.first_round(requests, k)) if self._store else None
-        requests, items, truncated = fit_to_context(
-            self.backend, requests, items, render, self.truncate_response if truncate is None else truncate, known
-        )
+        truncate: bool | None,
+        failed: dict[int, InputError],
+        deadline: float | None = None,
+    ) -> tuple[list[ItemRun], list[bool]]:
+        """Fit the requests of the items not in ``failed`` to the context (shortening responses when
+        ``truncate``, default the judge's ``truncate_response``; not those a judgment store answers), sample
+        them (``SampleRunner``), calibrate, count. One run per item, in order: a failed item's run is empty and
+        carries its ``error``."""
+        truncate = self.truncate_response if truncate is None else truncate
+        store = self._store
+        known = (lambda reqs: store.stored(SampleRunner.first_round(reqs, k))) if store is not None else None
+        runs, truncated, go, requests = fit_items(self.backend, items, failed, render, truncate, deadline, known)
         start = time.perf_counter()
-        runs = SampleRunner(
+        sampled = SampleRunner(
             self.backend,
             max_retries=self.max_retries,
             force_verdict=self.force_verdict,
             truncation=self.entropy_truncation,
         ).run(requests, mode, k)
+        for i, run in zip(go, sampled, strict=True):
+            runs[i] = run
         if self.calibration is not None:
-            self.stats.calibration_tokens += calibrate(
-                self.calibration, requests, runs, self.sampling.logprobs or EXPECTED_LOGPROBS, self.entropy_truncation
-            )
-        s = self.stats
-        s.calls += 1
-        s.items += len(runs)
-        s.seconds += time.perf_counter() - start
-        s.truncated += sum(truncated)
-        for r in runs:
-            s.samples += len(r.samples) - r.stored_samples
-            s.stored_samples += r.stored_samples
-            s.parse_failures += r.failures
-            s.retries += r.retries
-            s.forced += r.forced
-            s.prompt_tokens += r.prompt_tokens - r.stored_prompt_tokens
-            s.stored_prompt_tokens += r.stored_prompt_tokens
-            s.completion_tokens += r.completion_tokens - r.stored_completion_tokens
-            s.stored_completion_tokens += r.stored_completion_tokens
-        return runs, truncated, items
+            top, how = self.sampling.logprobs or EXPECTED_LOGPROBS, self.entropy_truncation
+            self.stats.calibration_tokens += calibrate(self.calibration, requests, sampled, top, how)
+        count_runs(self.stats, sampled, time.perf_counter() - start, sum(truncated))
+        return runs, truncated
 
     # -- public API ---------------------------------------------------------------
     def grade(
@@ -244,10 +237,13 @@ class PrometheusJudge:
         num_samples: int | None = None,
         sampling: SamplingOverrides = None,
         truncate_response: bool | None = None,
+        deadline: float | None = None,
     ) -> list[Grade]:
-        """Absolute grades (1..5) for each (instruction, response); ``rubric`` is one rubric
+        """Absolute grades (1..5) for each (instruction, response), in order; ``rubric`` is one rubric
         (name, Rubric, dict, file) for all items or a list with one per item. ``truncate_response``
-        overrides the judge's setting for this call."""
+        overrides the judge's setting for this call; ``deadline`` (monotonic) bounds the transport's
+        attempts. An item that cannot be judged gets a Grade with score None and its ``error``; lists of
+        different lengths raise ``InputError``."""
         return self._grade(
             instructions,
             responses,
@@ -257,6 +253,7 @@ class PrometheusJudge:
             sampling=sampling,
             attempt=0,
             truncate_response=truncate_response,
+            deadline=deadline,
         )
 
     def _grade(
@@ -270,10 +267,12 @@ class PrometheusJudge:
         sampling: SamplingOverrides,
         attempt: int,
         truncate_response: bool | None = None,
+        deadline: float | None = None,
     ) -> list[Grade]:
         """``grade``, its requests numbered ``attempt`` (tie rounds re-grade with other numbers, so a
         judgment store keeps them apart)."""
-        items = self._neutralize(absolute_items(instructions, responses, rubric, reference_answers))
+        failed: dict[int, InputError] = {}
+        items = self._neutralize(absolute_items(instructions, responses, rubric, reference_answers, failed=failed))
         if not items:
             return []
         cfg = self.sampling.merged(sampling)
@@ -281,10 +280,9 @@ class PrometheusJudge:
         def render(it: AbsoluteItem) -> GenerationRequest:
             return dataclasses.replace(absolute_request(it, cfg), attempt=attempt)
 
-        runs, truncated, _ = self._run(
-            [render(it) for it in items], "absolute", num_samples or self.num_samples, items, render, truncate_response
-        )
-        return [grade_from_run(r, truncated=t) for r, t in zip(runs, truncated, strict=True)]
+        k = num_samples or self.num_samples
+        runs, truncated = self._run("absolute", k, items, render, truncate_response, failed, deadline)
+        return [grade_outcome(grade_from_run(r, truncated=t), r) for r, t in zip(runs, truncated, strict=True)]
 
     def compare(
         self,
@@ -298,11 +296,15 @@ class PrometheusJudge:
         num_samples: int | None = None,
         sampling: SamplingOverrides = None,
         truncate_response: bool | None = None,
+        deadline: float | None = None,
     ) -> list[Verdict]:
         """Pairwise verdicts ("A"/"B"); with ``swap=True`` both orders are judged in the same batch
         and combined (agreement, else a tie with winner None). ``truncate_response`` overrides the
-        judge's setting for this call."""
-        items = self._neutralize(relative_items(instructions, responses_a, responses_b, rubric, reference_answers))
+        judge's setting for this call and ``deadline`` bounds the transport (as in ``grade``)."""
+        failed: dict[int, InputError] = {}
+        items = self._neutralize(
+            relative_items(instructions, responses_a, responses_b, rubric, reference_answers, failed=failed)
+        )
         if not items:
             return []
         cfg = self.sampling.merged(sampling)
@@ -311,19 +313,19 @@ class PrometheusJudge:
             return relative_request(it, cfg)
 
         batch = list(items)
+        n = len(items)
         if swap:
             batch += [dataclasses.replace(it, response_a=it.response_b, response_b=it.response_a) for it in items]
-        runs, truncated, _ = self._run(
-            [render(it) for it in batch], "relative", num_samples or self.num_samples, batch, render, truncate_response
-        )
-        n = len(items)
-        return [
-            dataclasses.replace(
-                verdict_from_runs(runs[i], runs[n + i] if swap else None),
-                truncated=truncated[i] or (swap and truncated[n + i]),
-            )
-            for i in range(n)
-        ]
+            failed.update({n + i: e for i, e in failed.items()})
+        k = num_samples or self.num_samples
+        runs, truncated = self._run("relative", k, batch, render, truncate_response, failed, deadline)
+        out = []
+        for i in range(n):
+            orders = [runs[i], runs[n + i]] if swap else [runs[i]]
+            cut = any(truncated[i::n][: len(orders)])
+            verdict = dataclasses.replace(verdict_from_runs(orders[0], orders[1] if swap else None), truncated=cut)
+            out.append(verdict_outcome(verdict, orders))
+        return out
 
     def compare_by_grades(
         self,
@@ -338,10 +340,12 @@ class PrometheusJudge:
     ) -> list[Verdict]:
         """Pairwise verdicts through absolute grades (the papers' Direct2Pair). Tied pairs are
         re-graded at temperature 1.0 until one wins or ``max_tie_rounds`` is reached."""
-        items = relative_items(instructions, responses_a, responses_b, rubric, reference_answers)
-        absolute_items(instructions, responses_a, rubric, reference_answers)  # needs score descriptions
-        if not items:
+        failed: dict[int, InputError] = {}
+        every = relative_items(instructions, responses_a, responses_b, rubric, reference_answers, failed=failed)
+        absolute_items(instructions, responses_a, rubric, reference_answers, failed=failed)  # needs score descriptions
+        if not every:
             return []
+        items = [it for i, it in enumerate(every) if i not in failed]
         rounds_cap = self.max_tie_rounds if max_tie_rounds is None else max_tie_rounds
         ins = [it.instruction for it in items]
         rubs = [it.rubric for it in items]
@@ -377,7 +381,8 @@ class PrometheusJudge:
             for j, i in enumerate(todo):
                 grades[i] = (re[j], re[len(todo) + j])
                 rounds[i] += 1
-        return [verdict_from_grades(a, b, tie=tied(i), tie_rounds=rounds[i]) for i, (a, b) in enumerate(grades)]
+        judged = [graded_verdict(a, b, tie=tied(i), tie_rounds=rounds[i]) for i, (a, b) in enumerate(grades)]
+        return with_failed_pairs(len(every), failed, judged)
 
     def close(self) -> None:
         """Release the backend (the vLLM engine, HTTP clients); a calibration model stays the caller's

@@ -54,9 +54,11 @@ class Judge(Protocol):
         num_samples: int | None = None,
         sampling: SamplingOverrides = None,
         truncate_response: bool | None = None,
+        deadline: float | None = None,
     ) -> list[Grade]:
         """Absolute grades of each (instruction, response); ``rubric``: one for all, or one per item;
-        ``truncate_response``: shorten over-long responses to fit (None: the judge's own setting)."""
+        ``truncate_response``: shorten over-long responses to fit (None: the judge's own setting); ``deadline``:
+        monotonic time that bounds the transport's attempts."""
         ...
 
     def compare(
@@ -71,6 +73,7 @@ class Judge(Protocol):
         num_samples: int | None = None,
         sampling: SamplingOverrides = None,
         truncate_response: bool | None = None,
+        deadline: float | None = None,
     ) -> list[Verdict]:
         """Pairwise verdicts; ``swap``: judge both orders and combine them."""
         ...

@@ -20,6 +20,21 @@ from typing import Literal
 from prom_reward.confidence.indicators import Confidence
 
 Winner = Literal["A", "B"]
+FailureKind = Literal["input", "output", "transport"]
+"""Whose fault a failed judgment is: its ``input`` (bad text, over the judge's context, a request the judge server
+rejects), the judge's ``output`` (no parseable verdict after the re-samples), or the ``transport`` (judge
+unreachable, 5xx, a hung call cut, the engine failing)."""
+
+
+@dataclass(frozen=True)
+class JudgeFailure:
+    """Why one item has no judgment: a value in its result, never an exception raised for one item's fault."""
+
+    kind: FailureKind
+    """Whose fault it is (``FailureKind``): ``transport`` failures are the ones an outage policy retries."""
+
+    reason: str
+    """What went wrong and the fix, for the item alone (no batch position)."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +118,10 @@ class Judgment(ABC):
     truncated: bool = False
     """True when a response was shortened to fit the judge's context (``truncate_response``; the reward
     paths' default for over-long responses)."""
+
+    error: JudgeFailure | None = None
+    """Why this item has no verdict when it failed (its kind and reason); None when judged or merely without
+    a verdict the judge could not decide (a tie)."""
 
     @property
     @abstractmethod

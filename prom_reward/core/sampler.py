@@ -16,6 +16,10 @@ For a batch of judge prompts that each need ``k`` valid samples:
 4. prompts still short of ``k`` valid samples are re-sampled with fresh samples,
    up to ``max_retries`` rounds (all of them in one call per round).
 
+A request the backend failed (its result's ``error``; every request of a call that raised
+``BackendError``) is not re-sampled: its run carries the failure (``transport``, or ``input``
+when the server rejected the request) for the caller's outage policy to retry or report.
+
 Example:
     >>> from prom_reward.backends.scripted import ScriptedBackend
     >>> from prom_reward.backends.base import GenerationRequest
@@ -35,9 +39,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
-from prom_reward.backends.base import Backend, Completion, GenerationRequest
+from prom_reward.backends.base import Backend, Completion, GenerationRequest, GenerationResult
 from prom_reward.confidence.indicators import mean_entropy, mean_nll
-from prom_reward.core.results import JudgeSample
+from prom_reward.core.results import JudgeFailure, JudgeSample, JudgeStats
 from prom_reward.core.verdict_probs import (
     ABSOLUTE_LABELS,
     RELATIVE_LABELS,
@@ -75,6 +79,8 @@ class ItemRun:
     """Of ``prompt_tokens``: those of requests the store answered."""
     stored_completion_tokens: int = 0
     """Of ``completion_tokens``: those of outputs the store answered (forcing requests included)."""
+    error: JudgeFailure | None = None
+    """Why the prompt was not (fully) judged: its input, or the transport; None when it was sampled."""
 
     @property
     def valid(self) -> list[JudgeSample]:
@@ -91,6 +97,24 @@ class ItemRun:
     @property
     def completion_tokens(self) -> int:
         return sum(s.completion_tokens for s in self.samples)
+
+
+def count_runs(stats: JudgeStats, runs: Sequence[ItemRun], seconds: float, truncated: int) -> None:
+    """Add one judge call's sampled runs to a judge's running ``stats``."""
+    stats.calls += 1
+    stats.items += len(runs)
+    stats.seconds += seconds
+    stats.truncated += truncated
+    for r in runs:  # what a judgment store answered is counted apart from what was generated
+        stats.samples += len(r.samples) - r.stored_samples
+        stats.stored_samples += r.stored_samples
+        stats.parse_failures += r.failures
+        stats.retries += r.retries
+        stats.forced += r.forced
+        stats.prompt_tokens += r.prompt_tokens - r.stored_prompt_tokens
+        stats.stored_prompt_tokens += r.stored_prompt_tokens
+        stats.completion_tokens += r.completion_tokens - r.stored_completion_tokens
+        stats.stored_completion_tokens += r.stored_completion_tokens
 
 
 def labels_for(mode: Mode) -> tuple[str, ...]:
@@ -136,6 +160,25 @@ def _check_count(backend: Backend, batch: Sequence[GenerationRequest], results: 
             f"backend {getattr(backend, 'name', type(backend).__name__)!r} returned {len(results)} results for "
             f"{len(batch)} requests; a backend must return one result per request, in order"
         )
+
+
+def _generate(backend: Backend, batch: list[GenerationRequest]) -> list[GenerationResult]:
+    """``backend.generate(batch)``, one result per request; a call that failed whole gives each request its error."""
+    try:
+        results = backend.generate(batch)
+    except BackendError as e:
+        return [GenerationResult((), error=str(e)) for _ in batch]
+    _check_count(backend, batch, results)
+    return results
+
+
+def failure_of(result: GenerationResult) -> JudgeFailure | None:
+    """The failure a failed request's result stands for (None when it was answered)."""
+    if result.error is None:
+        return None
+    if result.rejected:
+        return JudgeFailure("input", f"the judge server rejected the sample: {result.error}")
+    return JudgeFailure("transport", result.error)
 
 
 class SampleRunner:
@@ -184,11 +227,13 @@ class SampleRunner:
             )
             for r, s in zip(requests, samples, strict=True)
         ]
-        results = self.backend.generate(forcing)
-        _check_count(self.backend, forcing, results)
+        results = _generate(self.backend, forcing)
         out = []
         stored = [res.completions[0].completion_tokens if res.stored else 0 for res in results]
         for s, res in zip(samples, results, strict=True):
+            if res.error is not None or not res.completions:  # not forced: the sample stays without a verdict
+                out.append(s)
+                continue
             c = res.completions[0]
             probs, mass = first_verdict_distribution(c.logprobs, labels)
             extra = c.completion_tokens
@@ -235,10 +280,10 @@ class SampleRunner:
         while pending:
             idx = list(pending)
             batch = [self._round_request(requests[i], pending[i], round_, i) for i in idx]
-            results = self.backend.generate(batch)
-            _check_count(self.backend, batch, results)
+            results = _generate(self.backend, batch)
             new: list[tuple[int, JudgeSample]] = []
             for i, res in zip(idx, results, strict=True):
+                runs[i].error = failure_of(res)
                 runs[i].prompt_tokens += res.prompt_tokens
                 new.extend((i, self._parse(c, mode)) for c in res.completions)
                 if res.stored:
@@ -256,6 +301,8 @@ class SampleRunner:
             pending = {}
             if round_ < self.max_retries:
                 for i in idx:
+                    if runs[i].error is not None:
+                        continue
                     need = k - len(runs[i].valid)
                     if need > 0:
                         pending[i] = need

@@ -11,7 +11,7 @@ Three signals, the worst one wins:
 - ``"ok"`` otherwise.
 
 Example:
-    >>> from prom_reward.backends.outage import JudgeHealth
+    >>> from prom_reward.rewards.outage import JudgeHealth
     >>> h = ServerHealth(JudgeHealth(), degraded_failure_share=0.5)
     >>> h.record([True] * 6 + [False] * 4); h.status()["status"], h.status()["recent_failure_share"]
     ('degraded', 0.6)
@@ -26,7 +26,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from prom_reward.backends.outage import JudgeHealth
+from prom_reward.rewards.outage import JudgeHealth
 
 FAILURE_WINDOW = 100
 """The recent samples the failure share is taken over (fewer at the start: at least ``MIN_SAMPLES``)."""

@@ -46,7 +46,6 @@ from dataclasses import MISSING, dataclass, field, fields
 from functools import lru_cache
 from typing import Any
 
-from prom_reward.backends.outage import OutagePolicy
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.integrations.batched_reward import FailurePolicy
@@ -60,6 +59,7 @@ from prom_reward.integrations.settings_sources import (
     refuse_renamed,
 )
 from prom_reward.rewards.config import RewardConfig
+from prom_reward.rewards.outage import OutagePolicy
 
 OPENRLHF_CLIENT_TIMEOUT_S = 180.0
 MODES = ("absolute", "pairwise_group")

@@ -33,8 +33,8 @@ from typing import Any
 
 import httpx
 
-from prom_reward.backends.outage import JudgeHealth
 from prom_reward.errors import BackendError, ConfigError, JudgeConfigError
+from prom_reward.rewards.outage import JudgeHealth
 
 logger = logging.getLogger(__name__)
 

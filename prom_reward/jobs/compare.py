@@ -33,7 +33,15 @@ from prom_reward.errors import InputError
 from prom_reward.format.rubrics import Rubric
 from prom_reward.jobs.grade import resolve_rubric, resolver, rubric_fingerprint
 from prom_reward.jobs.source import SourceRow
-from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, missing_column, option_flag, row_error
+from prom_reward.jobs.spec import (
+    BatchOut,
+    JobKind,
+    Prepare,
+    failure_text,
+    missing_column,
+    option_flag,
+    row_error,
+)
 
 
 @dataclass(frozen=True)
@@ -144,6 +152,7 @@ class CompareJob(JobKind):
         for row, v in zip(rows, verdicts, strict=True):
             out.ties += bool(v.tie)
             out.failed += v.winner is None and not v.tie
+            out.note_failure(v.error)
             out.rows.append(
                 self.output_row(
                     row,
@@ -156,7 +165,7 @@ class CompareJob(JobKind):
                         "judge_failures": v.failures,
                         "judge_retries": v.retries,
                         "forced_verdicts": v.forced,
-                        "judge_error": v.reason,
+                        "judge_error": failure_text(v.error) or v.reason,
                     },
                 )
             )

@@ -33,7 +33,16 @@ from prom_reward.errors import InputError
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.rubrics import Rubric
 from prom_reward.jobs.source import SourceRow
-from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, missing_column, option_flag, row_error
+from prom_reward.jobs.spec import (
+    BatchOut,
+    JobKind,
+    Prepare,
+    failure_text,
+    missing_column,
+    no_verdict,
+    option_flag,
+    row_error,
+)
 
 SCORES = ("1", "2", "3", "4", "5")
 
@@ -154,8 +163,9 @@ class GradeJob(JobKind):
         )
         out = BatchOut()
         for row, g in zip(rows, grades, strict=True):
-            error = None if g.score is not None else f"no verdict in {g.failures} sample(s) (no parseable [RESULT])"
+            error = None if g.score is not None else failure_text(g.error) or no_verdict(g.failures)
             out.failed += g.score is None
+            out.note_failure(g.error)
             probs = None if not g.probabilities else {k: float(g.probabilities.get(int(k), 0.0)) for k in SCORES}
             out.rows.append(
                 self.output_row(

@@ -119,9 +119,15 @@ class PairsJob(JobKind):
 
     def judge_items(self, judge: Any, rows: list[SourceRow], items: list[PreferenceRow]) -> BatchOut:
         out = judge_chunk(judge, items, self.config)
-        failed = sum(1 for s in out.skipped if s["reason"] == "judge_failed")
+        failed = sum(1 for s in out.skipped if s["reason"] in ("judge_failed", "backend_failed"))
+        down = next((s["judge_error"] for s in out.skipped if s["reason"] == "backend_failed"), None)
         return BatchOut(
-            rows=out.pairs, skipped=out.skipped, failed=failed, tie_breaks=out.tie_breaks, tie_rounds=out.tie_rounds
+            rows=out.pairs,
+            skipped=out.skipped,
+            failed=failed,
+            backend_error=down,
+            tie_breaks=out.tie_breaks,
+            tie_rounds=out.tie_rounds,
         )
 
     def failed_rows(self, judge: Any, rows: list[SourceRow], items: list[PreferenceRow], reason: str) -> BatchOut:

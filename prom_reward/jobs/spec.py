@@ -9,7 +9,8 @@ columns and types in JSON lines and Parquet (``result_schema``). A failed row ke
 score/winner and says why in ``judge_error``; pairs write no pair for it and a skip record with
 the reason. ``run_batch`` is the one place a batch is judged: a ``BackendError`` (the whole call
 failed: an unreachable server ...) gives rows that fail with ``"backend failed: ..."`` and marks
-the batch for a resume to judge again; a row too long for the judge's context fails alone.
+the batch for a resume to judge again; a row too long for the judge's context fails alone (the judge's
+per-item outcome, ``failure_text``).
 
 Example:
     >>> from prom_reward.core.judge import PrometheusJudge
@@ -30,6 +31,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from prom_reward.core.results import JudgeFailure
 from prom_reward.errors import BackendError, ConfigError, ContextLengthError, InputError
 from prom_reward.jobs.source import SourceRow
 
@@ -47,11 +49,17 @@ class BatchOut:
     ties: int = 0
     """``compare``: rows judged a tie."""
     backend_error: str | None = None
-    """Why the judge backend failed for the whole batch (then every row failed, and a resume judges it again)."""
+    """Why the judge backend failed for rows of the batch (the whole call, or requests the transport failed): a
+    resume judges the batch again (what the judge answered comes back from a judgment store)."""
     tie_breaks: int = 0
     """``pairs`` (best_vs_worst): rows whose all-equal grades were re-judged."""
     tie_rounds: int = 0
     """Temperature-1.0 re-grading rounds spent on those."""
+
+    def note_failure(self, error: JudgeFailure | None) -> None:
+        """Mark the batch for a resume when the transport failed a row (``backend_error``)."""
+        if error is not None and error.kind == "transport":
+            self.backend_error = self.backend_error or failure_text(error)
 
     def extend(self, other: BatchOut) -> None:
         """Append another part of the same batch."""
@@ -152,13 +160,18 @@ def run_batch(kind: JobKind, judge: Any, rows: list[SourceRow], prepare: Prepare
         out = kind.failed_rows(judge, rows, items, f"backend failed: {e}")
         out.backend_error = f"backend failed: {e}"
         return out
-    except ContextLengthError as e:
-        if e.field == "max_tokens":
-            raise ConfigError(f"{_ITEM_PREFIX.sub('', str(e))}") from e
-        if len(rows) == 1:
-            reason = f"too long for the judge: {_ITEM_PREFIX.sub('', str(e))}"
-            return kind.failed_rows(judge, rows, items, reason)
-        out = BatchOut()  # find the rows that do not fit: judge them one by one
-        for r in rows:
-            out.extend(run_batch(kind, judge, [r], prepare))
-        return out
+    except ContextLengthError as e:  # max_tokens leaves no room for any prompt: the job's setting
+        raise ConfigError(f"{_ITEM_PREFIX.sub('', str(e))}") from e
+
+
+def no_verdict(failures: int) -> str:
+    """``judge_error`` of a row whose samples gave no verdict."""
+    return f"no verdict in {failures} sample(s) (no parseable [RESULT])"
+
+
+def failure_text(error: JudgeFailure | None) -> str | None:
+    """``judge_error`` of a row the judge failed on its input (rows are checked when read, so: too long for the
+    judge's context) or on the transport; None for no failure or the judge's own (no verdict: the kind says)."""
+    if error is None or error.kind == "output":
+        return None
+    return f"{'too long for the judge' if error.kind == 'input' else 'backend failed'}: {error.reason}"

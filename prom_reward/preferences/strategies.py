@@ -132,11 +132,15 @@ def best_vs_worst(judge: PrometheusJudge, rows: Sequence[PreferenceRow], cfg: Pr
         per_row.setdefault(r.index, []).append(g)
     decided: dict[int, dict[str, Any]] = {}
     failed: set[int] = set()
+    backend: dict[int, str] = {}  # rows the transport failed -> judge_error
     tied: list[PreferenceRow] = []
     for r in rows:
         gs = per_row[r.index]
         if not all(g.ok for g in gs):
             failed.add(r.index)
+            down = next((g.error for g in gs if g.error is not None and g.error.kind == "transport"), None)
+            if down is not None:
+                backend[r.index] = f"backend failed: {down.reason}"
             continue
         scores = [g.score for g in gs]
         hi, lo = scores.index(max(scores)), scores.index(min(scores))  # type: ignore[type-var]
@@ -158,7 +162,9 @@ def best_vs_worst(judge: PrometheusJudge, rows: Sequence[PreferenceRow], cfg: Pr
         verdicts = {r.index: v for r, v in zip(tied, vs, strict=True)}
     out = ChunkOutcome(tie_breaks=len(tied), tie_rounds=sum(v.tie_rounds for v in verdicts.values()))
     for r in rows:
-        if r.index in failed:
+        if r.index in backend:
+            out.skipped.append(skip_record(r, "backend_failed", None, backend[r.index]))
+        elif r.index in failed:
             _skip(out, r, "judge_failed", None)
         elif r.index in decided:
             _keep(out, r, cfg, decided[r.index])
@@ -192,7 +198,14 @@ def all_pairs(judge: PrometheusJudge, rows: Sequence[PreferenceRow], cfg: Prefer
         num_samples=cfg.num_samples,
     )
     out = ChunkOutcome()
+    down: dict[int, str] = {}  # rows with a pair the transport failed: the whole row is judged again on resume
+    for (r, _, _), v in zip(flat, verdicts, strict=True):
+        if v.error is not None and v.error.kind == "transport" and r.index not in down:
+            down[r.index] = f"backend failed: {v.error.reason}"
+            out.skipped.append(skip_record(r, "backend_failed", None, down[r.index]))
     for (r, i, j), v in zip(flat, verdicts, strict=True):
+        if r.index in down:
+            continue
         if v.winner is None or v.p_a is None:
             why = _undecided_reason(v)
             _skip(out, r, why, (i, j), v.reason if why == "judge_failed" else None)

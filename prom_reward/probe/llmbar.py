@@ -29,6 +29,7 @@ from __future__ import annotations
 from statistics import fmean
 from typing import Any
 
+from prom_reward.core.outcomes import all_answered
 from prom_reward.probe.data import LLMBarPair
 from prom_reward.stats import bootstrap_ci
 
@@ -85,6 +86,7 @@ def llmbar_accuracy(
         if flat
         else []
     )
+    all_answered(verdicts)  # a judge that did not answer measures nothing
     by_set: dict[str, list[tuple[LLMBarPair, Any]]] = {}
     for p, v in zip(flat, verdicts, strict=True):
         by_set.setdefault(p.set, []).append((p, v))

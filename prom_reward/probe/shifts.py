@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from statistics import fmean
 from typing import Any
 
+from prom_reward.core.outcomes import all_answered
 from prom_reward.probe.data import ProbeItem
 from prom_reward.probe.edits import EDITS, apply_edit
 from prom_reward.stats import bootstrap_ci
@@ -99,6 +100,7 @@ def score_shifts(
         if flat
         else []
     )
+    all_answered(grades)  # a judge that did not answer measures nothing
     width = base + len(names)
     scores = [[_score(grades[i * width + k], expected) for k in range(width)] for i in range(len(items))]
     baselines = [[v for v in row[:base] if v is not None] for row in scores]

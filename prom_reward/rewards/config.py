@@ -12,11 +12,11 @@ Modes (a registry; unknown names list the valid ones):
   both orders); reward = win rate (ties count half) or a Bradley-Terry log-strength
   within the group (``group_reward="bradley_terry"``).
 
-Reward paths never fail a batch for one sample (``prom_reward.rewards.guard``): a response
+Reward paths never fail a batch for one sample (the judge returns one outcome per sample): a response
 over the judge's context is shortened to fit and counted (``over_context="truncate"``, the default:
 a policy that rambles gets a judged, usually low, score rather than an abstention it could learn
 to exploit) or fails alone (``"fail"``); a failing judge is retried per ``outage``
-(``prom_reward.backends.outage.OutagePolicy``; TRL's default: stop with the cause past the budget).
+(``prom_reward.rewards.outage.OutagePolicy``; TRL's default: stop with the cause past the budget).
 
 Length control (off by default; ``prom_reward.rewards.length``, docs/rewards.md for the trade-off):
 ``length_correction`` removes, within each prompt's completions, the part of the reward explained by
@@ -45,9 +45,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from prom_reward.backends.outage import OutagePolicy
 from prom_reward.errors import ConfigError, UnknownNameError
 from prom_reward.registry import Registry
+from prom_reward.rewards.outage import OutagePolicy
 
 MODES: Registry[str] = Registry("reward mode")
 for _m in ("absolute", "pairwise_reference", "pairwise_group"):

@@ -5,7 +5,7 @@ judges identical items once, and returns rewards, feedback and batch metrics.
 The items are resolved ``RewardSample`` objects (``PrometheusReward.resolve``: text
 instruction and response, a ``Rubric``). Responses over the judge's context are
 shortened to fit (``over_context="truncate"``, counted in ``truncated_responses``) or fail
-their call (``"fail"``: ``ContextLengthError``, isolated by ``rewards.guard``).
+alone (``"fail"``: the judge's per-item ``error``, kept in ``ModeOutput.errors``).
 See ``reward_config`` for what each mode computes.
 
 Example:
@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from statistics import fmean
 from typing import Any
 
+from prom_reward.core.results import JudgeFailure
 from prom_reward.errors import InputError
 from prom_reward.format.rubrics import get_rubric
 from prom_reward.rewards.config import RewardConfig, normalize_value
@@ -44,6 +45,8 @@ class ModeOutput:
     """Per item, why it has no reward (None where judged); empty when every item got one."""
     neutralized: list[int] = field(default_factory=list)
     """Per item, template markers neutralised in its texts; empty when there were none."""
+    errors: list[JudgeFailure | None] = field(default_factory=list)
+    """Per item, the judge's failure behind a missing reward (its kind and reason); empty when there was none."""
 
 
 def _call_metrics(results: Sequence[Any]) -> dict[str, float]:
@@ -74,7 +77,9 @@ def _rubric_key(rubric: Any) -> Hashable:
     return rubric if isinstance(rubric, Hashable) else get_rubric(rubric)
 
 
-def absolute_rewards(judge: Any, items: Sequence[RewardSample], cfg: RewardConfig) -> ModeOutput:
+def absolute_rewards(
+    judge: Any, items: Sequence[RewardSample], cfg: RewardConfig, deadline: float | None = None
+) -> ModeOutput:
     uniq, where = _unique(items, lambda it: (it.instruction, it.response, _rubric_key(it.rubric), it.reference_answer))
     k = cfg.num_samples if cfg.score == "mean" else 1
     sampling = {"logprobs": 20} if cfg.score == "expected" and (judge.sampling.logprobs or 0) < 20 else None
@@ -87,6 +92,7 @@ def absolute_rewards(judge: Any, items: Sequence[RewardSample], cfg: RewardConfi
         num_samples=k,
         sampling=sampling,
         truncate_response=cfg.over_context == "truncate",
+        deadline=deadline,
     )
     raw: list[float | None] = []
     for g in grades:
@@ -111,10 +117,18 @@ def absolute_rewards(judge: Any, items: Sequence[RewardSample], cfg: RewardConfi
         metrics["mean_score"] = fmean(ok)
     if exp:
         metrics["mean_expected_score"] = fmean(exp)
-    return ModeOutput(rewards, [grades[w].feedback for w in where], metrics, _deciders([grades[w] for w in where]))
+    return ModeOutput(
+        rewards,
+        [grades[w].feedback for w in where],
+        metrics,
+        _deciders([grades[w] for w in where]),
+        errors=_errors([grades[w] for w in where]),
+    )
 
 
-def reference_rewards(judge: Any, items: Sequence[RewardSample], cfg: RewardConfig) -> ModeOutput:
+def reference_rewards(
+    judge: Any, items: Sequence[RewardSample], cfg: RewardConfig, deadline: float | None = None
+) -> ModeOutput:
     for i, it in enumerate(items):
         if not isinstance(it.baseline, str):
             raise InputError(
@@ -136,6 +150,7 @@ def reference_rewards(judge: Any, items: Sequence[RewardSample], cfg: RewardConf
         refs if any(r is not None for r in refs) else None,
         swap=True,
         truncate_response=cfg.over_context == "truncate",
+        deadline=deadline,
     )
     raw: list[float | None] = []
     for v in verdicts:
@@ -154,13 +169,12 @@ def reference_rewards(judge: Any, items: Sequence[RewardSample], cfg: RewardConf
         "abstain_rate": sum(r is None for r in rewards) / max(len(rewards), 1),
         **_call_metrics(verdicts),
     }
-    reasons = [verdicts[w].reason if r is None else None for r, w in zip(rewards, where, strict=True)]
     return ModeOutput(
         rewards,
         [verdicts[w].feedback for w in where],
         metrics,
         _deciders([verdicts[w] for w in where]),
-        reasons if any(reasons) else [],
+        errors=_errors([verdicts[w] for w in where]),
     )
 
 
@@ -189,7 +203,9 @@ def bradley_terry(wins: list[list[float]], iterations: int = 100, prior: float =
     return [x - mean for x in logs]
 
 
-def group_rewards(judge: Any, items: Sequence[RewardSample], cfg: RewardConfig) -> ModeOutput:
+def group_rewards(
+    judge: Any, items: Sequence[RewardSample], cfg: RewardConfig, deadline: float | None = None
+) -> ModeOutput:
     groups: dict[Hashable, list[int]] = {}
     for i, it in enumerate(items):
         groups.setdefault(it.group, []).append(i)
@@ -208,6 +224,7 @@ def group_rewards(judge: Any, items: Sequence[RewardSample], cfg: RewardConfig) 
             _pair_refs(members, pairs),
             swap=True,
             truncate_response=cfg.over_context == "truncate",
+            deadline=deadline,
         )
         if pairs
         else []
@@ -224,6 +241,12 @@ def group_rewards(judge: Any, items: Sequence[RewardSample], cfg: RewardConfig) 
         if getattr(v, "decided_by", None):
             deciders.setdefault((g, a), set()).add(v.decided_by)
             deciders.setdefault((g, b), set()).add(v.decided_by)
+    errors: list[JudgeFailure | None] = [None] * len(items)
+    failures: dict[tuple[Hashable, int], JudgeFailure] = {}
+    for (g, a, b), v in zip(pairs, verdicts, strict=True):
+        if v.error is not None:
+            failures.setdefault((g, a), v.error)
+            failures.setdefault((g, b), v.error)
     degenerate = 0
     for g, idx in groups.items():
         uniq, where = members[g]
@@ -235,6 +258,7 @@ def group_rewards(judge: Any, items: Sequence[RewardSample], cfg: RewardConfig) 
             feedback[i] = fb[where[pos]]
             who = deciders.get((g, where[pos]))
             judges[i] = None if not who else who.pop() if len(who) == 1 else "mixed"
+            errors[i] = failures.get((g, where[pos])) if rewards[i] is None else None
     n_pairs = max(len(verdicts), 1)
     agree = [v.swap_agreement for v in verdicts if v.swap_agreement is not None]
     metrics = {
@@ -246,7 +270,13 @@ def group_rewards(judge: Any, items: Sequence[RewardSample], cfg: RewardConfig) 
         "abstain_rate": sum(r is None for r in rewards) / max(len(rewards), 1),
         **_call_metrics(verdicts),
     }
-    return ModeOutput(rewards, feedback, metrics, judges if any(judges) else [])
+    return ModeOutput(rewards, feedback, metrics, judges if any(judges) else [], errors=errors if any(errors) else [])
+
+
+def _errors(results: Sequence[Any]) -> list[JudgeFailure | None]:
+    """Each result's failure where it has no verdict (empty when none failed)."""
+    errors = [r.error if not r.ok else None for r in results]
+    return errors if any(errors) else []
 
 
 def _deciders(results: Sequence[Any]) -> list[str | None]:

@@ -10,9 +10,10 @@ split, no verdict) is re-judged with fresh samples, up to ``max_tie_rounds`` tim
 undecided goes to the side its mean ``p_a`` over all rounds favours, and an exact 0.5 to a seeded
 coin flip: never to the first half by default.
 
-Every pair is judged through ``rewards.guard``: a pair that cannot be judged (a lone surrogate, a
-prompt over the judge's context with ``over_context="fail"``) is settled by the coin alone and counted
-(``unjudged_pairs``); a judge that stays down past the ``outage`` budget stops the step with
+Every pair is judged with its own outcome: a pair that cannot be judged (a lone surrogate, a prompt
+over the judge's context with ``over_context="fail"``) is settled by the coin alone and counted
+(``unjudged_pairs``); pairs the transport failed are asked again (``rewards.outage``), and a judge
+that stays down past the ``outage`` budget stops the step with
 ``JudgeUnavailableError`` (TRL's online DPO cannot take a missing reward), or with
 ``OutagePolicy(on_exhausted="fail")`` the unanswered pairs go to the coin, counted. Instructions and
 reference answers are neutralised like responses.
@@ -45,7 +46,6 @@ from dataclasses import dataclass
 from statistics import fmean
 from typing import Any
 
-from prom_reward.backends.outage import JudgeHealth
 from prom_reward.core.canary import CANARY_INSTRUCTION, CANARY_RESPONSES
 from prom_reward.core.results import Verdict
 from prom_reward.errors import ConfigError, InputError
@@ -55,8 +55,8 @@ from prom_reward.format.sanitize import neutralize
 from prom_reward.rewards.canary import CanaryGate
 from prom_reward.rewards.config import RewardConfig
 from prom_reward.rewards.diagnostics import diagnostics
-from prom_reward.rewards.guard import run_isolated
 from prom_reward.rewards.holder import JudgeHolder
+from prom_reward.rewards.outage import JudgeHealth, judge_until_answered
 
 __all__ = ["OnlineDPOJudgeReward", "PairwiseRewardStats"]
 
@@ -164,8 +164,7 @@ class OnlineDPOJudgeReward(JudgeHolder):
         self.stats = PairwiseRewardStats()
         self.last_metrics: dict[str, float] = {}
         self._rng = random.Random(seed)
-        self.canary = CanaryGate(judge)
-        """The configuration canary, run before the first batch (``rewards.canary``)."""
+        self.canary = CanaryGate(judge)  # the configuration canary, run before the first batch (rewards.canary)
         self._trainer: Callable[[], Any] | None = None
 
     def attach(self, trainer: Any) -> OnlineDPOJudgeReward:
@@ -224,35 +223,48 @@ class OnlineDPOJudgeReward(JudgeHolder):
     def _judge_isolated(
         self, texts: tuple[list[str], list[str], list[str]], rubrics: list[Any], refs: list[Any]
     ) -> tuple[list[list[Verdict]], int, dict[int, str]]:
-        """``_judge_pairs`` through ``rewards.guard``: (verdicts per pair, [] where the pair could not be
+        """``_judge_pairs`` through ``rewards.outage``: (verdicts per pair, [] where the pair could not be
         judged; tie rounds run; unjudged pair -> reason)."""
         b = len(rubrics)
 
-        def call(idx: list[int]) -> tuple[list[list[Verdict]], int]:
-            pick = lambda xs: [xs[i] for i in idx]  # noqa: E731
-            return self._judge_pairs((pick(texts[0]), pick(texts[1]), pick(texts[2])), pick(rubrics), pick(refs))
+        def call(idx: list[int], until: float | None) -> tuple[list[list[Verdict]], int]:
+            a, b_, c, r, f = ([xs[i] for i in idx] for xs in (*texts, rubrics, refs))
+            return self._judge_pairs((a, b_, c), r, f, until)
 
-        iso = run_isolated([[i] for i in range(b)], call, self.outage, health=self.health)
+        iso = judge_until_answered(
+            [[i] for i in range(b)], call, lambda out: [vs[-1].error for vs in out[0]], self.outage, health=self.health
+        )
         history: list[list[Verdict]] = [[] for _ in range(b)]
+        unjudged = dict(iso.outage)
         rounds = 0
-        for idx, (verdicts, r) in iso.parts:
+        for idx, (verdicts, r) in iso.parts:  # a later part (a retry) replaces an earlier one's outcome
             rounds = max(rounds, r)
             for pos, i in enumerate(idx):
-                history[i] = verdicts[pos]
-        return history, rounds, {**iso.failed, **iso.outage}
+                first = verdicts[pos][0]
+                if i in iso.outage:
+                    history[i] = []
+                elif first.error is not None and first.error.kind != "output":  # not judged at all
+                    history[i], unjudged[i] = [], first.error.reason
+                else:
+                    history[i] = verdicts[pos]
+                    unjudged.pop(i, None)
+        return history, rounds, unjudged
 
     def _judge_pairs(
-        self, texts: tuple[list[str], list[str], list[str]], rubrics: list[Any], refs: list[Any]
+        self, texts: tuple[list[str], list[str], list[str]], rubrics: list[Any], refs: list[Any], deadline: float | None
     ) -> tuple[list[list[Verdict]], int]:
         """Every pair's verdicts, first round then tie rounds; and the number of tie rounds run."""
         judge = self.judge
         ins, a, b = texts
         truncate = self.over_context == "truncate"
-        history = [[v] for v in judge.compare(ins, a, b, rubrics, refs, swap=True, truncate_response=truncate)]
+        history = [
+            [v]
+            for v in judge.compare(ins, a, b, rubrics, refs, swap=True, truncate_response=truncate, deadline=deadline)
+        ]
         resample = {"temperature": 1.0} if judge.sampling.temperature == 0 else None
         rounds = 0
         while rounds < self.max_tie_rounds:
-            todo = [i for i, vs in enumerate(history) if vs[-1].winner is None]
+            todo = [i for i, vs in enumerate(history) if vs[-1].winner is None and _judged(vs[-1])]
             if not todo:
                 break
             rounds += 1
@@ -269,6 +281,7 @@ class OnlineDPOJudgeReward(JudgeHolder):
                 swap=True,
                 sampling=resample,
                 truncate_response=truncate,
+                deadline=deadline,
             )
             for i, v in zip(todo, again, strict=True):
                 history[i].append(v)
@@ -380,3 +393,8 @@ class OnlineDPOJudgeReward(JudgeHolder):
                 log_metric(name, value)
             if isinstance(stats, dict):
                 stats.setdefault(name, []).append(value)
+
+
+def _judged(verdict: Verdict) -> bool:
+    """The judge read the pair (it may still have given no verdict): not failed on its input or the transport."""
+    return verdict.error is None or verdict.error.kind == "output"

@@ -30,7 +30,6 @@ import time
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
-from prom_reward.backends.outage import JudgeHealth
 from prom_reward.core.items import check_text
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.conversation import completion_text, prompt_text
@@ -39,10 +38,10 @@ from prom_reward.format.sanitize import neutralize
 from prom_reward.rewards.canary import CanaryGate, canary_samples
 from prom_reward.rewards.config import RewardConfig
 from prom_reward.rewards.diagnostics import diagnostics, top_of_scale
-from prom_reward.rewards.guard import Isolated, run_isolated
 from prom_reward.rewards.holder import JudgeHolder
 from prom_reward.rewards.length import control_length
 from prom_reward.rewards.modes import MODE_FUNCTIONS, ModeOutput
+from prom_reward.rewards.outage import Answered, JudgeHealth, judge_until_answered
 from prom_reward.rewards.samples import RewardSample, samples_from_columns
 
 _TRL_KWARGS = ("trainer_state", "log_metric", "log_extra", "environments")
@@ -164,7 +163,8 @@ class PrometheusReward(JudgeHolder):
 
         ``rewards[i]`` is None where sample i has no reward, ``reasons[i]`` says why (bad input, judge
         without a verdict, outage past the budget with ``on_exhausted="fail"``). A sample that cannot be
-        judged fails alone (``rewards.guard``); ``deadline`` (monotonic) bounds judge retries.
+        judged fails alone (the judge's per-item outcome); samples the transport failed are asked again
+        (``rewards.outage``); ``deadline`` (monotonic) bounds judge retries.
 
         >>> from prom_reward import PrometheusJudge
         >>> r = PrometheusReward(PrometheusJudge(backend="scripted", outputs=["Fine. [RESULT] 4"]))
@@ -192,9 +192,10 @@ class PrometheusReward(JudgeHolder):
             units = list(groups.values())
         else:
             units = [[i] for i in ok]
-        iso: Isolated[ModeOutput] = run_isolated(
+        iso: Answered[ModeOutput] = judge_until_answered(
             units,
-            lambda idx: self._run_mode([resolved[i] for i in idx]),  # type: ignore[misc]
+            lambda idx, until: self._run_mode([resolved[i] for i in idx], until),  # type: ignore[misc]
+            lambda out: out.errors or [None] * len(out.rewards),
             self.config.outage,
             deadline=deadline,
             health=self.health,
@@ -226,36 +227,39 @@ class PrometheusReward(JudgeHolder):
         out.metrics.update(length_metrics)
         out.metrics.update(diagnostics(out.rewards, responses, groups, out.feedback, top=top_of_scale(self.config)))
 
-    def _assemble(self, n: int, iso: Isolated[ModeOutput], reasons: list[str | None]) -> ModeOutput:
+    def _assemble(self, n: int, iso: Answered[ModeOutput], reasons: list[str | None]) -> ModeOutput:
         rewards: list[float | None] = [None] * n
         feedback: list[str | None] = [None] * n
         judges: list[str | None] = [None] * n
         why = list(reasons)
-        for idx, part in iso.parts:
+        alone: set[int] = set()  # failed on their input (the judge's outcome)
+        for idx, part in iso.parts:  # a later part (a retry) replaces an earlier one's outcome
             for pos, i in enumerate(idx):
                 rewards[i], feedback[i] = part.rewards[pos], part.feedback[pos]
                 judges[i] = part.judges[pos] if part.judges else None
-                if rewards[i] is None:
-                    why[i] = (part.reasons[pos] if part.reasons else None) or _NO_VERDICT
-        for i, reason in iso.failed.items():
-            why[i] = _strip_item(reason)
+                error = part.errors[pos] if part.errors else None
+                if rewards[i] is not None:
+                    why[i] = None
+                else:  # the judge's reason (an order that failed, a transport failure ...), else the plain one
+                    why[i] = error.reason if error is not None else _NO_VERDICT
+                (alone.add if error is not None and error.kind == "input" else alone.discard)(i)
         for i, reason in iso.outage.items():
             why[i] = reason
         metrics = merge_metrics([(len(idx), part.metrics) for idx, part in iso.parts])
         metrics["abstain_rate"] = sum(r is None for r in rewards) / n
-        metrics["failed_samples"] = float(sum(r is not None for r in reasons) + len(iso.failed))
+        metrics["failed_samples"] = float(sum(r is not None for r in reasons) + len(alone))
         metrics["outage_failures"] = float(len(iso.outage))
         metrics["judge_calls"] = float(iso.calls)
         return ModeOutput(
             rewards, feedback, metrics, judges if any(judges) else [], why if any(w is not None for w in why) else []
         )
 
-    def _run_mode(self, items: list[RewardSample]) -> ModeOutput:
+    def _run_mode(self, items: list[RewardSample], deadline: float | None) -> ModeOutput:
         judge = self.judge
         cascade = getattr(judge, "cascade_stats", None)
         cascade_before = dataclasses.replace(cascade) if cascade is not None else None
         start = time.perf_counter()
-        out = MODE_FUNCTIONS[self.config.mode](judge, items, self.config)
+        out = MODE_FUNCTIONS[self.config.mode](judge, items, self.config, deadline)
         out.metrics = {**out.metrics, "judge_seconds": time.perf_counter() - start}
         if cascade is not None and cascade_before is not None:
             out.metrics.update(_cascade_metrics(cascade_before, cascade))

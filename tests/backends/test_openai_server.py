@@ -7,6 +7,7 @@ import asyncio
 import copy
 import json
 import pickle
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -85,10 +86,10 @@ def test_system_role_detected_false_and_forcing_true_is_rejected(vllm_server: st
     assert len(res.completions) == 1
     forced = OpenAIServer(vllm_server, system_role=True)
     start = time.monotonic()
-    with pytest.raises(BackendError) as e:
-        forced.generate([GenerationRequest("SYS", "USER"), GenerationRequest("SYS", "USER2")])
-    msg = str(e.value)
-    assert "HTTP 400" in msg and "no system role" in msg and vllm_server in msg and "request" in msg
+    results = forced.generate([GenerationRequest("SYS", "USER"), GenerationRequest("SYS", "USER2")])
+    assert all(r.rejected and not r.completions for r in results)  # each request fails alone, as a value
+    msg = results[1].error
+    assert "HTTP 400" in msg and "no system role" in msg and vllm_server in msg and "request 1" in msg
     assert time.monotonic() - start < 10  # a 4xx is not retried
 
 
@@ -193,7 +194,7 @@ def test_429_is_retried_and_request_body_maps_sampling(fake_server):
 
 
 @pytest.mark.parametrize("mode", ["500", "garbage", "hang", "refused"])
-def test_failures_raise_backend_error_naming_the_url(fake_server, mode: str):
+def test_failures_are_reported_per_request_naming_the_url(fake_server, mode: str):
     replies: dict[str, Reply] = {
         "500": lambda k, b: (500, {"error": {"message": "engine died"}}),
         "garbage": lambda k, b: (200, b"this is not json{"),
@@ -203,9 +204,9 @@ def test_failures_raise_backend_error_naming_the_url(fake_server, mode: str):
     srv = fake_server({"/v1/chat/completions": replies[mode]})
     url = srv.url if mode != "refused" else f"http://127.0.0.1:{free_port()}/v1"
     start = time.monotonic()
-    with pytest.raises(BackendError) as e:
-        fast(url, max_retries=1, timeout=1.0).generate([GenerationRequest("S", "U")])
-    msg = str(e.value)
+    [res] = fast(url, max_retries=1, timeout=1.0).generate([GenerationRequest("S", "U")])
+    msg = res.error
+    assert not res.completions and not res.rejected
     assert url in msg and "2 attempt(s)" in msg and "request 0" in msg
     assert {"500": "engine died", "garbage": "malformed", "hang": "Timeout", "refused": "Connect"}[mode] in msg
     assert time.monotonic() - start < 8
@@ -221,8 +222,9 @@ def test_4xx_is_not_retried_and_quotes_the_server(fake_server):
         }
     )
     server = fast(srv.url, endpoint="completions", wire="raw")
-    with pytest.raises(BackendError, match=r"request 1.*HTTP 400.*max_tokens too large"):
-        server.generate([GenerationRequest("S", "a"), GenerationRequest("S", "b")])
+    a, b = server.generate([GenerationRequest("S", "a"), GenerationRequest("S", "b")])
+    assert a.completions[0].text == " fine" and a.error is None  # its batch-mate's rejection does not touch it
+    assert b.rejected and re.search(r"request 1.*HTTP 400.*max_tokens too large", b.error)
     assert len(srv.calls) == 2  # one call per request, none retried
     assert server.generate([GenerationRequest("S", "a")])[0].completions[0].text == " fine"
 
@@ -300,8 +302,8 @@ def test_failing_url_is_taken_out_across_calls_and_probed_back_in(fake_server):
 
 def test_error_names_the_url_taken_out(fake_server):
     srv = fake_server({"/v1/chat/completions": lambda k, b: (500, {"error": {"message": "down"}})})
-    with pytest.raises(BackendError, match=r"Taken out after repeated failures: " + srv.url):
-        fast(srv.url, max_retries=3, eject_after=2).generate([GenerationRequest("S", "U")])
+    [res] = fast(srv.url, max_retries=3, eject_after=2).generate([GenerationRequest("S", "U")])
+    assert "Taken out after repeated failures: " + srv.url in res.error
 
 
 def test_on_result_reports_each_request_as_it_completes(fake_server):

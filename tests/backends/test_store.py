@@ -291,7 +291,6 @@ def http_judge(url: str, store: Path, **kw: object) -> PrometheusJudge:
 
 @pytest.mark.parametrize("mode", ["500", "garbage", "hang"])
 def test_failing_server_stores_nothing_and_names_the_endpoint(fake_server, tmp_path, mode):
-    from prom_reward.errors import BackendError
     from tests.fakes import Reply
 
     replies: dict[str, Reply] = {
@@ -301,9 +300,9 @@ def test_failing_server_stores_nothing_and_names_the_endpoint(fake_server, tmp_p
     }
     srv = fake_server({"/v1/chat/completions": replies[mode]})
     judge = http_judge(srv.url, tmp_path / "j.sqlite", timeout=0.5)
-    with pytest.raises(BackendError) as e:
-        judge.grade(["q1", "q2"], ["a1", "a2"], "helpfulness")
-    assert srv.url in str(e.value) and len(srv.calls) >= 2  # retried before giving up
+    grades = judge.grade(["q1", "q2"], ["a1", "a2"], "helpfulness")
+    assert all(g.score is None and g.error.kind == "transport" and srv.url in g.error.reason for g in grades)
+    assert len(srv.calls) >= 2  # retried before giving up
     with JudgmentStore(tmp_path / "j.sqlite") as store:
         assert len(store) == 0  # a failure is never stored as a result
 
@@ -311,7 +310,6 @@ def test_failing_server_stores_nothing_and_names_the_endpoint(fake_server, tmp_p
 def test_results_are_stored_as_they_arrive_and_a_rerun_sends_only_the_failed(fake_server, tmp_path):
     """Item 3 fails on every try; the others are stored anyway (streamed), and the re-run after
     the server is fixed sends exactly one request."""
-    from prom_reward.errors import BackendError
 
     broken = {"on": True}
 
@@ -327,11 +325,12 @@ def test_results_are_stored_as_they_arrive_and_a_rerun_sends_only_the_failed(fak
     path = tmp_path / "j.sqlite"
     questions, answers = [f"Question {i}?" for i in range(8)], [f"Answer {i}." for i in range(8)]
     judge = http_judge(srv.url, path, max_concurrency=2)
-    with pytest.raises(BackendError, match="request 3"):
-        judge.grade(questions, answers, "helpfulness")
+    first = judge.grade(questions, answers, "helpfulness")
+    assert [g.score is None for g in first] == [i == 3 for i in range(8)]  # item 3 fails alone, as a value
+    assert first[3].error.kind == "transport" and "out of memory" in first[3].error.reason
     with JudgmentStore(path) as store:
         stored = len(store)
-    assert 1 <= stored <= 7  # finished requests were saved before the failure cut the call short
+    assert stored == 7  # every answered request was saved, the failed one was not
     broken["on"] = False
     calls_before = len(srv.bodies("/v1/chat/completions"))
     judge = http_judge(srv.url, path)

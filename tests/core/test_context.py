@@ -11,7 +11,6 @@ from prom_reward.backends.base import GenerationRequest, GenerationResult
 from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.core.context import TEMPLATE_MARGIN, surely_fits
-from prom_reward.errors import ContextLengthError
 
 
 class ByteBoundBackend(ScriptedBackend):
@@ -63,12 +62,14 @@ def test_items_known_to_fit_are_not_counted():
     assert b.counted == [1]  # only the long item was counted (and it fits: 1500 words ~ 1500 tokens)
 
 
-def test_a_long_item_is_still_counted_and_refused():
+def test_a_long_item_is_still_counted_and_fails_alone():
     b = ByteBoundBackend(respond=lambda r, i: "ok [RESULT] 3", context=600)
     judge = PrometheusJudge(backend=b, sampling={"max_tokens": 100})
-    with pytest.raises(ContextLengthError, match="item 1"):
-        judge.grade(["q", "q"], ["short", "word " * 800], "helpfulness")
-    assert b.counted == [2] and b.calls == []
+    short, long = judge.grade(["q", "q"], ["short", "word " * 800], "helpfulness")
+    assert b.counted == [2] and len(b.calls) == 1 and len(b.calls[0]) == 1  # only the short one is sampled
+    assert short.score == 3.0 and short.error is None
+    assert long.score is None and long.error is not None and long.error.kind == "input"
+    assert "the judge context is 600 tokens" in long.error.reason and not long.error.reason.startswith("item")
 
 
 def test_backends_without_the_bound_count_everything():

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from prom_reward import BackendError, ConfigError, ContextLengthError, InputError, PrometheusJudge, Rubric
+from prom_reward import BackendError, ConfigError, InputError, PrometheusJudge, Rubric
 from prom_reward.backends.base import Completion, GenerationRequest, TokenLogprobs
 from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.format.templates import ABS_SYSTEM_PROMPT, REL_SYSTEM_PROMPT
@@ -176,31 +176,56 @@ def test_empty_batch_returns_empty_without_calling_backend():
 
 
 @pytest.mark.parametrize(
-    "args, field, index",
+    "args, field",
     [
-        ((["q", "q2"], ["r"], "helpfulness"), "responses", None),
-        ((["q"], [3], "helpfulness"), "response", 0),
-        ((["q", None], ["r", "s"], "helpfulness"), "instruction", 1),
-        (("q", ["r"], "helpfulness"), "instructions", None),
-        ((["q"], ["r"], Rubric("Kind?")), "rubric", 0),
-        ((["q"], ["r"], "helpfulnes"), "rubric", 0),
+        ((["q", "q2"], ["r"], "helpfulness"), "responses"),
+        (("q", ["r"], "helpfulness"), "instructions"),
+        ((["q"], ["r"], Rubric("Kind?")), "rubric"),
+        ((["q"], ["r"], "helpfulnes"), "rubric"),
     ],
 )
-def test_bad_input_raises_before_any_generation(args, field, index):
+def test_a_malformed_batch_raises_before_any_generation(args, field):
     judge, backend = judge_with(outputs=["x [RESULT] 3"] * 3)
     with pytest.raises(InputError) as e:
         judge.grade(*args)
-    assert e.value.field == field and e.value.index == index
+    assert e.value.field == field and e.value.index is None
     assert backend.calls == []
 
 
-def test_overlong_prompt_names_item_and_token_count():
+@pytest.mark.parametrize(
+    "args, bad, reason",
+    [
+        ((["q", "q2"], [3, "r"], "helpfulness"), 0, "response must be a str, got int"),
+        ((["q", None], ["r", "s"], "helpfulness"), 1, "instruction must be a str, got NoneType"),
+        ((["q", "q2"], ["r", "bad \ud800"], "helpfulness"), 1, "response holds a lone surrogate"),
+        ((["q", "q2"], ["r", "s"], ["helpfulness", Rubric("Kind?")]), 1, "rubric"),
+        ((["q", "q2"], ["r", "s"], "helpfulness", ["ref", 7]), 1, "reference_answer must be a str or None"),
+    ],
+)
+def test_an_unusable_item_fails_alone_and_its_batch_mates_are_judged(args, bad, reason):
+    judge, backend = judge_with(outputs=["x [RESULT] 3"] * 3)
+    grades = judge.grade(*args)
+    assert [g.score for g in grades] == [None if i == bad else 3.0 for i in range(2)]
+    assert grades[bad].error.kind == "input" and reason in grades[bad].error.reason
+    assert grades[1 - bad].error is None and len(backend.calls) == 1 and len(backend.calls[0]) == 1
+
+
+def test_overlong_prompt_fails_its_item_alone_with_the_token_count():
     judge, backend = judge_with(outputs=["x [RESULT] 3"] * 2, context=400, sampling={"max_tokens": 100})
     long = "word " * 500
-    with pytest.raises(ContextLengthError) as e:
-        judge.grade(["q", "q"], ["short", long], "helpfulness")
-    assert e.value.index == 1 and "item 1" in str(e.value) and "tokens" in str(e.value)
-    assert backend.calls == []
+    short, over = judge.grade(["q", "q"], ["short", long], "helpfulness")
+    assert short.score == 3.0 and over.score is None and over.error.kind == "input"
+    assert "tokens" in over.error.reason and "truncate_response=True" in over.error.reason
+    (v,) = judge.compare(["q"], [long], ["short"], "helpfulness", swap=True)
+    assert v.winner is None and not v.tie and v.error.kind == "input"
+
+
+def test_a_verdict_without_any_parse_is_an_output_failure():
+    judge, _ = judge_with(outputs=["no verdict"] * 9, max_retries=0)
+    (g,) = judge.grade(["q"], ["r"], "helpfulness")
+    (v,) = judge.compare(["q"], ["a"], ["b"], "helpfulness")
+    assert g.error.kind == "output" and "no parseable verdict" in g.error.reason
+    assert v.winner is None and v.error.kind == "output"
 
 
 def test_opt_in_truncation_fits_the_response():

@@ -56,6 +56,7 @@ def test_grade_and_verdict_share_the_judgment_fields_once() -> None:
         "confidence",
         "decided_by",
         "truncated",
+        "error",
     }
     own_grade = [f.name for f in dataclasses.fields(Grade) if f.name not in shared]
     own_verdict = [f.name for f in dataclasses.fields(Verdict) if f.name not in shared]

@@ -10,10 +10,10 @@ import time
 import pytest
 
 from prom_reward import PrometheusJudge
-from prom_reward.backends.outage import OutagePolicy
 from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.errors import BackendError, ConfigError, JudgeUnavailableError
 from prom_reward.integrations.batched_reward import BatchedReward
+from prom_reward.rewards.outage import OutagePolicy
 from prom_reward.rewards.reward import PrometheusReward
 from prom_reward.rewards.samples import RewardSample
 from tests.judges import judge_by_rank, response_of

@@ -12,11 +12,11 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from prom_reward.backends.outage import JudgeHealth
 from prom_reward.cli.main import main
 from prom_reward.integrations.health import MIN_SAMPLES, ServerHealth
 from prom_reward.integrations.openrlhf_server import create_app
 from prom_reward.integrations.settings import RewardSettings
+from prom_reward.rewards.outage import JudgeHealth
 from prom_reward.rewards.reward import PrometheusReward
 from tests.fakes import StandInJudge, free_port
 from tests.integrations.test_openrlhf_http import running, scripted_reward

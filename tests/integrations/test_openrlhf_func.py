@@ -9,13 +9,13 @@ import os
 import pytest
 
 from prom_reward import PrometheusJudge
-from prom_reward.backends.outage import OutagePolicy
 from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.cli.main import main
 from prom_reward.errors import ConfigError
 from prom_reward.integrations import openrlhf_func
 from prom_reward.integrations.openrlhf_func import configure, reward_func_path
 from prom_reward.integrations.settings import RewardSettings
+from prom_reward.rewards.outage import OutagePolicy
 from prom_reward.rewards.reward import PrometheusReward
 from tests.integrations.test_openrlhf_http import scripted_reward
 from tests.integrations.test_openrlhf_server import PROMPT, TABLE, execute, slow_reward, tokenizer  # noqa: F401 (fixture)

@@ -14,11 +14,11 @@ import uvicorn
 
 from prom_reward import PrometheusJudge
 from prom_reward.backends.base import GenerationRequest
-from prom_reward.backends.outage import OutagePolicy
 from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.errors import BackendError, ConfigError
 from prom_reward.integrations.openrlhf_server import DEFAULT_MAX_BODY_BYTES, create_app
 from prom_reward.integrations.settings import RewardSettings
+from prom_reward.rewards.outage import OutagePolicy
 from prom_reward.rewards.reward import PrometheusReward
 from tests.fakes import free_port
 

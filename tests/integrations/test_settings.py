@@ -15,7 +15,6 @@ import httpx
 import pytest
 import yaml
 
-from prom_reward.backends.outage import OutagePolicy
 from prom_reward.cli.main import build_parser, main
 from prom_reward.errors import ConfigError
 from prom_reward.integrations.openrlhf_server import RedactTokens, log_config, redact
@@ -24,6 +23,7 @@ from prom_reward.integrations.settings_sources import flag_name
 from prom_reward.integrations.startup import check_judge
 from prom_reward.rewards.config import RewardConfig
 from prom_reward.rewards.online_dpo import OnlineDPOJudgeReward
+from prom_reward.rewards.outage import OutagePolicy
 from prom_reward.rewards.reward import PrometheusReward
 from tests.fakes import StandInJudge, free_port
 
@@ -299,7 +299,7 @@ def test_check_judge_refuses_a_wrong_model_and_warns_about_a_down_judge(caplog):
     finally:
         judge.stop()
     late = StandInJudge(model="prometheus")
-    from prom_reward.backends.outage import JudgeHealth
+    from prom_reward.rewards.outage import JudgeHealth
 
     health = JudgeHealth()
     with caplog.at_level(logging.WARNING):

@@ -230,3 +230,27 @@ def test_pairs_rows_skips_and_long_layout(tmp_path, judge):
         (1, "good d", "bad c"),
     ]
     assert s.rows == 2 and s.pairs == 2
+
+
+@pytest.mark.parametrize("job", ["grade", "compare"])
+def test_a_row_too_long_for_the_judge_fails_alone_in_one_judge_call(job, tmp_path):
+    calls = []
+
+    class Counting(ScriptedBackend):
+        def generate(self, requests):
+            calls.append(len(requests))
+            return super().generate(requests)
+
+    long = "good " + "word " * 2000
+    if job == "grade":
+        rows = [{"instruction": "Q?", "response": r} for r in ("good", long, "bad")]
+        run, want, key = grade_file, [5.0, None, 2.0], "score"
+    else:
+        rows = [{"instruction": "Q?", "response_a": a, "response_b": "bad"} for a in ("good", long, "good 2")]
+        run, want, key = compare_file, ["A", None, "A"], "winner"
+    judge = {"backend": Counting(respond=_respond, context=1024), "max_retries": 0, "sampling": {"max_tokens": 64}}
+    run(_write(tmp_path / "in.jsonl", rows), tmp_path / "out.jsonl", judge, rubric="helpfulness", progress=False)
+    got = list(read_rows(tmp_path / "out.jsonl"))
+    assert [r[key] for r in got] == want and len(calls) == 1  # no row-at-a-time re-run
+    assert got[1]["judge_error"].startswith("too long for the judge: the judge prompt is")
+    assert [r["judge_error"] is None for r in got] == [True, False, True]

@@ -9,10 +9,10 @@ import time
 import pytest
 
 from prom_reward import PrometheusJudge
-from prom_reward.backends.outage import OutagePolicy
 from prom_reward.errors import ConfigError, JudgeConfigError
 from prom_reward.rewards.config import RewardConfig, failure_value, reward_scale
 from prom_reward.rewards.online_dpo import OnlineDPOJudgeReward
+from prom_reward.rewards.outage import OutagePolicy
 from prom_reward.rewards.reward import PrometheusReward
 from tests.fakes import StandInJudge
 

@@ -1,0 +1,109 @@
+"""One outcome per item: how the judge turns an item's fault into that item's failed result.
+
+The judge validates a batch item by item (``core.items``), fits each prompt to the context
+(``core.context``) and samples the rest (``core.sampler``); an item that fails at any of these steps
+fails alone, as a value: its result has no verdict and an ``error`` (``JudgeFailure``) saying whose
+fault it is (``input``, the judge's ``output``, the ``transport``) and why. Nothing here raises for
+one item's fault.
+
+Example:
+    >>> from prom_reward.core.results import Grade
+    >>> from prom_reward.core.sampler import ItemRun
+    >>> grade_outcome(Grade(score=None, failures=2), ItemRun()).error.kind
+    'output'
+    >>> input_failure(InputError("item 3: response holds a lone surrogate")).reason
+    'response holds a lone surrogate'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Sequence
+
+from prom_reward.backends.base import Backend, GenerationRequest
+from prom_reward.core.combine import ORDERS, verdict_from_grades
+from prom_reward.core.context import fit_to_context
+from prom_reward.core.items import Item
+from prom_reward.core.results import Grade, JudgeFailure, Verdict
+from prom_reward.core.sampler import ItemRun
+from prom_reward.errors import BackendError, InputError
+
+_ITEM = re.compile(r"^item \d+: ")
+
+
+def input_failure(error: InputError) -> JudgeFailure:
+    """An item's ``InputError`` as its failure (the message without the batch position)."""
+    return JudgeFailure("input", _ITEM.sub("", str(error)))
+
+
+def fit_items(
+    backend: Backend,
+    items: list[Item],
+    failed: dict[int, InputError],
+    render: Callable[[Item], GenerationRequest],
+    truncate: bool,
+    deadline: float | None,
+    known: Callable[[list[GenerationRequest]], list[bool]] | None = None,
+) -> tuple[list[ItemRun], list[bool], list[int], list[GenerationRequest]]:
+    """The requests still to sample: one run per item (a failed one empty, with its ``error``: ``failed``, or
+    a prompt that cannot be made to fit the context), the truncated flags, the positions of the items to
+    sample and their requests (carrying ``deadline``). ``known``: which of the rendered requests a judgment
+    store answers (those are not checked against the context)."""
+    runs = [ItemRun(error=input_failure(failed[i])) if i in failed else ItemRun() for i in range(len(items))]
+    truncated = [False] * len(items)
+    ok = [i for i in range(len(items)) if i not in failed]
+    rendered = [render(items[i]) for i in ok]
+    requests, _, cut, errors = fit_to_context(
+        backend, rendered, [items[i] for i in ok], render, truncate, known(rendered) if known and rendered else None
+    )
+    for j, e in enumerate(errors):
+        truncated[ok[j]] = cut[j]
+        if e is not None:
+            runs[ok[j]].error = input_failure(e)
+    go = [j for j in range(len(ok)) if errors[j] is None]
+    return runs, truncated, [ok[j] for j in go], [dataclasses.replace(requests[j], deadline=deadline) for j in go]
+
+
+def grade_outcome(grade: Grade, run: ItemRun) -> Grade:
+    """``grade`` with its failure: the run's (input, transport), else ``output`` when no sample gave a score."""
+    if run.error is not None:
+        return dataclasses.replace(grade, error=run.error)
+    if grade.score is None:
+        why = f"the judge gave no parseable verdict in {grade.failures} sample(s) after its retries"
+        return dataclasses.replace(grade, error=JudgeFailure("output", why))
+    return grade
+
+
+def verdict_outcome(verdict: Verdict, orders: Sequence[ItemRun]) -> Verdict:
+    """``verdict`` with its failure: an order that failed (input, transport) decides nothing (no winner, with
+    the reason); no verdict in any order is the judge's ``output`` failure; a tie is no failure."""
+    failed = [(name, r.error) for name, r in zip(ORDERS, orders, strict=False) if r.error is not None]
+    if failed:
+        name, error = failed[0]
+        reason = f"order {name} failed: {error.reason}" if len(orders) == 2 and len(failed) == 1 else error.reason
+        return dataclasses.replace(verdict, winner=None, tie=False, p_a=None, error=error, reason=reason)
+    if verdict.winner is None and not verdict.tie:  # the combine rule's reason: an order without any verdict ...
+        why = verdict.reason or "the judge gave no parseable verdict in either order after its retries"
+        return dataclasses.replace(verdict, error=JudgeFailure("output", why))
+    return verdict
+
+
+def graded_verdict(a: Grade, b: Grade, *, tie: bool, tie_rounds: int) -> Verdict:
+    """The Direct2Pair verdict of two grades, failed with the first grade's failure when one has one."""
+    verdict = verdict_from_grades(a, b, tie=tie, tie_rounds=tie_rounds)
+    return dataclasses.replace(verdict, error=next((g.error for g in (a, b) if g.error is not None), None))
+
+
+def with_failed_pairs(n: int, failed: dict[int, InputError], judged: Sequence[Verdict]) -> list[Verdict]:
+    """The verdicts of ``n`` pairs: those in ``failed`` fail with their input's fault, the others are ``judged``."""
+    rest = iter(judged)
+    return [Verdict(winner=None, error=input_failure(failed[i])) if i in failed else next(rest) for i in range(n)]
+
+
+def all_answered(results: Sequence[Grade] | Sequence[Verdict]) -> None:
+    """Raise the first ``transport`` failure among ``results`` as a ``BackendError``: for callers whose measure is
+    meaningless with a judge that did not answer (the probe); a reward or a job keeps the outcomes instead."""
+    for r in results:
+        if r.error is not None and r.error.kind == "transport":
+            raise BackendError(r.error.reason)

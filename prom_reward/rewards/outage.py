@@ -1,0 +1,279 @@
+"""The outage policy of reward calls: the one place a judge's transport failures are retried.
+
+A reward path must not be the part that kills a days-long training run, and must not wait forever
+either. The judge returns one outcome per item; an item the transport failed (judge unreachable, 5xx,
+429, a hung call cut) carries a ``transport`` failure. ``judge_until_answered`` asks the judge again for
+those items only, with back-off, and ``OutagePolicy`` says how, for every reward path alike (TRL,
+online DPO, the OpenRLHF server and ``reward_func``, verl):
+
+- failed items are asked again after an exponential back-off (``backoff_s`` doubling up to
+  ``max_backoff_s``) for up to ``budget_s`` seconds from the first failure, never past the caller's
+  deadline (the reward server's ``request_timeout``, under OpenRLHF's 180 s);
+- one judge call may take ``call_timeout_s`` (None: half the time left to the deadline, so a hung
+  call is cut and retried once before the deadline; no limit but the budget's where there is no
+  deadline): the judge's requests carry that deadline, and the transport cuts its attempts to it;
+- past the budget, ``on_exhausted`` decides: ``"raise"`` (a ``JudgeUnavailableError`` that says how
+  long the judge has been failing and why: training stops) or ``"fail"`` (the unanswered samples get
+  the failure reward with that reason, counted); the items the judge did answer keep their answers.
+
+Items that fail on their input or the judge's output are not retried here (the sampler re-samples a
+missing verdict); ``JudgeHealth`` records failures and successes as they happen, for ``/health``
+("degraded" with the cause).
+
+Example:
+    >>> policy = OutagePolicy(budget_s=30, call_timeout_s=None)
+    >>> policy.attempt_timeout(now=0.0, deadline=100.0, default=600.0)
+    50.0
+    >>> policy.retry_until(first_failure=10.0, deadline=25.0)
+    25.0
+    >>> [policy.delay(k) for k in range(1, 6)]
+    [1.0, 2.0, 4.0, 8.0, 15.0]
+    >>> health = JudgeHealth(); health.failed("HTTP 503", now=5.0); health.status(now=8.0)["status"]
+    'degraded'
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from prom_reward.core.results import JudgeFailure
+from prom_reward.errors import BackendError, ConfigError, JudgeUnavailableError
+
+T = TypeVar("T")
+logger = logging.getLogger(__name__)
+
+ON_EXHAUSTED = ("raise", "fail")
+
+
+@dataclass(frozen=True)
+class OutagePolicy:
+    """How a reward call treats a judge that fails (unreachable, 5xx, hung): see the module docstring."""
+
+    budget_s: float = 150.0
+    """Seconds a failing judge is retried, from the first failure of the streak (capped by the caller's deadline)."""
+
+    call_timeout_s: float | None = None
+    """Seconds one judge HTTP call may take; None: half the time left to the deadline (the backend's
+    own ``timeout`` where there is no deadline). Always cut at the deadline."""
+
+    backoff_s: float = 1.0
+    """First wait between retries of a failed call (doubles each retry)."""
+
+    max_backoff_s: float = 15.0
+    """Longest wait between retries."""
+
+    on_exhausted: str = "raise"
+    """Past the budget: ``"raise"`` (``JudgeUnavailableError``: training stops with the cause) or
+    ``"fail"`` (the unanswered samples get the failure reward with the cause, counted)."""
+
+    def __post_init__(self) -> None:
+        for name, low in (("budget_s", 0.0), ("backoff_s", 0.0), ("max_backoff_s", 0.0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < low:
+                raise ConfigError(f"{name}: expected seconds >= {low:g}, got {value!r}")
+        t = self.call_timeout_s
+        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0):
+            raise ConfigError(f"call_timeout_s: expected None (derived from the deadline) or seconds > 0, got {t!r}")
+        if self.on_exhausted not in ON_EXHAUSTED:
+            raise ConfigError(f"on_exhausted: expected one of {', '.join(ON_EXHAUSTED)}, got {self.on_exhausted!r}")
+
+    def delay(self, attempt: int) -> float:
+        """The wait before retry number ``attempt`` (1, 2, ...)."""
+        return float(min(self.backoff_s * 2 ** max(attempt - 1, 0), self.max_backoff_s))
+
+    def retry_until(self, first_failure: float, deadline: float | None) -> float:
+        """The monotonic time after which a call that first failed at ``first_failure`` is not retried."""
+        stop = first_failure + self.budget_s
+        return stop if deadline is None else min(stop, deadline)
+
+    def attempt_timeout(self, now: float, deadline: float | None, default: float) -> float:
+        """Seconds the next HTTP attempt may take (at most the time left to ``deadline``)."""
+        if deadline is None:
+            return float(self.call_timeout_s or default)
+        left = max(deadline - now, 0.0)
+        return float(min(self.call_timeout_s if self.call_timeout_s is not None else left / 2, left))
+
+
+class JudgeHealth:
+    """Whether the judge is answering, from what every call saw (thread-safe).
+
+    ``failed(cause)`` starts (or continues) a failure streak, ``succeeded()`` ends it; ``status()``
+    is ``{"status": "ok" | "degraded", ...}`` with the cause and how long the judge has been failing.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.failing_since: float | None = None
+        """Monotonic time of the first failure of the current streak (None: the judge is answering)."""
+        self.last_error: str | None = None
+        """The latest failure's description."""
+        self.failures = 0
+        """Failed judge calls (attempts) so far."""
+        self.exhausted = 0
+        """Reward calls whose outage budget ran out."""
+        self.recent: deque[str] = deque(maxlen=5)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__()  # type: ignore[misc]
+
+    def failed(self, cause: str, *, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            if self.failing_since is None:
+                self.failing_since = now
+            self.last_error = cause
+            self.failures += 1
+            self.recent.append(cause)
+
+    def succeeded(self) -> None:
+        with self._lock:
+            self.failing_since = None
+
+    def gave_up(self) -> None:
+        with self._lock:
+            self.exhausted += 1
+
+    def failing_for(self, *, now: float | None = None) -> float:
+        """Seconds the current failure streak has lasted (0 while the judge answers)."""
+        since = self.failing_since
+        return 0.0 if since is None else max((time.monotonic() if now is None else now) - since, 0.0)
+
+    def status(self, *, now: float | None = None) -> dict[str, Any]:
+        """``{"status", "cause", "failing_s", "failures", "exhausted"}``."""
+        with self._lock:
+            degraded = self.failing_since is not None
+            return {
+                "status": "degraded" if degraded else "ok",
+                "cause": self.last_error if degraded else None,
+                "failing_s": round(self.failing_for(now=now), 1),
+                "failures": self.failures,
+                "exhausted": self.exhausted,
+            }
+
+
+@dataclass
+class Answered(Generic[T]):
+    """What ``judge_until_answered`` got: the judge's outputs and the items left unanswered past the budget."""
+
+    parts: list[tuple[list[int], T]] = field(default_factory=list)
+    """(item indices, the call's output for exactly those items), in call order: a later part's output for an
+    item replaces an earlier one's (the earlier one had failed on the transport)."""
+    outage: dict[int, str] = field(default_factory=dict)
+    """Items left unanswered when the outage budget ran out (``on_exhausted="fail"``) -> reason."""
+    calls: int = 0
+    """Judge calls made (retries included)."""
+
+
+def judge_until_answered(
+    units: Sequence[Sequence[int]],
+    call: Callable[[list[int], float | None], T],
+    failures: Callable[[T], Sequence[JudgeFailure | None]],
+    policy: OutagePolicy,
+    *,
+    deadline: float | None = None,
+    health: JudgeHealth | None = None,
+) -> Answered[T]:
+    """Judge the items of ``units`` with ``call(item indices, call deadline) -> output``; ask again for the
+    units with an item that failed on the transport (``failures(output)``: per item, in order), as the module
+    docstring says.
+
+    Args:
+        units: groups of item indices judged together and retried together (one sample each, or a
+            ``pairwise_group`` group).
+        call: judges exactly the given items (in that order) by the given monotonic deadline (None: none).
+        failures: the per-item failures of a call's output.
+        policy: the outage policy.
+        deadline: monotonic time after which the judge is not asked again (the caller's deadline).
+        health: where failures and successes are recorded (a fresh one when None).
+    """
+    health = health if health is not None else JudgeHealth()
+    out: Answered[T] = Answered()
+    pending = [list(u) for u in units if u]
+    attempt = 0
+    while pending:
+        idx = [i for u in pending for i in u]
+        now = time.monotonic()
+        # a call's first attempt is always made (a judge that failed through an earlier call may be back);
+        # its retries stop at the budget of the streak, counted from its first failure
+        first = deadline if deadline is not None else math.inf
+        stop = policy.retry_until(health.failing_since or now, deadline) if attempt else first
+        cut = policy.attempt_timeout(now, deadline, math.inf)
+        try:
+            result = call(idx, min(now + cut, stop) if math.isfinite(min(now + cut, stop)) else None)
+            per_item = dict(zip(idx, failures(result), strict=True))
+        except BackendError as e:  # the whole call failed (a backend without per-request failures)
+            per_item = {i: JudgeFailure("transport", str(e)) for i in idx}
+        else:
+            out.parts.append((idx, result))
+        out.calls += 1
+        failed = [u for u in pending if any(_transport(per_item[i]) for i in u)]
+        if not failed:
+            health.succeeded()
+            return out
+        cause = next(f.reason for u in failed for i in u if (f := per_item[i]) is not None and _transport(f))
+        health.failed(cause)
+        attempt += 1
+        delay = policy.delay(attempt)
+        stop = policy.retry_until(health.failing_since or time.monotonic(), deadline)
+        if time.monotonic() + delay >= stop:
+            _exhausted(cause, failed, policy, health, deadline, out)
+            return out
+        logger.warning(
+            "%d sample(s) not answered (%s); asking again in %.1f s (failing for %s, budget %s)",
+            sum(len(u) for u in failed),
+            cause,
+            delay,
+            _secs(health.failing_for()),
+            _secs(policy.budget_s),
+        )
+        time.sleep(delay)
+        pending = failed
+    return out
+
+
+def _transport(failure: JudgeFailure | None) -> bool:
+    return failure is not None and failure.kind == "transport"
+
+
+def _exhausted(
+    cause: str,
+    failed: list[list[int]],
+    policy: OutagePolicy,
+    health: JudgeHealth,
+    deadline: float | None,
+    out: Answered[Any],
+) -> None:
+    """The outage budget ran out: raise, or fail the unanswered items with the cause (the answered ones stay)."""
+    health.gave_up()
+    failing = health.failing_for()
+    by_deadline = deadline is not None and deadline < (health.failing_since or time.monotonic()) + policy.budget_s
+    limit = "the reward call's deadline passed" if by_deadline else f"the outage budget is {_secs(policy.budget_s)}"
+    message = f"the judge has been failing for {_secs(failing)} and {limit}; last error: {cause}"
+    if policy.on_exhausted == "raise":
+        raise JudgeUnavailableError(
+            f"{message}. Stopping here rather than training on made-up rewards: bring the judge back (or raise "
+            "the outage budget) and resume the run",
+            failing_s=failing,
+            cause=cause,
+        )
+    for unit in failed:
+        for i in unit:
+            out.outage[i] = message
+    logger.error("%d sample(s) got no answer: %s", len(out.outage), message)
+
+
+def _secs(seconds: float) -> str:
+    return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
+
+
+__all__ = ["Answered", "JudgeHealth", "OutagePolicy", "judge_until_answered"]
