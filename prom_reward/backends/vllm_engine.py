@@ -22,7 +22,12 @@ from typing import Any
 from prom_reward.backends.base import Completion, GenerationRequest, GenerationResult, TokenLogprobs
 from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, split_continuation, with_continuation
-from prom_reward.backends.vllm_options import VLLMOptions, sampling_kwargs, teacher_forcing_kwargs
+from prom_reward.backends.vllm_options import (
+    VLLMOptions,
+    check_engine_allowed,
+    sampling_kwargs,
+    teacher_forcing_kwargs,
+)
 from prom_reward.errors import BackendError, ConfigError
 from prom_reward.format.wire import get_wire_format, template_accepts_system
 
@@ -75,6 +80,7 @@ class VLLMEngine:
         self.model = model
         if llm is None:
             self.options = VLLMOptions.from_settings(settings)
+            check_engine_allowed(f"VLLMEngine({model!r})")
             try:
                 import vllm
             except ImportError as e:  # pragma: no cover - depends on the install

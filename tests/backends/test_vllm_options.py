@@ -9,6 +9,7 @@ from prom_reward import ConfigError, PrometheusJudge
 from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.backends.vllm_options import (
     ENGINE_FLAGS,
+    NO_ENGINE_ENV,
     SAMPLING_KEYWORDS,
     VLLMOptions,
     sampling_kwargs,
@@ -197,6 +198,7 @@ def test_the_engine_starts_vllm_with_the_options_kwargs(monkeypatch):
 
     from prom_reward.backends import vllm_engine
 
+    monkeypatch.delenv(NO_ENGINE_ENV, raising=False)  # the engine below is a recorder: allowed in the unit tier
     seen = []
 
     class RecordingLLM:  # stands in for vllm.LLM: records what the engine would start with

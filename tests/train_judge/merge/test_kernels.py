@@ -88,6 +88,7 @@ def merged_bytes(paths, tmp_path, case, path, out_dtype=None, rng="mt19937", tag
     }
 
 
+@pytest.mark.integration  # compiles every numba kernel and merges twice per case
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 @pytest.mark.parametrize("case", list(CASES))
 def test_numba_path_gives_the_torch_paths_bytes(tmp_path, monkeypatch, case, dtype):

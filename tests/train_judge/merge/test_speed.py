@@ -10,6 +10,8 @@ import pytest
 from benchmarks import merge_speed
 from train_judge.merge import kernels
 
+pytestmark = pytest.mark.integration  # benchmarks.merge_speed end to end, numba kernels compiled
+
 
 @pytest.mark.skipif(not kernels.HAVE_NUMBA, reason="numba is not installed")
 def test_repeat_rounds_end_with_a_summary(tmp_path, monkeypatch, capsys):

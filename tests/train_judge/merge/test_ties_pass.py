@@ -81,6 +81,7 @@ CASES = {
     [(torch.bfloat16, None), (torch.float32, None), (torch.float32, "bfloat16"), (torch.float16, "bfloat16")],
 )
 @pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.integration  # compiles the one-pass numba kernels and merges twice per case
 def test_one_pass_gives_the_torch_paths_bytes(tmp_path, monkeypatch, one_pass_results, case, dtype, out_dtype):
     paths = make_models(tmp_path, dtype)
     numba = merge(paths, tmp_path / "numba", "numba", monkeypatch, out_dtype=out_dtype, **dict(CASES[case]))
