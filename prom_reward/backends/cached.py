@@ -2,8 +2,8 @@
 
 ``generate`` looks every request up, sends only the missing ones to the inner
 backend in one call (order kept), saves their results, and answers in input order.
-A backend that reports results as they complete (``streams_results``: the
-``openai`` backend) has them saved as they arrive, in small transactions (every
+A backend that reports results as they complete (``capabilities.streams_results``:
+the ``openai`` backend) has them saved as they arrive, in small transactions (every
 ``flush_every`` results or ``flush_seconds``), so a crash or a failed request loses
 at most the last second of finished work and never stores a failure. Other backends
 (the in-process vLLM engine answers a whole batch at once) are saved per call:
@@ -24,16 +24,18 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from prom_reward.backends.base import Backend, GenerationRequest, GenerationResult
+from prom_reward.backends.base import Backend, GenerationRequest, GenerationResult, TokenLogprobs
 from prom_reward.backends.store import JudgmentStore, backend_fingerprint, open_store, request_key
-from prom_reward.errors import BackendError
+from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, ContinuationScorer
+from prom_reward.errors import BackendError, ConfigError
 
 
 class _Saver:
@@ -70,7 +72,9 @@ class CachedBackend:
         self.inner = inner
         self.flush_every, self.flush_seconds = flush_every, flush_seconds
         self.store = open_store(store)
-        self.name: str = getattr(inner, "name", type(inner).__name__)
+        self.name: str = inner.name
+        self.capabilities = dataclasses.replace(inner.capabilities, streams_results=False)
+        """The inner backend's, except that ``generate`` here reports no result before the call returns."""
         self.fingerprint = backend_fingerprint(inner)
         self.hits = 0
         self.misses = 0
@@ -100,7 +104,8 @@ class CachedBackend:
         if missing:
             batch = [requests[i] for i in missing]
             model = self.fingerprint.get("model") or self.name
-            if getattr(self.inner, "streams_results", False):
+            streams = self.inner.capabilities.streams_results
+            if streams:
                 saver = _Saver(self.store, self.flush_every, self.flush_seconds)
                 try:
                     results = self.inner.generate(  # type: ignore[call-arg]
@@ -115,7 +120,7 @@ class CachedBackend:
                     f"backend {self.name!r} returned {len(results)} results for {len(batch)} requests; "
                     f"a backend must return one result per request, in order"
                 )
-            if not getattr(self.inner, "streams_results", False):
+            if not streams:
                 self.store.put_many((keys[i], model, r, res) for i, r, res in zip(missing, batch, results, strict=True))
             found.update((keys[i], res) for i, res in zip(missing, results, strict=True))
         return [found[k] for k in keys]
@@ -123,8 +128,22 @@ class CachedBackend:
     def count_tokens(self, requests: Sequence[GenerationRequest]) -> list[int] | None:
         return self.inner.count_tokens(requests)
 
+    def continuation_logprobs(
+        self, requests: Sequence[GenerationRequest], continuations: Sequence[str], top_k: int = DEFAULT_TOP_K
+    ) -> list[tuple[TokenLogprobs, ...]]:
+        """The inner backend's teacher forcing (not stored); only when it declares ``continuation_logprobs``."""
+        if not self.inner.capabilities.continuation_logprobs:
+            raise ConfigError(
+                f"continuation_logprobs: expected a backend that teacher-forces, got {self.name!r}, which "
+                "declares capabilities.continuation_logprobs=False; use vllm, openai or transformers"
+            )
+        return cast(ContinuationScorer, self.inner).continuation_logprobs(requests, continuations, top_k)
+
     def context_length(self) -> int | None:
         return self.inner.context_length()
+
+    def special_tokens(self) -> tuple[str, ...]:
+        return self.inner.special_tokens()
 
     def close(self) -> None:
         """Close the inner backend and the store (safe to call twice)."""

@@ -8,7 +8,7 @@ its response(s) are shortened until it fits (the result is marked ``truncated``)
 Counting tokens costs a tokenizer pass (an HTTP round trip per item for a server), so
 backends whose tokenizers never make more tokens than UTF-8 bytes (byte-level BPE and
 byte-fallback SentencePiece: every token covers at least one byte) say so with
-``tokens_at_most_bytes = True``; an item whose system prompt + template bytes, plus
+``capabilities.tokens_at_most_bytes``; an item whose system prompt + template bytes, plus
 ``TEMPLATE_MARGIN`` tokens for the chat template's own special tokens, plus ``max_tokens``
 fit the context is then known to fit without counting. Only the others are counted.
 
@@ -64,7 +64,7 @@ def fit_to_context(
     if limit is None or not requests:
         return requests, items, truncated
     check = list(range(len(requests)))
-    if getattr(backend, "tokens_at_most_bytes", False):
+    if backend.capabilities.tokens_at_most_bytes:
         check = [i for i in check if not surely_fits(requests[i], limit)]
         if not check:
             return requests, items, truncated

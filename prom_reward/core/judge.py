@@ -44,6 +44,7 @@ from prom_reward.format.templates import ABS_SYSTEM_PROMPT, REL_SYSTEM_PROMPT
 
 if TYPE_CHECKING:
     from prom_reward.backends.store import JudgmentStore
+    from prom_reward.confidence.routing import CascadeStats
 
 EXPECTED_LOGPROBS = 20
 
@@ -92,7 +93,7 @@ class PrometheusJudge:
         confidence: request per-token top-20 logprobs so every ``Grade``/``Verdict`` carries its
             token-entropy indicators in ``.confidence`` (SE, perplexity, verdict probability; the
             sample/swap agreements are there without it). See ``prom_reward.confidence.indicators``.
-        calibration: a base model for SE-Cali: a backend object with ``continuation_logprobs``
+        calibration: a base model for SE-Cali: a backend declaring ``capabilities.continuation_logprobs``
             (``vllm``, ``openai``, ``transformers``) or a dict of ``make_backend`` options
             (``{"backend": "vllm", "model": ...}``). It reads each valid output of the judge by
             teacher forcing, in its own wire format; implies ``confidence=True``. A vLLM judge and a
@@ -169,11 +170,15 @@ class PrometheusJudge:
 
             self.backend = CachedBackend(self.backend, opened)
         self.stats = JudgeStats()
-        tokenizer = getattr(self.backend, "tokenizer", None)
-        self.special_tokens: tuple[str, ...] = tuple(special_tokens) + tuple(
-            getattr(tokenizer, "all_special_tokens", None) or ()
-        )
+        self.special_tokens: tuple[str, ...] = tuple(special_tokens) + self.backend.special_tokens()
         """Chat special tokens neutralised in judged texts (besides ``sanitize.SPECIAL_TOKENS``)."""
+
+    cascade_stats: CascadeStats | None = None  # a single judge routes nothing (``Judge.cascade_stats``)
+
+    @property
+    def thread_safe(self) -> bool:
+        """Its backend's ``capabilities.thread_safe``: several threads may call the judge at once."""
+        return self.backend.capabilities.thread_safe
 
     # -- plumbing ---------------------------------------------------------------
     def _neutralize(self, items: list[Item]) -> list[Item]:

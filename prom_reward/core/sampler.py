@@ -127,7 +127,7 @@ def force_prefix(text: str) -> str:
 def _check_count(backend: Backend, batch: Sequence[GenerationRequest], results: Sequence[object]) -> None:
     if len(results) != len(batch):
         raise BackendError(
-            f"backend {getattr(backend, 'name', type(backend).__name__)!r} returned {len(results)} results for "
+            f"backend {backend.name!r} returned {len(results)} results for "
             f"{len(batch)} requests; a backend must return one result per request, in order"
         )
 

@@ -59,9 +59,10 @@ def judge_fingerprint(judge: Any) -> dict[str, Any]:
     """The judge options that change results: from ``PrometheusJudge`` keyword arguments, or a built judge."""
     if isinstance(judge, dict):
         return {k: _plain(v) for k, v in sorted(judge.items()) if k not in _NOT_RESULTS}
+    from prom_reward.backends.cached import CachedBackend
     from prom_reward.backends.store import backend_fingerprint
 
-    inner = getattr(judge.backend, "inner", judge.backend)  # a judgment store's CachedBackend
+    inner = judge.backend.inner if isinstance(judge.backend, CachedBackend) else judge.backend
     return {
         "backend": backend_fingerprint(inner),
         "sampling": _plain(judge.sampling),

@@ -7,6 +7,7 @@ import pytest
 
 from prom_reward import ConfigError, PrometheusJudge
 from prom_reward.backends.sampling import SamplingConfig
+from prom_reward.backends.vllm_engine import VLLMEngine
 from prom_reward.backends.vllm_options import (
     ENGINE_FLAGS,
     NO_ENGINE_ENV,
@@ -124,12 +125,16 @@ class _Engine:
     method); the real engine is never started here."""
 
     name = "vllm"
+    capabilities = VLLMEngine.capabilities
 
     def __init__(self, share: float) -> None:
         self.options = VLLMOptions(gpu_memory_utilization=share)
 
     def continuation_logprobs(self, requests, continuations, top_k=20):
         return [() for _ in requests]
+
+    def special_tokens(self):
+        return ()
 
 
 def _built(monkeypatch):
