@@ -16,10 +16,10 @@ SETUP_HASH := $(shell cat $(SETUP_INPUTS) 2>/dev/null | $(PYTHON) -c \
 STAMP := $(VENV)/.stamp-$(SETUP_HASH)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup browser test test-all lint demo clean
+.PHONY: help setup browser test test-fast test-all lint demo clean
 
 help:  ## list the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-zA-Z_-]*:.*## / {printf "  make %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-zA-Z_-]*:.*## / {printf "  make %-9s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 	@echo "  variables: PYTHON=$(PYTHON) VENV=$(VENV) PYTEST_ARGS='$(PYTEST_ARGS)'"
 
 setup: $(STAMP)  ## install the CPU stack into .venv (idempotent), convert SmolLM2, build the pocket judge
@@ -37,6 +37,10 @@ browser:  ## headless Chromium (Debian's package) for the report's browser test,
 
 test: setup browser lint  ## lint, then the test suite CI runs (real vLLM engine and server on CPU; exit code 5, no tests, fails)
 	HF_HUB_OFFLINE=1 $(PY) -m pytest tests -m "$(PYTEST_MARKERS)" $(PYTEST_ARGS)
+
+test-fast: setup  ## the unit tier for the edit-test loop: no vLLM engine or server, no TRL run, no lint
+	HF_HUB_OFFLINE=1 PROM_REWARD_NO_ENGINE=1 PROM_REWARD_TEST_PRESTART=0 \
+		$(PY) -m pytest tests -m "not integration and not slow" $(PYTEST_ARGS)
 
 test-all: setup  ## the suite plus the tests marked slow (second end-to-end runs of covered paths)
 	$(MAKE) test PYTEST_MARKERS=""

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from prom_reward.backends.base import Completion, GenerationRequest, GenerationResult
+from prom_reward.backends.base import BackendCapabilities, Completion, GenerationRequest, GenerationResult
 from prom_reward.core.judge import PrometheusJudge
 from prom_reward.format.parsing import parse_output
 from prom_reward.format.render import render_absolute
@@ -29,6 +29,9 @@ class NoOpBackend:
     """Answers each request with ``n`` copies of one fixed output; counts no tokens."""
 
     name = "noop"
+    capabilities = BackendCapabilities(
+        tokens_at_most_bytes=False, streams_results=False, thread_safe=False, continuation_logprobs=False
+    )
 
     def __init__(self, absolute: str = "Clear and correct. [RESULT] 4", relative: str = "A is better. [RESULT] A"):
         self._abs = Completion(absolute, finish_reason="stop", completion_tokens=0)
@@ -42,6 +45,9 @@ class NoOpBackend:
 
     def context_length(self) -> None:
         return None
+
+    def special_tokens(self) -> tuple[str, ...]:
+        return ()  # no tokenizer
 
     def close(self) -> None:
         pass

@@ -9,6 +9,11 @@ needs them, and the modules of single-process tests run first (then those that s
 engines, then those that use the session's), so the servers' start overlaps tests that leave a core
 free; session servers are stopped side by side at the end. Set
 ``PROM_REWARD_TEST_PRESTART=0`` for plain file order and servers started on first use.
+
+Tiers: a test is ``integration`` when it is marked so, or when it uses an engine or server fixture, a
+model folder (``tiny_model_dir``, ``smollm2_dir``) or the ``smollm2`` mark (marked here at collection);
+``make test-fast`` runs the others with ``PROM_REWARD_NO_ENGINE=1``, under which starting a vLLM
+engine or server raises, so an engine test that escapes the marking fails there instead of slowing it.
 """
 
 from __future__ import annotations
@@ -18,13 +23,13 @@ import io
 import os
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
 from prom_reward.backends.servers import ServeConfig, term_with_parent
-from prom_reward.backends.vllm_options import VLLMOptions
+from prom_reward.backends.vllm_options import NO_ENGINE_ENV, VLLMOptions, check_engine_allowed
 from tests.fakes import FakeServer, Reply, StandInJudge, free_port
 from tests.reward_faults import GRADES, Case
 
@@ -88,6 +93,7 @@ def vllm_engine(tiny_model_dir: Path):
 def launch_vllm_server(model_dir: Path, log_path: Path, *, max_model_len: int = 4096) -> tuple[subprocess.Popen, str]:
     """Start the judge server on 127.0.0.1 without waiting, with the command line of ``prom-reward serve``
     (``ServeConfig.command``); returns (process, root URL)."""
+    check_engine_allowed(f"the test server for {model_dir}")
     port = free_port()
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"))
     config = ServeConfig(
@@ -136,19 +142,59 @@ def stop_server(proc: subprocess.Popen) -> None:
 # first (pytest_collection_modifyitems). PROM_REWARD_TEST_PRESTART=0 turns both off.
 SERVER_FIXTURES = ("vllm_server", "smollm2_server")
 ENGINE_FIXTURES = ("vllm_engine", "smollm2_engine", *SERVER_FIXTURES)
+INTEGRATION_FIXTURES = (*ENGINE_FIXTURES, "tiny_model_dir", "smollm2_dir")
+"""Fixtures that make a test ``integration``: a vLLM engine or server, or a model folder (what loads it is slow)."""
 _LAUNCHED: dict[str, tuple[subprocess.Popen, str, Path]] = {}
 _STOPPING: list[subprocess.Popen] = []
 _TINY: dict[str, Path] = {}
+
+
+_REFUSED: list[str] = []
+"""What the unit tier refused to start (``NO_ENGINE_ENV``), so a test that catches the error still fails."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under ``NO_ENGINE_ENV=1`` record each refused engine or server start (``_no_engine_in_the_unit_tier``)."""
+    if os.environ.get(NO_ENGINE_ENV) != "1":
+        return
+    from prom_reward.backends import servers, vllm_engine
+
+    def refuse(what: str) -> None:
+        if os.environ.get(NO_ENGINE_ENV) == "1":
+            _REFUSED.append(what)
+        check_engine_allowed(what)
+
+    servers.check_engine_allowed = vllm_engine.check_engine_allowed = refuse  # type: ignore[assignment]
+
+
+@pytest.fixture(autouse=True)
+def _no_engine_in_the_unit_tier() -> Iterator[None]:
+    """Fail a test that tried to start a vLLM engine or server in the unit tier, even if it caught the error."""
+    before = len(_REFUSED)
+    yield
+    if len(_REFUSED) > before:
+        pytest.fail(f"started {_REFUSED[before]} under {NO_ENGINE_ENV}=1: mark the test pytest.mark.integration")
 
 
 def _prestart_enabled(config: pytest.Config) -> bool:
     return os.environ.get("PROM_REWARD_TEST_PRESTART", "1") != "0" and not config.option.collectonly
 
 
+def is_integration(fixturenames: Sequence[str], marks: Sequence[str]) -> bool:
+    """Whether a test with these fixtures and mark names belongs to the ``integration`` tier."""
+    return "integration" in marks or "smollm2" in marks or any(f in INTEGRATION_FIXTURES for f in fixturenames)
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects: the marks added here count
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Run modules in three tiers, each in file order: first those with only single-process tests (they
-    leave a core free for the servers' start), then those with ``integration`` tests that run their own
+    """Mark ``integration`` every test ``is_integration`` finds (the unit tier, ``make test-fast``, leaves them
+    out); then run modules in three tiers, each in file order: first those with only single-process tests
+    (they leave a core free for the servers' start), then those with ``integration`` tests that run their own
     engines or servers, then those that use the session engines and servers."""
+    explicit = {i: i.get_closest_marker("integration") is not None for i in items}
+    for i in items:
+        if not explicit[i] and is_integration(getattr(i, "fixturenames", ()), [m.name for m in i.iter_markers()]):
+            i.add_marker(pytest.mark.integration)
     if os.environ.get("PROM_REWARD_TEST_PRESTART", "1") == "0":
         return
 
@@ -157,13 +203,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
     tier: dict[str, int] = {}
     for i in items:
-        t = (
-            2
-            if any(n in ENGINE_FIXTURES for n in getattr(i, "fixturenames", ()))
-            else 1
-            if i.get_closest_marker("integration")
-            else 0
-        )
+        t = 2 if any(n in ENGINE_FIXTURES for n in getattr(i, "fixturenames", ())) else 1 if explicit[i] else 0
         tier[module(i)] = max(tier.get(module(i), 0), t)
     tier[""] = 0
     items.sort(key=lambda item: tier[module(item)])

@@ -19,7 +19,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from prom_reward.backends.base import GenerationRequest, TokenLogprobs
+from prom_reward.backends.base import BackendCapabilities, GenerationRequest, TokenLogprobs
 from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.core.judge import PrometheusJudge
 
@@ -95,6 +95,11 @@ class Calibrator:
     whitespace-separated word of a continuation is one token (``probs``'s first key) with the distribution ``probs``;
     ``calls`` records
     each ``continuation_logprobs`` call's (requests, continuations, top_k)."""
+
+    name = "calibrator"
+    capabilities = BackendCapabilities(
+        tokens_at_most_bytes=False, streams_results=False, thread_safe=False, continuation_logprobs=True
+    )
 
     def __init__(self, probs: dict[str, float]) -> None:
         self.probs = probs

@@ -8,7 +8,14 @@ Example:
     ['openai', 'scripted', 'transformers', 'vllm']
 """
 
-from prom_reward.backends.base import Backend, Completion, GenerationRequest, GenerationResult, TokenLogprobs
+from prom_reward.backends.base import (
+    Backend,
+    BackendCapabilities,
+    Completion,
+    GenerationRequest,
+    GenerationResult,
+    TokenLogprobs,
+)
 from prom_reward.backends.cached import CachedBackend
 from prom_reward.backends.factory import BACKENDS, backend_class, make_backend
 from prom_reward.backends.sampling import SamplingConfig
@@ -16,6 +23,7 @@ from prom_reward.backends.sampling import SamplingConfig
 __all__ = [
     "BACKENDS",
     "Backend",
+    "BackendCapabilities",
     "CachedBackend",
     "Completion",
     "GenerationRequest",

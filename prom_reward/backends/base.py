@@ -6,20 +6,27 @@ model reads (a chat-templated string, ``[INST] ... [/INST]``, raw text, or chat
 messages for an OpenAI-compatible server). Every request in one ``generate``
 call goes to the model together so the engine can batch them.
 
+What a backend can do beyond the protocol's methods it declares in ``capabilities``, a
+``BackendCapabilities``; callers read it there, never by probing the object for attributes.
+
 Example:
     >>> req = GenerationRequest(system="You judge.", user="###Task...", n=2,
     ...                         sampling=SamplingConfig(max_tokens=8))
     >>> req.n
     2
+    >>> from prom_reward.backends.scripted import ScriptedBackend
+    >>> ScriptedBackend(outputs=[]).capabilities.thread_safe
+    False
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Protocol, runtime_checkable
 
 from prom_reward.backends.sampling import SamplingConfig
+from prom_reward.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -101,11 +108,42 @@ class GenerationResult:
     """With ``error``: the server rejected the request itself (HTTP 4xx), so it is the item's fault, not retried."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class BackendCapabilities:
+    """What a backend declares it can do beyond ``generate``/``count_tokens``/``context_length``/``close``.
+    Every field is given: a backend states each capability, none is assumed."""
+
+    tokens_at_most_bytes: bool
+    """Its tokenizer never makes more tokens than UTF-8 bytes (byte-level BPE, byte-fallback SentencePiece),
+    so the context check (``prom_reward.core.context``) skips counting a prompt whose bytes surely fit."""
+
+    streams_results: bool
+    """``generate`` also takes ``on_result(index, result)`` and calls it as each result completes, so a
+    judgment store (``CachedBackend``) saves results as they arrive instead of per call."""
+
+    thread_safe: bool
+    """Several threads may call ``generate`` at once (the batched reward then runs batches concurrently)."""
+
+    continuation_logprobs: bool
+    """It teacher-forces: it has ``continuation_logprobs(requests, continuations, top_k)`` (a
+    ``prom_reward.backends.teacher_forcing.ContinuationScorer``; what SE-Cali calibration needs)."""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not isinstance(value, bool):
+                raise ConfigError(f"BackendCapabilities.{f.name}: expected True or False, got {value!r}")
+
+
 @runtime_checkable
 class Backend(Protocol):
     """What the judge needs from a model server or engine."""
 
     name: str
+    """A short name for messages and the judgment store's fingerprint (``vllm``, ``openai`` ...)."""
+
+    capabilities: BackendCapabilities
+    """What this backend can do beyond these methods (declared by the class, read by the callers)."""
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         """Complete every request (all in one batch where possible), in input order. A request the transport
@@ -118,6 +156,11 @@ class Backend(Protocol):
 
     def context_length(self) -> int | None:
         """The model's context window in tokens, or None if unknown."""
+        ...
+
+    def special_tokens(self) -> tuple[str, ...]:
+        """The chat special tokens of the model's tokenizer (neutralised in judged texts), or () when the
+        tokenizer is not here (a server, a scripted backend)."""
         ...
 
     def close(self) -> None:

@@ -2,8 +2,8 @@
 
 ``generate`` looks every request up, sends only the missing ones to the inner
 backend in one call (order kept), saves their results, and answers in input order.
-A backend that reports results as they complete (``streams_results``: the
-``openai`` backend) has them saved as they arrive, in small transactions (every
+A backend that reports results as they complete (``capabilities.streams_results``:
+the ``openai`` backend) has them saved as they arrive, in small transactions (every
 ``flush_every`` results or ``flush_seconds``), so a crash or a failed request loses
 at most the last second of finished work and never stores a failure. Other backends
 (the in-process vLLM engine answers a whole batch at once) are saved per call:
@@ -37,12 +37,13 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from prom_reward.backends.base import Backend, GenerationRequest, GenerationResult
+from prom_reward.backends.base import Backend, BackendCapabilities, GenerationRequest, GenerationResult, TokenLogprobs
 from prom_reward.backends.factory import check_model_folder, make_backend
 from prom_reward.backends.store import JudgmentStore, backend_fingerprint, open_store, request_key
-from prom_reward.errors import BackendError
+from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, ContinuationScorer
+from prom_reward.errors import BackendError, ConfigError
 
 log = logging.getLogger(__name__)
 DEFERRED = ("vllm",)
@@ -85,11 +86,12 @@ class CachedBackend:
         *,
         fingerprint: dict[str, Any] | None = None,
         tokenizer: Any = None,
+        capabilities: BackendCapabilities | None = None,
         flush_every: int = 64,
         flush_seconds: float = 1.0,
     ) -> None:
-        """``inner``: the backend; or, with its ``fingerprint`` (and ``tokenizer``, if it has one), a function
-        that builds it, called on the first store miss."""
+        """``inner``: the backend; or, with its ``fingerprint``, ``capabilities`` (and ``tokenizer``, if it has
+        one), a function that builds it, called on the first store miss."""
         self._inner: Backend | None = None if fingerprint is not None else inner  # type: ignore[assignment]
         self._build: Callable[[], Backend] | None = inner if fingerprint is not None else None  # type: ignore[assignment]
         self.flush_every, self.flush_seconds = flush_every, flush_seconds
@@ -98,6 +100,11 @@ class CachedBackend:
         self.name: str = str(self.fingerprint["name"])
         if fingerprint is not None:  # not built: what the judge reads before generating is known here
             self.tokenizer = tokenizer
+        if fingerprint is not None and capabilities is None:
+            raise ConfigError("CachedBackend: a backend built later needs its capabilities= (its class's declaration)")
+        declared = capabilities if capabilities is not None else cast(Backend, inner).capabilities
+        self.capabilities = dataclasses.replace(declared, streams_results=False)
+        """The inner backend's, except that ``generate`` here reports no result before the call returns."""
         self.hits = 0
         self.misses = 0
 
@@ -116,7 +123,8 @@ class CachedBackend:
             plan = VLLMEngine.unstarted(**options)
         if plan is None:
             return cls(make_backend(backend, **options), store)
-        return cls(lambda: make_backend(backend, **options), store, fingerprint=plan[0], tokenizer=plan[1])
+        build = lambda: make_backend(backend, **options)  # noqa: E731
+        return cls(build, store, fingerprint=plan[0], tokenizer=plan[1], capabilities=VLLMEngine.capabilities)
 
     @property
     def built(self) -> bool:
@@ -163,7 +171,8 @@ class CachedBackend:
         if missing:
             batch = [requests[i] for i in missing]
             model = self.fingerprint.get("model") or self.name
-            if getattr(self.inner, "streams_results", False):
+            streams = self.inner.capabilities.streams_results
+            if streams:
                 saver = _Saver(self.store, self.flush_every, self.flush_seconds)
                 try:
                     results = self.inner.generate(  # type: ignore[call-arg]
@@ -178,7 +187,7 @@ class CachedBackend:
                     f"backend {self.name!r} returned {len(results)} results for {len(batch)} requests; "
                     f"a backend must return one result per request, in order"
                 )
-            if not getattr(self.inner, "streams_results", False):
+            if not streams:
                 self.store.put_many(
                     (keys[i], model, r, res)
                     for i, r, res in zip(missing, batch, results, strict=True)
@@ -192,8 +201,26 @@ class CachedBackend:
     def count_tokens(self, requests: Sequence[GenerationRequest]) -> list[int] | None:
         return self.inner.count_tokens(requests)
 
+    def continuation_logprobs(
+        self, requests: Sequence[GenerationRequest], continuations: Sequence[str], top_k: int = DEFAULT_TOP_K
+    ) -> list[tuple[TokenLogprobs, ...]]:
+        """The inner backend's teacher forcing (not stored); only when it declares ``continuation_logprobs``."""
+        if not self.inner.capabilities.continuation_logprobs:
+            raise ConfigError(
+                f"continuation_logprobs: expected a backend that teacher-forces, got {self.name!r}, which "
+                "declares capabilities.continuation_logprobs=False; use vllm, openai or transformers"
+            )
+        return cast(ContinuationScorer, self.inner).continuation_logprobs(requests, continuations, top_k)
+
     def context_length(self) -> int | None:
         return self.inner.context_length()
+
+    def special_tokens(self) -> tuple[str, ...]:
+        """The inner backend's; a deferred one's from the tokenizer it was given (it is not built for this)."""
+        if self._inner is None:
+            tokenizer = self.__dict__.get("tokenizer")
+            return tuple(tokenizer.all_special_tokens) if tokenizer is not None else ()
+        return self._inner.special_tokens()
 
     def close(self) -> None:
         """Close the inner backend (a deferred one never built: nothing to close) and the store (safe to call

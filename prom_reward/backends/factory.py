@@ -28,7 +28,7 @@ BACKENDS.register("transformers", "prom_reward.backends.transformers_backend:Tra
 BACKENDS.register("scripted", "prom_reward.backends.scripted:ScriptedBackend")
 
 
-def backend_class(name: str) -> type:
+def backend_class(name: str) -> type[Backend]:
     """The backend class registered as ``name`` (imports its module on first use)."""
     module, _, cls = BACKENDS.get(name).partition(":")
     return getattr(importlib.import_module(module), cls)

@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 from prom_reward.backends._endpoints import EndpointPool
 from prom_reward.backends._openai_http import HTTPBatch, gather_all, run_sync
 from prom_reward.backends._openai_wire import parse_prompt_logprobs, parse_reply, sampling_fields, sent_n
-from prom_reward.backends.base import GenerationRequest, GenerationResult, TokenLogprobs
+from prom_reward.backends.base import BackendCapabilities, GenerationRequest, GenerationResult, TokenLogprobs
 from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, split_continuation, with_continuation
 from prom_reward.errors import BackendError, ConfigError, JudgeConfigError, ServerRejected, UnknownNameError
 from prom_reward.format.wire import get_wire_format
@@ -67,9 +67,12 @@ class OpenAIServer:
     """
 
     name = "openai"
-    tokens_at_most_bytes = True  # real tokenizers: see prom_reward.core.context
-    streams_results = True  # generate() takes on_result (see CachedBackend)
-    thread_safe = True  # several threads may call generate at once (reward batches run concurrently)
+    capabilities = BackendCapabilities(
+        tokens_at_most_bytes=True,  # real tokenizers
+        streams_results=True,  # generate() takes on_result
+        thread_safe=True,  # one client serves concurrent reward batches
+        continuation_logprobs=True,  # vLLM servers' prompt_logprobs
+    )
 
     def __init__(
         self,
@@ -367,6 +370,10 @@ class OpenAIServer:
                 value = None  # no /models: unknown (a wrong route fails the generation call itself)
             self._max_model_len, self._context_known = (int(value) if value else None), True
         return self._max_model_len
+
+    def special_tokens(self) -> tuple[str, ...]:
+        """None known: the served tokenizer is not here (give ``PrometheusJudge(special_tokens=...)``)."""
+        return ()
 
     def close(self) -> None:
         """Refuse further calls. HTTP clients live per batch, so nothing stays open between calls."""

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from prom_reward.backends.base import Completion, GenerationRequest, GenerationResult
+from prom_reward.backends.base import BackendCapabilities, Completion, GenerationRequest, GenerationResult
 from prom_reward.errors import InputError
 
 
@@ -49,6 +49,10 @@ class ReferenceReplayBackend:
         records: filled template -> recorded judge outputs (each ending ``[RESULT] <verdict>``).
         source: what the records are (shown in ``name`` and errors), e.g. ``"GPT-4, vicuna_eval.json"``.
     """
+
+    capabilities = BackendCapabilities(
+        tokens_at_most_bytes=False, streams_results=False, thread_safe=False, continuation_logprobs=False
+    )
 
     def __init__(self, records: Mapping[str, Sequence[str]], *, source: str = "recorded judgments") -> None:
         self.records = {str(k): [str(o) for o in v] for k, v in records.items()}
@@ -155,6 +159,9 @@ class ReferenceReplayBackend:
 
     def context_length(self) -> int | None:
         return None
+
+    def special_tokens(self) -> tuple[str, ...]:
+        return ()  # no tokenizer
 
     def close(self) -> None:
         pass

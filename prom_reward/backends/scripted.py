@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from prom_reward.backends.base import Completion, GenerationRequest, GenerationResult
+from prom_reward.backends.base import BackendCapabilities, Completion, GenerationRequest, GenerationResult
 from prom_reward.errors import BackendError
 
 Scripted = str | Completion
@@ -26,6 +26,9 @@ class ScriptedBackend:
     """Replays outputs; ``calls`` holds the request lists of each ``generate`` call."""
 
     name = "scripted"
+    capabilities = BackendCapabilities(  # word counts can exceed bytes (tokens_per_word)
+        tokens_at_most_bytes=False, streams_results=False, thread_safe=False, continuation_logprobs=False
+    )
 
     def __init__(
         self,
@@ -67,6 +70,9 @@ class ScriptedBackend:
 
     def context_length(self) -> int | None:
         return self._context
+
+    def special_tokens(self) -> tuple[str, ...]:
+        return ()  # no tokenizer
 
     def close(self) -> None:
         pass

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prom_reward.backends.vllm_options import ENGINE_FLAGS, SERVER_MODULE, VLLMOptions
+from prom_reward.backends.vllm_options import ENGINE_FLAGS, SERVER_MODULE, VLLMOptions, check_engine_allowed
 from prom_reward.errors import BackendError, ConfigError
 
 
@@ -159,10 +159,13 @@ class JudgeServers:
 
                 apply_cpu_defaults(env)
             path = log_dir / f"judge-{ports[i]}-{os.getpid()}.log"
+            command = self.config.command(model, i)
+            if SERVER_MODULE in command:
+                check_engine_allowed(f"a vLLM judge server for {model!r}")
             with open(path, "xb") as log:  # a new file: never another server's log
                 self.procs.append(
                     subprocess.Popen(
-                        self.config.command(model, i),
+                        command,
                         stdout=log,
                         stderr=subprocess.STDOUT,
                         env=env,

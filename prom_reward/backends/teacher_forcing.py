@@ -1,6 +1,7 @@
 """Teacher forcing: a model's next-token distributions along a given continuation.
 
-A backend with this capability has ``continuation_logprobs(requests, continuations, top_k)``:
+A backend with this capability declares ``capabilities.continuation_logprobs`` and has
+``continuation_logprobs(requests, continuations, top_k)``:
 for each judge request (rendered in *that backend's own* wire format, assistant prefix
 included) followed by a given text, it returns one ``TokenLogprobs`` per token of the text:
 the text's token, its log-probability, and the top-k alternatives at that position. No
@@ -18,16 +19,17 @@ would have produced it after that prompt.
 Example:
     >>> split_continuation([1, 5, 7], [1, 5, 7, 9, 4])
     [9, 4]
-    >>> teacher_forcing_scorer(object()) is None
+    >>> from prom_reward.backends.scripted import ScriptedBackend
+    >>> teacher_forcing_scorer(ScriptedBackend(outputs=[])) is None
     True
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
-from prom_reward.backends.base import GenerationRequest, TokenLogprobs
+from prom_reward.backends.base import Backend, GenerationRequest, TokenLogprobs
 
 DEFAULT_TOP_K = 20
 """Alternatives per position: vLLM's default ``max_logprobs``."""
@@ -44,13 +46,10 @@ class ContinuationScorer(Protocol):
         ...
 
 
-def teacher_forcing_scorer(backend: object) -> ContinuationScorer | None:
-    """What teacher-forces for ``backend``: itself when it has ``continuation_logprobs``, else the backend
-    a cache wraps (``CachedBackend.inner``) when that one has it; None when neither can."""
-    for candidate in (backend, getattr(backend, "inner", None)):
-        if isinstance(candidate, ContinuationScorer):
-            return candidate
-    return None
+def teacher_forcing_scorer(backend: Backend) -> ContinuationScorer | None:
+    """``backend`` as a teacher-forcing scorer when it declares ``capabilities.continuation_logprobs`` (a
+    judgment store's ``CachedBackend`` declares its inner backend's); None when it does not."""
+    return cast(ContinuationScorer, backend) if backend.capabilities.continuation_logprobs else None
 
 
 def split_continuation(

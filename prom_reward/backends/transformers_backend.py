@@ -19,7 +19,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from prom_reward.backends.base import Completion, GenerationRequest, GenerationResult, TokenLogprobs
+from prom_reward.backends.base import (
+    BackendCapabilities,
+    Completion,
+    GenerationRequest,
+    GenerationResult,
+    TokenLogprobs,
+)
 from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, split_continuation, with_continuation
 from prom_reward.errors import BackendError, ConfigError, UnknownNameError
@@ -40,7 +46,9 @@ class TransformersBackend:
     """
 
     name = "transformers"
-    tokens_at_most_bytes = True  # real tokenizers: see prom_reward.core.context
+    capabilities = BackendCapabilities(
+        tokens_at_most_bytes=True, streams_results=False, thread_safe=False, continuation_logprobs=True
+    )
 
     def __init__(
         self,
@@ -228,6 +236,9 @@ class TransformersBackend:
             return self.max_model_len
         value = getattr(getattr(self.model, "config", None), "max_position_embeddings", None)
         return int(value) if value else None
+
+    def special_tokens(self) -> tuple[str, ...]:
+        return tuple(self.tokenizer.all_special_tokens)
 
     def close(self) -> None:
         """Drop the model (frees its memory once nothing else holds it). Safe to call twice."""

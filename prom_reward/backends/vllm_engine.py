@@ -19,10 +19,21 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from prom_reward.backends.base import Completion, GenerationRequest, GenerationResult, TokenLogprobs
+from prom_reward.backends.base import (
+    BackendCapabilities,
+    Completion,
+    GenerationRequest,
+    GenerationResult,
+    TokenLogprobs,
+)
 from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, split_continuation, with_continuation
-from prom_reward.backends.vllm_options import VLLMOptions, sampling_kwargs, teacher_forcing_kwargs
+from prom_reward.backends.vllm_options import (
+    VLLMOptions,
+    check_engine_allowed,
+    sampling_kwargs,
+    teacher_forcing_kwargs,
+)
 from prom_reward.errors import BackendError, ConfigError
 from prom_reward.format.wire import get_wire_format, template_accepts_system
 
@@ -55,7 +66,9 @@ class VLLMEngine:
     """
 
     name = "vllm"
-    tokens_at_most_bytes = True  # real tokenizers: see prom_reward.core.context
+    capabilities = BackendCapabilities(
+        tokens_at_most_bytes=True, streams_results=False, thread_safe=False, continuation_logprobs=True
+    )
 
     def __init__(
         self,
@@ -78,6 +91,7 @@ class VLLMEngine:
         self.model = model
         if llm is None:
             self.options = VLLMOptions.from_settings(settings)
+            check_engine_allowed(f"VLLMEngine({model!r})")
             try:
                 import vllm
             except ImportError as e:  # pragma: no cover - depends on the install
@@ -214,6 +228,9 @@ class VLLMEngine:
             return int(self.llm.llm_engine.model_config.max_model_len)
         except AttributeError:
             return None
+
+    def special_tokens(self) -> tuple[str, ...]:
+        return tuple(self.tokenizer.all_special_tokens) if self.tokenizer is not None else ()
 
     def close(self) -> None:
         llm, self.llm = getattr(self, "llm", None), None

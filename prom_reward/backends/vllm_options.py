@@ -34,6 +34,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,12 +45,26 @@ from prom_reward.errors import ConfigError
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 """The module ``python -m`` runs for a judge server (present in vLLM 0.32 and 0.33)."""
 
+NO_ENGINE_ENV = "PROM_REWARD_NO_ENGINE"
+"""Environment variable: when ``1``, starting a vLLM engine or judge server raises ``ConfigError``
+(``make test-fast`` sets it, so a test that starts one and is not marked ``integration`` fails there)."""
+
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
 """The GPU share of one engine, and the total the engines prom-reward starts in one process split."""
 
 LOGPROBS = 20
 """Top logprobs per position prom-reward asks for (expected scores, confidence, teacher forcing); the
 engine's and the server's ``max_logprobs`` (vLLM refuses requests for more)."""
+
+
+def check_engine_allowed(what: str) -> None:
+    """Raise ``ConfigError`` when ``NO_ENGINE_ENV`` forbids starting ``what`` (a vLLM engine or server)."""
+    if os.environ.get(NO_ENGINE_ENV) == "1":
+        raise ConfigError(
+            f"{what}: expected no vLLM engine or server to start while {NO_ENGINE_ENV}=1 (the unit test tier, "
+            f"`make test-fast`); mark the test `pytest.mark.integration` or unset {NO_ENGINE_ENV}"
+        )
+
 
 TOKENIZER_MODES = ("hf", "mistral")
 """Accepted ``tokenizer_mode`` values (vLLM's ``auto`` is refused: it may pick either)."""

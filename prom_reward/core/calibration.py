@@ -56,11 +56,12 @@ def calibration_scorer(
     if isinstance(calibration, Mapping):
         options = dict(calibration)
         calibration = owned = make_backend(options.pop("backend", "vllm"), **options)
-    scorer = teacher_forcing_scorer(calibration)
+    scorer = teacher_forcing_scorer(calibration) if isinstance(calibration, ContinuationScorer) else None
     if scorer is None:
         raise ConfigError(
             f"calibration: expected a backend that can teacher-force (vllm, openai, transformers) or a dict "
-            f"of its options, got {type(calibration).__name__}, which has no continuation_logprobs"
+            f"of its options, got {type(calibration).__name__}, which does not declare "
+            "capabilities.continuation_logprobs"
         )
     return scorer, owned
 

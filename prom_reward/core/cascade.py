@@ -51,6 +51,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar, cast
 
 from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
+from prom_reward.backends.teacher_forcing import ContinuationScorer
 from prom_reward.confidence.indicators import INDICATORS, NEEDS
 from prom_reward.confidence.routing import CascadeConfig, CascadeStats, Routing, is_failed, route
 from prom_reward.core.protocol import Judge
@@ -60,7 +61,10 @@ from prom_reward.format.rubrics import RubricsLike
 
 R = TypeVar("R", bound=Judgment)
 T = TypeVar("T")
-_JUDGE_API = ("grade", "compare", "compare_by_grades", "close", "sampling", "stats", "num_samples")
+_JUDGE_API = (
+    *("grade", "compare", "compare_by_grades", "close", "sampling", "stats", "num_samples"),
+    *("confidence", "calibration", "neutralize_markers", "special_tokens", "thread_safe", "cascade_stats"),
+)
 
 
 def _subset(value: T, idx: list[int], n: int) -> T:
@@ -92,11 +96,6 @@ class CascadeJudge:
         indicator: str | None = None,
         window: int = 1000,
     ) -> None:
-        if indicator is None:
-            indicator = "se_cali" if getattr(primary, "calibration", None) is not None else "se"
-        self.config = CascadeConfig(
-            route_fraction=route_fraction, threshold=threshold, indicator=indicator, window=window
-        )
         for role, judge in (("primary", primary), ("fallback", fallback)):
             missing = [name for name in _JUDGE_API if not hasattr(judge, name)]
             if missing:
@@ -105,13 +104,18 @@ class CascadeJudge:
                     f"{', '.join(_JUDGE_API)}), got {type(judge).__name__}, which has no "
                     f"{', '.join(missing)}"
                 )
+        if indicator is None:
+            indicator = "se_cali" if primary.calibration is not None else "se"
+        self.config = CascadeConfig(
+            route_fraction=route_fraction, threshold=threshold, indicator=indicator, window=window
+        )
         need = NEEDS[indicator.lower()]
-        if need == "logprobs" and getattr(primary, "confidence", True) is False:
+        if need == "logprobs" and not primary.confidence:
             raise ConfigError(
                 f"indicator {indicator!r} reads token logprobs: build the primary judge with "
                 "PrometheusJudge(..., confidence=True)"
             )
-        if need == "calibration" and getattr(primary, "calibration", True) is None:
+        if need == "calibration" and primary.calibration is None:
             raise ConfigError(
                 "indicator 'se_cali' needs a base model: build the primary judge with "
                 "PrometheusJudge(..., calibration=<base backend>)"
@@ -157,6 +161,31 @@ class CascadeJudge:
     def num_samples(self) -> int:
         """The primary judge's samples per item."""
         return self.primary.num_samples
+
+    @property
+    def confidence(self) -> bool:
+        """The primary judge's (routing reads its results)."""
+        return self.primary.confidence
+
+    @property
+    def calibration(self) -> ContinuationScorer | None:
+        """The primary judge's."""
+        return self.primary.calibration
+
+    @property
+    def neutralize_markers(self) -> bool:
+        """True when both judges neutralise (each still does so for its own prompts)."""
+        return self.primary.neutralize_markers and self.fallback.neutralize_markers
+
+    @property
+    def special_tokens(self) -> tuple[str, ...]:
+        """Both judges' special tokens (each item may go to either)."""
+        return tuple(dict.fromkeys(self.primary.special_tokens + self.fallback.special_tokens))
+
+    @property
+    def thread_safe(self) -> bool:
+        """False: routing keeps running state (``history``, ``last_routing``)."""
+        return False
 
     @property
     def stats(self) -> JudgeStats:

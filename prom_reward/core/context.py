@@ -10,7 +10,7 @@ prompt is raised: it is the configuration's fault, not an item's.
 Counting tokens costs a tokenizer pass (an HTTP round trip per item for a server), so
 backends whose tokenizers never make more tokens than UTF-8 bytes (byte-level BPE and
 byte-fallback SentencePiece: every token covers at least one byte) say so with
-``tokens_at_most_bytes = True``; an item whose system prompt + template bytes, plus
+``capabilities.tokens_at_most_bytes``; an item whose system prompt + template bytes, plus
 ``TEMPLATE_MARGIN`` tokens for the chat template's own special tokens, plus ``max_tokens``
 fit the context is then known to fit without counting. Only the others are counted.
 
@@ -73,7 +73,7 @@ def fit_to_context(
     limit = backend.context_length()
     if limit is None:
         return requests, items, truncated, errors
-    if getattr(backend, "tokens_at_most_bytes", False):
+    if backend.capabilities.tokens_at_most_bytes:
         check = [i for i in check if not surely_fits(requests[i], limit)]
         if not check:
             return requests, items, truncated, errors

@@ -36,6 +36,7 @@ from prom_reward.core.sampler import (
     ItemRun,
     Mode,
     SampleRunner,
+    check_counts,
     check_force_policy,
     count_runs,
 )
@@ -47,6 +48,7 @@ from prom_reward.format.templates import ABS_SYSTEM_PROMPT, REL_SYSTEM_PROMPT
 
 if TYPE_CHECKING:
     from prom_reward.backends.store import JudgmentStore
+    from prom_reward.confidence.routing import CascadeStats
 
 EXPECTED_LOGPROBS = 20
 
@@ -95,7 +97,7 @@ class PrometheusJudge:
         confidence: request per-token top-20 logprobs so every ``Grade``/``Verdict`` carries its
             token-entropy indicators in ``.confidence`` (SE, perplexity, verdict probability; the
             sample/swap agreements are there without it). See ``prom_reward.confidence.indicators``.
-        calibration: a base model for SE-Cali: a backend object with ``continuation_logprobs``
+        calibration: a base model for SE-Cali: a backend declaring ``capabilities.continuation_logprobs``
             (``vllm``, ``openai``, ``transformers``) or a dict of ``make_backend`` options
             (``{"backend": "vllm", "model": ...}``). It reads each valid output of the judge by
             teacher forcing, in its own wire format; implies ``confidence=True``. A vLLM judge and a
@@ -132,12 +134,7 @@ class PrometheusJudge:
         judge_defaults = dict(p.judge) if p else {}
         if p is not None and isinstance(backend, str):
             model, backend_options = apply_preset(p, backend, model, backend_options)
-        if not isinstance(num_samples, int) or num_samples < 1:
-            raise ConfigError(f"num_samples must be an int >= 1, got {num_samples!r}")
-        if not isinstance(max_retries, int) or max_retries < 0:
-            raise ConfigError(f"max_retries must be an int >= 0, got {max_retries!r}")
-        if not isinstance(max_tie_rounds, int) or max_tie_rounds < 0:
-            raise ConfigError(f"max_tie_rounds must be an int >= 0, got {max_tie_rounds!r}")
+        check_counts(num_samples=(num_samples, 1), max_retries=(max_retries, 0), max_tie_rounds=(max_tie_rounds, 0))
         if entropy_truncation not in TRUNCATIONS:
             raise ConfigError(
                 f"entropy_truncation: expected one of {', '.join(TRUNCATIONS)}, got {entropy_truncation!r}"
@@ -164,14 +161,17 @@ class PrometheusJudge:
         if store is not None:  # the store opened (and checked) first; an in-process engine starts on its first miss
             backend, backend_options = CachedBackend.deferred(backend, backend_options, store), {}
         self.backend: Backend = make_backend(backend, **backend_options)
-        self._store = self.backend if isinstance(self.backend, CachedBackend) else None
-        """The backend as a judgment store (the same object as ``backend``), when it is one."""
+        self._store = self.backend if isinstance(self.backend, CachedBackend) else None  # the backend, as a store
         self.stats = JudgeStats()
-        tokenizer = getattr(self.backend, "tokenizer", None)
-        self.special_tokens: tuple[str, ...] = tuple(special_tokens) + tuple(
-            getattr(tokenizer, "all_special_tokens", None) or ()
-        )
+        self.special_tokens: tuple[str, ...] = tuple(special_tokens) + self.backend.special_tokens()
         """Chat special tokens neutralised in judged texts (besides ``sanitize.SPECIAL_TOKENS``)."""
+
+    cascade_stats: CascadeStats | None = None  # a single judge routes nothing (``Judge.cascade_stats``)
+
+    @property
+    def thread_safe(self) -> bool:
+        """Its backend's ``capabilities.thread_safe``: several threads may call the judge at once."""
+        return self.backend.capabilities.thread_safe
 
     # -- plumbing ---------------------------------------------------------------
     def _neutralize(self, items: list[Item]) -> list[Item]:

@@ -117,6 +117,13 @@ def count_runs(stats: JudgeStats, runs: Sequence[ItemRun], seconds: float, trunc
         stats.stored_completion_tokens += r.stored_completion_tokens
 
 
+def check_counts(**counts: tuple[int, int]) -> None:
+    """``ConfigError`` for a count that is not an int at least its floor: ``name=(value, floor)``."""
+    for name, (value, floor) in counts.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < floor:
+            raise ConfigError(f"{name} must be an int >= {floor}, got {value!r}")
+
+
 def labels_for(mode: Mode) -> tuple[str, ...]:
     return ABSOLUTE_LABELS if mode == "absolute" else RELATIVE_LABELS
 
@@ -157,7 +164,7 @@ def force_prefix(text: str) -> str:
 def _check_count(backend: Backend, batch: Sequence[GenerationRequest], results: Sequence[object]) -> None:
     if len(results) != len(batch):
         raise BackendError(
-            f"backend {getattr(backend, 'name', type(backend).__name__)!r} returned {len(results)} results for "
+            f"backend {backend.name!r} returned {len(results)} results for "
             f"{len(batch)} requests; a backend must return one result per request, in order"
         )
 

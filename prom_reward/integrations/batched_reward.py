@@ -37,10 +37,12 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from prom_reward.backends.factory import backend_class
 from prom_reward.errors import ConfigError
 from prom_reward.integrations.batching import MicroBatcher
 from prom_reward.rewards.config import failure_value
 from prom_reward.rewards.diagnostics import diagnostic_keys
+from prom_reward.rewards.holder import JudgeHolder
 from prom_reward.rewards.samples import RewardSample
 
 # Batch metrics each mode always reports (NaN-able ones such as swap_agreement are left out:
@@ -139,7 +141,7 @@ class BatchedReward:
         max_wait_s: how long a sample waits for others before its batch goes to the judge.
         max_batch_size: samples per judge call at most (a larger request is split).
         max_concurrent: judge calls in flight at once, when the judge's backend takes concurrent
-            calls (``thread_safe``: the ``openai`` backend); 1 otherwise.
+            calls (``Judge.thread_safe``: the ``openai`` backend's ``capabilities.thread_safe``); 1 otherwise.
         group_size: ``pairwise_group`` only: samples per prompt to wait for (OpenRLHF's
             ``n_samples_per_prompt``, verl's ``rollout.n``); a group still short after
             ``group_wait_s`` is judged with what arrived, and a sample left alone in its group
@@ -283,15 +285,19 @@ class BatchedReward:
         return {k: float(metrics.get(k, 0.0)) for k in self.extra_log_keys[3:]}
 
 
-def _is_cascade(reward: Any) -> bool:
-    spec = getattr(reward, "_judge_spec", None)
-    judge = getattr(reward, "_judge", None)
-    return judge is not None and hasattr(judge, "cascade_stats") or bool(spec and spec.get("fallback"))
+def _is_cascade(reward: JudgeHolder) -> bool:
+    """Whether the reward's judge is a cascade (read from its options while it is not built yet)."""
+    if reward._judge is None:
+        return bool((reward._judge_spec or {}).get("fallback"))
+    return reward._judge.cascade_stats is not None
 
 
-def _takes_concurrent_calls(reward: Any) -> bool:
-    """Whether the reward's judge may be called from several threads at once (an HTTP judge)."""
-    judge = getattr(reward, "_judge", None)
-    if judge is None and getattr(reward, "_judge_spec", None) is not None:
-        return reward._judge_spec.get("backend") == "openai" and not reward._judge_spec.get("fallback")
-    return bool(getattr(getattr(judge, "backend", None), "thread_safe", False))
+def _takes_concurrent_calls(reward: JudgeHolder) -> bool:
+    """Whether the reward's judge may be called from several threads at once (``Judge.thread_safe``; from
+    its options while it is not built yet: the ``openai`` backend's ``capabilities.thread_safe``)."""
+    if reward._judge is None:
+        spec = reward._judge_spec or {}
+        backend = spec.get("backend", "vllm")
+        caps = (backend_class(backend) if isinstance(backend, str) else backend).capabilities
+        return caps.thread_safe and not spec.get("fallback")
+    return reward._judge.thread_safe

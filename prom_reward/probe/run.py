@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from prom_reward.core.protocol import Judge
 from prom_reward.errors import ConfigError, InputError, UnknownNameError
 from prom_reward.probe.data import LLMBAR_SETS, LLMBarPair, ProbeItem, checkout_data_dir, load_items, load_llmbar
 from prom_reward.probe.edits import DEFAULT_EDITS, EDITS
@@ -126,7 +127,11 @@ def load_inputs(cfg: ProbeConfig) -> ProbeInputs:
 
 
 def run_probe(
-    judge: Any, config: ProbeConfig | None = None, *, inputs: ProbeInputs | None = None, judge_label: str | None = None
+    judge: Judge,
+    config: ProbeConfig | None = None,
+    *,
+    inputs: ProbeInputs | None = None,
+    judge_label: str | None = None,
 ) -> dict[str, Any]:
     """Run the probe's parts with ``judge`` and return the record (what ``prom-reward probe`` writes as JSON).
 
@@ -138,14 +143,14 @@ def run_probe(
     start = time.perf_counter()
     record: dict[str, Any] = {
         "version": RECORD_VERSION,
-        "judge": judge_label or getattr(judge, "label", None) or type(judge).__name__,
+        "judge": judge_label or type(judge).__name__,
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "config": {
             **dataclasses.asdict(cfg),
             "llmbar": str(cfg.llmbar_dir()) if pairs is not None else None,
             "items": str(cfg.items_file()) if items is not None else None,
         },
-        "sampling": _asdict(getattr(judge, "sampling", None)),
+        "sampling": _asdict(judge.sampling),
         "llmbar": None,
         "shifts": None,
     }
@@ -167,7 +172,7 @@ def run_probe(
         )
         record["shifts"]["seconds"] = time.perf_counter() - t
     record["seconds"] = time.perf_counter() - start
-    record["judge_stats"] = _asdict(getattr(judge, "stats", None))
+    record["judge_stats"] = _asdict(judge.stats)
     return record
 
 

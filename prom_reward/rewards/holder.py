@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from prom_reward.core.protocol import Judge
 from prom_reward.errors import ConfigError, PromRewardError
 
 
@@ -28,11 +29,11 @@ class JudgeHolder:
     _transient: tuple[str, ...] = ()
     """Attribute names reset to None when pickled (e.g. a trainer reference)."""
 
-    def __init__(self, judge: Any) -> None:
+    def __init__(self, judge: Judge | dict[str, Any]) -> None:
         if isinstance(judge, dict):
             self._judge_spec: dict[str, Any] | None = dict(judge)
-            self._judge: Any = None
-        elif judge is not None and hasattr(judge, "grade") and hasattr(judge, "compare"):
+            self._judge: Judge | None = None
+        elif isinstance(judge, Judge):
             self._judge_spec, self._judge = None, judge
         else:
             raise ConfigError(
@@ -41,7 +42,7 @@ class JudgeHolder:
             )
 
     @property
-    def judge(self) -> Any:
+    def judge(self) -> Judge:
         """The judge (built on first use when configured as a dict)."""
         if self._judge is None:
             from prom_reward.core.judge import PrometheusJudge
@@ -61,10 +62,7 @@ class JudgeHolder:
             state[name] = None
         if self._judge_spec is not None:
             state["_judge"] = None
-        elif any(
-            getattr(getattr(j, "backend", None), "name", None) == "vllm"  # a CascadeJudge holds two
-            for j in (self._judge, getattr(self._judge, "primary", None), getattr(self._judge, "fallback", None))
-        ):
+        elif self._judge is not None and _holds_engine(self._judge):
             raise PromRewardError(
                 f"this {type(self).__name__} holds an in-process vLLM engine, which cannot be pickled (TRL's async "
                 "GRPO runs reward functions in a child process); pass judge=dict(model=..., ...) so each process "
@@ -74,3 +72,13 @@ class JudgeHolder:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+
+
+def _holds_engine(judge: Judge) -> bool:
+    """Whether ``judge`` (or a cascade's primary or fallback) runs an in-process vLLM engine."""
+    from prom_reward.core.cascade import CascadeJudge
+    from prom_reward.core.judge import PrometheusJudge
+
+    if isinstance(judge, CascadeJudge):
+        return _holds_engine(judge.primary) or _holds_engine(judge.fallback)
+    return isinstance(judge, PrometheusJudge) and judge.backend.name == "vllm"

@@ -238,7 +238,7 @@ def group_rewards(
     judges: list[str | None] = [None] * len(items)
     deciders: dict[tuple[Hashable, int], set[str]] = {}
     for (g, a, b), v in zip(pairs, verdicts, strict=True):
-        if getattr(v, "decided_by", None):
+        if v.decided_by:
             deciders.setdefault((g, a), set()).add(v.decided_by)
             deciders.setdefault((g, b), set()).add(v.decided_by)
     errors: list[JudgeFailure | None] = [None] * len(items)
@@ -281,7 +281,7 @@ def _errors(results: Sequence[Any]) -> list[JudgeFailure | None]:
 
 def _deciders(results: Sequence[Any]) -> list[str | None]:
     """Who decided each result under a ``CascadeJudge`` (empty when no result says)."""
-    who = [getattr(r, "decided_by", None) for r in results]
+    who = [r.decided_by for r in results]
     return who if any(who) else []
 
 

@@ -213,9 +213,9 @@ class OnlineDPOJudgeReward(JudgeHolder):
     ) -> tuple[tuple[list[str], list[str], list[str]], list[Any]]:
         """Instructions and reference answers with template markers neutralised (the judge does the responses)."""
         judge = self.judge
-        if not getattr(judge, "neutralize_markers", True):
+        if not judge.neutralize_markers:
             return texts, refs
-        special = tuple(getattr(judge, "special_tokens", ()) or ())
+        special = judge.special_tokens
         ins = [neutralize(t, special)[0] for t in texts[0]]
         refs = [neutralize(r, special)[0] if isinstance(r, str) else r for r in refs]
         return (ins, texts[1], texts[2]), refs

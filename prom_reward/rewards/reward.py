@@ -116,8 +116,7 @@ class PrometheusReward(JudgeHolder):
         markers were neutralised per sample."""
         cfg = self.config
         judge = self.judge
-        guard = getattr(judge, "neutralize_markers", True)
-        special = tuple(getattr(judge, "special_tokens", ()) or ())
+        guard, special = judge.neutralize_markers, judge.special_tokens
         resolved: list[RewardSample | None] = []
         reasons: list[str | None] = []
         marks: list[int] = []
@@ -256,7 +255,7 @@ class PrometheusReward(JudgeHolder):
 
     def _run_mode(self, items: list[RewardSample], deadline: float | None) -> ModeOutput:
         judge = self.judge
-        cascade = getattr(judge, "cascade_stats", None)
+        cascade = judge.cascade_stats
         cascade_before = dataclasses.replace(cascade) if cascade is not None else None
         start = time.perf_counter()
         out = MODE_FUNCTIONS[self.config.mode](judge, items, self.config, deadline)

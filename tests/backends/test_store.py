@@ -407,11 +407,12 @@ def test_a_deferred_backend_is_built_on_the_first_store_miss_only(tmp_path):
         made.append(ScriptedBackend(respond=lambda req, i: "Good. [RESULT] 4", context=4096))
         return made[-1]
 
-    first = PrometheusJudge(backend=CachedBackend(build, path, fingerprint=fingerprint))
+    deferred = {"fingerprint": fingerprint, "capabilities": ScriptedBackend.capabilities}
+    first = PrometheusJudge(backend=CachedBackend(build, path, **deferred))
     graded = first.grade(*args)
     assert len(made) == 1 and first.backend.built and first.stats.samples == 2 and first.stats.stored_samples == 0
     generated = (first.stats.prompt_tokens, first.stats.completion_tokens)
-    again = PrometheusJudge(backend=CachedBackend(build, path, fingerprint=fingerprint))
+    again = PrometheusJudge(backend=CachedBackend(build, path, **deferred))
     assert again.grade(*args) == graded and len(made) == 1 and not again.backend.built
     s = again.stats
     assert (s.samples, s.prompt_tokens, s.completion_tokens, s.stored_samples) == (0, 0, 0, 2)

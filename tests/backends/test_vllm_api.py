@@ -78,6 +78,7 @@ def test_the_server_module_is_there():
     assert importlib.util.find_spec(SERVER_MODULE) is not None
 
 
+@pytest.mark.integration  # builds vLLM's engine arguments (imports vLLM, resolves the model config)
 def test_every_engine_keyword_is_an_engine_argument(tmp_path):
     from vllm import LLM
     from vllm.engine.arg_utils import EngineArgs
@@ -263,6 +264,7 @@ def _load_source_check():
     return module
 
 
+@pytest.mark.integration  # runs the source check in a subprocess over the installed vLLM
 def test_the_source_check_agrees_on_the_installed_vllm():
     out = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "check_vllm_source.py")], capture_output=True, text=True, timeout=120

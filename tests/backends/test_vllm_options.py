@@ -7,8 +7,10 @@ import pytest
 
 from prom_reward import ConfigError, PrometheusJudge
 from prom_reward.backends.sampling import SamplingConfig
+from prom_reward.backends.vllm_engine import VLLMEngine
 from prom_reward.backends.vllm_options import (
     ENGINE_FLAGS,
+    NO_ENGINE_ENV,
     SAMPLING_KEYWORDS,
     VLLMOptions,
     sampling_kwargs,
@@ -126,12 +128,16 @@ class _Engine:
     method); the real engine is never started here."""
 
     name = "vllm"
+    capabilities = VLLMEngine.capabilities
 
     def __init__(self, share: float) -> None:
         self.options = VLLMOptions(gpu_memory_utilization=share)
 
     def continuation_logprobs(self, requests, continuations, top_k=20):
         return [() for _ in requests]
+
+    def special_tokens(self):
+        return ()
 
 
 def _built(monkeypatch):
@@ -200,6 +206,7 @@ def test_the_engine_starts_vllm_with_the_options_kwargs(monkeypatch):
 
     from prom_reward.backends import vllm_engine
 
+    monkeypatch.delenv(NO_ENGINE_ENV, raising=False)  # the engine below is a recorder: allowed in the unit tier
     seen = []
 
     class RecordingLLM:  # stands in for vllm.LLM: records what the engine would start with

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from benchmarks.jobs_scale import run as scale_run
 from benchmarks.vs_prometheus_eval import (
     add_agreement,
@@ -17,6 +19,8 @@ from benchmarks.vs_prometheus_eval import (
     run_prometheus_eval,
 )
 from tests.jobs.helpers import judge_server
+
+pytestmark = pytest.mark.integration  # runs the jobs benchmarks end to end
 
 
 def test_jobs_scale_record(tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -16,7 +17,7 @@ from prom_reward.core.context import TEMPLATE_MARGIN, surely_fits
 class ByteBoundBackend(ScriptedBackend):
     """A scripted backend that declares the one-token-per-byte bound and records what it counts."""
 
-    tokens_at_most_bytes = True
+    capabilities = dataclasses.replace(ScriptedBackend.capabilities, tokens_at_most_bytes=True)
 
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
@@ -74,7 +75,7 @@ def test_a_long_item_is_still_counted_and_fails_alone():
 
 def test_backends_without_the_bound_count_everything():
     b = ByteBoundBackend(respond=lambda r, i: "ok [RESULT] 3", context=8192)
-    b.tokens_at_most_bytes = False
+    b.capabilities = ScriptedBackend.capabilities
     PrometheusJudge(backend=b).grade(["q", "q"], ["a", "b"], "helpfulness")
     assert b.counted == [2]
 

@@ -4,6 +4,7 @@ deadlines handed to the judge, concurrent batches only for judges that take them
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 import time
 
@@ -94,7 +95,8 @@ class Gated(ScriptedBackend):
 
     def __init__(self, gate: threading.Event, thread_safe: bool) -> None:
         super().__init__(respond=lambda req, i: "[RESULT] 4")
-        self.gate, self.thread_safe, self.count = gate, thread_safe, 0
+        self.gate, self.count = gate, 0
+        self.capabilities = dataclasses.replace(self.capabilities, thread_safe=thread_safe)
 
     def generate(self, requests, **kw):
         self.count += 1
@@ -138,3 +140,19 @@ def test_a_judge_down_past_the_budget_raises_to_the_callers_when_asked():
     [res] = br.score([sample("good")])
     br.close()
     assert res.failed and "failing for" in res.reason and res.metrics["outage_failures"] == 1.0
+
+
+@pytest.mark.parametrize(
+    "spec, concurrent",
+    [
+        ({"backend": "openai", "base_url": "http://127.0.0.1:9/v1"}, 4),  # OpenAIServer declares thread_safe
+        ({"backend": "scripted", "outputs": ["[RESULT] 4"]}, 1),
+        ({"backend": Gated(threading.Event(), True)}, 4),  # a backend object: its own declaration
+        ({"backend": "openai", "base_url": "http://127.0.0.1:9/v1", "fallback": {"backend": "openai"}}, 1),
+    ],
+)
+def test_a_judge_not_built_yet_is_batched_by_its_backend_class_declaration(spec, concurrent):
+    reward = PrometheusReward(spec)
+    br = BatchedReward(reward, max_wait_s=0.0, max_concurrent=4)
+    assert br._batcher.max_concurrent == concurrent and reward._judge is None  # nothing was built to decide
+    br.close()

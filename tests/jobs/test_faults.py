@@ -47,6 +47,7 @@ def run(job, src, out, url, *extra, capsys=None):
     return code, err
 
 
+@pytest.mark.integration  # CLI runs in subprocesses, killed with SIGKILL
 @pytest.mark.parametrize("job", JOBS)
 @pytest.mark.parametrize("point", ["part:0", "part:8", "merge"])
 def test_sigkill_then_resume_gives_every_row_once(job, point, tmp_path, server, reference, capsys):
@@ -67,6 +68,7 @@ def test_sigkill_then_resume_gives_every_row_once(job, point, tmp_path, server, 
         assert (tmp_path / "out.skipped.jsonl").read_text() == ""
 
 
+@pytest.mark.integration  # a CLI run in a subprocess, killed with SIGKILL
 def test_sigkill_at_a_random_moment_then_resume(tmp_path, capsys):
     """A real kill -9 while batches are being judged (a slow judge), then --resume: each row once."""
     slow = judge_server(delay=0.05)

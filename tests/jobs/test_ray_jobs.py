@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.integration  # Ray clusters and CLI runs in subprocesses
+
 ray = pytest.importorskip("ray")
 pytest.importorskip("ray.data")
 

@@ -22,7 +22,9 @@ def test_engine_applies_the_default_before_vllm_starts(monkeypatch):
     import vllm
 
     import prom_reward.backends.vllm_engine as ve
+    from prom_reward.backends.vllm_options import NO_ENGINE_ENV
 
+    monkeypatch.delenv(NO_ENGINE_ENV, raising=False)  # the engine below is a recorder: allowed in the unit tier
     seen = {}
 
     class RecordingLLM:  # stands in for vllm.LLM: records the environment the engine would start with

@@ -20,6 +20,8 @@ import pytest
 
 from tests.fakes import FakeServer
 
+pytestmark = pytest.mark.integration  # builds the wheel and installs it in a fresh venv
+
 REPO = Path(__file__).resolve().parents[2]
 # what a checkout may hold besides its sources: never part of a build
 LEFT_OUT = shutil.ignore_patterns(

@@ -20,6 +20,8 @@ from prom_reward.report.svg import HEIGHT, MARK, WIDTH
 from tests.probe.test_probe import exploitable_judge, write_items, write_llmbar
 from tests.report.test_report import compared_rows, graded_rows
 
+pytestmark = pytest.mark.integration  # draws the plots in headless Chromium
+
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 PROBE_BOXES = """<pre id="plot-boxes"></pre><script>
 const out = [...document.querySelectorAll('svg.plot')].map(svg => {

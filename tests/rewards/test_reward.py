@@ -219,3 +219,27 @@ def test_pairwise_reference_gives_no_reward_from_one_order(kind):
     out = reward.judge_batch([RewardSample("q", "great", baseline="baseline")])
     assert out.rewards == [None] and out.metrics["abstain_rate"] == 1.0
     assert out.reasons == ["order B-A failed: no verdict in 1 sample(s) (no parseable [RESULT])"]
+
+
+class InProcess(ScriptedBackend):
+    name = "vllm"  # stands in for an in-process engine (what cannot travel to TRL's child process)
+
+
+@pytest.mark.parametrize("where", ["judge", "cascade_primary", "cascade_fallback", "none"])
+def test_a_reward_holding_an_in_process_engine_refuses_to_pickle(where):
+    from prom_reward import CascadeJudge, PromRewardError
+
+    engine = PrometheusJudge(backend=InProcess(outputs=[]))
+    plain = PrometheusJudge(backend="scripted", outputs=[])
+    judge = {
+        "judge": engine,
+        "cascade_primary": CascadeJudge(engine, plain, threshold=1.0, indicator="sample_agreement"),
+        "cascade_fallback": CascadeJudge(plain, engine, threshold=1.0, indicator="sample_agreement"),
+        "none": CascadeJudge(plain, plain, threshold=1.0, indicator="sample_agreement"),
+    }[where]
+    reward = PrometheusReward(judge)
+    if where == "none":
+        assert isinstance(pickle.loads(pickle.dumps(reward)).judge, CascadeJudge)
+    else:
+        with pytest.raises(PromRewardError, match="holds an in-process vLLM engine, which cannot be pickled"):
+            pickle.dumps(reward)

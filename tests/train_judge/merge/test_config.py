@@ -174,6 +174,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.integration  # the merge CLI in a subprocess
 def test_cli_end_to_end(tmp_path):
     save_model(tmp_path / "base", BASE, torch.bfloat16)
     save_model(tmp_path / "m1", M1, torch.bfloat16)

@@ -149,6 +149,7 @@ def test_output_folder_rules(tmp_path):
     assert (foreign / "notes.txt").read_text() == "mine"
 
 
+@pytest.mark.integration  # a merge in a subprocess
 def test_check_reports_a_truncated_shard_before_reading_tensors(tmp_path):
     """--check compares each file's size with its header's offsets (an interrupted download)."""
     import subprocess

@@ -79,6 +79,7 @@ def merged_and_reference(cfg: MergeConfig) -> tuple[dict[str, bytes], dict[str, 
     return as_bytes(load_file(cfg.output + "/model.safetensors")), as_bytes(reference_merge(cfg))
 
 
+@pytest.mark.integration  # compiles every numba kernel and merges twice per case
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 @pytest.mark.parametrize("case", list(CASES))
 def test_kernels_give_the_references_bytes(tmp_path, monkeypatch, case, dtype):

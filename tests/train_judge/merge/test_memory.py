@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[3]
 TENSORS, NUMEL = 64, 1 << 20  # 64 x 4 MiB float32 per model
 BOUND_MB = 64
@@ -70,6 +72,7 @@ def _run(code: str, *args: str) -> str:
     return proc.stdout
 
 
+@pytest.mark.integration  # merges ~800 MB of checkpoints in a subprocess
 def test_peak_rss_stays_bounded(tmp_path):
     _run(MAKE, str(tmp_path), str(TENSORS), str(NUMEL))
     model_bytes = sum(f.stat().st_size for f in (tmp_path / "m1").glob("*.safetensors"))

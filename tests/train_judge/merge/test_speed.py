@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from benchmarks import merge_speed
+
+pytestmark = pytest.mark.integration  # benchmarks.merge_speed end to end, numba kernels compiled
 
 
 def test_repeat_rounds_end_with_a_summary(tmp_path, monkeypatch, capsys):

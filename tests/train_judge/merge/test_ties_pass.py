@@ -76,6 +76,7 @@ CASES = {
     [(torch.bfloat16, None), (torch.float32, None), (torch.float32, "bfloat16"), (torch.float16, "bfloat16")],
 )
 @pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.integration  # compiles the one-pass numba kernels and merges twice per case
 def test_one_pass_gives_the_references_bytes(tmp_path, monkeypatch, one_pass_results, case, dtype, out_dtype):
     paths = make_models(tmp_path, dtype)
     got, want = merge(paths, tmp_path / "o", out_dtype=out_dtype, **dict(CASES[case]))
