@@ -30,6 +30,7 @@ from prom_reward.jobs.config import JobConfig, RayConfig
 from prom_reward.jobs.grade import GradeJob
 from prom_reward.jobs.pairs import PairsJob
 from prom_reward.jobs.spec import JobKind
+from prom_reward.jobs.summary import EXIT_CODES, EXIT_JUDGE_DOWN
 
 COLUMNS = {  # the column options of each job: (flag, dest = the Python option, default)
     "grade": ("instruction", "response", "reference_answer", "rubric"),
@@ -98,9 +99,17 @@ def cmd_job(args: argparse.Namespace) -> int:
         judge["store"] = JudgmentStore(args.store, timeout=args.store_timeout)
     with stdout_to_stderr():  # vLLM, torch and Ray print to stdout: only the summary may go there
         summary = run_job(kind, args.input, args.output, judge, config, ray)
+    code = summary.exit_code()
+    if code == EXIT_JUDGE_DOWN:  # the first line says which judge and why: the rest is the summary
+        where = " ".join(args.server or []) or args.model
+        print(
+            f"prom-reward: error: {args.command}: the judge {where} could not be reached or refused every request: "
+            f"{summary.backend_error}; fix: start the judge (or correct --server), then run again with --resume",
+            file=sys.stderr,
+        )
     print(summary.text(), file=sys.stderr)
     print(json.dumps(summary.to_dict()), flush=True)
-    return 0
+    return code
 
 
 @contextlib.contextmanager
@@ -140,7 +149,7 @@ def _add_job_parser(
     sub: Any, name: str, summary: str, input_help: str, output_help: str, batch_size: int
 ) -> argparse.ArgumentParser:
     """The options every job shares: IN -o OUT, rubric, judge, batches, resume/overwrite, columns, Ray."""
-    g = sub.add_parser(name, help=summary, description=summary)
+    g = sub.add_parser(name, help=summary, description=summary, epilog=EXIT_CODES)
     g.add_argument("input", nargs="+", help=input_help + " (several files, or a folder: rows in the order given)")
     g.add_argument("-o", "--output", required=True, help=output_help)
     g.add_argument(

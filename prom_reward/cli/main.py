@@ -20,7 +20,8 @@ file for ``--reward.remote_url path.py`` (docs/openrlhf.md).
 
 Errors a person can act on (bad input, an output that exists or cannot be written, a full disk, a
 damaged or locked judgment store) end with ``prom-reward: error: ...`` (the file, the line or row,
-the fix) and exit code 2; ``--debug`` shows the traceback instead.
+the fix) and exit code 2; ``--debug`` shows the traceback instead. A job whose judge backend failed
+some rows exits 3, one whose judge could not be reached for any row 4 (``jobs.summary.EXIT_CODES``).
 
 Example:
     $ prom-reward grade rollouts.jsonl -o graded.jsonl --rubric helpfulness --model smollm2-135m-instruct

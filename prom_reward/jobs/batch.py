@@ -83,6 +83,7 @@ def judge_rows(
         "skipped": json.dumps(skipped),
         "rows_without_pairs": len({r.id for r in rows} - {p["source_index"] for p in out.rows}) if pairs else 0,
         "backend_failed": out.failed if out.backend_error else 0,
+        "backend_error": out.backend_error or "",
         "tie_breaks": out.tie_breaks,
         "tie_rounds": out.tie_rounds,
         "worker": worker,

@@ -91,6 +91,7 @@ class _JudgeWorker:
                 "rows": 0,
                 "worker": self.name,
                 "skipped": "{}",
+                "backend_error": "",
                 "error": f"{type(e).__name__}\t{e}",
             }
         rec.update(seconds=rec["seconds"] + read, io_seconds=rec["io_seconds"] + read, idle_seconds=idle, error="")

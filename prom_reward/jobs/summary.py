@@ -16,6 +16,18 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+EXIT_SOME_FAILED = 3
+"""Exit status of a job the backend failed some rows of (a ``--resume`` judges them again)."""
+EXIT_JUDGE_DOWN = 4
+"""Exit status of a job whose judge could not be reached, or refused, for every row it judged."""
+EXIT_CODES = (
+    "exit status: 0 every row judged has its outcome (a verdict, a tie, or the judge's 'no verdict', counted); "
+    f"2 bad input, options or a misconfigured judge (nothing judged); {EXIT_SOME_FAILED} the judge backend failed "
+    f"some rows (--resume judges them again); {EXIT_JUDGE_DOWN} the judge could not be reached or refused every "
+    "request (the first error line names the URL and the cause); 130 interrupted (--resume continues)"
+)
+"""The exit statuses of ``grade``, ``compare`` and ``pairs`` (their ``--help`` ends with it)."""
+
 _COUNTS = (
     "failed",
     "ties",
@@ -56,6 +68,8 @@ class JobSummary:
     backend_failed: int = 0
     """Of ``failed``: rows of batches whose judge call failed as a whole ("backend failed: ..."); a resume
     judges them again."""
+    backend_error: str = ""
+    """The first backend failure's message (what such a row's ``judge_error`` says); empty when none."""
     retried_rows: int = 0
     """Rows an earlier run wrote after its backend failed, judged again by this run (in ``rows``)."""
     repaired_parts: int = 0
@@ -108,6 +122,7 @@ class JobSummary:
         for k in _COUNTS:
             setattr(self, k, getattr(self, k) + int(rec.get(k, 0)))
         self.retried_rows += int(rec.get("retried_rows", 0))
+        self.backend_error = self.backend_error or str(rec.get("backend_error") or "")
         for k, v in json.loads(rec.get("skipped") or "{}").items():
             self.skipped[k] = self.skipped.get(k, 0) + int(v)
         w = self.workers.setdefault(
@@ -118,6 +133,14 @@ class JobSummary:
             if k in rec:
                 w[k] = w.get(k, 0.0) + float(rec[k])
         w["rows_per_s"] = w["rows"] / w["seconds"] if w["seconds"] > 0 else 0.0
+
+    def exit_code(self) -> int:
+        """The job's exit status (``EXIT_CODES``): 0 when every row judged has its outcome (a verdict, a tie, or
+        the judge's own "no verdict"); ``EXIT_SOME_FAILED`` when the backend failed some rows (``--resume``
+        judges them again); ``EXIT_JUDGE_DOWN`` when it failed every row this run judged."""
+        if self.backend_failed and self.backend_failed >= self.rows:
+            return EXIT_JUDGE_DOWN
+        return EXIT_SOME_FAILED if self.backend_failed else 0
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready copy."""

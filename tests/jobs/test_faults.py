@@ -17,6 +17,7 @@ import time
 import pytest
 
 from prom_reward.cli.main import main
+from prom_reward.jobs.summary import EXIT_JUDGE_DOWN
 from tests.jobs.helpers import JOBS, REPO, argv, cli, ids, judge_server, rows, write
 
 N = 12  # 3 batches of 4
@@ -297,7 +298,7 @@ def test_backend_down_then_resume_judges_those_rows_again(tmp_path, capsys, refe
     url = down.url
     down.stop()
     src, out = write(tmp_path / "in.jsonl", rows("grade", N)), tmp_path / "out.jsonl"
-    assert main(argv("grade", src, out, url)) == 0
+    assert main(argv("grade", src, out, url)) == EXIT_JUDGE_DOWN  # every row failed on the backend
     got = [json.loads(x) for x in out.read_text().splitlines()]
     assert all(r["score"] is None and r["judge_error"].startswith("backend failed") for r in got)
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])

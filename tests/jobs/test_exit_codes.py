@@ -1,0 +1,65 @@
+"""The exit status of ``grade``, ``compare`` and ``pairs`` through the real command line (a child process,
+a real HTTP judge on 127.0.0.1): 0 when every row has its outcome, 3 when the backend failed some rows
+(``--resume`` judges them again), 4 when the judge could not be reached for any row, with the URL and
+the cause on the error line; stdout holds the JSON summary in every case."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from prom_reward.jobs.summary import EXIT_CODES, EXIT_JUDGE_DOWN, EXIT_SOME_FAILED
+from tests.fakes import FakeServer, free_port
+from tests.jobs.helpers import JOBS, argv, chat, cli, rows, write
+
+
+def _error_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.startswith("prom-reward: error:")]
+    assert len(lines) == 1, stderr[-3000:]
+    return lines[0]
+
+
+@pytest.mark.parametrize("job", JOBS)
+def test_an_unreachable_judge_exits_4_with_the_url_and_the_cause(tmp_path, job):
+    url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    src = write(tmp_path / "in.jsonl", rows(job, 3))
+    done = cli(argv(job, src, tmp_path / "out.jsonl", url))
+    assert done.returncode == EXIT_JUDGE_DOWN, done.stderr[-3000:]
+    line = _error_line(done.stderr)
+    assert line.startswith(f"prom-reward: error: {job}: the judge {url} could not be reached or refused every request")
+    assert "Cannot connect to host" in line and "--resume" in line
+    summary = json.loads(done.stdout)  # the summary is still the whole of stdout
+    assert summary["backend_failed"] >= summary["rows"] == 3 and summary["backend_error"].startswith("backend failed")
+
+
+def test_some_rows_failed_by_the_backend_exit_3_and_a_resume_exits_0(tmp_path):
+    answer, broken = chat(), {"on": True}
+
+    def reply(k: int, body: dict):  # row 1 always gets a 500 while the judge is broken
+        if broken["on"] and "Q1?" in body["messages"][-1]["content"]:
+            return 500, {"error": {"message": "judge worker crashed"}}
+        return answer(k, body)
+
+    server = FakeServer({"/v1/chat/completions": reply, "/v1/models": lambda k, b: (200, {"data": [{"id": "judge"}]})})
+    try:
+        src, out = write(tmp_path / "in.jsonl", rows("grade", 6)), tmp_path / "out.jsonl"
+        done = cli(argv("grade", src, out, server.url))
+        assert done.returncode == EXIT_SOME_FAILED, done.stderr[-3000:]
+        assert "prom-reward: error:" not in done.stderr and "run again with --resume" in done.stderr
+        summary = json.loads(done.stdout)
+        assert (summary["rows"], summary["backend_failed"]) == (6, 1) and "HTTP 500" in summary["backend_error"]
+        broken["on"] = False
+        again = cli(argv("grade", src, out, server.url, "--resume"))
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert json.loads(again.stdout)["backend_failed"] == 0
+        assert all(json.loads(r)["score"] is not None for r in out.read_text().splitlines())
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("job", JOBS)
+def test_help_lists_the_exit_statuses(job):
+    done = cli([job, "--help"])
+    assert done.returncode == 0 and "exit status: 0 every row judged has its outcome" in " ".join(done.stdout.split())
+    assert EXIT_CODES.startswith("exit status:")
