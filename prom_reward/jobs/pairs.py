@@ -102,6 +102,10 @@ class PairsJob(JobKind):
             try:
                 item = validate_row(row.id, row.data, cfg, rubrics)
             except InputError as e:
+                if cfg.layout == "long":  # a group of rows: name it by its first line, never by a row number
+                    detail = str(e).removeprefix(f"row {row.id}: ")
+                    where = f"{row.where}: the group of rows from this line with the same {cfg.prompt_column!r}"
+                    raise InputError(f"{where}: {detail}", index=row.id, field=e.field) from None
                 raise InputError(f"{row.where}: {e}", index=row.id, field=e.field) from None
             if not layout:
                 layout.append(item.conversational)

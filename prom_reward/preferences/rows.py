@@ -83,10 +83,11 @@ def validate_row(index: int, row: Any, cfg: PreferenceConfig, rubrics: RubricRes
             )
     prompt, completions = row[cfg.prompt_column], row[cfg.completions_column]
     ccol = cfg.completions_column
-    if not isinstance(completions, (list, tuple)) or len(completions) < 2:
-        got = f"{len(completions)} item(s)" if isinstance(completions, (list, tuple)) else type(completions).__name__
+    if not isinstance(completions, (list, tuple)):  # fewer than 2 is a row without pairs: skipped, counted
         raise InputError(
-            f"row {index}: {ccol} must be a list of at least 2 completions, got {got}", index=index, field=ccol
+            f"row {index}: {ccol} must be a list of completions, got {type(completions).__name__}",
+            index=index,
+            field=ccol,
         )
     instruction = _judge_text(prompt_text, prompt, index, cfg.prompt_column, "--prompt-col")
     conversational = not isinstance(prompt, str)

@@ -15,7 +15,8 @@
   reason in ``judge_error``).
 
 Both then skip pairs with margin < ``min_margin`` (``below_min_margin``). A skip is recorded
-per candidate pair (one per row for best_vs_worst).
+per candidate pair (one per row for best_vs_worst); a row (a long-layout group) with fewer than two
+completions is one skip, ``too_few_completions``, judged by no one.
 
 Example:
     >>> from prom_reward import PrometheusJudge
@@ -216,7 +217,13 @@ def all_pairs(judge: PrometheusJudge, rows: Sequence[PreferenceRow], cfg: Prefer
 
 
 def judge_chunk(judge: PrometheusJudge, rows: Sequence[PreferenceRow], cfg: PreferenceConfig) -> ChunkOutcome:
-    """Run the configured strategy on one chunk of validated rows."""
-    if not rows:
-        return ChunkOutcome()
-    return (best_vs_worst if cfg.strategy == "best_vs_worst" else all_pairs)(judge, rows, cfg)
+    """Run the configured strategy on one chunk of validated rows; a row with fewer than two completions makes
+    no pair: it is skipped as ``too_few_completions`` without a judge call."""
+    few = [r for r in rows if len(r.responses) < 2]
+    rows = [r for r in rows if len(r.responses) >= 2]
+    strategy = best_vs_worst if cfg.strategy == "best_vs_worst" else all_pairs
+    out = strategy(judge, rows, cfg) if rows else ChunkOutcome()
+    for r in few:
+        why = f"{len(r.responses)} completion(s): a preference pair needs at least 2"
+        out.skipped.append(skip_record(r, "too_few_completions", None, why))
+    return out

@@ -219,7 +219,7 @@ def test_pairs_command_writes_pairs_and_summary(tmp_path, capsys):
 
 def test_pairs_command_reports_bad_input(tmp_path, capsys):
     src = tmp_path / "in.jsonl"
-    src.write_text(json.dumps({"prompt": "x", "completions": ["only one"]}) + "\n")
+    src.write_text(json.dumps({"prompt": "x", "completions": "not a list"}) + "\n")
     assert (
         main(
             [
@@ -237,7 +237,7 @@ def test_pairs_command_reports_bad_input(tmp_path, capsys):
         == 2
     )
     err = capsys.readouterr().err
-    assert "in.jsonl:1: row 0" in err and "at least 2 completions" in err
+    assert "in.jsonl:1: row 0" in err and "completions must be a list of completions, got str" in err
     assert main(["pairs", str(src), "-o", str(tmp_path / "o.jsonl"), "--model", "m", "--min-margin", "nan"]) == 2
     assert "min_margin" in capsys.readouterr().err
     assert main(["pairs", str(src), "-o", str(tmp_path / "o.jsonl")]) == 2  # no judge given

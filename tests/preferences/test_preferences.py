@@ -210,7 +210,6 @@ def test_rubric_per_row_and_long_layout():
     "row, field, index",
     [
         ({"completions": ["a", "b"]}, "prompt", 1),
-        ({"prompt": "Q", "completions": ["only one"]}, "completions", 1),
         ({"prompt": "Q", "completions": "not a list"}, "completions", 1),
         ({"prompt": "Q", "completions": ["a", 7]}, "completions[1]", 1),
         ({"prompt": "Q", "completions": ["a", [{"role": "assistant", "content": "b"}]]}, "completions[1]", 1),
