@@ -11,12 +11,15 @@ from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.confidence.indicators import Confidence
 from prom_reward.core.cascade import CascadeJudge
 from prom_reward.core.judge import PrometheusJudge
-from prom_reward.core.results import Grade, JudgeSample, JudgeStats, Verdict
+from prom_reward.core.protocol import Judge
+from prom_reward.core.results import Grade, JudgeFailure, JudgeSample, JudgeStats, Verdict
 from prom_reward.errors import (
     BackendError,
     ConfigError,
     ContextLengthError,
     InputError,
+    JudgeConfigError,
+    JudgeUnavailableError,
     PromRewardError,
     UnknownNameError,
 )
@@ -27,6 +30,7 @@ from prom_reward.jobs.preference_dataset import build_preference_dataset
 from prom_reward.preferences.config import PreferenceConfig
 from prom_reward.rewards.config import RewardConfig
 from prom_reward.rewards.online_dpo import OnlineDPOJudgeReward, PairwiseRewardStats
+from prom_reward.rewards.outage import OutagePolicy
 from prom_reward.rewards.reward import AsyncPrometheusReward, PrometheusReward
 
 __version__ = "0.1.0"
@@ -46,7 +50,12 @@ __all__ = [
     "ContextLengthError",
     "Grade",
     "InputError",
+    "Judge",
+    "JudgeConfigError",
+    "JudgeFailure",
     "JudgeSample",
+    "JudgeUnavailableError",
+    "OutagePolicy",
     "JudgeStats",
     "PromRewardError",
     "PrometheusJudge",
