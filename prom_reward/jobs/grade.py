@@ -6,7 +6,8 @@ Input columns (renamed with the options in brackets): ``instruction`` (``instruc
 row). Output columns after ``source_index`` and the input columns:
 
 - ``score`` (float, null when no sample gave a verdict or the row failed), ``feedback`` (str),
-- ``expected_score`` (float) and ``probabilities`` (``{"1": p, ..., "5": p}``) with ``--expected``,
+- ``expected_score`` (float) and ``probabilities`` (``{"1": p, ..., "5": p}``) with ``--expected``, else null
+  (also for a forced verdict, which is read from those logprobs),
 - ``judge_failures``, ``judge_retries``, ``forced_verdicts`` (ints),
 - ``judge_error``: null, or why ``score`` is null ("no verdict in N sample(s) ...", "backend failed: ...",
   "too long for the judge: ...").
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from prom_reward.core.items import AbsoluteItem, absolute_items
+from prom_reward.core.judge import EXPECTED_LOGPROBS
 from prom_reward.errors import InputError
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.rubrics import Rubric
@@ -162,18 +164,22 @@ class GradeJob(JobKind):
             refs if any(r is not None for r in refs) else None,
         )
         out = BatchOut()
+        # the expected-score columns only when asked for (--expected: the judge asks for the verdict's
+        # logprobs), so the rows agree with the job record; a forced verdict alone does not fill them
+        asked = (judge.sampling.logprobs or 0) >= EXPECTED_LOGPROBS
         for row, g in zip(rows, grades, strict=True):
             error = None if g.score is not None else failure_text(g.error) or no_verdict(g.failures)
             out.failed += g.score is None
             out.note_failure(g.error)
-            probs = None if not g.probabilities else {k: float(g.probabilities.get(int(k), 0.0)) for k in SCORES}
+            dist = g.probabilities if asked else None
+            probs = None if not dist else {k: float(dist.get(int(k), 0.0)) for k in SCORES}
             out.rows.append(
                 self.output_row(
                     row,
                     {
                         "score": g.score,
                         "feedback": g.feedback,
-                        "expected_score": g.expected_score,
+                        "expected_score": g.expected_score if asked else None,
                         "probabilities": probs,
                         "judge_failures": g.failures,
                         "judge_retries": g.retries,

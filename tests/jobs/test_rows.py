@@ -139,7 +139,8 @@ def test_the_same_columns_and_types_in_jsonl_and_parquet(job, tmp_path, judge):
         assert [r["swap_agreement"] for r in a] == [None, True] and str(schema.field("swap_agreement").type) == "bool"
 
 
-def test_grade_expected_score_has_all_five_probabilities(tmp_path):
+@pytest.mark.parametrize("expected", [True, False])
+def test_grade_expected_score_has_all_five_probabilities_when_asked_for(tmp_path, expected):
     from prom_reward.backends.base import Completion, GenerationResult, TokenLogprobs
 
     class Logprobs(ScriptedBackend):
@@ -151,12 +152,16 @@ def test_grade_expected_score_has_all_five_probabilities(tmp_path):
     grade_file(
         src,
         tmp_path / "o.parquet",
-        {"backend": Logprobs(outputs=[]), "expected_score": True},
+        {"backend": Logprobs(outputs=[]), "expected_score": expected},
         rubric="helpfulness",
         progress=False,
     )
     (row,) = read_rows(tmp_path / "o.parquet")
+    if not expected:  # the backend sent logprobs anyway (as for a forced verdict): the columns follow the option
+        assert row["expected_score"] is None and row["probabilities"] is None and row["score"] == 4.0
+        return
     assert set(row["probabilities"]) == {"1", "2", "3", "4", "5"} and row["probabilities"]["1"] == 0.0
+    assert row["expected_score"] is not None
 
 
 def test_row_errors_name_the_place_in_the_input_the_column_and_the_option(tmp_path, judge, seen):
