@@ -142,7 +142,9 @@ def _add_ray_options(g: argparse.ArgumentParser) -> None:
         help="judge replicas: a number or 'all' (every GPU of the cluster / --gpus-per-replica); default 1",
     )
     r.add_argument("--gpus-per-replica", type=float, help="default: --tensor-parallel-size on a GPU cluster, else 0")
-    r.add_argument("--cpus-per-replica", type=float, default=1.0)
+    r.add_argument(
+        "--cpus-per-replica", type=float, default=1.0, help="with --ray on CPU: CPUs per judge replica (default 1)"
+    )
 
 
 def _add_job_parser(
@@ -225,7 +227,13 @@ def add_job_parsers(sub: Any) -> None:
         ".jsonl (skip records in OUTPUT.skipped.jsonl)",
         64,
     )
-    d.add_argument("--strategy", default="best_vs_worst", choices=["best_vs_worst", "all_pairs"])
+    d.add_argument(
+        "--strategy",
+        default="best_vs_worst",
+        choices=["best_vs_worst", "all_pairs"],
+        help="best_vs_worst: grade every completion, chosen = best, rejected = worst; all_pairs: compare every "
+        "pair of completions (default best_vs_worst)",
+    )
     d.add_argument(
         "--min-margin",
         type=float,

@@ -45,8 +45,8 @@ def add_judge_options(g: argparse.ArgumentParser) -> None:
         "--force-verdict",
         choices=FORCE_POLICIES,
         help="when to read a verdict the judge did not write from its next-token distribution (counted): "
-        "cut (outputs cut at --max-tokens), always (every output without [RESULT]), never "
-        "(default: the preset's, else cut)",
+        "cut (outputs cut at --max-tokens), always (every output without [RESULT]) or never; default: the "
+        "preset's policy, else cut",
     )
     g.add_argument("--truncate", action="store_true", help="shorten over-long responses instead of failing")
     g.add_argument("--max-model-len", type=int, help="vLLM: the engine's context length (default: the model's)")

@@ -56,7 +56,7 @@ def add_probe_parser(sub: Any) -> None:
         default=3,
         help="grades of each unedited response (their mean is what the edits are compared with)",
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap intervals and the edits (default 0)")
     add_judge_options(p)
     p.set_defaults(func=cmd_probe)
 

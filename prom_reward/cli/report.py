@@ -39,7 +39,7 @@ def add_report_parser(sub: Any) -> None:
     p.add_argument("-o", "--output", required=True, help="the report (.html)")
     p.add_argument("--probe", help="a prom-reward probe record (.json) to include")
     p.add_argument("--title", default=None, help="page title (default: the input's file name)")
-    p.add_argument("--extremes", type=int, default=5, help="highest and lowest scored rows to show")
+    p.add_argument("--extremes", type=int, default=5, help="highest and lowest scored rows to show (default 5)")
     for name, default in (
         ("instruction", "instruction"),
         ("response", "response"),
@@ -55,7 +55,7 @@ def add_report_parser(sub: Any) -> None:
             help="column to group by source (default: the first of source, data_source, "
             "response_source, category, model)"
             if name == "source"
-            else None,
+            else f"the column holding the {name.replace('-', ' ')} (default {default})",
         )
     p.set_defaults(func=cmd_report)
 

@@ -23,22 +23,24 @@ def add_serve_parser(sub: Any) -> None:
     p.add_argument("--gpus", default="", help="comma-separated GPU ids, e.g. 4,5,6,7 (none: one CPU replica)")
     p.add_argument("--replicas", default="auto", help="number of servers, or auto (GPUs / tensor-parallel-size)")
     p.add_argument("--port", type=int, default=8100, help="port of the first replica (replica i: port + i)")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--log-dir", default="judge-logs")
-    p.add_argument("--startup-timeout", type=float, default=1800.0)
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)")
+    log_help = "folder of the servers' logs, one judge-<port>-<pid>.log each (default judge-logs)"
+    p.add_argument("--log-dir", default="judge-logs", help=log_help)
+    wait_help = "seconds to wait for every server's /health (default 1800)"
+    p.add_argument("--startup-timeout", type=float, default=1800.0, help=wait_help)
     e = p.add_argument_group(
         "engine (prom_reward.backends.vllm_options.VLLMOptions; a preset's values, "
         "then vLLM's defaults where not given)"
     )
     e.add_argument("--tensor-parallel-size", type=int, help="GPUs per replica (default 1)")
-    e.add_argument("--max-model-len", type=int)
+    e.add_argument("--max-model-len", type=int, help="the engine's context length (default: the model's)")
     e.add_argument(
         "--gpu-memory-utilization",
         type=float,
         help=f"share of each GPU a replica takes (default {DEFAULT_GPU_MEMORY_UTILIZATION}; always passed to vLLM)",
     )
-    e.add_argument("--no-prefix-caching", action="store_true")
-    e.add_argument("--dtype")
+    e.add_argument("--no-prefix-caching", action="store_true", help="turn off vLLM's prefix caching (default: on)")
+    e.add_argument("--dtype", help="weights dtype, e.g. bfloat16 (default: the checkpoint's)")
     e.add_argument(
         "--enforce-eager",
         action=argparse.BooleanOptionalAction,
@@ -272,7 +274,7 @@ def _add_reward_server_parser(sub: Any) -> None:
         s.add_argument(flag_name(name), dest=name, help=argparse.SUPPRESS)
     s.add_argument("--config", help="YAML file of settings (keys: the setting names) [PROM_REWARD_CONFIG]")
     s.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)")
-    s.add_argument("--port", type=int, default=5000)
+    s.add_argument("--port", type=int, default=5000, help="port of the reward server (default 5000)")
     s.add_argument(
         "--token-file",
         help="file holding the token requests must carry (?token=TOKEN in the URL or "

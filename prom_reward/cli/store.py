@@ -48,7 +48,7 @@ def cmd_store(args: argparse.Namespace) -> int:
 
 def add_store_parser(sub: Any) -> None:
     s = sub.add_parser("store", help="look into (info) or export (export -o OUT) a judgment store")
-    s.add_argument("action", choices=["info", "export"])
+    s.add_argument("action", choices=["info", "export"], help="info: what the store holds; export: write it to -o")
     s.add_argument("path", help="the SQLite judgment store (as given to --store)")
     s.add_argument("-o", "--output", help="export: .jsonl or .parquet")
     s.add_argument(
