@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from prom_reward import ContextLengthError, PrometheusJudge
+from prom_reward import PrometheusJudge
 from prom_reward.backends.base import GenerationRequest
 from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.backends.vllm_engine import VLLMEngine
@@ -64,8 +64,12 @@ def test_judge_on_random_model_retries_then_reports_none(vllm_engine: VLLMEngine
 
 def test_judge_context_error_before_generation(vllm_engine: VLLMEngine):
     judge = PrometheusJudge(backend=vllm_engine, sampling={"max_tokens": 1024})
-    with pytest.raises(ContextLengthError, match="item 1"):
-        judge.grade(QUESTIONS, [ANSWERS[0], "very long answer " * 2000], "helpfulness")
+    ok, long = judge.grade(QUESTIONS, [ANSWERS[0], "very long answer " * 2000], "helpfulness")
+    # the over-long item fails alone, before generation, with its reason; its batch-mate is judged
+    assert long.score is None and long.error is not None and long.error.kind == "input"
+    assert long.error.reason.startswith("the judge prompt is ") and "max_model_len" in long.error.reason
+    assert not long.samples
+    assert ok.error is None or ok.error.kind == "output"
     (g,) = PrometheusJudge(
         backend=vllm_engine, sampling={"max_tokens": 4}, max_retries=0, truncate_response=True
     ).grade(["q"], ["very long answer " * 2000], "helpfulness")
