@@ -212,28 +212,22 @@ class JudgmentStore:
 
     def get_many(self, keys: Sequence[str]) -> dict[str, GenerationResult]:
         """The stored results among ``keys`` (missing keys are simply absent)."""
-        out: dict[str, GenerationResult] = {}
-        unique = list(dict.fromkeys(keys))
-        with self._lock, self._errors():
-            conn = self._connect()
-            for i in range(0, len(unique), 500):
-                part = unique[i : i + 500]
-                marks = ",".join("?" * len(part))
-                for key, result in conn.execute(f"SELECT key, result FROM judgments WHERE key IN ({marks})", part):
-                    out[key] = result_from_dict(json.loads(result))
-        return out
+        return {key: result_from_dict(json.loads(result)) for key, result in self._select("key, result", keys)}
 
     def stored_keys(self, keys: Sequence[str]) -> set[str]:
         """Those of ``keys`` that are stored (their results not read)."""
-        out: set[str] = set()
-        unique = list(dict.fromkeys(keys))
+        return {key for (key,) in self._select("key", keys)}
+
+    def _select(self, columns: str, keys: Sequence[str]) -> list[tuple[Any, ...]]:
+        """``columns`` of the stored rows among ``keys`` (each key once), asked 500 keys at a time."""
+        unique, rows = list(dict.fromkeys(keys)), []
         with self._lock, self._errors():
             conn = self._connect()
             for i in range(0, len(unique), 500):
                 part = unique[i : i + 500]
                 marks = ",".join("?" * len(part))
-                out.update(k for (k,) in conn.execute(f"SELECT key FROM judgments WHERE key IN ({marks})", part))
-        return out
+                rows += conn.execute(f"SELECT {columns} FROM judgments WHERE key IN ({marks})", part).fetchall()
+        return rows
 
     def put_many(self, items: Iterable[tuple[str, str | None, GenerationRequest, GenerationResult]]) -> None:
         """Save ``(key, model, request, result)`` tuples in one transaction; existing keys are kept."""

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psutil
@@ -133,22 +134,8 @@ def test_cli_serve_stops_on_sigint_even_when_started_with_sigint_ignored(tmp_pat
     port = free_port()
     # started as a background job of a non-interactive shell is: SIGINT inherited *ignored*; Ctrl-C
     # (SIGINT) must still stop it (seen in a CI run launched that way: it hung until killed)
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            FAKE_SERVE,
-            "serve",
-            "--model",
-            str(tmp_path),
-            "--port",
-            str(port),
-            "--log-dir",
-            str(tmp_path / "logs"),
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    proc = _serve(
+        tmp_path, port, tmp_path / "logs", stderr=None, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)
     )
     try:
         line = proc.stdout.readline()
@@ -191,8 +178,9 @@ def test_a_server_dies_with_the_process_that_started_it(tmp_path):
     assert gone, "the child outlived its killed parent"
 
 
-def _serve(tmp_path: Path, port: int, logs: Path) -> subprocess.Popen[str]:
-    """``prom-reward serve`` with the stand-in server command (FAKE_SERVE), its output piped."""
+def _serve(tmp_path: Path, port: int, logs: Path, **popen: Any) -> subprocess.Popen[str]:
+    """``prom-reward serve`` with the stand-in server command (FAKE_SERVE), its output piped (``popen``: other
+    ``subprocess.Popen`` options, or other pipes)."""
     return subprocess.Popen(
         [
             sys.executable,
@@ -206,9 +194,7 @@ def _serve(tmp_path: Path, port: int, logs: Path) -> subprocess.Popen[str]:
             "--log-dir",
             str(logs),
         ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+        **{"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True, **popen},
     )
 
 
