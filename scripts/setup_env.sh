@@ -109,9 +109,9 @@ else
 fi
 
 if satisfied -r requirements/frameworks.txt 2>/dev/null; then
-  step "openrlhf, verl already there"
+  step "openrlhf, verl, the judge formats' reference packages already there"
 else
-  step "openrlhf, verl (--no-deps: only their reward paths are used on CPU)"
+  step "openrlhf, verl, flow-judge, rewardbench (--no-deps: only their reward paths, prompt builders and parsers are used)"
   "${PIP[@]}" install --no-deps -c "$CONSTRAINTS" -r requirements/frameworks.txt
 fi
 
