@@ -38,6 +38,10 @@ FAILED = -1.0
 """The failure reward of the settings; in ``Case.expected``: the sample fails (flagged, with its reason)."""
 OPENRLHF_RETRY_WINDOW_S = 5.0
 """OpenRLHF's client: five tries, a second apart (``_fetch_rewards_via_http``)."""
+JUDGE_OPTIONS = {"system_role": False, "max_retries": 0, "backoff": 0.05}
+"""The judge's options in every path: no re-sampling, and the HTTP client's own retries of a failed call
+(``OpenAIServer(backoff=)``: 0.5, 1 and 2 s by default, 3.5 s a call) 0.05 s apart, so a dead judge costs
+the outage policy's waits, not the transport's (what the cases check is the policy's)."""
 
 
 @dataclass
@@ -100,7 +104,7 @@ def settings_values(url: str, case: Case) -> dict:
         "max_tokens": 32,
         "outage_budget_s": 20.0,
         "request_timeout": 60.0,
-        "judge": {"system_role": False, "max_retries": 0},
+        "judge": dict(JUDGE_OPTIONS),
         **case.settings,
     }
 

@@ -21,10 +21,10 @@ from prom_reward.integrations.settings import RewardSettings
 from prom_reward.rewards.config import RewardConfig
 from prom_reward.rewards.online_dpo import OnlineDPOJudgeReward
 from prom_reward.rewards.reward import PrometheusReward
-from tests.reward_faults import CASES, FAILED, GRADES, MISCONFIGURED, Case, settings_values
+from tests.reward_faults import CASES, FAILED, GRADES, JUDGE_OPTIONS, MISCONFIGURED, Case, settings_values
 
 PROMPT = "Question: What is two plus two? Please answer briefly.\nAnswer:"
-JUDGE = {"backend": "openai", "system_role": False, "max_retries": 0, "sampling": {"max_tokens": 32}}
+JUDGE = {"backend": "openai", **JUDGE_OPTIONS, "sampling": {"max_tokens": 32}}
 
 
 def placeholder(prompts, completions, **kwargs):
