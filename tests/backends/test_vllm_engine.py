@@ -63,7 +63,8 @@ def test_judge_on_random_model_retries_then_reports_none(vllm_engine: VLLMEngine
 
 
 def test_judge_context_error_before_generation(vllm_engine: VLLMEngine):
-    judge = PrometheusJudge(backend=vllm_engine, sampling={"max_tokens": 1024})
+    # 16 feedback tokens, one round: the random model's batch-mate need not run 3 rounds of 1,024 tokens (~25 s)
+    judge = PrometheusJudge(backend=vllm_engine, sampling={"max_tokens": 16}, max_retries=0)
     ok, long = judge.grade(QUESTIONS, [ANSWERS[0], "very long answer " * 2000], "helpfulness")
     # the over-long item fails alone, before generation, with its reason; its batch-mate is judged
     assert long.score is None and long.error is not None and long.error.kind == "input"
