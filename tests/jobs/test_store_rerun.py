@@ -1,6 +1,10 @@
 """A ``--store`` re-run through the real CLI and the real in-process vLLM engine (SmolLM2): the first run
 generates and stores; a re-run into a new output with the same store is answered by the store alone: it
-starts no engine, reports its judgments and tokens as stored (none generated) and writes the same rows."""
+starts no engine, reports its judgments and tokens as stored (none generated) and writes the same rows.
+
+Both runs go as a user runs them (progress bars on): vLLM logs to stdout, so while a job runs fd 1 is
+stderr, and the whole of stdout is the one-line summary (``prom-reward grade ... | jq .`` reads it); the
+first run, the suite's one job on an in-process engine in a child process, checks that too."""
 
 from __future__ import annotations
 
@@ -31,15 +35,16 @@ def test_a_rerun_answered_by_the_store_starts_no_engine(tmp_path, smollm2_dir):
 
     def grade(out: str, env: dict[str, str]) -> tuple[dict, str, float]:
         args = ["grade", str(src), "-o", str(tmp_path / out), "--model", str(smollm2_dir), "--rubric", "helpfulness"]
-        args += ["--max-tokens", "24", "--max-model-len", "2048", "--enforce-eager", "--store", str(store), "--quiet"]
+        args += ["--max-tokens", "24", "--max-model-len", "2048", "--enforce-eager", "--store", str(store)]
         start = time.perf_counter()
         done = cli(args, env={"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "INFO", **env}, timeout=900)
         assert done.returncode == 0, done.stderr[-3000:]
-        log = done.stderr + "\n".join(done.stdout.splitlines()[:-1])
-        return json.loads(done.stdout.strip().splitlines()[-1]), log, time.perf_counter() - start
+        assert done.stdout.count("\n") == 1, done.stdout[-3000:]  # the whole of stdout is the summary
+        return json.loads(done.stdout), done.stderr, time.perf_counter() - start
 
     first, first_log, first_s = grade("a.jsonl", {})
-    assert ENGINE_START in first_log, first_log[-3000:]  # the log shows vLLM's start when there is one
+    assert ENGINE_START in first_log, first_log[-3000:]  # vLLM's start, on stderr, when there is one
+    assert first["job"] == "grade" and first["rows"] == 3
     assert first["samples"] >= 3 and first["completion_tokens"] > 0 and first["stored_samples"] == 0
     again, again_log, again_s = grade("b.jsonl", {"PYTHONPATH": os.pathsep.join((str(blocked.parent), str(REPO)))})
     assert ENGINE_START not in again_log
