@@ -90,7 +90,8 @@ def _text(row: dict[str, Any], key: str, where: str, index: int, *, optional: bo
         return None
     if not isinstance(value, str) or not value.strip():
         raise InputError(
-            f"{where} row {index}: {key!r} must be a non-empty string, got {value!r:.80}; fix that row or leave it out",
+            f"{where} row {index}: {key!r} must be a non-empty string, got {value!r:.80}; fix: repair that row or "
+            "leave it out",
             index=index,
             field=key,
         )
@@ -107,7 +108,7 @@ def _item(row: Any, index: int, where: str) -> ProbeItem:
         except InputError as e:
             raise InputError(
                 f"{where} row {index}: no 'response' column, and 'instruction' is not a filled "
-                f"absolute prompt either ({e}); give rows with instruction and response",
+                f"absolute prompt either ({e}); fix: give rows with instruction and response",
                 index=index,
                 field="response",
             ) from e
@@ -133,12 +134,16 @@ def load_items(path: str | Path, limit: int | None = None, seed: int = 0) -> lis
     p = Path(path)
     if not p.is_file():
         raise InputError(
-            f"--items {path}: no such file; give a .jsonl/.json/.parquet file of rows with instruction and response",
+            f"--items {path}: no such file; fix: give a .jsonl/.json/.parquet file of rows with instruction and "
+            "response",
             field="items",
         )
     items = [_item(row, i, str(p)) for i, row in enumerate(read_rows(p))]
     if not items:
-        raise InputError(f"--items {path}: the file has no rows", field="items")
+        raise InputError(
+            f"--items {path}: the file has no rows; fix: give a file of rows with instruction and response",
+            field="items",
+        )
     return seeded_subset(items, limit, seed)
 
 
@@ -152,16 +157,18 @@ def load_llmbar(
         path = base / f"{name}.json"
         if not path.is_file():
             raise InputError(
-                f"--llmbar {folder}: {path.name} is missing; the folder needs "
+                f"--llmbar {folder}: {path.name} is missing; fix: give a folder with "
                 f"{', '.join(s + '.json' for s in sets)} (princeton-nlp/LLMBar)",
                 field="llmbar",
             )
         try:
             records = json.loads(path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise InputError(f"{path}: not valid JSON ({e}); restore the file from LLMBar", field="llmbar") from e
+            raise InputError(f"{path}: not valid JSON ({e}); fix: restore the file from LLMBar", field="llmbar") from e
         if not isinstance(records, list) or not records:
-            raise InputError(f"{path}: expected a non-empty JSON list of pairs", field="llmbar")
+            raise InputError(
+                f"{path}: expected a non-empty JSON list of pairs; fix: restore the file from LLMBar", field="llmbar"
+            )
         pairs = []
         for i, rec in enumerate(records):
             if not isinstance(rec, dict):

@@ -81,7 +81,7 @@ def _kind(row: dict[str, Any], index: int) -> str:
         return "compare"
     raise InputError(
         f"row {index}: neither a 'score' (prom-reward grade) nor a 'winner' (prom-reward compare) "
-        f"column (columns: {sorted(row)}); give the output file of one of them",
+        f"column (columns: {sorted(row)}); fix: give the output file of one of them",
         index=index,
     )
 
