@@ -100,7 +100,10 @@ def _text(row: dict[str, Any], key: str, where: str, index: int, *, optional: bo
 
 def _item(row: Any, index: int, where: str) -> ProbeItem:
     if not isinstance(row, dict):
-        raise InputError(f"{where} row {index}: expected an object, got {type(row).__name__}", index=index)
+        raise InputError(
+            f"{where} row {index}: expected an object, got {type(row).__name__}; fix: one JSON object per row",
+            index=index,
+        )
     ident = str(row.get("id", index))
     if "response" not in row and isinstance(row.get("instruction"), str):
         try:
@@ -172,11 +175,18 @@ def load_llmbar(
         pairs = []
         for i, rec in enumerate(records):
             if not isinstance(rec, dict):
-                raise InputError(f"{path} record {i}: expected an object, got {type(rec).__name__}", index=i)
+                raise InputError(
+                    f"{path} record {i}: expected an object, got {type(rec).__name__}; fix: restore the file from "
+                    "LLMBar",
+                    index=i,
+                )
             texts = [_text(rec, k, str(path), i) for k in ("input", "output_1", "output_2")]
             if rec.get("label") not in (1, 2) or isinstance(rec.get("label"), bool):
                 raise InputError(
-                    f"{path} record {i}: label must be 1 or 2, got {rec.get('label')!r}", index=i, field="label"
+                    f"{path} record {i}: label must be 1 or 2, got {rec.get('label')!r}; fix: restore the file from "
+                    "LLMBar",
+                    index=i,
+                    field="label",
                 )
             pairs.append(LLMBarPair(name, i, texts[0], texts[1], texts[2], rec["label"]))
         out[name] = seeded_subset(pairs, limit, seed)

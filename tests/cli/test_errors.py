@@ -126,6 +126,16 @@ CASES = [
         ["good.jsonl:1", "column 'prompt'", "--prompt-col"],
     ),
     (
+        "pairs: completions not a list",
+        ["pairs", "{d}/pc_str.jsonl", "-o", "{d}/o.jsonl", *JUDGE],
+        ["pc_str.jsonl:1", "completions", "--layout long"],
+    ),
+    (
+        "grade: negative --gpus-per-replica",
+        ["grade", "{d}/good.jsonl", "-o", "{d}/o.jsonl", *JUDGE, "--ray", "--gpus-per-replica", "-1"],
+        ["--gpus-per-replica"],
+    ),
+    (
         "pairs: unknown --strategy",
         ["pairs", "{d}/pc.jsonl", "-o", "{d}/o.jsonl", *JUDGE, "--strategy", "best"],
         ["pairs:", "--strategy", "best_vs_worst"],
@@ -229,6 +239,11 @@ CASES = [
     ("report: missing input", ["report", "{d}/nope.jsonl", "-o", "{d}/r.html"], ["nope.jsonl"]),
     ("report: foreign format", ["report", "{d}/rows.csv", "-o", "{d}/r.html"], ["rows.csv"]),
     ("report: not a graded file", ["report", "{d}/good.jsonl", "-o", "{d}/r.html"], ["good.jsonl", "'score'"]),
+    (
+        "report: grade and compare rows mixed",
+        ["report", "{d}/mixed.jsonl", "-o", "{d}/r.html"],
+        ["mixed.jsonl", "row 1", "one kind"],
+    ),
     ("report: not an .html output", ["report", "{d}/graded.jsonl", "-o", "{d}/r.txt"], ["r.txt", ".html"]),
     ("report: output in a missing folder", ["report", "{d}/graded.jsonl", "-o", "{d}/no/r.html"], ["-o"]),
     (
@@ -263,6 +278,8 @@ def files(tmp_path: Path) -> Path:
     jsonl("pc.jsonl", json.dumps({"prompt": "Q?", "completions": ["A.", "B."]}))
     jsonl("graded.jsonl", json.dumps({"instruction": "Q?", "response": "A.", "score": 4.0, "judge_error": None}))
     jsonl("foreign.jsonl", json.dumps({"x": 1}))
+    jsonl("pc_str.jsonl", json.dumps({"prompt": "Q?", "completions": "A."}))
+    jsonl("mixed.jsonl", json.dumps({"score": 4.0}), json.dumps({"winner": "A"}))
     (tmp_path / "rows.csv").write_text("instruction,response\nQ?,A.\n")
     four = {"criteria": "Kind?", **{f"score{k}_description": f"level {k}" for k in range(1, 5)}}
     (tmp_path / "rubric4.json").write_text(json.dumps(four))
