@@ -17,6 +17,7 @@ from prom_reward.cli.main import main
 from prom_reward.cli.voice import in_user_terms
 from prom_reward.errors import ConfigError
 from tests.fakes import free_port
+from tests.jobs.helpers import cli
 
 SHAPE = re.compile(r"^prom-reward: error: .+; fix: .+$")
 PYTHON_NAMES = re.compile(r"[A-Z]\w*(?:Config|Options|Settings)\.|\(\w+=\)|\bNone\b|Traceback")
@@ -319,6 +320,22 @@ def test_every_error_is_one_line_with_a_fix(argv, named, files, capsys, monkeypa
     out, err = capsys.readouterr()
     assert code == 2 and out == ""
     check_line(err, [w.format(**fill) for w in named])
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["grade", "{d}/nocol.jsonl", "-o", "{d}/o.jsonl", *JUDGE], ["nocol.jsonl:1", "--response-col"]),
+        (["reward-server", "--server", "{url}", "--failure-reward", "0", "--num-samples", "0"], ["--num-samples"]),
+        (["pairs", "{d}/pc.jsonl", "-o", "{d}/o.jsonl", *JUDGE, "--strategy", "best"], ["pairs:", "--strategy"]),
+    ],
+)
+def test_the_console_script_prints_nothing_else(argv, named, files):
+    """As a user runs it (a fresh process): no import-time warning or log line joins the error line."""
+    fill = {"d": str(files), "url": f"http://127.0.0.1:{free_port()}/v1"}
+    done = cli([a.format(**fill) for a in argv], env={"PROM_REWARD_NO_ENGINE": "1", "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 2 and done.stdout == ""
+    check_line(done.stderr, named)
 
 
 @pytest.mark.parametrize(
