@@ -123,8 +123,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     )
     try:
         summary = summarize(read_rows(args.input), cols, extremes=args.extremes, rubric=job_rubric(Path(args.input)))
-    except InputError as e:  # "row 3: ...": say which input
-        raise InputError(f"{args.input}: {e}", index=e.index, field=e.field) from e
+    except InputError as e:
+        if not str(e).startswith("row "):  # it names its file already
+            raise
+        raise InputError(f"{args.input}: {e}", index=e.index, field=e.field) from e  # say which input
     page = render_report(
         summary,
         probe,

@@ -46,13 +46,19 @@ class CliParser(argparse.ArgumentParser):
         self.exit(2, error_line(f"{where}{message}{FIX}see {self.prog} --help") + "\n")
 
 
+RENAMED = {"base_url": "server", "expected_score": "expected", "truncate_response": "truncate"}
+"""The ``PrometheusJudge`` keywords whose option has another dest (``judge_options.judge_kwargs`` renames them)."""
+
+
 def flags_of(parser: argparse.ArgumentParser) -> dict[str, str]:
-    """Each option's dest -> its long flag (``num_samples`` -> ``--num-samples``)."""
+    """Each option's dest -> its long flag (``num_samples`` -> ``--num-samples``), and the judge keywords
+    of ``RENAMED`` -> their option's flag (``base_url`` -> ``--server``)."""
     out: dict[str, str] = {}
     for action in parser._actions:
         long = [s for s in action.option_strings if s.startswith("--")]
         if long and action.dest not in out:  # a hidden former flag too: it names its own setting
             out[action.dest] = long[0]
+    out.update((python, out[dest]) for python, dest in RENAMED.items() if dest in out and python not in out)
     return out
 
 

@@ -20,7 +20,7 @@ from tests.fakes import free_port
 from tests.jobs.helpers import cli
 
 SHAPE = re.compile(r"^prom-reward: error: .+; fix: .+$")
-PYTHON_NAMES = re.compile(r"[A-Z]\w*(?:Config|Options|Settings)\.|\(\w+=\)|\bNone\b|Traceback")
+PYTHON_NAMES = re.compile(r"[A-Z]\w*(?:Config|Options|Settings)\.|\(\w+=\)|\bNone\b|\bbase_url\b|Traceback")
 JUDGE = ["--server", "{url}", "--rubric", "helpfulness", "--quiet"]
 
 # (name, argv, what the line must say): {d} is the folder of the files below, {url} a closed port,
@@ -73,6 +73,16 @@ CASES = [
         "grade: --batch-size 0",
         ["grade", "{d}/good.jsonl", "-o", "{d}/o.jsonl", *JUDGE, "--batch-size", "0"],
         ["--batch-size"],
+    ),
+    (
+        "grade: not a URL",
+        ["grade", "{d}/good.jsonl", "-o", "{d}/o.jsonl", "--server", "judge:8000", "--rubric", "helpfulness"],
+        ["--server", "http(s)://"],
+    ),
+    (
+        "grade: --wire inst on the chat endpoint",
+        ["grade", "{d}/good.jsonl", "-o", "{d}/o.jsonl", *JUDGE, "--wire", "inst"],
+        ["--wire 'inst'", "--endpoint 'completions'"],
     ),
     (
         "grade: unknown preset",
@@ -237,6 +247,7 @@ CASES = [
         ["grade", "{d}/good.jsonl", "-o", "{d}/o.jsonl", "--server", "{url}"],
         ["good.jsonl:1", "--rubric", "--rubric-col", "null"],
     ),
+    ("report: empty folder", ["report", "{d}/empty", "-o", "{d}/r.html"], ["empty: a folder"]),
     ("report: missing input", ["report", "{d}/nope.jsonl", "-o", "{d}/r.html"], ["nope.jsonl"]),
     ("report: foreign format", ["report", "{d}/rows.csv", "-o", "{d}/r.html"], ["rows.csv"]),
     ("report: not a graded file", ["report", "{d}/good.jsonl", "-o", "{d}/r.html"], ["good.jsonl", "'score'"]),
@@ -285,6 +296,7 @@ def files(tmp_path: Path) -> Path:
     four = {"criteria": "Kind?", **{f"score{k}_description": f"level {k}" for k in range(1, 5)}}
     (tmp_path / "rubric4.json").write_text(json.dumps(four))
     (tmp_path / "bad.db").write_text("not a judgment store\n")
+    (tmp_path / "empty").mkdir()
     return tmp_path
 
 
