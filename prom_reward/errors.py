@@ -55,7 +55,7 @@ class UnknownNameError(PromRewardError, KeyError):
         self.kind = kind
         self.name = name
         self.valid = sorted(valid)
-        super().__init__(f"unknown {kind} {name!r}; valid names: {', '.join(self.valid)}")
+        super().__init__(f"unknown {kind} {name!r}; valid names: {', '.join(self.valid)}; fix: give one of these")
 
     def __str__(self) -> str:  # KeyError would repr() the message otherwise
         return str(self.args[0])

@@ -58,7 +58,8 @@ IN_PROCESS = ("vllm", "transformers")  # backends that load the weights themselv
 
 def check_model_folder(model: Any) -> None:
     """An in-process model given as a filesystem path must be an existing folder (a hub id,
-    ``org/name``, passes): say so before an engine starts and fails on a hub lookup instead.
+    ``org/name``, passes), and a bare name (a preset mistyped, most often) a folder or a model in the
+    local Hugging Face cache: say so before an engine starts and fails on a hub lookup instead.
 
     Example:
         >>> check_model_folder("prometheus-eval/prometheus-7b-v2.0")
@@ -75,3 +76,18 @@ def check_model_folder(model: Any) -> None:
             f"model {model!r}: no such folder; fix: give the folder of a model (config.json and weights) "
             "or a hub id such as prometheus-eval/prometheus-7b-v2.0"
         )
+    if "/" not in model and not os.path.isdir(model) and not _cached(model):  # a typo of a preset, most often
+        raise ConfigError(
+            f"model {model!r}: not a preset, a folder or a downloaded model; fix: give a preset name (e.g. "
+            "prometheus-7b-v2.0, pocket-judge), the folder of a model, or a hub id as org/name such as "
+            "prometheus-eval/prometheus-7b-v2.0"
+        )
+
+
+def _cached(model: str) -> bool:
+    """Whether the hub id ``model`` has a ``config.json`` in the local Hugging Face cache."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover - the in-process backends depend on it
+        return True
+    return isinstance(try_to_load_from_cache(model, "config.json"), str)

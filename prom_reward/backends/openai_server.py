@@ -102,7 +102,7 @@ class OpenAIServer:
         if endpoint == "chat" and self.wire.name == "inst":
             raise ConfigError(
                 "wire 'inst' is literal completion text, which the chat endpoint cannot send; "
-                "use endpoint='completions' with wire='inst', or wire='chat'"
+                "fix: use endpoint='completions' with wire='inst', or wire='chat'"
             )
         if system_role not in (None, True, False):
             raise ConfigError(f"system_role: expected None (detect), True or False, got {system_role!r}")

@@ -25,6 +25,7 @@ Example:
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import socket
@@ -89,7 +90,7 @@ class ServeConfig:
                 f"{tp} allow 1..{most}"
             )
         if not 0 < self.port < 65536:
-            raise ConfigError(f"port must be in 1..65535, got {self.port}")
+            raise ConfigError(f"port: expected an int in 1..65535, got {self.port}")
         flags = {flag for _, flag in ENGINE_FLAGS} | {"--no-" + flag[2:] for _, flag in ENGINE_FLAGS}
         taken = sorted({a.split("=", 1)[0] for a in self.extra_args} & (flags | {"--host", "--port"}))
         if taken:
@@ -254,13 +255,26 @@ def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
 
 
 def check_port_free(host: str, port: int) -> None:
-    """``ConfigError`` naming ``port`` when something already listens on it (checked before any engine starts)."""
+    """``ConfigError`` naming ``port`` when something already listens on it or it cannot be bound, or ``host``
+    when it is not an address of this machine (checked before any engine starts)."""
+    if not 0 < port < 65536:
+        raise ConfigError(f"port: expected an int in 1..65535, got {port}")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds: TIME_WAIT is no conflict
         try:
             sock.bind((host, port))
         except OSError as e:
+            if isinstance(e, socket.gaierror) or e.errno == errno.EADDRNOTAVAIL:  # the host, not the port
+                raise ConfigError(
+                    f"host {host!r}: not an address of this machine ({e.strerror}); nothing was started; fix: give "
+                    "an address or name of this machine (default 127.0.0.1; 0.0.0.0 for every interface)"
+                ) from None
+            if e.errno != errno.EADDRINUSE:  # e.g. a port below 1024 without root
+                raise ConfigError(
+                    f"port {port} on {host}: cannot listen there ({e.strerror}); nothing was started; fix: give "
+                    "another --port (1024 or above)"
+                ) from None
             raise ConfigError(
                 f"port {port} on {host} is already in use ({e.strerror}); nothing was started; fix: stop what "
                 f"listens there or give another --port"

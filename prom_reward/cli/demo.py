@@ -36,6 +36,9 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from prom_reward.cli.voice import CliParser, flags_of, in_user_terms, print_error
+from prom_reward.errors import ConfigError, InputError
+
 if TYPE_CHECKING:
     from prom_reward.core.results import Grade, JudgeStats
 
@@ -120,13 +123,18 @@ def _progress(term: TextIO, what: str) -> Iterator[Callable[[], float]]:
     else:
         term.write(f"{what} ...\n")
     elapsed = lambda: time.perf_counter() - start  # noqa: E731
+    done = False
     try:
         yield elapsed
+        done = True
     finally:
         stop.set()
         if tty:
             ticker.join()
-        term.write(f"{chr(13) if tty else ''}{what}: done in {elapsed():.1f}s\n")
+        if done:  # a failure says itself
+            term.write(f"{chr(13) if tty else ''}{what}: done in {elapsed():.1f}s\n")
+        elif tty:
+            term.write("\n")
         term.flush()
 
 
@@ -159,12 +167,18 @@ def _table(
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(
-        description=(__doc__ or "").split("\nExample:")[0].strip(), formatter_class=argparse.RawDescriptionHelpFormatter
+    ap = CliParser(
+        prog="python -m prom_reward.cli.demo",
+        description=(__doc__ or "").split("\nExample:")[0].strip(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ap.add_argument("--model", default="pocket-judge", help="preset, hub id or folder")
-    ap.add_argument("--max-tokens", type=int, default=None)
-    ap.add_argument("--num-samples", type=int, default=1)
+    ap.add_argument(
+        "--max-tokens", type=int, default=None, help="judge output tokens (default: the preset's, else 1024)"
+    )
+    ap.add_argument(
+        "--num-samples", type=int, default=1, help="samples per rollout; the score is their mean (default 1)"
+    )
     ap.add_argument(
         "--log",
         default=str(Path(tempfile.gettempdir()) / "prom-reward-demo.log"),
@@ -175,7 +189,7 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # the demo's 8 short prompts need little
     log = None if args.verbose else Path(args.log)
     rows = load_sample_rollouts()
-    sampling = {"max_tokens": args.max_tokens} if args.max_tokens else None
+    sampling = {"max_tokens": args.max_tokens} if args.max_tokens is not None else None
     try:
         with _fds_to(log) as term:
             with _progress(term, f"starting the judge engine ({args.model})") as clock:
@@ -201,6 +215,9 @@ def main(argv: list[str] | None = None) -> None:
                     elapsed = clock()
             finally:
                 judge.close()
+    except (ConfigError, InputError) as e:  # refused before anything ran: one line, as every command says it
+        print_error(in_user_terms(str(e), flags_of(ap)))
+        raise SystemExit(2) from None
     except BaseException:
         if log is not None and log.is_file():
             tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-40:]

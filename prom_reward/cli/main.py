@@ -19,8 +19,9 @@ whole before the output is touched, batches are committed to ``OUT.parts/`` and 
 file for ``--reward.remote_url path.py`` (docs/openrlhf.md).
 
 Errors a person can act on (bad input, an output that exists or cannot be written, a full disk, a
-damaged or locked judgment store) end with ``prom-reward: error: ...`` (the file, the line or row,
-the fix) and exit code 2; ``--debug`` shows the traceback instead. A job whose judge backend failed
+damaged or locked judgment store, a bad flag) end with one line, ``prom-reward: error: <what>; fix: <how>``
+(the file, the line or row, the flag or column: ``prom_reward.cli.voice``) and exit code 2; ``--debug``
+shows the traceback instead. A job whose judge backend failed
 some rows exits 3, one whose judge could not be reached for any row 4 (``jobs.summary.EXIT_CODES``).
 
 Example:
@@ -41,13 +42,14 @@ from prom_reward.cli.probe import add_probe_parser
 from prom_reward.cli.report import add_report_parser
 from prom_reward.cli.servers import add_server_parsers
 from prom_reward.cli.store import add_store_parser
-from prom_reward.errors import PromRewardError
+from prom_reward.cli.voice import CliParser, flags_of, in_user_terms, print_error
+from prom_reward.errors import BackendError, PromRewardError
 
 DEBUG_HELP = "show the full traceback of an error instead of one line"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="prom-reward", description="Prometheus-style judges as rewards.")
+    p = CliParser(prog="prom-reward", description="Prometheus-style judges as rewards.")
     p.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     sub = p.add_subparsers(dest="command", required=True)
     add_job_parsers(sub)
@@ -63,11 +65,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def explain(e: BaseException) -> str | None:
     """The one-line message of an error a person can act on (None: a bug, shown with its traceback)."""
+    if isinstance(e, BackendError) and "fix:" not in str(e):
+        return f"{e}; fix: check that the judge is up and --server (or --model) names it, then run again"
     if isinstance(e, PromRewardError):
         return str(e)
     if isinstance(e, OSError):  # a path the job engine did not name itself
-        where = e.filename or "a file"
-        return f"{where}: {e.strerror or e}; fix: check the path, its permissions and the free space of its disk"
+        if e.filename is None:
+            return f"{e}; fix: check the paths given, their permissions and the free space of their disk"
+        return f"{e.filename}: {e.strerror or e}; fix: check the path, its permissions and the free space of its disk"
     if isinstance(e, sqlite3.Error):
         return (
             f"judgment store: {e}; fix: check the --store file (prom-reward store info STORE), or give another --store"
@@ -77,14 +82,18 @@ def explain(e: BaseException) -> str | None:
     return None
 
 
+def _command(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return sub.choices[name]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # said by the subcommand, whose --help lists its flags
+        _command(parser, args.command).error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command in ("grade", "compare", "pairs") and not args.model and not args.server:
-        print(
-            f"prom-reward: error: {args.command}: no judge given; fix: give --model M (in-process vLLM) or "
-            "--server URL",
-            file=sys.stderr,
-        )
+        print_error(f"{args.command}: no judge given; fix: give --model M (in-process vLLM) or --server URL")
         return 2
     try:
         return int(args.func(args))
@@ -99,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = explain(e)
         if args.debug or message is None:
             raise
-        print(f"prom-reward: error: {message}", file=sys.stderr)
+        print_error(in_user_terms(message, flags_of(_command(parser, args.command))))
         return 2
 
 

@@ -63,12 +63,12 @@ def add_probe_parser(sub: Any) -> None:
 
 def cmd_probe(args: argparse.Namespace) -> int:
     if not args.model and not args.server:
-        raise ConfigError("prom-reward probe: give --model M (in-process vLLM) or --server URL")
+        raise ConfigError("probe: no judge given; fix: give --model M (in-process vLLM) or --server URL")
     out = Path(args.output)
     if out.suffix.lower() != ".json":
-        raise ConfigError(f"-o {args.output}: the probe writes one JSON record; name a .json file")
+        raise ConfigError(f"-o {args.output}: the probe writes one JSON record; fix: name a .json file")
     if not out.parent.is_dir():
-        raise ConfigError(f"-o {args.output}: folder {out.parent} does not exist; create it first")
+        raise ConfigError(f"-o {args.output}: folder {out.parent} does not exist; fix: create it or choose another -o")
     cfg = ProbeConfig(
         parts=args.parts,
         llmbar=args.llmbar,

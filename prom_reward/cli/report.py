@@ -65,11 +65,15 @@ def _probe_record(path: str) -> dict[str, Any]:
         record = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as e:
         raise InputError(
-            f"--probe {path}: cannot read a probe record ({e}); give the .json that prom-reward probe wrote",
+            f"--probe {path}: cannot read a probe record ({e}); fix: give the .json that prom-reward probe wrote",
             field="probe",
         ) from e
     if not isinstance(record, dict) or not ({"llmbar", "shifts"} & set(record)):
-        raise InputError(f"--probe {path}: not a prom-reward probe record (no 'llmbar' or 'shifts')", field="probe")
+        raise InputError(
+            f"--probe {path}: not a prom-reward probe record (no 'llmbar' or 'shifts'); fix: give the .json that "
+            "prom-reward probe wrote",
+            field="probe",
+        )
     return record
 
 
@@ -97,13 +101,15 @@ def job_rubric(output: Path) -> Any:
 def cmd_report(args: argparse.Namespace) -> int:
     out = Path(args.output)
     if out.suffix.lower() not in (".html", ".htm"):
-        raise ConfigError(f"-o {args.output}: the report is one HTML page; name a .html file")
+        raise ConfigError(f"-o {args.output}: the report is one HTML page; fix: name a .html file")
     if not Path(args.input).exists():
         raise InputError(
             f"{args.input}: no such file or folder; fix: give a prom-reward grade or compare output (a file, or its "
             "folder of part files)",
             field="input",
         )
+    if not out.parent.is_dir():
+        raise ConfigError(f"-o {args.output}: folder {out.parent} does not exist; fix: create it or choose another -o")
     if args.extremes < 0:
         raise ConfigError(f"--extremes: expected a number >= 0, got {args.extremes}")
     probe = _probe_record(args.probe) if args.probe else None
@@ -115,7 +121,12 @@ def cmd_report(args: argparse.Namespace) -> int:
         args.rubric_col,
         args.source_col,
     )
-    summary = summarize(read_rows(args.input), cols, extremes=args.extremes, rubric=job_rubric(Path(args.input)))
+    try:
+        summary = summarize(read_rows(args.input), cols, extremes=args.extremes, rubric=job_rubric(Path(args.input)))
+    except InputError as e:
+        if not str(e).startswith("row "):  # it names its file already
+            raise
+        raise InputError(f"{args.input}: {e}", index=e.index, field=e.field) from e  # say which input
     page = render_report(
         summary,
         probe,

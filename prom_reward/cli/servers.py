@@ -10,7 +10,8 @@ import sys
 import time
 from typing import Any
 
-from prom_reward.backends.servers import JudgeServers, ServeConfig
+from prom_reward.backends.factory import check_model_folder
+from prom_reward.backends.servers import JudgeServers, ServeConfig, check_port_free
 from prom_reward.backends.vllm_options import DEFAULT_GPU_MEMORY_UTILIZATION, TOKENIZER_MODES, VLLMOptions
 from prom_reward.cli.judge_options import add_judge_options
 from prom_reward.errors import BackendError, ConfigError
@@ -60,7 +61,13 @@ def serve_config(args: Any) -> ServeConfig:
     max_model_len of ``prometheus-7b-v2.0``) under the flags given."""
     from prom_reward.core.presets import find_preset_for_model, resolve_model_path
 
-    gpus = tuple(int(g) for g in args.gpus.split(",") if g.strip()) if args.gpus else ()
+    try:
+        gpus = tuple(int(g) for g in args.gpus.split(",") if g.strip()) if args.gpus else ()
+    except ValueError:
+        raise ConfigError(
+            f"--gpus: expected comma-separated GPU ids, got {args.gpus!r}; fix: give ids such as 0,1 (nvidia-smi "
+            "lists them), or leave --gpus out for one CPU replica"
+        ) from None
     if args.replicas == "auto":
         replicas = None
     elif str(args.replicas).isdigit():
@@ -84,8 +91,10 @@ def serve_config(args: Any) -> ServeConfig:
         settings["enable_prefix_caching"] = False
     if args.enforce_eager is not None:
         settings["enforce_eager"] = args.enforce_eager
+    model = resolve_model_path(preset.model if preset else args.model)
+    check_model_folder(model)  # a mistyped preset or folder fails here, not in a server's log
     return ServeConfig(
-        model=resolve_model_path(preset.model if preset else args.model),
+        model=model,
         engine=VLLMOptions.from_settings(settings),
         gpus=gpus,
         replicas=replicas,
@@ -123,10 +132,12 @@ def cmd_serve(args: Any) -> int:
     except KeyboardInterrupt:
         pass
     finally:
+        launched = bool(servers.procs)  # none when refused before any start (a taken port, a bad --host)
         servers.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        print("judge servers stopped", flush=True)
+        if launched:
+            print("judge servers stopped", flush=True)
     return 0
 
 
@@ -152,11 +163,11 @@ def cmd_reward_server(args: argparse.Namespace) -> int:
 
     settings = reward_server_settings(args)
     if not settings.server and not settings.model:
-        print(
-            "prom-reward reward-server: give --server URL (or PROM_REWARD_SERVER) or --model M (in-process vLLM)",
-            file=sys.stderr,
+        raise ConfigError(
+            "reward-server: no judge given; fix: give --server URL (or PROM_REWARD_SERVER) or --model M "
+            "(in-process vLLM)"
         )
-        return 2
+    check_port_free(args.host, args.port)  # a taken port or a bad --host fails before the judge is built
     settings = dataclasses.replace(settings, judge=judge_options(args, settings.judge, remote=bool(settings.server)))
     token = _token(args)
     reward = settings.build_reward()
@@ -189,7 +200,7 @@ def reward_server_settings(args: argparse.Namespace, env: Any = None) -> Any:
 
     explicit = {name: getattr(args, name, None) for name in (*setting_names(), *_FORMER_FLAGS) if name != "judge"}
     explicit["truncate"] = explicit["truncate"] or None  # a store_true flag: given only when set
-    return RewardSettings.load({**explicit, "config_file": args.config}, env)
+    return RewardSettings.load({**explicit, "config_file": args.config_file}, env)
 
 
 def judge_options(args: argparse.Namespace, configured: dict[str, Any], *, remote: bool) -> dict[str, Any]:
@@ -239,9 +250,12 @@ def _token(args: argparse.Namespace) -> str | None:
         try:
             token = Path(args.token_file).read_text(encoding="utf-8").strip()
         except OSError as e:
-            raise ConfigError(f"--token-file: cannot read {args.token_file!r} ({e})") from e
+            raise ConfigError(
+                f"--token-file: cannot read {args.token_file!r} ({e.strerror or e}); fix: give the file that holds "
+                "the token"
+            ) from e
         if not token:
-            raise ConfigError(f"--token-file: {args.token_file!r} is empty; write the token in it")
+            raise ConfigError(f"--token-file: {args.token_file!r} is empty; fix: write the token in it")
         return token
     if os.environ.get("PROM_REWARD_TOKEN", "").strip():
         return os.environ["PROM_REWARD_TOKEN"].strip()
@@ -272,7 +286,9 @@ def _add_reward_server_parser(sub: Any) -> None:
         s.add_argument(flag_name(name), action="append" if name == "strip" else "store", help=help_text)
     for name in _FORMER_FLAGS[:-1]:  # refused by the settings with the new name (--truncate is a judge option)
         s.add_argument(flag_name(name), dest=name, help=argparse.SUPPRESS)
-    s.add_argument("--config", help="YAML file of settings (keys: the setting names) [PROM_REWARD_CONFIG]")
+    s.add_argument(
+        "--config", dest="config_file", help="YAML file of settings (keys: the setting names) [PROM_REWARD_CONFIG]"
+    )
     s.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)")
     s.add_argument("--port", type=int, default=5000, help="port of the reward server (default 5000)")
     s.add_argument(

@@ -27,7 +27,7 @@ def cmd_store(args: argparse.Namespace) -> int:
     if not Path(args.path).is_file():
         raise ConfigError(f"{args.path}: no judgment store there; fix: give the SQLite file given to --store")
     if args.action == "export" and not args.output:
-        raise ConfigError("prom-reward store export: no output; fix: give -o OUT.jsonl or -o OUT.parquet")
+        raise ConfigError("store export: no output; fix: give -o OUT.jsonl or -o OUT.parquet")
     with JudgmentStore(args.path, timeout=args.timeout, create=False) as store:
         if args.action == "export":
             n = write_rows(args.output, _batches(store.entries(), 1000))

@@ -150,7 +150,7 @@ class Rubric:
         if present and len(present) != 5:
             missing = [k for k in _SCORE_KEYS if k not in d]
             raise ConfigError(
-                f"rubric dict has {present} but lacks {missing}; give all five score "
+                f"rubric dict has {present} but lacks {missing}; fix: give all five score "
                 "descriptions, or none for a pairwise-only rubric"
             )
         descriptions = tuple(d[k] for k in _SCORE_KEYS) if present else d.get("descriptions", ())
@@ -275,7 +275,7 @@ def get_rubric(x: RubricLike) -> Rubric:
         return Rubric.from_file(x)
     err = UnknownNameError("rubric", x, RUBRICS.names())
     err.args = (
-        f"{err}; or pass a Rubric, a rubric dict, a .json/.yaml/.yml file path, "
-        "or formatted '[criteria]\\nScore 1: ...' text",
+        f"unknown rubric {x!r}; fix: give a built-in name ({', '.join(err.valid)}), a .json/.yaml/.yml rubric file, "
+        "formatted '[criteria]\\nScore 1: ...' text, or (in Python) a Rubric or a rubric dict",
     )
     raise err

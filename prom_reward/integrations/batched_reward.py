@@ -109,9 +109,9 @@ class FailurePolicy:
     def __init__(self, value: Any) -> None:
         if value is None or value == "":
             raise ConfigError(
-                "failure reward: not set. When the judge gives no verdict for a sample, the trainer still needs a "
-                "number, and prom-reward will not pick one silently: choose a number (e.g. 0.0) or 'min' (the lowest "
-                "reward of the configured scale). The sample is flagged judge_failed=1 and counted either way."
+                "failure reward: not set: when the judge gives no verdict for a sample, the trainer still needs a "
+                "number, and prom-reward will not pick one silently (the sample is flagged judge_failed=1 and counted "
+                "either way); fix: choose a number (e.g. 0.0) or 'min' (the lowest reward of the configured scale)"
             )
         if isinstance(value, str) and value.strip().lower() == "min":
             self.value: float | str = "min"

@@ -29,7 +29,7 @@ Example:
     ('honesty', 64, 'min', 'raise')
     >>> RewardSettings.load(env={})  # doctest: +IGNORE_EXCEPTION_DETAIL
     Traceback (most recent call last):
-    ConfigError: failure reward: not set. ...
+    ConfigError: failure reward: not set: ...
     >>> RewardSettings.load({"judge_url": "http://j:8000/v1"}, env={})  # doctest: +IGNORE_EXCEPTION_DETAIL
     Traceback (most recent call last):
     ConfigError: judge_url was renamed server; fix: give server (--server / PROM_REWARD_SERVER / YAML server)

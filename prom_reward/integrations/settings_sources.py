@@ -152,11 +152,17 @@ def read_yaml(path: str, names: Sequence[str]) -> dict[str, Any]:
     try:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
     except OSError as e:
-        raise ConfigError(f"config_file: cannot read {path!r} ({e}); fix {CONFIG_ENV} / config_file") from e
+        raise ConfigError(
+            f"config_file: cannot read {path!r} ({e.strerror or e}); fix: give a readable YAML file of settings "
+            f"(--config / {CONFIG_ENV} / config_file)"
+        ) from e
     except yaml.YAMLError as e:
-        raise ConfigError(f"config_file {path!r}: not valid YAML ({e})") from e
+        raise ConfigError(f"config_file {path!r}: not valid YAML ({e}); fix: correct the YAML") from e
     if not isinstance(data, dict):
-        raise ConfigError(f"config_file {path!r}: expected a mapping of settings, got {type(data).__name__}")
+        raise ConfigError(
+            f"config_file {path!r}: expected a mapping of settings, got {type(data).__name__}; fix: write one "
+            "setting name: value per line"
+        )
     refuse_renamed([str(k) for k in data], names, f"config_file {path!r}")
     return data
 

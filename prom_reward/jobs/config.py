@@ -68,9 +68,17 @@ class RayConfig:
     def __post_init__(self) -> None:
         r = self.replicas
         if not (r == "all" or (isinstance(r, int) and not isinstance(r, bool) and r >= 1)):
-            raise ConfigError(f'replicas: expected an int >= 1 or "all", got {r!r}; give the number of judge actors')
+            raise ConfigError(
+                f'replicas: expected an int >= 1 or "all", got {r!r}; fix: give the number of judge actors'
+            )
         if self.num_gpus is not None and self.num_gpus < 0:
-            raise ConfigError(f"num_gpus: expected >= 0 GPUs per replica, got {self.num_gpus}")
+            raise ConfigError(
+                f"num_gpus (--gpus-per-replica): expected >= 0 GPUs per replica, got {self.num_gpus}; fix: give a "
+                "number >= 0"
+            )
         if self.num_cpus <= 0:
-            raise ConfigError(f"num_cpus: expected > 0 CPUs per replica, got {self.num_cpus}")
+            raise ConfigError(
+                f"num_cpus (--cpus-per-replica): expected > 0 CPUs per replica, got {self.num_cpus}; fix: give a "
+                "number > 0"
+            )
         object.__setattr__(self, "num_cpus", float(self.num_cpus))

@@ -90,7 +90,7 @@ def expand_inputs(inputs: str | Path | Sequence[str | Path]) -> list[str]:
         prefix = p[: len(p) - len(inner)] if "://" in p and p.endswith(inner) else ("" if "://" not in p else None)
         if info.type == pafs.FileType.Directory:
             if prefix is None:
-                raise ConfigError(f"{p}: give the files of this remote folder one by one")
+                raise ConfigError(f"{p}: a remote folder; fix: give its files one by one")
             files = sorted(
                 f.path
                 for f in fs.get_file_info(pafs.FileSelector(inner))

@@ -109,7 +109,9 @@ class PreferenceConfig:
             object.__setattr__(self, "keep_columns", tuple(self.keep_columns))
         clash = sorted(set(self.keep_columns) & set(OUTPUT_COLUMNS))
         if clash:
-            raise ConfigError(f"keep_columns: {clash} would overwrite output columns; rename them in the input")
+            raise ConfigError(
+                f"keep_columns (--keep-col): {clash} would overwrite output columns; fix: rename them in the input"
+            )
 
     def fingerprint(self) -> dict[str, Any]:
         """The options that change the pairs (a resumed job must share them); the rubric as given."""

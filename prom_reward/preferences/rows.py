@@ -70,7 +70,9 @@ def validate_row(index: int, row: Any, cfg: PreferenceConfig, rubrics: RubricRes
     """Check one wide row and prepare it for the judge; raises InputError naming row and field
     (``rubrics``: resolves ``cfg.rubric`` or the row's ``rubric_column``)."""
     if not isinstance(row, dict):
-        raise InputError(f"row {index}: expected a dict, got {type(row).__name__}", index=index)
+        raise InputError(
+            f"row {index}: expected a dict, got {type(row).__name__}; fix: give one JSON object per row", index=index
+        )
     for col in (cfg.prompt_column, cfg.completions_column, *cfg.keep_columns):
         if col not in row:
             option = {
@@ -85,7 +87,8 @@ def validate_row(index: int, row: Any, cfg: PreferenceConfig, rubrics: RubricRes
     ccol = cfg.completions_column
     if not isinstance(completions, (list, tuple)):  # fewer than 2 is a row without pairs: skipped, counted
         raise InputError(
-            f"row {index}: {ccol} must be a list of completions, got {type(completions).__name__}",
+            f"row {index}: {ccol} must be a list of completions, got {type(completions).__name__}; fix: give a list "
+            "(or --layout long: one row per completion)",
             index=index,
             field=ccol,
         )
@@ -97,13 +100,15 @@ def validate_row(index: int, row: Any, cfg: PreferenceConfig, rubrics: RubricRes
         if conversational and not is_conversational(c):
             raise InputError(
                 f"row {index}: {name} must be a list of messages like the prompt, got "
-                f"{type(c).__name__}; DPO needs chosen/rejected in the prompt's layout",
+                f"{type(c).__name__}; fix: give the completions in the prompt's layout (DPO needs chosen/rejected "
+                "in it)",
                 index=index,
                 field=name,
             )
         if not conversational and not isinstance(c, str):
             raise InputError(
-                f"row {index}: {name} must be a str like the prompt, got {type(c).__name__} ({str(c)[:60]!r})",
+                f"row {index}: {name} must be a str like the prompt, got {type(c).__name__} ({str(c)[:60]!r}); fix: "
+                "give text",
                 index=index,
                 field=name,
             )
@@ -111,7 +116,8 @@ def validate_row(index: int, row: Any, cfg: PreferenceConfig, rubrics: RubricRes
     ref = row.get(cfg.reference_column)
     if ref is not None and not isinstance(ref, str):
         raise InputError(
-            f"row {index}: {cfg.reference_column} must be a str or None, got {type(ref).__name__}",
+            f"row {index}: {cfg.reference_column} must be a str or None, got {type(ref).__name__}; fix: give text, "
+            "or name the right column with --reference-col",
             index=index,
             field=cfg.reference_column,
         )

@@ -90,7 +90,8 @@ def _text(row: dict[str, Any], key: str, where: str, index: int, *, optional: bo
         return None
     if not isinstance(value, str) or not value.strip():
         raise InputError(
-            f"{where} row {index}: {key!r} must be a non-empty string, got {value!r:.80}; fix that row or leave it out",
+            f"{where} row {index}: {key!r} must be a non-empty string, got {value!r:.80}; fix: repair that row or "
+            "leave it out",
             index=index,
             field=key,
         )
@@ -99,7 +100,10 @@ def _text(row: dict[str, Any], key: str, where: str, index: int, *, optional: bo
 
 def _item(row: Any, index: int, where: str) -> ProbeItem:
     if not isinstance(row, dict):
-        raise InputError(f"{where} row {index}: expected an object, got {type(row).__name__}", index=index)
+        raise InputError(
+            f"{where} row {index}: expected an object, got {type(row).__name__}; fix: one JSON object per row",
+            index=index,
+        )
     ident = str(row.get("id", index))
     if "response" not in row and isinstance(row.get("instruction"), str):
         try:
@@ -107,7 +111,7 @@ def _item(row: Any, index: int, where: str) -> ProbeItem:
         except InputError as e:
             raise InputError(
                 f"{where} row {index}: no 'response' column, and 'instruction' is not a filled "
-                f"absolute prompt either ({e}); give rows with instruction and response",
+                f"absolute prompt either ({e}); fix: give rows with instruction and response",
                 index=index,
                 field="response",
             ) from e
@@ -133,12 +137,16 @@ def load_items(path: str | Path, limit: int | None = None, seed: int = 0) -> lis
     p = Path(path)
     if not p.is_file():
         raise InputError(
-            f"--items {path}: no such file; give a .jsonl/.json/.parquet file of rows with instruction and response",
+            f"--items {path}: no such file; fix: give a .jsonl/.json/.parquet file of rows with instruction and "
+            "response",
             field="items",
         )
     items = [_item(row, i, str(p)) for i, row in enumerate(read_rows(p))]
     if not items:
-        raise InputError(f"--items {path}: the file has no rows", field="items")
+        raise InputError(
+            f"--items {path}: the file has no rows; fix: give a file of rows with instruction and response",
+            field="items",
+        )
     return seeded_subset(items, limit, seed)
 
 
@@ -152,24 +160,33 @@ def load_llmbar(
         path = base / f"{name}.json"
         if not path.is_file():
             raise InputError(
-                f"--llmbar {folder}: {path.name} is missing; the folder needs "
+                f"--llmbar {folder}: {path.name} is missing; fix: give a folder with "
                 f"{', '.join(s + '.json' for s in sets)} (princeton-nlp/LLMBar)",
                 field="llmbar",
             )
         try:
             records = json.loads(path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise InputError(f"{path}: not valid JSON ({e}); restore the file from LLMBar", field="llmbar") from e
+            raise InputError(f"{path}: not valid JSON ({e}); fix: restore the file from LLMBar", field="llmbar") from e
         if not isinstance(records, list) or not records:
-            raise InputError(f"{path}: expected a non-empty JSON list of pairs", field="llmbar")
+            raise InputError(
+                f"{path}: expected a non-empty JSON list of pairs; fix: restore the file from LLMBar", field="llmbar"
+            )
         pairs = []
         for i, rec in enumerate(records):
             if not isinstance(rec, dict):
-                raise InputError(f"{path} record {i}: expected an object, got {type(rec).__name__}", index=i)
+                raise InputError(
+                    f"{path} record {i}: expected an object, got {type(rec).__name__}; fix: restore the file from "
+                    "LLMBar",
+                    index=i,
+                )
             texts = [_text(rec, k, str(path), i) for k in ("input", "output_1", "output_2")]
             if rec.get("label") not in (1, 2) or isinstance(rec.get("label"), bool):
                 raise InputError(
-                    f"{path} record {i}: label must be 1 or 2, got {rec.get('label')!r}", index=i, field="label"
+                    f"{path} record {i}: label must be 1 or 2, got {rec.get('label')!r}; fix: restore the file from "
+                    "LLMBar",
+                    index=i,
+                    field="label",
                 )
             pairs.append(LLMBarPair(name, i, texts[0], texts[1], texts[2], rec["label"]))
         out[name] = seeded_subset(pairs, limit, seed)

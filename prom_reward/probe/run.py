@@ -23,6 +23,7 @@ from typing import Any
 
 from prom_reward.core.protocol import Judge
 from prom_reward.errors import ConfigError, InputError, UnknownNameError
+from prom_reward.format.rubrics import get_rubric
 from prom_reward.probe.data import LLMBAR_SETS, LLMBarPair, ProbeItem, checkout_data_dir, load_items, load_llmbar
 from prom_reward.probe.edits import DEFAULT_EDITS, EDITS
 from prom_reward.probe.llmbar import llmbar_accuracy
@@ -60,6 +61,10 @@ class ProbeConfig:
     def __post_init__(self) -> None:
         if not self.parts or any(p not in PARTS for p in self.parts):
             raise ConfigError(f"parts: expected some of {', '.join(PARTS)}, got {list(self.parts)!r}")
+        try:
+            get_rubric(self.rubric)  # a mistyped rubric fails here, not on every item
+        except (ConfigError, UnknownNameError) as e:
+            raise ConfigError(f"rubric: {e}") from None
         for name in self.edits:
             try:
                 EDITS.get(name)
@@ -102,7 +107,7 @@ def _default(given: str | None, name: str, flag: str) -> Path:
     if data is None or not (data / name).exists():
         raise InputError(
             f"no probe data given and none found beside this installation (a checkout of prom-reward "
-            f"has it in benchmarks/data/{name}); pass {flag}",
+            f"has it in benchmarks/data/{name}); fix: pass {flag}",
             field=name,
         )
     return data / name

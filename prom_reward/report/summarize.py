@@ -81,7 +81,7 @@ def _kind(row: dict[str, Any], index: int) -> str:
         return "compare"
     raise InputError(
         f"row {index}: neither a 'score' (prom-reward grade) nor a 'winner' (prom-reward compare) "
-        f"column (columns: {sorted(row)}); give the output file of one of them",
+        f"column (columns: {sorted(row)}); fix: give the output file of one of them",
         index=index,
     )
 
@@ -92,7 +92,11 @@ def _number(row: dict[str, Any], key: str, index: int) -> float | None:
         return None
     if isinstance(value, (int, float)) and math.isfinite(value):
         return float(value)
-    raise InputError(f"row {index}: {key!r} must be a number or null, got {value!r:.60}", index=index, field=key)
+    raise InputError(
+        f"row {index}: {key!r} must be a number or null, got {value!r:.60}; fix: give the file prom-reward wrote",
+        index=index,
+        field=key,
+    )
 
 
 def _reason(row: dict[str, Any], kind: str) -> str | None:
@@ -178,16 +182,18 @@ def summarize(
     kind = source = None
     for i, row in enumerate(rows):
         if not isinstance(row, dict):
-            raise InputError(f"row {i}: expected an object, got {type(row).__name__}", index=i)
+            raise InputError(f"row {i}: expected an object, got {type(row).__name__}; fix: one object per row", index=i)
         k = _kind(row, i)
         if kind is None:
             kind = k
             source = cols.source or next((c for c in SOURCE_COLUMNS if c in row), None)
         elif k != kind:
-            raise InputError(f"row {i}: a {k} row in a file of {kind} rows; report one kind of file at a time", index=i)
+            raise InputError(
+                f"row {i}: a {k} row in a file of {kind} rows; fix: report one kind of file at a time", index=i
+            )
         members.append(_member(row, i, kind, cols, source, rubric))
     if kind is None:
-        raise InputError("the file has no rows to report on", field="input")
+        raise InputError("the file has no rows to report on; fix: give a graded file with rows", field="input")
     scored = [m for m in members if m["value"] is not None]
     out: dict[str, Any] = {
         "kind": kind,

@@ -239,7 +239,7 @@ def test_pairs_command_reports_bad_input(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "in.jsonl:1: row 0" in err and "completions must be a list of completions, got str" in err
     assert main(["pairs", str(src), "-o", str(tmp_path / "o.jsonl"), "--model", "m", "--min-margin", "nan"]) == 2
-    assert "min_margin" in capsys.readouterr().err
+    assert "--min-margin: expected a finite number" in capsys.readouterr().err
     assert main(["pairs", str(src), "-o", str(tmp_path / "o.jsonl")]) == 2  # no judge given
     assert not (tmp_path / "o.jsonl").exists()
 

@@ -9,13 +9,13 @@ is marked ``slow``)."""
 from __future__ import annotations
 
 import re
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from prom_reward.cli.demo import _progress, load_sample_rollouts, main, pocket_judge_caveat
-from prom_reward.errors import ConfigError
 
 
 @pytest.mark.integration  # a real vLLM engine
@@ -80,9 +80,19 @@ def test_progress_prints_one_line_each_way_off_a_terminal(tmp_path: Path) -> Non
     assert lines[0] == "starting ..." and re.fullmatch(r"starting: done in \d+\.\ds", lines[1])
 
 
-def test_a_failed_run_prints_the_log_tail(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+def test_a_failed_run_prints_the_log_tail(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An engine that fails shows the log's tail (a bad option is one error line: tests/cli/test_errors.py)."""
+    import prom_reward
+
+    def engine_dies(**options: object) -> None:
+        print("engine: out of shared memory", file=sys.stderr)  # what the engine says goes to the log
+        raise RuntimeError("engine core died")
+
+    monkeypatch.setattr(prom_reward, "PrometheusJudge", engine_dies)
     log = tmp_path / "demo.log"
-    with pytest.raises(ConfigError, match=r"no-such-model': no such folder"):
-        main(["--model", str(tmp_path / "no-such-model"), "--log", str(log)])
+    with pytest.raises(RuntimeError, match="engine core died"):
+        main(["--log", str(log)])
     err = capfd.readouterr().err
-    assert f"the demo failed; the last lines of {log}:" in err
+    assert f"the demo failed; the last lines of {log}:" in err and "engine: out of shared memory" in err

@@ -34,7 +34,7 @@ def _root(url: str) -> str:
         ({}, _root, [], [r"HTTP 404", "not the server's OpenAI-compatible API", "ends in /v1", "--server"]),
         ({"refuse": 401}, None, [], ["HTTP 401", "PROM_REWARD_API_KEY"]),
         ({"refuse": 404}, None, [], ["HTTP 404", "ends in /v1"]),
-        ({}, None, ["--failure-reward", "7"], ["failure_reward: 7", "above the reward's scale 1..5", "--failure-"]),
+        ({}, None, ["--failure-reward", "7"], ["--failure-reward: 7", "above the reward's scale 1..5", "--failure-"]),
         ({}, None, ["--failure-reward", "1.5", "--normalize", "unit"], ["scale 0..1", "at most 1"]),
     ],
     ids=["no-v1", "401", "404", "failure-reward-7", "failure-reward-unit"],
