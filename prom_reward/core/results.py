@@ -81,6 +81,9 @@ class JudgeSample:
     scored_tokens: int = 0
     """Generated tokens with logprobs (what ``entropy`` and ``nll`` average over)."""
 
+    reason: str | None = None
+    """Without a verdict: why, in the judge format's words (``ParsedOutput.reason``); None otherwise."""
+
 
 @dataclass(frozen=True, kw_only=True)
 class Judgment(ABC):

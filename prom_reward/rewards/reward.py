@@ -116,7 +116,7 @@ class PrometheusReward(JudgeHolder):
         markers were neutralised per sample."""
         cfg = self.config
         judge = self.judge
-        guard, special = judge.neutralize_markers, judge.special_tokens
+        guard, special, markers = judge.neutralize_markers, judge.special_tokens, judge.format.markers
         resolved: list[RewardSample | None] = []
         reasons: list[str | None] = []
         marks: list[int] = []
@@ -149,7 +149,7 @@ class PrometheusReward(JudgeHolder):
             if guard:
                 for name, value in fields.items():
                     if value is not None:
-                        fields[name], k = neutralize(value, special)
+                        fields[name], k = neutralize(value, special, markers)
                         count += k
             resolved.append(dataclasses.replace(s, rubric=rubric, **fields))
             reasons.append(None)
@@ -224,7 +224,8 @@ class PrometheusReward(JudgeHolder):
         groups = [s.group for s in samples]
         out.rewards, length_metrics = control_length(out.rewards, responses, groups, self.config)
         out.metrics.update(length_metrics)
-        out.metrics.update(diagnostics(out.rewards, responses, groups, out.feedback, top=top_of_scale(self.config)))
+        top, markers = top_of_scale(self.config), self.judge.format.markers
+        out.metrics.update(diagnostics(out.rewards, responses, groups, out.feedback, top=top, markers=markers))
 
     def _assemble(self, n: int, iso: Answered[ModeOutput], reasons: list[str | None]) -> ModeOutput:
         rewards: list[float | None] = [None] * n
