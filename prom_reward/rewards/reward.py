@@ -36,7 +36,7 @@ from prom_reward.format.conversation import completion_text, prompt_text
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.sanitize import neutralize
 from prom_reward.rewards.canary import CanaryGate, canary_samples
-from prom_reward.rewards.config import RewardConfig
+from prom_reward.rewards.config import RewardConfig, check_reward_format, get_judge_format_setting
 from prom_reward.rewards.diagnostics import diagnostics, top_of_scale
 from prom_reward.rewards.holder import JudgeHolder
 from prom_reward.rewards.length import control_length
@@ -96,6 +96,7 @@ class PrometheusReward(JudgeHolder):
             raise ConfigError("pass either config=RewardConfig(...) or its fields as keywords, not both")
         self.config = config or RewardConfig(**options)
         super().__init__(judge)
+        self._match_format()
         self.__name__ = self.config.name
         self.last_metrics: dict[str, float] = {}
         self.health = JudgeHealth()
@@ -108,6 +109,22 @@ class PrometheusReward(JudgeHolder):
             )
         except InputError as e:
             raise ConfigError(f"rubric: {e}") from e
+
+    def _match_format(self) -> None:
+        """The config's ``format`` given to a judge built from options; a judge passed in must be in it and
+        judge what the mode needs (``ConfigError`` at construction, naming both)."""
+        want = self.config.format
+        if self._judge_spec is not None:
+            if want is not None and self._judge_spec.setdefault("format", want) != want:
+                raise ConfigError(
+                    f"format: the config names {want!r} but the judge options name {self._judge_spec['format']!r}; "
+                    "fix: give one of them"
+                )
+            return
+        fmt = self.judge.format
+        if want is not None and get_judge_format_setting(want).name != fmt.name:
+            raise ConfigError(f"format: the config names {want!r} but the judge is in {fmt.name!r}; fix: give one")
+        check_reward_format(fmt, self.config)
 
     # -- samples ----------------------------------------------------------------------
     def resolve(self, samples: Sequence[RewardSample]) -> tuple[list[RewardSample | None], list[str | None], list[int]]:
