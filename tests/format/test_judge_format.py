@@ -282,3 +282,23 @@ def test_a_grade_job_runs_in_the_format_it_names_and_records_it(tmp_path):
 def test_one_rubric_for_all_that_does_not_fit_the_format_refuses_the_call():
     with pytest.raises(InputError, match="rubric: rubric 'Kind.' has no score descriptions; prometheus2 grades need 5"):
         PrometheusJudge(backend="scripted", outputs=[]).grade(["q"], ["r"], Rubric("Kind?"))
+
+
+@pytest.mark.parametrize(
+    "job, options",
+    [
+        ("grade", {"rubric": "honesty"}),
+        ("pairs", {"rubric": "honesty", "strategy": "best_vs_worst"}),
+    ],
+)
+def test_a_job_whose_judge_format_cannot_do_it_is_refused_before_its_output_is_touched(
+    registered, tmp_path, job, options
+):
+    from prom_reward.jobs.run import grade_file, pairs_file
+
+    src, out = write(tmp_path / "in.jsonl", rows(job, 2)), tmp_path / "out.jsonl"
+    run = grade_file if job == "grade" else pairs_file
+    judge = {"backend": "scripted", "outputs": ["<v>A</v>"], "format": "pair-only"}
+    with pytest.raises(ConfigError, match="judge format 'pair-only' does not judge absolute"):
+        run(src, out, judge, progress=False, **options)
+    assert list(tmp_path.iterdir()) == [src]
