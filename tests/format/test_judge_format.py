@@ -302,3 +302,18 @@ def test_a_job_whose_judge_format_cannot_do_it_is_refused_before_its_output_is_t
     with pytest.raises(ConfigError, match="judge format 'pair-only' does not judge absolute"):
         run(src, out, judge, progress=False, **options)
     assert list(tmp_path.iterdir()) == [src]
+
+
+def test_the_reward_paths_read_format_as_one_setting(registered):
+    from prom_reward.cli.main import build_parser
+    from prom_reward.cli.servers import reward_server_settings
+    from prom_reward.integrations.settings import RewardSettings
+
+    env = {"PROM_REWARD_FORMAT": "m-prometheus", "PROM_REWARD_FAILURE_REWARD": "min"}
+    settings = RewardSettings.load({"server": "http://judge:8000/v1"}, env=env)  # OpenRLHF's reward_func, verl
+    assert settings.reward.format == "m-prometheus"
+    assert settings.build_reward()._judge_spec["format"] == "m-prometheus"  # the judge it builds is in it
+    args = build_parser().parse_args(["reward-server", "--server", "http://j:8000/v1", "--format", "v-tag"])
+    assert reward_server_settings(args, env=env).reward.format == "v-tag"  # the flag over the environment
+    with pytest.raises(ConfigError, match="format: unknown judge format 'nope'; valid names: "):
+        RewardSettings.load(env={**env, "PROM_REWARD_FORMAT": "nope"})
