@@ -317,3 +317,30 @@ def test_the_reward_paths_read_format_as_one_setting(registered):
     assert reward_server_settings(args, env=env).reward.format == "v-tag"  # the flag over the environment
     with pytest.raises(ConfigError, match="format: unknown judge format 'nope'; valid names: "):
         RewardSettings.load(env={**env, "PROM_REWARD_FORMAT": "nope"})
+
+
+@pytest.mark.integration
+@pytest.mark.smollm2
+@pytest.mark.parametrize("name", ["m-prometheus", "v-tag"])
+def test_each_format_runs_end_to_end_on_the_real_engine(registered, smollm2_engine, name):
+    """SmolLM2 cannot judge: the path must run, and whatever it writes is read by the format's own rules (a
+    verdict on its scale, forced after its prefix when the output is cut, or a failure with its reason)."""
+    judge = PrometheusJudge(
+        backend=smollm2_engine,
+        format=name,
+        sampling={"max_tokens": 8, "temperature": 0.0},
+        expected_score=True,
+        max_retries=0,
+    )
+    fmt = judge.format
+    grades = judge.grade(["What is the capital of France?"], ["Paris."], Rubric("Is it right?", tuple("12345")))
+    verdicts = judge.compare(["Capital of France?"], ["Paris."], ["Lyon."], Rubric("Is it right?"), swap=True)
+    for g in grades:
+        assert (g.ok and g.score in fmt.scale) or (g.error is not None and g.error.kind == "output")
+        for s in g.samples:
+            assert s.verdict is None or s.verdict in fmt.scale
+            if s.forced:
+                assert s.probabilities and set(s.probabilities) <= set(fmt.verdict_labels("absolute"))
+    for v in verdicts:
+        assert v.winner in ("A", "B", None) and all(w in ("A", "B", None) for w in v.order_winners)
+    assert judge.stats.forced > 0  # 8 tokens are always cut: the verdict is forced after the format's prefix
