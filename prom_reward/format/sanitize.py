@@ -109,12 +109,15 @@ class _Patterns:
                 words[found[2]] = words.get(found[2], False) or bool(found[1])
             elif not m.startswith("##"):
                 self.literals += (m,)
-        self.header = self.fw_header = self.bracketed = self.fw_bracketed = None
+        self.header: re.Pattern[str] | None = None
+        self.fw_header: re.Pattern[str] | None = None
+        self.bracketed: re.Pattern[str] | None = None
+        self.fw_bracketed: re.Pattern[str] | None = None
         if sections:
             section = "(?:" + "|".join(sections) + ")"
-            for attr, hashes in (("header", f"[{_HASHES}]"), ("fw_header", _FW_HASH)):
-                pattern = rf"(?:{hashes}[ \t{ZERO_WIDTH}]*){{2,}}(?=[\s{ZERO_WIDTH}]*{section})"
-                setattr(self, attr, re.compile(pattern, re.IGNORECASE))
+            ahead = rf"[ \t{ZERO_WIDTH}]*){{2,}}(?=[\s{ZERO_WIDTH}]*{section})"
+            self.header = re.compile(rf"(?:[{_HASHES}]" + ahead, re.IGNORECASE)
+            self.fw_header = re.compile(rf"(?:{_FW_HASH}" + ahead, re.IGNORECASE)
         if words:
             slash = rf"/?[\s{ZERO_WIDTH}]*"
             inner = "|".join((slash if s else "") + _word(w) for w, s in words.items())
