@@ -143,8 +143,8 @@ class RewardConfig:
 
     format: str | None = None
     """The judge format (``prometheus2``, ``m-prometheus`` ...: docs/formats.md) of a judge built from options;
-    a judge passed in must be in it. None: the judge's own (its preset's, else prometheus2). Checked at start
-    against the mode (a pairwise-only format cannot grade) and ``score="expected"`` (a one-token verdict)."""
+    a judge passed in must be in it. None: the judge's own (its preset's, else prometheus2). The reward checks it
+    at construction against what it asks (a pairwise-only format cannot grade) and ``score="expected"``."""
 
     def __post_init__(self) -> None:
         try:
@@ -173,7 +173,7 @@ class RewardConfig:
         if self.failure_reward is not None:
             failure_value(self.failure_reward, self)
         if self.format is not None:
-            check_reward_format(get_judge_format_setting(self.format), self)
+            get_judge_format_setting(self.format)  # what it can judge is checked by the reward against its judge
 
     def _check_length_control(self) -> None:
         if not isinstance(self.length_correction, bool):

@@ -142,6 +142,7 @@ class OnlineDPOJudgeReward(JudgeHolder):
                 f"and {sorted(options)}; fix: OnlineDPOJudgeReward(judge, RewardConfig(...)) or its fields as keywords"
             )
         self.config = config or RewardConfig(**{"name": "prometheus_pairwise", **options})
+        self.match_format(self.config.format, "relative")  # it asks for verdicts, whatever the config's mode
         rubric, name = self.config.rubric, self.config.name
         if not isinstance(max_tie_rounds, int) or isinstance(max_tie_rounds, bool) or max_tie_rounds < 0:
             raise ConfigError(f"max_tie_rounds must be an int >= 0, got {max_tie_rounds!r}")

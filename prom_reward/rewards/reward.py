@@ -33,11 +33,11 @@ from typing import Any
 from prom_reward.core.items import check_text
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.conversation import completion_text, prompt_text
-from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, Task
+from prom_reward.format.judge_format import Task
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.sanitize import neutralize
 from prom_reward.rewards.canary import CanaryGate, canary_samples
-from prom_reward.rewards.config import RewardConfig, check_reward_format, get_judge_format_setting
+from prom_reward.rewards.config import RewardConfig, check_reward_format
 from prom_reward.rewards.diagnostics import diagnostics, top_of_scale
 from prom_reward.rewards.holder import JudgeHolder
 from prom_reward.rewards.length import control_length
@@ -97,7 +97,9 @@ class PrometheusReward(JudgeHolder):
             raise ConfigError("pass either config=RewardConfig(...) or its fields as keywords, not both")
         self.config = config or RewardConfig(**options)
         super().__init__(judge)
-        fmt = self._match_format()
+        task: Task = "absolute" if self.config.mode == "absolute" else "relative"
+        fmt = self.match_format(self.config.format, task)
+        check_reward_format(fmt, self.config)
         self.__name__ = self.config.name
         self.last_metrics: dict[str, float] = {}
         self.health = JudgeHealth()
@@ -108,28 +110,9 @@ class PrometheusReward(JudgeHolder):
             self._resolver = RubricResolver(self.config.rubric, what="sample")
         except InputError as e:
             raise ConfigError(f"rubric: {e}") from e
-        task: Task = "absolute" if self.config.mode == "absolute" else "relative"
         problem = fmt.rubric_problem(self._resolver.default, task) if self._resolver.default else None
         if problem is not None:
             raise ConfigError(f"rubric: {problem}")
-
-    def _match_format(self) -> JudgeFormat:
-        """The judge's format: the config's, given to a judge built from options (whose own, else the default,
-        it is when the config names none); a judge passed in must be in it and judge what the mode needs
-        (``ConfigError`` at construction, naming both)."""
-        want = self.config.format
-        if self._judge_spec is not None:
-            if want is not None and self._judge_spec.setdefault("format", want) != want:
-                raise ConfigError(
-                    f"format: the config names {want!r} but the judge options name {self._judge_spec['format']!r}; "
-                    "fix: give one of them"
-                )
-            return get_judge_format_setting(self._judge_spec.get("format") or DEFAULT_FORMAT)
-        fmt = self.judge.format
-        if want is not None and get_judge_format_setting(want).name != fmt.name:
-            raise ConfigError(f"format: the config names {want!r} but the judge is in {fmt.name!r}; fix: give one")
-        check_reward_format(fmt, self.config)
-        return fmt
 
     # -- samples ----------------------------------------------------------------------
     def resolve(self, samples: Sequence[RewardSample]) -> tuple[list[RewardSample | None], list[str | None], list[int]]:

@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from prom_reward import ConfigError, PrometheusJudge
+from prom_reward import ConfigError, OnlineDPOJudgeReward, PrometheusJudge
 from prom_reward.backends.base import Completion, GenerationRequest, TokenLogprobs
 from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.backends.store import request_dict, request_key
@@ -63,10 +63,14 @@ class PairOnly(VerdictTag):
     name, tasks, scale, force_prefix = "pair-only", frozenset({"relative"}), (), None
 
 
+class GradeOnly(VerdictTag):
+    name, tasks, force_prefix = "grade-only", frozenset({"absolute"}), None
+
+
 @pytest.fixture
 def registered(monkeypatch):
-    """``v-tag`` and ``pair-only`` in the registry for one test."""
-    for fmt in (VerdictTag(), PairOnly()):
+    """``v-tag``, ``pair-only`` and ``grade-only`` in the registry for one test."""
+    for fmt in (VerdictTag(), PairOnly(), GradeOnly()):
         monkeypatch.setitem(JUDGE_FORMATS._items, fmt.name, fmt)
 
 
@@ -194,20 +198,33 @@ def test_a_format_without_a_one_token_verdict_refuses_expected_scores_and_forcin
         PrometheusJudge(backend="scripted", outputs=[], format="pair-only", **options)
 
 
+def test_the_reward_setting_names_a_registered_format(registered):
+    with pytest.raises(ConfigError, match="format: unknown judge format 'nope'; valid names: "):
+        RewardConfig(format="nope")
+    assert RewardConfig(format="pair-only").format == "pair-only"  # what it can judge: checked by the reward
+
+
+SPEC = {"backend": "scripted", "outputs": ["<v>A</v>"]}
+
+
 @pytest.mark.parametrize(
-    "options, words",
+    "make, words",
     [
-        ({"format": "nope"}, "format: unknown judge format 'nope'; valid names: "),
-        ({"format": "pair-only"}, "mode 'absolute' needs absolute judgments"),
-        ({"format": "pair-only", "mode": "pairwise_group", "group_reward": "win_rate"}, None),
+        (lambda: PrometheusReward(dict(SPEC), format="pair-only"), "'pair-only' does not judge absolute"),
+        (lambda: PrometheusReward(dict(SPEC), format="pair-only", mode="pairwise_group"), None),
+        (lambda: PrometheusReward(dict(SPEC), format="grade-only", score="expected"), "score='expected' reads"),
+        (lambda: PrometheusReward(dict(SPEC), format="grade-only", score="mean"), None),
+        (lambda: OnlineDPOJudgeReward(dict(SPEC), format="pair-only"), None),  # verdicts, whatever its mode
+        (lambda: OnlineDPOJudgeReward(dict(SPEC), format="grade-only"), "'grade-only' does not judge relative"),
+        (lambda: PrometheusReward(PrometheusJudge(backend="scripted", outputs=[], format="pair-only")), "absolute"),
     ],
 )
-def test_the_reward_setting_is_checked_at_construction(registered, options, words):
-    if words is None:
-        assert RewardConfig(**options).format == "pair-only"
+def test_a_reward_refuses_a_format_that_cannot_give_its_rewards_at_construction(registered, make, words):
+    if words is None:  # built, and the judge it builds is in the format
+        assert make().judge.format.name in ("pair-only", "grade-only")
         return
     with pytest.raises(ConfigError, match=words):
-        RewardConfig(**options)
+        make()
 
 
 def test_a_reward_gives_its_format_to_the_judge_it_builds_and_checks_one_passed_in(registered):
@@ -216,8 +233,8 @@ def test_a_reward_gives_its_format_to_the_judge_it_builds_and_checks_one_passed_
     assert built.judge_batch([RewardSample(prompt="q", response="r", rubric={"criteria": "Right?"})]).rewards == [3.0]
     with pytest.raises(ConfigError, match="config names 'v-tag' but the judge is in 'prometheus2'"):
         PrometheusReward(PrometheusJudge(backend="scripted", outputs=[]), format="v-tag")
-    with pytest.raises(ConfigError, match="needs absolute judgments"):
-        PrometheusReward(PrometheusJudge(backend="scripted", outputs=[], format="pair-only"))
+    with pytest.raises(ConfigError, match="config names 'v-tag' but the judge options name 'm-prometheus'"):
+        PrometheusReward({**SPEC, "format": "m-prometheus"}, format="v-tag")
 
 
 # -- the judgment store -------------------------------------------------------------------------------
