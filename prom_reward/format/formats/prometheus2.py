@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 
 from prom_reward.format.eos import strip_eos
-from prom_reward.format.judge_format import JUDGE_FORMATS, JudgeFormat, Prompt, Task, unsupported_task
+from prom_reward.format.judge_format import JUDGE_FORMATS, JudgeFormat, Prompt, Task
 from prom_reward.format.parsing import ParsedOutput, parse_output
 from prom_reward.format.render import render_absolute, render_relative
 from prom_reward.format.rubrics import Rubric
@@ -72,9 +72,7 @@ class Prometheus2Format(JudgeFormat):
         return Prompt(REL_SYSTEM_PROMPT, render_relative(instruction, response_a, response_b, rubric, reference))
 
     def parse(self, text: str, task: Task) -> ParsedOutput:
-        if task not in self.tasks:
-            raise unsupported_task(self, task)
-        parsed = parse_output(text, task)
+        parsed = parse_output(text, task)  # (a task other than absolute / relative: ValueError)
         if parsed.verdict is not None:
             return parsed
         if isinstance(text, str) and "[result" in text.lower():
