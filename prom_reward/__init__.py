@@ -23,6 +23,7 @@ from prom_reward.errors import (
     PromRewardError,
     UnknownNameError,
 )
+from prom_reward.format.judge_format import JudgeFormat, Prompt, get_judge_format
 from prom_reward.format.parsing import parse_absolute, parse_output, parse_relative
 from prom_reward.format.render import render_absolute, render_relative
 from prom_reward.format.rubrics import Rubric, get_rubric
@@ -51,6 +52,9 @@ __all__ = [
     "Grade",
     "InputError",
     "Judge",
+    "JudgeFormat",
+    "Prompt",
+    "get_judge_format",
     "JudgeConfigError",
     "JudgeFailure",
     "JudgeSample",

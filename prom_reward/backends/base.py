@@ -55,7 +55,7 @@ class GenerationRequest:
     """System prompt (the wire format decides whether it is folded into the user turn)."""
 
     user: str
-    """The filled Prometheus template (ends with ``###Feedback: ``)."""
+    """The user message: the judge format's filled template (Prometheus 2's ends with ``###Feedback: ``)."""
 
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     """Sampling options for this request."""
@@ -65,7 +65,7 @@ class GenerationRequest:
 
     assistant_prefix: str = ""
     """Text the judge has already 'written': generation continues after it
-    (used to force a verdict after ``... [RESULT] ``)."""
+    (used to force a verdict after the judge format's ``force_prefix``)."""
 
     attempt: int = 0
     """Re-sampling round this request belongs to (0 = first). Backends ignore it; caches key on
@@ -74,6 +74,10 @@ class GenerationRequest:
     deadline: float | None = None
     """Monotonic time by which a transport must have answered (each attempt's timeout is cut to it, none starts
     after it); None: the backend's own timeout. In-process engines ignore it; caches do not key on it."""
+
+    judge_format: str = "prometheus2"
+    """The name of the judge format that wrote the prompt (``JudgeFormat.name``). Backends ignore it; judgment
+    stores key on it, so two formats' judgments of the same text never mix."""
 
 
 @dataclass(frozen=True)

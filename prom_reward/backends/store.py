@@ -3,7 +3,9 @@
 Each judge request is keyed by a sha256 of a canonical JSON of the backend
 fingerprint (backend name, model, wire format), the system prompt, the filled
 template (which holds the template, rubric and inputs), the assistant prefix,
-the full sampling options (seed included), ``n`` and the retry ``attempt``. The
+the full sampling options (seed included), ``n``, the retry ``attempt`` and the
+judge format's name (left out for the default ``prometheus2``, so stores written
+before formats existed still answer). The
 whole ``GenerationResult`` (all ``n`` completions, logprobs included) is stored
 as JSON and comes back exactly.
 
@@ -44,6 +46,8 @@ from prom_reward.errors import ConfigError, StoreError
 
 KEY_VERSION = 1
 """Bumped when the key recipe changes (old entries then simply stop matching)."""
+DEFAULT_KEY_FORMAT = "prometheus2"
+"""The judge format whose requests are keyed without naming it (every key written before formats existed)."""
 
 _SCHEMA = """CREATE TABLE IF NOT EXISTS judgments (
     key TEXT PRIMARY KEY, model TEXT, request TEXT NOT NULL, result TEXT NOT NULL, created REAL NOT NULL)"""
@@ -65,7 +69,7 @@ def _plain(value: Any) -> Any:
 
 def request_dict(request: GenerationRequest) -> dict[str, Any]:
     """The request as plain JSON data (sampling as ``SamplingConfig.to_dict()``)."""
-    return {
+    out = {
         "system": request.system,
         "user": request.user,
         "assistant_prefix": request.assistant_prefix,
@@ -73,6 +77,9 @@ def request_dict(request: GenerationRequest) -> dict[str, Any]:
         "n": request.n,
         "attempt": request.attempt,
     }
+    if request.judge_format != DEFAULT_KEY_FORMAT:  # the default format's keys predate the field: they still hit
+        out["judge_format"] = request.judge_format
+    return out
 
 
 def request_key(fingerprint: dict[str, Any], request: GenerationRequest, dup: int = 0) -> str:

@@ -14,6 +14,16 @@ import argparse
 from typing import Any
 
 from prom_reward.core.sampler import FORCE_POLICIES
+from prom_reward.errors import PromRewardError
+from prom_reward.format.judge_format import JUDGE_FORMATS, get_judge_format
+
+
+def judge_format_name(value: str) -> str:
+    """``--format``'s value: a registered judge format's name (argparse exits 2 listing the valid ones)."""
+    try:
+        return get_judge_format(value).name
+    except PromRewardError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def add_judge_options(g: argparse.ArgumentParser) -> None:
@@ -37,6 +47,12 @@ def add_judge_options(g: argparse.ArgumentParser) -> None:
         choices=["chat", "inst", "raw"],
         help="prompt wrapping: chat template, literal Mistral [INST], or raw text (default: the preset's, else chat)",
     )
+    g.add_argument(
+        "--format",
+        type=judge_format_name,
+        help=f"judge format: the prompts and verdicts of the judge model ({', '.join(JUDGE_FORMATS)}; "
+        "docs/formats.md); default: the preset's, else prometheus2",
+    )
     g.add_argument("--num-samples", type=int, default=1, help="samples per item; the score is their mean (default 1)")
     g.add_argument("--max-tokens", type=int, help="judge output tokens (default: the preset's, else 1024)")
     g.add_argument("--temperature", type=float, help="sampling temperature (default 1.0, the papers')")
@@ -45,7 +61,7 @@ def add_judge_options(g: argparse.ArgumentParser) -> None:
         "--force-verdict",
         choices=FORCE_POLICIES,
         help="when to read a verdict the judge did not write from its next-token distribution (counted): "
-        "cut (outputs cut at --max-tokens), always (every output without [RESULT]) or never; default: the "
+        "cut (outputs cut at --max-tokens), always (every output without a verdict) or never; default: the "
         "preset's policy, else cut",
     )
     g.add_argument("--truncate", action="store_true", help="shorten over-long responses instead of failing")
@@ -78,6 +94,8 @@ def judge_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     )
     if args.force_verdict is not None:
         common["force_verdict"] = args.force_verdict
+    if args.format is not None:
+        common["format"] = args.format
     if getattr(args, "store", None):
         common["store"] = args.store
     if args.server:

@@ -141,7 +141,7 @@ def cmd_serve(args: Any) -> int:
     return 0
 
 
-_SHARED_FLAGS = ("server", "model", "max_tokens", "gpu_memory_utilization", "num_samples")
+_SHARED_FLAGS = ("server", "model", "max_tokens", "gpu_memory_utilization", "num_samples", "format")
 """Settings whose flags are the shared judge options (``--server``, ``--model``, ``--max-tokens`` ...)."""
 
 _FORMER_FLAGS = ("on_outage", "call_timeout_s", "truncate")

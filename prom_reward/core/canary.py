@@ -50,13 +50,16 @@ def over_http(judge: Any) -> bool:
 
 
 def job_canary(judge: Any) -> str | None:
-    """The canary of a job: one grade of ``CANARY`` by ``judge`` (a ``PrometheusJudge``), when it talks to a
-    server. Raises ``JudgeConfigError`` for a misconfigured judge; returns why the judge did not answer
-    (it is not up: the job goes on as without a canary), or None."""
+    """The canary of a job: one grade of ``CANARY`` by ``judge`` (a ``PrometheusJudge``; a verdict when its
+    format is pairwise-only), when it talks to a server. Raises ``JudgeConfigError`` for a misconfigured judge;
+    returns why the judge did not answer (it is not up: the job goes on as without a canary), or None."""
     if not over_http(judge):
         return None
     try:
-        judge.grade([CANARY_INSTRUCTION], [CANARY_RESPONSES[0]], CANARY_RUBRIC)
+        if "absolute" in judge.format.tasks:  # a pairwise-only judge format compares the canary's two responses
+            judge.grade([CANARY_INSTRUCTION], [CANARY_RESPONSES[0]], CANARY_RUBRIC)
+        else:
+            judge.compare([CANARY_INSTRUCTION], [CANARY_RESPONSES[0]], [CANARY_RESPONSES[1]], CANARY_RUBRIC)
     except BackendError as e:
         logger.warning("canary judgment: the judge is not answering (%s); starting anyway", e)
         return str(e)

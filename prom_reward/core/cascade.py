@@ -57,13 +57,14 @@ from prom_reward.confidence.routing import CascadeConfig, CascadeStats, Routing,
 from prom_reward.core.protocol import Judge
 from prom_reward.core.results import Grade, JudgeStats, Judgment, Verdict
 from prom_reward.errors import ConfigError
+from prom_reward.format.judge_format import JudgeFormat
 from prom_reward.format.rubrics import RubricsLike
 
 R = TypeVar("R", bound=Judgment)
 T = TypeVar("T")
 _JUDGE_API = (
     *("grade", "compare", "compare_by_grades", "close", "sampling", "stats", "num_samples"),
-    *("confidence", "calibration", "neutralize_markers", "special_tokens", "thread_safe", "cascade_stats"),
+    *("confidence", "calibration", "neutralize_markers", "special_tokens", "thread_safe", "cascade_stats", "format"),
 )
 
 
@@ -176,6 +177,11 @@ class CascadeJudge:
     def neutralize_markers(self) -> bool:
         """True when both judges neutralise (each still does so for its own prompts)."""
         return self.primary.neutralize_markers and self.fallback.neutralize_markers
+
+    @property
+    def format(self) -> JudgeFormat:
+        """The primary judge's (each judge renders and parses its own prompts in its own format)."""
+        return self.primary.format
 
     @property
     def special_tokens(self) -> tuple[str, ...]:

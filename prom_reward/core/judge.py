@@ -1,6 +1,7 @@
 """``PrometheusJudge``: absolute grades and pairwise verdicts from a Prometheus-style judge.
 
-Every call renders the exact Prometheus prompts, validates the whole batch before
+Every call renders the exact prompts of the judge's format (``format.judge_format``: Prometheus 2 by
+default, or the one its preset or the caller names), validates the whole batch before
 any generation, sends all items to the backend together (vLLM batches them), and
 returns one ``Grade``/``Verdict`` per item, in order, None-scored (never a made-up
 number) when the judge failed. A failed item is a value: its ``error`` says whose
@@ -29,6 +30,7 @@ from prom_reward.core.combine import grade_from_run, verdict_from_runs
 from prom_reward.core.items import AbsoluteItem, Item, RelativeItem, absolute_items, relative_items
 from prom_reward.core.outcomes import fit_items, grade_outcome, graded_verdict, verdict_outcome, with_failed_pairs
 from prom_reward.core.presets import apply_preset, find_preset_for_model, get_preset
+from prom_reward.core.requests import absolute_request, check_task, force_policy, relative_request
 from prom_reward.core.results import Grade, JudgeStats, Verdict
 from prom_reward.core.sampler import (
     DEFAULT_FORCE_POLICY,
@@ -37,32 +39,18 @@ from prom_reward.core.sampler import (
     Mode,
     SampleRunner,
     check_counts,
-    check_force_policy,
     count_runs,
 )
 from prom_reward.errors import ConfigError, InputError
-from prom_reward.format.render import render_absolute, render_relative
+from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, get_judge_format
 from prom_reward.format.rubrics import RubricsLike
 from prom_reward.format.sanitize import neutralize
-from prom_reward.format.templates import ABS_SYSTEM_PROMPT, REL_SYSTEM_PROMPT
 
 if TYPE_CHECKING:
     from prom_reward.backends.store import JudgmentStore
     from prom_reward.confidence.routing import CascadeStats
 
 EXPECTED_LOGPROBS = 20
-
-
-def absolute_request(item: AbsoluteItem, sampling: SamplingConfig) -> GenerationRequest:
-    """The judge's request for one absolute item: the Prometheus system prompt and the filled template."""
-    user = render_absolute(item.instruction, item.response, item.rubric, item.reference_answer)
-    return GenerationRequest(system=ABS_SYSTEM_PROMPT, user=user, sampling=sampling)
-
-
-def relative_request(item: RelativeItem, sampling: SamplingConfig) -> GenerationRequest:
-    """The judge's request for one pairwise item: the Prometheus system prompt and the filled template."""
-    user = render_relative(item.instruction, item.response_a, item.response_b, item.rubric, item.reference_answer)
-    return GenerationRequest(system=REL_SYSTEM_PROMPT, user=user, sampling=sampling)
 
 
 class PrometheusJudge:
@@ -103,6 +91,10 @@ class PrometheusJudge:
             teacher forcing, in its own wire format; implies ``confidence=True``. A vLLM judge and a
             vLLM calibration model share the GPU: their ``gpu_memory_utilization`` not given split 0.9
             (0.45 each; one given, the other gets the rest of 0.9).
+        format: the judge format (``prom_reward.format.judge_format``): its prompts, parser, verdict tokens
+            and markers; a registered name (``prometheus2``, ``m-prometheus`` ...) or a ``JudgeFormat``. None:
+            the preset's, else ``prometheus2``. A format whose verdict is not one token after a fixed prefix
+            refuses ``expected_score`` and ``force_verdict`` other than ``never`` here.
         entropy_truncation: how token entropies treat the mass outside the top-k: ``tail`` (the
             tightest lower bound), ``bucket`` (one extra outcome) or ``renormalize``
             (see ``prom_reward.confidence.indicators``).
@@ -128,10 +120,14 @@ class PrometheusJudge:
         confidence: bool = False,
         calibration: Backend | Mapping[str, Any] | None = None,
         entropy_truncation: str = "tail",
+        format: str | JudgeFormat | None = None,
         **backend_options: Any,
     ) -> None:
         p = get_preset(preset) if preset else find_preset_for_model(model)
         judge_defaults = dict(p.judge) if p else {}
+        self.format: JudgeFormat = get_judge_format(format or (p.format if p else DEFAULT_FORMAT))
+        fmt, force = self.format, judge_defaults.get("force_verdict", DEFAULT_FORCE_POLICY)
+        self.force_verdict = force_policy(fmt, expected_score=expected_score, asked=force_verdict, default=force)
         if p is not None and isinstance(backend, str):
             model, backend_options = apply_preset(p, backend, model, backend_options)
         check_counts(num_samples=(num_samples, 1), max_retries=(max_retries, 0), max_tie_rounds=(max_tie_rounds, 0))
@@ -150,9 +146,6 @@ class PrometheusJudge:
             self.sampling = dataclasses.replace(self.sampling, logprobs=EXPECTED_LOGPROBS)
         self.num_samples = num_samples
         self.max_retries = max_retries
-        self.force_verdict: ForcePolicy = check_force_policy(
-            judge_defaults.get("force_verdict", DEFAULT_FORCE_POLICY) if force_verdict is None else force_verdict
-        )
         self.max_tie_rounds = max_tie_rounds
         self.truncate_response = truncate_response
         self.neutralize_markers = neutralize_markers
@@ -189,7 +182,7 @@ class PrometheusJudge:
 
     def _neutral(self, text: str) -> str:
         """``text`` with its template markers rewritten (counted in ``stats.neutralized``)."""
-        out, n = neutralize(text, self.special_tokens)
+        out, n = neutralize(text, self.special_tokens, self.format.markers)
         self.stats.neutralized += n
         return out
 
@@ -217,6 +210,7 @@ class PrometheusJudge:
             max_retries=self.max_retries,
             force_verdict=self.force_verdict,
             truncation=self.entropy_truncation,
+            judge_format=self.format,
         ).run(requests, mode, k)
         for i, run in zip(go, sampled, strict=True):
             runs[i] = run
@@ -271,14 +265,17 @@ class PrometheusJudge:
     ) -> list[Grade]:
         """``grade``, its requests numbered ``attempt`` (tie rounds re-grade with other numbers, so a
         judgment store keeps them apart)."""
+        check_task(self.format, "absolute")
         failed: dict[int, InputError] = {}
-        items = self._neutralize(absolute_items(instructions, responses, rubric, reference_answers, failed=failed))
+        items = self._neutralize(
+            absolute_items(instructions, responses, rubric, reference_answers, failed=failed, judge_format=self.format)
+        )
         if not items:
             return []
         cfg = self.sampling.merged(sampling)
 
         def render(it: AbsoluteItem) -> GenerationRequest:
-            return dataclasses.replace(absolute_request(it, cfg), attempt=attempt)
+            return dataclasses.replace(absolute_request(it, cfg, self.format), attempt=attempt)
 
         k = num_samples or self.num_samples
         runs, truncated = self._run("absolute", k, items, render, truncate_response, failed, deadline)
@@ -301,16 +298,18 @@ class PrometheusJudge:
         """Pairwise verdicts ("A"/"B"); with ``swap=True`` both orders are judged in the same batch
         and combined (agreement, else a tie with winner None). ``truncate_response`` overrides the
         judge's setting for this call and ``deadline`` bounds the transport (as in ``grade``)."""
+        check_task(self.format, "relative")
         failed: dict[int, InputError] = {}
+        pairs = (instructions, responses_a, responses_b)
         items = self._neutralize(
-            relative_items(instructions, responses_a, responses_b, rubric, reference_answers, failed=failed)
+            relative_items(*pairs, rubric, reference_answers, failed=failed, judge_format=self.format)
         )
         if not items:
             return []
         cfg = self.sampling.merged(sampling)
 
         def render(it: RelativeItem) -> GenerationRequest:
-            return relative_request(it, cfg)
+            return relative_request(it, cfg, self.format)
 
         batch = list(items)
         n = len(items)
@@ -340,9 +339,10 @@ class PrometheusJudge:
     ) -> list[Verdict]:
         """Pairwise verdicts through absolute grades (the papers' Direct2Pair). Tied pairs are
         re-graded at temperature 1.0 until one wins or ``max_tie_rounds`` is reached."""
+        check_task(self.format, "absolute")
         failed: dict[int, InputError] = {}
         every = relative_items(instructions, responses_a, responses_b, rubric, reference_answers, failed=failed)
-        absolute_items(instructions, responses_a, rubric, reference_answers, failed=failed)  # needs score descriptions
+        absolute_items(instructions, responses_a, rubric, reference_answers, failed=failed, judge_format=self.format)
         if not every:
             return []
         items = [it for i, it in enumerate(every) if i not in failed]

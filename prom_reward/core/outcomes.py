@@ -71,6 +71,8 @@ def grade_outcome(grade: Grade, run: ItemRun) -> Grade:
         return dataclasses.replace(grade, error=run.error)
     if grade.score is None:
         why = f"the judge gave no parseable verdict in {grade.failures} sample(s) after its retries"
+        last = next((s.reason for s in reversed(run.samples) if s.reason), None)
+        why += f" (last: {last})" if last else ""
         return dataclasses.replace(grade, error=JudgeFailure("output", why))
     return grade
 

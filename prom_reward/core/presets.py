@@ -16,12 +16,20 @@ anything the user passes merges over it key by key.
   ``Feedback: ... [RESULT] k`` and ``[RESULT] A|B`` itself, so only outputs cut at ``max_tokens``
   are forced (the default ``cut``). A weak judge
   (135M parameters); the default of ``make demo``.
+- ``m-prometheus-3b`` / ``-7b`` / ``-14b``: M-Prometheus (``Unbabel/M-Prometheus-*``, Qwen2.5 bases whose chat
+  template has a system role), multilingual judges on Prometheus 2's prompts and verdicts, in the
+  ``m-prometheus`` judge format.
+
+A preset names its judge format (``format``, ``prometheus2`` unless said): a known judge's model id picks its
+format by default.
 
 Example:
     >>> get_preset("prometheus-7b-v2.0").model
     'prometheus-eval/prometheus-7b-v2.0'
     >>> find_preset_for_model("prometheus-eval/prometheus-8x7b-v2.0").name
     'prometheus-8x7b-v2.0'
+    >>> find_preset_for_model("Unbabel/M-Prometheus-7B").format
+    'm-prometheus'
 """
 
 from __future__ import annotations
@@ -51,6 +59,9 @@ class JudgePreset:
     judge: dict[str, Any] = field(default_factory=dict)
     """PrometheusJudge options (sampling, force_verdict, ...), merged under the user's."""
 
+    format: str = "prometheus2"
+    """The judge format its model was trained on (``prom_reward.format.judge_format``), unless the user names one."""
+
 
 PRESETS: Registry[JudgePreset] = Registry("judge preset")
 for _p in (
@@ -78,6 +89,16 @@ for _p in (
     ),
     JudgePreset(
         "pocket-judge", "local:pocket-judge", "chat", {"max_model_len": 8192}, {"sampling": {"max_tokens": 512}}
+    ),
+    *(
+        JudgePreset(
+            f"m-prometheus-{size.lower()}",
+            f"Unbabel/M-Prometheus-{size}",
+            "chat",
+            {"dtype": "bfloat16"},
+            format="m-prometheus",
+        )
+        for size in ("3B", "7B", "14B")
     ),
 ):
     PRESETS.register(_p.name, _p)

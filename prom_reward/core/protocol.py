@@ -5,8 +5,8 @@ behind another API, a test double). Code that takes a judge types it ``Judge``, 
 grades and verdicts for batches of items, the sampling options in use, running statistics, the
 samples per item, and ``close``; and what callers need to know about it, declared here rather than
 probed: whether its results carry confidence indicators (``confidence``, ``calibration``), how it
-neutralises judged texts (``neutralize_markers``, ``special_tokens``), whether it takes concurrent
-calls (``thread_safe``) and a cascade's routing counters (``cascade_stats``).
+neutralises judged texts (``neutralize_markers``, ``special_tokens``, its ``format``'s markers), whether it
+takes concurrent calls (``thread_safe``) and a cascade's routing counters (``cascade_stats``).
 
 Example:
     >>> from prom_reward.core.judge import PrometheusJudge
@@ -26,6 +26,7 @@ from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
 from prom_reward.backends.teacher_forcing import ContinuationScorer
 from prom_reward.confidence.routing import CascadeStats
 from prom_reward.core.results import Grade, JudgeStats, Verdict
+from prom_reward.format.judge_format import JudgeFormat
 from prom_reward.format.rubrics import RubricsLike
 
 __all__ = ["Judge"]
@@ -65,6 +66,12 @@ class Judge(Protocol):
     def neutralize_markers(self) -> bool:
         """Whether template markers and chat special tokens inside judged texts are rewritten before they
         reach the judge prompt (``prom_reward.format.sanitize``); rewards neutralise their samples alike."""
+        ...
+
+    @property
+    def format(self) -> JudgeFormat:
+        """Its judge format (``prom_reward.format.judge_format``): prompts, parser, verdict tokens and the markers
+        neutralised in judged texts; rewards neutralise their samples' other fields with the same markers."""
         ...
 
     @property

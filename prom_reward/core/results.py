@@ -59,7 +59,8 @@ class JudgeSample:
     (how much of the distribution the probabilities cover)."""
 
     forced: bool = False
-    """True when the verdict was read by appending `` [RESULT] `` to feedback that ended without one."""
+    """True when the verdict was read by appending the judge format's ``force_prefix`` (`` [RESULT] ``) to feedback
+    that ended without one."""
 
     finish_reason: str | None = None
     """The engine's finish reason ('stop', 'length', ...)."""
@@ -80,6 +81,9 @@ class JudgeSample:
 
     scored_tokens: int = 0
     """Generated tokens with logprobs (what ``entropy`` and ``nll`` average over)."""
+
+    reason: str | None = None
+    """Without a verdict: why, in the judge format's words (``ParsedOutput.reason``); None otherwise."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -220,7 +224,7 @@ class JudgeStats:
     retries: int = 0
     """Re-sampling rounds, summed over items."""
     forced: int = 0
-    """Verdicts read by forcing `` [RESULT] ``."""
+    """Verdicts read by forcing them after the judge format's ``force_prefix``."""
     truncated: int = 0
     """Items whose response was shortened to fit the context."""
     neutralized: int = 0

@@ -6,9 +6,10 @@ For a batch of judge prompts that each need ``k`` valid samples:
    engine batches them;
 2. each output is parsed; with logprobs, the distribution over verdicts at the
    verdict token is read;
-3. outputs that end without a verdict get `` [RESULT] `` appended and one short
-   extra request reads the judge's next-token distribution over the allowed
-   verdicts (a *forced* verdict), as the force policy says (``FORCE_POLICIES``):
+3. outputs that end without a verdict get the judge format's ``force_prefix``
+   (`` [RESULT] `` for Prometheus 2) appended and one short extra request reads
+   the judge's next-token distribution over the allowed verdicts (a *forced*
+   verdict), as the force policy says (``FORCE_POLICIES``):
    ``cut`` (the default) forces only outputs cut at ``max_tokens`` (finish reason
    ``length``): their feedback ran out of room, and a fresh sample under the same
    budget is mostly cut again; ``always`` forces every output without a verdict;
@@ -20,21 +21,23 @@ A request the backend failed (its result's ``error``; every request of a call th
 ``BackendError``) is not re-sampled: its run carries the failure (``transport``, or ``input``
 when the server rejected the request) for the caller's outage policy to retry or report.
 
+Parsing, the verdict labels and the forcing text are the judge format's (``format.judge_format``).
+
 Example:
     >>> from prom_reward.backends.scripted import ScriptedBackend
     >>> from prom_reward.backends.base import GenerationRequest
+    >>> from prom_reward.format.formats.prometheus2 import PROMETHEUS2
     >>> b = ScriptedBackend(outputs=["no verdict here", "Good. [RESULT] 4"])
     >>> run = SampleRunner(b, max_retries=1).run([GenerationRequest("s", "u")], "absolute", k=1)[0]
     >>> [s.verdict for s in run.samples], run.retries, run.failures
     ([None, 4], 1, 1)
-    >>> should_force(run.samples[0], "cut"), should_force(run.samples[0], "always")
+    >>> should_force(run.samples[0], "cut", PROMETHEUS2), should_force(run.samples[0], "always", PROMETHEUS2)
     (False, True)
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, get_args
@@ -42,18 +45,11 @@ from typing import Literal, get_args
 from prom_reward.backends.base import Backend, Completion, GenerationRequest, GenerationResult
 from prom_reward.confidence.indicators import mean_entropy, mean_nll
 from prom_reward.core.results import JudgeFailure, JudgeSample, JudgeStats
-from prom_reward.core.verdict_probs import (
-    ABSOLUTE_LABELS,
-    RELATIVE_LABELS,
-    first_verdict_distribution,
-    verdict_distribution,
-)
+from prom_reward.core.verdict_probs import first_verdict_distribution, verdict_distribution
 from prom_reward.errors import BackendError, ConfigError
-from prom_reward.format.eos import strip_eos
-from prom_reward.format.parsing import parse_output
+from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, get_judge_format
 
 Mode = Literal["absolute", "relative"]
-FORCE_SUFFIX = " [RESULT] "
 FORCE_LOGPROBS = 20
 ForcePolicy = Literal["never", "cut", "always"]
 FORCE_POLICIES: tuple[str, ...] = get_args(ForcePolicy)
@@ -62,8 +58,6 @@ DEFAULT_FORCE_POLICY: ForcePolicy = "cut"
 """The policy of a judge whose preset and user name none."""
 CUT_FINISH_REASONS = frozenset({"length"})
 """Finish reasons of an output stopped by its token budget (vLLM, OpenAI-compatible servers, transformers)."""
-# A verdict marker left open at the end of the text, also one cut inside its own letters (`... [RESU`).
-_OPEN_MARKER = re.compile(r"\[\s*(?:r(?:e(?:s(?:u(?:lt?)?)?)?)?)?\s*\]?\s*:?\s*$", re.IGNORECASE)
 
 
 @dataclass
@@ -124,16 +118,6 @@ def check_counts(**counts: tuple[int, int]) -> None:
             raise ConfigError(f"{name} must be an int >= {floor}, got {value!r}")
 
 
-def labels_for(mode: Mode) -> tuple[str, ...]:
-    return ABSOLUTE_LABELS if mode == "absolute" else RELATIVE_LABELS
-
-
-def needs_forcing(text: str) -> bool:
-    """True when the output ends without any verdict marker (or with a bare ``[RESULT]``)."""
-    body = strip_eos(text)
-    return "[result" not in body.lower() or bool(_OPEN_MARKER.search(body))
-
-
 def check_force_policy(policy: object) -> ForcePolicy:
     """``policy`` when it is one of ``FORCE_POLICIES``; else a ConfigError listing them.
 
@@ -147,18 +131,25 @@ def check_force_policy(policy: object) -> ForcePolicy:
     raise ConfigError(f"force_verdict: expected one of {', '.join(FORCE_POLICIES)}, got {policy!r}{hint}")
 
 
-def should_force(sample: JudgeSample, policy: ForcePolicy) -> bool:
-    """True when ``sample`` has no verdict, ends without one, and ``policy`` forces such an output."""
-    if sample.verdict is not None or policy == "never" or not needs_forcing(sample.text):
+def forced_text(judge_format: JudgeFormat, text: str) -> str | None:
+    """The assistant text to continue from when forcing a verdict after ``text``: its body
+    (``JudgeFormat.forcing_body``) and the format's ``force_prefix``; None when ``text`` is not to be forced
+    (it wrote its verdict marker, or the format's verdict is not one token).
+
+    >>> from prom_reward.format.formats.prometheus2 import PROMETHEUS2
+    >>> forced_text(PROMETHEUS2, "Good, but [RES</s>")
+    'Good, but [RESULT] '
+    """
+    body = judge_format.forcing_body(text) if judge_format.force_prefix is not None else None
+    return None if body is None else body.rstrip() + (judge_format.force_prefix or "")
+
+
+def should_force(sample: JudgeSample, policy: ForcePolicy, judge_format: JudgeFormat) -> bool:
+    """True when ``sample`` has no verdict, ends without one (``forced_text``), and ``policy`` forces such an
+    output."""
+    if sample.verdict is not None or policy == "never" or forced_text(judge_format, sample.text) is None:
         return False
     return policy == "always" or sample.finish_reason in CUT_FINISH_REASONS
-
-
-def force_prefix(text: str) -> str:
-    """The assistant text to continue from when forcing a verdict."""
-    body = strip_eos(text)
-    body = _OPEN_MARKER.sub("", body).rstrip()
-    return body + FORCE_SUFFIX
 
 
 def _check_count(backend: Backend, batch: Sequence[GenerationRequest], results: Sequence[object]) -> None:
@@ -198,15 +189,17 @@ class SampleRunner:
         max_retries: int = 2,
         force_verdict: ForcePolicy = DEFAULT_FORCE_POLICY,
         truncation: str = "tail",
+        judge_format: str | JudgeFormat = DEFAULT_FORMAT,
     ) -> None:
         self.backend = backend
+        self.format = get_judge_format(judge_format)
         self.max_retries = max_retries
         self.force_verdict = check_force_policy(force_verdict)
         self.truncation = truncation
 
     def _parse(self, c: Completion, mode: Mode) -> JudgeSample:
-        parsed = parse_output(c.text, mode)
-        probs, mass = verdict_distribution(c.logprobs, c.text, parsed.verdict_start, labels_for(mode))
+        parsed = self.format.parse(c.text, mode)
+        probs, mass = verdict_distribution(c.logprobs, c.text, parsed.verdict_start, self.format.verdict_labels(mode))
         return JudgeSample(
             text=c.text,
             feedback=parsed.feedback or None,
@@ -218,26 +211,28 @@ class SampleRunner:
             entropy=mean_entropy(c.logprobs, self.truncation),
             nll=mean_nll(c.logprobs),
             scored_tokens=len(c.logprobs or ()),
+            reason=parsed.reason,
         )
 
     def _force(
         self, requests: list[GenerationRequest], samples: list[JudgeSample], mode: Mode
     ) -> tuple[list[JudgeSample], list[int]]:
         """The samples with their verdicts forced, and per sample the forcing tokens a store answered."""
-        labels = labels_for(mode)
+        labels = self.format.verdict_labels(mode)
+        bodies = [self.format.forcing_body(s.text) or "" for s in samples]  # should_force: never None here
         forcing = [
             dataclasses.replace(
                 r,
                 n=1,
-                assistant_prefix=r.assistant_prefix + force_prefix(s.text),
+                assistant_prefix=r.assistant_prefix + body.rstrip() + (self.format.force_prefix or ""),
                 sampling=dataclasses.replace(r.sampling, max_tokens=3, logprobs=FORCE_LOGPROBS, stop=()),
             )
-            for r, s in zip(requests, samples, strict=True)
+            for r, body in zip(requests, bodies, strict=True)
         ]
         results = _generate(self.backend, forcing)
         out = []
         stored = [res.completions[0].completion_tokens if res.stored else 0 for res in results]
-        for s, res in zip(samples, results, strict=True):
+        for s, body, res in zip(samples, bodies, results, strict=True):
             if res.error is not None or not res.completions:  # not forced: the sample stays without a verdict
                 out.append(s)
                 continue
@@ -249,7 +244,7 @@ class SampleRunner:
                 continue
             best = max(probs, key=lambda k: probs[k])
             verdict: int | str = int(best) if mode == "absolute" else best
-            feedback = _OPEN_MARKER.sub("", strip_eos(s.text)).strip() or None
+            feedback = body.strip() or None
             out.append(
                 dataclasses.replace(
                     s,
@@ -259,6 +254,7 @@ class SampleRunner:
                     verdict_mass=mass,
                     forced=True,
                     completion_tokens=s.completion_tokens + extra,
+                    reason=None,
                 )
             )
         return out, stored
@@ -297,7 +293,7 @@ class SampleRunner:
                     runs[i].stored_samples += len(res.completions)
                     runs[i].stored_prompt_tokens += res.prompt_tokens
                     runs[i].stored_completion_tokens += sum(c.completion_tokens for c in res.completions)
-            todo = [j for j, (_, s) in enumerate(new) if should_force(s, self.force_verdict)]
+            todo = [j for j, (_, s) in enumerate(new) if should_force(s, self.force_verdict, self.format)]
             if todo:
                 forced, stored = self._force([requests[new[j][0]] for j in todo], [new[j][1] for j in todo], mode)
                 for j, s, tokens in zip(todo, forced, stored, strict=True):

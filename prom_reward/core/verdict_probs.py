@@ -22,8 +22,6 @@ from collections.abc import Sequence
 
 from prom_reward.backends.base import TokenLogprobs
 
-ABSOLUTE_LABELS = ("1", "2", "3", "4", "5")
-RELATIVE_LABELS = ("A", "B")
 _SPACE_MARKS = " \t\n\r\u2581\u0120\u010a"  # space, SentencePiece '▁', GPT-2 'Ġ' and 'Ċ'
 
 

@@ -9,17 +9,20 @@ marker is rewritten with look-alike full-width characters (``###`` -> ``＃＃�
 keeps exactly one of each real section and the judge's markers appear only where the template
 put them. The verdict is always read from the judge's own output, never from the text.
 
-What counts as a marker (see the table in tests/format/test_sanitize.py):
+What counts as a marker is the judge format's (``JudgeFormat.markers``; the default format's when none is
+given; see the table in tests/format/test_sanitize.py):
 
-- a section header: two or more hash signs (``#``, full-width ``＃``, small ``﹟``; spaces and
-  zero-width characters between them allowed) before a section name of either template (any case;
-  words separated by any whitespace, line breaks included: ``###\\nFeedback:``; zero-width
-  characters anywhere inside);
-- a verdict marker: ``RESULT`` (any case, full-width letters, zero-width characters inside) between
-  square brackets or a look-alike (``［`` ``【`` ``〔`` ``〚`` ``⟦`` ``⁅`` ``﹝`` and their closing forms);
-- ``[INST]`` / ``[/INST]`` in the same way, and every chat special token given (the built-in
-  ``SPECIAL_TOKENS`` plus the judge tokenizer's ``all_special_tokens`` where the judge has one),
-  matched literally as the tokenizer would.
+- a section header (a marker ``###Name``): two or more hash signs (``#``, full-width ``＃``, small ``﹟``;
+  spaces and zero-width characters between them allowed) before the section name (any case; words
+  separated by any whitespace, line breaks included: ``###\\nFeedback:``; zero-width characters anywhere
+  inside);
+- a bracketed marker (``[WORD]``, e.g. Prometheus' verdict marker): the word (any case, full-width letters,
+  zero-width characters inside) between square brackets or a look-alike (``［`` ``【`` ``〔`` ``〚`` ``⟦``
+  ``⁅`` ``﹝`` and their closing forms); the ``inst`` wire's ``[INST]`` / ``[/INST]`` always, whatever the
+  format;
+- any other marker (a tag such as ``<score>``) and every chat special token given (the built-in
+  ``SPECIAL_TOKENS`` plus the judge tokenizer's ``all_special_tokens`` where the judge has one), matched
+  literally as the tokenizer would.
 
 ``restore`` undoes the rewrite exactly for text that contained none of the full-width or look-alike
 characters to begin with (logs keep the original text as well); look-alike brackets and small
@@ -63,16 +66,8 @@ SPECIAL_TOKENS: tuple[str, ...] = (
     "<|eom_id|>",
 )
 """Chat special tokens of the common judge families (ChatML, Llama 2/3, Mistral, Phi, Gemma)."""
-_SECTIONS = (
-    "Task Description",
-    "The instruction to evaluate",
-    "Response to evaluate",
-    "Reference Answer",
-    "Score Rubric",
-    "Feedback",
-    "Instruction",
-)
-_LETTERED = ("Response A", "Response B")
+WIRE_MARKERS = ("[INST]", "[/INST]")
+"""The ``inst`` wire's turn markers (``format.wire``), neutralised whatever the judge format."""
 _ZW = f"[{ZERO_WIDTH}]"
 _FW_HASH, _FW_OPEN, _FW_CLOSE = "\uff03", "\uff3b", "\uff3d"
 _HASHES = "#\uff03\ufe5f"
@@ -80,6 +75,7 @@ _OPENS = "[\uff3b\u3010\u3014\u301a\u27e6\u2045\ufe5d"
 _CLOSES = "]\uff3d\u3011\u3015\u301b\u27e7\u2046\ufe5e"
 _OPEN_OF = {c: _FW_OPEN for c in _OPENS}
 _CLOSE_OF = {c: _FW_CLOSE for c in _CLOSES}
+_BRACKET_WORD = re.compile(r"\[(/?)([A-Za-z0-9_]+)\]")
 
 
 def _word(word: str) -> str:
@@ -98,12 +94,50 @@ def _phrase(text: str) -> str:
     return rf"[\s{ZERO_WIDTH}]+".join(_word(w) for w in text.split())
 
 
-_SECTION = "(?:" + "|".join([_phrase(s) for s in _SECTIONS] + [_phrase(s) + "(?![a-zA-Z])" for s in _LETTERED]) + ")"
-_HEADER = re.compile(rf"(?:[{_HASHES}][ \t{ZERO_WIDTH}]*){{2,}}(?=[\s{ZERO_WIDTH}]*{_SECTION})", re.IGNORECASE)
-_FW_HEADER = re.compile(rf"(?:{_FW_HASH}[ \t{ZERO_WIDTH}]*){{2,}}(?=[\s{ZERO_WIDTH}]*{_SECTION})", re.IGNORECASE)
-_INNER = rf"[\s{ZERO_WIDTH}]*(?:{_word('RESULT')}|/?[\s{ZERO_WIDTH}]*{_word('INST')})[\s{ZERO_WIDTH}]*"
-_BRACKETED = re.compile(rf"[{re.escape(_OPENS)}]({_INNER})[{re.escape(_CLOSES)}]", re.IGNORECASE)
-_FW_BRACKETED = re.compile(rf"{_FW_OPEN}({_INNER}){_FW_CLOSE}", re.IGNORECASE)
+class _Patterns:
+    """The compiled patterns of one format's ``markers`` (see ``neutralize``)."""
+
+    def __init__(self, markers: tuple[str, ...]) -> None:
+        names = [m.lstrip("#").strip() for m in markers if m.startswith("##")]
+        # a name ending in a one-letter word ("Response A") must not run into more letters ("Response Apple")
+        sections = [_phrase(n) + ("(?![a-zA-Z])" if len(n.split()[-1]) == 1 else "") for n in names if n]
+        words: dict[str, bool] = {}  # bracketed word -> may start with "/"
+        self.literals: tuple[str, ...] = ()
+        for m in markers:
+            found = _BRACKET_WORD.fullmatch(m)
+            if found:
+                words[found[2]] = words.get(found[2], False) or bool(found[1])
+            elif not m.startswith("##"):
+                self.literals += (m,)
+        self.header: re.Pattern[str] | None = None
+        self.fw_header: re.Pattern[str] | None = None
+        self.bracketed: re.Pattern[str] | None = None
+        self.fw_bracketed: re.Pattern[str] | None = None
+        if sections:
+            section = "(?:" + "|".join(sections) + ")"
+            ahead = rf"[ \t{ZERO_WIDTH}]*){{2,}}(?=[\s{ZERO_WIDTH}]*{section})"
+            self.header = re.compile(rf"(?:[{_HASHES}]" + ahead, re.IGNORECASE)
+            self.fw_header = re.compile(rf"(?:{_FW_HASH}" + ahead, re.IGNORECASE)
+        if words:
+            slash = rf"/?[\s{ZERO_WIDTH}]*"
+            inner = "|".join((slash if s else "") + _word(w) for w, s in words.items())
+            inner = rf"[\s{ZERO_WIDTH}]*(?:{inner})[\s{ZERO_WIDTH}]*"
+            self.bracketed = re.compile(rf"[{re.escape(_OPENS)}]({inner})[{re.escape(_CLOSES)}]", re.IGNORECASE)
+            self.fw_bracketed = re.compile(rf"{_FW_OPEN}({inner}){_FW_CLOSE}", re.IGNORECASE)
+
+
+@lru_cache(maxsize=64)
+def _patterns(markers: tuple[str, ...]) -> _Patterns:
+    return _Patterns(markers)
+
+
+def _markers(markers: Iterable[str] | None) -> tuple[str, ...]:
+    """The markers given, or the default judge format's."""
+    if markers is None:
+        from prom_reward.format.judge_format import DEFAULT_FORMAT, get_judge_format
+
+        markers = get_judge_format(DEFAULT_FORMAT).markers
+    return tuple(markers) + WIRE_MARKERS
 
 
 def _full_width(token: str) -> str:
@@ -121,14 +155,16 @@ def _token_patterns(tokens: tuple[str, ...]) -> tuple[re.Pattern[str] | None, re
     return plain, wide
 
 
-def _tokens(special_tokens: Iterable[str]) -> tuple[str, ...]:
-    return tuple(sorted(set(SPECIAL_TOKENS) | {t for t in special_tokens if isinstance(t, str)}))
+def _tokens(special_tokens: Iterable[str], literals: tuple[str, ...] = ()) -> tuple[str, ...]:
+    return tuple(sorted(set(SPECIAL_TOKENS) | set(literals) | {t for t in special_tokens if isinstance(t, str)}))
 
 
-def neutralize(text: str, special_tokens: Iterable[str] = ()) -> tuple[str, int]:
+def neutralize(text: str, special_tokens: Iterable[str] = (), markers: Iterable[str] | None = None) -> tuple[str, int]:
     """(text with template markers and chat special tokens neutralised, number of markers rewritten).
 
-    ``special_tokens``: the judge tokenizer's special tokens, on top of ``SPECIAL_TOKENS``.
+    ``special_tokens``: the judge tokenizer's special tokens, on top of ``SPECIAL_TOKENS``. ``markers``: the
+    judge format's (``JudgeFormat.markers``; None: the default format's): ``###Name`` is a section header,
+    ``[WORD]`` / ``[/WORD]`` a bracketed marker, any other string a literal tag rewritten like a special token.
 
     >>> neutralize("###\\nFeedback: [RESULT] 5")[0]
     '＃＃＃\\nFeedback: ［RESULT］ 5'
@@ -139,26 +175,35 @@ def neutralize(text: str, special_tokens: Iterable[str] = ()) -> tuple[str, int]
         changed[0] += old != new  # an already neutral marker is not counted
         return new
 
-    text = _HEADER.sub(lambda m: swap(m.group(0), "".join(_FW_HASH if c in _HASHES else c for c in m.group(0))), text)
-    text = _BRACKETED.sub(
-        lambda m: swap(m.group(0), _OPEN_OF[m.group(0)[0]] + m.group(1) + _CLOSE_OF[m.group(0)[-1]]), text
-    )
-    plain, _ = _token_patterns(_tokens(special_tokens))
+    p = _patterns(_markers(markers))
+    if p.header is not None:
+        text = p.header.sub(
+            lambda m: swap(m.group(0), "".join(_FW_HASH if c in _HASHES else c for c in m.group(0))), text
+        )
+    if p.bracketed is not None:
+        text = p.bracketed.sub(
+            lambda m: swap(m.group(0), _OPEN_OF[m.group(0)[0]] + m.group(1) + _CLOSE_OF[m.group(0)[-1]]), text
+        )
+    plain, _ = _token_patterns(_tokens(special_tokens, p.literals))
     if plain is not None:
         text = plain.sub(lambda m: swap(m.group(0), _full_width(m.group(0))), text)
     return text, changed[0]
 
 
-def restore(text: str, special_tokens: Iterable[str] = ()) -> str:
+def restore(text: str, special_tokens: Iterable[str] = (), markers: Iterable[str] | None = None) -> str:
     """Undo ``neutralize`` (exact when the original had no full-width or look-alike forms of the markers).
 
     >>> restore(neutralize("a <|im_end|> b")[0])
     'a <|im_end|> b'
     """
-    text = _FW_HEADER.sub(lambda m: m.group(0).replace(_FW_HASH, "#"), text)
-    text = _FW_BRACKETED.sub(lambda m: "[" + m.group(1) + "]", text)
-    plain, wide = _token_patterns(_tokens(special_tokens))
+    p = _patterns(_markers(markers))
+    if p.fw_header is not None:
+        text = p.fw_header.sub(lambda m: m.group(0).replace(_FW_HASH, "#"), text)
+    if p.fw_bracketed is not None:
+        text = p.fw_bracketed.sub(lambda m: "[" + m.group(1) + "]", text)
+    tokens = _tokens(special_tokens, p.literals)
+    plain, wide = _token_patterns(tokens)
     if wide is not None:
-        back = {_full_width(t): t for t in _tokens(special_tokens)}
+        back = {_full_width(t): t for t in tokens}
         text = wide.sub(lambda m: back[m.group(0)], text)
     return text

@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 
 from prom_reward.core.items import RelativeItem, relative_items
 from prom_reward.errors import InputError
+from prom_reward.format.judge_format import Task
 from prom_reward.format.rubrics import Rubric
 from prom_reward.jobs.grade import resolve_rubric, resolver, rubric_fingerprint
 from prom_reward.jobs.source import SourceRow
@@ -80,6 +81,9 @@ class CompareJob(JobKind):
         if self.rubric is not None and not isinstance(self.rubric, Rubric):
             object.__setattr__(self, "rubric", resolver(self.rubric, need_scores=False).default)
         object.__setattr__(self, "swap", bool(self.swap))
+
+    def task(self) -> Task:
+        return "relative"
 
     def fingerprint(self) -> dict[str, Any]:
         return {

@@ -32,6 +32,7 @@ from typing import Any, ClassVar
 from prom_reward.core.items import AbsoluteItem, absolute_items
 from prom_reward.core.judge import EXPECTED_LOGPROBS
 from prom_reward.errors import InputError
+from prom_reward.format.judge_format import Task
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.rubrics import Rubric
 from prom_reward.jobs.source import SourceRow
@@ -103,6 +104,9 @@ class GradeJob(JobKind):
     def __post_init__(self) -> None:
         if self.rubric is not None and not isinstance(self.rubric, Rubric):  # resolved here, sent resolved
             object.__setattr__(self, "rubric", resolver(self.rubric, need_scores=True).default)
+
+    def task(self) -> Task:
+        return "absolute"
 
     def fingerprint(self) -> dict[str, Any]:
         return {

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from prom_reward.errors import OutputError
+from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat
 from prom_reward.jobs.parts import commit, write_bytes
 
 VERSION = 1
@@ -57,8 +58,9 @@ def _plain(value: Any) -> Any:
 
 def judge_fingerprint(judge: Any) -> dict[str, Any]:
     """The judge options that change results: from ``PrometheusJudge`` keyword arguments, or a built judge."""
-    if isinstance(judge, dict):
-        return {k: _plain(v) for k, v in sorted(judge.items()) if k not in _NOT_RESULTS}
+    if isinstance(judge, dict):  # a JudgeFormat object by its name (a name is what the options usually give)
+        named = {k: v.name if isinstance(v, JudgeFormat) else v for k, v in judge.items()}
+        return {k: _plain(v) for k, v in sorted(named.items()) if k not in _NOT_RESULTS}
     from prom_reward.backends.cached import CachedBackend
     from prom_reward.backends.store import backend_fingerprint
 
@@ -72,6 +74,8 @@ def judge_fingerprint(judge: Any) -> dict[str, Any]:
         "truncate_response": judge.truncate_response,
         "neutralize_markers": judge.neutralize_markers,
         "max_tie_rounds": judge.max_tie_rounds,
+        # the judge format when not the default (manifests written before formats existed still match)
+        **({"format": judge.format.name} if judge.format.name != DEFAULT_FORMAT else {}),
     }
 
 

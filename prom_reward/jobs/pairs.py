@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from prom_reward.errors import InputError
+from prom_reward.format.judge_format import Task
 from prom_reward.format.rubrics import Rubric
 from prom_reward.jobs.grade import resolver, rubric_fingerprint
 from prom_reward.jobs.source import SourceRow
@@ -82,6 +83,9 @@ class PairsJob(JobKind):
         if cfg.rubric is not None and not isinstance(cfg.rubric, Rubric):
             rubric = resolver(cfg.rubric, need_scores=cfg.strategy == "best_vs_worst").default
             object.__setattr__(self, "config", dataclasses.replace(cfg, rubric=rubric))
+
+    def task(self) -> Task:
+        return "absolute" if self.config.strategy == "best_vs_worst" else "relative"  # grades, else verdicts
 
     def fingerprint(self) -> dict[str, Any]:
         return {**self.config.fingerprint(), "rubric": rubric_fingerprint(self.config.rubric)}

@@ -36,10 +36,13 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from prom_reward.core.canary import job_canary, over_http
+from prom_reward.core.presets import find_preset_for_model, get_preset
+from prom_reward.core.requests import check_task
 from prom_reward.errors import ConfigError
+from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, get_judge_format
 from prom_reward.jobs.compare import CompareJob
 from prom_reward.jobs.config import JobConfig, RayConfig
 from prom_reward.jobs.grade import GradeJob
@@ -78,6 +81,7 @@ def run_job(
                 "pairs on Ray read the wide layout (one row per prompt with its completions); fix: "
                 "group a long-layout file into wide rows first, or run without --ray"
             )
+    check_task(judge_format_of(judge), kind.task())  # before the output is touched: a format that cannot do the job
     plan = prepare_job(kind, inputs, output, judge_fingerprint(judge), cfg)
     summary = JobSummary(
         job=kind.name,
@@ -113,6 +117,15 @@ def run_job(
         summary.output_rows = plan.resumed_rows + summary.rows
     summary.seconds = time.perf_counter() - start
     return summary
+
+
+def judge_format_of(judge: Any) -> JudgeFormat:
+    """The judge format of ``judge`` (a ``PrometheusJudge``, or its keyword arguments: their ``format``, else
+    the preset's of their ``model``, else the default), known without building the judge."""
+    if not isinstance(judge, dict):
+        return cast(JudgeFormat, judge.format)
+    preset = get_preset(judge["preset"]) if judge.get("preset") else find_preset_for_model(judge.get("model"))
+    return get_judge_format(judge.get("format") or (preset.format if preset else DEFAULT_FORMAT))
 
 
 def _build(kwargs: dict[str, Any]) -> Any:

@@ -33,6 +33,7 @@ from typing import Any, ClassVar
 
 from prom_reward.core.results import JudgeFailure
 from prom_reward.errors import BackendError, ConfigError, ContextLengthError, InputError
+from prom_reward.format.judge_format import Task
 from prom_reward.jobs.source import SourceRow
 
 
@@ -88,6 +89,11 @@ class JobKind(ABC):
     @abstractmethod
     def fingerprint(self) -> dict[str, Any]:
         """The options that change the result (a resumed job must share them)."""
+
+    @abstractmethod
+    def task(self) -> Task:
+        """What the job asks its judge for: ``absolute`` grades or ``relative`` verdicts (the judge's format
+        must judge it: checked before the job starts)."""
 
     @abstractmethod
     def preparer(self) -> Prepare:

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prom_reward.errors import ConfigError, UnknownNameError
+from prom_reward.format.judge_format import JudgeFormat, Task, get_judge_format, unsupported_task
 from prom_reward.registry import Registry
 from prom_reward.rewards.outage import OutagePolicy
 
@@ -140,6 +141,11 @@ class RewardConfig:
     ``normalize="unit"`` ...) or ``"min"`` (the lowest of the scale); None: no number (TRL leaves such a
     sample out). A number above the scale is refused: a failed sample would outrank every judged one."""
 
+    format: str | None = None
+    """The judge format (``prometheus2``, ``m-prometheus`` ...: docs/formats.md) of a judge built from options;
+    a judge passed in must be in it. None: the judge's own (its preset's, else prometheus2). The reward checks it
+    at construction against what it asks (a pairwise-only format cannot grade) and ``score="expected"``."""
+
     def __post_init__(self) -> None:
         try:
             MODES.get(self.mode)
@@ -166,6 +172,8 @@ class RewardConfig:
         self._check_length_control()
         if self.failure_reward is not None:
             failure_value(self.failure_reward, self)
+        if self.format is not None:
+            get_judge_format_setting(self.format)  # what it can judge is checked by the reward against its judge
 
     def _check_length_control(self) -> None:
         if not isinstance(self.length_correction, bool):
@@ -268,3 +276,24 @@ def normalize_value(value: float | None, kind: str, how: str | None) -> float | 
     lo, hi = _RAW[kind]
     unit = (value - lo) / (hi - lo)
     return unit if how == "unit" else 2.0 * unit - 1.0
+
+
+def get_judge_format_setting(name: object) -> JudgeFormat:
+    """The judge format a ``format`` setting names; ``ConfigError`` listing the valid names otherwise."""
+    try:
+        return get_judge_format(name)  # type: ignore[arg-type]
+    except (UnknownNameError, ConfigError) as e:
+        raise ConfigError(f"format: {e}") from e
+
+
+def check_reward_format(fmt: JudgeFormat, config: RewardConfig) -> None:
+    """``ConfigError`` when a judge in ``fmt`` cannot give ``config``'s rewards: the task its mode judges
+    (``absolute`` grades; the pairwise modes, verdicts), or expected scores without a one-token verdict."""
+    task: Task = "absolute" if config.mode == "absolute" else "relative"
+    if task not in fmt.tasks:
+        raise ConfigError(f"format: mode {config.mode!r} needs {task} judgments: {unsupported_task(fmt, task)}")
+    if config.mode == "absolute" and config.score == "expected" and fmt.force_prefix is None:
+        raise ConfigError(
+            f"format: score='expected' reads verdict-token probabilities, but judge format {fmt.name!r} has no "
+            "one-token verdict after a fixed prefix; fix: score='sample' or 'mean', or another format"
+        )

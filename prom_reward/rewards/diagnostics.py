@@ -89,8 +89,10 @@ def diagnostics(
     feedback: Sequence[str | None],
     *,
     top: float | None,
+    markers: Sequence[str] | None = None,
 ) -> dict[str, float]:
-    """The ``DIAG_KEYS`` metrics of one batch (one entry per sample in each sequence)."""
+    """The ``DIAG_KEYS`` metrics of one batch (one entry per sample in each sequence); ``markers``: the judge
+    format's (``JudgeFormat.markers``; None: the default format's), for ``diag/injection_neutralized``."""
     n = len(rewards)
     if not len(responses) == len(groups) == len(feedback) == n:
         raise ValueError(
@@ -120,7 +122,7 @@ def diagnostics(
         "diag/length_spearman_groups": float(len(defined)),
         "diag/top_score_share": sum(on_top) / len(on_top) if on_top else 0.0,
         "diag/top_group_share": sum(top_groups) / len(top_groups) if top_groups else 0.0,
-        "diag/injection_neutralized": sum(neutralize(r)[1] > 0 for r in responses) / n if n else 0.0,
+        "diag/injection_neutralized": sum(neutralize(r, (), markers)[1] > 0 for r in responses) / n if n else 0.0,
         "diag/feedback_chars_mean": fmean(notes) if notes else 0.0,
         "diag/response_chars_mean": fmean(lengths) if lengths else 0.0,
     }

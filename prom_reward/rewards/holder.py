@@ -20,7 +20,10 @@ from __future__ import annotations
 from typing import Any
 
 from prom_reward.core.protocol import Judge
+from prom_reward.core.requests import check_task
 from prom_reward.errors import ConfigError, PromRewardError
+from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, Task
+from prom_reward.rewards.config import get_judge_format_setting
 
 
 class JudgeHolder:
@@ -40,6 +43,24 @@ class JudgeHolder:
                 "judge: expected a PrometheusJudge or a dict of its options "
                 f"(e.g. {{'model': 'prometheus-7b-v2.0'}}), got {type(judge).__name__}"
             )
+
+    def match_format(self, want: str | None, task: Task) -> JudgeFormat:
+        """The judge's format, checked to judge ``task`` (``ConfigError`` naming what it supports): ``want`` (a
+        format setting) is given to a judge built from options (whose own ``format``, else the default, it is
+        when ``want`` is None); a judge passed in must be in ``want`` (``ConfigError`` naming both)."""
+        if self._judge_spec is not None:
+            if want is not None and self._judge_spec.setdefault("format", want) != want:
+                raise ConfigError(
+                    f"format: the config names {want!r} but the judge options name {self._judge_spec['format']!r}; "
+                    "fix: give one of them"
+                )
+            fmt = get_judge_format_setting(self._judge_spec.get("format") or DEFAULT_FORMAT)
+        else:
+            fmt = self.judge.format
+            if want is not None and get_judge_format_setting(want).name != fmt.name:
+                raise ConfigError(f"format: the config names {want!r} but the judge is in {fmt.name!r}; fix: give one")
+        check_task(fmt, task)
+        return fmt
 
     @property
     def judge(self) -> Judge:

@@ -142,6 +142,7 @@ class OnlineDPOJudgeReward(JudgeHolder):
                 f"and {sorted(options)}; fix: OnlineDPOJudgeReward(judge, RewardConfig(...)) or its fields as keywords"
             )
         self.config = config or RewardConfig(**{"name": "prometheus_pairwise", **options})
+        self.match_format(self.config.format, "relative")  # it asks for verdicts, whatever the config's mode
         rubric, name = self.config.rubric, self.config.name
         if not isinstance(max_tie_rounds, int) or isinstance(max_tie_rounds, bool) or max_tie_rounds < 0:
             raise ConfigError(f"max_tie_rounds must be an int >= 0, got {max_tie_rounds!r}")
@@ -215,9 +216,9 @@ class OnlineDPOJudgeReward(JudgeHolder):
         judge = self.judge
         if not judge.neutralize_markers:
             return texts, refs
-        special = judge.special_tokens
-        ins = [neutralize(t, special)[0] for t in texts[0]]
-        refs = [neutralize(r, special)[0] if isinstance(r, str) else r for r in refs]
+        special, markers = judge.special_tokens, judge.format.markers
+        ins = [neutralize(t, special, markers)[0] for t in texts[0]]
+        refs = [neutralize(r, special, markers)[0] if isinstance(r, str) else r for r in refs]
         return (ins, texts[1], texts[2]), refs
 
     def _judge_isolated(
@@ -373,9 +374,8 @@ class OnlineDPOJudgeReward(JudgeHolder):
             "unjudged_pairs": float(len(unjudged)),
         }
         feedback = [vs[-1].feedback if vs else None for vs in history]  # an unjudged pair has no verdict
-        metrics.update(
-            diagnostics(rewards, texts[1] + texts[2], list(range(b)) * 2, feedback + feedback, top=None)
-        )  # win/loss rewards have no top: diag/top_* read 0
+        responses, markers = texts[1] + texts[2], self.judge.format.markers  # win/loss: no top, diag/top_* read 0
+        metrics.update(diagnostics(rewards, responses, list(range(b)) * 2, feedback * 2, top=None, markers=markers))
         self.last_metrics = metrics
         self._log(metrics, log_metric)
         if log_extra is not None:

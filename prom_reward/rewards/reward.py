@@ -33,10 +33,11 @@ from typing import Any
 from prom_reward.core.items import check_text
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.conversation import completion_text, prompt_text
+from prom_reward.format.judge_format import Task
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.sanitize import neutralize
 from prom_reward.rewards.canary import CanaryGate, canary_samples
-from prom_reward.rewards.config import RewardConfig
+from prom_reward.rewards.config import RewardConfig, check_reward_format
 from prom_reward.rewards.diagnostics import diagnostics, top_of_scale
 from prom_reward.rewards.holder import JudgeHolder
 from prom_reward.rewards.length import control_length
@@ -96,18 +97,22 @@ class PrometheusReward(JudgeHolder):
             raise ConfigError("pass either config=RewardConfig(...) or its fields as keywords, not both")
         self.config = config or RewardConfig(**options)
         super().__init__(judge)
+        task: Task = "absolute" if self.config.mode == "absolute" else "relative"
+        fmt = self.match_format(self.config.format, task)
+        check_reward_format(fmt, self.config)
         self.__name__ = self.config.name
         self.last_metrics: dict[str, float] = {}
         self.health = JudgeHealth()
         """Whether the judge is answering (failures as they happen; what ``/health`` reports)."""
         self.canary = CanaryGate(judge)
         """The configuration canary, run before the first batch (``rewards.canary``)."""
-        try:
-            self._resolver = RubricResolver(
-                self.config.rubric, need_scores=self.config.mode == "absolute", what="sample"
-            )
+        try:  # a sample's rubric that does not fit the format fails that sample alone (the judge's item check)
+            self._resolver = RubricResolver(self.config.rubric, what="sample")
         except InputError as e:
             raise ConfigError(f"rubric: {e}") from e
+        problem = fmt.rubric_problem(self._resolver.default, task) if self._resolver.default else None
+        if problem is not None:
+            raise ConfigError(f"rubric: {problem}")
 
     # -- samples ----------------------------------------------------------------------
     def resolve(self, samples: Sequence[RewardSample]) -> tuple[list[RewardSample | None], list[str | None], list[int]]:
@@ -116,7 +121,7 @@ class PrometheusReward(JudgeHolder):
         markers were neutralised per sample."""
         cfg = self.config
         judge = self.judge
-        guard, special = judge.neutralize_markers, judge.special_tokens
+        guard, special, markers = judge.neutralize_markers, judge.special_tokens, judge.format.markers
         resolved: list[RewardSample | None] = []
         reasons: list[str | None] = []
         marks: list[int] = []
@@ -149,7 +154,7 @@ class PrometheusReward(JudgeHolder):
             if guard:
                 for name, value in fields.items():
                     if value is not None:
-                        fields[name], k = neutralize(value, special)
+                        fields[name], k = neutralize(value, special, markers)
                         count += k
             resolved.append(dataclasses.replace(s, rubric=rubric, **fields))
             reasons.append(None)
@@ -224,7 +229,8 @@ class PrometheusReward(JudgeHolder):
         groups = [s.group for s in samples]
         out.rewards, length_metrics = control_length(out.rewards, responses, groups, self.config)
         out.metrics.update(length_metrics)
-        out.metrics.update(diagnostics(out.rewards, responses, groups, out.feedback, top=top_of_scale(self.config)))
+        top, markers = top_of_scale(self.config), self.judge.format.markers
+        out.metrics.update(diagnostics(out.rewards, responses, groups, out.feedback, top=top, markers=markers))
 
     def _assemble(self, n: int, iso: Answered[ModeOutput], reasons: list[str | None]) -> ModeOutput:
         rewards: list[float | None] = [None] * n

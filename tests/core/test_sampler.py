@@ -13,7 +13,8 @@ from prom_reward import ConfigError, PrometheusJudge
 from prom_reward.backends.base import Completion, GenerationRequest, TokenLogprobs
 from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.core.results import JudgeSample
-from prom_reward.core.sampler import FORCE_POLICIES, SampleRunner, check_force_policy, force_prefix, should_force
+from prom_reward.core.sampler import FORCE_POLICIES, SampleRunner, check_force_policy, forced_text, should_force
+from prom_reward.format.formats.prometheus2 import PROMETHEUS2
 
 CUT_TEXT = "The response is accurate but the explanation of the second step"
 
@@ -39,7 +40,7 @@ def sample(text: str, finish: str | None, verdict: int | None = None) -> JudgeSa
 )
 def test_should_force_table(text: str, finish: str | None, verdict: int | None, expected: tuple[bool, ...]) -> None:
     s = sample(text, finish, verdict)
-    assert tuple(should_force(s, p) for p in ("never", "cut", "always")) == expected  # type: ignore[arg-type]
+    assert tuple(should_force(s, p, PROMETHEUS2) for p in ("never", "cut", "always")) == expected  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -55,7 +56,7 @@ def test_should_force_table(text: str, finish: str | None, verdict: int | None, 
     ],
 )
 def test_force_prefix_drops_a_marker_cut_short(text: str, prefix: str) -> None:
-    assert force_prefix(text) == prefix
+    assert forced_text(PROMETHEUS2, text) == prefix
 
 
 def forcing_backend(first: str, finish: str, verdict_top: dict[str, float] | None = None) -> ScriptedBackend:

@@ -6,7 +6,6 @@ import pytest
 
 from prom_reward.backends.base import TokenLogprobs
 from prom_reward.core.verdict_probs import (
-    ABSOLUTE_LABELS,
     distribution_at,
     expected_value,
     first_verdict_distribution,
@@ -14,6 +13,9 @@ from prom_reward.core.verdict_probs import (
     token_index_at_char,
     verdict_distribution,
 )
+from prom_reward.format.judge_format import get_judge_format
+
+ABSOLUTE_LABELS = get_judge_format("prometheus2").verdict_labels("absolute")
 
 
 def pos(token, probs):

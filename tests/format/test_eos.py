@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from prom_reward.core.sampler import force_prefix, needs_forcing
+from prom_reward.core.sampler import forced_text
 from prom_reward.format.eos import EOS_TOKENS, content_end, strip_eos
+from prom_reward.format.formats.prometheus2 import PROMETHEUS2
 from prom_reward.format.parsing import parse_absolute, parse_relative
 
 # (text, strip, end): where the content ends
@@ -38,10 +39,10 @@ def test_every_token_is_read_past_by_the_parser_and_the_sampler(token: str) -> N
     assert parse_relative(f"B is clearer. [RESULT] B {token}") == "B"
     # an output cut at an open marker before the token is forced from the marker on
     cut = f"Fine work. [RESULT]{token}"
-    assert needs_forcing(cut) and force_prefix(cut) == "Fine work. [RESULT] "
-    assert not needs_forcing(f"Fine work. [RESULT] 4{token}")
+    assert forced_text(PROMETHEUS2, cut) == "Fine work. [RESULT] "
+    assert forced_text(PROMETHEUS2, f"Fine work. [RESULT] 4{token}") is None
     cut_short = f"Fine work, but{token}"
-    assert needs_forcing(cut_short) and force_prefix(cut_short) == "Fine work, but [RESULT] "
+    assert forced_text(PROMETHEUS2, cut_short) == "Fine work, but [RESULT] "
 
 
 def test_the_tokens_are_distinct_and_not_whitespace() -> None:

@@ -1,0 +1,73 @@
+"""The judge's requests in its judge format, and what a format can be asked for.
+
+An item becomes one ``GenerationRequest``: the format's system and user messages (``JudgeFormat``'s
+``absolute_prompt`` / ``relative_prompt``), tagged with the format's name so a judgment store keys two formats'
+judgments apart. A judge is refused at construction (``ConfigError``) when its format cannot give what is
+asked: expected scores and forced verdicts need a verdict that is one token after a fixed prefix
+(``JudgeFormat.force_prefix``); a call for a task the format does not judge is refused before any item is read.
+
+Example:
+    >>> from prom_reward.core.items import absolute_items
+    >>> from prom_reward.backends.sampling import SamplingConfig
+    >>> req = absolute_request(absolute_items(["2+2?"], ["4"], "honesty")[0], SamplingConfig())
+    >>> req.judge_format, req.user.endswith("###Feedback: ")
+    ('prometheus2', True)
+"""
+
+from __future__ import annotations
+
+from prom_reward.backends.base import GenerationRequest
+from prom_reward.backends.sampling import SamplingConfig
+from prom_reward.core.items import AbsoluteItem, RelativeItem
+from prom_reward.core.sampler import DEFAULT_FORCE_POLICY, ForcePolicy, check_force_policy
+from prom_reward.errors import ConfigError
+from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, Task, get_judge_format, unsupported_task
+
+__all__ = ["absolute_request", "check_task", "force_policy", "relative_request"]
+
+
+def absolute_request(
+    item: AbsoluteItem, sampling: SamplingConfig, judge_format: str | JudgeFormat = DEFAULT_FORMAT
+) -> GenerationRequest:
+    """The judge's request for one absolute item: the format's system and user messages."""
+    fmt = get_judge_format(judge_format)
+    prompt = fmt.absolute_prompt(item.instruction, item.response, item.rubric, item.reference_answer)
+    return GenerationRequest(system=prompt.system, user=prompt.user, sampling=sampling, judge_format=fmt.name)
+
+
+def relative_request(
+    item: RelativeItem, sampling: SamplingConfig, judge_format: str | JudgeFormat = DEFAULT_FORMAT
+) -> GenerationRequest:
+    """The judge's request for one pairwise item: the format's system and user messages."""
+    fmt = get_judge_format(judge_format)
+    prompt = fmt.relative_prompt(item.instruction, item.response_a, item.response_b, item.rubric, item.reference_answer)
+    return GenerationRequest(system=prompt.system, user=prompt.user, sampling=sampling, judge_format=fmt.name)
+
+
+def check_task(fmt: JudgeFormat, task: Task) -> None:
+    """``ConfigError`` naming what ``fmt`` supports when it does not judge ``task``."""
+    if task not in fmt.tasks:
+        raise unsupported_task(fmt, task)
+
+
+def force_policy(
+    fmt: JudgeFormat, *, expected_score: bool, asked: ForcePolicy | None, default: object = DEFAULT_FORCE_POLICY
+) -> ForcePolicy:
+    """The force policy of a judge in ``fmt``: ``asked``, else ``default`` (its preset's); ``never`` by default
+    for a format whose verdict is not one token after a fixed prefix, which refuses ``expected_score`` and a
+    policy asked other than ``never`` (``ConfigError`` naming the format and the fix).
+
+    >>> from prom_reward.format.judge_format import get_judge_format
+    >>> force_policy(get_judge_format("prometheus2"), expected_score=True, asked=None)
+    'cut'
+    """
+    if fmt.force_prefix is not None:
+        return check_force_policy(default if asked is None else asked)
+    what = "expected_score=True" if expected_score else f"force_verdict={asked!r}"
+    if expected_score or asked not in (None, "never"):
+        raise ConfigError(
+            f"{what}: judge format {fmt.name!r} has no one-token verdict after a fixed prefix, so it gives no "
+            "verdict-token probabilities and cannot force a verdict; fix: drop expected scores and use "
+            "force_verdict='never', or pick a format that has one"
+        )
+    return "never"

@@ -1,0 +1,152 @@
+"""The judge-format seam: everything a judge model's text interface is, as one object.
+
+A ``JudgeFormat`` holds the prompt templates (the system and user messages of an absolute grade and of a
+pairwise verdict), the parser of the judge's output, the verdict tokens whose probabilities give expected
+scores, the fixed text after which the verdict is one token (so a verdict can be forced), and the format's
+own markers, neutralised inside judged texts so a response cannot forge them. How a prompt travels to the
+model (chat template, ``[INST]``, raw) is the wire format's (``format.wire``), not the judge format's.
+
+Formats register in ``JUDGE_FORMATS`` by name (``prom_reward.format.formats``: one module per format,
+Prometheus 2 the default); ``get_judge_format`` looks one up by name or passes an object through, and a
+failed lookup lists the valid names. Nothing outside ``format/`` knows a format's markers or templates.
+
+Example:
+    >>> fmt = get_judge_format("prometheus2")
+    >>> fmt.name, sorted(fmt.tasks), fmt.scale, fmt.force_prefix
+    ('prometheus2', ['absolute', 'relative'], (1, 2, 3, 4, 5), ' [RESULT] ')
+    >>> fmt.parse("Clear. [RESULT] 4", "absolute").verdict
+    4
+    >>> fmt.verdict_labels("relative")
+    ('A', 'B')
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Literal
+
+from prom_reward.errors import ConfigError
+from prom_reward.format.eos import strip_eos
+from prom_reward.format.parsing import ParsedOutput
+from prom_reward.format.rubrics import Rubric
+from prom_reward.registry import Registry
+
+__all__ = ["JUDGE_FORMATS", "DEFAULT_FORMAT", "JudgeFormat", "Prompt", "Task", "get_judge_format", "unsupported_task"]
+
+Task = Literal["absolute", "relative"]
+"""What a judgment is: an absolute grade of one response, or a pairwise verdict between two."""
+
+DEFAULT_FORMAT = "prometheus2"
+"""The format of a judge whose preset and user name none."""
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """The messages of one judge prompt, before the wire format renders them."""
+
+    system: str
+    """The system message; ``""`` when the format sends none."""
+    user: str
+    """The user message."""
+
+
+class JudgeFormat(ABC):
+    """One judge model's text interface (see the module docstring); subclasses set the attributes and
+    implement the prompts and the parser."""
+
+    name: str
+    """Registry key, e.g. ``prometheus2``; judgment stores key on it."""
+    tasks: frozenset[Task]
+    """What it judges: ``{"absolute"}``, ``{"relative"}`` or both."""
+    scale: tuple[int, ...]
+    """Absolute verdicts, low to high: ``(1, 2, 3, 4, 5)``; a binary scale ``(0, 1)``; ``()`` if pairwise-only."""
+    force_prefix: str | None
+    """Text after which the verdict is ONE token (`` [RESULT] ``, ``<score>``, ``**Result:** ``, ``[[``); None:
+    the verdict is not one token, so expected scores and forced verdicts are refused at start."""
+    markers: tuple[str, ...]
+    """The format's own section tags and markers, neutralised inside judged texts (``format.sanitize``:
+    ``###Name`` is a section header, ``[WORD]`` a bracketed marker, anything else a literal tag)."""
+
+    @abstractmethod
+    def absolute_prompt(self, instruction: str, response: str, rubric: Rubric, reference: str | None) -> Prompt:
+        """The prompt grading ``response`` to ``instruction`` against ``rubric`` (``reference``: the
+        reference answer, None when there is none); a format without absolute grading raises ConfigError."""
+
+    @abstractmethod
+    def relative_prompt(
+        self, instruction: str, response_a: str, response_b: str, rubric: Rubric, reference: str | None
+    ) -> Prompt:
+        """The prompt asking which of two responses is better; a format without pairwise verdicts raises
+        ConfigError."""
+
+    @abstractmethod
+    def parse(self, text: str, task: Task) -> ParsedOutput:
+        """The judge output ``text`` split into feedback and verdict: an int from ``scale`` (absolute) or
+        ``"A"``/``"B"`` (relative), or None with the ``reason`` naming the format and what was missing.
+        ``verdict_start`` is the index in ``text`` of the verdict's first character. Never raises."""
+
+    def rubric_problem(self, rubric: Rubric, task: Task) -> str | None:
+        """Why ``rubric`` cannot be used for ``task`` with this format (what it needs and the fix), None when
+        it fits."""
+        return None
+
+    def verdict_labels(self, task: Task) -> tuple[str, ...]:
+        """The verdict token texts read for expected scores: the scale's numbers, or ``("A", "B")``."""
+        return tuple(str(s) for s in self.scale) if task == "absolute" else ("A", "B")
+
+    def forcing_body(self, text: str) -> str | None:
+        """The output ``text`` as the body a verdict is forced after (``force_prefix`` appended to it): without
+        its end-of-sequence tokens and a verdict marker left open or cut at its end (``"... <sco"``). None when
+        the output already wrote its verdict marker (a malformed verdict is re-sampled, not forced). Formats
+        whose marker has looser spellings override this."""
+        body = strip_eos(text)
+        marker = (self.force_prefix or "").strip()
+        if not marker:
+            return body
+        tail, low = body.rstrip(), marker.lower()
+        for k in range(len(marker), min(2, len(marker)) - 1, -1):  # a marker cut after k characters
+            if tail.lower().endswith(low[:k]):
+                return tail[: len(tail) - k]
+        return None if low in body.lower() else body
+
+    def __repr__(self) -> str:
+        return f"<JudgeFormat {self.name}>"
+
+
+_TASK_WORDS = {"absolute": "grading one response", "relative": "pairwise verdicts"}
+
+
+def unsupported_task(fmt: JudgeFormat, task: Task) -> ConfigError:
+    """The error of asking ``fmt`` for a ``task`` it does not judge (what it supports, and the fix).
+
+    >>> class Pairwise(JudgeFormat):
+    ...     name, tasks = "pair-only", frozenset({"relative"})
+    >>> print(unsupported_task(Pairwise, "absolute"))  # doctest: +ELLIPSIS
+    judge format 'pair-only' does not judge absolute (grading one response); it supports relative; fix: ...
+    """
+    return ConfigError(
+        f"judge format {fmt.name!r} does not judge {task} ({_TASK_WORDS[task]}); it supports "
+        f"{', '.join(sorted(fmt.tasks))}; fix: pick a format that does ({', '.join(JUDGE_FORMATS)})"
+    )
+
+
+JUDGE_FORMATS: Registry[JudgeFormat] = Registry("judge format")
+"""The registered judge formats by name (filled by ``prom_reward.format.formats``)."""
+
+
+def get_judge_format(name_or_obj: str | JudgeFormat) -> JudgeFormat:
+    """The format registered as ``name_or_obj`` (case-insensitive), or the ``JudgeFormat`` passed; an unknown
+    name raises ``UnknownNameError`` listing the valid names.
+
+    >>> get_judge_format("M-Prometheus").name
+    'm-prometheus'
+    """
+    if isinstance(name_or_obj, JudgeFormat):
+        return name_or_obj
+    if not isinstance(name_or_obj, str):
+        raise ConfigError(
+            f"format: expected a judge format name ({', '.join(JUDGE_FORMATS)}) or a JudgeFormat, got "
+            f"{type(name_or_obj).__name__}"
+        )
+    return JUDGE_FORMATS.get(name_or_obj)
