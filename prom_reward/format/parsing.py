@@ -47,7 +47,7 @@ Example:
     >>> parse_relative("Response B cites sources. [RESULT: B]")
     'B'
     >>> parse_output("Feedback: Thorough. [RESULT] (5)", "absolute")
-    ParsedOutput(feedback='Thorough.', verdict=5, verdict_start=30)
+    ParsedOutput(feedback='Thorough.', verdict=5, verdict_start=30, reason=None)
 """
 
 from __future__ import annotations
@@ -210,12 +210,15 @@ class ParsedOutput:
     ``feedback``: the text before the deciding verdict marker, stripped, with a
     leading ``Feedback:`` label removed. ``verdict``: 1-5, ``"A"``/``"B"`` or
     ``None``. ``verdict_start``: index in the original text of the verdict
-    character (the ``4`` or the ``B``), ``None`` without a verdict.
+    character (the ``4`` or the ``B``), ``None`` without a verdict. ``reason``:
+    when there is no verdict, why (naming the format and what was missing), or
+    ``None``.
     """
 
     feedback: str
     verdict: int | str | None
     verdict_start: int | None
+    reason: str | None = None
 
 
 def _clean_feedback(text: str) -> str:
@@ -238,7 +241,7 @@ def parse_output(text: object, mode: Mode) -> ParsedOutput:
     ``text`` may be anything, and non-strings give an empty, verdict-less result.
 
     >>> parse_output("Feedback: Lists 4 steps.\\n[RESULT] Score: 2", "absolute")
-    ParsedOutput(feedback='Lists 4 steps.', verdict=2, verdict_start=41)
+    ParsedOutput(feedback='Lists 4 steps.', verdict=2, verdict_start=41, reason=None)
     >>> parse_output("[RESULT] 4 ... [RESULT] 2.5", "absolute").verdict is None
     True
     """
