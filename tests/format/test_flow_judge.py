@@ -20,6 +20,7 @@ from prom_reward.format import formats  # noqa: F401  (registers the formats)
 from prom_reward.format.formats.flow_judge import FlowJudgeFormat, user_template
 from prom_reward.format.judge_format import JUDGE_FORMATS, Prompt, get_judge_format
 from prom_reward.format.rubrics import Rubric
+from prom_reward.format.wire import get_wire_format
 
 ROOT = Path(__file__).resolve().parents[2]
 FIVE, THREE, BINARY = (JUDGE_FORMATS.get(n) for n in ("flow-judge", "flow-judge-3", "flow-judge-binary"))
@@ -122,6 +123,17 @@ def test_prompts_are_byte_identical_to_the_peers(peer, fmt, item):
     rubric = rubric_for(fmt, criteria, descriptions)
     ours = fmt.absolute_prompt(instruction, response, rubric, reference)
     assert ours == Prompt(system="", user=peer_prompt(peer, fmt, instruction, response, rubric, reference))
+
+
+def test_the_chat_messages_are_the_ones_the_peers_model_classes_send(peer):
+    """flow-judge's vLLM, llamafile and Baseten classes send ``[{"role": "user", "content": prompt.strip()}]``;
+    our empty system message is dropped by the chat wire, with or without a system role."""
+    instruction, response, criteria, _, reference = ITEMS["unicode"]
+    rubric = rubric_for(FIVE, criteria, None)
+    prompt = FIVE.absolute_prompt(instruction, response, rubric, reference)
+    sent = [{"role": "user", "content": peer_prompt(peer, FIVE, instruction, response, rubric, reference).strip()}]
+    for system_role in (True, False):
+        assert get_wire_format("chat").messages(prompt.system, prompt.user, system_role=system_role) == sent
 
 
 @pytest.mark.parametrize("preset", ["CORRECTNESS", "FAITHFULNESS", "RELEVANCE"])
@@ -273,3 +285,25 @@ def test_the_verdict_is_one_token_after_the_prefix(smollm2_dir):
     for label in ("0", "1", "2", "3", "4", "5"):
         ids = tokenizer.encode(FB + FIVE.force_prefix + label + "</score>", add_special_tokens=False)
         assert ids[: len(prefix)] == prefix and tokenizer.decode(ids[len(prefix)]) == label
+
+
+def test_smollm2_on_a_flow_judge_prompt_parses_by_its_rules_and_forces_after_the_prefix(smollm2_engine):
+    """The real engine on a Flow-Judge prompt (SmolLM2 cannot judge): whatever it writes is parsed by the
+    format's rules, and after ``...</feedback>\n<score>`` the next token's top alternatives hold verdict tokens."""
+    from prom_reward.backends.base import GenerationRequest
+    from prom_reward.backends.sampling import SamplingConfig
+
+    prompt = FIVE.absolute_prompt("What is 2+2?", "4", rubric_for(FIVE, "Is the answer correct?", None), "4")
+    free = GenerationRequest(prompt.system, prompt.user, SamplingConfig(max_tokens=48, temperature=0.0))
+    forced = GenerationRequest(
+        prompt.system,
+        prompt.user,
+        SamplingConfig(max_tokens=1, temperature=0.0, logprobs=20),
+        assistant_prefix=FB + FIVE.force_prefix,
+    )
+    free_result, forced_result = smollm2_engine.generate([free, forced])
+    text = free_result.completions[0].text
+    got = FIVE.parse(text, "absolute")
+    assert (got.verdict is None) == (got.reason is not None) and (got.verdict is None or got.verdict in FIVE.scale)
+    top = forced_result.completions[0].logprobs[0].top
+    assert set(FIVE.verdict_labels("absolute")) & set(top), f"no verdict token among {sorted(top)}"
