@@ -43,7 +43,8 @@ class CliParser(argparse.ArgumentParser):
         else:
             command = self.prog.rsplit(".", 1)[-1]
         where = f"{command}: " if command else ""
-        self.exit(2, error_line(f"{where}{message}{FIX}see {self.prog} --help") + "\n")
+        hint = "" if FIX in message else f"{FIX}see {self.prog} --help"
+        self.exit(2, error_line(f"{where}{message}{hint}") + "\n")
 
 
 RENAMED = {"base_url": "server", "expected_score": "expected", "truncate_response": "truncate"}

@@ -40,7 +40,8 @@ def _rubric_text(rubric: Rubric | str, absolute: bool) -> str:
         )
     if absolute and not rubric.has_scores:
         raise InputError(
-            f"rubric {rubric.criteria[:60]!r} has no score descriptions; absolute grading needs five (score 1..5)",
+            f"rubric {rubric.criteria[:60]!r} has {len(rubric.descriptions) or 'no'} score descriptions; absolute "
+            "grading needs five (score 1..5)",
             field="rubric",
         )
     return rubric.format() if absolute else rubric.format_criteria()

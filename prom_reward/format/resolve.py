@@ -74,7 +74,8 @@ class RubricResolver:
             self._cache[key] = rubric
         if self.need_scores and not rubric.has_scores:
             raise InputError(
-                f"{where}{field}: rubric {rubric.criteria[:60]!r} has no score descriptions; absolute "
+                f"{where}{field}: rubric {rubric.criteria[:60]!r} has {len(rubric.descriptions) or 'no'} score "
+                "descriptions; absolute "
                 "grading needs five (score1_description..score5_description)",
                 index=index,
                 field=field,

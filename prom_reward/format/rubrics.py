@@ -1,7 +1,8 @@
 """Score rubrics: the five built-ins, and conversion between dicts, files and formatted text.
 
-A rubric is a criteria question plus five score descriptions (score 1..5) for absolute
-grading; pairwise ranking uses only the criteria. The formatted text is the Prometheus layout
+A rubric is a criteria question plus its score descriptions, lowest score first, for absolute
+grading: five for Prometheus' 1-5 scale, or 2 to 4 for judges on shorter scales (Flow-Judge's
+binary and 3-point scales); pairwise ranking uses only the criteria. The formatted text is the Prometheus layout
 (``SCORE_RUBRIC_TEMPLATE``): ``[criteria]`` on the first line, then ``Score 1: ...`` to
 ``Score 5: ...``. ``Rubric.parse`` inverts ``format()`` (and the bare ``[criteria]`` form) exactly.
 
@@ -42,19 +43,20 @@ _SCORE_KEYS = tuple(f"score{k}_description" for k in range(1, 6))
 _MARKERS = tuple(f"\nScore {k}: " for k in range(1, 6))
 _SUFFIXES = (".json", ".yaml", ".yml")
 _LAYOUTS = (
-    "'criteria' plus 'score1_description'..'score5_description' (or a 'descriptions' list of five), "
-    "or 'criteria' alone for a pairwise-only rubric"
+    "'criteria' plus 'score1_description'..'score5_description' (or a 'descriptions' list of 2 to 5, "
+    "lowest score first), or 'criteria' alone for a pairwise-only rubric"
 )
 
 
 @dataclass(frozen=True)
 class Rubric:
-    """A Prometheus score rubric; validated on construction (raises ConfigError)."""
+    """A score rubric; validated on construction (raises ConfigError)."""
 
     criteria: str
     """The question the judge grades against, without the surrounding brackets."""
     descriptions: tuple[str, ...] = ()
-    """What scores 1..5 mean, in order (five strings), or empty for a pairwise-only rubric."""
+    """What each score means, lowest score first: five strings (scores 1..5), 2 to 4 for a shorter scale
+    (a judge format checks the count it needs), or empty for a pairwise-only rubric."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.criteria, str):
@@ -67,14 +69,14 @@ class Rubric:
         descs = self.descriptions
         if not isinstance(descs, (list, tuple)):
             raise ConfigError(
-                f"rubric descriptions must be a list or tuple of five str, got "
+                f"rubric descriptions must be a list or tuple of 2 to 5 str, got "
                 f"{type(descs).__name__}; pass (score1, ..., score5) or () for pairwise only"
             )
         object.__setattr__(self, "descriptions", tuple(descs))
-        if len(descs) not in (0, 5):
+        if len(descs) == 1 or len(descs) > 5:
             raise ConfigError(
-                f"a rubric needs exactly 5 score descriptions (score 1..5), or none for a "
-                f"pairwise-only rubric; got {len(descs)}: add the missing ones or pass none"
+                f"a rubric needs 2 to 5 score descriptions, lowest score first (5 for a 1-5 scale), or none "
+                f"for a pairwise-only rubric; got {len(descs)}: give one per score of the judge's scale or none"
             )
         for k, d in enumerate(descs, 1):
             if not isinstance(d, str):
@@ -93,7 +95,7 @@ class Rubric:
 
     @property
     def has_scores(self) -> bool:
-        """True when the rubric has its five score descriptions (usable for absolute grading)."""
+        """True when the rubric has five score descriptions (what Prometheus' 1-5 grading and ``format()`` need)."""
         return len(self.descriptions) == 5
 
     def format(self) -> str:
@@ -104,8 +106,8 @@ class Rubric:
         """
         if not self.has_scores:
             raise ConfigError(
-                f"rubric {self.criteria[:60]!r} has no score descriptions, so it has no full "
-                "form; use format_criteria() for pairwise prompts, or add five descriptions"
+                f"rubric {self.criteria[:60]!r} has {len(self.descriptions) or 'no'} score descriptions, so it "
+                "has no Prometheus form (five); use format_criteria() for pairwise prompts, or give five"
             )
         return SCORE_RUBRIC_TEMPLATE.format(criteria=self.criteria, **self._score_fields())
 
@@ -117,12 +119,17 @@ class Rubric:
         """
         return f"[{self.criteria}]"
 
-    def to_dict(self) -> dict[str, str]:
-        """``{"criteria": ..., "score1_description": ..., ...}`` (no score keys when pairwise-only).
+    def to_dict(self) -> dict[str, Any]:
+        """``{"criteria": ..., "score1_description": ..., ...}`` (no score keys when pairwise-only; a
+        ``descriptions`` list when there are 2 to 4).
 
         >>> Rubric("Kind?").to_dict()
         {'criteria': 'Kind?'}
+        >>> Rubric("Right?", ("No.", "Yes.")).to_dict()
+        {'criteria': 'Right?', 'descriptions': ['No.', 'Yes.']}
         """
+        if self.descriptions and not self.has_scores:
+            return {"criteria": self.criteria, "descriptions": list(self.descriptions)}
         return {"criteria": self.criteria, **self._score_fields()}
 
     def _score_fields(self) -> dict[str, str]:
@@ -132,7 +139,7 @@ class Rubric:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Rubric:
         """A rubric from ``criteria`` + ``score1_description``..``score5_description``, or
-        ``criteria`` + ``descriptions`` (a list of five), or ``criteria`` alone.
+        ``criteria`` + ``descriptions`` (a list of 2 to 5, lowest score first), or ``criteria`` alone.
 
         >>> Rubric.from_dict({"criteria": "Kind?", "descriptions": ["1", "2", "3", "4", "5"]}).has_scores
         True
@@ -151,7 +158,7 @@ class Rubric:
             missing = [k for k in _SCORE_KEYS if k not in d]
             raise ConfigError(
                 f"rubric dict has {present} but lacks {missing}; fix: give all five score "
-                "descriptions, or none for a pairwise-only rubric"
+                "descriptions, a 'descriptions' list for a shorter scale, or none for a pairwise-only rubric"
             )
         descriptions = tuple(d[k] for k in _SCORE_KEYS) if present else d.get("descriptions", ())
         return cls(d["criteria"], descriptions)

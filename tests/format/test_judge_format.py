@@ -267,7 +267,7 @@ def test_every_judging_command_takes_format_and_refuses_an_unknown_one(command, 
     with pytest.raises(SystemExit) as bad:
         main([command, "--format", "prometheus3"])
     err = capsys.readouterr().err
-    assert bad.value.code == 2 and "unknown judge format 'prometheus3'; valid names: m-prometheus" in err
+    assert bad.value.code == 2 and "unknown judge format 'prometheus3'; valid names: " in err and "prometheus2" in err
 
 
 def test_a_grade_job_runs_in_the_format_it_names_and_records_it(tmp_path):

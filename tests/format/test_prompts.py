@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format import templates as prompts
 from prom_reward.format.render import render_absolute, render_relative
+from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.rubrics import RUBRICS, Rubric
 from prom_reward.format.templates import (
     ABSOLUTE_PROMPT,
@@ -216,10 +217,14 @@ def test_bad_rubric_argument(rubric):
     assert err.value.field == "rubric" and "helpfulness" in str(err.value)
 
 
-def test_absolute_needs_score_descriptions():
-    with pytest.raises(InputError, match="no score descriptions") as err:
-        render_absolute("q", "r", Rubric("Is it kind?"))
+@pytest.mark.parametrize(("descriptions", "says"), [((), "has no score descriptions"), (("a", "b", "c"), "has 3 ")])
+def test_absolute_needs_score_descriptions(descriptions, says):
+    """Prometheus grading needs five descriptions: none, or a shorter scale's 2 to 4, is refused by name."""
+    with pytest.raises(InputError, match=f"{says}.*needs five") as err:
+        render_absolute("q", "r", Rubric("Is it kind?", descriptions))
     assert err.value.field == "rubric"
+    with pytest.raises(InputError, match=f"item 2: rubric: rubric 'Is it kind\\?' {says}.*needs five"):
+        RubricResolver(need_scores=True).resolve(Rubric("Is it kind?", descriptions), index=2)
 
 
 def test_builtin_name_and_formatted_string_render_alike():

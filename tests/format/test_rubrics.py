@@ -65,6 +65,18 @@ def test_format_layout_and_criteria():
     assert Rubric("Is it kind?").format_criteria() == "[Is it kind?]"
 
 
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_shorter_scales_keep_their_descriptions(n):
+    """Judges on 2- to 4-point scales (Flow-Judge binary and 3-point) take 2 to 4 descriptions, lowest first;
+    they have no Prometheus form, and round-trip through the ``descriptions`` layout."""
+    r = Rubric("Is it kind?", DESCS[:n])
+    assert r.descriptions == DESCS[:n] and not r.has_scores
+    assert r.to_dict() == {"criteria": "Is it kind?", "descriptions": list(DESCS[:n])}
+    assert Rubric.from_dict(r.to_dict()) == r == Rubric.from_biggen(repr(r.to_dict())) == get_rubric(r.to_dict())
+    with pytest.raises(ConfigError, match=f"has {n} score descriptions, so it has no Prometheus form"):
+        r.format()
+
+
 def test_pairwise_only_rubric():
     r = Rubric("Is it kind?")
     assert not r.has_scores and r.descriptions == ()
@@ -113,7 +125,8 @@ def test_descriptions_list_becomes_tuple_and_rubric_is_frozen():
 @pytest.mark.parametrize(
     "args, expected",
     [
-        (("Is it kind?", DESCS[:4]), ["exactly 5", "got 4"]),
+        (("Is it kind?", DESCS[:1]), ["2 to 5 score descriptions", "got 1"]),
+        (("Is it kind?", (*DESCS, "Saintly.")), ["2 to 5 score descriptions", "got 6"]),
         (("", DESCS), ["criteria is empty"]),
         (("   ", ()), ["criteria is empty"]),
         ((None, DESCS), ["criteria must be a str", "NoneType"]),

@@ -1,0 +1,219 @@
+"""Flow-Judge v0.1 (flowaicom, Phi-3.5 3.8B): its prompt, its strict parser, its three scales.
+
+The prompt is byte for byte the one ``flow-judge==0.1.2`` builds (``format_user_prompt`` over
+``format_vars`` and ``format_rubric``), sent as the only (user) message, as its model classes send it.
+Our fields map onto its presets: the instruction is the ``query`` input, a reference answer the
+``reference_answer`` input (left out when None; ``""`` is an empty input), the response the ``response``
+output, the rubric's criteria the ``EVALUATION_CRITERIA`` and its descriptions the rubric items, lowest
+score first. Three formats are registered, one per scale: ``flow-judge`` (5-point, 1-5),
+``flow-judge-3`` (3-point, 1-3) and ``flow-judge-binary`` (pass/fail, 0-1); each needs a rubric with
+exactly as many descriptions as its scale has scores.
+
+The judge answers ``<feedback>...</feedback>`` then ``<score>N</score>``. The parser reads the score
+slot only after the feedback: the text after the last ``</feedback>`` must be one ``<score>N</score>``
+(whitespace around ``N`` and at the ends, and end-of-sequence tokens, allowed) with ``N`` written as a
+score of the scale, and nothing else. Tags echoed inside the feedback ("does not deserve a
+<score>5</score>") are feedback, never a verdict. How this differs from ``EvalOutput.parse`` on purpose
+is listed in docs/formats.md (section ``flow-judge``).
+
+Example:
+    >>> fmt = JUDGE_FORMATS.get("flow-judge-3")
+    >>> fmt.parse("<feedback>Mostly right.</feedback>\\n<score>2</score>", "absolute").verdict
+    2
+    >>> fmt.parse("<feedback>Fine.</feedback>\\n<score>5</score>", "absolute").reason
+    "flow-judge-3: score '5' is not on its 3-point scale (1, 2, 3)"
+"""
+
+from __future__ import annotations
+
+from prom_reward.errors import ConfigError
+from prom_reward.format.eos import content_end
+from prom_reward.format.judge_format import JUDGE_FORMATS, JudgeFormat, Prompt, Task
+from prom_reward.format.parsing import ParsedOutput
+from prom_reward.format.rubrics import Rubric
+from prom_reward.format.templates import fill, need_str
+
+__all__ = ["FlowJudgeFormat"]
+
+_FEEDBACK, _END_FEEDBACK, _SCORE, _END_SCORE = "<feedback>", "</feedback>", "<score>", "</score>"
+
+# The user prompt of Flow-Judge v0.1, in two variants: with the task's inputs (ours always has the query)
+# and without (kept for completeness and tested against the peer's template).
+_GOAL = (
+    "# GOAL\nYour job is to evaluate a task carried out by an AI system powered by a large language model.\n\n"
+    "You will be provided {WHAT}, as well as the evaluation criteria and scoring rubric. Your task is to "
+    "evaluate the output of the AI system based on the evaluation criteria and scoring rubric provided.\n\n"
+)
+_INPUT_SECTION = "# INPUT\nBelow are the inputs required for performing the task:\n<inputs>\n{INPUTS}\n</inputs>\n\n"
+_BODY = (
+    "# OUTPUT\nBelow is the output of the task:\n<output>\n{OUTPUT}\n</output>\n\n"
+    "# EVALUATION CRITERIA AND SCORING RUBRIC\n"
+    "Here are the evaluation criteria and the rubric that you need to use for evaluating the task:\n"
+    "<evaluation_criteria>\n{EVALUATION_CRITERIA}\n</evaluation_criteria>\n\n"
+    "<scoring_rubric>\n{RUBRIC}\n</scoring_rubric>\n\n"
+    "# INSTRUCTIONS FOR THE EVALUATION\n"
+    "1. Understand the task and criteria: Familiarize yourself with the task to be evaluated. Review the "
+    "evaluation criteria and scoring rubric to understand the different levels of performance and the "
+    "descriptions for each score.\n"
+    "{STEP2}\n"
+    "3. Compare output to score descriptions: Compare the output against the criteria and score descriptions "
+    "in the scoring rubric. For each criterion,decide which description best matches the output.\n"
+    "4. After comparing the output to the score descriptions, pay attention to the small details that might "
+    "impact the final score that you assign. Sometimes a small difference can dictate the final score.\n"
+    "5. Write verbal feedback justifying your evaluation that includes a detailed rationale, referring to "
+    "specific aspects of the output and comparing them to the rubric.\n"
+    "6. Assign a final score based on the scoring rubric.\n\n"
+    "## FORMAT FOR THE EVALUATION\n"
+    "- Write the verbal feedback inside <feedback> tags without any additional surrounding text.\n"
+    "- Write the numeric score inside <score> tags, without any additional surrounding text and always after "
+    "the feedback.\n\n"
+    "Please accurately evaluate the task. Strictly adhere to the evaluation criteria and rubric."
+)
+_STEP2 = {
+    True: "2. Review the inputs and output: Look at the inputs provided for the task. Examine the output "
+    "generated from completing the task.",
+    False: "2. Review the output: Examine the output generated from completing the task.",
+}
+_WHAT = {True: "with the inputs and output of the task", False: "the output of the task"}
+
+
+def user_template(with_inputs: bool) -> str:
+    """Flow-Judge's user prompt template (``{INPUTS}``, ``{OUTPUT}``, ``{EVALUATION_CRITERIA}``, ``{RUBRIC}``)."""
+    head = fill(_GOAL, {"WHAT": _WHAT[with_inputs]})
+    inputs = _INPUT_SECTION if with_inputs else ""
+    return head + inputs + _BODY.replace("{STEP2}", _STEP2[with_inputs])
+
+
+def tagged(fields: list[tuple[str, str]]) -> str:
+    """``<name>\\nvalue\\n</name>`` blocks, one per field, joined by newlines (Flow-Judge's variables)."""
+    return "\n".join(f"<{name}>\n{value}\n</{name}>" for name, value in fields)
+
+
+_SCALES = {"flow-judge": (1, 2, 3, 4, 5), "flow-judge-3": (1, 2, 3), "flow-judge-binary": (0, 1)}
+_SCALE_NAMES = {5: "5-point", 3: "3-point", 2: "binary (pass/fail)"}
+_SECTION_TAGS = ("inputs", "output", "evaluation_criteria", "scoring_rubric", "query", "reference_answer", "response")
+_HEADERS = (
+    "# GOAL",
+    "# INPUT",
+    "# OUTPUT",
+    "# EVALUATION CRITERIA AND SCORING RUBRIC",
+    "# INSTRUCTIONS FOR THE EVALUATION",
+    "## FORMAT FOR THE EVALUATION",
+)
+
+
+class FlowJudgeFormat(JudgeFormat):
+    """Flow-Judge v0.1 on one of its scales (absolute grading only)."""
+
+    def __init__(self, name: str, scale: tuple[int, ...]) -> None:
+        self.name = name
+        self.tasks = frozenset({"absolute"})
+        self.scale = scale
+        self.force_prefix = _SCORE
+        tags = [t for tag in ("feedback", "score", *_SECTION_TAGS) for t in (f"<{tag}>", f"</{tag}>")]
+        self.markers = (*tags, *_HEADERS)
+
+    @property
+    def _scale_text(self) -> str:
+        return f"{_SCALE_NAMES[len(self.scale)]} scale ({', '.join(map(str, self.scale))})"
+
+    def _absolute_only(self, what: str) -> ConfigError:
+        return ConfigError(
+            f"{self.name} judges absolute tasks only (grading one response on its {self._scale_text}); it has no "
+            f"{what}: pick a pairwise format for compare/pairs, or grade each response with {self.name}"
+        )
+
+    def absolute_prompt(self, instruction: str, response: str, rubric: Rubric, reference: str | None) -> Prompt:
+        """The Flow-Judge user message for one item (no system message).
+
+        >>> from prom_reward.format.rubrics import Rubric
+        >>> binary = JUDGE_FORMATS.get("flow-judge-binary")
+        >>> p = binary.absolute_prompt("2+2?", "4", Rubric("Right?", ("No.", "Yes.")), None)
+        >>> p.system, p.user.split("<inputs>\\n")[1].split("\\n</inputs>")[0]
+        ('', '<query>\\n2+2?\\n</query>')
+        >>> p.user.split("<scoring_rubric>\\n")[1].split("\\n</scoring_rubric>")[0]
+        '- Score 0: No.\\n- Score 1: Yes.'
+        """
+        problem = self.rubric_problem(rubric, "absolute")
+        if problem is not None:
+            raise ConfigError(problem)
+        inputs = [("query", need_str(instruction, "instruction"))]
+        if reference is not None:
+            inputs.append(("reference_answer", need_str(reference, "reference_answer")))
+        items = sorted(zip(self.scale, rubric.descriptions, strict=True))
+        values = {
+            "INPUTS": tagged(inputs),
+            "OUTPUT": tagged([("response", need_str(response, "response"))]),
+            "EVALUATION_CRITERIA": rubric.criteria,
+            "RUBRIC": "\n".join(f"- Score {score}: {text}" for score, text in items),
+        }
+        return Prompt(system="", user=fill(user_template(with_inputs=True), values))
+
+    def relative_prompt(
+        self, instruction: str, response_a: str, response_b: str, rubric: Rubric, reference: str | None
+    ) -> Prompt:
+        """Refused: Flow-Judge grades one response at a time (``ConfigError`` naming what it supports)."""
+        raise self._absolute_only("pairwise prompt")
+
+    def rubric_problem(self, rubric: Rubric, task: Task) -> str | None:
+        """Why ``rubric`` does not fit: the task is not absolute, or it has not one description per score.
+
+        >>> from prom_reward.format.rubrics import Rubric
+        >>> JUDGE_FORMATS.get("flow-judge-3").rubric_problem(Rubric("Kind?"), "absolute")[:60]
+        'flow-judge-3 grades need 3 score descriptions (scores 1, 2, '
+        """
+        if task != "absolute":
+            return f"{self.name} judges absolute tasks only (grading on its {self._scale_text}), not {task!r}"
+        n, got = len(self.scale), len(rubric.descriptions)
+        if got == n:
+            return None
+        other = next((name for name, scale in _SCALES.items() if len(scale) == got), None)
+        return (
+            f"{self.name} grades need {n} score descriptions (scores {', '.join(map(str, self.scale))}, lowest "
+            f"first), got {got} for rubric {rubric.criteria[:60]!r}; give a 'descriptions' list of {n}"
+            + (f", or use the format {other!r}, whose scale has {got} scores" if other else "")
+        )
+
+    def parse(self, text: str, task: Task) -> ParsedOutput:
+        """Feedback and score of a Flow-Judge output (rules in the module docstring); never raises for text."""
+        if task != "absolute":
+            raise self._absolute_only(f"{task!r} verdicts to parse")
+        if not isinstance(text, str):
+            return ParsedOutput("", None, None, f"{self.name}: the output is not text (got {type(text).__name__})")
+        end = content_end(text)
+        start, close = text.find(_FEEDBACK), text.rfind(_END_FEEDBACK, 0, end)
+        if start < 0 or close < start:
+            missing = f"no {_FEEDBACK}" if start < 0 else f"{_FEEDBACK} is never closed by {_END_FEEDBACK}"
+            return self._fail(text[:end].strip(), f"{missing}; the output must be {_FEEDBACK}...{_END_FEEDBACK}")
+        feedback = text[start + len(_FEEDBACK) : close].strip()
+        if _SCORE in text[:start]:
+            return self._fail(feedback, f"a {_SCORE} tag before the feedback; the score comes after {_END_FEEDBACK}")
+        tail_at = close + len(_END_FEEDBACK)
+        tail = text[tail_at:end]
+        opens = tail.count(_SCORE)
+        if opens != 1:
+            what = f"no {_SCORE}...{_END_SCORE}" if opens == 0 else f"{opens} {_SCORE} tags (one verdict only)"
+            return self._fail(feedback, f"{what} after the feedback")
+        slot = tail.index(_SCORE)
+        if tail[:slot].strip():
+            return self._fail(feedback, f"text between {_END_FEEDBACK} and {_SCORE}: {tail[:slot].strip()[:40]!r}")
+        value_at = slot + len(_SCORE)
+        shut = tail.find(_END_SCORE, value_at)
+        if shut < 0:
+            return self._fail(feedback, f"{_SCORE} is never closed by {_END_SCORE}")
+        after = tail[shut + len(_END_SCORE) :]
+        if after.strip():
+            return self._fail(feedback, f"text after {_END_SCORE}: {after.strip()[:40]!r}")
+        raw = tail[value_at:shut]
+        value = raw.strip()
+        if value not in self.verdict_labels("absolute"):
+            return self._fail(feedback, f"score {value[:40]!r} is not on its {self._scale_text}")
+        verdict_start = tail_at + value_at + len(raw) - len(raw.lstrip())
+        return ParsedOutput(feedback, int(value), verdict_start)
+
+    def _fail(self, feedback: str, why: str) -> ParsedOutput:
+        return ParsedOutput(feedback, None, None, f"{self.name}: {why}")
+
+
+for _name, _scale in _SCALES.items():
+    JUDGE_FORMATS.register(_name, FlowJudgeFormat(_name, _scale))
