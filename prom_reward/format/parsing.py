@@ -53,7 +53,7 @@ Example:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from prom_reward.format.eos import content_end
@@ -210,12 +210,15 @@ class ParsedOutput:
     ``feedback``: the text before the deciding verdict marker, stripped, with a
     leading ``Feedback:`` label removed. ``verdict``: 1-5, ``"A"``/``"B"`` or
     ``None``. ``verdict_start``: index in the original text of the verdict
-    character (the ``4`` or the ``B``), ``None`` without a verdict.
+    character (the ``4`` or the ``B``), ``None`` without a verdict. ``reason``:
+    when ``verdict`` is None, why (naming the format and what was missing);
+    None otherwise, and for outputs of this module's Prometheus parser.
     """
 
     feedback: str
     verdict: int | str | None
     verdict_start: int | None
+    reason: str | None = field(default=None, repr=False)
 
 
 def _clean_feedback(text: str) -> str:
