@@ -4,7 +4,11 @@ a verdict that is its own marker (``bracket_verdict``, ``verdict_end``, ``doubt_
 
 from __future__ import annotations
 
+import time
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import prom_reward.format.formats  # noqa: F401  (registers the formats)
 from prom_reward.errors import ConfigError, UnknownNameError
@@ -89,3 +93,39 @@ def test_doubt_in_clause(text: str, doubt: str | None) -> None:
 def test_bracket_verdict_position(text: str, verdict: str, start: int) -> None:
     parsed = bracket_verdict("t", text)
     assert (parsed.verdict, parsed.verdict_start) == (verdict, start)
+
+
+PIECES = [*"AB[]()<>/*:. \n{}\"'1２", "[[A]]", "[[B]]", "<answer>", "</answer>", "**Result:**", "Output (a)", "不"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.lists(st.sampled_from(PIECES), max_size=30).map("".join))
+def test_parsing_never_raises(text: str) -> None:
+    for name in NAMES:
+        parsed = get_judge_format(name).parse(text, "relative")
+        assert parsed.verdict in ("A", "B", None)
+        assert (parsed.verdict is None) == (parsed.reason is not None)
+        if parsed.verdict_start is not None:
+            assert text[parsed.verdict_start] in "ABab12１２"
+
+
+ADVERSARIAL = {
+    "fence of spaces": "```json " + " " * 100_000 + "``` x",
+    "many markers": "**Result:**" * 10_000,
+    "spaces after a marker": "**Result:**" + " " * 100_000 + "x",
+    "spaces after Output (": "Output (" + " " * 100_000,
+    "spaces after the key": '{"更好的回答":' + " " * 100_000 + "x",
+    "many verdicts": "[[A]] " * 20_000,
+    "many answer tags": "<answer>" * 12_000 + "</answer>",
+    "many clauses": ". " * 50_000 + "[[A]]",
+    "many doubts": "not " * 25_000 + "[[A]]",
+}
+
+
+@pytest.mark.parametrize("text", ADVERSARIAL.values(), ids=list(ADVERSARIAL))
+def test_long_adversarial_outputs_parse_in_linear_time(text: str) -> None:
+    """Runs of whitespace and repeated markers once made a parser backtrack quadratically (minutes)."""
+    started = time.perf_counter()
+    for name in NAMES:
+        get_judge_format(name).parse(text, "relative")
+    assert time.perf_counter() - started < 5.0

@@ -41,8 +41,8 @@ CON_J_PROMPT = (
 VERDICT_KEY = "更好的回答"
 REASON_KEY = "原因"
 
-_FENCE = re.compile(r"\s*```(?:json)?[ \t]*\n?(?P<body>.*?)\n?[ \t]*```\s*", re.DOTALL | re.IGNORECASE)
-_VALUE = re.compile(r'(?<!\\)"' + VERDICT_KEY + r'"\s*:\s*"?\s*(?P<v>[12１２])')
+_FENCE = "```"
+_VALUE = re.compile(r'(?<!\\)"' + VERDICT_KEY + r'"\s*:\s*(?:"\s*)?(?P<v>[12１２])')
 _VERDICTS = {"1": "A", "2": "B", "１": "A", "２": "B"}
 
 
@@ -55,6 +55,18 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     if keys.count(VERDICT_KEY) > 1:
         raise _DuplicateKey(VERDICT_KEY)
     return dict(pairs)
+
+
+def _unfenced(text: str) -> tuple[int, int]:
+    """(start, end) of the output without trailing EOS tokens and without a ```` ```json ```` fence
+    around it."""
+    end = content_end(text)
+    start = len(text) - len(text.lstrip())
+    if end - start >= 2 * len(_FENCE) and text.startswith(_FENCE, start) and text.endswith(_FENCE, 0, end):
+        start, end = start + len(_FENCE), end - len(_FENCE)
+        if text[start : start + 4].lower() == "json":
+            start += 4
+    return start, end
 
 
 def _verdict_of(value: object) -> str | None:
@@ -79,11 +91,7 @@ class ConJFormat(PairwiseOnlyFormat):
         return ("1", "2")
 
     def parse_relative(self, text: str) -> ParsedOutput:
-        end = content_end(text)
-        start = 0
-        fenced = _FENCE.fullmatch(text, 0, end)
-        if fenced is not None:
-            start, end = fenced.span("body")
+        start, end = _unfenced(text)
         body = text[start:end].strip()
         if not body.startswith("{"):
             return failure(body, f"con-j: expected one JSON object with {VERDICT_KEY!r}, got {body[:40]!r}")

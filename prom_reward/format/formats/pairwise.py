@@ -124,8 +124,9 @@ RISE_JUDGE_PROMPT = (
 
 _SELENE_RESULT = re.compile(r"\*\*\s*Result\s*(?::\s*\*\*|\*\*\s*:)", re.IGNORECASE)
 _SELENE_REASONING = re.compile(r"\A\s*\*\*\s*Reasoning\s*(?::\s*\*\*|\*\*\s*:)\s*", re.IGNORECASE)
-_SELENE_PAYLOAD = re.compile(r"\s*[*\"'“‘]*\s*(?:Response\s+)?(?P<v>[AB])\s*[*\"'”’]*")
-_OFFSETBIAS = re.compile(r"\s*[*\"'“‘]*\s*Output\s*\(\s*(?P<v>[ab])\s*\)\s*[*\"'”’]*\s*")
+# Each run of whitespace below is followed by a required character, so nothing backtracks badly.
+_SELENE_PAYLOAD = re.compile(r"\s*(?:[*\"'“‘]\s*)*(?:Response\s+)?(?P<v>[AB])(?:\s*[*\"'”’])*")
+_OFFSETBIAS = re.compile(r"\s*(?:[*\"'“‘]\s*)*Output\s*\(\s*(?P<v>[ab])\s*\)(?:\s*[*\"'”’])*\s*")
 
 
 class SeleneFormat(PairwiseOnlyFormat):
@@ -147,9 +148,10 @@ class SeleneFormat(PairwiseOnlyFormat):
         if found is None:
             payload = text[last.end() : end].strip()
             return failure(feedback, f"selene: after the last **Result:** expected A or B alone, got {payload[:40]!r}")
-        for earlier in results[:-1]:  # an earlier "**Result:** X" alone on its line is a second verdict
-            line_end = text.find("\n", earlier.end(), last.start())
-            other = _SELENE_PAYLOAD.fullmatch(text, earlier.end(), line_end if line_end >= 0 else last.start())
+        for earlier, following in zip(results, results[1:], strict=False):
+            # an earlier "**Result:** X" alone on its line (or before the next marker) is a second verdict
+            line_end = text.find("\n", earlier.end(), following.start())
+            other = _SELENE_PAYLOAD.fullmatch(text, earlier.end(), line_end if line_end >= 0 else following.start())
             if other is not None and other["v"] != found["v"]:
                 return failure(feedback, f"selene: two verdicts (**Result:** {other['v']}, then {found['v']})")
         return ParsedOutput(feedback, found["v"], found.start("v"))
