@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from prom_reward.backends.base import Backend, GenerationRequest
-from prom_reward.core.combine import ORDERS, verdict_from_grades
+from prom_reward.core.combine import ORDERS, no_verdict, verdict_from_grades
 from prom_reward.core.context import fit_to_context
 from prom_reward.core.items import Item
 from prom_reward.core.results import Grade, JudgeFailure, Verdict
@@ -70,9 +70,7 @@ def grade_outcome(grade: Grade, run: ItemRun) -> Grade:
     if run.error is not None:
         return dataclasses.replace(grade, error=run.error)
     if grade.score is None:
-        why = f"the judge gave no parseable verdict in {grade.failures} sample(s) after its retries"
-        last = next((s.reason for s in reversed(run.samples) if s.reason), None)
-        why += f" (last: {last})" if last else ""
+        why = f"after its retries the judge gave {no_verdict(run.samples)}"
         return dataclasses.replace(grade, error=JudgeFailure("output", why))
     return grade
 

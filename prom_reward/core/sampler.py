@@ -60,6 +60,16 @@ CUT_FINISH_REASONS = frozenset({"length"})
 """Finish reasons of an output stopped by its token budget (vLLM, OpenAI-compatible servers, transformers)."""
 
 
+def _by_verdict(probs: dict[str, float] | None, labels: tuple[str, ...], mode: Mode) -> dict[str, float] | None:
+    """``probs`` keyed by the verdicts the format's labels stand for: a pairwise format's i-th label is
+    verdict ``("A", "B")[i]`` (OffsetBias writes ``a``/``b``, Con-J ``1``/``2``); an absolute label is its
+    score's digits already."""
+    if probs is None or mode == "absolute":
+        return probs
+    verdicts = dict(zip(labels, ("A", "B"), strict=True))
+    return {verdicts[label]: p for label, p in probs.items()}
+
+
 @dataclass
 class ItemRun:
     """Everything sampled for one prompt."""
@@ -199,7 +209,9 @@ class SampleRunner:
 
     def _parse(self, c: Completion, mode: Mode) -> JudgeSample:
         parsed = self.format.parse(c.text, mode)
-        probs, mass = verdict_distribution(c.logprobs, c.text, parsed.verdict_start, self.format.verdict_labels(mode))
+        labels = self.format.verdict_labels(mode)
+        probs, mass = verdict_distribution(c.logprobs, c.text, parsed.verdict_start, labels)
+        probs = _by_verdict(probs, labels, mode)
         return JudgeSample(
             text=c.text,
             feedback=parsed.feedback or None,
@@ -238,6 +250,7 @@ class SampleRunner:
                 continue
             c = res.completions[0]
             probs, mass = first_verdict_distribution(c.logprobs, labels)
+            probs = _by_verdict(probs, labels, mode)
             extra = c.completion_tokens
             if probs is None:
                 out.append(dataclasses.replace(s, completion_tokens=s.completion_tokens + extra))

@@ -29,6 +29,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from prom_reward.core.combine import no_verdict
 from prom_reward.core.items import AbsoluteItem, absolute_items
 from prom_reward.core.judge import EXPECTED_LOGPROBS
 from prom_reward.errors import InputError
@@ -42,7 +43,6 @@ from prom_reward.jobs.spec import (
     Prepare,
     failure_text,
     missing_column,
-    no_verdict,
     option_flag,
     row_error,
 )
@@ -172,7 +172,7 @@ class GradeJob(JobKind):
         # logprobs), so the rows agree with the job record; a forced verdict alone does not fill them
         asked = (judge.sampling.logprobs or 0) >= EXPECTED_LOGPROBS
         for row, g in zip(rows, grades, strict=True):
-            error = None if g.score is not None else failure_text(g.error) or no_verdict(g.failures)
+            error = None if g.score is not None else failure_text(g.error) or no_verdict(g.samples)
             out.failed += g.score is None
             out.note_failure(g.error)
             dist = g.probabilities if asked else None

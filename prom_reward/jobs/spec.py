@@ -172,11 +172,6 @@ def run_batch(kind: JobKind, judge: Any, rows: list[SourceRow], prepare: Prepare
         raise ConfigError(f"{_ITEM_PREFIX.sub('', str(e))}") from e
 
 
-def no_verdict(failures: int) -> str:
-    """``judge_error`` of a row whose samples gave no verdict."""
-    return f"no verdict in {failures} sample(s) (no parseable [RESULT])"
-
-
 def failure_text(error: JudgeFailure | None) -> str | None:
     """``judge_error`` of a row the judge failed on its input (rows are checked when read, so: too long for the
     judge's context) or on the transport; None for no failure or the judge's own (no verdict: the kind says)."""

@@ -167,6 +167,27 @@ def test_its_verdict_is_forced_after_its_prefix_and_read_over_its_scale(register
     assert g.probabilities == pytest.approx({2: 1 / 3, 3: 2 / 3})
 
 
+@pytest.mark.parametrize("forced", [False, True])
+def test_a_pairwise_formats_own_labels_are_read_as_the_verdicts_a_and_b(forced):
+    """OffsetBias writes ``Output (a)``: its label ``a`` is verdict ``A``, in the verdict and its probabilities,
+    read at the written verdict or at a forced one."""
+    top = {"a": math.log(0.2), "b": math.log(0.7), "B": math.log(0.1)}  # "B" is not one of its labels
+
+    def respond(req: GenerationRequest, i: int) -> Completion:
+        if req.assistant_prefix:
+            assert req.assistant_prefix.endswith("Output (")
+            return Completion("b", (TokenLogprobs("b", top["b"], top),), "length", 1)
+        if forced:
+            return Completion("Output", None, "length", 1)
+        tokens = (TokenLogprobs("Output", 0.0, {}), TokenLogprobs(" (", 0.0, {}), TokenLogprobs("b", top["b"], top))
+        return Completion("Output (b)", tokens + (TokenLogprobs(")", 0.0, {}),), "stop", 4)
+
+    judge = PrometheusJudge(backend=ScriptedBackend(respond=respond), format="offsetbias", max_retries=0)
+    (v,) = judge.compare(["q"], ["x"], ["y"], Rubric("Ok?"), swap=False)
+    assert v.winner == "B" and v.samples[0].verdict == "B" and bool(v.samples[0].forced) is forced
+    assert v.samples[0].probabilities == pytest.approx({"A": 2 / 9, "B": 7 / 9})
+
+
 def test_an_item_whose_rubric_does_not_fit_the_format_fails_alone(registered):
     judge = PrometheusJudge(backend="scripted", outputs=["<v>2</v>"], format="v-tag")
     ok, bad = judge.grade(["a", "b"], ["x", "y"], [Rubric("Right?"), Rubric("Right.")])

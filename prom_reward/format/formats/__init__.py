@@ -5,8 +5,10 @@
   ``m-prometheus``).
 - ``flow_judge``: Flow-Judge v0.1's ``<feedback>``/``<score>`` prompts on its 5-point, 3-point and binary
   scales (``flow-judge``, ``flow-judge-3``, ``flow-judge-binary``).
+- ``pairwise``: rewardbench's pairwise judges (``selene``, ``mt-bench-pairwise``, ``offsetbias``,
+  ``rise-judge``); ``con_j``: ``con-j``; ``rm_r1``: RM-R1's reasoning judge (``rm-r1``, ``rm-r1-reasoning``).
 """
 
-from prom_reward.format.formats import flow_judge, prometheus2
+from prom_reward.format.formats import con_j, flow_judge, pairwise, prometheus2, rm_r1
 
-__all__ = ["flow_judge", "prometheus2"]
+__all__ = ["con_j", "flow_judge", "pairwise", "prometheus2", "rm_r1"]

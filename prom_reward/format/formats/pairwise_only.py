@@ -1,0 +1,142 @@
+"""What the pairwise-only judge formats share: the refusal to grade, and the strict reading of a verdict
+that is its own marker (``[[A]]``, ``<answer>[[B]]</answer>``).
+
+A pairwise-only format (``tasks == {"relative"}``, ``scale == ()``) renders one prompt template whose
+fields are the instruction and the two responses; judges of this kind have no rubric or reference slot,
+so a rubric and a reference answer are not sent (``rubric_problem`` accepts any rubric). Asked to grade
+one response, it raises ``ConfigError`` naming what it supports.
+
+``bracket_verdict`` reads the ``[[A]]``/``[[B]]`` verdict of the MT-Bench family strictly: the last
+``[[...]]`` in the text decides and must be ``A`` or ``B`` (spaces inside allowed), end the text (only
+wrappers such as ``**``/quotes, one ``.``, whitespace and end-of-sequence tokens may follow), and must
+not be negated, hedged or doubled in its own clause (see ``doubt_in_clause``). The reason of a failure
+names the format and what was missing.
+
+Example:
+    >>> bracket_verdict("mt-bench-pairwise", "B cites a source. My final verdict: [[B]]").verdict
+    'B'
+    >>> print(bracket_verdict("mt-bench-pairwise", "It is not [[A]]").reason)
+    mt-bench-pairwise: the verdict [[A]] is negated or hedged ('not' in its clause)
+"""
+
+from __future__ import annotations
+
+import re
+from abc import abstractmethod
+
+from prom_reward.errors import ConfigError
+from prom_reward.format.eos import content_end
+from prom_reward.format.judge_format import JudgeFormat, Prompt, Task
+from prom_reward.format.parsing import ParsedOutput
+from prom_reward.format.rubrics import Rubric
+
+__all__ = ["PairwiseOnlyFormat", "bracket_verdict", "doubt_in_clause", "failure", "verdict_end"]
+
+# Words that negate, hedge, make conditional or compare a verdict in its clause (whole words, any case),
+# and their Chinese counterparts (substrings: Chinese has no word breaks).
+_DOUBT_WORDS = (
+    "not", "no", "never", "neither", "nor", "without", "cannot", "if", "unless", "would", "could", "might",
+    "maybe", "perhaps", "possibly", "or", "either", "whether", "instead", "rather", "than", "tie", "both",
+)  # fmt: skip
+_DOUBT_ZH = ("不", "没", "非", "无", "如果", "假如", "假设", "若", "或", "还是", "可能", "也许", "未")
+_DOUBT = re.compile(
+    r"(?i)n['’]t\b|\b(?:" + "|".join(_DOUBT_WORDS) + r")\b|" + "|".join(re.escape(w) for w in _DOUBT_ZH)
+)
+# Clause breaks: English sentence punctuation and colons before whitespace, a line break, Chinese
+# punctuation (the Chinese comma included: Chinese strings clauses with it).
+_CLAUSE_BREAK = re.compile(r"[.!?;:](?=\s)|\n|[。！？；：，]")
+_WRAP_OPEN = "*\"'“‘`「"
+_WRAP_CLOSE = "*\"'”’`」)"
+_BRACKET = re.compile(r"\[\[([^\[\]\n]{0,40})\]\]")
+_PUNCT_ONLY = re.compile(r"[\s.,;:!?*\"'“”‘’`，。；：！？]*")
+
+
+def failure(feedback: str, reason: str) -> ParsedOutput:
+    """A parse without a verdict, with its reason."""
+    return ParsedOutput(feedback, None, None, reason)
+
+
+def verdict_end(text: str) -> int:
+    """Where the text's content ends: trailing whitespace, end-of-sequence tokens and ONE closing ``.``
+    or ``。`` dropped (an ellipsis is kept: "[[A]]..." trails off, so it is not a verdict)."""
+    end = content_end(text)
+    if end and text[end - 1] in ".。" and not text.endswith("..", 0, end):
+        end = content_end(text[: end - 1])
+    return end
+
+
+def doubt_in_clause(text: str, start: int) -> str | None:
+    """The first negating/hedging word in the clause that ends at ``start`` (None when there is none)."""
+    clause_start = 0
+    for found in _CLAUSE_BREAK.finditer(text, 0, start):
+        clause_start = found.end()
+    doubt = _DOUBT.search(text, clause_start, start)
+    return doubt.group(0) if doubt else None
+
+
+def _skip_wrappers(text: str, start: int, end: int, chars: str) -> int:
+    while start < end and (text[start] in chars or text[start].isspace()):
+        start += 1
+    return start
+
+
+def bracket_verdict(name: str, text: str, start: int = 0, end: int | None = None) -> ParsedOutput:
+    """The ``[[A]]``/``[[B]]`` verdict ending ``text[start:end]`` (the module docstring has the rules);
+    ``feedback`` is the text before the verdict."""
+    end = verdict_end(text) if end is None else end
+    found = list(_BRACKET.finditer(text, start, end))
+    if not found:
+        return failure(text[start:end].strip(), f"{name}: no [[A]] or [[B]] verdict at the end of the output")
+    last = found[-1]
+    feedback = text[start : last.start()].rstrip(_WRAP_OPEN + " \t\n").strip()
+    value = last.group(1).strip()
+    if value not in ("A", "B"):
+        return failure(feedback, f"{name}: the last verdict is {last.group(0)!r}, not [[A]] or [[B]]")
+    if _skip_wrappers(text, last.end(), end, _WRAP_CLOSE) < end:
+        tail = text[last.end() : end].strip()
+        return failure(feedback, f"{name}: text follows the last verdict {last.group(0)} ({tail[:40]!r})")
+    if len(found) > 1 and _PUNCT_ONLY.fullmatch(text, found[-2].end(), last.start()):
+        return failure(feedback, f"{name}: two verdicts at the end ({found[-2].group(0)} then {last.group(0)})")
+    clause_start = max([0, *(b.end() for b in _CLAUSE_BREAK.finditer(text, start, last.start()))])
+    if any(b.start() >= clause_start for b in found[:-1]):
+        return failure(feedback, f"{name}: two verdicts in the last clause ({last.group(0)} is not alone)")
+    doubt = doubt_in_clause(text, last.start())
+    if doubt is not None:
+        return failure(feedback, f"{name}: the verdict {last.group(0)} is negated or hedged ({doubt!r} in its clause)")
+    return ParsedOutput(feedback, value, last.start(1) + last.group(1).index(value))
+
+
+class PairwiseOnlyFormat(JudgeFormat):
+    """A format that compares two responses and never grades one: one user template (fields
+    ``{instruction}``, ``{response_a}``, ``{response_b}``) and an optional system message."""
+
+    tasks: frozenset[Task] = frozenset({"relative"})
+    scale: tuple[int, ...] = ()
+    system: str = ""
+    """The system message ("" when the judge's reference code sends none)."""
+    template: str
+    """The user message template."""
+
+    def absolute_prompt(self, instruction: str, response: str, rubric: Rubric, reference: str | None) -> Prompt:
+        raise ConfigError(
+            f"judge format {self.name!r} compares two responses and cannot grade one (it supports: relative); "
+            "use it with compare, pairs or a pairwise reward, or pick a format that grades (e.g. prometheus2)"
+        )
+
+    def relative_prompt(
+        self, instruction: str, response_a: str, response_b: str, rubric: Rubric, reference: str | None
+    ) -> Prompt:
+        """The judge's own prompt; ``rubric`` and ``reference`` are not sent (the prompt has no slot)."""
+        user = self.template.format(instruction=instruction, response_a=response_a, response_b=response_b)
+        return Prompt(self.system, user)
+
+    def parse(self, text: str, task: Task) -> ParsedOutput:
+        if task != "relative":
+            return failure("", f"{self.name}: compares two responses only; there is no {task!r} verdict")
+        if not isinstance(text, str):
+            return failure("", f"{self.name}: no output text (got {type(text).__name__})")
+        return self.parse_relative(text)
+
+    @abstractmethod
+    def parse_relative(self, text: str) -> ParsedOutput:
+        """The verdict of a pairwise output (``text`` is a str)."""

@@ -1,0 +1,183 @@
+"""RM-R1 (reasoning reward models, RM-R1-UIUC/RM-R1): ``rm-r1`` for the Qwen2.5-Instruct-based models
+(``RM-R1-Qwen2.5-Instruct-*``: a system message and a user message), ``rm-r1-reasoning`` for the
+DeepSeek-distilled ones (``RM-R1-DeepSeek-Distilled-*``: one user message). The judge writes
+``<type>...</type>``, a ``<rubric>`` or ``<solution>``, an ``<eval>`` and ends with
+``<answer>[[A]]</answer>`` or ``<answer>[[B]]</answer>`` (the distilled models think in ``<think>`` first).
+
+The prompts are RM-R1's evaluation code (``eval/reward-bench/rewardbench/generative.py`` at commit
+6833863d6aaf7ed987dad2420244983fe470bd2f: ``RM_R1_INSTRUCT_SYSTEM_PROMPT``,
+``RM_R1_SINGLE_TURN_INSTRUCT_USER_PROMPT`` for ``model_modifier="RM-R1-Instruct"``, and
+``RM_R1_SINGLE_TURN_REASONING_USER_PROMPT`` for ``"RM-R1-Reasoning"``), the "Chatbot"/"Client" wording
+its training data uses (``rm_r1/dataset/mix_data/mix_data.py``; a later variant of that file says
+"Assistant"/"User" and keeps these as ``*_ORIGINAL``). That repository is not installable, so
+``tests/format/test_rm_r1.py`` checks our rendering against SHA-256 digests of the reference rendering
+taken from that file, not against running code. The instruction is the question, the responses the two
+answers; no rubric or reference slot (neither is sent); single-turn only.
+
+Parsing (RM-R1's scorer, rewardbench's default, takes the first ``[[A]]`` anywhere, then ``[[B]]``; ours is
+strict): the last ``<answer>`` tag decides; it must be closed, hold only ``[[A]]`` or ``[[B]]`` and end
+the output; a ``<think>`` block left open fails (its answers are drafts); the feedback is the text before
+that tag (after ``</think>`` when there is one). The verdict is one token after ``<answer>[[``.
+
+Example:
+    >>> RM_R1.parse("<type>Chat</type>\\n<eval>B is right.</eval>\\n\\n<answer>[[B]]</answer>", "relative").verdict
+    'B'
+    >>> print(RM_R1.parse("<eval>B is right.</eval><answer>[[B]]", "relative").reason)
+    rm-r1: the last <answer> tag is not closed (expected <answer>[[A]]</answer> or <answer>[[B]]</answer>)
+"""
+
+from __future__ import annotations
+
+import re
+
+from prom_reward.format.formats.pairwise_only import PairwiseOnlyFormat, failure, verdict_end
+from prom_reward.format.judge_format import JUDGE_FORMATS
+from prom_reward.format.parsing import ParsedOutput
+
+__all__ = ["RM_R1", "RM_R1_REASONING", "RMR1Format", "RMR1ReasoningFormat"]
+
+_QUOTE_TAGS = (
+    "<quote_A>...</quote_A> or <summary_A>...</summary_A>, and <quote_B>...</quote_B>, or <summary_B>...</summary_B>"
+)
+_ANSWER_FORMAT = "<answer>[[A]]</answer> or <answer>[[B]]</answer>"
+RM_R1_SYSTEM = f"""Please act as an impartial judge and evaluate the quality of the responses provided by two AI Chatbots to the Client's question displayed below.
+
+First, classify the task into one of two categories: <type>Reasoning</type> or <type>Chat</type>.
+- Use <type>Reasoning</type> for tasks that involve math, coding, or require domain knowledge, multi-step inference, logical deduction, or combining information to reach a conclusion.
+- Use <type>Chat</type> for tasks that involve open-ended or factual conversation, stylistic rewrites, safety questions, or general helpfulness requests without deep reasoning.
+
+If the task is Reasoning:
+1. Solve the Client's question yourself and present your final answer within <solution>...</solution> tags.
+2. Evaluate the two Chatbot responses based on correctness, completeness, and reasoning quality, referencing your own solution.
+3. Include your evaluation inside <eval>...</eval> tags, quoting or summarizing the Chatbots using the following tags:
+   - <quote_A>...</quote_A> for direct quotes from Chatbot A
+   - <summary_A>...</summary_A> for paraphrases of Chatbot A
+   - <quote_B>...</quote_B> for direct quotes from Chatbot B
+   - <summary_B>...</summary_B> for paraphrases of Chatbot B
+4. End with your final judgment in the format: {_ANSWER_FORMAT}
+
+If the task is Chat:
+1. Generate evaluation criteria (rubric) tailored to the Client's question and context, enclosed in <rubric>...</rubric> tags.
+2. Assign weights to each rubric item based on their relative importance.
+3. Inside <rubric>, include a <justify>...</justify> section explaining why you chose those rubric criteria and weights.
+4. Compare both Chatbot responses according to the rubric.
+5. Provide your evaluation inside <eval>...</eval> tags, using <quote_A>, <summary_A>, <quote_B>, and <summary_B> as described above.
+6. End with your final judgment in the format: {_ANSWER_FORMAT}
+
+Important Notes:
+- Be objective and base your evaluation only on the content of the responses.
+- Do not let response order, length, or Chatbot names affect your judgment.
+- Follow the response format strictly depending on the task type.
+
+Your output must follow one of the two formats below:
+
+For Reasoning:
+<type>Reasoning</type>
+
+<solution> your own solution for the problem </solution>
+
+<eval>
+  include direct comparisons supported by {_QUOTE_TAGS}
+</eval>
+
+<answer>[[A/B]]</answer>
+
+For Chat:
+<type>Chat</type>
+
+<rubric>
+  detailed rubric items
+  <justify> justification for the rubric </justify>
+</rubric>
+
+<eval>
+  include direct comparisons supported by {_QUOTE_TAGS} tags
+</eval>
+
+<answer>[[A/B]]</answer>"""  # noqa: E501
+_PAIR = (
+    "[Client Question]\n{instruction}\n\n"
+    "[The Start of Chatbot A's Response]\n{response_a}\n[The End of Chatbot A's Response]\n\n"
+    "[The Start of Chatbot B's Response]\n{response_b}\n[The End of Chatbot B's Response]"
+)
+RM_R1_PROMPT = _PAIR
+RM_R1_REASONING_PROMPT = (
+    "Please act as an impartial judge and evaluate the quality of the responses provided by two AI Chatbots "
+    "to the Client question displayed below. \n\n"
+    + _PAIR
+    + "\n\nOutput your final verdict at last by strictly following this format: "
+    "'<answer>[[A]]</answer>' if Chatbot A is better, or '<answer>[[B]]</answer>' if Chatbot B is better."
+)
+
+_ANSWER_OPEN = re.compile(r"<\s*answer\s*>", re.IGNORECASE)
+_ANSWER_CLOSE = re.compile(r"<\s*/\s*answer\s*>", re.IGNORECASE)
+_ANSWER_BODY = re.compile(r"\s*\[\[\s*(?P<v>[AB])\s*\]\]\s*")
+_THINK_OPEN = re.compile(r"<\s*think\s*>", re.IGNORECASE)
+_THINK_CLOSE = re.compile(r"<\s*/\s*think\s*>", re.IGNORECASE)
+
+
+def _last(pattern: re.Pattern[str], text: str, start: int, end: int) -> re.Match[str] | None:
+    found = list(pattern.finditer(text, start, end))
+    return found[-1] if found else None
+
+
+class RMR1Format(PairwiseOnlyFormat):
+    """RM-R1, Qwen2.5-Instruct-based models: system ``RM_R1_SYSTEM``, user ``RM_R1_PROMPT``."""
+
+    name = "rm-r1"
+    force_prefix = "<answer>[["
+    markers = (
+        "<answer>",
+        "</answer>",
+        "<eval>",
+        "</eval>",
+        "<rubric>",
+        "</rubric>",
+        "<think>",
+        "</think>",
+        "[[A]]",
+        "[[B]]",
+        "[Client Question]",
+        "[The Start of Chatbot A's Response]",
+        "[The End of Chatbot A's Response]",
+        "[The Start of Chatbot B's Response]",
+        "[The End of Chatbot B's Response]",
+    )
+    system = RM_R1_SYSTEM
+    template = RM_R1_PROMPT
+
+    def parse_relative(self, text: str) -> ParsedOutput:
+        end = verdict_end(text)
+        start = 0
+        think_open, think_close = _last(_THINK_OPEN, text, 0, end), _last(_THINK_CLOSE, text, 0, end)
+        if think_open is not None and (think_close is None or think_close.start() < think_open.start()):
+            return failure(text[:end].strip(), f"{self.name}: the <think> block is not closed (no verdict after it)")
+        if think_close is not None:
+            start = think_close.end()
+        opened = _last(_ANSWER_OPEN, text, start, end)
+        if opened is None:
+            return failure(text[start:end].strip(), f"{self.name}: no {_ANSWER_FORMAT} at the end of the output")
+        feedback = text[start : opened.start()].strip()
+        closed = _ANSWER_CLOSE.search(text, opened.end(), end)
+        if closed is None:
+            return failure(feedback, f"{self.name}: the last <answer> tag is not closed (expected {_ANSWER_FORMAT})")
+        if closed.end() != end:
+            tail = text[closed.end() : end].strip()
+            return failure(feedback, f"{self.name}: text follows the last </answer> ({tail[:40]!r})")
+        found = _ANSWER_BODY.fullmatch(text, opened.end(), closed.start())
+        if found is None:
+            got = text[opened.end() : closed.start()].strip()
+            return failure(feedback, f"{self.name}: the last <answer> holds {got[:40]!r}, expected [[A]] or [[B]]")
+        return ParsedOutput(feedback, found["v"], found.start("v"))
+
+
+class RMR1ReasoningFormat(RMR1Format):
+    """RM-R1, DeepSeek-distilled models: no system message, user ``RM_R1_REASONING_PROMPT``."""
+
+    name = "rm-r1-reasoning"
+    system = ""
+    template = RM_R1_REASONING_PROMPT
+
+
+RM_R1 = JUDGE_FORMATS.register("rm-r1", RMR1Format())
+RM_R1_REASONING = JUDGE_FORMATS.register("rm-r1-reasoning", RMR1ReasoningFormat())
