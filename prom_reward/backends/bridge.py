@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import os
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 _lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
@@ -87,6 +89,26 @@ def run_sync(factory: Callable[[], Awaitable[T]]) -> T:
     except BaseException:
         future.cancel()
         raise
+
+
+def sync_method(amethod: Callable[P, Awaitable[T]]) -> Callable[P, T]:
+    """The sync form of the async method ``amethod`` (its signature and docstring): ``run_sync`` of it.
+
+    Example:
+        >>> class Adder:
+        ...     async def aadd(self, a: int, b: int) -> int:
+        ...         return a + b
+        ...     add = sync_method(aadd)
+        >>> Adder().add(2, b=3), Adder.add.__name__
+        (5, 'add')
+    """
+
+    @functools.wraps(amethod)
+    def method(*args: P.args, **kwargs: P.kwargs) -> T:
+        return run_sync(lambda: amethod(*args, **kwargs))
+
+    method.__name__ = method.__qualname__ = amethod.__name__.removeprefix("a")
+    return method
 
 
 def close_on_loop(loop: asyncio.AbstractEventLoop, close: Callable[[], Awaitable[object]]) -> None:
