@@ -2,9 +2,10 @@
 
 A reward path must not be the part that kills a days-long training run, and must not wait forever
 either. The judge returns one outcome per item; an item the transport failed (judge unreachable, 5xx,
-429, a hung call cut) carries a ``transport`` failure. ``judge_until_answered`` asks the judge again for
-those items only, with back-off, and ``OutagePolicy`` says how, for every reward path alike (TRL,
-online DPO, the OpenRLHF server and ``reward_func``, verl):
+429, a hung call cut) carries a ``transport`` failure. ``ajudge_until_answered`` asks the judge again for
+those items only, with back-off awaited on the caller's loop (``judge_until_answered``: its sync form),
+and ``OutagePolicy`` says how, for every reward path alike (TRL, online DPO, the OpenRLHF server and
+``reward_func``, verl):
 
 - failed items are asked again after an exponential back-off (``backoff_s`` doubling up to
   ``max_backoff_s``) for up to ``budget_s`` seconds from the first failure, never past the caller's
