@@ -88,7 +88,7 @@ class LoopSessions:
         loop = asyncio.get_running_loop()
         with self._lock:
             for gone in [old for old in self._by_loop if old.is_closed()]:
-                del self._by_loop[gone]
+                _forget(self._by_loop.pop(gone))
             session = self._by_loop.get(loop)
             if session is None or session.closed:
                 session = self._by_loop[loop] = new_session(api_key=self.api_key, timeout=self.timeout)
@@ -108,6 +108,18 @@ class LoopSessions:
         self.close()
         if here is not None:
             await here.close()
+
+
+def _forget(session: aiohttp.ClientSession) -> None:
+    """Mark closed a session whose loop was closed without closing it (a new loop per call): its sockets
+    went with the loop, and nothing can be awaited there. aiohttp's ``_close`` only flags a connector of a
+    closed loop (no public call does), so no "Unclosed client session" is logged when it is collected."""
+    connector = session.connector
+    if connector is not None:
+        try:
+            connector._close()
+        except (RuntimeError, AttributeError):  # another aiohttp: the collector's warning is all that is lost
+            pass
 
 
 async def gather_all(aws: Iterable[Awaitable[T]]) -> list[T]:

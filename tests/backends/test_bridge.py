@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import gc
 import pickle
 import threading
 
@@ -113,6 +114,21 @@ def test_a_copy_makes_its_own_session():
             [res] = clone.generate([GenerationRequest("S", "U")])
             assert res.error is None and len(clone._sessions) == 1
             clone.close()
+    finally:
+        backend.close()
+        srv.stop()
+
+
+def test_sessions_of_loops_closed_without_aclose_are_dropped_quietly(caplog):
+    srv = serve_keep_alive()
+    backend = server(srv.url)
+    try:
+        for i in range(3):  # asyncio.run per call, never aclose(): each loop closes with its session open
+            [res] = asyncio.run(backend.agenerate([GenerationRequest("S", f"U{i}")]))
+            assert res.error is None
+        assert len(backend._sessions) == 1  # the earlier loops' sessions were dropped
+        gc.collect()
+        assert not [r for r in caplog.records if "Unclosed" in r.getMessage()]
     finally:
         backend.close()
         srv.stop()
