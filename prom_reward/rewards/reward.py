@@ -176,6 +176,8 @@ class PrometheusReward(JudgeHolder):
         n = len(samples)
         if not n:
             return ModeOutput([], [], {}, [], [])
+        if self._judge is None:  # a judge given as options is built (an engine started) in a worker thread
+            await asyncio.to_thread(lambda: self.judge)
         if self.canary.due:  # the canary's judgment goes through the sync path: a worker thread waits for it
             await asyncio.to_thread(self.check_configuration, deadline)
         if self.config.mode == "pairwise_reference" and all(x.baseline is None for x in samples):
