@@ -37,7 +37,7 @@ class NoOpBackend:
         self._abs = Completion(absolute, finish_reason="stop", completion_tokens=0)
         self._rel = Completion(relative, finish_reason="stop", completion_tokens=0)
 
-    def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+    async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         return [GenerationResult(((self._rel if "Response A" in r.user else self._abs),) * r.n) for r in requests]
 
     def count_tokens(self, requests: Sequence[GenerationRequest]) -> None:

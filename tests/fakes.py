@@ -38,14 +38,17 @@ def chat_reply(n: int = 1, text: str = "Good. [RESULT] 4") -> dict:
 
 
 class FakeServer:
-    """A real HTTP server on 127.0.0.1 in a thread; ``routes`` maps a path to a reply function."""
+    """A real HTTP server on 127.0.0.1 in a thread; ``routes`` maps a path to a reply function. With
+    ``keep_alive`` it speaks HTTP/1.1 and keeps connections open; ``peers`` lists each call's client port."""
 
-    def __init__(self, routes: dict[str, Reply], port: int = 0) -> None:
-        self.routes, self.calls = routes, []
+    def __init__(self, routes: dict[str, Reply], port: int = 0, *, keep_alive: bool = False) -> None:
+        self.routes, self.calls, self.peers = routes, [], []
         self.release = threading.Event()
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
+
             def log_message(self, *args: Any) -> None:
                 pass
 
@@ -56,6 +59,7 @@ class FakeServer:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
                 outer.calls.append((self.path, body))
+                outer.peers.append(self.client_address[1])
                 route = outer.routes.get(self.path)
                 reply = (
                     (404, {"detail": "Not Found"})

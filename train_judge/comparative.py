@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from prom_reward.backends.base import GenerationRequest
+from prom_reward.backends.bridge import run_sync
 from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
 from prom_reward.errors import ConfigError
 from prom_reward.format.sanitize import neutralize
@@ -224,7 +225,7 @@ class ComparativeWriter:
                 reqs = [
                     GenerationRequest(COMPARE_SYSTEM_PROMPT, users[i], self.sampling, attempt=attempt) for i in chunk
                 ]
-                results = self.backend.generate(reqs)
+                results = run_sync(lambda: self.backend.agenerate(reqs))  # noqa: B023 (awaited at once)
                 self.report.requests += len(reqs)
                 for i, res in zip(chunk, results, strict=True):
                     text = res.completions[0].text if res.completions else ""

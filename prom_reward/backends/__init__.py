@@ -16,6 +16,7 @@ from prom_reward.backends.base import (
     GenerationResult,
     TokenLogprobs,
 )
+from prom_reward.backends.bridge import run_sync, sync_method
 from prom_reward.backends.cached import CachedBackend
 from prom_reward.backends.factory import BACKENDS, backend_class, make_backend
 from prom_reward.backends.sampling import SamplingConfig
@@ -32,4 +33,6 @@ __all__ = [
     "TokenLogprobs",
     "backend_class",
     "make_backend",
+    "run_sync",
+    "sync_method",
 ]

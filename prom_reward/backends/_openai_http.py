@@ -1,8 +1,10 @@
-"""HTTP transport for ``OpenAIServer``: one client per batch, URL choice, retries with back-off.
+"""HTTP transport for ``OpenAIServer``: one long-lived session per event loop, URL choice, retries with back-off.
 
-``HTTPBatch`` lives inside one running event loop (one ``agenerate`` call): it owns an
-``aiohttp.ClientSession`` and a semaphore bounding calls in flight; which URL gets each call
-is the backend's ``EndpointPool``'s choice (``_endpoints``), which outlives the batch.
+``LoopSessions`` holds the ``aiohttp.ClientSession`` (and its connection pool, ``new_session``) that a
+backend keeps per event loop it is used on, across calls, until it is closed. ``HTTPBatch`` lives inside one running
+event loop (one ``agenerate`` call): it uses that session and owns a semaphore bounding the batch's
+calls in flight; which URL gets each call is the backend's ``EndpointPool``'s choice (``_endpoints``),
+which outlives the batch.
 ``call`` sends one logical request to the up URL with the fewest outstanding calls and
 retries connection errors, timeouts, 5xx, 429 and replies that ``parse`` rejects, each
 retry on another URL when there is one. Other 4xx replies raise at once: ``ServerRejected``, or
@@ -16,12 +18,13 @@ CPU per request on bookkeeping (``benchmarks/client_overhead.py``).
 
 Example:
     >>> async def models(url):  # doctest: +SKIP
-    ...     b = HTTPBatch(EndpointPool([url]), api_key=None, max_concurrency=4, timeout=10, max_retries=2,
-    ...                   backoff=0.1)
+    ...     session = new_session(api_key=None, timeout=10)
+    ...     b = HTTPBatch(EndpointPool([url]), session, max_concurrency=4, timeout=10, max_retries=2, backoff=0.1)
     ...     try:
     ...         return await b.call("GET", "/models", parse=lambda d: [m["id"] for m in d["data"]])
     ...     finally:
     ...         await b.aclose()
+    ...         await session.close()
     >>> run_sync(lambda: models("http://127.0.0.1:8000/v1"))  # doctest: +SKIP
     ['prometheus-eval/prometheus-7b-v2.0']
 """
@@ -29,9 +32,9 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import json
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
@@ -40,25 +43,83 @@ import aiohttp
 
 from prom_reward.backends._endpoints import EndpointPool
 from prom_reward.backends._openai_wire import error_text, rejection
+from prom_reward.backends.bridge import close_on_loop
 from prom_reward.errors import BackendError
 
 T = TypeVar("T")
+KEEPALIVE_S = 3.0
 log = logging.getLogger(__name__)
 
 
-def run_sync(factory: Callable[[], Awaitable[T]]) -> T:
-    """Run the coroutine ``factory()`` to completion from sync code. Inside a running
-    event loop it runs on a fresh loop in a worker thread (blocking the caller)."""
+def new_session(*, api_key: str | None, timeout: float) -> aiohttp.ClientSession:
+    """A session bound to the running loop: bearer ``api_key``, ``timeout`` seconds per call, no limit on its
+    connection pool (each batch's semaphore bounds its own calls in flight), kept-alive connections reused for
+    ``KEEPALIVE_S``: under the 5 s after which vLLM's server (uvicorn) drops an idle one, since aiohttp does
+    not resend a POST whose reused connection the server had closed."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    return aiohttp.ClientSession(
+        headers=headers,
+        timeout=aiohttp.ClientTimeout(total=timeout),
+        connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=KEEPALIVE_S),
+        raise_for_status=False,
+    )
 
-    def main() -> T:
-        return asyncio.run(factory())  # type: ignore[arg-type]
 
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return main()
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(main).result()
+class LoopSessions:
+    """One long-lived session per event loop (an aiohttp session is bound to the loop that made it): made on
+    first use there, dropped once its loop is closed, closed by ``close``/``aclose``. Pickled or copied empty."""
+
+    def __init__(self, *, api_key: str | None, timeout: float) -> None:
+        self.api_key, self.timeout = api_key, timeout
+        self._by_loop: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"api_key": self.api_key, "timeout": self.timeout}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(**state)  # type: ignore[misc]
+
+    def __len__(self) -> int:
+        return len(self._by_loop)
+
+    def get(self) -> aiohttp.ClientSession:
+        """The running loop's session (made on its first use there)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            for gone in [old for old in self._by_loop if old.is_closed()]:
+                _forget(self._by_loop.pop(gone))
+            session = self._by_loop.get(loop)
+            if session is None or session.closed:
+                session = self._by_loop[loop] = new_session(api_key=self.api_key, timeout=self.timeout)
+        return session
+
+    def close(self) -> None:
+        """Close every session on its own loop (``bridge.close_on_loop``). Safe to call twice."""
+        with self._lock:
+            sessions, self._by_loop = self._by_loop, {}
+        for loop, session in sessions.items():
+            close_on_loop(loop, session.close)
+
+    async def aclose(self) -> None:
+        """``close``, the running loop's session closed before this returns."""
+        with self._lock:
+            here = self._by_loop.pop(asyncio.get_running_loop(), None)
+        self.close()
+        if here is not None:
+            await here.close()
+
+
+def _forget(session: aiohttp.ClientSession) -> None:
+    """Mark closed a session whose loop was closed without closing it (a new loop per call): its sockets
+    went with the loop, and nothing can be awaited there. aiohttp's ``_close`` only flags a connector of a
+    closed loop (no public call does), so no "Unclosed client session" is logged when it is collected."""
+    connector = session.connector
+    if connector is not None:
+        try:
+            connector._close()
+        except (RuntimeError, AttributeError):  # another aiohttp: the collector's warning is all that is lost
+            pass
 
 
 async def gather_all(aws: Iterable[Awaitable[T]]) -> list[T]:
@@ -79,26 +140,21 @@ def _root(url: str) -> str:
 
 
 class HTTPBatch:
-    """Per-batch HTTP state; make it inside the running loop and ``aclose`` it after."""
+    """Per-batch HTTP state on a session of the running loop; make it inside that loop and ``aclose`` it after
+    (which stops its health probes; the session stays open, its owner's)."""
 
     def __init__(
         self,
         pool: EndpointPool,
+        client: aiohttp.ClientSession,
         *,
-        api_key: str | None,
         max_concurrency: int,
         timeout: float,
         max_retries: int,
         backoff: float,
         probe_timeout: float = 5.0,
     ) -> None:
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.client = aiohttp.ClientSession(
-            headers=headers,
-            timeout=aiohttp.ClientTimeout(total=timeout),
-            connector=aiohttp.TCPConnector(limit=max_concurrency + 4),
-            raise_for_status=False,
-        )
+        self.client = client
         self.sem = asyncio.Semaphore(max_concurrency)
         self.pool = pool
         self.max_retries, self.backoff, self.timeout = max_retries, backoff, timeout
@@ -213,4 +269,3 @@ class HTTPBatch:
             task.cancel()
         if self._probes:
             await asyncio.gather(*self._probes, return_exceptions=True)
-        await self.client.close()

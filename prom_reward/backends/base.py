@@ -3,8 +3,11 @@
 A backend receives ``GenerationRequest`` objects that carry the *unwired* system
 prompt and filled template; the backend's wire format turns them into what its
 model reads (a chat-templated string, ``[INST] ... [/INST]``, raw text, or chat
-messages for an OpenAI-compatible server). Every request in one ``generate``
-call goes to the model together so the engine can batch them.
+messages for an OpenAI-compatible server). Every request in one ``agenerate``
+call goes to the model together so the engine can batch them. The protocol is async: the judge awaits
+``agenerate`` on the caller's event loop (a sync caller's: the library's, ``bridge.run_sync``); an
+in-process engine runs its blocking call in a worker thread under it. The backends here also keep a sync
+``generate`` (the same call, for scripts); the library calls only ``agenerate``.
 
 What a backend can do beyond the protocol's methods it declares in ``capabilities``, a
 ``BackendCapabilities``; callers read it there, never by probing the object for attributes.
@@ -114,7 +117,7 @@ class GenerationResult:
 
 @dataclass(frozen=True, kw_only=True)
 class BackendCapabilities:
-    """What a backend declares it can do beyond ``generate``/``count_tokens``/``context_length``/``close``.
+    """What a backend declares it can do beyond ``agenerate``/``count_tokens``/``context_length``/``close``.
     Every field is given: a backend states each capability, none is assumed."""
 
     tokens_at_most_bytes: bool
@@ -122,11 +125,12 @@ class BackendCapabilities:
     so the context check (``prom_reward.core.context``) skips counting a prompt whose bytes surely fit."""
 
     streams_results: bool
-    """``generate`` also takes ``on_result(index, result)`` and calls it as each result completes, so a
+    """``agenerate`` also takes ``on_result(index, result)`` and calls it as each result completes, so a
     judgment store (``CachedBackend``) saves results as they arrive instead of per call."""
 
     thread_safe: bool
-    """Several threads may call ``generate`` at once (the batched reward then runs batches concurrently)."""
+    """Several threads or tasks may call ``agenerate`` at once (the batched reward then runs batches
+    concurrently); a backend without it is awaited one call at a time."""
 
     continuation_logprobs: bool
     """It teacher-forces: it has ``continuation_logprobs(requests, continuations, top_k)`` (a
@@ -149,9 +153,10 @@ class Backend(Protocol):
     capabilities: BackendCapabilities
     """What this backend can do beyond these methods (declared by the class, read by the callers)."""
 
-    def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+    async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         """Complete every request (all in one batch where possible), in input order. A request the transport
-        fails gets a result with ``error``; a failure of the whole call (the engine died) raises ``BackendError``."""
+        fails gets a result with ``error``; a failure of the whole call (the engine died) raises ``BackendError``.
+        Awaited on the caller's loop: blocking work (an in-process engine) runs in a worker thread."""
         ...
 
     def count_tokens(self, requests: Sequence[GenerationRequest]) -> list[int] | None:

@@ -1,7 +1,7 @@
 """A backend wrapper that answers from a ``JudgmentStore`` and saves every new result.
 
-``generate`` looks every request up, sends only the missing ones to the inner
-backend in one call (order kept), saves their results, and answers in input order.
+``agenerate`` looks every request up, sends only the missing ones to the inner
+backend in one awaited call (order kept), saves their results, and answers in input order.
 A backend that reports results as they complete (``capabilities.streams_results``:
 the ``openai`` backend) has them saved as they arrive, in small transactions (every
 ``flush_every`` results or ``flush_seconds``), so a crash or a failed request loses
@@ -13,7 +13,8 @@ A result the store answered is marked ``stored`` (nothing was generated for it; 
 apart, ``JudgeStats.stored_samples``). ``CachedBackend.deferred`` wraps a backend that is not built yet
 (the in-process vLLM engine: ``VLLMEngine.unstarted`` gives its fingerprint and tokenizer): it is built
 on the first call that needs it, a request the store does not hold, so a re-run answered wholly by the
-store starts no engine (``built`` says whether it started).
+store starts no engine (``built`` says whether it started; a worker thread starts it, the caller's loop
+is not blocked). ``generate`` is the sync form (``bridge.run_sync``).
 
 Example:
     >>> import os, tempfile
@@ -30,6 +31,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import threading
@@ -40,6 +42,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from prom_reward.backends.base import Backend, BackendCapabilities, GenerationRequest, GenerationResult, TokenLogprobs
+from prom_reward.backends.bridge import sync_method
 from prom_reward.backends.factory import check_model_folder, make_backend
 from prom_reward.backends.store import JudgmentStore, backend_fingerprint, open_store, request_key
 from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, ContinuationScorer
@@ -162,7 +165,8 @@ class CachedBackend:
             seen[base] += 1
         return out
 
-    def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+    async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+        """The stored results of ``requests``, the others from one awaited call of the inner backend."""
         keys = self.keys_for(requests)
         found = self.store.get_many(keys)
         missing = [i for i, k in enumerate(keys) if k not in found]
@@ -171,17 +175,18 @@ class CachedBackend:
         if missing:
             batch = [requests[i] for i in missing]
             model = self.fingerprint.get("model") or self.name
-            streams = self.inner.capabilities.streams_results
+            inner = self._inner if self._inner is not None else await asyncio.to_thread(lambda: self.inner)
+            streams = inner.capabilities.streams_results
             if streams:
                 saver = _Saver(self.store, self.flush_every, self.flush_seconds)
                 try:
-                    results = self.inner.generate(  # type: ignore[call-arg]
+                    results = await inner.agenerate(  # type: ignore[call-arg]
                         batch, on_result=lambda j, res: saver.add((keys[missing[j]], model, batch[j], res))
                     )
                 finally:
                     saver.flush()  # what finished is kept even when the call failed
             else:
-                results = self.inner.generate(batch)
+                results = await inner.agenerate(batch)
             if len(results) != len(batch):
                 raise BackendError(
                     f"backend {self.name!r} returned {len(results)} results for {len(batch)} requests; "
@@ -197,6 +202,8 @@ class CachedBackend:
         if missing:
             answered.update((keys[i], res) for i, res in zip(missing, results, strict=True))
         return [answered[k] for k in keys]
+
+    generate = sync_method(agenerate)
 
     def count_tokens(self, requests: Sequence[GenerationRequest]) -> list[int] | None:
         return self.inner.count_tokens(requests)

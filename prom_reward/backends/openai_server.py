@@ -9,7 +9,9 @@ once with the server's message. A request that still fails gets a result with it
 that fails ``eject_after`` times in a row is taken out of rotation and health-probed
 back in (``_endpoints.EndpointPool``, kept across calls; ``endpoint_stats()`` shows it).
 ``generate(..., on_result=f)`` calls ``f(index, result)`` as each request completes (a
-judgment store saves them so).
+judgment store saves them so). The backend keeps one HTTP session (and its connection pool) per event
+loop it is used on, made on first use and closed by ``close()``/``aclose()``; sync calls run on the
+library's one loop (``bridge.run_sync``), so their session is long-lived too.
 ``system_role=None`` asks vLLM's ``/tokenize`` whether the served chat template keeps a
 system message, else the system prompt is folded into the user turn (the Prometheus
 training form). Assistant prefixes, ``top_k``,
@@ -32,9 +34,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from prom_reward.backends._endpoints import EndpointPool
-from prom_reward.backends._openai_http import HTTPBatch, gather_all, run_sync
+from prom_reward.backends._openai_http import HTTPBatch, LoopSessions, gather_all
 from prom_reward.backends._openai_wire import parse_prompt_logprobs, parse_reply, sampling_fields, sent_n
 from prom_reward.backends.base import BackendCapabilities, GenerationRequest, GenerationResult, TokenLogprobs
+from prom_reward.backends.bridge import run_sync
 from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, split_continuation, with_continuation
 from prom_reward.errors import BackendError, ConfigError, JudgeConfigError, ServerRejected, UnknownNameError
 from prom_reward.format.wire import get_wire_format
@@ -128,6 +131,7 @@ class OpenAIServer:
         self.max_retries, self.backoff = max_retries, float(backoff)
         self._max_model_len: int | None = None
         self._context_known = self._closed = False
+        self._sessions = LoopSessions(api_key=self._api_key, timeout=self.timeout)
 
     def __repr__(self) -> str:
         return f"OpenAIServer({self.base_urls!r}, model={self.model!r}, endpoint={self.endpoint!r})"
@@ -230,7 +234,7 @@ class OpenAIServer:
             raise BackendError("this OpenAIServer was closed; build a new one")
         b = HTTPBatch(
             self.pool,
-            api_key=self._api_key,
+            self._sessions.get(),
             max_concurrency=self.max_concurrency,
             timeout=self.timeout,
             max_retries=self.max_retries,
@@ -376,5 +380,11 @@ class OpenAIServer:
         return ()
 
     def close(self) -> None:
-        """Refuse further calls. HTTP clients live per batch, so nothing stays open between calls."""
+        """Refuse further calls and close the HTTP sessions, each on its own loop. Safe to call twice."""
         self._closed = True
+        self._sessions.close()
+
+    async def aclose(self) -> None:
+        """``close`` from async code: the running loop's session is closed before this returns."""
+        self._closed = True
+        await self._sessions.aclose()

@@ -124,6 +124,10 @@ class ReferenceReplayBackend:
                 ]
         return cls(records, source=f"human labels recorded in {Path(path).name}")
 
+    async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+        """``generate``, directly (a dictionary look-up)."""
+        return self.generate(requests)
+
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         for i, r in enumerate(requests):
             if r.user not in self.records:

@@ -14,7 +14,9 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from prom_reward.backends.base import BackendCapabilities, Completion, GenerationRequest, GenerationResult
 from prom_reward.errors import BackendError
@@ -56,6 +58,11 @@ class ScriptedBackend:
         if isinstance(out, Completion):
             return out
         return Completion(text=out, finish_reason="stop", completion_tokens=len(out.split()))
+
+    async def agenerate(self, requests: Sequence[GenerationRequest], **options: Any) -> list[GenerationResult]:
+        """``generate`` in a worker thread: a ``respond`` function (or a subclass's ``generate``) may block, as
+        an engine does. ``options`` go to ``generate`` (a subclass that streams takes ``on_result``)."""
+        return await asyncio.to_thread(self.generate, requests, **options)
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         self.calls.append(list(requests))

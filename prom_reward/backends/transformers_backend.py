@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -110,6 +111,10 @@ class TransformersBackend:
         return list(self.tokenizer.encode(self.render(request), add_special_tokens=add))
 
     # -- generation ----------------------------------------------------------------------
+    async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+        """``generate`` in a worker thread (``model.generate`` blocks)."""
+        return await asyncio.to_thread(self.generate, requests)
+
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         if self.model is None:
             raise BackendError("this TransformersBackend was closed; build a new one")

@@ -15,6 +15,7 @@ Example (needs vLLM and a model):
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -153,6 +154,10 @@ class VLLMEngine:
         return SamplingParams(**sampling_kwargs(s, n, per_request_seed=not self._cpu))
 
     # -- Backend protocol --------------------------------------------------------
+    async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+        """``generate`` in a worker thread (``vllm.LLM.generate`` blocks)."""
+        return await asyncio.to_thread(self.generate, requests)
+
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         if not requests:
             return []

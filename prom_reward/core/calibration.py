@@ -8,6 +8,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -66,19 +67,18 @@ def calibration_scorer(
     return scorer, owned
 
 
-def calibrate(
+async def calibrate(
     scorer: ContinuationScorer, requests: Sequence[GenerationRequest], runs: list[ItemRun], top_k: int, truncation: str
 ) -> int:
     """Set the base-model entropy of every valid sample's text (one teacher-forcing call); returns the
-    number of tokens read."""
+    number of tokens read. The teacher-forcing call (sync, blocking) runs in a worker thread."""
     where = [
         (i, j) for i, r in enumerate(runs) for j, smp in enumerate(r.samples) if smp.verdict is not None and smp.text
     ]
     if not where:
         return 0
-    scored = scorer.continuation_logprobs(
-        [requests[i] for i, _ in where], [runs[i].samples[j].text for i, j in where], top_k=top_k
-    )
+    texts = [runs[i].samples[j].text for i, j in where]
+    scored = await asyncio.to_thread(scorer.continuation_logprobs, [requests[i] for i, _ in where], texts, top_k)
     tokens = 0
     for (i, j), positions in zip(where, scored, strict=True):
         runs[i].samples[j] = dataclasses.replace(runs[i].samples[j], base_entropy=mean_entropy(positions, truncation))

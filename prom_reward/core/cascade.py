@@ -50,6 +50,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TypeVar, cast
 
+from prom_reward.backends.bridge import threaded_method
 from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
 from prom_reward.backends.teacher_forcing import ContinuationScorer
 from prom_reward.confidence.indicators import INDICATORS, NEEDS
@@ -350,6 +351,10 @@ class CascadeJudge:
             )
 
         return self._cascade(first, n, again)
+
+    # the routing is sync: the async forms run it in a worker thread
+    agrade, acompare = threaded_method(grade), threaded_method(compare)
+    acompare_by_grades = threaded_method(compare_by_grades)
 
     def close(self) -> None:
         """Close both judges."""

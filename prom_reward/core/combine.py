@@ -82,22 +82,21 @@ ORDERS = ("A-B", "B-A")
 """The names of the two orders in a reason: as given, and swapped."""
 
 
-def no_verdict(samples: Sequence[JudgeSample]) -> str:
-    """The reason of a judgment none of whose ``samples`` has a verdict: how many, and the judge format's
-    reason for the last one that has one (``prometheus2: no '[RESULT] 1-5' verdict ...``)."""
-    failed = [s for s in samples if s.verdict is None]
-    last = next((s.reason for s in reversed(failed) if s.reason), None)
-    return f"no verdict in {len(failed)} sample(s)" + (f" (last: {last})" if last else "")
+def no_verdict(failures: int, samples: Sequence[JudgeSample] = ()) -> str:
+    """The reason of a judgment whose ``failures`` samples lack a verdict, ending with the judge format's
+    reason for the last of ``samples`` that has one (``prometheus2: no '[RESULT] 1-5' verdict ...``)."""
+    last = next((s.reason for s in reversed(samples) if s.verdict is None and s.reason), None)
+    return f"no verdict in {failures} sample(s)" + (f" (last: {last})" if last else "")
 
 
 def _undecided(runs: Sequence[ItemRun], winners: Sequence[Winner | None]) -> tuple[bool, str | None]:
     """(tie, reason) of one order or both: None reason when they give a winner (see the module doc)."""
     failed = [name for name, r in zip(ORDERS, runs, strict=False) if not r.valid]
     if len(failed) == len(runs):
-        return False, no_verdict([s for r in runs for s in r.samples])
+        return False, no_verdict(sum(r.failures for r in runs), [s for r in runs for s in r.samples])
     if failed:
         bad = runs[ORDERS.index(failed[0])]
-        return False, f"order {failed[0]} failed: {no_verdict(bad.samples)}"
+        return False, f"order {failed[0]} failed: {no_verdict(bad.failures, bad.samples)}"
     if None not in winners and len(set(winners)) == 1:
         return False, None
     if None not in winners:
@@ -143,7 +142,7 @@ def verdict_from_grades(a: Grade, b: Grade, *, tie: bool, tie_rounds: int) -> Ve
         winner = "A" if a.score > b.score else "B"
     elif a.score is None or b.score is None:
         label, g = ("A", a) if a.score is None else ("B", b)
-        reason = f"response {label} not graded: {no_verdict(g.samples)}"
+        reason = f"response {label} not graded: {no_verdict(g.failures, g.samples)}"
     else:
         reason = f"tie: equal grades after {tie_rounds} tie round(s)"
     return Verdict(

@@ -6,7 +6,7 @@ any generation, sends all items to the backend together (vLLM batches them), and
 returns one ``Grade``/``Verdict`` per item, in order, None-scored (never a made-up
 number) when the judge failed. A failed item is a value: its ``error`` says whose
 fault it is (its input, the judge's output, the transport) and why; one item's fault
-never raises, its batch-mates are judged.
+never raises, its batch-mates are judged. ``agrade``/``acompare``/... are awaited; ``grade``/... wait for them.
 
 Example (the README tour runs this on a real model):
     >>> judge = PrometheusJudge(backend="scripted", outputs=["Accurate and complete. [RESULT] 5"])
@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from prom_reward.backends import Backend, CachedBackend, GenerationRequest, make_backend
+from prom_reward.backends import Backend, CachedBackend, GenerationRequest, make_backend, sync_method
 from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
 from prom_reward.confidence.indicators import TRUNCATIONS
 from prom_reward.core.calibration import calibrate, calibration_scorer, share_gpu_with_calibration
@@ -186,7 +186,7 @@ class PrometheusJudge:
         self.stats.neutralized += n
         return out
 
-    def _run(
+    async def _run(
         self,
         mode: Mode,
         k: int,
@@ -203,9 +203,9 @@ class PrometheusJudge:
         truncate = self.truncate_response if truncate is None else truncate
         store = self._store
         known = (lambda reqs: store.stored(SampleRunner.first_round(reqs, k))) if store is not None else None
-        runs, truncated, go, requests = fit_items(self.backend, items, failed, render, truncate, deadline, known)
+        runs, truncated, go, requests = await fit_items(self.backend, items, failed, render, truncate, deadline, known)
         start = time.perf_counter()
-        sampled = SampleRunner(
+        sampled = await SampleRunner(
             self.backend,
             max_retries=self.max_retries,
             force_verdict=self.force_verdict,
@@ -216,12 +216,12 @@ class PrometheusJudge:
             runs[i] = run
         if self.calibration is not None:
             top, how = self.sampling.logprobs or EXPECTED_LOGPROBS, self.entropy_truncation
-            self.stats.calibration_tokens += calibrate(self.calibration, requests, sampled, top, how)
+            self.stats.calibration_tokens += await calibrate(self.calibration, requests, sampled, top, how)
         count_runs(self.stats, sampled, time.perf_counter() - start, sum(truncated))
         return runs, truncated
 
     # -- public API ---------------------------------------------------------------
-    def grade(
+    async def agrade(
         self,
         instructions: Sequence[str],
         responses: Sequence[str],
@@ -238,7 +238,7 @@ class PrometheusJudge:
         overrides the judge's setting for this call; ``deadline`` (monotonic) bounds the transport's
         attempts. An item that cannot be judged gets a Grade with score None and its ``error``; lists of
         different lengths raise ``InputError``."""
-        return self._grade(
+        return await self._agrade(
             instructions,
             responses,
             rubric,
@@ -250,7 +250,7 @@ class PrometheusJudge:
             deadline=deadline,
         )
 
-    def _grade(
+    async def _agrade(
         self,
         instructions: Sequence[str],
         responses: Sequence[str],
@@ -278,10 +278,10 @@ class PrometheusJudge:
             return dataclasses.replace(absolute_request(it, cfg, self.format), attempt=attempt)
 
         k = num_samples or self.num_samples
-        runs, truncated = self._run("absolute", k, items, render, truncate_response, failed, deadline)
+        runs, truncated = await self._run("absolute", k, items, render, truncate_response, failed, deadline)
         return [grade_outcome(grade_from_run(r, truncated=t), r) for r, t in zip(runs, truncated, strict=True)]
 
-    def compare(
+    async def acompare(
         self,
         instructions: Sequence[str],
         responses_a: Sequence[str],
@@ -317,7 +317,7 @@ class PrometheusJudge:
             batch += [dataclasses.replace(it, response_a=it.response_b, response_b=it.response_a) for it in items]
             failed.update({n + i: e for i, e in failed.items()})
         k = num_samples or self.num_samples
-        runs, truncated = self._run("relative", k, batch, render, truncate_response, failed, deadline)
+        runs, truncated = await self._run("relative", k, batch, render, truncate_response, failed, deadline)
         out = []
         for i in range(n):
             orders = [runs[i], runs[n + i]] if swap else [runs[i]]
@@ -326,7 +326,7 @@ class PrometheusJudge:
             out.append(verdict_outcome(verdict, orders))
         return out
 
-    def compare_by_grades(
+    async def acompare_by_grades(
         self,
         instructions: Sequence[str],
         responses_a: Sequence[str],
@@ -350,7 +350,7 @@ class PrometheusJudge:
         ins = [it.instruction for it in items]
         rubs = [it.rubric for it in items]
         refs = [it.reference_answer for it in items]
-        both = self.grade(
+        both = await self.agrade(
             ins + ins,
             [it.response_a for it in items] + [it.response_b for it in items],
             rubs + rubs,
@@ -369,7 +369,7 @@ class PrometheusJudge:
             todo = [i for i in range(n) if tied(i)]
             if not todo:
                 break
-            re = self._grade(
+            re = await self._agrade(
                 [ins[i] for i in todo] * 2,
                 [items[i].response_a for i in todo] + [items[i].response_b for i in todo],
                 [rubs[i] for i in todo] * 2,
@@ -383,6 +383,8 @@ class PrometheusJudge:
                 rounds[i] += 1
         judged = [graded_verdict(a, b, tie=tied(i), tie_rounds=rounds[i]) for i, (a, b) in enumerate(grades)]
         return with_failed_pairs(len(every), failed, judged)
+
+    grade, compare, compare_by_grades = sync_method(agrade), sync_method(acompare), sync_method(acompare_by_grades)
 
     def close(self) -> None:
         """Release the backend (the vLLM engine, HTTP clients); a calibration model stays the caller's

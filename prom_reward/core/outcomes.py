@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import re
 from collections.abc import Callable, Sequence
@@ -37,7 +38,7 @@ def input_failure(error: InputError) -> JudgeFailure:
     return JudgeFailure("input", _ITEM.sub("", str(error)))
 
 
-def fit_items(
+async def fit_items(
     backend: Backend,
     items: list[Item],
     failed: dict[int, InputError],
@@ -49,13 +50,20 @@ def fit_items(
     """The requests still to sample: one run per item (a failed one empty, with its ``error``: ``failed``, or
     a prompt that cannot be made to fit the context), the truncated flags, the positions of the items to
     sample and their requests (carrying ``deadline``). ``known``: which of the rendered requests a judgment
-    store answers (those are not checked against the context)."""
+    store answers (those are not checked against the context). The context check may ask the backend (a
+    server's ``/tokenize``, sync): it runs in a worker thread."""
     runs = [ItemRun(error=input_failure(failed[i])) if i in failed else ItemRun() for i in range(len(items))]
     truncated = [False] * len(items)
     ok = [i for i in range(len(items)) if i not in failed]
     rendered = [render(items[i]) for i in ok]
-    requests, _, cut, errors = fit_to_context(
-        backend, rendered, [items[i] for i in ok], render, truncate, known(rendered) if known and rendered else None
+    requests, _, cut, errors = await asyncio.to_thread(
+        fit_to_context,
+        backend,
+        rendered,
+        [items[i] for i in ok],
+        render,
+        truncate,
+        known(rendered) if known and rendered else None,
     )
     for j, e in enumerate(errors):
         truncated[ok[j]] = cut[j]
@@ -70,7 +78,7 @@ def grade_outcome(grade: Grade, run: ItemRun) -> Grade:
     if run.error is not None:
         return dataclasses.replace(grade, error=run.error)
     if grade.score is None:
-        why = f"after its retries the judge gave {no_verdict(run.samples)}"
+        why = f"after its retries the judge gave {no_verdict(grade.failures, run.samples)}"
         return dataclasses.replace(grade, error=JudgeFailure("output", why))
     return grade
 

@@ -138,6 +138,52 @@ class Judge(Protocol):
         """Pairwise verdicts from the absolute grades of A and B (ties re-graded)."""
         ...
 
+    async def agrade(
+        self,
+        instructions: Sequence[str],
+        responses: Sequence[str],
+        rubric: RubricsLike,
+        reference_answers: Sequence[str | None] | None = None,
+        *,
+        num_samples: int | None = None,
+        sampling: SamplingOverrides = None,
+        truncate_response: bool | None = None,
+        deadline: float | None = None,
+    ) -> list[Grade]:
+        """``grade``, awaited on the caller's event loop (the rewards' path)."""
+        ...
+
+    async def acompare(
+        self,
+        instructions: Sequence[str],
+        responses_a: Sequence[str],
+        responses_b: Sequence[str],
+        rubric: RubricsLike,
+        reference_answers: Sequence[str | None] | None = None,
+        *,
+        swap: bool = False,
+        num_samples: int | None = None,
+        sampling: SamplingOverrides = None,
+        truncate_response: bool | None = None,
+        deadline: float | None = None,
+    ) -> list[Verdict]:
+        """``compare``, awaited on the caller's event loop."""
+        ...
+
+    async def acompare_by_grades(
+        self,
+        instructions: Sequence[str],
+        responses_a: Sequence[str],
+        responses_b: Sequence[str],
+        rubric: RubricsLike,
+        reference_answers: Sequence[str | None] | None = None,
+        *,
+        max_tie_rounds: int | None = None,
+        num_samples: int | None = None,
+    ) -> list[Verdict]:
+        """``compare_by_grades``, awaited on the caller's event loop."""
+        ...
+
     def close(self) -> None:
         """Release what the judge holds (engines, HTTP clients)."""
         ...

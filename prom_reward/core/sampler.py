@@ -28,7 +28,8 @@ Example:
     >>> from prom_reward.backends.base import GenerationRequest
     >>> from prom_reward.format.formats.prometheus2 import PROMETHEUS2
     >>> b = ScriptedBackend(outputs=["no verdict here", "Good. [RESULT] 4"])
-    >>> run = SampleRunner(b, max_retries=1).run([GenerationRequest("s", "u")], "absolute", k=1)[0]
+    >>> from prom_reward.backends.bridge import run_sync
+    >>> run = run_sync(lambda: SampleRunner(b, max_retries=1).run([GenerationRequest("s", "u")], "absolute", k=1))[0]
     >>> [s.verdict for s in run.samples], run.retries, run.failures
     ([None, 4], 1, 1)
     >>> should_force(run.samples[0], "cut", PROMETHEUS2), should_force(run.samples[0], "always", PROMETHEUS2)
@@ -170,10 +171,11 @@ def _check_count(backend: Backend, batch: Sequence[GenerationRequest], results: 
         )
 
 
-def _generate(backend: Backend, batch: list[GenerationRequest]) -> list[GenerationResult]:
-    """``backend.generate(batch)``, one result per request; a call that failed whole gives each request its error."""
+async def _generate(backend: Backend, batch: list[GenerationRequest]) -> list[GenerationResult]:
+    """``backend.agenerate(batch)``, one result per request; a call that failed whole gives each request its
+    error."""
     try:
-        results = backend.generate(batch)
+        results = await backend.agenerate(batch)
     except BackendError as e:
         return [GenerationResult((), error=str(e)) for _ in batch]
     _check_count(backend, batch, results)
@@ -226,7 +228,7 @@ class SampleRunner:
             reason=parsed.reason,
         )
 
-    def _force(
+    async def _force(
         self, requests: list[GenerationRequest], samples: list[JudgeSample], mode: Mode
     ) -> tuple[list[JudgeSample], list[int]]:
         """The samples with their verdicts forced, and per sample the forcing tokens a store answered."""
@@ -241,7 +243,7 @@ class SampleRunner:
             )
             for r, body in zip(requests, bodies, strict=True)
         ]
-        results = _generate(self.backend, forcing)
+        results = await _generate(self.backend, forcing)
         out = []
         stored = [res.completions[0].completion_tokens if res.stored else 0 for res in results]
         for s, body, res in zip(samples, bodies, results, strict=True):
@@ -288,7 +290,7 @@ class SampleRunner:
                 s = dataclasses.replace(s, temperature=temperature, seed=seed)
         return dataclasses.replace(r, n=need, sampling=s, attempt=r.attempt + round_)
 
-    def run(self, requests: Sequence[GenerationRequest], mode: Mode, k: int = 1) -> list[ItemRun]:
+    async def run(self, requests: Sequence[GenerationRequest], mode: Mode, k: int = 1) -> list[ItemRun]:
         """Sample until each request has ``k`` valid samples or retries run out."""
         runs = [ItemRun() for _ in requests]
         pending = {i: k for i in range(len(requests))}
@@ -296,7 +298,7 @@ class SampleRunner:
         while pending:
             idx = list(pending)
             batch = [self._round_request(requests[i], pending[i], round_, i) for i in idx]
-            results = _generate(self.backend, batch)
+            results = await _generate(self.backend, batch)
             new: list[tuple[int, JudgeSample]] = []
             for i, res in zip(idx, results, strict=True):
                 runs[i].error = failure_of(res)
@@ -308,7 +310,7 @@ class SampleRunner:
                     runs[i].stored_completion_tokens += sum(c.completion_tokens for c in res.completions)
             todo = [j for j, (_, s) in enumerate(new) if should_force(s, self.force_verdict, self.format)]
             if todo:
-                forced, stored = self._force([requests[new[j][0]] for j in todo], [new[j][1] for j in todo], mode)
+                forced, stored = await self._force([requests[new[j][0]] for j in todo], [new[j][1] for j in todo], mode)
                 for j, s, tokens in zip(todo, forced, stored, strict=True):
                     new[j] = (new[j][0], s)
                     runs[new[j][0]].stored_completion_tokens += tokens

@@ -29,12 +29,12 @@ Each call returns the same keys: ``score``, ``judge_reward`` (None when failed),
 ``BatchedReward.extra_log_keys``, plus ``judge_feedback`` when the reward's ``log_feedback`` is on.
 
 Example:
-    >>> import asyncio
     >>> from prom_reward import PrometheusJudge
+    >>> from prom_reward.backends.bridge import run_sync
     >>> from prom_reward.rewards.reward import PrometheusReward
     >>> configure(PrometheusReward(PrometheusJudge(backend="scripted", outputs=["Fine. [RESULT] 4"])),
     ...           failure_reward=0.0)
-    >>> out = asyncio.run(compute_score("gsm8k", "72", "72", {"question": "How many?"}))
+    >>> out = run_sync(lambda: compute_score("gsm8k", "72", "72", {"question": "How many?"}))
     >>> out["score"], out["judge_failed"], out["judge_feedback"]
     (4.0, 0.0, 'Fine.')
     >>> reset()

@@ -172,7 +172,7 @@ class GradeJob(JobKind):
         # logprobs), so the rows agree with the job record; a forced verdict alone does not fill them
         asked = (judge.sampling.logprobs or 0) >= EXPECTED_LOGPROBS
         for row, g in zip(rows, grades, strict=True):
-            error = None if g.score is not None else failure_text(g.error) or no_verdict(g.samples)
+            error = None if g.score is not None else failure_text(g.error) or no_verdict(g.failures, g.samples)
             out.failed += g.score is None
             out.note_failure(g.error)
             dist = g.probabilities if asked else None

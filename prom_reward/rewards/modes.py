@@ -1,6 +1,6 @@
 """The three reward modes: judge a batch of items, return one reward (or None) per item.
 
-Each mode makes one batched judge call (plus tie re-sampling inside the judge),
+Each mode is async and makes one awaited batched judge call (plus tie re-sampling inside the judge),
 judges identical items once, and returns rewards, feedback and batch metrics.
 The items are resolved ``RewardSample`` objects (``PrometheusReward.resolve``: text
 instruction and response, a ``Rubric``). Responses over the judge's context are
@@ -10,9 +10,10 @@ See ``reward_config`` for what each mode computes.
 
 Example:
     >>> from prom_reward import PrometheusJudge
+    >>> from prom_reward.backends.bridge import run_sync
     >>> judge = PrometheusJudge(backend="scripted", outputs=["Right. [RESULT] 5"])
     >>> item = RewardSample("p", "4", instruction="What is 2+2?", rubric="helpfulness")
-    >>> absolute_rewards(judge, [item, item], RewardConfig()).rewards  # judged once
+    >>> run_sync(lambda: absolute_rewards(judge, [item, item], RewardConfig())).rewards  # judged once
     [5.0, 5.0]
 """
 
@@ -77,14 +78,14 @@ def _rubric_key(rubric: Any) -> Hashable:
     return rubric if isinstance(rubric, Hashable) else get_rubric(rubric)
 
 
-def absolute_rewards(
+async def absolute_rewards(
     judge: Any, items: Sequence[RewardSample], cfg: RewardConfig, deadline: float | None = None
 ) -> ModeOutput:
     uniq, where = _unique(items, lambda it: (it.instruction, it.response, _rubric_key(it.rubric), it.reference_answer))
     k = cfg.num_samples if cfg.score == "mean" else 1
     sampling = {"logprobs": 20} if cfg.score == "expected" and (judge.sampling.logprobs or 0) < 20 else None
     refs = [it.reference_answer for it in uniq]
-    grades = judge.grade(
+    grades = await judge.agrade(
         [it.instruction for it in uniq],
         [it.response for it in uniq],
         [it.rubric for it in uniq],
@@ -126,7 +127,7 @@ def absolute_rewards(
     )
 
 
-def reference_rewards(
+async def reference_rewards(
     judge: Any, items: Sequence[RewardSample], cfg: RewardConfig, deadline: float | None = None
 ) -> ModeOutput:
     for i, it in enumerate(items):
@@ -142,7 +143,7 @@ def reference_rewards(
         items, lambda it: (it.instruction, it.response, it.baseline, _rubric_key(it.rubric), it.reference_answer)
     )
     refs = [it.reference_answer for it in uniq]
-    verdicts = judge.compare(
+    verdicts = await judge.acompare(
         [it.instruction for it in uniq],
         [it.response for it in uniq],
         [it.baseline for it in uniq],
@@ -203,7 +204,7 @@ def bradley_terry(wins: list[list[float]], iterations: int = 100, prior: float =
     return [x - mean for x in logs]
 
 
-def group_rewards(
+async def group_rewards(
     judge: Any, items: Sequence[RewardSample], cfg: RewardConfig, deadline: float | None = None
 ) -> ModeOutput:
     groups: dict[Hashable, list[int]] = {}
@@ -216,7 +217,7 @@ def group_rewards(
         members[g] = (uniq, where)
         pairs += [(g, a, b) for a in range(len(uniq)) for b in range(a + 1, len(uniq))]
     verdicts = (
-        judge.compare(
+        await judge.acompare(
             [members[g][0][a].instruction for g, a, _ in pairs],
             [members[g][0][a].response for g, a, _ in pairs],
             [members[g][0][b].response for g, _, b in pairs],

@@ -2,9 +2,10 @@
 
 A reward path must not be the part that kills a days-long training run, and must not wait forever
 either. The judge returns one outcome per item; an item the transport failed (judge unreachable, 5xx,
-429, a hung call cut) carries a ``transport`` failure. ``judge_until_answered`` asks the judge again for
-those items only, with back-off, and ``OutagePolicy`` says how, for every reward path alike (TRL,
-online DPO, the OpenRLHF server and ``reward_func``, verl):
+429, a hung call cut) carries a ``transport`` failure. ``ajudge_until_answered`` asks the judge again for
+those items only, with back-off awaited on the caller's loop (``judge_until_answered``: its sync form),
+and ``OutagePolicy`` says how, for every reward path alike (TRL, online DPO, the OpenRLHF server and
+``reward_func``, verl):
 
 - failed items are asked again after an exponential back-off (``backoff_s`` doubling up to
   ``max_backoff_s``) for up to ``budget_s`` seconds from the first failure, never past the caller's
@@ -34,15 +35,17 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from prom_reward.backends.bridge import run_sync
 from prom_reward.core.results import JudgeFailure
 from prom_reward.errors import BackendError, ConfigError, JudgeUnavailableError
 
@@ -174,16 +177,16 @@ class Answered(Generic[T]):
     """Judge calls made (retries included)."""
 
 
-def judge_until_answered(
+async def ajudge_until_answered(
     units: Sequence[Sequence[int]],
-    call: Callable[[list[int], float | None], T],
+    call: Callable[[list[int], float | None], Awaitable[T]],
     failures: Callable[[T], Sequence[JudgeFailure | None]],
     policy: OutagePolicy,
     *,
     deadline: float | None = None,
     health: JudgeHealth | None = None,
 ) -> Answered[T]:
-    """Judge the items of ``units`` with ``call(item indices, call deadline) -> output``; ask again for the
+    """Judge the items of ``units`` with ``await call(item indices, call deadline) -> output``; ask again for the
     units with an item that failed on the transport (``failures(output)``: per item, in order), as the module
     docstring says.
 
@@ -209,7 +212,7 @@ def judge_until_answered(
         stop = policy.retry_until(health.failing_since or now, deadline) if attempt else first
         cut = policy.attempt_timeout(now, deadline, math.inf)
         try:
-            result = call(idx, min(now + cut, stop) if math.isfinite(min(now + cut, stop)) else None)
+            result = await call(idx, min(now + cut, stop) if math.isfinite(min(now + cut, stop)) else None)
             per_item = dict(zip(idx, failures(result), strict=True))
         except BackendError as e:  # the whole call failed (a backend without per-request failures)
             per_item = {i: JudgeFailure("transport", str(e)) for i in idx}
@@ -236,9 +239,26 @@ def judge_until_answered(
             _secs(health.failing_for()),
             _secs(policy.budget_s),
         )
-        time.sleep(delay)
+        await asyncio.sleep(delay)
         pending = failed
     return out
+
+
+def judge_until_answered(
+    units: Sequence[Sequence[int]],
+    call: Callable[[list[int], float | None], T],
+    failures: Callable[[T], Sequence[JudgeFailure | None]],
+    policy: OutagePolicy,
+    *,
+    deadline: float | None = None,
+    health: JudgeHealth | None = None,
+) -> Answered[T]:
+    """``ajudge_until_answered`` for sync code and a sync ``call`` (run in a worker thread), waited for."""
+
+    async def acall(idx: list[int], until: float | None) -> T:
+        return await asyncio.to_thread(call, idx, until)
+
+    return run_sync(lambda: ajudge_until_answered(units, acall, failures, policy, deadline=deadline, health=health))
 
 
 def _transport(failure: JudgeFailure | None) -> bool:
@@ -276,4 +296,4 @@ def _secs(seconds: float) -> str:
     return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
 
 
-__all__ = ["Answered", "JudgeHealth", "OutagePolicy", "judge_until_answered"]
+__all__ = ["Answered", "JudgeHealth", "OutagePolicy", "ajudge_until_answered", "judge_until_answered"]

@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
+from prom_reward.backends.bridge import sync_method
 from prom_reward.core.items import check_text
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.conversation import completion_text, prompt_text
@@ -42,7 +43,7 @@ from prom_reward.rewards.diagnostics import diagnostics, top_of_scale
 from prom_reward.rewards.holder import JudgeHolder
 from prom_reward.rewards.length import control_length
 from prom_reward.rewards.modes import MODE_FUNCTIONS, ModeOutput
-from prom_reward.rewards.outage import Answered, JudgeHealth, judge_until_answered
+from prom_reward.rewards.outage import Answered, JudgeHealth, ajudge_until_answered
 from prom_reward.rewards.samples import RewardSample, samples_from_columns
 
 _TRL_KWARGS = ("trainer_state", "log_metric", "log_extra", "environments")
@@ -162,13 +163,14 @@ class PrometheusReward(JudgeHolder):
         return resolved, reasons, marks
 
     # -- the reward -------------------------------------------------------------------
-    def judge_batch(self, samples: Sequence[RewardSample], *, deadline: float | None = None) -> ModeOutput:
+    async def ajudge_batch(self, samples: Sequence[RewardSample], *, deadline: float | None = None) -> ModeOutput:
         """Rewards with their feedback, failure reasons and the batch's metrics (what integrations need).
 
         ``rewards[i]`` is None where sample i has no reward, ``reasons[i]`` says why (bad input, judge
         without a verdict, outage past the budget with ``on_exhausted="fail"``). A sample that cannot be
         judged fails alone (the judge's per-item outcome); samples the transport failed are asked again
-        (``rewards.outage``); ``deadline`` (monotonic) bounds judge retries.
+        (``rewards.outage``); ``deadline`` (monotonic) bounds judge retries. Awaited on the caller's loop;
+        ``judge_batch`` is the sync form.
 
         >>> from prom_reward import PrometheusJudge
         >>> r = PrometheusReward(PrometheusJudge(backend="scripted", outputs=["Fine. [RESULT] 4"]))
@@ -179,7 +181,10 @@ class PrometheusReward(JudgeHolder):
         n = len(samples)
         if not n:
             return ModeOutput([], [], {}, [], [])
-        self.check_configuration(deadline)
+        if self._judge is None:  # a judge given as options is built (an engine started) in a worker thread
+            await asyncio.to_thread(lambda: self.judge)
+        if self.canary.due:  # the canary's judgment goes through the sync path: a worker thread waits for it
+            await asyncio.to_thread(self.check_configuration, deadline)
         if self.config.mode == "pairwise_reference" and all(x.baseline is None for x in samples):
             raise InputError(
                 f"pairwise_reference needs a baseline response per sample (dataset column "
@@ -196,7 +201,7 @@ class PrometheusReward(JudgeHolder):
             units = list(groups.values())
         else:
             units = [[i] for i in ok]
-        iso: Answered[ModeOutput] = judge_until_answered(
+        iso: Answered[ModeOutput] = await ajudge_until_answered(
             units,
             lambda idx, until: self._run_mode([resolved[i] for i in idx], until),  # type: ignore[misc]
             lambda out: out.errors or [None] * len(out.rewards),
@@ -210,6 +215,8 @@ class PrometheusReward(JudgeHolder):
         out.neutralized = marks if any(marks) else []
         self.last_metrics = out.metrics
         return out
+
+    judge_batch = sync_method(ajudge_batch)
 
     def check_configuration(self, deadline: float | None = None) -> str | None:
         """Run the configuration canary if it is due (``rewards.canary``): one judgment through this reward's
@@ -259,18 +266,18 @@ class PrometheusReward(JudgeHolder):
             rewards, feedback, metrics, judges if any(judges) else [], why if any(w is not None for w in why) else []
         )
 
-    def _run_mode(self, items: list[RewardSample], deadline: float | None) -> ModeOutput:
+    async def _run_mode(self, items: list[RewardSample], deadline: float | None) -> ModeOutput:
         judge = self.judge
         cascade = judge.cascade_stats
         cascade_before = dataclasses.replace(cascade) if cascade is not None else None
         start = time.perf_counter()
-        out = MODE_FUNCTIONS[self.config.mode](judge, items, self.config, deadline)
+        out = await MODE_FUNCTIONS[self.config.mode](judge, items, self.config, deadline)
         out.metrics = {**out.metrics, "judge_seconds": time.perf_counter() - start}
         if cascade is not None and cascade_before is not None:
             out.metrics.update(_cascade_metrics(cascade_before, cascade))
         return out
 
-    def compute(
+    async def acompute(
         self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
     ) -> list[float | None]:
         """Rewards for a batch (what ``__call__`` does); logs through TRL's callbacks when given.
@@ -294,7 +301,7 @@ class PrometheusReward(JudgeHolder):
                 "baseline": kwargs.get(cfg.baseline_column),
             },
         )
-        out = self.judge_batch(samples)
+        out = await self.ajudge_batch(samples)
         name = cfg.name
         if log_metric is not None:
             for key, value in out.metrics.items():
@@ -310,6 +317,8 @@ class PrometheusReward(JudgeHolder):
                 log_extra(f"{name}_markers_neutralized", out.neutralized)
         return out.rewards
 
+    compute = sync_method(acompute)
+
     def __call__(
         self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
     ) -> list[float | None]:
@@ -318,8 +327,9 @@ class PrometheusReward(JudgeHolder):
     async def acall(
         self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
     ) -> list[float | None]:
-        """Awaitable form: runs the judge in a worker thread, leaving the event loop free."""
-        return await asyncio.to_thread(self.compute, prompts, completions, completion_ids, **kwargs)
+        """Awaitable form: awaits the judge on the caller's event loop (an in-process engine's blocking call
+        runs in a worker thread under it)."""
+        return await self.acompute(prompts, completions, completion_ids, **kwargs)
 
 
 def _text(response: Any) -> str:

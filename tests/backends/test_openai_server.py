@@ -138,7 +138,7 @@ def test_sync_generate_inside_a_running_loop_and_async_core(vllm_server: str):
 
     got, nested = asyncio.run(main())
     assert [r.prompt_tokens for r in got][:2] == [r.prompt_tokens for r in nested]
-    clone = pickle.loads(pickle.dumps(server))  # no client or loop held between calls
+    clone = pickle.loads(pickle.dumps(server))  # a copy holds no session: it makes its own
     assert len(copy.deepcopy(clone).generate(reqs[:1])) == 1
 
 

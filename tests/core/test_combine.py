@@ -8,13 +8,20 @@ from prom_reward.core.combine import verdict_from_grades, verdict_from_runs
 from prom_reward.core.results import Grade, JudgeSample
 from prom_reward.core.sampler import ItemRun
 
+WHY = "the format's reason"
+"""The judge format's reason for an output without a verdict; a no-verdict reason ends with the last one."""
+
 
 def _run(*verdicts: str | None) -> ItemRun:
     """One order's samples: "A"/"B" as the judge saw the labels, None for an output without a verdict."""
-    return ItemRun(samples=[JudgeSample(f"x [RESULT] {v}" if v else "no verdict", "x", v) for v in verdicts])
+    return ItemRun(
+        samples=[
+            JudgeSample(f"x [RESULT] {v}" if v else "no verdict", "x", v, reason=None if v else WHY) for v in verdicts
+        ]
+    )
 
 
-FAILED = "no verdict in 1 sample(s) (no parseable [RESULT])"
+FAILED = "no verdict in 1 sample(s) (last: the format's reason)"
 
 # first order as given, the swapped order as the judge saw it (its "B" is the original A), then the verdict:
 # (winner, tie, p_a, swap_agreement, reason)
@@ -27,7 +34,7 @@ CASES = {
     "both failed": (
         _run(None, None),
         _run(None),
-        (None, False, None, None, "no verdict in 3 sample(s) (no parseable [RESULT])"),
+        (None, False, None, None, "no verdict in 3 sample(s) (last: the format's reason)"),
     ),
     "one order split, the other decided: a tie": (
         _run("A", "B"),
@@ -71,8 +78,8 @@ def test_one_order(run, want):
         (4.0, 2.0, False, ("A", None)),
         (2.0, 4.0, False, ("B", None)),
         (3.0, 3.0, True, (None, "tie: equal grades after 5 tie round(s)")),
-        (None, 4.0, False, (None, "response A not graded: no verdict in 1 sample(s) (no parseable [RESULT])")),
-        (4.0, None, False, (None, "response B not graded: no verdict in 1 sample(s) (no parseable [RESULT])")),
+        (None, 4.0, False, (None, "response A not graded: no verdict in 1 sample(s)")),
+        (4.0, None, False, (None, "response B not graded: no verdict in 1 sample(s)")),
     ],
 )
 def test_verdict_from_grades_says_why_there_is_no_winner(a, b, tie, want):

@@ -224,7 +224,7 @@ def test_a_verdict_without_any_parse_is_an_output_failure():
     judge, _ = judge_with(outputs=["no verdict"] * 9, max_retries=0)
     (g,) = judge.grade(["q"], ["r"], "helpfulness")
     (v,) = judge.compare(["q"], ["a"], ["b"], "helpfulness")
-    assert g.error.kind == "output" and "no parseable verdict" in g.error.reason
+    assert g.error.kind == "output" and "no verdict in" in g.error.reason
     assert v.winner is None and v.error.kind == "output"
 
 

@@ -6,17 +6,31 @@ The real engine runs the default policy in tests/backends/test_vllm_engine.py.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
 from prom_reward import ConfigError, PrometheusJudge
 from prom_reward.backends.base import Completion, GenerationRequest, TokenLogprobs
+from prom_reward.backends.bridge import run_sync
 from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.core.results import JudgeSample
-from prom_reward.core.sampler import FORCE_POLICIES, SampleRunner, check_force_policy, forced_text, should_force
+from prom_reward.core.sampler import (
+    FORCE_POLICIES,
+    ItemRun,
+    SampleRunner,
+    check_force_policy,
+    forced_text,
+    should_force,
+)
 from prom_reward.format.formats.prometheus2 import PROMETHEUS2
 
 CUT_TEXT = "The response is accurate but the explanation of the second step"
+
+
+def sampled(runner: SampleRunner, *args: Any) -> list[ItemRun]:
+    """``runner.run(*args)``, waited for."""
+    return run_sync(lambda: runner.run(*args))
 
 
 def sample(text: str, finish: str | None, verdict: int | None = None) -> JudgeSample:
@@ -75,7 +89,7 @@ def forcing_backend(first: str, finish: str, verdict_top: dict[str, float] | Non
 
 def test_cut_output_is_forced_at_once_not_resampled() -> None:
     backend = forcing_backend(CUT_TEXT, "length")
-    (run,) = SampleRunner(backend, max_retries=2).run([GenerationRequest("s", "u")], "absolute")
+    (run,) = sampled(SampleRunner(backend, max_retries=2), [GenerationRequest("s", "u")], "absolute")
     assert [s.verdict for s in run.samples] == [4] and run.samples[0].forced and run.retries == 0
     assert run.samples[0].probabilities == pytest.approx({"4": 0.8, "3": 0.2})
     assert run.samples[0].feedback == CUT_TEXT and run.samples[0].completion_tokens == 13  # 12 + the forced one
@@ -84,24 +98,26 @@ def test_cut_output_is_forced_at_once_not_resampled() -> None:
 
 def test_cut_output_under_never_is_resampled_until_retries_run_out() -> None:
     backend = forcing_backend(CUT_TEXT, "length")
-    (run,) = SampleRunner(backend, max_retries=2, force_verdict="never").run([GenerationRequest("s", "u")], "absolute")
+    runner = SampleRunner(backend, max_retries=2, force_verdict="never")
+    (run,) = sampled(runner, [GenerationRequest("s", "u")], "absolute")
     assert run.valid == [] and run.failures == 3 and run.retries == 2 and run.forced == 0
     assert not any(r.assistant_prefix for call in backend.calls for r in call)
 
 
 def test_output_that_stopped_without_verdict_is_resampled_under_cut_forced_under_always() -> None:
     backend = forcing_backend("I think it is fine.", "stop")
-    (run,) = SampleRunner(backend, max_retries=1).run([GenerationRequest("s", "u")], "absolute")
+    (run,) = sampled(SampleRunner(backend, max_retries=1), [GenerationRequest("s", "u")], "absolute")
     assert run.valid == [] and run.retries == 1 and len(backend.calls) == 2
     assert not any(r.assistant_prefix for call in backend.calls for r in call)
     backend = forcing_backend("I think it is fine.", "stop")
-    (run,) = SampleRunner(backend, max_retries=1, force_verdict="always").run([GenerationRequest("s", "u")], "absolute")
+    runner = SampleRunner(backend, max_retries=1, force_verdict="always")
+    (run,) = sampled(runner, [GenerationRequest("s", "u")], "absolute")
     assert [s.verdict for s in run.valid] == [4] and run.forced == 1 and run.retries == 0
 
 
 def test_a_cut_output_whose_forcing_finds_no_verdict_is_resampled() -> None:
     backend = forcing_backend(CUT_TEXT, "length", {"the": 0.9, "a": 0.1})
-    (run,) = SampleRunner(backend, max_retries=1).run([GenerationRequest("s", "u")], "absolute")
+    (run,) = sampled(SampleRunner(backend, max_retries=1), [GenerationRequest("s", "u")], "absolute")
     assert run.valid == [] and run.failures == 2 and run.retries == 1 and run.forced == 0
     assert [bool(r.assistant_prefix) for call in backend.calls for r in call] == [False, True, False, True]
     assert all(s.completion_tokens == 13 for s in run.samples)  # the forcing request's token is counted
@@ -118,7 +134,7 @@ def test_pairwise_cut_output_is_forced_in_a_mixed_batch() -> None:
         return Completion("Response A is clearer, but B", None, "length", 8)
 
     backend = ScriptedBackend(respond=respond)
-    runs = SampleRunner(backend).run([GenerationRequest("s", "done"), GenerationRequest("s", "cut")], "relative")
+    runs = sampled(SampleRunner(backend), [GenerationRequest("s", "done"), GenerationRequest("s", "cut")], "relative")
     assert [s.verdict for r in runs for s in r.samples] == ["A", "B"]
     assert [r.forced for r in runs] == [0, 1] and len(backend.calls) == 2 and len(backend.calls[1]) == 1
 

@@ -13,7 +13,8 @@ from prom_reward.jobs.source import read_rows
 from tests.fakes import FakeServer
 from tests.jobs.helpers import _section, argv, write
 
-NO_VERDICT = "no verdict in 3 sample(s) (no parseable [RESULT])"  # the first sample and its 2 re-samples
+# the first sample and its 2 re-samples, and the format's reason for the last
+NO_VERDICT = "no verdict in 3 sample(s) (last: prometheus2: no '[RESULT] A or B' verdict at the end of the feedback)"
 
 
 def _reply(k: int, body: dict) -> tuple[int, dict]:

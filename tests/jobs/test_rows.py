@@ -86,7 +86,7 @@ def test_compare_swap_ties_and_failures(tmp_path, judge, seen):
         None,
         None,
         "tie: the two orders disagree",
-        "no verdict in 2 sample(s) (no parseable [RESULT])",
+        "no verdict in 2 sample(s) (last: prometheus2: no '[RESULT] A or B' verdict at the end of the feedback)",
     ]
     assert [r["judge_failures"] for r in got] == [0, 0, 0, 2] and got[0]["feedback"] == "Compared."
     assert (s.rows, s.ties, s.failed) == (4, 1, 1)

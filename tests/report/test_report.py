@@ -90,7 +90,9 @@ def compared_rows() -> list[dict]:
 def test_grade_summary():
     s = summarize(graded_rows())
     assert s["kind"] == "grade" and s["n"] == 5 and s["failed"] == 1 and s["integer_scores"]
-    assert s["failures"] == [("no verdict in 1 sample(s) (no parseable [RESULT])", 1)]
+    assert s["failures"] == [
+        ("no verdict in 1 sample(s) (last: prometheus2: no '[RESULT] 1-5' verdict at the end of the feedback)", 1)
+    ]
     assert s["mean"] == pytest.approx((4 + 5 + 1 + 5) / 4) and s["median"] == 4.5
     scored = [(g["score"], len(g["response"])) for g in graded_rows() if g["score"] is not None]
     assert s["length_spearman"] == pytest.approx(spearmanr(*zip(*scored, strict=True))[0])

@@ -218,7 +218,10 @@ def test_pairwise_reference_gives_no_reward_from_one_order(kind):
     )
     out = reward.judge_batch([RewardSample("q", "great", baseline="baseline")])
     assert out.rewards == [None] and out.metrics["abstain_rate"] == 1.0
-    assert out.reasons == ["order B-A failed: no verdict in 1 sample(s) (no parseable [RESULT])"]
+    assert out.reasons == [
+        "order B-A failed: no verdict in 1 sample(s) "
+        "(last: prometheus2: no '[RESULT] A or B' verdict at the end of the feedback)"
+    ]
 
 
 class InProcess(ScriptedBackend):

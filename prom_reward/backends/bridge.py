@@ -1,0 +1,149 @@
+"""The one bridge from sync code to the async core: ``run_sync`` runs a coroutine on the library's loop.
+
+The judging path is async (backends ``agenerate``, the judge's ``agrade``/``acompare``); the sync API
+(``PrometheusJudge.grade``, ``PrometheusReward.__call__``, jobs) waits for it here and nowhere else. The
+coroutines run on ONE long-lived event loop in a daemon thread of this process, started on first use
+(again after a fork, whose child has no such thread), so what a backend keeps per event loop (the
+``openai`` backend's HTTP session and its connection pool) lives across sync calls instead of being made
+and dropped per call. Sync callers in several threads share the loop; each waits for its own coroutine.
+Async callers never come here: they await the async API on their own loop.
+
+Example:
+    >>> async def add(a, b):
+    ...     return a + b
+    >>> run_sync(lambda: add(2, 3))
+    5
+    >>> on_library_loop()
+    False
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import os
+import threading
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, ParamSpec, TypeVar
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+_lock = threading.Lock()
+_loop: asyncio.AbstractEventLoop | None = None
+_thread: threading.Thread | None = None
+_pid: int | None = None
+_closing: set[asyncio.Task[None]] = set()  # closes scheduled on the caller's loop, held until done
+CLOSE_WAIT_S = 5.0
+"""Seconds ``close_on_loop`` waits for a close on another thread's loop."""
+
+
+async def _serve(ready: concurrent.futures.Future[asyncio.AbstractEventLoop]) -> None:
+    """The loop thread's main coroutine: hands its loop out, then waits for ever (the thread is a daemon)."""
+    ready.set_result(asyncio.get_running_loop())
+    await asyncio.Event().wait()
+
+
+def library_loop() -> asyncio.AbstractEventLoop:
+    """The library's event loop, its thread started on first use (and again in a forked child)."""
+    global _loop, _thread, _pid
+    with _lock:
+        if _loop is None or _pid != os.getpid() or _thread is None or not _thread.is_alive():
+            ready: concurrent.futures.Future[asyncio.AbstractEventLoop] = concurrent.futures.Future()
+            _thread = threading.Thread(target=asyncio.run, args=(_serve(ready),), name="prom-reward-loop", daemon=True)
+            _thread.start()
+            _loop, _pid = ready.result(), os.getpid()
+        return _loop
+
+
+def on_library_loop() -> bool:
+    """True inside a coroutine or callback running on the library's loop (where ``run_sync`` would deadlock)."""
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return running is _loop and _pid == os.getpid()
+
+
+def run_sync(factory: Callable[[], Awaitable[T]]) -> T:
+    """Run the coroutine ``factory()`` on the library's loop and wait for its result (or exception).
+
+    Called from sync code, or from async code that chose to block (its loop waits meanwhile). An interrupt
+    while waiting cancels the coroutine. From the library's own loop it raises: await the async form there.
+    """
+    if on_library_loop():
+        raise RuntimeError(
+            "a sync prom_reward call was made from the library's event loop, where it would wait for itself; "
+            "await the async form (agenerate, agrade, acompare, acall) there instead"
+        )
+    loop = library_loop()
+
+    async def main() -> T:
+        return await factory()
+
+    coro: Coroutine[Any, Any, T] = main()
+    future = asyncio.run_coroutine_threadsafe(coro, loop)
+    try:
+        return future.result()
+    except BaseException:
+        future.cancel()
+        raise
+
+
+def sync_method(amethod: Callable[P, Awaitable[T]]) -> Callable[P, T]:
+    """The sync form of the async method ``amethod`` (its signature and docstring): ``run_sync`` of it.
+
+    Example:
+        >>> class Adder:
+        ...     async def aadd(self, a: int, b: int) -> int:
+        ...         return a + b
+        ...     add = sync_method(aadd)
+        >>> Adder().add(2, b=3), Adder.add.__name__
+        (5, 'add')
+    """
+
+    @functools.wraps(amethod)
+    def method(*args: P.args, **kwargs: P.kwargs) -> T:
+        return run_sync(lambda: amethod(*args, **kwargs))
+
+    method.__name__ = method.__qualname__ = amethod.__name__.removeprefix("a")
+    return method
+
+
+def threaded_method(method: Callable[P, T]) -> Callable[P, Awaitable[T]]:
+    """The async form of the blocking sync method ``method`` (its signature and docstring): it runs in a worker
+    thread (``asyncio.to_thread``), where its own sync calls may wait through ``run_sync``."""
+
+    @functools.wraps(method)
+    async def amethod(*args: P.args, **kwargs: P.kwargs) -> T:
+        return await asyncio.to_thread(method, *args, **kwargs)
+
+    amethod.__name__ = amethod.__qualname__ = "a" + method.__name__
+    return amethod
+
+
+def close_on_loop(loop: asyncio.AbstractEventLoop, close: Callable[[], Awaitable[object]]) -> None:
+    """Run ``close()`` (a resource's async close) on the loop the resource belongs to, from any thread:
+    awaited (up to ``CLOSE_WAIT_S``) when that loop runs in another thread, scheduled when it is the caller's
+    own running loop, skipped when the loop is closed or not running (what it held goes with it)."""
+    if loop.is_closed():
+        return
+    try:
+        running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+
+    async def main() -> None:
+        await close()
+
+    if running is loop:
+        task = loop.create_task(main())
+        _closing.add(task)
+        task.add_done_callback(_closing.discard)
+    elif loop.is_running():
+        future = asyncio.run_coroutine_threadsafe(main(), loop)
+        try:
+            future.result(timeout=CLOSE_WAIT_S)
+        except (concurrent.futures.TimeoutError, OSError, RuntimeError):
+            future.cancel()
