@@ -13,7 +13,7 @@ from typing import Any
 from prom_reward.backends.factory import check_model_folder
 from prom_reward.backends.servers import JudgeServers, ServeConfig, check_port_free
 from prom_reward.backends.vllm_options import DEFAULT_GPU_MEMORY_UTILIZATION, TOKENIZER_MODES, VLLMOptions
-from prom_reward.cli.judge_options import add_judge_options
+from prom_reward.cli.judge_options import add_judge_options, judge_format_name
 from prom_reward.errors import BackendError, ConfigError
 
 
@@ -29,6 +29,12 @@ def add_serve_parser(sub: Any) -> None:
     p.add_argument("--log-dir", default="judge-logs", help=log_help)
     wait_help = "seconds to wait for every server's /health (default 1800)"
     p.add_argument("--startup-timeout", type=float, default=1800.0, help=wait_help)
+    p.add_argument(
+        "--format",
+        type=judge_format_name,
+        help="judge format the clients of these servers prompt in (docs/formats.md): checked against the model's "
+        "preset and printed in the `use:` line; default: the preset's, else prometheus2",
+    )
     e = p.add_argument_group(
         "engine (prom_reward.backends.vllm_options.VLLMOptions; a preset's values, "
         "then vLLM's defaults where not given)"
@@ -105,8 +111,29 @@ def serve_config(args: Any) -> ServeConfig:
     )
 
 
+def serve_format(args: Any) -> str:
+    """The judge format clients of ``serve``'s servers should prompt in: ``--format``, else the model preset's,
+    else ``prometheus2``. Serving a known judge for another format than the one it was trained on is allowed
+    (a deliberate experiment) but said on stderr, since its verdicts would then be mostly unparseable."""
+    from prom_reward.core.presets import find_preset_for_model
+    from prom_reward.format.judge_format import DEFAULT_FORMAT
+
+    preset = find_preset_for_model(args.model)
+    trained = preset.format if preset else None
+    name: str = args.format or trained or DEFAULT_FORMAT
+    if trained and name != trained:
+        print(
+            f"prom-reward: warning: serve: {args.model} was trained on the {trained} format, not {name}; its "
+            f"outputs may not follow {name}'s verdict rules; fix: give --format {trained}, or leave --format out",
+            file=sys.stderr,
+            flush=True,
+        )
+    return name
+
+
 def cmd_serve(args: Any) -> int:
     cfg = serve_config(args)
+    fmt = serve_format(args)
     servers = JudgeServers(cfg)
     stop = {"now": False}
 
@@ -121,7 +148,7 @@ def cmd_serve(args: Any) -> int:
         urls = servers.start()
         print("judge servers ready: " + " ".join(urls), flush=True)
         print("logs: " + " ".join(str(p) for p in servers.log_paths), flush=True)
-        print("use: --server " + " --server ".join(urls) + "   (Ctrl-C stops them)", flush=True)
+        print("use: --server " + " --server ".join(urls) + f" --format {fmt}   (Ctrl-C stops them)", flush=True)
         while not stop["now"]:
             dead = [i for i, p in enumerate(servers.procs) if p.poll() is not None]
             if dead:

@@ -86,6 +86,37 @@ def test_serve_cli_builds_the_config_from_a_preset_under_the_flags():
 
 
 @pytest.mark.parametrize(
+    "argv, fmt, warning",
+    [
+        (["--model", "some/model"], "prometheus2", None),
+        (["--model", "m-prometheus-7b"], "m-prometheus", None),  # the preset's
+        (["--model", "some/model", "--format", "flow-judge"], "flow-judge", None),
+        (["--model", "prometheus-7b-v2.0", "--format", "Selene"], "selene", "trained on the prometheus2 format"),
+    ],
+)
+def test_serve_names_the_format_its_clients_prompt_in(argv, fmt, warning, capsys):
+    from prom_reward.cli.main import build_parser
+    from prom_reward.cli.servers import serve_format
+
+    assert serve_format(build_parser().parse_args(["serve", *argv])) == fmt
+    err = capsys.readouterr().err
+    assert (warning in err and "fix: give --format prometheus2" in err) if warning else err == ""
+
+
+def test_serve_refuses_an_unknown_format_before_starting_anything(capsys):
+    from prom_reward.cli.main import main
+
+    with pytest.raises(SystemExit) as bad:
+        main(["serve", "--model", "some/model", "--format", "prometheus3"])
+    err = capsys.readouterr().err
+    assert (
+        bad.value.code == 2
+        and "unknown judge format 'prometheus3'; valid names: " in err
+        and "judge servers" not in err
+    )
+
+
+@pytest.mark.parametrize(
     "kw, match",
     [
         ({"gpus": (4, 5, 6), "engine": VLLMOptions(tensor_parallel_size=2)}, "groups of tensor_parallel_size=2"),
@@ -140,6 +171,8 @@ def test_cli_serve_stops_on_sigint_even_when_started_with_sigint_ignored(tmp_pat
     try:
         line = proc.stdout.readline()
         assert f"judge servers ready: http://127.0.0.1:{port}/v1" in line, line
+        _logs, use = proc.stdout.readline(), proc.stdout.readline()
+        assert use.startswith(f"use: --server http://127.0.0.1:{port}/v1 --format prometheus2 "), use
         assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200
         time.sleep(1.5)  # serve is in its watch loop
         proc.send_signal(signal.SIGINT)
