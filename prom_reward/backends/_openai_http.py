@@ -254,7 +254,7 @@ class HTTPBatch:
         took = f" over {time.monotonic() - first_failure:.1f} s" if first_failure is not None else ""
         raise BackendError(
             f"{what} failed after {len(tried)} attempt(s){took} on {', '.join(sorted(set(tried))) or 'no URL'}; "
-            f"last error: {last}."
+            f"last failure: {last}."
             + (f" Taken out after repeated failures: {', '.join(out)}." if out else "")
             + " Check that the server is up and reachable, or raise the outage budget / timeout"
         )

@@ -22,7 +22,8 @@ Errors a person can act on (bad input, an output that exists or cannot be writte
 damaged or locked judgment store, a bad flag) end with one line, ``prom-reward: error: <what>; fix: <how>``
 (the file, the line or row, the flag or column: ``prom_reward.cli.voice``) and exit code 2; ``--debug``
 shows the traceback instead. A job whose judge backend failed
-some rows exits 3, one whose judge could not be reached for any row 4 (``jobs.summary.EXIT_CODES``).
+some rows exits 3, one whose judge could not be reached for any row 4 (``jobs.summary.EXIT_CODES``); ``probe``
+and ``reward-server`` exit 4 too when their judge cannot be reached, the URL first in the message.
 
 Example:
     $ prom-reward grade rollouts.jsonl -o graded.jsonl --rubric helpfulness --model smollm2-135m-instruct
@@ -44,8 +45,12 @@ from prom_reward.cli.servers import add_server_parsers
 from prom_reward.cli.store import add_store_parser
 from prom_reward.cli.voice import CliParser, flags_of, in_user_terms, print_error
 from prom_reward.errors import BackendError, PromRewardError
+from prom_reward.jobs.summary import EXIT_JUDGE_DOWN
 
 DEBUG_HELP = "show the full traceback of an error instead of one line"
+
+JUDGING = ("grade", "compare", "pairs", "probe", "reward-server")
+"""The commands that call a judge: a judge that cannot be reached ends them with ``EXIT_JUDGE_DOWN``."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -108,6 +113,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = explain(e)
         if args.debug or message is None:
             raise
+        if isinstance(e, BackendError) and args.command in JUDGING:  # the judge is down, not the user's input
+            where = " ".join(vars(args).get("server") or []) or vars(args).get("model")
+            print_error(
+                f"{args.command}: the judge {where} could not be reached or refused every request: {e}; fix: start "
+                "the judge (or correct --server), then run again"
+            )
+            return EXIT_JUDGE_DOWN
         print_error(in_user_terms(message, flags_of(_command(parser, args.command))))
         return 2
 

@@ -32,6 +32,8 @@ def add_probe_parser(sub: Any) -> None:
     p = sub.add_parser(
         "probe",
         help="measure how exploitable a judge is (LLMBar adversarial accuracy, score shifts under response edits)",
+        epilog="exit status: 0 the record was written; 2 bad input, options or a misconfigured judge (nothing "
+        "written); 4 the judge could not be reached or refused every request (the error names the URL first)",
     )
     p.add_argument("-o", "--output", required=True, help="the probe record (.json)")
     p.add_argument(

@@ -278,7 +278,7 @@ def _exhausted(
     failing = health.failing_for()
     by_deadline = deadline is not None and deadline < (health.failing_since or time.monotonic()) + policy.budget_s
     limit = "the reward call's deadline passed" if by_deadline else f"the outage budget is {_secs(policy.budget_s)}"
-    message = f"the judge has been failing for {_secs(failing)} and {limit}; last error: {cause}"
+    message = f"the judge has been failing for {_secs(failing)} and {limit}; last failure: {cause}"
     if policy.on_exhausted == "raise":
         raise JudgeUnavailableError(
             f"{message}. Stopping here rather than training on made-up rewards: bring the judge back (or raise "

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from prom_reward.cli import demo
-from prom_reward.cli.main import main
+from prom_reward.cli.main import build_parser, main
 from prom_reward.cli.voice import in_user_terms
 from prom_reward.errors import ConfigError
 from tests.fakes import free_port
@@ -332,6 +332,20 @@ def test_every_error_is_one_line_with_a_fix(argv, named, files, capsys, monkeypa
     out, err = capsys.readouterr()
     assert code == 2 and out == ""
     check_line(err, [w.format(**fill) for w in named])
+
+
+def test_a_probe_whose_judge_cannot_be_reached_exits_4_naming_the_url_first(files, capsys):
+    """As the jobs do (``jobs.summary.EXIT_JUDGE_DOWN``): a judge that is down is not a usage error (2)."""
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    argv = ["probe", "-o", f"{files}/p.json", "--server", url, "--items", f"{files}/good.jsonl", "--limit", "1"]
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert code == 4 and out == "" and not (files / "p.json").exists()
+    line = check_line(err.strip().splitlines()[-1], ["probe:", url, "Connect", "start the judge"])
+    assert line.startswith(f"prom-reward: error: probe: the judge {url} could not be reached"), line
+    assert "4 the judge could not be reached" in " ".join(
+        build_parser()._subparsers._group_actions[0].choices["probe"].format_help().split()
+    )
 
 
 @pytest.mark.parametrize(
