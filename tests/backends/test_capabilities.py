@@ -7,10 +7,10 @@ import dataclasses
 import pytest
 
 from benchmarks.overhead import NoOpBackend
+from benchmarks.reference_replay import ReferenceReplayBackend
 from prom_reward.backends import BACKENDS, Backend, BackendCapabilities, CachedBackend, backend_class
 from prom_reward.backends.base import GenerationRequest, GenerationResult
 from prom_reward.backends.openai_server import OpenAIServer
-from prom_reward.backends.reference_replay import ReferenceReplayBackend
 from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.backends.store import JudgmentStore
 from prom_reward.backends.teacher_forcing import teacher_forcing_scorer

@@ -100,8 +100,8 @@ def test_pairwise_accuracy_halves_and_cascade_hand_computed():
 
 def test_judge_items_resumes_and_records_both_judges(data_dir, tmp_path):
     from benchmarks.confidence_eval import judge_items, load_items
+    from benchmarks.reference_replay import ReferenceReplayBackend
     from prom_reward import PrometheusJudge
-    from prom_reward.backends.reference_replay import ReferenceReplayBackend
 
     path = data_dir / "vicuna_eval.json"
     items = load_items("vicuna", path, offset=2, limit=3)
@@ -138,8 +138,8 @@ def test_real_second_judge_fallback_with_the_oracle_as_a_labelled_upper_bound(da
     import argparse
 
     from benchmarks.confidence_eval import build_fallback, has_real_fallback, judge_items, load_items
+    from benchmarks.reference_replay import ReferenceReplayBackend
     from prom_reward import PrometheusJudge
-    from prom_reward.backends.reference_replay import ReferenceReplayBackend
 
     path = data_dir / "vicuna_eval.json"
     items = load_items("vicuna", path, limit=2)
