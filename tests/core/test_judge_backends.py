@@ -36,9 +36,9 @@ def test_server_judge_forced_verdicts_with_logprobs(smollm2_server):
         assert abs(sum(g.probabilities.values()) - 1) < 1e-6
     (v,) = judge.compare(QUESTIONS[:1], ANSWERS[:1], ["Berlin."], "factual_validity", swap=True)
     assert len(v.order_winners) == 2
-    if v.p_a is None:  # SmolLM2 at T=1 sometimes has no A/B in the top-20 even when forced (seen in a fresh-clone
-        # CI run): it must be counted as failures, never a made-up winner
-        assert v.winner is None and v.order_winners == (None, None) and v.failures >= 2
+    if v.p_a is None:  # SmolLM2 at T=1 sometimes has no A/B in the top-20 even when forced (seen in fresh-clone
+        # CI runs, in one order or both): counted as failures, and an order without a verdict decides nothing
+        assert v.winner is None and None in v.order_winners and v.failures >= 1 and "no verdict in" in v.reason
     else:
         assert 0 <= v.p_a <= 1
     judge.close()

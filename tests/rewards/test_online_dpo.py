@@ -353,7 +353,10 @@ def test_online_dpo_trainer_two_steps_with_vllm_judge(tiny_model_dir, tmp_path, 
         assert all(c[0]["role"] == "assistant" for c in completions)
     s = reward.stats
     assert s.calls == 2 and s.pairs == 4
-    assert s.decided_by_judge + s.decided_by_p_a + s.coin_flips == 4 and s.decided_by_judge + s.decided_by_p_a > 0
+    # every pair settled one of the three ways; how many by the judge is luck: SmolLM2 at T=1 on the shared CPU
+    # engine (which ignores per-request seeds) left all four to the coin in one fresh-clone CI run
+    assert s.decided_by_judge + s.decided_by_p_a + s.coin_flips == 4
+    assert s.swap_checked > 0  # verdicts were read in both orders of some pair
     assert judge.stats.forced > 0  # SmolLM2 needs forced verdicts: real verdicts were read
     margins = [h["objective/scores_margin"] for h in trainer.state.log_history if "objective/scores_margin" in h]
     assert margins == [1.0, 1.0]  # every pair had one winner at 1.0 and one loser at 0.0
