@@ -363,7 +363,7 @@ def test_cli_probe_with_a_judge_server_answering_garbage_writes_an_honest_record
     ), first
 
 
-def test_cli_probe_with_a_failing_judge_server_exits_2_and_writes_nothing(fake_server, tmp_path, capsys):
+def test_cli_probe_with_a_failing_judge_server_exits_4_and_writes_nothing(fake_server, tmp_path, capsys):
     srv = fake_server(
         {
             "/v1/models": models_route,
@@ -388,6 +388,6 @@ def test_cli_probe_with_a_failing_judge_server_exits_2_and_writes_nothing(fake_s
             str(out),
         ]
     )
-    assert rc == 2 and not out.exists()
+    assert rc == 4 and not out.exists()  # the judge is down: the jobs' EXIT_JUDGE_DOWN, not a usage error
     err = capsys.readouterr().err
-    assert srv.url in err and "engine died" in err
+    assert f"probe: the judge {srv.url} could not be reached or refused every request" in err and "engine died" in err
