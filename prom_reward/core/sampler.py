@@ -6,8 +6,9 @@ For a batch of judge prompts that each need ``k`` valid samples:
    engine batches them;
 2. each output is parsed; with logprobs, the distribution over verdicts at the
    verdict token is read;
-3. outputs that end without a verdict get the judge format's ``force_prefix``
-   (`` [RESULT] `` for Prometheus 2) appended and one short extra request reads
+3. outputs that end without a verdict are continued from the judge format's forcing
+   text (``forcing_body(text) + force_prefix``: the feedback and `` [RESULT] `` for
+   Prometheus 2, a closed ``</feedback>`` and ``<score>`` for Flow-Judge) and one short extra request reads
    the judge's next-token distribution over the allowed verdicts (a *forced*
    verdict), as the force policy says (``FORCE_POLICIES``):
    ``cut`` (the default) forces only outputs cut at ``max_tokens`` (finish reason
