@@ -135,6 +135,36 @@ def test_a_cut_output_is_forced_after_the_formats_own_text_or_resampled(name, cu
         assert out.expected_score == pytest.approx(int(low) * 2 / 9 + int(high) * 7 / 9)
 
 
+@pytest.mark.parametrize("name", FORCEABLE)
+def test_a_written_verdict_is_read_over_the_formats_tokens(name):
+    """A complete output's verdict token: its top alternatives, written as the judge writes them, give the
+    probabilities over the format's labels, keyed by verdict (no forcing)."""
+    fmt = get_judge_format(name)
+    task = task_of(fmt)
+    labels = fmt.verdict_labels(task)
+    low, high = labels[-2:]
+    text = full_output(fmt, int(high) if task == "absolute" else "AB"[labels.index(high)])
+    at = fmt.parse(text, task).verdict_start
+    assert at is not None and text[at] == high
+    top = {written(fmt, high): math.log(0.6), written(fmt, low): math.log(0.3), "x": math.log(0.1)}
+    start = at + 1 - len(written(fmt, high))  # the verdict token as the judge writes it (Selene's: " B")
+    assert text[start : at + 1] == written(fmt, high)
+    tokens = (
+        TokenLogprobs(text[:start], 0.0, {}),
+        TokenLogprobs(text[start : at + 1], top[written(fmt, high)], top),
+        TokenLogprobs(text[at + 1 :], 0.0, {}),
+    )
+    backend = ScriptedBackend(outputs=[Completion(text, tokens, "stop", 3)] * 2)
+    judge = PrometheusJudge(backend=backend, format=fmt, expected_score=True, max_retries=0)
+    if task == "absolute":
+        (out,) = judge.grade(["q"], ["r"], Rubric("Right?", tuple(f"level {s}" for s in fmt.scale)))
+        assert out.probabilities == pytest.approx({int(low): 1 / 3, int(high): 2 / 3})
+    else:
+        (out,) = judge.compare(["q"], ["x"], ["y"], Rubric("Better?"))
+        assert out.samples[0].probabilities == pytest.approx({"AB"[labels.index(low)]: 1 / 3, "B": 2 / 3})
+    assert not out.samples[0].forced and len(backend.calls) == 1
+
+
 # -- one token after the forcing text, in the tokenizers we have -------------------------------------------
 TYPICAL_CUT = {
     "prometheus2": "The response is accurate but",
@@ -184,7 +214,8 @@ def full_output(fmt: JudgeFormat, verdict: str | int) -> str:
     if fmt.name == "con-j":
         return '{"原因": "更准确", "更好的回答": ' + str("AB".index(str(verdict)) + 1) + "}"
     label = str(verdict) if isinstance(verdict, int) else fmt.verdict_labels("relative")["AB".index(verdict)]
-    return (forced_text(fmt, "" if fmt.name == "offsetbias" else "Fine.") or "") + label + fmt.force_suffix
+    sent = forced_text(fmt, "" if fmt.name == "offsetbias" else "Fine.") or ""
+    return sent + written(fmt, label) + fmt.force_suffix
 
 
 @pytest.mark.parametrize("name", [n for n in JUDGE_FORMATS.names() if "relative" in JUDGE_FORMATS.get(n).tasks])
