@@ -10,7 +10,8 @@ one response, it raises ``ConfigError`` naming what it supports.
 ``[[...]]`` in the text decides and must be ``A`` or ``B`` (spaces inside allowed), end the text (only
 wrappers such as ``**``/quotes, one ``.``, whitespace and end-of-sequence tokens may follow), and must
 not be negated, hedged or doubled in its own clause (see ``doubt_in_clause``). The reason of a failure
-names the format and what was missing.
+names the format and what was missing. ``bracket_forcing_body`` is the text such a verdict is forced after
+(``[[`` follows): the output, then a blank line.
 
 Example:
     >>> bracket_verdict("mt-bench-pairwise", "B cites a source. My final verdict: [[B]]").verdict
