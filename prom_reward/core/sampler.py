@@ -6,8 +6,9 @@ For a batch of judge prompts that each need ``k`` valid samples:
    engine batches them;
 2. each output is parsed; with logprobs, the distribution over verdicts at the
    verdict token is read;
-3. outputs that end without a verdict get the judge format's ``force_prefix``
-   (`` [RESULT] `` for Prometheus 2) appended and one short extra request reads
+3. outputs that end without a verdict are continued from the judge format's forcing
+   text (``forcing_body(text) + force_prefix``: the feedback and `` [RESULT] `` for
+   Prometheus 2, a closed ``</feedback>`` and ``<score>`` for Flow-Judge) and one short extra request reads
    the judge's next-token distribution over the allowed verdicts (a *forced*
    verdict), as the force policy says (``FORCE_POLICIES``):
    ``cut`` (the default) forces only outputs cut at ``max_tokens`` (finish reason
@@ -152,7 +153,7 @@ def forced_text(judge_format: JudgeFormat, text: str) -> str | None:
     'Good, but [RESULT] '
     """
     body = judge_format.forcing_body(text) if judge_format.force_prefix is not None else None
-    return None if body is None else body.rstrip() + (judge_format.force_prefix or "")
+    return None if body is None else body + (judge_format.force_prefix or "")
 
 
 def should_force(sample: JudgeSample, policy: ForcePolicy, judge_format: JudgeFormat) -> bool:
@@ -233,33 +234,33 @@ class SampleRunner:
     ) -> tuple[list[JudgeSample], list[int]]:
         """The samples with their verdicts forced, and per sample the forcing tokens a store answered."""
         labels = self.format.verdict_labels(mode)
-        bodies = [self.format.forcing_body(s.text) or "" for s in samples]  # should_force: never None here
+        texts = [forced_text(self.format, s.text) or "" for s in samples]  # should_force: never None here
         forcing = [
             dataclasses.replace(
                 r,
                 n=1,
-                assistant_prefix=r.assistant_prefix + body.rstrip() + (self.format.force_prefix or ""),
+                assistant_prefix=r.assistant_prefix + text,
                 sampling=dataclasses.replace(r.sampling, max_tokens=3, logprobs=FORCE_LOGPROBS, stop=()),
             )
-            for r, body in zip(requests, bodies, strict=True)
+            for r, text in zip(requests, texts, strict=True)
         ]
         results = await _generate(self.backend, forcing)
         out = []
         stored = [res.completions[0].completion_tokens if res.stored else 0 for res in results]
-        for s, body, res in zip(samples, bodies, results, strict=True):
+        for s, text, res in zip(samples, texts, results, strict=True):
             if res.error is not None or not res.completions:  # not forced: the sample stays without a verdict
                 out.append(s)
                 continue
             c = res.completions[0]
-            probs, mass = first_verdict_distribution(c.logprobs, labels)
-            probs = _by_verdict(probs, labels, mode)
+            label_probs, mass = first_verdict_distribution(c.logprobs, labels)
             extra = c.completion_tokens
-            if probs is None:
+            if label_probs is None:
                 out.append(dataclasses.replace(s, completion_tokens=s.completion_tokens + extra))
                 continue
-            best = max(probs, key=lambda k: probs[k])
-            verdict: int | str = int(best) if mode == "absolute" else best
-            feedback = body.strip() or None
+            probs = _by_verdict(label_probs, labels, mode)
+            label = max(label_probs, key=lambda k: label_probs[k])
+            verdict: int | str = int(label) if mode == "absolute" else ("A", "B")[labels.index(label)]
+            feedback = self._forced_feedback(text, label, mode)
             out.append(
                 dataclasses.replace(
                     s,
@@ -273,6 +274,13 @@ class SampleRunner:
                 )
             )
         return out, stored
+
+    def _forced_feedback(self, text: str, label: str, mode: Mode) -> str | None:
+        """The feedback of a verdict forced after ``text``: what the parser reads in ``text + label +
+        force_suffix``, else ``text`` without ``force_prefix`` (a format whose closing is not declared)."""
+        parsed = self.format.parse(text + label + self.format.force_suffix, mode)
+        body = text[: len(text) - len(self.format.force_prefix or "")]
+        return (parsed.feedback if parsed.verdict is not None else body.strip()) or None
 
     @classmethod
     def first_round(cls, requests: Sequence[GenerationRequest], k: int) -> list[GenerationRequest]:

@@ -6,6 +6,10 @@ scores, the fixed text after which the verdict is one token (so a verdict can be
 own markers, neutralised inside judged texts so a response cannot forge them. How a prompt travels to the
 model (chat template, ``[INST]``, raw) is the wire format's (``format.wire``), not the judge format's.
 
+A verdict is forced after ``forcing_body(text) + force_prefix``: ``forcing_body`` owns all the text before
+the prefix, joining whitespace included, and closes what a cut output left open as the format's own
+outputs do (docs/formats.md, "Forced verdicts"); the sampler appends ``force_prefix`` and nothing else.
+
 Formats register in ``JUDGE_FORMATS`` by name (``prom_reward.format.formats``: one module per format,
 Prometheus 2 the default); ``get_judge_format`` looks one up by name or passes an object through, and a
 failed lookup lists the valid names. Nothing outside ``format/`` knows a format's markers or templates.
@@ -28,6 +32,7 @@ from typing import Literal
 
 from prom_reward.errors import ConfigError
 from prom_reward.format.eos import strip_eos
+from prom_reward.format.forcing import drop_cut_marker
 from prom_reward.format.parsing import ParsedOutput
 from prom_reward.format.rubrics import Rubric
 from prom_reward.registry import Registry
@@ -62,8 +67,12 @@ class JudgeFormat(ABC):
     scale: tuple[int, ...]
     """Absolute verdicts, low to high: ``(1, 2, 3, 4, 5)``; a binary scale ``(0, 1)``; ``()`` if pairwise-only."""
     force_prefix: str | None
-    """Text after which the verdict is ONE token (`` [RESULT] ``, ``<score>``, ``**Result:** ``, ``[[``); None:
+    """Text after which the verdict is ONE token (`` [RESULT] ``, ``<score>``, ``**Result:**``, ``[[``); None:
     the verdict is not one token, so expected scores and forced verdicts are refused at start."""
+    force_suffix: str = ""
+    """Text that closes a verdict written after ``force_prefix`` (``</score>``, ``]]``): ``forcing_body(text) +
+    force_prefix + label + force_suffix`` is an output the parser reads as ``label``'s verdict (a forced
+    verdict's feedback is read from it)."""
     markers: tuple[str, ...]
     """The format's own section tags and markers, neutralised inside judged texts (``format.sanitize``:
     ``###Name`` is a section header, ``[WORD]`` a bracketed marker, anything else a literal tag)."""
@@ -96,19 +105,20 @@ class JudgeFormat(ABC):
         return tuple(str(s) for s in self.scale) if task == "absolute" else ("A", "B")
 
     def forcing_body(self, text: str) -> str | None:
-        """The output ``text`` as the body a verdict is forced after (``force_prefix`` appended to it): without
-        its end-of-sequence tokens and a verdict marker left open or cut at its end (``"... <sco"``). None when
-        the output already wrote its verdict marker (a malformed verdict is re-sampled, not forced). Formats
-        whose marker has looser spellings override this."""
+        """All the text a verdict is forced after, ``force_prefix`` excluded: the assistant turn continues from
+        ``forcing_body(text) + force_prefix`` for one token, so this owns the joining whitespace, and closes what
+        the cut output left open (``format.forcing``). None when the output already wrote its verdict marker (a
+        malformed verdict is re-sampled, not forced). The default: ``text`` without its end-of-sequence tokens,
+        a verdict marker left open or cut at its end (``"... <sco"``) and trailing whitespace; formats whose
+        outputs have more structure override it."""
         body = strip_eos(text)
         marker = (self.force_prefix or "").strip()
         if not marker:
-            return body
-        tail, low = body.rstrip(), marker.lower()
-        for k in range(len(marker), min(2, len(marker)) - 1, -1):  # a marker cut after k characters
-            if tail.lower().endswith(low[:k]):
-                return tail[: len(tail) - k]
-        return None if low in body.lower() else body
+            return body.rstrip()
+        cut = drop_cut_marker(body, marker)
+        if cut is not None:
+            return cut.rstrip()
+        return None if marker.lower() in body.lower() else body.rstrip()
 
     def __repr__(self) -> str:
         return f"<JudgeFormat {self.name}>"

@@ -14,6 +14,7 @@ from prom_reward.backends.base import Completion, GenerationRequest, TokenLogpro
 from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.backends.store import request_dict, request_key
 from prom_reward.cli.main import main
+from prom_reward.core.sampler import forced_text
 from prom_reward.errors import InputError, UnknownNameError
 from prom_reward.format.judge_format import JUDGE_FORMATS, JudgeFormat, Prompt, Task, get_judge_format
 from prom_reward.format.parsing import ParsedOutput
@@ -359,26 +360,39 @@ def test_the_reward_paths_read_format_as_one_setting(registered):
 
 @pytest.mark.integration
 @pytest.mark.smollm2
-@pytest.mark.parametrize("name", ["m-prometheus", "v-tag"])
+@pytest.mark.parametrize("name", [*JUDGE_FORMATS.names(), "v-tag"])
 def test_each_format_runs_end_to_end_on_the_real_engine(registered, smollm2_engine, name):
-    """SmolLM2 cannot judge: the path must run, and whatever it writes is read by the format's own rules (a
-    verdict on its scale, forced after its prefix when the output is cut, or a failure with its reason)."""
+    """Every registered format (and one written here) grades and/or compares on the real engine. SmolLM2
+    cannot judge: the path must run, and whatever it writes is read by the format's own rules (a verdict on
+    its scale, forced after the format's forcing text when the output is cut, with expected scores where the
+    format has a one-token verdict, or a failure with its reason)."""
+    fmt = get_judge_format(name)
+    forces = fmt.force_prefix is not None
     judge = PrometheusJudge(
         backend=smollm2_engine,
         format=name,
         sampling={"max_tokens": 8, "temperature": 0.0},
-        expected_score=True,
+        expected_score=forces,
         max_retries=0,
     )
-    fmt = judge.format
-    grades = judge.grade(["What is the capital of France?"], ["Paris."], Rubric("Is it right?", tuple("12345")))
-    verdicts = judge.compare(["Capital of France?"], ["Paris."], ["Lyon."], Rubric("Is it right?"), swap=True)
-    for g in grades:
-        assert (g.ok and g.score in fmt.scale) or (g.error is not None and g.error.kind == "output")
-        for s in g.samples:
-            assert s.verdict is None or s.verdict in fmt.scale
-            if s.forced:
-                assert s.probabilities and set(s.probabilities) <= set(fmt.verdict_labels("absolute"))
-    for v in verdicts:
-        assert v.winner in ("A", "B", None) and all(w in ("A", "B", None) for w in v.order_winners)
-    assert judge.stats.forced > 0  # 8 tokens are always cut: the verdict is forced after the format's prefix
+    samples = []
+    if "absolute" in fmt.tasks:
+        rubric = Rubric("Is it right?", tuple(f"Level {s}." for s in fmt.scale))
+        grades = judge.grade(["What is the capital of France?"], ["Paris."], rubric)
+        for g in grades:
+            assert (g.ok and g.score in fmt.scale) or (g.error is not None and g.error.kind == "output")
+            if g.ok and forces:
+                assert g.expected_score is not None and min(fmt.scale) <= g.expected_score <= max(fmt.scale)
+        samples += [(s, "absolute") for g in grades for s in g.samples]
+    if "relative" in fmt.tasks:
+        verdicts = judge.compare(["Capital of France?"], ["Paris."], ["Lyon."], Rubric("Is it right?"), swap=True)
+        for v in verdicts:
+            assert v.winner in ("A", "B", None) and all(w in ("A", "B", None) for w in v.order_winners)
+        samples += [(s, "relative") for v in verdicts for s in v.samples]
+    assert samples and all(s.verdict is not None or s.reason.startswith(f"{name}: ") for s, _ in samples)
+    for s, task in samples:
+        if s.forced:  # read over the format's own verdict tokens, keyed by verdict
+            keys = fmt.verdict_labels("absolute") if task == "absolute" else ("A", "B")
+            assert s.probabilities and set(s.probabilities) <= set(keys)
+    cut = [s for s, _ in samples if s.finish_reason == "length" and forced_text(fmt, s.text) is not None]
+    assert (judge.stats.forced > 0) == bool(cut and forces)  # 8 tokens: cut, and forced where the format can

@@ -173,7 +173,7 @@ def test_failure_reason_names_format_and_what_was_missing(name: str, text: str, 
 @pytest.mark.parametrize(
     ("name", "prefix", "labels"),
     [
-        ("selene", "**Result:** ", ("A", "B")),
+        ("selene", "**Result:**", ("A", "B")),
         ("mt-bench-pairwise", "[[", ("A", "B")),
         ("rise-judge", "[[", ("A", "B")),
         ("offsetbias", "Output (", ("a", "b")),

@@ -27,7 +27,8 @@ Example:
 from __future__ import annotations
 
 from prom_reward.errors import ConfigError
-from prom_reward.format.eos import content_end
+from prom_reward.format.eos import content_end, strip_eos
+from prom_reward.format.forcing import drop_cut_tag
 from prom_reward.format.judge_format import JUDGE_FORMATS, JudgeFormat, Prompt, Task
 from prom_reward.format.parsing import ParsedOutput
 from prom_reward.format.rubrics import Rubric
@@ -110,6 +111,7 @@ class FlowJudgeFormat(JudgeFormat):
         self.tasks = frozenset({"absolute"})
         self.scale = scale
         self.force_prefix = _SCORE
+        self.force_suffix = _END_SCORE
         tags = [t for tag in ("feedback", "score", *_SECTION_TAGS) for t in (f"<{tag}>", f"</{tag}>")]
         self.markers = (*tags, *_HEADERS)
 
@@ -210,6 +212,27 @@ class FlowJudgeFormat(JudgeFormat):
             return self._fail(feedback, f"score {value[:40]!r} is not on its {self._scale_text}")
         verdict_start = tail_at + value_at + len(raw) - len(raw.lstrip())
         return ParsedOutput(feedback, int(value), verdict_start)
+
+    def forcing_body(self, text: str) -> str | None:
+        """The output up to ``</feedback>`` and the newline before ``<score>``, as Flow-Judge writes them
+        (``...\\n</feedback>\\n<score>``): a feedback cut open is closed on its own line, a tag cut inside its
+        letters dropped, an open ``<score>`` (nothing after it) not repeated; text never tagged as feedback
+        becomes the feedback. None when a score was written (re-sampled).
+
+        >>> JUDGE_FORMATS.get("flow-judge").forcing_body("<feedback>Clear, but the sec")
+        '<feedback>Clear, but the sec\\n</feedback>\\n'
+        >>> JUDGE_FORMATS.get("flow-judge").forcing_body("<feedback>Clear.</feedback>\\n<sco")
+        '<feedback>Clear.</feedback>\\n'
+        """
+        body = drop_cut_tag(strip_eos(text)).rstrip()
+        start = body.find(_FEEDBACK)
+        if start < 0:
+            return None if _SCORE in body else f"{_FEEDBACK}\n{body.strip()}\n{_END_FEEDBACK}\n"
+        close = body.rfind(_END_FEEDBACK)
+        if close < start:
+            return f"{body}\n{_END_FEEDBACK}\n"
+        closed = close + len(_END_FEEDBACK)
+        return body[:closed] + "\n" if body[closed:].strip() in ("", _SCORE) else None
 
     def _fail(self, feedback: str, why: str) -> ParsedOutput:
         return ParsedOutput(feedback, None, None, f"{self.name}: {why}")

@@ -34,7 +34,16 @@ from __future__ import annotations
 
 import re
 
-from prom_reward.format.formats.pairwise_only import PairwiseOnlyFormat, bracket_verdict, failure, verdict_end
+from prom_reward.format.eos import strip_eos
+from prom_reward.format.forcing import drop_cut_marker
+from prom_reward.format.formats.pairwise_only import (
+    PairwiseOnlyFormat,
+    bracket_forcing_body,
+    bracket_verdict,
+    failure,
+    paragraph,
+    verdict_end,
+)
 from prom_reward.format.judge_format import JUDGE_FORMATS, Task
 from prom_reward.format.parsing import ParsedOutput
 
@@ -126,6 +135,7 @@ _SELENE_RESULT = re.compile(r"\*\*\s*Result\s*(?::\s*\*\*|\*\*\s*:)", re.IGNOREC
 _SELENE_REASONING = re.compile(r"\A\s*\*\*\s*Reasoning\s*(?::\s*\*\*|\*\*\s*:)\s*", re.IGNORECASE)
 # Each run of whitespace below is followed by a required character, so nothing backtracks badly.
 _SELENE_PAYLOAD = re.compile(r"\s*(?:[*\"'“‘]\s*)*(?:Response\s+)?(?P<v>[AB])(?:\s*[*\"'”’])*")
+_OFFSETBIAS_CUT = re.compile(r"\s*(?P<lead>(?:[*\"'“‘]\s*)*)(?i:o(?:u(?:t(?:p(?:u(?:t\s*\(?)?)?)?)?)?)?\s*")
 _OFFSETBIAS = re.compile(r"\s*(?:[*\"'“‘]\s*)*Output\s*\(\s*(?P<v>[ab])\s*\)(?:\s*[*\"'”’])*\s*")
 
 
@@ -133,7 +143,7 @@ class SeleneFormat(PairwiseOnlyFormat):
     """Atla Selene 1 Mini: ``**Reasoning:** ... **Result:** A|B``; rewardbench's ``Atla_PROMPT``."""
 
     name = "selene"
-    force_prefix = "**Result:** "
+    force_prefix = "**Result:**"  # no space after it: the verdict token carries its space (" A")
     markers = ("**Reasoning:**", "**Result:**")
     template = SELENE_PROMPT
 
@@ -156,12 +166,22 @@ class SeleneFormat(PairwiseOnlyFormat):
                 return failure(feedback, f"selene: two verdicts (**Result:** {other['v']}, then {found['v']})")
         return ParsedOutput(feedback, found["v"], found.start("v"))
 
+    def forcing_body(self, text: str) -> str | None:
+        """The reasoning without an open or cut ``**Result:**``, then a blank line (Selene's layout); None
+        when the output wrote its ``**Result:**`` with something after it (re-sampled)."""
+        body = strip_eos(text)
+        results = list(_SELENE_RESULT.finditer(body))
+        if results:
+            return None if body[results[-1].end() :].strip() else paragraph(body[: results[-1].start()])
+        cut = drop_cut_marker(body, self.force_prefix, min_chars=3)
+        return paragraph(body if cut is None else cut)
+
 
 class MTBenchPairwiseFormat(PairwiseOnlyFormat):
     """MT-Bench-style pairwise judges (Skywork-Critic, any LLM judge): rewardbench's ``MTBENCH_V2``."""
 
     name = "mt-bench-pairwise"
-    force_prefix = "[["
+    force_prefix, force_suffix = "[[", "]]"
     markers = (
         "[[A]]",
         "[[B]]",
@@ -177,17 +197,23 @@ class MTBenchPairwiseFormat(PairwiseOnlyFormat):
     def parse_relative(self, text: str) -> ParsedOutput:
         return bracket_verdict(self.name, text)
 
+    def forcing_body(self, text: str) -> str | None:
+        return bracket_forcing_body(text)
+
 
 class RiseJudgeFormat(PairwiseOnlyFormat):
     """RISE-Judge (Chinese prompt, answers ``[[A]]``/``[[B]]`` after its analysis): ``RISE_Judge_PROMPT``."""
 
     name = "rise-judge"
-    force_prefix = "[["
+    force_prefix, force_suffix = "[[", "]]"
     markers = ("[[A]]", "[[B]]", "问题：", "回答A：", "回答B：")
     template = RISE_JUDGE_PROMPT
 
     def parse_relative(self, text: str) -> ParsedOutput:
         return bracket_verdict(self.name, text)
+
+    def forcing_body(self, text: str) -> str | None:
+        return bracket_forcing_body(text)
 
 
 class OffsetBiasFormat(PairwiseOnlyFormat):
@@ -198,12 +224,18 @@ class OffsetBiasFormat(PairwiseOnlyFormat):
     """
 
     name = "offsetbias"
-    force_prefix = "Output ("
+    force_prefix, force_suffix = "Output (", ")"
     markers = ("# Instruction:", "# Output (a):", "# Output (b):", "Output (a)", "Output (b)")
     template = OFFSETBIAS_PROMPT
 
     def verdict_labels(self, task: Task) -> tuple[str, ...]:
         return ("a", "b")
+
+    def forcing_body(self, text: str) -> str | None:
+        """The quotes the output opened with, when all it wrote is ``Output (`` cut short (``Out``, ``""``);
+        None for any other output (the whole output is the verdict: re-sampled)."""
+        found = _OFFSETBIAS_CUT.fullmatch(strip_eos(text))
+        return None if found is None else found["lead"]
 
     def parse_relative(self, text: str) -> ParsedOutput:
         end = verdict_end(text)

@@ -10,7 +10,8 @@ one response, it raises ``ConfigError`` naming what it supports.
 ``[[...]]`` in the text decides and must be ``A`` or ``B`` (spaces inside allowed), end the text (only
 wrappers such as ``**``/quotes, one ``.``, whitespace and end-of-sequence tokens may follow), and must
 not be negated, hedged or doubled in its own clause (see ``doubt_in_clause``). The reason of a failure
-names the format and what was missing.
+names the format and what was missing. ``bracket_forcing_body`` is the text such a verdict is forced after
+(``[[`` follows): the output, then a blank line.
 
 Example:
     >>> bracket_verdict("mt-bench-pairwise", "B cites a source. My final verdict: [[B]]").verdict
@@ -25,12 +26,20 @@ import re
 from abc import abstractmethod
 
 from prom_reward.errors import ConfigError
-from prom_reward.format.eos import content_end
+from prom_reward.format.eos import content_end, strip_eos
 from prom_reward.format.judge_format import JudgeFormat, Prompt, Task
 from prom_reward.format.parsing import ParsedOutput
 from prom_reward.format.rubrics import Rubric
 
-__all__ = ["PairwiseOnlyFormat", "bracket_verdict", "doubt_in_clause", "failure", "verdict_end"]
+__all__ = [
+    "PairwiseOnlyFormat",
+    "bracket_forcing_body",
+    "bracket_verdict",
+    "doubt_in_clause",
+    "failure",
+    "paragraph",
+    "verdict_end",
+]
 
 # Words that negate, hedge, make conditional or compare a verdict in its clause (whole words, any case),
 # and their Chinese counterparts (substrings: Chinese has no word breaks).
@@ -104,6 +113,36 @@ def bracket_verdict(name: str, text: str, start: int = 0, end: int | None = None
     if doubt is not None:
         return failure(feedback, f"{name}: the verdict {last.group(0)} is negated or hedged ({doubt!r} in its clause)")
     return ParsedOutput(feedback, value, last.start(1) + last.group(1).index(value))
+
+
+def paragraph(body: str) -> str:
+    """``body`` ended by the blank line a verdict paragraph follows (``""`` for an empty body)."""
+    body = body.rstrip()
+    return body + "\n\n" if body else ""
+
+
+def bracket_forcing_body(text: str) -> str | None:
+    """The body an ``[[A]]``/``[[B]]`` verdict is forced after (``[[`` follows): the output without an open or
+    cut ``[[``, then a blank line, so the verdict stands alone in its clause. None when the output ends with
+    a bracketed verdict or is cut inside one (a malformed verdict is re-sampled); a ``[[X]]`` that text
+    follows is not a verdict, so the output is forced after it.
+
+    >>> bracket_forcing_body("B is right. My final verdict: [")
+    'B is right. My final verdict:\\n\\n'
+    >>> bracket_forcing_body("My final verdict: [[A") is None
+    True
+    """
+    body = strip_eos(text)
+    opened = body.rfind("[[")
+    if opened >= 0:
+        after = body[opened + 2 :]
+        if not after.strip():
+            return paragraph(body[:opened])
+        closed = after.find("]]")
+        if closed < 0 or _PUNCT_ONLY.fullmatch(after, closed + 2):
+            return None
+    body = body.rstrip()
+    return paragraph(body[:-1] if body.endswith("[") else body)
 
 
 class PairwiseOnlyFormat(JudgeFormat):

@@ -17,7 +17,7 @@ Example:
     >>> fmt.parse("Vague. [RESULT] 2.5", "absolute").reason
     "prometheus2: the text after the last '[RESULT]' is not one verdict 1-5"
     >>> fmt.forcing_body("Thorough and kind. [RESU")
-    'Thorough and kind. '
+    'Thorough and kind.'
 """
 
 from __future__ import annotations
@@ -91,10 +91,11 @@ class Prometheus2Format(JudgeFormat):
         )
 
     def forcing_body(self, text: str) -> str | None:
+        """The feedback without an open or cut ``[RESULT]`` and trailing whitespace (`` [RESULT] `` follows)."""
         body = strip_eos(text)
         if "[result" in body.lower() and not _OPEN_MARKER.search(body):
             return None
-        return _OPEN_MARKER.sub("", body)
+        return _OPEN_MARKER.sub("", body).rstrip()
 
 
 PROMETHEUS2 = JUDGE_FORMATS.register("prometheus2", Prometheus2Format("prometheus2"))

@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import re
 
-from prom_reward.format.formats.pairwise_only import PairwiseOnlyFormat, failure, verdict_end
+from prom_reward.format.eos import strip_eos
+from prom_reward.format.forcing import drop_cut_marker, drop_cut_tag, open_tags
+from prom_reward.format.formats.pairwise_only import PairwiseOnlyFormat, failure, paragraph, verdict_end
 from prom_reward.format.judge_format import JUDGE_FORMATS
 from prom_reward.format.parsing import ParsedOutput
 
@@ -114,6 +116,9 @@ _ANSWER_CLOSE = re.compile(r"<\s*/\s*answer\s*>", re.IGNORECASE)
 _ANSWER_BODY = re.compile(r"\s*\[\[\s*(?P<v>[AB])\s*\]\]\s*")
 _THINK_OPEN = re.compile(r"<\s*think\s*>", re.IGNORECASE)
 _THINK_CLOSE = re.compile(r"<\s*/\s*think\s*>", re.IGNORECASE)
+# The tags of RM-R1's outputs: blocks close on their own line ("...\n</eval>"), the others inline.
+_BLOCKS = ("think", "rubric", "eval", "solution")
+_INLINE = ("type", "justify", "quote_A", "summary_A", "quote_B", "summary_B")
 
 
 def _last(pattern: re.Pattern[str], text: str, start: int, end: int) -> re.Match[str] | None:
@@ -125,7 +130,7 @@ class RMR1Format(PairwiseOnlyFormat):
     """RM-R1, Qwen2.5-Instruct-based models: system ``RM_R1_SYSTEM``, user ``RM_R1_PROMPT``."""
 
     name = "rm-r1"
-    force_prefix = "<answer>[["
+    force_prefix, force_suffix = "<answer>[[", "]]</answer>"
     markers = (
         "<answer>",
         "</answer>",
@@ -169,6 +174,27 @@ class RMR1Format(PairwiseOnlyFormat):
             got = text[opened.end() : closed.start()].strip()
             return failure(feedback, f"{self.name}: the last <answer> holds {got[:40]!r}, expected [[A]] or [[B]]")
         return ParsedOutput(feedback, found["v"], found.start("v"))
+
+    def forcing_body(self, text: str) -> str | None:
+        """The output with what it left open closed as RM-R1 writes it (``<think>``, ``<rubric>``, ``<eval>``,
+        ``<solution>`` on their own line, a quote or summary inline), an ``<answer>[[`` cut short dropped, and a
+        blank line before ``<answer>[[``. None when the output wrote an ``<answer>`` outside an open
+        ``<think>`` (re-sampled).
+
+        >>> RM_R1.forcing_body("<eval>\\nA says <quote_A>42")
+        '<eval>\\nA says <quote_A>42</quote_A>\\n</eval>\\n\\n'
+        """
+        body = strip_eos(text)
+        cut = drop_cut_marker(body, self.force_prefix)
+        body = drop_cut_tag(body if cut is None else cut)
+        still_open = open_tags(body, _BLOCKS + _INLINE)
+        if "think" not in still_open:
+            think = _last(_THINK_CLOSE, body, 0, len(body))
+            if _ANSWER_OPEN.search(body, think.end() if think else 0):
+                return None
+        for tag in reversed(still_open):
+            body = body.rstrip() + ("\n" if tag in _BLOCKS else "") + f"</{tag}>"
+        return paragraph(body)
 
 
 class RMR1ReasoningFormat(RMR1Format):

@@ -1,0 +1,59 @@
+"""Closing an output cut at ``max_tokens`` so a verdict can be forced after it: what the formats'
+``JudgeFormat.forcing_body`` share.
+
+A verdict is forced by continuing the judge's output from ``forcing_body(text) + force_prefix`` for one
+token (``core.sampler``). ``forcing_body`` owns all the text before ``force_prefix``, its joining
+whitespace included: it drops a verdict marker the output left open or cut inside its letters, and closes
+whatever the output had open (Flow-Judge's ``<feedback>``, RM-R1's ``<eval>``) the way the format's own
+outputs close it, so that ``forcing_body(text) + force_prefix + label + force_suffix`` is an output the
+format's parser reads as that label's verdict. These helpers find what was cut and what is still open.
+
+Example:
+    >>> drop_cut_marker("Fine work.\\n\\n**Res", "**Result:**")
+    'Fine work.\\n\\n'
+    >>> drop_cut_marker("Fine work.", "**Result:**") is None
+    True
+    >>> open_tags("<eval>A is <quote_A>close", ("eval", "quote_A"))
+    ['eval', 'quote_A']
+    >>> drop_cut_tag("<eval>B wins.</ev")
+    '<eval>B wins.'
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+__all__ = ["drop_cut_marker", "drop_cut_tag", "open_tags"]
+
+_CUT_TAG = re.compile(r"<\s*/?\s*[A-Za-z_]*\s*$")
+
+
+def drop_cut_marker(text: str, marker: str, *, min_chars: int = 2) -> str | None:
+    """``text`` without ``marker`` written or cut at its end (its first ``k >= min_chars`` characters,
+    whole marker included, any case, trailing whitespace ignored); None when ``text`` does not end so."""
+    tail, low = text.rstrip(), marker.lower()
+    for k in range(len(marker), min(min_chars, len(marker)) - 1, -1):
+        if tail.lower().endswith(low[:k]):
+            return tail[: len(tail) - k]
+    return None
+
+
+def drop_cut_tag(text: str) -> str:
+    """``text`` without an XML-like tag cut at its end (``"... </ev"``, ``"... <"``)."""
+    return _CUT_TAG.sub("", text)
+
+
+def open_tags(text: str, names: Sequence[str]) -> list[str]:
+    """The tags among ``names`` that ``text`` opens and does not close, outermost first (a closing tag
+    closes its innermost open namesake and whatever was opened inside it)."""
+    pattern = re.compile(r"<\s*(/?)\s*(" + "|".join(map(re.escape, names)) + r")\s*>", re.IGNORECASE)
+    canon = {n.lower(): n for n in names}
+    stack: list[str] = []
+    for found in pattern.finditer(text):
+        name = canon[found.group(2).lower()]
+        if not found.group(1):
+            stack.append(name)
+        elif name in stack:
+            del stack[len(stack) - 1 - stack[::-1].index(name) :]
+    return stack
