@@ -190,6 +190,28 @@ def test_prometheus_restated_reads_the_parse_table_the_same_except_the_listed_ca
         assert text[ours.verdict_start] == str(ours.verdict)
 
 
+# -- the example of docs/formats.md -------------------------------------------------------------------------
+def test_the_documented_example_loads_renders_and_reads_as_the_docs_say(tmp_path):
+    page = (Path(__file__).resolve().parents[2] / "docs" / "formats.md").read_text()
+    section = page.split("## A format from a YAML file", 1)[1]
+    path = tmp_path / "my_judge.yaml"
+    path.write_text(section.split("```yaml\n", 1)[1].split("```", 1)[0])
+    fmt = get_judge_format(str(path))
+    rubric = Rubric("Is it correct?", ("Wrong.", "Weak.", "Good.", "Exact."))
+    with_ref = fmt.absolute_prompt("2+2?", "4 {x}", rubric, "4")
+    assert with_ref.system == "You grade answers on a 1-4 scale. Never write {braces}."
+    assert "## Answer\n4 {x}\n<ref>4</ref>\nCriteria: Is it correct?\n- 1: Wrong.\n- 2: Weak.\n" in with_ref.user
+    assert "<ref>" not in fmt.absolute_prompt("2+2?", "4", rubric, None).user
+    assert fmt.relative_prompt("q", "a", "b", rubric, None).user.splitlines()[3] == "Reference: (none)"
+    parsed = fmt.parse("Right, and short.\nVerdict: 4.</s>", "absolute")
+    assert (parsed.feedback, parsed.verdict) == ("Right, and short.", 4)
+    assert fmt.parse("Verdict: 3. On reflection, 3.", "absolute").reason == (
+        "my-judge: the last verdict does not end the output (after it: 'On reflection, 3.')"
+    )
+    assert fmt.parse("Answer 2 is exact. Winner: 2", "relative").verdict == "B"
+    assert fmt.verdict_labels("relative") == ("1", "2") and fmt.name.startswith("my-judge@")
+
+
 # -- (2) checked at load: the file, the key and the fix ---------------------------------------------------
 def _set(spec: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
     *path, last = dotted.split(".")

@@ -126,7 +126,8 @@ class YamlFormat(JudgeFormat):
         feedback = (feedback if feedback is not None else text[: m.start()]).strip()
         if rule.at_end and m.end() != end:
             return self._fail(
-                feedback, f"the {rule.match} verdict does not end the output (after it: {text[m.end() : end][:40]!r})"
+                feedback,
+                f"the {rule.match} verdict does not end the output (after it: {text[m.end() : end].strip()[:40]!r})",
             )
         raw = m.group("verdict")
         value = rule.mapping.get(raw, raw) if raw is not None else None
