@@ -1,95 +1,30 @@
 """A judge format defined by a YAML file (``prom_reward.format.formats.from_yaml``, ``yaml_schema``): Prometheus 2
 re-stated in YAML renders byte for byte as the built-in format and reads its parse table the same except where a
-regular expression cannot say it (listed), the load-time error table, grading and comparing through the judge
-(forced verdicts, probabilities over its labels), the store keyed by name and digest, and ``--format file.yaml``."""
+regular expression cannot say it (listed); grading and comparing through the judge (forced verdicts, probabilities
+over its labels), the store and job records keyed by name and digest, ``--format file.yaml`` on the commands and
+the reward settings, and the real engine. The load-time checks are in test_yaml_schema.py."""
 
 from __future__ import annotations
 
 import json
 import math
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
 from prom_reward import ConfigError, PrometheusJudge
 from prom_reward.backends.base import Completion, GenerationRequest, TokenLogprobs
 from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.cli.main import main
-from prom_reward.errors import UnknownNameError
-from prom_reward.format.formats.prometheus2 import MARKERS, PROMETHEUS2
+from prom_reward.format.formats.prometheus2 import PROMETHEUS2
 from prom_reward.format.judge_format import get_judge_format
 from prom_reward.format.rubrics import RUBRICS, Rubric
-from prom_reward.format.templates import TEMPLATES
+from prom_reward.rewards.reward import PrometheusReward
+from prom_reward.rewards.samples import RewardSample
 from tests.fakes import StandInJudge
 from tests.format.test_parsing import ABSOLUTE_CASES, RELATIVE_CASES
+from tests.format.yaml_specs import DROP, A, dump, prometheus_spec, set_key, tiny_spec
 from tests.jobs.helpers import rows, write
-
-_OPEN, _CLOSE = r"""[(\["'*]*""", r"""[)\]"'*]*[.!]?"""
-_MARKER = r"\[(?i:result)\]?:?\s*"
-
-
-def _ours(template: str) -> str:
-    """A Prometheus template in the YAML format's field names."""
-    for old, new in [("{reference_answer}", "{reference}"), ("{response_A}", "{response_a}")]:
-        template = template.replace(old, new)
-    return template.replace("{response_B}", "{response_b}")
-
-
-def prometheus_spec() -> dict[str, Any]:
-    """Prometheus 2's prompts and verdicts as a YAML format file's content."""
-    absolute = {k: _ours(TEMPLATES[k]).replace("{rubric}", "[{criteria}]\n{rubric}") for k in TEMPLATES}
-    relative = {k: _ours(TEMPLATES[k]).replace("{rubric}", "[{criteria}]") for k in TEMPLATES}
-    return {
-        "name": "prometheus2-yaml",
-        "scale": [1, 2, 3, 4, 5],
-        "force_prefix": " [RESULT] ",
-        "markers": list(MARKERS),
-        "rubric_item": "Score {score}: {description}",
-        "tasks": {
-            "absolute": {
-                "system": TEMPLATES["ABS_SYSTEM_PROMPT"],
-                "user": absolute["ABSOLUTE_PROMPT"],
-                "user_no_reference": absolute["ABSOLUTE_PROMPT_WO_REF"],
-                "verdict": {"pattern": _MARKER + _OPEN + r"(?P<verdict>[1-5])(?:\s*/\s*5)?" + _CLOSE},
-            },
-            "relative": {
-                "system": TEMPLATES["REL_SYSTEM_PROMPT"],
-                "user": relative["RELATIVE_PROMPT"],
-                "user_no_reference": relative["RELATIVE_PROMPT_WO_REF"],
-                "verdict": {"pattern": _MARKER + _OPEN + r"(?:Response:?\s*)?(?P<verdict>[AB])" + _CLOSE},
-            },
-        },
-    }
-
-
-def tiny_spec() -> dict[str, Any]:
-    """A small format of its own: 1..3 grades after ``Score: ``, pairwise ``Winner: a|b``."""
-    return {
-        "name": "tiny",
-        "scale": [1, 2, 3],
-        "force_prefix": "Score: ",
-        "markers": ["<q>", "</q>", "###Answer"],
-        "tasks": {
-            "absolute": {
-                "system": "Grade 1-3 {{strictly}}.",
-                "user": "<q>{instruction}</q>\n###Answer\n{response}\n{rubric}\nRef: {reference}",
-                "reference_missing": "(none)",
-                "verdict": {"pattern": r"Score: (?P<verdict>\d+)"},
-            },
-            "relative": {
-                "user": "{instruction}\nA: {response_a}\nB: {response_b}\n[{criteria}]",
-                "verdict": {"pattern": r"Winner: (?P<verdict>[ab])", "map": {"a": "A", "b": "B"}, "match": "only"},
-                "verdict_tokens": ["a", "b"],
-            },
-        },
-    }
-
-
-def dump(path: Path, spec: Any) -> str:
-    path.write_text(yaml.safe_dump(spec, allow_unicode=True, sort_keys=False), encoding="utf-8")
-    return str(path)
 
 
 @pytest.fixture
@@ -190,115 +125,6 @@ def test_prometheus_restated_reads_the_parse_table_the_same_except_the_listed_ca
         assert text[ours.verdict_start] == str(ours.verdict)
 
 
-# -- the example of docs/formats.md -------------------------------------------------------------------------
-def test_the_documented_example_loads_renders_and_reads_as_the_docs_say(tmp_path):
-    page = (Path(__file__).resolve().parents[2] / "docs" / "formats.md").read_text()
-    section = page.split("## A format from a YAML file", 1)[1]
-    path = tmp_path / "my_judge.yaml"
-    path.write_text(section.split("```yaml\n", 1)[1].split("```", 1)[0])
-    fmt = get_judge_format(str(path))
-    rubric = Rubric("Is it correct?", ("Wrong.", "Weak.", "Good.", "Exact."))
-    with_ref = fmt.absolute_prompt("2+2?", "4 {x}", rubric, "4")
-    assert with_ref.system == "You grade answers on a 1-4 scale. Never write {braces}."
-    assert "## Answer\n4 {x}\n<ref>4</ref>\nCriteria: Is it correct?\n- 1: Wrong.\n- 2: Weak.\n" in with_ref.user
-    assert "<ref>" not in fmt.absolute_prompt("2+2?", "4", rubric, None).user
-    assert fmt.relative_prompt("q", "a", "b", rubric, None).user.splitlines()[3] == "Reference: (none)"
-    parsed = fmt.parse("Right, and short.\nVerdict: 4.</s>", "absolute")
-    assert (parsed.feedback, parsed.verdict) == ("Right, and short.", 4)
-    assert fmt.parse("Verdict: 3. On reflection, 3.", "absolute").reason == (
-        "my-judge: the last verdict does not end the output (after it: 'On reflection, 3.')"
-    )
-    assert fmt.parse("Answer 2 is exact. Winner: 2", "relative").verdict == "B"
-    assert fmt.verdict_labels("relative") == ("1", "2") and fmt.name.startswith("my-judge@")
-
-
-# -- (2) checked at load: the file, the key and the fix ---------------------------------------------------
-def _set(spec: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
-    *path, last = dotted.split(".")
-    node = spec
-    for key in path:
-        node = node[key]
-    if value is _DROP:
-        del node[last]
-    else:
-        node[last] = value
-    return spec
-
-
-_DROP = object()
-A, R = "tasks.absolute.", "tasks.relative."
-ERRORS = [
-    ("name", _DROP, "name", "missing; fix: add name (a string)"),
-    ("name", 3, "name", "expected a string, got int 3; fix: write name as a string"),
-    ("name", "my judge", "name", "'my judge' is not a plain name; fix: use letters, digits"),
-    ("names", "x", "names", "unknown key; fix: use one of name, scale,"),
-    ("tasks.grading", {"user": "{response}"}, "tasks.grading", "unknown task; fix: use one of absolute, relative"),
-    ("tasks", {}, "tasks", "no task; fix: add tasks.absolute"),
-    ("scale", [1, "2", 3], "scale", "expected a list of ints, got [1, '2', 3]"),
-    ("scale", [1.0, 2.0], "scale", "expected a list of ints"),
-    ("scale", [True, False], "scale", "expected a list of ints"),
-    ("scale", [3, 2, 1], "scale", "expected 2 or more increasing ints, got [3, 2, 1]; fix: e.g. [1, 2, 3, 4, 5]"),
-    ("scale", _DROP, "scale", "expected 2 or more increasing ints, got []"),
-    ("force_prefix", "", "force_prefix", "empty; fix: give the text before the verdict token"),
-    ("markers", ["RESULT"], "markers", "'RESULT' cannot be neutralised; fix: give '###Name', '[WORD]'"),
-    ("rubric_item", "Score {score}", "rubric_item", "no {description} field"),
-    (A + "user", _DROP, A + "user", "missing; fix: add tasks.absolute.user (a string)"),
-    (A + "user", "{instruction} {respons}", A + "user", "unknown field {respons}; valid fields: {instruction}, "),
-    (A + "system", "Be {fair}.", A + "system", "unknown field {fair}; valid fields: {instruction}, {response}, "),
-    (A + "user", "{response} {", A + "user", "write literal braces as {{ and }}"),
-    (A + "user", "{instruction}", A + "user", "no {response} field: the judge would not see it"),
-    (R + "user", "{response_a} {response}", R + "user", "unknown field {response}; valid fields: {instruction}, "),
-    (R + "user", "{response_a} vs ...", R + "user", "no {response_b} field"),
-    (A + "reference_missing", _DROP, A + "user", "uses {reference}, but nothing says how a missing reference"),
-    (A + "user_no_reference", "{response} {reference}", A + "user_no_reference", "uses {reference}, but it renders"),
-    (A + "verdict.pattern", r"Score: (?P<verdict>\d+", A + "verdict.pattern", "not a regular expression (missing ),"),
-    (A + "verdict.pattern", r"Score: (\d)", A + "verdict.pattern", "has no named group 'verdict'; fix: wrap"),
-    (A + "verdict", "Score: N", A + "verdict", "expected a mapping, got str"),
-    (A + "verdict.match", "middle", A + "verdict.match", "expected one of last, first, only, got 'middle'"),
-    (A + "verdict.at_end", "yes", A + "verdict.at_end", "expected true or false, got str 'yes'"),
-    (A + "verdict.map", {"x": 7}, A + "verdict.map.x", "maps to 7, not a verdict ((1, 2, 3))"),
-    (R + "verdict.map", {"a": "C"}, R + "verdict.map.a", "maps to 'C', not a verdict (('A', 'B'))"),
-    (R + "verdict_tokens", ["a"], R + "verdict_tokens", "expected 2 non-empty strings (A's then B's), got ['a']"),
-    (A + "verdict_tokens", ["1", "2"], A + "verdict_tokens", "expected 3 non-empty strings (the scale's length)"),
-    (A + "verdict_tokens", ["x", "y", "z"], A + "verdict_tokens", "are not the scale's numbers ['1', '2', '3']"),
-]
-
-
-@pytest.mark.parametrize("key, value, named, words", ERRORS)
-def test_a_bad_file_is_refused_at_load_naming_the_file_the_key_and_the_fix(tmp_path, key, value, named, words):
-    path = dump(tmp_path / "bad.yaml", _set(tiny_spec(), key, value))
-    with pytest.raises(ConfigError) as e:
-        get_judge_format(path)
-    message = str(e.value)
-    assert message.startswith(f"judge format file {path!r}, key {named!r}: ") and "; fix: " in message
-    assert words in message
-
-
-@pytest.mark.parametrize(
-    "text, words",
-    [
-        ("name: x\ntasks:\n  absolute: {user: '{response}'\n", "is not valid YAML at line 4, column 1: "),
-        ("name: x\n  scale: [1, 2]\n", "is not valid YAML at line 2, column 8: "),
-        ("- name: x\n", "key '(top)': expected a mapping, got list"),
-        ("", "key '(top)': expected a mapping, got NoneType"),
-    ],
-)
-def test_a_file_that_is_not_a_yaml_mapping_is_refused_with_its_line(tmp_path, text, words):
-    path = tmp_path / "bad.yml"
-    path.write_text(text)
-    with pytest.raises(ConfigError, match="fix: ") as e:
-        get_judge_format(str(path))
-    assert str(e.value).startswith(f"judge format file {str(path)!r}") and words in str(e.value)
-
-
-def test_a_missing_file_says_so_and_a_name_keeps_the_registry_error(tmp_path):
-    with pytest.raises(ConfigError, match=r"judge format file '.*nope.yaml' does not exist; fix: give the path"):
-        get_judge_format(str(tmp_path / "nope.yaml"))
-    with pytest.raises(UnknownNameError, match="unknown judge format 'my_judge'; valid names: "):
-        get_judge_format("my_judge")
-    assert get_judge_format(dump(tmp_path / "t.YAML", tiny_spec())).name.startswith("tiny@")  # any case of suffix
-
-
 # -- (3) through the judge ----------------------------------------------------------------------------------
 def test_it_grades_and_compares_through_the_judge(tmp_path):
     seen: list[GenerationRequest] = []
@@ -373,7 +199,7 @@ def test_expected_scores_and_pairwise_probabilities_are_read_at_its_verdict_toke
 
 
 def test_without_force_prefix_expected_scores_are_refused_at_start(tmp_path):
-    path = dump(tmp_path / "t.yaml", _set(tiny_spec(), "force_prefix", _DROP))
+    path = dump(tmp_path / "t.yaml", set_key(tiny_spec(), "force_prefix", DROP))
     with pytest.raises(ConfigError, match=r"'tiny@[0-9a-f]{12}' has no one-token verdict after a fixed prefix"):
         PrometheusJudge(backend="scripted", outputs=[], format=path, expected_score=True)
 
@@ -384,7 +210,7 @@ def test_the_store_keys_on_the_name_and_a_digest_of_the_content(tmp_path):
     first = dump(tmp_path / "a.yaml", tiny_spec())
     relaid = tmp_path / "b.yaml"  # the same content, another layout and a comment: the same format
     relaid.write_text("# mine\n" + json.dumps(tiny_spec(), indent=4))
-    other = dump(tmp_path / "c.yaml", _set(tiny_spec(), A + "system", "Grade 1-3, be kind."))  # same name
+    other = dump(tmp_path / "c.yaml", set_key(tiny_spec(), A + "system", "Grade 1-3, be kind."))  # same name
 
     def grade(path: str, outputs: list[str]) -> tuple[float | None, int]:
         judge = PrometheusJudge(backend=ScriptedBackend(outputs=outputs), format=path, store=store)
@@ -414,7 +240,7 @@ def test_a_grade_job_runs_in_a_yaml_format_and_records_its_name_and_digest(tmp_p
 
 @pytest.mark.parametrize("command", ["grade", "compare", "pairs", "probe", "reward-server"])
 def test_every_judging_command_refuses_a_bad_or_missing_file_with_exit_2(tmp_path, command, capsys):
-    bad = dump(tmp_path / "bad.yaml", _set(tiny_spec(), A + "verdict.pattern", r"Score: (\d)"))
+    bad = dump(tmp_path / "bad.yaml", set_key(tiny_spec(), A + "verdict.pattern", r"Score: (\d)"))
     for value, words in [
         (bad, "key 'tasks.absolute.verdict.pattern': 'Score: (\\\\d)' has no named group 'verdict'; fix: wrap"),
         (str(tmp_path / "nope.yml"), "nope.yml' does not exist; fix: "),
@@ -423,6 +249,46 @@ def test_every_judging_command_refuses_a_bad_or_missing_file_with_exit_2(tmp_pat
             main([command, "--format", value])
         err = capsys.readouterr().err
         assert e.value.code == 2 and words in err, err
+
+
+def test_the_reward_paths_take_the_file_as_their_format_setting(tmp_path, prometheus_yaml):
+    from prom_reward.cli.main import build_parser
+    from prom_reward.cli.servers import reward_server_settings
+    from prom_reward.integrations.settings import RewardSettings
+
+    path = prometheus_yaml
+    env = {"PROM_REWARD_FORMAT": path, "PROM_REWARD_FAILURE_REWARD": "min"}
+    settings = RewardSettings.load({"server": "http://judge:8000/v1"}, env=env)  # OpenRLHF's reward_func, verl
+    assert settings.reward.format == path and settings.build_reward()._judge_spec["format"] == path
+    yaml_settings = {"server": "http://judge:8000/v1", "format": path, "failure_reward": "min"}
+    assert RewardSettings.load(yaml_settings, env={}).reward.format == path
+    args = build_parser().parse_args(["reward-server", "--server", "http://j:8000/v1", "--format", path])
+    assert reward_server_settings(args, env={"PROM_REWARD_FAILURE_REWARD": "min"}).reward.format == path
+    reward = PrometheusReward({"backend": "scripted", "outputs": ["Ok. [RESULT] 2"]}, format=path)
+    sample = RewardSample(prompt="q", response="r", rubric="honesty")
+    assert reward.judge.format.name.startswith("prometheus2-yaml@") and reward.judge_batch([sample]).rewards == [2.0]
+    tiny = dump(tmp_path / "tiny.yaml", tiny_spec())  # 1..3 grades: the default rubric (five scores) does not fit
+    with pytest.raises(ConfigError, match=r"tiny \(.*tiny.yaml\) grades need 3 \(scores 1, 2, 3\), got 5"):
+        RewardSettings.load({"server": "http://judge:8000/v1"}, env={**env, "PROM_REWARD_FORMAT": tiny}).build_reward()
+    bad = dump(tmp_path / "bad.yaml", set_key(tiny_spec(), "scale", [2, 1]))
+    with pytest.raises(ConfigError, match=r"format: judge format file .*bad.yaml', key 'scale': expected 2 or more"):
+        RewardSettings.load(env={**env, "PROM_REWARD_FORMAT": bad})
+
+
+def test_a_job_resumed_after_its_file_changed_is_refused_naming_the_format(tmp_path):
+    from prom_reward.errors import OutputError
+    from prom_reward.jobs.run import grade_file
+
+    path = tmp_path / "p2.yaml"
+    dump(path, prometheus_spec())
+    src, out = write(tmp_path / "in.jsonl", rows("grade", 2)), tmp_path / "out.jsonl"
+    judge = {"backend": "scripted", "outputs": ["Ok. [RESULT] 2"] * 2, "format": str(path)}
+    assert grade_file(src, out, judge, rubric="honesty", progress=False).rows == 2
+    before = get_judge_format(str(path)).name
+    dump(path, set_key(prometheus_spec(), A + "system", "Be fair."))
+    after = get_judge_format(str(path)).name
+    with pytest.raises(OutputError, match=f"judge option format: '{before}' then, '{after}' now"):
+        grade_file(src, out, judge, rubric="honesty", progress=False, resume=True)
 
 
 # -- (5) the real engine --------------------------------------------------------------------------------
