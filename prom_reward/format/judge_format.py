@@ -150,9 +150,11 @@ def get_judge_format(name_or_obj: str | JudgeFormat) -> JudgeFormat:
     """
     if isinstance(name_or_obj, JudgeFormat):
         return name_or_obj
+    if isinstance(name_or_obj, os.PathLike):
+        name_or_obj = os.fspath(name_or_obj)
     if not isinstance(name_or_obj, str):
         raise ConfigError(
-            f"format: expected a judge format name ({', '.join(JUDGE_FORMATS)}) or a JudgeFormat, got "
+            f"format: expected a judge format name ({', '.join(JUDGE_FORMATS)}), a .yaml file or a JudgeFormat, got "
             f"{type(name_or_obj).__name__}"
         )
     suffix = os.path.splitext(name_or_obj)[1]

@@ -84,6 +84,11 @@ def test_a_missing_file_says_so_and_a_name_keeps_the_registry_error(tmp_path):
     with pytest.raises(UnknownNameError, match="unknown judge format 'my_judge'; valid names: "):
         get_judge_format("my_judge")
     assert get_judge_format(dump(tmp_path / "t.YAML", tiny_spec())).name.startswith("tiny@")  # any case of suffix
+    assert get_judge_format(Path(dump(tmp_path / "t.yml", tiny_spec()))).name.startswith("tiny@")  # a Path too
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes("name: caf\xe9\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match=r"latin.yaml' is not UTF-8 text .*; fix: save it as UTF-8"):
+        get_judge_format(str(latin))
 
 
 # -- the example of docs/formats.md -------------------------------------------------------------------------

@@ -144,7 +144,7 @@ class YamlFormat(JudgeFormat):
 
 @lru_cache(maxsize=32)
 def _cached(path: str, content: bytes) -> YamlFormat:
-    return YamlFormat(read_spec(path), path)
+    return YamlFormat(read_spec(path, content), path)
 
 
 def load_yaml_format(path: str) -> YamlFormat:
@@ -156,7 +156,11 @@ def load_yaml_format(path: str) -> YamlFormat:
             f"judge format file {path!r} does not exist; fix: give the path of a YAML judge format file "
             "(docs/formats.md) or a registered format's name"
         )
-    return _cached(str(p), p.read_bytes())
+    try:
+        content = p.read_bytes()
+    except OSError as e:
+        raise ConfigError(f"judge format file {path!r} cannot be read ({e.strerror or e}); fix: check it") from e
+    return _cached(str(p), content)
 
 
 FORMAT_FILES.register(".yaml", load_yaml_format)

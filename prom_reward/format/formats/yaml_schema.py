@@ -149,15 +149,11 @@ class _Reader:
         return used
 
 
-def _load(path: Path) -> Any:
+def _load(path: Path, content: bytes) -> Any:
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise ConfigError(
-            f"judge format file {str(path)!r} cannot be read ({e.strerror or e}); fix: check the path"
-        ) from e
-    try:
-        return yaml.safe_load(text)
+        return yaml.safe_load(content.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"judge format file {str(path)!r} is not UTF-8 text ({e}); fix: save it as UTF-8") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
@@ -227,11 +223,11 @@ def _task(r: _Reader, data: object, task: str, scale: tuple[int, ...]) -> TaskSp
     return TaskSpec(system, user, no_ref, missing, _verdict(r, t.get("verdict"), task, scale), tuple(labels))
 
 
-def read_spec(path: str | Path) -> FormatSpec:
-    """The checked content of the judge format file ``path`` (``ConfigError`` naming the key and the fix)."""
+def read_spec(path: str | Path, content: bytes) -> FormatSpec:
+    """The checked ``content`` of the judge format file ``path`` (``ConfigError`` naming the key and the fix)."""
     p = Path(path)
     r = _Reader(p)
-    data = r.keys(_load(p), "", _TOP)
+    data = r.keys(_load(p, content), "", _TOP)
     name = r.typed(data, "name", "", str)
     if not _NAME.fullmatch(name):
         raise r.fail("name", f"{name!r} is not a plain name", "use letters, digits, '.', '_' and '-'")
