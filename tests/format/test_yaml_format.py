@@ -211,6 +211,8 @@ def test_the_store_keys_on_the_name_and_a_digest_of_the_content(tmp_path):
     relaid = tmp_path / "b.yaml"  # the same content, another layout and a comment: the same format
     relaid.write_text("# mine\n" + json.dumps(tiny_spec(), indent=4))
     other = dump(tmp_path / "c.yaml", set_key(tiny_spec(), A + "system", "Grade 1-3, be kind."))  # same name
+    mixed = set_key(tiny_spec(), "tasks.relative.verdict.map", {1: "A", "2": "B"})  # keys of two types: one digest
+    assert get_judge_format(dump(tmp_path / "d.yaml", mixed)).name.startswith("tiny@")
 
     def grade(path: str, outputs: list[str]) -> tuple[float | None, int]:
         judge = PrometheusJudge(backend=ScriptedBackend(outputs=outputs), format=path, store=store)

@@ -41,6 +41,7 @@ ERRORS = [
     (A + "verdict.pattern", r"Score: (?P<verdict>\d+", A + "verdict.pattern", "not a regular expression (missing ),"),
     (A + "verdict.pattern", r"Score: (\d)", A + "verdict.pattern", "has no named group 'verdict'; fix: wrap"),
     (A + "verdict", "Score: N", A + "verdict", "expected a mapping, got str"),
+    (A + "verdict", DROP, A + "verdict", "missing; fix: add tasks.absolute.verdict (a mapping)"),
     (A + "verdict.match", "middle", A + "verdict.match", "expected one of last, first, only, got 'middle'"),
     (A + "verdict.at_end", "yes", A + "verdict.at_end", "expected true or false, got str 'yes'"),
     (A + "verdict.map", {"x": 7}, A + "verdict.map.x", "maps to 7, not a verdict ((1, 2, 3))"),

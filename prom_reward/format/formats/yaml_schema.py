@@ -163,6 +163,13 @@ def _load(path: Path, content: bytes) -> Any:
         ) from None
 
 
+def _plain(value: Any) -> Any:
+    """``value`` with every mapping key as text (a map may hold ``1: A`` and ``"2": B``), for the digest."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return [_plain(v) for v in value] if isinstance(value, list) else value
+
+
 def _verdict(r: _Reader, data: object, task: str, scale: tuple[int, ...]) -> VerdictRule:
     where = f"tasks.{task}.verdict."
     v = r.keys(data, where, _VERDICT)
@@ -220,7 +227,8 @@ def _task(r: _Reader, data: object, task: str, scale: tuple[int, ...]) -> TaskSp
         raise r.fail(f"{where}verdict_tokens", f"expected {count} non-empty strings ({what}), got {labels!r}", fix)
     if task == "absolute" and labels != default:
         raise r.fail(f"{where}verdict_tokens", f"{labels!r} are not the scale's numbers {default}", "remove the key")
-    return TaskSpec(system, user, no_ref, missing, _verdict(r, t.get("verdict"), task, scale), tuple(labels))
+    rule = _verdict(r, r.typed(t, "verdict", where, dict), task, scale)
+    return TaskSpec(system, user, no_ref, missing, rule, tuple(labels))
 
 
 def read_spec(path: str | Path, content: bytes) -> FormatSpec:
@@ -253,7 +261,7 @@ def read_spec(path: str | Path, content: bytes) -> FormatSpec:
     item = r.typed(data, "rubric_item", "", str, "Score {score}: {description}")
     if "description" not in r.template(item, "rubric_item", ("score", "description")):
         raise r.fail("rubric_item", "no {description} field", "e.g. 'Score {score}: {description}'")
-    canonical = json.dumps(data, sort_keys=True, ensure_ascii=False, default=str)
+    canonical = json.dumps(_plain(data), sort_keys=True, ensure_ascii=False)
     return FormatSpec(
         name=name,
         digest=hashlib.sha256(canonical.encode("utf-8")).hexdigest(),
