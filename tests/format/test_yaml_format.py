@@ -226,15 +226,16 @@ def test_the_store_keys_on_the_name_and_a_digest_of_the_content(tmp_path):
 
 
 # -- (4) the CLI ------------------------------------------------------------------------------------------
-def test_a_grade_job_runs_in_a_yaml_format_and_records_its_name_and_digest(tmp_path, prometheus_yaml):
+@pytest.mark.parametrize("job, column, expected", [("grade", "score", [1.0, 5.0]), ("compare", "winner", ["B", "A"])])
+def test_a_job_runs_in_a_yaml_format_and_records_its_name_and_digest(tmp_path, prometheus_yaml, job, column, expected):
     judge = StandInJudge(grades={"good": 5, "bad": 1}).start()
-    src, out = write(tmp_path / "in.jsonl", rows("grade", 2)), tmp_path / "out.jsonl"
-    argv = ["grade", str(src), "-o", str(out), "--server", judge.url, "--rubric", "honesty", "--quiet"]
+    src, out = write(tmp_path / "in.jsonl", rows(job, 2)), tmp_path / "out.jsonl"
+    argv = [job, str(src), "-o", str(out), "--server", judge.url, "--rubric", "honesty", "--quiet"]
     try:
         code = main([*argv, "--format", prometheus_yaml])
     finally:
         judge.stop()
-    assert code == 0 and [r["score"] for r in map(json.loads, open(out))] == [1.0, 5.0]
+    assert code == 0 and [r[column] for r in map(json.loads, open(out))] == expected
     manifests = [json.loads(p.read_text()) for p in tmp_path.rglob("*.json") if "judge" in p.read_text()]
     name = get_judge_format(prometheus_yaml).name
     assert any(m.get("judge", {}).get("format") == name for m in manifests)
