@@ -2,7 +2,7 @@
 
 ``get_judge_format`` loads a string ending in ``.yaml``/``.yml`` with ``load_yaml_format`` (registered here in
 ``FORMAT_FILES``); the file is checked at load (``formats.yaml_schema``: every error names the file, the key and
-the fix) and a file is read once per content. Its prompts are its templates filled in one pass with the named
+the fix) and a file is checked once per content. Its prompts are its templates filled in one pass with the named
 fields (user text inserted verbatim, ``{{``/``}}`` literal braces); its verdict is the named group ``verdict``
 of its pattern (the last, first or only match; at the end of the output or anywhere), mapped to a verdict.
 
@@ -148,7 +148,7 @@ def _cached(path: str, content: bytes) -> YamlFormat:
 
 
 def load_yaml_format(path: str) -> YamlFormat:
-    """The judge format the YAML file ``path`` defines (read once per content; ``ConfigError`` when the file is
+    """The judge format the YAML file ``path`` defines (checked once per content; ``ConfigError`` when the file is
     missing or a key is wrong, naming the file, the key and the fix)."""
     p = Path(path)
     if not p.is_file():
