@@ -110,5 +110,5 @@ def test_the_documented_example_loads_renders_and_reads_as_the_docs_say(tmp_path
     assert fmt.parse("Verdict: 3. On reflection, 3.", "absolute").reason == (
         "my-judge: the last verdict does not end the output (after it: 'On reflection, 3.')"
     )
-    assert fmt.parse("Answer 2 is exact. Winner: 2", "relative").verdict == "B"
+    assert fmt.parse("Answer 2 is exact. Verdict: 2", "relative").verdict == "B"
     assert fmt.verdict_labels("relative") == ("1", "2") and fmt.name.startswith("my-judge@")

@@ -1,5 +1,5 @@
 """The YAML judge format files of the tests in this folder: Prometheus 2 re-stated in YAML, a small format of
-its own (1..3 grades after ``Score: ``, pairwise ``Winner: a|b``), and helpers writing and editing them."""
+its own (1..3 grades after ``Score: ``, pairwise ``Score: a|b``), and helpers writing and editing them."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def prometheus_spec() -> dict[str, Any]:
 
 
 def tiny_spec() -> dict[str, Any]:
-    """A small format of its own: 1..3 grades after ``Score: ``, pairwise ``Winner: a|b``."""
+    """A small format of its own: 1..3 grades after ``Score: ``, pairwise ``Score: a|b``."""
     return {
         "name": "tiny",
         "scale": [1, 2, 3],
@@ -65,7 +65,7 @@ def tiny_spec() -> dict[str, Any]:
             },
             "relative": {
                 "user": "{instruction}\nA: {response_a}\nB: {response_b}\n[{criteria}]",
-                "verdict": {"pattern": r"Winner: (?P<verdict>[ab])", "map": {"a": "A", "b": "B"}, "match": "only"},
+                "verdict": {"pattern": r"Score: (?P<verdict>[ab])", "map": {"a": "A", "b": "B"}, "match": "only"},
                 "verdict_tokens": ["a", "b"],
             },
         },
