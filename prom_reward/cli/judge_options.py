@@ -19,11 +19,13 @@ from prom_reward.format.judge_format import JUDGE_FORMATS, get_judge_format
 
 
 def judge_format_name(value: str) -> str:
-    """``--format``'s value: a registered judge format's name (argparse exits 2 listing the valid ones)."""
+    """``--format``'s value: a registered judge format's name, or the path of a YAML format file, checked here
+    (argparse exits 2 listing the valid names, or naming the file's bad key)."""
     try:
-        return get_judge_format(value).name
+        fmt = get_judge_format(value)
     except PromRewardError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+    return fmt.name if fmt.name in JUDGE_FORMATS else value  # a file is loaded again (once) where the judge is built
 
 
 def add_judge_options(g: argparse.ArgumentParser) -> None:
@@ -50,8 +52,8 @@ def add_judge_options(g: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--format",
         type=judge_format_name,
-        help=f"judge format: the prompts and verdicts of the judge model ({', '.join(JUDGE_FORMATS)}; "
-        "docs/formats.md); default: the preset's, else prometheus2",
+        help=f"judge format: the prompts and verdicts of the judge model ({', '.join(JUDGE_FORMATS)}, or a .yaml "
+        "file; docs/formats.md); default: the preset's, else prometheus2",
     )
     g.add_argument("--num-samples", type=int, default=1, help="samples per item; the score is their mean (default 1)")
     g.add_argument("--max-tokens", type=int, help="judge output tokens (default: the preset's, else 1024)")

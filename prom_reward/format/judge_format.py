@@ -11,8 +11,9 @@ the prefix, joining whitespace included, and closes what a cut output left open 
 outputs do (docs/formats.md, "Forced verdicts"); the sampler appends ``force_prefix`` and nothing else.
 
 Formats register in ``JUDGE_FORMATS`` by name (``prom_reward.format.formats``: one module per format,
-Prometheus 2 the default); ``get_judge_format`` looks one up by name or passes an object through, and a
-failed lookup lists the valid names. Nothing outside ``format/`` knows a format's markers or templates.
+Prometheus 2 the default); ``get_judge_format`` looks one up by name, loads one a YAML file defines
+(``formats.from_yaml``) or passes an object through, and a failed lookup lists the valid names. Nothing
+outside ``format/`` knows a format's markers or templates.
 
 Example:
     >>> fmt = get_judge_format("prometheus2")
@@ -26,7 +27,9 @@ Example:
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -143,20 +146,28 @@ def unsupported_task(fmt: JudgeFormat, task: Task) -> ConfigError:
 
 JUDGE_FORMATS: Registry[JudgeFormat] = Registry("judge format")
 """The registered judge formats by name (filled by ``prom_reward.format.formats``)."""
+FORMAT_FILES: Registry[Callable[[str], JudgeFormat]] = Registry("judge format file suffix")
+"""Loaders of judge formats defined in files, by suffix (``.yaml``, ``.yml``: ``formats.from_yaml``)."""
 
 
 def get_judge_format(name_or_obj: str | JudgeFormat) -> JudgeFormat:
-    """The format registered as ``name_or_obj`` (case-insensitive), or the ``JudgeFormat`` passed; an unknown
-    name raises ``UnknownNameError`` listing the valid names.
+    """The format registered as ``name_or_obj`` (case-insensitive), the format a file defines (a path ending in
+    a suffix of ``FORMAT_FILES``: ``.yaml``/``.yml``), or the ``JudgeFormat`` passed; an unknown name raises
+    ``UnknownNameError`` listing the valid names, a bad file ``ConfigError`` naming the file, the key and the fix.
 
     >>> get_judge_format("M-Prometheus").name
     'm-prometheus'
     """
     if isinstance(name_or_obj, JudgeFormat):
         return name_or_obj
+    if isinstance(name_or_obj, os.PathLike):
+        name_or_obj = os.fspath(name_or_obj)
     if not isinstance(name_or_obj, str):
         raise ConfigError(
-            f"format: expected a judge format name ({', '.join(JUDGE_FORMATS)}) or a JudgeFormat, got "
+            f"format: expected a judge format name ({', '.join(JUDGE_FORMATS)}), a .yaml file or a JudgeFormat, got "
             f"{type(name_or_obj).__name__}"
         )
+    suffix = os.path.splitext(name_or_obj)[1]
+    if suffix and suffix in FORMAT_FILES:
+        return FORMAT_FILES.get(suffix)(name_or_obj)
     return JUDGE_FORMATS.get(name_or_obj)

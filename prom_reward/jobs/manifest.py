@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from prom_reward.errors import OutputError
-from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat
+from prom_reward.format.judge_format import DEFAULT_FORMAT, get_judge_format
 from prom_reward.jobs.parts import commit, write_bytes
 
 VERSION = 1
@@ -58,8 +58,8 @@ def _plain(value: Any) -> Any:
 
 def judge_fingerprint(judge: Any) -> dict[str, Any]:
     """The judge options that change results: from ``PrometheusJudge`` keyword arguments, or a built judge."""
-    if isinstance(judge, dict):  # a JudgeFormat object by its name (a name is what the options usually give)
-        named = {k: v.name if isinstance(v, JudgeFormat) else v for k, v in judge.items()}
+    if isinstance(judge, dict):  # the format by its name (a YAML file's: its name and content digest)
+        named = {k: get_judge_format(v).name if k == "format" and v else v for k, v in judge.items()}
         return {k: _plain(v) for k, v in sorted(named.items()) if k not in _NOT_RESULTS}
     from prom_reward.backends.cached import CachedBackend
     from prom_reward.backends.store import backend_fingerprint

@@ -7,8 +7,9 @@
   scales (``flow-judge``, ``flow-judge-3``, ``flow-judge-binary``).
 - ``pairwise``: rewardbench's pairwise judges (``selene``, ``mt-bench-pairwise``, ``offsetbias``,
   ``rise-judge``); ``con_j``: ``con-j``; ``rm_r1``: RM-R1's reasoning judge (``rm-r1``, ``rm-r1-reasoning``).
+- ``from_yaml``: a format defined by a YAML file (``--format my_judge.yaml``; its schema: ``yaml_schema``).
 """
 
-from prom_reward.format.formats import con_j, flow_judge, pairwise, prometheus2, rm_r1
+from prom_reward.format.formats import con_j, flow_judge, from_yaml, pairwise, prometheus2, rm_r1
 
-__all__ = ["con_j", "flow_judge", "pairwise", "prometheus2", "rm_r1"]
+__all__ = ["con_j", "flow_judge", "from_yaml", "pairwise", "prometheus2", "rm_r1"]

@@ -1,0 +1,167 @@
+"""A judge format defined by a YAML file: ``--format my_judge.yaml``, ``PrometheusJudge(format="my_judge.yaml")``.
+
+``get_judge_format`` loads a string ending in ``.yaml``/``.yml`` with ``load_yaml_format`` (registered here in
+``FORMAT_FILES``); the file is checked at load (``formats.yaml_schema``: every error names the file, the key and
+the fix) and a file is checked once per content. Its prompts are its templates filled in one pass with the named
+fields (user text inserted verbatim, ``{{``/``}}`` literal braces); its verdict is the named group ``verdict``
+of its pattern (the last, first or only match; at the end of the output or anywhere), mapped to a verdict.
+
+Its ``name`` is the file's name plus a digest of its content (``my-judge@1a2b3c4d5e6f``): a judgment store and a
+job's record key on it, so two files that share a name never share judgments, and an edited file starts afresh.
+
+Example:
+    >>> import pathlib, tempfile
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "yes.yaml"
+    >>> _ = path.write_text('''
+    ... name: yes-no
+    ... scale: [0, 1]
+    ... tasks:
+    ...   absolute:
+    ...     user: "Q: {instruction}\\nA: {response}\\nCorrect? Answer Verdict: yes|no"
+    ...     verdict: {pattern: 'Verdict: (?P<verdict>yes|no)', map: {"no": 0, "yes": 1}}
+    ... ''')
+    >>> fmt = load_yaml_format(str(path))
+    >>> fmt.name.startswith("yes-no@"), fmt.parse("Right. Verdict: yes", "absolute").verdict
+    (True, 1)
+    >>> fmt.parse("Verdict: yes. Verdict: no!", "absolute").reason
+    "yes-no: the last verdict does not end the output (after it: '!')"
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from prom_reward.errors import ConfigError
+from prom_reward.format.eos import content_end
+from prom_reward.format.formats.yaml_schema import FormatSpec, TaskSpec, read_spec
+from prom_reward.format.judge_format import FORMAT_FILES, JudgeFormat, Prompt, Task, unsupported_task
+from prom_reward.format.parsing import ParsedOutput
+from prom_reward.format.rubrics import Rubric
+from prom_reward.format.templates import fill, need_str, template_fields
+
+__all__ = ["YamlFormat", "load_yaml_format"]
+
+
+class YamlFormat(JudgeFormat):
+    """The judge format a checked YAML file (``FormatSpec``) defines."""
+
+    def __init__(self, spec: FormatSpec, path: str) -> None:
+        self.spec, self.path = spec, path
+        self.name = f"{spec.name}@{spec.digest[:12]}"
+        self.tasks = frozenset(spec.tasks)  # type: ignore[arg-type]
+        self.scale = spec.scale if "absolute" in spec.tasks else ()
+        self.force_prefix = spec.force_prefix
+        self.markers = spec.markers
+        self._rubric_used = "absolute" in spec.tasks and any(
+            "rubric" in template_fields(t) for t in self._templates(spec.tasks["absolute"])
+        )
+
+    @staticmethod
+    def _templates(t: TaskSpec) -> list[str]:
+        return [t.system, t.user] + ([t.user_no_reference] if t.user_no_reference is not None else [])
+
+    def _task(self, task: Task) -> TaskSpec:
+        if task not in self.spec.tasks:
+            raise unsupported_task(self, task)
+        return self.spec.tasks[task]
+
+    def _render(self, t: TaskSpec, values: dict[str, str], rubric: Rubric, reference: str | None) -> Prompt:
+        values["criteria"] = rubric.criteria
+        values["reference"] = (
+            need_str(reference, "reference_answer") if reference is not None else t.reference_missing or ""
+        )
+        user = t.user if reference is not None or t.user_no_reference is None else t.user_no_reference
+        return Prompt(fill(t.system, values), fill(user, values))
+
+    def absolute_prompt(self, instruction: str, response: str, rubric: Rubric, reference: str | None) -> Prompt:
+        t = self._task("absolute")
+        problem = self.rubric_problem(rubric, "absolute")
+        if problem is not None:
+            raise ConfigError(problem)
+        values = {"instruction": need_str(instruction, "instruction"), "response": need_str(response, "response")}
+        if self._rubric_used:
+            items = [
+                fill(self.spec.rubric_item, {"score": str(s), "description": d})
+                for s, d in zip(self.scale, rubric.descriptions, strict=True)
+            ]
+            values["rubric"] = self.spec.rubric_separator.join(items)
+        return self._render(t, values, rubric, reference)
+
+    def relative_prompt(
+        self, instruction: str, response_a: str, response_b: str, rubric: Rubric, reference: str | None
+    ) -> Prompt:
+        t = self._task("relative")
+        values = {
+            "instruction": need_str(instruction, "instruction"),
+            "response_a": need_str(response_a, "response_a"),
+            "response_b": need_str(response_b, "response_b"),
+        }
+        return self._render(t, values, rubric, reference)
+
+    def rubric_problem(self, rubric: Rubric, task: Task) -> str | None:
+        if task != "absolute" or not self._rubric_used or len(rubric.descriptions) == len(self.scale):
+            return None
+        n, scores = len(rubric.descriptions), ", ".join(map(str, self.scale))
+        return (
+            f"rubric {rubric.criteria[:60]!r} has {n or 'no'} score descriptions; {self.spec.name} ({self.path}) "
+            f"grades need {len(self.scale)} (scores {scores}), got {n}; fix: give one description per score"
+        )
+
+    def verdict_labels(self, task: Task) -> tuple[str, ...]:
+        return self._task(task).labels
+
+    def parse(self, text: str, task: Task) -> ParsedOutput:
+        rule = self._task(task).verdict
+        if not isinstance(text, str):
+            return self._fail("", f"the output is not text (got {type(text).__name__})")
+        end = content_end(text)
+        found = list(rule.pattern.finditer(text, 0, end))
+        if not found:
+            return self._fail(text[:end].strip(), f"no verdict: nothing matches {rule.pattern.pattern!r}")
+        if rule.match == "only" and len(found) > 1:
+            return self._fail(text[:end].strip(), f"{len(found)} verdicts (one only)")
+        m = found[0] if rule.match == "first" else found[-1]
+        feedback = m.group("feedback") if "feedback" in rule.pattern.groupindex else None
+        feedback = (feedback if feedback is not None else text[: m.start()]).strip()
+        if rule.at_end and m.end() != end:
+            return self._fail(
+                feedback,
+                f"the {rule.match} verdict does not end the output (after it: {text[m.end() : end].strip()[:40]!r})",
+            )
+        raw = m.group("verdict")
+        value = rule.mapping.get(raw, raw) if raw is not None else None
+        verdicts = {str(s): s for s in self.scale} if task == "absolute" else {"A": "A", "B": "B"}
+        verdict = verdicts.get(str(value)) if value is not None else None
+        if verdict is None:
+            on = f"its scale ({', '.join(map(str, self.scale))})" if task == "absolute" else "A or B"
+            return self._fail(feedback, f"verdict {raw!r} is not on {on}")
+        return ParsedOutput(feedback, verdict, m.start("verdict"))
+
+    def _fail(self, feedback: str, why: str) -> ParsedOutput:
+        return ParsedOutput(feedback, None, None, f"{self.spec.name}: {why}")
+
+
+@lru_cache(maxsize=32)
+def _cached(path: str, content: bytes) -> YamlFormat:
+    return YamlFormat(read_spec(path, content), path)
+
+
+def load_yaml_format(path: str) -> YamlFormat:
+    """The judge format the YAML file ``path`` defines (checked once per content; ``ConfigError`` when the file is
+    missing or a key is wrong, naming the file, the key and the fix)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(
+            f"judge format file {path!r} does not exist; fix: give the path of a YAML judge format file "
+            "(docs/formats.md) or a registered format's name"
+        )
+    try:
+        content = p.read_bytes()
+    except OSError as e:
+        raise ConfigError(f"judge format file {path!r} cannot be read ({e.strerror or e}); fix: check it") from e
+    return _cached(str(p), content)
+
+
+FORMAT_FILES.register(".yaml", load_yaml_format)
+FORMAT_FILES.register(".yml", load_yaml_format)

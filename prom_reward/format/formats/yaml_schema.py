@@ -1,0 +1,274 @@
+"""The schema of a judge format defined in a YAML file, checked at load: every key, its type and its fix.
+
+``read_spec`` turns the file into a ``FormatSpec`` (``formats.from_yaml`` builds the ``JudgeFormat`` from it)
+or raises ``ConfigError`` naming the file, the key, what was expected, what arrived and the fix. The schema is
+documented in docs/formats.md (section "A format from a YAML file"); in short::
+
+    name: my-judge                     # store keys and job records use name@digest (see FormatSpec.digest)
+    scale: [1, 2, 3, 4, 5]             # absolute verdicts, low -> high (ints); needed when grading
+    force_prefix: " [RESULT] "         # optional: the verdict is one token after it
+    markers: ["###Feedback", "[RESULT]"]
+    rubric_item: "Score {score}: {description}"   # how {rubric} renders each score description
+    tasks:
+      absolute: {system: ..., user: ..., user_no_reference: ..., reference_missing: ..., verdict: {...}}
+      relative: {system: ..., user: ..., verdict: {...}, verdict_tokens: [A, B]}
+
+Example:
+    >>> sorted(FIELDS["relative"])
+    ['criteria', 'instruction', 'reference', 'response_a', 'response_b']
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from prom_reward.errors import ConfigError
+from prom_reward.format.templates import template_fields
+
+__all__ = ["FIELDS", "FormatSpec", "TaskSpec", "VerdictRule", "read_spec"]
+
+FIELDS = {
+    "absolute": ("instruction", "response", "reference", "criteria", "rubric"),
+    "relative": ("instruction", "response_a", "response_b", "reference", "criteria"),
+}
+"""The named fields each task's templates may use."""
+_NEEDED = {"absolute": ("response",), "relative": ("response_a", "response_b")}
+_TOP = ("name", "scale", "force_prefix", "markers", "rubric_item", "rubric_separator", "tasks")
+_TASK = ("system", "user", "user_no_reference", "reference_missing", "verdict", "verdict_tokens")
+_VERDICT = ("pattern", "match", "at_end", "map")
+_MATCHES = ("last", "first", "only")
+_KINDS = {str: "a string", int: "an integer", bool: "true or false", list: "a list", dict: "a mapping"}
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+@dataclass(frozen=True)
+class VerdictRule:
+    """How one task's verdict is read from the judge's output."""
+
+    pattern: re.Pattern[str]
+    """The regular expression; its named group ``verdict`` is the verdict's text (``feedback``, if present, the
+    feedback)."""
+    match: str
+    """Which match decides: ``last``, ``first``, or ``only`` (two or more matches: no verdict)."""
+    at_end: bool
+    """The deciding match must end the output (end-of-sequence tokens and whitespace after it allowed)."""
+    mapping: dict[str, int | str]
+    """Captured text -> verdict, where they differ (``"a": "A"``, ``"five": 5``)."""
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One task's templates and verdict."""
+
+    system: str
+    """The system message template (``""``: none)."""
+    user: str
+    """The user message template."""
+    user_no_reference: str | None
+    """The user message template used when there is no reference answer (None: ``user``)."""
+    reference_missing: str | None
+    """What ``{reference}`` renders when there is no reference answer (None: never needed)."""
+    verdict: VerdictRule
+    """How the verdict is read."""
+    labels: tuple[str, ...]
+    """The verdict tokens read for expected scores (the scale's numbers; for relative, A's then B's)."""
+
+
+@dataclass(frozen=True)
+class FormatSpec:
+    """A judge format file, checked."""
+
+    name: str
+    """The name the file gives."""
+    digest: str
+    """SHA-256 of the file's content as data (canonical JSON): comments and layout do not change it."""
+    scale: tuple[int, ...]
+    """Absolute verdicts, low to high; ``()`` when the format only judges pairs."""
+    force_prefix: str | None
+    """The text after which the verdict is one token; None: no expected scores or forced verdicts."""
+    markers: tuple[str, ...]
+    """The format's own markers, neutralised inside judged texts."""
+    rubric_item: str
+    """Template of one score description in ``{rubric}`` (``{score}``, ``{description}``)."""
+    rubric_separator: str
+    """Text between two rendered score descriptions."""
+    tasks: dict[str, TaskSpec]
+    """The tasks it judges (``absolute``, ``relative``) and theirs."""
+
+
+class _Reader:
+    """Errors that name the file and the key."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def fail(self, key: str, what: str, fix: str) -> ConfigError:
+        return ConfigError(f"judge format file {str(self.path)!r}, key {key!r}: {what}; fix: {fix}")
+
+    def typed(self, data: dict[str, Any], key: str, where: str, kind: type, default: Any = ...) -> Any:
+        if key not in data:
+            if default is ...:
+                raise self.fail(f"{where}{key}", "missing", f"add {where}{key} ({_KINDS[kind]})")
+            return default
+        value = data[key]
+        if not isinstance(value, kind) or isinstance(value, bool) is not (kind is bool):
+            got = f"{type(value).__name__} {value!r}"[:120]
+            raise self.fail(
+                f"{where}{key}", f"expected {_KINDS[kind]}, got {got}", f"write {where}{key} as {_KINDS[kind]}"
+            )
+        return value
+
+    def keys(self, data: object, where: str, allowed: tuple[str, ...], what: str = "key") -> dict[str, Any]:
+        if not isinstance(data, dict):
+            got = type(data).__name__
+            raise self.fail(
+                where.rstrip(".") or "(top)", f"expected a mapping, got {got}", "write it as 'key: value' lines"
+            )
+        unknown = [str(k) for k in data if k not in allowed]
+        if unknown:
+            raise self.fail(f"{where}{unknown[0]}", f"unknown {what}", f"use one of {', '.join(allowed)}")
+        return data
+
+    def template(self, text: str, key: str, fields: tuple[str, ...]) -> set[str]:
+        try:
+            used = template_fields(text)
+        except ConfigError as e:
+            raise self.fail(key, str(e), "write literal braces as {{ and }}") from None
+        for name in sorted(used - set(fields)):
+            valid = ", ".join(f"{{{f}}}" for f in fields)
+            raise self.fail(
+                key, f"unknown field {{{name}}}; valid fields: {valid}", "use one of them or {{ }} for braces"
+            )
+        return used
+
+
+def _load(path: Path, content: bytes) -> Any:
+    try:
+        return yaml.safe_load(content.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"judge format file {str(path)!r} is not UTF-8 text ({e}); fix: save it as UTF-8") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e)
+        raise ConfigError(
+            f"judge format file {str(path)!r} is not valid YAML{where}: {problem}; fix: correct the YAML there"
+        ) from None
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with every mapping key as text (a map may hold ``1: A`` and ``"2": B``), for the digest."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return [_plain(v) for v in value] if isinstance(value, list) else value
+
+
+def _verdict(r: _Reader, data: object, task: str, scale: tuple[int, ...]) -> VerdictRule:
+    where = f"tasks.{task}.verdict."
+    v = r.keys(data, where, _VERDICT)
+    source = r.typed(v, "pattern", where, str)
+    try:
+        pattern = re.compile(source)
+    except re.error as e:
+        raise r.fail(f"{where}pattern", f"not a regular expression ({e})", "correct it (Python re syntax)") from None
+    if "verdict" not in pattern.groupindex:
+        raise r.fail(
+            f"{where}pattern", f"{source!r} has no named group 'verdict'", "wrap the verdict in (?P<verdict>...)"
+        )
+    match = r.typed(v, "match", where, str, "last")
+    if match not in _MATCHES:
+        raise r.fail(f"{where}match", f"expected one of {', '.join(_MATCHES)}, got {match!r}", "pick one")
+    mapping: dict[str, int | str] = {}
+    valid: tuple[int | str, ...] = scale if task == "absolute" else ("A", "B")
+    for key, value in r.typed(v, "map", where, dict, {}).items():
+        if isinstance(key, bool) or not isinstance(key, (str, int)):
+            raise r.fail(f"{where}map", f"key {key!r} is not text", "quote it")
+        if isinstance(value, bool) or value not in valid:
+            raise r.fail(f"{where}map.{key}", f"maps to {value!r}, not a verdict ({valid})", "map to one of them")
+        mapping[str(key)] = value
+    return VerdictRule(pattern, match, r.typed(v, "at_end", where, bool, True), mapping)
+
+
+def _task(r: _Reader, data: object, task: str, scale: tuple[int, ...]) -> TaskSpec:
+    where = f"tasks.{task}."
+    t = r.keys(data, where, _TASK)
+    fields = FIELDS[task]
+    system, user = r.typed(t, "system", where, str, ""), r.typed(t, "user", where, str)
+    no_ref, missing = (
+        r.typed(t, "user_no_reference", where, str, None),
+        r.typed(t, "reference_missing", where, str, None),
+    )
+    used = r.template(system, f"{where}system", fields) | r.template(user, f"{where}user", fields)
+    for name in _NEEDED[task]:
+        if name not in used:
+            raise r.fail(f"{where}user", f"no {{{name}}} field: the judge would not see it", f"put {{{name}}} in it")
+    if no_ref is not None and "reference" in r.template(no_ref, f"{where}user_no_reference", fields):
+        raise r.fail(f"{where}user_no_reference", "uses {reference}, but it renders when there is none", "remove it")
+    when_missing = ([no_ref] if no_ref is not None else [user]) + [system]
+    if missing is None and any("reference" in template_fields(s) for s in when_missing):
+        raise r.fail(
+            f"{where}user",
+            "uses {reference}, but nothing says how a missing reference renders",
+            f"add {where}user_no_reference (the message without it) or {where}reference_missing (its text)",
+        )
+    count = len(scale) if task == "absolute" else 2
+    default = [str(s) for s in scale] if task == "absolute" else ["A", "B"]
+    labels = r.typed(t, "verdict_tokens", where, list, default)
+    if len(labels) != count or not all(isinstance(x, str) and x for x in labels):
+        what = "the scale's length" if task == "absolute" else "A's then B's"
+        fix = f"give {count}, or remove the key for {', '.join(default)}"
+        raise r.fail(f"{where}verdict_tokens", f"expected {count} non-empty strings ({what}), got {labels!r}", fix)
+    if task == "absolute" and labels != default:
+        raise r.fail(f"{where}verdict_tokens", f"{labels!r} are not the scale's numbers {default}", "remove the key")
+    rule = _verdict(r, r.typed(t, "verdict", where, dict), task, scale)
+    return TaskSpec(system, user, no_ref, missing, rule, tuple(labels))
+
+
+def read_spec(path: str | Path, content: bytes) -> FormatSpec:
+    """The checked ``content`` of the judge format file ``path`` (``ConfigError`` naming the key and the fix)."""
+    p = Path(path)
+    r = _Reader(p)
+    data = r.keys(_load(p, content), "", _TOP)
+    name = r.typed(data, "name", "", str)
+    if not _NAME.fullmatch(name):
+        raise r.fail("name", f"{name!r} is not a plain name", "use letters, digits, '.', '_' and '-'")
+    tasks = r.keys(r.typed(data, "tasks", "", dict), "tasks.", ("absolute", "relative"), "task")
+    if not tasks:
+        raise r.fail("tasks", "no task", "add tasks.absolute (grading) and/or tasks.relative (pairwise)")
+    scale = tuple(r.typed(data, "scale", "", list, []))
+    if any(isinstance(s, bool) or not isinstance(s, int) for s in scale):
+        raise r.fail("scale", f"expected a list of ints, got {list(scale)!r}", "write scores as integers, low to high")
+    if "absolute" in tasks and (len(scale) < 2 or list(scale) != sorted(set(scale))):
+        raise r.fail("scale", f"expected 2 or more increasing ints, got {list(scale)!r}", "e.g. [1, 2, 3, 4, 5]")
+    force = r.typed(data, "force_prefix", "", str, None)
+    if force == "":
+        raise r.fail("force_prefix", "empty", "give the text before the verdict token, or remove the key")
+    markers = r.typed(data, "markers", "", list, [])
+    for m in markers:
+        if not isinstance(m, str) or not (
+            m.startswith("##") and m.lstrip("#").strip() or re.search(r"[!-/:-@[-`{-~]", m)
+        ):
+            raise r.fail(
+                "markers", f"{m!r} cannot be neutralised", "give '###Name', '[WORD]' or a tag with punctuation"
+            )
+    item = r.typed(data, "rubric_item", "", str, "Score {score}: {description}")
+    if "description" not in r.template(item, "rubric_item", ("score", "description")):
+        raise r.fail("rubric_item", "no {description} field", "e.g. 'Score {score}: {description}'")
+    canonical = json.dumps(_plain(data), sort_keys=True, ensure_ascii=False)
+    return FormatSpec(
+        name=name,
+        digest=hashlib.sha256(canonical.encode("utf-8")).hexdigest(),
+        scale=scale,
+        force_prefix=force,
+        markers=tuple(markers),
+        rubric_item=item,
+        rubric_separator=r.typed(data, "rubric_separator", "", str, "\n"),
+        tasks={task: _task(r, tasks[task], task, scale) for task in ("absolute", "relative") if task in tasks},
+    )
