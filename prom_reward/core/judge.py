@@ -36,13 +36,12 @@ from prom_reward.core.sampler import (
     DEFAULT_FORCE_POLICY,
     ForcePolicy,
     ItemRun,
-    Mode,
     SampleRunner,
     check_counts,
     count_runs,
 )
 from prom_reward.errors import ConfigError, InputError
-from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, get_judge_format
+from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, Task, get_judge_format
 from prom_reward.format.rubrics import RubricsLike
 from prom_reward.format.sanitize import neutralize
 
@@ -188,7 +187,7 @@ class PrometheusJudge:
 
     async def _run(
         self,
-        mode: Mode,
+        mode: Task,
         k: int,
         items: list[Item],
         render: Callable[[Item], GenerationRequest],

@@ -49,9 +49,8 @@ from prom_reward.confidence.indicators import mean_entropy, mean_nll
 from prom_reward.core.results import JudgeFailure, JudgeSample, JudgeStats
 from prom_reward.core.verdict_probs import first_verdict_distribution, verdict_distribution
 from prom_reward.errors import BackendError, ConfigError
-from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, get_judge_format
+from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, Task, get_judge_format
 
-Mode = Literal["absolute", "relative"]
 FORCE_LOGPROBS = 20
 ForcePolicy = Literal["never", "cut", "always"]
 FORCE_POLICIES: tuple[str, ...] = get_args(ForcePolicy)
@@ -62,7 +61,7 @@ CUT_FINISH_REASONS = frozenset({"length"})
 """Finish reasons of an output stopped by its token budget (vLLM, OpenAI-compatible servers, transformers)."""
 
 
-def _by_verdict(probs: dict[str, float] | None, labels: tuple[str, ...], mode: Mode) -> dict[str, float] | None:
+def _by_verdict(probs: dict[str, float] | None, labels: tuple[str, ...], mode: Task) -> dict[str, float] | None:
     """``probs`` keyed by the verdicts the format's labels stand for: a pairwise format's i-th label is
     verdict ``("A", "B")[i]`` (OffsetBias writes ``a``/``b``, Con-J ``1``/``2``); an absolute label is its
     score's digits already."""
@@ -210,7 +209,7 @@ class SampleRunner:
         self.force_verdict = check_force_policy(force_verdict)
         self.truncation = truncation
 
-    def _parse(self, c: Completion, mode: Mode) -> JudgeSample:
+    def _parse(self, c: Completion, mode: Task) -> JudgeSample:
         parsed = self.format.parse(c.text, mode)
         labels = self.format.verdict_labels(mode)
         probs, mass = verdict_distribution(c.logprobs, c.text, parsed.verdict_start, labels)
@@ -230,7 +229,7 @@ class SampleRunner:
         )
 
     async def _force(
-        self, requests: list[GenerationRequest], samples: list[JudgeSample], mode: Mode
+        self, requests: list[GenerationRequest], samples: list[JudgeSample], mode: Task
     ) -> tuple[list[JudgeSample], list[int]]:
         """The samples with their verdicts forced, and per sample the forcing tokens a store answered."""
         labels = self.format.verdict_labels(mode)
@@ -275,7 +274,7 @@ class SampleRunner:
             )
         return out, stored
 
-    def _forced_feedback(self, text: str, label: str, mode: Mode) -> str | None:
+    def _forced_feedback(self, text: str, label: str, mode: Task) -> str | None:
         """The feedback of a verdict forced after ``text``: what the parser reads in ``text + label +
         force_suffix``, else ``text`` without ``force_prefix`` (a format whose closing is not declared)."""
         parsed = self.format.parse(text + label + self.format.force_suffix, mode)
@@ -298,7 +297,7 @@ class SampleRunner:
                 s = dataclasses.replace(s, temperature=temperature, seed=seed)
         return dataclasses.replace(r, n=need, sampling=s, attempt=r.attempt + round_)
 
-    async def run(self, requests: Sequence[GenerationRequest], mode: Mode, k: int = 1) -> list[ItemRun]:
+    async def run(self, requests: Sequence[GenerationRequest], mode: Task, k: int = 1) -> list[ItemRun]:
         """Sample until each request has ``k`` valid samples or retries run out."""
         runs = [ItemRun() for _ in requests]
         pending = {i: k for i in range(len(requests))}

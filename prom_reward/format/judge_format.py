@@ -31,19 +31,15 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
 
 from prom_reward.errors import ConfigError
 from prom_reward.format.eos import strip_eos
 from prom_reward.format.forcing import drop_cut_marker
-from prom_reward.format.parsing import ParsedOutput
+from prom_reward.format.parsing import ParsedOutput, Task
 from prom_reward.format.rubrics import Rubric
 from prom_reward.registry import Registry
 
 __all__ = ["JUDGE_FORMATS", "DEFAULT_FORMAT", "JudgeFormat", "Prompt", "Task", "get_judge_format", "unsupported_task"]
-
-Task = Literal["absolute", "relative"]
-"""What a judgment is: an absolute grade of one response, or a pairwise verdict between two."""
 
 DEFAULT_FORMAT = "prometheus2"
 """The format of a judge whose preset and user name none."""

@@ -60,7 +60,9 @@ from prom_reward.format.eos import content_end
 
 __all__ = ["ABSOLUTE_VERDICTS", "RELATIVE_VERDICTS", "ParsedOutput", "parse_absolute", "parse_output", "parse_relative"]
 
-Mode = Literal["absolute", "relative"]
+Task = Literal["absolute", "relative"]
+"""What a judgment is: an absolute grade of one response, or a pairwise verdict between two."""
+
 ABSOLUTE_VERDICTS = ("1", "2", "3", "4", "5")
 RELATIVE_VERDICTS = ("A", "B")
 
@@ -229,11 +231,11 @@ def _last_marker(text: str) -> re.Match[str] | None:
     return matches[-1] if matches else None
 
 
-def _to_verdict(value: str, mode: Mode) -> int | str:
+def _to_verdict(value: str, mode: Task) -> int | str:
     return int(value) if mode == "absolute" else value
 
 
-def parse_output(text: object, mode: Mode) -> ParsedOutput:
+def parse_output(text: object, mode: Task) -> ParsedOutput:
     """Split a judge output into feedback and verdict (see the module docstring for the rules).
 
     ``mode`` must be ``"absolute"`` or ``"relative"`` (``ValueError`` otherwise);
