@@ -1,7 +1,7 @@
 """One batch of a job, judged and committed: what the local runner does per batch, and what each Ray
 judge actor does per shard.
 
-``judge_batch`` judges the rows (``prom_reward.jobs.spec.run_batch``), commits their part file (and,
+``judge_and_commit`` judges the rows (``prom_reward.jobs.spec.run_batch``), commits their part file (and,
 for pairs, the part of skip records first: a pairs part is committed last, so a part on disk always
 has its skip records), and returns the batch's record for the ``JobSummary``.
 
@@ -14,7 +14,7 @@ Example:
     >>> kind = GradeJob(rubric="helpfulness")
     >>> rows = [SourceRow(0, "in.jsonl:1", {"instruction": "Hi?", "response": "Hello."})]
     >>> judge = PrometheusJudge(backend="scripted", outputs=["Kind. [RESULT] 4"])
-    >>> rec = judge_batch(kind, judge, kind.preparer(), rows, {"start": 0, "stop": 1}, sink, "local")
+    >>> rec = judge_and_commit(kind, judge, kind.preparer(), rows, {"start": 0, "stop": 1}, sink, "local")
     >>> rec["rows"], rec["failed"], sorted(p.name for p in Path(sink.folder).iterdir())
     (1, 0, ['part-000000000000-000000000001.jsonl'])
 """
@@ -94,7 +94,7 @@ def judge_rows(
     return out, rec
 
 
-def judge_batch(
+def judge_and_commit(
     kind: JobKind, judge: Any, prepare: Prepare, rows: list[SourceRow], shard: dict[str, Any], sink: Sink, worker: str
 ) -> dict[str, Any]:
     """Judge ``rows`` (the ids ``[shard["start"], shard["stop"])``), commit them, return the batch's record."""

@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from prom_reward.jobs.batch import Sink, judge_batch
+from prom_reward.jobs.batch import Sink, judge_and_commit
 from prom_reward.jobs.plan import Plan
 from prom_reward.jobs.source import SourceRow, iter_file
 from prom_reward.jobs.summary import JobSummary
@@ -62,7 +62,7 @@ def judge_locally(plan: Plan, judge: Any, summary: JobSummary, progress: bool) -
             batch.append(row)
             if row.id == shard["stop"] - 1:
                 read = time.perf_counter() - left
-                rec = judge_batch(plan.kind, judge, prepare, batch, shard, sink, "local")
+                rec = judge_and_commit(plan.kind, judge, prepare, batch, shard, sink, "local")
                 rec["io_seconds"] += read
                 rec["seconds"] += read
                 summary.add(rec)

