@@ -280,7 +280,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             os.sched_setaffinity(0, set(range(os.cpu_count() or 1)))
         model = args.vllm_model
         if model in ("tiny", "smollm2"):
-            from prom_reward.local.models import build_tiny_llama, ensure_smollm2
+            from benchmarks.tiny_llama import build_tiny_llama
+            from prom_reward.local.models import ensure_smollm2
 
             smol = ensure_smollm2()
             model = str(smol if model == "smollm2" else build_tiny_llama(Path(tempfile.mkdtemp()), tokenizer_from=smol))

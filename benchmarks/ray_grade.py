@@ -200,7 +200,8 @@ def run(
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     tmp = Path(tempfile.mkdtemp(prefix="ray-grade-bench-"))
     if model is None and not skip_engine:
-        from prom_reward.local.models import build_tiny_llama, ensure_smollm2
+        from benchmarks.tiny_llama import build_tiny_llama
+        from prom_reward.local.models import ensure_smollm2
 
         model = str(build_tiny_llama(tmp / "tiny", tokenizer_from=ensure_smollm2()))
     ray.init(num_cpus=max(2, replicas), include_dashboard=False, log_to_driver=False)

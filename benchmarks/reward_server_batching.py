@@ -57,7 +57,8 @@ def samples(n: int) -> tuple[list[str], list[str]]:
 def _resolve_model(model: str) -> str:
     if model not in ("tiny", "smollm2"):
         return model
-    from prom_reward.local.models import build_tiny_llama, ensure_smollm2
+    from benchmarks.tiny_llama import build_tiny_llama
+    from prom_reward.local.models import ensure_smollm2
 
     smol = ensure_smollm2()
     return str(smol if model == "smollm2" else build_tiny_llama(Path(tempfile.mkdtemp()), tokenizer_from=smol))

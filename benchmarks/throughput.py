@@ -107,7 +107,8 @@ def _engine(model: str, seed: int, max_model_len: int) -> VLLMEngine:
         import tempfile
         from pathlib import Path
 
-        from prom_reward.local.models import build_tiny_llama, ensure_smollm2
+        from benchmarks.tiny_llama import build_tiny_llama
+        from prom_reward.local.models import ensure_smollm2
 
         model = str(build_tiny_llama(Path(tempfile.mkdtemp(prefix="tiny-llama-")), tokenizer_from=ensure_smollm2()))
     else:

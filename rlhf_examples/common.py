@@ -50,7 +50,8 @@ def policy_path(args: argparse.Namespace) -> str:
         return str(args.policy)
     if not args.smoke:
         raise SystemExit("give --policy MODEL (or --smoke for the CPU demo)")
-    from prom_reward.local.models import build_tiny_llama, ensure_smollm2
+    from benchmarks.tiny_llama import build_tiny_llama
+    from prom_reward.local.models import ensure_smollm2
 
     out = Path(tempfile.gettempdir()) / "prom_reward_examples" / "tiny-policy"
     return str(build_tiny_llama(out, tokenizer_from=ensure_smollm2(), chat_template="original"))

@@ -87,7 +87,8 @@ def resolve_model(name: str, tokenizer_from: str | None) -> str:
 
         preset = find_preset_for_model(name)
         return resolve_model_path(preset.model) if preset else name
-    from prom_reward.local.models import build_tiny_llama, ensure_smollm2
+    from benchmarks.tiny_llama import build_tiny_llama
+    from prom_reward.local.models import ensure_smollm2
 
     tok = Path(tokenizer_from) if tokenizer_from else ensure_smollm2()
     return str(build_tiny_llama(Path(tempfile.mkdtemp(prefix="tiny-llama-")), tokenizer_from=tok))

@@ -66,7 +66,7 @@ def _smollm2_dir() -> Path:
 def _tiny_dir(factory: pytest.TempPathFactory) -> Path:
     """The session's tiny model, built once (by the server launch or the fixture, whichever comes first)."""
     if "dir" not in _TINY:
-        from prom_reward.local.models import build_tiny_llama
+        from benchmarks.tiny_llama import build_tiny_llama
 
         with contextlib.redirect_stderr(io.StringIO()):  # transformers' "Writing model shards" bar
             _TINY["dir"] = build_tiny_llama(factory.mktemp("tiny-llama"), tokenizer_from=_smollm2_dir())

