@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from prom_reward.core.combine import no_verdict
 from prom_reward.core.items import AbsoluteItem, absolute_items
@@ -55,11 +55,12 @@ def rubric_fingerprint(rubric: Rubric | None) -> Any:
     return None if rubric is None else dataclasses.asdict(rubric)
 
 
-def resolver(rubric: Any, *, need_scores: bool) -> RubricResolver:
-    """The ``RubricResolver`` of a job: ``rubric`` for every row, else each row's rubric column."""
+def resolver(rubric: Any) -> RubricResolver:
+    """The ``RubricResolver`` of a job: ``rubric`` for every row, else each row's rubric column. Whether a rubric
+    fits is the judge format's to say: the job-wide one at start (``JobKind.check_format``), a row's own by the
+    judge (the row fails alone with the format's problem as its ``judge_error``)."""
     return RubricResolver(
         rubric,
-        need_scores=need_scores,
         what="row",
         missing_hint="fix: pass --rubric NAME|FILE (rubric=), or name the column with --rubric-col (rubric_column=)",
     )
@@ -103,10 +104,13 @@ class GradeJob(JobKind):
 
     def __post_init__(self) -> None:
         if self.rubric is not None and not isinstance(self.rubric, Rubric):  # resolved here, sent resolved
-            object.__setattr__(self, "rubric", resolver(self.rubric, need_scores=True).default)
+            object.__setattr__(self, "rubric", resolver(self.rubric).default)
 
     def task(self) -> Task:
         return "absolute"
+
+    def job_rubric(self) -> Rubric | None:
+        return cast(Rubric | None, self.rubric)
 
     def fingerprint(self) -> dict[str, Any]:
         return {
@@ -118,7 +122,7 @@ class GradeJob(JobKind):
         }
 
     def preparer(self) -> Prepare:
-        rubrics = resolver(self.rubric, need_scores=True)
+        rubrics = resolver(self.rubric)
         columns = {
             "instruction": "instruction_column",
             "response": "response_column",
@@ -136,6 +140,7 @@ class GradeJob(JobKind):
                     [row.data[self.response_column]],
                     rubric,
                     [row.data.get(self.reference_column)],
+                    judge_format=None,  # the judge checks the rubric against its format: a misfit fails the row
                 )[0]
             except InputError as e:
                 option = columns.get(e.field or "", "instruction_column")

@@ -39,10 +39,9 @@ from pathlib import Path
 from typing import Any, cast
 
 from prom_reward.core.canary import job_canary, over_http
-from prom_reward.core.presets import find_preset_for_model, get_preset
-from prom_reward.core.requests import check_task
+from prom_reward.core.presets import default_format
 from prom_reward.errors import ConfigError
-from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, get_judge_format
+from prom_reward.format.judge_format import JudgeFormat, get_judge_format
 from prom_reward.jobs.compare import CompareJob
 from prom_reward.jobs.config import JobConfig, RayConfig
 from prom_reward.jobs.grade import GradeJob
@@ -81,7 +80,7 @@ def run_job(
                 "pairs on Ray read the wide layout (one row per prompt with its completions); fix: "
                 "group a long-layout file into wide rows first, or run without --ray"
             )
-    check_task(judge_format_of(judge), kind.task())  # before the output is touched: a format that cannot do the job
+    kind.check_format(judge_format_of(judge))  # before the output is touched: a format that cannot do the job
     plan = prepare_job(kind, inputs, output, judge_fingerprint(judge), cfg)
     summary = JobSummary(
         job=kind.name,
@@ -124,8 +123,7 @@ def judge_format_of(judge: Any) -> JudgeFormat:
     the preset's of their ``model``, else the default), known without building the judge."""
     if not isinstance(judge, dict):
         return cast(JudgeFormat, judge.format)
-    preset = get_preset(judge["preset"]) if judge.get("preset") else find_preset_for_model(judge.get("model"))
-    return get_judge_format(judge.get("format") or (preset.format if preset else DEFAULT_FORMAT))
+    return get_judge_format(judge.get("format") or default_format(judge.get("model"), judge.get("preset")))
 
 
 def _build(kwargs: dict[str, Any]) -> Any:
