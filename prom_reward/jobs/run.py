@@ -80,7 +80,9 @@ def run_job(
                 "pairs on Ray read the wide layout (one row per prompt with its completions); fix: "
                 "group a long-layout file into wide rows first, or run without --ray"
             )
-    kind.check_format(judge_format_of(judge))  # before the output is touched: a format that cannot do the job
+    fmt = judge_format_of(judge)
+    kind.check_format(fmt)  # before the output is touched: a format that cannot do the job
+    kind = kind.for_format(fmt)
     plan = prepare_job(kind, inputs, output, judge_fingerprint(judge), cfg)
     summary = JobSummary(
         job=kind.name,
@@ -137,11 +139,11 @@ def _split(options: dict[str, Any], *classes: Any) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = [{} for _ in classes]
     for k, v in options.items():
         for i, cls in enumerate(classes):
-            if k in {f.name for f in dataclasses.fields(cls)}:
+            if k in {f.name for f in dataclasses.fields(cls) if f.init}:
                 out[i][k] = v
                 break
         else:
-            valid = sorted({f.name for cls in classes for f in dataclasses.fields(cls)})
+            valid = sorted({f.name for cls in classes for f in dataclasses.fields(cls) if f.init})
             raise ConfigError(f"unknown option {k!r}; valid options: {', '.join(valid)}")
     return out
 

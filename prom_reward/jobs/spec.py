@@ -111,6 +111,10 @@ class JobKind(ABC):
         if problem is not None:
             raise ConfigError(f"rubric: {problem} (judge format {fmt.name!r})")
 
+    def for_format(self, fmt: JudgeFormat) -> JobKind:
+        """The job for a judge in ``fmt`` (its output columns may follow the format's scale); itself by default."""
+        return self
+
     @abstractmethod
     def preparer(self) -> Prepare:
         """A function checking one row into the item the judge reads (``InputError`` naming row, column,
