@@ -41,7 +41,7 @@ from typing import Any, cast
 from prom_reward.core.canary import job_canary, over_http
 from prom_reward.core.presets import default_format
 from prom_reward.errors import ConfigError
-from prom_reward.format.judge_format import JudgeFormat, get_judge_format
+from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, get_judge_format
 from prom_reward.jobs.compare import CompareJob
 from prom_reward.jobs.config import JobConfig, RayConfig
 from prom_reward.jobs.grade import GradeJob
@@ -83,7 +83,10 @@ def run_job(
     fmt = judge_format_of(judge)
     kind.check_format(fmt)  # before the output is touched: a format that cannot do the job
     kind = kind.for_format(fmt)
-    plan = prepare_job(kind, inputs, output, judge_fingerprint(judge), cfg)
+    judged = judge_fingerprint(judge)
+    if fmt.name != DEFAULT_FORMAT:  # recorded also when a preset picked it: the report reads the scale from here
+        judged["format"] = fmt.name
+    plan = prepare_job(kind, inputs, output, judged, cfg)
     summary = JobSummary(
         job=kind.name,
         output=str(plan.target.output),
