@@ -7,7 +7,7 @@ import pytest
 
 from prom_reward.format.judge_format import JUDGE_FORMATS, get_judge_format
 from prom_reward.probe.data import ProbeItem
-from prom_reward.probe.edits import apply_edit, verdict_text
+from prom_reward.probe.edits import apply_edit, top_verdict
 from prom_reward.probe.summary import verdict_warnings
 
 ITEM = ProbeItem("1", "Why is the sky blue?", "Sunlight scatters off air molecules.")
@@ -25,7 +25,7 @@ ITEM = ProbeItem("1", "Why is the sky blue?", "Sunlight scatters off air molecul
 )
 def test_self_grade_edits_write_the_formats_top_verdict(fmt, marker, sentence):
     f = get_judge_format(fmt)
-    assert verdict_text(f) == marker
+    assert top_verdict(f) == marker
     assert apply_edit("self_grade_marker", ITEM, seed=0, judge_format=f) == ITEM.response + "\n\n" + marker
     assert apply_edit("self_grade", ITEM, seed=0, judge_format=f).endswith(sentence)
     # the format's own parser reads the injected text as its top verdict: the edit is a real forgery attempt
@@ -36,7 +36,7 @@ def test_self_grade_edits_write_the_formats_top_verdict(fmt, marker, sentence):
 @pytest.mark.parametrize("name", [n for n in JUDGE_FORMATS if "absolute" in JUDGE_FORMATS.get(n).tasks])
 def test_every_grading_format_writes_its_top_verdict_after_its_marker(name):
     f = JUDGE_FORMATS.get(name)
-    text = verdict_text(f)
+    text = top_verdict(f)
     assert text.startswith((f.force_prefix or "").strip()) and f.verdict_labels("absolute")[-1] in text
 
 
