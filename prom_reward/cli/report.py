@@ -103,22 +103,33 @@ def job_record(output: Path) -> dict[str, Any] | None:
 
 def job_format(output: Path, asked: str | None) -> JudgeFormat:
     """The judge format of ``output``: the one its job recorded (the default when the record names none), else
-    ``asked`` (``--format``), else the default; ``InputError`` naming the file and both formats when they differ."""
+    ``asked`` (``--format``), else the default; ``InputError`` naming the file and both formats when they differ,
+    or when the recorded format cannot be looked up here and ``--format`` does not name it."""
     record = job_record(output)
     judge = record.get("judge") if record else None
     recorded = (judge.get("format") if isinstance(judge, dict) else None) or (DEFAULT_FORMAT if record else None)
     try:
         want = get_judge_format(asked) if asked else None
-        fmt = get_judge_format(recorded) if recorded else want
     except UnknownNameError as e:
         raise ConfigError(f"--format: {e}") from e
-    if want is not None and fmt is not None and want.name != fmt.name:
+    if recorded is None:
+        return want or get_judge_format(DEFAULT_FORMAT)
+    if want is not None and want.name.lower() != str(recorded).lower():
         raise InputError(
-            f"{output}: its job record says it was judged in format {fmt.name!r}, --format names {want.name!r}; "
+            f"{output}: its job record says it was judged in format {recorded!r}, --format names {want.name!r}; "
             "fix: drop --format (the record decides) or report the file the format names",
             field="format",
         )
-    return fmt or get_judge_format(DEFAULT_FORMAT)
+    try:
+        return get_judge_format(recorded)
+    except PromRewardError:
+        if want is not None:  # a format defined outside the registry, named by --format
+            return want
+        raise InputError(
+            f"{output}: its job record names judge format {recorded!r}, which cannot be looked up by name; fix: "
+            "name it with --format",
+            field="format",
+        ) from None
 
 
 def job_rubric(output: Path) -> Any:

@@ -66,3 +66,17 @@ def test_the_forced_verdict_note_names_the_formats_marker(fmt, marker):
     f = get_judge_format(fmt)
     page = render_report(summarize(rows, judge_format=JudgedIn(f.name, f.scale, f.force_prefix.strip())))
     assert f"<code>{marker}</code> (the verdict marker of judge format {fmt})" in page
+
+
+def test_a_recorded_format_that_cannot_be_looked_up_needs_format(tmp_path):
+    from prom_reward.cli.report import job_format
+
+    graded = _graded(tmp_path, "flow-judge-3", THREE, ["1", "2", "3"])
+    manifest = graded.with_name(graded.name + ".parts") / "_manifest.json"
+    record = json.loads(manifest.read_text())
+    record["judge"]["format"] = "my-own@0123abcd"  # e.g. a format defined in a YAML file
+    manifest.write_text(json.dumps(record))
+    with pytest.raises(InputError, match="names judge format 'my-own@0123abcd', which cannot be looked up.*--format"):
+        job_format(graded, None)
+    with pytest.raises(InputError, match="judged in format 'my-own@0123abcd', --format names 'flow-judge-3'"):
+        job_format(graded, "flow-judge-3")
