@@ -13,6 +13,12 @@ A prompt without a record raises ``InputError`` naming the item, before anything
 returned. Build the replaying judge with ``neutralize_markers=False`` so rendered
 prompts stay byte-identical to the file's.
 
+The recorded verdicts are written in the replaying judge's format (``judge_format``, Prometheus 2 by default;
+``format.verdict_text``): ``[RESULT] 4``, ``**Result:** B``, ``[[A]]`` ... so its parser reads them. A
+``vicuna_eval.json`` holds Prometheus 2 prompts and GPT-4 grades on 1..5, so it replays in a format with that
+scale; human pairwise labels replay in any format with pairwise verdicts and a fixed verdict marker (others are
+refused at start, naming what the format supports).
+
 Example:
     >>> from prom_reward.backends.base import GenerationRequest
     >>> b = ReferenceReplayBackend({"PROMPT": ["Recorded feedback. [RESULT] 4"]}, source="a test record")
@@ -32,7 +38,10 @@ from pathlib import Path
 from typing import Any
 
 from prom_reward.backends.base import BackendCapabilities, Completion, GenerationRequest, GenerationResult
-from prom_reward.errors import InputError
+from prom_reward.errors import ConfigError, InputError
+from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, get_judge_format
+from prom_reward.format.rubrics import get_rubric
+from prom_reward.format.verdict_text import verdict_text
 
 
 def _list(value: Any) -> list[Any]:
@@ -46,7 +55,7 @@ class ReferenceReplayBackend:
     """Replays recorded judgments keyed by the filled judge template. Not a model (see module doc).
 
     Args:
-        records: filled template -> recorded judge outputs (each ending ``[RESULT] <verdict>``).
+        records: filled template -> recorded judge outputs (each ending with its verdict in the judge's format).
         source: what the records are (shown in ``name`` and errors), e.g. ``"GPT-4, vicuna_eval.json"``.
     """
 
@@ -69,9 +78,20 @@ class ReferenceReplayBackend:
         """Outputs replayed so far."""
 
     @classmethod
-    def from_vicuna_eval(cls, path: str | Path) -> ReferenceReplayBackend:
+    def from_vicuna_eval(
+        cls, path: str | Path, judge_format: str | JudgeFormat = DEFAULT_FORMAT
+    ) -> ReferenceReplayBackend:
         """The GPT-4 judgments of a ``vicuna_eval.json``-style file (``instruction`` = filled template,
-        ``gpt4_feedback`` and ``gpt4_score`` = parallel lists)."""
+        ``gpt4_feedback`` and ``gpt4_score`` = parallel lists), written in ``judge_format`` (its scale must be
+        GPT-4's 1..5)."""
+        fmt = get_judge_format(judge_format)
+        if fmt.scale != (1, 2, 3, 4, 5):
+            raise ConfigError(
+                f"reference replay: {Path(path).name} holds grades on 1..5, but judge format {fmt.name!r} grades on "
+                f"{'..'.join(map(str, fmt.scale[:: max(len(fmt.scale) - 1, 1)])) or 'no scale'}; fix: replay it "
+                "in a 1..5 format (prometheus2, m-prometheus, flow-judge)"
+            )
+        verdict_text(fmt, "absolute", 5)  # a format without a verdict marker: refused before reading
         rows = json.loads(Path(path).read_text(encoding="utf-8"))
         records: dict[str, list[str]] = {}
         for i, row in enumerate(rows):
@@ -89,16 +109,28 @@ class ReferenceReplayBackend:
                     field="gpt4_score",
                 )
             records[row["instruction"]] = [
-                f"{fb.strip()} [RESULT] {int(s)}" for fb, s in zip(feedback, scores, strict=True)
+                f"{fb.strip()} {verdict_text(fmt, 'absolute', int(s))}" for fb, s in zip(feedback, scores, strict=True)
             ]
         return cls(records, source=f"GPT-4 recorded in {Path(path).name}")
 
     @classmethod
-    def from_autoj_pairwise(cls, path: str | Path, rubric: Any = "helpfulness") -> ReferenceReplayBackend:
+    def from_autoj_pairwise(
+        cls, path: str | Path, rubric: Any = "helpfulness", judge_format: str | JudgeFormat = DEFAULT_FORMAT
+    ) -> ReferenceReplayBackend:
         """The human labels of an ``autoj_pairwise.jsonl``-style file as pairwise verdicts, in both
         orders (``label`` 0: response 1 better, 1: response 2 better; ties, label 2, get no record).
-        Prompts are rendered with ``rubric``: judge with the same rubric."""
-        from prom_reward.format.render import render_relative
+        Prompts are rendered in ``judge_format`` with ``rubric``: judge in the same format, with the same rubric."""
+        fmt = get_judge_format(judge_format)
+        verdict_text(fmt, "relative", "A")  # refused at start when the format cannot write a pairwise verdict
+        rub = get_rubric(rubric)
+
+        def prompt(instruction: str, a: str, b: str) -> str:
+            return fmt.relative_prompt(instruction, a, b, rub, None).user
+
+        def said(label: int, verdict: str) -> str:
+            text = verdict_text(fmt, "relative", verdict)
+            noted = f"Human label: response {label + 1} is better.\n\n{text}"
+            return noted if fmt.parse(noted, "relative").verdict == verdict else text  # a verdict-only format
 
         records: dict[str, list[str]] = {}
         with open(path, encoding="utf-8") as f:
@@ -116,12 +148,8 @@ class ReferenceReplayBackend:
                 first, second = row["response 1"], row["response 2"]
                 better = "A" if label == 0 else "B"
                 worse = "B" if better == "A" else "A"
-                records[render_relative(row["prompt"], first, second, rubric)] = [
-                    f"Human label: response {label + 1} is better. [RESULT] {better}"
-                ]
-                records[render_relative(row["prompt"], second, first, rubric)] = [
-                    f"Human label: response {label + 1} is better. [RESULT] {worse}"
-                ]
+                records[prompt(row["prompt"], first, second)] = [said(label, better)]
+                records[prompt(row["prompt"], second, first)] = [said(label, worse)]
         return cls(records, source=f"human labels recorded in {Path(path).name}")
 
     async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:

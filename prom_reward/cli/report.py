@@ -5,6 +5,11 @@ Example:
     $ prom-reward report graded.jsonl -o report.html
     $ prom-reward report verdicts.parquet -o report.html --probe probe.json --source-col model
     $ prom-reward report graded_parts -o report.html      # a folder of part files (-o without a suffix)
+    $ prom-reward report foreign.jsonl -o report.html --format flow-judge-3   # a file without a job record
+
+The judge format of the file (its scale is the histogram's) is the one its job recorded (``OUTPUT.parts/
+_manifest.json``); ``--format NAME`` names it for a file without a record, and a file whose record names another
+format is refused, naming the file and both formats.
 """
 
 from __future__ import annotations
@@ -17,12 +22,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from prom_reward.errors import ConfigError, InputError, PromRewardError
+from prom_reward.errors import ConfigError, InputError, PromRewardError, UnknownNameError
+from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, get_judge_format
 from prom_reward.format.rubrics import RUBRICS
 from prom_reward.jobs.manifest import NAME, read_manifest
 from prom_reward.jobs.source import read_rows
 from prom_reward.report.html import render_report
-from prom_reward.report.summarize import ReportColumns, summarize
+from prom_reward.report.summarize import JudgedIn, ReportColumns, summarize
 
 
 def add_report_parser(sub: Any) -> None:
@@ -39,6 +45,12 @@ def add_report_parser(sub: Any) -> None:
     p.add_argument("-o", "--output", required=True, help="the report (.html)")
     p.add_argument("--probe", help="a prom-reward probe record (.json) to include")
     p.add_argument("--title", default=None, help="page title (default: the input's file name)")
+    p.add_argument(
+        "--format",
+        default=None,
+        help="the judge format the file was judged in, for a file without a job record (default: the recorded "
+        "format, else prometheus2); a file whose record names another format is refused",
+    )
     p.add_argument("--extremes", type=int, default=5, help="highest and lowest scored rows to show (default 5)")
     for name, default in (
         ("instruction", "instruction"),
@@ -77,16 +89,56 @@ def _probe_record(path: str) -> dict[str, Any]:
     return record
 
 
-def job_rubric(output: Path) -> Any:
-    """The ``--rubric`` of the job that wrote ``output`` (from its manifest: ``OUTPUT.parts/_manifest.json``, or
-    ``_manifest.json`` inside a folder of parts), or None when there is no readable manifest."""
+def job_record(output: Path) -> dict[str, Any] | None:
+    """The manifest of the job that wrote ``output`` (``OUTPUT.parts/_manifest.json``, or ``_manifest.json`` inside
+    a folder of parts), or None when there is no readable one."""
     manifest = output / NAME if output.is_dir() else output.with_name(output.name + ".parts") / NAME
     if not manifest.is_file():
         return None
     try:
-        options = read_manifest(manifest).get("options") or {}
+        return read_manifest(manifest)
     except PromRewardError:
         return None
+
+
+def job_format(output: Path, asked: str | None) -> JudgeFormat:
+    """The judge format of ``output``: the one its job recorded (the default when the record names none), else
+    ``asked`` (``--format``), else the default; ``InputError`` naming the file and both formats when they differ,
+    or when the recorded format cannot be looked up here and ``--format`` does not name it."""
+    record = job_record(output)
+    judge = record.get("judge") if record else None
+    recorded = (judge.get("format") if isinstance(judge, dict) else None) or (DEFAULT_FORMAT if record else None)
+    try:
+        want = get_judge_format(asked) if asked else None
+    except UnknownNameError as e:
+        raise ConfigError(f"--format: {e}") from e
+    if recorded is None:
+        return want or get_judge_format(DEFAULT_FORMAT)
+    if want is not None and want.name.lower() != str(recorded).lower():
+        raise InputError(
+            f"{output}: its job record says it was judged in format {recorded!r}, --format names {want.name!r}; "
+            "fix: drop --format (the record decides) or report the file the format names",
+            field="format",
+        )
+    try:
+        return get_judge_format(recorded)
+    except PromRewardError:
+        if want is not None:  # a format defined outside the registry, named by --format
+            return want
+        raise InputError(
+            f"{output}: its job record names judge format {recorded!r}, which cannot be looked up by name; fix: "
+            "name it with --format",
+            field="format",
+        ) from None
+
+
+def job_rubric(output: Path) -> Any:
+    """The ``--rubric`` of the job that wrote ``output`` (from its manifest), or None when there is no readable
+    manifest."""
+    record = job_record(output)
+    if record is None:
+        return None
+    options = record.get("options") or {}
     rubric = options.get("rubric") if isinstance(options, dict) else None
     if isinstance(rubric, dict):  # a built-in rubric is shown by its name
         for name in RUBRICS:
@@ -122,7 +174,14 @@ def cmd_report(args: argparse.Namespace) -> int:
         args.source_col,
     )
     try:
-        summary = summarize(read_rows(args.input), cols, extremes=args.extremes, rubric=job_rubric(Path(args.input)))
+        fmt = job_format(Path(args.input), args.format)
+        summary = summarize(
+            read_rows(args.input),
+            cols,
+            extremes=args.extremes,
+            rubric=job_rubric(Path(args.input)),
+            judge_format=JudgedIn(fmt.name, fmt.scale, (fmt.force_prefix or "").strip() or None),
+        )
     except InputError as e:
         if not str(e).startswith("row "):  # it names its file already
             raise

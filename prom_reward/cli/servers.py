@@ -115,12 +115,11 @@ def serve_format(args: Any) -> str:
     """The judge format clients of ``serve``'s servers should prompt in: ``--format``, else the model preset's,
     else ``prometheus2``. Serving a known judge for another format than the one it was trained on is allowed
     (a deliberate experiment) but said on stderr, since its verdicts would then be mostly unparseable."""
-    from prom_reward.core.presets import find_preset_for_model
-    from prom_reward.format.judge_format import DEFAULT_FORMAT
+    from prom_reward.core.presets import default_format, find_preset_for_model
 
     preset = find_preset_for_model(args.model)
     trained = preset.format if preset else None
-    name: str = args.format or trained or DEFAULT_FORMAT
+    name: str = args.format or default_format(args.model)
     if trained and name != trained:
         print(
             f"prom-reward: warning: serve: {args.model} was trained on the {trained} format, not {name}; its "

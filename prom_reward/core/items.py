@@ -24,7 +24,7 @@ from typing import TypeVar, cast, final
 from prom_reward.errors import InputError
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, Task, get_judge_format
 from prom_reward.format.resolve import RubricResolver
-from prom_reward.format.rubrics import Rubric, RubricLike, RubricsLike
+from prom_reward.format.rubrics import Rubric, RubricLike, RubricsLike, get_rubric
 
 
 @final
@@ -140,20 +140,19 @@ def _references(value: object, n: int, failed: Failed) -> list[str | None]:
     return refs
 
 
-def _rubrics(value: RubricsLike, n: int, *, task: Task, judge_format: JudgeFormat, failed: Failed) -> list[Rubric]:
+def _rubrics(
+    value: RubricsLike, n: int, *, task: Task, judge_format: JudgeFormat | None, failed: Failed
+) -> list[Rubric]:
     """One ``Rubric`` per item from one rubric for all (resolved once: unusable, it raises for the whole
     call) or a list of ``n`` (``RubricResolver``: each distinct value resolved once; a None item, or one
-    that does not fit the judge format for ``task`` (``JudgeFormat.rubric_problem``), is that item's
-    ``InputError``)."""
-    resolver = RubricResolver(missing_hint="pass a Rubric, a built-in name or a rubric dict")
+    that does not fit the judge format for ``task`` (``JudgeFormat.rubric_problem``; None: not checked
+    here), is that item's ``InputError``)."""
+    resolver = RubricResolver(
+        judge_format=judge_format, task=task, missing_hint="pass a Rubric, a built-in name or a rubric dict"
+    )
 
     def resolve(r: object, index: int | None = None) -> Rubric:
-        rubric = resolver(cast(RubricLike | None, r), index=index, field="rubric")
-        problem = judge_format.rubric_problem(rubric, task)
-        if problem is not None:
-            where = f"item {index}: " if index is not None else ""
-            raise InputError(f"{where}rubric: {problem}", index=index, field="rubric")
-        return rubric
+        return resolver(cast(RubricLike | None, r), index=index, field="rubric")
 
     if not isinstance(value, Sequence) or isinstance(value, (str, bytes, Rubric)):
         return [resolve(value)] * n if n else []
@@ -163,7 +162,7 @@ def _rubrics(value: RubricsLike, n: int, *, task: Task, judge_format: JudgeForma
             out.append(resolve(r, i))
         except InputError as e:
             _fault(failed, e)
-            out.append(out[-1] if out else resolver("helpfulness"))  # a placeholder: the item is failed
+            out.append(out[-1] if out else get_rubric("helpfulness"))  # a placeholder: the item is failed
     return out
 
 
@@ -174,15 +173,17 @@ def absolute_items(
     reference_answers: Sequence[str | None] | None = None,
     *,
     failed: Failed = None,
-    judge_format: str | JudgeFormat = DEFAULT_FORMAT,
+    judge_format: str | JudgeFormat | None = DEFAULT_FORMAT,
 ) -> list[AbsoluteItem]:
     """Validate an absolute-grading batch; raises InputError naming item and field (an item's own fault goes
-    to ``failed`` when given; rubrics are checked against ``judge_format``)."""
+    to ``failed`` when given; rubrics are checked against ``judge_format``; None: not
+    checked here, the judge checks them against its own)."""
     ins = _strings("instructions", instructions, None, "instruction", failed)
     n = len(ins)
     res = _strings("responses", responses, n, "response", failed)
     refs = _references(reference_answers, n, failed)
-    rubs = _rubrics(rubric, n, task="absolute", judge_format=get_judge_format(judge_format), failed=failed)
+    fmt = None if judge_format is None else get_judge_format(judge_format)
+    rubs = _rubrics(rubric, n, task="absolute", judge_format=fmt, failed=failed)
     return [AbsoluteItem(*t) for t in zip(ins, res, rubs, refs, strict=True)]
 
 
@@ -194,14 +195,16 @@ def relative_items(
     reference_answers: Sequence[str | None] | None = None,
     *,
     failed: Failed = None,
-    judge_format: str | JudgeFormat = DEFAULT_FORMAT,
+    judge_format: str | JudgeFormat | None = DEFAULT_FORMAT,
 ) -> list[RelativeItem]:
     """Validate a pairwise batch; raises InputError naming item and field (an item's own fault goes to
-    ``failed`` when given; rubrics are checked against ``judge_format``)."""
+    ``failed`` when given; rubrics are checked against ``judge_format``; None: not
+    checked here, the judge checks them against its own)."""
     ins = _strings("instructions", instructions, None, "instruction", failed)
     n = len(ins)
     a = _strings("responses_a", responses_a, n, "response_a", failed)
     b = _strings("responses_b", responses_b, n, "response_b", failed)
     refs = _references(reference_answers, n, failed)
-    rubs = _rubrics(rubric, n, task="relative", judge_format=get_judge_format(judge_format), failed=failed)
+    fmt = None if judge_format is None else get_judge_format(judge_format)
+    rubs = _rubrics(rubric, n, task="relative", judge_format=fmt, failed=failed)
     return [RelativeItem(*t) for t in zip(ins, a, b, rubs, refs, strict=True)]

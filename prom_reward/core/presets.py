@@ -19,9 +19,19 @@ anything the user passes merges over it key by key.
 - ``m-prometheus-3b`` / ``-7b`` / ``-14b``: M-Prometheus (``Unbabel/M-Prometheus-*``, Qwen2.5 bases whose chat
   template has a system role), multilingual judges on Prometheus 2's prompts and verdicts, in the
   ``m-prometheus`` judge format.
+- the other known judges, each in its own judge format (docs/formats.md), all on the ``chat`` wire (their
+  chat templates; a template without a system role gets the system message folded into the user turn):
+  ``flow-judge-v0.1`` (``flowaicom/Flow-Judge-v0.1`` -> ``flow-judge``, the 5-point scale; name
+  ``flow-judge-3`` or ``flow-judge-binary`` for its other scales), ``selene-1-mini``
+  (``AtlaAI/Selene-1-Mini-Llama-3.1-8B`` -> ``selene``), ``offsetbias-8b`` (``NCSOFT/Llama-3-OffsetBias-8B``
+  -> ``offsetbias``), ``skywork-critic-8b`` / ``-70b`` (``Skywork/Skywork-Critic-Llama-3.1-*`` ->
+  ``mt-bench-pairwise``), ``rise-judge-7b`` / ``-32b`` (``R-I-S-E/RISE-Judge-Qwen2.5-*`` -> ``rise-judge``),
+  ``con-j-7b`` (``ZiyiYe/Con-J-Qwen2-7B`` -> ``con-j``), ``rm-r1-instruct-7b`` / ``-14b`` / ``-32b``
+  (``gaotang/RM-R1-Qwen2.5-Instruct-*`` -> ``rm-r1``) and ``rm-r1-distilled-7b`` / ``-14b`` / ``-32b``
+  (``gaotang/RM-R1-DeepSeek-Distilled-Qwen-*`` -> ``rm-r1-reasoning``).
 
 A preset names its judge format (``format``, ``prometheus2`` unless said): a known judge's model id picks its
-format by default.
+format by default (``default_format``; a format named by the user wins).
 
 Example:
     >>> get_preset("prometheus-7b-v2.0").model
@@ -30,6 +40,8 @@ Example:
     'prometheus-8x7b-v2.0'
     >>> find_preset_for_model("Unbabel/M-Prometheus-7B").format
     'm-prometheus'
+    >>> default_format("flowaicom/Flow-Judge-v0.1"), default_format("my/own-judge")
+    ('flow-judge', 'prometheus2')
 """
 
 from __future__ import annotations
@@ -64,6 +76,7 @@ class JudgePreset:
 
 
 PRESETS: Registry[JudgePreset] = Registry("judge preset")
+_RM_R1 = ("7B", "14B", "32B")
 for _p in (
     JudgePreset(
         "prometheus-7b-v2.0", "prometheus-eval/prometheus-7b-v2.0", "chat", {"dtype": "bfloat16", "max_model_len": 8192}
@@ -100,6 +113,24 @@ for _p in (
         )
         for size in ("3B", "7B", "14B")
     ),
+    *(
+        JudgePreset(name, model, "chat", {"dtype": "bfloat16"}, format=fmt)
+        for name, model, fmt in (
+            ("flow-judge-v0.1", "flowaicom/Flow-Judge-v0.1", "flow-judge"),
+            ("selene-1-mini", "AtlaAI/Selene-1-Mini-Llama-3.1-8B", "selene"),
+            ("offsetbias-8b", "NCSOFT/Llama-3-OffsetBias-8B", "offsetbias"),
+            ("skywork-critic-8b", "Skywork/Skywork-Critic-Llama-3.1-8B", "mt-bench-pairwise"),
+            ("skywork-critic-70b", "Skywork/Skywork-Critic-Llama-3.1-70B", "mt-bench-pairwise"),
+            ("rise-judge-7b", "R-I-S-E/RISE-Judge-Qwen2.5-7B", "rise-judge"),
+            ("rise-judge-32b", "R-I-S-E/RISE-Judge-Qwen2.5-32B", "rise-judge"),
+            ("con-j-7b", "ZiyiYe/Con-J-Qwen2-7B", "con-j"),
+            *((f"rm-r1-instruct-{n.lower()}", f"gaotang/RM-R1-Qwen2.5-Instruct-{n}", "rm-r1") for n in _RM_R1),
+            *(
+                (f"rm-r1-distilled-{n.lower()}", f"gaotang/RM-R1-DeepSeek-Distilled-Qwen-{n}", "rm-r1-reasoning")
+                for n in _RM_R1
+            ),
+        )
+    ),
 ):
     PRESETS.register(_p.name, _p)
 
@@ -120,6 +151,13 @@ def find_preset_for_model(model: str | None) -> JudgePreset | None:
         if p.model == model:
             return p
     return None
+
+
+def default_format(model: str | None, preset: str | None = None) -> str:
+    """The judge format name of a judge whose user names none: its preset's (``preset``, else the one whose name
+    or model id is ``model``), else ``prometheus2``."""
+    p = get_preset(preset) if preset else find_preset_for_model(model)
+    return p.format if p else "prometheus2"
 
 
 def resolve_model_path(model: str) -> str:

@@ -3,25 +3,33 @@
 A batch of judge inputs names its rubrics many times over (a column of built-in names, a dict per
 row, one file for all): the resolver resolves each distinct value once (``get_rubric``: a name,
 a dict, a .json/.yaml path, formatted ``[criteria]`` text or a ``Rubric``), falls back to a default
-where an item has none, checks that absolute grading gets five score descriptions, and raises
-``InputError`` naming the item, the field and the fix.
+where an item has none, asks the judge format whether each rubric fits the task
+(``JudgeFormat.rubric_problem``: Prometheus 2 grades need five score descriptions, ``flow-judge-3``
+three ...; the format is the one owner of that rule), and raises ``InputError`` naming the item, the
+field and the fix.
 
 Example:
-    >>> resolve = RubricResolver("helpfulness", need_scores=True)
+    >>> from prom_reward.format.judge_format import get_judge_format
+    >>> import prom_reward.format.formats  # registers the formats
+    >>> resolve = RubricResolver("helpfulness", judge_format=get_judge_format("prometheus2"), task="absolute")
     >>> resolve(None, index=0).criteria[:8], resolve("honesty", index=1).criteria[:8]
     ('Does the', 'Does the')
     >>> resolve({"criteria": "Kind?"}, index=7, field="rubric")  # doctest: +IGNORE_EXCEPTION_DETAIL
     Traceback (most recent call last):
-    InputError: item 7: rubric: rubric 'Kind?' has no score descriptions; absolute grading needs five ...
+    InputError: item 7: rubric: rubric 'Kind?' has no score descriptions; prometheus2 grades need 5 ...
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Hashable
+from typing import TYPE_CHECKING
 
 from prom_reward.errors import InputError, PromRewardError
 from prom_reward.format.rubrics import Rubric, RubricLike, get_rubric
+
+if TYPE_CHECKING:
+    from prom_reward.format.judge_format import JudgeFormat, Task
 
 __all__ = ["RubricResolver", "rubric_key"]
 
@@ -42,7 +50,9 @@ class RubricResolver:
 
     Args:
         default: the rubric of items that give none (None: every item must give one).
-        need_scores: absolute grading: refuse rubrics without five score descriptions.
+        judge_format: the judge format whose ``rubric_problem`` each rubric must pass for ``task`` (None: no
+            fit check here; the judge checks each item's rubric against its own format).
+        task: what the rubrics are used for (``absolute`` grades or ``relative`` verdicts).
         what: the noun of an item in messages (``"item"``, ``"row"``, ``"sample"``).
         missing_hint: the fix to print when an item has no rubric and there is no default.
     """
@@ -51,11 +61,12 @@ class RubricResolver:
         self,
         default: RubricLike | None = None,
         *,
-        need_scores: bool = False,
+        judge_format: JudgeFormat | None = None,
+        task: Task = "absolute",
         what: str = "item",
         missing_hint: str = "pass a rubric (a built-in name, a Rubric, a dict or a .json/.yaml file)",
     ) -> None:
-        self.need_scores = need_scores
+        self.judge_format, self.task = judge_format, task
         self.what = what
         self.missing_hint = missing_hint
         self._cache: dict[Hashable, Rubric] = {}
@@ -72,14 +83,9 @@ class RubricResolver:
             except PromRewardError as e:
                 raise InputError(f"{where}{field}: {e}", index=index, field=field) from e
             self._cache[key] = rubric
-        if self.need_scores and not rubric.has_scores:
-            raise InputError(
-                f"{where}{field}: rubric {rubric.criteria[:60]!r} has {len(rubric.descriptions) or 'no'} score "
-                "descriptions; absolute "
-                "grading needs five (score1_description..score5_description)",
-                index=index,
-                field=field,
-            )
+        problem = None if self.judge_format is None else self.judge_format.rubric_problem(rubric, self.task)
+        if problem is not None:
+            raise InputError(f"{where}{field}: {problem}", index=index, field=field)
         return rubric
 
     def __call__(self, value: RubricLike | None, *, index: int | None = None, field: str = "rubric") -> Rubric:

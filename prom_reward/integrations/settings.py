@@ -46,6 +46,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from functools import lru_cache
 from typing import Any
 
+from prom_reward.core.presets import default_format
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.integrations.batched_reward import FailurePolicy
@@ -58,7 +59,7 @@ from prom_reward.integrations.settings_sources import (
     read_yaml,
     refuse_renamed,
 )
-from prom_reward.rewards.config import RewardConfig
+from prom_reward.rewards.config import RewardConfig, get_judge_format_setting
 from prom_reward.rewards.outage import OutagePolicy
 
 OPENRLHF_CLIENT_TIMEOUT_S = 180.0
@@ -162,8 +163,9 @@ class RewardSettings:
                 f"degraded_failure_share: expected a share in [0, 1], got {self.degraded_failure_share} "
                 f"[{where('degraded_failure_share')}]"
             )
-        try:
-            RubricResolver(cfg.rubric, need_scores=cfg.mode == "absolute")
+        fmt = get_judge_format_setting(cfg.format or default_format(self.model))
+        try:  # the judge format says whether the rubric fits what the mode asks of it
+            RubricResolver(cfg.rubric, judge_format=fmt, task="absolute" if cfg.mode == "absolute" else "relative")
         except InputError as e:
             raise ConfigError(f"rubric: {e} [{where('rubric')}]") from e
         if self.request_timeout >= OPENRLHF_CLIENT_TIMEOUT_S:

@@ -26,7 +26,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from prom_reward.core.items import RelativeItem, relative_items
 from prom_reward.errors import InputError
@@ -79,11 +79,14 @@ class CompareJob(JobKind):
 
     def __post_init__(self) -> None:
         if self.rubric is not None and not isinstance(self.rubric, Rubric):
-            object.__setattr__(self, "rubric", resolver(self.rubric, need_scores=False).default)
+            object.__setattr__(self, "rubric", resolver(self.rubric).default)
         object.__setattr__(self, "swap", bool(self.swap))
 
     def task(self) -> Task:
         return "relative"
+
+    def job_rubric(self) -> Rubric | None:
+        return cast(Rubric | None, self.rubric)
 
     def fingerprint(self) -> dict[str, Any]:
         return {
@@ -97,7 +100,7 @@ class CompareJob(JobKind):
         }
 
     def preparer(self) -> Prepare:
-        rubrics = resolver(self.rubric, need_scores=False)
+        rubrics = resolver(self.rubric)
         columns = {
             "instruction": "instruction_column",
             "response_a": "response_a_column",
@@ -118,6 +121,7 @@ class CompareJob(JobKind):
                     [d[self.response_b_column]],
                     rubric,
                     [d.get(self.reference_column)],
+                    judge_format=None,  # the judge checks the rubric against its format: a misfit fails the row
                 )[0]
             except InputError as e:
                 option = columns.get(e.field or "", "instruction_column")

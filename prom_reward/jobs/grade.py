@@ -1,4 +1,5 @@
-"""``grade`` jobs: an absolute grade (1..5) per row of instruction and response.
+"""``grade`` jobs: an absolute grade per row of instruction and response, on the judge format's scale (1..5 for
+Prometheus 2, 1..3 or 0..1 for ``flow-judge-3``/``-binary``).
 
 Input columns (renamed with the options in brackets): ``instruction`` (``instruction_column``,
 ``--instruction-col``), ``response`` (``response_column``), optional ``reference_answer``
@@ -6,7 +7,8 @@ Input columns (renamed with the options in brackets): ``instruction`` (``instruc
 row). Output columns after ``source_index`` and the input columns:
 
 - ``score`` (float, null when no sample gave a verdict or the row failed), ``feedback`` (str),
-- ``expected_score`` (float) and ``probabilities`` (``{"1": p, ..., "5": p}``) with ``--expected``, else null
+- ``expected_score`` (float) and ``probabilities`` (one key per score of the judge format's scale: ``{"1": p, ...,
+  "5": p}`` for Prometheus 2, ``{"0": p, "1": p}`` for ``flow-judge-binary``) with ``--expected``, else null
   (also for a forced verdict, which is read from those logprobs),
 - ``judge_failures``, ``judge_retries``, ``forced_verdicts`` (ints),
 - ``judge_error``: null, or why ``score`` is null ("no verdict in N sample(s) ...", "backend failed: ...",
@@ -27,13 +29,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from prom_reward.core.combine import no_verdict
 from prom_reward.core.items import AbsoluteItem, absolute_items
 from prom_reward.core.judge import EXPECTED_LOGPROBS
 from prom_reward.errors import InputError
-from prom_reward.format.judge_format import Task
+from prom_reward.format.judge_format import JudgeFormat, Task
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.rubrics import Rubric
 from prom_reward.jobs.source import SourceRow
@@ -48,6 +50,7 @@ from prom_reward.jobs.spec import (
 )
 
 SCORES = ("1", "2", "3", "4", "5")
+"""The probabilities' keys of a job whose judge format is not known yet (Prometheus 2's scale)."""
 
 
 def rubric_fingerprint(rubric: Rubric | None) -> Any:
@@ -55,11 +58,12 @@ def rubric_fingerprint(rubric: Rubric | None) -> Any:
     return None if rubric is None else dataclasses.asdict(rubric)
 
 
-def resolver(rubric: Any, *, need_scores: bool) -> RubricResolver:
-    """The ``RubricResolver`` of a job: ``rubric`` for every row, else each row's rubric column."""
+def resolver(rubric: Any) -> RubricResolver:
+    """The ``RubricResolver`` of a job: ``rubric`` for every row, else each row's rubric column. Whether a rubric
+    fits is the judge format's to say: the job-wide one at start (``JobKind.check_format``), a row's own by the
+    judge (the row fails alone with the format's problem as its ``judge_error``)."""
     return RubricResolver(
         rubric,
-        need_scores=need_scores,
         what="row",
         missing_hint="fix: pass --rubric NAME|FILE (rubric=), or name the column with --rubric-col (rubric_column=)",
     )
@@ -100,13 +104,23 @@ class GradeJob(JobKind):
     """Optional input column with a reference answer (str or null)."""
     rubric_column: str = "rubric"
     """Input column with a per-row rubric, read where ``rubric`` is None."""
+    scores: tuple[str, ...] = dataclasses.field(default=SCORES, init=False, repr=False)
+    """The keys of ``probabilities``: the judge format's scale (set by ``for_format``, not an option)."""
 
     def __post_init__(self) -> None:
         if self.rubric is not None and not isinstance(self.rubric, Rubric):  # resolved here, sent resolved
-            object.__setattr__(self, "rubric", resolver(self.rubric, need_scores=True).default)
+            object.__setattr__(self, "rubric", resolver(self.rubric).default)
 
     def task(self) -> Task:
         return "absolute"
+
+    def job_rubric(self) -> Rubric | None:
+        return cast(Rubric | None, self.rubric)
+
+    def for_format(self, fmt: JudgeFormat) -> GradeJob:
+        job = dataclasses.replace(self)
+        object.__setattr__(job, "scores", fmt.verdict_labels("absolute"))
+        return job
 
     def fingerprint(self) -> dict[str, Any]:
         return {
@@ -118,7 +132,7 @@ class GradeJob(JobKind):
         }
 
     def preparer(self) -> Prepare:
-        rubrics = resolver(self.rubric, need_scores=True)
+        rubrics = resolver(self.rubric)
         columns = {
             "instruction": "instruction_column",
             "response": "response_column",
@@ -136,6 +150,7 @@ class GradeJob(JobKind):
                     [row.data[self.response_column]],
                     rubric,
                     [row.data.get(self.reference_column)],
+                    judge_format=None,  # the judge checks the rubric against its format: a misfit fails the row
                 )[0]
             except InputError as e:
                 option = columns.get(e.field or "", "instruction_column")
@@ -151,7 +166,7 @@ class GradeJob(JobKind):
                 ("score", pa.float64()),
                 ("feedback", pa.string()),
                 ("expected_score", pa.float64()),
-                ("probabilities", pa.struct([(k, pa.float64()) for k in SCORES])),
+                ("probabilities", pa.struct([(k, pa.float64()) for k in self.scores])),
                 ("judge_failures", pa.int64()),
                 ("judge_retries", pa.int64()),
                 ("forced_verdicts", pa.int64()),
@@ -176,7 +191,7 @@ class GradeJob(JobKind):
             out.failed += g.score is None
             out.note_failure(g.error)
             dist = g.probabilities if asked else None
-            probs = None if not dist else {k: float(dist.get(int(k), 0.0)) for k in SCORES}
+            probs = None if not dist else {k: float(dist.get(int(k), 0.0)) for k in self.scores}
             out.rows.append(
                 self.output_row(
                     row,

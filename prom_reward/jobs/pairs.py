@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from prom_reward.errors import InputError
 from prom_reward.format.judge_format import Task
@@ -81,11 +81,14 @@ class PairsJob(JobKind):
     def __post_init__(self) -> None:
         cfg = self.config
         if cfg.rubric is not None and not isinstance(cfg.rubric, Rubric):
-            rubric = resolver(cfg.rubric, need_scores=cfg.strategy == "best_vs_worst").default
+            rubric = resolver(cfg.rubric).default
             object.__setattr__(self, "config", dataclasses.replace(cfg, rubric=rubric))
 
     def task(self) -> Task:
         return "absolute" if self.config.strategy == "best_vs_worst" else "relative"  # grades, else verdicts
+
+    def job_rubric(self) -> Rubric | None:
+        return cast(Rubric | None, self.config.rubric)
 
     def fingerprint(self) -> dict[str, Any]:
         return {**self.config.fingerprint(), "rubric": rubric_fingerprint(self.config.rubric)}
@@ -99,7 +102,7 @@ class PairsJob(JobKind):
 
     def preparer(self) -> Prepare:
         cfg = self.config
-        rubrics = resolver(cfg.rubric, need_scores=cfg.strategy == "best_vs_worst")
+        rubrics = resolver(cfg.rubric)
         layout: list[bool] = []  # the first row's: a dataset holds one layout
 
         def prepare(row: SourceRow) -> PreferenceRow:

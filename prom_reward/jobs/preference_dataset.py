@@ -121,6 +121,7 @@ def build_preference_dataset(
         raise ConfigError(f"batch_size: expected an int >= 1, got {batch_size!r}")
     start = time.perf_counter()
     kind = PairsJob(cfg)
+    kind.check_format(judge.format)  # a rubric for all that the judge's format refuses: before any judging
     prepare = kind.preparer()
     source = list(kind.group(_source(rows)))
     for row in source:  # the whole input is checked before anything is judged

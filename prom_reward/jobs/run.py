@@ -39,8 +39,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from prom_reward.core.canary import job_canary, over_http
-from prom_reward.core.presets import find_preset_for_model, get_preset
-from prom_reward.core.requests import check_task
+from prom_reward.core.presets import default_format
 from prom_reward.errors import ConfigError
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, get_judge_format
 from prom_reward.jobs.compare import CompareJob
@@ -81,8 +80,13 @@ def run_job(
                 "pairs on Ray read the wide layout (one row per prompt with its completions); fix: "
                 "group a long-layout file into wide rows first, or run without --ray"
             )
-    check_task(judge_format_of(judge), kind.task())  # before the output is touched: a format that cannot do the job
-    plan = prepare_job(kind, inputs, output, judge_fingerprint(judge), cfg)
+    fmt = judge_format_of(judge)
+    kind.check_format(fmt)  # before the output is touched: a format that cannot do the job
+    kind = kind.for_format(fmt)
+    judged = judge_fingerprint(judge)
+    if fmt.name != DEFAULT_FORMAT:  # recorded also when a preset picked it: the report reads the scale from here
+        judged["format"] = fmt.name
+    plan = prepare_job(kind, inputs, output, judged, cfg)
     summary = JobSummary(
         job=kind.name,
         output=str(plan.target.output),
@@ -124,8 +128,7 @@ def judge_format_of(judge: Any) -> JudgeFormat:
     the preset's of their ``model``, else the default), known without building the judge."""
     if not isinstance(judge, dict):
         return cast(JudgeFormat, judge.format)
-    preset = get_preset(judge["preset"]) if judge.get("preset") else find_preset_for_model(judge.get("model"))
-    return get_judge_format(judge.get("format") or (preset.format if preset else DEFAULT_FORMAT))
+    return get_judge_format(judge.get("format") or default_format(judge.get("model"), judge.get("preset")))
 
 
 def _build(kwargs: dict[str, Any]) -> Any:
@@ -139,11 +142,11 @@ def _split(options: dict[str, Any], *classes: Any) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = [{} for _ in classes]
     for k, v in options.items():
         for i, cls in enumerate(classes):
-            if k in {f.name for f in dataclasses.fields(cls)}:
+            if k in {f.name for f in dataclasses.fields(cls) if f.init}:
                 out[i][k] = v
                 break
         else:
-            valid = sorted({f.name for cls in classes for f in dataclasses.fields(cls)})
+            valid = sorted({f.name for cls in classes for f in dataclasses.fields(cls) if f.init})
             raise ConfigError(f"unknown option {k!r}; valid options: {', '.join(valid)}")
     return out
 

@@ -31,9 +31,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from prom_reward.core.requests import check_task
 from prom_reward.core.results import JudgeFailure
 from prom_reward.errors import BackendError, ConfigError, ContextLengthError, InputError
-from prom_reward.format.judge_format import Task
+from prom_reward.format.judge_format import JudgeFormat, Task
+from prom_reward.format.rubrics import Rubric
 from prom_reward.jobs.source import SourceRow
 
 
@@ -94,6 +96,24 @@ class JobKind(ABC):
     def task(self) -> Task:
         """What the job asks its judge for: ``absolute`` grades or ``relative`` verdicts (the judge's format
         must judge it: checked before the job starts)."""
+
+    def job_rubric(self) -> Rubric | None:
+        """The one rubric of every row (resolved), None when each row names its own."""
+        return None
+
+    def check_format(self, fmt: JudgeFormat) -> None:
+        """``ConfigError`` before the output is touched when a judge in ``fmt`` cannot run the job: the task it asks
+        for, and the rubric for every row (``JudgeFormat.rubric_problem``; a row's own rubric that does not fit
+        fails that row alone, the judge's item check)."""
+        check_task(fmt, self.task())
+        rubric = self.job_rubric()
+        problem = None if rubric is None else fmt.rubric_problem(rubric, self.task())
+        if problem is not None:
+            raise ConfigError(f"rubric: {problem} (judge format {fmt.name!r})")
+
+    def for_format(self, fmt: JudgeFormat) -> JobKind:
+        """The job for a judge in ``fmt`` (its output columns may follow the format's scale); itself by default."""
+        return self
 
     @abstractmethod
     def preparer(self) -> Prepare:
@@ -174,7 +194,10 @@ def run_batch(kind: JobKind, judge: Any, rows: list[SourceRow], prepare: Prepare
 
 def failure_text(error: JudgeFailure | None) -> str | None:
     """``judge_error`` of a row the judge failed on its input (rows are checked when read, so: too long for the
-    judge's context) or on the transport; None for no failure or the judge's own (no verdict: the kind says)."""
+    judge's context; a row's rubric the judge format refuses) or on the transport; None for no failure or the
+    judge's own (no verdict: the kind says)."""
     if error is None or error.kind == "output":
         return None
+    if error.kind == "input" and error.reason.startswith("rubric: "):  # the row's rubric does not fit the format
+        return error.reason
     return f"{'too long for the judge' if error.kind == 'input' else 'backend failed'}: {error.reason}"

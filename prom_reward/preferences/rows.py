@@ -10,7 +10,7 @@ Anything wrong raises ``InputError`` naming the row index and field, before the 
 Example:
     >>> from prom_reward.format.resolve import RubricResolver
     >>> cfg = PreferenceConfig(rubric="helpfulness")
-    >>> rubrics = RubricResolver(cfg.rubric, need_scores=True, what="row")
+    >>> rubrics = RubricResolver(cfg.rubric, what="row")
     >>> r = validate_row(0, {"prompt": "Hi?", "completions": ["Hello.", "Go away."]}, cfg, rubrics)
     >>> r.responses, r.conversational
     (('Hello.', 'Go away.'), False)

@@ -24,7 +24,7 @@ Example:
     >>> from prom_reward.preferences.rows import validate_row
     >>> cfg = PreferenceConfig(rubric="helpfulness")
     >>> row = validate_row(0, {"prompt": "Hi?", "completions": ["Hello!", "No."]}, cfg,
-    ...                    RubricResolver(cfg.rubric, need_scores=True))
+    ...                    RubricResolver(cfg.rubric))
     >>> judge = PrometheusJudge(backend="scripted", outputs=["Warm. [RESULT] 5", "Curt. [RESULT] 2"])
     >>> out = judge_chunk(judge, [row], cfg)
     >>> [(p["chosen"], p["rejected"], p["margin"]) for p in out.pairs]

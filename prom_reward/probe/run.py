@@ -178,6 +178,8 @@ def run_probe(
         record["shifts"]["seconds"] = time.perf_counter() - t
     record["seconds"] = time.perf_counter() - start
     record["judge_stats"] = _asdict(judge.stats)
+    fmt = judge.format  # what the report names: the format's verdict marker after which verdicts were forced
+    record["judge_format"] = {"name": fmt.name, "verdict_marker": (fmt.force_prefix or "").strip() or None}
     return record
 
 

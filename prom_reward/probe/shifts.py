@@ -88,7 +88,7 @@ def score_shifts(
     """
     names = [EDITS.get(e).name for e in edits]  # unknown names fail here, before any judging
     base = max(1, baseline_samples)
-    edited = [[apply_edit(name, it, seed) for name in names] for it in items]
+    edited = [[apply_edit(name, it, seed, judge.format) for name in names] for it in items]
     flat = [(it, text) for it, texts in zip(items, edited, strict=True) for text in [it.response] * base + texts]
     grades = (
         judge.grade(

@@ -108,6 +108,15 @@ def markdown_table(table: Table) -> str:
     return "\n".join(lines)
 
 
+def _marker(record: dict[str, Any]) -> str:
+    """The verdict marker the record's judge format forces after, as the warning names it."""
+    fmt = record.get("judge_format") or {}
+    marker, name = fmt.get("verdict_marker"), fmt.get("name")
+    if marker:
+        return f"{marker} (judge format {name})"
+    return f"the verdict marker of judge format {name}" if name else "the judge format's verdict marker"
+
+
 def verdict_warnings(record: dict[str, Any]) -> list[str]:
     """What undermines the figures, said before them: forced verdicts (read from the next-token distribution
     after an output cut before its verdict) and judgments left without a verdict; empty when neither happened.
@@ -124,7 +133,7 @@ def verdict_warnings(record: dict[str, Any]) -> list[str]:
     if forced:
         out.append(
             f"**{forced} of {samples} judge samples had a forced verdict**: each output was cut at max_tokens "
-            "before its verdict, which was read from the next-token distribution after [RESULT]; raise "
+            f"before its verdict, which was read from the next-token distribution after {_marker(record)}; raise "
             "--max-tokens for verdicts the judge writes out."
         )
     missing = []

@@ -89,13 +89,16 @@ def _cards(s: dict[str, Any]) -> str:
 def _plots(s: dict[str, Any]) -> str:
     rho = fmt_number(s["length_spearman"])
     if s["kind"] == "grade":
+        scale = s["scale"]  # the judge format's own scale (1..5, 1..3, 0..1)
         if s["integer_scores"]:
-            labels = ["1", "2", "3", "4", "5"]
-            counts = [sum(1 for v in s["values"] if round(v) == k) for k in range(1, 6)]
-        else:
-            bins = [(1 + 0.5 * k, 1.5 + 0.5 * k) for k in range(8)]
-            labels = [f"{a:g}-{b:g}" for a, b in bins]
-            counts = [sum(1 for v in s["values"] if a <= v < b or (b == 5 and v == 5)) for a, b in bins]
+            labels = [str(k) for k in scale]
+            counts = [sum(1 for v in s["values"] if round(v) == k) for k in scale]
+        else:  # expected scores: 8 bins over the scale
+            lo, hi = min(scale), max(scale)
+            step = (hi - lo) / 8
+            bins = [(lo + step * k, lo + step * (k + 1)) for k in range(8)]
+            labels = [f"{a:.3g}-{b:.3g}" for a, b in bins]
+            counts = [sum(1 for v in s["values"] if a <= v < b or (b == hi and v == hi)) for a, b in bins]
         dist = bar_chart(
             "score-distribution", labels, counts, title="Score distribution", x_label="score", y_label="rows"
         )
@@ -227,13 +230,22 @@ def _probe(record: dict[str, Any]) -> str:
     return "".join(out)
 
 
+def _marker(s: dict[str, Any]) -> str:
+    """The forced verdict's marker as the note names it."""
+    name = escape(s["format"])
+    if s["verdict_marker"]:
+        return f"<code>{escape(s['verdict_marker'])}</code> (the verdict marker of judge format {name})"
+    return f"the verdict marker of judge format {name}"
+
+
 def _forced_note(s: dict[str, Any]) -> str:
     """What a reader must know about forced verdicts: how many rows have one, and what forcing is."""
     if not s["forced"]:
         return ""
     return (
         f'<p class="note"><b>{s["forced"]} of {s["n"]} rows have a forced verdict</b>: the judge\'s output was cut '
-        "before its verdict, which was then read from its next-token distribution after <code>[RESULT]</code> "
+        "before its verdict, which was then read from its next-token distribution after "
+        f"{_marker(s)} "
         "(<code>--force-verdict</code>; flagged on each row below). Raise <code>--max-tokens</code> for verdicts the "
         "judge writes out.</p>"
     )

@@ -52,6 +52,18 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else "" if value is None else json.dumps(value, default=str)
 
 
+@dataclass(frozen=True)
+class JudgedIn:
+    """The judge format a file was judged in, as the report needs it (the CLI reads it from the job record)."""
+
+    name: str = "prometheus2"
+    """The format's name."""
+    scale: tuple[int, ...] = (1, 2, 3, 4, 5)
+    """Its grades, low to high (the histogram's bars); ``()`` for a pairwise-only format."""
+    verdict_marker: str | None = None
+    """The text a forced verdict is read after (its ``force_prefix``, stripped); None: not named."""
+
+
 def rubric_label(value: Any) -> str:
     """A short name for a rubric cell: a built-in name as it is, a rubric's criteria (first line, 80 chars).
 
@@ -172,12 +184,33 @@ def _member(
     return m
 
 
+def _check_scale(scored: list[dict[str, Any]], fmt: JudgedIn) -> None:
+    """``InputError`` for the first grade outside ``fmt``'s scale (a file judged in another format)."""
+    lo, hi = (min(fmt.scale), max(fmt.scale)) if fmt.scale else (None, None)
+    for m in scored:
+        if lo is None or not lo <= m["value"] <= hi:
+            scale = f"scale {lo}..{hi}" if lo is not None else "no grading scale (pairwise only)"
+            raise InputError(
+                f"row {m['index']}: score {m['value']:g} is off the {scale} of judge format {fmt.name!r}; fix: name "
+                "the format the file was graded in with --format",
+                index=m["index"],
+                field="score",
+            )
+
+
 def summarize(
-    rows: Iterable[dict[str, Any]], columns: ReportColumns | None = None, *, extremes: int = 5, rubric: Any = None
+    rows: Iterable[dict[str, Any]],
+    columns: ReportColumns | None = None,
+    *,
+    extremes: int = 5,
+    rubric: Any = None,
+    judge_format: JudgedIn | None = None,
 ) -> dict[str, Any]:
     """The report's content for ``rows`` (all of one kind: grade or compare rows); ``rubric``: the rubric of rows
-    without a rubric column (the job's ``--rubric``, from its manifest)."""
+    without a rubric column (the job's ``--rubric``, from its manifest); ``judge_format``: the format the rows were
+    judged in (its scale is the histogram's; None: the default format), a grade off its scale an ``InputError``."""
     cols = columns or ReportColumns()
+    fmt = judge_format or JudgedIn()
     members: list[dict[str, Any]] = []
     kind = source = None
     for i, row in enumerate(rows):
@@ -195,8 +228,13 @@ def summarize(
     if kind is None:
         raise InputError("the file has no rows to report on; fix: give a graded file with rows", field="input")
     scored = [m for m in members if m["value"] is not None]
+    if kind == "grade":
+        _check_scale(scored, fmt)
     out: dict[str, Any] = {
         "kind": kind,
+        "format": fmt.name,
+        "scale": list(fmt.scale),
+        "verdict_marker": fmt.verdict_marker,
         "n": len(members),
         "source_column": source,
         "failed": sum(m["reason"] is not None for m in members),

@@ -2,9 +2,10 @@
 
 Modes (a registry; unknown names list the valid ones):
 
-- ``absolute``: the 1..5 grade of each completion. ``score="sample"`` uses one sample,
+- ``absolute``: the grade of each completion on the judge format's scale (1..5 for Prometheus 2; 1..3 or
+  0..1 for ``flow-judge-3``/``-binary``). ``score="sample"`` uses one sample,
   ``"mean"`` the mean of ``num_samples`` samples (one request with n=k), ``"expected"``
-  the probability-weighted score read at the ``[RESULT]`` token (tie-free, one sample).
+  the probability-weighted score read at the verdict token (``[RESULT]``'s; tie-free, one sample).
 - ``pairwise_reference``: each completion against a baseline response from a dataset
   column, both orders; reward = P(completion wins) (``pairwise_reward="probability"``)
   or +1 / -1 / 0 for win / loss / tie (``"sign"``).
@@ -25,7 +26,9 @@ group's median. Both act after normalisation.
 
 Normalisation (off by default: GRPO and RLOO normalise per group anyway):
 ``"unit"`` maps to [0, 1] (1..5 -> (s-1)/4; +1/-1 -> 1/0), ``"symmetric"`` to [-1, 1]
-(1..5 -> (s-3)/2; P -> 2P-1). Bradley-Terry scores are unbounded, so they take none.
+(1..5 -> (s-3)/2; P -> 2P-1). Grades normalise on their judge format's own scale (``grade_range``: a
+binary 0/1 grade is already unit, a 1..3 grade maps by (s-1)/2). Bradley-Terry scores are unbounded, so
+they take none.
 
 ``failure_reward`` (the number a failed sample gets where a framework needs one: OpenRLHF, verl) is
 checked against that scale (``reward_scale``): a number above its top, which would let a failed sample
@@ -46,7 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prom_reward.errors import ConfigError, UnknownNameError
-from prom_reward.format.judge_format import JudgeFormat, Task, get_judge_format, unsupported_task
+from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, Task, get_judge_format, unsupported_task
 from prom_reward.registry import Registry
 from prom_reward.rewards.outage import OutagePolicy
 
@@ -213,6 +216,7 @@ def reward_scale(config: RewardConfig) -> tuple[float, float] | None:
     >>> reward_scale(RewardConfig(mode="pairwise_reference", pairwise_reward="sign"))
     (-1.0, 1.0)
     """
+    grades = config_grades(config)
     if config.mode == "absolute":
         kind = "grade"
     elif config.mode == "pairwise_reference":
@@ -221,8 +225,11 @@ def reward_scale(config: RewardConfig) -> tuple[float, float] | None:
         return None
     else:
         kind = "probability"
-    lo, hi = _RAW[kind]
-    return normalize_value(lo, kind, config.normalize), normalize_value(hi, kind, config.normalize)  # type: ignore[return-value]
+    lo, hi = grades if kind == "grade" else _RAW[kind]
+    return (
+        normalize_value(lo, kind, config.normalize, grades),
+        normalize_value(hi, kind, config.normalize, grades),
+    )  # type: ignore[return-value]
 
 
 def failure_value(value: float | str, config: RewardConfig) -> float:
@@ -263,17 +270,39 @@ def failure_value(value: float | str, config: RewardConfig) -> float:
 _RAW = {"grade": (1.0, 5.0), "probability": (0.0, 1.0), "sign": (-1.0, 1.0)}
 
 
-def normalize_value(value: float | None, kind: str, how: str | None) -> float | None:
-    """Map a raw reward of ``kind`` (``grade`` 1..5, ``probability`` 0..1, ``sign`` -1..1) to ``how``.
+def grade_range(fmt: JudgeFormat | None) -> tuple[float, float]:
+    """The lowest and highest grade of judge format ``fmt``'s scale (1..5 for Prometheus 2, 1..3 for
+    ``flow-judge-3``, 0..1 for ``flow-judge-binary``); 1..5 for None or a pairwise-only format.
+
+    >>> grade_range(get_judge_format("flow-judge-binary")), grade_range(None)
+    ((0.0, 1.0), (1.0, 5.0))
+    """
+    scale = fmt.scale if fmt is not None else ()
+    return (float(min(scale)), float(max(scale))) if scale else _RAW["grade"]
+
+
+def config_grades(config: RewardConfig) -> tuple[float, float]:
+    """The grade range of ``config``'s judge format (its ``format``, which a reward fills in from its judge;
+    the default format when unset)."""
+    return grade_range(get_judge_format_setting(config.format or DEFAULT_FORMAT))
+
+
+def normalize_value(
+    value: float | None, kind: str, how: str | None, grades: tuple[float, float] = _RAW["grade"]
+) -> float | None:
+    """Map a raw reward of ``kind`` (``grade`` on the judge format's scale ``grades``, 1..5 by default;
+    ``probability`` 0..1, ``sign`` -1..1) to ``how``.
 
     >>> normalize_value(5.0, "grade", "unit"), normalize_value(1.0, "grade", "symmetric")
     (1.0, -1.0)
+    >>> normalize_value(2.0, "grade", "unit", (1.0, 3.0)), normalize_value(0.0, "grade", "symmetric", (0.0, 1.0))
+    (0.5, -1.0)
     >>> normalize_value(0.75, "probability", "symmetric")
     0.5
     """
     if value is None or how is None:
         return value
-    lo, hi = _RAW[kind]
+    lo, hi = grades if kind == "grade" else _RAW[kind]
     unit = (value - lo) / (hi - lo)
     return unit if how == "unit" else 2.0 * unit - 1.0
 

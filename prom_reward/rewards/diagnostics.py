@@ -37,7 +37,7 @@ from statistics import fmean
 from typing import Any
 
 from prom_reward.format.sanitize import neutralize
-from prom_reward.rewards.config import RewardConfig, normalize_value
+from prom_reward.rewards.config import RewardConfig, config_grades, normalize_value
 from prom_reward.rewards.length import length_keys
 from prom_reward.stats import spearman
 
@@ -71,15 +71,16 @@ def top_of_scale(cfg: RewardConfig) -> float | None:
     >>> top_of_scale(RewardConfig(mode="pairwise_reference", pairwise_reward="sign"))
     0.75
     """
+    grades = config_grades(cfg)
     if cfg.mode == "absolute":
-        kind, lo, hi = "grade", 1.0, 5.0
+        kind, (lo, hi) = "grade", grades
     elif cfg.mode == "pairwise_reference" and cfg.pairwise_reward == "sign":
         kind, lo, hi = "sign", -1.0, 1.0
     elif cfg.mode == "pairwise_group" and cfg.group_reward == "bradley_terry":
         return None
     else:
         kind, lo, hi = "probability", 0.0, 1.0
-    return normalize_value(hi - (hi - lo) / 8, kind, cfg.normalize)
+    return normalize_value(hi - (hi - lo) / 8, kind, cfg.normalize, grades)
 
 
 def diagnostics(

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from prom_reward.core.presets import default_format
 from prom_reward.core.protocol import Judge
 from prom_reward.core.requests import check_task
 from prom_reward.errors import ConfigError, PromRewardError
-from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, Task
+from prom_reward.format.judge_format import JudgeFormat, Task
 from prom_reward.rewards.config import get_judge_format_setting
 
 
@@ -54,7 +55,8 @@ class JudgeHolder:
                     f"format: the config names {want!r} but the judge options name {self._judge_spec['format']!r}; "
                     "fix: give one of them"
                 )
-            fmt = get_judge_format_setting(self._judge_spec.get("format") or DEFAULT_FORMAT)
+            spec = self._judge_spec
+            fmt = get_judge_format_setting(spec.get("format") or default_format(spec.get("model"), spec.get("preset")))
         else:
             fmt = self.judge.format
             if want is not None and get_judge_format_setting(want).name != fmt.name:

@@ -28,7 +28,7 @@ from typing import Any
 from prom_reward.core.results import JudgeFailure
 from prom_reward.errors import InputError
 from prom_reward.format.rubrics import get_rubric
-from prom_reward.rewards.config import RewardConfig, normalize_value
+from prom_reward.rewards.config import RewardConfig, grade_range, normalize_value
 from prom_reward.rewards.samples import RewardSample
 
 
@@ -103,7 +103,8 @@ async def absolute_rewards(
             raw.append(g.score)
         else:
             raw.append(g.expected_score)
-    rewards = [normalize_value(raw[w], "grade", cfg.normalize) for w in where]
+    span = grade_range(judge.format)  # the judge format's own scale: a binary or 3-point grade normalises on it
+    rewards = [normalize_value(raw[w], "grade", cfg.normalize, span) for w in where]
     samples = sum(len(g.samples) for g in grades)
     ok = [g.score for g in grades if g.score is not None]
     exp = [g.expected_score for g in grades if g.expected_score is not None]

@@ -34,7 +34,7 @@ from prom_reward.backends.bridge import sync_method
 from prom_reward.core.items import check_text
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.conversation import completion_text, prompt_text
-from prom_reward.format.judge_format import Task
+from prom_reward.format.judge_format import DEFAULT_FORMAT, JUDGE_FORMATS, Task
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.sanitize import neutralize
 from prom_reward.rewards.canary import CanaryGate, canary_samples
@@ -101,6 +101,9 @@ class PrometheusReward(JudgeHolder):
         task: Task = "absolute" if self.config.mode == "absolute" else "relative"
         fmt = self.match_format(self.config.format, task)
         check_reward_format(fmt, self.config)
+        if self.config.format is None and fmt.name != DEFAULT_FORMAT and fmt.name in JUDGE_FORMATS:
+            # the judge's (registered) format named in the config: its scale is the rewards' and failure_reward's
+            self.config = dataclasses.replace(self.config, format=fmt.name)
         self.__name__ = self.config.name
         self.last_metrics: dict[str, float] = {}
         self.health = JudgeHealth()

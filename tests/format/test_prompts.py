@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format import templates as prompts
+from prom_reward.format.judge_format import get_judge_format
 from prom_reward.format.render import render_absolute, render_relative
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.rubrics import RUBRICS, Rubric
@@ -223,8 +224,9 @@ def test_absolute_needs_score_descriptions(descriptions, says):
     with pytest.raises(InputError, match=f"{says}.*needs five") as err:
         render_absolute("q", "r", Rubric("Is it kind?", descriptions))
     assert err.value.field == "rubric"
-    with pytest.raises(InputError, match=f"item 2: rubric: rubric 'Is it kind\\?' {says}.*needs five"):
-        RubricResolver(need_scores=True).resolve(Rubric("Is it kind?", descriptions), index=2)
+    with pytest.raises(InputError, match=f"item 2: rubric: rubric 'Is it kind\\?' {says}.*prometheus2 grades need 5"):
+        resolver = RubricResolver(judge_format=get_judge_format("prometheus2"))
+        resolver.resolve(Rubric("Is it kind?", descriptions), index=2)
 
 
 def test_builtin_name_and_formatted_string_render_alike():

@@ -242,7 +242,7 @@ def test_bad_input_in_a_later_batch_is_found_before_any_judging(tmp_path):
 
 def test_pairwise_only_rubric_needs_all_pairs():
     row = {"prompt": "Q", "completions": ["a", "b"]}
-    with pytest.raises(InputError, match="score descriptions"):
+    with pytest.raises(ConfigError, match="rubric: .*score descriptions.*judge format 'prometheus2'"):
         build_preference_dataset(make_judge(Judged(scores={})), [row], rubric={"criteria": "Kind?"})
     ds, _ = build_preference_dataset(
         make_judge(Judged(rank={"a": 1, "b": 0})), [row], rubric={"criteria": "Kind?"}, strategy="all_pairs"

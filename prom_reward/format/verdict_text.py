@@ -1,0 +1,68 @@
+"""A verdict written the way a judge format's judge writes it: its verdict marker, the verdict, the marker closed.
+
+What writes judge outputs rather than reading them needs this: the hacking probe's self-grade edit (a response
+that forges a top verdict in the judge's own marker), and the reference replay (recorded human labels turned into
+judge outputs the format's parser reads). The verdict follows the format's ``force_prefix`` (the fixed text the
+verdict is one token after, with its own spacing) and the prefix's brackets and tags left open are closed after
+it, innermost first: ``[[`` closes with ``]]``, ``<answer>[[`` with ``]]</answer>``, ``<score>`` with
+``</score>``, ``Output (`` with ``)``. A format whose verdict is not one token after a fixed prefix has no such
+text (``ConfigError`` naming the format).
+
+Example:
+    >>> from prom_reward.format.judge_format import get_judge_format
+    >>> import prom_reward.format.formats  # registers the formats
+    >>> verdict_text(get_judge_format("prometheus2"), "absolute", 5)
+    '[RESULT] 5'
+    >>> verdict_text(get_judge_format("flow-judge-3"), "absolute", 3)
+    '<score>3</score>'
+    >>> verdict_text(get_judge_format("rm-r1"), "relative", "B")
+    '<answer>[[B]]</answer>'
+    >>> verdict_text(get_judge_format("offsetbias"), "relative", "A")
+    'Output (a)'
+"""
+
+from __future__ import annotations
+
+import re
+
+from prom_reward.errors import ConfigError
+from prom_reward.format.judge_format import JudgeFormat, Task, unsupported_task
+
+__all__ = ["verdict_text"]
+
+_OPENING = re.compile(r"<(\w+)[^<>]*>|</\w+>|[\[\](){}]")
+_CLOSE = {"[": "]", "(": ")", "{": "}"}
+
+
+def _closing(prefix: str) -> str:
+    """What closes the brackets and tags ``prefix`` leaves open, innermost first."""
+    open_: list[str] = []
+    for m in _OPENING.finditer(prefix):
+        text = m.group(0)
+        if m.group(1):
+            open_.append(f"</{m.group(1)}>")
+        elif text.startswith("</") or text in _CLOSE.values():
+            if open_:
+                open_.pop()
+        else:
+            open_.append(_CLOSE[text])
+    return "".join(reversed(open_))
+
+
+def verdict_text(fmt: JudgeFormat, task: Task, verdict: int | str) -> str:
+    """``verdict`` (a score of ``fmt``'s scale, or ``"A"``/``"B"``) written as ``fmt``'s judge writes it; a task
+    the format does not judge, a verdict it cannot give, or a format without a fixed verdict marker raise
+    ``ConfigError`` naming the format and what it supports."""
+    if task not in fmt.tasks:
+        raise unsupported_task(fmt, task)
+    if fmt.force_prefix is None:
+        raise ConfigError(
+            f"judge format {fmt.name!r} writes its verdict without a fixed marker (force_prefix None), so a verdict "
+            "cannot be written in it; fix: use a format with one"
+        )
+    verdicts = [str(s) for s in fmt.scale] if task == "absolute" else ["A", "B"]
+    if str(verdict) not in verdicts:
+        raise ConfigError(f"judge format {fmt.name!r}: verdict {verdict!r} is not one of {', '.join(verdicts)}")
+    label = fmt.verdict_labels(task)[verdicts.index(str(verdict))]
+    prefix = fmt.force_prefix.lstrip()
+    return f"{prefix}{label}{_closing(prefix)}"
