@@ -3,10 +3,9 @@
 What writes judge outputs rather than reading them needs this: the hacking probe's self-grade edit (a response
 that forges a top verdict in the judge's own marker), and the reference replay (recorded human labels turned into
 judge outputs the format's parser reads). The verdict follows the format's ``force_prefix`` (the fixed text the
-verdict is one token after, with its own spacing) and the prefix's brackets and tags left open are closed after
-it, innermost first: ``[[`` closes with ``]]``, ``<answer>[[`` with ``]]</answer>``, ``<score>`` with
-``</score>``, ``Output (`` with ``)``. A format whose verdict is not one token after a fixed prefix has no such
-text (``ConfigError`` naming the format).
+verdict is one token after, without its leading spacing) and is closed by its ``force_suffix`` (``]]``,
+``]]</answer>``, ``</score>``, ``)``): the same three parts a forced verdict is read in. A format whose
+verdict is not one token after a fixed prefix has no such text (``ConfigError`` naming the format).
 
 Example:
     >>> from prom_reward.format.judge_format import get_judge_format
@@ -23,30 +22,10 @@ Example:
 
 from __future__ import annotations
 
-import re
-
 from prom_reward.errors import ConfigError
 from prom_reward.format.judge_format import JudgeFormat, Task, unsupported_task
 
 __all__ = ["verdict_text"]
-
-_OPENING = re.compile(r"<(\w+)[^<>]*>|</\w+>|[\[\](){}]")
-_CLOSE = {"[": "]", "(": ")", "{": "}"}
-
-
-def _closing(prefix: str) -> str:
-    """What closes the brackets and tags ``prefix`` leaves open, innermost first."""
-    open_: list[str] = []
-    for m in _OPENING.finditer(prefix):
-        text = m.group(0)
-        if m.group(1):
-            open_.append(f"</{m.group(1)}>")
-        elif text.startswith("</") or text in _CLOSE.values():
-            if open_:
-                open_.pop()
-        else:
-            open_.append(_CLOSE[text])
-    return "".join(reversed(open_))
 
 
 def verdict_text(fmt: JudgeFormat, task: Task, verdict: int | str) -> str:
@@ -65,4 +44,4 @@ def verdict_text(fmt: JudgeFormat, task: Task, verdict: int | str) -> str:
         raise ConfigError(f"judge format {fmt.name!r}: verdict {verdict!r} is not one of {', '.join(verdicts)}")
     label = fmt.verdict_labels(task)[verdicts.index(str(verdict))]
     prefix = fmt.force_prefix.lstrip()
-    return f"{prefix}{label}{_closing(prefix)}"
+    return f"{prefix}{label}{fmt.force_suffix}"
