@@ -5,7 +5,7 @@ core never imports this package.
 - ``settings``: ``RewardSettings``, the one settings model of the three paths (explicit > environment > YAML).
 - ``batching``: ``MicroBatcher`` (concurrent requests -> batched calls, several in flight).
 - ``batched_reward``: ``BatchedReward`` (concurrent single-sample callers -> one judge call),
-  ``JobResult``, ``FailurePolicy``.
+  ``SampleOutcome``, ``FailurePolicy``.
 - ``startup``: the checks a reward path runs before serving (judge reachable, model served).
 - ``openrlhf_server``: the HTTP reward server for OpenRLHF's ``--reward.remote_url http://...``.
 - ``openrlhf_func``: ``reward_func`` for OpenRLHF's ``--reward.remote_url path/to/file.py``
@@ -15,6 +15,6 @@ core never imports this package.
 - ``verl``: ``compute_score`` for verl's ``reward.custom_reward_function``.
 """
 
-from prom_reward.integrations.batched_reward import BatchedReward, FailurePolicy, JobResult
+from prom_reward.integrations.batched_reward import BatchedReward, FailurePolicy, SampleOutcome
 
-__all__ = ["BatchedReward", "FailurePolicy", "JobResult"]
+__all__ = ["BatchedReward", "FailurePolicy", "SampleOutcome"]

@@ -3,7 +3,7 @@
 The RLHF frameworks ask for rewards one sample at a time (OpenRLHF: one HTTP request or one
 ``reward_func`` call per sample; verl: one ``compute_score`` per sample, awaited
 concurrently). ``BatchedReward`` queues those samples in a ``MicroBatcher`` so they reach the
-judge as one batched call, and hands each caller a ``JobResult``: the reward (``None`` when
+judge as one batched call, and hands each caller a ``SampleOutcome``: the reward (``None`` when
 the judge failed), a failure flag and reason, the feedback, and the batch's metrics under a
 fixed set of keys (``extra_log_keys``, the reward's drift diagnostics ``diag/...`` among them),
 so every sample carries the same log keys whether its judgment failed or not (OpenRLHF and verl
@@ -64,8 +64,8 @@ _CASCADE_KEYS = ("cascade_routed_fraction", "cascade_fallback_calls")
 
 
 @dataclass
-class JobResult:
-    """The judge's answer for one ``RewardSample``."""
+class SampleOutcome:
+    """The judge's answer for one ``RewardSample``: its reward (or its failure and why) and its batch."""
 
     reward: float | None
     """The reward, or None where the judge failed (see ``reason``)."""
@@ -199,7 +199,7 @@ class BatchedReward:
         """The batcher's counters (``BatcherStats``: batches, batch sizes, cancelled, expired ...)."""
         return self._batcher.stats
 
-    def score(self, samples: Sequence[RewardSample], *, timeout: float | None = None) -> list[JobResult]:
+    def score(self, samples: Sequence[RewardSample], *, timeout: float | None = None) -> list[SampleOutcome]:
         """Judge ``samples`` (blocking; for worker threads), batched with concurrent callers.
 
         ``timeout``: seconds this request may wait for its rewards (its deadline): the batch's judge
@@ -208,7 +208,7 @@ class BatchedReward:
         queued = self._queued(samples, timeout)
         return self._count(self._batcher.run(queued, timeout=timeout, group=self._group(samples)))
 
-    async def ascore(self, samples: Sequence[RewardSample], *, timeout: float | None = None) -> list[JobResult]:
+    async def ascore(self, samples: Sequence[RewardSample], *, timeout: float | None = None) -> list[SampleOutcome]:
         """Awaitable ``score``; a cancelled caller's samples are dropped if their batch has not started."""
         queued = self._queued(samples, timeout)
         return self._count(await self._batcher.arun(queued, timeout=timeout, group=self._group(samples)))
@@ -217,9 +217,9 @@ class BatchedReward:
         """Stop the batcher (queued samples are still judged)."""
         self._batcher.close()
 
-    def unjudged(self, reason: str) -> JobResult:
-        """A failed ``JobResult`` for a sample that never reached the judge (the batch metrics read 0)."""
-        return JobResult(None, True, reason, None, 0, 0.0, {k: 0.0 for k in self.extra_log_keys[3:]})
+    def unjudged(self, reason: str) -> SampleOutcome:
+        """A failed ``SampleOutcome`` for a sample that never reached the judge (the batch metrics read 0)."""
+        return SampleOutcome(None, True, reason, None, 0, 0.0, {k: 0.0 for k in self.extra_log_keys[3:]})
 
     # -- internals --------------------------------------------------------------------
     @staticmethod
@@ -230,7 +230,7 @@ class BatchedReward:
         deadline = None if timeout is None else now + timeout
         return [(s, now, deadline) for s in samples]
 
-    def _count(self, results: list[JobResult]) -> list[JobResult]:
+    def _count(self, results: list[SampleOutcome]) -> list[SampleOutcome]:
         self.scored += len(results)
         self.failures += sum(r.failed for r in results)
         return results
@@ -241,7 +241,7 @@ class BatchedReward:
         keys = {s.group for s in samples}
         return keys.pop() if len(keys) == 1 else None  # a request with several prompts goes as it is
 
-    def _judge(self, queued: list[tuple[RewardSample, float, float | None]]) -> list[JobResult]:
+    def _judge(self, queued: list[tuple[RewardSample, float, float | None]]) -> list[SampleOutcome]:
         start = time.monotonic()
         samples = [s for s, _, _ in queued]
         queue = [max(start - t, 0.0) for _, t, _ in queued]
@@ -259,9 +259,9 @@ class BatchedReward:
         failed = len(alone) + (sum(r is None for r in out.rewards) if out is not None else 0)
         metrics = self._stable_metrics(out.metrics if out is not None else {})
         metrics["abstain_rate"] = failed / n
-        results: list[JobResult | None] = [None] * n
+        results: list[SampleOutcome | None] = [None] * n
         for i in alone:
-            results[i] = JobResult(
+            results[i] = SampleOutcome(
                 None,
                 True,
                 f"pairwise_group: only 1 of the {self.group_size} samples of this "
@@ -275,7 +275,7 @@ class BatchedReward:
             for pos, i in enumerate(todo):
                 r = out.rewards[pos]
                 reason = (out.reasons[pos] if out.reasons else None) or "the judge gave no parseable verdict"
-                results[i] = JobResult(
+                results[i] = SampleOutcome(
                     r, r is None, None if r is not None else reason, out.feedback[pos], n, queue[i], dict(metrics)
                 )
         return results  # type: ignore[return-value]

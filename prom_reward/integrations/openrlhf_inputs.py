@@ -1,4 +1,4 @@
-"""OpenRLHF's reward inputs -> ``RewardSample``s, and ``JobResult``s -> OpenRLHF's reward dict.
+"""OpenRLHF's reward inputs -> ``RewardSample``s, and ``SampleOutcome``s -> OpenRLHF's reward dict.
 
 Shared by the HTTP server (``openrlhf_server``) and the in-process ``reward_func``
 (``openrlhf_func``), which receive the same ``queries, prompts, labels``:
@@ -13,7 +13,7 @@ Shared by the HTTP server (``openrlhf_server``) and the in-process ``reward_func
   ``reference_answer``, ``rubric``, ``instruction`` (other keys are ignored, logged once).
 
 A sample whose input cannot be used (no overlap, an unusable label, a NaN or infinite number)
-is not judged: it comes back as a failed ``JobResult`` with the reason (never an HTTP error:
+is not judged: it comes back as a failed ``SampleOutcome`` with the reason (never an HTTP error:
 OpenRLHF answers any non-200 with five retries and then a sample without a reward).
 
 Example:
@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from prom_reward.errors import InputError
-from prom_reward.integrations.batched_reward import FailurePolicy, JobResult
+from prom_reward.integrations.batched_reward import FailurePolicy, SampleOutcome
 from prom_reward.rewards.samples import RewardSample
 
 MIN_OVERLAP = 8
@@ -164,7 +164,7 @@ def make_samples(
 
 
 def reward_dict(
-    results: Sequence[JobResult], policy: FailurePolicy, config: Any, keys: Sequence[str]
+    results: Sequence[SampleOutcome], policy: FailurePolicy, config: Any, keys: Sequence[str]
 ) -> dict[str, Any]:
     """OpenRLHF's reward reply: ``rewards``, ``scores``, ``extra_logs`` (a float list per key), ``judge_failures``,
     ``failure_reasons``."""

@@ -64,7 +64,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from prom_reward.errors import InputError, JudgeConfigError, JudgeUnavailableError, PromRewardError
-from prom_reward.integrations.batched_reward import BatchedReward, JobResult
+from prom_reward.integrations.batched_reward import BatchedReward, SampleOutcome
 from prom_reward.integrations.batching import DeadlineExceeded
 from prom_reward.integrations.health import ServerHealth
 from prom_reward.integrations.openrlhf_inputs import make_samples, reward_dict, split_query
@@ -233,7 +233,7 @@ def create_app(
         "truncated_prompts": 0,
     }
 
-    async def judge(request: Request, samples: list[Any]) -> list[JobResult] | None:
+    async def judge(request: Request, samples: list[Any]) -> list[SampleOutcome] | None:
         """The samples' results; None when the client went away (its samples were dropped)."""
         deadline = time.monotonic() + cfg.request_timeout
         task = asyncio.ensure_future(batched.ascore(samples, timeout=cfg.request_timeout))

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from prom_reward.errors import InputError
-from prom_reward.integrations.batched_reward import BatchedReward, JobResult
+from prom_reward.integrations.batched_reward import BatchedReward, SampleOutcome
 from prom_reward.integrations.settings import RewardSettings
 from prom_reward.integrations.startup import check_judge
 from prom_reward.rewards.samples import RewardSample
@@ -156,7 +156,7 @@ def _sample(solution_str: Any, ground_truth: Any, extra_info: Any) -> RewardSamp
     return RewardSample(prompt=instruction, response=str(solution_str), reference_answer=ref, rubric=info.get("rubric"))
 
 
-def _fields(st: _State, res: JobResult) -> dict[str, Any]:
+def _fields(st: _State, res: SampleOutcome) -> dict[str, Any]:
     with _lock:
         stats["items"] += 1
         stats["failures"] += int(res.failed)
