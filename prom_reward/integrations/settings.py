@@ -63,7 +63,8 @@ from prom_reward.rewards.config import RewardConfig, get_judge_format_setting
 from prom_reward.rewards.outage import OutagePolicy
 
 OPENRLHF_CLIENT_TIMEOUT_S = 180.0
-MODES = ("absolute", "pairwise_group")
+FRAMEWORK_MODES = ("absolute", "pairwise_group")
+"""The reward modes (of ``rewards.config.MODES``) the framework paths (OpenRLHF, verl) take: a score per sample."""
 OUTAGE_PREFIX = "outage_"
 logger = logging.getLogger(__name__)
 
@@ -127,9 +128,10 @@ class RewardSettings:
             if f.name != "reward":
                 object.__setattr__(self, f.name, convert(f.name, getattr(self, f.name), _own_types()[f.name]))
         cfg = self.reward
-        if cfg.mode not in MODES:
+        if cfg.mode not in FRAMEWORK_MODES:
             raise ConfigError(
-                f"mode: the framework reward paths take one of {', '.join(MODES)}, got {cfg.mode!r} [{where('mode')}]"
+                f"mode: the framework reward paths take one of {', '.join(FRAMEWORK_MODES)}, got {cfg.mode!r} "
+                f"[{where('mode')}]"
             )
         for name in ("batch_window_ms", "group_wait_s"):
             if getattr(self, name) < 0:
