@@ -94,17 +94,20 @@ class FakeServer:
 
 class StandInJudge:
     """A stand-in Prometheus judge server on 127.0.0.1 (``GET /v1/models``, ``POST /v1/chat/completions``,
-    ``POST /tokenize``): it grades an absolute prompt by the first word of the response (``grades``,
-    else ``default``), answers a pairwise prompt with the response whose first word grades higher (A on
-    a tie, so the two orders disagree), and misbehaves on purpose:
+        ``POST /tokenize``): it grades an absolute prompt by the first word of the response (``grades``,
+        else ``default``), answers a pairwise prompt with the response whose first word grades higher (A on
+        a tie, so the two orders disagree), and misbehaves on purpose:
 
-    - ``down_for``: answers 503 to everything for that many seconds after ``start()`` (``None``: always);
-    - ``hang_first``: the first ``hang_first`` chat calls never answer;
-    - ``late``: ``start(late=s)`` binds the port only ``s`` seconds later (connection refused until then);
-    - ``refuse``: answers every ``/v1`` call with that status (404: a wrong route, 401: refused credentials);
-    - a chat request for another model than ``model`` is answered 404 "does not exist", as vLLM does.
+        - ``down_for``: answers 503 to everything for that many seconds after ``start()`` (``None``: always);
+        - ``hang_first``: the first ``hang_first`` chat calls never answer;
+        - ``late``: ``start(late=s)`` binds the port only ``s`` seconds later (connection refused until then);
+        - ``refuse``: answers every ``/v1`` call with that status (404: a wrong route, 401: refused credentials);
+        - a chat request for another model than ``model`` is answered 404 "does not exist", as vLLM does.
 
-    ``max_model_len`` is reported by ``/v1/models``; ``/tokenize`` counts a token per 3 characters.
+    An absolute prompt in Flow-Judge's format (its ``<response>`` output tag) is answered as Flow-Judge answers:
+    ``<feedback>...</feedback>`` then ``<score>N</score>``.
+
+        ``max_model_len`` is reported by ``/v1/models``; ``/tokenize`` counts a token per 3 characters.
     """
 
     def __init__(
@@ -167,6 +170,12 @@ class StandInJudge:
             with self._lock:
                 self.graded.extend([a, b])
             text = f"Compared by their first words. [RESULT] {'B' if self._grade(b) > self._grade(a) else 'A'}"
+        elif flow := re.search(r"<output>\n<response>\n(.*?)\n</response>\n</output>", user, re.S):
+            with self._lock:
+                self.graded.append(flow.group(1))
+            text = (
+                f"<feedback>\nGraded by its first word.\n</feedback>\n<score>\n{self._grade(flow.group(1))}\n</score>"
+            )
         else:
             match = re.search(r"###Response to evaluate:\n(.*?)\n\n###", user, re.S)
             response = match.group(1) if match else ""
