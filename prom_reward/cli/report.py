@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from prom_reward.errors import ConfigError, InputError, PromRewardError, UnknownNameError
+from prom_reward.cli.judge_options import judge_format_name
+from prom_reward.errors import ConfigError, InputError, PromRewardError
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, get_judge_format
 from prom_reward.format.rubrics import RUBRICS
 from prom_reward.jobs.manifest import NAME, read_manifest
@@ -48,6 +49,7 @@ def add_report_parser(sub: Any) -> None:
     p.add_argument(
         "--format",
         default=None,
+        type=judge_format_name,
         help="the judge format the file was judged in, for a file without a job record (default: the recorded "
         "format, else prometheus2); a file whose record names another format is refused",
     )
@@ -108,10 +110,7 @@ def job_format(output: Path, asked: str | None) -> JudgeFormat:
     record = job_record(output)
     judge = record.get("judge") if record else None
     recorded = (judge.get("format") if isinstance(judge, dict) else None) or (DEFAULT_FORMAT if record else None)
-    try:
-        want = get_judge_format(asked) if asked else None
-    except UnknownNameError as e:
-        raise ConfigError(f"--format: {e}") from e
+    want = get_judge_format(asked) if asked else None
     if recorded is None:
         return want or get_judge_format(DEFAULT_FORMAT)
     if want is not None and want.name.lower() != str(recorded).lower():
