@@ -50,4 +50,6 @@ def test_online_dpo_example_smoke(tmp_path, smollm2_dir, smollm2_server):
     stats = tagged(proc.stdout, "PAIRWISE")
     assert stats["calls"] == 2 and stats["pairs"] == 4
     assert stats["decided_by_judge"] + stats["decided_by_p_a"] + stats["coin_flips"] == 4
-    assert stats["decided_by_judge"] + stats["decided_by_p_a"] > 0 and stats["forced_verdicts"] > 0
+    # how many pairs the judge (not the coin) decides is luck: SmolLM2 at T=1 on the CPU engine, which ignores
+    # per-request seeds, left all four to the coin in one fresh-clone CI run (as in tests/rewards/test_online_dpo.py)
+    assert stats["forced_verdicts"] > 0 and stats["swap_checked"] > 0  # verdicts were read, in both orders
