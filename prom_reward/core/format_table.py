@@ -1,0 +1,64 @@
+"""The table of judge formats in docs/formats.md, generated from the registered formats and the presets.
+
+One row per name in ``JUDGE_FORMATS`` (the built-in formats), sorted, the default first: the format's name,
+the models whose presets name it (``core.presets``, by preset name), what it judges, its scale, the verdicts
+it reads and the text after which a verdict is one token (so it can be forced). The page holds it between
+``<!-- formats:start -->`` and ``<!-- formats:end -->``; ``tests/core/test_format_table.py`` keeps the two
+equal and ``make docs`` renders the page's table from this function (scripts/docs_site.py).
+
+Example:
+    >>> formats_table().splitlines()[2].split(" | ")[2:]
+    ['absolute, relative', '1..5', '`1`..`5`; `A`, `B`', '`" [RESULT] "` |']
+"""
+
+from __future__ import annotations
+
+import prom_reward.format.formats  # noqa: F401  (registers the built-in formats)
+from prom_reward.core.presets import PRESETS
+from prom_reward.format.judge_format import DEFAULT_FORMAT, JUDGE_FORMATS, JudgeFormat, get_judge_format
+
+__all__ = ["formats_table"]
+
+HEADER = "| name | preset models | tasks | scale | verdicts | forced after |\n|---|---|---|---|---|---|"
+
+
+def _models(name: str) -> str:
+    """The model ids of the presets in format ``name``, by preset name, each once; a format no preset names is
+    chosen with ``format=`` / ``--format``."""
+    models = dict.fromkeys(PRESETS.get(p).model for p in PRESETS if PRESETS.get(p).format == name)
+    return ", ".join(f"`{m}`" for m in models) or "none (name it: `--format`)"
+
+
+def _scale(fmt: JudgeFormat) -> str:
+    if not fmt.scale:
+        return "none"
+    if len(fmt.scale) == 2:
+        return f"{fmt.scale[0]}, {fmt.scale[1]}"
+    return f"{fmt.scale[0]}..{fmt.scale[-1]}"
+
+
+def _labels(fmt: JudgeFormat) -> str:
+    """The verdict labels of each task the format judges (absolute first): a range when there are more than two."""
+    parts = []
+    for task in sorted(fmt.tasks):
+        labels = [f"`{label}`" for label in fmt.verdict_labels(task)]
+        parts.append(f"{labels[0]}..{labels[-1]}" if len(labels) > 2 else ", ".join(labels))
+    return "; ".join(parts)
+
+
+def _forced_after(fmt: JudgeFormat) -> str:
+    if fmt.force_prefix is None:
+        return "not one token: never forced"
+    return f'`"{fmt.force_prefix}"`'
+
+
+def formats_table() -> str:
+    """The markdown table of the built-in judge formats (the module docstring says what each column holds)."""
+    names = sorted(JUDGE_FORMATS, key=lambda n: (n != DEFAULT_FORMAT, n))
+    rows = []
+    for name in names:
+        fmt = get_judge_format(name)
+        shown = f"`{name}` (default)" if name == DEFAULT_FORMAT else f"`{name}`"
+        cells = [shown, _models(name), ", ".join(sorted(fmt.tasks)), _scale(fmt), _labels(fmt), _forced_after(fmt)]
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join([HEADER, *rows])
