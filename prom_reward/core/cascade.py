@@ -83,9 +83,11 @@ class CascadeJudge:
         primary: a ``PrometheusJudge`` (with ``confidence=True`` for logprob indicators,
             ``calibration=`` for ``se_cali``) or any other ``Judge`` (``prom_reward.core.protocol``).
         fallback: the judge for routed items (any backend; results keep their own confidence).
-        route_fraction, threshold, indicator, window: see ``CascadeConfig`` (exactly one of the first
-            two). ``indicator=None`` (default): ``se_cali`` when the primary has a calibration model,
-            else ``se``.
+        route_fraction: see ``CascadeConfig`` (exactly one of it and ``threshold``).
+        threshold: see ``CascadeConfig``.
+        indicator: see ``CascadeConfig``; None (default): ``se_cali`` when the primary has a calibration
+            model, else ``se``.
+        window: see ``CascadeConfig``.
     """
 
     def __init__(
