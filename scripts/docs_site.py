@@ -90,7 +90,8 @@ def api_page() -> str:
     if importlib.util.find_spec("prom_reward.experimental") is not None:
         experimental = importlib.import_module("prom_reward.experimental")
         lines += ["## prom_reward.experimental", ""]
-        lines += [f"::: prom_reward.experimental.{name}\n" for name in getattr(experimental, "__all__", [])]
+        names = getattr(experimental, "__all__", None)
+        lines += [f"::: prom_reward.experimental.{n}\n" for n in names] if names else ["::: prom_reward.experimental\n"]
     return "\n".join(lines)
 
 
