@@ -252,14 +252,3 @@ def test_verdict_swap_agreement():
 def test_an_unknown_entropy_truncation_is_refused():
     with pytest.raises(ConfigError, match="entropy_truncation"):
         PrometheusJudge(backend="scripted", outputs=["x"], entropy_truncation="drop")
-
-
-def test_docs_code_blocks_compile():
-    import re
-    from pathlib import Path
-
-    text = (Path(__file__).resolve().parents[2] / "docs" / "confidence.md").read_text()
-    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
-    assert len(blocks) == 3
-    for i, block in enumerate(blocks):
-        compile(block, f"docs/confidence.md block {i}", "exec")

@@ -240,3 +240,19 @@ def test_indicator_defaults_to_se_cali_with_a_calibration_model():
     calibrated = calibrated_judge(backend="scripted", outputs=["[RESULT] 3"], base=Calibrator({"t": 1.0}))
     assert CascadeJudge(calibrated, plain, route_fraction=0.1).config.indicator == "se_cali"
     assert CascadeJudge(calibrated, plain, route_fraction=0.1, indicator="se").config.indicator == "se"
+
+
+def test_the_docs_code_blocks_compile_and_import_what_the_package_exports():
+    import re
+    from pathlib import Path
+
+    import prom_reward.experimental as experimental
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "experimental.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert len(blocks) == 4
+    for i, block in enumerate(blocks):
+        compile(block, f"docs/experimental.md block {i}", "exec")
+    lines = re.findall(r"from prom_reward\.experimental import (.+)", text)
+    imported = {name.strip() for line in lines for name in line.split(",")}
+    assert imported and imported <= set(experimental.__all__)
