@@ -175,6 +175,22 @@ def test_the_cascade_reports_its_routing_through_its_stats():
     assert cascade.stats.items == 3 and fallback.stats.counters == {}  # both judges' items; a judge counts nothing
 
 
+def test_the_framework_paths_log_a_cascades_counters_with_every_sample():
+    from prom_reward.integrations.batched_reward import BatchedReward
+    from prom_reward.rewards.samples import RewardSample
+
+    cascade, _ = make_cascade(
+        [confident("a [RESULT] 4", 0.95), confident("b [RESULT] 2", 0.55)], ["fb [RESULT] 5"], route_fraction=0.5
+    )
+    br = BatchedReward(PrometheusReward(cascade, rubric="helpfulness"), max_wait_s=0.5)
+    out = br.score([RewardSample(prompt="q0", response="r0"), RewardSample(prompt="q1", response="r1")])
+    br.close()
+    assert [r.reward for r in out] == [4.0, 5.0]
+    assert {"cascade_items", "cascade_routed", "cascade_fallback_calls"} <= set(br.extra_log_keys)
+    assert all(tuple(r.extra_logs()) == br.extra_log_keys for r in out)
+    assert [(r.metrics["cascade_items"], r.metrics["cascade_routed"]) for r in out] == [(2.0, 1.0)] * 2
+
+
 def test_reward_with_cascade_pickles_unless_an_engine_is_inside():
     import pickle
 
