@@ -361,7 +361,7 @@ def run(args: argparse.Namespace) -> None:
     }
     if args.base_model:  # SE-Cali: the base model reads the primary's outputs
         base = {"backend": "vllm", "model": args.base_model, "max_model_len": 4096, "enforce_eager": True}
-        del options["confidence"]
+        del options["confidence"]  # calibrated_judge turns it on
         primary = calibrated_judge(args.judge_model, "vllm", base={**base, "wire": args.base_wire}, **options)
     else:
         primary = PrometheusJudge(args.judge_model, backend="vllm", **options)
