@@ -22,7 +22,7 @@ output file are skipped, so an interrupted run resumes without recomputing. Benc
   tie counting as wrong) of the *confident half* vs the *unsure half* of the items the primary
   judged (split at the median uncertainty);
 - the cascade curve: the metric when the most uncertain share ``f`` of items (f = 0 .. 1) take
-  the fallback's score, selected by ``prom_reward.confidence.routing.route`` (the exact share of the whole
+  the fallback's score, selected by ``prom_reward.experimental.routing.route`` (the exact share of the whole
   set; failed primary items always take the fallback). With a real second judge this is the
   cascade's curve, and the replay's curve follows it labelled ``ORACLE (upper bound)``: a
   replayed reference agrees with the reference by construction, so it is not a judge.
@@ -54,8 +54,8 @@ from typing import Any
 
 from benchmarks.loaders import DATA_DIR
 from prom_reward.confidence.indicators import INDICATORS, Confidence
-from prom_reward.confidence.routing import CascadeConfig, route
 from prom_reward.core.results import Grade, Verdict
+from prom_reward.experimental.routing import CascadeConfig, route
 
 FRACTIONS = [i / 10 for i in range(11)]
 METRICS: dict[str, Callable[[Sequence[float], Sequence[float]], float]] = {}
@@ -338,6 +338,7 @@ def run(args: argparse.Namespace) -> None:
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     from benchmarks.reference_replay import ReferenceReplayBackend
     from prom_reward import PrometheusJudge
+    from prom_reward.experimental import calibrated_judge
 
     default = "vicuna_eval.json" if args.benchmark == "vicuna" else "autoj_pairwise.jsonl"
     data = Path(args.data or DATA_DIR / default)
@@ -349,27 +350,21 @@ def run(args: argparse.Namespace) -> None:
         else ReferenceReplayBackend.from_autoj_pairwise(data, args.rubric)
     )
     reference = PrometheusJudge(backend=replay, neutralize_markers=False, max_retries=0)
-    calibration = None
-    if args.base_model:
-        calibration = {
-            "backend": "vllm",
-            "model": args.base_model,
-            "max_model_len": 4096,
-            "enforce_eager": True,
-            "wire": args.base_wire,
-        }
-    primary = PrometheusJudge(
-        args.judge_model,
-        backend="vllm",
-        confidence=True,
-        calibration=calibration,
-        force_verdict="always",
-        max_retries=args.max_retries,
-        sampling={"max_tokens": args.max_tokens, "temperature": args.temperature},
-        truncate_response=True,
-        max_model_len=4096,
-        enforce_eager=True,
-    )
+    options: dict[str, Any] = {
+        "confidence": True,
+        "force_verdict": "always",
+        "max_retries": args.max_retries,
+        "sampling": {"max_tokens": args.max_tokens, "temperature": args.temperature},
+        "truncate_response": True,
+        "max_model_len": 4096,
+        "enforce_eager": True,
+    }
+    if args.base_model:  # SE-Cali: the base model reads the primary's outputs
+        base = {"backend": "vllm", "model": args.base_model, "max_model_len": 4096, "enforce_eager": True}
+        del options["confidence"]  # calibrated_judge turns it on
+        primary = calibrated_judge(args.judge_model, "vllm", base={**base, "wire": args.base_wire}, **options)
+    else:
+        primary = PrometheusJudge(args.judge_model, backend="vllm", **options)
     fallback = build_fallback(args)
     try:
         judge_items(

@@ -295,7 +295,7 @@ def run_meta_eval(
         "predictions": preds,
         "versions": versions(),
         "wall_s": round(wall, 3),
-        "judge_stats": {k: after[k] - stats_before[k] for k in after},
+        "judge_stats": {k: after[k] - stats_before[k] for k in after if k != "counters"},
         "store": (
             {"hits": judge.backend.hits, "misses": judge.backend.misses} if hasattr(judge.backend, "hits") else None
         ),

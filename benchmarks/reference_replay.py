@@ -2,7 +2,7 @@
 
 This is not a model. It exists for evaluation: a benchmark file that carries a strong
 judge's recorded feedback and scores (``vicuna_eval.json`` has three GPT-4 judgments
-per item) can stand in as the fallback of a ``CascadeJudge``, so the cascade's quality
+per item) can stand in as the fallback of a ``prom_reward.experimental.CascadeJudge``, so the cascade's quality
 can be measured against a real reference judgment without calling that judge again.
 Every result it produces is a replay, and its ``name`` says so.
 

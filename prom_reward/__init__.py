@@ -9,7 +9,6 @@ Example:
 
 from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.confidence.indicators import Confidence
-from prom_reward.core.cascade import CascadeJudge
 from prom_reward.core.judge import PrometheusJudge
 from prom_reward.core.protocol import Judge
 from prom_reward.core.results import Grade, JudgeFailure, JudgeSample, JudgeStats, Verdict
@@ -38,7 +37,6 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AsyncPrometheusReward",
-    "CascadeJudge",
     "Confidence",
     "PreferenceConfig",
     "build_preference_dataset",

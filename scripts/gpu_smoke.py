@@ -43,6 +43,7 @@ from prom_reward import PrometheusJudge  # noqa: E402
 from prom_reward.backends.base import GenerationRequest  # noqa: E402
 from prom_reward.backends.sampling import SamplingConfig  # noqa: E402
 from prom_reward.cli.demo import load_sample_rollouts  # noqa: E402
+from prom_reward.experimental import calibrated_judge  # noqa: E402
 from prom_reward.format.render import render_absolute  # noqa: E402
 from prom_reward.format.templates import ABS_SYSTEM_PROMPT  # noqa: E402
 
@@ -204,17 +205,17 @@ def served_checks(model: str, args: argparse.Namespace, plan: Plan) -> list[Chec
 def two_engine_check(model: str, base: str, args: argparse.Namespace, plan: Plan) -> Check:
     opts = engine_options(plan, args)
     calibration = {"backend": plan.backend, "model": base, **opts}
-    with PrometheusJudge(
+    with calibrated_judge(
         model,
-        backend=plan.backend,
-        calibration=calibration,
+        plan.backend,
+        base=calibration,
         force_verdict="always",
         sampling={"max_tokens": args.max_tokens},
         **opts,
     ) as judge:
         shares = [
             getattr(getattr(b, "options", None), "gpu_memory_utilization", None)
-            for b in (judge.backend, judge.calibration)
+            for b in (judge.backend, judge.readers[0].scorer)
         ]
         ins, res, refs = rows(4)
         grades = judge.grade(ins, res, "helpfulness", refs)

@@ -8,7 +8,7 @@ and asserts on what came back. (Model-free: they test logic; real engines are th
   response's first word (``scores``), pairwise prompts the higher-ranked side (``tie=``: the side picked on
   equal ranks).
 - ``response_of(request)``, ``pair_of(request)``: the text(s) a request asks about.
-- ``Calibrator(probs)``: a scripted teacher-forcing backend, for ``PrometheusJudge(calibration=...)``.
+- ``Calibrator(probs)``: a scripted teacher-forcing backend, a base model for SE-Cali (``calibrated_judge(base=...)``).
 
 Each takes ``seen=`` (a list that collects the requests) and any ``PrometheusJudge`` option.
 """
@@ -91,7 +91,7 @@ def judge_by_rank(
 
 
 class Calibrator:
-    """A scripted teacher-forcing backend (a calibration model for ``PrometheusJudge(calibration=...)``): every
+    """A scripted teacher-forcing backend (an SE-Cali base model, ``experimental.calibrated_judge(base=...)``): every
     whitespace-separated word of a continuation is one token (``probs``'s first key) with the distribution ``probs``;
     ``calls`` records
     each ``continuation_logprobs`` call's (requests, continuations, top_k)."""

@@ -5,7 +5,8 @@ A backend with this capability declares ``capabilities.continuation_logprobs`` a
 for each judge request (rendered in *that backend's own* wire format, assistant prefix
 included) followed by a given text, it returns one ``TokenLogprobs`` per token of the text:
 the text's token, its log-probability, and the top-k alternatives at that position. No
-text is generated. This is how a base model reads a judge's output for SE-Cali.
+text is generated. This is how a base model reads a judge's output for SE-Cali (the experimental
+feature that uses it: ``prom_reward.experimental.calibration``).
 
 - ``vllm``: one ``LLM.generate`` with ``SamplingParams(prompt_logprobs=k, max_tokens=1)``;
 - ``openai`` (vLLM servers): ``/tokenize`` then ``/completions`` with token ids and vLLM's
@@ -19,17 +20,14 @@ would have produced it after that prompt.
 Example:
     >>> split_continuation([1, 5, 7], [1, 5, 7, 9, 4])
     [9, 4]
-    >>> from prom_reward.backends.scripted import ScriptedBackend
-    >>> teacher_forcing_scorer(ScriptedBackend(outputs=[])) is None
-    True
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, cast, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-from prom_reward.backends.base import Backend, GenerationRequest, TokenLogprobs
+from prom_reward.backends.base import GenerationRequest, TokenLogprobs
 
 DEFAULT_TOP_K = 20
 """Alternatives per position: vLLM's default ``max_logprobs``."""
@@ -44,12 +42,6 @@ class ContinuationScorer(Protocol):
     ) -> list[tuple[TokenLogprobs, ...]]:
         """Per request, one ``TokenLogprobs`` per token of its continuation, in input order."""
         ...
-
-
-def teacher_forcing_scorer(backend: Backend) -> ContinuationScorer | None:
-    """``backend`` as a teacher-forcing scorer when it declares ``capabilities.continuation_logprobs`` (a
-    judgment store's ``CachedBackend`` declares its inner backend's); None when it does not."""
-    return cast(ContinuationScorer, backend) if backend.capabilities.continuation_logprobs else None
 
 
 def split_continuation(

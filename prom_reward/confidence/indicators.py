@@ -27,7 +27,7 @@ the top-k alternatives (``TokenLogprobs.top``). From those, per judgment:
   log of the perplexity; ranking by either is the same).
 - **SE-Cali** (``entropy_calibrated``): SE of the judge minus SE of a *base* model
   reading the same output by teacher forcing (``base_entropy``; see
-  ``PrometheusJudge(calibration=...)``): the part of the uncertainty the fine-tuning
+  ``prom_reward.experimental.calibrated_judge``): the part of the uncertainty the fine-tuning
   added, not the part any language model has on that text.
 - margins: ``verdict_probability`` (the probability the judge gave its own ``[RESULT]``
   verdict token, read from the top-k at that position and *not* renormalised over the

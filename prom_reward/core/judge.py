@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prom_reward.backends import Backend, CachedBackend, GenerationRequest, make_backend, sync_method
 from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
 from prom_reward.confidence.indicators import TRUNCATIONS
-from prom_reward.core.calibration import calibrate, calibration_scorer, share_gpu_with_calibration
 from prom_reward.core.combine import grade_from_run, verdict_from_runs
 from prom_reward.core.items import AbsoluteItem, Item, RelativeItem, absolute_items, relative_items
 from prom_reward.core.outcomes import fit_items, grade_outcome, graded_verdict, verdict_outcome, with_failed_pairs
@@ -36,6 +35,7 @@ from prom_reward.core.sampler import (
     DEFAULT_FORCE_POLICY,
     ForcePolicy,
     ItemRun,
+    SampleReader,
     SampleRunner,
     check_counts,
     count_runs,
@@ -47,7 +47,6 @@ from prom_reward.format.sanitize import neutralize
 
 if TYPE_CHECKING:
     from prom_reward.backends.store import JudgmentStore
-    from prom_reward.confidence.routing import CascadeStats
 
 EXPECTED_LOGPROBS = 20
 
@@ -84,12 +83,9 @@ class PrometheusJudge:
         confidence: request per-token top-20 logprobs so every ``Grade``/``Verdict`` carries its
             token-entropy indicators in ``.confidence`` (SE, perplexity, verdict probability; the
             sample/swap agreements are there without it). See ``prom_reward.confidence.indicators``.
-        calibration: a base model for SE-Cali: a backend declaring ``capabilities.continuation_logprobs``
-            (``vllm``, ``openai``, ``transformers``) or a dict of ``make_backend`` options
-            (``{"backend": "vllm", "model": ...}``). It reads each valid output of the judge by
-            teacher forcing, in its own wire format; implies ``confidence=True``. A vLLM judge and a
-            vLLM calibration model share the GPU: their ``gpu_memory_utilization`` not given split 0.9
-            (0.45 each; one given, the other gets the rest of 0.9).
+        readers: what reads each batch's outputs once sampled (``core.sampler.SampleReader``), awaited in
+            order after sampling and closed with the judge; e.g. SE-Cali's base model
+            (``prom_reward.experimental.calibrated_judge`` builds a judge with one).
         format: the judge format (``prom_reward.format.judge_format``): its prompts, parser, verdict tokens
             and markers; a registered name (``prometheus2``, ``m-prometheus`` ...) or a ``JudgeFormat``. None:
             the preset's, else ``prometheus2``. A format whose verdict is not one token after a fixed prefix
@@ -117,7 +113,7 @@ class PrometheusJudge:
         special_tokens: Sequence[str] = (),
         store: str | Path | JudgmentStore | None = None,
         confidence: bool = False,
-        calibration: Backend | Mapping[str, Any] | None = None,
+        readers: Sequence[SampleReader] = (),
         entropy_truncation: str = "tail",
         format: str | JudgeFormat | None = None,
         **backend_options: Any,
@@ -137,10 +133,8 @@ class PrometheusJudge:
         base = SamplingConfig().merged(judge_defaults.get("sampling"))
         self.sampling = base.merged(sampling)
         self.entropy_truncation = entropy_truncation
-        if calibration is not None:
-            backend_options, calibration = share_gpu_with_calibration(backend, backend_options, calibration)
-        self.calibration, self._owned_calibration = calibration_scorer(calibration)
-        self.confidence = bool(confidence or self.calibration is not None)
+        self.readers: tuple[SampleReader, ...] = tuple(readers)
+        self.confidence = confidence
         if (expected_score or self.confidence) and (self.sampling.logprobs or 0) < EXPECTED_LOGPROBS:
             self.sampling = dataclasses.replace(self.sampling, logprobs=EXPECTED_LOGPROBS)
         self.num_samples = num_samples
@@ -157,8 +151,6 @@ class PrometheusJudge:
         self.stats = JudgeStats()
         self.special_tokens: tuple[str, ...] = tuple(special_tokens) + self.backend.special_tokens()
         """Chat special tokens neutralised in judged texts (besides ``sanitize.SPECIAL_TOKENS``)."""
-
-    cascade_stats: CascadeStats | None = None  # a single judge routes nothing (``Judge.cascade_stats``)
 
     @property
     def thread_safe(self) -> bool:
@@ -197,8 +189,8 @@ class PrometheusJudge:
     ) -> tuple[list[ItemRun], list[bool]]:
         """Fit the requests of the items not in ``failed`` to the context (shortening responses when
         ``truncate``, default the judge's ``truncate_response``; not those a judgment store answers), sample
-        them (``SampleRunner``), calibrate, count. One run per item, in order: a failed item's run is empty and
-        carries its ``error``."""
+        them (``SampleRunner``), let the ``readers`` read them, count. One run per item, in order: a failed item's
+        run is empty and carries its ``error``."""
         truncate = self.truncate_response if truncate is None else truncate
         store = self._store
         known = (lambda reqs: store.stored(SampleRunner.first_round(reqs, k))) if store is not None else None
@@ -213,9 +205,8 @@ class PrometheusJudge:
         ).run(requests, mode, k)
         for i, run in zip(go, sampled, strict=True):
             runs[i] = run
-        if self.calibration is not None:
-            top, how = self.sampling.logprobs or EXPECTED_LOGPROBS, self.entropy_truncation
-            self.stats.calibration_tokens += await calibrate(self.calibration, requests, sampled, top, how)
+        for reader in self.readers:
+            await reader.read(requests, sampled)
         count_runs(self.stats, sampled, time.perf_counter() - start, sum(truncated))
         return runs, truncated
 
@@ -386,11 +377,10 @@ class PrometheusJudge:
     grade, compare, compare_by_grades = sync_method(agrade), sync_method(acompare), sync_method(acompare_by_grades)
 
     def close(self) -> None:
-        """Release the backend (the vLLM engine, HTTP clients); a calibration model stays the caller's
-        unless it was built here from a dict."""
+        """Release the backend (the vLLM engine, HTTP clients) and the ``readers``."""
         self.backend.close()
-        if self._owned_calibration is not None:
-            self._owned_calibration.close()
+        for reader in self.readers:
+            reader.close()
 
     def __enter__(self) -> PrometheusJudge:
         return self

@@ -1,20 +1,20 @@
 """``Judge``: what rewards, preference builders, jobs and the cascade need from a judge.
 
-``PrometheusJudge`` and ``CascadeJudge`` implement it; so may any object with the same methods (a judge
-behind another API, a test double). Code that takes a judge types it ``Judge``, never ``Any``:
+``PrometheusJudge`` and ``prom_reward.experimental.CascadeJudge`` implement it; so may any object with the
+same methods (a judge behind another API, a test double). Code that takes a judge types it ``Judge``, never ``Any``:
 grades and verdicts for batches of items, the sampling options in use, running statistics, the
 samples per item, and ``close``; and what callers need to know about it, declared here rather than
-probed: whether its results carry confidence indicators (``confidence``, ``calibration``), how it
-neutralises judged texts (``neutralize_markers``, ``special_tokens``, its ``format``'s markers), whether it
-takes concurrent calls (``thread_safe``) and a cascade's routing counters (``cascade_stats``).
+probed: whether its results carry confidence indicators (``confidence``), how it neutralises judged texts
+(``neutralize_markers``, ``special_tokens``, its ``format``'s markers) and whether it takes concurrent calls
+(``thread_safe``). What a composite judge counts besides (a cascade's routing) is in its ``stats.counters``.
 
 Example:
     >>> from prom_reward.core.judge import PrometheusJudge
     >>> judge: Judge = PrometheusJudge(backend="scripted", outputs=["Exact. [RESULT] 5"])
     >>> isinstance(judge, Judge), judge.num_samples, judge.grade(["2+2?"], ["4"], "helpfulness")[0].score
     (True, 1, 5.0)
-    >>> judge.neutralize_markers, judge.thread_safe, judge.cascade_stats
-    (True, False, None)
+    >>> judge.neutralize_markers, judge.thread_safe, judge.stats.counters
+    (True, False, {})
 """
 
 from __future__ import annotations
@@ -23,8 +23,6 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
-from prom_reward.backends.teacher_forcing import ContinuationScorer
-from prom_reward.confidence.routing import CascadeStats
 from prom_reward.core.results import Grade, JudgeStats, Verdict
 from prom_reward.format.judge_format import JudgeFormat
 from prom_reward.format.rubrics import RubricsLike
@@ -58,11 +56,6 @@ class Judge(Protocol):
         ...
 
     @property
-    def calibration(self) -> ContinuationScorer | None:
-        """The base model reading its outputs by teacher forcing for SE-Cali (``se_cali``), or None."""
-        ...
-
-    @property
     def neutralize_markers(self) -> bool:
         """Whether template markers and chat special tokens inside judged texts are rewritten before they
         reach the judge prompt (``prom_reward.format.sanitize``); rewards neutralise their samples alike."""
@@ -83,11 +76,6 @@ class Judge(Protocol):
     def thread_safe(self) -> bool:
         """Whether several threads may call the judge at once (the batched reward then runs batches
         concurrently)."""
-        ...
-
-    @property
-    def cascade_stats(self) -> CascadeStats | None:
-        """A cascade's running routing counters (reported in reward metrics); None for a single judge."""
         ...
 
     def grade(

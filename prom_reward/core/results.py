@@ -14,7 +14,7 @@ Example:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from prom_reward.confidence.indicators import Confidence
@@ -76,8 +76,8 @@ class JudgeSample:
     """Mean negative log-probability of the generated tokens; None without logprobs."""
 
     base_entropy: float | None = None
-    """Mean token entropy of a base model reading ``text`` by teacher forcing (a calibration
-    model, see ``PrometheusJudge(calibration=...)``); None otherwise."""
+    """Mean token entropy of a base model reading ``text`` by teacher forcing (SE-Cali's, see
+    ``prom_reward.experimental.calibrated_judge``); None otherwise."""
 
     scored_tokens: int = 0
     """Generated tokens with logprobs (what ``entropy`` and ``nll`` average over)."""
@@ -117,7 +117,8 @@ class Judgment(ABC):
     """Confidence indicators of this judgment (entropies, margins; see ``prom_reward.confidence.indicators``)."""
 
     decided_by: str | None = None
-    """Which judge decided (``"primary"`` or ``"fallback"`` under a ``CascadeJudge``; None otherwise)."""
+    """Which judge decided (``"primary"`` or ``"fallback"`` under a ``prom_reward.experimental.CascadeJudge``;
+    None otherwise)."""
 
     truncated: bool = False
     """True when a response was shortened to fit the judge's context (``truncate_response``; the reward
@@ -239,5 +240,7 @@ class JudgeStats:
     """Tokens of the outputs a judgment store answered (not generated)."""
     seconds: float = 0.0
     """Wall time spent in the backend loop."""
-    calibration_tokens: int = 0
-    """Judge-output tokens a calibration (base) model read by teacher forcing."""
+    counters: dict[str, int] = field(default_factory=dict)
+    """What a composite judge counts besides the fields above, by metric name (a cascade's
+    ``cascade_routed``, ``cascade_fallback_calls`` ...; see ``prom_reward.experimental``); empty for a
+    ``PrometheusJudge``. Rewards log each batch's change of every counter under its name."""

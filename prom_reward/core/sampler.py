@@ -42,7 +42,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, get_args
+from typing import Literal, Protocol, get_args
 
 from prom_reward.backends.base import Backend, Completion, GenerationRequest, GenerationResult
 from prom_reward.confidence.indicators import mean_entropy, mean_nll
@@ -102,6 +102,20 @@ class ItemRun:
     @property
     def completion_tokens(self) -> int:
         return sum(s.completion_tokens for s in self.samples)
+
+
+class SampleReader(Protocol):
+    """What reads a judge batch's outputs once they are sampled and may annotate its samples, passed in as
+    ``PrometheusJudge(readers=...)`` (the judge awaits each after sampling and closes it with itself). The SE-Cali
+    base model of ``prom_reward.experimental`` is one: it sets ``JudgeSample.base_entropy``."""
+
+    async def read(self, requests: Sequence[GenerationRequest], runs: list[ItemRun]) -> None:
+        """Read ``runs`` (one per request, in order; a run's ``valid`` samples hold a verdict) and annotate them."""
+        ...
+
+    def close(self) -> None:
+        """Release what the reader built (an engine of its own)."""
+        ...
 
 
 def count_runs(stats: JudgeStats, runs: Sequence[ItemRun], seconds: float, truncated: int) -> None:

@@ -60,7 +60,6 @@ _CALL_KEYS = (
     "failed_samples",
     "outage_failures",
 )
-_CASCADE_KEYS = ("cascade_routed_fraction", "cascade_fallback_calls")
 
 
 @dataclass
@@ -170,12 +169,11 @@ class BatchedReward:
         if mode == "pairwise_group" and group_size is not None and group_size < 2:
             raise ConfigError(f"group_size: pairwise_group needs at least 2 samples per prompt, got {group_size}")
         self.group_size = group_size if mode == "pairwise_group" else None
-        cascade = _is_cascade(reward)
         self.extra_log_keys: tuple[str, ...] = (
             ("judge_failed", "judge_batch_size", "judge_queue_seconds")
             + _MODE_KEYS[mode]
             + _CALL_KEYS
-            + (_CASCADE_KEYS if cascade else ())
+            + _counter_keys(reward)
             + diagnostic_keys(reward.config)
         )
         """The per-sample log keys every result carries, in order."""
@@ -285,11 +283,10 @@ class BatchedReward:
         return {k: float(metrics.get(k, 0.0)) for k in self.extra_log_keys[3:]}
 
 
-def _is_cascade(reward: JudgeHolder) -> bool:
-    """Whether the reward's judge is a cascade (read from its options while it is not built yet)."""
-    if reward._judge is None:
-        return bool((reward._judge_spec or {}).get("fallback"))
-    return reward._judge.cascade_stats is not None
+def _counter_keys(reward: JudgeHolder) -> tuple[str, ...]:
+    """The names of the reward's judge's own counters (``JudgeStats.counters``: a cascade's routing), logged
+    per batch; none while it is not built yet (options build a ``PrometheusJudge``, which has none)."""
+    return () if reward._judge is None else tuple(reward._judge.stats.counters)
 
 
 def _takes_concurrent_calls(reward: JudgeHolder) -> bool:
@@ -299,5 +296,5 @@ def _takes_concurrent_calls(reward: JudgeHolder) -> bool:
         spec = reward._judge_spec or {}
         backend = spec.get("backend", "vllm")
         caps = (backend_class(backend) if isinstance(backend, str) else backend).capabilities
-        return caps.thread_safe and not spec.get("fallback")
+        return caps.thread_safe
     return reward._judge.thread_safe

@@ -98,10 +98,8 @@ class JudgeHolder:
 
 
 def _holds_engine(judge: Judge) -> bool:
-    """Whether ``judge`` (or a cascade's primary or fallback) runs an in-process vLLM engine."""
-    from prom_reward.core.cascade import CascadeJudge
+    """Whether ``judge`` runs an in-process vLLM engine (a judge made of judges, e.g. a cascade, refuses to
+    pickle by itself when one of them does)."""
     from prom_reward.core.judge import PrometheusJudge
 
-    if isinstance(judge, CascadeJudge):
-        return _holds_engine(judge.primary) or _holds_engine(judge.fallback)
     return isinstance(judge, PrometheusJudge) and judge.backend.name == "vllm"

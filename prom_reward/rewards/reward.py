@@ -50,21 +50,6 @@ _TRL_KWARGS = ("trainer_state", "log_metric", "log_extra", "environments")
 _NO_VERDICT = "the judge gave no parseable verdict after its retries"
 
 
-def _cascade_metrics(before: Any, after: Any) -> dict[str, float]:
-    """This batch's routing and fallback cost from a ``CascadeJudge``'s counters."""
-    items = after.items - before.items
-    return {
-        "cascade_routed_fraction": (after.routed - before.routed) / items if items else math.nan,
-        "cascade_routed_failed": float(after.routed_failed - before.routed_failed),
-        "cascade_fallback_calls": float(after.fallback_calls - before.fallback_calls),
-        "cascade_fallback_failed": float(after.fallback_failed - before.fallback_failed),
-        "cascade_fallback_prompt_tokens": float(after.fallback_prompt_tokens - before.fallback_prompt_tokens),
-        "cascade_fallback_completion_tokens": float(
-            after.fallback_completion_tokens - before.fallback_completion_tokens
-        ),
-    }
-
-
 def merge_metrics(parts: Sequence[tuple[int, dict[str, float]]]) -> dict[str, float]:
     """One batch's metrics from the metrics of its judge calls (``(items, metrics)`` each): rates and
     means are averaged, weighted by items (NaN left out); counts, tokens and seconds are summed.
@@ -271,13 +256,11 @@ class PrometheusReward(JudgeHolder):
 
     async def _run_mode(self, items: list[RewardSample], deadline: float | None) -> ModeOutput:
         judge = self.judge
-        cascade = judge.cascade_stats
-        cascade_before = dataclasses.replace(cascade) if cascade is not None else None
+        before = dict(judge.stats.counters)  # a composite judge's own counters (a cascade's routing)
         start = time.perf_counter()
         out = await MODE_FUNCTIONS[self.config.mode](judge, items, self.config, deadline)
         out.metrics = {**out.metrics, "judge_seconds": time.perf_counter() - start}
-        if cascade is not None and cascade_before is not None:
-            out.metrics.update(_cascade_metrics(cascade_before, cascade))
+        out.metrics.update({k: float(v - before.get(k, 0)) for k, v in judge.stats.counters.items()})
         return out
 
     async def acompute(

@@ -13,7 +13,6 @@ from prom_reward.backends.base import GenerationRequest, GenerationResult
 from prom_reward.backends.openai_server import OpenAIServer
 from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.backends.store import JudgmentStore
-from prom_reward.backends.teacher_forcing import teacher_forcing_scorer
 from prom_reward.backends.transformers_backend import TransformersBackend
 from prom_reward.backends.vllm_engine import VLLMEngine
 from prom_reward.errors import BackendError, ConfigError
@@ -99,13 +98,13 @@ class Forcing(ScriptedBackend):
 
 def test_teacher_forcing_follows_the_declaration_through_a_store(tmp_path):
     plain, forcing = ScriptedBackend(outputs=[]), Forcing(outputs=[])
-    assert teacher_forcing_scorer(plain) is None and teacher_forcing_scorer(forcing) is forcing
+    assert not plain.capabilities.continuation_logprobs and forcing.capabilities.continuation_logprobs
     cached = CachedBackend(forcing, tmp_path / "a.sqlite")
-    assert teacher_forcing_scorer(cached) is cached
+    assert cached.capabilities.continuation_logprobs
     assert cached.continuation_logprobs([GenerationRequest("s", "u")], ["Fine. [RESULT] 4"], 5) == [()]
     assert forcing.scored == ["Fine. [RESULT] 4"]
     plain_cached = CachedBackend(plain, tmp_path / "b.sqlite")
-    assert teacher_forcing_scorer(plain_cached) is None
+    assert not plain_cached.capabilities.continuation_logprobs
     with pytest.raises(ConfigError, match="declares capabilities.continuation_logprobs=False"):
         plain_cached.continuation_logprobs([GenerationRequest("s", "u")], ["x"])
 
@@ -121,13 +120,3 @@ def test_a_store_declares_and_forwards_what_its_backend_does(tmp_path):
     assert cached.capabilities == ScriptedBackend.capabilities
     assert [r.completions[0].text for r in cached.generate([GenerationRequest("s", "u")])] == ["ok [RESULT] 3"]
     assert isinstance(cached.generate([GenerationRequest("s", "u")])[0], GenerationResult) and cached.hits == 1
-
-
-@pytest.mark.parametrize("calibration", [ScriptedBackend(outputs=[]), object()], ids=["undeclared", "not_a_backend"])
-def test_a_calibration_model_must_declare_teacher_forcing(calibration):
-    from prom_reward import PrometheusJudge
-
-    with pytest.raises(ConfigError, match="does not declare capabilities.continuation_logprobs"):
-        PrometheusJudge(backend="scripted", outputs=["x"], calibration=calibration)
-    judge = PrometheusJudge(backend="scripted", outputs=["x"], calibration=Forcing(outputs=[]))
-    assert judge.confidence and judge.calibration is not None

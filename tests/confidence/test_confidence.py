@@ -21,7 +21,6 @@ from prom_reward.confidence.indicators import (
     uncertainty,
 )
 from prom_reward.core.results import JudgeSample
-from tests.judges import Calibrator
 
 LN = math.log
 
@@ -250,33 +249,6 @@ def test_verdict_swap_agreement():
     assert v[0].tie and v[1].winner == "B"
 
 
-def test_calibration_sets_base_entropy_and_se_cali():
-    base = Calibrator({"t": 0.5, "u": 0.5})
-    out = completion("Fine. [RESULT] 4", [("4", {"4": 1.0})])
-    judge = PrometheusJudge(backend=ScriptedBackend(outputs=[out, "no verdict"]), calibration=base, max_retries=0)
-    assert judge.confidence and judge.sampling.logprobs == 20
-    g, bad = judge.grade(["q", "q2"], ["r", "r2"], "helpfulness")
-    ((requests, texts, k),) = base.calls
-    assert texts == ["Fine. [RESULT] 4"] and k == 20  # only the valid sample is read
-    assert "###Response to evaluate:\nr\n" in requests[0].user
-    assert g.confidence.base_entropy == pytest.approx(LN(2)) and g.confidence.entropy == 0.0
-    assert g.confidence.entropy_calibrated == pytest.approx(-LN(2))
-    assert bad.confidence.base_entropy is None and judge.stats.calibration_tokens == 3
-
-
-def test_calibration_must_teacher_force():
-    with pytest.raises(ConfigError, match="continuation_logprobs"):
-        PrometheusJudge(backend="scripted", outputs=["x"], calibration=ScriptedBackend(outputs=["y"]))
+def test_an_unknown_entropy_truncation_is_refused():
     with pytest.raises(ConfigError, match="entropy_truncation"):
         PrometheusJudge(backend="scripted", outputs=["x"], entropy_truncation="drop")
-
-
-def test_docs_code_blocks_compile():
-    import re
-    from pathlib import Path
-
-    text = (Path(__file__).resolve().parents[2] / "docs" / "confidence.md").read_text()
-    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
-    assert len(blocks) == 3
-    for i, block in enumerate(blocks):
-        compile(block, f"docs/confidence.md block {i}", "exec")

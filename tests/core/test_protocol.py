@@ -7,12 +7,12 @@ import inspect
 
 import pytest
 
-from prom_reward import CascadeJudge, Grade, PrometheusJudge, Verdict
+from prom_reward import Grade, PrometheusJudge, Verdict
 from prom_reward.backends.base import GenerationRequest
 from prom_reward.backends.scripted import ScriptedBackend
-from prom_reward.confidence.routing import CascadeStats
 from prom_reward.core.protocol import Judge
 from prom_reward.core.results import Judgment
+from prom_reward.experimental import CascadeJudge
 from tests.judges import judge_by_rank
 
 
@@ -104,9 +104,8 @@ def test_every_judge_declares_what_callers_read(name, neutralize, specials, thre
     assert type(judge.neutralize_markers) is bool and judge.neutralize_markers is neutralize
     assert type(judge.special_tokens) is tuple and judge.special_tokens == specials
     assert type(judge.thread_safe) is bool and judge.thread_safe is thread_safe
-    assert (judge.cascade_stats is not None) is cascade
-    if cascade:
-        assert isinstance(judge.cascade_stats, CascadeStats)
+    assert bool(judge.stats.counters) is cascade  # a composite judge's own counters, in its declared stats
+    assert all(type(v) is int for v in judge.stats.counters.values())
 
 
 def test_a_reward_neutralises_as_its_judge_declares() -> None:

@@ -148,7 +148,6 @@ def test_a_judge_down_past_the_budget_raises_to_the_callers_when_asked():
         ({"backend": "openai", "base_url": "http://127.0.0.1:9/v1"}, 4),  # OpenAIServer declares thread_safe
         ({"backend": "scripted", "outputs": ["[RESULT] 4"]}, 1),
         ({"backend": Gated(threading.Event(), True)}, 4),  # a backend object: its own declaration
-        ({"backend": "openai", "base_url": "http://127.0.0.1:9/v1", "fallback": {"backend": "openai"}}, 1),
     ],
 )
 def test_a_judge_not_built_yet_is_batched_by_its_backend_class_declaration(spec, concurrent):

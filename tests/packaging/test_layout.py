@@ -15,7 +15,8 @@ PACKAGES = ("prom_reward", "train_judge")
 
 # What each subpackage of prom_reward may import (besides itself and the leaf modules errors, registry,
 # stats). The judging core (format, backends, confidence, core) never imports rewards, jobs,
-# integrations or the CLI; "(top)" is ``prom_reward/__init__.py``, the public API.
+# integrations or the CLI; "(top)" is ``prom_reward/__init__.py``, the public API. Nothing imports
+# ``experimental`` (the cascade, SE-Cali): it sits on the core, and users pass its judges in.
 LEAVES = {"errors", "registry", "stats"}
 ALLOWED = {
     "local": set(),
@@ -23,6 +24,7 @@ ALLOWED = {
     "backends": {"format", "local"},
     "confidence": {"backends", "format"},
     "core": {"format", "backends", "confidence", "local"},
+    "experimental": {"format", "backends", "confidence", "core"},
     "preferences": {"format", "backends", "core"},
     "rewards": {"format", "backends", "confidence", "core"},
     "jobs": {"format", "backends", "core", "preferences"},
@@ -188,3 +190,9 @@ def test_every_module_opens_with_a_docstring(package):
         if not ast.get_docstring(ast.parse(p.read_text()))
     ]
     assert missing == []
+
+
+def test_nothing_outside_experimental_imports_it_not_even_the_public_api():
+    bad = sorted(f"{m} -> {t}" for m, ts in graph().items() if subpackage(m) not in (None, "experimental")
+                 for t in ts if subpackage(t) == "experimental")  # fmt: skip
+    assert bad == []

@@ -18,3 +18,13 @@ def test_what_a_reward_path_raises_or_takes_is_exported():
     assert issubclass(prom_reward.JudgeConfigError, prom_reward.ConfigError)
     assert issubclass(prom_reward.JudgeUnavailableError, prom_reward.PromRewardError)
     assert isinstance(prom_reward.PrometheusJudge(backend="scripted", outputs=[]), prom_reward.Judge)
+
+
+def test_experimental_features_are_imported_from_their_package_only():
+    import prom_reward.experimental as experimental
+
+    assert {"CascadeJudge", "calibrated_judge", "BaseModelReader", "CascadeConfig", "route"} <= set(
+        experimental.__all__
+    )
+    assert [name for name in experimental.__all__ if not hasattr(experimental, name)] == []
+    assert set(experimental.__all__).isdisjoint(prom_reward.__all__) and not hasattr(prom_reward, "CascadeJudge")

@@ -230,7 +230,8 @@ class InProcess(ScriptedBackend):
 
 @pytest.mark.parametrize("where", ["judge", "cascade_primary", "cascade_fallback", "none"])
 def test_a_reward_holding_an_in_process_engine_refuses_to_pickle(where):
-    from prom_reward import CascadeJudge, PromRewardError
+    from prom_reward import PromRewardError
+    from prom_reward.experimental import CascadeJudge
 
     engine = PrometheusJudge(backend=InProcess(outputs=[]))
     plain = PrometheusJudge(backend="scripted", outputs=[])

@@ -23,7 +23,8 @@ fallback (on top of the fraction), and so do valid items without
 a value for the indicator (ranked as the most uncertain). Each returned result says who
 decided (``decided_by``: ``"primary"``/``"fallback"``); ``last_routing`` holds each item's
 uncertainty and why it was routed, ``cascade_stats`` the running cost (fallback calls,
-items, tokens). When the fallback fails on an item the primary's valid result is kept.
+items, tokens), which ``stats.counters`` reports too (``cascade_routed`` ...; what rewards log).
+When the fallback fails on an item the primary's valid result is kept.
 Exposes ``grade``/``compare``/``compare_by_grades``, ``sampling`` and ``stats`` like
 ``PrometheusJudge``, so it drops into ``PrometheusReward``.
 
@@ -52,12 +53,13 @@ from typing import TypeVar, cast
 
 from prom_reward.backends.bridge import threaded_method
 from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
-from prom_reward.backends.teacher_forcing import ContinuationScorer
 from prom_reward.confidence.indicators import INDICATORS, NEEDS
-from prom_reward.confidence.routing import CascadeConfig, CascadeStats, Routing, is_failed, route
+from prom_reward.core.judge import PrometheusJudge
 from prom_reward.core.protocol import Judge
 from prom_reward.core.results import Grade, JudgeStats, Judgment, Verdict
-from prom_reward.errors import ConfigError
+from prom_reward.errors import ConfigError, PromRewardError
+from prom_reward.experimental.calibration import reads_base_model
+from prom_reward.experimental.routing import CascadeConfig, CascadeStats, Routing, is_failed, route
 from prom_reward.format.judge_format import JudgeFormat
 from prom_reward.format.rubrics import RubricsLike
 
@@ -65,7 +67,7 @@ R = TypeVar("R", bound=Judgment)
 T = TypeVar("T")
 _JUDGE_API = (
     *("grade", "compare", "compare_by_grades", "close", "sampling", "stats", "num_samples"),
-    *("confidence", "calibration", "neutralize_markers", "special_tokens", "thread_safe", "cascade_stats", "format"),
+    *("confidence", "neutralize_markers", "special_tokens", "thread_safe", "format"),
 )
 
 
@@ -80,8 +82,8 @@ class CascadeJudge:
     """Primary judge for everything, fallback judge for the least confident items.
 
     Args:
-        primary: a ``PrometheusJudge`` (with ``confidence=True`` for logprob indicators,
-            ``calibration=`` for ``se_cali``) or any other ``Judge`` (``prom_reward.core.protocol``).
+        primary: a ``PrometheusJudge`` (with ``confidence=True`` for logprob indicators, built by
+            ``calibrated_judge`` for ``se_cali``) or any other ``Judge`` (``prom_reward.core.protocol``).
         fallback: the judge for routed items (any backend; results keep their own confidence).
         route_fraction: see ``CascadeConfig`` (exactly one of it and ``threshold``).
         threshold: see ``CascadeConfig``.
@@ -109,7 +111,7 @@ class CascadeJudge:
                     f"{', '.join(missing)}"
                 )
         if indicator is None:
-            indicator = "se_cali" if primary.calibration is not None else "se"
+            indicator = "se_cali" if reads_base_model(primary) else "se"
         self.config = CascadeConfig(
             route_fraction=route_fraction, threshold=threshold, indicator=indicator, window=window
         )
@@ -119,10 +121,10 @@ class CascadeJudge:
                 f"indicator {indicator!r} reads token logprobs: build the primary judge with "
                 "PrometheusJudge(..., confidence=True)"
             )
-        if need == "calibration" and primary.calibration is None:
+        if need == "calibration" and not reads_base_model(primary):
             raise ConfigError(
-                "indicator 'se_cali' needs a base model: build the primary judge with "
-                "PrometheusJudge(..., calibration=<base backend>)"
+                "indicator 'se_cali' needs a base model reading the primary's outputs: build the primary judge "
+                "with prom_reward.experimental.calibrated_judge(..., base=<base backend>)"
             )
         self.primary, self.fallback = primary, fallback
         self.cascade_stats = CascadeStats()
@@ -172,11 +174,6 @@ class CascadeJudge:
         return self.primary.confidence
 
     @property
-    def calibration(self) -> ContinuationScorer | None:
-        """The primary judge's."""
-        return self.primary.calibration
-
-    @property
     def neutralize_markers(self) -> bool:
         """True when both judges neutralise (each still does so for its own prompts)."""
         return self.primary.neutralize_markers and self.fallback.neutralize_markers
@@ -198,12 +195,18 @@ class CascadeJudge:
 
     @property
     def stats(self) -> JudgeStats:
-        """Both judges' ``JudgeStats`` summed (a fresh object on each read)."""
+        """Both judges' ``JudgeStats`` summed (a fresh object on each read), with this cascade's
+        ``cascade_stats`` in ``counters`` as ``cascade_<field>`` (beside any counters of the two judges)."""
         total = JudgeStats()
         for judge in (self.primary, self.fallback):
             s = judge.stats
             for f in dataclasses.fields(total):
-                setattr(total, f.name, getattr(total, f.name) + getattr(s, f.name))
+                if f.name != "counters":
+                    setattr(total, f.name, getattr(total, f.name) + getattr(s, f.name))
+            for key, value in s.counters.items():
+                total.counters[key] = total.counters.get(key, 0) + value
+        for key, value in dataclasses.asdict(self.cascade_stats).items():
+            total.counters[f"cascade_{key}"] = value
         return total
 
     def _cascade(self, results: list[R], n: int, call: Callable[[list[int]], list[R]]) -> list[R]:
@@ -357,6 +360,15 @@ class CascadeJudge:
     # the routing is sync: the async forms run it in a worker thread
     agrade, acompare = threaded_method(grade), threaded_method(compare)
     acompare_by_grades = threaded_method(compare_by_grades)
+
+    def __getstate__(self) -> dict[str, object]:
+        if any(isinstance(j, PrometheusJudge) and j.backend.name == "vllm" for j in (self.primary, self.fallback)):
+            raise PromRewardError(
+                "this CascadeJudge holds an in-process vLLM engine, which cannot be pickled (TRL's async GRPO runs "
+                "reward functions in a child process); give the cascade judges behind servers: "
+                "PrometheusJudge(backend='openai', base_url=...)"
+            )
+        return dict(self.__dict__)
 
     def close(self) -> None:
         """Close both judges."""

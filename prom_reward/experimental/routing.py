@@ -4,7 +4,7 @@
 ``prom_reward.confidence.indicators`` and marks the items to route: a share of the run
 (``route_fraction``, through a running quantile over recent items) or every item above a
 ``threshold``; failed judgments and valid ones without a value for the indicator are always
-routed. ``prom_reward.core.cascade.CascadeJudge`` applies it to two judges.
+routed. ``prom_reward.experimental.cascade.CascadeJudge`` applies it to two judges.
 
 Example:
     >>> from prom_reward.core.results import Grade

@@ -7,9 +7,8 @@ import pytest
 from prom_reward import ConfigError, PrometheusJudge, PrometheusReward
 from prom_reward.backends.base import Completion, TokenLogprobs
 from prom_reward.confidence.indicators import Confidence
-from prom_reward.confidence.routing import CascadeConfig, route
-from prom_reward.core.cascade import CascadeJudge
 from prom_reward.core.results import Grade, Verdict
+from prom_reward.experimental import CascadeConfig, CascadeJudge, calibrated_judge, route
 from tests.judges import Calibrator
 
 
@@ -76,7 +75,7 @@ def test_indicator_needs_are_checked_at_construction():
     other = PrometheusJudge(backend="scripted", outputs=["x"])
     with pytest.raises(ConfigError, match="confidence=True"):
         CascadeJudge(plain, other, route_fraction=0.5, indicator="se")
-    with pytest.raises(ConfigError, match="calibration="):
+    with pytest.raises(ConfigError, match="calibrated_judge"):
         CascadeJudge(plain, other, route_fraction=0.5, indicator="se_cali")
     with pytest.raises(ConfigError, match="fallback: .* object, which has no grade, compare, compare_by_grades"):
         CascadeJudge(plain, object(), route_fraction=0.5, indicator="sample_agreement")
@@ -149,7 +148,7 @@ def test_compare_routes_by_swap_agreement():
 
 def test_reward_uses_whoever_decided_and_logs_it():
     cascade, _ = make_cascade(
-        [confident("a [RESULT] 4", 0.95), confident("b [RESULT] 2", 0.55)],
+        [confident("a [RESULT] 4", 0.95), confident("b [RESULT] 2", 0.55), confident("c [RESULT] 3", 0.99)],
         ["better judge [RESULT] 5"],
         route_fraction=0.5,
     )
@@ -159,9 +158,37 @@ def test_reward_uses_whoever_decided_and_logs_it():
     assert rewards == [4.0, 5.0]
     assert extra["prometheus_judge"] == ["primary", "fallback"]
     assert extra["prometheus_feedback"] == ["a", "better judge"]
-    assert metrics["prometheus/cascade_routed_fraction"] == 0.5
+    assert metrics["prometheus/cascade_items"] == 2.0 and metrics["prometheus/cascade_routed"] == 1.0
     assert metrics["prometheus/cascade_fallback_calls"] == 1.0
     assert metrics["prometheus/cascade_fallback_completion_tokens"] == 4.0  # 4 scripted words
+    reward(["q2"], ["r2"], log_metric=metrics.__setitem__)  # each batch logs its own change of the counters
+    assert metrics["prometheus/cascade_items"] == 1.0 and metrics["prometheus/cascade_routed"] == 0.0  # the surest
+
+
+def test_the_cascade_reports_its_routing_through_its_stats():
+    cascade, fallback = make_cascade([confident("a [RESULT] 4", 0.95), confident("b [RESULT] 2", 0.55)],
+                                     ["fb [RESULT] 5"], route_fraction=0.5)  # fmt: skip
+    assert cascade.stats.counters == {f"cascade_{k}": 0 for k in vars(cascade.cascade_stats)}
+    cascade.grade(["q0", "q1"], ["r0", "r1"], "helpfulness")
+    counters = cascade.stats.counters
+    assert (counters["cascade_items"], counters["cascade_routed"], counters["cascade_fallback_calls"]) == (2, 1, 1)
+    assert cascade.stats.items == 3 and fallback.stats.counters == {}  # both judges' items; a judge counts nothing
+
+
+def test_the_framework_paths_log_a_cascades_counters_with_every_sample():
+    from prom_reward.integrations.batched_reward import BatchedReward
+    from prom_reward.rewards.samples import RewardSample
+
+    cascade, _ = make_cascade(
+        [confident("a [RESULT] 4", 0.95), confident("b [RESULT] 2", 0.55)], ["fb [RESULT] 5"], route_fraction=0.5
+    )
+    br = BatchedReward(PrometheusReward(cascade, rubric="helpfulness"), max_wait_s=0.5)
+    out = br.score([RewardSample(prompt="q0", response="r0"), RewardSample(prompt="q1", response="r1")])
+    br.close()
+    assert [r.reward for r in out] == [4.0, 5.0]
+    assert {"cascade_items", "cascade_routed", "cascade_fallback_calls"} <= set(br.extra_log_keys)
+    assert all(tuple(r.extra_logs()) == br.extra_log_keys for r in out)
+    assert [(r.metrics["cascade_items"], r.metrics["cascade_routed"]) for r in out] == [(2.0, 1.0)] * 2
 
 
 def test_reward_with_cascade_pickles_unless_an_engine_is_inside():
@@ -226,6 +253,22 @@ def test_calibrated_threshold_routes_the_target_share():
 def test_indicator_defaults_to_se_cali_with_a_calibration_model():
     plain = PrometheusJudge(backend="scripted", outputs=["[RESULT] 3"], confidence=True)
     assert CascadeJudge(plain, plain, route_fraction=0.1).config.indicator == "se"
-    calibrated = PrometheusJudge(backend="scripted", outputs=["[RESULT] 3"], calibration=Calibrator({"t": 1.0}))
+    calibrated = calibrated_judge(backend="scripted", outputs=["[RESULT] 3"], base=Calibrator({"t": 1.0}))
     assert CascadeJudge(calibrated, plain, route_fraction=0.1).config.indicator == "se_cali"
     assert CascadeJudge(calibrated, plain, route_fraction=0.1, indicator="se").config.indicator == "se"
+
+
+def test_the_docs_code_blocks_compile_and_import_what_the_package_exports():
+    import re
+    from pathlib import Path
+
+    import prom_reward.experimental as experimental
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "experimental.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert len(blocks) == 4
+    for i, block in enumerate(blocks):
+        compile(block, f"docs/experimental.md block {i}", "exec")
+    lines = re.findall(r"from prom_reward\.experimental import (.+)", text)
+    imported = {name.strip() for line in lines for name in line.split(",")}
+    assert imported and imported <= set(experimental.__all__)

@@ -1,0 +1,139 @@
+"""SE-Cali: a base model reads the judge's outputs by teacher forcing, and its entropy calibrates the judge's.
+
+``BaseModelReader`` is a ``core.sampler.SampleReader``: after each judge batch is sampled, it teacher-forces
+every valid output through the base model (one ``continuation_logprobs`` call, in the base model's own wire
+format) and sets each sample's ``base_entropy``; a grade's ``confidence.entropy_calibrated`` is then SE minus
+the base model's SE. ``calibrated_judge`` builds a ``PrometheusJudge`` with one (``confidence=True``), and gives
+a vLLM judge and a vLLM base model in one process their shares of the GPU. The teacher-forcing engine methods
+themselves are the backends' (``capabilities.continuation_logprobs``, ``prom_reward.backends.teacher_forcing``).
+
+Example:
+    >>> share_gpu_with_calibration("vllm", {}, {"backend": "vllm", "model": "base"})
+    ({'gpu_memory_utilization': 0.45}, {'backend': 'vllm', 'model': 'base', 'gpu_memory_utilization': 0.45})
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+
+from prom_reward.backends import Backend, GenerationRequest, make_backend
+from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, ContinuationScorer
+from prom_reward.backends.vllm_options import VLLMOptions, share_gpu_memory
+from prom_reward.confidence.indicators import TRUNCATIONS, mean_entropy
+from prom_reward.core.judge import PrometheusJudge
+from prom_reward.core.protocol import Judge
+from prom_reward.core.sampler import ItemRun
+from prom_reward.errors import ConfigError
+
+
+def teacher_forcing_scorer(backend: Backend) -> ContinuationScorer | None:
+    """``backend`` as a teacher-forcing scorer when it declares ``capabilities.continuation_logprobs`` (a
+    judgment store's ``CachedBackend`` declares its inner backend's); None when it does not."""
+    return cast(ContinuationScorer, backend) if backend.capabilities.continuation_logprobs else None
+
+
+def _engine_share(backend: Any, options: dict[str, Any]) -> tuple[bool, float | None]:
+    """(whether ``backend`` is a vLLM engine, its GPU share: None = still to be chosen)."""
+    if isinstance(backend, str):
+        return backend == "vllm", options.get("gpu_memory_utilization")
+    engine_options = getattr(backend, "options", None)  # a VLLMEngine built by the caller
+    return isinstance(engine_options, VLLMOptions), getattr(engine_options, "gpu_memory_utilization", None)
+
+
+def share_gpu_with_calibration(backend: Any, options: dict[str, Any], calibration: Any) -> tuple[dict[str, Any], Any]:
+    """A vLLM judge and a vLLM calibration model in one process share one GPU: the shares still to be
+    chosen split what the others leave of ``DEFAULT_GPU_MEMORY_UTILIZATION`` (0.45 each when neither
+    is set; see ``vllm_options.share_gpu_memory``)."""
+    cal_options = calibration if isinstance(calibration, dict) else {}
+    judge_vllm, judge = _engine_share(backend, options)
+    cal_vllm, base = _engine_share(cal_options.get("backend", "vllm") if cal_options else calibration, cal_options)
+    if not (judge_vllm and cal_vllm) or not (isinstance(backend, str) or cal_options):
+        return options, calibration  # not two vLLM engines, or both already built
+    judge, base = share_gpu_memory(judge, base)
+    if isinstance(backend, str):
+        options = {**options, "gpu_memory_utilization": judge}
+    if cal_options:
+        calibration = {**cal_options, "gpu_memory_utilization": base}
+    return options, calibration
+
+
+class BaseModelReader:
+    """The base model of SE-Cali, reading a judge's valid outputs by teacher forcing (a ``SampleReader``).
+
+    Args:
+        base: a backend declaring ``capabilities.continuation_logprobs`` (``vllm``, ``openai`` on a vLLM server,
+            ``transformers``), or a dict of ``make_backend`` options (``{"backend": "vllm", "model": ...}``),
+            built here and closed with the reader (a backend given built stays the caller's).
+        top_k: alternatives per position the entropy is read from.
+        truncation: how the entropy treats the mass outside the top-k (``confidence.indicators.TRUNCATIONS``);
+            the judge's ``entropy_truncation``.
+    """
+
+    def __init__(
+        self, base: Backend | Mapping[str, Any], *, top_k: int = DEFAULT_TOP_K, truncation: str = "tail"
+    ) -> None:
+        if truncation not in TRUNCATIONS:
+            raise ConfigError(f"truncation: expected one of {', '.join(TRUNCATIONS)}, got {truncation!r}")
+        self.owned: Backend | None = None
+        """The base model built here from options (closed with the reader)."""
+        if isinstance(base, Mapping):
+            options = dict(base)
+            base = self.owned = make_backend(options.pop("backend", "vllm"), **options)
+        scorer = teacher_forcing_scorer(base) if isinstance(base, ContinuationScorer) else None
+        if scorer is None:
+            raise ConfigError(
+                f"calibration: expected a backend that can teacher-force (vllm, openai, transformers) or a dict "
+                f"of its options, got {type(base).__name__}, which does not declare "
+                "capabilities.continuation_logprobs"
+            )
+        self.scorer, self.top_k, self.truncation = scorer, top_k, truncation
+        self.tokens = 0
+        """Judge-output tokens read so far."""
+
+    async def read(self, requests: Sequence[GenerationRequest], runs: list[ItemRun]) -> None:
+        """Set the base-model entropy of every valid sample's text (one teacher-forcing call, sync and
+        blocking, in a worker thread) and count the tokens read."""
+        where = [
+            (i, j)
+            for i, r in enumerate(runs)
+            for j, smp in enumerate(r.samples)
+            if smp.verdict is not None and smp.text
+        ]
+        if not where:
+            return
+        texts = [runs[i].samples[j].text for i, j in where]
+        forced = [requests[i] for i, _ in where]
+        scored = await asyncio.to_thread(self.scorer.continuation_logprobs, forced, texts, self.top_k)
+        for (i, j), positions in zip(where, scored, strict=True):
+            entropy = mean_entropy(positions, self.truncation)
+            runs[i].samples[j] = dataclasses.replace(runs[i].samples[j], base_entropy=entropy)
+            self.tokens += len(positions)
+
+    def close(self) -> None:
+        """Close the base model when it was built here."""
+        if self.owned is not None:
+            self.owned.close()
+
+
+def calibrated_judge(
+    model: str | None = None, backend: str | Backend = "vllm", *, base: Backend | Mapping[str, Any], **options: Any
+) -> PrometheusJudge:
+    """A ``PrometheusJudge`` (``confidence=True``; ``options`` are its other arguments) whose outputs ``base`` reads
+    for SE-Cali (a ``BaseModelReader``, its first reader). A vLLM judge and a vLLM base model share the GPU: their
+    ``gpu_memory_utilization`` not given split 0.9 (0.45 each; one given, the other gets the rest of 0.9)."""
+    options, base = share_gpu_with_calibration(backend, options, base)
+    reader = BaseModelReader(base, truncation=options.get("entropy_truncation", "tail"))
+    readers = (reader, *options.pop("readers", ()))
+    try:
+        return PrometheusJudge(model, backend, confidence=True, readers=readers, **options)
+    except BaseException:
+        reader.close()
+        raise
+
+
+def reads_base_model(judge: Judge) -> bool:
+    """Whether ``judge``'s results carry SE-Cali (a ``PrometheusJudge`` with a ``BaseModelReader``)."""
+    return isinstance(judge, PrometheusJudge) and any(isinstance(r, BaseModelReader) for r in judge.readers)
