@@ -7,6 +7,10 @@ misconfigured or unreachable judge, and the real CPU vLLM server for one end-to-
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
+import math
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,11 +22,13 @@ from verifiers.v1.errors import TaskError  # noqa: E402
 from verifiers.v1.trace import AgentInfo, Trace, TraceTask  # noqa: E402
 from verifiers.v1.utils.loaders import judge_class  # noqa: E402
 
+from prom_reward.backends.base import Completion, TokenLogprobs  # noqa: E402
 from prom_reward.errors import JudgeConfigError, JudgeUnavailableError, PromRewardError  # noqa: E402
 from prom_reward.integrations import verifiers_judge  # noqa: E402
 from prom_reward.integrations.verifiers_judge import PrometheusVerifiersJudge, PrometheusVerifiersJudgeConfig  # noqa: E402
 from tests.fakes import StandInJudge  # noqa: E402
 
+REPO = Path(__file__).resolve().parents[2]
 THREE = {"criteria": "Is the answer right?", "descriptions": ["wrong", "partly right", "right"]}
 FIVE = {"criteria": "Is it brief?", "descriptions": ["rambling", "long", "fair", "short", "brief"]}
 
@@ -89,7 +95,9 @@ def score(task_cls: type, judges: list[dict[str, Any]], rows: list[tuple[Row, st
     return asyncio.run(all_rows())
 
 
-def test_the_plugin_id_resolves_to_the_judge():
+def test_the_pinned_verifiers_and_the_plugin_id_resolves_to_the_judge():
+    pinned = re.search(r"^verifiers==(\S+)", (REPO / "requirements" / "frameworks.txt").read_text(), re.M)
+    assert pinned and importlib.metadata.version("verifiers") == pinned.group(1) == "0.4.0"
     assert judge_class("prom-reward") is PrometheusVerifiersJudge
     assert vf.TaskConfig(judges=[scripted(["[RESULT] 3"])]).judges[0].__class__ is PrometheusVerifiersJudgeConfig
 
@@ -111,6 +119,15 @@ def test_a_plugged_judge_scores_through_task_score(outputs, more, want):
     [call] = trace.info["judge_calls"]
     assert call["name"] == key and call["response"]["message"]["content"] == outputs[0].split(" [RESULT]")[0]
     assert "2+2?" in call["request"]["messages"][-1]["content"] and call["request"]["format"] == "prometheus2"
+
+
+def test_expected_scores_come_through():
+    top = {"4": math.log(0.25), "5": math.log(0.75)}
+    tokens = (TokenLogprobs("Close. [RESULT] ", -0.1, {}), TokenLogprobs("5", top["5"], top))
+    out = Completion("Close. [RESULT] 5", tokens)  # P(4) = 0.25, P(5) = 0.75 at the verdict token
+    cfg = {"id": "prom-reward", "judge": {"backend": "scripted", "outputs": [out]}, "reward": {"score": "expected"}}
+    [(trace, error)] = score(Plain, [cfg], [(Row(prompt="2+2?"), "4")])
+    assert error is None and trace.rewards["prom-reward"].score == pytest.approx(4.75)
 
 
 @pytest.mark.parametrize("task_cls", [Plain, OwnReward])
