@@ -35,6 +35,17 @@ from prom_reward.rewards.reward import AsyncPrometheusReward, PrometheusReward
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str) -> object:
+    """``PrometheusVerifiersJudge`` on first use: it imports verifiers, which the rest of the package does not
+    need. verifiers plugs a judge by the id of its package (``prom-reward``) and takes the exported subclass."""
+    if name == "PrometheusVerifiersJudge":
+        from prom_reward.integrations.verifiers_judge import PrometheusVerifiersJudge
+
+        return PrometheusVerifiersJudge
+    raise AttributeError(f"module 'prom_reward' has no attribute {name!r}")
+
+
 __all__ = [
     "AsyncPrometheusReward",
     "Confidence",
@@ -61,6 +72,7 @@ __all__ = [
     "JudgeStats",
     "PromRewardError",
     "PrometheusJudge",
+    "PrometheusVerifiersJudge",
     "Rubric",
     "SamplingConfig",
     "UnknownNameError",

@@ -13,6 +13,8 @@ core never imports this package.
 - ``openrlhf_inputs``: OpenRLHF queries (left-truncated prompts too) and labels -> ``RewardSample``s, and the
   reply dict.
 - ``verl``: ``compute_score`` for verl's ``reward.custom_reward_function``.
+- ``verifiers_judge``: ``PrometheusVerifiersJudge``, a verifiers v1 judge (plugged as ``prom-reward`` or called
+  from a task's ``@reward``); imports verifiers, so nothing here imports it.
 """
 
 from prom_reward.integrations.batched_reward import BatchedReward, FailurePolicy, SampleOutcome

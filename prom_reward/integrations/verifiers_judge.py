@@ -1,0 +1,257 @@
+"""A Prometheus-style judge as a verifiers (0.4) v1 judge: called from a task's ``@reward`` or plugged.
+
+verifiers' judge interface is ``verifiers.v1.Judge``: ``build_messages`` and ``parse`` (the prompt and the
+verdict parser), ``evaluate`` (one judge call), and, for a judge plugged through ``TaskConfig.judges``, an
+``id`` and a ``score(task, trace)`` that ``Task.score`` runs after the task's own ``@reward`` functions.
+``PrometheusVerifiersJudge`` is that judge with prom-reward's path underneath: ``evaluate`` and ``score``
+hand the sample to a ``PrometheusReward`` (built from ``RewardConfig`` and the ``PrometheusJudge`` options,
+as the OpenRLHF and verl paths build theirs) behind a process-wide ``BatchedReward``, so concurrent
+rollouts' judgments go to the judge as one batch, with the reward's format, rubrics, expected scores,
+re-samples, forced verdicts and outage policy. ``build_messages`` and ``parse`` are the judge format's own
+prompt and parser (``prom_reward.format``), for verifiers' interface and the trace's record.
+
+Plugged (the id is the installed package, as verifiers resolves plugins: ``prom_reward`` exports the judge)::
+
+    TaskConfig(judges=[{"id": "prom-reward", "server": ["http://judge:8000/v1"],
+                        "reward": {"rubric": "helpfulness", "score": "expected"}}])
+
+A judgment that could not decide (no verdict after the retries, a sample the judge cannot take, an outage
+past the budget) raises, which is verifiers' own failure signal for a judge: ``Task.score`` turns it into
+a ``TaskError``, the reward stays unscored (``None``) and the rollout is marked failed (and retried where
+the run's ``RetryConfig`` says so); never a made-up score. A misconfigured judge fails at start: a bad
+``reward`` or judge option when the config is validated, a server that does not serve ``model`` or refuses
+the key on the first construction (``startup.check_judge``), a wrong route at the first judgment (canary).
+
+Example:
+    >>> cfg = PrometheusVerifiersJudgeConfig(judge={"backend": "scripted", "outputs": ["Right. [RESULT] 4"]})
+    >>> from prom_reward.backends.bridge import run_sync
+    >>> run_sync(lambda: PrometheusVerifiersJudge(cfg).evaluate(question="2+2?", response="4")).parsed
+    4.0
+    >>> reset()
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, cast
+
+from pydantic import Field, model_validator
+from verifiers.v1.configs.judge import JudgeConfig
+from verifiers.v1.dialects.chat import message_to_wire
+from verifiers.v1.judge import Judge, JudgeResponse, JudgeView, judge_question, judge_response
+from verifiers.v1.types import Messages, SystemMessage, UserMessage
+
+from prom_reward.errors import ConfigError, PromRewardError
+from prom_reward.integrations.batched_reward import BatchedReward
+from prom_reward.integrations.startup import check_judge
+from prom_reward.rewards.config import RewardConfig
+from prom_reward.rewards.outage import OutagePolicy
+from prom_reward.rewards.reward import PrometheusReward
+from prom_reward.rewards.samples import RewardSample
+
+PLUGIN_ID = "prom-reward"
+"""The ``id`` that plugs this judge (verifiers imports the package ``prom_reward`` and takes its exported judge)."""
+
+_lock = threading.Lock()
+_shared: dict[str, BatchedReward] = {}
+
+
+class PrometheusVerifiersJudgeConfig(JudgeConfig):
+    """The judge's config: verifiers' ``JudgeConfig`` (``id``, ``name``, ``weight``) plus prom-reward's options."""
+
+    id: str = PLUGIN_ID
+    """Plugin id: ``prom-reward`` (the installed package)."""
+    model: str = ""
+    """With ``server``: the served judge model (checked at start; empty: the server's first). Without: a model
+    for an in-process vLLM judge."""
+    server: list[str] = Field(default_factory=list)
+    """OpenAI-compatible judge base URLs (``http://host:port/v1``); verifiers' ``base_url`` is not used."""
+    judge: dict[str, Any] = Field(default_factory=dict)
+    """More ``PrometheusJudge`` options, e.g. ``{"format": "m-prometheus", "sampling": {"temperature": 0}}``."""
+    reward: dict[str, Any] = Field(default_factory=dict)
+    """``RewardConfig`` fields (``rubric``, ``score``, ``normalize``, ``format``, ``outage`` as a dict ...);
+    mode ``absolute`` only (verifiers scores one trace at a time)."""
+    max_tokens: int | None = None
+    """The judge's feedback tokens at most (unset: the judge's 1,024)."""
+    question_field: str = ""
+    """Task field shown to the judge as the instruction; empty: the task's prompt as text."""
+    answer_field: str = ""
+    """Task field holding a reference answer (a list: one per line); empty: none (or ``reward.reference_answer``)."""
+    rubric_field: str = ""
+    """Task field holding a per-task rubric (a built-in name, a dict or a file path); empty: ``reward.rubric``."""
+    view: JudgeView = "last_reply"
+    """How much of the rollout is judged: ``last_reply`` (the final answer) or ``full_trace``."""
+    batch_window_ms: float = Field(20.0, ge=0)
+    """How long a judgment waits for concurrent rollouts' judgments before its batch goes to the judge."""
+    max_batch_size: int = Field(256, gt=0)
+    """Judgments per judge call at most."""
+    request_timeout: float | None = Field(None, gt=0)
+    """Seconds one judgment may take (its outage retries included); unset: no deadline but the outage budget."""
+
+    @model_validator(mode="after")
+    def _check(self) -> PrometheusVerifiersJudgeConfig:
+        sampling = self.sampling.model_dump(exclude_none=True)
+        unused = [name for name, value in (("sampling", sampling), ("prompt", self.prompt)) if value]
+        if unused:
+            raise ConfigError(
+                f"{', '.join(unused)}: the judge format builds the prompt and the judge samples it; fix: give "
+                "reward={'format': ...} and judge={'sampling': {...}} instead"
+            )
+        build_reward(self)  # a bad reward or judge option fails here, when the task config is read
+        return self
+
+
+def reward_config(config: PrometheusVerifiersJudgeConfig) -> RewardConfig:
+    """The ``RewardConfig`` of ``config.reward`` (``outage`` given as a dict of ``OutagePolicy`` fields)."""
+    fields = dict(config.reward)
+    if "failure_reward" in fields:
+        raise ConfigError(
+            "reward.failure_reward: a verifiers judge gives no number for a failed judgment, it raises (verifiers' "
+            "own failure signal); fix: remove failure_reward"
+        )
+    if isinstance(fields.get("outage"), dict):
+        fields["outage"] = OutagePolicy(**fields["outage"])
+    cfg = RewardConfig(**fields)
+    if cfg.mode != "absolute":
+        raise ConfigError(
+            f"reward.mode: a verifiers judge scores one trace at a time, so it takes mode 'absolute', got {cfg.mode!r}"
+        )
+    return cfg
+
+
+def judge_spec(config: PrometheusVerifiersJudgeConfig) -> dict[str, Any]:
+    """The ``PrometheusJudge`` options: the ``server`` URLs (``openai`` backend), else an in-process ``model``,
+    else ``judge`` naming its own ``backend``."""
+    spec = dict(config.judge)
+    urls = list(config.server)
+    if urls:
+        spec.update(backend="openai", base_url=urls, **({"model": config.model} if config.model else {}))
+    elif config.model:
+        spec = {"model": config.model, "backend": "vllm", **spec}
+    elif "backend" not in spec:
+        raise ConfigError(
+            "no judge: set server (OpenAI-compatible judge URLs, e.g. ['http://judge:8000/v1']), model (an "
+            "in-process vLLM judge) or judge={'backend': ...}"
+        )
+    if config.max_tokens:
+        spec["sampling"] = {**dict(spec.get("sampling") or {}), "max_tokens": config.max_tokens}
+    return spec
+
+
+def build_reward(config: PrometheusVerifiersJudgeConfig) -> PrometheusReward:
+    """The ``PrometheusReward`` the config describes (its judge is built on first use)."""
+    return PrometheusReward(judge_spec(config), reward_config(config))
+
+
+def shared_reward(config: PrometheusVerifiersJudgeConfig) -> BatchedReward:
+    """This process's batched reward for ``config`` (built, and its judge URLs checked, on first use)."""
+    key = config.model_dump_json(exclude={"id", "name", "weight"})
+    with _lock:
+        batched = _shared.get(key)
+        if batched is None:
+            reward = build_reward(config)
+            check_judge(list(config.server), config.model or None, health=reward.health)
+            batched = _shared[key] = BatchedReward(
+                reward, max_wait_s=config.batch_window_ms / 1000, max_batch_size=config.max_batch_size
+            )
+        return batched
+
+
+def reset() -> None:
+    """Close this process's batched rewards and their judges (the next judge builds its own again).
+
+    >>> reset()
+    """
+    with _lock:
+        batched = list(_shared.values())
+        _shared.clear()
+    for b in batched:
+        b.close()
+        b.reward.close()
+
+
+class PrometheusVerifiersJudge(Judge[float, PrometheusVerifiersJudgeConfig]):
+    """A prom-reward judge for verifiers: ``evaluate(question=, response=, answer=, rubric=)`` from a task's
+    ``@reward``, or plugged (``score``); the score is the reward's (raw grade, normalised, expected ...)."""
+
+    def __init__(self, config: PrometheusVerifiersJudgeConfig | None = None) -> None:
+        super().__init__(config)
+        self.batched = shared_reward(self.config)
+
+    @property
+    def reward(self) -> PrometheusReward:
+        """The reward underneath (shared by every judge of the same config in this process)."""
+        return cast(PrometheusReward, self.batched.reward)
+
+    def build_messages(self, **fields: Any) -> Messages:
+        """The judge format's prompt for ``question``, ``response``, ``answer`` and ``rubric`` (as the reward
+        resolves them: defaults filled in, markers neutralised); raises ``PromRewardError`` for a sample the
+        judge cannot take."""
+        [item], [why], _ = self.reward.resolve([_sample(**fields)])
+        if item is None:
+            raise PromRewardError(f"prom-reward judge cannot take this sample: {why}")
+        prompt = self.reward.judge.format.absolute_prompt(
+            str(item.instruction), item.response, item.rubric, item.reference_answer
+        )
+        return ([SystemMessage(content=prompt.system)] if prompt.system else []) + [UserMessage(content=prompt.user)]
+
+    def parse(self, response: JudgeResponse[float]) -> float:
+        """The verdict the judge format reads in ``response.text``, on its scale; raises without one."""
+        parsed = self.reward.judge.format.parse(response.text, "absolute")
+        if parsed.verdict is None:
+            raise PromRewardError(f"prom-reward judge output has no verdict: {parsed.reason or 'none found'}")
+        return float(parsed.verdict)
+
+    async def evaluate(self, *, trace: Any = None, **fields: Any) -> JudgeResponse[float]:
+        """Judge one response (``question``, ``response``; optional ``answer``, ``rubric``) through the reward,
+        batched with concurrent calls; ``parsed`` is the score, ``text`` the feedback. With ``trace``, the call
+        is recorded on it (``trace.info["judge_calls"]``). Raises ``PromRewardError`` (with the reason) when the
+        judge could not decide, ``JudgeUnavailableError`` for an outage past the budget."""
+        [out] = await self.batched.ascore([_sample(**fields)], timeout=self.config.request_timeout)
+        result = JudgeResponse[float](text=out.feedback or "", parsed=out.reward)
+        if trace is not None:
+            try:
+                messages = [message_to_wire(m) for m in self.build_messages(**fields)]
+            except PromRewardError:
+                messages = []
+            trace.record_judge_call(
+                name=self.reward_name,
+                request={"model": self.config.model, "format": self.reward.judge.format.name, "messages": messages},
+                response=result,
+            )
+        if out.failed:
+            raise PromRewardError(f"prom-reward judge gave no score: {out.reason}")
+        return result
+
+    async def score(self, task: Any, trace: Any) -> float:
+        """The plugged judge's score of ``trace`` for ``task`` (fields chosen by the config's ``*_field``)."""
+        fields: dict[str, Any] = {
+            "question": judge_question(task, self.config.question_field),
+            "response": judge_response(trace, self.config.view),
+        }
+        for name, attr in (("answer", self.config.answer_field), ("rubric", self.config.rubric_field)):
+            if attr:
+                value = getattr(task, attr, None)
+                if value is None and name == "answer":
+                    raise PromRewardError(
+                        f"prom-reward judge found no {attr!r} field on the task; fix: point answer_field at the "
+                        "task's reference-answer field, or leave it empty"
+                    )
+                fields[name] = "\n".join(map(str, value)) if isinstance(value, (list, tuple)) else value
+        result = await self.evaluate(trace=trace, **fields)
+        return float(cast(float, result.parsed))
+
+
+def _sample(
+    question: Any = None, response: Any = "", answer: Any = None, rubric: Any = None, **unknown: Any
+) -> RewardSample:
+    if unknown:
+        raise PromRewardError(
+            f"prom-reward judge fields: expected question, response, answer, rubric; got {', '.join(sorted(unknown))}"
+        )
+    return RewardSample(
+        prompt=question, response=response, reference_answer=None if answer is None else str(answer), rubric=rubric
+    )
+
+
+__all__ = ["PLUGIN_ID", "PrometheusVerifiersJudge", "PrometheusVerifiersJudgeConfig", "reset"]
