@@ -7,6 +7,8 @@ Example:
     4.0
 """
 
+from typing import TYPE_CHECKING
+
 from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.confidence.indicators import Confidence
 from prom_reward.core.judge import PrometheusJudge
@@ -32,6 +34,9 @@ from prom_reward.rewards.config import RewardConfig
 from prom_reward.rewards.online_dpo import OnlineDPOJudgeReward, PairwiseRewardStats
 from prom_reward.rewards.outage import OutagePolicy
 from prom_reward.rewards.reward import AsyncPrometheusReward, PrometheusReward
+
+if TYPE_CHECKING:  # imported on first use by ``__getattr__`` below; named here for type checkers and the API docs
+    from prom_reward.integrations.verifiers_judge import PrometheusVerifiersJudge
 
 __version__ = "0.1.0"
 
