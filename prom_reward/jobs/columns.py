@@ -43,7 +43,7 @@ ROLES: dict[str, tuple[str, str]] = {
 
 
 def _what(option: str) -> str:
-    return option.removesuffix("_column").replace("_", " ")
+    return option.removesuffix("_column").replace("_a", " A").replace("_b", " B")  # "response A"
 
 
 def column(row: SourceRow, given: str | None, option: str) -> str:
