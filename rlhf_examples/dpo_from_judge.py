@@ -13,7 +13,7 @@ Three stages, in one process or split across machines:
 Smoke test on CPU (tiny random Llama policy, SmolLM2-135M-Instruct judge on the embedded vLLM
 engine with forced verdicts, 2 DPO steps; a couple of minutes on 2 cores):
 
-    python -m rlhf_examples.dpo_from_judge --smoke
+    python rlhf_examples/dpo_from_judge.py --smoke     # or: python -m rlhf_examples.dpo_from_judge --smoke
 
 It prints ``PAIRS {json}`` (``n_pairs``, skips by reason, tie rounds, forced verdicts, judge time)
 and ``SUMMARY {json}`` (steps, DPO losses, reward margins, ``finite``).
@@ -43,6 +43,9 @@ import argparse
 import json
 from pathlib import Path
 from typing import Any
+
+if not __package__:  # run as a file, python rlhf_examples/dpo_from_judge.py: import from this checkout
+    import _checkout  # noqa: F401
 
 from rlhf_examples.common import PROMPTS, add_common_args, make_judge, policy_path, smoke_env, summary
 

@@ -2,7 +2,7 @@
 
 Smoke test on CPU (tiny policy, SmolLM2 judge with forced verdicts, 2 steps):
 
-    python -m rlhf_examples.grpo_prometheus --smoke
+    python rlhf_examples/grpo_prometheus.py --smoke     # or: python -m rlhf_examples.grpo_prometheus --smoke
 
 Real recipe on one 8-GPU node: the judge on GPUs 4-7 as dedicated vLLM servers, the
 policy trained on GPUs 0-3 with DeepSpeed ZeRO-3:
@@ -17,6 +17,9 @@ policy trained on GPUs 0-3 with DeepSpeed ZeRO-3:
 from __future__ import annotations
 
 import argparse
+
+if not __package__:  # run as a file, python rlhf_examples/grpo_prometheus.py: import from this checkout
+    import _checkout  # noqa: F401
 
 from rlhf_examples.common import add_common_args, make_judge, policy_path, prompts_dataset, smoke_env, summary
 

@@ -8,7 +8,7 @@ cannot separate are re-judged, then settled by P(A) or a seeded coin (never "fir
 Smoke test on CPU (tiny random policy, SmolLM2-135M judge with forced verdicts on the embedded
 vLLM engine, 2 steps, about 2 minutes on 2 cores):
 
-    python -m rlhf_examples.online_dpo_prometheus --smoke
+    python rlhf_examples/online_dpo_prometheus.py --smoke   # or: python -m rlhf_examples.online_dpo_prometheus --smoke
 
 It prints ``SUMMARY {json}`` (steps, losses, the chosen-minus-rejected reward margins, which are
 1.0 when every pair has a winner) and ``PAIRWISE {json}`` (the reward's counters: pairs decided
@@ -34,6 +34,9 @@ from __future__ import annotations
 import argparse
 import json
 from typing import Any
+
+if not __package__:  # run as a file, python rlhf_examples/online_dpo_prometheus.py: import from this checkout
+    import _checkout  # noqa: F401
 
 from rlhf_examples.common import add_common_args, make_judge, policy_path, prompts_dataset, smoke_env, summary
 

@@ -2,7 +2,7 @@
 
 Smoke test on CPU (tiny policy, SmolLM2 judge with forced verdicts, 2 steps):
 
-    python -m rlhf_examples.rloo_prometheus --smoke
+    python rlhf_examples/rloo_prometheus.py --smoke     # or: python -m rlhf_examples.rloo_prometheus --smoke
 
 Real recipe: as in ``grpo_prometheus.py`` (judge servers on GPUs 4-7, policy on 0-3 with
 ``accelerate launch --config_file rlhf_examples/accelerate_zero3.yaml``), replacing the module name.
@@ -11,6 +11,9 @@ Real recipe: as in ``grpo_prometheus.py`` (judge servers on GPUs 4-7, policy on 
 from __future__ import annotations
 
 import argparse
+
+if not __package__:  # run as a file, python rlhf_examples/rloo_prometheus.py: import from this checkout
+    import _checkout  # noqa: F401
 
 from rlhf_examples.common import add_common_args, make_judge, policy_path, prompts_dataset, smoke_env, summary
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from prom_reward.cli.judge_options import add_judge_options, judge_kwargs
 from prom_reward.errors import ConfigError
+from prom_reward.jobs.columns import ROLES
 from prom_reward.jobs.compare import CompareJob
 from prom_reward.jobs.config import JobConfig, RayConfig
 from prom_reward.jobs.grade import GradeJob
@@ -188,12 +189,14 @@ def _add_job_parser(
     )
     for column in COLUMNS[name]:
         flag = column.replace("_answer", "").replace("_", "-")
+        trl = ROLES.get(_option(column)) if name != "pairs" else None  # the column TRL's datasets name it
         g.add_argument(
             f"--{flag}-col",
             dest=_option(column),
-            default=column,
+            default=None if trl else column,
             metavar="COLUMN",
-            help=f"input column with the {column.replace('_', ' ')} (default {column})",
+            help=f"input column with the {column.replace('_', ' ')} (default {column}"
+            + (f", else TRL's {trl[1]}; a row with both is refused)" if trl else ")"),
         )
     g.add_argument("--quiet", action="store_true", help="no progress bars")
     _add_ray_options(g)
@@ -203,13 +206,21 @@ def _add_job_parser(
 
 def add_job_parsers(sub: Any) -> None:
     """The ``grade``, ``compare`` and ``pairs`` subcommands."""
-    rows = ".jsonl, .json or .parquet"
+    rows = ".jsonl, .json, .parquet or a datasets save_to_disk folder"
     out = ".jsonl or .parquet (parts in OUTPUT.parts/), or a folder name: the part files alone"
-    _add_job_parser(sub, "grade", "absolute grades (1..5) for rows of instruction and response", rows, out, 256)
+    _add_job_parser(
+        sub,
+        "grade",
+        "absolute grades (1..5) for rows of instruction and response (or TRL's prompt and completion)",
+        rows,
+        out,
+        256,
+    )
     c = _add_job_parser(
         sub,
         "compare",
-        "pairwise verdicts (A or B, both orders) for rows of instruction, response_a, response_b",
+        "pairwise verdicts (A or B, both orders) for rows of instruction, response_a, response_b (or TRL's prompt, "
+        "chosen, rejected)",
         rows,
         out,
         256,

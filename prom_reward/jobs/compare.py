@@ -1,8 +1,10 @@
 """``compare`` jobs: a pairwise verdict (A or B) per row of instruction and two responses.
 
-Input columns (renamed with the options in brackets): ``instruction`` (``instruction_column``,
-``--instruction-col``), ``response_a`` (``response_a_column``), ``response_b`` (``response_b_column``),
-optional ``reference_answer`` (``reference_column``) and ``rubric`` (``rubric_column``). Both orders
+Input columns (renamed with the options in brackets): ``instruction`` or TRL's ``prompt``
+(``instruction_column``, ``--instruction-col``), ``response_a`` or TRL's ``chosen`` (``response_a_column``),
+``response_b`` or TRL's ``rejected`` (``response_b_column``; strings, or TRL's message lists:
+``prom_reward.jobs.columns``), optional ``reference_answer`` (``reference_column``) and ``rubric``
+(``rubric_column``). On TRL's preference data, winner "A" is the judge agreeing with ``chosen``. Both orders
 are judged in the same call (``swap``, the default, as in the Prometheus 2 evaluation); the output
 rows hold, after ``source_index`` and the input columns, ``winner`` ("A"/"B"/null), ``p_a``, ``tie``,
 ``swap_agreement``, ``feedback``, ``judge_failures``, ``judge_retries``, ``forced_verdicts`` and
@@ -32,17 +34,10 @@ from prom_reward.core.items import RelativeItem, relative_items
 from prom_reward.errors import InputError
 from prom_reward.format.judge_format import Task
 from prom_reward.format.rubrics import Rubric
+from prom_reward.jobs.columns import column, judge_text
 from prom_reward.jobs.grade import resolve_rubric, resolver, rubric_fingerprint
 from prom_reward.jobs.source import SourceRow
-from prom_reward.jobs.spec import (
-    BatchOut,
-    JobKind,
-    Prepare,
-    failure_text,
-    missing_column,
-    option_flag,
-    row_error,
-)
+from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, failure_text, option_flag, row_error
 
 
 @dataclass(frozen=True)
@@ -66,12 +61,14 @@ class CompareJob(JobKind):
     """One rubric for every row; None: each row's ``rubric_column``."""
     swap: bool = True
     """Judge both orders; a winner only where they agree (else a tie)."""
-    instruction_column: str = "instruction"
-    """Input column with the instruction."""
-    response_a_column: str = "response_a"
-    """Input column with response A."""
-    response_b_column: str = "response_b"
-    """Input column with response B."""
+    instruction_column: str | None = None
+    """Input column with the instruction; None: ``instruction``, else TRL's ``prompt`` (a row with both is
+    refused)."""
+    response_a_column: str | None = None
+    """Input column with response A; None: ``response_a``, else TRL's ``chosen`` (a row with both is refused)."""
+    response_b_column: str | None = None
+    """Input column with response B; None: ``response_b``, else TRL's ``rejected`` (a row with both is
+    refused)."""
     reference_column: str = "reference_answer"
     """Optional input column with a reference answer (str or null)."""
     rubric_column: str = "rubric"
@@ -109,23 +106,22 @@ class CompareJob(JobKind):
         }
 
         def prepare(row: SourceRow) -> RelativeItem:
-            for option in ("instruction_column", "response_a_column", "response_b_column"):
-                if getattr(self, option) not in row.data:
-                    raise missing_column(row, getattr(self, option), option_flag(option))
+            roles = ("instruction_column", "response_a_column", "response_b_column")
+            names = {o: column(row, getattr(self, o), o) for o in roles}
+            names["reference_column"] = self.reference_column
             rubric = resolve_rubric(rubrics, row, self.rubric_column)
-            d = row.data
             try:
                 return relative_items(
-                    [d[self.instruction_column]],
-                    [d[self.response_a_column]],
-                    [d[self.response_b_column]],
+                    [judge_text(row, names["instruction_column"], "instruction_column")],
+                    [judge_text(row, names["response_a_column"], "response_a_column")],
+                    [judge_text(row, names["response_b_column"], "response_b_column")],
                     rubric,
-                    [d.get(self.reference_column)],
+                    [row.data.get(self.reference_column)],
                     judge_format=None,  # the judge checks the rubric against its format: a misfit fails the row
                 )[0]
             except InputError as e:
                 option = columns.get(e.field or "", "instruction_column")
-                raise row_error(row, getattr(self, option), option_flag(option), str(e)) from None
+                raise row_error(row, names[option], option_flag(option), str(e)) from None
 
         return prepare
 

@@ -1,8 +1,9 @@
 """``grade`` jobs: an absolute grade per row of instruction and response, on the judge format's scale (1..5 for
 Prometheus 2, 1..3 or 0..1 for ``flow-judge-3``/``-binary``).
 
-Input columns (renamed with the options in brackets): ``instruction`` (``instruction_column``,
-``--instruction-col``), ``response`` (``response_column``), optional ``reference_answer``
+Input columns (renamed with the options in brackets): ``instruction`` or TRL's ``prompt``
+(``instruction_column``, ``--instruction-col``), ``response`` or TRL's ``completion`` (``response_column``;
+strings, or TRL's message lists: ``prom_reward.jobs.columns``), optional ``reference_answer``
 (``reference_column``) and ``rubric`` (``rubric_column``; used where no ``rubric`` is given for every
 row). Output columns after ``source_index`` and the input columns:
 
@@ -38,16 +39,9 @@ from prom_reward.errors import InputError
 from prom_reward.format.judge_format import JudgeFormat, Task
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.rubrics import Rubric
+from prom_reward.jobs.columns import column, judge_text
 from prom_reward.jobs.source import SourceRow
-from prom_reward.jobs.spec import (
-    BatchOut,
-    JobKind,
-    Prepare,
-    failure_text,
-    missing_column,
-    option_flag,
-    row_error,
-)
+from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, failure_text, option_flag, row_error
 
 SCORES = ("1", "2", "3", "4", "5")
 """The probabilities' keys of a job whose judge format is not known yet (Prometheus 2's scale)."""
@@ -96,10 +90,12 @@ class GradeJob(JobKind):
     rubric: Any = None
     """One rubric for every row (a built-in name, a .json/.yaml file, a dict, a ``Rubric``); None: each row's
     ``rubric_column``."""
-    instruction_column: str = "instruction"
-    """Input column with the instruction."""
-    response_column: str = "response"
-    """Input column with the response to grade."""
+    instruction_column: str | None = None
+    """Input column with the instruction; None: ``instruction``, else TRL's ``prompt`` (a row with both is
+    refused)."""
+    response_column: str | None = None
+    """Input column with the response to grade; None: ``response``, else TRL's ``completion`` (a row with both
+    is refused)."""
     reference_column: str = "reference_answer"
     """Optional input column with a reference answer (str or null)."""
     rubric_column: str = "rubric"
@@ -140,21 +136,20 @@ class GradeJob(JobKind):
         }
 
         def prepare(row: SourceRow) -> AbsoluteItem:
-            for option in ("instruction_column", "response_column"):
-                if getattr(self, option) not in row.data:
-                    raise missing_column(row, getattr(self, option), option_flag(option))
+            names = {o: column(row, getattr(self, o), o) for o in ("instruction_column", "response_column")}
+            names["reference_column"] = self.reference_column
             rubric = resolve_rubric(rubrics, row, self.rubric_column)
             try:
                 return absolute_items(
-                    [row.data[self.instruction_column]],
-                    [row.data[self.response_column]],
+                    [judge_text(row, names["instruction_column"], "instruction_column")],
+                    [judge_text(row, names["response_column"], "response_column")],
                     rubric,
                     [row.data.get(self.reference_column)],
                     judge_format=None,  # the judge checks the rubric against its format: a misfit fails the row
                 )[0]
             except InputError as e:
                 option = columns.get(e.field or "", "instruction_column")
-                raise row_error(row, getattr(self, option), option_flag(option), str(e)) from None
+                raise row_error(row, names[option], option_flag(option), str(e)) from None
 
         return prepare
 

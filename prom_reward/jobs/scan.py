@@ -124,8 +124,9 @@ def scan_input(
         for path in files:
             kind_of = file_kind(path)
             h = hashlib.sha256()
-            nxt = yield from iter_file(path, base, on_bytes=None if kind_of == "parquet" else h.update, on_offset=note)
-            digest = _hash_file(path) if kind_of == "parquet" else h.hexdigest()
+            binary = kind_of in ("parquet", "arrow")  # read by record batches: hashed from the file
+            nxt = yield from iter_file(path, base, on_bytes=None if binary else h.update, on_offset=note)
+            digest = _hash_file(path) if binary else h.hexdigest()
             out.inputs.append({"path": path, "size": _size(path), "rows": nxt - base, "sha256": digest})
             out.files.append((path, base, nxt))
             base = nxt

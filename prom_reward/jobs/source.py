@@ -3,9 +3,11 @@
 Every input row gets an id: its position in the input (files in the order given, rows in file
 order, blank JSONL lines not counted). A ``SourceRow`` carries the id, where the row is
 (``in.jsonl:51`` for a JSON-lines file, ``in.parquet row 50`` otherwise: the place an error names)
-and the row itself. Files are .jsonl/.ndjson, .json (an array of objects) or .parquet, local or any
-URI pyarrow (or, failing that, fsspec) opens; a folder stands for its .jsonl/.parquet files, sorted.
-Reading is streamed (Parquet by record batches, JSON lines a megabyte at a time) and every
+and the row itself. Files are .jsonl/.ndjson, .json (an array of objects), .parquet or .arrow (Arrow IPC,
+as ``datasets`` writes it), local or any URI pyarrow (or, failing that, fsspec) opens; a folder stands for
+its .jsonl/.parquet/.arrow files, sorted, and a folder of ``datasets``' ``Dataset.save_to_disk`` for the
+data files its ``state.json`` lists, in that order (a ``DatasetDict``'s folder is refused: give a split's).
+Reading is streamed (Parquet and Arrow by record batches, JSON lines a megabyte at a time) and every
 unreadable file or line is an ``InputError`` naming the file, the line and the fix.
 
 Example:
@@ -29,6 +31,8 @@ from prom_reward.errors import ConfigError, InputError
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 PARQUET_SUFFIXES = (".parquet", ".pq")
+ARROW_SUFFIXES = (".arrow",)
+INPUTS = "a .jsonl, .json, .parquet or .arrow file, or a folder of them (or of datasets' save_to_disk)"
 
 
 @dataclass(frozen=True)
@@ -44,7 +48,7 @@ class SourceRow:
 
 
 def file_kind(path: str | Path) -> str:
-    """``jsonl``, ``json`` or ``parquet`` from the file name; ``ConfigError`` for anything else."""
+    """``jsonl``, ``json``, ``parquet`` or ``arrow`` from the file name; ``ConfigError`` for anything else."""
     suffix = Path(str(path)).suffix.lower()
     if suffix in JSONL_SUFFIXES:
         return "jsonl"
@@ -52,9 +56,9 @@ def file_kind(path: str | Path) -> str:
         return "json"
     if suffix in PARQUET_SUFFIXES:
         return "parquet"
-    raise ConfigError(
-        f"{path}: unsupported file type {suffix or '(no suffix)'!r}; fix: use a .jsonl, .json or .parquet file"
-    )
+    if suffix in ARROW_SUFFIXES:
+        return "arrow"
+    raise ConfigError(f"{path}: unsupported file type {suffix or '(no suffix)'!r}; fix: give {INPUTS}")
 
 
 def filesystem(path: str) -> tuple[Any, str]:
@@ -72,9 +76,37 @@ def filesystem(path: str) -> tuple[Any, str]:
         return pafs.PyFileSystem(pafs.FSSpecHandler(fs)), inner
 
 
+def _saved_dataset(fs: Any, folder: str, given: str) -> list[str] | None:
+    """The data files of a ``save_to_disk`` folder in its order (None: not one); ``InputError`` for a
+    ``DatasetDict``'s folder, naming its splits."""
+    import pyarrow.fs as pafs
+
+    def read(name: str) -> Any:
+        path = f"{folder.rstrip('/')}/{name}"
+        if fs.get_file_info(path).type != pafs.FileType.File:
+            return None
+        with fs.open_input_stream(path) as f:
+            try:
+                return json.loads(f.read().decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                raise InputError(f"{given}: {name} is not JSON ({e}); fix: save the dataset again") from None
+
+    state = read("state.json")
+    if isinstance(state, dict) and isinstance(state.get("_data_files"), list):
+        return [f"{folder.rstrip('/')}/{d['filename']}" for d in state["_data_files"]]
+    splits = read("dataset_dict.json")
+    if isinstance(splits, dict):
+        names = splits.get("splits") or []
+        raise InputError(
+            f"{given}: a DatasetDict saved with save_to_disk (splits: {', '.join(map(str, names))}); fix: give one "
+            f"split's folder, e.g. {given.rstrip('/')}/{names[0] if names else 'train'}"
+        )
+    return None
+
+
 def expand_inputs(inputs: str | Path | Sequence[str | Path]) -> list[str]:
-    """The input files: each path as given (local ones made absolute), a folder's .jsonl/.parquet files
-    sorted. A missing path is an ``InputError`` naming it."""
+    """The input files: each path as given (local ones made absolute), a folder's .jsonl/.parquet/.arrow files
+    sorted, a ``save_to_disk`` folder's data files. A missing path is an ``InputError`` naming it."""
     import pyarrow.fs as pafs
 
     out: list[str] = []
@@ -83,27 +115,25 @@ def expand_inputs(inputs: str | Path | Sequence[str | Path]) -> list[str]:
         fs, inner = filesystem(p)
         info = fs.get_file_info(inner)
         if info.type == pafs.FileType.NotFound:
-            raise InputError(
-                f"{p}: no such file or folder; fix: check the path (expected a .jsonl, .json or "
-                ".parquet file, or a folder of them)"
-            )
+            raise InputError(f"{p}: no such file or folder; fix: check the path (expected {INPUTS})")
         prefix = p[: len(p) - len(inner)] if "://" in p and p.endswith(inner) else ("" if "://" not in p else None)
         if info.type == pafs.FileType.Directory:
             if prefix is None:
                 raise ConfigError(f"{p}: a remote folder; fix: give its files one by one")
-            files = sorted(
+            suffixes = JSONL_SUFFIXES + PARQUET_SUFFIXES + ARROW_SUFFIXES
+            files = _saved_dataset(fs, inner, p) or sorted(
                 f.path
                 for f in fs.get_file_info(pafs.FileSelector(inner))
-                if f.type == pafs.FileType.File and Path(f.path).suffix.lower() in JSONL_SUFFIXES + PARQUET_SUFFIXES
+                if f.type == pafs.FileType.File and Path(f.path).suffix.lower() in suffixes
             )
             if not files:
-                raise InputError(f"{p}: a folder without .jsonl or .parquet files; fix: point to the files")
+                raise InputError(f"{p}: a folder without .jsonl, .parquet or .arrow files; fix: give {INPUTS}")
             out += [prefix + f for f in files]
         else:
             file_kind(p)
             out.append(p if "://" in p else inner)
     if not out:
-        raise ConfigError("no input given; fix: name at least one .jsonl, .json or .parquet file")
+        raise ConfigError(f"no input given; fix: give {INPUTS}")
     return out
 
 
@@ -154,6 +184,21 @@ def _parquet(path: str, f: Any) -> Any:
         ) from None
 
 
+def _arrow(path: str, f: Any) -> Any:
+    """A reader of the record batches of an Arrow IPC stream (what ``datasets`` writes) or file."""
+    import pyarrow as pa
+
+    try:
+        r = pa.ipc.open_file(f)
+        return (r.get_batch(i) for i in range(r.num_record_batches))
+    except (pa.ArrowInvalid, OSError):
+        f.seek(0)
+    try:
+        return pa.ipc.open_stream(f)
+    except (pa.ArrowInvalid, OSError) as e:
+        raise InputError(f"{path}: not a readable Arrow file ({e}); fix: give an intact .arrow file") from None
+
+
 def _json_array(path: str, data: bytes) -> list[Any]:
     try:
         rows = json.loads(data.decode("utf-8"))
@@ -187,19 +232,19 @@ def iter_file(
     kind = file_kind(path)
     fs, inner = filesystem(path)
     try:
-        if kind == "parquet":
+        if kind in ("parquet", "arrow"):
             with fs.open_input_file(inner) as f:
-                pf = _parquet(path, f)
                 n = first_id
                 try:
-                    for batch in pf.iter_batches(batch_size=1024):
+                    reader = _parquet(path, f).iter_batches(batch_size=1024) if kind == "parquet" else _arrow(path, f)
+                    for batch in reader:
                         for i, row in enumerate(batch.to_pylist()):
                             if want is None or want(n + i):
                                 yield SourceRow(n + i, f"{path} row {n + i - first_id}", row)
                         n += batch.num_rows
                 except OSError as e:
                     raise InputError(
-                        f"{path}: damaged Parquet data after row {n - first_id} ({e}); fix: give an intact file"
+                        f"{path}: damaged {kind.title()} data after row {n - first_id} ({e}); fix: give an intact file"
                     ) from None
             return n
         if kind == "json":

@@ -80,6 +80,9 @@ def validate_row(index: int, row: Any, cfg: PreferenceConfig, rubrics: RubricRes
                 cfg.completions_column: "--completions-col (completions_column=)",
             }.get(col)
             hint = f"; fix: name the right one with {option}" if option else "; fix: drop it from --keep-col"
+            if col == cfg.completions_column and cfg.completion_column in row:  # TRL's prompt/completion rows
+                long = f"give --layout long (one row per {cfg.completion_column!r}, as in TRL's data)"
+                hint = f"; fix: {long}, or{hint[6:]}"
             raise InputError(
                 f"row {index}: column {col!r} missing (columns: {sorted(row)}){hint}", index=index, field=col
             )

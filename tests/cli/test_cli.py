@@ -92,11 +92,24 @@ def test_compare_against_a_real_server(tmp_path, vllm_server, capsys):
     assert summary["failed"] + summary["ties"] == sum(r["winner"] is None for r in got)
 
 
-def test_grade_parquet_in_and_out(tmp_path, vllm_server):
+def _trl(prompt: str, completion: str) -> dict:
+    """A row of TRL's conversational prompt-completion data."""
+    user, assistant = {"role": "user", "content": prompt}, {"role": "assistant", "content": completion}
+    return {"prompt": [user], "completion": [assistant]}
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [{"instruction": "Say hi", "response": "hi"}, {"instruction": "Count to 2", "response": "1 2"}],
+        [_trl("Say hi", "hi"), _trl("Count to 2", "1 2")],  # TRL's conversational rows, no column flag
+    ],
+    ids=["our columns", "TRL's columns"],
+)
+def test_grade_parquet_in_and_out(tmp_path, vllm_server, rows):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    rows = [{"instruction": "Say hi", "response": "hi"}, {"instruction": "Count to 2", "response": "1 2"}]
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "in.parquet")
     assert (
         main(
@@ -117,7 +130,10 @@ def test_grade_parquet_in_and_out(tmp_path, vllm_server):
         == 0
     )
     got = list(read_rows(tmp_path / "out.parquet"))
-    assert [r["instruction"] for r in got] == ["Say hi", "Count to 2"] and all("score" in r for r in got)
+    assert [{k: r[k] for k in rows[0]} for r in got] == rows and all("score" in r for r in got)
+    assert [r["source_index"] for r in got] == [0, 1] and all(
+        r["judge_error"] is None or r["judge_error"].startswith("no verdict") for r in got
+    )  # judged: a verdict, or the tiny model's own "no verdict", never a row the job could not read
 
 
 def test_console_script_help():

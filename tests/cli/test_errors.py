@@ -35,6 +35,26 @@ CASES = [
         ["nocol.jsonl:1", "column 'response'", "--response-col"],
     ),
     (
+        "grade: instruction and TRL's prompt both",
+        ["grade", "{d}/both.jsonl", "-o", "{d}/o.jsonl", *JUDGE],
+        ["both.jsonl:2", "'instruction' and 'prompt'", "ambiguous", "--instruction-col"],
+    ),
+    (
+        "compare: response_a and TRL's chosen both",
+        ["compare", "{d}/both_ab.jsonl", "-o", "{d}/o.jsonl", *JUDGE],
+        ["both_ab.jsonl:1", "'response_a' and 'chosen'", "--response-a-col"],
+    ),
+    (
+        "grade: a DatasetDict folder",
+        ["grade", "{d}/dsdict", "-o", "{d}/o.jsonl", *JUDGE],
+        ["dsdict", "DatasetDict", "train"],
+    ),
+    (
+        "pairs: TRL prompt/completion rows without --layout long",
+        ["pairs", "{d}/pc_long.jsonl", "-o", "{d}/o.jsonl", *JUDGE],
+        ["pc_long.jsonl:1", "'completions' missing", "--layout long", "--completions-col"],
+    ),
+    (
         "grade: column of the wrong type",
         ["grade", "{d}/wrongtype.jsonl", "-o", "{d}/o.jsonl", *JUDGE],
         ["wrongtype.jsonl:2", "column 'response'", "--response-col"],
@@ -288,6 +308,15 @@ def files(tmp_path: Path) -> Path:
     jsonl("wrongtype.jsonl", good, json.dumps({"instruction": "Q?", "response": 5}))
     jsonl("ab.jsonl", json.dumps({"instruction": "Q?", "response_a": "A.", "response_b": "B."}))
     jsonl("pc.jsonl", json.dumps({"prompt": "Q?", "completions": ["A.", "B."]}))
+    jsonl(
+        "both.jsonl",
+        json.dumps({"prompt": "Q?", "response": "A."}),
+        json.dumps({"instruction": "Q?", "prompt": "Q?", "response": "A."}),
+    )
+    jsonl("both_ab.jsonl", json.dumps({"prompt": "Q?", "response_a": "A.", "chosen": "A.", "rejected": "B."}))
+    jsonl("pc_long.jsonl", json.dumps({"prompt": "Q?", "completion": "A."}))
+    (tmp_path / "dsdict" / "train").mkdir(parents=True)
+    (tmp_path / "dsdict" / "dataset_dict.json").write_text(json.dumps({"splits": ["train"]}))
     jsonl("graded.jsonl", json.dumps({"instruction": "Q?", "response": "A.", "score": 4.0, "judge_error": None}))
     jsonl("foreign.jsonl", json.dumps({"x": 1}))
     jsonl("pc_str.jsonl", json.dumps({"prompt": "Q?", "completions": "A."}))

@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGES = sorted(
     [
         ROOT / "README.md",
+        ROOT / "CHANGELOG.md",
         ROOT / "train_judge" / "README.md",
         ROOT / "benchmarks" / "README.md",
         *(ROOT / "docs").glob("*.md"),

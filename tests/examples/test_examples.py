@@ -18,10 +18,16 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-def run_example(module: str, tmp_path: Path, *extra: str) -> dict:
+def run_example(module: str, tmp_path: Path, *extra: str, as_file: bool = False) -> dict:
+    """``module`` run with ``--smoke``: ``python -m module``, or with ``as_file`` ``python rlhf_examples/X.py`` with
+    nothing on ``PYTHONPATH`` (the example finds its checkout itself: ``rlhf_examples/_checkout.py``)."""
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", PYTHONPATH=str(REPO))
+    run = ["-m", module]
+    if as_file:
+        env.pop("PYTHONPATH")
+        run = [str(REPO / (module.replace(".", "/") + ".py"))]
     proc = subprocess.run(
-        [sys.executable, "-m", module, "--smoke", "--output-dir", str(tmp_path), *extra],
+        [sys.executable, *run, "--smoke", "--output-dir", str(tmp_path), *extra],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -40,7 +46,8 @@ def run_example(module: str, tmp_path: Path, *extra: str) -> dict:
     "module, name", [("rlhf_examples.grpo_prometheus", "grpo"), ("rlhf_examples.rloo_prometheus", "rloo")]
 )
 def test_example_smoke(module, name, tmp_path, smollm2_dir, smollm2_server):
-    out = run_example(module, tmp_path, "--judge-server", smollm2_server)
+    """GRPO's runs as a file (``python rlhf_examples/grpo_prometheus.py``), RLOO's as a module."""
+    out = run_example(module, tmp_path, "--judge-server", smollm2_server, as_file=name == "grpo")
     assert out["example"] == name and out["steps"] == 2 and out["finite"]
     assert len(out["rewards"]) == 2
     low, high = (1.0, 5.0) if name == "grpo" else (0.0, 1.0)  # rloo example normalises to [0, 1]

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+import prom_reward
 from tests.fakes import FakeServer
 
 pytestmark = pytest.mark.integration  # builds the wheel and installs it in a fresh venv
@@ -79,6 +80,9 @@ def test_the_wheel_holds_prom_reward_and_train_judge_only(wheel: Path):
         entry_points = z.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
     dist_info = wheel.name.split("-py3")[0] + ".dist-info"
     assert {n.split("/")[0] for n in names} == {"prom_reward", "train_judge", dist_info}
+    with zipfile.ZipFile(wheel) as z:  # the license text ships, and the version is prom_reward.__version__'s
+        assert z.read(f"{dist_info}/licenses/LICENSE") == (REPO / "LICENSE").read_bytes()
+    assert meta["License-File"] == "LICENSE" and meta["Version"] == prom_reward.__version__
     for data in (
         "prom_reward/py.typed",
         "prom_reward/assets/templates.json",
