@@ -24,7 +24,7 @@ a value for the indicator (ranked as the most uncertain). Each returned result s
 decided (``decided_by``: ``"primary"``/``"fallback"``); ``last_routing`` holds each item's
 uncertainty and why it was routed, ``cascade_stats`` the running cost (fallback calls,
 items, tokens). When the fallback fails on an item the primary's valid result is kept.
-Exposes ``grade``/``compare``/``compare_by_grades``, ``sampling`` and ``stats`` like
+Exposes ``grade_items``/``compare_items``, ``grade``/``compare``/``compare_by_grades``, ``sampling`` and ``stats`` like
 ``PrometheusJudge``, so it drops into ``PrometheusReward``.
 
 Example:
@@ -55,7 +55,8 @@ from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
 from prom_reward.backends.teacher_forcing import ContinuationScorer
 from prom_reward.confidence.indicators import INDICATORS, NEEDS
 from prom_reward.confidence.routing import CascadeConfig, CascadeStats, Routing, is_failed, route
-from prom_reward.core.protocol import Judge
+from prom_reward.core.items import GradeItem, PairItem
+from prom_reward.core.protocol import CallOptions, Judge
 from prom_reward.core.results import Grade, JudgeStats, Judgment, Verdict
 from prom_reward.errors import ConfigError
 from prom_reward.format.judge_format import JudgeFormat
@@ -64,7 +65,8 @@ from prom_reward.format.rubrics import RubricsLike
 R = TypeVar("R", bound=Judgment)
 T = TypeVar("T")
 _JUDGE_API = (
-    *("grade", "compare", "compare_by_grades", "close", "sampling", "stats", "num_samples"),
+    *("grade", "compare", "compare_by_grades", "grade_items", "compare_items", "close", "sampling", "stats"),
+    "num_samples",
     *("confidence", "calibration", "neutralize_markers", "special_tokens", "thread_safe", "cascade_stats", "format"),
 )
 
@@ -231,6 +233,43 @@ class CascadeJudge:
         return out
 
     # -- the judge API -----------------------------------------------------------------
+    def grade_items(
+        self,
+        items: Sequence[GradeItem],
+        *,
+        num_samples: int | None = None,
+        sampling: SamplingOverrides = None,
+        truncate_response: bool | None = None,
+        deadline: float | None = None,
+    ) -> list[Grade]:
+        """Like ``PrometheusJudge.grade_items`` (the options go to both judges)."""
+        opts = CallOptions(
+            num_samples=num_samples, sampling=sampling, truncate_response=truncate_response, deadline=deadline
+        )
+        first = self.primary.grade_items(items, **opts)
+        return self._cascade(first, len(first), lambda i: self.fallback.grade_items([items[j] for j in i], **opts))
+
+    def compare_items(
+        self,
+        items: Sequence[PairItem],
+        *,
+        swap: bool = False,
+        num_samples: int | None = None,
+        sampling: SamplingOverrides = None,
+        truncate_response: bool | None = None,
+        deadline: float | None = None,
+    ) -> list[Verdict]:
+        """Like ``PrometheusJudge.compare_items`` (the options go to both judges)."""
+        opts = CallOptions(
+            num_samples=num_samples, sampling=sampling, truncate_response=truncate_response, deadline=deadline
+        )
+        first = self.primary.compare_items(items, swap=swap, **opts)
+
+        def again(idx: list[int]) -> list[Verdict]:
+            return self.fallback.compare_items([items[i] for i in idx], swap=swap, **opts)
+
+        return self._cascade(first, len(first), again)
+
     def grade(
         self,
         instructions: Sequence[str],
@@ -244,29 +283,15 @@ class CascadeJudge:
         deadline: float | None = None,
     ) -> list[Grade]:
         """Like ``PrometheusJudge.grade`` (``num_samples``, ``sampling``, ``truncate_response`` go to both judges)."""
-        first = self.primary.grade(
-            instructions,
-            responses,
-            rubric,
-            reference_answers,
-            num_samples=num_samples,
-            sampling=sampling,
-            truncate_response=truncate_response,
-            deadline=deadline,
+        opts = CallOptions(
+            num_samples=num_samples, sampling=sampling, truncate_response=truncate_response, deadline=deadline
         )
+        first = self.primary.grade(instructions, responses, rubric, reference_answers, **opts)
         n = len(first)
 
         def again(idx: list[int]) -> list[Grade]:
-            return self.fallback.grade(
-                _subset(instructions, idx, n),
-                _subset(responses, idx, n),
-                _subset(rubric, idx, n),
-                _subset(reference_answers, idx, n),
-                num_samples=num_samples,
-                sampling=sampling,
-                truncate_response=truncate_response,
-                deadline=deadline,
-            )
+            ins, res, rub = _subset(instructions, idx, n), _subset(responses, idx, n), _subset(rubric, idx, n)
+            return self.fallback.grade(ins, res, rub, _subset(reference_answers, idx, n), **opts)
 
         return self._cascade(first, n, again)
 
@@ -354,6 +379,7 @@ class CascadeJudge:
 
     # the routing is sync: the async forms run it in a worker thread
     agrade, acompare = threaded_method(grade), threaded_method(compare)
+    agrade_items, acompare_items = threaded_method(grade_items), threaded_method(compare_items)
     acompare_by_grades = threaded_method(compare_by_grades)
 
     def close(self) -> None:

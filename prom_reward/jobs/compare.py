@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
-from prom_reward.core.items import RelativeItem, relative_items
+from prom_reward.core.items import PairItem
 from prom_reward.errors import InputError
 from prom_reward.format.judge_format import Task
 from prom_reward.format.rubrics import Rubric
@@ -108,21 +108,16 @@ class CompareJob(JobKind):
             "reference_answer": "reference_column",
         }
 
-        def prepare(row: SourceRow) -> RelativeItem:
+        def prepare(row: SourceRow) -> PairItem:
             for option in ("instruction_column", "response_a_column", "response_b_column"):
                 if getattr(self, option) not in row.data:
                     raise missing_column(row, getattr(self, option), option_flag(option))
             rubric = resolve_rubric(rubrics, row, self.rubric_column)
             d = row.data
             try:
-                return relative_items(
-                    [d[self.instruction_column]],
-                    [d[self.response_a_column]],
-                    [d[self.response_b_column]],
-                    rubric,
-                    [d.get(self.reference_column)],
-                    judge_format=None,  # the judge checks the rubric against its format: a misfit fails the row
-                )[0]
+                # the judge checks the rubric against its format (compare_items): a misfit fails the row
+                a, b = d[self.response_a_column], d[self.response_b_column]
+                return PairItem(d[self.instruction_column], a, b, rubric, d.get(self.reference_column))
             except InputError as e:
                 option = columns.get(e.field or "", "instruction_column")
                 raise row_error(row, getattr(self, option), option_flag(option), str(e)) from None
@@ -146,16 +141,8 @@ class CompareJob(JobKind):
             ]
         )
 
-    def judge_items(self, judge: Any, rows: list[SourceRow], items: list[RelativeItem]) -> BatchOut:
-        refs = [it.reference_answer for it in items]
-        verdicts = judge.compare(
-            [it.instruction for it in items],
-            [it.response_a for it in items],
-            [it.response_b for it in items],
-            [it.rubric for it in items],
-            refs if any(r is not None for r in refs) else None,
-            swap=self.swap,
-        )
+    def judge_items(self, judge: Any, rows: list[SourceRow], items: list[PairItem]) -> BatchOut:
+        verdicts = judge.compare_items(items, swap=self.swap)
         out = BatchOut()
         for row, v in zip(rows, verdicts, strict=True):
             out.ties += bool(v.tie)
