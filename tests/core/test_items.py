@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import pickle
 
 import pytest
 
@@ -34,6 +35,7 @@ def test_a_grade_item_keeps_its_texts_and_resolves_its_rubric(args, want) -> Non
         assert item.rubric.criteria == "Kind?" and len(item.rubric.descriptions) == 5
     with pytest.raises(dataclasses.FrozenInstanceError):
         item.response = "other"  # type: ignore[misc]
+    assert pickle.loads(pickle.dumps(item)) == item  # items cross process boundaries (Ray jobs, workers)
 
 
 @pytest.mark.parametrize(
