@@ -7,6 +7,8 @@ returns one ``Grade``/``Verdict`` per item, in order, None-scored (never a made-
 number) when the judge failed. A failed item is a value: its ``error`` says whose
 fault it is (its input, the judge's output, the transport) and why; one item's fault
 never raises, its batch-mates are judged. ``agrade``/``acompare``/... are awaited; ``grade``/... wait for them.
+The judge takes items (``GradeItem``/``PairItem``: ``grade_items``/``compare_items``); ``grade``/``compare`` build
+them from parallel lists and take the same path.
 
 Example (the README tour runs this on a real model):
     >>> judge = PrometheusJudge(backend="scripted", outputs=["Accurate and complete. [RESULT] 5"])
