@@ -1,9 +1,11 @@
 """prom-reward: Prometheus-style judge models as rewards for RLHF training loops.
 
 Example:
-    >>> from prom_reward import PrometheusJudge, Rubric
-    >>> judge = PrometheusJudge(backend="scripted", outputs=["Correct and clear. [RESULT] 4"])
-    >>> judge.grade(["Name a prime."], ["7"], "helpfulness")[0].score
+    >>> from prom_reward import GradeItem, PrometheusJudge
+    >>> judge = PrometheusJudge(backend="scripted", outputs=["Correct and clear. [RESULT] 4"] * 2)
+    >>> judge.grade_items([GradeItem("Name a prime.", "7", "helpfulness")])[0].score
+    4.0
+    >>> judge.grade(["Name a prime."], ["7"], "helpfulness")[0].score  # the same, from parallel lists
     4.0
 """
 
@@ -11,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.confidence.indicators import Confidence
+from prom_reward.core.items import GradeItem, PairItem
 from prom_reward.core.judge import PrometheusJudge
 from prom_reward.core.protocol import Judge
 from prom_reward.core.results import Grade, JudgeFailure, JudgeSample, JudgeStats, Verdict
@@ -53,35 +56,37 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "AsyncPrometheusReward",
-    "Confidence",
-    "PreferenceConfig",
-    "build_preference_dataset",
-    "OnlineDPOJudgeReward",
-    "PairwiseRewardStats",
-    "PrometheusReward",
-    "RewardConfig",
     "BackendError",
+    "Confidence",
     "ConfigError",
     "ContextLengthError",
     "Grade",
+    "GradeItem",
     "InputError",
     "Judge",
-    "JudgeFormat",
-    "Prompt",
-    "get_judge_format",
     "JudgeConfigError",
     "JudgeFailure",
+    "JudgeFormat",
     "JudgeSample",
-    "JudgeUnavailableError",
-    "OutagePolicy",
     "JudgeStats",
+    "JudgeUnavailableError",
+    "OnlineDPOJudgeReward",
+    "OutagePolicy",
+    "PairItem",
+    "PairwiseRewardStats",
+    "PreferenceConfig",
     "PromRewardError",
     "PrometheusJudge",
+    "PrometheusReward",
     "PrometheusVerifiersJudge",
+    "Prompt",
+    "RewardConfig",
     "Rubric",
     "SamplingConfig",
     "UnknownNameError",
     "Verdict",
+    "build_preference_dataset",
+    "get_judge_format",
     "get_rubric",
     "parse_absolute",
     "parse_output",

@@ -30,7 +30,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 
 from prom_reward.backends.base import Backend, GenerationRequest
-from prom_reward.core.items import AbsoluteItem, Item
+from prom_reward.core.items import GradeItem, Item
 from prom_reward.errors import ContextLengthError, InputError
 
 _MAX_STEPS = 8
@@ -47,7 +47,7 @@ def surely_fits(request: GenerationRequest, limit: int) -> bool:
 def _shorten(item: Item, fraction: float) -> Item:
     """``item`` with its response(s) cut to ``fraction`` of the longest response's length: of a pair, a response
     shorter than that stays whole (a long response compared with a short one must not wipe out the short one)."""
-    if isinstance(item, AbsoluteItem):
+    if isinstance(item, GradeItem):
         return dataclasses.replace(item, response=item.response[: max(0, int(len(item.response) * fraction))])
     cap = max(0, int(max(len(item.response_a), len(item.response_b)) * fraction))
     return dataclasses.replace(item, response_a=item.response_a[:cap], response_b=item.response_b[:cap])

@@ -1,15 +1,25 @@
-"""Validation of judge batches, done before any generation starts.
+"""``GradeItem`` and ``PairItem``: the judge's inputs, validated once, where they are built.
 
-Every error names the item index and the field, says what arrived, and the fix. A batch whose shape is
-wrong (lists of different lengths, a string where a list belongs) raises; an item whose own text or rubric is
-unusable raises too, unless the caller passes ``failed``: then that item's ``InputError`` is recorded there
-(the judge turns it into that item's failed result) and the item keeps a placeholder, so its batch-mates are
-judged.
+A user builds them directly (``GradeItem("What is 2+2?", "4", "helpfulness")``): the texts must be ``str``
+holding valid Unicode, the reference a ``str`` or None, and the rubric is resolved to a ``Rubric`` (a
+built-in name, a ``Rubric``, a dict, a .json/.yaml path, formatted text); anything else raises
+``InputError`` naming the field and the fix. The judge takes them as they are (``grade_items``,
+``compare_items``): it checks each rubric against its own format and neutralises the responses' template
+markers, and a failed item is a value there (its result carries the error).
+
+The list forms (``grade(instructions, responses, rubric, ...)``) build their items with ``absolute_items`` /
+``relative_items``: a batch whose shape is wrong (lists of different lengths, a string where a list belongs)
+raises; an item whose own text or rubric is unusable raises too, unless the caller passes ``failed``: then
+that item's ``InputError`` (naming its index) is recorded there and the item keeps a placeholder, so its
+batch-mates are judged.
 
 Example:
-    >>> items = absolute_items(["Say hi"], ["hi"], "helpfulness")
-    >>> items[0].rubric.criteria[:8], items[0].reference_answer
+    >>> item = GradeItem("Say hi", "hi", "helpfulness")
+    >>> item.rubric.criteria[:8], item.reference_answer
     ('Does the', None)
+    >>> GradeItem("Say hi", 7, "helpfulness")  # doctest: +IGNORE_EXCEPTION_DETAIL
+    Traceback (most recent call last):
+    InputError: response must be a str, got int ('7'); convert it to text (or drop the item) before judging
     >>> absolute_items(["a", "b"], ["x"], "helpfulness")  # doctest: +IGNORE_EXCEPTION_DETAIL
     Traceback (most recent call last):
     InputError: responses has 1 items but instructions has 2 ...
@@ -17,7 +27,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar, cast, final
 
@@ -26,32 +37,174 @@ from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, Task, g
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.rubrics import Rubric, RubricLike, RubricsLike, get_rubric
 
+__all__ = [
+    "GradeItem",
+    "PairItem",
+    "absolute_items",
+    "check_rubrics",
+    "check_text",
+    "item_list",
+    "map_responses",
+    "relative_items",
+]
+
+_RUBRIC_HINT = "pass a Rubric, a built-in name or a rubric dict"
+
+
+def check_text(text: str, index: int | None, field: str) -> None:
+    """Raise ``InputError`` when ``text`` is not valid Unicode (a lone surrogate cannot be encoded).
+
+    >>> check_text("fine", 0, "response")
+    >>> check_text("bad \\ud800", 3, "response")  # doctest: +IGNORE_EXCEPTION_DETAIL
+    Traceback (most recent call last):
+    InputError: item 3: response holds a lone surrogate ...
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        where = "" if index is None else f"item {index}: "
+        raise InputError(
+            f"{where}{field} holds a lone surrogate ({text[e.start]!r} at character {e.start}), which is not "
+            "valid Unicode text and cannot be sent to the judge; decode the text with errors='replace'",
+            index=index,
+            field=field,
+        ) from None
+
+
+def _text(x: object, field: str) -> str:
+    if not isinstance(x, str):
+        raise InputError(
+            f"{field} must be a str, got {type(x).__name__} ({str(x)[:60]!r}); "
+            "convert it to text (or drop the item) before judging",
+            field=field,
+        )
+    check_text(x, None, field)
+    return x
+
+
+def _reference(x: object) -> str | None:
+    if x is not None and not isinstance(x, str):
+        raise InputError(
+            f"reference_answer must be a str or None, got {type(x).__name__}; give the reference as text, "
+            "or None for an item without one",
+            field="reference_answer",
+        )
+    return x if x is None else _text(x, "reference_answer")
+
+
+def _rubric(x: object) -> Rubric:
+    if isinstance(x, Rubric):
+        return x
+    return RubricResolver(missing_hint=_RUBRIC_HINT)(cast(RubricLike | None, x), field="rubric")
+
 
 @final
-@dataclass(frozen=True)
-class AbsoluteItem:
-    """One validated absolute-grading input."""
+@dataclass(frozen=True, init=False)
+class GradeItem:
+    """One absolute-grading input; building it validates it (``InputError`` naming the field and the fix)."""
 
     instruction: str
+    """The instruction (the prompt) the response answers."""
     response: str
+    """The response to grade."""
     rubric: Rubric
-    reference_answer: str | None
+    """What it is graded on; built from a built-in name, a ``Rubric``, a dict, a .json/.yaml path or
+    formatted ``[criteria]`` text."""
+    reference_answer: str | None = None
+    """A reference answer (what a top grade looks like) shown to the judge, or None."""
+
+    def __init__(
+        self, instruction: str, response: str, rubric: RubricLike, reference_answer: str | None = None
+    ) -> None:
+        object.__setattr__(self, "instruction", _text(instruction, "instruction"))
+        object.__setattr__(self, "response", _text(response, "response"))
+        object.__setattr__(self, "reference_answer", _reference(reference_answer))
+        object.__setattr__(self, "rubric", _rubric(rubric))
 
 
 @final
-@dataclass(frozen=True)
-class RelativeItem:
-    """One validated pairwise-ranking input."""
+@dataclass(frozen=True, init=False)
+class PairItem:
+    """One pairwise input (which of ``response_a`` and ``response_b`` is better); validated where built."""
 
     instruction: str
+    """The instruction (the prompt) both responses answer."""
     response_a: str
+    """The first response ("A")."""
     response_b: str
+    """The second response ("B")."""
     rubric: Rubric
-    reference_answer: str | None
+    """What they are compared on (pairwise needs only its criteria); built like ``GradeItem.rubric``."""
+    reference_answer: str | None = None
+    """A reference answer shown to the judge, or None."""
+
+    def __init__(
+        self,
+        instruction: str,
+        response_a: str,
+        response_b: str,
+        rubric: RubricLike,
+        reference_answer: str | None = None,
+    ) -> None:
+        object.__setattr__(self, "instruction", _text(instruction, "instruction"))
+        object.__setattr__(self, "response_a", _text(response_a, "response_a"))
+        object.__setattr__(self, "response_b", _text(response_b, "response_b"))
+        object.__setattr__(self, "reference_answer", _reference(reference_answer))
+        object.__setattr__(self, "rubric", _rubric(rubric))
 
 
-Item = TypeVar("Item", AbsoluteItem, RelativeItem)
+Item = TypeVar("Item", GradeItem, PairItem)
 """An absolute or a pairwise item (what the judge's shared plumbing takes)."""
+
+
+def map_responses(item: Item, f: Callable[[str], str]) -> Item:
+    """``item`` with ``f`` applied to its response(s) (the judge neutralises them so)."""
+    if isinstance(item, GradeItem):
+        return dataclasses.replace(item, response=f(item.response))
+    return dataclasses.replace(item, response_a=f(item.response_a), response_b=f(item.response_b))
+
+
+def item_list(items: object, cls: type[Item]) -> list[Item]:
+    """``items`` as a list, each a ``cls`` (what ``grade_items`` / ``compare_items`` take); else ``InputError``."""
+    if isinstance(items, (str, bytes, cls)) or not isinstance(items, Sequence):
+        raise InputError(
+            f"items: expected a list of {cls.__name__}, got {type(items).__name__}; for a single item pass [item]",
+            field="items",
+        )
+    for i, it in enumerate(items):
+        if not isinstance(it, cls):
+            raise InputError(
+                f"item {i}: expected a {cls.__name__}, got {type(it).__name__}; build it with "
+                f"{cls.__name__}(...) (prom_reward.{cls.__name__})",
+                index=i,
+                field="items",
+            )
+    return list(items)
+
+
+Failed = dict[int, InputError] | None
+"""Where per-item faults go (item index -> its ``InputError``); None: raise them."""
+
+
+def _fault(failed: Failed, error: InputError) -> None:
+    """Record ``error`` for its item in ``failed`` (the first fault of an item wins), or raise it."""
+    if failed is None:
+        raise error
+    failed.setdefault(cast(int, error.index), error)
+
+
+def check_rubrics(items: Sequence[Item], judge_format: JudgeFormat, task: Task, failed: dict[int, InputError]) -> None:
+    """Record in ``failed`` each item (not failed yet) whose rubric does not fit ``judge_format`` for ``task``
+    (``JudgeFormat.rubric_problem``, asked once per distinct rubric)."""
+    problems: dict[Rubric, str | None] = {}
+    for i, it in enumerate(items):
+        if i in failed:
+            continue
+        if it.rubric not in problems:
+            problems[it.rubric] = judge_format.rubric_problem(it.rubric, task)
+        problem = problems[it.rubric]
+        if problem is not None:
+            failed[i] = InputError(f"item {i}: rubric: {problem}", index=i, field="rubric")
 
 
 def _as_list(name: str, value: object, n: int | None) -> list[object]:
@@ -68,102 +221,54 @@ def _as_list(name: str, value: object, n: int | None) -> list[object]:
     return items
 
 
-def check_text(text: str, index: int, field: str) -> None:
-    """Raise ``InputError`` when ``text`` is not valid Unicode (a lone surrogate cannot be encoded).
-
-    >>> check_text("fine", 0, "response")
-    >>> check_text("bad \\ud800", 3, "response")  # doctest: +IGNORE_EXCEPTION_DETAIL
-    Traceback (most recent call last):
-    InputError: item 3: response holds a lone surrogate ...
-    """
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise InputError(
-            f"item {index}: {field} holds a lone surrogate ({text[e.start]!r} at character {e.start}), which is not "
-            "valid Unicode text and cannot be sent to the judge; decode the text with errors='replace'",
-            index=index,
-            field=field,
-        ) from None
-
-
-Failed = dict[int, InputError] | None
-"""Where per-item faults go (item index -> its ``InputError``); None: raise them."""
-
-
-def _fault(failed: Failed, error: InputError) -> None:
-    """Record ``error`` for its item in ``failed`` (the first fault of an item wins), or raise it."""
-    if failed is None:
-        raise error
-    failed.setdefault(cast(int, error.index), error)
-
-
-def _text(x: object, i: int, field: str) -> str:
-    if not isinstance(x, str):
-        raise InputError(
-            f"item {i}: {field} must be a str, got {type(x).__name__} ({str(x)[:60]!r}); "
-            "convert it to text (or drop the item) before judging",
-            index=i,
-            field=field,
-        )
-    check_text(x, i, field)
-    return x
-
-
-def _strings(name: str, value: object, n: int | None, field: str, failed: Failed) -> list[str]:
-    out: list[str] = []
-    for i, x in enumerate(_as_list(name, value, n)):
-        try:
-            out.append(_text(x, i, field))
-        except InputError as e:
-            _fault(failed, e)
-            out.append("")
-    return out
-
-
-def _references(value: object, n: int, failed: Failed) -> list[str | None]:
-    if value is None:
-        return [None] * n
-    refs: list[str | None] = []
-    for i, r in enumerate(_as_list("reference_answers", value, n)):
-        try:
-            if r is not None and not isinstance(r, str):
-                raise InputError(
-                    f"item {i}: reference_answer must be a str or None, got {type(r).__name__}",
-                    index=i,
-                    field="reference_answer",
-                )
-            refs.append(r if r is None else _text(r, i, "reference_answer"))
-        except InputError as e:
-            _fault(failed, e)
-            refs.append(None)
-    return refs
-
-
 def _rubrics(
-    value: RubricsLike, n: int, *, task: Task, judge_format: JudgeFormat | None, failed: Failed
-) -> list[Rubric]:
-    """One ``Rubric`` per item from one rubric for all (resolved once: unusable, it raises for the whole
-    call) or a list of ``n`` (``RubricResolver``: each distinct value resolved once; a None item, or one
-    that does not fit the judge format for ``task`` (``JudgeFormat.rubric_problem``; None: not checked
-    here), is that item's ``InputError``)."""
-    resolver = RubricResolver(
-        judge_format=judge_format, task=task, missing_hint="pass a Rubric, a built-in name or a rubric dict"
-    )
-
-    def resolve(r: object, index: int | None = None) -> Rubric:
-        return resolver(cast(RubricLike | None, r), index=index, field="rubric")
-
+    value: RubricsLike, n: int, *, task: Task, judge_format: JudgeFormat | None
+) -> tuple[list[Rubric], dict[int, InputError]]:
+    """One ``Rubric`` per item, and each item's rubric fault: from one rubric for all (resolved once:
+    unusable, it raises for the whole call) or a list of ``n`` (``RubricResolver``: each distinct value
+    resolved once; a None item, or one that does not fit the judge format for ``task``
+    (``JudgeFormat.rubric_problem``; None: not checked here), is that item's fault and keeps a placeholder)."""
+    resolver = RubricResolver(judge_format=judge_format, task=task, missing_hint=_RUBRIC_HINT)
     if not isinstance(value, Sequence) or isinstance(value, (str, bytes, Rubric)):
-        return [resolve(value)] * n if n else []
+        return ([resolver(value)] * n if n else []), {}
     out: list[Rubric] = []
+    faults: dict[int, InputError] = {}
     for i, r in enumerate(_as_list("rubrics", value, n)):
         try:
-            out.append(resolve(r, i))
+            out.append(resolver(cast(RubricLike | None, r), index=i, field="rubric"))
         except InputError as e:
-            _fault(failed, e)
+            faults[i] = e
             out.append(out[-1] if out else get_rubric("helpfulness"))  # a placeholder: the item is failed
+    return out, faults
+
+
+T = TypeVar("T")
+
+
+def _build(
+    n: int,
+    make: Callable[[int], T],
+    placeholder: Callable[[int], T],
+    rubric_faults: dict[int, InputError],
+    failed: Failed,
+) -> list[T]:
+    """``make(i)`` for each item; an item's fault (its texts first, then its rubric) goes to ``failed``
+    (or raises) and the item keeps ``placeholder(i)``."""
+    out: list[T] = []
+    for i in range(n):
+        try:
+            item = make(i)
+        except InputError as e:
+            _fault(failed, InputError(f"item {i}: {e}", index=i, field=e.field))
+            item = placeholder(i)
+        if i in rubric_faults:
+            _fault(failed, rubric_faults[i])
+        out.append(item)
     return out
+
+
+def _references(value: object, n: int) -> list[object]:
+    return [None] * n if value is None else _as_list("reference_answers", value, n)
 
 
 def absolute_items(
@@ -174,17 +279,23 @@ def absolute_items(
     *,
     failed: Failed = None,
     judge_format: str | JudgeFormat | None = DEFAULT_FORMAT,
-) -> list[AbsoluteItem]:
-    """Validate an absolute-grading batch; raises InputError naming item and field (an item's own fault goes
-    to ``failed`` when given; rubrics are checked against ``judge_format``; None: not
-    checked here, the judge checks them against its own)."""
-    ins = _strings("instructions", instructions, None, "instruction", failed)
+) -> list[GradeItem]:
+    """``GradeItem``s from parallel lists; raises InputError naming item and field (an item's own fault goes
+    to ``failed`` when given; rubrics are checked against ``judge_format``; None: not checked here, the judge
+    checks them against its own)."""
+    ins = _as_list("instructions", instructions, None)
     n = len(ins)
-    res = _strings("responses", responses, n, "response", failed)
-    refs = _references(reference_answers, n, failed)
+    res = _as_list("responses", responses, n)
+    refs = _references(reference_answers, n)
     fmt = None if judge_format is None else get_judge_format(judge_format)
-    rubs = _rubrics(rubric, n, task="absolute", judge_format=fmt, failed=failed)
-    return [AbsoluteItem(*t) for t in zip(ins, res, rubs, refs, strict=True)]
+    rubs, faults = _rubrics(rubric, n, task="absolute", judge_format=fmt)
+    return _build(
+        n,
+        lambda i: GradeItem(cast(str, ins[i]), cast(str, res[i]), rubs[i], cast(str | None, refs[i])),
+        lambda i: GradeItem("", "", rubs[i]),
+        faults,
+        failed,
+    )
 
 
 def relative_items(
@@ -196,15 +307,21 @@ def relative_items(
     *,
     failed: Failed = None,
     judge_format: str | JudgeFormat | None = DEFAULT_FORMAT,
-) -> list[RelativeItem]:
-    """Validate a pairwise batch; raises InputError naming item and field (an item's own fault goes to
-    ``failed`` when given; rubrics are checked against ``judge_format``; None: not
-    checked here, the judge checks them against its own)."""
-    ins = _strings("instructions", instructions, None, "instruction", failed)
+) -> list[PairItem]:
+    """``PairItem``s from parallel lists; raises InputError naming item and field (an item's own fault goes to
+    ``failed`` when given; rubrics are checked against ``judge_format``; None: not checked here, the judge
+    checks them against its own)."""
+    ins = _as_list("instructions", instructions, None)
     n = len(ins)
-    a = _strings("responses_a", responses_a, n, "response_a", failed)
-    b = _strings("responses_b", responses_b, n, "response_b", failed)
-    refs = _references(reference_answers, n, failed)
+    a = _as_list("responses_a", responses_a, n)
+    b = _as_list("responses_b", responses_b, n)
+    refs = _references(reference_answers, n)
     fmt = None if judge_format is None else get_judge_format(judge_format)
-    rubs = _rubrics(rubric, n, task="relative", judge_format=fmt, failed=failed)
-    return [RelativeItem(*t) for t in zip(ins, a, b, rubs, refs, strict=True)]
+    rubs, faults = _rubrics(rubric, n, task="relative", judge_format=fmt)
+    return _build(
+        n,
+        lambda i: PairItem(cast(str, ins[i]), cast(str, a[i]), cast(str, b[i]), rubs[i], cast(str | None, refs[i])),
+        lambda i: PairItem("", "", "", rubs[i]),
+        faults,
+        failed,
+    )

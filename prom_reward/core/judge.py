@@ -7,6 +7,8 @@ returns one ``Grade``/``Verdict`` per item, in order, None-scored (never a made-
 number) when the judge failed. A failed item is a value: its ``error`` says whose
 fault it is (its input, the judge's output, the transport) and why; one item's fault
 never raises, its batch-mates are judged. ``agrade``/``acompare``/... are awaited; ``grade``/... wait for them.
+The judge takes items (``GradeItem``/``PairItem``: ``grade_items``/``compare_items``); ``grade``/``compare`` build
+them from parallel lists and take the same path.
 
 Example (the README tour runs this on a real model):
     >>> judge = PrometheusJudge(backend="scripted", outputs=["Accurate and complete. [RESULT] 5"])
@@ -25,9 +27,19 @@ from typing import TYPE_CHECKING, Any
 from prom_reward.backends import Backend, CachedBackend, GenerationRequest, make_backend, sync_method
 from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
 from prom_reward.confidence.indicators import TRUNCATIONS
+from prom_reward.core.by_grades import verdicts_by_grades
 from prom_reward.core.combine import grade_from_run, verdict_from_runs
-from prom_reward.core.items import AbsoluteItem, Item, RelativeItem, absolute_items, relative_items
-from prom_reward.core.outcomes import fit_items, grade_outcome, graded_verdict, verdict_outcome, with_failed_pairs
+from prom_reward.core.items import (
+    GradeItem,
+    Item,
+    PairItem,
+    absolute_items,
+    check_rubrics,
+    item_list,
+    map_responses,
+    relative_items,
+)
+from prom_reward.core.outcomes import fit_items, grade_outcome, verdict_outcome
 from prom_reward.core.presets import apply_preset, find_preset_for_model, get_preset
 from prom_reward.core.requests import absolute_request, check_task, force_policy, relative_request
 from prom_reward.core.results import Grade, JudgeStats, Verdict
@@ -159,23 +171,17 @@ class PrometheusJudge:
 
     # -- plumbing ---------------------------------------------------------------
     def _neutralize(self, items: list[Item]) -> list[Item]:
-        """``items`` with template markers inside their responses rewritten (``format.sanitize``)."""
+        """``items`` with template markers inside their responses rewritten (``format.sanitize``; counted in
+        ``stats.neutralized``)."""
         if not self.neutralize_markers:
             return items
-        return [self._neutralize_item(it) for it in items]
 
-    def _neutralize_item(self, item: Item) -> Item:
-        if isinstance(item, AbsoluteItem):
-            return dataclasses.replace(item, response=self._neutral(item.response))
-        return dataclasses.replace(
-            item, response_a=self._neutral(item.response_a), response_b=self._neutral(item.response_b)
-        )
+        def neutral(text: str) -> str:
+            out, n = neutralize(text, self.special_tokens, self.format.markers)
+            self.stats.neutralized += n
+            return out
 
-    def _neutral(self, text: str) -> str:
-        """``text`` with its template markers rewritten (counted in ``stats.neutralized``)."""
-        out, n = neutralize(text, self.special_tokens, self.format.markers)
-        self.stats.neutralized += n
-        return out
+        return [map_responses(it, neutral) for it in items]
 
     async def _run(
         self,
@@ -210,7 +216,44 @@ class PrometheusJudge:
         count_runs(self.stats, sampled, time.perf_counter() - start, sum(truncated))
         return runs, truncated
 
-    # -- public API ---------------------------------------------------------------
+    # -- public API: items in, one outcome per item out -------------------------------------
+    async def agrade_items(
+        self,
+        items: Sequence[GradeItem],
+        *,
+        num_samples: int | None = None,
+        sampling: SamplingOverrides = None,
+        truncate_response: bool | None = None,
+        deadline: float | None = None,
+    ) -> list[Grade]:
+        """Absolute grades of ``items``, one per item, in order. An item whose rubric does not fit the judge's
+        format, or that cannot be judged, gets a Grade with score None and its ``error``. ``truncate_response``
+        overrides the judge's setting for this call; ``deadline`` (monotonic) bounds the transport's attempts."""
+        check_task(self.format, "absolute")
+        failed: dict[int, InputError] = {}
+        batch = item_list(items, GradeItem)
+        check_rubrics(batch, self.format, "absolute", failed)
+        return await self._grade(batch, failed, num_samples, sampling, 0, truncate_response, deadline)
+
+    async def acompare_items(
+        self,
+        items: Sequence[PairItem],
+        *,
+        swap: bool = False,
+        num_samples: int | None = None,
+        sampling: SamplingOverrides = None,
+        truncate_response: bool | None = None,
+        deadline: float | None = None,
+    ) -> list[Verdict]:
+        """Pairwise verdicts ("A"/"B") of ``items``, one per item, in order; with ``swap=True`` both orders are
+        judged in the same batch and combined (agreement, else a tie with winner None). A failed item is a
+        Verdict with winner None and its ``error``; the options are those of ``agrade_items``."""
+        check_task(self.format, "relative")
+        failed: dict[int, InputError] = {}
+        batch = item_list(items, PairItem)
+        check_rubrics(batch, self.format, "relative", failed)
+        return await self._compare(batch, failed, swap, num_samples, sampling, truncate_response, deadline)
+
     async def agrade(
         self,
         instructions: Sequence[str],
@@ -223,53 +266,15 @@ class PrometheusJudge:
         truncate_response: bool | None = None,
         deadline: float | None = None,
     ) -> list[Grade]:
-        """Absolute grades (1..5) for each (instruction, response), in order; ``rubric`` is one rubric
-        (name, Rubric, dict, file) for all items or a list with one per item. ``truncate_response``
-        overrides the judge's setting for this call; ``deadline`` (monotonic) bounds the transport's
-        attempts. An item that cannot be judged gets a Grade with score None and its ``error``; lists of
-        different lengths raise ``InputError``."""
-        return await self._agrade(
-            instructions,
-            responses,
-            rubric,
-            reference_answers,
-            num_samples=num_samples,
-            sampling=sampling,
-            attempt=0,
-            truncate_response=truncate_response,
-            deadline=deadline,
-        )
-
-    async def _agrade(
-        self,
-        instructions: Sequence[str],
-        responses: Sequence[str],
-        rubric: RubricsLike,
-        reference_answers: Sequence[str | None] | None,
-        *,
-        num_samples: int | None,
-        sampling: SamplingOverrides,
-        attempt: int,
-        truncate_response: bool | None = None,
-        deadline: float | None = None,
-    ) -> list[Grade]:
-        """``grade``, its requests numbered ``attempt`` (tie rounds re-grade with other numbers, so a
-        judgment store keeps them apart)."""
+        """``agrade_items`` of the items made from parallel lists (``core.items.absolute_items``); ``rubric`` is
+        one rubric (name, Rubric, dict, file) for all items or a list with one per item. An item's own fault
+        fails that item; lists of different lengths raise ``InputError``."""
         check_task(self.format, "absolute")
         failed: dict[int, InputError] = {}
-        items = self._neutralize(
-            absolute_items(instructions, responses, rubric, reference_answers, failed=failed, judge_format=self.format)
+        items = absolute_items(
+            instructions, responses, rubric, reference_answers, failed=failed, judge_format=self.format
         )
-        if not items:
-            return []
-        cfg = self.sampling.merged(sampling)
-
-        def render(it: AbsoluteItem) -> GenerationRequest:
-            return dataclasses.replace(absolute_request(it, cfg, self.format), attempt=attempt)
-
-        k = num_samples or self.num_samples
-        runs, truncated = await self._run("absolute", k, items, render, truncate_response, failed, deadline)
-        return [grade_outcome(grade_from_run(r, truncated=t), r) for r, t in zip(runs, truncated, strict=True)]
+        return await self._grade(items, failed, num_samples, sampling, 0, truncate_response, deadline)
 
     async def acompare(
         self,
@@ -285,27 +290,61 @@ class PrometheusJudge:
         truncate_response: bool | None = None,
         deadline: float | None = None,
     ) -> list[Verdict]:
-        """Pairwise verdicts ("A"/"B"); with ``swap=True`` both orders are judged in the same batch
-        and combined (agreement, else a tie with winner None). ``truncate_response`` overrides the
-        judge's setting for this call and ``deadline`` bounds the transport (as in ``grade``)."""
+        """``acompare_items`` of the items made from parallel lists (``core.items.relative_items``)."""
         check_task(self.format, "relative")
         failed: dict[int, InputError] = {}
         pairs = (instructions, responses_a, responses_b)
-        items = self._neutralize(
-            relative_items(*pairs, rubric, reference_answers, failed=failed, judge_format=self.format)
-        )
+        items = relative_items(*pairs, rubric, reference_answers, failed=failed, judge_format=self.format)
+        return await self._compare(items, failed, swap, num_samples, sampling, truncate_response, deadline)
+
+    async def _grade(
+        self,
+        items: list[GradeItem],
+        failed: dict[int, InputError],
+        num_samples: int | None,
+        sampling: SamplingOverrides,
+        attempt: int,
+        truncate_response: bool | None,
+        deadline: float | None,
+    ) -> list[Grade]:
+        """The one grading path: ``items`` (those in ``failed`` are failed already), their requests numbered
+        ``attempt`` (tie rounds re-grade with other numbers, so a judgment store keeps them apart)."""
         if not items:
             return []
         cfg = self.sampling.merged(sampling)
 
-        def render(it: RelativeItem) -> GenerationRequest:
+        def render(it: GradeItem) -> GenerationRequest:
+            return dataclasses.replace(absolute_request(it, cfg, self.format), attempt=attempt)
+
+        k = num_samples or self.num_samples
+        runs, truncated = await self._run(
+            "absolute", k, self._neutralize(items), render, truncate_response, failed, deadline
+        )
+        return [grade_outcome(grade_from_run(r, truncated=t), r) for r, t in zip(runs, truncated, strict=True)]
+
+    async def _compare(
+        self,
+        items: list[PairItem],
+        failed: dict[int, InputError],
+        swap: bool,
+        num_samples: int | None,
+        sampling: SamplingOverrides,
+        truncate_response: bool | None,
+        deadline: float | None,
+    ) -> list[Verdict]:
+        """The one pairwise path: ``items`` (those in ``failed`` are failed already), both orders when ``swap``."""
+        if not items:
+            return []
+        cfg = self.sampling.merged(sampling)
+
+        def render(it: PairItem) -> GenerationRequest:
             return relative_request(it, cfg, self.format)
 
-        batch = list(items)
+        batch = self._neutralize(items)
         n = len(items)
         if swap:
-            batch += [dataclasses.replace(it, response_a=it.response_b, response_b=it.response_a) for it in items]
-            failed.update({n + i: e for i, e in failed.items()})
+            batch += [dataclasses.replace(it, response_a=it.response_b, response_b=it.response_a) for it in batch[:n]]
+            failed = {**failed, **{n + i: e for i, e in failed.items()}}
         k = num_samples or self.num_samples
         runs, truncated = await self._run("relative", k, batch, render, truncate_response, failed, deadline)
         out = []
@@ -331,49 +370,16 @@ class PrometheusJudge:
         re-graded at temperature 1.0 until one wins or ``max_tie_rounds`` is reached."""
         check_task(self.format, "absolute")
         failed: dict[int, InputError] = {}
-        every = relative_items(instructions, responses_a, responses_b, rubric, reference_answers, failed=failed)
-        absolute_items(instructions, responses_a, rubric, reference_answers, failed=failed, judge_format=self.format)
-        if not every:
-            return []
-        items = [it for i, it in enumerate(every) if i not in failed]
-        rounds_cap = self.max_tie_rounds if max_tie_rounds is None else max_tie_rounds
-        ins = [it.instruction for it in items]
-        rubs = [it.rubric for it in items]
-        refs = [it.reference_answer for it in items]
-        both = await self.agrade(
-            ins + ins,
-            [it.response_a for it in items] + [it.response_b for it in items],
-            rubs + rubs,
-            refs + refs,
-            num_samples=num_samples,
-        )
-        n = len(items)
-        grades = [(both[i], both[n + i]) for i in range(n)]
-        rounds = [0] * n
+        pairs = relative_items(instructions, responses_a, responses_b, rubric, reference_answers, failed=failed)
+        check_rubrics(pairs, self.format, "absolute", failed)
+        rounds = self.max_tie_rounds if max_tie_rounds is None else max_tie_rounds
 
-        def tied(i: int) -> bool:
-            a, b = grades[i]
-            return a.ok and b.ok and a.score == b.score
+        async def grade(items: list[GradeItem], sampling: SamplingOverrides, attempt: int) -> list[Grade]:
+            return await self._grade(items, {}, num_samples, sampling, attempt, None, None)
 
-        for tie_round in range(1, rounds_cap + 1):
-            todo = [i for i in range(n) if tied(i)]
-            if not todo:
-                break
-            re = await self._agrade(
-                [ins[i] for i in todo] * 2,
-                [items[i].response_a for i in todo] + [items[i].response_b for i in todo],
-                [rubs[i] for i in todo] * 2,
-                [refs[i] for i in todo] * 2,
-                num_samples=num_samples,
-                sampling={"temperature": 1.0},
-                attempt=1000 * tie_round,
-            )
-            for j, i in enumerate(todo):
-                grades[i] = (re[j], re[len(todo) + j])
-                rounds[i] += 1
-        judged = [graded_verdict(a, b, tie=tied(i), tie_rounds=rounds[i]) for i, (a, b) in enumerate(grades)]
-        return with_failed_pairs(len(every), failed, judged)
+        return await verdicts_by_grades(grade, pairs, failed, rounds)
 
+    grade_items, compare_items = sync_method(agrade_items), sync_method(acompare_items)
     grade, compare, compare_by_grades = sync_method(agrade), sync_method(acompare), sync_method(acompare_by_grades)
 
     def close(self) -> None:

@@ -2,16 +2,19 @@
 
 ``PrometheusJudge`` and ``prom_reward.experimental.CascadeJudge`` implement it; so may any object with the
 same methods (a judge behind another API, a test double). Code that takes a judge types it ``Judge``, never ``Any``:
-grades and verdicts for batches of items, the sampling options in use, running statistics, the
-samples per item, and ``close``; and what callers need to know about it, declared here rather than
-probed: whether its results carry confidence indicators (``confidence``), how it neutralises judged texts
-(``neutralize_markers``, ``special_tokens``, its ``format``'s markers) and whether it takes concurrent calls
-(``thread_safe``). What a composite judge counts besides (a cascade's routing) is in its ``stats.counters``.
+grades and verdicts for batches of items (``GradeItem`` / ``PairItem``; the list forms build them), the sampling
+options in use, running statistics, the samples per item, and ``close``; and what callers need to know about it,
+declared here rather than probed: whether its results carry confidence indicators (``confidence``), how it
+neutralises judged texts (``neutralize_markers``, ``special_tokens``, its ``format``'s markers) and whether it takes
+concurrent calls (``thread_safe``). What a composite judge counts besides (a cascade's routing) is in its
+``stats.counters``.
 
 Example:
     >>> from prom_reward.core.judge import PrometheusJudge
     >>> judge: Judge = PrometheusJudge(backend="scripted", outputs=["Exact. [RESULT] 5"])
-    >>> isinstance(judge, Judge), judge.num_samples, judge.grade(["2+2?"], ["4"], "helpfulness")[0].score
+    >>> from prom_reward.core.items import GradeItem
+    >>> item = GradeItem("2+2?", "4", "helpfulness")
+    >>> isinstance(judge, Judge), judge.num_samples, judge.grade_items([item])[0].score
     (True, 1, 5.0)
     >>> judge.neutralize_markers, judge.thread_safe, judge.stats.counters
     (True, False, {})
@@ -20,14 +23,28 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypedDict, runtime_checkable
 
 from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
+from prom_reward.core.items import GradeItem, PairItem
 from prom_reward.core.results import Grade, JudgeStats, Verdict
 from prom_reward.format.judge_format import JudgeFormat
 from prom_reward.format.rubrics import RubricsLike
 
-__all__ = ["Judge"]
+__all__ = ["CallOptions", "Judge"]
+
+
+class CallOptions(TypedDict):
+    """The per-call options of the item methods (what a judge that delegates passes on)."""
+
+    num_samples: int | None
+    """Samples per item (None: the judge's ``num_samples``)."""
+    sampling: SamplingOverrides
+    """Sampling options merged over the judge's for this call."""
+    truncate_response: bool | None
+    """Shorten over-long responses to fit (None: the judge's own setting)."""
+    deadline: float | None
+    """Monotonic time that bounds the transport's attempts."""
 
 
 @runtime_checkable
@@ -78,6 +95,59 @@ class Judge(Protocol):
         concurrently)."""
         ...
 
+    def grade_items(
+        self,
+        items: Sequence[GradeItem],
+        *,
+        num_samples: int | None = None,
+        sampling: SamplingOverrides = None,
+        truncate_response: bool | None = None,
+        deadline: float | None = None,
+    ) -> list[Grade]:
+        """Absolute grades of ``items`` (``GradeItem``), one per item, in order; ``truncate_response``: shorten
+        over-long responses to fit (None: the judge's own setting); ``deadline``: monotonic time that bounds the
+        transport's attempts."""
+        ...
+
+    def compare_items(
+        self,
+        items: Sequence[PairItem],
+        *,
+        swap: bool = False,
+        num_samples: int | None = None,
+        sampling: SamplingOverrides = None,
+        truncate_response: bool | None = None,
+        deadline: float | None = None,
+    ) -> list[Verdict]:
+        """Pairwise verdicts of ``items`` (``PairItem``), one per item, in order; ``swap``: judge both orders
+        and combine them."""
+        ...
+
+    async def agrade_items(
+        self,
+        items: Sequence[GradeItem],
+        *,
+        num_samples: int | None = None,
+        sampling: SamplingOverrides = None,
+        truncate_response: bool | None = None,
+        deadline: float | None = None,
+    ) -> list[Grade]:
+        """``grade_items``, awaited on the caller's event loop (the rewards' path)."""
+        ...
+
+    async def acompare_items(
+        self,
+        items: Sequence[PairItem],
+        *,
+        swap: bool = False,
+        num_samples: int | None = None,
+        sampling: SamplingOverrides = None,
+        truncate_response: bool | None = None,
+        deadline: float | None = None,
+    ) -> list[Verdict]:
+        """``compare_items``, awaited on the caller's event loop."""
+        ...
+
     def grade(
         self,
         instructions: Sequence[str],
@@ -90,9 +160,7 @@ class Judge(Protocol):
         truncate_response: bool | None = None,
         deadline: float | None = None,
     ) -> list[Grade]:
-        """Absolute grades of each (instruction, response); ``rubric``: one for all, or one per item;
-        ``truncate_response``: shorten over-long responses to fit (None: the judge's own setting); ``deadline``:
-        monotonic time that bounds the transport's attempts."""
+        """``grade_items`` of the items built from parallel lists; ``rubric``: one for all, or one per item."""
         ...
 
     def compare(
@@ -109,7 +177,7 @@ class Judge(Protocol):
         truncate_response: bool | None = None,
         deadline: float | None = None,
     ) -> list[Verdict]:
-        """Pairwise verdicts; ``swap``: judge both orders and combine them."""
+        """``compare_items`` of the items built from parallel lists."""
         ...
 
     def compare_by_grades(

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from prom_reward.backends.base import GenerationRequest
 from prom_reward.backends.sampling import SamplingConfig
-from prom_reward.core.items import AbsoluteItem, RelativeItem
+from prom_reward.core.items import GradeItem, PairItem
 from prom_reward.core.sampler import DEFAULT_FORCE_POLICY, ForcePolicy, check_force_policy
 from prom_reward.errors import ConfigError
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, Task, get_judge_format, unsupported_task
@@ -27,7 +27,7 @@ __all__ = ["absolute_request", "check_task", "force_policy", "relative_request"]
 
 
 def absolute_request(
-    item: AbsoluteItem, sampling: SamplingConfig, judge_format: str | JudgeFormat = DEFAULT_FORMAT
+    item: GradeItem, sampling: SamplingConfig, judge_format: str | JudgeFormat = DEFAULT_FORMAT
 ) -> GenerationRequest:
     """The judge's request for one absolute item: the format's system and user messages."""
     fmt = get_judge_format(judge_format)
@@ -36,7 +36,7 @@ def absolute_request(
 
 
 def relative_request(
-    item: RelativeItem, sampling: SamplingConfig, judge_format: str | JudgeFormat = DEFAULT_FORMAT
+    item: PairItem, sampling: SamplingConfig, judge_format: str | JudgeFormat = DEFAULT_FORMAT
 ) -> GenerationRequest:
     """The judge's request for one pairwise item: the format's system and user messages."""
     fmt = get_judge_format(judge_format)

@@ -25,7 +25,7 @@ decided (``decided_by``: ``"primary"``/``"fallback"``); ``last_routing`` holds e
 uncertainty and why it was routed, ``cascade_stats`` the running cost (fallback calls,
 items, tokens), which ``stats.counters`` reports too (``cascade_routed`` ...; what rewards log).
 When the fallback fails on an item the primary's valid result is kept.
-Exposes ``grade``/``compare``/``compare_by_grades``, ``sampling`` and ``stats`` like
+Exposes ``grade_items``/``compare_items``, ``grade``/``compare``/``compare_by_grades``, ``sampling`` and ``stats`` like
 ``PrometheusJudge``, so it drops into ``PrometheusReward``.
 
 Example:
@@ -54,8 +54,9 @@ from typing import TypeVar, cast
 from prom_reward.backends.bridge import threaded_method
 from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
 from prom_reward.confidence.indicators import INDICATORS, NEEDS
+from prom_reward.core.items import GradeItem, PairItem
 from prom_reward.core.judge import PrometheusJudge
-from prom_reward.core.protocol import Judge
+from prom_reward.core.protocol import CallOptions, Judge
 from prom_reward.core.results import Grade, JudgeStats, Judgment, Verdict
 from prom_reward.errors import ConfigError, PromRewardError
 from prom_reward.experimental.calibration import reads_base_model
@@ -65,10 +66,6 @@ from prom_reward.format.rubrics import RubricsLike
 
 R = TypeVar("R", bound=Judgment)
 T = TypeVar("T")
-_JUDGE_API = (
-    *("grade", "compare", "compare_by_grades", "close", "sampling", "stats", "num_samples"),
-    *("confidence", "neutralize_markers", "special_tokens", "thread_safe", "format"),
-)
 
 
 def _subset(value: T, idx: list[int], n: int) -> T:
@@ -103,12 +100,10 @@ class CascadeJudge:
         window: int = 1000,
     ) -> None:
         for role, judge in (("primary", primary), ("fallback", fallback)):
-            missing = [name for name in _JUDGE_API if not hasattr(judge, name)]
-            if missing:
+            if not isinstance(judge, Judge):  # the protocol declares what a cascade calls
                 raise ConfigError(
-                    f"{role}: expected a judge (a PrometheusJudge, or any object with "
-                    f"{', '.join(_JUDGE_API)}), got {type(judge).__name__}, which has no "
-                    f"{', '.join(missing)}"
+                    f"{role}: expected a judge (a PrometheusJudge, or any object implementing the prom_reward.Judge "
+                    f"protocol), got {type(judge).__name__}; fix: pass a judge"
                 )
         if indicator is None:
             indicator = "se_cali" if reads_base_model(primary) else "se"
@@ -236,6 +231,43 @@ class CascadeJudge:
         return out
 
     # -- the judge API -----------------------------------------------------------------
+    def grade_items(
+        self,
+        items: Sequence[GradeItem],
+        *,
+        num_samples: int | None = None,
+        sampling: SamplingOverrides = None,
+        truncate_response: bool | None = None,
+        deadline: float | None = None,
+    ) -> list[Grade]:
+        """Like ``PrometheusJudge.grade_items`` (the options go to both judges)."""
+        opts = CallOptions(
+            num_samples=num_samples, sampling=sampling, truncate_response=truncate_response, deadline=deadline
+        )
+        first = self.primary.grade_items(items, **opts)
+        return self._cascade(first, len(first), lambda i: self.fallback.grade_items([items[j] for j in i], **opts))
+
+    def compare_items(
+        self,
+        items: Sequence[PairItem],
+        *,
+        swap: bool = False,
+        num_samples: int | None = None,
+        sampling: SamplingOverrides = None,
+        truncate_response: bool | None = None,
+        deadline: float | None = None,
+    ) -> list[Verdict]:
+        """Like ``PrometheusJudge.compare_items`` (the options go to both judges)."""
+        opts = CallOptions(
+            num_samples=num_samples, sampling=sampling, truncate_response=truncate_response, deadline=deadline
+        )
+        first = self.primary.compare_items(items, swap=swap, **opts)
+
+        def again(idx: list[int]) -> list[Verdict]:
+            return self.fallback.compare_items([items[i] for i in idx], swap=swap, **opts)
+
+        return self._cascade(first, len(first), again)
+
     def grade(
         self,
         instructions: Sequence[str],
@@ -249,29 +281,15 @@ class CascadeJudge:
         deadline: float | None = None,
     ) -> list[Grade]:
         """Like ``PrometheusJudge.grade`` (``num_samples``, ``sampling``, ``truncate_response`` go to both judges)."""
-        first = self.primary.grade(
-            instructions,
-            responses,
-            rubric,
-            reference_answers,
-            num_samples=num_samples,
-            sampling=sampling,
-            truncate_response=truncate_response,
-            deadline=deadline,
+        opts = CallOptions(
+            num_samples=num_samples, sampling=sampling, truncate_response=truncate_response, deadline=deadline
         )
+        first = self.primary.grade(instructions, responses, rubric, reference_answers, **opts)
         n = len(first)
 
         def again(idx: list[int]) -> list[Grade]:
-            return self.fallback.grade(
-                _subset(instructions, idx, n),
-                _subset(responses, idx, n),
-                _subset(rubric, idx, n),
-                _subset(reference_answers, idx, n),
-                num_samples=num_samples,
-                sampling=sampling,
-                truncate_response=truncate_response,
-                deadline=deadline,
-            )
+            ins, res, rub = _subset(instructions, idx, n), _subset(responses, idx, n), _subset(rubric, idx, n)
+            return self.fallback.grade(ins, res, rub, _subset(reference_answers, idx, n), **opts)
 
         return self._cascade(first, n, again)
 
@@ -291,33 +309,18 @@ class CascadeJudge:
     ) -> list[Verdict]:
         """Like ``PrometheusJudge.compare`` (``swap``, ``num_samples``, ``sampling``, ``truncate_response`` go to
         both judges)."""
+        opts = CallOptions(
+            num_samples=num_samples, sampling=sampling, truncate_response=truncate_response, deadline=deadline
+        )
         first = self.primary.compare(
-            instructions,
-            responses_a,
-            responses_b,
-            rubric,
-            reference_answers,
-            swap=swap,
-            num_samples=num_samples,
-            sampling=sampling,
-            truncate_response=truncate_response,
-            deadline=deadline,
+            instructions, responses_a, responses_b, rubric, reference_answers, swap=swap, **opts
         )
         n = len(first)
 
         def again(idx: list[int]) -> list[Verdict]:
-            return self.fallback.compare(
-                _subset(instructions, idx, n),
-                _subset(responses_a, idx, n),
-                _subset(responses_b, idx, n),
-                _subset(rubric, idx, n),
-                _subset(reference_answers, idx, n),
-                swap=swap,
-                num_samples=num_samples,
-                sampling=sampling,
-                truncate_response=truncate_response,
-                deadline=deadline,
-            )
+            a, b, rub = _subset(responses_a, idx, n), _subset(responses_b, idx, n), _subset(rubric, idx, n)
+            refs = _subset(reference_answers, idx, n)
+            return self.fallback.compare(_subset(instructions, idx, n), a, b, rub, refs, swap=swap, **opts)
 
         return self._cascade(first, n, again)
 
@@ -359,6 +362,7 @@ class CascadeJudge:
 
     # the routing is sync: the async forms run it in a worker thread
     agrade, acompare = threaded_method(grade), threaded_method(compare)
+    agrade_items, acompare_items = threaded_method(grade_items), threaded_method(compare_items)
     acompare_by_grades = threaded_method(compare_by_grades)
 
     def __getstate__(self) -> dict[str, object]:

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
-from prom_reward.core.items import RelativeItem, relative_items
+from prom_reward.core.items import PairItem
 from prom_reward.errors import InputError
 from prom_reward.format.judge_format import Task
 from prom_reward.format.rubrics import Rubric
@@ -105,20 +105,20 @@ class CompareJob(JobKind):
             "reference_answer": "reference_column",
         }
 
-        def prepare(row: SourceRow) -> RelativeItem:
+        def prepare(row: SourceRow) -> PairItem:
             roles = ("instruction_column", "response_a_column", "response_b_column")
             names = {o: column(row, getattr(self, o), o) for o in roles}
             names["reference_column"] = self.reference_column
             rubric = resolve_rubric(rubrics, row, self.rubric_column)
             try:
-                return relative_items(
-                    [judge_text(row, names["instruction_column"], "instruction_column")],
-                    [judge_text(row, names["response_a_column"], "response_a_column")],
-                    [judge_text(row, names["response_b_column"], "response_b_column")],
+                # the judge checks the rubric against its format (compare_items): a misfit fails the row
+                return PairItem(
+                    judge_text(row, names["instruction_column"], "instruction_column"),
+                    judge_text(row, names["response_a_column"], "response_a_column"),
+                    judge_text(row, names["response_b_column"], "response_b_column"),
                     rubric,
-                    [row.data.get(self.reference_column)],
-                    judge_format=None,  # the judge checks the rubric against its format: a misfit fails the row
-                )[0]
+                    row.data.get(self.reference_column),
+                )
             except InputError as e:
                 option = columns.get(e.field or "", "instruction_column")
                 raise row_error(row, names[option], option_flag(option), str(e)) from None
@@ -142,16 +142,8 @@ class CompareJob(JobKind):
             ]
         )
 
-    def judge_items(self, judge: Any, rows: list[SourceRow], items: list[RelativeItem]) -> BatchOut:
-        refs = [it.reference_answer for it in items]
-        verdicts = judge.compare(
-            [it.instruction for it in items],
-            [it.response_a for it in items],
-            [it.response_b for it in items],
-            [it.rubric for it in items],
-            refs if any(r is not None for r in refs) else None,
-            swap=self.swap,
-        )
+    def judge_items(self, judge: Any, rows: list[SourceRow], items: list[PairItem]) -> BatchOut:
+        verdicts = judge.compare_items(items, swap=self.swap)
         out = BatchOut()
         for row, v in zip(rows, verdicts, strict=True):
             out.ties += bool(v.tie)

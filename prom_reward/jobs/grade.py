@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
 from prom_reward.core.combine import no_verdict
-from prom_reward.core.items import AbsoluteItem, absolute_items
+from prom_reward.core.items import GradeItem
 from prom_reward.core.judge import EXPECTED_LOGPROBS
 from prom_reward.errors import InputError
 from prom_reward.format.judge_format import JudgeFormat, Task
@@ -135,18 +135,18 @@ class GradeJob(JobKind):
             "reference_answer": "reference_column",
         }
 
-        def prepare(row: SourceRow) -> AbsoluteItem:
+        def prepare(row: SourceRow) -> GradeItem:
             names = {o: column(row, getattr(self, o), o) for o in ("instruction_column", "response_column")}
             names["reference_column"] = self.reference_column
             rubric = resolve_rubric(rubrics, row, self.rubric_column)
             try:
-                return absolute_items(
-                    [judge_text(row, names["instruction_column"], "instruction_column")],
-                    [judge_text(row, names["response_column"], "response_column")],
+                # the judge checks the rubric against its format (grade_items): a misfit fails the row
+                return GradeItem(
+                    judge_text(row, names["instruction_column"], "instruction_column"),
+                    judge_text(row, names["response_column"], "response_column"),
                     rubric,
-                    [row.data.get(self.reference_column)],
-                    judge_format=None,  # the judge checks the rubric against its format: a misfit fails the row
-                )[0]
+                    row.data.get(self.reference_column),
+                )
             except InputError as e:
                 option = columns.get(e.field or "", "instruction_column")
                 raise row_error(row, names[option], option_flag(option), str(e)) from None
@@ -169,14 +169,8 @@ class GradeJob(JobKind):
             ]
         )
 
-    def judge_items(self, judge: Any, rows: list[SourceRow], items: list[AbsoluteItem]) -> BatchOut:
-        refs = [it.reference_answer for it in items]
-        grades = judge.grade(
-            [it.instruction for it in items],
-            [it.response for it in items],
-            [it.rubric for it in items],
-            refs if any(r is not None for r in refs) else None,
-        )
+    def judge_items(self, judge: Any, rows: list[SourceRow], items: list[GradeItem]) -> BatchOut:
+        grades = judge.grade_items(items)
         out = BatchOut()
         # the expected-score columns only when asked for (--expected: the judge asks for the verdict's
         # logprobs), so the rows agree with the job record; a forced verdict alone does not fill them

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from prom_reward import PrometheusJudge
+from prom_reward import GradeItem, PrometheusJudge
 
 pytestmark = pytest.mark.integration
 
@@ -17,6 +17,11 @@ def test_server_judge_retries_then_none_on_random_model(vllm_server):
     grades = judge.grade(QUESTIONS, ANSWERS, "helpfulness", ["Paris", None])
     assert [g.score for g in grades] == [None, None]
     assert all(g.retries == 1 and g.failures == 2 and g.prompt_tokens > 0 for g in grades)
+    # the same items, built by hand, take the same path: the same prompts, the same outcomes
+    items = [GradeItem(q, a, "helpfulness", ref) for q, a, ref in zip(QUESTIONS, ANSWERS, ["Paris", None], strict=True)]
+    again = judge.grade_items(items)
+    assert [(g.score, g.retries, g.failures, g.error.kind) for g in again] == [(None, 1, 2, "output")] * 2
+    assert [g.prompt_tokens for g in again] == [g.prompt_tokens for g in grades]
     judge.close()
 
 

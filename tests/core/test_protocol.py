@@ -29,7 +29,10 @@ def test_both_judges_are_judges_and_a_partial_object_is_not() -> None:
     assert not isinstance(GradesOnly(), Judge)
 
 
-@pytest.mark.parametrize("method", ["grade", "compare", "compare_by_grades"])
+@pytest.mark.parametrize(
+    "method",
+    ["grade", "compare", "compare_by_grades", "grade_items", "compare_items", "agrade_items", "acompare_items"],
+)
 def test_public_signatures_match_the_protocol_and_hide_nothing_private(method: str) -> None:
     want = inspect.signature(getattr(Judge, method))
     for cls in (PrometheusJudge, CascadeJudge):

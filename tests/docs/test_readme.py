@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.judges import judge_by_rank
+
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
@@ -18,6 +20,22 @@ def tour_code() -> str:
     block = re.search(r"<!-- tour:start -->\s*```python\n(.*?)```\s*<!-- tour:end -->", text, re.S)
     assert block, "README lost its tour block markers"
     return block.group(1)
+
+
+def items_code() -> str:
+    block = re.search(r"<!-- items:start -->\s*```python\n(.*?)```\s*<!-- items:end -->", README.read_text(), re.S)
+    assert block, "README lost its items block markers"
+    return block.group(1)
+
+
+def test_the_items_example_runs_on_a_judge():
+    """The README's item example, run on a scripted judge that ranks responses by their first word."""
+    judge = judge_by_rank({"4": 5, "9": 1, "Hello!": 4, "Go": 1})
+    scope = {"judge": judge}
+    exec(compile(items_code(), "README-items", "exec"), scope)
+    assert [g.score for g in scope["grades"]] == [5.0, 1.0]
+    (v,) = scope["verdicts"]
+    assert v.winner == "A" and v.swap_agreement is True
 
 
 def test_tour_is_short_and_complete():
