@@ -9,8 +9,9 @@ import pickle
 
 import pytest
 
-from prom_reward import CascadeJudge, GradeItem, InputError, PairItem, Rubric, get_rubric
+from prom_reward import GradeItem, InputError, PairItem, Rubric, get_rubric
 from prom_reward.core.items import absolute_items, relative_items
+from prom_reward.experimental import CascadeJudge
 from tests.judges import judge_by_rank
 
 HELPFUL = get_rubric("helpfulness")
