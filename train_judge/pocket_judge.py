@@ -2,7 +2,7 @@
 
 ``train_judge/assets/pocket_judge/`` holds ``merge.yaml`` plus the expert LoRA adapters it names (the
 absolute and relative pocket experts and their DARE-linear merge, exactly as evaluated; a single expert
-ships the same way, as a one-model ``linear`` merge): ``ensure_pocket_judge()`` runs that merge with
+ships the same way, as a one-model ``linear`` merge): ``build_pocket_judge()`` runs that merge with
 ``train_judge.merge`` onto the converted SmolLM2 weights (see ``train_judge/README.md``).
 
 The result is a plain Hugging Face folder ``<cache>/pocket-judge`` that vLLM loads
