@@ -188,8 +188,9 @@ class OpenAIServer:
             messages.append({"role": "assistant", "content": r.assistant_prefix})
         return messages
 
-    async def _tokenize_body(self, b: HTTPBatch, r: GenerationRequest) -> dict[str, Any]:
-        """The ``/tokenize`` body giving the exact prompt tokens of ``r``."""
+    async def _prompt_body(self, b: HTTPBatch, r: GenerationRequest) -> dict[str, Any]:
+        """The model and prompt of ``r`` as a body: chat messages (the chat endpoint, or ``/tokenize`` for the
+        served chat template) or the rendered text; ``/tokenize`` gives its exact prompt tokens."""
         if self.endpoint == "chat" or self.wire.uses_chat_template:
             body: dict[str, Any] = {"messages": await self._messages(b, r)}
             if r.assistant_prefix:
@@ -201,28 +202,21 @@ class OpenAIServer:
     async def _one(self, b: HTTPBatch, i: int, r: GenerationRequest) -> GenerationResult:
         k = sent_n(r.sampling, r.n)
         body: dict[str, Any] = {"model": await self._model(b), **sampling_fields(r.sampling, k, self.endpoint)}
-        if self.endpoint == "chat":
-            body["messages"] = await self._messages(b, r)
-            if r.assistant_prefix:
-                body.update(continue_final_message=True, add_generation_prompt=False)
-            path = "/chat/completions"
+        if self.endpoint == "completions" and self.wire.uses_chat_template:  # the server's chat template, as ids
+            body["prompt"] = await b.call(
+                "POST",
+                "/tokenize",
+                await self._prompt_body(b, r),
+                index=i,
+                root=True,
+                parse=lambda d: list(d["tokens"]),
+                deadline=r.deadline,
+            )
         else:
-            if self.wire.uses_chat_template:  # the server's chat template, as token ids
-                body["prompt"] = await b.call(
-                    "POST",
-                    "/tokenize",
-                    await self._tokenize_body(b, r),
-                    index=i,
-                    root=True,
-                    parse=lambda d: list(d["tokens"]),
-                    deadline=r.deadline,
-                )
-            else:
-                body["prompt"] = self.wire.render(r.system, r.user) + r.assistant_prefix
-            path = "/completions"
+            body.update(await self._prompt_body(b, r))
         return await b.call(
             "POST",
-            path,
+            "/chat/completions" if self.endpoint == "chat" else "/completions",
             body,
             index=i,
             parse=lambda d: parse_reply(d, self.endpoint, sent_n=k, n=r.n, top_k=r.sampling.logprobs),
@@ -294,7 +288,7 @@ class OpenAIServer:
             return await b.call(
                 "POST",
                 "/tokenize",
-                await self._tokenize_body(b, r),
+                await self._prompt_body(b, r),
                 index=i,
                 root=True,
                 parse=lambda d: list(d["tokens"]),
@@ -339,7 +333,7 @@ class OpenAIServer:
                 return await b.call(
                     "POST",
                     "/tokenize",
-                    await self._tokenize_body(b, r),
+                    await self._prompt_body(b, r),
                     index=i,
                     root=True,
                     parse=lambda d: int(d["count"]),
