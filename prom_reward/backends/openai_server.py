@@ -37,7 +37,7 @@ from prom_reward.backends._endpoints import EndpointPool
 from prom_reward.backends._openai_http import HTTPBatch, LoopSessions, gather_all
 from prom_reward.backends._openai_wire import parse_prompt_logprobs, parse_reply, sampling_fields, sent_n
 from prom_reward.backends.base import BackendCapabilities, GenerationRequest, GenerationResult, TokenLogprobs
-from prom_reward.backends.bridge import run_sync
+from prom_reward.backends.bridge import run_sync, sync_method
 from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, split_continuation, with_continuation
 from prom_reward.errors import BackendError, ConfigError, JudgeConfigError, ServerRejected, UnknownNameError
 from prom_reward.format.wire import get_wire_format
@@ -266,10 +266,7 @@ class OpenAIServer:
 
         return await self._batch(work)
 
-    def generate(
-        self, requests: Sequence[GenerationRequest], *, on_result: OnResult | None = None
-    ) -> list[GenerationResult]:
-        return run_sync(lambda: self.agenerate(requests, on_result=on_result))
+    generate = sync_method(agenerate)
 
     def endpoint_stats(self) -> dict[str, dict[str, Any]]:
         """Per base URL: ``up``, ``in_flight``, ``requests``, ``failures``, ``ejections``, ``strikes``."""
@@ -317,11 +314,7 @@ class OpenAIServer:
 
         return await self._batch(work) if requests else []
 
-    def continuation_logprobs(
-        self, requests: Sequence[GenerationRequest], continuations: Sequence[str], top_k: int = DEFAULT_TOP_K
-    ) -> list[tuple[TokenLogprobs, ...]]:
-        """Sync form of ``acontinuation_logprobs``."""
-        return run_sync(lambda: self.acontinuation_logprobs(requests, continuations, top_k))
+    continuation_logprobs = sync_method(acontinuation_logprobs)
 
     async def acount_tokens(self, requests: Sequence[GenerationRequest]) -> list[int] | None:
         """Prompt tokens per request via ``/tokenize``; None when the server has none."""
@@ -348,8 +341,7 @@ class OpenAIServer:
                 return None
             raise
 
-    def count_tokens(self, requests: Sequence[GenerationRequest]) -> list[int] | None:
-        return run_sync(lambda: self.acount_tokens(requests))
+    count_tokens = sync_method(acount_tokens)
 
     def context_length(self) -> int | None:
         """``max_model_len`` of the served model from ``GET /models`` (vLLM), else None."""
