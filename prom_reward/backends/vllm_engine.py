@@ -241,11 +241,8 @@ class VLLMEngine:
         llm, self.llm = getattr(self, "llm", None), None
         if llm is None:
             return
-        try:
-            engine = getattr(llm, "llm_engine", None)
-            core = getattr(engine, "engine_core", None)
-            if core is not None and hasattr(core, "shutdown"):
-                core.shutdown()
+        try:  # vLLM 0.32's engine core (its worker processes); a stand-in llm= may have none
+            llm.llm_engine.engine_core.shutdown()
         except Exception:
             pass
         del llm
