@@ -19,7 +19,6 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -108,19 +107,3 @@ def tokenize_example(
         "input_ids": prompt_ids + completion_ids,
         "completion_mask": [0] * len(prompt_ids) + [1] * len(completion_ids),
     }
-
-
-def tokenize_examples(
-    examples: Sequence[JudgeExample], tokenizer: Any, wire: str = "chat", *, max_length: int | None = None
-) -> tuple[list[dict[str, list[int]]], int]:
-    """Tokenize many examples; returns (kept rows, number dropped for length)."""
-    w = get_wire_format(wire)
-    system_role = template_accepts_system(tokenizer) if w.uses_chat_template else None
-    rows, dropped = [], 0
-    for ex in examples:
-        row = tokenize_example(ex, tokenizer, wire, max_length=max_length, system_role=system_role)
-        if row is None:
-            dropped += 1
-        else:
-            rows.append(row)
-    return rows, dropped

@@ -1,13 +1,11 @@
 """Building the pocket judge: SmolLM2-135M-Instruct fine-tuned on the Prometheus format, rebuilt from shipped parts.
 
-``train_judge/assets/pocket_judge/`` holds one of two forms (see ``train_judge/README.md``):
+``train_judge/assets/pocket_judge/`` holds ``merge.yaml`` plus the expert LoRA adapters it names (the
+absolute and relative pocket experts and their DARE-linear merge, exactly as evaluated; a single expert
+ships the same way, as a one-model ``linear`` merge): ``build_pocket_judge()`` runs that merge with
+``train_judge.merge`` onto the converted SmolLM2 weights (see ``train_judge/README.md``).
 
-- ``merge.yaml`` plus the expert LoRA adapters it names (what ships: the absolute and relative pocket
-  experts and their DARE-linear merge, exactly as evaluated): ``ensure_pocket_judge()`` runs that merge
-  with ``train_judge.merge`` onto the converted SmolLM2 weights;
-- ``adapter.safetensors``, a low-rank update made by ``train_judge.ship``: added as ``W += B @ A``.
-
-Either way the result is a plain Hugging Face folder ``<cache>/pocket-judge`` that vLLM loads
+The result is a plain Hugging Face folder ``<cache>/pocket-judge`` that vLLM loads
 (``prom_reward.local.pocket_judge`` finds it there; ``make setup`` builds it). Idempotent: a marker
 records the hash of the shipped files, and the folder is renamed into place only once complete.
 
@@ -29,7 +27,6 @@ import shutil
 import tempfile
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from prom_reward.errors import ConfigError
 from prom_reward.local.models import MARKER, cache_dir, ensure_smollm2, make_readable
@@ -38,11 +35,10 @@ from train_judge.merge.config import config_from_dict
 from train_judge.merge.engine import run_merge
 
 MERGE_FILE = "merge.yaml"
-UPDATE_FILE = "adapter.safetensors"
 
 
 def pocket_adapter_dir() -> Path:
-    """The packaged folder: ``merge.yaml`` + expert adapters, or a low-rank ``adapter.safetensors``."""
+    """The packaged folder: ``merge.yaml`` and the expert adapters it names."""
     return Path(str(resources.files("train_judge").joinpath("assets").joinpath("pocket_judge")))
 
 
@@ -65,52 +61,13 @@ def merge_experts_onto(base: Path, folder: Path, out: Path) -> int:
     return run_merge(config_from_dict(spec, root=folder), overwrite=True).tensors
 
 
-def apply_update(base: Path, adapter: Path) -> tuple[dict[str, Any], list[str]]:
-    """The base model's weights (``model.safetensors``) with the low-rank update of ``adapter``
-    (``W += B @ A`` per module, in float32, stored back in the weight's dtype); also the module names."""
-    from safetensors.torch import load_file
-
-    weights = load_file(str(Path(base) / "model.safetensors"))
-    update = load_file(str(Path(adapter) / "adapter.safetensors"))
-    names = sorted({k.rsplit(".", 1)[0] for k in update})
-    for name in names:
-        if name not in weights:
-            raise ConfigError(
-                f"the pocket adapter updates {name!r}, which {base} lacks; rebuild SmolLM2 "
-                "with `python -m prom_reward.local.models smollm2`"
-            )
-        w = weights[name]
-        delta = update[name + ".lora_B"].float() @ update[name + ".lora_A"].float()
-        weights[name] = (w.float() + delta).to(w.dtype).contiguous()
-    return weights, names
-
-
-def build_judge_folder(base: Path, adapter: Path, out: Path, *, return_names: bool = False) -> Any:
-    """Write a plain Hugging Face folder: ``base`` plus ``adapter``'s low-rank update (tokenizer files
-    copied); returns ``out`` (or the updated module names with ``return_names``).
-
-    Used to evaluate a shipped update exactly as ``make setup`` will apply it.
-    """
-    from safetensors.torch import save_file
-
-    weights, names = apply_update(Path(base), Path(adapter))
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    for f in Path(base).iterdir():
-        if f.is_file() and f.name not in ("model.safetensors", MARKER):
-            shutil.copy2(f, out / f.name)
-    save_file(weights, str(out / "model.safetensors"), metadata={"format": "pt"})
-    return names if return_names else out
-
-
 def build_pocket_judge(cache: Path | None = None) -> Path:
     """Return ``<cache>/pocket-judge``, building it from SmolLM2 and the shipped adapter if needed."""
     adapter = pocket_adapter_dir()
-    merged = (adapter / MERGE_FILE).is_file()
-    if not merged and not (adapter / UPDATE_FILE).is_file():
+    if not (adapter / MERGE_FILE).is_file():
         raise ConfigError(
             f"the pocket judge adapter is missing from {adapter} (expected {MERGE_FILE} with the "
-            f"expert adapters, or {UPDATE_FILE}); restore it from git or rebuild it with "
+            "expert adapters); restore it from git or rebuild it with "
             "`python -m train_judge.pocket_pipeline` (see train_judge/README.md)"
         )
     root = Path(cache) if cache is not None else cache_dir()
@@ -122,17 +79,14 @@ def build_pocket_judge(cache: Path | None = None) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{POCKET_NAME}.tmp-", dir=root))
     try:
-        if merged:
-            count = merge_experts_onto(base, adapter, tmp)
-        else:
-            count = len(build_judge_folder(base, adapter, tmp, return_names=True))
+        count = merge_experts_onto(base, adapter, tmp)
         (tmp / MARKER).write_text(
             json.dumps(
                 {
                     "format": POCKET_FORMAT,
                     "adapter": digest,
                     "tensors": count,
-                    "form": "merge" if merged else "low-rank update",
+                    "form": "merge",
                 }
             ),
             encoding="utf-8",

@@ -11,9 +11,9 @@ Stages, each skipped when its output is already complete (an interrupted run pic
 5. ``ship``: the chosen judge (``--ship auto``: among the judges whose absolute and pairwise
    parse-failure rates are both at most ``--max-parse-failure``, the best absolute Pearson + pairwise
    accuracy without ties; or a name) in the form
-   ``train_judge/assets/pocket_judge/`` takes, in ``OUT/shipped``: for a merge, the two expert adapters
-   (bf16) plus ``merge.yaml`` (a DARE merge is full-rank: no low-rank form would be the same model); for
-   an expert, its update as a rank ``--ship-rank`` bf16 low-rank file. That folder is then rebuilt onto
+   ``train_judge/assets/pocket_judge/`` takes, in ``OUT/shipped``: its expert adapters (bf16) plus
+   ``merge.yaml`` (for a merge, the two experts and its method; for an expert, a one-model ``linear``
+   merge, which is the base plus its update, exactly). That folder is then rebuilt onto
    the base exactly as ``make setup`` does and evaluated again as ``shipped``.
 
 Shell (the run behind the shipped pocket judge, one GPU without vLLM)::
@@ -131,7 +131,7 @@ def merge_experts(out: Path, base: str) -> dict[str, Path]:
     return made
 
 
-def ship_judge(out: Path, chosen: str, dst: Path, *, rank: int, base: str) -> dict[str, Any]:
+def ship_judge(out: Path, chosen: str, dst: Path) -> dict[str, Any]:
     """Write ``chosen`` into ``dst`` in the shipped form (see stage 5); returns its ``judge.json``."""
     import shutil
 
@@ -140,30 +140,25 @@ def ship_judge(out: Path, chosen: str, dst: Path, *, rank: int, base: str) -> di
 
     from train_judge.pocket_judge import MERGE_FILE
 
-    from .ship import ship
-
     if dst.exists():
         shutil.rmtree(dst)
     dst.mkdir(parents=True)
-    if chosen in EXPERTS:
-        meta = ship(out / chosen, dst, rank=rank, base=base)
-    else:
-        method = chosen.removeprefix("merged-")
-        for e in EXPERTS:
-            (dst / e).mkdir()
-            shutil.copy2(out / e / "adapter_config.json", dst / e / "adapter_config.json")
-            weights = load_file(str(out / e / "adapter_model.safetensors"))
-            save_file({k: v.bfloat16() for k, v in weights.items()}, str(dst / e / "adapter_model.safetensors"))
-        spec = {
-            "method": method,
-            "models": [{"path": e, "weight": 0.5} for e in EXPERTS],
-            "parameters": dict(MERGES[method]),
-            "seed": 0,
-            "dtype": "bfloat16",
-        }  # served as bf16
-        (dst / MERGE_FILE).write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
-        meta = {"form": "merge", **spec}
-    meta["judge"] = chosen
+    experts = (chosen,) if chosen in EXPERTS else EXPERTS
+    for e in experts:
+        (dst / e).mkdir()
+        shutil.copy2(out / e / "adapter_config.json", dst / e / "adapter_config.json")
+        weights = load_file(str(out / e / "adapter_model.safetensors"))
+        save_file({k: v.bfloat16() for k, v in weights.items()}, str(dst / e / "adapter_model.safetensors"))
+    method = "linear" if chosen in EXPERTS else chosen.removeprefix("merged-")
+    spec = {
+        "method": method,
+        "models": [{"path": e, "weight": 1.0 / len(experts)} for e in experts],
+        "parameters": dict(MERGES[method]),
+        "seed": 0,
+        "dtype": "bfloat16",
+    }  # served as bf16
+    (dst / MERGE_FILE).write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
+    meta = {"form": "merge", **spec, "judge": chosen}
     (dst / "judge.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
     return meta
 
@@ -221,14 +216,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     )
     if chosen not in CANDIDATES:
         raise ConfigError(f"--ship: expected auto or one of {', '.join(CANDIDATES)}, got {chosen!r}")
-    meta = ship_judge(out, chosen, out / "shipped", rank=args.ship_rank, base=base)
+    meta = ship_judge(out, chosen, out / "shipped")
     if not (out / "eval_shipped.json").is_file():
-        from train_judge.pocket_judge import MERGE_FILE, build_judge_folder, merge_experts_onto
+        from train_judge.pocket_judge import merge_experts_onto
 
-        if (out / "shipped" / MERGE_FILE).is_file():
-            merge_experts_onto(Path(base), out / "shipped", out / "shipped-model")
-        else:
-            build_judge_folder(Path(base), out / "shipped", out / "shipped-model")
+        merge_experts_onto(Path(base), out / "shipped", out / "shipped-model")
     results["shipped"] = evaluate("shipped", str(out / "shipped-model"))
     order = ["base", *CANDIDATES, "shipped"]
     table = ev.results_table([results[n] for n in order])
@@ -242,7 +234,7 @@ def main(argv: list[str] | None = None) -> None:
     from .sft import default_vicuna_path
 
     ap = argparse.ArgumentParser(prog="python -m train_judge.pocket_pipeline", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", required=True, help="folder for experts, merges, evaluations and the shipped update")
+    ap.add_argument("--out", required=True, help="folder for experts, merges, evaluations and the shipped judge")
     ap.add_argument("--model", default="local:smollm2", help="base model (overrides the configs' model)")
     ap.add_argument("--absolute-config", default=str(CONFIGS / "pocket_absolute_gpu.yaml"))
     ap.add_argument("--relative-config", default=str(CONFIGS / "pocket_relative_gpu.yaml"))
@@ -257,7 +249,6 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--device", default="cuda", help="transformers backend: torch device")
     ap.add_argument("--batch-size", type=int, default=384, help="transformers backend: requests per generate call")
     ap.add_argument("--ship", default="auto", help=f"auto or one of {', '.join(CANDIDATES)}")
-    ap.add_argument("--ship-rank", type=int, default=16, help="rank of the shipped bf16 update")
     ap.add_argument(
         "--max-parse-failure",
         type=float,

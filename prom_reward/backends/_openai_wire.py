@@ -25,6 +25,7 @@ from typing import Any
 
 from prom_reward.backends.base import Completion, GenerationResult, TokenLogprobs
 from prom_reward.backends.sampling import SamplingConfig
+from prom_reward.backends.vllm_options import sampling_kwargs
 from prom_reward.errors import JudgeConfigError, ServerRejected
 
 MAX_TOP_LOGPROBS = 20
@@ -42,23 +43,13 @@ def sent_n(sampling: SamplingConfig, n: int) -> int:
 
 
 def sampling_fields(s: SamplingConfig, n: int, endpoint: str) -> dict[str, Any]:
-    """The sampling part of a request body. ``top_k`` and ``repetition_penalty`` are
-    vLLM extensions; ``seed`` is only sent when set (a CPU vLLM server must never get one)."""
-    body: dict[str, Any] = dict(
-        n=n, temperature=s.temperature, top_p=s.top_p, max_tokens=s.max_tokens, repetition_penalty=s.repetition_penalty
-    )
-    if s.top_k != -1:
-        body["top_k"] = s.top_k
-    if s.stop:
-        body["stop"] = list(s.stop)
-    if s.seed is not None:
-        body["seed"] = s.seed
-    if s.logprobs is not None:
-        if endpoint == "chat":  # vLLM fills this list with the sampled token first: ask one more
-            body["logprobs"] = True
-            body["top_logprobs"] = min(s.logprobs + 1, MAX_TOP_LOGPROBS)
-        else:
-            body["logprobs"] = s.logprobs
+    """The sampling part of a request body: the ``vllm.SamplingParams`` keywords of the in-process
+    engine (``vllm_options.sampling_kwargs``: ``top_k`` and ``repetition_penalty`` are vLLM extensions
+    here), those left unset dropped (``seed`` above all: a CPU vLLM server must never get one)."""
+    body = {k: v for k, v in sampling_kwargs(s, n, per_request_seed=True).items() if v is not None}
+    if s.logprobs is not None and endpoint == "chat":  # the sampled token comes first in vLLM's list: ask one more
+        body["logprobs"] = True
+        body["top_logprobs"] = min(s.logprobs + 1, MAX_TOP_LOGPROBS)
     return body
 
 

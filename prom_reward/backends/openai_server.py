@@ -37,7 +37,7 @@ from prom_reward.backends._endpoints import EndpointPool
 from prom_reward.backends._openai_http import HTTPBatch, LoopSessions, gather_all
 from prom_reward.backends._openai_wire import parse_prompt_logprobs, parse_reply, sampling_fields, sent_n
 from prom_reward.backends.base import BackendCapabilities, GenerationRequest, GenerationResult, TokenLogprobs
-from prom_reward.backends.bridge import run_sync
+from prom_reward.backends.bridge import run_sync, sync_method
 from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, split_continuation, with_continuation
 from prom_reward.errors import BackendError, ConfigError, JudgeConfigError, ServerRejected, UnknownNameError
 from prom_reward.format.wire import get_wire_format
@@ -188,8 +188,9 @@ class OpenAIServer:
             messages.append({"role": "assistant", "content": r.assistant_prefix})
         return messages
 
-    async def _tokenize_body(self, b: HTTPBatch, r: GenerationRequest) -> dict[str, Any]:
-        """The ``/tokenize`` body giving the exact prompt tokens of ``r``."""
+    async def _prompt_body(self, b: HTTPBatch, r: GenerationRequest) -> dict[str, Any]:
+        """The model and prompt of ``r`` as a body: chat messages (the chat endpoint, or ``/tokenize`` for the
+        served chat template) or the rendered text; ``/tokenize`` gives its exact prompt tokens."""
         if self.endpoint == "chat" or self.wire.uses_chat_template:
             body: dict[str, Any] = {"messages": await self._messages(b, r)}
             if r.assistant_prefix:
@@ -201,28 +202,21 @@ class OpenAIServer:
     async def _one(self, b: HTTPBatch, i: int, r: GenerationRequest) -> GenerationResult:
         k = sent_n(r.sampling, r.n)
         body: dict[str, Any] = {"model": await self._model(b), **sampling_fields(r.sampling, k, self.endpoint)}
-        if self.endpoint == "chat":
-            body["messages"] = await self._messages(b, r)
-            if r.assistant_prefix:
-                body.update(continue_final_message=True, add_generation_prompt=False)
-            path = "/chat/completions"
+        if self.endpoint == "completions" and self.wire.uses_chat_template:  # the server's chat template, as ids
+            body["prompt"] = await b.call(
+                "POST",
+                "/tokenize",
+                await self._prompt_body(b, r),
+                index=i,
+                root=True,
+                parse=lambda d: list(d["tokens"]),
+                deadline=r.deadline,
+            )
         else:
-            if self.wire.uses_chat_template:  # the server's chat template, as token ids
-                body["prompt"] = await b.call(
-                    "POST",
-                    "/tokenize",
-                    await self._tokenize_body(b, r),
-                    index=i,
-                    root=True,
-                    parse=lambda d: list(d["tokens"]),
-                    deadline=r.deadline,
-                )
-            else:
-                body["prompt"] = self.wire.render(r.system, r.user) + r.assistant_prefix
-            path = "/completions"
+            body.update(await self._prompt_body(b, r))
         return await b.call(
             "POST",
-            path,
+            "/chat/completions" if self.endpoint == "chat" else "/completions",
             body,
             index=i,
             parse=lambda d: parse_reply(d, self.endpoint, sent_n=k, n=r.n, top_k=r.sampling.logprobs),
@@ -272,10 +266,7 @@ class OpenAIServer:
 
         return await self._batch(work)
 
-    def generate(
-        self, requests: Sequence[GenerationRequest], *, on_result: OnResult | None = None
-    ) -> list[GenerationResult]:
-        return run_sync(lambda: self.agenerate(requests, on_result=on_result))
+    generate = sync_method(agenerate)
 
     def endpoint_stats(self) -> dict[str, dict[str, Any]]:
         """Per base URL: ``up``, ``in_flight``, ``requests``, ``failures``, ``ejections``, ``strikes``."""
@@ -294,7 +285,7 @@ class OpenAIServer:
             return await b.call(
                 "POST",
                 "/tokenize",
-                await self._tokenize_body(b, r),
+                await self._prompt_body(b, r),
                 index=i,
                 root=True,
                 parse=lambda d: list(d["tokens"]),
@@ -323,11 +314,7 @@ class OpenAIServer:
 
         return await self._batch(work) if requests else []
 
-    def continuation_logprobs(
-        self, requests: Sequence[GenerationRequest], continuations: Sequence[str], top_k: int = DEFAULT_TOP_K
-    ) -> list[tuple[TokenLogprobs, ...]]:
-        """Sync form of ``acontinuation_logprobs``."""
-        return run_sync(lambda: self.acontinuation_logprobs(requests, continuations, top_k))
+    continuation_logprobs = sync_method(acontinuation_logprobs)
 
     async def acount_tokens(self, requests: Sequence[GenerationRequest]) -> list[int] | None:
         """Prompt tokens per request via ``/tokenize``; None when the server has none."""
@@ -339,7 +326,7 @@ class OpenAIServer:
                 return await b.call(
                     "POST",
                     "/tokenize",
-                    await self._tokenize_body(b, r),
+                    await self._prompt_body(b, r),
                     index=i,
                     root=True,
                     parse=lambda d: int(d["count"]),
@@ -354,8 +341,7 @@ class OpenAIServer:
                 return None
             raise
 
-    def count_tokens(self, requests: Sequence[GenerationRequest]) -> list[int] | None:
-        return run_sync(lambda: self.acount_tokens(requests))
+    count_tokens = sync_method(acount_tokens)
 
     def context_length(self) -> int | None:
         """``max_model_len`` of the served model from ``GET /models`` (vLLM), else None."""

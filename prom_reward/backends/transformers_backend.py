@@ -14,7 +14,6 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,6 +26,7 @@ from prom_reward.backends.base import (
     GenerationResult,
     TokenLogprobs,
 )
+from prom_reward.backends.bridge import threaded_method
 from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, split_continuation, with_continuation
 from prom_reward.errors import BackendError, ConfigError, UnknownNameError
@@ -111,10 +111,6 @@ class TransformersBackend:
         return list(self.tokenizer.encode(self.render(request), add_special_tokens=add))
 
     # -- generation ----------------------------------------------------------------------
-    async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
-        """``generate`` in a worker thread (``model.generate`` blocks)."""
-        return await asyncio.to_thread(self.generate, requests)
-
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         if self.model is None:
             raise BackendError("this TransformersBackend was closed; build a new one")
@@ -136,6 +132,8 @@ class TransformersBackend:
                 for i, out in zip(chunk, outs, strict=True):
                     results[i] = out
         return [r for r in results if r is not None]
+
+    agenerate = threaded_method(generate)  # ``generate`` in a worker thread (model.generate blocks)
 
     def _batch(self, prompts: list[list[int]], s: SamplingConfig, n: int) -> list[GenerationResult]:
         import torch

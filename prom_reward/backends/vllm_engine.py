@@ -15,7 +15,6 @@ Example (needs vLLM and a model):
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -27,6 +26,7 @@ from prom_reward.backends.base import (
     GenerationResult,
     TokenLogprobs,
 )
+from prom_reward.backends.bridge import threaded_method
 from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, split_continuation, with_continuation
 from prom_reward.backends.vllm_options import (
@@ -154,10 +154,6 @@ class VLLMEngine:
         return SamplingParams(**sampling_kwargs(s, n, per_request_seed=not self._cpu))
 
     # -- Backend protocol --------------------------------------------------------
-    async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
-        """``generate`` in a worker thread (``vllm.LLM.generate`` blocks)."""
-        return await asyncio.to_thread(self.generate, requests)
-
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         if not requests:
             return []
@@ -170,6 +166,8 @@ class VLLMEngine:
         except Exception as e:
             raise BackendError(f"vLLM engine failed on a batch of {len(requests)} requests: {e}") from e
         return [self._convert(out) for out in outputs]
+
+    agenerate = threaded_method(generate)  # ``generate`` in a worker thread (vllm.LLM.generate blocks)
 
     def _convert(self, out: Any) -> GenerationResult:
         completions = []
@@ -241,11 +239,8 @@ class VLLMEngine:
         llm, self.llm = getattr(self, "llm", None), None
         if llm is None:
             return
-        try:
-            engine = getattr(llm, "llm_engine", None)
-            core = getattr(engine, "engine_core", None)
-            if core is not None and hasattr(core, "shutdown"):
-                core.shutdown()
+        try:  # vLLM 0.32's engine core (its worker processes); a stand-in llm= may have none
+            llm.llm_engine.engine_core.shutdown()
         except Exception:
             pass
         del llm

@@ -1,5 +1,5 @@
 """The pocket pipeline end to end on the tiny random Llama (real TRL SFT, real merges, the real
-``transformers`` backend judging the pocket dev split and Auto-J pairs, the shipped update applied
+``transformers`` backend judging the pocket dev split and Auto-J pairs, the shipped judge rebuilt
 and judged again), plus the choice rule and the ready GPU configs."""
 
 from __future__ import annotations
@@ -73,8 +73,6 @@ def test_pipeline_trains_merges_evaluates_and_ships(
         "4",
         "--ship",
         "merged-linear",
-        "--ship-rank",
-        "4",
     ]
     main(args)
     printed = capsys.readouterr().out
@@ -105,10 +103,22 @@ def test_pipeline_trains_merges_evaluates_and_ships(
     evaluated = load_file(str(out / "merged-linear" / "model.safetensors"))
     q = "model.layers.0.self_attn.q_proj.weight"
     assert torch.allclose(rebuilt[q].float(), evaluated[q].float(), atol=1e-3)  # bf16 adapters vs fp32
-    # an expert ships as its low-rank update
-    lowrank = ship_judge(out, "absolute", tmp_path / "ship-abs", rank=4, base=str(tiny_model_dir))
-    assert lowrank["judge"] == "absolute" and lowrank["rank"] == 4 and lowrank["min_energy_kept"] > 0.999
-    assert (tmp_path / "ship-abs" / "adapter.safetensors").is_file()
+    # an expert ships in the same form: its adapter and a one-model linear merge, rebuilt to the expert
+    one = ship_judge(out, "absolute", tmp_path / "ship-abs")
+    assert one["judge"] == "absolute" and one["method"] == "linear"
+    assert one["models"] == [{"path": "absolute", "weight": 1.0}]
+    assert sorted(p.name for p in (tmp_path / "ship-abs").iterdir()) == ["absolute", "judge.json", "merge.yaml"]
+    from train_judge.pocket_judge import merge_experts_onto
+
+    merge_experts_onto(tiny_model_dir, tmp_path / "ship-abs", tmp_path / "abs-model")
+    expert = load_file(str(out / "absolute" / "adapter_model.safetensors"))
+    a = next(v for k, v in expert.items() if "layers.0.self_attn.q_proj.lora_A" in k)
+    b = next(v for k, v in expert.items() if "layers.0.self_attn.q_proj.lora_B" in k)
+    base_q = load_file(str(tiny_model_dir / "model.safetensors"))[q].float()
+    scaling = 8 / 4  # lora alpha / r of _tiny_config
+    want = base_q + scaling * (b.bfloat16().float() @ a.bfloat16().float())
+    got = load_file(str(tmp_path / "abs-model" / "model.safetensors"))[q].float()
+    assert torch.allclose(got, want.bfloat16().float(), atol=1e-2)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["chosen"] == "merged-linear" and "| shipped |" in summary["table"]
     assert "| merged-dare_linear |" in printed and "shipped: merged-linear" in printed
