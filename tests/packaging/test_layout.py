@@ -24,12 +24,13 @@ ALLOWED = {
     "confidence": {"backends", "format"},
     "core": {"format", "backends", "confidence", "local"},
     "preferences": {"format", "backends", "core"},
-    "rewards": {"format", "backends", "confidence", "core"},
-    "jobs": {"format", "backends", "core", "preferences"},
-    "integrations": {"format", "backends", "core", "rewards"},
+    "checklist": {"format", "backends", "core"},
+    "rewards": {"format", "backends", "confidence", "core", "checklist"},
+    "jobs": {"format", "backends", "core", "preferences", "checklist"},
+    "integrations": {"format", "backends", "core", "rewards", "checklist"},
     "probe": {"format", "backends", "core", "jobs"},
     "report": {"probe"},
-    "cli": {"(top)", "format", "backends", "confidence", "core", "preferences", "rewards", "jobs",
+    "cli": {"(top)", "format", "backends", "confidence", "core", "preferences", "checklist", "rewards", "jobs",
             "integrations", "probe", "report", "local"},
 }  # fmt: skip
 
