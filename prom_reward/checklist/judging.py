@@ -43,7 +43,8 @@ class ChecklistOutcome:
     feedback: str | None = None
     """The judge's feedback (explicit: one line per criterion)."""
     error: JudgeFailure | None = None
-    """The judge's failure behind a None aggregate (its kind: ``transport`` is retried by the outage policy)."""
+    """A criterion's transport failure (even when the aggregate has a value without it: a job marks the row for
+    ``--resume``), else the judge's failure behind a None aggregate."""
 
 
 @dataclass
@@ -140,8 +141,10 @@ async def ajudge_checklists(
     for judged in per:
         scores = tuple(s for s, _ in judged)
         agg = aggregate(scores, cfg.aggregation)
-        error = next((g.error for s, g in judged if s.score is None and g.error is not None), None)
-        outcomes.append(ChecklistOutcome(agg, scores, _feedback(judged), error if agg.value is None else None))
+        failed = [g.error for s, g in judged if s.score is None and g.error is not None]
+        transport = next((e for e in failed if e.kind == "transport"), None)
+        error = transport or (failed[0] if failed and agg.value is None else None)
+        outcomes.append(ChecklistOutcome(agg, scores, _feedback(judged), error))
     return ChecklistBatch(outcomes, checklist_metrics(outcomes, grades))
 
 

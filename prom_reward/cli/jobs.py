@@ -33,7 +33,7 @@ from prom_reward.jobs.spec import JobKind
 from prom_reward.jobs.summary import EXIT_CODES, EXIT_JUDGE_DOWN
 
 COLUMNS = {  # the column options of each job: (flag, dest = the Python option, default)
-    "grade": ("instruction", "response", "reference_answer", "rubric"),
+    "grade": ("instruction", "response", "reference_answer", "rubric", "checklist"),
     "compare": ("instruction", "response_a", "response_b", "reference_answer", "rubric"),
     "pairs": ("prompt", "completions", "completion", "reference_answer", "rubric"),
 }
