@@ -109,3 +109,13 @@ def test_a_custom_checklist_column_and_aggregation(tmp_path):
     grade_file(src, tmp_path / "o.jsonl", {"backend": judge([]), "max_retries": 0}, checklist_column="items",
                checklist_aggregation="minimum", progress=False)  # fmt: skip
     assert list(read_rows(tmp_path / "o.jsonl"))[0]["checklist_score"] == 0.0
+
+
+def test_the_grade_command_takes_the_checklist_flags(tmp_path):
+    from prom_reward.cli.jobs import _kind
+    from prom_reward.cli.main import build_parser
+
+    args = build_parser().parse_args(["grade", "in.jsonl", "-o", "out.jsonl", "--checklist-col", "items",
+                                      "--checklist-mode", "implicit", "--checklist-aggregation", "gate"])  # fmt: skip
+    job = _kind(args)
+    assert (job.checklist_column, job.checklist_mode, job.checklist_aggregation) == ("items", "implicit", "gate")
