@@ -6,9 +6,11 @@ Rows are BiGGen Bench instances (``benchmarks/data/biggen_rubrics.json``): the i
 essential criterion (its five score descriptions), two hand-written binary criteria (important, optional) and a
 pitfall. The Likert reward grades the same response once against the instance's rubric. Every variant goes
 through ``PrometheusReward.judge_batch`` (one batch), on one judge whose judgment store starts empty, in this
-order: Likert, explicit, implicit, then the explicit variant again (the second epoch). ``judgments`` counts the
-requests a variant asks (engine requests + store answers); ``requests`` those the engine generated (the explicit
-variant's essential criterion is the row's own rubric, so the store answers it from the Likert run).
+order (after one warm-up judgment that starts an in-process engine): Likert, explicit, implicit, then the explicit
+variant again (the second epoch). ``judgments`` are the distinct judgments a variant needs; ``lookups`` the
+requests it asks the store-backed backend (a forced verdict is a second request), ``requests`` those the engine
+generated (the explicit variant's essential criterion is the row's own rubric, so the store answers it from the
+Likert run), ``hit_rate`` the share the store answered.
 
 ``python -m benchmarks.checklist_cost --judge SPEC [--limit 8] [--max-tokens 64] [--out rec.json]``
 
@@ -16,9 +18,9 @@ Example:
     >>> from prom_reward.core.judge import PrometheusJudge
     >>> import tempfile, os
     >>> store = os.path.join(tempfile.mkdtemp(), "s.sqlite")
-    >>> judge = PrometheusJudge(backend="scripted", outputs=["Ok. [RESULT] 4"] * 20, store=store)
+    >>> judge = PrometheusJudge(backend="scripted", outputs=["Ok. [RESULT] 4"] * 21, store=store)
     >>> rec = checklist_cost(judge, biggen_rows(2))
-    >>> [rec[v]["judgments_per_reward"] for v in ("likert", "explicit", "implicit")], rec["epoch2"]["hit_rate"]
+    >>> [rec[v]["lookups_per_reward"] for v in ("likert", "explicit", "implicit")], rec["epoch2"]["hit_rate"]
     ([1.0, 4.0, 1.0], 1.0)
     >>> rec["explicit"]["requests_per_reward"]  # the essential criterion is the row's rubric: Likert's judgment
     3.0
@@ -81,7 +83,8 @@ def _run(judge: Any, rows: list[dict[str, Any]], checklist: bool, **options: Any
         "rewarded": sum(r is not None for r in out.rewards),
         "requests": asked,
         "stored": stored,
-        "judgments_per_reward": (asked + stored) / n,
+        "judgments_per_reward": out.metrics.get("checklist_judgments", out.metrics.get("unique_items", 0.0)) / n,
+        "lookups_per_reward": (asked + stored) / n,
         "requests_per_reward": asked / n,
         "tokens_per_reward": tokens / n,
         "prompt_tokens": out.metrics.get("judge_prompt_tokens", 0.0),
@@ -95,6 +98,7 @@ def _run(judge: Any, rows: list[dict[str, Any]], checklist: bool, **options: Any
 
 def checklist_cost(judge: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Each variant's cost on ``judge`` (its backend a ``CachedBackend``: a judge built with ``store=``)."""
+    judge.grade(["Warm-up: say ok."], ["ok"], "helpfulness")  # an in-process engine starts here, not in a timing
     rec = {
         "likert": _run(judge, rows, False),
         "explicit": _run(judge, rows, True),
