@@ -23,6 +23,8 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from prom_reward.checklist.aggregate import AGGREGATIONS
+from prom_reward.checklist.config import CHECKLIST_MODES
 from prom_reward.cli.judge_options import add_judge_options, judge_kwargs
 from prom_reward.errors import ConfigError
 from prom_reward.jobs.columns import ROLES
@@ -34,7 +36,7 @@ from prom_reward.jobs.spec import JobKind
 from prom_reward.jobs.summary import EXIT_CODES, EXIT_JUDGE_DOWN
 
 COLUMNS = {  # the column options of each job: (flag, dest = the Python option, default)
-    "grade": ("instruction", "response", "reference_answer", "rubric"),
+    "grade": ("instruction", "response", "reference_answer", "rubric", "checklist"),
     "compare": ("instruction", "response_a", "response_b", "reference_answer", "rubric"),
     "pairs": ("prompt", "completions", "completion", "reference_answer", "rubric"),
 }
@@ -47,7 +49,12 @@ def _option(column: str) -> str:
 def _kind(args: argparse.Namespace) -> JobKind:
     columns = {_option(c): getattr(args, _option(c)) for c in COLUMNS[args.command]}
     if args.command == "grade":
-        return GradeJob(rubric=args.rubric, **columns)
+        return GradeJob(
+            rubric=args.rubric,
+            checklist_mode=args.checklist_mode,
+            checklist_aggregation=args.checklist_aggregation,
+            **columns,
+        )
     if args.command == "compare":
         return CompareJob(rubric=args.rubric, swap=not args.no_swap, **columns)
     from prom_reward.preferences.config import PreferenceConfig
@@ -208,13 +215,27 @@ def add_job_parsers(sub: Any) -> None:
     """The ``grade``, ``compare`` and ``pairs`` subcommands."""
     rows = ".jsonl, .json, .parquet or a datasets save_to_disk folder"
     out = ".jsonl or .parquet (parts in OUTPUT.parts/), or a folder name: the part files alone"
-    _add_job_parser(
+    g = _add_job_parser(
         sub,
         "grade",
         "absolute grades (1..5) for rows of instruction and response (or TRL's prompt and completion)",
         rows,
         out,
         256,
+    )
+    g.add_argument(
+        "--checklist-mode",
+        choices=CHECKLIST_MODES,
+        default="explicit",
+        help="rows with a checklist: one judgment per criterion, aggregated (explicit, default), or the whole "
+        "checklist as one rubric (implicit); docs/checklists.md",
+    )
+    g.add_argument(
+        "--checklist-aggregation",
+        choices=list(AGGREGATIONS),
+        default="weighted_mean",
+        help="rows with a checklist, explicit mode: how the criteria's verdicts become the score (default "
+        "weighted_mean); docs/checklists.md",
     )
     c = _add_job_parser(
         sub,

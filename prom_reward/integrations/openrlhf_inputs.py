@@ -10,7 +10,8 @@ Shared by the HTTP server (``openrlhf_server``) and the in-process ``reward_func
   rest as the response. The judge still gets the full prompt.
 - ``label`` (``--data.label_key``): a string or finite number (the reference answer), a list of
   them (one: that answer; several: acceptable answers, one per line), or a dict with any of
-  ``reference_answer``, ``rubric``, ``instruction`` (other keys are ignored, logged once).
+  ``reference_answer``, ``rubric``, ``instruction``, ``checklist`` (a list of criteria, docs/checklists.md; other
+  keys are ignored, logged once).
 
 A sample whose input cannot be used (no overlap, an unusable label, a NaN or infinite number)
 is not judged: it comes back as a failed ``SampleOutcome`` with the reason (never an HTTP error:
@@ -36,7 +37,7 @@ from prom_reward.rewards.samples import RewardSample
 
 MIN_OVERLAP = 8
 """Characters of prompt suffix a left-truncated query must start with to be split."""
-LABEL_KEYS = ("reference_answer", "rubric", "instruction")
+LABEL_KEYS = ("reference_answer", "rubric", "instruction", "checklist")
 logger = logging.getLogger(__name__)
 _ignored_logged: set[frozenset[str]] = set()
 
@@ -104,7 +105,7 @@ def _answer(value: Any, where: str) -> str | None:
 
 
 def label_fields(label: Any) -> dict[str, Any]:
-    """The ``RewardSample`` fields a label sets (``reference_answer``, ``rubric``, ``instruction``).
+    """The ``RewardSample`` fields a label sets (``reference_answer``, ``rubric``, ``instruction``, ``checklist``).
 
     >>> label_fields({"reference_answer": "Paris", "rubric": "factuality"})
     {'reference_answer': 'Paris', 'rubric': 'factuality'}
@@ -131,6 +132,8 @@ def label_fields(label: Any) -> dict[str, Any]:
         out["reference_answer"] = answer
     if known.get("rubric") not in (None, ""):
         out["rubric"] = known["rubric"]
+    if known.get("checklist") is not None:  # validated with the sample (a bad one fails it alone, with the fix)
+        out["checklist"] = known["checklist"]
     instruction = known.get("instruction")
     if instruction not in (None, ""):
         if not isinstance(instruction, str):

@@ -153,7 +153,15 @@ def _sample(solution_str: Any, ground_truth: Any, extra_info: Any) -> RewardSamp
             "row (None or '' for none)"
         )
     ref = None if ground_truth is None or ground_truth == "" else str(ground_truth)
-    return RewardSample(prompt=instruction, response=str(solution_str), reference_answer=ref, rubric=info.get("rubric"))
+    checklist: Any = info.get("checklist")  # a list of criteria (docs/checklists.md); numpy arrays from parquet
+    checklist = checklist.tolist() if hasattr(checklist, "tolist") else checklist
+    return RewardSample(
+        prompt=instruction,
+        response=str(solution_str),
+        reference_answer=ref,
+        rubric=info.get("rubric"),
+        checklist=checklist,
+    )
 
 
 def _fields(st: _State, res: SampleOutcome) -> dict[str, Any]:

@@ -13,7 +13,9 @@ row). Output columns after ``source_index`` and the input columns:
   (also for a forced verdict, which is read from those logprobs),
 - ``judge_failures``, ``judge_retries``, ``forced_verdicts`` (ints),
 - ``judge_error``: null, or why ``score`` is null ("no verdict in N sample(s) ...", "backend failed: ...",
-  "too long for the judge: ...").
+  "too long for the judge: ..."),
+- ``checklist_score``, ``checklist_verdicts``: null, except for a row with a checklist (``checklist_column``,
+  ``--checklist-col``): graded per criterion and aggregated (``prom_reward.jobs.checklist_rows``).
 
 Example:
     >>> from prom_reward.core.judge import PrometheusJudge
@@ -32,13 +34,16 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
+from prom_reward.checklist.config import ChecklistConfig
+from prom_reward.checklist.criteria import parse_checklist
 from prom_reward.core.combine import no_verdict
-from prom_reward.core.items import GradeItem
+from prom_reward.core.items import GradeItem, check_text
 from prom_reward.core.judge import EXPECTED_LOGPROBS
 from prom_reward.errors import InputError
 from prom_reward.format.judge_format import JudgeFormat, Task
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.rubrics import Rubric
+from prom_reward.jobs.checklist_rows import ChecklistItem, judge_checklist_rows, verdicts_type
 from prom_reward.jobs.columns import column, judge_text
 from prom_reward.jobs.source import SourceRow
 from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, failure_text, option_flag, row_error
@@ -85,6 +90,8 @@ class GradeJob(JobKind):
         "judge_retries",
         "forced_verdicts",
         "judge_error",
+        "checklist_score",
+        "checklist_verdicts",
     )
 
     rubric: Any = None
@@ -100,12 +107,23 @@ class GradeJob(JobKind):
     """Optional input column with a reference answer (str or null)."""
     rubric_column: str = "rubric"
     """Input column with a per-row rubric, read where ``rubric`` is None."""
+    checklist_column: str = "checklist"
+    """Input column with a per-row checklist (used where a row has one: graded per criterion, docs/checklists.md)."""
+    checklist_mode: str = "explicit"
+    """Checklist rows: ``explicit`` (one judgment per criterion, aggregated) or ``implicit`` (one judgment)."""
+    checklist_aggregation: Any = "weighted_mean"
+    """Checklist rows: ``weighted_mean``, ``minimum``, ``gate`` or a callable (docs/checklists.md)."""
     scores: tuple[str, ...] = dataclasses.field(default=SCORES, init=False, repr=False)
     """The keys of ``probabilities``: the judge format's scale (set by ``for_format``, not an option)."""
 
     def __post_init__(self) -> None:
         if self.rubric is not None and not isinstance(self.rubric, Rubric):  # resolved here, sent resolved
             object.__setattr__(self, "rubric", resolver(self.rubric).default)
+        self.checklist()  # validated here (ConfigError naming the setting)
+
+    def checklist(self, score: str = "sample") -> ChecklistConfig:
+        """How checklist rows are judged (``score="expected"`` when the judge reads verdict probabilities)."""
+        return ChecklistConfig(self.checklist_mode, self.checklist_aggregation, score)
 
     def task(self) -> Task:
         return "absolute"
@@ -125,6 +143,9 @@ class GradeJob(JobKind):
             "response_column": self.response_column,
             "reference_column": self.reference_column,
             "rubric_column": self.rubric_column,
+            "checklist_column": self.checklist_column,
+            "checklist_mode": self.checklist_mode,
+            "checklist_aggregation": getattr(self.checklist_aggregation, "__qualname__", self.checklist_aggregation),
         }
 
     def preparer(self) -> Prepare:
@@ -135,9 +156,11 @@ class GradeJob(JobKind):
             "reference_answer": "reference_column",
         }
 
-        def prepare(row: SourceRow) -> GradeItem:
+        def prepare(row: SourceRow) -> GradeItem | ChecklistItem:
             names = {o: column(row, getattr(self, o), o) for o in ("instruction_column", "response_column")}
             names["reference_column"] = self.reference_column
+            if row.data.get(self.checklist_column) is not None:
+                return self._checklist_item(row, names)
             rubric = resolve_rubric(rubrics, row, self.rubric_column)
             try:
                 # the judge checks the rubric against its format (grade_items): a misfit fails the row
@@ -153,6 +176,28 @@ class GradeJob(JobKind):
 
         return prepare
 
+    def _checklist_item(self, row: SourceRow, names: dict[str, str]) -> ChecklistItem:
+        """A row with a checklist, checked (``InputError`` naming the row, column, criterion, field and fix);
+        ``names``: the columns read for each role (``jobs.columns.column``)."""
+        texts: dict[str, Any] = {}
+        for option in ("instruction_column", "response_column", "reference_column"):
+            name = names[option]
+            value = judge_text(row, name, option) if name in row.data else None
+            try:
+                if value is not None or option != "reference_column":
+                    if not isinstance(value, str):
+                        raise InputError(f"expected a string, got {type(value).__name__}")
+                    check_text(value, row.id, name)
+            except InputError as e:
+                raise row_error(row, name, option_flag(option), str(e)) from None
+            texts[option] = value
+        try:
+            criteria = parse_checklist(row.data[self.checklist_column])
+        except InputError as e:
+            flag = option_flag("checklist_column")
+            raise row_error(row, self.checklist_column, flag, str(e)) from None
+        return ChecklistItem(texts["instruction_column"], texts["response_column"], texts["reference_column"], criteria)
+
     def result_schema(self) -> Any:
         import pyarrow as pa
 
@@ -166,10 +211,35 @@ class GradeJob(JobKind):
                 ("judge_retries", pa.int64()),
                 ("forced_verdicts", pa.int64()),
                 ("judge_error", pa.string()),
+                ("checklist_score", pa.float64()),
+                ("checklist_verdicts", verdicts_type()),
             ]
         )
 
-    def judge_items(self, judge: Any, rows: list[SourceRow], items: list[GradeItem]) -> BatchOut:
+    def judge_items(self, judge: Any, rows: list[SourceRow], items: list[Any]) -> BatchOut:
+        listed = [i for i, it in enumerate(items) if isinstance(it, ChecklistItem)]
+        if not listed:
+            return self._grade_items(judge, rows, items)
+        plain = [i for i, it in enumerate(items) if not isinstance(it, ChecklistItem)]
+        asked = (judge.sampling.logprobs or 0) >= EXPECTED_LOGPROBS
+        results = judge_checklist_rows(
+            judge, [items[i] for i in listed], self.checklist("expected" if asked else "sample")
+        )
+        out = self._grade_items(judge, [rows[i] for i in plain], [items[i] for i in plain]) if plain else BatchOut()
+        by_row = dict(zip(plain, out.rows, strict=True))
+        for i, result in zip(listed, results, strict=True):
+            error = result.pop("_error")
+            out.failed += result["score"] is None
+            out.note_failure(error)
+            if result["score"] is None and error is not None and error.kind == "transport":
+                result["judge_error"] = f"backend failed: {result['judge_error']}"  # --resume judges it again
+            empty = {"expected_score": None, "probabilities": None, "judge_retries": 0, "forced_verdicts": 0}
+            merged = {**empty, **result}
+            by_row[i] = self.output_row(rows[i], {k: merged[k] for k in self.result_columns})
+        out.rows = [by_row[i] for i in range(len(rows))]
+        return out
+
+    def _grade_items(self, judge: Any, rows: list[SourceRow], items: list[GradeItem]) -> BatchOut:
         grades = judge.grade_items(items)
         out = BatchOut()
         # the expected-score columns only when asked for (--expected: the judge asks for the verdict's
@@ -193,6 +263,8 @@ class GradeJob(JobKind):
                         "judge_retries": g.retries,
                         "forced_verdicts": g.forced,
                         "judge_error": error,
+                        "checklist_score": None,
+                        "checklist_verdicts": None,
                     },
                 )
             )
@@ -212,6 +284,8 @@ class GradeJob(JobKind):
                         "judge_retries": 0,
                         "forced_verdicts": 0,
                         "judge_error": reason,
+                        "checklist_score": None,
+                        "checklist_verdicts": None,
                     },
                 )
                 for r in rows

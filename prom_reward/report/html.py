@@ -133,6 +133,23 @@ def _plots(s: dict[str, Any]) -> str:
     return f'<div class="plots">{dist}{vs}</div>'
 
 
+def _checklist(c: dict[str, Any]) -> str:
+    """Pass rates per category and per criterion (a pitfall passes when avoided), and the most undecided."""
+
+    def rows(table: dict[str, dict[str, Any]]) -> list[list[Any]]:
+        return [[k, e["n"], fmt_number(e["pass_rate"]), e["undecided"]] for k, e in table.items()]
+
+    parts = [
+        f'<p class="note">{c["rows"]} rows with a checklist; a criterion passes when satisfied, a pitfall when '
+        "avoided.</p>",
+        _table(["category", "verdicts", "pass rate", "undecided"], rows(c["by_category"])),
+        _table(["criterion", "verdicts", "pass rate", "undecided"], rows(c["by_criterion"])),
+    ]
+    if c["most_undecided"]:
+        parts.append(_table(["most often undecided", "times"], [list(x) for x in c["most_undecided"]]))
+    return "\n".join(parts)
+
+
 def _group_table(groups: dict[str, dict[str, Any]], kind: str, name: str) -> str:
     if kind == "grade":
         header = [name, "rows", "mean score", "without a verdict", "score vs length (5+ rows)"]
@@ -283,6 +300,8 @@ def render_report(
             f"<h2>By source ({escape(summary['source_column'])})</h2>",
             _group_table(summary["by_source"], kind, summary["source_column"]),
         ]
+    if summary.get("checklist"):
+        parts += ["<h2>Checklist</h2>", _checklist(summary["checklist"])]
     parts += [f"<h2>{noun}</h2>", _items(summary["highest"], kind), f"<h2>{low}</h2>", _items(summary["lowest"], kind)]
     if probe:
         parts.append(_probe(probe))

@@ -29,6 +29,7 @@ from statistics import fmean, median
 from typing import Any
 
 from prom_reward.errors import InputError
+from prom_reward.report.checklist import checklist_summary
 from prom_reward.stats import spearman
 
 SOURCE_COLUMNS = ("source", "data_source", "response_source", "category", "model")
@@ -212,6 +213,7 @@ def summarize(
     cols = columns or ReportColumns()
     fmt = judge_format or JudgedIn()
     members: list[dict[str, Any]] = []
+    checklists: list[Any] = []
     kind = source = None
     for i, row in enumerate(rows):
         if not isinstance(row, dict):
@@ -225,6 +227,7 @@ def summarize(
                 f"row {i}: a {k} row in a file of {kind} rows; fix: report one kind of file at a time", index=i
             )
         members.append(_member(row, i, kind, cols, source, rubric))
+        checklists.append(row.get("checklist_verdicts"))
     if kind is None:
         raise InputError("the file has no rows to report on; fix: give a graded file with rows", field="input")
     scored = [m for m in members if m["value"] is not None]
@@ -242,6 +245,7 @@ def summarize(
         "failures": Counter(m["reason"] for m in members if m["reason"] is not None).most_common(),
         "by_rubric": _grouped(members, "rubric", kind),
         "by_source": _grouped(members, "source", kind) if source else {},
+        "checklist": checklist_summary(checklists),
     }
     values = [m["value"] for m in scored]
     if kind == "grade":

@@ -48,6 +48,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from prom_reward.checklist.config import ChecklistConfig
 from prom_reward.errors import ConfigError, UnknownNameError
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, Task, get_judge_format, unsupported_task
 from prom_reward.registry import Registry
@@ -105,6 +106,18 @@ class RewardConfig:
 
     baseline_column: str = "baseline"
     """pairwise_reference: dataset column with the baseline response each completion is compared to."""
+
+    checklist_column: str = "checklist"
+    """Dataset column with a per-row checklist of criteria (used when present; docs/checklists.md): the row is
+    judged per criterion and rewarded by ``checklist_aggregation`` instead of by one rubric."""
+
+    checklist_mode: str = "explicit"
+    """Checklist rows: ``explicit`` (one judgment per criterion, aggregated) or ``implicit`` (the whole
+    checklist as one rubric, one judgment per response)."""
+
+    checklist_aggregation: Any = "weighted_mean"
+    """Checklist rows, explicit mode: ``weighted_mean``, ``minimum``, ``gate`` or a callable
+    ``f(scores) -> float | None`` (docs/checklists.md has each formula)."""
 
     log_feedback: bool = True
     """Send the judge's feedback to the trainer's completions table (``log_extra``)."""
@@ -177,6 +190,14 @@ class RewardConfig:
             failure_value(self.failure_reward, self)
         if self.format is not None:
             get_judge_format_setting(self.format)  # what it can judge is checked by the reward against its judge
+        if not isinstance(self.checklist_column, str) or not self.checklist_column:
+            raise ConfigError(f"checklist_column: expected a non-empty column name, got {self.checklist_column!r}")
+        self.checklist()
+
+    def checklist(self) -> ChecklistConfig:
+        """How checklist rows are judged (``checklist_mode``, ``checklist_aggregation``, ``score``,
+        ``num_samples``); raises ``ConfigError`` naming the setting."""
+        return ChecklistConfig(self.checklist_mode, self.checklist_aggregation, self.score, self.num_samples)
 
     def _check_length_control(self) -> None:
         if not isinstance(self.length_correction, bool):

@@ -31,6 +31,7 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from prom_reward.backends.bridge import sync_method
+from prom_reward.checklist.criteria import Criterion, parse_checklist
 from prom_reward.core.items import check_text
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.conversation import completion_text, prompt_text
@@ -38,6 +39,7 @@ from prom_reward.format.judge_format import DEFAULT_FORMAT, JUDGE_FORMATS, Task
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.sanitize import neutralize
 from prom_reward.rewards.canary import CanaryGate, canary_samples
+from prom_reward.rewards.checklists import run_mode
 from prom_reward.rewards.config import RewardConfig, check_reward_format
 from prom_reward.rewards.diagnostics import diagnostics, top_of_scale
 from prom_reward.rewards.holder import JudgeHolder
@@ -134,6 +136,7 @@ class PrometheusReward(JudgeHolder):
                     if value is not None:
                         check_text(value, i, name)
                 rubric = self._resolver(s.rubric, index=i, field=cfg.rubric_column)
+                checklist = None if s.checklist is None else self._checklist(s.checklist, i)
             except InputError as e:
                 resolved.append(None)
                 reasons.append(_strip_item(str(e)))
@@ -145,10 +148,21 @@ class PrometheusReward(JudgeHolder):
                     if value is not None:
                         fields[name], k = neutralize(value, special, markers)
                         count += k
-            resolved.append(dataclasses.replace(s, rubric=rubric, **fields))
+            resolved.append(dataclasses.replace(s, rubric=rubric, checklist=checklist, **fields))
             reasons.append(None)
             marks.append(count)
         return resolved, reasons, marks
+
+    def _checklist(self, value: Any, i: int) -> tuple[Criterion, ...]:
+        """Sample ``i``'s checklist, validated (``InputError`` naming the criterion, field and fix)."""
+        if self.config.mode != "absolute":
+            raise InputError(
+                f"a checklist is judged per criterion in mode 'absolute', not {self.config.mode!r}; fix: "
+                f"mode='absolute', or drop the column {self.config.checklist_column!r}",
+                index=i,
+                field=self.config.checklist_column,
+            )
+        return parse_checklist(value, row=None)
 
     # -- the reward -------------------------------------------------------------------
     async def ajudge_batch(self, samples: Sequence[RewardSample], *, deadline: float | None = None) -> ModeOutput:
@@ -258,7 +272,7 @@ class PrometheusReward(JudgeHolder):
         judge = self.judge
         before = dict(judge.stats.counters)  # a composite judge's own counters (a cascade's routing)
         start = time.perf_counter()
-        out = await MODE_FUNCTIONS[self.config.mode](judge, items, self.config, deadline)
+        out = await run_mode(MODE_FUNCTIONS[self.config.mode], judge, items, self.config, deadline)
         out.metrics = {**out.metrics, "judge_seconds": time.perf_counter() - start}
         out.metrics.update({k: float(v - before.get(k, 0)) for k, v in judge.stats.counters.items()})
         return out
@@ -285,6 +299,7 @@ class PrometheusReward(JudgeHolder):
                 "rubric": kwargs.get(cfg.rubric_column),
                 "instruction": kwargs.get(cfg.instruction_column),
                 "baseline": kwargs.get(cfg.baseline_column),
+                "checklist": kwargs.get(cfg.checklist_column),
             },
         )
         out = await self.ajudge_batch(samples)

@@ -23,7 +23,7 @@ from typing import Any
 
 from prom_reward.errors import InputError
 
-COLUMNS = ("reference_answer", "rubric", "instruction", "baseline")
+COLUMNS = ("reference_answer", "rubric", "instruction", "baseline", "checklist")
 """The per-sample fields a dataset column (or an OpenRLHF label) may set."""
 
 
@@ -44,6 +44,9 @@ class RewardSample:
     """Text to show the judge as the instruction instead of the prompt."""
     baseline: Any = None
     """``pairwise_reference``: the response this one is compared with."""
+    checklist: Any = None
+    """This sample's checklist of criteria (None: judged by its rubric); a tuple of ``Criterion`` once resolved
+    (``prom_reward.checklist``)."""
 
     @property
     def group(self) -> Hashable:

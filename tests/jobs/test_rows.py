@@ -134,6 +134,8 @@ def test_the_same_columns_and_types_in_jsonl_and_parquet(job, tmp_path, judge):
             "judge_retries",
             "forced_verdicts",
             "judge_error",
+            "checklist_score",
+            "checklist_verdicts",
         }
     else:
         assert [r["swap_agreement"] for r in a] == [None, True] and str(schema.field("swap_agreement").type) == "bool"

@@ -26,12 +26,13 @@ ALLOWED = {
     "core": {"format", "backends", "confidence", "local"},
     "experimental": {"format", "backends", "confidence", "core"},
     "preferences": {"format", "backends", "core"},
-    "rewards": {"format", "backends", "confidence", "core"},
-    "jobs": {"format", "backends", "core", "preferences"},
-    "integrations": {"format", "backends", "core", "rewards"},
+    "checklist": {"format", "backends", "core"},
+    "rewards": {"format", "backends", "confidence", "core", "checklist"},
+    "jobs": {"format", "backends", "core", "preferences", "checklist"},
+    "integrations": {"format", "backends", "core", "rewards", "checklist"},
     "probe": {"format", "backends", "core", "jobs"},
     "report": {"probe"},
-    "cli": {"(top)", "format", "backends", "confidence", "core", "preferences", "rewards", "jobs",
+    "cli": {"(top)", "format", "backends", "confidence", "core", "preferences", "checklist", "rewards", "jobs",
             "integrations", "probe", "report", "local"},
 }  # fmt: skip
 

@@ -1,0 +1,132 @@
+"""Aggregations: a checklist's per-criterion scores as one reward.
+
+Each criterion's score is on [0, 1] (its grade normalised on the judge format's scale: ``(s - low) / (high -
+low)``; a pitfall's score is how far the response falls into it). ``w`` are weights, ``P`` the pitfalls,
+``Q`` the other criteria, ``E`` the essential ones (formulas and trade-offs in docs/checklists.md):
+
+- ``weighted_mean`` (RaR explicit): ``(sum_Q w s - sum_P w s) / sum_Q w``; a checklist of pitfalls only:
+  ``1 - sum_P w s / sum_P w``. Partial credit everywhere; a pitfall can push it below 0.
+- ``minimum``: ``min(s for Q, 1 - s for P)``: the weakest criterion decides (no partial credit, harsh on noise).
+- ``gate``: ``floor`` (0) unless every essential criterion is satisfied (``criteria.satisfied``), else
+  ``weighted_mean`` of the rest (1 when there is no rest).
+- a callable ``f(scores) -> float | None`` over the judged ``CriterionScore`` list.
+
+A criterion the judge could not judge: when essential, the reward is None with the reason; otherwise it is
+left out of the formula and counted (``Aggregate.dropped``). With nothing judged the reward is None.
+
+Example:
+    >>> from prom_reward.checklist.criteria import Criterion
+    >>> good, pit = Criterion("cites", 3.0), Criterion("rude", 1.0, "pitfall")
+    >>> aggregate([CriterionScore(good, 1.0), CriterionScore(pit, 1.0)], "weighted_mean").value
+    0.6666666666666666
+    >>> aggregate([CriterionScore(good, 0.75), CriterionScore(pit, 0.0)], "minimum").value
+    0.75
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from prom_reward.checklist.criteria import Criterion, satisfied
+from prom_reward.errors import ConfigError
+from prom_reward.registry import Registry
+
+
+@dataclass(frozen=True)
+class CriterionScore:
+    """One criterion's judgment for one response."""
+
+    criterion: Criterion
+    """The criterion."""
+    score: float | None
+    """Its score on [0, 1] (a pitfall's: how far the response falls into it); None when it was not judged."""
+    reason: str | None = None
+    """Why it was not judged (None when it was)."""
+    raw: float | None = None
+    """The score on the judge format's own scale (the grade, or its expected score)."""
+
+    @property
+    def satisfied(self) -> bool | None:
+        """Whether the criterion holds (for a pitfall: whether the response fell into it); None if not judged."""
+        return None if self.score is None else satisfied(self.score)
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """A checklist's reward for one response."""
+
+    value: float | None
+    """The aggregate; None when an essential criterion was not judged, or nothing was."""
+    reason: str | None = None
+    """Why ``value`` is None."""
+    dropped: int = 0
+    """Non-essential criteria left out because the judge could not judge them."""
+
+
+Aggregation = Callable[[Sequence[CriterionScore]], "float | None"]
+
+
+def weighted_mean(scores: Sequence[CriterionScore]) -> float:
+    """``(sum_Q w s - sum_P w s) / sum_Q w`` (Q: not pitfalls, P: pitfalls); pitfalls only: ``1 - sum_P w s /
+    sum_P w``."""
+    gain = sum(x.criterion.weight * (x.score or 0.0) for x in scores if not x.criterion.pitfall)
+    loss = sum(x.criterion.weight * (x.score or 0.0) for x in scores if x.criterion.pitfall)
+    positive = sum(x.criterion.weight for x in scores if not x.criterion.pitfall)
+    if positive:
+        return (gain - loss) / positive
+    pitfalls = sum(x.criterion.weight for x in scores)
+    return 1.0 - loss / pitfalls if pitfalls else 1.0
+
+
+def minimum(scores: Sequence[CriterionScore]) -> float:
+    """The weakest criterion: ``min(s for the others, 1 - s for pitfalls)``."""
+    return min(1.0 - (x.score or 0.0) if x.criterion.pitfall else (x.score or 0.0) for x in scores)
+
+
+GATE_FLOOR = 0.0
+"""The ``gate`` aggregation's reward when an essential criterion is not satisfied (the bottom of [0, 1])."""
+
+
+def gate(scores: Sequence[CriterionScore]) -> float:
+    """``GATE_FLOOR`` unless every essential criterion is satisfied, else ``weighted_mean`` of the others (1
+    without others)."""
+    if any(x.criterion.category == "essential" and not x.satisfied for x in scores):
+        return GATE_FLOOR
+    rest = [x for x in scores if x.criterion.category != "essential"]
+    return weighted_mean(rest) if rest else 1.0
+
+
+AGGREGATIONS: Registry[Aggregation] = Registry("checklist aggregation")
+AGGREGATIONS.register("weighted_mean", weighted_mean)
+AGGREGATIONS.register("minimum", minimum)
+AGGREGATIONS.register("gate", gate)
+
+
+def get_aggregation(how: str | Aggregation) -> Aggregation:
+    """The aggregation named ``how`` (``UnknownNameError`` listing the valid names) or the callable given."""
+    if callable(how):
+        return how
+    if not isinstance(how, str):
+        raise ConfigError(
+            f"checklist aggregation: expected a name ({', '.join(AGGREGATIONS)}) or a callable, got "
+            f"{type(how).__name__}"
+        )
+    return AGGREGATIONS.get(how)
+
+
+def aggregate(scores: Sequence[CriterionScore], how: str | Aggregation) -> Aggregate:
+    """One response's reward from its criteria's scores (see the module docstring for failed criteria)."""
+    for k, x in enumerate(scores):
+        if x.score is None and x.criterion.category == "essential":
+            why = x.reason or "no verdict"
+            return Aggregate(None, f"essential criterion {k} ({x.criterion.text[:60]!r}) could not be judged: {why}")
+    judged = [x for x in scores if x.score is not None]
+    dropped = len(scores) - len(judged)
+    if not judged:
+        first = next((x.reason for x in scores if x.reason), "no verdict")
+        return Aggregate(None, f"no criterion of the checklist could be judged: {first}", dropped)
+    value = get_aggregation(how)(judged)
+    if value is None:
+        return Aggregate(None, "the checklist aggregation gave no value", dropped)
+    return Aggregate(float(value), None, dropped)

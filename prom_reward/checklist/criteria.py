@@ -1,0 +1,212 @@
+"""A row's checklist: its criteria, validated before any judging, and the rubric each is judged against.
+
+A checklist is a list; each entry a criterion string or a mapping ``{criterion, weight, category, rubric}``
+(only ``criterion`` required). Categories are RaR's (arXiv 2507.17746): ``essential``, ``important``,
+``optional`` and ``pitfall`` (a pitfall is something the response should not do: it counts, and subtracts,
+when the response falls into it). A weight is a finite number > 0 (default 1.0; a pitfall's weight is
+positive too, its category makes it subtract). Bad input raises ``InputError`` naming the row, the criterion,
+the field and the fix.
+
+A criterion without its own rubric is judged against a binary rubric (satisfied / not) written for the judge
+format's scale: one description per score, the lowest "not satisfied at all", the highest "fully satisfied",
+the ones between graded (on Prometheus' 1-5: 1 not at all, 2 barely, 3 partly, 4 mostly, 5 fully). A criterion
+is *satisfied* when its score lies above the middle of the scale (``satisfied``: 4 and 5 on 1-5, 3 on 1-3, 1 on
+0-1). A pitfall's rubric asks whether the response falls into it (the top score: clearly does).
+
+Example:
+    >>> from prom_reward.format.judge_format import get_judge_format
+    >>> c = parse_checklist(["Cites a source", {"criterion": "Insults the user", "category": "pitfall"}], row=0)
+    >>> [(x.category, x.weight) for x in c]
+    [('important', 1.0), ('pitfall', 1.0)]
+    >>> criterion_rubric(c[0], get_judge_format("prometheus2")).descriptions[4]
+    'The response fully satisfies the criterion.'
+    >>> parse_checklist([{"criterion": "x", "weight": "high"}], row=3)  # doctest: +IGNORE_EXCEPTION_DETAIL
+    Traceback (most recent call last):
+    InputError: row 3, criterion 0 ('x'): weight: expected a finite number > 0, got 'high'; fix: ...
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from prom_reward.errors import ConfigError, InputError, PromRewardError
+from prom_reward.format.judge_format import JudgeFormat
+from prom_reward.format.rubrics import Rubric, get_rubric
+
+CATEGORIES = ("essential", "important", "optional", "pitfall")
+"""RaR's criterion categories; a plain string criterion is ``important``."""
+DEFAULT_CATEGORY = "important"
+KEYS = ("criterion", "weight", "category", "rubric")
+
+_LEVELS = {
+    2: ("does not satisfy", "satisfies"),
+    3: ("does not satisfy", "partly satisfies", "fully satisfies"),
+    4: ("does not satisfy", "partly satisfies", "mostly satisfies", "fully satisfies"),
+    5: ("does not satisfy", "barely satisfies", "partly satisfies", "mostly satisfies", "fully satisfies"),
+}
+_PITFALL = {
+    2: ("avoids", "falls into"),
+    3: ("clearly avoids", "partly falls into", "clearly falls into"),
+    4: ("clearly avoids", "nearly falls into", "partly falls into", "clearly falls into"),
+    5: ("clearly avoids", "mostly avoids", "partly falls into", "mostly falls into", "clearly falls into"),
+}
+
+
+@dataclass(frozen=True)
+class Criterion:
+    """One criterion of a checklist, validated."""
+
+    text: str
+    """What the response should satisfy (for a pitfall: what it should not do)."""
+    weight: float = 1.0
+    """Its weight in the weighted aggregations: a finite number > 0."""
+    category: str = DEFAULT_CATEGORY
+    """``essential``, ``important``, ``optional`` or ``pitfall``."""
+    rubric: Rubric | None = None
+    """Its own rubric; None: the binary rubric ``criterion_rubric`` writes for the judge's scale."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str) or not self.text.strip():
+            raise ConfigError(f"criterion: expected a non-empty string, got {self.text!r}")
+        if isinstance(self.weight, bool) or not isinstance(self.weight, (int, float)) or not math.isfinite(self.weight):
+            raise ConfigError(f"weight: expected a finite number > 0, got {self.weight!r}")
+        if self.weight <= 0:
+            raise ConfigError(f"weight: expected a finite number > 0, got {self.weight!r}")
+        if self.category not in CATEGORIES:
+            raise ConfigError(f"category: expected one of {', '.join(CATEGORIES)}, got {self.category!r}")
+
+    @property
+    def pitfall(self) -> bool:
+        """True for a pitfall (its score counts against the response)."""
+        return self.category == "pitfall"
+
+
+_FIXES = {
+    "criterion": "give the criterion as a non-empty string",
+    "weight": "give a number > 0 (a pitfall's weight is positive too: its category makes it subtract)",
+    "category": f"use one of {', '.join(CATEGORIES)}",
+    "rubric": "give a rubric name, a Rubric or a dict of criteria and score descriptions, or leave it out",
+}
+
+
+def _fail(row: int | None, k: int, text: object, field: str, what: str) -> InputError:
+    where = f"row {row}, " if row is not None else ""
+    label = f" ({text[:60]!r})" if isinstance(text, str) and text.strip() else ""
+    return InputError(f"{where}criterion {k}{label}: {field}: {what}; fix: {_FIXES[field]}", index=row, field=field)
+
+
+def parse_criterion(entry: object, row: int | None, k: int) -> Criterion:
+    """Entry ``k`` of row ``row``'s checklist as a ``Criterion`` (``InputError`` naming both, the field and the
+    fix)."""
+    if isinstance(entry, str):
+        entry = {"criterion": entry}
+    if not isinstance(entry, Mapping):
+        what = f"expected a string or a mapping {{{', '.join(KEYS)}}}, got {type(entry).__name__}"
+        raise _fail(row, k, None, "criterion", what)
+    unknown = sorted(str(key) for key in entry if key not in KEYS)
+    text = entry.get("criterion")
+    if unknown:
+        raise _fail(row, k, text, "criterion", f"unknown key(s) {', '.join(unknown)} (valid: {', '.join(KEYS)})")
+    if not isinstance(text, str) or not text.strip():
+        raise _fail(row, k, None, "criterion", f"expected a non-empty string, got {text!r}")
+    weight = entry.get("weight", 1.0)
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight <= 0:
+        raise _fail(row, k, text, "weight", f"expected a finite number > 0, got {weight!r}")
+    category = entry.get("category", DEFAULT_CATEGORY)
+    if category not in CATEGORIES:
+        raise _fail(row, k, text, "category", f"expected one of {', '.join(CATEGORIES)}, got {category!r}")
+    rubric = entry.get("rubric")
+    if rubric is not None:
+        try:
+            rubric = get_rubric(rubric)
+        except PromRewardError as e:
+            raise _fail(row, k, text, "rubric", str(e)) from None
+    return Criterion(text.strip(), float(weight), category, rubric)
+
+
+def parse_checklist(value: object, row: int | None = None) -> tuple[Criterion, ...]:
+    """A row's checklist (a list of criteria, or the JSON text of one: a CSV cell) validated; ``InputError``
+    names the row, the criterion, the field and the fix."""
+    if isinstance(value, str) and value.lstrip().startswith("["):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as e:
+            where = f"row {row}: " if row is not None else ""
+            raise InputError(
+                f"{where}checklist: a string starting with '[' must be a JSON list of criteria: {e}; fix: write "
+                "valid JSON or give the checklist as a list",
+                index=row,
+                field="checklist",
+            ) from None
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
+        where = f"row {row}: " if row is not None else ""
+        raise InputError(
+            f"{where}checklist: expected a list of criteria (strings or {{{', '.join(KEYS)}}} mappings), got "
+            f"{type(value).__name__}; fix: give the row's checklist as a list",
+            index=row,
+            field="checklist",
+        )
+    if not value:
+        where = f"row {row}: " if row is not None else ""
+        raise InputError(
+            f"{where}checklist: expected at least one criterion, got an empty list; fix: add a criterion or leave "
+            "the row's checklist out",
+            index=row,
+            field="checklist",
+        )
+    return tuple(parse_criterion(entry, row, k) for k, entry in enumerate(value))
+
+
+def criterion_rubric(criterion: Criterion, fmt: JudgeFormat) -> Rubric:
+    """The rubric ``criterion`` is judged against: its own, else a binary satisfied/not rubric with one
+    description per score of ``fmt``'s scale (2 to 5 points); ``ConfigError`` for a scale it cannot write."""
+    if criterion.rubric is not None:
+        return criterion.rubric
+    n = len(fmt.scale)
+    if n not in _LEVELS:
+        raise ConfigError(
+            f"judge format {fmt.name!r} has a {n}-point scale; a criterion without a rubric gets a binary rubric "
+            "for 2 to 5 points; fix: give each criterion its own rubric, or use a format with such a scale"
+        )
+    if criterion.pitfall:
+        question = f"Does the response fall into this pitfall: {criterion.text}?"
+        return Rubric(question, tuple(f"The response {w} the pitfall." for w in _PITFALL[n]))
+    question = f"Does the response satisfy this criterion: {criterion.text}?"
+    return Rubric(question, tuple(f"The response {w} the criterion." for w in _LEVELS[n]))
+
+
+def satisfied(unit_score: float) -> bool:
+    """Whether a score, on [0, 1] (``unit_score``), satisfies its criterion: above the scale's middle."""
+    return unit_score > 0.5
+
+
+def checklist_rubric(criteria: Sequence[Criterion], fmt: JudgeFormat) -> Rubric:
+    """Implicit mode's rubric: the whole checklist as one question, scored on ``fmt``'s scale (the top: every
+    criterion satisfied and no pitfall; the bottom: an essential criterion missed or a pitfall hit)."""
+    n = len(fmt.scale)
+    if n < 2 or n > 5:
+        raise ConfigError(
+            f"judge format {fmt.name!r} has a {n}-point scale; an implicit checklist rubric needs 2 to 5 points; "
+            "fix: use explicit mode with rubrics per criterion, or a format with such a scale"
+        )
+    lines = []
+    for k, c in enumerate(criteria, 1):
+        kind = "must avoid" if c.pitfall else c.category
+        lines.append(f"({k}) [{kind}, weight {c.weight:g}] {c.text}")
+    question = "How well does the response satisfy this checklist? " + " ".join(lines)
+    low = "The response misses an essential criterion or falls into a pitfall."
+    top = "The response satisfies every criterion and avoids every pitfall."
+    middle = {
+        2: (),
+        3: ("The response satisfies the essential criteria but misses others.",),
+        4: ("The response satisfies some criteria and misses several.", "The response satisfies most criteria."),
+        5: (
+            "The response satisfies few criteria.",
+            "The response satisfies about half of the criteria.",
+            "The response satisfies most criteria; a minor one is missed.",
+        ),
+    }[n]
+    return Rubric(question, (low, *middle, top))

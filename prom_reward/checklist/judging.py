@@ -1,0 +1,159 @@
+"""Judging a batch of (response, checklist): all of the batch's judgments in one judge call.
+
+Explicit mode asks one absolute judgment per (instruction, response, criterion rubric, reference), judges each
+distinct one once (duplicates across completions and rows are asked once; with a judgment store, a second
+epoch over the same responses asks the judge nothing new: the store answers by prompt), and aggregates each
+response's criteria (``aggregate``). Implicit mode asks one judgment per response against the whole checklist
+as one rubric (``criteria.checklist_rubric``). Scores are normalised on the judge format's scale to [0, 1].
+One outcome per response, in order; a failed judgment is a value (its reason), never an exception.
+
+Example:
+    >>> from prom_reward import PrometheusJudge
+    >>> from prom_reward.backends.bridge import run_sync
+    >>> from prom_reward.checklist.criteria import parse_checklist
+    >>> judge = PrometheusJudge(backend="scripted", outputs=["Yes. [RESULT] 5", "No. [RESULT] 1"])
+    >>> lists = [parse_checklist(["Says 4", "Shows work"])]
+    >>> out = run_sync(lambda: ajudge_checklists(judge, ["2+2?"], ["4"], lists, ChecklistConfig()))
+    >>> out.outcomes[0].aggregate.value, [c.satisfied for c in out.outcomes[0].criteria]
+    (0.5, [True, False])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from prom_reward.checklist.aggregate import Aggregate, CriterionScore, aggregate
+from prom_reward.checklist.config import ChecklistConfig
+from prom_reward.checklist.criteria import Criterion, checklist_rubric, criterion_rubric
+from prom_reward.checklist.metrics import checklist_metrics
+from prom_reward.core.results import Grade, JudgeFailure
+from prom_reward.format.rubrics import Rubric
+
+
+@dataclass(frozen=True)
+class ChecklistOutcome:
+    """One response's checklist judgment."""
+
+    aggregate: Aggregate
+    """The reward on [0, 1] (a pitfall can take it below 0), or None with the reason."""
+    criteria: tuple[CriterionScore, ...] = ()
+    """Explicit mode: each criterion's score, in checklist order; implicit mode: ()."""
+    feedback: str | None = None
+    """The judge's feedback (explicit: one line per criterion)."""
+    error: JudgeFailure | None = None
+    """A criterion's transport failure (even when the aggregate has a value without it: a job marks the row for
+    ``--resume``), else the judge's failure behind a None aggregate."""
+
+
+@dataclass
+class ChecklistBatch:
+    """What ``ajudge_checklists`` returns."""
+
+    outcomes: list[ChecklistOutcome]
+    """One per response, in order."""
+    metrics: dict[str, float] = field(default_factory=dict)
+    """Pass rates per criterion and category, judgments asked, criteria dropped (``metrics``)."""
+
+
+def _raw(g: Grade, score: str) -> float | None:
+    if score == "sample":
+        return float(g.scores[0]) if g.scores else None
+    return g.score if score == "mean" else g.expected_score
+
+
+async def _grade(
+    judge: Any,
+    asks: list[tuple[str, str, Rubric, str | None]],
+    cfg: ChecklistConfig,
+    truncate_response: bool | None,
+    deadline: float | None,
+) -> tuple[list[Grade], list[int]]:
+    """One ``agrade`` call over the distinct asks; returns the grades and, per ask, its grade's index."""
+    seen: dict[Hashable, int] = {}
+    where = [seen.setdefault(a, len(seen)) for a in asks]
+    uniq = list(seen)
+    if not uniq:
+        return [], where
+    refs = [a[3] for a in uniq]  # type: ignore[index]
+    grades = await judge.agrade(
+        [a[0] for a in uniq],  # type: ignore[index]
+        [a[1] for a in uniq],  # type: ignore[index]
+        [a[2] for a in uniq],  # type: ignore[index]
+        refs if any(r is not None for r in refs) else None,
+        num_samples=cfg.num_samples if cfg.score == "mean" else 1,
+        sampling={"logprobs": 20} if cfg.score == "expected" and (judge.sampling.logprobs or 0) < 20 else None,
+        truncate_response=truncate_response,
+        deadline=deadline,
+    )
+    return list(grades), where
+
+
+def _unit(raw: float | None, scale: tuple[int, ...]) -> float | None:
+    return None if raw is None else (raw - scale[0]) / (scale[-1] - scale[0])
+
+
+def _why(g: Grade) -> str:
+    return g.error.reason if g.error is not None else "the judge gave no parseable verdict after its retries"
+
+
+async def ajudge_checklists(
+    judge: Any,
+    instructions: Sequence[str],
+    responses: Sequence[str],
+    checklists: Sequence[Sequence[Criterion]],
+    cfg: ChecklistConfig,
+    references: Sequence[str | None] | None = None,
+    *,
+    truncate_response: bool | None = None,
+    deadline: float | None = None,
+) -> ChecklistBatch:
+    """Each response judged against its checklist (``cfg.mode``) in one ``judge.agrade`` call."""
+    fmt = judge.format
+    refs = list(references) if references is not None else [None] * len(responses)
+    if cfg.mode == "implicit":
+        asks = [
+            (ins, resp, checklist_rubric(cl, fmt), ref)
+            for ins, resp, cl, ref in zip(instructions, responses, checklists, refs, strict=True)
+        ]
+        grades, where = await _grade(judge, asks, cfg, truncate_response, deadline)
+        outcomes = []
+        for w in where:
+            g = grades[w]
+            unit = _unit(_raw(g, cfg.score), fmt.scale)
+            agg = Aggregate(unit, None if unit is not None else _why(g))
+            outcomes.append(ChecklistOutcome(agg, (), g.feedback, g.error if unit is None else None))
+        return ChecklistBatch(outcomes, checklist_metrics(outcomes, grades))
+    asks, owner = [], []
+    for i, (ins, resp, cl, ref) in enumerate(zip(instructions, responses, checklists, refs, strict=True)):
+        for c in cl:
+            asks.append((ins, resp, criterion_rubric(c, fmt), ref))
+            owner.append(i)
+    grades, where = await _grade(judge, asks, cfg, truncate_response, deadline)
+    per: list[list[tuple[CriterionScore, Grade]]] = [[] for _ in responses]
+    flat = [c for cl in checklists for c in cl]
+    for c, i, w in zip(flat, owner, where, strict=True):
+        g = grades[w]
+        raw = _raw(g, cfg.score)
+        per[i].append((CriterionScore(c, _unit(raw, fmt.scale), None if raw is not None else _why(g), raw), g))
+    outcomes = []
+    for judged in per:
+        scores = tuple(s for s, _ in judged)
+        agg = aggregate(scores, cfg.aggregation)
+        failed = [g.error for s, g in judged if s.score is None and g.error is not None]
+        transport = next((e for e in failed if e.kind == "transport"), None)
+        error = transport or (failed[0] if failed and agg.value is None else None)
+        outcomes.append(ChecklistOutcome(agg, scores, _feedback(judged), error))
+    return ChecklistBatch(outcomes, checklist_metrics(outcomes, grades))
+
+
+def _feedback(judged: list[tuple[CriterionScore, Grade]]) -> str | None:
+    """One line per criterion: its number, whether it holds, and the judge's feedback."""
+    lines = []
+    for k, (s, g) in enumerate(judged):
+        state = "undecided" if s.satisfied is None else ("fell into" if s.criterion.pitfall else "satisfied")
+        if s.satisfied is False:
+            state = "avoided" if s.criterion.pitfall else "not satisfied"
+        lines.append(f"[{k}] {state}: {g.feedback or s.reason or ''}".rstrip())
+    return "\n".join(lines) if lines else None

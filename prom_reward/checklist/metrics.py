@@ -1,0 +1,74 @@
+"""Checklist diagnostics: pass rates per criterion and per category, under one set of metric names.
+
+A criterion *passes* when it is satisfied, a pitfall when the response avoids it, so every pass rate reads
+"higher is better". Names (the reward paths log them under ``<reward name>/``):
+
+- ``checklist_pass_rate``: judged criteria that passed, over all judged criteria of the batch;
+- ``checklist_<category>_pass_rate``: the same per category present (``essential``, ``important``,
+  ``optional``, ``pitfall``);
+- ``checklist/<criterion>_pass_rate``: per criterion text (its first 48 characters): a criterion whose pass
+  rate jumps while the others stay is the first sign of a policy learning the letter of a checklist;
+- ``checklist_undecided_rate``: criteria the judge could not decide, over all criteria;
+- ``checklist_dropped_criteria``: non-essential criteria left out of an aggregate (not judged);
+- ``checklist_judgments``: distinct judgments asked (after deduplication), with ``judge_prompt_tokens``
+  and ``judge_completion_tokens``.
+
+Example:
+    >>> from prom_reward.checklist.aggregate import Aggregate, CriterionScore
+    >>> from prom_reward.checklist.criteria import Criterion
+    >>> from prom_reward.checklist.judging import ChecklistOutcome
+    >>> a, p = Criterion("cites"), Criterion("rude", category="pitfall")
+    >>> o = ChecklistOutcome(Aggregate(0.0), (CriterionScore(a, 1.0), CriterionScore(p, 1.0)))
+    >>> m = checklist_metrics([o], [])
+    >>> m["checklist_pass_rate"], m["checklist_pitfall_pass_rate"], m["checklist/cites_pass_rate"]
+    (0.5, 0.0, 1.0)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+
+def criterion_key(text: str) -> str:
+    """A criterion's metric name: ``checklist/<its first 48 characters, spaces as _>_pass_rate``."""
+    return "checklist/" + re.sub(r"\s+", "_", text.strip())[:48] + "_pass_rate"
+
+
+def _rate(passed: list[bool]) -> float:
+    return sum(passed) / len(passed)
+
+
+def checklist_metrics(outcomes: Sequence[Any], grades: Sequence[Any]) -> dict[str, float]:
+    """The batch's checklist metrics (see the module docstring) from its ``ChecklistOutcome``s and the distinct
+    grades."""
+    every: list[bool] = []
+    by_category: dict[str, list[bool]] = {}
+    by_criterion: dict[str, list[bool]] = {}
+    total = undecided = 0
+    for o in outcomes:
+        for s in o.criteria:
+            total += 1
+            if s.satisfied is None:
+                undecided += 1
+                continue
+            passed = s.satisfied != s.criterion.pitfall
+            every.append(passed)
+            by_category.setdefault(s.criterion.category, []).append(passed)
+            by_criterion.setdefault(criterion_key(s.criterion.text), []).append(passed)
+    out: dict[str, float] = {
+        "checklist_judgments": float(len(grades)),
+        "checklist_dropped_criteria": float(sum(o.aggregate.dropped for o in outcomes)),
+        "judge_prompt_tokens": float(sum(g.prompt_tokens for g in grades)),
+        "judge_completion_tokens": float(sum(g.completion_tokens for g in grades)),
+    }
+    if total:
+        out["checklist_undecided_rate"] = undecided / total
+    if every:
+        out["checklist_pass_rate"] = _rate(every)
+    for category, passed in sorted(by_category.items()):
+        out[f"checklist_{category}_pass_rate"] = _rate(passed)
+    for key, passed in by_criterion.items():
+        out[key] = _rate(passed)
+    return out

@@ -1,0 +1,101 @@
+"""Checklist rows of a ``grade`` job: a row with a checklist is graded per criterion and aggregated.
+
+A row whose checklist column (``checklist_column``, ``--checklist-col``; default ``checklist``) holds a value is
+checked when the input is read (``prom_reward.checklist.criteria``: a bad checklist stops the job before
+anything is written, naming the file, row, criterion, field and fix), and judged with the batch's other
+checklist rows in one judge call (``prom_reward.checklist.judging``; explicit mode: one judgment per distinct
+(response, criterion), cached by ``--store`` like every judgment). Its output row:
+
+- ``score``: the aggregate on the judge format's scale (``low + a * (high - low)``: 1..5 on Prometheus 2);
+  ``checklist_score``: the aggregate ``a`` itself ([0, 1]; a pitfall can take it below 0),
+- ``checklist_verdicts``: one entry per criterion, in order: ``criterion``, ``category``, ``weight``, ``score``
+  (the grade on the judge's scale, null when undecided), ``satisfied`` and ``error``,
+- ``feedback``: one line per criterion; ``judge_failures``: undecided criteria; ``judge_error``: why ``score``
+  is null (an essential criterion not judged ...). A criterion the transport failed marks the row
+  ``backend_failed``, so ``--resume`` judges it again (the criteria judged before are answered by the store).
+
+docs/checklists.md has the aggregations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from prom_reward.backends.bridge import run_sync
+from prom_reward.checklist.config import ChecklistConfig
+from prom_reward.checklist.criteria import Criterion
+from prom_reward.checklist.judging import ajudge_checklists
+
+VERDICT_FIELDS = ("criterion", "category", "weight", "score", "satisfied", "error")
+
+
+@dataclass(frozen=True)
+class ChecklistItem:
+    """A checked row with a checklist."""
+
+    instruction: str
+    response: str
+    reference_answer: str | None
+    criteria: tuple[Criterion, ...]
+
+
+def verdicts_type() -> Any:
+    """The pyarrow type of ``checklist_verdicts``."""
+    import pyarrow as pa
+
+    return pa.list_(
+        pa.struct(
+            [
+                ("criterion", pa.string()),
+                ("category", pa.string()),
+                ("weight", pa.float64()),
+                ("score", pa.float64()),
+                ("satisfied", pa.bool_()),
+                ("error", pa.string()),
+            ]
+        )
+    )
+
+
+def judge_checklist_rows(judge: Any, items: list[ChecklistItem], cfg: ChecklistConfig) -> list[dict[str, Any]]:
+    """The result columns of each checklist row, and its judge failure under ``_error`` (``ChecklistOutcome.error``:
+    a transport failure marks the batch for ``--resume``)."""
+    refs = [it.reference_answer for it in items]
+    batch = run_sync(
+        lambda: ajudge_checklists(
+            judge,
+            [it.instruction for it in items],
+            [it.response for it in items],
+            [it.criteria for it in items],
+            cfg,
+            refs if any(r is not None for r in refs) else None,
+        )
+    )
+    lo, hi = judge.format.scale[0], judge.format.scale[-1]
+    out = []
+    for o in batch.outcomes:
+        value = o.aggregate.value
+        undecided = [s for s in o.criteria if s.score is None]
+        out.append(
+            {
+                "score": None if value is None else lo + value * (hi - lo),
+                "feedback": o.feedback,
+                "judge_failures": len(undecided) if o.criteria else int(value is None),
+                "judge_error": o.aggregate.reason,
+                "checklist_score": value,
+                "checklist_verdicts": [
+                    {
+                        "criterion": s.criterion.text,
+                        "category": s.criterion.category,
+                        "weight": s.criterion.weight,
+                        "score": s.raw,
+                        "satisfied": s.satisfied,
+                        "error": s.reason,
+                    }
+                    for s in o.criteria
+                ],
+                "_error": o.error,
+            }
+        )
+    return out

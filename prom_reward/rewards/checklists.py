@@ -1,0 +1,103 @@
+"""Checklist rows in the reward path: a sample with a checklist is rewarded by its criteria, not one rubric.
+
+``PrometheusReward.resolve`` validates each sample's checklist (``prom_reward.checklist.criteria``: a bad one
+fails that sample alone, with the row, criterion, field and fix, before anything is judged);
+``run_mode`` sends a batch's checklist samples to ``checklist_rewards`` (all their judgments in one judge
+call, ``prom_reward.checklist.judging``) and the others to the reward mode. A checklist reward lies on the judge
+format's scale like a grade (the aggregate on [0, 1] mapped to low..high: 1..5 on Prometheus 2, a pitfall can
+take it below the low end) and is normalised as grades are, so ``failure_reward``, ``reward_scale`` and the
+diagnostics read it as they read a grade. The batch's metrics add the checklist pass rates
+(``prom_reward.checklist.metrics``).
+
+Example:
+    >>> from prom_reward import PrometheusJudge
+    >>> from prom_reward.backends.bridge import run_sync
+    >>> from prom_reward.checklist.criteria import parse_checklist
+    >>> judge = PrometheusJudge(backend="scripted", outputs=["Yes. [RESULT] 5", "No. [RESULT] 1"])
+    >>> item = RewardSample("p", "4", instruction="2+2?", checklist=parse_checklist(["Says 4", "Shows work"]))
+    >>> run_sync(lambda: checklist_rewards(judge, [item], RewardConfig(normalize="unit"))).rewards
+    [0.5]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from statistics import fmean
+from typing import Any
+
+from prom_reward.checklist.judging import ajudge_checklists
+from prom_reward.core.results import JudgeFailure
+from prom_reward.rewards.config import RewardConfig, grade_range, normalize_value
+from prom_reward.rewards.modes import ModeOutput
+from prom_reward.rewards.samples import RewardSample
+
+ModeFunction = Callable[[Any, Sequence[RewardSample], RewardConfig, "float | None"], Awaitable[ModeOutput]]
+
+
+async def checklist_rewards(
+    judge: Any, items: Sequence[RewardSample], cfg: RewardConfig, deadline: float | None = None
+) -> ModeOutput:
+    """One reward per resolved sample with a checklist (None with the failure behind it)."""
+    batch = await ajudge_checklists(
+        judge,
+        [it.instruction or "" for it in items],  # resolved: always text
+        [it.response for it in items],
+        [it.checklist for it in items],
+        cfg.checklist(),
+        [it.reference_answer for it in items],
+        truncate_response=cfg.over_context == "truncate",
+        deadline=deadline,
+    )
+    lo, hi = grade_range(judge.format)
+    rewards: list[float | None] = []
+    errors: list[JudgeFailure | None] = []
+    for o in batch.outcomes:
+        value = o.aggregate.value
+        grade = None if value is None else lo + value * (hi - lo)
+        rewards.append(normalize_value(grade, "grade", cfg.normalize, (lo, hi)))
+        if value is None:
+            kind = o.error.kind if o.error is not None else "output"
+            errors.append(JudgeFailure(kind, o.aggregate.reason or "the checklist could not be judged"))
+        else:
+            errors.append(None)
+    known = [o.aggregate.value for o in batch.outcomes if o.aggregate.value is not None]
+    metrics = {
+        **batch.metrics,
+        "abstain_rate": sum(r is None for r in rewards) / max(len(rewards), 1),
+        "unique_items": batch.metrics.get("checklist_judgments", 0.0),
+    }
+    if known:
+        metrics["mean_checklist_score"] = fmean(known)
+    return ModeOutput(rewards, [o.feedback for o in batch.outcomes], metrics, errors=errors if any(errors) else [])
+
+
+async def run_mode(
+    mode: ModeFunction, judge: Any, items: Sequence[RewardSample], cfg: RewardConfig, deadline: float | None
+) -> ModeOutput:
+    """``mode`` for the samples without a checklist, ``checklist_rewards`` for those with one, merged back in
+    order (one of the two when the batch is all of a kind)."""
+    listed = [i for i, it in enumerate(items) if it.checklist is not None]
+    if not listed:
+        return await mode(judge, items, cfg, deadline)
+    if len(listed) == len(items):
+        return await checklist_rewards(judge, items, cfg, deadline)
+    plain = [i for i, it in enumerate(items) if it.checklist is None]
+    parts = [
+        (listed, await checklist_rewards(judge, [items[i] for i in listed], cfg, deadline)),
+        (plain, await mode(judge, [items[i] for i in plain], cfg, deadline)),
+    ]
+    n = len(items)
+    out = ModeOutput([None] * n, [None] * n)
+    errors: list[JudgeFailure | None] = [None] * n
+    for idx, part in parts:
+        for pos, i in enumerate(idx):
+            out.rewards[i], out.feedback[i] = part.rewards[pos], part.feedback[pos]
+            errors[i] = part.errors[pos] if part.errors else None
+    for key in dict.fromkeys(k for _, part in parts for k in part.metrics):
+        values = [(len(idx), part.metrics[key]) for idx, part in parts if key in part.metrics]
+        if key.endswith("_rate") or key.startswith("mean_"):  # rates and means weighted by samples, counts summed
+            out.metrics[key] = sum(k * v for k, v in values) / sum(k for k, _ in values)
+        else:
+            out.metrics[key] = float(sum(v for _, v in values))
+    out.errors = errors if any(errors) else []
+    return out
