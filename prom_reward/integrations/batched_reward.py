@@ -294,7 +294,7 @@ def _is_cascade(reward: JudgeHolder) -> bool:
 
 
 def _takes_concurrent_calls(reward: JudgeHolder) -> bool:
-    """Whether the reward's judge may be called from several threads at once (``Judge.thread_safe``; from
+    """Whether the reward's judge takes several calls at once (``Judge.thread_safe``; from
     its options while it is not built yet: the ``openai`` backend's ``capabilities.thread_safe``)."""
     if reward._judge is None:
         spec = reward._judge_spec or {}

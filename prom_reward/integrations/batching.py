@@ -263,12 +263,13 @@ class MicroBatcher(Generic[T, R]):
         try:
             while True:
                 await lane.slots.acquire()  # while every slot is busy, requests keep queueing: a bigger next batch
-                live = self._live(await self._gather(lane))
+                batch = await self._gather(lane)
+                live = self._live(batch)
                 if not live:
                     lane.slots.release()
-                    if lane.ready or lane.groups:
-                        continue
-                    return
+                    if not batch:  # nothing queued: the dispatcher ends (the next request starts one)
+                        return
+                    continue
                 task = asyncio.get_running_loop().create_task(self._call(lane, live))
                 lane.tasks.add(task)
                 task.add_done_callback(lane.tasks.discard)
