@@ -25,6 +25,7 @@ are queued (sync callers reach it on the library's loop, ``backends.bridge.run_s
 
 Example:
     >>> import asyncio
+    >>> from prom_reward.backends.bridge import run_sync
     >>> calls = []
     >>> async def double(items):
     ...     calls.append(len(items))
@@ -32,7 +33,7 @@ Example:
     >>> b = MicroBatcher(double, max_wait_s=0.2)
     >>> async def four():
     ...     return await asyncio.gather(*(b.arun([x]) for x in range(4)))
-    >>> asyncio.run(four()), calls, b.stats.items
+    >>> run_sync(four), calls, b.stats.items
     ([[0], [2], [4], [6]], [4], 4)
 """
 
