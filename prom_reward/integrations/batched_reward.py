@@ -2,8 +2,9 @@
 
 The RLHF frameworks ask for rewards one sample at a time (OpenRLHF: one HTTP request or one
 ``reward_func`` call per sample; verl: one ``compute_score`` per sample, awaited
-concurrently). ``BatchedReward`` queues those samples in a ``MicroBatcher`` so they reach the
-judge as one batched call, and hands each caller a ``SampleOutcome``: the reward (``None`` when
+concurrently). ``BatchedReward`` queues those samples in a ``MicroBatcher`` (asyncio, on the caller's
+event loop; sync callers wait through the library's loop) so they reach the judge as one batched call
+(``PrometheusReward.ajudge_batch``, awaited), and hands each caller a ``SampleOutcome``: the reward (``None`` when
 the judge failed), a failure flag and reason, the feedback, and the batch's metrics under a
 fixed set of keys (``extra_log_keys``, the reward's drift diagnostics ``diag/...`` among them),
 so every sample carries the same log keys whether its judgment failed or not (OpenRLHF and verl
@@ -12,8 +13,8 @@ stack per-sample logs by key).
 A sample that cannot be judged fails alone with its reason (``PrometheusReward.judge_batch``
 isolates it; its batch-mates are judged); a judge outage is retried per the reward's
 ``OutagePolicy`` until the batch's deadline (the latest deadline of its requests). Batches run
-``max_concurrent`` at a time when the judge's backend takes concurrent calls (an HTTP judge),
-so a hung call holds one slot, not the queue.
+``max_concurrent`` at a time when the judge's backend takes concurrent calls (an HTTP judge; an
+in-process engine takes one at a time), so a hung call holds one slot, not the queue.
 
 A failed judgment is never given a number here: callers that need one (OpenRLHF's tensors,
 verl's ``rm_scores``) apply an explicit ``FailurePolicy``.
@@ -37,6 +38,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from prom_reward.backends.bridge import sync_method
 from prom_reward.backends.factory import backend_class
 from prom_reward.errors import ConfigError
 from prom_reward.integrations.batching import MicroBatcher
@@ -133,14 +135,15 @@ class FailurePolicy:
 
 
 class BatchedReward:
-    """Micro-batch concurrent reward requests into single calls of ``reward.judge_batch``.
+    """Micro-batch concurrent reward requests into single calls of ``reward.ajudge_batch``.
 
     Args:
         reward: a ``PrometheusReward`` (its config decides mode, rubric, normalisation, outage policy).
         max_wait_s: how long a sample waits for others before its batch goes to the judge.
         max_batch_size: samples per judge call at most (a larger request is split).
         max_concurrent: judge calls in flight at once, when the judge's backend takes concurrent
-            calls (``Judge.thread_safe``: the ``openai`` backend's ``capabilities.thread_safe``); 1 otherwise.
+            calls (``Judge.thread_safe``: the ``openai`` backend's ``capabilities.thread_safe``); 1 otherwise
+            (an in-process engine runs one blocking call at a time).
         group_size: ``pairwise_group`` only: samples per prompt to wait for (OpenRLHF's
             ``n_samples_per_prompt``, verl's ``rollout.n``); a group still short after
             ``group_wait_s`` is judged with what arrived, and a sample left alone in its group
@@ -197,22 +200,20 @@ class BatchedReward:
         """The batcher's counters (``BatcherStats``: batches, batch sizes, cancelled, expired ...)."""
         return self._batcher.stats
 
-    def score(self, samples: Sequence[RewardSample], *, timeout: float | None = None) -> list[SampleOutcome]:
-        """Judge ``samples`` (blocking; for worker threads), batched with concurrent callers.
+    async def ascore(self, samples: Sequence[RewardSample], *, timeout: float | None = None) -> list[SampleOutcome]:
+        """Judge ``samples``, batched with the concurrent callers of the same event loop; ``score`` is the sync
+        form (for worker threads: it waits on the library's loop, where its callers meet).
 
         ``timeout``: seconds this request may wait for its rewards (its deadline): the batch's judge
         retries stop there, and a request whose batch has not started by then fails with
-        ``DeadlineExceeded``."""
-        queued = self._queued(samples, timeout)
-        return self._count(self._batcher.run(queued, timeout=timeout, group=self._group(samples)))
-
-    async def ascore(self, samples: Sequence[RewardSample], *, timeout: float | None = None) -> list[SampleOutcome]:
-        """Awaitable ``score``; a cancelled caller's samples are dropped if their batch has not started."""
+        ``DeadlineExceeded``. A cancelled caller's samples are dropped if their batch has not started."""
         queued = self._queued(samples, timeout)
         return self._count(await self._batcher.arun(queued, timeout=timeout, group=self._group(samples)))
 
+    score = sync_method(ascore)
+
     def close(self) -> None:
-        """Stop the batcher (queued samples are still judged)."""
+        """Refuse new samples (queued ones are still judged)."""
         self._batcher.close()
 
     def unjudged(self, reason: str) -> SampleOutcome:
@@ -239,7 +240,7 @@ class BatchedReward:
         keys = {s.group for s in samples}
         return keys.pop() if len(keys) == 1 else None  # a request with several prompts goes as it is
 
-    def _judge(self, queued: list[tuple[RewardSample, float, float | None]]) -> list[SampleOutcome]:
+    async def _judge(self, queued: list[tuple[RewardSample, float, float | None]]) -> list[SampleOutcome]:
         start = time.monotonic()
         samples = [s for s, _, _ in queued]
         queue = [max(start - t, 0.0) for _, t, _ in queued]
@@ -253,7 +254,7 @@ class BatchedReward:
                 members.setdefault(s.group, []).append(i)
             alone = {idx[0] for idx in members.values() if len(idx) == 1}
         todo = [i for i in range(n) if i not in alone]
-        out = self.reward.judge_batch([samples[i] for i in todo], deadline=deadline) if todo else None
+        out = await self.reward.ajudge_batch([samples[i] for i in todo], deadline=deadline) if todo else None
         failed = len(alone) + (sum(r is None for r in out.rewards) if out is not None else 0)
         metrics = self._stable_metrics(out.metrics if out is not None else {})
         metrics["abstain_rate"] = failed / n
@@ -290,7 +291,7 @@ def _counter_keys(reward: JudgeHolder) -> tuple[str, ...]:
 
 
 def _takes_concurrent_calls(reward: JudgeHolder) -> bool:
-    """Whether the reward's judge may be called from several threads at once (``Judge.thread_safe``; from
+    """Whether the reward's judge takes several calls at once (``Judge.thread_safe``; from
     its options while it is not built yet: the ``openai`` backend's ``capabilities.thread_safe``)."""
     if reward._judge is None:
         spec = reward._judge_spec or {}

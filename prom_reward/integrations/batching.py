@@ -1,18 +1,18 @@
-"""``MicroBatcher``: gather concurrent requests into one batched call.
+"""``MicroBatcher``: gather concurrent requests into one batched call, on the caller's event loop.
 
 Reward integrations receive work one sample at a time (OpenRLHF posts one sample per HTTP
 request; verl awaits one ``compute_score`` per sample), while a vLLM judge is fast only on
-batches. A ``MicroBatcher`` owns one dispatcher thread: requests submitted from any thread
-or event loop wait up to ``max_wait_s`` for company (or until ``max_batch_size`` items are
-queued), then go to ``fn`` together, and each request gets back its own slice.
+batches. Requests awaited on one event loop wait up to ``max_wait_s`` for company (or until
+``max_batch_size`` items are queued), then go to the async ``fn`` together, and each request
+gets back its own slice. It is asyncio only: a dispatcher task runs on the loop while requests
+are queued (sync callers reach it on the library's loop, ``backends.bridge.run_sync``).
 
-- Up to ``max_concurrent`` batches run at once (worker threads): a slow or hung call holds one
-  slot while later requests go out in the next. While every slot is busy, requests keep
-  queueing, so the next batch is bigger (with ``max_concurrent=1``, one call at a time).
+- Up to ``max_concurrent`` batches run at once (tasks): a slow or hung call holds one slot while
+  later requests go out in the next. While every slot is busy, requests keep queueing, so the
+  next batch is bigger (with ``max_concurrent=1``, one call at a time).
 - ``max_batch_size`` holds inside one request too: a request with more items is split into
   calls of at most that many and answered as one (a group of ``group_size`` goes whole).
-
-- A request whose future is cancelled (its client went away) before its batch starts is
+- A request whose awaiting task is cancelled (its client went away) before its batch starts is
   dropped, not judged; one whose ``timeout`` passed before its batch starts fails with
   ``DeadlineExceeded`` without being judged.
 - With ``group_size``, requests carry a group key (e.g. the prompt) and wait until their
@@ -21,30 +21,29 @@ queued), then go to ``fn`` together, and each request gets back its own slice.
 - ``fn`` raising fails every request of that batch with the same exception (the reward's
   ``fn`` isolates bad samples itself and raises only to stop training).
 - ``stats`` counts requests, items, batches and keeps the recent batch sizes.
+- Requests meet only with requests of the same event loop (each loop has its own queue).
 
 Example:
-    >>> import concurrent.futures as cf
+    >>> import asyncio
+    >>> from prom_reward.backends.bridge import run_sync
     >>> calls = []
-    >>> def double(items):
+    >>> async def double(items):
     ...     calls.append(len(items))
     ...     return [2 * x for x in items]
     >>> b = MicroBatcher(double, max_wait_s=0.2)
-    >>> with cf.ThreadPoolExecutor(4) as pool:
-    ...     out = list(pool.map(lambda x: b.run([x]), range(4)))
-    >>> out, sum(calls), b.stats.items
-    ([[0], [2], [4], [6]], 4, 4)
-    >>> b.close()
+    >>> async def four():
+    ...     return await asyncio.gather(*(b.arun([x]) for x in range(4)))
+    >>> run_sync(four), calls, b.stats.items
+    ([[0], [2], [4], [6]], [4], 4)
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import concurrent.futures as cf
 import logging
-import threading
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -95,32 +94,42 @@ class BatcherStats:
 
 
 @dataclass
-class _Request(Generic[T]):
-    items: list[T]
-    future: cf.Future
+class _Request:
+    items: list[Any]
+    future: asyncio.Future
     deadline: float | None
-    group: Hashable | None
     arrived: float
 
 
+class _Lane:
+    """The queue of one event loop: ready requests, waiting groups, the batch slots, its tasks."""
+
+    def __init__(self, slots: int) -> None:
+        self.ready: collections.deque[_Request] = collections.deque()
+        self.groups: dict[Hashable, list[_Request]] = {}
+        self.wake = asyncio.Event()
+        self.slots = asyncio.Semaphore(slots)
+        self.dispatcher: asyncio.Task[None] | None = None
+        self.tasks: set[asyncio.Task[None]] = set()  # running batches, held until done
+
+
 class MicroBatcher(Generic[T, R]):
-    """Batch concurrent calls of ``fn(items) -> results`` (one result per item, same order).
+    """Batch concurrent awaits of ``fn(items) -> results`` (one result per item, same order).
 
     Args:
-        fn: the batch function; called from the dispatcher thread (or, with ``max_concurrent`` > 1,
-            from worker threads, that many calls at once).
+        fn: the async batch function; ``max_concurrent`` calls of it may be awaited at once.
         max_wait_s: how long the first request of a batch waits for others.
         max_batch_size: a batch stops gathering at this many items; a larger request is split
             (a grouped one goes whole).
         group_size: hold grouped requests until their group has this many items.
         group_wait_s: ... or until this long after the group's first item arrived.
         max_concurrent: batches in flight at once.
-        name: used in the dispatcher thread's name and in log lines.
+        name: used in messages and log lines.
     """
 
     def __init__(
         self,
-        fn: Callable[[list[T]], Sequence[R]],
+        fn: Callable[[list[T]], Awaitable[Sequence[R]]],
         *,
         max_wait_s: float = 0.02,
         max_batch_size: int = 256,
@@ -130,7 +139,7 @@ class MicroBatcher(Generic[T, R]):
         name: str = "judge",
     ) -> None:
         if not callable(fn):
-            raise ConfigError(f"fn: expected a callable batch function, got {type(fn).__name__}")
+            raise ConfigError(f"fn: expected an async batch function, got {type(fn).__name__}")
         if not (isinstance(max_wait_s, (int, float)) and max_wait_s >= 0):
             raise ConfigError(f"max_wait_s: expected a number of seconds >= 0, got {max_wait_s!r}")
         if not (isinstance(max_batch_size, int) and max_batch_size >= 1):
@@ -143,157 +152,143 @@ class MicroBatcher(Generic[T, R]):
             raise ConfigError(f"max_concurrent: expected an int >= 1, got {max_concurrent!r}")
         self.fn, self.max_wait_s, self.max_batch_size = fn, float(max_wait_s), max_batch_size
         self.group_size, self.group_wait_s, self.name = group_size, float(group_wait_s), name
-        self.stats = BatcherStats()
-        self._cond = threading.Condition()
-        self._ready: collections.deque[_Request] = collections.deque()
-        self._groups: dict[Hashable, list[_Request]] = {}
-        self._closed = False
         self.max_concurrent = max_concurrent
-        self._slots = threading.Semaphore(max_concurrent)
-        self._pool = (
-            cf.ThreadPoolExecutor(max_concurrent, thread_name_prefix=f"prom-reward-{name}")
-            if max_concurrent > 1
-            else None
-        )
-        self._thread = threading.Thread(target=self._loop, name=f"prom-reward-{name}-batcher", daemon=True)
-        self._thread.start()
+        self.stats = BatcherStats()
+        self._lanes: dict[asyncio.AbstractEventLoop, _Lane] = {}
+        self._closed = False
 
-    # -- submitting -------------------------------------------------------------------
-    def submit(self, items: Sequence[T], *, timeout: float | None = None, group: Hashable | None = None) -> cf.Future:
-        """Queue ``items``; the future resolves to their results (a list, same order).
+    async def arun(self, items: Sequence[T], *, timeout: float | None = None, group: Hashable | None = None) -> list[R]:
+        """The results of ``items`` (a list, same order), judged in a batch with concurrent requests.
 
-        ``timeout``: seconds from now after which, if its batch has not started, the request
-        fails with ``DeadlineExceeded``. ``group``: the group key (used with ``group_size``).
+        ``timeout``: seconds from now after which, if its batch has not started, the request fails with
+        ``DeadlineExceeded``. ``group``: the group key (used with ``group_size``). Cancelling the awaiting
+        task drops the request if its batch has not started.
         """
+        if self._closed:
+            raise PromRewardError(f"the {self.name} batcher is closed; create a new one")
         items = list(items)
         deadline = None if timeout is None else time.monotonic() + timeout
         grouped = self.group_size is not None and group is not None
-        with self._cond:
-            if self._closed:
-                raise PromRewardError(f"the {self.name} batcher is closed; create a new one")
-            self.stats.requests += 1
-            self.stats.items += len(items)
-            if len(items) <= self.max_batch_size or grouped:
-                return self._queue(items, deadline, group)
-            self.stats.split_requests += 1
-            size = self.max_batch_size
-            parts = [self._queue(items[k : k + size], deadline, None) for k in range(0, len(items), size)]
-        return _joined(parts)
-
-    def _queue(self, items: list[T], deadline: float | None, group: Hashable | None) -> cf.Future:
-        """Queue one request (the condition's lock is held)."""
-        fut: cf.Future = cf.Future()
-        req = _Request(items, fut, deadline, group, time.monotonic())
-        if not req.items:
-            fut.set_result([])
-            return fut
-        if self.group_size is not None and group is not None:
-            self._groups.setdefault(group, []).append(req)
-            self._promote_groups(time.monotonic())
-        else:
-            self._ready.append(req)
-        self._cond.notify_all()
-        return fut
-
-    def run(self, items: Sequence[T], *, timeout: float | None = None, group: Hashable | None = None) -> list[R]:
-        """Blocking form of ``submit`` (for worker threads)."""
-        return self.submit(items, timeout=timeout, group=group).result()
-
-    async def arun(self, items: Sequence[T], *, timeout: float | None = None, group: Hashable | None = None) -> list[R]:
-        """Awaitable form; cancelling the awaiting task drops the request if its batch has not started."""
-        fut = self.submit(items, timeout=timeout, group=group)
-        try:
-            return await asyncio.wrap_future(fut)
-        except asyncio.CancelledError:
-            fut.cancel()
-            raise
+        self.stats.requests += 1
+        self.stats.items += len(items)
+        if not items:
+            return []
+        lane = self._lane()
+        if len(items) <= self.max_batch_size or grouped:
+            return await self._queue(lane, items, deadline, group if grouped else None)
+        self.stats.split_requests += 1
+        size = self.max_batch_size
+        parts = [self._queue(lane, items[k : k + size], deadline, None) for k in range(0, len(items), size)]
+        return [x for part in await asyncio.gather(*parts) for x in part]
 
     def close(self) -> None:
-        """Stop the dispatcher after the queued requests are served."""
-        with self._cond:
-            self._closed = True
-            for reqs in self._groups.values():
-                self._ready.extend(reqs)
-            self._groups.clear()
-            self._cond.notify_all()
-        if threading.current_thread() is not self._thread:
-            self._thread.join(timeout=600)
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
+        """Refuse new requests; the queued ones (groups included) are still served. Callable from any thread."""
+        self._closed = True
+        for loop, lane in list(self._lanes.items()):
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(lane.wake.set)
+
+    # -- queueing ---------------------------------------------------------------------
+    def _lane(self) -> _Lane:
+        """The running loop's lane (made on first use; lanes of closed loops are dropped)."""
+        loop = asyncio.get_running_loop()
+        for old in [k for k in self._lanes if k.is_closed()]:
+            self._lanes.pop(old, None)
+        lane = self._lanes.get(loop)
+        if lane is None:
+            lane = self._lanes[loop] = _Lane(self.max_concurrent)
+        return lane
+
+    def _queue(self, lane: _Lane, items: list[T], deadline: float | None, group: Hashable | None) -> asyncio.Future:
+        """Queue one request on ``lane``; its future resolves to the results."""
+        req = _Request(items, asyncio.get_running_loop().create_future(), deadline, time.monotonic())
+        if group is not None:
+            lane.groups.setdefault(group, []).append(req)
+        else:
+            lane.ready.append(req)
+        lane.wake.set()
+        if lane.dispatcher is None:
+            lane.dispatcher = asyncio.get_running_loop().create_task(self._dispatch(lane))
+        return req.future
 
     # -- dispatching ------------------------------------------------------------------
-    def _promote_groups(self, now: float) -> float | None:
+    def _promote(self, lane: _Lane) -> float | None:
         """Move complete or timed-out groups to the ready queue; return the next group wake-up time."""
-        wake = None
-        for key in list(self._groups):
-            reqs = self._groups[key]
-            size = sum(len(r.items) for r in reqs)
+        now, wake = time.monotonic(), None
+        for key, reqs in list(lane.groups.items()):
             due = reqs[0].arrived + self.group_wait_s
-            if size >= (self.group_size or 1) or now >= due or self._closed:
-                self._ready.extend(reqs)
-                del self._groups[key]
+            if sum(len(r.items) for r in reqs) >= (self.group_size or 1) or now >= due or self._closed:
+                lane.ready.extend(reqs)
+                del lane.groups[key]
             else:
                 wake = due if wake is None else min(wake, due)
         return wake
 
-    def _gather(self) -> list[_Request] | None:
-        """Wait for a batch: the first ready request, then company until the window or cap."""
-        with self._cond:
-            while True:
-                wake = self._promote_groups(time.monotonic())
-                if self._ready:
-                    break
-                if self._closed:
-                    return None
-                self._cond.wait(None if wake is None else max(wake - time.monotonic(), 0.001))
-            batch = [self._ready.popleft()]
-            size = len(batch[0].items)
-            window_end = time.monotonic() + self.max_wait_s
-            while size < self.max_batch_size:
-                self._promote_groups(time.monotonic())
-                if self._ready:
-                    nxt = self._ready[0]
-                    if size + len(nxt.items) > self.max_batch_size:
-                        break
-                    batch.append(self._ready.popleft())
-                    size += len(nxt.items)
-                    continue
-                left = window_end - time.monotonic()
-                if left <= 0 or self._closed:
-                    break
-                self._cond.wait(left)
-            return batch
+    async def _sleep(self, lane: _Lane, seconds: float | None) -> None:
+        """Wait until a request arrives (or ``close``), at most ``seconds``."""
+        lane.wake.clear()
+        try:
+            async with asyncio.timeout(seconds):
+                await lane.wake.wait()
+        except TimeoutError:
+            pass
 
-    def _loop(self) -> None:
-        while True:
-            self._slots.acquire()  # while every slot is busy, requests keep queueing: a bigger next batch
-            batch = self._gather()
-            if batch is None:
-                self._slots.release()
-                return
-            live = self._live(batch)
-            if not live:
-                self._slots.release()
+    async def _gather(self, lane: _Lane) -> list[_Request]:
+        """A batch: the first ready request, then company until the window or cap; [] when nothing is queued."""
+        while not lane.ready:
+            wake = self._promote(lane)
+            if lane.ready:
+                break
+            if not lane.groups:
+                return []
+            await self._sleep(lane, max(wake - time.monotonic(), 0.001) if wake is not None else None)
+        batch = [lane.ready.popleft()]
+        size = len(batch[0].items)
+        window_end = time.monotonic() + self.max_wait_s
+        while size < self.max_batch_size:
+            self._promote(lane)
+            if lane.ready:
+                if size + len(lane.ready[0].items) > self.max_batch_size:
+                    break
+                batch.append(lane.ready.popleft())
+                size += len(batch[-1].items)
                 continue
-            if self._pool is None:
-                self._run(live)
-            else:
-                self._pool.submit(self._run, live)
+            left = window_end - time.monotonic()
+            if left <= 0 or self._closed:
+                break
+            await self._sleep(lane, left)
+        return batch
+
+    async def _dispatch(self, lane: _Lane) -> None:
+        """The lane's dispatcher: batches go out while requests are queued, then it ends."""
+        try:
+            while True:
+                await lane.slots.acquire()  # while every slot is busy, requests keep queueing: a bigger next batch
+                batch = await self._gather(lane)
+                live = self._live(batch)
+                if not live:
+                    lane.slots.release()
+                    if not batch:  # nothing queued: the dispatcher ends (the next request starts one)
+                        return
+                    continue
+                task = asyncio.get_running_loop().create_task(self._call(lane, live))
+                lane.tasks.add(task)
+                task.add_done_callback(lane.tasks.discard)
+        finally:
+            lane.dispatcher = None
 
     def _live(self, batch: list[_Request]) -> list[_Request]:
         """The requests of ``batch`` still wanted: cancelled ones dropped, expired ones failed."""
-        now = time.monotonic()
-        live = []
+        now, live = time.monotonic(), []
         for req in batch:
-            if not req.future.set_running_or_notify_cancel():
+            if req.future.done():
                 self.stats.cancelled += 1
             elif req.deadline is not None and now > req.deadline:
                 self.stats.expired += 1
-                waited = now - req.arrived
                 req.future.set_exception(
                     DeadlineExceeded(
-                        f"the request waited {waited:.1f} s in the {self.name} queue, past its deadline of "
-                        f"{req.deadline - req.arrived:.1f} s, and was not judged; the judge is slower than "
+                        f"the request waited {now - req.arrived:.1f} s in the {self.name} queue, past its deadline "
+                        f"of {req.deadline - req.arrived:.1f} s, and was not judged; the judge is slower than "
                         "the requests arrive: add judge replicas, lower the rollout batch, or raise the deadline"
                     )
                 )
@@ -301,65 +296,40 @@ class MicroBatcher(Generic[T, R]):
                 live.append(req)
         return live
 
-    def _run(self, live: list[_Request]) -> None:
-        """Call ``fn`` on the items of ``live`` and hand each request its slice; frees the slot."""
+    async def _call(self, lane: _Lane, live: list[_Request]) -> None:
+        """Await ``fn`` on the items of ``live`` and hand each request its slice; frees the slot."""
         items = [x for req in live for x in req.items]
-        with self._cond:
-            s = self.stats
-            s.batches += 1
-            s.batched_items += len(items)
-            s.max_batch = max(s.max_batch, len(items))
-            s.recent_batch_sizes.append(len(items))
-            s.in_flight += 1
-            s.max_in_flight = max(s.max_in_flight, s.in_flight)
+        s = self.stats
+        s.batches += 1
+        s.batched_items += len(items)
+        s.max_batch = max(s.max_batch, len(items))
+        s.recent_batch_sizes.append(len(items))
+        s.in_flight += 1
+        s.max_in_flight = max(s.max_in_flight, s.in_flight)
         try:
-            results = list(self.fn(items))
+            results = list(await self.fn(items))
             if len(results) != len(items):
                 raise PromRewardError(
                     f"the {self.name} batch function returned {len(results)} results for "
                     f"{len(items)} items; it must return one per item"
                 )
         except BaseException as e:  # noqa: BLE001 - every waiting caller must hear about it
-            with self._cond:
-                self.stats.failed_batches += 1
-            logger.error("%s batch of %d items failed: %s", self.name, len(items), e)
+            s.failed_batches += 1
+            logger.error("%s batch of %d items failed: %r", self.name, len(items), e)
             for req in live:
-                req.future.set_exception(e)
+                if not req.future.done():
+                    if isinstance(e, asyncio.CancelledError):
+                        req.future.cancel()
+                    else:
+                        req.future.set_exception(e)
+            if not isinstance(e, Exception):
+                raise
         else:
             pos = 0
             for req in live:
-                req.future.set_result(results[pos : pos + len(req.items)])
+                if not req.future.done():
+                    req.future.set_result(results[pos : pos + len(req.items)])
                 pos += len(req.items)
         finally:
-            with self._cond:
-                self.stats.in_flight -= 1
-            self._slots.release()
-
-
-def _joined(parts: list[cf.Future]) -> cf.Future:
-    """One future for the parts of a split request: their results concatenated, or the first failure;
-    cancelling it cancels the parts that have not started."""
-    outer: cf.Future = cf.Future()
-    lock = threading.Lock()
-
-    def part_done(_: cf.Future) -> None:
-        with lock:
-            if outer.done() or not all(p.done() for p in parts):
-                return
-            failed = next((p for p in parts if p.cancelled() or p.exception() is not None), None)
-            if failed is None:
-                outer.set_result([x for p in parts for x in p.result()])
-            elif failed.cancelled():
-                outer.cancel()
-            else:
-                outer.set_exception(failed.exception())
-
-    def outer_done(f: cf.Future) -> None:
-        if f.cancelled():
-            for p in parts:
-                p.cancel()
-
-    outer.add_done_callback(outer_done)
-    for p in parts:
-        p.add_done_callback(part_done)
-    return outer
+            s.in_flight -= 1
+            lane.slots.release()

@@ -75,13 +75,13 @@ def test_pairwise_group_waits_for_the_group_and_fails_a_lonely_sample():
 def test_the_request_deadline_reaches_the_judge_call():
     reward = PrometheusReward(judge_by_rank({"good": 5}))
     seen = []
-    original = reward.judge_batch
+    original = reward.ajudge_batch
 
-    def spy(samples, *, deadline=None):
+    async def spy(samples, *, deadline=None):
         seen.append(deadline)
-        return original(samples, deadline=deadline)
+        return await original(samples, deadline=deadline)
 
-    reward.judge_batch = spy
+    reward.ajudge_batch = spy
     br = BatchedReward(reward, max_wait_s=0.0)
     before = time.monotonic()
     br.score([sample("good")], timeout=30.0)
