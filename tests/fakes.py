@@ -130,6 +130,8 @@ class StandInJudge:
         self.chats = 0
         self.hung = 0
         self.graded: list[str] = []
+        self.prompts: list[str] = []
+        """The user message of every chat it answered, in order of arrival."""
         self._lock = threading.Lock()
 
     def _down(self) -> bool:
@@ -164,6 +166,8 @@ class StandInJudge:
         if body.get("model") != self.model:
             return 404, {"error": {"message": f"The model `{body.get('model')}` does not exist.", "code": 404}}
         user = body["messages"][-1]["content"]
+        with self._lock:
+            self.prompts.append(user)
         pair = re.search(r"###Response A:\n(.*?)\n\n###Response B:\n(.*?)\n\n###", user, re.S)
         if pair:  # a pairwise prompt: the better first word wins, a tie says A (in both orders: undecided)
             a, b = pair.group(1), pair.group(2)

@@ -36,15 +36,17 @@ def verl_worker(tiny_model_dir):
     return RewardLoopWorker(compose_config(local(overrides, tiny_model_dir)), reward_router_address=None)
 
 
-def score_batch(worker, responses, truths) -> list[dict]:
-    """verl's ``compute_score_batch`` over one batch of (response, ground truth) samples."""
+def score_batch(worker, responses, truths, extra_infos=None) -> list[dict]:
+    """verl's ``compute_score_batch`` over one batch of (response, ground truth) samples; ``extra_infos``: more
+    ``extra_info`` keys per sample."""
+    extra = extra_infos or [{}] * len(responses)
     samples = [
         {
             "prompt_text": PROMPT,
             "response": r,
             "ground_truth": t,
             "data_source": "d",
-            "extra_info": {"question": PROMPT, "index": i},
+            "extra_info": {"question": PROMPT, "index": i, **extra[i]},
         }
         for i, (r, t) in enumerate(zip(responses, truths, strict=True))
     ]
