@@ -30,6 +30,20 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from prom_reward.checklist.criteria import CATEGORIES
+
+CHECKLIST_KEYS = (
+    "checklist_pass_rate",
+    *(f"checklist_{c}_pass_rate" for c in CATEGORIES),
+    "checklist_undecided_rate",
+    "checklist_dropped_criteria",
+    "checklist_judgments",
+    "mean_checklist_score",
+)
+"""The checklist metrics with a fixed name, in the order the frameworks that stack per-sample logs by key
+(OpenRLHF's ``extra_logs``, verl's reward extras) log them; the per-criterion ``checklist/...`` names vary with
+the batch's criteria, so only TRL (``log_metric``) gets those."""
+
 
 def criterion_key(text: str) -> str:
     """A criterion's metric name: ``checklist/<its first 48 characters, spaces as _>_pass_rate``."""

@@ -38,7 +38,7 @@ from prom_reward.jobs.summary import EXIT_CODES, EXIT_JUDGE_DOWN
 COLUMNS = {  # the column options of each job: (flag, dest = the Python option, default)
     "grade": ("instruction", "response", "reference_answer", "rubric", "checklist"),
     "compare": ("instruction", "response_a", "response_b", "reference_answer", "rubric"),
-    "pairs": ("prompt", "completions", "completion", "reference_answer", "rubric"),
+    "pairs": ("prompt", "completions", "completion", "reference_answer", "rubric", "checklist"),
 }
 
 
@@ -68,6 +68,8 @@ def _kind(args: argparse.Namespace) -> JobKind:
             max_tie_rounds=args.max_tie_rounds,
             layout=args.layout,
             keep_columns=tuple(args.keep_col or ()),
+            checklist_mode=args.checklist_mode,
+            checklist_aggregation=args.checklist_aggregation,
             **columns,
         )
     )
@@ -211,6 +213,23 @@ def _add_job_parser(
     return g
 
 
+def _add_checklist_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--checklist-mode",
+        choices=CHECKLIST_MODES,
+        default="explicit",
+        help="rows with a checklist: one judgment per criterion, aggregated (explicit, default), or the whole "
+        "checklist as one rubric (implicit); docs/checklists.md",
+    )
+    p.add_argument(
+        "--checklist-aggregation",
+        choices=list(AGGREGATIONS),
+        default="weighted_mean",
+        help="rows with a checklist, explicit mode: how the criteria's verdicts become the score (default "
+        "weighted_mean); docs/checklists.md",
+    )
+
+
 def add_job_parsers(sub: Any) -> None:
     """The ``grade``, ``compare`` and ``pairs`` subcommands."""
     rows = ".jsonl, .json, .parquet or a datasets save_to_disk folder"
@@ -223,20 +242,7 @@ def add_job_parsers(sub: Any) -> None:
         out,
         256,
     )
-    g.add_argument(
-        "--checklist-mode",
-        choices=CHECKLIST_MODES,
-        default="explicit",
-        help="rows with a checklist: one judgment per criterion, aggregated (explicit, default), or the whole "
-        "checklist as one rubric (implicit); docs/checklists.md",
-    )
-    g.add_argument(
-        "--checklist-aggregation",
-        choices=list(AGGREGATIONS),
-        default="weighted_mean",
-        help="rows with a checklist, explicit mode: how the criteria's verdicts become the score (default "
-        "weighted_mean); docs/checklists.md",
-    )
+    _add_checklist_options(g)
     c = _add_job_parser(
         sub,
         "compare",
@@ -281,3 +287,4 @@ def add_job_parsers(sub: Any) -> None:
         help="long: one row per completion, consecutive rows with the same prompt grouped",
     )
     d.add_argument("--keep-col", action="append", help="input column copied into each pair (repeatable)")
+    _add_checklist_options(d)

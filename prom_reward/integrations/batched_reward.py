@@ -6,9 +6,9 @@ concurrently). ``BatchedReward`` queues those samples in a ``MicroBatcher`` (asy
 event loop; sync callers wait through the library's loop) so they reach the judge as one batched call
 (``PrometheusReward.ajudge_batch``, awaited), and hands each caller a ``SampleOutcome``: the reward (``None`` when
 the judge failed), a failure flag and reason, the feedback, and the batch's metrics under a
-fixed set of keys (``extra_log_keys``, the reward's drift diagnostics ``diag/...`` among them),
-so every sample carries the same log keys whether its judgment failed or not (OpenRLHF and verl
-stack per-sample logs by key).
+fixed set of keys (``extra_log_keys``, the reward's drift diagnostics ``diag/...`` and, in absolute mode, the
+checklist pass rates ``checklist_...`` among them: a batch without a checklist row reads 0), so every sample
+carries the same log keys whether its judgment failed or not (OpenRLHF and verl stack per-sample logs by key).
 
 A sample that cannot be judged fails alone with its reason (``PrometheusReward.judge_batch``
 isolates it; its batch-mates are judged); a judge outage is retried per the reward's
@@ -40,6 +40,7 @@ from typing import Any
 
 from prom_reward.backends.bridge import sync_method
 from prom_reward.backends.factory import backend_class
+from prom_reward.checklist.metrics import CHECKLIST_KEYS
 from prom_reward.errors import ConfigError
 from prom_reward.integrations.batching import MicroBatcher
 from prom_reward.rewards.config import failure_value
@@ -175,6 +176,7 @@ class BatchedReward:
         self.extra_log_keys: tuple[str, ...] = (
             ("judge_failed", "judge_batch_size", "judge_queue_seconds")
             + _MODE_KEYS[mode]
+            + (CHECKLIST_KEYS if mode == "absolute" else ())  # checklists are judged in absolute mode only
             + _CALL_KEYS
             + _counter_keys(reward)
             + diagnostic_keys(reward.config)

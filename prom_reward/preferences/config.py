@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from prom_reward.checklist.config import ChecklistConfig
 from prom_reward.errors import ConfigError
 
 STRATEGIES = ("best_vs_worst", "all_pairs")
@@ -87,6 +88,16 @@ class PreferenceConfig:
     keep_columns: tuple[str, ...] = ()
     """Input columns copied unchanged into every pair made from the row (e.g. ``("id",)``)."""
 
+    checklist_column: str = "checklist"
+    """Input column with a per-row checklist: where a row has one, each completion is scored by its criteria
+    (``prom_reward.preferences.checklists``, docs/checklists.md) instead of by the rubric."""
+
+    checklist_mode: str = "explicit"
+    """Checklist rows: ``explicit`` (one judgment per criterion, aggregated) or ``implicit`` (one judgment)."""
+
+    checklist_aggregation: Any = "weighted_mean"
+    """Checklist rows: ``weighted_mean``, ``minimum``, ``gate`` or a callable (docs/checklists.md)."""
+
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
             raise ConfigError(f"strategy: expected one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
@@ -107,11 +118,18 @@ class PreferenceConfig:
             object.__setattr__(self, "keep_columns", (self.keep_columns,))
         else:
             object.__setattr__(self, "keep_columns", tuple(self.keep_columns))
+        if not isinstance(self.checklist_column, str) or not self.checklist_column:
+            raise ConfigError(f"checklist_column: expected a non-empty column name, got {self.checklist_column!r}")
+        self.checklist()  # validated here (ConfigError naming the setting)
         clash = sorted(set(self.keep_columns) & set(OUTPUT_COLUMNS))
         if clash:
             raise ConfigError(
                 f"keep_columns (--keep-col): {clash} would overwrite output columns; fix: rename them in the input"
             )
+
+    def checklist(self) -> ChecklistConfig:
+        """How rows with a checklist are judged (``checklist_mode``, ``checklist_aggregation``)."""
+        return ChecklistConfig(self.checklist_mode, self.checklist_aggregation)
 
     def fingerprint(self) -> dict[str, Any]:
         """The options that change the pairs (a resumed job must share them); the rubric as given."""
@@ -128,4 +146,7 @@ class PreferenceConfig:
             "reference_column": self.reference_column,
             "rubric_column": self.rubric_column,
             "keep_columns": list(self.keep_columns),
+            "checklist_column": self.checklist_column,
+            "checklist_mode": self.checklist_mode,
+            "checklist_aggregation": getattr(self.checklist_aggregation, "__qualname__", self.checklist_aggregation),
         }

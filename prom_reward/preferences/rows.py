@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from prom_reward.checklist.criteria import Criterion, parse_checklist
 from prom_reward.errors import InputError
 from prom_reward.format.conversation import completion_text, is_conversational, prompt_text
 from prom_reward.format.resolve import RubricResolver
@@ -51,6 +52,8 @@ class PreferenceRow:
     """True when the prompt is a message list (then every completion is one too)."""
     extra: dict[str, Any] = field(default_factory=dict)
     """The ``keep_columns`` values."""
+    checklist: tuple[Criterion, ...] | None = None
+    """The row's checklist (``checklist_column``), checked; None: its completions are graded by the rubric."""
 
 
 def _judge_text(fn: Any, value: Any, index: int, fieldname: str, flag: str) -> str:
@@ -124,6 +127,24 @@ def validate_row(index: int, row: Any, cfg: PreferenceConfig, rubrics: RubricRes
             index=index,
             field=cfg.reference_column,
         )
+    checklist = None
+    if row.get(cfg.checklist_column) is not None:
+        if cfg.strategy != "best_vs_worst":
+            raise InputError(
+                f"row {index}: column {cfg.checklist_column!r}: a checklist scores each completion, and strategy "
+                f"{cfg.strategy} compares them head to head; fix: give --strategy best_vs_worst, or drop the column",
+                index=index,
+                field=cfg.checklist_column,
+            )
+        try:
+            checklist = parse_checklist(row[cfg.checklist_column])
+        except InputError as e:
+            raise InputError(
+                f"row {index}: column {cfg.checklist_column!r}: {e}, or name the right column with --checklist-col "
+                "(checklist_column=)",
+                index=index,
+                field=cfg.checklist_column,
+            ) from None
     return PreferenceRow(
         index=index,
         prompt=prompt,
@@ -134,4 +155,5 @@ def validate_row(index: int, row: Any, cfg: PreferenceConfig, rubrics: RubricRes
         reference_answer=ref,
         conversational=conversational,
         extra={k: row[k] for k in cfg.keep_columns},
+        checklist=checklist,
     )

@@ -6,7 +6,8 @@
   ``judge.compare_by_grades`` (one call for all tied rows of the chunk: both re-graded, then up
   to ``max_tie_rounds`` temperature-1.0 rounds while still equal); the deciding grades give the
   scores. A row with any failed grade (score None) is skipped as ``judge_failed``; still tied:
-  ``tie``. margin = score_chosen - score_rejected.
+  ``tie``. margin = score_chosen - score_rejected. A row with a checklist is scored by it instead
+  (``prom_reward.preferences.checklists``: in the same chunk, one more judge call), without tie breaks.
 - ``all_pairs``: one ``judge.compare`` call judges every pair (i < j) of every row, both orders
   with ``swap``. A decided verdict gives a pair with score_chosen = P(chosen wins) (from
   ``p_a``), score_rejected = 1 - that, margin = their difference. Undecided pairs are skipped as
@@ -40,6 +41,7 @@ from typing import Any
 
 from prom_reward.core.judge import PrometheusJudge
 from prom_reward.core.results import Grade, Verdict
+from prom_reward.preferences.checklists import checklist_grades
 from prom_reward.preferences.config import PreferenceConfig
 from prom_reward.preferences.rows import PreferenceRow
 
@@ -120,21 +122,26 @@ def _graded_pair(row: PreferenceRow, hi: int, lo: int, g_hi: Grade, g_lo: Grade,
 
 def best_vs_worst(judge: PrometheusJudge, rows: Sequence[PreferenceRow], cfg: PreferenceConfig) -> ChunkOutcome:
     """Pairs from absolute grades (see the module docstring)."""
-    flat = [(r, k) for r in rows for k in range(len(r.responses))]
-    grades = judge.grade(
-        [r.instruction for r, _ in flat],
-        [r.responses[k] for r, k in flat],
-        [r.rubric for r, _ in flat],
-        [r.reference_answer for r, _ in flat],
-        num_samples=cfg.num_samples,
+    flat = [(r, k) for r in rows if r.checklist is None for k in range(len(r.responses))]
+    grades = (
+        judge.grade(
+            [r.instruction for r, _ in flat],
+            [r.responses[k] for r, k in flat],
+            [r.rubric for r, _ in flat],
+            [r.reference_answer for r, _ in flat],
+            num_samples=cfg.num_samples,
+        )
+        if flat
+        else []
     )
-    per_row: dict[int, list[Grade]] = {}
+    per_row = checklist_grades(judge, [r for r in rows if r.checklist is not None], cfg)  # scored by checklists
     for (r, _), g in zip(flat, grades, strict=True):
         per_row.setdefault(r.index, []).append(g)
     decided: dict[int, dict[str, Any]] = {}
     failed: set[int] = set()
     backend: dict[int, str] = {}  # rows the transport failed -> judge_error
     tied: list[PreferenceRow] = []
+    even: set[int] = set()  # checklist rows whose completions all scored the same
     for r in rows:
         gs = per_row[r.index]
         if not all(g.ok for g in gs):
@@ -145,7 +152,9 @@ def best_vs_worst(judge: PrometheusJudge, rows: Sequence[PreferenceRow], cfg: Pr
             continue
         scores = [g.score for g in gs]
         hi, lo = scores.index(max(scores)), scores.index(min(scores))  # type: ignore[type-var]
-        if scores[hi] == scores[lo]:
+        if scores[hi] == scores[lo] and r.checklist is not None:
+            even.add(r.index)  # no tie break: a rubric would not be the checklist
+        elif scores[hi] == scores[lo]:
             tied.append(r)
         else:
             decided[r.index] = _graded_pair(r, hi, lo, gs[hi], gs[lo], 0)
@@ -169,6 +178,8 @@ def best_vs_worst(judge: PrometheusJudge, rows: Sequence[PreferenceRow], cfg: Pr
             _skip(out, r, "judge_failed", None)
         elif r.index in decided:
             _keep(out, r, cfg, decided[r.index])
+        elif r.index in even:
+            _skip(out, r, "tie", (0, 1))
         else:
             v = verdicts[r.index]
             if v.winner is None:

@@ -25,7 +25,7 @@ ALLOWED = {
     "confidence": {"backends", "format"},
     "core": {"format", "backends", "confidence", "local"},
     "experimental": {"format", "backends", "confidence", "core"},
-    "preferences": {"format", "backends", "core"},
+    "preferences": {"format", "backends", "core", "checklist"},
     "checklist": {"format", "backends", "core"},
     "rewards": {"format", "backends", "confidence", "core", "checklist"},
     "jobs": {"format", "backends", "core", "preferences", "checklist"},

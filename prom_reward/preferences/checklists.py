@@ -1,0 +1,68 @@
+"""Preference pairs from checklist scores: a row with a checklist grades each completion by its criteria.
+
+A ``pairs`` row whose checklist column (``PreferenceConfig.checklist_column``, default ``checklist``) holds a
+list of criteria (``prom_reward.checklist.criteria``; a bad one is refused when the row is read) is judged
+through ``prom_reward.checklist.judging``, the path the rewards and ``grade`` use: every completion of every such
+row of a chunk in one judge call (explicit mode: one judgment per distinct (completion, criterion), cached by the
+store like every judgment). Each completion's score is its aggregate on the judge format's scale
+(``low + a * (high - low)``: 1..5 on Prometheus 2, as ``grade`` writes it), so ``best_vs_worst`` pairs, margins
+and ``min_margin`` read as for graded rows. A row whose completions all score the same is skipped as ``tie``
+(re-judging it by a rubric would leave the checklist); a completion without an aggregate (an essential
+criterion not judged) skips its row as ``judge_failed``, ``backend_failed`` when the transport failed a criterion
+(so ``--resume`` judges the row again). Rows with a checklist need ``strategy="best_vs_worst"``.
+
+Example:
+    >>> from prom_reward import PrometheusJudge
+    >>> from prom_reward.format.resolve import RubricResolver
+    >>> from prom_reward.preferences.rows import validate_row
+    >>> cfg = PreferenceConfig(rubric="helpfulness")
+    >>> row = validate_row(0, {"prompt": "2+2?", "completions": ["4", "5"], "checklist": ["Says 4"]}, cfg,
+    ...                    RubricResolver(cfg.rubric))
+    >>> judge = PrometheusJudge(backend="scripted", outputs=["Yes. [RESULT] 5", "No. [RESULT] 1"])
+    >>> [g.score for g in checklist_grades(judge, [row], cfg)[0]]
+    [5.0, 1.0]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from prom_reward.backends.bridge import run_sync
+from prom_reward.checklist.judging import ajudge_checklists
+from prom_reward.core.results import Grade, JudgeFailure
+from prom_reward.preferences.config import PreferenceConfig
+from prom_reward.preferences.rows import PreferenceRow
+
+
+def checklist_grades(judge: Any, rows: Sequence[PreferenceRow], cfg: PreferenceConfig) -> dict[int, list[Grade]]:
+    """Each completion of each row (rows with a checklist) as a ``Grade``: its aggregate on the judge's scale as
+    ``score`` (None with the ``error`` behind it), the per-criterion feedback, the tokens spent; by row index."""
+    flat = [(r, k) for r in rows for k in range(len(r.responses))]
+    if not flat:
+        return {}
+    refs = [r.reference_answer for r, _ in flat]
+    batch = run_sync(
+        lambda: ajudge_checklists(
+            judge,
+            [r.instruction for r, _ in flat],
+            [r.responses[k] for r, k in flat],
+            [r.checklist or () for r, _ in flat],
+            cfg.checklist(),
+            refs if any(x is not None for x in refs) else None,
+        )
+    )
+    lo, hi = judge.format.scale[0], judge.format.scale[-1]
+    out: dict[int, list[Grade]] = {}
+    for (r, _), o in zip(flat, batch.outcomes, strict=True):
+        value, error = o.aggregate.value, o.error
+        if error is not None and error.kind == "transport":
+            value = None  # a criterion the transport failed: the row is judged again by a resume
+        elif value is None:
+            error = JudgeFailure("output", o.aggregate.reason or "the checklist could not be judged")
+        else:
+            error = None  # a non-essential criterion dropped: the aggregate stands
+        score = None if value is None else lo + value * (hi - lo)
+        failures = sum(s.score is None for s in o.criteria)
+        out.setdefault(r.index, []).append(Grade(score, feedback=o.feedback, failures=failures, error=error))
+    return out
