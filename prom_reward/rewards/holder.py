@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import multiprocessing
 from typing import Any
 
 from prom_reward.core.presets import default_format
@@ -25,6 +26,9 @@ from prom_reward.core.requests import check_task
 from prom_reward.errors import ConfigError, PromRewardError
 from prom_reward.format.judge_format import JudgeFormat, Task
 from prom_reward.rewards.config import get_judge_format_setting
+
+TRL_ROLLOUT_CHILD = "grpo-rollout-worker-child"
+"""The process name TRL 1.16's ``AsyncRolloutWorker`` gives its spawned child (run with ``CUDA_VISIBLE_DEVICES=""``)."""
 
 
 class JudgeHolder:
@@ -70,6 +74,7 @@ class JudgeHolder:
         if self._judge is None:
             from prom_reward.core.judge import PrometheusJudge
 
+            _refuse_engine_in_trl_child(self._judge_spec or {})
             self._judge = PrometheusJudge(**(self._judge_spec or {}))
         return self._judge
 
@@ -95,6 +100,17 @@ class JudgeHolder:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+
+
+def _refuse_engine_in_trl_child(spec: dict[str, Any]) -> None:
+    """Refuse an in-process vLLM judge in TRL's rollout child, which runs with ``CUDA_VISIBLE_DEVICES=""``."""
+    if spec.get("backend", "vllm") == "vllm" and multiprocessing.current_process().name == TRL_ROLLOUT_CHILD:
+        raise ConfigError(
+            f"judge: an in-process vLLM engine (backend='vllm', model={spec.get('model')!r}) was asked for in TRL's "
+            f"CUDA-free rollout worker child ({TRL_ROLLOUT_CHILD!r}); fix: serve the judge (prom-reward serve "
+            "--model ...) and give its URL: judge={'backend': 'openai', 'base_url': 'http://HOST:PORT/v1', "
+            "'model': ...}"
+        )
 
 
 def _holds_engine(judge: Judge) -> bool:

@@ -1,0 +1,119 @@
+"""TRL 1.16's ``AsyncGRPOTrainer``: its rollout worker's score loop, with a judge's metrics and failure reasons.
+
+``AsyncGRPOTrainer`` scores rollouts in ``AsyncRolloutWorker``'s spawned, CUDA-free child: its
+``_score_group`` calls each reward with ``completions``, ``prompts``, ``completion_ids`` and the
+dataset's columns, but no ``log_metric`` / ``log_extra``, so a reward's own metrics (abstain rate,
+judge seconds, failures) and its failure reasons never reach the trainer's logs; a ``None`` reward
+only shows as NaN in ``rewards/<name>``. ``JudgedRolloutLoop`` runs TRL's own ``_score_group``
+with both callbacks added: the metrics a reward logs for a group go to the worker's
+``metrics_queue`` (which the trainer drains into its logs, reduced by key), and each failure reason
+is a warning in the worker's log, naming the sample.
+
+Plug it in before training starts (the child is spawned on train begin)::
+
+    from prom_reward.integrations.trl_async import use_judged_loop
+
+    trainer = AsyncGRPOTrainer(..., reward_funcs=[AsyncPrometheusReward(
+        {"backend": "openai", "base_url": "http://127.0.0.1:8000/v1", "model": "judge"})])
+    use_judged_loop(trainer)
+    trainer.train()
+
+A judge given as options is built in the child; an in-process vLLM judge there is refused (serve it
+with ``prom-reward serve`` and give its URL): see ``prom_reward.rewards.holder``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import Any
+
+from accelerate.logging import get_logger
+from trl.experimental.async_grpo.async_rollout_worker import AsyncRolloutWorker, RolloutGroup, RolloutSample
+from trl.experimental.async_grpo.async_rollout_worker import _AsyncRolloutLoop as TRLRolloutLoop
+
+logger = get_logger(__name__)
+
+_REASON_SUFFIX = "_failure_reason"
+
+
+class GroupLog:
+    """What the rewards logged while one group was scored: metrics (last value per key) and failure reasons."""
+
+    def __init__(self) -> None:
+        self.metrics: dict[str, float | tuple[float, float]] = {}
+        """TRL's metric shape: a gauge, or a rate's (numerator, denominator)."""
+        self.reasons: list[tuple[str, int, str]] = []
+
+    def log_metric(self, key: str, value: float) -> None:
+        """TRL's ``log_metric(name, value)``."""
+        self.metrics[key] = float(value)
+
+    def log_extra(self, column: str, values: list[Any]) -> None:
+        """TRL's ``log_extra(column, values)``: a ``<reward>_failure_reason`` column's non-empty entries are kept."""
+        if column.endswith(_REASON_SUFFIX):
+            name = column[: -len(_REASON_SUFFIX)]
+            self.reasons.extend((name, i, str(r)) for i, r in enumerate(values) if r)
+
+
+class JudgedRolloutLoop(TRLRolloutLoop):
+    """TRL's rollout loop whose ``_score_group`` gives rewards ``log_metric`` / ``log_extra`` and forwards them,
+    and scores up to ``score_groups_in_flight`` waiting groups at once.
+
+    TRL's ``_score_loop`` awaits one group at a time, so a judge sees ``num_generations`` items per call while
+    groups queue up behind it. Here the group it hands over is scored together with the groups already
+    waiting in its queue (at most ``score_groups_in_flight`` in all), each through TRL's own ``_score_group``
+    (its advantages stay per group), concurrently: an HTTP judge gets their requests at once and batches them.
+
+    Args:
+        score_groups_in_flight: most groups scored at once (1: TRL's one group at a time).
+        **loop_kwargs: TRL's ``_AsyncRolloutLoop`` arguments.
+    """
+
+    def __init__(self, *, score_groups_in_flight: int = 1, **loop_kwargs: Any) -> None:
+        if score_groups_in_flight < 1:
+            from prom_reward.errors import ConfigError
+
+            raise ConfigError(f"score_groups_in_flight: expected an integer >= 1, got {score_groups_in_flight!r}")
+        super().__init__(**loop_kwargs)
+        self.score_groups_in_flight = score_groups_in_flight
+
+    async def _score_group(self, group: RolloutGroup) -> list[RolloutSample]:
+        groups = [group]
+        while len(groups) < self.score_groups_in_flight and not self._groups_to_score.empty():
+            waiting = self._groups_to_score.get_nowait()
+            if waiting is None:  # the generate loop's end: left for the score loop to read next
+                self._groups_to_score.put_nowait(None)
+                break
+            groups.append(waiting)
+        if len(groups) == 1:
+            return await self._score_one(group)
+        parts = await asyncio.gather(*(self._score_one(g) for g in groups))
+        return [sample for part in parts for sample in part]
+
+    async def _score_one(self, group: RolloutGroup) -> list[RolloutSample]:
+        """TRL's ``_score_group`` for one group, with the rewards' logging callbacks."""
+        log = GroupLog()
+        kwargs: dict[str, Any] = {**group.reward_kwargs, "log_metric": log.log_metric, "log_extra": log.log_extra}
+        samples: list[RolloutSample] = await super()._score_group(dataclasses.replace(group, reward_kwargs=kwargs))
+        for name, i, reason in log.reasons:
+            logger.warning(f"[score] group {group.group_id}: {name} has no reward for completion {i}: {reason}")
+        if log.metrics:
+            self._push_metrics(log.metrics)
+        return samples
+
+
+def use_judged_loop(trainer: Any, score_groups_in_flight: int = 1) -> None:
+    """Make ``trainer``'s default ``AsyncRolloutWorker`` run ``JudgedRolloutLoop`` (call before ``train()``),
+    scoring up to ``score_groups_in_flight`` waiting groups at once."""
+    from prom_reward.errors import ConfigError
+
+    worker = trainer.rollout_worker
+    if not isinstance(worker, AsyncRolloutWorker):
+        raise ConfigError(
+            f"use_judged_loop: expected an AsyncGRPOTrainer whose rollout_worker is TRL's AsyncRolloutWorker "
+            f"(on the main process), got {type(worker).__name__}; fix: call it on the main process's trainer "
+            "before train(), or give your own worker JudgedRolloutLoop as its _loop_cls"
+        )
+    worker._loop_cls = JudgedRolloutLoop
+    worker._loop_kwargs["score_groups_in_flight"] = score_groups_in_flight

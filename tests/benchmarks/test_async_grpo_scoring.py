@@ -1,0 +1,31 @@
+"""benchmarks/async_grpo_scoring.py's harness: TRL's own ``_score_loop`` over waiting groups, scripted judge."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from benchmarks.async_grpo_scoring import CallLog, logged_reward, rollout_groups, score_loop, tokenizer
+from prom_reward.backends.base import GenerationRequest
+
+
+def respond(request: GenerationRequest, index: int) -> str:
+    """Answer 0 of each group gets 5, the others 2."""
+    return "Good. [RESULT] 5" if "Answer 0 " in request.user else "Plain. [RESULT] 2"
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("in_flight", "sizes", "peak"), [(1, [4] * 6, 4), (3, [4] * 6, 12), (8, [4] * 6, 24)])
+def test_score_loop_keeps_groups_in_flight_with_per_group_advantages(smollm2_dir, in_flight, sizes, peak):
+    tok = tokenizer(str(smollm2_dir))
+    log = CallLog()
+    groups = rollout_groups(tok, 6, 4)
+    samples = score_loop(tok, logged_reward({"backend": "scripted", "respond": respond}, log), groups, in_flight)
+    assert sorted(log.sizes()) == sizes, log.calls
+    assert log.peak() == peak, log.calls
+    assert sorted(s.group_id for s in samples) == sorted(g for g in range(6) for _ in range(4))
+    for s in samples:
+        best = s.completion[0]["content"].startswith("Answer 0 ")
+        assert s.metrics["rewards/prometheus"] == (5.0 if best else 2.0)
+        assert (s.advantage > 0) == best and not math.isnan(s.advantage)  # TRL's advantage, within its group
