@@ -56,6 +56,7 @@ from prom_reward.rewards.canary import CanaryGate
 from prom_reward.rewards.config import RewardConfig
 from prom_reward.rewards.diagnostics import diagnostics
 from prom_reward.rewards.holder import JudgeHolder
+from prom_reward.rewards.online_dpo_checklist import judge_with_checklists
 from prom_reward.rewards.outage import JudgeHealth, judge_until_answered
 
 __all__ = ["OnlineDPOJudgeReward", "PairwiseRewardStats"]
@@ -113,10 +114,12 @@ class OnlineDPOJudgeReward(JudgeHolder):
         config: the reward's ``RewardConfig``, the one settings model of every reward path (or its
             fields as keywords; ``name`` defaults to ``prometheus_pairwise`` here). This reward reads
             ``rubric`` (pairwise needs only the criteria), ``reference_answer``, ``rubric_column``,
-            ``reference_column``, ``name``, ``over_context`` (a pair over the judge's context:
-            ``truncate`` shortens the responses, ``fail`` leaves it to the coin) and ``outage`` (how a
-            failing judge is retried; default: stop past the budget); the grade-to-reward fields
-            (``mode``, ``score``, ``normalize``, length control) do not apply to its 1 / 0 rewards.
+            ``reference_column``, ``checklist_column`` (a row with a checklist is decided by its completions'
+            checklist scores, ``rewards.online_dpo_checklist``, judged as ``checklist_mode``,
+            ``checklist_aggregation``, ``score`` and ``num_samples`` say), ``name``, ``over_context`` (a pair
+            over the judge's context: ``truncate`` shortens the responses, ``fail`` leaves it to the coin) and
+            ``outage`` (how a failing judge is retried; default: stop past the budget); the grade-to-reward
+            fields (``mode``, ``normalize``, length control) do not apply to its 1 / 0 rewards.
         max_tie_rounds: re-judging rounds for undecided pairs. 3, not the judge's 5
             (``compare_by_grades``): here every round runs inside the training step and costs two
             judge calls (both orders) per undecided pair, and a pair still undecided after three
@@ -308,8 +311,9 @@ class OnlineDPOJudgeReward(JudgeHolder):
         texts, refs = self._neutralized(texts, refs)
         canary = ([CANARY_INSTRUCTION], [CANARY_RESPONSES[0]], [CANARY_RESPONSES[1]])
         self.canary.run(lambda: next(iter(self._judge_isolated(canary, [self.rubric], [None])[2].values()), None))
+        checklists = self._column(columns, self.config.checklist_column, b, None)
         start = time.perf_counter()
-        history, rounds, unjudged = self._judge_isolated(texts, rubrics, refs)
+        history, rounds, unjudged, checklist_metrics = judge_with_checklists(self, texts, rubrics, refs, checklists)
         seconds = time.perf_counter() - start
 
         s = self.stats
@@ -345,21 +349,7 @@ class OnlineDPOJudgeReward(JudgeHolder):
             rewards[i], rewards[b + i] = (1.0, 0.0) if first else (0.0, 1.0)
             how.append(way)
 
-        delta = {
-            k: getattr(s, k) - getattr(before, k)
-            for k in (
-                "decided_by_judge",
-                "decided_after_ties",
-                "tie_rounds",
-                "ties",
-                "judge_failures",
-                "decided_by_p_a",
-                "coin_flips",
-                "swap_checked",
-                "swap_agreed",
-                "first_half_wins",
-            )
-        }
+        delta = {f.name: getattr(s, f.name) - getattr(before, f.name) for f in dataclasses.fields(s)}
         metrics = {
             "pairs": float(b),
             "tie_rounds": float(rounds),
@@ -376,6 +366,7 @@ class OnlineDPOJudgeReward(JudgeHolder):
         feedback = [vs[-1].feedback if vs else None for vs in history]  # an unjudged pair has no verdict
         responses, markers = texts[1] + texts[2], self.judge.format.markers  # win/loss: no top, diag/top_* read 0
         metrics.update(diagnostics(rewards, responses, list(range(b)) * 2, feedback * 2, top=None, markers=markers))
+        metrics.update(checklist_metrics)
         self.last_metrics = metrics
         self._log(metrics, log_metric)
         if log_extra is not None:
