@@ -139,6 +139,7 @@ def test_scripted_rewards_scored_by_trls_score_group_in_the_spawned_child(cls, s
 
 
 @pytest.mark.integration
+@pytest.mark.slow  # TRL's behaviour, the reason JudgedRolloutLoop exists; the full tier (make test-all) checks it
 def test_trls_own_loop_scores_our_reward_but_drops_its_metrics(smollm2_dir):
     """Why ``JudgedRolloutLoop`` exists: TRL's loop gives rewards no ``log_metric``."""
     samples, metrics, _ = run_worker(CannedTRLLoop, scripted_reward(), tokenizer(smollm2_dir), 2)
