@@ -56,7 +56,7 @@ from prom_reward.rewards.canary import CanaryGate
 from prom_reward.rewards.config import RewardConfig
 from prom_reward.rewards.diagnostics import diagnostics
 from prom_reward.rewards.holder import JudgeHolder
-from prom_reward.rewards.online_dpo_checklist import judge_with_checklists
+from prom_reward.rewards.online_dpo_checklist import judge_with_checklists, settle_part
 from prom_reward.rewards.outage import JudgeHealth, judge_until_answered
 
 __all__ = ["OnlineDPOJudgeReward", "PairwiseRewardStats"]
@@ -243,15 +243,7 @@ class OnlineDPOJudgeReward(JudgeHolder):
         rounds = 0
         for idx, (verdicts, r) in iso.parts:  # a later part (a retry) replaces an earlier one's outcome
             rounds = max(rounds, r)
-            for pos, i in enumerate(idx):
-                first = verdicts[pos][0]
-                if i in iso.outage:
-                    history[i] = []
-                elif first.error is not None and first.error.kind != "output":  # not judged at all
-                    history[i], unjudged[i] = [], first.error.reason
-                else:
-                    history[i] = verdicts[pos]
-                    unjudged.pop(i, None)
+            settle_part(idx, verdicts, iso.outage, history, unjudged)
         return history, rounds, unjudged
 
     def _judge_pairs(

@@ -136,12 +136,27 @@ def judge_with_checklists(
     metrics: dict[str, float] = {}
     for idx, (verdicts_, batch_metrics) in iso.parts:  # a later part (a retry) replaces an earlier one's outcome
         metrics = metrics or batch_metrics
-        for i, v in zip(idx, verdicts_, strict=True):
-            if i in iso.outage:
-                history[i] = []
-            elif v.error is not None and v.error.kind != "output":  # not judged at all (its input, the transport)
-                history[i], unjudged[i] = [], v.error.reason
-            else:
-                history[i] = [v]
-                unjudged.pop(i, None)
+        settle_part(idx, [[v] for v in verdicts_], iso.outage, history, unjudged)
     return history, rounds, unjudged, metrics
+
+
+def settle_part(
+    idx: list[int],
+    verdicts: list[list[Verdict]],
+    outage: dict[int, str],
+    history: list[list[Verdict]],
+    unjudged: dict[int, str],
+) -> None:
+    """One ``judge_until_answered`` part's outcome for pairs ``idx`` (each pair's verdicts, first round first),
+    written over an earlier part's: a pair left to the outage or not judged at all (its first verdict failed on
+    its input or the transport) gets no verdicts and its reason in ``unjudged``; else its verdicts. The one rule
+    of both online DPO paths (pairwise verdicts and checklist pairs)."""
+    for i, vs in zip(idx, verdicts, strict=True):
+        first = vs[0]
+        if i in outage:
+            history[i] = []
+        elif first.error is not None and first.error.kind != "output":
+            history[i], unjudged[i] = [], first.error.reason
+        else:
+            history[i] = vs
+            unjudged.pop(i, None)
