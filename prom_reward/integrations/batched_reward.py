@@ -164,14 +164,6 @@ class BatchedReward:
     ) -> None:
         self.reward = reward
         mode = reward.config.mode
-        if mode == "pairwise_group" and group_size is None:
-            raise ConfigError(
-                "group_size: mode pairwise_group compares the samples of one prompt with each other, and "
-                "the trainer sends them one at a time: give group_size = samples per prompt "
-                "(OpenRLHF --rollout.n_samples_per_prompt, verl actor_rollout_ref.rollout.n)"
-            )
-        if mode == "pairwise_group" and group_size is not None and group_size < 2:
-            raise ConfigError(f"group_size: pairwise_group needs at least 2 samples per prompt, got {group_size}")
         self.group_size = group_size if mode == "pairwise_group" else None
         self.extra_log_keys: tuple[str, ...] = (
             ("judge_failed", "judge_batch_size", "judge_queue_seconds")
@@ -182,10 +174,6 @@ class BatchedReward:
             + diagnostic_keys(reward.config)
         )
         """The per-sample log keys every result carries, in order."""
-        self.failures = 0
-        """Samples whose judgment failed so far."""
-        self.scored = 0
-        """Samples answered so far (failed ones included)."""
         concurrent = max_concurrent if _takes_concurrent_calls(reward) else 1
         self._batcher: MicroBatcher = MicroBatcher(
             self._judge,
@@ -194,7 +182,6 @@ class BatchedReward:
             group_size=self.group_size,
             group_wait_s=group_wait_s,
             max_concurrent=concurrent,
-            name="judge",
         )
 
     @property
@@ -209,8 +196,10 @@ class BatchedReward:
         ``timeout``: seconds this request may wait for its rewards (its deadline): the batch's judge
         retries stop there, and a request whose batch has not started by then fails with
         ``DeadlineExceeded``. A cancelled caller's samples are dropped if their batch has not started."""
-        queued = self._queued(samples, timeout)
-        return self._count(await self._batcher.arun(queued, timeout=timeout, group=self._group(samples)))
+        now = time.monotonic()
+        deadline = None if timeout is None else now + timeout
+        queued = [(s, now, deadline) for s in samples]
+        return await self._batcher.arun(queued, timeout=timeout, group=self._group(samples))
 
     score = sync_method(ascore)
 
@@ -223,19 +212,6 @@ class BatchedReward:
         return SampleOutcome(None, True, reason, None, 0, 0.0, {k: 0.0 for k in self.extra_log_keys[3:]})
 
     # -- internals --------------------------------------------------------------------
-    @staticmethod
-    def _queued(
-        samples: Sequence[RewardSample], timeout: float | None
-    ) -> list[tuple[RewardSample, float, float | None]]:
-        now = time.monotonic()
-        deadline = None if timeout is None else now + timeout
-        return [(s, now, deadline) for s in samples]
-
-    def _count(self, results: list[SampleOutcome]) -> list[SampleOutcome]:
-        self.scored += len(results)
-        self.failures += sum(r.failed for r in results)
-        return results
-
     def _group(self, samples: Sequence[RewardSample]) -> Hashable | None:
         if self.group_size is None or not samples:
             return None

@@ -47,7 +47,7 @@ from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from prom_reward.errors import ConfigError, PromRewardError
+from prom_reward.errors import PromRewardError
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -124,7 +124,6 @@ class MicroBatcher(Generic[T, R]):
         group_size: hold grouped requests until their group has this many items.
         group_wait_s: ... or until this long after the group's first item arrived.
         max_concurrent: batches in flight at once.
-        name: used in messages and log lines.
     """
 
     def __init__(
@@ -136,22 +135,9 @@ class MicroBatcher(Generic[T, R]):
         group_size: int | None = None,
         group_wait_s: float = 60.0,
         max_concurrent: int = 1,
-        name: str = "judge",
     ) -> None:
-        if not callable(fn):
-            raise ConfigError(f"fn: expected an async batch function, got {type(fn).__name__}")
-        if not (isinstance(max_wait_s, (int, float)) and max_wait_s >= 0):
-            raise ConfigError(f"max_wait_s: expected a number of seconds >= 0, got {max_wait_s!r}")
-        if not (isinstance(max_batch_size, int) and max_batch_size >= 1):
-            raise ConfigError(f"max_batch_size: expected an int >= 1, got {max_batch_size!r}")
-        if group_size is not None and not (isinstance(group_size, int) and group_size >= 1):
-            raise ConfigError(f"group_size: expected None or an int >= 1, got {group_size!r}")
-        if not (isinstance(group_wait_s, (int, float)) and group_wait_s >= 0):
-            raise ConfigError(f"group_wait_s: expected a number of seconds >= 0, got {group_wait_s!r}")
-        if not (isinstance(max_concurrent, int) and max_concurrent >= 1):
-            raise ConfigError(f"max_concurrent: expected an int >= 1, got {max_concurrent!r}")
         self.fn, self.max_wait_s, self.max_batch_size = fn, float(max_wait_s), max_batch_size
-        self.group_size, self.group_wait_s, self.name = group_size, float(group_wait_s), name
+        self.group_size, self.group_wait_s = group_size, float(group_wait_s)
         self.max_concurrent = max_concurrent
         self.stats = BatcherStats()
         self._lanes: dict[asyncio.AbstractEventLoop, _Lane] = {}
@@ -165,7 +151,7 @@ class MicroBatcher(Generic[T, R]):
         task drops the request if its batch has not started.
         """
         if self._closed:
-            raise PromRewardError(f"the {self.name} batcher is closed; create a new one")
+            raise PromRewardError("the judge batcher is closed; create a new one")
         items = list(items)
         deadline = None if timeout is None else time.monotonic() + timeout
         grouped = self.group_size is not None and group is not None
@@ -287,7 +273,7 @@ class MicroBatcher(Generic[T, R]):
                 self.stats.expired += 1
                 req.future.set_exception(
                     DeadlineExceeded(
-                        f"the request waited {now - req.arrived:.1f} s in the {self.name} queue, past its deadline "
+                        f"the request waited {now - req.arrived:.1f} s in the judge queue, past its deadline "
                         f"of {req.deadline - req.arrived:.1f} s, and was not judged; the judge is slower than "
                         "the requests arrive: add judge replicas, lower the rollout batch, or raise the deadline"
                     )
@@ -310,12 +296,12 @@ class MicroBatcher(Generic[T, R]):
             results = list(await self.fn(items))
             if len(results) != len(items):
                 raise PromRewardError(
-                    f"the {self.name} batch function returned {len(results)} results for "
+                    f"the judge batch function returned {len(results)} results for "
                     f"{len(items)} items; it must return one per item"
                 )
         except BaseException as e:  # noqa: BLE001 - every waiting caller must hear about it
             s.failed_batches += 1
-            logger.error("%s batch of %d items failed: %r", self.name, len(items), e)
+            logger.error("judge batch of %d items failed: %r", len(items), e)
             for req in live:
                 if not req.future.done():
                     if isinstance(e, asyncio.CancelledError):

@@ -58,7 +58,6 @@ _state: _State | None = None
 class _State:
     batched: BatchedReward
     settings: RewardSettings
-    config: Any
 
 
 def configure(reward: Any, **settings: Any) -> BatchedReward:
@@ -76,15 +75,7 @@ def configure(reward: Any, **settings: Any) -> BatchedReward:
 def _new_state(reward: Any, s: RewardSettings) -> _State:
     """The process-wide state for ``reward``: its batched queue and the settings ``reward_func`` reads."""
     s.failure_reward.value_for(reward.config)  # on the reward's own scale (a configured reward has its own)
-    batched = BatchedReward(
-        reward,
-        max_wait_s=s.batch_window_ms / 1000,
-        max_batch_size=s.max_batch_size,
-        max_concurrent=s.max_concurrent_batches,
-        group_size=s.group_size,
-        group_wait_s=s.group_wait_s,
-    )
-    return _State(batched, s, reward.config)
+    return _State(s.batched(reward), s)
 
 
 def reset() -> None:
@@ -125,7 +116,6 @@ def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence
     """OpenRLHF's ``reward_func``: ``{"rewards", "scores", "extra_logs", "judge_failures", "failure_reasons"}``."""
     state = _get()
     s = state.settings
-    keys = state.batched.extra_log_keys
     samples, reasons, _ = make_samples(list(queries), list(prompts), None if labels is None else list(labels), s.strip)
     live = [x for x in samples if x is not None]
     try:
@@ -136,19 +126,7 @@ def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence
     except PromRewardError as e:  # outage_on_exhausted=raise (or a configuration error): OpenRLHF logs it at INFO only
         logger.error("prom-reward reward_func stops the run: %s", e)
         raise
-    it = iter(judged)
-    results = [
-        next(it) if x is not None else state.batched.unjudged(r or "") for x, r in zip(samples, reasons, strict=True)
-    ]
-    out = reward_dict(results, s.failure_reward, state.config, keys)
-    if out["judge_failures"]:
-        logger.warning(
-            "%d of %d sample(s) failed and got the failure reward (reason: %s)",
-            out["judge_failures"],
-            len(results),
-            next(r for r in out["failure_reasons"] if r),
-        )
-    return out
+    return reward_dict(samples, reasons, judged, state.batched, s.failure_reward)
 
 
 def reward_func_path() -> str:

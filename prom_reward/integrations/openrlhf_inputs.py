@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from prom_reward.errors import InputError
-from prom_reward.integrations.batched_reward import FailurePolicy, SampleOutcome
+from prom_reward.integrations.batched_reward import BatchedReward, FailurePolicy, SampleOutcome
 from prom_reward.rewards.samples import RewardSample
 
 MIN_OVERLAP = 8
@@ -167,18 +167,35 @@ def make_samples(
 
 
 def reward_dict(
-    results: Sequence[SampleOutcome], policy: FailurePolicy, config: Any, keys: Sequence[str]
+    samples: Sequence[RewardSample | None],
+    reasons: Sequence[str | None],
+    judged: Sequence[SampleOutcome],
+    batched: BatchedReward,
+    policy: FailurePolicy,
 ) -> dict[str, Any]:
-    """OpenRLHF's reward reply: ``rewards``, ``scores``, ``extra_logs`` (a float list per key), ``judge_failures``,
-    ``failure_reasons``."""
-    stand_in = policy.value_for(config) if any(r.failed for r in results) else 0.0
+    """OpenRLHF's reward reply for the ``samples`` and ``reasons`` of ``make_samples``, the live samples' outcomes
+    ``judged`` (in order): ``rewards``, ``scores``, ``extra_logs`` (a float list per key of ``batched``'s
+    ``extra_log_keys``), ``judge_failures``, ``failure_reasons``. A failed sample gets ``policy``'s number
+    (logged)."""
+    it = iter(judged)
+    results = [next(it) if x is not None else batched.unjudged(r or "") for x, r in zip(samples, reasons, strict=True)]
+    failed = sum(r.failed for r in results)
+    stand_in = policy.value_for(batched.reward.config) if failed else 0.0
     rewards = [stand_in if r.reward is None else float(r.reward) for r in results]
+    if failed:
+        first = next(r.reason for r in results if r.failed)
+        logger.warning(
+            "%d of %d sample(s) failed and got the failure reward %s (first reason: %s)",
+            failed,
+            len(results),
+            stand_in,
+            first,
+        )
     logs = [r.extra_logs() for r in results]
-    extra = {k: [float(d[k]) for d in logs] for k in keys}
     return {
         "rewards": rewards,
         "scores": list(rewards),
-        "extra_logs": extra,
-        "judge_failures": sum(r.failed for r in results),
+        "extra_logs": {k: [float(d[k]) for d in logs] for k in batched.extra_log_keys},
+        "judge_failures": failed,
         "failure_reasons": [r.reason if r.failed else None for r in results],
     }

@@ -55,7 +55,6 @@ import json
 import logging
 import re
 import time
-from collections.abc import Sequence
 from typing import Any
 
 from starlette.applications import Starlette
@@ -63,11 +62,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from prom_reward.errors import InputError, JudgeConfigError, JudgeUnavailableError, PromRewardError
-from prom_reward.integrations.batched_reward import BatchedReward, SampleOutcome
+from prom_reward.errors import JudgeConfigError, JudgeUnavailableError, PromRewardError
+from prom_reward.integrations.batched_reward import SampleOutcome
 from prom_reward.integrations.batching import DeadlineExceeded
 from prom_reward.integrations.health import ServerHealth
-from prom_reward.integrations.openrlhf_inputs import make_samples, reward_dict, split_query
+from prom_reward.integrations.openrlhf_inputs import make_samples, reward_dict
 from prom_reward.integrations.settings import RewardSettings
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -76,7 +75,7 @@ MAX_JSON_DEPTH = 32
 logger = logging.getLogger(__name__)
 _TOKEN = re.compile(r"((?:^|[?&\s])token=)[^&\s]*", re.IGNORECASE)
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "create_app", "redact", "serve_reward", "split_queries"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "create_app", "redact", "serve_reward"]
 
 
 def redact(text: str) -> str:
@@ -167,21 +166,6 @@ def _labels(data: dict[str, Any], n: int) -> list[Any] | None:
     return values
 
 
-def split_queries(queries: Sequence[str], prompts: Sequence[str], strip: Sequence[str] = ()) -> list[str]:
-    """Responses from OpenRLHF queries (prompt + response; left-truncated prompts handled).
-
-    >>> split_queries(["Q: hi A: hello</s>"], ["Q: hi A:"], strip=["</s>"])
-    ['hello']
-    """
-    out = []
-    for i, (q, p) in enumerate(zip(queries, prompts, strict=True)):
-        try:
-            out.append(split_query(q, p, strip)[0])
-        except InputError as e:
-            raise InputError(f"item {i}: {e}", index=i, field="query") from e
-    return out
-
-
 def _authorized(request: Request, token: str) -> bool:
     want = token.encode()
     given_query = request.query_params.get("token")
@@ -211,14 +195,7 @@ def create_app(
         health: what ``/health`` reports (default: a ``ServerHealth`` of the reward's ``JudgeHealth``).
     """
     cfg = settings
-    batched = BatchedReward(
-        reward,
-        max_wait_s=cfg.batch_window_ms / 1000,
-        max_batch_size=cfg.max_batch_size,
-        max_concurrent=cfg.max_concurrent_batches,
-        group_size=cfg.group_size,
-        group_wait_s=cfg.group_wait_s,
-    )
+    batched = cfg.batched(reward)
     keys = batched.extra_log_keys
     health = health or ServerHealth(reward.health, cfg.degraded_failure_share)
     counters = {
@@ -298,24 +275,10 @@ def create_app(
         except PromRewardError as e:
             logger.error("reward request failed: %s", e)
             return JSONResponse({"error": str(e)}, status_code=500)
-        it = iter(judged)
-        results = [
-            next(it) if x is not None else batched.unjudged(reason or "")
-            for x, reason in zip(samples, reasons, strict=True)
-        ]
         counters["input_failures"] += len(samples) - len(live)
-        reply = reward_dict(results, cfg.failure_reward, reward.config, keys)
-        health.record(r.failed for r in results)
-        if reply["judge_failures"]:
-            counters["judge_failures"] += reply["judge_failures"]
-            first = next(r for r in reply["failure_reasons"] if r)
-            logger.warning(
-                "%d of %d sample(s) failed and got reward %s (first reason: %s)",
-                reply["judge_failures"],
-                len(results),
-                reply["rewards"][reply["failure_reasons"].index(first)],
-                first,
-            )
+        reply = reward_dict(samples, reasons, judged, batched, cfg.failure_reward)
+        health.record(reason is not None for reason in reply["failure_reasons"])
+        counters["judge_failures"] += reply["judge_failures"]
         return JSONResponse(reply)
 
     async def health_route(request: Request) -> JSONResponse:

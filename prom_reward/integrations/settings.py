@@ -49,7 +49,7 @@ from typing import Any
 from prom_reward.core.presets import default_format
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.resolve import RubricResolver
-from prom_reward.integrations.batched_reward import FailurePolicy
+from prom_reward.integrations.batched_reward import BatchedReward, FailurePolicy
 from prom_reward.integrations.settings_sources import (
     CONFIG_ENV,
     ENV_PREFIX,
@@ -285,6 +285,17 @@ class RewardSettings:
         from prom_reward.rewards.reward import PrometheusReward
 
         return PrometheusReward(self.judge_spec(router_address, tokenizer), self.reward)
+
+    def batched(self, reward: Any) -> BatchedReward:
+        """``reward`` (a ``PrometheusReward``) behind the ``BatchedReward`` of these settings' batching."""
+        return BatchedReward(
+            reward,
+            max_wait_s=self.batch_window_ms / 1000,
+            max_batch_size=self.max_batch_size,
+            max_concurrent=self.max_concurrent_batches,
+            group_size=self.group_size,
+            group_wait_s=self.group_wait_s,
+        )
 
 
 # -- the settings: names, types, docs ---------------------------------------------------

@@ -116,15 +116,8 @@ def _state(reward_router_address: str | None, kwargs: dict[str, Any], tokenizer:
             s = RewardSettings.load({k: v for k, v in kwargs.items() if k not in _VERL_KWARGS})
             reward = s.build_reward(reward_router_address, tokenizer)
             check_judge(s.urls(reward_router_address), s.model, health=reward.health)
-        batched = BatchedReward(
-            reward,
-            max_wait_s=s.batch_window_ms / 1000,
-            max_batch_size=s.max_batch_size,
-            max_concurrent=s.max_concurrent_batches,
-            group_size=s.group_size,
-            group_wait_s=s.group_wait_s,
-        )
-        st = _states[key] = _State(pid, batched, s.failure_reward.value_for(reward.config), s.request_timeout)
+        failure = s.failure_reward.value_for(reward.config)
+        st = _states[key] = _State(pid, s.batched(reward), failure, s.request_timeout)
         logger.info("prom-reward verl judge ready in pid %d: %r, failure reward %s", pid, reward, st.failure)
         return st
 

@@ -12,7 +12,7 @@ import pytest
 
 from prom_reward import PrometheusJudge
 from prom_reward.backends.scripted import ScriptedBackend
-from prom_reward.errors import BackendError, ConfigError, JudgeUnavailableError
+from prom_reward.errors import BackendError, JudgeUnavailableError
 from prom_reward.integrations.batched_reward import BatchedReward
 from prom_reward.rewards.outage import OutagePolicy
 from prom_reward.rewards.reward import PrometheusReward
@@ -35,7 +35,6 @@ def test_a_poisoned_sample_fails_alone_with_its_reason_and_the_same_keys():
     assert len({tuple(r.extra_logs()) for r in out}) == 1 and tuple(out[0].extra_logs()) == br.extra_log_keys
     assert out[0].metrics["failed_samples"] == 2.0 and out[0].metrics["abstain_rate"] == 0.5
     assert sorted(response_of(r) for r in seen) == ["fair", "good"]  # the bad ones never reached the judge
-    assert (br.scored, br.failures) == (4, 2)
 
 
 def test_5000_samples_in_one_request_go_to_the_judge_in_capped_batches():
@@ -57,8 +56,6 @@ def test_5000_samples_in_one_request_go_to_the_judge_in_capped_batches():
 
 def test_pairwise_group_waits_for_the_group_and_fails_a_lonely_sample():
     reward = PrometheusReward(judge_by_rank({"good": 3, "bad": 1}), mode="pairwise_group")
-    with pytest.raises(ConfigError, match="group_size"):
-        BatchedReward(reward)
     br = BatchedReward(reward, max_wait_s=0.0, group_size=2, group_wait_s=0.3)
 
     async def both():

@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from prom_reward.backends.bridge import run_sync
-from prom_reward.errors import ConfigError, PromRewardError
+from prom_reward.errors import PromRewardError
 from prom_reward.integrations.batching import DeadlineExceeded, MicroBatcher
 
 
@@ -203,18 +203,3 @@ def test_close_serves_the_queue_and_waiting_groups_and_refuses_new_requests():
             await b.arun([1])
 
     asyncio.run(main())
-
-
-@pytest.mark.parametrize(
-    "options, words",
-    [
-        ({"max_wait_s": -1}, "max_wait_s"),
-        ({"max_batch_size": 0}, "max_batch_size"),
-        ({"group_size": 0}, "group_size"),
-        ({"group_wait_s": -0.5}, "group_wait_s"),
-        ({"max_concurrent": 0}, "max_concurrent"),
-    ],
-)
-def test_bad_options(options, words):
-    with pytest.raises(ConfigError, match=words):
-        MicroBatcher(Recorder(), **options)

@@ -124,7 +124,7 @@ def test_real_vllm_judge_through_env_config(vllm_server, tokenizer, monkeypatch)
     outs = asyncio.run(four())
     batched = openrlhf_func.batched_reward()
     assert len({frozenset(o["extra_logs"]) for o in outs}) == 1 and all(len(o["reward"]) == 1 for o in outs)
-    assert batched.stats.max_batch >= 3 and batched.scored == 4
+    assert batched.stats.max_batch >= 3 and batched.stats.batched_items == 4
     assert all(o["extra_logs"]["judge_completion_tokens"][0] > 0 for o in outs)
 
 
