@@ -105,34 +105,52 @@ def check_judge(
     """Probe every judge URL and run ``reward``'s canary (see the module docstring); raises ``ConfigError``
     (``JudgeConfigError`` from the canary) for a judge that answers wrongly."""
     check = JudgeCheck()
-    down: dict[str, str] = {}
-    for url in urls:
-        served, why = _ask(url, timeout)
-        check.reachable[url] = served is not None
-        if served is None:
-            down[url] = why
-            continue
-        check.models[url] = served
-        _check_model(url, served, model)
-    if not down and urls:
-        _canary(reward, canary_timeout, health)
-    if down:
-        for url, why in down.items():
-            logger.warning(
-                "judge %s is not answering (%s); starting anyway and probing it every %.0f s; until it "
-                "answers, samples wait within the outage budget, then get the failure reward",
-                url,
-                why,
-                probe_every,
-            )
-            if health is not None:
-                health.failed(f"judge {url} not answering at start: {why}")
-        check.probing = threading.Thread(
-            target=_probe_until_up,
-            args=(dict(down), model, timeout, health, probe_every, reward, canary_timeout, on_misconfigured),
-            name="prom-reward-judge-probe",
-            daemon=True,
+    down = dict.fromkeys(urls, "")
+
+    def ask(late: bool) -> None:
+        """Ask each URL still down; a wrong answer raises ``ConfigError``; once every URL answered, the canary."""
+        for url in list(down):
+            del down[url]
+            served, why = _ask(url, timeout)  # a refused key raises here
+            check.reachable[url] = served is not None
+            if served is None:
+                down[url] = why
+                continue
+            check.models[url] = served
+            _check_model(url, served, model)
+            if late:
+                logger.warning("judge %s is answering now (serves %s)", url, ", ".join(served) or "?")
+        if not down and urls:
+            _canary(reward, canary_timeout, health)
+
+    def probe_until_up() -> None:
+        stop, wrong = threading.Event(), False
+        while down and not stop.wait(probe_every):
+            try:
+                ask(late=True)
+            except ConfigError as e:
+                logger.error("%s", e)
+                wrong = True
+                if health is not None:
+                    health.failed(str(e))
+                if on_misconfigured is not None:
+                    on_misconfigured(str(e))
+        if not wrong and health is not None:
+            health.succeeded()
+
+    ask(late=False)
+    for url, why in down.items():
+        logger.warning(
+            "judge %s is not answering (%s); starting anyway and probing it every %.0f s; until it "
+            "answers, samples wait within the outage budget, then get the failure reward",
+            url,
+            why,
+            probe_every,
         )
+        if health is not None:
+            health.failed(f"judge {url} not answering at start: {why}")
+    if down:
+        check.probing = threading.Thread(target=probe_until_up, name="prom-reward-judge-probe", daemon=True)
         check.probing.start()
     return check
 
@@ -151,39 +169,3 @@ def _canary(reward: Any, seconds: float, health: JudgeHealth | None) -> None:
         logger.warning("judge did not answer the canary judgment (%s); starting anyway", why)
         if health is not None:
             health.failed(f"canary judgment not answered at start: {why}")
-
-
-def _probe_until_up(
-    down: dict[str, str],
-    model: str | None,
-    timeout: float,
-    health: JudgeHealth | None,
-    every: float,
-    reward: Any = None,
-    canary_timeout: float = 120.0,
-    on_misconfigured: Callable[[str], None] | None = None,
-) -> None:
-    stop, wrong = threading.Event(), False
-    while down and not stop.wait(every):
-        for url in list(down):
-            try:
-                served, why = _ask(url, timeout)  # a refused key raises here
-                if served is None:
-                    down[url] = why
-                    continue
-                del down[url]
-                _check_model(url, served, model)
-                if not down:
-                    _canary(reward, canary_timeout, health)
-            except ConfigError as e:
-                down.pop(url, None)
-                logger.error("%s", e)
-                wrong = True
-                if health is not None:
-                    health.failed(str(e))
-                if on_misconfigured is not None:
-                    on_misconfigured(str(e))
-                continue
-            logger.warning("judge %s is answering now (serves %s)", url, ", ".join(served) or "?")
-    if not wrong and health is not None:
-        health.succeeded()
