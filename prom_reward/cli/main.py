@@ -97,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # said by the subcommand, whose --help lists its flags
         _command(parser, args.command).error(f"unrecognized arguments: {' '.join(unknown)}")
-    if args.command in ("grade", "compare", "pairs") and not args.model and not args.server:
+    if args.command in ("grade", "compare", "pairs", "probe") and not args.model and not args.server:
         print_error(f"{args.command}: no judge given; fix: give --model M (in-process vLLM) or --server URL")
         return 2
     try:

@@ -64,8 +64,6 @@ def add_probe_parser(sub: Any) -> None:
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
-    if not args.model and not args.server:
-        raise ConfigError("probe: no judge given; fix: give --model M (in-process vLLM) or --server URL")
     out = Path(args.output)
     if out.suffix.lower() != ".json":
         raise ConfigError(f"-o {args.output}: the probe writes one JSON record; fix: name a .json file")

@@ -126,7 +126,7 @@ class RewardSettings:
             raise ConfigError(f"{e} [{where('failure_reward')}]") from None
         for f in fields(self):
             if f.name != "reward":
-                object.__setattr__(self, f.name, convert(f.name, getattr(self, f.name), _own_types()[f.name]))
+                object.__setattr__(self, f.name, convert(f.name, getattr(self, f.name), setting_types()[f.name]))
         cfg = self.reward
         if cfg.mode not in FRAMEWORK_MODES:
             raise ConfigError(
@@ -300,11 +300,6 @@ class RewardSettings:
 
 # -- the settings: names, types, docs ---------------------------------------------------
 @lru_cache(maxsize=1)
-def _own_types() -> dict[str, Any]:
-    return typing.get_type_hints(RewardSettings)
-
-
-@lru_cache(maxsize=1)
 def _reward_names() -> tuple[str, ...]:
     return tuple(f.name for f in fields(RewardConfig) if f.name != "outage")
 
@@ -338,6 +333,7 @@ def setting_names() -> list[str]:
     return [row[0] for row in settings_fields()]
 
 
+@lru_cache(maxsize=1)
 def setting_types() -> dict[str, Any]:
     """Each setting's type."""
     return {row[0]: row[2] for row in settings_fields()}

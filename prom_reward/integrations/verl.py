@@ -136,12 +136,12 @@ def _instruction(extra_info: Any) -> Any:
     )
 
 
-def _sample(solution_str: Any, ground_truth: Any, extra_info: Any) -> RewardSample | str:
-    """The sample verl's arguments describe, or the reason it cannot be judged (a NaN ground truth)."""
+def _sample(st: _State, solution_str: Any, ground_truth: Any, extra_info: Any) -> RewardSample | SampleOutcome:
+    """The sample verl's arguments describe, or its failed outcome when it cannot be judged (a NaN ground truth)."""
     info = extra_info if isinstance(extra_info, dict) else {}
     instruction = _instruction(extra_info)
     if isinstance(ground_truth, float) and not math.isfinite(ground_truth):
-        return (
+        return st.batched.unjudged(
             f"ground_truth is {ground_truth!r}, not a reference answer: fix reward_model.ground_truth of this "
             "row (None or '' for none)"
         )
@@ -196,10 +196,8 @@ async def compute_score(
     whether that template takes a system message.
     """
     st = _state(reward_router_address, kwargs, reward_model_tokenizer)
-    sample = _sample(solution_str, ground_truth, extra_info)
-    if isinstance(sample, str):
-        return _fields(st, st.batched.unjudged(sample))
-    [res] = await st.batched.ascore([sample], timeout=st.timeout)
+    sample = _sample(st, solution_str, ground_truth, extra_info)
+    [res] = await st.batched.ascore([sample], timeout=st.timeout) if isinstance(sample, RewardSample) else [sample]
     return _fields(st, res)
 
 
@@ -222,8 +220,6 @@ def compute_score_sync(
     >>> reset()
     """
     st = _state(reward_router_address, kwargs, reward_model_tokenizer)
-    sample = _sample(solution_str, ground_truth, extra_info)
-    if isinstance(sample, str):
-        return _fields(st, st.batched.unjudged(sample))
-    [res] = st.batched.score([sample], timeout=st.timeout)
+    sample = _sample(st, solution_str, ground_truth, extra_info)
+    [res] = st.batched.score([sample], timeout=st.timeout) if isinstance(sample, RewardSample) else [sample]
     return _fields(st, res)
