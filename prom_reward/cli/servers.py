@@ -167,9 +167,6 @@ def cmd_serve(args: Any) -> int:
     return 0
 
 
-_SHARED_FLAGS = ("server", "model", "max_tokens", "gpu_memory_utilization", "num_samples", "format")
-"""Settings whose flags are the shared judge options (``--server``, ``--model``, ``--max-tokens`` ...)."""
-
 _FORMER_FLAGS = ("on_outage", "call_timeout_s", "truncate")
 """Former flags of reward-server, refused with the new name (``--on-outage`` -> ``--outage-on-exhausted``)."""
 
@@ -306,7 +303,7 @@ def _add_reward_server_parser(sub: Any) -> None:
     add_judge_options(s)
     s.set_defaults(num_samples=None)  # the reward's num_samples (score=mean): given or not, like every setting
     for name, _, _, _, doc in settings_fields():
-        if name in _SHARED_FLAGS or not flag_name(name):
+        if not flag_name(name) or flag_name(name) in s._option_string_actions:  # no flag, or a judge option's
             continue
         help_text = f"{doc} [{ENV_PREFIX}{name.upper()}]".replace("%", "%%")
         s.add_argument(flag_name(name), action="append" if name == "strip" else "store", help=help_text)
