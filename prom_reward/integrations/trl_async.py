@@ -32,6 +32,8 @@ from accelerate.logging import get_logger
 from trl.experimental.async_grpo.async_rollout_worker import AsyncRolloutWorker, RolloutGroup, RolloutSample
 from trl.experimental.async_grpo.async_rollout_worker import _AsyncRolloutLoop as TRLRolloutLoop
 
+from prom_reward.errors import ConfigError
+
 logger = get_logger(__name__)
 
 _REASON_SUFFIX = "_failure_reason"
@@ -72,8 +74,6 @@ class JudgedRolloutLoop(TRLRolloutLoop):
 
     def __init__(self, *, score_groups_in_flight: int = 1, **loop_kwargs: Any) -> None:
         if score_groups_in_flight < 1:
-            from prom_reward.errors import ConfigError
-
             raise ConfigError(f"score_groups_in_flight: expected an integer >= 1, got {score_groups_in_flight!r}")
         super().__init__(**loop_kwargs)
         self.score_groups_in_flight = score_groups_in_flight
@@ -106,8 +106,6 @@ class JudgedRolloutLoop(TRLRolloutLoop):
 def use_judged_loop(trainer: Any, score_groups_in_flight: int = 1) -> None:
     """Make ``trainer``'s default ``AsyncRolloutWorker`` run ``JudgedRolloutLoop`` (call before ``train()``),
     scoring up to ``score_groups_in_flight`` waiting groups at once."""
-    from prom_reward.errors import ConfigError
-
     worker = trainer.rollout_worker
     if not isinstance(worker, AsyncRolloutWorker):
         raise ConfigError(
