@@ -80,14 +80,8 @@ def tagged(fields: list[tuple[str, str]]) -> str:
 _SCALES = {"flow-judge": (1, 2, 3, 4, 5), "flow-judge-3": (1, 2, 3), "flow-judge-binary": (0, 1)}
 _SCALE_NAMES = {5: "5-point", 3: "3-point", 2: "binary (pass/fail)"}
 _SECTION_TAGS = ("inputs", "output", "evaluation_criteria", "scoring_rubric", "query", "reference_answer", "response")
-_HEADERS = (
-    "# GOAL",
-    "# INPUT",
-    "# OUTPUT",
-    "# EVALUATION CRITERIA AND SCORING RUBRIC",
-    "# INSTRUCTIONS FOR THE EVALUATION",
-    "## FORMAT FOR THE EVALUATION",
-)
+_HEADERS = tuple(line for line in USER_TEMPLATE.splitlines() if line.startswith("#"))
+"""The prompt's section headers (``# GOAL`` ... ``## FORMAT FOR THE EVALUATION``), read from its template."""
 
 
 class FlowJudgeFormat(JudgeFormat):
