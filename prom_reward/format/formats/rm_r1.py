@@ -132,14 +132,7 @@ class RMR1Format(PairwiseOnlyFormat):
     name = "rm-r1"
     force_prefix, force_suffix = "<answer>[[", "]]</answer>"
     markers = (
-        "<answer>",
-        "</answer>",
-        "<eval>",
-        "</eval>",
-        "<rubric>",
-        "</rubric>",
-        "<think>",
-        "</think>",
+        *(t for tag in ("answer", "eval", "rubric", "think") for t in (f"<{tag}>", f"</{tag}>")),
         "[[A]]",
         "[[B]]",
         *header_lines(_PAIR),
