@@ -15,8 +15,9 @@ Example:
 from __future__ import annotations
 
 from prom_reward.errors import ConfigError, InputError
+from prom_reward.format.parsing import Task
 from prom_reward.format.rubrics import RUBRICS, Rubric
-from prom_reward.format.templates import BUILTIN, Kind, fill, need_str, validate_template
+from prom_reward.format.templates import BUILTIN, fill, need_str, validate_template
 
 __all__ = ["render_absolute", "render_relative"]
 
@@ -48,7 +49,7 @@ def _rubric_text(rubric: Rubric | str, absolute: bool) -> str:
 
 
 def _render(
-    kind: Kind, values: dict[str, str], rubric: Rubric | str, reference_answer: str | None, template: str | None
+    kind: Task, values: dict[str, str], rubric: Rubric | str, reference_answer: str | None, template: str | None
 ) -> str:
     if reference_answer is not None:
         values["reference_answer"] = need_str(reference_answer, "reference_answer")

@@ -29,14 +29,7 @@ from typing import Any
 import yaml
 
 from prom_reward.errors import ConfigError, UnknownNameError
-from prom_reward.format.templates import (
-    FACTUAL_VALIDITY_RUBRIC,
-    HARMLESSNESS_RUBRIC,
-    HELPFULNESS_RUBRIC,
-    HONESTY_RUBRIC,
-    REASONING_RUBRIC,
-    SCORE_RUBRIC_TEMPLATE,
-)
+from prom_reward.format.templates import SCORE_RUBRIC_TEMPLATE, TEMPLATES
 from prom_reward.registry import Registry
 
 _SCORE_KEYS = tuple(f"score{k}_description" for k in range(1, 6))
@@ -238,15 +231,11 @@ class Rubric:
 
 
 RUBRICS: Registry[Rubric] = Registry("rubric")
-"""The five built-in rubrics, parsed from the ``*_RUBRIC`` constants of ``prompts``."""
-for _name, _text in (
-    ("helpfulness", HELPFULNESS_RUBRIC),
-    ("harmlessness", HARMLESSNESS_RUBRIC),
-    ("honesty", HONESTY_RUBRIC),
-    ("factual_validity", FACTUAL_VALIDITY_RUBRIC),
-    ("reasoning", REASONING_RUBRIC),
-):
-    RUBRICS.register(_name, Rubric.parse(_text))
+"""The five built-in rubrics, parsed from the ``*_RUBRIC`` strings of ``assets/templates.json`` (``templates``),
+each named by its key in lower case without the suffix (``HELPFULNESS_RUBRIC``: ``helpfulness``)."""
+for _key, _text in TEMPLATES.items():
+    if _key.endswith("_RUBRIC"):
+        RUBRICS.register(_key.removesuffix("_RUBRIC"), Rubric.parse(_text))
 
 RubricLike = Rubric | str | Mapping[str, Any] | os.PathLike[str]
 """What names a rubric: a ``Rubric``, a built-in name, formatted text, a rubric dict or a .json/.yaml path."""

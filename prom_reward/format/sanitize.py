@@ -111,19 +111,17 @@ class _Patterns:
                 self.literals += (m,)
         self.header: re.Pattern[str] | None = None
         self.fw_header: re.Pattern[str] | None = None
-        self.bracketed: re.Pattern[str] | None = None
-        self.fw_bracketed: re.Pattern[str] | None = None
         if sections:
             section = "(?:" + "|".join(sections) + ")"
             ahead = rf"[ \t{ZERO_WIDTH}]*){{2,}}(?=[\s{ZERO_WIDTH}]*{section})"
             self.header = re.compile(rf"(?:[{_HASHES}]" + ahead, re.IGNORECASE)
             self.fw_header = re.compile(rf"(?:{_FW_HASH}" + ahead, re.IGNORECASE)
-        if words:
-            slash = rf"/?[\s{ZERO_WIDTH}]*"
-            inner = "|".join((slash if s else "") + _word(w) for w, s in words.items())
-            inner = rf"[\s{ZERO_WIDTH}]*(?:{inner})[\s{ZERO_WIDTH}]*"
-            self.bracketed = re.compile(rf"[{re.escape(_OPENS)}]({inner})[{re.escape(_CLOSES)}]", re.IGNORECASE)
-            self.fw_bracketed = re.compile(rf"{_FW_OPEN}({inner}){_FW_CLOSE}", re.IGNORECASE)
+        # (never empty: the wire markers [INST] and [/INST] are among the markers of every format)
+        slash = rf"/?[\s{ZERO_WIDTH}]*"
+        inner = "|".join((slash if s else "") + _word(w) for w, s in words.items())
+        inner = rf"[\s{ZERO_WIDTH}]*(?:{inner})[\s{ZERO_WIDTH}]*"
+        self.bracketed = re.compile(rf"[{re.escape(_OPENS)}]({inner})[{re.escape(_CLOSES)}]", re.IGNORECASE)
+        self.fw_bracketed = re.compile(rf"{_FW_OPEN}({inner}){_FW_CLOSE}", re.IGNORECASE)
 
 
 @lru_cache(maxsize=64)
@@ -146,10 +144,9 @@ def _full_width(token: str) -> str:
 
 
 @lru_cache(maxsize=64)
-def _token_patterns(tokens: tuple[str, ...]) -> tuple[re.Pattern[str] | None, re.Pattern[str] | None]:
+def _token_patterns(tokens: tuple[str, ...]) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """The patterns of ``tokens`` and of their full-width forms (never empty: ``SPECIAL_TOKENS`` are among them)."""
     usable = sorted({t for t in tokens if t and _full_width(t) != t}, key=len, reverse=True)
-    if not usable:
-        return None, None
     plain = re.compile("|".join(re.escape(t) for t in usable))
     wide = re.compile("|".join(re.escape(_full_width(t)) for t in usable))
     return plain, wide
@@ -180,13 +177,11 @@ def neutralize(text: str, special_tokens: Iterable[str] = (), markers: Iterable[
         text = p.header.sub(
             lambda m: swap(m.group(0), "".join(_FW_HASH if c in _HASHES else c for c in m.group(0))), text
         )
-    if p.bracketed is not None:
-        text = p.bracketed.sub(
-            lambda m: swap(m.group(0), _OPEN_OF[m.group(0)[0]] + m.group(1) + _CLOSE_OF[m.group(0)[-1]]), text
-        )
+    text = p.bracketed.sub(
+        lambda m: swap(m.group(0), _OPEN_OF[m.group(0)[0]] + m.group(1) + _CLOSE_OF[m.group(0)[-1]]), text
+    )
     plain, _ = _token_patterns(_tokens(special_tokens, p.literals))
-    if plain is not None:
-        text = plain.sub(lambda m: swap(m.group(0), _full_width(m.group(0))), text)
+    text = plain.sub(lambda m: swap(m.group(0), _full_width(m.group(0))), text)
     return text, changed[0]
 
 
@@ -199,11 +194,8 @@ def restore(text: str, special_tokens: Iterable[str] = (), markers: Iterable[str
     p = _patterns(_markers(markers))
     if p.fw_header is not None:
         text = p.fw_header.sub(lambda m: m.group(0).replace(_FW_HASH, "#"), text)
-    if p.fw_bracketed is not None:
-        text = p.fw_bracketed.sub(lambda m: "[" + m.group(1) + "]", text)
+    text = p.fw_bracketed.sub(lambda m: "[" + m.group(1) + "]", text)
     tokens = _tokens(special_tokens, p.literals)
-    plain, wide = _token_patterns(tokens)
-    if wide is not None:
-        back = {_full_width(t): t for t in tokens}
-        text = wide.sub(lambda m: back[m.group(0)], text)
-    return text
+    _, wide = _token_patterns(tokens)
+    back = {_full_width(t): t for t in tokens}
+    return wide.sub(lambda m: back[m.group(0)], text)

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from string import Formatter
-from typing import Literal
 
 from prom_reward.errors import ConfigError, InputError
+from prom_reward.format.parsing import Task
 
 _ASSET = resources.files("prom_reward").joinpath("assets").joinpath("templates.json")
 TEMPLATES: dict[str, str] = json.loads(_ASSET.read_text(encoding="utf-8"))
@@ -47,10 +47,6 @@ HONESTY_RUBRIC: str = TEMPLATES["HONESTY_RUBRIC"]
 FACTUAL_VALIDITY_RUBRIC: str = TEMPLATES["FACTUAL_VALIDITY_RUBRIC"]
 REASONING_RUBRIC: str = TEMPLATES["REASONING_RUBRIC"]
 
-SYSTEM_PROMPTS: dict[str, str] = {"absolute": ABS_SYSTEM_PROMPT, "relative": REL_SYSTEM_PROMPT}
-"""The training system prompt for each task kind."""
-
-Kind = Literal["absolute", "relative"]
 BUILTIN = {
     ("absolute", True): ABSOLUTE_PROMPT,
     ("absolute", False): ABSOLUTE_PROMPT_WO_REF,
@@ -119,7 +115,7 @@ def template_fields(template: str) -> set[str]:
     return {name for _, name in _pieces(template) if name is not None}
 
 
-def validate_template(template: str, kind: Kind, with_reference: bool) -> None:
+def validate_template(template: str, kind: Task, with_reference: bool) -> None:
     """Raise ConfigError unless ``template`` uses exactly the fields of ``kind``.
 
     Absolute: ``{instruction} {response} {rubric}``; relative: ``{instruction} {response_A}
@@ -131,8 +127,6 @@ def validate_template(template: str, kind: Kind, with_reference: bool) -> None:
     ...     print(str(e).split(": ", 1)[1][:59])
     unknown field {respnse} (did you mean {response}?); missing
     """
-    if kind not in _BASE_FIELDS:
-        raise ConfigError(f"template kind must be 'absolute' or 'relative', got {kind!r}")
     allowed = _BASE_FIELDS[kind] + (("reference_answer",) if with_reference else ()) + ("rubric",)
     fields = template_fields(template)
     problems = []
@@ -166,13 +160,12 @@ def need_str(value: object, field: str) -> str:
 
 
 def _readings(filled: str, template: str, limit: int = 10_000) -> list[dict[str, str]]:
-    """Every way ``filled`` reads as ``template`` (stops after two: one is unique, two is ambiguous)."""
+    """Every way ``filled`` reads as the built-in ``template`` (each field once, a literal between two fields; stops
+    after two: one is unique, two is ambiguous)."""
     pieces = _pieces(template)
-    lits = [lit for lit, _ in pieces] + ([""] if pieces and pieces[-1][1] is not None else [])
-    names = [name for _, name in pieces if name is not None]  # validated: at least one
+    lits = [lit for lit, _ in pieces]
+    names = [name for _, name in pieces if name is not None]
     head, seps, tail = lits[0], lits[1:-1], lits[-1]
-    if "" in seps:
-        raise ConfigError("template has two fields with nothing between them; it cannot be parsed")
     end = len(filled) - len(tail)
     if not (filled.startswith(head) and filled.endswith(tail) and end >= len(head)):
         return []
@@ -181,12 +174,7 @@ def _readings(filled: str, template: str, limit: int = 10_000) -> list[dict[str,
 
     def walk(i: int, pos: int, values: list[str]) -> None:
         if i == len(seps):
-            reading: dict[str, str] = {}
-            # (one value more than names when a literal-only piece closes the template: zip drops it)
-            for name, value in zip(names, values + [filled[pos:end]], strict=False):
-                if reading.setdefault(name, value) != value:
-                    return
-            found.append(reading)
+            found.append(dict(zip(names, values + [filled[pos:end]], strict=True)))
             return
         at = filled.find(seps[i], pos, end)
         while at >= 0 and len(found) < 2:
@@ -204,13 +192,9 @@ def _readings(filled: str, template: str, limit: int = 10_000) -> list[dict[str,
     return found
 
 
-def _parse(filled: str, kind: Kind, template: str | None) -> dict[str, str]:
+def _parse(filled: str, kind: Task) -> dict[str, str]:
     need_str(filled, "prompt")
-    if template is None:
-        candidates = [BUILTIN[(kind, True)], BUILTIN[(kind, False)]]
-    else:
-        validate_template(template, kind, "reference_answer" in template_fields(template))
-        candidates = [template]
+    candidates = [BUILTIN[(kind, True)], BUILTIN[(kind, False)]]
     for tmpl in candidates:
         readings = _readings(filled, tmpl)
         if len(readings) > 1:
@@ -221,7 +205,7 @@ def _parse(filled: str, kind: Kind, template: str | None) -> dict[str, str]:
             )
         if readings and fill(tmpl, readings[0]) == filled:  # re-rendering must reproduce the input
             return readings[0]
-    names = "the given template" if template else " or ".join(n for n, t in TEMPLATES.items() if t in candidates)
+    names = " or ".join(n for n, t in TEMPLATES.items() if t in candidates)
     raise InputError(
         f"text is not a filled {kind} prompt: it does not match {names} (check the header text and "
         f"the '###Feedback: ' ending); got {filled[:60]!r}...",
@@ -229,7 +213,7 @@ def _parse(filled: str, kind: Kind, template: str | None) -> dict[str, str]:
     )
 
 
-def parse_absolute_prompt(filled: str, *, template: str | None = None) -> AbsolutePromptParts:
+def parse_absolute_prompt(filled: str) -> AbsolutePromptParts:
     """Split a filled absolute prompt back into its parts (the inverse of ``render_absolute``).
 
     Raises InputError when the text is not such a prompt, or splits more than one way.
@@ -239,18 +223,18 @@ def parse_absolute_prompt(filled: str, *, template: str | None = None) -> Absolu
     >>> parts.response, parts.reference_answer, parts.rubric == REASONING_RUBRIC
     ('r {x}', 'ref', True)
     """
-    v = _parse(filled, "absolute", template)
+    v = _parse(filled, "absolute")
     return AbsolutePromptParts(v["instruction"], v["response"], v.get("reference_answer"), v["rubric"])
 
 
-def parse_relative_prompt(filled: str, *, template: str | None = None) -> RelativePromptParts:
+def parse_relative_prompt(filled: str) -> RelativePromptParts:
     """Split a filled pairwise prompt back into its parts (the inverse of ``render_relative``).
 
     >>> from prom_reward.format.render import render_relative
     >>> parse_relative_prompt(render_relative("q", "a", "b", "honesty")).response_b
     'b'
     """
-    v = _parse(filled, "relative", template)
+    v = _parse(filled, "relative")
     return RelativePromptParts(
         v["instruction"], v["response_A"], v["response_B"], v.get("reference_answer"), v["rubric"]
     )

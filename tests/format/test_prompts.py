@@ -20,7 +20,6 @@ from prom_reward.format.templates import (
     ABSOLUTE_PROMPT_WO_REF,
     RELATIVE_PROMPT,
     RELATIVE_PROMPT_WO_REF,
-    SYSTEM_PROMPTS,
     AbsolutePromptParts,
     parse_absolute_prompt,
     parse_relative_prompt,
@@ -42,7 +41,6 @@ def test_constants_equal_the_spec_templates(spec_dir):
     assert len(spec) == 12 and spec == prompts.TEMPLATES
     for key, value in spec.items():
         assert getattr(prompts, key) == value, key
-    assert SYSTEM_PROMPTS == {"absolute": spec["ABS_SYSTEM_PROMPT"], "relative": spec["REL_SYSTEM_PROMPT"]}
 
 
 @pytest.mark.parametrize("key", TEMPLATE_KEYS)
@@ -237,14 +235,12 @@ def test_builtin_name_and_formatted_string_render_alike():
 CUSTOM_ABS = "Judge.\n{instruction}\n--\n{response}\n--\n{rubric}\nAnswer: "
 
 
-def test_custom_template_renders_and_parses():
+def test_custom_template_renders():
     filled = render_absolute("Q {x}", "A", KIND, template=CUSTOM_ABS)
     assert filled == "Judge.\nQ {x}\n--\nA\n--\n" + KIND.format() + "\nAnswer: "
-    assert parse_absolute_prompt(filled, template=CUSTOM_ABS) == AbsolutePromptParts("Q {x}", "A", None, KIND.format())
     rel = "{instruction}|{response_A}|{response_B}|{reference_answer}|{rubric}{{literal}}"
     out = render_relative("q", "a", "b", KIND, "ref", template=rel)
     assert out == "q|a|b|ref|[Is it kind?]{literal}"
-    assert parse_relative_prompt(out, template=rel).reference_answer == "ref"
 
 
 @pytest.mark.parametrize(
@@ -259,7 +255,6 @@ def test_custom_template_renders_and_parses():
         ("{instruction} {response:>10} {rubric}", "absolute", False, ["format spec"]),
         ("{instruction} {response} {rubric} {", "absolute", False, ["str.format syntax"]),
         ("{0} {instruction} {response} {rubric}", "absolute", False, ["unknown field {0}"]),
-        ("{instruction} {response} {rubric}", "pairwise", False, ["'absolute' or 'relative'"]),
     ],
 )
 def test_validate_template_errors(template, kind, with_ref, expected):
@@ -278,5 +273,3 @@ def test_builtins_validate_and_bad_custom_template_is_refused_at_render():
         render_absolute("q", "r", KIND, template="{instruction} {respnse} {rubric}")
     with pytest.raises(ConfigError, match="reference_answer"):
         render_absolute("q", "r", KIND, "ref", template=CUSTOM_ABS)  # template lacks the reference slot
-    with pytest.raises(ConfigError, match="nothing between"):
-        parse_absolute_prompt("qr[x]", template="{instruction}{response}{rubric}")

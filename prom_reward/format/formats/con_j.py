@@ -70,13 +70,9 @@ def _unfenced(text: str) -> tuple[int, int]:
 
 
 def _verdict_of(value: object) -> str | None:
-    if isinstance(value, bool):
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
         return None
-    if isinstance(value, int):
-        return _VERDICTS.get(str(value))
-    if isinstance(value, str):
-        return _VERDICTS.get(value.strip())
-    return None
+    return _VERDICTS.get(str(value).strip())
 
 
 class ConJFormat(PairwiseOnlyFormat):

@@ -34,19 +34,16 @@ from prom_reward.format.parsing import ParsedOutput
 from prom_reward.format.rubrics import Rubric
 from prom_reward.format.templates import fill, need_str
 
-__all__ = ["FlowJudgeFormat"]
+__all__ = ["USER_TEMPLATE", "FlowJudgeFormat"]
 
 _FEEDBACK, _END_FEEDBACK, _SCORE, _END_SCORE = "<feedback>", "</feedback>", "<score>", "</score>"
 
-# The user prompt of Flow-Judge v0.1, in two variants: with the task's inputs (ours always has the query)
-# and without (kept for completeness and tested against the peer's template).
-_GOAL = (
+USER_TEMPLATE = (
     "# GOAL\nYour job is to evaluate a task carried out by an AI system powered by a large language model.\n\n"
-    "You will be provided {WHAT}, as well as the evaluation criteria and scoring rubric. Your task is to "
-    "evaluate the output of the AI system based on the evaluation criteria and scoring rubric provided.\n\n"
-)
-_INPUT_SECTION = "# INPUT\nBelow are the inputs required for performing the task:\n<inputs>\n{INPUTS}\n</inputs>\n\n"
-_BODY = (
+    "You will be provided with the inputs and output of the task, as well as the evaluation criteria and scoring "
+    "rubric. Your task is to evaluate the output of the AI system based on the evaluation criteria and scoring rubric "
+    "provided.\n\n"
+    "# INPUT\nBelow are the inputs required for performing the task:\n<inputs>\n{INPUTS}\n</inputs>\n\n"
     "# OUTPUT\nBelow is the output of the task:\n<output>\n{OUTPUT}\n</output>\n\n"
     "# EVALUATION CRITERIA AND SCORING RUBRIC\n"
     "Here are the evaluation criteria and the rubric that you need to use for evaluating the task:\n"
@@ -56,7 +53,8 @@ _BODY = (
     "1. Understand the task and criteria: Familiarize yourself with the task to be evaluated. Review the "
     "evaluation criteria and scoring rubric to understand the different levels of performance and the "
     "descriptions for each score.\n"
-    "{STEP2}\n"
+    "2. Review the inputs and output: Look at the inputs provided for the task. Examine the output "
+    "generated from completing the task.\n"
     "3. Compare output to score descriptions: Compare the output against the criteria and score descriptions "
     "in the scoring rubric. For each criterion,decide which description best matches the output.\n"
     "4. After comparing the output to the score descriptions, pay attention to the small details that might "
@@ -70,19 +68,8 @@ _BODY = (
     "the feedback.\n\n"
     "Please accurately evaluate the task. Strictly adhere to the evaluation criteria and rubric."
 )
-_STEP2 = {
-    True: "2. Review the inputs and output: Look at the inputs provided for the task. Examine the output "
-    "generated from completing the task.",
-    False: "2. Review the output: Examine the output generated from completing the task.",
-}
-_WHAT = {True: "with the inputs and output of the task", False: "the output of the task"}
-
-
-def user_template(with_inputs: bool) -> str:
-    """Flow-Judge's user prompt template (``{INPUTS}``, ``{OUTPUT}``, ``{EVALUATION_CRITERIA}``, ``{RUBRIC}``)."""
-    head = fill(_GOAL, {"WHAT": _WHAT[with_inputs]})
-    inputs = _INPUT_SECTION if with_inputs else ""
-    return head + inputs + _BODY.replace("{STEP2}", _STEP2[with_inputs])
+"""Flow-Judge v0.1's user prompt template with the task's inputs (ours always has the query): ``{INPUTS}``,
+``{OUTPUT}``, ``{EVALUATION_CRITERIA}``, ``{RUBRIC}``."""
 
 
 def tagged(fields: list[tuple[str, str]]) -> str:
@@ -93,14 +80,8 @@ def tagged(fields: list[tuple[str, str]]) -> str:
 _SCALES = {"flow-judge": (1, 2, 3, 4, 5), "flow-judge-3": (1, 2, 3), "flow-judge-binary": (0, 1)}
 _SCALE_NAMES = {5: "5-point", 3: "3-point", 2: "binary (pass/fail)"}
 _SECTION_TAGS = ("inputs", "output", "evaluation_criteria", "scoring_rubric", "query", "reference_answer", "response")
-_HEADERS = (
-    "# GOAL",
-    "# INPUT",
-    "# OUTPUT",
-    "# EVALUATION CRITERIA AND SCORING RUBRIC",
-    "# INSTRUCTIONS FOR THE EVALUATION",
-    "## FORMAT FOR THE EVALUATION",
-)
+_HEADERS = tuple(line for line in USER_TEMPLATE.splitlines() if line.startswith("#"))
+"""The prompt's section headers (``# GOAL`` ... ``## FORMAT FOR THE EVALUATION``), read from its template."""
 
 
 class FlowJudgeFormat(JudgeFormat):
@@ -149,7 +130,7 @@ class FlowJudgeFormat(JudgeFormat):
             "EVALUATION_CRITERIA": rubric.criteria,
             "RUBRIC": "\n".join(f"- Score {score}: {text}" for score, text in items),
         }
-        return Prompt(system="", user=fill(user_template(with_inputs=True), values))
+        return Prompt(system="", user=fill(USER_TEMPLATE, values))
 
     def relative_prompt(
         self, instruction: str, response_a: str, response_b: str, rubric: Rubric, reference: str | None

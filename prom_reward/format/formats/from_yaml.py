@@ -53,13 +53,10 @@ class YamlFormat(JudgeFormat):
         self.scale = spec.scale if "absolute" in spec.tasks else ()
         self.force_prefix = spec.force_prefix
         self.markers = spec.markers
-        self._rubric_used = "absolute" in spec.tasks and any(
-            "rubric" in template_fields(t) for t in self._templates(spec.tasks["absolute"])
+        grade = spec.tasks.get("absolute")
+        self._rubric_used = grade is not None and any(
+            "rubric" in template_fields(t) for t in (grade.system, grade.user, grade.user_no_reference or "")
         )
-
-    @staticmethod
-    def _templates(t: TaskSpec) -> list[str]:
-        return [t.system, t.user] + ([t.user_no_reference] if t.user_no_reference is not None else [])
 
     def _task(self, task: Task) -> TaskSpec:
         if task not in self.spec.tasks:

@@ -36,14 +36,7 @@ import re
 
 from prom_reward.format.eos import strip_eos
 from prom_reward.format.forcing import drop_cut_marker
-from prom_reward.format.formats.pairwise_only import (
-    PairwiseOnlyFormat,
-    bracket_forcing_body,
-    bracket_verdict,
-    failure,
-    paragraph,
-    verdict_end,
-)
+from prom_reward.format.formats.pairwise_only import PairwiseOnlyFormat, failure, header_lines, paragraph, verdict_end
 from prom_reward.format.judge_format import JUDGE_FORMATS, Task
 from prom_reward.format.parsing import ParsedOutput
 
@@ -182,23 +175,9 @@ class MTBenchPairwiseFormat(PairwiseOnlyFormat):
 
     name = "mt-bench-pairwise"
     force_prefix, force_suffix = "[[", "]]"
-    markers = (
-        "[[A]]",
-        "[[B]]",
-        "[User Question]",
-        "[The Start of Assistant A's Answer]",
-        "[The End of Assistant A's Answer]",
-        "[The Start of Assistant B's Answer]",
-        "[The End of Assistant B's Answer]",
-    )
+    markers = ("[[A]]", "[[B]]", *header_lines(MT_BENCH_PROMPT))
     system = MT_BENCH_SYSTEM
     template = MT_BENCH_PROMPT
-
-    def parse_relative(self, text: str) -> ParsedOutput:
-        return bracket_verdict(self.name, text)
-
-    def forcing_body(self, text: str) -> str | None:
-        return bracket_forcing_body(text)
 
 
 class RiseJudgeFormat(PairwiseOnlyFormat):
@@ -208,12 +187,6 @@ class RiseJudgeFormat(PairwiseOnlyFormat):
     force_prefix, force_suffix = "[[", "]]"
     markers = ("[[A]]", "[[B]]", "问题：", "回答A：", "回答B：")
     template = RISE_JUDGE_PROMPT
-
-    def parse_relative(self, text: str) -> ParsedOutput:
-        return bracket_verdict(self.name, text)
-
-    def forcing_body(self, text: str) -> str | None:
-        return bracket_forcing_body(text)
 
 
 class OffsetBiasFormat(PairwiseOnlyFormat):

@@ -23,7 +23,6 @@ Example:
 from __future__ import annotations
 
 import re
-from abc import abstractmethod
 
 from prom_reward.errors import ConfigError
 from prom_reward.format.eos import content_end, strip_eos
@@ -37,6 +36,7 @@ __all__ = [
     "bracket_verdict",
     "doubt_in_clause",
     "failure",
+    "header_lines",
     "paragraph",
     "verdict_end",
 ]
@@ -57,6 +57,7 @@ _CLAUSE_BREAK = re.compile(r"[.!?;:](?=\s)|\n|[。！？；：，]")
 _WRAP_OPEN = "*\"'“‘`「"
 _WRAP_CLOSE = "*\"'”’`」)"
 _BRACKET = re.compile(r"\[\[([^\[\]\n]{0,40})\]\]")
+_HEADER_LINE = re.compile(r"\[[^\[\]{}]+\]")
 _PUNCT_ONLY = re.compile(r"[\s.,;:!?*\"'“”‘’`，。；：！？]*")
 
 
@@ -115,6 +116,12 @@ def bracket_verdict(name: str, text: str, start: int = 0, end: int | None = None
     return ParsedOutput(feedback, value, last.start(1) + last.group(1).index(value))
 
 
+def header_lines(template: str) -> tuple[str, ...]:
+    """The lines of ``template`` that are a bracketed header alone (``[User Question]``), in order: section markers
+    of the format whose prompt it is."""
+    return tuple(line for line in template.splitlines() if _HEADER_LINE.fullmatch(line))
+
+
 def paragraph(body: str) -> str:
     """``body`` ended by the blank line a verdict paragraph follows (``""`` for an empty body)."""
     body = body.rstrip()
@@ -147,7 +154,8 @@ def bracket_forcing_body(text: str) -> str | None:
 
 class PairwiseOnlyFormat(JudgeFormat):
     """A format that compares two responses and never grades one: one user template (fields
-    ``{instruction}``, ``{response_a}``, ``{response_b}``) and an optional system message."""
+    ``{instruction}``, ``{response_a}``, ``{response_b}``) and an optional system message; its verdict is read
+    and forced as the MT-Bench family's ``[[A]]``/``[[B]]`` unless a subclass says otherwise."""
 
     tasks: frozenset[Task] = frozenset({"relative"})
     scale: tuple[int, ...] = ()
@@ -176,6 +184,10 @@ class PairwiseOnlyFormat(JudgeFormat):
             return failure("", f"{self.name}: no output text (got {type(text).__name__})")
         return self.parse_relative(text)
 
-    @abstractmethod
     def parse_relative(self, text: str) -> ParsedOutput:
-        """The verdict of a pairwise output (``text`` is a str)."""
+        """The verdict of a pairwise output (``text`` is a str); by default the family's ``bracket_verdict``."""
+        return bracket_verdict(self.name, text)
+
+    def forcing_body(self, text: str) -> str | None:
+        """The text a verdict is forced after; by default the family's ``bracket_forcing_body``."""
+        return bracket_forcing_body(text)

@@ -32,7 +32,7 @@ import re
 
 from prom_reward.format.eos import strip_eos
 from prom_reward.format.forcing import drop_cut_marker, drop_cut_tag, open_tags
-from prom_reward.format.formats.pairwise_only import PairwiseOnlyFormat, failure, paragraph, verdict_end
+from prom_reward.format.formats.pairwise_only import PairwiseOnlyFormat, failure, header_lines, paragraph, verdict_end
 from prom_reward.format.judge_format import JUDGE_FORMATS
 from prom_reward.format.parsing import ParsedOutput
 
@@ -132,21 +132,10 @@ class RMR1Format(PairwiseOnlyFormat):
     name = "rm-r1"
     force_prefix, force_suffix = "<answer>[[", "]]</answer>"
     markers = (
-        "<answer>",
-        "</answer>",
-        "<eval>",
-        "</eval>",
-        "<rubric>",
-        "</rubric>",
-        "<think>",
-        "</think>",
+        *(t for tag in ("answer", "eval", "rubric", "think") for t in (f"<{tag}>", f"</{tag}>")),
         "[[A]]",
         "[[B]]",
-        "[Client Question]",
-        "[The Start of Chatbot A's Response]",
-        "[The End of Chatbot A's Response]",
-        "[The Start of Chatbot B's Response]",
-        "[The End of Chatbot B's Response]",
+        *header_lines(_PAIR),
     )
     system = RM_R1_SYSTEM
     template = RM_R1_PROMPT
