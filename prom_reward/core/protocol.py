@@ -1,7 +1,8 @@
 """``Judge``: what rewards, preference builders, jobs and the cascade need from a judge.
 
-``PrometheusJudge`` and ``prom_reward.experimental.CascadeJudge`` implement it; so may any object with the
-same methods (a judge behind another API, a test double). Code that takes a judge types it ``Judge``, never ``Any``:
+``PrometheusJudge`` and ``prom_reward.experimental.CascadeJudge`` implement it (their list forms inherited from
+``core.list_forms.ListForms``, which a judge of another kind may inherit too); so may any object with the same
+methods (a judge behind another API, a test double). Code that takes a judge types it ``Judge``, never ``Any``:
 grades and verdicts for batches of items (``GradeItem`` / ``PairItem``; the list forms build them), the sampling
 options in use, running statistics, the samples per item, and ``close``; and what callers need to know about it,
 declared here rather than probed: whether its results carry confidence indicators (``confidence``), how it
