@@ -8,7 +8,7 @@ number) when the judge failed. A failed item is a value: its ``error`` says whos
 fault it is (its input, the judge's output, the transport) and why; one item's fault
 never raises, its batch-mates are judged. ``agrade_items``/``acompare_items``/... are awaited; ``grade_items``/...
 wait for them. The judge takes items (``GradeItem``/``PairItem``: ``grade_items``/``compare_items``); the list forms
-``grade``/``compare`` (``core.list_forms``) build them from parallel lists and call those.
+``grade``/``compare`` (``core.protocol.ListForms``) build them from parallel lists and call those.
 
 Example (the README tour runs this on a real model):
     >>> judge = PrometheusJudge(backend="scripted", outputs=["Accurate and complete. [RESULT] 5"])
@@ -30,9 +30,9 @@ from prom_reward.confidence.indicators import TRUNCATIONS
 from prom_reward.core.by_grades import verdicts_by_grades
 from prom_reward.core.combine import grade_from_run, verdict_from_runs
 from prom_reward.core.items import GradeItem, Item, PairItem, check_rubrics, item_list, map_responses, relative_items
-from prom_reward.core.list_forms import ListForms
 from prom_reward.core.outcomes import fit_items, grade_outcome, verdict_outcome
 from prom_reward.core.presets import apply_preset, find_preset_for_model, get_preset
+from prom_reward.core.protocol import ListForms
 from prom_reward.core.requests import absolute_request, check_task, force_policy, relative_request
 from prom_reward.core.results import Grade, JudgeStats, Verdict
 from prom_reward.core.sampler import (

@@ -56,8 +56,7 @@ from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
 from prom_reward.confidence.indicators import INDICATORS, NEEDS
 from prom_reward.core.items import GradeItem, PairItem
 from prom_reward.core.judge import PrometheusJudge
-from prom_reward.core.list_forms import ListForms
-from prom_reward.core.protocol import CallOptions, Judge
+from prom_reward.core.protocol import CallOptions, Judge, ListForms
 from prom_reward.core.results import Grade, JudgeStats, Judgment, Verdict
 from prom_reward.errors import ConfigError, PromRewardError
 from prom_reward.experimental.calibration import reads_base_model
@@ -238,7 +237,7 @@ class CascadeJudge(ListForms):
             out[i] = dataclasses.replace(r, decided_by="fallback")
         return out
 
-    # -- the judge API: the item methods (the list forms are ``core.list_forms.ListForms``') ------------------
+    # -- the judge API: the item methods (the list forms are ``core.protocol.ListForms``') ------------------
     def grade_items(
         self,
         items: Sequence[GradeItem],
