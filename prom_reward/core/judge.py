@@ -242,9 +242,28 @@ class PrometheusJudge(ListForms):
         Verdict with winner None and its ``error``; the options are those of ``agrade_items``."""
         check_task(self.format, "relative")
         failed: dict[int, InputError] = {}
-        batch = item_list(items, PairItem)
-        check_rubrics(batch, self.format, "relative", failed)
-        return await self._compare(batch, failed, swap, num_samples, sampling, truncate_response, deadline)
+        pairs = item_list(items, PairItem)
+        check_rubrics(pairs, self.format, "relative", failed)
+        if not pairs:
+            return []
+        cfg = self.sampling.merged(sampling)
+
+        def render(it: PairItem) -> GenerationRequest:
+            return relative_request(it, cfg, self.format)
+
+        batch, n = self._neutralize(pairs), len(pairs)
+        if swap:  # the swapped orders follow the originals in the same batch
+            batch += [dataclasses.replace(it, response_a=it.response_b, response_b=it.response_a) for it in batch[:n]]
+            failed = {**failed, **{n + i: e for i, e in failed.items()}}
+        k = num_samples or self.num_samples
+        runs, truncated = await self._run("relative", k, batch, render, truncate_response, failed, deadline)
+        out = []
+        for i in range(n):
+            orders = [runs[i], runs[n + i]] if swap else [runs[i]]
+            cut = any(truncated[i::n][: len(orders)])
+            verdict = dataclasses.replace(verdict_from_runs(orders[0], orders[1] if swap else None), truncated=cut)
+            out.append(verdict_outcome(verdict, orders))
+        return out
 
     async def _grade(
         self,
@@ -270,39 +289,6 @@ class PrometheusJudge(ListForms):
             "absolute", k, self._neutralize(items), render, truncate_response, failed, deadline
         )
         return [grade_outcome(grade_from_run(r, truncated=t), r) for r, t in zip(runs, truncated, strict=True)]
-
-    async def _compare(
-        self,
-        items: list[PairItem],
-        failed: dict[int, InputError],
-        swap: bool,
-        num_samples: int | None,
-        sampling: SamplingOverrides,
-        truncate_response: bool | None,
-        deadline: float | None,
-    ) -> list[Verdict]:
-        """The one pairwise path: ``items`` (those in ``failed`` are failed already), both orders when ``swap``."""
-        if not items:
-            return []
-        cfg = self.sampling.merged(sampling)
-
-        def render(it: PairItem) -> GenerationRequest:
-            return relative_request(it, cfg, self.format)
-
-        batch = self._neutralize(items)
-        n = len(items)
-        if swap:
-            batch += [dataclasses.replace(it, response_a=it.response_b, response_b=it.response_a) for it in batch[:n]]
-            failed = {**failed, **{n + i: e for i, e in failed.items()}}
-        k = num_samples or self.num_samples
-        runs, truncated = await self._run("relative", k, batch, render, truncate_response, failed, deadline)
-        out = []
-        for i in range(n):
-            orders = [runs[i], runs[n + i]] if swap else [runs[i]]
-            cut = any(truncated[i::n][: len(orders)])
-            verdict = dataclasses.replace(verdict_from_runs(orders[0], orders[1] if swap else None), truncated=cut)
-            out.append(verdict_outcome(verdict, orders))
-        return out
 
     async def acompare_by_grades(
         self,
