@@ -140,11 +140,7 @@ def find_preset_for_model(model: str | None) -> JudgePreset | None:
         return None
     if model in PRESETS:
         return PRESETS.get(model)
-    for name in PRESETS:
-        p = PRESETS.get(name)
-        if p.model == model:
-            return p
-    return None
+    return next((PRESETS.get(name) for name in PRESETS if PRESETS.get(name).model == model), None)
 
 
 def default_format(model: str | None, preset: str | None = None) -> str:
