@@ -58,7 +58,7 @@ async def fit_items(
     truncated = [False] * len(items)
     ok = [i for i in range(len(items)) if i not in failed]
     rendered = [render(items[i]) for i in ok]
-    requests, _, cut, errors = await asyncio.to_thread(
+    requests, cut, errors = await asyncio.to_thread(
         fit_to_context,
         backend,
         rendered,
