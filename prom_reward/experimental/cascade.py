@@ -204,9 +204,9 @@ class CascadeJudge(ListForms):
             total.counters[f"cascade_{key}"] = value
         return total
 
-    def _cascade(self, items: Sequence[T], call: Callable[[Judge, list[T]], list[R]]) -> list[R]:
+    def _cascade(self, items: Sequence[T], call: Callable[[Judge, Sequence[T]], list[R]]) -> list[R]:
         """``call`` the primary judge on ``items``, then the fallback on the items routed (``_route``)."""
-        return self._route(call(self.primary, list(items)), lambda idx: call(self.fallback, [items[i] for i in idx]))
+        return self._route(call(self.primary, items), lambda idx: call(self.fallback, [items[i] for i in idx]))
 
     def _route(self, results: list[R], again: Callable[[list[int]], list[R]]) -> list[R]:
         """``results`` (the primary's, one per item) with the routed items' judged ``again`` by the fallback (given
@@ -237,7 +237,7 @@ class CascadeJudge(ListForms):
             out[i] = dataclasses.replace(r, decided_by="fallback")
         return out
 
-    # -- the judge API: the item methods (the list forms are ``core.protocol.ListForms``') ------------------
+    # -- the judge API: the item methods (the list forms come from ``core.protocol.ListForms``) --------------
     def grade_items(
         self,
         items: Sequence[GradeItem],
