@@ -24,7 +24,8 @@ a value for the indicator (ranked as the most uncertain). Each returned result s
 decided (``decided_by``: ``"primary"``/``"fallback"``); ``last_routing`` holds each item's
 uncertainty and why it was routed, ``cascade_stats`` the running cost (fallback calls,
 items, tokens), which ``stats.counters`` reports too (``cascade_routed`` ...; what rewards log).
-When the fallback fails on an item the primary's valid result is kept.
+When the fallback fails on an item the primary's valid result is kept; an item the list forms cannot build
+(``core.protocol.ListForms``) fails in its place (kind ``input``) and goes to neither judge.
 Exposes ``grade_items``/``compare_items``, ``grade``/``compare``/``compare_by_grades``, ``sampling`` and ``stats`` like
 ``PrometheusJudge``, so it drops into ``PrometheusReward``.
 
