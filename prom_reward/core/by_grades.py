@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 
 from prom_reward.backends.sampling import SamplingOverrides
 from prom_reward.core.items import GradeItem, PairItem
-from prom_reward.core.outcomes import graded_verdict, with_failed_pairs
+from prom_reward.core.outcomes import graded_verdict, input_failure, with_failed
 from prom_reward.core.results import Grade, Verdict
 from prom_reward.errors import InputError
 
@@ -28,6 +28,11 @@ GradeCall = Callable[[list[GradeItem], SamplingOverrides, int], Awaitable[list[G
 
 TIE_SAMPLING = {"temperature": 1.0}
 """The sampling overrides of a tie round."""
+
+
+def _failed_pair(error: InputError) -> Verdict:
+    """The verdict of a pair in ``failed``: unjudged, with its input's fault."""
+    return Verdict(winner=None, error=input_failure(error))
 
 
 def grade_items_of(pairs: list[PairItem]) -> list[GradeItem]:
@@ -44,7 +49,7 @@ async def verdicts_by_grades(
     pairs = [it for i, it in enumerate(every) if i not in failed]
     n = len(pairs)
     if not n:
-        return with_failed_pairs(len(every), failed, [])
+        return with_failed(len(every), failed, [], _failed_pair)
     both = await grade(grade_items_of(pairs), None, 0)
     grades = [(both[i], both[n + i]) for i in range(n)]
     rounds = [0] * n
@@ -62,4 +67,4 @@ async def verdicts_by_grades(
             grades[i] = (again[j], again[len(todo) + j])
             rounds[i] += 1
     judged = [graded_verdict(a, b, tie=tied(i), tie_rounds=rounds[i]) for i, (a, b) in enumerate(grades)]
-    return with_failed_pairs(len(every), failed, judged)
+    return with_failed(len(every), failed, judged, _failed_pair)

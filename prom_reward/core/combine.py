@@ -23,11 +23,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from statistics import fmean
+from typing import Any
 
 from prom_reward.confidence.indicators import confidence_from_samples, merge_confidences
 from prom_reward.core.results import Grade, JudgeSample, Verdict, Winner
 from prom_reward.core.sampler import ItemRun
 from prom_reward.core.verdict_probs import expected_value
+
+COSTS = ("retries", "failures", "forced", "prompt_tokens", "completion_tokens")
+"""What a judgment spent: the fields it sums over the runs (or the grades) it is made of."""
+
+
+def _costs(parts: Sequence[ItemRun] | Sequence[Grade]) -> dict[str, Any]:
+    """``COSTS`` summed over ``parts``."""
+    return {name: sum(getattr(p, name) for p in parts) for name in COSTS}
 
 
 def _mean_distribution(dists: Sequence[dict[str, float]]) -> dict[str, float] | None:
@@ -50,13 +59,9 @@ def grade_from_run(run: ItemRun, *, truncated: bool = False) -> Grade:
         samples=tuple(run.samples),
         probabilities=probs,
         expected_score=expected_value(dist),
-        retries=run.retries,
-        failures=run.failures,
-        forced=run.forced,
         truncated=truncated,
-        prompt_tokens=run.prompt_tokens,
-        completion_tokens=run.completion_tokens,
         confidence=confidence_from_samples(valid),
+        **_costs([run]),
     )
 
 
@@ -124,12 +129,8 @@ def verdict_from_runs(first: ItemRun, swapped: ItemRun | None = None) -> Verdict
         tie=tie,
         order_winners=tuple(winners),
         reason=reason,
-        retries=sum(r.retries for r in runs),
-        failures=sum(r.failures for r in runs),
-        forced=sum(r.forced for r in runs),
-        prompt_tokens=sum(r.prompt_tokens for r in runs),
-        completion_tokens=sum(r.completion_tokens for r in runs),
         confidence=merge_confidences([confidence_from_samples(r.valid) for r in runs], swap_agreement=swap),
+        **_costs(runs),
     )
 
 
@@ -154,11 +155,7 @@ def verdict_from_grades(a: Grade, b: Grade, *, tie: bool, tie_rounds: int) -> Ve
         order_winners=(winner,),
         grades=(a, b),
         tie_rounds=tie_rounds,
-        retries=a.retries + b.retries,
-        failures=a.failures + b.failures,
-        forced=a.forced + b.forced,
-        prompt_tokens=a.prompt_tokens + b.prompt_tokens,
-        completion_tokens=a.completion_tokens + b.completion_tokens,
         confidence=merge_confidences([a.confidence, b.confidence]),
         truncated=a.truncated or b.truncated,
+        **_costs([a, b]),
     )

@@ -20,7 +20,7 @@ Example:
     >>> from prom_reward.backends.sampling import SamplingConfig
     >>> b = ScriptedBackend(outputs=[], context=12)
     >>> req = GenerationRequest("s", "one two three four five six", sampling=SamplingConfig(max_tokens=4))
-    >>> fit_to_context(b, [req], [None], lambda it: req, truncate=False)[2:]
+    >>> fit_to_context(b, [req], [None], lambda it: req, truncate=False)[1:]
     ([False], [None])
 """
 
@@ -60,27 +60,27 @@ def fit_to_context(
     render: Callable[[Item], GenerationRequest],
     truncate: bool,
     known: Sequence[bool] | None = None,
-) -> tuple[list[GenerationRequest], list[Item], list[bool], list[InputError | None]]:
-    """Check (and optionally truncate) every request; returns requests, items, truncated flags and, per
-    item, the ``InputError`` of one that cannot be made to fit (None where it fits). ``known``: per request,
-    True where it is not checked (a judgment store holds its answer: it fitted when it was made); the
-    backend is not asked anything when every request is known."""
+) -> tuple[list[GenerationRequest], list[bool], list[InputError | None]]:
+    """Check (and optionally truncate) every request (``items``: what each was rendered from); returns the
+    requests, truncated flags and, per item, the ``InputError`` of one that cannot be made to fit (None where it
+    fits). ``known``: per request, True where it is not checked (a judgment store holds its answer: it fitted
+    when it was made); the backend is not asked anything when every request is known."""
     truncated = [False] * len(requests)
     errors: list[InputError | None] = [None] * len(requests)
     check = [i for i in range(len(requests)) if not (known and known[i])]
     if not check:
-        return requests, items, truncated, errors
+        return requests, truncated, errors
     limit = backend.context_length()
     if limit is None:
-        return requests, items, truncated, errors
+        return requests, truncated, errors
     if backend.capabilities.tokens_at_most_bytes:
         check = [i for i in check if not surely_fits(requests[i], limit)]
         if not check:
-            return requests, items, truncated, errors
+            return requests, truncated, errors
     counted = backend.count_tokens([requests[i] for i in check])
     if counted is None:
-        return requests, items, truncated, errors
-    requests, items = list(requests), list(items)
+        return requests, truncated, errors
+    requests = list(requests)
     for i, count in zip(check, counted, strict=True):
         req = requests[i]
         budget = limit - req.sampling.max_tokens
@@ -104,17 +104,17 @@ def fit_to_context(
             )
             continue
         try:
-            requests[i], items[i] = _truncate(backend, items[i], render, count, budget, i)
+            requests[i] = _truncate(backend, items[i], render, count, budget, i)
         except InputError as e:
             errors[i] = e
             continue
         truncated[i] = True
-    return requests, items, truncated, errors
+    return requests, truncated, errors
 
 
 def _truncate(
     backend: Backend, item: Item, render: Callable[[Item], GenerationRequest], count: int, budget: int, index: int
-) -> tuple[GenerationRequest, Item]:
+) -> GenerationRequest:
     empty = _shorten(item, 0.0)
     (floor,) = backend.count_tokens([render(empty)]) or [0]
     if floor > budget:
@@ -124,15 +124,14 @@ def _truncate(
             index=index,
             field="instruction",
         )
-    current, fraction = item, 1.0
+    fraction = 1.0
     for _ in range(_MAX_STEPS):
         response_tokens = max(1, count - floor)
         fraction *= max(0.0, (budget - floor) / response_tokens) * 0.97
-        current = _shorten(item, fraction)
-        request = render(current)
+        request = render(_shorten(item, fraction))
         (count,) = backend.count_tokens([request]) or [0]
         if count <= budget:
-            return request, current
+            return request
     raise InputError(
         f"item {index}: could not truncate the response to fit the judge context", index=index, field="response"
     )

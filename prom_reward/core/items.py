@@ -28,7 +28,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar, cast, final
 
@@ -242,33 +242,36 @@ def _rubrics(
     return out, faults
 
 
-T = TypeVar("T")
-
-
-def _build(
-    n: int,
-    make: Callable[[int], T],
-    placeholder: Callable[[int], T],
-    rubric_faults: dict[int, InputError],
+def _from_lists(
+    cls: Callable[..., Item],
+    task: Task,
+    instructions: object,
+    texts: Mapping[str, object],
+    rubric: RubricsLike,
+    reference_answers: object,
     failed: Failed,
-) -> list[T]:
-    """``make(i)`` for each item; an item's fault (its texts first, then its rubric) goes to ``failed``
-    (or raises) and the item keeps ``placeholder(i)``."""
-    out: list[T] = []
+    judge_format: str | JudgeFormat | None,
+) -> list[Item]:
+    """``cls`` items of parallel lists (``instructions``, then the ``texts`` columns by name, the rubrics and the
+    references); an item's fault (its texts first, then its rubric) goes to ``failed`` (or raises) and the item
+    keeps a placeholder."""
+    ins = _as_list("instructions", instructions, None)
+    n = len(ins)
+    columns = [_as_list(name, value, n) for name, value in texts.items()]
+    refs = [None] * n if reference_answers is None else _as_list("reference_answers", reference_answers, n)
+    fmt = None if judge_format is None else get_judge_format(judge_format)
+    rubs, rubric_faults = _rubrics(rubric, n, task=task, judge_format=fmt)
+    out: list[Item] = []
     for i in range(n):
         try:
-            item = make(i)
+            item = cls(ins[i], *(column[i] for column in columns), rubs[i], refs[i])
         except InputError as e:
             _fault(failed, InputError(f"item {i}: {e}", index=i, field=e.field))
-            item = placeholder(i)
+            item = cls("", *([""] * len(columns)), rubs[i])
         if i in rubric_faults:
             _fault(failed, rubric_faults[i])
         out.append(item)
     return out
-
-
-def _references(value: object, n: int) -> list[object]:
-    return [None] * n if value is None else _as_list("reference_answers", value, n)
 
 
 def absolute_items(
@@ -283,19 +286,8 @@ def absolute_items(
     """``GradeItem``s from parallel lists; raises InputError naming item and field (an item's own fault goes
     to ``failed`` when given; rubrics are checked against ``judge_format``; None: not checked here, the judge
     checks them against its own)."""
-    ins = _as_list("instructions", instructions, None)
-    n = len(ins)
-    res = _as_list("responses", responses, n)
-    refs = _references(reference_answers, n)
-    fmt = None if judge_format is None else get_judge_format(judge_format)
-    rubs, faults = _rubrics(rubric, n, task="absolute", judge_format=fmt)
-    return _build(
-        n,
-        lambda i: GradeItem(cast(str, ins[i]), cast(str, res[i]), rubs[i], cast(str | None, refs[i])),
-        lambda i: GradeItem("", "", rubs[i]),
-        faults,
-        failed,
-    )
+    texts = {"responses": responses}
+    return _from_lists(GradeItem, "absolute", instructions, texts, rubric, reference_answers, failed, judge_format)
 
 
 def relative_items(
@@ -311,17 +303,5 @@ def relative_items(
     """``PairItem``s from parallel lists; raises InputError naming item and field (an item's own fault goes to
     ``failed`` when given; rubrics are checked against ``judge_format``; None: not checked here, the judge
     checks them against its own)."""
-    ins = _as_list("instructions", instructions, None)
-    n = len(ins)
-    a = _as_list("responses_a", responses_a, n)
-    b = _as_list("responses_b", responses_b, n)
-    refs = _references(reference_answers, n)
-    fmt = None if judge_format is None else get_judge_format(judge_format)
-    rubs, faults = _rubrics(rubric, n, task="relative", judge_format=fmt)
-    return _build(
-        n,
-        lambda i: PairItem(cast(str, ins[i]), cast(str, a[i]), cast(str, b[i]), rubs[i], cast(str | None, refs[i])),
-        lambda i: PairItem("", "", "", rubs[i]),
-        faults,
-        failed,
-    )
+    texts = {"responses_a": responses_a, "responses_b": responses_b}
+    return _from_lists(PairItem, "relative", instructions, texts, rubric, reference_answers, failed, judge_format)

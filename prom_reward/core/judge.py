@@ -6,9 +6,9 @@ any generation, sends all items to the backend together (vLLM batches them), and
 returns one ``Grade``/``Verdict`` per item, in order, None-scored (never a made-up
 number) when the judge failed. A failed item is a value: its ``error`` says whose
 fault it is (its input, the judge's output, the transport) and why; one item's fault
-never raises, its batch-mates are judged. ``agrade``/``acompare``/... are awaited; ``grade``/... wait for them.
-The judge takes items (``GradeItem``/``PairItem``: ``grade_items``/``compare_items``); ``grade``/``compare`` build
-them from parallel lists and take the same path.
+never raises, its batch-mates are judged. ``agrade_items``/``acompare_items``/... are awaited; ``grade_items``/...
+wait for them. The judge takes items (``GradeItem``/``PairItem``: ``grade_items``/``compare_items``); the list forms
+``grade``/``compare`` (``core.protocol.ListForms``) build them from parallel lists and call those.
 
 Example (the README tour runs this on a real model):
     >>> judge = PrometheusJudge(backend="scripted", outputs=["Accurate and complete. [RESULT] 5"])
@@ -29,18 +29,10 @@ from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
 from prom_reward.confidence.indicators import TRUNCATIONS
 from prom_reward.core.by_grades import verdicts_by_grades
 from prom_reward.core.combine import grade_from_run, verdict_from_runs
-from prom_reward.core.items import (
-    GradeItem,
-    Item,
-    PairItem,
-    absolute_items,
-    check_rubrics,
-    item_list,
-    map_responses,
-    relative_items,
-)
+from prom_reward.core.items import GradeItem, Item, PairItem, check_rubrics, item_list, map_responses, relative_items
 from prom_reward.core.outcomes import fit_items, grade_outcome, verdict_outcome
 from prom_reward.core.presets import apply_preset, find_preset_for_model, get_preset
+from prom_reward.core.protocol import ListForms
 from prom_reward.core.requests import absolute_request, check_task, force_policy, relative_request
 from prom_reward.core.results import Grade, JudgeStats, Verdict
 from prom_reward.core.sampler import (
@@ -63,7 +55,7 @@ if TYPE_CHECKING:
 EXPECTED_LOGPROBS = 20
 
 
-class PrometheusJudge:
+class PrometheusJudge(ListForms):
     """A Prometheus-style judge over any backend.
 
     Args:
@@ -250,52 +242,28 @@ class PrometheusJudge:
         Verdict with winner None and its ``error``; the options are those of ``agrade_items``."""
         check_task(self.format, "relative")
         failed: dict[int, InputError] = {}
-        batch = item_list(items, PairItem)
-        check_rubrics(batch, self.format, "relative", failed)
-        return await self._compare(batch, failed, swap, num_samples, sampling, truncate_response, deadline)
+        pairs = item_list(items, PairItem)
+        check_rubrics(pairs, self.format, "relative", failed)
+        if not pairs:
+            return []
+        cfg = self.sampling.merged(sampling)
 
-    async def agrade(
-        self,
-        instructions: Sequence[str],
-        responses: Sequence[str],
-        rubric: RubricsLike,
-        reference_answers: Sequence[str | None] | None = None,
-        *,
-        num_samples: int | None = None,
-        sampling: SamplingOverrides = None,
-        truncate_response: bool | None = None,
-        deadline: float | None = None,
-    ) -> list[Grade]:
-        """``agrade_items`` of the items made from parallel lists (``core.items.absolute_items``); ``rubric`` is
-        one rubric (name, Rubric, dict, file) for all items or a list with one per item. An item's own fault
-        fails that item; lists of different lengths raise ``InputError``."""
-        check_task(self.format, "absolute")
-        failed: dict[int, InputError] = {}
-        items = absolute_items(
-            instructions, responses, rubric, reference_answers, failed=failed, judge_format=self.format
-        )
-        return await self._grade(items, failed, num_samples, sampling, 0, truncate_response, deadline)
+        def render(it: PairItem) -> GenerationRequest:
+            return relative_request(it, cfg, self.format)
 
-    async def acompare(
-        self,
-        instructions: Sequence[str],
-        responses_a: Sequence[str],
-        responses_b: Sequence[str],
-        rubric: RubricsLike,
-        reference_answers: Sequence[str | None] | None = None,
-        *,
-        swap: bool = False,
-        num_samples: int | None = None,
-        sampling: SamplingOverrides = None,
-        truncate_response: bool | None = None,
-        deadline: float | None = None,
-    ) -> list[Verdict]:
-        """``acompare_items`` of the items made from parallel lists (``core.items.relative_items``)."""
-        check_task(self.format, "relative")
-        failed: dict[int, InputError] = {}
-        pairs = (instructions, responses_a, responses_b)
-        items = relative_items(*pairs, rubric, reference_answers, failed=failed, judge_format=self.format)
-        return await self._compare(items, failed, swap, num_samples, sampling, truncate_response, deadline)
+        batch, n = self._neutralize(pairs), len(pairs)
+        if swap:  # the swapped orders follow the originals in the same batch
+            batch += [dataclasses.replace(it, response_a=it.response_b, response_b=it.response_a) for it in batch[:n]]
+            failed = {**failed, **{n + i: e for i, e in failed.items()}}
+        k = num_samples or self.num_samples
+        runs, truncated = await self._run("relative", k, batch, render, truncate_response, failed, deadline)
+        out = []
+        for i in range(n):
+            orders = [runs[i], runs[n + i]] if swap else [runs[i]]
+            cut = any(truncated[i::n][: len(orders)])
+            verdict = dataclasses.replace(verdict_from_runs(orders[0], orders[1] if swap else None), truncated=cut)
+            out.append(verdict_outcome(verdict, orders))
+        return out
 
     async def _grade(
         self,
@@ -322,39 +290,6 @@ class PrometheusJudge:
         )
         return [grade_outcome(grade_from_run(r, truncated=t), r) for r, t in zip(runs, truncated, strict=True)]
 
-    async def _compare(
-        self,
-        items: list[PairItem],
-        failed: dict[int, InputError],
-        swap: bool,
-        num_samples: int | None,
-        sampling: SamplingOverrides,
-        truncate_response: bool | None,
-        deadline: float | None,
-    ) -> list[Verdict]:
-        """The one pairwise path: ``items`` (those in ``failed`` are failed already), both orders when ``swap``."""
-        if not items:
-            return []
-        cfg = self.sampling.merged(sampling)
-
-        def render(it: PairItem) -> GenerationRequest:
-            return relative_request(it, cfg, self.format)
-
-        batch = self._neutralize(items)
-        n = len(items)
-        if swap:
-            batch += [dataclasses.replace(it, response_a=it.response_b, response_b=it.response_a) for it in batch[:n]]
-            failed = {**failed, **{n + i: e for i, e in failed.items()}}
-        k = num_samples or self.num_samples
-        runs, truncated = await self._run("relative", k, batch, render, truncate_response, failed, deadline)
-        out = []
-        for i in range(n):
-            orders = [runs[i], runs[n + i]] if swap else [runs[i]]
-            cut = any(truncated[i::n][: len(orders)])
-            verdict = dataclasses.replace(verdict_from_runs(orders[0], orders[1] if swap else None), truncated=cut)
-            out.append(verdict_outcome(verdict, orders))
-        return out
-
     async def acompare_by_grades(
         self,
         instructions: Sequence[str],
@@ -380,7 +315,7 @@ class PrometheusJudge:
         return await verdicts_by_grades(grade, pairs, failed, rounds)
 
     grade_items, compare_items = sync_method(agrade_items), sync_method(acompare_items)
-    grade, compare, compare_by_grades = sync_method(agrade), sync_method(acompare), sync_method(acompare_by_grades)
+    compare_by_grades = sync_method(acompare_by_grades)
 
     def close(self) -> None:
         """Release the backend (the vLLM engine, HTTP clients) and the ``readers``."""

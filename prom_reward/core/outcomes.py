@@ -21,9 +21,10 @@ import asyncio
 import dataclasses
 import re
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from prom_reward.backends.base import Backend, GenerationRequest
-from prom_reward.core.combine import ORDERS, no_verdict, verdict_from_grades
+from prom_reward.core.combine import ORDERS, grade_from_run, no_verdict, verdict_from_grades, verdict_from_runs
 from prom_reward.core.context import fit_to_context
 from prom_reward.core.items import Item
 from prom_reward.core.results import Grade, JudgeFailure, Verdict
@@ -31,6 +32,7 @@ from prom_reward.core.sampler import ItemRun
 from prom_reward.errors import BackendError, InputError
 
 _ITEM = re.compile(r"^item \d+: ")
+R = TypeVar("R", Grade, Verdict)
 
 
 def input_failure(error: InputError) -> JudgeFailure:
@@ -56,7 +58,7 @@ async def fit_items(
     truncated = [False] * len(items)
     ok = [i for i in range(len(items)) if i not in failed]
     rendered = [render(items[i]) for i in ok]
-    requests, _, cut, errors = await asyncio.to_thread(
+    requests, cut, errors = await asyncio.to_thread(
         fit_to_context,
         backend,
         rendered,
@@ -103,10 +105,23 @@ def graded_verdict(a: Grade, b: Grade, *, tie: bool, tie_rounds: int) -> Verdict
     return dataclasses.replace(verdict, error=next((g.error for g in (a, b) if g.error is not None), None))
 
 
-def with_failed_pairs(n: int, failed: dict[int, InputError], judged: Sequence[Verdict]) -> list[Verdict]:
-    """The verdicts of ``n`` pairs: those in ``failed`` fail with their input's fault, the others are ``judged``."""
+def failed_grade(error: InputError) -> Grade:
+    """The grade of an item that could not be built (its ``InputError``), as the judge gives a failed item."""
+    run = ItemRun(error=input_failure(error))
+    return grade_outcome(grade_from_run(run), run)
+
+
+def failed_verdict(error: InputError, swap: bool) -> Verdict:
+    """The verdict of a pair that could not be built (its ``InputError``): no winner in either order."""
+    run = ItemRun(error=input_failure(error))
+    return verdict_outcome(verdict_from_runs(run, run if swap else None), [run, run] if swap else [run])
+
+
+def with_failed(n: int, failed: dict[int, InputError], judged: Sequence[R], fail: Callable[[InputError], R]) -> list[R]:
+    """The results of ``n`` items: those in ``failed`` are ``fail`` of their input's fault, the others ``judged``
+    (in order)."""
     rest = iter(judged)
-    return [Verdict(winner=None, error=input_failure(failed[i])) if i in failed else next(rest) for i in range(n)]
+    return [fail(failed[i]) if i in failed else next(rest) for i in range(n)]
 
 
 def all_answered(results: Sequence[Grade] | Sequence[Verdict]) -> None:

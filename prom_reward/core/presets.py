@@ -77,21 +77,15 @@ class JudgePreset:
 
 PRESETS: Registry[JudgePreset] = Registry("judge preset")
 _RM_R1 = ("7B", "14B", "32B")
+_PROMETHEUS2_ENGINE = {"dtype": "bfloat16", "max_model_len": 8192}
 for _p in (
-    JudgePreset(
-        "prometheus-7b-v2.0", "prometheus-eval/prometheus-7b-v2.0", "chat", {"dtype": "bfloat16", "max_model_len": 8192}
-    ),
-    JudgePreset(
-        "prometheus-8x7b-v2.0",
-        "prometheus-eval/prometheus-8x7b-v2.0",
-        "chat",
-        {"dtype": "bfloat16", "max_model_len": 8192},
-    ),
-    JudgePreset(
-        "prometheus-7b-v2.0-inst",
-        "prometheus-eval/prometheus-7b-v2.0",
-        "inst",
-        {"dtype": "bfloat16", "max_model_len": 8192},
+    *(
+        JudgePreset(name, f"prometheus-eval/{model}", wire, _PROMETHEUS2_ENGINE)
+        for name, model, wire in (
+            ("prometheus-7b-v2.0", "prometheus-7b-v2.0", "chat"),
+            ("prometheus-8x7b-v2.0", "prometheus-8x7b-v2.0", "chat"),
+            ("prometheus-7b-v2.0-inst", "prometheus-7b-v2.0", "inst"),
+        )
     ),
     JudgePreset(
         "smollm2-135m-instruct",
@@ -146,11 +140,7 @@ def find_preset_for_model(model: str | None) -> JudgePreset | None:
         return None
     if model in PRESETS:
         return PRESETS.get(model)
-    for name in PRESETS:
-        p = PRESETS.get(name)
-        if p.model == model:
-            return p
-    return None
+    return next((PRESETS.get(name) for name in PRESETS if PRESETS.get(name).model == model), None)
 
 
 def default_format(model: str | None, preset: str | None = None) -> str:

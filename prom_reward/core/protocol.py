@@ -7,7 +7,8 @@ options in use, running statistics, the samples per item, and ``close``; and wha
 declared here rather than probed: whether its results carry confidence indicators (``confidence``), how it
 neutralises judged texts (``neutralize_markers``, ``special_tokens``, its ``format``'s markers) and whether it takes
 concurrent calls (``thread_safe``). What a composite judge counts besides (a cascade's routing) is in its
-``stats.counters``.
+``stats.counters``. The list forms (``grade``, ``compare`` and their awaited forms) are written once, over the item
+methods (``ListForms``, which ``Judge`` extends): a judge inherits them.
 
 Example:
     >>> from prom_reward.core.judge import PrometheusJudge
@@ -22,16 +23,19 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol, TypedDict, runtime_checkable
 
 from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
-from prom_reward.core.items import GradeItem, PairItem
+from prom_reward.core.items import GradeItem, Item, PairItem, absolute_items, relative_items
+from prom_reward.core.outcomes import failed_grade, failed_verdict, with_failed
+from prom_reward.core.requests import check_task
 from prom_reward.core.results import Grade, JudgeStats, Verdict
-from prom_reward.format.judge_format import JudgeFormat
+from prom_reward.errors import InputError
+from prom_reward.format.judge_format import JudgeFormat, Task
 from prom_reward.format.rubrics import RubricsLike
 
-__all__ = ["CallOptions", "Judge"]
+__all__ = ["CallOptions", "Judge", "ListForms"]
 
 
 class CallOptions(TypedDict):
@@ -47,8 +51,124 @@ class CallOptions(TypedDict):
     """Monotonic time that bounds the transport's attempts."""
 
 
+def _build(
+    judge: Judge, task: Task, items_of: Callable[..., list[Item]], *lists: object
+) -> tuple[int, list[Item], dict[int, InputError]]:
+    """The items of parallel ``lists`` (``items_of``: ``absolute_items`` / ``relative_items``) for ``judge``: how
+    many, those that were built (in order) and each other one's fault."""
+    check_task(judge.format, task)
+    failed: dict[int, InputError] = {}
+    items = items_of(*lists, failed=failed, judge_format=judge.format)
+    return len(items), [it for i, it in enumerate(items) if i not in failed], failed
+
+
+class ListForms(Protocol):
+    """The list forms of a judge (``grade``, ``compare`` and their awaited forms), written once over its item
+    methods: each builds the items of its parallel lists (``core.items.absolute_items`` / ``relative_items``:
+    validated there, their rubrics checked against the judge's format), hands the items that could be built to
+    the judge's item method (``grade_items``, ``compare_items``, ``agrade_items``, ``acompare_items``) and puts
+    each item that could not back in its place as its ``input`` failure (``core.outcomes.failed_grade`` /
+    ``failed_verdict``): a batch whose shape is wrong (lists of different lengths) raises ``InputError``, one
+    item's fault fails that item alone. ``Judge`` declares them through it; ``PrometheusJudge`` and
+    ``prom_reward.experimental.CascadeJudge`` inherit them (so may another judge).
+
+    Example:
+        >>> from prom_reward.core.judge import PrometheusJudge
+        >>> judge = PrometheusJudge(backend="scripted", outputs=["Fine. [RESULT] 4"])
+        >>> [(g.score, g.error and g.error.kind) for g in judge.grade(["q", "q"], ["ok", 7], "helpfulness")]
+        [(4.0, None), (None, 'input')]
+    """
+
+    def grade(
+        self: Judge,
+        instructions: Sequence[str],
+        responses: Sequence[str],
+        rubric: RubricsLike,
+        reference_answers: Sequence[str | None] | None = None,
+        *,
+        num_samples: int | None = None,
+        sampling: SamplingOverrides = None,
+        truncate_response: bool | None = None,
+        deadline: float | None = None,
+    ) -> list[Grade]:
+        """``grade_items`` of the items made from parallel lists (``core.items.absolute_items``); ``rubric`` is
+        one rubric (name, Rubric, dict, file) for all items or a list with one per item. An item's own fault
+        fails that item; lists of different lengths raise ``InputError``."""
+        opts = CallOptions(
+            num_samples=num_samples, sampling=sampling, truncate_response=truncate_response, deadline=deadline
+        )
+        n, built, failed = _build(self, "absolute", absolute_items, instructions, responses, rubric, reference_answers)
+        return with_failed(n, failed, self.grade_items(built, **opts), failed_grade)
+
+    async def agrade(
+        self: Judge,
+        instructions: Sequence[str],
+        responses: Sequence[str],
+        rubric: RubricsLike,
+        reference_answers: Sequence[str | None] | None = None,
+        *,
+        num_samples: int | None = None,
+        sampling: SamplingOverrides = None,
+        truncate_response: bool | None = None,
+        deadline: float | None = None,
+    ) -> list[Grade]:
+        """``grade``, awaited on the caller's event loop (``agrade_items``; the rewards' path)."""
+        opts = CallOptions(
+            num_samples=num_samples, sampling=sampling, truncate_response=truncate_response, deadline=deadline
+        )
+        n, built, failed = _build(self, "absolute", absolute_items, instructions, responses, rubric, reference_answers)
+        return with_failed(n, failed, await self.agrade_items(built, **opts), failed_grade)
+
+    def compare(
+        self: Judge,
+        instructions: Sequence[str],
+        responses_a: Sequence[str],
+        responses_b: Sequence[str],
+        rubric: RubricsLike,
+        reference_answers: Sequence[str | None] | None = None,
+        *,
+        swap: bool = False,
+        num_samples: int | None = None,
+        sampling: SamplingOverrides = None,
+        truncate_response: bool | None = None,
+        deadline: float | None = None,
+    ) -> list[Verdict]:
+        """``compare_items`` of the items made from parallel lists (``core.items.relative_items``); ``swap``:
+        judge both orders and combine them. An item's own fault fails that item."""
+        opts = CallOptions(
+            num_samples=num_samples, sampling=sampling, truncate_response=truncate_response, deadline=deadline
+        )
+        pairs = (instructions, responses_a, responses_b, rubric, reference_answers)
+        n, built, failed = _build(self, "relative", relative_items, *pairs)
+        judged = self.compare_items(built, swap=swap, **opts)
+        return with_failed(n, failed, judged, lambda e: failed_verdict(e, swap))
+
+    async def acompare(
+        self: Judge,
+        instructions: Sequence[str],
+        responses_a: Sequence[str],
+        responses_b: Sequence[str],
+        rubric: RubricsLike,
+        reference_answers: Sequence[str | None] | None = None,
+        *,
+        swap: bool = False,
+        num_samples: int | None = None,
+        sampling: SamplingOverrides = None,
+        truncate_response: bool | None = None,
+        deadline: float | None = None,
+    ) -> list[Verdict]:
+        """``compare``, awaited on the caller's event loop (``acompare_items``)."""
+        opts = CallOptions(
+            num_samples=num_samples, sampling=sampling, truncate_response=truncate_response, deadline=deadline
+        )
+        pairs = (instructions, responses_a, responses_b, rubric, reference_answers)
+        n, built, failed = _build(self, "relative", relative_items, *pairs)
+        judged = await self.acompare_items(built, swap=swap, **opts)
+        return with_failed(n, failed, judged, lambda e: failed_verdict(e, swap))
+
+
 @runtime_checkable
-class Judge(Protocol):
+class Judge(ListForms, Protocol):
     """A judge of absolute grades (1..5) and pairwise verdicts ("A"/"B"), one result per item, in order;
     a failed judgment is a result with ``score``/``winner`` None, never an exception for one item."""
 
@@ -148,38 +268,6 @@ class Judge(Protocol):
         """``compare_items``, awaited on the caller's event loop."""
         ...
 
-    def grade(
-        self,
-        instructions: Sequence[str],
-        responses: Sequence[str],
-        rubric: RubricsLike,
-        reference_answers: Sequence[str | None] | None = None,
-        *,
-        num_samples: int | None = None,
-        sampling: SamplingOverrides = None,
-        truncate_response: bool | None = None,
-        deadline: float | None = None,
-    ) -> list[Grade]:
-        """``grade_items`` of the items built from parallel lists; ``rubric``: one for all, or one per item."""
-        ...
-
-    def compare(
-        self,
-        instructions: Sequence[str],
-        responses_a: Sequence[str],
-        responses_b: Sequence[str],
-        rubric: RubricsLike,
-        reference_answers: Sequence[str | None] | None = None,
-        *,
-        swap: bool = False,
-        num_samples: int | None = None,
-        sampling: SamplingOverrides = None,
-        truncate_response: bool | None = None,
-        deadline: float | None = None,
-    ) -> list[Verdict]:
-        """``compare_items`` of the items built from parallel lists."""
-        ...
-
     def compare_by_grades(
         self,
         instructions: Sequence[str],
@@ -192,38 +280,6 @@ class Judge(Protocol):
         num_samples: int | None = None,
     ) -> list[Verdict]:
         """Pairwise verdicts from the absolute grades of A and B (ties re-graded)."""
-        ...
-
-    async def agrade(
-        self,
-        instructions: Sequence[str],
-        responses: Sequence[str],
-        rubric: RubricsLike,
-        reference_answers: Sequence[str | None] | None = None,
-        *,
-        num_samples: int | None = None,
-        sampling: SamplingOverrides = None,
-        truncate_response: bool | None = None,
-        deadline: float | None = None,
-    ) -> list[Grade]:
-        """``grade``, awaited on the caller's event loop (the rewards' path)."""
-        ...
-
-    async def acompare(
-        self,
-        instructions: Sequence[str],
-        responses_a: Sequence[str],
-        responses_b: Sequence[str],
-        rubric: RubricsLike,
-        reference_answers: Sequence[str | None] | None = None,
-        *,
-        swap: bool = False,
-        num_samples: int | None = None,
-        sampling: SamplingOverrides = None,
-        truncate_response: bool | None = None,
-        deadline: float | None = None,
-    ) -> list[Verdict]:
-        """``compare``, awaited on the caller's event loop."""
         ...
 
     async def acompare_by_grades(

@@ -177,14 +177,6 @@ def should_force(sample: JudgeSample, policy: ForcePolicy, judge_format: JudgeFo
     return policy == "always" or sample.finish_reason in CUT_FINISH_REASONS
 
 
-def _check_count(backend: Backend, batch: Sequence[GenerationRequest], results: Sequence[object]) -> None:
-    if len(results) != len(batch):
-        raise BackendError(
-            f"backend {backend.name!r} returned {len(results)} results for "
-            f"{len(batch)} requests; a backend must return one result per request, in order"
-        )
-
-
 async def _generate(backend: Backend, batch: list[GenerationRequest]) -> list[GenerationResult]:
     """``backend.agenerate(batch)``, one result per request; a call that failed whole gives each request its
     error."""
@@ -192,7 +184,11 @@ async def _generate(backend: Backend, batch: list[GenerationRequest]) -> list[Ge
         results = await backend.agenerate(batch)
     except BackendError as e:
         return [GenerationResult((), error=str(e)) for _ in batch]
-    _check_count(backend, batch, results)
+    if len(results) != len(batch):
+        raise BackendError(
+            f"backend {backend.name!r} returned {len(results)} results for "
+            f"{len(batch)} requests; a backend must return one result per request, in order"
+        )
     return results
 
 

@@ -24,7 +24,8 @@ a value for the indicator (ranked as the most uncertain). Each returned result s
 decided (``decided_by``: ``"primary"``/``"fallback"``); ``last_routing`` holds each item's
 uncertainty and why it was routed, ``cascade_stats`` the running cost (fallback calls,
 items, tokens), which ``stats.counters`` reports too (``cascade_routed`` ...; what rewards log).
-When the fallback fails on an item the primary's valid result is kept.
+When the fallback fails on an item the primary's valid result is kept; an item the list forms cannot build
+(``core.protocol.ListForms``) fails in its place (kind ``input``) and goes to neither judge.
 Exposes ``grade_items``/``compare_items``, ``grade``/``compare``/``compare_by_grades``, ``sampling`` and ``stats`` like
 ``PrometheusJudge``, so it drops into ``PrometheusReward``.
 
@@ -56,7 +57,7 @@ from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
 from prom_reward.confidence.indicators import INDICATORS, NEEDS
 from prom_reward.core.items import GradeItem, PairItem
 from prom_reward.core.judge import PrometheusJudge
-from prom_reward.core.protocol import CallOptions, Judge
+from prom_reward.core.protocol import CallOptions, Judge, ListForms
 from prom_reward.core.results import Grade, JudgeStats, Judgment, Verdict
 from prom_reward.errors import ConfigError, PromRewardError
 from prom_reward.experimental.calibration import reads_base_model
@@ -75,7 +76,7 @@ def _subset(value: T, idx: list[int], n: int) -> T:
     return value
 
 
-class CascadeJudge:
+class CascadeJudge(ListForms):
     """Primary judge for everything, fallback judge for the least confident items.
 
     Args:
@@ -204,7 +205,14 @@ class CascadeJudge:
             total.counters[f"cascade_{key}"] = value
         return total
 
-    def _cascade(self, results: list[R], n: int, call: Callable[[list[int]], list[R]]) -> list[R]:
+    def _cascade(self, items: Sequence[T], call: Callable[[Judge, Sequence[T]], list[R]]) -> list[R]:
+        """``call`` the primary judge on ``items``, then the fallback on the items routed (``_route``)."""
+        return self._route(call(self.primary, items), lambda idx: call(self.fallback, [items[i] for i in idx]))
+
+    def _route(self, results: list[R], again: Callable[[list[int]], list[R]]) -> list[R]:
+        """``results`` (the primary's, one per item) with the routed items' judged ``again`` by the fallback (given
+        their positions) where it decided, each marked with ``decided_by``; counts in ``cascade_stats``."""
+        n = len(results)
         running = self.config.route_fraction is not None
         routing = route(results, self.config, history=self.history if running else None)
         self.history.extend(r.uncertainty for r in routing if r.uncertainty is not None)
@@ -219,7 +227,7 @@ class CascadeJudge:
         if not idx:
             return out
         st.fallback_calls += 1
-        second = call(idx)
+        second = again(idx)
         for i, r in zip(idx, second, strict=True):
             st.fallback_prompt_tokens += r.prompt_tokens
             st.fallback_completion_tokens += r.completion_tokens
@@ -230,7 +238,7 @@ class CascadeJudge:
             out[i] = dataclasses.replace(r, decided_by="fallback")
         return out
 
-    # -- the judge API -----------------------------------------------------------------
+    # -- the judge API: the item methods (the list forms come from ``core.protocol.ListForms``) --------------
     def grade_items(
         self,
         items: Sequence[GradeItem],
@@ -244,8 +252,7 @@ class CascadeJudge:
         opts = CallOptions(
             num_samples=num_samples, sampling=sampling, truncate_response=truncate_response, deadline=deadline
         )
-        first = self.primary.grade_items(items, **opts)
-        return self._cascade(first, len(first), lambda i: self.fallback.grade_items([items[j] for j in i], **opts))
+        return self._cascade(items, lambda judge, batch: judge.grade_items(batch, **opts))
 
     def compare_items(
         self,
@@ -261,68 +268,7 @@ class CascadeJudge:
         opts = CallOptions(
             num_samples=num_samples, sampling=sampling, truncate_response=truncate_response, deadline=deadline
         )
-        first = self.primary.compare_items(items, swap=swap, **opts)
-
-        def again(idx: list[int]) -> list[Verdict]:
-            return self.fallback.compare_items([items[i] for i in idx], swap=swap, **opts)
-
-        return self._cascade(first, len(first), again)
-
-    def grade(
-        self,
-        instructions: Sequence[str],
-        responses: Sequence[str],
-        rubric: RubricsLike,
-        reference_answers: Sequence[str | None] | None = None,
-        *,
-        num_samples: int | None = None,
-        sampling: SamplingOverrides = None,
-        truncate_response: bool | None = None,
-        deadline: float | None = None,
-    ) -> list[Grade]:
-        """Like ``PrometheusJudge.grade`` (``num_samples``, ``sampling``, ``truncate_response`` go to both judges)."""
-        opts = CallOptions(
-            num_samples=num_samples, sampling=sampling, truncate_response=truncate_response, deadline=deadline
-        )
-        first = self.primary.grade(instructions, responses, rubric, reference_answers, **opts)
-        n = len(first)
-
-        def again(idx: list[int]) -> list[Grade]:
-            ins, res, rub = _subset(instructions, idx, n), _subset(responses, idx, n), _subset(rubric, idx, n)
-            return self.fallback.grade(ins, res, rub, _subset(reference_answers, idx, n), **opts)
-
-        return self._cascade(first, n, again)
-
-    def compare(
-        self,
-        instructions: Sequence[str],
-        responses_a: Sequence[str],
-        responses_b: Sequence[str],
-        rubric: RubricsLike,
-        reference_answers: Sequence[str | None] | None = None,
-        *,
-        swap: bool = False,
-        num_samples: int | None = None,
-        sampling: SamplingOverrides = None,
-        truncate_response: bool | None = None,
-        deadline: float | None = None,
-    ) -> list[Verdict]:
-        """Like ``PrometheusJudge.compare`` (``swap``, ``num_samples``, ``sampling``, ``truncate_response`` go to
-        both judges)."""
-        opts = CallOptions(
-            num_samples=num_samples, sampling=sampling, truncate_response=truncate_response, deadline=deadline
-        )
-        first = self.primary.compare(
-            instructions, responses_a, responses_b, rubric, reference_answers, swap=swap, **opts
-        )
-        n = len(first)
-
-        def again(idx: list[int]) -> list[Verdict]:
-            a, b, rub = _subset(responses_a, idx, n), _subset(responses_b, idx, n), _subset(rubric, idx, n)
-            refs = _subset(reference_answers, idx, n)
-            return self.fallback.compare(_subset(instructions, idx, n), a, b, rub, refs, swap=swap, **opts)
-
-        return self._cascade(first, n, again)
+        return self._cascade(items, lambda judge, batch: judge.compare_items(batch, swap=swap, **opts))
 
     def compare_by_grades(
         self,
@@ -336,32 +282,19 @@ class CascadeJudge:
         num_samples: int | None = None,
     ) -> list[Verdict]:
         """Like ``PrometheusJudge.compare_by_grades``; a pair is routed as a whole."""
-        first = self.primary.compare_by_grades(
-            instructions,
-            responses_a,
-            responses_b,
-            rubric,
-            reference_answers,
-            max_tie_rounds=max_tie_rounds,
-            num_samples=num_samples,
-        )
-        n = len(first)
+        rows = (instructions, responses_a, responses_b, rubric, reference_answers)
+        first = self.primary.compare_by_grades(*rows, max_tie_rounds=max_tie_rounds, num_samples=num_samples)
 
         def again(idx: list[int]) -> list[Verdict]:
+            ins, a, b = (_subset(x, idx, len(first)) for x in (instructions, responses_a, responses_b))
+            rub, refs = _subset(rubric, idx, len(first)), _subset(reference_answers, idx, len(first))
             return self.fallback.compare_by_grades(
-                _subset(instructions, idx, n),
-                _subset(responses_a, idx, n),
-                _subset(responses_b, idx, n),
-                _subset(rubric, idx, n),
-                _subset(reference_answers, idx, n),
-                max_tie_rounds=max_tie_rounds,
-                num_samples=num_samples,
+                ins, a, b, rub, refs, max_tie_rounds=max_tie_rounds, num_samples=num_samples
             )
 
-        return self._cascade(first, n, again)
+        return self._route(first, again)
 
     # the routing is sync: the async forms run it in a worker thread
-    agrade, acompare = threaded_method(grade), threaded_method(compare)
     agrade_items, acompare_items = threaded_method(grade_items), threaded_method(compare_items)
     acompare_by_grades = threaded_method(compare_by_grades)
 

@@ -19,9 +19,9 @@ import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
-from prom_reward.confidence.indicators import Confidence, get_indicator
+from prom_reward.confidence.indicators import get_indicator
+from prom_reward.core.results import Judgment, Verdict
 from prom_reward.errors import ConfigError
 
 
@@ -112,22 +112,12 @@ class Routing:
     """``"failed"``, ``"unscored"``, ``"uncertain"`` (routed) or ``""`` (kept)."""
 
 
-class Judged(Protocol):
-    """What routing reads of a result (a ``Grade`` or a ``Verdict``)."""
-
-    @property
-    def ok(self) -> bool: ...
-
-    @property
-    def confidence(self) -> Confidence | None: ...
-
-
-def is_failed(result: Judged) -> bool:
+def is_failed(result: Judgment) -> bool:
     """True when the judgment failed (no score / winner), a tie not counting as a failure."""
-    return not result.ok and not getattr(result, "tie", False)
+    return not result.ok and not (isinstance(result, Verdict) and result.tie)
 
 
-def route(results: Sequence[Judged], config: CascadeConfig, history: Sequence[float] | None = None) -> list[Routing]:
+def route(results: Sequence[Judgment], config: CascadeConfig, history: Sequence[float] | None = None) -> list[Routing]:
     """Which results to send to the fallback under ``config`` (see the module docstring).
 
     With ``route_fraction`` and no ``history``: the ``ceil(f * n)`` most uncertain of ``results``

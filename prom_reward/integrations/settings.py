@@ -251,24 +251,16 @@ class RewardSettings:
         """The ``PrometheusJudge`` options: ``server`` (else verl's router at ``router_address``) or an
         in-process ``model``. Behind verl's router, ``tokenizer`` (the judge's) tells whether its chat
         template takes a system message and which special tokens to neutralise."""
-        spec = dict(self.judge)
         urls = self.urls(router_address)
-        if urls:
-            spec.update(backend="openai", base_url=urls)
-            if self.model:
-                spec["model"] = self.model
-        elif self.model:
-            spec = {"model": self.model, "backend": "vllm", **spec}
-            if self.gpu_memory_utilization is not None and spec["backend"] == "vllm":
-                spec.setdefault("gpu_memory_utilization", self.gpu_memory_utilization)
-        else:
+        if not urls and not self.model:
             raise ConfigError(
                 "no judge: set server (PROM_REWARD_SERVER: comma-separated OpenAI-compatible judge "
                 "URLs, e.g. http://judge:8000/v1) or model (an in-process vLLM judge); under verl, "
                 "reward.reward_model.enable=True serves the judge itself"
             )
-        if self.max_tokens:
-            spec["sampling"] = {**dict(spec.get("sampling") or {}), "max_tokens": self.max_tokens}
+        spec = judge_options(self.judge, urls, self.model, self.max_tokens)
+        if not urls and self.gpu_memory_utilization is not None and spec["backend"] == "vllm":
+            spec.setdefault("gpu_memory_utilization", self.gpu_memory_utilization)
         if router_address and not self.server and tokenizer is not None:
             from prom_reward.format.wire import template_accepts_system
 
@@ -296,6 +288,24 @@ class RewardSettings:
             group_size=self.group_size,
             group_wait_s=self.group_wait_s,
         )
+
+
+def judge_options(
+    judge: Mapping[str, Any], urls: list[str], model: str | None, max_tokens: int | None, missing: str = ""
+) -> dict[str, Any]:
+    """The ``PrometheusJudge`` options of a reward path (these settings, the verifiers judge): the judge ``urls``
+    (``openai`` backend, serving ``model``), else an in-process ``model`` (``vllm``), else ``judge`` naming its own
+    ``backend`` (else ``ConfigError(missing)``); ``judge``'s other options, ``max_tokens`` in its sampling."""
+    spec = dict(judge)
+    if urls:
+        spec.update(backend="openai", base_url=urls, **({"model": model} if model else {}))
+    elif model:
+        spec = {"model": model, "backend": "vllm", **spec}
+    elif "backend" not in spec:
+        raise ConfigError(missing)
+    if max_tokens:
+        spec["sampling"] = {**dict(spec.get("sampling") or {}), "max_tokens": max_tokens}
+    return spec
 
 
 # -- the settings: names, types, docs ---------------------------------------------------

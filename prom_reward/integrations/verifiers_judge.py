@@ -43,6 +43,7 @@ from verifiers.v1.types import Messages, SystemMessage, UserMessage
 
 from prom_reward.errors import ConfigError, PromRewardError
 from prom_reward.integrations.batched_reward import BatchedReward
+from prom_reward.integrations.settings import judge_options
 from prom_reward.integrations.startup import check_judge
 from prom_reward.rewards.config import RewardConfig
 from prom_reward.rewards.outage import OutagePolicy
@@ -119,28 +120,18 @@ def reward_config(config: PrometheusVerifiersJudgeConfig) -> RewardConfig:
     return cfg
 
 
-def judge_spec(config: PrometheusVerifiersJudgeConfig) -> dict[str, Any]:
-    """The ``PrometheusJudge`` options: the ``server`` URLs (``openai`` backend), else an in-process ``model``,
-    else ``judge`` naming its own ``backend``."""
-    spec = dict(config.judge)
-    urls = list(config.server)
-    if urls:
-        spec.update(backend="openai", base_url=urls, **({"model": config.model} if config.model else {}))
-    elif config.model:
-        spec = {"model": config.model, "backend": "vllm", **spec}
-    elif "backend" not in spec:
-        raise ConfigError(
-            "no judge: set server (OpenAI-compatible judge URLs, e.g. ['http://judge:8000/v1']), model (an "
-            "in-process vLLM judge) or judge={'backend': ...}"
-        )
-    if config.max_tokens:
-        spec["sampling"] = {**dict(spec.get("sampling") or {}), "max_tokens": config.max_tokens}
-    return spec
-
-
 def build_reward(config: PrometheusVerifiersJudgeConfig) -> PrometheusReward:
-    """The ``PrometheusReward`` the config describes (its judge is built on first use)."""
-    return PrometheusReward(judge_spec(config), reward_config(config))
+    """The ``PrometheusReward`` the config describes (its judge is built on first use): its judge is behind the
+    ``server`` URLs (``openai`` backend), else an in-process ``model``, else ``judge`` names its own ``backend``."""
+    spec = judge_options(
+        config.judge,
+        list(config.server),
+        config.model,
+        config.max_tokens,
+        missing="no judge: set server (OpenAI-compatible judge URLs, e.g. ['http://judge:8000/v1']), model (an "
+        "in-process vLLM judge) or judge={'backend': ...}",
+    )
+    return PrometheusReward(spec, reward_config(config))
 
 
 def shared_reward(config: PrometheusVerifiersJudgeConfig) -> BatchedReward:
