@@ -36,7 +36,14 @@ from typing import Any, TypeVar
 from prom_reward.backends._endpoints import EndpointPool
 from prom_reward.backends._openai_http import HTTPBatch, LoopSessions, gather_all
 from prom_reward.backends._openai_wire import parse_prompt_logprobs, parse_reply, sampling_fields, sent_n
-from prom_reward.backends.base import BackendCapabilities, GenerationRequest, GenerationResult, TokenLogprobs
+from prom_reward.backends.base import (
+    BackendCapabilities,
+    BackendFingerprint,
+    GenerationRequest,
+    GenerationResult,
+    TokenLogprobs,
+    make_fingerprint,
+)
 from prom_reward.backends.bridge import run_sync, sync_method
 from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, split_continuation, with_continuation
 from prom_reward.errors import BackendError, ConfigError, JudgeConfigError, ServerRejected, UnknownNameError
@@ -76,6 +83,7 @@ class OpenAIServer:
         thread_safe=True,  # one client serves concurrent reward batches
         continuation_logprobs=True,  # vLLM servers' prompt_logprobs
     )
+    gpu_memory_share = None  # the engine is the server's
 
     def __init__(
         self,
@@ -132,6 +140,11 @@ class OpenAIServer:
         self._max_model_len: int | None = None
         self._context_known = self._closed = False
         self._sessions = LoopSessions(api_key=self._api_key, timeout=self.timeout)
+
+    @property
+    def fingerprint(self) -> BackendFingerprint:
+        """Its model as given, or as ``GET /models`` named it once asked (None before), and its wire format."""
+        return make_fingerprint(self.name, self.model, self.wire.name)
 
     def __repr__(self) -> str:
         return f"OpenAIServer({self.base_urls!r}, model={self.model!r}, endpoint={self.endpoint!r})"

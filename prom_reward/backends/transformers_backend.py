@@ -21,10 +21,12 @@ from typing import Any
 
 from prom_reward.backends.base import (
     BackendCapabilities,
+    BackendFingerprint,
     Completion,
     GenerationRequest,
     GenerationResult,
     TokenLogprobs,
+    make_fingerprint,
 )
 from prom_reward.backends.bridge import threaded_method
 from prom_reward.backends.sampling import SamplingConfig
@@ -50,6 +52,7 @@ class TransformersBackend:
     capabilities = BackendCapabilities(
         tokens_at_most_bytes=True, streams_results=False, thread_safe=False, continuation_logprobs=True
     )
+    gpu_memory_share = None  # the weights sit where torch puts them
 
     def __init__(
         self,
@@ -99,6 +102,11 @@ class TransformersBackend:
         if self.wire.uses_chat_template and system_role is None:
             system_role = template_accepts_system(tokenizer)
         self.system_role = system_role
+
+    @property
+    def fingerprint(self) -> BackendFingerprint:
+        """Its model as ``str(model)`` (the loaded module's text, as stores have always keyed it) and wire."""
+        return make_fingerprint(self.name, self.model, self.wire.name)
 
     # -- rendering -------------------------------------------------------------------
     def render(self, request: GenerationRequest) -> str:
