@@ -212,19 +212,19 @@ class OpenAIServer:
             body = {"prompt": self.wire.render(r.system, r.user) + r.assistant_prefix}
         return {"model": await self._model(b), **body}
 
+    async def _tokenize(
+        self, b: HTTPBatch, i: int, r: GenerationRequest, parse: Callable[[Any], T], deadline: float | None = None
+    ) -> T:
+        """``/tokenize`` (at the server root: a vLLM extension) of the prompt of request ``i``, read by ``parse``."""
+        return await b.call(
+            "POST", "/tokenize", await self._prompt_body(b, r), index=i, root=True, parse=parse, deadline=deadline
+        )
+
     async def _one(self, b: HTTPBatch, i: int, r: GenerationRequest) -> GenerationResult:
         k = sent_n(r.sampling, r.n)
         body: dict[str, Any] = {"model": await self._model(b), **sampling_fields(r.sampling, k, self.endpoint)}
         if self.endpoint == "completions" and self.wire.uses_chat_template:  # the server's chat template, as ids
-            body["prompt"] = await b.call(
-                "POST",
-                "/tokenize",
-                await self._prompt_body(b, r),
-                index=i,
-                root=True,
-                parse=lambda d: list(d["tokens"]),
-                deadline=r.deadline,
-            )
+            body["prompt"] = await self._tokenize(b, i, r, lambda d: list(d["tokens"]), r.deadline)
         else:
             body.update(await self._prompt_body(b, r))
         return await b.call(
@@ -294,19 +294,12 @@ class OpenAIServer:
         if len(requests) != len(continuations):
             raise ConfigError(f"got {len(requests)} requests but {len(continuations)} continuations")
 
-        async def tokens(b: HTTPBatch, i: int, r: GenerationRequest) -> list[int]:
-            return await b.call(
-                "POST",
-                "/tokenize",
-                await self._prompt_body(b, r),
-                index=i,
-                root=True,
-                parse=lambda d: list(d["tokens"]),
-            )
+        def tokens(d: Any) -> list[int]:
+            return list(d["tokens"])
 
         async def one(b: HTTPBatch, i: int, r: GenerationRequest, text: str) -> tuple[TokenLogprobs, ...]:
-            joint = await tokens(b, i, with_continuation(r, text))
-            size = len(split_continuation(await tokens(b, i, r), joint))
+            joint = await self._tokenize(b, i, with_continuation(r, text), tokens)
+            size = len(split_continuation(await self._tokenize(b, i, r, tokens), joint))
             if size == 0:
                 return ()
             body = {
@@ -335,17 +328,7 @@ class OpenAIServer:
         async def work(b: HTTPBatch) -> list[int]:
             await self._prepare(b)
 
-            async def one(i: int, r: GenerationRequest) -> int:
-                return await b.call(
-                    "POST",
-                    "/tokenize",
-                    await self._prompt_body(b, r),
-                    index=i,
-                    root=True,
-                    parse=lambda d: int(d["count"]),
-                )
-
-            return await gather_all(one(i, r) for i, r in enumerate(requests))
+            return await gather_all(self._tokenize(b, i, r, lambda d: int(d["count"])) for i, r in enumerate(requests))
 
         try:
             return await self._batch(work) if requests else []

@@ -248,7 +248,7 @@ class VLLMEngine:
         return tuple(self.tokenizer.all_special_tokens) if self.tokenizer is not None else ()
 
     def close(self) -> None:
-        llm, self.llm = getattr(self, "llm", None), None
+        llm, self.llm = self.llm, None
         if llm is None:
             return
         try:  # vLLM 0.32's engine core (its worker processes); a stand-in llm= may have none
