@@ -26,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Protocol, TypedDict, runtime_checkable
@@ -50,6 +51,13 @@ class TokenLogprobs:
 
     top: dict[str, float] = field(default_factory=dict)
     """Decoded text -> log-probability for the top-k alternatives at this position."""
+
+
+def add_logprob(top: dict[str, float], text: str, logprob: float) -> None:
+    """Put ``text`` into a ``TokenLogprobs.top`` being built, summing probabilities when the text is already there
+    (another id decoded to it)."""
+    prev = top.get(text)
+    top[text] = logprob if prev is None else float(math.log(math.exp(prev) + math.exp(logprob)))
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ Example:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from prom_reward.backends.base import (
     GenerationRequest,
     GenerationResult,
     TokenLogprobs,
+    add_logprob,
     make_fingerprint,
 )
 from prom_reward.backends.bridge import threaded_method
@@ -208,8 +208,7 @@ class TransformersBackend:
             values, ids = row.topk(k)
             for lp, tid in zip(values.tolist(), ids.tolist(), strict=True):
                 text = self.tokenizer.decode([tid])
-                prev = top.get(text)
-                top[text] = lp if prev is None else math.log(math.exp(prev) + math.exp(lp))
+                add_logprob(top, text, lp)
         top.setdefault(chosen_text, chosen)  # the protocol promises the sampled token is in ``top``
         return TokenLogprobs(token=chosen_text, logprob=chosen, top=top)
 

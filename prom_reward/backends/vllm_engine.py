@@ -15,7 +15,6 @@ Example (needs vLLM and a model):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,6 +25,7 @@ from prom_reward.backends.base import (
     GenerationRequest,
     GenerationResult,
     TokenLogprobs,
+    add_logprob,
     make_fingerprint,
 )
 from prom_reward.backends.bridge import threaded_method
@@ -196,8 +196,7 @@ class VLLMEngine:
         top: dict[str, float] = {}
         for tid, lp in position.items():
             text = lp.decoded_token if lp.decoded_token is not None else self.tokenizer.decode([tid])
-            prev = top.get(text)
-            top[text] = lp.logprob if prev is None else math.log(math.exp(prev) + math.exp(lp.logprob))
+            add_logprob(top, text, lp.logprob)
         chosen = position.get(token_id)
         token = (
             chosen.decoded_token
