@@ -19,7 +19,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from prom_reward.backends.base import BackendCapabilities, Completion, GenerationRequest, GenerationResult
+from prom_reward.backends.base import (
+    BackendCapabilities,
+    BackendFingerprint,
+    Completion,
+    GenerationRequest,
+    GenerationResult,
+    make_fingerprint,
+)
 from prom_reward.core.judge import PrometheusJudge
 from prom_reward.format.parsing import parse_output
 from prom_reward.format.render import render_absolute
@@ -32,10 +39,15 @@ class NoOpBackend:
     capabilities = BackendCapabilities(
         tokens_at_most_bytes=False, streams_results=False, thread_safe=False, continuation_logprobs=False
     )
+    gpu_memory_share = None  # no engine
 
     def __init__(self, absolute: str = "Clear and correct. [RESULT] 4", relative: str = "A is better. [RESULT] A"):
         self._abs = Completion(absolute, finish_reason="stop", completion_tokens=0)
         self._rel = Completion(relative, finish_reason="stop", completion_tokens=0)
+
+    @property
+    def fingerprint(self) -> BackendFingerprint:
+        return make_fingerprint(self.name)
 
     async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         return [GenerationResult(((self._rel if "Response A" in r.user else self._abs),) * r.n) for r in requests]

@@ -37,7 +37,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from prom_reward.backends.base import BackendCapabilities, Completion, GenerationRequest, GenerationResult
+from prom_reward.backends.base import (
+    BackendCapabilities,
+    BackendFingerprint,
+    Completion,
+    GenerationRequest,
+    GenerationResult,
+    make_fingerprint,
+)
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, get_judge_format
 from prom_reward.format.rubrics import get_rubric
@@ -62,6 +69,7 @@ class ReferenceReplayBackend:
     capabilities = BackendCapabilities(
         tokens_at_most_bytes=False, streams_results=False, thread_safe=False, continuation_logprobs=False
     )
+    gpu_memory_share = None  # no engine
 
     def __init__(self, records: Mapping[str, Sequence[str]], *, source: str = "recorded judgments") -> None:
         self.records = {str(k): [str(o) for o in v] for k, v in records.items()}
@@ -151,6 +159,11 @@ class ReferenceReplayBackend:
                 records[prompt(row["prompt"], first, second)] = [said(label, better)]
                 records[prompt(row["prompt"], second, first)] = [said(label, worse)]
         return cls(records, source=f"human labels recorded in {Path(path).name}")
+
+    @property
+    def fingerprint(self) -> BackendFingerprint:
+        """Its name (which names the records' source): no model, no wire format."""
+        return make_fingerprint(self.name)
 
     async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         """``generate``, directly (a dictionary look-up)."""

@@ -29,6 +29,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -61,6 +62,10 @@ class EndpointState:
     """Times the URL was taken out."""
 
 
+COUNTERS = ("in_flight", "requests", "failures", "ejections", "strikes")
+"""The ``EndpointState`` fields ``EndpointPool.snapshot`` reports per URL, after ``up``."""
+
+
 class EndpointPool:
     """Load balancing and ejection over several base URLs (see the module docstring)."""
 
@@ -79,21 +84,10 @@ class EndpointPool:
         self._state = {u: EndpointState() for u in self.urls}
         self._turn = 0
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {
-            "urls": self.urls,
-            "eject_after": self.eject_after,
-            "probe_interval": self.probe_interval,
-            "max_probe_interval": self.max_probe_interval,
-        }
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(  # type: ignore[misc]
-            state["urls"],
-            eject_after=state["eject_after"],
-            probe_interval=state["probe_interval"],
-            max_probe_interval=state["max_probe_interval"],
-        )
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled (and copied) as a fresh pool with the same options: health is per process."""
+        options = {k: getattr(self, k) for k in ("eject_after", "probe_interval", "max_probe_interval")}
+        return functools.partial(EndpointPool, self.urls, **options), ()
 
     def is_up(self, url: str) -> bool:
         return self._state[url].out_until is None
@@ -186,13 +180,5 @@ class EndpointPool:
         """Per URL: ``up``, ``in_flight``, ``requests``, ``failures``, ``ejections``, ``strikes``."""
         with self._lock:
             return {
-                u: {
-                    "up": s.out_until is None,
-                    "in_flight": s.in_flight,
-                    "requests": s.requests,
-                    "failures": s.failures,
-                    "ejections": s.ejections,
-                    "strikes": s.strikes,
-                }
-                for u, s in self._state.items()
+                u: {"up": s.out_until is None, **{k: getattr(s, k) for k in COUNTERS}} for u, s in self._state.items()
             }

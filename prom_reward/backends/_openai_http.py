@@ -32,6 +32,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import threading
@@ -74,11 +75,8 @@ class LoopSessions:
         self._by_loop: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
         self._lock = threading.Lock()
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {"api_key": self.api_key, "timeout": self.timeout}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(**state)  # type: ignore[misc]
+    def __reduce__(self) -> tuple[Any, ...]:
+        return functools.partial(LoopSessions, api_key=self.api_key, timeout=self.timeout), ()
 
     def __len__(self) -> int:
         return len(self._by_loop)

@@ -20,10 +20,9 @@ Example:
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
-from prom_reward.backends.base import Completion, GenerationResult, TokenLogprobs
+from prom_reward.backends.base import Completion, GenerationResult, TokenLogprobs, add_logprob
 from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.backends.vllm_options import sampling_kwargs
 from prom_reward.errors import JudgeConfigError, ServerRejected
@@ -53,17 +52,11 @@ def sampling_fields(s: SamplingConfig, n: int, endpoint: str) -> dict[str, Any]:
     return body
 
 
-def _add(top: dict[str, float], text: str, logprob: float) -> None:
-    """Put ``text`` into ``top``, summing probabilities when the text is already there."""
-    prev = top.get(text)
-    top[text] = logprob if prev is None else float(math.log(math.exp(prev) + math.exp(logprob)))
-
-
 def _position(token: str, logprob: float, alternatives: list[tuple[str, float]], k: int) -> TokenLogprobs:
     """Keep the ``k`` most likely alternatives, then make sure the sampled token is there."""
     top: dict[str, float] = {}
     for text, lp in sorted(alternatives, key=lambda a: -float(a[1]))[:k]:
-        _add(top, str(text), float(lp))
+        add_logprob(top, str(text), float(lp))
     top.setdefault(token, logprob)  # the protocol promises the sampled token is in ``top``
     return TokenLogprobs(token=token, logprob=logprob, top=top)
 

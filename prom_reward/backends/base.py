@@ -10,7 +10,9 @@ in-process engine runs its blocking call in a worker thread under it. The backen
 ``generate`` (the same call, for scripts); the library calls only ``agenerate``.
 
 What a backend can do beyond the protocol's methods it declares in ``capabilities``, a
-``BackendCapabilities``; callers read it there, never by probing the object for attributes.
+``BackendCapabilities``; what identifies its model (the judgment store's keys) in ``fingerprint``, a
+``BackendFingerprint``; the GPU share its in-process engine takes in ``gpu_memory_share``. Callers read
+them there, never by probing the object for attributes.
 
 Example:
     >>> req = GenerationRequest(system="You judge.", user="###Task...", n=2,
@@ -24,9 +26,10 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypedDict, runtime_checkable
 
 from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.errors import ConfigError
@@ -48,6 +51,13 @@ class TokenLogprobs:
 
     top: dict[str, float] = field(default_factory=dict)
     """Decoded text -> log-probability for the top-k alternatives at this position."""
+
+
+def add_logprob(top: dict[str, float], text: str, logprob: float) -> None:
+    """Put ``text`` into a ``TokenLogprobs.top`` being built, summing probabilities when the text is already there
+    (another id decoded to it)."""
+    prev = top.get(text)
+    top[text] = logprob if prev is None else float(math.log(math.exp(prev) + math.exp(logprob)))
 
 
 @dataclass(frozen=True)
@@ -143,6 +153,31 @@ class BackendCapabilities:
                 raise ConfigError(f"BackendCapabilities.{f.name}: expected True or False, got {value!r}")
 
 
+class BackendFingerprint(TypedDict):
+    """What identifies the judge model behind a backend (``Backend.fingerprint``). The judgment store keys every
+    request on it and a job's manifest records it, so a backend's values never change: a change would orphan
+    every judgment stored with it."""
+
+    name: str
+    """The backend's ``name`` (``vllm``, ``openai`` ...)."""
+
+    model: str | None
+    """The model it runs (a hub id or folder; a model object given loaded: its ``str``), None when it has none
+    or it is not known yet (an ``openai`` backend before ``GET /models`` named it)."""
+
+    wire: str | None
+    """The name of its wire format (``chat``, ``inst``, ``raw``), None when it has none."""
+
+
+def make_fingerprint(name: str, model: object = None, wire: str | None = None) -> BackendFingerprint:
+    """A backend's fingerprint: ``model`` as text (None stays None).
+
+    >>> make_fingerprint("vllm", "org/judge", "chat")
+    {'name': 'vllm', 'model': 'org/judge', 'wire': 'chat'}
+    """
+    return {"name": name, "model": None if model is None else str(model), "wire": wire}
+
+
 @runtime_checkable
 class Backend(Protocol):
     """What the judge needs from a model server or engine."""
@@ -152,6 +187,18 @@ class Backend(Protocol):
 
     capabilities: BackendCapabilities
     """What this backend can do beyond these methods (declared by the class, read by the callers)."""
+
+    @property
+    def fingerprint(self) -> BackendFingerprint:
+        """What identifies the model behind this backend: the judgment store's keys, a job's manifest."""
+        ...
+
+    @property
+    def gpu_memory_share(self) -> float | None:
+        """The share of the GPU's memory its in-process engine takes (a vLLM engine's
+        ``gpu_memory_utilization``), which another engine started in this process must leave; None when it
+        takes none so (a server, ``transformers``, a scripted backend, a vLLM engine given ready as ``llm=``)."""
+        ...
 
     async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         """Complete every request (all in one batch where possible), in input order. A request the transport

@@ -41,10 +41,17 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from prom_reward.backends.base import Backend, BackendCapabilities, GenerationRequest, GenerationResult, TokenLogprobs
+from prom_reward.backends.base import (
+    Backend,
+    BackendCapabilities,
+    BackendFingerprint,
+    GenerationRequest,
+    GenerationResult,
+    TokenLogprobs,
+)
 from prom_reward.backends.bridge import sync_method
 from prom_reward.backends.factory import check_model_folder, make_backend
-from prom_reward.backends.store import JudgmentStore, backend_fingerprint, open_store, request_key
+from prom_reward.backends.store import JudgmentStore, open_store, request_key
 from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, ContinuationScorer
 from prom_reward.errors import BackendError, ConfigError
 
@@ -87,7 +94,7 @@ class CachedBackend:
         inner: Backend | Callable[[], Backend],
         store: str | Path | JudgmentStore,
         *,
-        fingerprint: dict[str, Any] | None = None,
+        fingerprint: BackendFingerprint | None = None,
         tokenizer: Any = None,
         capabilities: BackendCapabilities | None = None,
         flush_every: int = 64,
@@ -99,10 +106,12 @@ class CachedBackend:
         self._build: Callable[[], Backend] | None = inner if fingerprint is not None else None  # type: ignore[assignment]
         self.flush_every, self.flush_seconds = flush_every, flush_seconds
         self.store = open_store(store)
-        self.fingerprint = fingerprint if fingerprint is not None else backend_fingerprint(inner)
-        self.name: str = str(self.fingerprint["name"])
-        if fingerprint is not None:  # not built: what the judge reads before generating is known here
-            self.tokenizer = tokenizer
+        self.fingerprint: BackendFingerprint = (
+            fingerprint if fingerprint is not None else cast(Backend, inner).fingerprint
+        )
+        """The inner backend's, read once: the store's keys stay the same for this backend's whole life."""
+        self.name: str = self.fingerprint["name"]
+        self._tokenizer = tokenizer  # not built: the judge reads its special tokens before generating
         if fingerprint is not None and capabilities is None:
             raise ConfigError("CachedBackend: a backend built later needs its capabilities= (its class's declaration)")
         declared = capabilities if capabilities is not None else cast(Backend, inner).capabilities
@@ -143,11 +152,10 @@ class CachedBackend:
             self._inner = self._build()
         return self._inner
 
-    def __getattr__(self, attr: str) -> Any:
-        # model, wire, tokenizer ... of the wrapped backend (only called for missing attributes)
-        if attr in ("_inner", "_build"):
-            raise AttributeError(attr)
-        return getattr(self.inner, attr)
+    @property
+    def gpu_memory_share(self) -> float | None:
+        """The inner backend's (a deferred one is built to answer)."""
+        return self.inner.gpu_memory_share
 
     def stored(self, requests: Sequence[GenerationRequest]) -> list[bool]:
         """Per request of a ``generate`` call, whether the store answers it (nothing is built or sent)."""
@@ -225,8 +233,7 @@ class CachedBackend:
     def special_tokens(self) -> tuple[str, ...]:
         """The inner backend's; a deferred one's from the tokenizer it was given (it is not built for this)."""
         if self._inner is None:
-            tokenizer = self.__dict__.get("tokenizer")
-            return tuple(tokenizer.all_special_tokens) if tokenizer is not None else ()
+            return tuple(self._tokenizer.all_special_tokens) if self._tokenizer is not None else ()
         return self._inner.special_tokens()
 
     def close(self) -> None:

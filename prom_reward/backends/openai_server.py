@@ -36,7 +36,14 @@ from typing import Any, TypeVar
 from prom_reward.backends._endpoints import EndpointPool
 from prom_reward.backends._openai_http import HTTPBatch, LoopSessions, gather_all
 from prom_reward.backends._openai_wire import parse_prompt_logprobs, parse_reply, sampling_fields, sent_n
-from prom_reward.backends.base import BackendCapabilities, GenerationRequest, GenerationResult, TokenLogprobs
+from prom_reward.backends.base import (
+    BackendCapabilities,
+    BackendFingerprint,
+    GenerationRequest,
+    GenerationResult,
+    TokenLogprobs,
+    make_fingerprint,
+)
 from prom_reward.backends.bridge import run_sync, sync_method
 from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, split_continuation, with_continuation
 from prom_reward.errors import BackendError, ConfigError, JudgeConfigError, ServerRejected, UnknownNameError
@@ -76,6 +83,7 @@ class OpenAIServer:
         thread_safe=True,  # one client serves concurrent reward batches
         continuation_logprobs=True,  # vLLM servers' prompt_logprobs
     )
+    gpu_memory_share = None  # the engine is the server's
 
     def __init__(
         self,
@@ -132,6 +140,11 @@ class OpenAIServer:
         self._max_model_len: int | None = None
         self._context_known = self._closed = False
         self._sessions = LoopSessions(api_key=self._api_key, timeout=self.timeout)
+
+    @property
+    def fingerprint(self) -> BackendFingerprint:
+        """Its model as given, or as ``GET /models`` named it once asked (None before), and its wire format."""
+        return make_fingerprint(self.name, self.model, self.wire.name)
 
     def __repr__(self) -> str:
         return f"OpenAIServer({self.base_urls!r}, model={self.model!r}, endpoint={self.endpoint!r})"
@@ -199,19 +212,19 @@ class OpenAIServer:
             body = {"prompt": self.wire.render(r.system, r.user) + r.assistant_prefix}
         return {"model": await self._model(b), **body}
 
+    async def _tokenize(
+        self, b: HTTPBatch, i: int, r: GenerationRequest, parse: Callable[[Any], T], deadline: float | None = None
+    ) -> T:
+        """``/tokenize`` (at the server root: a vLLM extension) of the prompt of request ``i``, read by ``parse``."""
+        return await b.call(
+            "POST", "/tokenize", await self._prompt_body(b, r), index=i, root=True, parse=parse, deadline=deadline
+        )
+
     async def _one(self, b: HTTPBatch, i: int, r: GenerationRequest) -> GenerationResult:
         k = sent_n(r.sampling, r.n)
         body: dict[str, Any] = {"model": await self._model(b), **sampling_fields(r.sampling, k, self.endpoint)}
         if self.endpoint == "completions" and self.wire.uses_chat_template:  # the server's chat template, as ids
-            body["prompt"] = await b.call(
-                "POST",
-                "/tokenize",
-                await self._prompt_body(b, r),
-                index=i,
-                root=True,
-                parse=lambda d: list(d["tokens"]),
-                deadline=r.deadline,
-            )
+            body["prompt"] = await self._tokenize(b, i, r, lambda d: list(d["tokens"]), r.deadline)
         else:
             body.update(await self._prompt_body(b, r))
         return await b.call(
@@ -281,19 +294,12 @@ class OpenAIServer:
         if len(requests) != len(continuations):
             raise ConfigError(f"got {len(requests)} requests but {len(continuations)} continuations")
 
-        async def tokens(b: HTTPBatch, i: int, r: GenerationRequest) -> list[int]:
-            return await b.call(
-                "POST",
-                "/tokenize",
-                await self._prompt_body(b, r),
-                index=i,
-                root=True,
-                parse=lambda d: list(d["tokens"]),
-            )
+        def tokens(d: Any) -> list[int]:
+            return list(d["tokens"])
 
         async def one(b: HTTPBatch, i: int, r: GenerationRequest, text: str) -> tuple[TokenLogprobs, ...]:
-            joint = await tokens(b, i, with_continuation(r, text))
-            size = len(split_continuation(await tokens(b, i, r), joint))
+            joint = await self._tokenize(b, i, with_continuation(r, text), tokens)
+            size = len(split_continuation(await self._tokenize(b, i, r, tokens), joint))
             if size == 0:
                 return ()
             body = {
@@ -322,17 +328,7 @@ class OpenAIServer:
         async def work(b: HTTPBatch) -> list[int]:
             await self._prepare(b)
 
-            async def one(i: int, r: GenerationRequest) -> int:
-                return await b.call(
-                    "POST",
-                    "/tokenize",
-                    await self._prompt_body(b, r),
-                    index=i,
-                    root=True,
-                    parse=lambda d: int(d["count"]),
-                )
-
-            return await gather_all(one(i, r) for i, r in enumerate(requests))
+            return await gather_all(self._tokenize(b, i, r, lambda d: int(d["count"])) for i, r in enumerate(requests))
 
         try:
             return await self._batch(work) if requests else []

@@ -18,7 +18,14 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from prom_reward.backends.base import BackendCapabilities, Completion, GenerationRequest, GenerationResult
+from prom_reward.backends.base import (
+    BackendCapabilities,
+    BackendFingerprint,
+    Completion,
+    GenerationRequest,
+    GenerationResult,
+    make_fingerprint,
+)
 from prom_reward.errors import BackendError
 
 Scripted = str | Completion
@@ -31,6 +38,7 @@ class ScriptedBackend:
     capabilities = BackendCapabilities(  # word counts can exceed bytes (tokens_per_word)
         tokens_at_most_bytes=False, streams_results=False, thread_safe=False, continuation_logprobs=False
     )
+    gpu_memory_share = None  # no engine
 
     def __init__(
         self,
@@ -71,6 +79,11 @@ class ScriptedBackend:
             GenerationResult(tuple(self._next(r, i) for i in range(r.n)), prompt_tokens=c)
             for r, c in zip(requests, counts, strict=True)
         ]
+
+    @property
+    def fingerprint(self) -> BackendFingerprint:
+        """Its name only: no model, no wire format."""
+        return make_fingerprint(self.name)
 
     def count_tokens(self, requests: Sequence[GenerationRequest]) -> list[int]:
         return [int(len((r.system + " " + r.user).split()) * self._tokens_per_word) for r in requests]

@@ -1,7 +1,7 @@
 """A judgment store: every backend result saved in SQLite, so re-runs recompute nothing.
 
-Each judge request is keyed by a sha256 of a canonical JSON of the backend
-fingerprint (backend name, model, wire format), the system prompt, the filled
+Each judge request is keyed by a sha256 of a canonical JSON of the backend's
+``fingerprint`` (backend name, model, wire format), the system prompt, the filled
 template (which holds the template, rubric and inputs), the assistant prefix,
 the full sampling options (seed included), ``n``, the retry ``attempt`` and the
 judge format's name (left out for the default ``prometheus2``, so stores written
@@ -37,7 +37,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,19 +54,6 @@ _SCHEMA = """CREATE TABLE IF NOT EXISTS judgments (
 
 
 # -- keys ---------------------------------------------------------------------------
-def backend_fingerprint(backend: Any) -> dict[str, Any]:
-    """What identifies the judge model behind a backend: name, model, wire format."""
-    return {
-        "name": getattr(backend, "name", type(backend).__name__),
-        "model": _plain(getattr(backend, "model", None)),
-        "wire": getattr(getattr(backend, "wire", None), "name", None),
-    }
-
-
-def _plain(value: Any) -> Any:
-    return value if value is None or isinstance(value, (str, int, float, bool)) else str(value)
-
-
 def request_dict(request: GenerationRequest) -> dict[str, Any]:
     """The request as plain JSON data (sampling as ``SamplingConfig.to_dict()``)."""
     out = {
@@ -82,7 +69,7 @@ def request_dict(request: GenerationRequest) -> dict[str, Any]:
     return out
 
 
-def request_key(fingerprint: dict[str, Any], request: GenerationRequest, dup: int = 0) -> str:
+def request_key(fingerprint: Mapping[str, Any], request: GenerationRequest, dup: int = 0) -> str:
     """sha256 hex of the canonical JSON of (fingerprint, request, dup).
 
     ``dup`` numbers identical requests inside one batch (0, 1, ...), so duplicated
@@ -321,4 +308,4 @@ def open_store(store: str | Path | JudgmentStore) -> JudgmentStore:
     )
 
 
-__all__ = ["JudgmentStore", "backend_fingerprint", "open_store", "request_key", "result_from_dict", "result_to_dict"]
+__all__ = ["JudgmentStore", "open_store", "request_key", "result_from_dict", "result_to_dict"]

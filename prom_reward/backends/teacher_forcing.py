@@ -44,20 +44,15 @@ class ContinuationScorer(Protocol):
         ...
 
 
-def split_continuation(
-    prompt_ids: Sequence[int], joint_ids: Sequence[int], continuation_ids: Sequence[int] | None = None
-) -> list[int]:
+def split_continuation(prompt_ids: Sequence[int], joint_ids: Sequence[int]) -> list[int]:
     """The continuation's token ids: ``joint_ids`` after the prompt's tokens.
 
     When tokenizing prompt + text together changed the prompt's last tokens (a merge across
-    the boundary), falls back to ``continuation_ids`` (the text tokenized alone) when given,
-    else keeps the joint tokens after the longest common prefix.
+    the boundary), keeps the joint tokens after the longest common prefix.
     """
     n = len(prompt_ids)
     if list(joint_ids[:n]) == list(prompt_ids):
         return list(joint_ids[n:])
-    if continuation_ids is not None:
-        return list(continuation_ids)
     common = 0
     while common < min(n, len(joint_ids)) and joint_ids[common] == prompt_ids[common]:
         common += 1

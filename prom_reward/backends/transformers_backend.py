@@ -14,17 +14,19 @@ Example:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from prom_reward.backends.base import (
     BackendCapabilities,
+    BackendFingerprint,
     Completion,
     GenerationRequest,
     GenerationResult,
     TokenLogprobs,
+    add_logprob,
+    make_fingerprint,
 )
 from prom_reward.backends.bridge import threaded_method
 from prom_reward.backends.sampling import SamplingConfig
@@ -50,6 +52,7 @@ class TransformersBackend:
     capabilities = BackendCapabilities(
         tokens_at_most_bytes=True, streams_results=False, thread_safe=False, continuation_logprobs=True
     )
+    gpu_memory_share = None  # the weights sit where torch puts them
 
     def __init__(
         self,
@@ -99,6 +102,11 @@ class TransformersBackend:
         if self.wire.uses_chat_template and system_role is None:
             system_role = template_accepts_system(tokenizer)
         self.system_role = system_role
+
+    @property
+    def fingerprint(self) -> BackendFingerprint:
+        """Its model as ``str(model)`` (the loaded module's text, as stores have always keyed it) and wire."""
+        return make_fingerprint(self.name, self.model, self.wire.name)
 
     # -- rendering -------------------------------------------------------------------
     def render(self, request: GenerationRequest) -> str:
@@ -200,8 +208,7 @@ class TransformersBackend:
             values, ids = row.topk(k)
             for lp, tid in zip(values.tolist(), ids.tolist(), strict=True):
                 text = self.tokenizer.decode([tid])
-                prev = top.get(text)
-                top[text] = lp if prev is None else math.log(math.exp(prev) + math.exp(lp))
+                add_logprob(top, text, lp)
         top.setdefault(chosen_text, chosen)  # the protocol promises the sampled token is in ``top``
         return TokenLogprobs(token=chosen_text, logprob=chosen, top=top)
 

@@ -15,16 +15,18 @@ Example (needs vLLM and a model):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
 from prom_reward.backends.base import (
     BackendCapabilities,
+    BackendFingerprint,
     Completion,
     GenerationRequest,
     GenerationResult,
     TokenLogprobs,
+    add_logprob,
+    make_fingerprint,
 )
 from prom_reward.backends.bridge import threaded_method
 from prom_reward.backends.sampling import SamplingConfig
@@ -121,7 +123,7 @@ class VLLMEngine:
         system_role: bool | None = None,
         llm: Any = None,
         **settings: Any,
-    ) -> tuple[dict[str, Any], Any] | None:
+    ) -> tuple[BackendFingerprint, Any] | None:
         """What a judgment store needs of this engine before it starts (``CachedBackend.deferred``): its
         fingerprint (name, model, wire; the settings checked as the constructor checks them) and its
         tokenizer (the judge neutralises its special tokens), loaded alone; None where the engine's tokenizer
@@ -130,12 +132,22 @@ class VLLMEngine:
         if llm is not None or not isinstance(model, str):
             return None
         options = VLLMOptions.from_settings(settings)
-        fingerprint = {"name": cls.name, "model": model, "wire": get_wire_format(wire).name}
+        fingerprint = make_fingerprint(cls.name, model, get_wire_format(wire).name)
         if options.tokenizer_mode != "hf" or set(options.engine_options) & _TOKENIZER_OPTIONS:
             return None
         from transformers import AutoTokenizer
 
         return fingerprint, AutoTokenizer.from_pretrained(model)
+
+    @property
+    def fingerprint(self) -> BackendFingerprint:
+        """Its model as given (None for a ready ``llm=``) and its wire format."""
+        return make_fingerprint(self.name, self.model, self.wire.name)
+
+    @property
+    def gpu_memory_share(self) -> float | None:
+        """``options.gpu_memory_utilization``; None for an engine given ready (``llm=``)."""
+        return self.options.gpu_memory_utilization if self.options is not None else None
 
     # -- rendering -------------------------------------------------------------
     def render(self, request: GenerationRequest) -> str:
@@ -184,8 +196,7 @@ class VLLMEngine:
         top: dict[str, float] = {}
         for tid, lp in position.items():
             text = lp.decoded_token if lp.decoded_token is not None else self.tokenizer.decode([tid])
-            prev = top.get(text)
-            top[text] = lp.logprob if prev is None else math.log(math.exp(prev) + math.exp(lp.logprob))
+            add_logprob(top, text, lp.logprob)
         chosen = position.get(token_id)
         token = (
             chosen.decoded_token
@@ -236,7 +247,7 @@ class VLLMEngine:
         return tuple(self.tokenizer.all_special_tokens) if self.tokenizer is not None else ()
 
     def close(self) -> None:
-        llm, self.llm = getattr(self, "llm", None), None
+        llm, self.llm = self.llm, None
         if llm is None:
             return
         try:  # vLLM 0.32's engine core (its worker processes); a stand-in llm= may have none

@@ -101,17 +101,8 @@ SAMPLING_KEYWORDS = (
 )
 """Every ``vllm.SamplingParams`` keyword ``sampling_kwargs`` and ``teacher_forcing_kwargs`` use."""
 
-_SAMPLING_FIELDS = (
-    "n",
-    "temperature",
-    "top_p",
-    "max_tokens",
-    "repetition_penalty",
-    "top_k",
-    "stop",
-    "seed",
-    "logprobs",
-)
+_SAMPLING_FIELDS = tuple(k for k in SAMPLING_KEYWORDS if k != "prompt_logprobs")
+"""The body fields of a request's sampling options: ``sampling_kwargs``'s keywords, as ``OpenAIServer`` sends them."""
 REQUEST_FIELDS: dict[str, tuple[str, ...]] = {
     "ChatCompletionRequest": (
         "model",

@@ -21,7 +21,7 @@ from typing import Any, cast
 
 from prom_reward.backends import Backend, GenerationRequest, make_backend
 from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, ContinuationScorer
-from prom_reward.backends.vllm_options import VLLMOptions, share_gpu_memory
+from prom_reward.backends.vllm_options import share_gpu_memory
 from prom_reward.confidence.indicators import TRUNCATIONS, mean_entropy
 from prom_reward.core.judge import PrometheusJudge
 from prom_reward.core.protocol import Judge
@@ -35,12 +35,14 @@ def teacher_forcing_scorer(backend: Backend) -> ContinuationScorer | None:
     return cast(ContinuationScorer, backend) if backend.capabilities.continuation_logprobs else None
 
 
-def _engine_share(backend: Any, options: dict[str, Any]) -> tuple[bool, float | None]:
-    """(whether ``backend`` is a vLLM engine, its GPU share: None = still to be chosen)."""
+def _engine_share(backend: object, options: Mapping[str, Any]) -> tuple[bool, float | None]:
+    """(whether ``backend`` is a vLLM engine, its GPU share: None = still to be chosen). A backend built by the
+    caller declares the share its engine took (``Backend.gpu_memory_share``; None: it took none so); what is not
+    a backend takes none (``BaseModelReader`` refuses it)."""
     if isinstance(backend, str):
         return backend == "vllm", options.get("gpu_memory_utilization")
-    engine_options = getattr(backend, "options", None)  # a VLLMEngine built by the caller
-    return isinstance(engine_options, VLLMOptions), getattr(engine_options, "gpu_memory_utilization", None)
+    share = backend.gpu_memory_share if isinstance(backend, Backend) else None
+    return share is not None, share
 
 
 def share_gpu_with_calibration(backend: Any, options: dict[str, Any], calibration: Any) -> tuple[dict[str, Any], Any]:

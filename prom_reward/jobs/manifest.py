@@ -61,12 +61,8 @@ def judge_fingerprint(judge: Any) -> dict[str, Any]:
     if isinstance(judge, dict):  # the format by its name (a YAML file's: its name and content digest)
         named = {k: get_judge_format(v).name if k == "format" and v else v for k, v in judge.items()}
         return {k: _plain(v) for k, v in sorted(named.items()) if k not in _NOT_RESULTS}
-    from prom_reward.backends.cached import CachedBackend
-    from prom_reward.backends.store import backend_fingerprint
-
-    b = judge.backend  # behind a judgment store: the fingerprint of the backend it wraps, built or not
-    return {
-        "backend": b.fingerprint if isinstance(b, CachedBackend) else backend_fingerprint(b),
+    return {  # behind a judgment store: the fingerprint of the backend it wraps, built or not
+        "backend": judge.backend.fingerprint,
         "sampling": _plain(judge.sampling),
         "num_samples": judge.num_samples,
         "max_retries": judge.max_retries,

@@ -40,6 +40,7 @@ def test_every_backend_class_declares_every_capability(cls, declared):
     assert all(type(getattr(caps, name)) is bool for name in CAPABILITIES)
     assert dataclasses.astuple(caps) == declared
     assert callable(cls.special_tokens)
+    assert all(hasattr(cls, member) for member in ("fingerprint", "gpu_memory_share"))  # declared, typed, in base.py
 
 
 def test_every_registered_backend_is_in_the_table():

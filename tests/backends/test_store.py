@@ -21,7 +21,7 @@ from prom_reward.backends import CachedBackend
 from prom_reward.backends.base import Completion, GenerationRequest, GenerationResult, TokenLogprobs
 from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.backends.scripted import ScriptedBackend
-from prom_reward.backends.store import JudgmentStore, backend_fingerprint, request_key, result_from_dict, result_to_dict
+from prom_reward.backends.store import JudgmentStore, request_key, result_from_dict, result_to_dict
 from prom_reward.cli.main import main
 from prom_reward.errors import ConfigError
 from prom_reward.jobs.source import read_rows
@@ -91,15 +91,6 @@ def test_rubric_change_misses_and_duplicates_in_one_batch_stay_independent(tmp_p
     assert judge.grade(["q", "q"], ["r", "r"], "helpfulness") == a and len(backend.calls) == 2
 
 
-def test_fingerprint_reads_name_model_and_wire():
-    class Fake:
-        name, model = "vllm", "/m"
-        wire = type("W", (), {"name": "inst"})()
-
-    assert backend_fingerprint(Fake()) == {"name": "vllm", "model": "/m", "wire": "inst"}
-    assert backend_fingerprint(scripted()) == {"name": "scripted", "model": None, "wire": None}
-
-
 def test_round_trip_with_logprobs_is_exact(tmp_path):
     lps = (
         TokenLogprobs("Good", -0.25, {"Good": -0.25, "Bad": -1.5e-9}),
@@ -147,7 +138,8 @@ def test_bad_store_argument_says_what_to_pass(tmp_path):
 def test_cached_backend_delegates(tmp_path):
     inner = ScriptedBackend(outputs=["a"], context=99)
     b = CachedBackend(inner, tmp_path / "j.sqlite")
-    assert b.name == "scripted" and b.context_length() == 99 and b.remaining == 1
+    assert b.name == "scripted" and b.context_length() == 99 and b.gpu_memory_share is None
+    assert b.inner.remaining == 1 and not hasattr(b, "remaining")  # the protocol's members only, no forwarding
     assert b.count_tokens([GenerationRequest("s", "u v")]) == inner.count_tokens([GenerationRequest("s", "u v")])
     b.close()
 
@@ -400,7 +392,7 @@ def test_a_deferred_backend_is_built_on_the_first_store_miss_only(tmp_path):
     """A backend built by a function (the in-process engine behind ``CachedBackend.deferred``) is not built
     while the store answers, not even for the context check; a judgment the store answered counts as stored."""
     path, args = tmp_path / "j.sqlite", (["q1", "q2"], ["r1", "r2"], "helpfulness")
-    fingerprint = backend_fingerprint(ScriptedBackend(outputs=[]))
+    fingerprint = ScriptedBackend(outputs=[]).fingerprint
     made: list[ScriptedBackend] = []
 
     def build() -> ScriptedBackend:

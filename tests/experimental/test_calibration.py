@@ -13,7 +13,6 @@ from prom_reward import ConfigError, PrometheusJudge
 from prom_reward.backends.base import Completion, TokenLogprobs
 from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.backends.vllm_engine import VLLMEngine
-from prom_reward.backends.vllm_options import VLLMOptions
 from prom_reward.experimental import BaseModelReader, calibrated_judge
 from tests.judges import Calibrator
 
@@ -95,21 +94,19 @@ def test_a_reader_checks_its_truncation_and_closes_only_what_it_built(monkeypatc
 # ---- a vLLM judge and a vLLM base model share one GPU ---------------------------------------------------
 
 
-class _Engine:
-    """Stands in for a VLLMEngine the caller built (the judge reads only ``options`` and the teacher-forcing
-    method); the real engine is never started here."""
+class _Engine(ScriptedBackend):
+    """Stands in for a VLLMEngine the caller built (the judge reads only its declared ``gpu_memory_share`` and
+    the teacher-forcing method); the real engine is never started here."""
 
     name = "vllm"
     capabilities = VLLMEngine.capabilities
 
     def __init__(self, share: float) -> None:
-        self.options = VLLMOptions(gpu_memory_utilization=share)
+        super().__init__(outputs=[])
+        self.gpu_memory_share = share
 
     def continuation_logprobs(self, requests, continuations, top_k=20):
         return [() for _ in requests]
-
-    def special_tokens(self):
-        return ()
 
 
 def _built(monkeypatch):
