@@ -155,14 +155,8 @@ class OnlineDPOJudgeReward(JudgeHolder):
             RubricResolver(rubric)
         except InputError as e:
             raise ConfigError(f"rubric: {e}") from e
-        self.rubric = rubric
-        self.reference_answer = self.config.reference_answer
-        self.rubric_column = self.config.rubric_column
-        self.reference_column = self.config.reference_column
         self.max_tie_rounds = max_tie_rounds
         self.seed = seed
-        self.over_context = self.config.over_context
-        self.outage = self.config.outage
         self.health = JudgeHealth()
         self.__name__ = name
         self.stats = PairwiseRewardStats()
@@ -236,7 +230,11 @@ class OnlineDPOJudgeReward(JudgeHolder):
             return self._judge_pairs((a, b_, c), r, f, until)
 
         iso = judge_until_answered(
-            [[i] for i in range(b)], call, lambda out: [vs[-1].error for vs in out[0]], self.outage, health=self.health
+            [[i] for i in range(b)],
+            call,
+            lambda out: [vs[-1].error for vs in out[0]],
+            self.config.outage,
+            health=self.health,
         )
         history: list[list[Verdict]] = [[] for _ in range(b)]
         unjudged = dict(iso.outage)
@@ -252,7 +250,7 @@ class OnlineDPOJudgeReward(JudgeHolder):
         """Every pair's verdicts, first round then tie rounds; and the number of tie rounds run."""
         judge = self.judge
         ins, a, b = texts
-        truncate = self.over_context == "truncate"
+        truncate = self.config.over_context == "truncate"
         history = [
             [v]
             for v in judge.compare(ins, a, b, rubrics, refs, swap=True, truncate_response=truncate, deadline=deadline)
@@ -298,12 +296,13 @@ class OnlineDPOJudgeReward(JudgeHolder):
             [completion_text(c, i) for i, c in enumerate(completions[:b])],
             [completion_text(c, b + i) for i, c in enumerate(completions[b:])],
         )
-        rubrics = self._column(columns, self.rubric_column, b, self.rubric)
-        refs = self._column(columns, self.reference_column, b, self.reference_answer)
+        cfg = self.config
+        rubrics = self._column(columns, cfg.rubric_column, b, cfg.rubric)
+        refs = self._column(columns, cfg.reference_column, b, cfg.reference_answer)
         texts, refs = self._neutralized(texts, refs)
         canary = ([CANARY_INSTRUCTION], [CANARY_RESPONSES[0]], [CANARY_RESPONSES[1]])
-        self.canary.run(lambda: next(iter(self._judge_isolated(canary, [self.rubric], [None])[2].values()), None))
-        checklists = self._column(columns, self.config.checklist_column, b, None)
+        self.canary.run(lambda: next(iter(self._judge_isolated(canary, [cfg.rubric], [None])[2].values()), None))
+        checklists = self._column(columns, cfg.checklist_column, b, None)
         start = time.perf_counter()
         history, rounds, unjudged, checklist_metrics = judge_with_checklists(self, texts, rubrics, refs, checklists)
         seconds = time.perf_counter() - start

@@ -120,7 +120,7 @@ def judge_with_checklists(
         unjudged.update({plain[pos]: why for pos, why in failed.items()})
     if not parsed:
         return history, rounds, unjudged, {}
-    cfg, truncate = reward.config.checklist(), reward.over_context == "truncate"
+    cfg, truncate = reward.config.checklist(), reward.config.over_context == "truncate"
 
     def call(idx: list[int], until: float | None) -> tuple[list[Verdict], dict[str, float]]:
         cls = [parsed[i] for i in idx]
@@ -130,7 +130,7 @@ def judge_with_checklists(
         )
 
     iso = judge_until_answered(
-        [[i] for i in parsed], call, lambda out: [v.error for v in out[0]], reward.outage, health=reward.health
+        [[i] for i in parsed], call, lambda out: [v.error for v in out[0]], reward.config.outage, health=reward.health
     )
     unjudged.update(iso.outage)
     metrics: dict[str, float] = {}

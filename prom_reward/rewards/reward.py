@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import math
 import re
 import time
 from collections.abc import Callable, Hashable, Sequence
@@ -44,32 +43,11 @@ from prom_reward.rewards.config import RewardConfig, check_reward_format
 from prom_reward.rewards.diagnostics import diagnostics, top_of_scale
 from prom_reward.rewards.holder import JudgeHolder
 from prom_reward.rewards.length import control_length
-from prom_reward.rewards.modes import MODE_FUNCTIONS, ModeOutput
+from prom_reward.rewards.modes import MODE_FUNCTIONS, ModeOutput, merge_metrics
 from prom_reward.rewards.outage import Answered, JudgeHealth, ajudge_until_answered
 from prom_reward.rewards.samples import RewardSample, samples_from_columns
 
-_TRL_KWARGS = ("trainer_state", "log_metric", "log_extra", "environments")
 _NO_VERDICT = "the judge gave no parseable verdict after its retries"
-
-
-def merge_metrics(parts: Sequence[tuple[int, dict[str, float]]]) -> dict[str, float]:
-    """One batch's metrics from the metrics of its judge calls (``(items, metrics)`` each): rates and
-    means are averaged, weighted by items (NaN left out); counts, tokens and seconds are summed.
-
-    >>> merge_metrics([(3, {"tie_rate": 0.0, "judged_pairs": 3.0}), (1, {"tie_rate": 1.0, "judged_pairs": 1.0})])
-    {'tie_rate': 0.25, 'judged_pairs': 4.0}
-    """
-    out: dict[str, float] = {}
-    keys = list(dict.fromkeys(k for _, m in parts for k in m))
-    for key in keys:
-        values = [(n, m[key]) for n, m in parts if key in m]
-        if key.endswith(("_rate", "_fraction", "agreement")) or key.startswith("mean_"):
-            known = [(n, v) for n, v in values if v == v and n > 0]
-            weight = sum(n for n, _ in known)
-            out[key] = sum(n * v for n, v in known) / weight if weight else math.nan
-        else:
-            out[key] = float(sum(v for _, v in values))
-    return out
 
 
 class PrometheusReward(JudgeHolder):
