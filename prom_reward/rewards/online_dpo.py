@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from statistics import fmean
 from typing import Any
 
+from prom_reward.backends.bridge import run_sync
 from prom_reward.core.canary import CANARY_INSTRUCTION, CANARY_RESPONSES
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.conversation import completion_text, prompt_text
@@ -55,7 +56,7 @@ from prom_reward.rewards.canary import CanaryGate
 from prom_reward.rewards.config import RewardConfig
 from prom_reward.rewards.diagnostics import diagnostics
 from prom_reward.rewards.holder import JudgeHolder
-from prom_reward.rewards.online_dpo_judging import Judged, Texts, judge_isolated
+from prom_reward.rewards.online_dpo_judging import Judged, Texts, ajudge_isolated
 from prom_reward.rewards.outage import JudgeHealth
 
 __all__ = ["OnlineDPOJudgeReward", "PairwiseRewardStats"]
@@ -235,14 +236,15 @@ class OnlineDPOJudgeReward(JudgeHolder):
         refs = self._column(columns, cfg.reference_column, b, cfg.reference_answer)
         texts, refs = self._neutralized(texts, refs)
 
-        def judge(texts: Texts, rubrics: list[Any], refs: list[Any], checklists: list[Any]) -> Judged:
-            return judge_isolated(self.judge, texts, rubrics, refs, checklists, cfg, self.max_tie_rounds, self.health)
+        def judged(texts: Texts, rubrics: list[Any], refs: list[Any], checklists: list[Any]) -> Judged:
+            judge, rounds, health = self.judge, self.max_tie_rounds, self.health
+            return run_sync(lambda: ajudge_isolated(judge, texts, rubrics, refs, checklists, cfg, rounds, health))
 
         canary = ([CANARY_INSTRUCTION], [CANARY_RESPONSES[0]], [CANARY_RESPONSES[1]])
-        self.canary.run(lambda: next(iter(judge(canary, [cfg.rubric], [None], [None])[2].values()), None))
+        self.canary.run(lambda: next(iter(judged(canary, [cfg.rubric], [None], [None])[2].values()), None))
         checklists = self._column(columns, cfg.checklist_column, b, None)
         start = time.perf_counter()
-        history, rounds, unjudged, checklist_metrics = judge(texts, rubrics, refs, checklists)
+        history, rounds, unjudged, checklist_metrics = judged(texts, rubrics, refs, checklists)
         seconds = time.perf_counter() - start
 
         s = self.stats

@@ -1,8 +1,8 @@
 """How online DPO's pairs are judged: by pairwise verdicts with tie rounds, or by checklist scores.
 
-``judge_isolated`` judges every pair of an ``OnlineDPOJudgeReward`` batch through the reward's outage policy
+``ajudge_isolated`` judges every pair of an ``OnlineDPOJudgeReward`` batch through the reward's outage policy
 (``rewards.outage``: pairs the transport failed are asked again) and returns each pair's verdicts, first round
-first. A pair is judged by a pairwise verdict with both orders (``judge_pairs``); one the judge cannot separate
+first. A pair is judged by a pairwise verdict with both orders (``ajudge_pairs``); one the judge cannot separate
 (orders disagree, samples split, no verdict) is re-judged with fresh samples, up to ``max_tie_rounds`` times.
 A pair that fails on its input or the transport past the budget is not judged, with its reason.
 
@@ -19,12 +19,13 @@ like a pairwise call's.
 
 Example:
     >>> from prom_reward import PrometheusJudge
+    >>> from prom_reward.backends.bridge import run_sync
     >>> from prom_reward.checklist.config import ChecklistConfig
     >>> from prom_reward.checklist.criteria import parse_checklist
     >>> judge = PrometheusJudge(backend="scripted", outputs=["No. [RESULT] 1", "Yes. [RESULT] 5"])
-    >>> verdicts, _ = checklist_verdicts(
+    >>> verdicts, _ = run_sync(lambda: achecklist_verdicts(
     ...     judge, (["2+2?"], ["5"], ["4"]), [parse_checklist(["Says 4"])], [None], ChecklistConfig()
-    ... )
+    ... ))
     >>> verdicts[0].winner
     'B'
 """
@@ -34,7 +35,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from prom_reward.backends.bridge import run_sync
 from prom_reward.checklist.config import ChecklistConfig
 from prom_reward.checklist.criteria import Criterion, parse_checklist
 from prom_reward.checklist.judging import ChecklistOutcome, ajudge_checklists
@@ -42,12 +42,12 @@ from prom_reward.core.protocol import Judge
 from prom_reward.core.results import JudgeFailure, Verdict
 from prom_reward.errors import InputError
 from prom_reward.rewards.config import RewardConfig
-from prom_reward.rewards.outage import JudgeHealth, judge_until_answered
+from prom_reward.rewards.outage import JudgeHealth, ajudge_until_answered
 
 Texts = tuple[list[str], list[str], list[str]]
 """A batch's pairs as (instructions, responses A, responses B)."""
 Judged = tuple[list[list[Verdict]], int, dict[int, str], dict[str, float]]
-"""What ``judge_isolated`` returns: each pair's verdicts, the tie rounds run, the unjudged pairs' reasons and the
+"""What ``ajudge_isolated`` returns: each pair's verdicts, the tie rounds run, the unjudged pairs' reasons and the
 checklist metrics."""
 
 
@@ -56,7 +56,7 @@ def _failure(o: ChecklistOutcome, side: str) -> JudgeFailure:
     return JudgeFailure(o.error.kind if o.error is not None else "output", f"response {side}: {reason}")
 
 
-def checklist_verdicts(
+async def achecklist_verdicts(
     judge: Any,
     texts: Texts,
     checklists: Sequence[tuple[Criterion, ...]],
@@ -71,17 +71,15 @@ def checklist_verdicts(
     ins, a, b = texts
     k = len(checklists)
     both_refs = list(refs) * 2
-    batch = run_sync(
-        lambda: ajudge_checklists(
-            judge,
-            ins + ins,
-            a + b,
-            list(checklists) * 2,
-            cfg,
-            both_refs if any(r is not None for r in both_refs) else None,
-            truncate_response=truncate_response,
-            deadline=deadline,
-        )
+    batch = await ajudge_checklists(
+        judge,
+        ins + ins,
+        a + b,
+        list(checklists) * 2,
+        cfg,
+        both_refs if any(r is not None for r in both_refs) else None,
+        truncate_response=truncate_response,
+        deadline=deadline,
     )
     verdicts = []
     for oa, ob in zip(batch.outcomes[:k], batch.outcomes[k:], strict=True):
@@ -98,7 +96,7 @@ def checklist_verdicts(
     return verdicts, batch.metrics
 
 
-def judge_isolated(
+async def ajudge_isolated(
     judge: Judge,
     texts: Texts,
     rubrics: list[Any],
@@ -109,7 +107,7 @@ def judge_isolated(
     health: JudgeHealth,
 ) -> Judged:
     """Every pair judged through ``cfg.outage`` (failures recorded in ``health``): a pair without a checklist
-    by ``judge_pairs``, one with a checklist by ``checklist_verdicts``. Returns each pair's verdicts ([] where it
+    by ``ajudge_pairs``, one with a checklist by ``achecklist_verdicts``. Returns each pair's verdicts ([] where it
     could not be judged), the tie rounds run, the reason of each pair not judged (a bad checklist among them: the
     row, criterion and fix) and the checklist metrics of the first call that had any."""
     n = len(rubrics)
@@ -122,20 +120,20 @@ def judge_isolated(
         except InputError as e:
             unjudged[i] = f"{cfg.checklist_column}: {e}"
 
-    def call(idx: list[int], until: float | None) -> tuple[list[list[Verdict]], int, dict[str, float]]:
+    async def call(idx: list[int], until: float | None) -> tuple[list[list[Verdict]], int, dict[str, float]]:
         plain, listed = [i for i in idx if i not in parsed], [i for i in idx if i in parsed]
         out: dict[int, list[Verdict]] = {}
         metrics: dict[str, float] = {}
         rounds = 0
         if plain:
             picked = (_pick(texts[0], plain), _pick(texts[1], plain), _pick(texts[2], plain))
-            verdicts, rounds = judge_pairs(
+            verdicts, rounds = await ajudge_pairs(
                 judge, picked, _pick(rubrics, plain), _pick(refs, plain), cfg, max_tie_rounds, until
             )
             out.update(zip(plain, verdicts, strict=True))
         if listed:
             picked = (_pick(texts[0], listed), _pick(texts[1], listed), _pick(texts[2], listed))
-            found, metrics = checklist_verdicts(
+            found, metrics = await achecklist_verdicts(
                 judge,
                 picked,
                 [parsed[i] for i in listed],
@@ -148,7 +146,9 @@ def judge_isolated(
         return [out[i] for i in idx], rounds, metrics
 
     todo = [[i] for i in range(n) if i not in unjudged]
-    iso = judge_until_answered(todo, call, lambda out: [vs[-1].error for vs in out[0]], cfg.outage, health=health)
+    iso = await ajudge_until_answered(
+        todo, call, lambda out: [vs[-1].error for vs in out[0]], cfg.outage, health=health
+    )
     history: list[list[Verdict]] = [[] for _ in range(n)]
     unjudged.update(iso.outage)
     metrics: dict[str, float] = {}
@@ -166,7 +166,7 @@ def judge_isolated(
     return history, rounds, unjudged, metrics
 
 
-def judge_pairs(
+async def ajudge_pairs(
     judge: Judge,
     texts: Texts,
     rubrics: list[Any],
@@ -181,7 +181,7 @@ def judge_pairs(
     resample = {"temperature": 1.0} if judge.sampling.temperature == 0 else None
     todo, rounds = list(range(len(rubrics))), -1
     while todo and rounds < max_tie_rounds:
-        verdicts = judge.compare(
+        verdicts = await judge.acompare(
             *(_pick(xs, todo) for xs in (*texts, rubrics, refs)),
             swap=True,
             sampling=resample if rounds >= 0 else None,
