@@ -28,7 +28,7 @@ from typing import Any
 from prom_reward.checklist.judging import ajudge_checklists
 from prom_reward.core.results import JudgeFailure
 from prom_reward.rewards.config import RewardConfig, grade_range, normalize_value
-from prom_reward.rewards.modes import ModeOutput, merge_metrics
+from prom_reward.rewards.modes import ModeOutput, assemble
 from prom_reward.rewards.samples import RewardSample
 
 ModeFunction = Callable[[Any, Sequence[RewardSample], RewardConfig, "float | None"], Awaitable[ModeOutput]]
@@ -86,13 +86,4 @@ async def run_mode(
         (listed, await checklist_rewards(judge, [items[i] for i in listed], cfg, deadline)),
         (plain, await mode(judge, [items[i] for i in plain], cfg, deadline)),
     ]
-    n = len(items)
-    out = ModeOutput([None] * n, [None] * n)
-    errors: list[JudgeFailure | None] = [None] * n
-    for idx, part in parts:
-        for pos, i in enumerate(idx):
-            out.rewards[i], out.feedback[i] = part.rewards[pos], part.feedback[pos]
-            errors[i] = part.errors[pos] if part.errors else None
-    out.metrics = merge_metrics([(len(idx), part.metrics) for idx, part in parts])
-    out.errors = errors if any(errors) else []
-    return out
+    return assemble(len(items), parts)

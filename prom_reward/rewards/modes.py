@@ -69,6 +69,21 @@ def merge_metrics(parts: Sequence[tuple[int, dict[str, float]]]) -> dict[str, fl
     return out
 
 
+def assemble(n: int, parts: Sequence[tuple[Sequence[int], ModeOutput]]) -> ModeOutput:
+    """One output for ``n`` items from parts that each cover the items at their indices (a later part's outcome
+    for an item replaces an earlier one's: a retry's), with the parts' metrics merged (``merge_metrics``)."""
+    out = ModeOutput([None] * n, [None] * n, merge_metrics([(len(idx), part.metrics) for idx, part in parts]))
+    judges: list[str | None] = [None] * n
+    errors: list[JudgeFailure | None] = [None] * n
+    for idx, part in parts:
+        for pos, i in enumerate(idx):
+            out.rewards[i], out.feedback[i] = part.rewards[pos], part.feedback[pos]
+            judges[i] = part.judges[pos] if part.judges else None
+            errors[i] = part.errors[pos] if part.errors else None
+    out.judges, out.errors = (judges if any(judges) else []), (errors if any(errors) else [])
+    return out
+
+
 def _call_metrics(results: Sequence[Any]) -> dict[str, float]:
     """Token and truncation counts of this call's judgments (read from the results, so concurrent
     calls on one judge do not mix)."""
