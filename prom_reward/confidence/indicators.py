@@ -57,6 +57,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from statistics import fmean
+from typing import Any
 
 from prom_reward.backends.base import TokenLogprobs
 from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K
@@ -210,33 +211,31 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return fmean(known) if known else None
 
 
-def confidence_from_samples(samples: Sequence[object], *, swap_agreement: bool | None = None) -> Confidence:
-    """Combine the valid samples of one judgment (``JudgeSample`` objects) into a ``Confidence``.
+def confidence_from_samples(samples: Sequence[Any], *, swap_agreement: bool | None = None) -> Confidence:
+    """Combine the valid samples of one judgment (``core.results.JudgeSample`` objects) into a ``Confidence``.
 
     Samples carry ``entropy``/``nll``/``base_entropy``/``scored_tokens`` (set by the sampler) and
     ``verdict``/``probabilities``. Pairwise samples of a swapped order must already be mapped to
     the original labels for ``sample_agreement`` to mean anything (the caller passes one order).
     """
-    valid = [s for s in samples if getattr(s, "verdict", None) is not None]
+    valid = [s for s in samples if s.verdict is not None]
     probs = []
     for s in valid:
-        dist = getattr(s, "probabilities", None)
-        if dist:  # back from the renormalised distribution to the token's own probability
-            mass = getattr(s, "verdict_mass", None)
-            p = float(dist.get(str(s.verdict), 0.0))  # type: ignore[attr-defined]
-            probs.append(p * mass if mass is not None else p)
+        if s.probabilities:  # back from the renormalised distribution to the token's own probability
+            p = float(s.probabilities.get(str(s.verdict), 0.0))
+            probs.append(p * s.verdict_mass if s.verdict_mass is not None else p)
     agreement = None
     if len(valid) >= 2:
-        counts = Counter(str(s.verdict) for s in valid)  # type: ignore[attr-defined]
+        counts = Counter(str(s.verdict) for s in valid)
         agreement = counts.most_common(1)[0][1] / len(valid)
     return Confidence(
-        entropy=_mean([getattr(s, "entropy", None) for s in valid]),
-        nll=_mean([getattr(s, "nll", None) for s in valid]),
-        base_entropy=_mean([getattr(s, "base_entropy", None) for s in valid]),
+        entropy=_mean([s.entropy for s in valid]),
+        nll=_mean([s.nll for s in valid]),
+        base_entropy=_mean([s.base_entropy for s in valid]),
         verdict_probability=fmean(probs) if probs else None,
         sample_agreement=agreement,
         swap_agreement=None if swap_agreement is None else float(swap_agreement),
-        tokens=sum(int(getattr(s, "scored_tokens", 0) or 0) for s in valid),
+        tokens=sum(s.scored_tokens for s in valid),
     )
 
 

@@ -13,11 +13,10 @@ Example:
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from prom_reward.errors import ConfigError
-from prom_reward.local.models import MARKER, cache_dir
+from prom_reward.local.models import cache_dir, read_marker
 
 POCKET_NAME = "pocket-judge"
 POCKET_FORMAT = 1
@@ -31,12 +30,10 @@ def pocket_judge_dir(cache: Path | None = None) -> Path:
 
 def is_complete(folder: Path, digest: str | None = None) -> bool:
     """True when ``folder`` holds a finished build (of the shipped adapters with hash ``digest``, when given)."""
-    try:
-        m = json.loads((folder / MARKER).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
+    m = read_marker(folder)
     return (
-        m.get("format") == POCKET_FORMAT
+        m is not None
+        and m.get("format") == POCKET_FORMAT
         and (digest is None or m.get("adapter") == digest)
         and (folder / "model.safetensors").is_file()
     )

@@ -70,18 +70,12 @@ class ProbeConfig:
                 EDITS.get(name)
             except UnknownNameError as e:
                 raise ConfigError(f"edits: {e}") from e
-        if self.limit is not None and (
-            isinstance(self.limit, bool) or not isinstance(self.limit, int) or self.limit < 1
-        ):
-            raise ConfigError(f"limit: expected an int >= 1 or None, got {self.limit!r}")
-        if (
-            isinstance(self.baseline_samples, bool)
-            or not isinstance(self.baseline_samples, int)
-            or self.baseline_samples < 1
-        ):
-            raise ConfigError(f"baseline_samples: expected an int >= 1, got {self.baseline_samples!r}")
-        if not isinstance(self.resamples, int) or self.resamples < 100:
-            raise ConfigError(f"resamples: expected an int >= 100, got {self.resamples!r}")
+        for name, low, optional in (("limit", 1, True), ("baseline_samples", 1, False), ("resamples", 100, False)):
+            value = getattr(self, name)
+            if optional and value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ConfigError(f"{name}: expected an int >= {low}{' or None' if optional else ''}, got {value!r}")
 
     def llmbar_dir(self) -> Path:
         """The LLMBar folder to read (the checkout's when not given)."""

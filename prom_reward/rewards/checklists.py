@@ -28,7 +28,7 @@ from typing import Any
 from prom_reward.checklist.judging import ajudge_checklists
 from prom_reward.core.results import JudgeFailure
 from prom_reward.rewards.config import RewardConfig, grade_range, normalize_value
-from prom_reward.rewards.modes import ModeOutput
+from prom_reward.rewards.modes import ModeOutput, assemble
 from prom_reward.rewards.samples import RewardSample
 
 ModeFunction = Callable[[Any, Sequence[RewardSample], RewardConfig, "float | None"], Awaitable[ModeOutput]]
@@ -86,18 +86,4 @@ async def run_mode(
         (listed, await checklist_rewards(judge, [items[i] for i in listed], cfg, deadline)),
         (plain, await mode(judge, [items[i] for i in plain], cfg, deadline)),
     ]
-    n = len(items)
-    out = ModeOutput([None] * n, [None] * n)
-    errors: list[JudgeFailure | None] = [None] * n
-    for idx, part in parts:
-        for pos, i in enumerate(idx):
-            out.rewards[i], out.feedback[i] = part.rewards[pos], part.feedback[pos]
-            errors[i] = part.errors[pos] if part.errors else None
-    for key in dict.fromkeys(k for _, part in parts for k in part.metrics):
-        values = [(len(idx), part.metrics[key]) for idx, part in parts if key in part.metrics]
-        if key.endswith("_rate") or key.startswith("mean_"):  # rates and means weighted by samples, counts summed
-            out.metrics[key] = sum(k * v for k, v in values) / sum(k for k, _ in values)
-        else:
-            out.metrics[key] = float(sum(v for _, v in values))
-    out.errors = errors if any(errors) else []
-    return out
+    return assemble(len(items), parts)

@@ -62,9 +62,9 @@ _CHOICES = {
     "score": ("sample", "mean", "expected"),
     "pairwise_reward": ("probability", "sign"),
     "group_reward": ("win_rate", "bradley_terry"),
+    "normalize": (None, "unit", "symmetric"),
+    "over_context": ("truncate", "fail"),
 }
-NORMALIZATIONS = (None, "unit", "symmetric")
-OVER_CONTEXT = ("truncate", "fail")
 
 
 @dataclass(frozen=True)
@@ -169,9 +169,8 @@ class RewardConfig:
             raise ConfigError(f"mode: {e}") from e
         for name, valid in _CHOICES.items():
             if getattr(self, name) not in valid:
-                raise ConfigError(f"{name}: expected one of {', '.join(valid)}, got {getattr(self, name)!r}")
-        if self.normalize not in NORMALIZATIONS:
-            raise ConfigError(f"normalize: expected None, 'unit' or 'symmetric', got {self.normalize!r}")
+                expected = ", ".join(str(v) for v in valid)
+                raise ConfigError(f"{name}: expected one of {expected}, got {getattr(self, name)!r}")
         if not isinstance(self.num_samples, int) or self.num_samples < 1:
             raise ConfigError(f"num_samples: expected an int >= 1, got {self.num_samples!r}")
         if self.mode == "pairwise_group" and self.group_reward == "bradley_terry" and self.normalize:
@@ -181,8 +180,6 @@ class RewardConfig:
             )
         if not isinstance(self.name, str) or not self.name:
             raise ConfigError(f"name: expected a non-empty string, got {self.name!r}")
-        if self.over_context not in OVER_CONTEXT:
-            raise ConfigError(f"over_context: expected one of {', '.join(OVER_CONTEXT)}, got {self.over_context!r}")
         if not isinstance(self.outage, OutagePolicy):
             raise ConfigError(f"outage: expected an OutagePolicy, got {type(self.outage).__name__}")
         self._check_length_control()

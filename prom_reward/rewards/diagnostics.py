@@ -34,10 +34,9 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from statistics import fmean
-from typing import Any
 
 from prom_reward.format.sanitize import neutralize
-from prom_reward.rewards.config import RewardConfig, config_grades, normalize_value
+from prom_reward.rewards.config import RewardConfig, reward_scale
 from prom_reward.rewards.length import length_keys
 from prom_reward.stats import spearman
 
@@ -71,16 +70,8 @@ def top_of_scale(cfg: RewardConfig) -> float | None:
     >>> top_of_scale(RewardConfig(mode="pairwise_reference", pairwise_reward="sign"))
     0.75
     """
-    grades = config_grades(cfg)
-    if cfg.mode == "absolute":
-        kind, (lo, hi) = "grade", grades
-    elif cfg.mode == "pairwise_reference" and cfg.pairwise_reward == "sign":
-        kind, lo, hi = "sign", -1.0, 1.0
-    elif cfg.mode == "pairwise_group" and cfg.group_reward == "bradley_terry":
-        return None
-    else:
-        kind, lo, hi = "probability", 0.0, 1.0
-    return normalize_value(hi - (hi - lo) / 8, kind, cfg.normalize, grades)
+    scale = reward_scale(cfg)
+    return None if scale is None else scale[1] - (scale[1] - scale[0]) / 8
 
 
 def diagnostics(
@@ -127,12 +118,3 @@ def diagnostics(
         "diag/feedback_chars_mean": fmean(notes) if notes else 0.0,
         "diag/response_chars_mean": fmean(lengths) if lengths else 0.0,
     }
-
-
-def batch_diagnostics(
-    items: Sequence[Any], rewards: Sequence[float | None], feedback: Sequence[str | None], cfg: RewardConfig
-) -> dict[str, float]:
-    """``diagnostics`` of a reward batch: ``items`` are its ``RewardItem``s (response, group)."""
-    return diagnostics(
-        rewards, [it.response for it in items], [it.group for it in items], feedback, top=top_of_scale(cfg)
-    )

@@ -26,7 +26,6 @@ from statistics import fmean
 from typing import Any
 
 from prom_reward.core.results import JudgeFailure
-from prom_reward.errors import InputError
 from prom_reward.format.rubrics import get_rubric
 from prom_reward.rewards.config import RewardConfig, grade_range, normalize_value
 from prom_reward.rewards.samples import RewardSample
@@ -48,6 +47,41 @@ class ModeOutput:
     """Per item, template markers neutralised in its texts; empty when there were none."""
     errors: list[JudgeFailure | None] = field(default_factory=list)
     """Per item, the judge's failure behind a missing reward (its kind and reason); empty when there was none."""
+
+
+def merge_metrics(parts: Sequence[tuple[int, dict[str, float]]]) -> dict[str, float]:
+    """One batch's metrics from the metrics of its judge calls (``(items, metrics)`` each): rates and
+    means are averaged, weighted by items (NaN left out); counts, tokens and seconds are summed.
+
+    >>> merge_metrics([(3, {"tie_rate": 0.0, "judged_pairs": 3.0}), (1, {"tie_rate": 1.0, "judged_pairs": 1.0})])
+    {'tie_rate': 0.25, 'judged_pairs': 4.0}
+    """
+    out: dict[str, float] = {}
+    keys = list(dict.fromkeys(k for _, m in parts for k in m))
+    for key in keys:
+        values = [(n, m[key]) for n, m in parts if key in m]
+        if key.endswith(("_rate", "_fraction", "agreement")) or key.startswith("mean_"):
+            known = [(n, v) for n, v in values if v == v and n > 0]
+            weight = sum(n for n, _ in known)
+            out[key] = sum(n * v for n, v in known) / weight if weight else math.nan
+        else:
+            out[key] = float(sum(v for _, v in values))
+    return out
+
+
+def assemble(n: int, parts: Sequence[tuple[Sequence[int], ModeOutput]]) -> ModeOutput:
+    """One output for ``n`` items from parts that each cover the items at their indices (a later part's outcome
+    for an item replaces an earlier one's: a retry's), with the parts' metrics merged (``merge_metrics``)."""
+    out = ModeOutput([None] * n, [None] * n, merge_metrics([(len(idx), part.metrics) for idx, part in parts]))
+    judges: list[str | None] = [None] * n
+    errors: list[JudgeFailure | None] = [None] * n
+    for idx, part in parts:
+        for pos, i in enumerate(idx):
+            out.rewards[i], out.feedback[i] = part.rewards[pos], part.feedback[pos]
+            judges[i] = part.judges[pos] if part.judges else None
+            errors[i] = part.errors[pos] if part.errors else None
+    out.judges, out.errors = (judges if any(judges) else []), (errors if any(errors) else [])
+    return out
 
 
 def _call_metrics(results: Sequence[Any]) -> dict[str, float]:
@@ -84,12 +118,11 @@ async def absolute_rewards(
     uniq, where = _unique(items, lambda it: (it.instruction, it.response, _rubric_key(it.rubric), it.reference_answer))
     k = cfg.num_samples if cfg.score == "mean" else 1
     sampling = {"logprobs": 20} if cfg.score == "expected" and (judge.sampling.logprobs or 0) < 20 else None
-    refs = [it.reference_answer for it in uniq]
     grades = await judge.agrade(
         [it.instruction for it in uniq],
         [it.response for it in uniq],
         [it.rubric for it in uniq],
-        refs if any(r is not None for r in refs) else None,
+        _refs(uniq),
         num_samples=k,
         sampling=sampling,
         truncate_response=cfg.over_context == "truncate",
@@ -119,37 +152,21 @@ async def absolute_rewards(
         metrics["mean_score"] = fmean(ok)
     if exp:
         metrics["mean_expected_score"] = fmean(exp)
-    return ModeOutput(
-        rewards,
-        [grades[w].feedback for w in where],
-        metrics,
-        _deciders([grades[w] for w in where]),
-        errors=_errors([grades[w] for w in where]),
-    )
+    return _per_item([grades[w] for w in where], rewards, metrics)
 
 
 async def reference_rewards(
     judge: Any, items: Sequence[RewardSample], cfg: RewardConfig, deadline: float | None = None
 ) -> ModeOutput:
-    for i, it in enumerate(items):
-        if not isinstance(it.baseline, str):
-            raise InputError(
-                f"item {i}: pairwise_reference needs a baseline response in the dataset column "
-                f"{cfg.baseline_column!r} (got {type(it.baseline).__name__}); add that column or "
-                "set baseline_column=",
-                index=i,
-                field=cfg.baseline_column,
-            )
     uniq, where = _unique(
         items, lambda it: (it.instruction, it.response, it.baseline, _rubric_key(it.rubric), it.reference_answer)
     )
-    refs = [it.reference_answer for it in uniq]
     verdicts = await judge.acompare(
         [it.instruction for it in uniq],
         [it.response for it in uniq],
         [it.baseline for it in uniq],
         [it.rubric for it in uniq],
-        refs if any(r is not None for r in refs) else None,
+        _refs(uniq),
         swap=True,
         truncate_response=cfg.over_context == "truncate",
         deadline=deadline,
@@ -171,13 +188,7 @@ async def reference_rewards(
         "abstain_rate": sum(r is None for r in rewards) / max(len(rewards), 1),
         **_call_metrics(verdicts),
     }
-    return ModeOutput(
-        rewards,
-        [verdicts[w].feedback for w in where],
-        metrics,
-        _deciders([verdicts[w] for w in where]),
-        errors=_errors([verdicts[w] for w in where]),
-    )
+    return _per_item([verdicts[w] for w in where], rewards, metrics)
 
 
 def bradley_terry(wins: list[list[float]], iterations: int = 100, prior: float = 0.5) -> list[float]:
@@ -223,7 +234,7 @@ async def group_rewards(
             [members[g][0][a].response for g, a, _ in pairs],
             [members[g][0][b].response for g, _, b in pairs],
             [members[g][0][a].rubric for g, a, _ in pairs],
-            _pair_refs(members, pairs),
+            _refs([members[g][0][a] for g, a, _ in pairs]),
             swap=True,
             truncate_response=cfg.over_context == "truncate",
             deadline=deadline,
@@ -232,32 +243,31 @@ async def group_rewards(
         else []
     )
     outcome: dict[Hashable, dict[tuple[int, int], float]] = {g: {} for g in groups}
+    deciders: dict[tuple[Hashable, int], set[str]] = {}
+    failures: dict[tuple[Hashable, int], JudgeFailure] = {}
+    first_feedback: dict[tuple[Hashable, int], str] = {}  # per member, the first of its pairs' feedback
     for (g, a, b), v in zip(pairs, verdicts, strict=True):
         if v.winner is not None or v.tie:
             outcome[g][(a, b)] = 1.0 if v.winner == "A" else 0.0 if v.winner == "B" else 0.5
+        for k in (a, b):
+            if v.decided_by:
+                deciders.setdefault((g, k), set()).add(v.decided_by)
+            if v.error is not None:
+                failures.setdefault((g, k), v.error)
+            if v.feedback:
+                first_feedback.setdefault((g, k), v.feedback)
     rewards: list[float | None] = [None] * len(items)
     feedback: list[str | None] = [None] * len(items)
     judges: list[str | None] = [None] * len(items)
-    deciders: dict[tuple[Hashable, int], set[str]] = {}
-    for (g, a, b), v in zip(pairs, verdicts, strict=True):
-        if v.decided_by:
-            deciders.setdefault((g, a), set()).add(v.decided_by)
-            deciders.setdefault((g, b), set()).add(v.decided_by)
     errors: list[JudgeFailure | None] = [None] * len(items)
-    failures: dict[tuple[Hashable, int], JudgeFailure] = {}
-    for (g, a, b), v in zip(pairs, verdicts, strict=True):
-        if v.error is not None:
-            failures.setdefault((g, a), v.error)
-            failures.setdefault((g, b), v.error)
     degenerate = 0
     for g, idx in groups.items():
         uniq, where = members[g]
         scores = _group_scores(len(uniq), outcome[g], cfg)
         degenerate += len(uniq) == 1
-        fb = _first_feedback(pairs, verdicts, g, len(uniq))
         for pos, i in enumerate(idx):
             rewards[i] = scores[where[pos]]
-            feedback[i] = fb[where[pos]]
+            feedback[i] = first_feedback.get((g, where[pos]))
             who = deciders.get((g, where[pos]))
             judges[i] = None if not who else who.pop() if len(who) == 1 else "mixed"
             errors[i] = failures.get((g, where[pos])) if rewards[i] is None else None
@@ -275,6 +285,17 @@ async def group_rewards(
     return ModeOutput(rewards, feedback, metrics, judges if any(judges) else [], errors=errors if any(errors) else [])
 
 
+def _refs(items: Sequence[RewardSample]) -> list[str | None] | None:
+    """The items' reference answers (None when no item has one)."""
+    refs = [it.reference_answer for it in items]
+    return refs if any(r is not None for r in refs) else None
+
+
+def _per_item(results: Sequence[Any], rewards: list[float | None], metrics: dict[str, float]) -> ModeOutput:
+    """A mode's output from each item's result (its distinct twin's) and reward."""
+    return ModeOutput(rewards, [r.feedback for r in results], metrics, _deciders(results), errors=_errors(results))
+
+
 def _errors(results: Sequence[Any]) -> list[JudgeFailure | None]:
     """Each result's failure where it has no verdict (empty when none failed)."""
     errors = [r.error if not r.ok else None for r in results]
@@ -285,11 +306,6 @@ def _deciders(results: Sequence[Any]) -> list[str | None]:
     """Who decided each result under a ``CascadeJudge`` (empty when no result says)."""
     who = [r.decided_by for r in results]
     return who if any(who) else []
-
-
-def _pair_refs(members: dict[Hashable, Any], pairs: list[tuple[Hashable, int, int]]) -> list[str | None] | None:
-    refs = [members[g][0][a].reference_answer for g, a, _ in pairs]
-    return refs if any(r is not None for r in refs) else None
 
 
 def _group_scores(n: int, outcome: dict[tuple[int, int], float], cfg: RewardConfig) -> list[float | None]:
@@ -306,18 +322,6 @@ def _group_scores(n: int, outcome: dict[tuple[int, int], float], cfg: RewardConf
         return [normalize_value(fmean(p), "probability", cfg.normalize) if p else None for p in played]
     strengths = bradley_terry(wins)
     return [strengths[i] if played[i] else None for i in range(n)]
-
-
-def _first_feedback(
-    pairs: list[tuple[Hashable, int, int]], verdicts: list[Any], group: Hashable, n: int
-) -> list[str | None]:
-    fb: list[str | None] = [None] * n
-    for (g, a, b), v in zip(pairs, verdicts, strict=True):
-        if g == group:
-            for k in (a, b):
-                if fb[k] is None and v.feedback:
-                    fb[k] = v.feedback
-    return fb
 
 
 MODE_FUNCTIONS = {

@@ -46,8 +46,8 @@ from dataclasses import dataclass
 from statistics import fmean
 from typing import Any
 
+from prom_reward.backends.bridge import run_sync
 from prom_reward.core.canary import CANARY_INSTRUCTION, CANARY_RESPONSES
-from prom_reward.core.results import Verdict
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.conversation import completion_text, prompt_text
 from prom_reward.format.resolve import RubricResolver
@@ -56,8 +56,8 @@ from prom_reward.rewards.canary import CanaryGate
 from prom_reward.rewards.config import RewardConfig
 from prom_reward.rewards.diagnostics import diagnostics
 from prom_reward.rewards.holder import JudgeHolder
-from prom_reward.rewards.online_dpo_checklist import judge_with_checklists, settle_part
-from prom_reward.rewards.outage import JudgeHealth, judge_until_answered
+from prom_reward.rewards.online_dpo_judging import Judged, Texts, ajudge_isolated
+from prom_reward.rewards.outage import JudgeHealth
 
 __all__ = ["OnlineDPOJudgeReward", "PairwiseRewardStats"]
 
@@ -115,7 +115,7 @@ class OnlineDPOJudgeReward(JudgeHolder):
             fields as keywords; ``name`` defaults to ``prometheus_pairwise`` here). This reward reads
             ``rubric`` (pairwise needs only the criteria), ``reference_answer``, ``rubric_column``,
             ``reference_column``, ``checklist_column`` (a row with a checklist is decided by its completions'
-            checklist scores, ``rewards.online_dpo_checklist``, judged as ``checklist_mode``,
+            checklist scores, ``rewards.online_dpo_judging``, judged as ``checklist_mode``,
             ``checklist_aggregation``, ``score`` and ``num_samples`` say), ``name``, ``over_context`` (a pair
             over the judge's context: ``truncate`` shortens the responses, ``fail`` leaves it to the coin) and
             ``outage`` (how a failing judge is retried; default: stop past the budget); the grade-to-reward
@@ -155,14 +155,8 @@ class OnlineDPOJudgeReward(JudgeHolder):
             RubricResolver(rubric)
         except InputError as e:
             raise ConfigError(f"rubric: {e}") from e
-        self.rubric = rubric
-        self.reference_answer = self.config.reference_answer
-        self.rubric_column = self.config.rubric_column
-        self.reference_column = self.config.reference_column
         self.max_tie_rounds = max_tie_rounds
         self.seed = seed
-        self.over_context = self.config.over_context
-        self.outage = self.config.outage
         self.health = JudgeHealth()
         self.__name__ = name
         self.stats = PairwiseRewardStats()
@@ -212,9 +206,7 @@ class OnlineDPOJudgeReward(JudgeHolder):
             )
         return [default if v is None else v for v in list(values)[:b]]
 
-    def _neutralized(
-        self, texts: tuple[list[str], list[str], list[str]], refs: list[Any]
-    ) -> tuple[tuple[list[str], list[str], list[str]], list[Any]]:
+    def _neutralized(self, texts: Texts, refs: list[Any]) -> tuple[Texts, list[Any]]:
         """Instructions and reference answers with template markers neutralised (the judge does the responses)."""
         judge = self.judge
         if not judge.neutralize_markers:
@@ -223,65 +215,6 @@ class OnlineDPOJudgeReward(JudgeHolder):
         ins = [neutralize(t, special, markers)[0] for t in texts[0]]
         refs = [neutralize(r, special, markers)[0] if isinstance(r, str) else r for r in refs]
         return (ins, texts[1], texts[2]), refs
-
-    def _judge_isolated(
-        self, texts: tuple[list[str], list[str], list[str]], rubrics: list[Any], refs: list[Any]
-    ) -> tuple[list[list[Verdict]], int, dict[int, str]]:
-        """``_judge_pairs`` through ``rewards.outage``: (verdicts per pair, [] where the pair could not be
-        judged; tie rounds run; unjudged pair -> reason)."""
-        b = len(rubrics)
-
-        def call(idx: list[int], until: float | None) -> tuple[list[list[Verdict]], int]:
-            a, b_, c, r, f = ([xs[i] for i in idx] for xs in (*texts, rubrics, refs))
-            return self._judge_pairs((a, b_, c), r, f, until)
-
-        iso = judge_until_answered(
-            [[i] for i in range(b)], call, lambda out: [vs[-1].error for vs in out[0]], self.outage, health=self.health
-        )
-        history: list[list[Verdict]] = [[] for _ in range(b)]
-        unjudged = dict(iso.outage)
-        rounds = 0
-        for idx, (verdicts, r) in iso.parts:  # a later part (a retry) replaces an earlier one's outcome
-            rounds = max(rounds, r)
-            settle_part(idx, verdicts, iso.outage, history, unjudged)
-        return history, rounds, unjudged
-
-    def _judge_pairs(
-        self, texts: tuple[list[str], list[str], list[str]], rubrics: list[Any], refs: list[Any], deadline: float | None
-    ) -> tuple[list[list[Verdict]], int]:
-        """Every pair's verdicts, first round then tie rounds; and the number of tie rounds run."""
-        judge = self.judge
-        ins, a, b = texts
-        truncate = self.over_context == "truncate"
-        history = [
-            [v]
-            for v in judge.compare(ins, a, b, rubrics, refs, swap=True, truncate_response=truncate, deadline=deadline)
-        ]
-        resample = {"temperature": 1.0} if judge.sampling.temperature == 0 else None
-        rounds = 0
-        while rounds < self.max_tie_rounds:
-            todo = [i for i, vs in enumerate(history) if vs[-1].winner is None and _judged(vs[-1])]
-            if not todo:
-                break
-            rounds += 1
-
-            def pick(xs: list[Any], todo: list[int] = todo) -> list[Any]:
-                return [xs[i] for i in todo]
-
-            again = judge.compare(
-                pick(ins),
-                pick(a),
-                pick(b),
-                pick(rubrics),
-                pick(refs),
-                swap=True,
-                sampling=resample,
-                truncate_response=truncate,
-                deadline=deadline,
-            )
-            for i, v in zip(todo, again, strict=True):
-                history[i].append(v)
-        return history, rounds
 
     def __call__(
         self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
@@ -298,14 +231,20 @@ class OnlineDPOJudgeReward(JudgeHolder):
             [completion_text(c, i) for i, c in enumerate(completions[:b])],
             [completion_text(c, b + i) for i, c in enumerate(completions[b:])],
         )
-        rubrics = self._column(columns, self.rubric_column, b, self.rubric)
-        refs = self._column(columns, self.reference_column, b, self.reference_answer)
+        cfg = self.config
+        rubrics = self._column(columns, cfg.rubric_column, b, cfg.rubric)
+        refs = self._column(columns, cfg.reference_column, b, cfg.reference_answer)
         texts, refs = self._neutralized(texts, refs)
+
+        def judged(texts: Texts, rubrics: list[Any], refs: list[Any], checklists: list[Any]) -> Judged:
+            judge, rounds, health = self.judge, self.max_tie_rounds, self.health
+            return run_sync(lambda: ajudge_isolated(judge, texts, rubrics, refs, checklists, cfg, rounds, health))
+
         canary = ([CANARY_INSTRUCTION], [CANARY_RESPONSES[0]], [CANARY_RESPONSES[1]])
-        self.canary.run(lambda: next(iter(self._judge_isolated(canary, [self.rubric], [None])[2].values()), None))
-        checklists = self._column(columns, self.config.checklist_column, b, None)
+        self.canary.run(lambda: next(iter(judged(canary, [cfg.rubric], [None], [None])[2].values()), None))
+        checklists = self._column(columns, cfg.checklist_column, b, None)
         start = time.perf_counter()
-        history, rounds, unjudged, checklist_metrics = judge_with_checklists(self, texts, rubrics, refs, checklists)
+        history, rounds, unjudged, checklist_metrics = judged(texts, rubrics, refs, checklists)
         seconds = time.perf_counter() - start
 
         s = self.stats
@@ -376,8 +315,3 @@ class OnlineDPOJudgeReward(JudgeHolder):
                 log_metric(name, value)
             if isinstance(stats, dict):
                 stats.setdefault(name, []).append(value)
-
-
-def _judged(verdict: Verdict) -> bool:
-    """The judge read the pair (it may still have given no verdict): not failed on its input or the transport."""
-    return verdict.error is None or verdict.error.kind == "output"

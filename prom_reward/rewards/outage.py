@@ -3,9 +3,8 @@
 A reward path must not be the part that kills a days-long training run, and must not wait forever
 either. The judge returns one outcome per item; an item the transport failed (judge unreachable, 5xx,
 429, a hung call cut) carries a ``transport`` failure. ``ajudge_until_answered`` asks the judge again for
-those items only, with back-off awaited on the caller's loop (``judge_until_answered``: its sync form),
-and ``OutagePolicy`` says how, for every reward path alike (TRL, online DPO, the OpenRLHF server and
-``reward_func``, verl):
+those items only, with back-off awaited on the caller's loop, and ``OutagePolicy`` says how, for every
+reward path alike (TRL, online DPO, the OpenRLHF server and ``reward_func``, verl):
 
 - failed items are asked again after an exponential back-off (``backoff_s`` doubling up to
   ``max_backoff_s``) for up to ``budget_s`` seconds from the first failure, never past the caller's
@@ -45,7 +44,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from prom_reward.backends.bridge import run_sync
 from prom_reward.core.results import JudgeFailure
 from prom_reward.errors import BackendError, ConfigError, JudgeUnavailableError
 
@@ -166,7 +164,7 @@ class JudgeHealth:
 
 @dataclass
 class Answered(Generic[T]):
-    """What ``judge_until_answered`` got: the judge's outputs and the items left unanswered past the budget."""
+    """What ``ajudge_until_answered`` got: the judge's outputs and the items left unanswered past the budget."""
 
     parts: list[tuple[list[int], T]] = field(default_factory=list)
     """(item indices, the call's output for exactly those items), in call order: a later part's output for an
@@ -244,23 +242,6 @@ async def ajudge_until_answered(
     return out
 
 
-def judge_until_answered(
-    units: Sequence[Sequence[int]],
-    call: Callable[[list[int], float | None], T],
-    failures: Callable[[T], Sequence[JudgeFailure | None]],
-    policy: OutagePolicy,
-    *,
-    deadline: float | None = None,
-    health: JudgeHealth | None = None,
-) -> Answered[T]:
-    """``ajudge_until_answered`` for sync code and a sync ``call`` (run in a worker thread), waited for."""
-
-    async def acall(idx: list[int], until: float | None) -> T:
-        return await asyncio.to_thread(call, idx, until)
-
-    return run_sync(lambda: ajudge_until_answered(units, acall, failures, policy, deadline=deadline, health=health))
-
-
 def _transport(failure: JudgeFailure | None) -> bool:
     return failure is not None and failure.kind == "transport"
 
@@ -296,4 +277,4 @@ def _secs(seconds: float) -> str:
     return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
 
 
-__all__ = ["Answered", "JudgeHealth", "OutagePolicy", "ajudge_until_answered", "judge_until_answered"]
+__all__ = ["Answered", "JudgeHealth", "OutagePolicy", "ajudge_until_answered"]

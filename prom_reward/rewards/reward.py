@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import math
 import re
 import time
 from collections.abc import Callable, Hashable, Sequence
@@ -44,32 +43,11 @@ from prom_reward.rewards.config import RewardConfig, check_reward_format
 from prom_reward.rewards.diagnostics import diagnostics, top_of_scale
 from prom_reward.rewards.holder import JudgeHolder
 from prom_reward.rewards.length import control_length
-from prom_reward.rewards.modes import MODE_FUNCTIONS, ModeOutput
+from prom_reward.rewards.modes import MODE_FUNCTIONS, ModeOutput, assemble
 from prom_reward.rewards.outage import Answered, JudgeHealth, ajudge_until_answered
 from prom_reward.rewards.samples import RewardSample, samples_from_columns
 
-_TRL_KWARGS = ("trainer_state", "log_metric", "log_extra", "environments")
 _NO_VERDICT = "the judge gave no parseable verdict after its retries"
-
-
-def merge_metrics(parts: Sequence[tuple[int, dict[str, float]]]) -> dict[str, float]:
-    """One batch's metrics from the metrics of its judge calls (``(items, metrics)`` each): rates and
-    means are averaged, weighted by items (NaN left out); counts, tokens and seconds are summed.
-
-    >>> merge_metrics([(3, {"tie_rate": 0.0, "judged_pairs": 3.0}), (1, {"tie_rate": 1.0, "judged_pairs": 1.0})])
-    {'tie_rate': 0.25, 'judged_pairs': 4.0}
-    """
-    out: dict[str, float] = {}
-    keys = list(dict.fromkeys(k for _, m in parts for k in m))
-    for key in keys:
-        values = [(n, m[key]) for n, m in parts if key in m]
-        if key.endswith(("_rate", "_fraction", "agreement")) or key.startswith("mean_"):
-            known = [(n, v) for n, v in values if v == v and n > 0]
-            weight = sum(n for n, _ in known)
-            out[key] = sum(n * v for n, v in known) / weight if weight else math.nan
-        else:
-            out[key] = float(sum(v for _, v in values))
-    return out
 
 
 class PrometheusReward(JudgeHolder):
@@ -242,31 +220,21 @@ class PrometheusReward(JudgeHolder):
         out.metrics.update(diagnostics(out.rewards, responses, groups, out.feedback, top=top, markers=markers))
 
     def _assemble(self, n: int, iso: Answered[ModeOutput], reasons: list[str | None]) -> ModeOutput:
-        rewards: list[float | None] = [None] * n
-        feedback: list[str | None] = [None] * n
-        judges: list[str | None] = [None] * n
+        out = assemble(n, iso.parts)
+        errors = out.errors or [None] * n
         why = list(reasons)
-        alone: set[int] = set()  # failed on their input (the judge's outcome)
-        for idx, part in iso.parts:  # a later part (a retry) replaces an earlier one's outcome
-            for pos, i in enumerate(idx):
-                rewards[i], feedback[i] = part.rewards[pos], part.feedback[pos]
-                judges[i] = part.judges[pos] if part.judges else None
-                error = part.errors[pos] if part.errors else None
-                if rewards[i] is not None:
-                    why[i] = None
-                else:  # the judge's reason (an order that failed, a transport failure ...), else the plain one
-                    why[i] = error.reason if error is not None else _NO_VERDICT
-                (alone.add if error is not None and error.kind == "input" else alone.discard)(i)
-        for i, reason in iso.outage.items():
-            why[i] = reason
-        metrics = merge_metrics([(len(idx), part.metrics) for idx, part in iso.parts])
-        metrics["abstain_rate"] = sum(r is None for r in rewards) / n
-        metrics["failed_samples"] = float(sum(r is not None for r in reasons) + len(alone))
-        metrics["outage_failures"] = float(len(iso.outage))
-        metrics["judge_calls"] = float(iso.calls)
-        return ModeOutput(
-            rewards, feedback, metrics, judges if any(judges) else [], why if any(w is not None for w in why) else []
-        )
+        judged = {i for idx, _ in iso.parts for i in idx}
+        for i in judged:  # the judge's reason (an order that failed, a transport failure ...), else the plain one
+            error = errors[i]
+            why[i] = None if out.rewards[i] is not None else error.reason if error is not None else _NO_VERDICT
+        why = [iso.outage.get(i, w) for i, w in enumerate(why)]
+        alone = sum(e is not None and e.kind == "input" for e in errors)  # failed on their input (the judge's outcome)
+        out.metrics["abstain_rate"] = sum(r is None for r in out.rewards) / n
+        out.metrics["failed_samples"] = float(sum(r is not None for r in reasons) + alone)
+        out.metrics["outage_failures"] = float(len(iso.outage))
+        out.metrics["judge_calls"] = float(iso.calls)
+        out.reasons, out.errors = (why if any(w is not None for w in why) else []), []
+        return out
 
     async def _run_mode(self, items: list[RewardSample], deadline: float | None) -> ModeOutput:
         judge = self.judge

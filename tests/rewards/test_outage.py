@@ -1,4 +1,4 @@
-"""``rewards.outage``: the policy's numbers, and ``judge_until_answered`` asking the judge again for the items
+"""``rewards.outage``: the policy's numbers, and ``ajudge_until_answered`` asking the judge again for the items
 its transport failed only (with back-off, within the budget and the deadline), then raising or failing them
 with the cause; through ``PrometheusReward`` and a real ``OpenAIServer`` talking to a stand-in that dies or
 hangs (real HTTP on 127.0.0.1): the answered samples are kept and never asked again, a hung call is cut."""
@@ -11,9 +11,10 @@ import time
 import pytest
 
 from prom_reward import PrometheusJudge
+from prom_reward.backends.bridge import run_sync
 from prom_reward.core.results import JudgeFailure
 from prom_reward.errors import BackendError, ConfigError, JudgeUnavailableError
-from prom_reward.rewards.outage import JudgeHealth, OutagePolicy, judge_until_answered
+from prom_reward.rewards.outage import JudgeHealth, OutagePolicy, ajudge_until_answered
 from prom_reward.rewards.reward import PrometheusReward
 from prom_reward.rewards.samples import RewardSample
 
@@ -48,6 +49,15 @@ def test_bad_policies(options, words):
 )
 def test_attempt_timeout_follows_the_deadline(call_timeout, now, deadline, want):
     assert OutagePolicy(call_timeout_s=call_timeout).attempt_timeout(now, deadline, 600.0) == want
+
+
+def judge_until_answered(units, call, failures, policy, **options):
+    """``ajudge_until_answered`` of a sync ``call``, waited for."""
+
+    async def acall(idx, until):
+        return call(idx, until)
+
+    return run_sync(lambda: ajudge_until_answered(units, acall, failures, policy, **options))
 
 
 def scripted(fail: dict[int, int]):

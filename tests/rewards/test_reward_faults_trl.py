@@ -138,9 +138,9 @@ def test_a_trl_reward_stops_by_default_when_the_judge_stays_down():
     assert PrometheusReward({"backend": "openai", "base_url": "http://127.0.0.1:9/v1"}).config.outage.on_exhausted == (
         "raise"
     )
-    assert OnlineDPOJudgeReward({"backend": "openai", "base_url": "http://127.0.0.1:9/v1"}).outage.on_exhausted == (
-        "raise"
-    )
+    assert OnlineDPOJudgeReward(
+        {"backend": "openai", "base_url": "http://127.0.0.1:9/v1"}
+    ).config.outage.on_exhausted == ("raise")
 
 
 # -- online DPO ---------------------------------------------------------------------------------
