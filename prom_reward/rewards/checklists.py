@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from statistics import fmean
 from typing import Any
@@ -28,7 +29,7 @@ from typing import Any
 from prom_reward.checklist.judging import ajudge_checklists
 from prom_reward.core.results import JudgeFailure
 from prom_reward.rewards.config import RewardConfig, grade_range, normalize_value
-from prom_reward.rewards.modes import ModeOutput, assemble
+from prom_reward.rewards.modes import MODE_FUNCTIONS, ModeOutput, assemble
 from prom_reward.rewards.samples import RewardSample
 
 ModeFunction = Callable[[Any, Sequence[RewardSample], RewardConfig, "float | None"], Awaitable[ModeOutput]]
@@ -87,3 +88,22 @@ async def run_mode(
         (plain, await mode(judge, [items[i] for i in plain], cfg, deadline)),
     ]
     return assemble(len(items), parts)
+
+
+def batch_runner(
+    judge: Any, cfg: RewardConfig, samples: Sequence[Any]
+) -> Callable[[Sequence[int], float | None], Awaitable[ModeOutput]]:
+    """The judge call the outage loop (``rewards.outage``) makes for a batch: the samples at the given indices
+    through ``run_mode`` in the reward's mode, with the call's time (``judge_seconds``) and the change of a
+    composite judge's own counters (a cascade's routing) as metrics."""
+    mode = MODE_FUNCTIONS[cfg.mode]
+
+    async def run(idx: Sequence[int], deadline: float | None) -> ModeOutput:
+        before = dict(judge.stats.counters)
+        start = time.perf_counter()
+        out = await run_mode(mode, judge, [samples[i] for i in idx], cfg, deadline)
+        out.metrics = {**out.metrics, "judge_seconds": time.perf_counter() - start}
+        out.metrics.update({k: float(v - before.get(k, 0)) for k, v in judge.stats.counters.items()})
+        return out
+
+    return run

@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import re
-import time
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
@@ -38,12 +37,12 @@ from prom_reward.format.judge_format import DEFAULT_FORMAT, JUDGE_FORMATS, Task
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.sanitize import neutralize
 from prom_reward.rewards.canary import CanaryGate, canary_samples
-from prom_reward.rewards.checklists import run_mode
+from prom_reward.rewards.checklists import batch_runner
 from prom_reward.rewards.config import RewardConfig, check_reward_format
 from prom_reward.rewards.diagnostics import diagnostics, top_of_scale
 from prom_reward.rewards.holder import JudgeHolder
 from prom_reward.rewards.length import control_length
-from prom_reward.rewards.modes import MODE_FUNCTIONS, ModeOutput, assemble
+from prom_reward.rewards.modes import ModeOutput, assemble
 from prom_reward.rewards.outage import Answered, JudgeHealth, ajudge_until_answered
 from prom_reward.rewards.samples import RewardSample, samples_from_columns
 
@@ -183,7 +182,7 @@ class PrometheusReward(JudgeHolder):
             units = [[i] for i in ok]
         iso: Answered[ModeOutput] = await ajudge_until_answered(
             units,
-            lambda idx, until: self._run_mode([resolved[i] for i in idx], until),  # type: ignore[misc]
+            batch_runner(self.judge, self.config, resolved),
             lambda out: out.errors or [None] * len(out.rewards),
             self.config.outage,
             deadline=deadline,
@@ -236,15 +235,6 @@ class PrometheusReward(JudgeHolder):
         out.reasons, out.errors = (why if any(w is not None for w in why) else []), []
         return out
 
-    async def _run_mode(self, items: list[RewardSample], deadline: float | None) -> ModeOutput:
-        judge = self.judge
-        before = dict(judge.stats.counters)  # a composite judge's own counters (a cascade's routing)
-        start = time.perf_counter()
-        out = await run_mode(MODE_FUNCTIONS[self.config.mode], judge, items, self.config, deadline)
-        out.metrics = {**out.metrics, "judge_seconds": time.perf_counter() - start}
-        out.metrics.update({k: float(v - before.get(k, 0)) for k, v in judge.stats.counters.items()})
-        return out
-
     async def acompute(
         self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
     ) -> list[float | None]:
@@ -288,10 +278,7 @@ class PrometheusReward(JudgeHolder):
 
     compute = sync_method(acompute)
 
-    def __call__(
-        self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
-    ) -> list[float | None]:
-        return self.compute(prompts, completions, completion_ids, **kwargs)
+    __call__ = compute  # what TRL calls: the one sync wrapper of acompute
 
     async def acall(
         self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
