@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
 from prom_reward.core.items import PairItem
+from prom_reward.core.results import JudgeFailure, Verdict
 from prom_reward.errors import InputError
 from prom_reward.format.judge_format import Task
 from prom_reward.format.rubrics import Rubric
@@ -143,7 +144,14 @@ class CompareJob(JobKind):
         )
 
     def judge_items(self, judge: Any, rows: list[SourceRow], items: list[PairItem]) -> BatchOut:
-        verdicts = judge.compare_items(items, swap=self.swap)
+        return self._verdict_rows(rows, judge.compare_items(items, swap=self.swap))
+
+    def failed_rows(self, judge: Any, rows: list[SourceRow], items: list[Any], failure: JudgeFailure) -> BatchOut:
+        failed = Verdict(None, failures=judge.num_samples * (2 if self.swap else 1), error=failure)
+        return self._verdict_rows(rows, [failed] * len(rows))
+
+    def _verdict_rows(self, rows: list[SourceRow], verdicts: list[Verdict]) -> BatchOut:
+        """The output rows of judged rows, one ``Verdict`` each."""
         out = BatchOut()
         for row, v in zip(rows, verdicts, strict=True):
             out.ties += bool(v.tie)
@@ -166,25 +174,3 @@ class CompareJob(JobKind):
                 )
             )
         return out
-
-    def failed_rows(self, judge: Any, rows: list[SourceRow], items: list[Any], reason: str) -> BatchOut:
-        return BatchOut(
-            rows=[
-                self.output_row(
-                    r,
-                    {
-                        "winner": None,
-                        "p_a": None,
-                        "tie": False,
-                        "swap_agreement": None,
-                        "feedback": None,
-                        "judge_failures": judge.num_samples * (2 if self.swap else 1),
-                        "judge_retries": 0,
-                        "forced_verdicts": 0,
-                        "judge_error": reason,
-                    },
-                )
-                for r in rows
-            ],
-            failed=len(rows),
-        )

@@ -39,6 +39,7 @@ from prom_reward.checklist.criteria import parse_checklist
 from prom_reward.core.combine import no_verdict
 from prom_reward.core.items import GradeItem, check_text
 from prom_reward.core.judge import EXPECTED_LOGPROBS
+from prom_reward.core.results import Grade, JudgeFailure
 from prom_reward.errors import InputError
 from prom_reward.format.judge_format import JudgeFormat, Task
 from prom_reward.format.resolve import RubricResolver
@@ -219,13 +220,14 @@ class GradeJob(JobKind):
     def judge_items(self, judge: Any, rows: list[SourceRow], items: list[Any]) -> BatchOut:
         listed = [i for i, it in enumerate(items) if isinstance(it, ChecklistItem)]
         if not listed:
-            return self._grade_items(judge, rows, items)
+            return self._grade_rows(judge, rows, judge.grade_items(items))
         plain = [i for i, it in enumerate(items) if not isinstance(it, ChecklistItem)]
         asked = (judge.sampling.logprobs or 0) >= EXPECTED_LOGPROBS
         results = judge_checklist_rows(
             judge, [items[i] for i in listed], self.checklist("expected" if asked else "sample")
         )
-        out = self._grade_items(judge, [rows[i] for i in plain], [items[i] for i in plain]) if plain else BatchOut()
+        graded = judge.grade_items([items[i] for i in plain]) if plain else []
+        out = self._grade_rows(judge, [rows[i] for i in plain], graded)
         by_row = dict(zip(plain, out.rows, strict=True))
         for i, result in zip(listed, results, strict=True):
             error = result.pop("_error")
@@ -239,8 +241,8 @@ class GradeJob(JobKind):
         out.rows = [by_row[i] for i in range(len(rows))]
         return out
 
-    def _grade_items(self, judge: Any, rows: list[SourceRow], items: list[GradeItem]) -> BatchOut:
-        grades = judge.grade_items(items)
+    def _grade_rows(self, judge: Any, rows: list[SourceRow], grades: list[Grade]) -> BatchOut:
+        """The output rows of graded rows (no checklist), one ``Grade`` each."""
         out = BatchOut()
         # the expected-score columns only when asked for (--expected: the judge asks for the verdict's
         # logprobs), so the rows agree with the job record; a forced verdict alone does not fill them
@@ -270,25 +272,5 @@ class GradeJob(JobKind):
             )
         return out
 
-    def failed_rows(self, judge: Any, rows: list[SourceRow], items: list[Any], reason: str) -> BatchOut:
-        return BatchOut(
-            rows=[
-                self.output_row(
-                    r,
-                    {
-                        "score": None,
-                        "feedback": None,
-                        "expected_score": None,
-                        "probabilities": None,
-                        "judge_failures": judge.num_samples,
-                        "judge_retries": 0,
-                        "forced_verdicts": 0,
-                        "judge_error": reason,
-                        "checklist_score": None,
-                        "checklist_verdicts": None,
-                    },
-                )
-                for r in rows
-            ],
-            failed=len(rows),
-        )
+    def failed_rows(self, judge: Any, rows: list[SourceRow], items: list[Any], failure: JudgeFailure) -> BatchOut:
+        return self._grade_rows(judge, rows, [Grade(None, failures=judge.num_samples, error=failure)] * len(rows))

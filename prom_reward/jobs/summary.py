@@ -62,7 +62,7 @@ class JobSummary:
     """Input rows committed by an earlier run of the same job, not judged again."""
     failed: int = 0
     """Rows without a verdict (null score or winner, see ``judge_error``; pairs: candidate pairs skipped as
-    ``judge_failed``/``backend_failed``/``too_long``); ties are not failures."""
+    ``judge_failed``/``backend_failed``); ties are not failures."""
     ties: int = 0
     """``compare``: rows judged a tie (the two orders disagree, or samples split evenly)."""
     backend_failed: int = 0
@@ -121,7 +121,6 @@ class JobSummary:
         self.batches += 1
         for k in _COUNTS:
             setattr(self, k, getattr(self, k) + int(rec.get(k, 0)))
-        self.retried_rows += int(rec.get("retried_rows", 0))
         self.backend_error = self.backend_error or str(rec.get("backend_error") or "")
         for k, v in json.loads(rec.get("skipped") or "{}").items():
             self.skipped[k] = self.skipped.get(k, 0) + int(v)
