@@ -32,13 +32,12 @@ from typing import Any, ClassVar, cast
 
 from prom_reward.core.items import PairItem
 from prom_reward.core.results import JudgeFailure, Verdict
-from prom_reward.errors import InputError
 from prom_reward.format.judge_format import Task
 from prom_reward.format.rubrics import Rubric
-from prom_reward.jobs.columns import column, judge_text
+from prom_reward.jobs.columns import role_columns, text_item
 from prom_reward.jobs.grade import resolve_rubric, resolver, rubric_fingerprint
 from prom_reward.jobs.source import SourceRow
-from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, failure_text, option_flag, row_error
+from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, failure_text
 
 
 @dataclass(frozen=True)
@@ -99,30 +98,11 @@ class CompareJob(JobKind):
 
     def preparer(self) -> Prepare:
         rubrics = resolver(self.rubric)
-        columns = {
-            "instruction": "instruction_column",
-            "response_a": "response_a_column",
-            "response_b": "response_b_column",
-            "reference_answer": "reference_column",
-        }
 
         def prepare(row: SourceRow) -> PairItem:
-            roles = ("instruction_column", "response_a_column", "response_b_column")
-            names = {o: column(row, getattr(self, o), o) for o in roles}
-            names["reference_column"] = self.reference_column
-            rubric = resolve_rubric(rubrics, row, self.rubric_column)
-            try:
-                # the judge checks the rubric against its format (compare_items): a misfit fails the row
-                return PairItem(
-                    judge_text(row, names["instruction_column"], "instruction_column"),
-                    judge_text(row, names["response_a_column"], "response_a_column"),
-                    judge_text(row, names["response_b_column"], "response_b_column"),
-                    rubric,
-                    row.data.get(self.reference_column),
-                )
-            except InputError as e:
-                option = columns.get(e.field or "", "instruction_column")
-                raise row_error(row, names[option], option_flag(option), str(e)) from None
+            names = role_columns(row, self, ("instruction_column", "response_a_column", "response_b_column"))
+            # the judge checks the rubric against its format (compare_items): a misfit fails the row
+            return text_item(row, names, PairItem, resolve_rubric(rubrics, row, self.rubric_column))
 
         return prepare
 

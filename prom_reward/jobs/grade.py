@@ -45,7 +45,7 @@ from prom_reward.format.judge_format import JudgeFormat, Task
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.rubrics import Rubric
 from prom_reward.jobs.checklist_rows import ChecklistItem, judge_checklist_rows, verdicts_type
-from prom_reward.jobs.columns import column, judge_text
+from prom_reward.jobs.columns import judge_text, role_columns, text_item
 from prom_reward.jobs.source import SourceRow
 from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, failure_text, option_flag, row_error
 
@@ -151,29 +151,13 @@ class GradeJob(JobKind):
 
     def preparer(self) -> Prepare:
         rubrics = resolver(self.rubric)
-        columns = {
-            "instruction": "instruction_column",
-            "response": "response_column",
-            "reference_answer": "reference_column",
-        }
 
         def prepare(row: SourceRow) -> GradeItem | ChecklistItem:
-            names = {o: column(row, getattr(self, o), o) for o in ("instruction_column", "response_column")}
-            names["reference_column"] = self.reference_column
+            names = role_columns(row, self, ("instruction_column", "response_column"))
             if row.data.get(self.checklist_column) is not None:
                 return self._checklist_item(row, names)
-            rubric = resolve_rubric(rubrics, row, self.rubric_column)
-            try:
-                # the judge checks the rubric against its format (grade_items): a misfit fails the row
-                return GradeItem(
-                    judge_text(row, names["instruction_column"], "instruction_column"),
-                    judge_text(row, names["response_column"], "response_column"),
-                    rubric,
-                    row.data.get(self.reference_column),
-                )
-            except InputError as e:
-                option = columns.get(e.field or "", "instruction_column")
-                raise row_error(row, names[option], option_flag(option), str(e)) from None
+            # the judge checks the rubric against its format (grade_items): a misfit fails the row
+            return text_item(row, names, GradeItem, resolve_rubric(rubrics, row, self.rubric_column))
 
         return prepare
 
