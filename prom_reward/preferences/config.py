@@ -25,6 +25,11 @@ from prom_reward.checklist.config import ChecklistConfig
 from prom_reward.errors import ConfigError
 
 STRATEGIES = ("best_vs_worst", "all_pairs")
+STRATEGY_COLUMNS = {
+    "best_vs_worst": ("feedback_chosen", "feedback_rejected", "tie_rounds"),
+    "all_pairs": ("feedback", "swap_agreement"),
+}
+"""The output columns of one strategy's pairs only."""
 OUTPUT_COLUMNS = (
     "source_index",
     "prompt",
@@ -35,11 +40,7 @@ OUTPUT_COLUMNS = (
     "margin",
     "chosen_index",
     "rejected_index",
-    "feedback_chosen",
-    "feedback_rejected",
-    "tie_rounds",
-    "feedback",
-    "swap_agreement",
+    *(c for s in STRATEGIES for c in STRATEGY_COLUMNS[s]),
 )
 LAYOUTS = ("wide", "long")
 
