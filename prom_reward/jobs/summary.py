@@ -28,25 +28,6 @@ EXIT_CODES = (
 )
 """The exit statuses of ``grade``, ``compare`` and ``pairs`` (their ``--help`` ends with it)."""
 
-_COUNTS = (
-    "failed",
-    "ties",
-    "pairs",
-    "retried",
-    "forced",
-    "prompt_tokens",
-    "completion_tokens",
-    "backend_failed",
-    "tie_breaks",
-    "tie_rounds",
-    "samples",
-    "parse_failures",
-    "rows_without_pairs",
-    "stored_samples",
-    "stored_prompt_tokens",
-    "stored_completion_tokens",
-)
-
 
 @dataclass
 class JobSummary:
@@ -115,12 +96,13 @@ class JobSummary:
     batches) and rows/s while busy."""
 
     def add(self, rec: dict[str, Any]) -> None:
-        """Count one batch's record (from ``prom_reward.jobs.batch.judge_rows``)."""
+        """Count one batch's record (from ``prom_reward.jobs.batch.judge_rows``): each count it holds (``rows``,
+        ``failed``, tokens ...) adds to the field of that name."""
         n = int(rec["rows"])
-        self.rows += n
         self.batches += 1
-        for k in _COUNTS:
-            setattr(self, k, getattr(self, k) + int(rec.get(k, 0)))
+        for f in dataclasses.fields(self):
+            if f.name in rec and isinstance(getattr(self, f.name), int):
+                setattr(self, f.name, getattr(self, f.name) + int(rec[f.name]))
         self.backend_error = self.backend_error or str(rec.get("backend_error") or "")
         for k, v in json.loads(rec.get("skipped") or "{}").items():
             self.skipped[k] = self.skipped.get(k, 0) + int(v)
