@@ -39,23 +39,26 @@ from prom_reward.jobs.grade import resolve_rubric, resolver, rubric_fingerprint
 from prom_reward.jobs.source import SourceRow
 from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, failure_text
 
+RESULT_TYPES = {
+    "winner": "string",
+    "p_a": "float64",
+    "tie": "bool_",
+    "swap_agreement": "bool_",
+    "feedback": "string",
+    "judge_failures": "int64",
+    "judge_retries": "int64",
+    "forced_verdicts": "int64",
+    "judge_error": "string",
+}
+"""The result columns of a ``compare`` row, in order, and their pyarrow types (``pyarrow.string`` ...)."""
+
 
 @dataclass(frozen=True)
 class CompareJob(JobKind):
     """Options of a ``compare`` job (validated; the rubric is resolved once, here)."""
 
     name: ClassVar[str] = "compare"
-    result_columns: ClassVar[tuple[str, ...]] = (
-        "winner",
-        "p_a",
-        "tie",
-        "swap_agreement",
-        "feedback",
-        "judge_failures",
-        "judge_retries",
-        "forced_verdicts",
-        "judge_error",
-    )
+    result_columns: ClassVar[tuple[str, ...]] = tuple(RESULT_TYPES)
 
     rubric: Any = None
     """One rubric for every row; None: each row's ``rubric_column``."""
@@ -109,19 +112,7 @@ class CompareJob(JobKind):
     def result_schema(self) -> Any:
         import pyarrow as pa
 
-        return pa.schema(
-            [
-                ("winner", pa.string()),
-                ("p_a", pa.float64()),
-                ("tie", pa.bool_()),
-                ("swap_agreement", pa.bool_()),
-                ("feedback", pa.string()),
-                ("judge_failures", pa.int64()),
-                ("judge_retries", pa.int64()),
-                ("forced_verdicts", pa.int64()),
-                ("judge_error", pa.string()),
-            ]
-        )
+        return pa.schema([(k, getattr(pa, t)()) for k, t in RESULT_TYPES.items()])
 
     def judge_items(self, judge: Any, rows: list[SourceRow], items: list[PairItem]) -> BatchOut:
         return self._verdict_rows(rows, judge.compare_items(items, swap=self.swap))

@@ -77,23 +77,28 @@ def resolve_rubric(rubrics: RubricResolver, row: SourceRow, column: str) -> Rubr
         raise InputError(f"{row.where}: {e}", index=row.id, field=column) from None
 
 
+RESULT_TYPES = {
+    "score": "float64",
+    "feedback": "string",
+    "expected_score": "float64",
+    "probabilities": "struct",
+    "judge_failures": "int64",
+    "judge_retries": "int64",
+    "forced_verdicts": "int64",
+    "judge_error": "string",
+    "checklist_score": "float64",
+    "checklist_verdicts": "list_",
+}
+"""The result columns of a ``grade`` row, in order, and their pyarrow types (``pyarrow.float64`` ...; the struct
+of ``probabilities`` and the list of ``checklist_verdicts`` are spelled out in ``GradeJob.result_schema``)."""
+
+
 @dataclass(frozen=True)
 class GradeJob(JobKind):
     """Options of a ``grade`` job (validated; the rubric is resolved once, here)."""
 
     name: ClassVar[str] = "grade"
-    result_columns: ClassVar[tuple[str, ...]] = (
-        "score",
-        "feedback",
-        "expected_score",
-        "probabilities",
-        "judge_failures",
-        "judge_retries",
-        "forced_verdicts",
-        "judge_error",
-        "checklist_score",
-        "checklist_verdicts",
-    )
+    result_columns: ClassVar[tuple[str, ...]] = tuple(RESULT_TYPES)
 
     rubric: Any = None
     """One rubric for every row (a built-in name, a .json/.yaml file, a dict, a ``Rubric``); None: each row's
@@ -186,20 +191,11 @@ class GradeJob(JobKind):
     def result_schema(self) -> Any:
         import pyarrow as pa
 
-        return pa.schema(
-            [
-                ("score", pa.float64()),
-                ("feedback", pa.string()),
-                ("expected_score", pa.float64()),
-                ("probabilities", pa.struct([(k, pa.float64()) for k in self.scores])),
-                ("judge_failures", pa.int64()),
-                ("judge_retries", pa.int64()),
-                ("forced_verdicts", pa.int64()),
-                ("judge_error", pa.string()),
-                ("checklist_score", pa.float64()),
-                ("checklist_verdicts", verdicts_type()),
-            ]
-        )
+        nested = {
+            "probabilities": pa.struct([(k, pa.float64()) for k in self.scores]),
+            "checklist_verdicts": verdicts_type(),
+        }
+        return pa.schema([(k, nested[k] if k in nested else getattr(pa, t)()) for k, t in RESULT_TYPES.items()])
 
     def judge_items(self, judge: Any, rows: list[SourceRow], items: list[Any]) -> BatchOut:
         listed = [i for i, it in enumerate(items) if isinstance(it, ChecklistItem)]
