@@ -38,22 +38,22 @@ class ChecklistItem:
     criteria: tuple[Criterion, ...]
 
 
+VERDICT_TYPES = {
+    "criterion": "string",
+    "category": "string",
+    "weight": "float64",
+    "score": "float64",
+    "satisfied": "bool_",
+    "error": "string",
+}
+"""The fields of a ``checklist_verdicts`` entry, in order, and their pyarrow types (``pyarrow.string`` ...)."""
+
+
 def verdicts_type() -> Any:
     """The pyarrow type of ``checklist_verdicts``."""
     import pyarrow as pa
 
-    return pa.list_(
-        pa.struct(
-            [
-                ("criterion", pa.string()),
-                ("category", pa.string()),
-                ("weight", pa.float64()),
-                ("score", pa.float64()),
-                ("satisfied", pa.bool_()),
-                ("error", pa.string()),
-            ]
-        )
-    )
+    return pa.list_(pa.struct([(k, getattr(pa, t)()) for k, t in VERDICT_TYPES.items()]))
 
 
 def judge_checklist_rows(judge: Any, items: list[ChecklistItem], cfg: ChecklistConfig) -> list[dict[str, Any]]:
