@@ -35,7 +35,7 @@ from prom_reward.core.results import JudgeFailure, Verdict
 from prom_reward.format.judge_format import Task
 from prom_reward.format.rubrics import Rubric
 from prom_reward.jobs.columns import role_columns, text_item
-from prom_reward.jobs.grade import resolve_rubric, resolver, rubric_fingerprint
+from prom_reward.jobs.grade import resolve_rubric, resolver
 from prom_reward.jobs.source import SourceRow
 from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, failure_text
 
@@ -87,17 +87,6 @@ class CompareJob(JobKind):
 
     def job_rubric(self) -> Rubric | None:
         return cast(Rubric | None, self.rubric)
-
-    def fingerprint(self) -> dict[str, Any]:
-        return {
-            "rubric": rubric_fingerprint(self.rubric),
-            "swap": self.swap,
-            "instruction_column": self.instruction_column,
-            "response_a_column": self.response_a_column,
-            "response_b_column": self.response_b_column,
-            "reference_column": self.reference_column,
-            "rubric_column": self.rubric_column,
-        }
 
     def preparer(self) -> Prepare:
         rubrics = resolver(self.rubric)

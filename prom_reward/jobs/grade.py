@@ -142,18 +142,6 @@ class GradeJob(JobKind):
         object.__setattr__(job, "scores", fmt.verdict_labels("absolute"))
         return job
 
-    def fingerprint(self) -> dict[str, Any]:
-        return {
-            "rubric": rubric_fingerprint(self.rubric),
-            "instruction_column": self.instruction_column,
-            "response_column": self.response_column,
-            "reference_column": self.reference_column,
-            "rubric_column": self.rubric_column,
-            "checklist_column": self.checklist_column,
-            "checklist_mode": self.checklist_mode,
-            "checklist_aggregation": getattr(self.checklist_aggregation, "__qualname__", self.checklist_aggregation),
-        }
-
     def preparer(self) -> Prepare:
         rubrics = resolver(self.rubric)
 

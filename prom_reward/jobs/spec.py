@@ -26,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
@@ -79,9 +80,14 @@ class JobKind(ABC):
     jsonl_only: ClassVar[bool] = False
     """Outputs are JSON lines only (pairs: prompts and completions may be strings or message lists)."""
 
-    @abstractmethod
     def fingerprint(self) -> dict[str, Any]:
-        """The options that change the result (a resumed job must share them)."""
+        """The options that change the result (a resumed job must share them): every option of the kind (the
+        fields of its dataclass), a rubric as plain data (its text decides the prompts), a callable by its name."""
+        options = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}  # type: ignore[arg-type]
+        return {
+            k: dataclasses.asdict(v) if isinstance(v, Rubric) else getattr(v, "__qualname__", v)
+            for k, v in options.items()
+        }
 
     @abstractmethod
     def task(self) -> Task:
