@@ -44,31 +44,26 @@ class Sink:
     """The Parquet schema (None for JSON lines)."""
 
 
+STATS = {
+    "retried": "retries",
+    "forced": "forced",
+    "prompt_tokens": "prompt_tokens",
+    "completion_tokens": "completion_tokens",
+    "samples": "samples",
+    "parse_failures": "parse_failures",
+    "stored_samples": "stored_samples",
+    "stored_prompt_tokens": "stored_prompt_tokens",
+    "stored_completion_tokens": "stored_completion_tokens",
+}
+"""A batch record's judge counts: the record's name -> the ``JudgeStats`` field it is the batch's change of."""
+
+
 def judge_rows(
     kind: JobKind, judge: Any, prepare: Prepare, rows: list[SourceRow], worker: str
 ) -> tuple[BatchOut, dict[str, Any]]:
     """Judge ``rows`` (``run_batch``); returns what they gave and the batch's record (counts, judge stats)."""
     s = judge.stats
-    names = (
-        "retried",
-        "forced",
-        "prompt_tokens",
-        "completion_tokens",
-        "samples",
-        "parse_failures",
-        "stored_samples",
-        "stored_prompt_tokens",
-        "stored_completion_tokens",
-    )
-
-    def counts() -> tuple[int, ...]:
-        return (s.retries, s.forced, s.prompt_tokens, s.completion_tokens, s.samples, s.parse_failures) + (
-            s.stored_samples,
-            s.stored_prompt_tokens,
-            s.stored_completion_tokens,
-        )
-
-    before = counts()
+    before = {k: getattr(s, stat) for k, stat in STATS.items()}
     t0 = time.perf_counter()
     out = run_batch(kind, judge, rows, prepare)
     skipped: dict[str, int] = {}
@@ -88,8 +83,7 @@ def judge_rows(
         "tie_rounds": out.tie_rounds,
         "worker": worker,
     }
-    for k, a, b in zip(names, before, counts(), strict=True):
-        rec[k] = b - a
+    rec.update({k: getattr(s, stat) - before[k] for k, stat in STATS.items()})
     rec.update(seconds=time.perf_counter() - t0, io_seconds=0.0)
     return out, rec
 

@@ -27,8 +27,6 @@ from prom_reward.checklist.config import ChecklistConfig
 from prom_reward.checklist.criteria import Criterion
 from prom_reward.checklist.judging import ajudge_checklists
 
-VERDICT_FIELDS = ("criterion", "category", "weight", "score", "satisfied", "error")
-
 
 @dataclass(frozen=True)
 class ChecklistItem:
@@ -40,28 +38,27 @@ class ChecklistItem:
     criteria: tuple[Criterion, ...]
 
 
+VERDICT_TYPES = {
+    "criterion": "string",
+    "category": "string",
+    "weight": "float64",
+    "score": "float64",
+    "satisfied": "bool_",
+    "error": "string",
+}
+"""The fields of a ``checklist_verdicts`` entry, in order, and their pyarrow types (``pyarrow.string`` ...)."""
+
+
 def verdicts_type() -> Any:
     """The pyarrow type of ``checklist_verdicts``."""
     import pyarrow as pa
 
-    return pa.list_(
-        pa.struct(
-            [
-                ("criterion", pa.string()),
-                ("category", pa.string()),
-                ("weight", pa.float64()),
-                ("score", pa.float64()),
-                ("satisfied", pa.bool_()),
-                ("error", pa.string()),
-            ]
-        )
-    )
+    return pa.list_(pa.struct([(k, getattr(pa, t)()) for k, t in VERDICT_TYPES.items()]))
 
 
 def judge_checklist_rows(judge: Any, items: list[ChecklistItem], cfg: ChecklistConfig) -> list[dict[str, Any]]:
     """The result columns of each checklist row, and its judge failure under ``_error`` (``ChecklistOutcome.error``:
     a transport failure marks the batch for ``--resume``)."""
-    refs = [it.reference_answer for it in items]
     batch = run_sync(
         lambda: ajudge_checklists(
             judge,
@@ -69,7 +66,7 @@ def judge_checklist_rows(judge: Any, items: list[ChecklistItem], cfg: ChecklistC
             [it.response for it in items],
             [it.criteria for it in items],
             cfg,
-            refs if any(r is not None for r in refs) else None,
+            [it.reference_answer for it in items],
         )
     )
     lo, hi = judge.format.scale[0], judge.format.scale[-1]

@@ -7,7 +7,8 @@ A column option given (``--instruction-col``, ``instruction_column=``) names the
 told; the fix names the option), a row with neither names both; either way before anything is judged,
 since the job checks its whole input first (``prom_reward.jobs.scan``). A value that is a TRL
 conversational message list becomes text as the rewards make it (``prom_reward.format.conversation``:
-``prompt_text`` for the instruction, ``completion_text`` for a response).
+``prompt_text`` for the instruction, ``completion_text`` for a response). ``text_item`` builds a row's item
+(``GradeItem``, ``PairItem``) from those columns; a failed check names the row, the column and the option.
 
 Example:
     >>> from prom_reward.jobs.source import SourceRow
@@ -26,10 +27,12 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from prom_reward.errors import InputError
 from prom_reward.format.conversation import completion_text, prompt_text
+from prom_reward.format.rubrics import Rubric
 from prom_reward.jobs.source import SourceRow
 from prom_reward.jobs.spec import missing_column, option_flag, row_error
 
@@ -40,6 +43,8 @@ ROLES: dict[str, tuple[str, str]] = {
     "response_b_column": ("response_b", "rejected"),
 }
 """A column option's default names: (prom-reward's, TRL's)."""
+
+T = TypeVar("T")
 
 
 def _what(option: str) -> str:
@@ -85,3 +90,25 @@ def judge_text(row: SourceRow, name: str, option: str) -> Any:
         raise row_error(
             row, name, option_flag(option), f"{e}; fix: give text or a list of {{role, content}} messages"
         ) from None
+
+
+def role_columns(row: SourceRow, kind: Any, options: tuple[str, ...]) -> dict[str, str]:
+    """The column of ``row`` read for each of ``options`` (column options of the job ``kind``: ``column``), and
+    ``kind``'s ``reference_column``."""
+    names = {o: column(row, getattr(kind, o), o) for o in options}
+    names["reference_column"] = kind.reference_column
+    return names
+
+
+def text_item(row: SourceRow, names: dict[str, str], build: Callable[..., T], rubric: Rubric) -> T:
+    """The item of ``row``: ``build(*texts, rubric, reference)``, the texts read from the columns ``names``
+    (``role_columns``) in order; the item's own check fails as an ``InputError`` naming the row, the column and
+    the option that renames it."""
+    options = [o for o in names if o != "reference_column"]
+    try:
+        texts = [judge_text(row, names[o], o) for o in options]
+        return build(*texts, rubric, row.data.get(names["reference_column"]))
+    except InputError as e:
+        option = "reference_column" if e.field == "reference_answer" else f"{e.field}_column"
+        option = option if option in names else "instruction_column"
+        raise row_error(row, names[option], option_flag(option), str(e)) from None

@@ -31,13 +31,26 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
 from prom_reward.core.items import PairItem
-from prom_reward.errors import InputError
+from prom_reward.core.results import JudgeFailure, Verdict
 from prom_reward.format.judge_format import Task
 from prom_reward.format.rubrics import Rubric
-from prom_reward.jobs.columns import column, judge_text
-from prom_reward.jobs.grade import resolve_rubric, resolver, rubric_fingerprint
+from prom_reward.jobs.columns import role_columns, text_item
+from prom_reward.jobs.grade import resolve_rubric, resolver
 from prom_reward.jobs.source import SourceRow
-from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, failure_text, option_flag, row_error
+from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, failure_text
+
+RESULT_TYPES = {
+    "winner": "string",
+    "p_a": "float64",
+    "tie": "bool_",
+    "swap_agreement": "bool_",
+    "feedback": "string",
+    "judge_failures": "int64",
+    "judge_retries": "int64",
+    "forced_verdicts": "int64",
+    "judge_error": "string",
+}
+"""The result columns of a ``compare`` row, in order, and their pyarrow types (``pyarrow.string`` ...)."""
 
 
 @dataclass(frozen=True)
@@ -45,17 +58,7 @@ class CompareJob(JobKind):
     """Options of a ``compare`` job (validated; the rubric is resolved once, here)."""
 
     name: ClassVar[str] = "compare"
-    result_columns: ClassVar[tuple[str, ...]] = (
-        "winner",
-        "p_a",
-        "tie",
-        "swap_agreement",
-        "feedback",
-        "judge_failures",
-        "judge_retries",
-        "forced_verdicts",
-        "judge_error",
-    )
+    result_columns: ClassVar[tuple[str, ...]] = tuple(RESULT_TYPES)
 
     rubric: Any = None
     """One rubric for every row; None: each row's ``rubric_column``."""
@@ -85,65 +88,30 @@ class CompareJob(JobKind):
     def job_rubric(self) -> Rubric | None:
         return cast(Rubric | None, self.rubric)
 
-    def fingerprint(self) -> dict[str, Any]:
-        return {
-            "rubric": rubric_fingerprint(self.rubric),
-            "swap": self.swap,
-            "instruction_column": self.instruction_column,
-            "response_a_column": self.response_a_column,
-            "response_b_column": self.response_b_column,
-            "reference_column": self.reference_column,
-            "rubric_column": self.rubric_column,
-        }
-
     def preparer(self) -> Prepare:
         rubrics = resolver(self.rubric)
-        columns = {
-            "instruction": "instruction_column",
-            "response_a": "response_a_column",
-            "response_b": "response_b_column",
-            "reference_answer": "reference_column",
-        }
 
         def prepare(row: SourceRow) -> PairItem:
-            roles = ("instruction_column", "response_a_column", "response_b_column")
-            names = {o: column(row, getattr(self, o), o) for o in roles}
-            names["reference_column"] = self.reference_column
-            rubric = resolve_rubric(rubrics, row, self.rubric_column)
-            try:
-                # the judge checks the rubric against its format (compare_items): a misfit fails the row
-                return PairItem(
-                    judge_text(row, names["instruction_column"], "instruction_column"),
-                    judge_text(row, names["response_a_column"], "response_a_column"),
-                    judge_text(row, names["response_b_column"], "response_b_column"),
-                    rubric,
-                    row.data.get(self.reference_column),
-                )
-            except InputError as e:
-                option = columns.get(e.field or "", "instruction_column")
-                raise row_error(row, names[option], option_flag(option), str(e)) from None
+            names = role_columns(row, self, ("instruction_column", "response_a_column", "response_b_column"))
+            # the judge checks the rubric against its format (compare_items): a misfit fails the row
+            return text_item(row, names, PairItem, resolve_rubric(rubrics, row, self.rubric_column))
 
         return prepare
 
     def result_schema(self) -> Any:
         import pyarrow as pa
 
-        return pa.schema(
-            [
-                ("winner", pa.string()),
-                ("p_a", pa.float64()),
-                ("tie", pa.bool_()),
-                ("swap_agreement", pa.bool_()),
-                ("feedback", pa.string()),
-                ("judge_failures", pa.int64()),
-                ("judge_retries", pa.int64()),
-                ("forced_verdicts", pa.int64()),
-                ("judge_error", pa.string()),
-            ]
-        )
+        return pa.schema([(k, getattr(pa, t)()) for k, t in RESULT_TYPES.items()])
 
     def judge_items(self, judge: Any, rows: list[SourceRow], items: list[PairItem]) -> BatchOut:
-        verdicts = judge.compare_items(items, swap=self.swap)
+        return self._verdict_rows(rows, judge.compare_items(items, swap=self.swap))
+
+    def failed_rows(self, judge: Any, rows: list[SourceRow], items: list[Any], failure: JudgeFailure) -> BatchOut:
+        failed = Verdict(None, failures=judge.num_samples * (2 if self.swap else 1), error=failure)
+        return self._verdict_rows(rows, [failed] * len(rows))
+
+    def _verdict_rows(self, rows: list[SourceRow], verdicts: list[Verdict]) -> BatchOut:
+        """The output rows of judged rows, one ``Verdict`` each."""
         out = BatchOut()
         for row, v in zip(rows, verdicts, strict=True):
             out.ties += bool(v.tie)
@@ -166,25 +134,3 @@ class CompareJob(JobKind):
                 )
             )
         return out
-
-    def failed_rows(self, judge: Any, rows: list[SourceRow], items: list[Any], reason: str) -> BatchOut:
-        return BatchOut(
-            rows=[
-                self.output_row(
-                    r,
-                    {
-                        "winner": None,
-                        "p_a": None,
-                        "tie": False,
-                        "swap_agreement": None,
-                        "feedback": None,
-                        "judge_failures": judge.num_samples * (2 if self.swap else 1),
-                        "judge_retries": 0,
-                        "forced_verdicts": 0,
-                        "judge_error": reason,
-                    },
-                )
-                for r in rows
-            ],
-            failed=len(rows),
-        )

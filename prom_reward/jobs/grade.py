@@ -39,12 +39,13 @@ from prom_reward.checklist.criteria import parse_checklist
 from prom_reward.core.combine import no_verdict
 from prom_reward.core.items import GradeItem, check_text
 from prom_reward.core.judge import EXPECTED_LOGPROBS
+from prom_reward.core.results import Grade, JudgeFailure
 from prom_reward.errors import InputError
 from prom_reward.format.judge_format import JudgeFormat, Task
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.rubrics import Rubric
 from prom_reward.jobs.checklist_rows import ChecklistItem, judge_checklist_rows, verdicts_type
-from prom_reward.jobs.columns import column, judge_text
+from prom_reward.jobs.columns import judge_text, role_columns, text_item
 from prom_reward.jobs.source import SourceRow
 from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, failure_text, option_flag, row_error
 
@@ -76,23 +77,28 @@ def resolve_rubric(rubrics: RubricResolver, row: SourceRow, column: str) -> Rubr
         raise InputError(f"{row.where}: {e}", index=row.id, field=column) from None
 
 
+RESULT_TYPES = {
+    "score": "float64",
+    "feedback": "string",
+    "expected_score": "float64",
+    "probabilities": "struct",
+    "judge_failures": "int64",
+    "judge_retries": "int64",
+    "forced_verdicts": "int64",
+    "judge_error": "string",
+    "checklist_score": "float64",
+    "checklist_verdicts": "list_",
+}
+"""The result columns of a ``grade`` row, in order, and their pyarrow types (``pyarrow.float64`` ...; the struct
+of ``probabilities`` and the list of ``checklist_verdicts`` are spelled out in ``GradeJob.result_schema``)."""
+
+
 @dataclass(frozen=True)
 class GradeJob(JobKind):
     """Options of a ``grade`` job (validated; the rubric is resolved once, here)."""
 
     name: ClassVar[str] = "grade"
-    result_columns: ClassVar[tuple[str, ...]] = (
-        "score",
-        "feedback",
-        "expected_score",
-        "probabilities",
-        "judge_failures",
-        "judge_retries",
-        "forced_verdicts",
-        "judge_error",
-        "checklist_score",
-        "checklist_verdicts",
-    )
+    result_columns: ClassVar[tuple[str, ...]] = tuple(RESULT_TYPES)
 
     rubric: Any = None
     """One rubric for every row (a built-in name, a .json/.yaml file, a dict, a ``Rubric``); None: each row's
@@ -136,43 +142,15 @@ class GradeJob(JobKind):
         object.__setattr__(job, "scores", fmt.verdict_labels("absolute"))
         return job
 
-    def fingerprint(self) -> dict[str, Any]:
-        return {
-            "rubric": rubric_fingerprint(self.rubric),
-            "instruction_column": self.instruction_column,
-            "response_column": self.response_column,
-            "reference_column": self.reference_column,
-            "rubric_column": self.rubric_column,
-            "checklist_column": self.checklist_column,
-            "checklist_mode": self.checklist_mode,
-            "checklist_aggregation": getattr(self.checklist_aggregation, "__qualname__", self.checklist_aggregation),
-        }
-
     def preparer(self) -> Prepare:
         rubrics = resolver(self.rubric)
-        columns = {
-            "instruction": "instruction_column",
-            "response": "response_column",
-            "reference_answer": "reference_column",
-        }
 
         def prepare(row: SourceRow) -> GradeItem | ChecklistItem:
-            names = {o: column(row, getattr(self, o), o) for o in ("instruction_column", "response_column")}
-            names["reference_column"] = self.reference_column
+            names = role_columns(row, self, ("instruction_column", "response_column"))
             if row.data.get(self.checklist_column) is not None:
                 return self._checklist_item(row, names)
-            rubric = resolve_rubric(rubrics, row, self.rubric_column)
-            try:
-                # the judge checks the rubric against its format (grade_items): a misfit fails the row
-                return GradeItem(
-                    judge_text(row, names["instruction_column"], "instruction_column"),
-                    judge_text(row, names["response_column"], "response_column"),
-                    rubric,
-                    row.data.get(self.reference_column),
-                )
-            except InputError as e:
-                option = columns.get(e.field or "", "instruction_column")
-                raise row_error(row, names[option], option_flag(option), str(e)) from None
+            # the judge checks the rubric against its format (grade_items): a misfit fails the row
+            return text_item(row, names, GradeItem, resolve_rubric(rubrics, row, self.rubric_column))
 
         return prepare
 
@@ -201,31 +179,23 @@ class GradeJob(JobKind):
     def result_schema(self) -> Any:
         import pyarrow as pa
 
-        return pa.schema(
-            [
-                ("score", pa.float64()),
-                ("feedback", pa.string()),
-                ("expected_score", pa.float64()),
-                ("probabilities", pa.struct([(k, pa.float64()) for k in self.scores])),
-                ("judge_failures", pa.int64()),
-                ("judge_retries", pa.int64()),
-                ("forced_verdicts", pa.int64()),
-                ("judge_error", pa.string()),
-                ("checklist_score", pa.float64()),
-                ("checklist_verdicts", verdicts_type()),
-            ]
-        )
+        nested = {
+            "probabilities": pa.struct([(k, pa.float64()) for k in self.scores]),
+            "checklist_verdicts": verdicts_type(),
+        }
+        return pa.schema([(k, nested[k] if k in nested else getattr(pa, t)()) for k, t in RESULT_TYPES.items()])
 
     def judge_items(self, judge: Any, rows: list[SourceRow], items: list[Any]) -> BatchOut:
         listed = [i for i, it in enumerate(items) if isinstance(it, ChecklistItem)]
         if not listed:
-            return self._grade_items(judge, rows, items)
+            return self._grade_rows(judge, rows, judge.grade_items(items))
         plain = [i for i, it in enumerate(items) if not isinstance(it, ChecklistItem)]
         asked = (judge.sampling.logprobs or 0) >= EXPECTED_LOGPROBS
         results = judge_checklist_rows(
             judge, [items[i] for i in listed], self.checklist("expected" if asked else "sample")
         )
-        out = self._grade_items(judge, [rows[i] for i in plain], [items[i] for i in plain]) if plain else BatchOut()
+        graded = judge.grade_items([items[i] for i in plain]) if plain else []
+        out = self._grade_rows(judge, [rows[i] for i in plain], graded)
         by_row = dict(zip(plain, out.rows, strict=True))
         for i, result in zip(listed, results, strict=True):
             error = result.pop("_error")
@@ -239,8 +209,8 @@ class GradeJob(JobKind):
         out.rows = [by_row[i] for i in range(len(rows))]
         return out
 
-    def _grade_items(self, judge: Any, rows: list[SourceRow], items: list[GradeItem]) -> BatchOut:
-        grades = judge.grade_items(items)
+    def _grade_rows(self, judge: Any, rows: list[SourceRow], grades: list[Grade]) -> BatchOut:
+        """The output rows of graded rows (no checklist), one ``Grade`` each."""
         out = BatchOut()
         # the expected-score columns only when asked for (--expected: the judge asks for the verdict's
         # logprobs), so the rows agree with the job record; a forced verdict alone does not fill them
@@ -270,25 +240,5 @@ class GradeJob(JobKind):
             )
         return out
 
-    def failed_rows(self, judge: Any, rows: list[SourceRow], items: list[Any], reason: str) -> BatchOut:
-        return BatchOut(
-            rows=[
-                self.output_row(
-                    r,
-                    {
-                        "score": None,
-                        "feedback": None,
-                        "expected_score": None,
-                        "probabilities": None,
-                        "judge_failures": judge.num_samples,
-                        "judge_retries": 0,
-                        "forced_verdicts": 0,
-                        "judge_error": reason,
-                        "checklist_score": None,
-                        "checklist_verdicts": None,
-                    },
-                )
-                for r in rows
-            ],
-            failed=len(rows),
-        )
+    def failed_rows(self, judge: Any, rows: list[SourceRow], items: list[Any], failure: JudgeFailure) -> BatchOut:
+        return self._grade_rows(judge, rows, [Grade(None, failures=judge.num_samples, error=failure)] * len(rows))

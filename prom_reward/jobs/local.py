@@ -36,12 +36,7 @@ def _source(plan: Plan) -> Iterator[SourceRow]:
     if not plan.kind.regroups:
         yield from raw(True)
         return
-    k2 = [0]
-    for row in plan.kind.group(raw(False)):
-        while k2[0] < len(shards) and shards[k2[0]]["stop"] <= row.id:
-            k2[0] += 1
-        if k2[0] < len(shards) and shards[k2[0]]["start"] <= row.id:
-            yield row
+    yield from (row for row in plan.kind.group(raw(False)) if want(row.id))  # the groups' ids: wanted alike
 
 
 def judge_locally(plan: Plan, judge: Any, summary: JobSummary, progress: bool) -> None:

@@ -7,7 +7,7 @@ batch of rows in one call and give pair rows (``source_index``, ``prompt``, ``ch
 ``score_chosen``, ``score_rejected``, ``margin``, ``chosen_index``, ``rejected_index``, feedback ...,
 the ``keep_columns``) and skip records (``source_index``, ``reason``, ``pair``, ``judge_error``): a row
 whose judge call failed as a whole gives skip records with reason ``backend_failed`` (judged again by
-a resume) or ``too_long``. Pairs are written as JSON lines (prompts may be strings or message lists),
+a resume). Pairs are written as JSON lines (prompts may be strings or message lists),
 the skip records beside them (``OUTPUT.skipped.jsonl``).
 
 Example:
@@ -28,12 +28,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
+from prom_reward.core.results import JudgeFailure
 from prom_reward.errors import InputError
 from prom_reward.format.judge_format import Task
 from prom_reward.format.rubrics import Rubric
 from prom_reward.jobs.grade import resolver, rubric_fingerprint
 from prom_reward.jobs.source import SourceRow
-from prom_reward.jobs.spec import BatchOut, JobKind, Prepare
+from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, failure_text
 from prom_reward.preferences.config import OUTPUT_COLUMNS, PreferenceConfig
 from prom_reward.preferences.rows import PreferenceRow, validate_row
 from prom_reward.preferences.strategies import judge_chunk, skip_record
@@ -141,6 +142,9 @@ class PairsJob(JobKind):
             tie_rounds=out.tie_rounds,
         )
 
-    def failed_rows(self, judge: Any, rows: list[SourceRow], items: list[PreferenceRow], reason: str) -> BatchOut:
-        kind = "backend_failed" if reason.startswith("backend failed") else "too_long"
-        return BatchOut(skipped=[skip_record(it, kind, None, reason) for it in items], failed=len(items))
+    def failed_rows(
+        self, judge: Any, rows: list[SourceRow], items: list[PreferenceRow], failure: JudgeFailure
+    ) -> BatchOut:
+        reason = failure_text(failure)
+        skipped = [skip_record(it, "backend_failed", None, reason) for it in items]
+        return BatchOut(skipped=skipped, failed=len(items), backend_error=reason)

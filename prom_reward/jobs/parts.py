@@ -174,13 +174,7 @@ def done_parts(folder: str | Path) -> dict[tuple[int, int], Path]:
 
 def failed_parts(folder: str | Path) -> dict[tuple[int, int], Path]:
     """The parts of ``done_parts`` written after the judge backend failed (to judge again on resume)."""
-    p = Path(folder)
-    if not p.is_dir():
-        return {}
-    names = set(os.listdir(p))
-    return {
-        (int(m[1]), int(m[2])): p / name for name in names if (m := PART.match(name)) and FAILED_PREFIX + name in names
-    }
+    return {k: p for k, p in done_parts(folder).items() if p.with_name(FAILED_PREFIX + p.name).exists()}
 
 
 def clear_parts(folder: str | Path) -> None:

@@ -48,12 +48,13 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from prom_reward.core.judge import PrometheusJudge
-from prom_reward.errors import BackendError, ConfigError
+from prom_reward.errors import BackendError
 from prom_reward.jobs.batch import judge_rows
+from prom_reward.jobs.config import JobConfig
 from prom_reward.jobs.pairs import PairsJob
 from prom_reward.jobs.source import SourceRow, expand_inputs, iter_rows
 from prom_reward.jobs.summary import JobSummary
-from prom_reward.preferences.config import PreferenceConfig
+from prom_reward.preferences.config import OUTPUT_COLUMNS, STRATEGY_COLUMNS, PreferenceConfig
 
 
 class PreferenceResult(NamedTuple):
@@ -65,32 +66,12 @@ class PreferenceResult(NamedTuple):
     """Counts of pairs and skips (``pairs``, ``skipped`` by reason, ``rows_without_pairs``, ``tie_rounds`` ...)."""
 
 
-def _columns(cfg: PreferenceConfig) -> list[str]:
-    extra = (
-        ["feedback_chosen", "feedback_rejected", "tie_rounds"]
-        if cfg.strategy == "best_vs_worst"
-        else ["feedback", "swap_agreement"]
-    )
-    return [
-        "source_index",
-        "prompt",
-        "chosen",
-        "rejected",
-        "score_chosen",
-        "score_rejected",
-        "margin",
-        "chosen_index",
-        "rejected_index",
-        *extra,
-        *cfg.keep_columns,
-    ]
-
-
 def _dataset(pairs: list[dict[str, Any]], cfg: PreferenceConfig) -> Any:
     from datasets import Dataset
 
-    if not pairs:
-        return Dataset.from_dict({c: [] for c in _columns(cfg)})
+    if not pairs:  # the columns its pairs would have: the common ones, the strategy's, the kept ones
+        others = {c for s, cols in STRATEGY_COLUMNS.items() if s != cfg.strategy for c in cols}
+        return Dataset.from_dict({c: [] for c in OUTPUT_COLUMNS + cfg.keep_columns if c not in others})
     return Dataset.from_list(pairs)
 
 
@@ -117,8 +98,7 @@ def build_preference_dataset(
         batch_size: rows per judge call (plus one call for a batch's ties).
     """
     cfg = dataclasses.replace(config or PreferenceConfig(), **options)
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ConfigError(f"batch_size: expected an int >= 1, got {batch_size!r}")
+    JobConfig(batch_size=batch_size)  # checked as every job's batch_size
     start = time.perf_counter()
     kind = PairsJob(cfg)
     kind.check_format(judge.format)  # a rubric for all that the judge's format refuses: before any judging

@@ -24,7 +24,7 @@ import socket
 import time
 from typing import Any
 
-from prom_reward.errors import BackendError, ConfigError, PromRewardError
+from prom_reward.errors import ConfigError, PromRewardError
 from prom_reward.jobs.batch import Sink, judge_and_commit
 from prom_reward.jobs.config import RayConfig
 from prom_reward.jobs.plan import Plan
@@ -128,14 +128,12 @@ class _JudgeWorker:
 def warm_up(judge: Any) -> None:
     """One dummy grade (one row, one sample; the judge's counters restored) on a fresh in-process engine,
     so that its first-call costs (lazy kernels and buffers, the first prompt rendering) are paid with
-    its start-up instead of by the first batch. A backend failure here is left to the batches."""
+    its start-up instead of by the first batch. A backend failure here is left to the batches (it is the
+    dummy row's outcome, never an exception)."""
     import copy
 
     stats = copy.deepcopy(judge.stats)
-    try:
-        judge.grade(["Say hello."], ["Hello."], "helpfulness", num_samples=1)
-    except BackendError:
-        pass
+    judge.grade(["Say hello."], ["Hello."], "helpfulness", num_samples=1)
     judge.stats = stats
 
 

@@ -137,10 +137,12 @@ def expand_inputs(inputs: str | Path | Sequence[str | Path]) -> list[str]:
     return out
 
 
-def lines(f: Any, chunk: int = 1 << 20) -> Iterator[bytes]:
-    """Lines of a binary stream (with their newline), read a megabyte at a time."""
+def lines(f: Any, on_bytes: Callable[[bytes], None] | None = None, chunk: int = 1 << 20) -> Iterator[bytes]:
+    """Lines of a binary stream (with their newline), read a megabyte at a time; ``on_bytes``: every chunk read."""
     rest = b""
     while data := f.read(chunk):
+        if on_bytes:
+            on_bytes(data)
         parts = (rest + data).split(b"\n")
         rest = parts.pop()
         for p in parts:
@@ -264,7 +266,7 @@ def iter_file(
             return first_id + len(rows)
         n, offset = first_id, 0
         with fs.open_input_stream(inner) as f:
-            for lineno, line in enumerate(lines(_Tee(f, on_bytes) if on_bytes else f), 1):
+            for lineno, line in enumerate(lines(f, on_bytes), 1):
                 if line.strip():
                     if on_offset:
                         on_offset(n, offset, lineno)
@@ -275,19 +277,6 @@ def iter_file(
         return n
     except (FileNotFoundError, PermissionError, IsADirectoryError) as e:
         raise _open_error(path, e) from None
-
-
-class _Tee:
-    """A binary stream that shows every chunk it reads to ``sink``."""
-
-    def __init__(self, f: Any, sink: Callable[[bytes], None]) -> None:
-        self.f, self.sink = f, sink
-
-    def read(self, n: int) -> bytes:
-        data = self.f.read(n)
-        if data:
-            self.sink(data)
-        return bytes(data)
 
 
 def iter_rows(files: Sequence[str], want: Callable[[int], bool] | None = None) -> Iterator[SourceRow]:

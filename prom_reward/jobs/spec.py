@@ -8,9 +8,10 @@ column and the option), judges a batch of items in one judge call, and builds th
 columns and types in JSON lines and Parquet (``result_schema``). A failed row keeps a null
 score/winner and says why in ``judge_error``; pairs write no pair for it and a skip record with
 the reason. ``run_batch`` is the one place a batch is judged: a ``BackendError`` (the whole call
-failed: an unreachable server ...) gives rows that fail with ``"backend failed: ..."`` and marks
-the batch for a resume to judge again; a row too long for the judge's context fails alone (the judge's
-per-item outcome, ``failure_text``).
+failed: an unreachable server ...) is the transport failure of every item of the call, so its rows are
+made by the kind's one outcome-to-row code, fail with ``"backend failed: ..."`` and mark the batch for a
+resume to judge again; a row too long for the judge's context fails alone (the judge's per-item outcome,
+``failure_text``).
 
 Example:
     >>> from prom_reward.core.judge import PrometheusJudge
@@ -25,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
@@ -64,16 +66,6 @@ class BatchOut:
         if error is not None and error.kind == "transport":
             self.backend_error = self.backend_error or failure_text(error)
 
-    def extend(self, other: BatchOut) -> None:
-        """Append another part of the same batch."""
-        self.rows += other.rows
-        self.skipped += other.skipped
-        self.failed += other.failed
-        self.ties += other.ties
-        self.tie_breaks += other.tie_breaks
-        self.tie_rounds += other.tie_rounds
-        self.backend_error = self.backend_error or other.backend_error
-
 
 Prepare = Callable[[SourceRow], Any]
 
@@ -88,9 +80,14 @@ class JobKind(ABC):
     jsonl_only: ClassVar[bool] = False
     """Outputs are JSON lines only (pairs: prompts and completions may be strings or message lists)."""
 
-    @abstractmethod
     def fingerprint(self) -> dict[str, Any]:
-        """The options that change the result (a resumed job must share them)."""
+        """The options that change the result (a resumed job must share them): every option of the kind (the
+        fields of its dataclass), a rubric as plain data (its text decides the prompts), a callable by its name."""
+        options = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}  # type: ignore[arg-type]
+        return {
+            k: dataclasses.asdict(v) if isinstance(v, Rubric) else getattr(v, "__qualname__", v)
+            for k, v in options.items()
+        }
 
     @abstractmethod
     def task(self) -> Task:
@@ -125,8 +122,9 @@ class JobKind(ABC):
         """Judge a batch of prepared items in one judge call."""
 
     @abstractmethod
-    def failed_rows(self, judge: Any, rows: list[SourceRow], items: list[Any], reason: str) -> BatchOut:
-        """The output of rows that could not be judged (null results, ``reason`` in ``judge_error``)."""
+    def failed_rows(self, judge: Any, rows: list[SourceRow], items: list[Any], failure: JudgeFailure) -> BatchOut:
+        """The output of rows whose judge call failed whole: each item's outcome is ``failure`` (the transport's),
+        made into rows as ``judge_items`` makes a judged item's."""
 
     def result_schema(self) -> Any:
         """The pyarrow types of ``result_columns`` (None for JSON-lines-only kinds)."""
@@ -185,9 +183,7 @@ def run_batch(kind: JobKind, judge: Any, rows: list[SourceRow], prepare: Prepare
     try:
         return kind.judge_items(judge, rows, items)
     except BackendError as e:
-        out = kind.failed_rows(judge, rows, items, f"backend failed: {e}")
-        out.backend_error = f"backend failed: {e}"
-        return out
+        return kind.failed_rows(judge, rows, items, JudgeFailure("transport", str(e)))
     except ContextLengthError as e:  # max_tokens leaves no room for any prompt: the job's setting
         raise ConfigError(f"{_ITEM_PREFIX.sub('', str(e))}") from e
 

@@ -28,25 +28,6 @@ EXIT_CODES = (
 )
 """The exit statuses of ``grade``, ``compare`` and ``pairs`` (their ``--help`` ends with it)."""
 
-_COUNTS = (
-    "failed",
-    "ties",
-    "pairs",
-    "retried",
-    "forced",
-    "prompt_tokens",
-    "completion_tokens",
-    "backend_failed",
-    "tie_breaks",
-    "tie_rounds",
-    "samples",
-    "parse_failures",
-    "rows_without_pairs",
-    "stored_samples",
-    "stored_prompt_tokens",
-    "stored_completion_tokens",
-)
-
 
 @dataclass
 class JobSummary:
@@ -62,7 +43,7 @@ class JobSummary:
     """Input rows committed by an earlier run of the same job, not judged again."""
     failed: int = 0
     """Rows without a verdict (null score or winner, see ``judge_error``; pairs: candidate pairs skipped as
-    ``judge_failed``/``backend_failed``/``too_long``); ties are not failures."""
+    ``judge_failed``/``backend_failed``); ties are not failures."""
     ties: int = 0
     """``compare``: rows judged a tie (the two orders disagree, or samples split evenly)."""
     backend_failed: int = 0
@@ -115,13 +96,13 @@ class JobSummary:
     batches) and rows/s while busy."""
 
     def add(self, rec: dict[str, Any]) -> None:
-        """Count one batch's record (from ``prom_reward.jobs.batch.judge_rows``)."""
+        """Count one batch's record (from ``prom_reward.jobs.batch.judge_rows``): each count it holds (``rows``,
+        ``failed``, tokens ...) adds to the field of that name."""
         n = int(rec["rows"])
-        self.rows += n
         self.batches += 1
-        for k in _COUNTS:
-            setattr(self, k, getattr(self, k) + int(rec.get(k, 0)))
-        self.retried_rows += int(rec.get("retried_rows", 0))
+        for f in dataclasses.fields(self):
+            if f.name in rec and isinstance(getattr(self, f.name), int):
+                setattr(self, f.name, getattr(self, f.name) + int(rec[f.name]))
         self.backend_error = self.backend_error or str(rec.get("backend_error") or "")
         for k, v in json.loads(rec.get("skipped") or "{}").items():
             self.skipped[k] = self.skipped.get(k, 0) + int(v)

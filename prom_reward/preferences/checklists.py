@@ -41,7 +41,6 @@ def checklist_grades(judge: Any, rows: Sequence[PreferenceRow], cfg: PreferenceC
     flat = [(r, k) for r in rows for k in range(len(r.responses))]
     if not flat:
         return {}
-    refs = [r.reference_answer for r, _ in flat]
     batch = run_sync(
         lambda: ajudge_checklists(
             judge,
@@ -49,7 +48,7 @@ def checklist_grades(judge: Any, rows: Sequence[PreferenceRow], cfg: PreferenceC
             [r.responses[k] for r, k in flat],
             [r.checklist or () for r, _ in flat],
             cfg.checklist(),
-            refs if any(x is not None for x in refs) else None,
+            [r.reference_answer for r, _ in flat],
         )
     )
     lo, hi = judge.format.scale[0], judge.format.scale[-1]

@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,11 @@ from prom_reward.checklist.config import ChecklistConfig
 from prom_reward.errors import ConfigError
 
 STRATEGIES = ("best_vs_worst", "all_pairs")
+STRATEGY_COLUMNS = {
+    "best_vs_worst": ("feedback_chosen", "feedback_rejected", "tie_rounds"),
+    "all_pairs": ("feedback", "swap_agreement"),
+}
+"""The output columns of one strategy's pairs only."""
 OUTPUT_COLUMNS = (
     "source_index",
     "prompt",
@@ -35,11 +41,7 @@ OUTPUT_COLUMNS = (
     "margin",
     "chosen_index",
     "rejected_index",
-    "feedback_chosen",
-    "feedback_rejected",
-    "tie_rounds",
-    "feedback",
-    "swap_agreement",
+    *(c for s in STRATEGIES for c in STRATEGY_COLUMNS[s]),
 )
 LAYOUTS = ("wide", "long")
 
@@ -132,21 +134,10 @@ class PreferenceConfig:
         return ChecklistConfig(self.checklist_mode, self.checklist_aggregation)
 
     def fingerprint(self) -> dict[str, Any]:
-        """The options that change the pairs (a resumed job must share them); the rubric as given."""
-        return {
-            "strategy": self.strategy,
-            "min_margin": float(self.min_margin),
-            "swap": self.swap,
-            "max_tie_rounds": self.max_tie_rounds,
-            "num_samples": self.num_samples,
-            "layout": self.layout,
-            "prompt_column": self.prompt_column,
-            "completions_column": self.completions_column,
-            "completion_column": self.completion_column,
-            "reference_column": self.reference_column,
-            "rubric_column": self.rubric_column,
-            "keep_columns": list(self.keep_columns),
-            "checklist_column": self.checklist_column,
-            "checklist_mode": self.checklist_mode,
-            "checklist_aggregation": getattr(self.checklist_aggregation, "__qualname__", self.checklist_aggregation),
-        }
+        """The options that change the pairs (a resumed job must share them): every field but the rubric (the job
+        records it resolved), ``min_margin`` as a float, a callable aggregation by its name."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "rubric"}
+        agg = self.checklist_aggregation
+        out.update(min_margin=float(self.min_margin), keep_columns=list(self.keep_columns))
+        out["checklist_aggregation"] = getattr(agg, "__qualname__", agg)
+        return out

@@ -81,7 +81,7 @@ def _pair(
 
 def _keep(out: ChunkOutcome, row: PreferenceRow, cfg: PreferenceConfig, pair: dict[str, Any]) -> None:
     if pair["margin"] < cfg.min_margin:
-        _skip(out, row, "below_min_margin", (pair["chosen_index"], pair["rejected_index"]))
+        out.skipped.append(skip_record(row, "below_min_margin", (pair["chosen_index"], pair["rejected_index"])))
     else:
         out.pairs.append(pair)
 
@@ -98,12 +98,6 @@ def skip_record(
         "pair": None if pair is None else sorted(pair),
         "judge_error": judge_error,
     }
-
-
-def _skip(
-    out: ChunkOutcome, row: PreferenceRow, reason: str, pair: tuple[int, int] | None, judge_error: str | None = None
-) -> None:
-    out.skipped.append(skip_record(row, reason, pair, judge_error))
 
 
 def _graded_pair(row: PreferenceRow, hi: int, lo: int, g_hi: Grade, g_lo: Grade, rounds: int) -> dict[str, Any]:
@@ -175,15 +169,17 @@ def best_vs_worst(judge: PrometheusJudge, rows: Sequence[PreferenceRow], cfg: Pr
         if r.index in backend:
             out.skipped.append(skip_record(r, "backend_failed", None, backend[r.index]))
         elif r.index in failed:
-            _skip(out, r, "judge_failed", None)
+            out.skipped.append(skip_record(r, "judge_failed", None))
         elif r.index in decided:
             _keep(out, r, cfg, decided[r.index])
         elif r.index in even:
-            _skip(out, r, "tie", (0, 1))
+            out.skipped.append(skip_record(r, "tie", (0, 1)))
         else:
             v = verdicts[r.index]
             if v.winner is None:
-                _skip(out, r, "tie" if v.tie else "judge_failed", (0, 1), None if v.tie else v.reason)
+                out.skipped.append(
+                    skip_record(r, "tie" if v.tie else "judge_failed", (0, 1), None if v.tie else v.reason)
+                )
                 continue
             a, b = v.grades  # type: ignore[misc]
             hi, lo, g_hi, g_lo = (0, 1, a, b) if v.winner == "A" else (1, 0, b, a)
@@ -220,7 +216,7 @@ def all_pairs(judge: PrometheusJudge, rows: Sequence[PreferenceRow], cfg: Prefer
             continue
         if v.winner is None or v.p_a is None:
             why = _undecided_reason(v)
-            _skip(out, r, why, (i, j), v.reason if why == "judge_failed" else None)
+            out.skipped.append(skip_record(r, why, (i, j), v.reason if why == "judge_failed" else None))
             continue
         chosen, rejected, p = (i, j, v.p_a) if v.winner == "A" else (j, i, 1.0 - v.p_a)
         _keep(out, r, cfg, _pair(r, chosen, rejected, p, 1.0 - p, feedback=v.feedback, swap_agreement=v.swap_agreement))
