@@ -6,6 +6,9 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?= -q --timeout=1200
+# e.g. '-n 2 --dist loadgroup': pytest-xdist workers, tests sharing an engine, server or module-wide fixture
+# on one of them (tests/parallel.py); empty: one process
+PYTEST_WORKERS ?=
 PYTEST_MARKERS ?= not slow
 export VLLM_CPU_KVCACHE_SPACE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
@@ -21,7 +24,7 @@ STAMP := $(VENV)/.stamp-$(SETUP_HASH)
 
 help:  ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-zA-Z_-]*:.*## / {printf "  make %-9s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
-	@echo "  variables: PYTHON=$(PYTHON) VENV=$(VENV) PYTEST_ARGS='$(PYTEST_ARGS)'"
+	@echo "  variables: PYTHON=$(PYTHON) VENV=$(VENV) PYTEST_ARGS='$(PYTEST_ARGS)' PYTEST_WORKERS='$(PYTEST_WORKERS)'"
 
 setup: $(STAMP)  ## install the CPU stack into .venv (idempotent), convert SmolLM2, build the pocket judge
 	$(PY) -m prom_reward.local.models smollm2
@@ -37,7 +40,7 @@ browser:  ## headless Chromium (Debian's package) for the report's browser test,
 	bash scripts/setup_browser.sh
 
 test: setup browser lint  ## lint, then the test suite CI runs (real vLLM engine and server on CPU; exit code 5, no tests, fails)
-	HF_HUB_OFFLINE=1 $(PY) -m pytest tests -m "$(PYTEST_MARKERS)" $(PYTEST_ARGS)
+	HF_HUB_OFFLINE=1 $(PY) -m pytest tests -m "$(PYTEST_MARKERS)" $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 test-fast: setup  ## the unit tier for the edit-test loop: no vLLM engine or server, no TRL run, no lint; 4 workers
 	HF_HUB_OFFLINE=1 PROM_REWARD_NO_ENGINE=1 PROM_REWARD_TEST_PRESTART=0 \

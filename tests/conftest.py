@@ -9,6 +9,10 @@ needs them, and the modules of single-process tests run first (then those that s
 engines, then those that use the session's), so the servers' start overlaps tests that leave a core
 free; session servers are stopped side by side at the end. Set
 ``PROM_REWARD_TEST_PRESTART=0`` for plain file order and servers started on first use.
+With pytest-xdist workers and ``--dist loadgroup`` (``make test PYTEST_WORKERS='-n 2 --dist loadgroup'``)
+the tests of the session engines and servers run on one worker, which launches the servers when it starts
+the first of them, and tests sharing another module- or folder-wide fixture run together
+(``tests/parallel.py``).
 
 Tiers: a test is ``integration`` when it is marked so, or when it uses an engine or server fixture, a
 model folder (``tiny_model_dir``, ``smollm2_dir``) or the ``smollm2`` mark (marked here at collection);
@@ -23,7 +27,7 @@ import io
 import os
 import subprocess
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -31,6 +35,7 @@ import pytest
 from prom_reward.backends.servers import ServeConfig, term_with_parent
 from prom_reward.backends.vllm_options import NO_ENGINE_ENV, VLLMOptions, check_engine_allowed
 from tests.fakes import FakeServer, Reply, StandInJudge, free_port
+from tests.parallel import group_shared_fixtures, pytest_xdist_make_scheduler  # noqa: F401 (a hook)
 from tests.reward_faults import GRADES, Case
 
 REPO = Path(__file__).resolve().parents[1]
@@ -180,6 +185,14 @@ def _prestart_enabled(config: pytest.Config) -> bool:
     return os.environ.get("PROM_REWARD_TEST_PRESTART", "1") != "0" and not config.option.collectonly
 
 
+def fixtures_of(item: pytest.Item) -> set[str]:
+    """The fixtures a test uses: its fixture names, and the engines and servers its parameters name (a test
+    that takes them by ``request.getfixturevalue``)."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    named = {v for v in params.values() if isinstance(v, str) and v in ENGINE_FIXTURES}
+    return {*getattr(item, "fixturenames", ()), *named}
+
+
 def is_integration(fixturenames: Sequence[str], marks: Sequence[str]) -> bool:
     """Whether a test with these fixtures and mark names belongs to the ``integration`` tier."""
     return "integration" in marks or "smollm2" in marks or any(f in INTEGRATION_FIXTURES for f in fixturenames)
@@ -188,13 +201,18 @@ def is_integration(fixturenames: Sequence[str], marks: Sequence[str]) -> bool:
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects: the marks added here count
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark ``integration`` every test ``is_integration`` finds (the unit tier, ``make test-fast``, leaves them
-    out); then run modules in three tiers, each in file order: first those with only single-process tests
-    (they leave a core free for the servers' start), then those with ``integration`` tests that run their own
-    engines or servers, then those that use the session engines and servers."""
+    out); under ``--dist loadgroup`` group the tests that share a costly fixture (``group_shared_fixtures``);
+    then run modules in tiers, each in file order: first those with only single-process tests (they leave a
+    core free for the servers' start), then those with ``integration`` tests that run their own engines or
+    servers, then those that use the session engines or servers. With pytest-xdist workers the second tier
+    goes first (its long tests start early, the quick ones even out the workers' ends), and the modules of
+    the session servers go after those of the in-process engines (the servers start meanwhile)."""
     explicit = {i: i.get_closest_marker("integration") is not None for i in items}
     for i in items:
         if not explicit[i] and is_integration(getattr(i, "fixturenames", ()), [m.name for m in i.iter_markers()]):
             i.add_marker(pytest.mark.integration)
+    if getattr(config.option, "loadgroup", False):
+        group_shared_fixtures(config, items, lambda i: any(n in ENGINE_FIXTURES for n in fixtures_of(i)))
     if os.environ.get("PROM_REWARD_TEST_PRESTART", "1") == "0":
         return
 
@@ -203,17 +221,40 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
     tier: dict[str, int] = {}
     for i in items:
-        t = 2 if any(n in ENGINE_FIXTURES for n in getattr(i, "fixturenames", ())) else 1 if explicit[i] else 0
-        tier[module(i)] = max(tier.get(module(i), 0), t)
+        names = fixtures_of(i)
+        t = 3 if any(n in SERVER_FIXTURES for n in names) else 2 if any(n in ENGINE_FIXTURES for n in names) else 0
+        tier[module(i)] = max(tier.get(module(i), 0), t or (1 if explicit[i] else 0))
     tier[""] = 0
-    items.sort(key=lambda item: tier[module(item)])
+    # with workers, the heavy modules of tier 1 go first: the quick ones fill both workers at the end
+    rank = {1: 0, 0: 1, 2: 2, 3: 3} if os.environ.get("PYTEST_XDIST_WORKER") else {0: 0, 1: 1, 2: 2, 3: 2}
+    items.sort(key=lambda item: rank[tier[module(item)]])
+
+
+_DEFERRED: list[str] = []
+"""Under pytest-xdist, the session servers to launch when the worker running group ``engines`` sets up its first
+test (``pytest_runtest_setup``): launched at collection, every worker would start its own."""
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     if not _prestart_enabled(session.config):
         return
-    wanted = {n for item in session.items for n in getattr(item, "fixturenames", ()) if n in SERVER_FIXTURES}
-    factory = session.config._tmp_path_factory  # type: ignore[attr-defined]
+    wanted = {n for item in session.items for n in fixtures_of(item) if n in SERVER_FIXTURES}
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        _DEFERRED.extend(sorted(wanted))
+        return
+    launch_session_servers(session.config, wanted)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if _DEFERRED and any(n in ENGINE_FIXTURES for n in fixtures_of(item)):
+        launch_session_servers(item.config, _DEFERRED)
+        _DEFERRED.clear()
+
+
+def launch_session_servers(config: pytest.Config, wanted: Collection[str]) -> None:
+    """Launch the session servers named in ``wanted`` without waiting (``session_server`` waits)."""
+    factory = config._tmp_path_factory  # type: ignore[attr-defined]
     for name in sorted(wanted):
         model = _smollm2_dir() if name == "smollm2_server" else _tiny_dir(factory)
         log = factory.mktemp(name) / "server.log"

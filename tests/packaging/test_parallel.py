@@ -1,0 +1,139 @@
+"""The suite in pytest-xdist workers (``tests/parallel.py``): which tests share a worker, and a real
+``pytest -n 2 --dist loadgroup`` run on a small generated suite that keeps each group on one worker."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from tests.parallel import GROUPS_FILE, group_shared_fixtures
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _fixture(scope: str, baseid: str = "tests/jobs") -> SimpleNamespace:
+    return SimpleNamespace(scope=scope, baseid=baseid)
+
+
+def _item(nodeid: str, engine: bool = False, **fixtures: SimpleNamespace) -> SimpleNamespace:
+    defs = {name: [f] for name, f in fixtures.items()}
+    return SimpleNamespace(nodeid=nodeid, engine=engine, _fixtureinfo=SimpleNamespace(name2fixturedefs=defs))
+
+
+FUNCTION, MODULE = _fixture("function"), _fixture("module")
+ROOT_SESSION, PLUGIN_SESSION = _fixture("session", "tests"), _fixture("session", "")
+
+
+@pytest.mark.parametrize(
+    "items, groups",
+    [
+        pytest.param(  # per-test fixtures, and the session fixtures of tests/conftest.py or a plugin
+            [_item("a.py::t", tmp_path=FUNCTION, smollm2_dir=ROOT_SESSION, tmp_path_factory=PLUGIN_SESSION)],
+            {},
+            id="no-shared-fixture",
+        ),
+        pytest.param(
+            [_item("a.py::t1", server=MODULE), _item("a.py::t2", server=MODULE), _item("a.py::t3")],
+            {"a.py::t1": "a.py", "a.py::t2": "a.py"},
+            id="module-fixture",
+        ),
+        pytest.param([_item("a.py::T::t", state=_fixture("class"))], {"a.py::T::t": "a.py"}, id="class-fixture"),
+        pytest.param(
+            [_item("a.py::t", engine=True, smollm2_dir=ROOT_SESSION), _item("b.py::t", engine=True)],
+            {"a.py::t": "engines", "b.py::t": "engines"},
+            id="session-engines",
+        ),
+        pytest.param(  # a.py's Ray cluster is used by an engine test: a.py's other tests go with it
+            [_item("a.py::t1", ray=MODULE), _item("a.py::t2", engine=True, ray=MODULE), _item("b.py::t", ray=MODULE)],
+            {"a.py::t1": "engines", "a.py::t2": "engines", "b.py::t": "b.py"},
+            id="module-joins-engines",
+        ),
+        pytest.param(
+            [
+                _item("f/a.py::t", peer=_fixture("session", "tests/f")),
+                _item("f/b.py::t", peer=_fixture("session", "tests/f")),
+            ],
+            {"f/a.py::t": "tests/f", "f/b.py::t": "tests/f"},
+            id="sub-folder-session-fixture",
+        ),
+    ],
+)
+def test_tests_sharing_a_fixture_share_a_group(tmp_path, items, groups):
+    config = SimpleNamespace(_tmp_path_factory=SimpleNamespace(getbasetemp=lambda: tmp_path / "gw0"))
+    group_shared_fixtures(config, items, lambda item: item.engine)  # type: ignore[arg-type]
+    assert json.loads((tmp_path / GROUPS_FILE).read_text()) == groups
+
+
+SUITE = {
+    "conftest.py": """
+        import os, pytest
+        from tests.parallel import group_shared_fixtures, pytest_xdist_make_scheduler  # noqa: F401
+
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_collection_modifyitems(config, items):
+            if config.option.loadgroup:
+                group_shared_fixtures(config, items, lambda item: "engine" in item.fixturenames)
+
+        @pytest.fixture(scope="session")
+        def engine():
+            return "engine"
+
+        @pytest.fixture(autouse=True)
+        def _where(request):
+            with open(os.environ["WHERE"], "a") as f:
+                f.write(request.node.nodeid + " " + os.environ["PYTEST_XDIST_WORKER"] + "\\n")
+    """,
+    "test_cluster.py": """
+        import pytest, time
+
+        @pytest.fixture(scope="module")
+        def cluster():
+            return "cluster"
+
+        @pytest.mark.parametrize("i", range(6))
+        def test_on_the_cluster(cluster, i):
+            time.sleep(0.05)
+    """,
+    "test_engine.py": """
+        import pytest, time
+
+        @pytest.mark.parametrize("i", range(6))
+        def test_on_the_engine(engine, i):
+            time.sleep(0.05)
+    """,
+    "test_plain.py": """
+        import pytest, time
+
+        @pytest.mark.parametrize("i", range(12))
+        def test_alone(i):
+            time.sleep(0.05)
+    """,
+}
+
+
+def test_two_workers_keep_each_group_on_one_worker(tmp_path):
+    for name, text in SUITE.items():
+        (tmp_path / name).write_text(textwrap.dedent(text))
+    where = tmp_path / "where.txt"
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": path, "WHERE": str(where)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0 and "24 passed" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
+    ran = dict(line.split() for line in where.read_text().splitlines())
+    workers = {
+        module: {w for test, w in ran.items() if test.startswith(module)} for module in SUITE if module != "conftest.py"
+    }
+    assert len(ran) == 24 and len(workers["test_cluster.py"]) == len(workers["test_engine.py"]) == 1, ran
