@@ -278,7 +278,10 @@ class PrometheusReward(JudgeHolder):
 
     compute = sync_method(acompute)
 
-    __call__ = compute  # what TRL calls: the one sync wrapper of acompute
+    def __call__(
+        self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
+    ) -> list[float | None]:
+        return self.compute(prompts, completions, completion_ids, **kwargs)
 
     async def acall(
         self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any

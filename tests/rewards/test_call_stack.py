@@ -1,8 +1,15 @@
 """Issue 31's reading rule: on the call stack from ``PrometheusReward.__call__`` to the backend, no module of
-``prom_reward`` is entered again after it was left (a path you can read top to bottom)."""
+``prom_reward`` is entered again after it was left (a path you can read top to bottom).
+
+``AsyncPrometheusReward.__call__`` runs the whole path on the caller's loop, one stack. The sync
+``PrometheusReward.__call__`` hands the call to the library's loop thread through ``compute``, the one sync
+wrapper (``backends/bridge.py``): the caller's thread holds just the reward and the bridge, and the loop
+thread's stack, from ``acompute`` to the backend, enters each module once."""
 
 from __future__ import annotations
 
+import asyncio
+import sys
 import threading
 import traceback
 from pathlib import Path
@@ -13,28 +20,26 @@ import prom_reward
 from prom_reward import PrometheusJudge
 from prom_reward.backends.base import GenerationRequest
 from prom_reward.backends.scripted import ScriptedBackend
-from prom_reward.rewards.reward import PrometheusReward
+from prom_reward.rewards.reward import AsyncPrometheusReward, PrometheusReward
 
 PACKAGE = Path(prom_reward.__file__).parent
+ON_THE_PATH = ("rewards.reward", "rewards.outage", "core.judge", "core.sampler")
 
 
 class StackRecordingBackend(ScriptedBackend):
-    """A scripted judge that records, at each generation call, the prom_reward modules on the stack (outermost
-    first), of this thread and of the thread that called the reward (the sync form waits on the loop thread)."""
+    """A scripted judge that records, at each generation call, the prom_reward modules on its own thread's stack
+    and, when that is another thread, on the stack of the thread that called the reward (outermost first)."""
 
     def __init__(self, caller: threading.Thread, **kwargs) -> None:
         super().__init__(**kwargs)
         self.caller = caller
         self.stacks: list[list[str]] = []
+        self.caller_stacks: list[list[str]] = []
 
     async def agenerate(self, requests, **options):
-        frames = traceback.extract_stack()
+        self.stacks.append(_modules(traceback.extract_stack()))
         if threading.current_thread() is not self.caller:
-            import sys
-
-            caller_frame = sys._current_frames()[self.caller.ident]
-            frames = traceback.extract_stack(caller_frame) + frames
-        self.stacks.append(_modules(frames))
+            self.caller_stacks.append(_modules(traceback.extract_stack(sys._current_frames()[self.caller.ident])))
         return await super().agenerate(requests, **options)
 
 
@@ -50,6 +55,10 @@ def _modules(frames: traceback.StackSummary) -> list[str]:
     return out
 
 
+def _entered_again(stack: list[str]) -> list[str]:
+    return [m for i, m in enumerate(stack) if m in stack[:i]]
+
+
 def _grade(req: GenerationRequest, i: int) -> str:
     return "Fine. [RESULT] 4"
 
@@ -58,7 +67,7 @@ def _pair(req: GenerationRequest, i: int) -> str:
     return "A is better. [RESULT] A"
 
 
-@pytest.mark.parametrize(
+CASES = pytest.mark.parametrize(
     ("mode", "respond", "kwargs"),
     [
         ("absolute", _grade, {}),
@@ -67,24 +76,44 @@ def _pair(req: GenerationRequest, i: int) -> str:
     ],
     ids=["absolute", "pairwise_group", "checklist"],
 )
-def test_no_module_is_entered_again_on_the_way_to_the_backend(mode, respond, kwargs):
+
+
+def _check(stacks: list[list[str]]) -> None:
+    assert stacks, "the judge was never called"
+    for stack in stacks:
+        for module in ON_THE_PATH:  # the path this test guards: the reward, the outage policy, the judge, the sampler
+            assert f"prom_reward.{module}" in stack, stack
+        assert stack[0] == "prom_reward.rewards.reward", stack
+        assert not _entered_again(stack), f"entered again after it was left: {_entered_again(stack)} in {stack}"
+
+
+@CASES
+def test_async_reward_enters_each_module_once(mode, respond, kwargs):
+    backend = StackRecordingBackend(threading.current_thread(), respond=respond)
+    reward = AsyncPrometheusReward(PrometheusJudge(backend=backend), mode=mode, checklist_column="checklist")
+    rewards = asyncio.run(reward(["Say hi.", "Say hi."], ["hi", "hello there"], **kwargs))
+    assert all(r is not None for r in rewards)
+    assert backend.caller_stacks == []  # one thread, one stack
+    _check(backend.stacks)
+
+
+@CASES
+def test_sync_reward_wraps_once_then_enters_each_module_once(mode, respond, kwargs):
     backend = StackRecordingBackend(threading.current_thread(), respond=respond)
     reward = PrometheusReward(PrometheusJudge(backend=backend), mode=mode, checklist_column="checklist")
     rewards = reward(["Say hi.", "Say hi."], ["hi", "hello there"], **kwargs)
     assert all(r is not None for r in rewards)
-    assert backend.stacks, "the judge was never called"
-    for stack in backend.stacks:
-        # the path this test guards: the reward, the outage policy, the mode, the judge, the sampler
-        for module in ("rewards.reward", "rewards.outage", "core.judge", "core.sampler"):
-            assert f"prom_reward.{module}" in stack, stack
-        again = [m for i, m in enumerate(stack) if m in stack[:i]]
-        assert not again, f"entered again after it was left: {again} in {stack}"
+    assert backend.caller_stacks and all(
+        s == ["prom_reward.rewards.reward", "prom_reward.backends.bridge"] for s in backend.caller_stacks
+    ), backend.caller_stacks
+    assert all(s[0] == "prom_reward.backends.bridge" for s in backend.stacks)  # the loop thread's entry
+    _check([s[1:] for s in backend.stacks])
 
 
 def test_the_check_sees_a_module_entered_again():
-    assert _modules(
-        traceback.StackSummary.from_list(
-            [(str(PACKAGE / "rewards" / "reward.py"), 1, "a", ""), (str(PACKAGE / "rewards" / "outage.py"), 1, "b", "")]
-            + [(str(PACKAGE / "rewards" / "reward.py"), 2, "c", "")]
-        )
-    ) == ["prom_reward.rewards.reward", "prom_reward.rewards.outage", "prom_reward.rewards.reward"]
+    reward, outage = str(PACKAGE / "rewards" / "reward.py"), str(PACKAGE / "rewards" / "outage.py")
+    stack = _modules(
+        traceback.StackSummary.from_list([(reward, 1, "a", ""), (outage, 1, "b", ""), (reward, 2, "c", "")])
+    )
+    assert stack == ["prom_reward.rewards.reward", "prom_reward.rewards.outage", "prom_reward.rewards.reward"]
+    assert _entered_again(stack) == ["prom_reward.rewards.reward"]
