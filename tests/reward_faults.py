@@ -38,10 +38,9 @@ FAILED = -1.0
 """The failure reward of the settings; in ``Case.expected``: the sample fails (flagged, with its reason)."""
 OPENRLHF_RETRY_WINDOW_S = 5.0
 """OpenRLHF's client: five tries, a second apart (``_fetch_rewards_via_http``)."""
-JUDGE_OPTIONS = {"system_role": False, "max_retries": 0, "backoff": 0.05}
-"""The judge's options in every path: no re-sampling, and the HTTP client's own retries of a failed call
-(``OpenAIServer(backoff=)``: 0.5, 1 and 2 s by default, 3.5 s a call) 0.05 s apart, so a dead judge costs
-the outage policy's waits, not the transport's (what the cases check is the policy's)."""
+JUDGE_OPTIONS = {"system_role": False, "max_retries": 0}
+"""The judge's options in every path: no re-sampling (the transport makes one attempt per call: what a dead judge
+costs is the outage policy's waits, what the cases check)."""
 
 
 @dataclass

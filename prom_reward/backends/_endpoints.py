@@ -4,7 +4,9 @@ An ``EndpointPool`` outlives the per-call HTTP clients, so what one batch learns
 about a server (it keeps failing) holds for the next. Each base URL is *up* or
 *out*:
 
-- a request goes to the up URL with the fewest calls in flight (ties rotate);
+- a request goes to an up URL with the fewest calls in flight (ties rotate), leaving out for
+  ``probe_interval`` seconds one whose last call failed while another is clean (so a request the outage
+  policy asks again goes to another server than the one that just failed it);
 - ``eject_after`` consecutive failures (connection errors, timeouts, 5xx, 429,
   malformed replies) take a URL out for ``probe_interval`` seconds;
 - once that time has passed, a health probe (``GET /health`` at the server root,
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import threading
 import time
 from collections.abc import Sequence
@@ -48,6 +51,8 @@ class EndpointState:
     """Calls sent and not yet answered."""
     strikes: int = 0
     """Consecutive failures (reset by any success)."""
+    failed_at: float = -math.inf
+    """Monotonic time of the latest failure."""
     out_until: float | None = None
     """Monotonic time from which an out URL may be probed; None while up."""
     interval: float = 0.0
@@ -92,18 +97,20 @@ class EndpointPool:
     def is_up(self, url: str) -> bool:
         return self._state[url].out_until is None
 
-    def pick(self, avoid: str | None = None, *, now: float | None = None) -> str:
-        """The URL for the next call: an up URL (not ``avoid`` when another is up) with the
-        fewest calls in flight, ties rotating; with none up, the out URL due soonest."""
+    def pick(self, *, now: float | None = None) -> str:
+        """The URL for the next call: an up URL (not one that failed in the last ``probe_interval`` seconds
+        when another is clean) with the fewest calls in flight, ties rotating; with none up, the out URL due
+        soonest."""
         now = time.monotonic() if now is None else now
         with self._lock:
             self._turn += 1
             up = [u for u in self.urls if self._state[u].out_until is None]
-            pool = [u for u in up if u != avoid] or up
+            recent = now - self.probe_interval
+            pool = [u for u in up if not self._state[u].strikes or self._state[u].failed_at < recent] or up
             if pool:
                 shift = self._turn % len(pool)
                 return min(pool[shift:] + pool[:shift], key=lambda u: self._state[u].in_flight)
-            return min(self.urls, key=lambda u: (self._state[u].out_until or 0.0, u == avoid))
+            return min(self.urls, key=lambda u: self._state[u].out_until or 0.0)
 
     def sent(self, url: str) -> None:
         with self._lock:
@@ -130,6 +137,7 @@ class EndpointPool:
             s = self._state[url]
             s.strikes += 1
             s.failures += 1
+            s.failed_at = now
             if s.out_until is None and s.strikes >= self.eject_after:
                 s.interval = self.probe_interval
                 s.out_until = now + s.interval

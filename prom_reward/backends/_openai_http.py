@@ -1,25 +1,26 @@
-"""HTTP transport for ``OpenAIServer``: one long-lived session per event loop, URL choice, retries with back-off.
+"""HTTP transport for ``OpenAIServer``: one long-lived session per event loop, URL choice, one attempt per call.
 
 ``LoopSessions`` holds the ``aiohttp.ClientSession`` (and its connection pool, ``new_session``) that a
 backend keeps per event loop it is used on, across calls, until it is closed. ``HTTPBatch`` lives inside one running
 event loop (one ``agenerate`` call): it uses that session and owns a semaphore bounding the batch's
 calls in flight; which URL gets each call is the backend's ``EndpointPool``'s choice (``_endpoints``),
 which outlives the batch.
-``call`` sends one logical request to the up URL with the fewest outstanding calls and
-retries connection errors, timeouts, 5xx, 429 and replies that ``parse`` rejects, each
-retry on another URL when there is one. Other 4xx replies raise at once: ``ServerRejected``, or
-``JudgeConfigError`` for a configuration failure (``_openai_wire.rejection``). Out URLs whose
-probe time has come are health-probed in the background of the batch.
-A call given a ``deadline`` (the request's, set by a reward's outage policy) cuts each attempt
-to the time left and starts none after it; what a reward does with a request that still failed
-(wait the outage out, give up) is the reward's outage policy (``prom_reward.rewards.outage``).
+``call`` sends one request to the URL the pool picks (up, clean, fewest outstanding calls) and
+makes one attempt: a connection error, a timeout, a 5xx, a 429 or a reply that ``parse`` rejects is a
+strike for that URL (``_endpoints``) and a ``BackendError`` naming the request, the URL and the cause.
+Other 4xx replies raise ``ServerRejected``, or ``JudgeConfigError`` for a configuration failure
+(``_openai_wire.rejection``). Out URLs whose probe time has come are health-probed in the background
+of the batch. A call given a ``deadline`` (the request's, set by the outage policy) is cut to the time
+left and not made after it. The transport retries nothing: asking again for what failed (after a
+back-off, on the URL the pool picks then, within a budget), and what comes after, is the outage
+policy's, the one owner of retries (``prom_reward.rewards.outage``).
 The transport is aiohttp: at 64 calls in flight httpx's connection pool spent ~25x more
 CPU per request on bookkeeping (``benchmarks/client_overhead.py``).
 
 Example:
     >>> async def models(url):  # doctest: +SKIP
     ...     session = new_session(api_key=None, timeout=10)
-    ...     b = HTTPBatch(EndpointPool([url]), session, max_concurrency=4, timeout=10, max_retries=2, backoff=0.1)
+    ...     b = HTTPBatch(EndpointPool([url]), session, max_concurrency=4, timeout=10)
     ...     try:
     ...         return await b.call("GET", "/models", parse=lambda d: [m["id"] for m in d["data"]])
     ...     finally:
@@ -34,7 +35,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -49,7 +49,6 @@ from prom_reward.errors import BackendError
 
 T = TypeVar("T")
 KEEPALIVE_S = 3.0
-log = logging.getLogger(__name__)
 
 
 def new_session(*, api_key: str | None, timeout: float) -> aiohttp.ClientSession:
@@ -148,14 +147,12 @@ class HTTPBatch:
         *,
         max_concurrency: int,
         timeout: float,
-        max_retries: int,
-        backoff: float,
         probe_timeout: float = 5.0,
     ) -> None:
         self.client = client
         self.sem = asyncio.Semaphore(max_concurrency)
         self.pool = pool
-        self.max_retries, self.backoff, self.timeout = max_retries, backoff, timeout
+        self.timeout = timeout
         self.probe_timeout = min(probe_timeout, timeout)
         self._probes: set[asyncio.Task[None]] = set()
 
@@ -195,72 +192,50 @@ class HTTPBatch:
         parse: Callable[[Any], T] = lambda d: d,
         deadline: float | None = None,
     ) -> T:
-        """``method path`` (under the base URL, or the server root when ``root``), retried;
-        returns ``parse(reply JSON)``. ``index`` names the request in error messages; ``deadline``
-        (monotonic) cuts every attempt to the time left and starts none after it."""
+        """``method path`` (under the base URL, or the server root when ``root``), one attempt;
+        returns ``parse(reply JSON)``, else raises ``BackendError`` (``ServerRejected`` for a 4xx).
+        ``index`` names the request in error messages; ``deadline`` (monotonic) cuts the attempt to the
+        time left and makes none after it."""
         what = f"{method} {path}" + (f" for request {index}" if index is not None else "")
-        last, url, tried = "", None, []
-        first_failure: float | None = None
-        attempt = 0
-        while True:
-            if attempt:
-                delay = self.backoff * 2 ** (attempt - 1)
-                if attempt > self.max_retries or (deadline is not None and time.monotonic() + delay >= deadline):
-                    break
-                log.info("%s: attempt %d failed (%s); retrying in %.1f s", what, attempt, last, delay)
-                await asyncio.sleep(delay)
-            options: dict[str, Any] = {}
-            if deadline is not None:
-                seconds = min(deadline - time.monotonic(), self.timeout)
-                if seconds <= 0:
-                    last = last or "the call's deadline passed before the judge was asked"
-                    break
-                options["timeout"] = aiohttp.ClientTimeout(total=seconds)
-            attempt += 1
-            async with self.sem:
-                self._start_probes()
-                url = self.pool.pick(avoid=url)
-                full = (_root(url) if root else url) + path
-                tried.append(url)
-                self.pool.sent(url)
-                try:
-                    async with self.client.request(method, full, json=payload, **options) as resp:
-                        status, content = resp.status, await resp.read()
-                except (TimeoutError, aiohttp.ClientError) as e:  # refused, reset, timeouts
-                    kind = "Timeout" if isinstance(e, asyncio.TimeoutError) else type(e).__name__
-                    last = f"{kind} on {full}" + (f": {e}" if str(e) else "")
-                    first_failure = self._failed(url, first_failure)
-                    continue
-                finally:
-                    self.pool.answered(url)
-            if status == 429 or status >= 500:
-                last = f"HTTP {status} from {full}: {error_text(content)}"
-                first_failure = self._failed(url, first_failure)
-                continue
-            if status >= 400:
-                self.pool.succeeded(url)  # the server is healthy; the request is wrong
-                raise rejection(what, url, full, status, content, root=root)
+        options: dict[str, Any] = {}
+        if deadline is not None:
+            seconds = min(deadline - time.monotonic(), self.timeout)
+            if seconds <= 0:
+                raise BackendError(f"{what}: the call's deadline passed before the judge was asked")
+            options["timeout"] = aiohttp.ClientTimeout(total=seconds)
+        async with self.sem:
+            self._start_probes()
+            url = self.pool.pick()
+            full = (_root(url) if root else url) + path
+            self.pool.sent(url)
             try:
-                result = parse(json.loads(content))
-            except (ValueError, KeyError, TypeError, IndexError) as e:  # includes MalformedReply
-                last = f"malformed reply from {full}: {e}"
-                first_failure = self._failed(url, first_failure)
-                continue
-            self.pool.succeeded(url)
-            return result
-        out = [u for u in dict.fromkeys(tried) if not self.pool.is_up(u)]
-        took = f" over {time.monotonic() - first_failure:.1f} s" if first_failure is not None else ""
-        raise BackendError(
-            f"{what} failed after {len(tried)} attempt(s){took} on {', '.join(sorted(set(tried))) or 'no URL'}; "
-            f"last failure: {last}."
-            + (f" Taken out after repeated failures: {', '.join(out)}." if out else "")
-            + " Check that the server is up and reachable, or raise the outage budget / timeout"
-        )
+                async with self.client.request(method, full, json=payload, **options) as resp:
+                    status, content = resp.status, await resp.read()
+            except (TimeoutError, aiohttp.ClientError) as e:  # refused, reset, timeouts
+                kind = "Timeout" if isinstance(e, asyncio.TimeoutError) else type(e).__name__
+                raise self._failed(what, url, f"{kind} on {full}" + (f": {e}" if str(e) else "")) from None
+            finally:
+                self.pool.answered(url)
+        if status == 429 or status >= 500:
+            raise self._failed(what, url, f"HTTP {status} from {full}: {error_text(content)}")
+        if status >= 400:
+            self.pool.succeeded(url)  # the server is healthy; the request is wrong
+            raise rejection(what, url, full, status, content, root=root)
+        try:
+            result = parse(json.loads(content))
+        except (ValueError, KeyError, TypeError, IndexError) as e:  # includes MalformedReply
+            raise self._failed(what, url, f"malformed reply from {full}: {e}") from None
+        self.pool.succeeded(url)
+        return result
 
-    def _failed(self, url: str, first: float | None) -> float:
-        """Record a failed attempt; returns the time of the call's first failure."""
+    def _failed(self, what: str, url: str, cause: str) -> BackendError:
+        """Record a failed call on ``url``; the error that reports it (naming the URL if it is now out)."""
         self.pool.failed(url)
-        return time.monotonic() if first is None else first
+        out = "" if self.pool.is_up(url) else f" Taken out after repeated failures: {url}."
+        return BackendError(
+            f"{what} failed: {cause}.{out} Check that the server is up and reachable, or raise the outage "
+            "budget / timeout"
+        )
 
     async def aclose(self) -> None:
         for task in list(self._probes):

@@ -2,10 +2,11 @@
 
 Every request of a batch is one HTTP call (with ``n``), sent concurrently (at most
 ``max_concurrency`` in flight) to the base URL with the fewest outstanding calls.
-Connection errors, timeouts, 5xx, 429 and malformed replies are retried with
-exponential back-off, on another URL when there is one; other 4xx replies fail at
-once with the server's message. A request that still fails gets a result with its
-``error`` (each request fails alone; a request's ``deadline`` cuts its attempts). A URL
+Each request is one attempt, cut at its ``deadline``: a connection error, a timeout, a
+5xx, a 429 or a malformed reply gives that request a result with its ``error``, and a
+4xx one with the server's message (``rejected``); each request fails alone. The
+backend retries nothing: the outage policy (``prom_reward.rewards.outage``) asks again
+for the requests that failed, the next time on a URL that did not just fail. A URL
 that fails ``eject_after`` times in a row is taken out of rotation and health-probed
 back in (``_endpoints.EndpointPool``, kept across calls; ``endpoint_stats()`` shows it).
 ``generate(..., on_result=f)`` calls ``f(index, result)`` as each request completes (a
@@ -69,9 +70,8 @@ class OpenAIServer:
         system_role: whether the chat template takes a system message; None detects it.
         api_key: bearer token; defaults to ``$PROM_REWARD_API_KEY`` then ``$OPENAI_API_KEY``.
         max_concurrency: most HTTP calls in flight per batch.
-        timeout: seconds per HTTP call (cut to a request's ``deadline``). max_retries, backoff: retries
-            per call, first delay in seconds (doubling), none past a request's ``deadline``; a reward
-            asks again for what still failed, per its ``OutagePolicy`` (``prom_reward.rewards.outage``).
+        timeout: seconds per HTTP call (cut to a request's ``deadline``). A failed call is not retried
+            here: a reward or a job asks again per its ``OutagePolicy`` (``prom_reward.rewards.outage``).
         eject_after: consecutive failures that take a URL out of rotation.
         probe_interval: seconds before an out URL is health-probed (doubling while it fails).
     """
@@ -96,8 +96,6 @@ class OpenAIServer:
         api_key: str | None = None,
         max_concurrency: int = 64,
         timeout: float = 600.0,
-        max_retries: int = 3,
-        backoff: float = 0.5,
         eject_after: int = 3,
         probe_interval: float = 5.0,
     ) -> None:
@@ -119,14 +117,12 @@ class OpenAIServer:
             raise ConfigError(f"system_role: expected None (detect), True or False, got {system_role!r}")
         for key, value, low in (
             ("max_concurrency", max_concurrency, 1),
-            ("max_retries", max_retries, 0),
             ("eject_after", eject_after, 1),
         ):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ConfigError(f"{key}: expected an int >= {low}, got {value!r}")
         for name, seconds, least in (
             ("timeout", timeout, 1e-9),
-            ("backoff", backoff, 0.0),
             ("probe_interval", probe_interval, 1e-9),
         ):
             if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds < least:
@@ -136,7 +132,6 @@ class OpenAIServer:
         self.model, self.endpoint, self.system_role = model, endpoint, system_role
         self._api_key = api_key or os.environ.get("PROM_REWARD_API_KEY") or os.environ.get("OPENAI_API_KEY")
         self.max_concurrency, self.timeout = max_concurrency, float(timeout)
-        self.max_retries, self.backoff = max_retries, float(backoff)
         self._max_model_len: int | None = None
         self._context_known = self._closed = False
         self._sessions = LoopSessions(api_key=self._api_key, timeout=self.timeout)
@@ -244,8 +239,6 @@ class OpenAIServer:
             self._sessions.get(),
             max_concurrency=self.max_concurrency,
             timeout=self.timeout,
-            max_retries=self.max_retries,
-            backoff=self.backoff,
         )
         try:
             return await work(b)
@@ -257,8 +250,9 @@ class OpenAIServer:
         self, requests: Sequence[GenerationRequest], *, on_result: OnResult | None = None
     ) -> list[GenerationResult]:
         """Complete every request concurrently; results in input order. ``on_result(i, result)``
-        is called as request ``i`` completes (before the others are done). A request that failed after its
-        retries gets a result with its ``error`` (``rejected`` for a 4xx): the others keep their answers."""
+        is called as request ``i`` completes (before the others are done). A request that failed (one
+        attempt: the outage policy asks again) gets a result with its ``error`` (``rejected`` for a 4xx):
+        the others keep their answers."""
         if not requests:
             return []
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import sys
@@ -27,13 +28,15 @@ from prom_reward.checklist.aggregate import AGGREGATIONS
 from prom_reward.checklist.config import CHECKLIST_MODES
 from prom_reward.cli.judge_options import add_judge_options, judge_kwargs
 from prom_reward.errors import ConfigError
+from prom_reward.integrations.settings_sources import field_docs
 from prom_reward.jobs.columns import ROLES
 from prom_reward.jobs.compare import CompareJob
-from prom_reward.jobs.config import JobConfig, RayConfig
+from prom_reward.jobs.config import JOB_OUTAGE, JobConfig, RayConfig
 from prom_reward.jobs.grade import GradeJob
 from prom_reward.jobs.pairs import PairsJob
 from prom_reward.jobs.spec import JobKind
 from prom_reward.jobs.summary import EXIT_CODES, EXIT_JUDGE_DOWN
+from prom_reward.rewards.outage import ON_EXHAUSTED, OutagePolicy
 
 COLUMNS = {  # the column options of each job: (flag, dest = the Python option, default)
     "grade": ("instruction", "response", "reference_answer", "rubric", "checklist"),
@@ -93,8 +96,14 @@ def cmd_job(args: argparse.Namespace) -> int:
     from prom_reward.jobs.run import run_job
 
     kind = _kind(args)
+    given = {f.name: v for f in dataclasses.fields(OutagePolicy) if (v := getattr(args, OUTAGE + f.name)) is not None}
+    try:
+        outage = dataclasses.replace(JOB_OUTAGE, **given)
+    except ConfigError as e:  # its message starts with the field: name the flag
+        name, _, rest = str(e).partition(":")
+        raise ConfigError(f"--{(OUTAGE + name).replace('_', '-')}:{rest}") from None
     config = JobConfig(
-        batch_size=args.batch_size, resume=args.resume, overwrite=args.overwrite, progress=not args.quiet
+        batch_size=args.batch_size, resume=args.resume, overwrite=args.overwrite, progress=not args.quiet, outage=outage
     )
     ray = _ray(args)
     if ray is not None and args.store:
@@ -208,9 +217,31 @@ def _add_job_parser(
             + (f", else TRL's {trl[1]}; a row with both is refused)" if trl else ")"),
         )
     g.add_argument("--quiet", action="store_true", help="no progress bars")
+    _add_outage_options(g)
     _add_ray_options(g)
     g.set_defaults(func=cmd_job)
     return g
+
+
+OUTAGE = "outage_"
+"""The prefix of the outage policy's settings: ``--outage-budget-s`` is ``JobConfig.outage.budget_s``, as for the
+reward server (``integrations.settings``)."""
+
+
+def _add_outage_options(g: argparse.ArgumentParser) -> None:
+    """``--outage-<field>`` for each ``OutagePolicy`` field, over the job's ``JOB_OUTAGE``."""
+    docs = field_docs(OutagePolicy)
+    for f in dataclasses.fields(OutagePolicy):
+        default = getattr(JOB_OUTAGE, f.name)
+        choices = ON_EXHAUSTED if f.name == "on_exhausted" else None
+        g.add_argument(
+            "--" + (OUTAGE + f.name).replace("_", "-"),
+            dest=OUTAGE + f.name,
+            type=str if choices else float,
+            choices=choices,
+            metavar=None if choices else "SECONDS",
+            help=f"{docs[f.name]} (default {default}{'; in a job, fail marks the rows for --resume' * bool(choices)})",
+        )
 
 
 def _add_checklist_options(p: argparse.ArgumentParser) -> None:

@@ -1,8 +1,10 @@
-"""Options of a job (``JobConfig``: batches, resume, overwrite) and of its Ray pool (``RayConfig``).
+"""Options of a job (``JobConfig``: batches, resume, overwrite, outage policy) and of its Ray pool (``RayConfig``).
 
 Example:
     >>> JobConfig(batch_size=64, resume=True).overwrite
     False
+    >>> JobConfig(outage={"budget_s": 30}).outage.on_exhausted
+    'fail'
     >>> RayConfig(replicas="all").num_cpus
     1.0
     >>> JobConfig(resume=True, overwrite=True)  # doctest: +ELLIPSIS
@@ -18,6 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prom_reward.errors import ConfigError
+from prom_reward.rewards.outage import OutagePolicy
+
+JOB_OUTAGE = OutagePolicy(on_exhausted="fail")
+"""A job's outage policy unless given: an outage is waited out for ``budget_s`` (150 s) from its first failure,
+then the rows left unanswered are marked for ``--resume`` (the batches after them are tried once each)."""
 
 
 @dataclass(frozen=True)
@@ -33,8 +40,16 @@ class JobConfig:
     """Start over on an existing output (it stays intact until the new one is complete)."""
     progress: bool = True
     """Show a progress bar (and Ray Data's) on stderr."""
+    outage: OutagePolicy = JOB_OUTAGE
+    """How requests the judge's transport failed are asked again (``prom_reward.rewards.outage``; a dict of its
+    fields over ``JOB_OUTAGE``'s): past the budget, ``"fail"`` marks their rows for ``--resume`` and ``"raise"``
+    stops the job (``JudgeUnavailableError``, exit 4)."""
 
     def __post_init__(self) -> None:
+        if isinstance(self.outage, dict):
+            object.__setattr__(self, "outage", dataclasses.replace(JOB_OUTAGE, **self.outage))
+        if not isinstance(self.outage, OutagePolicy):
+            raise ConfigError(f"outage: expected an OutagePolicy or a dict of its fields, got {self.outage!r}")
         if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int) or self.batch_size < 1:
             raise ConfigError(f"batch_size: expected an int >= 1, got {self.batch_size!r}")
         if self.resume and self.overwrite:

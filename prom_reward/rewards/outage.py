@@ -1,10 +1,11 @@
-"""The outage policy of reward calls: the one place a judge's transport failures are retried.
+"""The outage policy of judge calls: the one place a judge's transport failures are retried.
 
 A reward path must not be the part that kills a days-long training run, and must not wait forever
 either. The judge returns one outcome per item; an item the transport failed (judge unreachable, 5xx,
 429, a hung call cut) carries a ``transport`` failure. ``ajudge_until_answered`` asks the judge again for
 those items only, with back-off awaited on the caller's loop, and ``OutagePolicy`` says how, for every
-reward path alike (TRL, online DPO, the OpenRLHF server and ``reward_func``, verl):
+reward path alike (TRL, online DPO, the OpenRLHF server and ``reward_func``, verl), and for the jobs
+(``outage_judge.OutageJudge``, a judge whose item methods go through ``aoutcomes_until_answered``):
 
 - failed items are asked again after an exponential back-off (``backoff_s`` doubling up to
   ``max_backoff_s``) for up to ``budget_s`` seconds from the first failure, never past the caller's
@@ -44,10 +45,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from prom_reward.core.results import JudgeFailure
+from prom_reward.core.results import JudgeFailure, Judgment
 from prom_reward.errors import BackendError, ConfigError, JudgeUnavailableError
 
 T = TypeVar("T")
+J = TypeVar("J", bound=Judgment)
 logger = logging.getLogger(__name__)
 
 ON_EXHAUSTED = ("raise", "fail")
@@ -242,6 +244,33 @@ async def ajudge_until_answered(
     return out
 
 
+async def aoutcomes_until_answered(
+    items: Sequence[Any],
+    judge_items: Callable[..., Awaitable[Sequence[J]]],
+    failed: Callable[[JudgeFailure], J],
+    policy: OutagePolicy,
+    *,
+    deadline: float | None = None,
+    health: JudgeHealth | None = None,
+) -> list[J]:
+    """One outcome per item of ``items``, in order: ``await judge_items(part, deadline=...)`` judges a part of
+    them (a judge's item method), and ``ajudge_until_answered`` asks again for each item whose outcome failed on
+    the transport. An item still unanswered past the budget (``on_exhausted="fail"``) keeps the transport failure
+    its last call gave it, or ``failed(failure)`` with the outage's cause where no call answered for it."""
+    answered = await ajudge_until_answered(
+        [[i] for i in range(len(items))],
+        lambda idx, until: judge_items([items[i] for i in idx], deadline=until),
+        lambda out: [o.error for o in out],
+        policy,
+        deadline=deadline,
+        health=health,
+    )
+    got: dict[int, J] = {}
+    for idx, out in answered.parts:
+        got.update(zip(idx, out, strict=True))
+    return [got[i] if i in got else failed(JudgeFailure("transport", answered.outage[i])) for i in range(len(items))]
+
+
 def _transport(failure: JudgeFailure | None) -> bool:
     return failure is not None and failure.kind == "transport"
 
@@ -277,4 +306,4 @@ def _secs(seconds: float) -> str:
     return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
 
 
-__all__ = ["Answered", "JudgeHealth", "OutagePolicy", "ajudge_until_answered"]
+__all__ = ["Answered", "JudgeHealth", "OutagePolicy", "ajudge_until_answered", "aoutcomes_until_answered"]

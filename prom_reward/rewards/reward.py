@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import re
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
@@ -36,7 +37,7 @@ from prom_reward.format.conversation import completion_text, prompt_text
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JUDGE_FORMATS, Task
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.sanitize import neutralize
-from prom_reward.rewards.canary import CanaryGate, canary_samples
+from prom_reward.rewards.canary import CanaryGate, unanswered
 from prom_reward.rewards.checklists import batch_runner
 from prom_reward.rewards.config import RewardConfig, check_reward_format
 from prom_reward.rewards.diagnostics import diagnostics, top_of_scale
@@ -202,11 +203,7 @@ class PrometheusReward(JudgeHolder):
         path. Raises ``JudgeConfigError`` for a misconfigured judge; returns why the judge did not answer
         (not up yet: not a configuration failure), else None."""
 
-        def once() -> str | None:
-            out = self.judge_batch(canary_samples(self.config), deadline=deadline)
-            return out.reasons[0] if out.metrics.get("outage_failures") else None
-
-        return self.canary.run(once)
+        return self.canary.run(functools.partial(unanswered, self.judge_batch, self.config, deadline))
 
     def _control_and_diagnose(self, out: ModeOutput, samples: Sequence[RewardSample]) -> None:
         """The whole batch's length control (opt-in, ``rewards.length``) and drift diagnostics

@@ -63,7 +63,7 @@ def serve_keep_alive() -> FakeServer:
 
 
 def server(url: str) -> OpenAIServer:
-    return OpenAIServer(url, model="fake", system_role=False, max_retries=0)
+    return OpenAIServer(url, model="fake", system_role=False)
 
 
 @pytest.mark.parametrize("calls", [3])

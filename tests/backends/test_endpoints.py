@@ -25,11 +25,19 @@ def test_least_in_flight_wins_and_ties_rotate():
     assert picks == {A: 10, B: 10, C: 10}
 
 
-def test_avoid_is_honoured_only_when_another_url_is_up():
-    pool = EndpointPool([A, B])
-    assert all(pool.pick(avoid=A, now=0) == B for _ in range(5))
+def test_a_url_that_just_failed_gets_no_call_while_another_is_clean():
+    pool = EndpointPool([A, B], eject_after=3, probe_interval=5.0)
+    pool.failed(A, now=0)  # one strike: still up, but for 5 s the next calls (a retry among them) go to B
+    assert pool.is_up(A) and all(pool.pick(now=1) == B for _ in range(5))
+    assert Counter(pool.pick(now=5.5) for _ in range(10)) == {A: 5, B: 5}  # then back in rotation
+    pool.failed(B, now=6)
+    pool.failed(A, now=6)  # both just failed: both serve, least in flight first
+    assert Counter(pool.pick(now=7) for _ in range(10)) == {A: 5, B: 5}
+    pool.succeeded(B)
+    assert {pool.pick(now=7) for _ in range(5)} == {B}
     solo = EndpointPool([A])
-    assert solo.pick(avoid=A, now=0) == A
+    solo.failed(A, now=0)
+    assert solo.pick(now=0) == A
 
 
 @pytest.mark.parametrize("eject_after,failures,up", [(3, 2, True), (3, 3, False), (1, 1, False), (2, 5, False)])

@@ -101,6 +101,8 @@ def argv(job: str, src: Path | str, out: Path | str, url: str, *extra: str) -> l
         "--batch-size",
         "4",
         "--quiet",
+        "--outage-budget-s",  # a judge that fails is not waited for (the outage tests give a budget)
+        "0",
         *keep,
         *extra,
     ]

@@ -63,3 +63,39 @@ def test_help_lists_the_exit_statuses(job):
     done = cli([job, "--help"])
     assert done.returncode == 0 and "exit status: 0 every row judged has its outcome" in " ".join(done.stdout.split())
     assert EXIT_CODES.startswith("exit status:")
+
+
+@pytest.mark.parametrize("job", JOBS)
+def test_a_judge_that_fails_a_while_is_waited_out_by_the_jobs_outage_policy(tmp_path, job):
+    """The transport makes one attempt per request; the job's outage policy asks again for what failed (after a
+    back-off, within ``--outage-budget-s``), so a judge that answers 503 for a while still judges every row."""
+    answer = chat()
+
+    def reply(k: int, body: dict):  # the first three calls fail: an engine still loading
+        return (503, {"error": {"message": "engine loading"}}) if k <= 3 else answer(k, body)
+
+    server = FakeServer({"/v1/chat/completions": reply, "/v1/models": lambda k, b: (200, {"data": [{"id": "judge"}]})})
+    try:
+        src, out = write(tmp_path / "in.jsonl", rows(job, 6)), tmp_path / "out.jsonl"
+        done = cli(argv(job, src, out, server.url, "--outage-budget-s", "30", "--outage-backoff-s", "0.05"))
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout)
+    assert summary["backend_failed"] == 0 and summary["failed"] == 0 and summary["rows"] == 6
+    assert "engine loading" in done.stderr and "asking again" in done.stderr  # the policy's log line
+
+
+def test_outage_on_exhausted_raise_stops_the_job_with_exit_4(tmp_path):
+    url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    src, out = write(tmp_path / "in.jsonl", rows("grade", 3)), tmp_path / "out.jsonl"
+    done = cli(argv("grade", src, out, url, "--outage-on-exhausted", "raise"))
+    assert done.returncode == EXIT_JUDGE_DOWN, done.stderr[-3000:]
+    assert "JudgeUnavailableError" in done.stderr or "has been failing" in done.stderr
+    assert not out.exists()  # stopped before a row was committed
+
+
+def test_a_bad_outage_flag_names_the_flag(tmp_path):
+    src = write(tmp_path / "in.jsonl", rows("grade", 1))
+    done = cli(argv("grade", src, tmp_path / "out.jsonl", "http://127.0.0.1:9/v1", "--outage-backoff-s", "-1"))
+    assert done.returncode == 2 and "--outage-backoff-s: expected seconds >= 0, got -1.0" in done.stderr

@@ -94,7 +94,8 @@ def test_a_checklist_row_the_transport_failed_is_judged_again_on_resume(tmp_path
 
         raise BackendError("judge unreachable")
 
-    first = grade_file(src, out, {"backend": ScriptedBackend(respond=down), "max_retries": 0}, progress=False)
+    down_judge = {"backend": ScriptedBackend(respond=down), "max_retries": 0}
+    first = grade_file(src, out, down_judge, outage={"budget_s": 0}, progress=False)
     rows = list(read_rows(out))
     assert all(r["score"] is None and r["judge_error"].startswith("backend failed") for r in rows)
     assert first.failed == 2

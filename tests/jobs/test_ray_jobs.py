@@ -236,10 +236,8 @@ def test_ray_resume_judges_again_the_batches_whose_server_was_down(ray_cluster, 
     probe.stop()
     src = _rows(tmp_path / "in.jsonl", 30)
     out = tmp_path / "out.jsonl"
-    judge = dict(
-        backend="openai", base_url=url, model="fake", system_role=False, backoff=0.01, timeout=10, max_retries=0
-    )
-    s = grade_dataset(str(src), out, judge, rubric="helpfulness", batch_size=10, progress=False)
+    judge = dict(backend="openai", base_url=url, model="fake", system_role=False, timeout=10, max_retries=0)
+    s = grade_dataset(str(src), out, judge, rubric="helpfulness", batch_size=10, progress=False, outage={"budget_s": 0})
     got = list(read_rows(out))
     assert [r["id"] for r in got] == list(range(30)) and all(r["score"] is None for r in got)
     assert all(r["judge_error"].startswith("backend failed") for r in got)

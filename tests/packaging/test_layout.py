@@ -28,7 +28,7 @@ ALLOWED = {
     "preferences": {"format", "backends", "core", "checklist"},
     "checklist": {"format", "backends", "core"},
     "rewards": {"format", "backends", "confidence", "core", "checklist"},
-    "jobs": {"format", "backends", "core", "preferences", "checklist"},
+    "jobs": {"format", "backends", "core", "preferences", "checklist", "rewards"},
     "integrations": {"format", "backends", "core", "rewards", "checklist"},
     "probe": {"format", "backends", "core", "jobs"},
     "report": {"probe"},

@@ -304,7 +304,7 @@ def test_resume_after_a_backend_failure_judges_only_that_batch_again(tmp_path, s
     out = tmp_path / "pairs.jsonl"
     crash_at = 5 if strategy == "best_vs_worst" else 3  # the first call of the 3rd batch
     first = scripted_for(rows, fail_at=crash_at)
-    s = pairs_file(src, out, {"backend": first, "max_retries": 0}, **opts)
+    s = pairs_file(src, out, {"backend": first, "max_retries": 0}, outage={"budget_s": 0}, **opts)
     assert s.skipped["backend_failed"] == 2 and s.backend_failed == 2
     second = scripted_for(rows)
     s = pairs_file(src, out, {"backend": second, "max_retries": 0}, resume=True, **opts)

@@ -48,7 +48,7 @@ def judge_server() -> Iterator[FakeServer]:
 
 
 def reward_over(url: str, cls: type[PrometheusReward]) -> tuple[PrometheusReward, Recording]:
-    backend = Recording(url, model="fake", system_role=False, max_retries=0)
+    backend = Recording(url, model="fake", system_role=False)
     return cls(PrometheusJudge(backend=backend)), backend
 
 

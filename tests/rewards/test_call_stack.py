@@ -117,3 +117,34 @@ def test_the_check_sees_a_module_entered_again():
     )
     assert stack == ["prom_reward.rewards.reward", "prom_reward.rewards.outage", "prom_reward.rewards.reward"]
     assert _entered_again(stack) == ["prom_reward.rewards.reward"]
+
+
+class EveryThreadRecordingBackend(ScriptedBackend):
+    """A scripted judge that records, at each generation call, the prom_reward modules on every thread's stack."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.stacks: list[list[str]] = []
+
+    async def agenerate(self, requests, **options):
+        for frame in sys._current_frames().values():
+            stack = _modules(traceback.extract_stack(frame))
+            if stack:
+                self.stacks.append(stack)
+        return await super().agenerate(requests, **options)
+
+
+@pytest.mark.parametrize("reward_cls", [PrometheusReward, AsyncPrometheusReward])
+def test_the_first_calls_canary_enters_each_module_once_on_every_thread(reward_cls):
+    """The canary of a first call (a judge behind a server owes one) goes through the reward's path from a worker
+    thread: no thread's stack, the worker's included, enters a module again."""
+    backend = EveryThreadRecordingBackend(respond=_grade)
+    reward = reward_cls(PrometheusJudge(backend=backend))
+    reward.canary.due = True  # as for a judge behind a server (``core.canary.over_http``)
+    call = reward(["Say hi."], ["hi"])
+    rewards = asyncio.run(call) if reward_cls is AsyncPrometheusReward else call
+    assert rewards == [4.0] and not reward.canary.due and len(backend.calls) == 2  # the canary, then the batch
+    canary_thread = [s for s in backend.stacks if "prom_reward.rewards.canary" in s]
+    assert canary_thread, backend.stacks  # the worker thread waiting for the canary's judgment was seen
+    for stack in backend.stacks:
+        assert not _entered_again(stack), f"entered again after it was left: {_entered_again(stack)} in {stack}"

@@ -96,8 +96,8 @@ def test_a_judge_that_comes_up_late_is_waited_for():
 def test_a_canary_left_unanswered_runs_again_on_the_next_call():
     judge = StandInJudge({"good": 5}, down_for=None).start()  # 503 to everything
     try:
-        reward = PrometheusReward(  # the HTTP client's own retries 0.05 s apart (not 0.5, 1, 2 s: 3.5 s a call)
-            {**JUDGE, "backoff": 0.05, "base_url": judge.url},
+        reward = PrometheusReward(
+            {**JUDGE, "base_url": judge.url},
             outage=OutagePolicy(budget_s=0.3, backoff_s=0.05, on_exhausted="fail"),
         )
         assert reward(prompts=["Q?"], completions=["good"]) == [None]  # an outage, not a configuration failure
