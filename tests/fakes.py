@@ -13,8 +13,16 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http import server as http_server
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+
+class ThreadingHTTPServer(http_server.ThreadingHTTPServer):
+    """The standard library's, with a listen backlog for a judge client's many concurrent connections: at its
+    default of 5, connections past it wait for the kernel's SYN retransmit (1 s) before they are accepted."""
+
+    request_queue_size = 128
 
 
 def free_port() -> int:

@@ -5,6 +5,10 @@ Example:
     False
     >>> JobConfig(outage={"budget_s": 30}).outage.on_exhausted
     'fail'
+    >>> JobConfig(outage={"budget": 30})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    prom_reward.errors.ConfigError: outage: unknown field(s) ['budget']; valid fields: budget_s, ...
     >>> RayConfig(replicas="all").num_cpus
     1.0
     >>> JobConfig(resume=True, overwrite=True)  # doctest: +ELLIPSIS
@@ -47,6 +51,10 @@ class JobConfig:
 
     def __post_init__(self) -> None:
         if isinstance(self.outage, dict):
+            valid = [f.name for f in dataclasses.fields(OutagePolicy)]
+            unknown = sorted(set(self.outage) - set(valid))
+            if unknown:
+                raise ConfigError(f"outage: unknown field(s) {unknown}; valid fields: {', '.join(valid)}")
             object.__setattr__(self, "outage", dataclasses.replace(JOB_OUTAGE, **self.outage))
         if not isinstance(self.outage, OutagePolicy):
             raise ConfigError(f"outage: expected an OutagePolicy or a dict of its fields, got {self.outage!r}")
