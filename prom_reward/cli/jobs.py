@@ -28,7 +28,7 @@ from prom_reward.checklist.aggregate import AGGREGATIONS
 from prom_reward.checklist.config import CHECKLIST_MODES
 from prom_reward.cli.judge_options import add_judge_options, judge_kwargs
 from prom_reward.errors import ConfigError
-from prom_reward.integrations.settings_sources import field_docs
+from prom_reward.integrations.settings import settings_fields
 from prom_reward.jobs.columns import ROLES
 from prom_reward.jobs.compare import CompareJob
 from prom_reward.jobs.config import JOB_OUTAGE, JobConfig, RayConfig
@@ -229,8 +229,9 @@ reward server (``integrations.settings``)."""
 
 
 def _add_outage_options(g: argparse.ArgumentParser) -> None:
-    """``--outage-<field>`` for each ``OutagePolicy`` field, over the job's ``JOB_OUTAGE``."""
-    docs = field_docs(OutagePolicy)
+    """``--outage-<field>`` for each ``OutagePolicy`` field, over the job's ``JOB_OUTAGE``; its help is the setting's
+    (``integrations.settings.settings_fields``, read once per process, as for the reward server)."""
+    docs = {name.removeprefix(OUTAGE): doc for name, _, _, _, doc in settings_fields() if name.startswith(OUTAGE)}
     for f in dataclasses.fields(OutagePolicy):
         default = getattr(JOB_OUTAGE, f.name)
         choices = ON_EXHAUSTED if f.name == "on_exhausted" else None

@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import types
 import typing
@@ -167,8 +168,11 @@ def read_yaml(path: str, names: Sequence[str]) -> dict[str, Any]:
     return data
 
 
+@functools.cache
 def field_docs(cls: type) -> dict[str, str]:
-    """Each field's docstring (the string literal under it) of the dataclass ``cls``."""
+    """Each field's docstring (the string literal under it) of the dataclass ``cls``, read once per process: CPython
+    3.11's AST builder keeps its recursion depth process-wide, so a parse racing another thread's (torch's
+    scripting in an engine's start-up) can fail with ``SystemError``."""
     tree = ast.parse(inspect.getsource(cls))
     body = tree.body[0].body  # type: ignore[attr-defined]
     docs: dict[str, str] = {}
