@@ -6,9 +6,9 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?= -q --timeout=1200
-# e.g. '-n 2 --dist loadgroup': pytest-xdist workers, tests sharing an engine, server or module-wide fixture
-# on one of them (tests/parallel.py); empty: one process
-PYTEST_WORKERS ?=
+# pytest-xdist workers: two, tests sharing an engine, server or module-wide fixture on one of them
+# (tests/parallel.py); PYTEST_WORKERS= runs the suite in one process
+PYTEST_WORKERS ?= -n 2 --dist loadgroup
 PYTEST_MARKERS ?= not slow
 export VLLM_CPU_KVCACHE_SPACE ?= 1
 export TOKENIZERS_PARALLELISM ?= false

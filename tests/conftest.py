@@ -9,7 +9,7 @@ needs them, and the modules of single-process tests run first (then those that s
 engines, then those that use the session's), so the servers' start overlaps tests that leave a core
 free; session servers are stopped side by side at the end. Set
 ``PROM_REWARD_TEST_PRESTART=0`` for plain file order and servers started on first use.
-With pytest-xdist workers and ``--dist loadgroup`` (``make test PYTEST_WORKERS='-n 2 --dist loadgroup'``)
+With pytest-xdist workers and ``--dist loadgroup`` (``make test``: ``PYTEST_WORKERS='-n 2 --dist loadgroup'``)
 the tests of the session engines and servers run on one worker, which launches the servers when it starts
 the first of them, and tests sharing another module- or folder-wide fixture run together
 (``tests/parallel.py``).

@@ -1,6 +1,6 @@
-"""The suite in pytest-xdist workers (``make test PYTEST_WORKERS='-n 2 --dist loadgroup'``): the tests that
-share a costly fixture run on one worker, so no engine, server, Ray cluster or module-wide stand-in starts
-twice.
+"""The suite in pytest-xdist workers (``make test``, whose ``PYTEST_WORKERS`` is ``-n 2 --dist loadgroup``): the
+tests that share a costly fixture run on one worker, so no engine, server, Ray cluster or module-wide stand-in
+starts twice.
 
 Each worker computes the groups at collection (``group_shared_fixtures``, called by ``tests/conftest.py``)
 and writes them to the run's base temp folder; the controller's scheduler (``pytest_xdist_make_scheduler``,
