@@ -144,7 +144,11 @@ class OutageJudge(ListForms):
         n = len(instructions)
         one_rubric = not isinstance(rubric, Sequence) or isinstance(rubric, (str, bytes, Rubric))
         rubrics = [rubric] * n if one_rubric else list(rubric)  # type: ignore[arg-type]
-        rows = list(zip(instructions, responses_a, responses_b, rubrics, reference_answers or [None] * n, strict=True))
+        references = [None] * n if reference_answers is None else list(reference_answers)
+        if any(len(x) != n for x in (responses_a, responses_b, rubrics, references)):  # the judge's InputError says so
+            lists = (instructions, responses_a, responses_b, rubric, reference_answers)
+            return await self.judge.acompare_by_grades(*lists, max_tie_rounds=max_tie_rounds, num_samples=num_samples)
+        rows = list(zip(instructions, responses_a, responses_b, rubrics, references, strict=True))
 
         async def by_grades(part: list[tuple], deadline: float | None = None) -> list[Verdict]:
             cols = [list(c) for c in zip(*part, strict=True)] if part else [[] for _ in range(5)]

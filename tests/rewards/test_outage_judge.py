@@ -152,3 +152,13 @@ def test_a_real_server_answering_503_twice_is_waited_out(fake_server):
     assert grade.error is None and grade.score is not None
     assert len(srv.bodies("/v1/chat/completions")) == 3  # one attempt per call: the policy asked twice more
     assert json.dumps(judge.health.status()).count('"ok"') == 1
+
+
+def test_lists_of_different_lengths_get_the_judges_own_error():
+    from prom_reward.errors import InputError
+
+    judge = judge_of(Flaky(down=(), fails=0))
+    with pytest.raises(InputError):
+        judge.compare_by_grades(["Q?", "Q?"], ["a", "b"], ["c"], "helpfulness")
+    with pytest.raises(InputError):
+        judge.grade(["Q?", "Q?"], ["a"], "helpfulness")
