@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import json
 import os
 import sys
@@ -26,9 +25,8 @@ from typing import Any
 
 from prom_reward.checklist.aggregate import AGGREGATIONS
 from prom_reward.checklist.config import CHECKLIST_MODES
-from prom_reward.cli.judge_options import add_judge_options, judge_kwargs
+from prom_reward.cli.judge_options import add_judge_options, add_outage_options, judge_kwargs, outage_policy
 from prom_reward.errors import ConfigError
-from prom_reward.integrations.settings import settings_fields
 from prom_reward.jobs.columns import ROLES
 from prom_reward.jobs.compare import CompareJob
 from prom_reward.jobs.config import JOB_OUTAGE, JobConfig, RayConfig
@@ -36,7 +34,6 @@ from prom_reward.jobs.grade import GradeJob
 from prom_reward.jobs.pairs import PairsJob
 from prom_reward.jobs.spec import JobKind
 from prom_reward.jobs.summary import EXIT_CODES, EXIT_JUDGE_DOWN
-from prom_reward.rewards.outage import ON_EXHAUSTED, OutagePolicy
 
 COLUMNS = {  # the column options of each job: (flag, dest = the Python option, default)
     "grade": ("instruction", "response", "reference_answer", "rubric", "checklist"),
@@ -96,12 +93,7 @@ def cmd_job(args: argparse.Namespace) -> int:
     from prom_reward.jobs.run import run_job
 
     kind = _kind(args)
-    given = {f.name: v for f in dataclasses.fields(OutagePolicy) if (v := getattr(args, OUTAGE + f.name)) is not None}
-    try:
-        outage = dataclasses.replace(JOB_OUTAGE, **given)
-    except ConfigError as e:  # its message starts with the field: name the flag
-        name, _, rest = str(e).partition(":")
-        raise ConfigError(f"--{(OUTAGE + name).replace('_', '-')}:{rest}") from None
+    outage = outage_policy(args, JOB_OUTAGE)
     config = JobConfig(
         batch_size=args.batch_size, resume=args.resume, overwrite=args.overwrite, progress=not args.quiet, outage=outage
     )
@@ -217,32 +209,10 @@ def _add_job_parser(
             + (f", else TRL's {trl[1]}; a row with both is refused)" if trl else ")"),
         )
     g.add_argument("--quiet", action="store_true", help="no progress bars")
-    _add_outage_options(g)
+    add_outage_options(g, JOB_OUTAGE, "marks the rows for --resume")
     _add_ray_options(g)
     g.set_defaults(func=cmd_job)
     return g
-
-
-OUTAGE = "outage_"
-"""The prefix of the outage policy's settings: ``--outage-budget-s`` is ``JobConfig.outage.budget_s``, as for the
-reward server (``integrations.settings``)."""
-
-
-def _add_outage_options(g: argparse.ArgumentParser) -> None:
-    """``--outage-<field>`` for each ``OutagePolicy`` field, over the job's ``JOB_OUTAGE``; its help is the setting's
-    (``integrations.settings.settings_fields``, read once per process, as for the reward server)."""
-    docs = {name.removeprefix(OUTAGE): doc for name, _, _, _, doc in settings_fields() if name.startswith(OUTAGE)}
-    for f in dataclasses.fields(OutagePolicy):
-        default = getattr(JOB_OUTAGE, f.name)
-        choices = ON_EXHAUSTED if f.name == "on_exhausted" else None
-        g.add_argument(
-            "--" + (OUTAGE + f.name).replace("_", "-"),
-            dest=OUTAGE + f.name,
-            type=str if choices else float,
-            choices=choices,
-            metavar=None if choices else "SECONDS",
-            help=f"{docs[f.name]} (default {default}{'; in a job, fail marks the rows for --resume' * bool(choices)})",
-        )
 
 
 def _add_checklist_options(p: argparse.ArgumentParser) -> None:

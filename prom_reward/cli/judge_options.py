@@ -1,5 +1,6 @@
 """The judge options every judging subcommand shares (``--model``, ``--server``, sampling ...), and the
-``PrometheusJudge`` they describe.
+``PrometheusJudge`` they describe; the outage policy's flags of the commands that judge a file (``grade``,
+``compare``, ``pairs``, ``probe``: ``--outage-budget-s`` ..., the reward server's setting names).
 
 Example:
     >>> import argparse
@@ -11,10 +12,11 @@ Example:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import Any
 
 from prom_reward.core.sampler import FORCE_POLICIES
-from prom_reward.errors import PromRewardError
+from prom_reward.errors import ConfigError, PromRewardError
 from prom_reward.format.judge_format import JUDGE_FORMATS, get_judge_format
 
 
@@ -128,3 +130,38 @@ def build_judge(args: argparse.Namespace) -> Any:
     from prom_reward.core.judge import PrometheusJudge
 
     return PrometheusJudge(**judge_kwargs(args))
+
+
+OUTAGE = "outage_"
+"""The prefix of the outage policy's settings: ``--outage-budget-s`` is ``OutagePolicy.budget_s``, as for the
+reward server (``integrations.settings``)."""
+
+
+def add_outage_options(g: argparse.ArgumentParser, default: Any, fail_means: str) -> None:
+    """``--outage-<field>`` for each ``OutagePolicy`` field, over ``default`` (an ``OutagePolicy``); ``fail_means``:
+    what ``--outage-on-exhausted fail`` does in this command. The help is the setting's (``integrations.settings
+    .settings_fields``, read once per process, as for the reward server)."""
+    from prom_reward.integrations.settings import settings_fields
+    from prom_reward.rewards.outage import ON_EXHAUSTED
+
+    docs = {name.removeprefix(OUTAGE): doc for name, _, _, _, doc in settings_fields() if name.startswith(OUTAGE)}
+    for f in dataclasses.fields(default):
+        choices = ON_EXHAUSTED if f.name == "on_exhausted" else None
+        g.add_argument(
+            "--" + (OUTAGE + f.name).replace("_", "-"),
+            dest=OUTAGE + f.name,
+            type=str if choices else float,
+            choices=choices,
+            metavar=None if choices else "SECONDS",
+            help=f"{docs[f.name]} (default {getattr(default, f.name)}{f'; here fail {fail_means}' * bool(choices)})",
+        )
+
+
+def outage_policy(args: argparse.Namespace, default: Any) -> Any:
+    """The ``OutagePolicy`` of the ``--outage-*`` flags given, over ``default``; a bad value names its flag."""
+    given = {f.name: v for f in dataclasses.fields(default) if (v := getattr(args, OUTAGE + f.name)) is not None}
+    try:
+        return dataclasses.replace(default, **given)
+    except ConfigError as e:  # its message starts with the field: name the flag
+        name, _, rest = str(e).partition(":")
+        raise ConfigError(f"--{(OUTAGE + name).replace('_', '-')}:{rest}") from None

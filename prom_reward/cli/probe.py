@@ -16,11 +16,23 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from prom_reward.cli.judge_options import add_judge_options, build_judge, judge_kwargs
+from prom_reward.cli.judge_options import (
+    add_judge_options,
+    add_outage_options,
+    build_judge,
+    judge_kwargs,
+    outage_policy,
+)
 from prom_reward.errors import ConfigError
 from prom_reward.probe.edits import DEFAULT_EDITS
 from prom_reward.probe.run import PARTS, ProbeConfig, load_inputs, run_probe
 from prom_reward.probe.summary import summary
+from prom_reward.rewards.outage import OutagePolicy
+from prom_reward.rewards.outage_judge import OutageJudge
+
+PROBE_OUTAGE = OutagePolicy(on_exhausted="raise")
+"""The probe's outage policy unless given: a judge that fails is waited out for ``budget_s`` (150 s) from its first
+failure, then the probe stops (exit 4, nothing written): a record measured on missing judgments would mislead."""
 
 
 def _csv(value: str) -> tuple[str, ...]:
@@ -60,6 +72,7 @@ def add_probe_parser(sub: Any) -> None:
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap intervals and the edits (default 0)")
     add_judge_options(p)
+    add_outage_options(p, PROBE_OUTAGE, "records the unanswered judgments as failures")
     p.set_defaults(func=cmd_probe)
 
 
@@ -80,8 +93,9 @@ def cmd_probe(args: argparse.Namespace) -> int:
         baseline_samples=args.baseline_samples,
         seed=args.seed,
     )
+    outage = outage_policy(args, PROBE_OUTAGE)
     inputs = load_inputs(cfg)  # bad data fails here, before an engine starts
-    judge = build_judge(args)
+    judge = OutageJudge(build_judge(args), outage)
     try:
         record = run_probe(judge, cfg, inputs=inputs, judge_label=args.model or ",".join(args.server))
     finally:

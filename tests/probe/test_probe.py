@@ -384,6 +384,8 @@ def test_cli_probe_with_a_failing_judge_server_exits_4_and_writes_nothing(fake_s
             "1",
             "--edits",
             "none",
+            "--outage-budget-s",  # not waited for: past the budget the probe stops
+            "0",
             "-o",
             str(out),
         ]
@@ -391,3 +393,24 @@ def test_cli_probe_with_a_failing_judge_server_exits_4_and_writes_nothing(fake_s
     assert rc == 4 and not out.exists()  # the judge is down: the jobs' EXIT_JUDGE_DOWN, not a usage error
     err = capsys.readouterr().err
     assert f"probe: the judge {srv.url} could not be reached or refused every request" in err and "engine died" in err
+
+
+def test_cli_probe_waits_out_a_judge_that_fails_a_while(fake_server, tmp_path):
+    """The probe judges through the outage policy (``--outage-*``): a judge answering 500 to its first calls is
+    asked again, and the record has every judgment."""
+
+    def chat(k: int, body: dict):
+        if k <= 2:
+            return 500, {"error": {"message": "engine loading"}}
+        n = body.get("n", 1)
+        choices = [{"index": i, "message": {"content": "Fine. [RESULT] 4"}, "finish_reason": "stop"} for i in range(n)]
+        return 200, {"choices": choices, "usage": {"prompt_tokens": 7, "completion_tokens": 3}}
+
+    srv = fake_server({"/v1/models": models_route, "/v1/chat/completions": chat})
+    out = tmp_path / "probe.json"
+    argv = ["probe", "--server", srv.url, "--parts", "shifts", "--items", str(write_items(tmp_path / "i.jsonl"))]
+    rc = main([*argv, "--limit", "1", "--edits", "none", "--outage-backoff-s", "0.05", "-o", str(out)])
+    assert rc == 0
+    record = json.loads(out.read_text())
+    assert record["shifts"]["original_failed"] == 0 and record["shifts"]["original_mean"] == 4.0
+    assert len(srv.bodies("/v1/chat/completions")) > 2  # the two failed calls were asked again
