@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prom_reward.core.sampler import FORCE_POLICIES
 from prom_reward.errors import ConfigError, PromRewardError
 from prom_reward.format.judge_format import JUDGE_FORMATS, get_judge_format
+
+if TYPE_CHECKING:
+    from prom_reward.rewards.outage import OutagePolicy
 
 
 def judge_format_name(value: str) -> str:
@@ -132,36 +135,37 @@ def build_judge(args: argparse.Namespace) -> Any:
     return PrometheusJudge(**judge_kwargs(args))
 
 
-OUTAGE = "outage_"
-"""The prefix of the outage policy's settings: ``--outage-budget-s`` is ``OutagePolicy.budget_s``, as for the
-reward server (``integrations.settings``)."""
-
-
-def add_outage_options(g: argparse.ArgumentParser, default: Any, fail_means: str) -> None:
-    """``--outage-<field>`` for each ``OutagePolicy`` field, over ``default`` (an ``OutagePolicy``); ``fail_means``:
-    what ``--outage-on-exhausted fail`` does in this command. The help is the setting's (``integrations.settings
-    .settings_fields``, read once per process, as for the reward server)."""
-    from prom_reward.integrations.settings import settings_fields
+def add_outage_options(g: argparse.ArgumentParser, default: OutagePolicy, fail_means: str) -> None:
+    """The flag of each ``OutagePolicy`` setting (``outage_budget_s`` -> ``--outage-budget-s``, the reward server's
+    names: ``integrations.settings``), over ``default``; ``fail_means``: what ``--outage-on-exhausted fail`` does in
+    this command. The help is the setting's (``settings_fields``, read once per process, as for the reward server)."""
+    from prom_reward.integrations.settings import OUTAGE_PREFIX, settings_fields
+    from prom_reward.integrations.settings_sources import flag_name
     from prom_reward.rewards.outage import ON_EXHAUSTED
 
-    docs = {name.removeprefix(OUTAGE): doc for name, _, _, _, doc in settings_fields() if name.startswith(OUTAGE)}
+    docs = {name: doc for name, _, _, _, doc in settings_fields() if name.startswith(OUTAGE_PREFIX)}
     for f in dataclasses.fields(default):
+        name = OUTAGE_PREFIX + f.name
         choices = ON_EXHAUSTED if f.name == "on_exhausted" else None
         g.add_argument(
-            "--" + (OUTAGE + f.name).replace("_", "-"),
-            dest=OUTAGE + f.name,
+            flag_name(name),
+            dest=name,
             type=str if choices else float,
             choices=choices,
             metavar=None if choices else "SECONDS",
-            help=f"{docs[f.name]} (default {getattr(default, f.name)}{f'; here fail {fail_means}' * bool(choices)})",
+            help=f"{docs[name]} (default {getattr(default, f.name)}{f'; here fail {fail_means}' * bool(choices)})",
         )
 
 
-def outage_policy(args: argparse.Namespace, default: Any) -> Any:
+def outage_policy(args: argparse.Namespace, default: OutagePolicy) -> OutagePolicy:
     """The ``OutagePolicy`` of the ``--outage-*`` flags given, over ``default``; a bad value names its flag."""
-    given = {f.name: v for f in dataclasses.fields(default) if (v := getattr(args, OUTAGE + f.name)) is not None}
+    from prom_reward.integrations.settings import OUTAGE_PREFIX
+    from prom_reward.integrations.settings_sources import flag_name
+
+    fields = dataclasses.fields(default)
+    given = {f.name: v for f in fields if (v := getattr(args, OUTAGE_PREFIX + f.name)) is not None}
     try:
         return dataclasses.replace(default, **given)
     except ConfigError as e:  # its message starts with the field: name the flag
-        name, _, rest = str(e).partition(":")
-        raise ConfigError(f"--{(OUTAGE + name).replace('_', '-')}:{rest}") from None
+        field, _, rest = str(e).partition(":")
+        raise ConfigError(f"{flag_name(OUTAGE_PREFIX + field)}:{rest}") from None

@@ -35,7 +35,7 @@ from typing import TypeVar, cast, final
 from prom_reward.errors import InputError
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, Task, get_judge_format
 from prom_reward.format.resolve import RubricResolver
-from prom_reward.format.rubrics import Rubric, RubricLike, RubricsLike, get_rubric
+from prom_reward.format.rubrics import Rubric, RubricLike, RubricsLike, get_rubric, one_for_all
 
 __all__ = [
     "GradeItem",
@@ -229,7 +229,7 @@ def _rubrics(
     resolved once; a None item, or one that does not fit the judge format for ``task``
     (``JudgeFormat.rubric_problem``; None: not checked here), is that item's fault and keeps a placeholder)."""
     resolver = RubricResolver(judge_format=judge_format, task=task, missing_hint=_RUBRIC_HINT)
-    if not isinstance(value, Sequence) or isinstance(value, (str, bytes, Rubric)):
+    if one_for_all(value):
         return ([resolver(value)] * n if n else []), {}
     out: list[Rubric] = []
     faults: dict[int, InputError] = {}

@@ -24,7 +24,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import yaml
 
@@ -241,6 +241,15 @@ RubricLike = Rubric | str | Mapping[str, Any] | os.PathLike[str]
 """What names a rubric: a ``Rubric``, a built-in name, formatted text, a rubric dict or a .json/.yaml path."""
 RubricsLike = RubricLike | Sequence[RubricLike]
 """The rubric argument of a batch: one rubric for every item, or a sequence with one per item."""
+
+
+def one_for_all(value: RubricsLike) -> TypeGuard[RubricLike]:
+    """Whether a batch's rubric argument is one rubric for every item (else a sequence with one per item).
+
+    >>> one_for_all("helpfulness"), one_for_all(["helpfulness", "harmlessness"])
+    (True, False)
+    """
+    return not isinstance(value, Sequence) or isinstance(value, (str, bytes, Rubric))
 
 
 def get_rubric(x: RubricLike) -> Rubric:

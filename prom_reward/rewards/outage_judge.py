@@ -30,7 +30,7 @@ from prom_reward.core.items import GradeItem, PairItem
 from prom_reward.core.protocol import Judge, ListForms
 from prom_reward.core.results import Grade, JudgeFailure, JudgeStats, Verdict
 from prom_reward.format.judge_format import JudgeFormat
-from prom_reward.format.rubrics import Rubric, RubricsLike
+from prom_reward.format.rubrics import RubricsLike, one_for_all
 from prom_reward.rewards.outage import JudgeHealth, OutagePolicy, aoutcomes_until_answered
 
 
@@ -142,7 +142,7 @@ class OutageJudge(ListForms):
         """The wrapped judge's ``acompare_by_grades``, the pairs the transport failed asked again (tie rounds
         included)."""
         n = len(instructions)
-        one_rubric = not isinstance(rubric, Sequence) or isinstance(rubric, (str, bytes, Rubric))
+        one_rubric = one_for_all(rubric)
         rubrics = [rubric] * n if one_rubric else list(rubric)  # type: ignore[arg-type]
         references = [None] * n if reference_answers is None else list(reference_answers)
         if any(len(x) != n for x in (responses_a, responses_b, rubrics, references)):  # the judge's InputError says so
