@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol, TypedDict, runtime_checkable
 
+from prom_reward.backends.bridge import sync_method
 from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
 from prom_reward.core.items import GradeItem, Item, PairItem, absolute_items, relative_items
 from prom_reward.core.outcomes import failed_grade, failed_verdict, with_failed
@@ -66,10 +67,10 @@ class ListForms(Protocol):
     """The list forms of a judge (``grade``, ``compare`` and their awaited forms), written once over its item
     methods: each builds the items of its parallel lists (``core.items.absolute_items`` / ``relative_items``:
     validated there, their rubrics checked against the judge's format), hands the items that could be built to
-    the judge's item method (``grade_items``, ``compare_items``, ``agrade_items``, ``acompare_items``) and puts
-    each item that could not back in its place as its ``input`` failure (``core.outcomes.failed_grade`` /
-    ``failed_verdict``): a batch whose shape is wrong (lists of different lengths) raises ``InputError``, one
-    item's fault fails that item alone. ``Judge`` declares them through it; ``PrometheusJudge`` and
+    the judge's async item method (``agrade_items``, ``acompare_items``) and puts each item that could not back
+    in its place as its ``input`` failure (``core.outcomes.failed_grade`` / ``failed_verdict``): a batch whose
+    shape is wrong (lists of different lengths) raises ``InputError``, one item's fault fails that item alone.
+    The sync forms wait for the async ones (``backends.bridge.sync_method``). ``Judge`` declares them through it; ``PrometheusJudge`` and
     ``prom_reward.experimental.CascadeJudge`` inherit them (so may another judge).
 
     Example:
@@ -78,27 +79,6 @@ class ListForms(Protocol):
         >>> [(g.score, g.error and g.error.kind) for g in judge.grade(["q", "q"], ["ok", 7], "helpfulness")]
         [(4.0, None), (None, 'input')]
     """
-
-    def grade(
-        self: Judge,
-        instructions: Sequence[str],
-        responses: Sequence[str],
-        rubric: RubricsLike,
-        reference_answers: Sequence[str | None] | None = None,
-        *,
-        num_samples: int | None = None,
-        sampling: SamplingOverrides = None,
-        truncate_response: bool | None = None,
-        deadline: float | None = None,
-    ) -> list[Grade]:
-        """``grade_items`` of the items made from parallel lists (``core.items.absolute_items``); ``rubric`` is
-        one rubric (name, Rubric, dict, file) for all items or a list with one per item. An item's own fault
-        fails that item; lists of different lengths raise ``InputError``."""
-        opts = CallOptions(
-            num_samples=num_samples, sampling=sampling, truncate_response=truncate_response, deadline=deadline
-        )
-        n, built, failed = _build(self, "absolute", absolute_items, instructions, responses, rubric, reference_answers)
-        return with_failed(n, failed, self.grade_items(built, **opts), failed_grade)
 
     async def agrade(
         self: Judge,
@@ -112,36 +92,15 @@ class ListForms(Protocol):
         truncate_response: bool | None = None,
         deadline: float | None = None,
     ) -> list[Grade]:
-        """``grade``, awaited on the caller's event loop (``agrade_items``; the rewards' path)."""
+        """``agrade_items`` of the items made from parallel lists (``core.items.absolute_items``), awaited on the
+        caller's event loop (the rewards' path; ``grade`` is its sync form); ``rubric`` is one rubric (name,
+        Rubric, dict, file) for all items or a list with one per item. An item's own fault fails that item; lists
+        of different lengths raise ``InputError``."""
         opts = CallOptions(
             num_samples=num_samples, sampling=sampling, truncate_response=truncate_response, deadline=deadline
         )
         n, built, failed = _build(self, "absolute", absolute_items, instructions, responses, rubric, reference_answers)
         return with_failed(n, failed, await self.agrade_items(built, **opts), failed_grade)
-
-    def compare(
-        self: Judge,
-        instructions: Sequence[str],
-        responses_a: Sequence[str],
-        responses_b: Sequence[str],
-        rubric: RubricsLike,
-        reference_answers: Sequence[str | None] | None = None,
-        *,
-        swap: bool = False,
-        num_samples: int | None = None,
-        sampling: SamplingOverrides = None,
-        truncate_response: bool | None = None,
-        deadline: float | None = None,
-    ) -> list[Verdict]:
-        """``compare_items`` of the items made from parallel lists (``core.items.relative_items``); ``swap``:
-        judge both orders and combine them. An item's own fault fails that item."""
-        opts = CallOptions(
-            num_samples=num_samples, sampling=sampling, truncate_response=truncate_response, deadline=deadline
-        )
-        pairs = (instructions, responses_a, responses_b, rubric, reference_answers)
-        n, built, failed = _build(self, "relative", relative_items, *pairs)
-        judged = self.compare_items(built, swap=swap, **opts)
-        return with_failed(n, failed, judged, lambda e: failed_verdict(e, swap))
 
     async def acompare(
         self: Judge,
@@ -157,7 +116,9 @@ class ListForms(Protocol):
         truncate_response: bool | None = None,
         deadline: float | None = None,
     ) -> list[Verdict]:
-        """``compare``, awaited on the caller's event loop (``acompare_items``)."""
+        """``acompare_items`` of the items made from parallel lists (``core.items.relative_items``), awaited on the
+        caller's event loop (``compare`` is its sync form); ``swap``: judge both orders and combine them. An item's
+        own fault fails that item."""
         opts = CallOptions(
             num_samples=num_samples, sampling=sampling, truncate_response=truncate_response, deadline=deadline
         )
@@ -165,6 +126,8 @@ class ListForms(Protocol):
         n, built, failed = _build(self, "relative", relative_items, *pairs)
         judged = await self.acompare_items(built, swap=swap, **opts)
         return with_failed(n, failed, judged, lambda e: failed_verdict(e, swap))
+
+    grade, compare = sync_method(agrade), sync_method(acompare)
 
 
 @runtime_checkable
