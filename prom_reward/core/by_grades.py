@@ -30,7 +30,7 @@ TIE_SAMPLING = {"temperature": 1.0}
 """The sampling overrides of a tie round."""
 
 
-def _failed_pair(error: InputError) -> Verdict:
+def failed_pair(error: InputError) -> Verdict:
     """The verdict of a pair in ``failed``: unjudged, with its input's fault."""
     return Verdict(winner=None, error=input_failure(error))
 
@@ -49,7 +49,7 @@ async def verdicts_by_grades(
     pairs = [it for i, it in enumerate(every) if i not in failed]
     n = len(pairs)
     if not n:
-        return with_failed(len(every), failed, [], _failed_pair)
+        return with_failed(len(every), failed, [], failed_pair)
     both = await grade(grade_items_of(pairs), None, 0)
     grades = [(both[i], both[n + i]) for i in range(n)]
     rounds = [0] * n
@@ -67,4 +67,4 @@ async def verdicts_by_grades(
             grades[i] = (again[j], again[len(todo) + j])
             rounds[i] += 1
     judged = [graded_verdict(a, b, tie=tied(i), tie_rounds=rounds[i]) for i, (a, b) in enumerate(grades)]
-    return with_failed(len(every), failed, judged, _failed_pair)
+    return with_failed(len(every), failed, judged, failed_pair)

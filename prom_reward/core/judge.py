@@ -29,7 +29,7 @@ from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
 from prom_reward.confidence.indicators import TRUNCATIONS
 from prom_reward.core.by_grades import verdicts_by_grades
 from prom_reward.core.combine import grade_from_run, verdict_from_runs
-from prom_reward.core.items import GradeItem, Item, PairItem, check_rubrics, item_list, map_responses, relative_items
+from prom_reward.core.items import GradeItem, Item, PairItem, check_rubrics, item_list, map_responses
 from prom_reward.core.outcomes import fit_items, grade_outcome, verdict_outcome
 from prom_reward.core.presets import apply_preset, find_preset_for_model, get_preset
 from prom_reward.core.protocol import ListForms
@@ -46,7 +46,6 @@ from prom_reward.core.sampler import (
 )
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, Task, get_judge_format
-from prom_reward.format.rubrics import RubricsLike
 from prom_reward.format.sanitize import neutralize
 
 if TYPE_CHECKING:
@@ -290,32 +289,30 @@ class PrometheusJudge(ListForms):
         )
         return [grade_outcome(grade_from_run(r, truncated=t), r) for r, t in zip(runs, truncated, strict=True)]
 
-    async def acompare_by_grades(
+    async def acompare_items_by_grades(
         self,
-        instructions: Sequence[str],
-        responses_a: Sequence[str],
-        responses_b: Sequence[str],
-        rubric: RubricsLike,
-        reference_answers: Sequence[str | None] | None = None,
+        items: Sequence[PairItem],
         *,
         max_tie_rounds: int | None = None,
         num_samples: int | None = None,
+        deadline: float | None = None,
     ) -> list[Verdict]:
-        """Pairwise verdicts through absolute grades (the papers' Direct2Pair). Tied pairs are
-        re-graded at temperature 1.0 until one wins or ``max_tie_rounds`` is reached."""
+        """Pairwise verdicts of ``items`` through absolute grades (the papers' Direct2Pair). Tied pairs are
+        re-graded at temperature 1.0 until one wins or ``max_tie_rounds`` is reached; ``deadline`` bounds the
+        transport's attempts."""
         check_task(self.format, "absolute")
         failed: dict[int, InputError] = {}
-        pairs = relative_items(instructions, responses_a, responses_b, rubric, reference_answers, failed=failed)
+        pairs = item_list(items, PairItem)
         check_rubrics(pairs, self.format, "absolute", failed)
         rounds = self.max_tie_rounds if max_tie_rounds is None else max_tie_rounds
 
         async def grade(items: list[GradeItem], sampling: SamplingOverrides, attempt: int) -> list[Grade]:
-            return await self._grade(items, {}, num_samples, sampling, attempt, None, None)
+            return await self._grade(items, {}, num_samples, sampling, attempt, None, deadline)
 
         return await verdicts_by_grades(grade, pairs, failed, rounds)
 
     grade_items, compare_items = sync_method(agrade_items), sync_method(acompare_items)
-    compare_by_grades = sync_method(acompare_by_grades)
+    compare_items_by_grades = sync_method(acompare_items_by_grades)
 
     def close(self) -> None:
         """Release the backend (the vLLM engine, HTTP clients) and the ``readers``."""

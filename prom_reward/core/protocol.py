@@ -28,6 +28,7 @@ from typing import Protocol, TypedDict, runtime_checkable
 
 from prom_reward.backends.bridge import sync_method
 from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
+from prom_reward.core.by_grades import failed_pair
 from prom_reward.core.items import GradeItem, Item, PairItem, absolute_items, relative_items
 from prom_reward.core.outcomes import failed_grade, failed_verdict, with_failed
 from prom_reward.core.requests import check_task
@@ -64,14 +65,15 @@ def _build(
 
 
 class ListForms(Protocol):
-    """The list forms of a judge (``grade``, ``compare`` and their awaited forms), written once over its item
-    methods: each builds the items of its parallel lists (``core.items.absolute_items`` / ``relative_items``:
-    validated there, their rubrics checked against the judge's format), hands the items that could be built to
-    the judge's async item method (``agrade_items``, ``acompare_items``) and puts each item that could not back
-    in its place as its ``input`` failure (``core.outcomes.failed_grade`` / ``failed_verdict``): a batch whose
+    """The list forms of a judge (``grade``, ``compare``, ``compare_by_grades`` and their awaited forms), written
+    once over its item methods: each builds the items of its parallel lists (``core.items.absolute_items`` /
+    ``relative_items``: validated there, their rubrics checked against the judge's format), hands the items that
+    could be built to the judge's async item method (``agrade_items``, ``acompare_items``,
+    ``acompare_items_by_grades``) and puts each item that could not back in its place as its ``input`` failure
+    (``core.outcomes.failed_grade`` / ``failed_verdict``, ``core.by_grades.failed_pair``): a batch whose
     shape is wrong (lists of different lengths) raises ``InputError``, one item's fault fails that item alone.
-    The sync forms wait for the async ones (``backends.bridge.sync_method``). ``Judge`` declares them through it; ``PrometheusJudge`` and
-    ``prom_reward.experimental.CascadeJudge`` inherit them (so may another judge).
+    The sync forms wait for the async ones (``backends.bridge.sync_method``). ``Judge`` declares them through
+    it; ``PrometheusJudge`` and ``prom_reward.experimental.CascadeJudge`` inherit them (so may another judge).
 
     Example:
         >>> from prom_reward.core.judge import PrometheusJudge
@@ -127,7 +129,29 @@ class ListForms(Protocol):
         judged = await self.acompare_items(built, swap=swap, **opts)
         return with_failed(n, failed, judged, lambda e: failed_verdict(e, swap))
 
-    grade, compare = sync_method(agrade), sync_method(acompare)
+    async def acompare_by_grades(
+        self: Judge,
+        instructions: Sequence[str],
+        responses_a: Sequence[str],
+        responses_b: Sequence[str],
+        rubric: RubricsLike,
+        reference_answers: Sequence[str | None] | None = None,
+        *,
+        max_tie_rounds: int | None = None,
+        num_samples: int | None = None,
+    ) -> list[Verdict]:
+        """``acompare_items_by_grades`` of the items made from parallel lists (``core.items.relative_items``; the
+        judge checks their rubrics for grading), awaited on the caller's event loop (``compare_by_grades`` is its
+        sync form). An item's own fault fails that item."""
+        check_task(self.format, "absolute")
+        failed: dict[int, InputError] = {}
+        pairs = (instructions, responses_a, responses_b, rubric, reference_answers)
+        items = relative_items(*pairs, failed=failed, judge_format=None)
+        built = [it for i, it in enumerate(items) if i not in failed]
+        judged = await self.acompare_items_by_grades(built, max_tie_rounds=max_tie_rounds, num_samples=num_samples)
+        return with_failed(len(items), failed, judged, failed_pair)
+
+    grade, compare, compare_by_grades = sync_method(agrade), sync_method(acompare), sync_method(acompare_by_grades)
 
 
 @runtime_checkable
@@ -231,32 +255,27 @@ class Judge(ListForms, Protocol):
         """``compare_items``, awaited on the caller's event loop."""
         ...
 
-    def compare_by_grades(
+    def compare_items_by_grades(
         self,
-        instructions: Sequence[str],
-        responses_a: Sequence[str],
-        responses_b: Sequence[str],
-        rubric: RubricsLike,
-        reference_answers: Sequence[str | None] | None = None,
+        items: Sequence[PairItem],
         *,
         max_tie_rounds: int | None = None,
         num_samples: int | None = None,
+        deadline: float | None = None,
     ) -> list[Verdict]:
-        """Pairwise verdicts from the absolute grades of A and B (ties re-graded)."""
+        """Pairwise verdicts of ``items`` (``PairItem``) from the absolute grades of A and B (ties re-graded), one
+        per item, in order."""
         ...
 
-    async def acompare_by_grades(
+    async def acompare_items_by_grades(
         self,
-        instructions: Sequence[str],
-        responses_a: Sequence[str],
-        responses_b: Sequence[str],
-        rubric: RubricsLike,
-        reference_answers: Sequence[str | None] | None = None,
+        items: Sequence[PairItem],
         *,
         max_tie_rounds: int | None = None,
         num_samples: int | None = None,
+        deadline: float | None = None,
     ) -> list[Verdict]:
-        """``compare_by_grades``, awaited on the caller's event loop."""
+        """``compare_items_by_grades``, awaited on the caller's event loop."""
         ...
 
     def close(self) -> None:

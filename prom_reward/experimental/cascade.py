@@ -50,7 +50,7 @@ import dataclasses
 import math
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import TypeVar, cast
+from typing import TypeVar
 
 from prom_reward.backends.bridge import threaded_method
 from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
@@ -63,17 +63,9 @@ from prom_reward.errors import ConfigError, PromRewardError
 from prom_reward.experimental.calibration import reads_base_model
 from prom_reward.experimental.routing import CascadeConfig, CascadeStats, Routing, is_failed, route
 from prom_reward.format.judge_format import JudgeFormat
-from prom_reward.format.rubrics import RubricsLike
 
 R = TypeVar("R", bound=Judgment)
 T = TypeVar("T")
-
-
-def _subset(value: T, idx: list[int], n: int) -> T:
-    """Per-item lists are cut down to ``idx`` (same type); a single value (one rubric for all) is kept."""
-    if isinstance(value, (list, tuple)) and len(value) == n:
-        return cast(T, type(value)(value[i] for i in idx))
-    return value
 
 
 class CascadeJudge(ListForms):
@@ -270,33 +262,25 @@ class CascadeJudge(ListForms):
         )
         return self._cascade(items, lambda judge, batch: judge.compare_items(batch, swap=swap, **opts))
 
-    def compare_by_grades(
+    def compare_items_by_grades(
         self,
-        instructions: Sequence[str],
-        responses_a: Sequence[str],
-        responses_b: Sequence[str],
-        rubric: RubricsLike,
-        reference_answers: Sequence[str | None] | None = None,
+        items: Sequence[PairItem],
         *,
         max_tie_rounds: int | None = None,
         num_samples: int | None = None,
+        deadline: float | None = None,
     ) -> list[Verdict]:
-        """Like ``PrometheusJudge.compare_by_grades``; a pair is routed as a whole."""
-        rows = (instructions, responses_a, responses_b, rubric, reference_answers)
-        first = self.primary.compare_by_grades(*rows, max_tie_rounds=max_tie_rounds, num_samples=num_samples)
-
-        def again(idx: list[int]) -> list[Verdict]:
-            ins, a, b = (_subset(x, idx, len(first)) for x in (instructions, responses_a, responses_b))
-            rub, refs = _subset(rubric, idx, len(first)), _subset(reference_answers, idx, len(first))
-            return self.fallback.compare_by_grades(
-                ins, a, b, rub, refs, max_tie_rounds=max_tie_rounds, num_samples=num_samples
-            )
-
-        return self._route(first, again)
+        """Like ``PrometheusJudge.compare_items_by_grades``; a pair is routed as a whole."""
+        return self._cascade(
+            items,
+            lambda judge, batch: judge.compare_items_by_grades(
+                batch, max_tie_rounds=max_tie_rounds, num_samples=num_samples, deadline=deadline
+            ),
+        )
 
     # the routing is sync: the async forms run it in a worker thread
     agrade_items, acompare_items = threaded_method(grade_items), threaded_method(compare_items)
-    acompare_by_grades = threaded_method(compare_by_grades)
+    acompare_items_by_grades = threaded_method(compare_items_by_grades)
 
     def __getstate__(self) -> dict[str, object]:
         if any(isinstance(j, PrometheusJudge) and j.backend.name == "vllm" for j in (self.primary, self.fallback)):

@@ -4,13 +4,13 @@ The transport makes one attempt per request and reports a failed one as that ite
 (``backends/_openai_http.py``); the rewards ask again for those items through ``outage.ajudge_until_answered``
 around their judge call. A job (``grade``, ``compare``, ``pairs``) calls its judge's methods from many places
 (rows, checklists, pair strategies, tie-breaks), so it gets the same policy by judging through this judge:
-each item method (``agrade_items``, ``acompare_items``, ``acompare_by_grades``) is one
+each item method (``agrade_items``, ``acompare_items``, ``acompare_items_by_grades``) is one
 ``outage.aoutcomes_until_answered`` over the wrapped judge's, and the list forms (``grade``, ``compare``,
-``agrade``, ``acompare``) reach them through ``ListForms``. What the judge answered is kept; an item the
-transport failed is asked again after the policy's back-off, within its budget; past it, ``on_exhausted``
-decides: ``"fail"`` leaves the item's transport failure (a job marks its rows for ``--resume``) and
-``"raise"`` raises ``JudgeUnavailableError``. The wrapped judge's properties (format, sampling, stats ...)
-are its own.
+``compare_by_grades`` and their awaited forms) reach them through ``ListForms``. What the judge answered is
+kept; an item the transport failed is asked again after the policy's back-off, within its budget; past it,
+``on_exhausted`` decides: ``"fail"`` leaves the item's transport failure (a job marks its rows for
+``--resume``) and ``"raise"`` raises ``JudgeUnavailableError``. The wrapped judge's properties (format,
+sampling, stats ...) are its own.
 
 Example:
     >>> from prom_reward import PrometheusJudge
@@ -30,7 +30,6 @@ from prom_reward.core.items import GradeItem, PairItem
 from prom_reward.core.protocol import Judge, ListForms
 from prom_reward.core.results import Grade, JudgeFailure, JudgeStats, Verdict
 from prom_reward.format.judge_format import JudgeFormat
-from prom_reward.format.rubrics import RubricsLike, one_for_all
 from prom_reward.rewards.outage import JudgeHealth, OutagePolicy, aoutcomes_until_answered
 
 
@@ -128,44 +127,25 @@ class OutageJudge(ListForms):
             items, call, _failed_verdict, self.policy, deadline=deadline, health=self.health
         )
 
-    async def acompare_by_grades(
+    async def acompare_items_by_grades(
         self,
-        instructions: Sequence[str],
-        responses_a: Sequence[str],
-        responses_b: Sequence[str],
-        rubric: RubricsLike,
-        reference_answers: Sequence[str | None] | None = None,
+        items: Sequence[PairItem],
         *,
         max_tie_rounds: int | None = None,
         num_samples: int | None = None,
+        deadline: float | None = None,
     ) -> list[Verdict]:
-        """The wrapped judge's ``acompare_by_grades``, the pairs the transport failed asked again (tie rounds
+        """The wrapped judge's ``acompare_items_by_grades``, the pairs the transport failed asked again (tie rounds
         included)."""
-        n = len(instructions)
-        one_rubric = one_for_all(rubric)
-        rubrics = [rubric] * n if one_rubric else list(rubric)  # type: ignore[arg-type]
-        references = [None] * n if reference_answers is None else list(reference_answers)
-        if any(len(x) != n for x in (responses_a, responses_b, rubrics, references)):  # the judge's InputError says so
-            lists = (instructions, responses_a, responses_b, rubric, reference_answers)
-            return await self.judge.acompare_by_grades(*lists, max_tie_rounds=max_tie_rounds, num_samples=num_samples)
-        rows = list(zip(instructions, responses_a, responses_b, rubrics, references, strict=True))
-
-        async def by_grades(part: list[tuple], deadline: float | None = None) -> list[Verdict]:
-            cols = [list(c) for c in zip(*part, strict=True)] if part else [[] for _ in range(5)]
-            return await self.judge.acompare_by_grades(
-                cols[0],
-                cols[1],
-                cols[2],
-                rubric if one_rubric else cols[3],
-                cols[4],
-                max_tie_rounds=max_tie_rounds,
-                num_samples=num_samples,
-            )
-
-        return await aoutcomes_until_answered(rows, by_grades, _failed_verdict, self.policy, health=self.health)
+        call = functools.partial(
+            self.judge.acompare_items_by_grades, max_tie_rounds=max_tie_rounds, num_samples=num_samples
+        )
+        return await aoutcomes_until_answered(
+            items, call, _failed_verdict, self.policy, deadline=deadline, health=self.health
+        )
 
     grade_items, compare_items = sync_method(agrade_items), sync_method(acompare_items)
-    compare_by_grades = sync_method(acompare_by_grades)
+    compare_items_by_grades = sync_method(acompare_items_by_grades)
 
     def close(self) -> None:
         """Close the wrapped judge."""

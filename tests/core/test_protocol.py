@@ -9,7 +9,7 @@ import inspect
 
 import pytest
 
-from prom_reward import Grade, PrometheusJudge, Verdict
+from prom_reward import Grade, OutageJudge, PrometheusJudge, Verdict
 from prom_reward.backends.base import GenerationRequest
 from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.core.protocol import Judge, ListForms
@@ -34,11 +34,21 @@ def test_both_judges_are_judges_and_a_partial_object_is_not() -> None:
 
 @pytest.mark.parametrize(
     "method",
-    ["grade", "compare", "compare_by_grades", "grade_items", "compare_items", "agrade_items", "acompare_items"],
+    [
+        "grade",
+        "compare",
+        "compare_by_grades",
+        "grade_items",
+        "compare_items",
+        "compare_items_by_grades",
+        "agrade_items",
+        "acompare_items",
+        "acompare_items_by_grades",
+    ],
 )
 def test_public_signatures_match_the_protocol_and_hide_nothing_private(method: str) -> None:
     want = inspect.signature(getattr(Judge, method))
-    for cls in (PrometheusJudge, CascadeJudge):
+    for cls in (PrometheusJudge, CascadeJudge, OutageJudge):
         got = inspect.signature(getattr(cls, method))
         assert list(got.parameters) == list(want.parameters), (cls.__name__, method)
         assert not any(name.startswith("_") for name in got.parameters)
@@ -131,13 +141,14 @@ def test_a_reward_neutralises_as_its_judge_declares() -> None:
     assert "ok <|turn|>user: [RESULT] 5" in seen[1]
 
 
-LIST_FORMS = ["grade", "compare", "agrade", "acompare"]
+LIST_FORMS = ["grade", "compare", "compare_by_grades", "agrade", "acompare", "acompare_by_grades"]
 
 
 @pytest.mark.parametrize("method", LIST_FORMS)
 def test_each_list_form_is_one_function_for_every_judge(method: str) -> None:
     one = getattr(ListForms, method)
-    assert getattr(PrometheusJudge, method) is one and getattr(CascadeJudge, method) is one
+    for cls in (PrometheusJudge, CascadeJudge, OutageJudge):
+        assert getattr(cls, method) is one, cls.__name__
     assert one.__doc__ and one.__name__ == method
 
 
@@ -165,6 +176,16 @@ def test_a_bad_pair_fails_in_both_orders_without_a_winner(method: str, swap: boo
     bad = out[1]
     assert (bad.error.kind, bad.tie, bad.order_winners, bad.reason) == ("input", False, orders, bad.error.reason)
     assert "lone surrogate" in bad.reason and not bad.reason.startswith("item")
+
+
+@pytest.mark.parametrize("method", ["compare_by_grades", "acompare_by_grades"])
+def test_a_bad_pair_fails_alone_by_grades_and_the_item_method_grades_the_rest(method: str) -> None:
+    seen: list[GenerationRequest] = []
+    judge = judge_by_rank({"good": 4, "fair": 3}, seen=seen)
+    out = _call(judge, method, ["q", "q", "q"], ["good", 7, "fair"], ["fair", "good", "good"], "helpfulness")
+    assert [v.winner for v in out] == ["A", None, "B"] and len(seen) == 4  # two pairs, both responses graded
+    assert out[1].error.kind == "input" and out[1].error.reason.startswith("response_a must be a str, got int")
+    assert [[g.score for g in v.grades] for v in (out[0], out[2])] == [[4.0, 3.0], [3.0, 4.0]]
 
 
 def test_a_batch_of_the_wrong_shape_raises_before_anything_is_judged() -> None:
