@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 import typing
 from collections.abc import Mapping
@@ -133,12 +134,12 @@ class RewardSettings:
                 f"mode: the framework reward paths take one of {', '.join(FRAMEWORK_MODES)}, got {cfg.mode!r} "
                 f"[{where('mode')}]"
             )
-        for name in ("batch_window_ms", "group_wait_s"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name}: expected a number >= 0, got {getattr(self, name)!r}")
+        for name in ("batch_window_ms", "group_wait_s"):  # NaN or inf: a sample would wait forever
+            if not math.isfinite(getattr(self, name)) or getattr(self, name) < 0:
+                raise ConfigError(f"{name}: expected a number >= 0, got {getattr(self, name)!r} [{where(name)}]")
         for name in ("max_batch_size", "max_concurrent_batches", "request_timeout"):
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"{name}: expected a number > 0, got {getattr(self, name)!r}")
+            if not math.isfinite(getattr(self, name)) or getattr(self, name) <= 0:
+                raise ConfigError(f"{name}: expected a number > 0, got {getattr(self, name)!r} [{where(name)}]")
         share = self.gpu_memory_utilization
         if share is not None and not 0.0 < share <= 1.0:
             raise ConfigError(

@@ -183,6 +183,45 @@ def test_one_validation(values, words):
         RewardSettings.load(values, env={})
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        "outage_budget_s",
+        "outage_backoff_s",
+        "outage_max_backoff_s",
+        "outage_call_timeout_s",
+        "request_timeout",
+        "batch_window_ms",
+        "group_wait_s",
+        "max_batch_size",
+        "max_concurrent_batches",
+        "num_samples",
+        "max_tokens",
+        "group_size",
+        "length_min_group",
+    ],
+)
+@pytest.mark.parametrize("text", ["nan", "1e999", "-1e999"])
+def test_a_non_finite_number_is_refused_from_the_environment_and_yaml(name, text, tmp_path):
+    """NaN and infinity ("1e999") name their setting (never an OverflowError, never a budget or a wait that never
+    ends: a NaN outage budget retried a dead judge forever)."""
+    with pytest.raises(ConfigError, match=rf"^{name}\b"):
+        RewardSettings.load(env={"PROM_REWARD_FAILURE_REWARD": "0", f"PROM_REWARD_{name.upper()}": text})
+    f = tmp_path / "s.yaml"
+    f.write_text(f"failure_reward: 0\n{name}: {text}\n")
+    with pytest.raises(ConfigError, match=rf"^{name}\b"):
+        RewardSettings.load({"config_file": str(f)}, env={})
+
+
+@pytest.mark.parametrize("data", [b"failure_reward: 0\nrubric: \xff\xfe\n", b"\xff\xfefailure_reward: 0\n"])
+def test_a_yaml_file_that_is_not_utf8_is_refused_naming_it(data, tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_bytes(data)
+    words = r"config_file .*s\.yaml.*not UTF-8 text \(byte \d+.*fix: save the file as UTF-8"
+    with pytest.raises(ConfigError, match=words):
+        RewardSettings.load({"config_file": str(f)}, env={})
+
+
 def test_a_broken_rubric_file_is_refused(tmp_path):
     f = tmp_path / "rubric.yaml"
     f.write_text("criteria: [unclosed\n")
