@@ -244,7 +244,7 @@ class PrometheusReward(JudgeHolder):
         log_metric: Callable[[str, float], None] | None = kwargs.get("log_metric")
         log_extra: Callable[[str, list], None] | None = kwargs.get("log_extra")
         cfg = self.config
-        if not prompts:
+        if not len(prompts) and not len(completions):  # an empty batch; lengths that disagree are an InputError
             return []
         samples = samples_from_columns(
             prompts,

@@ -201,6 +201,8 @@ def test_bad_options_and_lengths():
     with pytest.raises(InputError, match="column 'rubric'"):
         reward(["a"], ["x"], rubric=["honesty", "reasoning"])
     assert reward([], []) == []
+    with pytest.raises(InputError, match="0 prompts but 1 completions"):  # never [] for a completion
+        reward([], ["x"])
 
 
 @pytest.mark.parametrize("kind", ["sign", "probability"])
@@ -247,3 +249,44 @@ def test_a_reward_holding_an_in_process_engine_refuses_to_pickle(where):
     else:
         with pytest.raises(PromRewardError, match="holds an in-process vLLM engine, which cannot be pickled"):
             pickle.dumps(reward)
+
+
+CALL = [{"type": "function", "function": {"name": "add", "arguments": {"a": 2, "b": 2}}}]
+
+
+@pytest.mark.parametrize(
+    "completion, want",
+    [
+        # TRL's tool loop: an assistant turn that only calls tools (no content, or None), the tool's result, the answer
+        ([{"role": "assistant", "tool_calls": CALL}, {"role": "tool", "name": "add", "content": "4"}], 5.0),
+        ([{"role": "assistant", "content": None, "tool_calls": CALL}, {"role": "tool", "content": "4"}], 5.0),
+        ([{"role": "assistant", "content": [{"type": "text", "text": "4"}, {"type": "image"}]}], 4.0),
+        ([{"role": "assistant", "content": [{"type": "text", "text": None}]}], "content part 'text' must be text"),
+        ([{"role": "assistant", "content": [{"type": "text", "text": 4}]}], "part 'text' must be text, got int"),
+        ([{"role": "assistant", "content": None}], "content must be text, got NoneType"),
+        ([{"role": "assistant", "content": 4}], "content must be text, got int"),
+        ([{"role": "assistant"}], "messages must be dicts with 'role' and 'content'"),
+        ({"role": "assistant", "content": "4"}, "completion must be a string or a list of messages, got dict"),
+        (None, "completion must be a string or a list of messages, got NoneType"),
+    ],
+)
+def test_an_odd_completion_message_is_judged_or_fails_alone_with_its_reason(completion, want):
+    """What TRL hands a reward in conversational data: the odd completion is judged as text (tool calls) or gets
+    None with its reason, counted; the good completion beside it is judged in the same call (never a TypeError)."""
+    judge = PrometheusJudge(
+        backend=ScriptedBackend(respond=by_response({"4": "[RESULT] 4", "\n\n4": "[RESULT] 5"})), max_retries=0
+    )
+    extra, metrics = {}, {}
+    prompt = [{"role": "user", "content": "2+2?"}]
+    got = PrometheusReward(judge)(
+        [prompt, prompt],
+        [[{"role": "assistant", "content": "4"}], completion],
+        log_extra=extra.__setitem__,
+        log_metric=metrics.__setitem__,
+    )
+    assert got[0] == 4.0
+    if isinstance(want, float):
+        assert got[1] == want and metrics["prometheus/failed_samples"] == 0
+    else:
+        assert got[1] is None and metrics["prometheus/failed_samples"] == 1
+        assert want in extra["prometheus_failure_reason"][1] and extra["prometheus_failure_reason"][0] == ""
