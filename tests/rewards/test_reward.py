@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import math
 import pickle
+import re
 
 import pytest
 
@@ -290,3 +291,27 @@ def test_an_odd_completion_message_is_judged_or_fails_alone_with_its_reason(comp
     else:
         assert got[1] is None and metrics["prometheus/failed_samples"] == 1
         assert want in extra["prometheus_failure_reason"][1] and extra["prometheus_failure_reason"][0] == ""
+
+
+@pytest.mark.parametrize(
+    "options, words",
+    [
+        ({"reference_answer": 5}, "reference_answer: expected a string or None, got int"),
+        ({"reference_answer": float("nan")}, "reference_answer: expected a string or None, got float"),
+        ({"log_feedback": "no"}, "log_feedback: expected True or False"),
+        ({"rubric_column": None}, "rubric_column: expected a non-empty column name"),
+        ({"reference_column": ""}, "reference_column: expected a non-empty column name"),
+        ({"instruction_column": 3}, "instruction_column: expected a non-empty column name"),
+        ({"baseline_column": ["b"]}, "baseline_column: expected a non-empty column name"),
+        ({"num_samples": True}, "num_samples"),
+        ({"overlong_penalty": float("nan")}, "overlong_penalty"),
+        ({"failure_reward": float("inf")}, "failure_reward: expected a finite number"),
+        ({"failure_reward": 6}, "failure_reward: 6 is above the reward's scale 1..5"),
+        ({"failure_reward": 1.5, "normalize": "unit"}, "above the reward's scale 0..1"),
+    ],
+)
+def test_a_wrong_typed_reward_option_is_refused_at_construction(options, words):
+    """Refused when the reward is built (TRL builds it before step 1), never a failure on every sample later: a
+    non-text default reference answer used to fail each sample alone, all of them, every step."""
+    with pytest.raises(ConfigError, match=re.escape(words)):
+        PrometheusReward(PrometheusJudge(backend=ScriptedBackend(outputs=[])), **options)
