@@ -141,10 +141,12 @@ def test_pairwise_group_round_robin_win_rate_and_bradley_terry():
     assert bt[0] > bt[1] > bt[2] and abs(sum(bt)) < 1e-9
 
 
-def test_group_of_identical_completions_is_a_draw():
+@pytest.mark.parametrize("how, draw", [(None, 0.5), ("unit", 0.5), ("symmetric", 0.0)])
+def test_group_of_identical_completions_is_a_draw(how, draw):
+    """A draw is a win rate of 0.5 on the reward's scale (it was 0.5 under "symmetric" too, where a draw is 0)."""
     backend = ScriptedBackend(outputs=[])
-    reward = PrometheusReward(PrometheusJudge(backend=backend), mode="pairwise_group")
-    assert reward(["p"] * 2, ["same", "same"]) == [0.5, 0.5] and backend.calls == []
+    reward = PrometheusReward(PrometheusJudge(backend=backend), mode="pairwise_group", normalize=how)
+    assert reward(["p"] * 2, ["same", "same"]) == [draw, draw] and backend.calls == []
 
 
 def test_bradley_terry_orders_players():
