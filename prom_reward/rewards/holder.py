@@ -75,7 +75,13 @@ class JudgeHolder:
             from prom_reward.core.judge import PrometheusJudge
 
             _refuse_engine_in_trl_child(self._judge_spec or {})
-            self._judge = PrometheusJudge(**(self._judge_spec or {}))
+            try:
+                self._judge = PrometheusJudge(**(self._judge_spec or {}))
+            except TypeError as e:  # an option the judge or its backend does not take, or one it needs missing
+                raise ConfigError(
+                    f"judge options {sorted(self._judge_spec or {})}: {e}; fix: give PrometheusJudge's options and "
+                    "its backend's (e.g. {'backend': 'openai', 'base_url': 'http://judge:8000/v1'})"
+                ) from e
         return self._judge
 
     def close(self) -> None:

@@ -14,6 +14,7 @@ from prom_reward.backends.base import Completion, GenerationRequest, TokenLogpro
 from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.rewards.config import RewardConfig, normalize_value
 from prom_reward.rewards.modes import bradley_terry
+from prom_reward.rewards.online_dpo import OnlineDPOJudgeReward
 from prom_reward.rewards.reward import AsyncPrometheusReward, PrometheusReward
 from prom_reward.rewards.samples import RewardSample
 
@@ -317,3 +318,18 @@ def test_a_wrong_typed_reward_option_is_refused_at_construction(options, words):
     non-text default reference answer used to fail each sample alone, all of them, every step."""
     with pytest.raises(ConfigError, match=re.escape(words)):
         PrometheusReward(PrometheusJudge(backend=ScriptedBackend(outputs=[])), **options)
+
+
+@pytest.mark.parametrize(
+    "spec, words",
+    [
+        ({"backend": "scripted", "outputs": ["[RESULT] 3"], "temp": 0}, "unexpected keyword argument 'temp'"),
+        ({"backend": "openai"}, "missing 1 required positional argument: 'base_url'"),
+    ],
+)
+def test_judge_options_the_judge_does_not_take_are_a_config_error_naming_them(spec, words):
+    """A judge given as options is built on the first call (never at construction: TRL may pickle the reward into
+    a child first); an unknown or missing option there is a ConfigError with the fix, not a TypeError."""
+    for reward in (PrometheusReward(spec), OnlineDPOJudgeReward(spec)):
+        with pytest.raises(ConfigError, match=rf"judge options \[.*\]: .*{re.escape(words)}.*; fix: give"):
+            reward(["q", "q"], ["a", "b"])
