@@ -140,6 +140,10 @@ class RewardSettings:
         for name in ("max_batch_size", "max_concurrent_batches", "request_timeout"):
             if not math.isfinite(getattr(self, name)) or getattr(self, name) <= 0:
                 raise ConfigError(f"{name}: expected a number > 0, got {getattr(self, name)!r} [{where(name)}]")
+        if self.max_tokens is not None and self.max_tokens < 1:  # 0 was taken as unset, a negative failed at first use
+            raise ConfigError(
+                f"max_tokens: expected an int >= 1 (or unset), got {self.max_tokens!r} [{where('max_tokens')}]"
+            )
         share = self.gpu_memory_utilization
         if share is not None and not 0.0 < share <= 1.0:
             raise ConfigError(

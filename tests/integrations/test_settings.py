@@ -160,6 +160,8 @@ def test_one_set_of_defaults():
         ({"failure_reward": 0, "max_concurrent_batches": 0}, "max_concurrent_batches: expected a number > 0"),
         ({"failure_reward": 0, "batch_window_ms": -1}, "batch_window_ms: expected a number >= 0"),
         ({"failure_reward": 0, "group_wait_s": -0.5}, "group_wait_s: expected a number >= 0"),
+        ({"failure_reward": 0, "max_tokens": 0}, "max_tokens: expected an int >= 1 .*--max-tokens"),
+        ({"failure_reward": 0, "max_tokens": "-5"}, "max_tokens: expected an int >= 1 .*--max-tokens"),
         ({"failure_reward": 0, "mode": "pairwise"}, "mode: unknown reward mode 'pairwise'.*--mode / PROM_REWARD_MODE"),
         ({"failure_reward": 0, "mode": "pairwise_reference"}, "mode: the framework reward paths take one of"),
         ({"failure_reward": 0, "mode": "pairwise_group"}, "group_size"),
