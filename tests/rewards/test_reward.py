@@ -320,6 +320,14 @@ def test_a_wrong_typed_reward_option_is_refused_at_construction(options, words):
         PrometheusReward(PrometheusJudge(backend=ScriptedBackend(outputs=[])), **options)
 
 
+@pytest.mark.parametrize("config", ["honesty", {"rubric": "honesty"}, RewardConfig()])
+def test_a_config_that_is_not_a_reward_config_or_beside_fields_is_refused(config):
+    """A rubric given positionally (or a dict) was an AttributeError; a RewardConfig beside fields is ambiguous."""
+    options = {"rubric": "honesty"} if isinstance(config, RewardConfig) else {}
+    with pytest.raises(ConfigError, match=r"config: expected a RewardConfig and no reward fields beside it, got "):
+        PrometheusReward(PrometheusJudge(backend=ScriptedBackend(outputs=[])), config, **options)
+
+
 @pytest.mark.parametrize(
     "spec, words",
     [
