@@ -341,3 +341,29 @@ def test_judge_options_the_judge_does_not_take_are_a_config_error_naming_them(sp
     for reward in (PrometheusReward(spec), OnlineDPOJudgeReward(spec)):
         with pytest.raises(ConfigError, match=rf"judge options \[.*\]: .*{re.escape(words)}.*; fix: give"):
             reward(["q", "q"], ["a", "b"])
+
+
+def test_concurrent_first_calls_build_one_judge(monkeypatch):
+    """A judge given as options is built once, however many calls arrive before it exists (JudgedRolloutLoop's
+    groups in flight, a server's concurrent batches): each extra build was another engine or HTTP session."""
+    import time
+
+    from prom_reward.core.judge import PrometheusJudge as Judge
+
+    built: list[int] = []
+    init = Judge.__init__
+
+    def slow_init(self, *args, **kwargs):
+        built.append(1)
+        time.sleep(0.2)  # the window in which the other calls find no judge yet
+        init(self, *args, **kwargs)
+
+    monkeypatch.setattr(Judge, "__init__", slow_init)
+    reward = AsyncPrometheusReward({"backend": "scripted", "outputs": ["[RESULT] 3"] * 8})
+
+    async def calls():
+        return await asyncio.gather(*(reward([f"q{i}"], ["r"]) for i in range(8)))
+
+    assert asyncio.run(calls()) == [[3.0]] * 8 and len(built) == 1
+    clone = pickle.loads(pickle.dumps(reward))  # the lock stays behind; the clone builds its own judge, once
+    assert clone._judge is None and asyncio.run(clone(["q"], ["r"])) == [3.0] and len(built) == 2
