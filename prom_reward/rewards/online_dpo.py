@@ -59,27 +59,6 @@ from prom_reward.rewards.holder import JudgeHolder
 from prom_reward.rewards.online_dpo_judging import Judged, Texts, ajudge_isolated
 from prom_reward.rewards.outage import JudgeHealth
 
-
-def _pair_texts(prompts: Sequence[Any], completions: Sequence[Any], b: int) -> tuple[Texts, dict[int, str]]:
-    """Each pair's (instruction, response A, response B) as the judge reads them, and the reason of each pair
-    whose prompt or completions are not text or messages (empty texts: that pair fails alone, settled like any
-    pair the judge did not decide)."""
-    texts: Texts = ([], [], [])
-    unreadable: dict[int, str] = {}
-    for i in range(b):
-        try:
-            row = (
-                prompt_text(prompts[i], i),
-                completion_text(completions[i], i),
-                completion_text(completions[b + i], b + i),
-            )
-        except InputError as e:
-            row, unreadable[i] = ("", "", ""), str(e)
-        for column, text in zip(texts, row, strict=True):
-            column.append(text)
-    return texts, unreadable
-
-
 __all__ = ["OnlineDPOJudgeReward", "PairwiseRewardStats"]
 
 _TRL_KWARGS = ("trainer_state", "log_metric", "log_extra", "environments")
@@ -336,3 +315,23 @@ class OnlineDPOJudgeReward(JudgeHolder):
                 log_metric(name, value)
             if isinstance(stats, dict):
                 stats.setdefault(name, []).append(value)
+
+
+def _pair_texts(prompts: Sequence[Any], completions: Sequence[Any], b: int) -> tuple[Texts, dict[int, str]]:
+    """Each pair's (instruction, response A, response B) as the judge reads them, and the reason of each pair
+    whose prompt or completions are not text or messages (empty texts: that pair fails alone, settled like any
+    pair the judge did not decide)."""
+    texts: Texts = ([], [], [])
+    unreadable: dict[int, str] = {}
+    for i in range(b):
+        try:
+            row = (
+                prompt_text(prompts[i], i),
+                completion_text(completions[i], i),
+                completion_text(completions[b + i], b + i),
+            )
+        except InputError as e:
+            row, unreadable[i] = ("", "", ""), str(e)
+        for column, text in zip(texts, row, strict=True):
+            column.append(text)
+    return texts, unreadable
