@@ -309,7 +309,13 @@ def judge_options(
     elif "backend" not in spec:
         raise ConfigError(missing)
     if max_tokens:
-        spec["sampling"] = {**dict(spec.get("sampling") or {}), "max_tokens": max_tokens}
+        sampling = spec.get("sampling") or {}
+        if not isinstance(sampling, Mapping):
+            raise ConfigError(
+                f"judge.sampling: expected a mapping of sampling options (e.g. {{temperature: 0}}), got "
+                f"{type(sampling).__name__}; fix: give judge: {{sampling: {{...}}}} (max_tokens is added to it)"
+            )
+        spec["sampling"] = {**sampling, "max_tokens": max_tokens}
     return spec
 
 

@@ -224,6 +224,16 @@ def test_a_yaml_file_that_is_not_utf8_is_refused_naming_it(data, tmp_path):
         RewardSettings.load({"config_file": str(f)}, env={})
 
 
+@pytest.mark.parametrize("sampling", [[1], "x", 3])
+def test_judge_sampling_that_is_not_a_mapping_is_refused_naming_it(sampling):
+    """With max_tokens set, a judge.sampling that is not a mapping was a TypeError (or ValueError) at start."""
+    s = RewardSettings.load(
+        {"failure_reward": 0, "server": "http://a/v1", "max_tokens": 5, "judge": {"sampling": sampling}}, env={}
+    )
+    with pytest.raises(ConfigError, match=r"judge.sampling: expected a mapping of sampling options .*got "):
+        s.judge_spec()
+
+
 def test_a_broken_rubric_file_is_refused(tmp_path):
     f = tmp_path / "rubric.yaml"
     f.write_text("criteria: [unclosed\n")
