@@ -25,6 +25,8 @@ Example:
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -129,4 +131,8 @@ def aggregate(scores: Sequence[CriterionScore], how: str | Aggregation) -> Aggre
     value = get_aggregation(how)(judged)
     if value is None:
         return Aggregate(None, "the checklist aggregation gave no value", dropped)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        return Aggregate(  # a callable's NaN or text would reach the trainer as a reward
+            None, f"the checklist aggregation gave {value!r:.60}, not a finite number; fix the aggregation", dropped
+        )
     return Aggregate(float(value), None, dropped)

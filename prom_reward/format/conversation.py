@@ -7,7 +7,9 @@ messages. The judge reads an instruction and a response as text:
   message's content; a longer conversation becomes ``User: ...`` / ``Assistant: ...``
   turns, so the judge sees the whole context; a system message is kept as ``System: ...``
   only in that multi-turn form.
-- a completion (a list of assistant messages) becomes their contents joined by blank lines.
+- a completion (a list of assistant messages) becomes their contents joined by blank lines (an assistant
+  message that only calls tools, ``tool_calls`` with no ``content`` or ``None``, is an empty turn: TRL's tool loop
+  puts the tools' results after it as ``tool`` messages).
 
 Example:
     >>> prompt_text([{"role": "user", "content": "Hi?"}])
@@ -31,6 +33,8 @@ _ROLE_NAMES = {"system": "System", "user": "User", "assistant": "Assistant", "to
 
 
 def _content(message: object, index: int | None, field: str) -> str:
+    if isinstance(message, dict) and message.get("tool_calls") and message.get("content") is None:
+        return ""  # an assistant turn that only calls tools (TRL's tool loop): its results follow as messages
     if not isinstance(message, dict) or "content" not in message:
         raise InputError(
             f"item {index}: {field} messages must be dicts with 'role' and 'content', got {message!r:.80}",
@@ -39,7 +43,14 @@ def _content(message: object, index: int | None, field: str) -> str:
         )
     content = message["content"]
     if isinstance(content, list):  # multimodal-style parts: keep the text parts
-        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        texts = [p.get("text", "") for p in content if isinstance(p, dict)]
+        for bad in (t for t in texts if not isinstance(t, str)):
+            raise InputError(
+                f"item {index}: {field} message content part 'text' must be text, got {type(bad).__name__}",
+                index=index,
+                field=field,
+            )
+        content = "".join(texts)
     if not isinstance(content, str):
         raise InputError(
             f"item {index}: {field} message content must be text, got {type(content).__name__}",

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 import typing
 from collections.abc import Mapping
@@ -133,12 +134,16 @@ class RewardSettings:
                 f"mode: the framework reward paths take one of {', '.join(FRAMEWORK_MODES)}, got {cfg.mode!r} "
                 f"[{where('mode')}]"
             )
-        for name in ("batch_window_ms", "group_wait_s"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name}: expected a number >= 0, got {getattr(self, name)!r}")
+        for name in ("batch_window_ms", "group_wait_s"):  # NaN or inf: a sample would wait forever
+            if not math.isfinite(getattr(self, name)) or getattr(self, name) < 0:
+                raise ConfigError(f"{name}: expected a number >= 0, got {getattr(self, name)!r} [{where(name)}]")
         for name in ("max_batch_size", "max_concurrent_batches", "request_timeout"):
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"{name}: expected a number > 0, got {getattr(self, name)!r}")
+            if not math.isfinite(getattr(self, name)) or getattr(self, name) <= 0:
+                raise ConfigError(f"{name}: expected a number > 0, got {getattr(self, name)!r} [{where(name)}]")
+        if self.max_tokens is not None and self.max_tokens < 1:  # 0 was taken as unset, a negative failed at first use
+            raise ConfigError(
+                f"max_tokens: expected an int >= 1 (or unset), got {self.max_tokens!r} [{where('max_tokens')}]"
+            )
         share = self.gpu_memory_utilization
         if share is not None and not 0.0 < share <= 1.0:
             raise ConfigError(
@@ -304,7 +309,13 @@ def judge_options(
     elif "backend" not in spec:
         raise ConfigError(missing)
     if max_tokens:
-        spec["sampling"] = {**dict(spec.get("sampling") or {}), "max_tokens": max_tokens}
+        sampling = spec.get("sampling") or {}
+        if not isinstance(sampling, Mapping):
+            raise ConfigError(
+                f"judge.sampling: expected a mapping of sampling options (e.g. {{temperature: 0}}), got "
+                f"{type(sampling).__name__}; fix: give judge: {{sampling: {{...}}}} (max_tokens is added to it)"
+            )
+        spec["sampling"] = {**sampling, "max_tokens": max_tokens}
     return spec
 
 

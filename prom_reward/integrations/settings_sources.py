@@ -110,7 +110,7 @@ def convert(name: str, value: Any, kind: Any) -> Any:
             return float(value)
         if base is str and not isinstance(value, str):
             raise TypeError
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: int("1e999"), an infinite count
         raise ConfigError(f"{name} ({ENV_PREFIX}{name.upper()}): expected {_type_name(kind)}, got {value!r}") from None
     return value
 
@@ -157,6 +157,11 @@ def read_yaml(path: str, names: Sequence[str]) -> dict[str, Any]:
             f"config_file: cannot read {path!r} ({e.strerror or e}); fix: give a readable YAML file of settings "
             f"(--config / {CONFIG_ENV} / config_file)"
         ) from e
+    except UnicodeDecodeError as e:
+        raise ConfigError(
+            f"config_file {path!r}: not UTF-8 text (byte {e.start}: {e.object[e.start : e.start + 1]!r}); fix: save "
+            "the file as UTF-8"
+        ) from None
     except yaml.YAMLError as e:
         raise ConfigError(f"config_file {path!r}: not valid YAML ({e}); fix: correct the YAML") from e
     if not isinstance(data, dict):

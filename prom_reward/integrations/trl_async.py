@@ -73,8 +73,7 @@ class JudgedRolloutLoop(TRLRolloutLoop):
     """
 
     def __init__(self, *, score_groups_in_flight: int = 1, **loop_kwargs: Any) -> None:
-        if score_groups_in_flight < 1:
-            raise ConfigError(f"score_groups_in_flight: expected an integer >= 1, got {score_groups_in_flight!r}")
+        _check_groups_in_flight(score_groups_in_flight)
         super().__init__(**loop_kwargs)
         self.score_groups_in_flight = score_groups_in_flight
 
@@ -103,9 +102,16 @@ class JudgedRolloutLoop(TRLRolloutLoop):
         return samples
 
 
+def _check_groups_in_flight(value: Any) -> None:
+    """``ConfigError`` unless ``value`` is an int >= 1 (not a bool, a float or text)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"score_groups_in_flight: expected an integer >= 1, got {value!r}")
+
+
 def use_judged_loop(trainer: Any, score_groups_in_flight: int = 1) -> None:
     """Make ``trainer``'s default ``AsyncRolloutWorker`` run ``JudgedRolloutLoop`` (call before ``train()``),
     scoring up to ``score_groups_in_flight`` waiting groups at once."""
+    _check_groups_in_flight(score_groups_in_flight)  # here, on the main process: the loop is built in the child
     worker = trainer.rollout_worker
     if not isinstance(worker, AsyncRolloutWorker):
         raise ConfigError(

@@ -32,6 +32,8 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import threading
 from typing import Any, cast
 
@@ -110,7 +112,9 @@ def reward_config(config: PrometheusVerifiersJudgeConfig) -> RewardConfig:
             "reward.failure_reward: a verifiers judge gives no number for a failed judgment, it raises (verifiers' "
             "own failure signal); fix: remove failure_reward"
         )
+    _known("reward", fields, RewardConfig)
     if isinstance(fields.get("outage"), dict):
+        _known("reward.outage", fields["outage"], OutagePolicy)
         fields["outage"] = OutagePolicy(**fields["outage"])
     cfg = RewardConfig(**fields)
     if cfg.mode != "absolute":
@@ -118,6 +122,14 @@ def reward_config(config: PrometheusVerifiersJudgeConfig) -> RewardConfig:
             f"reward.mode: a verifiers judge scores one trace at a time, so it takes mode 'absolute', got {cfg.mode!r}"
         )
     return cfg
+
+
+def _known(where: str, given: dict[str, Any], cls: type) -> None:
+    """``ConfigError`` naming the keys of ``given`` that are not fields of the dataclass ``cls`` (not a TypeError)."""
+    valid = [f.name for f in dataclasses.fields(cls)]
+    unknown = sorted(str(k) for k in given if k not in valid)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; fix: use {cls.__name__}'s fields: {', '.join(valid)}")
 
 
 def build_reward(config: PrometheusVerifiersJudgeConfig) -> PrometheusReward:
@@ -240,9 +252,9 @@ def _sample(
         raise PromRewardError(
             f"prom-reward judge fields: expected question, response, answer, rubric; got {', '.join(sorted(unknown))}"
         )
-    return RewardSample(
-        prompt=question, response=response, reference_answer=None if answer is None else str(answer), rubric=rubric
-    )
+    if answer is not None and not (isinstance(answer, float) and not math.isfinite(answer)):
+        answer = str(answer)  # a number is its text; NaN (a dataset's missing value) fails the sample, never "nan"
+    return RewardSample(prompt=question, response=response, reference_answer=answer, rubric=rubric)
 
 
 __all__ = ["PLUGIN_ID", "PrometheusVerifiersJudge", "PrometheusVerifiersJudgeConfig", "reset"]

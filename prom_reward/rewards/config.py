@@ -187,8 +187,15 @@ class RewardConfig:
             failure_value(self.failure_reward, self)
         if self.format is not None:
             get_judge_format_setting(self.format)  # what it can judge is checked by the reward against its judge
-        if not isinstance(self.checklist_column, str) or not self.checklist_column:
-            raise ConfigError(f"checklist_column: expected a non-empty column name, got {self.checklist_column!r}")
+        for name in ("rubric_column", "reference_column", "instruction_column", "baseline_column", "checklist_column"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name):
+                raise ConfigError(f"{name}: expected a non-empty column name, got {getattr(self, name)!r}")
+        if self.reference_answer is not None and not isinstance(self.reference_answer, str):
+            raise ConfigError(  # else every sample without its own reference would fail alone on it
+                f"reference_answer: expected a string or None, got {type(self.reference_answer).__name__}"
+            )
+        if not isinstance(self.log_feedback, bool):
+            raise ConfigError(f"log_feedback: expected True or False, got {self.log_feedback!r}")
         self.checklist()
 
     def checklist(self) -> ChecklistConfig:

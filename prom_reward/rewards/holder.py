@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import multiprocessing
+import threading
 from typing import Any
 
 from prom_reward.core.presets import default_format
@@ -38,6 +39,7 @@ class JudgeHolder:
     """Attribute names reset to None when pickled (e.g. a trainer reference)."""
 
     def __init__(self, judge: Judge | dict[str, Any]) -> None:
+        self._building = threading.Lock()  # concurrent first calls build one judge (one engine, one session)
         if isinstance(judge, dict):
             self._judge_spec: dict[str, Any] | None = dict(judge)
             self._judge: Judge | None = None
@@ -72,11 +74,23 @@ class JudgeHolder:
     def judge(self) -> Judge:
         """The judge (built on first use when configured as a dict)."""
         if self._judge is None:
-            from prom_reward.core.judge import PrometheusJudge
-
-            _refuse_engine_in_trl_child(self._judge_spec or {})
-            self._judge = PrometheusJudge(**(self._judge_spec or {}))
+            with self._building:
+                if self._judge is None:
+                    self._judge = self._build()
         return self._judge
+
+    def _build(self) -> Judge:
+        """The judge of the options (``judge`` holds ``_building``)."""
+        from prom_reward.core.judge import PrometheusJudge
+
+        _refuse_engine_in_trl_child(self._judge_spec or {})
+        try:
+            return PrometheusJudge(**(self._judge_spec or {}))
+        except TypeError as e:  # an option the judge or its backend does not take, or one it needs missing
+            raise ConfigError(
+                f"judge options {sorted(self._judge_spec or {})}: {e}; fix: give PrometheusJudge's options and "
+                "its backend's (e.g. {'backend': 'openai', 'base_url': 'http://judge:8000/v1'})"
+            ) from e
 
     def close(self) -> None:
         """Release a judge this holder built from a dict (a judge passed in stays the caller's)."""
@@ -86,6 +100,7 @@ class JudgeHolder:
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
+        state.pop("_building", None)  # a lock does not pickle: each process has its own
         for name in self._transient:
             state[name] = None
         if self._judge_spec is not None:
@@ -100,6 +115,7 @@ class JudgeHolder:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self._building = threading.Lock()
 
 
 def _refuse_engine_in_trl_child(spec: dict[str, Any]) -> None:

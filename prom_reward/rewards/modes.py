@@ -309,8 +309,8 @@ def _deciders(results: Sequence[Any]) -> list[str | None]:
 
 
 def _group_scores(n: int, outcome: dict[tuple[int, int], float], cfg: RewardConfig) -> list[float | None]:
-    if n == 1:  # every completion identical: exactly as good as each other
-        return [0.5 if cfg.group_reward == "win_rate" else 0.0]
+    if n == 1:  # every completion identical: exactly as good as each other (a draw, normalised like any win rate)
+        return [normalize_value(0.5, "probability", cfg.normalize) if cfg.group_reward == "win_rate" else 0.0]
     played: list[list[float]] = [[] for _ in range(n)]
     wins = [[0.0] * n for _ in range(n)]
     for (a, b), s in outcome.items():

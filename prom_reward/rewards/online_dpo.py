@@ -226,25 +226,25 @@ class OnlineDPOJudgeReward(JudgeHolder):
         b = self._half(prompts, completions)
         if b == 0:
             return []
-        texts = (
-            [prompt_text(p, i) for i, p in enumerate(prompts[:b])],
-            [completion_text(c, i) for i, c in enumerate(completions[:b])],
-            [completion_text(c, b + i) for i, c in enumerate(completions[b:])],
-        )
+        texts, unreadable = _pair_texts(prompts, completions, b)
         cfg = self.config
         rubrics = self._column(columns, cfg.rubric_column, b, cfg.rubric)
         refs = self._column(columns, cfg.reference_column, b, cfg.reference_answer)
         texts, refs = self._neutralized(texts, refs)
 
-        def judged(texts: Texts, rubrics: list[Any], refs: list[Any], checklists: list[Any]) -> Judged:
+        def judged(
+            texts: Texts, rubrics: list[Any], refs: list[Any], checklists: list[Any], failed: dict[int, str]
+        ) -> Judged:
             judge, rounds, health = self.judge, self.max_tie_rounds, self.health
-            return run_sync(lambda: ajudge_isolated(judge, texts, rubrics, refs, checklists, cfg, rounds, health))
+            return run_sync(
+                lambda: ajudge_isolated(judge, texts, rubrics, refs, checklists, cfg, rounds, health, failed)
+            )
 
         canary = ([CANARY_INSTRUCTION], [CANARY_RESPONSES[0]], [CANARY_RESPONSES[1]])
-        self.canary.run(lambda: next(iter(judged(canary, [cfg.rubric], [None], [None])[2].values()), None))
+        self.canary.run(lambda: next(iter(judged(canary, [cfg.rubric], [None], [None], {})[2].values()), None))
         checklists = self._column(columns, cfg.checklist_column, b, None)
         start = time.perf_counter()
-        history, rounds, unjudged, checklist_metrics = judged(texts, rubrics, refs, checklists)
+        history, rounds, unjudged, checklist_metrics = judged(texts, rubrics, refs, checklists, unreadable)
         seconds = time.perf_counter() - start
 
         s = self.stats
@@ -315,3 +315,23 @@ class OnlineDPOJudgeReward(JudgeHolder):
                 log_metric(name, value)
             if isinstance(stats, dict):
                 stats.setdefault(name, []).append(value)
+
+
+def _pair_texts(prompts: Sequence[Any], completions: Sequence[Any], b: int) -> tuple[Texts, dict[int, str]]:
+    """Each pair's (instruction, response A, response B) as the judge reads them, and the reason of each pair
+    whose prompt or completions are not text or messages (empty texts: that pair fails alone, settled like any
+    pair the judge did not decide)."""
+    texts: Texts = ([], [], [])
+    unreadable: dict[int, str] = {}
+    for i in range(b):
+        try:
+            row = (
+                prompt_text(prompts[i], i),
+                completion_text(completions[i], i),
+                completion_text(completions[b + i], b + i),
+            )
+        except InputError as e:
+            row, unreadable[i] = ("", "", ""), str(e)
+        for column, text in zip(texts, row, strict=True):
+            column.append(text)
+    return texts, unreadable

@@ -105,17 +105,19 @@ async def ajudge_isolated(
     cfg: RewardConfig,
     max_tie_rounds: int,
     health: JudgeHealth,
+    failed: dict[int, str] | None = None,
 ) -> Judged:
     """Every pair judged through ``cfg.outage`` (failures recorded in ``health``): a pair without a checklist
-    by ``ajudge_pairs``, one with a checklist by ``achecklist_verdicts``. Returns each pair's verdicts ([] where it
-    could not be judged), the tie rounds run, the reason of each pair not judged (a bad checklist among them: the
-    row, criterion and fix) and the checklist metrics of the first call that had any."""
+    by ``ajudge_pairs``, one with a checklist by ``achecklist_verdicts``; the pairs of ``failed`` (pair -> reason:
+    a prompt or completion that is not text) are not asked. Returns each pair's verdicts ([] where it could not be
+    judged), the tie rounds run, the reason of each pair not judged (a bad checklist among them: the row, criterion
+    and fix) and the checklist metrics of the first call that had any."""
     n = len(rubrics)
-    unjudged: dict[int, str] = {}
+    unjudged: dict[int, str] = dict(failed or {})
     parsed: dict[int, tuple[Criterion, ...]] = {}
     for i, value in enumerate(checklists):
         try:
-            if value is not None:
+            if value is not None and i not in unjudged:
                 parsed[i] = parse_checklist(value, row=i)
         except InputError as e:
             unjudged[i] = f"{cfg.checklist_column}: {e}"

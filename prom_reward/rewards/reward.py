@@ -59,8 +59,12 @@ class PrometheusReward(JudgeHolder):
     """
 
     def __init__(self, judge: Any, config: RewardConfig | None = None, **options: Any) -> None:
-        if config is not None and options:
-            raise ConfigError("pass either config=RewardConfig(...) or its fields as keywords, not both")
+        if config is not None and (options or not isinstance(config, RewardConfig)):
+            raise ConfigError(
+                f"config: expected a RewardConfig and no reward fields beside it, got {type(config).__name__} and "
+                f"{sorted(options)}; fix: PrometheusReward(judge, RewardConfig(...)) or its fields as keywords "
+                "(rubric='honesty')"
+            )
         self.config = config or RewardConfig(**options)
         super().__init__(judge)
         task: Task = "absolute" if self.config.mode == "absolute" else "relative"
@@ -244,7 +248,7 @@ class PrometheusReward(JudgeHolder):
         log_metric: Callable[[str, float], None] | None = kwargs.get("log_metric")
         log_extra: Callable[[str, list], None] | None = kwargs.get("log_extra")
         cfg = self.config
-        if not prompts:
+        if not len(prompts) and not len(completions):  # an empty batch; lengths that disagree are an InputError
             return []
         samples = samples_from_columns(
             prompts,

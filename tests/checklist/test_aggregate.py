@@ -3,6 +3,7 @@ failed other criterion dropped and counted, pitfalls subtracting, a custom calla
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from prom_reward.checklist.aggregate import AGGREGATIONS, CriterionScore, aggregate, get_aggregation
@@ -70,6 +71,17 @@ def test_nothing_judged_gives_none_with_the_first_reason():
 def test_a_callable_returning_none_gives_none_with_a_reason():
     got = aggregate([s(IMP, 1.0)], lambda xs: None)
     assert got.value is None and got.reason == "the checklist aggregation gave no value"
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), "0.5", True, [1.0]])
+def test_a_callable_returning_no_finite_number_gives_none_with_a_reason(value):
+    """A NaN (the mean of nothing) or text from a custom aggregation never reaches a trainer as a reward (it was
+    passed on as NaN, or raised ValueError out of the reward); numpy numbers are numbers."""
+    got = aggregate([s(IMP, 1.0)], lambda xs: value)
+    assert got.value is None and got.reason.startswith("the checklist aggregation gave ")
+    assert "not a finite number; fix the aggregation" in got.reason
+    assert aggregate([s(IMP, 1.0)], lambda xs: np.float32(0.25)).value == 0.25
+    assert aggregate([s(IMP, 1.0)], lambda xs: np.int64(2)).value == 2.0
 
 
 def test_unknown_names_list_the_valid_ones():

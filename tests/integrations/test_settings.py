@@ -160,6 +160,8 @@ def test_one_set_of_defaults():
         ({"failure_reward": 0, "max_concurrent_batches": 0}, "max_concurrent_batches: expected a number > 0"),
         ({"failure_reward": 0, "batch_window_ms": -1}, "batch_window_ms: expected a number >= 0"),
         ({"failure_reward": 0, "group_wait_s": -0.5}, "group_wait_s: expected a number >= 0"),
+        ({"failure_reward": 0, "max_tokens": 0}, "max_tokens: expected an int >= 1 .*--max-tokens"),
+        ({"failure_reward": 0, "max_tokens": "-5"}, "max_tokens: expected an int >= 1 .*--max-tokens"),
         ({"failure_reward": 0, "mode": "pairwise"}, "mode: unknown reward mode 'pairwise'.*--mode / PROM_REWARD_MODE"),
         ({"failure_reward": 0, "mode": "pairwise_reference"}, "mode: the framework reward paths take one of"),
         ({"failure_reward": 0, "mode": "pairwise_group"}, "group_size"),
@@ -181,6 +183,55 @@ def test_one_set_of_defaults():
 def test_one_validation(values, words):
     with pytest.raises(ConfigError, match=words):
         RewardSettings.load(values, env={})
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "outage_budget_s",
+        "outage_backoff_s",
+        "outage_max_backoff_s",
+        "outage_call_timeout_s",
+        "request_timeout",
+        "batch_window_ms",
+        "group_wait_s",
+        "max_batch_size",
+        "max_concurrent_batches",
+        "num_samples",
+        "max_tokens",
+        "group_size",
+        "length_min_group",
+    ],
+)
+@pytest.mark.parametrize("text", ["nan", "1e999", "-1e999"])
+def test_a_non_finite_number_is_refused_from_the_environment_and_yaml(name, text, tmp_path):
+    """NaN and infinity ("1e999") name their setting (never an OverflowError, never a budget or a wait that never
+    ends: a NaN outage budget retried a dead judge forever)."""
+    with pytest.raises(ConfigError, match=rf"^{name}\b"):
+        RewardSettings.load(env={"PROM_REWARD_FAILURE_REWARD": "0", f"PROM_REWARD_{name.upper()}": text})
+    f = tmp_path / "s.yaml"
+    f.write_text(f"failure_reward: 0\n{name}: {text}\n")
+    with pytest.raises(ConfigError, match=rf"^{name}\b"):
+        RewardSettings.load({"config_file": str(f)}, env={})
+
+
+@pytest.mark.parametrize("data", [b"failure_reward: 0\nrubric: \xff\xfe\n", b"\xff\xfefailure_reward: 0\n"])
+def test_a_yaml_file_that_is_not_utf8_is_refused_naming_it(data, tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_bytes(data)
+    words = r"config_file .*s\.yaml.*not UTF-8 text \(byte \d+.*fix: save the file as UTF-8"
+    with pytest.raises(ConfigError, match=words):
+        RewardSettings.load({"config_file": str(f)}, env={})
+
+
+@pytest.mark.parametrize("sampling", [[1], "x", 3])
+def test_judge_sampling_that_is_not_a_mapping_is_refused_naming_it(sampling):
+    """With max_tokens set, a judge.sampling that is not a mapping was a TypeError (or ValueError) at start."""
+    s = RewardSettings.load(
+        {"failure_reward": 0, "server": "http://a/v1", "max_tokens": 5, "judge": {"sampling": sampling}}, env={}
+    )
+    with pytest.raises(ConfigError, match=r"judge.sampling: expected a mapping of sampling options .*got "):
+        s.judge_spec()
 
 
 def test_a_broken_rubric_file_is_refused(tmp_path):

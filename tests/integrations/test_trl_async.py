@@ -12,12 +12,13 @@ from __future__ import annotations
 import math
 import multiprocessing
 import queue
+import re
 import time
 from typing import Any
 
 import pytest
 
-from prom_reward import PromRewardError
+from prom_reward import ConfigError, PromRewardError
 from prom_reward.backends.base import GenerationRequest
 from prom_reward.integrations.trl_async import JudgedRolloutLoop, TRLRolloutLoop, use_judged_loop
 from prom_reward.rewards.holder import TRL_ROLLOUT_CHILD, JudgeHolder
@@ -202,3 +203,7 @@ def test_use_judged_loop_sets_the_loop_or_says_why():
     assert trainer.rollout_worker._loop_cls is TRLRolloutLoop
     use_judged_loop(trainer)
     assert trainer.rollout_worker._loop_cls is JudgedRolloutLoop
+    for bad in (0, 2.5, "4", True, float("nan")):  # refused on the main process, before TRL spawns the child
+        words = re.escape(f"score_groups_in_flight: expected an integer >= 1, got {bad!r}")
+        with pytest.raises(ConfigError, match=words):
+            use_judged_loop(trainer, score_groups_in_flight=bad)

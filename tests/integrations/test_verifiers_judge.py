@@ -180,11 +180,33 @@ def test_per_row_rubrics_reach_the_judge_and_concurrent_rollouts_share_a_batch()
         ({"reward": {"format": "flow-judge-3"}}, "flow-judge-3 grades need 3 score descriptions"),
         ({"sampling": {"temperature": 0.3}}, "the judge samples it"),
         ({"judge": {}}, "no judge: set server"),
+        # unknown keys: a ConfigError naming them and the valid fields (was a TypeError out of RewardConfig)
+        ({"reward": {"rubrik": "honesty"}}, r"reward: unknown key\(s\) \['rubrik'\]; fix: use RewardConfig's fields"),
+        ({"reward": {"outage": {"budget": 5}}}, r"reward.outage: unknown key\(s\) \['budget'\]; fix: use OutagePolicy"),
+        ({"reward": {"outage": {"budget_s": math.nan}}}, "budget_s: expected seconds >= 0, got nan"),
+        ({"reward": {"reference_answer": 4}}, "reference_answer: expected a string or None, got int"),
     ],
 )
 def test_a_misconfigured_judge_is_refused_when_the_task_config_is_read(bad, refusal):
     with pytest.raises(ValueError, match=refusal):
         vf.TaskConfig(judges=[scripted(["[RESULT] 4"]) | bad])
+
+
+@pytest.mark.parametrize(("answer", "want"), [(4, "4"), (math.nan, None), (math.inf, None)])
+def test_a_number_answer_is_its_text_and_a_nan_answer_fails_the_judgment(answer, want):
+    """A dataset's missing answer (NaN) is never judged as the reference answer "nan": the judgment fails."""
+    from prom_reward.backends.bridge import run_sync
+
+    judge = PrometheusVerifiersJudge(PrometheusVerifiersJudgeConfig(**scripted(["Right. [RESULT] 4"])))
+    if want is None:
+        with pytest.raises(PromRewardError, match="reference_answer: expected a string, got float"):
+            run_sync(lambda: judge.evaluate(question="2+2?", response="4", answer=answer))
+    else:
+        assert run_sync(lambda: judge.evaluate(question="2+2?", response="4", answer=answer)).parsed == 4.0
+        assert (
+            f"###Reference Answer (Score 5):\n{want}\n"
+            in judge.build_messages(question="q", response="4", answer=answer)[-1].content
+        )
 
 
 def test_build_messages_and_parse_are_the_formats_own():

@@ -378,3 +378,36 @@ def test_one_order_never_decides_a_pair():
     s = reward.stats
     assert (s.decided_by_judge, s.decided_by_p_a, s.coin_flips) == (0, 0, b)
     assert (s.judge_failures, s.ties, s.swap_checked) == ((1 + reward.max_tie_rounds) * b, 0, 0)
+
+
+@pytest.mark.parametrize(
+    "poison, words",
+    [
+        ("completion", "completion must be a string or a list of messages, got NoneType"),
+        ("content", "completion message content must be text, got NoneType"),
+        ("part", "content part 'text' must be text, got NoneType"),
+        ("prompt", "prompt must be a string or a non-empty list of messages, got int"),
+    ],
+)
+def test_a_pair_whose_prompt_or_completion_is_not_text_fails_alone(poison, words):
+    """One unreadable prompt or completion used to raise out of the batch (stopping the trainer's step); now its
+    pair alone goes unjudged (counted, settled by the coin, its reason in the feedback) and the others are judged."""
+    reward, backend = scripted(fair)
+    b = 3
+    prompts, completions = pairs(b, good_first=[True, False, True])
+    msgs = [[{"role": "assistant", "content": c}] for c in completions]
+    if poison == "completion":
+        msgs[1] = None
+    elif poison == "content":
+        msgs[b + 1] = [{"role": "assistant", "content": None}]
+    elif poison == "part":
+        msgs[1] = [{"role": "assistant", "content": [{"type": "text", "text": None}]}]
+    else:
+        prompts[1] = prompts[b + 1] = 7
+    extra: dict = {}
+    out = reward(prompts=prompts, completions=msgs, log_extra=extra.__setitem__)
+    assert (out[0], out[b], out[2], out[b + 2]) == (1.0, 0.0, 1.0, 0.0)  # the judged pairs' winners
+    assert sorted((out[1], out[b + 1])) == [0.0, 1.0]  # the unjudged pair still gets a winner and a loser
+    assert reward.last_metrics["unjudged_pairs"] == 1.0 and extra["prometheus_pairwise_decided_by"][1] == "coin"
+    assert words in extra["prometheus_pairwise_feedback"][1]
+    assert all(len(call) == 2 * (b - 1) for call in backend.calls[1:])  # the unreadable pair is never sent

@@ -29,6 +29,13 @@ DOWN = JudgeFailure("transport", "HTTP 503 from judge")
         ({"backoff_s": "1"}, "backoff_s"),
         ({"call_timeout_s": 0}, "call_timeout_s"),
         ({"on_exhausted": "ignore"}, "on_exhausted"),
+        # NaN or infinity: a budget that never runs out, a back-off or a cut that never comes (a step waits forever)
+        *[
+            ({name: value}, name)
+            for name in ("budget_s", "backoff_s", "max_backoff_s", "call_timeout_s")
+            for value in (float("nan"), float("inf"))
+        ],
+        ({"budget_s": True}, "budget_s"),
     ],
 )
 def test_bad_policies(options, words):

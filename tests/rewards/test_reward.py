@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import math
 import pickle
+import re
 
 import pytest
 
@@ -13,6 +14,7 @@ from prom_reward.backends.base import Completion, GenerationRequest, TokenLogpro
 from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.rewards.config import RewardConfig, normalize_value
 from prom_reward.rewards.modes import bradley_terry
+from prom_reward.rewards.online_dpo import OnlineDPOJudgeReward
 from prom_reward.rewards.reward import AsyncPrometheusReward, PrometheusReward
 from prom_reward.rewards.samples import RewardSample
 
@@ -140,10 +142,12 @@ def test_pairwise_group_round_robin_win_rate_and_bradley_terry():
     assert bt[0] > bt[1] > bt[2] and abs(sum(bt)) < 1e-9
 
 
-def test_group_of_identical_completions_is_a_draw():
+@pytest.mark.parametrize("how, draw", [(None, 0.5), ("unit", 0.5), ("symmetric", 0.0)])
+def test_group_of_identical_completions_is_a_draw(how, draw):
+    """A draw is a win rate of 0.5 on the reward's scale (it was 0.5 under "symmetric" too, where a draw is 0)."""
     backend = ScriptedBackend(outputs=[])
-    reward = PrometheusReward(PrometheusJudge(backend=backend), mode="pairwise_group")
-    assert reward(["p"] * 2, ["same", "same"]) == [0.5, 0.5] and backend.calls == []
+    reward = PrometheusReward(PrometheusJudge(backend=backend), mode="pairwise_group", normalize=how)
+    assert reward(["p"] * 2, ["same", "same"]) == [draw, draw] and backend.calls == []
 
 
 def test_bradley_terry_orders_players():
@@ -201,6 +205,8 @@ def test_bad_options_and_lengths():
     with pytest.raises(InputError, match="column 'rubric'"):
         reward(["a"], ["x"], rubric=["honesty", "reasoning"])
     assert reward([], []) == []
+    with pytest.raises(InputError, match="0 prompts but 1 completions"):  # never [] for a completion
+        reward([], ["x"])
 
 
 @pytest.mark.parametrize("kind", ["sign", "probability"])
@@ -247,3 +253,117 @@ def test_a_reward_holding_an_in_process_engine_refuses_to_pickle(where):
     else:
         with pytest.raises(PromRewardError, match="holds an in-process vLLM engine, which cannot be pickled"):
             pickle.dumps(reward)
+
+
+CALL = [{"type": "function", "function": {"name": "add", "arguments": {"a": 2, "b": 2}}}]
+
+
+@pytest.mark.parametrize(
+    "completion, want",
+    [
+        # TRL's tool loop: an assistant turn that only calls tools (no content, or None), the tool's result, the answer
+        ([{"role": "assistant", "tool_calls": CALL}, {"role": "tool", "name": "add", "content": "4"}], 5.0),
+        ([{"role": "assistant", "content": None, "tool_calls": CALL}, {"role": "tool", "content": "4"}], 5.0),
+        ([{"role": "assistant", "content": [{"type": "text", "text": "4"}, {"type": "image"}]}], 4.0),
+        ([{"role": "assistant", "content": [{"type": "text", "text": None}]}], "content part 'text' must be text"),
+        ([{"role": "assistant", "content": [{"type": "text", "text": 4}]}], "part 'text' must be text, got int"),
+        ([{"role": "assistant", "content": None}], "content must be text, got NoneType"),
+        ([{"role": "assistant", "content": 4}], "content must be text, got int"),
+        ([{"role": "assistant"}], "messages must be dicts with 'role' and 'content'"),
+        ({"role": "assistant", "content": "4"}, "completion must be a string or a list of messages, got dict"),
+        (None, "completion must be a string or a list of messages, got NoneType"),
+    ],
+)
+def test_an_odd_completion_message_is_judged_or_fails_alone_with_its_reason(completion, want):
+    """What TRL hands a reward in conversational data: the odd completion is judged as text (tool calls) or gets
+    None with its reason, counted; the good completion beside it is judged in the same call (never a TypeError)."""
+    judge = PrometheusJudge(
+        backend=ScriptedBackend(respond=by_response({"4": "[RESULT] 4", "\n\n4": "[RESULT] 5"})), max_retries=0
+    )
+    extra, metrics = {}, {}
+    prompt = [{"role": "user", "content": "2+2?"}]
+    got = PrometheusReward(judge)(
+        [prompt, prompt],
+        [[{"role": "assistant", "content": "4"}], completion],
+        log_extra=extra.__setitem__,
+        log_metric=metrics.__setitem__,
+    )
+    assert got[0] == 4.0
+    if isinstance(want, float):
+        assert got[1] == want and metrics["prometheus/failed_samples"] == 0
+    else:
+        assert got[1] is None and metrics["prometheus/failed_samples"] == 1
+        assert want in extra["prometheus_failure_reason"][1] and extra["prometheus_failure_reason"][0] == ""
+
+
+@pytest.mark.parametrize(
+    "options, words",
+    [
+        ({"reference_answer": 5}, "reference_answer: expected a string or None, got int"),
+        ({"reference_answer": float("nan")}, "reference_answer: expected a string or None, got float"),
+        ({"log_feedback": "no"}, "log_feedback: expected True or False"),
+        ({"rubric_column": None}, "rubric_column: expected a non-empty column name"),
+        ({"reference_column": ""}, "reference_column: expected a non-empty column name"),
+        ({"instruction_column": 3}, "instruction_column: expected a non-empty column name"),
+        ({"baseline_column": ["b"]}, "baseline_column: expected a non-empty column name"),
+        ({"num_samples": True}, "num_samples"),
+        ({"overlong_penalty": float("nan")}, "overlong_penalty"),
+        ({"failure_reward": float("inf")}, "failure_reward: expected a finite number"),
+        ({"failure_reward": 6}, "failure_reward: 6 is above the reward's scale 1..5"),
+        ({"failure_reward": 1.5, "normalize": "unit"}, "above the reward's scale 0..1"),
+    ],
+)
+def test_a_wrong_typed_reward_option_is_refused_at_construction(options, words):
+    """Refused when the reward is built (TRL builds it before step 1), never a failure on every sample later: a
+    non-text default reference answer used to fail each sample alone, all of them, every step."""
+    with pytest.raises(ConfigError, match=re.escape(words)):
+        PrometheusReward(PrometheusJudge(backend=ScriptedBackend(outputs=[])), **options)
+
+
+@pytest.mark.parametrize("config", ["honesty", {"rubric": "honesty"}, RewardConfig()])
+def test_a_config_that_is_not_a_reward_config_or_beside_fields_is_refused(config):
+    """A rubric given positionally (or a dict) was an AttributeError; a RewardConfig beside fields is ambiguous."""
+    options = {"rubric": "honesty"} if isinstance(config, RewardConfig) else {}
+    with pytest.raises(ConfigError, match=r"config: expected a RewardConfig and no reward fields beside it, got "):
+        PrometheusReward(PrometheusJudge(backend=ScriptedBackend(outputs=[])), config, **options)
+
+
+@pytest.mark.parametrize(
+    "spec, words",
+    [
+        ({"backend": "scripted", "outputs": ["[RESULT] 3"], "temp": 0}, "unexpected keyword argument 'temp'"),
+        ({"backend": "openai"}, "missing 1 required positional argument: 'base_url'"),
+    ],
+)
+def test_judge_options_the_judge_does_not_take_are_a_config_error_naming_them(spec, words):
+    """A judge given as options is built on the first call (never at construction: TRL may pickle the reward into
+    a child first); an unknown or missing option there is a ConfigError with the fix, not a TypeError."""
+    for reward in (PrometheusReward(spec), OnlineDPOJudgeReward(spec)):
+        with pytest.raises(ConfigError, match=rf"judge options \[.*\]: .*{re.escape(words)}.*; fix: give"):
+            reward(["q", "q"], ["a", "b"])
+
+
+def test_concurrent_first_calls_build_one_judge(monkeypatch):
+    """A judge given as options is built once, however many calls arrive before it exists (JudgedRolloutLoop's
+    groups in flight, a server's concurrent batches): each extra build was another engine or HTTP session."""
+    import time
+
+    from prom_reward.core.judge import PrometheusJudge as Judge
+
+    built: list[int] = []
+    init = Judge.__init__
+
+    def slow_init(self, *args, **kwargs):
+        built.append(1)
+        time.sleep(0.2)  # the window in which the other calls find no judge yet
+        init(self, *args, **kwargs)
+
+    monkeypatch.setattr(Judge, "__init__", slow_init)
+    reward = AsyncPrometheusReward({"backend": "scripted", "outputs": ["[RESULT] 3"] * 8})
+
+    async def calls():
+        return await asyncio.gather(*(reward([f"q{i}"], ["r"]) for i in range(8)))
+
+    assert asyncio.run(calls()) == [[3.0]] * 8 and len(built) == 1
+    clone = pickle.loads(pickle.dumps(reward))  # the lock stays behind; the clone builds its own judge, once
+    assert clone._judge is None and asyncio.run(clone(["q"], ["r"])) == [3.0] and len(built) == 2
