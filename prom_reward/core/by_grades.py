@@ -5,6 +5,8 @@ same score) are re-graded at temperature 1.0, their requests numbered ``1000 * r
 keeps the rounds apart, until one wins or ``max_tie_rounds`` is reached. A pair whose grade failed fails
 with that grade's failure (``outcomes.graded_verdict``).
 
+The judge runs the rounds (``PrometheusJudge.acompare_items_by_grades``); ``TieRounds`` keeps the grades.
+
 Example:
     >>> from prom_reward.core.judge import PrometheusJudge
     >>> judge = PrometheusJudge(backend="scripted", outputs=["Good. [RESULT] 4", "Poor. [RESULT] 2"])
@@ -15,56 +17,59 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
-from prom_reward.backends.sampling import SamplingOverrides
 from prom_reward.core.items import GradeItem, PairItem
 from prom_reward.core.outcomes import graded_verdict, input_failure, with_failed
 from prom_reward.core.results import Grade, Verdict
 from prom_reward.errors import InputError
-
-GradeCall = Callable[[list[GradeItem], SamplingOverrides, int], Awaitable[list[Grade]]]
-"""Grades of items with these sampling overrides, their requests numbered with this attempt."""
 
 TIE_SAMPLING = {"temperature": 1.0}
 """The sampling overrides of a tie round."""
 
 
 def failed_pair(error: InputError) -> Verdict:
-    """The verdict of a pair in ``failed``: unjudged, with its input's fault."""
+    """The verdict of a pair that could not be judged (its input's fault): unjudged, with that fault."""
     return Verdict(winner=None, error=input_failure(error))
 
 
-def grade_items_of(pairs: list[PairItem]) -> list[GradeItem]:
-    """The grade items of ``pairs``: every response A, then every response B."""
-    a = [GradeItem(p.instruction, p.response_a, p.rubric, p.reference_answer) for p in pairs]
-    return a + [GradeItem(p.instruction, p.response_b, p.rubric, p.reference_answer) for p in pairs]
+class TieRounds:
+    """The grades of a batch of pairs as the judge grades them: first every pair, then the tied ones again (one
+    round at a time, ``tied``), until ``verdicts`` decides each pair from its last grades. ``every`` holds all
+    the pairs; those in ``failed`` are not graded and fail with their input's fault."""
 
+    def __init__(self, every: list[PairItem], failed: dict[int, InputError]) -> None:
+        self.every, self.failed = every, failed
+        self.pairs = [it for i, it in enumerate(every) if i not in failed]
+        """The pairs graded, in order; positions below are positions in this list."""
+        self.grades: list[tuple[Grade, Grade] | None] = [None] * len(self.pairs)
+        self.rounds = [0] * len(self.pairs)
 
-async def verdicts_by_grades(
-    grade: GradeCall, every: list[PairItem], failed: dict[int, InputError], max_tie_rounds: int
-) -> list[Verdict]:
-    """One Direct2Pair verdict per pair of ``every``, in order (``grade`` judges the grade items); a pair in
-    ``failed`` fails with its input's fault, unjudged."""
-    pairs = [it for i, it in enumerate(every) if i not in failed]
-    n = len(pairs)
-    if not n:
-        return with_failed(len(every), failed, [], failed_pair)
-    both = await grade(grade_items_of(pairs), None, 0)
-    grades = [(both[i], both[n + i]) for i in range(n)]
-    rounds = [0] * n
+    def grade_items(self, idx: list[int]) -> list[GradeItem]:
+        """The grade items of the pairs at ``idx``: every response A, then every response B."""
+        pairs = [self.pairs[i] for i in idx]
+        a = [GradeItem(p.instruction, p.response_a, p.rubric, p.reference_answer) for p in pairs]
+        return a + [GradeItem(p.instruction, p.response_b, p.rubric, p.reference_answer) for p in pairs]
 
-    def tied(i: int) -> bool:
-        a, b = grades[i]
-        return a.ok and b.ok and a.score == b.score
+    def record(self, idx: list[int], graded: list[Grade]) -> None:
+        """The grades of the pairs at ``idx`` (``graded`` in ``grade_items`` order); a pair graded again counts one
+        tie round."""
+        for j, i in enumerate(idx):
+            if self.grades[i] is not None:
+                self.rounds[i] += 1
+            self.grades[i] = (graded[j], graded[len(idx) + j])
 
-    for tie_round in range(1, max_tie_rounds + 1):
-        todo = [i for i in range(n) if tied(i)]
-        if not todo:
-            break
-        again = await grade(grade_items_of([pairs[i] for i in todo]), TIE_SAMPLING, 1000 * tie_round)
-        for j, i in enumerate(todo):
-            grades[i] = (again[j], again[len(todo) + j])
-            rounds[i] += 1
-    judged = [graded_verdict(a, b, tie=tied(i), tie_rounds=rounds[i]) for i, (a, b) in enumerate(grades)]
-    return with_failed(len(every), failed, judged, failed_pair)
+    def _tie(self, i: int) -> bool:
+        pair = self.grades[i]
+        return pair is not None and pair[0].ok and pair[1].ok and pair[0].score == pair[1].score
+
+    def tied(self) -> list[int]:
+        """The positions of the pairs whose two grades are the same score."""
+        return [i for i in range(len(self.pairs)) if self._tie(i)]
+
+    def verdicts(self) -> list[Verdict]:
+        """One verdict per pair of ``every``, in order: the higher grade wins, a tie left after the rounds has no
+        winner, a pair whose grade failed fails with it (``outcomes.graded_verdict``)."""
+        judged = []
+        for i, pair in enumerate(self.grades):
+            assert pair is not None, "every pair is graded before its verdict"
+            judged.append(graded_verdict(*pair, tie=self._tie(i), tie_rounds=self.rounds[i]))
+        return with_failed(len(self.every), self.failed, judged, failed_pair)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from prom_reward.backends import Backend, CachedBackend, GenerationRequest, make_backend, sync_method
 from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
 from prom_reward.confidence.indicators import TRUNCATIONS
-from prom_reward.core.by_grades import verdicts_by_grades
+from prom_reward.core.by_grades import TIE_SAMPLING, TieRounds
 from prom_reward.core.combine import grade_from_run, verdict_from_runs
 from prom_reward.core.items import GradeItem, Item, PairItem, check_rubrics, item_list, map_responses
 from prom_reward.core.outcomes import fit_items, grade_outcome, verdict_outcome
@@ -305,11 +305,18 @@ class PrometheusJudge(ListForms):
         pairs = item_list(items, PairItem)
         check_rubrics(pairs, self.format, "absolute", failed)
         rounds = self.max_tie_rounds if max_tie_rounds is None else max_tie_rounds
-
-        async def grade(items: list[GradeItem], sampling: SamplingOverrides, attempt: int) -> list[Grade]:
-            return await self._grade(items, {}, num_samples, sampling, attempt, None, deadline)
-
-        return await verdicts_by_grades(grade, pairs, failed, rounds)
+        ties = TieRounds(pairs, failed)
+        todo = list(range(len(ties.pairs)))
+        for tie_round in range(rounds + 1):  # round 0 grades every pair, then the tied ones again
+            if not todo:
+                break
+            sampling = TIE_SAMPLING if tie_round else None
+            attempt = 1000 * tie_round  # so a judgment store keeps the rounds apart
+            ties.record(
+                todo, await self._grade(ties.grade_items(todo), {}, num_samples, sampling, attempt, None, deadline)
+            )
+            todo = ties.tied()
+        return ties.verdicts()
 
     grade_items, compare_items = sync_method(agrade_items), sync_method(acompare_items)
     compare_items_by_grades = sync_method(acompare_items_by_grades)

@@ -4,7 +4,8 @@
 ``AsyncPrometheusReward.__call__`` runs the whole path on the caller's loop, one stack. The sync
 ``PrometheusReward.__call__`` hands the call to the library's loop thread through ``compute``, the one sync
 wrapper (``backends/bridge.py``): the caller's thread holds just the reward and the bridge, and the loop
-thread's stack, from ``acompute`` to the backend, enters each module once."""
+thread's stack, from ``acompute`` to the backend, enters each module once. The judge's own list forms
+(``grade``, ``compare``, ``compare_by_grades``, sync and awaited) are held to the same rule."""
 
 from __future__ import annotations
 
@@ -146,5 +147,31 @@ def test_the_first_calls_canary_enters_each_module_once_on_every_thread(reward_c
     assert rewards == [4.0] and not reward.canary.due and len(backend.calls) == 2  # the canary, then the batch
     canary_thread = [s for s in backend.stacks if "prom_reward.rewards.canary" in s]
     assert canary_thread, backend.stacks  # the worker thread waiting for the canary's judgment was seen
+    for stack in backend.stacks:
+        assert not _entered_again(stack), f"entered again after it was left: {_entered_again(stack)} in {stack}"
+
+
+def _rank(req: GenerationRequest, i: int) -> str:
+    return "Better. [RESULT] 5" if "seven" in req.user else "Worse. [RESULT] 2"
+
+
+@pytest.mark.parametrize(
+    ("method", "args"),
+    [
+        ("grade", (["Say hi."], ["hi"], "helpfulness")),
+        ("compare", (["Say hi."], ["hi"], ["hello"], "helpfulness")),
+        ("compare_by_grades", (["Name a prime."], ["seven"], ["nine"], "helpfulness")),
+    ],
+)
+def test_the_judges_list_forms_enter_each_module_once(method, args):
+    """The judge's own path, below the reward: a list form builds the items, the item method judges them (tie rounds
+    included for ``compare_by_grades``); no module on any thread's stack is entered again after it was left."""
+    backend = EveryThreadRecordingBackend(respond=_pair if method == "compare" else _rank)
+    judge = PrometheusJudge(backend=backend)
+    sync_out = getattr(judge, method)(*args)
+    async_out = asyncio.run(getattr(judge, f"a{method}")(*args))
+    assert [r.ok for r in sync_out + async_out] == [True, True]
+    assert method != "compare_by_grades" or [v.winner for v in sync_out + async_out] == ["A", "A"]
+    assert any("prom_reward.core.protocol" in s and "prom_reward.core.judge" in s for s in backend.stacks)
     for stack in backend.stacks:
         assert not _entered_again(stack), f"entered again after it was left: {_entered_again(stack)} in {stack}"
