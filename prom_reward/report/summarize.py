@@ -167,7 +167,7 @@ def _member(
     m: dict[str, Any] = {
         "index": index if isinstance(index, int) and not isinstance(index, bool) else i,
         "instruction": _text(row.get(cols.instruction)),
-        "feedback": row.get("feedback"),
+        "feedback": _text(row.get("feedback")),
         "rubric": rubric_label(given if given not in (None, "") else rubric),
         "reason": _reason(row, kind),
         "forced": _forced(row),
@@ -229,7 +229,7 @@ def summarize(
         members.append(_member(row, i, kind, cols, source, rubric))
         checklists.append(row.get("checklist_verdicts"))
     if kind is None:
-        raise InputError("the file has no rows to report on; fix: give a graded file with rows", field="input")
+        raise InputError("no rows to report on; fix: give a graded file with rows", field="input")
     scored = [m for m in members if m["value"] is not None]
     if kind == "grade":
         _check_scale(scored, fmt)

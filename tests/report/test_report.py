@@ -343,3 +343,99 @@ def test_a_folder_of_parts_is_read_like_a_file_and_the_job_rubric_fills_the_rows
         assert _card(page, "rows") == "5" and "rubric: helpfulness" in page and "(none)" not in page
         assert [m["index"] for m in summarize(read_rows(given))["highest"]] == [1, 4, 0, 3]  # source_index order
     assert main(["report", str(tmp_path / "nothing_here"), "-o", str(tmp_path / "x.html")]) == 2
+
+
+XSS = "<script>alert(1)</script>"
+
+
+def complete_probe(text: str = "x") -> dict:
+    """A probe record as ``prom-reward probe`` writes it, ``text`` in every string it holds."""
+    return {
+        "judge": text,
+        "date": text,
+        "seconds": 3.0,
+        "judge_stats": {"samples": 4, "forced": 2},
+        "llmbar": {
+            "sets": {
+                text: {
+                    "n": 3,
+                    "accuracy": 0.5,
+                    "accuracy_ci": [0.4, 0.6],
+                    "order_accuracy": [0.5, 0.5],
+                    "both_right": 0.5,
+                    "agreement": 0.5,
+                    "failed": 1,
+                }
+            },
+            "gaps": {text: 0.1},
+        },
+        "shifts": {
+            "score": text,
+            "n_items": text,
+            "baseline_samples": text,
+            "original_mean": 3.0,
+            "original_failed": 0,
+            "edits": {
+                text: {
+                    "n": 3,
+                    "failed": 1,
+                    "mean_shift": 0.5,
+                    "mean_shift_ci": [0.0, 1.0],
+                    "rise_share": 0.5,
+                    "rise_share_ci": [0.0, 1.0],
+                    "fall_share": 0.0,
+                    "mean_length_ratio": 2.1,
+                    "description": text,
+                }
+            },
+        },
+    }
+
+
+def test_every_string_of_a_probe_record_is_escaped(tmp_path):
+    """A probe record is a file the user gives: markup in any of its strings (the item count and the baseline
+    samples were written into the page as they were) is shown as text."""
+    graded, probe, out = tmp_path / "g.jsonl", tmp_path / "probe.json", tmp_path / "r.html"
+    write_rows(graded, [graded_rows()])
+    probe.write_text(json.dumps(complete_probe(XSS)))
+    assert main(["report", str(graded), "-o", str(out), "--probe", str(probe)]) == 0
+    page = out.read_text()
+    assert "<script" not in page and "Hacking probe" in page and page.count("&lt;script&gt;") >= 5
+
+
+@pytest.mark.parametrize(
+    ("change", "cause"),
+    [
+        (lambda p: p.update(seconds="3 s"), "ValueError"),
+        (lambda p: p.update(llmbar=[1]), "TypeError"),
+        (lambda p: p["shifts"].pop("edits"), "KeyError: 'edits'"),
+        (lambda p: p["llmbar"]["sets"]["x"].pop("failed"), "KeyError: 'failed'"),
+        (lambda p: p["llmbar"].update(sets={"x": 5}), "TypeError"),
+    ],
+)
+def test_an_incomplete_probe_record_is_refused_before_anything_is_written(tmp_path, capsys, change, cause):
+    graded, probe, out = tmp_path / "g.jsonl", tmp_path / "probe.json", tmp_path / "r.html"
+    write_rows(graded, [graded_rows()])
+    record = complete_probe()
+    change(record)
+    probe.write_text(json.dumps(record))
+    assert main(["report", str(graded), "-o", str(out), "--probe", str(probe)]) == 2
+    err = capsys.readouterr().err
+    assert f"--probe {probe}: not a complete prom-reward probe record ({cause}" in err and "Traceback" not in err
+    assert "fix: give the .json that prom-reward probe wrote" in err and not out.exists()
+
+
+def test_texts_that_are_not_strings_or_hold_lone_surrogates_are_shown(tmp_path, capsys):
+    """Feedback or a rubric that is an object (another tool's file) is shown as its JSON (was an AttributeError);
+    a lone surrogate (a ``\\ud800`` JSON escape) is written as "?" (was a UnicodeEncodeError); an empty file is an
+    error naming it."""
+    graded, out = tmp_path / "g.jsonl", tmp_path / "r.html"
+    graded.write_bytes(
+        b'{"instruction": "q\\ud800", "response": "r", "score": 3, "feedback": {"a": "<b>"}, "rubric": ["<i>"]}\n'
+    )
+    assert main(["report", str(graded), "-o", str(out)]) == 0
+    page = out.read_text(encoding="utf-8")
+    assert "{&quot;a&quot;: &quot;&lt;b&gt;&quot;}" in page and "q?" in page and '"<b>"' not in page
+    graded.write_bytes(b"")
+    assert main(["report", str(graded), "-o", str(out)]) == 2
+    assert f"prom-reward: error: {graded}: no rows to report on" in capsys.readouterr().err
