@@ -196,6 +196,8 @@ def test_run_probe_record_and_summary(tmp_path):
             ),
             "row 0: 'output_1' must be",
         ),
+        (lambda d: (d / "Natural.json").write_text("[" * 100_000 + "]" * 100_000), "not valid JSON .RecursionError"),
+        (lambda d: (d / "Natural.json").write_text("[1" + "0" * 5000 + "]"), "not valid JSON .ValueError"),
     ],
 )
 def test_bad_llmbar_data_names_file_and_record(tmp_path, mutate, match):
@@ -212,6 +214,10 @@ def test_bad_llmbar_data_names_file_and_record(tmp_path, mutate, match):
         (['{"instruction": "q", "response": 5}'], "row 0: 'response' must be a non-empty string"),
         ([], "has no rows"),
         (["[1, 2]"], "expected a JSON object"),
+        (['{"instruction": "q", "response": "r\\ud800"}'], "row 0: 'response' holds a lone surrogate"),
+        (['{"instruction": "q", "response": "r", "rubric": 5}'], "row 0: 'rubric' 5 is not a rubric"),
+        (['{"instruction": "q", "response": "r", "rubric": {"a": 1}}'], r"row 0: 'rubric' \{'a': 1\} is not a rubric"),
+        (['{"instruction": "q", "response": "r", "rubric": "vibes"}'], "row 0: 'rubric' 'vibes' is not a rubric"),
     ],
 )
 def test_bad_items_name_the_row(tmp_path, lines, match):
@@ -249,6 +255,7 @@ def test_the_checkout_data_loads():
         ({"limit": 0}, "limit"),
         ({"resamples": 5}, "resamples"),
         ({"baseline_samples": 0}, "baseline_samples"),
+        ({"seed": -5}, "seed: expected an int >= 0"),
     ],
 )
 def test_bad_probe_config(options, match):
