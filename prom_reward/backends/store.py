@@ -197,6 +197,11 @@ class JudgmentStore:
                     "fix: wait until that process is done, raise --store-timeout, or give another "
                     "--store"
                 ) from None
+            if "full" in str(e):
+                raise StoreError(
+                    f"{self.path}: cannot save judgments: {e}; fix: free space on its disk, or give another --store "
+                    "path (what was saved before is kept)"
+                ) from None
             raise StoreError(
                 f"{self.path}: not a usable judgment store ({e}); fix: check it with `prom-reward "
                 "store info`, or give another --store path"
@@ -286,7 +291,8 @@ class JudgmentStore:
             try:
                 conn.executemany("INSERT OR IGNORE INTO judgments VALUES (?, ?, ?, ?, ?)", rows)
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:  # SQLite rolls back by itself on some errors (a full disk)
+                    conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
 

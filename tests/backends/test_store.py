@@ -500,3 +500,24 @@ def test_a_lone_surrogate_in_a_judge_answer_is_stored_and_read_back_exactly(tmp_
     again = PrometheusJudge(backend=scripted("Other. [RESULT] 1"), store=str(path))
     (second,) = again.grade(["q"], ["r"], "helpfulness")
     assert second.samples[0].text == text and again.backend.hits == 1
+
+
+def test_a_full_disk_is_a_store_error_saying_so_and_what_was_saved_is_kept(tmp_path):
+    """SQLite rolls a transaction back by itself when the disk is full: the error says the disk is full (it said
+    "cannot rollback - no transaction is active"), the judgments saved before stay, and the store works once there
+    is room. The full disk is played by SQLite's own page limit."""
+    from prom_reward.errors import StoreError
+
+    path = tmp_path / "j.sqlite"
+    judge = PrometheusJudge(backend=scripted("pad " * 1000 + "Good. [RESULT] 4"), store=str(path))
+    judge.grade(["q"], ["first"], "helpfulness")
+    conn = judge.backend.store._connect()
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute(f"PRAGMA max_page_count = {pages + 2}")
+    with pytest.raises(StoreError, match=r"j.sqlite: cannot save judgments: database or disk is full; fix: free"):
+        judge.grade(["q"] * 20, [f"r{i}" for i in range(20)], "helpfulness")
+    conn.execute("PRAGMA max_page_count = 1073741823")
+    kept = len(judge.backend.store)
+    assert 1 <= kept < 21 and judge.backend.store.integrity_check() == "ok"
+    assert judge.grade(["q"], ["again"], "helpfulness")[0].score == 4 and len(judge.backend.store) == kept + 1
+    judge.close()
