@@ -51,6 +51,8 @@ DEFAULT_KEY_FORMAT = "prometheus2"
 
 _SCHEMA = """CREATE TABLE IF NOT EXISTS judgments (
     key TEXT PRIMARY KEY, model TEXT, request TEXT NOT NULL, result TEXT NOT NULL, created REAL NOT NULL)"""
+_INSERT = "INSERT OR IGNORE INTO judgments (key, model, request, result, created) VALUES (?, ?, ?, ?, ?)"
+"""Columns named: a store with more columns (a later version's) still takes rows."""
 
 
 # -- keys ---------------------------------------------------------------------------
@@ -161,7 +163,12 @@ class JudgmentStore:
             conn = self._connect()
             conn.execute("SELECT key, model, request, result, created FROM judgments LIMIT 0")
             conn.execute("BEGIN IMMEDIATE")  # a store another process keeps locked fails here, not mid-job
-            conn.execute("ROLLBACK")
+            try:
+                if create:  # a store that cannot take a row (read-only, another schema) fails here too
+                    conn.execute(_INSERT.replace(" OR IGNORE", ""), ("(open check)", None, "{}", "{}", 0.0))
+            finally:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
 
     def _check_foreign(self, create: bool) -> None:
         """Refuse, before anything is written to it, an SQLite file without a ``judgments`` table that holds other
@@ -205,6 +212,11 @@ class JudgmentStore:
             raise StoreError(
                 f"{self.path}: not a usable judgment store ({e}); fix: check it with `prom-reward "
                 "store info`, or give another --store path"
+            ) from None
+        except sqlite3.IntegrityError as e:
+            raise StoreError(
+                f"{self.path}: its judgments table is of another schema ({e}: a later prom-reward's, or another "
+                "program's); fix: use the prom-reward that wrote it, or give another --store path"
             ) from None
         except sqlite3.DatabaseError as e:
             raise StoreError(
@@ -289,7 +301,7 @@ class JudgmentStore:
             conn = self._connect()
             conn.execute("BEGIN IMMEDIATE")
             try:
-                conn.executemany("INSERT OR IGNORE INTO judgments VALUES (?, ?, ?, ?, ?)", rows)
+                conn.executemany(_INSERT, rows)
             except BaseException:
                 if conn.in_transaction:  # SQLite rolls back by itself on some errors (a full disk)
                     conn.execute("ROLLBACK")

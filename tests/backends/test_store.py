@@ -521,3 +521,26 @@ def test_a_full_disk_is_a_store_error_saying_so_and_what_was_saved_is_kept(tmp_p
     assert 1 <= kept < 21 and judge.backend.store.integrity_check() == "ok"
     assert judge.grade(["q"], ["again"], "helpfulness")[0].score == 4 and len(judge.backend.store) == kept + 1
     judge.close()
+
+
+def test_a_store_with_more_columns_takes_rows_and_one_that_cannot_is_refused_at_open(tmp_path):
+    """A later version's store with an extra nullable column still takes judgments (rows name their columns); one
+    whose extra column must be filled is refused when it opens, before any judging (``INSERT OR IGNORE`` skipped
+    every row of it without a word, so nothing was ever stored)."""
+    import sqlite3
+
+    from prom_reward.errors import StoreError
+
+    columns = "key TEXT PRIMARY KEY, model TEXT, request TEXT NOT NULL, result TEXT NOT NULL, created REAL NOT NULL"
+    wider, stricter = tmp_path / "wider.sqlite", tmp_path / "stricter.sqlite"
+    for path, extra in ((wider, "tokens INTEGER"), (stricter, "schema INTEGER NOT NULL")):
+        with sqlite3.connect(path) as conn:
+            conn.execute(f"CREATE TABLE judgments ({columns}, {extra})")
+        conn.close()
+    judge = PrometheusJudge(backend=scripted(), store=str(wider))
+    assert judge.grade(["q"], ["r"], "helpfulness")[0].score == 4 and len(judge.backend.store) == 1
+    judge.close()
+    with pytest.raises(StoreError, match=r"stricter.sqlite: its judgments table is of another schema \(NOT NULL"):
+        PrometheusJudge(backend=scripted(), store=str(stricter))
+    with JudgmentStore(stricter, create=False) as store:  # looking into it still works
+        assert len(store) == 0
