@@ -125,6 +125,8 @@ def parse_reply(data: Any, endpoint: str, *, sent_n: int, n: int, top_k: int | N
         usage = data.get("usage") or {}
         if len(choices) != sent_n:
             raise MalformedReply(f"expected {sent_n} choices, got {len(choices)}")
+        if [int(c["index"]) for c in choices] != list(range(sent_n)):
+            raise MalformedReply(f"expected choices with index 0..{sent_n - 1}, got {[c['index'] for c in choices]}")
         completions = []
         for c in choices:
             where = f"choices[{c['index']}]." + ("message.content" if endpoint == "chat" else "text")

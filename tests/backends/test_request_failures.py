@@ -98,6 +98,7 @@ def _logprobs(value: bytes) -> bytes:
         (_reply(extra=_logprobs(b"Infinity")), "expected a log-probability (a number <= 0), got inf"),
         (_reply(extra=_logprobs(b"3.5")), "expected a log-probability"),
         (b"[" * 100_000 + b"]" * 100_000, "RecursionError"),
+        (_reply().replace(b'"index": 0', b'"index": 3'), "expected choices with index 0..0, got [3]"),
     ],
 )
 def test_a_reply_of_the_wrong_shape_is_the_requests_malformed_reply_never_a_score(fake_server, body, reason):
