@@ -182,6 +182,15 @@ def _member(
         m["length_a"], m["length_b"] = len(m["response_a"]), len(m["response_b"])
         m["value"] = _number(row, "p_a", i)
         m["winner"], m["tie"] = row.get("winner"), bool(row.get("tie"))
+        fix = "fix: give the file prom-reward compare wrote"
+        if m["winner"] not in ("A", "B", None):
+            raise InputError(
+                f"row {i}: 'winner' {m['winner']!r:.60} is not 'A', 'B' or null; {fix}", index=i, field="winner"
+            )
+        if m["value"] is not None and not 0.0 <= m["value"] <= 1.0:
+            raise InputError(
+                f"row {i}: 'p_a' {m['value']:g} is not a probability (0 to 1); {fix}", index=i, field="p_a"
+            )
     return m
 
 

@@ -439,3 +439,24 @@ def test_texts_that_are_not_strings_or_hold_lone_surrogates_are_shown(tmp_path, 
     graded.write_bytes(b"")
     assert main(["report", str(graded), "-o", str(out)]) == 2
     assert f"prom-reward: error: {graded}: no rows to report on" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        ({"p_a": 5}, r"row 0: 'p_a' 5 is not a probability \(0 to 1\)"),
+        ({"p_a": -0.1}, r"row 0: 'p_a' -0.1 is not a probability"),
+        ({"winner": "C"}, r"row 0: 'winner' 'C' is not 'A', 'B' or null"),
+        ({"winner": {"x": 1}}, r"row 0: 'winner' \{'x': 1\} is not 'A', 'B' or null"),
+    ],
+)
+def test_a_compare_row_with_a_verdict_prom_reward_never_writes_is_refused(tmp_path, capsys, change, match):
+    """A p_a outside 0..1 or a winner other than A, B or null (an edited or foreign file) is an error naming the
+    file, the row and the column, as an off-scale grade is; it was drawn and counted as it was."""
+    row = {"instruction": "q", "response_a": "a", "response_b": "b", "winner": "A", "p_a": 0.7, **change}
+    with pytest.raises(InputError, match=match):
+        summarize([row])
+    path, out = tmp_path / "verdicts.jsonl", tmp_path / "r.html"
+    write_rows(path, [[row]])
+    assert main(["report", str(path), "-o", str(out)]) == 2 and not out.exists()
+    assert re.search(rf"prom-reward: error: {re.escape(str(path))}: {match}.*fix:", capsys.readouterr().err)
