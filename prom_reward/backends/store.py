@@ -12,9 +12,11 @@ as JSON and comes back exactly.
 The file uses SQLite's WAL journal with a busy timeout, so several processes
 (training ranks) can read and write it at once; inserts are ``INSERT OR IGNORE``:
 the first writer of a key wins, duplicates are harmless. Opening a store checks it
-at once: a file that is not a judgment store (or is damaged), and a store that another
+at once: a file that is not a judgment store (or is damaged), another application's SQLite
+database (left as it was), a store that cannot take a row (another schema), and a store that another
 process holds locked for longer than ``timeout`` seconds, raise ``StoreError`` naming
-the file and the fix, before any judging; so does any later SQLite failure.
+the file and the fix, before any judging; so do any later SQLite failure (a full disk) and a
+stored judgment that is not what the store wrote.
 
 Example:
     >>> import os, tempfile
