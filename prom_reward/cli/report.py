@@ -165,6 +165,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         )
     if not out.parent.is_dir():
         raise ConfigError(f"-o {args.output}: folder {out.parent} does not exist; fix: create it or choose another -o")
+    if out.is_dir():
+        raise ConfigError(f"-o {args.output}: that is a folder; fix: name a .html file")
     if args.extremes < 0:
         raise ConfigError(f"--extremes: expected a number >= 0, got {args.extremes}")
     probe = _probe_record(args.probe) if args.probe else None
@@ -197,7 +199,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     )
     tmp = out.with_name(out.name + ".tmp")
-    tmp.write_bytes(page.encode("utf-8", "replace"))  # a lone surrogate in a text (a JSON escape) as "?"
-    os.replace(tmp, out)
+    try:
+        tmp.write_bytes(page.encode("utf-8", "replace"))  # a lone surrogate in a text (a JSON escape) as "?"
+        os.replace(tmp, out)
+    except OSError:  # a full disk: no half-written page left beside -o
+        tmp.unlink(missing_ok=True)
+        raise
     print(f"wrote {out} ({summary['n']} rows, {len(page) // 1024} KiB)", file=sys.stderr)
     return 0

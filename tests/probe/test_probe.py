@@ -287,6 +287,30 @@ def test_cli_fails_on_bad_data_before_starting_a_judge(tmp_path, capsys, monkeyp
     assert "name a .json file" in capsys.readouterr().err
 
 
+def test_cli_refuses_an_output_that_is_its_input_or_a_folder_before_starting_a_judge(tmp_path, capsys, monkeypatch):
+    """``-o`` naming the ``--items`` file or a file of the ``--llmbar`` folder (the record would have replaced the
+    data after the whole probe ran), or a folder (found only when writing), is exit 2 before anything runs."""
+
+    def no_judge(args):
+        raise AssertionError("the judge must not be built")
+
+    monkeypatch.setattr("prom_reward.cli.probe.build_judge", no_judge)
+    items = tmp_path / "items.json"
+    items.write_text('[{"instruction": "q", "response": "r"}]')
+    folder = write_llmbar(tmp_path / "llmbar")
+    natural = (folder / "Natural.json").read_bytes()
+    (tmp_path / "out.json").mkdir()
+    for argv, said in (
+        (["--parts", "shifts", "--items", str(items), "-o", str(items)], "that is the --items file"),
+        (["--parts", "llmbar", "--llmbar", str(folder), "-o", str(folder / "Natural.json")], "in the --llmbar folder"),
+        (["--parts", "shifts", "--items", str(items), "-o", str(tmp_path / "out.json")], "that is a folder"),
+    ):
+        assert main(["probe", "--model", "pocket-judge", *argv]) == 2
+        assert said in capsys.readouterr().err
+    assert items.read_text() == '[{"instruction": "q", "response": "r"}]'
+    assert (folder / "Natural.json").read_bytes() == natural
+
+
 @pytest.mark.integration
 @pytest.mark.smollm2
 def test_cli_probe_against_a_real_vllm_server(smollm2_server, tmp_path, capsys):

@@ -460,3 +460,14 @@ def test_a_compare_row_with_a_verdict_prom_reward_never_writes_is_refused(tmp_pa
     write_rows(path, [[row]])
     assert main(["report", str(path), "-o", str(out)]) == 2 and not out.exists()
     assert re.search(rf"prom-reward: error: {re.escape(str(path))}: {match}.*fix:", capsys.readouterr().err)
+
+
+def test_an_output_that_is_a_folder_is_refused_before_reading(tmp_path, capsys):
+    """``-o`` naming a folder is exit 2 up front (it failed only when the page was written, leaving
+    ``report.html.tmp`` behind)."""
+    graded, out = tmp_path / "g.jsonl", tmp_path / "report.html"
+    write_rows(graded, [graded_rows()])
+    out.mkdir()
+    assert main(["report", str(graded), "-o", str(out)]) == 2
+    assert "that is a folder; fix: name a .html file" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g.jsonl", "report.html"]
