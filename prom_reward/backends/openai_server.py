@@ -30,6 +30,7 @@ Example (needs a running server):
 from __future__ import annotations
 
 import logging
+import math
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
@@ -132,8 +133,8 @@ class OpenAIServer:
             ("timeout", timeout, 1e-9),
             ("probe_interval", probe_interval, 1e-9),
         ):
-            if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds < least:
-                raise ConfigError(f"{name}: expected seconds {'> 0' if least else '>= 0'}, got {seconds!r}")
+            if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not least <= seconds < math.inf:
+                raise ConfigError(f"{name}: expected seconds > 0 (finite), got {seconds!r}")
         self.base_urls = [u.rstrip("/") for u in urls]
         self.pool = EndpointPool(self.base_urls, eject_after=eject_after, probe_interval=probe_interval)
         self.model, self.endpoint, self.system_role = model, endpoint, system_role

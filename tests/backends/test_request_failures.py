@@ -135,3 +135,13 @@ def test_a_models_reply_of_the_wrong_shape_is_a_backend_error_naming_the_url(fak
     for model in (None, "judge"):
         with pytest.raises(BackendError, match=rf"GET /models failed: malformed reply from {srv.url}/models"):
             OpenAIServer(srv.url, model=model, system_role=True).context_length()
+
+
+@pytest.mark.parametrize("option", ["timeout", "probe_interval"])
+@pytest.mark.parametrize("seconds", [float("inf"), float("nan"), 0, -1])
+def test_seconds_that_are_not_finite_and_positive_are_refused(option, seconds):
+    """``timeout=inf`` failed every call with an OverflowError out of ``generate``; ``nan`` was taken (no timeout)."""
+    from prom_reward.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=rf"{option}: expected seconds > 0 \(finite\), got"):
+        OpenAIServer("http://127.0.0.1:9/v1", **{option: seconds})
