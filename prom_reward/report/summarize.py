@@ -103,10 +103,15 @@ def _number(row: dict[str, Any], key: str, index: int) -> float | None:
     value = row.get(key)
     if value is None or isinstance(value, bool):
         return None
-    if isinstance(value, (int, float)) and math.isfinite(value):
-        return float(value)
+    try:
+        number = float(value) if isinstance(value, (int, float)) else math.nan
+    except OverflowError:  # an int too large for a float
+        number = math.inf
+    if math.isfinite(number):
+        return number
     raise InputError(
-        f"row {index}: {key!r} must be a number or null, got {value!r:.60}; fix: give the file prom-reward wrote",
+        f"row {index}: {key!r} must be a number or null (finite, within a float's range), got {value!r:.60}; fix: "
+        "give the file prom-reward wrote",
         index=index,
         field=key,
     )

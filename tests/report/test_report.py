@@ -471,3 +471,17 @@ def test_an_output_that_is_a_folder_is_refused_before_reading(tmp_path, capsys):
     assert main(["report", str(graded), "-o", str(out)]) == 2
     assert "that is a folder; fix: name a .html file" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["g.jsonl", "report.html"]
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        {"instruction": "q", "response": "r", "score": 10**400},
+        {"instruction": "q", "response_a": "a", "response_b": "b", "winner": "A", "p_a": 10**400},
+    ],
+)
+def test_an_integer_too_large_for_a_float_is_refused_not_a_traceback(tmp_path, capsys, row):
+    path, out = tmp_path / "g.jsonl", tmp_path / "r.html"
+    write_rows(path, [[row]])
+    assert main(["report", str(path), "-o", str(out)]) == 2 and not out.exists()
+    assert "row 0: " in capsys.readouterr().err
