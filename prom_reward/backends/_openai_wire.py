@@ -215,19 +215,20 @@ def context_of(data: Any, model: str) -> int | None:
 
 def error_text(body: bytes, limit: int = 500) -> str:
     """The server's own error message from an error reply (OpenAI ``error.message``,
-    FastAPI ``detail``), else the start of the body."""
+    FastAPI ``detail``), else the start of the body; valid Unicode (a lone surrogate as "?"), as it goes into
+    error messages and the rows' ``judge_error``."""
     try:
         data = json.loads(body)
-    except ValueError:
-        return body.decode("utf-8", "replace")[:limit] or "(empty body)"
-    if isinstance(data, dict):
-        err = data.get("error")
-        if isinstance(err, dict) and err.get("message"):
-            return str(err["message"])[:limit]
-        for key in ("detail", "message", "error"):
-            if data.get(key):
-                return str(data[key])[:limit]
-    return json.dumps(data)[:limit]
+    except (ValueError, RecursionError):  # not JSON, or nested past the recursion limit
+        text = body.decode("utf-8", "replace")[:limit] or "(empty body)"
+    else:
+        text = json.dumps(data)[:limit]
+        if isinstance(data, dict):
+            err = data.get("error")
+            found = err.get("message") if isinstance(err, dict) else None
+            found = found or next((data[key] for key in ("detail", "message", "error") if data.get(key)), None)
+            text = str(found)[:limit] if found else text
+    return text.encode("utf-8", "replace").decode("utf-8")
 
 
 def rejection(

@@ -145,3 +145,18 @@ def test_seconds_that_are_not_finite_and_positive_are_refused(option, seconds):
 
     with pytest.raises(ConfigError, match=rf"{option}: expected seconds > 0 \(finite\), got"):
         OpenAIServer("http://127.0.0.1:9/v1", **{option: seconds})
+
+
+@pytest.mark.parametrize("status", [500, 400])
+@pytest.mark.parametrize(
+    ("body", "quoted"),
+    [(b"[" * 100_000 + b"]" * 100_000, "[[[["), (b'{"detail": "engine \\ud800 died"}', "engine ? died")],
+)
+def test_an_error_reply_nested_too_deep_or_holding_a_lone_surrogate_is_quoted_safely(fake_server, status, body, quoted):
+    """The server's error message is quoted in the request's error (which lands in a graded row's ``judge_error``):
+    a body nested past the recursion limit was a RecursionError out of ``generate``, and a lone surrogate in it
+    failed whatever wrote the row."""
+    srv = fake_server({"/v1/chat/completions": lambda k, b: (status, body)})
+    [res] = server(srv.url).generate([req("q")])
+    assert f"HTTP {status}" in res.error and quoted in res.error and res.rejected == (status == 400)
+    res.error.encode("utf-8")
