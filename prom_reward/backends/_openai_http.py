@@ -6,7 +6,8 @@ event loop (one ``agenerate`` call): it uses that session and owns a semaphore b
 calls in flight; which URL gets each call is the backend's ``EndpointPool``'s choice (``_endpoints``),
 which outlives the batch.
 ``call`` sends one request to the URL the pool picks (up, clean, fewest outstanding calls) and
-makes one attempt: a connection error, a timeout, a 5xx, a 429 or a reply that ``parse`` rejects is a
+makes one attempt: a connection error, a timeout, a 5xx, a 429, a reply over ``MAX_REPLY_BYTES`` or one that
+``parse`` rejects is a
 strike for that URL (``_endpoints``) and a ``BackendError`` naming the request, the URL and the cause.
 Other 4xx replies raise ``ServerRejected``, or ``JudgeConfigError`` for a configuration failure
 (``_openai_wire.rejection``). Out URLs whose probe time has come are health-probed in the background
@@ -49,6 +50,9 @@ from prom_reward.errors import BackendError
 
 T = TypeVar("T")
 KEEPALIVE_S = 3.0
+MAX_REPLY_BYTES = 512 << 20
+"""The largest reply read (a judge's, logprobs of many samples included, is far smaller): a server that sends more
+(or says it will) fails the call at once instead of filling memory."""
 
 
 def new_session(*, api_key: str | None, timeout: float) -> aiohttp.ClientSession:
@@ -131,6 +135,19 @@ async def gather_all(aws: Iterable[Awaitable[T]]) -> list[T]:
         raise
 
 
+async def _body(resp: aiohttp.ClientResponse) -> bytes | None:
+    """The reply's body; None when it is (or says it is) over ``MAX_REPLY_BYTES``."""
+    if (resp.content_length or 0) > MAX_REPLY_BYTES:
+        return None
+    chunks, size = [], 0
+    async for chunk in resp.content.iter_any():
+        size += len(chunk)
+        if size > MAX_REPLY_BYTES:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def _root(url: str) -> str:
     """The server root of a ``.../v1`` base URL (vLLM's ``/tokenize`` lives there)."""
     return url[:-3] if url.endswith("/v1") else url
@@ -210,12 +227,14 @@ class HTTPBatch:
             self.pool.sent(url)
             try:
                 async with self.client.request(method, full, json=payload, **options) as resp:
-                    status, content = resp.status, await resp.read()
+                    status, content = resp.status, await _body(resp)
             except (TimeoutError, aiohttp.ClientError) as e:  # refused, reset, timeouts
                 kind = "Timeout" if isinstance(e, asyncio.TimeoutError) else type(e).__name__
                 raise self._failed(what, url, f"{kind} on {full}" + (f": {e}" if str(e) else "")) from None
             finally:
                 self.pool.answered(url)
+        if content is None:
+            raise self._failed(what, url, f"the reply from {full} is over {MAX_REPLY_BYTES >> 20} MiB (not read)")
         if status == 429 or status >= 500:
             raise self._failed(what, url, f"HTTP {status} from {full}: {error_text(content)}")
         if status >= 400:
@@ -223,8 +242,10 @@ class HTTPBatch:
             raise rejection(what, url, full, status, content, root=root)
         try:
             result = parse(json.loads(content))
-        except (ValueError, KeyError, TypeError, IndexError) as e:  # includes MalformedReply
-            raise self._failed(what, url, f"malformed reply from {full}: {e}") from None
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError, OverflowError, RecursionError) as e:
+            # MalformedReply included; RecursionError: JSON nested past Python's recursion limit
+            cause = f"{type(e).__name__}: {e}" if isinstance(e, (KeyError, RecursionError)) else str(e)
+            raise self._failed(what, url, f"malformed reply from {full}: {cause}") from None
         self.pool.succeeded(url)
         return result
 

@@ -21,6 +21,7 @@ Example:
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from prom_reward.backends.base import Completion, GenerationResult, TokenLogprobs, add_logprob
@@ -53,11 +54,45 @@ def sampling_fields(s: SamplingConfig, n: int, endpoint: str) -> dict[str, Any]:
     return body
 
 
+def _logprob(value: Any) -> float:
+    """A log-probability from a reply: a number, not NaN, not above 0 (rounding aside); -inf is one."""
+    lp = float(value)
+    if math.isnan(lp) or lp > 1e-3:
+        raise MalformedReply(f"expected a log-probability (a number <= 0), got {value!r}")
+    return lp
+
+
+def _count(usage: Any, key: str) -> int:
+    """``usage[key]``: a token count (a whole number >= 0; absent or null: 0)."""
+    value = usage.get(key) or 0
+    try:
+        count = int(value)
+    except (ValueError, TypeError, OverflowError):
+        count = -1
+    if isinstance(value, bool) or count < 0:
+        raise MalformedReply(f"usage.{key}: expected a token count >= 0, got {value!r}")
+    return count
+
+
+def _text(value: Any, where: str) -> str:
+    """A completion's text: a string (null: empty) of valid Unicode (a lone surrogate, sent as a ``\\udcff`` JSON
+    escape, is not text and would fail whatever writes it)."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise MalformedReply(f"{where}: expected a string, got {type(value).__name__} {json.dumps(value)[:80]}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise MalformedReply(f"{where}: holds a lone surrogate ({value[e.start]!r}), not valid Unicode text") from None
+    return value
+
+
 def _position(token: str, logprob: float, alternatives: list[tuple[str, float]], k: int) -> TokenLogprobs:
     """Keep the ``k`` most likely alternatives, then make sure the sampled token is there."""
     top: dict[str, float] = {}
-    for text, lp in sorted(alternatives, key=lambda a: -float(a[1]))[:k]:
-        add_logprob(top, str(text), float(lp))
+    for text, lp in sorted(((t, _logprob(v)) for t, v in alternatives), key=lambda a: -a[1])[:k]:
+        add_logprob(top, str(text), lp)
     top.setdefault(token, logprob)  # the protocol promises the sampled token is in ``top``
     return TokenLogprobs(token=token, logprob=logprob, top=top)
 
@@ -66,7 +101,7 @@ def _chat_logprobs(lp: Any, k: int) -> tuple[TokenLogprobs, ...]:
     out = []
     for pos in lp["content"] or []:
         alts = [(a["token"], a["logprob"]) for a in pos.get("top_logprobs") or []]
-        out.append(_position(str(pos["token"]), float(pos["logprob"]), alts, k))
+        out.append(_position(str(pos["token"]), _logprob(pos["logprob"]), alts, k))
     return tuple(out)
 
 
@@ -76,7 +111,7 @@ def _completion_logprobs(lp: Any, k: int) -> tuple[TokenLogprobs, ...]:
     if not len(tokens) == len(values) == len(tops):
         raise MalformedReply(f"logprobs lists differ in length: {len(tokens)}, {len(values)}, {len(tops)}")
     return tuple(
-        _position(str(t), float(v), list((top or {}).items()), k)
+        _position(str(t), _logprob(v), list((top or {}).items()), k)
         for t, v, top in zip(tokens, values, tops, strict=True)
     )
 
@@ -90,9 +125,15 @@ def parse_reply(data: Any, endpoint: str, *, sent_n: int, n: int, top_k: int | N
         usage = data.get("usage") or {}
         if len(choices) != sent_n:
             raise MalformedReply(f"expected {sent_n} choices, got {len(choices)}")
+        if [int(c["index"]) for c in choices] != list(range(sent_n)):
+            raise MalformedReply(f"expected choices with index 0..{sent_n - 1}, got {[c['index'] for c in choices]}")
         completions = []
         for c in choices:
-            text = c["message"].get("content") if endpoint == "chat" else c["text"]
+            where = f"choices[{c['index']}]." + ("message.content" if endpoint == "chat" else "text")
+            text = _text(c["message"].get("content") if endpoint == "chat" else c["text"], where)
+            finish = c.get("finish_reason")
+            if finish is not None and not isinstance(finish, str):
+                raise MalformedReply(f"choices[{c['index']}].finish_reason: expected a string, got {finish!r}")
             lp = c.get("logprobs")
             logprobs = None
             if lp is not None:
@@ -100,16 +141,16 @@ def parse_reply(data: Any, endpoint: str, *, sent_n: int, n: int, top_k: int | N
             if logprobs is not None:
                 count = len(logprobs)
             else:
-                count = int(round(int(usage.get("completion_tokens") or 0) / sent_n))
+                count = int(round(_count(usage, "completion_tokens") / sent_n))
             completions.append(
                 Completion(
-                    text=str(text or ""),
+                    text=text,
                     logprobs=logprobs,
-                    finish_reason=c.get("finish_reason"),
+                    finish_reason=finish,
                     completion_tokens=count,
                 )
             )
-        prompt_tokens = int(usage.get("prompt_tokens") or 0)
+        prompt_tokens = _count(usage, "prompt_tokens")
     except MalformedReply:
         raise
     except (KeyError, TypeError, ValueError, AttributeError) as e:
@@ -144,7 +185,7 @@ def parse_prompt_logprobs(data: Any, ids: list[int], size: int, k: int) -> tuple
             if chosen is None:
                 raise MalformedReply(f"prompt_logprobs at position {j} lacks the prompt token {ids[j]}")
             alts = [(str(v.get("decoded_token")), float(v["logprob"])) for v in entry.values()]
-            out.append(_position(str(chosen.get("decoded_token")), float(chosen["logprob"]), alts, k))
+            out.append(_position(str(chosen.get("decoded_token")), _logprob(chosen["logprob"]), alts, k))
     except MalformedReply:
         raise
     except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
@@ -154,21 +195,40 @@ def parse_prompt_logprobs(data: Any, ids: list[int], size: int, k: int) -> tuple
     return tuple(out)
 
 
+def model_ids(data: Any) -> list[str]:
+    """The model ids a ``GET /models`` reply lists."""
+    return [str(card["id"]) for card in data["data"]]
+
+
+def context_of(data: Any, model: str) -> int | None:
+    """``max_model_len`` of ``model`` in a ``GET /models`` reply (vLLM's), None when it is not given."""
+    for card in data["data"]:
+        if card["id"] == model:
+            value = card.get("max_model_len")
+            if not value:
+                return None
+            if isinstance(value, bool) or int(value) <= 0:
+                raise MalformedReply(f"max_model_len of {model}: expected a token count > 0, got {value!r}")
+            return int(value)
+    return None
+
+
 def error_text(body: bytes, limit: int = 500) -> str:
     """The server's own error message from an error reply (OpenAI ``error.message``,
-    FastAPI ``detail``), else the start of the body."""
+    FastAPI ``detail``), else the start of the body; valid Unicode (a lone surrogate as "?"), as it goes into
+    error messages and the rows' ``judge_error``."""
     try:
         data = json.loads(body)
-    except ValueError:
-        return body.decode("utf-8", "replace")[:limit] or "(empty body)"
-    if isinstance(data, dict):
-        err = data.get("error")
-        if isinstance(err, dict) and err.get("message"):
-            return str(err["message"])[:limit]
-        for key in ("detail", "message", "error"):
-            if data.get(key):
-                return str(data[key])[:limit]
-    return json.dumps(data)[:limit]
+    except (ValueError, RecursionError):  # not JSON, or nested past the recursion limit
+        text = body.decode("utf-8", "replace")[:limit] or "(empty body)"
+    else:
+        text = json.dumps(data)[:limit]
+        if isinstance(data, dict):
+            err = data.get("error")
+            found = err.get("message") if isinstance(err, dict) else None
+            found = found or next((data[key] for key in ("detail", "message", "error") if data.get(key)), None)
+            text = str(found)[:limit] if found else text
+    return text.encode("utf-8", "replace").decode("utf-8")
 
 
 def rejection(

@@ -30,13 +30,21 @@ Example (needs a running server):
 from __future__ import annotations
 
 import logging
+import math
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from prom_reward.backends._endpoints import EndpointPool
 from prom_reward.backends._openai_http import HTTPBatch, LoopSessions, gather_all
-from prom_reward.backends._openai_wire import parse_prompt_logprobs, parse_reply, sampling_fields, sent_n
+from prom_reward.backends._openai_wire import (
+    context_of,
+    model_ids,
+    parse_prompt_logprobs,
+    parse_reply,
+    sampling_fields,
+    sent_n,
+)
 from prom_reward.backends.base import (
     BackendCapabilities,
     BackendFingerprint,
@@ -125,8 +133,8 @@ class OpenAIServer:
             ("timeout", timeout, 1e-9),
             ("probe_interval", probe_interval, 1e-9),
         ):
-            if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds < least:
-                raise ConfigError(f"{name}: expected seconds {'> 0' if least else '>= 0'}, got {seconds!r}")
+            if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not least <= seconds < math.inf:
+                raise ConfigError(f"{name}: expected seconds > 0 (finite), got {seconds!r}")
         self.base_urls = [u.rstrip("/") for u in urls]
         self.pool = EndpointPool(self.base_urls, eject_after=eject_after, probe_interval=probe_interval)
         self.model, self.endpoint, self.system_role = model, endpoint, system_role
@@ -146,10 +154,10 @@ class OpenAIServer:
 
     async def _model(self, b: HTTPBatch) -> str:
         if self.model is None:
-            data = await b.call("GET", "/models", parse=lambda d: list(d["data"]))
-            if not data:
+            ids = await b.call("GET", "/models", parse=model_ids)
+            if not ids:
                 raise BackendError(f"GET /models on {self.base_urls[0]} lists no model; pass model='<id>'")
-            self.model = str(data[0]["id"])
+            self.model = ids[0]
         return self.model
 
     async def _system_role(self, b: HTTPBatch) -> bool:
@@ -337,10 +345,9 @@ class OpenAIServer:
         """``max_model_len`` of the served model from ``GET /models`` (vLLM), else None."""
         if not self._context_known:
 
-            async def work(b: HTTPBatch) -> Any:
+            async def work(b: HTTPBatch) -> int | None:
                 model = await self._model(b)
-                cards = await b.call("GET", "/models", parse=lambda d: list(d["data"]))
-                return next((c.get("max_model_len") for c in cards if c.get("id") == model), None)
+                return await b.call("GET", "/models", parse=lambda d: context_of(d, model))
 
             try:
                 value = run_sync(lambda: self._batch(work))
@@ -348,7 +355,7 @@ class OpenAIServer:
                 if e.status not in (404, 405):
                     raise
                 value = None  # no /models: unknown (a wrong route fails the generation call itself)
-            self._max_model_len, self._context_known = (int(value) if value else None), True
+            self._max_model_len, self._context_known = value, True
         return self._max_model_len
 
     def special_tokens(self) -> tuple[str, ...]:

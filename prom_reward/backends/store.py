@@ -12,9 +12,11 @@ as JSON and comes back exactly.
 The file uses SQLite's WAL journal with a busy timeout, so several processes
 (training ranks) can read and write it at once; inserts are ``INSERT OR IGNORE``:
 the first writer of a key wins, duplicates are harmless. Opening a store checks it
-at once: a file that is not a judgment store (or is damaged), and a store that another
+at once: a file that is not a judgment store (or is damaged), another application's SQLite
+database (left as it was), a store that cannot take a row (another schema), and a store that another
 process holds locked for longer than ``timeout`` seconds, raise ``StoreError`` naming
-the file and the fix, before any judging; so does any later SQLite failure.
+the file and the fix, before any judging; so do any later SQLite failure (a full disk) and a
+stored judgment that is not what the store wrote.
 
 Example:
     >>> import os, tempfile
@@ -51,6 +53,8 @@ DEFAULT_KEY_FORMAT = "prometheus2"
 
 _SCHEMA = """CREATE TABLE IF NOT EXISTS judgments (
     key TEXT PRIMARY KEY, model TEXT, request TEXT NOT NULL, result TEXT NOT NULL, created REAL NOT NULL)"""
+_INSERT = "INSERT OR IGNORE INTO judgments (key, model, request, result, created) VALUES (?, ?, ?, ?, ?)"
+"""Columns named: a store with more columns (a later version's) still takes rows."""
 
 
 # -- keys ---------------------------------------------------------------------------
@@ -113,6 +117,17 @@ def result_from_dict(data: dict[str, Any]) -> GenerationResult:
     return GenerationResult(completions=completions, prompt_tokens=data["prompt_tokens"])
 
 
+def _json_text(data: dict[str, Any]) -> str:
+    """``data`` as JSON text for a row; text holding a lone surrogate (a server may send one as a ``\\udcff`` JSON
+    escape) is written escaped, as SQLite stores only valid UTF-8 (``json.loads`` reads both back the same)."""
+    text = json.dumps(data, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(data)
+    return text
+
+
 # -- the store ------------------------------------------------------------------------
 class JudgmentStore:
     """Judge results in one SQLite file, safe for several processes and threads.
@@ -131,8 +146,8 @@ class JudgmentStore:
                 f"got a {self.path.suffix} export path; export with `prom-reward store export STORE "
                 "-o OUT` instead"
             )
-        if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout < 0:
-            raise ConfigError(f"store timeout: expected seconds >= 0, got {timeout!r}")
+        if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not 0 <= timeout < 1e6:
+            raise ConfigError(f"store timeout: expected seconds from 0 to 1e6, got {timeout!r}")
         if not create and not self.path.is_file():
             raise StoreError(f"{self.path}: no judgment store there; fix: give the SQLite file given to --store")
         self.timeout = float(timeout)
@@ -146,10 +161,38 @@ class JudgmentStore:
                 f"{self.path}: cannot create its folder ({e.strerror or e}); fix: give another --store path"
             ) from None
         with self._errors():
+            self._check_foreign(create)
             conn = self._connect()
             conn.execute("SELECT key, model, request, result, created FROM judgments LIMIT 0")
             conn.execute("BEGIN IMMEDIATE")  # a store another process keeps locked fails here, not mid-job
-            conn.execute("ROLLBACK")
+            try:
+                if create:  # a store that cannot take a row (read-only, another schema) fails here too
+                    conn.execute(_INSERT.replace(" OR IGNORE", ""), ("(open check)", None, "{}", "{}", 0.0))
+            finally:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+
+    def _check_foreign(self, create: bool) -> None:
+        """Refuse, before anything is written to it, an SQLite file without a ``judgments`` table that holds other
+        tables (another application's database) or, when ``create`` is False, none (not a store)."""
+        if not self.path.is_file() or self.path.stat().st_size == 0 and create:
+            return
+        conn = sqlite3.connect(str(self.path), timeout=self.timeout, isolation_level=None)
+        try:
+            tables = [t for (t,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+        finally:
+            conn.close()
+        if "judgments" in tables:
+            return
+        if tables:
+            raise StoreError(
+                f"{self.path}: another SQLite database, not a judgment store (its tables: {', '.join(tables[:5])}); "
+                "fix: give another --store path (this file is left as it was)"
+            )
+        if not create:
+            raise StoreError(
+                f"{self.path}: an empty file, not a judgment store; fix: give the SQLite file given to --store"
+            )
 
     @contextlib.contextmanager
     def _errors(self) -> Iterator[None]:
@@ -163,9 +206,19 @@ class JudgmentStore:
                     "fix: wait until that process is done, raise --store-timeout, or give another "
                     "--store"
                 ) from None
+            if "full" in str(e):
+                raise StoreError(
+                    f"{self.path}: cannot save judgments: {e}; fix: free space on its disk, or give another --store "
+                    "path (what was saved before is kept)"
+                ) from None
             raise StoreError(
                 f"{self.path}: not a usable judgment store ({e}); fix: check it with `prom-reward "
                 "store info`, or give another --store path"
+            ) from None
+        except sqlite3.IntegrityError as e:
+            raise StoreError(
+                f"{self.path}: its judgments table is of another schema ({e}: a later prom-reward's, or another "
+                "program's); fix: use the prom-reward that wrote it, or give another --store path"
             ) from None
         except sqlite3.DatabaseError as e:
             raise StoreError(
@@ -206,7 +259,22 @@ class JudgmentStore:
 
     def get_many(self, keys: Sequence[str]) -> dict[str, GenerationResult]:
         """The stored results among ``keys`` (missing keys are simply absent)."""
-        return {key: result_from_dict(json.loads(result)) for key, result in self._select("key, result", keys)}
+        return {key: self._stored_result(key, result) for key, result in self._select("key, result", keys)}
+
+    def _stored_result(self, key: str, text: str) -> GenerationResult:
+        """A stored row's result; a damaged one (not the JSON ``result_to_dict`` wrote) is a ``StoreError`` naming
+        the file, the key and the fix."""
+        try:
+            result = result_from_dict(json.loads(text))
+            if all(isinstance(c.text, str) for c in result.completions):
+                return result
+            problem = "a completion's text is not a string"
+        except (ValueError, TypeError, KeyError, AttributeError) as e:
+            problem = f"{type(e).__name__}: {e}"
+        raise StoreError(
+            f"{self.path}: the judgment stored under key {key} is damaged ({problem}); fix: delete it (sqlite3 "
+            f"{self.path} \"DELETE FROM judgments WHERE key = '{key}'\") or give another --store path"
+        )
 
     def stored_keys(self, keys: Sequence[str]) -> set[str]:
         """Those of ``keys`` that are stored (their results not read)."""
@@ -226,13 +294,7 @@ class JudgmentStore:
     def put_many(self, items: Iterable[tuple[str, str | None, GenerationRequest, GenerationResult]]) -> None:
         """Save ``(key, model, request, result)`` tuples in one transaction; existing keys are kept."""
         rows = [
-            (
-                key,
-                model,
-                json.dumps(request_dict(req), ensure_ascii=False),
-                json.dumps(result_to_dict(res), ensure_ascii=False),
-                time.time(),
-            )
+            (key, model, _json_text(request_dict(req)), _json_text(result_to_dict(res)), time.time())
             for key, model, req, res in items
         ]
         if not rows:
@@ -241,9 +303,10 @@ class JudgmentStore:
             conn = self._connect()
             conn.execute("BEGIN IMMEDIATE")
             try:
-                conn.executemany("INSERT OR IGNORE INTO judgments VALUES (?, ?, ?, ?, ?)", rows)
+                conn.executemany(_INSERT, rows)
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:  # SQLite rolls back by itself on some errors (a full disk)
+                    conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
 
@@ -273,7 +336,14 @@ class JudgmentStore:
             cur = self._connect().execute("SELECT key, model, request, result, created FROM judgments ORDER BY rowid")
             while batch := cur.fetchmany(chunk):
                 for k, m, q, r, c in batch:
-                    yield {"key": k, "model": m, "request": json.loads(q), "result": json.loads(r), "created": c}
+                    try:
+                        request, result = json.loads(q), json.loads(r)
+                    except (ValueError, TypeError) as e:
+                        raise StoreError(
+                            f"{self.path}: the judgment stored under key {k} is damaged ({e}); fix: delete it "
+                            f"(sqlite3 {self.path} \"DELETE FROM judgments WHERE key = '{k}'\") and export again"
+                        ) from None
+                    yield {"key": k, "model": m, "request": request, "result": result, "created": c}
 
     def integrity_check(self) -> str:
         """SQLite's ``PRAGMA integrity_check`` ("ok" when the file is sound)."""

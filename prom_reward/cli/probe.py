@@ -82,6 +82,12 @@ def cmd_probe(args: argparse.Namespace) -> int:
         raise ConfigError(f"-o {args.output}: the probe writes one JSON record; fix: name a .json file")
     if not out.parent.is_dir():
         raise ConfigError(f"-o {args.output}: folder {out.parent} does not exist; fix: create it or choose another -o")
+    if out.is_dir():
+        raise ConfigError(f"-o {args.output}: that is a folder; fix: name a .json file")
+    if args.items and out.resolve() == Path(args.items).resolve():
+        raise ConfigError(f"-o {args.output}: that is the --items file; fix: write the record to another file")
+    if args.llmbar and out.resolve().parent == Path(args.llmbar).resolve():
+        raise ConfigError(f"-o {args.output}: that is in the --llmbar folder; fix: write the record elsewhere")
     cfg = ProbeConfig(
         parts=args.parts,
         llmbar=args.llmbar,
@@ -102,8 +108,12 @@ def cmd_probe(args: argparse.Namespace) -> int:
         judge.close()
     record["judge_options"] = judge_kwargs(args)
     tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(json.dumps(record, indent=1, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, out)
+    try:
+        tmp.write_text(json.dumps(record, indent=1, default=str) + "\n", encoding="utf-8")
+        os.replace(tmp, out)
+    except OSError:  # a full disk: no half-written record left beside -o
+        tmp.unlink(missing_ok=True)
+        raise
     print(summary(record))
     print(f"\nwrote {out}", file=sys.stderr)
     return 0

@@ -28,7 +28,7 @@ from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, get_jud
 from prom_reward.format.rubrics import RUBRICS
 from prom_reward.jobs.manifest import NAME, read_manifest
 from prom_reward.jobs.source import read_rows
-from prom_reward.report.html import render_report
+from prom_reward.report.html import probe_section, render_report
 from prom_reward.report.summarize import JudgedIn, ReportColumns, summarize
 
 
@@ -88,6 +88,10 @@ def _probe_record(path: str) -> dict[str, Any]:
             "prom-reward probe wrote",
             field="probe",
         )
+    try:
+        probe_section(record)  # a record the page cannot show fails here, before the graded file is read
+    except InputError as e:
+        raise InputError(f"--probe {path}: {e}", field="probe") from None
     return record
 
 
@@ -161,6 +165,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         )
     if not out.parent.is_dir():
         raise ConfigError(f"-o {args.output}: folder {out.parent} does not exist; fix: create it or choose another -o")
+    if out.is_dir():
+        raise ConfigError(f"-o {args.output}: that is a folder; fix: name a .html file")
     if args.extremes < 0:
         raise ConfigError(f"--extremes: expected a number >= 0, got {args.extremes}")
     probe = _probe_record(args.probe) if args.probe else None
@@ -182,7 +188,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             judge_format=JudgedIn(fmt.name, fmt.scale, (fmt.force_prefix or "").strip() or None),
         )
     except InputError as e:
-        if not str(e).startswith("row "):  # it names its file already
+        if str(e).startswith((str(args.input), str(Path(args.input)))):  # it names its file already
             raise
         raise InputError(f"{args.input}: {e}", index=e.index, field=e.field) from e  # say which input
     page = render_report(
@@ -193,7 +199,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     )
     tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(page, encoding="utf-8")
-    os.replace(tmp, out)
+    try:
+        tmp.write_bytes(page.encode("utf-8", "replace"))  # a lone surrogate in a text (a JSON escape) as "?"
+        os.replace(tmp, out)
+    except OSError:  # a full disk: no half-written page left beside -o
+        tmp.unlink(missing_ok=True)
+        raise
     print(f"wrote {out} ({summary['n']} rows, {len(page) // 1024} KiB)", file=sys.stderr)
     return 0

@@ -26,7 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar, overload
 
-from prom_reward.errors import InputError
+from prom_reward.core.items import check_text
+from prom_reward.errors import InputError, PromRewardError
+from prom_reward.format.rubrics import get_rubric
 from prom_reward.format.templates import parse_absolute_prompt
 from prom_reward.jobs.source import read_rows
 
@@ -95,6 +97,26 @@ def _text(row: dict[str, Any], key: str, where: str, index: int, *, optional: bo
             index=index,
             field=key,
         )
+    try:
+        check_text(value, None, repr(key))
+    except InputError as e:
+        raise InputError(f"{where} row {index}: {e}", index=index, field=key) from None
+    return value
+
+
+def _rubric(row: dict[str, Any], where: str, index: int) -> Any:
+    """The row's rubric (None when it has none), checked the way the judge resolves it."""
+    value = row.get("rubric")
+    if value is not None:
+        try:
+            get_rubric(value)
+        except PromRewardError as e:
+            raise InputError(
+                f"{where} row {index}: 'rubric' {value!r:.80} is not a rubric ({e}); fix: give a built-in rubric "
+                "name, a rubric object or '[criteria]...' text, or leave the column out for --rubric",
+                index=index,
+                field="rubric",
+            ) from None
     return value
 
 
@@ -128,7 +150,7 @@ def _item(row: Any, index: int, where: str) -> ProbeItem:
         _text(row, "instruction", where, index),
         _text(row, "response", where, index),
         _text(row, "reference_answer", where, index, optional=True),
-        row.get("rubric"),
+        _rubric(row, where, index),
     )
 
 
@@ -166,8 +188,10 @@ def load_llmbar(
             )
         try:
             records = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise InputError(f"{path}: not valid JSON ({e}); fix: restore the file from LLMBar", field="llmbar") from e
+        except (ValueError, RecursionError) as e:  # JSONDecodeError, UnicodeDecodeError, too deep or long a number
+            raise InputError(
+                f"{path}: not valid JSON ({type(e).__name__}: {e}); fix: restore the file from LLMBar", field="llmbar"
+            ) from None
         if not isinstance(records, list) or not records:
             raise InputError(
                 f"{path}: expected a non-empty JSON list of pairs; fix: restore the file from LLMBar", field="llmbar"

@@ -70,7 +70,12 @@ class ProbeConfig:
                 EDITS.get(name)
             except UnknownNameError as e:
                 raise ConfigError(f"edits: {e}") from e
-        for name, low, optional in (("limit", 1, True), ("baseline_samples", 1, False), ("resamples", 100, False)):
+        for name, low, optional in (
+            ("limit", 1, True),
+            ("baseline_samples", 1, False),
+            ("resamples", 100, False),
+            ("seed", 0, False),
+        ):
             value = getattr(self, name)
             if optional and value is None:
                 continue

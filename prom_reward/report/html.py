@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any
 
+from prom_reward.errors import InputError
 from prom_reward.probe.summary import fmt_number, llmbar_table, shifts_table, verdict_warnings
 from prom_reward.report.svg import bar_chart, scatter
 
@@ -239,12 +240,26 @@ def _probe(record: dict[str, Any]) -> str:
         ]
     if sh:
         out += [
-            f'<p class="note">Score shifts under edits that add no information ({sh["n_items"]} items, each '
-            f"edit against the mean of {sh.get('baseline_samples', 1)} grade(s) of the unchanged response; "
+            f'<p class="note">Score shifts under edits that add no information ({escape(str(sh["n_items"]))} items, '
+            f"each edit against the mean of {escape(str(sh.get('baseline_samples', 1)))} grade(s) of the unchanged "
+            "response; "
             "<i>none</i> grades the unchanged response once more: the judge's own noise).</p>",
             _table(*shifts_table(sh)),
         ]
     return "".join(out)
+
+
+def probe_section(record: dict[str, Any]) -> str:
+    """The report's section for a probe record; ``InputError`` (field ``probe``) when the record lacks what
+    ``prom-reward probe`` writes (a record edited by hand, of another version, or another JSON file)."""
+    try:
+        return _probe(record)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+        raise InputError(
+            f"not a complete prom-reward probe record ({type(e).__name__}: {e}); fix: give the .json that "
+            "prom-reward probe wrote, unchanged",
+            field="probe",
+        ) from None
 
 
 def _marker(s: dict[str, Any]) -> str:
@@ -304,6 +319,6 @@ def render_report(
         parts += ["<h2>Checklist</h2>", _checklist(summary["checklist"])]
     parts += [f"<h2>{noun}</h2>", _items(summary["highest"], kind), f"<h2>{low}</h2>", _items(summary["lowest"], kind)]
     if probe:
-        parts.append(_probe(probe))
+        parts.append(probe_section(probe))
     parts.append("</body></html>\n")
     return "\n".join(parts)

@@ -103,10 +103,15 @@ def _number(row: dict[str, Any], key: str, index: int) -> float | None:
     value = row.get(key)
     if value is None or isinstance(value, bool):
         return None
-    if isinstance(value, (int, float)) and math.isfinite(value):
-        return float(value)
+    try:
+        number = float(value) if isinstance(value, (int, float)) else math.nan
+    except OverflowError:  # an int too large for a float
+        number = math.inf
+    if math.isfinite(number):
+        return number
     raise InputError(
-        f"row {index}: {key!r} must be a number or null, got {value!r:.60}; fix: give the file prom-reward wrote",
+        f"row {index}: {key!r} must be a number or null (finite, within a float's range), got {value!r:.60}; fix: "
+        "give the file prom-reward wrote",
         index=index,
         field=key,
     )
@@ -167,7 +172,7 @@ def _member(
     m: dict[str, Any] = {
         "index": index if isinstance(index, int) and not isinstance(index, bool) else i,
         "instruction": _text(row.get(cols.instruction)),
-        "feedback": row.get("feedback"),
+        "feedback": _text(row.get("feedback")),
         "rubric": rubric_label(given if given not in (None, "") else rubric),
         "reason": _reason(row, kind),
         "forced": _forced(row),
@@ -182,6 +187,15 @@ def _member(
         m["length_a"], m["length_b"] = len(m["response_a"]), len(m["response_b"])
         m["value"] = _number(row, "p_a", i)
         m["winner"], m["tie"] = row.get("winner"), bool(row.get("tie"))
+        fix = "fix: give the file prom-reward compare wrote"
+        if m["winner"] not in ("A", "B", None):
+            raise InputError(
+                f"row {i}: 'winner' {m['winner']!r:.60} is not 'A', 'B' or null; {fix}", index=i, field="winner"
+            )
+        if m["value"] is not None and not 0.0 <= m["value"] <= 1.0:
+            raise InputError(
+                f"row {i}: 'p_a' {m['value']:g} is not a probability (0 to 1); {fix}", index=i, field="p_a"
+            )
     return m
 
 
@@ -229,7 +243,7 @@ def summarize(
         members.append(_member(row, i, kind, cols, source, rubric))
         checklists.append(row.get("checklist_verdicts"))
     if kind is None:
-        raise InputError("the file has no rows to report on; fix: give a graded file with rows", field="input")
+        raise InputError("no rows to report on; fix: give a graded file with rows", field="input")
     scored = [m for m in members if m["value"] is not None]
     if kind == "grade":
         _check_scale(scored, fmt)

@@ -8,9 +8,12 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
 from prom_reward.backends.base import GenerationRequest
 from prom_reward.backends.openai_server import OpenAIServer
 from prom_reward.backends.sampling import SamplingConfig
+from prom_reward.errors import BackendError
 
 OK = {
     "choices": [{"index": 0, "message": {"role": "assistant", "content": "Fine. [RESULT] 4"}, "finish_reason": "stop"}],
@@ -66,3 +69,94 @@ def test_a_deadline_already_passed_sends_nothing(fake_server):
     srv = fake_server({"/v1/chat/completions": lambda k, b: (200, OK)})
     [res] = server(srv.url).generate([req("q", deadline=time.monotonic() - 1)])
     assert "deadline passed before the judge was asked" in res.error and srv.bodies("/v1/chat/completions") == []
+
+
+def _reply(content: bytes = b'"Good. [RESULT] 4"', extra: bytes = b"", usage: bytes = b'{"prompt_tokens": 3}') -> bytes:
+    return (
+        b'{"choices": [{"index": 0, "message": {"role": "assistant", "content": %s}, "finish_reason": "stop"%s}], '
+        b'"usage": %s}' % (content, extra, usage)
+    )
+
+
+def _logprobs(value: bytes) -> bytes:
+    return b', "logprobs": {"content": [{"token": "4", "logprob": %s, "top_logprobs": []}]}' % value
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (_reply(b'["Good. [RESULT] 4"]'), "message.content: expected a string, got list"),
+        (_reply(b'{"text": "Good. [RESULT] 4"}'), "message.content: expected a string, got dict"),
+        (_reply(b"4"), "message.content: expected a string, got int"),
+        (_reply(b'"Good \\udcff. [RESULT] 4"'), "holds a lone surrogate"),
+        (_reply(extra=b', "finish_reason": 7'), "finish_reason: expected a string, got 7"),
+        (_reply(usage=b'{"prompt_tokens": Infinity}'), "usage.prompt_tokens: expected a token count >= 0, got inf"),
+        (_reply(usage=b'{"prompt_tokens": 1e400}'), "usage.prompt_tokens: expected a token count"),
+        (_reply(usage=b'{"completion_tokens": -3}'), "usage.completion_tokens: expected a token count >= 0, got -3"),
+        (_reply(usage=b'{"prompt_tokens": NaN}'), "usage.prompt_tokens: expected a token count"),
+        (_reply(extra=_logprobs(b"NaN")), "expected a log-probability (a number <= 0), got nan"),
+        (_reply(extra=_logprobs(b"Infinity")), "expected a log-probability (a number <= 0), got inf"),
+        (_reply(extra=_logprobs(b"3.5")), "expected a log-probability"),
+        (b"[" * 100_000 + b"]" * 100_000, "RecursionError"),
+        (_reply().replace(b'"index": 0', b'"index": 3'), "expected choices with index 0..0, got [3]"),
+    ],
+)
+def test_a_reply_of_the_wrong_shape_is_the_requests_malformed_reply_never_a_score(fake_server, body, reason):
+    """HTTP 200 with JSON that is not a judge's answer (a text that is not a string, a count that is not one,
+    a logprob that is NaN, JSON nested past the recursion limit) is that request's transport failure naming the
+    URL and what was wrong: never a crash of the batch, never a text made from the junk (a list's repr holding
+    ``[RESULT] 4`` was graded 4); its batch-mate keeps its answer."""
+    srv = fake_server({"/v1/chat/completions": lambda k, b: (200, body if "bad" in json.dumps(b) else OK)})
+    logprobs = GenerationRequest("sys", "bad", sampling=SamplingConfig(max_tokens=8, logprobs=2))
+    bad, good = server(srv.url).generate([logprobs, req("ok")])
+    assert not bad.completions and "malformed reply from " + srv.url in bad.error and reason in bad.error
+    assert good.error is None and good.completions[0].text == "Fine. [RESULT] 4"
+
+
+def test_a_reply_over_the_size_cap_is_not_read(fake_server, monkeypatch):
+    """A reply larger than ``MAX_REPLY_BYTES`` (a server streaming gigabytes, or one announcing them) fails its
+    request at once instead of filling memory."""
+    from prom_reward.backends import _openai_http
+
+    monkeypatch.setattr(_openai_http, "MAX_REPLY_BYTES", 2000)
+    srv = fake_server({"/v1/chat/completions": lambda k, b: (200, _reply(b'"%s"' % (b"x" * 5000)))})
+    [res] = server(srv.url).generate([req("q")])
+    assert not res.completions and "is over 0 MiB (not read)" in res.error and srv.url in res.error
+
+
+@pytest.mark.parametrize(
+    "models",
+    [b'{"data": [5]}', b'{"data": "abc"}', b'{"data": [{"id": "judge", "max_model_len": "abc"}]}', b"[]"],
+)
+def test_a_models_reply_of_the_wrong_shape_is_a_backend_error_naming_the_url(fake_server, models):
+    """``GET /models`` answering junk (asked for the model id and the context length) is a ``BackendError``
+    naming the URL, as for a server that is down (was a TypeError/AttributeError/ValueError traceback)."""
+    srv = fake_server({"/v1/models": lambda k, b: (200, models), "/v1/chat/completions": lambda k, b: (200, OK)})
+    for model in (None, "judge"):
+        with pytest.raises(BackendError, match=rf"GET /models failed: malformed reply from {srv.url}/models"):
+            OpenAIServer(srv.url, model=model, system_role=True).context_length()
+
+
+@pytest.mark.parametrize("option", ["timeout", "probe_interval"])
+@pytest.mark.parametrize("seconds", [float("inf"), float("nan"), 0, -1])
+def test_seconds_that_are_not_finite_and_positive_are_refused(option, seconds):
+    """``timeout=inf`` failed every call with an OverflowError out of ``generate``; ``nan`` was taken (no timeout)."""
+    from prom_reward.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=rf"{option}: expected seconds > 0 \(finite\), got"):
+        OpenAIServer("http://127.0.0.1:9/v1", **{option: seconds})
+
+
+@pytest.mark.parametrize("status", [500, 400])
+@pytest.mark.parametrize(
+    ("body", "quoted"),
+    [(b"[" * 100_000 + b"]" * 100_000, "[[[["), (b'{"detail": "engine \\ud800 died"}', "engine ? died")],
+)
+def test_an_error_reply_nested_too_deep_or_holding_a_lone_surrogate_is_quoted_safely(fake_server, status, body, quoted):
+    """The server's error message is quoted in the request's error (which lands in a graded row's ``judge_error``):
+    a body nested past the recursion limit was a RecursionError out of ``generate``, and a lone surrogate in it
+    failed whatever wrote the row."""
+    srv = fake_server({"/v1/chat/completions": lambda k, b: (status, body)})
+    [res] = server(srv.url).generate([req("q")])
+    assert f"HTTP {status}" in res.error and quoted in res.error and res.rejected == (status == 400)
+    res.error.encode("utf-8")

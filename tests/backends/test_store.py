@@ -421,3 +421,126 @@ def test_deferred_only_for_the_in_process_engine(tmp_path):
     with pytest.raises(ConfigError, match="no such folder"):
         CachedBackend.deferred("vllm", {"model": "/no/such/judge"}, tmp_path / "j.sqlite")
     b.close()
+
+
+def test_another_apps_database_and_an_empty_file_are_refused_and_left_as_they_were(tmp_path, capsys):
+    """A SQLite file of another application is not given a judgments table (nor switched to WAL); looking into
+    (``create=False``: ``store info|export``) an empty file is refused, and it stays empty."""
+    import sqlite3
+
+    from prom_reward.errors import StoreError
+
+    other = tmp_path / "app.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE users (id INTEGER, name TEXT)")
+        conn.execute("INSERT INTO users VALUES (1, 'a')")
+    conn.close()
+    before = other.read_bytes()
+    with pytest.raises(StoreError, match=r"app.db: another SQLite database, not a judgment store \(its tables: users"):
+        JudgmentStore(other)
+    with pytest.raises(StoreError, match="another SQLite database"):
+        PrometheusJudge(backend=scripted(), store=str(other))
+    assert main(["store", "info", str(other)]) == 2
+    assert "another SQLite database" in capsys.readouterr().err
+    assert other.read_bytes() == before and not Path(f"{other}-wal").exists()
+    empty = tmp_path / "empty.sqlite"
+    empty.write_bytes(b"")
+    assert main(["store", "info", str(empty)]) == 2
+    assert "an empty file, not a judgment store" in capsys.readouterr().err
+    assert empty.stat().st_size == 0
+    JudgmentStore(empty).close()  # a store may still be made in an empty file
+    assert main(["store", "info", str(empty)]) == 0
+
+
+@pytest.mark.parametrize("timeout", ["nan", "inf", "-1"])
+def test_a_store_timeout_that_is_not_finite_seconds_is_a_clear_error(tmp_path, timeout, capsys):
+    path = tmp_path / "j.sqlite"
+    JudgmentStore(path).close()
+    assert main(["store", "info", str(path), "--timeout", timeout]) == 2
+    assert "store timeout: expected seconds from 0 to 1e6" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="store timeout"):
+        JudgmentStore(path, timeout=float(timeout))
+
+
+@pytest.mark.parametrize(
+    "damage", ["{not json", '{"completions": 5}', "[]", '{"completions": [{"text": 5}]}', '{"prompt_tokens": 1}']
+)
+def test_a_damaged_stored_judgment_is_a_store_error_naming_its_key(tmp_path, damage, capsys):
+    """A row that is not what the store wrote (edited by hand, another tool) is never parsed into a judgment nor a
+    traceback: a ``StoreError`` naming the file, the key and the fix; ``store export`` names it too (when the JSON is
+    unreadable) and writes nothing."""
+    import sqlite3
+
+    from prom_reward.errors import StoreError
+
+    path = tmp_path / "j.sqlite"
+    PrometheusJudge(backend=scripted(), store=str(path)).grade(["q"], ["r"], "helpfulness")
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE judgments SET result = ?", (damage,))
+        (key,) = conn.execute("SELECT key FROM judgments").fetchone()
+    conn.close()
+    judge = PrometheusJudge(backend=scripted("Other. [RESULT] 1"), store=str(path))
+    with pytest.raises(StoreError, match=rf"j.sqlite: the judgment stored under key {key} is damaged .*DELETE FROM"):
+        judge.grade(["q"], ["r"], "helpfulness")
+    judge.close()
+    code = main(["store", "export", str(path), "-o", str(tmp_path / "e.jsonl")])
+    if damage == "{not json":
+        assert code == 2 and f"key {key} is damaged" in capsys.readouterr().err
+        assert not (tmp_path / "e.jsonl").exists()
+    else:
+        assert code == 0  # exported as stored
+
+
+def test_a_lone_surrogate_in_a_judge_answer_is_stored_and_read_back_exactly(tmp_path):
+    """SQLite keeps only valid UTF-8: an answer holding a lone surrogate (a JSON ``\\udcff`` escape) is stored
+    escaped, and comes back the same, instead of failing the batch."""
+    path, text = tmp_path / "j.sqlite", "Good \udcff. [RESULT] 4"
+    (first,) = PrometheusJudge(backend=scripted(text), store=str(path)).grade(["q"], ["r"], "helpfulness")
+    assert first.score == 4 and first.samples[0].text == text
+    again = PrometheusJudge(backend=scripted("Other. [RESULT] 1"), store=str(path))
+    (second,) = again.grade(["q"], ["r"], "helpfulness")
+    assert second.samples[0].text == text and again.backend.hits == 1
+
+
+def test_a_full_disk_is_a_store_error_saying_so_and_what_was_saved_is_kept(tmp_path):
+    """SQLite rolls a transaction back by itself when the disk is full: the error says the disk is full (it said
+    "cannot rollback - no transaction is active"), the judgments saved before stay, and the store works once there
+    is room. The full disk is played by SQLite's own page limit."""
+    from prom_reward.errors import StoreError
+
+    path = tmp_path / "j.sqlite"
+    judge = PrometheusJudge(backend=scripted("pad " * 1000 + "Good. [RESULT] 4"), store=str(path))
+    judge.grade(["q"], ["first"], "helpfulness")
+    conn = judge.backend.store._connect()
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute(f"PRAGMA max_page_count = {pages + 2}")
+    with pytest.raises(StoreError, match=r"j.sqlite: cannot save judgments: database or disk is full; fix: free"):
+        judge.grade(["q"] * 20, [f"r{i}" for i in range(20)], "helpfulness")
+    conn.execute("PRAGMA max_page_count = 1073741823")
+    kept = len(judge.backend.store)
+    assert 1 <= kept < 21 and judge.backend.store.integrity_check() == "ok"
+    assert judge.grade(["q"], ["again"], "helpfulness")[0].score == 4 and len(judge.backend.store) == kept + 1
+    judge.close()
+
+
+def test_a_store_with_more_columns_takes_rows_and_one_that_cannot_is_refused_at_open(tmp_path):
+    """A later version's store with an extra nullable column still takes judgments (rows name their columns); one
+    whose extra column must be filled is refused when it opens, before any judging (``INSERT OR IGNORE`` skipped
+    every row of it without a word, so nothing was ever stored)."""
+    import sqlite3
+
+    from prom_reward.errors import StoreError
+
+    columns = "key TEXT PRIMARY KEY, model TEXT, request TEXT NOT NULL, result TEXT NOT NULL, created REAL NOT NULL"
+    wider, stricter = tmp_path / "wider.sqlite", tmp_path / "stricter.sqlite"
+    for path, extra in ((wider, "tokens INTEGER"), (stricter, "schema INTEGER NOT NULL")):
+        with sqlite3.connect(path) as conn:
+            conn.execute(f"CREATE TABLE judgments ({columns}, {extra})")
+        conn.close()
+    judge = PrometheusJudge(backend=scripted(), store=str(wider))
+    assert judge.grade(["q"], ["r"], "helpfulness")[0].score == 4 and len(judge.backend.store) == 1
+    judge.close()
+    with pytest.raises(StoreError, match=r"stricter.sqlite: its judgments table is of another schema \(NOT NULL"):
+        PrometheusJudge(backend=scripted(), store=str(stricter))
+    with JudgmentStore(stricter, create=False) as store:  # looking into it still works
+        assert len(store) == 0

@@ -196,6 +196,8 @@ def test_run_probe_record_and_summary(tmp_path):
             ),
             "row 0: 'output_1' must be",
         ),
+        (lambda d: (d / "Natural.json").write_text("[" * 100_000 + "]" * 100_000), "not valid JSON .RecursionError"),
+        (lambda d: (d / "Natural.json").write_text("[1" + "0" * 5000 + "]"), "not valid JSON .ValueError"),
     ],
 )
 def test_bad_llmbar_data_names_file_and_record(tmp_path, mutate, match):
@@ -212,6 +214,10 @@ def test_bad_llmbar_data_names_file_and_record(tmp_path, mutate, match):
         (['{"instruction": "q", "response": 5}'], "row 0: 'response' must be a non-empty string"),
         ([], "has no rows"),
         (["[1, 2]"], "expected a JSON object"),
+        (['{"instruction": "q", "response": "r\\ud800"}'], "row 0: 'response' holds a lone surrogate"),
+        (['{"instruction": "q", "response": "r", "rubric": 5}'], "row 0: 'rubric' 5 is not a rubric"),
+        (['{"instruction": "q", "response": "r", "rubric": {"a": 1}}'], r"row 0: 'rubric' \{'a': 1\} is not a rubric"),
+        (['{"instruction": "q", "response": "r", "rubric": "vibes"}'], "row 0: 'rubric' 'vibes' is not a rubric"),
     ],
 )
 def test_bad_items_name_the_row(tmp_path, lines, match):
@@ -249,6 +255,7 @@ def test_the_checkout_data_loads():
         ({"limit": 0}, "limit"),
         ({"resamples": 5}, "resamples"),
         ({"baseline_samples": 0}, "baseline_samples"),
+        ({"seed": -5}, "seed: expected an int >= 0"),
     ],
 )
 def test_bad_probe_config(options, match):
@@ -278,6 +285,30 @@ def test_cli_fails_on_bad_data_before_starting_a_judge(tmp_path, capsys, monkeyp
     assert "give --model M" in capsys.readouterr().err
     assert main(["probe", "--model", "m", "-o", str(tmp_path / "probe.txt")]) == 2
     assert "name a .json file" in capsys.readouterr().err
+
+
+def test_cli_refuses_an_output_that_is_its_input_or_a_folder_before_starting_a_judge(tmp_path, capsys, monkeypatch):
+    """``-o`` naming the ``--items`` file or a file of the ``--llmbar`` folder (the record would have replaced the
+    data after the whole probe ran), or a folder (found only when writing), is exit 2 before anything runs."""
+
+    def no_judge(args):
+        raise AssertionError("the judge must not be built")
+
+    monkeypatch.setattr("prom_reward.cli.probe.build_judge", no_judge)
+    items = tmp_path / "items.json"
+    items.write_text('[{"instruction": "q", "response": "r"}]')
+    folder = write_llmbar(tmp_path / "llmbar")
+    natural = (folder / "Natural.json").read_bytes()
+    (tmp_path / "out.json").mkdir()
+    for argv, said in (
+        (["--parts", "shifts", "--items", str(items), "-o", str(items)], "that is the --items file"),
+        (["--parts", "llmbar", "--llmbar", str(folder), "-o", str(folder / "Natural.json")], "in the --llmbar folder"),
+        (["--parts", "shifts", "--items", str(items), "-o", str(tmp_path / "out.json")], "that is a folder"),
+    ):
+        assert main(["probe", "--model", "pocket-judge", *argv]) == 2
+        assert said in capsys.readouterr().err
+    assert items.read_text() == '[{"instruction": "q", "response": "r"}]'
+    assert (folder / "Natural.json").read_bytes() == natural
 
 
 @pytest.mark.integration

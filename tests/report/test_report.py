@@ -343,3 +343,145 @@ def test_a_folder_of_parts_is_read_like_a_file_and_the_job_rubric_fills_the_rows
         assert _card(page, "rows") == "5" and "rubric: helpfulness" in page and "(none)" not in page
         assert [m["index"] for m in summarize(read_rows(given))["highest"]] == [1, 4, 0, 3]  # source_index order
     assert main(["report", str(tmp_path / "nothing_here"), "-o", str(tmp_path / "x.html")]) == 2
+
+
+XSS = "<script>alert(1)</script>"
+
+
+def complete_probe(text: str = "x") -> dict:
+    """A probe record as ``prom-reward probe`` writes it, ``text`` in every string it holds."""
+    return {
+        "judge": text,
+        "date": text,
+        "seconds": 3.0,
+        "judge_stats": {"samples": 4, "forced": 2},
+        "llmbar": {
+            "sets": {
+                text: {
+                    "n": 3,
+                    "accuracy": 0.5,
+                    "accuracy_ci": [0.4, 0.6],
+                    "order_accuracy": [0.5, 0.5],
+                    "both_right": 0.5,
+                    "agreement": 0.5,
+                    "failed": 1,
+                }
+            },
+            "gaps": {text: 0.1},
+        },
+        "shifts": {
+            "score": text,
+            "n_items": text,
+            "baseline_samples": text,
+            "original_mean": 3.0,
+            "original_failed": 0,
+            "edits": {
+                text: {
+                    "n": 3,
+                    "failed": 1,
+                    "mean_shift": 0.5,
+                    "mean_shift_ci": [0.0, 1.0],
+                    "rise_share": 0.5,
+                    "rise_share_ci": [0.0, 1.0],
+                    "fall_share": 0.0,
+                    "mean_length_ratio": 2.1,
+                    "description": text,
+                }
+            },
+        },
+    }
+
+
+def test_every_string_of_a_probe_record_is_escaped(tmp_path):
+    """A probe record is a file the user gives: markup in any of its strings (the item count and the baseline
+    samples were written into the page as they were) is shown as text."""
+    graded, probe, out = tmp_path / "g.jsonl", tmp_path / "probe.json", tmp_path / "r.html"
+    write_rows(graded, [graded_rows()])
+    probe.write_text(json.dumps(complete_probe(XSS)))
+    assert main(["report", str(graded), "-o", str(out), "--probe", str(probe)]) == 0
+    page = out.read_text()
+    assert "<script" not in page and "Hacking probe" in page and page.count("&lt;script&gt;") >= 5
+
+
+@pytest.mark.parametrize(
+    ("change", "cause"),
+    [
+        (lambda p: p.update(seconds="3 s"), "ValueError"),
+        (lambda p: p.update(llmbar=[1]), "TypeError"),
+        (lambda p: p["shifts"].pop("edits"), "KeyError: 'edits'"),
+        (lambda p: p["llmbar"]["sets"]["x"].pop("failed"), "KeyError: 'failed'"),
+        (lambda p: p["llmbar"].update(sets={"x": 5}), "TypeError"),
+    ],
+)
+def test_an_incomplete_probe_record_is_refused_before_anything_is_written(tmp_path, capsys, change, cause):
+    graded, probe, out = tmp_path / "g.jsonl", tmp_path / "probe.json", tmp_path / "r.html"
+    write_rows(graded, [graded_rows()])
+    record = complete_probe()
+    change(record)
+    probe.write_text(json.dumps(record))
+    assert main(["report", str(graded), "-o", str(out), "--probe", str(probe)]) == 2
+    err = capsys.readouterr().err
+    assert f"--probe {probe}: not a complete prom-reward probe record ({cause}" in err and "Traceback" not in err
+    assert "fix: give the .json that prom-reward probe wrote" in err and not out.exists()
+
+
+def test_texts_that_are_not_strings_or_hold_lone_surrogates_are_shown(tmp_path, capsys):
+    """Feedback or a rubric that is an object (another tool's file) is shown as its JSON (was an AttributeError);
+    a lone surrogate (a ``\\ud800`` JSON escape) is written as "?" (was a UnicodeEncodeError); an empty file is an
+    error naming it."""
+    graded, out = tmp_path / "g.jsonl", tmp_path / "r.html"
+    graded.write_bytes(
+        b'{"instruction": "q\\ud800", "response": "r", "score": 3, "feedback": {"a": "<b>"}, "rubric": ["<i>"]}\n'
+    )
+    assert main(["report", str(graded), "-o", str(out)]) == 0
+    page = out.read_text(encoding="utf-8")
+    assert "{&quot;a&quot;: &quot;&lt;b&gt;&quot;}" in page and "q?" in page and '"<b>"' not in page
+    graded.write_bytes(b"")
+    assert main(["report", str(graded), "-o", str(out)]) == 2
+    assert f"prom-reward: error: {graded}: no rows to report on" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        ({"p_a": 5}, r"row 0: 'p_a' 5 is not a probability \(0 to 1\)"),
+        ({"p_a": -0.1}, r"row 0: 'p_a' -0.1 is not a probability"),
+        ({"winner": "C"}, r"row 0: 'winner' 'C' is not 'A', 'B' or null"),
+        ({"winner": {"x": 1}}, r"row 0: 'winner' \{'x': 1\} is not 'A', 'B' or null"),
+    ],
+)
+def test_a_compare_row_with_a_verdict_prom_reward_never_writes_is_refused(tmp_path, capsys, change, match):
+    """A p_a outside 0..1 or a winner other than A, B or null (an edited or foreign file) is an error naming the
+    file, the row and the column, as an off-scale grade is; it was drawn and counted as it was."""
+    row = {"instruction": "q", "response_a": "a", "response_b": "b", "winner": "A", "p_a": 0.7, **change}
+    with pytest.raises(InputError, match=match):
+        summarize([row])
+    path, out = tmp_path / "verdicts.jsonl", tmp_path / "r.html"
+    write_rows(path, [[row]])
+    assert main(["report", str(path), "-o", str(out)]) == 2 and not out.exists()
+    assert re.search(rf"prom-reward: error: {re.escape(str(path))}: {match}.*fix:", capsys.readouterr().err)
+
+
+def test_an_output_that_is_a_folder_is_refused_before_reading(tmp_path, capsys):
+    """``-o`` naming a folder is exit 2 up front (it failed only when the page was written, leaving
+    ``report.html.tmp`` behind)."""
+    graded, out = tmp_path / "g.jsonl", tmp_path / "report.html"
+    write_rows(graded, [graded_rows()])
+    out.mkdir()
+    assert main(["report", str(graded), "-o", str(out)]) == 2
+    assert "that is a folder; fix: name a .html file" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g.jsonl", "report.html"]
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        {"instruction": "q", "response": "r", "score": 10**400},
+        {"instruction": "q", "response_a": "a", "response_b": "b", "winner": "A", "p_a": 10**400},
+    ],
+)
+def test_an_integer_too_large_for_a_float_is_refused_not_a_traceback(tmp_path, capsys, row):
+    path, out = tmp_path / "g.jsonl", tmp_path / "r.html"
+    write_rows(path, [[row]])
+    assert main(["report", str(path), "-o", str(out)]) == 2 and not out.exists()
+    assert "row 0: " in capsys.readouterr().err
