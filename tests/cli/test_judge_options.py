@@ -64,3 +64,21 @@ def test_reward_server_flags_over_the_judge_setting_over_the_flag_defaults() -> 
     args = build_parser().parse_args(["reward-server", "--model", "m", "--wire", "raw", "--tensor-parallel-size", "2"])
     local = judge_options(args, {"wire": "chat", "enforce_eager": True, "tensor_parallel_size": 4}, remote=False)
     assert local == {"backend": "vllm", "enforce_eager": True, "tensor_parallel_size": 2, "wire": "raw"}
+
+
+@pytest.mark.parametrize(
+    ("extra", "warned"),
+    [([], True), (["--model", "served-judge"], False)],
+    ids=["no-model", "model-named"],
+)
+def test_a_store_behind_a_server_without_a_model_is_warned_about(
+    tmp_path, extra: list[str], warned: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from prom_reward.cli.judge_options import build_judge
+
+    argv = ["grade", "in.jsonl", "-o", "o.jsonl", "--server", "http://127.0.0.1:9/v1", "--store", str(tmp_path / "j")]
+    judge = build_judge(build_parser().parse_args(argv + extra))
+    err = capsys.readouterr().err
+    assert judge.backend.fingerprint["model"] == (None if warned else "served-judge")
+    assert ("warning: --store with --server and no --model" in err and "--model <id>" in err) is warned
+    judge.close()
