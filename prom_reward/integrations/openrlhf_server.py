@@ -70,12 +70,15 @@ from prom_reward.integrations.openrlhf_inputs import make_samples, reward_dict
 from prom_reward.integrations.settings import RewardSettings
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
+SHUTDOWN_GRACE_S = 5
+"""Seconds a SIGTERM / Ctrl-C waits for requests in flight before they are cut (a request waiting on a hung
+judge would otherwise hold the shutdown up to its whole ``request_timeout``)."""
 MAX_JSON_DEPTH = 32
 """Nesting levels a request body may have (OpenRLHF's bodies have 3, a rubric label 4)."""
 logger = logging.getLogger(__name__)
 _TOKEN = re.compile(r"((?:^|[?&\s])token=)[^&\s]*", re.IGNORECASE)
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "create_app", "redact", "serve_reward"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "SHUTDOWN_GRACE_S", "create_app", "redact", "serve_reward"]
 
 
 def redact(text: str) -> str:
@@ -216,7 +219,13 @@ def create_app(
         task = asyncio.ensure_future(batched.ascore(samples, timeout=cfg.request_timeout))
         while True:
             left = deadline - time.monotonic()
-            done, _ = await asyncio.wait({task}, timeout=max(min(poll_s, left), 0))
+            try:
+                done, _ = await asyncio.wait({task}, timeout=max(min(poll_s, left), 0))
+            except asyncio.CancelledError:  # the server is shutting down past its grace: drop the samples, answer
+                task.cancel()
+                raise _HTTPError(
+                    503, f"the reward server is shutting down; the request's {len(samples)} sample(s) were not judged"
+                ) from None
             if done:
                 try:
                     return task.result()
@@ -327,7 +336,8 @@ def serve_reward(
     **options: Any,
 ) -> None:
     """Serve ``create_app(reward, settings, token=..., **options)`` with uvicorn until interrupted (127.0.0.1
-    unless told); ``token=`` values are redacted from uvicorn's access log."""
+    unless told); ``token=`` values are redacted from uvicorn's access log. SIGTERM or Ctrl-C stops it within
+    ``SHUTDOWN_GRACE_S`` seconds: requests still waiting for the judge then are cut (their client retries)."""
     import uvicorn
 
     if host not in ("127.0.0.1", "localhost", "::1") and token is None:
@@ -338,6 +348,7 @@ def serve_reward(
         port=port,
         log_level="info",
         log_config=log_config(),
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
     )
 
 

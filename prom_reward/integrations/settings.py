@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 import typing
 from collections.abc import Mapping
@@ -133,11 +134,11 @@ class RewardSettings:
                 f"mode: the framework reward paths take one of {', '.join(FRAMEWORK_MODES)}, got {cfg.mode!r} "
                 f"[{where('mode')}]"
             )
-        for name in ("batch_window_ms", "group_wait_s"):
-            if getattr(self, name) < 0:
+        for name in ("batch_window_ms", "group_wait_s"):  # NaN or inf: a wait that never ends
+            if not 0 <= getattr(self, name) < math.inf:
                 raise ConfigError(f"{name}: expected a number >= 0, got {getattr(self, name)!r}")
         for name in ("max_batch_size", "max_concurrent_batches", "request_timeout"):
-            if getattr(self, name) <= 0:
+            if not 0 < getattr(self, name) < math.inf:
                 raise ConfigError(f"{name}: expected a number > 0, got {getattr(self, name)!r}")
         share = self.gpu_memory_utilization
         if share is not None and not 0.0 < share <= 1.0:

@@ -157,6 +157,8 @@ def read_yaml(path: str, names: Sequence[str]) -> dict[str, Any]:
             f"config_file: cannot read {path!r} ({e.strerror or e}); fix: give a readable YAML file of settings "
             f"(--config / {CONFIG_ENV} / config_file)"
         ) from e
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"config_file {path!r}: not UTF-8 text (byte {e.start}); fix: save it as UTF-8") from None
     except yaml.YAMLError as e:
         raise ConfigError(f"config_file {path!r}: not valid YAML ({e}); fix: correct the YAML") from e
     if not isinstance(data, dict):
