@@ -50,6 +50,13 @@ def split_query(query: str, prompt: str, strip: Sequence[str] = ()) -> tuple[str
     >>> split_query("Q: hi A: hello<|im_end|>", "Q: hi A:", strip=["<|im_end|>"])
     ('hello', False)
     """
+    for name, value in (("query", query), ("prompt", prompt)):
+        if not isinstance(value, str):
+            raise InputError(
+                f"{name}: expected a string (the decoded text), got {type(value).__name__}; fix: pass the text as "
+                "the policy saw it",
+                field=name,
+            )
     if query.startswith(prompt):
         response, truncated = query[len(prompt) :], False
     else:
@@ -79,13 +86,19 @@ def _scalar(value: Any, where: str) -> str:
     if isinstance(value, float) and not math.isfinite(value):
         raise InputError(
             f"{where}: {value!r} is not a finite number; a reference answer must be text or a finite "
-            "number: fix or drop that label in the dataset",
+            "number: fix or drop it in the dataset",
             field="labels",
         )
     return str(value)
 
 
-def _answer(value: Any, where: str) -> str | None:
+def reference_text(value: Any, where: str) -> str | None:
+    """A reference answer as the judge reads it (None: none): a string or finite number, or a list of them (one
+    per line); anything else raises ``InputError`` naming ``where``.
+
+    >>> reference_text(["4", 4.0], "label"), reference_text("", "label")
+    ('4\\n4.0', None)
+    """
     if value is None or value == "":
         return None
     if isinstance(value, bool) or not isinstance(value, (str, int, float, list, tuple)):
@@ -113,7 +126,7 @@ def label_fields(label: Any) -> dict[str, Any]:
     {}
     """
     if not isinstance(label, dict):
-        answer = _answer(label, "label")
+        answer = reference_text(label, "label")
         return {} if answer is None else {"reference_answer": answer}
     known = {k: label[k] for k in LABEL_KEYS if k in label}
     if not known:
@@ -127,7 +140,7 @@ def label_fields(label: Any) -> dict[str, Any]:
         _ignored_logged.add(ignored)
         logger.info("label keys %s are ignored (used: %s)", sorted(ignored), ", ".join(LABEL_KEYS))
     out: dict[str, Any] = {}
-    answer = _answer(known.get("reference_answer"), "label['reference_answer']")
+    answer = reference_text(known.get("reference_answer"), "label['reference_answer']")
     if answer is not None:
         out["reference_answer"] = answer
     if known.get("rubric") not in (None, ""):
@@ -147,7 +160,24 @@ def label_fields(label: Any) -> dict[str, Any]:
 def make_samples(
     queries: Sequence[str], prompts: Sequence[str], labels: Sequence[Any] | None, strip: Sequence[str] = ()
 ) -> tuple[list[RewardSample | None], list[str | None], int]:
-    """``(samples, reasons, truncated)``: a sample per query, or None with the reason it cannot be judged."""
+    """``(samples, reasons, truncated)``: a sample per query, or None with the reason it cannot be judged.
+
+    Raises ``InputError`` when ``queries``, ``prompts`` or ``labels`` is not a list or their lengths differ
+    (the caller's bug, not a sample's)."""
+    for name, values in (("queries", queries), ("prompts", prompts), ("labels", labels)):
+        if values is None and name == "labels":
+            continue
+        if not isinstance(values, (list, tuple)):
+            raise InputError(
+                f"{name}: expected a list (one item per sample), got {type(values).__name__}; fix: pass "
+                "reward_func(queries, prompts, labels) lists, as OpenRLHF does",
+                field=name,
+            )
+        if len(values) != len(queries):
+            raise InputError(
+                f"{name}: expected {len(queries)} items (one per query), got {len(values)}; fix: pass one per query",
+                field=name,
+            )
     jobs: list[RewardSample | None] = []
     reasons: list[str | None] = []
     truncated = 0

@@ -58,7 +58,7 @@ import time
 from typing import Any
 
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
@@ -269,6 +269,10 @@ def create_app(
             judged = await judge(request, live) if live else []
             if judged is None:
                 return Response(status_code=499)
+        except ClientDisconnect:  # gone before its whole body arrived (shorter than its Content-Length)
+            counters["disconnected"] += 1
+            logger.info("client disconnected before its request body arrived")
+            return Response(status_code=499)
         except _HTTPError as e:
             counters["rejected"] += 1
             logger.warning("rejected a request with %d: %s", e.status, e)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import socket
 import threading
 import time
 
@@ -206,6 +207,24 @@ def test_oversize_body_413_by_header_and_by_stream(server):
 
     r = httpx.post(url + "/", content=chunks(), timeout=10)
     assert r.status_code == 413 and "over the limit" in r.json()["error"]
+
+
+def test_a_client_gone_before_its_whole_body_arrived_is_counted_not_a_traceback(server):
+    """A body shorter than its Content-Length, then the client closes: dropped as ``disconnected`` (not an
+    unhandled ``ClientDisconnect`` in the ASGI app); the server keeps answering."""
+    url, _ = server
+    before = httpx.get(url + "/stats", timeout=10).json()
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as conn:
+        conn.sendall(b"POST /get_reward HTTP/1.1\r\nHost: x\r\nContent-Length: 999\r\n\r\n" + b'{"query": [')
+        conn.shutdown(socket.SHUT_WR)
+        assert conn.recv(100) == b""  # closed without an answer
+    deadline = time.monotonic() + 10
+    while (after := httpx.get(url + "/stats", timeout=10).json())["disconnected"] == before["disconnected"]:
+        assert time.monotonic() < deadline, after
+        time.sleep(0.05)
+    assert after["disconnected"] == before["disconnected"] + 1 and after["rejected"] == before["rejected"]
+    assert httpx.post(url + "/", json=BODY, timeout=30).status_code == 200
 
 
 def test_bearer_token():
