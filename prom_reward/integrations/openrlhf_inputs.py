@@ -61,10 +61,14 @@ def split_query(query: str, prompt: str, strip: Sequence[str] = ()) -> tuple[str
         response, truncated = query[len(prompt) :], False
     else:
         need = min(MIN_OVERLAP, len(prompt))
-        for cut in range(1, len(prompt) - need + 1):
-            if query.startswith(prompt[cut:]):
-                response, truncated = query[len(prompt) - cut :], True
-                break
+        # Only where the query's first characters occur can a suffix start (a scan of every cut copies the prompt
+        # once per character: minutes of a blocked server for a megabyte prompt whose query does not match).
+        head = query[:need]
+        cut = prompt.find(head, 1) if len(head) == need else -1
+        while 0 < cut <= len(prompt) - need and not query.startswith(prompt[cut:]):
+            cut = prompt.find(head, cut + 1)
+        if 0 < cut <= len(prompt) - need:
+            response, truncated = query[len(prompt) - cut :], True
         else:
             raise InputError(
                 f"the query does not start with its prompt nor with any suffix of it of {need}+ characters "

@@ -227,6 +227,19 @@ def test_a_client_gone_before_its_whole_body_arrived_is_counted_not_a_traceback(
     assert httpx.post(url + "/", json=BODY, timeout=30).status_code == 200
 
 
+def test_a_megabyte_prompt_its_query_does_not_match_fails_alone_without_stalling_the_server():
+    """The search for a left-truncated prompt's suffix looks only where the query's first characters occur: a
+    scan of every cut copied the prompt once per character (15 s for 1 MB here, blocking every request)."""
+    prompt = ("word " * 200_000)[:1_000_000]
+    body = {"query": ["X" + prompt + " good", "Q: ok"], "prompts": [prompt, "Q:"]}
+    with running(server_app(scripted_reward({"ok": "[RESULT] 3"}), failure_reward=0)) as url:
+        start = time.monotonic()
+        r = httpx.post(url + "/", json=body, timeout=60)
+        took = time.monotonic() - start
+    assert r.status_code == 200 and r.json()["rewards"] == [0.0, 3.0] and took < 5, (r.text[:200], took)
+    assert "does not start with its prompt" in r.json()["failure_reasons"][0]
+
+
 def test_bearer_token():
     reward = scripted_reward({"ok": "[RESULT] 3"})
     body = {"query": ["P ok"], "prompts": ["P"]}
