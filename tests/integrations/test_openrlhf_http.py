@@ -240,6 +240,17 @@ def test_a_megabyte_prompt_its_query_does_not_match_fails_alone_without_stalling
     assert "does not start with its prompt" in r.json()["failure_reasons"][0]
 
 
+def test_a_response_ending_in_600k_end_of_text_strings_is_stripped_in_linear_time():
+    """A degenerate rollout (7.8 MB of ``<|endoftext|>``): stripping copied the response once per string (a minute)."""
+    body = {"query": ["Q: ok" + "<|endoftext|>" * 600_000], "prompts": ["Q:"]}
+    app = server_app(scripted_reward({"ok": "[RESULT] 3"}), failure_reward=0, strip=["<|im_end|>", "<|endoftext|>"])
+    with running(app) as url:
+        start = time.monotonic()
+        r = httpx.post(url + "/", json=body, timeout=120)
+        took = time.monotonic() - start
+    assert r.status_code == 200 and r.json()["rewards"] == [3.0] and took < 10, (r.text[:200], took)
+
+
 def test_bearer_token():
     reward = scripted_reward({"ok": "[RESULT] 3"})
     body = {"query": ["P ok"], "prompts": ["P"]}
