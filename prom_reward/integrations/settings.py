@@ -42,6 +42,7 @@ import logging
 import math
 import os
 import typing
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from functools import lru_cache
@@ -145,8 +146,10 @@ class RewardSettings:
             raise ConfigError(
                 f"gpu_memory_utilization: expected a share in (0, 1], got {share!r} [{where('gpu_memory_utilization')}]"
             )
+        urls = tuple(u.strip() for item in self.server for u in item.split(",") if u.strip())  # --server a,b too
+        object.__setattr__(self, "server", urls)
         for url in self.server:
-            if not url.startswith(("http://", "https://")):
+            if not _is_http_url(url):
                 raise ConfigError(f"server: expected 'http(s)://host:port/v1' URLs, got {url!r} [{where('server')}]")
         if cfg.mode == "pairwise_group":
             if self.group_size is None or self.group_size < 2:
@@ -307,6 +310,16 @@ def judge_options(
     if max_tokens:
         spec["sampling"] = {**dict(spec.get("sampling") or {}), "max_tokens": max_tokens}
     return spec
+
+
+def _is_http_url(url: str) -> bool:
+    """An http(s) URL with a host, no whitespace and a valid port if any (not ``http://`` nor ``http://[::1/v1``)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number in 0..65535
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname) and not any(c.isspace() for c in url)
 
 
 # -- the settings: names, types, docs ---------------------------------------------------

@@ -15,7 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from prom_reward.cli.main import main
+from prom_reward.cli.main import build_parser, main
+from prom_reward.cli.servers import reward_server_settings
 from prom_reward.integrations.openrlhf_server import SHUTDOWN_GRACE_S
 from tests.fakes import StandInJudge, free_port
 
@@ -34,6 +35,10 @@ PROMPT = "Question: what is up?\nAnswer:"
         (["--request-timeout", "nan"], {}, ["--request-timeout: expected a number > 0, got nan"]),
         (["--batch-window-ms", "inf"], {}, ["--batch-window-ms: expected a number >= 0, got inf"]),
         (["--group-wait-s", "nan"], {}, ["--group-wait-s: expected a number >= 0, got nan"]),
+        (["--server", "http://"], {}, ["--server: expected 'http(s)://host:port/v1' URLs, got 'http://'"]),
+        (["--server", "http://[::1/v1"], {}, ["--server", "got 'http://[::1/v1'"]),
+        (["--server", "http://127.0.0.1:99999/v1"], {}, ["--server", "got 'http://127.0.0.1:99999/v1'"]),
+        (["--server", "http://judge host/v1"], {}, ["--server", "got 'http://judge host/v1'"]),
     ],
     ids=[
         "body-nan",
@@ -44,6 +49,10 @@ PROMPT = "Question: what is up?\nAnswer:"
         "timeout-nan",
         "window-inf",
         "group-wait-nan",
+        "url-no-host",
+        "url-bad-ipv6",
+        "url-port-out-of-range",
+        "url-space",
     ],
 )
 def test_bad_flags_and_files_exit_2_naming_them_before_anything_starts(argv, files, words, tmp_path, capsys):
@@ -57,6 +66,12 @@ def test_bad_flags_and_files_exit_2_naming_them_before_anything_starts(argv, fil
     assert "Traceback" not in err
     for w in words:
         assert w in err, (w, err)
+
+
+def test_server_takes_comma_separated_urls_as_the_settings_table_says():
+    servers = ["--server", "http://a:1/v1, http://b:2/v1", "--server", "http://c:3/v1"]
+    args = build_parser().parse_args(["reward-server", *servers, "--failure-reward", "0"])
+    assert reward_server_settings(args, env={}).server == ("http://a:1/v1", "http://b:2/v1", "http://c:3/v1")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
