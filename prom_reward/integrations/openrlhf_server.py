@@ -97,6 +97,17 @@ class RedactTokens(logging.Filter):
         return True
 
 
+class _Reply(JSONResponse):
+    """Starlette's JSON reply, whose text may hold what a client sent: a lone surrogate in a failure reason (a
+    criterion key of a label's checklist) is sent escaped, not a 500 for every sample of the request."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return super().render(content)
+        except UnicodeEncodeError:
+            return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode()
+
+
 class _HTTPError(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
@@ -276,31 +287,31 @@ def create_app(
         except _HTTPError as e:
             counters["rejected"] += 1
             logger.warning("rejected a request with %d: %s", e.status, e)
-            return JSONResponse({"error": str(e)}, status_code=e.status)
+            return _Reply({"error": str(e)}, status_code=e.status)
         except JudgeConfigError as e:  # the configuration's fault, not a sample's: never a failure reward
             health.misconfigured(str(e))
             logger.error("the judge is misconfigured; answering 500 and /health failing: %s", e)
-            return JSONResponse({"error": f"judge misconfigured: {e}"}, status_code=500)
+            return _Reply({"error": f"judge misconfigured: {e}"}, status_code=500)
         except JudgeUnavailableError as e:  # outage_on_exhausted=raise: training stops
             counters["judge_unavailable"] += 1
             logger.error("judge unavailable past the outage budget, answering 503 (outage_on_exhausted=raise): %s", e)
-            return JSONResponse({"error": f"judge unavailable: {e}"}, status_code=503)
+            return _Reply({"error": f"judge unavailable: {e}"}, status_code=503)
         except PromRewardError as e:
             logger.error("reward request failed: %s", e)
-            return JSONResponse({"error": str(e)}, status_code=500)
+            return _Reply({"error": str(e)}, status_code=500)
         counters["input_failures"] += len(samples) - len(live)
         reply = reward_dict(samples, reasons, judged, batched, cfg.failure_reward)
         health.record(reason is not None for reason in reply["failure_reasons"])
         counters["judge_failures"] += reply["judge_failures"]
-        return JSONResponse(reply)
+        return _Reply(reply)
 
-    async def health_route(request: Request) -> JSONResponse:
+    async def health_route(request: Request) -> Response:
         status = health.status()
         code = 503 if status["status"] == "failing" else 200
-        return JSONResponse({**status, "judge_failures": counters["judge_failures"]}, status_code=code)
+        return _Reply({**status, "judge_failures": counters["judge_failures"]}, status_code=code)
 
-    async def stats(request: Request) -> JSONResponse:
-        return JSONResponse(
+    async def stats(request: Request) -> Response:
+        return _Reply(
             {
                 "batcher": batched.stats.as_dict(),
                 **counters,

@@ -129,22 +129,24 @@ def test_bad_requests_get_4xx_with_a_message(server, body, status, words):
 def test_unusable_samples_fail_alone_with_the_same_log_keys(server):
     url, _ = server
     body = {
-        "query": ["<s>Q: 2+2?\nA: 4</s>", "zz", "<s>Q: 2+2?\nA: 4</s>", "<s>Q: 2+2?\nA: 4</s>"],
-        "prompts": ["<s>Q: 2+2?\nA:", "<s>Q: 2+2?\nA:", "<s>Q: 2+2?\nA:", "<s>Q: 2+2?\nA:"],
-        "labels": [{"reference_answer": "4", "rubric": "helpfulness"}, None, {"answer": "4"}, [{"x": 1}]],
+        "query": ["<s>Q: 2+2?\nA: 4</s>", "zz", "<s>Q: 2+2?\nA: 4</s>", "<s>Q: 2+2?\nA: 4</s>", "<s>Q: 2+2?\nA: 4</s>"],
+        "prompts": ["<s>Q: 2+2?\nA:"] * 5,
+        # the last: a reason holding a lone surrogate (the criterion's key) is sent escaped, never a 500 for all
+        "labels": [{"reference_answer": "4", "rubric": "helpfulness"}, None, {"answer": "4"}, [{"x": 1}]]
+        + [{"checklist": [{"\ud800": 1}]}],
     }
-    r = httpx.post(url + "/", json=body, timeout=30)
+    r = httpx.post(url + "/", content=json.dumps(body), headers={"content-type": "application/json"}, timeout=30)
     assert r.status_code == 200, r.text
     out = r.json()
-    assert out["rewards"] == [5.0, -1.0, -1.0, -1.0] and out["judge_failures"] == 3
+    assert out["rewards"] == [5.0, -1.0, -1.0, -1.0, -1.0] and out["judge_failures"] == 4
     reasons = out["failure_reasons"]
     assert "sample 1: the query does not start with its prompt" in reasons[1]
     assert "reference_answer, rubric, instruction" in reasons[2] and "['answer']" in reasons[2]
-    assert "strings or numbers" in reasons[3]
+    assert "strings or numbers" in reasons[3] and "unknown key(s) \ud800" in reasons[4]
     ok = httpx.post(
         url + "/", json={"query": ["<s>Q: 2+2?\nA: 4</s>"], "prompts": ["<s>Q: 2+2?\nA:"]}, timeout=30
     ).json()
-    assert set(ok["extra_logs"]) == set(out["extra_logs"]) and all(len(v) == 4 for v in out["extra_logs"].values())
+    assert set(ok["extra_logs"]) == set(out["extra_logs"]) and all(len(v) == 5 for v in out["extra_logs"].values())
 
 
 def test_json_deeper_than_the_recursion_limit_is_a_400_not_a_traceback():
