@@ -299,6 +299,8 @@ def _token(args: argparse.Namespace) -> str | None:
         return token
     if os.environ.get("PROM_REWARD_TOKEN", "").strip():
         return os.environ["PROM_REWARD_TOKEN"].strip()
+    if args.token is not None and not args.token.strip():
+        raise ConfigError("--token: empty (every request would be refused); fix: give the token, or leave --token out")
     if args.token:
         print(
             "prom-reward reward-server: warning: --token is visible to every user in `ps` and in the shell history; "
