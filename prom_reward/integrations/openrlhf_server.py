@@ -32,7 +32,8 @@ Settings: ``RewardSettings`` (``prom_reward.integrations.settings``).
   redacted from the access log (``redact``).
 
 Errors (not from OpenRLHF's own requests unless misconfigured): 400 malformed or too deeply
-nested JSON, 422 wrong types or lengths, 413 body over ``max_body_bytes``, 401 token.
+nested JSON, 422 wrong types or lengths, 413 body over ``max_body_bytes``, 401 token; 503 for a request still
+waiting on the judge ``SHUTDOWN_GRACE_S`` after SIGTERM / Ctrl-C.
 
 Example:
     >>> from prom_reward import PrometheusJudge
