@@ -32,6 +32,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import urllib.parse
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -63,6 +64,20 @@ T = TypeVar("T")
 OnResult = Callable[[int, GenerationResult], None]
 ENDPOINTS = ("chat", "completions")
 _PROBE = "PROM_REWARD_SYSTEM_PROBE"
+
+
+def is_http_url(url: str) -> bool:
+    """An http(s) URL with a host, no whitespace and a valid port if any (not ``http://`` nor ``http://[::1/v1``).
+
+    >>> is_http_url("http://judge:8000/v1"), is_http_url("http://"), is_http_url("http://judge host/v1")
+    (True, False, False)
+    """
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number in 0..65535
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname) and not any(c.isspace() for c in url)
 
 
 class OpenAIServer:
@@ -108,7 +123,7 @@ class OpenAIServer:
         probe_interval: float = 5.0,
     ) -> None:
         urls = [base_url] if isinstance(base_url, str) else list(base_url)
-        if not urls or not all(isinstance(u, str) and u.startswith(("http://", "https://")) for u in urls):
+        if not urls or not all(isinstance(u, str) and is_http_url(u) for u in urls):
             raise ConfigError(f"base_url: expected one or more 'http(s)://host:port/v1' URLs, got {base_url!r}")
         if endpoint not in ENDPOINTS:
             raise ConfigError(f"endpoint: expected one of {', '.join(ENDPOINTS)}, got {endpoint!r}")

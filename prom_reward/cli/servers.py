@@ -5,6 +5,7 @@ reward model) and ``openrlhf-func-path``.
 from __future__ import annotations
 
 import argparse
+import math
 import signal
 import sys
 import time
@@ -190,6 +191,7 @@ def cmd_reward_server(args: argparse.Namespace) -> int:
             "reward-server: no judge given; fix: give --server URL (or PROM_REWARD_SERVER) or --model M "
             "(in-process vLLM)"
         )
+    max_body_bytes = _max_body_bytes(args.max_body_mb)
     check_port_free(args.host, args.port)  # a taken port or a bad --host fails before the judge is built
     settings = dataclasses.replace(settings, judge=judge_options(args, settings.judge, remote=bool(settings.server)))
     token = _token(args)
@@ -210,7 +212,7 @@ def cmd_reward_server(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         token=token,
-        max_body_bytes=int(args.max_body_mb * 1024 * 1024),
+        max_body_bytes=max_body_bytes,
         health=health,
     )
     return 0
@@ -264,6 +266,16 @@ def judge_options(args: argparse.Namespace, configured: dict[str, Any], *, remot
     return merged
 
 
+def _max_body_bytes(megabytes: float) -> int:
+    """``--max-body-mb`` in bytes: a finite number > 0 (0, a negative or NaN would refuse every request)."""
+    if not math.isfinite(megabytes) or megabytes <= 0:
+        raise ConfigError(
+            f"--max-body-mb: expected a number of megabytes > 0, got {megabytes!r}; fix: give --max-body-mb a "
+            "number > 0 (default 8)"
+        )
+    return int(megabytes * 1024 * 1024)
+
+
 def _token(args: argparse.Namespace) -> str | None:
     """The server's token: ``--token-file``, else ``$PROM_REWARD_TOKEN``, else ``--token`` (warned: ``ps`` shows it)."""
     import os
@@ -277,11 +289,18 @@ def _token(args: argparse.Namespace) -> str | None:
                 f"--token-file: cannot read {args.token_file!r} ({e.strerror or e}); fix: give the file that holds "
                 "the token"
             ) from e
+        except UnicodeDecodeError as e:
+            raise ConfigError(
+                f"--token-file: {args.token_file!r} is not UTF-8 text (byte {e.start}); fix: write the token in it as "
+                "plain text"
+            ) from None
         if not token:
             raise ConfigError(f"--token-file: {args.token_file!r} is empty; fix: write the token in it")
         return token
     if os.environ.get("PROM_REWARD_TOKEN", "").strip():
         return os.environ["PROM_REWARD_TOKEN"].strip()
+    if args.token is not None and not args.token.strip():
+        raise ConfigError("--token: empty (every request would be refused); fix: give the token, or leave --token out")
     if args.token:
         print(
             "prom-reward reward-server: warning: --token is visible to every user in `ps` and in the shell history; "

@@ -116,7 +116,11 @@ def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence
     """OpenRLHF's ``reward_func``: ``{"rewards", "scores", "extra_logs", "judge_failures", "failure_reasons"}``."""
     state = _get()
     s = state.settings
-    samples, reasons, _ = make_samples(list(queries), list(prompts), None if labels is None else list(labels), s.strip)
+    try:
+        samples, reasons, _ = make_samples(queries, prompts, labels, s.strip)
+    except PromRewardError as e:  # not lists, or lengths that differ: the caller's bug (OpenRLHF logs it at INFO)
+        logger.error("prom-reward reward_func got unusable arguments: %s", e)
+        raise
     live = [x for x in samples if x is not None]
     try:
         judged = state.batched.score(live, timeout=s.request_timeout) if live else []

@@ -50,14 +50,25 @@ def split_query(query: str, prompt: str, strip: Sequence[str] = ()) -> tuple[str
     >>> split_query("Q: hi A: hello<|im_end|>", "Q: hi A:", strip=["<|im_end|>"])
     ('hello', False)
     """
+    for name, value in (("query", query), ("prompt", prompt)):
+        if not isinstance(value, str):
+            raise InputError(
+                f"{name}: expected a string (the decoded text), got {type(value).__name__}; fix: pass the text as "
+                "the policy saw it",
+                field=name,
+            )
     if query.startswith(prompt):
         response, truncated = query[len(prompt) :], False
     else:
         need = min(MIN_OVERLAP, len(prompt))
-        for cut in range(1, len(prompt) - need + 1):
-            if query.startswith(prompt[cut:]):
-                response, truncated = query[len(prompt) - cut :], True
-                break
+        # Only where the query's first characters occur can a suffix start (a scan of every cut copies the prompt
+        # once per character: minutes of a blocked server for a megabyte prompt whose query does not match).
+        head = query[:need]
+        cut = prompt.find(head, 1) if len(head) == need else -1
+        while 0 < cut <= len(prompt) - need and not query.startswith(prompt[cut:]):
+            cut = prompt.find(head, cut + 1)
+        if 0 < cut <= len(prompt) - need:
+            response, truncated = query[len(prompt) - cut :], True
         else:
             raise InputError(
                 f"the query does not start with its prompt nor with any suffix of it of {need}+ characters "
@@ -66,26 +77,32 @@ def split_query(query: str, prompt: str, strip: Sequence[str] = ()) -> tuple[str
                 "changes), e.g. OpenRLHF --data.apply_chat_template on both sides",
                 field="query",
             )
-    changed = True
+    end, changed = len(response), True  # an end index, not a copy per stripped string (a response of 80,000 of them)
     while changed:
         changed = False
         for s in strip:
-            if s and response.endswith(s):
-                response, changed = response[: -len(s)], True
-    return response.strip(), truncated
+            if s and response.endswith(s, 0, end):
+                end, changed = end - len(s), True
+    return response[:end].strip(), truncated
 
 
 def _scalar(value: Any, where: str) -> str:
     if isinstance(value, float) and not math.isfinite(value):
         raise InputError(
             f"{where}: {value!r} is not a finite number; a reference answer must be text or a finite "
-            "number: fix or drop that label in the dataset",
+            "number: fix or drop it in the dataset",
             field="labels",
         )
     return str(value)
 
 
-def _answer(value: Any, where: str) -> str | None:
+def reference_text(value: Any, where: str) -> str | None:
+    """A reference answer as the judge reads it (None: none): a string or finite number, or a list of them (one
+    per line); anything else raises ``InputError`` naming ``where``.
+
+    >>> reference_text(["4", 4.0], "label"), reference_text("", "label")
+    ('4\\n4.0', None)
+    """
     if value is None or value == "":
         return None
     if isinstance(value, bool) or not isinstance(value, (str, int, float, list, tuple)):
@@ -113,7 +130,7 @@ def label_fields(label: Any) -> dict[str, Any]:
     {}
     """
     if not isinstance(label, dict):
-        answer = _answer(label, "label")
+        answer = reference_text(label, "label")
         return {} if answer is None else {"reference_answer": answer}
     known = {k: label[k] for k in LABEL_KEYS if k in label}
     if not known:
@@ -127,7 +144,7 @@ def label_fields(label: Any) -> dict[str, Any]:
         _ignored_logged.add(ignored)
         logger.info("label keys %s are ignored (used: %s)", sorted(ignored), ", ".join(LABEL_KEYS))
     out: dict[str, Any] = {}
-    answer = _answer(known.get("reference_answer"), "label['reference_answer']")
+    answer = reference_text(known.get("reference_answer"), "label['reference_answer']")
     if answer is not None:
         out["reference_answer"] = answer
     if known.get("rubric") not in (None, ""):
@@ -147,7 +164,24 @@ def label_fields(label: Any) -> dict[str, Any]:
 def make_samples(
     queries: Sequence[str], prompts: Sequence[str], labels: Sequence[Any] | None, strip: Sequence[str] = ()
 ) -> tuple[list[RewardSample | None], list[str | None], int]:
-    """``(samples, reasons, truncated)``: a sample per query, or None with the reason it cannot be judged."""
+    """``(samples, reasons, truncated)``: a sample per query, or None with the reason it cannot be judged.
+
+    Raises ``InputError`` when ``queries``, ``prompts`` or ``labels`` is not a list or their lengths differ
+    (the caller's bug, not a sample's)."""
+    for name, values in (("queries", queries), ("prompts", prompts), ("labels", labels)):
+        if values is None and name == "labels":
+            continue
+        if not isinstance(values, (list, tuple)):
+            raise InputError(
+                f"{name}: expected a list (one item per sample), got {type(values).__name__}; fix: pass "
+                "reward_func(queries, prompts, labels) lists, as OpenRLHF does",
+                field=name,
+            )
+        if len(values) != len(queries):
+            raise InputError(
+                f"{name}: expected {len(queries)} items (one per query), got {len(values)}; fix: pass one per query",
+                field=name,
+            )
     jobs: list[RewardSample | None] = []
     reasons: list[str | None] = []
     truncated = 0

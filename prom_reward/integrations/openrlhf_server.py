@@ -32,7 +32,8 @@ Settings: ``RewardSettings`` (``prom_reward.integrations.settings``).
   redacted from the access log (``redact``).
 
 Errors (not from OpenRLHF's own requests unless misconfigured): 400 malformed or too deeply
-nested JSON, 422 wrong types or lengths, 413 body over ``max_body_bytes``, 401 token.
+nested JSON, 422 wrong types or lengths, 413 body over ``max_body_bytes``, 401 token; 503 for a request still
+waiting on the judge ``SHUTDOWN_GRACE_S`` after SIGTERM / Ctrl-C.
 
 Example:
     >>> from prom_reward import PrometheusJudge
@@ -58,7 +59,7 @@ import time
 from typing import Any
 
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
@@ -70,12 +71,15 @@ from prom_reward.integrations.openrlhf_inputs import make_samples, reward_dict
 from prom_reward.integrations.settings import RewardSettings
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
+SHUTDOWN_GRACE_S = 5
+"""Seconds a SIGTERM / Ctrl-C waits for requests in flight before they are cut (a request waiting on a hung
+judge would otherwise hold the shutdown up to its whole ``request_timeout``)."""
 MAX_JSON_DEPTH = 32
 """Nesting levels a request body may have (OpenRLHF's bodies have 3, a rubric label 4)."""
 logger = logging.getLogger(__name__)
 _TOKEN = re.compile(r"((?:^|[?&\s])token=)[^&\s]*", re.IGNORECASE)
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "create_app", "redact", "serve_reward"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "SHUTDOWN_GRACE_S", "create_app", "redact", "serve_reward"]
 
 
 def redact(text: str) -> str:
@@ -92,6 +96,17 @@ class RedactTokens(logging.Filter):
         if isinstance(record.args, tuple):
             record.args = tuple(redact(a) if isinstance(a, str) else a for a in record.args)
         return True
+
+
+class _Reply(JSONResponse):
+    """Starlette's JSON reply, whose text may hold what a client sent: a lone surrogate in a failure reason (a
+    criterion key of a label's checklist) is sent escaped, not a 500 for every sample of the request."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return super().render(content)
+        except UnicodeEncodeError:
+            return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode()
 
 
 class _HTTPError(Exception):
@@ -216,7 +231,13 @@ def create_app(
         task = asyncio.ensure_future(batched.ascore(samples, timeout=cfg.request_timeout))
         while True:
             left = deadline - time.monotonic()
-            done, _ = await asyncio.wait({task}, timeout=max(min(poll_s, left), 0))
+            try:
+                done, _ = await asyncio.wait({task}, timeout=max(min(poll_s, left), 0))
+            except asyncio.CancelledError:  # the server is shutting down past its grace: drop the samples, answer
+                task.cancel()
+                raise _HTTPError(
+                    503, f"the reward server is shutting down; the request's {len(samples)} sample(s) were not judged"
+                ) from None
             if done:
                 try:
                     return task.result()
@@ -260,34 +281,38 @@ def create_app(
             judged = await judge(request, live) if live else []
             if judged is None:
                 return Response(status_code=499)
+        except ClientDisconnect:  # gone before its whole body arrived (shorter than its Content-Length)
+            counters["disconnected"] += 1
+            logger.info("client disconnected before its request body arrived")
+            return Response(status_code=499)
         except _HTTPError as e:
             counters["rejected"] += 1
             logger.warning("rejected a request with %d: %s", e.status, e)
-            return JSONResponse({"error": str(e)}, status_code=e.status)
+            return _Reply({"error": str(e)}, status_code=e.status)
         except JudgeConfigError as e:  # the configuration's fault, not a sample's: never a failure reward
             health.misconfigured(str(e))
             logger.error("the judge is misconfigured; answering 500 and /health failing: %s", e)
-            return JSONResponse({"error": f"judge misconfigured: {e}"}, status_code=500)
+            return _Reply({"error": f"judge misconfigured: {e}"}, status_code=500)
         except JudgeUnavailableError as e:  # outage_on_exhausted=raise: training stops
             counters["judge_unavailable"] += 1
             logger.error("judge unavailable past the outage budget, answering 503 (outage_on_exhausted=raise): %s", e)
-            return JSONResponse({"error": f"judge unavailable: {e}"}, status_code=503)
+            return _Reply({"error": f"judge unavailable: {e}"}, status_code=503)
         except PromRewardError as e:
             logger.error("reward request failed: %s", e)
-            return JSONResponse({"error": str(e)}, status_code=500)
+            return _Reply({"error": str(e)}, status_code=500)
         counters["input_failures"] += len(samples) - len(live)
         reply = reward_dict(samples, reasons, judged, batched, cfg.failure_reward)
         health.record(reason is not None for reason in reply["failure_reasons"])
         counters["judge_failures"] += reply["judge_failures"]
-        return JSONResponse(reply)
+        return _Reply(reply)
 
-    async def health_route(request: Request) -> JSONResponse:
+    async def health_route(request: Request) -> Response:
         status = health.status()
         code = 503 if status["status"] == "failing" else 200
-        return JSONResponse({**status, "judge_failures": counters["judge_failures"]}, status_code=code)
+        return _Reply({**status, "judge_failures": counters["judge_failures"]}, status_code=code)
 
-    async def stats(request: Request) -> JSONResponse:
-        return JSONResponse(
+    async def stats(request: Request) -> Response:
+        return _Reply(
             {
                 "batcher": batched.stats.as_dict(),
                 **counters,
@@ -327,7 +352,8 @@ def serve_reward(
     **options: Any,
 ) -> None:
     """Serve ``create_app(reward, settings, token=..., **options)`` with uvicorn until interrupted (127.0.0.1
-    unless told); ``token=`` values are redacted from uvicorn's access log."""
+    unless told); ``token=`` values are redacted from uvicorn's access log. SIGTERM or Ctrl-C stops it within
+    ``SHUTDOWN_GRACE_S`` seconds: requests still waiting for the judge then are cut (their client retries)."""
     import uvicorn
 
     if host not in ("127.0.0.1", "localhost", "::1") and token is None:
@@ -338,6 +364,7 @@ def serve_reward(
         port=port,
         log_level="info",
         log_config=log_config(),
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
     )
 
 

@@ -47,6 +47,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from functools import lru_cache
 from typing import Any
 
+from prom_reward.backends.openai_server import is_http_url
 from prom_reward.core.presets import default_format
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.resolve import RubricResolver
@@ -149,8 +150,10 @@ class RewardSettings:
             raise ConfigError(
                 f"gpu_memory_utilization: expected a share in (0, 1], got {share!r} [{where('gpu_memory_utilization')}]"
             )
+        urls = tuple(u.strip() for item in self.server for u in item.split(",") if u.strip())  # --server a,b too
+        object.__setattr__(self, "server", urls)
         for url in self.server:
-            if not url.startswith(("http://", "https://")):
+            if not is_http_url(url):
                 raise ConfigError(f"server: expected 'http(s)://host:port/v1' URLs, got {url!r} [{where('server')}]")
         if cfg.mode == "pairwise_group":
             if self.group_size is None or self.group_size < 2:

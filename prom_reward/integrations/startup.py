@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -56,28 +57,41 @@ def _headers() -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 
+def _get(url: str, timeout: float) -> tuple[int, bytes]:
+    """``GET url``: (status, body), the whole reply within ``timeout`` seconds (httpx's timeout is per read: a
+    judge trickling its reply a byte at a time would hold the start-up forever)."""
+    deadline = time.monotonic() + timeout
+    with httpx.stream("GET", url, timeout=timeout, headers=_headers()) as r:
+        body = bytearray()
+        for chunk in r.iter_bytes():
+            body += chunk
+            if time.monotonic() > deadline:
+                raise httpx.ReadTimeout(f"no whole reply within {timeout:g} s", request=r.request)
+        return r.status_code, bytes(body)
+
+
 def _ask(url: str, timeout: float) -> tuple[list[str] | None, str]:
     """(served model ids, "") when ``url`` answers ``GET /models``; (None, why) when it does not."""
     try:
-        r = httpx.get(url.rstrip("/") + "/models", timeout=timeout, headers=_headers())
+        status, body = _get(url.rstrip("/") + "/models", timeout)
     except httpx.HTTPError as e:
         return None, f"{type(e).__name__}: {e}"
-    if r.status_code in (401, 403):
+    if status in (401, 403):
         raise JudgeConfigError(
-            f"judge {url}: GET /models answered HTTP {r.status_code}: the judge server wants another API key; "
+            f"judge {url}: GET /models answered HTTP {status}: the judge server wants another API key; "
             "fix: set PROM_REWARD_API_KEY (or OPENAI_API_KEY) to its key",
             url=url,
-            status=r.status_code,
+            status=status,
         )
-    if r.status_code == 404:
+    if status == 404:
         logger.warning(
             "judge %s has no GET /models (not an OpenAI-compatible server?); the model name is not checked", url
         )
         return [], ""
-    if r.status_code != 200:
-        return None, f"HTTP {r.status_code} on GET /models"
+    if status != 200:
+        return None, f"HTTP {status} on GET /models"
     try:
-        return [str(m["id"]) for m in r.json()["data"]], ""
+        return [str(m["id"]) for m in json.loads(body)["data"]], ""
     except (ValueError, KeyError, TypeError) as e:
         return None, f"malformed GET /models reply ({e})"
 

@@ -43,7 +43,6 @@ Example:
 from __future__ import annotations
 
 import logging
-import math
 import os
 import threading
 from dataclasses import dataclass
@@ -51,6 +50,7 @@ from typing import Any
 
 from prom_reward.errors import InputError
 from prom_reward.integrations.batched_reward import BatchedReward, SampleOutcome
+from prom_reward.integrations.openrlhf_inputs import reference_text
 from prom_reward.integrations.settings import RewardSettings
 from prom_reward.integrations.startup import check_judge
 from prom_reward.rewards.samples import RewardSample
@@ -137,20 +137,25 @@ def _instruction(extra_info: Any) -> Any:
 
 
 def _sample(st: _State, solution_str: Any, ground_truth: Any, extra_info: Any) -> RewardSample | SampleOutcome:
-    """The sample verl's arguments describe, or its failed outcome when it cannot be judged (a NaN ground truth)."""
+    """The sample verl's arguments describe, or its failed outcome when it cannot be judged (a response that is not
+    text; a ground truth that is not text, a finite number or a list of them: a NaN, a dict)."""
     info = extra_info if isinstance(extra_info, dict) else {}
     instruction = _instruction(extra_info)
-    if isinstance(ground_truth, float) and not math.isfinite(ground_truth):
+    if not isinstance(solution_str, str):
         return st.batched.unjudged(
-            f"ground_truth is {ground_truth!r}, not a reference answer: fix reward_model.ground_truth of this "
-            "row (None or '' for none)"
+            f"solution_str: expected the decoded response text, got {type(solution_str).__name__}; fix: pass the "
+            "response as a string (verl's reward loop decodes it)"
         )
-    ref = None if ground_truth is None or ground_truth == "" else str(ground_truth)
+    truth = ground_truth.tolist() if hasattr(ground_truth, "tolist") else ground_truth  # numpy from parquet
+    try:
+        ref = reference_text(truth, "ground_truth")
+    except InputError as e:
+        return st.batched.unjudged(f"{e} (reward_model.ground_truth of this row; None or '' for none)")
     checklist: Any = info.get("checklist")  # a list of criteria (docs/checklists.md); numpy arrays from parquet
     checklist = checklist.tolist() if hasattr(checklist, "tolist") else checklist
     return RewardSample(
         prompt=instruction,
-        response=str(solution_str),
+        response=solution_str,
         reference_answer=ref,
         rubric=info.get("rubric"),
         checklist=checklist,

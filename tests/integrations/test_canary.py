@@ -153,3 +153,44 @@ def test_the_threshold_is_a_checked_setting():
     assert RewardSettings.from_values({"failure_reward": "min"}).degraded_failure_share == 0.5
     with pytest.raises(ConfigError, match="degraded_failure_share: expected a share in \\[0, 1\\], got 2.0"):
         RewardSettings.load({"failure_reward": "min", "degraded_failure_share": "2"}, env={})
+
+
+def test_a_judge_trickling_its_models_reply_does_not_hold_the_start_up():
+    """httpx's timeout is per read: a reply sent a byte a second held ``check_judge`` (and the command's start)
+    for as long as the judge kept trickling; now the whole reply must come within the timeout."""
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler
+
+    from prom_reward.integrations.startup import check_judge
+    from tests.fakes import ThreadingHTTPServer
+
+    stop = threading.Event()
+
+    class Trickle(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", "100000")
+            self.end_headers()
+            while not stop.wait(0.2):
+                self.wfile.write(b" ")
+                self.wfile.flush()
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Trickle)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    health = JudgeHealth()
+    try:
+        start = time.monotonic()
+        check = check_judge([url], None, timeout=1.0, health=health, probe_every=60)
+        took = time.monotonic() - start
+    finally:
+        stop.set()
+        httpd.shutdown()
+        httpd.server_close()
+    assert took < 5 and check.reachable == {url: False}, (took, check)
+    assert health.status()["status"] == "degraded" and "ReadTimeout" in health.status()["cause"]

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 
 import pytest
 
 from prom_reward import PrometheusJudge
 from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.cli.main import main
-from prom_reward.errors import ConfigError
+from prom_reward.errors import ConfigError, InputError
 from prom_reward.integrations import openrlhf_func
 from prom_reward.integrations.openrlhf_func import configure, reward_func_path
 from prom_reward.integrations.settings import RewardSettings
@@ -157,3 +158,37 @@ def test_backend_down_fails_the_samples_instead_of_raising(tokenizer):  # noqa: 
     assert out["rewards"] == [0.5, 0.5] and out["extra_logs"]["judge_failed"] == [1.0, 1.0]
     assert "rubric" in out["failure_reasons"][0] and "judge server unreachable" in out["failure_reasons"][1]
     assert out["extra_logs"]["failed_samples"] == [1.0, 1.0] and out["extra_logs"]["outage_failures"] == [1.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    "queries, prompts, labels, reasons",
+    [
+        ([None, PROMPT + " ok"], [PROMPT, PROMPT], None, ["sample 0: query: expected a string", None]),
+        ([b"Q ok", PROMPT + " ok"], [PROMPT, PROMPT], None, ["sample 0: query: expected a string", None]),
+        ([PROMPT + " ok", PROMPT + " ok"], [None, PROMPT], [None, None], ["sample 0: prompt: expected a string", None]),
+    ],
+    ids=["query-none", "query-bytes", "prompt-none"],
+)
+def test_a_sample_that_is_not_text_fails_alone(queries, prompts, labels, reasons):
+    configure(scripted_reward({"ok": "Fine. [RESULT] 4"}), failure_reward=-1.0)
+    out = openrlhf_func.reward_func(queries, prompts, labels)
+    assert out["rewards"] == [-1.0, 4.0] and out["extra_logs"]["judge_failed"] == [1.0, 0.0]
+    for got, want in zip(out["failure_reasons"], reasons, strict=True):
+        assert (got is None) if want is None else want in got, (got, want)
+
+
+@pytest.mark.parametrize(
+    "queries, prompts, labels, words",
+    [
+        ([PROMPT + " ok"] * 2, [PROMPT], None, "prompts: expected 2 items (one per query), got 1"),
+        ([PROMPT + " ok"] * 2, [PROMPT] * 2, ["x"], "labels: expected 2 items (one per query), got 1"),
+        ([PROMPT + " ok"], [PROMPT], "x", "labels: expected a list (one item per sample), got str"),
+        (PROMPT + " ok", PROMPT, None, "queries: expected a list (one item per sample), got str"),
+    ],
+    ids=["prompts-short", "labels-short", "labels-str", "queries-str"],
+)
+def test_arguments_of_the_wrong_shape_raise_input_error_naming_them(queries, prompts, labels, words, caplog):
+    configure(scripted_reward({"ok": "Fine. [RESULT] 4"}), failure_reward=-1.0)
+    with pytest.raises(InputError, match=re.escape(words)):
+        openrlhf_func.reward_func(queries, prompts, labels)
+    assert any(r.levelname == "ERROR" and words in r.getMessage() for r in caplog.records)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import socket
 import threading
 import time
 
@@ -128,22 +129,24 @@ def test_bad_requests_get_4xx_with_a_message(server, body, status, words):
 def test_unusable_samples_fail_alone_with_the_same_log_keys(server):
     url, _ = server
     body = {
-        "query": ["<s>Q: 2+2?\nA: 4</s>", "zz", "<s>Q: 2+2?\nA: 4</s>", "<s>Q: 2+2?\nA: 4</s>"],
-        "prompts": ["<s>Q: 2+2?\nA:", "<s>Q: 2+2?\nA:", "<s>Q: 2+2?\nA:", "<s>Q: 2+2?\nA:"],
-        "labels": [{"reference_answer": "4", "rubric": "helpfulness"}, None, {"answer": "4"}, [{"x": 1}]],
+        "query": ["<s>Q: 2+2?\nA: 4</s>", "zz", "<s>Q: 2+2?\nA: 4</s>", "<s>Q: 2+2?\nA: 4</s>", "<s>Q: 2+2?\nA: 4</s>"],
+        "prompts": ["<s>Q: 2+2?\nA:"] * 5,
+        # the last: a reason holding a lone surrogate (the criterion's key) is sent escaped, never a 500 for all
+        "labels": [{"reference_answer": "4", "rubric": "helpfulness"}, None, {"answer": "4"}, [{"x": 1}]]
+        + [{"checklist": [{"\ud800": 1}]}],
     }
-    r = httpx.post(url + "/", json=body, timeout=30)
+    r = httpx.post(url + "/", content=json.dumps(body), headers={"content-type": "application/json"}, timeout=30)
     assert r.status_code == 200, r.text
     out = r.json()
-    assert out["rewards"] == [5.0, -1.0, -1.0, -1.0] and out["judge_failures"] == 3
+    assert out["rewards"] == [5.0, -1.0, -1.0, -1.0, -1.0] and out["judge_failures"] == 4
     reasons = out["failure_reasons"]
     assert "sample 1: the query does not start with its prompt" in reasons[1]
     assert "reference_answer, rubric, instruction" in reasons[2] and "['answer']" in reasons[2]
-    assert "strings or numbers" in reasons[3]
+    assert "strings or numbers" in reasons[3] and "unknown key(s) \ud800" in reasons[4]
     ok = httpx.post(
         url + "/", json={"query": ["<s>Q: 2+2?\nA: 4</s>"], "prompts": ["<s>Q: 2+2?\nA:"]}, timeout=30
     ).json()
-    assert set(ok["extra_logs"]) == set(out["extra_logs"]) and all(len(v) == 4 for v in out["extra_logs"].values())
+    assert set(ok["extra_logs"]) == set(out["extra_logs"]) and all(len(v) == 5 for v in out["extra_logs"].values())
 
 
 def test_json_deeper_than_the_recursion_limit_is_a_400_not_a_traceback():
@@ -206,6 +209,48 @@ def test_oversize_body_413_by_header_and_by_stream(server):
 
     r = httpx.post(url + "/", content=chunks(), timeout=10)
     assert r.status_code == 413 and "over the limit" in r.json()["error"]
+
+
+def test_a_client_gone_before_its_whole_body_arrived_is_counted_not_a_traceback(server):
+    """A body shorter than its Content-Length, then the client closes: dropped as ``disconnected`` (not an
+    unhandled ``ClientDisconnect`` in the ASGI app); the server keeps answering."""
+    url, _ = server
+    before = httpx.get(url + "/stats", timeout=10).json()
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as conn:
+        conn.sendall(b"POST /get_reward HTTP/1.1\r\nHost: x\r\nContent-Length: 999\r\n\r\n" + b'{"query": [')
+        conn.shutdown(socket.SHUT_WR)
+        assert conn.recv(100) == b""  # closed without an answer
+    deadline = time.monotonic() + 10
+    while (after := httpx.get(url + "/stats", timeout=10).json())["disconnected"] == before["disconnected"]:
+        assert time.monotonic() < deadline, after
+        time.sleep(0.05)
+    assert after["disconnected"] == before["disconnected"] + 1 and after["rejected"] == before["rejected"]
+    assert httpx.post(url + "/", json=BODY, timeout=30).status_code == 200
+
+
+def test_a_megabyte_prompt_its_query_does_not_match_fails_alone_without_stalling_the_server():
+    """The search for a left-truncated prompt's suffix looks only where the query's first characters occur: a
+    scan of every cut copied the prompt once per character (15 s for 1 MB here, blocking every request)."""
+    prompt = ("word " * 200_000)[:1_000_000]
+    body = {"query": ["X" + prompt + " good", "Q: ok"], "prompts": [prompt, "Q:"]}
+    with running(server_app(scripted_reward({"ok": "[RESULT] 3"}), failure_reward=0)) as url:
+        start = time.monotonic()
+        r = httpx.post(url + "/", json=body, timeout=60)
+        took = time.monotonic() - start
+    assert r.status_code == 200 and r.json()["rewards"] == [0.0, 3.0] and took < 5, (r.text[:200], took)
+    assert "does not start with its prompt" in r.json()["failure_reasons"][0]
+
+
+def test_a_response_ending_in_600k_end_of_text_strings_is_stripped_in_linear_time():
+    """A degenerate rollout (7.8 MB of ``<|endoftext|>``): stripping copied the response once per string (a minute)."""
+    body = {"query": ["Q: ok" + "<|endoftext|>" * 600_000], "prompts": ["Q:"]}
+    app = server_app(scripted_reward({"ok": "[RESULT] 3"}), failure_reward=0, strip=["<|im_end|>", "<|endoftext|>"])
+    with running(app) as url:
+        start = time.monotonic()
+        r = httpx.post(url + "/", json=body, timeout=120)
+        took = time.monotonic() - start
+    assert r.status_code == 200 and r.json()["rewards"] == [3.0] and took < 10, (r.text[:200], took)
 
 
 def test_bearer_token():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+import numpy as np
 import pytest
 
 from prom_reward import PrometheusJudge
@@ -125,3 +126,41 @@ def test_pairwise_group_needs_group_size():
     prom_verl.configure(PrometheusReward(judge_by_response({}, []), mode="pairwise_group"), failure_reward=0.0)
     with pytest.raises(ConfigError, match="group_size"):
         prom_verl.compute_score_sync("a", "r", None, {"question": "q"})
+
+
+@pytest.mark.parametrize(
+    "solution, truth, reference, reason",
+    [
+        (None, "72", None, "solution_str: expected the decoded response text, got NoneType"),
+        (b"72", "72", None, "solution_str: expected the decoded response text, got bytes"),
+        ("72", np.array(["72", "seventy-two"]), "72\nseventy-two", None),
+        ("72", ["72", 72.0], "72\n72.0", None),
+        ("72", np.int64(72), "72", None),
+        ("72", np.float32("nan"), None, "ground_truth: nan is not a finite number"),
+        ("72", {"target": ["72"]}, None, "ground_truth: expected a string, number or list of them, got dict"),
+        ("72", b"72", None, "ground_truth: expected a string, number or list of them, got bytes"),
+        ("72", True, None, "ground_truth: expected a string, number or list of them, got bool"),
+    ],
+    ids=[
+        "solution-none",
+        "solution-bytes",
+        "truth-ndarray",
+        "truth-list",
+        "truth-np-int",
+        "truth-np-nan",
+        "truth-dict",
+        "truth-bytes",
+        "truth-bool",
+    ],
+)
+def test_wrong_typed_arguments_are_read_or_fail_their_sample_alone(solution, truth, reference, reason):
+    """verl hands ``ground_truth`` from parquet (numpy arrays and scalars); nothing is judged on a repr of it."""
+    seen: list[GenerationRequest] = []
+    prom_verl.configure(PrometheusReward(judge_by_response({"72": "Right. [RESULT] 5"}, seen)), failure_reward=-1.0)
+    out = prom_verl.compute_score_sync("gsm8k", solution, truth, {"question": "How many?"})
+    if reason is not None:
+        assert out["score"] == -1.0 and out["judge_failed"] == 1.0 and not seen
+        assert reason in out["judge_failure_reason"], out["judge_failure_reason"]
+        return
+    assert out["score"] == 5.0 and out["judge_failed"] == 0.0
+    assert f"###Reference Answer (Score 5):\n{reference}\n\n" in seen[0].user
