@@ -68,15 +68,22 @@ class _Schema:
 
         if not self.block:
             return
+        names = list(dict.fromkeys(k for r in self.block for k in r))  # every row's columns, not the first's alone
+        name = ""
         try:
-            schema = pa.Table.from_pylist(self.block).schema
+            fields = []
+            for name in names:
+                fields.append(pa.field(name, pa.array([r.get(name) for r in self.block]).type))
+            schema = pa.schema(fields)
+            name = ""
             self.schema = (
                 schema if self.schema is None else pa.unify_schemas([self.schema, schema], promote_options="permissive")
             )
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
             where = f"{self.first.where} .. {self.last.where}" if self.first and self.last else "the input"
+            column = f"column {name!r}" if name else "a column"
             raise InputError(
-                f"{where}: a column holds values of two kinds ({e}); a Parquet output needs one type "
+                f"{where}: {column} holds values of two kinds ({e}); a Parquet output needs one type "
                 "per column; fix: give the column one type, or write a .jsonl output"
             ) from None
         self.block = []

@@ -152,9 +152,10 @@ def lines(f: Any, on_bytes: Callable[[bytes], None] | None = None, chunk: int = 
 
 
 def parse_line(line: bytes, where: str) -> dict[str, Any]:
-    """One JSON-lines row; ``InputError`` naming ``where`` for bytes that are not a JSON object."""
+    """One JSON-lines row; ``InputError`` naming ``where`` for bytes that are not a JSON object. A UTF-8 byte order
+    mark before it (what Windows editors write at the start of a file) is not part of the row."""
     try:
-        text = line.decode("utf-8")
+        text = line.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise InputError(
             f"{where}: not UTF-8 text (byte {e.start}: {line[e.start : e.start + 1]!r}; a binary file?); "
@@ -203,7 +204,7 @@ def _arrow(path: str, f: Any) -> Any:
 
 def _json_array(path: str, data: bytes) -> list[Any]:
     try:
-        rows = json.loads(data.decode("utf-8"))
+        rows = json.loads(data.decode("utf-8-sig"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise InputError(
             f"{path}: not a JSON array of objects ({e}); fix: give a JSON array, or one object per "

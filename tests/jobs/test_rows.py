@@ -141,6 +141,46 @@ def test_the_same_columns_and_types_in_jsonl_and_parquet(job, tmp_path, judge):
         assert [r["swap_agreement"] for r in a] == [None, True] and str(schema.field("swap_agreement").type) == "bool"
 
 
+@pytest.mark.parametrize("batch_size", [1, 4])
+def test_a_column_only_some_rows_have_is_kept_in_parquet(tmp_path, judge, batch_size):
+    """The Parquet schema is settled over every row, not the first of a block: a column absent from row 0
+    is written (null where a row lacks it), as in JSON lines; one holding two kinds is refused, named."""
+    rows = [{"instruction": "Q?", "response": "good"}, {"instruction": "Q?", "response": "good", "note": "x"}]
+    src = _write(tmp_path / "in.jsonl", rows)
+    opts = dict(rubric="helpfulness", batch_size=batch_size, progress=False)
+    grade_file(src, tmp_path / "out.jsonl", judge, **opts)
+    grade_file(src, tmp_path / "out.parquet", judge, **opts)
+    got = list(read_rows(tmp_path / "out.parquet"))
+    assert [r["note"] for r in got] == [None, "x"]
+
+    def kept(rs):
+        return [{k: v for k, v in r.items() if v is not None} for r in rs]
+
+    assert kept(got) == kept(read_rows(tmp_path / "out.jsonl")) and "note" in kept(got)[1]
+    _write(src, [*rows, {"instruction": "Q?", "response": "good", "note": 3}])
+    with pytest.raises(InputError, match=r"in.jsonl:1 .. .*in.jsonl:3: column 'note' holds values of two kinds"):
+        grade_file(src, tmp_path / "other.parquet", judge, **opts)
+    assert not (tmp_path / "other.parquet").exists()
+
+
+@pytest.mark.parametrize("name", ["in.jsonl", "in.json"])
+def test_a_utf8_byte_order_mark_is_not_part_of_the_first_row(tmp_path, judge, name):
+    rows = [{"instruction": "Q?", "response": "good"}, {"instruction": "Q?", "response": "bad"}]
+    text = json.dumps(rows) if name == "in.json" else "".join(json.dumps(r) + "\r\n" for r in rows)
+    src = tmp_path / name
+    src.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    grade_file(src, tmp_path / "out.jsonl", judge, rubric="helpfulness", progress=False)
+    assert [(r["instruction"], r["score"]) for r in read_rows(tmp_path / "out.jsonl")] == [("Q?", 5.0), ("Q?", 2.0)]
+
+
+def test_a_bad_message_list_is_named_once(tmp_path, judge):
+    src = _write(tmp_path / "in.jsonl", [{"instruction": ["a"], "response": "good"}])
+    with pytest.raises(InputError) as e:
+        grade_file(src, tmp_path / "out.jsonl", judge, rubric="helpfulness", progress=False)
+    assert str(e.value).count("in.jsonl:1: row 0") == 1 and str(e.value).count("--instruction-col") == 1, e.value
+    assert "column 'instruction': prompt messages must be dicts" in str(e.value)
+
+
 @pytest.mark.parametrize("expected", [True, False])
 def test_grade_expected_score_has_all_five_probabilities_when_asked_for(tmp_path, expected):
     from prom_reward.backends.base import Completion, GenerationResult, TokenLogprobs
