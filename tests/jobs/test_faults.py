@@ -169,6 +169,28 @@ def test_foreign_output_is_refused(job, path, tmp_path, server, capsys):
     assert stranger.read_bytes() == bytes(range(256)) * 4
 
 
+@pytest.mark.parametrize("job", JOBS)
+@pytest.mark.parametrize(
+    ("name", "given", "out", "said"),
+    [
+        ("in.jsonl", "data/in.jsonl", "data/in.jsonl", "would write over its input file"),  # -o is the input
+        ("o.skipped.jsonl", "data/o.skipped.jsonl", "data/o.jsonl", "would write over"),  # pairs: its skip file
+        ("in.jsonl", "data", "data/out.jsonl", "in the input folder"),  # read as input by the next run
+        ("in.jsonl", "data/in.jsonl", "data", "would write over its input file"),  # a part folder holding it
+    ],
+)
+def test_an_output_that_is_or_becomes_input_is_refused(job, name, given, out, said, tmp_path, server, capsys):
+    """Refused before any work, with --overwrite too, the input intact."""
+    if name == "o.skipped.jsonl" and job != "pairs":
+        pytest.skip("only pairs writes a skip file")
+    (tmp_path / "data").mkdir()
+    src = write(tmp_path / "data" / name, rows(job, N))
+    before = src.read_bytes()
+    code, err = run(job, tmp_path / given, tmp_path / out, server.url, "--overwrite", capsys=capsys)
+    assert code == 2 and said in err and "fix: choose" in err, err
+    assert src.read_bytes() == before and sorted(os.listdir(tmp_path / "data")) == [name]
+
+
 @pytest.mark.parametrize("path", ["local", "ray"])
 @pytest.mark.parametrize("job", JOBS)
 def test_unwritable_output(job, path, tmp_path, server, capsys):
