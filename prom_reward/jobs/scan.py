@@ -21,6 +21,7 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,19 +48,15 @@ class Scan:
 
 
 class _Schema:
-    """The types of the input columns, settled over blocks of rows."""
+    """The types of the input columns, settled over blocks of rows (every row's columns, not the first's alone)."""
 
     def __init__(self, kind: JobKind) -> None:
         self.kind, self.schema = kind, None
-        self.block: list[dict[str, Any]] = []
+        self.block: list[SourceRow] = []
         self.skip = {"source_index", *kind.result_columns}
-        self.first: SourceRow | None = None
-        self.last: SourceRow | None = None
 
     def add(self, row: SourceRow) -> None:
-        self.first = self.first if self.block else row
-        self.last = row
-        self.block.append({k: v for k, v in row.data.items() if k not in self.skip})
+        self.block.append(row)
         if len(self.block) == 1024:
             self.flush()
 
@@ -68,24 +65,29 @@ class _Schema:
 
         if not self.block:
             return
-        names = list(dict.fromkeys(k for r in self.block for k in r))  # every row's columns, not the first's alone
-        name = ""
+        names = [k for k in dict.fromkeys(k for r in self.block for k in r.data) if k not in self.skip]
+        where = f"{self.block[0].where} .. {self.block[-1].where}"
+        fields = []
+        for name in names:
+            values = [r.data.get(name) for r in self.block]
+            try:
+                fields.append(pa.field(name, pa.array(values).type))
+            except UnicodeEncodeError as e:
+                at = next(r for r, v in zip(self.block, values, strict=True) if not _utf8(v))
+                raise InputError(
+                    f"{at.where}: row {at.id}: column {name!r} holds a lone surrogate ({e.object[e.start : e.end]!r}), "
+                    "which a Parquet output cannot hold; fix: write a .jsonl output (it keeps the value as the input "
+                    "has it), or repair the text"
+                ) from None
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
+                raise _two_kinds(where, f"column {name!r}", e) from None
         try:
-            fields = []
-            for name in names:
-                fields.append(pa.field(name, pa.array([r.get(name) for r in self.block]).type))
             schema = pa.schema(fields)
-            name = ""
             self.schema = (
                 schema if self.schema is None else pa.unify_schemas([self.schema, schema], promote_options="permissive")
             )
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
-            where = f"{self.first.where} .. {self.last.where}" if self.first and self.last else "the input"
-            column = f"column {name!r}" if name else "a column"
-            raise InputError(
-                f"{where}: {column} holds values of two kinds ({e}); a Parquet output needs one type "
-                "per column; fix: give the column one type, or write a .jsonl output"
-            ) from None
+            raise _two_kinds(f"the input up to {self.block[-1].where}", "a column", e) from None
         self.block = []
 
     def result(self) -> Any:
@@ -97,6 +99,21 @@ class _Schema:
         for f in inputs:
             fields.append(pa.field(f.name, pa.string()) if pa.types.is_null(f.type) else f)
         return pa.schema(fields + list(self.kind.result_schema()))
+
+
+def _utf8(value: Any) -> bool:
+    try:
+        json.dumps(value, ensure_ascii=False, default=str).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _two_kinds(where: str, column: str, e: Exception) -> InputError:
+    return InputError(
+        f"{where}: {column} holds values of two kinds ({e}); a Parquet output needs one type per column; fix: give "
+        "the column one type, or write a .jsonl output"
+    )
 
 
 def _size(path: str) -> int:

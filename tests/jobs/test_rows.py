@@ -163,6 +163,56 @@ def test_a_column_only_some_rows_have_is_kept_in_parquet(tmp_path, judge, batch_
     assert not (tmp_path / "other.parquet").exists()
 
 
+def test_parquet_input_types_json_has_none_for_are_written_as_text(tmp_path, judge):
+    """Dates, times, durations, decimals and bytes of a Parquet input reach a JSON-lines output (they stopped the
+    job with a traceback after judging), and stay as they were in a Parquet output."""
+    import datetime
+    import decimal
+
+    import pyarrow as pa
+
+    values = {
+        "when": datetime.datetime(2024, 1, 2, 3, 4, 5, tzinfo=datetime.UTC),
+        "day": datetime.date(2024, 1, 2),
+        "at": datetime.time(3, 4),
+        "took": datetime.timedelta(seconds=90),
+        "price": decimal.Decimal("1.50"),
+        "raw": b"\x00\xff",
+    }
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pylist([{"instruction": "Q?", "response": "good", **values}]), src)
+    grade_file(src, tmp_path / "out.jsonl", judge, rubric="helpfulness", progress=False)
+    (row,) = read_rows(tmp_path / "out.jsonl")
+    assert {k: row[k] for k in values} == {
+        "when": "2024-01-02T03:04:05+00:00",
+        "day": "2024-01-02",
+        "at": "03:04:00",
+        "took": 90.0,
+        "price": "1.50",
+        "raw": "AP8=",
+    }
+    assert row["score"] == 5.0
+    grade_file(src, tmp_path / "out.parquet", judge, rubric="helpfulness", progress=False)
+    (row,) = read_rows(tmp_path / "out.parquet")
+    assert {k: row[k] for k in values} == values
+
+
+def test_a_lone_surrogate_in_a_column_not_judged(tmp_path, judge):
+    """Kept as the input's escape in JSON lines (it stopped the job with a traceback after judging); a Parquet
+    output, which cannot hold it, is refused before judging, naming the row and the column."""
+    src = tmp_path / "in.jsonl"
+    src.write_text(
+        '{"instruction": "Q?", "response": "good", "note": "ok"}\n'
+        '{"instruction": "Q?", "response": "good", "note": "a\\ud800"}\n'
+    )
+    grade_file(src, tmp_path / "out.jsonl", judge, rubric="helpfulness", progress=False)
+    assert [r["note"] for r in read_rows(tmp_path / "out.jsonl")] == ["ok", "a\ud800"]
+    assert '"note": "a\\ud800"' in (tmp_path / "out.jsonl").read_text()
+    with pytest.raises(InputError, match=r"in.jsonl:2: row 1: column 'note' holds a lone surrogate .*\.jsonl output"):
+        grade_file(src, tmp_path / "out.parquet", judge, rubric="helpfulness", progress=False)
+    assert not (tmp_path / "out.parquet").exists()
+
+
 @pytest.mark.parametrize("name", ["in.jsonl", "in.json"])
 def test_a_utf8_byte_order_mark_is_not_part_of_the_first_row(tmp_path, judge, name):
     rows = [{"instruction": "Q?", "response": "good"}, {"instruction": "Q?", "response": "bad"}]
