@@ -5,8 +5,10 @@ order, blank JSONL lines not counted). A ``SourceRow`` carries the id, where the
 (``in.jsonl:51`` for a JSON-lines file, ``in.parquet row 50`` otherwise: the place an error names)
 and the row itself. Files are .jsonl/.ndjson, .json (an array of objects), .parquet or .arrow (Arrow IPC,
 as ``datasets`` writes it), local or any URI pyarrow (or, failing that, fsspec) opens; a folder stands for
-its .jsonl/.parquet/.arrow files, sorted, and a folder of ``datasets``' ``Dataset.save_to_disk`` for the
-data files its ``state.json`` lists, in that order (a ``DatasetDict``'s folder is refused: give a split's).
+its .jsonl/.parquet/.arrow files, sorted (as for ``pyarrow.dataset``, not those whose name starts with ``_`` or
+``.``: a job's markers and temporary files, a copy's ``._`` files), and a folder of ``datasets``'
+``Dataset.save_to_disk`` for the data files its ``state.json`` lists, in that order (a ``DatasetDict``'s folder
+is refused: give a split's).
 Reading is streamed (Parquet and Arrow by record batches, JSON lines a megabyte at a time) and every
 unreadable file or line is an ``InputError`` naming the file, the line and the fix.
 
@@ -124,7 +126,9 @@ def expand_inputs(inputs: str | Path | Sequence[str | Path]) -> list[str]:
             files = _saved_dataset(fs, inner, p) or sorted(
                 f.path
                 for f in fs.get_file_info(pafs.FileSelector(inner))
-                if f.type == pafs.FileType.File and Path(f.path).suffix.lower() in suffixes
+                if f.type == pafs.FileType.File
+                and Path(f.path).suffix.lower() in suffixes
+                and not f.base_name.startswith(("_", "."))  # as pyarrow.dataset: markers, temporaries, ._x copies
             )
             if not files:
                 raise InputError(f"{p}: a folder without .jsonl, .parquet or .arrow files; fix: give {INPUTS}")

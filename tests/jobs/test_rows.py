@@ -213,6 +213,18 @@ def test_a_lone_surrogate_in_a_column_not_judged(tmp_path, judge):
     assert not (tmp_path / "out.parquet").exists()
 
 
+def test_a_folder_input_skips_names_starting_with_underscore_or_dot(tmp_path, judge):
+    """As pyarrow.dataset does: a part folder's failure markers and temporaries, a copy's ``._`` files."""
+    from prom_reward.jobs.parts import write_part
+
+    rows = [{"source_index": i, "instruction": f"Q{i}?", "response": "good"} for i in range(4)]
+    write_part(tmp_path / "parts", 0, 2, rows[:2], "jsonl", failed="backend failed: down")
+    write_part(tmp_path / "parts", 2, 4, rows[2:], "jsonl")
+    (tmp_path / "parts" / "_tmp-1-part-000000000004-000000000006.jsonl").write_text('{"cut')
+    (tmp_path / "parts" / "._part-000000000000-000000000002.jsonl").write_bytes(b"\x00\x05\x16\x07Mac OS X")
+    assert [r["instruction"] for r in read_rows(tmp_path / "parts")] == ["Q0?", "Q1?", "Q2?", "Q3?"]
+
+
 @pytest.mark.parametrize("name", ["in.jsonl", "in.json"])
 def test_a_utf8_byte_order_mark_is_not_part_of_the_first_row(tmp_path, judge, name):
     rows = [{"instruction": "Q?", "response": "good"}, {"instruction": "Q?", "response": "bad"}]
