@@ -191,6 +191,26 @@ def test_an_output_that_is_or_becomes_input_is_refused(job, name, given, out, sa
     assert src.read_bytes() == before and sorted(os.listdir(tmp_path / "data")) == [name]
 
 
+@pytest.mark.parametrize(
+    "manifest",
+    [
+        "[]",
+        '{"version": 1}',
+        '{"version": 1, "job": "grade", "inputs": "abc", "options": [], "judge": 5}',
+        '{"version": 1, "job": "grade", "inputs": [1], "options": {}, "judge": {}}',
+        '{"version": 1, "job": "grade", "inputs": [], "options": "x", "judge": {}}',
+    ],
+)
+def test_a_foreign_manifest_is_refused_on_resume(manifest, tmp_path, server, capsys):
+    src, out = write(tmp_path / "in.jsonl", rows("grade", N)), tmp_path / "out.jsonl"
+    (tmp_path / "out.jsonl.parts").mkdir()
+    (tmp_path / "out.jsonl.parts" / "_manifest.json").write_text(manifest)
+    out.write_text("precious\n")
+    code, err = run("grade", src, out, server.url, "--resume", capsys=capsys)
+    assert code == 2 and "_manifest.json: not a job manifest; fix: start over with --overwrite" in err, err
+    assert out.read_text() == "precious\n"
+
+
 @pytest.mark.parametrize("path", ["local", "ray"])
 @pytest.mark.parametrize("job", JOBS)
 def test_unwritable_output(job, path, tmp_path, server, capsys):
