@@ -79,10 +79,10 @@ class OutagePolicy:
     def __post_init__(self) -> None:
         for name, low in (("budget_s", 0.0), ("backoff_s", 0.0), ("max_backoff_s", 0.0)):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < low:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= low:  # NaN too
                 raise ConfigError(f"{name}: expected seconds >= {low:g}, got {value!r}")
         t = self.call_timeout_s
-        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0):
+        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not t > 0):
             raise ConfigError(f"call_timeout_s: expected None (derived from the deadline) or seconds > 0, got {t!r}")
         if self.on_exhausted not in ON_EXHAUSTED:
             raise ConfigError(f"on_exhausted: expected one of {', '.join(ON_EXHAUSTED)}, got {self.on_exhausted!r}")

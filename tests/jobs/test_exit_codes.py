@@ -95,7 +95,15 @@ def test_outage_on_exhausted_raise_stops_the_job_with_exit_4(tmp_path):
     assert not out.exists()  # stopped before a row was committed
 
 
-def test_a_bad_outage_flag_names_the_flag(tmp_path):
+@pytest.mark.parametrize(
+    ("flag", "value", "said"),
+    [
+        ("--outage-backoff-s", "-1", "--outage-backoff-s: expected seconds >= 0, got -1.0"),
+        ("--outage-budget-s", "nan", "--outage-budget-s: expected seconds >= 0, got nan"),  # waited forever
+        ("--outage-call-timeout-s", "nan", "--outage-call-timeout-s: expected null (derived from the deadline)"),
+    ],
+)
+def test_a_bad_outage_flag_names_the_flag(tmp_path, flag, value, said):
     src = write(tmp_path / "in.jsonl", rows("grade", 1))
-    done = cli(argv("grade", src, tmp_path / "out.jsonl", "http://127.0.0.1:9/v1", "--outage-backoff-s", "-1"))
-    assert done.returncode == 2 and "--outage-backoff-s: expected seconds >= 0, got -1.0" in done.stderr
+    done = cli(argv("grade", src, tmp_path / "out.jsonl", "http://127.0.0.1:9/v1", flag, value), timeout=60)
+    assert done.returncode == 2 and said in done.stderr, done.stderr
