@@ -79,6 +79,11 @@ class _Schema:
                     "which a Parquet output cannot hold; fix: write a .jsonl output (it keeps the value as the input "
                     "has it), or repair the text"
                 ) from None
+            except OverflowError as e:  # an integer beyond int64
+                raise InputError(
+                    f"{where}: column {name!r} holds an integer a Parquet column cannot hold ({e}); fix: write a "
+                    ".jsonl output, or give the column as text"
+                ) from None
             except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
                 raise _two_kinds(where, f"column {name!r}", e) from None
         try:

@@ -160,6 +160,9 @@ def test_a_column_only_some_rows_have_is_kept_in_parquet(tmp_path, judge, batch_
     _write(src, [*rows, {"instruction": "Q?", "response": "good", "note": 3}])
     with pytest.raises(InputError, match=r"in.jsonl:1 .. .*in.jsonl:3: column 'note' holds values of two kinds"):
         grade_file(src, tmp_path / "other.parquet", judge, **opts)
+    _write(src, [*rows, {"instruction": "Q?", "response": "good", "big": 2**70}])  # beyond int64: was a traceback
+    with pytest.raises(InputError, match=r"column 'big' holds an integer a Parquet column cannot hold"):
+        grade_file(src, tmp_path / "other.parquet", judge, **opts)
     assert not (tmp_path / "other.parquet").exists()
 
 
