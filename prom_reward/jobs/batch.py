@@ -77,7 +77,7 @@ def judge_rows(
         "pairs": len(out.rows) if pairs else 0,
         "skipped": json.dumps(skipped),
         "rows_without_pairs": len({r.id for r in rows} - {p["source_index"] for p in out.rows}) if pairs else 0,
-        "backend_failed": out.failed if out.backend_error else 0,
+        "backend_failed": out.backend_failed,
         "backend_error": out.backend_error or "",
         "tie_breaks": out.tie_breaks,
         "tie_rounds": out.tie_rounds,
