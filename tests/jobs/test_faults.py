@@ -211,6 +211,28 @@ def test_a_foreign_manifest_is_refused_on_resume(manifest, tmp_path, server, cap
     assert out.read_text() == "precious\n"
 
 
+def test_an_input_that_shrinks_while_the_job_runs_stops_it(tmp_path):
+    """Rows past the new end were dropped and the job said it was done (exit 0); now it stops, naming the file."""
+    from prom_reward.backends.scripted import ScriptedBackend
+    from prom_reward.errors import InputError
+    from prom_reward.jobs.run import grade_file
+
+    lines = [json.dumps({"instruction": f"Q{i}?", "response": "good " + "x" * 10_000}) + "\n" for i in range(300)]
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src.write_text("".join(lines))  # 3 MB: read a megabyte at a time, so the cut is met mid-job
+
+    def respond(request, i):
+        if not (tmp_path / "cut").exists():
+            (tmp_path / "cut").touch()
+            with open(src, "r+") as f:
+                f.truncate(len("".join(lines[:150])))  # at a line's end: what is left parses
+        return "Fine. [RESULT] 4"
+
+    with pytest.raises(InputError, match=r"in.jsonl: changed while the job ran \(rows 148..151 were checked, 2 of"):
+        grade_file(src, out, {"backend": ScriptedBackend(respond=respond)}, rubric="helpfulness", batch_size=4)
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("path", ["local", "ray"])
 @pytest.mark.parametrize("job", JOBS)
 def test_unwritable_output(job, path, tmp_path, server, capsys):
