@@ -131,7 +131,10 @@ def expand_inputs(inputs: str | Path | Sequence[str | Path]) -> list[str]:
                 and not f.base_name.startswith(("_", "."))  # as pyarrow.dataset: markers, temporaries, ._x copies
             )
             if not files:
-                raise InputError(f"{p}: a folder without .jsonl, .parquet or .arrow files; fix: give {INPUTS}")
+                raise InputError(
+                    f"{p}: a folder without .jsonl, .parquet or .arrow files (names starting with _ or . are "
+                    f"skipped); fix: give {INPUTS}"
+                )
             out += [prefix + f for f in files]
         else:
             file_kind(p)
