@@ -103,7 +103,42 @@ class _Schema:
         inputs: list[Any] = list(self.schema or [])
         for f in inputs:
             fields.append(pa.field(f.name, pa.string()) if pa.types.is_null(f.type) else f)
-        return pa.schema(fields + list(self.kind.result_schema()))
+        schema = pa.schema(fields + list(self.kind.result_schema()))
+        _readable(schema)
+        return schema
+
+
+def _round_trip(schema: Any) -> Exception | None:
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    buf = io.BytesIO()
+    try:
+        pq.write_table(schema.empty_table(), buf)
+        pq.read_table(pa.BufferReader(buf.getvalue()))
+    except (pa.ArrowException, OSError) as e:
+        return e
+    return None
+
+
+def _readable(schema: Any) -> None:
+    """``InputError`` for a schema Parquet can write but not read back (a column nested too deeply), found now
+    rather than when the judged parts are merged."""
+    import pyarrow as pa
+
+    if _round_trip(schema) is None:
+        return
+    for f in schema:
+        if (e := _round_trip(pa.schema([f]))) is not None:
+            raise InputError(
+                f"column {f.name!r} cannot go to a Parquet output ({e}); fix: write a .jsonl output, or give the "
+                "column as text"
+            )
+    raise InputError(
+        f"the input's columns cannot go to a Parquet output ({_round_trip(schema)}); fix: write a .jsonl output"
+    )
 
 
 def _utf8(value: Any) -> bool:

@@ -174,6 +174,8 @@ def parse_line(line: bytes, where: str) -> dict[str, Any]:
         raise InputError(
             f"{where}: not valid JSON ({e.msg} at column {e.colno}); fix: repair or remove that line"
         ) from None
+    except RecursionError:
+        raise InputError(f"{where}: JSON nested too deeply to read; fix: flatten or remove that line") from None
     if not isinstance(row, dict):
         raise InputError(
             f"{where}: expected a JSON object per line, got {type(row).__name__}; fix: one {{...}} object per line"
@@ -212,7 +214,7 @@ def _arrow(path: str, f: Any) -> Any:
 def _json_array(path: str, data: bytes) -> list[Any]:
     try:
         rows = json.loads(data.decode("utf-8-sig"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise InputError(
             f"{path}: not a JSON array of objects ({e}); fix: give a JSON array, or one object per "
             "line in a .jsonl file"
