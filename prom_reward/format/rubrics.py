@@ -218,6 +218,8 @@ class Rubric:
             text = p.read_text(encoding="utf-8")
         except OSError as e:
             raise ConfigError(f"cannot read rubric file {str(p)!r}: {e}") from e
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"cannot read rubric file {str(p)!r}: not UTF-8 text ({e})") from e
         try:
             data = json.loads(text) if suffix == ".json" else yaml.safe_load(text)
         except (ValueError, yaml.YAMLError) as e:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from prom_reward.errors import InputError
 from prom_reward.jobs.parts import write_part
 from prom_reward.jobs.source import SourceRow
 from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, run_batch
@@ -77,7 +78,7 @@ def judge_rows(
         "pairs": len(out.rows) if pairs else 0,
         "skipped": json.dumps(skipped),
         "rows_without_pairs": len({r.id for r in rows} - {p["source_index"] for p in out.rows}) if pairs else 0,
-        "backend_failed": out.failed if out.backend_error else 0,
+        "backend_failed": out.backend_failed,
         "backend_error": out.backend_error or "",
         "tie_breaks": out.tie_breaks,
         "tie_rounds": out.tie_rounds,
@@ -88,10 +89,24 @@ def judge_rows(
     return out, rec
 
 
+def check_read(rows: list[SourceRow], shard: dict[str, Any]) -> None:
+    """``InputError`` unless ``rows`` are the rows ``[shard["start"], shard["stop"])`` the input check counted: an
+    input that shrank (or was replaced) while the job ran would otherwise end the job early, its rows missing."""
+    start, stop = int(shard["start"]), int(shard["stop"])
+    if len(rows) != stop - start or (rows and (rows[0].id, rows[-1].id) != (start, stop - 1)):
+        raise InputError(
+            f"{shard.get('path') or 'the input'}: changed while the job ran (rows {start}..{stop - 1} were checked, "
+            f"{len(rows)} of them read now); fix: keep the input as it was until the job is done, then run again "
+            "with --resume (or start over with --overwrite)"
+        )
+
+
 def judge_and_commit(
     kind: JobKind, judge: Any, prepare: Prepare, rows: list[SourceRow], shard: dict[str, Any], sink: Sink, worker: str
 ) -> dict[str, Any]:
-    """Judge ``rows`` (the ids ``[shard["start"], shard["stop"])``), commit them, return the batch's record."""
+    """Judge ``rows`` (the ids ``[shard["start"], shard["stop"])``, ``check_read``), commit them, return the batch's
+    record."""
+    check_read(rows, shard)
     out, rec = judge_rows(kind, judge, prepare, rows, worker)
     t1 = time.perf_counter()
     start, stop = int(shard["start"]), int(shard["stop"])

@@ -105,8 +105,8 @@ def text_item(row: SourceRow, names: dict[str, str], build: Callable[..., T], ru
     (``role_columns``) in order; the item's own check fails as an ``InputError`` naming the row, the column and
     the option that renames it."""
     options = [o for o in names if o != "reference_column"]
+    texts = [judge_text(row, names[o], o) for o in options]  # its errors name the row already
     try:
-        texts = [judge_text(row, names[o], o) for o in options]
         return build(*texts, rubric, row.data.get(names["reference_column"]))
     except InputError as e:
         option = "reference_column" if e.field == "reference_answer" else f"{e.field}_column"

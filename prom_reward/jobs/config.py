@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from math import inf
 from typing import Any
 
 from prom_reward.errors import ConfigError
@@ -94,14 +95,14 @@ class RayConfig:
             raise ConfigError(
                 f'replicas: expected an int >= 1 or "all", got {r!r}; fix: give the number of judge actors'
             )
-        if self.num_gpus is not None and self.num_gpus < 0:
+        if self.num_gpus is not None and not (isinstance(self.num_gpus, (int, float)) and 0 <= self.num_gpus < inf):
             raise ConfigError(
                 f"num_gpus (--gpus-per-replica): expected >= 0 GPUs per replica, got {self.num_gpus}; fix: give a "
-                "number >= 0"
+                "finite number >= 0"
             )
-        if self.num_cpus <= 0:
+        if not (isinstance(self.num_cpus, (int, float)) and 0 < self.num_cpus < inf):  # NaN and inf too
             raise ConfigError(
                 f"num_cpus (--cpus-per-replica): expected > 0 CPUs per replica, got {self.num_cpus}; fix: give a "
-                "number > 0"
+                "finite number > 0"
             )
         object.__setattr__(self, "num_cpus", float(self.num_cpus))

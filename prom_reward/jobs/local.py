@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from prom_reward.jobs.batch import Sink, judge_and_commit
+from prom_reward.jobs.batch import Sink, check_read, judge_and_commit
 from prom_reward.jobs.plan import Plan
 from prom_reward.jobs.source import SourceRow, iter_file
 from prom_reward.jobs.summary import JobSummary
@@ -65,3 +65,5 @@ def judge_locally(plan: Plan, judge: Any, summary: JobSummary, progress: bool) -
                 bar.set_postfix(failed=summary.failed, refresh=False)
                 batch, shard = [], next(shards, None)
                 left = time.perf_counter()
+    if shard is not None:  # the input ended before the batches the check counted
+        check_read(batch, shard)

@@ -129,7 +129,13 @@ def read_manifest(path: Path) -> dict[str, Any]:
         raise OutputError(
             f"{path}: not a readable job manifest ({e}); fix: start over with --overwrite, or write to another -o"
         ) from None
-    if not isinstance(data, dict):
+    inputs = data.get("inputs") if isinstance(data, dict) else None
+    if (
+        not isinstance(data, dict)
+        or not isinstance(inputs, list)
+        or not all(isinstance(i, dict) for i in inputs)
+        or not all(isinstance(data.get(k), dict) for k in ("options", "judge"))
+    ):
         raise OutputError(f"{path}: not a job manifest; fix: start over with --overwrite, or write to another -o")
     return data
 

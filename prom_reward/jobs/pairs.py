@@ -138,6 +138,7 @@ class PairsJob(JobKind):
             skipped=out.skipped,
             failed=failed,
             backend_error=down,
+            backend_failed=sum(1 for s in out.skipped if s["reason"] == "backend_failed"),  # one per row
             tie_breaks=out.tie_breaks,
             tie_rounds=out.tie_rounds,
         )
@@ -147,4 +148,4 @@ class PairsJob(JobKind):
     ) -> BatchOut:
         reason = failure_text(failure)
         skipped = [skip_record(it, "backend_failed", None, reason) for it in items]
-        return BatchOut(skipped=skipped, failed=len(items), backend_error=reason)
+        return BatchOut(skipped=skipped, failed=len(items), backend_error=reason, backend_failed=len(items))

@@ -25,6 +25,9 @@ Example:
 
 from __future__ import annotations
 
+import base64
+import datetime
+import decimal
 import errno
 import json
 import os
@@ -103,9 +106,36 @@ def write_bytes(path: Path, chunks: list[bytes] | Callable[[Any], None]) -> None
         os.fsync(f.fileno())
 
 
+def json_value(value: Any) -> Any:
+    """A value JSON has no type for, as JSON lines hold it (what a Parquet or Arrow input's columns may give):
+    a date, time or timestamp as ISO 8601 text, a duration as seconds, a decimal as its exact text, bytes as
+    base64 text."""
+    if isinstance(value, (datetime.date, datetime.time)):  # datetime.datetime is a date
+        return value.isoformat()
+    if isinstance(value, datetime.timedelta):
+        return value.total_seconds()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    raise TypeError(f"{type(value).__name__} values cannot be written as JSON")
+
+
 def jsonl_bytes(rows: list[dict[str, Any]]) -> bytes:
-    """Rows as JSON lines."""
-    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode("utf-8")
+    """Rows as JSON lines (``json_value`` for values JSON has no type for). A row holding a lone surrogate (from
+    a JSON input's ``"\\ud800"``) is written with ``\\u`` escapes, as the input had it: UTF-8 cannot hold it."""
+    text = "".join(json.dumps(r, ensure_ascii=False, default=json_value) + "\n" for r in rows)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return b"".join(_escaped_line(r) for r in rows)
+
+
+def _escaped_line(row: dict[str, Any]) -> bytes:
+    try:
+        return (json.dumps(row, ensure_ascii=False, default=json_value) + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        return (json.dumps(row, default=json_value) + "\n").encode("ascii")
 
 
 def _write_parquet(path: Path, rows: list[dict[str, Any]], schema: Any) -> None:

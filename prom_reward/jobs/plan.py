@@ -123,6 +123,7 @@ def prepare_job(kind: JobKind, inputs: Any, output: str | Path, judge: dict[str,
     """Steps 1-5 of the module doc; ``judge``: the judge's fingerprint (``manifest.judge_fingerprint``)."""
     tgt = target(output, kind)
     files = expand_inputs(inputs)
+    _refuse_overlap(tgt, inputs, files)
     manifest_path = tgt.folder / NAME
     parts = done_parts(tgt.folder) if tgt.folder.is_dir() else {}
     exists = tgt.output.exists() if tgt.merged else bool(parts) or manifest_path.exists()
@@ -166,6 +167,27 @@ def prepare_job(kind: JobKind, inputs: Any, output: str | Path, judge: dict[str,
     plan.resumed_rows = sum(b - a for a, b in done)
     plan.shards = _shards(plan, _gaps(done, scan.rows), cfg.batch_size)
     return plan
+
+
+def _refuse_overlap(tgt: Target, inputs: Any, files: list[str]) -> None:
+    """``OutputError`` for an output that is (or, in a later run, would be read as) part of the input: an input
+    file itself, a file in the part folder, or a file that an input folder's listing picks up."""
+    given = [str(p) for p in ([inputs] if isinstance(inputs, (str, Path)) else inputs)]
+    written = [p.resolve() for p in (tgt.output, tgt.skipped) if p is not None and tgt.merged]
+    folder = tgt.folder.resolve()
+    for f in (Path(f).resolve() for f in files if "://" not in f):
+        if f in written or folder in f.parents:
+            raise OutputError(
+                f"{tgt.output}: cannot write: the job would write over its input file {f}; fix: choose another -o"
+            )
+    listed = [g for g in given if "://" not in g and os.path.isdir(g) and not os.path.exists(f"{g}/state.json")]
+    for d in (Path(g).resolve() for g in listed):  # a folder stands for its files (a save_to_disk one: its list)
+        for w in written:
+            if w.parent == d and w.suffix.lower() in JSONL_SUFFIXES + PARQUET_SUFFIXES:
+                raise OutputError(
+                    f"{w}: cannot write: it is in the input folder {d}, so a later run (--resume, --overwrite) "
+                    "would read it as input; fix: choose an -o outside that folder"
+                )
 
 
 def _check_parts(plan: Plan) -> list[tuple[int, int]]:

@@ -21,6 +21,7 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,19 +48,15 @@ class Scan:
 
 
 class _Schema:
-    """The types of the input columns, settled over blocks of rows."""
+    """The types of the input columns, settled over blocks of rows (every row's columns, not the first's alone)."""
 
     def __init__(self, kind: JobKind) -> None:
         self.kind, self.schema = kind, None
-        self.block: list[dict[str, Any]] = []
+        self.block: list[SourceRow] = []
         self.skip = {"source_index", *kind.result_columns}
-        self.first: SourceRow | None = None
-        self.last: SourceRow | None = None
 
     def add(self, row: SourceRow) -> None:
-        self.first = self.first if self.block else row
-        self.last = row
-        self.block.append({k: v for k, v in row.data.items() if k not in self.skip})
+        self.block.append(row)
         if len(self.block) == 1024:
             self.flush()
 
@@ -68,17 +65,34 @@ class _Schema:
 
         if not self.block:
             return
+        names = [k for k in dict.fromkeys(k for r in self.block for k in r.data) if k not in self.skip]
+        where = f"{self.block[0].where} .. {self.block[-1].where}"
+        fields = []
+        for name in names:
+            values = [r.data.get(name) for r in self.block]
+            try:
+                fields.append(pa.field(name, pa.array(values).type))
+            except UnicodeEncodeError as e:
+                at = next(r for r, v in zip(self.block, values, strict=True) if not _utf8(v))
+                raise InputError(
+                    f"{at.where}: row {at.id}: column {name!r} holds a lone surrogate ({e.object[e.start : e.end]!r}), "
+                    "which a Parquet output cannot hold; fix: write a .jsonl output (it keeps the value as the input "
+                    "has it), or repair the text"
+                ) from None
+            except OverflowError as e:  # an integer beyond int64
+                raise InputError(
+                    f"{where}: column {name!r} holds an integer a Parquet column cannot hold ({e}); fix: write a "
+                    ".jsonl output, or give the column as text"
+                ) from None
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
+                raise _two_kinds(where, f"column {name!r}", e) from None
         try:
-            schema = pa.Table.from_pylist(self.block).schema
+            schema = pa.schema(fields)
             self.schema = (
                 schema if self.schema is None else pa.unify_schemas([self.schema, schema], promote_options="permissive")
             )
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
-            where = f"{self.first.where} .. {self.last.where}" if self.first and self.last else "the input"
-            raise InputError(
-                f"{where}: a column holds values of two kinds ({e}); a Parquet output needs one type "
-                "per column; fix: give the column one type, or write a .jsonl output"
-            ) from None
+            raise _two_kinds(f"the input up to {self.block[-1].where}", "a column", e) from None
         self.block = []
 
     def result(self) -> Any:
@@ -89,7 +103,57 @@ class _Schema:
         inputs: list[Any] = list(self.schema or [])
         for f in inputs:
             fields.append(pa.field(f.name, pa.string()) if pa.types.is_null(f.type) else f)
-        return pa.schema(fields + list(self.kind.result_schema()))
+        schema = pa.schema(fields + list(self.kind.result_schema()))
+        _readable(schema)
+        return schema
+
+
+def _round_trip(schema: Any) -> Exception | None:
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    buf = io.BytesIO()
+    try:
+        pq.write_table(schema.empty_table(), buf)
+        pq.read_table(pa.BufferReader(buf.getvalue()))
+    except (pa.ArrowException, OSError) as e:
+        return e
+    return None
+
+
+def _readable(schema: Any) -> None:
+    """``InputError`` for a schema Parquet can write but not read back (a column nested too deeply), found now
+    rather than when the judged parts are merged."""
+    import pyarrow as pa
+
+    if _round_trip(schema) is None:
+        return
+    for f in schema:
+        if (e := _round_trip(pa.schema([f]))) is not None:
+            raise InputError(
+                f"column {f.name!r} cannot go to a Parquet output ({e}); fix: write a .jsonl output, or give the "
+                "column as text"
+            )
+    raise InputError(
+        f"the input's columns cannot go to a Parquet output ({_round_trip(schema)}); fix: write a .jsonl output"
+    )
+
+
+def _utf8(value: Any) -> bool:
+    try:
+        json.dumps(value, ensure_ascii=False, default=str).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _two_kinds(where: str, column: str, e: Exception) -> InputError:
+    return InputError(
+        f"{where}: {column} holds values of two kinds ({e}); a Parquet output needs one type per column; fix: give "
+        "the column one type, or write a .jsonl output"
+    )
 
 
 def _size(path: str) -> int:

@@ -5,8 +5,10 @@ order, blank JSONL lines not counted). A ``SourceRow`` carries the id, where the
 (``in.jsonl:51`` for a JSON-lines file, ``in.parquet row 50`` otherwise: the place an error names)
 and the row itself. Files are .jsonl/.ndjson, .json (an array of objects), .parquet or .arrow (Arrow IPC,
 as ``datasets`` writes it), local or any URI pyarrow (or, failing that, fsspec) opens; a folder stands for
-its .jsonl/.parquet/.arrow files, sorted, and a folder of ``datasets``' ``Dataset.save_to_disk`` for the
-data files its ``state.json`` lists, in that order (a ``DatasetDict``'s folder is refused: give a split's).
+its .jsonl/.parquet/.arrow files, sorted (as for ``pyarrow.dataset``, not those whose name starts with ``_`` or
+``.``: a job's markers and temporary files, a copy's ``._`` files), and a folder of ``datasets``'
+``Dataset.save_to_disk`` for the data files its ``state.json`` lists, in that order (a ``DatasetDict``'s folder
+is refused: give a split's).
 Reading is streamed (Parquet and Arrow by record batches, JSON lines a megabyte at a time) and every
 unreadable file or line is an ``InputError`` naming the file, the line and the fix.
 
@@ -124,10 +126,15 @@ def expand_inputs(inputs: str | Path | Sequence[str | Path]) -> list[str]:
             files = _saved_dataset(fs, inner, p) or sorted(
                 f.path
                 for f in fs.get_file_info(pafs.FileSelector(inner))
-                if f.type == pafs.FileType.File and Path(f.path).suffix.lower() in suffixes
+                if f.type == pafs.FileType.File
+                and Path(f.path).suffix.lower() in suffixes
+                and not f.base_name.startswith(("_", "."))  # as pyarrow.dataset: markers, temporaries, ._x copies
             )
             if not files:
-                raise InputError(f"{p}: a folder without .jsonl, .parquet or .arrow files; fix: give {INPUTS}")
+                raise InputError(
+                    f"{p}: a folder without .jsonl, .parquet or .arrow files (names starting with _ or . are "
+                    f"skipped); fix: give {INPUTS}"
+                )
             out += [prefix + f for f in files]
         else:
             file_kind(p)
@@ -152,9 +159,10 @@ def lines(f: Any, on_bytes: Callable[[bytes], None] | None = None, chunk: int = 
 
 
 def parse_line(line: bytes, where: str) -> dict[str, Any]:
-    """One JSON-lines row; ``InputError`` naming ``where`` for bytes that are not a JSON object."""
+    """One JSON-lines row; ``InputError`` naming ``where`` for bytes that are not a JSON object. A UTF-8 byte order
+    mark before it (what Windows editors write at the start of a file) is not part of the row."""
     try:
-        text = line.decode("utf-8")
+        text = line.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise InputError(
             f"{where}: not UTF-8 text (byte {e.start}: {line[e.start : e.start + 1]!r}; a binary file?); "
@@ -166,6 +174,8 @@ def parse_line(line: bytes, where: str) -> dict[str, Any]:
         raise InputError(
             f"{where}: not valid JSON ({e.msg} at column {e.colno}); fix: repair or remove that line"
         ) from None
+    except RecursionError:
+        raise InputError(f"{where}: JSON nested too deeply to read; fix: flatten or remove that line") from None
     if not isinstance(row, dict):
         raise InputError(
             f"{where}: expected a JSON object per line, got {type(row).__name__}; fix: one {{...}} object per line"
@@ -203,8 +213,8 @@ def _arrow(path: str, f: Any) -> Any:
 
 def _json_array(path: str, data: bytes) -> list[Any]:
     try:
-        rows = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        rows = json.loads(data.decode("utf-8-sig"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise InputError(
             f"{path}: not a JSON array of objects ({e}); fix: give a JSON array, or one object per "
             "line in a .jsonl file"

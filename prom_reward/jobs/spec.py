@@ -57,6 +57,8 @@ class BatchOut:
     backend_error: str | None = None
     """Why the judge backend failed for rows of the batch (the whole call, or requests the transport failed): a
     resume judges the batch again (what the judge answered comes back from a judgment store)."""
+    backend_failed: int = 0
+    """Rows of ``failed`` whose judge backend failed (the rest: the judge's own "no verdict")."""
     tie_breaks: int = 0
     """``pairs`` (best_vs_worst): rows whose all-equal grades were re-judged."""
     tie_rounds: int = 0
@@ -66,6 +68,7 @@ class BatchOut:
         """Mark the batch for a resume when the transport failed a row (``backend_error``)."""
         if error is not None and error.kind == "transport":
             self.backend_error = self.backend_error or failure_text(error)
+            self.backend_failed += 1
 
 
 Prepare = Callable[[SourceRow], Any]

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prom_reward.checklist.criteria import Criterion, parse_checklist
+from prom_reward.core.items import check_text
 from prom_reward.errors import InputError
 from prom_reward.format.conversation import completion_text, is_conversational, prompt_text
 from prom_reward.format.resolve import RubricResolver
@@ -58,7 +59,9 @@ class PreferenceRow:
 
 def _judge_text(fn: Any, value: Any, index: int, fieldname: str, flag: str) -> str:
     try:
-        return fn(value, index)
+        text: str = fn(value, index)
+        check_text(text, None, fieldname)
+        return text
     except InputError as e:
         detail = re.sub(r"^item \d+: ", "", str(e))
         raise InputError(
@@ -127,6 +130,17 @@ def validate_row(index: int, row: Any, cfg: PreferenceConfig, rubrics: RubricRes
             index=index,
             field=cfg.reference_column,
         )
+    try:
+        if ref is not None:
+            check_text(ref, None, cfg.reference_column)
+    except InputError as e:
+        what, _, how = str(e).rpartition("; ")
+        raise InputError(
+            f"row {index}: column {cfg.reference_column!r}: {what}; fix: {how}, or name the right column with "
+            "--reference-col",
+            index=index,
+            field=cfg.reference_column,
+        ) from None
     checklist = None
     if row.get(cfg.checklist_column) is not None:
         if cfg.strategy != "best_vs_worst":

@@ -227,6 +227,12 @@ def test_absolute_needs_score_descriptions(descriptions, says):
         resolver.resolve(Rubric("Is it kind?", descriptions), index=2)
 
 
+def test_a_rubric_with_a_lone_surrogate_is_an_input_error_naming_the_item():
+    with pytest.raises(InputError, match=r"item 4: rubric: its text holds a lone surrogate .*fix: decode") as err:
+        RubricResolver().resolve(Rubric("Is it kind\ud800?", KIND.descriptions), index=4)
+    assert err.value.field == "rubric"
+
+
 def test_builtin_name_and_formatted_string_render_alike():
     assert render_absolute("q", "r", "Reasoning") == render_absolute("q", "r", RUBRICS.get("reasoning"))
     assert render_absolute("q", "r", prompts.REASONING_RUBRIC) == render_absolute("q", "r", "reasoning")

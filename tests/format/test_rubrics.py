@@ -212,6 +212,10 @@ def test_from_file(tmp_path: Path, suffix):
 def test_from_file_errors(tmp_path: Path):
     with pytest.raises(ConfigError, match="cannot read"):
         Rubric.from_file(tmp_path / "missing.json")
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"\xff\xfe\x00")  # was a UnicodeDecodeError traceback
+    with pytest.raises(ConfigError, match="cannot read rubric file .*binary.yaml.*: not UTF-8 text"):
+        Rubric.from_file(binary)
     bad = tmp_path / "bad.json"
     bad.write_text("{not json", encoding="utf-8")
     with pytest.raises(ConfigError, match="not valid JSON"):

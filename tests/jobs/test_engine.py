@@ -172,6 +172,12 @@ def test_options_are_validated():
         JobConfig(resume=True, overwrite=True)
     with pytest.raises(ConfigError, match="replicas"):
         RayConfig(replicas="some")
+    for bad in (float("nan"), float("inf"), 0, "2"):  # NaN was a ValueError traceback when the pool was sized
+        with pytest.raises(ConfigError, match=r"num_cpus \(--cpus-per-replica\): expected > 0 CPUs per replica"):
+            RayConfig(num_cpus=bad)
+    for bad in (float("nan"), -1):
+        with pytest.raises(ConfigError, match=r"num_gpus \(--gpus-per-replica\): expected >= 0 GPUs"):
+            RayConfig(num_gpus=bad)
     from prom_reward.jobs.run import grade_file
 
     with pytest.raises(ConfigError, match="unknown option 'rows_per_shard'; valid options: .*batch_size"):

@@ -6,6 +6,7 @@ the cause on the error line; stdout holds the JSON summary in every case."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -59,6 +60,30 @@ def test_some_rows_failed_by_the_backend_exit_3_and_a_resume_exits_0(tmp_path):
 
 
 @pytest.mark.parametrize("job", JOBS)
+def test_backend_failed_counts_only_the_rows_the_backend_failed(tmp_path, job):
+    """Row 0 gets no verdict from the judge, row 1 a 500, in one batch: 2 failed, 1 of them by the backend, exit 3
+    (it counted every failed row of a batch with a backend failure: 2 of 2 rows, exit 4 "could not be reached")."""
+    answer = chat()
+
+    def reply(k: int, body: dict):
+        user = body["messages"][-1]["content"]
+        if "Q0?" in user:
+            return 200, {"choices": [{"index": 0, "message": {"role": "assistant", "content": "Hmm."}}]}
+        return (500, {"error": {"message": "judge worker crashed"}}) if "Q1?" in user else answer(k, body)
+
+    server = FakeServer({"/v1/chat/completions": reply, "/v1/models": lambda k, b: (200, {"data": [{"id": "judge"}]})})
+    try:
+        src = write(tmp_path / "in.jsonl", rows(job, 2))
+        done = cli(argv(job, src, tmp_path / "out.jsonl", server.url))
+        assert done.returncode == EXIT_SOME_FAILED, done.stderr[-3000:]
+        summary = json.loads(done.stdout)
+        assert (summary["rows"], summary["failed"], summary["backend_failed"]) == (2, 2, 1), summary
+        assert re.search(r" 1 [a-z ]+ failed because the judge backend failed", done.stderr), done.stderr[-3000:]
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("job", JOBS)
 def test_help_lists_the_exit_statuses(job):
     done = cli([job, "--help"])
     assert done.returncode == 0 and "exit status: 0 every row judged has its outcome" in " ".join(done.stdout.split())
@@ -95,7 +120,15 @@ def test_outage_on_exhausted_raise_stops_the_job_with_exit_4(tmp_path):
     assert not out.exists()  # stopped before a row was committed
 
 
-def test_a_bad_outage_flag_names_the_flag(tmp_path):
+@pytest.mark.parametrize(
+    ("flag", "value", "said"),
+    [
+        ("--outage-backoff-s", "-1", "--outage-backoff-s: expected seconds >= 0, got -1.0"),
+        ("--outage-budget-s", "nan", "--outage-budget-s: expected seconds >= 0, got nan"),  # waited forever
+        ("--outage-call-timeout-s", "nan", "--outage-call-timeout-s: expected null (derived from the deadline)"),
+    ],
+)
+def test_a_bad_outage_flag_names_the_flag(tmp_path, flag, value, said):
     src = write(tmp_path / "in.jsonl", rows("grade", 1))
-    done = cli(argv("grade", src, tmp_path / "out.jsonl", "http://127.0.0.1:9/v1", "--outage-backoff-s", "-1"))
-    assert done.returncode == 2 and "--outage-backoff-s: expected seconds >= 0, got -1.0" in done.stderr
+    done = cli(argv("grade", src, tmp_path / "out.jsonl", "http://127.0.0.1:9/v1", flag, value), timeout=60)
+    assert done.returncode == 2 and said in done.stderr, done.stderr

@@ -169,6 +169,70 @@ def test_foreign_output_is_refused(job, path, tmp_path, server, capsys):
     assert stranger.read_bytes() == bytes(range(256)) * 4
 
 
+@pytest.mark.parametrize("job", JOBS)
+@pytest.mark.parametrize(
+    ("name", "given", "out", "said"),
+    [
+        ("in.jsonl", "data/in.jsonl", "data/in.jsonl", "would write over its input file"),  # -o is the input
+        ("o.skipped.jsonl", "data/o.skipped.jsonl", "data/o.jsonl", "would write over"),  # pairs: its skip file
+        ("in.jsonl", "data", "data/out.jsonl", "in the input folder"),  # read as input by the next run
+        ("in.jsonl", "data/in.jsonl", "data", "would write over its input file"),  # a part folder holding it
+    ],
+)
+def test_an_output_that_is_or_becomes_input_is_refused(job, name, given, out, said, tmp_path, server, capsys):
+    """Refused before any work, with --overwrite too, the input intact."""
+    if name == "o.skipped.jsonl" and job != "pairs":
+        pytest.skip("only pairs writes a skip file")
+    (tmp_path / "data").mkdir()
+    src = write(tmp_path / "data" / name, rows(job, N))
+    before = src.read_bytes()
+    code, err = run(job, tmp_path / given, tmp_path / out, server.url, "--overwrite", capsys=capsys)
+    assert code == 2 and said in err and "fix: choose" in err, err
+    assert src.read_bytes() == before and sorted(os.listdir(tmp_path / "data")) == [name]
+
+
+@pytest.mark.parametrize(
+    "manifest",
+    [
+        "[]",
+        '{"version": 1}',
+        '{"version": 1, "job": "grade", "inputs": "abc", "options": [], "judge": 5}',
+        '{"version": 1, "job": "grade", "inputs": [1], "options": {}, "judge": {}}',
+        '{"version": 1, "job": "grade", "inputs": [], "options": "x", "judge": {}}',
+    ],
+)
+def test_a_foreign_manifest_is_refused_on_resume(manifest, tmp_path, server, capsys):
+    src, out = write(tmp_path / "in.jsonl", rows("grade", N)), tmp_path / "out.jsonl"
+    (tmp_path / "out.jsonl.parts").mkdir()
+    (tmp_path / "out.jsonl.parts" / "_manifest.json").write_text(manifest)
+    out.write_text("precious\n")
+    code, err = run("grade", src, out, server.url, "--resume", capsys=capsys)
+    assert code == 2 and "_manifest.json: not a job manifest; fix: start over with --overwrite" in err, err
+    assert out.read_text() == "precious\n"
+
+
+def test_an_input_that_shrinks_while_the_job_runs_stops_it(tmp_path):
+    """Rows past the new end were dropped and the job said it was done (exit 0); now it stops, naming the file."""
+    from prom_reward.backends.scripted import ScriptedBackend
+    from prom_reward.errors import InputError
+    from prom_reward.jobs.run import grade_file
+
+    lines = [json.dumps({"instruction": f"Q{i}?", "response": "good " + "x" * 10_000}) + "\n" for i in range(300)]
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src.write_text("".join(lines))  # 3 MB: read a megabyte at a time, so the cut is met mid-job
+
+    def respond(request, i):
+        if not (tmp_path / "cut").exists():
+            (tmp_path / "cut").touch()
+            with open(src, "r+") as f:
+                f.truncate(len("".join(lines[:150])))  # at a line's end: what is left parses
+        return "Fine. [RESULT] 4"
+
+    with pytest.raises(InputError, match=r"in.jsonl: changed while the job ran \(rows 148..151 were checked, 2 of"):
+        grade_file(src, out, {"backend": ScriptedBackend(respond=respond)}, rubric="helpfulness", batch_size=4)
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("path", ["local", "ray"])
 @pytest.mark.parametrize("job", JOBS)
 def test_unwritable_output(job, path, tmp_path, server, capsys):

@@ -141,6 +141,111 @@ def test_the_same_columns_and_types_in_jsonl_and_parquet(job, tmp_path, judge):
         assert [r["swap_agreement"] for r in a] == [None, True] and str(schema.field("swap_agreement").type) == "bool"
 
 
+@pytest.mark.parametrize("batch_size", [1, 4])
+def test_a_column_only_some_rows_have_is_kept_in_parquet(tmp_path, judge, batch_size):
+    """The Parquet schema is settled over every row, not the first of a block: a column absent from row 0
+    is written (null where a row lacks it), as in JSON lines; one holding two kinds is refused, named."""
+    rows = [{"instruction": "Q?", "response": "good"}, {"instruction": "Q?", "response": "good", "note": "x"}]
+    src = _write(tmp_path / "in.jsonl", rows)
+    opts = dict(rubric="helpfulness", batch_size=batch_size, progress=False)
+    grade_file(src, tmp_path / "out.jsonl", judge, **opts)
+    grade_file(src, tmp_path / "out.parquet", judge, **opts)
+    got = list(read_rows(tmp_path / "out.parquet"))
+    assert [r["note"] for r in got] == [None, "x"]
+
+    def kept(rs):
+        return [{k: v for k, v in r.items() if v is not None} for r in rs]
+
+    assert kept(got) == kept(read_rows(tmp_path / "out.jsonl")) and "note" in kept(got)[1]
+    _write(src, [*rows, {"instruction": "Q?", "response": "good", "note": 3}])
+    with pytest.raises(InputError, match=r"in.jsonl:1 .. .*in.jsonl:3: column 'note' holds values of two kinds"):
+        grade_file(src, tmp_path / "other.parquet", judge, **opts)
+    _write(src, [*rows, {"instruction": "Q?", "response": "good", "big": 2**70}])  # beyond int64: was a traceback
+    with pytest.raises(InputError, match=r"column 'big' holds an integer a Parquet column cannot hold"):
+        grade_file(src, tmp_path / "other.parquet", judge, **opts)
+    assert not (tmp_path / "other.parquet").exists()
+
+
+def test_parquet_input_types_json_has_none_for_are_written_as_text(tmp_path, judge):
+    """Dates, times, durations, decimals and bytes of a Parquet input reach a JSON-lines output (they stopped the
+    job with a traceback after judging), and stay as they were in a Parquet output."""
+    import datetime
+    import decimal
+
+    import pyarrow as pa
+
+    values = {
+        "when": datetime.datetime(2024, 1, 2, 3, 4, 5, tzinfo=datetime.UTC),
+        "day": datetime.date(2024, 1, 2),
+        "at": datetime.time(3, 4),
+        "took": datetime.timedelta(seconds=90),
+        "price": decimal.Decimal("1.50"),
+        "raw": b"\x00\xff",
+    }
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pylist([{"instruction": "Q?", "response": "good", **values}]), src)
+    grade_file(src, tmp_path / "out.jsonl", judge, rubric="helpfulness", progress=False)
+    (row,) = read_rows(tmp_path / "out.jsonl")
+    assert {k: row[k] for k in values} == {
+        "when": "2024-01-02T03:04:05+00:00",
+        "day": "2024-01-02",
+        "at": "03:04:00",
+        "took": 90.0,
+        "price": "1.50",
+        "raw": "AP8=",
+    }
+    assert row["score"] == 5.0
+    grade_file(src, tmp_path / "out.parquet", judge, rubric="helpfulness", progress=False)
+    (row,) = read_rows(tmp_path / "out.parquet")
+    assert {k: row[k] for k in values} == values
+
+
+def test_a_lone_surrogate_in_a_column_not_judged(tmp_path, judge):
+    """Kept as the input's escape in JSON lines (it stopped the job with a traceback after judging); a Parquet
+    output, which cannot hold it, is refused before judging, naming the row and the column."""
+    src = tmp_path / "in.jsonl"
+    src.write_text(
+        '{"instruction": "Q?", "response": "good", "note": "ok"}\n'
+        '{"instruction": "Q?", "response": "good", "note": "a\\ud800"}\n'
+    )
+    grade_file(src, tmp_path / "out.jsonl", judge, rubric="helpfulness", progress=False)
+    assert [r["note"] for r in read_rows(tmp_path / "out.jsonl")] == ["ok", "a\ud800"]
+    assert '"note": "a\\ud800"' in (tmp_path / "out.jsonl").read_text()
+    with pytest.raises(InputError, match=r"in.jsonl:2: row 1: column 'note' holds a lone surrogate .*\.jsonl output"):
+        grade_file(src, tmp_path / "out.parquet", judge, rubric="helpfulness", progress=False)
+    assert not (tmp_path / "out.parquet").exists()
+
+
+def test_a_folder_input_skips_names_starting_with_underscore_or_dot(tmp_path, judge):
+    """As pyarrow.dataset does: a part folder's failure markers and temporaries, a copy's ``._`` files."""
+    from prom_reward.jobs.parts import write_part
+
+    rows = [{"source_index": i, "instruction": f"Q{i}?", "response": "good"} for i in range(4)]
+    write_part(tmp_path / "parts", 0, 2, rows[:2], "jsonl", failed="backend failed: down")
+    write_part(tmp_path / "parts", 2, 4, rows[2:], "jsonl")
+    (tmp_path / "parts" / "_tmp-1-part-000000000004-000000000006.jsonl").write_text('{"cut')
+    (tmp_path / "parts" / "._part-000000000000-000000000002.jsonl").write_bytes(b"\x00\x05\x16\x07Mac OS X")
+    assert [r["instruction"] for r in read_rows(tmp_path / "parts")] == ["Q0?", "Q1?", "Q2?", "Q3?"]
+
+
+@pytest.mark.parametrize("name", ["in.jsonl", "in.json"])
+def test_a_utf8_byte_order_mark_is_not_part_of_the_first_row(tmp_path, judge, name):
+    rows = [{"instruction": "Q?", "response": "good"}, {"instruction": "Q?", "response": "bad"}]
+    text = json.dumps(rows) if name == "in.json" else "".join(json.dumps(r) + "\r\n" for r in rows)
+    src = tmp_path / name
+    src.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    grade_file(src, tmp_path / "out.jsonl", judge, rubric="helpfulness", progress=False)
+    assert [(r["instruction"], r["score"]) for r in read_rows(tmp_path / "out.jsonl")] == [("Q?", 5.0), ("Q?", 2.0)]
+
+
+def test_a_bad_message_list_is_named_once(tmp_path, judge):
+    src = _write(tmp_path / "in.jsonl", [{"instruction": ["a"], "response": "good"}])
+    with pytest.raises(InputError) as e:
+        grade_file(src, tmp_path / "out.jsonl", judge, rubric="helpfulness", progress=False)
+    assert str(e.value).count("in.jsonl:1: row 0") == 1 and str(e.value).count("--instruction-col") == 1, e.value
+    assert "column 'instruction': prompt messages must be dicts" in str(e.value)
+
+
 @pytest.mark.parametrize("expected", [True, False])
 def test_grade_expected_score_has_all_five_probabilities_when_asked_for(tmp_path, expected):
     from prom_reward.backends.base import Completion, GenerationResult, TokenLogprobs
