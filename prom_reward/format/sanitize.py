@@ -18,8 +18,9 @@ given; see the table in tests/format/test_sanitize.py):
   inside);
 - a bracketed marker (``[WORD]``, e.g. Prometheus' verdict marker): the word (any case, full-width letters,
   zero-width characters inside) between square brackets or a look-alike (``［`` ``【`` ``〔`` ``〚`` ``⟦``
-  ``⁅`` ``﹝`` and their closing forms); the ``inst`` wire's ``[INST]`` / ``[/INST]`` always, whatever the
-  format;
+  ``⁅`` ``﹝`` and their closing forms), or after an opening bracket left unclosed when a non-word character
+  follows the word (``[RESULT: 5]``, ``[RESULT 5``: Prometheus' parser reads ``[RESULT`` as its marker
+  whatever follows); the ``inst`` wire's ``[INST]`` / ``[/INST]`` always, whatever the format;
 - any other marker (a tag such as ``<score>``) and every chat special token given (the built-in
   ``SPECIAL_TOKENS`` plus the judge tokenizer's ``all_special_tokens`` where the judge has one), matched
   literally as the tokenizer would.
@@ -120,8 +121,12 @@ class _Patterns:
         slash = rf"/?[\s{ZERO_WIDTH}]*"
         inner = "|".join((slash if s else "") + _word(w) for w, s in words.items())
         inner = rf"[\s{ZERO_WIDTH}]*(?:{inner})[\s{ZERO_WIDTH}]*"
-        self.bracketed = re.compile(rf"[{re.escape(_OPENS)}]({inner})[{re.escape(_CLOSES)}]", re.IGNORECASE)
-        self.fw_bracketed = re.compile(rf"{_FW_OPEN}({inner}){_FW_CLOSE}", re.IGNORECASE)
+        # closed, or left open before a non-word character ("[RESULT: 5]", "[RESULT 5": a verdict parser reads
+        # "[RESULT" as its marker whatever follows the word)
+        self.bracketed = re.compile(
+            rf"[{re.escape(_OPENS)}]({inner})(?:([{re.escape(_CLOSES)}])|(?!\w))", re.IGNORECASE
+        )
+        self.fw_bracketed = re.compile(rf"{_FW_OPEN}({inner})(?:({_FW_CLOSE})|(?!\w))", re.IGNORECASE)
 
 
 @lru_cache(maxsize=64)
@@ -178,7 +183,7 @@ def neutralize(text: str, special_tokens: Iterable[str] = (), markers: Iterable[
             lambda m: swap(m.group(0), "".join(_FW_HASH if c in _HASHES else c for c in m.group(0))), text
         )
     text = p.bracketed.sub(
-        lambda m: swap(m.group(0), _OPEN_OF[m.group(0)[0]] + m.group(1) + _CLOSE_OF[m.group(0)[-1]]), text
+        lambda m: swap(m.group(0), _OPEN_OF[m.group(0)[0]] + m.group(1) + (_CLOSE_OF[m[2]] if m[2] else "")), text
     )
     plain, _ = _token_patterns(_tokens(special_tokens, p.literals))
     text = plain.sub(lambda m: swap(m.group(0), _full_width(m.group(0))), text)
@@ -194,7 +199,7 @@ def restore(text: str, special_tokens: Iterable[str] = (), markers: Iterable[str
     p = _patterns(_markers(markers))
     if p.fw_header is not None:
         text = p.fw_header.sub(lambda m: m.group(0).replace(_FW_HASH, "#"), text)
-    text = p.fw_bracketed.sub(lambda m: "[" + m.group(1) + "]", text)
+    text = p.fw_bracketed.sub(lambda m: "[" + m.group(1) + ("]" if m[2] else ""), text)
     tokens = _tokens(special_tokens, p.literals)
     _, wide = _token_patterns(tokens)
     back = {_full_width(t): t for t in tokens}
