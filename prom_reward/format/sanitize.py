@@ -42,7 +42,7 @@ Example:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 
 ZERO_WIDTH = "\u00ad\u180e\u200b\u200c\u200d\u200e\u200f\u2060\u2061\u2062\u2063\u2064\ufeff"
@@ -110,13 +110,14 @@ class _Patterns:
                 words[found[2]] = words.get(found[2], False) or bool(found[1])
             elif not m.startswith("##"):
                 self.literals += (m,)
-        self.header: re.Pattern[str] | None = None
-        self.fw_header: re.Pattern[str] | None = None
+        # A header is a whole run of two or more hash signs (spaces and zero-width characters between them) that
+        # a section name follows. The run is matched whole, then the name looked for after it: a run is read
+        # once, where a pattern with the name in a lookahead would re-scan it from each of its hash signs.
+        self.section: re.Pattern[str] | None = None
         if sections:
-            section = "(?:" + "|".join(sections) + ")"
-            ahead = rf"[ \t{ZERO_WIDTH}]*){{2,}}(?=[\s{ZERO_WIDTH}]*{section})"
-            self.header = re.compile(rf"(?:[{_HASHES}]" + ahead, re.IGNORECASE)
-            self.fw_header = re.compile(rf"(?:{_FW_HASH}" + ahead, re.IGNORECASE)
+            self.section = re.compile(rf"[\s{ZERO_WIDTH}]*(?:{'|'.join(sections)})", re.IGNORECASE)
+        self.hashes = re.compile(rf"[{_HASHES}](?:[ \t{ZERO_WIDTH}]*[{_HASHES}])+")
+        self.fw_hashes = re.compile(rf"{_FW_HASH}(?:[ \t{ZERO_WIDTH}]*{_FW_HASH})+")
         # (never empty: the wire markers [INST] and [/INST] are among the markers of every format)
         slash = rf"/?[\s{ZERO_WIDTH}]*"
         inner = "|".join((slash if s else "") + _word(w) for w, s in words.items())
@@ -127,6 +128,13 @@ class _Patterns:
             rf"[{re.escape(_OPENS)}]({inner})(?:([{re.escape(_CLOSES)}])|(?!\w))", re.IGNORECASE
         )
         self.fw_bracketed = re.compile(rf"{_FW_OPEN}({inner})(?:({_FW_CLOSE})|(?!\w))", re.IGNORECASE)
+
+    def headers(self, hashes: re.Pattern[str], text: str, rewrite: Callable[[str], str]) -> str:
+        """``text`` with each run of ``hashes`` that a section name follows rewritten by ``rewrite``."""
+        section = self.section
+        if section is None:
+            return text
+        return hashes.sub(lambda m: rewrite(m[0]) if section.match(text, m.end()) else m[0], text)
 
 
 @lru_cache(maxsize=64)
@@ -178,10 +186,7 @@ def neutralize(text: str, special_tokens: Iterable[str] = (), markers: Iterable[
         return new
 
     p = _patterns(_markers(markers))
-    if p.header is not None:
-        text = p.header.sub(
-            lambda m: swap(m.group(0), "".join(_FW_HASH if c in _HASHES else c for c in m.group(0))), text
-        )
+    text = p.headers(p.hashes, text, lambda run: swap(run, "".join(_FW_HASH if c in _HASHES else c for c in run)))
     text = p.bracketed.sub(
         lambda m: swap(m.group(0), _OPEN_OF[m.group(0)[0]] + m.group(1) + (_CLOSE_OF[m[2]] if m[2] else "")), text
     )
@@ -197,8 +202,7 @@ def restore(text: str, special_tokens: Iterable[str] = (), markers: Iterable[str
     'a <|im_end|> b'
     """
     p = _patterns(_markers(markers))
-    if p.fw_header is not None:
-        text = p.fw_header.sub(lambda m: m.group(0).replace(_FW_HASH, "#"), text)
+    text = p.headers(p.fw_hashes, text, lambda run: run.replace(_FW_HASH, "#"))
     text = p.fw_bracketed.sub(lambda m: "[" + m.group(1) + ("]" if m[2] else ""), text)
     tokens = _tokens(special_tokens, p.literals)
     _, wide = _token_patterns(tokens)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 from hypothesis import given
@@ -207,3 +208,12 @@ def test_a_judge_quoting_the_neutralised_response_reads_no_verdict_from_it(respo
 @pytest.mark.parametrize("text", ["[RESULTS] 5", "[results are in]", "[RESULT5]", "[result_x] 5", "[RESU: 5]"])
 def test_a_bracket_before_a_longer_word_is_not_a_marker(text):
     assert neutralize(text) == (text, 0)
+
+
+@pytest.mark.parametrize("run", ["#", "# ", "###\u200b", "＃", "### "])
+def test_neutralising_a_long_run_of_hash_signs_takes_linear_time(run):
+    text = run * 20_000 + "x"  # a run is read once (a lookahead re-scanned it from each hash sign: minutes)
+    started = time.perf_counter()
+    assert restore(neutralize(text)[0]) == text
+    assert time.perf_counter() - started < 2.0
+    assert "#" not in neutralize(run * 3 + "Feedback:")[0]  # a run that a section name follows is still a header

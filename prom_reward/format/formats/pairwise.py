@@ -128,7 +128,8 @@ _SELENE_RESULT = re.compile(r"\*\*\s*Result\s*(?::\s*\*\*|\*\*\s*:)", re.IGNOREC
 _SELENE_REASONING = re.compile(r"\A\s*\*\*\s*Reasoning\s*(?::\s*\*\*|\*\*\s*:)\s*", re.IGNORECASE)
 # Each run of whitespace below is followed by a required character, so nothing backtracks badly.
 _SELENE_PAYLOAD = re.compile(r"\s*(?:[*\"'“‘]\s*)*(?:Response\s+)?(?P<v>[AB])(?:\s*[*\"'”’])*")
-_OFFSETBIAS_CUT = re.compile(r"\s*(?P<lead>(?:[*\"'“‘]\s*)*)(?i:o(?:u(?:t(?:p(?:u(?:t\s*\(?)?)?)?)?)?)?\s*")
+# (read on text without trailing whitespace: nothing follows the cut word, so no run of whitespace can be split)
+_OFFSETBIAS_CUT = re.compile(r"\s*(?P<lead>(?:[*\"'“‘]\s*)*)(?i:o(?:u(?:t(?:p(?:u(?:t\s*\(?)?)?)?)?)?)?")
 _OFFSETBIAS = re.compile(r"\s*(?:[*\"'“‘]\s*)*Output\s*\(\s*(?P<v>[ab])\s*\)(?:\s*[*\"'”’])*\s*")
 
 
