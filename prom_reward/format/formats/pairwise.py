@@ -176,7 +176,7 @@ class MTBenchPairwiseFormat(PairwiseOnlyFormat):
 
     name = "mt-bench-pairwise"
     force_prefix, force_suffix = "[[", "]]"
-    markers = ("[[A]]", "[[B]]", *header_lines(MT_BENCH_PROMPT))
+    markers = ("[[A]]", "[[B]]", "[[", *header_lines(MT_BENCH_PROMPT))  # "[[": the parser reads "[[ B ]]" too
     system = MT_BENCH_SYSTEM
     template = MT_BENCH_PROMPT
 
@@ -186,7 +186,7 @@ class RiseJudgeFormat(PairwiseOnlyFormat):
 
     name = "rise-judge"
     force_prefix, force_suffix = "[[", "]]"
-    markers = ("[[A]]", "[[B]]", "问题：", "回答A：", "回答B：")
+    markers = ("[[A]]", "[[B]]", "[[", "问题：", "回答A：", "回答B：")
     template = RISE_JUDGE_PROMPT
 
 
