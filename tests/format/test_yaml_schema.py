@@ -74,6 +74,7 @@ def test_a_bad_file_is_refused_at_load_naming_the_file_the_key_and_the_fix(tmp_p
         ("- name: x\n", "key '(top)': expected a mapping, got list"),
         ("", "key '(top)': expected a mapping, got NoneType"),
         ("name: x\ntasks: {}\nname: y\n", "is not valid YAML at line 3, column 1: key 'name' is written twice"),
+        ("[" * 5000 + "]" * 5000, "nests its values too deep to read"),  # raised RecursionError
         ("name: x\ntasks:\n  absolute: {user: a, user: b}\n", "line 3, column 23: key 'user' is written twice"),
     ],
 )

@@ -178,6 +178,11 @@ def _load(path: Path, content: bytes) -> Any:
         raise ConfigError(
             f"judge format file {str(path)!r} is not valid YAML{where}: {problem}; fix: correct the YAML there"
         ) from None
+    except RecursionError:
+        raise ConfigError(
+            f"judge format file {str(path)!r} nests its values too deep to read; fix: write it as the flat mapping "
+            "of docs/formats.md"
+        ) from None
 
 
 def _plain(value: Any) -> Any:
