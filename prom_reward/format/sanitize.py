@@ -23,7 +23,8 @@ given; see the table in tests/format/test_sanitize.py):
   whatever follows); the ``inst`` wire's ``[INST]`` / ``[/INST]`` always, whatever the format;
 - any other marker (a tag such as ``<score>``) and every chat special token given (the built-in
   ``SPECIAL_TOKENS`` plus the judge tokenizer's ``all_special_tokens`` where the judge has one), matched
-  literally as the tokenizer would.
+  literally as the tokenizer would; a marker written in CJK (``回答B：``) gets the small colon ``﹕`` for its
+  full-width one.
 
 ``restore`` undoes the rewrite exactly for text that contained none of the full-width or look-alike
 characters to begin with (logs keep the original text as well); look-alike brackets and small
@@ -151,9 +152,14 @@ def _markers(markers: Iterable[str] | None) -> tuple[str, ...]:
     return tuple(markers) + WIRE_MARKERS
 
 
+_SMALL = {"\uff1a": "\ufe55"}
+"""Full-width punctuation of markers written in CJK (``回答B：``) -> its small look-alike (``﹕``)."""
+
+
 def _full_width(token: str) -> str:
-    """``token`` with its ASCII punctuation as full-width forms (``</s>`` -> ``＜／s＞``)."""
-    return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" and not c.isalnum() else c for c in token)
+    """``token`` with its ASCII punctuation as full-width forms (``</s>`` -> ``＜／s＞``) and its full-width colon
+    as the small one (``回答B：`` -> ``回答B﹕``)."""
+    return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" and not c.isalnum() else _SMALL.get(c, c) for c in token)
 
 
 @lru_cache(maxsize=64)
