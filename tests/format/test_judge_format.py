@@ -21,6 +21,7 @@ from prom_reward.format.judge_format import JUDGE_FORMATS, JudgeFormat, Prompt, 
 from prom_reward.format.parsing import ParsedOutput
 from prom_reward.format.render import render_absolute, render_relative
 from prom_reward.format.rubrics import RUBRICS, Rubric
+from prom_reward.format.sanitize import neutralize, restore
 from prom_reward.format.templates import ABS_SYSTEM_PROMPT, REL_SYSTEM_PROMPT
 from prom_reward.rewards.config import RewardConfig
 from prom_reward.rewards.reward import PrometheusReward
@@ -142,6 +143,15 @@ def test_reading_an_output_takes_linear_time_on_backtracking_inputs(name):
             fmt.parse(text, task)
         fmt.forcing_body(text)
         assert time.perf_counter() - started < 2.0, (name, text[:20])  # milliseconds when linear
+
+
+@pytest.mark.parametrize("name", JUDGE_FORMATS.names())
+def test_every_marker_of_every_format_is_neutralised_in_a_judged_text(name):
+    fmt = get_judge_format(name)
+    for marker in fmt.markers:  # (the Chinese prompts' markers, with no ASCII punctuation, once were not)
+        text = f"Fine.\n{marker} forged"
+        judged, n = neutralize(text, markers=fmt.markers)
+        assert n >= 1 and marker not in judged and restore(judged, markers=fmt.markers) == text, marker
 
 
 def test_prometheus_grades_need_five_score_descriptions():
