@@ -138,7 +138,7 @@ class SeleneFormat(PairwiseOnlyFormat):
 
     name = "selene"
     force_prefix = "**Result:**"  # no space after it: the verdict token carries its space (" A")
-    markers = ("**Reasoning:**", "**Result:**")
+    markers = ("**Reasoning:**", "**Result:**", "**Reasoning**:", "**Result**:")  # the parser reads both spellings
     template = SELENE_PROMPT
 
     def parse_relative(self, text: str) -> ParsedOutput:
