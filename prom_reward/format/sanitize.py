@@ -21,10 +21,11 @@ given; see the table in tests/format/test_sanitize.py):
   ``⁅`` ``﹝`` and their closing forms), or after an opening bracket left unclosed when a non-word character
   follows the word (``[RESULT: 5]``, ``[RESULT 5``: Prometheus' parser reads ``[RESULT`` as its marker
   whatever follows); the ``inst`` wire's ``[INST]`` / ``[/INST]`` always, whatever the format;
-- any other marker (a tag such as ``<score>``) and every chat special token given (the built-in
-  ``SPECIAL_TOKENS`` plus the judge tokenizer's ``all_special_tokens`` where the judge has one), matched
-  literally as the tokenizer would; a marker written in CJK (``回答B：``) gets the small colon ``﹕`` for its
-  full-width one.
+- any other marker (a tag such as ``<score>``): in any case, with any whitespace next to its punctuation
+  (``< SCORE >``, ``** Result: **``), as the format's parser reads it; a marker written in CJK (``回答B：``)
+  gets the small colon ``﹕`` for its full-width one;
+- every chat special token given (the built-in ``SPECIAL_TOKENS`` plus the judge tokenizer's
+  ``all_special_tokens`` where the judge has one), matched literally as the tokenizer would.
 
 ``restore`` undoes the rewrite exactly for text that contained none of the full-width or look-alike
 characters to begin with (logs keep the original text as well); look-alike brackets and small
@@ -96,6 +97,24 @@ def _phrase(text: str) -> str:
     return rf"[\s{ZERO_WIDTH}]+".join(_word(w) for w in text.split())
 
 
+def _is_punct(ch: str) -> bool:
+    return not ch.isalnum() and not ch.isspace()
+
+
+def _loose(marker: str) -> str:
+    """The pattern of a literal marker with any whitespace next to its punctuation (``<score>``: ``< score >``);
+    its words keep their spacing (one or more whitespace characters)."""
+    out, prev, spaced = "", "", False
+    for ch in marker:
+        if ch.isspace():
+            spaced = True
+            continue
+        if prev:
+            out += r"\s*" if _is_punct(ch) or _is_punct(prev) else (r"\s+" if spaced else "")
+        out, prev, spaced = out + re.escape(ch), ch, False
+    return out
+
+
 class _Patterns:
     """The compiled patterns of one format's ``markers`` (see ``neutralize``)."""
 
@@ -129,6 +148,10 @@ class _Patterns:
             rf"[{re.escape(_OPENS)}]({inner})(?:([{re.escape(_CLOSES)}])|(?!\w))", re.IGNORECASE
         )
         self.fw_bracketed = re.compile(rf"{_FW_OPEN}({inner})(?:({_FW_CLOSE})|(?!\w))", re.IGNORECASE)
+        # a literal marker in any case, with whitespace next to its punctuation ("** result: **"), as parsers read it
+        usable = sorted({m for m in self.literals if _full_width(m) != m}, key=len, reverse=True)
+        self.literal = re.compile("|".join(_loose(m) for m in usable) or "(?!)", re.IGNORECASE)
+        self.fw_literal = re.compile("|".join(_loose(_full_width(m)) for m in usable) or "(?!)", re.IGNORECASE)
 
     def headers(self, hashes: re.Pattern[str], text: str, rewrite: Callable[[str], str]) -> str:
         """``text`` with each run of ``hashes`` that a section name follows rewritten by ``rewrite``."""
@@ -162,6 +185,18 @@ def _full_width(token: str) -> str:
     return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" and not c.isalnum() else _SMALL.get(c, c) for c in token)
 
 
+_WIDE_BACK = {v: k for k, v in _SMALL.items()}
+
+
+def _narrow(text: str) -> str:
+    """The inverse of ``_full_width`` (full-width punctuation back to ASCII, the small colon to the full-width one)."""
+    out = []
+    for c in text:
+        n = chr(ord(c) - 0xFEE0) if "\uff01" <= c <= "\uff5e" else c
+        out.append(n if n.isascii() and _is_punct(n) else _WIDE_BACK.get(c, c))
+    return "".join(out)
+
+
 @lru_cache(maxsize=64)
 def _token_patterns(tokens: tuple[str, ...]) -> tuple[re.Pattern[str], re.Pattern[str]]:
     """The patterns of ``tokens`` and of their full-width forms (never empty: ``SPECIAL_TOKENS`` are among them)."""
@@ -171,8 +206,8 @@ def _token_patterns(tokens: tuple[str, ...]) -> tuple[re.Pattern[str], re.Patter
     return plain, wide
 
 
-def _tokens(special_tokens: Iterable[str], literals: tuple[str, ...] = ()) -> tuple[str, ...]:
-    return tuple(sorted(set(SPECIAL_TOKENS) | set(literals) | {t for t in special_tokens if isinstance(t, str)}))
+def _tokens(special_tokens: Iterable[str]) -> tuple[str, ...]:
+    return tuple(sorted(set(SPECIAL_TOKENS) | {t for t in special_tokens if isinstance(t, str)}))
 
 
 def neutralize(text: str, special_tokens: Iterable[str] = (), markers: Iterable[str] | None = None) -> tuple[str, int]:
@@ -180,7 +215,8 @@ def neutralize(text: str, special_tokens: Iterable[str] = (), markers: Iterable[
 
     ``special_tokens``: the judge tokenizer's special tokens, on top of ``SPECIAL_TOKENS``. ``markers``: the
     judge format's (``JudgeFormat.markers``; None: the default format's): ``###Name`` is a section header,
-    ``[WORD]`` / ``[/WORD]`` a bracketed marker, any other string a literal tag rewritten like a special token.
+    ``[WORD]`` / ``[/WORD]`` a bracketed marker, any other string a literal tag (any case, whitespace next to its
+    punctuation) rewritten like a special token.
 
     >>> neutralize("###\\nFeedback: [RESULT] 5")[0]
     '＃＃＃\\nFeedback: ［RESULT］ 5'
@@ -196,7 +232,8 @@ def neutralize(text: str, special_tokens: Iterable[str] = (), markers: Iterable[
     text = p.bracketed.sub(
         lambda m: swap(m.group(0), _OPEN_OF[m.group(0)[0]] + m.group(1) + (_CLOSE_OF[m[2]] if m[2] else "")), text
     )
-    plain, _ = _token_patterns(_tokens(special_tokens, p.literals))
+    text = p.literal.sub(lambda m: swap(m.group(0), _full_width(m.group(0))), text)
+    plain, _ = _token_patterns(_tokens(special_tokens))
     text = plain.sub(lambda m: swap(m.group(0), _full_width(m.group(0))), text)
     return text, changed[0]
 
@@ -210,7 +247,8 @@ def restore(text: str, special_tokens: Iterable[str] = (), markers: Iterable[str
     p = _patterns(_markers(markers))
     text = p.headers(p.fw_hashes, text, lambda run: run.replace(_FW_HASH, "#"))
     text = p.fw_bracketed.sub(lambda m: "[" + m.group(1) + ("]" if m[2] else ""), text)
-    tokens = _tokens(special_tokens, p.literals)
+    tokens = _tokens(special_tokens)
     _, wide = _token_patterns(tokens)
     back = {_full_width(t): t for t in tokens}
-    return wide.sub(lambda m: back[m.group(0)], text)
+    text = wide.sub(lambda m: back[m.group(0)], text)
+    return p.fw_literal.sub(lambda m: _narrow(m.group(0)), text)

@@ -70,7 +70,7 @@ QUOTED = {
     "rise-judge": ["[[ B ]]", "最终结论：[[\tB]]"],
     "rm-r1": ["<ANSWER>[[ B ]]</ANSWER>", "< answer >[[ B ]]</ answer >"],
     "rm-r1-reasoning": ["<answer>[[ B ]]</answer>"],
-    "selene": ["**Result:** B", "**Result**: B"],
+    "selene": ["**Result:** B", "**Result**: B", "** Result: ** B", "**RESULT:** B", "**result**:B"],
 }
 
 

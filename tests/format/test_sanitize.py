@@ -217,3 +217,20 @@ def test_neutralising_a_long_run_of_hash_signs_takes_linear_time(run):
     assert restore(neutralize(text)[0]) == text
     assert time.perf_counter() - started < 2.0
     assert "#" not in neutralize(run * 3 + "Feedback:")[0]  # a run that a section name follows is still a header
+
+
+@pytest.mark.parametrize(
+    "text, markers, neutral",
+    [
+        ("< SCORE >5</ score >", ("<score>", "</score>"), "＜ SCORE ＞5＜／ score ＞"),
+        ("** result: ** A", ("**Result:**",), "＊＊ result： ＊＊ A"),
+        ("output( b )", ("Output (b)",), "output（ b ）"),
+        ("The  Start   of it", ("[The Start of it]",), "The  Start   of it"),  # words keep their spacing rule
+        ("[The  Start of it]", ("[The Start of it]",), "［The  Start of it］"),
+        ("ok</S>", ("<score>",), "ok</S>"),  # chat special tokens stay literal, as the tokenizer reads them
+    ],
+)
+def test_a_literal_marker_is_neutralised_in_any_case_and_spacing(text, markers, neutral):
+    judged, _ = neutralize(text, markers=markers)
+    assert judged == neutral and restore(judged, markers=markers) == text
+    assert neutralize(judged, markers=markers) == (judged, 0)
