@@ -32,28 +32,34 @@ TextOrMessages = str | list[dict[str, Any]]
 _ROLE_NAMES = {"system": "System", "user": "User", "assistant": "Assistant", "tool": "Tool"}
 
 
+def _item(index: int | None) -> str:
+    return "" if index is None else f"item {index}: "
+
+
 def _content(message: object, index: int | None, field: str) -> str:
     if isinstance(message, dict) and message.get("tool_calls") and message.get("content") is None:
         return ""  # an assistant turn that only calls tools (TRL's tool loop): its results follow as messages
     if not isinstance(message, dict) or "content" not in message:
         raise InputError(
-            f"item {index}: {field} messages must be dicts with 'role' and 'content', got {message!r:.80}",
+            f"{_item(index)}{field} messages must be dicts with 'role' and 'content', got {message!r:.80}",
             index=index,
             field=field,
         )
     content = message["content"]
     if isinstance(content, list):  # multimodal-style parts: keep the text parts
-        texts = [p.get("text", "") for p in content if isinstance(p, dict)]
-        for bad in (t for t in texts if not isinstance(t, str)):
+        parts = [p.get("text", "") for p in content if isinstance(p, dict)]
+        bad = [t for t in parts if not isinstance(t, str)]
+        if bad:
             raise InputError(
-                f"item {index}: {field} message content part 'text' must be text, got {type(bad).__name__}",
+                f"{_item(index)}{field} message content part 'text' must be text, got {type(bad[0]).__name__} "
+                f"({bad[0]!r:.60}); fix: give each text part a string (or drop the part)",
                 index=index,
                 field=field,
             )
-        content = "".join(texts)
+        content = "".join(parts)
     if not isinstance(content, str):
         raise InputError(
-            f"item {index}: {field} message content must be text, got {type(content).__name__}",
+            f"{_item(index)}{field} message content must be text, got {type(content).__name__}",
             index=index,
             field=field,
         )
@@ -71,7 +77,7 @@ def prompt_text(prompt: TextOrMessages, index: int | None = None) -> str:
         return prompt
     if not isinstance(prompt, list) or not prompt:
         raise InputError(
-            f"item {index}: prompt must be a string or a non-empty list of messages, got {type(prompt).__name__}",
+            f"{_item(index)}prompt must be a string or a non-empty list of messages, got {type(prompt).__name__}",
             index=index,
             field="prompt",
         )
@@ -93,7 +99,7 @@ def completion_text(completion: TextOrMessages, index: int | None = None) -> str
         return completion
     if not isinstance(completion, list):
         raise InputError(
-            f"item {index}: completion must be a string or a list of messages, got {type(completion).__name__}",
+            f"{_item(index)}completion must be a string or a list of messages, got {type(completion).__name__}",
             index=index,
             field="completion",
         )

@@ -26,7 +26,9 @@ from collections.abc import Sequence
 
 __all__ = ["drop_cut_marker", "drop_cut_tag", "open_tags"]
 
-_CUT_TAG = re.compile(r"<\s*/?\s*[A-Za-z_]*\s*$")
+# Each run of whitespace below is followed by a required character (or the end): it matches one way only,
+# so a "<" before a long run of whitespace costs linear time, not a backtracking search.
+_CUT_TAG = re.compile(r"<(?:\s*/)?(?:\s*[A-Za-z_]+)?\s*$")
 
 
 def drop_cut_marker(text: str, marker: str, *, min_chars: int = 2) -> str | None:
@@ -47,7 +49,7 @@ def drop_cut_tag(text: str) -> str:
 def open_tags(text: str, names: Sequence[str]) -> list[str]:
     """The tags among ``names`` that ``text`` opens and does not close, outermost first (a closing tag
     closes its innermost open namesake and whatever was opened inside it)."""
-    pattern = re.compile(r"<\s*(/?)\s*(" + "|".join(map(re.escape, names)) + r")\s*>", re.IGNORECASE)
+    pattern = re.compile(r"<(?:\s*(/))?\s*(" + "|".join(map(re.escape, names)) + r")\s*>", re.IGNORECASE)
     canon = {n.lower(): n for n in names}
     stack: list[str] = []
     for found in pattern.finditer(text):

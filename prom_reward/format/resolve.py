@@ -21,7 +21,6 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Hashable
 from typing import TYPE_CHECKING
@@ -44,18 +43,6 @@ def rubric_key(value: object) -> Hashable:
         return json.dumps(value, sort_keys=True, default=str)
     except (TypeError, ValueError):
         return repr(value)
-
-
-def _check_unicode(rubric: Rubric) -> None:
-    """``InputError`` for a rubric whose text holds a lone surrogate (UTF-8 cannot encode it for the judge)."""
-    text = json.dumps(dataclasses.asdict(rubric), ensure_ascii=False)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise InputError(
-            f"its text holds a lone surrogate ({text[e.start]!r}), which is not valid Unicode text and cannot be sent "
-            "to the judge; fix: decode the text with errors='replace'"
-        ) from None
 
 
 class RubricResolver:
@@ -93,7 +80,6 @@ class RubricResolver:
         if rubric is None:
             try:
                 rubric = get_rubric(value)
-                _check_unicode(rubric)
             except PromRewardError as e:
                 raise InputError(f"{where}{field}: {e}", index=index, field=field) from e
             self._cache[key] = rubric

@@ -79,6 +79,13 @@ class Rubric:
         for where, text in [("criteria", self.criteria)] + [
             (f"score {k} description", d) for k, d in enumerate(descs, 1)
         ]:
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise ConfigError(
+                    f"rubric {where} holds a lone surrogate ({text[e.start]!r} at character {e.start}), which is "
+                    "not valid Unicode text and cannot be sent to the judge; fix: decode the text with errors='replace'"
+                ) from None
             for marker in _MARKERS:
                 if marker in text:
                     raise ConfigError(
@@ -215,14 +222,14 @@ class Rubric:
         if suffix not in _SUFFIXES:
             raise ConfigError(f"rubric file {str(p)!r} must end in .json, .yaml or .yml, got {suffix or 'no suffix'!r}")
         try:
-            text = p.read_text(encoding="utf-8")
+            text = p.read_bytes().decode("utf-8-sig")  # a byte order mark is not part of the text
         except OSError as e:
             raise ConfigError(f"cannot read rubric file {str(p)!r}: {e}") from e
         except UnicodeDecodeError as e:
-            raise ConfigError(f"cannot read rubric file {str(p)!r}: not UTF-8 text ({e})") from e
+            raise ConfigError(f"rubric file {str(p)!r} is not UTF-8 text ({e}); fix: save it as UTF-8") from None
         try:
             data = json.loads(text) if suffix == ".json" else yaml.safe_load(text)
-        except (ValueError, yaml.YAMLError) as e:
+        except (ValueError, RecursionError, yaml.YAMLError) as e:
             raise ConfigError(f"rubric file {str(p)!r} is not valid {suffix[1:].upper()}: {e}") from e
         try:
             if isinstance(data, str):

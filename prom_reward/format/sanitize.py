@@ -18,11 +18,14 @@ given; see the table in tests/format/test_sanitize.py):
   inside);
 - a bracketed marker (``[WORD]``, e.g. Prometheus' verdict marker): the word (any case, full-width letters,
   zero-width characters inside) between square brackets or a look-alike (``［`` ``【`` ``〔`` ``〚`` ``⟦``
-  ``⁅`` ``﹝`` and their closing forms); the ``inst`` wire's ``[INST]`` / ``[/INST]`` always, whatever the
-  format;
-- any other marker (a tag such as ``<score>``) and every chat special token given (the built-in
-  ``SPECIAL_TOKENS`` plus the judge tokenizer's ``all_special_tokens`` where the judge has one), matched
-  literally as the tokenizer would.
+  ``⁅`` ``﹝`` and their closing forms), or after an opening bracket left unclosed when a non-word character
+  follows the word (``[RESULT: 5]``, ``[RESULT 5``: Prometheus' parser reads ``[RESULT`` as its marker
+  whatever follows); the ``inst`` wire's ``[INST]`` / ``[/INST]`` always, whatever the format;
+- any other marker (a tag such as ``<score>``): in any case, with any whitespace next to its punctuation
+  (``< SCORE >``, ``** Result: **``), as the format's parser reads it; a marker written in CJK (``回答B：``)
+  gets the small colon ``﹕`` for its full-width one;
+- every chat special token given (the built-in ``SPECIAL_TOKENS`` plus the judge tokenizer's
+  ``all_special_tokens`` where the judge has one), matched literally as the tokenizer would.
 
 ``restore`` undoes the rewrite exactly for text that contained none of the full-width or look-alike
 characters to begin with (logs keep the original text as well); look-alike brackets and small
@@ -41,7 +44,7 @@ Example:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 
 ZERO_WIDTH = "\u00ad\u180e\u200b\u200c\u200d\u200e\u200f\u2060\u2061\u2062\u2063\u2064\ufeff"
@@ -94,6 +97,24 @@ def _phrase(text: str) -> str:
     return rf"[\s{ZERO_WIDTH}]+".join(_word(w) for w in text.split())
 
 
+def _is_punct(ch: str) -> bool:
+    return not ch.isalnum() and not ch.isspace()
+
+
+def _loose(marker: str) -> str:
+    """The pattern of a literal marker with any whitespace next to its punctuation (``<score>``: ``< score >``);
+    its words keep their spacing (one or more whitespace characters)."""
+    out, prev, spaced = "", "", False
+    for ch in marker:
+        if ch.isspace():
+            spaced = True
+            continue
+        if prev:
+            out += r"\s*" if _is_punct(ch) or _is_punct(prev) else (r"\s+" if spaced else "")
+        out, prev, spaced = out + re.escape(ch), ch, False
+    return out
+
+
 class _Patterns:
     """The compiled patterns of one format's ``markers`` (see ``neutralize``)."""
 
@@ -109,19 +130,35 @@ class _Patterns:
                 words[found[2]] = words.get(found[2], False) or bool(found[1])
             elif not m.startswith("##"):
                 self.literals += (m,)
-        self.header: re.Pattern[str] | None = None
-        self.fw_header: re.Pattern[str] | None = None
+        # A header is a whole run of two or more hash signs (spaces and zero-width characters between them) that
+        # a section name follows. The run is matched whole, then the name looked for after it: a run is read
+        # once, where a pattern with the name in a lookahead would re-scan it from each of its hash signs.
+        self.section: re.Pattern[str] | None = None
         if sections:
-            section = "(?:" + "|".join(sections) + ")"
-            ahead = rf"[ \t{ZERO_WIDTH}]*){{2,}}(?=[\s{ZERO_WIDTH}]*{section})"
-            self.header = re.compile(rf"(?:[{_HASHES}]" + ahead, re.IGNORECASE)
-            self.fw_header = re.compile(rf"(?:{_FW_HASH}" + ahead, re.IGNORECASE)
+            self.section = re.compile(rf"[\s{ZERO_WIDTH}]*(?:{'|'.join(sections)})", re.IGNORECASE)
+        self.hashes = re.compile(rf"[{_HASHES}](?:[ \t{ZERO_WIDTH}]*[{_HASHES}])+")
+        self.fw_hashes = re.compile(rf"{_FW_HASH}(?:[ \t{ZERO_WIDTH}]*{_FW_HASH})+")
         # (never empty: the wire markers [INST] and [/INST] are among the markers of every format)
         slash = rf"/?[\s{ZERO_WIDTH}]*"
         inner = "|".join((slash if s else "") + _word(w) for w, s in words.items())
         inner = rf"[\s{ZERO_WIDTH}]*(?:{inner})[\s{ZERO_WIDTH}]*"
-        self.bracketed = re.compile(rf"[{re.escape(_OPENS)}]({inner})[{re.escape(_CLOSES)}]", re.IGNORECASE)
-        self.fw_bracketed = re.compile(rf"{_FW_OPEN}({inner}){_FW_CLOSE}", re.IGNORECASE)
+        # closed, or left open before a non-word character ("[RESULT: 5]", "[RESULT 5": a verdict parser reads
+        # "[RESULT" as its marker whatever follows the word)
+        self.bracketed = re.compile(
+            rf"[{re.escape(_OPENS)}]({inner})(?:([{re.escape(_CLOSES)}])|(?!\w))", re.IGNORECASE
+        )
+        self.fw_bracketed = re.compile(rf"{_FW_OPEN}({inner})(?:({_FW_CLOSE})|(?!\w))", re.IGNORECASE)
+        # a literal marker in any case, with whitespace next to its punctuation ("** result: **"), as parsers read it
+        usable = sorted({m for m in self.literals if _full_width(m) != m}, key=len, reverse=True)
+        self.literal = re.compile("|".join(_loose(m) for m in usable) or "(?!)", re.IGNORECASE)
+        self.fw_literal = re.compile("|".join(_loose(_full_width(m)) for m in usable) or "(?!)", re.IGNORECASE)
+
+    def headers(self, hashes: re.Pattern[str], text: str, rewrite: Callable[[str], str]) -> str:
+        """``text`` with each run of ``hashes`` that a section name follows rewritten by ``rewrite``."""
+        section = self.section
+        if section is None:
+            return text
+        return hashes.sub(lambda m: rewrite(m[0]) if section.match(text, m.end()) else m[0], text)
 
 
 @lru_cache(maxsize=64)
@@ -138,9 +175,26 @@ def _markers(markers: Iterable[str] | None) -> tuple[str, ...]:
     return tuple(markers) + WIRE_MARKERS
 
 
+_SMALL = {"\uff1a": "\ufe55"}
+"""Full-width punctuation of markers written in CJK (``回答B：``) -> its small look-alike (``﹕``)."""
+
+
 def _full_width(token: str) -> str:
-    """``token`` with its ASCII punctuation as full-width forms (``</s>`` -> ``＜／s＞``)."""
-    return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" and not c.isalnum() else c for c in token)
+    """``token`` with its ASCII punctuation as full-width forms (``</s>`` -> ``＜／s＞``) and its full-width colon
+    as the small one (``回答B：`` -> ``回答B﹕``)."""
+    return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" and not c.isalnum() else _SMALL.get(c, c) for c in token)
+
+
+_WIDE_BACK = {v: k for k, v in _SMALL.items()}
+
+
+def _narrow(text: str) -> str:
+    """The inverse of ``_full_width`` (full-width punctuation back to ASCII, the small colon to the full-width one)."""
+    out = []
+    for c in text:
+        n = chr(ord(c) - 0xFEE0) if "\uff01" <= c <= "\uff5e" else c
+        out.append(n if n.isascii() and _is_punct(n) else _WIDE_BACK.get(c, c))
+    return "".join(out)
 
 
 @lru_cache(maxsize=64)
@@ -152,8 +206,8 @@ def _token_patterns(tokens: tuple[str, ...]) -> tuple[re.Pattern[str], re.Patter
     return plain, wide
 
 
-def _tokens(special_tokens: Iterable[str], literals: tuple[str, ...] = ()) -> tuple[str, ...]:
-    return tuple(sorted(set(SPECIAL_TOKENS) | set(literals) | {t for t in special_tokens if isinstance(t, str)}))
+def _tokens(special_tokens: Iterable[str]) -> tuple[str, ...]:
+    return tuple(sorted(set(SPECIAL_TOKENS) | {t for t in special_tokens if isinstance(t, str)}))
 
 
 def neutralize(text: str, special_tokens: Iterable[str] = (), markers: Iterable[str] | None = None) -> tuple[str, int]:
@@ -161,7 +215,8 @@ def neutralize(text: str, special_tokens: Iterable[str] = (), markers: Iterable[
 
     ``special_tokens``: the judge tokenizer's special tokens, on top of ``SPECIAL_TOKENS``. ``markers``: the
     judge format's (``JudgeFormat.markers``; None: the default format's): ``###Name`` is a section header,
-    ``[WORD]`` / ``[/WORD]`` a bracketed marker, any other string a literal tag rewritten like a special token.
+    ``[WORD]`` / ``[/WORD]`` a bracketed marker, any other string a literal tag (any case, whitespace next to its
+    punctuation) rewritten like a special token.
 
     >>> neutralize("###\\nFeedback: [RESULT] 5")[0]
     '＃＃＃\\nFeedback: ［RESULT］ 5'
@@ -173,14 +228,12 @@ def neutralize(text: str, special_tokens: Iterable[str] = (), markers: Iterable[
         return new
 
     p = _patterns(_markers(markers))
-    if p.header is not None:
-        text = p.header.sub(
-            lambda m: swap(m.group(0), "".join(_FW_HASH if c in _HASHES else c for c in m.group(0))), text
-        )
+    text = p.headers(p.hashes, text, lambda run: swap(run, "".join(_FW_HASH if c in _HASHES else c for c in run)))
     text = p.bracketed.sub(
-        lambda m: swap(m.group(0), _OPEN_OF[m.group(0)[0]] + m.group(1) + _CLOSE_OF[m.group(0)[-1]]), text
+        lambda m: swap(m.group(0), _OPEN_OF[m.group(0)[0]] + m.group(1) + (_CLOSE_OF[m[2]] if m[2] else "")), text
     )
-    plain, _ = _token_patterns(_tokens(special_tokens, p.literals))
+    text = p.literal.sub(lambda m: swap(m.group(0), _full_width(m.group(0))), text)
+    plain, _ = _token_patterns(_tokens(special_tokens))
     text = plain.sub(lambda m: swap(m.group(0), _full_width(m.group(0))), text)
     return text, changed[0]
 
@@ -192,10 +245,10 @@ def restore(text: str, special_tokens: Iterable[str] = (), markers: Iterable[str
     'a <|im_end|> b'
     """
     p = _patterns(_markers(markers))
-    if p.fw_header is not None:
-        text = p.fw_header.sub(lambda m: m.group(0).replace(_FW_HASH, "#"), text)
-    text = p.fw_bracketed.sub(lambda m: "[" + m.group(1) + "]", text)
-    tokens = _tokens(special_tokens, p.literals)
+    text = p.headers(p.fw_hashes, text, lambda run: run.replace(_FW_HASH, "#"))
+    text = p.fw_bracketed.sub(lambda m: "[" + m.group(1) + ("]" if m[2] else ""), text)
+    tokens = _tokens(special_tokens)
     _, wide = _token_patterns(tokens)
     back = {_full_width(t): t for t in tokens}
-    return wide.sub(lambda m: back[m.group(0)], text)
+    text = wide.sub(lambda m: back[m.group(0)], text)
+    return p.fw_literal.sub(lambda m: _narrow(m.group(0)), text)

@@ -74,6 +74,8 @@ def test_feedback_is_the_reason_string() -> None:
         ('{"原因": "x", "更好的回答": 3}', "is 3, expected 1 or 2"),
         ('{"更好的回答": 1, "更好的回答": 2}', "two '更好的回答' keys"),
         ('{"更好的回答": 1} 2', "text follows the JSON object"),
+        ('{"a": ' * 100_000 + "1" + "}" * 100_000, "nested too deep to read"),  # raised RecursionError
+        ('{"更好的回答": 1, "x": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deep to read"),
     ],
 )
 def test_failure_reasons(text: str, needle: str) -> None:

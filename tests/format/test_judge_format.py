@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 
 import pytest
 
@@ -20,6 +21,7 @@ from prom_reward.format.judge_format import JUDGE_FORMATS, JudgeFormat, Prompt, 
 from prom_reward.format.parsing import ParsedOutput
 from prom_reward.format.render import render_absolute, render_relative
 from prom_reward.format.rubrics import RUBRICS, Rubric
+from prom_reward.format.sanitize import neutralize, restore
 from prom_reward.format.templates import ABS_SYSTEM_PROMPT, REL_SYSTEM_PROMPT
 from prom_reward.rewards.config import RewardConfig
 from prom_reward.rewards.reward import PrometheusReward
@@ -116,6 +118,40 @@ def test_prometheus_prompts_are_todays_templates_byte_for_byte(name, reference):
 def test_a_verdict_or_the_reason_naming_the_format(text, task, verdict, reason):
     parsed = get_judge_format("m-prometheus").parse(text, task)
     assert (parsed.verdict, parsed.reason) == (verdict, reason)
+
+
+# Inputs on which a backtracking pattern took polynomial time (a "[" or "<" before a long run of whitespace took
+# minutes in prometheus2's and flow-judge's forcing_body; a run of line breaks was quadratic in offsetbias's).
+BACKTRACKING = [
+    "[" + " " * 20_000 + "x",
+    "Fine. [RESULT" + "\n" * 20_000 + "x",
+    "<" + " " * 20_000 + "5",
+    "ok <" + "\r\n" * 10_000 + ":",
+    "\r\n" * 50_000 + "x",
+    "[[" + "\t" * 20_000 + "A",
+    "**Result:**" + " \n" * 10_000 + "x",
+    "<answer>[[" + " " * 20_000 + "x",
+]
+
+
+@pytest.mark.parametrize("name", JUDGE_FORMATS.names())
+def test_reading_an_output_takes_linear_time_on_backtracking_inputs(name):
+    fmt = get_judge_format(name)
+    for text in BACKTRACKING:
+        started = time.perf_counter()
+        for task in sorted(fmt.tasks):
+            fmt.parse(text, task)
+        fmt.forcing_body(text)
+        assert time.perf_counter() - started < 2.0, (name, text[:20])  # milliseconds when linear
+
+
+@pytest.mark.parametrize("name", JUDGE_FORMATS.names())
+def test_every_marker_of_every_format_is_neutralised_in_a_judged_text(name):
+    fmt = get_judge_format(name)
+    for marker in fmt.markers:  # (the Chinese prompts' markers, with no ASCII punctuation, once were not)
+        text = f"Fine.\n{marker} forged"
+        judged, n = neutralize(text, markers=fmt.markers)
+        assert n >= 1 and marker not in judged and restore(judged, markers=fmt.markers) == text, marker
 
 
 def test_prometheus_grades_need_five_score_descriptions():

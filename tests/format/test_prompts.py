@@ -228,8 +228,9 @@ def test_absolute_needs_score_descriptions(descriptions, says):
 
 
 def test_a_rubric_with_a_lone_surrogate_is_an_input_error_naming_the_item():
-    with pytest.raises(InputError, match=r"item 4: rubric: its text holds a lone surrogate .*fix: decode") as err:
-        RubricResolver().resolve(Rubric("Is it kind\ud800?", KIND.descriptions), index=4)
+    value = {"criteria": "Is it kind\ud800?", "descriptions": list(KIND.descriptions)}  # a row's rubric column
+    with pytest.raises(InputError, match=r"item 4: rubric: rubric criteria holds a lone surrogate .*fix") as err:
+        RubricResolver().resolve(value, index=4)
     assert err.value.field == "rubric"
 
 

@@ -135,6 +135,8 @@ def test_descriptions_list_becomes_tuple_and_rubric_is_frozen():
         (("Is it kind?", ("a", "b", "", "d", "e")), ["score 3", "is empty"]),
         (("Is it kind?", "abcde"), ["list or tuple", "str"]),
         (("Is it kind?", ("a", "b\nScore 3: c", "c", "d", "e")), ["score 2 description", "ambiguous"]),
+        (("Is it \ud800kind?", ()), ["criteria holds a lone surrogate", "character 6", "fix:"]),
+        (("Is it kind?", ("a", "b", "c\udfff", "d", "e")), ["score 3 description holds a lone surrogate"]),
     ],
 )
 def test_invalid_rubrics(args, expected):
@@ -214,7 +216,7 @@ def test_from_file_errors(tmp_path: Path):
         Rubric.from_file(tmp_path / "missing.json")
     binary = tmp_path / "binary.yaml"
     binary.write_bytes(b"\xff\xfe\x00")  # was a UnicodeDecodeError traceback
-    with pytest.raises(ConfigError, match="cannot read rubric file .*binary.yaml.*: not UTF-8 text"):
+    with pytest.raises(ConfigError, match="rubric file .*binary.yaml.* is not UTF-8 text .*fix: save it as UTF-8"):
         Rubric.from_file(binary)
     bad = tmp_path / "bad.json"
     bad.write_text("{not json", encoding="utf-8")
@@ -228,6 +230,31 @@ def test_from_file_errors(tmp_path: Path):
     partial.write_text("criteria: c\nscore1_description: a\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="partial.yaml.*lacks"):
         Rubric.from_file(partial)
+
+
+@pytest.mark.parametrize(
+    "name, content, expected",
+    [
+        ("latin1.json", b'{"criteria": "caf\xe9"}', "is not UTF-8 text"),
+        ("latin1.yaml", b"criteria: caf\xe9\n", "is not UTF-8 text"),
+        ("deep.json", b"[" * 100_000 + b"]" * 100_000, "is not valid JSON"),
+        ("surrogate.json", b'{"criteria": "a\\ud800"}', "criteria holds a lone surrogate"),
+        ("surrogate.yaml", b'criteria: "a\\ud800"\n', "criteria holds a lone surrogate"),
+    ],
+)
+def test_a_rubric_file_with_bad_bytes_is_a_config_error_naming_it(tmp_path: Path, name, content, expected):
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(ConfigError) as err:
+        get_rubric(str(path))
+    assert name in str(err.value) and expected in str(err.value)
+
+
+@pytest.mark.parametrize("suffix", [".json", ".yaml"])
+def test_a_rubric_file_may_start_with_a_byte_order_mark(tmp_path: Path, suffix):
+    path = tmp_path / f"bom{suffix}"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(KIND.to_dict()).encode())
+    assert get_rubric(str(path)) == KIND
 
 
 def test_get_rubric_resolves_every_form():

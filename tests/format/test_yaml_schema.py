@@ -46,6 +46,10 @@ ERRORS = [
     (A + "verdict.at_end", "yes", A + "verdict.at_end", "expected true or false, got str 'yes'"),
     (A + "verdict.map", {"x": 7}, A + "verdict.map.x", "maps to 7, not a verdict ((1, 2, 3))"),
     (R + "verdict.map", {"a": "C"}, R + "verdict.map.a", "maps to 'C', not a verdict (('A', 'B'))"),
+    (A + "verdict.map", {"x": 2.0}, A + "verdict.map.x", "maps to 2.0, not a verdict ((1, 2, 3))"),
+    (A + "verdict.map", {1: 1, "1": 2}, A + "verdict.map", "key '1' is given twice (as text and as a number)"),
+    ("markers", ["<q>", "<\ud800>"], "markers[1]", "holds a lone surrogate (an escape such as \\ud800 alone)"),
+    (A + "system", "Grade \ud83d\ude00.", A + "system", "escape one beyond U+FFFF as \\U0001F600"),
     (R + "verdict_tokens", ["a"], R + "verdict_tokens", "expected 2 non-empty strings (A's then B's), got ['a']"),
     (A + "verdict_tokens", ["1", "2"], A + "verdict_tokens", "expected 3 non-empty strings (the scale's length)"),
     (A + "verdict_tokens", ["x", "y", "z"], A + "verdict_tokens", "are not the scale's numbers ['1', '2', '3']"),
@@ -69,6 +73,9 @@ def test_a_bad_file_is_refused_at_load_naming_the_file_the_key_and_the_fix(tmp_p
         ("name: x\n  scale: [1, 2]\n", "is not valid YAML at line 2, column 8: "),
         ("- name: x\n", "key '(top)': expected a mapping, got list"),
         ("", "key '(top)': expected a mapping, got NoneType"),
+        ("name: x\ntasks: {}\nname: y\n", "is not valid YAML at line 3, column 1: key 'name' is written twice"),
+        ("[" * 5000 + "]" * 5000, "nests its values too deep to read"),  # raised RecursionError
+        ("name: x\ntasks:\n  absolute: {user: a, user: b}\n", "line 3, column 23: key 'user' is written twice"),
     ],
 )
 def test_a_file_that_is_not_a_yaml_mapping_is_refused_with_its_line(tmp_path, text, words):

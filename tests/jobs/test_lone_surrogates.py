@@ -22,13 +22,13 @@ BASE = {grade_file: GRADE, compare_file: COMPARE, pairs_file: PAIRS}
 CASES = [
     (grade_file, {**GRADE, "response": BAD}, "column 'response': response holds a lone surrogate"),
     (grade_file, {**GRADE, "reference_answer": BAD}, "column 'reference_answer': reference_answer holds a lone"),
-    (grade_file, {**GRADE, "rubric": RUBRIC}, "rubric: its text holds a lone surrogate"),
+    (grade_file, {**GRADE, "rubric": RUBRIC}, "rubric: rubric score 1 description holds a lone surrogate"),
     (compare_file, {**COMPARE, "response_b": BAD}, "column 'response_b': response_b holds a lone surrogate"),
-    (compare_file, {**COMPARE, "rubric": RUBRIC}, "rubric: its text holds a lone surrogate"),
+    (compare_file, {**COMPARE, "rubric": RUBRIC}, "rubric: rubric score 1 description holds a lone surrogate"),
     (pairs_file, {**PAIRS, "prompt": BAD}, "column 'prompt': prompt holds a lone surrogate"),
     (pairs_file, {**PAIRS, "completions": ["good", BAD]}, "column 'completions[1]': completions[1] holds a lone"),
     (pairs_file, {**PAIRS, "reference_answer": BAD}, "column 'reference_answer': reference_answer holds a lone"),
-    (pairs_file, {**PAIRS, "rubric": RUBRIC}, "rubric: its text holds a lone surrogate"),
+    (pairs_file, {**PAIRS, "rubric": RUBRIC}, "rubric: rubric score 1 description holds a lone surrogate"),
 ]
 
 

@@ -98,6 +98,8 @@ class ConJFormat(PairwiseOnlyFormat):
             return failure(body, f"con-j: two {VERDICT_KEY!r} keys in the JSON object (two verdicts)")
         except json.JSONDecodeError as e:
             return failure(body, f"con-j: the JSON object does not parse ({e.msg} at {e.pos}); unclosed or cut?")
+        except RecursionError:  # a degenerate output nesting brackets thousands deep
+            return failure(body, "con-j: the JSON object is nested too deep to read")
         if body[used:].strip():
             return failure(body, f"con-j: text follows the JSON object ({body[used:].strip()[:40]!r})")
         reason = obj.get(REASON_KEY)

@@ -128,7 +128,8 @@ _SELENE_RESULT = re.compile(r"\*\*\s*Result\s*(?::\s*\*\*|\*\*\s*:)", re.IGNOREC
 _SELENE_REASONING = re.compile(r"\A\s*\*\*\s*Reasoning\s*(?::\s*\*\*|\*\*\s*:)\s*", re.IGNORECASE)
 # Each run of whitespace below is followed by a required character, so nothing backtracks badly.
 _SELENE_PAYLOAD = re.compile(r"\s*(?:[*\"'“‘]\s*)*(?:Response\s+)?(?P<v>[AB])(?:\s*[*\"'”’])*")
-_OFFSETBIAS_CUT = re.compile(r"\s*(?P<lead>(?:[*\"'“‘]\s*)*)(?i:o(?:u(?:t(?:p(?:u(?:t\s*\(?)?)?)?)?)?)?\s*")
+# (read on text without trailing whitespace: nothing follows the cut word, so no run of whitespace can be split)
+_OFFSETBIAS_CUT = re.compile(r"\s*(?P<lead>(?:[*\"'“‘]\s*)*)(?i:o(?:u(?:t(?:p(?:u(?:t\s*\(?)?)?)?)?)?)?")
 _OFFSETBIAS = re.compile(r"\s*(?:[*\"'“‘]\s*)*Output\s*\(\s*(?P<v>[ab])\s*\)(?:\s*[*\"'”’])*\s*")
 
 
@@ -137,7 +138,7 @@ class SeleneFormat(PairwiseOnlyFormat):
 
     name = "selene"
     force_prefix = "**Result:**"  # no space after it: the verdict token carries its space (" A")
-    markers = ("**Reasoning:**", "**Result:**")
+    markers = ("**Reasoning:**", "**Result:**", "**Reasoning**:", "**Result**:")  # the parser reads both spellings
     template = SELENE_PROMPT
 
     def parse_relative(self, text: str) -> ParsedOutput:
@@ -175,7 +176,7 @@ class MTBenchPairwiseFormat(PairwiseOnlyFormat):
 
     name = "mt-bench-pairwise"
     force_prefix, force_suffix = "[[", "]]"
-    markers = ("[[A]]", "[[B]]", *header_lines(MT_BENCH_PROMPT))
+    markers = ("[[A]]", "[[B]]", "[[", *header_lines(MT_BENCH_PROMPT))  # "[[": the parser reads "[[ B ]]" too
     system = MT_BENCH_SYSTEM
     template = MT_BENCH_PROMPT
 
@@ -185,7 +186,7 @@ class RiseJudgeFormat(PairwiseOnlyFormat):
 
     name = "rise-judge"
     force_prefix, force_suffix = "[[", "]]"
-    markers = ("[[A]]", "[[B]]", "问题：", "回答A：", "回答B：")
+    markers = ("[[A]]", "[[B]]", "[[", "问题：", "回答A：", "回答B：")
     template = RISE_JUDGE_PROMPT
 
 

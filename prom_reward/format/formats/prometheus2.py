@@ -48,7 +48,9 @@ MARKERS = (
 """The section headers of both templates and the verdict marker (``format.sanitize`` reads them)."""
 
 # A verdict marker left open at the end of the text, also one cut inside its own letters (`... [RESU`).
-_OPEN_MARKER = re.compile(r"\[\s*(?:r(?:e(?:s(?:u(?:lt?)?)?)?)?)?\s*\]?\s*:?\s*$", re.IGNORECASE)
+# Each run of whitespace is followed by a required character (or the end), so it matches one way only:
+# no backtracking across runs on a "[" before a long run of whitespace.
+_OPEN_MARKER = re.compile(r"\[(?:\s*r(?:e(?:s(?:u(?:lt?)?)?)?)?)?(?:\s*\])?(?:\s*:)?\s*$", re.IGNORECASE)
 _VERDICTS = {"absolute": "1-5", "relative": "A or B"}
 
 

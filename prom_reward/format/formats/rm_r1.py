@@ -135,6 +135,7 @@ class RMR1Format(PairwiseOnlyFormat):
         *(t for tag in ("answer", "eval", "rubric", "think") for t in (f"<{tag}>", f"</{tag}>")),
         "[[A]]",
         "[[B]]",
+        "[[",  # the parser reads "[[ B ]]" (and "< answer >", "<ANSWER>") too
         *header_lines(_PAIR),
     )
     system = RM_R1_SYSTEM

@@ -149,9 +149,26 @@ class _Reader:
         return used
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key written twice in one mapping (YAML keeps the last silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # (an unhashable key is refused by the loader itself; merged keys may be overridden)
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} is written twice in one mapping", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
 def _load(path: Path, content: bytes) -> Any:
     try:
-        return yaml.safe_load(content.decode("utf-8"))
+        return yaml.load(content.decode("utf-8"), Loader=_UniqueKeyLoader)  # a SafeLoader
     except UnicodeDecodeError as e:
         raise ConfigError(f"judge format file {str(path)!r} is not UTF-8 text ({e}); fix: save it as UTF-8") from None
     except yaml.YAMLError as e:
@@ -161,6 +178,11 @@ def _load(path: Path, content: bytes) -> Any:
         raise ConfigError(
             f"judge format file {str(path)!r} is not valid YAML{where}: {problem}; fix: correct the YAML there"
         ) from None
+    except RecursionError:
+        raise ConfigError(
+            f"judge format file {str(path)!r} nests its values too deep to read; fix: write it as the flat mapping "
+            "of docs/formats.md"
+        ) from None
 
 
 def _plain(value: Any) -> Any:
@@ -168,6 +190,28 @@ def _plain(value: Any) -> Any:
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
     return [_plain(v) for v in value] if isinstance(value, list) else value
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _lone_surrogate(value: Any, where: str) -> str | None:
+    """The key of the first text in ``value`` (a key or a value) that holds a lone surrogate (None: none does)."""
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for k, v in items:
+        key = f"{where}{k}" if isinstance(value, dict) else f"{where.rstrip('.')}[{k}]"
+        for text in (k, v):
+            if isinstance(text, str) and not _encodable(text):
+                return key
+        found = _lone_surrogate(v, f"{key}.")
+        if found is not None:
+            return found
+    return None
 
 
 def _verdict(r: _Reader, data: object, task: str, scale: tuple[int, ...]) -> VerdictRule:
@@ -190,8 +234,10 @@ def _verdict(r: _Reader, data: object, task: str, scale: tuple[int, ...]) -> Ver
     for key, value in r.typed(v, "map", where, dict, {}).items():
         if isinstance(key, bool) or not isinstance(key, (str, int)):
             raise r.fail(f"{where}map", f"key {key!r} is not text", "quote it")
-        if isinstance(value, bool) or value not in valid:
+        if isinstance(value, bool) or not isinstance(value, (int, str)) or value not in valid:
             raise r.fail(f"{where}map.{key}", f"maps to {value!r}, not a verdict ({valid})", "map to one of them")
+        if str(key) in mapping:
+            raise r.fail(f"{where}map", f"key {key!r} is given twice (as text and as a number)", "keep one")
         mapping[str(key)] = value
     return VerdictRule(pattern, match, r.typed(v, "at_end", where, bool, True), mapping)
 
@@ -261,6 +307,14 @@ def read_spec(path: str | Path, content: bytes) -> FormatSpec:
     item = r.typed(data, "rubric_item", "", str, "Score {score}: {description}")
     if "description" not in r.template(item, "rubric_item", ("score", "description")):
         raise r.fail("rubric_item", "no {description} field", "e.g. 'Score {score}: {description}'")
+    specs: dict[str, TaskSpec] = {t: _task(r, tasks[t], t, scale) for t in ("absolute", "relative") if t in tasks}
+    bad = _lone_surrogate(data, "")  # (checked last: every value is now of its type, so nothing loops)
+    if bad is not None:
+        raise r.fail(
+            bad,
+            "holds a lone surrogate (an escape such as \\ud800 alone), which is not valid Unicode text",
+            "write the character itself, or escape one beyond U+FFFF as \\U0001F600, not as two \\u escapes",
+        )
     canonical = json.dumps(_plain(data), sort_keys=True, ensure_ascii=False)
     return FormatSpec(
         name=name,
@@ -270,5 +324,5 @@ def read_spec(path: str | Path, content: bytes) -> FormatSpec:
         markers=tuple(markers),
         rubric_item=item,
         rubric_separator=r.typed(data, "rubric_separator", "", str, "\n"),
-        tasks={task: _task(r, tasks[task], task, scale) for task in ("absolute", "relative") if task in tasks},
+        tasks=specs,
     )
