@@ -28,6 +28,7 @@ from prom_reward.backends.base import Completion, GenerationResult, TokenLogprob
 from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.backends.vllm_options import sampling_kwargs
 from prom_reward.errors import JudgeConfigError, ServerRejected
+from prom_reward.format.templates import unicode_problem
 
 MAX_TOP_LOGPROBS = 20
 """The most ``top_logprobs`` OpenAI (and vLLM by default) accept."""
@@ -81,10 +82,9 @@ def _text(value: Any, where: str) -> str:
         return ""
     if not isinstance(value, str):
         raise MalformedReply(f"{where}: expected a string, got {type(value).__name__} {json.dumps(value)[:80]}")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise MalformedReply(f"{where}: holds a lone surrogate ({value[e.start]!r}), not valid Unicode text") from None
+    problem = unicode_problem(value)
+    if problem is not None:
+        raise MalformedReply(f"{where}: {problem}")
     return value
 
 

@@ -36,6 +36,7 @@ from prom_reward.errors import InputError
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, Task, get_judge_format
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.rubrics import Rubric, RubricLike, RubricsLike, get_rubric, one_for_all
+from prom_reward.format.templates import unicode_problem
 
 __all__ = [
     "GradeItem",
@@ -59,16 +60,14 @@ def check_text(text: str, index: int | None, field: str) -> None:
     Traceback (most recent call last):
     InputError: item 3: response holds a lone surrogate ...
     """
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as e:
+    problem = unicode_problem(text)
+    if problem is not None:
         where = "" if index is None else f"item {index}: "
         raise InputError(
-            f"{where}{field} holds a lone surrogate ({text[e.start]!r} at character {e.start}), which is not "
-            "valid Unicode text and cannot be sent to the judge; decode the text with errors='replace'",
+            f"{where}{field} {problem} and cannot be sent to the judge; decode the text with errors='replace'",
             index=index,
             field=field,
-        ) from None
+        )
 
 
 def _text(x: object, field: str) -> str:

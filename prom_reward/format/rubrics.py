@@ -29,7 +29,7 @@ from typing import Any, TypeGuard
 import yaml
 
 from prom_reward.errors import ConfigError, UnknownNameError
-from prom_reward.format.templates import SCORE_RUBRIC_TEMPLATE, TEMPLATES
+from prom_reward.format.templates import SCORE_RUBRIC_TEMPLATE, TEMPLATES, unicode_problem
 from prom_reward.registry import Registry
 
 _SCORE_KEYS = tuple(f"score{k}_description" for k in range(1, 6))
@@ -79,13 +79,12 @@ class Rubric:
         for where, text in [("criteria", self.criteria)] + [
             (f"score {k} description", d) for k, d in enumerate(descs, 1)
         ]:
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError as e:
+            problem = unicode_problem(text)
+            if problem is not None:
                 raise ConfigError(
-                    f"rubric {where} holds a lone surrogate ({text[e.start]!r} at character {e.start}), which is "
-                    "not valid Unicode text and cannot be sent to the judge; fix: decode the text with errors='replace'"
-                ) from None
+                    f"rubric {where} {problem} and cannot be sent to the judge; fix: decode the text with "
+                    "errors='replace'"
+                )
             for marker in _MARKERS:
                 if marker in text:
                     raise ConfigError(

@@ -1,4 +1,5 @@
-"""The Prometheus judge prompt templates: the constants, filling, checking, and parsing filled prompts back.
+"""The Prometheus judge prompt templates: the constants, filling, checking, and parsing filled prompts back, and the one
+check that a text can fill one (``unicode_problem``).
 
 The templates are an interface the judges expect byte for byte; the constants (``ABSOLUTE_PROMPT``,
 ``*_WO_REF``, ``RELATIVE_PROMPT``, the system prompts, ``SCORE_RUBRIC_TEMPLATE``, the five ``*_RUBRIC``
@@ -238,3 +239,18 @@ def parse_relative_prompt(filled: str) -> RelativePromptParts:
     return RelativePromptParts(
         v["instruction"], v["response_A"], v["response_B"], v.get("reference_answer"), v["rubric"]
     )
+
+
+def unicode_problem(text: str) -> str | None:
+    """Why ``text`` cannot fill a judge prompt (nor be sent or written as UTF-8): it holds a lone surrogate (a JSON
+    ``"\\ud800"`` escape alone decodes to one); None when it is valid Unicode text. Every check of judged, rubric,
+    format and reply texts asks this, each raising its own error with its own fix.
+
+    >>> unicode_problem("fine"), unicode_problem("bad \\ud800")
+    (None, "holds a lone surrogate ('\\\\ud800' at character 4), which is not valid Unicode text")
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return f"holds a lone surrogate ({text[e.start]!r} at character {e.start}), which is not valid Unicode text"
+    return None

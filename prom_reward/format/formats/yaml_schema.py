@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 
 from prom_reward.errors import ConfigError
-from prom_reward.format.templates import template_fields
+from prom_reward.format.templates import template_fields, unicode_problem
 
 __all__ = ["FIELDS", "FormatSpec", "TaskSpec", "VerdictRule", "read_spec"]
 
@@ -192,21 +192,13 @@ def _plain(value: Any) -> Any:
     return [_plain(v) for v in value] if isinstance(value, list) else value
 
 
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _lone_surrogate(value: Any, where: str) -> str | None:
     """The key of the first text in ``value`` (a key or a value) that holds a lone surrogate (None: none does)."""
     items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
     for k, v in items:
         key = f"{where}{k}" if isinstance(value, dict) else f"{where.rstrip('.')}[{k}]"
         for text in (k, v):
-            if isinstance(text, str) and not _encodable(text):
+            if isinstance(text, str) and unicode_problem(text) is not None:
                 return key
         found = _lone_surrogate(v, f"{key}.")
         if found is not None:
