@@ -1,7 +1,8 @@
 """A row's checklist: its criteria, validated before any judging, and the rubric each is judged against.
 
 A checklist is a list; each entry a criterion string or a mapping ``{criterion, weight, category, rubric}``
-(only ``criterion`` required). Categories are RaR's (arXiv 2507.17746): ``essential``, ``important``,
+(only ``criterion`` required; a key whose value is None, as a Parquet or ``datasets`` struct column gives the keys
+a row lacks, is absent). Categories are RaR's (arXiv 2507.17746): ``essential``, ``important``,
 ``optional`` and ``pitfall`` (a pitfall is something the response should not do: it counts, and subtracts,
 when the response falls into it). A weight is a finite number > 0 (default 1.0; a pitfall's weight is
 positive too, its category makes it subtract). Bad input raises ``InputError`` naming the row, the criterion,
@@ -35,6 +36,7 @@ from dataclasses import dataclass
 from prom_reward.errors import ConfigError, InputError, PromRewardError
 from prom_reward.format.judge_format import JudgeFormat
 from prom_reward.format.rubrics import Rubric, get_rubric
+from prom_reward.format.templates import unicode_problem
 
 CATEGORIES = ("essential", "important", "optional", "pitfall")
 """RaR's criterion categories; a plain string criterion is ``important``."""
@@ -85,7 +87,7 @@ class Criterion:
 
 
 _FIXES = {
-    "criterion": "give the criterion as a non-empty string",
+    "criterion": "give the criterion as a non-empty string of valid Unicode text",
     "weight": "give a number > 0 (a pitfall's weight is positive too: its category makes it subtract)",
     "category": f"use one of {', '.join(CATEGORIES)}",
     "rubric": "give a rubric name, a Rubric or a dict of criteria and score descriptions, or leave it out",
@@ -106,12 +108,16 @@ def parse_criterion(entry: object, row: int | None, k: int) -> Criterion:
     if not isinstance(entry, Mapping):
         what = f"expected a string or a mapping {{{', '.join(KEYS)}}}, got {type(entry).__name__}"
         raise _fail(row, k, None, "criterion", what)
+    entry = {key: v for key, v in entry.items() if v is not None}  # a struct column's null: the key is absent
     unknown = sorted(str(key) for key in entry if key not in KEYS)
     text = entry.get("criterion")
     if unknown:
         raise _fail(row, k, text, "criterion", f"unknown key(s) {', '.join(unknown)} (valid: {', '.join(KEYS)})")
     if not isinstance(text, str) or not text.strip():
         raise _fail(row, k, None, "criterion", f"expected a non-empty string, got {text!r}")
+    problem = unicode_problem(text)
+    if problem is not None:
+        raise _fail(row, k, None, "criterion", problem)
     weight = entry.get("weight", 1.0)
     if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight <= 0:
         raise _fail(row, k, text, "weight", f"expected a finite number > 0, got {weight!r}")

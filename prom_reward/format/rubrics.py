@@ -138,13 +138,18 @@ class Rubric:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Rubric:
         """A rubric from ``criteria`` + ``score1_description``..``score5_description``, or
-        ``criteria`` + ``descriptions`` (a list of 2 to 5, lowest score first), or ``criteria`` alone.
+        ``criteria`` + ``descriptions`` (a list of 2 to 5, lowest score first), or ``criteria`` alone. A key whose
+        value is None is absent: a dataset's struct column (Parquet, Hugging Face ``datasets``) gives every row
+        every key of every layout, the ones a row lacks as null.
 
         >>> Rubric.from_dict({"criteria": "Kind?", "descriptions": ["1", "2", "3", "4", "5"]}).has_scores
         True
+        >>> Rubric.from_dict({"criteria": "Kind?", "descriptions": None, "score1_description": None}).has_scores
+        False
         """
         if not isinstance(d, Mapping):
             raise ConfigError(f"a rubric dict must be a mapping, got {type(d).__name__}; expected {_LAYOUTS}")
+        d = {k: v for k, v in d.items() if v is not None}
         unknown = sorted(str(k) for k in d if k not in ("criteria", "descriptions", *_SCORE_KEYS))
         if unknown:
             raise ConfigError(f"unknown rubric key(s) {unknown}; expected {_LAYOUTS}")

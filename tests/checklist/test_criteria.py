@@ -33,6 +33,10 @@ ABSOLUTE_FORMATS = [n for n in JUDGE_FORMATS if "absolute" in get_judge_format(n
         ),
         ([{"criterion": "kind", "rubric": "helpfulness"}], [("kind", 1.0, "important", "helpfulness")]),
         ((("tuple",)), [("tuple", 1.0, "important", None)]),
+        (  # a Parquet / datasets struct column: the keys a criterion lacks are null
+            [{"criterion": "kind", "weight": None, "category": None, "rubric": None}],
+            [("kind", 1.0, "important", None)],
+        ),
     ],
 )
 def test_good_checklists_parse(value, parsed):
@@ -61,6 +65,7 @@ def test_good_checklists_parse(value, parsed):
         ([{"criterion": "x", "category": "vital"}], ["category: expected one of essential, important", "'vital'"]),
         ([{"criterion": "x", "rubric": "no-such"}], ["criterion 0 ('x'): rubric:", "no-such", "fix: give a rubric"]),
         ([{"criterion": "x", "wieght": 2}], ["criterion 0 ('x'): criterion: unknown key(s) wieght"]),
+        (["ok \ud800"], ["row 7, criterion 0: criterion: holds a lone surrogate", "fix: give the criterion"]),
     ],
 )
 def test_bad_checklists_are_refused_naming_row_criterion_field_and_fix(value, fragments):

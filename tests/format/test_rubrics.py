@@ -172,6 +172,23 @@ def test_from_dict_layouts():
     assert Rubric.from_dict({"criteria": "Is it kind?"}) == Rubric("Is it kind?")
 
 
+def test_rubric_dicts_of_a_struct_column_read_a_null_key_as_absent(tmp_path: Path):
+    """A Parquet (or ``datasets``) struct column gives every row every key of every layout, null where a row lacks
+    it: each row's rubric is still its own layout."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [
+        KIND.to_dict(),
+        {"criteria": "Is it kind?", "descriptions": list(DESCS)},
+        {"criteria": "Is it short?"},
+    ]
+    pq.write_table(pa.table({"rubric": rows}), tmp_path / "r.parquet")
+    read = pq.read_table(tmp_path / "r.parquet").column("rubric").to_pylist()
+    assert read[1]["score1_description"] is None and read[0]["descriptions"] is None  # nulls for the other layout
+    assert [Rubric.from_dict(d) for d in read] == [KIND, KIND, Rubric("Is it short?")]
+
+
 @pytest.mark.parametrize(
     "d, expected",
     [
