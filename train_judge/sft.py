@@ -26,6 +26,7 @@ import dataclasses
 import json
 import logging
 import random
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -279,8 +280,9 @@ def main(argv: list[str] | None = None) -> None:
             data_path=args.data_path,
         )
         print(train(cfg))
-    except PromRewardError as e:
-        raise SystemExit(f"error: {e}") from None
+    except PromRewardError as e:  # bad config or data: said in one message, exit status 2 as the merge CLI
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":
