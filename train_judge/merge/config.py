@@ -334,6 +334,9 @@ def load_config(path: str | Path) -> MergeConfig:
         data = yaml.safe_load(p.read_text(encoding="utf-8"))
     except OSError as e:
         raise ConfigError(f"{p}: cannot read the merge config: {e}") from e
+    except UnicodeDecodeError as e:
+        at = f"byte {e.object[e.start]:#04x} at offset {e.start}"
+        raise ConfigError(f"{p}: not UTF-8 text ({at}); save it as UTF-8") from e
     except yaml.YAMLError as e:
         raise ConfigError(f"{p}: not valid YAML: {e}") from e
     return config_from_dict(data, root=p.resolve().parent)

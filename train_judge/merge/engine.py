@@ -35,7 +35,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from prom_reward.errors import ConfigError
+from prom_reward.errors import ConfigError, OutputError
 
 from .chunking import BUFFERS
 from .config import MergeConfig
@@ -185,14 +185,34 @@ def run_merge(config: MergeConfig, *, overwrite: bool = False, threads: int | No
             f"PROM_MERGE_KERNELS: expected it unset (the merge has one path, the numba kernels), got "
             f"{os.environ['PROM_MERGE_KERNELS']!r}; unset it"
         )
+    n_threads = _threads(threads)
     _keep_chunk_buffers()
     previous = torch.get_num_threads()
-    torch.set_num_threads(threads or int(os.environ.get("PROM_MERGE_THREADS", "1")))
+    torch.set_num_threads(n_threads)
     try:
         return _run(config, overwrite)
+    except OSError as e:  # full disk, a read-only folder, an input gone: said with the path, never a traceback
+        raise OutputError(
+            f"output: the merge into {config.output} stopped: {e.strerror or e}"
+            f"{f' ({e.filename})' if e.filename else ''}; fix: free disk space or choose a writable output "
+            "folder (and keep the inputs in place), then run the same command again: finished shards are kept"
+        ) from e
     finally:
         BUFFERS.clear()
         torch.set_num_threads(previous)
+
+
+def _threads(threads: int | None) -> int:
+    """The torch thread count: ``threads``, else ``PROM_MERGE_THREADS``, else 1; a positive int."""
+    raw: object = threads if threads is not None else os.environ.get("PROM_MERGE_THREADS", "1")
+    where = "threads (--threads)" if threads is not None else "PROM_MERGE_THREADS"
+    try:
+        n = int(raw)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        n = 0
+    if isinstance(raw, bool) or isinstance(raw, float) or n < 1:
+        raise ConfigError(f"{where}: expected a positive int, got {raw!r}; fix: give 1 or more, or leave it unset")
+    return n
 
 
 def _run(config: MergeConfig, overwrite: bool) -> MergeReport:

@@ -167,6 +167,13 @@ def test_yaml_shape_errors(data, message):
     assert message in str(e.value)
 
 
+def test_yaml_that_is_not_utf8_is_a_config_error(tmp_path):
+    path = tmp_path / "m.yaml"
+    path.write_bytes(b'method: linear\nmodels: [a, b]\noutput: "\xff\xfe"\n')
+    with pytest.raises(ConfigError, match=r"m.yaml: not UTF-8 text \(byte 0xff at offset \d+\); save it as UTF-8"):
+        load_config(path)
+
+
 def _cli(*args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(REPO))
     return subprocess.run(
