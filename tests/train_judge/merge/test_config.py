@@ -85,6 +85,11 @@ def cfg(**kw):
         ({"max_shard_size": "lots"}, "max_shard_size: expected bytes or a size"),
         ({"dtype": "int8"}, "dtype: expected one of null, float32, float16, bfloat16"),
         ({"output": "/m1"}, "output: /m1 is also an input"),
+        ({"output": "/", "base_model": "/b"}, "output: / holds the input /m1; write the merge to a folder outside it"),
+        ({"models": (ModelEntry("/o/m1.safetensors"), ModelEntry("/m2"))}, "output: /o holds the input /o/m1"),
+        ({"method": ["ties"]}, "method: expected a name, one of dare_linear, dare_ties, linear"),
+        ({"base_model": 5}, "base_model: expected a model folder path, got 5"),
+        ({"models": (ModelEntry(5), ModelEntry("/m2"))}, "models[0].path: expected a non-empty path, got 5"),  # type: ignore[arg-type]
     ],
 )
 def test_each_config_problem_is_reported(kw, message):

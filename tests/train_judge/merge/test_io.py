@@ -284,3 +284,15 @@ def test_a_full_disk_is_an_output_error_and_the_rerun_finishes(tmp_path, monkeyp
     monkeypatch.setattr(ShardWriter, "_write_bytes", real)
     assert run_merge(cfg).resumed_shards >= 1 and not list(out.glob("*.partial"))
     assert load_output(out)["w"].tolist() == [[2.0, 2.75], [0.75, 3.0]]
+
+
+def test_overwrite_never_deletes_an_input_inside_the_output(tmp_path):
+    run_merge(_cfg(tmp_path))  # a finished merge in out/ ...
+    merged = tmp_path / "out" / "model.safetensors"
+    before = merged.read_bytes()
+    # ... then merged again with another model, into the same folder, with overwrite: before, out/ was removed
+    # (its merge record allowed --overwrite) and the input with it
+    models = (ModelEntry(str(merged)), _cfg(tmp_path).models[1])
+    with pytest.raises(ConfigError, match="holds the input"):
+        run_merge(MergeConfig(method="linear", models=models, output=str(merged.parent)), overwrite=True)
+    assert merged.read_bytes() == before
