@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -127,6 +128,32 @@ def test_header_checks_list_every_problem(tmp_path):
     assert "models[1]" in text and "1 tensors not in base_model: z.weight" in text
     assert "models[2]" in text and "1 shape mismatches with base_model: w (1, 3) vs (2, 2)" in text
     assert not (tmp_path / "out").exists()  # nothing written
+
+
+def test_models_of_another_architecture_or_vocabulary_are_refused(tmp_path):
+    """Same tensor names and shapes, but config.json says another model_type / vocab_size: not merged."""
+    import json
+
+    base = save_model(tmp_path / "base", BASE)
+    other = save_model(tmp_path / "other", M1)
+    (other / "config.json").write_text(json.dumps({"model_type": "mistral", "vocab_size": 7}))
+    (base / "config.json").write_text(json.dumps({"model_type": "llama", "vocab_size": 8}))
+    same = save_model(tmp_path / "same", M2)
+    (same / "config.json").write_text(json.dumps({"model_type": "llama", "vocab_size": 8, "torch_dtype": "bfloat16"}))
+    c = MergeConfig(
+        method="task_arithmetic",
+        base_model=str(base),
+        output=str(tmp_path / "out"),
+        models=(ModelEntry(str(same)), ModelEntry(str(other))),
+    )
+    with pytest.raises(ConfigError) as e:
+        run_merge(c)
+    text = str(e.value)
+    assert "invalid merge config (2 problems)" in text and "models[0]" not in text
+    assert "models[1] (" in text and "config.json model_type is 'mistral', base_model's is 'llama'" in text
+    assert "config.json vocab_size is 7, base_model's is 8" in text
+    assert not (tmp_path / "out").exists()
+    run_merge(dataclasses.replace(c, models=c.models[:1]))  # the same architecture merges
 
 
 def test_not_a_model_folder(tmp_path):
