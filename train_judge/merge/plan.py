@@ -2,7 +2,8 @@
 
 ``make_plan(config)`` opens every input (headers only: names, dtypes, shapes), collects ALL
 problems (unreadable inputs, LoRA experts without a base model, tensor names missing or extra in
-some model, shape mismatches, adapter modules that do not exist in the base or do not fit its
+some model, shape mismatches, full models whose config.json gives another model_type or vocab_size,
+adapter modules that do not exist in the base or do not fit its
 shapes) and raises one ConfigError listing them. When everything fits it returns a ``Plan``: the
 output tensors (name, dtype, shape) in order, cut into shards of at most ``max_shard_size`` bytes.
 
