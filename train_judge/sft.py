@@ -26,6 +26,7 @@ import dataclasses
 import json
 import logging
 import random
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -139,13 +140,24 @@ def build_dataset(cfg: SFTRunConfig, tokenizer: Any) -> tuple[Any, dict[str, int
 
 
 def last_checkpoint(output_dir: str | Path) -> str | None:
-    """The newest ``checkpoint-*`` folder in ``output_dir`` (None when there is none)."""
+    """The newest complete ``checkpoint-*`` folder in ``output_dir`` (None when there is none).
+
+    The Trainer writes ``trainer_state.json`` last, so a checkpoint without a readable one was cut short
+    (a run killed while saving): it is skipped, with a warning, and the one before it resumes."""
     out = Path(output_dir)
     if not out.is_dir():
         return None
-    from transformers.trainer_utils import get_last_checkpoint
-
-    return get_last_checkpoint(str(out))
+    steps = sorted(
+        (int(m[1]), d) for d in out.iterdir() if d.is_dir() and (m := re.fullmatch(r"checkpoint-(\d+)", d.name))
+    )
+    for _, d in reversed(steps):
+        try:
+            json.loads((d / "trainer_state.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            log.warning("skipping %s: no complete trainer_state.json (stopped while saving?)", d)
+            continue
+        return str(d)
+    return None
 
 
 def _load_model(cfg: SFTRunConfig, path: str) -> Any:
