@@ -225,8 +225,8 @@ class LoraAdapter:
         if name in self.full or set(self.pairs.get(name, {})) != {"A", "B"}:
             return []
         a, b = self.infos[self.pairs[name]["A"]].shape, self.infos[self.pairs[name]["B"]].shape
-        if len(a) != 2 or len(b) != 2 or a[0] != b[1]:
-            return [f"{self.path}: {name}: lora_A {a} and lora_B {b} do not form a rank-r product"]
+        if len(a) != 2 or len(b) != 2 or a[0] != b[1] or a[0] < 1:
+            return [f"{self.path}: {name}: lora_A {a} and lora_B {b} do not form a rank-r product (r >= 1)"]
         return []
 
     def scale(self, name: str) -> float:

@@ -93,11 +93,13 @@ def test_lora_problems_are_listed(tmp_path):
         ({"lora_alpha": "16"}, r"lora_alpha: expected a number, got '16'"),
         ({"lora_alpha": 2, "alpha_pattern": {"w": "x"}}, r"alpha_pattern\['w'\]: expected a number, got 'x'"),
         ({"lora_alpha": 2, "alpha_pattern": ["w"]}, r"alpha_pattern: expected an object"),
+        ({"lora_alpha": 2, "r": 0}, r"lora_A \(0, 2\) and lora_B \(2, 0\) do not form a rank-r product \(r >= 1\)"),
     ],
 )
 def test_a_broken_adapter_config_is_refused_before_the_merge(tmp_path, config, message):
     base = lora_base(tmp_path / "base")
-    good = {"base_model.model.w.lora_A.weight": torch.ones(1, 2), "base_model.model.w.lora_B.weight": torch.ones(2, 1)}
+    r = config.get("r", 1) if isinstance(config, dict) else 1
+    good = {"base_model.model.w.lora_A.weight": torch.ones(r, 2), "base_model.model.w.lora_B.weight": torch.ones(2, r)}
     ad = hand_adapter(tmp_path / "ad", good)
     (ad / "adapter_config.json").write_text(json.dumps(config))
     cfg = MergeConfig(
