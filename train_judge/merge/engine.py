@@ -40,7 +40,7 @@ from prom_reward.errors import ConfigError, OutputError
 from .chunking import BUFFERS
 from .config import MergeConfig
 from .plan import Plan, make_plan, shard_names
-from .safetensors_io import ShardWriter
+from .safetensors_io import ShardWriter, TensorInfo, read_header
 from .sources import INDEX, LoraAdapter
 from .stream import merge_tensor
 
@@ -202,6 +202,22 @@ def run_merge(config: MergeConfig, *, overwrite: bool = False, threads: int | No
         torch.set_num_threads(previous)
 
 
+def _finished(path: Path, shard: list[TensorInfo]) -> bool:
+    """A shard recorded as done is kept when its header has the planned tensors and the file is whole
+    (a shard cut or replaced since, e.g. by a copy or a crash of the machine, is written again)."""
+    if not path.is_file():
+        return False
+    try:
+        infos = read_header(path)
+    except ConfigError as e:
+        log.warning("writing %s again: %s", path.name, e)
+        return False
+    if {n: (i.dtype, i.shape) for n, i in infos.items()} != {i.name: (i.dtype, i.shape) for i in shard}:
+        log.warning("writing %s again: its tensors are not the planned ones", path.name)
+        return False
+    return True
+
+
 def _threads(threads: int | None) -> int:
     """The torch thread count: ``threads``, else ``PROM_MERGE_THREADS``, else 1; a positive int."""
     raw: object = threads if threads is not None else os.environ.get("PROM_MERGE_THREADS", "1")
@@ -225,7 +241,7 @@ def _run(config: MergeConfig, overwrite: bool) -> MergeReport:
         names = shard_names(len(plan.shards))
         resumed = 0
         for fname, shard in zip(names, plan.shards, strict=True):
-            if fname in done and (out / fname).is_file():
+            if fname in done and _finished(out / fname, shard):
                 resumed += 1
                 continue
             part = out / (fname + ".partial")

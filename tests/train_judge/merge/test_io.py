@@ -296,3 +296,16 @@ def test_overwrite_never_deletes_an_input_inside_the_output(tmp_path):
     with pytest.raises(ConfigError, match="holds the input"):
         run_merge(MergeConfig(method="linear", models=models, output=str(merged.parent)), overwrite=True)
     assert merged.read_bytes() == before
+
+
+def test_a_finished_shard_cut_since_is_written_again(tmp_path, caplog):
+    cfg = _cfg(tmp_path, max_shard_size=16)  # three shards
+    run_merge(cfg)
+    out = tmp_path / "out"
+    clean = {n: t.clone() for n, t in load_output(out).items()}  # not views of the file cut below
+    shard = out / "model-00002-of-00003.safetensors"
+    shard.write_bytes(shard.read_bytes()[:-10])  # recorded as done, but cut (a copy, a machine crash)
+    report = run_merge(cfg)
+    assert report.resumed_shards == 2 and "writing model-00002-of-00003.safetensors again" in caplog.text
+    again = load_output(out)
+    assert all(torch.equal(again[n], t) for n, t in clean.items())
