@@ -298,6 +298,17 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--device", default="cuda", help="transformers backend: torch device")
     ap.add_argument("--batch-size", type=int, default=256, help="transformers backend: requests per generate call")
     args = ap.parse_args(argv)
+    for flag, value, least in (
+        ("--num-samples", args.num_samples, 1),
+        ("--max-tokens", args.max_tokens, 1),
+        ("--batch-size", args.batch_size, 1),
+        ("--pairs", args.pairs, 0),
+        ("--dev-limit", args.dev_limit, 1),
+    ):
+        if value is not None and value < least:
+            ap.error(f"{flag}: expected an int >= {least}, got {value}")
+    if not Path(args.out).resolve().parent.is_dir():  # said now, not after hours of generation
+        ap.error(f"--out: the folder of {args.out} does not exist; create it or choose another path")
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     try:
         from prom_reward.core.presets import resolve_model_path

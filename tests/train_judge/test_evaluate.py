@@ -1,0 +1,33 @@
+"""``python -m train_judge.evaluate`` refuses bad arguments before any model is loaded (exit status 2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from train_judge.evaluate import main
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--num-samples", "0"], "--num-samples: expected an int >= 1, got 0"),
+        (["--max-tokens", "-5"], "--max-tokens: expected an int >= 1, got -5"),
+        (["--pairs", "-1"], "--pairs: expected an int >= 0, got -1"),
+        (["--dev-limit", "0"], "--dev-limit: expected an int >= 1, got 0"),
+        (["--batch-size", "0"], "--batch-size: expected an int >= 1, got 0"),
+    ],
+)
+def test_bad_counts_stop_before_any_work(tmp_path: Path, capsys, args: list[str], message: str) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["--model", str(tmp_path / "no-model"), "--out", str(tmp_path / "r.json"), *args])
+    assert e.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_an_out_file_in_a_missing_folder_stops_before_any_work(tmp_path: Path, capsys) -> None:
+    """Before: the results of a whole evaluation were lost to a FileNotFoundError at the end."""
+    with pytest.raises(SystemExit) as e:
+        main(["--model", str(tmp_path / "no-model"), "--out", str(tmp_path / "missing" / "r.json")])
+    assert e.value.code == 2 and "--out: the folder of" in capsys.readouterr().err
