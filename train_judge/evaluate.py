@@ -265,6 +265,19 @@ def results_table(results: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def count_problems(args: argparse.Namespace) -> list[str]:
+    """The evaluation counts of a command line (``--num-samples``, ``--max-tokens``, ``--batch-size``,
+    ``--pairs``, ``--dev-limit``) below their minimum, said before any work starts."""
+    counts = (
+        ("--num-samples", args.num_samples, 1),
+        ("--max-tokens", args.max_tokens, 1),
+        ("--batch-size", args.batch_size, 1),
+        ("--pairs", args.pairs, 0),
+        ("--dev-limit", args.dev_limit, 1),
+    )
+    return [f"{flag}: expected an int >= {least}, got {v}" for flag, v, least in counts if v is not None and v < least]
+
+
 def main(argv: list[str] | None = None) -> None:
     from .sft import default_vicuna_path
 
@@ -298,15 +311,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--device", default="cuda", help="transformers backend: torch device")
     ap.add_argument("--batch-size", type=int, default=256, help="transformers backend: requests per generate call")
     args = ap.parse_args(argv)
-    for flag, value, least in (
-        ("--num-samples", args.num_samples, 1),
-        ("--max-tokens", args.max_tokens, 1),
-        ("--batch-size", args.batch_size, 1),
-        ("--pairs", args.pairs, 0),
-        ("--dev-limit", args.dev_limit, 1),
-    ):
-        if value is not None and value < least:
-            ap.error(f"{flag}: expected an int >= {least}, got {value}")
+    for problem in count_problems(args):
+        ap.error(problem)
     if not Path(args.out).resolve().parent.is_dir():  # said now, not after hours of generation
         ap.error(f"--out: the folder of {args.out} does not exist; create it or choose another path")
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")

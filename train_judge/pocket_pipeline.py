@@ -256,6 +256,10 @@ def main(argv: list[str] | None = None) -> None:
         help="--ship auto: the most absolute (and pairwise) parse failures a shipped judge may have",
     )
     args = ap.parse_args(argv)
+    from .evaluate import count_problems
+
+    for problem in count_problems(args):  # before hours of training, not at the evaluation after them
+        ap.error(problem)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     try:
         summary = run(args)

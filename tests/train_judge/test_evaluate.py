@@ -31,3 +31,12 @@ def test_an_out_file_in_a_missing_folder_stops_before_any_work(tmp_path: Path, c
     with pytest.raises(SystemExit) as e:
         main(["--model", str(tmp_path / "no-model"), "--out", str(tmp_path / "missing" / "r.json")])
     assert e.value.code == 2 and "--out: the folder of" in capsys.readouterr().err
+
+
+def test_the_pipeline_checks_the_same_counts_before_training(tmp_path: Path, capsys) -> None:
+    from train_judge.pocket_pipeline import main as pipeline
+
+    with pytest.raises(SystemExit) as e:
+        pipeline(["--out", str(tmp_path / "run"), "--num-samples", "0"])
+    assert e.value.code == 2 and "--num-samples: expected an int >= 1, got 0" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
