@@ -59,7 +59,13 @@ def _load_rows(source: str, split: str = "train") -> list[dict[str, Any]]:
     import datasets
 
     if path.suffix.lower() in _LOCAL_SUFFIXES:
-        ds = datasets.load_dataset("parquet", data_files=str(path), split="train")
+        try:
+            ds = datasets.load_dataset("parquet", data_files=str(path), split="train")
+        except (datasets.exceptions.DatasetGenerationError, OSError, ValueError) as e:
+            cause = e.__cause__ or e
+            raise InputError(
+                f"{path}: not a readable Parquet file with rows ({type(cause).__name__}: {cause}); write it again"
+            ) from None
     else:
         ds = datasets.load_dataset(source, split=split)
     return [dict(r) for r in ds]

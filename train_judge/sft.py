@@ -103,6 +103,8 @@ def build_dataset(cfg: SFTRunConfig, tokenizer: Any) -> tuple[Any, dict[str, int
     import datasets
 
     records = load_records(cfg)
+    if not records:
+        raise ConfigError(f"no training records in {cfg.data_path or cfg.dataset}; give a file with rows")
     rows, verdicts, dropped = [], [], 0
     wire = get_wire_format(cfg.wire)
     system_role = template_accepts_system(tokenizer) if wire.uses_chat_template else None

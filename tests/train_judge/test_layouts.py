@@ -153,3 +153,17 @@ def test_sft_cli_refuses_bad_data_with_status_2_before_training(tmp_path: Path, 
     assert r.returncode == 2, r.stderr[-2000:]
     assert f"error: {data}: row 1: orig_score must be an integer 1..5, got 4.5; fix the row" in r.stderr
     assert "Traceback" not in r.stderr and not out.exists()
+
+
+@pytest.mark.parametrize("rows", [0, None])
+def test_an_empty_or_broken_parquet_file_names_the_file(tmp_path: Path, rows: int | None) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "fc.parquet"
+    if rows is None:
+        path.write_bytes(b"PAR1 not really")
+    else:
+        pq.write_table(pa.table({"orig_instruction": pa.array([], pa.string())}), path)
+    with pytest.raises(InputError, match=f"^{path}: not a readable Parquet file with rows"):
+        load_feedback_collection(str(path))

@@ -91,3 +91,14 @@ def test_resume_skips_a_checkpoint_cut_short(tmp_path: Path) -> None:
     (tmp_path / "checkpoint-10" / "trainer_state.json").unlink()
     assert last_checkpoint(tmp_path) == str(tmp_path / "checkpoint-2")
     assert last_checkpoint(tmp_path / "nowhere") is None
+
+
+def test_no_records_is_said_as_such(tmp_path: Path, monkeypatch) -> None:
+    """Before: 'no training example fits max_length=...; raise it', which sent users after the wrong knob."""
+    import train_judge.sft as sft
+    from prom_reward.errors import ConfigError
+
+    monkeypatch.setattr(sft, "load_records", lambda cfg: [])  # a hub split with no rows
+    cfg = SFTRunConfig.from_dict({"model": "m", "task": "absolute", "output_dir": str(tmp_path), "dataset": "o/d"})
+    with pytest.raises(ConfigError, match="no training records in o/d; give a file with rows"):
+        build_dataset(cfg, tokenizer=None)
