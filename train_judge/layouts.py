@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -327,6 +328,17 @@ def save_preference_collection(pairs: Iterable[PairRecord], path: str | Path) ->
     >>> load_preference_collection(p)[0].rubric
     '[c]'
     """
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.partial")  # a stop midway never leaves a cut file at ``path``
+    try:
+        n = _write_pairs(pairs, tmp)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return n
+
+
+def _write_pairs(pairs: Iterable[PairRecord], path: Path) -> int:
     n = 0
     with open(path, "w", encoding="utf-8") as f:
         for p in pairs:

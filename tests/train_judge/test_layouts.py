@@ -167,3 +167,18 @@ def test_an_empty_or_broken_parquet_file_names_the_file(tmp_path: Path, rows: in
         pq.write_table(pa.table({"orig_instruction": pa.array([], pa.string())}), path)
     with pytest.raises(InputError, match=f"^{path}: not a readable Parquet file with rows"):
         load_feedback_collection(str(path))
+
+
+def test_saving_pairs_that_stop_midway_keeps_the_old_file(tmp_path: Path) -> None:
+    out = tmp_path / "pc.jsonl"
+    pairs = load_preference_collection(_write(tmp_path / "in.jsonl", _lines(_pc(), _pc(orig_preference="B"))))
+    assert save_preference_collection(pairs, out) == 2
+    before = out.read_bytes()
+
+    def stops():
+        yield pairs[0]
+        raise KeyboardInterrupt("stopped while writing")
+
+    with pytest.raises(KeyboardInterrupt):
+        save_preference_collection(stops(), out)
+    assert out.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "pc.jsonl"]
