@@ -38,6 +38,7 @@ import argparse
 import json
 import os
 import random
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -282,8 +283,6 @@ def main(argv: list[str] | None = None) -> None:
     from .sft import default_vicuna_path
 
     if argv is None:
-        import sys
-
         argv = sys.argv[1:]
     if argv[:1] == ["--table"]:
         print(results_table([json.loads(Path(f).read_text(encoding="utf-8")) for f in argv[1:]]))
@@ -338,8 +337,9 @@ def main(argv: list[str] | None = None) -> None:
             batch_size=args.batch_size,
             num_samples=args.num_samples,
         )
-    except PromRewardError as e:
-        raise SystemExit(f"error: {e}") from None
+    except PromRewardError as e:  # bad config or data: one message, exit status 2 (as train_judge.sft and .merge)
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
     res["name"] = args.name or Path(model).name
     Path(args.out).write_text(json.dumps(res, indent=1), encoding="utf-8")
     print(json.dumps(res, indent=1))

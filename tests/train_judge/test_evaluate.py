@@ -40,3 +40,10 @@ def test_the_pipeline_checks_the_same_counts_before_training(tmp_path: Path, cap
         pipeline(["--out", str(tmp_path / "run"), "--num-samples", "0"])
     assert e.value.code == 2 and "--num-samples: expected an int >= 1, got 0" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+def test_a_config_error_is_one_line_and_status_2(tmp_path: Path, capsys) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["--model", str(tmp_path / "no-model"), "--out", str(tmp_path / "r.json")])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.startswith("error: ") and "Traceback" not in err
