@@ -56,7 +56,7 @@ def _load_rows(source: str, split: str = "train") -> list[dict[str, Any]]:
                 f"such as {FEEDBACK_HUB_IDS[0]}"
             )
         if _LOCAL_SUFFIXES[path.suffix.lower()] == "json":
-            return _read_json_rows(path)
+            return read_json_rows(path)
     import datasets
 
     if path.suffix.lower() in _LOCAL_SUFFIXES:
@@ -72,7 +72,7 @@ def _load_rows(source: str, split: str = "train") -> list[dict[str, Any]]:
     return [dict(r) for r in ds]
 
 
-def _read_json_rows(path: Path) -> list[dict[str, Any]]:
+def read_json_rows(path: Path) -> list[dict[str, Any]]:
     """The objects of a JSON array file or a JSON Lines file; errors name the file and line."""
     raw = path.read_bytes()
     try:

@@ -289,3 +289,17 @@ def test_config_files_that_do_not_parse_are_config_errors(tmp_path: Path, data: 
     (tmp_path / "run.yaml").write_bytes(data)
     with pytest.raises(ConfigError, match=f"run.yaml: {message}"):
         load_config(tmp_path / "run.yaml")
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b'[{"idx": ', r"not valid JSON"),
+        (b"\xff\xfe[]", r"line 1: not valid UTF-8"),
+        (b"[1, 2]", r"element 0: expected a JSON object"),
+    ],
+)
+def test_a_broken_vicuna_file_names_the_file(tmp_path: Path, data: bytes, message: str) -> None:
+    (tmp_path / "vicuna.json").write_bytes(data)
+    with pytest.raises(InputError, match=f"^{tmp_path / 'vicuna.json'}: {message}"):
+        PocketData(tmp_path / "vicuna.json")
