@@ -44,7 +44,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from prom_reward.errors import ConfigError, PromRewardError
+from prom_reward.errors import ConfigError, InputError, PromRewardError
 
 MERGED_MARKER = ".merged_from.json"
 
@@ -103,7 +103,19 @@ def merge_adapter(base: str, adapter: str | Path, out_dir: str | Path) -> Path:
 
 def autoj_subset(path: str | Path, n: int, *, seed: int = 0, max_chars: int = 4000) -> list[dict[str, Any]]:
     """``n`` seeded-random autoj pairs whose prompt + responses fit ``max_chars`` (CPU context budget)."""
-    rows = [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+    from .layouts import read_json_rows
+
+    if not Path(path).is_file():
+        raise ConfigError(f"autoj pairs file {path} does not exist; pass --autoj PATH or --pairs 0")
+    rows = read_json_rows(Path(path))
+    for i, r in enumerate(rows):
+        for key in ("prompt", "response 1", "response 2", "label"):
+            if not isinstance(r.get(key), str if key != "label" else int):
+                raise InputError(
+                    f"{path}: row {i}: {key!r} missing or of the wrong type; expected the autoj pairwise layout",
+                    index=i,
+                    field=key,
+                )
     fit = [r for r in rows if len(r["prompt"]) + len(r["response 1"]) + len(r["response 2"]) <= max_chars]
     random.Random(seed).shuffle(fit)
     return fit[:n]

@@ -47,3 +47,20 @@ def test_a_config_error_is_one_line_and_status_2(tmp_path: Path, capsys) -> None
         main(["--model", str(tmp_path / "no-model"), "--out", str(tmp_path / "r.json")])
     err = capsys.readouterr().err
     assert e.value.code == 2 and err.startswith("error: ") and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b'{"prompt": "p", "response 1": "a", "response 2": "b", "label": 0}\n{"prompt": "p", "r', "line 2: not a"),
+        (b'{"prompt": "p", "response 1": "a", "label": 0}\n', "row 0: 'response 2' missing or of the wrong type"),
+        (b'{"prompt": "p", "response 1": "a", "response 2": "b", "label": "0"}\n', "row 0: 'label' missing"),
+    ],
+)
+def test_a_broken_autoj_file_names_file_row_and_field(tmp_path: Path, data: bytes, message: str) -> None:
+    from prom_reward.errors import InputError
+    from train_judge.evaluate import autoj_subset
+
+    (tmp_path / "autoj.jsonl").write_bytes(data)
+    with pytest.raises(InputError, match=f"^{tmp_path / 'autoj.jsonl'}: {message}"):
+        autoj_subset(tmp_path / "autoj.jsonl", 4)
