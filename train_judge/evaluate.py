@@ -84,13 +84,21 @@ def merge_adapter(base: str, adapter: str | Path, out_dir: str | Path) -> Path:
     from prom_reward.core.presets import resolve_model_path
 
     out, adapter = Path(out_dir), Path(adapter)
+    if not (adapter / "adapter_model.safetensors").is_file():
+        raise ConfigError(
+            f"--adapter {adapter}: expected a PEFT LoRA folder with adapter_model.safetensors (what "
+            "train_judge.sft writes); give that folder, or leave --adapter out for a full model"
+        )
     stamp = {
         "base": base,
         "adapter": str(adapter.resolve()),
         "adapter_mtime": (adapter / "adapter_model.safetensors").stat().st_mtime,
     }
-    if (out / MERGED_MARKER).is_file() and json.loads((out / MERGED_MARKER).read_text()) == stamp:
-        return out
+    try:
+        if json.loads((out / MERGED_MARKER).read_text(encoding="utf-8")) == stamp:
+            return out
+    except (OSError, ValueError):  # none yet, or cut by a kill: merged again
+        pass
     base_path = resolve_model_path(base)
     model = AutoModelForCausalLM.from_pretrained(base_path, dtype=torch.float32)
     merged = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()

@@ -64,3 +64,11 @@ def test_a_broken_autoj_file_names_file_row_and_field(tmp_path: Path, data: byte
     (tmp_path / "autoj.jsonl").write_bytes(data)
     with pytest.raises(InputError, match=f"^{tmp_path / 'autoj.jsonl'}: {message}"):
         autoj_subset(tmp_path / "autoj.jsonl", 4)
+
+
+def test_an_adapter_folder_without_weights_is_a_config_error(tmp_path: Path, capsys) -> None:
+    (tmp_path / "adapter").mkdir()
+    with pytest.raises(SystemExit) as e:
+        main(["--model", "m", "--adapter", str(tmp_path / "adapter"), "--out", str(tmp_path / "r.json")])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "expected a PEFT LoRA folder with adapter_model.safetensors" in err
