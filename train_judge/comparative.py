@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, cast
 from prom_reward.backends.base import GenerationRequest
 from prom_reward.backends.bridge import run_sync
 from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
-from prom_reward.errors import ConfigError
+from prom_reward.errors import ConfigError, JudgeUnavailableError
 from prom_reward.format.sanitize import neutralize
 
 if TYPE_CHECKING:
@@ -120,6 +120,10 @@ class ComparativeReport:
     """Pairs with no kept feedback after ``max_attempts``."""
     requests: int = 0
     """Requests sent to the backend (store hits included)."""
+    unanswered: int = 0
+    """Requests the transport failed (judge unreachable, 5xx, timed out, request refused): no output to judge."""
+    last_error: str | None = None
+    """Why the last unanswered request got no answer."""
 
 
 def render_comparison(c: Comparison) -> str:
@@ -215,6 +219,7 @@ class ComparativeWriter:
         users = [render_comparison(c) for c in comparisons]  # validates everything before generating
         out: list[str | None] = [None] * len(comparisons)
         pending = list(range(len(comparisons)))
+        errors: dict[int, str] = {}  # pair -> why its latest request got no answer
         self.report.comparisons += len(comparisons)
         for attempt in range(self.max_attempts):
             if not pending:
@@ -228,6 +233,12 @@ class ComparativeWriter:
                 results = run_sync(lambda: self.backend.agenerate(reqs))  # noqa: B023 (awaited at once)
                 self.report.requests += len(reqs)
                 for i, res in zip(chunk, results, strict=True):
+                    errors.pop(i, None)
+                    if res.error is not None:  # no answer: not a rejected output, and asked again
+                        self.report.unanswered += 1
+                        self.report.last_error = errors[i] = res.error
+                        still.append(i)
+                        continue
                     text = res.completions[0].text if res.completions else ""
                     body = accept_output(text, comparisons[i].winner)
                     if body is None:
@@ -236,6 +247,13 @@ class ComparativeWriter:
                     else:
                         out[i] = body
             pending = still
+        if errors:  # a judge that could not be reached says nothing about the pairs: never dropped as failures
+            raise JudgeUnavailableError(
+                f"the judge gave no answer for {len(errors)} of {len(comparisons)} comparisons after "
+                f"{self.max_attempts} attempts (last: {self.report.last_error}); fix: run again when the judge is "
+                "reachable (with store=, the answers already given are not asked again)",
+                cause=self.report.last_error,
+            )
         self.report.failed += len(pending)
         self.report.accepted += len(comparisons) - len(pending)
         return out

@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,11 +46,11 @@ class LoraSettings:
     """Module names to adapt (Mixtral experts: ``w1``, ``w2``, ``w3``; ``lm_head`` allowed)."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.r, int) or self.r < 1:
+        if isinstance(self.r, bool) or not isinstance(self.r, int) or self.r < 1:
             raise ConfigError(f"lora.r must be an int >= 1, got {self.r!r}")
-        if not isinstance(self.alpha, (int, float)) or self.alpha <= 0:
+        if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float)) or not 0 < self.alpha < math.inf:
             raise ConfigError(f"lora.alpha must be > 0, got {self.alpha!r}")
-        if not 0 <= self.dropout < 1:
+        if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)) or not 0 <= self.dropout < 1:
             raise ConfigError(f"lora.dropout must be in [0, 1), got {self.dropout!r}")
         mods = tuple(self.target_modules)
         if not mods or not all(isinstance(m, str) and m for m in mods):
@@ -128,6 +129,7 @@ class SFTRunConfig:
     """For ``pocket``: the train/dev split seed."""
 
     def __post_init__(self) -> None:
+        _check_types(self)
         for name in ("model", "output_dir", "dataset"):
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
                 raise ConfigError(f"{name} must be a non-empty str, got {getattr(self, name)!r}")
@@ -165,6 +167,8 @@ class SFTRunConfig:
             raise ConfigError(f"dev_fraction must be in (0, 1), got {self.dev_fraction!r}")
         if isinstance(self.lora, Mapping):
             object.__setattr__(self, "lora", LoraSettings(**_known(LoraSettings, self.lora, "lora")))
+        elif self.lora is not None and not isinstance(self.lora, LoraSettings):
+            raise ConfigError(f"lora must be a mapping of LoRA settings (r, alpha, ...) or null, got {self.lora!r}")
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SFTRunConfig:
@@ -174,6 +178,36 @@ class SFTRunConfig:
     def replace(self, **changes: Any) -> SFTRunConfig:
         """A copy with ``changes`` applied (validated again)."""
         return dataclasses.replace(self, **changes)
+
+
+_NUMBERS = ("learning_rate", "warmup_ratio", "num_train_epochs", "dev_fraction")
+_INTS = ("max_steps", "seed", "split_seed")
+_BOOLS = ("balance_verdicts", "prefer_short", "gradient_checkpointing", "bf16", "packing", "padding_free")
+_OPTIONAL_STRS = ("data_path", "deepspeed")
+
+
+def _check_types(cfg: SFTRunConfig) -> None:
+    """Each field of the type it is read as: a YAML ``"no"`` is no bool, ``.inf`` no learning rate."""
+    for name in _NUMBERS:
+        v = getattr(cfg, name)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ConfigError(f"{name} must be a finite number, got {v!r}")
+    for name in _INTS:
+        v = getattr(cfg, name)
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ConfigError(f"{name} must be an int, got {v!r}")
+    for name in _BOOLS:
+        if not isinstance(getattr(cfg, name), bool):
+            raise ConfigError(f"{name} must be true or false, got {getattr(cfg, name)!r}")
+    for name in _OPTIONAL_STRS:
+        v = getattr(cfg, name)
+        if v is not None and (not isinstance(v, str) or not v):
+            raise ConfigError(f"{name} must be a path or null, got {v!r}")
+    if not isinstance(cfg.wire, str):
+        raise ConfigError(f"wire must be a wire format name (chat, inst, raw), got {cfg.wire!r}")
+    limit = cfg.save_total_limit
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ConfigError(f"save_total_limit must be null or an int >= 1, got {limit!r}")
 
 
 def _known(cls: type, d: Mapping[str, Any], what: str) -> dict[str, Any]:
@@ -191,7 +225,12 @@ def load_config(path: str | Path, **overrides: Any) -> SFTRunConfig:
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"config file {p} does not exist; see train_judge/configs/ for examples")
-    data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{p}: not UTF-8 text (byte at offset {e.start}); save it as UTF-8") from e
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{p}: not valid YAML: {e}") from e
     if not isinstance(data, dict):
         raise ConfigError(f"{p} must hold a YAML mapping of config keys, got {type(data).__name__}")
     data.update({k: v for k, v in overrides.items() if v is not None})

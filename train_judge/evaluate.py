@@ -38,12 +38,13 @@ import argparse
 import json
 import os
 import random
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from prom_reward.errors import ConfigError, PromRewardError
+from prom_reward.errors import ConfigError, InputError, PromRewardError
 
 MERGED_MARKER = ".merged_from.json"
 
@@ -83,13 +84,21 @@ def merge_adapter(base: str, adapter: str | Path, out_dir: str | Path) -> Path:
     from prom_reward.core.presets import resolve_model_path
 
     out, adapter = Path(out_dir), Path(adapter)
+    if not (adapter / "adapter_model.safetensors").is_file():
+        raise ConfigError(
+            f"--adapter {adapter}: expected a PEFT LoRA folder with adapter_model.safetensors (what "
+            "train_judge.sft writes); give that folder, or leave --adapter out for a full model"
+        )
     stamp = {
         "base": base,
         "adapter": str(adapter.resolve()),
         "adapter_mtime": (adapter / "adapter_model.safetensors").stat().st_mtime,
     }
-    if (out / MERGED_MARKER).is_file() and json.loads((out / MERGED_MARKER).read_text()) == stamp:
-        return out
+    try:
+        if json.loads((out / MERGED_MARKER).read_text(encoding="utf-8")) == stamp:
+            return out
+    except (OSError, ValueError):  # none yet, or cut by a kill: merged again
+        pass
     base_path = resolve_model_path(base)
     model = AutoModelForCausalLM.from_pretrained(base_path, dtype=torch.float32)
     merged = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
@@ -102,7 +111,19 @@ def merge_adapter(base: str, adapter: str | Path, out_dir: str | Path) -> Path:
 
 def autoj_subset(path: str | Path, n: int, *, seed: int = 0, max_chars: int = 4000) -> list[dict[str, Any]]:
     """``n`` seeded-random autoj pairs whose prompt + responses fit ``max_chars`` (CPU context budget)."""
-    rows = [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+    from .layouts import read_json_rows
+
+    if not Path(path).is_file():
+        raise ConfigError(f"autoj pairs file {path} does not exist; pass --autoj PATH or --pairs 0")
+    rows = read_json_rows(Path(path))
+    for i, r in enumerate(rows):
+        for key in ("prompt", "response 1", "response 2", "label"):
+            if not isinstance(r.get(key), str if key != "label" else int):
+                raise InputError(
+                    f"{path}: row {i}: {key!r} missing or of the wrong type; expected the autoj pairwise layout",
+                    index=i,
+                    field=key,
+                )
     fit = [r for r in rows if len(r["prompt"]) + len(r["response 1"]) + len(r["response 2"]) <= max_chars]
     random.Random(seed).shuffle(fit)
     return fit[:n]
@@ -265,12 +286,23 @@ def results_table(results: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def count_problems(args: argparse.Namespace) -> list[str]:
+    """The evaluation counts of a command line (``--num-samples``, ``--max-tokens``, ``--batch-size``,
+    ``--pairs``, ``--dev-limit``) below their minimum, said before any work starts."""
+    counts = (
+        ("--num-samples", args.num_samples, 1),
+        ("--max-tokens", args.max_tokens, 1),
+        ("--batch-size", args.batch_size, 1),
+        ("--pairs", args.pairs, 0),
+        ("--dev-limit", args.dev_limit, 1),
+    )
+    return [f"{flag}: expected an int >= {least}, got {v}" for flag, v, least in counts if v is not None and v < least]
+
+
 def main(argv: list[str] | None = None) -> None:
     from .sft import default_vicuna_path
 
     if argv is None:
-        import sys
-
         argv = sys.argv[1:]
     if argv[:1] == ["--table"]:
         print(results_table([json.loads(Path(f).read_text(encoding="utf-8")) for f in argv[1:]]))
@@ -298,6 +330,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--device", default="cuda", help="transformers backend: torch device")
     ap.add_argument("--batch-size", type=int, default=256, help="transformers backend: requests per generate call")
     args = ap.parse_args(argv)
+    for problem in count_problems(args):
+        ap.error(problem)
+    if not Path(args.out).resolve().parent.is_dir():  # said now, not after hours of generation
+        ap.error(f"--out: the folder of {args.out} does not exist; create it or choose another path")
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     try:
         from prom_reward.core.presets import resolve_model_path
@@ -321,8 +357,9 @@ def main(argv: list[str] | None = None) -> None:
             batch_size=args.batch_size,
             num_samples=args.num_samples,
         )
-    except PromRewardError as e:
-        raise SystemExit(f"error: {e}") from None
+    except PromRewardError as e:  # bad config or data: one message, exit status 2 (as train_judge.sft and .merge)
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
     res["name"] = args.name or Path(model).name
     Path(args.out).write_text(json.dumps(res, indent=1), encoding="utf-8")
     print(json.dumps(res, indent=1))

@@ -18,9 +18,10 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+import os
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.rubrics import Rubric
@@ -37,13 +38,16 @@ from .data import (
     compose_pair_feedback,
 )
 
+R = TypeVar("R", FeedbackRecord, PairRecord)
 _LOCAL_SUFFIXES = {".json": "json", ".jsonl": "json", ".parquet": "parquet"}
 
 
 def _load_rows(source: str, split: str = "train") -> list[dict[str, Any]]:
-    """Rows of a local JSON/JSONL/Parquet file or a hub dataset, through ``datasets``."""
-    import datasets
+    """Rows of a local JSON/JSONL/Parquet file or a hub dataset (Parquet and hub ids through ``datasets``).
 
+    A local JSON/JSONL file is read as it is (a JSON array of objects, or one object per line; a UTF-8
+    BOM, CRLF and blank lines are fine), so each value keeps its JSON type and a bad line is reported
+    with the file and line number before anything is trained."""
     path = Path(source)
     if path.suffix.lower() in _LOCAL_SUFFIXES:
         if not path.is_file():
@@ -51,14 +55,119 @@ def _load_rows(source: str, split: str = "train") -> list[dict[str, Any]]:
                 f"data file {source} does not exist; pass a JSON/JSONL/Parquet file or a hub id "
                 f"such as {FEEDBACK_HUB_IDS[0]}"
             )
-        ds = datasets.load_dataset(_LOCAL_SUFFIXES[path.suffix.lower()], data_files=str(path), split="train")
+        if _LOCAL_SUFFIXES[path.suffix.lower()] == "json":
+            return read_json_rows(path)
+    import datasets
+
+    if path.suffix.lower() in _LOCAL_SUFFIXES:
+        try:
+            ds = datasets.load_dataset("parquet", data_files=str(path), split="train")
+        except (datasets.exceptions.DatasetGenerationError, OSError, ValueError) as e:
+            cause = e.__cause__ or e
+            raise InputError(
+                f"{path}: not a readable Parquet file with rows ({type(cause).__name__}: {cause}); write it again"
+            ) from None
     else:
         ds = datasets.load_dataset(source, split=split)
     return [dict(r) for r in ds]
 
 
-def _opt_ref(value: Any) -> str | None:
-    return None if value is None or (isinstance(value, str) and not value.strip()) else str(value)
+def read_json_rows(path: Path) -> list[dict[str, Any]]:
+    """The objects of a JSON array file or a JSON Lines file; errors name the file and line."""
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        at = raw[: e.start].count(b"\n") + 1
+        raise InputError(
+            f"{path}: line {at}: not valid UTF-8 (byte {raw[e.start]:#04x} at offset {e.start}); "
+            "fix: re-save the file as UTF-8"
+        ) from None
+    if text.lstrip().startswith("["):
+        try:
+            rows = json.loads(text)
+        except ValueError as e:
+            raise InputError(f"{path}: not valid JSON ({e}); fix the file or write one object per line") from None
+        lines = [0] * len(rows) if isinstance(rows, list) else []
+    else:
+        rows, lines = [], []
+        for n, line in enumerate(text.split("\n"), 1):  # not splitlines: U+2028 may sit raw in a string
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except ValueError as e:
+                raise InputError(
+                    f"{path}: line {n}: not a JSON object ({e}; a truncated or cut line?); fix or remove the line",
+                    index=len(rows),
+                ) from None
+            lines.append(n)
+    if not isinstance(rows, list) or not rows:
+        raise InputError(f"{path}: no rows; expected a JSON array of objects or one JSON object per line")
+    for i, (row, n) in enumerate(zip(rows, lines, strict=True)):
+        if not isinstance(row, dict):
+            where = f"line {n}" if n else f"element {i}"
+            raise InputError(
+                f"{path}: {where}: expected a JSON object with the collection's columns, got {type(row).__name__}",
+                index=i,
+            )
+    return rows
+
+
+def _text(row: Mapping[str, Any], key: str, index: int) -> str:
+    """The string in column ``key`` of row ``index``; anything else (null, a number, a list) is an error,
+    never its ``str()`` (which would train on the text ``None``)."""
+    value = row.get(key)
+    if not isinstance(value, str):
+        raise InputError(
+            f"row {index}: {key} must be a string, got {type(value).__name__} {str(value)[:40]!r}; fix the row",
+            index=index,
+            field=key,
+        )
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError(
+            f"row {index}: {key} holds a lone surrogate (an escape like \\ud800 without its pair); fix the row",
+            index=index,
+            field=key,
+        ) from None
+    return value
+
+
+def _opt_ref(row: Mapping[str, Any], index: int, key: str = "orig_reference_answer") -> str | None:
+    value = row.get(key)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    return _text(row, key, index)
+
+
+def _feedback(row: Mapping[str, Any], index: int) -> str:
+    """``orig_feedback`` of a Feedback Collection row: a non-empty string (an empty one would train the
+    judge to answer ``[RESULT] k`` with no feedback)."""
+    value = _text(row, "orig_feedback", index)
+    if not value.strip():
+        raise InputError(
+            f"row {index}: orig_feedback is empty; the judge learns to write feedback before [RESULT], "
+            "so fill it in or remove the row",
+            index=index,
+            field="orig_feedback",
+        )
+    return value
+
+
+def _score(row: Mapping[str, Any], index: int) -> int:
+    """``orig_score`` as an int 1..5 (an int, an integral float or a digit string, as the hub files have it)."""
+    value = row.get("orig_score")
+    if isinstance(value, str) and value.strip() in ("1", "2", "3", "4", "5"):
+        return int(value)
+    if isinstance(value, float) and value in (1.0, 2.0, 3.0, 4.0, 5.0):
+        return int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 5:
+        return value
+    raise InputError(
+        f"row {index}: orig_score must be an integer 1..5, got {value!r}; fix the row", index=index, field="orig_score"
+    )
 
 
 def _split_output(output: str, row: int, verdicts: str) -> tuple[str, str]:
@@ -92,21 +201,21 @@ def feedback_record_from_row(row: Mapping[str, Any], index: int = 0) -> Feedback
                 f"row {index}: Feedback Collection columns missing: {', '.join(missing)}", index=index, field=missing[0]
             )
         rubric = Rubric(
-            str(row["orig_criteria"]).strip().strip("[]"),
-            tuple(str(row[f"orig_score{k}_description"]) for k in range(1, 6)),
+            _text(row, "orig_criteria", index).strip().strip("[]"),
+            tuple(_text(row, f"orig_score{k}_description", index) for k in range(1, 6)),
         ).format()
         return FeedbackRecord(
-            str(row["orig_instruction"]),
-            str(row["orig_response"]),
-            _opt_ref(row.get("orig_reference_answer")),
+            _text(row, "orig_instruction", index),
+            _text(row, "orig_response", index),
+            _opt_ref(row, index),
             rubric,
-            str(row["orig_feedback"]),
-            int(row["orig_score"]),
-            str(row["orig_instruction"]),
+            _feedback(row, index),
+            _score(row, index),
+            _text(row, "orig_instruction", index),
         )
     if "instruction" in row and "output" in row:
-        parts = parse_absolute_prompt(str(row["instruction"]))
-        feedback, score = _split_output(str(row["output"]), index, "12345")
+        parts = parse_absolute_prompt(_text(row, "instruction", index))
+        feedback, score = _split_output(_text(row, "output", index), index, "12345")
         return FeedbackRecord(
             parts.instruction,
             parts.response,
@@ -133,24 +242,24 @@ def pair_record_from_row(row: Mapping[str, Any], index: int = 0) -> PairRecord:
             )
         fb, src = row.get("orig_feedback"), str(row.get("feedback_source") or "given")
         if not fb:  # a row without a pairwise feedback: its absolute feedbacks joined, and labelled so
-            fb, src = (
-                compose_pair_feedback(str(row.get("orig_feedback_A", "")), str(row.get("orig_feedback_B", "")), winner),
-                "concatenate",
-            )
+            fb_a, fb_b = _text(row, "orig_feedback_A", index), _text(row, "orig_feedback_B", index)
+            fb, src = compose_pair_feedback(fb_a, fb_b, winner), "concatenate"
+        else:
+            fb = _text(row, "orig_feedback", index)
         return PairRecord(
-            str(row["orig_instruction"]),
-            str(row["orig_response_A"]),
-            str(row["orig_response_B"]),
-            _opt_ref(row.get("orig_reference_answer")),
-            f"[{str(row['orig_criteria']).strip('[]')}]",
-            str(fb),
+            _text(row, "orig_instruction", index),
+            _text(row, "orig_response_A", index),
+            _text(row, "orig_response_B", index),
+            _opt_ref(row, index),
+            f"[{_text(row, 'orig_criteria', index).strip('[]')}]",
+            fb,
             winner,  # type: ignore[arg-type]
-            str(row["orig_instruction"]),
+            _text(row, "orig_instruction", index),
             src,
         )
     if "instruction" in row and "output" in row:
-        parts = parse_relative_prompt(str(row["instruction"]))
-        feedback, winner = _split_output(str(row["output"]), index, "AB")
+        parts = parse_relative_prompt(_text(row, "instruction", index))
+        feedback, winner = _split_output(_text(row, "output", index), index, "AB")
         return PairRecord(
             parts.instruction,
             parts.response_a,
@@ -173,7 +282,7 @@ def load_feedback_collection(
 ) -> list[FeedbackRecord]:
     """Feedback records from a hub id or a local JSON/JSONL/Parquet file (first ``limit`` rows)."""
     rows = _load_rows(source, split)[:limit]
-    return [feedback_record_from_row(r, i) for i, r in enumerate(rows)]
+    return _records(source, rows, feedback_record_from_row)
 
 
 def load_preference_collection(
@@ -192,9 +301,21 @@ def load_preference_collection(
                 f"(build_preference_collection + save_preference_collection) and train on that "
                 f"file; {_CHOOSE}"
             )
-        records = [feedback_record_from_row(r, i) for i, r in enumerate(rows)]
+        records = _records(source, rows, feedback_record_from_row)
         return build_preference_collection(records, **build)[:limit]
-    return [pair_record_from_row(r, i) for i, r in enumerate(rows[:limit])]
+    return _records(source, rows[:limit], pair_record_from_row)
+
+
+def _records(source: str, rows: list[dict[str, Any]], make: Callable[[Mapping[str, Any], int], R]) -> list[R]:
+    """``make(row, i)`` for every row; a bad row's error names the source, the row and the field."""
+    out = []
+    for i, row in enumerate(rows):
+        try:
+            out.append(make(row, i))
+        except InputError as e:
+            msg = str(e) if str(e).startswith(f"row {i}") else f"row {i}: {e}"
+            raise InputError(f"{source}: {msg}", index=i, field=e.field) from None
+    return out
 
 
 def save_preference_collection(pairs: Iterable[PairRecord], path: str | Path) -> int:
@@ -207,6 +328,17 @@ def save_preference_collection(pairs: Iterable[PairRecord], path: str | Path) ->
     >>> load_preference_collection(p)[0].rubric
     '[c]'
     """
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.partial")  # a stop midway never leaves a cut file at ``path``
+    try:
+        n = _write_pairs(pairs, tmp)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return n
+
+
+def _write_pairs(pairs: Iterable[PairRecord], path: Path) -> int:
     n = 0
     with open(path, "w", encoding="utf-8") as f:
         for p in pairs:

@@ -39,6 +39,7 @@ import argparse
 import json
 import logging
 import math
+import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -256,11 +257,16 @@ def main(argv: list[str] | None = None) -> None:
         help="--ship auto: the most absolute (and pairwise) parse failures a shipped judge may have",
     )
     args = ap.parse_args(argv)
+    from .evaluate import count_problems
+
+    for problem in count_problems(args):  # before hours of training, not at the evaluation after them
+        ap.error(problem)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     try:
         summary = run(args)
-    except PromRewardError as e:
-        raise SystemExit(f"error: {e}") from None
+    except PromRewardError as e:  # bad config or data: one message, exit status 2 (as train_judge.sft and .merge)
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
     print(summary["table"])
     print(f"shipped: {summary['chosen']} -> {Path(args.out) / 'shipped'}")
 

@@ -26,6 +26,8 @@ import dataclasses
 import json
 import logging
 import random
+import re
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -101,6 +103,8 @@ def build_dataset(cfg: SFTRunConfig, tokenizer: Any) -> tuple[Any, dict[str, int
     import datasets
 
     records = load_records(cfg)
+    if not records:
+        raise ConfigError(f"no training records in {cfg.data_path or cfg.dataset}; give a file with rows")
     rows, verdicts, dropped = [], [], 0
     wire = get_wire_format(cfg.wire)
     system_role = template_accepts_system(tokenizer) if wire.uses_chat_template else None
@@ -138,13 +142,24 @@ def build_dataset(cfg: SFTRunConfig, tokenizer: Any) -> tuple[Any, dict[str, int
 
 
 def last_checkpoint(output_dir: str | Path) -> str | None:
-    """The newest ``checkpoint-*`` folder in ``output_dir`` (None when there is none)."""
+    """The newest complete ``checkpoint-*`` folder in ``output_dir`` (None when there is none).
+
+    The Trainer writes ``trainer_state.json`` last, so a checkpoint without a readable one was cut short
+    (a run killed while saving): it is skipped, with a warning, and the one before it resumes."""
     out = Path(output_dir)
     if not out.is_dir():
         return None
-    from transformers.trainer_utils import get_last_checkpoint
-
-    return get_last_checkpoint(str(out))
+    steps = sorted(
+        (int(m[1]), d) for d in out.iterdir() if d.is_dir() and (m := re.fullmatch(r"checkpoint-(\d+)", d.name))
+    )
+    for _, d in reversed(steps):
+        try:
+            json.loads((d / "trainer_state.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            log.warning("skipping %s: no complete trainer_state.json (stopped while saving?)", d)
+            continue
+        return str(d)
+    return None
 
 
 def _load_model(cfg: SFTRunConfig, path: str) -> Any:
@@ -279,8 +294,9 @@ def main(argv: list[str] | None = None) -> None:
             data_path=args.data_path,
         )
         print(train(cfg))
-    except PromRewardError as e:
-        raise SystemExit(f"error: {e}") from None
+    except PromRewardError as e:  # bad config or data: said in one message, exit status 2 as the merge CLI
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from prom_reward import PrometheusJudge
-from prom_reward.backends.base import GenerationRequest
+from prom_reward.backends.base import GenerationRequest, GenerationResult
 from prom_reward.backends.scripted import ScriptedBackend
-from prom_reward.errors import BackendError, ConfigError
+from prom_reward.errors import BackendError, ConfigError, JudgeUnavailableError
 from train_judge.balance import balance_by_verdict
 from train_judge.comparative import COMPARE_SYSTEM_PROMPT, ComparativeWriter
 from train_judge.config import load_config
@@ -96,6 +96,46 @@ def test_pairs_the_judge_never_gets_right(on_failure: str) -> None:
             ("A", "concatenate"),
         ]
         assert pairs[0].feedback.endswith("Response A is better on this criteria.")
+
+
+class _Outage(ScriptedBackend):
+    """A judge whose transport fails the requests ``down(request)`` picks (no completions, an ``error``)."""
+
+    def __init__(self, respond, down) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(respond=respond)
+        self.down = down
+
+    def generate(self, requests):  # type: ignore[no-untyped-def]
+        good = super().generate(requests)
+        return [
+            GenerationResult((), error="connection refused: 127.0.0.1:9") if self.down(r) else g
+            for r, g in zip(requests, good, strict=True)
+        ]
+
+
+@pytest.mark.parametrize("on_failure", ["drop", "concatenate"])
+def test_a_judge_that_is_down_is_an_error_not_dropped_pairs(tmp_path: Path, on_failure: str) -> None:
+    """Before: every unanswered pair counted as 'rejected' and was dropped (or concatenated) as if the judge
+    had answered wrong, so an outage silently changed the training data."""
+
+    def respond(req: GenerationRequest, _: int) -> str:
+        return f"Both explain tides. [RESULT] {_verdict(req)}"
+
+    store = tmp_path / "c.sqlite"
+    backend = _Outage(respond, down=lambda r: "Answer 1." in r.user)  # the two pairs with the score-1 answer
+    writer = ComparativeWriter(backend, store=store)
+    with pytest.raises(JudgeUnavailableError, match=r"no answer for 2 of 3 comparisons after 3 attempts .*refused"):
+        build_preference_collection(_recs(), feedback="model", judge=writer, on_failure=on_failure)
+    assert (writer.report.unanswered, writer.report.rejected) == (6, 0) and [len(c) for c in backend.calls] == [3, 2, 2]
+    writer.close()
+    # the judge back: the re-run asks only what was not answered
+    again = ComparativeWriter(ScriptedBackend(respond=respond), store=store)
+    pairs = build_preference_collection(_recs(), feedback="model", judge=again, on_failure=on_failure)
+    assert [p.feedback_source for p in pairs] == ["model"] * 3 and (again.store_hits, again.store_misses) == (1, 2)
+    again.close()
+    # an outage on one attempt, then an answer: nothing raised, the pair is kept
+    flaky = _Outage(respond, down=lambda r: r.attempt == 0 and "Answer 1." in r.user)
+    assert len(build_preference_collection(_recs(), feedback="model", judge=flaky)) == 3
 
 
 def test_choice_is_required_and_explained() -> None:

@@ -258,3 +258,48 @@ def test_config_errors(tmp_path: Path) -> None:
         SFTRunConfig(model="m", task="absolute", output_dir="o", lora={"r": 0})  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(tmp_path / "nope.yaml")
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"learning_rate": float("inf")}, "learning_rate must be a finite number, got inf"),
+        ({"learning_rate": True}, "learning_rate must be a finite number, got True"),
+        ({"warmup_ratio": "x"}, "warmup_ratio must be a finite number, got 'x'"),
+        ({"num_train_epochs": None}, "num_train_epochs must be a finite number, got None"),
+        ({"max_steps": "5"}, "max_steps must be an int, got '5'"),
+        ({"gradient_checkpointing": "no"}, "gradient_checkpointing must be true or false, got 'no'"),
+        ({"lora": [1]}, "lora must be a mapping of LoRA settings (r, alpha, ...) or null, got [1]"),
+        ({"lora": {"dropout": "x"}}, "lora.dropout must be in [0, 1), got 'x'"),
+        ({"data_path": 5}, "data_path must be a path or null, got 5"),
+        ({"save_total_limit": 0}, "save_total_limit must be null or an int >= 1, got 0"),
+    ],
+)
+def test_config_fields_of_the_wrong_type_are_config_errors(kw: dict, message: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        SFTRunConfig.from_dict({"model": "m", "task": "absolute", "output_dir": "o", **kw})
+    assert str(e.value) == message
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [(b"model: m\ntask: [absolute\n", "not valid YAML"), (b"model: \xff\n", "not UTF-8 text")],
+)
+def test_config_files_that_do_not_parse_are_config_errors(tmp_path: Path, data: bytes, message: str) -> None:
+    (tmp_path / "run.yaml").write_bytes(data)
+    with pytest.raises(ConfigError, match=f"run.yaml: {message}"):
+        load_config(tmp_path / "run.yaml")
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b'[{"idx": ', r"not valid JSON"),
+        (b"\xff\xfe[]", r"line 1: not valid UTF-8"),
+        (b"[1, 2]", r"element 0: expected a JSON object"),
+    ],
+)
+def test_a_broken_vicuna_file_names_the_file(tmp_path: Path, data: bytes, message: str) -> None:
+    (tmp_path / "vicuna.json").write_bytes(data)
+    with pytest.raises(InputError, match=f"^{tmp_path / 'vicuna.json'}: {message}"):
+        PocketData(tmp_path / "vicuna.json")

@@ -76,3 +76,29 @@ def test_train_checkpoint_and_resume(tiny_model_dir: Path, data_dir: Path, tmp_p
     steps = [h["step"] for h in run2["log_history"] if "loss" in h]
     assert steps[-1] == 3 and steps.count(3) == 1
     assert last_checkpoint(out).endswith("checkpoint-3")
+
+
+def test_resume_skips_a_checkpoint_cut_short(tmp_path: Path) -> None:
+    """A run killed while saving leaves checkpoint-N without (or with half) its trainer_state.json, which the
+    Trainer writes last: the checkpoint before it resumes."""
+    for step, state in ((2, "{}"), (4, None), (6, '{"global_step": 6, "log_hi'), (10, "{}")):
+        d = tmp_path / f"checkpoint-{step}"
+        d.mkdir()
+        if state is not None:
+            (d / "trainer_state.json").write_text(state)
+    (tmp_path / "checkpoint-12").write_text("a file, not a checkpoint")
+    assert last_checkpoint(tmp_path) == str(tmp_path / "checkpoint-10")
+    (tmp_path / "checkpoint-10" / "trainer_state.json").unlink()
+    assert last_checkpoint(tmp_path) == str(tmp_path / "checkpoint-2")
+    assert last_checkpoint(tmp_path / "nowhere") is None
+
+
+def test_no_records_is_said_as_such(tmp_path: Path, monkeypatch) -> None:
+    """Before: 'no training example fits max_length=...; raise it', which sent users after the wrong knob."""
+    import train_judge.sft as sft
+    from prom_reward.errors import ConfigError
+
+    monkeypatch.setattr(sft, "load_records", lambda cfg: [])  # a hub split with no rows
+    cfg = SFTRunConfig.from_dict({"model": "m", "task": "absolute", "output_dir": str(tmp_path), "dataset": "o/d"})
+    with pytest.raises(ConfigError, match="no training records in o/d; give a file with rows"):
+        build_dataset(cfg, tokenizer=None)

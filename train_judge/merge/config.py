@@ -149,6 +149,8 @@ class MergeConfig:
 
     def problems(self) -> list[str]:
         """Every problem of this config that needs no file access (empty when valid)."""
+        if not isinstance(self.method, str):
+            return [f"method: expected a name, one of {', '.join(METHODS.names())}; got {self.method!r}"]
         try:
             spec = METHODS.get(self.method)
         except UnknownNameError as e:
@@ -161,7 +163,9 @@ class MergeConfig:
             else:
                 want = f"at least {spec.min_models}" + (f" and at most {spec.max_models}" if spec.max_models else "")
             out.append(f"models: {spec.name} takes {want} models, got {n}")
-        if spec.needs_base and not self.base_model:
+        if self.base_model is not None and (not isinstance(self.base_model, str) or not self.base_model):
+            out.append(f"base_model: expected a model folder path, got {self.base_model!r}")
+        elif spec.needs_base and not self.base_model:
             out.append(
                 f"base_model: {spec.name} merges task vectors (model - base) and needs base_model; "
                 "set it to the model the experts were fine-tuned from"
@@ -223,9 +227,13 @@ class MergeConfig:
         if not isinstance(self.output, str) or not self.output:
             out.append(f"output: expected an output folder path, got {self.output!r}")
         else:
-            inputs = [m.path for m in self.models if isinstance(m, ModelEntry)] + [self.base_model or ""]
-            if any(p and Path(p).resolve() == Path(self.output).resolve() for p in inputs):
-                out.append(f"output: {self.output} is also an input; write the merge to a new folder")
+            inputs = [m.path for m in self.models if isinstance(m, ModelEntry)] + [self.base_model]
+            output = Path(self.output).resolve()
+            for p in (p for p in inputs if isinstance(p, str) and p):
+                if Path(p).resolve() == output:
+                    out.append(f"output: {self.output} is also an input; write the merge to a new folder")
+                elif Path(p).resolve().is_relative_to(output):  # --overwrite would delete the input
+                    out.append(f"output: {self.output} holds the input {p}; write the merge to a folder outside it")
         return out
 
     def method_params(self) -> dict[str, Any]:
@@ -334,6 +342,9 @@ def load_config(path: str | Path) -> MergeConfig:
         data = yaml.safe_load(p.read_text(encoding="utf-8"))
     except OSError as e:
         raise ConfigError(f"{p}: cannot read the merge config: {e}") from e
+    except UnicodeDecodeError as e:
+        at = f"byte {e.object[e.start]:#04x} at offset {e.start}"
+        raise ConfigError(f"{p}: not UTF-8 text ({at}); save it as UTF-8") from e
     except yaml.YAMLError as e:
         raise ConfigError(f"{p}: not valid YAML: {e}") from e
     return config_from_dict(data, root=p.resolve().parent)

@@ -35,12 +35,12 @@ from pathlib import Path
 import torch
 import yaml
 
-from prom_reward.errors import ConfigError
+from prom_reward.errors import ConfigError, OutputError
 
 from .chunking import BUFFERS
 from .config import MergeConfig
 from .plan import Plan, make_plan, shard_names
-from .safetensors_io import ShardWriter
+from .safetensors_io import ShardWriter, TensorInfo, read_header
 from .sources import INDEX, LoraAdapter
 from .stream import merge_tensor
 
@@ -185,14 +185,50 @@ def run_merge(config: MergeConfig, *, overwrite: bool = False, threads: int | No
             f"PROM_MERGE_KERNELS: expected it unset (the merge has one path, the numba kernels), got "
             f"{os.environ['PROM_MERGE_KERNELS']!r}; unset it"
         )
+    n_threads = _threads(threads)
     _keep_chunk_buffers()
     previous = torch.get_num_threads()
-    torch.set_num_threads(threads or int(os.environ.get("PROM_MERGE_THREADS", "1")))
+    torch.set_num_threads(n_threads)
     try:
         return _run(config, overwrite)
+    except OSError as e:  # full disk, a read-only folder, an input gone: said with the path, never a traceback
+        raise OutputError(
+            f"output: the merge into {config.output} stopped: {e.strerror or e}"
+            f"{f' ({e.filename})' if e.filename else ''}; fix: free disk space or choose a writable output "
+            "folder (and keep the inputs in place), then run the same command again: finished shards are kept"
+        ) from e
     finally:
         BUFFERS.clear()
         torch.set_num_threads(previous)
+
+
+def _finished(path: Path, shard: list[TensorInfo]) -> bool:
+    """A shard recorded as done is kept when its header has the planned tensors and the file is whole
+    (a shard cut or replaced since, e.g. by a copy or a crash of the machine, is written again)."""
+    if not path.is_file():
+        return False
+    try:
+        infos = read_header(path)
+    except ConfigError as e:
+        log.warning("writing %s again: %s", path.name, e)
+        return False
+    if {n: (i.dtype, i.shape) for n, i in infos.items()} != {i.name: (i.dtype, i.shape) for i in shard}:
+        log.warning("writing %s again: its tensors are not the planned ones", path.name)
+        return False
+    return True
+
+
+def _threads(threads: int | None) -> int:
+    """The torch thread count: ``threads``, else ``PROM_MERGE_THREADS``, else 1; a positive int."""
+    raw: object = threads if threads is not None else os.environ.get("PROM_MERGE_THREADS", "1")
+    where = "threads (--threads)" if threads is not None else "PROM_MERGE_THREADS"
+    try:
+        n = int(raw)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        n = 0
+    if isinstance(raw, bool) or isinstance(raw, float) or n < 1:
+        raise ConfigError(f"{where}: expected a positive int, got {raw!r}; fix: give 1 or more, or leave it unset")
+    return n
 
 
 def _run(config: MergeConfig, overwrite: bool) -> MergeReport:
@@ -205,7 +241,7 @@ def _run(config: MergeConfig, overwrite: bool) -> MergeReport:
         names = shard_names(len(plan.shards))
         resumed = 0
         for fname, shard in zip(names, plan.shards, strict=True):
-            if fname in done and (out / fname).is_file():
+            if fname in done and _finished(out / fname, shard):
                 resumed += 1
                 continue
             part = out / (fname + ".partial")

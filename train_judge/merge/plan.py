@@ -2,7 +2,8 @@
 
 ``make_plan(config)`` opens every input (headers only: names, dtypes, shapes), collects ALL
 problems (unreadable inputs, LoRA experts without a base model, tensor names missing or extra in
-some model, shape mismatches, adapter modules that do not exist in the base or do not fit its
+some model, shape mismatches, full models whose config.json gives another model_type or vocab_size,
+adapter modules that do not exist in the base or do not fit its
 shapes) and raises one ConfigError listing them. When everything fits it returns a ``Plan``: the
 output tensors (name, dtype, shape) in order, cut into shards of at most ``max_shard_size`` bytes.
 
@@ -17,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,6 +74,34 @@ def shard_names(n: int) -> list[str]:
 def _listing(names: list[str]) -> str:
     shown = ", ".join(names[:_SHOW])
     return shown + (f" and {len(names) - _SHOW} more" if len(names) > _SHOW else "")
+
+
+def _model_config(source: Checkpoint) -> dict:
+    """The ``config.json`` of a checkpoint folder ({} for a lone .safetensors file or no readable config)."""
+    f = source.path / "config.json"
+    if not source.path.is_dir() or not f.is_file():
+        return {}
+    try:
+        data = json.loads(f.read_text(encoding="utf-8"))
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _architecture_problems(reference: Checkpoint, ref_label: str, others: list[tuple[str, Checkpoint]]) -> list[str]:
+    """Full models whose ``config.json`` names another architecture (``model_type``) or vocabulary size than
+    the reference's: same tensor names and shapes would merge silently into a model of neither kind."""
+    ref = _model_config(reference)
+    out = []
+    for label, m in others:
+        cfg = _model_config(m)
+        for key in ("model_type", "vocab_size"):
+            if key in ref and key in cfg and cfg[key] != ref[key]:
+                out.append(
+                    f"{label} ({m.path}): config.json {key} is {cfg[key]!r}, {ref_label}'s is {ref[key]!r}; "
+                    "merge only models fine-tuned from the same base"
+                )
+    return out
 
 
 def make_plan(config: MergeConfig) -> Plan:
@@ -136,6 +166,7 @@ def make_plan(config: MergeConfig) -> Plan:
         ]
         if bad:
             problems.append(f"{label} ({m.path}): {len(bad)} shape mismatches with {ref_label}: {_listing(bad)}")
+    problems += _architecture_problems(reference, ref_label, [(w, m) for w, m in full if m is not reference])
     for label, a in loras:
         problems += [f"{label}: {p}" for p in a.problems]
         if not isinstance(base, Checkpoint):

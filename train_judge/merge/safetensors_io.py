@@ -27,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -119,6 +120,10 @@ def _read_raw_header(path: Path) -> tuple[dict[str, Any], int]:
     return header, 8 + n
 
 
+def _is_count(x: object) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+
 def read_header(path: str | Path) -> dict[str, TensorInfo]:
     """Names, dtypes, shapes and offsets of the tensors in one safetensors file (reads only the header).
 
@@ -127,21 +132,32 @@ def read_header(path: str | Path) -> dict[str, TensorInfo]:
     """
     header, data_start = _read_raw_header(Path(path))
     out: dict[str, TensorInfo] = {}
-    data_end = 0
+    spans: list[tuple[int, int, str]] = []
     for name, meta in header.items():
         if name == "__metadata__":
             continue
         try:
             begin, end = meta["data_offsets"]
-            info = TensorInfo(name, meta["dtype"], tuple(int(s) for s in meta["shape"]), int(begin))
+            shape = meta["shape"]
+            if not all(_is_count(x) for x in (begin, end, *shape)) or begin > end:
+                raise ValueError(f"shape {shape!r} and data_offsets {[begin, end]!r} must be ints >= 0, begin <= end")
+            info = TensorInfo(name, meta["dtype"], tuple(shape), begin)
         except (KeyError, TypeError, ValueError) as e:
-            raise ConfigError(f"{path}: malformed header entry for {name!r}: {e}") from e
+            raise ConfigError(f"{path}: malformed header entry for {name!r}: {e}; fetch the file again") from e
         if end - begin != info.nbytes:
             raise ConfigError(
                 f"{path}: tensor {name!r} claims {end - begin} bytes, its dtype and shape need {info.nbytes}"
             )
         out[name] = info
-        data_end = max(data_end, int(end))
+        spans.append((begin, end, name))
+    spans.sort()
+    for (_, end, name), (begin, _, other) in itertools.pairwise(spans):
+        if begin < end:  # safetensors itself refuses such a file: two tensors would read the same bytes
+            raise ConfigError(
+                f"{path}: the header lies: tensors {name!r} and {other!r} share bytes ({other!r} starts at "
+                f"{begin}, before {name!r} ends at {end}); fetch the file again"
+            )
+    data_end = max((end for _, end, _ in spans), default=0)
     size = Path(path).stat().st_size
     if size < data_start + data_end:
         raise ConfigError(

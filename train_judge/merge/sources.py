@@ -85,6 +85,15 @@ class Checkpoint:
                 weight_map = json.loads((self.path / INDEX).read_text(encoding="utf-8"))["weight_map"]
             except (ValueError, KeyError, TypeError) as e:
                 raise ConfigError(f"{self.path / INDEX}: expected JSON with a 'weight_map' object: {e}") from e
+            if (
+                not isinstance(weight_map, dict)
+                or not weight_map
+                or not all(isinstance(f, str) and f for f in weight_map.values())
+            ):
+                raise ConfigError(
+                    f"{self.path / INDEX}: expected 'weight_map' to map tensor names to shard file names, got "
+                    f"{str(weight_map)[:80]}; fetch the index again (or remove it next to a single {SINGLE})"
+                )
             shard_files = sorted({self.path / f for f in weight_map.values()})
             missing = [str(f) for f in shard_files if not f.is_file()]
             if missing:
@@ -92,9 +101,16 @@ class Checkpoint:
         elif (self.path / SINGLE).is_file():
             shard_files = [self.path / SINGLE]
         else:
+            pickled = sorted(f.name for f in self.path.glob("*.bin")) if self.path.is_dir() else []
             raise ConfigError(
                 f"{self.path}: expected a model folder with {SINGLE} or {INDEX}, or a PEFT "
                 f"adapter folder with {ADAPTER_CONFIG}; found neither"
+                + (
+                    f" (only {', '.join(pickled[:3])}: load it with transformers and save_pretrained("
+                    "safe_serialization=True) to write safetensors)"
+                    if pickled
+                    else ""
+                )
             )
         for f in shard_files:
             for name, info in read_header(f).items():
@@ -139,6 +155,11 @@ class LoraAdapter:
             self.config: dict[str, Any] = json.loads((self.path / ADAPTER_CONFIG).read_text(encoding="utf-8"))
         except ValueError as e:
             raise ConfigError(f"{self.path / ADAPTER_CONFIG}: not valid JSON: {e}") from e
+        if not isinstance(self.config, dict):
+            raise ConfigError(
+                f"{self.path / ADAPTER_CONFIG}: expected a JSON object (peft's LoraConfig), got "
+                f"{type(self.config).__name__}; save the adapter again with peft"
+            )
         weights = self.path / ADAPTER_WEIGHTS
         if not weights.is_file():
             raise ConfigError(
@@ -155,6 +176,15 @@ class LoraAdapter:
             )
         if self.config.get("use_dora"):
             self.problems.append(f"{self.path}: DoRA adapters (use_dora: true) are not supported")
+        alphas = {"lora_alpha": self.config.get("lora_alpha", 8)}
+        patterns = self.config.get("alpha_pattern") or {}
+        if not isinstance(patterns, dict):
+            self.problems.append(f"{self.path}: alpha_pattern: expected an object, got {patterns!r}")
+            patterns = {}
+        alphas.update({f"alpha_pattern[{k!r}]": v for k, v in patterns.items()})
+        for key, value in alphas.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                self.problems.append(f"{self.path / ADAPTER_CONFIG}: {key}: expected a number, got {value!r}")
         self.pairs: dict[str, dict[str, str]] = {}  # base name -> {"A": key, "B": key}
         self.full: dict[str, str] = {}  # base name -> key of a full replacement tensor (modules_to_save)
         for key in self.infos:
@@ -195,8 +225,8 @@ class LoraAdapter:
         if name in self.full or set(self.pairs.get(name, {})) != {"A", "B"}:
             return []
         a, b = self.infos[self.pairs[name]["A"]].shape, self.infos[self.pairs[name]["B"]].shape
-        if len(a) != 2 or len(b) != 2 or a[0] != b[1]:
-            return [f"{self.path}: {name}: lora_A {a} and lora_B {b} do not form a rank-r product"]
+        if len(a) != 2 or len(b) != 2 or a[0] != b[1] or a[0] < 1:
+            return [f"{self.path}: {name}: lora_A {a} and lora_B {b} do not form a rank-r product (r >= 1)"]
         return []
 
     def scale(self, name: str) -> float:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -85,6 +86,11 @@ def cfg(**kw):
         ({"max_shard_size": "lots"}, "max_shard_size: expected bytes or a size"),
         ({"dtype": "int8"}, "dtype: expected one of null, float32, float16, bfloat16"),
         ({"output": "/m1"}, "output: /m1 is also an input"),
+        ({"output": "/", "base_model": "/b"}, "output: / holds the input /m1; write the merge to a folder outside it"),
+        ({"models": (ModelEntry("/o/m1.safetensors"), ModelEntry("/m2"))}, "output: /o holds the input /o/m1"),
+        ({"method": ["ties"]}, "method: expected a name, one of dare_linear, dare_ties, linear"),
+        ({"base_model": 5}, "base_model: expected a model folder path, got 5"),
+        ({"models": (ModelEntry(5), ModelEntry("/m2"))}, "models[0].path: expected a non-empty path, got 5"),  # type: ignore[arg-type]
     ],
 )
 def test_each_config_problem_is_reported(kw, message):
@@ -122,6 +128,32 @@ def test_header_checks_list_every_problem(tmp_path):
     assert "models[1]" in text and "1 tensors not in base_model: z.weight" in text
     assert "models[2]" in text and "1 shape mismatches with base_model: w (1, 3) vs (2, 2)" in text
     assert not (tmp_path / "out").exists()  # nothing written
+
+
+def test_models_of_another_architecture_or_vocabulary_are_refused(tmp_path):
+    """Same tensor names and shapes, but config.json says another model_type / vocab_size: not merged."""
+    import json
+
+    base = save_model(tmp_path / "base", BASE)
+    other = save_model(tmp_path / "other", M1)
+    (other / "config.json").write_text(json.dumps({"model_type": "mistral", "vocab_size": 7}))
+    (base / "config.json").write_text(json.dumps({"model_type": "llama", "vocab_size": 8}))
+    same = save_model(tmp_path / "same", M2)
+    (same / "config.json").write_text(json.dumps({"model_type": "llama", "vocab_size": 8, "torch_dtype": "bfloat16"}))
+    c = MergeConfig(
+        method="task_arithmetic",
+        base_model=str(base),
+        output=str(tmp_path / "out"),
+        models=(ModelEntry(str(same)), ModelEntry(str(other))),
+    )
+    with pytest.raises(ConfigError) as e:
+        run_merge(c)
+    text = str(e.value)
+    assert "invalid merge config (2 problems)" in text and "models[0]" not in text
+    assert "models[1] (" in text and "config.json model_type is 'mistral', base_model's is 'llama'" in text
+    assert "config.json vocab_size is 7, base_model's is 8" in text
+    assert not (tmp_path / "out").exists()
+    run_merge(dataclasses.replace(c, models=c.models[:1]))  # the same architecture merges
 
 
 def test_not_a_model_folder(tmp_path):
@@ -165,6 +197,13 @@ def test_yaml_shape_errors(data, message):
     with pytest.raises(ConfigError, match=None) as e:
         config_from_dict(data)
     assert message in str(e.value)
+
+
+def test_yaml_that_is_not_utf8_is_a_config_error(tmp_path):
+    path = tmp_path / "m.yaml"
+    path.write_bytes(b'method: linear\nmodels: [a, b]\noutput: "\xff\xfe"\n')
+    with pytest.raises(ConfigError, match=r"m.yaml: not UTF-8 text \(byte 0xff at offset \d+\); save it as UTF-8"):
+        load_config(path)
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:

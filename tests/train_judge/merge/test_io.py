@@ -198,3 +198,114 @@ def test_merge_stopped_in_its_first_shard_can_be_rerun(tmp_path, monkeypatch):
     monkeypatch.setattr(engine, "merge_tensor", real)
     assert (tmp_path / "out2" / engine.PROGRESS).is_file()
     assert run_merge(cfg2).resumed_shards == 0
+
+
+def _raw_safetensors(path: Path, header: dict, data: bytes = b"\0" * 64) -> Path:
+    raw = json.dumps(header).encode()
+    path.write_bytes(len(raw).to_bytes(8, "little") + raw + data)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("header", "message"),
+    [
+        ({"w": {"dtype": "F32", "shape": [2], "data_offsets": ["0", "8"]}}, "malformed header entry for 'w'"),
+        ({"w": {"dtype": "F32", "shape": [-2], "data_offsets": [8, 0]}}, "malformed header entry for 'w'"),
+        ({"w": {"dtype": "F32", "shape": [2.5], "data_offsets": [0, 8]}}, "malformed header entry for 'w'"),
+        ({"w": "hello"}, "malformed header entry for 'w'"),
+        (
+            {
+                "w": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]},
+                "n": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]},
+            },
+            "the header lies: tensors 'w' and 'n' share bytes",
+        ),
+    ],
+)
+def test_a_header_that_lies_is_refused(tmp_path, header, message):
+    with pytest.raises(ConfigError, match=message):
+        read_header(_raw_safetensors(tmp_path / "x.safetensors", header))
+
+
+@pytest.mark.parametrize(
+    ("index", "message"),
+    [
+        ({"weight_map": ["model-00001-of-00002.safetensors"]}, "expected 'weight_map' to map tensor names"),
+        ({"weight_map": {"w": 5}}, "expected 'weight_map' to map tensor names"),
+        ({"weight_map": {}}, "expected 'weight_map' to map tensor names"),
+        ({"weight_map": {"w": "gone.safetensors"}}, "the index names shard files that are missing"),
+    ],
+)
+def test_a_bad_index_is_refused_before_the_merge(tmp_path, index, message):
+    cfg = _cfg(tmp_path)
+    (Path(cfg.models[0].path) / "model.safetensors.index.json").write_text(json.dumps(index))
+    with pytest.raises(ConfigError, match=f"models\\[0\\]: .*{message}"):
+        run_merge(cfg)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_folder_with_only_a_bin_says_how_to_convert(tmp_path):
+    cfg = _cfg(tmp_path)
+    m2 = Path(cfg.models[1].path)
+    (m2 / "model.safetensors").rename(m2 / "pytorch_model.bin")
+    with pytest.raises(ConfigError, match=r"only pytorch_model.bin: .*save_pretrained\(safe_serialization=True\)"):
+        run_merge(cfg)
+
+
+@pytest.mark.parametrize(("threads", "env"), [(-1, None), (None, "abc"), (None, "0")])
+def test_bad_thread_counts_are_config_errors(tmp_path, monkeypatch, threads, env):
+    if env is not None:
+        monkeypatch.setenv("PROM_MERGE_THREADS", env)
+    with pytest.raises(ConfigError, match="expected a positive int"):
+        run_merge(_cfg(tmp_path), threads=threads)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_full_disk_is_an_output_error_and_the_rerun_finishes(tmp_path, monkeypatch):
+    import errno
+
+    from prom_reward.errors import OutputError
+
+    cfg = _cfg(tmp_path, max_shard_size=16)  # three shards
+    real = ShardWriter._write_bytes
+    written: list[int] = []
+
+    def fill_up(self, flat):
+        if len(written) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        written.append(flat.numel())
+        real(self, flat)
+
+    monkeypatch.setattr(ShardWriter, "_write_bytes", fill_up)
+    with pytest.raises(OutputError, match=r"stopped: No space left on device; fix: free disk space .* shards are kept"):
+        run_merge(cfg)
+    out = tmp_path / "out"
+    assert not json.loads((out / engine.PROGRESS).read_text())["complete"] and list(out.glob("*.partial"))
+    monkeypatch.setattr(ShardWriter, "_write_bytes", real)
+    assert run_merge(cfg).resumed_shards >= 1 and not list(out.glob("*.partial"))
+    assert load_output(out)["w"].tolist() == [[2.0, 2.75], [0.75, 3.0]]
+
+
+def test_overwrite_never_deletes_an_input_inside_the_output(tmp_path):
+    run_merge(_cfg(tmp_path))  # a finished merge in out/ ...
+    merged = tmp_path / "out" / "model.safetensors"
+    before = merged.read_bytes()
+    # ... then merged again with another model, into the same folder, with overwrite: before, out/ was removed
+    # (its merge record allowed --overwrite) and the input with it
+    models = (ModelEntry(str(merged)), _cfg(tmp_path).models[1])
+    with pytest.raises(ConfigError, match="holds the input"):
+        run_merge(MergeConfig(method="linear", models=models, output=str(merged.parent)), overwrite=True)
+    assert merged.read_bytes() == before
+
+
+def test_a_finished_shard_cut_since_is_written_again(tmp_path, caplog):
+    cfg = _cfg(tmp_path, max_shard_size=16)  # three shards
+    run_merge(cfg)
+    out = tmp_path / "out"
+    clean = {n: t.clone() for n, t in load_output(out).items()}  # not views of the file cut below
+    shard = out / "model-00002-of-00003.safetensors"
+    shard.write_bytes(shard.read_bytes()[:-10])  # recorded as done, but cut (a copy, a machine crash)
+    report = run_merge(cfg)
+    assert report.resumed_shards == 2 and "writing model-00002-of-00003.safetensors again" in caplog.text
+    again = load_output(out)
+    assert all(torch.equal(again[n], t) for n, t in clean.items())

@@ -85,6 +85,31 @@ def test_lora_problems_are_listed(tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ([1, 2], "adapter_config.json: expected a JSON object .*got list"),
+        ({"lora_alpha": None}, r"lora_alpha: expected a number, got None"),
+        ({"lora_alpha": "16"}, r"lora_alpha: expected a number, got '16'"),
+        ({"lora_alpha": 2, "alpha_pattern": {"w": "x"}}, r"alpha_pattern\['w'\]: expected a number, got 'x'"),
+        ({"lora_alpha": 2, "alpha_pattern": ["w"]}, r"alpha_pattern: expected an object"),
+        ({"lora_alpha": 2, "r": 0}, r"lora_A \(0, 2\) and lora_B \(2, 0\) do not form a rank-r product \(r >= 1\)"),
+    ],
+)
+def test_a_broken_adapter_config_is_refused_before_the_merge(tmp_path, config, message):
+    base = lora_base(tmp_path / "base")
+    r = config.get("r", 1) if isinstance(config, dict) else 1
+    good = {"base_model.model.w.lora_A.weight": torch.ones(r, 2), "base_model.model.w.lora_B.weight": torch.ones(2, r)}
+    ad = hand_adapter(tmp_path / "ad", good)
+    (ad / "adapter_config.json").write_text(json.dumps(config))
+    cfg = MergeConfig(
+        method="task_arithmetic", base_model=str(base), models=(ModelEntry(str(ad)),), output=str(tmp_path / "o")
+    )
+    with pytest.raises(ConfigError, match=message):
+        run_merge(cfg)
+    assert not (tmp_path / "o").exists()
+
+
 TARGETS = {
     "abs": ["q_proj", "v_proj", "down_proj"],
     "rel": ["q_proj", "k_proj", "o_proj", "up_proj"],
