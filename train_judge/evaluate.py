@@ -111,11 +111,11 @@ def merge_adapter(base: str, adapter: str | Path, out_dir: str | Path) -> Path:
 
 def autoj_subset(path: str | Path, n: int, *, seed: int = 0, max_chars: int = 4000) -> list[dict[str, Any]]:
     """``n`` seeded-random autoj pairs whose prompt + responses fit ``max_chars`` (CPU context budget)."""
-    from .layouts import read_json_rows
+    from .layouts import read_local_rows
 
     if not Path(path).is_file():
         raise ConfigError(f"autoj pairs file {path} does not exist; pass --autoj PATH or --pairs 0")
-    rows = read_json_rows(Path(path))
+    rows = read_local_rows(Path(path))
     for i, r in enumerate(rows):
         for key in ("prompt", "response 1", "response 2", "label"):
             if not isinstance(r.get(key), str if key != "label" else int):

@@ -25,7 +25,8 @@ from typing import Any, TypeVar
 
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.rubrics import Rubric
-from prom_reward.format.templates import parse_absolute_prompt, parse_relative_prompt
+from prom_reward.format.templates import parse_absolute_prompt, parse_relative_prompt, unicode_problem
+from prom_reward.jobs.source import read_rows
 
 from .data import (
     _CHOOSE,
@@ -43,11 +44,7 @@ _LOCAL_SUFFIXES = {".json": "json", ".jsonl": "json", ".parquet": "parquet"}
 
 
 def _load_rows(source: str, split: str = "train") -> list[dict[str, Any]]:
-    """Rows of a local JSON/JSONL/Parquet file or a hub dataset (Parquet and hub ids through ``datasets``).
-
-    A local JSON/JSONL file is read as it is (a JSON array of objects, or one object per line; a UTF-8
-    BOM, CRLF and blank lines are fine), so each value keeps its JSON type and a bad line is reported
-    with the file and line number before anything is trained."""
+    """Rows of a local JSON/JSONL/Parquet file (``read_local_rows``) or a hub dataset (through ``datasets``)."""
     path = Path(source)
     if path.suffix.lower() in _LOCAL_SUFFIXES:
         if not path.is_file():
@@ -55,62 +52,19 @@ def _load_rows(source: str, split: str = "train") -> list[dict[str, Any]]:
                 f"data file {source} does not exist; pass a JSON/JSONL/Parquet file or a hub id "
                 f"such as {FEEDBACK_HUB_IDS[0]}"
             )
-        if _LOCAL_SUFFIXES[path.suffix.lower()] == "json":
-            return read_json_rows(path)
+        return read_local_rows(path)
     import datasets
 
-    if path.suffix.lower() in _LOCAL_SUFFIXES:
-        try:
-            ds = datasets.load_dataset("parquet", data_files=str(path), split="train")
-        except (datasets.exceptions.DatasetGenerationError, OSError, ValueError) as e:
-            cause = e.__cause__ or e
-            raise InputError(
-                f"{path}: not a readable Parquet file with rows ({type(cause).__name__}: {cause}); write it again"
-            ) from None
-    else:
-        ds = datasets.load_dataset(source, split=split)
-    return [dict(r) for r in ds]
+    return [dict(r) for r in datasets.load_dataset(source, split=split)]
 
 
-def read_json_rows(path: Path) -> list[dict[str, Any]]:
-    """The objects of a JSON array file or a JSON Lines file; errors name the file and line."""
-    raw = path.read_bytes()
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        at = raw[: e.start].count(b"\n") + 1
-        raise InputError(
-            f"{path}: line {at}: not valid UTF-8 (byte {raw[e.start]:#04x} at offset {e.start}); "
-            "fix: re-save the file as UTF-8"
-        ) from None
-    if text.lstrip().startswith("["):
-        try:
-            rows = json.loads(text)
-        except ValueError as e:
-            raise InputError(f"{path}: not valid JSON ({e}); fix the file or write one object per line") from None
-        lines = [0] * len(rows) if isinstance(rows, list) else []
-    else:
-        rows, lines = [], []
-        for n, line in enumerate(text.split("\n"), 1):  # not splitlines: U+2028 may sit raw in a string
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except ValueError as e:
-                raise InputError(
-                    f"{path}: line {n}: not a JSON object ({e}; a truncated or cut line?); fix or remove the line",
-                    index=len(rows),
-                ) from None
-            lines.append(n)
-    if not isinstance(rows, list) or not rows:
-        raise InputError(f"{path}: no rows; expected a JSON array of objects or one JSON object per line")
-    for i, (row, n) in enumerate(zip(rows, lines, strict=True)):
-        if not isinstance(row, dict):
-            where = f"line {n}" if n else f"element {i}"
-            raise InputError(
-                f"{path}: {where}: expected a JSON object with the collection's columns, got {type(row).__name__}",
-                index=i,
-            )
+def read_local_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows of a local data file, read as a job reads its input (``prom_reward.jobs.source``: JSON lines, a
+    JSON array, Parquet; a UTF-8 BOM, CRLF and blank lines are fine, each value keeps its type, and a bad line
+    is an ``InputError`` naming the file and line before anything is trained); an empty file is one too."""
+    rows = list(read_rows(path))
+    if not rows:
+        raise InputError(f"{path}: no rows; expected a JSON array of objects, one JSON object per line or Parquet")
     return rows
 
 
@@ -124,14 +78,9 @@ def _text(row: Mapping[str, Any], key: str, index: int) -> str:
             index=index,
             field=key,
         )
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InputError(
-            f"row {index}: {key} holds a lone surrogate (an escape like \\ud800 without its pair); fix the row",
-            index=index,
-            field=key,
-        ) from None
+    problem = unicode_problem(value)
+    if problem is not None:
+        raise InputError(f"row {index}: {key} {problem}; fix the row", index=index, field=key)
     return value
 
 

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from prom_reward.backends.store import JudgmentStore
 
 from .data import FeedbackRecord, Judges, PairRecord, build_preference_collection
-from .layouts import read_json_rows
+from .layouts import read_local_rows
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ def load_vicuna(path: str | Path) -> list[dict[str, Any]]:
         raise ConfigError(
             f"{p} does not exist; pass the path of vicuna_eval.json (benchmarks/data/vicuna_eval.json in a checkout)"
         )
-    rows = read_json_rows(p)  # a cut file, bad bytes or rows that are not objects: said with the line
+    rows = read_local_rows(p)  # a cut file, bad bytes or rows that are not objects: said with the line
     for i, r in enumerate(rows):
         for key in ("idx", "response_source", "instruction", "gpt4_score", "gpt4_feedback"):
             if key not in r:

@@ -1,14 +1,13 @@
 """The input of a job: files, and their rows with a stable identity.
 
-Every input row gets an id: its position in the input (files in the order given, rows in file
-order, blank JSONL lines not counted). A ``SourceRow`` carries the id, where the row is
-(``in.jsonl:51`` for a JSON-lines file, ``in.parquet row 50`` otherwise: the place an error names)
-and the row itself. Files are .jsonl/.ndjson, .json (an array of objects), .parquet or .arrow (Arrow IPC,
-as ``datasets`` writes it), local or any URI pyarrow (or, failing that, fsspec) opens; a folder stands for
-its .jsonl/.parquet/.arrow files, sorted (as for ``pyarrow.dataset``, not those whose name starts with ``_`` or
-``.``: a job's markers and temporary files, a copy's ``._`` files), and a folder of ``datasets``'
-``Dataset.save_to_disk`` for the data files its ``state.json`` lists, in that order (a ``DatasetDict``'s folder
-is refused: give a split's).
+Every input row gets an id: its position in the input (files in the order given, rows in file order, blank JSONL
+lines not counted). A ``SourceRow`` carries the id, where the row is (``in.jsonl:51`` for a JSON-lines file,
+``in.parquet row 50`` otherwise: the place an error names) and the row itself. Files are .jsonl/.ndjson, .json (an
+array of objects, or JSON lines as the Prometheus collections ship them), .parquet or .arrow (Arrow IPC, as
+``datasets`` writes it), local or any URI pyarrow (or, failing that, fsspec) opens; a folder stands for its
+.jsonl/.parquet/.arrow files, sorted (as for ``pyarrow.dataset``, not those whose name starts with ``_`` or ``.``: a
+job's markers and temporary files, a copy's ``._`` files), and a folder of ``datasets``' ``Dataset.save_to_disk``
+for the data files its ``state.json`` lists, in that order (a ``DatasetDict``'s folder is refused: give a split's).
 Reading is streamed (Parquet and Arrow by record batches, JSON lines a megabyte at a time) and every
 unreadable file or line is an ``InputError`` naming the file, the line and the fix.
 
@@ -22,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from collections.abc import Callable, Generator, Iterator, Sequence
@@ -264,6 +264,8 @@ def iter_file(
                 data = f.read()
             if on_bytes:
                 on_bytes(data)
+            if data.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] != b"[":  # JSON lines named .json (the Prometheus collections)
+                return (yield from _json_lines(path, io.BytesIO(data), first_id, want, None, on_offset))
             rows = _json_array(path, data)
             for i, row in enumerate(rows):
                 if not isinstance(row, dict):
@@ -274,19 +276,31 @@ def iter_file(
                 if want is None or want(first_id + i):
                     yield SourceRow(first_id + i, f"{path} row {i}", row)
             return first_id + len(rows)
-        n, offset = first_id, 0
         with fs.open_input_stream(inner) as f:
-            for lineno, line in enumerate(lines(f, on_bytes), 1):
-                if line.strip():
-                    if on_offset:
-                        on_offset(n, offset, lineno)
-                    if want is None or want(n):
-                        yield SourceRow(n, f"{path}:{lineno}", parse_line(line, f"{path}:{lineno}"))
-                    n += 1
-                offset += len(line)
-        return n
+            return (yield from _json_lines(path, f, first_id, want, on_bytes, on_offset))
     except (FileNotFoundError, PermissionError, IsADirectoryError) as e:
         raise _open_error(path, e) from None
+
+
+def _json_lines(
+    path: str,
+    f: Any,
+    first_id: int,
+    want: Callable[[int], bool] | None,
+    on_bytes: Callable[[bytes], None] | None,
+    on_offset: Callable[[int, int, int], None] | None,
+) -> Generator[SourceRow, None, int]:
+    """The rows of the JSON-lines stream ``f`` of file ``path`` (``iter_file``'s options); returns the next id."""
+    n, offset = first_id, 0
+    for lineno, line in enumerate(lines(f, on_bytes), 1):
+        if line.strip():
+            if on_offset:
+                on_offset(n, offset, lineno)
+            if want is None or want(n):
+                yield SourceRow(n, f"{path}:{lineno}", parse_line(line, f"{path}:{lineno}"))
+            n += 1
+        offset += len(line)
+    return n
 
 
 def iter_rows(files: Sequence[str], want: Callable[[int], bool] | None = None) -> Iterator[SourceRow]:
