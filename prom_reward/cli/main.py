@@ -105,9 +105,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         if args.debug:
             raise
-        print(
-            "prom-reward: interrupted; what was committed is kept: run again with --resume to continue", file=sys.stderr
-        )
+        resumable = args.command in ("grade", "compare", "pairs")  # the jobs commit parts; the others have no --resume
+        said = "; what was committed is kept: run again with --resume to continue" if resumable else ""
+        print(f"prom-reward: interrupted{said}", file=sys.stderr)
         return 130
     except Exception as e:
         message = explain(e)

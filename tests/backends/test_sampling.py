@@ -30,6 +30,12 @@ def test_merge_with_config_replaces_whole():
         {"logprobs": 21},
         {"top_k": 0},
         {"repetition_penalty": 0},
+        {"temperature": float("nan")},  # was accepted: NaN passes no comparison
+        {"temperature": float("inf")},
+        {"top_p": float("nan")},
+        {"repetition_penalty": float("nan")},
+        {"temperature": True},
+        {"top_k": True},
     ],
 )
 def test_invalid_values_name_the_field(bad):

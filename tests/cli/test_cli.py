@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from prom_reward.cli import main as main_module
 from prom_reward.cli.main import main
 from prom_reward.jobs.source import read_rows
 
@@ -355,3 +356,32 @@ def test_reward_server_pairwise_group_requires_group_size(capsys):
     argv = ["reward-server", "--server", "http://127.0.0.1:9/v1", "--failure-reward", "0", "--mode", "pairwise_group"]
     assert main(argv) == 2
     assert "--group-size / PROM_REWARD_GROUP_SIZE" in capsys.readouterr().err
+
+
+def _interrupt(args) -> int:
+    raise KeyboardInterrupt
+
+
+def _interrupting_parser(real):
+    def build():
+        parser = real()
+        for name in ("grade", "report", "reward-server"):
+            main_module._command(parser, name).set_defaults(func=_interrupt)
+        return parser
+
+    return build
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["grade", "in.jsonl", "-o", "o.jsonl", "--server", "http://127.0.0.1:9/v1"], "--resume to continue"),
+        (["report", "graded.jsonl", "-o", "r.html"], None),
+        (["reward-server", "--server", "http://127.0.0.1:9/v1", "--failure-reward", "min"], None),
+    ],
+)
+def test_an_interrupt_points_to_resume_only_where_there_is_one(monkeypatch, capsys, argv, said) -> None:
+    monkeypatch.setattr(main_module, "build_parser", _interrupting_parser(main_module.build_parser))
+    assert main_module.main(argv) == 130
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("prom-reward: interrupted") and ("--resume" in err) == (said is not None), err
