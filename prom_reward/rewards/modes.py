@@ -216,6 +216,14 @@ def bradley_terry(wins: list[list[float]], iterations: int = 100, prior: float =
     return [x - mean for x in logs]
 
 
+_ALONE = JudgeFailure(
+    "input",
+    "no other completion of its prompt to compare it with (pairwise_group judges a prompt's completions against "
+    "each other; the others failed or none came)",
+)
+"""The failure of a completion that is alone in its group: no pair was judged, so no win rate exists."""
+
+
 async def group_rewards(
     judge: Any, items: Sequence[RewardSample], cfg: RewardConfig, deadline: float | None = None
 ) -> ModeOutput:
@@ -263,14 +271,15 @@ async def group_rewards(
     degenerate = 0
     for g, idx in groups.items():
         uniq, where = members[g]
-        scores = _group_scores(len(uniq), outcome[g], cfg)
-        degenerate += len(uniq) == 1
+        alone = len(idx) == 1  # nothing to compare it with (its prompt's other completions failed, or none came)
+        scores = [None] if alone else _group_scores(len(uniq), outcome[g], cfg)
+        degenerate += len(uniq) == 1 and not alone
         for pos, i in enumerate(idx):
             rewards[i] = scores[where[pos]]
             feedback[i] = first_feedback.get((g, where[pos]))
             who = deciders.get((g, where[pos]))
             judges[i] = None if not who else who.pop() if len(who) == 1 else "mixed"
-            errors[i] = failures.get((g, where[pos])) if rewards[i] is None else None
+            errors[i] = failures.get((g, where[pos]), _ALONE if alone else None) if rewards[i] is None else None
     n_pairs = max(len(verdicts), 1)
     agree = [v.swap_agreement for v in verdicts if v.swap_agreement is not None]
     metrics = {

@@ -67,13 +67,16 @@ def test_inputs_that_cannot_be_read(tmp_path):
         "x.jsonl": (b'{"a": 1}\n[1, 2]\n', r"x.jsonl:2: expected a JSON object per line, got list"),
         "y.jsonl": (b'{"a": 1}\n{"a": \n', r"y.jsonl:2: not valid JSON"),
         "z.jsonl": (b'{"a": "\xff\xfe"}\n', r"z.jsonl:1: not UTF-8 text"),
-        "w.json": (b'{"a": 1}', r"w.json: expected a JSON array of objects, got dict"),
+        "w.json": (b'[{"a": 1}, 5]', r"w.json row 1: expected a JSON object, got int"),
+        "u.json": (b'{"a": 1}\n7\n', r"u.json:2: expected a JSON object per line, got int"),  # JSON lines
         "v.parquet": (b"PAR1garbagePAR1", r"v.parquet: not a readable Parquet file"),
     }
     for name, (data, message) in cases.items():
         (tmp_path / name).write_bytes(data)
         with pytest.raises(InputError, match=message):
             list(read_rows(tmp_path / name))
+    (tmp_path / "lines.json").write_bytes(b'\xef\xbb\xbf{"a": 1}\r\n\n{"a": 2}\n')  # as the Prometheus collections ship
+    assert list(read_rows(tmp_path / "lines.json")) == [{"a": 1}, {"a": 2}]
 
 
 def test_parts_are_atomic_replaced_not_doubled_and_merged_in_id_order(tmp_path):

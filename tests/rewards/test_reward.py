@@ -150,6 +150,18 @@ def test_group_of_identical_completions_is_a_draw(how, draw):
     assert reward(["p"] * 2, ["same", "same"]) == [draw, draw] and backend.calls == []
 
 
+@pytest.mark.parametrize("group_reward", ["win_rate", "bradley_terry"])
+def test_a_completion_alone_in_its_group_gets_no_reward_with_the_reason(group_reward):
+    """Its prompt's other completion failed before judging (or none came): no pair was judged, so it has no win rate
+    (it was given a draw's 0.5, a made-up number)."""
+    backend = ScriptedBackend(respond=lambda req, i: "A is better. [RESULT] A")
+    reward = PrometheusReward(PrometheusJudge(backend=backend), mode="pairwise_group", group_reward=group_reward)
+    out = reward.judge_batch([RewardSample("P", "b"), RewardSample("Q", "c"), RewardSample("Q", "d")])
+    assert out.rewards[0] is None and out.rewards[1] is not None and out.rewards[2] is not None
+    assert out.reasons[0].startswith("no other completion of its prompt to compare it with")
+    assert reward(["P", "P"], ["a \udc80", "b"]) == [None, None]  # the other failed on its input
+
+
 def test_bradley_terry_orders_players():
     s = bradley_terry([[0, 2, 2], [0, 0, 2], [0, 0, 0]])
     assert s[0] > s[1] > s[2]
