@@ -22,7 +22,8 @@ EXIT_JUDGE_DOWN = 4
 """Exit status of a job whose judge could not be reached, or refused, for every row it judged."""
 EXIT_CODES = (
     "exit status: 0 every row judged has its outcome (a verdict, a tie, or the judge's 'no verdict', counted); "
-    f"2 bad input, options or a misconfigured judge (nothing judged); {EXIT_SOME_FAILED} the judge backend failed "
+    "2 bad input, options or a misconfigured judge (nothing judged), or a stop the error names (a full disk, an "
+    f"input changed while the job ran: what was committed is kept); {EXIT_SOME_FAILED} the judge backend failed "
     f"some rows (--resume judges them again); {EXIT_JUDGE_DOWN} the judge could not be reached or refused every "
     "request (the first error line names the URL and the cause); 130 interrupted (--resume continues)"
 )
