@@ -122,12 +122,17 @@ def _state(reward_router_address: str | None, kwargs: dict[str, Any], tokenizer:
         return st
 
 
+def _listed(value: Any) -> Any:
+    """``value`` with a numpy array or scalar (what verl's parquet rows hold) as its Python list or number."""
+    return value.tolist() if hasattr(value, "tolist") else value
+
+
 def _instruction(extra_info: Any) -> Any:
     info = extra_info if isinstance(extra_info, dict) else {}
     for key in ("question", "prompt"):
         if info.get(key) is not None:
             value = info[key]
-            return list(value) if hasattr(value, "tolist") else value  # numpy arrays from parquet
+            return _listed(value)
     raise InputError(
         f"extra_info has no 'question' or 'prompt' (keys: {sorted(info)}); verl does not pass the "
         "prompt to custom reward functions, so the judge needs the instruction there: add "
@@ -146,13 +151,11 @@ def _sample(st: _State, solution_str: Any, ground_truth: Any, extra_info: Any) -
             f"solution_str: expected the decoded response text, got {type(solution_str).__name__}; fix: pass the "
             "response as a string (verl's reward loop decodes it)"
         )
-    truth = ground_truth.tolist() if hasattr(ground_truth, "tolist") else ground_truth  # numpy from parquet
     try:
-        ref = reference_text(truth, "ground_truth")
+        ref = reference_text(_listed(ground_truth), "ground_truth")
     except InputError as e:
         return st.batched.unjudged(f"{e} (reward_model.ground_truth of this row; None or '' for none)")
-    checklist: Any = info.get("checklist")  # a list of criteria (docs/checklists.md); numpy arrays from parquet
-    checklist = checklist.tolist() if hasattr(checklist, "tolist") else checklist
+    checklist = _listed(info.get("checklist"))  # a list of criteria (docs/checklists.md)
     return RewardSample(
         prompt=instruction,
         response=solution_str,
