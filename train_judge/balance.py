@@ -26,14 +26,9 @@ from typing import TypeVar
 
 from prom_reward.errors import ConfigError
 
-from .data import FeedbackRecord, PairRecord
+from .data import FeedbackRecord, PairRecord, verdict_of
 
 R = TypeVar("R", FeedbackRecord, PairRecord)
-
-
-def verdict_of(record: FeedbackRecord | PairRecord) -> str:
-    """``"1"``..``"5"`` for a feedback record, ``"A"``/``"B"`` for a pair."""
-    return str(record.score) if isinstance(record, FeedbackRecord) else record.winner
 
 
 def check_target(target: object) -> None:

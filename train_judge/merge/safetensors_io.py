@@ -244,15 +244,9 @@ class ShardWriter:
 
     def write(self, name: str, tensor: torch.Tensor) -> None:
         """Append ``tensor`` (must be the next planned name, with its dtype and shape)."""
-        if self._next >= len(self.plan) or self.plan[self._next].name != name:
-            expected = repr(self.plan[self._next].name) if self._next < len(self.plan) else "nothing (shard is full)"
-            raise RuntimeError(f"{self.path}: wrote {name!r}, the plan expects {expected}")
-        info = self.plan[self._next]
-        if DTYPE_NAMES.get(tensor.dtype) != info.dtype or tuple(tensor.shape) != info.shape:
-            raise RuntimeError(
-                f"{self.path}: tensor {name!r} is {tensor.dtype} {tuple(tensor.shape)}, "
-                f"the plan says {info.dtype} {info.shape}"
-            )
+        info = self.plan[self._next] if self._next < len(self.plan) else None
+        if info is not None and info.name == name and tuple(tensor.shape) != info.shape:  # the rest: write_parts
+            raise RuntimeError(f"{self.path}: tensor {name!r} is {tuple(tensor.shape)}, the plan says {info.shape}")
         self.write_parts(name, [tensor.detach().contiguous().reshape(-1)])
 
     def write_parts(self, name: str, parts: Iterable[torch.Tensor], background: bool = False) -> None:
