@@ -40,11 +40,11 @@ import os
 import random
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from prom_reward.errors import ConfigError, InputError, PromRewardError
+from prom_reward.errors import ConfigError, PromRewardError
 
 MERGED_MARKER = ".merged_from.json"
 
@@ -113,17 +113,8 @@ def autoj_subset(path: str | Path, n: int, *, seed: int = 0, max_chars: int = 40
     """``n`` seeded-random autoj pairs whose prompt + responses fit ``max_chars`` (CPU context budget)."""
     from .layouts import read_local_rows
 
-    if not Path(path).is_file():
-        raise ConfigError(f"autoj pairs file {path} does not exist; pass --autoj PATH or --pairs 0")
-    rows = read_local_rows(Path(path))
-    for i, r in enumerate(rows):
-        for key in ("prompt", "response 1", "response 2", "label"):
-            if not isinstance(r.get(key), str if key != "label" else int):
-                raise InputError(
-                    f"{path}: row {i}: {key!r} missing or of the wrong type; expected the autoj pairwise layout",
-                    index=i,
-                    field=key,
-                )
+    fields = {"prompt": str, "response 1": str, "response 2": str, "label": int}
+    rows = read_local_rows(Path(path), "pass the autoj pairs file as --autoj PATH, or --pairs 0", fields)
     fit = [r for r in rows if len(r["prompt"]) + len(r["response 1"]) + len(r["response 2"]) <= max_chars]
     random.Random(seed).shuffle(fit)
     return fit[:n]
@@ -286,17 +277,16 @@ def results_table(results: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def count_problems(args: argparse.Namespace) -> list[str]:
-    """The evaluation counts of a command line (``--num-samples``, ``--max-tokens``, ``--batch-size``,
-    ``--pairs``, ``--dev-limit``) below their minimum, said before any work starts."""
-    counts = (
-        ("--num-samples", args.num_samples, 1),
-        ("--max-tokens", args.max_tokens, 1),
-        ("--batch-size", args.batch_size, 1),
-        ("--pairs", args.pairs, 0),
-        ("--dev-limit", args.dev_limit, 1),
-    )
-    return [f"{flag}: expected an int >= {least}, got {v}" for flag, v, least in counts if v is not None and v < least]
+def count(least: int) -> Callable[[str], int]:
+    """An argparse ``type``: an int >= ``least``, else argparse stops (naming the flag, exit status 2) before any
+    work starts."""
+
+    def parse(text: str) -> int:
+        if not text.strip().lstrip("+-").isdigit() or int(text) < least:
+            raise argparse.ArgumentTypeError(f"expected an int >= {least}, got {text}")
+        return int(text)
+
+    return parse
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -316,11 +306,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", required=True, help="results JSON file")
     ap.add_argument("--vicuna", default=str(default_vicuna_path()))
     ap.add_argument("--autoj", default=str(default_vicuna_path().parent / "autoj_pairwise.jsonl"))
-    ap.add_argument("--dev-limit", type=int, default=None, help="grade only the first N dev items")
-    ap.add_argument("--pairs", type=int, default=40, help="autoj pairs to judge (0: skip)")
-    ap.add_argument("--max-tokens", type=int, default=256, help="generation cap (paper: 1024)")
+    ap.add_argument("--dev-limit", type=count(1), default=None, help="grade only the first N dev items")
+    ap.add_argument("--pairs", type=count(0), default=40, help="autoj pairs to judge (0: skip)")
+    ap.add_argument("--max-tokens", type=count(1), default=256, help="generation cap (paper: 1024)")
     ap.add_argument("--temperature", type=float, default=None, help="override the paper's 1.0 (0: greedy)")
-    ap.add_argument("--num-samples", type=int, default=1, help="samples per dev response (the grade is their mean)")
+    ap.add_argument(
+        "--num-samples", type=count(1), default=1, help="samples per dev response (the grade is their mean)"
+    )
     ap.add_argument(
         "--backend",
         choices=("vllm", "transformers"),
@@ -328,10 +320,8 @@ def main(argv: list[str] | None = None) -> None:
         help="vllm (the engine) or transformers (plain generate, e.g. a GPU without vLLM)",
     )
     ap.add_argument("--device", default="cuda", help="transformers backend: torch device")
-    ap.add_argument("--batch-size", type=int, default=256, help="transformers backend: requests per generate call")
+    ap.add_argument("--batch-size", type=count(1), default=256, help="transformers backend: requests per generate call")
     args = ap.parse_args(argv)
-    for problem in count_problems(args):
-        ap.error(problem)
     if not Path(args.out).resolve().parent.is_dir():  # said now, not after hours of generation
         ap.error(f"--out: the folder of {args.out} does not exist; create it or choose another path")
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")

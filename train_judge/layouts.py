@@ -47,24 +47,31 @@ def _load_rows(source: str, split: str = "train") -> list[dict[str, Any]]:
     """Rows of a local JSON/JSONL/Parquet file (``read_local_rows``) or a hub dataset (through ``datasets``)."""
     path = Path(source)
     if path.suffix.lower() in _LOCAL_SUFFIXES:
-        if not path.is_file():
-            raise ConfigError(
-                f"data file {source} does not exist; pass a JSON/JSONL/Parquet file or a hub id "
-                f"such as {FEEDBACK_HUB_IDS[0]}"
-            )
-        return read_local_rows(path)
+        return read_local_rows(path, f"pass a JSON/JSONL/Parquet file or a hub id such as {FEEDBACK_HUB_IDS[0]}")
     import datasets
 
     return [dict(r) for r in datasets.load_dataset(source, split=split)]
 
 
-def read_local_rows(path: Path) -> list[dict[str, Any]]:
+def read_local_rows(path: Path, fix: str, fields: Mapping[str, type] | None = None) -> list[dict[str, Any]]:
     """The rows of a local data file, read as a job reads its input (``prom_reward.jobs.source``: JSON lines, a
     JSON array, Parquet; a UTF-8 BOM, CRLF and blank lines are fine, each value keeps its type, and a bad line
-    is an ``InputError`` naming the file and line before anything is trained); an empty file is one too."""
+    is an ``InputError`` naming the file and line before anything is trained); an empty file is one too, and so
+    is a row without one of ``fields`` (name: type) or with one of another type. A missing file is a
+    ``ConfigError`` saying ``fix``."""
+    if not path.is_file():
+        raise ConfigError(f"{path} does not exist; {fix}")
     rows = list(read_rows(path))
     if not rows:
         raise InputError(f"{path}: no rows; expected a JSON array of objects, one JSON object per line or Parquet")
+    for i, row in enumerate(rows):
+        for key, kind in (fields or {}).items():
+            if not isinstance(row.get(key), kind):
+                raise InputError(
+                    f"{path}: row {i}: {key!r} missing or of the wrong type (expected {kind.__name__}); fix the row",
+                    index=i,
+                    field=key,
+                )
     return rows
 
 

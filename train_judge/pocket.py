@@ -80,15 +80,11 @@ def split_prompt_ids(ids: Iterable[int], *, dev_fraction: float = 0.25, seed: in
 def load_vicuna(path: str | Path) -> list[dict[str, Any]]:
     """The rows of ``vicuna_eval.json``, checked for the fields used here."""
     p = Path(path)
-    if not p.is_file():
-        raise ConfigError(
-            f"{p} does not exist; pass the path of vicuna_eval.json (benchmarks/data/vicuna_eval.json in a checkout)"
-        )
-    rows = read_local_rows(p)  # a cut file, bad bytes or rows that are not objects: said with the line
+    fields = {"idx": int, "response_source": str, "instruction": str, "gpt4_score": list, "gpt4_feedback": list}
+    rows = read_local_rows(
+        p, "pass the path of vicuna_eval.json (benchmarks/data/vicuna_eval.json in a checkout)", fields
+    )
     for i, r in enumerate(rows):
-        for key in ("idx", "response_source", "instruction", "gpt4_score", "gpt4_feedback"):
-            if key not in r:
-                raise InputError(f"{p} row {i} lacks {key!r}; expected the vicuna_eval layout", index=i, field=key)
         if len(r["gpt4_score"]) != len(r["gpt4_feedback"]) or not r["gpt4_score"]:
             raise InputError(
                 f"{p} row {i}: gpt4_score and gpt4_feedback must be non-empty lists of equal length",

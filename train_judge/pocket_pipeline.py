@@ -232,6 +232,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from .evaluate import count
     from .sft import default_vicuna_path
 
     ap = argparse.ArgumentParser(prog="python -m train_judge.pocket_pipeline", description=__doc__.split("\n\n")[0])
@@ -242,13 +243,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--max-steps", type=int, default=None, help="cap SFT steps (smoke runs)")
     ap.add_argument("--vicuna", default=str(default_vicuna_path()))
     ap.add_argument("--autoj", default=str(default_vicuna_path().parent / "autoj_pairwise.jsonl"))
-    ap.add_argument("--dev-limit", type=int, default=None, help="grade only the first N dev responses")
-    ap.add_argument("--pairs", type=int, default=192, help="autoj pairs judged in both orders (0: skip)")
-    ap.add_argument("--max-tokens", type=int, default=1024, help="generation cap (paper: 1024)")
-    ap.add_argument("--num-samples", type=int, default=3, help="samples per dev response")
+    ap.add_argument("--dev-limit", type=count(1), default=None, help="grade only the first N dev responses")
+    ap.add_argument("--pairs", type=count(0), default=192, help="autoj pairs judged in both orders (0: skip)")
+    ap.add_argument("--max-tokens", type=count(1), default=1024, help="generation cap (paper: 1024)")
+    ap.add_argument("--num-samples", type=count(1), default=3, help="samples per dev response")
     ap.add_argument("--backend", choices=("vllm", "transformers"), default="vllm")
     ap.add_argument("--device", default="cuda", help="transformers backend: torch device")
-    ap.add_argument("--batch-size", type=int, default=384, help="transformers backend: requests per generate call")
+    ap.add_argument("--batch-size", type=count(1), default=384, help="transformers backend: requests per generate call")
     ap.add_argument("--ship", default="auto", help=f"auto or one of {', '.join(CANDIDATES)}")
     ap.add_argument(
         "--max-parse-failure",
@@ -256,11 +257,7 @@ def main(argv: list[str] | None = None) -> None:
         default=0.25,
         help="--ship auto: the most absolute (and pairwise) parse failures a shipped judge may have",
     )
-    args = ap.parse_args(argv)
-    from .evaluate import count_problems
-
-    for problem in count_problems(args):  # before hours of training, not at the evaluation after them
-        ap.error(problem)
+    args = ap.parse_args(argv)  # counts refused here: before hours of training, not at the evaluation
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     try:
         summary = run(args)
