@@ -289,9 +289,33 @@ def count(least: int) -> Callable[[str], int]:
     return parse
 
 
-def main(argv: list[str] | None = None) -> None:
+EVALUATION_FLAGS = tuple("vicuna autoj dev_limit pairs max_tokens num_samples backend device batch_size".split())
+"""The ``evaluate`` keywords ``add_evaluation_flags`` gives a command line (this one and the pocket pipeline's)."""
+
+
+def add_evaluation_flags(ap: argparse.ArgumentParser) -> None:
+    """The flags of ``EVALUATION_FLAGS`` (the data, the counts, the backend), with this command's defaults."""
     from .sft import default_vicuna_path
 
+    ap.add_argument("--vicuna", default=str(default_vicuna_path()))
+    ap.add_argument("--autoj", default=str(default_vicuna_path().parent / "autoj_pairwise.jsonl"))
+    ap.add_argument("--dev-limit", type=count(1), default=None, help="grade only the first N dev items")
+    ap.add_argument("--pairs", type=count(0), default=40, help="autoj pairs judged in both orders (0: skip)")
+    ap.add_argument("--max-tokens", type=count(1), default=256, help="generation cap (paper: 1024)")
+    ap.add_argument(
+        "--num-samples", type=count(1), default=1, help="samples per dev response (the grade is their mean)"
+    )
+    ap.add_argument(
+        "--backend",
+        choices=("vllm", "transformers"),
+        default="vllm",
+        help="vllm (the engine) or transformers (plain generate, e.g. a GPU without vLLM)",
+    )
+    ap.add_argument("--device", default="cuda", help="transformers backend: torch device")
+    ap.add_argument("--batch-size", type=count(1), default=256, help="transformers backend: requests per generate call")
+
+
+def main(argv: list[str] | None = None) -> None:
     if argv is None:
         argv = sys.argv[1:]
     if argv[:1] == ["--table"]:
@@ -304,23 +328,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--merged-dir", default=None, help="where the merged model goes (default: ADAPTER-merged)")
     ap.add_argument("--name", default=None, help="row name in the results")
     ap.add_argument("--out", required=True, help="results JSON file")
-    ap.add_argument("--vicuna", default=str(default_vicuna_path()))
-    ap.add_argument("--autoj", default=str(default_vicuna_path().parent / "autoj_pairwise.jsonl"))
-    ap.add_argument("--dev-limit", type=count(1), default=None, help="grade only the first N dev items")
-    ap.add_argument("--pairs", type=count(0), default=40, help="autoj pairs to judge (0: skip)")
-    ap.add_argument("--max-tokens", type=count(1), default=256, help="generation cap (paper: 1024)")
     ap.add_argument("--temperature", type=float, default=None, help="override the paper's 1.0 (0: greedy)")
-    ap.add_argument(
-        "--num-samples", type=count(1), default=1, help="samples per dev response (the grade is their mean)"
-    )
-    ap.add_argument(
-        "--backend",
-        choices=("vllm", "transformers"),
-        default="vllm",
-        help="vllm (the engine) or transformers (plain generate, e.g. a GPU without vLLM)",
-    )
-    ap.add_argument("--device", default="cuda", help="transformers backend: torch device")
-    ap.add_argument("--batch-size", type=count(1), default=256, help="transformers backend: requests per generate call")
+    add_evaluation_flags(ap)
     args = ap.parse_args(argv)
     if not Path(args.out).resolve().parent.is_dir():  # said now, not after hours of generation
         ap.error(f"--out: the folder of {args.out} does not exist; create it or choose another path")
@@ -334,19 +343,7 @@ def main(argv: list[str] | None = None) -> None:
             model = str(merge_adapter(args.model, args.adapter, merged_dir))
         else:
             model = resolve_model_path(model)
-        res = evaluate(
-            model,
-            vicuna=args.vicuna,
-            autoj=args.autoj,
-            dev_limit=args.dev_limit,
-            pairs=args.pairs,
-            max_tokens=args.max_tokens,
-            temperature=args.temperature,
-            backend=args.backend,
-            device=args.device,
-            batch_size=args.batch_size,
-            num_samples=args.num_samples,
-        )
+        res = evaluate(model, temperature=args.temperature, **{k: getattr(args, k) for k in EVALUATION_FLAGS})
     except PromRewardError as e:  # bad config or data: one message, exit status 2 (as train_judge.sft and .merge)
         print(f"error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
