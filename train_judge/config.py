@@ -126,8 +126,6 @@ class SFTRunConfig:
         if isinstance(self.lora, Mapping):
             object.__setattr__(self, "lora", LoraSettings(**_known(LoraSettings, self.lora, "lora")))
         if self.verdict_balance is not None:
-            from .balance import check_target
-
             check_target(self.verdict_balance)
         check_fields(self)
         if self.num_train_epochs <= 0 and self.max_steps < 1:
@@ -192,6 +190,17 @@ def check_fields(cfg: Any, prefix: str = "") -> None:
             raise ConfigError(f"{prefix}{f.name} must be {what}, got {value!r}")
         if f.name in _CHOICES and value not in _CHOICES[f.name]:
             raise ConfigError(f"{f.name} must be one of {_CHOICES[f.name]}, got {value!r}")
+
+
+def check_target(target: object) -> None:
+    """Raise ``ConfigError`` unless ``target`` is ``"min"``, ``"max"`` or an int >= 1."""
+    if target in ("min", "max"):
+        return
+    if isinstance(target, bool) or not isinstance(target, int) or target < 1:
+        raise ConfigError(
+            f"verdict balance target: expected 'min' (down-sample to the rarest verdict), 'max' "
+            f"(up-sample to the commonest) or an int >= 1 (that many per verdict), got {target!r}"
+        )
 
 
 def read_yaml(path: Path, what: str) -> Any:

@@ -286,36 +286,31 @@ def save_preference_collection(pairs: Iterable[PairRecord], path: str | Path) ->
     """
     target = Path(path)
     tmp = target.with_name(f".{target.name}.partial")  # a stop midway never leaves a cut file at ``path``
+    n = 0
     try:
-        n = _write_pairs(pairs, tmp)
+        with open(tmp, "w", encoding="utf-8") as f:
+            for p in pairs:
+                criteria = p.rubric.strip().splitlines()[0].strip().strip("[]") if p.rubric.strip() else ""
+                f.write(
+                    json.dumps(
+                        {
+                            "orig_instruction": p.instruction,
+                            "orig_response_A": p.response_a,
+                            "orig_response_B": p.response_b,
+                            "orig_reference_answer": p.reference_answer or "",
+                            "orig_criteria": criteria,
+                            "orig_feedback": p.feedback,
+                            "orig_preference": p.winner,
+                            "feedback_source": p.feedback_source,
+                        },
+                        ensure_ascii=False,
+                    )
+                    + "\n"
+                )
+                n += 1
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
-    return n
-
-
-def _write_pairs(pairs: Iterable[PairRecord], path: Path) -> int:
-    n = 0
-    with open(path, "w", encoding="utf-8") as f:
-        for p in pairs:
-            criteria = p.rubric.strip().splitlines()[0].strip().strip("[]") if p.rubric.strip() else ""
-            f.write(
-                json.dumps(
-                    {
-                        "orig_instruction": p.instruction,
-                        "orig_response_A": p.response_a,
-                        "orig_response_B": p.response_b,
-                        "orig_reference_answer": p.reference_answer or "",
-                        "orig_criteria": criteria,
-                        "orig_feedback": p.feedback,
-                        "orig_preference": p.winner,
-                        "feedback_source": p.feedback_source,
-                    },
-                    ensure_ascii=False,
-                )
-                + "\n"
-            )
-            n += 1
     return n
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prom_reward.errors import ConfigError, InputError
-from prom_reward.format.templates import parse_absolute_prompt
+from prom_reward.format.templates import AbsolutePromptParts, parse_absolute_prompt
 
 if TYPE_CHECKING:
     from prom_reward.backends.store import JudgmentStore
@@ -94,6 +94,19 @@ def load_vicuna(path: str | Path) -> list[dict[str, Any]]:
     return rows
 
 
+def _record(row: dict[str, Any], parts: AbsolutePromptParts, feedback: str, score: int) -> FeedbackRecord:
+    """The record of one GPT-4 feedback and score on the response of ``row`` (its prompt parsed: ``parts``)."""
+    return FeedbackRecord(
+        parts.instruction,
+        parts.response,
+        parts.reference_answer,
+        parts.rubric,
+        feedback,
+        int(score),
+        f"vicuna-{row['idx']}",
+    )
+
+
 class PocketData:
     """The pocket collections from one ``vicuna_eval.json``.
 
@@ -119,18 +132,7 @@ class PocketData:
         out = []
         for r, p in zip(self.rows, self._parts, strict=True):
             if r["idx"] in ids:
-                for fb, score in zip(r["gpt4_feedback"], r["gpt4_score"], strict=True):
-                    out.append(
-                        FeedbackRecord(
-                            p.instruction,
-                            p.response,
-                            p.reference_answer,
-                            p.rubric,
-                            fb,
-                            int(score),
-                            f"vicuna-{r['idx']}",
-                        )
-                    )
+                out += [_record(r, p, fb, score) for fb, score in zip(r["gpt4_feedback"], r["gpt4_score"], strict=True)]
         return out
 
     def relative(
@@ -148,17 +150,7 @@ class PocketData:
         recs, means = [], []
         for r, p in zip(self.rows, self._parts, strict=True):
             if r["idx"] in ids:
-                recs.append(
-                    FeedbackRecord(
-                        p.instruction,
-                        p.response,
-                        p.reference_answer,
-                        p.rubric,
-                        r["gpt4_feedback"][0],
-                        int(r["gpt4_score"][0]),
-                        f"vicuna-{r['idx']}",
-                    )
-                )
+                recs.append(_record(r, p, r["gpt4_feedback"][0], r["gpt4_score"][0]))
                 means.append(sum(r["gpt4_score"]) / len(r["gpt4_score"]))
         if judge is None:
             return build_preference_collection(recs, scores=means, feedback="concatenate")

@@ -75,10 +75,8 @@ def parse_size(value: int | str) -> int:
     >>> parse_size("2GB"), parse_size("1 MiB"), parse_size(1000)
     (2000000000, 1048576, 1000)
     """
-    if isinstance(value, bool):
-        raise ConfigError(f"max_shard_size: expected bytes or a size like '2GB', got {value!r}")
-    if isinstance(value, int):
-        return value
+    if fits(value, int):
+        return int(value)
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", str(value))
     if not m or m[2].upper() not in _UNITS:
         raise ConfigError(f"max_shard_size: expected bytes or a size like '500MB' or '2GiB', got {value!r}")

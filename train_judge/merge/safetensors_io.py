@@ -43,6 +43,8 @@ import torch
 
 from prom_reward.errors import ConfigError
 
+from ..config import fits
+
 DTYPES: dict[str, torch.dtype] = {
     "F64": torch.float64,
     "F32": torch.float32,
@@ -120,10 +122,6 @@ def _read_raw_header(path: Path) -> tuple[dict[str, Any], int]:
     return header, 8 + n
 
 
-def _is_count(x: object) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
-
-
 def read_header(path: str | Path) -> dict[str, TensorInfo]:
     """Names, dtypes, shapes and offsets of the tensors in one safetensors file (reads only the header).
 
@@ -139,7 +137,7 @@ def read_header(path: str | Path) -> dict[str, TensorInfo]:
         try:
             begin, end = meta["data_offsets"]
             shape = meta["shape"]
-            if not all(_is_count(x) for x in (begin, end, *shape)) or begin > end:
+            if not all(fits(x, int) and x >= 0 for x in (begin, end, *shape)) or begin > end:
                 raise ValueError(f"shape {shape!r} and data_offsets {[begin, end]!r} must be ints >= 0, begin <= end")
             info = TensorInfo(name, meta["dtype"], tuple(shape), begin)
         except (KeyError, TypeError, ValueError) as e:
