@@ -259,21 +259,9 @@ def results_table(results: Sequence[dict[str, Any]]) -> str:
     for r in results:
         a, p = r.get("absolute", {}), r.get("pairwise")
         pair = [p.get("acc_wo_tie"), p.get("acc_w_tie"), p.get("parse_failure_rate")] if p else [None] * 3
-        lines.append(
-            "| "
-            + " | ".join(
-                [
-                    str(r.get("name")),
-                    _fmt(a.get("pearson")),
-                    _fmt(a.get("spearman")),
-                    _fmt(a.get("kendall")),
-                    f"{a.get('graded', 0)}/{r.get('n_dev')}",
-                    _fmt(a.get("parse_failure_rate")),
-                ]
-                + [_fmt(x) for x in pair]
-            )
-            + " |"
-        )
+        cells = [str(r.get("name")), *(_fmt(a.get(k)) for k in ("pearson", "spearman", "kendall"))]
+        cells += [f"{a.get('graded', 0)}/{r.get('n_dev')}", _fmt(a.get("parse_failure_rate")), *map(_fmt, pair)]
+        lines.append(f"| {' | '.join(cells)} |")
     return "\n".join(lines)
 
 

@@ -41,6 +41,9 @@ from .data import (
 
 R = TypeVar("R", FeedbackRecord, PairRecord)
 _LOCAL_SUFFIXES = {".json": "json", ".jsonl": "json", ".parquet": "parquet"}
+_FEEDBACK_COLUMNS: tuple[str, ...] = ("orig_response", "orig_criteria", "orig_feedback", "orig_score")
+_FEEDBACK_COLUMNS += tuple(f"orig_score{k}_description" for k in range(1, 6))
+"""The columns a Feedback Collection row with ``orig_instruction`` must have."""
 
 
 def _load_rows(source: str, split: str = "train") -> list[dict[str, Any]]:
@@ -141,17 +144,7 @@ def _split_output(output: str, row: int, verdicts: str) -> tuple[str, str]:
 def feedback_record_from_row(row: Mapping[str, Any], index: int = 0) -> FeedbackRecord:
     """One Feedback Collection row (``orig_*`` columns, else ``instruction``/``output``) as a record."""
     if "orig_instruction" in row:
-        missing = [
-            k
-            for k in (
-                "orig_response",
-                "orig_criteria",
-                "orig_feedback",
-                "orig_score",
-                *(f"orig_score{k}_description" for k in range(1, 6)),
-            )
-            if k not in row
-        ]
+        missing = [k for k in _FEEDBACK_COLUMNS if k not in row]
         if missing:
             raise InputError(
                 f"row {index}: Feedback Collection columns missing: {', '.join(missing)}", index=index, field=missing[0]

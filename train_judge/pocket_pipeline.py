@@ -88,17 +88,11 @@ def pick_judge(results: Mapping[str, Mapping[str, Any]], max_parse_failure: floa
     return max(ok, key=lambda n: ok[n])
 
 
-def _expert_done(out: Path) -> bool:
-    from .sft import RUN_FILE
-
-    return (out / RUN_FILE).is_file() and (out / "adapter_model.safetensors").is_file()
-
-
 def train_expert(task: str, config: Path, out: Path, *, model: str | None, max_steps: int | None) -> Path:
     from .config import load_config
-    from .sft import train
+    from .sft import RUN_FILE, train
 
-    if _expert_done(out):
+    if (out / RUN_FILE).is_file() and (out / "adapter_model.safetensors").is_file():
         log.info("%s expert: done already (%s)", task, out)
         return out
     cfg = load_config(config, output_dir=str(out), model=model, max_steps=max_steps)

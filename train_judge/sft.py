@@ -157,13 +157,6 @@ def last_checkpoint(output_dir: str | Path) -> str | None:
     return None
 
 
-def _load_model(cfg: SFTRunConfig, path: str) -> Any:
-    from transformers import AutoModelForCausalLM
-
-    dtype = ("bfloat16" if cfg.bf16 else "float32") if cfg.dtype == "auto" else cfg.dtype
-    return AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
-
-
 def sft_args(cfg: SFTRunConfig) -> Any:
     """The TRL ``SFTConfig`` for ``cfg``."""
     import torch
@@ -198,7 +191,7 @@ def sft_args(cfg: SFTRunConfig) -> Any:
 def make_trainer(cfg: SFTRunConfig) -> tuple[Any, Any, dict[str, int | str]]:
     """(``SFTTrainer``, tokenizer, data counts) for ``cfg``, ready to ``train()``."""
     import torch
-    from transformers import AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTTrainer
 
     from prom_reward.core.presets import resolve_model_path
@@ -222,8 +215,9 @@ def make_trainer(cfg: SFTRunConfig) -> tuple[Any, Any, dict[str, int | str]]:
             target_modules=list(cfg.lora.target_modules),
             task_type="CAUSAL_LM",
         )
+    dtype = ("bfloat16" if cfg.bf16 else "float32") if cfg.dtype == "auto" else cfg.dtype
     trainer = SFTTrainer(
-        model=_load_model(cfg, model_path),
+        model=AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype),
         args=sft_args(cfg),
         train_dataset=dataset,
         processing_class=tokenizer,
