@@ -192,11 +192,9 @@ def check_fields(cfg: Any, prefix: str = "") -> None:
             raise ConfigError(f"{f.name} must be one of {_CHOICES[f.name]}, got {value!r}")
 
 
-def check_target(target: object) -> None:
+def check_target(target: Any) -> None:
     """Raise ``ConfigError`` unless ``target`` is ``"min"``, ``"max"`` or an int >= 1."""
-    if target in ("min", "max"):
-        return
-    if isinstance(target, bool) or not isinstance(target, int) or target < 1:
+    if target not in ("min", "max") and (not fits(target, int) or target < 1):
         raise ConfigError(
             f"verdict balance target: expected 'min' (down-sample to the rarest verdict), 'max' "
             f"(up-sample to the commonest) or an int >= 1 (that many per verdict), got {target!r}"

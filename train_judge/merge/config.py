@@ -266,15 +266,10 @@ def config_from_dict(data: Mapping[str, Any], root: str | Path | None = None) ->
     """
     if not isinstance(data, Mapping):
         raise ConfigError(f"merge config: expected a mapping with method, models, output; got {type(data).__name__}")
+    refused = {"rng": RNG_REMOVED, "merge_method": MERGEKIT_RECIPE}  # keys of other tools and versions: said why
     problems = [
-        f"{k}: unknown key; valid keys: {', '.join(_TOP_KEYS)}"
-        for k in data
-        if k not in _TOP_KEYS and k not in ("merge_method", "rng")
+        refused.get(k, f"{k}: unknown key; valid keys: {', '.join(_TOP_KEYS)}") for k in data if k not in _TOP_KEYS
     ]
-    if "rng" in data:
-        problems.append(RNG_REMOVED)
-    if "merge_method" in data:
-        problems.append(MERGEKIT_RECIPE)
     problems += [
         f"{k}: missing"
         for k in ("method", "models", "output")

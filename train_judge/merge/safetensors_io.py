@@ -96,7 +96,7 @@ class TensorInfo:
     @property
     def nbytes(self) -> int:
         """Size of the data in bytes."""
-        return self.numel * torch.empty((), dtype=DTYPES[self.dtype]).element_size()
+        return self.numel * _ITEMSIZE[DTYPES[self.dtype]]
 
     @property
     def is_float(self) -> bool:
