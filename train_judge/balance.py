@@ -24,27 +24,10 @@ import random
 from collections.abc import Sequence
 from typing import TypeVar
 
-from prom_reward.errors import ConfigError
-
-from .data import FeedbackRecord, PairRecord
+from .config import check_target
+from .data import FeedbackRecord, PairRecord, verdict_of
 
 R = TypeVar("R", FeedbackRecord, PairRecord)
-
-
-def verdict_of(record: FeedbackRecord | PairRecord) -> str:
-    """``"1"``..``"5"`` for a feedback record, ``"A"``/``"B"`` for a pair."""
-    return str(record.score) if isinstance(record, FeedbackRecord) else record.winner
-
-
-def check_target(target: object) -> None:
-    """Raise ``ConfigError`` unless ``target`` is ``"min"``, ``"max"`` or an int >= 1."""
-    if target in ("min", "max"):
-        return
-    if isinstance(target, bool) or not isinstance(target, int) or target < 1:
-        raise ConfigError(
-            f"verdict balance target: expected 'min' (down-sample to the rarest verdict), 'max' "
-            f"(up-sample to the commonest) or an int >= 1 (that many per verdict), got {target!r}"
-        )
 
 
 def balance_by_verdict(records: Sequence[R], target: str | int, *, seed: int = 0) -> list[R]:

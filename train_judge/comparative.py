@@ -37,6 +37,8 @@ from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
 from prom_reward.errors import ConfigError, JudgeUnavailableError
 from prom_reward.format.sanitize import neutralize
 
+from .config import fits
+
 if TYPE_CHECKING:
     from prom_reward.backends.base import Backend
     from prom_reward.backends.store import JudgmentStore
@@ -199,10 +201,9 @@ class ComparativeWriter:
                 f"judge: expected a PrometheusJudge or a backend with generate(requests), got "
                 f"{type(judge).__name__}; e.g. PrometheusJudge('model', backend='openai', base_url=...)"
             )
-        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
-            raise ConfigError(f"max_attempts: expected an int >= 1, got {max_attempts!r}")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ConfigError(f"batch_size: expected an int >= 1, got {batch_size!r}")
+        for key, value in (("max_attempts", max_attempts), ("batch_size", batch_size)):
+            if not fits(value, int) or value < 1:
+                raise ConfigError(f"{key}: expected an int >= 1, got {value!r}")
         if store is not None and isinstance(backend, CachedBackend):
             raise ConfigError(
                 "store: the judge already has a judgment store; pass store= once (to the judge or to the writer)"

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+import types
+import typing
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +40,7 @@ class LoraSettings:
 
     r: int = 16
     """Rank."""
-    alpha: int = 32
+    alpha: float = 32
     """Scaling numerator (``lora_alpha``)."""
     dropout: float = 0.05
     """Dropout on the adapter input."""
@@ -46,16 +48,8 @@ class LoraSettings:
     """Module names to adapt (Mixtral experts: ``w1``, ``w2``, ``w3``; ``lm_head`` allowed)."""
 
     def __post_init__(self) -> None:
-        if isinstance(self.r, bool) or not isinstance(self.r, int) or self.r < 1:
-            raise ConfigError(f"lora.r must be an int >= 1, got {self.r!r}")
-        if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float)) or not 0 < self.alpha < math.inf:
-            raise ConfigError(f"lora.alpha must be > 0, got {self.alpha!r}")
-        if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)) or not 0 <= self.dropout < 1:
-            raise ConfigError(f"lora.dropout must be in [0, 1), got {self.dropout!r}")
-        mods = tuple(self.target_modules)
-        if not mods or not all(isinstance(m, str) and m for m in mods):
-            raise ConfigError(f"lora.target_modules must be a non-empty list of module names, got {mods!r}")
-        object.__setattr__(self, "target_modules", mods)
+        check_fields(self, "lora.")
+        object.__setattr__(self, "target_modules", tuple(self.target_modules))
 
 
 @dataclass(frozen=True)
@@ -129,46 +123,13 @@ class SFTRunConfig:
     """For ``pocket``: the train/dev split seed."""
 
     def __post_init__(self) -> None:
-        _check_types(self)
-        for name in ("model", "output_dir", "dataset"):
-            if not isinstance(getattr(self, name), str) or not getattr(self, name):
-                raise ConfigError(f"{name} must be a non-empty str, got {getattr(self, name)!r}")
-        if self.task not in TASKS:
-            raise ConfigError(f"task must be one of {TASKS}, got {self.task!r}")
-        if self.lr_scheduler_type not in SCHEDULERS:
-            raise ConfigError(f"lr_scheduler_type must be one of {SCHEDULERS}, got {self.lr_scheduler_type!r}")
-        if self.dtype not in DTYPES:
-            raise ConfigError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
-        if not (isinstance(self.learning_rate, (int, float)) and self.learning_rate > 0):
-            raise ConfigError(f"learning_rate must be > 0, got {self.learning_rate!r}")
-        if not 0 <= self.warmup_ratio < 1:
-            raise ConfigError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio!r}")
-        for name in (
-            "per_device_train_batch_size",
-            "gradient_accumulation_steps",
-            "max_length",
-            "logging_steps",
-            "save_steps",
-        ):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ConfigError(f"{name} must be an int >= 1, got {v!r}")
-        if self.max_examples is not None and (not isinstance(self.max_examples, int) or self.max_examples < 1):
-            raise ConfigError(f"max_examples must be None or an int >= 1, got {self.max_examples!r}")
-        if self.verdict_balance is not None:
-            from .balance import check_target
-
-            check_target(self.verdict_balance)
-        if self.torch_threads is not None and (not isinstance(self.torch_threads, int) or self.torch_threads < 1):
-            raise ConfigError(f"torch_threads must be None or an int >= 1, got {self.torch_threads!r}")
-        if self.num_train_epochs <= 0 and self.max_steps < 1:
-            raise ConfigError("set num_train_epochs > 0 or max_steps >= 1")
-        if not 0 < self.dev_fraction < 1:
-            raise ConfigError(f"dev_fraction must be in (0, 1), got {self.dev_fraction!r}")
         if isinstance(self.lora, Mapping):
             object.__setattr__(self, "lora", LoraSettings(**_known(LoraSettings, self.lora, "lora")))
-        elif self.lora is not None and not isinstance(self.lora, LoraSettings):
-            raise ConfigError(f"lora must be a mapping of LoRA settings (r, alpha, ...) or null, got {self.lora!r}")
+        if self.verdict_balance is not None:
+            check_target(self.verdict_balance)
+        check_fields(self)
+        if self.num_train_epochs <= 0 and self.max_steps < 1:
+            raise ConfigError("set num_train_epochs > 0 or max_steps >= 1")
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SFTRunConfig:
@@ -180,34 +141,78 @@ class SFTRunConfig:
         return dataclasses.replace(self, **changes)
 
 
-_NUMBERS = ("learning_rate", "warmup_ratio", "num_train_epochs", "dev_fraction")
-_INTS = ("max_steps", "seed", "split_seed")
-_BOOLS = ("balance_verdicts", "prefer_short", "gradient_checkpointing", "bf16", "packing", "padding_free")
-_OPTIONAL_STRS = ("data_path", "deepspeed")
+_COUNTS = "r max_length per_device_train_batch_size gradient_accumulation_steps logging_steps save_steps"
+_BOUNDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    **dict.fromkeys(f"{_COUNTS} max_examples torch_threads save_total_limit".split(), (">= 1", lambda v: v >= 1)),
+    **dict.fromkeys(("learning_rate", "alpha"), ("> 0", lambda v: v > 0)),
+    **dict.fromkeys(("warmup_ratio", "dropout"), ("in [0, 1)", lambda v: 0 <= v < 1)),
+    "dev_fraction": ("in (0, 1)", lambda v: 0 < v < 1),
+}
+"""Each bounded field's bound: its wording and its test."""
+_CHOICES = {"task": TASKS, "lr_scheduler_type": SCHEDULERS, "dtype": DTYPES}
+_KIND_NAMES: dict[Any, str] = {
+    bool: "true or false",
+    int: "an int",
+    float: "a finite number",
+    str: "a non-empty str",
+    type(None): "null",
+    tuple[str, ...]: "a non-empty list of names",
+    LoraSettings: "a mapping of LoRA settings (r, alpha, ...)",
+}
 
 
-def _check_types(cfg: SFTRunConfig) -> None:
-    """Each field of the type it is read as: a YAML ``"no"`` is no bool, ``.inf`` no learning rate."""
-    for name in _NUMBERS:
-        v = getattr(cfg, name)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            raise ConfigError(f"{name} must be a finite number, got {v!r}")
-    for name in _INTS:
-        v = getattr(cfg, name)
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise ConfigError(f"{name} must be an int, got {v!r}")
-    for name in _BOOLS:
-        if not isinstance(getattr(cfg, name), bool):
-            raise ConfigError(f"{name} must be true or false, got {getattr(cfg, name)!r}")
-    for name in _OPTIONAL_STRS:
-        v = getattr(cfg, name)
-        if v is not None and (not isinstance(v, str) or not v):
-            raise ConfigError(f"{name} must be a path or null, got {v!r}")
-    if not isinstance(cfg.wire, str):
-        raise ConfigError(f"wire must be a wire format name (chat, inst, raw), got {cfg.wire!r}")
-    limit = cfg.save_total_limit
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise ConfigError(f"save_total_limit must be null or an int >= 1, got {limit!r}")
+def fits(value: Any, kind: Any) -> bool:
+    """Whether ``value`` is of ``kind`` as a config reads it: an int is no bool, a float (any int or float) is
+    finite, a str is not empty, a ``tuple[str, ...]`` is a non-empty list or tuple of such strs."""
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if kind is str:
+        return isinstance(value, str) and value != ""
+    if typing.get_origin(kind) is tuple:
+        return isinstance(value, (list, tuple)) and bool(value) and all(fits(v, str) for v in value)
+    return isinstance(value, kind)
+
+
+def check_fields(cfg: Any, prefix: str = "") -> None:
+    """Each field of the dataclass ``cfg`` of the type its annotation names (``typing.get_type_hints``) and
+    within its bound (``_BOUNDS``) or choices: a YAML ``"no"`` is no bool, ``.inf`` no learning rate."""
+    hints = typing.get_type_hints(type(cfg))
+    for f in dataclasses.fields(cfg):
+        value, hint = getattr(cfg, f.name), hints[f.name]
+        kinds = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+        bound = _BOUNDS.get(f.name)
+        if not any(fits(value, k) for k in kinds) or (bound and value is not None and not bound[1](value)):
+            what = " or ".join(
+                _KIND_NAMES[k] + (f" {bound[0]}" if bound and k is not type(None) else "") for k in kinds
+            )
+            raise ConfigError(f"{prefix}{f.name} must be {what}, got {value!r}")
+        if f.name in _CHOICES and value not in _CHOICES[f.name]:
+            raise ConfigError(f"{f.name} must be one of {_CHOICES[f.name]}, got {value!r}")
+
+
+def check_target(target: Any) -> None:
+    """Raise ``ConfigError`` unless ``target`` is ``"min"``, ``"max"`` or an int >= 1."""
+    if target not in ("min", "max") and (not fits(target, int) or target < 1):
+        raise ConfigError(
+            f"verdict balance target: expected 'min' (down-sample to the rarest verdict), 'max' "
+            f"(up-sample to the commonest) or an int >= 1 (that many per verdict), got {target!r}"
+        )
+
+
+def read_yaml(path: Path, what: str) -> Any:
+    """The parsed YAML file ``path`` (holding ``what``); a ConfigError naming the file and the fix when it cannot be
+    read, is not UTF-8 text or is not YAML."""
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read the {what}: {e}") from e
+    except UnicodeDecodeError as e:
+        at = f"byte {e.object[e.start]:#04x} at offset {e.start}"
+        raise ConfigError(f"{path}: not UTF-8 text ({at}); save it as UTF-8") from e
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from e
 
 
 def _known(cls: type, d: Mapping[str, Any], what: str) -> dict[str, Any]:
@@ -225,12 +230,7 @@ def load_config(path: str | Path, **overrides: Any) -> SFTRunConfig:
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"config file {p} does not exist; see train_judge/configs/ for examples")
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"{p}: not UTF-8 text (byte at offset {e.start}); save it as UTF-8") from e
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{p}: not valid YAML: {e}") from e
+    data = read_yaml(p, "SFT config") or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{p} must hold a YAML mapping of config keys, got {type(data).__name__}")
     data.update({k: v for k, v in overrides.items() if v is not None})

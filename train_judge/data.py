@@ -39,6 +39,7 @@ from __future__ import annotations
 import itertools
 import logging
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -294,11 +295,12 @@ def records_summary(records: Iterable[FeedbackRecord | PairRecord]) -> dict[str,
     >>> records_summary([PairRecord("q", "a", "b", None, "[c]", "f", "A")])
     {'A': 1}
     """
-    counts: dict[str, int] = {}
-    for r in records:
-        key = str(r.score) if isinstance(r, FeedbackRecord) else r.winner
-        counts[key] = counts.get(key, 0) + 1
-    return dict(sorted(counts.items()))
+    return dict(sorted(Counter(verdict_of(r) for r in records).items()))
+
+
+def verdict_of(record: FeedbackRecord | PairRecord) -> str:
+    """``"1"``..``"5"`` for a feedback record, ``"A"``/``"B"`` for a pair."""
+    return str(record.score) if isinstance(record, FeedbackRecord) else record.winner
 
 
 __all__ = [

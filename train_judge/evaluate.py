@@ -40,11 +40,11 @@ import os
 import random
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from prom_reward.errors import ConfigError, InputError, PromRewardError
+from prom_reward.errors import ConfigError, PromRewardError
 
 MERGED_MARKER = ".merged_from.json"
 
@@ -113,17 +113,8 @@ def autoj_subset(path: str | Path, n: int, *, seed: int = 0, max_chars: int = 40
     """``n`` seeded-random autoj pairs whose prompt + responses fit ``max_chars`` (CPU context budget)."""
     from .layouts import read_local_rows
 
-    if not Path(path).is_file():
-        raise ConfigError(f"autoj pairs file {path} does not exist; pass --autoj PATH or --pairs 0")
-    rows = read_local_rows(Path(path))
-    for i, r in enumerate(rows):
-        for key in ("prompt", "response 1", "response 2", "label"):
-            if not isinstance(r.get(key), str if key != "label" else int):
-                raise InputError(
-                    f"{path}: row {i}: {key!r} missing or of the wrong type; expected the autoj pairwise layout",
-                    index=i,
-                    field=key,
-                )
+    fields = {"prompt": str, "response 1": str, "response 2": str, "label": int}
+    rows = read_local_rows(Path(path), "pass the autoj pairs file as --autoj PATH, or --pairs 0", fields)
     fit = [r for r in rows if len(r["prompt"]) + len(r["response 1"]) + len(r["response 2"]) <= max_chars]
     random.Random(seed).shuffle(fit)
     return fit[:n]
@@ -268,40 +259,51 @@ def results_table(results: Sequence[dict[str, Any]]) -> str:
     for r in results:
         a, p = r.get("absolute", {}), r.get("pairwise")
         pair = [p.get("acc_wo_tie"), p.get("acc_w_tie"), p.get("parse_failure_rate")] if p else [None] * 3
-        lines.append(
-            "| "
-            + " | ".join(
-                [
-                    str(r.get("name")),
-                    _fmt(a.get("pearson")),
-                    _fmt(a.get("spearman")),
-                    _fmt(a.get("kendall")),
-                    f"{a.get('graded', 0)}/{r.get('n_dev')}",
-                    _fmt(a.get("parse_failure_rate")),
-                ]
-                + [_fmt(x) for x in pair]
-            )
-            + " |"
-        )
+        cells = [str(r.get("name")), *(_fmt(a.get(k)) for k in ("pearson", "spearman", "kendall"))]
+        cells += [f"{a.get('graded', 0)}/{r.get('n_dev')}", _fmt(a.get("parse_failure_rate")), *map(_fmt, pair)]
+        lines.append(f"| {' | '.join(cells)} |")
     return "\n".join(lines)
 
 
-def count_problems(args: argparse.Namespace) -> list[str]:
-    """The evaluation counts of a command line (``--num-samples``, ``--max-tokens``, ``--batch-size``,
-    ``--pairs``, ``--dev-limit``) below their minimum, said before any work starts."""
-    counts = (
-        ("--num-samples", args.num_samples, 1),
-        ("--max-tokens", args.max_tokens, 1),
-        ("--batch-size", args.batch_size, 1),
-        ("--pairs", args.pairs, 0),
-        ("--dev-limit", args.dev_limit, 1),
+def count(least: int) -> Callable[[str], int]:
+    """An argparse ``type``: an int >= ``least``, else argparse stops (naming the flag, exit status 2) before any
+    work starts."""
+
+    def parse(text: str) -> int:
+        if not text.strip().lstrip("+-").isdigit() or int(text) < least:
+            raise argparse.ArgumentTypeError(f"expected an int >= {least}, got {text}")
+        return int(text)
+
+    return parse
+
+
+EVALUATION_FLAGS = tuple("vicuna autoj dev_limit pairs max_tokens num_samples backend device batch_size".split())
+"""The ``evaluate`` keywords ``add_evaluation_flags`` gives a command line (this one and the pocket pipeline's)."""
+
+
+def add_evaluation_flags(ap: argparse.ArgumentParser) -> None:
+    """The flags of ``EVALUATION_FLAGS`` (the data, the counts, the backend), with this command's defaults."""
+    from .sft import default_vicuna_path
+
+    ap.add_argument("--vicuna", default=str(default_vicuna_path()))
+    ap.add_argument("--autoj", default=str(default_vicuna_path().parent / "autoj_pairwise.jsonl"))
+    ap.add_argument("--dev-limit", type=count(1), default=None, help="grade only the first N dev items")
+    ap.add_argument("--pairs", type=count(0), default=40, help="autoj pairs judged in both orders (0: skip)")
+    ap.add_argument("--max-tokens", type=count(1), default=256, help="generation cap (paper: 1024)")
+    ap.add_argument(
+        "--num-samples", type=count(1), default=1, help="samples per dev response (the grade is their mean)"
     )
-    return [f"{flag}: expected an int >= {least}, got {v}" for flag, v, least in counts if v is not None and v < least]
+    ap.add_argument(
+        "--backend",
+        choices=("vllm", "transformers"),
+        default="vllm",
+        help="vllm (the engine) or transformers (plain generate, e.g. a GPU without vLLM)",
+    )
+    ap.add_argument("--device", default="cuda", help="transformers backend: torch device")
+    ap.add_argument("--batch-size", type=count(1), default=256, help="transformers backend: requests per generate call")
 
 
 def main(argv: list[str] | None = None) -> None:
-    from .sft import default_vicuna_path
-
     if argv is None:
         argv = sys.argv[1:]
     if argv[:1] == ["--table"]:
@@ -314,24 +316,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--merged-dir", default=None, help="where the merged model goes (default: ADAPTER-merged)")
     ap.add_argument("--name", default=None, help="row name in the results")
     ap.add_argument("--out", required=True, help="results JSON file")
-    ap.add_argument("--vicuna", default=str(default_vicuna_path()))
-    ap.add_argument("--autoj", default=str(default_vicuna_path().parent / "autoj_pairwise.jsonl"))
-    ap.add_argument("--dev-limit", type=int, default=None, help="grade only the first N dev items")
-    ap.add_argument("--pairs", type=int, default=40, help="autoj pairs to judge (0: skip)")
-    ap.add_argument("--max-tokens", type=int, default=256, help="generation cap (paper: 1024)")
     ap.add_argument("--temperature", type=float, default=None, help="override the paper's 1.0 (0: greedy)")
-    ap.add_argument("--num-samples", type=int, default=1, help="samples per dev response (the grade is their mean)")
-    ap.add_argument(
-        "--backend",
-        choices=("vllm", "transformers"),
-        default="vllm",
-        help="vllm (the engine) or transformers (plain generate, e.g. a GPU without vLLM)",
-    )
-    ap.add_argument("--device", default="cuda", help="transformers backend: torch device")
-    ap.add_argument("--batch-size", type=int, default=256, help="transformers backend: requests per generate call")
+    add_evaluation_flags(ap)
     args = ap.parse_args(argv)
-    for problem in count_problems(args):
-        ap.error(problem)
     if not Path(args.out).resolve().parent.is_dir():  # said now, not after hours of generation
         ap.error(f"--out: the folder of {args.out} does not exist; create it or choose another path")
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
@@ -344,19 +331,7 @@ def main(argv: list[str] | None = None) -> None:
             model = str(merge_adapter(args.model, args.adapter, merged_dir))
         else:
             model = resolve_model_path(model)
-        res = evaluate(
-            model,
-            vicuna=args.vicuna,
-            autoj=args.autoj,
-            dev_limit=args.dev_limit,
-            pairs=args.pairs,
-            max_tokens=args.max_tokens,
-            temperature=args.temperature,
-            backend=args.backend,
-            device=args.device,
-            batch_size=args.batch_size,
-            num_samples=args.num_samples,
-        )
+        res = evaluate(model, temperature=args.temperature, **{k: getattr(args, k) for k in EVALUATION_FLAGS})
     except PromRewardError as e:  # bad config or data: one message, exit status 2 (as train_judge.sft and .merge)
         print(f"error: {e}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -49,22 +49,20 @@ class JudgeExample:
 _DEFAULT_SAMPLING = SamplingConfig()
 
 
-def _clean(text: str) -> str:
-    return neutralize(text)[0]
-
-
 def to_example(record: FeedbackRecord | PairRecord) -> JudgeExample:
     """The example the judge would see for ``record`` (same validation and rendering as the judge)."""
     if isinstance(record, FeedbackRecord):
         item = absolute_items([record.instruction], [record.response], [record.rubric], [record.reference_answer])[0]
-        item = dataclasses.replace(item, response=_clean(item.response))
+        item = dataclasses.replace(item, response=neutralize(item.response)[0])
         req = absolute_request(item, _DEFAULT_SAMPLING)
         return JudgeExample("absolute", req.system, req.user, record.completion)
     if isinstance(record, PairRecord):
         rel = relative_items(
             [record.instruction], [record.response_a], [record.response_b], [record.rubric], [record.reference_answer]
         )[0]
-        rel = dataclasses.replace(rel, response_a=_clean(rel.response_a), response_b=_clean(rel.response_b))
+        rel = dataclasses.replace(
+            rel, response_a=neutralize(rel.response_a)[0], response_b=neutralize(rel.response_b)[0]
+        )
         req = relative_request(rel, _DEFAULT_SAMPLING)
         return JudgeExample("relative", req.system, req.user, record.completion)
     raise ConfigError(f"expected a FeedbackRecord or PairRecord, got {type(record).__name__}")

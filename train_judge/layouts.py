@@ -41,30 +41,40 @@ from .data import (
 
 R = TypeVar("R", FeedbackRecord, PairRecord)
 _LOCAL_SUFFIXES = {".json": "json", ".jsonl": "json", ".parquet": "parquet"}
+_FEEDBACK_COLUMNS: tuple[str, ...] = ("orig_response", "orig_criteria", "orig_feedback", "orig_score")
+_FEEDBACK_COLUMNS += tuple(f"orig_score{k}_description" for k in range(1, 6))
+"""The columns a Feedback Collection row with ``orig_instruction`` must have."""
 
 
 def _load_rows(source: str, split: str = "train") -> list[dict[str, Any]]:
     """Rows of a local JSON/JSONL/Parquet file (``read_local_rows``) or a hub dataset (through ``datasets``)."""
     path = Path(source)
     if path.suffix.lower() in _LOCAL_SUFFIXES:
-        if not path.is_file():
-            raise ConfigError(
-                f"data file {source} does not exist; pass a JSON/JSONL/Parquet file or a hub id "
-                f"such as {FEEDBACK_HUB_IDS[0]}"
-            )
-        return read_local_rows(path)
+        return read_local_rows(path, f"pass a JSON/JSONL/Parquet file or a hub id such as {FEEDBACK_HUB_IDS[0]}")
     import datasets
 
     return [dict(r) for r in datasets.load_dataset(source, split=split)]
 
 
-def read_local_rows(path: Path) -> list[dict[str, Any]]:
+def read_local_rows(path: Path, fix: str, fields: Mapping[str, type] | None = None) -> list[dict[str, Any]]:
     """The rows of a local data file, read as a job reads its input (``prom_reward.jobs.source``: JSON lines, a
     JSON array, Parquet; a UTF-8 BOM, CRLF and blank lines are fine, each value keeps its type, and a bad line
-    is an ``InputError`` naming the file and line before anything is trained); an empty file is one too."""
+    is an ``InputError`` naming the file and line before anything is trained); an empty file is one too, and so
+    is a row without one of ``fields`` (name: type) or with one of another type. A missing file is a
+    ``ConfigError`` saying ``fix``."""
+    if not path.is_file():
+        raise ConfigError(f"{path} does not exist; {fix}")
     rows = list(read_rows(path))
     if not rows:
         raise InputError(f"{path}: no rows; expected a JSON array of objects, one JSON object per line or Parquet")
+    for i, row in enumerate(rows):
+        for key, kind in (fields or {}).items():
+            if not isinstance(row.get(key), kind):
+                raise InputError(
+                    f"{path}: row {i}: {key!r} missing or of the wrong type (expected {kind.__name__}); fix the row",
+                    index=i,
+                    field=key,
+                )
     return rows
 
 
@@ -134,17 +144,7 @@ def _split_output(output: str, row: int, verdicts: str) -> tuple[str, str]:
 def feedback_record_from_row(row: Mapping[str, Any], index: int = 0) -> FeedbackRecord:
     """One Feedback Collection row (``orig_*`` columns, else ``instruction``/``output``) as a record."""
     if "orig_instruction" in row:
-        missing = [
-            k
-            for k in (
-                "orig_response",
-                "orig_criteria",
-                "orig_feedback",
-                "orig_score",
-                *(f"orig_score{k}_description" for k in range(1, 6)),
-            )
-            if k not in row
-        ]
+        missing = [k for k in _FEEDBACK_COLUMNS if k not in row]
         if missing:
             raise InputError(
                 f"row {index}: Feedback Collection columns missing: {', '.join(missing)}", index=index, field=missing[0]
@@ -279,36 +279,31 @@ def save_preference_collection(pairs: Iterable[PairRecord], path: str | Path) ->
     """
     target = Path(path)
     tmp = target.with_name(f".{target.name}.partial")  # a stop midway never leaves a cut file at ``path``
+    n = 0
     try:
-        n = _write_pairs(pairs, tmp)
+        with open(tmp, "w", encoding="utf-8") as f:
+            for p in pairs:
+                criteria = p.rubric.strip().splitlines()[0].strip().strip("[]") if p.rubric.strip() else ""
+                f.write(
+                    json.dumps(
+                        {
+                            "orig_instruction": p.instruction,
+                            "orig_response_A": p.response_a,
+                            "orig_response_B": p.response_b,
+                            "orig_reference_answer": p.reference_answer or "",
+                            "orig_criteria": criteria,
+                            "orig_feedback": p.feedback,
+                            "orig_preference": p.winner,
+                            "feedback_source": p.feedback_source,
+                        },
+                        ensure_ascii=False,
+                    )
+                    + "\n"
+                )
+                n += 1
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
-    return n
-
-
-def _write_pairs(pairs: Iterable[PairRecord], path: Path) -> int:
-    n = 0
-    with open(path, "w", encoding="utf-8") as f:
-        for p in pairs:
-            criteria = p.rubric.strip().splitlines()[0].strip().strip("[]") if p.rubric.strip() else ""
-            f.write(
-                json.dumps(
-                    {
-                        "orig_instruction": p.instruction,
-                        "orig_response_A": p.response_a,
-                        "orig_response_B": p.response_b,
-                        "orig_reference_answer": p.reference_answer or "",
-                        "orig_criteria": criteria,
-                        "orig_feedback": p.feedback,
-                        "orig_preference": p.winner,
-                        "feedback_source": p.feedback_source,
-                    },
-                    ensure_ascii=False,
-                )
-                + "\n"
-            )
-            n += 1
     return n
 
 

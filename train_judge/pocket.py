@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prom_reward.errors import ConfigError, InputError
-from prom_reward.format.templates import parse_absolute_prompt
+from prom_reward.format.templates import AbsolutePromptParts, parse_absolute_prompt
 
 if TYPE_CHECKING:
     from prom_reward.backends.store import JudgmentStore
@@ -80,15 +80,11 @@ def split_prompt_ids(ids: Iterable[int], *, dev_fraction: float = 0.25, seed: in
 def load_vicuna(path: str | Path) -> list[dict[str, Any]]:
     """The rows of ``vicuna_eval.json``, checked for the fields used here."""
     p = Path(path)
-    if not p.is_file():
-        raise ConfigError(
-            f"{p} does not exist; pass the path of vicuna_eval.json (benchmarks/data/vicuna_eval.json in a checkout)"
-        )
-    rows = read_local_rows(p)  # a cut file, bad bytes or rows that are not objects: said with the line
+    fields = {"idx": int, "response_source": str, "instruction": str, "gpt4_score": list, "gpt4_feedback": list}
+    rows = read_local_rows(
+        p, "pass the path of vicuna_eval.json (benchmarks/data/vicuna_eval.json in a checkout)", fields
+    )
     for i, r in enumerate(rows):
-        for key in ("idx", "response_source", "instruction", "gpt4_score", "gpt4_feedback"):
-            if key not in r:
-                raise InputError(f"{p} row {i} lacks {key!r}; expected the vicuna_eval layout", index=i, field=key)
         if len(r["gpt4_score"]) != len(r["gpt4_feedback"]) or not r["gpt4_score"]:
             raise InputError(
                 f"{p} row {i}: gpt4_score and gpt4_feedback must be non-empty lists of equal length",
@@ -96,6 +92,19 @@ def load_vicuna(path: str | Path) -> list[dict[str, Any]]:
                 field="gpt4_score",
             )
     return rows
+
+
+def _record(row: dict[str, Any], parts: AbsolutePromptParts, feedback: str, score: int) -> FeedbackRecord:
+    """The record of one GPT-4 feedback and score on the response of ``row`` (its prompt parsed: ``parts``)."""
+    return FeedbackRecord(
+        parts.instruction,
+        parts.response,
+        parts.reference_answer,
+        parts.rubric,
+        feedback,
+        int(score),
+        f"vicuna-{row['idx']}",
+    )
 
 
 class PocketData:
@@ -123,18 +132,7 @@ class PocketData:
         out = []
         for r, p in zip(self.rows, self._parts, strict=True):
             if r["idx"] in ids:
-                for fb, score in zip(r["gpt4_feedback"], r["gpt4_score"], strict=True):
-                    out.append(
-                        FeedbackRecord(
-                            p.instruction,
-                            p.response,
-                            p.reference_answer,
-                            p.rubric,
-                            fb,
-                            int(score),
-                            f"vicuna-{r['idx']}",
-                        )
-                    )
+                out += [_record(r, p, fb, score) for fb, score in zip(r["gpt4_feedback"], r["gpt4_score"], strict=True)]
         return out
 
     def relative(
@@ -152,17 +150,7 @@ class PocketData:
         recs, means = [], []
         for r, p in zip(self.rows, self._parts, strict=True):
             if r["idx"] in ids:
-                recs.append(
-                    FeedbackRecord(
-                        p.instruction,
-                        p.response,
-                        p.reference_answer,
-                        p.rubric,
-                        r["gpt4_feedback"][0],
-                        int(r["gpt4_score"][0]),
-                        f"vicuna-{r['idx']}",
-                    )
-                )
+                recs.append(_record(r, p, r["gpt4_feedback"][0], r["gpt4_score"][0]))
                 means.append(sum(r["gpt4_score"]) / len(r["gpt4_score"]))
         if judge is None:
             return build_preference_collection(recs, scores=means, feedback="concatenate")

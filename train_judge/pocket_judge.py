@@ -31,6 +31,7 @@ from pathlib import Path
 from prom_reward.errors import ConfigError
 from prom_reward.local.models import MARKER, cache_dir, ensure_smollm2, make_readable
 from prom_reward.local.pocket_judge import POCKET_FORMAT, POCKET_NAME, is_complete
+from train_judge.config import read_yaml
 from train_judge.merge.config import config_from_dict
 from train_judge.merge.engine import run_merge
 
@@ -52,9 +53,7 @@ def _adapter_hash(folder: Path) -> str:
 def merge_experts_onto(base: Path, folder: Path, out: Path) -> int:
     """Run ``folder/merge.yaml`` (expert paths relative to ``folder``) onto ``base`` into ``out``;
     returns the number of tensors written."""
-    import yaml
-
-    spec = yaml.safe_load((folder / MERGE_FILE).read_text(encoding="utf-8")) or {}
+    spec = read_yaml(folder / MERGE_FILE, "merge config") or {}
     if not isinstance(spec, dict):
         raise ConfigError(f"{folder / MERGE_FILE}: expected a YAML mapping (method, models, ...)")
     spec = {**spec, "base_model": str(base), "output": str(out)}

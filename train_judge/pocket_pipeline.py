@@ -88,17 +88,11 @@ def pick_judge(results: Mapping[str, Mapping[str, Any]], max_parse_failure: floa
     return max(ok, key=lambda n: ok[n])
 
 
-def _expert_done(out: Path) -> bool:
-    from .sft import RUN_FILE
-
-    return (out / RUN_FILE).is_file() and (out / "adapter_model.safetensors").is_file()
-
-
 def train_expert(task: str, config: Path, out: Path, *, model: str | None, max_steps: int | None) -> Path:
     from .config import load_config
-    from .sft import train
+    from .sft import RUN_FILE, train
 
-    if _expert_done(out):
+    if (out / RUN_FILE).is_file() and (out / "adapter_model.safetensors").is_file():
         log.info("%s expert: done already (%s)", task, out)
         return out
     cfg = load_config(config, output_dir=str(out), model=model, max_steps=max_steps)
@@ -193,18 +187,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if path.is_file():
             return json.loads(path.read_text(encoding="utf-8"))
         t0 = time.perf_counter()
-        res = ev.evaluate(
-            folder,
-            vicuna=args.vicuna,
-            autoj=args.autoj,
-            dev_limit=args.dev_limit,
-            pairs=args.pairs,
-            max_tokens=args.max_tokens,
-            backend=args.backend,
-            device=args.device,
-            batch_size=args.batch_size,
-            num_samples=args.num_samples,
-        )
+        res = ev.evaluate(folder, **{k: getattr(args, k) for k in ev.EVALUATION_FLAGS})
         res["name"] = name
         path.write_text(json.dumps(res, indent=1), encoding="utf-8")
         timings[f"eval_{name}"] = round(time.perf_counter() - t0, 1)
@@ -232,7 +215,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from .sft import default_vicuna_path
+    from .evaluate import add_evaluation_flags
 
     ap = argparse.ArgumentParser(prog="python -m train_judge.pocket_pipeline", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="folder for experts, merges, evaluations and the shipped judge")
@@ -240,15 +223,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--absolute-config", default=str(CONFIGS / "pocket_absolute_gpu.yaml"))
     ap.add_argument("--relative-config", default=str(CONFIGS / "pocket_relative_gpu.yaml"))
     ap.add_argument("--max-steps", type=int, default=None, help="cap SFT steps (smoke runs)")
-    ap.add_argument("--vicuna", default=str(default_vicuna_path()))
-    ap.add_argument("--autoj", default=str(default_vicuna_path().parent / "autoj_pairwise.jsonl"))
-    ap.add_argument("--dev-limit", type=int, default=None, help="grade only the first N dev responses")
-    ap.add_argument("--pairs", type=int, default=192, help="autoj pairs judged in both orders (0: skip)")
-    ap.add_argument("--max-tokens", type=int, default=1024, help="generation cap (paper: 1024)")
-    ap.add_argument("--num-samples", type=int, default=3, help="samples per dev response")
-    ap.add_argument("--backend", choices=("vllm", "transformers"), default="vllm")
-    ap.add_argument("--device", default="cuda", help="transformers backend: torch device")
-    ap.add_argument("--batch-size", type=int, default=384, help="transformers backend: requests per generate call")
+    add_evaluation_flags(ap)
+    ap.set_defaults(pairs=192, max_tokens=1024, num_samples=3, batch_size=384)
     ap.add_argument("--ship", default="auto", help=f"auto or one of {', '.join(CANDIDATES)}")
     ap.add_argument(
         "--max-parse-failure",
@@ -256,11 +232,7 @@ def main(argv: list[str] | None = None) -> None:
         default=0.25,
         help="--ship auto: the most absolute (and pairwise) parse failures a shipped judge may have",
     )
-    args = ap.parse_args(argv)
-    from .evaluate import count_problems
-
-    for problem in count_problems(args):  # before hours of training, not at the evaluation after them
-        ap.error(problem)
+    args = ap.parse_args(argv)  # counts refused here: before hours of training, not at the evaluation
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     try:
         summary = run(args)

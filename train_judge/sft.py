@@ -36,9 +36,9 @@ from typing import Any
 from prom_reward.errors import ConfigError, PromRewardError
 from prom_reward.format.wire import get_wire_format, template_accepts_system
 
-from .balance import R, balance_by_verdict
+from .balance import balance_by_verdict
 from .config import SFTRunConfig, load_config
-from .data import FeedbackRecord, PairRecord
+from .data import FeedbackRecord, PairRecord, verdict_of
 from .examples import to_example, tokenize_example
 from .layouts import load_feedback_collection, load_preference_collection
 
@@ -61,17 +61,12 @@ def load_records(cfg: SFTRunConfig) -> list[FeedbackRecord] | list[PairRecord]:
 
         pocket = PocketData(cfg.data_path or default_vicuna_path(), dev_fraction=cfg.dev_fraction, seed=cfg.split_seed)
     if cfg.task == "absolute":
-        feedback = pocket.absolute("train") if pocket else load_feedback_collection(cfg.data_path or cfg.dataset)
-        return _balanced(cfg, feedback)
-    pairs = pocket.relative("train") if pocket else load_preference_collection(cfg.data_path or cfg.dataset)
-    return _balanced(cfg, pairs)
-
-
-def _balanced(cfg: SFTRunConfig, records: list[R]) -> list[R]:
-    """``records`` resampled by ``cfg.verdict_balance`` when set (``balance.balance_by_verdict``)."""
-    if cfg.verdict_balance is None:
-        return records
-    return balance_by_verdict(records, cfg.verdict_balance, seed=cfg.seed)
+        records: list[Any] = (
+            pocket.absolute("train") if pocket else load_feedback_collection(cfg.data_path or cfg.dataset)
+        )
+    else:
+        records = pocket.relative("train") if pocket else load_preference_collection(cfg.data_path or cfg.dataset)
+    return records if cfg.verdict_balance is None else balance_by_verdict(records, cfg.verdict_balance, seed=cfg.seed)
 
 
 def pick_subset(
@@ -115,7 +110,7 @@ def build_dataset(cfg: SFTRunConfig, tokenizer: Any) -> tuple[Any, dict[str, int
             dropped += 1
             continue
         rows.append(row)
-        verdicts.append(str(r.score) if isinstance(r, FeedbackRecord) else r.winner)
+        verdicts.append(verdict_of(r))
     if not rows:
         raise ConfigError(f"no training example fits max_length={cfg.max_length} ({dropped} dropped); raise it")
     if cfg.max_examples is not None and cfg.max_examples < len(rows):
@@ -162,21 +157,9 @@ def last_checkpoint(output_dir: str | Path) -> str | None:
     return None
 
 
-def _load_model(cfg: SFTRunConfig, path: str) -> Any:
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    dtype = {
-        "auto": torch.bfloat16 if cfg.bf16 else torch.float32,
-        "float32": torch.float32,
-        "bfloat16": torch.bfloat16,
-        "float16": torch.float16,
-    }[cfg.dtype]
-    return AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
-
-
 def sft_args(cfg: SFTRunConfig) -> Any:
     """The TRL ``SFTConfig`` for ``cfg``."""
+    import torch
     from trl import SFTConfig
 
     return SFTConfig(
@@ -201,20 +184,14 @@ def sft_args(cfg: SFTRunConfig) -> Any:
         deepspeed=cfg.deepspeed,
         report_to="none",
         dataloader_num_workers=0,
-        use_cpu=not _has_gpu(),
+        use_cpu=not torch.cuda.is_available(),
     )
-
-
-def _has_gpu() -> bool:
-    import torch
-
-    return bool(torch.cuda.is_available())
 
 
 def make_trainer(cfg: SFTRunConfig) -> tuple[Any, Any, dict[str, int | str]]:
     """(``SFTTrainer``, tokenizer, data counts) for ``cfg``, ready to ``train()``."""
     import torch
-    from transformers import AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTTrainer
 
     from prom_reward.core.presets import resolve_model_path
@@ -233,13 +210,14 @@ def make_trainer(cfg: SFTRunConfig) -> tuple[Any, Any, dict[str, int | str]]:
 
         peft_config = LoraConfig(
             r=cfg.lora.r,
-            lora_alpha=cfg.lora.alpha,
+            lora_alpha=cfg.lora.alpha,  # type: ignore[arg-type]  # peft scales by any number alpha / r
             lora_dropout=cfg.lora.dropout,
             target_modules=list(cfg.lora.target_modules),
             task_type="CAUSAL_LM",
         )
+    dtype = ("bfloat16" if cfg.bf16 else "float32") if cfg.dtype == "auto" else cfg.dtype
     trainer = SFTTrainer(
-        model=_load_model(cfg, model_path),
+        model=AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype),
         args=sft_args(cfg),
         train_dataset=dataset,
         processing_class=tokenizer,

@@ -264,16 +264,16 @@ def test_config_errors(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("kw", "message"),
     [
-        ({"learning_rate": float("inf")}, "learning_rate must be a finite number, got inf"),
-        ({"learning_rate": True}, "learning_rate must be a finite number, got True"),
-        ({"warmup_ratio": "x"}, "warmup_ratio must be a finite number, got 'x'"),
+        ({"learning_rate": float("inf")}, "learning_rate must be a finite number > 0, got inf"),
+        ({"learning_rate": True}, "learning_rate must be a finite number > 0, got True"),
+        ({"warmup_ratio": "x"}, "warmup_ratio must be a finite number in [0, 1), got 'x'"),
         ({"num_train_epochs": None}, "num_train_epochs must be a finite number, got None"),
         ({"max_steps": "5"}, "max_steps must be an int, got '5'"),
         ({"gradient_checkpointing": "no"}, "gradient_checkpointing must be true or false, got 'no'"),
         ({"lora": [1]}, "lora must be a mapping of LoRA settings (r, alpha, ...) or null, got [1]"),
-        ({"lora": {"dropout": "x"}}, "lora.dropout must be in [0, 1), got 'x'"),
-        ({"data_path": 5}, "data_path must be a path or null, got 5"),
-        ({"save_total_limit": 0}, "save_total_limit must be null or an int >= 1, got 0"),
+        ({"lora": {"dropout": "x"}}, "lora.dropout must be a finite number in [0, 1), got 'x'"),
+        ({"data_path": 5}, "data_path must be a non-empty str or null, got 5"),
+        ({"save_total_limit": 0}, "save_total_limit must be an int >= 1 or null, got 0"),
     ],
 )
 def test_config_fields_of_the_wrong_type_are_config_errors(kw: dict, message: str) -> None:

@@ -35,17 +35,15 @@ Example:
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from prom_reward.errors import ConfigError, UnknownNameError
 
+from ..config import fits, read_yaml
 from .methods import METHODS, REQUIRED, MethodSpec
 from .paper_names import MERGEKIT_RECIPE, model_density, parameter_hint, resolve_drop_rate
 
@@ -77,18 +75,12 @@ def parse_size(value: int | str) -> int:
     >>> parse_size("2GB"), parse_size("1 MiB"), parse_size(1000)
     (2000000000, 1048576, 1000)
     """
-    if isinstance(value, bool):
-        raise ConfigError(f"max_shard_size: expected bytes or a size like '2GB', got {value!r}")
-    if isinstance(value, int):
-        return value
+    if fits(value, int):
+        return int(value)
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", str(value))
     if not m or m[2].upper() not in _UNITS:
         raise ConfigError(f"max_shard_size: expected bytes or a size like '500MB' or '2GiB', got {value!r}")
     return int(float(m[1]) * _UNITS[m[2].upper()])
-
-
-def _is_number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 @dataclass(frozen=True)
@@ -163,7 +155,7 @@ class MergeConfig:
             else:
                 want = f"at least {spec.min_models}" + (f" and at most {spec.max_models}" if spec.max_models else "")
             out.append(f"models: {spec.name} takes {want} models, got {n}")
-        if self.base_model is not None and (not isinstance(self.base_model, str) or not self.base_model):
+        if self.base_model is not None and not fits(self.base_model, str):
             out.append(f"base_model: expected a model folder path, got {self.base_model!r}")
         elif spec.needs_base and not self.base_model:
             out.append(
@@ -172,7 +164,7 @@ class MergeConfig:
             )
         usable = True  # weights and densities are numbers, so spec.check can run
         for i, m in enumerate(self.models):
-            if not isinstance(m, ModelEntry) or not isinstance(m.path, str) or not m.path:
+            if not isinstance(m, ModelEntry) or not fits(m.path, str):
                 out.append(f"models[{i}].path: expected a non-empty path, got {getattr(m, 'path', m)!r}")
                 continue
             for key in ("weight", "density"):
@@ -181,7 +173,7 @@ class MergeConfig:
                     continue
                 if key not in spec.model_keys:
                     out.append(f"models[{i}].{key}: {spec.name} does not use {key}; remove it")
-                elif not _is_number(value):
+                elif not fits(value, float):
                     out.append(f"models[{i}].{key}: expected a number, got {value!r}")
                     usable = False
         valid = set(spec.params) | {"weights"}
@@ -193,20 +185,17 @@ class MergeConfig:
         for key, default in spec.params.items():
             if default is REQUIRED and key not in self.parameters:
                 out.append(f"parameters.{key}: required by {spec.name}")
-        if (
-            "density" in self.parameters
-            and self.parameters["density"] is not None
-            and not _is_number(self.parameters["density"])
-        ):
-            out.append(f"parameters.density: expected a number in (0, 1], got {self.parameters['density']!r}")
+        density = self.parameters.get("density")
+        if density is not None and not fits(density, float):
+            out.append(f"parameters.density: expected a number in (0, 1], got {density!r}")
             usable = False
-        if "lambda" in self.parameters and not _is_number(self.parameters["lambda"]):
+        if "lambda" in self.parameters and not fits(self.parameters["lambda"], float):
             out.append(f"parameters.lambda: expected a number, got {self.parameters['lambda']!r}")
         ws = self.parameters.get("weights")
         if ws is not None:
             if "weight" not in spec.model_keys:
                 out.append(f"parameters.weights: {spec.name} does not use weights; remove them")
-            elif not isinstance(ws, (list, tuple)) or not all(_is_number(w) for w in ws):
+            elif not isinstance(ws, (list, tuple)) or not all(fits(w, float) for w in ws):
                 out.append(f"parameters.weights: expected a list of numbers, got {ws!r}")
                 usable = False
             elif len(ws) != n:
@@ -215,7 +204,7 @@ class MergeConfig:
                 out.append("parameters.weights: also set per model; use either parameters.weights or models[i].weight")
         if usable and spec.check is not None:
             out += spec.check(self.method_params(), self.weights(), self.densities())
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+        if not fits(self.seed, int):
             out.append(f"seed: expected an int, got {self.seed!r}")
         try:
             if parse_size(self.max_shard_size) <= 0:
@@ -224,7 +213,7 @@ class MergeConfig:
             out.append(str(e))
         if self.dtype not in OUT_DTYPES:
             out.append(f"dtype: expected one of null, float32, float16, bfloat16; got {self.dtype!r}")
-        if not isinstance(self.output, str) or not self.output:
+        if not fits(self.output, str):
             out.append(f"output: expected an output folder path, got {self.output!r}")
         else:
             inputs = [m.path for m in self.models if isinstance(m, ModelEntry)] + [self.base_model]
@@ -277,15 +266,10 @@ def config_from_dict(data: Mapping[str, Any], root: str | Path | None = None) ->
     """
     if not isinstance(data, Mapping):
         raise ConfigError(f"merge config: expected a mapping with method, models, output; got {type(data).__name__}")
+    refused = {"rng": RNG_REMOVED, "merge_method": MERGEKIT_RECIPE}  # keys of other tools and versions: said why
     problems = [
-        f"{k}: unknown key; valid keys: {', '.join(_TOP_KEYS)}"
-        for k in data
-        if k not in _TOP_KEYS and k not in ("merge_method", "rng")
+        refused.get(k, f"{k}: unknown key; valid keys: {', '.join(_TOP_KEYS)}") for k in data if k not in _TOP_KEYS
     ]
-    if "rng" in data:
-        problems.append(RNG_REMOVED)
-    if "merge_method" in data:
-        problems.append(MERGEKIT_RECIPE)
     problems += [
         f"{k}: missing"
         for k in ("method", "models", "output")
@@ -338,13 +322,4 @@ def config_from_dict(data: Mapping[str, Any], root: str | Path | None = None) ->
 def load_config(path: str | Path) -> MergeConfig:
     """Read a merge YAML file (relative paths resolve against its folder)."""
     p = Path(path)
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ConfigError(f"{p}: cannot read the merge config: {e}") from e
-    except UnicodeDecodeError as e:
-        at = f"byte {e.object[e.start]:#04x} at offset {e.start}"
-        raise ConfigError(f"{p}: not UTF-8 text ({at}); save it as UTF-8") from e
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{p}: not valid YAML: {e}") from e
-    return config_from_dict(data, root=p.resolve().parent)
+    return config_from_dict(read_yaml(p, "merge config"), root=p.resolve().parent)

@@ -31,6 +31,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 import yaml
@@ -51,29 +52,26 @@ _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msg
 _SKIP_FILES = {INDEX, "pytorch_model.bin.index.json", RECORD, PROGRESS}
 
 
+try:  # glibc only; elsewhere both are no-ops
+    _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    _trim: Any = _libc.malloc_trim
+    _mallopt: Any = _libc.mallopt
+except (OSError, AttributeError):
+    _trim = _mallopt = None
+
+
 def _malloc_trim() -> None:
     """Hand freed heap memory back to the OS (glibc); without it, fragmentation lets RSS creep upwards."""
+    if _trim is not None:
+        _trim(0)
 
 
 def _keep_chunk_buffers() -> None:
     """Let freed chunk-sized buffers be reused instead of unmapped (each fresh mmap costs ~1000 page
     faults per 4 MB, more than the arithmetic on it); tensor-sized buffers are still mapped and freed."""
-
-
-try:  # glibc only; elsewhere a no-op
-    _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-    if hasattr(_libc, "malloc_trim"):
-
-        def _malloc_trim() -> None:  # noqa: F811
-            _libc.malloc_trim(0)
-
-    if hasattr(_libc, "mallopt"):
-
-        def _keep_chunk_buffers() -> None:  # noqa: F811
-            _libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD: chunk-sized buffers come from the heap ...
-            _libc.mallopt(-1, 64 << 20)  # M_TRIM_THRESHOLD: ... and stay there between chunks
-except OSError:
-    pass
+    if _mallopt is not None:
+        _mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD: chunk-sized buffers come from the heap ...
+        _mallopt(-1, 64 << 20)  # M_TRIM_THRESHOLD: ... and stay there between chunks
 
 
 @dataclass(frozen=True)
@@ -120,12 +118,10 @@ def _prepare_output(plan: Plan, fingerprint: str, overwrite: bool) -> set[str]:
         # recorded): nothing finished to keep, so start afresh
         shutil.rmtree(out)
     if out.is_dir() and any(out.iterdir()):
-        state = None
-        if prog.is_file():
-            try:
-                state = json.loads(prog.read_text(encoding="utf-8"))
-            except ValueError:
-                state = None
+        try:
+            state = json.loads(prog.read_text(encoding="utf-8"))
+        except (OSError, ValueError):  # none, or cut by a kill
+            state = None
         if state and state.get("fingerprint") == fingerprint and not overwrite:
             return set(state.get("done", []))
         if overwrite and (prog.is_file() or (out / RECORD).is_file()):

@@ -16,9 +16,10 @@ Example:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
+
+from ..config import fits
 
 HINTS = {
     "p": "the DARE paper's drop probability; write drop_rate: P (density = 1 - P is then set for you) "
@@ -53,7 +54,7 @@ def parameter_hint(method: str, key: str) -> str | None:
 
 
 def _is_drop_rate(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and 0 <= x < 1
+    return fits(x, float) and 0 <= x < 1
 
 
 def resolve_drop_rate(method: str, params: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:

@@ -78,12 +78,9 @@ def _listing(names: list[str]) -> str:
 
 def _model_config(source: Checkpoint) -> dict:
     """The ``config.json`` of a checkpoint folder ({} for a lone .safetensors file or no readable config)."""
-    f = source.path / "config.json"
-    if not source.path.is_dir() or not f.is_file():
-        return {}
     try:
-        data = json.loads(f.read_text(encoding="utf-8"))
-    except ValueError:
+        data = json.loads((source.path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # a lone .safetensors file (no folder), no config.json, or not JSON
         return {}
     return data if isinstance(data, dict) else {}
 

@@ -43,6 +43,8 @@ import torch
 
 from prom_reward.errors import ConfigError
 
+from ..config import fits
+
 DTYPES: dict[str, torch.dtype] = {
     "F64": torch.float64,
     "F32": torch.float32,
@@ -94,7 +96,7 @@ class TensorInfo:
     @property
     def nbytes(self) -> int:
         """Size of the data in bytes."""
-        return self.numel * torch.empty((), dtype=DTYPES[self.dtype]).element_size()
+        return self.numel * _ITEMSIZE[DTYPES[self.dtype]]
 
     @property
     def is_float(self) -> bool:
@@ -120,10 +122,6 @@ def _read_raw_header(path: Path) -> tuple[dict[str, Any], int]:
     return header, 8 + n
 
 
-def _is_count(x: object) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
-
-
 def read_header(path: str | Path) -> dict[str, TensorInfo]:
     """Names, dtypes, shapes and offsets of the tensors in one safetensors file (reads only the header).
 
@@ -139,7 +137,7 @@ def read_header(path: str | Path) -> dict[str, TensorInfo]:
         try:
             begin, end = meta["data_offsets"]
             shape = meta["shape"]
-            if not all(_is_count(x) for x in (begin, end, *shape)) or begin > end:
+            if not all(fits(x, int) and x >= 0 for x in (begin, end, *shape)) or begin > end:
                 raise ValueError(f"shape {shape!r} and data_offsets {[begin, end]!r} must be ints >= 0, begin <= end")
             info = TensorInfo(name, meta["dtype"], tuple(shape), begin)
         except (KeyError, TypeError, ValueError) as e:
@@ -244,15 +242,9 @@ class ShardWriter:
 
     def write(self, name: str, tensor: torch.Tensor) -> None:
         """Append ``tensor`` (must be the next planned name, with its dtype and shape)."""
-        if self._next >= len(self.plan) or self.plan[self._next].name != name:
-            expected = repr(self.plan[self._next].name) if self._next < len(self.plan) else "nothing (shard is full)"
-            raise RuntimeError(f"{self.path}: wrote {name!r}, the plan expects {expected}")
-        info = self.plan[self._next]
-        if DTYPE_NAMES.get(tensor.dtype) != info.dtype or tuple(tensor.shape) != info.shape:
-            raise RuntimeError(
-                f"{self.path}: tensor {name!r} is {tensor.dtype} {tuple(tensor.shape)}, "
-                f"the plan says {info.dtype} {info.shape}"
-            )
+        info = self.plan[self._next] if self._next < len(self.plan) else None
+        if info is not None and info.name == name and tuple(tensor.shape) != info.shape:  # the rest: write_parts
+            raise RuntimeError(f"{self.path}: tensor {name!r} is {tuple(tensor.shape)}, the plan says {info.shape}")
         self.write_parts(name, [tensor.detach().contiguous().reshape(-1)])
 
     def write_parts(self, name: str, parts: Iterable[torch.Tensor], background: bool = False) -> None:

@@ -24,6 +24,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..config import fits
 from .methods import MethodSpec, register
 
 COLINEAR = 0.9995
@@ -59,16 +60,14 @@ def slerp_coefficients(dot: float, norm_a: float, norm_b: float, t: float) -> tu
 
 def _check(params: Mapping[str, Any], weights: Sequence[float], densities: Sequence[float | None]) -> list[str]:
     problems = []
-    t = params["t"]
-    if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t <= 1:
+    t, tbn = params["t"], params["t_by_name"]
+    if not fits(t, float) or not 0 <= t <= 1:
         problems.append(f"parameters.t: expected a number in [0, 1] (0 = first model), got {t!r}")
-    tbn = params["t_by_name"]
     if not isinstance(tbn, dict):
         problems.append(f"parameters.t_by_name: expected a mapping of name patterns to t, got {tbn!r}")
-    else:
-        for k, v in tbn.items():
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
-                problems.append(f"parameters.t_by_name[{k!r}]: expected a number in [0, 1], got {v!r}")
+    for k, v in tbn.items() if isinstance(tbn, dict) else ():
+        if not fits(v, float) or not 0 <= v <= 1:
+            problems.append(f"parameters.t_by_name[{k!r}]: expected a number in [0, 1], got {v!r}")
     return problems
 
 

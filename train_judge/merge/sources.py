@@ -120,10 +120,7 @@ class Checkpoint:
 
     def read(self, name: str) -> torch.Tensor:
         """One tensor in its stored dtype."""
-        f = self.files[name]
-        if f not in self._open:
-            self._open[f] = TensorFile(f)
-        return self._open[f].read(name)
+        return self._file(name).read(name)
 
     def read_range(self, name: str, start: int, count: int, out: torch.Tensor | None = None) -> torch.Tensor:
         """Flat elements ``start`` to ``start + count`` of one tensor, in its stored dtype (into ``out``
