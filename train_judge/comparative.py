@@ -29,9 +29,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
-from prom_reward.backends.base import GenerationRequest
+from prom_reward.backends.base import Backend, GenerationRequest
 from prom_reward.backends.bridge import run_sync
 from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
 from prom_reward.errors import ConfigError, JudgeUnavailableError
@@ -40,7 +40,6 @@ from prom_reward.format.sanitize import neutralize
 from .config import fits
 
 if TYPE_CHECKING:
-    from prom_reward.backends.base import Backend
     from prom_reward.backends.store import JudgmentStore
     from prom_reward.core.judge import PrometheusJudge
 
@@ -194,9 +193,10 @@ class ComparativeWriter:
         batch_size: int = 256,
     ) -> None:
         from prom_reward.backends.cached import CachedBackend
+        from prom_reward.core.judge import PrometheusJudge
 
-        backend = cast("Backend", getattr(judge, "backend", judge))  # (checked just below)
-        if not callable(getattr(backend, "generate", None)):
+        backend = judge.backend if isinstance(judge, PrometheusJudge) else judge
+        if not isinstance(backend, Backend):
             raise ConfigError(
                 f"judge: expected a PrometheusJudge or a backend with generate(requests), got "
                 f"{type(judge).__name__}; e.g. PrometheusJudge('model', backend='openai', base_url=...)"
@@ -210,7 +210,8 @@ class ComparativeWriter:
             )
         self._cached = CachedBackend(backend, store) if store is not None else None
         self.backend = self._cached or backend
-        base = getattr(judge, "sampling", None) or SamplingConfig()
+        self._store = self.backend if isinstance(self.backend, CachedBackend) else None  # the judge's or this one
+        base = judge.sampling if isinstance(judge, PrometheusJudge) else SamplingConfig()
         self.sampling = dataclasses.replace(base.merged(sampling), logprobs=None)
         self.max_attempts, self.batch_size = max_attempts, batch_size
         self.report = ComparativeReport()
@@ -262,12 +263,12 @@ class ComparativeWriter:
     @property
     def store_hits(self) -> int:
         """Requests answered from the store (0 without one)."""
-        return int(getattr(self.backend, "hits", 0))
+        return self._store.hits if self._store is not None else 0
 
     @property
     def store_misses(self) -> int:
         """Requests the store did not hold (sent to the model)."""
-        return int(getattr(self.backend, "misses", 0))
+        return self._store.misses if self._store is not None else 0
 
     def close(self) -> None:
         """Close the store this writer opened (the judge and its backend stay open)."""

@@ -4,8 +4,7 @@ Feedback Collection rows: the ``orig_*`` columns, else the ready ``instruction``
 prompt, parsed back) and ``output`` (``feedback [RESULT] k``). Preference Collection rows: ``orig_*``
 (``orig_response_A``, ``orig_response_B``, ``orig_preference``, ``orig_feedback``), else ``instruction`` /
 ``output``. A Feedback Collection read as preferences is turned into pairs, and the pairwise feedback
-must then be chosen (``feedback="model"`` with a judge, or ``feedback="concatenate"``). Everything here
-is re-exported by ``train_judge.data``.
+must then be chosen (``feedback="model"`` with a judge, or ``feedback="concatenate"``).
 
 Example:
     >>> row = {"orig_instruction": "q", "orig_response": "r", "orig_criteria": "Right?", "orig_feedback": "Fine.",
