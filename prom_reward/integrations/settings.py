@@ -60,6 +60,7 @@ from prom_reward.integrations.settings_sources import (
     flag_name,
     read_yaml,
     refuse_renamed,
+    unknown_env,
 )
 from prom_reward.rewards.config import RewardConfig, get_judge_format_setting
 from prom_reward.rewards.outage import OutagePolicy
@@ -198,6 +199,8 @@ class RewardSettings:
         refuse_renamed(given, [*names, "config_file"], "")
         values: dict[str, Any] = dict(read_yaml(str(path), names)) if path else {}
         refuse_renamed([k[len(ENV_PREFIX) :].lower() for k in env if k.startswith(ENV_PREFIX)], None, "environment")
+        for warning in unknown_env(env, names):
+            logger.warning(warning)
         for name in names:
             raw = env.get(ENV_PREFIX + name.upper())
             if raw is not None and raw.strip() and name != "judge":

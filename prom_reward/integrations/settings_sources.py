@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 import ast
+import difflib
 import functools
 import inspect
 import types
@@ -30,6 +31,9 @@ ENV_PREFIX = "PROM_REWARD_"
 CONFIG_ENV = "PROM_REWARD_CONFIG"
 NO_FLAG = ("judge",)
 """Settings given in YAML or explicitly only (no flag, no environment variable)."""
+OTHER_ENV = ("API_KEY", "TOKEN", "CACHE", "NO_ENGINE", "TEST_PRESTART", "JOB_CRASH", "RAY_BASELINE")
+"""``PROM_REWARD_*`` variables that are not settings (the judge's API key, the reward server's token, the model
+cache, test and benchmark hooks): the settings loader does not warn about them."""
 
 RENAMED = {
     "judge_url": "server",
@@ -75,6 +79,23 @@ def refuse_renamed(given: Iterable[str], valid: Sequence[str] | None, source: st
             raise ConfigError(
                 f"unknown setting(s) {unknown}{f' in {source}' if source else ''}; valid: {', '.join(valid)}"
             )
+
+
+def unknown_env(env: Mapping[str, str], names: Sequence[str]) -> list[str]:
+    """A warning for each ``PROM_REWARD_*`` variable of ``env`` that is no setting of ``names`` nor one of
+    ``OTHER_ENV`` (a typo is otherwise ignored without a word), naming the closest setting."""
+    known = {ENV_PREFIX + n.upper() for n in names if n not in NO_FLAG} | {ENV_PREFIX + n for n in OTHER_ENV}
+    known.add(CONFIG_ENV)
+    out = []
+    for var in sorted(k for k in env if k.startswith(ENV_PREFIX) and k not in known):
+        name = var[len(ENV_PREFIX) :].lower()
+        if name in NO_FLAG:
+            out.append(f"{var} is ignored: {name} is given in YAML or explicitly only")
+            continue
+        close = difflib.get_close_matches(name, names, n=1)
+        hint = f"; did you mean {ENV_PREFIX}{close[0].upper()}?" if close else ""
+        out.append(f"{var} is not a prom-reward setting and is ignored{hint}")
+    return out
 
 
 def convert(name: str, value: Any, kind: Any) -> Any:
@@ -193,4 +214,14 @@ def field_docs(cls: type) -> dict[str, str]:
     return docs
 
 
-__all__ = ["CONFIG_ENV", "ENV_PREFIX", "RENAMED", "convert", "field_docs", "flag_name", "read_yaml", "refuse_renamed"]
+__all__ = [
+    "CONFIG_ENV",
+    "ENV_PREFIX",
+    "RENAMED",
+    "convert",
+    "field_docs",
+    "flag_name",
+    "read_yaml",
+    "refuse_renamed",
+    "unknown_env",
+]

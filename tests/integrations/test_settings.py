@@ -507,3 +507,24 @@ def test_an_in_process_judge_takes_the_gpu_share_it_is_given():
     assert "gpu_memory_utilization" not in served.judge_spec()  # a served judge's share is its server's
     with pytest.raises(ConfigError, match=r"gpu_memory_utilization: expected a share in \(0, 1\], got 1.5"):
         RewardSettings.load({"failure_reward": 0, "gpu_memory_utilization": 1.5}, env={})
+
+
+def test_a_prom_reward_variable_that_is_no_setting_is_warned_about(caplog):
+    """A typo in a ``PROM_REWARD_*`` name (or ``judge``, which is YAML-only) is said, with the closest setting; the
+    variables that are not settings (the API key, the cache, ...) are not."""
+    env = {
+        "PROM_REWARD_FAILURE_REWARD": "0",
+        "PROM_REWARD_MAX_BATCH_SIZ": "8",
+        "PROM_REWARD_JUDGE": "{}",
+        "PROM_REWARD_API_KEY": "k",
+        "PROM_REWARD_CACHE": "/tmp/x",
+    }
+    with caplog.at_level(logging.WARNING, logger="prom_reward"):
+        settings = RewardSettings.load(env=env)
+    said = [r.getMessage() for r in caplog.records]
+    assert settings.max_batch_size == RewardSettings(reward=settings.reward).max_batch_size  # the typo changed nothing
+    assert said == [
+        "PROM_REWARD_JUDGE is ignored: judge is given in YAML or explicitly only",
+        "PROM_REWARD_MAX_BATCH_SIZ is not a prom-reward setting and is ignored; "
+        "did you mean PROM_REWARD_MAX_BATCH_SIZE?",
+    ]
