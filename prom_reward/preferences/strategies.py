@@ -132,14 +132,15 @@ def best_vs_worst(judge: PrometheusJudge, rows: Sequence[PreferenceRow], cfg: Pr
     for (r, _), g in zip(flat, grades, strict=True):
         per_row.setdefault(r.index, []).append(g)
     decided: dict[int, dict[str, Any]] = {}
-    failed: set[int] = set()
+    failed: dict[int, str | None] = {}  # rows with a failed grade -> judge_error (the first failed completion's)
     backend: dict[int, str] = {}  # rows the transport failed -> judge_error
     tied: list[PreferenceRow] = []
     even: set[int] = set()  # checklist rows whose completions all scored the same
     for r in rows:
         gs = per_row[r.index]
         if not all(g.ok for g in gs):
-            failed.add(r.index)
+            k, bad = next((k, g) for k, g in enumerate(gs) if not g.ok)
+            failed[r.index] = f"completion {k}: {bad.error.reason}" if bad.error is not None else None
             down = next((g.error for g in gs if g.error is not None and g.error.kind == "transport"), None)
             if down is not None:
                 backend[r.index] = f"backend failed: {down.reason}"
@@ -169,7 +170,7 @@ def best_vs_worst(judge: PrometheusJudge, rows: Sequence[PreferenceRow], cfg: Pr
         if r.index in backend:
             out.skipped.append(skip_record(r, "backend_failed", None, backend[r.index]))
         elif r.index in failed:
-            out.skipped.append(skip_record(r, "judge_failed", None))
+            out.skipped.append(skip_record(r, "judge_failed", None, failed[r.index]))
         elif r.index in decided:
             _keep(out, r, cfg, decided[r.index])
         elif r.index in even:

@@ -349,7 +349,13 @@ def test_file_input_and_in_memory_result_match(tmp_path):
     assert a.to_list() == b.to_list() == list(read_rows(tmp_path / "o.jsonl")) and a["source_index"] == [0, 2, 3]
     assert list(read_rows(tmp_path / "o.skipped.jsonl")) == [
         {"source_index": 1, "reason": "tie", "pair": [0, 1], "judge_error": None},
-        {"source_index": 4, "reason": "judge_failed", "pair": None, "judge_error": None},
+        {
+            "source_index": 4,
+            "reason": "judge_failed",
+            "pair": None,
+            "judge_error": "completion 0: after its retries the judge gave no verdict in 1 sample(s) (last: "
+            "prometheus2: no '[RESULT] 1-5' verdict at the end of the feedback)",
+        },
     ]
 
 
