@@ -24,7 +24,12 @@ from typing import Any, TypeVar
 
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.rubrics import Rubric
-from prom_reward.format.templates import parse_absolute_prompt, parse_relative_prompt, unicode_problem
+from prom_reward.format.templates import (
+    AbsolutePromptParts,
+    parse_absolute_prompt,
+    parse_relative_prompt,
+    unicode_problem,
+)
 from prom_reward.jobs.source import read_rows
 
 from .data import (
@@ -140,6 +145,13 @@ def _split_output(output: str, row: int, verdicts: str) -> tuple[str, str]:
     return output[: m.start()].rstrip(), m.group(1)
 
 
+def record_of_prompt(parts: AbsolutePromptParts, feedback: str, score: int, source: str) -> FeedbackRecord:
+    """The record of one feedback and score on a filled absolute prompt parsed back (``parts``), from ``source``."""
+    return FeedbackRecord(
+        parts.instruction, parts.response, parts.reference_answer, parts.rubric, feedback, score, source
+    )
+
+
 def feedback_record_from_row(row: Mapping[str, Any], index: int = 0) -> FeedbackRecord:
     """One Feedback Collection row (``orig_*`` columns, else ``instruction``/``output``) as a record."""
     if "orig_instruction" in row:
@@ -164,15 +176,7 @@ def feedback_record_from_row(row: Mapping[str, Any], index: int = 0) -> Feedback
     if "instruction" in row and "output" in row:
         parts = parse_absolute_prompt(_text(row, "instruction", index))
         feedback, score = _split_output(_text(row, "output", index), index, "12345")
-        return FeedbackRecord(
-            parts.instruction,
-            parts.response,
-            parts.reference_answer,
-            parts.rubric,
-            feedback,
-            int(score),
-            parts.instruction,
-        )
+        return record_of_prompt(parts, feedback, int(score), parts.instruction)
     raise InputError(
         f"row {index} has neither the orig_* Feedback Collection columns nor 'instruction'/'output' "
         f"(columns: {', '.join(sorted(row))})",

@@ -28,13 +28,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prom_reward.errors import ConfigError, InputError
-from prom_reward.format.templates import AbsolutePromptParts, parse_absolute_prompt
+from prom_reward.format.templates import parse_absolute_prompt
 
 if TYPE_CHECKING:
     from prom_reward.backends.store import JudgmentStore
 
 from .data import FeedbackRecord, Judges, PairRecord, build_preference_collection
-from .layouts import read_local_rows
+from .layouts import read_local_rows, record_of_prompt
 
 
 @dataclass(frozen=True)
@@ -94,19 +94,6 @@ def load_vicuna(path: str | Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _record(row: dict[str, Any], parts: AbsolutePromptParts, feedback: str, score: int) -> FeedbackRecord:
-    """The record of one GPT-4 feedback and score on the response of ``row`` (its prompt parsed: ``parts``)."""
-    return FeedbackRecord(
-        parts.instruction,
-        parts.response,
-        parts.reference_answer,
-        parts.rubric,
-        feedback,
-        int(score),
-        f"vicuna-{row['idx']}",
-    )
-
-
 class PocketData:
     """The pocket collections from one ``vicuna_eval.json``.
 
@@ -132,7 +119,9 @@ class PocketData:
         out = []
         for r, p in zip(self.rows, self._parts, strict=True):
             if r["idx"] in ids:
-                out += [_record(r, p, fb, score) for fb, score in zip(r["gpt4_feedback"], r["gpt4_score"], strict=True)]
+                source = f"vicuna-{r['idx']}"
+                pairs = zip(r["gpt4_feedback"], r["gpt4_score"], strict=True)
+                out += [record_of_prompt(p, fb, int(score), source) for fb, score in pairs]
         return out
 
     def relative(
@@ -150,7 +139,8 @@ class PocketData:
         recs, means = [], []
         for r, p in zip(self.rows, self._parts, strict=True):
             if r["idx"] in ids:
-                recs.append(_record(r, p, r["gpt4_feedback"][0], r["gpt4_score"][0]))
+                source = f"vicuna-{r['idx']}"
+                recs.append(record_of_prompt(p, r["gpt4_feedback"][0], int(r["gpt4_score"][0]), source))
                 means.append(sum(r["gpt4_score"]) / len(r["gpt4_score"]))
         if judge is None:
             return build_preference_collection(recs, scores=means, feedback="concatenate")
