@@ -1,5 +1,6 @@
 """Small statistics the reward diagnostics, the hacking probe and the report share: ranks, Pearson and
-Spearman correlations (None where undefined), a least-squares slope, and a seeded percentile bootstrap.
+Spearman correlations (None where undefined), a least-squares slope, a seeded percentile bootstrap, and
+``finite_number``, the one test of a finite number that the configs' checks share.
 
 Plain Python and numpy (a core dependency), so they run in a client-only install.
 
@@ -19,6 +20,15 @@ import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
+
+
+def finite_number(value: object) -> bool:
+    """Whether ``value`` is a finite int or float: not a bool, NaN (which passes no comparison) or infinity.
+
+    >>> finite_number(2), finite_number(0.5), finite_number(True), finite_number(float("nan")), finite_number("1")
+    (True, True, False, False, False)
+    """
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def ranks(values: Sequence[float]) -> list[float]:

@@ -13,12 +13,12 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from prom_reward.errors import ConfigError
+from prom_reward.stats import finite_number
 
 
 @dataclass(frozen=True)
@@ -55,16 +55,13 @@ class SamplingConfig:
         def bad(name: str, expected: str) -> ConfigError:
             return ConfigError(f"SamplingConfig.{name}: expected {expected}, got {getattr(self, name)!r}")
 
-        def number(v: object) -> bool:  # a finite int or float (NaN passes no comparison; a bool is no number)
-            return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-        if not number(self.temperature) or self.temperature < 0:
+        if not finite_number(self.temperature) or self.temperature < 0:
             raise bad("temperature", "a finite number >= 0")
-        if not number(self.top_p) or not 0 < self.top_p <= 1:
+        if not finite_number(self.top_p) or not 0 < self.top_p <= 1:
             raise bad("top_p", "a number in (0, 1]")
         if not isinstance(self.top_k, int) or isinstance(self.top_k, bool) or (self.top_k < 1 and self.top_k != -1):
             raise bad("top_k", "a positive int, or -1 to disable")
-        if not number(self.repetition_penalty) or self.repetition_penalty <= 0:
+        if not finite_number(self.repetition_penalty) or self.repetition_penalty <= 0:
             raise bad("repetition_penalty", "a finite number > 0")
         if not isinstance(self.max_tokens, int) or isinstance(self.max_tokens, bool) or self.max_tokens < 1:
             raise bad("max_tokens", "an int >= 1")

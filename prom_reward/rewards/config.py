@@ -53,6 +53,7 @@ from prom_reward.errors import ConfigError, UnknownNameError
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, Task, get_judge_format, unsupported_task
 from prom_reward.registry import Registry
 from prom_reward.rewards.outage import OutagePolicy
+from prom_reward.stats import finite_number
 
 MODES: Registry[str] = Registry("reward mode")
 for _m in ("absolute", "pairwise_reference", "pairwise_group"):
@@ -215,21 +216,17 @@ class RewardConfig:
                 f"length_min_group: expected an int >= 3 (a fit through 2 points explains any "
                 f"difference), got {self.length_min_group!r}"
             )
-        if not _finite(self.overlong_penalty) or self.overlong_penalty < 0:
+        if not finite_number(self.overlong_penalty) or self.overlong_penalty < 0:
             raise ConfigError(f"overlong_penalty: expected a number >= 0 (0 = off), got {self.overlong_penalty!r}")
         if self.overlong_baseline != "group_median" and (
-            not _finite(self.overlong_baseline) or self.overlong_baseline <= 0  # type: ignore[operator]
+            not finite_number(self.overlong_baseline) or self.overlong_baseline <= 0  # type: ignore[operator]
         ):
             raise ConfigError(
                 f"overlong_baseline: expected 'group_median' or a number of characters > 0, got "
                 f"{self.overlong_baseline!r}"
             )
-        if not _finite(self.overlong_ratio) or self.overlong_ratio <= 0:
+        if not finite_number(self.overlong_ratio) or self.overlong_ratio <= 0:
             raise ConfigError(f"overlong_ratio: expected a number > 0, got {self.overlong_ratio!r}")
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def reward_scale(config: RewardConfig) -> tuple[float, float] | None:

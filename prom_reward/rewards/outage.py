@@ -47,6 +47,7 @@ from typing import Any, Generic, TypeVar
 
 from prom_reward.core.results import JudgeFailure, Judgment
 from prom_reward.errors import BackendError, ConfigError, JudgeUnavailableError
+from prom_reward.stats import finite_number
 
 T = TypeVar("T")
 J = TypeVar("J", bound=Judgment)
@@ -79,10 +80,10 @@ class OutagePolicy:
     def __post_init__(self) -> None:
         for name, low in (("budget_s", 0.0), ("backoff_s", 0.0), ("max_backoff_s", 0.0)):
             value = getattr(self, name)
-            if not _seconds(value) or value < low:  # NaN or inf would retry (or wait) forever
+            if not finite_number(value) or value < low:  # NaN or inf would retry (or wait) forever
                 raise ConfigError(f"{name}: expected seconds >= {low:g}, got {value!r}")
         t = self.call_timeout_s
-        if t is not None and (not _seconds(t) or t <= 0):
+        if t is not None and (not finite_number(t) or t <= 0):
             raise ConfigError(f"call_timeout_s: expected None (derived from the deadline) or seconds > 0, got {t!r}")
         if self.on_exhausted not in ON_EXHAUSTED:
             raise ConfigError(f"on_exhausted: expected one of {', '.join(ON_EXHAUSTED)}, got {self.on_exhausted!r}")
@@ -269,11 +270,6 @@ async def aoutcomes_until_answered(
     for idx, out in answered.parts:
         got.update(zip(idx, out, strict=True))
     return [got[i] if i in got else failed(JudgeFailure("transport", answered.outage[i])) for i in range(len(items))]
-
-
-def _seconds(value: Any) -> bool:
-    """A finite number of seconds (not a bool, NaN or infinity)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _transport(failure: JudgeFailure | None) -> bool:
