@@ -49,7 +49,9 @@ from prom_reward.jobs.summary import EXIT_JUDGE_DOWN
 
 DEBUG_HELP = "show the full traceback of an error instead of one line"
 
-JUDGING = ("grade", "compare", "pairs", "probe", "reward-server")
+JOBS = ("grade", "compare", "pairs")
+"""The file jobs: they commit their output in parts, and ``--resume`` continues one that was stopped."""
+JUDGING = (*JOBS, "probe", "reward-server")
 """The commands that call a judge: a judge that cannot be reached ends them with ``EXIT_JUDGE_DOWN``."""
 
 
@@ -97,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # said by the subcommand, whose --help lists its flags
         _command(parser, args.command).error(f"unrecognized arguments: {' '.join(unknown)}")
-    if args.command in ("grade", "compare", "pairs", "probe") and not args.model and not args.server:
+    if args.command in (*JOBS, "probe") and not args.model and not args.server:
         print_error(f"{args.command}: no judge given; fix: give --model M (in-process vLLM) or --server URL")
         return 2
     try:
@@ -105,8 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         if args.debug:
             raise
-        resumable = args.command in ("grade", "compare", "pairs")  # the jobs commit parts; the others have no --resume
-        said = "; what was committed is kept: run again with --resume to continue" if resumable else ""
+        said = "; what was committed is kept: run again with --resume to continue" if args.command in JOBS else ""
         print(f"prom-reward: interrupted{said}", file=sys.stderr)
         return 130
     except Exception as e:
