@@ -54,13 +54,15 @@ class CallOptions(TypedDict):
 
 
 def _build(
-    judge: Judge, task: Task, items_of: Callable[..., list[Item]], *lists: object
+    judge: Judge, task: Task, items_of: Callable[..., list[Item]], *lists: object, fit: bool = True
 ) -> tuple[int, list[Item], dict[int, InputError]]:
-    """The items of parallel ``lists`` (``items_of``: ``absolute_items`` / ``relative_items``) for ``judge``: how
-    many, those that were built (in order) and each other one's fault."""
+    """The items of parallel ``lists`` (``items_of``: ``absolute_items`` / ``relative_items``) for ``judge``'s
+    ``task``: how many, those that were built (in order) and each other one's fault. ``fit``: their rubrics are
+    checked against the judge's format here (False: the item method checks them, for a task other than the
+    items' own)."""
     check_task(judge.format, task)
     failed: dict[int, InputError] = {}
-    items = items_of(*lists, failed=failed, judge_format=judge.format)
+    items = items_of(*lists, failed=failed, judge_format=judge.format if fit else None)
     return len(items), [it for i, it in enumerate(items) if i not in failed], failed
 
 
@@ -143,13 +145,10 @@ class ListForms(Protocol):
         """``acompare_items_by_grades`` of the items made from parallel lists (``core.items.relative_items``; the
         judge checks their rubrics for grading), awaited on the caller's event loop (``compare_by_grades`` is its
         sync form). An item's own fault fails that item."""
-        check_task(self.format, "absolute")
-        failed: dict[int, InputError] = {}
         pairs = (instructions, responses_a, responses_b, rubric, reference_answers)
-        items = relative_items(*pairs, failed=failed, judge_format=None)
-        built = [it for i, it in enumerate(items) if i not in failed]
+        n, built, failed = _build(self, "absolute", relative_items, *pairs, fit=False)
         judged = await self.acompare_items_by_grades(built, max_tie_rounds=max_tie_rounds, num_samples=num_samples)
-        return with_failed(len(items), failed, judged, failed_pair)
+        return with_failed(n, failed, judged, failed_pair)
 
     grade, compare, compare_by_grades = sync_method(agrade), sync_method(acompare), sync_method(acompare_by_grades)
 
