@@ -2,8 +2,9 @@
 and the former names that are refused with the new one.
 
 One name per setting, mapped mechanically: field ``foo_bar`` <-> flag ``--foo-bar`` <-> environment
-``PROM_REWARD_FOO_BAR`` <-> YAML key ``foo_bar``; a column setting's flag is spelled as on every command
-(``rubric_column`` <-> ``--rubric-col``, ``prom_reward.format.columns``). ``judge`` (a mapping of ``PrometheusJudge`` options) has
+``PROM_REWARD_FOO_BAR`` <-> YAML key ``foo_bar``; a column setting's flag is spelled as on every
+command (``rubric_column`` <-> ``--rubric-col``, ``prom_reward.format.columns``). ``judge`` (a mapping of
+``PrometheusJudge`` options) has
 no flag and no variable: it is given in YAML or explicitly.
 
 Example:

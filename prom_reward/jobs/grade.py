@@ -41,11 +41,11 @@ from prom_reward.core.items import GradeItem, check_text
 from prom_reward.core.judge import EXPECTED_LOGPROBS
 from prom_reward.core.results import Grade, JudgeFailure
 from prom_reward.errors import InputError
+from prom_reward.format.columns import option_flag
 from prom_reward.format.judge_format import JudgeFormat, Task
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.rubrics import Rubric
 from prom_reward.jobs.checklist_rows import ChecklistItem, judge_checklist_rows, verdicts_type
-from prom_reward.format.columns import option_flag
 from prom_reward.jobs.columns import column, judge_text, role_columns, text_item
 from prom_reward.jobs.source import SourceRow
 from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, failure_text, row_error
@@ -177,7 +177,7 @@ class GradeJob(JobKind):
                 if value is not None or option != "reference_column":
                     if not isinstance(value, str):
                         raise InputError(f"expected a string, got {type(value).__name__}")
-                    check_text(value, row.id, name)
+                    check_text(value, row.id, str(name))
             except InputError as e:
                 raise row_error(row, str(name), option_flag(option), str(e)) from None
             texts[option] = value

@@ -97,9 +97,7 @@ def test_every_setting_reads_its_default_from_its_text_through_flag_environment_
     f.write_text(yaml.safe_dump({"failure_reward": 0, name: text}))
     from_yaml = RewardSettings.load({"config_file": str(f)}, env={})
     if text and default is not None:  # an unset default is given by leaving the flag out
-        args = build_parser().parse_args(
-            ["reward-server", "--failure-reward", "0", flag_name(name), text]
-        )
+        args = build_parser().parse_args(["reward-server", "--failure-reward", "0", flag_name(name), text])
         assert _values(reward_server_settings(args, {})) == _values(base)
     assert _values(from_env) == _values(from_yaml) == _values(base)
 
