@@ -55,7 +55,9 @@ class Scan:
         """The input rows (``source_index`` from, to) of the job's rows ``a`` to ``b`` (past the last)."""
         if not self.firsts:
             return a, b
-        return self.firsts[a] if a < len(self.firsts) else self.lines, self.firsts[b] if b < len(self.firsts) else self.lines
+        return self.firsts[a] if a < len(self.firsts) else self.lines, self.firsts[b] if b < len(
+            self.firsts
+        ) else self.lines
 
 
 class _Schema:

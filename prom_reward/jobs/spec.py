@@ -41,7 +41,6 @@ from prom_reward.format.judge_format import JudgeFormat, Task
 from prom_reward.format.rubrics import Rubric
 from prom_reward.jobs.source import SourceRow
 
-
 FAILED = ("judge_failed", "backend_failed")
 """The reasons of an outcome that failed (counted in ``failed``; ``backend_failed``: a resume judges it again)."""
 SKIPPED = ("tie", "swap_disagreement", "below_min_margin", "too_few_completions")

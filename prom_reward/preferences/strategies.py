@@ -178,9 +178,7 @@ def best_vs_worst(judge: PrometheusJudge, rows: Sequence[PreferenceRow], cfg: Pr
         else:
             v = verdicts[r.index]
             if v.winner is None:
-                out.skipped.append(
-                    skip_record(r, _undecided_reason(v), (0, 1), None if v.tie else v.reason)
-                )
+                out.skipped.append(skip_record(r, _undecided_reason(v), (0, 1), None if v.tie else v.reason))
                 continue
             a, b = v.grades  # type: ignore[misc]
             hi, lo, g_hi, g_lo = (0, 1, a, b) if v.winner == "A" else (1, 0, b, a)

@@ -6,10 +6,8 @@ until ``INPUTS`` says what its rows are)."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -20,8 +18,8 @@ from prom_reward.jobs.source import read_rows
 from prom_reward.jobs.spec import FAILED, SKIPPED, JobKind
 from prom_reward.preferences.config import LAYOUTS, STRATEGIES
 from prom_reward.report.summarize import summarize
-from tests.judges import pair_of, response_of
 from tests.jobs.helpers import write
+from tests.judges import pair_of, response_of
 
 RANK = {"good": 5, "fair": 3, "bad": 1}
 """What the judge thinks of a response by its first word; "mute" gets no verdict."""
@@ -61,18 +59,16 @@ INPUTS = {
 }
 RUN = {"grade": grade_file, "compare": compare_file, "pairs": pairs_file}
 
-CASES = [
-    pytest.param(kind.name, {}, id=kind.name) for kind in JobKind.__subclasses__() if kind.name != "pairs"
-] + [
-    pytest.param("pairs", {"strategy": s, "layout": lay}, id=f"pairs-{s}-{lay}")
-    for s in STRATEGIES
-    for lay in LAYOUTS
+CASES = [pytest.param(kind.name, {}, id=kind.name) for kind in JobKind.__subclasses__() if kind.name != "pairs"] + [
+    pytest.param("pairs", {"strategy": s, "layout": lay}, id=f"pairs-{s}-{lay}") for s in STRATEGIES for lay in LAYOUTS
 ]
 
 
 def _text_counts(text: str) -> tuple[int, int, int, int]:
     """(outcomes, judged, failed, skipped) from the summary's text line."""
-    found = re.search(r"(\d+) (?:rows|candidate pairs): (\d+) judged, (\d+) failed \(see judge_error\), (\d+) skipped", text)
+    found = re.search(
+        r"(\d+) (?:rows|candidate pairs): (\d+) judged, (\d+) failed \(see judge_error\), (\d+) skipped", text
+    )
     assert found, text
     return tuple(int(g) for g in found.groups())  # type: ignore[return-value]
 
