@@ -95,7 +95,9 @@ def _unit(raw: float | None, scale: tuple[int, ...]) -> float | None:
 
 
 def _why(g: Grade) -> str:
-    return g.error.reason if g.error is not None else "the judge gave no parseable verdict after its retries"
+    if g.error is not None:
+        return g.error.reason
+    return g.expected_reason if g.ok and g.expected_reason else "the judge gave no parseable verdict after its retries"
 
 
 async def ajudge_checklists(

@@ -28,7 +28,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from prom_reward.errors import BackendError
+from prom_reward.core.verdict_probs import no_logprobs
+from prom_reward.errors import BackendError, JudgeConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -49,15 +50,27 @@ def over_http(judge: Any) -> bool:
     return isinstance(judge, PrometheusJudge) and judge.backend.name == "openai"
 
 
-def job_canary(judge: Any) -> str | None:
+def asks_expected(judge: Any) -> bool:
+    """Whether ``judge`` (a ``PrometheusJudge``) asks for the verdict's logprobs (``expected_score=True``,
+    ``--expected``): its grades carry expected scores."""
+    from prom_reward.core.judge import EXPECTED_LOGPROBS
+
+    return (judge.sampling.logprobs or 0) >= EXPECTED_LOGPROBS
+
+
+def job_canary(judge: Any, expected: bool = False) -> str | None:
     """The canary of a job: one grade of ``CANARY`` by ``judge`` (a ``PrometheusJudge``; a verdict when its
-    format is pairwise-only), when it talks to a server. Raises ``JudgeConfigError`` for a misconfigured judge;
-    returns why the judge did not answer (it is not up: the job goes on as without a canary), or None."""
+    format is pairwise-only), when it talks to a server. Raises ``JudgeConfigError`` for a misconfigured judge,
+    and, with ``expected`` (``grade --expected``: its rows' expected scores), for a server that returned no
+    logprobs at all; returns why the judge did not answer (it is not up: the job goes on as without a canary), or
+    None."""
     if not over_http(judge):
         return None
     try:
         if "absolute" in judge.format.tasks:  # a pairwise-only judge format compares the canary's two responses
-            judge.grade([CANARY_INSTRUCTION], [CANARY_RESPONSES[0]], CANARY_RUBRIC)
+            (grade,) = judge.grade([CANARY_INSTRUCTION], [CANARY_RESPONSES[0]], CANARY_RUBRIC)
+            if expected and asks_expected(judge) and no_logprobs(grade.expected_reason):
+                raise JudgeConfigError(f"--expected: {grade.expected_reason} (the start-up check's grade)")
         else:
             judge.compare([CANARY_INSTRUCTION], [CANARY_RESPONSES[0]], [CANARY_RESPONSES[1]], CANARY_RUBRIC)
     except BackendError as e:

@@ -28,7 +28,7 @@ from typing import Any
 from prom_reward.confidence.indicators import confidence_from_samples, merge_confidences
 from prom_reward.core.results import Grade, JudgeSample, Verdict, Winner
 from prom_reward.core.sampler import ItemRun
-from prom_reward.core.verdict_probs import expected_value
+from prom_reward.core.verdict_probs import expected_value, no_expected
 
 COSTS = ("retries", "failures", "forced", "prompt_tokens", "completion_tokens")
 """What a judgment spent: the fields it sums over the runs (or the grades) it is made of."""
@@ -47,11 +47,13 @@ def _mean_distribution(dists: Sequence[dict[str, float]]) -> dict[str, float] | 
 
 
 def grade_from_run(run: ItemRun, *, truncated: bool = False) -> Grade:
-    """Combine one item's samples into a Grade (score None when no sample parsed)."""
+    """Combine one item's samples into a Grade (score None when no sample parsed; a score without an expected
+    score says why in ``expected_reason``)."""
     valid = run.valid
     scores = tuple(int(s.verdict) for s in valid)  # type: ignore[arg-type]
     dist = _mean_distribution([s.probabilities for s in valid if s.probabilities])
     probs = {int(k): v for k, v in dist.items()} if dist else None
+    missing = no_expected(sum(s.scored_tokens for s in valid)) if valid and not dist else None
     return Grade(
         score=fmean(scores) if scores else None,
         scores=scores,
@@ -59,6 +61,7 @@ def grade_from_run(run: ItemRun, *, truncated: bool = False) -> Grade:
         samples=tuple(run.samples),
         probabilities=probs,
         expected_score=expected_value(dist),
+        expected_reason=missing,
         truncated=truncated,
         confidence=confidence_from_samples(valid),
         **_costs([run]),

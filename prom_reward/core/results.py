@@ -26,6 +26,17 @@ rejects), the judge's ``output`` (no parseable verdict after the re-samples), or
 unreachable, 5xx, a hung call cut, the engine failing)."""
 
 
+def tie_reason(swap_agreement: bool | None) -> str:
+    """What a tie is called wherever it is counted (``compare``, ``pairs``' skip records, the report):
+    ``swap_disagreement`` when the two orders picked different winners (``swap_agreement`` False), else ``tie``
+    (split samples, equal grades).
+
+    >>> tie_reason(False), tie_reason(None)
+    ('swap_disagreement', 'tie')
+    """
+    return "swap_disagreement" if swap_agreement is False else "tie"
+
+
 @dataclass(frozen=True)
 class JudgeFailure:
     """Why one item has no judgment: a value in its result, never an exception raised for one item's fault."""
@@ -154,6 +165,10 @@ class Grade(Judgment):
 
     expected_score: float | None = None
     """Sum of k * P(k) under ``probabilities``: a continuous, tie-free score."""
+
+    expected_reason: str | None = None
+    """Why ``expected_score`` is None although a sample gave a verdict (the judge returned no logprobs for the
+    verdict token, or none of the verdict labels among them: ``core.verdict_probs.no_expected``); None otherwise."""
 
     @property
     def ok(self) -> bool:

@@ -99,6 +99,38 @@ def first_verdict_distribution(
     return None, None
 
 
+EXPECTED_FIX = (
+    "fix: a judge server or engine that returns logprobs (vLLM serves up to 20 with --max-logprobs 20 or more; the "
+    "judge asks for 20), or score the verdicts themselves (score='mean'; prom-reward grade without --expected)"
+)
+"""How to get expected scores where a judge gave none."""
+
+
+NO_LOGPROBS = "the judge returned no logprobs for the verdict token"
+"""How ``no_expected`` begins for a judge that returned no logprobs at all."""
+
+
+def no_logprobs(reason: str | None) -> bool:
+    """Whether ``reason`` (a ``Grade.expected_reason``) says the judge returned no logprobs at all: a server
+    that cannot give expected scores (refused at start where expected scores are asked for)."""
+    return reason is not None and reason.startswith(NO_LOGPROBS)
+
+
+def no_expected(scored_tokens: int) -> str:
+    """Why a verdict has no expected score, ``scored_tokens`` its samples' tokens with logprobs: none returned at
+    all (a server that does not return logprobs), or none of the verdict labels among the verdict token's top ones.
+
+    >>> no_expected(0).split(";")[0]
+    'the judge returned no logprobs for the verdict token, so there is no expected score'
+    """
+    if scored_tokens == 0:
+        return f"{NO_LOGPROBS}, so there is no expected score; {EXPECTED_FIX}"
+    return (
+        "the judge's top logprobs at the verdict token hold none of the verdict labels, so there is no expected "
+        f"score; {EXPECTED_FIX}"
+    )
+
+
 def expected_value(probs: dict[str, float] | None) -> float | None:
     """Sum of k * P(k) for numeric labels.
 

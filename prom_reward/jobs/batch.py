@@ -67,17 +67,16 @@ def judge_rows(
     before = {k: getattr(s, stat) for k, stat in STATS.items()}
     t0 = time.perf_counter()
     out = run_batch(kind, judge, rows, prepare)
-    skipped: dict[str, int] = {}
-    for sk in out.skipped:
-        skipped[sk["reason"]] = skipped.get(sk["reason"], 0) + 1
     pairs = kind.name == "pairs"
+    paired = {p["source_index"] for p in out.rows} if pairs else set()
     rec: dict[str, Any] = {
-        "rows": len(rows),
+        "rows": sum(r.size for r in rows),  # input rows: a long-layout group counts its rows
+        "judged": out.judged,
         "failed": out.failed,
-        "ties": out.ties,
         "pairs": len(out.rows) if pairs else 0,
-        "skipped": json.dumps(skipped),
-        "rows_without_pairs": len({r.id for r in rows} - {p["source_index"] for p in out.rows}) if pairs else 0,
+        "skipped": json.dumps(out.skipped),
+        "no_expected": json.dumps(out.no_expected),
+        "rows_without_pairs": sum(r.size for r in rows if r.source_index not in paired) if pairs else 0,
         "backend_failed": out.backend_failed,
         "backend_error": out.backend_error or "",
         "tie_breaks": out.tie_breaks,
@@ -111,7 +110,7 @@ def judge_and_commit(
     t1 = time.perf_counter()
     start, stop = int(shard["start"]), int(shard["stop"])
     if kind.name == "pairs":
-        write_part(Path(sink.folder) / "skipped", start, stop, out.skipped, "jsonl")
+        write_part(Path(sink.folder) / "skipped", start, stop, out.records, "jsonl")
     write_part(sink.folder, start, stop, out.rows, sink.fmt, sink.schema, failed=out.backend_error)
     written = time.perf_counter() - t1
     rec.update(start=start, seconds=rec["seconds"] + written, io_seconds=written)

@@ -8,8 +8,9 @@ Input columns (renamed with the options in brackets): ``instruction`` or TRL's `
 are judged in the same call (``swap``, the default, as in the Prometheus 2 evaluation); the output
 rows hold, after ``source_index`` and the input columns, ``winner`` ("A"/"B"/null), ``p_a``, ``tie``,
 ``swap_agreement``, ``feedback``, ``judge_failures``, ``judge_retries``, ``forced_verdicts`` and
-``judge_error``: null, or why ``winner`` is null. A tie (the two orders disagree, or one order's
-samples split evenly) is a decided outcome: ``tie`` true and a ``judge_error`` starting with "tie:".
+``judge_error``: null, or why ``winner`` is null. A tie (the two orders disagree: counted as
+``swap_disagreement``, or one order's samples split evenly: ``tie``, the words ``pairs`` skips them with) is a
+decided outcome without a winner: ``tie`` true and a ``judge_error`` starting with "tie:".
 A failure is a row where an order gave no verdict, never a made-up winner: with ``swap``, an order whose
 samples all failed leaves the row without a winner even when the other order picked one (``judge_error``
 "order B-A failed: ...", the rule of ``prom_reward.core.combine``).
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
 from prom_reward.core.items import PairItem
-from prom_reward.core.results import JudgeFailure, Verdict
+from prom_reward.core.results import JudgeFailure, Verdict, tie_reason
 from prom_reward.format.judge_format import Task
 from prom_reward.format.rubrics import Rubric
 from prom_reward.jobs.columns import role_columns, text_item
@@ -121,8 +122,12 @@ class CompareJob(JobKind):
         """The output rows of judged rows, one ``Verdict`` each."""
         out = BatchOut()
         for row, v in zip(rows, verdicts, strict=True):
-            out.ties += bool(v.tie)
-            out.failed += v.winner is None and not v.tie
+            if v.winner is not None:
+                out.judged += 1
+            elif v.tie:
+                out.skip(tie_reason(v.swap_agreement))
+            else:
+                out.failed += 1
             out.note_failure(v.error)
             out.rows.append(
                 self.output_row(

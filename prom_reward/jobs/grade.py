@@ -36,9 +36,9 @@ from typing import Any, ClassVar, cast
 
 from prom_reward.checklist.config import ChecklistConfig
 from prom_reward.checklist.criteria import parse_checklist
+from prom_reward.core.canary import asks_expected
 from prom_reward.core.combine import no_verdict
 from prom_reward.core.items import GradeItem, check_text
-from prom_reward.core.judge import EXPECTED_LOGPROBS
 from prom_reward.core.results import Grade, JudgeFailure
 from prom_reward.errors import InputError
 from prom_reward.format.columns import option_flag
@@ -202,7 +202,7 @@ class GradeJob(JobKind):
         if not listed:
             return self._grade_rows(judge, rows, judge.grade_items(items))
         plain = [i for i, it in enumerate(items) if not isinstance(it, ChecklistItem)]
-        asked = (judge.sampling.logprobs or 0) >= EXPECTED_LOGPROBS
+        asked = asks_expected(judge)
         results = judge_checklist_rows(
             judge, [items[i] for i in listed], self.checklist("expected" if asked else "sample")
         )
@@ -212,6 +212,7 @@ class GradeJob(JobKind):
         for i, result in zip(listed, results, strict=True):
             error = result.pop("_error")
             out.failed += result["score"] is None
+            out.judged += result["score"] is not None
             out.note_failure(error)
             if result["score"] is None and error is not None and error.kind == "transport":
                 result["judge_error"] = f"backend failed: {result['judge_error']}"  # --resume judges it again
@@ -226,10 +227,13 @@ class GradeJob(JobKind):
         out = BatchOut()
         # the expected-score columns only when asked for (--expected: the judge asks for the verdict's
         # logprobs), so the rows agree with the job record; a forced verdict alone does not fill them
-        asked = (judge.sampling.logprobs or 0) >= EXPECTED_LOGPROBS
+        asked = asks_expected(judge)
         for row, g in zip(rows, grades, strict=True):
             error = None if g.score is not None else failure_text(g.error) or no_verdict(g.failures, g.samples)
             out.failed += g.score is None
+            out.judged += g.score is not None
+            if asked and g.score is not None and g.expected_score is None and g.expected_reason:
+                out.no_expected[g.expected_reason] = out.no_expected.get(g.expected_reason, 0) + 1
             out.note_failure(g.error)
             dist = g.probabilities if asked else None
             probs = None if not dist else {k: float(dist.get(int(k), 0.0)) for k in self.scores}

@@ -61,7 +61,7 @@ def judge_locally(plan: Plan, judge: Any, summary: JobSummary, progress: bool) -
                 rec["io_seconds"] += read
                 rec["seconds"] += read
                 summary.add(rec)
-                bar.update(rec["rows"])
+                bar.update(len(batch))  # the batches count the job's rows (groups)
                 bar.set_postfix(failed=summary.failed, refresh=False)
                 batch, shard = [], next(shards, None)
                 left = time.perf_counter()

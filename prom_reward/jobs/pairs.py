@@ -34,7 +34,7 @@ from prom_reward.format.judge_format import Task
 from prom_reward.format.rubrics import Rubric
 from prom_reward.jobs.grade import resolver, rubric_fingerprint
 from prom_reward.jobs.source import SourceRow
-from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, failure_text
+from prom_reward.jobs.spec import FAILED, BatchOut, JobKind, Prepare, failure_text
 from prom_reward.preferences.config import OUTPUT_COLUMNS, PreferenceConfig
 from prom_reward.preferences.rows import PreferenceRow, validate_row
 from prom_reward.preferences.strategies import judge_chunk, skip_record
@@ -42,10 +42,11 @@ from prom_reward.preferences.strategies import judge_chunk, skip_record
 
 def group_long(rows: Iterator[SourceRow], cfg: PreferenceConfig) -> Iterator[SourceRow]:
     """Group long-layout rows (one completion each) into wide rows, streaming; a group's id is its position
-    among the groups, its place that of its first row."""
+    among the groups (what the batches count), its place and ``source_index`` those of its first row, its
+    ``size`` its rows."""
     group: dict[str, Any] | None = None
     first: SourceRow | None = None
-    n = 0
+    n = size = 0
     for row in rows:
         for col, option in ((cfg.prompt_column, "--prompt-col"), (cfg.completion_column, "--completion-col")):
             if col not in row.data:
@@ -57,15 +58,16 @@ def group_long(rows: Iterator[SourceRow], cfg: PreferenceConfig) -> Iterator[Sou
                 )
         if group is not None and row.data[cfg.prompt_column] == group[cfg.prompt_column]:
             group[cfg.completions_column].append(row.data[cfg.completion_column])
+            size += 1
             continue
         if group is not None and first is not None:
-            yield SourceRow(n, first.where, group)
+            yield SourceRow(n, first.where, group, first=first.id, size=size)
             n += 1
-        first = row
+        first, size = row, 1
         group = {k: v for k, v in row.data.items() if k != cfg.completion_column}
         group[cfg.completions_column] = [row.data[cfg.completion_column]]
     if group is not None and first is not None:
-        yield SourceRow(n, first.where, group)
+        yield SourceRow(n, first.where, group, first=first.id, size=size)
 
 
 @dataclass(frozen=True)
@@ -117,21 +119,21 @@ class PairsJob(JobKind):
 
         def prepare(row: SourceRow) -> PreferenceRow:
             try:
-                item = validate_row(row.id, row.data, cfg, rubrics)
+                item = validate_row(row.source_index, row.data, cfg, rubrics)
             except InputError as e:
                 if cfg.layout == "long":  # a group of rows: name it by its first line, never by a row number
-                    detail = str(e).removeprefix(f"row {row.id}: ")
+                    detail = str(e).removeprefix(f"row {row.source_index}: ")
                     where = f"{row.where}: the group of rows from this line with the same {cfg.prompt_column!r}"
-                    raise InputError(f"{where}: {detail}", index=row.id, field=e.field) from None
-                raise InputError(f"{row.where}: {e}", index=row.id, field=e.field) from None
+                    raise InputError(f"{where}: {detail}", index=row.source_index, field=e.field) from None
+                raise InputError(f"{row.where}: {e}", index=row.source_index, field=e.field) from None
             if not layout:
                 layout.append(item.conversational)
             elif item.conversational != layout[0]:
                 want = "message lists" if layout[0] else "strings"
                 raise InputError(
-                    f"{row.where}: row {row.id}: {cfg.prompt_column} must be {want} like the rows "
+                    f"{row.where}: row {row.source_index}: {cfg.prompt_column} must be {want} like the rows "
                     "before it; fix: one layout per file",
-                    index=row.id,
+                    index=row.source_index,
                     field=cfg.prompt_column,
                 )
             return item
@@ -140,21 +142,26 @@ class PairsJob(JobKind):
 
     def judge_items(self, judge: Any, rows: list[SourceRow], items: list[PreferenceRow]) -> BatchOut:
         out = judge_chunk(judge, items, self.config)
-        failed = sum(1 for s in out.skipped if s["reason"] in ("judge_failed", "backend_failed"))
-        down = next((s["judge_error"] for s in out.skipped if s["reason"] == "backend_failed"), None)
-        return BatchOut(
-            rows=out.pairs,
-            skipped=out.skipped,
-            failed=failed,
-            backend_error=down,
-            backend_failed=sum(1 for s in out.skipped if s["reason"] == "backend_failed"),  # one per row
-            tie_breaks=out.tie_breaks,
-            tie_rounds=out.tie_rounds,
-        )
+        batch = BatchOut(rows=out.pairs, judged=len(out.pairs), tie_breaks=out.tie_breaks, tie_rounds=out.tie_rounds)
+        return _count_records(batch, out.skipped)
 
     def failed_rows(
         self, judge: Any, rows: list[SourceRow], items: list[PreferenceRow], failure: JudgeFailure
     ) -> BatchOut:
         reason = failure_text(failure)
-        skipped = [skip_record(it, "backend_failed", None, reason) for it in items]
-        return BatchOut(skipped=skipped, failed=len(items), backend_error=reason, backend_failed=len(items))
+        return _count_records(BatchOut(), [skip_record(it, "backend_failed", None, reason) for it in items])
+
+
+def _count_records(out: BatchOut, records: list[dict[str, Any]]) -> BatchOut:
+    """``out`` with the skip ``records`` kept and counted: failed (``FAILED``; a ``backend_failed`` one per row, its
+    ``judge_error`` the batch's ``backend_error``) or skipped by reason."""
+    out.records = records
+    for rec in records:
+        if rec["reason"] not in FAILED:
+            out.skip(rec["reason"])
+            continue
+        out.failed += 1
+        if rec["reason"] == "backend_failed":
+            out.backend_failed += 1
+            out.backend_error = out.backend_error or rec["judge_error"]
+    return out

@@ -164,7 +164,7 @@ def prepare_job(kind: JobKind, inputs: Any, output: str | Path, judge: dict[str,
         clear_parts(tgt.folder / SKIPPED)
         write_manifest(manifest_path, manifest)
         done = []
-    plan.resumed_rows = sum(b - a for a, b in done)
+    plan.resumed_rows = sum(hi - lo for lo, hi in (scan.span(a, b) for a, b in done))  # input rows
     plan.shards = _shards(plan, _gaps(done, scan.rows), cfg.batch_size)
     return plan
 
@@ -204,7 +204,8 @@ def _check_parts(plan: Plan) -> list[tuple[int, int]]:
             path.unlink()
             marker.unlink(missing_ok=True)
             companion.unlink(missing_ok=True)
-            plan.retried_rows += b - a
+            lo, hi = plan.scan.span(a, b)
+            plan.retried_rows += hi - lo
             continue
         if b > plan.scan.rows or (done and a < done[-1][1]):
             raise OutputError(
@@ -218,7 +219,8 @@ def _check_parts(plan: Plan) -> list[tuple[int, int]]:
             companion.unlink(missing_ok=True)
             plan.repaired_parts += 1
             continue
-        ok = all(a <= i < b for i in ids + extra) and ids == sorted(ids) if pairs else ids == list(range(a, b))
+        lo, hi = plan.scan.span(a, b)  # the input rows of the part's rows (groups: their first rows on)
+        ok = all(lo <= i < hi for i in ids + extra) and ids == sorted(ids) if pairs else ids == list(range(a, b))
         if not ok:
             raise OutputError(
                 f"{path}: its rows are not rows {a}..{b - 1} of the input; it was changed after it was "

@@ -94,6 +94,7 @@ class _JudgeWorker:
                 "rows": 0,
                 "worker": self.name,
                 "skipped": "{}",
+                "no_expected": "{}",
                 "backend_error": "",
                 "error": f"{type(e).__name__}\t{e}",
             }

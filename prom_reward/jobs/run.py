@@ -103,14 +103,14 @@ def run_job(
 
             if over_http(judge):  # the canary in the driver: a client of the judge server is cheap to build
                 with _build(judge) as client:
-                    job_canary(client)
+                    job_canary(client, expected=kind.name == "grade")
             judge_on_ray(plan, judge, ray, cfg, summary)
         else:
             from prom_reward.jobs.local import judge_locally
 
             built = _build(judge) if isinstance(judge, dict) else judge
             try:
-                job_canary(built)
+                job_canary(built, expected=kind.name == "grade")
                 judge_locally(plan, OutageJudge(built, cfg.outage), summary, cfg.progress)
             finally:
                 if built is not judge:

@@ -41,10 +41,23 @@ class Scan:
     """Per file: (path, id of its first row, id after its last row)."""
     rows: int = 0
     """Rows the job judges (groups, for pairs' long layout)."""
+    firsts: list[int] = field(default_factory=list)
+    """A kind that groups input rows (pairs' long layout): the position of each group's first input row (the
+    ``source_index`` of its pairs); empty otherwise."""
+    lines: int = 0
+    """Input rows (for pairs' long layout, more than ``rows``)."""
     offsets: dict[int, tuple[int, int]] = field(default_factory=dict)
     """JSON-lines rows where a batch may start: id -> (byte offset, line)."""
     schema: Any = None
     """The Parquet output's schema (``source_index``, the input columns, the kind's result columns)."""
+
+    def span(self, a: int, b: int) -> tuple[int, int]:
+        """The input rows (``source_index`` from, to) of the job's rows ``a`` to ``b`` (past the last)."""
+        if not self.firsts:
+            return a, b
+        return self.firsts[a] if a < len(self.firsts) else self.lines, self.firsts[b] if b < len(
+            self.firsts
+        ) else self.lines
 
 
 class _Schema:
@@ -199,7 +212,10 @@ def scan_input(
         prepare(row)
         if schema is not None:
             schema.add(row)
+        if kind.regroups:
+            out.firsts.append(row.source_index)
         out.rows += 1
+        out.lines += row.size
     if schema is not None:
         out.schema = schema.result()
     return out

@@ -42,11 +42,22 @@ class SourceRow:
     """One input row with its identity."""
 
     id: int
-    """Position in the whole input (0-based): the ``source_index`` of what it produces."""
+    """Position in the whole input (0-based), the job's batches count it; the ``source_index`` of what it
+    produces unless ``first`` says otherwise."""
     where: str
     """Where it is, for messages: ``FILE:LINE`` (JSON lines) or ``FILE row N``."""
     data: dict[str, Any]
     """The row."""
+    first: int | None = None
+    """A row made of several input rows (a long-layout group): the position of its first input row, the
+    ``source_index`` of what it produces; None: ``id``."""
+    size: int = 1
+    """How many input rows it stands for (a long-layout group: its rows), what the job's counts count."""
+
+    @property
+    def source_index(self) -> int:
+        """The position in the input of (the first of) its rows: ``source_index`` of its outputs."""
+        return self.id if self.first is None else self.first
 
 
 def file_kind(path: str | Path) -> str:

@@ -41,19 +41,32 @@ from prom_reward.format.judge_format import JudgeFormat, Task
 from prom_reward.format.rubrics import Rubric
 from prom_reward.jobs.source import SourceRow
 
+FAILED = ("judge_failed", "backend_failed")
+"""The reasons of an outcome that failed (counted in ``failed``; ``backend_failed``: a resume judges it again)."""
+SKIPPED = ("tie", "swap_disagreement", "below_min_margin", "too_few_completions")
+"""The reasons of an outcome without a result that is not a failure (counted in ``skipped`` by reason): ``tie``
+(split samples, equal grades), ``swap_disagreement`` (the two orders picked different winners; ``compare``: both
+are ties, the row written with ``tie`` true), and pairs' ``below_min_margin`` and ``too_few_completions``."""
+
 
 @dataclass
 class BatchOut:
-    """What judging one batch of rows produced."""
+    """What judging one batch of rows produced. Every outcome (a row of ``grade``/``compare``, a candidate pair of
+    ``pairs``) is counted once: ``judged + failed + sum(skipped.values())`` are all of them."""
 
     rows: list[dict[str, Any]] = field(default_factory=list)
     """Output rows, in input order."""
-    skipped: list[dict[str, Any]] = field(default_factory=list)
-    """``pairs``: one record per dropped candidate pair (``source_index``, ``reason``, ``pair``, ``judge_error``)."""
+    records: list[dict[str, Any]] = field(default_factory=list)
+    """``pairs``: one skip record per dropped candidate pair (``source_index``, ``reason``, ``pair``,
+    ``judge_error``), failed ones included."""
+    judged: int = 0
+    """Outcomes with a result: a score, a winner, a pair."""
     failed: int = 0
-    """Rows without a verdict (null score or winner, not a tie), backend failures included."""
-    ties: int = 0
-    """``compare``: rows judged a tie."""
+    """Outcomes without one that failed (``FAILED``: null score or winner, not a tie), backend failures included."""
+    skipped: dict[str, int] = field(default_factory=dict)
+    """Outcomes without a result that did not fail, by reason (``SKIPPED``)."""
+    no_expected: dict[str, int] = field(default_factory=dict)
+    """``grade --expected``: rows with a score but no expected score, by why (``Grade.expected_reason``)."""
     backend_error: str | None = None
     """Why the judge backend failed for rows of the batch (the whole call, or requests the transport failed): a
     resume judges the batch again (what the judge answered comes back from a judgment store)."""
@@ -69,6 +82,10 @@ class BatchOut:
         if error is not None and error.kind == "transport":
             self.backend_error = self.backend_error or failure_text(error)
             self.backend_failed += 1
+
+    def skip(self, reason: str) -> None:
+        """Count one outcome skipped for ``reason`` (``SKIPPED``)."""
+        self.skipped[reason] = self.skipped.get(reason, 0) + 1
 
 
 Prepare = Callable[[SourceRow], Any]
@@ -148,7 +165,7 @@ class JobKind(ABC):
 
     def output_row(self, row: SourceRow, result: dict[str, Any]) -> dict[str, Any]:
         """``source_index``, the input columns (those named like a result column are replaced), the results."""
-        out: dict[str, Any] = {"source_index": row.id}
+        out: dict[str, Any] = {"source_index": row.source_index}
         out.update((k, v) for k, v in row.data.items() if k != "source_index" and k not in result)
         out.update(result)
         return out

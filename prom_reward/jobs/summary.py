@@ -1,20 +1,29 @@
 """``JobSummary``: what one run of a job did, the same for every kind and path (printed by the CLI as
 lines for a person on stderr and as one JSON line on stdout).
 
+Every outcome is counted once, in the words of the output and the skip file: ``judged`` (a score, a winner, a
+pair), ``failed`` (``judge_failed``, ``backend_failed``) or ``skipped`` by reason (``tie``, ``swap_disagreement``,
+``below_min_margin``, ``too_few_completions``: ``jobs.spec.SKIPPED``). An outcome is a row of ``grade`` and
+``compare`` (so the three add up to ``rows``) and a candidate pair of ``pairs`` (they add up to the pairs written
+plus the skip records); ``rows`` are input rows (a long-layout group counts its rows).
+
 Example:
     >>> s = JobSummary(job="grade", output="graded.jsonl")
-    >>> s.add({"rows": 4, "failed": 1, "prompt_tokens": 40, "completion_tokens": 8, "seconds": 2.0,
+    >>> s.add({"rows": 4, "judged": 3, "failed": 1, "prompt_tokens": 40, "completion_tokens": 8, "seconds": 2.0,
     ...        "worker": "local"})
-    >>> s.rows, s.failed, s.text().splitlines()[0].split(" in ")[0]
-    (4, 1, 'grade: judged 4 rows (0 resumed)')
+    >>> s.rows, s.judged + s.failed + sum(s.skipped.values()), s.text().splitlines()[1]
+    (4, 4, '  4 rows: 3 judged, 1 failed (see judge_error), 0 skipped')
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from dataclasses import dataclass, field
 from typing import Any
+
+logger = logging.getLogger(__name__)
 
 EXIT_SOME_FAILED = 3
 """Exit status of a job the backend failed some rows of (a ``--resume`` judges them again)."""
@@ -39,14 +48,20 @@ class JobSummary:
     output: str = ""
     """Where the rows are: the output file, or the part folder."""
     rows: int = 0
-    """Input rows judged by this run."""
+    """Input rows judged by this run (a long-layout group: its rows)."""
     resumed_rows: int = 0
     """Input rows committed by an earlier run of the same job, not judged again."""
+    judged: int = 0
+    """Outcomes with a result: rows with a score (``grade``) or a winner (``compare``), pairs written (``pairs``)."""
     failed: int = 0
-    """Rows without a verdict (null score or winner, see ``judge_error``; pairs: candidate pairs skipped as
+    """Outcomes without one that failed (null score or winner, see ``judge_error``; pairs: skip records
     ``judge_failed``/``backend_failed``); ties are not failures."""
-    ties: int = 0
-    """``compare``: rows judged a tie (the two orders disagree, or samples split evenly)."""
+    skipped: dict[str, int] = field(default_factory=dict)
+    """Outcomes without a result that did not fail, by reason: ``compare``'s ties (``tie``, ``swap_disagreement``;
+    the rows are written, ``tie`` true), ``pairs``' skip records but the failed ones (``tie``,
+    ``swap_disagreement``, ``below_min_margin``, ``too_few_completions``)."""
+    no_expected: dict[str, int] = field(default_factory=dict)
+    """``grade --expected``: rows with a score but a null ``expected_score``, by why (no logprobs returned ...)."""
     backend_failed: int = 0
     """Of ``failed``: rows of batches whose judge call failed as a whole ("backend failed: ..."); a resume
     judges them again."""
@@ -57,11 +72,9 @@ class JobSummary:
     repaired_parts: int = 0
     """Part files a killed run left half-written (or without their skip records), removed and judged again."""
     pairs: int = 0
-    """``pairs``: preference pairs written by this run."""
+    """``pairs``: preference pairs written by this run (its ``judged``)."""
     rows_without_pairs: int = 0
-    """``pairs``: rows judged by this run that gave no pair."""
-    skipped: dict[str, int] = field(default_factory=dict)
-    """``pairs``: dropped candidate pairs by reason (one candidate per row for best_vs_worst)."""
+    """``pairs``: input rows judged by this run that gave no pair."""
     tie_breaks: int = 0
     """``pairs`` (best_vs_worst): rows whose all-equal grades were re-judged."""
     tie_rounds: int = 0
@@ -107,6 +120,11 @@ class JobSummary:
         self.backend_error = self.backend_error or str(rec.get("backend_error") or "")
         for k, v in json.loads(rec.get("skipped") or "{}").items():
             self.skipped[k] = self.skipped.get(k, 0) + int(v)
+        missing = json.loads(rec.get("no_expected") or "{}")
+        if missing and not self.no_expected:  # once a job
+            logger.warning("%s: rows without an expected score: %s", self.job, next(iter(missing)))
+        for k, v in missing.items():
+            self.no_expected[k] = self.no_expected.get(k, 0) + int(v)
         w = self.workers.setdefault(
             str(rec["worker"]), {"rows": 0, "seconds": 0.0, "io_seconds": 0.0, "idle_seconds": 0.0, "rows_per_s": 0.0}
         )
@@ -141,10 +159,14 @@ class JobSummary:
                 f"{self.repaired_parts} half-written batches of a killed run"
             )
         what = "candidate pairs" if self.job == "pairs" else "rows"
+        skipped = ", ".join(f"{k} {v}" for k, v in sorted(self.skipped.items()))
         lines.append(
-            f"  {self.failed} {what} without a verdict (see judge_error), {self.retried} re-sampling rounds, "
-            f"{self.forced} forced verdicts" + (f", {self.ties} ties" if self.ties else "")
+            f"  {self.judged + self.failed + sum(self.skipped.values())} {what}: {self.judged} judged, {self.failed} "
+            f"failed (see judge_error), {sum(self.skipped.values())} skipped" + (f" ({skipped})" if skipped else "")
         )
+        lines.append(f"  {self.retried} re-sampling rounds, {self.forced} forced verdicts")
+        for why, n in sorted(self.no_expected.items()):
+            lines.append(f"  {n} rows without an expected score: {why}")
         lines.append(
             f"  judge: {self.samples} samples ({self.parse_failures} without a parseable verdict), tokens "
             f"{self.prompt_tokens} prompt, {self.completion_tokens} generated"
@@ -160,8 +182,7 @@ class JobSummary:
                 '"backend failed: ..."): run again with --resume to judge them again'
             )
         if self.job == "pairs":
-            skipped = ", ".join(f"{k} {v}" for k, v in sorted(self.skipped.items())) or "none"
-            lines.append(f"  {self.pairs} pairs; skipped: {skipped}")
+            lines.append(f"  {self.pairs} pairs written, {self.rows_without_pairs} rows without a pair")
         if len(self.workers) > 1 or any(k != "local" for k in self.workers):
             for name, w in sorted(self.workers.items()):
                 lines.append(f"  replica {name}: {int(w['rows'])} rows, {w['rows_per_s']:.2f} rows/s while judging")

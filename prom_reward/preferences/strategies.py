@@ -40,7 +40,7 @@ from itertools import combinations
 from typing import Any
 
 from prom_reward.core.judge import PrometheusJudge
-from prom_reward.core.results import Grade, Verdict
+from prom_reward.core.results import Grade, Verdict, tie_reason
 from prom_reward.preferences.checklists import checklist_grades
 from prom_reward.preferences.config import PreferenceConfig
 from prom_reward.preferences.rows import PreferenceRow
@@ -178,9 +178,7 @@ def best_vs_worst(judge: PrometheusJudge, rows: Sequence[PreferenceRow], cfg: Pr
         else:
             v = verdicts[r.index]
             if v.winner is None:
-                out.skipped.append(
-                    skip_record(r, "tie" if v.tie else "judge_failed", (0, 1), None if v.tie else v.reason)
-                )
+                out.skipped.append(skip_record(r, _undecided_reason(v), (0, 1), None if v.tie else v.reason))
                 continue
             a, b = v.grades  # type: ignore[misc]
             hi, lo, g_hi, g_lo = (0, 1, a, b) if v.winner == "A" else (1, 0, b, a)
@@ -189,9 +187,7 @@ def best_vs_worst(judge: PrometheusJudge, rows: Sequence[PreferenceRow], cfg: Pr
 
 
 def _undecided_reason(v: Verdict) -> str:
-    if len(v.order_winners) == 2 and None not in v.order_winners and v.order_winners[0] != v.order_winners[1]:
-        return "swap_disagreement"
-    return "tie" if v.tie else "judge_failed"
+    return tie_reason(v.swap_agreement) if v.tie else "judge_failed"
 
 
 def all_pairs(judge: PrometheusJudge, rows: Sequence[PreferenceRow], cfg: PreferenceConfig) -> ChunkOutcome:

@@ -77,7 +77,8 @@ def _cards(s: dict[str, Any]) -> str:
         cards += [
             ("A wins", str(v["A"])),
             ("B wins", str(v["B"])),
-            ("ties", str(v["tie"])),
+            ("ties (split samples)", str(v["tie"])),
+            ("ties (swap disagreement)", str(v["swap_disagreement"])),
             ("longer response won", fmt_number(s["longer_wins"])),
         ]
     return (
@@ -117,8 +118,8 @@ def _plots(s: dict[str, Any]) -> str:
         v = s["verdicts"]
         dist = bar_chart(
             "verdict-distribution",
-            ["A", "B", "tie", "no verdict"],
-            [v["A"], v["B"], v["tie"], v["failed"]],
+            ["A", "B", "tie", "swap_disagreement", "no verdict"],
+            [v["A"], v["B"], v["tie"], v["swap_disagreement"], v["failed"]],
             title="Verdicts",
             x_label="verdict",
             y_label="pairs",

@@ -3,7 +3,8 @@
 
 For grades: the score distribution, score vs response length (Spearman), failure reasons, per-rubric and
 per-source tables, the highest and lowest scored rows with their feedback. For verdicts: the verdict
-distribution (A, B, tie, no verdict: a tie is a decided outcome, and the four add up to the rows), how often the
+distribution (A, B, tie, swap_disagreement, no verdict: a tie is a decided outcome, named as the job summary names
+it, and the five add up to the rows; ``judged``, ``failed`` and ``skipped`` are the job summary's counts), how often the
 longer response won and P(A) vs the length ratio, the same tables, and the most confident verdicts either way
 (rows with P(A) above 0.5 for A, below for B). Rows whose verdict was forced (``forced_verdicts`` > 0: read from
 the next-token distribution after an output cut before its verdict) are counted and flagged. Lengths are
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from statistics import fmean, median
 from typing import Any
 
+from prom_reward.core.results import tie_reason
 from prom_reward.errors import InputError
 from prom_reward.format.columns import column_flag, column_text, find_column
 from prom_reward.report.checklist import checklist_summary
@@ -216,6 +218,7 @@ def _member(
         m["length_a"], m["length_b"] = len(m["response_a"]), len(m["response_b"])
         m["value"] = _number(row, "p_a", i)
         m["winner"], m["tie"] = row.get("winner"), bool(row.get("tie"))
+        m["undecided"] = tie_reason(row.get("swap_agreement")) if m["winner"] is None and m["tie"] else None
         fix = "fix: give the file prom-reward compare wrote"
         if m["winner"] not in ("A", "B", None):
             raise InputError(
@@ -284,6 +287,9 @@ def summarize(
         "n": len(members),
         "source_column": source,
         "failed": sum(m["reason"] is not None for m in members),
+        # the job summary's words: judged (a score, a winner) + failed + skipped (compare's ties, by reason) = n
+        "judged": sum(m["value"] is not None if kind == "grade" else m["winner"] is not None for m in members),
+        "skipped": dict(sorted(Counter(m["undecided"] for m in members if m.get("undecided")).items())),
         "forced": sum(m["forced"] for m in members),
         "failures": Counter(m["reason"] for m in members if m["reason"] is not None).most_common(),
         "by_rubric": _grouped(members, "rubric", kind),
@@ -305,7 +311,8 @@ def summarize(
             verdicts={
                 "A": sum(m["winner"] == "A" for m in members),
                 "B": sum(m["winner"] == "B" for m in members),
-                "tie": sum(m["winner"] is None and m["tie"] for m in members),
+                "tie": out["skipped"].get("tie", 0),
+                "swap_disagreement": out["skipped"].get("swap_disagreement", 0),
                 "failed": out["failed"],
             },
             values=values,

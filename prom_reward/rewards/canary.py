@@ -29,6 +29,8 @@ from collections.abc import Callable
 from typing import Any
 
 from prom_reward.core.canary import CANARY_INSTRUCTION, CANARY_RESPONSES, CANARY_RUBRIC, over_http
+from prom_reward.core.verdict_probs import no_logprobs
+from prom_reward.errors import JudgeConfigError
 from prom_reward.rewards.config import RewardConfig
 from prom_reward.rewards.modes import ModeOutput
 from prom_reward.rewards.samples import RewardSample
@@ -53,6 +55,8 @@ def unanswered(judge_batch: Callable[..., ModeOutput], config: RewardConfig, dea
     why not (the outage's cause). The reward hands this to ``CanaryGate.run``, so its module is not entered again
     on the stack of its own call."""
     out = judge_batch(canary_samples(config), deadline=deadline)
+    if config.score == "expected" and config.mode == "absolute" and out.reasons and no_logprobs(out.reasons[0]):
+        raise JudgeConfigError(f"score='expected': {out.reasons[0]} (the start-up check's grade)")
     return out.reasons[0] if out.metrics.get("outage_failures") else None
 
 

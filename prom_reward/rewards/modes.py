@@ -138,6 +138,11 @@ async def absolute_rewards(
             raw.append(g.expected_score)
     span = grade_range(judge.format)  # the judge format's own scale: a binary or 3-point grade normalises on it
     rewards = [normalize_value(raw[w], "grade", cfg.normalize, span) for w in where]
+    # score="expected" on a grade with a verdict but no expected score: the reason the grade gives (no logprobs ...)
+    missing = [
+        JudgeFailure("output", g.expected_reason) if r is None and g.ok and g.expected_reason else None
+        for g, r in zip(grades, raw, strict=True)
+    ]
     samples = sum(len(g.samples) for g in grades)
     ok = [g.score for g in grades if g.score is not None]
     exp = [g.expected_score for g in grades if g.expected_score is not None]
@@ -152,7 +157,12 @@ async def absolute_rewards(
         metrics["mean_score"] = fmean(ok)
     if exp:
         metrics["mean_expected_score"] = fmean(exp)
-    return _per_item([grades[w] for w in where], rewards, metrics)
+    if any(missing):
+        metrics["no_expected_scores"] = float(sum(missing[w] is not None for w in where))
+    out = _per_item([grades[w] for w in where], rewards, metrics)
+    if any(missing):
+        out.errors = [missing[w] or e for w, e in zip(where, out.errors or [None] * len(where), strict=True)]
+    return out
 
 
 async def reference_rewards(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from prom_reward.core.combine import verdict_from_grades, verdict_from_runs
+from prom_reward.core.combine import grade_from_run, verdict_from_grades, verdict_from_runs
 from prom_reward.core.results import Grade, JudgeSample
 from prom_reward.core.sampler import ItemRun
 
@@ -88,3 +88,20 @@ def test_verdict_from_grades_says_why_there_is_no_winner(a, b, tie, want):
 
     v = verdict_from_grades(grade(a), grade(b), tie=tie, tie_rounds=5)
     assert (v.winner, v.reason) == want and v.tie == tie
+
+
+@pytest.mark.parametrize(
+    "sample, reason",
+    [
+        (JudgeSample("x [RESULT] 4", "x", 4), "the judge returned no logprobs for the verdict token"),
+        (JudgeSample("x [RESULT] 4", "x", 4, scored_tokens=9), "the judge's top logprobs at the verdict token hold"),
+        (JudgeSample("x [RESULT] 4", "x", 4, probabilities={"4": 1.0}), None),
+        (JudgeSample("x", "x", None), None),  # no verdict: the grade's failure says why, not this
+    ],
+)
+def test_a_grade_says_why_it_has_no_expected_score(sample, reason):
+    g = grade_from_run(ItemRun(samples=[sample]))
+    assert (g.expected_reason or "")[: len(reason or "")] == (reason or "") and (g.expected_reason is None) == (
+        reason is None
+    )
+    assert g.expected_reason is None or "fix: " in g.expected_reason

@@ -79,7 +79,7 @@ def test_grade_and_verdict_share_the_judgment_fields_once() -> None:
     }
     own_grade = [f.name for f in dataclasses.fields(Grade) if f.name not in shared]
     own_verdict = [f.name for f in dataclasses.fields(Verdict) if f.name not in shared]
-    assert own_grade == ["score", "scores", "probabilities", "expected_score"]
+    assert own_grade == ["score", "scores", "probabilities", "expected_score", "expected_reason"]
     assert own_verdict == ["winner", "p_a", "tie", "order_winners", "grades", "tie_rounds", "reason"]
     g, v = Grade(None, failures=2), Verdict("A", prompt_tokens=5)
     assert (g.ok, v.ok, g.failures, v.prompt_tokens, g.raw_outputs) == (False, True, 2, 5, ())

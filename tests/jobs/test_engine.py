@@ -192,17 +192,21 @@ def test_summary_counts_and_text():
     s.add(
         {
             "rows": 10,
+            "judged": 7,
             "failed": 1,
-            "ties": 2,
             "retried": 2,
             "prompt_tokens": 100,
             "completion_tokens": 20,
-            "skipped": "{}",
+            "skipped": '{"swap_disagreement": 2}',
             "worker": "n:1",
             "seconds": 2.0,
         }
     )
     s.seconds = 4.0
     text = s.text()
-    assert "judged 10 rows" in text and "2 ties" in text and "replica n:1: 10 rows, 5.00 rows/s" in text
+    assert (
+        "judged 10 rows" in text
+        and "10 rows: 7 judged, 1 failed (see judge_error), 2 skipped (swap_disagreement 2)" in text
+        and "replica n:1: 10 rows, 5.00 rows/s" in text
+    )
     assert s.to_dict()["workers"]["n:1"]["rows"] == 10

@@ -64,7 +64,7 @@ def test_compare_gives_no_winner_from_one_order(tmp_path, server, capsys):
         ("A", False, True, 1.0, None),
     ]
     s = _summary(capsys)
-    assert (s["rows"], s["failed"], s["ties"]) == (3, 2, 0)
+    assert (s["rows"], s["judged"], s["failed"], s["skipped"]) == (3, 1, 2, {})
     # --no-swap asks for one order: its verdict is the verdict
     assert main(argv("compare", src, tmp_path / "one.jsonl", server.url, "--no-swap")) == 0
     assert [r["winner"] for r in read_rows(tmp_path / "one.jsonl")] == ["A", None, "A"]
@@ -84,4 +84,4 @@ def test_pairs_all_pairs_makes_no_pair_from_one_order(tmp_path, server, capsys):
         {"source_index": 0, "reason": "judge_failed", "pair": [0, 1], "judge_error": f"order B-A failed: {NO_VERDICT}"}
     ]
     s = _summary(capsys)
-    assert (s["pairs"], s["skipped"], s["failed"]) == (1, {"judge_failed": 1}, 1)
+    assert (s["pairs"], s["skipped"], s["failed"]) == (1, {}, 1)

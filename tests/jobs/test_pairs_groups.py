@@ -32,11 +32,14 @@ def test_a_long_layout_group_of_one_completion_is_skipped_and_counted(tmp_path, 
     code, out = _pairs(tmp_path, write(tmp_path / "in.jsonl", lines), "--layout", "long")
     assert code == 0
     summary = json.loads(capsys.readouterr().out)
-    assert summary["pairs"] == 2 and summary["skipped"] == {"too_few_completions": 1}
+    assert summary["pairs"] == 2 and summary["skipped"] == {"too_few_completions": 1} and summary["rows"] == 5
     pairs = [json.loads(line) for line in open(out)]
-    assert [(p["source_index"], p["chosen"]) for p in pairs] == [(0, "good a"), (2, "good d")]
+    assert [(p["source_index"], p["chosen"]) for p in pairs] == [
+        (0, "good a"),
+        (3, "good d"),
+    ]  # the input line of the group
     (skip,) = [json.loads(line) for line in open(out.replace(".jsonl", ".skipped.jsonl"))]
-    assert skip["source_index"] == 1 and skip["reason"] == "too_few_completions" and skip["pair"] is None
+    assert skip["source_index"] == 2 and skip["reason"] == "too_few_completions" and skip["pair"] is None
     assert skip["judge_error"] == "1 completion(s): a preference pair needs at least 2"
 
 

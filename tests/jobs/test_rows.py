@@ -89,7 +89,7 @@ def test_compare_swap_ties_and_failures(tmp_path, judge, seen):
         "no verdict in 2 sample(s) (last: prometheus2: no '[RESULT] A or B' verdict at the end of the feedback)",
     ]
     assert [r["judge_failures"] for r in got] == [0, 0, 0, 2] and got[0]["feedback"] == "Compared."
-    assert (s.rows, s.ties, s.failed) == (4, 1, 1)
+    assert (s.rows, s.judged, s.skipped, s.failed) == (4, 2, {"swap_disagreement": 1}, 1)
     # the row's rubric and reference answer went into its prompts (the swapped order: A and B exchanged)
     assert "###Reference Answer:\nR1" in seen[1] and "avoid harmful" in seen[1]
     assert _section(seen[4], "Response A") == "bad 0" and _section(seen[4], "Response B") == "good 0"
@@ -322,7 +322,7 @@ def test_pairs_rows_skips_and_long_layout(tmp_path, judge):
     got, skipped = list(read_rows(out)), list(read_rows(tmp_path / "pairs.skipped.jsonl"))
     assert [(p["source_index"], p["id"], p["chosen"], p["margin"]) for p in got] == [(0, 0, "good 0", 3.0)]
     assert [(sk["source_index"], sk["reason"]) for sk in skipped] == [(1, "tie"), (2, "judge_failed")]
-    assert s.skipped == {"judge_failed": 1, "tie": 1} and s.failed == 1
+    assert s.skipped == {"tie": 1} and s.failed == 1
     assert all(set(sk) == {"source_index", "reason", "pair", "judge_error"} for sk in skipped)
     long = [
         {"prompt": "P", "completion": "good a"},
@@ -342,9 +342,9 @@ def test_pairs_rows_skips_and_long_layout(tmp_path, judge):
     got = list(read_rows(tmp_path / "long_pairs.jsonl"))
     assert [(p["source_index"], p["chosen"], p["rejected"]) for p in got] == [
         (0, "good a", "bad b"),
-        (1, "good d", "bad c"),
+        (2, "good d", "bad c"),  # source_index: the group's first input row
     ]
-    assert s.rows == 2 and s.pairs == 2
+    assert s.rows == 4 and s.pairs == 2  # input rows
 
 
 @pytest.mark.parametrize("job", ["grade", "compare"])

@@ -60,7 +60,7 @@ def test_checklist_rows_pair_by_their_aggregate_in_one_chunk():
     assert a["feedback_chosen"].count("\n") == 2  # one line per criterion
     b = pairs["b"]
     assert (b["chosen"], b["rejected"], b["margin"]) == ("Hello!", "No.", 3.0)
-    assert stats.skipped == {"tie": 1, "judge_failed": 1} and stats.tie_breaks == 0
+    assert stats.skipped == {"tie": 1} and stats.failed == 1 and stats.tie_breaks == 0
     criteria = [k for k in seen if k[1] is not None]
     assert len(criteria) == len(set(criteria)) == 4 * 3  # each distinct (completion, criterion) asked once
     assert sorted(k for k in seen if k[1] is None) == [("Hello!", None), ("No.", None)]  # no tie break asked

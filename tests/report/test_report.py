@@ -108,7 +108,7 @@ def test_grade_summary():
 
 def test_compare_summary():
     s = summarize(compared_rows())
-    assert s["kind"] == "compare" and s["verdicts"] == {"A": 4, "B": 0, "tie": 0, "failed": 1}
+    assert s["kind"] == "compare" and s["verdicts"] == {"A": 4, "B": 0, "tie": 0, "swap_disagreement": 0, "failed": 1}
     assert s["longer_wins"] == 1.0 and s["failures"][0][0].startswith("no verdict")
     assert s["by_source"]["s1"]["n"] == 3 and s["by_source"]["s1"]["failed"] == 1
     assert s["length_spearman"] is None  # the judge was sure every time: P(A) = 1 throughout
@@ -290,16 +290,17 @@ def test_a_tie_is_a_decided_outcome_and_the_counts_add_up(tmp_path):
     rows = _tie_and_a_rows()
     assert [r["winner"] for r in rows] == ["A", None] and rows[1]["tie"] and rows[1]["judge_error"].startswith("tie:")
     s = summarize(rows)
-    assert s["verdicts"] == {"A": 1, "B": 0, "tie": 1, "failed": 0} and sum(s["verdicts"].values()) == s["n"] == 2
+    assert s["verdicts"] == {"A": 1, "B": 0, "tie": 0, "swap_disagreement": 1, "failed": 0}
+    assert sum(s["verdicts"].values()) == s["n"] == 2
     assert s["failed"] == 0 and s["failures"] == []
     path, out = tmp_path / "verdicts.jsonl", tmp_path / "r.html"
     write_rows(path, [rows])
     assert main(["report", str(path), "-o", str(out)]) == 0
     page = out.read_text()
-    assert _card(page, "without a verdict") == "0 (0.0%)" and _card(page, "ties") == "1"
+    assert _card(page, "without a verdict") == "0 (0.0%)" and _card(page, "ties (swap disagreement)") == "1"
     assert _card(page, "A wins") == "1" and _card(page, "B wins") == "0"
     assert "Every row has a verdict." in page and "tie: the two orders disagree" not in page
-    assert "<title>no verdict: 0</title>" in page and "<title>tie: 1</title>" in page
+    assert "<title>no verdict: 0</title>" in page and "<title>swap_disagreement: 1</title>" in page
 
 
 def test_most_confident_lists_hold_only_rows_that_favour_that_side():
