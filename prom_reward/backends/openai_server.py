@@ -33,7 +33,8 @@ import logging
 import math
 import os
 import urllib.parse
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from prom_reward.backends._endpoints import EndpointPool
@@ -78,6 +79,36 @@ def is_http_url(url: str) -> bool:
     except ValueError:
         return False
     return parts.scheme in ("http", "https") and bool(parts.hostname) and not any(c.isspace() for c in url)
+
+
+def api_key_of(given: str | None) -> str | None:
+    """The API key of a judge server: ``given``, else ``$PROM_REWARD_API_KEY``, else ``$OPENAI_API_KEY``."""
+    return given or os.environ.get("PROM_REWARD_API_KEY") or os.environ.get("OPENAI_API_KEY")
+
+
+@dataclass(frozen=True)
+class JudgeServer:
+    """Where a judge server is and how to ask it, as every request of a run asks it (the start-up checks too)."""
+
+    urls: tuple[str, ...]
+    """Its base URLs, each ending in ``/v1``."""
+    model: str | None
+    """The served model asked for; None: the first ``GET /models`` lists."""
+    api_key: str | None = field(default=None, repr=False)
+    """The bearer token (``api_key_of``: given, else the environment's)."""
+
+    @classmethod
+    def of(cls, options: Mapping[str, Any]) -> JudgeServer | None:
+        """The server ``PrometheusJudge`` options describe (``backend="openai"``), None for another backend.
+
+        >>> JudgeServer.of({"backend": "openai", "base_url": "http://j:8000/v1", "api_key": "k"}).urls
+        ('http://j:8000/v1',)
+        """
+        if options.get("backend") != "openai":
+            return None
+        urls = options.get("base_url") or ()
+        urls = [urls] if isinstance(urls, str) else list(urls)
+        return cls(tuple(u.rstrip("/") for u in urls), options.get("model"), api_key_of(options.get("api_key")))
 
 
 class OpenAIServer:
@@ -153,7 +184,7 @@ class OpenAIServer:
         self.base_urls = [u.rstrip("/") for u in urls]
         self.pool = EndpointPool(self.base_urls, eject_after=eject_after, probe_interval=probe_interval)
         self.model, self.endpoint, self.system_role = model, endpoint, system_role
-        self._api_key = api_key or os.environ.get("PROM_REWARD_API_KEY") or os.environ.get("OPENAI_API_KEY")
+        self._api_key = api_key_of(api_key)
         self.max_concurrency, self.timeout = max_concurrency, float(timeout)
         self._max_model_len: int | None = None
         self._context_known = self._closed = False
@@ -163,6 +194,11 @@ class OpenAIServer:
     def fingerprint(self) -> BackendFingerprint:
         """Its model as given, or as ``GET /models`` named it once asked (None before), and its wire format."""
         return make_fingerprint(self.name, self.model, self.wire.name)
+
+    @property
+    def server(self) -> JudgeServer:
+        """Where it sends its requests, with which model and key (what the start-up checks ask too)."""
+        return JudgeServer(tuple(self.base_urls), self.model, self._api_key)
 
     def __repr__(self) -> str:
         return f"OpenAIServer({self.base_urls!r}, model={self.model!r}, endpoint={self.endpoint!r})"
