@@ -211,6 +211,11 @@ class OpenAIServer:
             self.model = ids[0]
         return self.model
 
+    async def aserved_model(self) -> str:
+        """The model id its requests ask for: the one given, else the first ``GET /models`` lists (asked once, as
+        every request would); a judgment store keys its judgments by it (``CachedBackend``)."""
+        return await self._batch(self._model)
+
     async def _system_role(self, b: HTTPBatch) -> bool:
         """Ask the server whether its chat template keeps a system message (cached)."""
         if self.system_role is None:

@@ -7,7 +7,7 @@ after ``RewardSettings`` validated the settings (rubric, failure reward on the r
 
 - every judge URL is asked ``GET /models``; a URL that answers but does not serve ``model``, or
   refuses the API key, is a ``ConfigError`` (the command exits 2 with the reason, before serving);
-- then, given the ``reward``, the configuration canary (``prom_reward.core.canary``): one judgment through
+- then, given the ``reward``, the configuration canary (``prom_reward.rewards.canary``): one judgment through
   the reward's whole path; a misconfigured judge (a wrong route: the URL lacks ``/v1``; refused
   credentials; a model it does not serve) raises ``JudgeConfigError``, which names the URL and the fix;
 - a URL that does not answer (down, 5xx, still loading) is not misconfigured and only warns: the reward

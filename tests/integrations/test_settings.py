@@ -15,12 +15,12 @@ import httpx
 import pytest
 import yaml
 
+from prom_reward.backends.openai_server import JudgeServer
 from prom_reward.cli.main import build_parser, main
 from prom_reward.errors import ConfigError
 from prom_reward.integrations.openrlhf_server import RedactTokens, log_config, redact
 from prom_reward.integrations.settings import RewardSettings, setting_names, settings_fields, settings_table
 from prom_reward.integrations.settings_sources import flag_name
-from prom_reward.backends.openai_server import JudgeServer
 from prom_reward.integrations.startup import check_judge
 from prom_reward.rewards.config import RewardConfig
 from prom_reward.rewards.online_dpo import OnlineDPOJudgeReward

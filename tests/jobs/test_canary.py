@@ -1,4 +1,4 @@
-"""The configuration canary of the jobs (``prom_reward.core.canary`` in ``jobs.run.run_job``), through the real
+"""The configuration canary of the jobs (``prom_reward.rewards.canary`` in ``jobs.run.run_job``), through the real
 ``prom-reward grade`` / ``compare`` / ``pairs`` commands against judge servers on 127.0.0.1: a URL without ``/v1``
 (404), a refused key (401) and a model the server does not serve stop the job before a row is judged, exit 2 with
 the URL, the cause and the fix; a judge that is down is not misconfigured: the job runs as before (its rows fail
@@ -13,8 +13,8 @@ import pytest
 from prom_reward.cli.main import main
 from prom_reward.format.judge_format import JUDGE_FORMATS, get_judge_format
 from prom_reward.format.rubrics import get_rubric
-from prom_reward.rewards.canary import CANARY_INSTRUCTION, CANARY_RESPONSES, canary_rubric
 from prom_reward.jobs.summary import EXIT_JUDGE_DOWN
+from prom_reward.rewards.canary import CANARY_INSTRUCTION, CANARY_RESPONSES, canary_rubric
 from tests.fakes import FakeServer, StandInJudge
 from tests.jobs.helpers import JOBS, REPO, judge_server, rows, write
 
@@ -91,7 +91,8 @@ def scale_rubric(fmt, task: str, tmp_path) -> str:
     """A rubric file that fits ``fmt`` for ``task``: one description per score of its scale (none to compare)."""
     n = len(fmt.scale) if task == "absolute" else 0
     path = tmp_path / "rubric.json"
-    path.write_text(json.dumps({"criteria": "Is it the run's own rubric?", "descriptions": [f"d{k}" for k in range(n)]}))
+    rubric = {"criteria": "Is it the run's own rubric?", "descriptions": [f"d{k}" for k in range(n)]}
+    path.write_text(json.dumps(rubric))
     return str(path)
 
 
