@@ -8,9 +8,9 @@ Every path is the same job: the input is checked whole before the output is touc
 are merged into the output, which replaces the previous file only once complete. Each output row
 carries ``source_index``, its row's position in the input. Before the first batch, a judge behind a
 server judges the configuration canary (``prom_reward.rewards.canary``: the job's own task, format and
-rubric): a misconfigured judge (a wrong route, refused credentials, a model it does not serve) stops the job with ``JudgeConfigError`` before a
-row is judged, and met later it stops the job too (``jobs.spec.run_batch`` fails rows only for a
-``BackendError``). The judge asks again for the requests its transport failed, per the job's
+rubric): a misconfigured judge (a wrong route, refused credentials, a model it does not serve) stops the job
+with ``JudgeConfigError`` before a row is judged, and met later it stops the job too (``jobs.spec.run_batch``
+fails rows only for a ``BackendError``). The judge asks again for the requests its transport failed, per the job's
 ``JobConfig.outage`` (``rewards.outage_judge.OutageJudge``: an outage is waited out within the budget,
 then its rows are marked for a resume); a resume (``resume=True``) checks the
 job's manifest (``prom_reward.jobs.manifest``) and judges only what no part holds, plus the batches
