@@ -33,7 +33,7 @@ from typing import Any
 
 import httpx
 
-from prom_reward.backends.openai_server import JudgeServer
+from prom_reward.backends.base import JudgeServer
 from prom_reward.errors import BackendError, ConfigError, JudgeConfigError
 from prom_reward.rewards.outage import JudgeHealth, OutagePolicy
 

@@ -21,8 +21,9 @@ import multiprocessing
 import threading
 from typing import Any
 
+from prom_reward.backends.base import JudgeServer
 from prom_reward.backends.cached import CachedBackend
-from prom_reward.backends.openai_server import JudgeServer, OpenAIServer
+from prom_reward.backends.openai_server import OpenAIServer
 from prom_reward.core.presets import default_format
 from prom_reward.core.protocol import Judge
 from prom_reward.core.requests import check_task

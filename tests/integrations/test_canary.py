@@ -163,7 +163,7 @@ def test_a_judge_trickling_its_models_reply_does_not_hold_the_start_up():
     import time
     from http.server import BaseHTTPRequestHandler
 
-    from prom_reward.backends.openai_server import JudgeServer
+    from prom_reward.backends.base import JudgeServer
     from prom_reward.integrations.startup import check_judge
     from tests.fakes import ThreadingHTTPServer
 

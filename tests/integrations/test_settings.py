@@ -15,7 +15,7 @@ import httpx
 import pytest
 import yaml
 
-from prom_reward.backends.openai_server import JudgeServer
+from prom_reward.backends.base import JudgeServer
 from prom_reward.cli.main import build_parser, main
 from prom_reward.errors import ConfigError
 from prom_reward.integrations.openrlhf_server import RedactTokens, log_config, redact
