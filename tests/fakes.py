@@ -51,6 +51,8 @@ class FakeServer:
 
     def __init__(self, routes: dict[str, Reply], port: int = 0, *, keep_alive: bool = False) -> None:
         self.routes, self.calls, self.peers = routes, [], []
+        self.request = threading.local()
+        """The call being answered, in the thread answering it: ``headers``, read by a reply function."""
         self.release = threading.Event()
         outer = self
 
@@ -68,6 +70,7 @@ class FakeServer:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 outer.calls.append((self.path, body))
                 outer.peers.append(self.client_address[1])
+                outer.request.headers = self.headers
                 route = outer.routes.get(self.path)
                 reply = (
                     (404, {"detail": "Not Found"})
@@ -110,7 +113,9 @@ class StandInJudge:
         - ``hang_first``: the first ``hang_first`` chat calls never answer;
         - ``late``: ``start(late=s)`` binds the port only ``s`` seconds later (connection refused until then);
         - ``refuse``: answers every ``/v1`` call with that status (404: a wrong route, 401: refused credentials);
-        - a chat request for another model than ``model`` is answered 404 "does not exist", as vLLM does.
+        - a chat request for another model than ``model`` is answered 404 "does not exist", as vLLM does;
+        - ``api_key``: every ``/v1`` call without ``Authorization: Bearer <api_key>`` is answered 401;
+        - ``scale``: grades are clipped into it (a 3-point or binary judge answers on its own scale).
 
     An absolute prompt in Flow-Judge's format (its ``<response>`` output tag) is answered as Flow-Judge answers:
     ``<feedback>...</feedback>`` then ``<score>N</score>``.
@@ -128,9 +133,14 @@ class StandInJudge:
         max_model_len: int = 4096,
         model: str = "stand-in-judge",
         refuse: int | None = None,
+        api_key: str | None = None,
+        scale: tuple[int, ...] = (1, 2, 3, 4, 5),
     ) -> None:
         self.grades, self.default, self.down_for, self.hang_first = dict(grades or {}), default, down_for, hang_first
         self.max_model_len, self.model, self.refuse = max_model_len, model, refuse
+        self.api_key, self.scale = api_key, scale
+        self.keys: list[str | None] = []
+        """The ``Authorization`` header of every ``/v1`` call, in order of arrival."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
         self.server: FakeServer | None = None
@@ -148,7 +158,17 @@ class StandInJudge:
     def _refused(self) -> tuple[int, Any]:
         return (self.refuse or 404), {"detail": "Not Found"} if self.refuse == 404 else {"error": "Unauthorized"}
 
+    def _unauthorized(self) -> bool:
+        """Record the call's key; True when ``api_key`` is set and the call did not bring it."""
+        assert self.server is not None
+        got = self.server.request.headers.get("Authorization")
+        with self._lock:
+            self.keys.append(got)
+        return self.api_key is not None and got != f"Bearer {self.api_key}"
+
     def _models(self, n: int, body: dict) -> tuple[int, Any]:
+        if self._unauthorized():
+            return 401, {"error": "Unauthorized"}
         if self.refuse:
             return self._refused()
         if self._down():
@@ -167,6 +187,8 @@ class StandInJudge:
             if self.hung < self.hang_first:
                 self.hung += 1
                 return None
+        if self._unauthorized():
+            return 401, {"error": "Unauthorized"}
         if self.refuse:
             return self._refused()
         if self._down():
@@ -205,7 +227,8 @@ class StandInJudge:
 
     def _grade(self, response: str) -> int:
         words = response.split()
-        return self.grades.get(words[0], self.default) if words else self.default
+        grade = self.grades.get(words[0], self.default) if words else self.default
+        return min(max(grade, self.scale[0]), self.scale[-1])
 
     def start(self, late: float = 0.0) -> StandInJudge:
         """Serve (after ``late`` seconds, from a thread, when given); the down clock starts now."""

@@ -27,9 +27,10 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Protocol, TypedDict, runtime_checkable
+from typing import Any, Protocol, TypedDict, runtime_checkable
 
 from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.errors import ConfigError
@@ -222,3 +223,33 @@ class Backend(Protocol):
     def close(self) -> None:
         """Release the engine/connections. Safe to call twice."""
         ...
+
+
+def api_key_of(given: str | None) -> str | None:
+    """The API key of a judge server: ``given``, else ``$PROM_REWARD_API_KEY``, else ``$OPENAI_API_KEY``."""
+    return given or os.environ.get("PROM_REWARD_API_KEY") or os.environ.get("OPENAI_API_KEY")
+
+
+@dataclass(frozen=True)
+class JudgeServer:
+    """Where a judge server is and how to ask it, as every request of a run asks it (the start-up checks too)."""
+
+    urls: tuple[str, ...]
+    """Its base URLs, each ending in ``/v1``."""
+    model: str | None
+    """The served model asked for; None: the first ``GET /models`` lists."""
+    api_key: str | None = field(default=None, repr=False)
+    """The bearer token (``api_key_of``: given, else the environment's)."""
+
+    @classmethod
+    def of(cls, options: Mapping[str, Any]) -> JudgeServer | None:
+        """The server ``PrometheusJudge`` options describe (``backend="openai"``), None for another backend.
+
+        >>> JudgeServer.of({"backend": "openai", "base_url": "http://j:8000/v1", "api_key": "k"}).urls
+        ('http://j:8000/v1',)
+        """
+        if options.get("backend") != "openai":
+            return None
+        urls = options.get("base_url") or ()
+        urls = [urls] if isinstance(urls, str) else list(urls)
+        return cls(tuple(u.rstrip("/") for u in urls), options.get("model"), api_key_of(options.get("api_key")))

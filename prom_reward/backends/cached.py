@@ -51,6 +51,7 @@ from prom_reward.backends.base import (
 )
 from prom_reward.backends.bridge import sync_method
 from prom_reward.backends.factory import check_model_folder, make_backend
+from prom_reward.backends.openai_server import OpenAIServer
 from prom_reward.backends.store import JudgmentStore, open_store, request_key
 from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, ContinuationScorer
 from prom_reward.errors import BackendError, ConfigError
@@ -109,7 +110,10 @@ class CachedBackend:
         self.fingerprint: BackendFingerprint = (
             fingerprint if fingerprint is not None else cast(Backend, inner).fingerprint
         )
-        """The inner backend's, read once: the store's keys stay the same for this backend's whole life."""
+        """The inner backend's, read once (a judge server's with the model it serves: ``aname_model``): the store's
+        keys stay the same for this backend's whole life."""
+        self._unnamed = self.fingerprint["model"] is None and isinstance(self._inner, OpenAIServer)
+        """Its keys still lack the model a judge server serves: the store neither answers nor saves until named."""
         self.name: str = self.fingerprint["name"]
         self._tokenizer = tokenizer  # not built: the judge reads its special tokens before generating
         if fingerprint is not None and capabilities is None:
@@ -157,8 +161,24 @@ class CachedBackend:
         """The inner backend's (a deferred one is built to answer)."""
         return self.inner.gpu_memory_share
 
+    async def aname_model(self) -> None:
+        """Key by the model a judge server given no model serves: ask it once (``OpenAIServer.aserved_model``), so
+        that a store never answers for another model than the one that would judge. A server that does not answer
+        leaves the keys unnamed (nothing answered from the store or saved; the requests meet the outage) and the
+        next call asks again."""
+        if self._unnamed:
+            server = cast(OpenAIServer, self._inner)
+            try:
+                await server.aserved_model()
+            except BackendError as e:
+                log.warning("judgment store: the judge server did not name its model (%s); not using the store", e)
+                return
+            self.fingerprint, self._unnamed = server.fingerprint, False
+
     def stored(self, requests: Sequence[GenerationRequest]) -> list[bool]:
         """Per request of a ``generate`` call, whether the store answers it (nothing is built or sent)."""
+        if self._unnamed:
+            return [False] * len(requests)
         keys = self.keys_for(requests)
         held = self.store.stored_keys(keys)
         return [k in held for k in keys]
@@ -175,6 +195,9 @@ class CachedBackend:
 
     async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         """The stored results of ``requests``, the others from one awaited call of the inner backend."""
+        await self.aname_model()
+        if self._unnamed:  # the model that answers is not known: neither answered from the store nor saved
+            return list(await cast(Backend, self._inner).agenerate(requests))
         keys = self.keys_for(requests)
         found = self.store.get_many(keys)
         missing = [i for i, k in enumerate(keys) if k not in found]

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import urllib.parse
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
@@ -51,7 +50,9 @@ from prom_reward.backends.base import (
     BackendFingerprint,
     GenerationRequest,
     GenerationResult,
+    JudgeServer,
     TokenLogprobs,
+    api_key_of,
     make_fingerprint,
 )
 from prom_reward.backends.bridge import run_sync, sync_method
@@ -153,7 +154,7 @@ class OpenAIServer:
         self.base_urls = [u.rstrip("/") for u in urls]
         self.pool = EndpointPool(self.base_urls, eject_after=eject_after, probe_interval=probe_interval)
         self.model, self.endpoint, self.system_role = model, endpoint, system_role
-        self._api_key = api_key or os.environ.get("PROM_REWARD_API_KEY") or os.environ.get("OPENAI_API_KEY")
+        self._api_key = api_key_of(api_key)
         self.max_concurrency, self.timeout = max_concurrency, float(timeout)
         self._max_model_len: int | None = None
         self._context_known = self._closed = False
@@ -163,6 +164,11 @@ class OpenAIServer:
     def fingerprint(self) -> BackendFingerprint:
         """Its model as given, or as ``GET /models`` named it once asked (None before), and its wire format."""
         return make_fingerprint(self.name, self.model, self.wire.name)
+
+    @property
+    def server(self) -> JudgeServer:
+        """Where it sends its requests, with which model and key (what the start-up checks ask too)."""
+        return JudgeServer(tuple(self.base_urls), self.model, self._api_key)
 
     def __repr__(self) -> str:
         return f"OpenAIServer({self.base_urls!r}, model={self.model!r}, endpoint={self.endpoint!r})"
@@ -174,6 +180,11 @@ class OpenAIServer:
                 raise BackendError(f"GET /models on {self.base_urls[0]} lists no model; pass model='<id>'")
             self.model = ids[0]
         return self.model
+
+    async def aserved_model(self) -> str:
+        """The model id its requests ask for: the one given, else the first ``GET /models`` lists (asked once, as
+        every request would); a judgment store keys its judgments by it (``CachedBackend``)."""
+        return await self._batch(self._model)
 
     async def _system_role(self, b: HTTPBatch) -> bool:
         """Ask the server whether its chat template keeps a system message (cached)."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
 from typing import TYPE_CHECKING, Any
 
 from prom_reward.core.sampler import FORCE_POLICIES
@@ -130,20 +129,11 @@ def judge_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def build_judge(args: argparse.Namespace) -> Any:
-    """The ``PrometheusJudge`` of the judge options; a ``--store`` with a ``--server`` whose model is not named is
-    warned about (its judgments are keyed without a model: the store cannot tell two models that server served
-    apart)."""
+    """The ``PrometheusJudge`` of the judge options (a ``--store`` keys its judgments by the model the server
+    serves, asked once when ``--model`` is not given: ``backends.cached``)."""
     from prom_reward.core.judge import PrometheusJudge
 
-    judge = PrometheusJudge(**judge_kwargs(args))
-    if args.server and getattr(args, "store", None) and not args.model:
-        print(
-            "prom-reward: warning: --store with --server and no --model keys the judgments without a judge model, "
-            "so a re-run answers from the store even if the server now serves another model; name the served "
-            "model with --model <id> (GET /v1/models lists it) to key them by it",
-            file=sys.stderr,
-        )
-    return judge
+    return PrometheusJudge(**judge_kwargs(args))
 
 
 def add_outage_options(g: argparse.ArgumentParser, default: OutagePolicy, fail_means: str) -> None:

@@ -199,8 +199,7 @@ def cmd_reward_server(args: argparse.Namespace) -> int:
     reward.judge  # noqa: B018 - build the judge now: an in-process model that cannot load fails before serving
     health = ServerHealth(reward.health, settings.degraded_failure_share)
     check_judge(
-        settings.urls(),
-        settings.model,
+        reward.judge_server(),
         health=reward.health,
         reward=reward,
         canary_timeout=settings.request_timeout,

@@ -99,7 +99,7 @@ def _get() -> _State:
             try:
                 settings = RewardSettings.load()
                 reward = settings.build_reward()
-                check_judge(settings.urls(), settings.model, health=reward.health)
+                check_judge(reward.judge_server(), outage=reward.config.outage, health=reward.health)
                 _state = _new_state(reward, settings)
             except PromRewardError as e:  # OpenRLHF logs reward_func errors at INFO only: say it loudly
                 logger.error("prom-reward reward_func is not configured: %s", e)

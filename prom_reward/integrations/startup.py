@@ -7,7 +7,7 @@ after ``RewardSettings`` validated the settings (rubric, failure reward on the r
 
 - every judge URL is asked ``GET /models``; a URL that answers but does not serve ``model``, or
   refuses the API key, is a ``ConfigError`` (the command exits 2 with the reason, before serving);
-- then, given the ``reward``, the configuration canary (``prom_reward.core.canary``): one judgment through
+- then, given the ``reward``, the configuration canary (``prom_reward.rewards.canary``): one judgment through
   the reward's whole path; a misconfigured judge (a wrong route: the URL lacks ``/v1``; refused
   credentials; a model it does not serve) raises ``JudgeConfigError``, which names the URL and the fix;
 - a URL that does not answer (down, 5xx, still loading) is not misconfigured and only warns: the reward
@@ -17,7 +17,7 @@ after ``RewardSettings`` validated the settings (rubric, failure reward on the r
   server's ``/health`` then says "failing").
 
 Example:
-    >>> check_judge([], None).reachable
+    >>> check_judge(None).reachable
     {}
 """
 
@@ -25,17 +25,17 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
+from prom_reward.backends.base import JudgeServer
 from prom_reward.errors import BackendError, ConfigError, JudgeConfigError
-from prom_reward.rewards.outage import JudgeHealth
+from prom_reward.rewards.outage import JudgeHealth, OutagePolicy
 
 logger = logging.getLogger(__name__)
 
@@ -52,16 +52,12 @@ class JudgeCheck:
     """The background prober, while some URL has not answered yet."""
 
 
-def _headers() -> dict[str, str]:
-    key = os.environ.get("PROM_REWARD_API_KEY") or os.environ.get("OPENAI_API_KEY")
-    return {"Authorization": f"Bearer {key}"} if key else {}
-
-
-def _get(url: str, timeout: float) -> tuple[int, bytes]:
-    """``GET url``: (status, body), the whole reply within ``timeout`` seconds (httpx's timeout is per read: a
-    judge trickling its reply a byte at a time would hold the start-up forever)."""
+def _get(url: str, timeout: float, api_key: str | None) -> tuple[int, bytes]:
+    """``GET url`` with the run's key: (status, body), the whole reply within ``timeout`` seconds (httpx's timeout is
+    per read: a judge trickling its reply a byte at a time would hold the start-up forever)."""
     deadline = time.monotonic() + timeout
-    with httpx.stream("GET", url, timeout=timeout, headers=_headers()) as r:
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    with httpx.stream("GET", url, timeout=timeout, headers=headers) as r:
         body = bytearray()
         for chunk in r.iter_bytes():
             body += chunk
@@ -70,16 +66,17 @@ def _get(url: str, timeout: float) -> tuple[int, bytes]:
         return r.status_code, bytes(body)
 
 
-def _ask(url: str, timeout: float) -> tuple[list[str] | None, str]:
+def _ask(url: str, timeout: float, api_key: str | None) -> tuple[list[str] | None, str]:
     """(served model ids, "") when ``url`` answers ``GET /models``; (None, why) when it does not."""
     try:
-        status, body = _get(url.rstrip("/") + "/models", timeout)
+        status, body = _get(url.rstrip("/") + "/models", timeout, api_key)
     except httpx.HTTPError as e:
         return None, f"{type(e).__name__}: {e}"
     if status in (401, 403):
         raise JudgeConfigError(
-            f"judge {url}: GET /models answered HTTP {status}: the judge server wants another API key; "
-            "fix: set PROM_REWARD_API_KEY (or OPENAI_API_KEY) to its key",
+            f"judge {url}: GET /models answered HTTP {status}: the judge server wants another API key than "
+            f"{'the one given' if api_key else 'none'}; fix: give its key as the judge option api_key, or set "
+            "PROM_REWARD_API_KEY (or OPENAI_API_KEY) to it",
             url=url,
             status=status,
         )
@@ -106,9 +103,9 @@ def _check_model(url: str, served: list[str], model: str | None) -> None:
 
 
 def check_judge(
-    urls: Sequence[str],
-    model: str | None,
+    server: JudgeServer | None,
     *,
+    outage: OutagePolicy | None = None,
     timeout: float = 5.0,
     health: JudgeHealth | None = None,
     probe_every: float = 10.0,
@@ -116,16 +113,20 @@ def check_judge(
     canary_timeout: float = 120.0,
     on_misconfigured: Callable[[str], None] | None = None,
 ) -> JudgeCheck:
-    """Probe every judge URL and run ``reward``'s canary (see the module docstring); raises ``ConfigError``
-    (``JudgeConfigError`` from the canary) for a judge that answers wrongly."""
+    """Probe every URL of ``server`` (the judge's, as its requests ask it: ``JudgeHolder.judge_server``; None: an
+    in-process judge, nothing to probe) with its key and run ``reward``'s canary (see the module docstring); raises
+    ``ConfigError`` (``JudgeConfigError`` from the canary) for a judge that answers wrongly. ``outage``: what
+    the samples meet while a URL is down (the reward's policy, by default), said in the warning."""
     check = JudgeCheck()
+    urls, model, api_key = (server.urls, server.model, server.api_key) if server is not None else ((), None, None)
+    policy = outage if outage is not None else reward.config.outage if reward is not None else None
     down = dict.fromkeys(urls, "")
 
     def ask(late: bool) -> None:
         """Ask each URL still down; a wrong answer raises ``ConfigError``; once every URL answered, the canary."""
         for url in list(down):
             del down[url]
-            served, why = _ask(url, timeout)  # a refused key raises here
+            served, why = _ask(url, timeout, api_key)  # a refused key raises here
             check.reachable[url] = served is not None
             if served is None:
                 down[url] = why
@@ -155,11 +156,11 @@ def check_judge(
     ask(late=False)
     for url, why in down.items():
         logger.warning(
-            "judge %s is not answering (%s); starting anyway and probing it every %.0f s; until it "
-            "answers, samples wait within the outage budget, then get the failure reward",
+            "judge %s is not answering (%s); starting anyway and probing it every %.0f s; until it answers, %s",
             url,
             why,
             probe_every,
+            _meanwhile(policy),
         )
         if health is not None:
             health.failed(f"judge {url} not answering at start: {why}")
@@ -167,6 +168,23 @@ def check_judge(
         check.probing = threading.Thread(target=probe_until_up, name="prom-reward-judge-probe", daemon=True)
         check.probing.start()
     return check
+
+
+def _meanwhile(policy: OutagePolicy | None) -> str:
+    """What the samples meet while the judge is down, as ``policy`` (the reward's outage policy) says.
+
+    >>> _meanwhile(OutagePolicy(budget_s=30, on_exhausted="fail"))
+    'samples wait within the outage budget (30 s), then get the failure reward'
+    """
+    if policy is None:
+        return "samples wait within the outage budget, then meet its on_exhausted"
+    waited = f"samples wait within the outage budget ({policy.budget_s:g} s), then "
+    if policy.on_exhausted == "fail":
+        return waited + "get the failure reward"
+    return waited + (
+        "their request fails with JudgeUnavailableError naming the cause (outage on_exhausted raise: reward-server "
+        "answers it 503); on_exhausted fail would give them the failure reward instead"
+    )
 
 
 def _canary(reward: Any, seconds: float, health: JudgeHealth | None) -> None:

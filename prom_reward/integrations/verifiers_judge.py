@@ -153,7 +153,7 @@ def shared_reward(config: PrometheusVerifiersJudgeConfig) -> BatchedReward:
         batched = _shared.get(key)
         if batched is None:
             reward = build_reward(config)
-            check_judge(list(config.server), config.model or None, health=reward.health)
+            check_judge(reward.judge_server(), outage=reward.config.outage, health=reward.health)
             batched = _shared[key] = BatchedReward(
                 reward, max_wait_s=config.batch_window_ms / 1000, max_batch_size=config.max_batch_size
             )

@@ -115,7 +115,7 @@ def _state(reward_router_address: str | None, kwargs: dict[str, Any], tokenizer:
         else:
             s = RewardSettings.load({k: v for k, v in kwargs.items() if k not in _VERL_KWARGS})
             reward = s.build_reward(reward_router_address, tokenizer)
-            check_judge(s.urls(reward_router_address), s.model, health=reward.health)
+            check_judge(reward.judge_server(), outage=reward.config.outage, health=reward.health)
         failure = s.failure_reward.value_for(reward.config)
         st = _states[key] = _State(pid, s.batched(reward), failure, s.request_timeout)
         logger.info("prom-reward verl judge ready in pid %d: %r, failure reward %s", pid, reward, st.failure)

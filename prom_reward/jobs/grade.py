@@ -36,7 +36,7 @@ from typing import Any, ClassVar, cast
 
 from prom_reward.checklist.config import ChecklistConfig
 from prom_reward.checklist.criteria import parse_checklist
-from prom_reward.core.canary import asks_expected
+from prom_reward.rewards.canary import asks_expected
 from prom_reward.core.combine import no_verdict
 from prom_reward.core.items import GradeItem, check_text
 from prom_reward.core.results import Grade, JudgeFailure

@@ -7,10 +7,10 @@ Every path is the same job: the input is checked whole before the output is touc
 (``prom_reward.jobs.spec``) and committed as a part file (``prom_reward.jobs.parts``), and the parts
 are merged into the output, which replaces the previous file only once complete. Each output row
 carries ``source_index``, its row's position in the input. Before the first batch, a judge behind a
-server judges the configuration canary (``prom_reward.core.canary``): a misconfigured judge (a wrong
-route, refused credentials, a model it does not serve) stops the job with ``JudgeConfigError`` before a
-row is judged, and met later it stops the job too (``jobs.spec.run_batch`` fails rows only for a
-``BackendError``). The judge asks again for the requests its transport failed, per the job's
+server judges the configuration canary (``prom_reward.rewards.canary``: the job's own task, format and
+rubric): a misconfigured judge (a wrong route, refused credentials, a model it does not serve) stops the job
+with ``JudgeConfigError`` before a row is judged, and met later it stops the job too (``jobs.spec.run_batch``
+fails rows only for a ``BackendError``). The judge asks again for the requests its transport failed, per the job's
 ``JobConfig.outage`` (``rewards.outage_judge.OutageJudge``: an outage is waited out within the budget,
 then its rows are marked for a resume); a resume (``resume=True``) checks the
 job's manifest (``prom_reward.jobs.manifest``) and judges only what no part holds, plus the batches
@@ -40,7 +40,6 @@ import time
 from pathlib import Path
 from typing import Any, cast
 
-from prom_reward.core.canary import job_canary, over_http
 from prom_reward.core.presets import default_format
 from prom_reward.errors import ConfigError
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, get_judge_format
@@ -54,6 +53,7 @@ from prom_reward.jobs.plan import SKIPPED, prepare_job
 from prom_reward.jobs.spec import JobKind
 from prom_reward.jobs.summary import JobSummary
 from prom_reward.preferences.config import PreferenceConfig
+from prom_reward.rewards.canary import job_canary, over_http
 from prom_reward.rewards.outage_judge import OutageJudge
 
 
@@ -103,14 +103,14 @@ def run_job(
 
             if over_http(judge):  # the canary in the driver: a client of the judge server is cheap to build
                 with _build(judge) as client:
-                    job_canary(client, expected=kind.name == "grade")
+                    job_canary(client, kind.task(), kind.job_rubric(), expected=kind.name == "grade")
             judge_on_ray(plan, judge, ray, cfg, summary)
         else:
             from prom_reward.jobs.local import judge_locally
 
             built = _build(judge) if isinstance(judge, dict) else judge
             try:
-                job_canary(built, expected=kind.name == "grade")
+                job_canary(built, kind.task(), kind.job_rubric(), expected=kind.name == "grade")
                 judge_locally(plan, OutageJudge(built, cfg.outage), summary, cfg.progress)
             finally:
                 if built is not judge:

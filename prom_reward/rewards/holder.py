@@ -21,6 +21,9 @@ import multiprocessing
 import threading
 from typing import Any
 
+from prom_reward.backends.base import JudgeServer
+from prom_reward.backends.cached import CachedBackend
+from prom_reward.backends.openai_server import OpenAIServer
 from prom_reward.core.presets import default_format
 from prom_reward.core.protocol import Judge
 from prom_reward.core.requests import check_task
@@ -69,6 +72,18 @@ class JudgeHolder:
                 raise ConfigError(f"format: the config names {want!r} but the judge is in {fmt.name!r}; fix: give one")
         check_task(fmt, task)
         return fmt
+
+    def judge_server(self) -> JudgeServer | None:
+        """The judge server its judge asks (URLs, model, API key: as its options give them, or its built backend
+        holds them; the judge is not built for this); None for an in-process or scripted judge."""
+        if self._judge_spec is not None and self._judge is None:
+            return JudgeServer.of(self._judge_spec)
+        from prom_reward.core.judge import PrometheusJudge
+
+        backend = self.judge.backend if isinstance(self.judge, PrometheusJudge) else None
+        if isinstance(backend, CachedBackend) and backend.built:
+            backend = backend.inner
+        return backend.server if isinstance(backend, OpenAIServer) else None
 
     @property
     def judge(self) -> Judge:

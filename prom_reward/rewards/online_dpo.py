@@ -47,12 +47,11 @@ from statistics import fmean
 from typing import Any
 
 from prom_reward.backends.bridge import run_sync
-from prom_reward.core.canary import CANARY_INSTRUCTION, CANARY_RESPONSES
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.conversation import completion_text, prompt_text
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.sanitize import neutralize
-from prom_reward.rewards.canary import CanaryGate
+from prom_reward.rewards.canary import CANARY_INSTRUCTION, CANARY_RESPONSES, CanaryGate, canary_rubric
 from prom_reward.rewards.config import RewardConfig
 from prom_reward.rewards.diagnostics import diagnostics
 from prom_reward.rewards.holder import JudgeHolder
@@ -145,16 +144,17 @@ class OnlineDPOJudgeReward(JudgeHolder):
                 f"and {sorted(options)}; fix: OnlineDPOJudgeReward(judge, RewardConfig(...)) or its fields as keywords"
             )
         self.config = config or RewardConfig(**{"name": "prometheus_pairwise", **options})
-        self.match_format(self.config.format, "relative")  # it asks for verdicts, whatever the config's mode
+        fmt = self.match_format(self.config.format, "relative")  # it asks for verdicts, whatever the config's mode
         rubric, name = self.config.rubric, self.config.name
         if not isinstance(max_tie_rounds, int) or isinstance(max_tie_rounds, bool) or max_tie_rounds < 0:
             raise ConfigError(f"max_tie_rounds must be an int >= 0, got {max_tie_rounds!r}")
         if rubric is None:
             raise ConfigError("rubric: pass a built-in name, a Rubric, a dict or a file path (rows may override it)")
         try:  # a bad default would fail every pair alone: the run would train on coin flips
-            RubricResolver(rubric)
+            default = RubricResolver(rubric).default
         except InputError as e:
             raise ConfigError(f"rubric: {e}") from e
+        self._canary_rubric = canary_rubric(fmt, "relative", default)  # what the canary is judged with
         self.max_tie_rounds = max_tie_rounds
         self.seed = seed
         self.health = JudgeHealth()
@@ -241,7 +241,8 @@ class OnlineDPOJudgeReward(JudgeHolder):
             )
 
         canary = ([CANARY_INSTRUCTION], [CANARY_RESPONSES[0]], [CANARY_RESPONSES[1]])
-        self.canary.run(lambda: next(iter(judged(canary, [cfg.rubric], [None], [None], {})[2].values()), None))
+        rubric = self._canary_rubric
+        self.canary.run(lambda: next(iter(judged(canary, [rubric], [None], [None], {})[2].values()), None))
         checklists = self._column(columns, cfg.checklist_column, b, None)
         start = time.perf_counter()
         history, rounds, unjudged, checklist_metrics = judged(texts, rubrics, refs, checklists, unreadable)

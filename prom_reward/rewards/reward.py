@@ -37,7 +37,7 @@ from prom_reward.format.conversation import completion_text, prompt_text
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JUDGE_FORMATS, Task
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.sanitize import neutralize
-from prom_reward.rewards.canary import CanaryGate, unanswered
+from prom_reward.rewards.canary import CanaryGate, canary_rubric, unanswered
 from prom_reward.rewards.checklists import batch_runner
 from prom_reward.rewards.config import RewardConfig, check_reward_format
 from prom_reward.rewards.diagnostics import diagnostics, top_of_scale
@@ -86,6 +86,8 @@ class PrometheusReward(JudgeHolder):
         problem = fmt.rubric_problem(self._resolver.default, task) if self._resolver.default else None
         if problem is not None:
             raise ConfigError(f"rubric: {problem}")
+        self._canary_rubric = canary_rubric(fmt, task, self._resolver.default)
+        """What the canary is judged with: the reward's rubric, else one on its format's scale (``rewards.canary``)."""
 
     # -- samples ----------------------------------------------------------------------
     def resolve(self, samples: Sequence[RewardSample]) -> tuple[list[RewardSample | None], list[str | None], list[int]]:
@@ -207,7 +209,8 @@ class PrometheusReward(JudgeHolder):
         path. Raises ``JudgeConfigError`` for a misconfigured judge; returns why the judge did not answer
         (not up yet: not a configuration failure), else None."""
 
-        return self.canary.run(functools.partial(unanswered, self.judge_batch, self.config, deadline))
+        judge_once = functools.partial(unanswered, self.judge_batch, self.config, self._canary_rubric, deadline)
+        return self.canary.run(judge_once)
 
     def _control_and_diagnose(self, out: ModeOutput, samples: Sequence[RewardSample]) -> None:
         """The whole batch's length control (opt-in, ``rewards.length``) and drift diagnostics

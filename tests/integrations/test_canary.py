@@ -55,19 +55,20 @@ def test_reward_server_refuses_a_misconfigured_judge_before_serving(judge, serve
     assert not stand_in.graded  # nothing was judged
 
 
-def test_a_model_the_server_does_not_serve_stops_the_canary(capsys):
-    """The model named only in the judge options (no ``--model`` for ``GET /models`` to check): the canary's chat
-    call is answered 404 "does not exist", the command exits 2 naming the setting to fix."""
+def test_a_model_named_only_in_the_judge_options_is_checked_at_start(capsys):
+    """The model named only in the judge options (no ``--model``): ``GET /models`` checks it as it checks
+    ``--model`` (the judge's own server spec), before the canary; the error names the setting to fix."""
     stand_in = StandInJudge(model="prometheus").start()
     reward = PrometheusReward({**JUDGE, "base_url": stand_in.url, "model": "other"}, failure_reward="min")
     from prom_reward.errors import JudgeConfigError
     from prom_reward.integrations.startup import check_judge
 
     try:
-        with pytest.raises(JudgeConfigError, match=r"does not serve that model; fix: set --model / PROM_REWARD_MODEL"):
-            check_judge([stand_in.url], None, reward=reward, health=reward.health)
+        with pytest.raises(JudgeConfigError, match=r"does not serve the model 'other' \(it serves prometheus\)"):
+            check_judge(reward.judge_server(), reward=reward, health=reward.health)
     finally:
         stand_in.stop()
+    assert not stand_in.graded
 
 
 @pytest.mark.parametrize("refuse, words", [(404, "ends in /v1"), (401, "PROM_REWARD_API_KEY")])
@@ -80,7 +81,7 @@ def test_a_judge_down_at_start_then_found_misconfigured_fails_health(refuse, wor
     reward = PrometheusReward({**JUDGE, "base_url": late.url}, failure_reward="min")
     health = ServerHealth(reward.health, degraded_failure_share=0.5)
     check = check_judge(
-        [late.url], None, health=reward.health, reward=reward, timeout=1.0, probe_every=0.2,
+        reward.judge_server(), health=reward.health, reward=reward, timeout=1.0, probe_every=0.2,
         on_misconfigured=health.misconfigured,
     )  # fmt: skip
     assert health.status()["status"] == "degraded" and "not answering" in health.status()["cause"]
@@ -162,6 +163,7 @@ def test_a_judge_trickling_its_models_reply_does_not_hold_the_start_up():
     import time
     from http.server import BaseHTTPRequestHandler
 
+    from prom_reward.backends.base import JudgeServer
     from prom_reward.integrations.startup import check_judge
     from tests.fakes import ThreadingHTTPServer
 
@@ -186,7 +188,7 @@ def test_a_judge_trickling_its_models_reply_does_not_hold_the_start_up():
     health = JudgeHealth()
     try:
         start = time.monotonic()
-        check = check_judge([url], None, timeout=1.0, health=health, probe_every=60)
+        check = check_judge(JudgeServer((url,), None), timeout=1.0, health=health, probe_every=60)
         took = time.monotonic() - start
     finally:
         stop.set()
@@ -194,3 +196,62 @@ def test_a_judge_trickling_its_models_reply_does_not_hold_the_start_up():
         httpd.server_close()
     assert took < 5 and check.reachable == {url: False}, (took, check)
     assert health.status()["status"] == "degraded" and "ReadTimeout" in health.status()["cause"]
+
+
+KEYED = {"good": 5}
+
+
+@pytest.fixture
+def keyed_judge(monkeypatch):
+    """A stand-in judge that wants the key ``sekret``, with no key in the environment."""
+    monkeypatch.delenv("PROM_REWARD_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    judge = StandInJudge(KEYED, api_key="sekret").start()
+    yield judge
+    judge.stop()
+
+
+def test_a_key_given_in_the_judge_options_of_the_config_file_reaches_the_start_up(keyed_judge, tmp_path, monkeypatch):
+    """Issue 44: ``judge: {api_key: ...}`` in ``--config`` exited 2 "GET /models answered HTTP 401": the start-up
+    asked ``GET /models`` with the environment's key only."""
+    from prom_reward.integrations import openrlhf_server
+
+    served: list = []
+    monkeypatch.setattr(openrlhf_server, "serve_reward", lambda reward, *a, **k: served.append(reward))
+    cfg = tmp_path / "k.yaml"
+    cfg.write_text(f"server: ['{keyed_judge.url}']\njudge:\n  api_key: sekret\nfailure_reward: min\n")
+    assert main(["reward-server", "--config", str(cfg), "--port", str(free_port())]) == 0
+    (reward,) = served
+    assert reward(prompts=["Q?"], completions=["good"]) == [5.0]
+    assert len(keyed_judge.keys) >= 3 and set(keyed_judge.keys) == {"Bearer sekret"}  # models, canary, the sample
+
+
+def test_a_key_given_to_verl_reaches_the_start_up(keyed_judge):
+    from prom_reward.integrations import verl as prom_verl
+
+    try:
+        out = prom_verl.compute_score_sync(
+            "a", "good", None, {"question": "Q?"}, server=keyed_judge.url, judge={"api_key": "sekret"}, failure_reward=0
+        )
+    finally:
+        prom_verl.reset()
+    assert out["score"] == 5.0 and out["judge_failed"] == 0.0
+    assert len(keyed_judge.keys) >= 3 and set(keyed_judge.keys) == {"Bearer sekret"}  # models, canary, the sample
+
+
+@pytest.mark.parametrize(
+    "argv, says, not_says",
+    [
+        ([], "then their request fails with JudgeUnavailableError", "then get the failure reward"),
+        (["--outage-on-exhausted", "fail"], "then get the failure reward", "fails with JudgeUnavailableError"),
+    ],
+)
+def test_the_start_up_warning_says_what_on_exhausted_does(argv, says, not_says, monkeypatch, caplog):
+    """Issue 44: the warning said samples "get the failure reward" while the default ``raise`` answers 503."""
+    from prom_reward.integrations import openrlhf_server
+
+    monkeypatch.setattr(openrlhf_server, "serve_reward", lambda *a, **k: None)
+    url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens: down at start
+    with caplog.at_level("WARNING", logger="prom_reward.integrations.startup"):
+        code = main(["reward-server", "--server", url, "--failure-reward", "min", "--port", str(free_port()), *argv])
+    assert code == 0 and says in caplog.text and not_says not in caplog.text, caplog.text

@@ -15,6 +15,7 @@ import httpx
 import pytest
 import yaml
 
+from prom_reward.backends.base import JudgeServer
 from prom_reward.cli.main import build_parser, main
 from prom_reward.errors import ConfigError
 from prom_reward.integrations.openrlhf_server import RedactTokens, log_config, redact
@@ -345,9 +346,9 @@ def test_every_setting_has_a_reward_server_flag_and_an_environment_variable():
 def test_check_judge_refuses_a_wrong_model_and_warns_about_a_down_judge(caplog):
     judge = StandInJudge(model="prometheus").start()
     try:
-        assert check_judge([judge.url], "prometheus").models == {judge.url: ["prometheus"]}
+        assert check_judge(JudgeServer((judge.url,), "prometheus")).models == {judge.url: ["prometheus"]}
         with pytest.raises(ConfigError, match="does not serve the model 'other'.*prometheus"):
-            check_judge([judge.url], "other")
+            check_judge(JudgeServer((judge.url,), "other"))
     finally:
         judge.stop()
     late = StandInJudge(model="prometheus")
@@ -355,7 +356,7 @@ def test_check_judge_refuses_a_wrong_model_and_warns_about_a_down_judge(caplog):
 
     health = JudgeHealth()
     with caplog.at_level(logging.WARNING):
-        check = check_judge([late.url], "prometheus", health=health, timeout=1.0, probe_every=0.2)
+        check = check_judge(JudgeServer((late.url,), "prometheus"), health=health, timeout=1.0, probe_every=0.2)
     assert check.reachable == {late.url: False} and "not answering" in caplog.text
     assert health.status()["status"] == "degraded"
     late.start()

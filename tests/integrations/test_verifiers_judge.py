@@ -295,3 +295,17 @@ def test_the_docs_table_lists_the_judges_own_fields_with_their_defaults():
         else:
             shown = f"`{json.dumps(default) if default == '' else default}`"
         assert rows[name].strip() == shown, (name, rows[name])
+
+
+def test_a_key_given_in_the_judge_config_reaches_the_start_up(monkeypatch):
+    """Issue 44: ``judge={"api_key": ...}`` failed the start-up check (``GET /models`` asked with the environment's
+    key only)."""
+    monkeypatch.delenv("PROM_REWARD_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    stand_in = StandInJudge({"good": 5}, api_key="sekret").start()
+    try:
+        config = PrometheusVerifiersJudgeConfig(server=[stand_in.url], judge={"api_key": "sekret"})
+        assert verifiers_judge.shared_reward(config).reward.judge_server().api_key == "sekret"
+    finally:
+        stand_in.stop()
+    assert stand_in.keys and set(stand_in.keys) == {"Bearer sekret"}

@@ -141,7 +141,7 @@ def test_the_first_calls_canary_enters_each_module_once_on_every_thread(reward_c
     thread: no thread's stack, the worker's included, enters a module again."""
     backend = EveryThreadRecordingBackend(respond=_grade)
     reward = reward_cls(PrometheusJudge(backend=backend))
-    reward.canary.due = True  # as for a judge behind a server (``core.canary.over_http``)
+    reward.canary.due = True  # as for a judge behind a server (``rewards.canary.over_http``)
     call = reward(["Say hi."], ["hi"])
     rewards = asyncio.run(call) if reward_cls is AsyncPrometheusReward else call
     assert rewards == [4.0] and not reward.canary.due and len(backend.calls) == 2  # the canary, then the batch

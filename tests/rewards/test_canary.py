@@ -4,16 +4,21 @@ own reward calls meet the same canary in the fault matrix (``tests.reward_faults
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import time
 
 import pytest
 
 from prom_reward import PrometheusJudge
 from prom_reward.errors import ConfigError, JudgeConfigError
+from prom_reward.format.judge_format import JUDGE_FORMATS, get_judge_format
+from prom_reward.format.rubrics import get_rubric
+from prom_reward.rewards.canary import CANARY_INSTRUCTION, CANARY_RESPONSES, canary_rubric
 from prom_reward.rewards.config import RewardConfig, failure_value, reward_scale
 from prom_reward.rewards.online_dpo import OnlineDPOJudgeReward
 from prom_reward.rewards.outage import OutagePolicy
-from prom_reward.rewards.reward import PrometheusReward
+from prom_reward.rewards.reward import AsyncPrometheusReward, PrometheusReward
 from tests.fakes import StandInJudge
 
 JUDGE = {"backend": "openai", "system_role": False, "max_retries": 0, "sampling": {"max_tokens": 8}}
@@ -106,3 +111,59 @@ def test_a_canary_left_unanswered_runs_again_on_the_next_call():
         assert reward(prompts=["Q?"], completions=["good"]) == [5.0] and not reward.canary.due
     finally:
         judge.stop()
+
+
+def _own_rubric(fmt, task: str) -> dict:
+    n = len(fmt.scale) if task == "absolute" else 0
+    return {"criteria": "Is it the reward's own rubric?", "descriptions": [f"d{k}" for k in range(n)]}
+
+
+def _canary_prompt(fmt, task: str, rubric) -> str:
+    if task == "absolute":
+        return fmt.absolute_prompt(CANARY_INSTRUCTION, CANARY_RESPONSES[0], rubric, None).user
+    return fmt.relative_prompt(CANARY_INSTRUCTION, *CANARY_RESPONSES, rubric, None).user
+
+
+REWARDS = [
+    (PrometheusReward, {"mode": "absolute"}, "absolute"),
+    (AsyncPrometheusReward, {"mode": "absolute"}, "absolute"),
+    (PrometheusReward, {"mode": "pairwise_reference"}, "relative"),
+    (AsyncPrometheusReward, {"mode": "pairwise_group"}, "relative"),
+    (OnlineDPOJudgeReward, {}, "relative"),
+]
+
+
+@pytest.mark.parametrize("cls, options, task", REWARDS, ids=lambda v: getattr(v, "__name__", None) or str(v))
+@pytest.mark.parametrize("name", list(JUDGE_FORMATS))
+def test_the_first_calls_canary_is_the_rewards_own_judgment(cls, options, task, name):
+    """Issue 44: the canary judged a built-in 5-level rubric whatever the format; with a 3-point or binary format
+    that sample failed alone on its rubric, so nothing was sent and the configuration went unchecked."""
+    fmt = get_judge_format(name)
+    if task not in fmt.tasks:
+        return  # refused at construction naming what it supports: tests/rewards/test_reward_formats.py
+    judge = StandInJudge({"good": 5}, scale=fmt.scale or (1, 2, 3, 4, 5)).start()
+    rubric = _own_rubric(fmt, task)
+    try:
+        reward = cls({**JUDGE, "base_url": judge.url, "format": name}, rubric=rubric, **options)
+        kwargs = {"baseline": ["fair"] * 2} if options.get("mode") == "pairwise_reference" else {}
+        out = reward(prompts=["Q?", "Q?"], completions=["good", "fair"], **kwargs)
+        if inspect.isawaitable(out):
+            asyncio.run(out)
+    finally:
+        judge.stop()
+    assert not reward.canary.due and judge.prompts
+    want = _canary_prompt(fmt, task, get_rubric(rubric))
+    assert any(p.endswith(want) for p in judge.prompts[:2])  # the canary first (a pair: its two orders, any order)
+
+
+def test_a_reward_of_row_rubrics_has_its_canary_on_the_formats_scale():
+    fmt = get_judge_format("flow-judge-3")
+    judge = StandInJudge({"good": 5}, scale=fmt.scale).start()
+    try:
+        reward = PrometheusReward({**JUDGE, "base_url": judge.url, "format": fmt.name}, rubric=None)
+        rubric = {"criteria": "Row?", "descriptions": ["a", "b", "c"]}
+        assert reward(prompts=["Q?"], completions=["good"], rubric=[rubric]) == [3.0]
+    finally:
+        judge.stop()
+    assert judge.prompts[0].endswith(_canary_prompt(fmt, "absolute", canary_rubric(fmt, "absolute", None)))
+    assert "Row?" in judge.prompts[1]
