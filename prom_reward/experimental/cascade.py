@@ -279,7 +279,8 @@ class CascadeJudge(ListForms):
         )
 
     # the routing is sync: the async forms run it in a worker thread
-    agrade_items, acompare_items = threaded_method(grade_items), threaded_method(compare_items)
+    agrade_items = threaded_method(grade_items)
+    acompare_items = threaded_method(compare_items)
     acompare_items_by_grades = threaded_method(compare_items_by_grades)
 
     def __getstate__(self) -> dict[str, object]:
