@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
 import re
@@ -27,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from griffe import Attribute, Class, Docstring, Extension, ExprCall, ExprName, Function
+from griffe import Class, Docstring, Extension, Function
 from mkdocs.structure.files import File, Files
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -146,33 +147,56 @@ class DoctestBlocks(Extension):
             obj.docstring.value = fence_doctests(obj.docstring.value)
 
 
+def _wrapped_forms(node: ast.ClassDef) -> list[tuple[str, str, str, int]]:
+    """``(name, kind, wrapped, lineno)`` of each ``name = sync_method(wrapped)`` (or ``threaded_method``) in the
+    class body, one per name of a tuple assignment too (``a, b = sync_method(aa), sync_method(ab)``)."""
+    found = []
+    for stmt in node.body:
+        if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1:
+            continue
+        target, value = stmt.targets[0], stmt.value
+        pairs: list[tuple[ast.expr, ast.expr]] = [(target, value)]
+        if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple):
+            pairs = list(zip(target.elts, value.elts, strict=False))
+        for name, call in pairs:
+            if (
+                isinstance(name, ast.Name)
+                and isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Name)
+                and call.func.id in WRAPPERS
+                and len(call.args) == 1
+                and isinstance(call.args[0], ast.Name)
+            ):
+                found.append((name.id, WRAPPERS[call.func.id], call.args[0].id, stmt.lineno))
+    return found
+
+
 class WrappedForms(Extension):
     """Griffe extension: a class attribute ``name = sync_method(aname)`` (``threaded_method``: the async form of a
     sync method) becomes the method it is at run time: ``aname``'s parameters and docstring (``functools.wraps``),
     sync (or async), its first line saying which form of ``aname`` it is."""
 
-    def on_class_members(self, *, cls: Class, **kwargs: Any) -> None:
-        for name, member in list(cls.members.items()):
-            value = member.value if isinstance(member, Attribute) else None
-            if not (isinstance(value, ExprCall) and isinstance(value.function, ExprName)) or len(value.arguments) != 1:
-                continue
-            kind, [arg] = WRAPPERS.get(value.function.name), value.arguments
-            wrapped = cls.members.get(arg.name) if isinstance(arg, ExprName) else None
-            if kind is None or not isinstance(wrapped, Function):
+    def on_class_members(self, *, node: ast.AST | Any, cls: Class, **kwargs: Any) -> None:
+        if not isinstance(node, ast.ClassDef):
+            return
+        for name, kind, aname, lineno in _wrapped_forms(node):
+            wrapped = cls.members.get(aname)
+            if not isinstance(wrapped, Function):
                 continue
             how = "waits for it on the library's event loop" if kind == "sync" else "runs it in a worker thread"
-            text = f"The {kind} form of `{wrapped.name}`: it {how}." + (
+            text = f"The {kind} form of `{aname}`: it {how}." + (
                 f"\n\n{wrapped.docstring.value}" if wrapped.docstring else ""
             )
-            form = Function(name, lineno=member.lineno, endlineno=member.endlineno, parameters=wrapped.parameters)
+            form = Function(name, lineno=lineno, endlineno=lineno, parameters=wrapped.parameters)
             form.returns = wrapped.returns
             form.labels = (set(wrapped.labels) - {"async"}) | ({"async"} if kind == "async" else set())
             parser = wrapped.docstring.parser if wrapped.docstring else None
             options = wrapped.docstring.parser_options if wrapped.docstring else None
             form.docstring = Docstring(
-                fence_doctests(text), lineno=member.lineno, parent=form, parser=parser, parser_options=options
+                fence_doctests(text), lineno=lineno, parent=form, parser=parser, parser_options=options
             )
-            cls.del_member(name)
+            if name in cls.members:
+                cls.del_member(name)
             cls.set_member(name, form)
 
 

@@ -318,8 +318,7 @@ class PrometheusJudge(ListForms):
             todo = ties.tied()
         return ties.verdicts()
 
-    grade_items = sync_method(agrade_items)
-    compare_items = sync_method(acompare_items)
+    grade_items, compare_items = sync_method(agrade_items), sync_method(acompare_items)
     compare_items_by_grades = sync_method(acompare_items_by_grades)
 
     def close(self) -> None:

@@ -150,9 +150,7 @@ class ListForms(Protocol):
         judged = await self.acompare_items_by_grades(built, max_tie_rounds=max_tie_rounds, num_samples=num_samples)
         return with_failed(n, failed, judged, failed_pair)
 
-    grade = sync_method(agrade)
-    compare = sync_method(acompare)
-    compare_by_grades = sync_method(acompare_by_grades)
+    grade, compare, compare_by_grades = sync_method(agrade), sync_method(acompare), sync_method(acompare_by_grades)
 
 
 @runtime_checkable

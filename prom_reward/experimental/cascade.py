@@ -279,8 +279,7 @@ class CascadeJudge(ListForms):
         )
 
     # the routing is sync: the async forms run it in a worker thread
-    agrade_items = threaded_method(grade_items)
-    acompare_items = threaded_method(compare_items)
+    agrade_items, acompare_items = threaded_method(grade_items), threaded_method(compare_items)
     acompare_items_by_grades = threaded_method(compare_items_by_grades)
 
     def __getstate__(self) -> dict[str, object]:

@@ -144,8 +144,7 @@ class OutageJudge(ListForms):
             items, call, _failed_verdict, self.policy, deadline=deadline, health=self.health
         )
 
-    grade_items = sync_method(agrade_items)
-    compare_items = sync_method(acompare_items)
+    grade_items, compare_items = sync_method(agrade_items), sync_method(acompare_items)
     compare_items_by_grades = sync_method(acompare_items_by_grades)
 
     def close(self) -> None:
