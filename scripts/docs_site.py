@@ -4,7 +4,10 @@
   unchanged on the site: ``README.md`` (the home page), every ``docs/**/*.md``, and every file those pages
   link to, followed link by link (``benchmarks/README.md``, its plots, ``train_judge/README.md`` ...).
 - **API reference** (``api.md``): one mkdocstrings block per name of ``prom_reward.__all__``, plus
-  ``prom_reward.experimental`` when that module exists, each rendered from its docstrings.
+  ``prom_reward.experimental`` when that module exists, then ``MODULE_API`` (what the docs have users import from
+  a module: the frameworks' entry points, the serving helpers), each rendered from its docstrings, inherited
+  methods and ``__call__`` included (mkdocs.yml). ``WrappedForms`` documents ``name = sync_method(aname)`` (and
+  ``threaded_method``) as the method it is at run time.
 - **Generated tables**: a page's ``<!-- NAME:start -->`` ... ``<!-- NAME:end -->`` region is replaced by the
   output of the table's one generator (``TABLES``: the settings and the formats tables), so the site shows
   the code's tables even before a test has caught a stale page (other regions, e.g. the README's ``tour``, stay).
@@ -17,6 +20,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
 import re
@@ -24,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from griffe import Extension
+from griffe import Class, Docstring, Extension, Function
 from mkdocs.structure.files import File, Files
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,6 +50,19 @@ def _formats_table() -> str:
 
     return formats_table()
 
+
+MODULE_API: dict[str, list[str]] = {
+    "prom_reward.integrations.verl": ["compute_score", "compute_score_sync", "configure", "reset"],
+    "prom_reward.integrations.openrlhf_func": ["reward_func", "reward_func_path", "configure", "reset"],
+    "prom_reward.integrations.trl_async": ["use_judged_loop"],
+    "prom_reward.integrations.verifiers_judge": ["PrometheusVerifiersJudgeConfig"],
+    "prom_reward.backends.servers": ["JudgeServers", "ServeConfig"],
+    "prom_reward.backends.vllm_options": ["VLLMOptions"],
+    "prom_reward.backends.vllm_engine": ["VLLMEngine"],
+}
+"""Module -> the names the docs import from it (not in ``prom_reward.__all__``), in the API reference's last part."""
+WRAPPERS = {"sync_method": "sync", "threaded_method": "async"}
+"""``backends.bridge``'s method wrappers -> the kind of the method they make."""
 
 TABLES: dict[str, Callable[[], str]] = {"settings": _settings_table, "formats": _formats_table}
 """Marker name -> the one generator of that table (the same function the tests compare the page with)."""
@@ -92,6 +109,8 @@ def api_page() -> str:
         lines += ["## prom_reward.experimental", ""]
         names = getattr(experimental, "__all__", None)
         lines += [f"::: prom_reward.experimental.{n}\n" for n in names] if names else ["::: prom_reward.experimental\n"]
+    for module, members in MODULE_API.items():
+        lines += [f"## {module}", ""] + [f"::: {module}.{n}\n" for n in members]
     return "\n".join(lines)
 
 
@@ -126,6 +145,59 @@ class DoctestBlocks(Extension):
     def on_instance(self, *, obj: Any, **kwargs: Any) -> None:
         if obj.docstring is not None:
             obj.docstring.value = fence_doctests(obj.docstring.value)
+
+
+def _wrapped_forms(node: ast.ClassDef) -> list[tuple[str, str, str, int]]:
+    """``(name, kind, wrapped, lineno)`` of each ``name = sync_method(wrapped)`` (or ``threaded_method``) in the
+    class body, one per name of a tuple assignment too (``a, b = sync_method(aa), sync_method(ab)``)."""
+    found = []
+    for stmt in node.body:
+        if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1:
+            continue
+        target, value = stmt.targets[0], stmt.value
+        pairs: list[tuple[ast.expr, ast.expr]] = [(target, value)]
+        if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple):
+            pairs = list(zip(target.elts, value.elts, strict=False))
+        for name, call in pairs:
+            if (
+                isinstance(name, ast.Name)
+                and isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Name)
+                and call.func.id in WRAPPERS
+                and len(call.args) == 1
+                and isinstance(call.args[0], ast.Name)
+            ):
+                found.append((name.id, WRAPPERS[call.func.id], call.args[0].id, stmt.lineno))
+    return found
+
+
+class WrappedForms(Extension):
+    """Griffe extension: a class attribute ``name = sync_method(aname)`` (``threaded_method``: the async form of a
+    sync method) becomes the method it is at run time: ``aname``'s parameters and docstring (``functools.wraps``),
+    sync (or async), its first line saying which form of ``aname`` it is."""
+
+    def on_class_members(self, *, node: ast.AST | Any, cls: Class, **kwargs: Any) -> None:
+        if not isinstance(node, ast.ClassDef):
+            return
+        for name, kind, aname, lineno in _wrapped_forms(node):
+            wrapped = cls.members.get(aname)
+            if not isinstance(wrapped, Function):
+                continue
+            how = "waits for it on the library's event loop" if kind == "sync" else "runs it in a worker thread"
+            text = f"The {kind} form of `{aname}`: it {how}." + (
+                f"\n\n{wrapped.docstring.value}" if wrapped.docstring else ""
+            )
+            form = Function(name, lineno=lineno, endlineno=lineno, parameters=wrapped.parameters)
+            form.returns = wrapped.returns
+            form.labels = (set(wrapped.labels) - {"async"}) | ({"async"} if kind == "async" else set())
+            parser = wrapped.docstring.parser if wrapped.docstring else None
+            options = wrapped.docstring.parser_options if wrapped.docstring else None
+            form.docstring = Docstring(
+                fence_doctests(text), lineno=lineno, parent=form, parser=parser, parser_options=options
+            )
+            if name in cls.members:
+                cls.del_member(name)
+            cls.set_member(name, form)
 
 
 def _title(root: Path, page: str) -> str:

@@ -1,7 +1,8 @@
 """HTTP transport for ``OpenAIServer``: one long-lived session per event loop, URL choice, one attempt per call.
 
 ``LoopSessions`` holds the ``aiohttp.ClientSession`` (and its connection pool, ``new_session``) that a
-backend keeps per event loop it is used on, across calls, until it is closed. ``HTTPBatch`` lives inside one running
+backend keeps per event loop it is used on, across calls, until it is closed: by the backend's ``close``, else at
+interpreter exit (``bridge.close_at_exit``). ``HTTPBatch`` lives inside one running
 event loop (one ``agenerate`` call): it uses that session and owns a semaphore bounding the batch's
 calls in flight; which URL gets each call is the backend's ``EndpointPool``'s choice (``_endpoints``),
 which outlives the batch.
@@ -36,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import os
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -45,7 +47,7 @@ import aiohttp
 
 from prom_reward.backends._endpoints import EndpointPool
 from prom_reward.backends._openai_wire import error_text, rejection
-from prom_reward.backends.bridge import close_on_loop
+from prom_reward.backends.bridge import close_at_exit, close_on_loop
 from prom_reward.errors import BackendError
 
 T = TypeVar("T")
@@ -71,12 +73,16 @@ def new_session(*, api_key: str | None, timeout: float) -> aiohttp.ClientSession
 
 class LoopSessions:
     """One long-lived session per event loop (an aiohttp session is bound to the loop that made it): made on
-    first use there, dropped once its loop is closed, closed by ``close``/``aclose``. Pickled or copied empty."""
+    first use there, dropped once its loop is closed, closed by ``close``/``aclose`` (at the latest at interpreter
+    exit). Pickled or copied empty; a forked child drops its parent's sessions untouched (their loops are the
+    parent's)."""
 
     def __init__(self, *, api_key: str | None, timeout: float) -> None:
         self.api_key, self.timeout = api_key, timeout
         self._by_loop: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
         self._lock = threading.Lock()
+        self._pid = os.getpid()
+        close_at_exit(self)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return functools.partial(LoopSessions, api_key=self.api_key, timeout=self.timeout), ()
@@ -88,6 +94,7 @@ class LoopSessions:
         """The running loop's session (made on its first use there)."""
         loop = asyncio.get_running_loop()
         with self._lock:
+            self._own_process()
             for gone in [old for old in self._by_loop if old.is_closed()]:
                 _forget(self._by_loop.pop(gone))
             session = self._by_loop.get(loop)
@@ -95,12 +102,22 @@ class LoopSessions:
                 session = self._by_loop[loop] = new_session(api_key=self.api_key, timeout=self.timeout)
         return session
 
+    def _own_process(self) -> None:
+        """Forget (without touching) sessions inherited through a fork: their loops run in the parent only."""
+        if self._pid != os.getpid():
+            self._by_loop, self._pid = {}, os.getpid()
+
     def close(self) -> None:
-        """Close every session on its own loop (``bridge.close_on_loop``). Safe to call twice."""
+        """Close every session on its own loop (``bridge.close_on_loop``); one whose loop no longer runs (closed,
+        or stopped) is marked closed (``_forget``). Safe to call twice."""
         with self._lock:
+            self._own_process()
             sessions, self._by_loop = self._by_loop, {}
         for loop, session in sessions.items():
-            close_on_loop(loop, session.close)
+            if loop.is_running():
+                close_on_loop(loop, session.close)
+            else:
+                _forget(session)
 
     async def aclose(self) -> None:
         """``close``, the running loop's session closed before this returns."""
@@ -112,8 +129,8 @@ class LoopSessions:
 
 
 def _forget(session: aiohttp.ClientSession) -> None:
-    """Mark closed a session whose loop was closed without closing it (a new loop per call): its sockets
-    went with the loop, and nothing can be awaited there. aiohttp's ``_close`` only flags a connector of a
+    """Mark closed a session whose loop was closed (a new loop per call) or stopped without closing it: its
+    sockets go with the loop, and nothing can be awaited there. aiohttp's ``_close`` only flags a connector of a
     closed loop (no public call does), so no "Unclosed client session" is logged when it is collected."""
     connector = session.connector
     if connector is not None:

@@ -6,7 +6,9 @@ coroutines run on ONE long-lived event loop in a daemon thread of this process, 
 (again after a fork, whose child has no such thread), so what a backend keeps per event loop (the
 ``openai`` backend's HTTP session and its connection pool) lives across sync calls instead of being made
 and dropped per call. Sync callers in several threads share the loop; each waits for its own coroutine.
-Async callers never come here: they await the async API on their own loop.
+Async callers never come here: they await the async API on their own loop. What lives on a loop past the calls (an
+HTTP session) is closed at interpreter exit by its owner's ``close``, registered with ``close_at_exit``, while
+this thread's loop still runs (``atexit`` handlers run before daemon threads stop).
 
 Example:
     >>> async def add(a, b):
@@ -20,12 +22,14 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import functools
 import os
 import threading
+import weakref
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -37,6 +41,13 @@ _pid: int | None = None
 _closing: set[asyncio.Task[None]] = set()  # closes scheduled on the caller's loop, held until done
 CLOSE_WAIT_S = 5.0
 """Seconds ``close_on_loop`` waits for a close on another thread's loop."""
+
+
+class Closable(Protocol):
+    def close(self) -> None: ...
+
+
+_open: weakref.WeakSet[Closable] = weakref.WeakSet()  # closed at exit, if still alive then (close_at_exit)
 
 
 async def _serve(ready: concurrent.futures.Future[asyncio.AbstractEventLoop]) -> None:
@@ -147,3 +158,17 @@ def close_on_loop(loop: asyncio.AbstractEventLoop, close: Callable[[], Awaitable
             future.result(timeout=CLOSE_WAIT_S)
         except (concurrent.futures.TimeoutError, OSError, RuntimeError):
             future.cancel()
+
+
+def close_at_exit(resource: Closable) -> None:
+    """Have ``resource.close()`` called at interpreter exit if it is still alive then (its owner may close it
+    earlier: ``close`` is safe to call twice), while the library's loop still runs, so that what it holds
+    on a loop (an aiohttp session: "Unclosed client session" otherwise) is closed on that loop."""
+    _open.add(resource)
+
+
+@atexit.register
+def _close_open() -> None:
+    """Close, at interpreter exit, every resource ``close_at_exit`` registered that is still alive."""
+    for resource in list(_open):
+        resource.close()

@@ -58,6 +58,13 @@ _state: _State | None = None
 class _State:
     batched: BatchedReward
     settings: RewardSettings
+    owned: bool = False
+    """The reward was built here from the settings (``close`` closes it), not given to ``configure``."""
+
+    def close(self) -> None:
+        self.batched.close()
+        if self.owned:
+            self.batched.reward.close()
 
 
 def configure(reward: Any, **settings: Any) -> BatchedReward:
@@ -68,23 +75,24 @@ def configure(reward: Any, **settings: Any) -> BatchedReward:
     with _lock:
         old, _state = _state, new
     if old is not None:
-        old.batched.close()
+        old.close()
     return new.batched
 
 
-def _new_state(reward: Any, s: RewardSettings) -> _State:
+def _new_state(reward: Any, s: RewardSettings, *, owned: bool = False) -> _State:
     """The process-wide state for ``reward``: its batched queue and the settings ``reward_func`` reads."""
     s.failure_reward.value_for(reward.config)  # on the reward's own scale (a configured reward has its own)
-    return _State(s.batched(reward), s)
+    return _State(s.batched(reward), s, owned)
 
 
 def reset() -> None:
-    """Drop the process-wide judge (the next call configures a new one)."""
+    """Drop the process-wide judge, closing the reward built from the settings (the next call configures a new
+    one)."""
     global _state
     with _lock:
         old, _state = _state, None
     if old is not None:
-        old.batched.close()
+        old.close()
 
 
 def batched_reward() -> BatchedReward:
@@ -100,7 +108,7 @@ def _get() -> _State:
                 settings = RewardSettings.load()
                 reward = settings.build_reward()
                 check_judge(reward.judge_server(), outage=reward.config.outage, health=reward.health)
-                _state = _new_state(reward, settings)
+                _state = _new_state(reward, settings, owned=True)
             except PromRewardError as e:  # OpenRLHF logs reward_func errors at INFO only: say it loudly
                 logger.error("prom-reward reward_func is not configured: %s", e)
                 raise

@@ -72,6 +72,8 @@ class _State:
     batched: BatchedReward
     failure: float
     timeout: float | None
+    owned: bool
+    """The reward was built here from the settings (``reset`` closes it), not given to ``configure``."""
 
 
 def configure(reward: Any, failure_reward: Any = None, **settings: Any) -> None:
@@ -89,7 +91,8 @@ def configure(reward: Any, failure_reward: Any = None, **settings: Any) -> None:
 
 
 def reset() -> None:
-    """Close this process's batched rewards, forget ``configure`` and the counts.
+    """Close this process's batched rewards (and the rewards built from the settings), forget ``configure`` and
+    the counts.
 
     >>> reset()
     """
@@ -100,6 +103,8 @@ def reset() -> None:
         stats.update(items=0, failures=0)
     for s in states:
         s.batched.close()
+        if s.owned:
+            s.batched.reward.close()
 
 
 def _state(reward_router_address: str | None, kwargs: dict[str, Any], tokenizer: Any = None) -> _State:
@@ -117,7 +122,7 @@ def _state(reward_router_address: str | None, kwargs: dict[str, Any], tokenizer:
             reward = s.build_reward(reward_router_address, tokenizer)
             check_judge(reward.judge_server(), outage=reward.config.outage, health=reward.health)
         failure = s.failure_reward.value_for(reward.config)
-        st = _states[key] = _State(pid, s.batched(reward), failure, s.request_timeout)
+        st = _states[key] = _State(pid, s.batched(reward), failure, s.request_timeout, owned=not _configured)
         logger.info("prom-reward verl judge ready in pid %d: %r, failure reward %s", pid, reward, st.failure)
         return st
 

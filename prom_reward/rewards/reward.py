@@ -285,6 +285,8 @@ class PrometheusReward(JudgeHolder):
     def __call__(
         self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
     ) -> list[float | None]:
+        """TRL's reward function: ``compute`` (the rewards of ``completions`` for ``prompts``, ``None`` where the
+        judge failed; the other dataset columns come as ``kwargs``), waited for on the library's loop."""
         return self.compute(prompts, completions, completion_ids, **kwargs)
 
     async def acall(
@@ -314,4 +316,5 @@ class AsyncPrometheusReward(PrometheusReward):
     async def __call__(  # type: ignore[override]
         self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
     ) -> list[float | None]:
+        """TRL's async reward function: ``acall``, awaited on the caller's loop."""
         return await self.acall(prompts, completions, completion_ids, **kwargs)

@@ -7,6 +7,7 @@ the screenshot. Fails, never skips, without mkdocs or Chromium."""
 
 from __future__ import annotations
 
+import importlib
 import re
 import subprocess
 import sys
@@ -143,3 +144,94 @@ def test_pages_render_in_headless_chromium(site, tmp_path, page, heading, expect
     assert image.size == (1200, 900)
     dark = sum(1 for v in image.tobytes() if v < 100)
     assert dark > 2000, dark  # text painted, not a blank or unstyled-error page
+
+
+PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
+IMPORT = re.compile(r"from (prom_reward[\w.]*) import ([\w, ]+)")
+VERL_ENTRY = re.compile(r"custom_reward_function\.path=pkg://([\w.]+).*?custom_reward_function\.name=(\w+)", re.S)
+
+
+def tour_calls(root: Path = ROOT) -> set[str]:
+    """The API reference ids of what the README's and docs' tour calls: each function or class imported from
+    ``prom_reward`` (in a code block or the text), each method called on such a class or on an instance
+    assigned from one (``__call__`` for the instance called or given to a trainer as ``reward_funcs``), and verl's
+    entry point named in its config."""
+    import ast
+
+    experimental = importlib.import_module("prom_reward.experimental")
+    calls: set[str] = set()
+    for page in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
+        text = page.read_text(encoding="utf-8")
+        names: dict[str, str] = {}  # a name the page imports -> its id on the site
+        for module, listed in IMPORT.findall(text):
+            for name in (n.strip() for n in listed.split(",") if n.strip()):
+                public = "prom_reward" if name in prom_reward.__all__ else None
+                public = public or ("prom_reward.experimental" if name in experimental.__all__ else module)
+                names[name] = f"{public}.{name}"
+        calls |= set(names.values())
+        calls |= {f"{module}.{name}" for module, name in VERL_ENTRY.findall(text)}
+        trees = [ast.parse(block) for block in PYTHON_BLOCK.findall(text)]
+        nodes = [node for tree in trees for node in ast.walk(tree)]
+        instances = {  # x = Class(...)
+            target.id: names[node.value.func.id]
+            for node in nodes
+            if isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Name)
+            and node.value.func.id in names
+            for target in node.targets
+            if isinstance(target, ast.Name)
+        }
+        for node in nodes:
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+                owner = instances.get(func.value.id) or names.get(func.value.id)
+                if owner is not None:
+                    calls.add(f"{owner}.{func.attr}")
+            elif isinstance(func, ast.Name) and func.id in instances:
+                calls.add(f"{instances[func.id]}.__call__")
+            for keyword in node.keywords:  # reward_funcs=reward, reward_funcs=[reward]: the trainer calls it
+                given = keyword.value.elts if isinstance(keyword.value, ast.List) else [keyword.value]
+                if keyword.arg == "reward_funcs":
+                    calls |= {
+                        f"{instances[g.id]}.__call__" for g in given if isinstance(g, ast.Name) and g.id in instances
+                    }
+    return calls
+
+
+def test_the_tour_calls_are_read_from_its_code():
+    calls = tour_calls()
+    expected = {
+        "prom_reward.PrometheusJudge.grade",
+        "prom_reward.PrometheusJudge.compare",
+        "prom_reward.PrometheusJudge.compare_by_grades",
+        "prom_reward.PrometheusJudge.grade_items",
+        "prom_reward.PrometheusJudge.close",
+        "prom_reward.PrometheusReward.__call__",
+        "prom_reward.AsyncPrometheusReward.__call__",
+        "prom_reward.experimental.CascadeJudge.grade",
+        "prom_reward.integrations.verl.compute_score",
+        "prom_reward.integrations.openrlhf_func.reward_func",
+        "prom_reward.integrations.trl_async.use_judged_loop",
+    }
+    assert expected <= calls, sorted(expected - calls)
+
+
+@pytest.mark.integration  # builds the site (the module's one build, shared)
+def test_the_api_reference_documents_every_call_of_the_tour(site):
+    """Each name and method the tour calls, inherited ones (``PrometheusJudge.grade`` is ``ListForms``') and
+    ``PrometheusReward.__call__`` included, has its heading on the API page and its docstring under it."""
+    page = (site / "api.html").read_text(encoding="utf-8")
+    missing, bare = [], []
+    for call in sorted(tour_calls()):
+        at = page.find(f'id="{call}"')
+        if at < 0:
+            missing.append(call)
+            continue
+        end = page.find('class="doc doc-heading"', page.find(">", at))  # the next entry's heading
+        entry = page[at : end if end > 0 else len(page)]
+        if "<p>" not in entry:  # the docstring's paragraphs (the signature is a <pre>)
+            bare.append(call)
+    assert (missing, bare) == ([], [])

@@ -19,8 +19,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def run_example(module: str, tmp_path: Path, *extra: str, as_file: bool = False) -> dict:
-    """``module`` run with ``--smoke``: ``python -m module``, or with ``as_file`` ``python rlhf_examples/X.py`` with
-    nothing on ``PYTHONPATH`` (the example finds its checkout itself: ``rlhf_examples/_checkout.py``)."""
+    """``module`` run with ``--smoke`` (exit 0, no aiohttp session left open): ``python -m module``, or with
+    ``as_file`` ``python rlhf_examples/X.py`` with nothing on ``PYTHONPATH`` (the example finds its checkout itself:
+    ``rlhf_examples/_checkout.py``)."""
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", PYTHONPATH=str(REPO))
     run = ["-m", module]
     if as_file:
@@ -35,6 +36,7 @@ def run_example(module: str, tmp_path: Path, *extra: str, as_file: bool = False)
         timeout=900,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "Unclosed" not in proc.stderr, proc.stderr[-4000:]  # aiohttp: a judge session left open at exit
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("SUMMARY ")]
     assert len(lines) == 1, proc.stdout[-3000:]
     return json.loads(lines[0][len("SUMMARY ") :])

@@ -100,10 +100,28 @@ def test_the_api_page_is_the_public_api(hook, monkeypatch, experimental):
     page = hook.api_page()
     blocks = [line for line in page.splitlines() if line.startswith(":::")]
     public = [f"::: prom_reward.{n}" for n in prom_reward.__all__]
+    modules = [f"::: {module}.{n}" for module, names in hook.MODULE_API.items() for n in names]  # after, always
     if experimental is None:
-        assert blocks == public and "experimental" not in page
+        assert blocks == public + modules and "prom_reward.experimental" not in page
     elif experimental:
-        assert blocks == public + [f"::: {name}.Thing", f"::: {name}.other"]
+        assert blocks == public + [f"::: {name}.Thing", f"::: {name}.other"] + modules
     else:
-        assert blocks == [*public, f"::: {name}"]
+        assert blocks == [*public, f"::: {name}", *modules]
     assert page.startswith("# API reference\n")
+
+
+def test_the_wrapped_forms_of_a_class_are_found_in_single_and_tuple_assignments(hook):
+    import ast
+
+    node = ast.parse(
+        "class J:\n"
+        "    async def agrade(self): ...\n"
+        "    grade, compare = sync_method(agrade), sync_method(acompare)\n"
+        "    agen = threaded_method(gen)\n"
+        "    other = something(agrade)\n"
+    ).body[0]
+    assert hook._wrapped_forms(node) == [
+        ("grade", "sync", "agrade", 3),
+        ("compare", "sync", "acompare", 3),
+        ("agen", "async", "gen", 4),
+    ]
