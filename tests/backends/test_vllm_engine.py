@@ -100,7 +100,7 @@ def test_default_policy_forces_only_cut_outputs_end_to_end(smollm2_engine: VLLME
 @pytest.mark.smollm2
 def test_smollm2_forced_verdicts_end_to_end(smollm2_engine: VLLMEngine):
     judge = PrometheusJudge(
-        backend=smollm2_engine, sampling={"max_tokens": 48}, force_verdict="always", expected_score=True, max_retries=1
+        backend=smollm2_engine, sampling={"max_tokens": 16}, force_verdict="always", expected_score=True, max_retries=1
     )
     grades = judge.grade(QUESTIONS, ANSWERS, "helpfulness", ["Paris.", "11, 13, 17 or 19."])
     for g in grades:

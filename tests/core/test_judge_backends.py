@@ -30,7 +30,7 @@ def test_server_judge_forced_verdicts_with_logprobs(smollm2_server):
     judge = PrometheusJudge(
         backend="openai",
         base_url=smollm2_server,
-        sampling={"max_tokens": 48},
+        sampling={"max_tokens": 16},
         force_verdict="always",
         expected_score=True,
         max_retries=1,

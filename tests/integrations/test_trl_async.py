@@ -151,7 +151,7 @@ def test_trls_own_loop_scores_our_reward_but_drops_its_metrics(smollm2_dir):
 
 @pytest.mark.integration
 def test_judge_served_over_http_scores_groups_in_the_child(smollm2_dir, smollm2_server, capfd):
-    judge = {"backend": "openai", "base_url": smollm2_server, "sampling": {"max_tokens": 48}}
+    judge = {"backend": "openai", "base_url": smollm2_server, "sampling": {"max_tokens": 16}}
     reward = AsyncPrometheusReward({**judge, "force_verdict": "always", "max_retries": 1}, rubric="helpfulness")
     samples, metrics, _ = run_worker(CannedJudgedLoop, reward, tokenizer(smollm2_dir), 2, capfd)
     rewards = [s.metrics["rewards/prometheus"] for s in samples]

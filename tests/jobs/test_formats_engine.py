@@ -19,7 +19,10 @@ from prom_reward.format.rubrics import Rubric
 from prom_reward.jobs.run import compare_file, grade_file
 from prom_reward.jobs.source import read_rows
 
-pytestmark = pytest.mark.integration
+# slow (make test-all): a second real-engine run of every format; make test runs each format on the real engine
+# once (tests/format/test_judge_format.py::test_each_format_runs_end_to_end_on_the_real_engine: grade and compare)
+# and the jobs on the real engine in tests/jobs/test_grade_checklist_engine.py and tests/jobs/test_store_rerun.py
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 GRADING = [n for n in JUDGE_FORMATS if "absolute" in JUDGE_FORMATS.get(n).tasks]
 PAIRWISE = [n for n in JUDGE_FORMATS if "relative" in JUDGE_FORMATS.get(n).tasks]

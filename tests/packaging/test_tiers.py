@@ -9,7 +9,7 @@ from prom_reward.backends.servers import JudgeServers, ServeConfig
 from prom_reward.backends.vllm_engine import VLLMEngine
 from prom_reward.backends.vllm_options import NO_ENGINE_ENV, check_engine_allowed
 from prom_reward.errors import ConfigError
-from tests.conftest import INTEGRATION_FIXTURES, is_integration
+from tests.conftest import ENGINE_FIXTURES, INTEGRATION_FIXTURES, OWN_ENGINES, is_integration
 
 
 @pytest.mark.parametrize(
@@ -39,6 +39,31 @@ def test_this_session_marked_every_engine_test(request):
             assert item.get_closest_marker("integration") is not None, item.nodeid
 
 
+ENGINE_STARTS = 10
+"""vLLM engine and server starts of ``make test`` (issue 44: 68 minutes of pytest at d68b6ab where CI runs on AVX2,
+under 40 the aim): the session's four, shared by every test (``tests/conftest.py``), and the tests' own
+(``OWN_ENGINES``). Raising it costs minutes of CI per start: share a session engine or server instead, or move a
+second end-to-end run of a covered path to ``slow`` (benchmarks/results/2026-12-01_suite_speed.md)."""
+
+
+def test_make_test_starts_the_counted_engines_and_no_more():
+    assert len(ENGINE_FIXTURES) + sum(OWN_ENGINES.values()) == ENGINE_STARTS
+
+
+@pytest.mark.parametrize("nodeid", sorted(OWN_ENGINES))
+def test_each_test_with_engines_of_its_own_is_in_make_test(nodeid):
+    """Every ``OWN_ENGINES`` entry names a test function of ``make test`` (not ``slow``, not gone): a moved or
+    renamed test leaves no stale count behind."""
+    import importlib
+
+    path, name = nodeid.split("::")
+    module = importlib.import_module(path.removesuffix(".py").replace("/", "."))
+    own = vars(vars(module)[name]).get("pytestmark", [])  # the function's marks: a list
+    shared = vars(module).get("pytestmark", [])  # the module's: one mark or a list
+    marks = {m.name for m in (*own, *(shared if isinstance(shared, list) else [shared]))}
+    assert "integration" in marks and "slow" not in marks, (nodeid, marks)
+
+
 @pytest.mark.parametrize(
     "start",
     [
@@ -62,3 +87,19 @@ def test_without_the_variable_nothing_is_refused(monkeypatch):
     check_engine_allowed("an engine")
     monkeypatch.setenv(NO_ENGINE_ENV, "0")
     check_engine_allowed("an engine")
+
+
+def test_a_start_of_a_tests_own_is_counted_and_the_sessions_is_not(monkeypatch):
+    """What ``_engine_starts_are_counted`` (tests/conftest.py) reads: each start VLLMEngine or JudgeServers checks in,
+    the session engines' left out."""
+    from prom_reward.backends import servers, vllm_engine
+    from tests import conftest
+
+    monkeypatch.delenv(NO_ENGINE_ENV, raising=False)
+    before = len(conftest._STARTED)
+    vllm_engine.check_engine_allowed("VLLMEngine('m')")  # what VLLMEngine calls before it starts
+    servers.check_engine_allowed("a vLLM judge server for 'm'")
+    with conftest.session_start():
+        vllm_engine.check_engine_allowed("the session's engine")
+    assert conftest._STARTED[before:] == ["VLLMEngine('m')", "a vLLM judge server for 'm'"]
+    del conftest._STARTED[before:]  # counted on purpose here: the autouse check must not fail this test

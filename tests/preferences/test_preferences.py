@@ -377,7 +377,7 @@ def conversational_rows():
 
 @pytest.fixture(scope="module")
 def smollm2_pairs(smollm2_engine):
-    judge = PrometheusJudge(backend=smollm2_engine, force_verdict="always", sampling={"max_tokens": 32})
+    judge = PrometheusJudge(backend=smollm2_engine, force_verdict="always", sampling={"max_tokens": 16})
     results = {
         s: build_preference_dataset(judge, conversational_rows(), rubric="helpfulness", strategy=s, max_tie_rounds=2)
         for s in ("best_vs_worst", "all_pairs")

@@ -319,7 +319,7 @@ def test_online_dpo_trainer_two_steps_with_vllm_judge(tiny_model_dir, tmp_path, 
             calls.append((list(prompts), list(completions)))
             return super().__call__(prompts, completions, completion_ids, **kwargs)
 
-    judge = PrometheusJudge(backend=smollm2_engine, force_verdict="always", sampling={"max_tokens": 24})
+    judge = PrometheusJudge(backend=smollm2_engine, force_verdict="always", sampling={"max_tokens": 12})
     reward = Recording(judge, rubric="helpfulness")
     questions = ("Name a colour.", "Say hello.", "What is 3 + 4?", "Name a fruit.")
     rows = [[{"role": "user", "content": q}] for q in questions]

@@ -66,7 +66,7 @@ def grpo(tiny_model_dir, tmp_path, reward, **cfg):
 
 @pytest.mark.smollm2
 def test_grpo_two_steps_with_vllm_judge(tiny_model_dir, tmp_path, smollm2_engine):
-    judge = PrometheusJudge(backend=smollm2_engine, force_verdict="always", sampling={"max_tokens": 24})
+    judge = PrometheusJudge(backend=smollm2_engine, force_verdict="always", sampling={"max_tokens": 12})
     reward = Recording(judge, name="prometheus")
     trainer = grpo(tiny_model_dir, tmp_path, reward)
     assert len(reward.calls) >= 2
@@ -142,10 +142,11 @@ def test_grpo_awaits_the_async_reward(tiny_model_dir, tmp_path):
 
 
 @pytest.mark.smollm2
+@pytest.mark.slow  # RLOO with a real judge runs in make test as tests/examples/test_examples.py (rloo --smoke)
 def test_rloo_two_steps_with_vllm_judge(tiny_model_dir, tmp_path, smollm2_engine):
     from trl import RLOOConfig, RLOOTrainer
 
-    judge = PrometheusJudge(backend=smollm2_engine, force_verdict="always", sampling={"max_tokens": 24})
+    judge = PrometheusJudge(backend=smollm2_engine, force_verdict="always", sampling={"max_tokens": 12})
     reward = Recording(judge, name="prometheus")
     args = RLOOConfig(
         output_dir=str(tmp_path),
