@@ -36,7 +36,6 @@ from typing import Any, ClassVar, cast
 
 from prom_reward.checklist.config import ChecklistConfig
 from prom_reward.checklist.criteria import parse_checklist
-from prom_reward.rewards.canary import asks_expected
 from prom_reward.core.combine import no_verdict
 from prom_reward.core.items import GradeItem, check_text
 from prom_reward.core.results import Grade, JudgeFailure
@@ -49,6 +48,7 @@ from prom_reward.jobs.checklist_rows import ChecklistItem, judge_checklist_rows,
 from prom_reward.jobs.columns import column, judge_text, role_columns, text_item
 from prom_reward.jobs.source import SourceRow
 from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, failure_text, row_error
+from prom_reward.rewards.canary import asks_expected
 
 SCORES = ("1", "2", "3", "4", "5")
 """The probabilities' keys of a job whose judge format is not known yet (Prometheus 2's scale)."""
