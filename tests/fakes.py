@@ -113,7 +113,8 @@ class StandInJudge:
         - a chat request for another model than ``model`` is answered 404 "does not exist", as vLLM does.
 
     An absolute prompt in Flow-Judge's format (its ``<response>`` output tag) is answered as Flow-Judge answers:
-    ``<feedback>...</feedback>`` then ``<score>N</score>``.
+    ``<feedback>...</feedback>`` then ``<score>N</score>``. ``answer(user message)``, when given, answers first
+    (a prompt in another judge format; None: read as above).
 
         ``max_model_len`` is reported by ``/v1/models``; ``/tokenize`` counts a token per 3 characters.
     """
@@ -128,9 +129,11 @@ class StandInJudge:
         max_model_len: int = 4096,
         model: str = "stand-in-judge",
         refuse: int | None = None,
+        answer: Callable[[str], str | None] | None = None,
     ) -> None:
         self.grades, self.default, self.down_for, self.hang_first = dict(grades or {}), default, down_for, hang_first
         self.max_model_len, self.model, self.refuse = max_model_len, model, refuse
+        self.answer = answer
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
         self.server: FakeServer | None = None
@@ -177,7 +180,10 @@ class StandInJudge:
         with self._lock:
             self.prompts.append(user)
         pair = re.search(r"###Response A:\n(.*?)\n\n###Response B:\n(.*?)\n\n###", user, re.S)
-        if pair:  # a pairwise prompt: the better first word wins, a tie says A (in both orders: undecided)
+        text = self._answered(user)
+        if text is not None:
+            pass
+        elif pair:  # a pairwise prompt: the better first word wins, a tie says A (in both orders: undecided)
             a, b = pair.group(1), pair.group(2)
             with self._lock:
                 self.graded.extend([a, b])
@@ -202,6 +208,10 @@ class StandInJudge:
             ],
             "usage": {"prompt_tokens": len(user) // 3, "completion_tokens": 9 * n},
         }
+
+    def _answered(self, user: str) -> str | None:
+        """The ``answer`` hook's output for a prompt in a judge format this stand-in does not read (None: none)."""
+        return None if self.answer is None else self.answer(user)
 
     def _grade(self, response: str) -> int:
         words = response.split()
