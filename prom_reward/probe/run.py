@@ -162,11 +162,11 @@ def load_inputs(cfg: ProbeConfig, judge_format: JudgeFormat | None = None) -> Pr
 def check_rubrics(fmt: JudgeFormat, cfg: ProbeConfig, inputs: ProbeInputs) -> None:
     """``ConfigError`` when ``cfg.rubric`` does not fit ``fmt`` for a part that judges with it (the shifts' items
     without a rubric of their own, LLMBar's pairs); ``InputError`` naming the item whose own rubric does not fit."""
-    uses = [("llmbar", "relative")] if inputs.pairs else []
+    uses = ["llmbar"] if inputs.pairs else []
     if inputs.items and any(it.rubric is None for it in inputs.items):
-        uses.append(("shifts", "absolute"))
-    for part, task in uses:
-        problem = fmt.rubric_problem(get_rubric(cfg.rubric), task)
+        uses.append("shifts")
+    for part in uses:
+        problem = fmt.rubric_problem(get_rubric(cfg.rubric), PART_TASKS[part])
         if problem is not None:
             raise ConfigError(
                 f"rubric: {problem} (judge format {fmt.name!r}; the {part} part judges with it); fix: pass a rubric "
