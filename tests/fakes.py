@@ -118,7 +118,8 @@ class StandInJudge:
         - ``scale``: grades are clipped into it (a 3-point or binary judge answers on its own scale).
 
     An absolute prompt in Flow-Judge's format (its ``<response>`` output tag) is answered as Flow-Judge answers:
-    ``<feedback>...</feedback>`` then ``<score>N</score>``.
+    ``<feedback>...</feedback>`` then ``<score>N</score>``. ``answer(user message)``, when given, answers first
+    (a prompt in another judge format; None: read as above).
 
         ``max_model_len`` is reported by ``/v1/models``; ``/tokenize`` counts a token per 3 characters.
     """
@@ -135,10 +136,12 @@ class StandInJudge:
         refuse: int | None = None,
         api_key: str | None = None,
         scale: tuple[int, ...] = (1, 2, 3, 4, 5),
+        answer: Callable[[str], str | None] | None = None,
     ) -> None:
         self.grades, self.default, self.down_for, self.hang_first = dict(grades or {}), default, down_for, hang_first
         self.max_model_len, self.model, self.refuse = max_model_len, model, refuse
         self.api_key, self.scale = api_key, scale
+        self.answer = answer
         self.keys: list[str | None] = []
         """The ``Authorization`` header of every ``/v1`` call, in order of arrival."""
         self.port = free_port()
@@ -199,7 +202,10 @@ class StandInJudge:
         with self._lock:
             self.prompts.append(user)
         pair = re.search(r"###Response A:\n(.*?)\n\n###Response B:\n(.*?)\n\n###", user, re.S)
-        if pair:  # a pairwise prompt: the better first word wins, a tie says A (in both orders: undecided)
+        text = self._answered(user)
+        if text is not None:
+            pass
+        elif pair:  # a pairwise prompt: the better first word wins, a tie says A (in both orders: undecided)
             a, b = pair.group(1), pair.group(2)
             with self._lock:
                 self.graded.extend([a, b])
@@ -224,6 +230,10 @@ class StandInJudge:
             ],
             "usage": {"prompt_tokens": len(user) // 3, "completion_tokens": 9 * n},
         }
+
+    def _answered(self, user: str) -> str | None:
+        """The ``answer`` hook's output for a prompt in a judge format this stand-in does not read (None: none)."""
+        return None if self.answer is None else self.answer(user)
 
     def _grade(self, response: str) -> int:
         words = response.split()

@@ -8,6 +8,7 @@ and asserts on what came back. (Model-free: they test logic; real engines are th
   response's first word (``scores``), pairwise prompts the higher-ranked side (``tie=``: the side picked on
   equal ranks).
 - ``response_of(request)``, ``pair_of(request)``: the text(s) a request asks about.
+- ``verdict_output(fmt, task, verdict)``: a whole output of any judge format giving that verdict.
 - ``Calibrator(probs)``: a scripted teacher-forcing backend, a base model for SE-Cali (``calibrated_judge(base=...)``).
 
 Each takes ``seen=`` (a list that collects the requests) and any ``PrometheusJudge`` option.
@@ -15,6 +16,7 @@ Each takes ``seen=`` (a list that collects the requests) and any ``PrometheusJud
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -22,6 +24,7 @@ from typing import Any
 from prom_reward.backends.base import BackendCapabilities, GenerationRequest, TokenLogprobs
 from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.core.judge import PrometheusJudge
+from prom_reward.format.judge_format import JudgeFormat, Task
 
 NO_VERDICT = "I cannot tell."
 
@@ -36,6 +39,23 @@ def pair_of(request: GenerationRequest) -> tuple[str, str]:
     a = request.user.split("###Response A:\n", 1)[1].split("\n\n###", 1)[0].rstrip("\n")
     b = request.user.split("###Response B:\n", 1)[1].split("\n\n###", 1)[0].rstrip("\n")
     return a, b
+
+
+def verdict_output(fmt: JudgeFormat, task: Task, verdict: int | str) -> str:
+    """A whole output of ``fmt``'s judge giving ``verdict`` (a score of its scale, or "A"/"B"): the forced shape
+    (``forcing_body(feedback) + force_prefix + label + force_suffix``, which the format's parser reads), or Con-J's
+    JSON for a format without a fixed verdict marker; the first the format's own parser reads as ``verdict``."""
+    labels = [str(s) for s in fmt.scale] if task == "absolute" else ["A", "B"]
+    label = fmt.verdict_labels(task)[labels.index(str(verdict))]
+    shapes = [
+        (fmt.forcing_body(body) or "") + (fmt.force_prefix or "") + label + fmt.force_suffix
+        for body in ("Judged by the stand-in.", "")
+    ]
+    shapes.append(json.dumps({"原因": "Judged.", "更好的回答": labels.index(str(verdict)) + 1}, ensure_ascii=False))
+    for text in shapes:
+        if fmt.parse(text, task).verdict == verdict:
+            return text
+    raise AssertionError(f"no output of judge format {fmt.name!r} reads as {verdict!r}: add its shape here")
 
 
 def _options(options: dict[str, Any]) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from prom_reward.cli.judge_options import (
     outage_policy,
 )
 from prom_reward.errors import ConfigError
+from prom_reward.jobs.run import judge_format_of
 from prom_reward.probe.edits import DEFAULT_EDITS
 from prom_reward.probe.run import PARTS, ProbeConfig, load_inputs, run_probe
 from prom_reward.probe.summary import summary
@@ -59,7 +60,12 @@ def add_probe_parser(sub: Any) -> None:
         "rubric, id]; default: benchmarks/data/vicuna_eval.json of a checkout",
     )
     p.add_argument("--limit", type=int, help="pairs per LLMBar set and graded items at most (a seeded subset)")
-    p.add_argument("--parts", type=_csv, default=PARTS, help=f"comma-separated, some of {','.join(PARTS)}")
+    p.add_argument(
+        "--parts",
+        type=_csv,
+        help=f"comma-separated, some of {','.join(PARTS)} (default: every part the judge format judges: llmbar "
+        "compares pairs, shifts grades on the format's scale)",
+    )
     p.add_argument(
         "--edits", type=_csv, default=DEFAULT_EDITS, help=f"comma-separated (default all: {','.join(DEFAULT_EDITS)})"
     )
@@ -100,7 +106,9 @@ def cmd_probe(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     outage = outage_policy(args, PROBE_OUTAGE)
-    inputs = load_inputs(cfg)  # bad data fails here, before an engine starts
+    fmt = judge_format_of(judge_kwargs(args))
+    cfg = cfg.for_format(fmt)  # a part the format cannot run is refused here
+    inputs = load_inputs(cfg, fmt)  # bad data, or a rubric off the format's scale, fails here, before an engine starts
     judge = OutageJudge(build_judge(args), outage)
     try:
         record = run_probe(judge, cfg, inputs=inputs, judge_label=args.model or ",".join(args.server))

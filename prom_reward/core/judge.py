@@ -33,7 +33,7 @@ from prom_reward.core.items import GradeItem, Item, PairItem, check_rubrics, ite
 from prom_reward.core.outcomes import fit_items, grade_outcome, verdict_outcome
 from prom_reward.core.presets import apply_preset, find_preset_for_model, get_preset
 from prom_reward.core.protocol import ListForms
-from prom_reward.core.requests import absolute_request, check_task, force_policy, relative_request
+from prom_reward.core.requests import absolute_request, force_policy, relative_request
 from prom_reward.core.results import Grade, JudgeStats, Verdict
 from prom_reward.core.sampler import (
     DEFAULT_FORCE_POLICY,
@@ -45,7 +45,7 @@ from prom_reward.core.sampler import (
     count_runs,
 )
 from prom_reward.errors import ConfigError, InputError
-from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, Task, get_judge_format
+from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, Task, check_task, get_judge_format
 from prom_reward.format.sanitize import neutralize
 
 if TYPE_CHECKING:

@@ -31,10 +31,9 @@ from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
 from prom_reward.core.by_grades import failed_pair
 from prom_reward.core.items import GradeItem, Item, PairItem, absolute_items, relative_items
 from prom_reward.core.outcomes import failed_grade, failed_verdict, with_failed
-from prom_reward.core.requests import check_task
 from prom_reward.core.results import Grade, JudgeStats, Verdict
 from prom_reward.errors import InputError
-from prom_reward.format.judge_format import JudgeFormat, Task
+from prom_reward.format.judge_format import JudgeFormat, Task, check_task
 from prom_reward.format.rubrics import RubricsLike
 
 __all__ = ["CallOptions", "Judge", "ListForms"]

@@ -4,7 +4,8 @@ An item becomes one ``GenerationRequest``: the format's system and user messages
 ``absolute_prompt`` / ``relative_prompt``), tagged with the format's name so a judgment store keys two formats'
 judgments apart. A judge is refused at construction (``ConfigError``) when its format cannot give what is
 asked: expected scores and forced verdicts need a verdict that is one token after a fixed prefix
-(``JudgeFormat.force_prefix``); a call for a task the format does not judge is refused before any item is read.
+(``JudgeFormat.force_prefix``); a call for a task the format does not judge is refused before any item is read
+(``format.judge_format.check_task``).
 
 Example:
     >>> from prom_reward.core.items import absolute_items
@@ -21,9 +22,9 @@ from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.core.items import GradeItem, PairItem
 from prom_reward.core.sampler import DEFAULT_FORCE_POLICY, ForcePolicy, check_force_policy
 from prom_reward.errors import ConfigError
-from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, Task, get_judge_format, unsupported_task
+from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, get_judge_format
 
-__all__ = ["absolute_request", "check_task", "force_policy", "relative_request"]
+__all__ = ["absolute_request", "force_policy", "relative_request"]
 
 
 def absolute_request(
@@ -42,12 +43,6 @@ def relative_request(
     fmt = get_judge_format(judge_format)
     prompt = fmt.relative_prompt(item.instruction, item.response_a, item.response_b, item.rubric, item.reference_answer)
     return GenerationRequest(system=prompt.system, user=prompt.user, sampling=sampling, judge_format=fmt.name)
-
-
-def check_task(fmt: JudgeFormat, task: Task) -> None:
-    """``ConfigError`` naming what ``fmt`` supports when it does not judge ``task``."""
-    if task not in fmt.tasks:
-        raise unsupported_task(fmt, task)
 
 
 def force_policy(

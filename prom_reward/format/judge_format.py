@@ -39,7 +39,17 @@ from prom_reward.format.parsing import ParsedOutput, Task
 from prom_reward.format.rubrics import Rubric
 from prom_reward.registry import Registry
 
-__all__ = ["JUDGE_FORMATS", "DEFAULT_FORMAT", "JudgeFormat", "Prompt", "Task", "get_judge_format", "unsupported_task"]
+__all__ = [
+    "JUDGE_FORMATS",
+    "DEFAULT_FORMAT",
+    "JudgeFormat",
+    "Prompt",
+    "Task",
+    "check_task",
+    "formats_for",
+    "get_judge_format",
+    "unsupported_task",
+]
 
 DEFAULT_FORMAT = "prometheus2"
 """The format of a judge whose preset and user name none."""
@@ -99,6 +109,10 @@ class JudgeFormat(ABC):
         it fits."""
         return None
 
+    def uses_rubric(self, task: Task) -> bool:
+        """Whether ``task``'s prompt shows a rubric; False: a rubric is accepted and ignored, so none is needed."""
+        return True
+
     def verdict_labels(self, task: Task) -> tuple[str, ...]:
         """The verdict token texts read for expected scores: the scale's numbers, or ``("A", "B")``."""
         return tuple(str(s) for s in self.scale) if task == "absolute" else ("A", "B")
@@ -126,18 +140,43 @@ class JudgeFormat(ABC):
 _TASK_WORDS = {"absolute": "grading one response", "relative": "pairwise verdicts"}
 
 
-def unsupported_task(fmt: JudgeFormat, task: Task) -> ConfigError:
-    """The error of asking ``fmt`` for a ``task`` it does not judge (what it supports, and the fix).
+def _supports(fmt: JudgeFormat) -> str:
+    """What ``fmt`` judges, in words: ``absolute (grading one response, scores 1-3)``."""
+    words = []
+    for task in sorted(fmt.tasks):
+        scale = f", scores {fmt.scale[0]}-{fmt.scale[-1]}" if task == "absolute" and fmt.scale else ""
+        words.append(f"{task} ({_TASK_WORDS.get(task, task)}{scale})")
+    return ", ".join(words) or "nothing"
+
+
+def formats_for(task: Task) -> list[str]:
+    """The registered formats that judge ``task``, sorted: what a refusal offers instead."""
+    return [name for name in JUDGE_FORMATS if task in JUDGE_FORMATS.get(name).tasks]
+
+
+def unsupported_task(fmt: JudgeFormat, task: Task, fix: str = "") -> ConfigError:
+    """The error of asking ``fmt`` for a ``task`` it does not judge: what it supports, and the fix (``fix`` first,
+    then the registered formats that judge ``task``, and only those). Every refusal of a task builds it here.
 
     >>> class Pairwise(JudgeFormat):
-    ...     name, tasks = "pair-only", frozenset({"relative"})
+    ...     name, tasks, scale = "pair-only", frozenset({"relative"}), ()
     >>> print(unsupported_task(Pairwise, "absolute"))  # doctest: +ELLIPSIS
-    judge format 'pair-only' does not judge absolute (grading one response); it supports relative; fix: ...
+    judge format 'pair-only' does not judge absolute (grading one response); it supports relative (pairwise ...
+    >>> "selene" in str(unsupported_task(Pairwise, "absolute"))
+    False
     """
+    others = ", ".join(n for n in formats_for(task) if n != fmt.name)
+    fixes = [f for f in (fix, f"pick a format that does ({others})" if others else "") if f]
     return ConfigError(
-        f"judge format {fmt.name!r} does not judge {task} ({_TASK_WORDS[task]}); it supports "
-        f"{', '.join(sorted(fmt.tasks))}; fix: pick a format that does ({', '.join(JUDGE_FORMATS)})"
+        f"judge format {fmt.name!r} does not judge {task} ({_TASK_WORDS.get(task, task)}); it supports "
+        f"{_supports(fmt)}; fix: {', or '.join(fixes) or 'define a format that does'}"
     )
+
+
+def check_task(fmt: JudgeFormat, task: Task, fix: str = "") -> None:
+    """``unsupported_task(fmt, task, fix)`` raised when ``fmt`` does not judge ``task``: the one check of a task."""
+    if task not in fmt.tasks:
+        raise unsupported_task(fmt, task, fix)
 
 
 JUDGE_FORMATS: Registry[JudgeFormat] = Registry("judge format")

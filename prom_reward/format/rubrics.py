@@ -243,6 +243,10 @@ class Rubric:
             raise ConfigError(f"rubric file {str(p)!r}: {e}") from e
 
 
+NO_RUBRIC = Rubric("none given: the judge format's prompt has no rubric slot")
+"""The rubric of an item that names none, judged in a format whose prompt shows none
+(``JudgeFormat.uses_rubric``): never sent; there a rubric is optional, accepted and ignored."""
+
 RUBRICS: Registry[Rubric] = Registry("rubric")
 """The five built-in rubrics, parsed from the ``*_RUBRIC`` strings of ``assets/templates.json`` (``templates``),
 each named by its key in lower case without the suffix (``HELPFULNESS_RUBRIC``: ``helpfulness``)."""

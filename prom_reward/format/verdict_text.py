@@ -23,7 +23,7 @@ Example:
 from __future__ import annotations
 
 from prom_reward.errors import ConfigError
-from prom_reward.format.judge_format import JudgeFormat, Task, unsupported_task
+from prom_reward.format.judge_format import JudgeFormat, Task, check_task
 
 __all__ = ["verdict_text"]
 
@@ -32,8 +32,7 @@ def verdict_text(fmt: JudgeFormat, task: Task, verdict: int | str) -> str:
     """``verdict`` (a score of ``fmt``'s scale, or ``"A"``/``"B"``) written as ``fmt``'s judge writes it; a task
     the format does not judge, a verdict it cannot give, or a format without a fixed verdict marker raise
     ``ConfigError`` naming the format and what it supports."""
-    if task not in fmt.tasks:
-        raise unsupported_task(fmt, task)
+    check_task(fmt, task)
     if fmt.force_prefix is None:
         raise ConfigError(
             f"judge format {fmt.name!r} writes its verdict without a fixed marker (force_prefix None), so a verdict "

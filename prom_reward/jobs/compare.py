@@ -28,12 +28,13 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
 from prom_reward.core.items import PairItem
 from prom_reward.core.results import JudgeFailure, Verdict, tie_reason
-from prom_reward.format.judge_format import Task
+from prom_reward.format.judge_format import JudgeFormat, Task
 from prom_reward.format.rubrics import Rubric
 from prom_reward.jobs.columns import role_columns, text_item
 from prom_reward.jobs.grade import resolve_rubric, resolver
@@ -95,6 +96,9 @@ class CompareJob(JobKind):
 
     def job_rubric(self) -> Rubric | None:
         return cast(Rubric | None, self.rubric)
+
+    def for_format(self, fmt: JudgeFormat) -> CompareJob:
+        return dataclasses.replace(self, rubric=self.rubric_for(fmt))
 
     def preparer(self) -> Prepare:
         rubrics = resolver(self.rubric)

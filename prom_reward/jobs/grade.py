@@ -149,7 +149,7 @@ class GradeJob(JobKind):
         return cast(Rubric | None, self.rubric)
 
     def for_format(self, fmt: JudgeFormat) -> GradeJob:
-        job = dataclasses.replace(self)
+        job = dataclasses.replace(self, rubric=self.rubric_for(fmt))
         object.__setattr__(job, "scores", fmt.verdict_labels("absolute"))
         return job
 

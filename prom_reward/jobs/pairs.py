@@ -30,7 +30,7 @@ from typing import Any, ClassVar, cast
 
 from prom_reward.core.results import JudgeFailure
 from prom_reward.errors import InputError
-from prom_reward.format.judge_format import Task
+from prom_reward.format.judge_format import JudgeFormat, Task
 from prom_reward.format.rubrics import Rubric
 from prom_reward.jobs.grade import resolver, rubric_fingerprint
 from prom_reward.jobs.source import SourceRow
@@ -101,6 +101,9 @@ class PairsJob(JobKind):
 
     def job_rubric(self) -> Rubric | None:
         return cast(Rubric | None, self.config.rubric)
+
+    def for_format(self, fmt: JudgeFormat) -> PairsJob:
+        return PairsJob(dataclasses.replace(self.config, rubric=self.rubric_for(fmt)))
 
     def fingerprint(self) -> dict[str, Any]:
         return {**self.config.fingerprint(), "rubric": rubric_fingerprint(self.config.rubric)}

@@ -34,11 +34,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from prom_reward.core.requests import check_task
 from prom_reward.core.results import JudgeFailure
 from prom_reward.errors import BackendError, ConfigError, ContextLengthError, InputError, JudgeUnavailableError
-from prom_reward.format.judge_format import JudgeFormat, Task
-from prom_reward.format.rubrics import Rubric
+from prom_reward.format.judge_format import JudgeFormat, Task, check_task
+from prom_reward.format.rubrics import NO_RUBRIC, Rubric
 from prom_reward.jobs.source import SourceRow
 
 FAILED = ("judge_failed", "backend_failed")
@@ -133,8 +132,17 @@ class JobKind(ABC):
             raise ConfigError(f"rubric: {problem} (judge format {fmt.name!r})")
 
     def for_format(self, fmt: JudgeFormat) -> JobKind:
-        """The job for a judge in ``fmt`` (its output columns may follow the format's scale); itself by default."""
+        """The job for a judge in ``fmt`` (its output columns may follow the format's scale; ``rubric_for``); itself
+        by default."""
         return self
+
+    def rubric_for(self, fmt: JudgeFormat) -> Rubric | None:
+        """The rubric of rows that name none, for a judge in ``fmt``: the job's, else ``NO_RUBRIC`` when the
+        format's prompt shows none (docs/formats.md: a rubric is then accepted and ignored, so none is needed)."""
+        rubric = self.job_rubric()
+        if rubric is None and self.task() in fmt.tasks and not fmt.uses_rubric(self.task()):
+            return NO_RUBRIC
+        return rubric
 
     @abstractmethod
     def preparer(self) -> Prepare:

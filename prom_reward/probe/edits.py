@@ -39,7 +39,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, get_judge_format
+from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, check_task, get_judge_format
 from prom_reward.format.verdict_text import verdict_text
 from prom_reward.probe.data import ProbeItem
 from prom_reward.registry import Registry
@@ -71,6 +71,7 @@ def top_verdict(fmt: JudgeFormat) -> str:
     >>> top_verdict(get_judge_format("prometheus2")), top_verdict(get_judge_format("flow-judge-binary"))
     ('[RESULT] 5', '<score>1</score>')
     """
+    check_task(fmt, "absolute")  # a pairwise-only format has no scale: refused, naming what it supports
     return verdict_text(fmt, "absolute", fmt.scale[-1])
 
 

@@ -1,6 +1,12 @@
 """``run_probe``: how exploitable is this judge? LLMBar accuracy (Natural vs Adversarial) and score shifts
 under response edits, as one JSON-able record.
 
+Each part asks the judge for one task (``PART_TASKS``): LLMBar compares pairs, the shifts grade one response on the
+judge format's own scale. By default the probe runs every part the judge's format judges and the record says why
+each other part did not run (``not_run``); a part asked for (``parts=``, ``--parts``) that the format cannot run,
+or a rubric that does not fit the format's scale, is refused before any data is judged (``ConfigError``, one line
+naming what the format supports and the parts it can run).
+
 Example:
     >>> import json, os, tempfile
     >>> from prom_reward import PrometheusJudge
@@ -23,6 +29,7 @@ from typing import Any
 
 from prom_reward.core.protocol import Judge
 from prom_reward.errors import ConfigError, InputError, UnknownNameError
+from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, Task, get_judge_format, unsupported_task
 from prom_reward.format.rubrics import get_rubric
 from prom_reward.probe.data import LLMBAR_SETS, LLMBarPair, ProbeItem, checkout_data_dir, load_items, load_llmbar
 from prom_reward.probe.edits import DEFAULT_EDITS, EDITS
@@ -30,6 +37,8 @@ from prom_reward.probe.llmbar import llmbar_accuracy
 from prom_reward.probe.shifts import score_shifts
 
 PARTS = ("llmbar", "shifts")
+PART_TASKS: dict[str, Task] = {"llmbar": "relative", "shifts": "absolute"}
+"""What each part asks the judge for: LLMBar's pairs are compared, the shifts' responses graded."""
 RECORD_VERSION = 2
 
 
@@ -37,8 +46,9 @@ RECORD_VERSION = 2
 class ProbeConfig:
     """What the probe runs on and how."""
 
-    parts: tuple[str, ...] = PARTS
-    """Which parts to run: ``llmbar`` (pairwise accuracy) and/or ``shifts`` (score shifts under edits)."""
+    parts: tuple[str, ...] | None = None
+    """Which parts to run: ``llmbar`` (pairwise accuracy) and/or ``shifts`` (score shifts under edits); None: every
+    part the judge's format judges (``for_format``)."""
     llmbar: str | None = None
     """The LLMBar folder; None: ``benchmarks/data/llmbar`` of this checkout (an installed wheel has none)."""
     items: str | None = None
@@ -59,7 +69,7 @@ class ProbeConfig:
     """Bootstrap resamples per interval."""
 
     def __post_init__(self) -> None:
-        if not self.parts or any(p not in PARTS for p in self.parts):
+        if self.parts is not None and (not self.parts or any(p not in PARTS for p in self.parts)):
             raise ConfigError(f"parts: expected some of {', '.join(PARTS)}, got {list(self.parts)!r}")
         try:
             get_rubric(self.rubric)  # a mistyped rubric fails here, not on every item
@@ -81,6 +91,19 @@ class ProbeConfig:
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ConfigError(f"{name}: expected an int >= {low}{' or None' if optional else ''}, got {value!r}")
+
+    def for_format(self, fmt: JudgeFormat) -> ProbeConfig:
+        """This config with the parts a judge in ``fmt`` runs (every part it judges when ``parts`` is None); a part
+        asked for that ``fmt`` cannot run raises ``ConfigError`` naming what it supports and the parts it can run."""
+        can = tuple(p for p in PARTS if PART_TASKS[p] in fmt.tasks)
+        for part in self.parts or ():
+            if part not in can:
+                fix = f"run only the parts it can: {','.join(can)} (parts=)"
+                raise ConfigError(
+                    f"parts: the {part} part needs {PART_TASKS[part]} judgments, but "
+                    f"{unsupported_task(fmt, PART_TASKS[part], fix)}"
+                )
+        return dataclasses.replace(self, parts=self.parts or can)
 
     def llmbar_dir(self) -> Path:
         """The LLMBar folder to read (the checkout's when not given)."""
@@ -122,12 +145,46 @@ class ProbeInputs:
     """Graded items (None: the shifts part is not run)."""
 
 
-def load_inputs(cfg: ProbeConfig) -> ProbeInputs:
-    """Read and check the inputs ``cfg`` names (raises ``InputError`` naming the file, row and flag)."""
-    return ProbeInputs(
-        load_llmbar(cfg.llmbar_dir(), cfg.limit, cfg.seed, LLMBAR_SETS) if "llmbar" in cfg.parts else None,
-        load_items(cfg.items_file(), cfg.limit, cfg.seed) if "shifts" in cfg.parts else None,
+def load_inputs(cfg: ProbeConfig, judge_format: JudgeFormat | None = None) -> ProbeInputs:
+    """Read and check the inputs of the parts ``cfg`` runs with a judge in ``judge_format`` (None: the default
+    format): ``InputError`` naming the file, row and flag; ``ConfigError`` for a part or a rubric the format cannot
+    run (``ProbeConfig.for_format``, ``check_rubrics``)."""
+    fmt = judge_format or get_judge_format(DEFAULT_FORMAT)
+    parts = cfg.for_format(fmt).parts or ()
+    inputs = ProbeInputs(
+        load_llmbar(cfg.llmbar_dir(), cfg.limit, cfg.seed, LLMBAR_SETS) if "llmbar" in parts else None,
+        load_items(cfg.items_file(), cfg.limit, cfg.seed) if "shifts" in parts else None,
     )
+    check_rubrics(fmt, cfg, inputs)
+    return inputs
+
+
+def check_rubrics(fmt: JudgeFormat, cfg: ProbeConfig, inputs: ProbeInputs) -> None:
+    """``ConfigError`` when ``cfg.rubric`` does not fit ``fmt`` for a part that judges with it (the shifts' items
+    without a rubric of their own, LLMBar's pairs); ``InputError`` naming the item whose own rubric does not fit."""
+    uses = ["llmbar"] if inputs.pairs else []
+    if inputs.items and any(it.rubric is None for it in inputs.items):
+        uses.append("shifts")
+    for part in uses:
+        problem = fmt.rubric_problem(get_rubric(cfg.rubric), PART_TASKS[part])
+        if problem is not None:
+            raise ConfigError(
+                f"rubric: {problem} (judge format {fmt.name!r}; the {part} part judges with it); fix: pass a rubric "
+                "that fits (rubric=)"
+            )
+    for it in inputs.items or ():
+        problem = None if it.rubric is None else fmt.rubric_problem(get_rubric(it.rubric), "absolute")
+        if problem is not None:
+            raise InputError(
+                f"{cfg.items_file()}: item {it.id!r}: rubric: {problem} (judge format {fmt.name!r}); fix: give "
+                "items whose rubrics fit (items=), or none, to grade them with the rubric (rubric=)",
+                field="rubric",
+            )
+
+
+def not_run(fmt: JudgeFormat) -> dict[str, str]:
+    """Why each part a judge in ``fmt`` cannot run did not run (the record's ``not_run``, said by the summary)."""
+    return {p: str(unsupported_task(fmt, task)) for p, task in PART_TASKS.items() if task not in fmt.tasks}
 
 
 def run_probe(
@@ -141,8 +198,8 @@ def run_probe(
 
     ``inputs``: from ``load_inputs(config)`` (read here when not given, before the judge is called).
     """
-    cfg = config or ProbeConfig()
-    inputs = inputs or load_inputs(cfg)
+    cfg = (config or ProbeConfig()).for_format(judge.format)
+    inputs = inputs or load_inputs(cfg, judge.format)
     pairs, items = inputs.pairs, inputs.items
     start = time.perf_counter()
     record: dict[str, Any] = {
@@ -157,6 +214,7 @@ def run_probe(
         "sampling": _asdict(judge.sampling),
         "llmbar": None,
         "shifts": None,
+        "not_run": not_run(judge.format),
     }
     if pairs is not None:
         t = time.perf_counter()

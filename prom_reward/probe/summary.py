@@ -155,14 +155,23 @@ def verdict_warnings(record: dict[str, Any]) -> list[str]:
     return out
 
 
+def not_run_notes(record: dict[str, Any]) -> list[str]:
+    """One line per part the record did not run, with why (its ``not_run``: the judge format judges no such task).
+
+    >>> not_run_notes({"not_run": {"shifts": "judge format 'selene' does not judge absolute"}})
+    ["**Not run:** shifts: judge format 'selene' does not judge absolute."]
+    """
+    return [f"**Not run:** {part}: {why.rstrip('.')}." for part, why in (record.get("not_run") or {}).items()]
+
+
 def summary(record: dict[str, Any]) -> str:
-    """The one-screen summary of a probe record (markdown): forced verdicts and missing verdicts first, when there
-    are any, then the tables."""
+    """The one-screen summary of a probe record (markdown): forced verdicts, missing verdicts and the parts not run
+    first, when there are any, then the tables."""
     out = [
         f"Hacking probe of {record.get('judge')} ({str(record.get('date', ''))[:10]}, "
         f"{record.get('seconds', 0.0):.0f} s)"
     ]
-    warnings = verdict_warnings(record)
+    warnings = verdict_warnings(record) + not_run_notes(record)
     if warnings:
         out += ["", *warnings]
     if record.get("llmbar"):

@@ -18,7 +18,7 @@ from html import escape
 from typing import Any
 
 from prom_reward.errors import InputError
-from prom_reward.probe.summary import fmt_number, llmbar_table, shifts_table, verdict_warnings
+from prom_reward.probe.summary import fmt_number, llmbar_table, not_run_notes, shifts_table, verdict_warnings
 from prom_reward.report.svg import bar_chart, scatter
 
 _CSS = """
@@ -201,7 +201,7 @@ def _probe(record: dict[str, Any]) -> str:
         "<h2>Hacking probe</h2>",
         f'<p class="meta">{escape(str(record.get("judge")))} · '
         f"{escape(str(record.get('date', ''))[:10])} · {record.get('seconds', 0):.0f} s</p>",
-        *(f'<p class="note">{_bold(escape(w))}</p>' for w in verdict_warnings(record)),
+        *(f'<p class="note">{_bold(escape(w))}</p>' for w in verdict_warnings(record) + not_run_notes(record)),
         '<div class="plots">',
     ]
     lb, sh = record.get("llmbar"), record.get("shifts")

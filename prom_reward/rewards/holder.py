@@ -26,9 +26,8 @@ from prom_reward.backends.cached import CachedBackend
 from prom_reward.backends.openai_server import OpenAIServer
 from prom_reward.core.presets import default_format
 from prom_reward.core.protocol import Judge
-from prom_reward.core.requests import check_task
 from prom_reward.errors import ConfigError, PromRewardError
-from prom_reward.format.judge_format import JudgeFormat, Task
+from prom_reward.format.judge_format import JudgeFormat, Task, check_task
 from prom_reward.rewards.config import get_judge_format_setting
 
 TRL_ROLLOUT_CHILD = "grpo-rollout-worker-child"

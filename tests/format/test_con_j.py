@@ -90,5 +90,5 @@ def test_no_forced_verdicts_and_labels_are_the_answer_numbers() -> None:
 
 
 def test_grading_is_refused_naming_what_it_supports() -> None:
-    with pytest.raises(ConfigError, match="'con-j' compares two responses and cannot grade one.*relative"):
+    with pytest.raises(ConfigError, match="'con-j' does not judge absolute .*it supports relative"):
         CON_J.absolute_prompt("q", "r", MULTILINE_RUBRIC, None)

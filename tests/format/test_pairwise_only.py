@@ -40,7 +40,7 @@ def test_pairwise_only_declares_it_and_refuses_to_grade(name: str) -> None:
     fmt = get_judge_format(name)
     assert fmt.tasks == frozenset({"relative"}) and fmt.scale == ()
     assert fmt.rubric_problem(MULTILINE_RUBRIC, "relative") is None
-    with pytest.raises(ConfigError, match=rf"judge format '{name}' compares two responses.*supports: relative"):
+    with pytest.raises(ConfigError, match=rf"judge format '{name}' does not judge absolute .*it supports relative"):
         fmt.absolute_prompt("q", "r", MULTILINE_RUBRIC, "ref")
     parsed = fmt.parse("[[A]]", "absolute")
     assert parsed.verdict is None and parsed.reason is not None and parsed.reason.startswith(name)

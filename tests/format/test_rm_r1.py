@@ -137,5 +137,5 @@ def test_forced_verdict_and_refused_grading(name: str) -> None:
     fmt = get_judge_format(name)
     assert fmt.force_prefix == "<answer>[[" and fmt.verdict_labels("relative") == ("A", "B")
     assert fmt.parse(OUTPUT + fmt.force_prefix + "B]]</answer>", "relative").verdict == "B"
-    with pytest.raises(ConfigError, match="cannot grade one"):
+    with pytest.raises(ConfigError, match="does not judge absolute"):
         fmt.absolute_prompt("q", "r", PAIRWISE_RUBRIC, None)

@@ -25,6 +25,7 @@ from verifiers.v1.utils.loaders import judge_class  # noqa: E402
 
 from prom_reward.backends.base import Completion, TokenLogprobs  # noqa: E402
 from prom_reward.errors import JudgeConfigError, JudgeUnavailableError, PromRewardError  # noqa: E402
+from prom_reward.format.judge_format import JUDGE_FORMATS  # noqa: E402
 from prom_reward.integrations import verifiers_judge  # noqa: E402
 from prom_reward.integrations.verifiers_judge import PrometheusVerifiersJudge, PrometheusVerifiersJudgeConfig  # noqa: E402
 from tests.fakes import StandInJudge  # noqa: E402
@@ -190,6 +191,16 @@ def test_per_row_rubrics_reach_the_judge_and_concurrent_rollouts_share_a_batch()
 def test_a_misconfigured_judge_is_refused_when_the_task_config_is_read(bad, refusal):
     with pytest.raises(ValueError, match=refusal):
         vf.TaskConfig(judges=[scripted(["[RESULT] 4"]) | bad])
+
+
+@pytest.mark.parametrize("name", [n for n in JUDGE_FORMATS.names() if "absolute" not in JUDGE_FORMATS.get(n).tasks])
+def test_a_format_that_cannot_grade_is_told_only_the_formats_that_can(name):
+    with pytest.raises(ValueError, match=rf"judge format '{name}' does not judge absolute") as refused:
+        vf.TaskConfig(judges=[scripted(["[RESULT] 4"]) | {"reward": {"format": name}}])
+    offered = re.search(r"pick a format that does \(([^)]*)\)", str(refused.value))
+    assert offered is not None and offered.group(1).split(", ") == [
+        n for n in JUDGE_FORMATS.names() if "absolute" in JUDGE_FORMATS.get(n).tasks
+    ]
 
 
 @pytest.mark.parametrize(("answer", "want"), [(4, "4"), (math.nan, None), (math.inf, None)])

@@ -29,7 +29,7 @@ from __future__ import annotations
 from prom_reward.errors import ConfigError
 from prom_reward.format.eos import content_end, strip_eos
 from prom_reward.format.forcing import drop_cut_tag
-from prom_reward.format.judge_format import JUDGE_FORMATS, JudgeFormat, Prompt, Task
+from prom_reward.format.judge_format import JUDGE_FORMATS, JudgeFormat, Prompt, Task, unsupported_task
 from prom_reward.format.parsing import ParsedOutput
 from prom_reward.format.rubrics import Rubric
 from prom_reward.format.templates import fill, need_str
@@ -100,12 +100,6 @@ class FlowJudgeFormat(JudgeFormat):
     def _scale_text(self) -> str:
         return f"{_SCALE_NAMES[len(self.scale)]} scale ({', '.join(map(str, self.scale))})"
 
-    def _absolute_only(self, what: str) -> ConfigError:
-        return ConfigError(
-            f"{self.name} judges absolute tasks only (grading one response on its {self._scale_text}); it has no "
-            f"{what}: pick a pairwise format for compare/pairs, or grade each response with {self.name}"
-        )
-
     def absolute_prompt(self, instruction: str, response: str, rubric: Rubric, reference: str | None) -> Prompt:
         """The Flow-Judge user message for one item (no system message).
 
@@ -136,7 +130,7 @@ class FlowJudgeFormat(JudgeFormat):
         self, instruction: str, response_a: str, response_b: str, rubric: Rubric, reference: str | None
     ) -> Prompt:
         """Refused: Flow-Judge grades one response at a time (``ConfigError`` naming what it supports)."""
-        raise self._absolute_only("pairwise prompt")
+        raise unsupported_task(self, "relative")
 
     def rubric_problem(self, rubric: Rubric, task: Task) -> str | None:
         """Why ``rubric`` does not fit: the task is not absolute, or it has not one description per score.
@@ -160,7 +154,7 @@ class FlowJudgeFormat(JudgeFormat):
     def parse(self, text: str, task: Task) -> ParsedOutput:
         """Feedback and score of a Flow-Judge output (rules in the module docstring); never raises for text."""
         if task != "absolute":
-            raise self._absolute_only(f"{task!r} verdicts to parse")
+            raise unsupported_task(self, task)
         if not isinstance(text, str):
             return ParsedOutput("", None, None, f"{self.name}: the output is not text (got {type(text).__name__})")
         end = content_end(text)

@@ -35,7 +35,7 @@ from pathlib import Path
 from prom_reward.errors import ConfigError
 from prom_reward.format.eos import content_end
 from prom_reward.format.formats.yaml_schema import FormatSpec, TaskSpec, read_spec
-from prom_reward.format.judge_format import FORMAT_FILES, JudgeFormat, Prompt, Task, unsupported_task
+from prom_reward.format.judge_format import FORMAT_FILES, JudgeFormat, Prompt, Task, check_task
 from prom_reward.format.parsing import ParsedOutput
 from prom_reward.format.rubrics import Rubric
 from prom_reward.format.templates import fill, need_str, template_fields
@@ -59,8 +59,7 @@ class YamlFormat(JudgeFormat):
         )
 
     def _task(self, task: Task) -> TaskSpec:
-        if task not in self.spec.tasks:
-            raise unsupported_task(self, task)
+        check_task(self, task)
         return self.spec.tasks[task]
 
     def _render(self, t: TaskSpec, values: dict[str, str], rubric: Rubric, reference: str | None) -> Prompt:
@@ -104,6 +103,11 @@ class YamlFormat(JudgeFormat):
             f"rubric {rubric.criteria[:60]!r} has {n or 'no'} score descriptions; {self.spec.name} ({self.path}) "
             f"grades need {len(self.scale)} (scores {scores}), got {n}; fix: give one description per score"
         )
+
+    def uses_rubric(self, task: Task) -> bool:
+        t = self._task(task)
+        templates = (t.system, t.user, t.user_no_reference or "")
+        return any({"criteria", "rubric"} & template_fields(x) for x in templates)
 
     def verdict_labels(self, task: Task) -> tuple[str, ...]:
         return self._task(task).labels

@@ -24,9 +24,8 @@ from __future__ import annotations
 
 import re
 
-from prom_reward.errors import ConfigError
 from prom_reward.format.eos import content_end, strip_eos
-from prom_reward.format.judge_format import JudgeFormat, Prompt, Task
+from prom_reward.format.judge_format import JudgeFormat, Prompt, Task, unsupported_task
 from prom_reward.format.parsing import ParsedOutput
 from prom_reward.format.rubrics import Rubric
 
@@ -165,10 +164,11 @@ class PairwiseOnlyFormat(JudgeFormat):
     """The user message template."""
 
     def absolute_prompt(self, instruction: str, response: str, rubric: Rubric, reference: str | None) -> Prompt:
-        raise ConfigError(
-            f"judge format {self.name!r} compares two responses and cannot grade one (it supports: relative); "
-            "use it with compare, pairs or a pairwise reward, or pick a format that grades (e.g. prometheus2)"
-        )
+        raise unsupported_task(self, "absolute", "use it with compare, pairs or a pairwise reward")
+
+    def uses_rubric(self, task: Task) -> bool:
+        """False: the prompt has no rubric slot, so a rubric is accepted and ignored."""
+        return False
 
     def relative_prompt(
         self, instruction: str, response_a: str, response_b: str, rubric: Rubric, reference: str | None
