@@ -10,7 +10,6 @@ import re
 import pytest
 
 from prom_reward.cli.main import build_parser, main
-from prom_reward.cli.voice import plain
 
 
 def _commands() -> dict[str, argparse.ArgumentParser]:
@@ -62,6 +61,8 @@ def test_help_shows_no_markup(name):
 
 
 def test_plain_help_drops_literals_and_roles():
+    from prom_reward.cli.voice import plain
+
     assert plain('``"raise"`` (:class:`~prom_reward.RewardConfig`, :func:`load`)') == '"raise" (RewardConfig, load)'
 
 
