@@ -1,6 +1,6 @@
 """Every ``python -m`` entry point of prom_reward and train_judge (each module with an ``if __name__ ==
-"__main__":`` block, found in the source): ``--help`` prints its usage and exits 0 at once, building and
-writing nothing; an unknown flag exits 2 (issue 44: ``python -m train_judge.pocket_judge --help`` ran the
+"__main__":`` block, found in the source): ``--help`` prints its usage (no reST markup) and exits 0 at once,
+building and writing nothing; an unknown flag exits 2 (issue 44: ``python -m train_judge.pocket_judge --help`` ran the
 build). The modules run in one child process (``runpy``, as ``python -m`` runs them), to import the stack
 once."""
 
@@ -65,6 +65,7 @@ def test_every_entry_point_answers_help_and_refuses_an_unknown_flag(tmp_path):
     for module in modules:
         code, seconds, text = results[f"{module} --help"]
         assert code == 0 and "usage:" in text and seconds < 30, (module, code, seconds, text[-600:])
+        assert "``" not in text and ":class:`" not in text, (module, text)  # plain help, as prom-reward's
         code, _, text = results[f"{module} --bogus"]
         assert code == 2 and "error: " in text, (module, code, text[-600:])  # the flag, or what is missing
     assert not cache.exists() or not any(cache.iterdir()), f"built: {sorted(cache.rglob('*'))[:5]}"
