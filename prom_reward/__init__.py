@@ -9,6 +9,7 @@ Example:
     4.0
 """
 
+import importlib.util
 from typing import TYPE_CHECKING
 
 from prom_reward.backends.sampling import SamplingConfig
@@ -40,18 +41,22 @@ from prom_reward.rewards.outage_judge import OutageJudge
 from prom_reward.rewards.reward import AsyncPrometheusReward, PrometheusReward
 
 if TYPE_CHECKING:  # imported on first use by ``__getattr__`` below; named here for type checkers and the API docs
-    from prom_reward.integrations.verifiers_judge import PrometheusVerifiersJudge
+    from prom_reward.integrations.verifiers_judge import PrometheusVerifiersJudge as PrometheusVerifiersJudge
 
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str) -> object:
-    """``PrometheusVerifiersJudge`` on first use: it imports verifiers, which the rest of the package does not
-    need. verifiers plugs a judge by the id of its package (``prom-reward``) and takes the exported subclass."""
-    if name == "PrometheusVerifiersJudge":
-        from prom_reward.integrations.verifiers_judge import PrometheusVerifiersJudge
+_OPTIONAL = {"PrometheusVerifiersJudge": ("verifiers", "prom_reward.integrations.verifiers_judge")}
+"""Exported names that need a package of no extra (name -> (that package, the module defining it)): imported on
+first use, and in ``__all__`` only where the package is installed, so ``from prom_reward import *`` works
+without it. verifiers plugs a judge by the id of its package (``prom-reward``) and takes the subclass of
+its ``Judge`` that ``__all__`` names."""
 
-        return PrometheusVerifiersJudge
+
+def __getattr__(name: str) -> object:
+    """An ``_OPTIONAL`` name, imported on first use."""
+    if name in _OPTIONAL:
+        return getattr(importlib.import_module(_OPTIONAL[name][1]), name)
     raise AttributeError(f"module 'prom_reward' has no attribute {name!r}")
 
 
@@ -80,7 +85,6 @@ __all__ = [
     "PromRewardError",
     "PrometheusJudge",
     "PrometheusReward",
-    "PrometheusVerifiersJudge",
     "Prompt",
     "RewardConfig",
     "Rubric",
@@ -96,3 +100,5 @@ __all__ = [
     "render_absolute",
     "render_relative",
 ]
+__all__ += [name for name, (package, _) in _OPTIONAL.items() if importlib.util.find_spec(package) is not None]
+__all__.sort()

@@ -47,6 +47,7 @@ from typing import Any
 if not __package__:  # run as a file, python rlhf_examples/dpo_from_judge.py: import from this checkout
     import _checkout  # noqa: F401
 
+from prom_reward.cli.voice import PlainDescriptionFormatter
 from rlhf_examples.common import PROMPTS, add_common_args, make_judge, policy_path, smoke_env, summary
 
 NAME = "dpo_from_judge"
@@ -180,7 +181,7 @@ def train(args: argparse.Namespace, pairs: Any, out_dir: Path) -> dict[str, Any]
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=PlainDescriptionFormatter)
     add_common_args(ap)
     ap.add_argument("--dataset", help="prompts: a .json/.jsonl/.parquet file with a 'prompt' column")
     ap.add_argument("--num-completions", type=int, default=None, help="completions per prompt (3 in --smoke, else 4)")

@@ -21,11 +21,12 @@ import argparse
 if not __package__:  # run as a file, python rlhf_examples/grpo_prometheus.py: import from this checkout
     import _checkout  # noqa: F401
 
+from prom_reward.cli.voice import PlainDescriptionFormatter
 from rlhf_examples.common import add_common_args, make_judge, policy_path, prompts_dataset, smoke_env, summary
 
 
 def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=PlainDescriptionFormatter)
     add_common_args(ap)
     ap.add_argument("--mode", default="absolute", choices=["absolute", "pairwise_group"])
     args = ap.parse_args(argv)

@@ -38,6 +38,7 @@ from typing import Any
 if not __package__:  # run as a file, python rlhf_examples/online_dpo_prometheus.py: import from this checkout
     import _checkout  # noqa: F401
 
+from prom_reward.cli.voice import PlainDescriptionFormatter
 from rlhf_examples.common import add_common_args, make_judge, policy_path, prompts_dataset, smoke_env, summary
 
 NAME = "prometheus_pairwise"
@@ -58,7 +59,7 @@ def load_prompts(args: argparse.Namespace) -> Any:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=PlainDescriptionFormatter)
     add_common_args(ap)
     ap.add_argument("--dataset", help="prompts: a .json/.jsonl/.parquet file or a hub dataset name")
     ap.add_argument("--split", default="train", help="split of a hub --dataset")

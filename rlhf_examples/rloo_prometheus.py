@@ -15,11 +15,12 @@ import argparse
 if not __package__:  # run as a file, python rlhf_examples/rloo_prometheus.py: import from this checkout
     import _checkout  # noqa: F401
 
+from prom_reward.cli.voice import PlainDescriptionFormatter
 from rlhf_examples.common import add_common_args, make_judge, policy_path, prompts_dataset, smoke_env, summary
 
 
 def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=PlainDescriptionFormatter)
     add_common_args(ap)
     args = ap.parse_args(argv)
     smoke_env()

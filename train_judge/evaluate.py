@@ -44,6 +44,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from prom_reward.cli.voice import PlainHelpFormatter
 from prom_reward.errors import ConfigError, PromRewardError
 
 MERGED_MARKER = ".merged_from.json"
@@ -310,7 +311,11 @@ def main(argv: list[str] | None = None) -> None:
         print(results_table([json.loads(Path(f).read_text(encoding="utf-8")) for f in argv[1:]]))
         return
 
-    ap = argparse.ArgumentParser(prog="python -m train_judge.evaluate", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m train_judge.evaluate",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=PlainHelpFormatter,
+    )
     ap.add_argument("--model", required=True, help="base model (local:smollm2, folder, hub id) or merged folder")
     ap.add_argument("--adapter", default=None, help="LoRA adapter folder to merge into --model first")
     ap.add_argument("--merged-dir", default=None, help="where the merged model goes (default: ADAPTER-merged)")

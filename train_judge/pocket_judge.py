@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
@@ -28,6 +29,7 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
+from prom_reward.cli.voice import PlainHelpFormatter
 from prom_reward.errors import ConfigError
 from prom_reward.local.models import MARKER, cache_dir, ensure_smollm2, make_readable
 from prom_reward.local.pocket_judge import POCKET_FORMAT, POCKET_NAME, is_complete
@@ -99,9 +101,18 @@ def build_pocket_judge(cache: Path | None = None) -> Path:
     return target
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(
+        prog="python -m train_judge.pocket_judge",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=PlainHelpFormatter,
+    )
+    ap.add_argument(
+        "--cache", type=Path, default=None, help="cache folder (default: $PROM_REWARD_CACHE or ~/.cache/prom_reward)"
+    )
+    args = ap.parse_args(argv)
     try:
-        print(build_pocket_judge())
+        print(build_pocket_judge(args.cache))
     except ConfigError as e:
         raise SystemExit(f"error: {e}") from None
 

@@ -45,6 +45,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from prom_reward.cli.voice import PlainHelpFormatter
 from prom_reward.errors import ConfigError, PromRewardError
 
 log = logging.getLogger("train_judge.pocket_pipeline")
@@ -217,7 +218,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> None:
     from .evaluate import add_evaluation_flags
 
-    ap = argparse.ArgumentParser(prog="python -m train_judge.pocket_pipeline", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m train_judge.pocket_pipeline",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=PlainHelpFormatter,
+    )
     ap.add_argument("--out", required=True, help="folder for experts, merges, evaluations and the shipped judge")
     ap.add_argument("--model", default="local:smollm2", help="base model (overrides the configs' model)")
     ap.add_argument("--absolute-config", default=str(CONFIGS / "pocket_absolute_gpu.yaml"))

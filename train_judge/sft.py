@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from prom_reward.cli.voice import PlainHelpFormatter
 from prom_reward.errors import ConfigError, PromRewardError
 from prom_reward.format.wire import get_wire_format, template_accepts_system
 
@@ -253,7 +254,11 @@ def train(cfg: SFTRunConfig) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m train_judge.sft", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m train_judge.sft",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=PlainHelpFormatter,
+    )
     ap.add_argument("config", type=Path, help="YAML config (see train_judge/configs/)")
     ap.add_argument("--output-dir", default=None, help="override output_dir")
     ap.add_argument("--max-examples", type=int, default=None, help="override max_examples")

@@ -22,7 +22,6 @@ Example:
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import logging
@@ -36,7 +35,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from prom_reward.cli.voice import CliParser, flags_of, in_user_terms, print_error
+from prom_reward.cli.voice import CliParser, PlainDescriptionFormatter, flags_of, in_user_terms, print_error
 from prom_reward.errors import ConfigError, InputError
 
 if TYPE_CHECKING:
@@ -170,7 +169,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = CliParser(
         prog="python -m prom_reward.cli.demo",
         description=(__doc__ or "").split("\nExample:")[0].strip(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=PlainDescriptionFormatter,
     )
     ap.add_argument("--model", default="pocket-judge", help="preset, hub id or folder")
     ap.add_argument(

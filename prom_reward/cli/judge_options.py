@@ -33,8 +33,9 @@ def judge_format_name(value: str) -> str:
     return fmt.name if fmt.name in JUDGE_FORMATS else value  # a file is loaded again (once) where the judge is built
 
 
-def add_judge_options(g: argparse.ArgumentParser) -> None:
-    """The options ``judge_kwargs`` reads (shared by every subcommand that judges)."""
+def add_judge_options(g: argparse.ArgumentParser, *, truncate: bool = True) -> None:
+    """The options ``judge_kwargs`` reads (shared by every subcommand that judges); ``truncate``: with
+    ``--truncate`` (reward-server has the ``over_context`` setting instead)."""
     g.add_argument("--model", default=None, help="hub id, local folder, or preset (e.g. prometheus-7b-v2.0)")
     g.add_argument("--server", action="append", help="OpenAI-compatible base URL (repeatable)")
     g.add_argument(
@@ -71,7 +72,8 @@ def add_judge_options(g: argparse.ArgumentParser) -> None:
         "cut (outputs cut at --max-tokens), always (every output without a verdict) or never; default: the "
         "preset's policy, else cut",
     )
-    g.add_argument("--truncate", action="store_true", help="shorten over-long responses instead of failing")
+    if truncate:
+        g.add_argument("--truncate", action="store_true", help="shorten over-long responses instead of failing")
     g.add_argument("--max-model-len", type=int, help="vLLM: the engine's context length (default: the model's)")
     g.add_argument("--tensor-parallel-size", type=int, default=1, help="vLLM: GPUs per engine (default 1)")
     g.add_argument(

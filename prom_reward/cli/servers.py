@@ -168,10 +168,6 @@ def cmd_serve(args: Any) -> int:
     return 0
 
 
-_FORMER_FLAGS = ("on_outage", "call_timeout_s", "truncate")
-"""Former flags of reward-server, refused with the new name (``--on-outage`` -> ``--outage-on-exhausted``)."""
-
-
 def cmd_reward_server(args: argparse.Namespace) -> int:
     """Serve the judge as an OpenRLHF remote reward model (``prom_reward.integrations.openrlhf_server``).
 
@@ -222,8 +218,7 @@ def reward_server_settings(args: argparse.Namespace, env: Any = None) -> Any:
     ``--config``, over the defaults."""
     from prom_reward.integrations.settings import RewardSettings, setting_names
 
-    explicit = {name: getattr(args, name, None) for name in (*setting_names(), *_FORMER_FLAGS) if name != "judge"}
-    explicit["truncate"] = explicit["truncate"] or None  # a store_true flag: given only when set
+    explicit = {name: getattr(args, name, None) for name in setting_names() if name != "judge"}
     return RewardSettings.load({**explicit, "config_file": args.config_file}, env)
 
 
@@ -318,15 +313,13 @@ def _add_reward_server_parser(sub: Any) -> None:
         help="serve the judge as an OpenRLHF remote reward model (HTTP)",
         description="Settings: flags > PROM_REWARD_* environment > --config YAML > defaults (docs/openrlhf.md).",
     )
-    add_judge_options(s)
+    add_judge_options(s, truncate=False)  # the reward's over_context setting says what an over-long response gets
     s.set_defaults(num_samples=None)  # the reward's num_samples (score=mean): given or not, like every setting
     for name, _, _, _, doc in settings_fields():
         if not flag_name(name) or flag_name(name) in s._option_string_actions:  # no flag, or a judge option's
             continue
         help_text = f"{doc} [{ENV_PREFIX}{name.upper()}]".replace("%", "%%")
         s.add_argument(flag_name(name), dest=name, action="append" if name == "strip" else "store", help=help_text)
-    for name in _FORMER_FLAGS[:-1]:  # refused by the settings with the new name (--truncate is a judge option)
-        s.add_argument(flag_name(name), dest=name, help=argparse.SUPPRESS)
     s.add_argument(
         "--config", dest="config_file", help="YAML file of settings (keys: the setting names) [PROM_REWARD_CONFIG]"
     )

@@ -25,17 +25,44 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 PROG = "prom-reward"
 FIX = "; fix: "
+_ROLE = re.compile(r":[a-z]+(?::[a-z]+)?:`(~?)([^`]+)`")  # :class:`~prom_reward.RewardConfig`
+_LITERAL = re.compile(r"``(.+?)``")  # ``"raise"``
+
+
+def plain(text: str) -> str:
+    """``text`` (a help text, often a docstring) without reST markup: ``x`` and :role:`x` are x."""
+    text = _ROLE.sub(lambda m: m[2].rsplit(".", 1)[-1] if m[1] else m[2], text)
+    return _LITERAL.sub(lambda m: m[1], text)
+
+
+class PlainHelpFormatter(argparse.HelpFormatter):
+    """argparse's help layout, with every description and help text shown ``plain``."""
+
+    def _format_text(self, text: str) -> str:
+        return super()._format_text(plain(text))
+
+    def _expand_help(self, action: argparse.Action) -> str:
+        return plain(super()._expand_help(action))
+
+
+class PlainDescriptionFormatter(PlainHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """``PlainHelpFormatter`` keeping the description's own line breaks (a module docstring's)."""
 
 
 class CliParser(argparse.ArgumentParser):
     """An ``ArgumentParser`` whose usage errors read like every other error of the command line:
     ``prom-reward: error: grade: argument --strategy: invalid choice ...; fix: see prom-reward grade --help``.
     Its subparsers are of the same class (argparse makes them with the parent's class); a module's parser
-    (``python -m prom_reward.cli.demo``) is named by the module's last name (``demo``)."""
+    (``python -m prom_reward.cli.demo``) is named by the module's last name (``demo``). Its help is
+    ``plain`` (``PlainHelpFormatter`` unless another is given)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", PlainHelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         if self.prog.startswith(PROG):
@@ -57,7 +84,7 @@ def flags_of(parser: argparse.ArgumentParser) -> dict[str, str]:
     out: dict[str, str] = {}
     for action in parser._actions:
         long = [s for s in action.option_strings if s.startswith("--")]
-        if long and action.dest not in out:  # a hidden former flag too: it names its own setting
+        if long and action.dest not in out:
             out[action.dest] = long[0]
     out.update((python, out[dest]) for python, dest in RENAMED.items() if dest in out and python not in out)
     return out
@@ -66,7 +93,7 @@ def flags_of(parser: argparse.ArgumentParser) -> dict[str, str]:
 _CLASS = re.compile(r"\b[A-Z]\w*(?:Config|Options|Settings|Policy)\.(?=[a-z_])")  # SamplingConfig.temperature
 _BESIDE = re.compile(r" \((\w+)=\)")  # "--response-col (response_column=)"
 _ASSIGN = re.compile(r"\b([a-z][a-z0-9_]*)=(?=[^\s=)])")  # "tensor_parallel_size=2"
-_LEADING = re.compile(r"^([a-z][a-z0-9_]*)(?=:| must | was renamed| ')")  # "num_samples: ...", "port must ..."
+_LEADING = re.compile(r"^([a-z][a-z0-9_]*)(?=:| must | ')")  # "num_samples: ...", "port must ..."
 _NONE = re.compile(r"(expected [^;]*?),? or None(?=[,;)]| got)")
 _EXPECTED = re.compile(r"^(--[\w-]+)\b[^;]*?(?:: expected| must be) (.+?), got ")
 

@@ -17,8 +17,8 @@ online DPO take): each of its fields is a setting of the same name, and each fie
 ``model`` ...), the batching, deadlines and health threshold. ``failure_reward`` is ``RewardConfig``'s,
 required on these paths (a framework needs a number for a failed sample) and checked against the
 reward's scale. One name per setting: field ``foo_bar`` <-> flag ``--foo-bar`` (``foo_column`` <-> ``--foo-col``,
-as on the jobs) <-> ``PROM_REWARD_FOO_BAR`` <-> YAML ``foo_bar``; a former name is refused with the new one
-(``judge_url`` -> ``server``, ``on_outage`` -> ``outage_on_exhausted`` ...).
+as on the jobs) <-> ``PROM_REWARD_FOO_BAR`` <-> YAML ``foo_bar``; a name that is no setting is refused with the
+closest one.
 
 The table in docs/openrlhf.md is ``settings_table()`` (a test keeps them equal).
 
@@ -30,9 +30,9 @@ Example:
     >>> RewardSettings.load(env={})  # doctest: +IGNORE_EXCEPTION_DETAIL
     Traceback (most recent call last):
     ConfigError: failure reward: not set: ...
-    >>> RewardSettings.load({"judge_url": "http://j:8000/v1"}, env={})  # doctest: +IGNORE_EXCEPTION_DETAIL
+    >>> RewardSettings.load({"servers": "http://j:8000/v1"}, env={})  # doctest: +IGNORE_EXCEPTION_DETAIL
     Traceback (most recent call last):
-    ConfigError: judge_url was renamed server; fix: give server (--server / PROM_REWARD_SERVER / YAML server)
+    ConfigError: unknown setting(s) ['servers'] (closest: servers -> server); fix: give setting names only ...
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ from prom_reward.integrations.settings_sources import (
     field_docs,
     flag_name,
     read_yaml,
-    refuse_renamed,
+    refuse_unknown,
     unknown_env,
 )
 from prom_reward.rewards.config import RewardConfig, get_judge_format_setting
@@ -190,15 +190,14 @@ class RewardSettings:
     @classmethod
     def load(cls, explicit: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> RewardSettings:
         """The settings from ``explicit`` > ``env`` (``PROM_REWARD_*``; None: ``os.environ``) > the YAML file
-        (``explicit["config_file"]`` or ``PROM_REWARD_CONFIG``) > defaults. Unknown names raise ``ConfigError``,
-        former names with the new one."""
+        (``explicit["config_file"]`` or ``PROM_REWARD_CONFIG``) > defaults. Unknown names raise ``ConfigError``
+        (unknown ``PROM_REWARD_*`` variables are warned about)."""
         env = os.environ if env is None else env
         given = {k: v for k, v in (explicit or {}).items() if v is not None}
         path = given.pop("config_file", None) or env.get(CONFIG_ENV) or None
         names = setting_names()
-        refuse_renamed(given, [*names, "config_file"], "")
+        refuse_unknown(given, [*names, "config_file"], "")
         values: dict[str, Any] = dict(read_yaml(str(path), names)) if path else {}
-        refuse_renamed([k[len(ENV_PREFIX) :].lower() for k in env if k.startswith(ENV_PREFIX)], None, "environment")
         for warning in unknown_env(env, names):
             logger.warning(warning)
         for name in names:
@@ -211,7 +210,7 @@ class RewardSettings:
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> RewardSettings:
         """The settings of flat ``values`` (setting name -> value, text or typed), validated."""
-        refuse_renamed(values, setting_names(), "")
+        refuse_unknown(values, setting_names(), "")
         types = setting_types()
         reward: dict[str, Any] = {}
         outage: dict[str, Any] = {}

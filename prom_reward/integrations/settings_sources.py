@@ -1,5 +1,5 @@
 """How the reward settings are read: their flag / environment / YAML names, text conversions, the YAML file,
-and the former names that are refused with the new one.
+and the refusal of a name that is no setting (naming the closest one).
 
 One name per setting, mapped mechanically: field ``foo_bar`` <-> flag ``--foo-bar`` <-> environment
 ``PROM_REWARD_FOO_BAR`` <-> YAML key ``foo_bar``; a column setting's flag is spelled as on every
@@ -12,9 +12,9 @@ Example:
     ('--max-batch-size', False, 2.0)
     >>> flag_name("checklist_column")
     '--checklist-col'
-    >>> refuse_renamed({"on_outage": "fail"}, None, "")  # doctest: +IGNORE_EXCEPTION_DETAIL
+    >>> refuse_unknown({"rubrik": "x"}, ["rubric", "mode"], "")  # doctest: +IGNORE_EXCEPTION_DETAIL
     Traceback (most recent call last):
-    ConfigError: on_outage was renamed outage_on_exhausted; fix: ...
+    ConfigError: unknown setting(s) ['rubrik'] (closest: rubrik -> rubric); fix: ...
 """
 
 from __future__ import annotations
@@ -40,20 +40,6 @@ OTHER_ENV = ("API_KEY", "TOKEN", "CACHE", "NO_ENGINE", "TEST_PRESTART", "JOB_CRA
 """``PROM_REWARD_*`` variables that are not settings (the judge's API key, the reward server's token, the model
 cache, test and benchmark hooks): the settings loader does not warn about them."""
 
-RENAMED = {
-    "judge_url": "server",
-    "base_url": "server",
-    "judge_model": "model",
-    "on_outage": "outage_on_exhausted",
-    "on_exhausted": "outage_on_exhausted",
-    "call_timeout_s": "outage_call_timeout_s",
-    "budget_s": "outage_budget_s",
-    "truncate": "over_context",
-    "truncate_response": "over_context",
-    "reward": "",
-}
-"""Former names of settings -> the one name now ("": its keys are settings of their own)."""
-
 _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off")
 
@@ -66,27 +52,17 @@ def flag_name(name: str) -> str:
     return column_flag(name) if name.endswith("_column") else "--" + name.replace("_", "-")
 
 
-def refuse_renamed(given: Iterable[str], valid: Sequence[str] | None, source: str) -> None:
-    """Raise ``ConfigError`` for a former name (saying the new one) or, with ``valid``, a name not in it."""
-    for old in given:
-        if old in RENAMED:
-            new = RENAMED[old]
-            where = f" ({source})" if source else ""
-            if not new:
-                raise ConfigError(
-                    f"{old}{where}: its keys are settings of their own now; fix: give each at the top level "
-                    "(e.g. log_feedback: false, not reward: {log_feedback: false})"
-                )
-            flag = flag_name(new)
-            raise ConfigError(
-                f"{old}{where} was renamed {new}; fix: give {new} ({flag} / {ENV_PREFIX}{new.upper()} / YAML {new})"
-            )
-    if valid is not None:
-        unknown = sorted(set(given) - set(valid))
-        if unknown:
-            raise ConfigError(
-                f"unknown setting(s) {unknown}{f' in {source}' if source else ''}; valid: {', '.join(valid)}"
-            )
+def refuse_unknown(given: Iterable[str], valid: Sequence[str], source: str) -> None:
+    """Raise ``ConfigError`` for the names of ``given`` not in ``valid``, each with its closest setting."""
+    unknown = sorted(set(given) - set(valid))
+    if not unknown:
+        return
+    closest = [f"{name} -> {m[0]}" for name in unknown if (m := difflib.get_close_matches(name, valid, n=1))]
+    hint = f" (closest: {', '.join(closest)})" if closest else ""
+    raise ConfigError(
+        f"unknown setting(s) {unknown}{f' in {source}' if source else ''}{hint}; fix: give setting names only "
+        f"(valid: {', '.join(valid)})"
+    )
 
 
 def unknown_env(env: Mapping[str, str], names: Sequence[str]) -> list[str]:
@@ -198,7 +174,7 @@ def read_yaml(path: str, names: Sequence[str]) -> dict[str, Any]:
             f"config_file {path!r}: expected a mapping of settings, got {type(data).__name__}; fix: write one "
             "setting name: value per line"
         )
-    refuse_renamed([str(k) for k in data], names, f"config_file {path!r}")
+    refuse_unknown([str(k) for k in data], names, f"config_file {path!r}")
     return data
 
 
@@ -225,11 +201,10 @@ def field_docs(cls: type) -> dict[str, str]:
 __all__ = [
     "CONFIG_ENV",
     "ENV_PREFIX",
-    "RENAMED",
     "convert",
     "field_docs",
     "flag_name",
     "read_yaml",
-    "refuse_renamed",
+    "refuse_unknown",
     "unknown_env",
 ]

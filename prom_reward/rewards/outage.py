@@ -230,7 +230,7 @@ async def ajudge_until_answered(
         delay = policy.delay(attempt)
         stop = policy.retry_until(health.failing_since or time.monotonic(), deadline)
         if time.monotonic() + delay >= stop:
-            _exhausted(cause, failed, policy, health, deadline, out)
+            _exhausted(cause, failed, policy, health, deadline, delay, out)
             return out
         logger.warning(
             "%d sample(s) not answered (%s); asking again in %.1f s (failing for %s, budget %s)",
@@ -282,14 +282,15 @@ def _exhausted(
     policy: OutagePolicy,
     health: JudgeHealth,
     deadline: float | None,
+    delay: float,
     out: Answered[Any],
 ) -> None:
-    """The outage budget ran out: raise, or fail the unanswered items with the cause (the answered ones stay)."""
+    """The outage budget ran out (or the next wait of ``delay`` s would pass it): raise, or fail the unanswered
+    items with the cause (the answered ones stay)."""
     health.gave_up()
     failing = health.failing_for()
-    by_deadline = deadline is not None and deadline < (health.failing_since or time.monotonic()) + policy.budget_s
-    limit = "the reward call's deadline passed" if by_deadline else f"the outage budget is {_secs(policy.budget_s)}"
-    message = f"the judge has been failing for {_secs(failing)} and {limit}; last failure: {cause}"
+    message = f"the judge has been failing for {_secs(failing)} and {_stop_reason(policy, failing, deadline, delay)}"
+    message += f"; last failure: {cause}"
     if policy.on_exhausted == "raise":
         raise JudgeUnavailableError(
             f"{message}. Stopping here rather than training on made-up rewards: bring the judge back (or raise "
@@ -303,7 +304,24 @@ def _exhausted(
     logger.error("%d sample(s) got no answer: %s", len(out.outage), message)
 
 
+def _stop_reason(policy: OutagePolicy, failing: float, deadline: float | None, delay: float) -> str:
+    """Why the retries stop, with the numbers: the budget or the deadline is spent, or the next try (after
+    ``delay`` s) would come past it."""
+    budget_left = policy.budget_s - failing
+    deadline_left = math.inf if deadline is None else deadline - time.monotonic()
+    if deadline_left < budget_left:
+        if deadline_left <= 0:
+            return "the reward call's deadline passed"
+        return f"the next try, in {_secs(delay)}, would pass the reward call's deadline ({_secs(deadline_left)} left)"
+    if budget_left <= 0:
+        return f"the outage budget of {_secs(policy.budget_s)} is spent"
+    budget = _secs(policy.budget_s)
+    return f"the next try, in {_secs(delay)}, would pass the outage budget of {budget} ({_secs(budget_left)} left)"
+
+
 def _secs(seconds: float) -> str:
+    if seconds < 1:
+        return f"{seconds:.2g} s"
     return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
 
 

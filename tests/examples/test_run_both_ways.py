@@ -42,3 +42,4 @@ def test_the_example_runs_as_a_file_and_as_a_module(example, form, tmp_path):
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.startswith("usage: ") and "--smoke" in done.stdout and done.stderr == ""
+    assert "``" not in done.stdout and ":class:`" not in done.stdout  # the help is plain (issue 44)

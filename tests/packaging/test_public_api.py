@@ -6,7 +6,10 @@ itself is in ``__all__``)."""
 from __future__ import annotations
 
 import importlib
+import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +20,30 @@ import prom_reward
 def test_every_exported_name_is_there():
     missing = [name for name in prom_reward.__all__ if not hasattr(prom_reward, name)]
     assert missing == [] and len(set(prom_reward.__all__)) == len(prom_reward.__all__)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+OPTIONAL_PACKAGES = (
+    "verifiers openrlhf verl ray datasets trl peft accelerate deepspeed vllm torch transformers starlette uvicorn "
+    "pydantic scipy flow_judge rewardbench pandas"
+).split()
+"""What no extra or only an extra installs: the peer frameworks, the engines, the server and training stacks."""
+
+
+def test_star_import_works_without_the_optional_packages():
+    """``from prom_reward import *`` where none of ``OPTIONAL_PACKAGES`` can be imported (None in ``sys.modules``:
+    an import raises ``ModuleNotFoundError``, ``find_spec`` finds nothing): every exported name but the verifiers
+    judge, which verifiers' plugin loader finds in ``__all__`` where verifiers is installed."""
+    code = (
+        f"import sys, json\nfor m in {OPTIONAL_PACKAGES!r}: sys.modules[m] = None\n"
+        "from prom_reward import *\nimport prom_reward\n"
+        "print(json.dumps([prom_reward.__all__, sorted(n for n in globals() if n in prom_reward.__all__)]))"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert run.returncode == 0, run.stderr[-2000:]
+    exported, imported = json.loads(run.stdout)
+    assert exported == imported == sorted(set(prom_reward.__all__) - {"PrometheusVerifiersJudge"})
+    assert "PrometheusVerifiersJudge" in prom_reward.__all__  # installed here (make setup): the plugin is found
 
 
 def test_what_a_reward_path_raises_or_takes_is_exported():
@@ -38,7 +65,6 @@ def test_experimental_features_are_imported_from_their_package_only():
     assert set(experimental.__all__).isdisjoint(prom_reward.__all__) and not hasattr(prom_reward, "CascadeJudge")
 
 
-ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *sorted((ROOT / "rlhf_examples").rglob("*.md"))]
 _FROM = re.compile(r"(?:^|`)[ \t>]*from (prom_reward[\w.]*) import (\([^)]*\)|[^\n#`]+)", re.M)
 _IMPORT = re.compile(r"(?:^|`)[ \t>]*import (prom_reward[\w.]*)", re.M)

@@ -113,10 +113,55 @@ def test_past_the_budget_raise_says_how_long_and_why():
     call, _ = scripted({0: 99})
     health = JudgeHealth()
     start = time.monotonic()
-    with pytest.raises(JudgeUnavailableError, match=r"failing for .* outage budget is 0.3 s.*HTTP 503"):
+    with pytest.raises(JudgeUnavailableError, match=r"failing for .* would pass the outage budget of 0.3 s.*HTTP 503"):
         judge_until_answered([[0]], call, lambda o: o, FAST, health=health)
     assert 0.1 < time.monotonic() - start < 2 and health.exhausted == 1
     assert health.status()["status"] == "degraded"
+
+
+class FakeClock:
+    """``time`` and ``asyncio`` of ``rewards.outage`` on a clock that a back-off's sleep moves on at once."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.mark.parametrize(
+    "deadline_in, hung, calls, words",
+    [
+        # back-off 1, 2, 4, 8 s: failing for 15 s, the next wait of 15 s would end at 30 s, past the 20 s budget
+        (None, False, 5, "for 15 s and the next try, in 15 s, would pass the outage budget of 20 s (5.0 s left)"),
+        (17.0, False, 5, "for 15 s and the next try, in 15 s, would pass the reward call's deadline (2.0 s left)"),
+        # calls that hang until they are cut (call_timeout_s 30): the second one is cut at the end of the budget
+        (None, True, 2, "for 20 s and the outage budget of 20 s is spent"),
+        (10.0, True, 1, "and the reward call's deadline passed"),
+    ],
+)
+def test_the_stop_says_why_with_the_real_numbers(monkeypatch, deadline_in, hung, calls, words):
+    import asyncio
+
+    from prom_reward.rewards import outage
+
+    clock = FakeClock()
+    monkeypatch.setattr(outage, "time", clock)
+    monkeypatch.setattr(outage, "asyncio", clock)
+
+    async def call(idx, until):
+        if hung:
+            clock.now = until
+        return [DOWN] * len(idx)
+
+    policy = OutagePolicy(budget_s=20, backoff_s=1, max_backoff_s=15, call_timeout_s=30, on_exhausted="fail")
+    deadline = None if deadline_in is None else clock.now + deadline_in
+    out = asyncio.run(ajudge_until_answered([[0]], call, lambda o: o, policy, deadline=deadline))
+    assert words in out.outage[0] and out.outage[0].endswith("; last failure: HTTP 503 from judge")
+    assert out.outage[0].startswith("the judge has been failing for ") and out.calls == calls
 
 
 def test_the_deadline_caps_the_budget_and_reaches_the_call():
@@ -130,7 +175,7 @@ def test_the_deadline_caps_the_budget_and_reaches_the_call():
     deadline = start + 0.3
     policy = OutagePolicy(budget_s=60, backoff_s=0.05, on_exhausted="fail")
     out = judge_until_answered([[0]], call, lambda o: o, policy, deadline=deadline)
-    assert time.monotonic() - start < 2 and "deadline passed" in out.outage[0]
+    assert time.monotonic() - start < 2 and "would pass the reward call's deadline" in out.outage[0]
     assert all(u is not None and u <= deadline for u in seen)  # half the time left, at most
 
 

@@ -11,6 +11,7 @@ import dataclasses
 import logging
 import sys
 
+from prom_reward.cli.voice import PlainHelpFormatter
 from prom_reward.errors import PromRewardError
 
 from .config import load_config
@@ -24,6 +25,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m train_judge.merge",
         description="Merge checkpoints and LoRA experts (linear, task_arithmetic, "
         "ties, dare_ties, dare_linear, slerp) as described by a YAML file.",
+        formatter_class=PlainHelpFormatter,
     )
     ap.add_argument("config", help="merge YAML (method, base_model, models, parameters, output)")
     ap.add_argument("--output", default=None, help="override the YAML's output folder")
