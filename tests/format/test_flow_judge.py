@@ -146,7 +146,8 @@ def test_the_peers_preset_rubrics_render_identically(peer, preset, fmt, suffix):
 
 
 def test_flow_judge_grades_only_with_one_description_per_score():
-    with pytest.raises(ConfigError, match=r"'flow-judge-binary' does not judge relative .*supports absolute .*scores 0-1.*pick a format that does"):
+    refused = r"'flow-judge-binary' does not judge relative .*supports absolute .*scores 0-1.*pick a format that does"
+    with pytest.raises(ConfigError, match=refused):
         BINARY.relative_prompt("q", "a", "b", Rubric("Kind?"), None)
     with pytest.raises(ConfigError, match="'flow-judge' does not judge relative"):
         FIVE.parse("<feedback>x</feedback><score>1</score>", "relative")
