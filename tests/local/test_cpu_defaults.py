@@ -25,6 +25,7 @@ def test_engine_applies_the_default_before_vllm_starts(monkeypatch):
     from prom_reward.backends.vllm_options import NO_ENGINE_ENV
 
     monkeypatch.delenv(NO_ENGINE_ENV, raising=False)  # the engine below is a recorder: allowed in the unit tier
+    monkeypatch.setattr(ve, "check_engine_allowed", lambda what: None)  # and not an engine start to count
     seen = {}
 
     class RecordingLLM:  # stands in for vllm.LLM: records the environment the engine would start with
