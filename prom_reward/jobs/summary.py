@@ -150,7 +150,7 @@ class JobSummary:
         """A few lines for a person."""
         rate = self.rows / self.seconds if self.seconds else 0.0
         lines = [
-            f"{self.job}: judged {self.rows} rows ({self.resumed_rows} resumed) in {self.seconds:.1f} s "
+            f"{self.job}: {self.rows} rows ({self.resumed_rows} resumed) in {self.seconds:.1f} s "
             f"({rate:.2f} rows/s) -> {self.output} ({self.output_rows} rows)"
         ]
         if self.retried_rows or self.repaired_parts:

@@ -90,7 +90,7 @@ def test_kill_the_served_judge_mid_job_loses_and_duplicates_nothing(tiny_model_d
             timeout=300,
         )
         assert out.returncode == 0, out.stderr[-2000:]
-        assert "grade: judged 6 rows (0 resumed)" in out.stderr
+        assert "grade: 6 rows (0 resumed)" in out.stderr
         graded = [json.loads(x) for x in (tmp_path / "g.jsonl").read_text().splitlines()]
         assert [g["instruction"] for g in graded] == [f"Q{i}?" for i in range(6)]
         for g in graded:  # a verdict in 1..5, or None with every sample counted as a failure

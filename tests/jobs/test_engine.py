@@ -205,7 +205,7 @@ def test_summary_counts_and_text():
     s.seconds = 4.0
     text = s.text()
     assert (
-        "judged 10 rows" in text
+        "compare: 10 rows (0 resumed)" in text
         and "10 rows: 7 judged, 1 failed (see judge_error), 2 skipped (swap_disagreement 2)" in text
         and "replica n:1: 10 rows, 5.00 rows/s" in text
     )
