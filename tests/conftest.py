@@ -36,6 +36,7 @@ from prom_reward.backends.servers import ServeConfig, term_with_parent
 from prom_reward.backends.vllm_options import NO_ENGINE_ENV, VLLMOptions, check_engine_allowed
 from tests.fakes import FakeServer, Reply, StandInJudge, free_port
 from tests.parallel import group_shared_fixtures, pytest_xdist_make_scheduler  # noqa: F401 (a hook)
+from tests.peers import check_peers
 from tests.reward_faults import GRADES, Case
 
 REPO = Path(__file__).resolve().parents[1]
@@ -159,7 +160,9 @@ _REFUSED: list[str] = []
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Under ``NO_ENGINE_ENV=1`` record each refused engine or server start (``_no_engine_in_the_unit_tier``)."""
+    """Fail the run when a peer framework does not import (``tests.peers``: its tests would vanish); under
+    ``NO_ENGINE_ENV=1`` record each refused engine or server start (``_no_engine_in_the_unit_tier``)."""
+    check_peers()
     if os.environ.get(NO_ENGINE_ENV) != "1":
         return
     from prom_reward.backends import servers, vllm_engine

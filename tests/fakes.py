@@ -8,7 +8,6 @@ fault tests)."""
 from __future__ import annotations
 
 import json
-import re
 import socket
 import threading
 import time
@@ -16,6 +15,8 @@ from collections.abc import Callable
 from http import server as http_server
 from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.judge_answers import PROMETHEUS, Read, answer, read_prompt
 
 
 class ThreadingHTTPServer(http_server.ThreadingHTTPServer):
@@ -112,8 +113,9 @@ class StandInJudge:
         - ``refuse``: answers every ``/v1`` call with that status (404: a wrong route, 401: refused credentials);
         - a chat request for another model than ``model`` is answered 404 "does not exist", as vLLM does.
 
-    An absolute prompt in Flow-Judge's format (its ``<response>`` output tag) is answered as Flow-Judge answers:
-    ``<feedback>...</feedback>`` then ``<score>N</score>``.
+    It reads every registered format's prompts and answers in that format's own output (``tests.judge_answers``:
+    e.g. Flow-Judge's ``<feedback>...</feedback><score>N</score>``, Selene's ``**Result:** B``), its grades mapped
+    onto the format's scale.
 
         ``max_model_len`` is reported by ``/v1/models``; ``/tokenize`` counts a token per 3 characters.
     """
@@ -174,26 +176,13 @@ class StandInJudge:
         if body.get("model") != self.model:
             return 404, {"error": {"message": f"The model `{body.get('model')}` does not exist.", "code": 404}}
         user = body["messages"][-1]["content"]
+        system = "".join(m["content"] for m in body["messages"][:-1] if m.get("role") == "system")
         with self._lock:
             self.prompts.append(user)
-        pair = re.search(r"###Response A:\n(.*?)\n\n###Response B:\n(.*?)\n\n###", user, re.S)
-        if pair:  # a pairwise prompt: the better first word wins, a tie says A (in both orders: undecided)
-            a, b = pair.group(1), pair.group(2)
-            with self._lock:
-                self.graded.extend([a, b])
-            text = f"Compared by their first words. [RESULT] {'B' if self._grade(b) > self._grade(a) else 'A'}"
-        elif flow := re.search(r"<output>\n<response>\n(.*?)\n</response>\n</output>", user, re.S):
-            with self._lock:
-                self.graded.append(flow.group(1))
-            text = (
-                f"<feedback>\nGraded by its first word.\n</feedback>\n<score>\n{self._grade(flow.group(1))}\n</score>"
-            )
-        else:
-            match = re.search(r"###Response to evaluate:\n(.*?)\n\n###", user, re.S)
-            response = match.group(1) if match else ""
-            with self._lock:
-                self.graded.append(response)
-            text = f"Graded by its first word. [RESULT] {self._grade(response)}"
+        read = read_prompt(system, user) or Read("prometheus2", "absolute", ("",), PROMETHEUS)
+        with self._lock:
+            self.graded.extend(read.texts)
+        text = answer(read, tuple(self._grade(t) for t in read.texts))
         n = int(body.get("n") or 1)
         return 200, {
             "choices": [

@@ -15,9 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-vf = pytest.importorskip("verifiers.v1")
-
+import verifiers.v1 as vf
 from verifiers.v1.configs.agent import AgentConfig  # noqa: E402
 from verifiers.v1.errors import TaskError  # noqa: E402
 from verifiers.v1.trace import AgentInfo, Trace, TraceTask  # noqa: E402
