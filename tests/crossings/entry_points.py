@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from prom_reward.cli.main import main
-from prom_reward.errors import ConfigError
+from prom_reward.errors import ConfigError, PromRewardError
 from prom_reward.jobs.source import read_rows
 from tests.crossings.cells import CHECKLIST, MODEL, Cell, Outcome
 from tests.jobs.helpers import write
@@ -41,7 +41,7 @@ class EntryPoint:
     def needs(self, cell: Cell) -> str | None:
         """The task a cell's format lacks for this entry point (it must refuse the cell at start), else None."""
         tasks = cell.format.tasks
-        if self.task not in tasks:
+        if self.task not in (*tasks, "either"):
             return self.task
         if cell.checklist and self.checklists and "absolute" not in tasks:
             return "absolute"
@@ -78,8 +78,8 @@ def _job(cell: Cell, job: str, rows: list[dict[str, Any]], **python: Any) -> tup
     run = {"grade": grade_file, "compare": compare_file, "pairs": pairs_file}[job]
     try:
         run(src, out, cell.judge(), rubric=cell.rubric, progress=False, **python)
-    except ConfigError as e:
-        return _refusal(e), out
+    except PromRewardError as e:  # the job's input and options are checked whole, before anything is judged
+        return Outcome(refused=str(e), code=2), out
     return Outcome(), out
 
 
@@ -234,6 +234,8 @@ def run_online_dpo(cell: Cell) -> Outcome:
     columns: dict[str, Any] = {"checklist": [CHECKLIST] * 4} if cell.checklist else {}
     try:
         return Outcome(values=reward([Q, Q, Q, Q], ["good four", "bad five", "bad five", "good four"], **columns))
+    except ConfigError as e:  # a checklist needs grades: refused on the first call
+        return _refusal(e)
     finally:
         reward.close()
 
@@ -341,6 +343,8 @@ def run_verifiers(cell: Cell) -> Outcome:
         return Outcome(values=asyncio.run(score()))
     except ConfigError as e:
         return _refusal(e)
+    except ValueError as e:  # verifiers' config (pydantic) wraps the ConfigError its validator raised
+        return Outcome(refused=str(e.errors()[0]["msg"]).removeprefix("Value error, "), code=2)  # type: ignore[attr-defined]
     finally:
         vj.reset()
 
@@ -348,7 +352,7 @@ def run_verifiers(cell: Cell) -> Outcome:
 ENTRY_POINTS: dict[str, EntryPoint] = {
     "grade": EntryPoint("absolute", run_grade, check_grade),
     "compare": EntryPoint("relative", run_compare, check_compare, checklists=False),
-    "pairs": EntryPoint("relative", run_pairs, check_pairs),
+    "pairs": EntryPoint("either", run_pairs, check_pairs),  # by grades, or head to head in a pairwise-only format
     "report-grade": EntryPoint("absolute", run_report("grade"), check_report),
     "report-compare": EntryPoint("relative", run_report("compare"), check_report, checklists=False),
     "probe": EntryPoint("either", run_probe, check_probe, checklists=False),
