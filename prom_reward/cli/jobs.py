@@ -27,7 +27,7 @@ from prom_reward.checklist.aggregate import AGGREGATIONS
 from prom_reward.checklist.config import CHECKLIST_MODES
 from prom_reward.cli.judge_options import add_judge_options, add_outage_options, judge_kwargs, outage_policy
 from prom_reward.errors import ConfigError
-from prom_reward.jobs.columns import ROLES
+from prom_reward.format.columns import DEFAULTS, column_flag
 from prom_reward.jobs.compare import CompareJob
 from prom_reward.jobs.config import JOB_OUTAGE, JobConfig, RayConfig
 from prom_reward.jobs.grade import GradeJob
@@ -35,19 +35,12 @@ from prom_reward.jobs.pairs import PairsJob
 from prom_reward.jobs.spec import JobKind
 from prom_reward.jobs.summary import EXIT_CODES, EXIT_JUDGE_DOWN
 
-COLUMNS = {  # the column options of each job: (flag, dest = the Python option, default)
-    "grade": ("instruction", "response", "reference_answer", "rubric", "checklist"),
-    "compare": ("instruction", "response_a", "response_b", "reference_answer", "rubric"),
-    "pairs": ("prompt", "completions", "completion", "reference_answer", "rubric", "checklist"),
-}
-
-
-def _option(column: str) -> str:
-    return column.replace("_answer", "") + "_column"
+KINDS: dict[str, type[JobKind]] = {"grade": GradeJob, "compare": CompareJob, "pairs": PairsJob}
+"""Each job's kind: its column options (``JobKind.columns``) are its ``--<role>-col`` flags."""
 
 
 def _kind(args: argparse.Namespace) -> JobKind:
-    columns = {_option(c): getattr(args, _option(c)) for c in COLUMNS[args.command]}
+    columns = {option: getattr(args, option) for option in KINDS[args.command].columns}
     if args.command == "grade":
         return GradeJob(
             rubric=args.rubric,
@@ -197,16 +190,16 @@ def _add_job_parser(
         action="store_true",
         help="start over on an existing OUTPUT (it stays intact until the new one is complete)",
     )
-    for column in COLUMNS[name]:
-        flag = column.replace("_answer", "").replace("_", "-")
-        trl = ROLES.get(_option(column)) if name != "pairs" else None  # the column TRL's datasets name it
+    for option in KINDS[name].columns:
+        ours, *trl = DEFAULTS[option]  # TRL's name of the role, where it has another
         g.add_argument(
-            f"--{flag}-col",
-            dest=_option(column),
-            default=None if trl else column,
+            column_flag(option),
+            dest=option,
+            default=None if trl else ours,
             metavar="COLUMN",
-            help=f"input column with the {column.replace('_', ' ')} (default {column}"
-            + (f", else TRL's {trl[1]}; a row with both is refused)" if trl else ")"),
+            help=f"input column with the {ours.replace('_', ' ')} (default {ours}"
+            + (f", else TRL's {trl[0]}; a row with both is refused" if trl else "")
+            + "); a column named here must be in every row",
         )
     g.add_argument("--quiet", action="store_true", help="no progress bars")
     add_outage_options(g, JOB_OUTAGE, "marks the rows for --resume")

@@ -19,11 +19,13 @@ import json
 import os
 import sys
 import time
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from prom_reward.cli.judge_options import judge_format_name
 from prom_reward.errors import ConfigError, InputError, PromRewardError
+from prom_reward.format.columns import DEFAULTS, column_flag
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, get_judge_format
 from prom_reward.format.rubrics import RUBRICS
 from prom_reward.jobs.manifest import NAME, read_manifest
@@ -54,22 +56,20 @@ def add_report_parser(sub: Any) -> None:
         "format, else prometheus2); a file whose record names another format is refused",
     )
     p.add_argument("--extremes", type=int, default=5, help="highest and lowest scored rows to show (default 5)")
-    for name, default in (
-        ("instruction", "instruction"),
-        ("response", "response"),
-        ("response-a", "response_a"),
-        ("response-b", "response_b"),
-        ("rubric", "rubric"),
-        ("source", None),
-    ):
+    for field in fields(ReportColumns):
+        option = f"{field.name}_column"
+        ours, *trl = DEFAULTS[option]
         p.add_argument(
-            f"--{name}-col",
-            dest=f"{name.replace('-', '_')}_col",
-            default=default,
-            help="column to group by source (default: the first of source, data_source, "
-            "response_source, category, model)"
-            if name == "source"
-            else f"the column holding the {name.replace('-', ' ')} (default {default})",
+            column_flag(option),
+            dest=option,
+            default=None,
+            metavar="COLUMN",
+            help="column to group by source (default: the first of source, data_source, response_source, category, "
+            "model)"
+            if field.name == "source"
+            else f"the column holding the {field.name.replace('_', ' ')} (default: the job's, else {ours}"
+            + (f", else TRL's {trl[0]}" if trl else "")
+            + "); a column named here must be in every row",
         )
     p.set_defaults(func=cmd_report)
 
@@ -153,6 +153,21 @@ def job_rubric(output: Path) -> Any:
     return rubric
 
 
+def report_columns(args: argparse.Namespace, record: dict[str, Any] | None) -> ReportColumns:
+    """The columns to read: a ``--<role>-col`` given, else the column the job read (its recorded option), else
+    the jobs' defaults (``ReportColumns``)."""
+    options = (record or {}).get("options")
+    options = options if isinstance(options, dict) else {}
+    given = {}
+    for field in fields(ReportColumns):
+        option = f"{field.name}_column"
+        value = getattr(args, option)
+        value = value if value is not None else options.get(option)
+        if isinstance(value, str):
+            given[field.name] = value
+    return ReportColumns(**given)
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     out = Path(args.output)
     if out.suffix.lower() not in (".html", ".htm"):
@@ -170,14 +185,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.extremes < 0:
         raise ConfigError(f"--extremes: expected a number >= 0, got {args.extremes}")
     probe = _probe_record(args.probe) if args.probe else None
-    cols = ReportColumns(
-        args.instruction_col,
-        args.response_col,
-        args.response_a_col,
-        args.response_b_col,
-        args.rubric_col,
-        args.source_col,
-    )
+    cols = report_columns(args, job_record(Path(args.input)))
     try:
         fmt = job_format(Path(args.input), args.format)
         summary = summarize(

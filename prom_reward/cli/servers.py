@@ -325,7 +325,7 @@ def _add_reward_server_parser(sub: Any) -> None:
         if not flag_name(name) or flag_name(name) in s._option_string_actions:  # no flag, or a judge option's
             continue
         help_text = f"{doc} [{ENV_PREFIX}{name.upper()}]".replace("%", "%%")
-        s.add_argument(flag_name(name), action="append" if name == "strip" else "store", help=help_text)
+        s.add_argument(flag_name(name), dest=name, action="append" if name == "strip" else "store", help=help_text)
     for name in _FORMER_FLAGS[:-1]:  # refused by the settings with the new name (--truncate is a judge option)
         s.add_argument(flag_name(name), dest=name, help=argparse.SUPPRESS)
     s.add_argument(

@@ -117,7 +117,7 @@ def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence
     state = _get()
     s = state.settings
     try:
-        samples, reasons, _ = make_samples(queries, prompts, labels, s.strip)
+        samples, reasons, _ = make_samples(queries, prompts, labels, s.strip, s.reward)
     except PromRewardError as e:  # not lists, or lengths that differ: the caller's bug (OpenRLHF logs it at INFO)
         logger.error("prom-reward reward_func got unusable arguments: %s", e)
         raise

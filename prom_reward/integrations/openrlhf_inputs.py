@@ -11,7 +11,9 @@ Shared by the HTTP server (``openrlhf_server``) and the in-process ``reward_func
 - ``label`` (``--data.label_key``): a string or finite number (the reference answer), a list of
   them (one: that answer; several: acceptable answers, one per line), or a dict with any of
   ``reference_answer``, ``rubric``, ``instruction``, ``checklist`` (a list of criteria, docs/checklists.md; other
-  keys are ignored, logged once).
+  keys are ignored, logged once). The keys are the reward's column settings (``reference_column`` ...,
+  ``--reference-col``), read as the jobs read columns (``prom_reward.format.columns``): a key a setting names
+  that a dict label lacks fails the sample, naming the setting, the key and the label's keys.
 
 A sample whose input cannot be used (no overlap, an unusable label, a NaN or infinite number)
 is not judged: it comes back as a failed ``SampleOutcome`` with the reason (never an HTTP error:
@@ -32,12 +34,23 @@ from collections.abc import Sequence
 from typing import Any
 
 from prom_reward.errors import InputError
+from prom_reward.format.columns import find_column
 from prom_reward.integrations.batched_reward import BatchedReward, FailurePolicy, SampleOutcome
+from prom_reward.integrations.settings_sources import ENV_PREFIX, flag_name
+from prom_reward.rewards.config import RewardConfig
 from prom_reward.rewards.samples import RewardSample
 
 MIN_OVERLAP = 8
 """Characters of prompt suffix a left-truncated query must start with to be split."""
-LABEL_KEYS = ("reference_answer", "rubric", "instruction", "checklist")
+LABEL_COLUMNS = {
+    "reference_answer": "reference_column",
+    "rubric": "rubric_column",
+    "instruction": "instruction_column",
+    "checklist": "checklist_column",
+}
+"""The ``RewardSample`` fields a dict label sets, and the column setting naming each one's key."""
+LABEL_KEYS = tuple(LABEL_COLUMNS)
+_DEFAULT = RewardConfig()
 logger = logging.getLogger(__name__)
 _ignored_logged: set[frozenset[str]] = set()
 
@@ -121,8 +134,9 @@ def reference_text(value: Any, where: str) -> str | None:
     return _scalar(value, where)
 
 
-def label_fields(label: Any) -> dict[str, Any]:
-    """The ``RewardSample`` fields a label sets (``reference_answer``, ``rubric``, ``instruction``, ``checklist``).
+def label_fields(label: Any, config: RewardConfig = _DEFAULT) -> dict[str, Any]:
+    """The ``RewardSample`` fields a label sets (``reference_answer``, ``rubric``, ``instruction``, ``checklist``:
+    a dict label's keys named by ``config``'s column settings, ``LABEL_COLUMNS``).
 
     >>> label_fields({"reference_answer": "Paris", "rubric": "factuality"})
     {'reference_answer': 'Paris', 'rubric': 'factuality'}
@@ -132,17 +146,24 @@ def label_fields(label: Any) -> dict[str, Any]:
     if not isinstance(label, dict):
         answer = reference_text(label, "label")
         return {} if answer is None else {"reference_answer": answer}
-    known = {k: label[k] for k in LABEL_KEYS if k in label}
+    keys = {}
+    for name, option in LABEL_COLUMNS.items():
+        flag = f"{flag_name(option)} / {ENV_PREFIX}{option.upper()} / YAML {option}"
+        key = find_column(label, option, getattr(config, option), "label", required=False, flag=flag)
+        if key is not None:
+            keys[name] = key
+    known = {k: label[key] for k, key in keys.items()}
     if not known:
+        names = [getattr(config, o) for o in LABEL_COLUMNS.values()]
         raise InputError(
-            f"label: a dict label needs at least one of the keys {', '.join(LABEL_KEYS)}; got the keys "
+            f"label: a dict label needs at least one of the keys {', '.join(names)}; got the keys "
             f"{sorted(map(str, label))}; rename them in the dataset or send a plain string label",
             field="labels",
         )
-    ignored = frozenset(map(str, label)) - set(LABEL_KEYS)
+    ignored = frozenset(map(str, label)) - set(keys.values())
     if ignored and ignored not in _ignored_logged:
         _ignored_logged.add(ignored)
-        logger.info("label keys %s are ignored (used: %s)", sorted(ignored), ", ".join(LABEL_KEYS))
+        logger.info("label keys %s are ignored (used: %s)", sorted(ignored), ", ".join(keys.values()))
     out: dict[str, Any] = {}
     answer = reference_text(known.get("reference_answer"), "label['reference_answer']")
     if answer is not None:
@@ -162,9 +183,14 @@ def label_fields(label: Any) -> dict[str, Any]:
 
 
 def make_samples(
-    queries: Sequence[str], prompts: Sequence[str], labels: Sequence[Any] | None, strip: Sequence[str] = ()
+    queries: Sequence[str],
+    prompts: Sequence[str],
+    labels: Sequence[Any] | None,
+    strip: Sequence[str] = (),
+    config: RewardConfig = _DEFAULT,
 ) -> tuple[list[RewardSample | None], list[str | None], int]:
-    """``(samples, reasons, truncated)``: a sample per query, or None with the reason it cannot be judged.
+    """``(samples, reasons, truncated)``: a sample per query, or None with the reason it cannot be judged
+    (``config``: the reward, whose column settings name a dict label's keys).
 
     Raises ``InputError`` when ``queries``, ``prompts`` or ``labels`` is not a list or their lengths differ
     (the caller's bug, not a sample's)."""
@@ -188,7 +214,7 @@ def make_samples(
     for i, (q, p) in enumerate(zip(queries, prompts, strict=True)):
         try:
             response, cut = split_query(q, p, strip)
-            fields = label_fields(labels[i] if labels is not None else None)
+            fields = label_fields(labels[i] if labels is not None else None, config)
         except InputError as e:
             logger.warning("sample %d not judged: %s", i, e)
             jobs.append(None)

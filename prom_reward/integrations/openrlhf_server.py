@@ -275,7 +275,7 @@ def create_app(
             labels = _labels(data, len(queries))
             counters["requests"] += 1
             counters["samples"] += len(queries)
-            samples, reasons, truncated = make_samples(queries, prompts, labels, cfg.strip)
+            samples, reasons, truncated = make_samples(queries, prompts, labels, cfg.strip, cfg.reward)
             counters["truncated_prompts"] += truncated
             live = [x for x in samples if x is not None]
             judged = await judge(request, live) if live else []

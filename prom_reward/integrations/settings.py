@@ -16,9 +16,9 @@ online DPO take): each of its fields is a setting of the same name, and each fie
 ``RewardSettings`` itself only holds what a framework needs around the reward: the judge (``server``,
 ``model`` ...), the batching, deadlines and health threshold. ``failure_reward`` is ``RewardConfig``'s,
 required on these paths (a framework needs a number for a failed sample) and checked against the
-reward's scale. One name per setting: field
-``foo_bar`` <-> flag ``--foo-bar`` <-> ``PROM_REWARD_FOO_BAR`` <-> YAML ``foo_bar``; a former name is
-refused with the new one (``judge_url`` -> ``server``, ``on_outage`` -> ``outage_on_exhausted`` ...).
+reward's scale. One name per setting: field ``foo_bar`` <-> flag ``--foo-bar`` (``foo_column`` <-> ``--foo-col``,
+as on the jobs) <-> ``PROM_REWARD_FOO_BAR`` <-> YAML ``foo_bar``; a former name is refused with the new one
+(``judge_url`` -> ``server``, ``on_outage`` -> ``outage_on_exhausted`` ...).
 
 The table in docs/openrlhf.md is ``settings_table()`` (a test keeps them equal).
 

@@ -2,12 +2,16 @@
 and the former names that are refused with the new one.
 
 One name per setting, mapped mechanically: field ``foo_bar`` <-> flag ``--foo-bar`` <-> environment
-``PROM_REWARD_FOO_BAR`` <-> YAML key ``foo_bar``. ``judge`` (a mapping of ``PrometheusJudge`` options) has
+``PROM_REWARD_FOO_BAR`` <-> YAML key ``foo_bar``; a column setting's flag is spelled as on every
+command (``rubric_column`` <-> ``--rubric-col``, ``prom_reward.format.columns``). ``judge`` (a mapping of
+``PrometheusJudge`` options) has
 no flag and no variable: it is given in YAML or explicitly.
 
 Example:
     >>> flag_name("max_batch_size"), convert("log_feedback", "false", bool), convert("x", "2", float | str)
     ('--max-batch-size', False, 2.0)
+    >>> flag_name("checklist_column")
+    '--checklist-col'
     >>> refuse_renamed({"on_outage": "fail"}, None, "")  # doctest: +IGNORE_EXCEPTION_DETAIL
     Traceback (most recent call last):
     ConfigError: on_outage was renamed outage_on_exhausted; fix: ...
@@ -26,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from prom_reward.errors import ConfigError
+from prom_reward.format.columns import column_flag
 
 ENV_PREFIX = "PROM_REWARD_"
 CONFIG_ENV = "PROM_REWARD_CONFIG"
@@ -54,8 +59,11 @@ _FALSE = ("false", "0", "no", "off")
 
 
 def flag_name(name: str) -> str:
-    """The reward-server flag of a setting (``max_batch_size`` -> ``--max-batch-size``; ``""``: none)."""
-    return "" if name in NO_FLAG else "--" + name.replace("_", "-")
+    """The reward-server flag of a setting (``max_batch_size`` -> ``--max-batch-size``; a column setting as every
+    command spells it, ``rubric_column`` -> ``--rubric-col``; ``""``: none)."""
+    if name in NO_FLAG:
+        return ""
+    return column_flag(name) if name.endswith("_column") else "--" + name.replace("_", "-")
 
 
 def refuse_renamed(given: Iterable[str], valid: Sequence[str] | None, source: str) -> None:

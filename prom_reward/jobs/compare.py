@@ -59,6 +59,13 @@ class CompareJob(JobKind):
 
     name: ClassVar[str] = "compare"
     result_columns: ClassVar[tuple[str, ...]] = tuple(RESULT_TYPES)
+    columns: ClassVar[dict[str, bool]] = {
+        "instruction_column": True,
+        "response_a_column": True,
+        "response_b_column": True,
+        "reference_column": False,
+        "rubric_column": False,
+    }
 
     rubric: Any = None
     """One rubric for every row; None: each row's ``rubric_column``."""

@@ -41,13 +41,14 @@ from prom_reward.core.items import GradeItem, check_text
 from prom_reward.core.judge import EXPECTED_LOGPROBS
 from prom_reward.core.results import Grade, JudgeFailure
 from prom_reward.errors import InputError
+from prom_reward.format.columns import option_flag
 from prom_reward.format.judge_format import JudgeFormat, Task
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.rubrics import Rubric
 from prom_reward.jobs.checklist_rows import ChecklistItem, judge_checklist_rows, verdicts_type
-from prom_reward.jobs.columns import judge_text, role_columns, text_item
+from prom_reward.jobs.columns import column, judge_text, role_columns, text_item
 from prom_reward.jobs.source import SourceRow
-from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, failure_text, option_flag, row_error
+from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, failure_text, row_error
 
 SCORES = ("1", "2", "3", "4", "5")
 """The probabilities' keys of a job whose judge format is not known yet (Prometheus 2's scale)."""
@@ -69,12 +70,15 @@ def resolver(rubric: Any) -> RubricResolver:
     )
 
 
-def resolve_rubric(rubrics: RubricResolver, row: SourceRow, column: str) -> Rubric:
-    """The rubric of one row (its column, else the job's), errors naming the row's place."""
+def resolve_rubric(rubrics: RubricResolver, row: SourceRow, given: str) -> Rubric:
+    """The rubric of one row (its ``rubric_column`` ``given``, else the job's), errors naming the row's place (a
+    row without a column the option named among them: ``jobs.columns.column``)."""
+    name = column(row, given, "rubric_column", required=False)
+    field = name or given
     try:
-        return rubrics(row.data.get(column), index=row.id, field=column)
+        return rubrics(None if name is None else row.data[name], index=row.id, field=field)
     except InputError as e:
-        raise InputError(f"{row.where}: {e}", index=row.id, field=column) from None
+        raise InputError(f"{row.where}: {e}", index=row.id, field=field) from None
 
 
 RESULT_TYPES = {
@@ -99,6 +103,13 @@ class GradeJob(JobKind):
 
     name: ClassVar[str] = "grade"
     result_columns: ClassVar[tuple[str, ...]] = tuple(RESULT_TYPES)
+    columns: ClassVar[dict[str, bool]] = {
+        "instruction_column": True,
+        "response_column": True,
+        "reference_column": False,
+        "rubric_column": False,
+        "checklist_column": False,
+    }
 
     rubric: Any = None
     """One rubric for every row (a built-in name, a .json/.yaml file, a dict, a ``Rubric``); None: each row's
@@ -147,27 +158,28 @@ class GradeJob(JobKind):
 
         def prepare(row: SourceRow) -> GradeItem | ChecklistItem:
             names = role_columns(row, self, ("instruction_column", "response_column"))
-            if row.data.get(self.checklist_column) is not None:
+            listed = column(row, self.checklist_column, "checklist_column", required=False)
+            if listed is not None and row.data[listed] is not None:
                 return self._checklist_item(row, names)
             # the judge checks the rubric against its format (grade_items): a misfit fails the row
             return text_item(row, names, GradeItem, resolve_rubric(rubrics, row, self.rubric_column))
 
         return prepare
 
-    def _checklist_item(self, row: SourceRow, names: dict[str, str]) -> ChecklistItem:
+    def _checklist_item(self, row: SourceRow, names: dict[str, str | None]) -> ChecklistItem:
         """A row with a checklist, checked (``InputError`` naming the row, column, criterion, field and fix);
         ``names``: the columns read for each role (``jobs.columns.column``)."""
         texts: dict[str, Any] = {}
         for option in ("instruction_column", "response_column", "reference_column"):
             name = names[option]
-            value = judge_text(row, name, option) if name in row.data else None
+            value = judge_text(row, name, option) if name is not None else None
             try:
                 if value is not None or option != "reference_column":
                     if not isinstance(value, str):
                         raise InputError(f"expected a string, got {type(value).__name__}")
-                    check_text(value, row.id, name)
+                    check_text(value, row.id, str(name))
             except InputError as e:
-                raise row_error(row, name, option_flag(option), str(e)) from None
+                raise row_error(row, str(name), option_flag(option), str(e)) from None
             texts[option] = value
         try:
             criteria = parse_checklist(row.data[self.checklist_column])

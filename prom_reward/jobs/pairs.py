@@ -75,6 +75,15 @@ class PairsJob(JobKind):
     name: ClassVar[str] = "pairs"
     result_columns: ClassVar[tuple[str, ...]] = OUTPUT_COLUMNS
     jsonl_only: ClassVar[bool] = True
+    columns: ClassVar[dict[str, bool]] = {
+        "prompt_column": True,
+        "completions_column": True,  # the wide layout's
+        "completion_column": True,  # the long layout's
+        "reference_column": False,
+        "rubric_column": False,
+        "checklist_column": False,
+    }
+    """The column options of ``PreferenceConfig``."""
 
     config: PreferenceConfig = dataclasses.field(default_factory=PreferenceConfig)
     """Strategy, margin, columns, layout ... (``prom_reward.preferences.config``)."""

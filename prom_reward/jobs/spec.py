@@ -83,6 +83,9 @@ class JobKind(ABC):
     """The columns the kind adds to each output row (after ``source_index`` and the input columns)."""
     jsonl_only: ClassVar[bool] = False
     """Outputs are JSON lines only (pairs: prompts and completions may be strings or message lists)."""
+    columns: ClassVar[dict[str, bool]]
+    """The input column options of the kind (each an option of the job, flag ``--<role>-col``: ``prom_reward.
+    format.columns``) and whether every row must have the column (else only a column the option names)."""
 
     def fingerprint(self) -> dict[str, Any]:
         """The options that change the result (a resumed job must share them): every option of the kind (the
@@ -161,21 +164,6 @@ def row_error(row: SourceRow, column: str, option: str | None, detail: str) -> I
     fixes = [h for h in (how, f"name the right column with {option}" if option else "") if h]
     fix = f"; fix: {', or '.join(fixes)}" if fixes else ""
     return InputError(f"{row.where}: row {row.id}: column {column!r}: {what}{fix}", index=row.id, field=column)
-
-
-def missing_column(row: SourceRow, column: str, option: str) -> InputError:
-    """``InputError`` for a row without a required column."""
-    return InputError(
-        f"{row.where}: row {row.id}: column {column!r} missing (columns: {sorted(row.data)}); fix: "
-        f"name the right one with {option}",
-        index=row.id,
-        field=column,
-    )
-
-
-def option_flag(option: str) -> str:
-    """The CLI flag of a column option: ``instruction_column`` -> ``--instruction-col (instruction_column=)``."""
-    return f"--{option.removesuffix('_column').replace('_', '-')}-col ({option}=)"
 
 
 def run_batch(kind: JobKind, judge: Any, rows: list[SourceRow], prepare: Prepare | None = None) -> BatchOut:

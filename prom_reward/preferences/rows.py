@@ -25,6 +25,7 @@ from typing import Any
 from prom_reward.checklist.criteria import Criterion, parse_checklist
 from prom_reward.core.items import check_text
 from prom_reward.errors import InputError
+from prom_reward.format.columns import find_column
 from prom_reward.format.conversation import completion_text, is_conversational, prompt_text
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.rubrics import Rubric
@@ -122,6 +123,8 @@ def validate_row(index: int, row: Any, cfg: PreferenceConfig, rubrics: RubricRes
                 field=name,
             )
         responses.append(_judge_text(completion_text, c, index, name, "--completions-col"))
+    for option in ("reference_column", "rubric_column", "checklist_column"):  # optional, but one a flag names is there
+        find_column(row, option, getattr(cfg, option), f"row {index}", required=False, index=index)
     ref = row.get(cfg.reference_column)
     if ref is not None and not isinstance(ref, str):
         raise InputError(

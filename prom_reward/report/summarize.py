@@ -29,6 +29,7 @@ from statistics import fmean, median
 from typing import Any
 
 from prom_reward.errors import InputError
+from prom_reward.format.columns import column_flag, column_text, find_column
 from prom_reward.report.checklist import checklist_summary
 from prom_reward.stats import spearman
 
@@ -38,15 +39,42 @@ SOURCE_COLUMNS = ("source", "data_source", "response_source", "category", "model
 
 @dataclass(frozen=True)
 class ReportColumns:
-    """Which columns of the graded file hold what (the defaults are what ``prom-reward grade|compare`` read)."""
+    """Which columns of the graded file hold what, read as the jobs read them (``prom_reward.format.columns``:
+    None reads prom-reward's name or TRL's, a name given must be in every row; flag ``--<field>-col``)."""
 
-    instruction: str = "instruction"
-    response: str = "response"
-    response_a: str = "response_a"
-    response_b: str = "response_b"
+    instruction: str | None = None
+    """None: ``instruction``, else TRL's ``prompt``."""
+    response: str | None = None
+    """None: ``response``, else TRL's ``completion``."""
+    response_a: str | None = None
+    """None: ``response_a``, else TRL's ``chosen``."""
+    response_b: str | None = None
+    """None: ``response_b``, else TRL's ``rejected``."""
     rubric: str = "rubric"
     source: str | None = None
     """The column to group by source; None: the first of ``SOURCE_COLUMNS`` the rows have."""
+
+    def names(self, row: dict[str, Any], index: int) -> dict[str, str | None]:
+        """The column of ``row`` read for each field (None: the row has none); ``InputError`` for a column a flag
+        names that the row lacks, or a row holding a role under both names."""
+        where = f"row {index}"
+        return {
+            f: find_column(row, f"{f}_column", v, where, required=False, flag=column_flag(f"{f}_column"), index=index)
+            for f, v in vars(self).items()
+            if v is not None or f != "source"
+        }
+
+
+def _shown(row: dict[str, Any], names: dict[str, str | None], field: str, index: int) -> str:
+    """The text of a role's column as the judge read it (a message list as the rewards render it), "" without one."""
+    name = names[field]
+    if name is None:
+        return ""
+    try:
+        value = column_text(row, name, f"{field}_column", f"row {index}", index=index)
+    except InputError:  # not a message list the judge could read: shown as it is
+        value = row[name]
+    return _text(value)
 
 
 def _text(value: Any) -> str:
@@ -167,11 +195,12 @@ def _group_stats(members: list[dict[str, Any]], kind: str) -> dict[str, Any]:
 def _member(
     row: dict[str, Any], i: int, kind: str, cols: ReportColumns, source: str | None, rubric: Any
 ) -> dict[str, Any]:
-    given = row.get(cols.rubric)
+    names = cols.names(row, i)
+    given = row[names["rubric"]] if names["rubric"] is not None else None
     index = row.get("source_index")
     m: dict[str, Any] = {
         "index": index if isinstance(index, int) and not isinstance(index, bool) else i,
-        "instruction": _text(row.get(cols.instruction)),
+        "instruction": _shown(row, names, "instruction", i),
         "feedback": _text(row.get("feedback")),
         "rubric": rubric_label(given if given not in (None, "") else rubric),
         "reason": _reason(row, kind),
@@ -179,11 +208,11 @@ def _member(
         "source": _text(row.get(source)) or "(none)" if source else None,
     }
     if kind == "grade":
-        m["response"] = _text(row.get(cols.response))
+        m["response"] = _shown(row, names, "response", i)
         m["value"] = _number(row, "score", i)
         m["length"] = len(m["response"])
     else:
-        m["response_a"], m["response_b"] = _text(row.get(cols.response_a)), _text(row.get(cols.response_b))
+        m["response_a"], m["response_b"] = _shown(row, names, "response_a", i), _shown(row, names, "response_b", i)
         m["length_a"], m["length_b"] = len(m["response_a"]), len(m["response_b"])
         m["value"] = _number(row, "p_a", i)
         m["winner"], m["tie"] = row.get("winner"), bool(row.get("tie"))

@@ -80,7 +80,7 @@ def test_each_setting_through_flag_environment_and_yaml_in_one_precedence(
         == at(RewardSettings.load({"failure_reward": 0}, env=env))
         != at(settings(["--config", str(f)], {}))
     )
-    assert at(settings(["--config", str(f), "--" + name.replace("_", "-"), flag_text], env)) == flag_value
+    assert at(settings(["--config", str(f), flag_name(name), flag_text], env)) == flag_value
 
 
 @pytest.mark.parametrize("name", [n for n in setting_names() if n not in ("judge", "failure_reward", "server")])
@@ -97,9 +97,7 @@ def test_every_setting_reads_its_default_from_its_text_through_flag_environment_
     f.write_text(yaml.safe_dump({"failure_reward": 0, name: text}))
     from_yaml = RewardSettings.load({"config_file": str(f)}, env={})
     if text and default is not None:  # an unset default is given by leaving the flag out
-        args = build_parser().parse_args(
-            ["reward-server", "--failure-reward", "0", f"--{name.replace('_', '-')}", text]
-        )
+        args = build_parser().parse_args(["reward-server", "--failure-reward", "0", flag_name(name), text])
         assert _values(reward_server_settings(args, {})) == _values(base)
     assert _values(from_env) == _values(from_yaml) == _values(base)
 
@@ -330,7 +328,7 @@ def test_the_docs_table_is_the_settings_model():
     names |= {f.name for f in dataclasses.fields(RewardSettings)} - {"reward"}
     assert set(setting_names()) == names and len(table.splitlines()) == len(names) + 2
     for name in names - {"judge"}:
-        assert f"| `{name}` | `--{name.replace('_', '-')}` | `PROM_REWARD_{name.upper()}` |" in table, name
+        assert f"| `{name}` | `{flag_name(name)}` | `PROM_REWARD_{name.upper()}` |" in table, name
 
 
 def test_every_setting_has_a_reward_server_flag_and_an_environment_variable():

@@ -31,7 +31,7 @@ ALLOWED = {
     "jobs": {"format", "backends", "core", "preferences", "checklist", "rewards"},
     "integrations": {"format", "backends", "core", "rewards", "checklist"},
     "probe": {"format", "backends", "core", "jobs"},
-    "report": {"probe"},
+    "report": {"format", "probe"},
     "cli": {"(top)", "format", "backends", "confidence", "core", "preferences", "checklist", "rewards", "jobs",
             "integrations", "probe", "report", "local"},
 }  # fmt: skip

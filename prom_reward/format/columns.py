@@ -1,0 +1,140 @@
+"""Which column of a row holds each thing the judge reads, and the text the judge sees in it: the one reading of
+columns of the jobs (``grade``, ``compare``, ``pairs``), the report and the reward server's labels.
+
+A column option (``instruction_column`` in Python, ``--instruction-col`` on every command: ``column_flag``) is
+None or a column name. None reads whichever of the option's default names (``DEFAULTS``) the row has:
+prom-reward's, or TRL's (``instruction`` or ``prompt``, ``response`` or ``completion``, ``response_a`` or
+``chosen``, ``response_b`` or ``rejected``); a row with both names of one role is refused (which one is meant
+cannot be told). A name is the one column read, and a row without it is refused, naming the flag, the column, the
+row and the columns it has; only an optional column's own default name (``reference_answer``, ``rubric``,
+``checklist`` ...) may be absent (the row has none). ``column_text`` makes a TRL message list text as the rewards
+make it (``prom_reward.format.conversation``: ``prompt_text`` for the instruction, ``completion_text`` for a
+response).
+
+Example:
+    >>> row = {"prompt": [{"role": "user", "content": "2+2?"}], "completion": "4"}
+    >>> name = find_column(row, "instruction_column", None, "in.jsonl:1: row 0"); name
+    'prompt'
+    >>> column_text(row, name, "instruction_column", "in.jsonl:1: row 0")
+    '2+2?'
+    >>> find_column(row, "reference_column", "reference_answer", "in.jsonl:1: row 0", required=False) is None
+    True
+    >>> try:
+    ...     find_column(row, "checklist_column", "nosuch", "in.jsonl:1: row 0", required=False)
+    ... except InputError as e:
+    ...     print(str(e).split(";")[0])
+    in.jsonl:1: row 0: column 'nosuch' missing, which --checklist-col names (columns: ['completion', 'prompt'])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from prom_reward.errors import InputError
+from prom_reward.format.conversation import completion_text, prompt_text
+
+DEFAULTS: dict[str, tuple[str, ...]] = {
+    "instruction_column": ("instruction", "prompt"),
+    "response_column": ("response", "completion"),
+    "response_a_column": ("response_a", "chosen"),
+    "response_b_column": ("response_b", "rejected"),
+    "prompt_column": ("prompt",),
+    "completions_column": ("completions",),
+    "completion_column": ("completion",),
+    "reference_column": ("reference_answer",),
+    "rubric_column": ("rubric",),
+    "checklist_column": ("checklist",),
+    "baseline_column": ("baseline",),
+    "source_column": ("source",),
+}
+"""A column option's default names: (prom-reward's, TRL's) for a role TRL names otherwise."""
+
+INSTRUCTIONS = ("instruction_column", "prompt_column")
+"""The options whose message lists are prompts (``prompt_text``); the others' are completions."""
+
+
+def column_flag(option: str) -> str:
+    """The command-line flag of a column option, on every command: ``instruction_column`` -> ``--instruction-col``."""
+    return f"--{option.removesuffix('_column').replace('_', '-')}-col"
+
+
+def option_flag(option: str) -> str:
+    """The flag and the Python option: ``instruction_column`` -> ``--instruction-col (instruction_column=)``."""
+    return f"{column_flag(option)} ({option}=)"
+
+
+def _what(option: str) -> str:
+    return option.removesuffix("_column").replace("_a", " A").replace("_b", " B").replace("_", " ")
+
+
+def find_column(
+    data: Mapping[str, Any],
+    option: str,
+    name: str | None,
+    where: str,
+    *,
+    required: bool = True,
+    flag: str | None = None,
+    index: int | None = None,
+) -> str | None:
+    """The column of ``data`` (one row, at ``where``) read for ``option``: ``name`` when set (``InputError`` when
+    the row lacks it; an optional column's default name may be absent: None), else the one of ``DEFAULTS`` the
+    row has (none: None for an optional column, else ``InputError``; both: ``InputError``). ``flag``: the fix's
+    spelling of the option (default ``option_flag``)."""
+    flag = flag or option_flag(option)
+    defaults = DEFAULTS[option]
+    if name is not None and name != defaults[0]:
+        if name in data:
+            return name
+        raise InputError(
+            f"{where}: column {name!r} missing, which {column_flag(option)} names (columns: {sorted(data)}); fix: "
+            f"name one of its columns with {flag}",
+            index=index,
+            field=name,
+        )
+    found = [n for n in (defaults if name is None else (name,)) if n in data]
+    if len(found) == 1:
+        return found[0]
+    ours, *trl = defaults if name is None else (name,)
+    if not found:
+        if not required:
+            return None
+        nor = f" (nor TRL's {trl[0]!r}" if trl else " ("
+        raise InputError(
+            f"{where}: column {ours!r} missing{nor}{'; ' if trl else ''}columns: {sorted(data)}); fix: name the "
+            f"right one with {flag}",
+            index=index,
+            field=ours,
+        )
+    raise InputError(
+        f"{where}: columns {ours!r} and {trl[0]!r} both hold the {_what(option)}, which one to judge is ambiguous; "
+        f"fix: name the one to judge with {flag}: {ours!r} or {trl[0]!r}",
+        index=index,
+        field=ours,
+    )
+
+
+def column_text(
+    data: Mapping[str, Any], name: str, option: str, where: str, *, flag: str | None = None, index: int | None = None
+) -> Any:
+    """The value of column ``name`` as the judge reads it: a message list made text (``prompt_text`` for an
+    instruction, ``completion_text`` for a response; ``InputError`` naming the row and the column when it is not
+    one), any other value as it is (the item check names its type)."""
+    value = data[name]
+    if not isinstance(value, list):
+        return value
+    render = prompt_text if option in INSTRUCTIONS else completion_text
+    try:
+        return render(value, index)
+    except InputError as e:
+        detail = str(e).removeprefix(f"item {index}: ") if index is not None else str(e)
+        raise InputError(
+            f"{where}: column {name!r}: {detail}; fix: give text or a list of {{role, content}} messages, or name "
+            f"the right column with {flag or option_flag(option)}",
+            index=index,
+            field=name,
+        ) from None
+
+
+__all__ = ["DEFAULTS", "column_flag", "column_text", "find_column", "option_flag"]
