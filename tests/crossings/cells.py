@@ -68,7 +68,11 @@ class Cell:
 
     def grade(self, response: str) -> int:
         """The grade the judge gives ``response``, on the format's scale."""
-        return on_scale(GRADES.get(response.split()[0], 3), self.format.scale)
+        return on_scale(self.rank(response), self.format.scale)
+
+    def rank(self, response: str) -> int:
+        """The judge's 1..5 grade of ``response`` before any scale: what its verdicts follow in every format."""
+        return GRADES.get(response.split()[0], 3)
 
     def unit(self, response: str) -> float:
         """That grade normalised to [0, 1] on the scale (a checklist's aggregate of criteria graded alike)."""

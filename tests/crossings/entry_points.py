@@ -122,7 +122,7 @@ def run_pairs(cell: Cell) -> Outcome:
 
 
 def check_pairs(cell: Cell, out: Outcome) -> None:
-    assert out.values and all(cell.grade(c) >= cell.grade(r) for c, r in out.values), out
+    assert out.values and all(cell.rank(c) >= cell.rank(r) for c, r in out.values), out
     assert ("good four", "bad five") in out.values, out
 
 
