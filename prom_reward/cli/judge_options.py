@@ -87,6 +87,29 @@ def add_judge_options(g: argparse.ArgumentParser) -> None:
     )
 
 
+def add_store_options(g: argparse.ArgumentParser) -> None:
+    """``--store`` and ``--store-timeout`` of every command that judges a file (the jobs, the probe)."""
+    g.add_argument(
+        "--store", help="SQLite judgment store: saves every judge result; a re-run recomputes nothing stored"
+    )
+    g.add_argument(
+        "--store-timeout",
+        type=float,
+        default=30.0,
+        help="seconds to wait for a --store that another process holds locked (default 30)",
+    )
+
+
+def open_store(args: argparse.Namespace) -> dict[str, Any]:
+    """``{"store": JudgmentStore}`` of ``--store``, opened (checked: an SQLite store, not locked) before any input
+    is read; ``{}`` without one."""
+    if not args.store:
+        return {}
+    from prom_reward.backends.store import JudgmentStore
+
+    return {"store": JudgmentStore(args.store, timeout=args.store_timeout)}
+
+
 def judge_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """``PrometheusJudge`` keyword arguments from the judge options (what ``--ray`` sends to each replica)."""
     sampling: dict[str, Any] = {}
@@ -130,13 +153,13 @@ def judge_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def build_judge(args: argparse.Namespace) -> Any:
-    """The ``PrometheusJudge`` of the judge options; a ``--store`` with a ``--server`` whose model is not named is
-    warned about (its judgments are keyed without a model: the store cannot tell two models that server served
-    apart)."""
+    """The ``PrometheusJudge`` of the judge and store options; a ``--store`` with a ``--server`` whose model is not
+    named is warned about (its judgments are keyed without a model: the store cannot tell two models that server
+    served apart)."""
     from prom_reward.core.judge import PrometheusJudge
 
-    judge = PrometheusJudge(**judge_kwargs(args))
-    if args.server and getattr(args, "store", None) and not args.model:
+    judge = PrometheusJudge(**{**judge_kwargs(args), **open_store(args)})
+    if args.server and args.store and not args.model:
         print(
             "prom-reward: warning: --store with --server and no --model keys the judgments without a judge model, "
             "so a re-run answers from the store even if the server now serves another model; name the served "
