@@ -102,6 +102,7 @@ def build_preference_dataset(
     start = time.perf_counter()
     kind = PairsJob(cfg)
     kind.check_format(judge.format)  # a rubric for all that the judge's format refuses: before any judging
+    kind = kind.for_format(judge.format)
     prepare = kind.preparer()
     source = list(kind.group(_source(rows)))
     for row in source:  # the whole input is checked before anything is judged

@@ -108,3 +108,10 @@ def assert_refused(out: Outcome, cell: Cell, task: str, code: int | None = 2) ->
     assert name in line, f"the refusal does not name the format {name!r}: {line}"
     wrong = sorted(n for n in named_formats(line) - {name} if task not in JUDGE_FORMATS.get(n).tasks)
     assert not wrong, f"the refusal lists formats that cannot judge {task}: {wrong}: {line}"
+
+
+def assert_refused_checklist(out: Outcome, names: tuple[str, ...]) -> None:
+    """Refused (before anything is judged) with one line naming the checklist column and ``names``."""
+    assert out.refused is not None, f"expected a refusal of the checklist, got {out.values}"
+    line = out.refused.strip()
+    assert "\n" not in line and "'checklist'" in line and all(n in line for n in names), line

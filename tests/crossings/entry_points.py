@@ -18,6 +18,7 @@ from typing import Any
 from prom_reward.cli.main import main
 from prom_reward.errors import ConfigError, PromRewardError
 from prom_reward.jobs.source import read_rows
+from prom_reward.rewards.checklists import CHECKLIST_MODES
 from tests.crossings.cells import CHECKLIST, MODEL, Cell, Outcome
 from tests.jobs.helpers import write
 
@@ -37,12 +38,17 @@ class EntryPoint:
     run: Callable[[Cell], Outcome]
     check: Callable[[Cell, Outcome], None]
     checklists: bool = True
+    refuses_checklists: tuple[str, ...] = ()
+    """What the refusal of any checklist names (the entry point judges none: its mode, the mode that does)."""
 
     def needs(self, cell: Cell) -> str | None:
-        """The task a cell's format lacks for this entry point (it must refuse the cell at start), else None."""
+        """The task a cell's format lacks for this entry point (it must refuse the cell at start), ``checklist``
+        when the entry point refuses a checklist whatever the format, else None."""
         tasks = cell.format.tasks
         if self.task not in (*tasks, "either"):
             return self.task
+        if cell.checklist and self.refuses_checklists:
+            return "checklist"
         if cell.checklist and self.checklists and "absolute" not in tasks:
             return "absolute"
         return None
@@ -205,6 +211,8 @@ def run_reward(mode: str, asynchronous: bool = False) -> Callable[[Cell], Outcom
         try:
             got = reward(**_trl_columns(cell, mode))
             return Outcome(values=list(asyncio.run(got) if asynchronous else got))
+        except ConfigError as e:  # a checklist column in a mode that judges none: refused on the call
+            return _refusal(e)
         finally:
             reward.close()
 
@@ -363,7 +371,10 @@ ENTRY_POINTS: dict[str, EntryPoint] = {
     "online-dpo": EntryPoint("relative", run_online_dpo, check_online_dpo),
     **{
         f"{cls}-{mode}": EntryPoint(
-            "absolute" if mode == "absolute" else "relative", run_reward(mode, cls == "async"), check_reward(mode)
+            "absolute" if mode == "absolute" else "relative",
+            run_reward(mode, cls == "async"),
+            check_reward(mode),
+            refuses_checklists=() if mode in CHECKLIST_MODES else (repr(mode), "mode='absolute'"),
         )
         for cls in ("sync", "async")
         for mode in ("absolute", "pairwise_group", "pairwise_reference")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from prom_reward.rewards.config import MODES
-from tests.crossings.cells import GRADES, KINDS, MODEL, Cell, assert_refused
+from tests.crossings.cells import GRADES, KINDS, MODEL, Cell, assert_refused, assert_refused_checklist
 from tests.crossings.entry_points import ENTRY_POINTS
 from tests.crossings.formats import FORMATS
 from tests.fakes import StandInJudge
@@ -46,7 +46,9 @@ def test_cell(entry, fmt, checklist, kind, stand_in, tmp_path):
     cell = Cell(fmt, checklist, kind, tmp_path, stand_in.url)
     out = point.run(cell)
     missing = point.needs(cell)
-    if missing is not None:
+    if missing == "checklist":
+        assert_refused_checklist(out, point.refuses_checklists)
+    elif missing is not None:
         assert_refused(out, cell, missing)
     else:
         assert out.refused is None and out.code == 0, out
