@@ -160,10 +160,13 @@ _REFUSED: list[str] = []
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Fail the run when a peer framework does not import (``tests.peers``: its tests would vanish); under
-    ``NO_ENGINE_ENV=1`` record each refused engine or server start (``_no_engine_in_the_unit_tier``)."""
-    check_peers()
+    """Fail ``make test`` when a peer framework does not import (``tests.peers``: its tests would vanish; checked
+    once, by the controller: importing them all takes seconds; the unit tier's ``tests/test_peers.py`` checks the
+    same in one test); under ``NO_ENGINE_ENV=1`` record each refused engine or server start
+    (``_no_engine_in_the_unit_tier``)."""
     if os.environ.get(NO_ENGINE_ENV) != "1":
+        if not os.environ.get("PYTEST_XDIST_WORKER"):
+            check_peers()
         return
     from prom_reward.backends import servers, vllm_engine
 

@@ -162,7 +162,9 @@ def run_probe(cell: Cell) -> Outcome:
         from prom_reward.probe.run import ProbeConfig
         from prom_reward.probe.run import run_probe as probe
 
-        cfg = ProbeConfig(parts=tuple(parts.split(",")), limit=2, edits=("self_grade",), baseline_samples=1)
+        cfg = ProbeConfig(
+            parts=tuple(parts.split(",")), limit=2, edits=("self_grade",), baseline_samples=1, resamples=100
+        )
         try:
             got = probe(cell.judge(), cfg)
         except ConfigError as e:

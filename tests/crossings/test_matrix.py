@@ -22,6 +22,18 @@ def stand_in():
     judge.stop()
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _one_parser():
+    """The command line's parser built once for the module's commands (``main`` builds one per call: 100 builds
+    were a tenth of the matrix's time)."""
+    from prom_reward.cli import main as cli
+
+    parser = cli.build_parser()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cli, "build_parser", lambda: parser)
+        yield
+
+
 def cells() -> list[pytest.ParameterSet]:
     """Every cell. Each entry point meets each format once in the unit tier, the (checklist, judge kind) pairs
     taken in turn across the formats (so each entry point meets every pair too); its other cells are ``slow``
