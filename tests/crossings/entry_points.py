@@ -211,7 +211,7 @@ def run_reward(mode: str, asynchronous: bool = False) -> Callable[[Cell], Outcom
         except ConfigError as e:
             return _refusal(e)
         try:
-            got = reward(**_trl_columns(cell, mode))
+            got: Any = reward(**_trl_columns(cell, mode))
             return Outcome(values=list(asyncio.run(got) if asynchronous else got))
         except ConfigError as e:  # a checklist column in a mode that judges none: refused on the call
             return _refusal(e)
