@@ -36,6 +36,7 @@ from prom_reward.backends.servers import ServeConfig, term_with_parent
 from prom_reward.backends.vllm_options import NO_ENGINE_ENV, VLLMOptions, check_engine_allowed
 from tests.fakes import FakeServer, Reply, StandInJudge, free_port
 from tests.parallel import group_shared_fixtures, pytest_xdist_make_scheduler  # noqa: F401 (a hook)
+from tests.peers import check_peers
 from tests.reward_faults import GRADES, Case
 
 REPO = Path(__file__).resolve().parents[1]
@@ -180,8 +181,12 @@ the suite's total. Prefer a session engine or server; a second end-to-end run of
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Record each engine or server start of a test (``_engine_starts_are_counted``), and under ``NO_ENGINE_ENV=1``
-    each refused one (``_no_engine_in_the_unit_tier``)."""
+    """Fail ``make test`` when a peer framework does not import (``tests.peers``: its tests would vanish; checked
+    once, by the controller: importing them all takes seconds; the unit tier's ``tests/test_peers.py`` checks the
+    same in one test); record each engine or server start of a test (``_engine_starts_are_counted``), and under
+    ``NO_ENGINE_ENV=1`` each refused one (``_no_engine_in_the_unit_tier``)."""
+    if os.environ.get(NO_ENGINE_ENV) != "1" and not os.environ.get("PYTEST_XDIST_WORKER"):
+        check_peers()
     from prom_reward.backends import servers, vllm_engine
 
     def counted(what: str) -> None:

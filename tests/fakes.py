@@ -8,7 +8,6 @@ fault tests)."""
 from __future__ import annotations
 
 import json
-import re
 import socket
 import threading
 import time
@@ -16,6 +15,8 @@ from collections.abc import Callable
 from http import server as http_server
 from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.judge_answers import PROMETHEUS, Read, answer, read_prompt
 
 
 class ThreadingHTTPServer(http_server.ThreadingHTTPServer):
@@ -115,11 +116,10 @@ class StandInJudge:
         - ``refuse``: answers every ``/v1`` call with that status (404: a wrong route, 401: refused credentials);
         - a chat request for another model than ``model`` is answered 404 "does not exist", as vLLM does;
         - ``api_key``: every ``/v1`` call without ``Authorization: Bearer <api_key>`` is answered 401;
-        - ``scale``: grades are clipped into it (a 3-point or binary judge answers on its own scale).
 
-    An absolute prompt in Flow-Judge's format (its ``<response>`` output tag) is answered as Flow-Judge answers:
-    ``<feedback>...</feedback>`` then ``<score>N</score>``. ``answer(user message)``, when given, answers first
-    (a prompt in another judge format; None: read as above).
+    It reads every registered format's prompts and answers in that format's own output (``tests.judge_answers``:
+    e.g. Flow-Judge's ``<feedback>...</feedback><score>N</score>``, Selene's ``**Result:** B``), its grades mapped
+    onto the format's scale. ``answer(user message)``, when given, answers first (None: read as above).
 
         ``max_model_len`` is reported by ``/v1/models``; ``/tokenize`` counts a token per 3 characters.
     """
@@ -135,12 +135,11 @@ class StandInJudge:
         model: str = "stand-in-judge",
         refuse: int | None = None,
         api_key: str | None = None,
-        scale: tuple[int, ...] = (1, 2, 3, 4, 5),
         answer: Callable[[str], str | None] | None = None,
     ) -> None:
         self.grades, self.default, self.down_for, self.hang_first = dict(grades or {}), default, down_for, hang_first
         self.max_model_len, self.model, self.refuse = max_model_len, model, refuse
-        self.api_key, self.scale = api_key, scale
+        self.api_key = api_key
         self.answer = answer
         self.keys: list[str | None] = []
         """The ``Authorization`` header of every ``/v1`` call, in order of arrival."""
@@ -199,29 +198,15 @@ class StandInJudge:
         if body.get("model") != self.model:
             return 404, {"error": {"message": f"The model `{body.get('model')}` does not exist.", "code": 404}}
         user = body["messages"][-1]["content"]
+        system = "".join(m["content"] for m in body["messages"][:-1] if m.get("role") == "system")
         with self._lock:
             self.prompts.append(user)
-        pair = re.search(r"###Response A:\n(.*?)\n\n###Response B:\n(.*?)\n\n###", user, re.S)
         text = self._answered(user)
-        if text is not None:
-            pass
-        elif pair:  # a pairwise prompt: the better first word wins, a tie says A (in both orders: undecided)
-            a, b = pair.group(1), pair.group(2)
+        if text is None:
+            read = read_prompt(system, user) or Read("prometheus2", "absolute", ("",), PROMETHEUS)
             with self._lock:
-                self.graded.extend([a, b])
-            text = f"Compared by their first words. [RESULT] {'B' if self._grade(b) > self._grade(a) else 'A'}"
-        elif flow := re.search(r"<output>\n<response>\n(.*?)\n</response>\n</output>", user, re.S):
-            with self._lock:
-                self.graded.append(flow.group(1))
-            text = (
-                f"<feedback>\nGraded by its first word.\n</feedback>\n<score>\n{self._grade(flow.group(1))}\n</score>"
-            )
-        else:
-            match = re.search(r"###Response to evaluate:\n(.*?)\n\n###", user, re.S)
-            response = match.group(1) if match else ""
-            with self._lock:
-                self.graded.append(response)
-            text = f"Graded by its first word. [RESULT] {self._grade(response)}"
+                self.graded.extend(read.texts)
+            text = answer(read, tuple(self._grade(t) for t in read.texts))
         n = int(body.get("n") or 1)
         return 200, {
             "choices": [
@@ -237,8 +222,7 @@ class StandInJudge:
 
     def _grade(self, response: str) -> int:
         words = response.split()
-        grade = self.grades.get(words[0], self.default) if words else self.default
-        return min(max(grade, self.scale[0]), self.scale[-1])
+        return self.grades.get(words[0], self.default) if words else self.default
 
     def start(self, late: float = 0.0) -> StandInJudge:
         """Serve (after ``late`` seconds, from a thread, when given); the down clock starts now."""

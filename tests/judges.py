@@ -7,6 +7,8 @@ and asserts on what came back. (Model-free: they test logic; real engines are th
 - ``judge_by_rank({"good": 3, "fair": 2, "bad": 1})``: absolute prompts get a score from the rank of the
   response's first word (``scores``), pairwise prompts the higher-ranked side (``tie=``: the side picked on
   equal ranks).
+- ``judge_by_format("selene", {"good": 5})``: any format's prompts answered in that format's own output
+  (``tests.judge_answers``, as the ``StandInJudge`` server answers), graded by the response's first word.
 - ``response_of(request)``, ``pair_of(request)``: the text(s) a request asks about.
 - ``verdict_output(fmt, task, verdict)``: a whole output of any judge format giving that verdict.
 - ``Calibrator(probs)``: a scripted teacher-forcing backend, a base model for SE-Cali (``calibrated_judge(base=...)``).
@@ -25,6 +27,7 @@ from prom_reward.backends.base import BackendCapabilities, GenerationRequest, To
 from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.core.judge import PrometheusJudge
 from prom_reward.format.judge_format import JudgeFormat, Task
+from tests.judge_answers import answer, read_prompt
 
 NO_VERDICT = "I cannot tell."
 
@@ -108,6 +111,25 @@ def judge_by_rank(
         return f"Compared by rank. [RESULT] {tie if a == b else 'A' if a > b else 'B'}"
 
     return PrometheusJudge(backend=ScriptedBackend(respond=respond), **_options(options))
+
+
+def judge_by_format(
+    fmt: Any, grades: dict[str, int], *, default: int = 3, seen: list[GenerationRequest] | None = None, **options: Any
+) -> PrometheusJudge:
+    """A judge in format ``fmt`` answering as that format's judge does (``tests.judge_answers``): a response's grade
+    is ``grades[first word]`` (1..5, else ``default``) on the format's scale; a pair goes to the higher (A on a tie)."""
+
+    def grade(text: str) -> int:
+        words = text.split()
+        return grades.get(words[0], default) if words else default
+
+    def respond(request: GenerationRequest, i: int) -> str:
+        if seen is not None:
+            seen.append(request)
+        read = read_prompt(request.system, request.user)
+        return NO_VERDICT if read is None else answer(read, tuple(grade(t) for t in read.texts))
+
+    return PrometheusJudge(backend=ScriptedBackend(respond=respond), format=fmt, **_options(options))
 
 
 class Calibrator:

@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from prom_reward.errors import ConfigError, InputError, PromRewardError
-from prom_reward.format.judge_format import JudgeFormat
+from prom_reward.format.judge_format import JudgeFormat, unsupported_task
 from prom_reward.format.rubrics import Rubric, get_rubric
 from prom_reward.format.templates import unicode_problem
 
@@ -164,6 +164,16 @@ def parse_checklist(value: object, row: int | None = None) -> tuple[Criterion, .
             field="checklist",
         )
     return tuple(parse_criterion(entry, row, k) for k, entry in enumerate(value))
+
+
+def check_grading_format(fmt: JudgeFormat, column: str) -> None:
+    """``ConfigError`` when a judge in ``fmt`` cannot grade a checklist's criteria (a pairwise-only format), naming
+    the formats that can (``unsupported_task``'s fix) and the other way out, dropping the column."""
+    if "absolute" not in fmt.tasks:
+        raise ConfigError(
+            f"column {column!r}: a checklist's criteria are graded one by one, and {unsupported_task(fmt, 'absolute')}"
+            ", or drop the column"
+        )
 
 
 def criterion_rubric(criterion: Criterion, fmt: JudgeFormat) -> Rubric:

@@ -25,7 +25,14 @@ from typing import Any
 
 from prom_reward.checklist.aggregate import AGGREGATIONS
 from prom_reward.checklist.config import CHECKLIST_MODES
-from prom_reward.cli.judge_options import add_judge_options, add_outage_options, judge_kwargs, outage_policy
+from prom_reward.cli.judge_options import (
+    add_judge_options,
+    add_outage_options,
+    add_store_options,
+    judge_kwargs,
+    open_store,
+    outage_policy,
+)
 from prom_reward.errors import ConfigError
 from prom_reward.format.columns import DEFAULTS, column_flag
 from prom_reward.jobs.compare import CompareJob
@@ -96,11 +103,7 @@ def cmd_job(args: argparse.Namespace) -> int:
             "--store with --ray: every replica would write one SQLite file; fix: drop --store "
             "(--resume skips the batches already committed)"
         )
-    judge = judge_kwargs(args)
-    if args.store:  # opened (checked: an SQLite store, not locked) before the input is read
-        from prom_reward.backends.store import JudgmentStore
-
-        judge["store"] = JudgmentStore(args.store, timeout=args.store_timeout)
+    judge = {**judge_kwargs(args), **open_store(args)}
     with stdout_to_stderr():  # vLLM, torch and Ray print to stdout: only the summary may go there
         summary = run_job(kind, args.input, args.output, judge, config, ray)
     code = summary.exit_code()
@@ -163,15 +166,7 @@ def _add_job_parser(
         help="built-in name (helpfulness, ...), or a JSON/YAML rubric file; default: each row's rubric column",
     )
     add_judge_options(g)
-    g.add_argument(
-        "--store", help="SQLite judgment store: saves every judge result; a re-run recomputes nothing stored"
-    )
-    g.add_argument(
-        "--store-timeout",
-        type=float,
-        default=30.0,
-        help="seconds to wait for a --store that another process holds locked (default 30)",
-    )
+    add_store_options(g)
     g.add_argument(
         "--batch-size",
         type=int,

@@ -88,6 +88,29 @@ def add_judge_options(g: argparse.ArgumentParser, *, truncate: bool = True) -> N
     )
 
 
+def add_store_options(g: argparse.ArgumentParser) -> None:
+    """``--store`` and ``--store-timeout`` of every command that judges a file (the jobs, the probe)."""
+    g.add_argument(
+        "--store", help="SQLite judgment store: saves every judge result; a re-run recomputes nothing stored"
+    )
+    g.add_argument(
+        "--store-timeout",
+        type=float,
+        default=30.0,
+        help="seconds to wait for a --store that another process holds locked (default 30)",
+    )
+
+
+def open_store(args: argparse.Namespace) -> dict[str, Any]:
+    """``{"store": JudgmentStore}`` of ``--store``, opened (checked: an SQLite store, not locked) before any input
+    is read; ``{}`` without one."""
+    if not args.store:
+        return {}
+    from prom_reward.backends.store import JudgmentStore
+
+    return {"store": JudgmentStore(args.store, timeout=args.store_timeout)}
+
+
 def judge_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """``PrometheusJudge`` keyword arguments from the judge options (what ``--ray`` sends to each replica)."""
     sampling: dict[str, Any] = {}
@@ -105,8 +128,6 @@ def judge_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         common["force_verdict"] = args.force_verdict
     if args.format is not None:
         common["format"] = args.format
-    if getattr(args, "store", None):
-        common["store"] = args.store
     if args.server:
         return dict(
             model=args.model,
@@ -131,11 +152,11 @@ def judge_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def build_judge(args: argparse.Namespace) -> Any:
-    """The ``PrometheusJudge`` of the judge options (a ``--store`` keys its judgments by the model the server
-    serves, asked once when ``--model`` is not given: ``backends.cached``)."""
+    """The ``PrometheusJudge`` of the judge and store options (a ``--store`` keys its judgments by the model the
+    server serves, asked once when ``--model`` is not given: ``backends.cached``)."""
     from prom_reward.core.judge import PrometheusJudge
 
-    return PrometheusJudge(**judge_kwargs(args))
+    return PrometheusJudge(**{**judge_kwargs(args), **open_store(args)})
 
 
 def add_outage_options(g: argparse.ArgumentParser, default: OutagePolicy, fail_means: str) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 from prom_reward.cli.judge_options import (
     add_judge_options,
     add_outage_options,
+    add_store_options,
     build_judge,
     judge_kwargs,
     outage_policy,
@@ -78,6 +79,7 @@ def add_probe_parser(sub: Any) -> None:
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap intervals and the edits (default 0)")
     add_judge_options(p)
+    add_store_options(p)
     add_outage_options(p, PROBE_OUTAGE, "records the unanswered judgments as failures")
     p.set_defaults(func=cmd_probe)
 

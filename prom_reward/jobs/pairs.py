@@ -28,8 +28,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
+from prom_reward.checklist.criteria import check_grading_format
 from prom_reward.core.results import JudgeFailure
-from prom_reward.errors import InputError
+from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.judge_format import JudgeFormat, Task
 from prom_reward.format.rubrics import Rubric
 from prom_reward.jobs.grade import resolver, rubric_fingerprint
@@ -89,6 +90,9 @@ class PairsJob(JobKind):
 
     config: PreferenceConfig = dataclasses.field(default_factory=PreferenceConfig)
     """Strategy, margin, columns, layout ... (``prom_reward.preferences.config``)."""
+    ungraded: str | None = None
+    """Why a judge in the job's format cannot grade a checklist (``for_format``; a row with one is refused with
+    it); None: it can."""
 
     def __post_init__(self) -> None:
         cfg = self.config
@@ -98,6 +102,13 @@ class PairsJob(JobKind):
 
     def task(self) -> Task:
         return "absolute" if self.config.strategy == "best_vs_worst" else "relative"  # grades, else verdicts
+
+    def for_format(self, fmt: JudgeFormat) -> PairsJob:
+        try:
+            check_grading_format(fmt, self.config.checklist_column)
+        except ConfigError as e:
+            return dataclasses.replace(self, ungraded=str(e))
+        return self
 
     def job_rubric(self) -> Rubric | None:
         return cast(Rubric | None, self.config.rubric)
@@ -122,7 +133,7 @@ class PairsJob(JobKind):
 
         def prepare(row: SourceRow) -> PreferenceRow:
             try:
-                item = validate_row(row.source_index, row.data, cfg, rubrics)
+                item = validate_row(row.source_index, row.data, cfg, rubrics, self.ungraded)
             except InputError as e:
                 if cfg.layout == "long":  # a group of rows: name it by its first line, never by a row number
                     detail = str(e).removeprefix(f"row {row.source_index}: ")

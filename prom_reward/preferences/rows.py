@@ -73,9 +73,12 @@ def _judge_text(fn: Any, value: Any, index: int, fieldname: str, flag: str) -> s
         ) from e
 
 
-def validate_row(index: int, row: Any, cfg: PreferenceConfig, rubrics: RubricResolver) -> PreferenceRow:
+def validate_row(
+    index: int, row: Any, cfg: PreferenceConfig, rubrics: RubricResolver, ungraded: str | None = None
+) -> PreferenceRow:
     """Check one wide row and prepare it for the judge; raises InputError naming row and field
-    (``rubrics``: resolves ``cfg.rubric`` or the row's ``rubric_column``)."""
+    (``rubrics``: resolves ``cfg.rubric`` or the row's ``rubric_column``; ``ungraded``: why the judge cannot
+    grade a checklist's criteria, the refusal of a row with one; None: it can)."""
     if not isinstance(row, dict):
         raise InputError(
             f"row {index}: expected a dict, got {type(row).__name__}; fix: give one JSON object per row", index=index
@@ -146,6 +149,8 @@ def validate_row(index: int, row: Any, cfg: PreferenceConfig, rubrics: RubricRes
         ) from None
     checklist = None
     if row.get(cfg.checklist_column) is not None:
+        if ungraded is not None:  # every strategy grades a checklist's criteria: in a format that can
+            raise InputError(f"row {index}: {ungraded}", index=index, field=cfg.checklist_column)
         if cfg.strategy != "best_vs_worst":
             raise InputError(
                 f"row {index}: column {cfg.checklist_column!r}: a checklist scores each completion, and strategy "

@@ -28,9 +28,13 @@ from typing import Any
 
 from prom_reward.checklist.judging import ajudge_checklists
 from prom_reward.core.results import JudgeFailure
+from prom_reward.errors import ConfigError
 from prom_reward.rewards.config import RewardConfig, grade_range, normalize_value
 from prom_reward.rewards.modes import MODE_FUNCTIONS, ModeOutput, assemble
 from prom_reward.rewards.samples import RewardSample
+
+CHECKLIST_MODES = ("absolute",)
+"""The reward modes that judge a checklist (per criterion, each response alone)."""
 
 ModeFunction = Callable[[Any, Sequence[RewardSample], RewardConfig, "float | None"], Awaitable[ModeOutput]]
 
@@ -70,6 +74,16 @@ async def checklist_rewards(
     if known:
         metrics["mean_checklist_score"] = fmean(known)
     return ModeOutput(rewards, [o.feedback for o in batch.outcomes], metrics, errors=errors if any(errors) else [])
+
+
+def check_checklist_mode(cfg: RewardConfig, samples: Sequence[RewardSample]) -> None:
+    """``ConfigError`` (before anything is judged) for a batch whose samples carry a checklist in a mode that does
+    not judge one: every such sample would fail."""
+    if cfg.mode not in CHECKLIST_MODES and any(s.checklist is not None for s in samples):
+        raise ConfigError(
+            f"column {cfg.checklist_column!r}: a checklist is judged per criterion in mode "
+            f"{' or '.join(map(repr, CHECKLIST_MODES))}, not {cfg.mode!r}; fix: mode='absolute', or drop the column"
+        )
 
 
 async def run_mode(

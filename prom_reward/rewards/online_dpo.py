@@ -47,6 +47,7 @@ from statistics import fmean
 from typing import Any
 
 from prom_reward.backends.bridge import run_sync
+from prom_reward.checklist.criteria import check_grading_format
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.conversation import completion_text, prompt_text
 from prom_reward.format.resolve import RubricResolver
@@ -240,10 +241,12 @@ class OnlineDPOJudgeReward(JudgeHolder):
                 lambda: ajudge_isolated(judge, texts, rubrics, refs, checklists, cfg, rounds, health, failed)
             )
 
+        checklists = self._column(columns, cfg.checklist_column, b, None)
+        if any(c is not None for c in checklists):  # graded: refused before anything is judged in a format that cannot
+            check_grading_format(self.judge.format, cfg.checklist_column)
         canary = ([CANARY_INSTRUCTION], [CANARY_RESPONSES[0]], [CANARY_RESPONSES[1]])
         rubric = self._canary_rubric
         self.canary.run(lambda: next(iter(judged(canary, [rubric], [None], [None], {})[2].values()), None))
-        checklists = self._column(columns, cfg.checklist_column, b, None)
         start = time.perf_counter()
         history, rounds, unjudged, checklist_metrics = judged(texts, rubrics, refs, checklists, unreadable)
         seconds = time.perf_counter() - start

@@ -38,7 +38,7 @@ from prom_reward.format.judge_format import DEFAULT_FORMAT, JUDGE_FORMATS, Task
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.sanitize import neutralize
 from prom_reward.rewards.canary import CanaryGate, canary_rubric, unanswered
-from prom_reward.rewards.checklists import batch_runner
+from prom_reward.rewards.checklists import batch_runner, check_checklist_mode
 from prom_reward.rewards.config import RewardConfig, check_reward_format
 from prom_reward.rewards.diagnostics import diagnostics, top_of_scale
 from prom_reward.rewards.holder import JudgeHolder
@@ -139,13 +139,6 @@ class PrometheusReward(JudgeHolder):
 
     def _checklist(self, value: Any, i: int) -> tuple[Criterion, ...]:
         """Sample ``i``'s checklist, validated (``InputError`` naming the criterion, field and fix)."""
-        if self.config.mode != "absolute":
-            raise InputError(
-                f"a checklist is judged per criterion in mode 'absolute', not {self.config.mode!r}; fix: "
-                f"mode='absolute', or drop the column {self.config.checklist_column!r}",
-                index=i,
-                field=self.config.checklist_column,
-            )
         return parse_checklist(value, row=None)
 
     # -- the reward -------------------------------------------------------------------
@@ -169,6 +162,7 @@ class PrometheusReward(JudgeHolder):
             return ModeOutput([], [], {}, [], [])
         if self._judge is None:  # a judge given as options is built (an engine started) in a worker thread
             await asyncio.to_thread(lambda: self.judge)
+        check_checklist_mode(self.config, samples)  # before the canary: nothing judged
         if self.canary.due:  # the canary's judgment goes through the sync path: a worker thread waits for it
             await asyncio.to_thread(self.check_configuration, deadline)
         if self.config.mode == "pairwise_reference" and all(x.baseline is None for x in samples):

@@ -58,6 +58,10 @@ def test_grade_jsonl_via_server_and_resume(tmp_path, vllm_server, capsys):
     assert main(argv + ["--resume"]) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert (summary["rows"], summary["resumed_rows"]) == (0, 5) and out.read_text() == full
+    page = tmp_path / "report.html"  # the report on what the real judge wrote: every row, its failures said
+    assert main(["report", str(out), "-o", str(page)]) == 0
+    html = page.read_text()
+    assert "5 rows" in html and "no verdict in" in html
 
 
 def test_compare_against_a_real_server(tmp_path, vllm_server, capsys):
@@ -91,6 +95,9 @@ def test_compare_against_a_real_server(tmp_path, vllm_server, capsys):
     assert [r["source_index"] for r in got] == [0, 1, 2] and summary["prompt_tokens"] > 0
     assert all((r["winner"] is None) == (r["judge_error"] is not None) for r in got)
     assert summary["failed"] + summary["ties"] == sum(r["winner"] is None for r in got)
+    page = tmp_path / "report.html"  # the report on what the real judge wrote: every row
+    assert main(["report", str(out), "-o", str(page)]) == 0
+    assert "3 rows" in page.read_text()
 
 
 def _trl(prompt: str, completion: str) -> dict:

@@ -1,14 +1,20 @@
 """The judge options every judging subcommand shares: ``--force-verdict POLICY`` from the command line
-to the judge, for the jobs, the probe and reward-server alike."""
+to the judge, for the jobs, the probe and reward-server alike; the judgment store (``--store``) of every command
+that judges a file."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
-from prom_reward.cli.judge_options import judge_kwargs
-from prom_reward.cli.main import build_parser
+from prom_reward.backends.store import JudgmentStore
+from prom_reward.cli.judge_options import judge_kwargs, open_store
+from prom_reward.cli.main import build_parser, main
 from prom_reward.cli.servers import judge_options
 from prom_reward.core.judge import PrometheusJudge
+from tests.reward_faults import Case
 
 SERVER = ["--server", "http://127.0.0.1:9/v1"]
 
@@ -78,3 +84,33 @@ def test_a_store_behind_a_server_is_keyed_by_the_served_model_without_a_warning(
     judge = build_judge(build_parser().parse_args(argv + extra))
     assert judge.backend.fingerprint["model"] == model and capsys.readouterr().err == ""
     judge.close()
+
+
+@pytest.mark.parametrize("command", ["grade", "compare", "pairs", "probe"])
+def test_every_command_that_judges_a_file_opens_the_judgment_store(command: str, tmp_path) -> None:
+    positional = ["in.jsonl", "-o", "out.jsonl"] if command != "probe" else ["-o", "probe.json"]
+    store = tmp_path / "judgments.sqlite"
+    argv = [command, *positional, *SERVER, "--model", "m", "--store", str(store), "--store-timeout", "5"]
+    opened = open_store(build_parser().parse_args(argv))["store"]
+    try:
+        assert isinstance(opened, JudgmentStore) and store.exists()  # opened (checked) before any input is read
+    finally:
+        opened.close()
+
+
+def test_a_probe_rerun_is_answered_by_its_store(stand_in, tmp_path, capsys) -> None:
+    judge = stand_in(Case())
+    store, out = str(tmp_path / "judgments.sqlite"), tmp_path / "probe.json"
+    argv = ["probe", "--server", judge.url, "--model", judge.model, "--store", store, "--parts", "shifts"]
+    argv += ["--limit", "2", "--edits", "self_grade", "--baseline-samples", "1", "-o", str(out)]
+    assert main(argv) == 0
+    first, asked = shifts(out), judge.chats
+    assert asked > 0
+    assert main(argv) == 0
+    assert judge.chats == asked  # every judgment came from the store
+    assert shifts(out) == first
+
+
+def shifts(record: Path) -> dict:
+    """The probe record's score shifts, less their timing."""
+    return {k: v for k, v in json.loads(record.read_text())["shifts"].items() if k != "seconds"}

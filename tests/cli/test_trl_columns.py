@@ -26,7 +26,8 @@ def _write(tmp_path: Path, how: str, rows: list[dict]) -> str:
     if how == "jsonl":
         (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         return str(tmp_path / "in.jsonl")
-    datasets = pytest.importorskip("datasets")  # in the [train] extra, installed by `make setup`
+    import datasets  # in the [train] extra, installed by `make setup`
+
     ds = datasets.Dataset.from_list(rows)
     if how == "parquet":
         ds.to_parquet(str(tmp_path / "in.parquet"))

@@ -87,8 +87,8 @@ def test_trl_logs_the_same_names_and_values():
 def test_openrlhf_server_logs_checklist_pass_rates_into_experience_info(tokenizer):  # noqa: F811
     from openrlhf.trainer.ppo_utils.experience import make_experience_batch
     from openrlhf.trainer.ppo_utils.samples_generator import SamplesGenerator
+    from openrlhf.utils import agent
 
-    agent = pytest.importorskip("openrlhf.utils.agent")
     with running(server_app(reward([]), failure_reward="min", batch_window_ms=300)) as url:
         ex = agent.SingleTurnAgentExecutor(url + "/get_reward")
 

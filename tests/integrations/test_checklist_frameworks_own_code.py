@@ -7,7 +7,7 @@ fails alone with the failure reward, its batch-mates rewarded."""
 
 from __future__ import annotations
 
-import pytest
+from openrlhf.utils import agent
 
 from prom_reward.integrations import openrlhf_func
 from prom_reward.integrations.openrlhf_server import create_app
@@ -16,8 +16,6 @@ from tests.integrations.test_openrlhf_http import running
 from tests.integrations.test_openrlhf_server import tokenizer  # noqa: F401 (fixture)
 from tests.integrations.test_reward_faults import clean, run_openrlhf  # noqa: F401 (clean: autouse fixture)
 from tests.reward_faults import FAILED, Case, check, settings_file
-
-agent = pytest.importorskip("openrlhf.utils.agent")
 
 CHECKLIST = [{"criterion": "Answers the question", "weight": 2}, {"criterion": "Is rude", "category": "pitfall"}]
 BAD = [{"criterion": "Answers the question", "weight": "heavy"}]
@@ -47,7 +45,8 @@ def test_openrlhf_reward_func_takes_the_checklist_in_the_label(stand_in, tokeniz
 
 
 def test_verl_reward_loop_takes_the_checklist_in_extra_info(stand_in, tiny_model_dir, tmp_path, monkeypatch, caplog):
-    pytest.importorskip("verl")
+    import verl  # noqa: F401 (a peer: tests.peers fails the run when it does not import)
+
     from tests.integrations.test_reward_faults_verl import score_batch, verl_worker
 
     judge = stand_in(CASE)

@@ -7,6 +7,7 @@ Prometheus 2 would refuse); the configuration canary judges in the format; the r
 from __future__ import annotations
 
 import pytest
+from openrlhf.utils import agent
 
 from prom_reward.integrations import openrlhf_func
 from prom_reward.integrations.openrlhf_server import create_app
@@ -16,8 +17,6 @@ from tests.integrations.test_openrlhf_http import running
 from tests.integrations.test_openrlhf_server import tokenizer  # noqa: F401 (fixture)
 from tests.integrations.test_reward_faults import clean, run_openrlhf  # noqa: F401 (clean: autouse fixture)
 from tests.reward_faults import Case, check, settings_file
-
-agent = pytest.importorskip("openrlhf.utils.agent")
 
 THREE = {"criteria": "Is the answer right?", "descriptions": ["wrong", "partly right", "right"]}
 CASE = Case(responses=("good", "fair", "meh"), labels=(None, None, None), expected=(3.0, 1.0, 2.0))
@@ -52,7 +51,8 @@ def test_openrlhf_reward_func_in_flow_judge_format(flow_judge, tokenizer, tmp_pa
 
 
 def test_verl_reward_loop_in_flow_judge_format(flow_judge, tiny_model_dir, tmp_path, monkeypatch):
-    pytest.importorskip("verl")
+    import verl  # noqa: F401 (a peer: tests.peers fails the run when it does not import)
+
     from tests.integrations.test_reward_faults_verl import score_batch, verl_worker
 
     monkeypatch.setenv("PROM_REWARD_CONFIG", str(flow_settings(tmp_path, flow_judge.url)))

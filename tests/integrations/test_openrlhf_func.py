@@ -8,6 +8,7 @@ import os
 import re
 
 import pytest
+from openrlhf.utils import agent
 
 from prom_reward import PrometheusJudge
 from prom_reward.backends.scripted import ScriptedBackend
@@ -20,8 +21,6 @@ from prom_reward.rewards.outage import OutagePolicy
 from prom_reward.rewards.reward import PrometheusReward
 from tests.integrations.test_openrlhf_http import scripted_reward
 from tests.integrations.test_openrlhf_server import PROMPT, TABLE, execute, slow_reward, tokenizer  # noqa: F401 (fixture)
-
-agent = pytest.importorskip("openrlhf.utils.agent")
 
 
 @pytest.fixture(autouse=True)

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import aiohttp
 import httpx
 import pytest
+from openrlhf.utils import agent
 
 from prom_reward import PrometheusJudge
 from prom_reward.backends.scripted import ScriptedBackend
@@ -20,7 +21,6 @@ from prom_reward.rewards.diagnostics import DIAG_KEYS
 from prom_reward.rewards.reward import PrometheusReward
 from tests.integrations.test_openrlhf_http import running, scripted_reward, server_app
 
-agent = pytest.importorskip("openrlhf.utils.agent")
 REPO = Path(__file__).resolve().parents[2]
 PROMPT = "Question: What is two plus two? Please answer briefly.\nAnswer:"
 

@@ -22,6 +22,7 @@ import time
 
 import httpx
 import pytest
+from openrlhf.utils import agent
 
 from prom_reward.integrations import openrlhf_func
 from prom_reward.integrations import verl as prom_verl
@@ -39,7 +40,6 @@ from tests.reward_faults import (
     settings_file,
 )
 
-agent = pytest.importorskip("openrlhf.utils.agent")
 OUTAGE_S = OPENRLHF_RETRY_WINDOW_S + 1.5
 """The ``outage`` case here: the judge is down longer than OpenRLHF's own retry window."""
 

@@ -13,13 +13,10 @@ from __future__ import annotations
 import math
 
 import pytest
+import verl  # noqa: F401 (a peer: tests.peers fails the run when it does not import)
 
 from prom_reward.errors import ConfigError, JudgeConfigError, JudgeUnavailableError
 from tests.integrations.test_openrlhf_server import PROMPT
-from tests.reward_faults import CASES, FAILED, MISCONFIGURED, Case, check, settings_file
-
-pytest.importorskip("verl")
-
 from tests.integrations.test_verl_integration import (  # noqa: E402
     LAUNCHES,
     compose_config,
@@ -27,6 +24,7 @@ from tests.integrations.test_verl_integration import (  # noqa: E402
     local,
     make_data,
 )
+from tests.reward_faults import CASES, FAILED, MISCONFIGURED, Case, check, settings_file
 
 
 def verl_worker(tiny_model_dir):

@@ -15,9 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-vf = pytest.importorskip("verifiers.v1")
-
+import verifiers.v1 as vf
 from verifiers.v1.configs.agent import AgentConfig  # noqa: E402
 from verifiers.v1.errors import TaskError  # noqa: E402
 from verifiers.v1.trace import AgentInfo, Trace, TraceTask  # noqa: E402
@@ -233,7 +231,7 @@ def test_build_messages_and_parse_are_the_formats_own():
 
 
 def test_another_judge_format_through_a_real_http_judge():
-    judge = StandInJudge({"good": 3, "fair": 1}, default=2).start()
+    judge = StandInJudge({"good": 5, "fair": 1}, default=3).start()  # 1..5, mapped onto flow-judge-3's 1..3
     try:
         cfg = {"id": "prom-reward", "server": [judge.url], "model": judge.model, "judge": {"max_retries": 0}}
         cfg["reward"] = {"format": "flow-judge-3", "rubric": THREE}

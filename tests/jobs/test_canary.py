@@ -114,7 +114,7 @@ def test_the_canary_judges_with_the_jobs_own_format_and_rubric(job, name, tmp_pa
     if task not in fmt.tasks:
         return  # refused at start naming what it supports: tests/jobs/test_job_formats.py
     more = ["--strategy", "all_pairs"] if job == "pairs" and task == "relative" else []  # a pairwise-only format
-    judge = StandInJudge(scale=fmt.scale or (1, 2, 3, 4, 5)).start()
+    judge = StandInJudge().start()
     src, out = write(tmp_path / "in.jsonl", rows(job, 2)), tmp_path / "out.jsonl"
     rubric = scale_rubric(fmt, task, tmp_path)
     try:
@@ -132,7 +132,7 @@ def test_a_job_of_row_rubrics_has_its_canary_judged_on_the_formats_scale(name, t
     """No rubric for every row (each row's rubric column): the canary gets the binary rubric a checklist criterion
     gets on the format's scale, so the format's rubric check passes and the route, key and model are checked."""
     fmt = get_judge_format(name)
-    judge = StandInJudge(scale=fmt.scale).start()
+    judge = StandInJudge().start()
     own = {"criteria": "Row rubric?", "descriptions": [f"d{k}" for k in fmt.scale]}
     src = write(tmp_path / "in.jsonl", [{**r, "rubric": own} for r in rows("grade", 2)])
     try:

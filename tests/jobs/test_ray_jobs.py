@@ -20,8 +20,8 @@ import pytest
 
 pytestmark = pytest.mark.integration  # Ray clusters and CLI runs in subprocesses
 
-ray = pytest.importorskip("ray")
-pytest.importorskip("ray.data")
+import ray  # noqa: E402
+import ray.data  # noqa: E402, F401 (a peer: tests.peers fails the run when it does not import)
 
 from prom_reward.backends.scripted import ScriptedBackend  # noqa: E402
 from prom_reward.core.judge import PrometheusJudge  # noqa: E402

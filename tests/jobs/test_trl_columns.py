@@ -132,7 +132,8 @@ def test_a_row_that_cannot_be_read_is_refused_naming_the_option(job, row, said):
 
 def _dataset(tmp_path: Path, how: str, rows: list[dict[str, Any]]) -> str:
     """``rows`` as ``datasets`` saves them: a ``save_to_disk`` folder (2 shards), ``to_parquet``, ``to_json``."""
-    datasets = pytest.importorskip("datasets")  # in the [train] extra, installed by `make setup`
+    import datasets  # in the [train] extra, installed by `make setup`
+
     ds = datasets.Dataset.from_list(rows)
     if how == "save_to_disk":
         ds.save_to_disk(str(tmp_path / "ds"), num_shards=2)
@@ -214,7 +215,8 @@ def test_an_ambiguous_row_stops_the_job_before_a_judge_call_and_before_the_outpu
 
 
 def test_a_save_to_disk_folder_is_its_data_files_in_order_and_a_dataset_dict_is_refused(tmp_path):
-    datasets = pytest.importorskip("datasets")
+    import datasets
+
     ds = datasets.Dataset.from_list([{"prompt": f"Q{i}", "completion": "a"} for i in range(5)])
     ds.save_to_disk(str(tmp_path / "ds"), num_shards=3)
     files = expand_inputs(tmp_path / "ds")

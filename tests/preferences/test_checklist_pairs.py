@@ -13,9 +13,10 @@ from prom_reward import InputError, PrometheusJudge
 from prom_reward.backends.base import GenerationRequest
 from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.cli.main import main
+from prom_reward.format.judge_format import JUDGE_FORMATS
 from prom_reward.jobs.preference_dataset import build_preference_dataset
 from prom_reward.jobs.run import pairs_file
-from tests.judges import NO_VERDICT, response_of
+from tests.judges import NO_VERDICT, judge_by_format, response_of
 
 CHECKLIST = [{"criterion": "Says 4", "category": "essential", "weight": 3}, "Shows work",
              {"criterion": "Is rude", "category": "pitfall"}]  # fmt: skip
@@ -95,3 +96,14 @@ def test_pairs_file_reads_the_checklist_column_it_is_told(tmp_path, capsys):
         main(["pairs", "--help"])
     assert e.value.code == 0
     assert "--checklist-col" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("fmt", [n for n in JUDGE_FORMATS if "absolute" not in JUDGE_FORMATS.get(n).tasks])
+def test_a_checklist_row_in_a_format_that_cannot_grade_names_the_format_not_the_strategy(fmt):
+    seen: list[GenerationRequest] = []
+    rows = [{"prompt": "2+2?", "completions": [GOOD, WRONG], "checklist": ["Says 4"]}]
+    with pytest.raises(InputError) as e:
+        build_preference_dataset(judge_by_format(fmt, {}, seen=seen), rows, rubric="helpfulness", strategy="all_pairs")
+    message = str(e.value)
+    assert "row 0: column 'checklist': a checklist's criteria are graded one by one, and judge" in message
+    assert f"format {fmt!r} does not judge absolute" in message and "--strategy" not in message and seen == []

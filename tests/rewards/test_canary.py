@@ -141,7 +141,7 @@ def test_the_first_calls_canary_is_the_rewards_own_judgment(cls, options, task, 
     fmt = get_judge_format(name)
     if task not in fmt.tasks:
         return  # refused at construction naming what it supports: tests/rewards/test_reward_formats.py
-    judge = StandInJudge({"good": 5}, scale=fmt.scale or (1, 2, 3, 4, 5)).start()
+    judge = StandInJudge({"good": 5}).start()
     rubric = _own_rubric(fmt, task)
     try:
         reward = cls({**JUDGE, "base_url": judge.url, "format": name}, rubric=rubric, **options)
@@ -158,7 +158,7 @@ def test_the_first_calls_canary_is_the_rewards_own_judgment(cls, options, task, 
 
 def test_a_reward_of_row_rubrics_has_its_canary_on_the_formats_scale():
     fmt = get_judge_format("flow-judge-3")
-    judge = StandInJudge({"good": 5}, scale=fmt.scale).start()
+    judge = StandInJudge({"good": 5}).start()
     try:
         reward = PrometheusReward({**JUDGE, "base_url": judge.url, "format": fmt.name}, rubric=None)
         rubric = {"criteria": "Row?", "descriptions": ["a", "b", "c"]}

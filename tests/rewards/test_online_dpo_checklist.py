@@ -6,11 +6,17 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from prom_reward import PrometheusJudge
 from prom_reward.backends.base import GenerationRequest
 from prom_reward.backends.scripted import ScriptedBackend
+from prom_reward.errors import ConfigError
+from prom_reward.format.judge_format import JUDGE_FORMATS
 from prom_reward.rewards.online_dpo import OnlineDPOJudgeReward
-from tests.judges import response_of
+from tests.judges import judge_by_format, response_of
+
+PAIRWISE_ONLY = [n for n in JUDGE_FORMATS if "absolute" not in JUDGE_FORMATS.get(n).tasks]
 
 GOOD, BAD = "XGOODX", "XBADX"
 CHECKLIST = [{"criterion": "Is good", "category": "essential"}, "Is polite"]
@@ -109,3 +115,15 @@ def test_online_dpo_trainer_passes_the_checklist_column(tiny_model_dir, tmp_path
     s = reward.stats
     assert s.pairs == sum(n // 2 for n, _, _ in seen) == s.decided_by_judge + s.coin_flips and s.unjudged_pairs == 0
     assert "checklist_pass_rate" in reward.last_metrics
+
+
+@pytest.mark.parametrize("fmt", PAIRWISE_ONLY)
+def test_a_checklist_in_a_format_that_cannot_grade_is_refused_before_anything_is_judged(fmt):
+    seen: list[GenerationRequest] = []
+    reward = OnlineDPOJudgeReward(judge_by_format(fmt, {}, seen=seen), rubric="helpfulness")
+    with pytest.raises(ConfigError) as e:
+        reward(prompts=["Q?", "Q?"], completions=[GOOD, BAD], checklist=[CHECKLIST, CHECKLIST])
+    message = str(e.value)
+    assert message.startswith("column 'checklist': a checklist's criteria are graded one by one, and judge format")
+    assert f"{fmt!r} does not judge absolute" in message and message.endswith(", or drop the column")
+    assert "point scale" not in message and seen == []  # nothing judged, not even the start-up check

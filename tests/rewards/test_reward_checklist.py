@@ -118,15 +118,18 @@ def test_a_custom_column_name_and_implicit_mode():
     assert got == [3.0]  # the scripted judge's answer to a rubric it does not know
 
 
-def test_a_checklist_in_a_pairwise_mode_fails_with_the_fix():
-    reward = PrometheusReward(scripted([]), mode="pairwise_group")
-    extra: dict[str, list] = {}
-    got = reward(prompts=["q", "q"], completions=["a", "b"], checklist=[CHECKLIST] * 2, log_extra=extra.__setitem__)
-    assert got == [None, None]
-    assert (
-        "a checklist is judged per criterion in mode 'absolute', not 'pairwise_group'"
-        in (extra["prometheus_failure_reason"][0])
-    )
+@pytest.mark.parametrize("cls", [PrometheusReward, AsyncPrometheusReward])
+@pytest.mark.parametrize("mode", ["pairwise_group", "pairwise_reference"])
+def test_a_checklist_in_a_pairwise_mode_is_refused_before_anything_is_judged(cls, mode):
+    seen: list[GenerationRequest] = []
+    reward = cls(scripted(seen), mode=mode)
+    columns = {"baseline": ["c", "c"]} if mode == "pairwise_reference" else {}
+    want = f"column 'checklist': a checklist is judged per criterion in mode 'absolute', not {mode!r}; fix: mode="
+    with pytest.raises(ConfigError, match=re.escape(want)):
+        got = reward(prompts=["q", "q"], completions=["a", "b"], checklist=[CHECKLIST] * 2, **columns)
+        asyncio.run(got) if cls is AsyncPrometheusReward else got
+    assert seen == []  # not even the start-up check: every sample would have failed
+    assert reward(prompts=["q", "q"], completions=["a", "b"], checklist=[None, None], **columns) is not None
 
 
 @pytest.mark.parametrize(
