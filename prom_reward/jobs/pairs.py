@@ -103,18 +103,16 @@ class PairsJob(JobKind):
     def task(self) -> Task:
         return "absolute" if self.config.strategy == "best_vs_worst" else "relative"  # grades, else verdicts
 
-    def for_format(self, fmt: JudgeFormat) -> PairsJob:
-        try:
-            check_grading_format(fmt, self.config.checklist_column)
-        except ConfigError as e:
-            return dataclasses.replace(self, ungraded=str(e))
-        return self
-
     def job_rubric(self) -> Rubric | None:
         return cast(Rubric | None, self.config.rubric)
 
     def for_format(self, fmt: JudgeFormat) -> PairsJob:
-        return PairsJob(dataclasses.replace(self.config, rubric=self.rubric_for(fmt)))
+        job = PairsJob(dataclasses.replace(self.config, rubric=self.rubric_for(fmt)))
+        try:
+            check_grading_format(fmt, self.config.checklist_column)
+        except ConfigError as e:
+            return dataclasses.replace(job, ungraded=str(e))
+        return job
 
     def fingerprint(self) -> dict[str, Any]:
         return {**self.config.fingerprint(), "rubric": rubric_fingerprint(self.config.rubric)}

@@ -157,13 +157,24 @@ def run_probe(cell: Cell) -> Outcome:
     """The probe's parts that the format judges (LLMBar's pairs: verdicts; the shifts: grades), two items each."""
     parts = ",".join(p for p, task in (("llmbar", "relative"), ("shifts", "absolute")) if task in cell.format.tasks)
     record = cell.folder / "probe.json"
+    # graded items without a rubric of their own, graded with the cell's rubric on the format's scale (the
+    # checkout's items carry 5-level rubrics, which a 3-point or binary format refuses)
+    items = write(cell.folder / "items.jsonl", [{"instruction": Q, "response": r} for r in RESPONSES[:2]])
+    rubric = _rubric_file(cell)
     flags = ["--limit", "2", "--parts", parts, "--edits", "self_grade", "--baseline-samples", "1"]
+    flags += ["--items", str(items), "--rubric", rubric]
     if cell.kind == "scripted":
         from prom_reward.probe.run import ProbeConfig
         from prom_reward.probe.run import run_probe as probe
 
         cfg = ProbeConfig(
-            parts=tuple(parts.split(",")), limit=2, edits=("self_grade",), baseline_samples=1, resamples=100
+            parts=tuple(parts.split(",")),
+            limit=2,
+            edits=("self_grade",),
+            baseline_samples=1,
+            resamples=100,
+            items=str(items),
+            rubric=cell.rubric,
         )
         try:
             got = probe(cell.judge(), cfg)
