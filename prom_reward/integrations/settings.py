@@ -1,8 +1,6 @@
 """``RewardSettings``: the reward paths' settings, read from flags, the environment and YAML.
 
-``prom-reward reward-server``, OpenRLHF's in-process ``reward_func`` and verl's ``compute_score``
-read the same settings, with the same defaults, validated the same way, from the same sources in
-one precedence:
+``reward-server``, OpenRLHF's ``reward_func`` and verl's ``compute_score`` read the same settings the same way:
 
 1. explicit: the reward-server's command-line flags given, verl's ``reward_kwargs``, the keywords of
    ``configure(...)`` / ``RewardSettings.load(explicit)``;
@@ -16,9 +14,8 @@ online DPO take): each of its fields is a setting of the same name, and each fie
 ``RewardSettings`` itself only holds what a framework needs around the reward: the judge (``server``,
 ``model`` ...), the batching, deadlines and health threshold. ``failure_reward`` is ``RewardConfig``'s,
 required on these paths (a framework needs a number for a failed sample) and checked against the
-reward's scale. One name per setting: field ``foo_bar`` <-> flag ``--foo-bar`` (``foo_column`` <-> ``--foo-col``,
-as on the jobs) <-> ``PROM_REWARD_FOO_BAR`` <-> YAML ``foo_bar``; a name that is no setting is refused with the
-closest one.
+reward's scale. One name per setting: ``foo_bar`` <-> ``--foo-bar`` (``foo_column`` <-> ``--foo-col``) <->
+``PROM_REWARD_FOO_BAR`` <-> YAML ``foo_bar``; a name that is no setting is refused with the closest one.
 
 The table in docs/openrlhf.md is ``settings_table()`` (a test keeps them equal).
 
@@ -174,11 +171,6 @@ class RewardSettings:
                 f"degraded_failure_share: expected a share in [0, 1], got {self.degraded_failure_share} "
                 f"[{where('degraded_failure_share')}]"
             )
-        fmt = get_judge_format_setting(cfg.format or default_format(self.model))
-        try:  # the judge format says whether the rubric fits what the mode asks of it
-            RubricResolver(cfg.rubric, judge_format=fmt, task="absolute" if cfg.mode == "absolute" else "relative")
-        except InputError as e:
-            raise ConfigError(f"rubric: {e} [{where('rubric')}]") from e
         if self.request_timeout >= OPENRLHF_CLIENT_TIMEOUT_S:
             logger.warning(
                 "request_timeout %.0f s is not under OpenRLHF's client timeout of 180 s: a slow batch "
@@ -232,7 +224,16 @@ class RewardSettings:
         except ConfigError as e:
             name = str(e).split(":", 1)[0]
             raise ConfigError(f"{e} [{where(name)}]" if name in _reward_names() else str(e)) from None
-        return cls(reward=config, **own)
+        settings = cls(reward=config, **own)
+        fmt = get_judge_format_setting(config.format or default_format(settings.model))
+        try:  # the judge format says whether the rubric fits what the mode asks of it (a ready reward's, ``around``,
+            # was checked against its judge's format when it was built)
+            RubricResolver(
+                config.rubric, judge_format=fmt, task="absolute" if config.mode == "absolute" else "relative"
+            )
+        except InputError as e:
+            raise ConfigError(f"rubric: {e} [{where('rubric')}]") from e
+        return settings
 
     @classmethod
     def around(
