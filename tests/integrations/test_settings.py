@@ -527,3 +527,19 @@ def test_a_prom_reward_variable_that_is_no_setting_is_warned_about(caplog):
         "PROM_REWARD_MAX_BATCH_SIZ is not a prom-reward setting and is ignored; "
         "did you mean PROM_REWARD_MAX_BATCH_SIZE?",
     ]
+
+
+def test_a_ready_reward_in_a_yaml_format_is_not_checked_against_the_default_format(tmp_path):
+    """``configure(reward)`` (verl, ``reward_func``, the reward server's app): the settings around a reward whose
+    judge is in a 3-point YAML format keep its 3-level rubric (it was checked against the judge's format when the
+    reward was built; the default format's 5 levels refused it)."""
+    from tests.crossings.formats import format_arg, judge_format, rubric_for
+    from tests.judges import judge_by_format
+
+    fmt = judge_format(format_arg("tiny.yaml", tmp_path), tmp_path)
+    rubric = rubric_for(fmt)
+    reward = PrometheusReward(judge_by_format(fmt, {}), RewardConfig(rubric=rubric, failure_reward=-1.0))
+    s = RewardSettings.around(reward.config, {"failure_reward": -1.0, "batch_window_ms": 5}, env={})
+    assert s.reward.rubric == rubric and len(fmt.scale) != 5
+    with pytest.raises(ConfigError, match="rubric: .*prometheus2"):  # from settings alone, the default format holds
+        RewardSettings.load({"rubric": rubric, "failure_reward": -1.0}, env={})
