@@ -36,14 +36,14 @@ def _one_parser():
 
 def cells() -> list[pytest.ParameterSet]:
     """Every cell. Each entry point meets each format once in the unit tier, the (checklist, judge kind) pairs
-    taken in turn across the formats (so each entry point meets every pair too); its other cells are ``slow``
-    (``make test-all``), which keeps the unit tier in its time budget."""
+    taken in turn across the formats (so each entry point meets every pair too); its other cells are marked
+    ``integration``: ``make test`` (CI) runs every cell, ``make test-fast`` keeps to its time budget."""
     out = []
     for entry, point in ENTRY_POINTS.items():
         pairs = [(c, k) for c in ((False, True) if point.checklists else (False,)) for k in KINDS]
         for i, fmt in enumerate(FORMATS):
             for checklist, kind in pairs:
-                marks = () if pairs[i % len(pairs)] == (checklist, kind) else (pytest.mark.slow,)
+                marks = () if pairs[i % len(pairs)] == (checklist, kind) else (pytest.mark.integration,)
                 label = f"{entry}-{fmt}-{'checklist' if checklist else 'rubric'}-{kind}"
                 out.append(pytest.param(entry, fmt, checklist, kind, id=label, marks=marks))
     return out
