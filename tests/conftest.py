@@ -43,6 +43,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+_WORKER, _CPUS = os.environ.get("PYTEST_XDIST_WORKER", ""), sorted(os.sched_getaffinity(0))
+if _WORKER.startswith("gw") and len(_CPUS) > 1:
+    # each worker's vLLM engines and servers on a core of their own (vLLM's own choice puts every engine on the same
+    # one), so the two models' engine tests (ENGINE_GROUPS) run side by side
+    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", str(_CPUS[int(_WORKER[2:]) % len(_CPUS)]))
 
 
 @pytest.fixture(scope="session")
@@ -264,7 +269,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         if not explicit[i] and is_integration(getattr(i, "fixturenames", ()), [m.name for m in i.iter_markers()]):
             i.add_marker(pytest.mark.integration)
     if getattr(config.option, "loadgroup", False):
-        group_shared_fixtures(config, items, lambda i: any(n in ENGINE_FIXTURES for n in fixtures_of(i)))
+        _GROUPS.update(group_shared_fixtures(config, items, engine_groups))
     if os.environ.get("PROM_REWARD_TEST_PRESTART", "1") == "0":
         return
 
@@ -282,9 +287,22 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     items.sort(key=lambda item: rank[tier[module(item)]])
 
 
-_DEFERRED: list[str] = []
-"""Under pytest-xdist, the session servers to launch when the worker running group ``engines`` sets up its first
-test (``pytest_runtest_setup``): launched at collection, every worker would start its own."""
+ENGINE_GROUPS = {"vllm_engine": "engines:tiny", "vllm_server": "engines:tiny"} | {
+    "smollm2_engine": "engines:smollm2",
+    "smollm2_server": "engines:smollm2",
+}
+"""The worker group of each session engine and server (``tests/parallel.py``): the tests of one model's engine and
+server run on one worker, the two models' on two workers side by side."""
+_GROUPS: dict[str, str] = {}
+"""Under ``--dist loadgroup``: test id -> its group (``group_shared_fixtures``)."""
+_DEFERRED: dict[str, set[str]] = {}
+"""Under pytest-xdist, the session servers each engine group uses, launched when this worker sets up the group's
+first test (``pytest_runtest_setup``): launched at collection, every worker would start every server."""
+
+
+def engine_groups(item: pytest.Item) -> set[str]:
+    """The engine groups (``ENGINE_GROUPS``) of the session engines and servers ``item`` uses."""
+    return {ENGINE_GROUPS[n] for n in fixtures_of(item) if n in ENGINE_GROUPS}
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -292,16 +310,19 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     wanted = {n for item in session.items for n in fixtures_of(item) if n in SERVER_FIXTURES}
     if os.environ.get("PYTEST_XDIST_WORKER"):
-        _DEFERRED.extend(sorted(wanted))
+        for item in session.items:
+            servers = {n for n in fixtures_of(item) if n in SERVER_FIXTURES}
+            if servers:
+                _DEFERRED.setdefault(_GROUPS.get(item.nodeid, ""), set()).update(servers)
         return
     launch_session_servers(session.config, wanted)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    if _DEFERRED and any(n in ENGINE_FIXTURES for n in fixtures_of(item)):
-        launch_session_servers(item.config, _DEFERRED)
-        _DEFERRED.clear()
+    group = _GROUPS.get(item.nodeid, "")
+    if group in _DEFERRED and (group or engine_groups(item)):
+        launch_session_servers(item.config, _DEFERRED.pop(group))
 
 
 def launch_session_servers(config: pytest.Config, wanted: Collection[str]) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import pytest
 
@@ -22,14 +22,16 @@ GROUPS_FILE = "xdist_groups.json"
 
 
 def group_shared_fixtures(
-    config: pytest.Config, items: list[pytest.Item], uses_engine: Callable[[pytest.Item], bool]
-) -> None:
+    config: pytest.Config, items: list[pytest.Item], engines_of: Callable[[pytest.Item], Collection[str]]
+) -> dict[str, str]:
     """Under ``--dist loadgroup`` the tests that share a fixture wider than one test run on one worker, so
-    nothing costly starts twice: the tests of the session engines and servers form group ``engines``; a
-    test using a module-, class- or package-scoped fixture joins its module's group, one using a session
-    fixture of a sub-folder's conftest that folder's; groups sharing a test merge. The groups go to
-    ``GROUPS_FILE`` for ``pytest_xdist_make_scheduler`` (pytest-xdist 3.8 puts its ``xdist_group`` mark into
-    the node id, which pytest 9 no longer lets it change)."""
+    nothing costly starts twice: the tests of each model's session engine and server form one group
+    (``engines_of``: a test's engine groups, e.g. ``engines:tiny``; two workers then run the two models' engine
+    tests side by side); a test using a module-, class- or package-scoped fixture joins its module's group, one
+    using a session fixture of a sub-folder's conftest that folder's; groups sharing a test merge (named by the
+    first engine group in them). The groups go to ``GROUPS_FILE`` for ``pytest_xdist_make_scheduler``
+    (pytest-xdist 3.8 puts its ``xdist_group`` mark into the node id, which pytest 9 no longer lets it change),
+    and are returned: test id -> group."""
     parent: dict[str, str] = {}
 
     def root(key: str) -> str:
@@ -46,17 +48,19 @@ def group_shared_fixtures(
     for item in items:
         defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
         found = {group(item, d[-1]) for d in defs.values() if d and d[-1].scope != "function"}
-        if uses_engine(item):  # a session engine or server, by name or by getfixturevalue
-            found.add("engines")
+        found.update(engines_of(item))  # a session engine or server, by name or by getfixturevalue
         keys[item.nodeid] = sorted(k for k in found if k)
         for key in keys[item.nodeid][1:]:
             parent[root(key)] = root(keys[item.nodeid][0])
-    engines = root("engines")
-    groups = {i: "engines" if root(k[0]) == engines else root(k[0]) for i, k in keys.items() if k}
+    names: dict[str, str] = {}  # a merged group is named by its first engine group
+    for key in sorted({k for item in items for k in engines_of(item)}):
+        names.setdefault(root(key), key)
+    groups = {i: names.get(root(k[0]), root(k[0])) for i, k in keys.items() if k}
     path = config._tmp_path_factory.getbasetemp().parent / GROUPS_FILE  # type: ignore[attr-defined]
     part = path.with_suffix(f".{os.getpid()}")
     part.write_text(json.dumps(groups))
     os.replace(part, path)  # both workers write the same map: whole, never half
+    return groups
 
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)

@@ -22,7 +22,7 @@ def _fixture(scope: str, baseid: str = "tests/jobs") -> SimpleNamespace:
     return SimpleNamespace(scope=scope, baseid=baseid)
 
 
-def _item(nodeid: str, engine: bool = False, **fixtures: SimpleNamespace) -> SimpleNamespace:
+def _item(nodeid: str, engine: tuple[str, ...] = (), **fixtures: SimpleNamespace) -> SimpleNamespace:
     defs = {name: [f] for name, f in fixtures.items()}
     return SimpleNamespace(nodeid=nodeid, engine=engine, _fixtureinfo=SimpleNamespace(name2fixturedefs=defs))
 
@@ -46,13 +46,34 @@ ROOT_SESSION, PLUGIN_SESSION = _fixture("session", "tests"), _fixture("session",
         ),
         pytest.param([_item("a.py::T::t", state=_fixture("class"))], {"a.py::T::t": "a.py"}, id="class-fixture"),
         pytest.param(
-            [_item("a.py::t", engine=True, smollm2_dir=ROOT_SESSION), _item("b.py::t", engine=True)],
-            {"a.py::t": "engines", "b.py::t": "engines"},
+            [
+                _item("a.py::t", engine=("engines:a",), smollm2_dir=ROOT_SESSION),
+                _item("b.py::t", engine=("engines:a",)),
+            ],
+            {"a.py::t": "engines:a", "b.py::t": "engines:a"},
             id="session-engines",
         ),
+        pytest.param(  # two models' engines: two groups (two workers), merged by a test using both
+            [_item("a.py::t", engine=("engines:a",)), _item("b.py::t", engine=("engines:b",))],
+            {"a.py::t": "engines:a", "b.py::t": "engines:b"},
+            id="two-models-two-groups",
+        ),
+        pytest.param(
+            [
+                _item("a.py::t", engine=("engines:a",)),
+                _item("b.py::t", engine=("engines:b",)),
+                _item("c.py::t", engine=("engines:a", "engines:b")),
+            ],
+            {"a.py::t": "engines:a", "b.py::t": "engines:a", "c.py::t": "engines:a"},
+            id="a-test-of-both-models-merges-them",
+        ),
         pytest.param(  # a.py's Ray cluster is used by an engine test: a.py's other tests go with it
-            [_item("a.py::t1", ray=MODULE), _item("a.py::t2", engine=True, ray=MODULE), _item("b.py::t", ray=MODULE)],
-            {"a.py::t1": "engines", "a.py::t2": "engines", "b.py::t": "b.py"},
+            [
+                _item("a.py::t1", ray=MODULE),
+                _item("a.py::t2", engine=("engines:a",), ray=MODULE),
+                _item("b.py::t", ray=MODULE),
+            ],
+            {"a.py::t1": "engines:a", "a.py::t2": "engines:a", "b.py::t": "b.py"},
             id="module-joins-engines",
         ),
         pytest.param(
@@ -67,7 +88,8 @@ ROOT_SESSION, PLUGIN_SESSION = _fixture("session", "tests"), _fixture("session",
 )
 def test_tests_sharing_a_fixture_share_a_group(tmp_path, items, groups):
     config = SimpleNamespace(_tmp_path_factory=SimpleNamespace(getbasetemp=lambda: tmp_path / "gw0"))
-    group_shared_fixtures(config, items, lambda item: item.engine)  # type: ignore[arg-type]
+    engines = lambda item: set(item.engine)  # noqa: E731  # type: ignore[attr-defined]
+    assert group_shared_fixtures(config, items, engines) == groups  # type: ignore[arg-type]
     assert json.loads((tmp_path / GROUPS_FILE).read_text()) == groups
 
 
@@ -79,7 +101,9 @@ SUITE = {
         @pytest.hookimpl(tryfirst=True)
         def pytest_collection_modifyitems(config, items):
             if config.option.loadgroup:
-                group_shared_fixtures(config, items, lambda item: "engine" in item.fixturenames)
+                group_shared_fixtures(
+                    config, items, lambda item: {"engines"} if "engine" in item.fixturenames else set()
+                )
 
         @pytest.fixture(scope="session")
         def engine():
