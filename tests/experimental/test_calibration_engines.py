@@ -10,7 +10,7 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.mark.smollm2
-def test_smollm2_judge_confidence_and_se_cali_end_to_end(smollm2_engine, vllm_engine):
+def test_smollm2_judge_confidence_and_se_cali_end_to_end(smollm2_engine):
     # greedy judge: teacher forcing its own outputs on the same engine must give back its own entropies
     same = calibrated_judge(
         backend=smollm2_engine,
@@ -28,6 +28,11 @@ def test_smollm2_judge_confidence_and_se_cali_end_to_end(smollm2_engine, vllm_en
         assert c.verdict_probability is not None and 0 < c.verdict_probability <= 1
         assert abs(c.entropy_calibrated) < 0.05, (c, g.raw_outputs)
     assert same.readers[0].tokens >= sum(g.confidence.tokens for g in grades) - 4
+
+
+@pytest.mark.smollm2
+@pytest.mark.slow  # a second run of the path above, and the one test needing both models' engines in one worker
+def test_se_cali_with_another_base_model_on_real_engines(smollm2_engine, vllm_engine):
     # a different base model (the tiny random Llama, in its own [INST] wire format) gives a different SE
     other = calibrated_judge(
         backend=smollm2_engine,
