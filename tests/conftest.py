@@ -43,11 +43,6 @@ REPO = Path(__file__).resolve().parents[1]
 
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-_WORKER, _CPUS = os.environ.get("PYTEST_XDIST_WORKER", ""), sorted(os.sched_getaffinity(0))
-if _WORKER.startswith("gw") and len(_CPUS) > 1:
-    # each worker's vLLM engines and servers on a core of their own (vLLM's own choice puts every engine on the same
-    # one), so the two models' engine tests (ENGINE_GROUPS) run side by side
-    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", str(_CPUS[int(_WORKER[2:]) % len(_CPUS)]))
 
 
 @pytest.fixture(scope="session")
