@@ -15,7 +15,7 @@ engine with forced verdicts, 2 DPO steps; a couple of minutes on 2 cores):
 
     python rlhf_examples/dpo_from_judge.py --smoke     # or: python -m rlhf_examples.dpo_from_judge --smoke
 
-It prints ``PAIRS {json}`` (``n_pairs``, skips by reason, tie rounds, forced verdicts, judge time)
+It prints ``PAIRS {json}`` (``n_pairs``, judge failures, skips by reason, tie rounds, forced verdicts, judge time)
 and ``SUMMARY {json}`` (steps, DPO losses, reward margins, ``finite``).
 
 Real recipe on one 8-GPU node: the judge on GPUs 4-7 as four dedicated vLLM servers, sampling and
@@ -141,6 +141,7 @@ def build_pairs(args: argparse.Namespace, out_dir: Path) -> Any:
     line = {
         "n_pairs": len(ds),
         "rows": stats.rows + stats.resumed_rows,
+        "failed": stats.failed,
         "skipped": stats.skipped,
         "tie_rounds": stats.tie_rounds,
         "forced_verdicts": judge.stats.forced,

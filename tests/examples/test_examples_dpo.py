@@ -41,7 +41,8 @@ def test_dpo_from_judge_example_smoke(tmp_path, smollm2_dir, smollm2_server, cap
     proc = run_example("--output-dir", str(tmp_path), "--judge-server", smollm2_server)
     pairs = tagged(proc.stdout, "PAIRS")
     assert pairs["rows"] == 8 and pairs["n_pairs"] > 0 and pairs["forced_verdicts"] > 0
-    assert pairs["n_pairs"] + sum(pairs["skipped"].values()) == 8  # best_vs_worst: one candidate per prompt
+    # best_vs_worst: one candidate per prompt, a pair, a judge failure or a skip
+    assert pairs["n_pairs"] + pairs["failed"] + sum(pairs["skipped"].values()) == 8
     out = tagged(proc.stdout, "SUMMARY")
     assert out["example"] == "dpo_from_judge" and out["steps"] == 2 and out["finite"]
     assert len(out["losses"]) == 2 and all(math.isfinite(x) for x in out["losses"])
