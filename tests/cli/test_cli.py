@@ -296,9 +296,10 @@ def test_pairs_command_against_a_real_server(tmp_path, vllm_server, capsys):
     )
     stats = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     # the tiny random model's verdicts are noise: check the accounting, not the preferences
-    assert stats["rows"] == 2 and stats["pairs"] + sum(stats["skipped"].values()) == 2
+    assert stats["rows"] == 2 and stats["pairs"] + stats["failed"] + sum(stats["skipped"].values()) == 2
     assert len(list(read_rows(out))) == stats["pairs"]
-    assert len(list(read_rows(tmp_path / "pairs.skipped.jsonl"))) == sum(stats["skipped"].values())
+    skips = list(read_rows(tmp_path / "pairs.skipped.jsonl"))
+    assert len(skips) == stats["failed"] + sum(stats["skipped"].values())
 
 
 # -- a long job streams: memory does not grow with the file ----------------------------------------

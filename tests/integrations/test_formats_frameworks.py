@@ -20,12 +20,12 @@ from tests.reward_faults import Case, check, settings_file
 
 THREE = {"criteria": "Is the answer right?", "descriptions": ["wrong", "partly right", "right"]}
 CASE = Case(responses=("good", "fair", "meh"), labels=(None, None, None), expected=(3.0, 1.0, 2.0))
-"""The stand-in grades by the first word: good 3, fair 1, anything else 2 (all on the 1..3 scale)."""
+"""The stand-in grades by the first word on 1..5 (good 5, fair 1, anything else 3), mapped onto Flow-Judge's 1..3."""
 
 
 @pytest.fixture
 def flow_judge():
-    judge = StandInJudge({"good": 3, "fair": 1}, default=2).start()
+    judge = StandInJudge({"good": 5, "fair": 1}, default=3).start()
     yield judge
     judge.stop()
 

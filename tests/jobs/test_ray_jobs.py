@@ -148,7 +148,9 @@ def test_ray_grade_scores_match_in_process_smollm2(ray_cluster, smollm2_dir, smo
     )
     assert sum(g.score is not None for g in want) >= 8  # the comparison is about real scores
     assert [r["score"] for r in got] == [g.score for g in want]
-    assert [r["expected_score"] for r in got] == pytest.approx([g.expected_score for g in want], abs=1e-3)
+    # bf16 logits on CPU move with the batch's shape and the prefix cache (the run's canary warms it): P(1..5)
+    # agree to about 0.03, far inside what a wrong wiring (another score's logprobs, a null) would move
+    assert [r["expected_score"] for r in got] == pytest.approx([g.expected_score for g in want], abs=0.08)
     assert s.failed == sum(g.score is None for g in want)
 
 

@@ -393,7 +393,7 @@ def test_real_judge_builds_pairs(smollm2_pairs):
     total = 0
     for strategy, (ds, stats) in results.items():
         candidates = 3 if strategy == "best_vs_worst" else 9
-        assert stats.rows == 3 and stats.pairs + sum(stats.skipped.values()) == candidates
+        assert stats.rows == 3 and stats.pairs + stats.failed + sum(stats.skipped.values()) == candidates
         assert len(ds) == stats.pairs
         total += len(ds)
         for r in ds:
