@@ -187,6 +187,8 @@ def pytest_configure(config: pytest.Config) -> None:
     ``NO_ENGINE_ENV=1`` each refused one (``_no_engine_in_the_unit_tier``)."""
     if os.environ.get(NO_ENGINE_ENV) != "1" and not os.environ.get("PYTEST_XDIST_WORKER"):
         check_peers()
+    if getattr(config.option, "loadgroup", False):
+        config.pluginmanager.register(_Grouping(), "prom_reward_test_groups")
     from prom_reward.backends import servers, vllm_engine
 
     def counted(what: str) -> None:
@@ -253,8 +255,7 @@ def is_integration(fixturenames: Sequence[str], marks: Sequence[str]) -> bool:
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects: the marks added here count
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark ``integration`` every test ``is_integration`` finds (the unit tier, ``make test-fast``, leaves them
-    out); under ``--dist loadgroup`` group the tests that share a costly fixture (``group_shared_fixtures``);
-    then run modules in tiers, each in file order: first those with only single-process tests (they leave a
+    out); then run modules in tiers, each in file order: first those with only single-process tests (they leave a
     core free for the servers' start), then those with ``integration`` tests that run their own engines or
     servers, then those that use the session engines or servers. With pytest-xdist workers the second tier
     goes first (its long tests start early, the quick ones even out the workers' ends), and the modules of
@@ -263,8 +264,6 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     for i in items:
         if not explicit[i] and is_integration(getattr(i, "fixturenames", ()), [m.name for m in i.iter_markers()]):
             i.add_marker(pytest.mark.integration)
-    if getattr(config.option, "loadgroup", False):
-        _GROUPS.update(group_shared_fixtures(config, items, engine_groups))
     if os.environ.get("PROM_REWARD_TEST_PRESTART", "1") == "0":
         return
 
@@ -293,6 +292,15 @@ _GROUPS: dict[str, str] = {}
 _DEFERRED: dict[str, set[str]] = {}
 """Under pytest-xdist, the session servers each engine group uses, launched when this worker sets up the group's
 first test (``pytest_runtest_setup``): launched at collection, every worker would start every server."""
+
+
+class _Grouping:
+    """Under ``--dist loadgroup``: groups the tests that share a costly fixture (``group_shared_fixtures``) after
+    ``-m`` deselects, so a deselected test (a ``slow`` one using both models' engines) merges no groups."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        _GROUPS.update(group_shared_fixtures(config, items, engine_groups))
 
 
 def engine_groups(item: pytest.Item) -> set[str]:

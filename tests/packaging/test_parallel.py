@@ -161,3 +161,37 @@ def test_two_workers_keep_each_group_on_one_worker(tmp_path):
         module: {w for test, w in ran.items() if test.startswith(module)} for module in SUITE if module != "conftest.py"
     }
     assert len(ran) == 24 and len(workers["test_cluster.py"]) == len(workers["test_engine.py"]) == 1, ran
+
+
+GROUPS_OF_THE_SUITE = """
+import collections, pytest
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    config.option.loadgroup = True  # what pytest-xdist sets on a worker under --dist loadgroup
+
+def pytest_collection_finish(session):
+    import tests.conftest as c
+    print("GROUPS", sorted(set(c._GROUPS.values())))
+"""
+
+
+@pytest.mark.parametrize("markers, merged", [("not slow", False), ("", True)])
+def test_a_deselected_test_merges_no_engine_groups(tmp_path, markers, merged):
+    """The suite's own grouping runs after ``-m`` deselects: the slow SE-Cali test using both models' engines merges
+    their groups only when it runs, so ``make test`` (``not slow``) runs the two models' engine tests side by side."""
+    (tmp_path / "groups_plugin.py").write_text(GROUPS_OF_THE_SUITE)
+    path = os.pathsep.join(p for p in (str(tmp_path), str(REPO), os.environ.get("PYTHONPATH")) if p)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests/experimental/test_calibration_engines.py", "--collect-only", "-q"]
+        + ["tests/backends/test_teacher_forcing.py"]
+        + ["-p", "no:xdist", "-p", "groups_plugin", "-p", "no:cacheprovider", "-m", markers, "-s"],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": path, "PROM_REWARD_TEST_PRESTART": "0"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    line = next((x for x in done.stdout.splitlines() if x.startswith("GROUPS")), "")
+    groups = [g for g in line.split("'") if g.startswith("engines:")]
+    assert len(groups) == (1 if merged else 2) and "engines:smollm2" in groups, done.stdout[-2000:]
