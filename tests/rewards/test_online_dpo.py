@@ -285,9 +285,9 @@ def test_pickle_round_trip_with_a_dict_configured_judge():
 
     reward.attach(Trainer())
     assert reward(prompts=["Q?", "Q?"], completions=["a", "b"]) == [0.0, 1.0]
-    assert reward._judge is not None
+    assert reward.reward._judge is not None
     clone = pickle.loads(pickle.dumps(reward))
-    assert clone._judge is None and clone._trainer is None  # rebuilt lazily in the new process
+    assert clone.reward._judge is None and clone._trainer is None  # rebuilt lazily in the new process
     assert (clone.config.rubric, clone.max_tie_rounds, clone.seed, clone.__name__) == ("honesty", 1, 7, "judge_pair")
     assert clone.stats == reward.stats
     assert clone(prompts=["Q?", "Q?"], completions=["a", "b"]) == [0.0, 1.0]
