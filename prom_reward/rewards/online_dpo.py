@@ -226,6 +226,8 @@ class OnlineDPOJudgeReward:
 
         def sample(i: int, first: bool, checklist: Any = None) -> RewardSample:
             a, other = (completions[i], completions[b + i]) if first else (completions[b + i], completions[i])
+            if other is None:  # a missing completion is judged as the response, so its pair's reason names it
+                a, other = other, a
             return RewardSample(prompts[i], a, refs[i], rubrics[i], baseline=other, checklist=checklist)
 
         history: list[list[Verdict]] = [[] for _ in range(b)]

@@ -411,3 +411,13 @@ def test_a_pair_whose_prompt_or_completion_is_not_text_fails_alone(poison, words
     assert reward.last_metrics["unjudged_pairs"] == 1.0 and extra["prometheus_pairwise_decided_by"][1] == "coin"
     assert words in extra["prometheus_pairwise_feedback"][1]
     assert all(len(call) == 2 * (b - 1) for call in backend.calls[1:])  # the unreadable pair is never sent
+
+
+def test_a_lone_pair_without_its_second_completion_fails_alone_naming_the_completion():
+    """The second completion is the pair's baseline on the reward path; a missing one is judged as the response, so
+    a batch of that one pair is not refused for having no baseline, and the reason names the completion."""
+    reward, backend = scripted(fair)
+    extra: dict = {}
+    assert sorted(reward(prompts=["Q?", "Q?"], completions=["a", None], log_extra=extra.__setitem__)) == [0.0, 1.0]
+    assert backend.calls == [] and reward.stats.unjudged_pairs == 1 and reward.stats.coin_flips == 1
+    assert "completion must be a string or a list of messages, got NoneType" in extra["prometheus_pairwise_feedback"][0]
