@@ -234,6 +234,7 @@ class OnlineDPOJudgeReward:
         unjudged: dict[int, str] = {}
         resample = {"temperature": 1.0} if self.judge.sampling.temperature == 0 else None
         todo, rounds, seconds = list(range(b)), -1, 0.0
+        once = {i for i in range(b) if checklists[i] is not None}  # judged in one round only: checklist pairs
         batch_metrics: dict[str, float] = {}
         while todo and rounds < self.max_tie_rounds:
             samples: list[RewardSample] = []
@@ -250,12 +251,13 @@ class OnlineDPOJudgeReward:
             for i in todo:
                 found = _checklist_verdict(out, k) if checklists[i] is not None else _verdict(out, k)
                 k += 1 + (checklists[i] is not None)
-                if isinstance(found, str):
-                    unjudged[i] = found
+                if isinstance(found, str):  # not judged (not asked again): unjudged unless an earlier round judged it
+                    unjudged.update({} if history[i] else {i: found})
+                    once.add(i)
                 else:
                     history[i].append(found)
             rounds += 1
-            todo = [i for i in todo if history[i] and history[i][-1].winner is None and checklists[i] is None]
+            todo = [i for i in todo if i not in once and history[i][-1].winner is None]
         rounds = max(rounds, 0)
 
         s = self.stats
