@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from statistics import fmean
 from typing import Any
 
+from prom_reward.backends.sampling import SamplingOverrides
 from prom_reward.checklist.judging import ajudge_checklists
 from prom_reward.core.results import JudgeFailure
 from prom_reward.errors import ConfigError
@@ -36,7 +37,9 @@ from prom_reward.rewards.samples import RewardSample
 CHECKLIST_MODES = ("absolute",)
 """The reward modes that judge a checklist (per criterion, each response alone)."""
 
-ModeFunction = Callable[[Any, Sequence[RewardSample], RewardConfig, "float | None"], Awaitable[ModeOutput]]
+ModeFunction = Callable[
+    [Any, Sequence[RewardSample], RewardConfig, "float | None", SamplingOverrides], Awaitable[ModeOutput]
+]
 
 
 async def checklist_rewards(
@@ -76,46 +79,53 @@ async def checklist_rewards(
     return ModeOutput(rewards, [o.feedback for o in batch.outcomes], metrics, errors=errors if any(errors) else [])
 
 
-def check_checklist_mode(cfg: RewardConfig, samples: Sequence[RewardSample]) -> None:
-    """``ConfigError`` (before anything is judged) for a batch whose samples carry a checklist in a mode that does
-    not judge one: every such sample would fail."""
-    if cfg.mode not in CHECKLIST_MODES and any(s.checklist is not None for s in samples):
+def check_checklist_mode(
+    cfg: RewardConfig, samples: Sequence[RewardSample], modes: Sequence[str] = CHECKLIST_MODES
+) -> None:
+    """``ConfigError`` (before anything is judged) for a batch whose samples carry a checklist in a mode (not of
+    ``modes``) that does not judge one: every such sample would fail."""
+    if cfg.mode not in modes and any(s.checklist is not None for s in samples):
         raise ConfigError(
             f"column {cfg.checklist_column!r}: a checklist is judged per criterion in mode "
-            f"{' or '.join(map(repr, CHECKLIST_MODES))}, not {cfg.mode!r}; fix: mode='absolute', or drop the column"
+            f"{' or '.join(map(repr, modes))}, not {cfg.mode!r}; fix: mode='absolute', or drop the column"
         )
 
 
 async def run_mode(
-    mode: ModeFunction, judge: Any, items: Sequence[RewardSample], cfg: RewardConfig, deadline: float | None
+    mode: ModeFunction,
+    judge: Any,
+    items: Sequence[RewardSample],
+    cfg: RewardConfig,
+    deadline: float | None,
+    sampling: SamplingOverrides = None,
 ) -> ModeOutput:
     """``mode`` for the samples without a checklist, ``checklist_rewards`` for those with one, merged back in
     order (one of the two when the batch is all of a kind)."""
     listed = [i for i, it in enumerate(items) if it.checklist is not None]
     if not listed:
-        return await mode(judge, items, cfg, deadline)
+        return await mode(judge, items, cfg, deadline, sampling)
     if len(listed) == len(items):
         return await checklist_rewards(judge, items, cfg, deadline)
     plain = [i for i, it in enumerate(items) if it.checklist is None]
     parts = [
         (listed, await checklist_rewards(judge, [items[i] for i in listed], cfg, deadline)),
-        (plain, await mode(judge, [items[i] for i in plain], cfg, deadline)),
+        (plain, await mode(judge, [items[i] for i in plain], cfg, deadline, sampling)),
     ]
     return assemble(len(items), parts)
 
 
 def batch_runner(
-    judge: Any, cfg: RewardConfig, samples: Sequence[Any]
+    judge: Any, cfg: RewardConfig, samples: Sequence[Any], sampling: SamplingOverrides = None
 ) -> Callable[[Sequence[int], float | None], Awaitable[ModeOutput]]:
     """The judge call the outage loop (``rewards.outage``) makes for a batch: the samples at the given indices
-    through ``run_mode`` in the reward's mode, with the call's time (``judge_seconds``) and the change of a
-    composite judge's own counters (a cascade's routing) as metrics."""
+    through ``run_mode`` in the reward's mode (``sampling`` over the judge's own), with the call's time
+    (``judge_seconds``) and the change of a composite judge's own counters (a cascade's routing) as metrics."""
     mode = MODE_FUNCTIONS[cfg.mode]
 
     async def run(idx: Sequence[int], deadline: float | None) -> ModeOutput:
         before = dict(judge.stats.counters)
         start = time.perf_counter()
-        out = await run_mode(mode, judge, [samples[i] for i in idx], cfg, deadline)
+        out = await run_mode(mode, judge, [samples[i] for i in idx], cfg, deadline, sampling)
         out.metrics = {**out.metrics, "judge_seconds": time.perf_counter() - start}
         out.metrics.update({k: float(v - before.get(k, 0)) for k, v in judge.stats.counters.items()})
         return out

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from statistics import fmean
 from typing import Any
 
-from prom_reward.core.results import JudgeFailure
+from prom_reward.backends.sampling import SamplingOverrides
+from prom_reward.core.results import JudgeFailure, Judgment
 from prom_reward.format.rubrics import get_rubric
 from prom_reward.rewards.config import RewardConfig, grade_range, normalize_value
 from prom_reward.rewards.samples import RewardSample
@@ -47,6 +48,8 @@ class ModeOutput:
     """Per item, template markers neutralised in its texts; empty when there were none."""
     errors: list[JudgeFailure | None] = field(default_factory=list)
     """Per item, the judge's failure behind a missing reward (its kind and reason); empty when there was none."""
+    results: list[Judgment | None] = field(default_factory=list)
+    """Per item, the judgment its reward was read from (``absolute``, ``pairwise_reference``); empty otherwise."""
 
 
 def merge_metrics(parts: Sequence[tuple[int, dict[str, float]]]) -> dict[str, float]:
@@ -75,12 +78,15 @@ def assemble(n: int, parts: Sequence[tuple[Sequence[int], ModeOutput]]) -> ModeO
     out = ModeOutput([None] * n, [None] * n, merge_metrics([(len(idx), part.metrics) for idx, part in parts]))
     judges: list[str | None] = [None] * n
     errors: list[JudgeFailure | None] = [None] * n
+    results: list[Judgment | None] = [None] * n
     for idx, part in parts:
         for pos, i in enumerate(idx):
             out.rewards[i], out.feedback[i] = part.rewards[pos], part.feedback[pos]
             judges[i] = part.judges[pos] if part.judges else None
             errors[i] = part.errors[pos] if part.errors else None
+            results[i] = part.results[pos] if part.results else None
     out.judges, out.errors = (judges if any(judges) else []), (errors if any(errors) else [])
+    out.results = results if any(r is not None for r in results) else []
     return out
 
 
@@ -113,11 +119,16 @@ def _rubric_key(rubric: Any) -> Hashable:
 
 
 async def absolute_rewards(
-    judge: Any, items: Sequence[RewardSample], cfg: RewardConfig, deadline: float | None = None
+    judge: Any,
+    items: Sequence[RewardSample],
+    cfg: RewardConfig,
+    deadline: float | None = None,
+    sampling: SamplingOverrides = None,
 ) -> ModeOutput:
     uniq, where = _unique(items, lambda it: (it.instruction, it.response, _rubric_key(it.rubric), it.reference_answer))
     k = cfg.num_samples if cfg.score == "mean" else 1
-    sampling = {"logprobs": 20} if cfg.score == "expected" and (judge.sampling.logprobs or 0) < 20 else None
+    if cfg.score == "expected" and (judge.sampling.merged(sampling).logprobs or 0) < 20:
+        sampling = judge.sampling.merged(sampling).merged({"logprobs": 20}) if sampling else {"logprobs": 20}
     grades = await judge.agrade(
         [it.instruction for it in uniq],
         [it.response for it in uniq],
@@ -166,7 +177,11 @@ async def absolute_rewards(
 
 
 async def reference_rewards(
-    judge: Any, items: Sequence[RewardSample], cfg: RewardConfig, deadline: float | None = None
+    judge: Any,
+    items: Sequence[RewardSample],
+    cfg: RewardConfig,
+    deadline: float | None = None,
+    sampling: SamplingOverrides = None,
 ) -> ModeOutput:
     uniq, where = _unique(
         items, lambda it: (it.instruction, it.response, it.baseline, _rubric_key(it.rubric), it.reference_answer)
@@ -178,6 +193,7 @@ async def reference_rewards(
         [it.rubric for it in uniq],
         _refs(uniq),
         swap=True,
+        sampling=sampling,
         truncate_response=cfg.over_context == "truncate",
         deadline=deadline,
     )
@@ -235,7 +251,11 @@ _ALONE = JudgeFailure(
 
 
 async def group_rewards(
-    judge: Any, items: Sequence[RewardSample], cfg: RewardConfig, deadline: float | None = None
+    judge: Any,
+    items: Sequence[RewardSample],
+    cfg: RewardConfig,
+    deadline: float | None = None,
+    sampling: SamplingOverrides = None,
 ) -> ModeOutput:
     groups: dict[Hashable, list[int]] = {}
     for i, it in enumerate(items):
@@ -254,6 +274,7 @@ async def group_rewards(
             [members[g][0][a].rubric for g, a, _ in pairs],
             _refs([members[g][0][a] for g, a, _ in pairs]),
             swap=True,
+            sampling=sampling,
             truncate_response=cfg.over_context == "truncate",
             deadline=deadline,
         )
@@ -312,7 +333,8 @@ def _refs(items: Sequence[RewardSample]) -> list[str | None] | None:
 
 def _per_item(results: Sequence[Any], rewards: list[float | None], metrics: dict[str, float]) -> ModeOutput:
     """A mode's output from each item's result (its distinct twin's) and reward."""
-    return ModeOutput(rewards, [r.feedback for r in results], metrics, _deciders(results), errors=_errors(results))
+    feedback = [r.feedback for r in results]
+    return ModeOutput(rewards, feedback, metrics, _deciders(results), errors=_errors(results), results=list(results))
 
 
 def _errors(results: Sequence[Any]) -> list[JudgeFailure | None]:

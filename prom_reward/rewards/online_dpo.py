@@ -1,29 +1,22 @@
 """``OnlineDPOJudgeReward``: a pairwise Prometheus judge as the reward of TRL's online DPO.
 
-TRL 1.16's ``trl.experimental.online_dpo.OnlineDPOTrainer`` samples two completions per prompt and
-calls each reward function once per batch with ``prompts = [p0..pB-1, p0..pB-1]`` and
-``completions = [a0..aB-1, b0..bB-1]``; pair i's chosen completion is ``a_i`` when
-``reward[i] >= reward[i + B]``, so an equal reward silently favours the first half. This reward
-judges every pair (a_i, b_i) in one batched pairwise call with both orders (``swap=True``) and gives
-1.0 to the winner, 0.0 to the loser. A pair the judge cannot separate (orders disagree, samples
-split, no verdict) is re-judged with fresh samples, up to ``max_tie_rounds`` times; one still
-undecided goes to the side its mean ``p_a`` over all rounds favours, and an exact 0.5 to a seeded
-coin flip: never to the first half by default.
+TRL 1.16's ``trl.experimental.online_dpo.OnlineDPOTrainer`` samples two completions per prompt and calls each
+reward function once per batch with ``prompts = [p0..pB-1, p0..pB-1]`` and ``completions = [a0..aB-1, b0..bB-1]``;
+pair i's chosen completion is ``a_i`` when ``reward[i] >= reward[i + B]``, so an equal reward silently favours the
+first half. This reward gives 1.0 to each pair's winner and 0.0 to its loser, never an equal reward.
 
-Every pair is judged with its own outcome: a pair that cannot be judged (a lone surrogate, a prompt
-over the judge's context with ``over_context="fail"``) is settled by the coin alone and counted
-(``unjudged_pairs``); pairs the transport failed are asked again (``rewards.outage``), and a judge
-that stays down past the ``outage`` budget stops the step with
-``JudgeUnavailableError`` (TRL's online DPO cannot take a missing reward), or with
-``OutagePolicy(on_exhausted="fail")`` the unanswered pairs go to the coin, counted. Instructions and
-reference answers are neutralised like responses.
+Every pair goes through the reward path of ``PrometheusReward`` (``judge_batch`` in mode ``pairwise_reference``:
+``a_i`` against ``b_i``, both orders): the same input checks, neutralising, outage policy, canary and metrics.
+A pair whose row has a checklist is decided by its two completions' checklist rewards instead. A pair the judge
+cannot separate (orders disagree, samples split, no verdict) is re-judged with fresh samples, up to
+``max_tie_rounds`` times; one still undecided goes to the side its mean ``p_a`` over all rounds favours, and an
+exact 0.5 to a seeded coin flip. A pair that cannot be judged (bad input, over the context with
+``over_context="fail"``, no answer past the outage budget with ``on_exhausted="fail"``) goes to the coin, counted
+(``unjudged_pairs``); a judge down past the budget stops the step with ``JudgeUnavailableError`` by default.
 
-Each batch's metrics include the drift diagnostics of ``prom_reward.rewards.diagnostics`` (``diag/...``:
-``diag/length_spearman_group_mean`` is +1 when the longer completion of every pair won).
-
-OnlineDPO in TRL 1.16 passes no ``log_metric``/``log_extra`` (they are used when a trainer does):
-counters accumulate on ``.stats``, the last batch's metrics on ``.last_metrics``, and after
-``reward.attach(trainer)`` each batch's metrics join the trainer's own logs (``<name>/coin_flips`` ...).
+Counters accumulate on ``.stats``, the last batch's metrics (the reward path's, with the pairs' own and the drift
+diagnostics of ``rewards.diagnostics`` on the 1 / 0 rewards) on ``.last_metrics``; they go to TRL's
+``log_metric`` when given, and after ``reward.attach(trainer)`` into the trainer's logs (``<name>/coin_flips`` ...).
 
 Example:
     >>> from prom_reward import PrometheusJudge
@@ -46,18 +39,15 @@ from dataclasses import dataclass
 from statistics import fmean
 from typing import Any
 
-from prom_reward.backends.bridge import run_sync
 from prom_reward.checklist.criteria import check_grading_format
+from prom_reward.core.results import JudgeFailure, Verdict
 from prom_reward.errors import ConfigError, InputError
-from prom_reward.format.conversation import completion_text, prompt_text
-from prom_reward.format.resolve import RubricResolver
-from prom_reward.format.sanitize import neutralize
-from prom_reward.rewards.canary import CANARY_INSTRUCTION, CANARY_RESPONSES, CanaryGate, canary_rubric
+from prom_reward.format.conversation import completion_text
 from prom_reward.rewards.config import RewardConfig
 from prom_reward.rewards.diagnostics import diagnostics
-from prom_reward.rewards.holder import JudgeHolder
-from prom_reward.rewards.online_dpo_judging import Judged, Texts, ajudge_isolated
-from prom_reward.rewards.outage import JudgeHealth
+from prom_reward.rewards.modes import ModeOutput
+from prom_reward.rewards.reward import PrometheusReward
+from prom_reward.rewards.samples import RewardSample
 
 __all__ = ["OnlineDPOJudgeReward", "PairwiseRewardStats"]
 
@@ -105,7 +95,7 @@ class PairwiseRewardStats:
         return {**dataclasses.asdict(self), "swap_agreement_rate": self.swap_agreement_rate}
 
 
-class OnlineDPOJudgeReward(JudgeHolder):
+class OnlineDPOJudgeReward:
     """Pairwise judge reward for ``OnlineDPOTrainer(reward_funcs=...)`` (TRL 1.16 layout).
 
     Args:
@@ -115,19 +105,15 @@ class OnlineDPOJudgeReward(JudgeHolder):
             fields as keywords; ``name`` defaults to ``prometheus_pairwise`` here). This reward reads
             ``rubric`` (pairwise needs only the criteria), ``reference_answer``, ``rubric_column``,
             ``reference_column``, ``checklist_column`` (a row with a checklist is decided by its completions'
-            checklist scores, ``rewards.online_dpo_judging``, judged as ``checklist_mode``,
-            ``checklist_aggregation``, ``score`` and ``num_samples`` say), ``name``, ``over_context`` (a pair
-            over the judge's context: ``truncate`` shortens the responses, ``fail`` leaves it to the coin) and
-            ``outage`` (how a failing judge is retried; default: stop past the budget); the grade-to-reward
-            fields (``mode``, ``normalize``, length control) do not apply to its 1 / 0 rewards.
-        max_tie_rounds: re-judging rounds for undecided pairs. 3, not the judge's 5
-            (``compare_by_grades``): here every round runs inside the training step and costs two
-            judge calls (both orders) per undecided pair, and a pair still undecided after three
-            rounds is settled by its mean p_a, which rarely flips with more rounds.
+            checklist scores, judged as ``checklist_mode``, ``checklist_aggregation``, ``score`` and
+            ``num_samples`` say), ``name``, ``over_context`` (a pair over the judge's context: ``truncate``
+            shortens the responses, ``fail`` leaves it to the coin) and ``outage`` (how a failing judge is
+            retried; default: stop past the budget); the grade-to-reward fields (``mode``, ``normalize``, length
+            control) do not apply to its 1 / 0 rewards.
+        max_tie_rounds: re-judging rounds for undecided pairs (each costs two judge calls per pair, inside the
+            training step; a pair still undecided goes to its mean p_a, which rarely flips with more rounds).
         seed: seed of the coin that settles pairs whose p_a is exactly 0.5.
     """
-
-    _transient = ("_trainer",)
 
     def __init__(
         self,
@@ -138,33 +124,48 @@ class OnlineDPOJudgeReward(JudgeHolder):
         seed: int = 0,
         **options: Any,
     ) -> None:
-        super().__init__(judge)
         if config is not None and (options or not isinstance(config, RewardConfig)):
             raise ConfigError(
                 f"config: expected a RewardConfig and no reward fields beside it, got {type(config).__name__} "
                 f"and {sorted(options)}; fix: OnlineDPOJudgeReward(judge, RewardConfig(...)) or its fields as keywords"
             )
         self.config = config or RewardConfig(**{"name": "prometheus_pairwise", **options})
-        fmt = self.match_format(self.config.format, "relative")  # it asks for verdicts, whatever the config's mode
-        rubric, name = self.config.rubric, self.config.name
         if not isinstance(max_tie_rounds, int) or isinstance(max_tie_rounds, bool) or max_tie_rounds < 0:
             raise ConfigError(f"max_tie_rounds must be an int >= 0, got {max_tie_rounds!r}")
-        if rubric is None:
+        if self.config.rubric is None:
             raise ConfigError("rubric: pass a built-in name, a Rubric, a dict or a file path (rows may override it)")
-        try:  # a bad default would fail every pair alone: the run would train on coin flips
-            default = RubricResolver(rubric).default
-        except InputError as e:
-            raise ConfigError(f"rubric: {e}") from e
-        self._canary_rubric = canary_rubric(fmt, "relative", default)  # what the canary is judged with
+        pairwise = dataclasses.replace(
+            self.config,
+            mode="pairwise_reference",
+            pairwise_reward="probability",
+            normalize=None,
+            length_correction=False,
+            overlong_penalty=0.0,
+            failure_reward=None,
+        )
+        self.reward = PrometheusReward(judge, pairwise)
+        """The reward path every pair goes through (``a_i`` against its baseline ``b_i``)."""
+        self.reward.checklist_modes = ("pairwise_reference",)  # a checklist pair compares its two checklist rewards
+        self.canary, self.health = self.reward.canary, self.reward.health
         self.max_tie_rounds = max_tie_rounds
         self.seed = seed
-        self.health = JudgeHealth()
-        self.__name__ = name
+        self.__name__ = self.config.name
         self.stats = PairwiseRewardStats()
         self.last_metrics: dict[str, float] = {}
         self._rng = random.Random(seed)
-        self.canary = CanaryGate(judge)  # the configuration canary, run before the first batch (rewards.canary)
         self._trainer: Callable[[], Any] | None = None
+
+    @property
+    def judge(self) -> Any:
+        """The judge (built on first use when given as options)."""
+        return self.reward.judge
+
+    def close(self) -> None:
+        """Close the judge if this reward built it."""
+        self.reward.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_trainer": None}
 
     def attach(self, trainer: Any) -> OnlineDPOJudgeReward:
         """Add each batch's metrics to ``trainer.stats``, which OnlineDPOTrainer averages into its
@@ -194,10 +195,10 @@ class OnlineDPOJudgeReward(JudgeHolder):
                 )
         return b
 
-    def _column(self, columns: dict[str, Any], name: str, b: int, default: Any) -> list[Any]:
+    def _column(self, columns: dict[str, Any], name: str, b: int) -> list[Any]:
         values = columns.get(name)
         if values is None:
-            return [default] * b
+            return [None] * b
         if not isinstance(values, (list, tuple)) or len(values) not in (b, 2 * b):
             got = len(values) if hasattr(values, "__len__") else "?"
             raise InputError(
@@ -205,17 +206,7 @@ class OnlineDPOJudgeReward(JudgeHolder):
                 f"{type(values).__name__} of length {got}",
                 field=name,
             )
-        return [default if v is None else v for v in list(values)[:b]]
-
-    def _neutralized(self, texts: Texts, refs: list[Any]) -> tuple[Texts, list[Any]]:
-        """Instructions and reference answers with template markers neutralised (the judge does the responses)."""
-        judge = self.judge
-        if not judge.neutralize_markers:
-            return texts, refs
-        special, markers = judge.special_tokens, judge.format.markers
-        ins = [neutralize(t, special, markers)[0] for t in texts[0]]
-        refs = [neutralize(r, special, markers)[0] if isinstance(r, str) else r for r in refs]
-        return (ins, texts[1], texts[2]), refs
+        return list(values)[:b]
 
     def __call__(
         self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
@@ -227,29 +218,47 @@ class OnlineDPOJudgeReward(JudgeHolder):
         b = self._half(prompts, completions)
         if b == 0:
             return []
-        texts, unreadable = _pair_texts(prompts, completions, b)
         cfg = self.config
-        rubrics = self._column(columns, cfg.rubric_column, b, cfg.rubric)
-        refs = self._column(columns, cfg.reference_column, b, cfg.reference_answer)
-        texts, refs = self._neutralized(texts, refs)
-
-        def judged(
-            texts: Texts, rubrics: list[Any], refs: list[Any], checklists: list[Any], failed: dict[int, str]
-        ) -> Judged:
-            judge, rounds, health = self.judge, self.max_tie_rounds, self.health
-            return run_sync(
-                lambda: ajudge_isolated(judge, texts, rubrics, refs, checklists, cfg, rounds, health, failed)
-            )
-
-        checklists = self._column(columns, cfg.checklist_column, b, None)
+        rubrics, refs = self._column(columns, cfg.rubric_column, b), self._column(columns, cfg.reference_column, b)
+        checklists = self._column(columns, cfg.checklist_column, b)
         if any(c is not None for c in checklists):  # graded: refused before anything is judged in a format that cannot
             check_grading_format(self.judge.format, cfg.checklist_column)
-        canary = ([CANARY_INSTRUCTION], [CANARY_RESPONSES[0]], [CANARY_RESPONSES[1]])
-        rubric = self._canary_rubric
-        self.canary.run(lambda: next(iter(judged(canary, [rubric], [None], [None], {})[2].values()), None))
-        start = time.perf_counter()
-        history, rounds, unjudged, checklist_metrics = judged(texts, rubrics, refs, checklists, unreadable)
-        seconds = time.perf_counter() - start
+
+        def sample(i: int, first: bool, checklist: Any = None) -> RewardSample:
+            a, other = (completions[i], completions[b + i]) if first else (completions[b + i], completions[i])
+            if other is None:  # a missing completion is judged as the response, so its pair's reason names it
+                a, other = other, a
+            return RewardSample(prompts[i], a, refs[i], rubrics[i], baseline=other, checklist=checklist)
+
+        history: list[list[Verdict]] = [[] for _ in range(b)]
+        unjudged: dict[int, str] = {}
+        resample = {"temperature": 1.0} if self.judge.sampling.temperature == 0 else None
+        todo, rounds, seconds = list(range(b)), -1, 0.0
+        once = {i for i in range(b) if checklists[i] is not None}  # judged in one round only: checklist pairs
+        batch_metrics: dict[str, float] = {}
+        while todo and rounds < self.max_tie_rounds:
+            samples: list[RewardSample] = []
+            for i in todo:  # a checklist pair: both completions, each rewarded by its checklist
+                listed = checklists[i] is not None
+                samples += (
+                    [sample(i, True, checklists[i]), sample(i, False, checklists[i])] if listed else [sample(i, True)]
+                )
+            start = time.perf_counter()
+            out = self.reward.judge_batch(samples, sampling=resample if rounds >= 0 else None)
+            seconds += time.perf_counter() - start
+            batch_metrics = batch_metrics or out.metrics
+            k = 0
+            for i in todo:
+                found = _checklist_verdict(out, k) if checklists[i] is not None else _verdict(out, k)
+                k += 1 + (checklists[i] is not None)
+                if isinstance(found, str):  # not judged (not asked again): unjudged unless an earlier round judged it
+                    unjudged.update({} if history[i] else {i: found})
+                    once.add(i)
+                else:
+                    history[i].append(found)
+            rounds += 1
+            todo = [i for i in todo if i not in once and history[i][-1].winner is None]
+        rounds = max(rounds, 0)
 
         s = self.stats
         before = dataclasses.replace(s)
@@ -259,7 +268,7 @@ class OnlineDPOJudgeReward(JudgeHolder):
         rewards = [0.0] * (2 * b)
         how: list[str] = []
         for i, verdicts in enumerate(history):
-            s.tie_rounds += len(verdicts) - 1
+            s.tie_rounds += max(len(verdicts) - 1, 0)
             for v in verdicts:
                 s.ties += v.winner is None and v.tie
                 s.judge_failures += v.winner is None and not v.tie
@@ -286,6 +295,7 @@ class OnlineDPOJudgeReward(JudgeHolder):
 
         delta = {f.name: getattr(s, f.name) - getattr(before, f.name) for f in dataclasses.fields(s)}
         metrics = {
+            **batch_metrics,  # the reward path's metrics of the first round (tokens, parse failures, checklists ...)
             "pairs": float(b),
             "tie_rounds": float(rounds),
             "rejudged_pairs": float(delta["tie_rounds"]),
@@ -299,9 +309,9 @@ class OnlineDPOJudgeReward(JudgeHolder):
             "unjudged_pairs": float(len(unjudged)),
         }
         feedback = [vs[-1].feedback if vs else None for vs in history]  # an unjudged pair has no verdict
-        responses, markers = texts[1] + texts[2], self.judge.format.markers  # win/loss: no top, diag/top_* read 0
+        responses = [_text(c) for c in completions]
+        markers = self.judge.format.markers  # win/loss: no top, diag/top_* read 0
         metrics.update(diagnostics(rewards, responses, list(range(b)) * 2, feedback * 2, top=None, markers=markers))
-        metrics.update(checklist_metrics)
         self.last_metrics = metrics
         self._log(metrics, log_metric)
         if log_extra is not None:
@@ -321,21 +331,43 @@ class OnlineDPOJudgeReward(JudgeHolder):
                 stats.setdefault(name, []).append(value)
 
 
-def _pair_texts(prompts: Sequence[Any], completions: Sequence[Any], b: int) -> tuple[Texts, dict[int, str]]:
-    """Each pair's (instruction, response A, response B) as the judge reads them, and the reason of each pair
-    whose prompt or completions are not text or messages (empty texts: that pair fails alone, settled like any
-    pair the judge did not decide)."""
-    texts: Texts = ([], [], [])
-    unreadable: dict[int, str] = {}
-    for i in range(b):
-        try:
-            row = (
-                prompt_text(prompts[i], i),
-                completion_text(completions[i], i),
-                completion_text(completions[b + i], b + i),
-            )
-        except InputError as e:
-            row, unreadable[i] = ("", "", ""), str(e)
-        for column, text in zip(texts, row, strict=True):
-            column.append(text)
-    return texts, unreadable
+def _unjudged(out: ModeOutput, k: int, error: JudgeFailure | None) -> str | None:
+    """Why sample ``k`` was not judged (its input, the transport, the outage budget), or None when it was read."""
+    if error is not None and error.kind == "output":
+        return None
+    reason = out.reasons[k] if out.reasons else None
+    return reason or (error.reason if error is not None else "the pair could not be judged")
+
+
+def _verdict(out: ModeOutput, k: int) -> Verdict | str:
+    """Pair sample ``k``'s verdict, or why it was not judged."""
+    v = out.results[k] if out.results else None
+    if not isinstance(v, Verdict):
+        return _unjudged(out, k, out.errors[k] if out.errors else None) or "the pair could not be judged"
+    return v if v.error is None else _unjudged(out, k, v.error) or v
+
+
+def _checklist_verdict(out: ModeOutput, k: int) -> Verdict | str:
+    """The verdict of checklist samples ``k`` (response A) and ``k + 1`` (response B) from their checklist rewards,
+    or why the pair was not judged."""
+    ra, rb = out.rewards[k], out.rewards[k + 1]
+    feedback = f"A: {out.feedback[k] or ''}\nB: {out.feedback[k + 1] or ''}"
+    if ra is None or rb is None:
+        side, j = ("A", k) if ra is None else ("B", k + 1)
+        error = out.errors[j] if out.errors else None
+        why = _unjudged(out, j, error)
+        if why is not None:
+            return why
+        failure = JudgeFailure("output", f"response {side}: {error.reason if error else 'no checklist score'}")
+        return Verdict(winner=None, feedback=feedback, error=failure, reason=failure.reason)
+    if ra == rb:
+        return Verdict(winner=None, tie=True, feedback=feedback, reason=f"tie: both checklist rewards are {ra:.3g}")
+    return Verdict(winner="A" if ra > rb else "B", feedback=feedback)
+
+
+def _text(completion: Any) -> str:
+    """A completion's text for length statistics ("" when it is not text: its pair failed alone)."""
+    try:
+        return completion_text(completion)
+    except InputError:
+        return ""

@@ -30,6 +30,7 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from prom_reward.backends.bridge import sync_method
+from prom_reward.backends.sampling import SamplingOverrides
 from prom_reward.checklist.criteria import Criterion, parse_checklist
 from prom_reward.core.items import check_text
 from prom_reward.errors import ConfigError, InputError
@@ -38,7 +39,7 @@ from prom_reward.format.judge_format import DEFAULT_FORMAT, JUDGE_FORMATS, Task
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.sanitize import neutralize
 from prom_reward.rewards.canary import CanaryGate, canary_rubric, unanswered
-from prom_reward.rewards.checklists import batch_runner, check_checklist_mode
+from prom_reward.rewards.checklists import CHECKLIST_MODES, batch_runner, check_checklist_mode
 from prom_reward.rewards.config import RewardConfig, check_reward_format
 from prom_reward.rewards.diagnostics import diagnostics, top_of_scale
 from prom_reward.rewards.holder import JudgeHolder
@@ -142,13 +143,19 @@ class PrometheusReward(JudgeHolder):
         return parse_checklist(value, row=None)
 
     # -- the reward -------------------------------------------------------------------
-    async def ajudge_batch(self, samples: Sequence[RewardSample], *, deadline: float | None = None) -> ModeOutput:
+    checklist_modes: tuple[str, ...] = CHECKLIST_MODES
+    """The modes in which a sample with a checklist is judged (``rewards.checklists``)."""
+
+    async def ajudge_batch(
+        self, samples: Sequence[RewardSample], *, deadline: float | None = None, sampling: SamplingOverrides = None
+    ) -> ModeOutput:
         """Rewards with their feedback, failure reasons and the batch's metrics (what integrations need).
 
         ``rewards[i]`` is None where sample i has no reward, ``reasons[i]`` says why (bad input, judge
         without a verdict, outage past the budget with ``on_exhausted="fail"``). A sample that cannot be
         judged fails alone (the judge's per-item outcome); samples the transport failed are asked again
-        (``rewards.outage``); ``deadline`` (monotonic) bounds judge retries. Awaited on the caller's loop;
+        (``rewards.outage``); ``deadline`` (monotonic) bounds judge retries; ``sampling`` goes over the judge's own
+        (online DPO's tie rounds). Awaited on the caller's loop;
         ``judge_batch`` is the sync form.
 
         >>> from prom_reward import PrometheusJudge
@@ -162,7 +169,7 @@ class PrometheusReward(JudgeHolder):
             return ModeOutput([], [], {}, [], [])
         if self._judge is None:  # a judge given as options is built (an engine started) in a worker thread
             await asyncio.to_thread(lambda: self.judge)
-        check_checklist_mode(self.config, samples)  # before the canary: nothing judged
+        check_checklist_mode(self.config, samples, self.checklist_modes)  # before the canary: nothing judged
         if self.canary.due:  # the canary's judgment goes through the sync path: a worker thread waits for it
             await asyncio.to_thread(self.check_configuration, deadline)
         if self.config.mode == "pairwise_reference" and all(x.baseline is None for x in samples):
@@ -183,7 +190,7 @@ class PrometheusReward(JudgeHolder):
             units = [[i] for i in ok]
         iso: Answered[ModeOutput] = await ajudge_until_answered(
             units,
-            batch_runner(self.judge, self.config, resolved),
+            batch_runner(self.judge, self.config, resolved, sampling),
             lambda out: out.errors or [None] * len(out.rewards),
             self.config.outage,
             deadline=deadline,
@@ -230,7 +237,7 @@ class PrometheusReward(JudgeHolder):
         out.metrics["failed_samples"] = float(sum(r is not None for r in reasons) + alone)
         out.metrics["outage_failures"] = float(len(iso.outage))
         out.metrics["judge_calls"] = float(iso.calls)
-        out.reasons, out.errors = (why if any(w is not None for w in why) else []), []
+        out.reasons = why if any(w is not None for w in why) else []
         return out
 
     async def acompute(

@@ -175,3 +175,33 @@ def test_the_judges_list_forms_enter_each_module_once(method, args):
     assert any("prom_reward.core.protocol" in s and "prom_reward.core.judge" in s for s in backend.stacks)
     for stack in backend.stacks:
         assert not _entered_again(stack), f"entered again after it was left: {_entered_again(stack)} in {stack}"
+
+
+def _fair(req: GenerationRequest, i: int) -> str:
+    return "[RESULT] " + ("A" if req.user.index("hello there") < req.user.index("###Response B") else "B")
+
+
+@pytest.mark.parametrize("checklist", [None, [["Says hi"], ["Says hi"]]], ids=["verdict", "checklist"])
+def test_online_dpo_pairs_reach_the_backend_through_the_rewards_own_frames(checklist):
+    """Online DPO's pairs go through ``PrometheusReward.judge_batch``, the reward's one sync wrapper: the caller's
+    thread holds the online-DPO reward and the bridge, and the loop thread's stack is a ``PrometheusReward``'s
+    (mode ``pairwise_reference``, or ``absolute`` for a checklist row), each module entered once."""
+    from prom_reward.rewards.online_dpo import OnlineDPOJudgeReward
+
+    respond = _fair if checklist is None else _grade
+    columns = {} if checklist is None else {"checklist": checklist}
+    backend = StackRecordingBackend(threading.current_thread(), respond=respond)
+    reward = OnlineDPOJudgeReward(PrometheusJudge(backend=backend), checklist_column="checklist")
+    assert sorted(reward(["Say hi.", "Say hi."], ["hi", "hello there"], **columns)) == [0.0, 1.0]
+    assert reward.stats.decided_by_judge + reward.stats.ties == 1 and reward.stats.unjudged_pairs == 0
+    assert backend.caller_stacks and all(
+        s == ["prom_reward.rewards.online_dpo", "prom_reward.backends.bridge"] for s in backend.caller_stacks
+    ), backend.caller_stacks
+    assert all(s[0] == "prom_reward.backends.bridge" for s in backend.stacks)
+    _check([s[1:] for s in backend.stacks])
+
+    mode = "pairwise_reference" if checklist is None else "absolute"
+    plain = StackRecordingBackend(threading.current_thread(), respond=respond)
+    same = PrometheusReward(PrometheusJudge(backend=plain), mode=mode, checklist_column="checklist")
+    same(["Say hi."], ["hi"], baseline=["hello there"], **({} if checklist is None else {"checklist": checklist[:1]}))
+    assert {tuple(s) for s in backend.stacks} == {tuple(s) for s in plain.stacks}  # the same frames to the backend

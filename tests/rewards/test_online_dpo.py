@@ -285,9 +285,9 @@ def test_pickle_round_trip_with_a_dict_configured_judge():
 
     reward.attach(Trainer())
     assert reward(prompts=["Q?", "Q?"], completions=["a", "b"]) == [0.0, 1.0]
-    assert reward._judge is not None
+    assert reward.reward._judge is not None
     clone = pickle.loads(pickle.dumps(reward))
-    assert clone._judge is None and clone._trainer is None  # rebuilt lazily in the new process
+    assert clone.reward._judge is None and clone._trainer is None  # rebuilt lazily in the new process
     assert (clone.config.rubric, clone.max_tie_rounds, clone.seed, clone.__name__) == ("honesty", 1, 7, "judge_pair")
     assert clone.stats == reward.stats
     assert clone(prompts=["Q?", "Q?"], completions=["a", "b"]) == [0.0, 1.0]
@@ -411,3 +411,40 @@ def test_a_pair_whose_prompt_or_completion_is_not_text_fails_alone(poison, words
     assert reward.last_metrics["unjudged_pairs"] == 1.0 and extra["prometheus_pairwise_decided_by"][1] == "coin"
     assert words in extra["prometheus_pairwise_feedback"][1]
     assert all(len(call) == 2 * (b - 1) for call in backend.calls[1:])  # the unreadable pair is never sent
+
+
+def test_a_lone_pair_without_its_second_completion_fails_alone_naming_the_completion():
+    """The second completion is the pair's baseline on the reward path; a missing one is judged as the response, so
+    a batch of that one pair is not refused for having no baseline, and the reason names the completion."""
+    reward, backend = scripted(fair)
+    extra: dict = {}
+    assert sorted(reward(prompts=["Q?", "Q?"], completions=["a", None], log_extra=extra.__setitem__)) == [0.0, 1.0]
+    assert backend.calls == [] and reward.stats.unjudged_pairs == 1 and reward.stats.coin_flips == 1
+    assert "completion must be a string or a list of messages, got NoneType" in extra["prometheus_pairwise_feedback"][0]
+
+
+def test_a_tie_round_the_transport_fails_keeps_the_pairs_earlier_verdict():
+    """A pair undecided in the first round whose tie round gets no answer (past a zero outage budget, ``fail``) is
+    settled by its first verdict's p_a, not counted unjudged, and not asked again."""
+    from prom_reward.errors import BackendError
+    from prom_reward.rewards.outage import OutagePolicy
+
+    class DownAfterOne(ScriptedBackend):
+        attempts = 0
+
+        async def agenerate(self, requests, **options):
+            self.attempts += 1
+            if self.calls:
+                raise BackendError("HTTP 503")
+            return await super().agenerate(requests, **options)
+
+    def split(req: GenerationRequest, i: int) -> str:  # orig 2:1 for A, swapped 3:0 for A: p_a 1/3
+        return "x [RESULT] " + ("B" if req.user.index(GOOD) < req.user.index(BAD) and i == 2 else "A")
+
+    backend = DownAfterOne(respond=split)
+    judge = PrometheusJudge(backend=backend, num_samples=3, max_retries=0)
+    reward = OnlineDPOJudgeReward(judge, outage=OutagePolicy(budget_s=0, on_exhausted="fail"))
+    assert reward(prompts=["Q?", "Q?"], completions=[f"{GOOD} a", f"{BAD} b"]) == [0.0, 1.0]
+    s = reward.stats
+    assert (s.decided_by_p_a, s.unjudged_pairs, s.tie_rounds, s.coin_flips) == (1, 0, 0, 0)
+    assert reward.health.failures == 1 and len(backend.calls) == 1 and backend.attempts == 2  # one tie round tried

@@ -379,3 +379,26 @@ def test_concurrent_first_calls_build_one_judge(monkeypatch):
     assert asyncio.run(calls()) == [[3.0]] * 8 and len(built) == 1
     clone = pickle.loads(pickle.dumps(reward))  # the lock stays behind; the clone builds its own judge, once
     assert clone._judge is None and asyncio.run(clone(["q"], ["r"])) == [3.0] and len(built) == 2
+
+
+def test_judge_batch_takes_sampling_and_returns_each_items_judgment_and_failure():
+    """What online DPO's tie rounds read: ``sampling`` goes over the judge's own for that batch only, and the
+    output holds each item's judgment (``results``) and the judge's failure behind a missing reward (``errors``)."""
+    from prom_reward.core.results import Verdict
+
+    backend = ScriptedBackend(respond=lambda req, i: "Biased. [RESULT] A")  # both orders say A: a tie
+    judge = PrometheusJudge(backend=backend, sampling={"temperature": 0.0})
+    reward = PrometheusReward(judge, mode="pairwise_reference")
+    samples = [RewardSample("Q?", "a", baseline="b"), RewardSample("Q?", None, baseline="b")]
+    out = reward.judge_batch(samples, sampling={"temperature": 1.0})
+    assert [r.sampling.temperature for r in backend.calls[0]] == [1.0, 1.0]  # one pair, both orders
+    v = out.results[0]
+    assert isinstance(v, Verdict) and v.winner is None and v.tie and v.p_a == 0.5 and out.rewards[0] == 0.5
+    assert out.results[1] is None and out.rewards[1] is None and "NoneType" in out.reasons[1]
+    reward.judge_batch(samples[:1])
+    assert backend.calls[1][0].sampling.temperature == 0.0  # the judge's own again
+
+    mute = PrometheusReward(PrometheusJudge(backend=ScriptedBackend(respond=lambda req, i: "Hmm."), max_retries=0))
+    out = mute.judge_batch([RewardSample("Q?", "a")])
+    assert out.rewards == [None] and out.errors[0] is not None and out.errors[0].kind == "output"
+    assert out.reasons == [out.errors[0].reason]
