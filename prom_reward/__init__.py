@@ -37,7 +37,6 @@ from prom_reward.preferences.config import PreferenceConfig
 from prom_reward.rewards.config import RewardConfig
 from prom_reward.rewards.online_dpo import OnlineDPOJudgeReward, PairwiseRewardStats
 from prom_reward.rewards.outage import OutagePolicy
-from prom_reward.rewards.outage_judge import OutageJudge
 from prom_reward.rewards.reward import AsyncPrometheusReward, PrometheusReward
 
 if TYPE_CHECKING:  # imported on first use by ``__getattr__`` below; named here for type checkers and the API docs
@@ -77,7 +76,6 @@ __all__ = [
     "JudgeStats",
     "JudgeUnavailableError",
     "OnlineDPOJudgeReward",
-    "OutageJudge",
     "OutagePolicy",
     "PairItem",
     "PairwiseRewardStats",

@@ -79,6 +79,7 @@ def score_shifts(
     baseline_samples: int = 3,
     seed: int = 0,
     resamples: int = 2000,
+    outage: Any = None,
 ) -> dict[str, Any]:
     """Grade ``items`` as they are (``baseline_samples`` times) and after each of ``edits`` (one batched call)
     and summarise the shifts.
@@ -96,6 +97,7 @@ def score_shifts(
             [text for _, text in flat],
             [it.rubric if it.rubric is not None else rubric for it, _ in flat],
             [it.reference_answer for it, _ in flat] if any(it.reference_answer for it in items) else None,
+            outage=outage,
         )
         if flat
         else []

@@ -210,9 +210,9 @@ class OnlineDPOJudgeReward(JudgeHolder):
     def _neutralized(self, texts: Texts, refs: list[Any]) -> tuple[Texts, list[Any]]:
         """Instructions and reference answers with template markers neutralised (the judge does the responses)."""
         judge = self.judge
-        if not judge.neutralize_markers:
+        if not judge.capabilities.neutralize_markers:
             return texts, refs
-        special, markers = judge.special_tokens, judge.format.markers
+        special, markers = judge.capabilities.special_tokens, judge.format.markers
         ins = [neutralize(t, special, markers)[0] for t in texts[0]]
         refs = [neutralize(r, special, markers)[0] if isinstance(r, str) else r for r in refs]
         return (ins, texts[1], texts[2]), refs

@@ -4,8 +4,8 @@ A reward path must not be the part that kills a days-long training run, and must
 either. The judge returns one outcome per item; an item the transport failed (judge unreachable, 5xx,
 429, a hung call cut) carries a ``transport`` failure. ``ajudge_until_answered`` asks the judge again for
 those items only, with back-off awaited on the caller's loop, and ``OutagePolicy`` says how, for every
-reward path alike (TRL, online DPO, the OpenRLHF server and ``reward_func``, verl), and for the jobs
-(``outage_judge.OutageJudge``, a judge whose item methods go through ``aoutcomes_until_answered``):
+reward path alike (TRL, online DPO, the OpenRLHF server and ``reward_func``, verl), and for the jobs and the
+probe (``Outage``, passed as ``outage=`` to the judge's derived forms, ``core.protocol.Judge``):
 
 - failed items are asked again after an exponential back-off (``backoff_s`` doubling up to
   ``max_backoff_s``) for up to ``budget_s`` seconds from the first failure, never past the caller's
@@ -36,6 +36,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 import threading
@@ -45,6 +46,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from prom_reward.core.protocol import CallOptions
 from prom_reward.core.results import JudgeFailure, Judgment
 from prom_reward.errors import BackendError, ConfigError, JudgeUnavailableError
 from prom_reward.stats import finite_number
@@ -272,6 +274,28 @@ async def aoutcomes_until_answered(
     return [got[i] if i in got else failed(JudgeFailure("transport", answered.outage[i])) for i in range(len(items))]
 
 
+@dataclass
+class Outage:
+    """An outage policy and the health its calls record: what a job or the probe passes as ``outage=`` to its
+    judge's calls (``core.protocol.Retry``)."""
+
+    policy: OutagePolicy
+    health: JudgeHealth = field(default_factory=JudgeHealth)
+
+    async def aoutcomes(
+        self,
+        items: Sequence[Any],
+        call: Callable[..., Awaitable[Sequence[J]]],
+        failed: Callable[[JudgeFailure], J],
+        options: CallOptions,
+    ) -> list[J]:
+        """``aoutcomes_until_answered`` of ``call(items, **options)``; ``options``' deadline bounds it all."""
+        rest = {k: v for k, v in options.items() if k != "deadline"}
+        part = functools.partial(call, **rest)
+        deadline = options.get("deadline")
+        return await aoutcomes_until_answered(items, part, failed, self.policy, deadline=deadline, health=self.health)
+
+
 def _transport(failure: JudgeFailure | None) -> bool:
     return failure is not None and failure.kind == "transport"
 
@@ -325,4 +349,4 @@ def _secs(seconds: float) -> str:
     return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
 
 
-__all__ = ["Answered", "JudgeHealth", "OutagePolicy", "ajudge_until_answered", "aoutcomes_until_answered"]
+__all__ = ["Answered", "JudgeHealth", "Outage", "OutagePolicy", "ajudge_until_answered", "aoutcomes_until_answered"]
