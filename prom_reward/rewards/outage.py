@@ -36,7 +36,6 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import math
 import threading
@@ -247,33 +246,6 @@ async def ajudge_until_answered(
     return out
 
 
-async def aoutcomes_until_answered(
-    items: Sequence[Any],
-    judge_items: Callable[..., Awaitable[Sequence[J]]],
-    failed: Callable[[JudgeFailure], J],
-    policy: OutagePolicy,
-    *,
-    deadline: float | None = None,
-    health: JudgeHealth | None = None,
-) -> list[J]:
-    """One outcome per item of ``items``, in order: ``await judge_items(part, deadline=...)`` judges a part of
-    them (a judge's item method), and ``ajudge_until_answered`` asks again for each item whose outcome failed on
-    the transport. An item still unanswered past the budget (``on_exhausted="fail"``) keeps the transport failure
-    its last call gave it, or ``failed(failure)`` with the outage's cause where no call answered for it."""
-    answered = await ajudge_until_answered(
-        [[i] for i in range(len(items))],
-        lambda idx, until: judge_items([items[i] for i in idx], deadline=until),
-        lambda out: [o.error for o in out],
-        policy,
-        deadline=deadline,
-        health=health,
-    )
-    got: dict[int, J] = {}
-    for idx, out in answered.parts:
-        got.update(zip(idx, out, strict=True))
-    return [got[i] if i in got else failed(JudgeFailure("transport", answered.outage[i])) for i in range(len(items))]
-
-
 @dataclass
 class Outage:
     """An outage policy and the health its calls record: what a job or the probe passes as ``outage=`` to its
@@ -289,11 +261,26 @@ class Outage:
         failed: Callable[[JudgeFailure], J],
         options: CallOptions,
     ) -> list[J]:
-        """``aoutcomes_until_answered`` of ``call(items, **options)``; ``options``' deadline bounds it all."""
+        """One outcome per item of ``items``, in order: ``await call(part, **options)`` judges a part of them (a
+        judge's item method), and ``ajudge_until_answered`` asks again for each item whose outcome failed on the
+        transport, within ``options``' deadline. An item still unanswered past the budget (``on_exhausted="fail"``)
+        keeps the transport failure its last call gave it, or ``failed(failure)`` with the outage's cause where no
+        call answered for it."""
         rest = {k: v for k, v in options.items() if k != "deadline"}
-        part = functools.partial(call, **rest)
-        deadline = options.get("deadline")
-        return await aoutcomes_until_answered(items, part, failed, self.policy, deadline=deadline, health=self.health)
+        answered = await ajudge_until_answered(
+            [[i] for i in range(len(items))],
+            lambda idx, until: call([items[i] for i in idx], **rest, deadline=until),
+            lambda out: [o.error for o in out],
+            self.policy,
+            deadline=options.get("deadline"),
+            health=self.health,
+        )
+        got: dict[int, J] = {}
+        for idx, out in answered.parts:
+            got.update(zip(idx, out, strict=True))
+        return [
+            got[i] if i in got else failed(JudgeFailure("transport", answered.outage[i])) for i in range(len(items))
+        ]
 
 
 def _transport(failure: JudgeFailure | None) -> bool:
@@ -349,4 +336,4 @@ def _secs(seconds: float) -> str:
     return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
 
 
-__all__ = ["Answered", "JudgeHealth", "Outage", "OutagePolicy", "ajudge_until_answered", "aoutcomes_until_answered"]
+__all__ = ["Answered", "JudgeHealth", "Outage", "OutagePolicy", "ajudge_until_answered"]
