@@ -16,7 +16,7 @@ from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.confidence.indicators import Confidence
 from prom_reward.core.items import GradeItem, PairItem
 from prom_reward.core.judge import PrometheusJudge
-from prom_reward.core.protocol import Judge
+from prom_reward.core.protocol import Judge, JudgeCapabilities
 from prom_reward.core.results import Grade, JudgeFailure, JudgeSample, JudgeStats, Verdict
 from prom_reward.errors import (
     BackendError,
@@ -69,6 +69,7 @@ __all__ = [
     "GradeItem",
     "InputError",
     "Judge",
+    "JudgeCapabilities",
     "JudgeConfigError",
     "JudgeFailure",
     "JudgeFormat",
