@@ -28,6 +28,7 @@ from prom_reward.checklist.aggregate import Aggregate, CriterionScore, aggregate
 from prom_reward.checklist.config import ChecklistConfig
 from prom_reward.checklist.criteria import Criterion, checklist_rubric, criterion_rubric
 from prom_reward.checklist.metrics import checklist_metrics
+from prom_reward.core.protocol import Retry
 from prom_reward.core.results import Grade, JudgeFailure
 from prom_reward.format.rubrics import Rubric
 
@@ -69,7 +70,7 @@ async def _grade(
     cfg: ChecklistConfig,
     truncate_response: bool | None,
     deadline: float | None,
-    outage: Any = None,
+    outage: Retry | None = None,
 ) -> tuple[list[Grade], list[int]]:
     """One ``agrade`` call over the distinct asks; returns the grades and, per ask, its grade's index."""
     seen: dict[Hashable, int] = {}
@@ -112,7 +113,7 @@ async def ajudge_checklists(
     *,
     truncate_response: bool | None = None,
     deadline: float | None = None,
-    outage: Any = None,
+    outage: Retry | None = None,
 ) -> ChecklistBatch:
     """Each response judged against its checklist (``cfg.mode``) in one ``judge.agrade`` call (``outage``: a
     ``core.protocol.Retry``, as the judge's list forms take)."""

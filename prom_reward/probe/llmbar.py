@@ -30,6 +30,7 @@ from statistics import fmean
 from typing import Any
 
 from prom_reward.core.outcomes import all_answered
+from prom_reward.core.protocol import Retry
 from prom_reward.probe.data import LLMBarPair
 from prom_reward.stats import bootstrap_ci
 
@@ -77,7 +78,7 @@ def llmbar_accuracy(
     rubric: Any = "helpfulness",
     seed: int = 0,
     resamples: int = 2000,
-    outage: Any = None,
+    outage: Retry | None = None,
 ) -> dict[str, Any]:
     """Judge every pair of every set in both orders (one batched call) and report per-set accuracy and gaps.
 

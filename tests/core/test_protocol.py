@@ -64,6 +64,16 @@ def test_the_base_declares_at_most_eight_members_two_of_them_abstract() -> None:
     assert dataclasses.fields(JudgeCapabilities) and JudgeCapabilities.__dataclass_params__.frozen  # type: ignore
 
 
+def test_the_librarys_judges_are_these_two() -> None:
+    """So that a new judge class is added to the check below."""
+    import prom_reward.experimental  # noqa: F401 (every module with a judge class imported)
+
+    assert {c for c in Judge.__subclasses__() if c.__module__.startswith("prom_reward.")} == {
+        PrometheusJudge,
+        CascadeJudge,
+    }
+
+
 @pytest.mark.parametrize("cls", [PrometheusJudge, CascadeJudge])
 def test_no_judge_writes_again_what_the_base_writes_once(cls: type) -> None:
     own = set(vars(cls))
