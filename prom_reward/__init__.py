@@ -16,7 +16,7 @@ from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.confidence.indicators import Confidence
 from prom_reward.core.items import GradeItem, PairItem
 from prom_reward.core.judge import PrometheusJudge
-from prom_reward.core.protocol import Judge
+from prom_reward.core.protocol import Judge, JudgeCapabilities
 from prom_reward.core.results import Grade, JudgeFailure, JudgeSample, JudgeStats, Verdict
 from prom_reward.errors import (
     BackendError,
@@ -37,7 +37,6 @@ from prom_reward.preferences.config import PreferenceConfig
 from prom_reward.rewards.config import RewardConfig
 from prom_reward.rewards.online_dpo import OnlineDPOJudgeReward, PairwiseRewardStats
 from prom_reward.rewards.outage import OutagePolicy
-from prom_reward.rewards.outage_judge import OutageJudge
 from prom_reward.rewards.reward import AsyncPrometheusReward, PrometheusReward
 
 if TYPE_CHECKING:  # imported on first use by ``__getattr__`` below; named here for type checkers and the API docs
@@ -70,6 +69,7 @@ __all__ = [
     "GradeItem",
     "InputError",
     "Judge",
+    "JudgeCapabilities",
     "JudgeConfigError",
     "JudgeFailure",
     "JudgeFormat",
@@ -77,7 +77,6 @@ __all__ = [
     "JudgeStats",
     "JudgeUnavailableError",
     "OnlineDPOJudgeReward",
-    "OutageJudge",
     "OutagePolicy",
     "PairItem",
     "PairwiseRewardStats",

@@ -90,8 +90,9 @@ class ContextLengthError(InputError):
     """A rendered judge prompt does not fit the judge's context window."""
 
 
-class JudgeUnavailableError(BackendError):
-    """The judge kept failing (unreachable, 5xx, hung) past a reward call's outage budget.
+class JudgeUnavailableError(PromRewardError, RuntimeError):
+    """The judge kept failing (unreachable, 5xx, hung) past the outage budget (``rewards.outage``): not a
+    ``BackendError``, so nothing retries it again.
 
     ``failing_s`` is how long it had been failing, ``cause`` the last failure.
     """

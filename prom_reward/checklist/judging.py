@@ -28,6 +28,7 @@ from prom_reward.checklist.aggregate import Aggregate, CriterionScore, aggregate
 from prom_reward.checklist.config import ChecklistConfig
 from prom_reward.checklist.criteria import Criterion, checklist_rubric, criterion_rubric
 from prom_reward.checklist.metrics import checklist_metrics
+from prom_reward.core.protocol import Retry
 from prom_reward.core.results import Grade, JudgeFailure
 from prom_reward.format.rubrics import Rubric
 
@@ -69,6 +70,7 @@ async def _grade(
     cfg: ChecklistConfig,
     truncate_response: bool | None,
     deadline: float | None,
+    outage: Retry | None = None,
 ) -> tuple[list[Grade], list[int]]:
     """One ``agrade`` call over the distinct asks; returns the grades and, per ask, its grade's index."""
     seen: dict[Hashable, int] = {}
@@ -86,6 +88,7 @@ async def _grade(
         sampling={"logprobs": 20} if cfg.score == "expected" and (judge.sampling.logprobs or 0) < 20 else None,
         truncate_response=truncate_response,
         deadline=deadline,
+        outage=outage,
     )
     return list(grades), where
 
@@ -110,8 +113,10 @@ async def ajudge_checklists(
     *,
     truncate_response: bool | None = None,
     deadline: float | None = None,
+    outage: Retry | None = None,
 ) -> ChecklistBatch:
-    """Each response judged against its checklist (``cfg.mode``) in one ``judge.agrade`` call."""
+    """Each response judged against its checklist (``cfg.mode``) in one ``judge.agrade`` call (``outage``: a
+    ``core.protocol.Retry``, as the judge's list forms take)."""
     fmt = judge.format
     refs = list(references) if references is not None else [None] * len(responses)
     if cfg.mode == "implicit":
@@ -119,7 +124,7 @@ async def ajudge_checklists(
             (ins, resp, checklist_rubric(cl, fmt), ref)
             for ins, resp, cl, ref in zip(instructions, responses, checklists, refs, strict=True)
         ]
-        grades, where = await _grade(judge, asks, cfg, truncate_response, deadline)
+        grades, where = await _grade(judge, asks, cfg, truncate_response, deadline, outage)
         outcomes = []
         for w in where:
             g = grades[w]
@@ -132,7 +137,7 @@ async def ajudge_checklists(
         for c in cl:
             asks.append((ins, resp, criterion_rubric(c, fmt), ref))
             owner.append(i)
-    grades, where = await _grade(judge, asks, cfg, truncate_response, deadline)
+    grades, where = await _grade(judge, asks, cfg, truncate_response, deadline, outage)
     per: list[list[tuple[CriterionScore, Grade]]] = [[] for _ in responses]
     flat = [c for cl in checklists for c in cl]
     for c, i, w in zip(flat, owner, where, strict=True):

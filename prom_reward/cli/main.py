@@ -44,7 +44,7 @@ from prom_reward.cli.report import add_report_parser
 from prom_reward.cli.servers import add_server_parsers
 from prom_reward.cli.store import add_store_parser
 from prom_reward.cli.voice import CliParser, flags_of, in_user_terms, print_error
-from prom_reward.errors import BackendError, PromRewardError
+from prom_reward.errors import BackendError, JudgeUnavailableError, PromRewardError
 from prom_reward.jobs.summary import EXIT_JUDGE_DOWN
 
 DEBUG_HELP = "show the full traceback of an error instead of one line"
@@ -114,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = explain(e)
         if args.debug or message is None:
             raise
-        if isinstance(e, BackendError) and args.command in JUDGING:  # the judge is down, not the user's input
+        if isinstance(e, (BackendError, JudgeUnavailableError)) and args.command in JUDGING:  # the judge is down
             where = " ".join(vars(args).get("server") or []) or vars(args).get("model")
             print_error(
                 f"{args.command}: the judge {where} could not be reached or refused every request: {e}; fix: start "

@@ -29,8 +29,7 @@ from prom_reward.jobs.run import judge_format_of
 from prom_reward.probe.edits import DEFAULT_EDITS
 from prom_reward.probe.run import PARTS, ProbeConfig, load_inputs, run_probe
 from prom_reward.probe.summary import summary
-from prom_reward.rewards.outage import OutagePolicy
-from prom_reward.rewards.outage_judge import OutageJudge
+from prom_reward.rewards.outage import Outage, OutagePolicy
 
 PROBE_OUTAGE = OutagePolicy(on_exhausted="raise")
 """The probe's outage policy unless given: a judge that fails is waited out for ``budget_s`` (150 s) from its first
@@ -111,9 +110,10 @@ def cmd_probe(args: argparse.Namespace) -> int:
     fmt = judge_format_of(judge_kwargs(args))
     cfg = cfg.for_format(fmt)  # a part the format cannot run is refused here
     inputs = load_inputs(cfg, fmt)  # bad data, or a rubric off the format's scale, fails here, before an engine starts
-    judge = OutageJudge(build_judge(args), outage)
+    judge = build_judge(args)
     try:
-        record = run_probe(judge, cfg, inputs=inputs, judge_label=args.model or ",".join(args.server))
+        label = args.model or ",".join(args.server)
+        record = run_probe(judge, cfg, inputs=inputs, judge_label=label, outage=Outage(outage))
     finally:
         judge.close()
     record["judge_options"] = judge_kwargs(args)

@@ -5,7 +5,8 @@ same score) are re-graded at temperature 1.0, their requests numbered ``1000 * r
 keeps the rounds apart, until one wins or ``max_tie_rounds`` is reached. A pair whose grade failed fails
 with that grade's failure (``outcomes.graded_verdict``).
 
-The judge runs the rounds (``PrometheusJudge.acompare_items_by_grades``); ``TieRounds`` keeps the grades.
+``Judge.acompare_items_by_grades`` runs the rounds over the judge's ``agrade_items`` (for every judge);
+``TieRounds`` keeps the grades.
 
 Example:
     >>> from prom_reward.core.judge import PrometheusJudge

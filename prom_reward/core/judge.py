@@ -6,9 +6,9 @@ any generation, sends all items to the backend together (vLLM batches them), and
 returns one ``Grade``/``Verdict`` per item, in order, None-scored (never a made-up
 number) when the judge failed. A failed item is a value: its ``error`` says whose
 fault it is (its input, the judge's output, the transport) and why; one item's fault
-never raises, its batch-mates are judged. ``agrade_items``/``acompare_items``/... are awaited; ``grade_items``/...
-wait for them. The judge takes items (``GradeItem``/``PairItem``: ``grade_items``/``compare_items``); the list forms
-``grade``/``compare`` (``core.protocol.ListForms``) build them from parallel lists and call those.
+never raises, its batch-mates are judged. ``agrade_items``/``acompare_items`` are awaited; ``grade_items``/...
+wait for them. It implements the item methods (``GradeItem``/``PairItem``); the list forms, the sync forms and
+``compare_by_grades`` come from the ``core.protocol.Judge`` base.
 
 Example (the README tour runs this on a real model):
     >>> judge = PrometheusJudge(backend="scripted", outputs=["Accurate and complete. [RESULT] 5"])
@@ -22,17 +22,16 @@ import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
-from prom_reward.backends import Backend, CachedBackend, GenerationRequest, make_backend, sync_method
+from prom_reward.backends import Backend, CachedBackend, GenerationRequest, make_backend
 from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
 from prom_reward.confidence.indicators import TRUNCATIONS
-from prom_reward.core.by_grades import TIE_SAMPLING, TieRounds
 from prom_reward.core.combine import grade_from_run, verdict_from_runs
 from prom_reward.core.items import GradeItem, Item, PairItem, check_rubrics, item_list, map_responses
 from prom_reward.core.outcomes import fit_items, grade_outcome, verdict_outcome
 from prom_reward.core.presets import apply_preset, find_preset_for_model, get_preset
-from prom_reward.core.protocol import ListForms
+from prom_reward.core.protocol import CallOptions, Judge, JudgeCapabilities
 from prom_reward.core.requests import absolute_request, force_policy, relative_request
 from prom_reward.core.results import Grade, JudgeStats, Verdict
 from prom_reward.core.sampler import (
@@ -54,7 +53,7 @@ if TYPE_CHECKING:
 EXPECTED_LOGPROBS = 20
 
 
-class PrometheusJudge(ListForms):
+class PrometheusJudge(Judge):
     """A Prometheus-style judge over any backend.
 
     Args:
@@ -137,14 +136,10 @@ class PrometheusJudge(ListForms):
         self.sampling = base.merged(sampling)
         self.entropy_truncation = entropy_truncation
         self.readers: tuple[SampleReader, ...] = tuple(readers)
-        self.confidence = confidence
-        if (expected_score or self.confidence) and (self.sampling.logprobs or 0) < EXPECTED_LOGPROBS:
+        if (expected_score or confidence) and (self.sampling.logprobs or 0) < EXPECTED_LOGPROBS:
             self.sampling = dataclasses.replace(self.sampling, logprobs=EXPECTED_LOGPROBS)
-        self.num_samples = num_samples
         self.max_retries = max_retries
-        self.max_tie_rounds = max_tie_rounds
         self.truncate_response = truncate_response
-        self.neutralize_markers = neutralize_markers
         if isinstance(backend, str) and backend != "scripted" and model is not None:
             backend_options = {"model": model, **backend_options}
         if store is not None:  # the store opened (and checked) first; an in-process engine starts on its first miss
@@ -152,23 +147,24 @@ class PrometheusJudge(ListForms):
         self.backend: Backend = make_backend(backend, **backend_options)
         self._store = self.backend if isinstance(self.backend, CachedBackend) else None  # the backend, as a store
         self.stats = JudgeStats()
-        self.special_tokens: tuple[str, ...] = tuple(special_tokens) + self.backend.special_tokens()
-        """Chat special tokens neutralised in judged texts (besides ``sanitize.SPECIAL_TOKENS``)."""
-
-    @property
-    def thread_safe(self) -> bool:
-        """Its backend's ``capabilities.thread_safe``: several threads may call the judge at once."""
-        return self.backend.capabilities.thread_safe
+        self.capabilities = JudgeCapabilities(
+            num_samples=num_samples,
+            max_tie_rounds=max_tie_rounds,
+            confidence=confidence,
+            neutralize_markers=neutralize_markers,
+            special_tokens=tuple(special_tokens) + self.backend.special_tokens(),  # given, then the tokenizer's
+            thread_safe=self.backend.capabilities.thread_safe,
+        )
 
     # -- plumbing ---------------------------------------------------------------
     def _neutralize(self, items: list[Item]) -> list[Item]:
         """``items`` with template markers inside their responses rewritten (``format.sanitize``; counted in
         ``stats.neutralized``)."""
-        if not self.neutralize_markers:
+        if not self.capabilities.neutralize_markers:
             return items
 
         def neutral(text: str) -> str:
-            out, n = neutralize(text, self.special_tokens, self.format.markers)
+            out, n = neutralize(text, self.capabilities.special_tokens, self.format.markers)
             self.stats.neutralized += n
             return out
 
@@ -210,44 +206,40 @@ class PrometheusJudge(ListForms):
         return runs, truncated
 
     # -- public API: items in, one outcome per item out -------------------------------------
-    async def agrade_items(
-        self,
-        items: Sequence[GradeItem],
-        *,
-        num_samples: int | None = None,
-        sampling: SamplingOverrides = None,
-        truncate_response: bool | None = None,
-        deadline: float | None = None,
-    ) -> list[Grade]:
+    async def agrade_items(self, items: Sequence[GradeItem], **options: Unpack[CallOptions]) -> list[Grade]:
         """Absolute grades of ``items``, one per item, in order. An item whose rubric does not fit the judge's
-        format, or that cannot be judged, gets a Grade with score None and its ``error``. ``truncate_response``
-        overrides the judge's setting for this call; ``deadline`` (monotonic) bounds the transport's attempts."""
+        format, or that cannot be judged, gets a Grade with score None and its ``error``; ``options`` as
+        ``core.protocol.CallOptions``."""
         check_task(self.format, "absolute")
         failed: dict[int, InputError] = {}
         batch = item_list(items, GradeItem)
         check_rubrics(batch, self.format, "absolute", failed)
-        return await self._grade(batch, failed, num_samples, sampling, 0, truncate_response, deadline)
+        if not batch:
+            return []
+        cfg = self.sampling.merged(options.get("sampling"))
+        attempt = options.get("attempt", 0)
+
+        def render(it: GradeItem) -> GenerationRequest:
+            return dataclasses.replace(absolute_request(it, cfg, self.format), attempt=attempt)
+
+        k = options.get("num_samples") or self.capabilities.num_samples
+        truncate, deadline = options.get("truncate_response"), options.get("deadline")
+        runs, truncated = await self._run("absolute", k, self._neutralize(batch), render, truncate, failed, deadline)
+        return [grade_outcome(grade_from_run(r, truncated=t), r) for r, t in zip(runs, truncated, strict=True)]
 
     async def acompare_items(
-        self,
-        items: Sequence[PairItem],
-        *,
-        swap: bool = False,
-        num_samples: int | None = None,
-        sampling: SamplingOverrides = None,
-        truncate_response: bool | None = None,
-        deadline: float | None = None,
+        self, items: Sequence[PairItem], *, swap: bool = False, **options: Unpack[CallOptions]
     ) -> list[Verdict]:
         """Pairwise verdicts ("A"/"B") of ``items``, one per item, in order; with ``swap=True`` both orders are
         judged in the same batch and combined (agreement, else a tie with winner None). A failed item is a
-        Verdict with winner None and its ``error``; the options are those of ``agrade_items``."""
+        Verdict with winner None and its ``error``."""
         check_task(self.format, "relative")
         failed: dict[int, InputError] = {}
         pairs = item_list(items, PairItem)
         check_rubrics(pairs, self.format, "relative", failed)
         if not pairs:
             return []
-        cfg = self.sampling.merged(sampling)
+        cfg = self.sampling.merged(options.get("sampling"))
 
         def render(it: PairItem) -> GenerationRequest:
             return relative_request(it, cfg, self.format)
@@ -256,8 +248,9 @@ class PrometheusJudge(ListForms):
         if swap:  # the swapped orders follow the originals in the same batch
             batch += [dataclasses.replace(it, response_a=it.response_b, response_b=it.response_a) for it in batch[:n]]
             failed = {**failed, **{n + i: e for i, e in failed.items()}}
-        k = num_samples or self.num_samples
-        runs, truncated = await self._run("relative", k, batch, render, truncate_response, failed, deadline)
+        k = options.get("num_samples") or self.capabilities.num_samples
+        truncate, deadline = options.get("truncate_response"), options.get("deadline")
+        runs, truncated = await self._run("relative", k, batch, render, truncate, failed, deadline)
         out = []
         for i in range(n):
             orders = [runs[i], runs[n + i]] if swap else [runs[i]]
@@ -266,71 +259,8 @@ class PrometheusJudge(ListForms):
             out.append(verdict_outcome(verdict, orders))
         return out
 
-    async def _grade(
-        self,
-        items: list[GradeItem],
-        failed: dict[int, InputError],
-        num_samples: int | None,
-        sampling: SamplingOverrides,
-        attempt: int,
-        truncate_response: bool | None,
-        deadline: float | None,
-    ) -> list[Grade]:
-        """The one grading path: ``items`` (those in ``failed`` are failed already), their requests numbered
-        ``attempt`` (tie rounds re-grade with other numbers, so a judgment store keeps them apart)."""
-        if not items:
-            return []
-        cfg = self.sampling.merged(sampling)
-
-        def render(it: GradeItem) -> GenerationRequest:
-            return dataclasses.replace(absolute_request(it, cfg, self.format), attempt=attempt)
-
-        k = num_samples or self.num_samples
-        runs, truncated = await self._run(
-            "absolute", k, self._neutralize(items), render, truncate_response, failed, deadline
-        )
-        return [grade_outcome(grade_from_run(r, truncated=t), r) for r, t in zip(runs, truncated, strict=True)]
-
-    async def acompare_items_by_grades(
-        self,
-        items: Sequence[PairItem],
-        *,
-        max_tie_rounds: int | None = None,
-        num_samples: int | None = None,
-        deadline: float | None = None,
-    ) -> list[Verdict]:
-        """Pairwise verdicts of ``items`` through absolute grades (the papers' Direct2Pair). Tied pairs are
-        re-graded at temperature 1.0 until one wins or ``max_tie_rounds`` is reached; ``deadline`` bounds the
-        transport's attempts."""
-        check_task(self.format, "absolute")
-        failed: dict[int, InputError] = {}
-        pairs = item_list(items, PairItem)
-        check_rubrics(pairs, self.format, "absolute", failed)
-        rounds = self.max_tie_rounds if max_tie_rounds is None else max_tie_rounds
-        ties = TieRounds(pairs, failed)
-        todo = list(range(len(ties.pairs)))
-        for tie_round in range(rounds + 1):  # round 0 grades every pair, then the tied ones again
-            if not todo:
-                break
-            sampling = TIE_SAMPLING if tie_round else None
-            attempt = 1000 * tie_round  # so a judgment store keeps the rounds apart
-            ties.record(
-                todo, await self._grade(ties.grade_items(todo), {}, num_samples, sampling, attempt, None, deadline)
-            )
-            todo = ties.tied()
-        return ties.verdicts()
-
-    grade_items, compare_items = sync_method(agrade_items), sync_method(acompare_items)
-    compare_items_by_grades = sync_method(acompare_items_by_grades)
-
     def close(self) -> None:
         """Release the backend (the vLLM engine, HTTP clients) and the ``readers``."""
         self.backend.close()
         for reader in self.readers:
             reader.close()
-
-    def __enter__(self) -> PrometheusJudge:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

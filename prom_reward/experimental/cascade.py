@@ -25,9 +25,9 @@ decided (``decided_by``: ``"primary"``/``"fallback"``); ``last_routing`` holds e
 uncertainty and why it was routed, ``cascade_stats`` the running cost (fallback calls,
 items, tokens), which ``stats.counters`` reports too (``cascade_routed`` ...; what rewards log).
 When the fallback fails on an item the primary's valid result is kept; an item the list forms cannot build
-(``core.protocol.ListForms``) fails in its place (kind ``input``) and goes to neither judge.
-Exposes ``grade_items``/``compare_items``, ``grade``/``compare``/``compare_by_grades``, ``sampling`` and ``stats`` like
-``PrometheusJudge``, so it drops into ``PrometheusReward``.
+fails in its place (kind ``input``) and goes to neither judge. It implements the item methods of
+``core.protocol.Judge`` (the base writes the rest, ``compare_by_grades`` routing each grade), so it drops into
+``PrometheusReward``.
 
 Example:
     >>> from prom_reward import PrometheusJudge
@@ -49,26 +49,23 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import deque
-from collections.abc import Callable, Sequence
-from typing import TypeVar
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar, Unpack
 
-from prom_reward.backends.bridge import threaded_method
-from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
 from prom_reward.confidence.indicators import INDICATORS, NEEDS
 from prom_reward.core.items import GradeItem, PairItem
 from prom_reward.core.judge import PrometheusJudge
-from prom_reward.core.protocol import CallOptions, Judge, ListForms
+from prom_reward.core.protocol import CallOptions, Judge
 from prom_reward.core.results import Grade, JudgeStats, Judgment, Verdict
 from prom_reward.errors import ConfigError, PromRewardError
 from prom_reward.experimental.calibration import reads_base_model
 from prom_reward.experimental.routing import CascadeConfig, CascadeStats, Routing, is_failed, route
-from prom_reward.format.judge_format import JudgeFormat
 
 R = TypeVar("R", bound=Judgment)
 T = TypeVar("T")
 
 
-class CascadeJudge(ListForms):
+class CascadeJudge(Judge):
     """Primary judge for everything, fallback judge for the least confident items.
 
     Args:
@@ -93,10 +90,10 @@ class CascadeJudge(ListForms):
         window: int = 1000,
     ) -> None:
         for role, judge in (("primary", primary), ("fallback", fallback)):
-            if not isinstance(judge, Judge):  # the protocol declares what a cascade calls
+            if not isinstance(judge, Judge):  # the base declares what a cascade calls
                 raise ConfigError(
-                    f"{role}: expected a judge (a PrometheusJudge, or any object implementing the prom_reward.Judge "
-                    f"protocol), got {type(judge).__name__}; fix: pass a judge"
+                    f"{role}: expected a judge (a PrometheusJudge, or any subclass of prom_reward.Judge), "
+                    f"got {type(judge).__name__}; fix: pass a judge"
                 )
         if indicator is None:
             indicator = "se_cali" if reads_base_model(primary) else "se"
@@ -104,7 +101,7 @@ class CascadeJudge(ListForms):
             route_fraction=route_fraction, threshold=threshold, indicator=indicator, window=window
         )
         need = NEEDS[indicator.lower()]
-        if need == "logprobs" and not primary.confidence:
+        if need == "logprobs" and not primary.capabilities.confidence:
             raise ConfigError(
                 f"indicator {indicator!r} reads token logprobs: build the primary judge with "
                 "PrometheusJudge(..., confidence=True)"
@@ -115,10 +112,20 @@ class CascadeJudge(ListForms):
                 "with prom_reward.experimental.calibrated_judge(..., base=<base backend>)"
             )
         self.primary, self.fallback = primary, fallback
+        self.format, self.sampling = primary.format, primary.sampling  # each judge renders its own prompts
+        both = primary.capabilities, fallback.capabilities
+        self.capabilities = dataclasses.replace(
+            both[0],
+            neutralize_markers=both[0].neutralize_markers and both[1].neutralize_markers,
+            special_tokens=tuple(dict.fromkeys(both[0].special_tokens + both[1].special_tokens)),
+            thread_safe=False,  # routing keeps running state (``history``, ``last_routing``)
+        )
+        """The primary's, neutralising as both do (with both judges' special tokens), not thread-safe."""
         self.cascade_stats = CascadeStats()
         self.last_routing: list[Routing] = []
         self.history: deque[float] = deque(maxlen=window)
         """Recent uncertainties (the running quantile of ``route_fraction``)."""
+        self.stats = self._total()
 
     def calibrate(self, uncertainties: Sequence[float | None]) -> float:
         """Fix the routing threshold from a calibration set's uncertainties under the indicator: the
@@ -146,45 +153,9 @@ class CascadeJudge(ListForms):
         """Valid indicator names."""
         return INDICATORS.names()
 
-    @property
-    def sampling(self) -> SamplingConfig:
-        """The primary judge's sampling options (what reward modes inspect)."""
-        return self.primary.sampling
-
-    @property
-    def num_samples(self) -> int:
-        """The primary judge's samples per item."""
-        return self.primary.num_samples
-
-    @property
-    def confidence(self) -> bool:
-        """The primary judge's (routing reads its results)."""
-        return self.primary.confidence
-
-    @property
-    def neutralize_markers(self) -> bool:
-        """True when both judges neutralise (each still does so for its own prompts)."""
-        return self.primary.neutralize_markers and self.fallback.neutralize_markers
-
-    @property
-    def format(self) -> JudgeFormat:
-        """The primary judge's (each judge renders and parses its own prompts in its own format)."""
-        return self.primary.format
-
-    @property
-    def special_tokens(self) -> tuple[str, ...]:
-        """Both judges' special tokens (each item may go to either)."""
-        return tuple(dict.fromkeys(self.primary.special_tokens + self.fallback.special_tokens))
-
-    @property
-    def thread_safe(self) -> bool:
-        """False: routing keeps running state (``history``, ``last_routing``)."""
-        return False
-
-    @property
-    def stats(self) -> JudgeStats:
-        """Both judges' ``JudgeStats`` summed (a fresh object on each read), with this cascade's
-        ``cascade_stats`` in ``counters`` as ``cascade_<field>`` (beside any counters of the two judges)."""
+    def _total(self) -> JudgeStats:
+        """Both judges' ``JudgeStats`` summed, with this cascade's ``cascade_stats`` in ``counters`` as
+        ``cascade_<field>`` (beside any counters of the two judges): its ``stats``, after each call."""
         total = JudgeStats()
         for judge in (self.primary, self.fallback):
             s = judge.stats
@@ -197,13 +168,18 @@ class CascadeJudge(ListForms):
             total.counters[f"cascade_{key}"] = value
         return total
 
-    def _cascade(self, items: Sequence[T], call: Callable[[Judge, Sequence[T]], list[R]]) -> list[R]:
+    async def _cascade(self, items: Sequence[T], call: Callable[[Judge, Sequence[T]], Awaitable[list[R]]]) -> list[R]:
         """``call`` the primary judge on ``items``, then the fallback on the items routed (``_route``)."""
-        return self._route(call(self.primary, items), lambda idx: call(self.fallback, [items[i] for i in idx]))
+        first = await call(self.primary, items)
+        idx = self._route(first)
+        second = await call(self.fallback, [items[i] for i in idx]) if idx else []
+        out = self._merge(first, idx, second)
+        self.stats = self._total()
+        return out
 
-    def _route(self, results: list[R], again: Callable[[list[int]], list[R]]) -> list[R]:
-        """``results`` (the primary's, one per item) with the routed items' judged ``again`` by the fallback (given
-        their positions) where it decided, each marked with ``decided_by``; counts in ``cascade_stats``."""
+    def _route(self, results: list[R]) -> list[int]:
+        """The positions of the items of ``results`` (the primary's, one per item) routed to the fallback; counts
+        in ``cascade_stats``."""
         n = len(results)
         running = self.config.route_fraction is not None
         routing = route(results, self.config, history=self.history if running else None)
@@ -215,11 +191,14 @@ class CascadeJudge(ListForms):
         st.routed += len(idx)
         st.routed_failed += sum(r.reason == "failed" for r in routing)
         st.unscored += sum(r.reason == "unscored" for r in routing)
+        st.fallback_calls += bool(idx)
+        return idx
+
+    def _merge(self, results: list[R], idx: list[int], second: list[R]) -> list[R]:
+        """``results`` with the fallback's ``second`` (for the items at ``idx``) where it decided, each marked
+        with ``decided_by``."""
+        st = self.cascade_stats
         out = [dataclasses.replace(r, decided_by="primary") for r in results]
-        if not idx:
-            return out
-        st.fallback_calls += 1
-        second = again(idx)
         for i, r in zip(idx, second, strict=True):
             st.fallback_prompt_tokens += r.prompt_tokens
             st.fallback_completion_tokens += r.completion_tokens
@@ -230,57 +209,16 @@ class CascadeJudge(ListForms):
             out[i] = dataclasses.replace(r, decided_by="fallback")
         return out
 
-    # -- the judge API: the item methods (the list forms come from ``core.protocol.ListForms``) --------------
-    def grade_items(
-        self,
-        items: Sequence[GradeItem],
-        *,
-        num_samples: int | None = None,
-        sampling: SamplingOverrides = None,
-        truncate_response: bool | None = None,
-        deadline: float | None = None,
-    ) -> list[Grade]:
-        """Like ``PrometheusJudge.grade_items`` (the options go to both judges)."""
-        opts = CallOptions(
-            num_samples=num_samples, sampling=sampling, truncate_response=truncate_response, deadline=deadline
-        )
-        return self._cascade(items, lambda judge, batch: judge.grade_items(batch, **opts))
+    # -- the item methods (the rest comes from ``core.protocol.Judge``) --------------------------------------
+    async def agrade_items(self, items: Sequence[GradeItem], **options: Unpack[CallOptions]) -> list[Grade]:
+        """Like ``PrometheusJudge.agrade_items`` (the options go to both judges)."""
+        return await self._cascade(items, lambda judge, batch: judge.agrade_items(batch, **options))
 
-    def compare_items(
-        self,
-        items: Sequence[PairItem],
-        *,
-        swap: bool = False,
-        num_samples: int | None = None,
-        sampling: SamplingOverrides = None,
-        truncate_response: bool | None = None,
-        deadline: float | None = None,
+    async def acompare_items(
+        self, items: Sequence[PairItem], *, swap: bool = False, **options: Unpack[CallOptions]
     ) -> list[Verdict]:
-        """Like ``PrometheusJudge.compare_items`` (the options go to both judges)."""
-        opts = CallOptions(
-            num_samples=num_samples, sampling=sampling, truncate_response=truncate_response, deadline=deadline
-        )
-        return self._cascade(items, lambda judge, batch: judge.compare_items(batch, swap=swap, **opts))
-
-    def compare_items_by_grades(
-        self,
-        items: Sequence[PairItem],
-        *,
-        max_tie_rounds: int | None = None,
-        num_samples: int | None = None,
-        deadline: float | None = None,
-    ) -> list[Verdict]:
-        """Like ``PrometheusJudge.compare_items_by_grades``; a pair is routed as a whole."""
-        return self._cascade(
-            items,
-            lambda judge, batch: judge.compare_items_by_grades(
-                batch, max_tie_rounds=max_tie_rounds, num_samples=num_samples, deadline=deadline
-            ),
-        )
-
-    # the routing is sync: the async forms run it in a worker thread
-    agrade_items, acompare_items = threaded_method(grade_items), threaded_method(compare_items)
-    acompare_items_by_grades = threaded_method(compare_items_by_grades)
+        """Like ``PrometheusJudge.acompare_items`` (the options go to both judges)."""
+        return await self._cascade(items, lambda judge, batch: judge.acompare_items(batch, swap=swap, **options))
 
     def __getstate__(self) -> dict[str, object]:
         if any(isinstance(j, PrometheusJudge) and j.backend.name == "vllm" for j in (self.primary, self.fallback)):
@@ -297,9 +235,3 @@ class CascadeJudge(ListForms):
             self.primary.close()
         finally:
             self.fallback.close()
-
-    def __enter__(self) -> CascadeJudge:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -143,8 +143,8 @@ class BatchedReward:
         max_wait_s: how long a sample waits for others before its batch goes to the judge.
         max_batch_size: samples per judge call at most (a larger request is split).
         max_concurrent: judge calls in flight at once, when the judge's backend takes concurrent
-            calls (``Judge.thread_safe``: the ``openai`` backend's ``capabilities.thread_safe``); 1 otherwise
-            (an in-process engine runs one blocking call at a time).
+            calls (``Judge.capabilities.thread_safe``: the ``openai`` backend's ``capabilities.thread_safe``); 1
+            otherwise (an in-process engine runs one blocking call at a time).
         group_size: ``pairwise_group`` only: samples per prompt to wait for (OpenRLHF's
             ``n_samples_per_prompt``, verl's ``rollout.n``); a group still short after
             ``group_wait_s`` is judged with what arrived, and a sample left alone in its group
@@ -269,11 +269,11 @@ def _counter_keys(reward: JudgeHolder) -> tuple[str, ...]:
 
 
 def _takes_concurrent_calls(reward: JudgeHolder) -> bool:
-    """Whether the reward's judge takes several calls at once (``Judge.thread_safe``; from
+    """Whether the reward's judge takes several calls at once (``Judge.capabilities.thread_safe``; from
     its options while it is not built yet: the ``openai`` backend's ``capabilities.thread_safe``)."""
     if reward._judge is None:
         spec = reward._judge_spec or {}
         backend = spec.get("backend", "vllm")
         caps = (backend_class(backend) if isinstance(backend, str) else backend).capabilities
         return caps.thread_safe
-    return reward._judge.thread_safe
+    return reward._judge.capabilities.thread_safe

@@ -34,7 +34,7 @@ from typing import Any
 import httpx
 
 from prom_reward.backends.base import JudgeServer
-from prom_reward.errors import BackendError, ConfigError, JudgeConfigError
+from prom_reward.errors import BackendError, ConfigError, JudgeConfigError, JudgeUnavailableError
 from prom_reward.rewards.outage import JudgeHealth, OutagePolicy
 
 logger = logging.getLogger(__name__)
@@ -195,7 +195,7 @@ def _canary(reward: Any, seconds: float, health: JudgeHealth | None) -> None:
         why = reward.check_configuration(deadline=time.monotonic() + seconds)
     except ConfigError:
         raise
-    except BackendError as e:  # JudgeUnavailableError (on_exhausted="raise"): not up, not misconfigured
+    except (BackendError, JudgeUnavailableError) as e:  # not up (on_exhausted="raise"), not misconfigured
         why = str(e)
     if why is not None:
         logger.warning("judge did not answer the canary judgment (%s); starting anyway", why)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from prom_reward.core.protocol import Retry
 from prom_reward.errors import InputError
 from prom_reward.jobs.parts import write_part
 from prom_reward.jobs.source import SourceRow
@@ -60,13 +61,14 @@ STATS = {
 
 
 def judge_rows(
-    kind: JobKind, judge: Any, prepare: Prepare, rows: list[SourceRow], worker: str
+    kind: JobKind, judge: Any, prepare: Prepare, rows: list[SourceRow], worker: str, outage: Retry | None = None
 ) -> tuple[BatchOut, dict[str, Any]]:
-    """Judge ``rows`` (``run_batch``); returns what they gave and the batch's record (counts, judge stats)."""
+    """Judge ``rows`` (``run_batch``, under the job's ``outage``); returns what they gave and the batch's record
+    (counts, judge stats)."""
     s = judge.stats
     before = {k: getattr(s, stat) for k, stat in STATS.items()}
     t0 = time.perf_counter()
-    out = run_batch(kind, judge, rows, prepare)
+    out = run_batch(kind, judge, rows, prepare, outage)
     pairs = kind.name == "pairs"
     paired = {p["source_index"] for p in out.rows} if pairs else set()
     rec: dict[str, Any] = {
@@ -101,12 +103,19 @@ def check_read(rows: list[SourceRow], shard: dict[str, Any]) -> None:
 
 
 def judge_and_commit(
-    kind: JobKind, judge: Any, prepare: Prepare, rows: list[SourceRow], shard: dict[str, Any], sink: Sink, worker: str
+    kind: JobKind,
+    judge: Any,
+    prepare: Prepare,
+    rows: list[SourceRow],
+    shard: dict[str, Any],
+    sink: Sink,
+    worker: str,
+    outage: Retry | None = None,
 ) -> dict[str, Any]:
     """Judge ``rows`` (the ids ``[shard["start"], shard["stop"])``, ``check_read``), commit them, return the batch's
     record."""
     check_read(rows, shard)
-    out, rec = judge_rows(kind, judge, prepare, rows, worker)
+    out, rec = judge_rows(kind, judge, prepare, rows, worker, outage)
     t1 = time.perf_counter()
     start, stop = int(shard["start"]), int(shard["stop"])
     if kind.name == "pairs":

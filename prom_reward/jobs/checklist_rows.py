@@ -26,6 +26,7 @@ from prom_reward.backends.bridge import run_sync
 from prom_reward.checklist.config import ChecklistConfig
 from prom_reward.checklist.criteria import Criterion
 from prom_reward.checklist.judging import ajudge_checklists
+from prom_reward.core.protocol import Retry
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,9 @@ def verdicts_type() -> Any:
     return pa.list_(pa.struct([(k, getattr(pa, t)()) for k, t in VERDICT_TYPES.items()]))
 
 
-def judge_checklist_rows(judge: Any, items: list[ChecklistItem], cfg: ChecklistConfig) -> list[dict[str, Any]]:
+def judge_checklist_rows(
+    judge: Any, items: list[ChecklistItem], cfg: ChecklistConfig, outage: Retry | None = None
+) -> list[dict[str, Any]]:
     """The result columns of each checklist row, and its judge failure under ``_error`` (``ChecklistOutcome.error``:
     a transport failure marks the batch for ``--resume``)."""
     batch = run_sync(
@@ -67,6 +70,7 @@ def judge_checklist_rows(judge: Any, items: list[ChecklistItem], cfg: ChecklistC
             [it.criteria for it in items],
             cfg,
             [it.reference_answer for it in items],
+            outage=outage,
         )
     )
     lo, hi = judge.format.scale[0], judge.format.scale[-1]

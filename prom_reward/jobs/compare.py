@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
 from prom_reward.core.items import PairItem
+from prom_reward.core.protocol import Retry
 from prom_reward.core.results import JudgeFailure, Verdict, tie_reason
 from prom_reward.format.judge_format import JudgeFormat, Task
 from prom_reward.format.rubrics import Rubric
@@ -115,11 +116,13 @@ class CompareJob(JobKind):
 
         return pa.schema([(k, getattr(pa, t)()) for k, t in RESULT_TYPES.items()])
 
-    def judge_items(self, judge: Any, rows: list[SourceRow], items: list[PairItem]) -> BatchOut:
-        return self._verdict_rows(rows, judge.compare_items(items, swap=self.swap))
+    def judge_items(
+        self, judge: Any, rows: list[SourceRow], items: list[PairItem], outage: Retry | None = None
+    ) -> BatchOut:
+        return self._verdict_rows(rows, judge.compare_items(items, swap=self.swap, outage=outage))
 
     def failed_rows(self, judge: Any, rows: list[SourceRow], items: list[Any], failure: JudgeFailure) -> BatchOut:
-        failed = Verdict(None, failures=judge.num_samples * (2 if self.swap else 1), error=failure)
+        failed = Verdict(None, failures=judge.capabilities.num_samples * (2 if self.swap else 1), error=failure)
         return self._verdict_rows(rows, [failed] * len(rows))
 
     def _verdict_rows(self, rows: list[SourceRow], verdicts: list[Verdict]) -> BatchOut:

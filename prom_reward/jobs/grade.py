@@ -38,6 +38,7 @@ from prom_reward.checklist.config import ChecklistConfig
 from prom_reward.checklist.criteria import parse_checklist
 from prom_reward.core.combine import no_verdict
 from prom_reward.core.items import GradeItem, check_text
+from prom_reward.core.protocol import Retry
 from prom_reward.core.results import Grade, JudgeFailure
 from prom_reward.errors import InputError
 from prom_reward.format.columns import option_flag
@@ -197,16 +198,16 @@ class GradeJob(JobKind):
         }
         return pa.schema([(k, nested[k] if k in nested else getattr(pa, t)()) for k, t in RESULT_TYPES.items()])
 
-    def judge_items(self, judge: Any, rows: list[SourceRow], items: list[Any]) -> BatchOut:
+    def judge_items(self, judge: Any, rows: list[SourceRow], items: list[Any], outage: Retry | None = None) -> BatchOut:
         listed = [i for i, it in enumerate(items) if isinstance(it, ChecklistItem)]
         if not listed:
-            return self._grade_rows(judge, rows, judge.grade_items(items))
+            return self._grade_rows(judge, rows, judge.grade_items(items, outage=outage))
         plain = [i for i, it in enumerate(items) if not isinstance(it, ChecklistItem)]
         asked = asks_expected(judge)
         results = judge_checklist_rows(
-            judge, [items[i] for i in listed], self.checklist("expected" if asked else "sample")
+            judge, [items[i] for i in listed], self.checklist("expected" if asked else "sample"), outage
         )
-        graded = judge.grade_items([items[i] for i in plain]) if plain else []
+        graded = judge.grade_items([items[i] for i in plain], outage=outage) if plain else []
         out = self._grade_rows(judge, [rows[i] for i in plain], graded)
         by_row = dict(zip(plain, out.rows, strict=True))
         for i, result in zip(listed, results, strict=True):
@@ -257,4 +258,6 @@ class GradeJob(JobKind):
         return out
 
     def failed_rows(self, judge: Any, rows: list[SourceRow], items: list[Any], failure: JudgeFailure) -> BatchOut:
-        return self._grade_rows(judge, rows, [Grade(None, failures=judge.num_samples, error=failure)] * len(rows))
+        return self._grade_rows(
+            judge, rows, [Grade(None, failures=judge.capabilities.num_samples, error=failure)] * len(rows)
+        )

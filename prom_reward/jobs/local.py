@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from prom_reward.core.protocol import Retry
 from prom_reward.jobs.batch import Sink, check_read, judge_and_commit
 from prom_reward.jobs.plan import Plan
 from prom_reward.jobs.source import SourceRow, iter_file
@@ -39,8 +40,9 @@ def _source(plan: Plan) -> Iterator[SourceRow]:
     yield from (row for row in plan.kind.group(raw(False)) if want(row.id))  # the groups' ids: wanted alike
 
 
-def judge_locally(plan: Plan, judge: Any, summary: JobSummary, progress: bool) -> None:
-    """Judge every batch left in ``plan`` with ``judge`` (a ``PrometheusJudge``), counting into ``summary``."""
+def judge_locally(plan: Plan, judge: Any, summary: JobSummary, progress: bool, outage: Retry | None = None) -> None:
+    """Judge every batch left in ``plan`` with ``judge`` (a ``PrometheusJudge``, under the job's ``outage``),
+    counting into ``summary``."""
     from tqdm import tqdm
 
     sink = Sink(plan.target.folder, plan.target.fmt, plan.scan.schema)
@@ -57,7 +59,7 @@ def judge_locally(plan: Plan, judge: Any, summary: JobSummary, progress: bool) -
             batch.append(row)
             if row.id == shard["stop"] - 1:
                 read = time.perf_counter() - left
-                rec = judge_and_commit(plan.kind, judge, prepare, batch, shard, sink, "local")
+                rec = judge_and_commit(plan.kind, judge, prepare, batch, shard, sink, "local", outage)
                 rec["io_seconds"] += read
                 rec["seconds"] += read
                 summary.add(rec)

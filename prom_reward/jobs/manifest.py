@@ -64,12 +64,12 @@ def judge_fingerprint(judge: Any) -> dict[str, Any]:
     return {  # behind a judgment store: the fingerprint of the backend it wraps, built or not
         "backend": judge.backend.fingerprint,
         "sampling": _plain(judge.sampling),
-        "num_samples": judge.num_samples,
+        "num_samples": judge.capabilities.num_samples,
         "max_retries": judge.max_retries,
         "force_verdict": judge.force_verdict,
         "truncate_response": judge.truncate_response,
-        "neutralize_markers": judge.neutralize_markers,
-        "max_tie_rounds": judge.max_tie_rounds,
+        "neutralize_markers": judge.capabilities.neutralize_markers,
+        "max_tie_rounds": judge.capabilities.max_tie_rounds,
         # the judge format when not the default (manifests written before formats existed still match)
         **({"format": judge.format.name} if judge.format.name != DEFAULT_FORMAT else {}),
     }

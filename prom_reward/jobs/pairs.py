@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
 from prom_reward.checklist.criteria import check_grading_format
+from prom_reward.core.protocol import Retry
 from prom_reward.core.results import JudgeFailure
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.judge_format import JudgeFormat, Task
@@ -152,8 +153,10 @@ class PairsJob(JobKind):
 
         return prepare
 
-    def judge_items(self, judge: Any, rows: list[SourceRow], items: list[PreferenceRow]) -> BatchOut:
-        out = judge_chunk(judge, items, self.config)
+    def judge_items(
+        self, judge: Any, rows: list[SourceRow], items: list[PreferenceRow], outage: Retry | None = None
+    ) -> BatchOut:
+        out = judge_chunk(judge, items, self.config, outage)
         batch = BatchOut(rows=out.pairs, judged=len(out.pairs), tie_breaks=out.tie_breaks, tie_rounds=out.tie_rounds)
         return _count_records(batch, out.skipped)
 

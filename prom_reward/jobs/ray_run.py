@@ -30,7 +30,7 @@ from prom_reward.jobs.config import JobConfig, RayConfig
 from prom_reward.jobs.plan import Plan
 from prom_reward.jobs.source import read_range
 from prom_reward.jobs.summary import JobSummary
-from prom_reward.rewards.outage_judge import OutageJudge
+from prom_reward.rewards.outage import Outage
 
 BASELINE_HOOK = "PROM_REWARD_RAY_BASELINE"
 """Benchmark hook (``benchmarks/ray_grade.py``), grade jobs only: set, every actor first judges a few rows
@@ -41,8 +41,8 @@ the same; the judge runs twice per batch."""
 
 
 class _JudgeWorker:
-    """One judge replica: a ``PrometheusJudge`` built once (``plain``), judging through the job's outage policy
-    (``judge``), then one batch per call."""
+    """One judge replica: a ``PrometheusJudge`` built once (``plain``), judging one batch per call under the job's
+    outage policy (``outage``)."""
 
     def __init__(self, spec: dict[str, Any]) -> None:
         from prom_reward.core.judge import PrometheusJudge
@@ -51,7 +51,7 @@ class _JudgeWorker:
         self.plain = PrometheusJudge(**spec["judge"])
         if spec.get("warmup") and spec["judge"].get("backend", "vllm") in ("vllm", "transformers"):
             warm_up(self.plain)
-        self.judge = OutageJudge(self.plain, spec["outage"])
+        self.outage = Outage(spec["outage"])
         self.kind = spec["kind"]
         self.prepare = self.kind.preparer()
         self.name = f"{socket.gethostname()}:{os.getpid()}"
@@ -86,7 +86,9 @@ class _JudgeWorker:
         try:
             rows = self._read(shard)
             read = time.perf_counter() - t0
-            rec = judge_and_commit(self.kind, self.judge, self.prepare, rows, shard, self.spec["sink"], self.name)
+            rec = judge_and_commit(
+                self.kind, self.plain, self.prepare, rows, shard, self.spec["sink"], self.name, self.outage
+            )
         except PromRewardError as e:  # a full disk ...: sent back as data (Ray would lose the exception's class)
             self.left = time.perf_counter()
             return {

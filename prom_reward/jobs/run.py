@@ -11,7 +11,7 @@ server judges the configuration canary (``prom_reward.rewards.canary``: the job'
 rubric): a misconfigured judge (a wrong route, refused credentials, a model it does not serve) stops the job
 with ``JudgeConfigError`` before a row is judged, and met later it stops the job too (``jobs.spec.run_batch``
 fails rows only for a ``BackendError``). The judge asks again for the requests its transport failed, per the job's
-``JobConfig.outage`` (``rewards.outage_judge.OutageJudge``: an outage is waited out within the budget,
+``JobConfig.outage`` (``rewards.outage.Outage``, passed to the judge's calls: an outage is waited out within the budget,
 then its rows are marked for a resume); a resume (``resume=True``) checks the
 job's manifest (``prom_reward.jobs.manifest``) and judges only what no part holds, plus the batches
 whose judge backend had failed. An existing output is never overwritten without ``overwrite=True``.
@@ -54,7 +54,7 @@ from prom_reward.jobs.spec import JobKind
 from prom_reward.jobs.summary import JobSummary
 from prom_reward.preferences.config import PreferenceConfig
 from prom_reward.rewards.canary import job_canary, over_http
-from prom_reward.rewards.outage_judge import OutageJudge
+from prom_reward.rewards.outage import Outage
 
 
 def run_job(
@@ -111,7 +111,7 @@ def run_job(
             built = _build(judge) if isinstance(judge, dict) else judge
             try:
                 job_canary(built, kind.task(), kind.job_rubric(), expected=kind.name == "grade")
-                judge_locally(plan, OutageJudge(built, cfg.outage), summary, cfg.progress)
+                judge_locally(plan, built, summary, cfg.progress, Outage(cfg.outage))
             finally:
                 if built is not judge:
                     built.close()

@@ -7,8 +7,8 @@ column and the option), judges a batch of items in one judge call, and builds th
 ``source_index`` (the row's id), the input columns, then the kind's result columns, the same
 columns and types in JSON lines and Parquet (``result_schema``). A failed row keeps a null
 score/winner and says why in ``judge_error``; pairs write no pair for it and a skip record with
-the reason. ``run_batch`` is the one place a batch is judged, by a judge that asks again for what its
-transport failed (``rewards.outage_judge.OutageJudge``, the job's ``JobConfig.outage``): a ``BackendError``
+the reason. ``run_batch`` is the one place a batch is judged, under the job's outage policy (``outage``,
+``rewards.outage.Outage`` of ``JobConfig.outage``: what the transport failed is asked again): a ``BackendError``
 (the whole call failed: an unreachable server ...) is the transport failure of every item of the call, so its rows are
 made by the kind's one outcome-to-row code, fail with ``"backend failed: ..."`` and mark the batch for a
 resume to judge again; a row too long for the judge's context fails alone (the judge's per-item outcome,
@@ -34,8 +34,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from prom_reward.core.protocol import Retry
 from prom_reward.core.results import JudgeFailure
-from prom_reward.errors import BackendError, ConfigError, ContextLengthError, InputError, JudgeUnavailableError
+from prom_reward.errors import BackendError, ConfigError, ContextLengthError, InputError
 from prom_reward.format.judge_format import JudgeFormat, Task, check_task
 from prom_reward.format.rubrics import NO_RUBRIC, Rubric
 from prom_reward.jobs.source import SourceRow
@@ -150,7 +151,7 @@ class JobKind(ABC):
         option); it may cache across rows (rubrics resolved once)."""
 
     @abstractmethod
-    def judge_items(self, judge: Any, rows: list[SourceRow], items: list[Any]) -> BatchOut:
+    def judge_items(self, judge: Any, rows: list[SourceRow], items: list[Any], outage: Retry | None = None) -> BatchOut:
         """Judge a batch of prepared items in one judge call."""
 
     @abstractmethod
@@ -191,16 +192,16 @@ def row_error(row: SourceRow, column: str, option: str | None, detail: str) -> I
     return InputError(f"{row.where}: row {row.id}: column {column!r}: {what}{fix}", index=row.id, field=column)
 
 
-def run_batch(kind: JobKind, judge: Any, rows: list[SourceRow], prepare: Prepare | None = None) -> BatchOut:
+def run_batch(
+    kind: JobKind, judge: Any, rows: list[SourceRow], prepare: Prepare | None = None, outage: Retry | None = None
+) -> BatchOut:
     """Judge one batch (see the module doc): what the local runner and every Ray judge actor call."""
     prepare = prepare or kind.preparer()
     items = [prepare(r) for r in rows]
     if not rows:
         return BatchOut()
     try:
-        return kind.judge_items(judge, rows, items)
-    except JudgeUnavailableError:  # the job's outage policy says stop (on_exhausted="raise")
-        raise
+        return kind.judge_items(judge, rows, items, outage)
     except BackendError as e:
         return kind.failed_rows(judge, rows, items, JudgeFailure("transport", str(e)))
     except ContextLengthError as e:  # max_tokens leaves no room for any prompt: the job's setting

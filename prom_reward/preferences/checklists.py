@@ -30,12 +30,15 @@ from typing import Any
 
 from prom_reward.backends.bridge import run_sync
 from prom_reward.checklist.judging import ajudge_checklists
+from prom_reward.core.protocol import Retry
 from prom_reward.core.results import Grade, JudgeFailure
 from prom_reward.preferences.config import PreferenceConfig
 from prom_reward.preferences.rows import PreferenceRow
 
 
-def checklist_grades(judge: Any, rows: Sequence[PreferenceRow], cfg: PreferenceConfig) -> dict[int, list[Grade]]:
+def checklist_grades(
+    judge: Any, rows: Sequence[PreferenceRow], cfg: PreferenceConfig, outage: Retry | None = None
+) -> dict[int, list[Grade]]:
     """Each completion of each row (rows with a checklist) as a ``Grade``: its aggregate on the judge's scale as
     ``score`` (None with the ``error`` behind it), the per-criterion feedback, the tokens spent; by row index."""
     flat = [(r, k) for r in rows for k in range(len(r.responses))]
@@ -49,6 +52,7 @@ def checklist_grades(judge: Any, rows: Sequence[PreferenceRow], cfg: PreferenceC
             [r.checklist or () for r, _ in flat],
             cfg.checklist(),
             [r.reference_answer for r, _ in flat],
+            outage=outage,
         )
     )
     lo, hi = judge.format.scale[0], judge.format.scale[-1]

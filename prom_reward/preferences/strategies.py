@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
-from prom_reward.core.judge import PrometheusJudge
+from prom_reward.core.protocol import Judge, Retry
 from prom_reward.core.results import Grade, Verdict, tie_reason
 from prom_reward.preferences.checklists import checklist_grades
 from prom_reward.preferences.config import PreferenceConfig
@@ -114,7 +114,9 @@ def _graded_pair(row: PreferenceRow, hi: int, lo: int, g_hi: Grade, g_lo: Grade,
     )
 
 
-def best_vs_worst(judge: PrometheusJudge, rows: Sequence[PreferenceRow], cfg: PreferenceConfig) -> ChunkOutcome:
+def best_vs_worst(
+    judge: Judge, rows: Sequence[PreferenceRow], cfg: PreferenceConfig, outage: Retry | None = None
+) -> ChunkOutcome:
     """Pairs from absolute grades (see the module docstring)."""
     flat = [(r, k) for r in rows if r.checklist is None for k in range(len(r.responses))]
     grades = (
@@ -124,11 +126,12 @@ def best_vs_worst(judge: PrometheusJudge, rows: Sequence[PreferenceRow], cfg: Pr
             [r.rubric for r, _ in flat],
             [r.reference_answer for r, _ in flat],
             num_samples=cfg.num_samples,
+            outage=outage,
         )
         if flat
         else []
     )
-    per_row = checklist_grades(judge, [r for r in rows if r.checklist is not None], cfg)  # scored by checklists
+    per_row = checklist_grades(judge, [r for r in rows if r.checklist is not None], cfg, outage)  # by checklists
     for (r, _), g in zip(flat, grades, strict=True):
         per_row.setdefault(r.index, []).append(g)
     decided: dict[int, dict[str, Any]] = {}
@@ -163,6 +166,7 @@ def best_vs_worst(judge: PrometheusJudge, rows: Sequence[PreferenceRow], cfg: Pr
             [r.reference_answer for r in tied],
             max_tie_rounds=cfg.max_tie_rounds,
             num_samples=cfg.num_samples,
+            outage=outage,
         )
         verdicts = {r.index: v for r, v in zip(tied, vs, strict=True)}
     out = ChunkOutcome(tie_breaks=len(tied), tie_rounds=sum(v.tie_rounds for v in verdicts.values()))
@@ -190,7 +194,9 @@ def _undecided_reason(v: Verdict) -> str:
     return tie_reason(v.swap_agreement) if v.tie else "judge_failed"
 
 
-def all_pairs(judge: PrometheusJudge, rows: Sequence[PreferenceRow], cfg: PreferenceConfig) -> ChunkOutcome:
+def all_pairs(
+    judge: Judge, rows: Sequence[PreferenceRow], cfg: PreferenceConfig, outage: Retry | None = None
+) -> ChunkOutcome:
     """Pairs from pairwise verdicts (see the module docstring)."""
     flat = [(r, i, j) for r in rows for i, j in combinations(range(len(r.responses)), 2)]
     verdicts = judge.compare(
@@ -201,6 +207,7 @@ def all_pairs(judge: PrometheusJudge, rows: Sequence[PreferenceRow], cfg: Prefer
         [r.reference_answer for r, _, _ in flat],
         swap=cfg.swap,
         num_samples=cfg.num_samples,
+        outage=outage,
     )
     out = ChunkOutcome()
     down: dict[int, str] = {}  # rows with a pair the transport failed: the whole row is judged again on resume
@@ -220,13 +227,16 @@ def all_pairs(judge: PrometheusJudge, rows: Sequence[PreferenceRow], cfg: Prefer
     return out
 
 
-def judge_chunk(judge: PrometheusJudge, rows: Sequence[PreferenceRow], cfg: PreferenceConfig) -> ChunkOutcome:
+def judge_chunk(
+    judge: Judge, rows: Sequence[PreferenceRow], cfg: PreferenceConfig, outage: Retry | None = None
+) -> ChunkOutcome:
     """Run the configured strategy on one chunk of validated rows; a row with fewer than two completions makes
-    no pair: it is skipped as ``too_few_completions`` without a judge call."""
+    no pair: it is skipped as ``too_few_completions`` without a judge call. ``outage``: how the items the
+    transport failed are asked again (the job's policy)."""
     few = [r for r in rows if len(r.responses) < 2]
     rows = [r for r in rows if len(r.responses) >= 2]
     strategy = best_vs_worst if cfg.strategy == "best_vs_worst" else all_pairs
-    out = strategy(judge, rows, cfg) if rows else ChunkOutcome()
+    out = strategy(judge, rows, cfg, outage) if rows else ChunkOutcome()
     for r in few:
         why = f"{len(r.responses)} completion(s): a preference pair needs at least 2"
         out.skipped.append(skip_record(r, "too_few_completions", None, why))

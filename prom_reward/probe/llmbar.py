@@ -30,6 +30,7 @@ from statistics import fmean
 from typing import Any
 
 from prom_reward.core.outcomes import all_answered
+from prom_reward.core.protocol import Retry
 from prom_reward.probe.data import LLMBarPair
 from prom_reward.stats import bootstrap_ci
 
@@ -71,7 +72,13 @@ def set_stats(pairs: list[LLMBarPair], verdicts: list[Any], *, seed: int = 0, re
 
 
 def llmbar_accuracy(
-    judge: Any, pairs: dict[str, list[LLMBarPair]], *, rubric: Any = "helpfulness", seed: int = 0, resamples: int = 2000
+    judge: Any,
+    pairs: dict[str, list[LLMBarPair]],
+    *,
+    rubric: Any = "helpfulness",
+    seed: int = 0,
+    resamples: int = 2000,
+    outage: Retry | None = None,
 ) -> dict[str, Any]:
     """Judge every pair of every set in both orders (one batched call) and report per-set accuracy and gaps.
 
@@ -81,7 +88,12 @@ def llmbar_accuracy(
     flat = [p for ps in pairs.values() for p in ps]
     verdicts = (
         judge.compare(
-            [p.instruction for p in flat], [p.output_1 for p in flat], [p.output_2 for p in flat], rubric, swap=True
+            [p.instruction for p in flat],
+            [p.output_1 for p in flat],
+            [p.output_2 for p in flat],
+            rubric,
+            swap=True,
+            outage=outage,
         )
         if flat
         else []

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from prom_reward.core.protocol import Judge
+from prom_reward.core.protocol import Judge, Retry
 from prom_reward.errors import ConfigError, InputError, UnknownNameError
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, Task, get_judge_format, unsupported_task
 from prom_reward.format.rubrics import get_rubric
@@ -193,10 +193,12 @@ def run_probe(
     *,
     inputs: ProbeInputs | None = None,
     judge_label: str | None = None,
+    outage: Retry | None = None,
 ) -> dict[str, Any]:
     """Run the probe's parts with ``judge`` and return the record (what ``prom-reward probe`` writes as JSON).
 
-    ``inputs``: from ``load_inputs(config)`` (read here when not given, before the judge is called).
+    ``inputs``: from ``load_inputs(config)`` (read here when not given, before the judge is called); ``outage``:
+    how the items the transport failed are asked again (``rewards.outage.Outage``; None: judged once).
     """
     cfg = (config or ProbeConfig()).for_format(judge.format)
     inputs = inputs or load_inputs(cfg, judge.format)
@@ -218,7 +220,9 @@ def run_probe(
     }
     if pairs is not None:
         t = time.perf_counter()
-        record["llmbar"] = llmbar_accuracy(judge, pairs, rubric=cfg.rubric, seed=cfg.seed, resamples=cfg.resamples)
+        record["llmbar"] = llmbar_accuracy(
+            judge, pairs, rubric=cfg.rubric, seed=cfg.seed, resamples=cfg.resamples, outage=outage
+        )
         record["llmbar"]["seconds"] = time.perf_counter() - t
     if items is not None:
         t = time.perf_counter()
@@ -231,6 +235,7 @@ def run_probe(
             baseline_samples=cfg.baseline_samples,
             seed=cfg.seed,
             resamples=cfg.resamples,
+            outage=outage,
         )
         record["shifts"]["seconds"] = time.perf_counter() - t
     record["seconds"] = time.perf_counter() - start

@@ -29,6 +29,7 @@ from statistics import fmean
 from typing import Any
 
 from prom_reward.core.outcomes import all_answered
+from prom_reward.core.protocol import Retry
 from prom_reward.probe.data import ProbeItem
 from prom_reward.probe.edits import EDITS, apply_edit
 from prom_reward.stats import bootstrap_ci
@@ -79,6 +80,7 @@ def score_shifts(
     baseline_samples: int = 3,
     seed: int = 0,
     resamples: int = 2000,
+    outage: Retry | None = None,
 ) -> dict[str, Any]:
     """Grade ``items`` as they are (``baseline_samples`` times) and after each of ``edits`` (one batched call)
     and summarise the shifts.
@@ -96,6 +98,7 @@ def score_shifts(
             [text for _, text in flat],
             [it.rubric if it.rubric is not None else rubric for it, _ in flat],
             [it.reference_answer for it, _ in flat] if any(it.reference_answer for it in items) else None,
+            outage=outage,
         )
         if flat
         else []

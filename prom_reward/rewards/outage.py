@@ -4,8 +4,8 @@ A reward path must not be the part that kills a days-long training run, and must
 either. The judge returns one outcome per item; an item the transport failed (judge unreachable, 5xx,
 429, a hung call cut) carries a ``transport`` failure. ``ajudge_until_answered`` asks the judge again for
 those items only, with back-off awaited on the caller's loop, and ``OutagePolicy`` says how, for every
-reward path alike (TRL, online DPO, the OpenRLHF server and ``reward_func``, verl), and for the jobs
-(``outage_judge.OutageJudge``, a judge whose item methods go through ``aoutcomes_until_answered``):
+reward path alike (TRL, online DPO, the OpenRLHF server and ``reward_func``, verl), and for the jobs and the
+probe (``Outage``, passed as ``outage=`` to the judge's derived forms, ``core.protocol.Judge``):
 
 - failed items are asked again after an exponential back-off (``backoff_s`` doubling up to
   ``max_backoff_s``) for up to ``budget_s`` seconds from the first failure, never past the caller's
@@ -45,6 +45,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from prom_reward.core.protocol import CallOptions
 from prom_reward.core.results import JudgeFailure, Judgment
 from prom_reward.errors import BackendError, ConfigError, JudgeUnavailableError
 from prom_reward.stats import finite_number
@@ -245,31 +246,41 @@ async def ajudge_until_answered(
     return out
 
 
-async def aoutcomes_until_answered(
-    items: Sequence[Any],
-    judge_items: Callable[..., Awaitable[Sequence[J]]],
-    failed: Callable[[JudgeFailure], J],
-    policy: OutagePolicy,
-    *,
-    deadline: float | None = None,
-    health: JudgeHealth | None = None,
-) -> list[J]:
-    """One outcome per item of ``items``, in order: ``await judge_items(part, deadline=...)`` judges a part of
-    them (a judge's item method), and ``ajudge_until_answered`` asks again for each item whose outcome failed on
-    the transport. An item still unanswered past the budget (``on_exhausted="fail"``) keeps the transport failure
-    its last call gave it, or ``failed(failure)`` with the outage's cause where no call answered for it."""
-    answered = await ajudge_until_answered(
-        [[i] for i in range(len(items))],
-        lambda idx, until: judge_items([items[i] for i in idx], deadline=until),
-        lambda out: [o.error for o in out],
-        policy,
-        deadline=deadline,
-        health=health,
-    )
-    got: dict[int, J] = {}
-    for idx, out in answered.parts:
-        got.update(zip(idx, out, strict=True))
-    return [got[i] if i in got else failed(JudgeFailure("transport", answered.outage[i])) for i in range(len(items))]
+@dataclass
+class Outage:
+    """An outage policy and the health its calls record: what a job or the probe passes as ``outage=`` to its
+    judge's calls (``core.protocol.Retry``)."""
+
+    policy: OutagePolicy
+    health: JudgeHealth = field(default_factory=JudgeHealth)
+
+    async def aoutcomes(
+        self,
+        items: Sequence[Any],
+        call: Callable[..., Awaitable[Sequence[J]]],
+        failed: Callable[[JudgeFailure], J],
+        options: CallOptions,
+    ) -> list[J]:
+        """One outcome per item of ``items``, in order: ``await call(part, **options)`` judges a part of them (a
+        judge's item method), and ``ajudge_until_answered`` asks again for each item whose outcome failed on the
+        transport, within ``options``' deadline. An item still unanswered past the budget (``on_exhausted="fail"``)
+        keeps the transport failure its last call gave it, or ``failed(failure)`` with the outage's cause where no
+        call answered for it."""
+        rest = {k: v for k, v in options.items() if k != "deadline"}
+        answered = await ajudge_until_answered(
+            [[i] for i in range(len(items))],
+            lambda idx, until: call([items[i] for i in idx], **rest, deadline=until),
+            lambda out: [o.error for o in out],
+            self.policy,
+            deadline=options.get("deadline"),
+            health=self.health,
+        )
+        got: dict[int, J] = {}
+        for idx, out in answered.parts:
+            got.update(zip(idx, out, strict=True))
+        return [
+            got[i] if i in got else failed(JudgeFailure("transport", answered.outage[i])) for i in range(len(items))
+        ]
 
 
 def _transport(failure: JudgeFailure | None) -> bool:
@@ -325,4 +336,4 @@ def _secs(seconds: float) -> str:
     return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
 
 
-__all__ = ["Answered", "JudgeHealth", "OutagePolicy", "ajudge_until_answered", "aoutcomes_until_answered"]
+__all__ = ["Answered", "JudgeHealth", "Outage", "OutagePolicy", "ajudge_until_answered"]

@@ -97,7 +97,8 @@ class PrometheusReward(JudgeHolder):
         markers were neutralised per sample."""
         cfg = self.config
         judge = self.judge
-        guard, special, markers = judge.neutralize_markers, judge.special_tokens, judge.format.markers
+        declared = judge.capabilities
+        guard, special, markers = declared.neutralize_markers, declared.special_tokens, judge.format.markers
         resolved: list[RewardSample | None] = []
         reasons: list[str | None] = []
         marks: list[int] = []

@@ -20,8 +20,7 @@ import psutil
 import pytest
 
 from prom_reward import PrometheusJudge
-from prom_reward.rewards.outage import OutagePolicy
-from prom_reward.rewards.outage_judge import OutageJudge
+from prom_reward.rewards.outage import Outage, OutagePolicy
 from tests.fakes import free_port
 
 pytestmark = pytest.mark.integration
@@ -98,17 +97,16 @@ def test_kill_the_served_judge_mid_job_loses_and_duplicates_nothing(tiny_model_d
 
         # the fault: serve's vLLM process (its own process group) SIGKILLed 3 s into a job over both servers
         (victim,) = psutil.Process(serve.pid).children()
-        judge = OutageJudge(  # the jobs' judge: what the killed server failed is asked again on the other URL
-            PrometheusJudge(
-                backend="openai",
-                base_url=[vllm_server, served],
-                sampling={"max_tokens": 2},
-                max_retries=0,
-                max_concurrency=32,
-                timeout=60.0,
-            ),
-            OutagePolicy(budget_s=120, backoff_s=0.2, max_backoff_s=1.0),
+        judge = PrometheusJudge(
+            backend="openai",
+            base_url=[vllm_server, served],
+            sampling={"max_tokens": 2},
+            max_retries=0,
+            max_concurrency=32,
+            timeout=60.0,
         )
+        # the jobs' outage: what the killed server failed is asked again on the other URL
+        outage = Outage(OutagePolicy(budget_s=120, backoff_s=0.2, max_backoff_s=1.0))
         killed = threading.Event()
 
         def kill_soon() -> None:
@@ -119,7 +117,10 @@ def test_kill_the_served_judge_mid_job_loses_and_duplicates_nothing(tiny_model_d
         threading.Thread(target=kill_soon, daemon=True).start()
         start = time.monotonic()
         grades = judge.grade(
-            [f"Question {i}?" for i in range(N_ITEMS)], [f"Answer {i}." for i in range(N_ITEMS)], "helpfulness"
+            [f"Question {i}?" for i in range(N_ITEMS)],
+            [f"Answer {i}." for i in range(N_ITEMS)],
+            "helpfulness",
+            outage=outage,
         )
         elapsed = time.monotonic() - start
         assert killed.is_set(), f"job finished in {elapsed:.1f}s, before the kill"
@@ -127,7 +128,7 @@ def test_kill_the_served_judge_mid_job_loses_and_duplicates_nothing(tiny_model_d
         assert len(grades) == N_ITEMS
         # exactly one judged sample per item: nothing lost, nothing judged twice into the result
         assert all(len(g.samples) == 1 for g in grades)
-        assert judge.stats.samples == N_ITEMS and judge.health.failures >= 1  # some were asked again
+        assert judge.stats.samples == N_ITEMS and outage.health.failures >= 1  # some were asked again
 
         # serve notices its dead server: exit status 2 and a message naming it and the log folder
         assert serve.wait(timeout=60) == 2

@@ -221,7 +221,7 @@ def test_the_tour_calls_are_read_from_its_code():
 
 @pytest.mark.integration  # builds the site (the module's one build, shared)
 def test_the_api_reference_documents_every_call_of_the_tour(site):
-    """Each name and method the tour calls, inherited ones (``PrometheusJudge.grade`` is ``ListForms``') and
+    """Each name and method the tour calls, inherited ones (``PrometheusJudge.grade`` is ``Judge``'s) and
     ``PrometheusReward.__call__`` included, has its heading on the API page and its docstring under it."""
     page = (site / "api.html").read_text(encoding="utf-8")
     missing, bare = [], []

@@ -28,7 +28,7 @@ def test_calibration_sets_base_entropy_and_se_cali():
     base = Calibrator({"t": 0.5, "u": 0.5})
     out = completion("Fine. [RESULT] 4", "4", {"4": 1.0})
     judge = calibrated_judge(backend=ScriptedBackend(outputs=[out, "no verdict"]), base=base, max_retries=0)
-    assert judge.confidence and judge.sampling.logprobs == 20
+    assert judge.capabilities.confidence and judge.sampling.logprobs == 20
     g, bad = judge.grade(["q", "q2"], ["r", "r2"], "helpfulness")
     ((requests, texts, k),) = base.calls
     assert texts == ["Fine. [RESULT] 4"] and k == 20  # only the valid sample is read
@@ -69,7 +69,7 @@ def test_a_base_model_must_declare_teacher_forcing(base, error):
             calibrated_judge(backend="scripted", outputs=["x"], base=base)
         return
     judge = calibrated_judge(backend="scripted", outputs=["x"], base=base)
-    assert judge.confidence and [r.scorer for r in judge.readers] == [base]
+    assert judge.capabilities.confidence and [r.scorer for r in judge.readers] == [base]
 
 
 def test_a_reader_checks_its_truncation_and_closes_only_what_it_built(monkeypatch):

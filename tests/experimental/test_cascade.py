@@ -77,7 +77,7 @@ def test_indicator_needs_are_checked_at_construction():
         CascadeJudge(plain, other, route_fraction=0.5, indicator="se")
     with pytest.raises(ConfigError, match="calibrated_judge"):
         CascadeJudge(plain, other, route_fraction=0.5, indicator="se_cali")
-    with pytest.raises(ConfigError, match="fallback: expected a judge .*Judge protocol.*, got object"):
+    with pytest.raises(ConfigError, match="fallback: expected a judge .*subclass of prom_reward.Judge.*, got object"):
         CascadeJudge(plain, object(), route_fraction=0.5, indicator="sample_agreement")
     assert CascadeJudge(plain, other, threshold=0.1, indicator="sample_agreement").indicators[0] == "perplexity"
 

@@ -1,8 +1,8 @@
-"""``rewards.outage_judge.OutageJudge``: a judge whose items the transport failed are asked again by the outage
-policy (the jobs' judge). The answered items are kept and never asked again; a flaky judge is waited out; past the
-budget ``fail`` leaves each item its transport failure and ``raise`` raises; list forms, pairs and
-``compare_by_grades`` go the same way; and a real ``OpenAIServer`` on 127.0.0.1 that answers 503 twice is waited
-out through the backend's one attempt per request."""
+"""``outage=`` on a judge's calls (``rewards.outage.Outage``, what the jobs and the probe pass): the items the
+transport failed are asked again by the outage policy. The answered items are kept and never asked again; a flaky
+judge is waited out; past the budget ``fail`` leaves each item its transport failure and ``raise`` raises; list
+forms, pairs and ``compare_by_grades`` go the same way; and a real ``OpenAIServer`` on 127.0.0.1 that answers 503
+twice is waited out through the backend's one attempt per request."""
 
 from __future__ import annotations
 
@@ -16,10 +16,8 @@ from prom_reward import PrometheusJudge
 from prom_reward.backends.base import GenerationRequest, GenerationResult
 from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.core.items import GradeItem, PairItem
-from prom_reward.core.protocol import Judge
 from prom_reward.errors import BackendError, JudgeUnavailableError
-from prom_reward.rewards.outage import OutagePolicy
-from prom_reward.rewards.outage_judge import OutageJudge
+from prom_reward.rewards.outage import Outage, OutagePolicy
 
 FAST = OutagePolicy(budget_s=2.0, backoff_s=0.01, max_backoff_s=0.02, on_exhausted="fail")
 
@@ -58,58 +56,48 @@ class PerRequest(ScriptedBackend):
         return out
 
 
-def judge_of(flaky: Flaky, policy: OutagePolicy = FAST) -> OutageJudge:
-    return OutageJudge(PrometheusJudge(backend=PerRequest(respond=flaky), max_retries=0), policy)
+def judge_of(flaky: Flaky, policy: OutagePolicy = FAST) -> tuple[PrometheusJudge, Outage]:
+    return PrometheusJudge(backend=PerRequest(respond=flaky), max_retries=0), Outage(policy)
 
 
-def test_it_is_a_judge_with_the_wrapped_judges_properties():
-    inner = PrometheusJudge(backend="scripted", outputs=["Fine. [RESULT] 4"])
-    judge = OutageJudge(inner, FAST)
-    assert isinstance(judge, Judge)
-    assert (judge.format, judge.sampling, judge.stats, judge.num_samples) == (
-        inner.format,
-        inner.sampling,
-        inner.stats,
-        inner.num_samples,
-    )
-    assert (judge.thread_safe, judge.special_tokens, judge.neutralize_markers, judge.confidence) == (
-        inner.thread_safe,
-        inner.special_tokens,
-        inner.neutralize_markers,
-        inner.confidence,
-    )
+def test_without_an_outage_a_call_judges_once():
+    flaky = Flaky(down=("zq1",), fails=1)
+    judge, _ = judge_of(flaky)
+    grades = judge.grade(["zq0", "zq1"], ["A.", "A."], "helpfulness")
+    assert [g.score for g in grades] == [4.0, None] and grades[1].error.kind == "transport"
+    assert flaky.asked == {"zq0": 1, "zq1": 1}
 
 
 def test_only_the_items_the_transport_failed_are_asked_again_until_answered():
     flaky = Flaky(down=("zq1",), fails=2)
-    judge = judge_of(flaky)
+    judge, outage = judge_of(flaky)
     items = [GradeItem(f"zq{i}", "A.", "helpfulness") for i in range(3)]
-    grades = judge.grade_items(items)
+    grades = judge.grade_items(items, outage=outage)
     assert [g.score for g in grades] == [4.0, 4.0, 4.0] and all(g.error is None for g in grades)
     assert flaky.asked == {"zq0": 1, "zq1": 3, "zq2": 1}  # two failures, then answered; the others asked once
-    assert judge.health.status()["status"] == "ok"
+    assert outage.health.status()["status"] == "ok"
 
 
 def test_past_the_budget_fail_keeps_each_items_transport_failure_and_the_answers():
     flaky = Flaky(down=("zq1",), fails=10**6)
-    judge = judge_of(flaky, OutagePolicy(budget_s=0.1, backoff_s=0.02, on_exhausted="fail"))
-    grades = judge.grade(["zq0", "zq1", "zq2"], ["A.", "A.", "A."], "helpfulness")
+    judge, outage = judge_of(flaky, OutagePolicy(budget_s=0.1, backoff_s=0.02, on_exhausted="fail"))
+    grades = judge.grade(["zq0", "zq1", "zq2"], ["A.", "A.", "A."], "helpfulness", outage=outage)
     assert [g.score for g in grades] == [4.0, None, 4.0]
     assert grades[1].error.kind == "transport" and "HTTP 503 for zq1" in grades[1].error.reason
     assert flaky.asked["zq0"] == flaky.asked["zq2"] == 1 and flaky.asked["zq1"] >= 2
-    assert judge.health.exhausted == 1
+    assert outage.health.exhausted == 1
 
 
 def test_past_the_budget_raise_stops_with_the_cause():
-    judge = judge_of(Flaky(down=("zq0",), fails=10**6), OutagePolicy(budget_s=0.05, backoff_s=0.02))
+    judge, outage = judge_of(Flaky(down=("zq0",), fails=10**6), OutagePolicy(budget_s=0.05, backoff_s=0.02))
     with pytest.raises(JudgeUnavailableError, match="HTTP 503 for zq0"):
-        judge.grade(["zq0"], ["A."], "helpfulness")
+        judge.grade(["zq0"], ["A."], "helpfulness", outage=outage)
 
 
 def test_an_item_that_fails_on_its_input_or_output_is_not_asked_again():
     flaky = Flaky(down=(), fails=0, text="no verdict here")
-    judge = judge_of(flaky)
-    grades = judge.grade(["zq0", "zq1"], ["A.", 7], "helpfulness")  # type: ignore[list-item]
+    judge, outage = judge_of(flaky)
+    grades = judge.grade(["zq0", "zq1"], ["A.", 7], "helpfulness", outage=outage)  # type: ignore[list-item]
     assert grades[0].error.kind == "output" and grades[1].error.kind == "input"
     assert sum(flaky.asked.values()) == 1  # the output failure once (max_retries=0), the input one never sent
 
@@ -117,21 +105,21 @@ def test_an_item_that_fails_on_its_input_or_output_is_not_asked_again():
 @pytest.mark.parametrize("swap", [False, True])
 def test_pairs_are_asked_again_alike(swap: bool):
     flaky = Flaky(down=("zsecond",), fails=1, text="A is better. [RESULT] A")
-    judge = judge_of(flaky)
+    judge, outage = judge_of(flaky)
     pairs = [PairItem("Q?", f"{w} a", f"{w} b", "helpfulness") for w in ("zfirst", "zsecond")]
-    verdicts = judge.compare_items(pairs, swap=swap)
+    verdicts = judge.compare_items(pairs, swap=swap, outage=outage)
     # the failed order asked again with the other order of its pair (an item is a pair): 2 requests a round
     assert all(v.error is None for v in verdicts) and flaky.asked["zsecond"] == (4 if swap else 2)
 
 
-def test_compare_by_grades_asks_again_for_the_failed_pairs_only():
+def test_compare_by_grades_asks_again_for_the_failed_grades_only():
     flaky = Flaky(down=("zflaky",), fails=1)
-    judge = judge_of(flaky)
+    judge, outage = judge_of(flaky)
     verdicts = judge.compare_by_grades(
-        ["Q?", "Q?"], ["zoka", "zflaky"], ["zokb", "zokc"], "helpfulness", max_tie_rounds=0
+        ["Q?", "Q?"], ["zoka", "zflaky"], ["zokb", "zokc"], "helpfulness", max_tie_rounds=0, outage=outage
     )
     assert all(v.error is None for v in verdicts)
-    assert flaky.asked["zflaky"] == 2 and flaky.asked["zoka"] == 1  # only the pair the transport failed, again
+    assert flaky.asked["zflaky"] == 2 and flaky.asked["zoka"] == flaky.asked["zokc"] == 1  # the failed grade, again
 
 
 def test_a_real_server_answering_503_twice_is_waited_out(fake_server):
@@ -144,21 +132,21 @@ def test_a_real_server_answering_503_twice_is_waited_out(fake_server):
 
     srv = fake_server({"/v1/chat/completions": reply})
     inner = PrometheusJudge(backend="openai", base_url=srv.url, model="judge", system_role=False, max_retries=0)
-    judge = OutageJudge(inner, FAST)
+    outage = Outage(FAST)
     try:
-        [grade] = judge.grade(["zq0"], ["A."], "helpfulness")
+        [grade] = inner.grade(["zq0"], ["A."], "helpfulness", outage=outage)
     finally:
-        judge.close()
+        inner.close()
     assert grade.error is None and grade.score is not None
     assert len(srv.bodies("/v1/chat/completions")) == 3  # one attempt per call: the policy asked twice more
-    assert json.dumps(judge.health.status()).count('"ok"') == 1
+    assert json.dumps(outage.health.status()).count('"ok"') == 1
 
 
 def test_lists_of_different_lengths_get_the_judges_own_error():
     from prom_reward.errors import InputError
 
-    judge = judge_of(Flaky(down=(), fails=0))
+    judge, outage = judge_of(Flaky(down=(), fails=0))
     with pytest.raises(InputError):
-        judge.compare_by_grades(["Q?", "Q?"], ["a", "b"], ["c"], "helpfulness")
+        judge.compare_by_grades(["Q?", "Q?"], ["a", "b"], ["c"], "helpfulness", outage=outage)
     with pytest.raises(InputError):
-        judge.grade(["Q?", "Q?"], ["a"], "helpfulness")
+        judge.grade(["Q?", "Q?"], ["a"], "helpfulness", outage=outage)
