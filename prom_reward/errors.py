@@ -1,7 +1,5 @@
-"""The library's exceptions: one base class, a few specific kinds.
-
-Every message says what was expected, what arrived, and how to fix it. Catch
-``PromRewardError`` to handle anything this library raises on purpose.
+"""The library's exceptions: one base class (``PromRewardError``), a few specific kinds; every message says
+what was expected, what arrived, and how to fix it.
 
 Example:
     >>> from prom_reward.errors import PromRewardError, InputError

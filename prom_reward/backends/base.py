@@ -1,18 +1,8 @@
 """The backend protocol: generate texts (and token logprobs) for a batch of judge prompts.
 
-A backend receives ``GenerationRequest`` objects that carry the *unwired* system
-prompt and filled template; the backend's wire format turns them into what its
-model reads (a chat-templated string, ``[INST] ... [/INST]``, raw text, or chat
-messages for an OpenAI-compatible server). Every request in one ``agenerate``
-call goes to the model together so the engine can batch them. The protocol is async: the judge awaits
-``agenerate`` on the caller's event loop (a sync caller's: the library's, ``bridge.run_sync``); an
-in-process engine runs its blocking call in a worker thread under it. The backends here also keep a sync
-``generate`` (the same call, for scripts); the library calls only ``agenerate``.
-
-What a backend can do beyond the protocol's methods it declares in ``capabilities``, a
-``BackendCapabilities``; what identifies its model (the judgment store's keys) in ``fingerprint``, a
-``BackendFingerprint``; the GPU share its in-process engine takes in ``gpu_memory_share``. Callers read
-them there, never by probing the object for attributes.
+A backend gets ``GenerationRequest`` objects (unwired system prompt and filled template) and renders them in
+its wire format; it declares what it can do in ``capabilities``, its model's identity in ``fingerprint``
+and its engine's GPU share in ``gpu_memory_share``.
 
 Example:
     >>> req = GenerationRequest(system="You judge.", user="###Task...", n=2,

@@ -1,11 +1,5 @@
-"""Judging a batch of (response, checklist): all of the batch's judgments in one judge call.
-
-Explicit mode asks one absolute judgment per (instruction, response, criterion rubric, reference), judges each
-distinct one once (duplicates across completions and rows are asked once; with a judgment store, a second
-epoch over the same responses asks the judge nothing new: the store answers by prompt), and aggregates each
-response's criteria (``aggregate``). Implicit mode asks one judgment per response against the whole checklist
-as one rubric (``criteria.checklist_rubric``). Scores are normalised on the judge format's scale to [0, 1].
-One outcome per response, in order; a failed judgment is a value (its reason), never an exception.
+"""Judging a batch of (response, checklist) in one judge call: explicit (one judgment per distinct criterion)
+or implicit (the whole checklist as one rubric); one outcome per response, a failure as a value.
 
 Example:
     >>> from prom_reward import PrometheusJudge

@@ -1,10 +1,5 @@
-"""Reading the judge's distribution over verdicts from token logprobs.
-
-The token that carries the verdict (the ``4`` after ``[RESULT]``) has top-k
-alternatives; their probabilities over the allowed verdicts give an expected
-score from a single sample. Tokens are compared after stripping whitespace and
-SentencePiece/BPE space marks, and variants that decode to the same verdict
-(``"4"``, ``" 4"``) are summed.
+"""Reading the judge's distribution over verdicts from the top-k logprobs at the verdict token (variants that
+decode to the same verdict, ``"4"`` and ``" 4"``, are summed).
 
 Example:
     >>> from prom_reward.backends.base import TokenLogprobs

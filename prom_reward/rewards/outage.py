@@ -1,25 +1,6 @@
-"""The outage policy of judge calls: the one place a judge's transport failures are retried.
-
-A reward path must not be the part that kills a days-long training run, and must not wait forever
-either. The judge returns one outcome per item; an item the transport failed (judge unreachable, 5xx,
-429, a hung call cut) carries a ``transport`` failure. ``ajudge_until_answered`` asks the judge again for
-those items only, with back-off awaited on the caller's loop, and ``OutagePolicy`` says how, for every
-reward path alike (TRL, online DPO, the OpenRLHF server and ``reward_func``, verl), and for the jobs
-(``outage_judge.OutageJudge``, a judge whose item methods go through ``aoutcomes_until_answered``):
-
-- failed items are asked again after an exponential back-off (``backoff_s`` doubling up to
-  ``max_backoff_s``) for up to ``budget_s`` seconds from the first failure, never past the caller's
-  deadline (the reward server's ``request_timeout``, under OpenRLHF's 180 s);
-- one judge call may take ``call_timeout_s`` (None: half the time left to the deadline, so a hung
-  call is cut and retried once before the deadline; no limit but the budget's where there is no
-  deadline): the judge's requests carry that deadline, and the transport cuts its attempts to it;
-- past the budget, ``on_exhausted`` decides: ``"raise"`` (a ``JudgeUnavailableError`` that says how
-  long the judge has been failing and why: training stops) or ``"fail"`` (the unanswered samples get
-  the failure reward with that reason, counted); the items the judge did answer keep their answers.
-
-Items that fail on their input or the judge's output are not retried here (the sampler re-samples a
-missing verdict); ``JudgeHealth`` records failures and successes as they happen, for ``/health``
-("degraded" with the cause).
+"""The outage policy of judge calls (``OutagePolicy``, ``ajudge_until_answered``): the one place a judge's
+transport failures are retried, with back-off, within a budget and the caller's deadline, then raised or failed
+(``on_exhausted``); ``JudgeHealth`` records failures for ``/health``. The rules are in docs/design-notes.md.
 
 Example:
     >>> policy = OutagePolicy(budget_s=30, call_timeout_s=None)
