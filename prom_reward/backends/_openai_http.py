@@ -10,7 +10,7 @@ Example:
     ...     finally:
     ...         await b.aclose()
     ...         await session.close()
-    >>> run_sync(lambda: models("http://127.0.0.1:8000/v1"))  # doctest: +SKIP
+    >>> asyncio.run(models("http://127.0.0.1:8000/v1"))  # doctest: +SKIP
     ['prometheus-eval/prometheus-7b-v2.0']
 """
 

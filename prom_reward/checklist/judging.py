@@ -3,11 +3,11 @@ or implicit (the whole checklist as one rubric); one outcome per response, a fai
 
 Example:
     >>> from prom_reward import PrometheusJudge
-    >>> from prom_reward.backends.bridge import run_sync
+    >>> import asyncio
     >>> from prom_reward.checklist.criteria import parse_checklist
     >>> judge = PrometheusJudge(backend="scripted", outputs=["Yes. [RESULT] 5", "No. [RESULT] 1"])
     >>> lists = [parse_checklist(["Says 4", "Shows work"])]
-    >>> out = run_sync(lambda: ajudge_checklists(judge, ["2+2?"], ["4"], lists, ChecklistConfig()))
+    >>> out = asyncio.run(ajudge_checklists(judge, ["2+2?"], ["4"], lists, ChecklistConfig()))
     >>> out.outcomes[0].aggregate.value, [c.satisfied for c in out.outcomes[0].criteria]
     (0.5, [True, False])
 """

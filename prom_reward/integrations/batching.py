@@ -4,7 +4,6 @@ Its rules are in docs/design-notes.md.
 
 Example:
     >>> import asyncio
-    >>> from prom_reward.backends.bridge import run_sync
     >>> calls = []
     >>> async def double(items):
     ...     calls.append(len(items))
@@ -12,7 +11,7 @@ Example:
     >>> b = MicroBatcher(double, max_wait_s=0.2)
     >>> async def four():
     ...     return await asyncio.gather(*(b.arun([x]) for x in range(4)))
-    >>> run_sync(four), calls, b.stats.items
+    >>> asyncio.run(four()), calls, b.stats.items
     ([[0], [2], [4], [6]], [4], 4)
 """
 
