@@ -28,11 +28,8 @@ from prom_reward.errors import ConfigError
 
 @dataclass(frozen=True)
 class TokenLogprobs:
-    """One generated position: the token sampled there and the top alternatives.
-
-    ``top`` maps decoded token text to log-probability and includes the sampled
-    token. Several ids can decode to the same text; their probabilities are summed.
-    """
+    """One generated position: the token sampled there and ``top``, decoded token text -> log-probability
+    (the sampled token included; ids that decode alike summed)."""
 
     token: str
     """Decoded text of the token that was generated at this position."""

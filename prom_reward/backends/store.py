@@ -59,11 +59,8 @@ def request_dict(request: GenerationRequest) -> dict[str, Any]:
 
 
 def request_key(fingerprint: Mapping[str, Any], request: GenerationRequest, dup: int = 0) -> str:
-    """sha256 hex of the canonical JSON of (fingerprint, request, dup).
-
-    ``dup`` numbers identical requests inside one batch (0, 1, ...), so duplicated
-    items stay independent samples and still line up on a re-run.
-    """
+    """sha256 hex of the canonical JSON of (fingerprint, request, dup); ``dup`` numbers identical requests
+    of one batch, so duplicated items stay independent samples that line up on a re-run."""
     payload = {"v": KEY_VERSION, "backend": fingerprint, "request": request_dict(request), "dup": dup}
     canon = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(canon.encode("utf-8")).hexdigest()

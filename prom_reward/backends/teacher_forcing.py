@@ -29,11 +29,8 @@ class ContinuationScorer(Protocol):
 
 
 def split_continuation(prompt_ids: Sequence[int], joint_ids: Sequence[int]) -> list[int]:
-    """The continuation's token ids: ``joint_ids`` after the prompt's tokens.
-
-    When tokenizing prompt + text together changed the prompt's last tokens (a merge across
-    the boundary), keeps the joint tokens after the longest common prefix.
-    """
+    """The continuation's token ids: ``joint_ids`` after the prompt's tokens (after their longest common
+    prefix, when a merge across the boundary changed the prompt's last tokens)."""
     n = len(prompt_ids)
     if list(joint_ids[:n]) == list(prompt_ids):
         return list(joint_ids[n:])

@@ -57,11 +57,8 @@ class CascadeConfig:
 
 
 def _above_running_quantile(values: Sequence[float | None], history: Sequence[float], fraction: float) -> set[int]:
-    """Indexes whose mid-rank among ``history`` + ``values`` is above ``1 - fraction``.
-
-    For exchangeable uncertainties the mid-rank is uniform, so each item is routed with
-    probability ``fraction`` however few items came before it.
-    """
+    """Indexes whose mid-rank among ``history`` + ``values`` is above ``1 - fraction`` (for exchangeable
+    uncertainties, each routed with probability ``fraction`` however few items came before)."""
     pool = sorted([*history, *(v for v in values if v is not None)])
     out = set()
     for i, v in enumerate(values):

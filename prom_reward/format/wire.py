@@ -24,11 +24,8 @@ def fold_system(system: str, user: str) -> str:
 
 
 def template_accepts_system(tokenizer: Any) -> bool:
-    """True when ``tokenizer``'s chat template renders a system message as such.
-
-    A template that raises on a system role (Mistral v0.2) or silently drops it
-    counts as not accepting one.
-    """
+    """True when ``tokenizer``'s chat template renders a system message as such (not when it raises on one,
+    as Mistral v0.2's does, or drops it)."""
     if getattr(tokenizer, "chat_template", None) is None:
         return False
     try:

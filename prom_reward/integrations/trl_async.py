@@ -41,12 +41,7 @@ class GroupLog:
 
 class JudgedRolloutLoop(TRLRolloutLoop):
     """TRL's rollout loop whose ``_score_group`` gives rewards ``log_metric`` / ``log_extra`` and forwards them,
-    and scores up to ``score_groups_in_flight`` waiting groups at once.
-
-    TRL's ``_score_loop`` awaits one group at a time, so a judge sees ``num_generations`` items per call while
-    groups queue up behind it. Here the group it hands over is scored together with the groups already
-    waiting in its queue (at most ``score_groups_in_flight`` in all), each through TRL's own ``_score_group``
-    (its advantages stay per group), concurrently: an HTTP judge gets their requests at once and batches them.
+    and scores up to ``score_groups_in_flight`` waiting groups at once, each through TRL's own ``_score_group``.
 
     Args:
         score_groups_in_flight: most groups scored at once (1: TRL's one group at a time).

@@ -62,7 +62,7 @@ def build_preference_dataset(
     batch_size: int = 64,
     **options: Any,
 ) -> PreferenceResult:
-    """Judge the completions of every input row and return the preference pairs (see the module doc).
+    """Judge the completions of every input row and return the preference pairs (``preferences.strategies``).
 
     Args:
         judge: the judge (its backend, sampling, ``num_samples``, ``max_tie_rounds`` apply).

@@ -79,11 +79,8 @@ def smollm2_gguf_path() -> Path:
 
 
 def ensure_smollm2(cache: Path | None = None) -> Path:
-    """Return ``<cache>/SmolLM2-135M-Instruct``, converting it from the PyPI GGUF if needed.
-
-    Idempotent and safe to interrupt: the conversion is written to a temporary folder beside the
-    target and renamed into place only once complete (marker file written last).
-    """
+    """Return ``<cache>/SmolLM2-135M-Instruct``, converting it from the PyPI GGUF if needed (idempotent, safe to
+    interrupt: written beside the target and renamed into place once complete)."""
     root = Path(cache) if cache is not None else cache_dir()
     target = root / SMOLLM2_NAME
     if _smollm2_complete(target):

@@ -87,11 +87,8 @@ class OutagePolicy:
 
 
 class JudgeHealth:
-    """Whether the judge is answering, from what every call saw (thread-safe).
-
-    ``failed(cause)`` starts (or continues) a failure streak, ``succeeded()`` ends it; ``status()``
-    is ``{"status": "ok" | "degraded", ...}`` with the cause and how long the judge has been failing.
-    """
+    """Whether the judge is answering, from what every call saw (thread-safe): ``failed(cause)`` starts or
+    continues a failure streak, ``succeeded()`` ends it, ``status()`` says ``ok``/``degraded`` with the cause."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -169,8 +166,8 @@ async def ajudge_until_answered(
     health: JudgeHealth | None = None,
 ) -> Answered[T]:
     """Judge the items of ``units`` with ``await call(item indices, call deadline) -> output``; ask again for the
-    units with an item that failed on the transport (``failures(output)``: per item, in order), as the module
-    docstring says.
+    units with an item that failed on the transport (``failures(output)``: per item, in order), per ``policy``
+    (the rules: docs/design-notes.md).
 
     Args:
         units: groups of item indices judged together and retried together (one sample each, or a
