@@ -1,17 +1,5 @@
 """HTTP transport for ``OpenAIServer``: one aiohttp session per event loop (``LoopSessions``), the calls of one
 batch (``HTTPBatch``), one attempt per call cut at its deadline; retries are the outage policy's.
-
-Example:
-    >>> async def models(url):  # doctest: +SKIP
-    ...     session = new_session(api_key=None, timeout=10)
-    ...     b = HTTPBatch(EndpointPool([url]), session, max_concurrency=4, timeout=10)
-    ...     try:
-    ...         return await b.call("GET", "/models", parse=lambda d: [m["id"] for m in d["data"]])
-    ...     finally:
-    ...         await b.aclose()
-    ...         await session.close()
-    >>> asyncio.run(models("http://127.0.0.1:8000/v1"))  # doctest: +SKIP
-    ['prometheus-eval/prometheus-7b-v2.0']
 """
 
 from __future__ import annotations
