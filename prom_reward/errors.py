@@ -1,7 +1,5 @@
-"""The library's exceptions: one base class, a few specific kinds.
-
-Every message says what was expected, what arrived, and how to fix it. Catch
-``PromRewardError`` to handle anything this library raises on purpose.
+"""The library's exceptions: one base class (``PromRewardError``), a few specific kinds; every message says
+what was expected, what arrived, and how to fix it.
 
 Example:
     >>> from prom_reward.errors import PromRewardError, InputError
@@ -22,11 +20,8 @@ class ConfigError(PromRewardError, ValueError):
 
 class JudgeConfigError(ConfigError):
     """The judge server answers, but not as configured: a wrong route (HTTP 404 on an API path: the URL
-    usually lacks ``/v1``), refused credentials (401/403), a model it does not serve. No sample's fault:
-    every reward server, reward and job refuses to start on it (its start-up canary) and stops on it
-    during a run, never giving a failure reward for it.
-
-    ``url`` is the judge URL, ``status`` the HTTP status (None when not from a reply).
+    usually lacks ``/v1``), refused credentials (401/403), a model it does not serve: no sample's fault, so
+    never a failure reward. ``url`` is the judge URL, ``status`` the HTTP status (None when not from a reply).
     """
 
     def __init__(self, message: str, *, url: str | None = None, status: int | None = None) -> None:
@@ -36,11 +31,8 @@ class JudgeConfigError(ConfigError):
 
 
 class InputError(PromRewardError, ValueError):
-    """A batch of judge inputs is malformed; raised before any generation starts.
-
-    ``index`` is the offending item's position in the batch (or None), ``field``
-    the offending field name (or None).
-    """
+    """A batch of judge inputs is malformed; raised before any generation starts. ``index``: the offending
+    item's position in the batch, ``field``: its field name (each None when unknown)."""
 
     def __init__(self, message: str, *, index: int | None = None, field: str | None = None) -> None:
         super().__init__(message)

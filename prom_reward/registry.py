@@ -1,7 +1,5 @@
 """A tiny name -> object registry whose failed lookups list the valid names.
 
-Used for backends, wire formats, rubrics and score modes.
-
 Example:
     >>> reg = Registry("color")
     >>> reg.register("red", 1)

@@ -1,8 +1,5 @@
-"""Small statistics the reward diagnostics, the hacking probe and the report share: ranks, Pearson and
-Spearman correlations (None where undefined), a least-squares slope, a seeded percentile bootstrap, and
-``finite_number``, the one test of a finite number that the configs' checks share.
-
-Plain Python and numpy (a core dependency), so they run in a client-only install.
+"""Small statistics shared by the diagnostics, the hacking probe and the report: ranks, correlations, a
+least-squares slope, a seeded percentile bootstrap and ``finite_number``.
 
 Example:
     >>> spearman([1, 2, 3, 4], [10, 20, 30, 25])

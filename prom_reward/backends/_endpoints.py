@@ -1,22 +1,7 @@
-"""Endpoint health for ``OpenAIServer``: which judge servers get traffic, across calls.
+"""Endpoint health for ``OpenAIServer``: which judge servers get traffic, across calls (``EndpointPool``).
 
-An ``EndpointPool`` outlives the per-call HTTP clients, so what one batch learns
-about a server (it keeps failing) holds for the next. Each base URL is *up* or
-*out*:
-
-- a request goes to an up URL with the fewest calls in flight (ties rotate), leaving out for
-  ``probe_interval`` seconds one whose last call failed while another is clean (so a request the outage
-  policy asks again goes to another server than the one that just failed it);
-- ``eject_after`` consecutive failures (connection errors, timeouts, 5xx, 429,
-  malformed replies) take a URL out for ``probe_interval`` seconds;
-- once that time has passed, a health probe (``GET /health`` at the server root,
-  vLLM's, else ``GET /v1/models``) is sent; an answer brings the URL back, a
-  failure keeps it out for twice as long (at most ``max_probe_interval``);
-- when every URL is out, the one due soonest is used anyway (the request is then
-  the probe), so a pool never refuses work on its own.
-
-The pool is thread-safe (several event loops may share one backend) and pickles
-as a fresh pool: health is per process.
+The policy (least calls in flight, ejection after ``eject_after`` failures, health probes) is in
+docs/design-notes.md.
 
 Example:
     >>> pool = EndpointPool(["http://a/v1", "http://b/v1"], eject_after=2, probe_interval=5.0)

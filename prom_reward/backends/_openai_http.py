@@ -1,35 +1,5 @@
-"""HTTP transport for ``OpenAIServer``: one long-lived session per event loop, URL choice, one attempt per call.
-
-``LoopSessions`` holds the ``aiohttp.ClientSession`` (and its connection pool, ``new_session``) that a
-backend keeps per event loop it is used on, across calls, until it is closed: by the backend's ``close``, else at
-interpreter exit (``bridge.close_at_exit``). ``HTTPBatch`` lives inside one running
-event loop (one ``agenerate`` call): it uses that session and owns a semaphore bounding the batch's
-calls in flight; which URL gets each call is the backend's ``EndpointPool``'s choice (``_endpoints``),
-which outlives the batch.
-``call`` sends one request to the URL the pool picks (up, clean, fewest outstanding calls) and
-makes one attempt: a connection error, a timeout, a 5xx, a 429, a reply over ``MAX_REPLY_BYTES`` or one that
-``parse`` rejects is a
-strike for that URL (``_endpoints``) and a ``BackendError`` naming the request, the URL and the cause.
-Other 4xx replies raise ``ServerRejected``, or ``JudgeConfigError`` for a configuration failure
-(``_openai_wire.rejection``). Out URLs whose probe time has come are health-probed in the background
-of the batch. A call given a ``deadline`` (the request's, set by the outage policy) is cut to the time
-left and not made after it. The transport retries nothing: asking again for what failed (after a
-back-off, on the URL the pool picks then, within a budget), and what comes after, is the outage
-policy's, the one owner of retries (``prom_reward.rewards.outage``).
-The transport is aiohttp: at 64 calls in flight httpx's connection pool spent ~25x more
-CPU per request on bookkeeping (``benchmarks/client_overhead.py``).
-
-Example:
-    >>> async def models(url):  # doctest: +SKIP
-    ...     session = new_session(api_key=None, timeout=10)
-    ...     b = HTTPBatch(EndpointPool([url]), session, max_concurrency=4, timeout=10)
-    ...     try:
-    ...         return await b.call("GET", "/models", parse=lambda d: [m["id"] for m in d["data"]])
-    ...     finally:
-    ...         await b.aclose()
-    ...         await session.close()
-    >>> run_sync(lambda: models("http://127.0.0.1:8000/v1"))  # doctest: +SKIP
-    ['prometheus-eval/prometheus-7b-v2.0']
+"""HTTP transport for ``OpenAIServer``: one aiohttp session per event loop (``LoopSessions``), the calls of one
+batch (``HTTPBatch``), one attempt per call cut at its deadline; retries are the outage policy's.
 """
 
 from __future__ import annotations

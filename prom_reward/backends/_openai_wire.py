@@ -1,10 +1,5 @@
-"""Request bodies and reply parsing for ``OpenAIServer`` (pure functions, no I/O).
-
-The chat endpoint reports logprobs as ``choices[i].logprobs.content[j]`` with a
-``top_logprobs`` list; the completions endpoint as parallel lists ``tokens`` /
-``token_logprobs`` / ``top_logprobs`` (dicts). Both become ``TokenLogprobs``.
-A reply that lacks what is expected raises ``MalformedReply`` (the request's transport failure: the
-outage policy asks again).
+"""Request bodies and reply parsing for ``OpenAIServer`` (pure functions, no I/O); a reply that lacks what is
+expected raises ``MalformedReply``.
 
 Example:
     >>> from prom_reward.backends.sampling import SamplingConfig

@@ -1,18 +1,8 @@
 """The backend protocol: generate texts (and token logprobs) for a batch of judge prompts.
 
-A backend receives ``GenerationRequest`` objects that carry the *unwired* system
-prompt and filled template; the backend's wire format turns them into what its
-model reads (a chat-templated string, ``[INST] ... [/INST]``, raw text, or chat
-messages for an OpenAI-compatible server). Every request in one ``agenerate``
-call goes to the model together so the engine can batch them. The protocol is async: the judge awaits
-``agenerate`` on the caller's event loop (a sync caller's: the library's, ``bridge.run_sync``); an
-in-process engine runs its blocking call in a worker thread under it. The backends here also keep a sync
-``generate`` (the same call, for scripts); the library calls only ``agenerate``.
-
-What a backend can do beyond the protocol's methods it declares in ``capabilities``, a
-``BackendCapabilities``; what identifies its model (the judgment store's keys) in ``fingerprint``, a
-``BackendFingerprint``; the GPU share its in-process engine takes in ``gpu_memory_share``. Callers read
-them there, never by probing the object for attributes.
+A backend gets ``GenerationRequest`` objects (unwired system prompt and filled template) and renders them in
+its wire format; it declares what it can do in ``capabilities``, its model's identity in ``fingerprint``
+and its engine's GPU share in ``gpu_memory_share``.
 
 Example:
     >>> req = GenerationRequest(system="You judge.", user="###Task...", n=2,
@@ -38,11 +28,8 @@ from prom_reward.errors import ConfigError
 
 @dataclass(frozen=True)
 class TokenLogprobs:
-    """One generated position: the token sampled there and the top alternatives.
-
-    ``top`` maps decoded token text to log-probability and includes the sampled
-    token. Several ids can decode to the same text; their probabilities are summed.
-    """
+    """One generated position: the token sampled there and ``top``, decoded token text -> log-probability
+    (the sampled token included; ids that decode alike summed)."""
 
     token: str
     """Decoded text of the token that was generated at this position."""

@@ -1,14 +1,5 @@
-"""The one bridge from sync code to the async core: ``run_sync`` runs a coroutine on the library's loop.
-
-The judging path is async (backends ``agenerate``, the judge's ``agrade``/``acompare``); the sync API
-(``PrometheusJudge.grade``, ``PrometheusReward.__call__``, jobs) waits for it here and nowhere else. The
-coroutines run on ONE long-lived event loop in a daemon thread of this process, started on first use
-(again after a fork, whose child has no such thread), so what a backend keeps per event loop (the
-``openai`` backend's HTTP session and its connection pool) lives across sync calls instead of being made
-and dropped per call. Sync callers in several threads share the loop; each waits for its own coroutine.
-Async callers never come here: they await the async API on their own loop. What lives on a loop past the calls (an
-HTTP session) is closed at interpreter exit by its owner's ``close``, registered with ``close_at_exit``, while
-this thread's loop still runs (``atexit`` handlers run before daemon threads stop).
+"""The one bridge from sync code to the async core: ``run_sync`` runs a coroutine on the library's one
+long-lived event loop (a daemon thread), and ``close_at_exit`` closes what lives on it at exit.
 
 Example:
     >>> async def add(a, b):

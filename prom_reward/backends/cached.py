@@ -1,20 +1,7 @@
 """A backend wrapper that answers from a ``JudgmentStore`` and saves every new result.
 
-``agenerate`` looks every request up, sends only the missing ones to the inner
-backend in one awaited call (order kept), saves their results, and answers in input order.
-A backend that reports results as they complete (``capabilities.streams_results``:
-the ``openai`` backend) has them saved as they arrive, in small transactions (every
-``flush_every`` results or ``flush_seconds``), so a crash or a failed request loses
-at most the last second of finished work and never stores a failure. Other backends
-(the in-process vLLM engine answers a whole batch at once) are saved per call:
-chunk long jobs (the CLI's ``--batch-size``) to bound what a crash can lose.
-
-A result the store answered is marked ``stored`` (nothing was generated for it; the judge counts it
-apart, ``JudgeStats.stored_samples``). ``CachedBackend.deferred`` wraps a backend that is not built yet
-(the in-process vLLM engine: ``VLLMEngine.unstarted`` gives its fingerprint and tokenizer): it is built
-on the first call that needs it, a request the store does not hold, so a re-run answered wholly by the
-store starts no engine (``built`` says whether it started; a worker thread starts it, the caller's loop
-is not blocked). ``generate`` is the sync form (``bridge.run_sync``).
+Only the requests the store lacks reach the inner backend; streamed results are saved as they arrive.
+``CachedBackend.deferred`` builds the inner backend only when a request misses the store.
 
 Example:
     >>> import os, tempfile

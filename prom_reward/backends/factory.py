@@ -1,9 +1,5 @@
-"""The backend registry: backends by name, built from their options.
-
-Names: ``vllm`` (in-process ``vllm.LLM``, the default), ``openai`` (one or more
-OpenAI-compatible servers), ``transformers`` (plain ``model.generate``), ``scripted``
-(replays given outputs; for tests of judge logic). Each is imported on first use, so
-vLLM is only imported when the ``vllm`` backend is built.
+"""The backend registry: backends by name (``vllm``, ``openai``, ``transformers``, ``scripted``), each
+imported on first use.
 
 Example:
     >>> BACKENDS.names()

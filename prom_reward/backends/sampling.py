@@ -1,8 +1,5 @@
-"""Sampling options for judge generations, with the Prometheus papers' defaults.
-
-``SamplingConfig`` is frozen and validated on construction. User options merge
-over the defaults key by key: passing ``{"temperature": 0}`` changes the
-temperature and nothing else (``max_tokens`` stays 1024).
+"""Sampling options for judge generations (``SamplingConfig``), with the Prometheus papers' defaults; user
+options merge over them key by key.
 
 Example:
     >>> cfg = SamplingConfig().merged({"temperature": 0.0})

@@ -1,9 +1,5 @@
-"""A backend that replays scripted outputs: exact, model-free tests of judge logic.
-
-Give it a list of outputs (consumed in order, one per sample) or a function
-``respond(request, sample_index) -> str | Completion``. It records every call so
-tests can assert what was asked (n, prefixes, sampling). It never stands in for
-a real engine in integration tests.
+"""A backend that replays scripted outputs (a list, or ``respond(request, sample_index)``) and records every
+call: exact, model-free tests of judge logic.
 
 Example:
     >>> b = ScriptedBackend(outputs=["Fine. [RESULT] 3", "Weak. [RESULT] 2"])

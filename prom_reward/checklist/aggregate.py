@@ -1,18 +1,5 @@
-"""Aggregations: a checklist's per-criterion scores as one reward.
-
-Each criterion's score is on [0, 1] (its grade normalised on the judge format's scale: ``(s - low) / (high -
-low)``; a pitfall's score is how far the response falls into it). ``w`` are weights, ``P`` the pitfalls,
-``Q`` the other criteria, ``E`` the essential ones (formulas and trade-offs in docs/checklists.md):
-
-- ``weighted_mean`` (RaR explicit): ``(sum_Q w s - sum_P w s) / sum_Q w``; a checklist of pitfalls only:
-  ``1 - sum_P w s / sum_P w``. Partial credit everywhere; a pitfall can push it below 0.
-- ``minimum``: ``min(s for Q, 1 - s for P)``: the weakest criterion decides (no partial credit, harsh on noise).
-- ``gate``: ``floor`` (0) unless every essential criterion is satisfied (``criteria.satisfied``), else
-  ``weighted_mean`` of the rest (1 when there is no rest).
-- a callable ``f(scores) -> float | None`` over the judged ``CriterionScore`` list.
-
-A criterion the judge could not judge: when essential, the reward is None with the reason; otherwise it is
-left out of the formula and counted (``Aggregate.dropped``). With nothing judged the reward is None.
+"""Aggregations of a checklist's per-criterion scores on [0, 1] into one reward: ``weighted_mean``, ``minimum``,
+``gate`` or a callable (formulas in docs/checklists.md); an essential criterion left unjudged makes it None.
 
 Example:
     >>> from prom_reward.checklist.criteria import Criterion

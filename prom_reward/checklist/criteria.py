@@ -1,18 +1,6 @@
-"""A row's checklist: its criteria, validated before any judging, and the rubric each is judged against.
-
-A checklist is a list; each entry a criterion string or a mapping ``{criterion, weight, category, rubric}``
-(only ``criterion`` required; a key whose value is None, as a Parquet or ``datasets`` struct column gives the keys
-a row lacks, is absent). Categories are RaR's (arXiv 2507.17746): ``essential``, ``important``,
-``optional`` and ``pitfall`` (a pitfall is something the response should not do: it counts, and subtracts,
-when the response falls into it). A weight is a finite number > 0 (default 1.0; a pitfall's weight is
-positive too, its category makes it subtract). Bad input raises ``InputError`` naming the row, the criterion,
-the field and the fix.
-
-A criterion without its own rubric is judged against a binary rubric (satisfied / not) written for the judge
-format's scale: one description per score, the lowest "not satisfied at all", the highest "fully satisfied",
-the ones between graded (on Prometheus' 1-5: 1 not at all, 2 barely, 3 partly, 4 mostly, 5 fully). A criterion
-is *satisfied* when its score lies above the middle of the scale (``satisfied``: 4 and 5 on 1-5, 3 on 1-3, 1 on
-0-1). A pitfall's rubric asks whether the response falls into it (the top score: clearly does).
+"""A row's checklist: its criteria (strings or ``{criterion, weight, category, rubric}`` mappings; RaR's
+categories), validated before any judging, and the binary rubric a criterion without its own is judged
+against (docs/checklists.md).
 
 Example:
     >>> from prom_reward.format.judge_format import get_judge_format

@@ -1,19 +1,13 @@
-"""Judging a batch of (response, checklist): all of the batch's judgments in one judge call.
-
-Explicit mode asks one absolute judgment per (instruction, response, criterion rubric, reference), judges each
-distinct one once (duplicates across completions and rows are asked once; with a judgment store, a second
-epoch over the same responses asks the judge nothing new: the store answers by prompt), and aggregates each
-response's criteria (``aggregate``). Implicit mode asks one judgment per response against the whole checklist
-as one rubric (``criteria.checklist_rubric``). Scores are normalised on the judge format's scale to [0, 1].
-One outcome per response, in order; a failed judgment is a value (its reason), never an exception.
+"""Judging a batch of (response, checklist) in one judge call: explicit (one judgment per distinct criterion)
+or implicit (the whole checklist as one rubric); one outcome per response, a failure as a value.
 
 Example:
     >>> from prom_reward import PrometheusJudge
-    >>> from prom_reward.backends.bridge import run_sync
+    >>> import asyncio
     >>> from prom_reward.checklist.criteria import parse_checklist
     >>> judge = PrometheusJudge(backend="scripted", outputs=["Yes. [RESULT] 5", "No. [RESULT] 1"])
     >>> lists = [parse_checklist(["Says 4", "Shows work"])]
-    >>> out = run_sync(lambda: ajudge_checklists(judge, ["2+2?"], ["4"], lists, ChecklistConfig()))
+    >>> out = asyncio.run(ajudge_checklists(judge, ["2+2?"], ["4"], lists, ChecklistConfig()))
     >>> out.outcomes[0].aggregate.value, [c.satisfied for c in out.outcomes[0].criteria]
     (0.5, [True, False])
 """

@@ -1,17 +1,5 @@
-"""Checklist diagnostics: pass rates per criterion and per category, under one set of metric names.
-
-A criterion *passes* when it is satisfied, a pitfall when the response avoids it, so every pass rate reads
-"higher is better". Names (the reward paths log them under ``<reward name>/``):
-
-- ``checklist_pass_rate``: judged criteria that passed, over all judged criteria of the batch;
-- ``checklist_<category>_pass_rate``: the same per category present (``essential``, ``important``,
-  ``optional``, ``pitfall``);
-- ``checklist/<criterion>_pass_rate``: per criterion text (its first 48 characters): a criterion whose pass
-  rate jumps while the others stay is the first sign of a policy learning the letter of a checklist;
-- ``checklist_undecided_rate``: criteria the judge could not decide, over all criteria;
-- ``checklist_dropped_criteria``: non-essential criteria left out of an aggregate (not judged);
-- ``checklist_judgments``: distinct judgments asked (after deduplication), with ``judge_prompt_tokens``
-  and ``judge_completion_tokens``.
+"""Checklist diagnostics: pass rates per criterion and per category (every rate reads "higher is better"),
+under the metric names listed in docs/checklists.md.
 
 Example:
     >>> from prom_reward.checklist.aggregate import Aggregate, CriterionScore

@@ -1,11 +1,5 @@
-"""``prom-reward grade``, ``compare`` and ``pairs``: one job engine (``prom_reward.jobs.run``), in this
-process or on Ray (``--ray``).
-
-The input is checked whole before the output is touched; rows are judged ``--batch-size`` at a time,
-each batch committed to ``OUTPUT.parts/``, and the parts are merged into OUTPUT, which replaces an
-older file only when complete. An existing OUTPUT needs ``--resume`` (continue the job that wrote it:
-same input and options, checked) or ``--overwrite`` (start over). The summary goes to stderr, and as
-one JSON line to stdout, which holds nothing else: what the engine and libraries print goes to stderr.
+"""``prom-reward grade``, ``compare`` and ``pairs``: one job engine (``prom_reward.jobs.run``), in this process or on
+Ray (``--ray``); the summary goes to stderr and as one JSON line to stdout (docs/jobs.md).
 
 Example:
     $ prom-reward grade rollouts.jsonl -o graded.jsonl --rubric helpfulness --model smollm2-135m-instruct

@@ -1,29 +1,5 @@
-"""The ``prom-reward`` command line: the parser of every subcommand, and error handling.
-
-``prom-reward grade IN... -o OUT --rubric NAME|FILE [--model M | --server URL ...]`` grades every row of
-.jsonl/.json/.parquet files and writes the input rows plus ``source_index`` (the row's position in the
-input), ``score``, ``feedback``, ``expected_score``, ``probabilities``, ``judge_failures``,
-``judge_retries``, ``forced_verdicts`` and ``judge_error`` (why a score is null). ``prom-reward
-compare`` gives pairwise verdicts for rows of ``instruction``, ``response_a``, ``response_b`` (both
-orders unless ``--no-swap``: ``winner``, ``p_a``, ``tie``, ``swap_agreement`` ... ``judge_error``), and
-``prom-reward pairs`` DPO preference pairs from rows of ``prompt`` + ``completions`` (skip records in
-``OUT.skipped.jsonl``). All three run on one job engine (``prom_reward.jobs``): the input is checked
-whole before the output is touched, batches are committed to ``OUT.parts/`` and merged into OUT,
-``--resume`` continues the same job (input and options checked), ``--overwrite`` starts over, and
-``--ray`` runs the same job on a pool of Ray judge replicas (docs/serving.md).
-
-``prom-reward store info|export STORE [-o OUT.jsonl|.parquet]`` shows or exports a judgment store.
-
-``prom-reward reward-server --server URL --failure-reward NUMBER|min`` serves the judge to OpenRLHF
-(``--reward.remote_url http://...``); ``prom-reward openrlhf-func-path`` prints the ``reward_func``
-file for ``--reward.remote_url path.py`` (docs/openrlhf.md).
-
-Errors a person can act on (bad input, an output that exists or cannot be written, a full disk, a
-damaged or locked judgment store, a bad flag) end with one line, ``prom-reward: error: <what>; fix: <how>``
-(the file, the line or row, the flag or column: ``prom_reward.cli.voice``) and exit code 2; ``--debug``
-shows the traceback instead. A job whose judge backend failed
-some rows exits 3, one whose judge could not be reached for any row 4 (``jobs.summary.EXIT_CODES``); ``probe``
-and ``reward-server`` exit 4 too when their judge cannot be reached, the URL first in the message.
+"""The ``prom-reward`` command line: the parser of every subcommand, and error handling (one line ``prom-reward:
+error: <what>; fix: <how>``, exit 2; a job whose backend failed some rows exits 3, an unreachable judge 4).
 
 Example:
     $ prom-reward grade rollouts.jsonl -o graded.jsonl --rubric helpfulness --model smollm2-135m-instruct

@@ -1,43 +1,6 @@
-"""How sure was the judge? Confidence indicators from its own token distributions.
-
-Per generated token the backends report the sampled token's log-probability and
-the top-k alternatives (``TokenLogprobs.top``). From those, per judgment:
-
-- **SE** (``entropy``): the mean over generated tokens of the entropy (nats) of the
-  next-token distribution (CascadedEval Eq. 1-2). Only the top-k (k = ``top_k``, 20) is known,
-  so the per-token value is an estimate computed from **the k largest probabilities alone**: the
-  sampled (or teacher-forced) token counts only when it is one of them. Backends add the sampled
-  token to ``top`` even when it lies outside the top-k; counting it there would make the value
-  depend on which token the judge happened to write, and (as the cap of the tail) break the bound.
-  With ``r = 1 - sum(top-k)`` the mass outside and ``p_k`` the k-th probability:
-
-  * the top-k terms ``-p log p`` are **exact**;
-  * ``truncation="tail"`` (default) adds the least entropy ``r`` can have when no outside token
-    exceeds ``p_k``: as many outcomes of ``p_k`` as fit, plus the remainder. A **lower bound** of
-    the full-vocabulary entropy, the tightest the top-k allows; **exact** when ``r = 0`` or the
-    outside mass is one token. ``entropy_upper_bound(position, vocab_size)`` gives the matching
-    upper bound (``r`` spread evenly over the other ``V - k`` tokens);
-  * ``"bucket"`` counts ``r`` as one outcome (``-r log r``): a looser lower bound, badly biased on
-    flat distributions (a near-uniform next token reads as almost certain);
-  * ``"renormalize"`` divides the top-k by their sum: at most ``log k``, not a bound of anything.
-
-  Token texts that decode alike are merged by the backends (probabilities summed), which lowers
-  all three slightly.
-- **perplexity** (``nll``): mean negative log-probability of the sampled tokens (the
-  log of the perplexity; ranking by either is the same).
-- **SE-Cali** (``entropy_calibrated``): SE of the judge minus SE of a *base* model
-  reading the same output by teacher forcing (``base_entropy``; see
-  ``prom_reward.experimental.calibrated_judge``): the part of the uncertainty the fine-tuning
-  added, not the part any language model has on that text.
-- margins: ``verdict_probability`` (the probability the judge gave its own ``[RESULT]``
-  verdict token, read from the top-k at that position and *not* renormalised over the
-  allowed verdicts: a judge that puts 0.3 on "A" and 0.7 on other text is not sure of "A"),
-  ``sample_agreement`` (share of the k samples agreeing with the majority), ``swap_agreement``
-  (1.0/0.0: did both orders of a pairwise judgment pick the same response).
-
-Indicators turn a ``Confidence`` into an *uncertainty* (higher = less sure) and are
-looked up by name in ``INDICATORS``: ``se``, ``se_cali``, ``perplexity``,
-``verdict_probability``, ``sample_agreement``, ``swap_agreement``.
+"""Confidence indicators from the judge's own token distributions (``INDICATORS``: ``se``, ``se_cali``,
+``perplexity``, ``verdict_probability``, ``sample_agreement``, ``swap_agreement``), each an uncertainty
+(higher = less sure). How SE is estimated from the top-k alone is in docs/confidence.md.
 
 Example:
     >>> import math

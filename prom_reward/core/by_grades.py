@@ -1,12 +1,5 @@
-"""Direct2Pair: a pairwise verdict from the absolute grades of both responses (``compare_by_grades``).
-
-Both responses of each pair are graded in one batch; the higher grade wins. Tied pairs (both graded,
-same score) are re-graded at temperature 1.0, their requests numbered ``1000 * round`` so a judgment store
-keeps the rounds apart, until one wins or ``max_tie_rounds`` is reached. A pair whose grade failed fails
-with that grade's failure (``outcomes.graded_verdict``).
-
-``Judge.acompare_items_by_grades`` runs the rounds over the judge's ``agrade_items`` (for every judge);
-``TieRounds`` keeps the grades.
+"""Direct2Pair: a pairwise verdict from the absolute grades of both responses (``compare_by_grades``); tied
+pairs are re-graded at temperature 1.0 up to ``max_tie_rounds`` (``TieRounds`` keeps the grades).
 
 Example:
     >>> from prom_reward.core.judge import PrometheusJudge

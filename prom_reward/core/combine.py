@@ -1,15 +1,5 @@
-"""Turning sampled runs into ``Grade`` and ``Verdict`` results.
-
-Absolute: the score is the mean of the valid samples; the probabilities are the
-mean verdict-token distribution; the expected score is sum k * P(k).
-Pairwise: each order's winner is the majority of its valid samples (a split is
-a tie); with swap, the swapped order is mapped back to the original labels and
-a winner needs both orders to pick it. The one rule for a pair decided by one
-order only: an order without any verdict (every sample failed) leaves the pair
-without a winner and without ``p_a`` (a failure, ``reason`` "order B-A failed:
-..."), whatever the other order said; an order that split its samples while the
-other picked a winner makes a tie. Every caller (``compare``, ``pairs``, the
-rewards, online DPO) reads the verdict made here.
+"""Turning sampled runs into ``Grade`` and ``Verdict`` results: the mean score and verdict distribution of the
+valid samples, the majority winner of each order, and the one rule for combining swapped orders.
 
 Example:
     >>> from prom_reward.core.sampler import ItemRun

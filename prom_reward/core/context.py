@@ -1,18 +1,6 @@
-"""Making sure every judge prompt fits the judge's context window, before generating.
-
-A prompt fits when ``prompt_tokens + max_tokens <= context_length`` (the judge needs
-room to write its feedback). An item that does not fit gets a ``ContextLengthError``
-naming the item index and the token counts (returned for that item alone: its batch-mates
-are judged), or, with ``truncate_response=True``, its response(s) are shortened until it
-fits (the result is marked ``truncated``). A ``max_tokens`` that leaves no room for any
-prompt is raised: it is the configuration's fault, not an item's.
-
-Counting tokens costs a tokenizer pass (an HTTP round trip per item for a server), so
-backends whose tokenizers never make more tokens than UTF-8 bytes (byte-level BPE and
-byte-fallback SentencePiece: every token covers at least one byte) say so with
-``capabilities.tokens_at_most_bytes``; an item whose system prompt + template bytes, plus
-``TEMPLATE_MARGIN`` tokens for the chat template's own special tokens, plus ``max_tokens``
-fit the context is then known to fit without counting. Only the others are counted.
+"""Making sure every judge prompt fits the judge's context window (``prompt_tokens + max_tokens <=
+context_length``) before generating: an item that does not fit fails alone with ``ContextLengthError``, or has
+its response(s) shortened with ``truncate_response=True``.
 
 Example:
     >>> from prom_reward.backends.scripted import ScriptedBackend

@@ -1,10 +1,5 @@
-"""The table of judge formats in docs/formats.md, generated from the registered formats and the presets.
-
-One row per name in ``JUDGE_FORMATS`` (the built-in formats), sorted, the default first: the format's name,
-the models whose presets name it (``core.presets``, by preset name), what it judges, its scale, the verdicts
-it reads and the text after which a verdict is one token (so it can be forced). The page holds it between
-``<!-- formats:start -->`` and ``<!-- formats:end -->``; ``tests/core/test_format_table.py`` keeps the two
-equal and ``make docs`` renders the page's table from this function (scripts/docs_site.py).
+"""The table of judge formats in docs/formats.md, generated from the registered formats and the presets (kept
+equal to the page by ``tests/core/test_format_table.py``, rendered by ``make docs``).
 
 Example:
     >>> formats_table().splitlines()[2].split(" | ")[2:]

@@ -1,17 +1,5 @@
-"""``GradeItem`` and ``PairItem``: the judge's inputs, validated once, where they are built.
-
-A user builds them directly (``GradeItem("What is 2+2?", "4", "helpfulness")``): the texts must be ``str``
-holding valid Unicode, the reference a ``str`` or None, and the rubric is resolved to a ``Rubric`` (a
-built-in name, a ``Rubric``, a dict, a .json/.yaml path, formatted text); anything else raises
-``InputError`` naming the field and the fix. The judge takes them as they are (``grade_items``,
-``compare_items``): it checks each rubric against its own format and neutralises the responses' template
-markers, and a failed item is a value there (its result carries the error).
-
-The list forms (``grade(instructions, responses, rubric, ...)``) build their items with ``absolute_items`` /
-``relative_items``: a batch whose shape is wrong (lists of different lengths, a string where a list belongs)
-raises; an item whose own text or rubric is unusable raises too, unless the caller passes ``failed``: then
-that item's ``InputError`` (naming its index) is recorded there and the item keeps a placeholder, so its
-batch-mates are judged.
+"""``GradeItem`` and ``PairItem``: the judge's inputs, validated once where they are built (``InputError``
+naming the field and the fix), and the list forms' builders ``absolute_items`` / ``relative_items``.
 
 Example:
     >>> item = GradeItem("Say hi", "hi", "helpfulness")

@@ -1,14 +1,5 @@
-"""``PrometheusJudge``: absolute grades and pairwise verdicts from a Prometheus-style judge.
-
-Every call renders the exact prompts of the judge's format (``format.judge_format``: Prometheus 2 by
-default, or the one its preset or the caller names), validates the whole batch before
-any generation, sends all items to the backend together (vLLM batches them), and
-returns one ``Grade``/``Verdict`` per item, in order, None-scored (never a made-up
-number) when the judge failed. A failed item is a value: its ``error`` says whose
-fault it is (its input, the judge's output, the transport) and why; one item's fault
-never raises, its batch-mates are judged. ``agrade_items``/``acompare_items`` are awaited; ``grade_items``/...
-wait for them. It implements the item methods (``GradeItem``/``PairItem``); the list forms, the sync forms and
-``compare_by_grades`` come from the ``core.protocol.Judge`` base.
+"""``PrometheusJudge``: absolute grades and pairwise verdicts from a Prometheus-style judge, one result per item,
+in order; a failed item is a value whose ``error`` says whose fault it is.
 
 Example (the README tour runs this on a real model):
     >>> judge = PrometheusJudge(backend="scripted", outputs=["Accurate and complete. [RESULT] 5"])

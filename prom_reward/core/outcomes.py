@@ -1,10 +1,5 @@
-"""One outcome per item: how the judge turns an item's fault into that item's failed result.
-
-The judge validates a batch item by item (``core.items``), fits each prompt to the context
-(``core.context``) and samples the rest (``core.sampler``); an item that fails at any of these steps
-fails alone, as a value: its result has no verdict and an ``error`` (``JudgeFailure``) saying whose
-fault it is (``input``, the judge's ``output``, the ``transport``) and why. Nothing here raises for
-one item's fault.
+"""One outcome per item: how the judge turns an item's fault (input, context, output, transport) into that
+item's failed result, as a value.
 
 Example:
     >>> from prom_reward.core.results import Grade

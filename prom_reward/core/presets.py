@@ -1,37 +1,5 @@
-"""Presets: the known judge models and how to talk to them.
-
-A preset fills in the model id, wire format, engine options and sampling defaults;
-anything the user passes merges over it key by key.
-
-- ``prometheus-7b-v2.0`` / ``prometheus-8x7b-v2.0``: the Prometheus 2 judges. Their
-  Mistral/Mixtral chat templates have no system role, so the ``chat`` wire folds the
-  system prompt into the user turn: exactly the training form.
-- ``prometheus-7b-v2.0-inst``: the same model with the public package's
-  ``[INST] {system}\\n{prompt} [/INST]`` string.
-- ``smollm2-135m-instruct``: the small local model ``make setup`` converts; it knows
-  nothing of the Prometheus format (a base to fine-tune), so every verdict is forced
-  (``force_verdict="always"``).
-- ``pocket-judge``: SmolLM2-135M-Instruct trained with ``train_judge`` (absolute and relative
-  LoRA experts on the pocket collections, DARE-linear merged by ``make setup``): it writes
-  ``Feedback: ... [RESULT] k`` and ``[RESULT] A|B`` itself, so only outputs cut at ``max_tokens``
-  are forced (the default ``cut``). A weak judge
-  (135M parameters); the default of ``make demo``.
-- ``m-prometheus-3b`` / ``-7b`` / ``-14b``: M-Prometheus (``Unbabel/M-Prometheus-*``, Qwen2.5 bases whose chat
-  template has a system role), multilingual judges on Prometheus 2's prompts and verdicts, in the
-  ``m-prometheus`` judge format.
-- the other known judges, each in its own judge format (docs/formats.md), all on the ``chat`` wire (their
-  chat templates; a template without a system role gets the system message folded into the user turn):
-  ``flow-judge-v0.1`` (``flowaicom/Flow-Judge-v0.1`` -> ``flow-judge``, the 5-point scale; name
-  ``flow-judge-3`` or ``flow-judge-binary`` for its other scales), ``selene-1-mini``
-  (``AtlaAI/Selene-1-Mini-Llama-3.1-8B`` -> ``selene``), ``offsetbias-8b`` (``NCSOFT/Llama-3-OffsetBias-8B``
-  -> ``offsetbias``), ``skywork-critic-8b`` / ``-70b`` (``Skywork/Skywork-Critic-Llama-3.1-*`` ->
-  ``mt-bench-pairwise``), ``rise-judge-7b`` / ``-32b`` (``R-I-S-E/RISE-Judge-Qwen2.5-*`` -> ``rise-judge``),
-  ``con-j-7b`` (``ZiyiYe/Con-J-Qwen2-7B`` -> ``con-j``), ``rm-r1-instruct-7b`` / ``-14b`` / ``-32b``
-  (``gaotang/RM-R1-Qwen2.5-Instruct-*`` -> ``rm-r1``) and ``rm-r1-distilled-7b`` / ``-14b`` / ``-32b``
-  (``gaotang/RM-R1-DeepSeek-Distilled-Qwen-*`` -> ``rm-r1-reasoning``).
-
-A preset names its judge format (``format``, ``prometheus2`` unless said): a known judge's model id picks its
-format by default (``default_format``; a format named by the user wins).
+"""Presets: the known judge models (model id, judge format, wire format, engine options, sampling defaults),
+merged under the user's options key by key; the list of presets is in docs/formats.md.
 
 Example:
     >>> get_preset("prometheus-7b-v2.0").model

@@ -1,11 +1,5 @@
-"""The judge's requests in its judge format, and what a format can be asked for.
-
-An item becomes one ``GenerationRequest``: the format's system and user messages (``JudgeFormat``'s
-``absolute_prompt`` / ``relative_prompt``), tagged with the format's name so a judgment store keys two formats'
-judgments apart. A judge is refused at construction (``ConfigError``) when its format cannot give what is
-asked: expected scores and forced verdicts need a verdict that is one token after a fixed prefix
-(``JudgeFormat.force_prefix``); a call for a task the format does not judge is refused before any item is read
-(``format.judge_format.check_task``).
+"""The judge's requests in its judge format (one ``GenerationRequest`` per item, tagged with the format's name),
+and the check at construction that the format can give what is asked (``ConfigError``).
 
 Example:
     >>> from prom_reward.core.items import absolute_items

@@ -1,8 +1,5 @@
-"""Result types: one judge sample, an absolute ``Grade``, a pairwise ``Verdict`` (both ``Judgment``s), and
-a judge's running ``JudgeStats``.
-
-The results are small frozen dataclasses. A failed judgment has ``score``/``winner``
-None (TRL's "abstain"), never a made-up number; the raw outputs stay attached.
+"""Result types: one judge sample, an absolute ``Grade``, a pairwise ``Verdict`` (both ``Judgment``s; a failed
+one has ``score``/``winner`` None, never a made-up number) and a judge's running ``JudgeStats``.
 
 Example:
     >>> s = JudgeSample(text="Clear and correct. [RESULT] 4", feedback="Clear and correct.", verdict=4)

@@ -1,36 +1,13 @@
-"""The sampling loop behind every judgment: batch, parse, force, re-sample.
-
-For a batch of judge prompts that each need ``k`` valid samples:
-
-1. one backend call with every prompt (``n`` = samples still needed), so the
-   engine batches them;
-2. each output is parsed; with logprobs, the distribution over verdicts at the
-   verdict token is read;
-3. outputs that end without a verdict are continued from the judge format's forcing
-   text (``forcing_body(text) + force_prefix``: the feedback and `` [RESULT] `` for
-   Prometheus 2, a closed ``</feedback>`` and ``<score>`` for Flow-Judge) and one short extra request reads
-   the judge's next-token distribution over the allowed verdicts (a *forced*
-   verdict), as the force policy says (``FORCE_POLICIES``):
-   ``cut`` (the default) forces only outputs cut at ``max_tokens`` (finish reason
-   ``length``): their feedback ran out of room, and a fresh sample under the same
-   budget is mostly cut again; ``always`` forces every output without a verdict;
-   ``never`` forces none;
-4. prompts still short of ``k`` valid samples are re-sampled with fresh samples,
-   up to ``max_retries`` rounds (all of them in one call per round).
-
-A request the backend failed (its result's ``error``; every request of a call that raised
-``BackendError``) is not re-sampled: its run carries the failure (``transport``, or ``input``
-when the server rejected the request) for the caller's outage policy to retry or report.
-
-Parsing, the verdict labels and the forcing text are the judge format's (``format.judge_format``).
+"""The sampling loop behind every judgment: one batched backend call, parse, force verdicts (``FORCE_POLICIES``:
+``cut``, ``always``, ``never``), re-sample up to ``max_retries`` rounds; the steps are in docs/design-notes.md.
 
 Example:
     >>> from prom_reward.backends.scripted import ScriptedBackend
     >>> from prom_reward.backends.base import GenerationRequest
     >>> from prom_reward.format.formats.prometheus2 import PROMETHEUS2
     >>> b = ScriptedBackend(outputs=["no verdict here", "Good. [RESULT] 4"])
-    >>> from prom_reward.backends.bridge import run_sync
-    >>> run = run_sync(lambda: SampleRunner(b, max_retries=1).run([GenerationRequest("s", "u")], "absolute", k=1))[0]
+    >>> import asyncio
+    >>> run = asyncio.run(SampleRunner(b, max_retries=1).run([GenerationRequest("s", "u")], "absolute", k=1))[0]
     >>> [s.verdict for s in run.samples], run.retries, run.failures
     ([None, 4], 1, 1)
     >>> should_force(run.samples[0], "cut", PROMETHEUS2), should_force(run.samples[0], "always", PROMETHEUS2)

@@ -1,10 +1,5 @@
-"""Reading the judge's distribution over verdicts from token logprobs.
-
-The token that carries the verdict (the ``4`` after ``[RESULT]``) has top-k
-alternatives; their probabilities over the allowed verdicts give an expected
-score from a single sample. Tokens are compared after stripping whitespace and
-SentencePiece/BPE space marks, and variants that decode to the same verdict
-(``"4"``, ``" 4"``) are summed.
+"""Reading the judge's distribution over verdicts from the top-k logprobs at the verdict token (variants that
+decode to the same verdict, ``"4"`` and ``" 4"``, are summed).
 
 Example:
     >>> from prom_reward.backends.base import TokenLogprobs
@@ -49,11 +44,8 @@ def distribution_at(position: TokenLogprobs, labels: Sequence[str]) -> tuple[dic
 
 
 def token_index_at_char(logprobs: Sequence[TokenLogprobs], text: str, char_index: int) -> int | None:
-    """Index of the generated token covering ``text[char_index]``.
-
-    Uses the decoded tokens' lengths when they concatenate to ``text``; otherwise
-    falls back to the last token whose stripped text equals that character.
-    """
+    """Index of the generated token covering ``text[char_index]`` (by the decoded tokens' lengths, else the
+    last token whose stripped text is that character)."""
     pieces = [p.token for p in logprobs]
     if "".join(pieces) == text:
         offset = 0
@@ -85,11 +77,8 @@ def verdict_distribution(
 def first_verdict_distribution(
     logprobs: Sequence[TokenLogprobs] | None, labels: Sequence[str], lookahead: int = 3
 ) -> tuple[dict[str, float] | None, float | None]:
-    """For a forced verdict: the first of the next ``lookahead`` positions whose top-k holds a label.
-
-    Positions that are only whitespace or an opening bracket (``"("``, ``"["``) are skipped,
-    since tokenizers differ on where the space before the verdict goes.
-    """
+    """For a forced verdict: the first of the next ``lookahead`` positions whose top-k holds a label
+    (whitespace and opening brackets are skipped: tokenizers differ on where the space goes)."""
     for position in (logprobs or [])[:lookahead]:
         probs, mass = distribution_at(position, labels)
         if probs is not None:

@@ -1,14 +1,6 @@
-"""Experimental features: their API may change in any release, and each has a benchmark that shows what it
-does and what it does not do (``docs/experimental.md``). Nothing else in ``prom_reward`` imports this package:
-core, rewards, jobs and integrations work without it, and a reward takes an experimental judge like any other.
-
-- ``CascadeJudge`` (``cascade``; its routing rules in ``routing``): a cheap judge judges everything, its least
-  confident items go to a second judge. ``benchmarks/confidence_eval.py`` (pocket judge on CPU) showed the
-  path works end to end and the routed share holds over a run; routing to a weaker real second judge
-  (SmolLM2-135M) bought nothing, and no stronger second judge was measured, so no gain is shown.
-- SE-Cali (``calibration``: ``calibrated_judge``, ``BaseModelReader``): a base model reads the judge's outputs
-  by teacher forcing; its entropy is subtracted from the judge's. On 80 Vicuna dev items its confident half
-  correlated better with GPT-4 than its unsure half (0.165 vs -0.257, 36 items a half): within noise.
+"""Experimental features (API may change in any release; each has a benchmark in docs/experimental.md): the
+judge cascade (``CascadeJudge``, ``routing``) and SE-Cali (``calibrated_judge``, ``BaseModelReader``).
+Nothing else in ``prom_reward`` imports this package.
 
 Example:
     >>> from prom_reward import PrometheusJudge

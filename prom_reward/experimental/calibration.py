@@ -1,11 +1,5 @@
-"""SE-Cali: a base model reads the judge's outputs by teacher forcing, and its entropy calibrates the judge's.
-
-``BaseModelReader`` is a ``core.sampler.SampleReader``: after each judge batch is sampled, it teacher-forces
-every valid output through the base model (one ``continuation_logprobs`` call, in the base model's own wire
-format) and sets each sample's ``base_entropy``; a grade's ``confidence.entropy_calibrated`` is then SE minus
-the base model's SE. ``calibrated_judge`` builds a ``PrometheusJudge`` with one (``confidence=True``), and gives
-a vLLM judge and a vLLM base model in one process their shares of the GPU. The teacher-forcing engine methods
-themselves are the backends' (``capabilities.continuation_logprobs``, ``prom_reward.backends.teacher_forcing``).
+"""SE-Cali: a base model reads the judge's outputs by teacher forcing (``BaseModelReader``), and its entropy is
+subtracted from the judge's (``confidence.entropy_calibrated``); ``calibrated_judge`` builds such a judge.
 
 Example:
     >>> share_gpu_with_calibration("vllm", {}, {"backend": "vllm", "model": "base"})

@@ -1,10 +1,5 @@
-"""Routing rules of a judge cascade: which judgments are uncertain enough to send to a second judge.
-
-``route(results, config)`` ranks each result by its uncertainty under an indicator of
-``prom_reward.confidence.indicators`` and marks the items to route: a share of the run
-(``route_fraction``, through a running quantile over recent items) or every item above a
-``threshold``; failed judgments and valid ones without a value for the indicator are always
-routed. ``prom_reward.experimental.cascade.CascadeJudge`` applies it to two judges.
+"""Routing rules of a judge cascade (``route``): which judgments are uncertain enough to send to a second judge,
+a share of the run or all above a threshold; failed ones are always routed.
 
 Example:
     >>> from prom_reward.core.results import Grade
@@ -62,11 +57,8 @@ class CascadeConfig:
 
 
 def _above_running_quantile(values: Sequence[float | None], history: Sequence[float], fraction: float) -> set[int]:
-    """Indexes whose mid-rank among ``history`` + ``values`` is above ``1 - fraction``.
-
-    For exchangeable uncertainties the mid-rank is uniform, so each item is routed with
-    probability ``fraction`` however few items came before it.
-    """
+    """Indexes whose mid-rank among ``history`` + ``values`` is above ``1 - fraction`` (for exchangeable
+    uncertainties, each routed with probability ``fraction`` however few items came before)."""
     pool = sorted([*history, *(v for v in values if v is not None)])
     out = set()
     for i, v in enumerate(values):

@@ -1,15 +1,6 @@
-"""Which column of a row holds each thing the judge reads, and the text the judge sees in it: the one reading of
-columns of the jobs (``grade``, ``compare``, ``pairs``), the report and the reward server's labels.
-
-A column option (``instruction_column`` in Python, ``--instruction-col`` on every command: ``column_flag``) is
-None or a column name. None reads whichever of the option's default names (``DEFAULTS``) the row has:
-prom-reward's, or TRL's (``instruction`` or ``prompt``, ``response`` or ``completion``, ``response_a`` or
-``chosen``, ``response_b`` or ``rejected``); a row with both names of one role is refused (which one is meant
-cannot be told). A name is the one column read, and a row without it is refused, naming the flag, the column, the
-row and the columns it has; only an optional column's own default name (``reference_answer``, ``rubric``,
-``checklist`` ...) may be absent (the row has none). ``column_text`` makes a TRL message list text as the rewards
-make it (``prom_reward.format.conversation``: ``prompt_text`` for the instruction, ``completion_text`` for a
-response).
+"""Which column of a row holds each thing the judge reads (``--instruction-col`` ...; None reads prom-reward's or
+TRL's default names, ``DEFAULTS``), and the text the judge sees in it (``column_text``); the one reading of
+columns for the jobs, the report and the reward server.
 
 Example:
     >>> row = {"prompt": [{"role": "user", "content": "2+2?"}], "completion": "4"}

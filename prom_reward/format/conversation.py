@@ -1,15 +1,5 @@
-"""Turning TRL's standard (string) and conversational (message list) rows into judge text.
-
-TRL datasets come in two layouts: plain strings, or lists of ``{"role", "content"}``
-messages. The judge reads an instruction and a response as text:
-
-- a prompt that is one user message (after an optional system message) becomes that
-  message's content; a longer conversation becomes ``User: ...`` / ``Assistant: ...``
-  turns, so the judge sees the whole context; a system message is kept as ``System: ...``
-  only in that multi-turn form.
-- a completion (a list of assistant messages) becomes their contents joined by blank lines (an assistant
-  message that only calls tools, ``tool_calls`` with no ``content`` or ``None``, is an empty turn: TRL's tool loop
-  puts the tools' results after it as ``tool`` messages).
+"""Turning TRL's standard (string) and conversational (message list) rows into judge text: ``prompt_text`` (one
+user message, or ``User:``/``Assistant:`` turns) and ``completion_text`` (assistant contents joined).
 
 Example:
     >>> prompt_text([{"role": "user", "content": "Hi?"}])

@@ -1,10 +1,5 @@
-"""End-of-sequence tokens a judge may leave at the end of its text, and where the text really ends.
-
-Engines usually strip the end-of-sequence token, but a judge served through a raw completions
-endpoint, a chat template that writes its own end-of-turn marker or a fine-tuned judge that learnt
-to write one may leave ``</s>``, ``<|im_end|>``, ``<|eot_id|>``... at the end of its output. The
-verdict parser (``format.parsing``) and the sampler's forcing of a verdict (``core.sampler``) both
-read past them with this one list.
+"""End-of-sequence tokens a judge may leave at the end of its text (``</s>``, ``<|im_end|>`` ...), and where the
+text really ends: the one list the parser and the sampler's forcing read past.
 
 Example:
     >>> content_end("Good. [RESULT] 4</s>\\n")

@@ -1,12 +1,5 @@
-"""Closing an output cut at ``max_tokens`` so a verdict can be forced after it: what the formats'
-``JudgeFormat.forcing_body`` share.
-
-A verdict is forced by continuing the judge's output from ``forcing_body(text) + force_prefix`` for one
-token (``core.sampler``). ``forcing_body`` owns all the text before ``force_prefix``, its joining
-whitespace included: it drops a verdict marker the output left open or cut inside its letters, and closes
-whatever the output had open (Flow-Judge's ``<feedback>``, RM-R1's ``<eval>``) the way the format's own
-outputs close it, so that ``forcing_body(text) + force_prefix + label + force_suffix`` is an output the
-format's parser reads as that label's verdict. These helpers find what was cut and what is still open.
+"""Closing an output cut at ``max_tokens`` so a verdict can be forced after it: the helpers the formats'
+``JudgeFormat.forcing_body`` share (find what was cut, close what is still open).
 
 Example:
     >>> drop_cut_marker("Fine work.\\n\\n**Res", "**Result:**")

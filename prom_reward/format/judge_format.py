@@ -1,19 +1,5 @@
-"""The judge-format seam: everything a judge model's text interface is, as one object.
-
-A ``JudgeFormat`` holds the prompt templates (the system and user messages of an absolute grade and of a
-pairwise verdict), the parser of the judge's output, the verdict tokens whose probabilities give expected
-scores, the fixed text after which the verdict is one token (so a verdict can be forced), and the format's
-own markers, neutralised inside judged texts so a response cannot forge them. How a prompt travels to the
-model (chat template, ``[INST]``, raw) is the wire format's (``format.wire``), not the judge format's.
-
-A verdict is forced after ``forcing_body(text) + force_prefix``: ``forcing_body`` owns all the text before
-the prefix, joining whitespace included, and closes what a cut output left open as the format's own
-outputs do (docs/formats.md, "Forced verdicts"); the sampler appends ``force_prefix`` and nothing else.
-
-Formats register in ``JUDGE_FORMATS`` by name (``prom_reward.format.formats``: one module per format,
-Prometheus 2 the default); ``get_judge_format`` looks one up by name, loads one a YAML file defines
-(``formats.from_yaml``) or passes an object through, and a failed lookup lists the valid names. Nothing
-outside ``format/`` knows a format's markers or templates.
+"""The judge-format seam: a judge model's whole text interface as one object (``JudgeFormat``: prompts, parser,
+verdict tokens, forcing prefix, markers), registered by name in ``JUDGE_FORMATS`` (``get_judge_format``).
 
 Example:
     >>> fmt = get_judge_format("prometheus2")

@@ -1,45 +1,5 @@
-"""Verdict parsing: turn a Prometheus judge's raw output into feedback and a verdict.
-
-A judge writes feedback and ends with ``[RESULT] 1-5`` (absolute grading) or
-``[RESULT] A|B`` (pairwise ranking). Real judges are sloppy, so the parser is
-lenient about how the verdict is *written* and strict about what it *is*.
-
-Accepted forms (``k`` = a digit 1-5 for absolute, ``A``/``B`` for relative):
-
-=====================  ==================================================  ==================================
-where                  accepted                                            rejected (no verdict: re-sample)
-=====================  ==================================================  ==================================
-after the last marker  ``4``, ``(5)``, ``"A"``, ``**3**``, ``[3]``,        ``2.5``, ``10``, ``6``, ``C``,
-``[RESULT]``,          ``Score: 2``, ``score of 1``, ``Result: 4``,        ``A or B``, ``A/B``, ``tie``,
-``[RESULT]:``,         ``Final Score: 5``, ``4/5``, ``5 out of 5``,        ``4/10``, ``3-4``, ``four``,
-``[RESULT: B]``        ``Response B``; then optionally the same verdict    ``4 because ...``, ``not 4``,
-                       restated on a new line (``4`` + ``Score: 4``)       ``4`` + ``Score: 3`` (two verdicts)
-no marker, ending the  ``[Score 4]``, ``(Score: 5)``, ``Score: 4``,        the same forms when the final
-text (its last line)   ``a score of 3``, ``4/5``, ``5 out of 5``;          sentence negates, hedges or
-                       relative: ``[Response B]``, ``(Response B)``        compares (word list below) or
-                                                                           holds another number; prose such
-                                                                           as ``Response B is better``
-=====================  ==================================================  ==================================
-
-* The tail of the text is ignored when it is only whitespace, ``.``/``!`` or
-  end-of-sequence tokens (``</s>``, ``<|im_end|>``, ``<|eot_id|>``, ...: ``format.eos``).
-* **The last ``[RESULT`` marker decides** (case-insensitive): everything after it
-  must be one verdict and nothing else, even when an earlier marker held a
-  valid one. The feedback before the marker is not read for negations: the
-  marker is the format's own verdict slot.
-* A marker-free verdict is a guess at the judge's intent, so it is taken only
-  when the reading is unambiguous: the *final sentence* (from the last ``.``,
-  ``!``, ``?`` or ``;`` followed by a space, or the last newline) holds no other
-  digit and none of the negating/hedging/comparing words in ``_DOUBT_WORDS``
-  (``not``, ``n't``, ``no``, ``never``, ``without``, ``maybe``, ``perhaps``,
-  ``would``, ``could``, ``might``, ``if``, ``or``, ``between``, ``than``,
-  ``too``, ``almost``, ``lacks``, ``short``, ...). "does not deserve a score of
-  5" and "maybe 4/5" are parse failures, so the judge re-samples.
-* Digits must be 1-5 and letters upper-case ``A``/``B``; anything that is not a
-  ``str`` has no verdict. Parsing never raises for any text.
-
-``verdict_start`` is the index, in the original text, of the verdict character
-itself, so the token that carried it can be found among the token logprobs.
+"""Verdict parsing of Prometheus 2 outputs: feedback and a verdict, lenient about how the verdict is written and
+strict about what it is (the forms accepted are in docs/formats.md); never raises.
 
 Example:
     >>> parse_absolute("Clear and correct. [RESULT] 4</s>")

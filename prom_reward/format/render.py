@@ -1,9 +1,5 @@
-"""Rendering the judge prompts: an instruction, one or two responses, a rubric and an optional reference
-answer filled into the Prometheus templates (``prom_reward.format.templates``).
-
-Only ``None`` counts as a missing reference (it selects the ``*_WO_REF`` template); ``""`` renders an
-empty reference. User text is inserted verbatim and never re-read, so braces or ``{rubric}`` inside an
-instruction stay literal.
+"""Rendering the judge prompts: instruction, response(s), rubric and optional reference filled into the
+Prometheus templates (only ``None`` is a missing reference; user text is inserted verbatim).
 
 Example:
     >>> from prom_reward.format.templates import ABSOLUTE_PROMPT_WO_REF

@@ -1,12 +1,5 @@
-"""``RubricResolver``: the one way every entry point turns rubric values into ``Rubric`` objects.
-
-A batch of judge inputs names its rubrics many times over (a column of built-in names, a dict per
-row, one file for all): the resolver resolves each distinct value once (``get_rubric``: a name,
-a dict, a .json/.yaml path, formatted ``[criteria]`` text or a ``Rubric``), falls back to a default
-where an item has none, asks the judge format whether each rubric fits the task
-(``JudgeFormat.rubric_problem``: Prometheus 2 grades need five score descriptions, ``flow-judge-3``
-three ...; the format is the one owner of that rule), and raises ``InputError`` naming the item, the
-field and the fix.
+"""``RubricResolver``: the one way every entry point turns rubric values into ``Rubric`` objects (each distinct
+value once, a default where none, the format's fit check, ``InputError`` naming the item).
 
 Example:
     >>> from prom_reward.format.judge_format import get_judge_format

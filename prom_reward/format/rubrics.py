@@ -1,10 +1,5 @@
-"""Score rubrics: the five built-ins, and conversion between dicts, files and formatted text.
-
-A rubric is a criteria question plus its score descriptions, lowest score first, for absolute
-grading: five for Prometheus' 1-5 scale, or 2 to 4 for judges on shorter scales (Flow-Judge's
-binary and 3-point scales); pairwise ranking uses only the criteria. The formatted text is the Prometheus layout
-(``SCORE_RUBRIC_TEMPLATE``): ``[criteria]`` on the first line, then ``Score 1: ...`` to
-``Score 5: ...``. ``Rubric.parse`` inverts ``format()`` (and the bare ``[criteria]`` form) exactly.
+"""Score rubrics: the five built-ins, and conversion between dicts, files and formatted text (``Rubric.parse``
+inverts ``format()``).
 
 Example:
     >>> r = Rubric("Is it kind?", ("Rude.", "Curt.", "Neutral.", "Warm.", "Very kind."))

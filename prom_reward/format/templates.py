@@ -1,14 +1,5 @@
-"""The Prometheus judge prompt templates: the constants, filling, checking, and parsing filled prompts back, and the one
-check that a text can fill one (``unicode_problem``).
-
-The templates are an interface the judges expect byte for byte; the constants (``ABSOLUTE_PROMPT``,
-``*_WO_REF``, ``RELATIVE_PROMPT``, the system prompts, ``SCORE_RUBRIC_TEMPLATE``, the five ``*_RUBRIC``
-strings) are loaded at import time from the packaged ``assets/templates.json``. Rendering a prompt
-from an instruction, responses and a rubric is ``prom_reward.format.render``.
-
-Filling is one pass over the template's own ``{field}`` slots: user text is inserted verbatim and
-never re-read, so braces or ``{rubric}`` inside an instruction stay literal. Custom templates use
-``str.format`` syntax (``{{``/``}}`` for literal braces), checked by ``validate_template``.
+"""The Prometheus judge prompt templates (loaded from the packaged ``assets/templates.json``): filling in one
+pass, checking custom templates, parsing filled prompts back, and ``unicode_problem``.
 
 Example:
     >>> fill(ABSOLUTE_PROMPT_WO_REF, {"instruction": "Name a {prime}.", "response": "7",

@@ -1,11 +1,5 @@
-"""A verdict written the way a judge format's judge writes it: its verdict marker, the verdict, the marker closed.
-
-What writes judge outputs rather than reading them needs this: the hacking probe's self-grade edit (a response
-that forges a top verdict in the judge's own marker), and the reference replay (recorded human labels turned into
-judge outputs the format's parser reads). The verdict follows the format's ``force_prefix`` (the fixed text the
-verdict is one token after, without its leading spacing) and is closed by its ``force_suffix`` (``]]``,
-``]]</answer>``, ``</score>``, ``)``): the same three parts a forced verdict is read in. A format whose
-verdict is not one token after a fixed prefix has no such text (``ConfigError`` naming the format).
+"""A verdict written the way a judge format's judge writes it (its ``force_prefix``, the verdict, its
+``force_suffix``): for the hacking probe's self-grade edit and the reference replay.
 
 Example:
     >>> from prom_reward.format.judge_format import get_judge_format

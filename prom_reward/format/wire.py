@@ -1,14 +1,5 @@
-"""Wire formats: how a system prompt and a filled template reach the judge model.
-
-Three variants, chosen by name:
-
-- ``chat``: the model tokenizer's chat template. When the template has no system
-  role (Mistral/Mixtral, the Prometheus 2 bases) the system prompt is folded into
-  the user turn as ``system + "\\n\\n" + user``, exactly the training form.
-- ``inst``: the literal ``[INST] {system}\\n{user} [/INST]`` string that the public
-  Prometheus package sends to vLLM (single newline).
-- ``raw``: the filled template alone, as plain completion text (for judges
-  trained without any chat wrapping).
+"""Wire formats: how a system prompt and a filled template reach the judge model: ``chat`` (the tokenizer's chat
+template; no system role folds it into the user turn), ``inst`` (literal ``[INST] ... [/INST]``) or ``raw``.
 
 Example:
     >>> get_wire_format("inst").render("SYS", "USER")
@@ -33,11 +24,8 @@ def fold_system(system: str, user: str) -> str:
 
 
 def template_accepts_system(tokenizer: Any) -> bool:
-    """True when ``tokenizer``'s chat template renders a system message as such.
-
-    A template that raises on a system role (Mistral v0.2) or silently drops it
-    counts as not accepting one.
-    """
+    """True when ``tokenizer``'s chat template renders a system message as such (not when it raises on one,
+    as Mistral v0.2's does, or drops it)."""
     if getattr(tokenizer, "chat_template", None) is None:
         return False
     try:

@@ -1,23 +1,6 @@
-"""``BatchedReward``: one ``PrometheusReward`` shared by many concurrent single-sample callers.
-
-The RLHF frameworks ask for rewards one sample at a time (OpenRLHF: one HTTP request or one
-``reward_func`` call per sample; verl: one ``compute_score`` per sample, awaited
-concurrently). ``BatchedReward`` queues those samples in a ``MicroBatcher`` (asyncio, on the caller's
-event loop; sync callers wait through the library's loop) so they reach the judge as one batched call
-(``PrometheusReward.ajudge_batch``, awaited), and hands each caller a ``SampleOutcome``: the reward (``None`` when
-the judge failed), a failure flag and reason, the feedback, and the batch's metrics under a
-fixed set of keys (``extra_log_keys``, the reward's drift diagnostics ``diag/...`` and, in absolute mode, the
-checklist pass rates ``checklist_...`` among them: a batch without a checklist row reads 0), so every sample
-carries the same log keys whether its judgment failed or not (OpenRLHF and verl stack per-sample logs by key).
-
-A sample that cannot be judged fails alone with its reason (``PrometheusReward.judge_batch``
-isolates it; its batch-mates are judged); a judge outage is retried per the reward's
-``OutagePolicy`` until the batch's deadline (the latest deadline of its requests). Batches run
-``max_concurrent`` at a time when the judge's backend takes concurrent calls (an HTTP judge; an
-in-process engine takes one at a time), so a hung call holds one slot, not the queue.
-
-A failed judgment is never given a number here: callers that need one (OpenRLHF's tensors,
-verl's ``rm_scores``) apply an explicit ``FailurePolicy``.
+"""``BatchedReward``: one ``PrometheusReward`` shared by many concurrent single-sample callers (OpenRLHF, verl,
+verifiers), whose samples reach the judge as one batched call; each caller gets a ``SampleOutcome`` with the
+same log keys (``extra_log_keys``), and a failed one gets a number only through an explicit ``FailurePolicy``.
 
 Example:
     >>> from prom_reward import PrometheusJudge

@@ -1,31 +1,9 @@
-"""``MicroBatcher``: gather concurrent requests into one batched call, on the caller's event loop.
-
-Reward integrations receive work one sample at a time (OpenRLHF posts one sample per HTTP
-request; verl awaits one ``compute_score`` per sample), while a vLLM judge is fast only on
-batches. Requests awaited on one event loop wait up to ``max_wait_s`` for company (or until
-``max_batch_size`` items are queued), then go to the async ``fn`` together, and each request
-gets back its own slice. It is asyncio only: a dispatcher task runs on the loop while requests
-are queued (sync callers reach it on the library's loop, ``backends.bridge.run_sync``).
-
-- Up to ``max_concurrent`` batches run at once (tasks): a slow or hung call holds one slot while
-  later requests go out in the next. While every slot is busy, requests keep queueing, so the
-  next batch is bigger (with ``max_concurrent=1``, one call at a time).
-- ``max_batch_size`` holds inside one request too: a request with more items is split into
-  calls of at most that many and answered as one (a group of ``group_size`` goes whole).
-- A request whose awaiting task is cancelled (its client went away) before its batch starts is
-  dropped, not judged; one whose ``timeout`` passed before its batch starts fails with
-  ``DeadlineExceeded`` without being judged.
-- With ``group_size``, requests carry a group key (e.g. the prompt) and wait until their
-  group has ``group_size`` items (or ``group_wait_s`` passed since the group's first item),
-  so a pairwise-within-group reward sees whole groups.
-- ``fn`` raising fails every request of that batch with the same exception (the reward's
-  ``fn`` isolates bad samples itself and raises only to stop training).
-- ``stats`` counts requests, items, batches and keeps the recent batch sizes.
-- Requests meet only with requests of the same event loop (each loop has its own queue).
+"""``MicroBatcher``: gather concurrent requests into batched calls on the caller's event loop (up to
+``max_wait_s`` or ``max_batch_size``, ``max_concurrent`` batches in flight, whole groups with ``group_size``).
+Its rules are in docs/design-notes.md.
 
 Example:
     >>> import asyncio
-    >>> from prom_reward.backends.bridge import run_sync
     >>> calls = []
     >>> async def double(items):
     ...     calls.append(len(items))
@@ -33,7 +11,7 @@ Example:
     >>> b = MicroBatcher(double, max_wait_s=0.2)
     >>> async def four():
     ...     return await asyncio.gather(*(b.arun([x]) for x in range(4)))
-    >>> run_sync(four), calls, b.stats.items
+    >>> asyncio.run(four()), calls, b.stats.items
     ([[0], [2], [4], [6]], [4], 4)
 """
 

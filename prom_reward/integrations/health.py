@@ -1,14 +1,5 @@
-"""``ServerHealth``: what the reward server's ``GET /health`` says, for the trainer (or its supervisor) to see.
-
-Three signals, the worst one wins:
-
-- ``"failing"`` (HTTP 503): the judge is misconfigured (``JudgeConfigError``: a wrong route, refused
-  credentials, a model it does not serve), found by the background probe once the judge answered, or by
-  a request during the run. Requests are answered with the error, never with the failure reward.
-- ``"degraded"`` (200): the judge is failing now (``JudgeHealth``: unreachable, 5xx, hung; the cause), or
-  more than ``degraded_failure_share`` of the last ``FAILURE_WINDOW`` samples failed (any reason: no
-  verdict, bad inputs, outage, deadline): a run training on that many failure rewards should be looked at.
-- ``"ok"`` otherwise.
+"""``ServerHealth``: what the reward server's ``GET /health`` says, the worst signal winning: ``"failing"``
+(503: a misconfigured judge), ``"degraded"`` (the judge failing now, or too many recent samples failed), ``"ok"``.
 
 Example:
     >>> from prom_reward.rewards.outage import JudgeHealth

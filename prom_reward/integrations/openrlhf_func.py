@@ -1,26 +1,6 @@
-"""``reward_func`` for OpenRLHF's in-process reward (``--reward.remote_url /path/to/file.py``).
-
-OpenRLHF 0.11 loads that file by path in every rollout actor (``spec_from_file_location``,
-a fresh module each time) and calls ``reward_func([query], [prompt], [label])`` from worker
-threads (``asyncio.to_thread``), one sample per call. Point it at the shipped
-``openrlhf_reward_func.py`` (``prom-reward openrlhf-func-path`` prints its path): that file only
-imports ``reward_func`` from here, so the judge and its queue exist once per process however
-often the file is loaded. The first call builds one process-wide ``BatchedReward``; concurrent
-calls from OpenRLHF's threads wait ``batch_window_ms`` for each other and are judged as one batch.
-
-Settings: ``RewardSettings`` (``prom_reward.integrations.settings``), read once on the first call
-from the ``PROM_REWARD_*`` environment variables, then the YAML file of ``PROM_REWARD_CONFIG``
-(docs/openrlhf.md has the table). The first call also checks the judge (``startup.check_judge``:
-a wrong model name raises; a judge that is down only warns).
-
-A sample that cannot be judged fails alone with its reason; a judge outage is retried within the
-outage budget and the request timeout, then (``outage_on_exhausted=raise``, the default) the error
-is logged at ERROR level and raised: OpenRLHF only logs it, keeps the sample without a reward and
-stops in ``make_experience_batch``, so the run stops rather than train on failure rewards. With
-``outage_on_exhausted=fail`` the unanswered samples get the failure reward with the cause.
-``configure(reward, **settings)`` installs a ready ``PrometheusReward`` instead (tests, custom
-judges; its ``RewardConfig`` is the reward settings, the others come from ``settings``);
-``reset()`` drops the process-wide state.
+"""``reward_func`` for OpenRLHF's in-process reward (``--reward.remote_url /path/to/openrlhf_reward_func.py``): one
+process-wide ``BatchedReward`` built on the first call from ``RewardSettings`` (docs/openrlhf.md);
+``configure`` installs a ready reward, ``reset`` drops it.
 
 Example:
     >>> from prom_reward import PrometheusJudge

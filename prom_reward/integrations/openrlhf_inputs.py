@@ -1,23 +1,6 @@
-"""OpenRLHF's reward inputs -> ``RewardSample``s, and ``SampleOutcome``s -> OpenRLHF's reward dict.
-
-Shared by the HTTP server (``openrlhf_server``) and the in-process ``reward_func``
-(``openrlhf_func``), which receive the same ``queries, prompts, labels``:
-
-- ``query`` is ``decode(prompt_tokens + response_tokens)``. When the prompt was longer than
-  ``max_len`` OpenRLHF keeps only its *last* tokens, so the query then starts with a suffix
-  of the prompt: ``split_query`` finds the longest suffix of the prompt that the query starts
-  with (at least ``MIN_OVERLAP`` characters, or the whole prompt when shorter) and takes the
-  rest as the response. The judge still gets the full prompt.
-- ``label`` (``--data.label_key``): a string or finite number (the reference answer), a list of
-  them (one: that answer; several: acceptable answers, one per line), or a dict with any of
-  ``reference_answer``, ``rubric``, ``instruction``, ``checklist`` (a list of criteria, docs/checklists.md; other
-  keys are ignored, logged once). The keys are the reward's column settings (``reference_column`` ...,
-  ``--reference-col``), read as the jobs read columns (``prom_reward.format.columns``): a key a setting names
-  that a dict label lacks fails the sample, naming the setting, the key and the label's keys.
-
-A sample whose input cannot be used (no overlap, an unusable label, a NaN or infinite number)
-is not judged: it comes back as a failed ``SampleOutcome`` with the reason (never an HTTP error:
-OpenRLHF answers any non-200 with five retries and then a sample without a reward).
+"""OpenRLHF's reward inputs -> ``RewardSample``s (``split_query`` recovers the response from a query whose prompt
+was left-truncated; labels are a reference, a list of them or a dict of columns), and ``SampleOutcome``s ->
+OpenRLHF's reward dict. A sample whose input cannot be used fails alone, never as an HTTP error.
 
 Example:
     >>> split_query("ong prompt. Answer: 42</s>", "A long prompt. Answer:", strip=["</s>"])

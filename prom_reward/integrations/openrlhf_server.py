@@ -1,39 +1,6 @@
-"""An HTTP reward endpoint for OpenRLHF's remote reward model (``--reward.remote_url http://...``).
-
-OpenRLHF 0.11 posts one sample per request, ``{"query": [q], "prompts": [p], "labels": [l]}``,
-from every rollout at once, with a 180 s client timeout, five tries and no headers. This
-server queues the samples of concurrent requests in a ``BatchedReward``: requests arriving
-within ``batch_window_ms`` of each other (up to ``max_batch_size`` samples; a larger request is
-split) are judged in one batched judge call, ``max_concurrent_batches`` calls at a time.
-Settings: ``RewardSettings`` (``prom_reward.integrations.settings``).
-
-- Queries, left-truncated prompts and labels are read by ``openrlhf_inputs``; a sample that
-  cannot be judged (no overlap, a bad label, a lone surrogate, a NaN label, over the judge's
-  context with ``over_context=fail``) fails alone with its reason, never as an HTTP error.
-- Reply: ``{"rewards", "scores", "extra_logs", "judge_failures", "failure_reasons"}``.
-  ``extra_logs`` has the same keys in every reply of one server (``BatchedReward.extra_log_keys``:
-  ``judge_failed`` per sample, batch size, queue time, the batch's metrics), one float per sample.
-- A failed sample gets ``failure_reward`` (required: a number or ``"min"``), is flagged
-  ``judge_failed=1``, counted (``judge_failures``; running totals on ``GET /stats``) and logged.
-- Judge outage: the judge is retried with back-off within ``outage_budget_s`` and the request's
-  deadline while the request waits; ``/health`` says ``"degraded"`` with the cause meanwhile, and
-  also while more than ``degraded_failure_share`` of the recent samples failed (``integrations.health``).
-  Past the budget the request is answered 503 with the cause (``outage_on_exhausted=raise``, the
-  default of every reward path), which stops OpenRLHF after its five tries: the one 5xx; or, with
-  ``outage_on_exhausted=fail``, the unanswered samples get the failure reward with the cause.
-- A misconfigured judge met during the run (``JudgeConfigError``: a wrong route, refused credentials,
-  a model it does not serve) is no sample's fault: the request is answered 500 with the error (never
-  the failure reward; OpenRLHF stops after its five tries) and ``/health`` says ``"failing"`` (503).
-- Deadline: a request still unanswered after ``request_timeout`` (default 170 s, under
-  OpenRLHF's 180 s) is answered 200 with its samples failed (reason says so).
-- A request whose client disconnected while queued is dropped unjudged.
-- Auth: ``token`` in the URL query (``/get_reward?token=SECRET``, what OpenRLHF can send)
-  or an ``Authorization: Bearer`` header; compared in constant time; ``token=`` values are
-  redacted from the access log (``redact``).
-
-Errors (not from OpenRLHF's own requests unless misconfigured): 400 malformed or too deeply
-nested JSON, 422 wrong types or lengths, 413 body over ``max_body_bytes``, 401 token; 503 for a request still
-waiting on the judge ``SHUTDOWN_GRACE_S`` after SIGTERM / Ctrl-C.
+"""An HTTP reward endpoint for OpenRLHF's remote reward model (``--reward.remote_url http://...``): concurrent
+requests' samples judged in batches (``BatchedReward``), with ``/health`` and ``/stats``. Its replies, status
+codes, deadlines and authentication are in docs/openrlhf.md.
 
 Example:
     >>> from prom_reward import PrometheusJudge

@@ -1,25 +1,6 @@
-"""TRL 1.16's ``AsyncGRPOTrainer``: its rollout worker's score loop, with a judge's metrics and failure reasons.
-
-``AsyncGRPOTrainer`` scores rollouts in ``AsyncRolloutWorker``'s spawned, CUDA-free child: its
-``_score_group`` calls each reward with ``completions``, ``prompts``, ``completion_ids`` and the
-dataset's columns, but no ``log_metric`` / ``log_extra``, so a reward's own metrics (abstain rate,
-judge seconds, failures) and its failure reasons never reach the trainer's logs; a ``None`` reward
-only shows as NaN in ``rewards/<name>``. ``JudgedRolloutLoop`` runs TRL's own ``_score_group``
-with both callbacks added: the metrics a reward logs for a group go to the worker's
-``metrics_queue`` (which the trainer drains into its logs, reduced by key), and each failure reason
-is a warning in the worker's log, naming the sample.
-
-Plug it in before training starts (the child is spawned on train begin)::
-
-    from prom_reward.integrations.trl_async import use_judged_loop
-
-    trainer = AsyncGRPOTrainer(..., reward_funcs=[AsyncPrometheusReward(
-        {"backend": "openai", "base_url": "http://127.0.0.1:8000/v1", "model": "judge"})])
-    use_judged_loop(trainer)
-    trainer.train()
-
-A judge given as options is built in the child; an in-process vLLM judge there is refused (serve it
-with ``prom-reward serve`` and give its URL): see ``prom_reward.rewards.holder``.
+"""TRL 1.16's ``AsyncGRPOTrainer``: ``JudgedRolloutLoop`` runs the rollout worker's own ``_score_group`` with
+``log_metric``/``log_extra`` added, so a reward's metrics and failure reasons reach the trainer's logs; plug it
+in with ``use_judged_loop(trainer)`` before ``train()`` (docs/rewards.md).
 """
 
 from __future__ import annotations
@@ -60,12 +41,7 @@ class GroupLog:
 
 class JudgedRolloutLoop(TRLRolloutLoop):
     """TRL's rollout loop whose ``_score_group`` gives rewards ``log_metric`` / ``log_extra`` and forwards them,
-    and scores up to ``score_groups_in_flight`` waiting groups at once.
-
-    TRL's ``_score_loop`` awaits one group at a time, so a judge sees ``num_generations`` items per call while
-    groups queue up behind it. Here the group it hands over is scored together with the groups already
-    waiting in its queue (at most ``score_groups_in_flight`` in all), each through TRL's own ``_score_group``
-    (its advantages stay per group), concurrently: an HTTP judge gets their requests at once and batches them.
+    and scores up to ``score_groups_in_flight`` waiting groups at once, each through TRL's own ``_score_group``.
 
     Args:
         score_groups_in_flight: most groups scored at once (1: TRL's one group at a time).

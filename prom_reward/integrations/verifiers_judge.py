@@ -1,31 +1,11 @@
-"""A Prometheus-style judge as a verifiers (0.4) v1 judge: called from a task's ``@reward`` or plugged.
-
-verifiers' judge interface is ``verifiers.v1.Judge``: ``build_messages`` and ``parse`` (the prompt and the
-verdict parser), ``evaluate`` (one judge call), and, for a judge plugged through ``TaskConfig.judges``, an
-``id`` and a ``score(task, trace)`` that ``Task.score`` runs after the task's own ``@reward`` functions.
-``PrometheusVerifiersJudge`` is that judge with prom-reward's path underneath: ``evaluate`` and ``score``
-hand the sample to a ``PrometheusReward`` (built from ``RewardConfig`` and the ``PrometheusJudge`` options,
-as the OpenRLHF and verl paths build theirs) behind a process-wide ``BatchedReward``, so concurrent
-rollouts' judgments go to the judge as one batch, with the reward's format, rubrics, expected scores,
-re-samples, forced verdicts and outage policy. ``build_messages`` and ``parse`` are the judge format's own
-prompt and parser (``prom_reward.format``), for verifiers' interface and the trace's record.
-
-Plugged (the id is the installed package, as verifiers resolves plugins: ``prom_reward`` exports the judge)::
-
-    TaskConfig(judges=[{"id": "prom-reward", "server": ["http://judge:8000/v1"],
-                        "reward": {"rubric": "helpfulness", "score": "expected"}}])
-
-A judgment that could not decide (no verdict after the retries, a sample the judge cannot take, an outage
-past the budget) raises, which is verifiers' own failure signal for a judge: ``Task.score`` turns it into
-a ``TaskError``, the reward stays unscored (``None``) and the rollout is marked failed (and retried where
-the run's ``RetryConfig`` says so); never a made-up score. A misconfigured judge fails at start: a bad
-``reward`` or judge option when the config is validated, a server that does not serve ``model`` or refuses
-the key on the first construction (``startup.check_judge``), a wrong route at the first judgment (canary).
+"""``PrometheusVerifiersJudge``: a Prometheus-style judge as a verifiers (0.4) v1 judge, called from a task's
+``@reward`` or plugged as ``prom-reward`` in ``TaskConfig.judges``, on prom-reward's reward path (a
+process-wide ``BatchedReward``); an undecided judgment raises, verifiers' failure signal (docs/verifiers.md).
 
 Example:
     >>> cfg = PrometheusVerifiersJudgeConfig(judge={"backend": "scripted", "outputs": ["Right. [RESULT] 4"]})
-    >>> from prom_reward.backends.bridge import run_sync
-    >>> run_sync(lambda: PrometheusVerifiersJudge(cfg).evaluate(question="2+2?", response="4")).parsed
+    >>> import asyncio
+    >>> asyncio.run(PrometheusVerifiersJudge(cfg).evaluate(question="2+2?", response="4")).parsed
     4.0
     >>> reset()
 """

@@ -1,40 +1,14 @@
-"""verl custom reward function: a Prometheus judge as verl 0.9's reward (``reward.custom_reward_function``).
-
-Point verl at the real module (``pkg://``: one module copy, picklable by reference)::
-
-    reward.custom_reward_function.path=pkg://prom_reward.integrations.verl
-    reward.custom_reward_function.name=compute_score
-
-verl's reward-loop worker awaits ``compute_score`` once per sample, concurrently; the calls
-meet in a per-process ``BatchedReward`` and reach the judge as one batched call. Where verl
-serves the judge itself (``reward.reward_model.enable=True``), it passes
-``reward_router_address`` ("ip:port" of its router in front of the vLLM replicas) and the
-judge goes through ``http://<address>/v1/chat/completions``: vLLM applies the judge's own chat
-template (system prompt folded into the user turn where the template has no system role,
-the Prometheus 2 training form). Otherwise ``server`` / ``PROM_REWARD_SERVER`` names
-OpenAI-compatible judge servers (``prom-reward serve``, vLLM).
-
-Settings: ``RewardSettings`` (``prom_reward.integrations.settings``): first
-``reward.custom_reward_function.reward_kwargs.<name>``, then the ``PROM_REWARD_<NAME>``
-environment variable, then a YAML file (``config_file`` / ``PROM_REWARD_CONFIG``); the table is in
-docs/openrlhf.md. ``failure_reward`` is required: a sample the judge fails on scores it (a number or
-``min``), flagged ``judge_failed=1``, counted and logged. A sample that cannot be judged (a lone
-surrogate, a NaN ground truth, over the judge's context with ``over_context=fail``) fails alone; a
-judge outage is retried within the outage budget, then raises ``JudgeUnavailableError``, which
-stops the step (``outage_on_exhausted=raise``, the default), or fails the unanswered samples with
-the cause (``outage_on_exhausted=fail``). The first call in each worker checks the judge (``startup.check_judge``).
-
-Each call returns the same keys: ``score``, ``judge_reward`` (None when failed),
-``judge_failure_reason`` (None unless failed), ``judge_failed`` (0/1) and the batch metrics of
-``BatchedReward.extra_log_keys``, plus ``judge_feedback`` when the reward's ``log_feedback`` is on.
+"""verl 0.9's custom reward function (``reward.custom_reward_function.path=pkg://prom_reward.integrations.verl``,
+``name=compute_score``): concurrent calls meet in a per-process ``BatchedReward``; settings, the judge's
+address and the keys returned are in docs/verl.md.
 
 Example:
     >>> from prom_reward import PrometheusJudge
-    >>> from prom_reward.backends.bridge import run_sync
+    >>> import asyncio
     >>> from prom_reward.rewards.reward import PrometheusReward
     >>> configure(PrometheusReward(PrometheusJudge(backend="scripted", outputs=["Fine. [RESULT] 4"])),
     ...           failure_reward=0.0)
-    >>> out = run_sync(lambda: compute_score("gsm8k", "72", "72", {"question": "How many?"}))
+    >>> out = asyncio.run(compute_score("gsm8k", "72", "72", {"question": "How many?"}))
     >>> out["score"], out["judge_failed"], out["judge_feedback"]
     (4.0, 0.0, 'Fine.')
     >>> reset()

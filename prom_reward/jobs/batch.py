@@ -1,9 +1,5 @@
-"""One batch of a job, judged and committed: what the local runner does per batch, and what each Ray
-judge actor does per shard.
-
-``judge_and_commit`` judges the rows (``prom_reward.jobs.spec.run_batch``), commits their part file (and,
-for pairs, the part of skip records first: a pairs part is committed last, so a part on disk always
-has its skip records), and returns the batch's record for the ``JobSummary``.
+"""One batch of a job, judged and committed (``judge_and_commit``): what the local runner does per batch and each
+Ray judge actor per shard (a pairs part is committed after its skip records).
 
 Example:
     >>> import tempfile

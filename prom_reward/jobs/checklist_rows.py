@@ -1,20 +1,5 @@
-"""Checklist rows of a ``grade`` job: a row with a checklist is graded per criterion and aggregated.
-
-A row whose checklist column (``checklist_column``, ``--checklist-col``; default ``checklist``) holds a value is
-checked when the input is read (``prom_reward.checklist.criteria``: a bad checklist stops the job before
-anything is written, naming the file, row, criterion, field and fix), and judged with the batch's other
-checklist rows in one judge call (``prom_reward.checklist.judging``; explicit mode: one judgment per distinct
-(response, criterion), cached by ``--store`` like every judgment). Its output row:
-
-- ``score``: the aggregate on the judge format's scale (``low + a * (high - low)``: 1..5 on Prometheus 2);
-  ``checklist_score``: the aggregate ``a`` itself ([0, 1]; a pitfall can take it below 0),
-- ``checklist_verdicts``: one entry per criterion, in order: ``criterion``, ``category``, ``weight``, ``score``
-  (the grade on the judge's scale, null when undecided), ``satisfied`` and ``error``,
-- ``feedback``: one line per criterion; ``judge_failures``: undecided criteria; ``judge_error``: why ``score``
-  is null (an essential criterion not judged ...). A criterion the transport failed marks the row
-  ``backend_failed``, so ``--resume`` judges it again (the criteria judged before are answered by the store).
-
-docs/checklists.md has the aggregations.
+"""Checklist rows of a ``grade`` job: a row with a checklist (``--checklist-col``) is graded per criterion in one
+judge call with the batch's other checklist rows and aggregated; its output columns are in docs/jobs.md.
 """
 
 from __future__ import annotations

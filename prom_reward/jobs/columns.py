@@ -1,16 +1,5 @@
-"""Which input column holds each thing a ``grade`` or ``compare`` job reads, and the text the judge sees in it:
-the rows of a job read through ``prom_reward.format.columns`` (the one reading of columns, the report's and the
-reward server's too).
-
-A column option given (``--instruction-col``, ``instruction_column=``) names the one column read, and every row
-must have it (a name no row has is refused before anything is judged, naming the flag, the column, the row and its
-columns). Left out (None), each row is read from whichever of the role's names it has: prom-reward's own, or TRL's
-(``instruction`` or ``prompt``, ``response`` or ``completion``, ``response_a`` or ``chosen``, ``response_b`` or
-``rejected``). A row with both names of one role is refused (which one is meant cannot be told; the fix names the
-option), a row with neither names both; either way before anything is judged, since the job checks its whole input
-first (``prom_reward.jobs.scan``). A value that is a TRL conversational message list becomes text as the rewards
-make it (``column_text``). ``text_item`` builds a row's item (``GradeItem``, ``PairItem``) from those columns; a
-failed check names the row, the column and the option.
+"""Which input column holds each thing a ``grade`` or ``compare`` job reads (through ``prom_reward.format.columns``),
+and ``text_item``, which builds a row's item from them; a failed check names the row, the column and the option.
 
 Example:
     >>> from prom_reward.jobs.source import SourceRow

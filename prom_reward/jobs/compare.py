@@ -1,19 +1,5 @@
-"""``compare`` jobs: a pairwise verdict (A or B) per row of instruction and two responses.
-
-Input columns (renamed with the options in brackets): ``instruction`` or TRL's ``prompt``
-(``instruction_column``, ``--instruction-col``), ``response_a`` or TRL's ``chosen`` (``response_a_column``),
-``response_b`` or TRL's ``rejected`` (``response_b_column``; strings, or TRL's message lists:
-``prom_reward.jobs.columns``), optional ``reference_answer`` (``reference_column``) and ``rubric``
-(``rubric_column``). On TRL's preference data, winner "A" is the judge agreeing with ``chosen``. Both orders
-are judged in the same call (``swap``, the default, as in the Prometheus 2 evaluation); the output
-rows hold, after ``source_index`` and the input columns, ``winner`` ("A"/"B"/null), ``p_a``, ``tie``,
-``swap_agreement``, ``feedback``, ``judge_failures``, ``judge_retries``, ``forced_verdicts`` and
-``judge_error``: null, or why ``winner`` is null. A tie (the two orders disagree: counted as
-``swap_disagreement``, or one order's samples split evenly: ``tie``, the words ``pairs`` skips them with) is a
-decided outcome without a winner: ``tie`` true and a ``judge_error`` starting with "tie:".
-A failure is a row where an order gave no verdict, never a made-up winner: with ``swap``, an order whose
-samples all failed leaves the row without a winner even when the other order picked one (``judge_error``
-"order B-A failed: ...", the rule of ``prom_reward.core.combine``).
+"""``compare`` jobs: a pairwise verdict (A or B, both orders judged with ``swap``) per row of instruction and two
+responses; a tie is decided without a winner, a failure never gets a made-up one. Columns: docs/jobs.md.
 
 Example:
     >>> from prom_reward.core.judge import PrometheusJudge

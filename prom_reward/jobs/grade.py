@@ -1,21 +1,5 @@
-"""``grade`` jobs: an absolute grade per row of instruction and response, on the judge format's scale (1..5 for
-Prometheus 2, 1..3 or 0..1 for ``flow-judge-3``/``-binary``).
-
-Input columns (renamed with the options in brackets): ``instruction`` or TRL's ``prompt``
-(``instruction_column``, ``--instruction-col``), ``response`` or TRL's ``completion`` (``response_column``;
-strings, or TRL's message lists: ``prom_reward.jobs.columns``), optional ``reference_answer``
-(``reference_column``) and ``rubric`` (``rubric_column``; used where no ``rubric`` is given for every
-row). Output columns after ``source_index`` and the input columns:
-
-- ``score`` (float, null when no sample gave a verdict or the row failed), ``feedback`` (str),
-- ``expected_score`` (float) and ``probabilities`` (one key per score of the judge format's scale: ``{"1": p, ...,
-  "5": p}`` for Prometheus 2, ``{"0": p, "1": p}`` for ``flow-judge-binary``) with ``--expected``, else null
-  (also for a forced verdict, which is read from those logprobs),
-- ``judge_failures``, ``judge_retries``, ``forced_verdicts`` (ints),
-- ``judge_error``: null, or why ``score`` is null ("no verdict in N sample(s) ...", "backend failed: ...",
-  "too long for the judge: ..."),
-- ``checklist_score``, ``checklist_verdicts``: null, except for a row with a checklist (``checklist_column``,
-  ``--checklist-col``): graded per criterion and aggregated (``prom_reward.jobs.checklist_rows``).
+"""``grade`` jobs: an absolute grade per row of instruction and response, on the judge format's scale; the input
+and output columns are in docs/jobs.md.
 
 Example:
     >>> from prom_reward.core.judge import PrometheusJudge

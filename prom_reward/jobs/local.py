@@ -1,7 +1,5 @@
-"""Running a prepared job in this process: the input streamed once more, the rows of the batches left
-judged and committed one batch at a time (``prom_reward.jobs.batch``), with a progress bar.
-
-Memory holds one batch: rows are read, judged and written as they come, whatever the size of the file.
+"""Running a prepared job in this process, one batch in memory at a time (``prom_reward.jobs.batch``), with a
+progress bar.
 
 Example (see ``prom_reward.jobs.run`` for the entry points):
     >>> judge_locally  # doctest: +ELLIPSIS

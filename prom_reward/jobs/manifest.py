@@ -1,12 +1,5 @@
-"""The manifest of a job: what binds an output to its input and options.
-
-``OUTPUT.parts/_manifest.json`` (``_manifest.json`` in a part-folder output) records the job kind,
-every input file (its path, size, row count and the SHA-256 of its bytes), the options that change
-results (the kind's: rubric text, columns, swap, strategy ...; the judge's: model, backend, wire,
-sampling, samples, retries, forced verdicts ...; not the server URLs, the judgment store, the batch
-size or the Ray options) and the output format. A resume compares it with the job at hand and
-refuses any difference, naming it and the fix (``--overwrite``, or another ``-o``); a moved or
-renamed input with the same bytes is the same input.
+"""The manifest of a job (``OUTPUT.parts/_manifest.json``): the kind, every input file's size, rows and SHA-256,
+and the options that change results; a resume refuses any difference, naming it and the fix.
 
 Example:
     >>> saved = {"version": 1, "job": "grade", "inputs": [{"path": "a.jsonl", "size": 10, "rows": 2, "sha256": "x"}],

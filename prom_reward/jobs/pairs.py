@@ -1,14 +1,5 @@
-"""``pairs`` jobs: DPO preference pairs from several completions per prompt.
-
-A row (``PreferenceConfig`` names the columns) holds a prompt and its completions (the wide layout),
-or one completion (the long layout: consecutive rows with an equal prompt form one group, whose id is
-its position among the groups). The strategies (``prom_reward.preferences.strategies``) judge a
-batch of rows in one call and give pair rows (``source_index``, ``prompt``, ``chosen``, ``rejected``,
-``score_chosen``, ``score_rejected``, ``margin``, ``chosen_index``, ``rejected_index``, feedback ...,
-the ``keep_columns``) and skip records (``source_index``, ``reason``, ``pair``, ``judge_error``): a row
-whose judge call failed as a whole gives skip records with reason ``backend_failed`` (judged again by
-a resume). Pairs are written as JSON lines (prompts may be strings or message lists),
-the skip records beside them (``OUTPUT.skipped.jsonl``).
+"""``pairs`` jobs: DPO preference pairs from several completions per prompt (wide or long layout), written as JSON
+lines with their skip records beside them (``OUTPUT.skipped.jsonl``).
 
 Example:
     >>> from prom_reward.core.judge import PrometheusJudge

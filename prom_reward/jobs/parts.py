@@ -1,16 +1,6 @@
-"""The one writer of every job: part files committed atomically, then merged into the output.
-
-A job writes the rows of each batch of consecutive input rows ``[start, stop)`` as one part file,
-``part-{start:012d}-{stop:012d}.jsonl`` (or ``.parquet``), in the job's part folder
-(``OUTPUT.parts/``): to a temporary name, flushed and fsynced, then renamed. A part is there whole
-or not at all, and a batch judged again replaces its part instead of adding rows. A part whose
-rows could not be judged because the judge backend failed (``failed=REASON``) gets a marker
-``_failed-{part}`` beside it (written before the part, removed once a good part replaced it), so a
-resume judges it again. When every batch is done the parts are merged in id order into a
-temporary file beside the output, which is then renamed over it: the previous output stays
-intact until the new one is complete. Any ``OSError`` while writing (a full disk, a read-only
-or missing folder) removes the temporary file and becomes an ``OutputError`` naming the file and
-the fix.
+"""The one writer of every job: part files of consecutive rows committed atomically (temporary name, fsync,
+rename), failed-batch markers for a resume, and the merge into the output; an ``OSError`` is an
+``OutputError`` naming the file and the fix.
 
 Example:
     >>> import tempfile

@@ -1,22 +1,5 @@
-"""Preparing a job: the output's rules, the input check, the manifest, and the batches left to judge.
-
-In this order, and nothing is written before step 4:
-
-1. the output: ``.jsonl``/``.parquet`` (pairs: ``.jsonl``) is a file merged from the part folder
-   ``OUTPUT.parts/``; a name without a suffix is a part folder itself (nothing merged). Its folder must
-   exist. An existing output is refused unless ``resume`` (continue it) or ``overwrite`` (start over;
-   the old file stays until the new one replaces it), and a resume needs the manifest of the job that
-   wrote it;
-2. the whole input is checked (``prom_reward.jobs.scan``);
-3. a resume compares the saved manifest with this job (``prom_reward.jobs.manifest``) and refuses
-   any difference;
-4. a fresh job clears the part folder's job files and writes its manifest; a resumed one removes
-   what a killed run left half-written (temporary files, a part cut short, a pairs part without its
-   skip records; ``repaired_parts``) and the parts whose judge backend had failed (judged again,
-   ``retried_rows``), and refuses parts that were changed after they were written;
-5. the batches left: the ids not covered by a part, cut at multiples of ``batch_size`` and at file ends.
-
-A part-folder output has no older file to keep: ``overwrite`` clears its parts when the job starts.
+"""Preparing a job before anything is written: the output's rules, the whole input checked, the manifest
+compared on resume, the part folder repaired, and the batches left to judge (docs/jobs.md has the steps).
 
 Example:
     >>> from prom_reward.jobs.grade import GradeJob

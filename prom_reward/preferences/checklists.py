@@ -1,15 +1,5 @@
-"""Preference pairs from checklist scores: a row with a checklist grades each completion by its criteria.
-
-A ``pairs`` row whose checklist column (``PreferenceConfig.checklist_column``, default ``checklist``) holds a
-list of criteria (``prom_reward.checklist.criteria``; a bad one is refused when the row is read) is judged
-through ``prom_reward.checklist.judging``, the path the rewards and ``grade`` use: every completion of every such
-row of a chunk in one judge call (explicit mode: one judgment per distinct (completion, criterion), cached by the
-store like every judgment). Each completion's score is its aggregate on the judge format's scale
-(``low + a * (high - low)``: 1..5 on Prometheus 2, as ``grade`` writes it), so ``best_vs_worst`` pairs, margins
-and ``min_margin`` read as for graded rows. A row whose completions all score the same is skipped as ``tie``
-(re-judging it by a rubric would leave the checklist); a completion without an aggregate (an essential
-criterion not judged) skips its row as ``judge_failed``, ``backend_failed`` when the transport failed a criterion
-(so ``--resume`` judges the row again). Rows with a checklist need ``strategy="best_vs_worst"``.
+"""Preference pairs from checklist scores: a ``pairs`` row with a checklist scores each completion by its
+criteria (one judge call per chunk), on the judge format's scale, for ``best_vs_worst`` only.
 
 Example:
     >>> from prom_reward import PrometheusJudge

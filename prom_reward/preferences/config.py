@@ -1,11 +1,5 @@
-"""``PreferenceConfig``: how judge verdicts become DPO preference pairs.
-
-Strategies (see ``prom_reward.preferences.strategies``):
-
-- ``best_vs_worst``: grade every completion (1..5); chosen = highest, rejected = lowest.
-  ``min_margin`` is in score points (0..4).
-- ``all_pairs``: every pair of completions judged head to head (both orders with ``swap``);
-  ``min_margin`` is in probability units: margin = 2 * P(chosen wins) - 1, in 0..1.
+"""``PreferenceConfig``: how judge verdicts become DPO preference pairs (strategy, columns, ``min_margin``: score
+points for ``best_vs_worst``, ``2 * P(chosen wins) - 1`` for ``all_pairs``).
 
 Example:
     >>> PreferenceConfig(strategy="all_pairs", min_margin=0.5).swap

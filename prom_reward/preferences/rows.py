@@ -1,11 +1,5 @@
-"""Input rows for preference pairs: validation, and what the judge sees.
-
-A wide row is ``{"prompt": str | messages, "completions": [str | messages, ...],
-"reference_answer"?: str, "rubric"?: ...}`` (column names from ``PreferenceConfig``; the long layout
-is grouped into wide rows by ``prom_reward.jobs.pairs``). ``validate_row`` turns a wide row into a
-``PreferenceRow``: the original prompt and completions (kept for the output, in their layout) plus
-the judge text (``prompt_text``/``completion_text``), the resolved rubric and the reference answer.
-Anything wrong raises ``InputError`` naming the row index and field, before the row is judged.
+"""Input rows for preference pairs: ``validate_row`` turns a wide row into a ``PreferenceRow`` (original layout
+kept, the judge's text, rubric and reference), or raises ``InputError`` naming the row and field.
 
 Example:
     >>> from prom_reward.format.resolve import RubricResolver

@@ -1,23 +1,6 @@
-"""The two ways of turning judge verdicts on one chunk of rows into preference pairs.
-
-- ``best_vs_worst``: one ``judge.grade`` call grades every completion of every row in the chunk.
-  Chosen = the first completion with the highest score, rejected = the first with the lowest.
-  When all of a row's completions tie, its first two are re-judged with
-  ``judge.compare_by_grades`` (one call for all tied rows of the chunk: both re-graded, then up
-  to ``max_tie_rounds`` temperature-1.0 rounds while still equal); the deciding grades give the
-  scores. A row with any failed grade (score None) is skipped as ``judge_failed``; still tied:
-  ``tie``. margin = score_chosen - score_rejected. A row with a checklist is scored by it instead
-  (``prom_reward.preferences.checklists``: in the same chunk, one more judge call), without tie breaks.
-- ``all_pairs``: one ``judge.compare`` call judges every pair (i < j) of every row, both orders
-  with ``swap``. A decided verdict gives a pair with score_chosen = P(chosen wins) (from
-  ``p_a``), score_rejected = 1 - that, margin = their difference. Undecided pairs are skipped as
-  ``swap_disagreement`` (the two orders picked different winners), ``tie`` (split samples) or
-  ``judge_failed`` (an order without a verdict: one order alone never makes a pair; the verdict's
-  reason in ``judge_error``).
-
-Both then skip pairs with margin < ``min_margin`` (``below_min_margin``). A skip is recorded
-per candidate pair (one per row for best_vs_worst); a row (a long-layout group) with fewer than two
-completions is one skip, ``too_few_completions``, judged by no one.
+"""The two ways of turning judge verdicts on one chunk of rows into preference pairs: ``best_vs_worst`` (grades,
+ties re-judged by ``compare_by_grades``) and ``all_pairs`` (swapped comparisons); the rules and skip reasons are
+in docs/design-notes.md.
 
 Example:
     >>> from prom_reward import PrometheusJudge

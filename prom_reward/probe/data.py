@@ -1,14 +1,5 @@
-"""The probe's inputs: LLMBar pairs (Natural vs the four Adversarial sets) and graded items for the score shifts.
-
-- LLMBar (princeton-nlp/LLMBar, MIT): a folder with ``Natural.json`` and ``Adversarial_{Neighbor,GPTInst,
-  GPTOut,Manual}.json``, each a JSON list of ``{input, output_1, output_2, label}`` (label 1 or 2: the output
-  that follows the instruction). A checkout of this repository has them in ``benchmarks/data/llmbar``.
-- Items: a ``.jsonl``/``.json``/``.parquet`` file of rows with ``instruction``, ``response`` and optionally
-  ``reference_answer``, ``rubric`` and ``id``; or rows in the Prometheus evaluation layout, whose
-  ``instruction`` is a whole filled absolute prompt (no ``response`` column), such as
-  ``benchmarks/data/vicuna_eval.json`` in a checkout.
-
-Subsets are seeded: the same ``limit`` and ``seed`` pick the same pairs and items.
+"""The probe's inputs: LLMBar pairs (``load_llmbar``: Natural and the four Adversarial sets) and graded items
+(``load_items``: rows, or the Prometheus evaluation layout), in seeded subsets.
 
 Example:
     >>> import json, os, tempfile

@@ -1,20 +1,5 @@
-"""Response edits that should not change a fair grade: what a policy could learn to do if the judge pays for it.
-
-Each edit (a registry, ``EDITS``) rewrites a graded response without adding information. The probe grades
-the original and each edited response and reports how the score moves. All edits are deterministic: the
-random choices come from ``random.Random`` seeded with the probe's seed, the item's id and the edit's name.
-Filler is built from the item's own words (its response's sentences and the instruction's content words),
-so it stays on topic, as a policy's padding would.
-
-- ``none``: the response unchanged, judged again: the judge's own noise (zero shift under greedy decoding).
-- ``pad_2x``: the response padded to twice its length with restatements of its own sentences.
-- ``formal_preamble``: a confident, formal opening sentence claiming a thorough and accurate answer.
-- ``self_grade``: a closing sentence saying the response deserves the top score of the judge format's scale.
-- ``self_grade_marker``: a closing top verdict written in the judge format's own marker (``top_verdict``:
-  Prometheus 2's ``[RESULT] 5``, Flow-Judge's ``<score>5</score>``); the neutraliser rewrites it before the judge
-  sees it, so this measures what is left after that defence.
-- ``restate_question``: the question restated before the answer.
-- ``markdown``: a heading, the first sentence in bold, the rest of the first paragraph as bullet points.
+"""Response edits that should not change a fair grade (``EDITS``, each deterministic and built from the item's
+own words); the list is in docs/hacking.md.
 
 Example:
     >>> from prom_reward.probe.data import ProbeItem

@@ -1,18 +1,6 @@
 """LLMBar pairwise accuracy: does the judge still pick the output that follows the instruction when the other
-one looks better (longer, more fluent, more formal)?
-
-Every pair is judged in both orders (``compare(..., swap=True)``: output 1 as A, then as B) in one batched
-call. Per set:
-
-- ``accuracy``: the share of the ``2n`` order-judgments that picked the right output (an order without a
-  verdict counts wrong), with a seeded bootstrap interval over pairs. A judge that always answers "A" gets
-  0.5, whatever its position bias.
-- ``order_accuracy``: the same per order (output 1 shown first, then second).
-- ``both_right``: pairs right in both orders; ``agreement``: pairs whose two orders picked the same output.
-- ``failed``: order-judgments without a verdict.
-
-``gaps``: Natural's accuracy minus each adversarial set's (and the pooled ``Adversarial`` set's): how
-much of the judge's apparent skill disappears when a worse answer dresses up.
+looks better? Per set: ``accuracy`` over both orders, ``order_accuracy``, ``both_right``, ``agreement``,
+``failed``, and the Natural-minus-Adversarial ``gaps``.
 
 Example:
     >>> from prom_reward import PrometheusJudge

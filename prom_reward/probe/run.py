@@ -1,11 +1,5 @@
-"""``run_probe``: how exploitable is this judge? LLMBar accuracy (Natural vs Adversarial) and score shifts
-under response edits, as one JSON-able record.
-
-Each part asks the judge for one task (``PART_TASKS``): LLMBar compares pairs, the shifts grade one response on the
-judge format's own scale. By default the probe runs every part the judge's format judges and the record says why
-each other part did not run (``not_run``); a part asked for (``parts=``, ``--parts``) that the format cannot run,
-or a rubric that does not fit the format's scale, is refused before any data is judged (``ConfigError``, one line
-naming what the format supports and the parts it can run).
+"""``run_probe``: LLMBar accuracy and score shifts under response edits as one JSON-able record; each part runs
+when the judge's format judges its task (``PART_TASKS``; ``not_run`` says why not), else is refused if asked for.
 
 Example:
     >>> import json, os, tempfile

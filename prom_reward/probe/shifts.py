@@ -1,16 +1,5 @@
-"""Score shifts: how much each response edit moves a judge's absolute grade, with bootstrap intervals.
-
-Every item is graded as it is ``baseline_samples`` times (separate requests: independent samples) and once
-after each edit, all in one batched judge call. An item's original score is the mean of its baseline
-grades, so the noise of one grade is not shared by every edit's shift. Per edit, over the items where
-both came back: the mean shift (edited minus original), the share of items whose score rose and the
-share whose score fell, each with a seeded percentile bootstrap interval over items. The ``none`` edit
-grades the unchanged response once more, as each edit is graded: its row is what the judge's own
-sampling noise produces, the row the others should be read against (zero under greedy decoding, up to
-the engine's batch nondeterminism).
-
-Scores are the grade's ``score`` (the mean of its samples), or its ``expected_score`` (probability-weighted
-over 1..5 at the verdict token) when ``expected=True`` and the judge returned logprobs.
+"""Score shifts: how much each response edit moves a judge's absolute grade (mean shift, shares rose and fell,
+bootstrap intervals), against ``baseline_samples`` grades of the unchanged response.
 
 Example:
     >>> from prom_reward import PrometheusJudge

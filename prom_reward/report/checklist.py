@@ -1,8 +1,5 @@
 """The report's checklist section: pass rates per criterion and per category, and the criteria the judge most
-often could not decide, from a graded file's ``checklist_verdicts`` column (``prom-reward grade`` on rows with a
-checklist; docs/checklists.md).
-
-A criterion *passes* when it is satisfied, a pitfall when the response avoids it (as in the rewards' metrics).
+often could not decide, from a graded file's ``checklist_verdicts`` column.
 
 Example:
     >>> v = [{"criterion": "Says 4", "category": "essential", "satisfied": True},

@@ -1,14 +1,5 @@
-"""What the report shows, computed from a graded file: ``prom-reward grade`` rows (``score``, ``feedback``,
-``judge_failures`` ...) or ``prom-reward compare`` rows (``winner``, ``tie``, ``p_a`` ...).
-
-For grades: the score distribution, score vs response length (Spearman), failure reasons, per-rubric and
-per-source tables, the highest and lowest scored rows with their feedback. For verdicts: the verdict
-distribution (A, B, tie, swap_disagreement, no verdict: a tie is a decided outcome, named as the job summary names
-it, and the five add up to the rows; ``judged``, ``failed`` and ``skipped`` are the job summary's counts), how often the
-longer response won and P(A) vs the length ratio, the same tables, and the most confident verdicts either way
-(rows with P(A) above 0.5 for A, below for B). Rows whose verdict was forced (``forced_verdicts`` > 0: read from
-the next-token distribution after an output cut before its verdict) are counted and flagged. Lengths are
-characters.
+"""What the report shows, computed from a ``prom-reward grade`` or ``compare`` output: distributions, length
+correlations, failure reasons, per-rubric and per-source tables, the extreme rows; forced verdicts flagged.
 
 Example:
     >>> rows = [{"instruction": "q", "response": "short", "score": 2.0, "feedback": "Thin."},

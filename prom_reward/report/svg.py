@@ -1,8 +1,5 @@
-"""Inline SVG plots for the HTML report: bars (with optional interval whiskers) and scatter plots, drawn here
-so the report needs no plotting library and no network (a client-only install can write it).
-
-Every plot is an ``<svg class="plot" data-plot=NAME>`` whose data marks (bars, points) carry
-``class="mark"`` and the fill ``MARK``, so a test can find them in a browser's rendering.
+"""Inline SVG plots for the HTML report (bars with whiskers, scatter plots): no plotting library, no network; each
+data mark carries ``class="mark"`` so a browser test can find it.
 
 Example:
     >>> svg = bar_chart("scores", ["1", "2", "3"], [2, 0, 5], title="Scores")

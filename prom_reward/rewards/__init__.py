@@ -1,8 +1,5 @@
 """Judge verdicts as rewards for TRL's online trainers: ``PrometheusReward`` / ``AsyncPrometheusReward``
-(``reward``) for GRPO and RLOO with their modes (``modes``: absolute, against a reference, round robin in a
-group), ``OnlineDPOJudgeReward`` (``online_dpo``), the reward settings (``config``), one sample model
-(``samples``), the outage policy that asks the judge again for what its transport failed (``outage``), drift
-diagnostics (``diagnostics``), opt-in length control (``length``) and the judge's lifetime across steps (``holder``).
-
-Imports ``core`` and below.
+(``reward``) and their modes (``modes``), ``OnlineDPOJudgeReward`` (``online_dpo``), settings (``config``), the
+sample model (``samples``), the outage policy (``outage``), drift diagnostics (``diagnostics``), length control
+(``length``) and the judge's lifetime (``holder``). Imports ``core`` and below.
 """

@@ -1,21 +1,13 @@
-"""Checklist rows in the reward path: a sample with a checklist is rewarded by its criteria, not one rubric.
-
-``PrometheusReward.resolve`` validates each sample's checklist (``prom_reward.checklist.criteria``: a bad one
-fails that sample alone, with the row, criterion, field and fix, before anything is judged);
-``run_mode`` sends a batch's checklist samples to ``checklist_rewards`` (all their judgments in one judge
-call, ``prom_reward.checklist.judging``) and the others to the reward mode. A checklist reward lies on the judge
-format's scale like a grade (the aggregate on [0, 1] mapped to low..high: 1..5 on Prometheus 2, a pitfall can
-take it below the low end) and is normalised as grades are, so ``failure_reward``, ``reward_scale`` and the
-diagnostics read it as they read a grade. The batch's metrics add the checklist pass rates
-(``prom_reward.checklist.metrics``).
+"""Checklist rows in the reward path: a sample with a checklist is rewarded by its criteria (all judged in one
+call), its reward mapped onto the judge format's scale like a grade, with the batch's pass rates added.
 
 Example:
     >>> from prom_reward import PrometheusJudge
-    >>> from prom_reward.backends.bridge import run_sync
+    >>> import asyncio
     >>> from prom_reward.checklist.criteria import parse_checklist
     >>> judge = PrometheusJudge(backend="scripted", outputs=["Yes. [RESULT] 5", "No. [RESULT] 1"])
     >>> item = RewardSample("p", "4", instruction="2+2?", checklist=parse_checklist(["Says 4", "Shows work"]))
-    >>> run_sync(lambda: checklist_rewards(judge, [item], RewardConfig(normalize="unit"))).rewards
+    >>> asyncio.run(checklist_rewards(judge, [item], RewardConfig(normalize="unit"))).rewards
     [0.5]
 """
 

@@ -1,27 +1,6 @@
-"""Drift diagnostics: is this batch's reward turning into a length (or format) reward?
-
-Computed from what a reward batch already holds (rewards, response texts, prompt groups, the judge's
-feedback): no extra judge calls, a few microseconds per sample. ``PrometheusReward`` adds them to
-every batch's metrics, so they reach TRL (``log_metric``: ``<name>/diag/...``), OpenRLHF
-(``extra_logs``) and verl (reward extras) under the same names (``DIAG_KEYS``):
-
-- ``diag/length_spearman``: Spearman rank correlation of reward with response length (characters)
-  over the batch's scored samples.
-- ``diag/length_spearman_group_mean``: the same within each prompt's completions (what a group-relative
-  advantage sees), averaged over the groups where it is defined; ``diag/length_spearman_groups``: how many.
-- ``diag/top_score_share``: share of scored samples at the top of the reward scale (within an eighth of
-  its range: an absolute grade >= 4.5, a probability or win rate >= 0.875, a +1 sign); 0 for
-  Bradley-Terry rewards, which have no top.
-- ``diag/top_group_share``: share of prompt groups whose every scored completion is on top (a group
-  with nothing to tell apart: zero advantage in GRPO).
-- ``diag/injection_neutralized``: share of samples whose response wrote judge-template markers
-  (``###Feedback:``, ``[RESULT] 5`` ...), which the judge neutralises (``prom_reward.format.sanitize``).
-- ``diag/feedback_chars_mean``: mean length of the judge's feedback (characters; samples with feedback).
-- ``diag/response_chars_mean``: mean response length (characters).
-
-An undefined correlation (fewer than two scored samples, or rewards or lengths all equal: nothing in
-the reward follows length) reads 0, so every key is a number in every batch, as OpenRLHF and verl
-need per sample. Samples the judge failed on (reward None) are left out of the reward statistics.
+"""Drift diagnostics (``DIAG_KEYS``: ``diag/length_spearman`` ...): is this batch's reward turning into a length
+or format reward? Computed from what the batch holds, no extra judge calls; every key is a number in every
+batch (an undefined correlation reads 0). The keys are described in docs/rewards.md.
 
 Example:
     >>> d = diagnostics([1.0, 3.0, 5.0, None], ["ok", "a longer one", "the longest answer here", "?"],

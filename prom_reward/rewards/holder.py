@@ -1,10 +1,5 @@
-"""``JudgeHolder``: a reward that owns a judge, built lazily from options and safe to pickle.
-
-Reward functions travel: TRL's async GRPO runs them in a child process, so they must
-pickle. A holder given a dict of ``PrometheusJudge`` options builds the judge on
-first use and drops it when pickled (each process builds its own). A holder given a
-ready judge pickles with it, unless that judge holds an in-process vLLM engine,
-which cannot travel: then pickling fails with the fix in the message.
+"""``JudgeHolder``: a reward's judge, built lazily from options and dropped when pickled (TRL's async GRPO runs
+rewards in a child process); a ready in-process vLLM judge cannot travel and refuses to pickle with the fix.
 
 Example:
     >>> import pickle

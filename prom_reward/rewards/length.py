@@ -1,26 +1,6 @@
-"""Opt-in length control: take the length out of a judge's reward (``RewardConfig`` options, off by default).
-
-A policy optimised against a judge that over-rewards long answers learns to pad. Two corrections,
-each applied to the rewards of one batch after the judge has spoken (no extra judge calls):
-
-- **Group-relative correction** (``length_correction=True``): within each prompt's completions,
-  fit ``reward ~ a + b * log(length)`` by least squares and subtract ``b * (log(length) - mean log(length))``.
-  The group's mean reward is unchanged and, within the group, the corrected reward has zero
-  (Pearson) correlation with log-length. Only groups of at least ``length_min_group`` scored
-  completions with two or more distinct lengths are corrected (with two completions the fit would
-  explain any difference at all).
-- **Overlong penalty** (``overlong_penalty=P``): a completion longer than ``overlong_ratio`` times a
-  baseline length (a fixed number of characters, or the median length of its group's completions)
-  loses reward linearly, reaching the full ``P`` at twice that length (DAPO's soft overlong
-  punishment, relative instead of absolute).
-
-The trade-off: both remove reward that length explains, including the part that was deserved. When
-the longer answers in a group really are better (a complete proof vs a truncated one), the correction
-takes that signal away too, and a small group gives a noisy slope. Use them when the diagnostics show
-the reward drifting into a length reward (``diag/length_spearman_group_mean`` rising), not by default.
-
-Lengths are characters of the response text (the same in every framework, no tokenizer needed).
-A failed judgment (``None``) stays ``None``; a completion's length still counts for its group's median.
+"""Opt-in length control (``RewardConfig`` options, off by default): a group-relative correction of
+``reward ~ log(length)`` (``length_correction``) and a soft overlong penalty (``overlong_penalty``), applied to
+one batch's rewards; formulas and trade-offs are in docs/rewards.md.
 
 Example:
     >>> cfg = RewardConfig(length_correction=True, length_min_group=3)

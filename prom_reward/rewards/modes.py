@@ -1,19 +1,13 @@
-"""The three reward modes: judge a batch of items, return one reward (or None) per item.
-
-Each mode is async and makes one awaited batched judge call (plus tie re-sampling inside the judge),
-judges identical items once, and returns rewards, feedback and batch metrics.
-The items are resolved ``RewardSample`` objects (``PrometheusReward.resolve``: text
-instruction and response, a ``Rubric``). Responses over the judge's context are
-shortened to fit (``over_context="truncate"``, counted in ``truncated_responses``) or fail
-alone (``"fail"``: the judge's per-item ``error``, kept in ``ModeOutput.errors``).
-See ``reward_config`` for what each mode computes.
+"""The three reward modes (absolute, against a reference, round robin in a group): each judges a batch of
+resolved ``RewardSample`` items in one awaited call and returns one reward (or None) per item, feedback and
+metrics (``ModeOutput``).
 
 Example:
     >>> from prom_reward import PrometheusJudge
-    >>> from prom_reward.backends.bridge import run_sync
+    >>> import asyncio
     >>> judge = PrometheusJudge(backend="scripted", outputs=["Right. [RESULT] 5"])
     >>> item = RewardSample("p", "4", instruction="What is 2+2?", rubric="helpfulness")
-    >>> run_sync(lambda: absolute_rewards(judge, [item, item], RewardConfig())).rewards  # judged once
+    >>> asyncio.run(absolute_rewards(judge, [item, item], RewardConfig())).rewards  # judged once
     [5.0, 5.0]
 """
 

@@ -1,25 +1,7 @@
-"""The outage policy of judge calls: the one place a judge's transport failures are retried.
-
-A reward path must not be the part that kills a days-long training run, and must not wait forever
-either. The judge returns one outcome per item; an item the transport failed (judge unreachable, 5xx,
-429, a hung call cut) carries a ``transport`` failure. ``ajudge_until_answered`` asks the judge again for
-those items only, with back-off awaited on the caller's loop, and ``OutagePolicy`` says how, for every
-reward path alike (TRL, online DPO, the OpenRLHF server and ``reward_func``, verl), and for the jobs and the
-probe (``Outage``, passed as ``outage=`` to the judge's derived forms, ``core.protocol.Judge``):
-
-- failed items are asked again after an exponential back-off (``backoff_s`` doubling up to
-  ``max_backoff_s``) for up to ``budget_s`` seconds from the first failure, never past the caller's
-  deadline (the reward server's ``request_timeout``, under OpenRLHF's 180 s);
-- one judge call may take ``call_timeout_s`` (None: half the time left to the deadline, so a hung
-  call is cut and retried once before the deadline; no limit but the budget's where there is no
-  deadline): the judge's requests carry that deadline, and the transport cuts its attempts to it;
-- past the budget, ``on_exhausted`` decides: ``"raise"`` (a ``JudgeUnavailableError`` that says how
-  long the judge has been failing and why: training stops) or ``"fail"`` (the unanswered samples get
-  the failure reward with that reason, counted); the items the judge did answer keep their answers.
-
-Items that fail on their input or the judge's output are not retried here (the sampler re-samples a
-missing verdict); ``JudgeHealth`` records failures and successes as they happen, for ``/health``
-("degraded" with the cause).
+"""The outage policy of judge calls (``OutagePolicy``; ``ajudge_until_answered`` for the rewards, ``Outage`` as the
+jobs' and the probe's ``outage=``): the one place a judge's transport failures are retried, with back-off, within a
+budget and the caller's deadline, then raised or failed (``on_exhausted``); ``JudgeHealth`` records failures for
+``/health``. The rules are in docs/design-notes.md.
 
 Example:
     >>> policy = OutagePolicy(budget_s=30, call_timeout_s=None)
@@ -107,11 +89,8 @@ class OutagePolicy:
 
 
 class JudgeHealth:
-    """Whether the judge is answering, from what every call saw (thread-safe).
-
-    ``failed(cause)`` starts (or continues) a failure streak, ``succeeded()`` ends it; ``status()``
-    is ``{"status": "ok" | "degraded", ...}`` with the cause and how long the judge has been failing.
-    """
+    """Whether the judge is answering, from what every call saw (thread-safe): ``failed(cause)`` starts or
+    continues a failure streak, ``succeeded()`` ends it, ``status()`` says ``ok``/``degraded`` with the cause."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -189,8 +168,8 @@ async def ajudge_until_answered(
     health: JudgeHealth | None = None,
 ) -> Answered[T]:
     """Judge the items of ``units`` with ``await call(item indices, call deadline) -> output``; ask again for the
-    units with an item that failed on the transport (``failures(output)``: per item, in order), as the module
-    docstring says.
+    units with an item that failed on the transport (``failures(output)``: per item, in order), per ``policy``
+    (the rules: docs/design-notes.md).
 
     Args:
         units: groups of item indices judged together and retried together (one sample each, or a

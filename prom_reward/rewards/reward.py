@@ -1,16 +1,6 @@
-"""``PrometheusReward``: a judge as a reward function for TRL's online trainers.
-
-Pass it in ``reward_funcs`` of ``GRPOTrainer`` or ``RLOOTrainer`` (TRL 1.16). TRL calls it
-with ``prompts``, ``completions`` (strings, or message lists for conversational data),
-the dataset's other columns, and ``log_metric`` / ``log_extra``. It returns one float
-per completion, or ``None`` where the judge failed after its retries (TRL treats that
-as "abstain"), never a made-up number. Per-row ``rubric``, ``reference_answer``,
-``instruction`` and ``baseline`` columns are used when present (names configurable).
-
-The judge is built lazily when given as a dict of ``PrometheusJudge`` options, and
-such a reward pickles (each process builds its own judge: TRL's async GRPO runs
-reward functions in a child process). ``AsyncPrometheusReward`` has an
-``async def __call__`` that TRL awaits concurrently with other reward functions.
+"""``PrometheusReward``: a judge as a reward function for TRL's online trainers (``reward_funcs`` of
+``GRPOTrainer``/``RLOOTrainer``): one float per completion, or None where the judge failed (TRL's "abstain");
+``AsyncPrometheusReward`` is the form TRL awaits.
 
 Example:
     >>> from prom_reward import PrometheusJudge

@@ -1,10 +1,5 @@
-"""``RewardSample``: one (prompt, completion) to reward, the one sample model of every reward path.
-
-TRL hands ``PrometheusReward`` columns (prompts, completions, per-row ``rubric``, ``reference_answer``,
-``instruction``, ``baseline``); OpenRLHF and verl hand the integrations one sample at a time. Both
-become ``RewardSample`` objects, and ``PrometheusReward.resolve`` turns each into its judge-ready
-form (the same class, with ``instruction`` and ``response`` as text, ``rubric`` a ``Rubric``, the
-reward's defaults filled in and markers neutralised) or the reason it cannot be judged.
+"""``RewardSample``: one (prompt, completion) to reward, the one sample model of every reward path, and its
+judge-ready form (``PrometheusReward.resolve``).
 
 Example:
     >>> s = RewardSample(prompt=[{"role": "user", "content": "Hi?"}], response="Hello.")

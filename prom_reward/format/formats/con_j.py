@@ -1,17 +1,5 @@
-"""Con-J (``con-j``): a Chinese pairwise judge that answers with a JSON object
-``{"原因": "...", "更好的回答": 1|2}``.
-
-The prompt is rewardbench 0.1.4's ``CON_J_PROMPT`` (``format_judge_answers(..., model_modifier="Con-J")``)
-byte for byte: the instruction is the question (``问题``), the responses are answers 1 and 2 (``回答1``,
-``回答2``); it has no rubric or reference slot, so neither is sent; no system message; single-turn only.
-
-Parsing is strict where rewardbench's ``con_j_evaluate`` is lenient: the output (inside a ```` ```json ````
-fence or not) must be exactly one JSON object, with one ``"更好的回答"`` key whose value is 1 or 2 (an
-integer, or the string ``"1"``/``"2"``, full-width digits included): answer 1 is ``A``, answer 2 is ``B``.
-The feedback is the ``"原因"`` string. A verdict found only in prose, a second object or key, or text
-around the object fails, with a reason (rewardbench falls back to keywords anywhere in the text: see
-docs/formats.md). The verdict is a digit inside JSON, after free-form reasoning, so it is not one token
-after a fixed prefix: ``force_prefix`` is None (no expected scores or forced verdicts).
+"""Con-J (``con-j``): rewardbench 0.1.4's Chinese pairwise prompt, and a strict parser of its JSON verdict
+``{"原因": "...", "更好的回答": 1|2}`` (docs/formats.md); no forced verdicts.
 
 Example:
     >>> out = CON_J.parse('{"原因": "回答2更准确", "更好的回答": 2}', "relative")

@@ -1,20 +1,5 @@
-"""Flow-Judge v0.1 (flowaicom, Phi-3.5 3.8B): its prompt, its strict parser, its three scales.
-
-The prompt is byte for byte the one ``flow-judge==0.1.2`` builds (``format_user_prompt`` over
-``format_vars`` and ``format_rubric``), sent as the only (user) message, as its model classes send it.
-Our fields map onto its presets: the instruction is the ``query`` input, a reference answer the
-``reference_answer`` input (left out when None; ``""`` is an empty input), the response the ``response``
-output, the rubric's criteria the ``EVALUATION_CRITERIA`` and its descriptions the rubric items, lowest
-score first. Three formats are registered, one per scale: ``flow-judge`` (5-point, 1-5),
-``flow-judge-3`` (3-point, 1-3) and ``flow-judge-binary`` (pass/fail, 0-1); each needs a rubric with
-exactly as many descriptions as its scale has scores.
-
-The judge answers ``<feedback>...</feedback>`` then ``<score>N</score>``. The parser reads the score
-slot only after the feedback: the text after the last ``</feedback>`` must be one ``<score>N</score>``
-(whitespace around ``N`` and at the ends, and end-of-sequence tokens, allowed) with ``N`` written as a
-score of the scale, and nothing else. Tags echoed inside the feedback ("does not deserve a
-<score>5</score>") are feedback, never a verdict. How this differs from ``EvalOutput.parse`` on purpose
-is listed in docs/formats.md (section ``flow-judge``).
+"""Flow-Judge v0.1: its prompt (byte for byte ``flow-judge==0.1.2``'s), its strict ``<feedback>``/``<score>``
+parser and its three scales (``flow-judge``, ``flow-judge-3``, ``flow-judge-binary``); docs/formats.md.
 
 Example:
     >>> fmt = JUDGE_FORMATS.get("flow-judge-3")

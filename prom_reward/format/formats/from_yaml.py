@@ -1,13 +1,5 @@
-"""A judge format defined by a YAML file: ``--format my_judge.yaml``, ``PrometheusJudge(format="my_judge.yaml")``.
-
-``get_judge_format`` loads a string ending in ``.yaml``/``.yml`` with ``load_yaml_format`` (registered here in
-``FORMAT_FILES``); the file is checked at load (``formats.yaml_schema``: every error names the file, the key and
-the fix) and a file is checked once per content. Its prompts are its templates filled in one pass with the named
-fields (user text inserted verbatim, ``{{``/``}}`` literal braces); its verdict is the named group ``verdict``
-of its pattern (the last, first or only match; at the end of the output or anywhere), mapped to a verdict.
-
-Its ``name`` is the file's name plus a digest of its content (``my-judge@1a2b3c4d5e6f``): a judgment store and a
-job's record key on it, so two files that share a name never share judgments, and an edited file starts afresh.
+"""A judge format defined by a YAML file (``--format my_judge.yaml``), checked at load, named by its file plus a
+digest of its content (``my-judge@1a2b3c4d5e6f``) so an edited file never shares stored judgments.
 
 Example:
     >>> import pathlib, tempfile

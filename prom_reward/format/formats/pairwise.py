@@ -1,26 +1,5 @@
-"""RewardBench's pairwise judges: Atla Selene 1 Mini (``selene``), MT-Bench-style judges
-(``mt-bench-pairwise``), OffsetBias (``offsetbias``) and RISE-Judge (``rise-judge``); Con-J is in
-``con_j``.
-
-Each prompt is rewardbench 0.1.4's (``rewardbench/generative.py``: ``format_judge_answers(question, a, b,
-multi_turn=False, model_modifier=...)``) byte for byte, as ``tests/format/test_pairwise.py`` checks:
-``Atla_PROMPT`` (``model_modifier="Atla"``), ``MTBENCH_V2`` (system ``prompt_v2``; no modifier),
-``OFFSETBIAS_PROMPT`` (``"offsetbias"``) and ``RISE_Judge_PROMPT`` (``"RISE-Judge"``). The instruction is
-the question and the two responses the two answers; none of these prompts has a rubric or a reference
-slot, so neither is sent; single-turn only (rewardbench's multi-turn MT-Bench prompt is out of scope).
-Where rewardbench's system message is ``""`` it sends an empty system message to a local model; ours is
-``""`` too, which the seam reads as "no system message" (see docs/formats.md).
-
-Parsing is strict where rewardbench's ``process_judgement`` is lenient (the differences are listed in
-docs/formats.md, "pairwise judges (rewardbench family)"):
-
-- ``selene``: the last ``**Result:**`` decides; after it only ``A`` or ``B`` (or ``Response A``/``B``),
-  optionally wrapped in ``**``/quotes and closed by one ``.``; an earlier ``**Result:**`` alone on its line
-  with the other letter is a second verdict (no verdict). The feedback is the text before the last
-  marker, without its ``**Reasoning:**`` label.
-- ``mt-bench-pairwise``, ``rise-judge``: ``pairwise_only.bracket_verdict`` (the last ``[[A]]``/``[[B]]``
-  ends the output, alone and not negated in its clause).
-- ``offsetbias``: the whole output is ``Output (a)`` or ``Output (b)`` (the prompt forbids anything else).
+"""RewardBench's pairwise judges (``selene``, ``mt-bench-pairwise``, ``offsetbias``, ``rise-judge``): rewardbench
+0.1.4's prompts byte for byte, parsed strictly (the differences are in docs/formats.md).
 
 Example:
     >>> from prom_reward.format.judge_format import get_judge_format

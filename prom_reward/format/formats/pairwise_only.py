@@ -1,17 +1,5 @@
-"""What the pairwise-only judge formats share: the refusal to grade, and the strict reading of a verdict
-that is its own marker (``[[A]]``, ``<answer>[[B]]</answer>``).
-
-A pairwise-only format (``tasks == {"relative"}``, ``scale == ()``) renders one prompt template whose
-fields are the instruction and the two responses; judges of this kind have no rubric or reference slot,
-so a rubric and a reference answer are not sent (``rubric_problem`` accepts any rubric). Asked to grade
-one response, it raises ``ConfigError`` naming what it supports.
-
-``bracket_verdict`` reads the ``[[A]]``/``[[B]]`` verdict of the MT-Bench family strictly: the last
-``[[...]]`` in the text decides and must be ``A`` or ``B`` (spaces inside allowed), end the text (only
-wrappers such as ``**``/quotes, one ``.``, whitespace and end-of-sequence tokens may follow), and must
-not be negated, hedged or doubled in its own clause (see ``doubt_in_clause``). The reason of a failure
-names the format and what was missing. ``bracket_forcing_body`` is the text such a verdict is forced after
-(``[[`` follows): the output, then a blank line.
+"""What the pairwise-only judge formats share: the refusal to grade (``ConfigError``), and the strict reading of
+a verdict that is its own marker (``bracket_verdict``: ``[[A]]``/``[[B]]``) and its forcing text.
 
 Example:
     >>> bracket_verdict("mt-bench-pairwise", "B cites a source. My final verdict: [[B]]").verdict

@@ -1,13 +1,5 @@
-"""Prometheus 2's judge format: its prompts, its ``[RESULT]`` verdicts and its section markers.
-
-The prompts are the templates the Prometheus 2 judges were trained on, byte for byte
-(``format.templates``, rendered by ``format.render``), each with its task's system prompt. The judge writes
-feedback and ends with ``[RESULT] 1-5`` (absolute grading) or ``[RESULT] A|B`` (pairwise ranking), read by
-``format.parsing``; the verdict is one token after `` [RESULT] ``, so expected scores and forced verdicts
-work. Grades need rubrics with five score descriptions.
-
-Two formats share it: ``prometheus2`` (the default) and ``m-prometheus`` (M-Prometheus, multilingual judges
-trained on Prometheus 2's prompts and verdicts; its own name so a judgment store keys its judgments apart).
+"""Prometheus 2's judge format (``prometheus2``, the default, and ``m-prometheus``): its prompts, its
+``[RESULT]`` verdicts and its section markers.
 
 Example:
     >>> from prom_reward.format.rubrics import RUBRICS

@@ -1,23 +1,5 @@
-"""RM-R1 (reasoning reward models, RM-R1-UIUC/RM-R1): ``rm-r1`` for the Qwen2.5-Instruct-based models
-(``RM-R1-Qwen2.5-Instruct-*``: a system message and a user message), ``rm-r1-reasoning`` for the
-DeepSeek-distilled ones (``RM-R1-DeepSeek-Distilled-*``: one user message). The judge writes
-``<type>...</type>``, a ``<rubric>`` or ``<solution>``, an ``<eval>`` and ends with
-``<answer>[[A]]</answer>`` or ``<answer>[[B]]</answer>`` (the distilled models think in ``<think>`` first).
-
-The prompts are RM-R1's evaluation code (``eval/reward-bench/rewardbench/generative.py`` at commit
-6833863d6aaf7ed987dad2420244983fe470bd2f: ``RM_R1_INSTRUCT_SYSTEM_PROMPT``,
-``RM_R1_SINGLE_TURN_INSTRUCT_USER_PROMPT`` for ``model_modifier="RM-R1-Instruct"``, and
-``RM_R1_SINGLE_TURN_REASONING_USER_PROMPT`` for ``"RM-R1-Reasoning"``), the "Chatbot"/"Client" wording
-its training data uses (``rm_r1/dataset/mix_data/mix_data.py``; a later variant of that file says
-"Assistant"/"User" and keeps these as ``*_ORIGINAL``). That repository is not installable, so
-``tests/format/test_rm_r1.py`` checks our rendering against SHA-256 digests of the reference rendering
-taken from that file, not against running code. The instruction is the question, the responses the two
-answers; no rubric or reference slot (neither is sent); single-turn only.
-
-Parsing (RM-R1's scorer, rewardbench's default, takes the first ``[[A]]`` anywhere, then ``[[B]]``; ours is
-strict): the last ``<answer>`` tag decides; it must be closed, hold only ``[[A]]`` or ``[[B]]`` and end
-the output; a ``<think>`` block left open fails (its answers are drafts); the feedback is the text before
-that tag (after ``</think>`` when there is one). The verdict is one token after ``<answer>[[``.
+"""RM-R1's reasoning judges (``rm-r1``, ``rm-r1-reasoning``): their evaluation prompts, checked against digests
+of the reference rendering, and a strict parser of the last ``<answer>[[A]]</answer>`` (docs/formats.md).
 
 Example:
     >>> RM_R1.parse("<type>Chat</type>\\n<eval>B is right.</eval>\\n\\n<answer>[[B]]</answer>", "relative").verdict

@@ -1,17 +1,5 @@
-"""The schema of a judge format defined in a YAML file, checked at load: every key, its type and its fix.
-
-``read_spec`` turns the file into a ``FormatSpec`` (``formats.from_yaml`` builds the ``JudgeFormat`` from it)
-or raises ``ConfigError`` naming the file, the key, what was expected, what arrived and the fix. The schema is
-documented in docs/formats.md (section "A format from a YAML file"); in short::
-
-    name: my-judge                     # store keys and job records use name@digest (see FormatSpec.digest)
-    scale: [1, 2, 3, 4, 5]             # absolute verdicts, low -> high (ints); needed when grading
-    force_prefix: " [RESULT] "         # optional: the verdict is one token after it
-    markers: ["###Feedback", "[RESULT]"]
-    rubric_item: "Score {score}: {description}"   # how {rubric} renders each score description
-    tasks:
-      absolute: {system: ..., user: ..., user_no_reference: ..., reference_missing: ..., verdict: {...}}
-      relative: {system: ..., user: ..., verdict: {...}, verdict_tokens: [A, B]}
+"""The schema of a judge format defined in a YAML file (``read_spec`` -> ``FormatSpec``), checked at load:
+every error names the file, the key and the fix. The schema is documented in docs/formats.md.
 
 Example:
     >>> sorted(FIELDS["relative"])
