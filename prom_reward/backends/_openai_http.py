@@ -16,8 +16,8 @@ of the batch. A call given a ``deadline`` (the request's, set by the outage poli
 left and not made after it. The transport retries nothing: asking again for what failed (after a
 back-off, on the URL the pool picks then, within a budget), and what comes after, is the outage
 policy's, the one owner of retries (``prom_reward.rewards.outage``).
-The transport is aiohttp: at 64 calls in flight httpx's connection pool spent ~25x more
-CPU per request on bookkeeping (``benchmarks/client_overhead.py``).
+The transport is aiohttp, the one HTTP client of the package, for its CPU per request at 64 calls in flight
+(``benchmarks/client_overhead.py``).
 
 Example:
     >>> async def models(url):  # doctest: +SKIP
@@ -152,7 +152,7 @@ async def gather_all(aws: Iterable[Awaitable[T]]) -> list[T]:
         raise
 
 
-async def _body(resp: aiohttp.ClientResponse) -> bytes | None:
+async def read_body(resp: aiohttp.ClientResponse) -> bytes | None:
     """The reply's body; None when it is (or says it is) over ``MAX_REPLY_BYTES``."""
     if (resp.content_length or 0) > MAX_REPLY_BYTES:
         return None
@@ -244,7 +244,7 @@ class HTTPBatch:
             self.pool.sent(url)
             try:
                 async with self.client.request(method, full, json=payload, **options) as resp:
-                    status, content = resp.status, await _body(resp)
+                    status, content = resp.status, await read_body(resp)
             except (TimeoutError, aiohttp.ClientError) as e:  # refused, reset, timeouts
                 kind = "Timeout" if isinstance(e, asyncio.TimeoutError) else type(e).__name__
                 raise self._failed(what, url, f"{kind} on {full}" + (f": {e}" if str(e) else "")) from None

@@ -10,7 +10,7 @@ calls from OpenRLHF's threads wait ``batch_window_ms`` for each other and are ju
 
 Settings: ``RewardSettings`` (``prom_reward.integrations.settings``), read once on the first call
 from the ``PROM_REWARD_*`` environment variables, then the YAML file of ``PROM_REWARD_CONFIG``
-(docs/openrlhf.md has the table). The first call also checks the judge (``startup.check_judge``:
+(docs/openrlhf.md has the table). The first call also checks the judge (``rewards.startup.check_judge``:
 a wrong model name raises; a judge that is down only warns).
 
 A sample that cannot be judged fails alone with its reason; a judge outage is retried within the
@@ -47,7 +47,7 @@ from prom_reward.integrations.batched_reward import BatchedReward
 from prom_reward.integrations.batching import DeadlineExceeded
 from prom_reward.integrations.openrlhf_inputs import make_samples, reward_dict
 from prom_reward.integrations.settings import RewardSettings
-from prom_reward.integrations.startup import check_judge
+from prom_reward.rewards.startup import check_judge
 
 logger = logging.getLogger(__name__)
 _lock = threading.Lock()

@@ -20,7 +20,7 @@ past the budget) raises, which is verifiers' own failure signal for a judge: ``T
 a ``TaskError``, the reward stays unscored (``None``) and the rollout is marked failed (and retried where
 the run's ``RetryConfig`` says so); never a made-up score. A misconfigured judge fails at start: a bad
 ``reward`` or judge option when the config is validated, a server that does not serve ``model`` or refuses
-the key on the first construction (``startup.check_judge``), a wrong route at the first judgment (canary).
+the key on the first construction (``rewards.startup.check_judge``), a wrong route at the first judgment (canary).
 
 Example:
     >>> cfg = PrometheusVerifiersJudgeConfig(judge={"backend": "scripted", "outputs": ["Right. [RESULT] 4"]})
@@ -46,11 +46,11 @@ from verifiers.v1.types import Messages, SystemMessage, UserMessage
 from prom_reward.errors import ConfigError, PromRewardError
 from prom_reward.integrations.batched_reward import BatchedReward
 from prom_reward.integrations.settings import judge_options
-from prom_reward.integrations.startup import check_judge
 from prom_reward.rewards.config import RewardConfig
 from prom_reward.rewards.outage import OutagePolicy
 from prom_reward.rewards.reward import PrometheusReward
 from prom_reward.rewards.samples import RewardSample
+from prom_reward.rewards.startup import check_judge
 
 PLUGIN_ID = "prom-reward"
 """The ``id`` that plugs this judge (verifiers imports the package ``prom_reward`` and takes its exported judge)."""

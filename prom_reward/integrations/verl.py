@@ -22,7 +22,8 @@ docs/openrlhf.md. ``failure_reward`` is required: a sample the judge fails on sc
 surrogate, a NaN ground truth, over the judge's context with ``over_context=fail``) fails alone; a
 judge outage is retried within the outage budget, then raises ``JudgeUnavailableError``, which
 stops the step (``outage_on_exhausted=raise``, the default), or fails the unanswered samples with
-the cause (``outage_on_exhausted=fail``). The first call in each worker checks the judge (``startup.check_judge``).
+the cause (``outage_on_exhausted=fail``). The first call in each worker checks the judge
+(``rewards.startup.check_judge``).
 
 Each call returns the same keys: ``score``, ``judge_reward`` (None when failed),
 ``judge_failure_reason`` (None unless failed), ``judge_failed`` (0/1) and the batch metrics of
@@ -52,8 +53,8 @@ from prom_reward.errors import InputError
 from prom_reward.integrations.batched_reward import BatchedReward, SampleOutcome
 from prom_reward.integrations.openrlhf_inputs import reference_text
 from prom_reward.integrations.settings import RewardSettings
-from prom_reward.integrations.startup import check_judge
 from prom_reward.rewards.samples import RewardSample
+from prom_reward.rewards.startup import check_judge
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ Every path is the same job: the input is checked whole before the output is touc
 (``prom_reward.jobs.spec``) and committed as a part file (``prom_reward.jobs.parts``), and the parts
 are merged into the output, which replaces the previous file only once complete. Each output row
 carries ``source_index``, its row's position in the input. Before the first batch, a judge behind a
-server judges the configuration canary (``prom_reward.rewards.canary``: the job's own task, format and
+server judges the configuration canary (``prom_reward.rewards.startup``: the job's own task, format and
 rubric): a misconfigured judge (a wrong route, refused credentials, a model it does not serve) stops the job
 with ``JudgeConfigError`` before a row is judged, and met later it stops the job too (``jobs.spec.run_batch``
 fails rows only for a ``BackendError``). The judge asks again for the requests its transport failed, per the job's
@@ -53,8 +53,8 @@ from prom_reward.jobs.plan import SKIPPED, prepare_job
 from prom_reward.jobs.spec import JobKind
 from prom_reward.jobs.summary import JobSummary
 from prom_reward.preferences.config import PreferenceConfig
-from prom_reward.rewards.canary import job_canary, over_http
 from prom_reward.rewards.outage_judge import OutageJudge
+from prom_reward.rewards.startup import job_canary, over_http
 
 
 def run_job(

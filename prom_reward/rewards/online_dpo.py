@@ -52,12 +52,12 @@ from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.conversation import completion_text, prompt_text
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.sanitize import neutralize
-from prom_reward.rewards.canary import CANARY_INSTRUCTION, CANARY_RESPONSES, CanaryGate, canary_rubric
 from prom_reward.rewards.config import RewardConfig
 from prom_reward.rewards.diagnostics import diagnostics
 from prom_reward.rewards.holder import JudgeHolder
 from prom_reward.rewards.online_dpo_judging import Judged, Texts, ajudge_isolated
 from prom_reward.rewards.outage import JudgeHealth
+from prom_reward.rewards.startup import CANARY_INSTRUCTION, CANARY_RESPONSES, CanaryGate, canary_rubric
 
 __all__ = ["OnlineDPOJudgeReward", "PairwiseRewardStats"]
 
@@ -163,7 +163,7 @@ class OnlineDPOJudgeReward(JudgeHolder):
         self.stats = PairwiseRewardStats()
         self.last_metrics: dict[str, float] = {}
         self._rng = random.Random(seed)
-        self.canary = CanaryGate(judge)  # the configuration canary, run before the first batch (rewards.canary)
+        self.canary = CanaryGate(judge)  # the configuration canary, run before the first batch (rewards.startup)
         self._trainer: Callable[[], Any] | None = None
 
     def attach(self, trainer: Any) -> OnlineDPOJudgeReward:
@@ -244,9 +244,15 @@ class OnlineDPOJudgeReward(JudgeHolder):
         checklists = self._column(columns, cfg.checklist_column, b, None)
         if any(c is not None for c in checklists):  # graded: refused before anything is judged in a format that cannot
             check_grading_format(self.judge.format, cfg.checklist_column)
-        canary = ([CANARY_INSTRUCTION], [CANARY_RESPONSES[0]], [CANARY_RESPONSES[1]])
-        rubric = self._canary_rubric
-        self.canary.run(lambda: next(iter(judged(canary, [rubric], [None], [None], {})[2].values()), None))
+        if self.canary.due:
+            canary = ([CANARY_INSTRUCTION], [CANARY_RESPONSES[0]], [CANARY_RESPONSES[1]])
+
+            async def canary_once() -> str | None:
+                judge, rounds, rubric = self.judge, self.max_tie_rounds, self._canary_rubric
+                out = await ajudge_isolated(judge, canary, [rubric], [None], [None], cfg, rounds, self.health, {})
+                return next(iter(out[2].values()), None)
+
+            run_sync(lambda: self.canary.run(canary_once))
         start = time.perf_counter()
         history, rounds, unjudged, checklist_metrics = judged(texts, rubrics, refs, checklists, unreadable)
         seconds = time.perf_counter() - start
