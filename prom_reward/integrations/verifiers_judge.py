@@ -25,7 +25,8 @@ the key on the first construction (``rewards.startup.check_judge``), a wrong rou
 Example:
     >>> cfg = PrometheusVerifiersJudgeConfig(judge={"backend": "scripted", "outputs": ["Right. [RESULT] 4"]})
     >>> from prom_reward.backends.bridge import run_sync
-    >>> run_sync(lambda: PrometheusVerifiersJudge(cfg).evaluate(question="2+2?", response="4")).parsed
+    >>> judge = PrometheusVerifiersJudge(cfg)  # built (its judge checked) off the library's loop
+    >>> run_sync(lambda: judge.evaluate(question="2+2?", response="4")).parsed
     4.0
     >>> reset()
 """

@@ -35,7 +35,7 @@ import aiohttp
 from prom_reward.backends._openai_http import MAX_REPLY_BYTES, new_session, read_body
 from prom_reward.backends._openai_wire import rejection
 from prom_reward.backends.base import JudgeServer
-from prom_reward.backends.bridge import run_sync
+from prom_reward.backends.bridge import sync_method
 from prom_reward.checklist.criteria import Criterion, criterion_rubric
 from prom_reward.core.verdict_probs import no_logprobs
 from prom_reward.errors import BackendError, ConfigError, JudgeConfigError
@@ -174,9 +174,7 @@ async def acheck_judge(
     return check
 
 
-def check_judge(server: JudgeServer | None, **options: Any) -> JudgeCheck:
-    """``acheck_judge`` for sync callers: run on the library's loop, where its probe goes on after it returns."""
-    return run_sync(lambda: acheck_judge(server, **options))
+check_judge = sync_method(acheck_judge)  # on the library's loop, where its probe goes on after it returns
 
 
 def _meanwhile(policy: OutagePolicy | None) -> str:
