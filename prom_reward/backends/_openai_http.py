@@ -122,7 +122,7 @@ async def gather_all(aws: Iterable[Awaitable[T]]) -> list[T]:
         raise
 
 
-async def _body(resp: aiohttp.ClientResponse) -> bytes | None:
+async def read_body(resp: aiohttp.ClientResponse) -> bytes | None:
     """The reply's body; None when it is (or says it is) over ``MAX_REPLY_BYTES``."""
     if (resp.content_length or 0) > MAX_REPLY_BYTES:
         return None
@@ -214,7 +214,7 @@ class HTTPBatch:
             self.pool.sent(url)
             try:
                 async with self.client.request(method, full, json=payload, **options) as resp:
-                    status, content = resp.status, await _body(resp)
+                    status, content = resp.status, await read_body(resp)
             except (TimeoutError, aiohttp.ClientError) as e:  # refused, reset, timeouts
                 kind = "Timeout" if isinstance(e, asyncio.TimeoutError) else type(e).__name__
                 raise self._failed(what, url, f"{kind} on {full}" + (f": {e}" if str(e) else "")) from None

@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -170,8 +171,6 @@ class JudgeServers:
         return self.urls
 
     def _wait_healthy(self) -> None:
-        import httpx
-
         deadline = time.monotonic() + self.config.startup_timeout
         pending = set(range(len(self.procs)))
         while pending:
@@ -183,10 +182,7 @@ class JudgeServers:
                         f"judge server {i} ({url}) exited with code {proc.returncode} while starting; "
                         f"log {self.log_paths[i]}:\n{tail}"
                     )
-                try:
-                    healthy = httpx.get(url[: -len("/v1")] + "/health", timeout=2).status_code == 200
-                except httpx.HTTPError:
-                    healthy = False
+                healthy = _answers_health(url[: -len("/v1")] + "/health")
                 # ready only when the answer comes from this server, not from whatever else took the port
                 if healthy and listens(proc.pid, self.config.port + i) is not False:
                     pending.discard(i)
@@ -297,3 +293,12 @@ def listens(session: int, port: int) -> bool | None:
         except (OSError, ValueError, IndexError):
             continue
     return False
+
+
+def _answers_health(url: str) -> bool:
+    """Whether a server we started answers ``GET url`` with 200 (2 s per read; no proxy: it is ours)."""
+    try:
+        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(url, timeout=2) as r:
+            return bool(r.status == 200)
+    except (OSError, ValueError):  # URLError, HTTPError, refused, timeouts
+        return False

@@ -179,7 +179,7 @@ def cmd_reward_server(args: argparse.Namespace) -> int:
 
     from prom_reward.integrations.health import ServerHealth
     from prom_reward.integrations.openrlhf_server import serve_reward
-    from prom_reward.integrations.startup import check_judge
+    from prom_reward.rewards.startup import check_judge
 
     settings = reward_server_settings(args)
     if not settings.server and not settings.model:

@@ -27,7 +27,7 @@ from prom_reward.integrations.batched_reward import BatchedReward
 from prom_reward.integrations.batching import DeadlineExceeded
 from prom_reward.integrations.openrlhf_inputs import make_samples, reward_dict
 from prom_reward.integrations.settings import RewardSettings
-from prom_reward.integrations.startup import check_judge
+from prom_reward.rewards.startup import check_judge
 
 logger = logging.getLogger(__name__)
 _lock = threading.Lock()

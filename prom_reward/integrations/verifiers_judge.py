@@ -26,11 +26,11 @@ from verifiers.v1.types import Messages, SystemMessage, UserMessage
 from prom_reward.errors import ConfigError, PromRewardError
 from prom_reward.integrations.batched_reward import BatchedReward
 from prom_reward.integrations.settings import judge_options
-from prom_reward.integrations.startup import check_judge
 from prom_reward.rewards.config import RewardConfig
 from prom_reward.rewards.outage import OutagePolicy
 from prom_reward.rewards.reward import PrometheusReward
 from prom_reward.rewards.samples import RewardSample
+from prom_reward.rewards.startup import check_judge
 
 PLUGIN_ID = "prom-reward"
 """The ``id`` that plugs this judge (verifiers imports the package ``prom_reward`` and takes its exported judge)."""

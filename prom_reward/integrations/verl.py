@@ -26,8 +26,8 @@ from prom_reward.errors import InputError
 from prom_reward.integrations.batched_reward import BatchedReward, SampleOutcome
 from prom_reward.integrations.openrlhf_inputs import reference_text
 from prom_reward.integrations.settings import RewardSettings
-from prom_reward.integrations.startup import check_judge
 from prom_reward.rewards.samples import RewardSample
+from prom_reward.rewards.startup import check_judge
 
 logger = logging.getLogger(__name__)
 

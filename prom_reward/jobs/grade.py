@@ -33,7 +33,7 @@ from prom_reward.jobs.checklist_rows import ChecklistItem, judge_checklist_rows,
 from prom_reward.jobs.columns import column, judge_text, role_columns, text_item
 from prom_reward.jobs.source import SourceRow
 from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, failure_text, row_error
-from prom_reward.rewards.canary import asks_expected
+from prom_reward.rewards.startup import asks_expected
 
 SCORES = ("1", "2", "3", "4", "5")
 """The probabilities' keys of a job whose judge format is not known yet (Prometheus 2's scale)."""

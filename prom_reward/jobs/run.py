@@ -32,8 +32,8 @@ from prom_reward.jobs.plan import SKIPPED, prepare_job
 from prom_reward.jobs.spec import JobKind
 from prom_reward.jobs.summary import JobSummary
 from prom_reward.preferences.config import PreferenceConfig
-from prom_reward.rewards.canary import job_canary, over_http
 from prom_reward.rewards.outage import Outage
+from prom_reward.rewards.startup import job_canary, over_http
 
 
 def run_job(

@@ -28,7 +28,6 @@ from prom_reward.format.conversation import completion_text, prompt_text
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JUDGE_FORMATS, Task
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.sanitize import neutralize
-from prom_reward.rewards.canary import CanaryGate, canary_rubric, unanswered
 from prom_reward.rewards.checklists import CHECKLIST_MODES, batch_runner, check_checklist_mode
 from prom_reward.rewards.config import RewardConfig, check_reward_format
 from prom_reward.rewards.diagnostics import diagnostics, top_of_scale
@@ -37,6 +36,7 @@ from prom_reward.rewards.length import control_length
 from prom_reward.rewards.modes import ModeOutput, assemble
 from prom_reward.rewards.outage import Answered, JudgeHealth, ajudge_until_answered
 from prom_reward.rewards.samples import RewardSample, samples_from_columns
+from prom_reward.rewards.startup import CanaryGate, canary_rubric, judge_canary
 
 _NO_VERDICT = "the judge gave no parseable verdict after its retries"
 
@@ -69,7 +69,7 @@ class PrometheusReward(JudgeHolder):
         self.health = JudgeHealth()
         """Whether the judge is answering (failures as they happen; what ``/health`` reports)."""
         self.canary = CanaryGate(judge)
-        """The configuration canary, run before the first batch (``rewards.canary``)."""
+        """The configuration canary, run before the first batch (``rewards.startup``)."""
         try:  # a sample's rubric that does not fit the format fails that sample alone (the judge's item check)
             self._resolver = RubricResolver(self.config.rubric, what="sample")
         except InputError as e:
@@ -78,7 +78,7 @@ class PrometheusReward(JudgeHolder):
         if problem is not None:
             raise ConfigError(f"rubric: {problem}")
         self._canary_rubric = canary_rubric(fmt, task, self._resolver.default)
-        """What the canary is judged with: the reward's rubric, else one on its format's scale (``rewards.canary``)."""
+        """What the canary is judged with: the reward's rubric, else one on its format's scale (``rewards.startup``)."""
 
     # -- samples ----------------------------------------------------------------------
     def resolve(self, samples: Sequence[RewardSample]) -> tuple[list[RewardSample | None], list[str | None], list[int]]:
@@ -161,8 +161,8 @@ class PrometheusReward(JudgeHolder):
         if self._judge is None:  # a judge given as options is built (an engine started) in a worker thread
             await asyncio.to_thread(lambda: self.judge)
         check_checklist_mode(self.config, samples, self.checklist_modes)  # before the canary: nothing judged
-        if self.canary.due:  # the canary's judgment goes through the sync path: a worker thread waits for it
-            await asyncio.to_thread(self.check_configuration, deadline)
+        if self.canary.due:
+            await self.acheck_configuration(deadline)
         if self.config.mode == "pairwise_reference" and all(x.baseline is None for x in samples):
             raise InputError(
                 f"pairwise_reference needs a baseline response per sample (dataset column "
@@ -196,13 +196,12 @@ class PrometheusReward(JudgeHolder):
 
     judge_batch = sync_method(ajudge_batch)
 
-    def check_configuration(self, deadline: float | None = None) -> str | None:
-        """Run the configuration canary if it is due (``rewards.canary``): one judgment through this reward's
-        path. Raises ``JudgeConfigError`` for a misconfigured judge; returns why the judge did not answer
-        (not up yet: not a configuration failure), else None."""
-
-        judge_once = functools.partial(unanswered, self.judge_batch, self.config, self._canary_rubric, deadline)
-        return self.canary.run(judge_once)
+    async def acheck_configuration(self, deadline: float | None = None) -> str | None:
+        """Run the configuration canary if it is due (``rewards.startup``): one judgment through this reward's
+        outage loop and mode. Raises ``JudgeConfigError`` for a misconfigured judge; returns why the judge did not
+        answer (not up yet: not a configuration failure), else None."""
+        judgment = functools.partial(judge_canary, self.judge, self.config, self._canary_rubric, deadline, self.health)
+        return await self.canary.run(judgment)
 
     def _control_and_diagnose(self, out: ModeOutput, samples: Sequence[RewardSample]) -> None:
         """The whole batch's length control (opt-in, ``rewards.length``) and drift diagnostics

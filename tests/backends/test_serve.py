@@ -14,9 +14,9 @@ import psutil
 import pytest
 
 from prom_reward import ConfigError
-from prom_reward.backends.servers import JudgeServers, ServeConfig, check_port_free, listens
+from prom_reward.backends.servers import JudgeServers, ServeConfig, _answers_health, check_port_free, listens
 from prom_reward.backends.vllm_options import VLLMOptions
-from tests.fakes import free_port
+from tests.fakes import FakeServer, free_port
 
 
 def test_gpu_layout_and_command():
@@ -294,3 +294,17 @@ def test_ready_means_this_process_listens_not_whatever_answers_on_the_port(tmp_p
         for proc in (server, bystander):
             proc.kill()
             proc.wait()
+
+
+def test_the_health_poll_is_ready_only_on_a_200():
+    """The launcher's poll of its own servers (stdlib, no proxy): 200 is ready; 503 (loading), 404 and nothing
+    listening are not, and none of them raises."""
+    server = FakeServer({"/health": lambda n, b: (503 if n == 1 else 200, {})})
+    root = server.url.removesuffix("/v1")
+    try:
+        assert _answers_health(root + "/health") is False  # still loading
+        assert _answers_health(root + "/health") is True
+        assert _answers_health(root + "/nothing") is False
+    finally:
+        server.stop()
+    assert _answers_health(f"http://127.0.0.1:{free_port()}/health") is False

@@ -21,12 +21,13 @@ from prom_reward.errors import ConfigError
 from prom_reward.integrations.openrlhf_server import RedactTokens, log_config, redact
 from prom_reward.integrations.settings import RewardSettings, setting_names, settings_fields, settings_table
 from prom_reward.integrations.settings_sources import flag_name
-from prom_reward.integrations.startup import check_judge
 from prom_reward.rewards.config import RewardConfig
 from prom_reward.rewards.online_dpo import OnlineDPOJudgeReward
 from prom_reward.rewards.outage import OutagePolicy
 from prom_reward.rewards.reward import PrometheusReward
+from prom_reward.rewards.startup import check_judge
 from tests.fakes import StandInJudge, free_port
+from tests.integrations.test_canary import _probed
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -364,8 +365,7 @@ def test_check_judge_refuses_a_wrong_model_and_warns_about_a_down_judge(caplog):
     assert health.status()["status"] == "degraded"
     late.start()
     try:
-        check.probing.join(5)
-        assert not check.probing.is_alive() and health.status()["status"] == "ok"
+        assert _probed(check, 5) and health.status()["status"] == "ok"
     finally:
         late.stop()
 

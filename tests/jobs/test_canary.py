@@ -1,4 +1,4 @@
-"""The configuration canary of the jobs (``prom_reward.rewards.canary`` in ``jobs.run.run_job``), through the real
+"""The configuration canary of the jobs (``prom_reward.rewards.startup`` in ``jobs.run.run_job``), through the real
 ``prom-reward grade`` / ``compare`` / ``pairs`` commands against judge servers on 127.0.0.1: a URL without ``/v1``
 (404), a refused key (401) and a model the server does not serve stop the job before a row is judged, exit 2 with
 the URL, the cause and the fix; a judge that is down is not misconfigured: the job runs as before (its rows fail
@@ -14,7 +14,7 @@ from prom_reward.cli.main import main
 from prom_reward.format.judge_format import JUDGE_FORMATS, get_judge_format
 from prom_reward.format.rubrics import get_rubric
 from prom_reward.jobs.summary import EXIT_JUDGE_DOWN
-from prom_reward.rewards.canary import CANARY_INSTRUCTION, CANARY_RESPONSES, canary_rubric
+from prom_reward.rewards.startup import CANARY_INSTRUCTION, CANARY_RESPONSES, canary_rubric
 from tests.fakes import FakeServer, StandInJudge
 from tests.jobs.helpers import JOBS, REPO, judge_server, rows, write
 

@@ -3,7 +3,7 @@ examples, benchmarks and tests stay in the repository), and ``pip install prom-r
 is a client-only install that imports and judges through an OpenAI-compatible server with neither torch
 nor vLLM. The wheel is built from a copy of this checkout; the install goes into a fresh venv (no
 system site-packages) and may reach the package index for the light base dependencies (numpy, aiohttp,
-httpx, pyarrow, pyyaml, tqdm). The judge is the stand-in server of ``tests/fakes.py``, on 127.0.0.1."""
+pyarrow, pyyaml, tqdm). The judge is the stand-in server of ``tests/fakes.py``, on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -96,7 +96,6 @@ def test_the_wheel_holds_prom_reward_and_train_judge_only(wheel: Path):
     assert {r.split(">")[0].split(";")[0].strip() for r in requires if "extra ==" not in r} == {
         "numpy",
         "aiohttp",
-        "httpx",
         "pyarrow",
         "pyyaml",
         "tqdm",

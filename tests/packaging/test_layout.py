@@ -197,3 +197,9 @@ def test_nothing_outside_experimental_imports_it_not_even_the_public_api():
     bad = sorted(f"{m} -> {t}" for m, ts in graph().items() if subpackage(m) not in (None, "experimental")
                  for t in ts if subpackage(t) == "experimental")  # fmt: skip
     assert bad == []
+
+
+def test_one_http_client_aiohttp():
+    """``prom_reward`` talks HTTP through aiohttp only (the stdlib polls the servers it starts): no httpx."""
+    uses = [str(p.relative_to(ROOT)) for p in (ROOT / "prom_reward").rglob("*.py") if "httpx" in p.read_text()]
+    assert uses == []

@@ -137,16 +137,19 @@ class EveryThreadRecordingBackend(ScriptedBackend):
 
 @pytest.mark.parametrize("reward_cls", [PrometheusReward, AsyncPrometheusReward])
 def test_the_first_calls_canary_enters_each_module_once_on_every_thread(reward_cls):
-    """The canary of a first call (a judge behind a server owes one) goes through the reward's path from a worker
-    thread: no thread's stack, the worker's included, enters a module again."""
+    """The canary of a first call (a judge behind a server owes one) is awaited on the reward's own loop, through
+    its outage loop and mode: no worker thread, and no thread's stack enters a module again."""
     backend = EveryThreadRecordingBackend(respond=_grade)
     reward = reward_cls(PrometheusJudge(backend=backend))
-    reward.canary.due = True  # as for a judge behind a server (``rewards.canary.over_http``)
+    reward.canary.due = True  # as for a judge behind a server (``rewards.startup.over_http``)
     call = reward(["Say hi."], ["hi"])
     rewards = asyncio.run(call) if reward_cls is AsyncPrometheusReward else call
     assert rewards == [4.0] and not reward.canary.due and len(backend.calls) == 2  # the canary, then the batch
-    canary_thread = [s for s in backend.stacks if "prom_reward.rewards.canary" in s]
-    assert canary_thread, backend.stacks  # the worker thread waiting for the canary's judgment was seen
+    canary = [s for s in backend.stacks if "prom_reward.rewards.startup" in s]
+    assert len(canary) == 1, backend.stacks  # the canary's judgment, on the thread of the reward's loop only
+    at = canary[0].index("prom_reward.rewards.reward")
+    path = ["prom_reward.rewards.reward", "prom_reward.rewards.startup", "prom_reward.rewards.outage"]
+    assert canary[0][at : at + 3] == path
     for stack in backend.stacks:
         assert not _entered_again(stack), f"entered again after it was left: {_entered_again(stack)} in {stack}"
 

@@ -1,4 +1,4 @@
-"""The configuration canary of the rewards (``prom_reward.rewards.canary``) and the failure reward's scale
+"""The configuration canary of the rewards (``prom_reward.rewards.startup``) and the failure reward's scale
 (``RewardConfig.failure_reward``), against a stand-in judge server on 127.0.0.1 (real HTTP). The TRL trainers'
 own reward calls meet the same canary in the fault matrix (``tests.reward_faults``, case ``misconfigured``)."""
 
@@ -14,11 +14,11 @@ from prom_reward import PrometheusJudge
 from prom_reward.errors import ConfigError, JudgeConfigError
 from prom_reward.format.judge_format import JUDGE_FORMATS, get_judge_format
 from prom_reward.format.rubrics import get_rubric
-from prom_reward.rewards.canary import CANARY_INSTRUCTION, CANARY_RESPONSES, canary_rubric
 from prom_reward.rewards.config import RewardConfig, failure_value, reward_scale
 from prom_reward.rewards.online_dpo import OnlineDPOJudgeReward
 from prom_reward.rewards.outage import OutagePolicy
 from prom_reward.rewards.reward import AsyncPrometheusReward, PrometheusReward
+from prom_reward.rewards.startup import CANARY_INSTRUCTION, CANARY_RESPONSES, canary_rubric
 from tests.fakes import StandInJudge
 
 JUDGE = {"backend": "openai", "system_role": False, "max_retries": 0, "sampling": {"max_tokens": 8}}

@@ -1,0 +1,341 @@
+"""The start-up check of a reward, reward server or job: is the judge there, does it serve the model asked for,
+and does the run's own judgment (the canary) go through?
+
+``acheck_judge`` (``check_judge``: its sync form) asks every judge URL ``GET /models`` with the run's key, then
+runs the reward's canary. A judge that answers wrongly (a refused key, a model it does not serve, a wrong route:
+the URL lacks ``/v1``) raises ``JudgeConfigError`` naming the URL and the fix (the command exits 2). A judge that
+does not answer (down, 5xx, loading) only warns: the run starts degraded and a task probes it until it answers,
+then checks it the same way, reporting a configuration failure to ``JudgeHealth`` and ``on_misconfigured``.
+
+The canary is the run's own judgment: its format, its task (a grade, or a verdict for pairwise runs) and its
+rubric for every row (``canary_rubric``; a rubric on the format's scale when rows bring their own). Rewards run it
+on their first call (``CanaryGate``), jobs before their rows (``job_canary``). Only judges behind an HTTP server
+(``over_http``) have routes, keys and model names to get wrong, so only they owe one.
+
+Example:
+    >>> check_judge(None).reachable
+    {}
+    >>> from prom_reward.format.judge_format import get_judge_format
+    >>> len(canary_rubric(get_judge_format("flow-judge-3"), "absolute", None).descriptions)
+    3
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from prom_reward.backends._openai_http import MAX_REPLY_BYTES, new_session, read_body
+from prom_reward.backends._openai_wire import rejection
+from prom_reward.backends.base import JudgeServer
+from prom_reward.backends.bridge import sync_method
+from prom_reward.checklist.criteria import Criterion, criterion_rubric
+from prom_reward.core.verdict_probs import no_logprobs
+from prom_reward.errors import BackendError, ConfigError, JudgeConfigError
+from prom_reward.format.judge_format import JudgeFormat, Task
+from prom_reward.format.rubrics import Rubric
+from prom_reward.rewards.checklists import batch_runner
+from prom_reward.rewards.config import RewardConfig
+from prom_reward.rewards.modes import ModeOutput, assemble
+from prom_reward.rewards.outage import JudgeHealth, OutagePolicy, ajudge_until_answered
+from prom_reward.rewards.samples import RewardSample
+
+logger = logging.getLogger(__name__)
+
+CANARY_INSTRUCTION = "Say hello in one word."
+CANARY_RESPONSES = ("Hello!", "Hi.")
+"""The canary's response (a pairwise canary compares the two)."""
+CANARY_CRITERION = "the response answers the instruction"
+"""The question of the canary's rubric when the run has no rubric for every row."""
+_probes: set[asyncio.Task[None]] = set()  # probes running, held until done
+
+
+@dataclass
+class JudgeCheck:
+    """What ``acheck_judge`` found."""
+
+    reachable: dict[str, bool] = field(default_factory=dict)
+    """Per URL: did ``GET /models`` answer?"""
+    models: dict[str, list[str]] = field(default_factory=dict)
+    """Per reachable URL: the served model ids."""
+    probing: asyncio.Task[None] | None = None
+    """The probe of the URLs that did not answer yet (on the loop of the check; the library's for ``check_judge``)."""
+
+
+async def _ask(url: str, timeout: float, api_key: str | None) -> tuple[list[str] | None, str]:
+    """(served model ids, "") when ``url`` answers ``GET /models`` within ``timeout`` s, the whole reply; (None, why)
+    when it does not. A refused key raises ``JudgeConfigError`` (``_openai_wire.rejection``)."""
+    full = url.rstrip("/") + "/models"
+    try:
+        async with new_session(api_key=api_key, timeout=timeout) as session, session.get(full) as r:
+            status, body = r.status, await read_body(r)
+    except (TimeoutError, aiohttp.ClientError) as e:
+        why = f"no whole reply within {timeout:g} s" if isinstance(e, TimeoutError) else str(e)
+        return None, f"{'Timeout' if isinstance(e, TimeoutError) else type(e).__name__}: {why}"
+    if body is None:
+        return None, f"GET /models replied over {MAX_REPLY_BYTES >> 20} MiB"
+    if status in (401, 403):
+        raise rejection("GET /models", url, full, status, body, root=False)
+    if status == 404:
+        logger.warning(
+            "judge %s has no GET /models (not an OpenAI-compatible server?); the model name is not checked", url
+        )
+        return [], ""
+    if status != 200:
+        return None, f"HTTP {status} on GET /models"
+    try:
+        return [str(m["id"]) for m in json.loads(body)["data"]], ""
+    except (ValueError, KeyError, TypeError) as e:
+        return None, f"malformed GET /models reply ({e})"
+
+
+def _check_model(url: str, served: list[str], model: str | None) -> None:
+    if model and served and model not in served:
+        raise JudgeConfigError(
+            f"judge {url} does not serve the model {model!r} (it serves {', '.join(served)}); fix: set "
+            "model (--model / PROM_REWARD_MODEL) to one of those, or leave it unset to use the first",
+            url=url,
+        )
+
+
+async def acheck_judge(
+    server: JudgeServer | None,
+    *,
+    outage: OutagePolicy | None = None,
+    timeout: float = 5.0,
+    health: JudgeHealth | None = None,
+    probe_every: float = 10.0,
+    reward: Any = None,
+    canary_timeout: float = 120.0,
+    on_misconfigured: Callable[[str], None] | None = None,
+) -> JudgeCheck:
+    """Ask every URL of ``server`` (``JudgeHolder.judge_server``; None: an in-process judge, nothing to ask) for its
+    models with its key, then run ``reward``'s canary (see the module docstring). ``outage``: what the samples meet
+    while a URL is down (the reward's policy, by default), said in the warning."""
+    check = JudgeCheck()
+    urls, model, api_key = (server.urls, server.model, server.api_key) if server is not None else ((), None, None)
+    policy = outage if outage is not None else reward.config.outage if reward is not None else None
+    down = dict.fromkeys(urls, "")
+
+    async def ask(late: bool) -> None:
+        """Ask each URL still down; a wrong answer raises ``ConfigError``; once every URL answered, the canary."""
+        for url in list(down):
+            del down[url]
+            served, why = await _ask(url, timeout, api_key)
+            check.reachable[url] = served is not None
+            if served is None:
+                down[url] = why
+                continue
+            check.models[url] = served
+            _check_model(url, served, model)
+            if late:
+                logger.warning("judge %s is answering now (serves %s)", url, ", ".join(served) or "?")
+        if not down and urls:
+            await _canary(reward, canary_timeout, health)
+
+    async def probe_until_up() -> None:
+        wrong = False
+        while down:
+            await asyncio.sleep(probe_every)
+            try:
+                await ask(late=True)
+            except ConfigError as e:
+                logger.error("%s", e)
+                wrong = True
+                if health is not None:
+                    health.failed(str(e))
+                if on_misconfigured is not None:
+                    on_misconfigured(str(e))
+        if not wrong and health is not None:
+            health.succeeded()
+
+    await ask(late=False)
+    for url, why in down.items():
+        logger.warning(
+            "judge %s is not answering (%s); starting anyway and probing it every %.0f s; until it answers, %s",
+            url,
+            why,
+            probe_every,
+            _meanwhile(policy),
+        )
+        if health is not None:
+            health.failed(f"judge {url} not answering at start: {why}")
+    if down:
+        check.probing = asyncio.get_running_loop().create_task(probe_until_up(), name="prom-reward-judge-probe")
+        _probes.add(check.probing)
+        check.probing.add_done_callback(_probes.discard)
+    return check
+
+
+check_judge = sync_method(acheck_judge)  # on the library's loop, where its probe goes on after it returns
+
+
+def _meanwhile(policy: OutagePolicy | None) -> str:
+    """What the samples meet while the judge is down, as ``policy`` (the reward's outage policy) says.
+
+    >>> _meanwhile(OutagePolicy(budget_s=30, on_exhausted="fail"))
+    'samples wait within the outage budget (30 s), then get the failure reward'
+    """
+    if policy is None:
+        return "samples wait within the outage budget, then meet its on_exhausted"
+    waited = f"samples wait within the outage budget ({policy.budget_s:g} s), then "
+    if policy.on_exhausted == "fail":
+        return waited + "get the failure reward"
+    return waited + (
+        "their request fails with JudgeUnavailableError naming the cause (outage on_exhausted raise: reward-server "
+        "answers it 503); on_exhausted fail would give them the failure reward instead"
+    )
+
+
+async def _canary(reward: Any, seconds: float, health: JudgeHealth | None) -> None:
+    """``reward``'s canary (None: none); a judge that does not answer it only warns."""
+    if reward is None:
+        return
+    try:
+        why = await reward.acheck_configuration(deadline=time.monotonic() + seconds)
+    except ConfigError:
+        raise
+    except BackendError as e:  # JudgeUnavailableError (on_exhausted="raise"): not up, not misconfigured
+        why = str(e)
+    if why is not None:
+        logger.warning("judge did not answer the canary judgment (%s); starting anyway", why)
+        if health is not None:
+            health.failed(f"canary judgment not answered at start: {why}")
+
+
+def over_http(judge: Any) -> bool:
+    """Whether ``judge`` (a ``PrometheusJudge``, or a dict of its options) talks to an HTTP judge server."""
+    if isinstance(judge, dict):
+        return judge.get("backend") == "openai"
+    from prom_reward.core.judge import PrometheusJudge
+
+    return isinstance(judge, PrometheusJudge) and judge.backend.name == "openai"
+
+
+def canary_rubric(fmt: JudgeFormat, task: Task, rubric: Rubric | None) -> Rubric:
+    """The rubric of the canary of a run in ``fmt`` asking for ``task``: the run's ``rubric`` for every row, else one
+    on ``fmt``'s scale (a checklist criterion's binary rubric there): a row's own rubric is the row's to fit."""
+    if rubric is not None:
+        return rubric
+    criterion = Criterion(CANARY_CRITERION)
+    if task == "absolute" and 2 <= len(fmt.scale) <= 5:
+        return criterion_rubric(criterion, fmt)
+    return Rubric(f"Does the response satisfy this criterion: {criterion.text}?")
+
+
+def asks_expected(judge: Any) -> bool:
+    """Whether ``judge`` (a ``PrometheusJudge``) asks for the verdict's logprobs (``expected_score=True``,
+    ``--expected``): its grades carry expected scores."""
+    from prom_reward.core.judge import EXPECTED_LOGPROBS
+
+    return (judge.sampling.logprobs or 0) >= EXPECTED_LOGPROBS
+
+
+def job_canary(judge: Any, task: Task, rubric: Rubric | None, expected: bool = False) -> str | None:
+    """The canary of a job asking ``judge`` (a ``PrometheusJudge``) for ``task`` with ``rubric`` (the job's for
+    every row; None: each row's), when it talks to a server. Raises ``JudgeConfigError`` for a misconfigured judge,
+    and, with ``expected`` (``grade --expected``), for a server that returned no logprobs at all; returns why the
+    judge did not answer (it is not up: the job goes on as without a canary), or None."""
+    if not over_http(judge):
+        return None
+    judged = canary_rubric(judge.format, task, rubric)
+    try:
+        if task == "absolute":
+            (grade,) = judge.grade([CANARY_INSTRUCTION], [CANARY_RESPONSES[0]], judged)
+            if expected and asks_expected(judge) and no_logprobs(grade.expected_reason):
+                raise JudgeConfigError(f"--expected: {grade.expected_reason} (the start-up check's grade)")
+        else:
+            judge.compare([CANARY_INSTRUCTION], [CANARY_RESPONSES[0]], [CANARY_RESPONSES[1]], judged)
+    except BackendError as e:
+        logger.warning("canary judgment: the judge is not answering (%s); starting anyway", e)
+        return str(e)
+    return None
+
+
+def canary_samples(config: RewardConfig, rubric: Rubric) -> list[RewardSample]:
+    """The canary as judge-ready samples of ``config``'s mode judged with ``rubric`` (a pair of one prompt for
+    ``pairwise_group``, a baseline for ``pairwise_reference``).
+
+    >>> [s.baseline for s in canary_samples(RewardConfig(mode="pairwise_reference"), Rubric("Helpful?"))]
+    ['Hi.']
+    """
+    first, second = CANARY_RESPONSES
+    ref = config.reference_answer
+
+    def sample(response: str, baseline: str | None = None) -> RewardSample:
+        return RewardSample(CANARY_INSTRUCTION, response, ref, rubric, CANARY_INSTRUCTION, baseline)
+
+    if config.mode == "pairwise_group":
+        return [sample(first), sample(second)]
+    return [sample(first, second if config.mode == "pairwise_reference" else None)]
+
+
+async def judge_canary(
+    judge: Any, config: RewardConfig, rubric: Rubric, deadline: float | None, health: JudgeHealth
+) -> str | None:
+    """The canary of ``config``'s mode with ``rubric``, through the reward's outage loop and mode: None when the
+    judge answered it, else why not (the outage's cause). Raises for a misconfigured judge, and for
+    ``score='expected'`` on a server that returned no logprobs."""
+    samples = canary_samples(config, rubric)
+    units = [list(range(len(samples)))]
+    iso = await ajudge_until_answered(
+        units, batch_runner(judge, config, samples), _failures, config.outage, deadline=deadline, health=health
+    )
+    if iso.outage:
+        return next(iter(iso.outage.values()))
+    error = (assemble(len(samples), iso.parts).errors or [None])[0]
+    if config.score == "expected" and config.mode == "absolute" and error is not None and no_logprobs(error.reason):
+        raise JudgeConfigError(f"score='expected': {error.reason} (the start-up check's grade)")
+    return None
+
+
+def _failures(out: ModeOutput) -> list[Any]:
+    return out.errors or [None] * len(out.rewards)
+
+
+class CanaryGate:
+    """Whether a reward still owes its canary (a judge behind an HTTP server, until one was answered), and running
+    it once."""
+
+    def __init__(self, judge: Any) -> None:
+        self.due = over_http(judge)
+
+    async def run(self, judgment: Callable[[], Awaitable[str | None]]) -> str | None:
+        """Await ``judgment()`` (the canary: None when the judge answered, else why not) if it is due; a
+        ``JudgeConfigError`` it raises propagates. Returns why the judge did not answer."""
+        if not self.due:
+            return None
+        self.due = False  # the canary's own batch must not run it again
+        answered = False
+        try:
+            why = await judgment()
+            answered = why is None
+        finally:
+            self.due = not answered
+        if why is not None:
+            logger.warning("canary judgment: the judge did not answer (%s); the next call runs it again", why)
+        return why
+
+
+__all__ = [
+    "CANARY_CRITERION",
+    "CANARY_INSTRUCTION",
+    "CANARY_RESPONSES",
+    "CanaryGate",
+    "JudgeCheck",
+    "acheck_judge",
+    "asks_expected",
+    "canary_rubric",
+    "canary_samples",
+    "check_judge",
+    "job_canary",
+    "judge_canary",
+    "over_http",
+]
