@@ -111,9 +111,10 @@ class FailurePolicy:
     def __init__(self, value: Any) -> None:
         if value is None or value == "":
             raise ConfigError(
-                "failure reward: not set: when the judge gives no verdict for a sample, the trainer still needs a "
-                "number, and prom-reward will not pick one silently (the sample is flagged judge_failed=1 and counted "
-                "either way); fix: choose a number (e.g. 0.0) or 'min' (the lowest reward of the configured scale)"
+                "not set: when the judge gives no verdict for a sample, the trainer still needs a number, and "
+                "prom-reward will not pick one silently (the sample is flagged judge_failed=1 and counted either "
+                "way); fix: choose a number (e.g. 0.0) or 'min' (the lowest reward of the configured scale)",
+                "failure_reward",
             )
         if isinstance(value, str) and value.strip().lower() == "min":
             self.value: float | str = "min"
@@ -121,9 +122,9 @@ class FailurePolicy:
         try:
             number = float(value)
         except (TypeError, ValueError):
-            raise ConfigError(f"failure reward: expected a number or 'min', got {value!r}") from None
+            raise ConfigError(f"expected a number or 'min', got {value!r}", "failure_reward") from None
         if not math.isfinite(number):
-            raise ConfigError(f"failure reward: expected a finite number or 'min', got {value!r}")
+            raise ConfigError(f"expected a finite number or 'min', got {value!r}", "failure_reward")
         self.value = number
 
     def value_for(self, config: Any) -> float:
