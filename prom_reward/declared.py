@@ -22,7 +22,6 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import types
 import typing
@@ -98,16 +97,23 @@ class Declared(NamedTuple):
     rules: Rules
 
 
-@functools.cache
 def declared(cls: type) -> tuple[Declared, ...]:
-    """The declared settings of dataclass ``cls``, in field order."""
-    hints = typing.get_type_hints(cls)
-    out = []
-    for f in dataclasses.fields(cls):
-        if _KEY in f.metadata:
-            default = f.default_factory() if f.default is MISSING else f.default  # type: ignore[misc]
-            out.append(Declared(f.name, hints[f.name], default, f.metadata[_KEY]))
-    return tuple(out)
+    """The declared settings of dataclass ``cls``, in field order (read once per class)."""
+    if cls not in _DECLARED:
+        hints = typing.get_type_hints(cls)
+        _DECLARED[cls] = tuple(
+            Declared(f.name, hints[f.name], _default(f), f.metadata[_KEY])
+            for f in dataclasses.fields(cls)
+            if _KEY in f.metadata
+        )
+    return _DECLARED[cls]
+
+
+_DECLARED: dict[type, tuple[Declared, ...]] = {}
+
+
+def _default(f: dataclasses.Field[Any]) -> Any:
+    return f.default_factory() if f.default is MISSING else f.default  # type: ignore[operator]
 
 
 def check(obj: Any) -> None:

@@ -67,7 +67,7 @@ def _kind(args: argparse.Namespace) -> JobKind:
             swap=not args.no_swap,
             max_tie_rounds=args.max_tie_rounds,
             layout=args.layout,
-            keep_columns=tuple(args.keep_col or ()),
+            keep_columns=tuple(args.keep_columns or ()),
             checklist_mode=args.checklist_mode,
             checklist_aggregation=args.checklist_aggregation,
             **columns,
@@ -276,5 +276,7 @@ def add_job_parsers(sub: Any) -> None:
         choices=["wide", "long"],
         help="long: one row per completion, consecutive rows with the same prompt grouped",
     )
-    d.add_argument("--keep-col", action="append", help="input column copied into each pair (repeatable)")
+    d.add_argument(
+        "--keep-col", dest="keep_columns", action="append", help="input column copied into each pair (repeatable)"
+    )
     _add_checklist_options(d)

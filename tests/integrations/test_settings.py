@@ -156,7 +156,7 @@ def test_one_set_of_defaults():
     [
         ({}, "failure_reward: not set.*--failure-reward / PROM_REWARD_FAILURE_REWARD"),
         ({"failure_reward": "lots"}, "failure_reward: expected a number or 'min'"),
-        ({"failure_reward": 0, "max_batch_size": "many"}, "max_batch_size: expected an int, got 'many'; fix: give an int"),
+        ({"failure_reward": 0, "max_batch_size": "many"}, "max_batch_size: expected an int, got 'many'; fix: give"),
         ({"failure_reward": 0, "max_batch_size": "2.5"}, "max_batch_size"),
         ({"failure_reward": 0, "max_batch_size": 0}, "max_batch_size: expected an int >= 1, got 0"),
         ({"failure_reward": 0, "max_concurrent_batches": 0}, "max_concurrent_batches: expected an int >= 1, got 0"),
@@ -164,7 +164,10 @@ def test_one_set_of_defaults():
         ({"failure_reward": 0, "group_wait_s": -0.5}, "group_wait_s: expected a number >= 0"),
         ({"failure_reward": 0, "max_tokens": 0}, "max_tokens: expected an int >= 1 .*--max-tokens"),
         ({"failure_reward": 0, "max_tokens": "-5"}, "max_tokens: expected an int >= 1 .*--max-tokens"),
-        ({"failure_reward": 0, "mode": "pairwise"}, "mode: expected one of absolute, pairwise_reference, pairwise_group, got 'pairwise'.*--mode / PROM_REWARD_MODE"),
+        (
+            {"failure_reward": 0, "mode": "pairwise"},
+            "mode: expected one of absolute, pairwise_reference, pairwise_group, got 'pairwise'.*--mode / PROM_REWARD",
+        ),
         ({"failure_reward": 0, "mode": "pairwise_reference"}, "mode: the framework reward paths take one of"),
         ({"failure_reward": 0, "mode": "pairwise_group"}, "group_size"),
         ({"failure_reward": 0, "mode": "pairwise_group", "group_size": 4, "group_wait_s": 300}, "group_wait_s"),
