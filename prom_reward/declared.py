@@ -66,7 +66,8 @@ class Rules:
 
     def expected(self, kind: Any) -> str:
         """What the setting takes, in words (``an int >= 1``, ``one of sample, mean``)."""
-        arms = [a for a in typing.get_args(kind) or (kind,) if a is not type(None)]
+        union = typing.get_origin(kind) in (typing.Union, types.UnionType)
+        arms = [a for a in (typing.get_args(kind) if union else (kind,)) if a is not type(None)]
         parts = [str(c) for c in self.choices if c is not None]
         numeric = any(a in (int, float) for a in arms)
         if numeric:
@@ -79,7 +80,7 @@ class Rules:
             parts.append(noun)
         elif not self.choices:
             parts += [_noun(a, self.nonempty) for a in arms]
-        if type(None) in typing.get_args(kind) or None in self.choices:
+        if (union and type(None) in typing.get_args(kind)) or None in self.choices:
             parts.append("None")
         return f"one of {', '.join(parts)}" if len(self.choices) > 1 and not numeric else " or ".join(parts)
 
@@ -139,7 +140,7 @@ def parse(name: str, value: Any, kind: Any) -> Any:
         if origin is tuple:
             items = value.split(",") if isinstance(value, str) else list(value)
             return tuple(str(v).strip() for v in items if str(v).strip())
-        if origin is dict:
+        if origin in (dict, Mapping):
             if not isinstance(value, Mapping):
                 raise TypeError
             return _plain(value)
@@ -178,9 +179,9 @@ def _is(value: Any, kind: Any) -> bool:
     origin = typing.get_origin(kind)
     if origin is tuple:
         return isinstance(value, tuple) and all(isinstance(v, str) for v in value)
-    if origin is dict:
+    if origin in (dict, Mapping):
         return isinstance(value, Mapping)
-    return isinstance(value, kind)
+    return isinstance(value, origin or kind)
 
 
 def _number(value: Any) -> bool:
@@ -216,6 +217,7 @@ def _plain(value: Any) -> Any:
 
 def _noun(kind: Any, nonempty: bool) -> str:
     nouns = {bool: "True or False", str: "a non-empty string" if nonempty else "a string", dict: "a mapping"}
+    nouns[Mapping] = nouns[dict]
     plain = typing.get_origin(kind) or kind
     name = str(getattr(plain, "__name__", plain))
     return nouns.get(plain) or f"{'an' if name[0] in 'AEIOUaeiou' else 'a'} {name}"
