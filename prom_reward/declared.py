@@ -56,10 +56,8 @@ class Rules:
         if not _is(value, kind):
             return False
         if _number(value):
-            return all(
-                bound is None or ok
-                for bound, ok in ((self.ge, value >= (self.ge or 0)), (self.gt, value > (self.gt or 0)))
-            ) and (self.le is None or value <= self.le)
+            low = (self.ge is None or value >= self.ge) and (self.gt is None or value > self.gt)
+            return low and (self.le is None or value <= self.le)
         if isinstance(value, str):
             return not self.choices and (not self.nonempty or bool(value))
         return value is None or not self.choices
@@ -92,6 +90,8 @@ def setting(default: Any = MISSING, *, factory: Any = MISSING, help: str, **rule
 
 
 class Declared(NamedTuple):
+    """One declared field: its name, type, default and ``Rules``."""
+
     name: str
     kind: Any
     default: Any
