@@ -82,8 +82,8 @@ def _ray(args: argparse.Namespace) -> RayConfig | None:
         raise ConfigError(f"--replicas: expected a number or 'all', got {args.replicas!r}")
     return RayConfig(
         replicas=args.replicas if args.replicas == "all" else int(args.replicas),
-        num_gpus=args.gpus_per_replica,
-        num_cpus=args.cpus_per_replica,
+        num_gpus=args.num_gpus,
+        num_cpus=args.num_cpus,
         address=args.address,
     )
 
@@ -148,9 +148,18 @@ def _add_ray_options(g: argparse.ArgumentParser) -> None:
         default="1",
         help="judge replicas: a number or 'all' (every GPU of the cluster / --gpus-per-replica); default 1",
     )
-    r.add_argument("--gpus-per-replica", type=float, help="default: --tensor-parallel-size on a GPU cluster, else 0")
     r.add_argument(
-        "--cpus-per-replica", type=float, default=1.0, help="with --ray on CPU: CPUs per judge replica (default 1)"
+        "--gpus-per-replica",
+        dest="num_gpus",
+        type=float,
+        help="default: --tensor-parallel-size on a GPU cluster, else 0",
+    )
+    r.add_argument(
+        "--cpus-per-replica",
+        dest="num_cpus",
+        type=float,
+        default=1.0,
+        help="with --ray on CPU: CPUs per judge replica (default 1)",
     )
 
 
