@@ -32,7 +32,6 @@ Example:
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
@@ -116,16 +115,8 @@ class FailurePolicy:
                 "way); fix: choose a number (e.g. 0.0) or 'min' (the lowest reward of the configured scale)",
                 "failure_reward",
             )
-        if isinstance(value, str) and value.strip().lower() == "min":
-            self.value: float | str = "min"
-            return
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"expected a number or 'min', got {value!r}", "failure_reward") from None
-        if not math.isfinite(number):
-            raise ConfigError(f"expected a finite number or 'min', got {value!r}", "failure_reward")
-        self.value = number
+        is_min = isinstance(value, str) and value.strip().lower() == "min"
+        self.value: float | str = "min" if is_min else failure_value(value, None)
 
     def value_for(self, config: Any) -> float:
         """The number for a failed sample under ``config`` (a ``RewardConfig``); a number off its scale

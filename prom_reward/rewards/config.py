@@ -223,11 +223,11 @@ def reward_scale(config: RewardConfig) -> tuple[float, float] | None:
     )  # type: ignore[return-value]
 
 
-def failure_value(value: float | str, config: RewardConfig) -> float:
+def failure_value(value: float | str, config: RewardConfig | None) -> float:
     """The number of a failed sample: ``value`` (a number, or ``"min"``: the lowest of ``reward_scale(config)``).
     A number above the scale's top, which would let a failed sample outrank every judged one, raises
     ``ConfigError`` naming the setting, the scale and the fix; one at or below its lowest ranks a failure
-    last (a penalty: 0 or -1 under raw grades 1..5 is fine).
+    last (a penalty: 0 or -1 under raw grades 1..5 is fine). ``config`` None: any finite number.
 
     >>> failure_value("min", RewardConfig(normalize="unit")), failure_value(2, RewardConfig())
     (0.0, 2.0)
@@ -235,7 +235,7 @@ def failure_value(value: float | str, config: RewardConfig) -> float:
     Traceback (most recent call last):
     ConfigError: failure_reward: 7 is above the reward's scale 1..5 ...
     """
-    scale = reward_scale(config)
+    scale = reward_scale(config) if config is not None else None
     if isinstance(value, str) and value.strip().lower() == "min":
         if scale is None:
             raise ConfigError(
@@ -249,7 +249,7 @@ def failure_value(value: float | str, config: RewardConfig) -> float:
         raise ConfigError(f"expected a number or 'min', got {value!r}", "failure_reward") from None
     if isinstance(value, bool) or not math.isfinite(number):
         raise ConfigError(f"expected a finite number or 'min', got {value!r}", "failure_reward")
-    if scale is not None and number > scale[1]:
+    if scale is not None and config is not None and number > scale[1]:
         where = f"mode {config.mode}" + (f", normalize {config.normalize}" if config.normalize else "")
         raise ConfigError(
             f"{value!r} is above the reward's scale {scale[0]:g}..{scale[1]:g} ({where}): a sample "
