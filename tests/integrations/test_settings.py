@@ -325,8 +325,9 @@ def _doc_table(doc: str) -> str:
 
 
 def test_the_docs_table_is_the_settings_model():
-    """One table (docs/openrlhf.md; docs/verl.md links to it), generated from the dataclass fields and docstrings:
-    every ``RewardConfig`` field, its ``outage``'s, and ``RewardSettings``' own, each with its one name."""
+    """One table (docs/openrlhf.md; docs/verl.md links to it), generated from the declared fields
+    (``prom_reward.declared``): every ``RewardConfig`` field, its ``outage``'s, and ``RewardSettings``' own, each
+    with its one name and what it takes (the bounds and choices its refusal says)."""
     table = _doc_table("openrlhf.md")
     assert table == settings_table()
     assert "settings:start" not in (REPO / "docs" / "verl.md").read_text()
@@ -336,6 +337,10 @@ def test_the_docs_table_is_the_settings_model():
     assert set(setting_names()) == names and len(table.splitlines()) == len(names) + 2
     for name in names - {"judge"}:
         assert f"| `{name}` | `{flag_name(name)}` | `PROM_REWARD_{name.upper()}` |" in table, name
+    assert "| `PROM_REWARD_NUM_SAMPLES` | `3` | an int >= 1 |" in table
+    assert "| `PROM_REWARD_OUTAGE_ON_EXHAUSTED` | `raise` | one of raise, fail |" in table
+    with pytest.raises(ConfigError, match=r"num_samples: expected an int >= 1, got 0"):
+        RewardSettings.load({"failure_reward": 0, "num_samples": 0}, env={})
 
 
 def test_every_setting_has_a_reward_server_flag_and_an_environment_variable():
