@@ -17,7 +17,9 @@ required on these paths (a framework needs a number for a failed sample) and che
 reward's scale. One name per setting: ``foo_bar`` <-> ``--foo-bar`` (``foo_column`` <-> ``--foo-col``) <->
 ``PROM_REWARD_FOO_BAR`` <-> YAML ``foo_bar``; a name that is no setting is refused with the closest one.
 
-The table in docs/openrlhf.md is ``settings_table()`` (a test keeps them equal).
+Each setting is declared once (``prom_reward.declared``: help, choices, bounds): its flag, variable, YAML key, the
+table in docs/openrlhf.md (``settings_table()``, a test keeps them equal) and its refusal, which says where it is
+given (``where``), come from that declaration.
 
 Example:
     >>> s = RewardSettings.load({"rubric": "honesty"}, env={"PROM_REWARD_FAILURE_REWARD": "min",
