@@ -9,13 +9,27 @@ Example:
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class PromRewardError(Exception):
     """Base class of every error prom_reward raises on purpose."""
 
 
 class ConfigError(PromRewardError, ValueError):
-    """An option or configuration value is invalid (raised at construction time)."""
+    """An option or configuration value is invalid (raised at construction time). ``setting`` names the
+    field it is about (``""``: none): a caller says it in its own terms with ``said_as`` (a flag's name)."""
+
+    def __init__(self, message: str, setting: str = "") -> None:
+        super().__init__(f"{setting}: {message}" if setting else message)
+        self.setting, self.problem = setting, message
+
+    def __reduce__(self) -> Any:
+        return (type(self), (self.problem, self.setting)) if self.setting else super().__reduce__()
+
+    def said_as(self, name: str, where: str = "") -> ConfigError:
+        """This error about a setting, naming it ``name`` (and where it is given, ``where``)."""
+        return ConfigError(self.problem + (f" [{where}]" if where else ""), name) if self.setting else self
 
 
 class JudgeConfigError(ConfigError):

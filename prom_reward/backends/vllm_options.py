@@ -17,10 +17,11 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from prom_reward.backends.sampling import SamplingConfig
+from prom_reward.declared import check, setting
 from prom_reward.errors import ConfigError
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
@@ -106,72 +107,50 @@ unknown field with a warning, so a renamed one would go unnoticed without this t
 class VLLMOptions:
     """How to run a vLLM engine, in process or as a server (the model is given separately)."""
 
-    tensor_parallel_size: int = 1
-    """GPUs per engine (tensor parallelism)."""
-
-    dtype: str = "auto"
-    """Weights/activations dtype (``auto`` = the checkpoint's, ``bfloat16``, ``float16``, ...)."""
-
-    max_model_len: int | None = None
-    """Context window in tokens (None = the model's)."""
-
-    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
-    """Share of each GPU the engine may take, in (0, 1]: weights, activations and KV cache. Lower it
-    for an engine next to others on the same GPU (a policy, a second judge). On vLLM's CPU build the
-    KV cache comes from ``VLLM_CPU_KVCACHE_SPACE`` instead (see ``prom_reward.local.cpu_defaults``)."""
-
-    enable_prefix_caching: bool = True
-    """Reuse the KV cache of shared prompt prefixes (the long judge template is shared by every request)."""
-
-    enforce_eager: bool | None = None
-    """Skip CUDA graphs / compilation: faster start, slower generation. None: eager on vLLM's CPU build (its
-    compilation costs most of a CPU engine's start-up: benchmarks/README.md), vLLM's default on a GPU."""
-
-    seed: int = 0
-    """Engine seed (per-request seeds come from ``SamplingConfig.seed``; GPU builds only)."""
-
-    tokenizer_mode: str = "hf"
-    """``hf`` (the Hugging Face tokenizer and chat template: what prom-reward renders in process, so the
-    in-process and served paths see the same tokens) or ``mistral`` (``mistral_common``; for models
-    that ship only Mistral's tokenizer files; not tested here)."""
-
-    max_logprobs: int = LOGPROBS
-    """Most logprobs a request may ask for; at least ``LOGPROBS`` (the top-20 prom-reward reads)."""
-
-    engine_options: Mapping[str, Any] = field(default_factory=dict)
-    """Other ``vllm.LLM`` keywords, in process only (a server takes ``ServeConfig.extra_args``)."""
+    tensor_parallel_size: int = setting(1, help="GPUs per engine (tensor parallelism).", ge=1)
+    dtype: str = setting(
+        "auto",
+        help="Weights/activations dtype (``auto`` = the checkpoint's, ``bfloat16``, ``float16``, ...).",
+        nonempty=True,
+    )
+    max_model_len: int | None = setting(None, help="Context window in tokens (None = the model's).", ge=1)
+    gpu_memory_utilization: float = setting(
+        DEFAULT_GPU_MEMORY_UTILIZATION,
+        help="""Share of each GPU the engine may take, in (0, 1]: weights, activations and KV cache. Lower it
+        for an engine next to others on the same GPU (a policy, a second judge). On vLLM's CPU build the
+        KV cache comes from ``VLLM_CPU_KVCACHE_SPACE`` instead (see ``prom_reward.local.cpu_defaults``).""",
+        gt=0,
+        le=1,
+    )
+    enable_prefix_caching: bool = setting(
+        True, help="Reuse the KV cache of shared prompt prefixes (the long judge template is shared by every request)."
+    )
+    enforce_eager: bool | None = setting(
+        None,
+        help="""Skip CUDA graphs / compilation: faster start, slower generation. None: eager on vLLM's CPU build (its
+        compilation costs most of a CPU engine's start-up: benchmarks/README.md), vLLM's default on a GPU.""",
+    )
+    seed: int = setting(0, help="Engine seed (per-request seeds come from ``SamplingConfig.seed``; GPU builds only).")
+    tokenizer_mode: str = setting(
+        "hf",
+        help="""``hf`` (the Hugging Face tokenizer and chat template: what prom-reward renders in process, so the
+        in-process and served paths see the same tokens) or ``mistral`` (``mistral_common``; for models
+        that ship only Mistral's tokenizer files; not tested here).""",
+        choices=TOKENIZER_MODES,
+        note="vLLM's 'auto' may switch to mistral_common and render chat unlike the in-process path",
+    )
+    max_logprobs: int = setting(
+        LOGPROBS,
+        help="Most logprobs a request may ask for; at least ``LOGPROBS`` (the top-20 prom-reward reads).",
+        ge=LOGPROBS,
+        note=f"prom-reward reads the top {LOGPROBS}",
+    )
+    engine_options: Mapping[str, Any] = setting(
+        factory=dict, help="Other ``vllm.LLM`` keywords, in process only (a server takes ``ServeConfig.extra_args``)."
+    )
 
     def __post_init__(self) -> None:
-        def bad(name: str, expected: str) -> ConfigError:
-            return ConfigError(f"{name}: expected {expected}, got {getattr(self, name)!r}")
-
-        for name in ("tensor_parallel_size", "max_model_len", "max_logprobs"):
-            value = getattr(self, name)
-            if not (value is None and name == "max_model_len") and (
-                not isinstance(value, int) or isinstance(value, bool) or value < 1
-            ):
-                raise bad(name, "an int >= 1" + (" or None" if name == "max_model_len" else ""))
-        share = self.gpu_memory_utilization
-        if not isinstance(share, (int, float)) or isinstance(share, bool) or not 0 < share <= 1:
-            raise bad("gpu_memory_utilization", "a fraction in (0, 1]")
-        if not isinstance(self.enable_prefix_caching, bool):
-            raise bad("enable_prefix_caching", "True or False")
-        if self.enforce_eager is not None and not isinstance(self.enforce_eager, bool):
-            raise bad("enforce_eager", "True, False or None (eager on a CPU build of vLLM)")
-        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
-            raise bad("seed", "an int")
-        if not isinstance(self.dtype, str) or not self.dtype:
-            raise bad("dtype", "a dtype name such as 'auto' or 'bfloat16'")
-        if self.tokenizer_mode not in TOKENIZER_MODES:
-            raise bad(
-                "tokenizer_mode",
-                f"one of {', '.join(TOKENIZER_MODES)} (vLLM's 'auto' may switch to "
-                "mistral_common and render chat unlike the in-process path)",
-            )
-        if self.max_logprobs < LOGPROBS:
-            raise bad("max_logprobs", f"at least {LOGPROBS} (prom-reward reads the top {LOGPROBS})")
-        if not isinstance(self.engine_options, Mapping):
-            raise bad("engine_options", "a dict of vllm.LLM keywords")
+        check(self)
         taken = sorted(set(self.engine_options) & {k for k, _ in ENGINE_FLAGS})
         if taken:
             raise ConfigError(

@@ -215,7 +215,9 @@ def main(argv: list[str] | None = None) -> None:
             finally:
                 judge.close()
     except (ConfigError, InputError) as e:  # refused before anything ran: one line, as every command says it
-        print_error(in_user_terms(str(e), flags_of(ap)))
+        flags = flags_of(ap)
+        said = e.said_as(flags[e.setting]) if isinstance(e, ConfigError) and e.setting in flags else e
+        print_error(in_user_terms(str(said), flags))
         raise SystemExit(2) from None
     except BaseException:
         if log is not None and log.is_file():

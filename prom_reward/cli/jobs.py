@@ -61,7 +61,7 @@ def _kind(args: argparse.Namespace) -> JobKind:
             swap=not args.no_swap,
             max_tie_rounds=args.max_tie_rounds,
             layout=args.layout,
-            keep_columns=tuple(args.keep_col or ()),
+            keep_columns=tuple(args.keep_columns or ()),
             checklist_mode=args.checklist_mode,
             checklist_aggregation=args.checklist_aggregation,
             **columns,
@@ -76,8 +76,8 @@ def _ray(args: argparse.Namespace) -> RayConfig | None:
         raise ConfigError(f"--replicas: expected a number or 'all', got {args.replicas!r}")
     return RayConfig(
         replicas=args.replicas if args.replicas == "all" else int(args.replicas),
-        num_gpus=args.gpus_per_replica,
-        num_cpus=args.cpus_per_replica,
+        num_gpus=args.num_gpus,
+        num_cpus=args.num_cpus,
         address=args.address,
     )
 
@@ -142,9 +142,18 @@ def _add_ray_options(g: argparse.ArgumentParser) -> None:
         default="1",
         help="judge replicas: a number or 'all' (every GPU of the cluster / --gpus-per-replica); default 1",
     )
-    r.add_argument("--gpus-per-replica", type=float, help="default: --tensor-parallel-size on a GPU cluster, else 0")
     r.add_argument(
-        "--cpus-per-replica", type=float, default=1.0, help="with --ray on CPU: CPUs per judge replica (default 1)"
+        "--gpus-per-replica",
+        dest="num_gpus",
+        type=float,
+        help="default: --tensor-parallel-size on a GPU cluster, else 0",
+    )
+    r.add_argument(
+        "--cpus-per-replica",
+        dest="num_cpus",
+        type=float,
+        default=1.0,
+        help="with --ray on CPU: CPUs per judge replica (default 1)",
     )
 
 
@@ -270,5 +279,7 @@ def add_job_parsers(sub: Any) -> None:
         choices=["wide", "long"],
         help="long: one row per completion, consecutive rows with the same prompt grouped",
     )
-    d.add_argument("--keep-col", action="append", help="input column copied into each pair (repeatable)")
+    d.add_argument(
+        "--keep-col", dest="keep_columns", action="append", help="input column copied into each pair (repeatable)"
+    )
     _add_checklist_options(d)

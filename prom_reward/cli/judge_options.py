@@ -162,22 +162,20 @@ def build_judge(args: argparse.Namespace) -> Any:
 def add_outage_options(g: argparse.ArgumentParser, default: OutagePolicy, fail_means: str) -> None:
     """The flag of each ``OutagePolicy`` setting (``outage_budget_s`` -> ``--outage-budget-s``, the reward server's
     names: ``integrations.settings``), over ``default``; ``fail_means``: what ``--outage-on-exhausted fail`` does in
-    this command. The help is the setting's (``settings_fields``, read once per process, as for the reward server)."""
-    from prom_reward.integrations.settings import OUTAGE_PREFIX, settings_fields
+    this command. Help and choices are the setting's declaration (``prom_reward.declared``)."""
+    from prom_reward.declared import declared
+    from prom_reward.integrations.settings import OUTAGE_PREFIX
     from prom_reward.integrations.settings_sources import flag_name
-    from prom_reward.rewards.outage import ON_EXHAUSTED
 
-    docs = {name: doc for name, _, _, _, doc in settings_fields() if name.startswith(OUTAGE_PREFIX)}
-    for f in dataclasses.fields(default):
-        name = OUTAGE_PREFIX + f.name
-        choices = ON_EXHAUSTED if f.name == "on_exhausted" else None
+    for d in declared(type(default)):
+        choices = d.rules.choices or None
         g.add_argument(
-            flag_name(name),
-            dest=name,
+            flag_name(OUTAGE_PREFIX + d.name),
+            dest=OUTAGE_PREFIX + d.name,
             type=str if choices else float,
             choices=choices,
             metavar=None if choices else "SECONDS",
-            help=f"{docs[name]} (default {getattr(default, f.name)}{f'; here fail {fail_means}' * bool(choices)})",
+            help=f"{d.rules.help} (default {getattr(default, d.name)}{f'; here fail {fail_means}' * bool(choices)})",
         )
 
 
@@ -190,6 +188,5 @@ def outage_policy(args: argparse.Namespace, default: OutagePolicy) -> OutagePoli
     given = {f.name: v for f in fields if (v := getattr(args, OUTAGE_PREFIX + f.name)) is not None}
     try:
         return dataclasses.replace(default, **given)
-    except ConfigError as e:  # its message starts with the field: name the flag
-        field, _, rest = str(e).partition(":")
-        raise ConfigError(f"{flag_name(OUTAGE_PREFIX + field)}:{rest}") from None
+    except ConfigError as e:
+        raise e.said_as(flag_name(OUTAGE_PREFIX + e.setting)) from None

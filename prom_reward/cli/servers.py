@@ -315,10 +315,10 @@ def _add_reward_server_parser(sub: Any) -> None:
     )
     add_judge_options(s, truncate=False)  # the reward's over_context setting says what an over-long response gets
     s.set_defaults(num_samples=None)  # the reward's num_samples (score=mean): given or not, like every setting
-    for name, _, _, _, doc in settings_fields():
+    for name, _, d in settings_fields():
         if not flag_name(name) or flag_name(name) in s._option_string_actions:  # no flag, or a judge option's
             continue
-        help_text = f"{doc} [{ENV_PREFIX}{name.upper()}]".replace("%", "%%")
+        help_text = f"{d.rules.help} [{ENV_PREFIX}{name.upper()}]".replace("%", "%%")
         s.add_argument(flag_name(name), dest=name, action="append" if name == "strip" else "store", help=help_text)
     s.add_argument(
         "--config", dest="config_file", help="YAML file of settings (keys: the setting names) [PROM_REWARD_CONFIG]"

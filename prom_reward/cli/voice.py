@@ -1,9 +1,10 @@
 """How every error of the command line reads: ``prom-reward: error: <what> ...; fix: <how>``, one line, in
 the user's terms.
 
-The library's messages name what a Python caller gave (``num_samples``, ``SamplingConfig.temperature``,
-``--response-col (response_column=)``); the command line says the same with its flags, translated here
-once, from the dests of the subcommand's parser: a leading setting name becomes its flag
+The library's messages name what a Python caller gave (``num_samples``, ``--response-col (response_column=)``);
+a ``ConfigError`` about a setting names it in ``setting``, which the command says as its flag
+(``cli.main.explain``). The other messages are said with the flags here, from the dests of the subcommand's
+parser: a leading setting name becomes its flag
 (``num_samples: expected ...`` -> ``--num-samples: expected ...``), ``name=value`` becomes ``--flag value``,
 a ``(name=)`` beside its flag goes, ``or None`` (not giving the flag) is dropped and any other None is
 JSON's null. A message of the
@@ -11,7 +12,7 @@ form ``... expected X, got Y`` without a fix gets ``fix: give --flag X``. argpar
 unknown flag, a bad choice, a missing argument) take the same shape through ``CliParser.error``.
 
 Example:
-    >>> in_user_terms("SamplingConfig.temperature: expected a number >= 0, got -1.0", {"temperature": "--temperature"})
+    >>> in_user_terms("temperature: expected a number >= 0, got -1.0", {"temperature": "--temperature"})
     '--temperature: expected a number >= 0, got -1.0; fix: give --temperature a number >= 0'
     >>> in_user_terms("column 'r' missing; fix: name it with --response-col (response_column=)",
     ...               {"response_column": "--response-col"})
@@ -90,7 +91,6 @@ def flags_of(parser: argparse.ArgumentParser) -> dict[str, str]:
     return out
 
 
-_CLASS = re.compile(r"\b[A-Z]\w*(?:Config|Options|Settings|Policy)\.(?=[a-z_])")  # SamplingConfig.temperature
 _BESIDE = re.compile(r" \((\w+)=\)")  # "--response-col (response_column=)"
 _ASSIGN = re.compile(r"\b([a-z][a-z0-9_]*)=(?=[^\s=)])")  # "tensor_parallel_size=2"
 _LEADING = re.compile(r"^([a-z][a-z0-9_]*)(?=:| must | ')")  # "num_samples: ...", "port must ..."
@@ -102,7 +102,6 @@ def in_user_terms(message: str, flags: dict[str, str]) -> str:
     """``message`` with the Python names of ``flags`` (dest -> flag) said as flags, and a fix where an
     ``expected X, got Y`` message has none (see the module docstring)."""
     text = " ".join(message.split())  # one line
-    text = _CLASS.sub("", text)
 
     def beside(m: re.Match[str]) -> str:
         flag = flags.get(m.group(1))

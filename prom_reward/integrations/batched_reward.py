@@ -15,7 +15,6 @@ Example:
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
@@ -94,20 +93,13 @@ class FailurePolicy:
     def __init__(self, value: Any) -> None:
         if value is None or value == "":
             raise ConfigError(
-                "failure reward: not set: when the judge gives no verdict for a sample, the trainer still needs a "
-                "number, and prom-reward will not pick one silently (the sample is flagged judge_failed=1 and counted "
-                "either way); fix: choose a number (e.g. 0.0) or 'min' (the lowest reward of the configured scale)"
+                "not set: when the judge gives no verdict for a sample, the trainer still needs a number, and "
+                "prom-reward will not pick one silently (the sample is flagged judge_failed=1 and counted either "
+                "way); fix: choose a number (e.g. 0.0) or 'min' (the lowest reward of the configured scale)",
+                "failure_reward",
             )
-        if isinstance(value, str) and value.strip().lower() == "min":
-            self.value: float | str = "min"
-            return
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"failure reward: expected a number or 'min', got {value!r}") from None
-        if not math.isfinite(number):
-            raise ConfigError(f"failure reward: expected a finite number or 'min', got {value!r}")
-        self.value = number
+        is_min = isinstance(value, str) and value.strip().lower() == "min"
+        self.value: float | str = "min" if is_min else failure_value(value, None)
 
     def value_for(self, config: Any) -> float:
         """The number for a failed sample under ``config`` (a ``RewardConfig``); a number off its scale

@@ -17,7 +17,9 @@ required on these paths (a framework needs a number for a failed sample) and che
 reward's scale. One name per setting: ``foo_bar`` <-> ``--foo-bar`` (``foo_column`` <-> ``--foo-col``) <->
 ``PROM_REWARD_FOO_BAR`` <-> YAML ``foo_bar``; a name that is no setting is refused with the closest one.
 
-The table in docs/openrlhf.md is ``settings_table()`` (a test keeps them equal).
+Each setting is declared once (``prom_reward.declared``: help, choices, bounds): its flag, variable, YAML key, the
+table in docs/openrlhf.md (``settings_table()``, a test keeps them equal) and its refusal, which says where it is
+given (``where``), come from that declaration.
 
 Example:
     >>> s = RewardSettings.load({"rubric": "honesty"}, env={"PROM_REWARD_FAILURE_REWARD": "min",
@@ -26,7 +28,7 @@ Example:
     ('honesty', 64, 'min', 'raise')
     >>> RewardSettings.load(env={})  # doctest: +IGNORE_EXCEPTION_DETAIL
     Traceback (most recent call last):
-    ConfigError: failure reward: not set: ...
+    ConfigError: failure_reward: not set: ...
     >>> RewardSettings.load({"servers": "http://j:8000/v1"}, env={})  # doctest: +IGNORE_EXCEPTION_DETAIL
     Traceback (most recent call last):
     ConfigError: unknown setting(s) ['servers'] (closest: servers -> server); fix: give setting names only ...
@@ -36,24 +38,21 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import os
-import typing
 from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from typing import Any
 
 from prom_reward.backends.openai_server import is_http_url
 from prom_reward.core.presets import default_format
+from prom_reward.declared import Declared, Rules, check, declared, parse, setting
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.integrations.batched_reward import BatchedReward, FailurePolicy
 from prom_reward.integrations.settings_sources import (
     CONFIG_ENV,
     ENV_PREFIX,
-    convert,
-    field_docs,
     flag_name,
     read_yaml,
     refuse_unknown,
@@ -76,101 +75,85 @@ class RewardSettings:
     reward: RewardConfig = field(default_factory=RewardConfig)
     """The reward: every ``RewardConfig`` field is a setting of its own name (``outage``'s as ``outage_<name>``)."""
 
-    server: tuple[str, ...] = ()
-    """OpenAI-compatible judge base URLs (`.../v1`, comma-separated); verl: its router when unset."""
-
-    model: str | None = None
-    """With `server`: the served model name (checked at start; default: the server's first model).
-    Without: a model for an in-process vLLM judge."""
-
-    gpu_memory_utilization: float | None = None
-    """In-process `model`: the share of the GPU its vLLM engine takes (unset: 0.9, a GPU of its own;
-    beside a policy on the same GPU, e.g. OpenRLHF's rollout actors, give what the policy leaves)."""
-
-    max_tokens: int | None = None
-    """The judge's feedback tokens at most (unset: the judge's 1,024)."""
-
-    group_size: int | None = None
-    """`pairwise_group`: samples per prompt (OpenRLHF `--rollout.n_samples_per_prompt`, verl `rollout.n`)."""
-
-    group_wait_s: float = 60.0
-    """`pairwise_group`: judge a group still short after this many seconds."""
-
-    batch_window_ms: float = 50.0
-    """How long a sample waits for others before its batch goes to the judge."""
-
-    max_batch_size: int = 256
-    """Samples per judge call at most (a larger request is split)."""
-
-    max_concurrent_batches: int = 4
-    """Judge calls in flight at once (an HTTP judge; an in-process one takes one at a time)."""
-
-    request_timeout: float = 170.0
-    """Seconds a sample may wait for its reward; then it gets the failure reward (keep it under OpenRLHF's 180)."""
-
-    degraded_failure_share: float = 0.5
-    """`/health` says `degraded` while more than this share of the last 100 samples failed (1: never)."""
-
-    strip: tuple[str, ...] = ()
-    """OpenRLHF: end-of-text strings removed from the end of responses (comma-separated)."""
-
-    judge: dict[str, Any] = field(default_factory=dict)
-    """More `PrometheusJudge` options, e.g. `{sampling: {temperature: 0}}` (YAML or explicit only)."""
+    server: tuple[str, ...] = setting(
+        (), help="OpenAI-compatible judge base URLs (`.../v1`, comma-separated); verl: its router when unset."
+    )
+    model: str | None = setting(
+        None,
+        help="""With `server`: the served model name (checked at start; default: the server's first model).
+        Without: a model for an in-process vLLM judge.""",
+    )
+    gpu_memory_utilization: float | None = setting(
+        None,
+        help="""In-process `model`: the share of the GPU its vLLM engine takes (unset: 0.9, a GPU of its own;
+        beside a policy on the same GPU, e.g. OpenRLHF's rollout actors, give what the policy leaves).""",
+        gt=0,
+        le=1,
+    )
+    max_tokens: int | None = setting(None, help="The judge's feedback tokens at most (unset: the judge's 1,024).", ge=1)
+    group_size: int | None = setting(
+        None,
+        help="`pairwise_group`: samples per prompt (OpenRLHF `--rollout.n_samples_per_prompt`, verl `rollout.n`).",
+    )
+    group_wait_s: float = setting(
+        60.0, help="`pairwise_group`: judge a group still short after this many seconds.", ge=0
+    )
+    batch_window_ms: float = setting(
+        50.0, help="How long a sample waits for others before its batch goes to the judge.", ge=0
+    )
+    max_batch_size: int = setting(256, help="Samples per judge call at most (a larger request is split).", ge=1)
+    max_concurrent_batches: int = setting(
+        4, help="Judge calls in flight at once (an HTTP judge; an in-process one takes one at a time).", ge=1
+    )
+    request_timeout: float = setting(
+        170.0,
+        help="Seconds a sample may wait for its reward; then it gets the failure reward (keep it under OpenRLHF's "
+        "180).",
+        gt=0,
+    )
+    degraded_failure_share: float = setting(
+        0.5,
+        help="`/health` says `degraded` while more than this share of the last 100 samples failed (1: never).",
+        ge=0,
+        le=1,
+    )
+    strip: tuple[str, ...] = setting(
+        (), help="OpenRLHF: end-of-text strings removed from the end of responses (comma-separated)."
+    )
+    judge: dict[str, Any] = setting(
+        factory=dict,
+        help="More `PrometheusJudge` options, e.g. `{sampling: {temperature: 0}}` (YAML or explicit only).",
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.reward, RewardConfig):
-            raise ConfigError(f"reward: expected a RewardConfig, got {type(self.reward).__name__}")
-        try:
-            self.failure_reward.value_for(self.reward)  # required here; 'min' has no value for Bradley-Terry
-        except ConfigError as e:
-            raise ConfigError(f"{e} [{where('failure_reward')}]") from None
-        for f in fields(self):
-            if f.name != "reward":
-                object.__setattr__(self, f.name, convert(f.name, getattr(self, f.name), setting_types()[f.name]))
+            raise ConfigError(f"expected a RewardConfig, got {type(self.reward).__name__}", "reward")
+        self.failure_reward.value_for(self.reward)  # required here; 'min' has no value for Bradley-Terry
+        urls = tuple(u.strip() for item in self.server for u in item.split(",") if u.strip())  # --server a,b too
+        object.__setattr__(self, "server", urls)
+        check(self)
         cfg = self.reward
         if cfg.mode not in FRAMEWORK_MODES:
             raise ConfigError(
-                f"mode: the framework reward paths take one of {', '.join(FRAMEWORK_MODES)}, got {cfg.mode!r} "
-                f"[{where('mode')}]"
+                f"the framework reward paths take one of {', '.join(FRAMEWORK_MODES)}, got {cfg.mode!r}", "mode"
             )
-        for name in ("batch_window_ms", "group_wait_s"):  # NaN or inf: a sample would wait forever
-            if not math.isfinite(getattr(self, name)) or getattr(self, name) < 0:
-                raise ConfigError(f"{name}: expected a number >= 0, got {getattr(self, name)!r} [{where(name)}]")
-        for name in ("max_batch_size", "max_concurrent_batches", "request_timeout"):
-            if not math.isfinite(getattr(self, name)) or getattr(self, name) <= 0:
-                raise ConfigError(f"{name}: expected a number > 0, got {getattr(self, name)!r} [{where(name)}]")
-        if self.max_tokens is not None and self.max_tokens < 1:  # 0 was taken as unset, a negative failed at first use
-            raise ConfigError(
-                f"max_tokens: expected an int >= 1 (or unset), got {self.max_tokens!r} [{where('max_tokens')}]"
-            )
-        share = self.gpu_memory_utilization
-        if share is not None and not 0.0 < share <= 1.0:
-            raise ConfigError(
-                f"gpu_memory_utilization: expected a share in (0, 1], got {share!r} [{where('gpu_memory_utilization')}]"
-            )
-        urls = tuple(u.strip() for item in self.server for u in item.split(",") if u.strip())  # --server a,b too
-        object.__setattr__(self, "server", urls)
         for url in self.server:
             if not is_http_url(url):
-                raise ConfigError(f"server: expected 'http(s)://host:port/v1' URLs, got {url!r} [{where('server')}]")
+                raise ConfigError(f"expected 'http(s)://host:port/v1' URLs, got {url!r}", "server")
         if cfg.mode == "pairwise_group":
             if self.group_size is None or self.group_size < 2:
                 raise ConfigError(
-                    "group_size: mode pairwise_group compares the samples of one prompt, which the "
-                    "trainer sends one at a time: give group_size = samples per prompt (>= 2; OpenRLHF "
-                    "--rollout.n_samples_per_prompt, verl actor_rollout_ref.rollout.n), got "
-                    f"{self.group_size!r} [{where('group_size')}]"
+                    "mode pairwise_group compares the samples of one prompt, which the trainer sends one at a "
+                    "time: give group_size = samples per prompt (>= 2; OpenRLHF --rollout.n_samples_per_prompt, "
+                    f"verl actor_rollout_ref.rollout.n), got {self.group_size!r}",
+                    "group_size",
                 )
             if self.group_wait_s >= self.request_timeout:
                 raise ConfigError(
-                    f"group_wait_s ({self.group_wait_s} s) must be under request_timeout "
-                    f"({self.request_timeout} s), or a short group times out before it is judged"
+                    f"{self.group_wait_s} s must be under request_timeout ({self.request_timeout} s), or a short "
+                    "group times out before it is judged",
+                    "group_wait_s",
                 )
-        if not 0.0 <= self.degraded_failure_share <= 1.0:
-            raise ConfigError(
-                f"degraded_failure_share: expected a share in [0, 1], got {self.degraded_failure_share} "
-                f"[{where('degraded_failure_share')}]"
-            )
         if self.request_timeout >= OPENRLHF_CLIENT_TIMEOUT_S:
             logger.warning(
                 "request_timeout %.0f s is not under OpenRLHF's client timeout of 180 s: a slow batch "
@@ -201,38 +184,33 @@ class RewardSettings:
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> RewardSettings:
-        """The settings of flat ``values`` (setting name -> value, text or typed), validated."""
+        """The settings of flat ``values`` (setting name -> value, text or typed), validated; a refusal names the
+        setting and where it is given (``where``)."""
         refuse_unknown(values, setting_names(), "")
         types = setting_types()
-        reward: dict[str, Any] = {}
-        outage: dict[str, Any] = {}
-        own: dict[str, Any] = {}
-        for name, value in values.items():
-            if name in _reward_names():
-                reward[name] = convert(name, value, types[name])
-            elif name in _outage_names():
-                outage[name[len(OUTAGE_PREFIX) :]] = convert(name, value, types[name])
-            else:
-                own[name] = value
+        parts: dict[str, dict[str, Any]] = {"reward": {}, "outage": {}, "own": {}}
         try:
-            policy = OutagePolicy(**outage)
-        except ConfigError as e:  # its messages name its field: say the setting
-            name = OUTAGE_PREFIX + str(e).split(":", 1)[0]
-            raise ConfigError(f"{OUTAGE_PREFIX}{e} [{where(name)}]" if name in _outage_names() else str(e)) from None
-        try:
-            config = RewardConfig(**reward, outage=policy)
+            for name, value in values.items():
+                part = "reward" if name in _reward_names() else "outage" if name in _outage_names() else "own"
+                parts[part][name.removeprefix(OUTAGE_PREFIX) if part == "outage" else name] = parse(
+                    name, value, types[name]
+                )
+            try:
+                policy = OutagePolicy(**parts["outage"])
+            except ConfigError as e:
+                raise e.said_as(OUTAGE_PREFIX + e.setting) from None
+            config = RewardConfig(**parts["reward"], outage=policy)
+            settings = cls(reward=config, **parts["own"])
+            fmt = get_judge_format_setting(config.format or default_format(settings.model))
+            try:  # the judge format says whether the rubric fits what the mode asks of it (a ready reward's,
+                # ``around``, was checked against its judge's format when it was built)
+                RubricResolver(
+                    config.rubric, judge_format=fmt, task="absolute" if config.mode == "absolute" else "relative"
+                )
+            except InputError as e:
+                raise ConfigError(str(e), "rubric") from e
         except ConfigError as e:
-            name = str(e).split(":", 1)[0]
-            raise ConfigError(f"{e} [{where(name)}]" if name in _reward_names() else str(e)) from None
-        settings = cls(reward=config, **own)
-        fmt = get_judge_format_setting(config.format or default_format(settings.model))
-        try:  # the judge format says whether the rubric fits what the mode asks of it (a ready reward's, ``around``,
-            # was checked against its judge's format when it was built)
-            RubricResolver(
-                config.rubric, judge_format=fmt, task="absolute" if config.mode == "absolute" else "relative"
-            )
-        except InputError as e:
-            raise ConfigError(f"rubric: {e} [{where('rubric')}]") from e
+            raise (e.said_as(e.setting, where(e.setting)) if e.setting in types else e) from None
         return settings
 
     @classmethod
@@ -245,8 +223,9 @@ class RewardSettings:
         given = sorted(set(explicit or {}) & {*_reward_names(), *_outage_names()} - {"failure_reward"})
         if given:
             raise ConfigError(
-                f"{', '.join(given)}: reward settings of a ready reward are its RewardConfig's; fix: give them "
-                "to the reward's RewardConfig, not to configure()"
+                "reward settings of a ready reward are its RewardConfig's; fix: give them to the reward's "
+                "RewardConfig, not to configure()",
+                ", ".join(given),
             )
         loaded = cls.load(explicit, env)
         failure = config.failure_reward if config.failure_reward is not None else loaded.reward.failure_reward
@@ -337,33 +316,31 @@ def _outage_names() -> tuple[str, ...]:
 
 
 @lru_cache(maxsize=1)
-def settings_fields() -> tuple[tuple[str, str, Any, Any, str], ...]:
-    """Every setting as (name, Python name, type, default, docstring), in table order: the judge and the
-    framework's settings, then ``RewardConfig``'s fields, then its ``outage``'s."""
-    rows = []
+def settings_fields() -> tuple[tuple[str, str, Declared], ...]:
+    """Every setting as (name, Python name, declaration), in table order: the judge and the framework's
+    settings, then ``RewardConfig``'s fields, then its ``outage``'s."""
     sources = (
-        (RewardSettings, "RewardSettings.{}", "{}", ("reward",)),
-        (RewardConfig, "RewardConfig.{}", "{}", ("outage",)),
-        (OutagePolicy, "RewardConfig.outage.{}", OUTAGE_PREFIX + "{}", ()),
+        (RewardSettings, "RewardSettings.{}", "{}"),
+        (RewardConfig, "RewardConfig.{}", "{}"),
+        (OutagePolicy, "RewardConfig.outage.{}", OUTAGE_PREFIX + "{}"),
     )
-    for cls, python, flat, skip in sources:
-        docs, hints = field_docs(cls), typing.get_type_hints(cls)
-        for f in fields(cls):
-            if f.name not in skip:
-                default = f.default_factory() if f.default is MISSING else f.default  # type: ignore[operator]
-                rows.append((flat.format(f.name), python.format(f.name), hints[f.name], default, docs[f.name]))
-    return tuple(rows)
+    return tuple(
+        (flat.format(d.name), python.format(d.name), d)
+        for cls, python, flat in sources
+        for d in declared(cls)
+        if d.name != "outage"
+    )
 
 
 def setting_names() -> list[str]:
     """The setting names, in table order."""
-    return [row[0] for row in settings_fields()]
+    return [name for name, _, _ in settings_fields()]
 
 
 @lru_cache(maxsize=1)
 def setting_types() -> dict[str, Any]:
     """Each setting's type."""
-    return {row[0]: row[2] for row in settings_fields()}
+    return {name: d.kind for name, _, d in settings_fields()}
 
 
 def where(name: str) -> str:
@@ -383,18 +360,23 @@ def _default_text(name: str, default: Any) -> str:
 
 
 def settings_table() -> str:
-    """The markdown table of every setting: Python name, YAML key, flag, environment variable, default, meaning."""
+    """The markdown table of every setting: Python name, YAML key, flag, environment variable, default, what it
+    takes, meaning (all from the declarations)."""
     rows = [
-        "| Python | YAML key | reward-server flag | environment | default | meaning |",
-        "|---|---|---|---|---|---|",
+        "| Python | YAML key | reward-server flag | environment | default | takes | meaning |",
+        "|---|---|---|---|---|---|---|",
     ]
-    for name, python, _, default, doc in settings_fields():
+    for name, python, d in settings_fields():
         flag = flag_name(name)
         env = f"`{ENV_PREFIX}{name.upper()}`" if flag else ""
         flag_cell = f"`{flag}`" if flag else ""
-        cells = [f"`{python}`", f"`{name}`", flag_cell, env, _default_text(name, default), doc.replace("|", "/")]
-        rows.append("| " + " | ".join(cells) + " |")
+        takes = d.rules.expected(d.kind) if d.kind in _SIMPLE or d.rules != Rules(d.rules.help) else ""
+        cells = [f"`{python}`", f"`{name}`", flag_cell, env, _default_text(name, d.default), takes, d.rules.help]
+        rows.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
     return "\n".join(rows)
+
+
+_SIMPLE = (int, float, bool, str, int | None, float | None, str | None)
 
 
 __all__ = ["CONFIG_ENV", "ENV_PREFIX", "RewardSettings", "setting_names", "settings_fields", "settings_table", "where"]

@@ -1,15 +1,14 @@
-"""How the reward settings are read: their flag / environment / YAML names, text conversions, the YAML file,
-and the refusal of a name that is no setting (naming the closest one).
+"""How the reward settings are read: their flag / environment / YAML names, the YAML file, and the refusal of
+a name that is no setting (naming the closest one).
 
 One name per setting, mapped mechanically: field ``foo_bar`` <-> flag ``--foo-bar`` <-> environment
 ``PROM_REWARD_FOO_BAR`` <-> YAML key ``foo_bar``; a column setting's flag is spelled as on every
 command (``rubric_column`` <-> ``--rubric-col``, ``prom_reward.format.columns``). ``judge`` (a mapping of
-``PrometheusJudge`` options) has
-no flag and no variable: it is given in YAML or explicitly.
+``PrometheusJudge`` options) has no flag and no variable: it is given in YAML or explicitly.
 
 Example:
-    >>> flag_name("max_batch_size"), convert("log_feedback", "false", bool), convert("x", "2", float | str)
-    ('--max-batch-size', False, 2.0)
+    >>> flag_name("max_batch_size")
+    '--max-batch-size'
     >>> flag_name("checklist_column")
     '--checklist-col'
     >>> refuse_unknown({"rubrik": "x"}, ["rubric", "mode"], "")  # doctest: +IGNORE_EXCEPTION_DETAIL
@@ -19,12 +18,7 @@ Example:
 
 from __future__ import annotations
 
-import ast
 import difflib
-import functools
-import inspect
-import types
-import typing
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,9 +33,6 @@ NO_FLAG = ("judge",)
 OTHER_ENV = ("API_KEY", "TOKEN", "CACHE", "NO_ENGINE", "TEST_PRESTART", "JOB_CRASH", "RAY_BASELINE")
 """``PROM_REWARD_*`` variables that are not settings (the judge's API key, the reward server's token, the model
 cache, test and benchmark hooks): the settings loader does not warn about them."""
-
-_TRUE = ("true", "1", "yes", "on")
-_FALSE = ("false", "0", "no", "off")
 
 
 def flag_name(name: str) -> str:
@@ -82,75 +73,6 @@ def unknown_env(env: Mapping[str, str], names: Sequence[str]) -> list[str]:
     return out
 
 
-def convert(name: str, value: Any, kind: Any) -> Any:
-    """``value`` (a string from the environment or a flag, or a YAML value) as ``kind``, the field's type."""
-    args = [a for a in typing.get_args(kind) if a is not type(None)]
-    optional = type(None) in typing.get_args(kind)
-    base = args[0] if optional and len(args) == 1 else kind
-    if optional and (value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "null"))):
-        return None
-    if kind is Any:
-        return value
-    origin = typing.get_origin(base)
-    try:
-        if origin is tuple:
-            items = value.split(",") if isinstance(value, str) else list(value)
-            return tuple(str(v).strip() for v in items if str(v).strip())
-        if origin is dict:
-            if not isinstance(value, Mapping):
-                raise TypeError
-            return _plain(value)
-        if origin in (typing.Union, types.UnionType):  # e.g. float | str: a number where it reads as one
-            return _number_or_text(value)
-        if base is bool:
-            return _bool(value)
-        if isinstance(value, bool) and base in (int, float):
-            raise TypeError
-        if base is int:
-            number = float(value)
-            if number != int(number):
-                raise ValueError
-            return int(number)
-        if base is float:
-            return float(value)
-        if base is str and not isinstance(value, str):
-            raise TypeError
-    except (TypeError, ValueError, OverflowError):  # OverflowError: int("1e999"), an infinite count
-        raise ConfigError(f"{name} ({ENV_PREFIX}{name.upper()}): expected {_type_name(kind)}, got {value!r}") from None
-    return value
-
-
-def _bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in _TRUE + _FALSE:
-        return text in _TRUE
-    raise ValueError(value)
-
-
-def _number_or_text(value: Any) -> Any:
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return value.strip()
-    return value
-
-
-def _plain(value: Any) -> Any:
-    """Nested mappings and sequences (OmegaConf's included) as plain dicts and lists."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)) or type(value).__name__ == "ListConfig":
-        return [_plain(v) for v in value]
-    return value
-
-
-def _type_name(kind: Any) -> str:
-    return getattr(kind, "__name__", None) or str(kind).replace("typing.", "")
-
-
 def read_yaml(path: str, names: Sequence[str]) -> dict[str, Any]:
     """The settings of the YAML file at ``path`` (keys: the setting ``names``)."""
     import yaml
@@ -178,31 +100,9 @@ def read_yaml(path: str, names: Sequence[str]) -> dict[str, Any]:
     return data
 
 
-@functools.cache
-def field_docs(cls: type) -> dict[str, str]:
-    """Each field's docstring (the string literal under it) of the dataclass ``cls``, read once per process: CPython
-    3.11's AST builder keeps its recursion depth process-wide, so a parse racing another thread's (torch's
-    scripting in an engine's start-up) can fail with ``SystemError``."""
-    tree = ast.parse(inspect.getsource(cls))
-    body = tree.body[0].body  # type: ignore[attr-defined]
-    docs: dict[str, str] = {}
-    for node, nxt in zip(body, body[1:], strict=False):
-        if (
-            isinstance(node, ast.AnnAssign)
-            and isinstance(node.target, ast.Name)
-            and isinstance(nxt, ast.Expr)
-            and isinstance(nxt.value, ast.Constant)
-            and isinstance(nxt.value.value, str)
-        ):
-            docs[node.target.id] = " ".join(nxt.value.value.split())
-    return docs
-
-
 __all__ = [
     "CONFIG_ENV",
     "ENV_PREFIX",
-    "convert",
-    "field_docs",
     "flag_name",
     "read_yaml",
     "refuse_unknown",

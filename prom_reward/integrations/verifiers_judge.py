@@ -93,10 +93,16 @@ def reward_config(config: PrometheusVerifiersJudgeConfig) -> RewardConfig:
             "own failure signal); fix: remove failure_reward"
         )
     _known("reward", fields, RewardConfig)
-    if isinstance(fields.get("outage"), dict):
-        _known("reward.outage", fields["outage"], OutagePolicy)
-        fields["outage"] = OutagePolicy(**fields["outage"])
-    cfg = RewardConfig(**fields)
+    try:
+        if isinstance(fields.get("outage"), dict):
+            _known("reward.outage", fields["outage"], OutagePolicy)
+            try:
+                fields["outage"] = OutagePolicy(**fields["outage"])
+            except ConfigError as e:
+                raise e.said_as(f"outage.{e.setting}") from None
+        cfg = RewardConfig(**fields)
+    except ConfigError as e:
+        raise e.said_as(f"reward.{e.setting}") from None
     if cfg.mode != "absolute":
         raise ConfigError(
             f"reward.mode: a verifiers judge scores one trace at a time, so it takes mode 'absolute', got {cfg.mode!r}"

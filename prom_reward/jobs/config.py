@@ -20,10 +20,10 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
-from math import inf
+from dataclasses import dataclass
 from typing import Any
 
+from prom_reward.declared import check, setting
 from prom_reward.errors import ConfigError
 from prom_reward.rewards.outage import OutagePolicy
 
@@ -36,31 +36,35 @@ then the rows left unanswered are marked for ``--resume`` (the batches after the
 class JobConfig:
     """How a job reads, commits and resumes (the same locally and on Ray)."""
 
-    batch_size: int = 256
-    """Rows per judge call and per part file: the unit of commit and of what a killed run judges again."""
-    resume: bool = False
-    """Continue the job that wrote the output (same input and options, checked): judge only the rows not
-    committed yet, and again those whose judge backend failed."""
-    overwrite: bool = False
-    """Start over on an existing output (it stays intact until the new one is complete)."""
-    progress: bool = True
-    """Show a progress bar (and Ray Data's) on stderr."""
-    outage: OutagePolicy = JOB_OUTAGE
-    """How requests the judge's transport failed are asked again (``prom_reward.rewards.outage``; a dict of its
-    fields over ``JOB_OUTAGE``'s): past the budget, ``"fail"`` marks their rows for ``--resume`` and ``"raise"``
-    stops the job (``JudgeUnavailableError``, exit 4)."""
+    batch_size: int = setting(
+        256,
+        help="Rows per judge call and per part file: the unit of commit and of what a killed run judges again.",
+        ge=1,
+    )
+    resume: bool = setting(
+        False,
+        help="""Continue the job that wrote the output (same input and options, checked): judge only the rows not
+        committed yet, and again those whose judge backend failed.""",
+    )
+    overwrite: bool = setting(
+        False, help="Start over on an existing output (it stays intact until the new one is complete)."
+    )
+    progress: bool = setting(True, help="Show a progress bar (and Ray Data's) on stderr.")
+    outage: OutagePolicy = setting(
+        JOB_OUTAGE,
+        help="""How requests the judge's transport failed are asked again (``prom_reward.rewards.outage``; a dict of
+        its fields over ``JOB_OUTAGE``'s): past the budget, ``"fail"`` marks their rows for ``--resume`` and
+        ``"raise"`` stops the job (``JudgeUnavailableError``, exit 4).""",
+    )
 
     def __post_init__(self) -> None:
         if isinstance(self.outage, dict):
             valid = [f.name for f in dataclasses.fields(OutagePolicy)]
             unknown = sorted(set(self.outage) - set(valid))
             if unknown:
-                raise ConfigError(f"outage: unknown field(s) {unknown}; valid fields: {', '.join(valid)}")
+                raise ConfigError(f"unknown field(s) {unknown}; valid fields: {', '.join(valid)}", "outage")
             object.__setattr__(self, "outage", dataclasses.replace(JOB_OUTAGE, **self.outage))
-        if not isinstance(self.outage, OutagePolicy):
-            raise ConfigError(f"outage: expected an OutagePolicy or a dict of its fields, got {self.outage!r}")
-        if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int) or self.batch_size < 1:
-            raise ConfigError(f"batch_size: expected an int >= 1, got {self.batch_size!r}")
+        check(self)
         if self.resume and self.overwrite:
             raise ConfigError("resume and overwrite: give one (--resume continues OUTPUT, --overwrite starts it over)")
 
@@ -73,36 +77,32 @@ class JobConfig:
 class RayConfig:
     """The pool of judge actors of a job on Ray (``prom_reward.jobs.ray_run``)."""
 
-    replicas: int | str = 1
-    """Judge actors: a number, or ``"all"``: every GPU of the cluster (every CPU on a CPU cluster) divided
-    by what one replica takes."""
-    num_gpus: float | None = None
-    """GPUs per replica; None: the judge's ``tensor_parallel_size`` where the cluster has GPUs, else 0."""
-    num_cpus: float = 1.0
-    """CPUs per replica (what a CPU engine gets to itself)."""
-    address: str | None = None
-    """Ray cluster to join; None: ``RAY_ADDRESS`` if set, else a local Ray started for this job."""
-    env: dict[str, str] = field(default_factory=dict)
-    """Environment variables of the judge actors (``VLLM_CPU_KVCACHE_SPACE``, ...)."""
-    warmup: bool = True
-    """A replica with an in-process engine (vllm, transformers; no judgment store) judges one dummy row
-    when it starts (``ray_run.warm_up``), so the engine's first-call costs go with its start-up, not
-    into the first batch's time."""
+    replicas: int | str = setting(
+        1,
+        help="""Judge actors: a number, or ``"all"``: every GPU of the cluster (every CPU on a CPU cluster) divided
+        by what one replica takes.""",
+        choices=("all",),
+        ge=1,
+    )
+    num_gpus: float | None = setting(
+        None,
+        help="GPUs per replica; None: the judge's ``tensor_parallel_size`` where the cluster has GPUs, else 0.",
+        ge=0,
+    )
+    num_cpus: float = setting(1.0, help="CPUs per replica (what a CPU engine gets to itself).", gt=0)
+    address: str | None = setting(
+        None, help="Ray cluster to join; None: ``RAY_ADDRESS`` if set, else a local Ray started for this job."
+    )
+    env: dict[str, str] = setting(
+        factory=dict, help="Environment variables of the judge actors (``VLLM_CPU_KVCACHE_SPACE``, ...)."
+    )
+    warmup: bool = setting(
+        True,
+        help="""A replica with an in-process engine (vllm, transformers; no judgment store) judges one dummy row
+        when it starts (``ray_run.warm_up``), so the engine's first-call costs go with its start-up, not
+        into the first batch's time.""",
+    )
 
     def __post_init__(self) -> None:
-        r = self.replicas
-        if not (r == "all" or (isinstance(r, int) and not isinstance(r, bool) and r >= 1)):
-            raise ConfigError(
-                f'replicas: expected an int >= 1 or "all", got {r!r}; fix: give the number of judge actors'
-            )
-        if self.num_gpus is not None and not (isinstance(self.num_gpus, (int, float)) and 0 <= self.num_gpus < inf):
-            raise ConfigError(
-                f"num_gpus (--gpus-per-replica): expected >= 0 GPUs per replica, got {self.num_gpus}; fix: give a "
-                "finite number >= 0"
-            )
-        if not (isinstance(self.num_cpus, (int, float)) and 0 < self.num_cpus < inf):  # NaN and inf too
-            raise ConfigError(
-                f"num_cpus (--cpus-per-replica): expected > 0 CPUs per replica, got {self.num_cpus}; fix: give a "
-                "finite number > 0"
-            )
+        check(self)
         object.__setattr__(self, "num_cpus", float(self.num_cpus))

@@ -6,17 +6,17 @@ Example:
     True
     >>> PreferenceConfig(strategy="best_of_n")  # doctest: +IGNORE_EXCEPTION_DETAIL
     Traceback (most recent call last):
-    ConfigError: strategy: expected one of best_vs_worst, all_pairs, got 'best_of_n'
+    ConfigError: strategy: expected one of best_vs_worst, all_pairs, got 'best_of_n'; fix: ...
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Any
 
-from prom_reward.checklist.config import ChecklistConfig
+from prom_reward.checklist.config import CHECKLIST_MODES, ChecklistConfig
+from prom_reward.declared import check, setting
 from prom_reward.errors import ConfigError
 
 STRATEGIES = ("best_vs_worst", "all_pairs")
@@ -44,84 +44,78 @@ LAYOUTS = ("wide", "long")
 class PreferenceConfig:
     """Options of DPO pairs (``build_preference_dataset``, ``prom_reward.jobs.pairs``; validated on construction)."""
 
-    strategy: str = "best_vs_worst"
-    """``best_vs_worst`` (absolute grades) or ``all_pairs`` (pairwise verdicts)."""
-
-    min_margin: float = 0.0
-    """Drop pairs whose ``margin`` is below this (score points, or probability units for all_pairs)."""
-
-    rubric: Any = None
-    """One rubric for every row (name, ``Rubric``, dict, file); None = each row's ``rubric_column``."""
-
-    swap: bool = True
-    """all_pairs: judge both orders and keep only verdicts on which the two orders agree."""
-
-    max_tie_rounds: int | None = None
-    """best_vs_worst: temperature-1.0 re-grading rounds for an all-equal row (None = the judge's own)."""
-
-    num_samples: int | None = None
-    """Judge samples per judgment (None = the judge's own ``num_samples``)."""
-
-    layout: str = "wide"
-    """``wide``: one row per prompt with a list of completions; ``long``: one row per (prompt, completion),
-    consecutive rows with an equal prompt form one group."""
-
-    prompt_column: str = "prompt"
-    """Input column with the prompt (a string, or a list of messages)."""
-
-    completions_column: str = "completions"
-    """Wide layout: input column with the list of completions (strings, or message lists)."""
-
-    completion_column: str = "completion"
-    """Long layout: input column with the one completion of the row."""
-
-    reference_column: str = "reference_answer"
-    """Optional input column with a reference answer (str or None)."""
-
-    rubric_column: str = "rubric"
-    """Input column with a per-row rubric, used when ``rubric`` is None."""
-
-    keep_columns: tuple[str, ...] = ()
-    """Input columns copied unchanged into every pair made from the row (e.g. ``("id",)``)."""
-
-    checklist_column: str = "checklist"
-    """Input column with a per-row checklist: where a row has one, each completion is scored by its criteria
-    (``prom_reward.preferences.checklists``, docs/checklists.md) instead of by the rubric."""
-
-    checklist_mode: str = "explicit"
-    """Checklist rows: ``explicit`` (one judgment per criterion, aggregated) or ``implicit`` (one judgment)."""
-
-    checklist_aggregation: Any = "weighted_mean"
-    """Checklist rows: ``weighted_mean``, ``minimum``, ``gate`` or a callable (docs/checklists.md)."""
+    strategy: str = setting(
+        "best_vs_worst",
+        help="``best_vs_worst`` (absolute grades) or ``all_pairs`` (pairwise verdicts).",
+        choices=STRATEGIES,
+    )
+    min_margin: float = setting(
+        0.0, help="Drop pairs whose ``margin`` is below this (score points, or probability units for all_pairs)."
+    )
+    rubric: Any = setting(
+        None, help="One rubric for every row (name, ``Rubric``, dict, file); None = each row's ``rubric_column``."
+    )
+    swap: bool = setting(
+        True, help="all_pairs: judge both orders and keep only verdicts on which the two orders agree."
+    )
+    max_tie_rounds: int | None = setting(
+        None,
+        help="best_vs_worst: temperature-1.0 re-grading rounds for an all-equal row (None = the judge's own).",
+        ge=0,
+    )
+    num_samples: int | None = setting(
+        None, help="Judge samples per judgment (None = the judge's own ``num_samples``).", ge=1
+    )
+    layout: str = setting(
+        "wide",
+        help="""``wide``: one row per prompt with a list of completions; ``long``: one row per (prompt, completion),
+        consecutive rows with an equal prompt form one group.""",
+        choices=LAYOUTS,
+    )
+    prompt_column: str = setting(
+        "prompt", help="Input column with the prompt (a string, or a list of messages).", nonempty=True
+    )
+    completions_column: str = setting(
+        "completions",
+        help="Wide layout: input column with the list of completions (strings, or message lists).",
+        nonempty=True,
+    )
+    completion_column: str = setting(
+        "completion", help="Long layout: input column with the one completion of the row.", nonempty=True
+    )
+    reference_column: str = setting(
+        "reference_answer", help="Optional input column with a reference answer (str or None).", nonempty=True
+    )
+    rubric_column: str = setting(
+        "rubric", help="Input column with a per-row rubric, used when ``rubric`` is None.", nonempty=True
+    )
+    keep_columns: tuple[str, ...] = setting(
+        (), help='Input columns copied unchanged into every pair made from the row (e.g. ``("id",)``).'
+    )
+    checklist_column: str = setting(
+        "checklist",
+        help="""Input column with a per-row checklist: where a row has one, each completion is scored by its
+        criteria (``prom_reward.preferences.checklists``, docs/checklists.md) instead of by the rubric.""",
+        nonempty=True,
+    )
+    checklist_mode: str = setting(
+        "explicit",
+        help="Checklist rows: ``explicit`` (one judgment per criterion, aggregated) or ``implicit`` (one judgment).",
+        choices=CHECKLIST_MODES,
+    )
+    checklist_aggregation: Any = setting(
+        "weighted_mean",
+        help="Checklist rows: ``weighted_mean``, ``minimum``, ``gate`` or a callable (docs/checklists.md).",
+    )
 
     def __post_init__(self) -> None:
-        if self.strategy not in STRATEGIES:
-            raise ConfigError(f"strategy: expected one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
-        if self.layout not in LAYOUTS:
-            raise ConfigError(f"layout: expected one of {', '.join(LAYOUTS)}, got {self.layout!r}")
-        if (
-            isinstance(self.min_margin, bool)
-            or not isinstance(self.min_margin, (int, float))
-            or not math.isfinite(self.min_margin)
-        ):
-            raise ConfigError(f"min_margin: expected a finite number, got {self.min_margin!r}")
-        for name in ("max_tie_rounds", "num_samples"):
-            v = getattr(self, name)
-            low = 0 if name == "max_tie_rounds" else 1
-            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < low):
-                raise ConfigError(f"{name}: expected an int >= {low} or None, got {v!r}")
-        if isinstance(self.keep_columns, str):
-            object.__setattr__(self, "keep_columns", (self.keep_columns,))
-        else:
-            object.__setattr__(self, "keep_columns", tuple(self.keep_columns))
-        if not isinstance(self.checklist_column, str) or not self.checklist_column:
-            raise ConfigError(f"checklist_column: expected a non-empty column name, got {self.checklist_column!r}")
+        keep = (self.keep_columns,) if isinstance(self.keep_columns, str) else tuple(self.keep_columns)
+        object.__setattr__(self, "keep_columns", keep)
+        check(self)
         self.checklist()  # validated here (ConfigError naming the setting)
         clash = sorted(set(self.keep_columns) & set(OUTPUT_COLUMNS))
         if clash:
-            raise ConfigError(
-                f"keep_columns (--keep-col): {clash} would overwrite output columns; fix: rename them in the input"
-            )
+            raise ConfigError(f"{clash} would overwrite output columns; fix: rename them in the input", "keep_columns")
 
     def checklist(self) -> ChecklistConfig:
         """How rows with a checklist are judged (``checklist_mode``, ``checklist_aggregation``)."""

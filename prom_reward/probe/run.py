@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from prom_reward.core.protocol import Judge, Retry
+from prom_reward.declared import check, setting
 from prom_reward.errors import ConfigError, InputError, UnknownNameError
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, Task, get_judge_format, unsupported_task
 from prom_reward.format.rubrics import get_rubric
@@ -40,51 +41,45 @@ RECORD_VERSION = 2
 class ProbeConfig:
     """What the probe runs on and how."""
 
-    parts: tuple[str, ...] | None = None
-    """Which parts to run: ``llmbar`` (pairwise accuracy) and/or ``shifts`` (score shifts under edits); None: every
-    part the judge's format judges (``for_format``)."""
-    llmbar: str | None = None
-    """The LLMBar folder; None: ``benchmarks/data/llmbar`` of this checkout (an installed wheel has none)."""
-    items: str | None = None
-    """The graded items file; None: ``benchmarks/data/vicuna_eval.json`` of this checkout."""
-    limit: int | None = None
-    """Pairs per LLMBar set and graded items at most (a seeded subset); None: all."""
-    edits: tuple[str, ...] = DEFAULT_EDITS
-    """The response edits (``prom_reward.probe.edits.EDITS``)."""
-    rubric: Any = "helpfulness"
-    """The rubric of LLMBar's pairs, and of items that have none."""
-    expected: bool = False
-    """Shifts of the expected score (needs a judge with ``expected_score=True``) instead of the sampled one."""
-    baseline_samples: int = 3
-    """Grades of each unedited response whose mean the edits' grades are compared with."""
-    seed: int = 0
-    """Seeds the subsets, the edits' random choices and the bootstrap."""
-    resamples: int = 2000
-    """Bootstrap resamples per interval."""
+    parts: tuple[str, ...] | None = setting(
+        None,
+        help="""Which parts to run: ``llmbar`` (pairwise accuracy) and/or ``shifts`` (score shifts under edits); None:
+        every part the judge's format judges (``for_format``).""",
+    )
+    llmbar: str | None = setting(
+        None, help="The LLMBar folder; None: ``benchmarks/data/llmbar`` of this checkout (an installed wheel has none)."
+    )
+    items: str | None = setting(
+        None, help="The graded items file; None: ``benchmarks/data/vicuna_eval.json`` of this checkout."
+    )
+    limit: int | None = setting(
+        None, help="Pairs per LLMBar set and graded items at most (a seeded subset); None: all.", ge=1
+    )
+    edits: tuple[str, ...] = setting(DEFAULT_EDITS, help="The response edits (``prom_reward.probe.edits.EDITS``).")
+    rubric: Any = setting("helpfulness", help="The rubric of LLMBar's pairs, and of items that have none.")
+    expected: bool = setting(
+        False,
+        help="Shifts of the expected score (needs a judge with ``expected_score=True``) instead of the sampled one.",
+    )
+    baseline_samples: int = setting(
+        3, help="Grades of each unedited response whose mean the edits' grades are compared with.", ge=1
+    )
+    seed: int = setting(0, help="Seeds the subsets, the edits' random choices and the bootstrap.", ge=0)
+    resamples: int = setting(2000, help="Bootstrap resamples per interval.", ge=100)
 
     def __post_init__(self) -> None:
         if self.parts is not None and (not self.parts or any(p not in PARTS for p in self.parts)):
-            raise ConfigError(f"parts: expected some of {', '.join(PARTS)}, got {list(self.parts)!r}")
+            raise ConfigError(f"expected some of {', '.join(PARTS)}, got {list(self.parts)!r}", "parts")
         try:
             get_rubric(self.rubric)  # a mistyped rubric fails here, not on every item
         except (ConfigError, UnknownNameError) as e:
-            raise ConfigError(f"rubric: {e}") from None
+            raise ConfigError(str(e), "rubric") from None
         for name in self.edits:
             try:
                 EDITS.get(name)
             except UnknownNameError as e:
-                raise ConfigError(f"edits: {e}") from e
-        for name, low, optional in (
-            ("limit", 1, True),
-            ("baseline_samples", 1, False),
-            ("resamples", 100, False),
-            ("seed", 0, False),
-        ):
-            value = getattr(self, name)
-            if optional and value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ConfigError(f"{name}: expected an int >= {low}{' or None' if optional else ''}, got {value!r}")
+                raise ConfigError(str(e), "edits") from e
+        check(self)
 
     def for_format(self, fmt: JudgeFormat) -> ProbeConfig:
         """This config with the parts a judge in ``fmt`` runs (every part it judges when ``parts`` is None); a part

@@ -39,194 +39,163 @@ Example:
     3
     >>> RewardConfig(mode="pairwise").mode  # doctest: +IGNORE_EXCEPTION_DETAIL
     Traceback (most recent call last):
-    ConfigError: mode: unknown reward mode 'pairwise'; valid names: absolute, pairwise_group, pairwise_reference
+    ConfigError: mode: expected one of absolute, pairwise_reference, pairwise_group, got 'pairwise'
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from prom_reward.checklist.config import ChecklistConfig
+from prom_reward.checklist.config import CHECKLIST_MODES, ChecklistConfig
+from prom_reward.declared import check, setting
 from prom_reward.errors import ConfigError, UnknownNameError
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, Task, get_judge_format, unsupported_task
-from prom_reward.registry import Registry
 from prom_reward.rewards.outage import OutagePolicy
-from prom_reward.stats import finite_number
 
-MODES: Registry[str] = Registry("reward mode")
-for _m in ("absolute", "pairwise_reference", "pairwise_group"):
-    MODES.register(_m, _m)
-
-_CHOICES = {
-    "score": ("sample", "mean", "expected"),
-    "pairwise_reward": ("probability", "sign"),
-    "group_reward": ("win_rate", "bradley_terry"),
-    "normalize": (None, "unit", "symmetric"),
-    "over_context": ("truncate", "fail"),
-}
+MODES = ("absolute", "pairwise_reference", "pairwise_group")
 
 
 @dataclass(frozen=True)
 class RewardConfig:
     """Options of ``PrometheusReward`` (see the module docstring for the modes)."""
 
-    mode: str = "absolute"
-    """``absolute``, ``pairwise_reference`` or ``pairwise_group``."""
-
-    score: str = "sample"
-    """Absolute mode: ``sample`` (one sample), ``mean`` (of num_samples), ``expected`` (from logprobs)."""
-
-    num_samples: int = 3
-    """Samples per completion for ``score="mean"``."""
-
-    pairwise_reward: str = "probability"
-    """pairwise_reference: ``probability`` (P(completion wins)) or ``sign`` (+1/-1, 0 for a tie)."""
-
-    group_reward: str = "win_rate"
-    """pairwise_group: ``win_rate`` or ``bradley_terry``."""
-
-    normalize: str | None = None
-    """None (raw), ``unit`` ([0, 1]) or ``symmetric`` ([-1, 1])."""
-
-    rubric: Any = "helpfulness"
-    """Rubric used when a row has none: built-in name, Rubric, dict or file path."""
-
-    reference_answer: str | None = None
-    """Reference answer used when a row has none (None = grade without reference)."""
-
-    rubric_column: str = "rubric"
-    """Dataset column with a per-row rubric (used when present)."""
-
-    reference_column: str = "reference_answer"
-    """Dataset column with a per-row reference answer (used when present)."""
-
-    instruction_column: str = "instruction"
-    """Dataset column with the instruction to show the judge instead of the prompt (when present)."""
-
-    baseline_column: str = "baseline"
-    """pairwise_reference: dataset column with the baseline response each completion is compared to."""
-
-    checklist_column: str = "checklist"
-    """Dataset column with a per-row checklist of criteria (used when present; docs/checklists.md): the row is
-    judged per criterion and rewarded by ``checklist_aggregation`` instead of by one rubric."""
-
-    checklist_mode: str = "explicit"
-    """Checklist rows: ``explicit`` (one judgment per criterion, aggregated) or ``implicit`` (the whole
-    checklist as one rubric, one judgment per response)."""
-
-    checklist_aggregation: Any = "weighted_mean"
-    """Checklist rows, explicit mode: ``weighted_mean``, ``minimum``, ``gate`` or a callable
-    ``f(scores) -> float | None`` (docs/checklists.md has each formula)."""
-
-    log_feedback: bool = True
-    """Send the judge's feedback to the trainer's completions table (``log_extra``)."""
-
-    name: str = "prometheus"
-    """Name of the reward in the trainer's logs (``rewards/<name>/...``)."""
-
-    over_context: str = "truncate"
-    """A response over the judge's context: ``truncate`` (shorten it to fit, counted in
-    ``truncated_responses``) or ``fail`` (that sample alone gets no reward, with the reason)."""
-
-    outage: OutagePolicy = field(default_factory=OutagePolicy)
-    """How a failing judge is retried, and what happens past the budget (``OutagePolicy``)."""
-
-    length_correction: bool = False
-    """Within each prompt's completions, subtract the least-squares fit of reward on log(length) (keeps
-    the group's mean; opt-in: it also removes reward that length earned honestly)."""
-
-    length_min_group: int = 4
-    """``length_correction``: smallest group (scored completions) that is corrected; smaller groups are
-    left as they are (a fit through 2 or 3 points explains nearly any difference)."""
-
-    overlong_penalty: float = 0.0
-    """Reward taken from a completion at ``2 * overlong_ratio`` times the baseline length or longer
-    (linear from ``overlong_ratio`` times it); 0 turns the penalty off."""
-
-    overlong_baseline: float | str = "group_median"
-    """The baseline length of ``overlong_penalty``: ``"group_median"`` (median characters of the
-    prompt's completions) or a number of characters."""
-
-    overlong_ratio: float = 1.5
-    """``overlong_penalty`` starts at this many times the baseline length (> 0)."""
-
-    failure_reward: float | str | None = None
-    """The reward of a sample the judge could not judge, where a framework needs a number (OpenRLHF, verl):
-    a number at most the top of this reward's scale (``reward_scale``: 1..5 raw grades, [0, 1] with
-    ``normalize="unit"`` ...) or ``"min"`` (the lowest of the scale); None: no number (TRL leaves such a
-    sample out). A number above the scale is refused: a failed sample would outrank every judged one."""
-
-    format: str | None = None
-    """The judge format (``prometheus2``, ``m-prometheus`` ...: docs/formats.md) of a judge built from options;
-    a judge passed in must be in it. None: the judge's own (its preset's, else prometheus2). The reward checks it
-    at construction against what it asks (a pairwise-only format cannot grade) and ``score="expected"``."""
+    mode: str = setting("absolute", help="``absolute``, ``pairwise_reference`` or ``pairwise_group``.", choices=MODES)
+    score: str = setting(
+        "sample",
+        help="Absolute mode: ``sample`` (one sample), ``mean`` (of num_samples), ``expected`` (from logprobs).",
+        choices=("sample", "mean", "expected"),
+    )
+    num_samples: int = setting(3, help='Samples per completion for ``score="mean"``.', ge=1)
+    pairwise_reward: str = setting(
+        "probability",
+        help="pairwise_reference: ``probability`` (P(completion wins)) or ``sign`` (+1/-1, 0 for a tie).",
+        choices=("probability", "sign"),
+    )
+    group_reward: str = setting(
+        "win_rate", help="pairwise_group: ``win_rate`` or ``bradley_terry``.", choices=("win_rate", "bradley_terry")
+    )
+    normalize: str | None = setting(
+        None, help="None (raw), ``unit`` ([0, 1]) or ``symmetric`` ([-1, 1]).", choices=(None, "unit", "symmetric")
+    )
+    rubric: Any = setting(
+        "helpfulness", help="Rubric used when a row has none: built-in name, Rubric, dict or file path."
+    )
+    reference_answer: str | None = setting(
+        None, help="Reference answer used when a row has none (None = grade without reference)."
+    )
+    rubric_column: str = setting(
+        "rubric", help="Dataset column with a per-row rubric (used when present).", nonempty=True
+    )
+    reference_column: str = setting(
+        "reference_answer", help="Dataset column with a per-row reference answer (used when present).", nonempty=True
+    )
+    instruction_column: str = setting(
+        "instruction",
+        help="Dataset column with the instruction to show the judge instead of the prompt (when present).",
+        nonempty=True,
+    )
+    baseline_column: str = setting(
+        "baseline",
+        help="pairwise_reference: dataset column with the baseline response each completion is compared to.",
+        nonempty=True,
+    )
+    checklist_column: str = setting(
+        "checklist",
+        help="""Dataset column with a per-row checklist of criteria (used when present; docs/checklists.md): the row
+        is judged per criterion and rewarded by ``checklist_aggregation`` instead of by one rubric.""",
+        nonempty=True,
+    )
+    checklist_mode: str = setting(
+        "explicit",
+        help="""Checklist rows: ``explicit`` (one judgment per criterion, aggregated) or ``implicit`` (the whole
+        checklist as one rubric, one judgment per response).""",
+        choices=CHECKLIST_MODES,
+    )
+    checklist_aggregation: Any = setting(
+        "weighted_mean",
+        help="""Checklist rows, explicit mode: ``weighted_mean``, ``minimum``, ``gate`` or a callable
+        ``f(scores) -> float | None`` (docs/checklists.md has each formula).""",
+    )
+    log_feedback: bool = setting(
+        True, help="Send the judge's feedback to the trainer's completions table (``log_extra``)."
+    )
+    name: str = setting(
+        "prometheus", help="Name of the reward in the trainer's logs (``rewards/<name>/...``).", nonempty=True
+    )
+    over_context: str = setting(
+        "truncate",
+        help="""A response over the judge's context: ``truncate`` (shorten it to fit, counted in
+        ``truncated_responses``) or ``fail`` (that sample alone gets no reward, with the reason).""",
+        choices=("truncate", "fail"),
+    )
+    outage: OutagePolicy = setting(
+        factory=OutagePolicy,
+        help="How a failing judge is retried, and what happens past the budget (``OutagePolicy``).",
+    )
+    length_correction: bool = setting(
+        False,
+        help="""Within each prompt's completions, subtract the least-squares fit of reward on log(length) (keeps
+        the group's mean; opt-in: it also removes reward that length earned honestly).""",
+    )
+    length_min_group: int = setting(
+        4,
+        help="""``length_correction``: smallest group (scored completions) that is corrected; smaller groups are
+        left as they are (a fit through 2 or 3 points explains nearly any difference).""",
+        ge=3,
+        note="a fit through 2 points explains any difference",
+    )
+    overlong_penalty: float = setting(
+        0.0,
+        help="""Reward taken from a completion at ``2 * overlong_ratio`` times the baseline length or longer
+        (linear from ``overlong_ratio`` times it); 0 turns the penalty off.""",
+        ge=0,
+        note="0 = off",
+    )
+    overlong_baseline: float | str = setting(
+        "group_median",
+        help="""The baseline length of ``overlong_penalty``: ``"group_median"`` (median characters of the
+        prompt's completions) or a number of characters.""",
+        choices=("group_median",),
+        gt=0,
+    )
+    overlong_ratio: float = setting(
+        1.5, help="``overlong_penalty`` starts at this many times the baseline length (> 0).", gt=0
+    )
+    failure_reward: float | str | None = setting(
+        None,
+        help="""The reward of a sample the judge could not judge, where a framework needs a number (OpenRLHF,
+        verl): a number at most the top of this reward's scale (``reward_scale``: 1..5 raw grades, [0, 1] with
+        ``normalize="unit"`` ...) or ``"min"`` (the lowest of the scale); None: no number (TRL leaves such a
+        sample out). A number above the scale is refused: a failed sample would outrank every judged one.""",
+    )
+    format: str | None = setting(
+        None,
+        help="""The judge format (``prometheus2``, ``m-prometheus`` ...: docs/formats.md) of a judge built from
+        options; a judge passed in must be in it. None: the judge's own (its preset's, else prometheus2). The reward
+        checks it at construction against what it asks (a pairwise-only format cannot grade) and
+        ``score="expected"``.""",
+    )
 
     def __post_init__(self) -> None:
-        try:
-            MODES.get(self.mode)
-        except UnknownNameError as e:
-            raise ConfigError(f"mode: {e}") from e
-        for name, valid in _CHOICES.items():
-            if getattr(self, name) not in valid:
-                expected = ", ".join(str(v) for v in valid)
-                raise ConfigError(f"{name}: expected one of {expected}, got {getattr(self, name)!r}")
-        if not isinstance(self.num_samples, int) or self.num_samples < 1:
-            raise ConfigError(f"num_samples: expected an int >= 1, got {self.num_samples!r}")
+        if self.failure_reward is not None:  # says what it takes: a finite number or 'min', on this reward's scale
+            failure_value(self.failure_reward, self)
+        check(self)
         if self.mode == "pairwise_group" and self.group_reward == "bradley_terry" and self.normalize:
             raise ConfigError(
-                "normalize: Bradley-Terry scores are unbounded; use normalize=None with them "
-                "(or group_reward='win_rate', which lies in [0, 1])"
+                "Bradley-Terry scores are unbounded; use normalize=None with them "
+                "(or group_reward='win_rate', which lies in [0, 1])",
+                "normalize",
             )
-        if not isinstance(self.name, str) or not self.name:
-            raise ConfigError(f"name: expected a non-empty string, got {self.name!r}")
-        if not isinstance(self.outage, OutagePolicy):
-            raise ConfigError(f"outage: expected an OutagePolicy, got {type(self.outage).__name__}")
-        self._check_length_control()
-        if self.failure_reward is not None:
-            failure_value(self.failure_reward, self)
         if self.format is not None:
             get_judge_format_setting(self.format)  # what it can judge is checked by the reward against its judge
-        for name in ("rubric_column", "reference_column", "instruction_column", "baseline_column", "checklist_column"):
-            if not isinstance(getattr(self, name), str) or not getattr(self, name):
-                raise ConfigError(f"{name}: expected a non-empty column name, got {getattr(self, name)!r}")
-        if self.reference_answer is not None and not isinstance(self.reference_answer, str):
-            raise ConfigError(  # else every sample without its own reference would fail alone on it
-                f"reference_answer: expected a string or None, got {type(self.reference_answer).__name__}"
-            )
-        if not isinstance(self.log_feedback, bool):
-            raise ConfigError(f"log_feedback: expected True or False, got {self.log_feedback!r}")
         self.checklist()
 
     def checklist(self) -> ChecklistConfig:
         """How checklist rows are judged (``checklist_mode``, ``checklist_aggregation``, ``score``,
         ``num_samples``); raises ``ConfigError`` naming the setting."""
         return ChecklistConfig(self.checklist_mode, self.checklist_aggregation, self.score, self.num_samples)
-
-    def _check_length_control(self) -> None:
-        if not isinstance(self.length_correction, bool):
-            raise ConfigError(f"length_correction: expected True or False, got {self.length_correction!r}")
-        if (
-            isinstance(self.length_min_group, bool)
-            or not isinstance(self.length_min_group, int)
-            or self.length_min_group < 3
-        ):
-            raise ConfigError(
-                f"length_min_group: expected an int >= 3 (a fit through 2 points explains any "
-                f"difference), got {self.length_min_group!r}"
-            )
-        if not finite_number(self.overlong_penalty) or self.overlong_penalty < 0:
-            raise ConfigError(f"overlong_penalty: expected a number >= 0 (0 = off), got {self.overlong_penalty!r}")
-        if self.overlong_baseline != "group_median" and (
-            not finite_number(self.overlong_baseline) or self.overlong_baseline <= 0  # type: ignore[operator]
-        ):
-            raise ConfigError(
-                f"overlong_baseline: expected 'group_median' or a number of characters > 0, got "
-                f"{self.overlong_baseline!r}"
-            )
-        if not finite_number(self.overlong_ratio) or self.overlong_ratio <= 0:
-            raise ConfigError(f"overlong_ratio: expected a number > 0, got {self.overlong_ratio!r}")
 
 
 def reward_scale(config: RewardConfig) -> tuple[float, float] | None:
@@ -254,11 +223,11 @@ def reward_scale(config: RewardConfig) -> tuple[float, float] | None:
     )  # type: ignore[return-value]
 
 
-def failure_value(value: float | str, config: RewardConfig) -> float:
+def failure_value(value: float | str, config: RewardConfig | None) -> float:
     """The number of a failed sample: ``value`` (a number, or ``"min"``: the lowest of ``reward_scale(config)``).
     A number above the scale's top, which would let a failed sample outrank every judged one, raises
     ``ConfigError`` naming the setting, the scale and the fix; one at or below its lowest ranks a failure
-    last (a penalty: 0 or -1 under raw grades 1..5 is fine).
+    last (a penalty: 0 or -1 under raw grades 1..5 is fine). ``config`` None: any finite number.
 
     >>> failure_value("min", RewardConfig(normalize="unit")), failure_value(2, RewardConfig())
     (0.0, 2.0)
@@ -266,25 +235,27 @@ def failure_value(value: float | str, config: RewardConfig) -> float:
     Traceback (most recent call last):
     ConfigError: failure_reward: 7 is above the reward's scale 1..5 ...
     """
-    scale = reward_scale(config)
+    scale = reward_scale(config) if config is not None else None
     if isinstance(value, str) and value.strip().lower() == "min":
         if scale is None:
             raise ConfigError(
-                "failure_reward 'min': Bradley-Terry scores are unbounded and have no lowest value; fix: give a number"
+                "'min': Bradley-Terry scores are unbounded and have no lowest value; fix: give a number",
+                "failure_reward",
             )
         return scale[0]
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise ConfigError(f"failure_reward: expected a number or 'min', got {value!r}") from None
+        raise ConfigError(f"expected a number or 'min', got {value!r}", "failure_reward") from None
     if isinstance(value, bool) or not math.isfinite(number):
-        raise ConfigError(f"failure_reward: expected a finite number or 'min', got {value!r}")
-    if scale is not None and number > scale[1]:
+        raise ConfigError(f"expected a finite number or 'min', got {value!r}", "failure_reward")
+    if scale is not None and config is not None and number > scale[1]:
         where = f"mode {config.mode}" + (f", normalize {config.normalize}" if config.normalize else "")
         raise ConfigError(
-            f"failure_reward: {value!r} is above the reward's scale {scale[0]:g}..{scale[1]:g} ({where}): a sample "
+            f"{value!r} is above the reward's scale {scale[0]:g}..{scale[1]:g} ({where}): a sample "
             f"the judge failed on would outrank every judged one; fix: give a number of at most {scale[1]:g} "
-            f"(at or below {scale[0]:g} to rank a failure last) or 'min' (the lowest of the scale)"
+            f"(at or below {scale[0]:g} to rank a failure last) or 'min' (the lowest of the scale)",
+            "failure_reward",
         )
     return number
 
@@ -334,7 +305,7 @@ def get_judge_format_setting(name: object) -> JudgeFormat:
     try:
         return get_judge_format(name)  # type: ignore[arg-type]
     except (UnknownNameError, ConfigError) as e:
-        raise ConfigError(f"format: {e}") from e
+        raise ConfigError(str(e), "format") from e
 
 
 def check_reward_format(fmt: JudgeFormat, config: RewardConfig) -> None:
@@ -342,9 +313,10 @@ def check_reward_format(fmt: JudgeFormat, config: RewardConfig) -> None:
     (``absolute`` grades; the pairwise modes, verdicts), or expected scores without a one-token verdict."""
     task: Task = "absolute" if config.mode == "absolute" else "relative"
     if task not in fmt.tasks:
-        raise ConfigError(f"format: mode {config.mode!r} needs {task} judgments: {unsupported_task(fmt, task)}")
+        raise ConfigError(f"mode {config.mode!r} needs {task} judgments: {unsupported_task(fmt, task)}", "format")
     if config.mode == "absolute" and config.score == "expected" and fmt.force_prefix is None:
         raise ConfigError(
-            f"format: score='expected' reads verdict-token probabilities, but judge format {fmt.name!r} has no "
-            "one-token verdict after a fixed prefix; fix: score='sample' or 'mean', or another format"
+            f"score='expected' reads verdict-token probabilities, but judge format {fmt.name!r} has no "
+            "one-token verdict after a fixed prefix; fix: score='sample' or 'mean', or another format",
+            "format",
         )

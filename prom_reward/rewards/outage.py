@@ -29,8 +29,8 @@ from typing import Any, Generic, TypeVar
 
 from prom_reward.core.protocol import CallOptions
 from prom_reward.core.results import JudgeFailure, Judgment
-from prom_reward.errors import BackendError, ConfigError, JudgeUnavailableError
-from prom_reward.stats import finite_number
+from prom_reward.declared import check, setting
+from prom_reward.errors import BackendError, JudgeUnavailableError
 
 T = TypeVar("T")
 J = TypeVar("J", bound=Judgment)
@@ -43,33 +43,34 @@ ON_EXHAUSTED = ("raise", "fail")
 class OutagePolicy:
     """How a reward call treats a judge that fails (unreachable, 5xx, hung): see the module docstring."""
 
-    budget_s: float = 150.0
-    """Seconds a failing judge is retried, from the first failure of the streak (capped by the caller's deadline)."""
-
-    call_timeout_s: float | None = None
-    """Seconds one judge HTTP call may take; None: half the time left to the deadline (the backend's
-    own ``timeout`` where there is no deadline). Always cut at the deadline."""
-
-    backoff_s: float = 1.0
-    """First wait between retries of a failed call (doubles each retry)."""
-
-    max_backoff_s: float = 15.0
-    """Longest wait between retries."""
-
-    on_exhausted: str = "raise"
-    """Past the budget: ``"raise"`` (``JudgeUnavailableError``: training stops with the cause) or
-    ``"fail"`` (the unanswered samples get the failure reward with the cause, counted)."""
+    budget_s: float = setting(
+        150.0,
+        help="Seconds a failing judge is retried, from the first failure of the streak (capped by the caller's "
+        "deadline).",
+        ge=0,
+        unit="seconds",
+    )
+    call_timeout_s: float | None = setting(
+        None,
+        help="""Seconds one judge HTTP call may take; None: half the time left to the deadline (the backend's
+        own ``timeout`` where there is no deadline). Always cut at the deadline.""",
+        gt=0,
+        unit="seconds",
+        note="None: derived from the deadline",
+    )
+    backoff_s: float = setting(
+        1.0, help="First wait between retries of a failed call (doubles each retry).", ge=0, unit="seconds"
+    )
+    max_backoff_s: float = setting(15.0, help="Longest wait between retries.", ge=0, unit="seconds")
+    on_exhausted: str = setting(
+        "raise",
+        help="""Past the budget: ``"raise"`` (``JudgeUnavailableError``: training stops with the cause) or
+        ``"fail"`` (the unanswered samples get the failure reward with the cause, counted).""",
+        choices=ON_EXHAUSTED,
+    )
 
     def __post_init__(self) -> None:
-        for name, low in (("budget_s", 0.0), ("backoff_s", 0.0), ("max_backoff_s", 0.0)):
-            value = getattr(self, name)
-            if not finite_number(value) or value < low:  # NaN or inf would retry (or wait) forever
-                raise ConfigError(f"{name}: expected seconds >= {low:g}, got {value!r}")
-        t = self.call_timeout_s
-        if t is not None and (not finite_number(t) or t <= 0):
-            raise ConfigError(f"call_timeout_s: expected None (derived from the deadline) or seconds > 0, got {t!r}")
-        if self.on_exhausted not in ON_EXHAUSTED:
-            raise ConfigError(f"on_exhausted: expected one of {', '.join(ON_EXHAUSTED)}, got {self.on_exhausted!r}")
+        check(self)  # NaN or inf would retry (or wait) forever
 
     def delay(self, attempt: int) -> float:
         """The wait before retry number ``attempt`` (1, 2, ...)."""

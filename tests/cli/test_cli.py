@@ -356,7 +356,7 @@ def test_grade_streams_a_long_file_in_constant_memory(tmp_path):
 def test_reward_server_requires_an_explicit_failure_reward(capsys):
     assert main(["reward-server", "--server", "http://127.0.0.1:9/v1"]) == 2
     err = capsys.readouterr().err
-    assert "failure reward: not set" in err and "--failure-reward / PROM_REWARD_FAILURE_REWARD" in err
+    assert "error: --failure-reward: not set" in err and "--failure-reward / PROM_REWARD_FAILURE_REWARD" in err
     assert "judge_failed=1" in err
 
 

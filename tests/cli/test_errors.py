@@ -6,6 +6,7 @@ engine or a server starts (``PROM_REWARD_NO_ENGINE``; a judge given is a URL on 
 from __future__ import annotations
 
 import json
+import pickle
 import re
 import socket
 from pathlib import Path
@@ -411,7 +412,7 @@ def test_the_demo_says_its_errors_the_same_way(argv, named, tmp_path, capfd, mon
 @pytest.mark.parametrize(
     ("message", "flags", "said"),
     [
-        ("SamplingConfig.top_p: expected a number in (0, 1], got 2", {"top_p": "--top-p"},
+        ("top_p: expected a number in (0, 1], got 2", {"top_p": "--top-p"},
          "--top-p: expected a number in (0, 1], got 2; fix: give --top-p a number in (0, 1]"),
         ("limit: expected an int >= 1 or None, got 0", {"limit": "--limit"},
          "--limit: expected an int >= 1, got 0; fix: give --limit an int >= 1"),
@@ -428,6 +429,23 @@ def test_the_demo_says_its_errors_the_same_way(argv, named, tmp_path, capfd, mon
 )  # fmt: skip
 def test_python_names_are_said_as_flags(message, flags, said):
     assert in_user_terms(message, flags) == said
+
+
+def test_an_error_about_a_setting_names_its_flag_without_rewriting_its_text():
+    """A ``ConfigError`` carries its setting: the command line says it as the flag, the rest of the text as given."""
+    from prom_reward.backends.sampling import SamplingConfig
+    from prom_reward.cli.main import explain
+
+    with pytest.raises(ConfigError) as e:
+        SamplingConfig(top_p=2)
+    assert (e.value.setting, str(e.value)) == (
+        "top_p",
+        "top_p: expected a number in (0, 1], got 2; fix: give a number in (0, 1]",
+    )
+    said = "--top-p: expected a number in (0, 1], got 2; fix: give a number in (0, 1]"
+    assert explain(e.value, {"top_p": "--top-p"}) == said
+    assert explain(e.value, {}) == str(e.value)  # a setting the command has no flag for keeps its Python name
+    assert pickle.loads(pickle.dumps(e.value)).setting == "top_p"
 
 
 def test_the_python_api_keeps_its_own_names():

@@ -161,7 +161,7 @@ def test_the_threshold_is_a_checked_setting():
     from prom_reward.errors import ConfigError
 
     assert RewardSettings.from_values({"failure_reward": "min"}).degraded_failure_share == 0.5
-    with pytest.raises(ConfigError, match="degraded_failure_share: expected a share in \\[0, 1\\], got 2.0"):
+    with pytest.raises(ConfigError, match="degraded_failure_share: expected a number in \\[0, 1\\], got 2.0"):
         RewardSettings.load({"failure_reward": "min", "degraded_failure_share": "2"}, env={})
 
 

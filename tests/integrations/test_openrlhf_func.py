@@ -93,7 +93,7 @@ def test_pairwise_group_through_reward_func(tokenizer):  # noqa: F811
 
 
 def test_settings_from_env_and_yaml(tmp_path):
-    with pytest.raises(ConfigError, match="failure reward: not set"):
+    with pytest.raises(ConfigError, match="failure_reward: not set"):
         RewardSettings.load(env={"PROM_REWARD_SERVER": "http://x/v1"})
     with pytest.raises(ConfigError, match="no judge"):
         RewardSettings.load(env={"PROM_REWARD_FAILURE_REWARD": "0"}).build_reward()

@@ -91,7 +91,7 @@ def test_every_setting_reads_its_default_from_its_text_through_flag_environment_
     the YAML key ``name``: every field has its three names and a conversion from text."""
     from prom_reward.cli.servers import reward_server_settings
 
-    default = next(row[3] for row in settings_fields() if row[0] == name)
+    default = next(d.default for n, _, d in settings_fields() if n == name)
     text = "none" if default is None else ",".join(default) if isinstance(default, tuple) else str(default)
     base = RewardSettings.load({"failure_reward": 0}, env={})
     from_env = RewardSettings.load({"failure_reward": 0}, env={f"PROM_REWARD_{name.upper()}": text})
@@ -155,24 +155,27 @@ def test_one_set_of_defaults():
 @pytest.mark.parametrize(
     "values, words",
     [
-        ({}, "failure reward: not set"),
+        ({}, "failure_reward: not set.*--failure-reward / PROM_REWARD_FAILURE_REWARD"),
         ({"failure_reward": "lots"}, "failure_reward: expected a number or 'min'"),
-        ({"failure_reward": 0, "max_batch_size": "many"}, "max_batch_size .*expected int"),
+        ({"failure_reward": 0, "max_batch_size": "many"}, "max_batch_size: expected an int, got 'many'; fix: give"),
         ({"failure_reward": 0, "max_batch_size": "2.5"}, "max_batch_size"),
-        ({"failure_reward": 0, "max_batch_size": 0}, "max_batch_size: expected a number > 0"),
-        ({"failure_reward": 0, "max_concurrent_batches": 0}, "max_concurrent_batches: expected a number > 0"),
+        ({"failure_reward": 0, "max_batch_size": 0}, "max_batch_size: expected an int >= 1, got 0"),
+        ({"failure_reward": 0, "max_concurrent_batches": 0}, "max_concurrent_batches: expected an int >= 1, got 0"),
         ({"failure_reward": 0, "batch_window_ms": -1}, "batch_window_ms: expected a number >= 0"),
         ({"failure_reward": 0, "group_wait_s": -0.5}, "group_wait_s: expected a number >= 0"),
         ({"failure_reward": 0, "max_tokens": 0}, "max_tokens: expected an int >= 1 .*--max-tokens"),
         ({"failure_reward": 0, "max_tokens": "-5"}, "max_tokens: expected an int >= 1 .*--max-tokens"),
-        ({"failure_reward": 0, "mode": "pairwise"}, "mode: unknown reward mode 'pairwise'.*--mode / PROM_REWARD_MODE"),
+        (
+            {"failure_reward": 0, "mode": "pairwise"},
+            "mode: expected one of absolute, pairwise_reference, pairwise_group, got 'pairwise'.*--mode / PROM_REWARD",
+        ),
         ({"failure_reward": 0, "mode": "pairwise_reference"}, "mode: the framework reward paths take one of"),
         ({"failure_reward": 0, "mode": "pairwise_group"}, "group_size"),
         ({"failure_reward": 0, "mode": "pairwise_group", "group_size": 4, "group_wait_s": 300}, "group_wait_s"),
         ({"failure_reward": 0, "rubric": "no_such_rubric"}, "rubric: .*no_such_rubric"),
         ({"failure_reward": 0, "rubric": "/nonexistent/rubric.yaml"}, "rubric"),
         ({"failure_reward": 0, "score": "median"}, "score.*--score / PROM_REWARD_SCORE / score"),
-        ({"failure_reward": 0, "log_feedback": "perhaps"}, "log_feedback .*expected bool"),
+        ({"failure_reward": 0, "log_feedback": "perhaps"}, "log_feedback: expected True or False, got 'perhaps'"),
         ({"failure_reward": 0, "outage_on_exhausted": "ignore"}, "outage_on_exhausted: expected one of raise, fail"),
         ({"failure_reward": 0, "outage_call_timeout_s": "0"}, "outage_call_timeout_s: .*--outage-call-timeout-s"),
         ({"failure_reward": 0, "server": "judge:8000"}, "server: expected 'http"),
@@ -323,8 +326,9 @@ def _doc_table(doc: str) -> str:
 
 
 def test_the_docs_table_is_the_settings_model():
-    """One table (docs/openrlhf.md; docs/verl.md links to it), generated from the dataclass fields and docstrings:
-    every ``RewardConfig`` field, its ``outage``'s, and ``RewardSettings``' own, each with its one name."""
+    """One table (docs/openrlhf.md; docs/verl.md links to it), generated from the declared fields
+    (``prom_reward.declared``): every ``RewardConfig`` field, its ``outage``'s, and ``RewardSettings``' own, each
+    with its one name and what it takes (the bounds and choices its refusal says)."""
     table = _doc_table("openrlhf.md")
     assert table == settings_table()
     assert "settings:start" not in (REPO / "docs" / "verl.md").read_text()
@@ -334,6 +338,10 @@ def test_the_docs_table_is_the_settings_model():
     assert set(setting_names()) == names and len(table.splitlines()) == len(names) + 2
     for name in names - {"judge"}:
         assert f"| `{name}` | `{flag_name(name)}` | `PROM_REWARD_{name.upper()}` |" in table, name
+    assert "| `PROM_REWARD_NUM_SAMPLES` | `3` | an int >= 1 |" in table
+    assert "| `PROM_REWARD_OUTAGE_ON_EXHAUSTED` | `raise` | one of raise, fail |" in table
+    with pytest.raises(ConfigError, match=r"num_samples: expected an int >= 1, got 0"):
+        RewardSettings.load({"failure_reward": 0, "num_samples": 0}, env={})
 
 
 def test_every_setting_has_a_reward_server_flag_and_an_environment_variable():
@@ -504,7 +512,7 @@ def test_an_in_process_judge_takes_the_gpu_share_it_is_given():
         {"failure_reward": 0, "server": "http://j:1/v1"}, env={"PROM_REWARD_GPU_MEMORY_UTILIZATION": "0.3"}
     )
     assert "gpu_memory_utilization" not in served.judge_spec()  # a served judge's share is its server's
-    with pytest.raises(ConfigError, match=r"gpu_memory_utilization: expected a share in \(0, 1\], got 1.5"):
+    with pytest.raises(ConfigError, match=r"gpu_memory_utilization: expected a number in \(0, 1\] or None, got 1.5"):
         RewardSettings.load({"failure_reward": 0, "gpu_memory_utilization": 1.5}, env={})
 
 

@@ -183,7 +183,7 @@ def test_per_row_rubrics_reach_the_judge_and_concurrent_rollouts_share_a_batch()
         ({"reward": {"rubrik": "honesty"}}, r"reward: unknown key\(s\) \['rubrik'\]; fix: use RewardConfig's fields"),
         ({"reward": {"outage": {"budget": 5}}}, r"reward.outage: unknown key\(s\) \['budget'\]; fix: use OutagePolicy"),
         ({"reward": {"outage": {"budget_s": math.nan}}}, "budget_s: expected seconds >= 0, got nan"),
-        ({"reward": {"reference_answer": 4}}, "reference_answer: expected a string or None, got int"),
+        ({"reward": {"reference_answer": 4}}, "reference_answer: expected a string or None, got 4"),
     ],
 )
 def test_a_misconfigured_judge_is_refused_when_the_task_config_is_read(bad, refusal):

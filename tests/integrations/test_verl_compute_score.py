@@ -118,7 +118,7 @@ def test_environment_configuration(monkeypatch):
     with pytest.raises(ConfigError, match="failure_reward: expected a number or 'min'"):
         prom_verl.compute_score_sync("a", "r", None, {"question": "q"})
     monkeypatch.delenv("PROM_REWARD_FAILURE_REWARD")
-    with pytest.raises(ConfigError, match="failure reward: not set"):
+    with pytest.raises(ConfigError, match="failure_reward: not set"):
         prom_verl.compute_score_sync("a", "r", None, {"question": "q"})
 
 

@@ -307,7 +307,7 @@ def test_missing_failure_reward_fails_loudly_not_zero(tiny_model_dir):
     worker = RewardLoopWorker(compose_config(local(overrides, tiny_model_dir)))
     prom_verl.configure(scripted_reward([]))
     data = make_data(worker.input_tokenizer, SAMPLES[:1])
-    with pytest.raises(ConfigError, match="failure reward: not set"):
+    with pytest.raises(ConfigError, match="failure_reward: not set"):
         worker.loop.run_until_complete(worker.compute_score_batch(data))
 
 

@@ -125,7 +125,11 @@ def test_outage_on_exhausted_raise_stops_the_job_with_exit_4(tmp_path):
     [
         ("--outage-backoff-s", "-1", "--outage-backoff-s: expected seconds >= 0, got -1.0"),
         ("--outage-budget-s", "nan", "--outage-budget-s: expected seconds >= 0, got nan"),  # waited forever
-        ("--outage-call-timeout-s", "nan", "--outage-call-timeout-s: expected null (derived from the deadline)"),
+        (
+            "--outage-call-timeout-s",
+            "nan",
+            "--outage-call-timeout-s: expected seconds > 0 or null (null: derived from the deadline), got nan",
+        ),
     ],
 )
 def test_a_bad_outage_flag_names_the_flag(tmp_path, flag, value, said):

@@ -137,7 +137,7 @@ def test_a_checklist_in_a_pairwise_mode_is_refused_before_anything_is_judged(cls
     [
         ({"checklist_mode": "both"}, "checklist_mode: expected one of explicit, implicit"),
         ({"checklist_aggregation": "median"}, "checklist_aggregation: unknown checklist aggregation 'median'"),
-        ({"checklist_column": ""}, "checklist_column: expected a non-empty column name"),
+        ({"checklist_column": ""}, "checklist_column: expected a non-empty string"),
     ],
 )
 def test_checklist_settings_are_validated(options, message):

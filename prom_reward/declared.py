@@ -1,0 +1,223 @@
+"""Settings declared once: each dataclass field's type, default, help, choices and bounds in one ``setting(...)``.
+
+The CLI flags, environment variables, YAML keys and docs tables of a settings class are read from its
+``declared(cls)`` fields; ``check(obj)`` refuses a value outside its declaration with a ``ConfigError`` whose
+``setting`` is the field (a caller names it in its own terms: ``ConfigError.said_as``); ``parse`` reads a value
+given as text (a flag, an environment variable) as the field's type.
+
+Example:
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True)
+    ... class Knobs:
+    ...     size: int = setting(4, help="How many.", ge=1)
+    ...     def __post_init__(self) -> None:
+    ...         check(self)
+    >>> Knobs(0)  # doctest: +IGNORE_EXCEPTION_DETAIL
+    Traceback (most recent call last):
+    ConfigError: size: expected an int >= 1, got 0; fix: give an int >= 1
+    >>> parse("size", "5", int), parse("x", "false", bool), parse("x", "2", float | str)
+    (5, False, 2.0)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass
+from typing import Any, NamedTuple
+
+from prom_reward.errors import ConfigError
+
+_KEY = "prom_reward.setting"
+_TRUE = ("true", "1", "yes", "on")
+_FALSE = ("false", "0", "no", "off")
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What a setting accepts beyond its type: one of ``choices``, or a number within the bounds; ``nonempty``
+    text; ``note`` says why, in the error; ``unit`` names a number (``seconds``)."""
+
+    help: str
+    choices: tuple[Any, ...] = ()
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
+    nonempty: bool = False
+    note: str = ""
+    unit: str = ""
+
+    def accepts(self, value: Any, kind: Any) -> bool:
+        if not isinstance(value, bool) and value in self.choices:
+            return True
+        if not _is(value, kind):
+            return False
+        if _number(value):
+            low = (self.ge is None or value >= self.ge) and (self.gt is None or value > self.gt)
+            return low and (self.le is None or value <= self.le)
+        if isinstance(value, str):
+            return not self.choices and (not self.nonempty or bool(value))
+        return value is None or not self.choices
+
+    def expected(self, kind: Any) -> str:
+        """What the setting takes, in words (``an int >= 1``, ``one of sample, mean``)."""
+        union = typing.get_origin(kind) in (typing.Union, types.UnionType)
+        arms = [a for a in (typing.get_args(kind) if union else (kind,)) if a is not type(None)]
+        parts = [str(c) for c in self.choices if c is not None]
+        numeric = any(a in (int, float) for a in arms)
+        if numeric:
+            noun = self.unit or ("an int" if int in arms and float not in arms else "a number")
+            if self.le is not None:
+                low = f"[{self.ge:g}" if self.ge is not None else f"({self.gt or 0:g}"
+                noun += f" in {low}, {self.le:g}]"
+            elif self.ge is not None or self.gt is not None:
+                noun += f" >= {self.ge:g}" if self.ge is not None else f" > {self.gt:g}"
+            parts.append(noun)
+        elif not self.choices:
+            parts += [_noun(a, self.nonempty) for a in arms]
+        if (union and type(None) in typing.get_args(kind)) or None in self.choices:
+            parts.append("None")
+        return f"one of {', '.join(parts)}" if len(self.choices) > 1 and not numeric else " or ".join(parts)
+
+
+def setting(default: Any = MISSING, *, factory: Any = MISSING, help: str, **rules: Any) -> Any:
+    """A dataclass field declared with its help and ``Rules``: the one place that says what the setting is."""
+    meta = {_KEY: Rules(" ".join(help.split()), **rules)}
+    return dataclasses.field(default=default, default_factory=factory, metadata=meta)
+
+
+class Declared(NamedTuple):
+    """One declared field: its name, type, default and ``Rules``."""
+
+    name: str
+    kind: Any
+    default: Any
+    rules: Rules
+
+
+def declared(cls: type) -> tuple[Declared, ...]:
+    """The declared settings of dataclass ``cls``, in field order (read once per class)."""
+    if cls not in _DECLARED:
+        hints = typing.get_type_hints(cls)
+        _DECLARED[cls] = tuple(
+            Declared(f.name, hints[f.name], _default(f), f.metadata[_KEY])
+            for f in dataclasses.fields(cls)
+            if _KEY in f.metadata
+        )
+    return _DECLARED[cls]
+
+
+_DECLARED: dict[type, tuple[Declared, ...]] = {}
+
+
+def _default(f: dataclasses.Field[Any]) -> Any:
+    return f.default_factory() if f.default is MISSING else f.default  # type: ignore[operator]
+
+
+def check(obj: Any) -> None:
+    """``ConfigError`` (its ``setting`` the field) for the first field of ``obj`` outside its declaration."""
+    for d in declared(type(obj)):
+        value = getattr(obj, d.name)
+        if not d.rules.accepts(value, d.kind):
+            expected, note = d.rules.expected(d.kind), f" ({d.rules.note})" if d.rules.note else ""
+            raise ConfigError(f"expected {expected}{note}, got {value!r}; fix: give {expected}", d.name)
+
+
+def parse(name: str, value: Any, kind: Any) -> Any:
+    """``value`` (text from a flag or the environment, or a YAML value) as ``kind``, setting ``name``'s type."""
+    optional = type(None) in typing.get_args(kind)
+    args = [a for a in typing.get_args(kind) if a is not type(None)]
+    base = args[0] if optional and len(args) == 1 else kind
+    if optional and (value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "null"))):
+        return None
+    origin = typing.get_origin(base)
+    try:
+        if kind is Any or (isinstance(base, type) and dataclasses.is_dataclass(base)):
+            return value
+        if origin is tuple:
+            items = value.split(",") if isinstance(value, str) else list(value)
+            return tuple(str(v).strip() for v in items if str(v).strip())
+        if origin in (dict, Mapping):
+            if not isinstance(value, Mapping):
+                raise TypeError
+            return _plain(value)
+        if origin in (typing.Union, types.UnionType):  # e.g. float | str: a number where it reads as one
+            return _number_or_text(value)
+        if base is bool:
+            return _bool(value)
+        if isinstance(value, bool) and base in (int, float):
+            raise TypeError
+        if base is int:
+            number = float(value)
+            if number != int(number):
+                raise ValueError
+            return int(number)
+        if base is float:
+            return float(value)
+        if base is str and not isinstance(value, str):
+            raise TypeError
+    except (TypeError, ValueError, OverflowError):  # OverflowError: int("1e999"), an infinite count
+        expected = Rules("").expected(kind)
+        raise ConfigError(f"expected {expected}, got {value!r}; fix: give {expected}", name) from None
+    return value
+
+
+def _is(value: Any, kind: Any) -> bool:
+    if kind is Any:
+        return True
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):
+        return any(_is(value, a) for a in typing.get_args(kind))
+    if kind is type(None):
+        return value is None
+    if kind is float:
+        return _number(value)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    origin = typing.get_origin(kind)
+    if origin is tuple:
+        return isinstance(value, tuple) and all(isinstance(v, str) for v in value)
+    if origin in (dict, Mapping):
+        return isinstance(value, Mapping)
+    return isinstance(value, origin or kind)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE + _FALSE:
+        return text in _TRUE
+    raise ValueError(value)
+
+
+def _number_or_text(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value.strip()
+    return value
+
+
+def _plain(value: Any) -> Any:
+    """Nested mappings and sequences (OmegaConf's included) as plain dicts and lists."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)) or type(value).__name__ == "ListConfig":
+        return [_plain(v) for v in value]
+    return value
+
+
+def _noun(kind: Any, nonempty: bool) -> str:
+    nouns = {bool: "True or False", str: "a non-empty string" if nonempty else "a string", dict: "a mapping"}
+    nouns[Mapping] = nouns[dict]
+    plain = typing.get_origin(kind) or kind
+    name = str(getattr(plain, "__name__", plain))
+    return nouns.get(plain) or f"{'an' if name[0] in 'AEIOUaeiou' else 'a'} {name}"
