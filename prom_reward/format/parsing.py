@@ -107,96 +107,21 @@ _FALLBACKS: dict[str, tuple[tuple[re.Pattern[str], bool], ...]] = {
 # Words that make a marker-free verdict in the final sentence ambiguous: negation, hedging,
 # conditionals, comparisons, ranges and earlier drafts. Matched as whole words, case-insensitive.
 _DOUBT_WORDS = (
-    "not",
-    "no",
-    "never",
-    "none",
-    "nothing",
-    "nor",
-    "neither",
-    "without",
-    "cannot",
-    "hardly",
-    "barely",
-    "maybe",
-    "perhaps",
-    "possibly",
-    "probably",
-    "likely",
-    "arguably",
-    "might",
-    "may",
-    "would",
-    "could",
-    "should",
-    "if",
-    "unless",
-    "until",
-    "except",
-    "or",
-    "either",
-    "between",
-    "than",
-    "too",
-    "almost",
-    "nearly",
-    "about",
-    "around",
-    "roughly",
-    "approximately",
-    "borderline",
-    "least",
-    "most",
-    "instead",
-    "rather",
-    "lack",
-    "lacks",
-    "lacking",
-    "fail",
-    "fails",
-    "short",
-    "below",
-    "above",
-    "under",
-    "beyond",
-    "unworthy",
-    "undeserving",
-    "consider",
-    "considered",
-    "considering",
-    "tempted",
-    "unsure",
-    "uncertain",
-    "unclear",
-    "initially",
-    "originally",
-    "previously",
-    "earlier",
-    "initial",
-    "previous",
-    "draft",
-    "from",
-    "deduct",
-    "minus",
-    "plus",
-    "range",
-    "scale",
-)
+    "not", "no", "never", "none", "nothing", "nor", "neither", "without", "cannot", "hardly", "barely", "maybe",
+    "perhaps", "possibly", "probably", "likely", "arguably", "might", "may", "would", "could", "should", "if", "unless",
+    "until", "except", "or", "either", "between", "than", "too", "almost", "nearly", "about", "around", "roughly",
+    "approximately", "borderline", "least", "most", "instead", "rather", "lack", "lacks", "lacking", "fail", "fails",
+    "short", "below", "above", "under", "beyond", "unworthy", "undeserving", "consider", "considered", "considering",
+    "tempted", "unsure", "uncertain", "unclear", "initially", "originally", "previously", "earlier", "initial",
+    "previous", "draft", "from", "deduct", "minus", "plus", "range", "scale",
+)  # fmt: skip
 _DOUBT = re.compile(r"(?i)n't\b|n’t\b|\b(?:" + "|".join(sorted(set(_DOUBT_WORDS))) + r")\b")
 _SENTENCE_BREAK = re.compile(r"[.!?;](?=\s)|\n")
 
 
-def _final_sentence_start(text: str, end: int) -> int:
-    """Index where the sentence that ends at ``end`` starts."""
-    start = 0
-    for start_match in _SENTENCE_BREAK.finditer(text, 0, end):
-        start = start_match.end()
-    return start
-
-
 def _unambiguous(text: str, found: re.Match[str], end: int) -> bool:
     """A marker-free verdict counts only when its final sentence has no doubt word and no other number."""
-    start = _final_sentence_start(text, found.start("v"))
+    start = max([0, *(b.end() for b in _SENTENCE_BREAK.finditer(text, 0, found.start("v")))])
     sentence = text[start:end]
     if _DOUBT.search(sentence):
         return False

@@ -50,24 +50,10 @@ from functools import lru_cache
 ZERO_WIDTH = "\u00ad\u180e\u200b\u200c\u200d\u200e\u200f\u2060\u2061\u2062\u2063\u2064\ufeff"
 """Invisible characters a text can hide inside a marker."""
 SPECIAL_TOKENS: tuple[str, ...] = (
-    "<|im_start|>",
-    "<|im_end|>",
-    "<|endoftext|>",
-    "<|eot_id|>",
-    "<|end_of_text|>",
-    "<|begin_of_text|>",
-    "<|start_header_id|>",
-    "<|end_header_id|>",
-    "<|end|>",
-    "<|user|>",
-    "<|assistant|>",
-    "<|system|>",
-    "<start_of_turn>",
-    "<end_of_turn>",
-    "<s>",
-    "</s>",
-    "<|eom_id|>",
-)
+    "<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "<|begin_of_text|>",
+    "<|start_header_id|>", "<|end_header_id|>", "<|end|>", "<|user|>", "<|assistant|>", "<|system|>", "<start_of_turn>",
+    "<end_of_turn>", "<s>", "</s>", "<|eom_id|>",
+)  # fmt: skip
 """Chat special tokens of the common judge families (ChatML, Llama 2/3, Mistral, Phi, Gemma)."""
 WIRE_MARKERS = ("[INST]", "[/INST]")
 """The ``inst`` wire's turn markers (``format.wire``), neutralised whatever the judge format."""

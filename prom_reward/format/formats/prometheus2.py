@@ -34,17 +34,9 @@ from prom_reward.format.templates import ABS_SYSTEM_PROMPT, REL_SYSTEM_PROMPT
 __all__ = ["M_PROMETHEUS", "PROMETHEUS2", "Prometheus2Format"]
 
 MARKERS = (
-    "###Task Description",
-    "###The instruction to evaluate",
-    "###Response to evaluate",
-    "###Reference Answer",
-    "###Score Rubric",
-    "###Feedback",
-    "###Instruction",
-    "###Response A",
-    "###Response B",
-    "[RESULT]",
-)
+    "###Task Description", "###The instruction to evaluate", "###Response to evaluate", "###Reference Answer",
+    "###Score Rubric", "###Feedback", "###Instruction", "###Response A", "###Response B", "[RESULT]",
+)  # fmt: skip
 """The section headers of both templates and the verdict marker (``format.sanitize`` reads them)."""
 
 # A verdict marker left open at the end of the text, also one cut inside its own letters (`... [RESU`).
