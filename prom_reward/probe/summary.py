@@ -42,17 +42,9 @@ def _ci(ci: list[float] | None, signed: bool = False) -> str:
 def llmbar_table(llmbar: dict[str, Any]) -> Table:
     """One row per LLMBar set (the pooled adversarial sets last): accuracy with its interval, per order, the gap."""
     header = [
-        "set",
-        "pairs",
-        "accuracy",
-        "95% CI",
-        "order 1",
-        "order 2",
-        "both right",
-        "orders agree",
-        "no verdict",
+        "set", "pairs", "accuracy", "95% CI", "order 1", "order 2", "both right", "orders agree", "no verdict",
         "gap vs Natural",
-    ]
+    ]  # fmt: skip
     rows = []
     for name, s in llmbar["sets"].items():
         orders = s.get("order_accuracy") or [None, None]
