@@ -173,8 +173,7 @@ def judge_on_ray(plan: Plan, judge: dict[str, Any], cfg: RayConfig, job: JobConf
     if engine.get("backend", "vllm") == "vllm" and int(engine.get("tensor_parallel_size", 1)) > 1:
         engine["engine_options"] = {"distributed_executor_backend": "mp", **(engine.get("engine_options") or {})}
     spec = {"judge": engine, "kind": plan.kind, "sink": sink, "warmup": cfg.warmup, "outage": job.outage}
-    ds = ray.data.from_items(todo, override_num_blocks=min(len(todo), 200))
-    ds = ds.map_batches(
+    ds = ray.data.from_items(todo, override_num_blocks=min(len(todo), 200)).map_batches(
         _JudgeWorker,
         fn_constructor_kwargs={"spec": spec},
         batch_size=1,
