@@ -22,7 +22,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from math import inf
-from typing import Any
 
 from prom_reward.errors import ConfigError
 from prom_reward.rewards.outage import OutagePolicy
@@ -63,10 +62,6 @@ class JobConfig:
             raise ConfigError(f"batch_size: expected an int >= 1, got {self.batch_size!r}")
         if self.resume and self.overwrite:
             raise ConfigError("resume and overwrite: give one (--resume continues OUTPUT, --overwrite starts it over)")
-
-    def replace(self, **changes: Any) -> JobConfig:
-        """A copy with some fields changed (validated again)."""
-        return dataclasses.replace(self, **changes)
 
 
 @dataclass(frozen=True)
