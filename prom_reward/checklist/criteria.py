@@ -124,32 +124,23 @@ def parse_criterion(entry: object, row: int | None, k: int) -> Criterion:
 def parse_checklist(value: object, row: int | None = None) -> tuple[Criterion, ...]:
     """A row's checklist (a list of criteria, or the JSON text of one: a CSV cell) validated; ``InputError``
     names the row, the criterion, the field and the fix."""
+
+    def fail(what: str, fix: str) -> InputError:
+        where = f"row {row}: " if row is not None else ""
+        return InputError(f"{where}checklist: {what}; fix: {fix}", index=row, field="checklist")
+
     if isinstance(value, str) and value.lstrip().startswith("["):
         try:
             value = json.loads(value)
         except json.JSONDecodeError as e:
-            where = f"row {row}: " if row is not None else ""
-            raise InputError(
-                f"{where}checklist: a string starting with '[' must be a JSON list of criteria: {e}; fix: write "
-                "valid JSON or give the checklist as a list",
-                index=row,
-                field="checklist",
-            ) from None
+            what = f"a string starting with '[' must be a JSON list of criteria: {e}"
+            raise fail(what, "write valid JSON or give the checklist as a list") from None
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
-        where = f"row {row}: " if row is not None else ""
-        raise InputError(
-            f"{where}checklist: expected a list of criteria (strings or {{{', '.join(KEYS)}}} mappings), got "
-            f"{type(value).__name__}; fix: give the row's checklist as a list",
-            index=row,
-            field="checklist",
-        )
+        what = f"expected a list of criteria (strings or {{{', '.join(KEYS)}}} mappings), got {type(value).__name__}"
+        raise fail(what, "give the row's checklist as a list")
     if not value:
-        where = f"row {row}: " if row is not None else ""
-        raise InputError(
-            f"{where}checklist: expected at least one criterion, got an empty list; fix: add a criterion or leave "
-            "the row's checklist out",
-            index=row,
-            field="checklist",
+        raise fail(
+            "expected at least one criterion, got an empty list", "add a criterion or leave the row's checklist out"
         )
     return tuple(parse_criterion(entry, row, k) for k, entry in enumerate(value))
 

@@ -146,17 +146,9 @@ _DOUBT = re.compile(r"(?i)n't\b|n’t\b|\b(?:" + "|".join(sorted(set(_DOUBT_WORD
 _SENTENCE_BREAK = re.compile(r"[.!?;](?=\s)|\n")
 
 
-def _final_sentence_start(text: str, end: int) -> int:
-    """Index where the sentence that ends at ``end`` starts."""
-    start = 0
-    for start_match in _SENTENCE_BREAK.finditer(text, 0, end):
-        start = start_match.end()
-    return start
-
-
 def _unambiguous(text: str, found: re.Match[str], end: int) -> bool:
     """A marker-free verdict counts only when its final sentence has no doubt word and no other number."""
-    start = _final_sentence_start(text, found.start("v"))
+    start = max([0, *(b.end() for b in _SENTENCE_BREAK.finditer(text, 0, found.start("v")))])
     sentence = text[start:end]
     if _DOUBT.search(sentence):
         return False

@@ -42,17 +42,10 @@ class Sink:
     """The Parquet schema (None for JSON lines)."""
 
 
-STATS = {
-    "retried": "retries",
-    "forced": "forced",
-    "prompt_tokens": "prompt_tokens",
-    "completion_tokens": "completion_tokens",
-    "samples": "samples",
-    "parse_failures": "parse_failures",
-    "stored_samples": "stored_samples",
-    "stored_prompt_tokens": "stored_prompt_tokens",
-    "stored_completion_tokens": "stored_completion_tokens",
-}
+STATS = {"retried": "retries"} | {k: k for k in (
+    "forced", "prompt_tokens", "completion_tokens", "samples", "parse_failures", "stored_samples",
+    "stored_prompt_tokens", "stored_completion_tokens",
+)}  # fmt: skip
 """A batch record's judge counts: the record's name -> the ``JudgeStats`` field it is the batch's change of."""
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar
 
 from prom_reward.core.items import PairItem
 from prom_reward.core.protocol import Retry
@@ -80,9 +80,6 @@ class CompareJob(JobKind):
 
     def task(self) -> Task:
         return "relative"
-
-    def job_rubric(self) -> Rubric | None:
-        return cast(Rubric | None, self.rubric)
 
     def for_format(self, fmt: JudgeFormat) -> CompareJob:
         return dataclasses.replace(self, rubric=self.rubric_for(fmt))

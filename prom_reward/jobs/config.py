@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
 
 from prom_reward.declared import check, setting
 from prom_reward.errors import ConfigError
@@ -67,10 +66,6 @@ class JobConfig:
         check(self)
         if self.resume and self.overwrite:
             raise ConfigError("resume and overwrite: give one (--resume continues OUTPUT, --overwrite starts it over)")
-
-    def replace(self, **changes: Any) -> JobConfig:
-        """A copy with some fields changed (validated again)."""
-        return dataclasses.replace(self, **changes)
 
 
 @dataclass(frozen=True)

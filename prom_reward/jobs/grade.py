@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar
 
 from prom_reward.checklist.config import ChecklistConfig
 from prom_reward.checklist.criteria import parse_checklist
@@ -37,11 +37,6 @@ from prom_reward.rewards.startup import asks_expected
 
 SCORES = ("1", "2", "3", "4", "5")
 """The probabilities' keys of a job whose judge format is not known yet (Prometheus 2's scale)."""
-
-
-def rubric_fingerprint(rubric: Rubric | None) -> Any:
-    """A resolved rubric as plain data (its text decides the prompts)."""
-    return None if rubric is None else dataclasses.asdict(rubric)
 
 
 def resolver(rubric: Any) -> RubricResolver:
@@ -129,9 +124,6 @@ class GradeJob(JobKind):
 
     def task(self) -> Task:
         return "absolute"
-
-    def job_rubric(self) -> Rubric | None:
-        return cast(Rubric | None, self.rubric)
 
     def for_format(self, fmt: JudgeFormat) -> GradeJob:
         job = dataclasses.replace(self, rubric=self.rubric_for(fmt))

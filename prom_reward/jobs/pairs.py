@@ -25,7 +25,7 @@ from prom_reward.core.results import JudgeFailure
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.judge_format import JudgeFormat, Task
 from prom_reward.format.rubrics import Rubric
-from prom_reward.jobs.grade import resolver, rubric_fingerprint
+from prom_reward.jobs.grade import resolver
 from prom_reward.jobs.source import SourceRow
 from prom_reward.jobs.spec import FAILED, BatchOut, JobKind, Prepare, failure_text
 from prom_reward.preferences.config import OUTPUT_COLUMNS, PreferenceConfig
@@ -107,7 +107,8 @@ class PairsJob(JobKind):
         return job
 
     def fingerprint(self) -> dict[str, Any]:
-        return {**self.config.fingerprint(), "rubric": rubric_fingerprint(self.config.rubric)}
+        rubric = self.config.rubric
+        return {**self.config.fingerprint(), "rubric": None if rubric is None else dataclasses.asdict(rubric)}
 
     @property
     def regroups(self) -> bool:

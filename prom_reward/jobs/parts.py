@@ -117,15 +117,10 @@ def jsonl_bytes(rows: list[dict[str, Any]]) -> bytes:
     text = "".join(json.dumps(r, ensure_ascii=False, default=json_value) + "\n" for r in rows)
     try:
         return text.encode("utf-8")
-    except UnicodeEncodeError:
-        return b"".join(_escaped_line(r) for r in rows)
-
-
-def _escaped_line(row: dict[str, Any]) -> bytes:
-    try:
-        return (json.dumps(row, ensure_ascii=False, default=json_value) + "\n").encode("utf-8")
-    except UnicodeEncodeError:
-        return (json.dumps(row, default=json_value) + "\n").encode("ascii")
+    except UnicodeEncodeError:  # escaped: only the rows that hold one
+        if len(rows) == 1:
+            return (json.dumps(rows[0], default=json_value) + "\n").encode("ascii")
+        return b"".join(jsonl_bytes([r]) for r in rows)
 
 
 def _write_parquet(path: Path, rows: list[dict[str, Any]], schema: Any) -> None:

@@ -95,13 +95,6 @@ class Plan:
     repaired_parts: int = 0
 
 
-def _refuse(tgt: Target, why: str) -> OutputError:
-    return OutputError(
-        f"{tgt.output}: {why}; fix: --resume continues the job that wrote it, --overwrite starts "
-        "over (the old output stays intact until the new one is complete), or choose another -o"
-    )
-
-
 def prepare_job(kind: JobKind, inputs: Any, output: str | Path, judge: dict[str, Any], cfg: JobConfig) -> Plan:
     """Steps 1-5 of the module doc; ``judge``: the judge's fingerprint (``manifest.judge_fingerprint``)."""
     tgt = target(output, kind)
@@ -111,11 +104,14 @@ def prepare_job(kind: JobKind, inputs: Any, output: str | Path, judge: dict[str,
     parts = done_parts(tgt.folder) if tgt.folder.is_dir() else {}
     exists = tgt.output.exists() if tgt.merged else bool(parts) or manifest_path.exists()
     if not cfg.resume and not cfg.overwrite and (exists or parts):
-        raise _refuse(
-            tgt,
+        why = (
             "exists"
             if tgt.output.exists()
-            else f"a job writing it was interrupted (its committed batches are in {tgt.folder})",
+            else f"a job writing it was interrupted (its committed batches are in {tgt.folder})"
+        )
+        raise OutputError(
+            f"{tgt.output}: {why}; fix: --resume continues the job that wrote it, --overwrite starts "
+            "over (the old output stays intact until the new one is complete), or choose another -o"
         )
     saved = None
     if cfg.resume:

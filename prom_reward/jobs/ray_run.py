@@ -103,20 +103,11 @@ class _JudgeWorker:
 
         items = [self.prepare(r) for r in self._read(shard)]
         stats = copy.deepcopy(self.plain.stats)
-
-        def grade(part: list[Any]) -> None:
-            self.plain.grade(
-                [it.instruction for it in part],
-                [it.response for it in part],
-                [it.rubric for it in part],
-                [it.reference_answer for it in part],
-            )
-
         if not self.warm:
-            grade(items[:8])
+            self.plain.grade_items(items[:8])
             self.warm = True
         t = time.perf_counter()
-        grade(items)
+        self.plain.grade_items(items)
         took = time.perf_counter() - t
         self.plain.stats = stats
         return took
@@ -132,15 +123,6 @@ def warm_up(judge: Any) -> None:
     stats = copy.deepcopy(judge.stats)
     judge.grade(["Say hello."], ["Hello."], "helpfulness", num_samples=1)
     judge.stats = stats
-
-
-def _init_ray(cfg: RayConfig, progress: bool) -> Any:
-    import ray
-
-    if not ray.is_initialized():
-        address = cfg.address or os.environ.get("RAY_ADDRESS")
-        ray.init(address=address, log_to_driver=progress) if address else ray.init(log_to_driver=progress)
-    return ray
 
 
 def _resources(ray: Any, cfg: RayConfig, judge: dict[str, Any]) -> tuple[int, float]:
@@ -161,21 +143,16 @@ def _resources(ray: Any, cfg: RayConfig, judge: dict[str, Any]) -> tuple[int, fl
     return n, gpus
 
 
-def _engine_options(judge: dict[str, Any]) -> dict[str, Any]:
-    """Inside an actor, vLLM runs tensor parallelism with its own processes, not Ray's executor."""
-    judge = dict(judge)
-    if judge.get("backend", "vllm") == "vllm" and int(judge.get("tensor_parallel_size", 1)) > 1:
-        judge["engine_options"] = {"distributed_executor_backend": "mp", **(judge.get("engine_options") or {})}
-    return judge
-
-
 def judge_on_ray(plan: Plan, judge: dict[str, Any], cfg: RayConfig, job: JobConfig, summary: JobSummary) -> None:
     """Judge every batch left in ``plan`` on a pool of judge actors (each asks again per ``job.outage``), counting
     into ``summary``."""
+    import ray
     from tqdm import tqdm
 
     progress = job.progress
-    ray = _init_ray(cfg, progress)
+    if not ray.is_initialized():
+        address = cfg.address or os.environ.get("RAY_ADDRESS")
+        ray.init(address=address, log_to_driver=progress) if address else ray.init(log_to_driver=progress)
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = progress
     replicas, gpus = _resources(ray, cfg, judge)
@@ -185,10 +162,11 @@ def judge_on_ray(plan: Plan, judge: dict[str, Any], cfg: RayConfig, job: JobConf
     if gpus == 0 and "VLLM_CPU_KVCACHE_SPACE" in os.environ:
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", os.environ["VLLM_CPU_KVCACHE_SPACE"])
     sink = Sink(str(plan.target.folder.resolve()), plan.target.fmt, plan.scan.schema)
-    spec = {"judge": _engine_options(judge), "kind": plan.kind, "sink": sink, "warmup": cfg.warmup}
-    spec["outage"] = job.outage
-    ds = ray.data.from_items(todo, override_num_blocks=min(len(todo), 200))
-    ds = ds.map_batches(
+    engine = dict(judge)  # inside an actor, vLLM runs tensor parallelism with its own processes, not Ray's executor
+    if engine.get("backend", "vllm") == "vllm" and int(engine.get("tensor_parallel_size", 1)) > 1:
+        engine["engine_options"] = {"distributed_executor_backend": "mp", **(engine.get("engine_options") or {})}
+    spec = {"judge": engine, "kind": plan.kind, "sink": sink, "warmup": cfg.warmup, "outage": job.outage}
+    ds = ray.data.from_items(todo, override_num_blocks=min(len(todo), 200)).map_batches(
         _JudgeWorker,
         fn_constructor_kwargs={"spec": spec},
         batch_size=1,

@@ -138,7 +138,7 @@ def _job(
 ) -> tuple[Any, JobConfig, RayConfig | None]:
     classes = (kind_cls, JobConfig, RayConfig) if on_ray else (kind_cls, JobConfig)
     parts = _split(options, *classes)
-    cfg = (config or JobConfig()).replace(**parts[1])
+    cfg = dataclasses.replace(config or JobConfig(), **parts[1])
     ray_cfg = dataclasses.replace(ray or RayConfig(), **parts[2]) if on_ray else None
     return parts[0], cfg, ray_cfg
 

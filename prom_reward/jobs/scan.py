@@ -162,20 +162,6 @@ def _two_kinds(where: str, column: str, e: Exception) -> InputError:
     )
 
 
-def _size(path: str) -> int:
-    fs, inner = filesystem(path)
-    return int(fs.get_file_info(inner).size or 0)
-
-
-def _hash_file(path: str) -> str:
-    fs, inner = filesystem(path)
-    h = hashlib.sha256()
-    with fs.open_input_stream(inner) as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def scan_input(
     kind: JobKind, files: list[str], batch_size: int, starts: frozenset[int] = frozenset(), want_schema: bool = False
 ) -> Scan:
@@ -192,12 +178,16 @@ def scan_input(
     def rows() -> Iterator[SourceRow]:
         base = 0
         for path in files:
-            kind_of = file_kind(path)
+            fs, inner = filesystem(path)
             h = hashlib.sha256()
-            binary = kind_of in ("parquet", "arrow")  # read by record batches: hashed from the file
+            binary = file_kind(path) in ("parquet", "arrow")  # read by record batches: hashed from the file
             nxt = yield from iter_file(path, base, on_bytes=None if binary else h.update, on_offset=note)
-            digest = _hash_file(path) if binary else h.hexdigest()
-            out.inputs.append({"path": path, "size": _size(path), "rows": nxt - base, "sha256": digest})
+            if binary:
+                with fs.open_input_stream(inner) as f:
+                    while chunk := f.read(1 << 20):
+                        h.update(chunk)
+            size = int(fs.get_file_info(inner).size or 0)
+            out.inputs.append({"path": path, "size": size, "rows": nxt - base, "sha256": h.hexdigest()})
             out.files.append((path, base, nxt))
             base = nxt
 

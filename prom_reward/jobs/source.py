@@ -12,6 +12,7 @@ Example:
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import os
 from collections.abc import Callable, Generator, Iterator, Sequence
@@ -290,10 +291,11 @@ def _json_lines(
     want: Callable[[int], bool] | None,
     on_bytes: Callable[[bytes], None] | None,
     on_offset: Callable[[int, int, int], None] | None,
+    first_line: int = 1,
 ) -> Generator[SourceRow, None, int]:
     """The rows of the JSON-lines stream ``f`` of file ``path`` (``iter_file``'s options); returns the next id."""
     n, offset = first_id, 0
-    for lineno, line in enumerate(lines(f, on_bytes), 1):
+    for lineno, line in enumerate(lines(f, on_bytes), first_line):
         if line.strip():
             if on_offset:
                 on_offset(n, offset, lineno)
@@ -331,17 +333,9 @@ def read_range(path: str, first_id: int, start: int, stop: int, offset: int = 0,
         return [SourceRow(start + i, f"{path} row {lo + i}", r) for i, r in enumerate(data)]
     if kind != "jsonl":
         return list(iter_file(path, first_id, want=lambda i: start <= i < stop))
-    rows: list[SourceRow] = []
-    n = start
     with fs.open_input_file(inner) as f:
         f.seek(offset)
-        for lineno, raw in enumerate(lines(f), line):
-            if n == stop:
-                break
-            if raw.strip():
-                rows.append(SourceRow(n, f"{path}:{lineno}", parse_line(raw, f"{path}:{lineno}")))
-                n += 1
-    return rows
+        return list(itertools.islice(_json_lines(path, f, start, None, None, None, line), stop - start))
 
 
 def read_rows(inputs: str | Path | Sequence[str | Path]) -> Iterator[dict[str, Any]]:

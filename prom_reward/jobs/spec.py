@@ -107,7 +107,7 @@ class JobKind(ABC):
 
     def job_rubric(self) -> Rubric | None:
         """The one rubric of every row (resolved), None when each row names its own."""
-        return None
+        return getattr(self, "rubric", None)
 
     def check_format(self, fmt: JudgeFormat) -> None:
         """``ConfigError`` before the output is touched when a judge in ``fmt`` cannot run the job: the task it asks

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
+from prom_reward.core.items import GradeItem, PairItem
 from prom_reward.core.protocol import Judge, Retry
 from prom_reward.core.results import Grade, Verdict, tie_reason
 from prom_reward.preferences.checklists import checklist_grades
@@ -102,18 +103,8 @@ def best_vs_worst(
 ) -> ChunkOutcome:
     """Pairs from absolute grades (see the module docstring)."""
     flat = [(r, k) for r in rows if r.checklist is None for k in range(len(r.responses))]
-    grades = (
-        judge.grade(
-            [r.instruction for r, _ in flat],
-            [r.responses[k] for r, k in flat],
-            [r.rubric for r, _ in flat],
-            [r.reference_answer for r, _ in flat],
-            num_samples=cfg.num_samples,
-            outage=outage,
-        )
-        if flat
-        else []
-    )
+    items = [GradeItem(r.instruction, r.responses[k], r.rubric, r.reference_answer) for r, k in flat]
+    grades = judge.grade_items(items, num_samples=cfg.num_samples, outage=outage) if flat else []
     per_row = checklist_grades(judge, [r for r in rows if r.checklist is not None], cfg, outage)  # by checklists
     for (r, _), g in zip(flat, grades, strict=True):
         per_row.setdefault(r.index, []).append(g)
@@ -182,16 +173,8 @@ def all_pairs(
 ) -> ChunkOutcome:
     """Pairs from pairwise verdicts (see the module docstring)."""
     flat = [(r, i, j) for r in rows for i, j in combinations(range(len(r.responses)), 2)]
-    verdicts = judge.compare(
-        [r.instruction for r, _, _ in flat],
-        [r.responses[i] for r, i, _ in flat],
-        [r.responses[j] for r, _, j in flat],
-        [r.rubric for r, _, _ in flat],
-        [r.reference_answer for r, _, _ in flat],
-        swap=cfg.swap,
-        num_samples=cfg.num_samples,
-        outage=outage,
-    )
+    items = [PairItem(r.instruction, r.responses[i], r.responses[j], r.rubric, r.reference_answer) for r, i, j in flat]
+    verdicts = judge.compare_items(items, swap=cfg.swap, num_samples=cfg.num_samples, outage=outage)
     out = ChunkOutcome()
     down: dict[int, str] = {}  # rows with a pair the transport failed: the whole row is judged again on resume
     for (r, _, _), v in zip(flat, verdicts, strict=True):

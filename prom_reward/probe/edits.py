@@ -99,12 +99,6 @@ _TOPIC = (
 )
 
 
-def _restatable(text: str) -> list[str]:
-    """Sentences of ``text`` worth restating (4+ words), whitespace flattened."""
-    flat = [" ".join(s.split()) for s in sentences(text)]
-    return [s for s in flat if len(s.split()) >= 4] or [" ".join(text.split())]
-
-
 def _restate(template: str, sentence: str) -> str:
     if template.endswith(", {s}") and sentence[:1].isupper() and sentence[1:2].islower():
         sentence = sentence[0].lower() + sentence[1:]
@@ -112,7 +106,8 @@ def _restate(template: str, sentence: str) -> str:
 
 
 def _pad(item: ProbeItem, rng: random.Random) -> str:
-    source = _restatable(item.response)
+    flat = [" ".join(s.split()) for s in sentences(item.response)]  # worth restating: 4+ words
+    source = [s for s in flat if len(s.split()) >= 4] or [" ".join(item.response.split())]
     words = (
         keywords(sentences(item.instruction)[0] if item.instruction.strip() else "")
         or keywords(item.instruction)

@@ -38,15 +38,8 @@ def set_stats(pairs: list[LLMBarPair], verdicts: list[Any], *, seed: int = 0, re
         agreed += winners[0] is not None and winners[0] == winners[1]
     n = len(pairs)
     if not n:
-        return {
-            "n": 0,
-            "accuracy": None,
-            "accuracy_ci": None,
-            "order_accuracy": [None, None],
-            "both_right": None,
-            "agreement": None,
-            "failed": 0,
-        }
+        keys = ("n", "accuracy", "accuracy_ci", "order_accuracy", "both_right", "agreement", "failed")
+        return {**dict.fromkeys(keys), "n": 0, "order_accuracy": [None, None], "failed": 0}
     per_pair = [(a + b) / 2 for a, b in right]
     return {
         "n": n,

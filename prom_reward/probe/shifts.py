@@ -24,10 +24,6 @@ from prom_reward.probe.edits import EDITS, apply_edit
 from prom_reward.stats import bootstrap_ci
 
 
-def _score(grade: Any, expected: bool) -> float | None:
-    return grade.expected_score if expected else grade.score
-
-
 def edit_stats(
     original: Sequence[float | None], edited: Sequence[float | None], *, seed: int = 0, resamples: int = 2000
 ) -> dict[str, Any]:
@@ -40,14 +36,7 @@ def edit_stats(
     shifts = [e - o for o, e in zip(original, edited, strict=True) if o is not None and e is not None]
     out: dict[str, Any] = {"n": len(shifts), "failed": len(original) - len(shifts)}
     if not shifts:
-        return {
-            **out,
-            "mean_shift": None,
-            "mean_shift_ci": None,
-            "rise_share": None,
-            "rise_share_ci": None,
-            "fall_share": None,
-        }
+        return {**out, **dict.fromkeys(("mean_shift", "mean_shift_ci", "rise_share", "rise_share_ci", "fall_share"))}
     rises = [float(s > 0) for s in shifts]
     return {
         **out,
@@ -93,13 +82,13 @@ def score_shifts(
         else []
     )
     all_answered(grades)  # a judge that did not answer measures nothing
-    width = base + len(names)
-    scores = [[_score(grades[i * width + k], expected) for k in range(width)] for i in range(len(items))]
+    width, score = base + len(names), "expected_score" if expected else "score"
+    scores = [[getattr(grades[i * width + k], score) for k in range(width)] for i in range(len(items))]
     baselines = [[v for v in row[:base] if v is not None] for row in scores]
     original = [fmean(b) if b else None for b in baselines]
     ok = [s for s in original if s is not None]
     out: dict[str, Any] = {
-        "score": "expected_score" if expected else "score",
+        "score": score,
         "baseline_samples": base,
         "n_items": len(items),
         "original_mean": fmean(ok) if ok else None,

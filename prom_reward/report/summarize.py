@@ -149,12 +149,6 @@ def _reason(row: dict[str, Any], kind: str) -> str | None:
     return f"no verdict after {row.get('judge_failures', '?')} failed samples"
 
 
-def _forced(row: dict[str, Any]) -> bool:
-    """Whether the row's verdict was read from the next-token distribution (``forced_verdicts`` > 0)."""
-    value = row.get("forced_verdicts")
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
-
-
 MIN_GROUP_CORRELATION_ROWS = 5
 """A rubric's or source's score-vs-length correlation needs this many scored rows (2 rows give +-1.00)."""
 
@@ -190,14 +184,14 @@ def _member(
 ) -> dict[str, Any]:
     names = cols.names(row, i)
     given = row[names["rubric"]] if names["rubric"] is not None else None
-    index = row.get("source_index")
+    index, forced = row.get("source_index"), row.get("forced_verdicts")
     m: dict[str, Any] = {
         "index": index if isinstance(index, int) and not isinstance(index, bool) else i,
         "instruction": _shown(row, names, "instruction", i),
         "feedback": _text(row.get("feedback")),
         "rubric": rubric_label(given if given not in (None, "") else rubric),
         "reason": _reason(row, kind),
-        "forced": _forced(row),
+        "forced": isinstance(forced, (int, float)) and not isinstance(forced, bool) and forced > 0,
         "source": _text(row.get(source)) or "(none)" if source else None,
     }
     if kind == "grade":

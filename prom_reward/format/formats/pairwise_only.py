@@ -64,17 +64,9 @@ def verdict_end(text: str) -> int:
 
 def doubt_in_clause(text: str, start: int) -> str | None:
     """The first negating/hedging word in the clause that ends at ``start`` (None when there is none)."""
-    clause_start = 0
-    for found in _CLAUSE_BREAK.finditer(text, 0, start):
-        clause_start = found.end()
+    clause_start = max([0, *(b.end() for b in _CLAUSE_BREAK.finditer(text, 0, start))])
     doubt = _DOUBT.search(text, clause_start, start)
     return doubt.group(0) if doubt else None
-
-
-def _skip_wrappers(text: str, start: int, end: int, chars: str) -> int:
-    while start < end and (text[start] in chars or text[start].isspace()):
-        start += 1
-    return start
 
 
 def bracket_verdict(name: str, text: str, start: int = 0, end: int | None = None) -> ParsedOutput:
@@ -89,7 +81,7 @@ def bracket_verdict(name: str, text: str, start: int = 0, end: int | None = None
     value = last.group(1).strip()
     if value not in ("A", "B"):
         return failure(feedback, f"{name}: the last verdict is {last.group(0)!r}, not [[A]] or [[B]]")
-    if _skip_wrappers(text, last.end(), end, _WRAP_CLOSE) < end:
+    if any(c not in _WRAP_CLOSE and not c.isspace() for c in text[last.end() : end]):
         tail = text[last.end() : end].strip()
         return failure(feedback, f"{name}: text follows the last verdict {last.group(0)} ({tail[:40]!r})")
     if len(found) > 1 and _PUNCT_ONLY.fullmatch(text, found[-2].end(), last.start()):
