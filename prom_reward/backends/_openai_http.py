@@ -12,10 +12,10 @@ makes one attempt: a connection error, a timeout, a 5xx, a 429, a reply over ``M
 strike for that URL (``_endpoints``) and a ``BackendError`` naming the request, the URL and the cause.
 Other 4xx replies raise ``ServerRejected``, or ``JudgeConfigError`` for a configuration failure
 (``_openai_wire.rejection``). Out URLs whose probe time has come are health-probed in the background
-of the batch. A call given a ``deadline`` (the request's, set by the outage policy) is cut to the time
-left and not made after it. The transport retries nothing: asking again for what failed (after a
-back-off, on the URL the pool picks then, within a budget), and what comes after, is the outage
-policy's, the one owner of retries (``prom_reward.rewards.outage``).
+of the batch. A call given a ``deadline`` (the request's, set by the outage policy; else the batch's, which
+bounds ``GET /models`` and ``/tokenize`` too) is cut to the time left and not made after it. The transport
+retries nothing: asking again for what failed (after a back-off, on the URL the pool picks then, within a
+budget), and what comes after, is the outage policy's, the one owner of retries (``prom_reward.rewards.outage``).
 The transport is aiohttp: at 64 calls in flight httpx's connection pool spent ~25x more
 CPU per request on bookkeeping (``benchmarks/client_overhead.py``).
 
@@ -28,7 +28,7 @@ Example:
     ...     finally:
     ...         await b.aclose()
     ...         await session.close()
-    >>> run_sync(lambda: models("http://127.0.0.1:8000/v1"))  # doctest: +SKIP
+    >>> asyncio.run(models("http://127.0.0.1:8000/v1"))  # doctest: +SKIP
     ['prometheus-eval/prometheus-7b-v2.0']
 """
 
@@ -182,8 +182,11 @@ class HTTPBatch:
         max_concurrency: int,
         timeout: float,
         probe_timeout: float = 5.0,
+        deadline: float | None = None,
     ) -> None:
         self.client = client
+        self.deadline = deadline
+        """Monotonic time bounding every call of the batch that is given no deadline of its own."""
         self.sem = asyncio.Semaphore(max_concurrency)
         self.pool = pool
         self.timeout = timeout
@@ -232,6 +235,7 @@ class HTTPBatch:
         time left and makes none after it."""
         what = f"{method} {path}" + (f" for request {index}" if index is not None else "")
         options: dict[str, Any] = {}
+        deadline = self.deadline if deadline is None else deadline
         if deadline is not None:
             seconds = min(deadline - time.monotonic(), self.timeout)
             if seconds <= 0:

@@ -5,9 +5,10 @@ prompt and filled template; the backend's wire format turns them into what its
 model reads (a chat-templated string, ``[INST] ... [/INST]``, raw text, or chat
 messages for an OpenAI-compatible server). Every request in one ``agenerate``
 call goes to the model together so the engine can batch them. The protocol is async: the judge awaits
-``agenerate`` on the caller's event loop (a sync caller's: the library's, ``bridge.run_sync``); an
-in-process engine runs its blocking call in a worker thread under it. The backends here also keep a sync
-``generate`` (the same call, for scripts); the library calls only ``agenerate``.
+every method on the caller's event loop (a sync caller's: the library's, ``bridge.run_sync``), each bounded
+by a deadline (monotonic seconds, as ``GenerationRequest.deadline``; None: the backend's own timeout); an
+in-process engine runs its blocking calls in a worker thread of its own. The backends here also keep a sync
+``generate`` (the same call, for scripts); the library calls only the async methods.
 
 What a backend can do beyond the protocol's methods it declares in ``capabilities``, a
 ``BackendCapabilities``; what identifies its model (the judgment store's keys) in ``fingerprint``, a
@@ -128,7 +129,7 @@ class GenerationResult:
 
 @dataclass(frozen=True, kw_only=True)
 class BackendCapabilities:
-    """What a backend declares it can do beyond ``agenerate``/``count_tokens``/``context_length``/``close``.
+    """What a backend declares it can do beyond ``agenerate``/``acount_tokens``/``acontext_length``/``close``.
     Every field is given: a backend states each capability, none is assumed."""
 
     tokens_at_most_bytes: bool
@@ -144,7 +145,7 @@ class BackendCapabilities:
     concurrently); a backend without it is awaited one call at a time."""
 
     continuation_logprobs: bool
-    """It teacher-forces: it has ``continuation_logprobs(requests, continuations, top_k)`` (a
+    """It teacher-forces: it has ``acontinuation_logprobs(requests, continuations, top_k, deadline)`` (a
     ``prom_reward.backends.teacher_forcing.ContinuationScorer``; what SE-Cali calibration needs)."""
 
     def __post_init__(self) -> None:
@@ -207,11 +208,13 @@ class Backend(Protocol):
         Awaited on the caller's loop: blocking work (an in-process engine) runs in a worker thread."""
         ...
 
-    def count_tokens(self, requests: Sequence[GenerationRequest]) -> list[int] | None:
+    async def acount_tokens(
+        self, requests: Sequence[GenerationRequest], deadline: float | None = None
+    ) -> list[int] | None:
         """Prompt length in tokens for each request as the model would see it, or None if unknown."""
         ...
 
-    def context_length(self) -> int | None:
+    async def acontext_length(self, deadline: float | None = None) -> int | None:
         """The model's context window in tokens, or None if unknown."""
         ...
 

@@ -1,7 +1,7 @@
 """Teacher forcing: a model's next-token distributions along a given continuation.
 
 A backend with this capability declares ``capabilities.continuation_logprobs`` and has
-``continuation_logprobs(requests, continuations, top_k)``:
+``acontinuation_logprobs(requests, continuations, top_k, deadline)``:
 for each judge request (rendered in *that backend's own* wire format, assistant prefix
 included) followed by a given text, it returns one ``TokenLogprobs`` per token of the text:
 the text's token, its log-probability, and the top-k alternatives at that position. No
@@ -37,8 +37,12 @@ DEFAULT_TOP_K = 20
 class ContinuationScorer(Protocol):
     """A backend that can teacher-force a given continuation."""
 
-    def continuation_logprobs(
-        self, requests: Sequence[GenerationRequest], continuations: Sequence[str], top_k: int = DEFAULT_TOP_K
+    async def acontinuation_logprobs(
+        self,
+        requests: Sequence[GenerationRequest],
+        continuations: Sequence[str],
+        top_k: int = DEFAULT_TOP_K,
+        deadline: float | None = None,
     ) -> list[tuple[TokenLogprobs, ...]]:
         """Per request, one ``TokenLogprobs`` per token of its continuation, in input order."""
         ...

@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -213,8 +214,18 @@ class TransformersBackend:
         return TokenLogprobs(token=chosen_text, logprob=chosen, top=top)
 
     # -- teacher forcing ----------------------------------------------------------------
-    def continuation_logprobs(
-        self, requests: Sequence[GenerationRequest], continuations: Sequence[str], top_k: int = DEFAULT_TOP_K
+    async def acontinuation_logprobs(
+        self,
+        requests: Sequence[GenerationRequest],
+        continuations: Sequence[str],
+        top_k: int = DEFAULT_TOP_K,
+        deadline: float | None = None,
+    ) -> list[tuple[TokenLogprobs, ...]]:
+        """``_continuation_logprobs`` in a worker thread (the forward passes blocks); an engine ignores ``deadline``."""
+        return await asyncio.to_thread(self._continuation_logprobs, requests, continuations, top_k)
+
+    def _continuation_logprobs(
+        self, requests: Sequence[GenerationRequest], continuations: Sequence[str], top_k: int
     ) -> list[tuple[TokenLogprobs, ...]]:
         """Teacher forcing (see ``teacher_forcing``): one forward pass per request, logits of the
         positions that predict the continuation's tokens."""
@@ -238,10 +249,11 @@ class TransformersBackend:
         return out
 
     # -- Backend protocol (the rest) -----------------------------------------------------
-    def count_tokens(self, requests: Sequence[GenerationRequest]) -> list[int]:
+    async def acount_tokens(self, requests: Sequence[GenerationRequest], deadline: float | None = None) -> list[int]:
+        """Prompt tokens per request, tokenized here (fast: on the caller's loop)."""
         return [len(self._ids(r)) for r in requests]
 
-    def context_length(self) -> int | None:
+    async def acontext_length(self, deadline: float | None = None) -> int | None:
         if self.max_model_len is not None:
             return self.max_model_len
         value = getattr(getattr(self.model, "config", None), "max_position_embeddings", None)

@@ -15,6 +15,7 @@ Example (needs vLLM and a model):
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -205,8 +206,18 @@ class VLLMEngine:
         )
         return TokenLogprobs(token=token, logprob=chosen.logprob if chosen is not None else float("nan"), top=top)
 
-    def continuation_logprobs(
-        self, requests: Sequence[GenerationRequest], continuations: Sequence[str], top_k: int = DEFAULT_TOP_K
+    async def acontinuation_logprobs(
+        self,
+        requests: Sequence[GenerationRequest],
+        continuations: Sequence[str],
+        top_k: int = DEFAULT_TOP_K,
+        deadline: float | None = None,
+    ) -> list[tuple[TokenLogprobs, ...]]:
+        """``_continuation_logprobs`` in a worker thread (vllm.LLM.generate blocks); an engine ignores ``deadline``."""
+        return await asyncio.to_thread(self._continuation_logprobs, requests, continuations, top_k)
+
+    def _continuation_logprobs(
+        self, requests: Sequence[GenerationRequest], continuations: Sequence[str], top_k: int
     ) -> list[tuple[TokenLogprobs, ...]]:
         """Teacher forcing (see ``teacher_forcing``): ``prompt_logprobs=top_k``, one token generated."""
         from vllm import SamplingParams
@@ -234,10 +245,11 @@ class VLLMEngine:
             result[i] = tuple(self._position(ids[j], out.prompt_logprobs[j]) for j in range(start, len(ids)))
         return result
 
-    def count_tokens(self, requests: Sequence[GenerationRequest]) -> list[int]:
+    async def acount_tokens(self, requests: Sequence[GenerationRequest], deadline: float | None = None) -> list[int]:
+        """Prompt tokens per request, tokenized here (fast: on the caller's loop)."""
         return [len(self._token_ids(r)) for r in requests]
 
-    def context_length(self) -> int | None:
+    async def acontext_length(self, deadline: float | None = None) -> int | None:
         try:
             return int(self.llm.llm_engine.model_config.max_model_len)
         except AttributeError:

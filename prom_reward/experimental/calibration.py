@@ -1,7 +1,7 @@
 """SE-Cali: a base model reads the judge's outputs by teacher forcing, and its entropy calibrates the judge's.
 
 ``BaseModelReader`` is a ``core.sampler.SampleReader``: after each judge batch is sampled, it teacher-forces
-every valid output through the base model (one ``continuation_logprobs`` call, in the base model's own wire
+every valid output through the base model (one ``acontinuation_logprobs`` call, in the base model's own wire
 format) and sets each sample's ``base_entropy``; a grade's ``confidence.entropy_calibrated`` is then SE minus
 the base model's SE. ``calibrated_judge`` builds a ``PrometheusJudge`` with one (``confidence=True``), and gives
 a vLLM judge and a vLLM base model in one process their shares of the GPU. The teacher-forcing engine methods
@@ -14,7 +14,6 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
@@ -96,8 +95,7 @@ class BaseModelReader:
         """Judge-output tokens read so far."""
 
     async def read(self, requests: Sequence[GenerationRequest], runs: list[ItemRun]) -> None:
-        """Set the base-model entropy of every valid sample's text (one teacher-forcing call, sync and
-        blocking, in a worker thread) and count the tokens read."""
+        """Set the base-model entropy of every valid sample's text (one teacher-forcing call); count the tokens."""
         where = [
             (i, j)
             for i, r in enumerate(runs)
@@ -108,7 +106,8 @@ class BaseModelReader:
             return
         texts = [runs[i].samples[j].text for i, j in where]
         forced = [requests[i] for i, _ in where]
-        scored = await asyncio.to_thread(self.scorer.continuation_logprobs, forced, texts, self.top_k)
+        deadline = min((r.deadline for r in forced if r.deadline is not None), default=None)
+        scored = await self.scorer.acontinuation_logprobs(forced, texts, self.top_k, deadline)
         for (i, j), positions in zip(where, scored, strict=True):
             entropy = mean_entropy(positions, self.truncation)
             runs[i].samples[j] = dataclasses.replace(runs[i].samples[j], base_entropy=entropy)

@@ -160,8 +160,6 @@ class PrometheusReward(JudgeHolder):
         n = len(samples)
         if not n:
             return ModeOutput([], [], {}, [], [])
-        if self._judge is None:  # a judge given as options is built (an engine started) in a worker thread
-            await asyncio.to_thread(lambda: self.judge)
         check_checklist_mode(self.config, samples)  # before the canary: nothing judged
         if self.canary.due:  # the canary's judgment goes through the sync path: a worker thread waits for it
             await asyncio.to_thread(self.check_configuration, deadline)
@@ -286,8 +284,8 @@ class PrometheusReward(JudgeHolder):
     async def acall(
         self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
     ) -> list[float | None]:
-        """Awaitable form: awaits the judge on the caller's event loop (an in-process engine's blocking call
-        runs in a worker thread under it)."""
+        """Awaitable form: awaits the judge on the caller's event loop (an in-process engine's blocking calls
+        run in a worker thread of that backend)."""
         return await self.acompute(prompts, completions, completion_ids, **kwargs)
 
 

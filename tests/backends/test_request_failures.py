@@ -5,6 +5,7 @@ retries). Real HTTP on 127.0.0.1."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 
@@ -134,7 +135,7 @@ def test_a_models_reply_of_the_wrong_shape_is_a_backend_error_naming_the_url(fak
     srv = fake_server({"/v1/models": lambda k, b: (200, models), "/v1/chat/completions": lambda k, b: (200, OK)})
     for model in (None, "judge"):
         with pytest.raises(BackendError, match=rf"GET /models failed: malformed reply from {srv.url}/models"):
-            OpenAIServer(srv.url, model=model, system_role=True).context_length()
+            asyncio.run(OpenAIServer(srv.url, model=model, system_role=True).acontext_length())
 
 
 @pytest.mark.parametrize("option", ["timeout", "probe_interval"])

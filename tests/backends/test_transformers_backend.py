@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 from pathlib import Path
 
@@ -28,16 +29,16 @@ def test_renders_training_form_and_counts(tiny: TransformersBackend):
     assert tiny.render(req) == f"{bos}[INST] SYS\n\nUSER [/INST]Feedback: "
     ids = tiny._ids(req)
     assert ids.count(tiny.tokenizer.bos_token_id) == 1  # no second BOS on top of the template's
-    assert tiny.count_tokens([req]) == [len(ids)]
-    assert tiny.context_length() == 8192  # config.max_position_embeddings
-    assert TransformersBackend(tiny.model, tiny.tokenizer, max_model_len=4096).context_length() == 4096
+    assert asyncio.run(tiny.acount_tokens([req])) == [len(ids)]
+    assert asyncio.run(tiny.acontext_length()) == 8192  # config.max_position_embeddings
+    assert asyncio.run(TransformersBackend(tiny.model, tiny.tokenizer, max_model_len=4096).acontext_length()) == 4096
 
 
 def test_batch_n2_and_logprobs(tiny: TransformersBackend):
     sampling = SamplingConfig(max_tokens=6, logprobs=5)
     reqs = [GenerationRequest("You judge.", "word " * (i + 1), sampling=sampling, n=2) for i in range(6)]
     results = tiny.generate(reqs)  # two model.generate calls of 4 and 2 prompts, left-padded
-    assert [r.prompt_tokens for r in results] == tiny.count_tokens(reqs)
+    assert [r.prompt_tokens for r in results] == asyncio.run(tiny.acount_tokens(reqs))
     assert len(set(r.prompt_tokens for r in results)) == 6
     for res in results:
         assert len(res.completions) == 2
@@ -100,7 +101,11 @@ def test_prefix_continues_the_rendered_prompt(tiny: TransformersBackend):
     text = tiny.render(GenerationRequest("SYS", "Grade.")) + prefix
     [same] = raw.generate([GenerationRequest("", text, sampling=GREEDY)])
     assert res.completions[0].text == same.completions[0].text
-    assert res.prompt_tokens == same.prompt_tokens > tiny.count_tokens([GenerationRequest("SYS", "Grade.")])[0]
+    assert (
+        res.prompt_tokens
+        == same.prompt_tokens
+        > asyncio.run(tiny.acount_tokens([GenerationRequest("SYS", "Grade.")]))[0]
+    )
 
 
 def test_registry_options_and_close(tiny_model_dir: Path):

@@ -23,13 +23,13 @@ class ByteBoundBackend(ScriptedBackend):
         super().__init__(*a, **kw)
         self.counted: list[int] = []
 
-    def count_tokens(self, requests):
+    async def acount_tokens(self, requests, deadline=None):
         self.counted.append(len(requests))
-        return super().count_tokens(requests)
+        return await super().acount_tokens(requests, deadline)
 
     def generate(self, requests):  # its prompt-token accounting is not a context check
         self.calls.append(list(requests))
-        counts = ScriptedBackend.count_tokens(self, requests)
+        counts = self._count(requests)
         return [
             GenerationResult(tuple(self._next(r, i) for i in range(r.n)), prompt_tokens=c)
             for r, c in zip(requests, counts, strict=True)
