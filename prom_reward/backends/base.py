@@ -95,6 +95,11 @@ class GenerationRequest:
     stores key on it, so two formats' judgments of the same text never mix."""
 
 
+def earliest(requests: Sequence[GenerationRequest]) -> float | None:
+    """The earliest ``deadline`` of ``requests`` (None when none has one): what bounds their batch's calls."""
+    return min((r.deadline for r in requests if r.deadline is not None), default=None)
+
+
 @dataclass(frozen=True)
 class Completion:
     """One sample returned by a backend."""

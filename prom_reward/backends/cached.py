@@ -46,10 +46,11 @@ from prom_reward.backends.base import (
     GenerationRequest,
     GenerationResult,
     TokenLogprobs,
+    earliest,
 )
 from prom_reward.backends.bridge import sync_method
 from prom_reward.backends.factory import check_model_folder, make_backend
-from prom_reward.backends.openai_server import OpenAIServer, earliest
+from prom_reward.backends.openai_server import OpenAIServer
 from prom_reward.backends.store import JudgmentStore, open_store, request_key
 from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, ContinuationScorer
 from prom_reward.errors import BackendError, ConfigError

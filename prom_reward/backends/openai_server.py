@@ -53,6 +53,7 @@ from prom_reward.backends.base import (
     JudgeServer,
     TokenLogprobs,
     api_key_of,
+    earliest,
     make_fingerprint,
 )
 from prom_reward.backends.bridge import sync_method
@@ -65,11 +66,6 @@ T = TypeVar("T")
 OnResult = Callable[[int, GenerationResult], None]
 ENDPOINTS = ("chat", "completions")
 _PROBE = "PROM_REWARD_SYSTEM_PROBE"
-
-
-def earliest(requests: Sequence[GenerationRequest]) -> float | None:
-    """The earliest ``deadline`` of ``requests`` (None when none has one): what bounds their batch's calls."""
-    return min((r.deadline for r in requests if r.deadline is not None), default=None)
 
 
 def is_http_url(url: str) -> bool:
@@ -274,13 +270,8 @@ class OpenAIServer:
         """``work`` on one ``HTTPBatch`` of this loop's session, every call bounded by ``deadline``."""
         if self._closed:
             raise BackendError("this OpenAIServer was closed; build a new one")
-        b = HTTPBatch(
-            self.pool,
-            self._sessions.get(),
-            max_concurrency=self.max_concurrency,
-            timeout=self.timeout,
-            deadline=deadline,
-        )
+        concurrency, timeout = self.max_concurrency, self.timeout
+        b = HTTPBatch(self.pool, self._sessions.get(), max_concurrency=concurrency, timeout=timeout, deadline=deadline)
         try:
             return await work(b)
         finally:
@@ -366,7 +357,6 @@ class OpenAIServer:
 
         async def work(b: HTTPBatch) -> list[int]:
             await self._prepare(b)
-
             return await gather_all(self._tokenize(b, i, r, lambda d: int(d["count"])) for i, r in enumerate(requests))
 
         try:

@@ -29,8 +29,8 @@ Example:
     >>> from prom_reward.backends.base import GenerationRequest
     >>> from prom_reward.format.formats.prometheus2 import PROMETHEUS2
     >>> b = ScriptedBackend(outputs=["no verdict here", "Good. [RESULT] 4"])
-    >>> from prom_reward.backends.bridge import run_sync
-    >>> run = run_sync(lambda: SampleRunner(b, max_retries=1).run([GenerationRequest("s", "u")], "absolute", k=1))[0]
+    >>> import asyncio
+    >>> run = asyncio.run(SampleRunner(b, max_retries=1).run([GenerationRequest("s", "u")], "absolute", k=1))[0]
     >>> [s.verdict for s in run.samples], run.retries, run.failures
     ([None, 4], 1, 1)
     >>> should_force(run.samples[0], "cut", PROMETHEUS2), should_force(run.samples[0], "always", PROMETHEUS2)

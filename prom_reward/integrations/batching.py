@@ -5,7 +5,7 @@ request; verl awaits one ``compute_score`` per sample), while a vLLM judge is fa
 batches. Requests awaited on one event loop wait up to ``max_wait_s`` for company (or until
 ``max_batch_size`` items are queued), then go to the async ``fn`` together, and each request
 gets back its own slice. It is asyncio only: a dispatcher task runs on the loop while requests
-are queued (sync callers reach it on the library's loop, ``backends.bridge.run_sync``).
+are queued (sync callers reach it on the library's loop, through ``backends.bridge``).
 
 - Up to ``max_concurrent`` batches run at once (tasks): a slow or hung call holds one slot while
   later requests go out in the next. While every slot is busy, requests keep queueing, so the
@@ -25,7 +25,6 @@ are queued (sync callers reach it on the library's loop, ``backends.bridge.run_s
 
 Example:
     >>> import asyncio
-    >>> from prom_reward.backends.bridge import run_sync
     >>> calls = []
     >>> async def double(items):
     ...     calls.append(len(items))
@@ -33,7 +32,7 @@ Example:
     >>> b = MicroBatcher(double, max_wait_s=0.2)
     >>> async def four():
     ...     return await asyncio.gather(*(b.arun([x]) for x in range(4)))
-    >>> run_sync(four), calls, b.stats.items
+    >>> asyncio.run(four()), calls, b.stats.items
     ([[0], [2], [4], [6]], [4], 4)
 """
 

@@ -2,7 +2,7 @@
 
 OpenRLHF 0.11 loads that file by path in every rollout actor (``spec_from_file_location``,
 a fresh module each time) and calls ``reward_func([query], [prompt], [label])`` from worker
-threads (``asyncio.to_thread``), one sample per call. Point it at the shipped
+threads (OpenRLHF's thread pool), one sample per call. Point it at the shipped
 ``openrlhf_reward_func.py`` (``prom-reward openrlhf-func-path`` prints its path): that file only
 imports ``reward_func`` from here, so the judge and its queue exist once per process however
 often the file is loaded. The first call builds one process-wide ``BatchedReward``; concurrent

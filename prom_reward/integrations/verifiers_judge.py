@@ -24,8 +24,8 @@ the key on the first construction (``startup.check_judge``), a wrong route at th
 
 Example:
     >>> cfg = PrometheusVerifiersJudgeConfig(judge={"backend": "scripted", "outputs": ["Right. [RESULT] 4"]})
-    >>> from prom_reward.backends.bridge import run_sync
-    >>> run_sync(lambda: PrometheusVerifiersJudge(cfg).evaluate(question="2+2?", response="4")).parsed
+    >>> import asyncio
+    >>> asyncio.run(PrometheusVerifiersJudge(cfg).evaluate(question="2+2?", response="4")).parsed
     4.0
     >>> reset()
 """

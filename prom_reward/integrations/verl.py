@@ -30,11 +30,11 @@ Each call returns the same keys: ``score``, ``judge_reward`` (None when failed),
 
 Example:
     >>> from prom_reward import PrometheusJudge
-    >>> from prom_reward.backends.bridge import run_sync
+    >>> import asyncio
     >>> from prom_reward.rewards.reward import PrometheusReward
     >>> configure(PrometheusReward(PrometheusJudge(backend="scripted", outputs=["Fine. [RESULT] 4"])),
     ...           failure_reward=0.0)
-    >>> out = run_sync(lambda: compute_score("gsm8k", "72", "72", {"question": "How many?"}))
+    >>> out = asyncio.run(compute_score("gsm8k", "72", "72", {"question": "How many?"}))
     >>> out["score"], out["judge_failed"], out["judge_feedback"]
     (4.0, 0.0, 'Fine.')
     >>> reset()

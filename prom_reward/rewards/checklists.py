@@ -11,11 +11,11 @@ diagnostics read it as they read a grade. The batch's metrics add the checklist 
 
 Example:
     >>> from prom_reward import PrometheusJudge
-    >>> from prom_reward.backends.bridge import run_sync
+    >>> import asyncio
     >>> from prom_reward.checklist.criteria import parse_checklist
     >>> judge = PrometheusJudge(backend="scripted", outputs=["Yes. [RESULT] 5", "No. [RESULT] 1"])
     >>> item = RewardSample("p", "4", instruction="2+2?", checklist=parse_checklist(["Says 4", "Shows work"]))
-    >>> run_sync(lambda: checklist_rewards(judge, [item], RewardConfig(normalize="unit"))).rewards
+    >>> asyncio.run(checklist_rewards(judge, [item], RewardConfig(normalize="unit"))).rewards
     [0.5]
 """
 

@@ -10,10 +10,10 @@ See ``reward_config`` for what each mode computes.
 
 Example:
     >>> from prom_reward import PrometheusJudge
-    >>> from prom_reward.backends.bridge import run_sync
+    >>> import asyncio
     >>> judge = PrometheusJudge(backend="scripted", outputs=["Right. [RESULT] 5"])
     >>> item = RewardSample("p", "4", instruction="What is 2+2?", rubric="helpfulness")
-    >>> run_sync(lambda: absolute_rewards(judge, [item, item], RewardConfig())).rewards  # judged once
+    >>> asyncio.run(absolute_rewards(judge, [item, item], RewardConfig())).rewards  # judged once
     [5.0, 5.0]
 """
 
