@@ -221,7 +221,7 @@ class TransformersBackend:
         top_k: int = DEFAULT_TOP_K,
         deadline: float | None = None,
     ) -> list[tuple[TokenLogprobs, ...]]:
-        """``_continuation_logprobs`` in a worker thread (the forward passes blocks); an engine ignores ``deadline``."""
+        """``_continuation_logprobs`` in a worker thread (the forward passes block); an engine ignores ``deadline``."""
         return await asyncio.to_thread(self._continuation_logprobs, requests, continuations, top_k)
 
     def _continuation_logprobs(
