@@ -14,7 +14,6 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -214,21 +213,15 @@ class TransformersBackend:
         return TokenLogprobs(token=chosen_text, logprob=chosen, top=top)
 
     # -- teacher forcing ----------------------------------------------------------------
-    async def acontinuation_logprobs(
+    def continuation_logprobs(
         self,
         requests: Sequence[GenerationRequest],
         continuations: Sequence[str],
         top_k: int = DEFAULT_TOP_K,
         deadline: float | None = None,
     ) -> list[tuple[TokenLogprobs, ...]]:
-        """``_continuation_logprobs`` in a worker thread (the forward passes block); an engine ignores ``deadline``."""
-        return await asyncio.to_thread(self._continuation_logprobs, requests, continuations, top_k)
-
-    def _continuation_logprobs(
-        self, requests: Sequence[GenerationRequest], continuations: Sequence[str], top_k: int
-    ) -> list[tuple[TokenLogprobs, ...]]:
         """Teacher forcing (see ``teacher_forcing``): one forward pass per request, logits of the
-        positions that predict the continuation's tokens."""
+        positions that predict the continuation's tokens. An engine ignores ``deadline``."""
         import torch
 
         if self.model is None:
@@ -247,6 +240,8 @@ class TransformersBackend:
                 logits = self.model(input_ids=torch.tensor([joint], device=self.device)).logits[0]
             out.append(tuple(self._position(tok, logits[start - 1 + j], top_k) for j, tok in enumerate(cont)))
         return out
+
+    acontinuation_logprobs = threaded_method(continuation_logprobs)  # in a worker thread (blocks)
 
     # -- Backend protocol (the rest) -----------------------------------------------------
     async def acount_tokens(self, requests: Sequence[GenerationRequest], deadline: float | None = None) -> list[int]:

@@ -15,7 +15,6 @@ Example (needs vLLM and a model):
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -206,20 +205,15 @@ class VLLMEngine:
         )
         return TokenLogprobs(token=token, logprob=chosen.logprob if chosen is not None else float("nan"), top=top)
 
-    async def acontinuation_logprobs(
+    def continuation_logprobs(
         self,
         requests: Sequence[GenerationRequest],
         continuations: Sequence[str],
         top_k: int = DEFAULT_TOP_K,
         deadline: float | None = None,
     ) -> list[tuple[TokenLogprobs, ...]]:
-        """``_continuation_logprobs`` in a worker thread (vllm.LLM.generate blocks); an engine ignores ``deadline``."""
-        return await asyncio.to_thread(self._continuation_logprobs, requests, continuations, top_k)
-
-    def _continuation_logprobs(
-        self, requests: Sequence[GenerationRequest], continuations: Sequence[str], top_k: int
-    ) -> list[tuple[TokenLogprobs, ...]]:
-        """Teacher forcing (see ``teacher_forcing``): ``prompt_logprobs=top_k``, one token generated."""
+        """Teacher forcing (see ``teacher_forcing``): ``prompt_logprobs=top_k``, one token generated (an engine
+        ignores ``deadline``)."""
         from vllm import SamplingParams
 
         if len(requests) != len(continuations):
@@ -244,6 +238,8 @@ class VLLMEngine:
             start = len(ids) - sizes[i]
             result[i] = tuple(self._position(ids[j], out.prompt_logprobs[j]) for j in range(start, len(ids)))
         return result
+
+    acontinuation_logprobs = threaded_method(continuation_logprobs)  # in a worker thread (blocks)
 
     async def acount_tokens(self, requests: Sequence[GenerationRequest], deadline: float | None = None) -> list[int]:
         """Prompt tokens per request, tokenized here (fast: on the caller's loop)."""

@@ -132,3 +132,25 @@ def test_smollm2_answers_sensibly(smollm2_dir: Path):
     )
     [res] = backend.generate([req])
     assert "Paris" in res.completions[0].text and res.completions[0].finish_reason == "stop"
+
+
+def test_teacher_forcing_runs_in_the_backends_worker_thread(tiny: TransformersBackend, monkeypatch):
+    """``acontinuation_logprobs``: one position per continuation token, its forward passes off the caller's thread
+    (the one thread hop: inside the engine backend)."""
+    import threading
+
+    seen: list[threading.Thread] = []
+    forward = type(tiny.model).__call__
+
+    def recording(model, *args, **kwargs):
+        seen.append(threading.current_thread())
+        return forward(model, *args, **kwargs)
+
+    monkeypatch.setattr(type(tiny.model), "__call__", recording)
+    req = GenerationRequest("SYS", "USER")
+    (positions,) = asyncio.run(tiny.acontinuation_logprobs([req], ["Fine. [RESULT] 4"], 3))
+    ids = tiny._ids(req)
+    joint = tiny._ids(GenerationRequest("SYS", "USER", assistant_prefix="Fine. [RESULT] 4"))
+    assert len(positions) == len(joint) - len(ids) > 0
+    assert all(p.token in p.top for p in positions)
+    assert seen and all(t is not threading.current_thread() for t in seen)
