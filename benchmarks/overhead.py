@@ -52,10 +52,10 @@ class NoOpBackend:
     async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         return [GenerationResult(((self._rel if "Response A" in r.user else self._abs),) * r.n) for r in requests]
 
-    def count_tokens(self, requests: Sequence[GenerationRequest]) -> None:
+    async def acount_tokens(self, requests: Sequence[GenerationRequest], deadline: float | None = None) -> None:
         return None
 
-    def context_length(self) -> None:
+    async def acontext_length(self, deadline: float | None = None) -> None:
         return None
 
     def special_tokens(self) -> tuple[str, ...]:

@@ -198,11 +198,11 @@ class ReferenceReplayBackend:
             )
         return out
 
-    def count_tokens(self, requests: Sequence[GenerationRequest]) -> list[int]:
+    async def acount_tokens(self, requests: Sequence[GenerationRequest], deadline: float | None = None) -> list[int]:
         """Word counts (a replay has no tokenizer)."""
         return [len(r.user.split()) for r in requests]
 
-    def context_length(self) -> int | None:
+    async def acontext_length(self, deadline: float | None = None) -> int | None:
         return None
 
     def special_tokens(self) -> tuple[str, ...]:

@@ -7,6 +7,7 @@ fault tests)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import threading
@@ -16,6 +17,7 @@ from http import server as http_server
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from prom_reward.backends.scripted import ScriptedBackend
 from tests.judge_answers import PROMETHEUS, Read, answer, read_prompt
 
 
@@ -244,3 +246,11 @@ class StandInJudge:
     def stop(self) -> None:
         if self.server is not None:
             self.server.stop()
+
+
+class BlockingScripted(ScriptedBackend):
+    """A scripted backend that blocks as an in-process engine does: ``generate`` (a ``respond`` that waits or
+    sleeps) runs in a worker thread of the backend, so the caller's loop goes on meanwhile."""
+
+    async def agenerate(self, requests, **options):
+        return await asyncio.to_thread(self.generate, requests, **options)

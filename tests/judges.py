@@ -147,8 +147,12 @@ class Calibrator:
         self.probs = probs
         self.calls: list[tuple[list[GenerationRequest], list[str], int]] = []
 
-    def continuation_logprobs(
-        self, requests: Sequence[GenerationRequest], continuations: Sequence[str], top_k: int = 20
+    async def acontinuation_logprobs(
+        self,
+        requests: Sequence[GenerationRequest],
+        continuations: Sequence[str],
+        top_k: int = 20,
+        deadline: float | None = None,
     ) -> list[tuple[TokenLogprobs, ...]]:
         self.calls.append((list(requests), list(continuations), top_k))
         first = next(iter(self.probs))

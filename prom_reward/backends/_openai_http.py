@@ -152,8 +152,11 @@ class HTTPBatch:
         max_concurrency: int,
         timeout: float,
         probe_timeout: float = 5.0,
+        deadline: float | None = None,
     ) -> None:
         self.client = client
+        self.deadline = deadline
+        """Monotonic time bounding every call of the batch that is given no deadline of its own."""
         self.sem = asyncio.Semaphore(max_concurrency)
         self.pool = pool
         self.timeout = timeout
@@ -202,6 +205,7 @@ class HTTPBatch:
         time left and makes none after it."""
         what = f"{method} {path}" + (f" for request {index}" if index is not None else "")
         options: dict[str, Any] = {}
+        deadline = self.deadline if deadline is None else deadline
         if deadline is not None:
             seconds = min(deadline - time.monotonic(), self.timeout)
             if seconds <= 0:

@@ -2,7 +2,8 @@
 
 A backend gets ``GenerationRequest`` objects (unwired system prompt and filled template) and renders them in
 its wire format; it declares what it can do in ``capabilities``, its model's identity in ``fingerprint``
-and its engine's GPU share in ``gpu_memory_share``.
+and its engine's GPU share in ``gpu_memory_share``; the protocol is async, each method bounded by a deadline,
+and an in-process engine runs its blocking calls in a worker thread of its own.
 
 Example:
     >>> req = GenerationRequest(system="You judge.", user="###Task...", n=2,
@@ -81,6 +82,11 @@ class GenerationRequest:
     stores key on it, so two formats' judgments of the same text never mix."""
 
 
+def earliest(requests: Sequence[GenerationRequest]) -> float | None:
+    """The earliest ``deadline`` of ``requests`` (None when none has one): what bounds their batch's calls."""
+    return min((r.deadline for r in requests if r.deadline is not None), default=None)
+
+
 @dataclass(frozen=True)
 class Completion:
     """One sample returned by a backend."""
@@ -115,7 +121,7 @@ class GenerationResult:
 
 @dataclass(frozen=True, kw_only=True)
 class BackendCapabilities:
-    """What a backend declares it can do beyond ``agenerate``/``count_tokens``/``context_length``/``close``.
+    """What a backend declares it can do beyond ``agenerate``/``acount_tokens``/``acontext_length``/``close``.
     Every field is given: a backend states each capability, none is assumed."""
 
     tokens_at_most_bytes: bool
@@ -131,7 +137,7 @@ class BackendCapabilities:
     concurrently); a backend without it is awaited one call at a time."""
 
     continuation_logprobs: bool
-    """It teacher-forces: it has ``continuation_logprobs(requests, continuations, top_k)`` (a
+    """It teacher-forces: it has ``acontinuation_logprobs(requests, continuations, top_k, deadline)`` (a
     ``prom_reward.backends.teacher_forcing.ContinuationScorer``; what SE-Cali calibration needs)."""
 
     def __post_init__(self) -> None:
@@ -194,11 +200,13 @@ class Backend(Protocol):
         Awaited on the caller's loop: blocking work (an in-process engine) runs in a worker thread."""
         ...
 
-    def count_tokens(self, requests: Sequence[GenerationRequest]) -> list[int] | None:
+    async def acount_tokens(
+        self, requests: Sequence[GenerationRequest], deadline: float | None = None
+    ) -> list[int] | None:
         """Prompt length in tokens for each request as the model would see it, or None if unknown."""
         ...
 
-    def context_length(self) -> int | None:
+    async def acontext_length(self, deadline: float | None = None) -> int | None:
         """The model's context window in tokens, or None if unknown."""
         ...
 

@@ -18,7 +18,6 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 import threading
@@ -35,6 +34,7 @@ from prom_reward.backends.base import (
     GenerationRequest,
     GenerationResult,
     TokenLogprobs,
+    earliest,
 )
 from prom_reward.backends.bridge import sync_method
 from prom_reward.backends.factory import check_model_folder, make_backend
@@ -148,7 +148,7 @@ class CachedBackend:
         """The inner backend's (a deferred one is built to answer)."""
         return self.inner.gpu_memory_share
 
-    async def aname_model(self) -> None:
+    async def aname_model(self, deadline: float | None = None) -> None:
         """Key by the model a judge server given no model serves: ask it once (``OpenAIServer.aserved_model``), so
         that a store never answers for another model than the one that would judge. A server that does not answer
         leaves the keys unnamed (nothing answered from the store or saved; the requests meet the outage) and the
@@ -156,7 +156,7 @@ class CachedBackend:
         if self._unnamed:
             server = cast(OpenAIServer, self._inner)
             try:
-                await server.aserved_model()
+                await server.aserved_model(deadline)
             except BackendError as e:
                 log.warning("judgment store: the judge server did not name its model (%s); not using the store", e)
                 return
@@ -182,7 +182,7 @@ class CachedBackend:
 
     async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         """The stored results of ``requests``, the others from one awaited call of the inner backend."""
-        await self.aname_model()
+        await self.aname_model(earliest(requests))
         if self._unnamed:  # the model that answers is not known: neither answered from the store nor saved
             return list(await cast(Backend, self._inner).agenerate(requests))
         keys = self.keys_for(requests)
@@ -193,7 +193,7 @@ class CachedBackend:
         if missing:
             batch = [requests[i] for i in missing]
             model = self.fingerprint.get("model") or self.name
-            inner = self._inner if self._inner is not None else await asyncio.to_thread(lambda: self.inner)
+            inner = self.inner
             streams = inner.capabilities.streams_results
             if streams:
                 saver = _Saver(self.store, self.flush_every, self.flush_seconds)
@@ -223,11 +223,17 @@ class CachedBackend:
 
     generate = sync_method(agenerate)
 
-    def count_tokens(self, requests: Sequence[GenerationRequest]) -> list[int] | None:
-        return self.inner.count_tokens(requests)
+    async def acount_tokens(
+        self, requests: Sequence[GenerationRequest], deadline: float | None = None
+    ) -> list[int] | None:
+        return await self.inner.acount_tokens(requests, deadline)
 
-    def continuation_logprobs(
-        self, requests: Sequence[GenerationRequest], continuations: Sequence[str], top_k: int = DEFAULT_TOP_K
+    async def acontinuation_logprobs(
+        self,
+        requests: Sequence[GenerationRequest],
+        continuations: Sequence[str],
+        top_k: int = DEFAULT_TOP_K,
+        deadline: float | None = None,
     ) -> list[tuple[TokenLogprobs, ...]]:
         """The inner backend's teacher forcing (not stored); only when it declares ``continuation_logprobs``."""
         if not self.inner.capabilities.continuation_logprobs:
@@ -235,10 +241,11 @@ class CachedBackend:
                 f"continuation_logprobs: expected a backend that teacher-forces, got {self.name!r}, which "
                 "declares capabilities.continuation_logprobs=False; use vllm, openai or transformers"
             )
-        return cast(ContinuationScorer, self.inner).continuation_logprobs(requests, continuations, top_k)
+        scorer = cast(ContinuationScorer, self.inner)
+        return await scorer.acontinuation_logprobs(requests, continuations, top_k, deadline)
 
-    def context_length(self) -> int | None:
-        return self.inner.context_length()
+    async def acontext_length(self, deadline: float | None = None) -> int | None:
+        return await self.inner.acontext_length(deadline)
 
     def special_tokens(self) -> tuple[str, ...]:
         """The inner backend's; a deferred one's from the tokenizer it was given (it is not built for this)."""

@@ -35,9 +35,10 @@ from prom_reward.backends.base import (
     JudgeServer,
     TokenLogprobs,
     api_key_of,
+    earliest,
     make_fingerprint,
 )
-from prom_reward.backends.bridge import run_sync, sync_method
+from prom_reward.backends.bridge import sync_method
 from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, split_continuation, with_continuation
 from prom_reward.errors import BackendError, ConfigError, JudgeConfigError, ServerRejected, UnknownNameError
 from prom_reward.format.wire import get_wire_format
@@ -163,10 +164,10 @@ class OpenAIServer:
             self.model = ids[0]
         return self.model
 
-    async def aserved_model(self) -> str:
+    async def aserved_model(self, deadline: float | None = None) -> str:
         """The model id its requests ask for: the one given, else the first ``GET /models`` lists (asked once, as
         every request would); a judgment store keys its judgments by it (``CachedBackend``)."""
-        return await self._batch(self._model)
+        return await self._batch(self._model, deadline)
 
     async def _system_role(self, b: HTTPBatch) -> bool:
         """Ask the server whether its chat template keeps a system message (cached)."""
@@ -247,15 +248,12 @@ class OpenAIServer:
             deadline=r.deadline,
         )
 
-    async def _batch(self, work: Callable[[HTTPBatch], Awaitable[T]]) -> T:
+    async def _batch(self, work: Callable[[HTTPBatch], Awaitable[T]], deadline: float | None = None) -> T:
+        """``work`` on one ``HTTPBatch`` of this loop's session, every call bounded by ``deadline``."""
         if self._closed:
             raise BackendError("this OpenAIServer was closed; build a new one")
-        b = HTTPBatch(
-            self.pool,
-            self._sessions.get(),
-            max_concurrency=self.max_concurrency,
-            timeout=self.timeout,
-        )
+        concurrency, timeout = self.max_concurrency, self.timeout
+        b = HTTPBatch(self.pool, self._sessions.get(), max_concurrency=concurrency, timeout=timeout, deadline=deadline)
         try:
             return await work(b)
         finally:
@@ -287,7 +285,7 @@ class OpenAIServer:
             await self._prepare(b)
             return await gather_all(one(b, i, r) for i, r in enumerate(requests))
 
-        return await self._batch(work)
+        return await self._batch(work, earliest(requests))
 
     generate = sync_method(agenerate)
 
@@ -296,7 +294,11 @@ class OpenAIServer:
         return self.pool.snapshot()
 
     async def acontinuation_logprobs(
-        self, requests: Sequence[GenerationRequest], continuations: Sequence[str], top_k: int = DEFAULT_TOP_K
+        self,
+        requests: Sequence[GenerationRequest],
+        continuations: Sequence[str],
+        top_k: int = DEFAULT_TOP_K,
+        deadline: float | None = None,
     ) -> list[tuple[TokenLogprobs, ...]]:
         """Teacher forcing on a vLLM server (see ``teacher_forcing``): the prompt and the prompt plus
         continuation are tokenized with ``/tokenize`` (the served chat template for ``wire="chat"``),
@@ -328,28 +330,25 @@ class OpenAIServer:
             pairs = enumerate(zip(requests, continuations, strict=True))
             return await gather_all(one(b, i, r, t) for i, (r, t) in pairs)
 
-        return await self._batch(work) if requests else []
+        return await self._batch(work, deadline) if requests else []
 
-    continuation_logprobs = sync_method(acontinuation_logprobs)
-
-    async def acount_tokens(self, requests: Sequence[GenerationRequest]) -> list[int] | None:
+    async def acount_tokens(
+        self, requests: Sequence[GenerationRequest], deadline: float | None = None
+    ) -> list[int] | None:
         """Prompt tokens per request via ``/tokenize``; None when the server has none."""
 
         async def work(b: HTTPBatch) -> list[int]:
             await self._prepare(b)
-
             return await gather_all(self._tokenize(b, i, r, lambda d: int(d["count"])) for i, r in enumerate(requests))
 
         try:
-            return await self._batch(work) if requests else []
+            return await self._batch(work, deadline) if requests else []
         except ServerRejected as e:
             if e.status in (404, 405):
                 return None
             raise
 
-    count_tokens = sync_method(acount_tokens)
-
-    def context_length(self) -> int | None:
+    async def acontext_length(self, deadline: float | None = None) -> int | None:
         """``max_model_len`` of the served model from ``GET /models`` (vLLM), else None."""
         if not self._context_known:
 
@@ -358,7 +357,7 @@ class OpenAIServer:
                 return await b.call("GET", "/models", parse=lambda d: context_of(d, model))
 
             try:
-                value = run_sync(lambda: self._batch(work))
+                value = await self._batch(work, deadline)
             except (ServerRejected, JudgeConfigError) as e:
                 if e.status not in (404, 405):
                     raise

@@ -10,7 +10,6 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -64,13 +63,13 @@ class ScriptedBackend:
         return Completion(text=out, finish_reason="stop", completion_tokens=len(out.split()))
 
     async def agenerate(self, requests: Sequence[GenerationRequest], **options: Any) -> list[GenerationResult]:
-        """``generate`` in a worker thread: a ``respond`` function (or a subclass's ``generate``) may block, as
-        an engine does. ``options`` go to ``generate`` (a subclass that streams takes ``on_result``)."""
-        return await asyncio.to_thread(self.generate, requests, **options)
+        """``generate``, on the caller's loop (a scripted answer does not block). ``options`` go to ``generate``
+        (a subclass that streams takes ``on_result``)."""
+        return self.generate(requests, **options)
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         self.calls.append(list(requests))
-        counts = self.count_tokens(requests)
+        counts = self._count(requests)
         return [
             GenerationResult(tuple(self._next(r, i) for i in range(r.n)), prompt_tokens=c)
             for r, c in zip(requests, counts, strict=True)
@@ -81,10 +80,14 @@ class ScriptedBackend:
         """Its name only: no model, no wire format."""
         return make_fingerprint(self.name)
 
-    def count_tokens(self, requests: Sequence[GenerationRequest]) -> list[int]:
+    def _count(self, requests: Sequence[GenerationRequest]) -> list[int]:
         return [int(len((r.system + " " + r.user).split()) * self._tokens_per_word) for r in requests]
 
-    def context_length(self) -> int | None:
+    async def acount_tokens(self, requests: Sequence[GenerationRequest], deadline: float | None = None) -> list[int]:
+        """Words per request (times ``tokens_per_word``)."""
+        return self._count(requests)
+
+    async def acontext_length(self, deadline: float | None = None) -> int | None:
         return self._context
 
     def special_tokens(self) -> tuple[str, ...]:

@@ -1,4 +1,4 @@
-"""Teacher forcing: a model's next-token distributions along a given continuation (``continuation_logprobs``),
+"""Teacher forcing: a model's next-token distributions along a given continuation (``acontinuation_logprobs``),
 for the backends that declare ``capabilities.continuation_logprobs`` (SE-Cali reads a judge's output so).
 
 Example:
@@ -21,8 +21,12 @@ DEFAULT_TOP_K = 20
 class ContinuationScorer(Protocol):
     """A backend that can teacher-force a given continuation."""
 
-    def continuation_logprobs(
-        self, requests: Sequence[GenerationRequest], continuations: Sequence[str], top_k: int = DEFAULT_TOP_K
+    async def acontinuation_logprobs(
+        self,
+        requests: Sequence[GenerationRequest],
+        continuations: Sequence[str],
+        top_k: int = DEFAULT_TOP_K,
+        deadline: float | None = None,
     ) -> list[tuple[TokenLogprobs, ...]]:
         """Per request, one ``TokenLogprobs`` per token of its continuation, in input order."""
         ...

@@ -208,10 +208,14 @@ class TransformersBackend:
 
     # -- teacher forcing ----------------------------------------------------------------
     def continuation_logprobs(
-        self, requests: Sequence[GenerationRequest], continuations: Sequence[str], top_k: int = DEFAULT_TOP_K
+        self,
+        requests: Sequence[GenerationRequest],
+        continuations: Sequence[str],
+        top_k: int = DEFAULT_TOP_K,
+        deadline: float | None = None,
     ) -> list[tuple[TokenLogprobs, ...]]:
         """Teacher forcing (see ``teacher_forcing``): one forward pass per request, logits of the
-        positions that predict the continuation's tokens."""
+        positions that predict the continuation's tokens. An engine ignores ``deadline``."""
         import torch
 
         if self.model is None:
@@ -231,11 +235,14 @@ class TransformersBackend:
             out.append(tuple(self._position(tok, logits[start - 1 + j], top_k) for j, tok in enumerate(cont)))
         return out
 
+    acontinuation_logprobs = threaded_method(continuation_logprobs)  # in a worker thread (blocks)
+
     # -- Backend protocol (the rest) -----------------------------------------------------
-    def count_tokens(self, requests: Sequence[GenerationRequest]) -> list[int]:
+    async def acount_tokens(self, requests: Sequence[GenerationRequest], deadline: float | None = None) -> list[int]:
+        """Prompt tokens per request, tokenized here (fast: on the caller's loop)."""
         return [len(self._ids(r)) for r in requests]
 
-    def context_length(self) -> int | None:
+    async def acontext_length(self, deadline: float | None = None) -> int | None:
         if self.max_model_len is not None:
             return self.max_model_len
         value = getattr(getattr(self.model, "config", None), "max_position_embeddings", None)

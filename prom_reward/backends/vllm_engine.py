@@ -199,9 +199,14 @@ class VLLMEngine:
         return TokenLogprobs(token=token, logprob=chosen.logprob if chosen is not None else float("nan"), top=top)
 
     def continuation_logprobs(
-        self, requests: Sequence[GenerationRequest], continuations: Sequence[str], top_k: int = DEFAULT_TOP_K
+        self,
+        requests: Sequence[GenerationRequest],
+        continuations: Sequence[str],
+        top_k: int = DEFAULT_TOP_K,
+        deadline: float | None = None,
     ) -> list[tuple[TokenLogprobs, ...]]:
-        """Teacher forcing (see ``teacher_forcing``): ``prompt_logprobs=top_k``, one token generated."""
+        """Teacher forcing (see ``teacher_forcing``): ``prompt_logprobs=top_k``, one token generated (an engine
+        ignores ``deadline``)."""
         from vllm import SamplingParams
 
         if len(requests) != len(continuations):
@@ -227,10 +232,13 @@ class VLLMEngine:
             result[i] = tuple(self._position(ids[j], out.prompt_logprobs[j]) for j in range(start, len(ids)))
         return result
 
-    def count_tokens(self, requests: Sequence[GenerationRequest]) -> list[int]:
+    acontinuation_logprobs = threaded_method(continuation_logprobs)  # in a worker thread (blocks)
+
+    async def acount_tokens(self, requests: Sequence[GenerationRequest], deadline: float | None = None) -> list[int]:
+        """Prompt tokens per request, tokenized here (fast: on the caller's loop)."""
         return [len(self._token_ids(r)) for r in requests]
 
-    def context_length(self) -> int | None:
+    async def acontext_length(self, deadline: float | None = None) -> int | None:
         try:
             return int(self.llm.llm_engine.model_config.max_model_len)
         except AttributeError:

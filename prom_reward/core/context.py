@@ -8,7 +8,8 @@ Example:
     >>> from prom_reward.backends.sampling import SamplingConfig
     >>> b = ScriptedBackend(outputs=[], context=12)
     >>> req = GenerationRequest("s", "one two three four five six", sampling=SamplingConfig(max_tokens=4))
-    >>> fit_to_context(b, [req], [None], lambda it: req, truncate=False)[1:]
+    >>> import asyncio
+    >>> asyncio.run(fit_to_context(b, [req], [None], lambda it: req, truncate=False))[1:]
     ([False], [None])
 """
 
@@ -41,31 +42,33 @@ def _shorten(item: Item, fraction: float) -> Item:
     return dataclasses.replace(item, response_a=item.response_a[:cap], response_b=item.response_b[:cap])
 
 
-def fit_to_context(
+async def fit_to_context(
     backend: Backend,
     requests: list[GenerationRequest],
     items: list[Item],
     render: Callable[[Item], GenerationRequest],
     truncate: bool,
     known: Sequence[bool] | None = None,
+    deadline: float | None = None,
 ) -> tuple[list[GenerationRequest], list[bool], list[InputError | None]]:
     """Check (and optionally truncate) every request (``items``: what each was rendered from); returns the
     requests, truncated flags and, per item, the ``InputError`` of one that cannot be made to fit (None where it
     fits). ``known``: per request, True where it is not checked (a judgment store holds its answer: it fitted
-    when it was made); the backend is not asked anything when every request is known."""
+    when it was made); the backend is not asked anything when every request is known. ``deadline`` bounds what
+    the backend is asked (``GET /models``, ``/tokenize`` of a server)."""
     truncated = [False] * len(requests)
     errors: list[InputError | None] = [None] * len(requests)
     check = [i for i in range(len(requests)) if not (known and known[i])]
     if not check:
         return requests, truncated, errors
-    limit = backend.context_length()
+    limit = await backend.acontext_length(deadline)
     if limit is None:
         return requests, truncated, errors
     if backend.capabilities.tokens_at_most_bytes:
         check = [i for i in check if not surely_fits(requests[i], limit)]
         if not check:
             return requests, truncated, errors
-    counted = backend.count_tokens([requests[i] for i in check])
+    counted = await backend.acount_tokens([requests[i] for i in check], deadline)
     if counted is None:
         return requests, truncated, errors
     requests = list(requests)
@@ -92,7 +95,7 @@ def fit_to_context(
             )
             continue
         try:
-            requests[i] = _truncate(backend, items[i], render, count, budget, i)
+            requests[i] = await _truncate(backend, items[i], render, count, budget, i, deadline)
         except InputError as e:
             errors[i] = e
             continue
@@ -100,11 +103,17 @@ def fit_to_context(
     return requests, truncated, errors
 
 
-def _truncate(
-    backend: Backend, item: Item, render: Callable[[Item], GenerationRequest], count: int, budget: int, index: int
+async def _truncate(
+    backend: Backend,
+    item: Item,
+    render: Callable[[Item], GenerationRequest],
+    count: int,
+    budget: int,
+    index: int,
+    deadline: float | None,
 ) -> GenerationRequest:
     empty = _shorten(item, 0.0)
-    (floor,) = backend.count_tokens([render(empty)]) or [0]
+    (floor,) = await backend.acount_tokens([render(empty)], deadline) or [0]
     if floor > budget:
         raise ContextLengthError(
             f"item {index}: even with empty responses the judge prompt is {floor} tokens, over the {budget} "
@@ -117,7 +126,7 @@ def _truncate(
         response_tokens = max(1, count - floor)
         fraction *= max(0.0, (budget - floor) / response_tokens) * 0.97
         request = render(_shorten(item, fraction))
-        (count,) = backend.count_tokens([request]) or [0]
+        (count,) = await backend.acount_tokens([request], deadline) or [0]
         if count <= budget:
             return request
     raise InputError(

@@ -178,7 +178,7 @@ class PrometheusJudge(Judge):
         truncate = self.truncate_response if truncate is None else truncate
         store = self._store
         if store is not None:
-            await store.aname_model()  # keyed by the model a server serves, before the store is asked
+            await store.aname_model(deadline)  # keyed by the model a server serves, before the store is asked
         known = (lambda reqs: store.stored(SampleRunner.first_round(reqs, k))) if store is not None else None
         runs, truncated, go, requests = await fit_items(self.backend, items, failed, render, truncate, deadline, known)
         start = time.perf_counter()

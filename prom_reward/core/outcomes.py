@@ -12,7 +12,6 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import re
 from collections.abc import Callable, Sequence
@@ -48,19 +47,19 @@ async def fit_items(
     a prompt that cannot be made to fit the context), the truncated flags, the positions of the items to
     sample and their requests (carrying ``deadline``). ``known``: which of the rendered requests a judgment
     store answers (those are not checked against the context). The context check may ask the backend (a
-    server's ``/tokenize``, sync): it runs in a worker thread."""
+    server's ``/tokenize``), within ``deadline``."""
     runs = [ItemRun(error=input_failure(failed[i])) if i in failed else ItemRun() for i in range(len(items))]
     truncated = [False] * len(items)
     ok = [i for i in range(len(items)) if i not in failed]
     rendered = [render(items[i]) for i in ok]
-    requests, cut, errors = await asyncio.to_thread(
-        fit_to_context,
+    requests, cut, errors = await fit_to_context(
         backend,
         rendered,
         [items[i] for i in ok],
         render,
         truncate,
         known(rendered) if known and rendered else None,
+        deadline,
     )
     for j, e in enumerate(errors):
         truncated[ok[j]] = cut[j]

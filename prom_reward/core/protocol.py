@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, Self, TypedDict, TypeVar, Unpack
 
-from prom_reward.backends.bridge import run_sync, sync_method
+from prom_reward.backends.bridge import sync_method
 from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
 from prom_reward.core.by_grades import TIE_SAMPLING, TieRounds, failed_pair
 from prom_reward.core.items import GradeItem, Item, PairItem, absolute_items, check_rubrics, item_list, relative_items
@@ -125,13 +125,12 @@ class Judge(ABC):
             return await call(items, **options)
         return await outage.aoutcomes(items, call, failed, options)
 
-    def grade_items(
+    async def _outage_grades(
         self, items: Sequence[GradeItem], *, outage: Retry | None = None, **options: Unpack[CallOptions]
     ) -> list[Grade]:
-        """``agrade_items``, waited for; ``outage``: its transport failures asked again under that policy."""
-        return run_sync(lambda: self._items(self.agrade_items, items, _grade_of, outage, options))
+        return await self._items(self.agrade_items, items, _grade_of, outage, options)
 
-    def compare_items(
+    async def _outage_verdicts(
         self,
         items: Sequence[PairItem],
         *,
@@ -139,9 +138,13 @@ class Judge(ABC):
         outage: Retry | None = None,
         **options: Unpack[CallOptions],
     ) -> list[Verdict]:
-        """``acompare_items``, waited for; ``outage``: its transport failures asked again under that policy."""
         call = functools.partial(self.acompare_items, swap=swap)
-        return run_sync(lambda: self._items(call, items, _verdict_of, outage, options))
+        return await self._items(call, items, _verdict_of, outage, options)
+
+    grade_items = sync_method(_outage_grades)
+    """``agrade_items``, waited for; ``outage``: its transport failures asked again under that policy."""
+    compare_items = sync_method(_outage_verdicts)
+    """``acompare_items``, waited for; ``outage``: its transport failures asked again under that policy."""
 
     async def acompare_items_by_grades(
         self,

@@ -8,7 +8,6 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
@@ -90,8 +89,7 @@ class BaseModelReader:
         """Judge-output tokens read so far."""
 
     async def read(self, requests: Sequence[GenerationRequest], runs: list[ItemRun]) -> None:
-        """Set the base-model entropy of every valid sample's text (one teacher-forcing call, sync and
-        blocking, in a worker thread) and count the tokens read."""
+        """Set the base-model entropy of every valid sample's text (one teacher-forcing call); count the tokens."""
         where = [
             (i, j)
             for i, r in enumerate(runs)
@@ -102,7 +100,8 @@ class BaseModelReader:
             return
         texts = [runs[i].samples[j].text for i, j in where]
         forced = [requests[i] for i, _ in where]
-        scored = await asyncio.to_thread(self.scorer.continuation_logprobs, forced, texts, self.top_k)
+        deadline = min((r.deadline for r in forced if r.deadline is not None), default=None)
+        scored = await self.scorer.acontinuation_logprobs(forced, texts, self.top_k, deadline)
         for (i, j), positions in zip(where, scored, strict=True):
             entropy = mean_entropy(positions, self.truncation)
             runs[i].samples[j] = dataclasses.replace(runs[i].samples[j], base_entropy=entropy)

@@ -12,7 +12,6 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import functools
 import re
@@ -158,8 +157,6 @@ class PrometheusReward(JudgeHolder):
         n = len(samples)
         if not n:
             return ModeOutput([], [], {}, [], [])
-        if self._judge is None:  # a judge given as options is built (an engine started) in a worker thread
-            await asyncio.to_thread(lambda: self.judge)
         check_checklist_mode(self.config, samples, self.checklist_modes)  # before the canary: nothing judged
         if self.canary.due:
             await self.acheck_configuration(deadline)
@@ -283,8 +280,8 @@ class PrometheusReward(JudgeHolder):
     async def acall(
         self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
     ) -> list[float | None]:
-        """Awaitable form: awaits the judge on the caller's event loop (an in-process engine's blocking call
-        runs in a worker thread under it)."""
+        """Awaitable form: awaits the judge on the caller's event loop (an in-process engine's blocking calls
+        run in a worker thread of that backend)."""
         return await self.acompute(prompts, completions, completion_ids, **kwargs)
 
 

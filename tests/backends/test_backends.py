@@ -1,5 +1,7 @@
 """Backend registry and the scripted backend."""
 
+import inspect
+
 import pytest
 
 from prom_reward import BackendError, ConfigError, UnknownNameError
@@ -18,8 +20,12 @@ def test_all_registered_backends_import_and_follow_the_protocol():
     for name in BACKENDS.names():
         cls = backend_class(name)
         assert cls.name == name
-        for method in ("generate", "count_tokens", "context_length", "close"):
+        for method in ("generate", "close"):
             assert callable(getattr(cls, method))
+        for method in ("agenerate", "acount_tokens", "acontext_length"):
+            assert inspect.iscoroutinefunction(getattr(cls, method)), (name, method)
+        if cls.capabilities.continuation_logprobs:
+            assert inspect.iscoroutinefunction(cls.acontinuation_logprobs), name
 
 
 def test_object_passes_through_but_not_with_options():

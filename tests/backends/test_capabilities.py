@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 
 import pytest
@@ -92,7 +93,7 @@ class Forcing(ScriptedBackend):
 
     capabilities = dataclasses.replace(ScriptedBackend.capabilities, continuation_logprobs=True)
 
-    def continuation_logprobs(self, requests, continuations, top_k=20):
+    async def acontinuation_logprobs(self, requests, continuations, top_k=20, deadline=None):
         self.scored = list(continuations)
         return [() for _ in continuations]
 
@@ -102,12 +103,12 @@ def test_teacher_forcing_follows_the_declaration_through_a_store(tmp_path):
     assert not plain.capabilities.continuation_logprobs and forcing.capabilities.continuation_logprobs
     cached = CachedBackend(forcing, tmp_path / "a.sqlite")
     assert cached.capabilities.continuation_logprobs
-    assert cached.continuation_logprobs([GenerationRequest("s", "u")], ["Fine. [RESULT] 4"], 5) == [()]
+    assert asyncio.run(cached.acontinuation_logprobs([GenerationRequest("s", "u")], ["Fine. [RESULT] 4"], 5)) == [()]
     assert forcing.scored == ["Fine. [RESULT] 4"]
     plain_cached = CachedBackend(plain, tmp_path / "b.sqlite")
     assert not plain_cached.capabilities.continuation_logprobs
     with pytest.raises(ConfigError, match="declares capabilities.continuation_logprobs=False"):
-        plain_cached.continuation_logprobs([GenerationRequest("s", "u")], ["x"])
+        asyncio.run(plain_cached.acontinuation_logprobs([GenerationRequest("s", "u")], ["x"]))
 
 
 class WithSpecials(ScriptedBackend):

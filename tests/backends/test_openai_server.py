@@ -45,7 +45,7 @@ def test_batch_n2_logprobs_in_order(vllm_server: str, tiny_model_dir: Path, endp
     reqs = batch()
     results = server.generate(reqs)
     assert server.model == str(tiny_model_dir)  # model=None: first id from GET /models
-    counts = server.count_tokens(reqs)
+    counts = asyncio.run(server.acount_tokens(reqs))
     assert [r.prompt_tokens for r in results] == counts
     assert counts == sorted(counts) and len(set(counts)) == 6  # input order preserved
     specials = special_tokens(tiny_model_dir)
@@ -112,8 +112,8 @@ def test_assistant_prefix_continues_on_both_endpoints(vllm_server: str, tiny_mod
     raw = OpenAIServer(vllm_server, endpoint="completions", wire="raw")
     c = raw.generate([GenerationRequest("", text, sampling=GREEDY)])[0]
     assert a.completions[0].text == b.completions[0].text == c.completions[0].text
-    assert a.prompt_tokens == b.prompt_tokens == c.prompt_tokens == chat.count_tokens([req])[0]
-    plain = chat.count_tokens([GenerationRequest("SYS", "Grade this.")])[0]
+    assert a.prompt_tokens == b.prompt_tokens == c.prompt_tokens == asyncio.run(chat.acount_tokens([req]))[0]
+    plain = asyncio.run(chat.acount_tokens([GenerationRequest("SYS", "Grade this.")]))[0]
     assert a.prompt_tokens > plain  # the prefix is part of the prompt
     # greedy is deterministic, and n > 1 greedy (which vLLM refuses) repeats the one sample
     again = chat.generate([GenerationRequest("SYS", "Grade this.", sampling=GREEDY, assistant_prefix=prefix, n=3)])
@@ -124,9 +124,9 @@ def test_inst_wire_on_completions_and_context_length(vllm_server: str):
     server = make_backend("openai", base_url=vllm_server, endpoint="completions", wire="inst")
     reqs = [GenerationRequest("SYS", "USER", sampling=SamplingConfig(max_tokens=3), n=2)]
     [res] = server.generate(reqs)
-    assert res.prompt_tokens == server.count_tokens(reqs)[0] and len(res.completions) == 2
-    assert server.context_length() == 4096
-    assert OpenAIServer(vllm_server).context_length() == 4096
+    assert res.prompt_tokens == asyncio.run(server.acount_tokens(reqs))[0] and len(res.completions) == 2
+    assert asyncio.run(server.acontext_length()) == 4096
+    assert asyncio.run(OpenAIServer(vllm_server).acontext_length()) == 4096
 
 
 def test_sync_generate_inside_a_running_loop_and_async_core(vllm_server: str):
@@ -255,13 +255,16 @@ def test_system_role_detection_protocol(fake_server):
         {"role": "system", "content": "S"},
         {"role": "user", "content": "U"},
     ]
-    assert server.count_tokens([GenerationRequest("S", "U")]) == [3]
+    assert asyncio.run(server.acount_tokens([GenerationRequest("S", "U")])) == [3]
     bare = fake_server({"/v1/chat/completions": lambda k, b: (200, chat_reply())})
     server = OpenAIServer(bare.url, model="fake")
     server.generate([GenerationRequest("S", "U")])
     assert server.system_role is False
     assert bare.bodies("/v1/chat/completions")[0]["messages"] == [{"role": "user", "content": "S\n\nU"}]
-    assert server.count_tokens([GenerationRequest("S", "U")]) is None and server.context_length() is None
+    assert (
+        asyncio.run(server.acount_tokens([GenerationRequest("S", "U")])) is None
+        and asyncio.run(server.acontext_length()) is None
+    )
 
 
 def test_options_are_validated():

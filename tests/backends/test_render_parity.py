@@ -5,6 +5,8 @@ command line), on the tiny model (a Mistral-style template without a system role
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 import pytest
 
@@ -44,9 +46,9 @@ def test_engine_and_server_render_the_same_tokens(request, engine_name, server_n
     engine, url = request.getfixturevalue(engine_name), request.getfixturevalue(server_name)
     requests = _requests()
     chat, completions = OpenAIServer(url), OpenAIServer(url, endpoint="completions")
-    counts = engine.count_tokens(requests)
+    counts = asyncio.run(engine.acount_tokens(requests))
     # the server's own rendering, through the client's /tokenize and in the usage of real generations
-    assert chat.count_tokens(requests) == counts
+    assert asyncio.run(chat.acount_tokens(requests)) == counts
     assert [r.prompt_tokens for r in chat.generate(requests)] == counts
     assert [r.prompt_tokens for r in completions.generate(requests)] == counts
     assert chat.system_role == engine.system_role

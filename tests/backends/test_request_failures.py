@@ -5,6 +5,7 @@ retries). Real HTTP on 127.0.0.1."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 
@@ -134,7 +135,7 @@ def test_a_models_reply_of_the_wrong_shape_is_a_backend_error_naming_the_url(fak
     srv = fake_server({"/v1/models": lambda k, b: (200, models), "/v1/chat/completions": lambda k, b: (200, OK)})
     for model in (None, "judge"):
         with pytest.raises(BackendError, match=rf"GET /models failed: malformed reply from {srv.url}/models"):
-            OpenAIServer(srv.url, model=model, system_role=True).context_length()
+            asyncio.run(OpenAIServer(srv.url, model=model, system_role=True).acontext_length())
 
 
 @pytest.mark.parametrize("option", ["timeout", "probe_interval"])
@@ -160,3 +161,23 @@ def test_an_error_reply_nested_too_deep_or_holding_a_lone_surrogate_is_quoted_sa
     [res] = server(srv.url).generate([req("q")])
     assert f"HTTP {status}" in res.error and quoted in res.error and res.rejected == (status == 400)
     res.error.encode("utf-8")
+
+
+@pytest.mark.parametrize("call", ["acontext_length", "acount_tokens", "agenerate"])
+def test_a_hung_models_or_tokenize_call_ends_at_the_deadline(fake_server, call):
+    """``GET /models`` (the model to ask, the context window) and ``/tokenize`` are cut at the caller's deadline,
+    not only at the transport's timeout."""
+    hung = fake_server({"/v1/models": lambda k, b: None, "/tokenize": lambda k, b: None})
+    server = OpenAIServer(hung.url, timeout=60, system_role=True)
+    deadline = time.monotonic() + 0.5
+    request = GenerationRequest("S", "U", deadline=deadline)
+    calls = {
+        "acontext_length": lambda: server.acontext_length(deadline),
+        "acount_tokens": lambda: server.acount_tokens([request], deadline),
+        "agenerate": lambda: server.agenerate([request]),
+    }
+    start = time.monotonic()
+    with pytest.raises(BackendError, match="GET /models.*Timeout"):
+        asyncio.run(calls[call]())
+    assert time.monotonic() - start < 5
+    asyncio.run(server.aclose())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import multiprocessing as mp
@@ -138,9 +139,11 @@ def test_bad_store_argument_says_what_to_pass(tmp_path):
 def test_cached_backend_delegates(tmp_path):
     inner = ScriptedBackend(outputs=["a"], context=99)
     b = CachedBackend(inner, tmp_path / "j.sqlite")
-    assert b.name == "scripted" and b.context_length() == 99 and b.gpu_memory_share is None
+    assert b.name == "scripted" and asyncio.run(b.acontext_length()) == 99 and b.gpu_memory_share is None
     assert b.inner.remaining == 1 and not hasattr(b, "remaining")  # the protocol's members only, no forwarding
-    assert b.count_tokens([GenerationRequest("s", "u v")]) == inner.count_tokens([GenerationRequest("s", "u v")])
+    assert asyncio.run(b.acount_tokens([GenerationRequest("s", "u v")])) == asyncio.run(
+        inner.acount_tokens([GenerationRequest("s", "u v")])
+    )
     b.close()
 
 

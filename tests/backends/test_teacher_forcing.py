@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from prom_reward.backends.base import GenerationRequest
@@ -30,8 +32,8 @@ def tiny_hf(tiny_model_dir):
 def test_engine_and_transformers_agree_on_teacher_forced_tokens(vllm_engine, tiny_hf):
     assert vllm_engine.capabilities.continuation_logprobs and tiny_hf.capabilities.continuation_logprobs
     (eng,), (hf,) = (
-        vllm_engine.continuation_logprobs([request()], [TEXT], 5),
-        tiny_hf.continuation_logprobs([request()], [TEXT], 5),
+        asyncio.run(vllm_engine.acontinuation_logprobs([request()], [TEXT], 5)),
+        asyncio.run(tiny_hf.acontinuation_logprobs([request()], [TEXT], 5)),
     )
     assert "".join(p.token for p in eng) == TEXT == "".join(p.token for p in hf)
     assert [p.token for p in eng] == [p.token for p in hf]
@@ -41,14 +43,14 @@ def test_engine_and_transformers_agree_on_teacher_forced_tokens(vllm_engine, tin
         best_e, best_h = max(e.top, key=e.top.get), max(h.top, key=h.top.get)
         assert e.top[best_e] == pytest.approx(h.top[best_h], abs=0.05)
     # an empty continuation has no tokens, and requests keep their order
-    two = vllm_engine.continuation_logprobs([request(), request()], ["", TEXT], 5)
+    two = asyncio.run(vllm_engine.acontinuation_logprobs([request(), request()], ["", TEXT], 5))
     assert two[0] == () and [p.token for p in two[1]] == [p.token for p in eng]
 
 
 def test_server_prompt_logprobs_match_the_engine(vllm_server, vllm_engine):
     server = OpenAIServer(vllm_server, endpoint="completions")
-    (srv,) = server.continuation_logprobs([request()], [TEXT], 5)
-    (eng,) = vllm_engine.continuation_logprobs([request()], [TEXT], 5)
+    (srv,) = asyncio.run(server.acontinuation_logprobs([request()], [TEXT], 5))
+    (eng,) = asyncio.run(vllm_engine.acontinuation_logprobs([request()], [TEXT], 5))
     assert [p.token for p in srv] == [p.token for p in eng]
     for s, e in zip(srv, eng, strict=True):
         assert s.logprob == pytest.approx(e.logprob, abs=1e-3)

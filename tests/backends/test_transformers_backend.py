@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 from pathlib import Path
 
@@ -28,16 +29,16 @@ def test_renders_training_form_and_counts(tiny: TransformersBackend):
     assert tiny.render(req) == f"{bos}[INST] SYS\n\nUSER [/INST]Feedback: "
     ids = tiny._ids(req)
     assert ids.count(tiny.tokenizer.bos_token_id) == 1  # no second BOS on top of the template's
-    assert tiny.count_tokens([req]) == [len(ids)]
-    assert tiny.context_length() == 8192  # config.max_position_embeddings
-    assert TransformersBackend(tiny.model, tiny.tokenizer, max_model_len=4096).context_length() == 4096
+    assert asyncio.run(tiny.acount_tokens([req])) == [len(ids)]
+    assert asyncio.run(tiny.acontext_length()) == 8192  # config.max_position_embeddings
+    assert asyncio.run(TransformersBackend(tiny.model, tiny.tokenizer, max_model_len=4096).acontext_length()) == 4096
 
 
 def test_batch_n2_and_logprobs(tiny: TransformersBackend):
     sampling = SamplingConfig(max_tokens=6, logprobs=5)
     reqs = [GenerationRequest("You judge.", "word " * (i + 1), sampling=sampling, n=2) for i in range(6)]
     results = tiny.generate(reqs)  # two model.generate calls of 4 and 2 prompts, left-padded
-    assert [r.prompt_tokens for r in results] == tiny.count_tokens(reqs)
+    assert [r.prompt_tokens for r in results] == asyncio.run(tiny.acount_tokens(reqs))
     assert len(set(r.prompt_tokens for r in results)) == 6
     for res in results:
         assert len(res.completions) == 2
@@ -100,7 +101,11 @@ def test_prefix_continues_the_rendered_prompt(tiny: TransformersBackend):
     text = tiny.render(GenerationRequest("SYS", "Grade.")) + prefix
     [same] = raw.generate([GenerationRequest("", text, sampling=GREEDY)])
     assert res.completions[0].text == same.completions[0].text
-    assert res.prompt_tokens == same.prompt_tokens > tiny.count_tokens([GenerationRequest("SYS", "Grade.")])[0]
+    assert (
+        res.prompt_tokens
+        == same.prompt_tokens
+        > asyncio.run(tiny.acount_tokens([GenerationRequest("SYS", "Grade.")]))[0]
+    )
 
 
 def test_registry_options_and_close(tiny_model_dir: Path):
@@ -127,3 +132,25 @@ def test_smollm2_answers_sensibly(smollm2_dir: Path):
     )
     [res] = backend.generate([req])
     assert "Paris" in res.completions[0].text and res.completions[0].finish_reason == "stop"
+
+
+def test_teacher_forcing_runs_in_the_backends_worker_thread(tiny: TransformersBackend, monkeypatch):
+    """``acontinuation_logprobs``: one position per continuation token, its forward passes off the caller's thread
+    (the one thread hop: inside the engine backend)."""
+    import threading
+
+    seen: list[threading.Thread] = []
+    forward = type(tiny.model).__call__
+
+    def recording(model, *args, **kwargs):
+        seen.append(threading.current_thread())
+        return forward(model, *args, **kwargs)
+
+    monkeypatch.setattr(type(tiny.model), "__call__", recording)
+    req = GenerationRequest("SYS", "USER")
+    (positions,) = asyncio.run(tiny.acontinuation_logprobs([req], ["Fine. [RESULT] 4"], 3))
+    ids = tiny._ids(req)
+    joint = tiny._ids(GenerationRequest("SYS", "USER", assistant_prefix="Fine. [RESULT] 4"))
+    assert len(positions) == len(joint) - len(ids) > 0
+    assert all(p.token in p.top for p in positions)
+    assert seen and all(t is not threading.current_thread() for t in seen)

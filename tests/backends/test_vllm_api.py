@@ -6,6 +6,7 @@ source of a vLLM wheel that is not installed (0.33.0: see docs/serving.md, "GPU 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import importlib
 import importlib.util
@@ -235,9 +236,11 @@ def test_client_request_fields_are_vllm_request_fields():
         for endpoint in ("chat", "completions"):
             client = OpenAIServer(server.url, endpoint=endpoint)
             assert all(r.completions for r in client.generate(requests))
-            assert client.count_tokens(requests[:1])[0] > 0
-            assert client.continuation_logprobs(requests[:1], [" Good. [RESULT] 4"])[0]
-        assert OpenAIServer(server.url, endpoint="completions", wire="raw").count_tokens(requests[:1])[0] > 0
+            assert asyncio.run(client.acount_tokens(requests[:1]))[0] > 0
+            assert asyncio.run(client.acontinuation_logprobs(requests[:1], [" Good. [RESULT] 4"]))[0]
+        assert (
+            asyncio.run(OpenAIServer(server.url, endpoint="completions", wire="raw").acount_tokens(requests[:1]))[0] > 0
+        )
     finally:
         server.stop()
     kinds = {

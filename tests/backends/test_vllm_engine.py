@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from prom_reward import PrometheusJudge
@@ -21,8 +23,8 @@ def test_engine_renders_training_form_and_counts_tokens(vllm_engine: VLLMEngine)
     assert text == f"{vllm_engine.tokenizer.bos_token}[INST] SYS\n\nUSER [/INST]"
     ids = vllm_engine._token_ids(req)
     assert ids.count(vllm_engine.tokenizer.bos_token_id) == 1  # no double BOS
-    assert vllm_engine.count_tokens([req]) == [len(ids)]
-    assert vllm_engine.context_length() == 4096
+    assert asyncio.run(vllm_engine.acount_tokens([req])) == [len(ids)]
+    assert asyncio.run(vllm_engine.acontext_length()) == 4096
 
 
 def test_engine_batch_n_and_logprobs(vllm_engine: VLLMEngine):
@@ -32,7 +34,7 @@ def test_engine_batch_n_and_logprobs(vllm_engine: VLLMEngine):
     assert len(results) == 3
     for res, req in zip(results, reqs, strict=True):
         assert len(res.completions) == 2
-        assert res.prompt_tokens == vllm_engine.count_tokens([req])[0]
+        assert res.prompt_tokens == asyncio.run(vllm_engine.acount_tokens([req]))[0]
         for c in res.completions:
             assert c.logprobs is not None and len(c.logprobs) == c.completion_tokens > 0
             for p in c.logprobs:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 
@@ -23,13 +24,13 @@ class ByteBoundBackend(ScriptedBackend):
         super().__init__(*a, **kw)
         self.counted: list[int] = []
 
-    def count_tokens(self, requests):
+    async def acount_tokens(self, requests, deadline=None):
         self.counted.append(len(requests))
-        return super().count_tokens(requests)
+        return await super().acount_tokens(requests, deadline)
 
     def generate(self, requests):  # its prompt-token accounting is not a context check
         self.calls.append(list(requests))
-        counts = ScriptedBackend.count_tokens(self, requests)
+        counts = self._count(requests)
         return [
             GenerationResult(tuple(self._next(r, i) for i in range(r.n)), prompt_tokens=c)
             for r, c in zip(requests, counts, strict=True)
@@ -101,3 +102,31 @@ def test_real_tokenizer_never_exceeds_the_byte_bound(smollm2_dir, tiny_model_dir
             ids = ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids
             size = len(ABS_SYSTEM_PROMPT.encode()) + len(p.encode())
             assert len(ids) <= size + TEMPLATE_MARGIN, (folder.name, len(ids), size)
+
+
+class Deadlines(ScriptedBackend):
+    """A scripted backend recording the deadline each context question is asked with."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.asked: list[tuple[str, float | None]] = []
+
+    async def acontext_length(self, deadline=None):
+        self.asked.append(("context", deadline))
+        return await super().acontext_length(deadline)
+
+    async def acount_tokens(self, requests, deadline=None):
+        self.asked.append(("count", deadline))
+        return await super().acount_tokens(requests, deadline)
+
+
+def test_the_context_check_asks_the_backend_within_the_calls_deadline():
+    import time
+
+    backend = Deadlines(outputs=["Fine. [RESULT] 4"], context=4096)
+    judge = PrometheusJudge(backend=backend)
+    deadline = time.monotonic() + 60
+    (grade,) = asyncio.run(judge.agrade(["Say hi."], ["hi"], "helpfulness", deadline=deadline))
+    assert grade.score == 4.0
+    assert backend.asked == [("context", deadline), ("count", deadline)]
+    assert backend.calls[0][0].deadline == deadline

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 
 import pytest
@@ -234,7 +235,7 @@ def test_opt_in_truncation_fits_the_response():
     )
     (g,) = judge.grade(["q"], ["word " * 500], "helpfulness")
     assert g.truncated and g.score == 3.0
-    (count,) = backend.count_tokens(backend.calls[0])
+    (count,) = asyncio.run(backend.acount_tokens(backend.calls[0]))
     assert count <= 300
     assert "word word" in backend.calls[0][0].user
 
@@ -246,7 +247,7 @@ def test_truncating_a_pair_shortens_the_long_response_and_keeps_the_short_one_wh
     (v,) = judge.compare(["q"], ["word " * 500], ["a short answer"], "helpfulness", swap=True)
     assert v.truncated and v.winner == "A"
     for request in backend.calls[0]:
-        assert backend.count_tokens([request])[0] <= 300
+        assert asyncio.run(backend.acount_tokens([request]))[0] <= 300
         assert "a short answer\n" in request.user and "word word" in request.user
 
 

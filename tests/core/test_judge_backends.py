@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from prom_reward import GradeItem, PrometheusJudge
@@ -57,7 +59,7 @@ def test_server_and_engine_render_the_same_prompt(smollm2_server, smollm2_engine
 
     req = GenerationRequest(system="SYS", user="A judge prompt.")
     server = OpenAIServer(smollm2_server)
-    assert server.count_tokens([req]) == smollm2_engine.count_tokens([req])
+    assert asyncio.run(server.acount_tokens([req])) == asyncio.run(smollm2_engine.acount_tokens([req]))
     server.close()
 
 

@@ -50,7 +50,7 @@ class Forcing(ScriptedBackend):
 
     capabilities = dataclasses.replace(ScriptedBackend.capabilities, continuation_logprobs=True)
 
-    def continuation_logprobs(self, requests, continuations, top_k=20):
+    async def acontinuation_logprobs(self, requests, continuations, top_k=20, deadline=None):
         return [() for _ in continuations]
 
 
@@ -105,7 +105,7 @@ class _Engine(ScriptedBackend):
         super().__init__(outputs=[])
         self.gpu_memory_share = share
 
-    def continuation_logprobs(self, requests, continuations, top_k=20):
+    async def acontinuation_logprobs(self, requests, continuations, top_k=20, deadline=None):
         return [() for _ in requests]
 
 

@@ -17,6 +17,7 @@ from prom_reward.integrations.batched_reward import BatchedReward
 from prom_reward.rewards.outage import OutagePolicy
 from prom_reward.rewards.reward import PrometheusReward
 from prom_reward.rewards.samples import RewardSample
+from tests.fakes import BlockingScripted
 from tests.judges import judge_by_rank, response_of
 
 
@@ -87,7 +88,7 @@ def test_the_request_deadline_reaches_the_judge_call():
     assert before + 29 < seen[0] < time.monotonic() + 30 and seen[1] is None
 
 
-class Gated(ScriptedBackend):
+class Gated(BlockingScripted):
     """A scripted backend whose first call waits for a gate (another call can pass meanwhile)."""
 
     def __init__(self, gate: threading.Event, thread_safe: bool) -> None:

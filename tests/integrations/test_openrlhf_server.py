@@ -19,6 +19,7 @@ from prom_reward import PrometheusJudge
 from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.rewards.diagnostics import DIAG_KEYS
 from prom_reward.rewards.reward import PrometheusReward
+from tests.fakes import BlockingScripted
 from tests.integrations.test_openrlhf_http import running, scripted_reward, server_app
 
 REPO = Path(__file__).resolve().parents[2]
@@ -164,7 +165,7 @@ def slow_reward(delay: float, seen: list | None = None, gate: threading.Event | 
         time.sleep(delay)
         return "ok [RESULT] 3"
 
-    return PrometheusReward(PrometheusJudge(backend=ScriptedBackend(respond=respond), max_retries=0))
+    return PrometheusReward(PrometheusJudge(backend=BlockingScripted(respond=respond), max_retries=0))
 
 
 def test_concurrent_single_sample_requests_become_one_judge_batch(tokenizer):

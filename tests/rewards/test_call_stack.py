@@ -5,11 +5,15 @@
 ``PrometheusReward.__call__`` hands the call to the library's loop thread through ``compute``, the one sync
 wrapper (``backends/bridge.py``): the caller's thread holds just the reward and the bridge, and the loop
 thread's stack, from ``acompute`` to the backend, enters each module once. The judge's own list forms
-(``grade``, ``compare``, ``compare_by_grades``, sync and awaited) are held to the same rule."""
+(``grade``, ``compare``, ``compare_by_grades``, sync and awaited) are held to the same rule. On the stand-in
+HTTP judge, with the context check (``/tokenize``) and the judgment store on, a grade through each reward and a
+job also crosses no thread but the bridge's: every backend call runs on the caller's thread (async) or the
+library's loop thread (sync)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import threading
 import traceback
@@ -20,8 +24,10 @@ import pytest
 import prom_reward
 from prom_reward import PrometheusJudge
 from prom_reward.backends.base import GenerationRequest
+from prom_reward.backends.openai_server import OpenAIServer
 from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.rewards.reward import AsyncPrometheusReward, PrometheusReward
+from tests.fakes import StandInJudge
 
 PACKAGE = Path(prom_reward.__file__).parent
 ON_THE_PATH = ("rewards.reward", "rewards.outage", "core.judge", "core.sampler")
@@ -208,3 +214,101 @@ def test_online_dpo_pairs_reach_the_backend_through_the_rewards_own_frames(check
     same = PrometheusReward(PrometheusJudge(backend=plain), mode=mode, checklist_column="checklist")
     same(["Say hi."], ["hi"], baseline=["hello there"], **({} if checklist is None else {"checklist": checklist[:1]}))
     assert {tuple(s) for s in backend.stacks} == {tuple(s) for s in plain.stacks}  # the same frames to the backend
+
+
+class RecordingServer(OpenAIServer):
+    """The ``openai`` backend, recording at each protocol call (``agenerate``, ``acount_tokens``,
+    ``acontext_length``) the thread it runs on, the prom_reward modules on that thread's stack, and the
+    threads holding prom_reward frames then (their modules)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.seen: list[tuple[str, threading.Thread, list[str], dict[threading.Thread, list[str]]]] = []
+
+    def _record(self, method: str) -> None:
+        threads = {t.ident: t for t in threading.enumerate()}
+        held = {threads[i]: _modules(traceback.extract_stack(f)) for i, f in sys._current_frames().items()}
+        here = threading.current_thread()
+        self.seen.append((method, here, held[here], {t: s for t, s in held.items() if s and t is not here}))
+
+    async def agenerate(self, requests, **options):
+        self._record("agenerate")
+        return await super().agenerate(requests, **options)
+
+    async def acount_tokens(self, requests, deadline=None):
+        self._record("acount_tokens")
+        return await super().acount_tokens(requests, deadline)
+
+    async def acontext_length(self, deadline=None):
+        self._record("acontext_length")
+        return await super().acontext_length(deadline)
+
+
+@pytest.fixture
+def stand_in():
+    judge = StandInJudge(max_model_len=2048, model="stand-in-judge").start()
+    try:
+        yield judge
+    finally:
+        judge.stop()
+
+
+def _served_judge(stand_in: StandInJudge, tmp_path: Path) -> tuple[PrometheusJudge, RecordingServer]:
+    """A judge on the stand-in server with the context check on (its max_model_len is known, prompts are long
+    enough to be counted with /tokenize) and the judgment store on."""
+    backend = RecordingServer(stand_in.url, model="stand-in-judge", system_role=True)
+    judge = PrometheusJudge(backend=backend, store=tmp_path / "judgments.sqlite", sampling={"max_tokens": 256})
+    return judge, backend
+
+
+def _check_served(backend: RecordingServer, caller: threading.Thread, loop_thread: threading.Thread | None) -> None:
+    """Every protocol call ran on one thread (the caller's, or the bridge's loop thread for a sync caller, whose
+    own stack then ends in the bridge): no thread is crossed elsewhere, no other thread holds prom_reward frames,
+    and no module on the backend's stack is entered again."""
+    methods = {m for m, *_ in backend.seen}
+    assert {"agenerate", "acount_tokens", "acontext_length"} <= methods, methods
+    for method, thread, stack, others in backend.seen:
+        if loop_thread is None:
+            assert thread is caller and others == {}, (method, thread, others)
+        else:
+            assert thread is loop_thread and stack[0] == "prom_reward.backends.bridge", (method, stack)
+            assert set(others) == {caller} and others[caller][-1] == "prom_reward.backends.bridge", others
+            assert not _entered_again(others[caller]), others[caller]
+            stack = stack[1:]
+        assert not _entered_again(stack), f"{method}: entered again after it was left: {_entered_again(stack)}"
+
+
+LONG = "a response long enough that the context check counts its prompt with /tokenize " * 8
+
+
+def test_a_served_grade_through_the_async_reward_stays_on_the_callers_thread(stand_in, tmp_path):
+    judge, backend = _served_judge(stand_in, tmp_path)
+    reward = AsyncPrometheusReward(judge)
+    assert asyncio.run(reward(["Say hi."], [LONG])) == [3.0]
+    _check_served(backend, threading.current_thread(), None)
+    judge.close()
+
+
+def test_a_served_grade_through_the_sync_reward_crosses_only_the_bridge(stand_in, tmp_path):
+    from prom_reward.backends import bridge
+
+    judge, backend = _served_judge(stand_in, tmp_path)
+    reward = PrometheusReward(judge)
+    assert reward(["Say hi."], [LONG]) == [3.0]
+    assert bridge._thread is not None
+    _check_served(backend, threading.current_thread(), bridge._thread)
+    judge.close()
+
+
+def test_a_served_grade_job_crosses_only_the_bridge(stand_in, tmp_path):
+    from prom_reward.backends import bridge
+    from prom_reward.jobs.run import grade_file
+
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"instruction": "Say hi.", "response": LONG}) + "\n")
+    judge, backend = _served_judge(stand_in, tmp_path)
+    summary = grade_file(src, tmp_path / "out.jsonl", judge, rubric="helpfulness", progress=False)
+    assert summary.rows == 1 and summary.failed == 0
+    assert bridge._thread is not None
+    _check_served(backend, threading.current_thread(), bridge._thread)
+    judge.close()
