@@ -227,7 +227,8 @@ class RecordingServer(OpenAIServer):
 
     def _record(self, method: str) -> None:
         threads = {t.ident: t for t in threading.enumerate()}
-        held = {threads[i]: _modules(traceback.extract_stack(f)) for i, f in sys._current_frames().items()}
+        frames = sys._current_frames().items()  # a thread not started by threading (execnet's) is named by its id
+        held = {threads.get(i, f"thread {i}"): _modules(traceback.extract_stack(f)) for i, f in frames}
         here = threading.current_thread()
         self.seen.append((method, here, held[here], {t: s for t, s in held.items() if s and t is not here}))
 
