@@ -42,9 +42,9 @@ browser:  ## headless Chromium (Debian's package) for the report's browser test,
 test: setup browser lint  ## lint, then the test suite CI runs (real vLLM engine and server on CPU; exit code 5, no tests, fails)
 	HF_HUB_OFFLINE=1 $(PY) -m pytest tests -m "$(PYTEST_MARKERS)" $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
-test-fast: setup  ## the unit tier for the edit-test loop: no vLLM engine or server, no TRL run, no lint; 4 workers
+test-fast: setup  ## the unit tier for the edit-test loop: no vLLM engine or server, no TRL run, no lint; 2 workers
 	HF_HUB_OFFLINE=1 PROM_REWARD_NO_ENGINE=1 PROM_REWARD_TEST_PRESTART=0 \
-		$(PY) -m pytest tests -m "not integration and not slow" -n 4 $(PYTEST_ARGS)
+		$(PY) -m pytest tests -m "not integration and not slow" -n 2 $(PYTEST_ARGS)
 
 test-all: setup  ## the suite plus the tests marked slow (second end-to-end runs of covered paths)
 	$(MAKE) test PYTEST_MARKERS=""

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import ssl
 import subprocess
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
@@ -43,6 +44,27 @@ REPO = Path(__file__).resolve().parents[1]
 
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def _share_httpx_default_ssl_context() -> None:
+    """Give every ``httpx`` client of the session one default SSL context: each ``httpx.get``/``post`` builds a
+    client, and loading certifi's CA bundle for it took 30-150 ms of CPU, more than the local request itself."""
+    from httpx._transports import default
+
+    build = default.create_ssl_context
+    shared: list[ssl.SSLContext] = []
+
+    def create_ssl_context(verify: object = True, cert: object = None, trust_env: bool = True) -> ssl.SSLContext:
+        if verify is not True or cert is not None or not trust_env:
+            return build(verify=verify, cert=cert, trust_env=trust_env)  # type: ignore[arg-type]
+        if not shared:
+            shared.append(build())
+        return shared[0]
+
+    default.create_ssl_context = create_ssl_context  # type: ignore[assignment]
+
+
+_share_httpx_default_ssl_context()
 
 
 @pytest.fixture(scope="session")

@@ -148,9 +148,22 @@ def test_two_workers_keep_each_group_on_one_worker(tmp_path):
     where = tmp_path / "where.txt"
     path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup"],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": path, "WHERE": str(where)},
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "xdist",
+            "-n",
+            "2",
+            "--dist",
+            "loadgroup",
+        ],
+        cwd=tmp_path,  # xdist alone: the other plugins' imports (hypothesis, hydra ...) took seconds per process
+        env={**os.environ, "PYTHONPATH": path, "WHERE": str(where), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
         capture_output=True,
         text=True,
         timeout=300,
