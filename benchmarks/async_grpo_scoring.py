@@ -82,8 +82,8 @@ class CallLog:
         return best
 
 
-def logged_reward(judge: dict[str, Any], log: CallLog) -> Any:
-    """An ``AsyncPrometheusReward`` on ``judge`` whose calls are recorded in ``log``."""
+def logged_reward(judge: Any, log: CallLog) -> Any:
+    """An ``AsyncPrometheusReward`` on ``judge`` (options or a built judge) whose calls are recorded in ``log``."""
     from prom_reward.rewards.reward import AsyncPrometheusReward
 
     class Logged(AsyncPrometheusReward):

@@ -123,6 +123,8 @@ def check(obj: Any) -> None:
         value = getattr(obj, d.name)
         if not d.rules.accepts(value, d.kind):
             expected, note = d.rules.expected(d.kind), f" ({d.rules.note})" if d.rules.note else ""
+            if isinstance(value, float) and not math.isfinite(value):  # nan, inf: say what is wrong with it
+                expected = expected.replace("a number", "a finite number", 1)
             raise ConfigError(f"expected {expected}{note}, got {value!r}; fix: give {expected}", d.name)
 
 

@@ -36,7 +36,7 @@ class Knobs:
         ({"count": True}, "count: expected an int >= 1, got True"),
         ({"count": 2.0}, "count: expected an int >= 1, got 2.0"),
         ({"share": 1.5}, "share: expected a number in (0, 1], got 1.5"),
-        ({"share": math.nan}, "share: expected a number in (0, 1], got nan"),
+        ({"share": math.nan}, "share: expected a finite number in (0, 1], got nan"),
         ({"wait_s": 0}, "wait_s: expected seconds > 0 or None (None: no limit), got 0; fix: give seconds > 0 or None"),
         ({"how": "c"}, "how: expected one of a, b, got 'c'"),
         ({"width": "wide"}, "width: expected auto or a number > 0, got 'wide'"),

@@ -148,14 +148,14 @@ def test_ray_grade_scores_match_in_process_smollm2(ray_cluster, smollm2_dir, smo
     )
     assert sum(g.score is not None for g in want) >= 8  # the comparison is about real scores
     # bf16 logits on CPU move with the process, the batch's shape and the prefix cache (the run's canary warms it):
-    # a greedy feedback can diverge by a token, and P(1..5) by a few hundredths. Where the feedback is the same
+    # a greedy feedback can diverge by a token, and P(1..5) by up to ~0.05. Where the feedback is the same
     # text (7 or more of the 16 rows in runs here), P(1..5) must agree within that noise, and the score wherever
     # in-process had a clear verdict.
     same = [i for i, (r, g) in enumerate(zip(got, want, strict=True)) if r["feedback"] == g.feedback]
     assert len(same) >= 4, ([r["feedback"] for r in got], [g.feedback for g in want])  # rows out of order: ~0
     for i in same:
         row, g = got[i], want[i]
-        assert row["expected_score"] == pytest.approx(g.expected_score, abs=0.05), (i, row, g)
+        assert row["expected_score"] == pytest.approx(g.expected_score, abs=0.1), (i, row, g)
         top, second = sorted((g.probabilities or {}).values(), reverse=True)[:2]
         if top - second > 0.1:
             assert row["score"] == g.score, (i, row, g)
