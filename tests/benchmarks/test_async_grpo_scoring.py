@@ -32,7 +32,8 @@ def test_score_loop_keeps_groups_in_flight_with_per_group_advantages(smollm2_dir
     tok = tokenizer(str(smollm2_dir))
     log = CallLog()
     groups = rollout_groups(tok, 6, 4)
-    samples = score_loop(tok, logged_reward(PrometheusJudge(backend=ServedScripted(respond=respond)), log), groups, in_flight)
+    reward = logged_reward(PrometheusJudge(backend=ServedScripted(respond=respond)), log)
+    samples = score_loop(tok, reward, groups, in_flight)
     assert sorted(log.sizes()) == sizes, log.calls
     assert log.peak() == peak, log.calls
     assert sorted(s.group_id for s in samples) == sorted(g for g in range(6) for _ in range(4))
