@@ -154,11 +154,15 @@ def test_bad_length_options_are_config_errors(options, match):
 
 @pytest.mark.integration
 @pytest.mark.smollm2
-def test_length_control_with_the_real_engine(smollm2_engine):
-    """Greedy SmolLM2 grades (deterministic), judged with and without the correction: the group means agree,
-    the corrected rewards carry no log-length trend, and the penalty hits only the overlong completion."""
+def test_length_control_with_the_real_engine(smollm2_engine, tmp_path):
+    """SmolLM2 grades, judged with and without the correction: the group means agree, the corrected rewards carry
+    no log-length trend, and the penalty hits only the overlong completion. The second reward reads the first's
+    grades from the judgment store (greedy bf16 decoding on CPU moves with the engine's prefix cache)."""
     judge = PrometheusJudge(
-        backend=smollm2_engine, force_verdict="always", sampling={"max_tokens": 24, "temperature": 0.0}
+        backend=smollm2_engine,
+        force_verdict="always",
+        sampling={"max_tokens": 24, "temperature": 0.0},
+        store=tmp_path / "judgments.sqlite",
     )
     prompt = "Name a fruit and say one thing about it."
     completions = [
@@ -171,7 +175,7 @@ def test_length_control_with_the_real_engine(smollm2_engine):
     fixed = PrometheusReward(judge, length_correction=True, length_min_group=3, overlong_penalty=1.0)
     before = plain(prompts=[prompt] * 4, completions=completions)
     after = fixed(prompts=[prompt] * 4, completions=completions)
-    assert all(r is not None for r in before + after)
+    assert all(r is not None for r in before + after) and judge.stats.stored_samples == 4
     metrics = fixed.last_metrics
     assert metrics["length/spearman_before"] == pytest.approx(plain.last_metrics["diag/length_spearman"])
     assert metrics["length/penalized_share"] == 0.25  # only the 240-character one is past 1.5 x the median
