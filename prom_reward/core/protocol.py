@@ -173,7 +173,7 @@ class Judge(ABC):
                 attempt=1000 * tie_round,  # so a judgment store keeps the rounds apart
                 deadline=deadline,
             )
-            ties.record(todo, await self._items(self.agrade_items, ties.grade_items(todo), _grade_of, outage, options))
+            ties.record(todo, await self._outage_grades(ties.grade_items(todo), outage=outage, **options))
             todo = ties.tied()
         return ties.verdicts()
 
@@ -201,7 +201,7 @@ class Judge(ABC):
         for all items or one per item. An item's own fault fails that item; lists of different lengths raise
         ``InputError``."""
         n, built, failed = self._build("absolute", absolute_items, instructions, responses, rubric, reference_answers)
-        judged = await self._items(self.agrade_items, built, _grade_of, outage, options)
+        judged = await self._outage_grades(built, outage=outage, **options)
         return with_failed(n, failed, judged, failed_grade)
 
     async def acompare(
@@ -220,8 +220,7 @@ class Judge(ABC):
         judge both orders and combine them. An item's own fault fails that item."""
         pairs = (instructions, responses_a, responses_b, rubric, reference_answers)
         n, built, failed = self._build("relative", relative_items, *pairs)
-        call = functools.partial(self.acompare_items, swap=swap)
-        judged = await self._items(call, built, _verdict_of, outage, options)
+        judged = await self._outage_verdicts(built, swap=swap, outage=outage, **options)
         return with_failed(n, failed, judged, lambda e: failed_verdict(e, swap))
 
     async def acompare_by_grades(
