@@ -38,7 +38,7 @@ from prom_reward.backends.base import JudgeServer
 from prom_reward.backends.bridge import sync_method
 from prom_reward.checklist.criteria import Criterion, criterion_rubric
 from prom_reward.core.verdict_probs import no_logprobs
-from prom_reward.errors import BackendError, ConfigError, JudgeConfigError
+from prom_reward.errors import BackendError, ConfigError, JudgeConfigError, JudgeUnavailableError
 from prom_reward.format.judge_format import JudgeFormat, Task
 from prom_reward.format.rubrics import Rubric
 from prom_reward.rewards.checklists import batch_runner
@@ -202,7 +202,7 @@ async def _canary(reward: Any, seconds: float, health: JudgeHealth | None) -> No
         why = await reward.acheck_configuration(deadline=time.monotonic() + seconds)
     except ConfigError:
         raise
-    except BackendError as e:  # JudgeUnavailableError (on_exhausted="raise"): not up, not misconfigured
+    except (BackendError, JudgeUnavailableError) as e:  # not up (on_exhausted="raise"), not misconfigured
         why = str(e)
     if why is not None:
         logger.warning("judge did not answer the canary judgment (%s); starting anyway", why)

@@ -6,11 +6,12 @@ of a judge down at start a task there. The reward server's and the frameworks' u
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
 from prom_reward.backends.base import JudgeServer
-from prom_reward.errors import JudgeConfigError
+from prom_reward.errors import BackendError, JudgeConfigError, JudgeUnavailableError
 from prom_reward.rewards.outage import JudgeHealth
 from prom_reward.rewards.startup import acheck_judge, check_judge
 from tests.fakes import StandInJudge
@@ -51,3 +52,19 @@ def test_the_async_check_is_awaited_and_probes_on_the_callers_loop():
         late.stop()
     assert reachable == {late.url: False} and models == {late.url: ["prometheus"]} and done
     assert health.status()["status"] == "ok"
+
+
+@pytest.mark.parametrize("error", [BackendError("connection refused"), JudgeUnavailableError("down for 30 s")])
+def test_a_canary_the_judge_does_not_answer_only_warns(error, caplog):
+    """A judge that answers GET /models but not the canary's judgment (a transport failure, or the outage policy
+    giving up with on_exhausted="raise") starts the run degraded, with the cause in the log and in /health."""
+    from prom_reward.rewards.startup import _canary
+
+    class Reward:
+        async def acheck_configuration(self, deadline=None):
+            raise error
+
+    health = JudgeHealth()
+    asyncio.run(_canary(Reward(), 5.0, health))
+    assert str(error) in caplog.text and "starting anyway" in caplog.text
+    assert health.status()["status"] != "ok" and str(error) in json.dumps(health.status())
