@@ -1,11 +1,8 @@
 """Wire formats: how a system prompt and a filled template reach the judge model: ``chat`` (the tokenizer's chat
-template; no system role folds it into the user turn), ``inst`` (literal ``[INST] ... [/INST]``) or ``raw``.
+template), ``inst`` (literal ``[INST] ... [/INST]``) or ``raw``.
 
-Example:
-    >>> get_wire_format("inst").render("SYS", "USER")
-    '[INST] SYS\\nUSER [/INST]'
-    >>> get_wire_format("chat").messages("SYS", "USER", system_role=False)
-    [{'role': 'user', 'content': 'SYS\\n\\nUSER'}]
+>>> get_wire_format("inst").render("SYS", "USER")
+'[INST] SYS\\nUSER [/INST]'
 """
 
 from __future__ import annotations
@@ -24,8 +21,7 @@ def fold_system(system: str, user: str) -> str:
 
 
 def template_accepts_system(tokenizer: Any) -> bool:
-    """True when ``tokenizer``'s chat template renders a system message as such (not when it raises on one,
-    as Mistral v0.2's does, or drops it)."""
+    """True when ``tokenizer``'s chat template renders a system message (Mistral v0.2's raises on one)."""
     if getattr(tokenizer, "chat_template", None) is None:
         return False
     try:
@@ -45,7 +41,6 @@ class WireFormat:
     name: str = ""
     uses_chat_template: bool = False
     """True when ``render`` needs a tokenizer with a chat template."""
-
     template_has_special_tokens: bool = False
     """True when ``render`` output already contains BOS etc. (tokenize without adding them)."""
 

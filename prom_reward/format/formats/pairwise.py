@@ -1,13 +1,5 @@
 """RewardBench's pairwise judges (``selene``, ``mt-bench-pairwise``, ``offsetbias``, ``rise-judge``): rewardbench
-0.1.4's prompts byte for byte, parsed strictly (the differences are in docs/formats.md).
-
-Example:
-    >>> from prom_reward.format.judge_format import get_judge_format
-    >>> get_judge_format("selene").parse("**Reasoning:** B is right.\\n\\n**Result:** B", "relative").verdict
-    'B'
-    >>> get_judge_format("offsetbias").parse("Output (a)", "relative").verdict
-    'A'
-"""
+0.1.4's prompts byte for byte, parsed strictly (the differences are in docs/formats.md)."""
 
 from __future__ import annotations
 
@@ -105,7 +97,6 @@ RISE_JUDGE_PROMPT = (
 
 _SELENE_RESULT = re.compile(r"\*\*\s*Result\s*(?::\s*\*\*|\*\*\s*:)", re.IGNORECASE)
 _SELENE_REASONING = re.compile(r"\A\s*\*\*\s*Reasoning\s*(?::\s*\*\*|\*\*\s*:)\s*", re.IGNORECASE)
-# Each run of whitespace below is followed by a required character, so nothing backtracks badly.
 _SELENE_PAYLOAD = re.compile(r"\s*(?:[*\"'“‘]\s*)*(?:Response\s+)?(?P<v>[AB])(?:\s*[*\"'”’])*")
 # (read on text without trailing whitespace: nothing follows the cut word, so no run of whitespace can be split)
 _OFFSETBIAS_CUT = re.compile(r"\s*(?P<lead>(?:[*\"'“‘]\s*)*)(?i:o(?:u(?:t(?:p(?:u(?:t\s*\(?)?)?)?)?)?)?")
@@ -140,8 +131,6 @@ class SeleneFormat(PairwiseOnlyFormat):
         return ParsedOutput(feedback, found["v"], found.start("v"))
 
     def forcing_body(self, text: str) -> str | None:
-        """The reasoning without an open or cut ``**Result:**``, then a blank line (Selene's layout); None
-        when the output wrote its ``**Result:**`` with something after it (re-sampled)."""
         body = strip_eos(text)
         results = list(_SELENE_RESULT.finditer(body))
         if results:
@@ -170,11 +159,8 @@ class RiseJudgeFormat(PairwiseOnlyFormat):
 
 
 class OffsetBiasFormat(PairwiseOnlyFormat):
-    """OffsetBias: answers only ``Output (a)`` or ``Output (b)``; rewardbench's ``OFFSETBIAS_PROMPT``.
-
-    The verdict token is the letter after ``Output (``, so ``verdict_labels`` are ``("a", "b")``, in the
-    order of the verdicts ``("A", "B")``.
-    """
+    """OffsetBias: answers only ``Output (a)`` or ``Output (b)`` (verdict tokens ``a``, ``b``);
+    rewardbench's ``OFFSETBIAS_PROMPT``."""
 
     name = "offsetbias"
     force_prefix, force_suffix = "Output (", ")"
@@ -185,8 +171,7 @@ class OffsetBiasFormat(PairwiseOnlyFormat):
         return ("a", "b")
 
     def forcing_body(self, text: str) -> str | None:
-        """The quotes the output opened with, when all it wrote is ``Output (`` cut short (``Out``, ``""``);
-        None for any other output (the whole output is the verdict: re-sampled)."""
+        """The quotes the output opened with, when all it wrote is ``Output (`` cut short; else None."""
         found = _OFFSETBIAS_CUT.fullmatch(strip_eos(text))
         return None if found is None else found["lead"]
 

@@ -1,12 +1,5 @@
-"""RM-R1's reasoning judges (``rm-r1``, ``rm-r1-reasoning``): their evaluation prompts, checked against digests
-of the reference rendering, and a strict parser of the last ``<answer>[[A]]</answer>`` (docs/formats.md).
-
-Example:
-    >>> RM_R1.parse("<type>Chat</type>\\n<eval>B is right.</eval>\\n\\n<answer>[[B]]</answer>", "relative").verdict
-    'B'
-    >>> print(RM_R1.parse("<eval>B is right.</eval><answer>[[B]]", "relative").reason)
-    rm-r1: the last <answer> tag is not closed (expected <answer>[[A]]</answer> or <answer>[[B]]</answer>)
-"""
+"""RM-R1's reasoning judges (``rm-r1``, ``rm-r1-reasoning``): their evaluation prompts, and a strict parser of
+the last ``<answer>[[A]]</answer>`` (docs/formats.md)."""
 
 from __future__ import annotations
 
@@ -148,10 +141,8 @@ class RMR1Format(PairwiseOnlyFormat):
         return ParsedOutput(feedback, found["v"], found.start("v"))
 
     def forcing_body(self, text: str) -> str | None:
-        """The output with what it left open closed as RM-R1 writes it (``<think>``, ``<rubric>``, ``<eval>``,
-        ``<solution>`` on their own line, a quote or summary inline), an ``<answer>[[`` cut short dropped, and a
-        blank line before ``<answer>[[``. None when the output wrote an ``<answer>`` outside an open
-        ``<think>`` (re-sampled).
+        """The output with its open tags closed as RM-R1 writes them, a cut ``<answer>[[`` dropped, and a blank line;
+        None when it wrote an ``<answer>`` outside an open ``<think>`` (re-sampled).
 
         >>> RM_R1.forcing_body("<eval>\\nA says <quote_A>42")
         '<eval>\\nA says <quote_A>42</quote_A>\\n</eval>\\n\\n'
