@@ -1,9 +1,5 @@
 """Turning TRL's standard (string) and conversational (message list) rows into judge text: ``prompt_text`` (one
-user message, or ``User:``/``Assistant:`` turns) and ``completion_text`` (assistant contents joined).
-
->>> prompt_text([{"role": "user", "content": "Hi?"}])
-'Hi?'
-"""
+user message, or ``User:``/``Assistant:`` turns) and ``completion_text`` (assistant contents joined)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
 """The judge-format seam: a judge model's whole text interface as one object (``JudgeFormat``: prompts, parser,
-verdict tokens, forcing prefix, markers), registered by name in ``JUDGE_FORMATS`` (``get_judge_format``).
-
->>> get_judge_format("prometheus2").parse("Clear. [RESULT] 4", "absolute").verdict
-4
-"""
+verdict tokens, forcing prefix, markers), registered by name in ``JUDGE_FORMATS`` (``get_judge_format``)."""
 
 from __future__ import annotations
 

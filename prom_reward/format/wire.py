@@ -1,9 +1,5 @@
 """Wire formats: how a system prompt and a filled template reach the judge model: ``chat`` (the tokenizer's chat
-template), ``inst`` (literal ``[INST] ... [/INST]``) or ``raw``.
-
->>> get_wire_format("inst").render("SYS", "USER")
-'[INST] SYS\\nUSER [/INST]'
-"""
+template), ``inst`` (literal ``[INST] ... [/INST]``) or ``raw``."""
 
 from __future__ import annotations
 
