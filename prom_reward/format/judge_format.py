@@ -33,12 +33,10 @@ DEFAULT_FORMAT = "prometheus2"
 
 @dataclass(frozen=True)
 class Prompt:
-    """The messages of one judge prompt, before the wire format renders them."""
+    """The messages of one judge prompt, before the wire format renders them (``system`` ``""``: none sent)."""
 
     system: str
-    """The system message; ``""`` when the format sends none."""
     user: str
-    """The user message."""
 
 
 class JudgeFormat(ABC):

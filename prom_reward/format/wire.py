@@ -32,13 +32,12 @@ def template_accepts_system(tokenizer: Any) -> bool:
 
 
 class WireFormat:
-    """Base class. ``render`` gives completion text; ``messages`` gives chat messages."""
+    """``render`` gives completion text, ``messages`` chat messages; ``uses_chat_template``: ``render`` needs a
+    tokenizer with one; ``template_has_special_tokens``: its output holds BOS etc. (tokenize without adding them)."""
 
     name: str = ""
     uses_chat_template: bool = False
-    """True when ``render`` needs a tokenizer with a chat template."""
     template_has_special_tokens: bool = False
-    """True when ``render`` output already contains BOS etc. (tokenize without adding them)."""
 
     def render(self, system: str, user: str, tokenizer: Any = None, *, system_role: bool | None = None) -> str:
         raise NotImplementedError
