@@ -1,17 +1,5 @@
-"""``BatchedReward``: one ``PrometheusReward`` shared by many concurrent single-sample callers (OpenRLHF, verl,
-verifiers), whose samples reach the judge as one batched call; each caller gets a ``SampleOutcome`` with the
-same log keys (``extra_log_keys``), and a failed one gets a number only through an explicit ``FailurePolicy``.
-
-Example:
-    >>> from prom_reward import PrometheusJudge
-    >>> from prom_reward.rewards.reward import PrometheusReward
-    >>> judge = PrometheusJudge(backend="scripted", outputs=["Good. [RESULT] 4"])
-    >>> br = BatchedReward(PrometheusReward(judge))
-    >>> r = br.score([RewardSample(prompt="Say hi.", response="hi")])[0]
-    >>> r.reward, r.failed, r.extra_logs()["judge_failed"]
-    (4.0, False, 0.0)
-    >>> br.close()
-"""
+"""``BatchedReward``: one ``PrometheusReward`` shared by concurrent single-sample callers (OpenRLHF, verl,
+verifiers), their samples judged in batches; each gets a ``SampleOutcome`` with the same log keys."""
 
 from __future__ import annotations
 
@@ -30,8 +18,7 @@ from prom_reward.rewards.diagnostics import diagnostic_keys
 from prom_reward.rewards.holder import JudgeHolder
 from prom_reward.rewards.samples import RewardSample
 
-# Batch metrics each mode always reports (NaN-able ones such as swap_agreement are left out:
-# a per-sample log key must exist, with a number, for every sample).
+# Batch metrics each mode always reports (a per-sample log key needs a number for every sample: no NaN-able ones).
 _MODE_KEYS = {
     "absolute": ("parse_failure_rate", "abstain_rate", "forced_rate"),
     "pairwise_reference": ("parse_failure_rate", "abstain_rate", "tie_rate", "win_rate"),
@@ -76,19 +63,8 @@ class SampleOutcome:
 
 
 class FailurePolicy:
-    """What number a failed judgment becomes where a framework cannot take ``None``.
-
-    ``value``: a number, or ``"min"`` (the lowest reward of the configured scale: 1 raw,
-    0 with ``normalize="unit"``, -1 with ``"symmetric"``, -1 for ``pairwise_reference`` sign
-    rewards, 0 for probabilities and win rates). There is deliberately no default: the caller
-    must choose, and every use is counted and flagged per sample.
-
-    >>> from prom_reward.rewards.config import RewardConfig
-    >>> FailurePolicy("min").value_for(RewardConfig(normalize="symmetric"))
-    -1.0
-    >>> FailurePolicy("0.25").value_for(RewardConfig())
-    0.25
-    """
+    """What number a failed judgment becomes where a framework cannot take ``None``: ``value`` is a number or
+    ``"min"`` (the lowest reward of the configured scale); no default, the caller must choose."""
 
     def __init__(self, value: Any) -> None:
         if value is None or value == "":
@@ -102,8 +78,7 @@ class FailurePolicy:
         self.value: float | str = "min" if is_min else failure_value(value, None)
 
     def value_for(self, config: Any) -> float:
-        """The number for a failed sample under ``config`` (a ``RewardConfig``); a number off its scale
-        raises ``ConfigError`` (``rewards.config.failure_value``)."""
+        """The number for a failed sample under ``config`` (a ``RewardConfig``; off its scale: ``ConfigError``)."""
         return failure_value(self.value, config)
 
     def __repr__(self) -> str:
@@ -111,20 +86,10 @@ class FailurePolicy:
 
 
 class BatchedReward:
-    """Micro-batch concurrent reward requests into single calls of ``reward.ajudge_batch``.
+    """Micro-batch concurrent reward requests into calls of ``reward.ajudge_batch`` (a ``PrometheusReward``).
 
-    Args:
-        reward: a ``PrometheusReward`` (its config decides mode, rubric, normalisation, outage policy).
-        max_wait_s: how long a sample waits for others before its batch goes to the judge.
-        max_batch_size: samples per judge call at most (a larger request is split).
-        max_concurrent: judge calls in flight at once, when the judge's backend takes concurrent
-            calls (``Judge.capabilities.thread_safe``: the ``openai`` backend's ``capabilities.thread_safe``); 1
-            otherwise (an in-process engine runs one blocking call at a time).
-        group_size: ``pairwise_group`` only: samples per prompt to wait for (OpenRLHF's
-            ``n_samples_per_prompt``, verl's ``rollout.n``); a group still short after
-            ``group_wait_s`` is judged with what arrived, and a sample left alone in its group
-            fails (there is nothing to compare it with).
-        group_wait_s: see ``group_size``.
+    ``max_concurrent`` judge calls run at once when the judge takes concurrent calls (else 1). ``pairwise_group``:
+    a batch waits for ``group_size`` samples of a prompt, at most ``group_wait_s``; a sample left alone fails.
     """
 
     def __init__(
@@ -161,16 +126,12 @@ class BatchedReward:
 
     @property
     def stats(self) -> Any:
-        """The batcher's counters (``BatcherStats``: batches, batch sizes, cancelled, expired ...)."""
+        """The batcher's counters (``BatcherStats``)."""
         return self._batcher.stats
 
     async def ascore(self, samples: Sequence[RewardSample], *, timeout: float | None = None) -> list[SampleOutcome]:
-        """Judge ``samples``, batched with the concurrent callers of the same event loop; ``score`` is the sync
-        form (for worker threads: it waits on the library's loop, where its callers meet).
-
-        ``timeout``: seconds this request may wait for its rewards (its deadline): the batch's judge
-        retries stop there, and a request whose batch has not started by then fails with
-        ``DeadlineExceeded``. A cancelled caller's samples are dropped if their batch has not started."""
+        """Judge ``samples``, batched with the concurrent callers of the same loop (``score``: the sync form).
+        ``timeout``: this request's deadline (a batch not started by then raises ``DeadlineExceeded``)."""
         now = time.monotonic()
         deadline = None if timeout is None else now + timeout
         queued = [(s, now, deadline) for s in samples]
@@ -238,14 +199,13 @@ class BatchedReward:
 
 
 def _counter_keys(reward: JudgeHolder) -> tuple[str, ...]:
-    """The names of the reward's judge's own counters (``JudgeStats.counters``: a cascade's routing), logged
-    per batch; none while it is not built yet (options build a ``PrometheusJudge``, which has none)."""
+    """The reward's judge's own counters (a cascade's routing), logged per batch; none while it is not built."""
     return () if reward._judge is None else tuple(reward._judge.stats.counters)
 
 
 def _takes_concurrent_calls(reward: JudgeHolder) -> bool:
-    """Whether the reward's judge takes several calls at once (``Judge.capabilities.thread_safe``; from
-    its options while it is not built yet: the ``openai`` backend's ``capabilities.thread_safe``)."""
+    """Whether the reward's judge takes concurrent calls (``capabilities.thread_safe``; from its options while it
+    is not built yet)."""
     if reward._judge is None:
         spec = reward._judge_spec or {}
         backend = spec.get("backend", "vllm")

@@ -1,17 +1,5 @@
-"""``reward_func`` for OpenRLHF's in-process reward (``--reward.remote_url /path/to/openrlhf_reward_func.py``): one
-process-wide ``BatchedReward`` built on the first call from ``RewardSettings`` (docs/openrlhf.md);
-``configure`` installs a ready reward, ``reset`` drops it.
-
-Example:
-    >>> from prom_reward import PrometheusJudge
-    >>> from prom_reward.rewards.reward import PrometheusReward
-    >>> _ = configure(PrometheusReward(PrometheusJudge(backend="scripted", outputs=["[RESULT] 4"])),
-    ...               failure_reward="min")
-    >>> out = reward_func(["Q: hi? A: hello"], ["Q: hi? A:"], [None])
-    >>> out["rewards"], out["extra_logs"]["judge_failed"]
-    ([4.0], [0.0])
-    >>> reset()
-"""
+"""OpenRLHF's in-process ``reward_func`` (``--reward.remote_url /path/to/openrlhf_reward_func.py``): one
+process-wide ``BatchedReward``, built on the first call from ``RewardSettings`` or installed by ``configure``."""
 
 from __future__ import annotations
 
@@ -39,7 +27,7 @@ class _State:
     batched: BatchedReward
     settings: RewardSettings
     owned: bool = False
-    """The reward was built here from the settings (``close`` closes it), not given to ``configure``."""
+    """Built here from the settings (``close`` closes it), not given to ``configure``."""
 
     def close(self) -> None:
         self.batched.close()
@@ -48,8 +36,8 @@ class _State:
 
 
 def configure(reward: Any, **settings: Any) -> BatchedReward:
-    """Install ``reward`` (a ``PrometheusReward``) as the process-wide judge of ``reward_func``; ``settings`` are
-    ``RewardSettings`` fields (explicit, over the environment); returns its queue."""
+    """Install ``reward`` (a ``PrometheusReward``) as ``reward_func``'s judge, with ``RewardSettings`` fields
+    ``settings`` (over the environment); returns its queue."""
     global _state
     new = _new_state(reward, RewardSettings.around(reward.config, settings))
     with _lock:
@@ -60,14 +48,12 @@ def configure(reward: Any, **settings: Any) -> BatchedReward:
 
 
 def _new_state(reward: Any, s: RewardSettings, *, owned: bool = False) -> _State:
-    """The process-wide state for ``reward``: its batched queue and the settings ``reward_func`` reads."""
     s.failure_reward.value_for(reward.config)  # on the reward's own scale (a configured reward has its own)
     return _State(s.batched(reward), s, owned)
 
 
 def reset() -> None:
-    """Drop the process-wide judge, closing the reward built from the settings (the next call configures a new
-    one)."""
+    """Drop the process-wide judge, closing a reward built from the settings."""
     global _state
     with _lock:
         old, _state = _state, None
@@ -122,9 +108,5 @@ def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence
 
 
 def reward_func_path() -> str:
-    """The file to give OpenRLHF as ``--reward.remote_url`` (it only imports ``reward_func`` from here).
-
-    >>> reward_func_path().endswith("openrlhf_reward_func.py")
-    True
-    """
+    """The file to give OpenRLHF as ``--reward.remote_url``."""
     return str(Path(__file__).with_name("openrlhf_reward_func.py"))

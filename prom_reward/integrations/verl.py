@@ -1,18 +1,5 @@
 """verl 0.9's custom reward function (``reward.custom_reward_function.path=pkg://prom_reward.integrations.verl``,
-``name=compute_score``): concurrent calls meet in a per-process ``BatchedReward``; settings, the judge's
-address and the keys returned are in docs/verl.md.
-
-Example:
-    >>> from prom_reward import PrometheusJudge
-    >>> import asyncio
-    >>> from prom_reward.rewards.reward import PrometheusReward
-    >>> configure(PrometheusReward(PrometheusJudge(backend="scripted", outputs=["Fine. [RESULT] 4"])),
-    ...           failure_reward=0.0)
-    >>> out = asyncio.run(compute_score("gsm8k", "72", "72", {"question": "How many?"}))
-    >>> out["score"], out["judge_failed"], out["judge_feedback"]
-    (4.0, 0.0, 'Fine.')
-    >>> reset()
-"""
+``name=compute_score``): concurrent calls meet in a per-process ``BatchedReward`` (docs/verl.md)."""
 
 from __future__ import annotations
 
@@ -37,7 +24,7 @@ _lock = threading.Lock()
 _states: dict[Any, _State] = {}
 _configured: dict[str, Any] = {}
 stats: dict[str, int] = {"items": 0, "failures": 0}
-"""Running counts in this process: samples scored and samples the judge failed on."""
+"""Samples scored and failed in this process."""
 
 
 @dataclass
@@ -47,29 +34,19 @@ class _State:
     failure: float
     timeout: float | None
     owned: bool
-    """The reward was built here from the settings (``reset`` closes it), not given to ``configure``."""
+    """Built here from the settings (``reset`` closes it), not given to ``configure``."""
 
 
 def configure(reward: Any, failure_reward: Any = None, **settings: Any) -> None:
-    """Use ``reward`` (a ``PrometheusReward``) in this process instead of building one from the settings.
-
-    ``failure_reward`` and ``settings`` are ``RewardSettings`` fields (explicit, over the environment and
-    YAML), read on the first score (``failure_reward`` is required by then); the reward's own
-    ``RewardConfig`` is the reward settings.
-
-    >>> configure(object(), failure_reward=0.0); reset()
-    """
+    """Use ``reward`` (a ``PrometheusReward``) in this process instead of building one from the settings;
+    ``failure_reward`` and ``settings`` are ``RewardSettings`` fields, read on the first score."""
     reset()
     with _lock:
         _configured.update(reward=reward, settings={"failure_reward": failure_reward, **settings})
 
 
 def reset() -> None:
-    """Close this process's batched rewards (and the rewards built from the settings), forget ``configure`` and
-    the counts.
-
-    >>> reset()
-    """
+    """Close this process's batched rewards (and the rewards built here), forget ``configure`` and the counts."""
     with _lock:
         states = list(_states.values())
         _states.clear()
@@ -121,8 +98,7 @@ def _instruction(extra_info: Any) -> Any:
 
 
 def _sample(st: _State, solution_str: Any, ground_truth: Any, extra_info: Any) -> RewardSample | SampleOutcome:
-    """The sample verl's arguments describe, or its failed outcome when it cannot be judged (a response that is not
-    text; a ground truth that is not text, a finite number or a list of them: a NaN, a dict)."""
+    """The sample verl's arguments describe, or its failed outcome when it cannot be judged."""
     info = extra_info if isinstance(extra_info, dict) else {}
     instruction = _instruction(extra_info)
     if not isinstance(solution_str, str):
@@ -177,11 +153,8 @@ async def compute_score(
     reward_model_tokenizer: Any = None,
     **kwargs: Any,
 ) -> dict[str, Any]:
-    """verl's async custom reward function: one sample, batched with this process's concurrent calls.
-
-    The judge's server applies the judge's chat template; ``reward_model_tokenizer`` only tells
-    whether that template takes a system message.
-    """
+    """verl's async custom reward function: one sample, batched with this process's concurrent calls
+    (``reward_model_tokenizer`` only tells whether the judge's chat template takes a system message)."""
     st = _state(reward_router_address, kwargs, reward_model_tokenizer)
     sample = _sample(st, solution_str, ground_truth, extra_info)
     [res] = await st.batched.ascore([sample], timeout=st.timeout) if isinstance(sample, RewardSample) else [sample]
@@ -197,15 +170,7 @@ def compute_score_sync(
     reward_model_tokenizer: Any = None,
     **kwargs: Any,
 ) -> dict[str, Any]:
-    """Blocking form, for verl's ``remote`` reward manager (it rejects coroutine functions).
-
-    >>> from prom_reward import PrometheusJudge
-    >>> from prom_reward.rewards.reward import PrometheusReward
-    >>> configure(PrometheusReward(PrometheusJudge(backend="scripted", outputs=["[RESULT] 2"])), "min")
-    >>> compute_score_sync("d", "r", None, {"question": "q"})["score"]
-    2.0
-    >>> reset()
-    """
+    """Blocking form, for verl's ``remote`` reward manager (it rejects coroutine functions)."""
     st = _state(reward_router_address, kwargs, reward_model_tokenizer)
     sample = _sample(st, solution_str, ground_truth, extra_info)
     [res] = st.batched.score([sample], timeout=st.timeout) if isinstance(sample, RewardSample) else [sample]
