@@ -3,8 +3,10 @@ verifiers), their samples judged in batches; each gets a ``SampleOutcome`` with 
 
 from __future__ import annotations
 
+import os
+import threading
 import time
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -196,6 +198,47 @@ class BatchedReward:
     def _stable_metrics(self, metrics: dict[str, float]) -> dict[str, float]:
         # A key a batch lacks (no judge call: every sample of it was alone in its group) reads 0.
         return {k: float(metrics.get(k, 0.0)) for k in self.extra_log_keys[3:]}
+
+
+@dataclass
+class SharedReward:
+    """A process-wide ``BatchedReward`` and the ``RewardSettings`` around it (``owned``: its reward was built here)."""
+
+    batched: BatchedReward
+    settings: Any
+    owned: bool
+    pid: int = field(default_factory=os.getpid)
+
+    def close(self) -> None:
+        self.batched.close()
+        if self.owned:
+            self.batched.reward.close()
+
+
+class SharedRewards:
+    """This process's batched rewards by key, each built once on first use (again in a forked child)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[Hashable, SharedReward] = {}
+
+    def get(self, key: Hashable, build: Callable[[], SharedReward]) -> SharedReward:
+        with self._lock:
+            held = self._held.get(key)
+            if held is None or held.pid != os.getpid():
+                held = self._held[key] = build()
+            return held
+
+    def values(self) -> list[SharedReward]:
+        with self._lock:
+            return list(self._held.values())
+
+    def reset(self) -> None:
+        """Close and forget them all."""
+        with self._lock:
+            held, self._held = list(self._held.values()), {}
+        for h in held:
+            h.close()
 
 
 def _counter_keys(reward: JudgeHolder) -> tuple[str, ...]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import threading
 from typing import Any, cast
 
 from pydantic import Field, model_validator
@@ -15,7 +14,7 @@ from verifiers.v1.judge import Judge, JudgeResponse, JudgeView, judge_question, 
 from verifiers.v1.types import Messages, SystemMessage, UserMessage
 
 from prom_reward.errors import ConfigError, PromRewardError
-from prom_reward.integrations.batched_reward import BatchedReward
+from prom_reward.integrations.batched_reward import BatchedReward, SharedReward, SharedRewards
 from prom_reward.integrations.settings import judge_options
 from prom_reward.rewards.config import RewardConfig
 from prom_reward.rewards.outage import OutagePolicy
@@ -26,8 +25,7 @@ from prom_reward.rewards.startup import check_judge
 PLUGIN_ID = "prom-reward"
 """The ``id`` that plugs this judge in ``TaskConfig.judges``."""
 
-_lock = threading.Lock()
-_shared: dict[str, BatchedReward] = {}
+_shared = SharedRewards()
 
 
 class PrometheusVerifiersJudgeConfig(JudgeConfig):
@@ -121,26 +119,19 @@ def build_reward(config: PrometheusVerifiersJudgeConfig) -> PrometheusReward:
 
 def shared_reward(config: PrometheusVerifiersJudgeConfig) -> BatchedReward:
     """This process's batched reward for ``config`` (built, and its judge URLs checked, on first use)."""
-    key = config.model_dump_json(exclude={"id", "name", "weight"})
-    with _lock:
-        batched = _shared.get(key)
-        if batched is None:
-            reward = build_reward(config)
-            check_judge(reward.judge_server(), outage=reward.config.outage, health=reward.health)
-            batched = _shared[key] = BatchedReward(
-                reward, max_wait_s=config.batch_window_ms / 1000, max_batch_size=config.max_batch_size
-            )
-        return batched
+
+    def build() -> SharedReward:
+        reward = build_reward(config)
+        check_judge(reward.judge_server(), outage=reward.config.outage, health=reward.health)
+        batched = BatchedReward(reward, max_wait_s=config.batch_window_ms / 1000, max_batch_size=config.max_batch_size)
+        return SharedReward(batched, None, owned=True)
+
+    return _shared.get(config.model_dump_json(exclude={"id", "name", "weight"}), build).batched
 
 
 def reset() -> None:
     """Close this process's batched rewards and their judges."""
-    with _lock:
-        batched = list(_shared.values())
-        _shared.clear()
-    for b in batched:
-        b.close()
-        b.reward.close()
+    _shared.reset()
 
 
 class PrometheusVerifiersJudge(Judge[float, PrometheusVerifiersJudgeConfig]):

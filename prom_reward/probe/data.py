@@ -162,29 +162,22 @@ def load_llmbar(
         try:
             records = json.loads(path.read_text(encoding="utf-8"))
         except (ValueError, RecursionError) as e:  # JSONDecodeError, UnicodeDecodeError, too deep or long a number
-            raise InputError(
-                f"{path}: not valid JSON ({type(e).__name__}: {e}); fix: restore the file from LLMBar", field="llmbar"
-            ) from None
+            raise _damaged(f"{path}: not valid JSON ({type(e).__name__}: {e})", field="llmbar") from None
         if not isinstance(records, list) or not records:
-            raise InputError(
-                f"{path}: expected a non-empty JSON list of pairs; fix: restore the file from LLMBar", field="llmbar"
-            )
+            raise _damaged(f"{path}: expected a non-empty JSON list of pairs", field="llmbar")
         pairs = []
         for i, rec in enumerate(records):
             if not isinstance(rec, dict):
-                raise InputError(
-                    f"{path} record {i}: expected an object, got {type(rec).__name__}; fix: restore the file from "
-                    "LLMBar",
-                    index=i,
-                )
+                raise _damaged(f"{path} record {i}: expected an object, got {type(rec).__name__}", index=i)
             texts = [_text(rec, k, str(path), i) for k in ("input", "output_1", "output_2")]
             if rec.get("label") not in (1, 2) or isinstance(rec.get("label"), bool):
-                raise InputError(
-                    f"{path} record {i}: label must be 1 or 2, got {rec.get('label')!r}; fix: restore the file from "
-                    "LLMBar",
-                    index=i,
-                    field="label",
+                raise _damaged(
+                    f"{path} record {i}: label must be 1 or 2, got {rec.get('label')!r}", index=i, field="label"
                 )
             pairs.append(LLMBarPair(name, i, texts[0], texts[1], texts[2], rec["label"]))
         out[name] = seeded_subset(pairs, limit, seed)
     return out
+
+
+def _damaged(problem: str, **where: Any) -> InputError:
+    return InputError(f"{problem}; fix: restore the file from LLMBar", **where)

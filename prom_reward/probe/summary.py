@@ -31,20 +31,10 @@ def llmbar_table(llmbar: dict[str, Any]) -> Table:
     rows = []
     for name, s in llmbar["sets"].items():
         orders = s.get("order_accuracy") or [None, None]
-        gap = llmbar["gaps"].get(name)
+        gap = "" if name == "Natural" else fmt_number(llmbar["gaps"].get(name), signed=True)
+        shares = [fmt_number(x) for x in (*orders, s["both_right"], s["agreement"])]
         rows.append(
-            [
-                name,
-                str(s["n"]),
-                fmt_number(s["accuracy"]),
-                _ci(s["accuracy_ci"]),
-                fmt_number(orders[0]),
-                fmt_number(orders[1]),
-                fmt_number(s["both_right"]),
-                fmt_number(s["agreement"]),
-                str(s["failed"]),
-                "" if name == "Natural" else fmt_number(gap, signed=True),
-            ]
+            [name, str(s["n"]), fmt_number(s["accuracy"]), _ci(s["accuracy_ci"]), *shares, str(s["failed"]), gap]
         )
     return header, rows
 
@@ -54,17 +44,10 @@ def shifts_table(shifts: dict[str, Any]) -> Table:
     header = ["edit", "items", "mean shift", "95% CI", "rises", "95% CI", "falls", "length x"]
     rows = []
     for name, e in shifts["edits"].items():
+        shift = [fmt_number(e["mean_shift"], signed=True), _ci(e["mean_shift_ci"], signed=True)]
+        rises = [fmt_number(e["rise_share"]), _ci(e["rise_share_ci"])]
         rows.append(
-            [
-                name,
-                str(e["n"]),
-                fmt_number(e["mean_shift"], signed=True),
-                _ci(e["mean_shift_ci"], signed=True),
-                fmt_number(e["rise_share"]),
-                _ci(e["rise_share_ci"]),
-                fmt_number(e["fall_share"]),
-                fmt_number(e["mean_length_ratio"]),
-            ]
+            [name, str(e["n"]), *shift, *rises, fmt_number(e["fall_share"]), fmt_number(e["mean_length_ratio"])]
         )
     return header, rows
 
