@@ -175,17 +175,12 @@ class BatchedReward:
         metrics = self._stable_metrics(out.metrics if out is not None else {})
         metrics["abstain_rate"] = failed / n
         results: list[SampleOutcome | None] = [None] * n
+        lone = (
+            f"pairwise_group: only 1 of the {self.group_size} samples of this prompt arrived within group_wait_s, "
+            "so there was nothing to compare it with"
+        )
         for i in alone:
-            results[i] = SampleOutcome(
-                None,
-                True,
-                f"pairwise_group: only 1 of the {self.group_size} samples of this "
-                "prompt arrived within group_wait_s, so there was nothing to compare it with",
-                None,
-                n,
-                queue[i],
-                dict(metrics),
-            )
+            results[i] = SampleOutcome(None, True, lone, None, n, queue[i], dict(metrics))
         if out is not None:
             for pos, i in enumerate(todo):
                 r = out.rewards[pos]

@@ -35,16 +35,12 @@ class ServerHealth:
         """``/health`` says failing with ``cause`` from now on."""
         self.config_error = cause
 
-    def failure_share(self) -> float | None:
-        """The share of the recent samples that failed (None before ``MIN_SAMPLES``)."""
-        with self._lock:
-            n = len(self._recent)
-            return sum(self._recent) / n if n >= MIN_SAMPLES else None
-
     def status(self) -> dict[str, Any]:
         """``JudgeHealth.status()`` plus ``recent_failure_share``; status ``failing``, ``degraded`` or ``ok``."""
         out = self.judge.status()
-        share = self.failure_share()
+        with self._lock:
+            n = len(self._recent)
+            share = sum(self._recent) / n if n >= MIN_SAMPLES else None
         out["recent_failure_share"] = None if share is None else round(share, 3)
         if self.config_error is not None:
             out.update(status="failing", cause=self.config_error)

@@ -153,7 +153,7 @@ class RewardSettings:
     def from_values(cls, values: Mapping[str, Any]) -> RewardSettings:
         """The settings of flat ``values`` (name -> text or typed value); a refusal names where it is given."""
         refuse_unknown(values, setting_names(), "")
-        types = setting_types()
+        types = {name: d.kind for name, _, d in settings_fields()}
         parts: dict[str, dict[str, Any]] = {"reward": {}, "outage": {}, "own": {}}
         try:
             for name, value in values.items():
@@ -299,12 +299,6 @@ def settings_fields() -> tuple[tuple[str, str, Declared], ...]:
 def setting_names() -> list[str]:
     """The setting names, in table order."""
     return [name for name, _, _ in settings_fields()]
-
-
-@lru_cache(maxsize=1)
-def setting_types() -> dict[str, Any]:
-    """Each setting's type."""
-    return {name: d.kind for name, _, d in settings_fields()}
 
 
 def where(name: str) -> str:
