@@ -165,8 +165,8 @@ def test_per_row_rubrics_reach_the_judge_and_concurrent_rollouts_share_a_batch()
     trace, error = out[3]
     assert isinstance(error, TaskError) and "prometheus2 grades need 5" in str(error)
     assert trace.rewards["prom-reward"] is None and prompts["Be exact."] == ""  # no prompt: never sent
-    [batched] = verifiers_judge._shared.values()
-    assert batched.stats.max_batch == 4  # the rollouts' judgments went to the judge as one call
+    [shared] = verifiers_judge._shared.values()
+    assert shared.batched.stats.max_batch == 4  # the rollouts' judgments went to the judge as one call
 
 
 @pytest.mark.parametrize(
@@ -281,8 +281,8 @@ def test_end_to_end_against_the_real_vllm_server(smollm2_server):
     out = score(Plain, [cfg], rows)
     assert [e for _, e in out] == [None, None]
     assert all(t.rewards["prom-reward"].score in (1.0, 2.0, 3.0, 4.0, 5.0) for t, _ in out)
-    [batched] = verifiers_judge._shared.values()
-    assert batched.stats.max_batch == 2
+    [shared] = verifiers_judge._shared.values()
+    assert shared.batched.stats.max_batch == 2
     verifiers_judge.reset()
     cut = {"max_retries": 0, "force_verdict": "never", "sampling": {"max_tokens": 1}}
     [(trace, error)] = score(Plain, [cfg | {"judge": cut}], rows[:1])
