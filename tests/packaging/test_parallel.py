@@ -234,9 +234,9 @@ def test_a_deselected_test_merges_no_engine_groups(tmp_path, markers, merged):
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "tests/experimental/test_calibration_engines.py", "--collect-only", "-q"]
         + ["tests/backends/test_teacher_forcing.py"]
-        + ["-p", "no:xdist", "-p", "groups_plugin", "-p", "no:cacheprovider", "-m", markers, "-s"],
+        + ["-p", "groups_plugin", "-p", "no:cacheprovider", "-m", markers, "-s"],  # no other plugin: seconds each
         cwd=REPO,
-        env={**os.environ, "PYTHONPATH": path, "PROM_REWARD_TEST_PRESTART": "0"},
+        env={**os.environ, "PYTHONPATH": path, "PROM_REWARD_TEST_PRESTART": "0", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
         capture_output=True,
         text=True,
         timeout=300,
