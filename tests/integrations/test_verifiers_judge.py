@@ -275,7 +275,7 @@ def test_a_misconfigured_or_unreachable_judge_fails_the_rollout(refuse, down_for
 def test_end_to_end_against_the_real_vllm_server(smollm2_server):
     """SmolLM2 behind the real vLLM server (the session fixture): greedy, with its verdicts forced where it
     writes none, it grades; cut at one token and never forced, it cannot decide and the rollout fails."""
-    judge = {"max_retries": 0, "force_verdict": "always", "sampling": {"max_tokens": 24, "temperature": 0.0}}
+    judge = {"max_retries": 0, "force_verdict": "always", "sampling": {"max_tokens": 12, "temperature": 0.0}}
     cfg = {"id": "prom-reward", "server": [smollm2_server], "judge": judge, "batch_window_ms": 300}
     rows = [(Row(prompt="What is 2+2?"), "4"), (Row(prompt="Name a colour."), "Blue.")]
     out = score(Plain, [cfg], rows)
