@@ -1,13 +1,6 @@
-"""Drift diagnostics (``DIAG_KEYS``: ``diag/length_spearman`` ...): is this batch's reward turning into a length
-or format reward? Computed from what the batch holds, no extra judge calls; every key is a number in every
-batch (an undefined correlation reads 0). The keys are described in docs/rewards.md.
-
-Example:
-    >>> d = diagnostics([1.0, 3.0, 5.0, None], ["ok", "a longer one", "the longest answer here", "?"],
-    ...                 ["p", "p", "p", "p"], ["Short.", "Fine.", "Best. [RESULT] 5", None], top=4.5)
-    >>> d["diag/length_spearman"], d["diag/top_score_share"], d["diag/length_spearman_groups"]
-    (1.0, 0.3333333333333333, 1.0)
-"""
+"""Drift diagnostics (``DIAG_KEYS``, described in docs/rewards.md): is this batch's reward turning into a length
+or format reward? Computed from the batch alone; every key is a number in every batch (an undefined correlation
+reads 0)."""
 
 from __future__ import annotations
 
@@ -19,7 +12,7 @@ from prom_reward.rewards.config import RewardConfig, reward_scale
 from prom_reward.rewards.length import length_keys
 from prom_reward.stats import spearman
 
-DIAG_KEYS = (
+DIAG_KEYS = (  # in the order they are logged
     "diag/length_spearman",
     "diag/length_spearman_group_mean",
     "diag/length_spearman_groups",
@@ -29,7 +22,6 @@ DIAG_KEYS = (
     "diag/feedback_chars_mean",
     "diag/response_chars_mean",
 )
-"""The diagnostics' names, in the order they are logged."""
 
 
 def diagnostic_keys(cfg: RewardConfig) -> tuple[str, ...]:
@@ -63,7 +55,12 @@ def diagnostics(
     markers: Sequence[str] | None = None,
 ) -> dict[str, float]:
     """The ``DIAG_KEYS`` metrics of one batch (one entry per sample in each sequence); ``markers``: the judge
-    format's (``JudgeFormat.markers``; None: the default format's), for ``diag/injection_neutralized``."""
+    format's (None: the default format's), for ``diag/injection_neutralized``.
+
+    >>> d = diagnostics([1.0, 3.0, 5.0], ["ok", "a longer one", "the longest here"], ["p"] * 3, [None] * 3, top=4.5)
+    >>> d["diag/length_spearman"], d["diag/top_score_share"]
+    (1.0, 0.3333333333333333)
+    """
     n = len(rewards)
     if not len(responses) == len(groups) == len(feedback) == n:
         raise ValueError(

@@ -1,15 +1,11 @@
-"""Opt-in length control (``RewardConfig`` options, off by default): a group-relative correction of
-``reward ~ log(length)`` (``length_correction``) and a soft overlong penalty (``overlong_penalty``), applied to
-one batch's rewards; formulas and trade-offs are in docs/rewards.md.
+"""Opt-in length control (off by default): a group-relative correction of ``reward ~ log(length)``
+(``length_correction``) and a soft overlong penalty (``overlong_penalty``); formulas in docs/rewards.md.
 
 Example:
     >>> cfg = RewardConfig(length_correction=True, length_min_group=3)
     >>> rewards, m = control_length([1.0, 3.0, 5.0], ["a" * 10, "a" * 100, "a" * 1000], ["g"] * 3, cfg)
     >>> [round(r, 6) for r in rewards], m["length/corrected_groups"]
     ([3.0, 3.0, 3.0], 1.0)
-    >>> control_length([5.0, 5.0], ["short", "x" * 40], ["g", "g"],
-    ...                RewardConfig(overlong_penalty=1.0, overlong_baseline=10, overlong_ratio=2.0))[0]
-    [5.0, 4.0]
 """
 
 from __future__ import annotations
@@ -22,9 +18,7 @@ from prom_reward.rewards.config import RewardConfig
 from prom_reward.stats import slope, spearman
 
 CORRECTION_KEYS = ("length/spearman_before", "length/corrected_groups", "length/reward_per_doubling")
-"""Metrics of the group-relative correction (when on)."""
 PENALTY_KEYS = ("length/penalized_share", "length/penalty_mean")
-"""Metrics of the overlong penalty (when on)."""
 
 
 def length_keys(cfg: RewardConfig) -> tuple[str, ...]:

@@ -1,31 +1,11 @@
-"""``OnlineDPOJudgeReward``: a pairwise Prometheus judge as the reward of TRL's online DPO.
-
-TRL 1.16's ``trl.experimental.online_dpo.OnlineDPOTrainer`` samples two completions per prompt and calls each
-reward function once per batch with ``prompts = [p0..pB-1, p0..pB-1]`` and ``completions = [a0..aB-1, b0..bB-1]``;
-pair i's chosen completion is ``a_i`` when ``reward[i] >= reward[i + B]``, so an equal reward silently favours the
-first half. This reward gives 1.0 to each pair's winner and 0.0 to its loser, never an equal reward.
-
-Every pair goes through the reward path of ``PrometheusReward`` (``judge_batch`` in mode ``pairwise_reference``:
-``a_i`` against ``b_i``, both orders): the same input checks, neutralising, outage policy, canary and metrics.
-A pair whose row has a checklist is decided by its two completions' checklist rewards instead. A pair the judge
-cannot separate (orders disagree, samples split, no verdict) is re-judged with fresh samples, up to
-``max_tie_rounds`` times; one still undecided goes to the side its mean ``p_a`` over all rounds favours, and an
-exact 0.5 to a seeded coin flip. A pair that cannot be judged (bad input, over the context with
-``over_context="fail"``, no answer past the outage budget with ``on_exhausted="fail"``) goes to the coin, counted
-(``unjudged_pairs``); a judge down past the budget stops the step with ``JudgeUnavailableError`` by default.
-
-Counters accumulate on ``.stats``, the last batch's metrics (the reward path's, with the pairs' own and the drift
-diagnostics of ``rewards.diagnostics`` on the 1 / 0 rewards) on ``.last_metrics``; they go to TRL's
-``log_metric`` when given, and after ``reward.attach(trainer)`` into the trainer's logs (``<name>/coin_flips`` ...).
+"""``OnlineDPOJudgeReward``: a pairwise Prometheus judge as the reward of TRL's online DPO: 1.0 for each pair's
+winner, 0.0 for its loser, never an equal reward (docs/rewards.md, "Online DPO": the layout, tie rounds, the coin).
 
 Example:
     >>> from prom_reward import PrometheusJudge
     >>> judge = PrometheusJudge(backend="scripted", outputs=["B is right. [RESULT] B", "A is right. [RESULT] A"])
-    >>> reward = OnlineDPOJudgeReward(judge, rubric="factual_validity")
-    >>> reward(prompts=["Name a prime.", "Name a prime."], completions=["9", "7"])
+    >>> OnlineDPOJudgeReward(judge, rubric="factual_validity")(prompts=["Name a prime."] * 2, completions=["9", "7"])
     [0.0, 1.0]
-    >>> (reward.stats.pairs, reward.stats.decided_by_judge, reward.stats.coin_flips)
-    (1, 1, 0)
 """
 
 from __future__ import annotations
@@ -42,12 +22,11 @@ from typing import Any
 from prom_reward.checklist.criteria import check_grading_format
 from prom_reward.core.results import JudgeFailure, Verdict
 from prom_reward.errors import ConfigError, InputError
-from prom_reward.format.conversation import completion_text
 from prom_reward.rewards.config import RewardConfig
 from prom_reward.rewards.diagnostics import diagnostics
 from prom_reward.rewards.modes import ModeOutput
 from prom_reward.rewards.reward import PrometheusReward
-from prom_reward.rewards.samples import RewardSample
+from prom_reward.rewards.samples import RewardSample, response_text
 
 __all__ = ["OnlineDPOJudgeReward", "PairwiseRewardStats"]
 
@@ -99,20 +78,11 @@ class OnlineDPOJudgeReward:
     """Pairwise judge reward for ``OnlineDPOTrainer(reward_funcs=...)`` (TRL 1.16 layout).
 
     Args:
-        judge: a ``PrometheusJudge``, or a dict of its options (built on first call; such a reward
-            pickles, and each process builds its own judge).
-        config: the reward's ``RewardConfig``, the one settings model of every reward path (or its
-            fields as keywords; ``name`` defaults to ``prometheus_pairwise`` here). This reward reads
-            ``rubric`` (pairwise needs only the criteria), ``reference_answer``, ``rubric_column``,
-            ``reference_column``, ``checklist_column`` (a row with a checklist is decided by its completions'
-            checklist scores, judged as ``checklist_mode``, ``checklist_aggregation``, ``score`` and
-            ``num_samples`` say), ``name``, ``over_context`` (a pair over the judge's context: ``truncate``
-            shortens the responses, ``fail`` leaves it to the coin) and ``outage`` (how a failing judge is
-            retried; default: stop past the budget); the grade-to-reward fields (``mode``, ``normalize``, length
-            control) do not apply to its 1 / 0 rewards.
-        max_tie_rounds: re-judging rounds for undecided pairs (each costs two judge calls per pair, inside the
-            training step; a pair still undecided goes to its mean p_a, which rarely flips with more rounds).
-        seed: seed of the coin that settles pairs whose p_a is exactly 0.5.
+        judge: a ``PrometheusJudge``, or a dict of its options (built on first call, in each process).
+        config: a ``RewardConfig`` (or its fields as keywords; ``name`` defaults to ``prometheus_pairwise``); the
+            grade-to-reward fields (``mode``, ``normalize``, length control) do not apply to its 1 / 0 rewards.
+        max_tie_rounds: re-judging rounds for undecided pairs (two judge calls per pair each).
+        seed: seed of the coin that settles pairs whose mean p_a is exactly 0.5.
     """
 
     def __init__(
@@ -143,8 +113,7 @@ class OnlineDPOJudgeReward:
             overlong_penalty=0.0,
             failure_reward=None,
         )
-        self.reward = PrometheusReward(judge, pairwise)
-        """The reward path every pair goes through (``a_i`` against its baseline ``b_i``)."""
+        self.reward = PrometheusReward(judge, pairwise)  # every pair's path: a_i against its baseline b_i
         self.reward.checklist_modes = ("pairwise_reference",)  # a checklist pair compares its two checklist rewards
         self.canary, self.health = self.reward.canary, self.reward.health
         self.max_tie_rounds = max_tie_rounds
@@ -168,8 +137,8 @@ class OnlineDPOJudgeReward:
         return {**self.__dict__, "_trainer": None}
 
     def attach(self, trainer: Any) -> OnlineDPOJudgeReward:
-        """Add each batch's metrics to ``trainer.stats``, which OnlineDPOTrainer averages into its
-        logs (and resets) at every logging step. Holds only a weak reference; returns self."""
+        """Add each batch's metrics to ``trainer.stats`` (OnlineDPOTrainer logs and resets them at every logging
+        step); holds a weak reference; returns self."""
         if not isinstance(getattr(trainer, "stats", None), dict):
             raise ConfigError(f"attach: expected an OnlineDPOTrainer (a .stats dict), got {type(trainer).__name__}")
         self._trainer = weakref.ref(trainer)
@@ -309,7 +278,7 @@ class OnlineDPOJudgeReward:
             "unjudged_pairs": float(len(unjudged)),
         }
         feedback = [vs[-1].feedback if vs else None for vs in history]  # an unjudged pair has no verdict
-        responses = [_text(c) for c in completions]
+        responses = [response_text(c) for c in completions]
         markers = self.judge.format.markers  # win/loss: no top, diag/top_* read 0
         metrics.update(diagnostics(rewards, responses, list(range(b)) * 2, feedback * 2, top=None, markers=markers))
         self.last_metrics = metrics
@@ -348,8 +317,7 @@ def _verdict(out: ModeOutput, k: int) -> Verdict | str:
 
 
 def _checklist_verdict(out: ModeOutput, k: int) -> Verdict | str:
-    """The verdict of checklist samples ``k`` (response A) and ``k + 1`` (response B) from their checklist rewards,
-    or why the pair was not judged."""
+    """The verdict of checklist samples ``k`` (A) and ``k + 1`` (B) from their rewards, or why it was not judged."""
     ra, rb = out.rewards[k], out.rewards[k + 1]
     feedback = f"A: {out.feedback[k] or ''}\nB: {out.feedback[k + 1] or ''}"
     if ra is None or rb is None:
@@ -363,11 +331,3 @@ def _checklist_verdict(out: ModeOutput, k: int) -> Verdict | str:
     if ra == rb:
         return Verdict(winner=None, tie=True, feedback=feedback, reason=f"tie: both checklist rewards are {ra:.3g}")
     return Verdict(winner="A" if ra > rb else "B", feedback=feedback)
-
-
-def _text(completion: Any) -> str:
-    """A completion's text for length statistics ("" when it is not text: its pair failed alone)."""
-    try:
-        return completion_text(completion)
-    except InputError:
-        return ""

@@ -1,13 +1,5 @@
 """``RewardSample``: one (prompt, completion) to reward, the one sample model of every reward path, and its
-judge-ready form (``PrometheusReward.resolve``).
-
-Example:
-    >>> s = RewardSample(prompt=[{"role": "user", "content": "Hi?"}], response="Hello.")
-    >>> s.group == RewardSample(prompt=[{"role": "user", "content": "Hi?"}], response="Hey.").group
-    True
-    >>> samples_from_columns(["q1", "q2"], ["a", "b"], {"reference_answer": ["x", None]})[1].reference_answer is None
-    True
-"""
+judge-ready form (``PrometheusReward.resolve``)."""
 
 from __future__ import annotations
 
@@ -17,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from prom_reward.errors import InputError
+from prom_reward.format.conversation import completion_text
 
 COLUMNS = ("reference_answer", "rubric", "instruction", "baseline", "checklist")
 """The per-sample fields a dataset column (or an OpenRLHF label) may set."""
@@ -27,8 +20,7 @@ class RewardSample:
     """One completion to reward, as the trainer gave it (or, resolved, as the judge will see it)."""
 
     prompt: Any
-    """The prompt as the trainer has it (a string or a message list); samples with equal prompts
-    are one group for ``pairwise_group``."""
+    """The prompt as the trainer has it (a string or a message list); equal prompts are one group."""
     response: Any
     """The completion (a string, or a message list for conversational data)."""
     reference_answer: str | None = None
@@ -40,8 +32,7 @@ class RewardSample:
     baseline: Any = None
     """``pairwise_reference``: the response this one is compared with."""
     checklist: Any = None
-    """This sample's checklist of criteria (None: judged by its rubric); a tuple of ``Criterion`` once resolved
-    (``prom_reward.checklist``)."""
+    """This sample's checklist of criteria (None: judged by its rubric); ``Criterion``s once resolved."""
 
     @property
     def group(self) -> Hashable:
@@ -83,3 +74,11 @@ def samples_from_columns(
         RewardSample(prompt=p, response=c, **{k: v[i] for k, v in values.items()})
         for i, (p, c) in enumerate(zip(prompts, completions, strict=True))
     ]
+
+
+def response_text(response: Any) -> str:
+    """A response's text for length statistics ("" when it is not text: that sample failed alone)."""
+    try:
+        return completion_text(response)
+    except InputError:
+        return ""
