@@ -1,14 +1,5 @@
 """Reading the judge's distribution over verdicts from the top-k logprobs at the verdict token (variants that
-decode to the same verdict, ``"4"`` and ``" 4"``, are summed).
-
-Example:
-    >>> from prom_reward.backends.base import TokenLogprobs
-    >>> import math
-    >>> pos = TokenLogprobs("4", math.log(0.6), {"4": math.log(0.6), " 5": math.log(0.3), "x": math.log(0.1)})
-    >>> probs, mass = distribution_at(pos, ("1", "2", "3", "4", "5"))
-    >>> {k: round(v, 3) for k, v in probs.items()}, round(mass, 2)
-    ({'4': 0.667, '5': 0.333}, 0.9)
-"""
+decode to the same verdict, ``"4"`` and ``" 4"``, are summed)."""
 
 from __future__ import annotations
 
@@ -26,10 +17,8 @@ def normalize_token(token: str) -> str:
 
 
 def distribution_at(position: TokenLogprobs, labels: Sequence[str]) -> tuple[dict[str, float] | None, float]:
-    """(renormalised distribution over ``labels`` at one position, raw mass of labels).
-
-    Returns (None, 0.0) when no label appears among the position's top-k tokens.
-    """
+    """(renormalised distribution over ``labels`` at one position, raw mass of labels); (None, 0.0) when no label
+    is among the position's top-k tokens."""
     mass: dict[str, float] = {}
     candidates = dict(position.top)
     candidates.setdefault(position.token, position.logprob)
@@ -92,22 +81,17 @@ EXPECTED_FIX = (
     "fix: a judge server or engine that returns logprobs (vLLM serves up to 20 with --max-logprobs 20 or more; the "
     "judge asks for 20), or score the verdicts themselves (score='mean'; prom-reward grade without --expected)"
 )
-"""How to get expected scores where a judge gave none."""
-
-
-NO_LOGPROBS = "the judge returned no logprobs for the verdict token"
-"""How ``no_expected`` begins for a judge that returned no logprobs at all."""
+NO_LOGPROBS = "the judge returned no logprobs for the verdict token"  # how no_expected begins without any
 
 
 def no_logprobs(reason: str | None) -> bool:
-    """Whether ``reason`` (a ``Grade.expected_reason``) says the judge returned no logprobs at all: a server
-    that cannot give expected scores (refused at start where expected scores are asked for)."""
+    """Whether ``reason`` (a ``Grade.expected_reason``) says the judge returned no logprobs at all."""
     return reason is not None and reason.startswith(NO_LOGPROBS)
 
 
 def no_expected(scored_tokens: int) -> str:
-    """Why a verdict has no expected score, ``scored_tokens`` its samples' tokens with logprobs: none returned at
-    all (a server that does not return logprobs), or none of the verdict labels among the verdict token's top ones.
+    """Why a verdict has no expected score, ``scored_tokens`` its samples' tokens with logprobs: none returned, or
+    none of the verdict labels among the verdict token's top ones.
 
     >>> no_expected(0).split(";")[0]
     'the judge returned no logprobs for the verdict token, so there is no expected score'
