@@ -1,15 +1,5 @@
 """Small statistics shared by the diagnostics, the hacking probe and the report: ranks, correlations, a
-least-squares slope, a seeded percentile bootstrap and ``finite_number``.
-
-Example:
-    >>> spearman([1, 2, 3, 4], [10, 20, 30, 25])
-    0.8
-    >>> pearson([1, 1, 1], [1, 2, 3]) is None  # a constant input has no correlation
-    True
-    >>> lo, hi = bootstrap_ci([0.0, 1.0, 1.0, 1.0], seed=0)
-    >>> 0.0 <= lo <= 0.75 <= hi <= 1.0
-    True
-"""
+least-squares slope and a seeded percentile bootstrap."""
 
 from __future__ import annotations
 
@@ -17,15 +7,6 @@ import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
-
-
-def finite_number(value: object) -> bool:
-    """Whether ``value`` is a finite int or float: not a bool, NaN (which passes no comparison) or infinity.
-
-    >>> finite_number(2), finite_number(0.5), finite_number(True), finite_number(float("nan")), finite_number("1")
-    (True, True, False, False, False)
-    """
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def ranks(values: Sequence[float]) -> list[float]:
@@ -68,7 +49,11 @@ def pearson(x: Sequence[float], y: Sequence[float]) -> float | None:
 
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
-    """Spearman rank correlation (Pearson of average ranks, as scipy); None where undefined."""
+    """Spearman rank correlation (Pearson of average ranks, as scipy); None where undefined.
+
+    >>> spearman([1, 2, 3, 4], [10, 20, 30, 25])
+    0.8
+    """
     return pearson(ranks(x), ranks(y))
 
 
@@ -96,9 +81,7 @@ def bootstrap_ci(
     level: float = 0.95,
     seed: int = 0,
 ) -> tuple[float, float]:
-    """Seeded percentile bootstrap interval of ``statistic`` over ``values`` (resampled with replacement).
-
-    One value gives a zero-width interval; no values raise ``ValueError``.
+    """Seeded percentile bootstrap interval of ``statistic`` over ``values``; one value gives a zero-width interval.
 
     >>> bootstrap_ci([2.0])
     (2.0, 2.0)

@@ -1,17 +1,5 @@
-"""Confidence indicators from the judge's own token distributions (``INDICATORS``: ``se``, ``se_cali``,
-``perplexity``, ``verdict_probability``, ``sample_agreement``, ``swap_agreement``), each an uncertainty
-(higher = less sure). How SE is estimated from the top-k alone is in docs/confidence.md.
-
-Example:
-    >>> import math
-    >>> from prom_reward.backends.base import TokenLogprobs
-    >>> pos = TokenLogprobs("a", math.log(0.5), {"a": math.log(0.5), "b": math.log(0.25)})
-    >>> [round(token_entropy(pos, t), 4) for t in ("tail", "bucket", "renormalize")]  # tail 0.25 <= p_min
-    [1.0397, 1.0397, 0.6365]
-    >>> c = Confidence(entropy=0.8, base_entropy=0.5, verdict_probability=0.9)
-    >>> round(c.entropy_calibrated, 2), round(uncertainty(c, "verdict_probability"), 2)
-    (0.3, 0.1)
-"""
+"""Confidence indicators from the judge's own token distributions (``INDICATORS``), each an uncertainty (higher =
+less sure); how SE is estimated from the top-k alone is in docs/confidence.md."""
 
 from __future__ import annotations
 
@@ -42,9 +30,8 @@ def _top_k_probs(position: TokenLogprobs, top_k: int) -> list[float]:
 
 
 def token_entropy(position: TokenLogprobs, truncation: str = "tail", top_k: int = DEFAULT_TOP_K) -> float:
-    """Entropy (nats) of one position's next-token distribution from its top-k (see module doc).
-
-    A function of the distribution only: which token was sampled does not change it.
+    """Entropy (nats) of one position's next-token distribution from its top-k (``truncation``: how the mass
+    outside it counts, docs/confidence.md); which token was sampled does not change it.
 
     >>> import math
     >>> token_entropy(TokenLogprobs("x", 0.0, {"x": 0.0}))  # a certain token
@@ -74,8 +61,7 @@ def token_entropy(position: TokenLogprobs, truncation: str = "tail", top_k: int 
 
 
 def _least_tail_entropy(rest: float, cap: float) -> float:
-    """The least entropy mass ``rest`` can have when no outcome exceeds ``cap``: as many outcomes
-    of ``cap`` as fit, plus the remainder."""
+    """The least entropy mass ``rest`` can have when no outcome exceeds ``cap``."""
     if rest <= cap:
         return -rest * math.log(rest)
     full = math.floor(rest / cap)
@@ -84,8 +70,7 @@ def _least_tail_entropy(rest: float, cap: float) -> float:
 
 
 def entropy_upper_bound(position: TokenLogprobs, vocab_size: int, top_k: int = DEFAULT_TOP_K) -> float:
-    """The most entropy the distribution can have given its top-k and a vocabulary of ``vocab_size``:
-    the outside mass spread evenly over the other tokens (each under the k-th probability).
+    """The most entropy the distribution can have given its top-k and a vocabulary of ``vocab_size``.
 
     >>> import math
     >>> round(entropy_upper_bound(TokenLogprobs("a", math.log(0.5), {"a": math.log(0.5)}), 3), 4)
@@ -131,23 +116,16 @@ class Confidence:
 
     entropy: float | None = None
     """SE: mean token entropy (nats) of the judge's generated tokens, averaged over its valid samples."""
-
     nll: float | None = None
     """Mean negative log-probability of the sampled tokens (log-perplexity), averaged over samples."""
-
     base_entropy: float | None = None
     """SE of the base model reading the same outputs by teacher forcing (needs a calibration model)."""
-
     verdict_probability: float | None = None
-    """Probability of the judge's own verdict token after ``[RESULT]`` (not renormalised over the
-    allowed verdicts; mean over samples)."""
-
+    """Probability of the judge's own verdict token (not renormalised over the verdicts; mean over samples)."""
     sample_agreement: float | None = None
     """Share of valid samples that agree with the majority verdict (None with fewer than 2)."""
-
     swap_agreement: float | None = None
     """Pairwise with both orders: 1.0 when both picked the same response, 0.0 otherwise."""
-
     tokens: int = 0
     """Generated tokens the entropies were averaged over."""
 
@@ -175,12 +153,7 @@ def _mean(values: Sequence[float | None]) -> float | None:
 
 
 def confidence_from_samples(samples: Sequence[Any], *, swap_agreement: bool | None = None) -> Confidence:
-    """Combine the valid samples of one judgment (``core.results.JudgeSample`` objects) into a ``Confidence``.
-
-    Samples carry ``entropy``/``nll``/``base_entropy``/``scored_tokens`` (set by the sampler) and
-    ``verdict``/``probabilities``. Pairwise samples of a swapped order must already be mapped to
-    the original labels for ``sample_agreement`` to mean anything (the caller passes one order).
-    """
+    """Combine the valid samples of one judgment (``JudgeSample``s of one order) into a ``Confidence``."""
     valid = [s for s in samples if s.verdict is not None]
     probs = []
     for s in valid:
@@ -203,8 +176,8 @@ def confidence_from_samples(samples: Sequence[Any], *, swap_agreement: bool | No
 
 
 def merge_confidences(parts: Sequence[Confidence | None], *, swap_agreement: float | None = None) -> Confidence:
-    """Average several judgments' indicators (e.g. the two orders of a pairwise verdict, or the two
-    grades of ``compare_by_grades``); ``tokens`` are summed.
+    """Average several judgments' indicators (the two orders of a verdict, the two grades of
+    ``compare_by_grades``); ``tokens`` are summed.
 
     >>> merge_confidences([Confidence(entropy=1.0, tokens=3), Confidence(entropy=0.5, tokens=2)]).entropy
     0.75
@@ -245,8 +218,7 @@ NEEDS = {
     "sample_agreement": "samples",
     "swap_agreement": "swap",
 }
-"""What each indicator needs from the judge: token logprobs (``confidence=True``), a calibration
-model, ``num_samples >= 2``, or pairwise judgments with ``swap=True``."""
+"""What each indicator needs: logprobs (``confidence=True``), a calibration model, samples >= 2, ``swap=True``."""
 
 
 def get_indicator(name: str) -> Indicator:

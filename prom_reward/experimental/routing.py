@@ -1,12 +1,5 @@
 """Routing rules of a judge cascade (``route``): which judgments are uncertain enough to send to a second judge,
-a share of the run or all above a threshold; failed ones are always routed.
-
-Example:
-    >>> from prom_reward.core.results import Grade
-    >>> cfg = CascadeConfig(threshold=0.5, indicator="sample_agreement")
-    >>> [r.routed for r in route([Grade(score=None)], cfg)]
-    [True]
-"""
+a share of the run or all above a threshold; failed ones are always routed."""
 
 from __future__ import annotations
 
@@ -26,16 +19,12 @@ class CascadeConfig:
 
     route_fraction: float | None = None
     """Share of the run's items to route (the most uncertain), in [0, 1]."""
-
     threshold: float | None = None
     """Route every item whose uncertainty under ``indicator`` is above this value."""
-
     indicator: str = "se"
-    """Name of the uncertainty indicator (see ``prom_reward.confidence.indicators.INDICATORS``)."""
-
+    """Name of the uncertainty indicator (``confidence.indicators.INDICATORS``)."""
     window: int = 1000
-    """``route_fraction`` without a calibration set: how many recent uncertainties the running
-    quantile is taken over."""
+    """Recent uncertainties the running quantile of ``route_fraction`` is taken over."""
 
     def __post_init__(self) -> None:
         if (self.route_fraction is None) == (self.threshold is None):
@@ -57,8 +46,7 @@ class CascadeConfig:
 
 
 def _above_running_quantile(values: Sequence[float | None], history: Sequence[float], fraction: float) -> set[int]:
-    """Indexes whose mid-rank among ``history`` + ``values`` is above ``1 - fraction`` (for exchangeable
-    uncertainties, each routed with probability ``fraction`` however few items came before)."""
+    """Indexes whose mid-rank among ``history`` + ``values`` is above ``1 - fraction``."""
     pool = sorted([*history, *(v for v in values if v is not None)])
     out = set()
     for i, v in enumerate(values):
@@ -99,7 +87,6 @@ class Routing:
     uncertainty: float | None
     """The primary result's uncertainty under the indicator (None when unknown or failed)."""
     routed: bool
-    """True when the item went to the fallback."""
     reason: str
     """``"failed"``, ``"unscored"``, ``"uncertain"`` (routed) or ``""`` (kept)."""
 
@@ -110,11 +97,8 @@ def is_failed(result: Judgment) -> bool:
 
 
 def route(results: Sequence[Judgment], config: CascadeConfig, history: Sequence[float] | None = None) -> list[Routing]:
-    """Which results to send to the fallback under ``config`` (see the module docstring).
-
-    With ``route_fraction`` and no ``history``: the ``ceil(f * n)`` most uncertain of ``results``
-    (the exact share of one whole set; failures count in it). With a ``history`` of recent
-    uncertainties: the running-quantile rule ``CascadeJudge`` uses (failures on top).
+    """Which results to send to the fallback under ``config``: with ``route_fraction`` and no ``history``, the
+    ``ceil(f * n)`` most uncertain (failures count in it); with a ``history``, the running-quantile rule.
 
     >>> from prom_reward.core.results import Grade
     >>> from prom_reward.confidence.indicators import Confidence
