@@ -10,11 +10,7 @@ import numpy as np
 
 
 def ranks(values: Sequence[float]) -> list[float]:
-    """1-based ranks, ties sharing their average rank.
-
-    >>> ranks([30, 10, 20, 10])
-    [4.0, 1.5, 3.0, 1.5]
-    """
+    """1-based ranks, ties sharing their average rank."""
     order = sorted(range(len(values)), key=lambda i: values[i])
     out = [0.0] * len(values)
     i = 0
@@ -29,11 +25,7 @@ def ranks(values: Sequence[float]) -> list[float]:
 
 
 def pearson(x: Sequence[float], y: Sequence[float]) -> float | None:
-    """Pearson correlation; None with fewer than 2 points or a constant input.
-
-    >>> pearson([1, 2, 3], [2, 4, 7])
-    0.9933992677987828
-    """
+    """Pearson correlation; None with fewer than 2 points or a constant input."""
     if len(x) != len(y):
         raise ValueError(f"pearson: {len(x)} x values but {len(y)} y values; pass one pair per item")
     n = len(x)
@@ -49,20 +41,12 @@ def pearson(x: Sequence[float], y: Sequence[float]) -> float | None:
 
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
-    """Spearman rank correlation (Pearson of average ranks, as scipy); None where undefined.
-
-    >>> spearman([1, 2, 3, 4], [10, 20, 30, 25])
-    0.8
-    """
+    """Spearman rank correlation (Pearson of average ranks, as scipy); None where undefined."""
     return pearson(ranks(x), ranks(y))
 
 
 def slope(x: Sequence[float], y: Sequence[float]) -> float | None:
-    """Least-squares slope of ``y`` on ``x``; None with fewer than 2 distinct ``x``.
-
-    >>> slope([0, 1, 2], [1, 3, 5])
-    2.0
-    """
+    """Least-squares slope of ``y`` on ``x``; None with fewer than 2 distinct ``x``."""
     n = len(x)
     if n < 2:
         return None
@@ -81,11 +65,7 @@ def bootstrap_ci(
     level: float = 0.95,
     seed: int = 0,
 ) -> tuple[float, float]:
-    """Seeded percentile bootstrap interval of ``statistic`` over ``values``; one value gives a zero-width interval.
-
-    >>> bootstrap_ci([2.0])
-    (2.0, 2.0)
-    """
+    """Seeded percentile bootstrap interval of ``statistic`` over ``values``; one value gives a zero-width interval."""
     data = np.asarray(values, dtype=float)
     if data.size == 0:
         raise ValueError("bootstrap_ci: no values to resample")

@@ -31,16 +31,7 @@ def _top_k_probs(position: TokenLogprobs, top_k: int) -> list[float]:
 
 def token_entropy(position: TokenLogprobs, truncation: str = "tail", top_k: int = DEFAULT_TOP_K) -> float:
     """Entropy (nats) of one position's next-token distribution from its top-k (``truncation``: how the mass
-    outside it counts, docs/confidence.md); which token was sampled does not change it.
-
-    >>> import math
-    >>> token_entropy(TokenLogprobs("x", 0.0, {"x": 0.0}))  # a certain token
-    0.0
-    >>> top = {"a": math.log(0.5), "b": math.log(0.3)}
-    >>> token_entropy(TokenLogprobs("a", top["a"], top), top_k=2) == token_entropy(
-    ...     TokenLogprobs("z", math.log(0.01), {**top, "z": math.log(0.01)}), top_k=2)
-    True
-    """
+    outside it counts, docs/confidence.md); which token was sampled does not change it."""
     if truncation not in TRUNCATIONS:
         raise ConfigError(f"truncation: expected one of {', '.join(TRUNCATIONS)}, got {truncation!r}")
     probs = _top_k_probs(position, top_k)
@@ -70,12 +61,7 @@ def _least_tail_entropy(rest: float, cap: float) -> float:
 
 
 def entropy_upper_bound(position: TokenLogprobs, vocab_size: int, top_k: int = DEFAULT_TOP_K) -> float:
-    """The most entropy the distribution can have given its top-k and a vocabulary of ``vocab_size``.
-
-    >>> import math
-    >>> round(entropy_upper_bound(TokenLogprobs("a", math.log(0.5), {"a": math.log(0.5)}), 3), 4)
-    1.0397
-    """
+    """The most entropy the distribution can have given its top-k and a vocabulary of ``vocab_size``."""
     probs = _top_k_probs(position, top_k)
     rest, others = 1.0 - sum(probs), vocab_size - len(probs)
     h = -sum(p * math.log(p) for p in probs if p > 0)
@@ -87,25 +73,14 @@ def entropy_upper_bound(position: TokenLogprobs, vocab_size: int, top_k: int = D
 def mean_entropy(
     logprobs: Sequence[TokenLogprobs] | None, truncation: str = "tail", top_k: int = DEFAULT_TOP_K
 ) -> float | None:
-    """SE of one sample: the mean token entropy over its generated tokens (None without logprobs).
-
-    >>> import math
-    >>> mean_entropy([TokenLogprobs("x", 0.0, {"x": 0.0}),
-    ...               TokenLogprobs("y", math.log(0.5), {"y": math.log(0.5), "z": math.log(0.5)})])
-    0.34657359027997264
-    """
+    """SE of one sample: the mean token entropy over its generated tokens (None without logprobs)."""
     if not logprobs:
         return None
     return fmean(token_entropy(p, truncation, top_k) for p in logprobs)
 
 
 def mean_nll(logprobs: Sequence[TokenLogprobs] | None) -> float | None:
-    """Mean negative log-probability of the sampled tokens (log-perplexity); None without logprobs.
-
-    >>> import math
-    >>> round(mean_nll([TokenLogprobs("x", math.log(0.5)), TokenLogprobs("y", math.log(0.25))]), 4)
-    1.0397
-    """
+    """Mean negative log-probability of the sampled tokens (log-perplexity); None without logprobs."""
     values = [-p.logprob for p in logprobs or () if p.logprob is not None and math.isfinite(p.logprob)]
     return fmean(values) if values else None
 
@@ -137,11 +112,7 @@ class Confidence:
         return self.entropy - self.base_entropy
 
     def as_dict(self) -> dict[str, float | None]:
-        """The indicators as a flat dict (for JSON lines and logs).
-
-        >>> Confidence(entropy=0.5, base_entropy=0.25).as_dict()["entropy_calibrated"]
-        0.25
-        """
+        """The indicators as a flat dict (for JSON lines and logs)."""
         out: dict[str, float | None] = {f.name: getattr(self, f.name) for f in fields(self)}
         out["entropy_calibrated"] = self.entropy_calibrated
         return out
@@ -177,11 +148,7 @@ def confidence_from_samples(samples: Sequence[Any], *, swap_agreement: bool | No
 
 def merge_confidences(parts: Sequence[Confidence | None], *, swap_agreement: float | None = None) -> Confidence:
     """Average several judgments' indicators (the two orders of a verdict, the two grades of
-    ``compare_by_grades``); ``tokens`` are summed.
-
-    >>> merge_confidences([Confidence(entropy=1.0, tokens=3), Confidence(entropy=0.5, tokens=2)]).entropy
-    0.75
-    """
+    ``compare_by_grades``); ``tokens`` are summed."""
     got = [p for p in parts if p is not None]
     return Confidence(
         entropy=_mean([p.entropy for p in got]),
@@ -222,11 +189,7 @@ NEEDS = {
 
 
 def get_indicator(name: str) -> Indicator:
-    """The indicator registered as ``name``; a ConfigError lists the valid names.
-
-    >>> get_indicator("se")(Confidence(entropy=0.4))
-    0.4
-    """
+    """The indicator registered as ``name``; a ConfigError lists the valid names."""
     try:
         return INDICATORS.get(name)
     except UnknownNameError as e:

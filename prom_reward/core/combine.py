@@ -28,12 +28,7 @@ def _mean_distribution(dists: Sequence[dict[str, float]]) -> dict[str, float] | 
 
 
 def grade_from_run(run: ItemRun, *, truncated: bool = False) -> Grade:
-    """Combine one item's samples into a Grade (score None when no sample parsed).
-
-    >>> from prom_reward.core.results import JudgeSample
-    >>> grade_from_run(ItemRun(samples=[JudgeSample("[RESULT] 4", "x", 4), JudgeSample("[RESULT] 5", "y", 5)])).score
-    4.5
-    """
+    """Combine one item's samples into a Grade (score None when no sample parsed)."""
     valid = run.valid
     scores = tuple(int(s.verdict) for s in valid)  # type: ignore[arg-type]
     dist = _mean_distribution([s.probabilities for s in valid if s.probabilities])

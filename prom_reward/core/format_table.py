@@ -7,8 +7,6 @@ import prom_reward.format.formats  # noqa: F401  (registers the built-in formats
 from prom_reward.core.presets import PRESETS
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JUDGE_FORMATS, JudgeFormat, get_judge_format
 
-__all__ = ["formats_table"]
-
 HEADER = "| name | preset models | tasks | scale | verdicts | forced after |\n|---|---|---|---|---|---|"
 
 

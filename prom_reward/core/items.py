@@ -14,17 +14,6 @@ from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.rubrics import Rubric, RubricLike, RubricsLike, get_rubric, one_for_all
 from prom_reward.format.templates import unicode_problem
 
-__all__ = [
-    "GradeItem",
-    "PairItem",
-    "absolute_items",
-    "check_rubrics",
-    "check_text",
-    "item_list",
-    "map_responses",
-    "relative_items",
-]
-
 _RUBRIC_HINT = "pass a Rubric, a built-in name or a rubric dict"
 
 

@@ -95,11 +95,7 @@ def find_preset_for_model(model: str | None) -> JudgePreset | None:
 
 def default_format(model: str | None, preset: str | None = None) -> str:
     """The judge format of a judge whose user names none: its preset's (``preset``, else ``model``'s), else
-    ``prometheus2``.
-
-    >>> default_format("flowaicom/Flow-Judge-v0.1"), default_format("my/own-judge")
-    ('flow-judge', 'prometheus2')
-    """
+    ``prometheus2``."""
     p = get_preset(preset) if preset else find_preset_for_model(model)
     return p.format if p else "prometheus2"
 

@@ -20,8 +20,6 @@ from prom_reward.errors import InputError
 from prom_reward.format.judge_format import JudgeFormat, Task, check_task
 from prom_reward.format.rubrics import RubricsLike
 
-__all__ = ["CallOptions", "Judge", "JudgeCapabilities", "Retry"]
-
 J = TypeVar("J", bound=Judgment)
 
 
@@ -96,24 +94,13 @@ class Judge(ABC):
     def close(self) -> None:  # noqa: B027 (a judge that holds nothing has nothing to release)
         """Release what the judge holds (engines, HTTP clients)."""
 
-    # -- written once, over the item methods ------------------------------------------------------------------
-    async def _items(
-        self,
-        call: Callable[..., Awaitable[list[J]]],
-        items: Sequence[Any],
-        failed: Callable[[JudgeFailure], J],
-        outage: Retry | None,
-        options: CallOptions,
-    ) -> list[J]:
-        """``call(items, **options)``, its transport failures asked again under ``outage`` when given."""
-        if outage is None:
-            return await call(items, **options)
-        return await outage.aoutcomes(items, call, failed, options)
-
+    # -- written once, over the item methods; ``outage``: transport failures asked again under that policy --------
     async def _outage_grades(
         self, items: Sequence[GradeItem], *, outage: Retry | None = None, **options: Unpack[CallOptions]
     ) -> list[Grade]:
-        return await self._items(self.agrade_items, items, failed_grade, outage, options)
+        if outage is None:
+            return await self.agrade_items(items, **options)
+        return await outage.aoutcomes(items, self.agrade_items, failed_grade, options)
 
     async def _outage_verdicts(
         self,
@@ -123,8 +110,10 @@ class Judge(ABC):
         outage: Retry | None = None,
         **options: Unpack[CallOptions],
     ) -> list[Verdict]:
+        if outage is None:
+            return await self.acompare_items(items, swap=swap, **options)
         call = functools.partial(self.acompare_items, swap=swap)
-        return await self._items(call, items, functools.partial(failed_verdict, swap=swap), outage, options)
+        return await outage.aoutcomes(items, call, functools.partial(failed_verdict, swap=swap), options)
 
     grade_items = sync_method(_outage_grades)
     """``agrade_items``, waited for; ``outage``: its transport failures asked again under that policy."""

@@ -10,8 +10,6 @@ from prom_reward.core.sampler import DEFAULT_FORCE_POLICY, ForcePolicy, check_fo
 from prom_reward.errors import ConfigError
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, get_judge_format
 
-__all__ = ["absolute_request", "force_policy", "relative_request"]
-
 
 def absolute_request(
     item: GradeItem, sampling: SamplingConfig, judge_format: str | JudgeFormat = DEFAULT_FORMAT

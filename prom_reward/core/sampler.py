@@ -112,12 +112,7 @@ def check_force_policy(policy: object) -> ForcePolicy:
 
 def forced_text(judge_format: JudgeFormat, text: str) -> str | None:
     """The assistant text to continue from when forcing a verdict after ``text`` (its body and the format's
-    ``force_prefix``); None when ``text`` is not to be forced.
-
-    >>> from prom_reward.format.formats.prometheus2 import PROMETHEUS2
-    >>> forced_text(PROMETHEUS2, "Good, but [RES</s>")
-    'Good, but [RESULT] '
-    """
+    ``force_prefix``); None when ``text`` is not to be forced."""
     body = judge_format.forcing_body(text) if judge_format.force_prefix is not None else None
     return None if body is None else body + (judge_format.force_prefix or "")
 

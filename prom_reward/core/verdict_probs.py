@@ -91,11 +91,7 @@ def no_logprobs(reason: str | None) -> bool:
 
 def no_expected(scored_tokens: int) -> str:
     """Why a verdict has no expected score, ``scored_tokens`` its samples' tokens with logprobs: none returned, or
-    none of the verdict labels among the verdict token's top ones.
-
-    >>> no_expected(0).split(";")[0]
-    'the judge returned no logprobs for the verdict token, so there is no expected score'
-    """
+    none of the verdict labels among the verdict token's top ones."""
     if scored_tokens == 0:
         return f"{NO_LOGPROBS}, so there is no expected score; {EXPECTED_FIX}"
     return (
@@ -105,11 +101,7 @@ def no_expected(scored_tokens: int) -> str:
 
 
 def expected_value(probs: dict[str, float] | None) -> float | None:
-    """Sum of k * P(k) for numeric labels.
-
-    >>> expected_value({"4": 0.5, "5": 0.5})
-    4.5
-    """
+    """Sum of k * P(k) for numeric labels."""
     if not probs:
         return None
     return sum(int(k) * p for k, p in probs.items())

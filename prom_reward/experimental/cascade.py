@@ -84,13 +84,7 @@ class CascadeJudge(Judge):
 
     def calibrate(self, uncertainties: Sequence[float | None]) -> float:
         """Fix the routing threshold at the ``1 - route_fraction`` quantile of a calibration set's uncertainties;
-        returns it.
-
-        >>> from prom_reward import PrometheusJudge
-        >>> judge = PrometheusJudge(backend="scripted", outputs=["[RESULT] 3"], confidence=True)
-        >>> CascadeJudge(judge, judge, route_fraction=0.25).calibrate([0.1, 0.2, 0.3, 0.4])
-        0.3
-        """
+        returns it."""
         f = self.config.route_fraction
         known = sorted(v for v in uncertainties if v is not None)
         if f is None or not known:

@@ -62,22 +62,14 @@ def _above_running_quantile(values: Sequence[float | None], history: Sequence[fl
 class CascadeStats:
     """Running counters of a cascade (read them for cost and routing metrics)."""
 
-    items: int = 0
-    """Items judged by the primary."""
-    routed: int = 0
-    """Items sent to the fallback."""
-    routed_failed: int = 0
-    """Of those, items whose primary judgment had failed."""
-    unscored: int = 0
-    """Valid primary results without a value for the indicator (routed as most uncertain)."""
-    fallback_failed: int = 0
-    """Routed items the fallback could not judge either."""
-    fallback_calls: int = 0
-    """Calls made to the fallback judge (one per cascade call that routed anything)."""
+    items: int = 0  # judged by the primary
+    routed: int = 0  # sent to the fallback
+    routed_failed: int = 0  # of those, items whose primary judgment had failed
+    unscored: int = 0  # valid primary results without a value for the indicator (routed as most uncertain)
+    fallback_failed: int = 0  # routed items the fallback could not judge either
+    fallback_calls: int = 0  # one per cascade call that routed anything
     fallback_prompt_tokens: int = 0
-    """Prompt tokens the fallback was sent."""
     fallback_completion_tokens: int = 0
-    """Tokens the fallback generated."""
 
 
 @dataclass(frozen=True)
@@ -98,16 +90,7 @@ def is_failed(result: Judgment) -> bool:
 
 def route(results: Sequence[Judgment], config: CascadeConfig, history: Sequence[float] | None = None) -> list[Routing]:
     """Which results to send to the fallback under ``config``: with ``route_fraction`` and no ``history``, the
-    ``ceil(f * n)`` most uncertain (failures count in it); with a ``history``, the running-quantile rule.
-
-    >>> from prom_reward.core.results import Grade
-    >>> from prom_reward.confidence.indicators import Confidence
-    >>> gs = [Grade(4.0, confidence=Confidence(entropy=e)) for e in (0.1, 0.9, 0.5)] + [Grade(None)]
-    >>> [r.reason for r in route(gs, CascadeConfig(route_fraction=0.5))]
-    ['', 'uncertain', '', 'failed']
-    >>> [r.routed for r in route(gs[:1], CascadeConfig(route_fraction=0.5), history=[0.2, 0.3, 0.4])]
-    [False]
-    """
+    ``ceil(f * n)`` most uncertain (failures count in it); with a ``history``, the running-quantile rule."""
     measure = get_indicator(config.indicator)
     values = [None if is_failed(r) or r.confidence is None else measure(r.confidence) for r in results]
     failed = {i for i, r in enumerate(results) if is_failed(r)}

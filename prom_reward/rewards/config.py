@@ -157,13 +157,7 @@ class RewardConfig:
 
 
 def reward_scale(config: RewardConfig) -> tuple[float, float] | None:
-    """The lowest and highest reward ``config`` gives (before length control); None for Bradley-Terry.
-
-    >>> reward_scale(RewardConfig()), reward_scale(RewardConfig(normalize="symmetric"))
-    ((1.0, 5.0), (-1.0, 1.0))
-    >>> reward_scale(RewardConfig(mode="pairwise_reference", pairwise_reward="sign"))
-    (-1.0, 1.0)
-    """
+    """The lowest and highest reward ``config`` gives (before length control); None for Bradley-Terry."""
     grades = grade_range(get_judge_format_setting(config.format or DEFAULT_FORMAT))
     if config.mode == "absolute":
         kind = "grade"
@@ -219,11 +213,7 @@ _RAW = {"grade": (1.0, 5.0), "probability": (0.0, 1.0), "sign": (-1.0, 1.0)}
 
 
 def grade_range(fmt: JudgeFormat | None) -> tuple[float, float]:
-    """The lowest and highest grade of judge format ``fmt``'s scale; 1..5 for None or a pairwise-only format.
-
-    >>> grade_range(get_judge_format("flow-judge-binary")), grade_range(None)
-    ((0.0, 1.0), (1.0, 5.0))
-    """
+    """The lowest and highest grade of judge format ``fmt``'s scale; 1..5 for None or a pairwise-only format."""
     scale = fmt.scale if fmt is not None else ()
     return (float(min(scale)), float(max(scale))) if scale else _RAW["grade"]
 
@@ -232,15 +222,7 @@ def normalize_value(
     value: float | None, kind: str, how: str | None, grades: tuple[float, float] = _RAW["grade"]
 ) -> float | None:
     """Map a raw reward of ``kind`` (``grade`` on the scale ``grades``; ``probability`` 0..1, ``sign`` -1..1) to
-    ``how``.
-
-    >>> normalize_value(5.0, "grade", "unit"), normalize_value(1.0, "grade", "symmetric")
-    (1.0, -1.0)
-    >>> normalize_value(2.0, "grade", "unit", (1.0, 3.0)), normalize_value(0.0, "grade", "symmetric", (0.0, 1.0))
-    (0.5, -1.0)
-    >>> normalize_value(0.75, "probability", "symmetric")
-    0.5
-    """
+    ``how``."""
     if value is None or how is None:
         return value
     lo, hi = grades if kind == "grade" else _RAW[kind]

@@ -25,22 +25,12 @@ DIAG_KEYS = (  # in the order they are logged
 
 
 def diagnostic_keys(cfg: RewardConfig) -> tuple[str, ...]:
-    """Every batch's diagnostic metric names under ``cfg``: ``DIAG_KEYS`` plus the length control's (when on).
-
-    >>> diagnostic_keys(RewardConfig(overlong_penalty=0.5))[-2:]
-    ('length/penalized_share', 'length/penalty_mean')
-    """
+    """Every batch's diagnostic metric names under ``cfg``: ``DIAG_KEYS`` plus the length control's (when on)."""
     return DIAG_KEYS + length_keys(cfg)
 
 
 def top_of_scale(cfg: RewardConfig) -> float | None:
-    """The lowest reward that counts as a top score under ``cfg`` (None: Bradley-Terry has no top).
-
-    >>> top_of_scale(RewardConfig()), top_of_scale(RewardConfig(normalize="unit"))
-    (4.5, 0.875)
-    >>> top_of_scale(RewardConfig(mode="pairwise_reference", pairwise_reward="sign"))
-    0.75
-    """
+    """The lowest reward that counts as a top score under ``cfg`` (None: Bradley-Terry has no top)."""
     scale = reward_scale(cfg)
     return None if scale is None else scale[1] - (scale[1] - scale[0]) / 8
 
@@ -55,12 +45,7 @@ def diagnostics(
     markers: Sequence[str] | None = None,
 ) -> dict[str, float]:
     """The ``DIAG_KEYS`` metrics of one batch (one entry per sample in each sequence); ``markers``: the judge
-    format's (None: the default format's), for ``diag/injection_neutralized``.
-
-    >>> d = diagnostics([1.0, 3.0, 5.0], ["ok", "a longer one", "the longest here"], ["p"] * 3, [None] * 3, top=4.5)
-    >>> d["diag/length_spearman"], d["diag/top_score_share"]
-    (1.0, 0.3333333333333333)
-    """
+    format's (None: the default format's), for ``diag/injection_neutralized``."""
     n = len(rewards)
     if not len(responses) == len(groups) == len(feedback) == n:
         raise ValueError(

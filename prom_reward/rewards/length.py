@@ -22,11 +22,7 @@ PENALTY_KEYS = ("length/penalized_share", "length/penalty_mean")
 
 
 def length_keys(cfg: RewardConfig) -> tuple[str, ...]:
-    """The metric names ``control_length`` reports under ``cfg`` (none when length control is off).
-
-    >>> length_keys(RewardConfig())
-    ()
-    """
+    """The metric names ``control_length`` reports under ``cfg`` (none when length control is off)."""
     keys: tuple[str, ...] = ()
     if cfg.length_correction or cfg.overlong_penalty:
         keys += ("length/spearman_before",)
@@ -66,12 +62,7 @@ def _correct(
 
 
 def overlong_penalty(length: int, baseline: float, cfg: RewardConfig) -> float:
-    """The penalty (>= 0) for a completion of ``length`` characters against ``baseline``.
-
-    >>> cfg = RewardConfig(overlong_penalty=2.0, overlong_ratio=1.5)
-    >>> [overlong_penalty(n, 100, cfg) for n in (150, 225, 300, 900)]
-    [0.0, 1.0, 2.0, 2.0]
-    """
+    """The penalty (>= 0) for a completion of ``length`` characters against ``baseline``."""
     start = cfg.overlong_ratio * baseline
     if baseline <= 0 or length <= start:
         return 0.0

@@ -1,12 +1,5 @@
 """``OnlineDPOJudgeReward``: a pairwise Prometheus judge as the reward of TRL's online DPO: 1.0 for each pair's
-winner, 0.0 for its loser, never an equal reward (docs/rewards.md, "Online DPO": the layout, tie rounds, the coin).
-
-Example:
-    >>> from prom_reward import PrometheusJudge
-    >>> judge = PrometheusJudge(backend="scripted", outputs=["B is right. [RESULT] B", "A is right. [RESULT] A"])
-    >>> OnlineDPOJudgeReward(judge, rubric="factual_validity")(prompts=["Name a prime."] * 2, completions=["9", "7"])
-    [0.0, 1.0]
-"""
+winner, 0.0 for its loser, never an equal reward (docs/rewards.md, "Online DPO": the layout, tie rounds, the coin)."""
 
 from __future__ import annotations
 
@@ -21,14 +14,13 @@ from typing import Any
 
 from prom_reward.checklist.criteria import check_grading_format
 from prom_reward.core.results import JudgeFailure, Verdict
+from prom_reward.core.sampler import check_counts
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.rewards.config import RewardConfig
 from prom_reward.rewards.diagnostics import diagnostics
 from prom_reward.rewards.modes import ModeOutput
 from prom_reward.rewards.reward import PrometheusReward
 from prom_reward.rewards.samples import RewardSample, response_text
-
-__all__ = ["OnlineDPOJudgeReward", "PairwiseRewardStats"]
 
 _TRL_KWARGS = ("trainer_state", "log_metric", "log_extra", "environments")
 
@@ -37,10 +29,8 @@ _TRL_KWARGS = ("trainer_state", "log_metric", "log_extra", "environments")
 class PairwiseRewardStats:
     """Running counters over the reward's lifetime (a pair is (a_i, b_i) of one prompt)."""
 
-    calls: int = 0
-    """Reward calls (one per trainer batch)."""
+    calls: int = 0  # reward calls (one per trainer batch)
     pairs: int = 0
-    """Pairs rewarded."""
     decided_by_judge: int = 0
     """Pairs the judge decided (both orders agreeing), in the first round or a tie round."""
     decided_after_ties: int = 0
@@ -55,10 +45,8 @@ class PairwiseRewardStats:
     """Pairs still undecided after the tie rounds, given to the side their mean p_a favours."""
     coin_flips: int = 0
     """Pairs still undecided with a mean p_a of exactly 0.5 (or none), settled by the seeded coin."""
-    swap_checked: int = 0
-    """Verdicts where both orders gave a winner (all rounds)."""
+    swap_checked: int = 0  # verdicts where both orders gave a winner (all rounds); swap_agreed: the same one
     swap_agreed: int = 0
-    """Of those, verdicts where both orders picked the same response."""
     first_half_wins: int = 0
     """Pairs whose first-half completion got 1.0 (a position-bias check: about half is healthy)."""
     unjudged_pairs: int = 0
@@ -100,8 +88,7 @@ class OnlineDPOJudgeReward:
                 f"and {sorted(options)}; fix: OnlineDPOJudgeReward(judge, RewardConfig(...)) or its fields as keywords"
             )
         self.config = config or RewardConfig(**{"name": "prometheus_pairwise", **options})
-        if not isinstance(max_tie_rounds, int) or isinstance(max_tie_rounds, bool) or max_tie_rounds < 0:
-            raise ConfigError(f"max_tie_rounds must be an int >= 0, got {max_tie_rounds!r}")
+        check_counts(max_tie_rounds=(max_tie_rounds, 0))
         if self.config.rubric is None:
             raise ConfigError("rubric: pass a built-in name, a Rubric, a dict or a file path (rows may override it)")
         pairwise = dataclasses.replace(

@@ -293,6 +293,3 @@ def _secs(seconds: float) -> str:
     if seconds < 1:
         return f"{seconds:.2g} s"
     return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
-
-
-__all__ = ["Answered", "JudgeHealth", "Outage", "OutagePolicy", "ajudge_until_answered"]

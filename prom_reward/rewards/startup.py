@@ -1,11 +1,6 @@
 """The start-up check of a reward, reward server or job: is the judge there (``GET /models``), does it serve the
 model asked for, and does the run's own judgment (the canary: its format, task and rubric) go through? A wrong
-answer raises ``JudgeConfigError``; a judge that does not answer only warns and is probed until it does.
-
-Example:
-    >>> check_judge(None).reachable
-    {}
-"""
+answer raises ``JudgeConfigError``; a judge that does not answer only warns and is probed until it does."""
 
 from __future__ import annotations
 
@@ -203,12 +198,7 @@ def over_http(judge: Any) -> bool:
 
 def canary_rubric(fmt: JudgeFormat, task: Task, rubric: Rubric | None) -> Rubric:
     """The canary's rubric for a run in ``fmt`` asking for ``task``: the run's ``rubric`` for every row, else one on
-    ``fmt``'s scale (a row's own rubric is the row's to fit).
-
-    >>> from prom_reward.format.judge_format import get_judge_format
-    >>> len(canary_rubric(get_judge_format("flow-judge-3"), "absolute", None).descriptions)
-    3
-    """
+    ``fmt``'s scale (a row's own rubric is the row's to fit)."""
     if rubric is not None:
         return rubric
     criterion = Criterion(CANARY_CRITERION)
@@ -304,20 +294,3 @@ class CanaryGate:
         if why is not None:
             logger.warning("canary judgment: the judge did not answer (%s); the next call runs it again", why)
         return why
-
-
-__all__ = [
-    "CANARY_CRITERION",
-    "CANARY_INSTRUCTION",
-    "CANARY_RESPONSES",
-    "CanaryGate",
-    "JudgeCheck",
-    "acheck_judge",
-    "asks_expected",
-    "canary_rubric",
-    "canary_samples",
-    "check_judge",
-    "job_canary",
-    "judge_canary",
-    "over_http",
-]
