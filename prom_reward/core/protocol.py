@@ -57,16 +57,11 @@ class JudgeCapabilities:
 class CallOptions(TypedDict, total=False):
     """The per-call options of the item methods."""
 
-    num_samples: int | None
-    """Samples per item (None: ``capabilities.num_samples``)."""
-    sampling: SamplingOverrides
-    """Sampling options merged over the judge's for this call."""
-    truncate_response: bool | None
-    """Shorten over-long responses to fit (None: the judge's own setting)."""
-    deadline: float | None
-    """Monotonic time that bounds the transport's attempts."""
-    attempt: int
-    """The requests' number (tie rounds re-grade with others, so a judgment store keeps them apart)."""
+    num_samples: int | None  # samples per item (None: ``capabilities.num_samples``)
+    sampling: SamplingOverrides  # sampling options merged over the judge's for this call
+    truncate_response: bool | None  # shorten over-long responses to fit (None: the judge's own setting)
+    deadline: float | None  # monotonic time that bounds the transport's attempts
+    attempt: int  # the requests' number (tie rounds re-grade with others, so a judgment store keeps them apart)
 
 
 class Judge(ABC):

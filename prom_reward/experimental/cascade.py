@@ -26,15 +26,7 @@ class CascadeJudge(Judge):
     """Primary judge for everything (``confidence=True`` for logprob indicators, ``calibrated_judge`` for
     ``se_cali``), fallback judge (any ``Judge``) for the least confident items; ``route_fraction`` (or
     ``threshold``), ``indicator`` and ``window`` as ``CascadeConfig`` (indicator None: ``se_cali`` when the primary
-    has a calibration model, else ``se``).
-
-    >>> from prom_reward import PrometheusJudge
-    >>> cheap = PrometheusJudge(backend="scripted", outputs=["[RESULT] 3"] * 3 + ["[RESULT] 1"], num_samples=2)
-    >>> better = PrometheusJudge(backend="scripted", outputs=["[RESULT] 2"])
-    >>> cascade = CascadeJudge(cheap, better, threshold=0.25, indicator="sample_agreement")
-    >>> [(g.score, g.decided_by) for g in cascade.grade(["q1", "q2"], ["r1", "r2"], "helpfulness")]
-    [(3.0, 'primary'), (2.0, 'fallback')]
-    """
+    has a calibration model, else ``se``)."""
 
     def __init__(
         self,

@@ -76,11 +76,9 @@ class CascadeStats:
 class Routing:
     """The routing decision for one item of the last call."""
 
-    uncertainty: float | None
-    """The primary result's uncertainty under the indicator (None when unknown or failed)."""
+    uncertainty: float | None  # the primary result's uncertainty under the indicator (None when unknown or failed)
     routed: bool
-    reason: str
-    """``"failed"``, ``"unscored"``, ``"uncertain"`` (routed) or ``""`` (kept)."""
+    reason: str  # ``"failed"``, ``"unscored"``, ``"uncertain"`` (routed) or ``""`` (kept)
 
 
 def is_failed(result: Judgment) -> bool:

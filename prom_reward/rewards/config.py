@@ -176,14 +176,7 @@ def reward_scale(config: RewardConfig) -> tuple[float, float] | None:
 
 def failure_value(value: float | str, config: RewardConfig | None) -> float:
     """The number of a failed sample: ``value`` (a number, or ``"min"``: the lowest of ``reward_scale(config)``);
-    a number above the scale's top would let a failed sample outrank every judged one (``ConfigError``).
-
-    >>> failure_value("min", RewardConfig(normalize="unit")), failure_value(2, RewardConfig())
-    (0.0, 2.0)
-    >>> failure_value(7, RewardConfig())  # doctest: +IGNORE_EXCEPTION_DETAIL
-    Traceback (most recent call last):
-    ConfigError: failure_reward: 7 is above the reward's scale 1..5 ...
-    """
+    a number above the scale's top would let a failed sample outrank every judged one (``ConfigError``)."""
     scale = reward_scale(config) if config is not None else None
     if isinstance(value, str) and value.strip().lower() == "min":
         if scale is None:

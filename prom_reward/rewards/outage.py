@@ -148,8 +148,7 @@ class Answered(Generic[T]):
     """(item indices, the call's output for those items), in call order: a later part replaces an earlier one."""
     outage: dict[int, str] = field(default_factory=dict)
     """Items left unanswered when the outage budget ran out (``on_exhausted="fail"``) -> reason."""
-    calls: int = 0
-    """Judge calls made (retries included)."""
+    calls: int = 0  # judge calls made (retries included)
 
 
 async def ajudge_until_answered(

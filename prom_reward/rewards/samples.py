@@ -19,18 +19,12 @@ COLUMNS = ("reference_answer", "rubric", "instruction", "baseline", "checklist")
 class RewardSample:
     """One completion to reward, as the trainer gave it (or, resolved, as the judge will see it)."""
 
-    prompt: Any
-    """The prompt as the trainer has it (a string or a message list); equal prompts are one group."""
-    response: Any
-    """The completion (a string, or a message list for conversational data)."""
-    reference_answer: str | None = None
-    """Reference answer for this sample (None: the reward's default)."""
-    rubric: Any = None
-    """Rubric for this sample (None: the reward's default); a ``Rubric`` once resolved."""
-    instruction: str | None = None
-    """Text to show the judge as the instruction instead of the prompt."""
-    baseline: Any = None
-    """``pairwise_reference``: the response this one is compared with."""
+    prompt: Any  # the prompt as the trainer has it (a string or a message list); equal prompts are one group
+    response: Any  # the completion (a string, or a message list for conversational data)
+    reference_answer: str | None = None  # reference answer for this sample (None: the reward's default)
+    rubric: Any = None  # rubric for this sample (None: the reward's default); a ``Rubric`` once resolved
+    instruction: str | None = None  # text to show the judge as the instruction instead of the prompt
+    baseline: Any = None  # ``pairwise_reference``: the response this one is compared with
     checklist: Any = None
     """This sample's checklist of criteria (None: judged by its rubric); ``Criterion``s once resolved."""
 

@@ -41,10 +41,8 @@ _probes: set[asyncio.Task[None]] = set()  # probes running, held until done
 class JudgeCheck:
     """What ``acheck_judge`` found."""
 
-    reachable: dict[str, bool] = field(default_factory=dict)
-    """Per URL: did ``GET /models`` answer?"""
-    models: dict[str, list[str]] = field(default_factory=dict)
-    """Per reachable URL: the served model ids."""
+    reachable: dict[str, bool] = field(default_factory=dict)  # per URL: did ``GET /models`` answer?
+    models: dict[str, list[str]] = field(default_factory=dict)  # per reachable URL: the served model ids
     probing: asyncio.Task[None] | None = None
     """The probe of the URLs that did not answer yet (on the loop of the check; the library's for ``check_judge``)."""
 
