@@ -147,8 +147,7 @@ def confidence_from_samples(samples: Sequence[Any], *, swap_agreement: bool | No
 
 
 def merge_confidences(parts: Sequence[Confidence | None], *, swap_agreement: float | None = None) -> Confidence:
-    """Average several judgments' indicators (the two orders of a verdict, the two grades of
-    ``compare_by_grades``); ``tokens`` are summed."""
+    """Average several judgments' indicators (``tokens`` summed)."""
     got = [p for p in parts if p is not None]
     return Confidence(
         entropy=_mean([p.entropy for p in got]),

@@ -3,8 +3,9 @@ pairs are re-graded at temperature 1.0 up to ``max_tie_rounds``."""
 
 from __future__ import annotations
 
+from prom_reward.core.combine import verdict_from_grades
 from prom_reward.core.items import GradeItem, PairItem
-from prom_reward.core.outcomes import failed_verdict, graded_verdict, with_failed
+from prom_reward.core.outcomes import failed_verdict, with_failed
 from prom_reward.core.results import Grade, Verdict
 from prom_reward.errors import InputError
 
@@ -43,9 +44,9 @@ class TieRounds:
         return [i for i in range(len(self.pairs)) if self._tie(i)]
 
     def verdicts(self) -> list[Verdict]:
-        """One verdict per pair of ``every``, in order (``outcomes.graded_verdict``)."""
+        """One verdict per pair of ``every``, in order (``combine.verdict_from_grades``)."""
         judged = []
         for i, pair in enumerate(self.grades):
             assert pair is not None, "every pair is graded before its verdict"
-            judged.append(graded_verdict(*pair, tie=self._tie(i), tie_rounds=self.rounds[i]))
+            judged.append(verdict_from_grades(*pair, tie=self._tie(i), tie_rounds=self.rounds[i]))
         return with_failed(len(self.every), self.failed, judged, failed_verdict)

@@ -116,7 +116,8 @@ def verdict_from_runs(first: ItemRun, swapped: ItemRun | None = None) -> Verdict
 
 
 def verdict_from_grades(a: Grade, b: Grade, *, tie: bool, tie_rounds: int) -> Verdict:
-    """The Direct2Pair verdict of two grades: the higher score wins; equal or missing scores give no winner."""
+    """The Direct2Pair verdict of two grades: the higher score wins; equal or missing scores give no winner (with the
+    first grade's failure, if one failed)."""
     winner: Winner | None = None
     reason: str | None = None
     if a.score is not None and b.score is not None and a.score != b.score:
@@ -137,5 +138,6 @@ def verdict_from_grades(a: Grade, b: Grade, *, tie: bool, tie_rounds: int) -> Ve
         tie_rounds=tie_rounds,
         confidence=merge_confidences([a.confidence, b.confidence]),
         truncated=a.truncated or b.truncated,
+        error=next((g.error for g in (a, b) if g.error is not None), None),
         **_costs([a, b]),
     )

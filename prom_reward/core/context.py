@@ -21,8 +21,7 @@ def surely_fits(request: GenerationRequest, limit: int) -> bool:
 
 
 def _shorten(item: Item, fraction: float) -> Item:
-    """``item`` with its response(s) cut to ``fraction`` of the longest response's length (a shorter one of a pair
-    stays whole)."""
+    """``item`` with its response(s) cut to ``fraction`` of the longest (a shorter one of a pair stays whole)."""
     if isinstance(item, GradeItem):
         return dataclasses.replace(item, response=item.response[: max(0, int(len(item.response) * fraction))])
     cap = max(0, int(max(len(item.response_a), len(item.response_b)) * fraction))
@@ -81,10 +80,9 @@ async def fit_to_context(
             continue
         try:
             requests[i] = await _truncate(backend, items[i], render, count, budget, i, deadline)
+            truncated[i] = True
         except InputError as e:
             errors[i] = e
-            continue
-        truncated[i] = True
     return requests, truncated, errors
 
 

@@ -33,12 +33,6 @@ def _labels(fmt: JudgeFormat) -> str:
     return "; ".join(parts)
 
 
-def _forced_after(fmt: JudgeFormat) -> str:
-    if fmt.force_prefix is None:
-        return "not one token: never forced"
-    return f'`"{fmt.force_prefix}"`'
-
-
 def formats_table() -> str:
     """The markdown table of the built-in judge formats."""
     names = sorted(JUDGE_FORMATS, key=lambda n: (n != DEFAULT_FORMAT, n))
@@ -46,6 +40,7 @@ def formats_table() -> str:
     for name in names:
         fmt = get_judge_format(name)
         shown = f"`{name}` (default)" if name == DEFAULT_FORMAT else f"`{name}`"
-        cells = [shown, _models(name), ", ".join(sorted(fmt.tasks)), _scale(fmt), _labels(fmt), _forced_after(fmt)]
+        forced = "not one token: never forced" if fmt.force_prefix is None else f'`"{fmt.force_prefix}"`'
+        cells = [shown, _models(name), ", ".join(sorted(fmt.tasks)), _scale(fmt), _labels(fmt), forced]
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join([HEADER, *rows])

@@ -18,13 +18,7 @@ _RUBRIC_HINT = "pass a Rubric, a built-in name or a rubric dict"
 
 
 def check_text(text: str, index: int | None, field: str) -> None:
-    """Raise ``InputError`` when ``text`` is not valid Unicode (a lone surrogate cannot be encoded).
-
-    >>> check_text("fine", 0, "response")
-    >>> check_text("bad \\ud800", 3, "response")  # doctest: +IGNORE_EXCEPTION_DETAIL
-    Traceback (most recent call last):
-    InputError: item 3: response holds a lone surrogate ...
-    """
+    """Raise ``InputError`` when ``text`` is not valid Unicode (a lone surrogate cannot be encoded)."""
     problem = unicode_problem(text)
     if problem is not None:
         where = "" if index is None else f"item {index}: "
@@ -210,8 +204,7 @@ def _from_lists(
     failed: Failed,
     judge_format: str | JudgeFormat | None,
 ) -> list[Item]:
-    """``cls`` items of parallel lists (``instructions``, the ``texts`` columns, rubrics, references); an item's
-    fault goes to ``failed`` (or raises) and the item keeps a placeholder."""
+    """``cls`` items of parallel lists; an item's fault goes to ``failed`` (or raises), the item a placeholder."""
     ins = _as_list("instructions", instructions, None)
     n = len(ins)
     columns = [_as_list(name, value, n) for name, value in texts.items()]
@@ -241,12 +234,7 @@ def absolute_items(
     judge_format: str | JudgeFormat | None = DEFAULT_FORMAT,
 ) -> list[GradeItem]:
     """``GradeItem``s from parallel lists; raises ``InputError`` naming item and field (an item's own fault goes to
-    ``failed`` when given); rubrics are checked against ``judge_format`` (None: not here).
-
-    >>> absolute_items(["a", "b"], ["x"], "helpfulness")  # doctest: +IGNORE_EXCEPTION_DETAIL
-    Traceback (most recent call last):
-    InputError: responses has 1 items but instructions has 2 ...
-    """
+    ``failed`` when given); rubrics are checked against ``judge_format`` (None: not here)."""
     texts = {"responses": responses}
     return _from_lists(GradeItem, "absolute", instructions, texts, rubric, reference_answers, failed, judge_format)
 

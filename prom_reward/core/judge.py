@@ -147,7 +147,6 @@ class PrometheusJudge(Judge):
             thread_safe=self.backend.capabilities.thread_safe,
         )
 
-    # -- plumbing ---------------------------------------------------------------
     def _neutralize(self, items: list[Item]) -> list[Item]:
         """``items`` with template markers inside their responses rewritten (counted in ``stats.neutralized``)."""
         if not self.capabilities.neutralize_markers:
@@ -194,10 +193,8 @@ class PrometheusJudge(Judge):
         count_runs(self.stats, sampled, time.perf_counter() - start, sum(truncated))
         return runs, truncated
 
-    # -- public API: items in, one outcome per item out -------------------------------------
     async def agrade_items(self, items: Sequence[GradeItem], **options: Unpack[CallOptions]) -> list[Grade]:
-        """Absolute grades of ``items``, one per item, in order; an item that cannot be judged gets a Grade with
-        score None and its ``error``."""
+        """Absolute grades of ``items``, one per item, in order (a failed one: score None and its ``error``)."""
         check_task(self.format, "absolute")
         failed: dict[int, InputError] = {}
         batch = item_list(items, GradeItem)

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from prom_reward.backends.base import Backend, GenerationRequest
-from prom_reward.core.combine import ORDERS, no_verdict, verdict_from_grades
+from prom_reward.core.combine import ORDERS, no_verdict
 from prom_reward.core.context import fit_to_context
 from prom_reward.core.items import Item
 from prom_reward.core.results import Grade, JudgeFailure, Verdict
@@ -21,11 +21,7 @@ R = TypeVar("R", Grade, Verdict)
 
 
 def input_failure(error: InputError) -> JudgeFailure:
-    """An item's ``InputError`` as its failure (the message without the batch position).
-
-    >>> input_failure(InputError("item 3: response holds a lone surrogate")).reason
-    'response holds a lone surrogate'
-    """
+    """An item's ``InputError`` as its failure (the message without the batch position)."""
     return JudgeFailure("input", _ITEM.sub("", str(error)))
 
 
@@ -86,12 +82,6 @@ def verdict_outcome(verdict: Verdict, orders: Sequence[ItemRun]) -> Verdict:
     return verdict
 
 
-def graded_verdict(a: Grade, b: Grade, *, tie: bool, tie_rounds: int) -> Verdict:
-    """The Direct2Pair verdict of two grades, failed with the first grade's failure when one has one."""
-    verdict = verdict_from_grades(a, b, tie=tie, tie_rounds=tie_rounds)
-    return dataclasses.replace(verdict, error=next((g.error for g in (a, b) if g.error is not None), None))
-
-
 def failed_grade(failure: JudgeFailure) -> Grade:
     """The grade of an item nothing was judged for (its input's fault, or no call answered it)."""
     return Grade(None, error=failure)
@@ -111,8 +101,7 @@ def with_failed(
 
 
 def all_answered(results: Sequence[Grade] | Sequence[Verdict]) -> None:
-    """Raise the first ``transport`` failure among ``results`` as a ``BackendError`` (for the probe, whose measure
-    is meaningless with a judge that did not answer)."""
+    """Raise the first ``transport`` failure among ``results`` as a ``BackendError`` (for the probe)."""
     for r in results:
         if r.error is not None and r.error.kind == "transport":
             raise BackendError(r.error.reason)

@@ -94,8 +94,7 @@ def find_preset_for_model(model: str | None) -> JudgePreset | None:
 
 
 def default_format(model: str | None, preset: str | None = None) -> str:
-    """The judge format of a judge whose user names none: its preset's (``preset``, else ``model``'s), else
-    ``prometheus2``."""
+    """The judge format of a judge whose user names none: its preset's, else ``prometheus2``."""
     p = get_preset(preset) if preset else find_preset_for_model(model)
     return p.format if p else "prometheus2"
 

@@ -148,8 +148,7 @@ class Judge(ABC):
     def _build(
         self, task: Task, items_of: Callable[..., list[Item]], *lists: object, fit: bool = True
     ) -> tuple[int, list[Item], dict[int, InputError]]:
-        """The items of parallel ``lists`` for ``task``: how many, those built (in order) and each other one's
-        fault; ``fit``: their rubrics are checked against the format here (False: by the item method)."""
+        """The items of parallel ``lists`` for ``task``: how many, those built and each other one's fault."""
         check_task(self.format, task)
         failed: dict[int, InputError] = {}
         items = items_of(*lists, failed=failed, judge_format=self.format if fit else None)

@@ -15,12 +15,7 @@ FailureKind = Literal["input", "output", "transport"]
 
 
 def tie_reason(swap_agreement: bool | None) -> str:
-    """What a tie is called wherever it is counted: ``swap_disagreement`` when the two orders picked different
-    winners, else ``tie`` (split samples, equal grades).
-
-    >>> tie_reason(False), tie_reason(None)
-    ('swap_disagreement', 'tie')
-    """
+    """What a tie is called wherever it is counted: ``swap_disagreement`` (the orders disagree) or ``tie``."""
     return "swap_disagreement" if swap_agreement is False else "tie"
 
 

@@ -26,8 +26,7 @@ CUT_FINISH_REASONS = frozenset({"length"})
 
 
 def _by_verdict(probs: dict[str, float] | None, labels: tuple[str, ...], mode: Task) -> dict[str, float] | None:
-    """``probs`` keyed by the verdicts the format's labels stand for (a pairwise format's i-th label is
-    ``("A", "B")[i]``; an absolute label is its score already)."""
+    """``probs`` keyed by the verdicts the format's labels stand for (a pairwise i-th label is A, B)."""
     if probs is None or mode == "absolute":
         return probs
     verdicts = dict(zip(labels, ("A", "B"), strict=True))
@@ -111,8 +110,7 @@ def check_force_policy(policy: object) -> ForcePolicy:
 
 
 def forced_text(judge_format: JudgeFormat, text: str) -> str | None:
-    """The assistant text to continue from when forcing a verdict after ``text`` (its body and the format's
-    ``force_prefix``); None when ``text`` is not to be forced."""
+    """The assistant text to continue from when forcing a verdict after ``text``; None: not to be forced."""
     body = judge_format.forcing_body(text) if judge_format.force_prefix is not None else None
     return None if body is None else body + (judge_format.force_prefix or "")
 

@@ -33,8 +33,7 @@ def distribution_at(position: TokenLogprobs, labels: Sequence[str]) -> tuple[dic
 
 
 def token_index_at_char(logprobs: Sequence[TokenLogprobs], text: str, char_index: int) -> int | None:
-    """Index of the generated token covering ``text[char_index]`` (by the decoded tokens' lengths, else the
-    last token whose stripped text is that character)."""
+    """Index of the generated token covering ``text[char_index]``, or None."""
     pieces = [p.token for p in logprobs]
     if "".join(pieces) == text:
         offset = 0
@@ -66,8 +65,7 @@ def verdict_distribution(
 def first_verdict_distribution(
     logprobs: Sequence[TokenLogprobs] | None, labels: Sequence[str], lookahead: int = 3
 ) -> tuple[dict[str, float] | None, float | None]:
-    """For a forced verdict: the first of the next ``lookahead`` positions whose top-k holds a label
-    (whitespace and opening brackets are skipped: tokenizers differ on where the space goes)."""
+    """For a forced verdict: the first of the next ``lookahead`` positions whose top-k holds a label."""
     for position in (logprobs or [])[:lookahead]:
         probs, mass = distribution_at(position, labels)
         if probs is not None:

@@ -18,8 +18,7 @@ from prom_reward.errors import ConfigError
 
 
 def _engine_share(backend: object, options: Mapping[str, Any]) -> tuple[bool, float | None]:
-    """(whether ``backend`` is a vLLM engine, its GPU share: None = still to be chosen); a built backend declares
-    the share its engine took (``Backend.gpu_memory_share``)."""
+    """(whether ``backend`` is a vLLM engine, its GPU share: None = still to be chosen)."""
     if isinstance(backend, str):
         return backend == "vllm", options.get("gpu_memory_utilization")
     share = backend.gpu_memory_share if isinstance(backend, Backend) else None
@@ -28,11 +27,7 @@ def _engine_share(backend: object, options: Mapping[str, Any]) -> tuple[bool, fl
 
 def share_gpu_with_calibration(backend: Any, options: dict[str, Any], calibration: Any) -> tuple[dict[str, Any], Any]:
     """A vLLM judge and a vLLM calibration model in one process share one GPU: the shares still to be chosen split
-    what the others leave of ``DEFAULT_GPU_MEMORY_UTILIZATION`` (``vllm_options.share_gpu_memory``).
-
-    >>> share_gpu_with_calibration("vllm", {}, {"backend": "vllm", "model": "base"})
-    ({'gpu_memory_utilization': 0.45}, {'backend': 'vllm', 'model': 'base', 'gpu_memory_utilization': 0.45})
-    """
+    what the others leave of ``DEFAULT_GPU_MEMORY_UTILIZATION`` (``vllm_options.share_gpu_memory``)."""
     cal_options = calibration if isinstance(calibration, dict) else {}
     judge_vllm, judge = _engine_share(backend, options)
     cal_vllm, base = _engine_share(cal_options.get("backend", "vllm") if cal_options else calibration, cal_options)

@@ -75,8 +75,7 @@ class CascadeJudge(Judge):
         self.stats = self._total()
 
     def calibrate(self, uncertainties: Sequence[float | None]) -> float:
-        """Fix the routing threshold at the ``1 - route_fraction`` quantile of a calibration set's uncertainties;
-        returns it."""
+        """Fix the routing threshold at the ``1 - route_fraction`` quantile of calibration uncertainties."""
         f = self.config.route_fraction
         known = sorted(v for v in uncertainties if v is not None)
         if f is None or not known:

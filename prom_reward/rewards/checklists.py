@@ -81,16 +81,11 @@ async def run_mode(
 ) -> ModeOutput:
     """``mode`` for the samples without a checklist, ``checklist_rewards`` for those with one, merged in order."""
     listed = [i for i, it in enumerate(items) if it.checklist is not None]
-    if not listed:
-        return await mode(judge, items, cfg, deadline, sampling)
-    if len(listed) == len(items):
-        return await checklist_rewards(judge, items, cfg, deadline)
     plain = [i for i, it in enumerate(items) if it.checklist is None]
-    parts = [
-        (listed, await checklist_rewards(judge, [items[i] for i in listed], cfg, deadline)),
-        (plain, await mode(judge, [items[i] for i in plain], cfg, deadline, sampling)),
-    ]
-    return assemble(len(items), parts)
+    parts = [(listed, await checklist_rewards(judge, [items[i] for i in listed], cfg, deadline))] if listed else []
+    if plain or not listed:
+        parts.append((plain, await mode(judge, [items[i] for i in plain], cfg, deadline, sampling)))
+    return parts[0][1] if len(parts) == 1 else assemble(len(items), parts)
 
 
 def batch_runner(

@@ -214,8 +214,7 @@ def grade_range(fmt: JudgeFormat | None) -> tuple[float, float]:
 def normalize_value(
     value: float | None, kind: str, how: str | None, grades: tuple[float, float] = _RAW["grade"]
 ) -> float | None:
-    """Map a raw reward of ``kind`` (``grade`` on the scale ``grades``; ``probability`` 0..1, ``sign`` -1..1) to
-    ``how``."""
+    """Map a raw reward of ``kind`` (``grade`` on the scale ``grades``, ``probability``, ``sign``) to ``how``."""
     if value is None or how is None:
         return value
     lo, hi = grades if kind == "grade" else _RAW[kind]

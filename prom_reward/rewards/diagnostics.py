@@ -44,8 +44,7 @@ def diagnostics(
     top: float | None,
     markers: Sequence[str] | None = None,
 ) -> dict[str, float]:
-    """The ``DIAG_KEYS`` metrics of one batch (one entry per sample in each sequence); ``markers``: the judge
-    format's (None: the default format's), for ``diag/injection_neutralized``."""
+    """The ``DIAG_KEYS`` metrics of one batch (one entry per sample in each sequence)."""
     n = len(rewards)
     if not len(responses) == len(groups) == len(feedback) == n:
         raise ValueError(

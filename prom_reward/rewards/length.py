@@ -1,12 +1,5 @@
 """Opt-in length control (off by default): a group-relative correction of ``reward ~ log(length)``
-(``length_correction``) and a soft overlong penalty (``overlong_penalty``); formulas in docs/rewards.md.
-
-Example:
-    >>> cfg = RewardConfig(length_correction=True, length_min_group=3)
-    >>> rewards, m = control_length([1.0, 3.0, 5.0], ["a" * 10, "a" * 100, "a" * 1000], ["g"] * 3, cfg)
-    >>> [round(r, 6) for r in rewards], m["length/corrected_groups"]
-    ([3.0, 3.0, 3.0], 1.0)
-"""
+(``length_correction``) and a soft overlong penalty (``overlong_penalty``); formulas in docs/rewards.md."""
 
 from __future__ import annotations
 

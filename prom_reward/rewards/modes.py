@@ -67,8 +67,7 @@ def merge_metrics(parts: Sequence[tuple[int, dict[str, float]]]) -> dict[str, fl
 
 
 def assemble(n: int, parts: Sequence[tuple[Sequence[int], ModeOutput]]) -> ModeOutput:
-    """One output for ``n`` items from parts covering the items at their indices (a later part's outcome for an
-    item, a retry's, replaces an earlier one's), with the parts' metrics merged."""
+    """One output for ``n`` items from parts at their indices (a later part, a retry, replaces an earlier one)."""
     out = ModeOutput([None] * n, [None] * n, merge_metrics([(len(idx), part.metrics) for idx, part in parts]))
     judges: list[str | None] = [None] * n
     errors: list[JudgeFailure | None] = [None] * n
@@ -206,10 +205,9 @@ async def absolute_rewards(
         metrics["mean_score"] = fmean(ok)
     if exp:
         metrics["mean_expected_score"] = fmean(exp)
-    if any(missing):
-        metrics["no_expected_scores"] = float(sum(missing[w] is not None for w in where))
     out = _per_item([grades[w] for w in where], rewards, metrics)
     if any(missing):
+        metrics["no_expected_scores"] = float(sum(missing[w] is not None for w in where))
         out.errors = [missing[w] or e for w, e in zip(where, out.item_errors(), strict=True)]
     return out
 

@@ -124,14 +124,12 @@ class OnlineDPOJudgeReward:
         return {**self.__dict__, "_trainer": None}
 
     def attach(self, trainer: Any) -> OnlineDPOJudgeReward:
-        """Add each batch's metrics to ``trainer.stats`` (OnlineDPOTrainer logs and resets them at every logging
-        step); holds a weak reference; returns self."""
+        """Add each batch's metrics to ``trainer.stats`` (held by a weak reference); returns self."""
         if not isinstance(getattr(trainer, "stats", None), dict):
             raise ConfigError(f"attach: expected an OnlineDPOTrainer (a .stats dict), got {type(trainer).__name__}")
         self._trainer = weakref.ref(trainer)
         return self
 
-    # -- the reward ---------------------------------------------------------------------
     def _half(self, prompts: Sequence[Any], completions: Sequence[Any]) -> int:
         layout = (
             "this reward is for OnlineDPOTrainer's layout: prompts [p0..pB-1, p0..pB-1] and completions "

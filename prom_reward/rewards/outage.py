@@ -85,11 +85,7 @@ class OutagePolicy:
 
 class JudgeHealth:
     """Whether the judge is answering, from what every call saw (thread-safe): ``failed(cause)`` starts or
-    continues a failure streak, ``succeeded()`` ends it, ``status()`` says ``ok``/``degraded`` with the cause.
-
-    >>> health = JudgeHealth(); health.failed("HTTP 503", now=5.0); health.status(now=8.0)["status"]
-    'degraded'
-    """
+    continues a failure streak, ``succeeded()`` ends it, ``status()`` says ``ok``/``degraded`` with the cause."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -234,9 +230,7 @@ class Outage:
             deadline=options.get("deadline"),
             health=self.health,
         )
-        got: dict[int, J] = {}
-        for idx, out in answered.parts:
-            got.update(zip(idx, out, strict=True))
+        got = {i: o for idx, out in answered.parts for i, o in zip(idx, out, strict=True)}
         return [
             got[i] if i in got else failed(JudgeFailure("transport", answered.outage[i])) for i in range(len(items))
         ]
@@ -255,8 +249,7 @@ def _exhausted(
     delay: float,
     out: Answered[Any],
 ) -> None:
-    """The outage budget ran out (or the next wait of ``delay`` s would pass it): raise, or fail the unanswered
-    items with the cause."""
+    """The outage budget ran out: raise, or fail the unanswered items with the cause."""
     health.gave_up()
     failing = health.failing_for()
     message = f"the judge has been failing for {_secs(failing)} and {_stop_reason(policy, failing, deadline, delay)}"

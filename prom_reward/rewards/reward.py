@@ -63,7 +63,6 @@ class PrometheusReward(JudgeHolder):
             raise ConfigError(f"rubric: {problem}")
         self._canary_rubric = canary_rubric(fmt, task, self._resolver.default)
 
-    # -- samples ----------------------------------------------------------------------
     def resolve(self, samples: Sequence[RewardSample]) -> tuple[list[RewardSample | None], list[str | None], list[int]]:
         """Each sample in its judge-ready form (text fields, a ``Rubric``, the defaults filled in, template
         markers and special tokens neutralised), or None with the reason it cannot be judged; and how many
@@ -112,7 +111,6 @@ class PrometheusReward(JudgeHolder):
             marks.append(count)
         return resolved, reasons, marks
 
-    # -- the reward -------------------------------------------------------------------
     checklist_modes: tuple[str, ...] = CHECKLIST_MODES  # the modes that judge a sample's checklist
 
     async def ajudge_batch(
@@ -159,7 +157,12 @@ class PrometheusReward(JudgeHolder):
             health=self.health,
         )
         out = self._assemble(n, iso, reasons)
-        self._control_and_diagnose(out, samples)
+        responses = [response_text(s.response) for s in samples]  # length control and drift, as the policy wrote
+        keys = [s.group for s in samples]
+        out.rewards, length_metrics = control_length(out.rewards, responses, keys, self.config)
+        out.metrics.update(length_metrics)
+        top, markers = top_of_scale(self.config), self.judge.format.markers
+        out.metrics.update(diagnostics(out.rewards, responses, keys, out.feedback, top=top, markers=markers))
         out.metrics["markers_neutralized"] = float(sum(marks))
         out.neutralized = marks if any(marks) else []
         self.last_metrics = out.metrics
@@ -168,19 +171,9 @@ class PrometheusReward(JudgeHolder):
     judge_batch = sync_method(ajudge_batch)
 
     async def acheck_configuration(self, deadline: float | None = None) -> str | None:
-        """Run the configuration canary if it is due (``rewards.startup``); raises ``JudgeConfigError`` for a
-        misconfigured judge; returns why the judge did not answer, else None."""
+        """Run the configuration canary if due; returns why the judge did not answer, else None."""
         judgment = functools.partial(judge_canary, self.judge, self.config, self._canary_rubric, deadline, self.health)
         return await self.canary.run(judgment)
-
-    def _control_and_diagnose(self, out: ModeOutput, samples: Sequence[RewardSample]) -> None:
-        """The batch's length control (opt-in) and drift diagnostics, on the responses as the policy wrote them."""
-        responses = [response_text(s.response) for s in samples]
-        groups = [s.group for s in samples]
-        out.rewards, length_metrics = control_length(out.rewards, responses, groups, self.config)
-        out.metrics.update(length_metrics)
-        top, markers = top_of_scale(self.config), self.judge.format.markers
-        out.metrics.update(diagnostics(out.rewards, responses, groups, out.feedback, top=top, markers=markers))
 
     def _assemble(self, n: int, iso: Answered[ModeOutput], reasons: list[str | None]) -> ModeOutput:
         out = assemble(n, iso.parts)

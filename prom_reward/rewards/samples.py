@@ -44,8 +44,7 @@ def prompt_key(prompt: Any) -> Hashable:
 def samples_from_columns(
     prompts: Sequence[Any], completions: Sequence[Any], columns: dict[str, Sequence[Any] | None]
 ) -> list[RewardSample]:
-    """``RewardSample``s from TRL-style columns; ``columns`` maps a field of ``COLUMNS`` to one value per
-    completion (or None). Raises ``InputError`` when the lengths disagree (a caller bug, not a sample's)."""
+    """``RewardSample``s from TRL-style columns (field -> one value per completion, or None)."""
     n = len(prompts)
     if len(completions) != n:
         raise InputError(

@@ -74,15 +74,6 @@ async def _ask(url: str, timeout: float, api_key: str | None) -> tuple[list[str]
         return None, f"malformed GET /models reply ({e})"
 
 
-def _check_model(url: str, served: list[str], model: str | None) -> None:
-    if model and served and model not in served:
-        raise JudgeConfigError(
-            f"judge {url} does not serve the model {model!r} (it serves {', '.join(served)}); fix: set "
-            "model (--model / PROM_REWARD_MODEL) to one of those, or leave it unset to use the first",
-            url=url,
-        )
-
-
 async def acheck_judge(
     server: JudgeServer | None,
     *,
@@ -111,7 +102,12 @@ async def acheck_judge(
                 down[url] = why
                 continue
             check.models[url] = served
-            _check_model(url, served, model)
+            if model and served and model not in served:
+                raise JudgeConfigError(
+                    f"judge {url} does not serve the model {model!r} (it serves {', '.join(served)}); fix: set "
+                    "model (--model / PROM_REWARD_MODEL) to one of those, or leave it unset to use the first",
+                    url=url,
+                )
             if late:
                 logger.warning("judge %s is answering now (serves %s)", url, ", ".join(served) or "?")
         if not down and urls:
@@ -195,8 +191,7 @@ def over_http(judge: Any) -> bool:
 
 
 def canary_rubric(fmt: JudgeFormat, task: Task, rubric: Rubric | None) -> Rubric:
-    """The canary's rubric for a run in ``fmt`` asking for ``task``: the run's ``rubric`` for every row, else one on
-    ``fmt``'s scale (a row's own rubric is the row's to fit)."""
+    """The canary's rubric: the run's ``rubric`` for every row, else one on ``fmt``'s scale for ``task``."""
     if rubric is not None:
         return rubric
     criterion = Criterion(CANARY_CRITERION)
