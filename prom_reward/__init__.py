@@ -46,8 +46,7 @@ __version__ = "0.1.0"
 
 
 _OPTIONAL = {"PrometheusVerifiersJudge": ("verifiers", "prom_reward.integrations.verifiers_judge")}
-"""Exported names that need a package of no extra (name -> (package, module)): imported on first use, in ``__all__``
-only where the package is installed (verifiers' plugin loader takes the ``Judge`` subclass ``__all__`` names)."""
+"""Names needing a package of no extra (name -> (package, module)): imported on first use, in ``__all__`` if found."""
 
 
 def __getattr__(name: str) -> object:

@@ -20,18 +20,12 @@ def _costs(parts: Sequence[ItemRun] | Sequence[Grade]) -> dict[str, Any]:
     return {name: sum(getattr(p, name) for p in parts) for name in COSTS}
 
 
-def _mean_distribution(dists: Sequence[dict[str, float]]) -> dict[str, float] | None:
-    if not dists:
-        return None
-    keys = sorted({k for d in dists for k in d})
-    return {k: fmean(d.get(k, 0.0) for d in dists) for k in keys}
-
-
 def grade_from_run(run: ItemRun, *, truncated: bool = False) -> Grade:
     """Combine one item's samples into a Grade (score None when no sample parsed)."""
     valid = run.valid
     scores = tuple(int(s.verdict) for s in valid)  # type: ignore[arg-type]
-    dist = _mean_distribution([s.probabilities for s in valid if s.probabilities])
+    dists = [s.probabilities for s in valid if s.probabilities]  # their mean over every key any of them has
+    dist = {k: fmean(d.get(k, 0.0) for d in dists) for k in sorted({k for d in dists for k in d})} if dists else None
     probs = {int(k): v for k, v in dist.items()} if dist else None
     missing = no_expected(sum(s.scored_tokens for s in valid)) if valid and not dist else None
     return Grade(

@@ -16,7 +16,7 @@ from prom_reward.core.results import Grade, JudgeFailure, Verdict
 from prom_reward.core.sampler import ItemRun
 from prom_reward.errors import BackendError, InputError
 
-_ITEM = re.compile(r"^item \d+: ")
+_ITEM = re.compile(r"^(item|sample) \d+: ")
 R = TypeVar("R", Grade, Verdict)
 
 

@@ -24,8 +24,7 @@ J = TypeVar("J", bound=Judgment)
 
 
 class Retry(Protocol):
-    """An outage policy at work (``rewards.outage.Outage``): the outcomes of ``call(items, **options)``, the items
-    the transport failed asked again; ``failed(failure)`` stands for an item no call answered."""
+    """An outage policy at work (``rewards.outage.Outage``): ``call``'s outcomes, transport failures asked again."""
 
     async def aoutcomes(
         self,

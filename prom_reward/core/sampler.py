@@ -19,10 +19,8 @@ FORCE_LOGPROBS = 20
 ForcePolicy = Literal["never", "cut", "always"]
 FORCE_POLICIES: tuple[str, ...] = get_args(ForcePolicy)
 """When a verdict is forced: ``never``; ``cut``, outputs cut at ``max_tokens``; ``always``."""
-DEFAULT_FORCE_POLICY: ForcePolicy = "cut"
-"""The policy of a judge whose preset and user name none."""
-CUT_FINISH_REASONS = frozenset({"length"})
-"""Finish reasons of an output stopped by its token budget (vLLM, OpenAI-compatible servers, transformers)."""
+DEFAULT_FORCE_POLICY: ForcePolicy = "cut"  # the policy of a judge whose preset and user name none
+CUT_FINISH_REASONS = frozenset({"length"})  # an output stopped by its token budget (vLLM, servers, transformers)
 
 
 def _by_verdict(probs: dict[str, float] | None, labels: tuple[str, ...], mode: Task) -> dict[str, float] | None:
@@ -43,8 +41,7 @@ class ItemRun:
     stored_samples: int = 0  # of samples, prompt and completion tokens: what a judgment store answered
     stored_prompt_tokens: int = 0
     stored_completion_tokens: int = 0
-    error: JudgeFailure | None = None
-    """Why the prompt was not (fully) judged: its input, or the transport; None when it was sampled."""
+    error: JudgeFailure | None = None  # why the prompt was not (fully) judged: its input, or the transport
 
     @property
     def valid(self) -> list[JudgeSample]:

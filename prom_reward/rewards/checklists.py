@@ -18,10 +18,6 @@ from prom_reward.rewards.samples import RewardSample
 
 CHECKLIST_MODES = ("absolute",)  # the reward modes that judge a checklist (per criterion, each response alone)
 
-ModeFunction = Callable[
-    [Any, Sequence[RewardSample], RewardConfig, "float | None", SamplingOverrides], Awaitable[ModeOutput]
-]
-
 
 async def checklist_rewards(
     judge: Any, items: Sequence[RewardSample], cfg: RewardConfig, deadline: float | None = None
@@ -72,7 +68,7 @@ def check_checklist_mode(
 
 
 async def run_mode(
-    mode: ModeFunction,
+    mode: Callable[..., Awaitable[ModeOutput]],
     judge: Any,
     items: Sequence[RewardSample],
     cfg: RewardConfig,

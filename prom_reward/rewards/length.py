@@ -26,13 +26,6 @@ def length_keys(cfg: RewardConfig) -> tuple[str, ...]:
     return keys
 
 
-def _groups(groups: Sequence[Hashable]) -> dict[Hashable, list[int]]:
-    out: dict[Hashable, list[int]] = {}
-    for i, g in enumerate(groups):
-        out.setdefault(g, []).append(i)
-    return out
-
-
 def _correct(
     rewards: list[float | None], logs: list[float], members: dict[Hashable, list[int]], min_group: int
 ) -> tuple[int, list[float]]:
@@ -74,7 +67,9 @@ def control_length(
     scored = [i for i, r in enumerate(out) if r is not None]
     before = spearman([out[i] for i in scored], [lengths[i] for i in scored])  # type: ignore[misc]
     metrics: dict[str, float] = {"length/spearman_before": before or 0.0}
-    members = _groups(groups)
+    members: dict[Hashable, list[int]] = {}
+    for i, g in enumerate(groups):
+        members.setdefault(g, []).append(i)
     if cfg.length_correction:
         logs = [math.log(max(n, 1)) for n in lengths]
         corrected, slopes = _correct(out, logs, members, cfg.length_min_group)

@@ -20,21 +20,16 @@ V = TypeVar("V")
 
 @dataclass
 class ModeOutput:
-    """What a mode (or a whole ``PrometheusReward.judge_batch``) returns, one entry per item."""
+    """What a mode (or a whole ``PrometheusReward.judge_batch``) returns: per item, each list (empty when unused)."""
 
     rewards: list[float | None]
     feedback: list[str | None]
     metrics: dict[str, float] = field(default_factory=dict)
-    judges: list[str | None] = field(default_factory=list)
-    """Per item, which judge of a ``CascadeJudge`` decided (``mixed``: a group member's pairs were split)."""
-    reasons: list[str | None] = field(default_factory=list)
-    """Per item, why it has no reward (None where judged); empty when every item got one."""
-    neutralized: list[int] = field(default_factory=list)
-    """Per item, template markers neutralised in its texts; empty when there were none."""
-    errors: list[JudgeFailure | None] = field(default_factory=list)
-    """Per item, the judge's failure behind a missing reward; empty when there was none."""
-    results: list[Judgment | None] = field(default_factory=list)
-    """Per item, the judgment its reward was read from (``absolute``, ``pairwise_reference``); empty otherwise."""
+    judges: list[str | None] = field(default_factory=list)  # which judge of a cascade decided (or ``mixed``)
+    reasons: list[str | None] = field(default_factory=list)  # why it has no reward (None where judged)
+    neutralized: list[int] = field(default_factory=list)  # template markers neutralised in its texts
+    errors: list[JudgeFailure | None] = field(default_factory=list)  # the judge's failure behind a missing reward
+    results: list[Judgment | None] = field(default_factory=list)  # the judgment its reward was read from
 
     def item_errors(self) -> list[JudgeFailure | None]:
         """``errors``, one entry per item (what the outage loop reads)."""

@@ -214,11 +214,7 @@ class OnlineDPOJudgeReward:
             todo = [i for i in todo if i not in once and history[i][-1].winner is None]
         rounds = max(rounds, 0)
 
-        s = self.stats
-        before = dataclasses.replace(s)
-        s.calls += 1
-        s.pairs += b
-        s.unjudged_pairs += len(unjudged)
+        s = PairwiseRewardStats(calls=1, pairs=b, unjudged_pairs=len(unjudged))  # this batch's, added to .stats
         rewards = [0.0] * (2 * b)
         how: list[str] = []
         for i, verdicts in enumerate(history):
@@ -247,18 +243,19 @@ class OnlineDPOJudgeReward:
             rewards[i], rewards[b + i] = (1.0, 0.0) if first else (0.0, 1.0)
             how.append(way)
 
-        delta = {f.name: getattr(s, f.name) - getattr(before, f.name) for f in dataclasses.fields(s)}
+        for f in dataclasses.fields(s):
+            setattr(self.stats, f.name, getattr(self.stats, f.name) + getattr(s, f.name))
         metrics = {
             **batch_metrics,  # the reward path's metrics of the first round (tokens, parse failures, checklists ...)
             "pairs": float(b),
             "tie_rounds": float(rounds),
-            "rejudged_pairs": float(delta["tie_rounds"]),
-            "decided_by_judge_rate": delta["decided_by_judge"] / b,
-            "decided_by_p_a": float(delta["decided_by_p_a"]),
-            "coin_flips": float(delta["coin_flips"]),
-            "judge_failures": float(delta["judge_failures"]),
-            "swap_agreement": delta["swap_agreed"] / delta["swap_checked"] if delta["swap_checked"] else float("nan"),
-            "first_half_win_rate": delta["first_half_wins"] / b,
+            "rejudged_pairs": float(s.tie_rounds),
+            "decided_by_judge_rate": s.decided_by_judge / b,
+            "decided_by_p_a": float(s.decided_by_p_a),
+            "coin_flips": float(s.coin_flips),
+            "judge_failures": float(s.judge_failures),
+            "swap_agreement": s.swap_agreement_rate,
+            "first_half_win_rate": s.first_half_wins / b,
             "judge_seconds": seconds,
             "unjudged_pairs": float(len(unjudged)),
         }

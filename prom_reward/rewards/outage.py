@@ -23,8 +23,6 @@ T = TypeVar("T")
 J = TypeVar("J", bound=Judgment)
 logger = logging.getLogger(__name__)
 
-ON_EXHAUSTED = ("raise", "fail")
-
 
 @dataclass(frozen=True)
 class OutagePolicy:
@@ -60,7 +58,7 @@ class OutagePolicy:
         "raise",
         help="""Past the budget: ``"raise"`` (``JudgeUnavailableError``: training stops with the cause) or
         ``"fail"`` (the unanswered samples get the failure reward with the cause, counted).""",
-        choices=ON_EXHAUSTED,
+        choices=("raise", "fail"),
     )
 
     def __post_init__(self) -> None:
@@ -140,10 +138,8 @@ class JudgeHealth:
 class Answered(Generic[T]):
     """What ``ajudge_until_answered`` got: the judge's outputs and the items left unanswered past the budget."""
 
-    parts: list[tuple[list[int], T]] = field(default_factory=list)
-    """(item indices, the call's output for those items), in call order: a later part replaces an earlier one."""
-    outage: dict[int, str] = field(default_factory=dict)
-    """Items left unanswered when the outage budget ran out (``on_exhausted="fail"``) -> reason."""
+    parts: list[tuple[list[int], T]] = field(default_factory=list)  # (item indices, output); a later part wins
+    outage: dict[int, str] = field(default_factory=dict)  # item left unanswered past the budget -> the reason
     calls: int = 0  # judge calls made (retries included)
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import re
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
@@ -13,6 +12,7 @@ from prom_reward.backends.bridge import sync_method
 from prom_reward.backends.sampling import SamplingOverrides
 from prom_reward.checklist.criteria import parse_checklist
 from prom_reward.core.items import check_text
+from prom_reward.core.outcomes import input_failure
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.conversation import completion_text, prompt_text
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JUDGE_FORMATS, Task
@@ -97,7 +97,7 @@ class PrometheusReward(JudgeHolder):
                 checklist = None if s.checklist is None else parse_checklist(s.checklist)
             except InputError as e:
                 resolved.append(None)
-                reasons.append(_strip_item(str(e)))
+                reasons.append(input_failure(e).reason)
                 marks.append(0)
                 continue
             count = 0
@@ -237,11 +237,6 @@ class PrometheusReward(JudgeHolder):
     ) -> list[float | None]:
         """TRL's reward function: ``compute`` (the other dataset columns come as ``kwargs``)."""
         return self.compute(prompts, completions, completion_ids, **kwargs)
-
-
-def _strip_item(message: str) -> str:
-    """A message without the ``item k:`` prefix of a one-item call (the caller names the sample)."""
-    return re.sub(r"^(item|sample) \d+: ", "", message)
 
 
 class AsyncPrometheusReward(PrometheusReward):

@@ -11,9 +11,6 @@ from typing import Any
 from prom_reward.errors import InputError
 from prom_reward.format.conversation import completion_text
 
-COLUMNS = ("reference_answer", "rubric", "instruction", "baseline", "checklist")
-"""The per-sample fields a dataset column (or an OpenRLHF label) may set."""
-
 
 @dataclass(frozen=True)
 class RewardSample:
@@ -25,20 +22,12 @@ class RewardSample:
     rubric: Any = None  # rubric for this sample (None: the reward's default); a ``Rubric`` once resolved
     instruction: str | None = None  # text to show the judge as the instruction instead of the prompt
     baseline: Any = None  # ``pairwise_reference``: the response this one is compared with
-    checklist: Any = None
-    """This sample's checklist of criteria (None: judged by its rubric); ``Criterion``s once resolved."""
+    checklist: Any = None  # its checklist of criteria (None: judged by its rubric); ``Criterion``s once resolved
 
     @property
     def group(self) -> Hashable:
-        """The key of the prompt (samples with the same key are one group)."""
-        return prompt_key(self.prompt)
-
-
-def prompt_key(prompt: Any) -> Hashable:
-    """A hashable key for a prompt: the string itself, or the canonical JSON of a message list."""
-    if isinstance(prompt, str):
-        return prompt
-    return json.dumps(prompt, sort_keys=True, default=str)
+        """The key of the prompt, one per group: the string itself, or the canonical JSON of a message list."""
+        return self.prompt if isinstance(self.prompt, str) else json.dumps(self.prompt, sort_keys=True, default=str)
 
 
 def samples_from_columns(

@@ -43,8 +43,7 @@ class JudgeCheck:
 
     reachable: dict[str, bool] = field(default_factory=dict)  # per URL: did ``GET /models`` answer?
     models: dict[str, list[str]] = field(default_factory=dict)  # per reachable URL: the served model ids
-    probing: asyncio.Task[None] | None = None
-    """The probe of the URLs that did not answer yet (on the loop of the check; the library's for ``check_judge``)."""
+    probing: asyncio.Task[None] | None = None  # the probe of the URLs that did not answer yet, on the check's loop
 
 
 async def _ask(url: str, timeout: float, api_key: str | None) -> tuple[list[str] | None, str]:
@@ -151,11 +150,7 @@ check_judge = sync_method(acheck_judge)  # on the library's loop, where its prob
 
 
 def _meanwhile(policy: OutagePolicy | None) -> str:
-    """What the samples meet while the judge is down, as ``policy`` says.
-
-    >>> _meanwhile(OutagePolicy(budget_s=30, on_exhausted="fail"))
-    'samples wait within the outage budget (30 s), then get the failure reward'
-    """
+    """What the samples meet while the judge is down, as ``policy`` says."""
     if policy is None:
         return "samples wait within the outage budget, then meet its on_exhausted"
     waited = f"samples wait within the outage budget ({policy.budget_s:g} s), then "
