@@ -113,18 +113,6 @@ def sync_method(amethod: Callable[P, Awaitable[T]]) -> Callable[P, T]:
     return method
 
 
-def threaded_method(method: Callable[P, T]) -> Callable[P, Awaitable[T]]:
-    """The async form of the blocking sync method ``method`` (its signature and docstring): it runs in a worker
-    thread (``asyncio.to_thread``), where its own sync calls may wait through ``run_sync``."""
-
-    @functools.wraps(method)
-    async def amethod(*args: P.args, **kwargs: P.kwargs) -> T:
-        return await asyncio.to_thread(method, *args, **kwargs)
-
-    amethod.__name__ = amethod.__qualname__ = "a" + method.__name__
-    return amethod
-
-
 def close_on_loop(loop: asyncio.AbstractEventLoop, close: Callable[[], Awaitable[object]]) -> None:
     """Run ``close()`` (a resource's async close) on the loop the resource belongs to, from any thread:
     awaited (up to ``CLOSE_WAIT_S``) when that loop runs in another thread, scheduled when it is the caller's
