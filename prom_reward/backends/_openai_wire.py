@@ -118,21 +118,12 @@ def parse_reply(data: Any, endpoint: str, *, sent_n: int, n: int, top_k: int | N
             if finish is not None and not isinstance(finish, str):
                 raise MalformedReply(f"choices[{c['index']}].finish_reason: expected a string, got {finish!r}")
             lp = c.get("logprobs")
-            logprobs = None
-            if lp is not None:
-                logprobs = _chat_logprobs(lp, k) if endpoint == "chat" else _completion_logprobs(lp, k)
-            if logprobs is not None:
-                count = len(logprobs)
+            if lp is None:
+                logprobs, count = None, int(round(_count(usage, "completion_tokens") / sent_n))
             else:
-                count = int(round(_count(usage, "completion_tokens") / sent_n))
-            completions.append(
-                Completion(
-                    text=text,
-                    logprobs=logprobs,
-                    finish_reason=finish,
-                    completion_tokens=count,
-                )
-            )
+                logprobs = _chat_logprobs(lp, k) if endpoint == "chat" else _completion_logprobs(lp, k)
+                count = len(logprobs)
+            completions.append(Completion(text, logprobs, finish, count))
         prompt_tokens = _count(usage, "prompt_tokens")
     except MalformedReply:
         raise

@@ -33,6 +33,7 @@ from prom_reward.backends.base import (
 )
 from prom_reward.backends.bridge import sync_method
 from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, split_continuation, with_continuation
+from prom_reward.backends.vllm_options import teacher_forcing_kwargs
 from prom_reward.errors import BackendError, ConfigError, JudgeConfigError, ServerRejected, UnknownNameError
 from prom_reward.format.wire import get_wire_format
 
@@ -109,18 +110,12 @@ class OpenAIServer:
             )
         if system_role not in (None, True, False):
             raise ConfigError(f"system_role: expected None (detect), True or False, got {system_role!r}")
-        for key, value, low in (
-            ("max_concurrency", max_concurrency, 1),
-            ("eject_after", eject_after, 1),
-        ):
-            if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                raise ConfigError(f"{key}: expected an int >= {low}, got {value!r}")
-        for name, seconds, least in (
-            ("timeout", timeout, 1e-9),
-            ("probe_interval", probe_interval, 1e-9),
-        ):
-            if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not least <= seconds < math.inf:
-                raise ConfigError(f"{name}: expected seconds > 0 (finite), got {seconds!r}")
+        for key, value in (("max_concurrency", max_concurrency), ("eject_after", eject_after)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"{key}: expected an int >= 1, got {value!r}")
+        for key, seconds in (("timeout", timeout), ("probe_interval", probe_interval)):
+            if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not 1e-9 <= seconds < math.inf:
+                raise ConfigError(f"{key}: expected seconds > 0 (finite), got {seconds!r}")
         self.base_urls = [u.rstrip("/") for u in urls]
         self.pool = EndpointPool(self.base_urls, eject_after=eject_after, probe_interval=probe_interval)
         self.model, self.endpoint, self.system_role = model, endpoint, system_role
@@ -245,14 +240,24 @@ class OpenAIServer:
         finally:
             await b.aclose()
 
-    # -- Backend protocol ------------------------------------------------------------
+    async def _each(
+        self, one: Callable[[HTTPBatch, int, Any], Awaitable[T]], items: Sequence[Any], deadline: float | None
+    ) -> list[T]:
+        """``one(batch, i, item)`` for every item concurrently on one prepared batch, in input order."""
+        if not items:
+            return []
+
+        async def work(b: HTTPBatch) -> list[T]:
+            await self._prepare(b)
+            return await gather_all(one(b, i, item) for i, item in enumerate(items))
+
+        return await self._batch(work, deadline)
+
     async def agenerate(
         self, requests: Sequence[GenerationRequest], *, on_result: OnResult | None = None
     ) -> list[GenerationResult]:
         """Complete every request concurrently, in input order, calling ``on_result(i, result)`` as each completes;
         a failed request (one attempt) gets its ``error`` (``rejected`` for a 4xx), the others their answers."""
-        if not requests:
-            return []
 
         async def one(b: HTTPBatch, i: int, r: GenerationRequest) -> GenerationResult:
             try:
@@ -265,11 +270,7 @@ class OpenAIServer:
                 on_result(i, res)
             return res
 
-        async def work(b: HTTPBatch) -> list[GenerationResult]:
-            await self._prepare(b)
-            return await gather_all(one(b, i, r) for i, r in enumerate(requests))
-
-        return await self._batch(work, earliest(requests))
+        return await self._each(one, requests, earliest(requests))
 
     generate = sync_method(agenerate)
 
@@ -292,40 +293,27 @@ class OpenAIServer:
         def tokens(d: Any) -> list[int]:
             return list(d["tokens"])
 
-        async def one(b: HTTPBatch, i: int, r: GenerationRequest, text: str) -> tuple[TokenLogprobs, ...]:
+        async def one(b: HTTPBatch, i: int, pair: tuple[GenerationRequest, str]) -> tuple[TokenLogprobs, ...]:
+            r, text = pair
             joint = await self._tokenize(b, i, with_continuation(r, text), tokens)
             size = len(split_continuation(await self._tokenize(b, i, r, tokens), joint))
             if size == 0:
                 return ()
-            body = {
-                "model": await self._model(b),
-                "prompt": joint,
-                "max_tokens": 1,
-                "temperature": 0.0,
-                "prompt_logprobs": top_k,
-            }
+            body = {"model": self.model, "prompt": joint, **teacher_forcing_kwargs(top_k)}
             return await b.call(
                 "POST", "/completions", body, index=i, parse=lambda d: parse_prompt_logprobs(d, joint, size, top_k)
             )
 
-        async def work(b: HTTPBatch) -> list[tuple[TokenLogprobs, ...]]:
-            await self._prepare(b)
-            pairs = enumerate(zip(requests, continuations, strict=True))
-            return await gather_all(one(b, i, r, t) for i, (r, t) in pairs)
-
-        return await self._batch(work, deadline) if requests else []
+        return await self._each(one, list(zip(requests, continuations, strict=True)), deadline)
 
     async def acount_tokens(
         self, requests: Sequence[GenerationRequest], deadline: float | None = None
     ) -> list[int] | None:
         """Prompt tokens per request via ``/tokenize``; None when the server has none."""
-
-        async def work(b: HTTPBatch) -> list[int]:
-            await self._prepare(b)
-            return await gather_all(self._tokenize(b, i, r, lambda d: int(d["count"])) for i, r in enumerate(requests))
-
         try:
-            return await self._batch(work, deadline) if requests else []
+            return await self._each(
+                lambda b, i, r: self._tokenize(b, i, r, lambda d: int(d["count"])), requests, deadline
+            )
         except ServerRejected as e:
             if e.status in (404, 405):
                 return None
