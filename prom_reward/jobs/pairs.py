@@ -1,16 +1,5 @@
 """``pairs`` jobs: DPO preference pairs from several completions per prompt (wide or long layout), written as JSON
-lines with their skip records beside them (``OUTPUT.skipped.jsonl``).
-
-Example:
-    >>> from prom_reward.core.judge import PrometheusJudge
-    >>> from prom_reward.jobs.spec import run_batch
-    >>> from prom_reward.jobs.source import SourceRow
-    >>> judge = PrometheusJudge(backend="scripted", outputs=["Good. [RESULT] 4", "Poor. [RESULT] 1"])
-    >>> kind = PairsJob(PreferenceConfig(rubric="factual_validity"))
-    >>> out = run_batch(kind, judge, [SourceRow(0, "in.jsonl:1", {"prompt": "2+2?", "completions": ["4", "5"]})])
-    >>> [(p["chosen"], p["rejected"], p["margin"]) for p in out.rows]
-    [('4', '5', 3.0)]
-"""
+lines with their skip records beside them (``OUTPUT.skipped.jsonl``)."""
 
 from __future__ import annotations
 
@@ -34,9 +23,8 @@ from prom_reward.preferences.strategies import judge_chunk, skip_record
 
 
 def group_long(rows: Iterator[SourceRow], cfg: PreferenceConfig) -> Iterator[SourceRow]:
-    """Group long-layout rows (one completion each) into wide rows, streaming; a group's id is its position
-    among the groups (what the batches count), its place and ``source_index`` those of its first row, its
-    ``size`` its rows."""
+    """Long-layout rows (one completion each) grouped into wide rows, streaming; a group's id counts groups, its
+    ``source_index`` is its first row's."""
     group: dict[str, Any] | None = None
     first: SourceRow | None = None
     n = size = 0
@@ -160,8 +148,7 @@ class PairsJob(JobKind):
 
 
 def _count_records(out: BatchOut, records: list[dict[str, Any]]) -> BatchOut:
-    """``out`` with the skip ``records`` kept and counted: failed (``FAILED``; a ``backend_failed`` one per row, its
-    ``judge_error`` the batch's ``backend_error``) or skipped by reason."""
+    """``out`` with the skip ``records`` kept and counted: failed (``FAILED``) or skipped by reason."""
     out.records = records
     for rec in records:
         if rec["reason"] not in FAILED:
