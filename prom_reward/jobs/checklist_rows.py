@@ -1,6 +1,5 @@
-"""Checklist rows of a ``grade`` job: a row with a checklist (``--checklist-col``) is graded per criterion in one
-judge call with the batch's other checklist rows and aggregated; its output columns are in docs/jobs.md.
-"""
+"""Checklist rows of a ``grade`` job: graded per criterion in one judge call with the batch's other checklist rows
+and aggregated; its output columns are in docs/jobs.md."""
 
 from __future__ import annotations
 
@@ -32,7 +31,7 @@ VERDICT_TYPES = {
     "satisfied": "bool_",
     "error": "string",
 }
-"""The fields of a ``checklist_verdicts`` entry, in order, and their pyarrow types (``pyarrow.string`` ...)."""
+"""The fields of a ``checklist_verdicts`` entry, in order, and their pyarrow types."""
 
 
 def verdicts_type() -> Any:
@@ -45,8 +44,7 @@ def verdicts_type() -> Any:
 def judge_checklist_rows(
     judge: Any, items: list[ChecklistItem], cfg: ChecklistConfig, outage: Retry | None = None
 ) -> list[dict[str, Any]]:
-    """The result columns of each checklist row, and its judge failure under ``_error`` (``ChecklistOutcome.error``:
-    a transport failure marks the batch for ``--resume``)."""
+    """The result columns of each checklist row, and its judge failure under ``_error``."""
     batch = run_sync(
         lambda: ajudge_checklists(
             judge,

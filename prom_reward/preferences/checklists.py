@@ -1,17 +1,5 @@
-"""Preference pairs from checklist scores: a ``pairs`` row with a checklist scores each completion by its
-criteria (one judge call per chunk), on the judge format's scale, for ``best_vs_worst`` only.
-
-Example:
-    >>> from prom_reward import PrometheusJudge
-    >>> from prom_reward.format.resolve import RubricResolver
-    >>> from prom_reward.preferences.rows import validate_row
-    >>> cfg = PreferenceConfig(rubric="helpfulness")
-    >>> row = validate_row(0, {"prompt": "2+2?", "completions": ["4", "5"], "checklist": ["Says 4"]}, cfg,
-    ...                    RubricResolver(cfg.rubric))
-    >>> judge = PrometheusJudge(backend="scripted", outputs=["Yes. [RESULT] 5", "No. [RESULT] 1"])
-    >>> [g.score for g in checklist_grades(judge, [row], cfg)[0]]
-    [5.0, 1.0]
-"""
+"""Preference pairs from checklist scores: a ``pairs`` row with a checklist scores each completion by its criteria
+(one judge call per chunk), on the judge format's scale, for ``best_vs_worst`` only."""
 
 from __future__ import annotations
 
@@ -29,8 +17,8 @@ from prom_reward.preferences.rows import PreferenceRow
 def checklist_grades(
     judge: Any, rows: Sequence[PreferenceRow], cfg: PreferenceConfig, outage: Retry | None = None
 ) -> dict[int, list[Grade]]:
-    """Each completion of each row (rows with a checklist) as a ``Grade``: its aggregate on the judge's scale as
-    ``score`` (None with the ``error`` behind it), the per-criterion feedback, the tokens spent; by row index."""
+    """Each completion of each row with a checklist as a ``Grade`` (its aggregate on the judge's scale), by row
+    index."""
     flat = [(r, k) for r in rows for k in range(len(r.responses))]
     if not flat:
         return {}

@@ -1,13 +1,5 @@
 """``PreferenceConfig``: how judge verdicts become DPO preference pairs (strategy, columns, ``min_margin``: score
-points for ``best_vs_worst``, ``2 * P(chosen wins) - 1`` for ``all_pairs``).
-
-Example:
-    >>> PreferenceConfig(strategy="all_pairs", min_margin=0.5).swap
-    True
-    >>> PreferenceConfig(strategy="best_of_n")  # doctest: +IGNORE_EXCEPTION_DETAIL
-    Traceback (most recent call last):
-    ConfigError: strategy: expected one of best_vs_worst, all_pairs, got 'best_of_n'; fix: ...
-"""
+points for ``best_vs_worst``, ``2 * P(chosen wins) - 1`` for ``all_pairs``)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,5 @@
-"""Input rows for preference pairs: ``validate_row`` turns a wide row into a ``PreferenceRow`` (original layout
-kept, the judge's text, rubric and reference), or raises ``InputError`` naming the row and field.
-
-Example:
-    >>> from prom_reward.format.resolve import RubricResolver
-    >>> cfg = PreferenceConfig(rubric="helpfulness")
-    >>> rubrics = RubricResolver(cfg.rubric, what="row")
-    >>> r = validate_row(0, {"prompt": "Hi?", "completions": ["Hello.", "Go away."]}, cfg, rubrics)
-    >>> r.responses, r.conversational
-    (('Hello.', 'Go away.'), False)
-"""
+"""Input rows for preference pairs: ``validate_row`` turns a wide row into a ``PreferenceRow`` (the original layout
+kept, the judge's text, rubric and reference), or raises ``InputError`` naming the row and field."""
 
 from __future__ import annotations
 
@@ -28,28 +19,21 @@ from prom_reward.preferences.config import PreferenceConfig
 
 @dataclass(frozen=True)
 class PreferenceRow:
-    """One validated input row (one prompt with its completions)."""
+    """One validated input row: the prompt and completions as given, what the judge reads for them (``instruction``,
+    ``responses``), the ``keep_columns`` values (``extra``) and the row's checklist, if any."""
 
     index: int
-    """Position of the row in the (grouped) input: the ``source_index`` of its pairs."""
+    """The ``source_index`` of its pairs."""
     prompt: Any
-    """The prompt as given (string or message list), copied to the output."""
     completions: tuple[Any, ...]
-    """The completions as given (strings or message lists), copied to ``chosen``/``rejected``."""
     instruction: str
-    """What the judge reads as the instruction."""
     responses: tuple[str, ...]
-    """What the judge reads for each completion."""
     rubric: Rubric
-    """The resolved rubric."""
     reference_answer: str | None
-    """Optional reference answer."""
     conversational: bool
-    """True when the prompt is a message list (then every completion is one too)."""
+    """The prompt and every completion are message lists."""
     extra: dict[str, Any] = field(default_factory=dict)
-    """The ``keep_columns`` values."""
     checklist: tuple[Criterion, ...] | None = None
-    """The row's checklist (``checklist_column``), checked; None: its completions are graded by the rubric."""
 
 
 def _judge_text(fn: Any, value: Any, index: int, fieldname: str, flag: str) -> str:
@@ -70,9 +54,8 @@ def _judge_text(fn: Any, value: Any, index: int, fieldname: str, flag: str) -> s
 def validate_row(
     index: int, row: Any, cfg: PreferenceConfig, rubrics: RubricResolver, ungraded: str | None = None
 ) -> PreferenceRow:
-    """Check one wide row and prepare it for the judge; raises InputError naming row and field
-    (``rubrics``: resolves ``cfg.rubric`` or the row's ``rubric_column``; ``ungraded``: why the judge cannot
-    grade a checklist's criteria, the refusal of a row with one; None: it can)."""
+    """Check one wide row and prepare it for the judge (``InputError`` naming row and field); ``ungraded``: why the
+    judge cannot grade a checklist, the refusal of a row with one."""
     if not isinstance(row, dict):
         raise InputError(
             f"row {index}: expected a dict, got {type(row).__name__}; fix: give one JSON object per row", index=index
