@@ -3,25 +3,11 @@ and aggregated; its output columns are in docs/jobs.md."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from prom_reward.backends.bridge import run_sync
 from prom_reward.checklist.config import ChecklistConfig
-from prom_reward.checklist.criteria import Criterion
-from prom_reward.checklist.judging import ajudge_checklists
 from prom_reward.core.protocol import Retry
-
-
-@dataclass(frozen=True)
-class ChecklistItem:
-    """A checked row with a checklist."""
-
-    instruction: str
-    response: str
-    reference_answer: str | None
-    criteria: tuple[Criterion, ...]
-
+from prom_reward.preferences.checklists import ChecklistItem, judge_checklist_items
 
 VERDICT_TYPES = {
     "criterion": "string",
@@ -45,29 +31,16 @@ def judge_checklist_rows(
     judge: Any, items: list[ChecklistItem], cfg: ChecklistConfig, outage: Retry | None = None
 ) -> list[dict[str, Any]]:
     """The result columns of each checklist row, and its judge failure under ``_error``."""
-    batch = run_sync(
-        lambda: ajudge_checklists(
-            judge,
-            [it.instruction for it in items],
-            [it.response for it in items],
-            [it.criteria for it in items],
-            cfg,
-            [it.reference_answer for it in items],
-            outage=outage,
-        )
-    )
-    lo, hi = judge.format.scale[0], judge.format.scale[-1]
     out = []
-    for o in batch.outcomes:
-        value = o.aggregate.value
+    for o, score in judge_checklist_items(judge, items, cfg, outage):
         undecided = [s for s in o.criteria if s.score is None]
         out.append(
             {
-                "score": None if value is None else lo + value * (hi - lo),
+                "score": score,
                 "feedback": o.feedback,
-                "judge_failures": len(undecided) if o.criteria else int(value is None),
+                "judge_failures": len(undecided) if o.criteria else int(score is None),
                 "judge_error": o.aggregate.reason,
-                "checklist_score": value,
+                "checklist_score": o.aggregate.value,
                 "checklist_verdicts": [
                     {
                         "criterion": s.criterion.text,

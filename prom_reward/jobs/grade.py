@@ -18,10 +18,11 @@ from prom_reward.format.columns import option_flag
 from prom_reward.format.judge_format import JudgeFormat, Task
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.rubrics import NO_RUBRIC, Rubric
-from prom_reward.jobs.checklist_rows import ChecklistItem, judge_checklist_rows, verdicts_type
+from prom_reward.jobs.checklist_rows import judge_checklist_rows, verdicts_type
 from prom_reward.jobs.columns import column, role_columns, text_item
 from prom_reward.jobs.source import SourceRow
 from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, failure_text, row_error
+from prom_reward.preferences.checklists import ChecklistItem
 from prom_reward.rewards.startup import asks_expected
 
 SCORES = ("1", "2", "3", "4", "5")
