@@ -16,7 +16,7 @@ from prom_reward.format.judge_format import JudgeFormat, Task
 from prom_reward.format.rubrics import Rubric
 from prom_reward.jobs.grade import resolver
 from prom_reward.jobs.source import SourceRow
-from prom_reward.jobs.spec import FAILED, BatchOut, JobKind, Prepare, failure_text
+from prom_reward.jobs.spec import FAILED, BatchOut, JobKind, Prepare, failure_text, options_of
 from prom_reward.preferences.config import OUTPUT_COLUMNS, PreferenceConfig
 from prom_reward.preferences.rows import PreferenceRow, validate_row
 from prom_reward.preferences.strategies import judge_chunk, skip_record
@@ -95,8 +95,7 @@ class PairsJob(JobKind):
         return job
 
     def fingerprint(self) -> dict[str, Any]:
-        rubric = self.config.rubric
-        return {**self.config.fingerprint(), "rubric": None if rubric is None else dataclasses.asdict(rubric)}
+        return options_of(self.config)
 
     @property
     def regroups(self) -> bool:

@@ -47,14 +47,7 @@ class _JudgeWorker:
         return out
 
     def _read(self, shard: dict[str, Any]) -> list[Any]:
-        return read_range(
-            str(shard["path"]),
-            int(shard["first_id"]),
-            int(shard["start"]),
-            int(shard["stop"]),
-            int(shard["offset"]),
-            int(shard["line"]),
-        )
+        return read_range(str(shard["path"]), *(int(shard[k]) for k in ("first_id", "start", "stop", "offset", "line")))
 
     def _shard(self, shard: dict[str, Any]) -> dict[str, Any]:
         entered = time.perf_counter()

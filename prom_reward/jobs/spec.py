@@ -76,11 +76,7 @@ class JobKind(ABC):
 
     def fingerprint(self) -> dict[str, Any]:
         """The options that change the result (a resumed job must share them), as plain data."""
-        options = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}  # type: ignore[arg-type]
-        return {
-            k: dataclasses.asdict(v) if isinstance(v, Rubric) else getattr(v, "__qualname__", v)
-            for k, v in options.items()
-        }
+        return options_of(self)
 
     @abstractmethod
     def task(self) -> Task:
@@ -140,6 +136,14 @@ class JobKind(ABC):
         out.update((k, v) for k, v in row.data.items() if k != "source_index" and k not in result)
         out.update(result)
         return out
+
+
+def options_of(options: Any) -> dict[str, Any]:
+    """The fields of the dataclass ``options``: a rubric as plain data, a callable by its name."""
+    fields = {f.name: getattr(options, f.name) for f in dataclasses.fields(options) if f.init}
+    return {
+        k: dataclasses.asdict(v) if isinstance(v, Rubric) else getattr(v, "__qualname__", v) for k, v in fields.items()
+    }
 
 
 _ITEM_PREFIX = re.compile(r"^item \d+: ")
