@@ -43,19 +43,17 @@ def judge_rows(
     pairs = kind.name == "pairs"
     paired = {p["source_index"] for p in out.rows} if pairs else set()
     rec: dict[str, Any] = {
-        "rows": sum(r.size for r in rows),  # input rows: a long-layout group counts its rows
-        "judged": out.judged,
-        "failed": out.failed,
-        "pairs": len(out.rows) if pairs else 0,
-        "skipped": json.dumps(out.skipped),
-        "no_expected": json.dumps(out.no_expected),
-        "rows_without_pairs": sum(r.size for r in rows if r.source_index not in paired) if pairs else 0,
-        "backend_failed": out.backend_failed,
-        "backend_error": out.backend_error or "",
-        "tie_breaks": out.tie_breaks,
-        "tie_rounds": out.tie_rounds,
-        "worker": worker,
+        k: getattr(out, k) for k in ("judged", "failed", "backend_failed", "tie_breaks", "tie_rounds")
     }
+    rec.update(
+        rows=sum(r.size for r in rows),  # input rows: a long-layout group counts its rows
+        pairs=len(out.rows) if pairs else 0,
+        skipped=json.dumps(out.skipped),
+        no_expected=json.dumps(out.no_expected),
+        rows_without_pairs=sum(r.size for r in rows if r.source_index not in paired) if pairs else 0,
+        backend_error=out.backend_error or "",
+        worker=worker,
+    )
     rec.update({k: getattr(s, stat) - before[k] for k, stat in STATS.items()})
     rec.update(seconds=time.perf_counter() - t0, io_seconds=0.0)
     return out, rec

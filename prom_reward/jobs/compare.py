@@ -101,13 +101,7 @@ class CompareJob(JobKind):
         """The output rows of judged rows, one ``Verdict`` each."""
         out = BatchOut()
         for row, v in zip(rows, verdicts, strict=True):
-            if v.winner is not None:
-                out.judged += 1
-            elif v.tie:
-                out.skip(tie_reason(v.swap_agreement))
-            else:
-                out.failed += 1
-            out.note_failure(v.error)
+            out.count(v.winner is not None, v.error, tie_reason(v.swap_agreement) if v.tie else None)
             out.rows.append(
                 self.output_row(
                     row,

@@ -157,9 +157,7 @@ class GradeJob(JobKind):
         by_row = dict(zip(plain, out.rows, strict=True))
         for i, result in zip(listed, results, strict=True):
             error = result.pop("_error")
-            out.failed += result["score"] is None
-            out.judged += result["score"] is not None
-            out.note_failure(error)
+            out.count(result["score"] is not None, error)
             if result["score"] is None and error is not None and error.kind == "transport":
                 result["judge_error"] = f"backend failed: {result['judge_error']}"  # --resume judges it again
             empty = {"expected_score": None, "probabilities": None, "judge_retries": 0, "forced_verdicts": 0}
@@ -176,11 +174,9 @@ class GradeJob(JobKind):
         asked = asks_expected(judge)
         for row, g in zip(rows, grades, strict=True):
             error = None if g.score is not None else failure_text(g.error) or no_verdict(g.failures, g.samples)
-            out.failed += g.score is None
-            out.judged += g.score is not None
+            out.count(g.score is not None, g.error)
             if asked and g.score is not None and g.expected_score is None and g.expected_reason:
                 out.no_expected[g.expected_reason] = out.no_expected.get(g.expected_reason, 0) + 1
-            out.note_failure(g.error)
             dist = g.probabilities if asked else None
             probs = None if not dist else {k: float(dist.get(int(k), 0.0)) for k in self.scores}
             out.rows.append(

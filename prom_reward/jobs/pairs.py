@@ -4,6 +4,7 @@ lines with their skip records beside them (``OUTPUT.skipped.jsonl``)."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
@@ -25,30 +26,25 @@ from prom_reward.preferences.strategies import judge_chunk, skip_record
 def group_long(rows: Iterator[SourceRow], cfg: PreferenceConfig) -> Iterator[SourceRow]:
     """Long-layout rows (one completion each) grouped into wide rows, streaming; a group's id counts groups, its
     ``source_index`` is its first row's."""
-    group: dict[str, Any] | None = None
-    first: SourceRow | None = None
-    n = size = 0
-    for row in rows:
-        for col, option in ((cfg.prompt_column, "--prompt-col"), (cfg.completion_column, "--completion-col")):
-            if col not in row.data:
-                raise InputError(
-                    f"{row.where}: column {col!r} missing (columns: {sorted(row.data)}); fix: name "
-                    f"the right one with {option}",
-                    index=row.id,
-                    field=col,
-                )
-        if group is not None and row.data[cfg.prompt_column] == group[cfg.prompt_column]:
-            group[cfg.completions_column].append(row.data[cfg.completion_column])
-            size += 1
-            continue
-        if group is not None and first is not None:
-            yield SourceRow(n, first.where, group, first=first.id, size=size)
-            n += 1
-        first, size = row, 1
-        group = {k: v for k, v in row.data.items() if k != cfg.completion_column}
-        group[cfg.completions_column] = [row.data[cfg.completion_column]]
-    if group is not None and first is not None:
-        yield SourceRow(n, first.where, group, first=first.id, size=size)
+
+    def checked(rows: Iterator[SourceRow]) -> Iterator[SourceRow]:
+        for row in rows:
+            for col, option in ((cfg.prompt_column, "--prompt-col"), (cfg.completion_column, "--completion-col")):
+                if col not in row.data:
+                    raise InputError(
+                        f"{row.where}: column {col!r} missing (columns: {sorted(row.data)}); fix: name "
+                        f"the right one with {option}",
+                        index=row.id,
+                        field=col,
+                    )
+            yield row
+
+    groups = itertools.groupby(checked(rows), key=lambda r: r.data[cfg.prompt_column])
+    for n, (_, members) in enumerate(groups):
+        group = list(members)
+        data = {k: v for k, v in group[0].data.items() if k != cfg.completion_column}
+        data[cfg.completions_column] = [r.data[cfg.completion_column] for r in group]
+        yield SourceRow(n, group[0].where, data, first=group[0].id, size=len(group))
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from prom_reward.jobs.config import JobConfig
 from prom_reward.jobs.manifest import NAME, differences, make_manifest, read_manifest, write_manifest
 from prom_reward.jobs.parts import clear_parts, done_parts, failed_parts, output_error, part_ids, remove_temporaries
 from prom_reward.jobs.scan import Scan, scan_input
-from prom_reward.jobs.source import JSONL_SUFFIXES, PARQUET_SUFFIXES, expand_inputs
+from prom_reward.jobs.source import KINDS, expand_inputs
 from prom_reward.jobs.spec import JobKind
 
 SKIPPED = "skipped"
@@ -36,9 +36,8 @@ def target(output: str | Path, kind: JobKind) -> Target:
     """The ``Target`` of an output path (errors for what cannot be written there)."""
     out = Path(output)
     suffix = out.suffix.lower()
-    if suffix in JSONL_SUFFIXES + PARQUET_SUFFIXES:
-        fmt = "jsonl" if suffix in JSONL_SUFFIXES else "parquet"
-        merged, folder = True, out.with_name(out.name + ".parts")
+    if KINDS.get(suffix) in ("jsonl", "parquet"):
+        fmt, merged, folder = KINDS[suffix], True, out.with_name(out.name + ".parts")
     elif suffix == ".json":
         raise ConfigError(f"{out}: a JSON array cannot be written row by row; fix: use a .jsonl or .parquet output")
     elif suffix:
@@ -150,7 +149,7 @@ def _refuse_overlap(tgt: Target, inputs: Any, files: list[str]) -> None:
     listed = [g for g in given if "://" not in g and os.path.isdir(g) and not os.path.exists(f"{g}/state.json")]
     for d in (Path(g).resolve() for g in listed):  # a folder stands for its files (a save_to_disk one: its list)
         for w in written:
-            if w.parent == d and w.suffix.lower() in JSONL_SUFFIXES + PARQUET_SUFFIXES:
+            if w.parent == d and KINDS.get(w.suffix.lower()) in ("jsonl", "parquet"):
                 raise OutputError(
                     f"{w}: cannot write: it is in the input folder {d}, so a later run (--resume, --overwrite) "
                     "would read it as input; fix: choose an -o outside that folder"

@@ -14,9 +14,15 @@ from typing import Any
 
 from prom_reward.errors import ConfigError, InputError
 
-JSONL_SUFFIXES = (".jsonl", ".ndjson")
-PARQUET_SUFFIXES = (".parquet", ".pq")
-ARROW_SUFFIXES = (".arrow",)
+KINDS = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "json",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".arrow": "arrow",
+}
+"""The input files' suffixes and their kinds."""
 INPUTS = "a .jsonl, .json, .parquet or .arrow file, or a folder of them (or of datasets' save_to_disk)"
 
 
@@ -44,14 +50,8 @@ class SourceRow:
 def file_kind(path: str | Path) -> str:
     """``jsonl``, ``json``, ``parquet`` or ``arrow`` from the file name; ``ConfigError`` for anything else."""
     suffix = Path(str(path)).suffix.lower()
-    if suffix in JSONL_SUFFIXES:
-        return "jsonl"
-    if suffix == ".json":
-        return "json"
-    if suffix in PARQUET_SUFFIXES:
-        return "parquet"
-    if suffix in ARROW_SUFFIXES:
-        return "arrow"
+    if suffix in KINDS:
+        return KINDS[suffix]
     raise ConfigError(f"{path}: unsupported file type {suffix or '(no suffix)'!r}; fix: give {INPUTS}")
 
 
@@ -113,12 +113,11 @@ def expand_inputs(inputs: str | Path | Sequence[str | Path]) -> list[str]:
         if info.type == pafs.FileType.Directory:
             if prefix is None:
                 raise ConfigError(f"{p}: a remote folder; fix: give its files one by one")
-            suffixes = JSONL_SUFFIXES + PARQUET_SUFFIXES + ARROW_SUFFIXES
             files = _saved_dataset(fs, inner, p) or sorted(
                 f.path
                 for f in fs.get_file_info(pafs.FileSelector(inner))
                 if f.type == pafs.FileType.File
-                and Path(f.path).suffix.lower() in suffixes
+                and KINDS.get(Path(f.path).suffix.lower(), "json") != "json"
                 and not f.base_name.startswith(("_", "."))  # as pyarrow.dataset: markers, temporaries, ._x copies
             )
             if not files:
@@ -218,10 +217,6 @@ def _json_array(path: str, data: bytes) -> list[Any]:
     return rows
 
 
-def _open_error(path: str, e: OSError) -> InputError:
-    return InputError(f"{path}: cannot read ({e.strerror or e}); fix: check the path and its permissions")
-
-
 def iter_file(
     path: str,
     first_id: int,
@@ -269,7 +264,7 @@ def iter_file(
         with fs.open_input_stream(inner) as f:
             return (yield from _json_lines(path, f, first_id, want, on_bytes, on_offset))
     except (FileNotFoundError, PermissionError, IsADirectoryError) as e:
-        raise _open_error(path, e) from None
+        raise InputError(f"{path}: cannot read ({e.strerror or e}); fix: check the path and its permissions") from None
 
 
 def _json_lines(

@@ -48,8 +48,15 @@ class BatchOut:
     tie_rounds: int = 0
     """Temperature-1.0 re-grading rounds spent on those."""
 
-    def note_failure(self, error: JudgeFailure | None) -> None:
-        """Mark the batch for a resume when the transport failed a row (``backend_error``)."""
+    def count(self, judged: bool, error: JudgeFailure | None, skip: str | None = None) -> None:
+        """Count one outcome: judged, else skipped for ``skip``, else failed; the batch marked for a resume when the
+        transport failed it (``backend_error``)."""
+        if judged:
+            self.judged += 1
+        elif skip is not None:
+            self.skip(skip)
+        else:
+            self.failed += 1
         if error is not None and error.kind == "transport":
             self.backend_error = self.backend_error or failure_text(error)
             self.backend_failed += 1
