@@ -25,10 +25,11 @@ class Sink:
     schema: Any = None
 
 
-STATS = {"retried": "retries"} | {k: k for k in (
-    "forced", "prompt_tokens", "completion_tokens", "samples", "parse_failures", "stored_samples",
-    "stored_prompt_tokens", "stored_completion_tokens",
-)}  # fmt: skip
+_COUNTS = (
+    "forced prompt_tokens completion_tokens samples parse_failures stored_samples stored_prompt_tokens "
+    "stored_completion_tokens"
+)
+STATS = {"retried": "retries"} | {k: k for k in _COUNTS.split()}
 """A batch record's judge counts: the record's name -> its ``JudgeStats`` field."""
 
 

@@ -13,20 +13,10 @@ from prom_reward.jobs.parts import commit, write_bytes
 
 VERSION = 1
 NAME = "_manifest.json"
-_NOT_RESULTS = {
-    "base_url",
-    "store",
-    "tensor_parallel_size",
-    "enforce_eager",
-    "engine_options",
-    "timeout",
-    "backoff",
-    "max_in_flight",
-    "api_key",
-    "eject_after",
-    "probe_interval",
-    "gpu_memory_utilization",
-}
+_NOT_RESULTS = frozenset(
+    "base_url store tensor_parallel_size enforce_eager engine_options timeout backoff max_in_flight api_key "
+    "eject_after probe_interval gpu_memory_utilization".split()
+)
 """Judge options that do not change what the judge says (where it runs, how it is reached)."""
 
 
