@@ -34,12 +34,17 @@ def judge_checklist_rows(
     out = []
     for o, score in judge_checklist_items(judge, items, cfg, outage):
         undecided = [s for s in o.criteria if s.score is None]
+        down = score is None and o.error is not None and o.error.kind == "transport"  # --resume judges it again
         out.append(
             {
                 "score": score,
                 "feedback": o.feedback,
+                "expected_score": None,
+                "probabilities": None,
                 "judge_failures": len(undecided) if o.criteria else int(score is None),
-                "judge_error": o.aggregate.reason,
+                "judge_retries": 0,
+                "forced_verdicts": 0,
+                "judge_error": f"backend failed: {o.aggregate.reason}" if down else o.aggregate.reason,
                 "checklist_score": o.aggregate.value,
                 "checklist_verdicts": [
                     {

@@ -158,11 +158,7 @@ class GradeJob(JobKind):
         for i, result in zip(listed, results, strict=True):
             error = result.pop("_error")
             out.count(result["score"] is not None, error)
-            if result["score"] is None and error is not None and error.kind == "transport":
-                result["judge_error"] = f"backend failed: {result['judge_error']}"  # --resume judges it again
-            empty = {"expected_score": None, "probabilities": None, "judge_retries": 0, "forced_verdicts": 0}
-            merged = {**empty, **result}
-            by_row[i] = self.output_row(rows[i], {k: merged[k] for k in self.result_columns})
+            by_row[i] = self.output_row(rows[i], {k: result[k] for k in self.result_columns})
         out.rows = [by_row[i] for i in range(len(rows))]
         return out
 
