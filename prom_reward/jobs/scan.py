@@ -93,11 +93,10 @@ class _Schema:
         import pyarrow as pa
 
         self.flush()
-        fields = [pa.field("source_index", pa.int64())]
-        inputs: list[Any] = list(self.schema or [])
-        for f in inputs:
-            fields.append(pa.field(f.name, pa.string()) if pa.types.is_null(f.type) else f)
-        schema = pa.schema(fields + list(self.kind.result_schema()))
+        inputs = [
+            pa.field(f.name, pa.string()) if pa.types.is_null(f.type) else f for f in self.schema or pa.schema([])
+        ]
+        schema = pa.schema([pa.field("source_index", pa.int64()), *inputs, *self.kind.result_schema()])
         _readable(schema)
         return schema
 

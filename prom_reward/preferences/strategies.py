@@ -90,23 +90,24 @@ def best_vs_worst(
     for (r, _), g in zip(flat, grades, strict=True):
         per_row.setdefault(r.index, []).append(g)
     decided: dict[int, dict[str, Any]] = {}
-    failed: dict[int, str | None] = {}  # rows with a failed grade -> judge_error (the first failed completion's)
-    backend: dict[int, str] = {}  # rows the transport failed -> judge_error
+    dropped: dict[int, dict[str, Any]] = {}  # rows without a pair: their skip record
     tied: list[PreferenceRow] = []
-    even: set[int] = set()  # checklist rows whose completions all scored the same
     for r in rows:
         gs = per_row[r.index]
         if not all(g.ok for g in gs):
-            k, bad = next((k, g) for k, g in enumerate(gs) if not g.ok)
-            failed[r.index] = f"completion {k}: {bad.error.reason}" if bad.error is not None else None
             down = next((g.error for g in gs if g.error is not None and g.error.kind == "transport"), None)
-            if down is not None:
-                backend[r.index] = f"backend failed: {down.reason}"
+            k, bad = next((k, g) for k, g in enumerate(gs) if not g.ok)  # judge_error: the first failed completion's
+            why = f"completion {k}: {bad.error.reason}" if bad.error is not None else None
+            dropped[r.index] = (
+                skip_record(r, "judge_failed", None, why)
+                if down is None
+                else skip_record(r, "backend_failed", None, f"backend failed: {down.reason}")
+            )
             continue
         scores = [g.score for g in gs]
         hi, lo = scores.index(max(scores)), scores.index(min(scores))  # type: ignore[type-var]
         if scores[hi] == scores[lo] and r.checklist is not None:
-            even.add(r.index)  # no tie break: a rubric would not be the checklist
+            dropped[r.index] = skip_record(r, "tie", (0, 1))  # no tie break: a rubric would not be the checklist
         elif scores[hi] == scores[lo]:
             tied.append(r)
         else:
@@ -126,14 +127,10 @@ def best_vs_worst(
         verdicts = {r.index: v for r, v in zip(tied, vs, strict=True)}
     out = ChunkOutcome(tie_breaks=len(tied), tie_rounds=sum(v.tie_rounds for v in verdicts.values()))
     for r in rows:
-        if r.index in backend:
-            out.skipped.append(skip_record(r, "backend_failed", None, backend[r.index]))
-        elif r.index in failed:
-            out.skipped.append(skip_record(r, "judge_failed", None, failed[r.index]))
+        if r.index in dropped:
+            out.skipped.append(dropped[r.index])
         elif r.index in decided:
             _keep(out, r, cfg, decided[r.index])
-        elif r.index in even:
-            out.skipped.append(skip_record(r, "tie", (0, 1)))
         else:
             v = verdicts[r.index]
             if v.winner is None:
