@@ -158,12 +158,14 @@ def write_part(
     return final
 
 
+def _files(folder: str | Path) -> list[Path]:
+    p = Path(folder)
+    return [p / name for name in os.listdir(p)] if p.is_dir() else []
+
+
 def done_parts(folder: str | Path) -> dict[tuple[int, int], Path]:
     """The part files in a part folder, by ``(start, stop)`` (backend-failed ones included)."""
-    p = Path(folder)
-    if not p.is_dir():
-        return {}
-    return {(int(m[1]), int(m[2])): p / name for name in os.listdir(p) if (m := PART.match(name))}
+    return {(int(m[1]), int(m[2])): p for p in _files(folder) if (m := PART.match(p.name))}
 
 
 def failed_parts(folder: str | Path) -> dict[tuple[int, int], Path]:
@@ -173,20 +175,14 @@ def failed_parts(folder: str | Path) -> dict[tuple[int, int], Path]:
 
 def clear_parts(folder: str | Path) -> None:
     """Remove what a job left in a part folder: parts, markers, temporary files (nothing else)."""
-    p = Path(folder)
-    if not p.is_dir():
-        return
-    for name in os.listdir(p):
-        if PART.match(name) or name.startswith((FAILED_PREFIX, TMP_PREFIX)):
-            (p / name).unlink(missing_ok=True)
+    for p in _files(folder):
+        if PART.match(p.name) or p.name.startswith((FAILED_PREFIX, TMP_PREFIX)):
+            p.unlink(missing_ok=True)
 
 
 def remove_temporaries(folder: str | Path) -> int:
     """Remove the temporary files a killed writer left (half-written parts); returns how many."""
-    p = Path(folder)
-    if not p.is_dir():
-        return 0
-    tmp = [p / n for n in os.listdir(p) if n.startswith(TMP_PREFIX)]
+    tmp = [p for p in _files(folder) if p.name.startswith(TMP_PREFIX)]
     for t in tmp:
         t.unlink(missing_ok=True)
     return len(tmp)
