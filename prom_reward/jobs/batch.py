@@ -1,19 +1,5 @@
 """One batch of a job, judged and committed (``judge_and_commit``): what the local runner does per batch and each
-Ray judge actor per shard (a pairs part is committed after its skip records).
-
-Example:
-    >>> import tempfile
-    >>> from prom_reward.core.judge import PrometheusJudge
-    >>> from prom_reward.jobs.grade import GradeJob
-    >>> from prom_reward.jobs.source import SourceRow
-    >>> sink = Sink(tempfile.mkdtemp(), "jsonl")
-    >>> kind = GradeJob(rubric="helpfulness")
-    >>> rows = [SourceRow(0, "in.jsonl:1", {"instruction": "Hi?", "response": "Hello."})]
-    >>> judge = PrometheusJudge(backend="scripted", outputs=["Kind. [RESULT] 4"])
-    >>> rec = judge_and_commit(kind, judge, kind.preparer(), rows, {"start": 0, "stop": 1}, sink, "local")
-    >>> rec["rows"], rec["failed"], sorted(p.name for p in Path(sink.folder).iterdir())
-    (1, 0, ['part-000000000000-000000000001.jsonl'])
-"""
+Ray judge actor per shard (a pairs part is committed after its skip records)."""
 
 from __future__ import annotations
 
@@ -32,28 +18,25 @@ from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, run_batch
 
 @dataclass(frozen=True)
 class Sink:
-    """Where a job's batches go."""
+    """Where a job's batches go: the part folder, ``jsonl`` or ``parquet``, the Parquet schema."""
 
     folder: str | Path
-    """The part folder."""
     fmt: str
-    """``jsonl`` or ``parquet``."""
     schema: Any = None
-    """The Parquet schema (None for JSON lines)."""
 
 
-STATS = {"retried": "retries"} | {k: k for k in (
-    "forced", "prompt_tokens", "completion_tokens", "samples", "parse_failures", "stored_samples",
-    "stored_prompt_tokens", "stored_completion_tokens",
-)}  # fmt: skip
-"""A batch record's judge counts: the record's name -> the ``JudgeStats`` field it is the batch's change of."""
+_COUNTS = (
+    "forced prompt_tokens completion_tokens samples parse_failures stored_samples stored_prompt_tokens "
+    "stored_completion_tokens"
+)
+STATS = {"retried": "retries"} | {k: k for k in _COUNTS.split()}
+"""A batch record's judge counts: the record's name -> its ``JudgeStats`` field."""
 
 
 def judge_rows(
     kind: JobKind, judge: Any, prepare: Prepare, rows: list[SourceRow], worker: str, outage: Retry | None = None
 ) -> tuple[BatchOut, dict[str, Any]]:
-    """Judge ``rows`` (``run_batch``, under the job's ``outage``); returns what they gave and the batch's record
-    (counts, judge stats)."""
+    """Judge ``rows`` (``run_batch``); returns what they gave and the batch's record (counts, judge stats)."""
     s = judge.stats
     before = {k: getattr(s, stat) for k, stat in STATS.items()}
     t0 = time.perf_counter()
@@ -61,27 +44,24 @@ def judge_rows(
     pairs = kind.name == "pairs"
     paired = {p["source_index"] for p in out.rows} if pairs else set()
     rec: dict[str, Any] = {
-        "rows": sum(r.size for r in rows),  # input rows: a long-layout group counts its rows
-        "judged": out.judged,
-        "failed": out.failed,
-        "pairs": len(out.rows) if pairs else 0,
-        "skipped": json.dumps(out.skipped),
-        "no_expected": json.dumps(out.no_expected),
-        "rows_without_pairs": sum(r.size for r in rows if r.source_index not in paired) if pairs else 0,
-        "backend_failed": out.backend_failed,
-        "backend_error": out.backend_error or "",
-        "tie_breaks": out.tie_breaks,
-        "tie_rounds": out.tie_rounds,
-        "worker": worker,
+        k: getattr(out, k) for k in ("judged", "failed", "backend_failed", "tie_breaks", "tie_rounds")
     }
+    rec.update(
+        rows=sum(r.size for r in rows),  # input rows: a long-layout group counts its rows
+        pairs=len(out.rows) if pairs else 0,
+        skipped=json.dumps(out.skipped),
+        no_expected=json.dumps(out.no_expected),
+        rows_without_pairs=sum(r.size for r in rows if r.source_index not in paired) if pairs else 0,
+        backend_error=out.backend_error or "",
+        worker=worker,
+    )
     rec.update({k: getattr(s, stat) - before[k] for k, stat in STATS.items()})
     rec.update(seconds=time.perf_counter() - t0, io_seconds=0.0)
     return out, rec
 
 
 def check_read(rows: list[SourceRow], shard: dict[str, Any]) -> None:
-    """``InputError`` unless ``rows`` are the rows ``[shard["start"], shard["stop"])`` the input check counted: an
-    input that shrank (or was replaced) while the job ran would otherwise end the job early, its rows missing."""
+    """``InputError`` unless ``rows`` are the rows ``[start, stop)`` of ``shard`` the input check counted."""
     start, stop = int(shard["start"]), int(shard["stop"])
     if len(rows) != stop - start or (rows and (rows[0].id, rows[-1].id) != (start, stop - 1)):
         raise InputError(
@@ -101,8 +81,7 @@ def judge_and_commit(
     worker: str,
     outage: Retry | None = None,
 ) -> dict[str, Any]:
-    """Judge ``rows`` (the ids ``[shard["start"], shard["stop"])``, ``check_read``), commit them, return the batch's
-    record."""
+    """Judge the rows of ``shard`` (``check_read``), commit them, return the batch's record."""
     check_read(rows, shard)
     out, rec = judge_rows(kind, judge, prepare, rows, worker, outage)
     t1 = time.perf_counter()

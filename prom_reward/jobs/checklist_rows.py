@@ -1,28 +1,13 @@
-"""Checklist rows of a ``grade`` job: a row with a checklist (``--checklist-col``) is graded per criterion in one
-judge call with the batch's other checklist rows and aggregated; its output columns are in docs/jobs.md.
-"""
+"""Checklist rows of a ``grade`` job: graded per criterion in one judge call with the batch's other checklist rows
+and aggregated; its output columns are in docs/jobs.md."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from prom_reward.backends.bridge import run_sync
 from prom_reward.checklist.config import ChecklistConfig
-from prom_reward.checklist.criteria import Criterion
-from prom_reward.checklist.judging import ajudge_checklists
 from prom_reward.core.protocol import Retry
-
-
-@dataclass(frozen=True)
-class ChecklistItem:
-    """A checked row with a checklist."""
-
-    instruction: str
-    response: str
-    reference_answer: str | None
-    criteria: tuple[Criterion, ...]
-
+from prom_reward.preferences.checklists import ChecklistItem, judge_checklist_items
 
 VERDICT_TYPES = {
     "criterion": "string",
@@ -32,7 +17,7 @@ VERDICT_TYPES = {
     "satisfied": "bool_",
     "error": "string",
 }
-"""The fields of a ``checklist_verdicts`` entry, in order, and their pyarrow types (``pyarrow.string`` ...)."""
+"""The fields of a ``checklist_verdicts`` entry, in order, and their pyarrow types."""
 
 
 def verdicts_type() -> Any:
@@ -45,31 +30,22 @@ def verdicts_type() -> Any:
 def judge_checklist_rows(
     judge: Any, items: list[ChecklistItem], cfg: ChecklistConfig, outage: Retry | None = None
 ) -> list[dict[str, Any]]:
-    """The result columns of each checklist row, and its judge failure under ``_error`` (``ChecklistOutcome.error``:
-    a transport failure marks the batch for ``--resume``)."""
-    batch = run_sync(
-        lambda: ajudge_checklists(
-            judge,
-            [it.instruction for it in items],
-            [it.response for it in items],
-            [it.criteria for it in items],
-            cfg,
-            [it.reference_answer for it in items],
-            outage=outage,
-        )
-    )
-    lo, hi = judge.format.scale[0], judge.format.scale[-1]
+    """The result columns of each checklist row, and its judge failure under ``_error``."""
     out = []
-    for o in batch.outcomes:
-        value = o.aggregate.value
+    for o, score in judge_checklist_items(judge, items, cfg, outage):
         undecided = [s for s in o.criteria if s.score is None]
+        down = score is None and o.error is not None and o.error.kind == "transport"  # --resume judges it again
         out.append(
             {
-                "score": None if value is None else lo + value * (hi - lo),
+                "score": score,
                 "feedback": o.feedback,
-                "judge_failures": len(undecided) if o.criteria else int(value is None),
-                "judge_error": o.aggregate.reason,
-                "checklist_score": value,
+                "expected_score": None,
+                "probabilities": None,
+                "judge_failures": len(undecided) if o.criteria else int(score is None),
+                "judge_retries": 0,
+                "forced_verdicts": 0,
+                "judge_error": f"backend failed: {o.aggregate.reason}" if down else o.aggregate.reason,
+                "checklist_score": o.aggregate.value,
                 "checklist_verdicts": [
                     {
                         "criterion": s.criterion.text,

@@ -1,20 +1,5 @@
-"""Which input column holds each thing a ``grade`` or ``compare`` job reads (through ``prom_reward.format.columns``),
-and ``text_item``, which builds a row's item from them; a failed check names the row, the column and the option.
-
-Example:
-    >>> from prom_reward.jobs.source import SourceRow
-    >>> row = SourceRow(0, "in.jsonl:1", {"prompt": [{"role": "user", "content": "2+2?"}], "completion": "4"})
-    >>> name = column(row, None, "instruction_column"); name
-    'prompt'
-    >>> judge_text(row, name, "instruction_column")
-    '2+2?'
-    >>> both = SourceRow(1, "in.jsonl:2", {"instruction": "a", "prompt": "b", "response": "c"})
-    >>> try:
-    ...     column(both, None, "instruction_column")
-    ... except InputError as e:
-    ...     print(str(e).split(";")[0])
-    in.jsonl:2: row 1: columns 'instruction' and 'prompt' both hold the instruction, which one to judge is ambiguous
-"""
+"""Which input column holds each thing a ``grade`` or ``compare`` job reads, and ``text_item``, which builds a row's
+item from them; a failed check names the row, the column and the option."""
 
 from __future__ import annotations
 
@@ -31,29 +16,25 @@ T = TypeVar("T")
 
 
 def column(row: SourceRow, given: str | None, option: str, *, required: bool = True) -> str | None:
-    """The column of ``row`` that holds ``option``'s role (``prom_reward.format.columns.find_column``): None only
-    for an optional column (``required=False``) the row does not have."""
+    """The column of ``row`` that holds ``option``'s role; None only for an optional column it does not have."""
     return find_column(row.data, option, given, f"{row.where}: row {row.id}", required=required, index=row.id)
 
 
 def judge_text(row: SourceRow, name: str, option: str) -> Any:
-    """The value of column ``name``, a message list made text (``column_text``); any other value as it is (the item
-    check names its type)."""
+    """The value of column ``name``, a message list made text (``column_text``)."""
     return column_text(row.data, name, option, f"{row.where}: row {row.id}", index=row.id)
 
 
 def role_columns(row: SourceRow, kind: Any, options: tuple[str, ...]) -> dict[str, str | None]:
-    """The column of ``row`` read for each of ``options`` (column options of the job ``kind``: ``column``), and
-    ``kind``'s optional ``reference_column`` (None: the row has none)."""
+    """The column of ``row`` read for each of ``options`` of the job ``kind``, and its optional reference column."""
     names: dict[str, str | None] = {o: column(row, getattr(kind, o), o) for o in options}
     names["reference_column"] = column(row, kind.reference_column, "reference_column", required=False)
     return names
 
 
 def text_item(row: SourceRow, names: dict[str, str | None], build: Callable[..., T], rubric: Rubric) -> T:
-    """The item of ``row``: ``build(*texts, rubric, reference)``, the texts read from the columns ``names``
-    (``role_columns``) in order; the item's own check fails as an ``InputError`` naming the row, the column and
-    the option that renames it."""
+    """The item of ``row``: ``build(*texts, rubric, reference)`` from the columns ``names``; the item's own check
+    fails as an ``InputError`` naming the row, the column and the option."""
     options = [o for o in names if o != "reference_column"]
     texts = [judge_text(row, str(names[o]), o) for o in options]  # its errors name the row already
     reference = names["reference_column"]

@@ -1,16 +1,5 @@
 """``compare`` jobs: a pairwise verdict (A or B, both orders judged with ``swap``) per row of instruction and two
-responses; a tie is decided without a winner, a failure never gets a made-up one. Columns: docs/jobs.md.
-
-Example:
-    >>> from prom_reward.core.judge import PrometheusJudge
-    >>> from prom_reward.jobs.spec import run_batch
-    >>> from prom_reward.jobs.source import SourceRow
-    >>> judge = PrometheusJudge(backend="scripted", outputs=["A is right. [RESULT] A", "Now B. [RESULT] B"])
-    >>> rows = [SourceRow(0, "ab.jsonl:1", {"instruction": "2+2?", "response_a": "4", "response_b": "5"})]
-    >>> row = run_batch(CompareJob(rubric="helpfulness"), judge, rows).rows[0]
-    >>> row["winner"], row["swap_agreement"], row["judge_error"]
-    ('A', True, None)
-"""
+responses; a tie is decided without a winner, a failure never gets a made-up one. Columns: docs/jobs.md."""
 
 from __future__ import annotations
 
@@ -39,7 +28,7 @@ RESULT_TYPES = {
     "forced_verdicts": "int64",
     "judge_error": "string",
 }
-"""The result columns of a ``compare`` row, in order, and their pyarrow types (``pyarrow.string`` ...)."""
+"""The result columns of a ``compare`` row, in order, and their pyarrow types."""
 
 
 @dataclass(frozen=True)
@@ -112,13 +101,7 @@ class CompareJob(JobKind):
         """The output rows of judged rows, one ``Verdict`` each."""
         out = BatchOut()
         for row, v in zip(rows, verdicts, strict=True):
-            if v.winner is not None:
-                out.judged += 1
-            elif v.tie:
-                out.skip(tie_reason(v.swap_agreement))
-            else:
-                out.failed += 1
-            out.note_failure(v.error)
+            out.count(v.winner is not None, v.error, tie_reason(v.swap_agreement) if v.tie else None)
             out.rows.append(
                 self.output_row(
                     row,

@@ -1,21 +1,4 @@
-"""Options of a job (``JobConfig``: batches, resume, overwrite, outage policy) and of its Ray pool (``RayConfig``).
-
-Example:
-    >>> JobConfig(batch_size=64, resume=True).overwrite
-    False
-    >>> JobConfig(outage={"budget_s": 30}).outage.on_exhausted
-    'fail'
-    >>> JobConfig(outage={"budget": 30})  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    prom_reward.errors.ConfigError: outage: unknown field(s) ['budget']; valid fields: budget_s, ...
-    >>> RayConfig(replicas="all").num_cpus
-    1.0
-    >>> JobConfig(resume=True, overwrite=True)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    prom_reward.errors.ConfigError: resume and overwrite: give one (--resume continues OUTPUT, --overwrite ...
-"""
+"""Options of a job (``JobConfig``: batches, resume, overwrite, outage policy) and of its Ray pool (``RayConfig``)."""
 
 from __future__ import annotations
 
@@ -27,8 +10,7 @@ from prom_reward.errors import ConfigError
 from prom_reward.rewards.outage import OutagePolicy
 
 JOB_OUTAGE = OutagePolicy(on_exhausted="fail")
-"""A job's outage policy unless given: an outage is waited out for ``budget_s`` (150 s) from its first failure,
-then the rows left unanswered are marked for ``--resume`` (the batches after them are tried once each)."""
+"""A job's outage policy unless given: past ``budget_s``, the rows left unanswered are marked for ``--resume``."""
 
 
 @dataclass(frozen=True)

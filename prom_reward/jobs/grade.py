@@ -1,16 +1,5 @@
 """``grade`` jobs: an absolute grade per row of instruction and response, on the judge format's scale; the input
-and output columns are in docs/jobs.md.
-
-Example:
-    >>> from prom_reward.core.judge import PrometheusJudge
-    >>> from prom_reward.jobs.spec import run_batch
-    >>> from prom_reward.jobs.source import SourceRow
-    >>> judge = PrometheusJudge(backend="scripted", outputs=["Right. [RESULT] 5"])
-    >>> row = run_batch(GradeJob(rubric="helpfulness"), judge, [SourceRow(0, "in.jsonl:1", {"instruction": "2+2?",
-    ...                 "response": "4"})]).rows[0]
-    >>> row["score"], row["probabilities"], row["judge_error"]
-    (5.0, None, None)
-"""
+and output columns are in docs/jobs.md."""
 
 from __future__ import annotations
 
@@ -21,18 +10,19 @@ from typing import Any, ClassVar
 from prom_reward.checklist.config import ChecklistConfig
 from prom_reward.checklist.criteria import parse_checklist
 from prom_reward.core.combine import no_verdict
-from prom_reward.core.items import GradeItem, check_text
+from prom_reward.core.items import GradeItem
 from prom_reward.core.protocol import Retry
 from prom_reward.core.results import Grade, JudgeFailure
 from prom_reward.errors import InputError
 from prom_reward.format.columns import option_flag
 from prom_reward.format.judge_format import JudgeFormat, Task
 from prom_reward.format.resolve import RubricResolver
-from prom_reward.format.rubrics import Rubric
-from prom_reward.jobs.checklist_rows import ChecklistItem, judge_checklist_rows, verdicts_type
-from prom_reward.jobs.columns import column, judge_text, role_columns, text_item
+from prom_reward.format.rubrics import NO_RUBRIC, Rubric
+from prom_reward.jobs.checklist_rows import judge_checklist_rows, verdicts_type
+from prom_reward.jobs.columns import column, role_columns, text_item
 from prom_reward.jobs.source import SourceRow
 from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, failure_text, row_error
+from prom_reward.preferences.checklists import ChecklistItem
 from prom_reward.rewards.startup import asks_expected
 
 SCORES = ("1", "2", "3", "4", "5")
@@ -40,9 +30,7 @@ SCORES = ("1", "2", "3", "4", "5")
 
 
 def resolver(rubric: Any) -> RubricResolver:
-    """The ``RubricResolver`` of a job: ``rubric`` for every row, else each row's rubric column. Whether a rubric
-    fits is the judge format's to say: the job-wide one at start (``JobKind.check_format``), a row's own by the
-    judge (the row fails alone with the format's problem as its ``judge_error``)."""
+    """The ``RubricResolver`` of a job: ``rubric`` for every row, else each row's rubric column."""
     return RubricResolver(
         rubric,
         what="row",
@@ -51,8 +39,7 @@ def resolver(rubric: Any) -> RubricResolver:
 
 
 def resolve_rubric(rubrics: RubricResolver, row: SourceRow, given: str) -> Rubric:
-    """The rubric of one row (its ``rubric_column`` ``given``, else the job's), errors naming the row's place (a
-    row without a column the option named among them: ``jobs.columns.column``)."""
+    """The rubric of one row (its ``rubric_column`` ``given``, else the job's), errors naming the row's place."""
     name = column(row, given, "rubric_column", required=False)
     field = name or given
     try:
@@ -73,8 +60,7 @@ RESULT_TYPES = {
     "checklist_score": "float64",
     "checklist_verdicts": "list_",
 }
-"""The result columns of a ``grade`` row, in order, and their pyarrow types (``pyarrow.float64`` ...; the struct
-of ``probabilities`` and the list of ``checklist_verdicts`` are spelled out in ``GradeJob.result_schema``)."""
+"""The result columns of a ``grade`` row, in order, and their pyarrow types (the nested ones: ``result_schema``)."""
 
 
 @dataclass(frozen=True)
@@ -119,7 +105,7 @@ class GradeJob(JobKind):
         self.checklist()  # validated here (ConfigError naming the setting)
 
     def checklist(self, score: str = "sample") -> ChecklistConfig:
-        """How checklist rows are judged (``score="expected"`` when the judge reads verdict probabilities)."""
+        """How checklist rows are judged."""
         return ChecklistConfig(self.checklist_mode, self.checklist_aggregation, score)
 
     def task(self) -> Task:
@@ -136,34 +122,17 @@ class GradeJob(JobKind):
         def prepare(row: SourceRow) -> GradeItem | ChecklistItem:
             names = role_columns(row, self, ("instruction_column", "response_column"))
             listed = column(row, self.checklist_column, "checklist_column", required=False)
-            if listed is not None and row.data[listed] is not None:
-                return self._checklist_item(row, names)
-            # the judge checks the rubric against its format (grade_items): a misfit fails the row
-            return text_item(row, names, GradeItem, resolve_rubric(rubrics, row, self.rubric_column))
+            if listed is None or row.data[listed] is None:
+                # the judge checks the rubric against its format (grade_items): a misfit fails the row
+                return text_item(row, names, GradeItem, resolve_rubric(rubrics, row, self.rubric_column))
+            texts = text_item(row, names, GradeItem, NO_RUBRIC)  # the texts checked as a plain row's
+            try:
+                criteria = parse_checklist(row.data[self.checklist_column])
+            except InputError as e:
+                raise row_error(row, self.checklist_column, option_flag("checklist_column"), str(e)) from None
+            return ChecklistItem(texts.instruction, texts.response, texts.reference_answer, criteria)
 
         return prepare
-
-    def _checklist_item(self, row: SourceRow, names: dict[str, str | None]) -> ChecklistItem:
-        """A row with a checklist, checked (``InputError`` naming the row, column, criterion, field and fix);
-        ``names``: the columns read for each role (``jobs.columns.column``)."""
-        texts: dict[str, Any] = {}
-        for option in ("instruction_column", "response_column", "reference_column"):
-            name = names[option]
-            value = judge_text(row, name, option) if name is not None else None
-            try:
-                if value is not None or option != "reference_column":
-                    if not isinstance(value, str):
-                        raise InputError(f"expected a string, got {type(value).__name__}")
-                    check_text(value, row.id, str(name))
-            except InputError as e:
-                raise row_error(row, str(name), option_flag(option), str(e)) from None
-            texts[option] = value
-        try:
-            criteria = parse_checklist(row.data[self.checklist_column])
-        except InputError as e:
-            flag = option_flag("checklist_column")
-            raise row_error(row, self.checklist_column, flag, str(e)) from None
-        return ChecklistItem(texts["instruction_column"], texts["response_column"], texts["reference_column"], criteria)
 
     def result_schema(self) -> Any:
         import pyarrow as pa
@@ -188,30 +157,22 @@ class GradeJob(JobKind):
         by_row = dict(zip(plain, out.rows, strict=True))
         for i, result in zip(listed, results, strict=True):
             error = result.pop("_error")
-            out.failed += result["score"] is None
-            out.judged += result["score"] is not None
-            out.note_failure(error)
-            if result["score"] is None and error is not None and error.kind == "transport":
-                result["judge_error"] = f"backend failed: {result['judge_error']}"  # --resume judges it again
-            empty = {"expected_score": None, "probabilities": None, "judge_retries": 0, "forced_verdicts": 0}
-            merged = {**empty, **result}
-            by_row[i] = self.output_row(rows[i], {k: merged[k] for k in self.result_columns})
+            out.count(result["score"] is not None, error)
+            by_row[i] = self.output_row(rows[i], {k: result[k] for k in self.result_columns})
         out.rows = [by_row[i] for i in range(len(rows))]
         return out
 
     def _grade_rows(self, judge: Any, rows: list[SourceRow], grades: list[Grade]) -> BatchOut:
-        """The output rows of graded rows (no checklist), one ``Grade`` each."""
+        """The output rows of graded rows, one ``Grade`` each."""
         out = BatchOut()
         # the expected-score columns only when asked for (--expected: the judge asks for the verdict's
         # logprobs), so the rows agree with the job record; a forced verdict alone does not fill them
         asked = asks_expected(judge)
         for row, g in zip(rows, grades, strict=True):
             error = None if g.score is not None else failure_text(g.error) or no_verdict(g.failures, g.samples)
-            out.failed += g.score is None
-            out.judged += g.score is not None
+            out.count(g.score is not None, g.error)
             if asked and g.score is not None and g.expected_score is None and g.expected_reason:
                 out.no_expected[g.expected_reason] = out.no_expected.get(g.expected_reason, 0) + 1
-            out.note_failure(g.error)
             dist = g.probabilities if asked else None
             probs = None if not dist else {k: float(dist.get(int(k), 0.0)) for k in self.scores}
             out.rows.append(

@@ -1,10 +1,4 @@
-"""Running a prepared job in this process, one batch in memory at a time (``prom_reward.jobs.batch``), with a
-progress bar.
-
-Example (see ``prom_reward.jobs.run`` for the entry points):
-    >>> judge_locally  # doctest: +ELLIPSIS
-    <function judge_locally at ...>
-"""
+"""Running a prepared job in this process, one batch in memory at a time, with a progress bar."""
 
 from __future__ import annotations
 
@@ -39,8 +33,7 @@ def _source(plan: Plan) -> Iterator[SourceRow]:
 
 
 def judge_locally(plan: Plan, judge: Any, summary: JobSummary, progress: bool, outage: Retry | None = None) -> None:
-    """Judge every batch left in ``plan`` with ``judge`` (a ``PrometheusJudge``, under the job's ``outage``),
-    counting into ``summary``."""
+    """Judge every batch left in ``plan`` with ``judge`` under the job's ``outage``, counting into ``summary``."""
     from tqdm import tqdm
 
     sink = Sink(plan.target.folder, plan.target.fmt, plan.scan.schema)

@@ -1,12 +1,5 @@
 """The manifest of a job (``OUTPUT.parts/_manifest.json``): the kind, every input file's size, rows and SHA-256,
-and the options that change results; a resume refuses any difference, naming it and the fix.
-
-Example:
-    >>> saved = {"version": 1, "job": "grade", "inputs": [{"path": "a.jsonl", "size": 10, "rows": 2, "sha256": "x"}],
-    ...          "options": {"rubric": "helpfulness"}, "judge": {"model": "m"}, "format": "jsonl"}
-    >>> differences(saved, {**saved, "options": {"rubric": "honesty"}})
-    ["option rubric: 'helpfulness' then, 'honesty' now"]
-"""
+and the options that change results; a resume refuses any difference, naming it and the fix."""
 
 from __future__ import annotations
 
@@ -20,20 +13,10 @@ from prom_reward.jobs.parts import commit, write_bytes
 
 VERSION = 1
 NAME = "_manifest.json"
-_NOT_RESULTS = {
-    "base_url",
-    "store",
-    "tensor_parallel_size",
-    "enforce_eager",
-    "engine_options",
-    "timeout",
-    "backoff",
-    "max_in_flight",
-    "api_key",
-    "eject_after",
-    "probe_interval",
-    "gpu_memory_utilization",
-}
+_NOT_RESULTS = frozenset(
+    "base_url store tensor_parallel_size enforce_eager engine_options timeout backoff max_in_flight api_key "
+    "eject_after probe_interval gpu_memory_utilization".split()
+)
 """Judge options that do not change what the judge says (where it runs, how it is reached)."""
 
 
@@ -50,7 +33,7 @@ def _plain(value: Any) -> Any:
 
 
 def judge_fingerprint(judge: Any) -> dict[str, Any]:
-    """The judge options that change results: from ``PrometheusJudge`` keyword arguments, or a built judge."""
+    """The judge options that change results: of ``PrometheusJudge`` keyword arguments, or of a built judge."""
     if isinstance(judge, dict):  # the format by its name (a YAML file's: its name and content digest)
         named = {k: get_judge_format(v).name if k == "format" and v else v for k, v in judge.items()}
         return {k: _plain(v) for k, v in sorted(named.items()) if k not in _NOT_RESULTS}
@@ -71,7 +54,7 @@ def judge_fingerprint(judge: Any) -> dict[str, Any]:
 def make_manifest(
     job: str, inputs: list[dict[str, Any]], options: dict[str, Any], judge: dict[str, Any], fmt: str
 ) -> dict[str, Any]:
-    """The manifest of a job (``inputs``: per file path, size, rows, sha256)."""
+    """The manifest of a job."""
     return {
         "version": VERSION,
         "job": job,

@@ -1,20 +1,10 @@
 """``pairs`` jobs: DPO preference pairs from several completions per prompt (wide or long layout), written as JSON
-lines with their skip records beside them (``OUTPUT.skipped.jsonl``).
-
-Example:
-    >>> from prom_reward.core.judge import PrometheusJudge
-    >>> from prom_reward.jobs.spec import run_batch
-    >>> from prom_reward.jobs.source import SourceRow
-    >>> judge = PrometheusJudge(backend="scripted", outputs=["Good. [RESULT] 4", "Poor. [RESULT] 1"])
-    >>> kind = PairsJob(PreferenceConfig(rubric="factual_validity"))
-    >>> out = run_batch(kind, judge, [SourceRow(0, "in.jsonl:1", {"prompt": "2+2?", "completions": ["4", "5"]})])
-    >>> [(p["chosen"], p["rejected"], p["margin"]) for p in out.rows]
-    [('4', '5', 3.0)]
-"""
+lines with their skip records beside them (``OUTPUT.skipped.jsonl``)."""
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
@@ -27,40 +17,34 @@ from prom_reward.format.judge_format import JudgeFormat, Task
 from prom_reward.format.rubrics import Rubric
 from prom_reward.jobs.grade import resolver
 from prom_reward.jobs.source import SourceRow
-from prom_reward.jobs.spec import FAILED, BatchOut, JobKind, Prepare, failure_text
+from prom_reward.jobs.spec import FAILED, BatchOut, JobKind, Prepare, failure_text, options_of
 from prom_reward.preferences.config import OUTPUT_COLUMNS, PreferenceConfig
 from prom_reward.preferences.rows import PreferenceRow, validate_row
 from prom_reward.preferences.strategies import judge_chunk, skip_record
 
 
 def group_long(rows: Iterator[SourceRow], cfg: PreferenceConfig) -> Iterator[SourceRow]:
-    """Group long-layout rows (one completion each) into wide rows, streaming; a group's id is its position
-    among the groups (what the batches count), its place and ``source_index`` those of its first row, its
-    ``size`` its rows."""
-    group: dict[str, Any] | None = None
-    first: SourceRow | None = None
-    n = size = 0
-    for row in rows:
-        for col, option in ((cfg.prompt_column, "--prompt-col"), (cfg.completion_column, "--completion-col")):
-            if col not in row.data:
-                raise InputError(
-                    f"{row.where}: column {col!r} missing (columns: {sorted(row.data)}); fix: name "
-                    f"the right one with {option}",
-                    index=row.id,
-                    field=col,
-                )
-        if group is not None and row.data[cfg.prompt_column] == group[cfg.prompt_column]:
-            group[cfg.completions_column].append(row.data[cfg.completion_column])
-            size += 1
-            continue
-        if group is not None and first is not None:
-            yield SourceRow(n, first.where, group, first=first.id, size=size)
-            n += 1
-        first, size = row, 1
-        group = {k: v for k, v in row.data.items() if k != cfg.completion_column}
-        group[cfg.completions_column] = [row.data[cfg.completion_column]]
-    if group is not None and first is not None:
-        yield SourceRow(n, first.where, group, first=first.id, size=size)
+    """Long-layout rows (one completion each) grouped into wide rows, streaming; a group's id counts groups, its
+    ``source_index`` is its first row's."""
+
+    def checked(rows: Iterator[SourceRow]) -> Iterator[SourceRow]:
+        for row in rows:
+            for col, option in ((cfg.prompt_column, "--prompt-col"), (cfg.completion_column, "--completion-col")):
+                if col not in row.data:
+                    raise InputError(
+                        f"{row.where}: column {col!r} missing (columns: {sorted(row.data)}); fix: name "
+                        f"the right one with {option}",
+                        index=row.id,
+                        field=col,
+                    )
+            yield row
+
+    groups = itertools.groupby(checked(rows), key=lambda r: r.data[cfg.prompt_column])
+    for n, (_, members) in enumerate(groups):
+        group = list(members)
+        data = {k: v for k, v in group[0].data.items() if k != cfg.completion_column}
+        data[cfg.completions_column] = [r.data[cfg.completion_column] for r in group]
+        yield SourceRow(n, group[0].where, data, first=group[0].id, size=len(group))
 
 
 @dataclass(frozen=True)
@@ -107,8 +91,7 @@ class PairsJob(JobKind):
         return job
 
     def fingerprint(self) -> dict[str, Any]:
-        rubric = self.config.rubric
-        return {**self.config.fingerprint(), "rubric": None if rubric is None else dataclasses.asdict(rubric)}
+        return options_of(self.config)
 
     @property
     def regroups(self) -> bool:
@@ -160,8 +143,7 @@ class PairsJob(JobKind):
 
 
 def _count_records(out: BatchOut, records: list[dict[str, Any]]) -> BatchOut:
-    """``out`` with the skip ``records`` kept and counted: failed (``FAILED``; a ``backend_failed`` one per row, its
-    ``judge_error`` the batch's ``backend_error``) or skipped by reason."""
+    """``out`` with the skip ``records`` kept and counted: failed (``FAILED``) or skipped by reason."""
     out.records = records
     for rec in records:
         if rec["reason"] not in FAILED:

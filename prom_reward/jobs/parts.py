@@ -1,17 +1,5 @@
-"""The one writer of every job: part files of consecutive rows committed atomically (temporary name, fsync,
-rename), failed-batch markers for a resume, and the merge into the output; an ``OSError`` is an
-``OutputError`` naming the file and the fix.
-
-Example:
-    >>> import tempfile
-    >>> d = tempfile.mkdtemp()
-    >>> _ = write_part(d, 2, 4, [{"source_index": 2}, {"source_index": 3}], "jsonl")
-    >>> _ = write_part(d, 0, 2, [{"source_index": 0}, {"source_index": 1}], "jsonl", failed="backend failed: down")
-    >>> sorted(done_parts(d)), sorted(failed_parts(d))
-    ([(0, 2), (2, 4)], [(0, 2)])
-    >>> out = Path(d) / "out.jsonl"; merge_parts(d, out, "jsonl")
-    4
-"""
+"""The one writer of every job: part files committed atomically (temporary name, fsync, rename), failed-batch
+markers for a resume, and the merge into the output; an ``OSError`` is an ``OutputError`` naming the file and fix."""
 
 from __future__ import annotations
 
@@ -31,15 +19,12 @@ from prom_reward.errors import OutputError
 
 PART = re.compile(r"^part-(\d{12})-(\d{12})\.(parquet|jsonl)$")
 FAILED_PREFIX = "_failed-"
-"""A part ``P`` whose rows the backend failed to judge has a marker ``_failed-P`` beside it (the leading
-underscore keeps pyarrow.dataset and Ray from reading it as data)."""
+"""A part ``P`` the backend failed for has a marker ``_failed-P`` beside it (``_``: not read as data)."""
 TMP_PREFIX = "_tmp-"
 CRASH_HOOK = "PROM_REWARD_JOB_CRASH"
-"""Test hook (fault tests, in every process of a job: the CLI, Ray's judge actors): ``part:START:MARKER``
-SIGKILLs the process about to commit the part starting at id START, ``merge:MARKER`` the one about to
-move the merged output into place; once: only where the file MARKER does not exist yet (it is created
-first). ``enospc:part:START:MARKER`` / ``enospc:merge:MARKER`` raise ``OSError(ENOSPC)`` there instead,
-as a full disk would."""
+"""Test hook: ``part:START:MARKER`` SIGKILLs the process about to commit the part starting at id START,
+``merge:MARKER`` the one about to move the merged output into place, once (while MARKER does not exist);
+``enospc:`` before either raises ``OSError(ENOSPC)`` there instead, as a full disk would."""
 
 
 def crash_point(point: str, start: int | None = None) -> None:
@@ -64,14 +49,16 @@ def crash_point(point: str, start: int | None = None) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+_FREE = (
+    "; fix: free space there (or choose another -o), then run again with --resume: the rows already committed are kept"
+)
+_DENIED = "permission denied; fix: make the folder writable or choose another -o"
 _FIXES = {
-    errno.ENOSPC: "the disk is full; fix: free space there (or choose another -o), then run again with --resume: "
-    "the rows already committed are kept",
-    errno.EDQUOT: "the disk quota is used up; fix: free space there (or choose another -o), then run again with "
-    "--resume: the rows already committed are kept",
+    errno.ENOSPC: "the disk is full" + _FREE,
+    errno.EDQUOT: "the disk quota is used up" + _FREE,
     errno.EROFS: "the file system is read-only; fix: choose another -o",
-    errno.EACCES: "permission denied; fix: make the folder writable or choose another -o",
-    errno.EPERM: "permission denied; fix: make the folder writable or choose another -o",
+    errno.EACCES: _DENIED,
+    errno.EPERM: _DENIED,
     errno.ENOENT: "its folder does not exist; fix: create the folder or choose another -o",
     errno.ENOTDIR: "a part of its path is a file, not a folder; fix: choose another -o",
     errno.EISDIR: "it is a folder; fix: choose a file name for -o",
@@ -97,9 +84,8 @@ def write_bytes(path: Path, chunks: list[bytes] | Callable[[Any], None]) -> None
 
 
 def json_value(value: Any) -> Any:
-    """A value JSON has no type for, as JSON lines hold it (what a Parquet or Arrow input's columns may give):
-    a date, time or timestamp as ISO 8601 text, a duration as seconds, a decimal as its exact text, bytes as
-    base64 text."""
+    """A value JSON has no type for (from a Parquet or Arrow input) as JSON lines hold it: dates and times as ISO
+    8601 text, a duration as seconds, a decimal as its exact text, bytes as base64 text."""
     if isinstance(value, (datetime.date, datetime.time)):  # datetime.datetime is a date
         return value.isoformat()
     if isinstance(value, datetime.timedelta):
@@ -112,8 +98,7 @@ def json_value(value: Any) -> Any:
 
 
 def jsonl_bytes(rows: list[dict[str, Any]]) -> bytes:
-    """Rows as JSON lines (``json_value`` for values JSON has no type for). A row holding a lone surrogate (from
-    a JSON input's ``"\\ud800"``) is written with ``\\u`` escapes, as the input had it: UTF-8 cannot hold it."""
+    """Rows as JSON lines; a row holding a lone surrogate is written with ``\\u`` escapes (UTF-8 cannot hold it)."""
     text = "".join(json.dumps(r, ensure_ascii=False, default=json_value) + "\n" for r in rows)
     try:
         return text.encode("utf-8")
@@ -132,8 +117,7 @@ def _write_parquet(path: Path, rows: list[dict[str, Any]], schema: Any) -> None:
 
 
 def commit(final: Path, write: Callable[[Path], None], point: str = "", start: int | None = None) -> None:
-    """Write ``final`` through a temporary file beside it, then rename; on ``OSError`` remove the temporary
-    file and raise ``OutputError``."""
+    """Write ``final`` through a temporary file beside it, then rename; an ``OSError`` is an ``OutputError``."""
     tmp = final.with_name(f"{TMP_PREFIX}{os.getpid()}-{final.name}")
     try:
         write(tmp)
@@ -145,11 +129,6 @@ def commit(final: Path, write: Callable[[Path], None], point: str = "", start: i
         raise output_error(final, e) from e
 
 
-def part_name(start: int, stop: int, fmt: str) -> str:
-    """``part-{start:012d}-{stop:012d}.{fmt}``."""
-    return f"part-{start:012d}-{stop:012d}.{fmt}"
-
-
 def write_part(
     folder: str | Path,
     start: int,
@@ -159,10 +138,10 @@ def write_part(
     schema: Any = None,
     failed: str | None = None,
 ) -> Path:
-    """Commit one batch's rows as a part (see the module doc) and return its path. ``failed``: why the judge
-    backend failed for this batch: the part is marked, and a resume judges it again."""
+    """Commit one batch's rows as a part; ``failed``: why the backend failed for it (marked: a resume judges it
+    again)."""
     folder = Path(folder)
-    final = folder / part_name(start, stop, fmt)
+    final = folder / f"part-{start:012d}-{stop:012d}.{fmt}"
     marker = folder / (FAILED_PREFIX + final.name)
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -179,12 +158,14 @@ def write_part(
     return final
 
 
+def _files(folder: str | Path) -> list[Path]:
+    p = Path(folder)
+    return [p / name for name in os.listdir(p)] if p.is_dir() else []
+
+
 def done_parts(folder: str | Path) -> dict[tuple[int, int], Path]:
     """The part files in a part folder, by ``(start, stop)`` (backend-failed ones included)."""
-    p = Path(folder)
-    if not p.is_dir():
-        return {}
-    return {(int(m[1]), int(m[2])): p / name for name in os.listdir(p) if (m := PART.match(name))}
+    return {(int(m[1]), int(m[2])): p for p in _files(folder) if (m := PART.match(p.name))}
 
 
 def failed_parts(folder: str | Path) -> dict[tuple[int, int], Path]:
@@ -194,28 +175,21 @@ def failed_parts(folder: str | Path) -> dict[tuple[int, int], Path]:
 
 def clear_parts(folder: str | Path) -> None:
     """Remove what a job left in a part folder: parts, markers, temporary files (nothing else)."""
-    p = Path(folder)
-    if not p.is_dir():
-        return
-    for name in os.listdir(p):
-        if PART.match(name) or name.startswith((FAILED_PREFIX, TMP_PREFIX)):
-            (p / name).unlink(missing_ok=True)
+    for p in _files(folder):
+        if PART.match(p.name) or p.name.startswith((FAILED_PREFIX, TMP_PREFIX)):
+            p.unlink(missing_ok=True)
 
 
 def remove_temporaries(folder: str | Path) -> int:
     """Remove the temporary files a killed writer left (half-written parts); returns how many."""
-    p = Path(folder)
-    if not p.is_dir():
-        return 0
-    tmp = [p / n for n in os.listdir(p) if n.startswith(TMP_PREFIX)]
+    tmp = [p for p in _files(folder) if p.name.startswith(TMP_PREFIX)]
     for t in tmp:
         t.unlink(missing_ok=True)
     return len(tmp)
 
 
 def part_ids(path: Path) -> list[int] | None:
-    """The ``source_index`` of every row of a part, or None when its last line is cut short (a torn
-    write: the part is to be judged again). ``OutputError`` for a part that cannot be read otherwise."""
+    """The ``source_index`` of every row of a part, or None when it is cut short (a torn write: judged again)."""
     if path.suffix == ".parquet":
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -246,8 +220,7 @@ def _unreadable(path: Path, why: str) -> OutputError:
 
 
 def merge_parts(folder: str | Path, output: str | Path, fmt: str, schema: Any = None) -> int:
-    """Concatenate the part files in id order into ``output`` (a temporary file beside it, then renamed);
-    returns the rows written."""
+    """Concatenate the part files in id order into ``output``; returns the rows written."""
     out = Path(output)
     parts = [p for _, p in sorted(done_parts(folder).items())]
     count = [0]
@@ -273,8 +246,8 @@ def merge_parts(folder: str | Path, output: str | Path, fmt: str, schema: Any = 
 
 
 def write_rows(output: str | Path, batches: Iterable[list[dict[str, Any]]]) -> int:
-    """Write batches of rows to a new .jsonl or .parquet file (temporary file, then renamed); returns the
-    rows written. Parquet columns take their types from the first batch (nested values as JSON text)."""
+    """Write batches of rows to a new .jsonl or .parquet file; returns the rows written. Parquet columns take their
+    types from the first batch (nested values as JSON text)."""
     out = Path(output)
     suffix = out.suffix.lower()
     if suffix not in (".jsonl", ".ndjson", ".parquet", ".pq"):

@@ -1,12 +1,5 @@
-"""Preparing a job before anything is written: the output's rules, the whole input checked, the manifest
-compared on resume, the part folder repaired, and the batches left to judge (docs/jobs.md has the steps).
-
-Example:
-    >>> from prom_reward.jobs.grade import GradeJob
-    >>> t = target("graded.parquet", GradeJob())
-    >>> t.folder.name, t.fmt, t.merged
-    ('graded.parquet.parts', 'parquet', True)
-"""
+"""Preparing a job before anything is written: the output's rules, the whole input checked, the manifest compared
+on resume, the part folder repaired, and the batches left to judge (docs/jobs.md has the steps)."""
 
 from __future__ import annotations
 
@@ -20,7 +13,7 @@ from prom_reward.jobs.config import JobConfig
 from prom_reward.jobs.manifest import NAME, differences, make_manifest, read_manifest, write_manifest
 from prom_reward.jobs.parts import clear_parts, done_parts, failed_parts, output_error, part_ids, remove_temporaries
 from prom_reward.jobs.scan import Scan, scan_input
-from prom_reward.jobs.source import JSONL_SUFFIXES, PARQUET_SUFFIXES, expand_inputs
+from prom_reward.jobs.source import KINDS, expand_inputs
 from prom_reward.jobs.spec import JobKind
 
 SKIPPED = "skipped"
@@ -29,27 +22,22 @@ SKIPPED = "skipped"
 
 @dataclass(frozen=True)
 class Target:
-    """Where a job writes."""
+    """Where a job writes: ``output`` (merged from the part ``folder`` when ``merged``), in ``fmt``, and pairs' skip
+    records (``skipped``)."""
 
     output: Path
-    """The output: a file merged from the parts, or the part folder itself."""
     merged: bool
-    """``output`` is a file merged from the parts when the job is done."""
     folder: Path
-    """The part folder (``OUTPUT.parts/``, or ``output``)."""
     fmt: str
-    """``jsonl`` or ``parquet``: the format of the parts and of a merged output."""
     skipped: Path | None
-    """pairs: the merged skip records (``OUTPUT.skipped.jsonl``)."""
 
 
 def target(output: str | Path, kind: JobKind) -> Target:
     """The ``Target`` of an output path (errors for what cannot be written there)."""
     out = Path(output)
     suffix = out.suffix.lower()
-    if suffix in JSONL_SUFFIXES + PARQUET_SUFFIXES:
-        fmt = "jsonl" if suffix in JSONL_SUFFIXES else "parquet"
-        merged, folder = True, out.with_name(out.name + ".parts")
+    if KINDS.get(suffix) in ("jsonl", "parquet"):
+        fmt, merged, folder = KINDS[suffix], True, out.with_name(out.name + ".parts")
     elif suffix == ".json":
         raise ConfigError(f"{out}: a JSON array cannot be written row by row; fix: use a .jsonl or .parquet output")
     elif suffix:
@@ -89,14 +77,14 @@ class Plan:
     target: Target
     scan: Scan
     shards: list[dict[str, Any]] = field(default_factory=list)
-    """The batches left: ``start``, ``stop`` (ids), ``path``, ``first_id``, ``offset``, ``line`` (where to read)."""
+    """The batches left: ``start``, ``stop`` (ids), and where to read them."""
     resumed_rows: int = 0
     retried_rows: int = 0
     repaired_parts: int = 0
 
 
 def prepare_job(kind: JobKind, inputs: Any, output: str | Path, judge: dict[str, Any], cfg: JobConfig) -> Plan:
-    """Steps 1-5 of the module doc; ``judge``: the judge's fingerprint (``manifest.judge_fingerprint``)."""
+    """The plan of a job (docs/jobs.md); ``judge``: the judge's fingerprint."""
     tgt = target(output, kind)
     files = expand_inputs(inputs)
     _refuse_overlap(tgt, inputs, files)
@@ -149,8 +137,7 @@ def prepare_job(kind: JobKind, inputs: Any, output: str | Path, judge: dict[str,
 
 
 def _refuse_overlap(tgt: Target, inputs: Any, files: list[str]) -> None:
-    """``OutputError`` for an output that is (or, in a later run, would be read as) part of the input: an input
-    file itself, a file in the part folder, or a file that an input folder's listing picks up."""
+    """``OutputError`` for an output that is (or, in a later run, would be read as) part of the input."""
     given = [str(p) for p in ([inputs] if isinstance(inputs, (str, Path)) else inputs)]
     written = [p.resolve() for p in (tgt.output, tgt.skipped) if p is not None and tgt.merged]
     folder = tgt.folder.resolve()
@@ -162,7 +149,7 @@ def _refuse_overlap(tgt: Target, inputs: Any, files: list[str]) -> None:
     listed = [g for g in given if "://" not in g and os.path.isdir(g) and not os.path.exists(f"{g}/state.json")]
     for d in (Path(g).resolve() for g in listed):  # a folder stands for its files (a save_to_disk one: its list)
         for w in written:
-            if w.parent == d and w.suffix.lower() in JSONL_SUFFIXES + PARQUET_SUFFIXES:
+            if w.parent == d and KINDS.get(w.suffix.lower()) in ("jsonl", "parquet"):
                 raise OutputError(
                     f"{w}: cannot write: it is in the input folder {d}, so a later run (--resume, --overwrite) "
                     "would read it as input; fix: choose an -o outside that folder"
@@ -170,7 +157,7 @@ def _refuse_overlap(tgt: Target, inputs: Any, files: list[str]) -> None:
 
 
 def _check_parts(plan: Plan) -> list[tuple[int, int]]:
-    """The parts of a resumed job that stand (step 4)."""
+    """The parts of a resumed job that stand; the others are removed, to be judged again."""
     folder, pairs = plan.target.folder, plan.kind.name == "pairs"
     plan.repaired_parts += remove_temporaries(folder) + remove_temporaries(folder / SKIPPED)
     failed = failed_parts(folder)

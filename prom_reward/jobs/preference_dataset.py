@@ -1,15 +1,5 @@
-"""``build_preference_dataset``: DPO preference pairs from judge verdicts, in memory, as a ``datasets.Dataset``
-for TRL's ``DPOTrainer`` (the strategies are ``prom_reward.preferences.strategies``; ``pairs_file`` writes the
-same pairs to a file, resumable). Bad input raises ``InputError`` before any row is judged.
-
-Example:
-    >>> from prom_reward import PrometheusJudge
-    >>> judge = PrometheusJudge(backend="scripted", outputs=["Good. [RESULT] 4", "Poor. [RESULT] 1"])
-    >>> ds, stats = build_preference_dataset(judge, [{"prompt": "2+2?", "completions": ["4", "5"]}],
-    ...                                      rubric="factual_validity")
-    >>> ds[0]["chosen"], ds[0]["rejected"], ds[0]["margin"], stats.pairs
-    ('4', '5', 3.0, 1)
-"""
+"""``build_preference_dataset``: DPO preference pairs from judge verdicts, in memory, as a ``datasets.Dataset`` for
+TRL's ``DPOTrainer`` (``pairs_file`` writes the same pairs to a file, resumable)."""
 
 from __future__ import annotations
 
@@ -36,7 +26,7 @@ class PreferenceResult(NamedTuple):
     dataset: Any
     """The pairs as a ``datasets.Dataset``."""
     stats: JobSummary
-    """Counts of pairs and skips (``pairs``, ``skipped`` by reason, ``rows_without_pairs``, ``tie_rounds`` ...)."""
+    """Counts of pairs and skips."""
 
 
 def _dataset(pairs: list[dict[str, Any]], cfg: PreferenceConfig) -> Any:

@@ -1,12 +1,5 @@
-"""Running a prepared job on Ray Data (``judge_on_ray``): the batches left go to a pool of judge actors, each
-with its own engine, judged and committed by the local runner's code; a killed actor's batch is retried and
-its part replaced, never doubled. See docs/serving.md.
-
-Example (needs Ray and an engine):
-    >>> from prom_reward.jobs.run import grade_dataset
-    >>> summary = grade_dataset("rollouts.jsonl", "graded.parquet", {"model": "prometheus-7b-v2.0"},
-    ...                         rubric="helpfulness", replicas="all")  # doctest: +SKIP
-"""
+"""Running a prepared job on Ray Data (``judge_on_ray``): the batches left go to a pool of judge actors, each with
+its own engine, judged and committed by the local runner's code; a killed actor's batch is retried, never doubled."""
 
 from __future__ import annotations
 
@@ -24,16 +17,12 @@ from prom_reward.jobs.summary import JobSummary
 from prom_reward.rewards.outage import Outage
 
 BASELINE_HOOK = "PROM_REWARD_RAY_BASELINE"
-"""Benchmark hook (``benchmarks/ray_grade.py``), grade jobs only: set, every actor first judges a few rows
-of its first batch once (engine warm-up, not timed), then, for every batch, also times one plain
-``judge.grade`` call on the batch's rows on its own engine (``baseline_seconds`` in the batch's record,
-outside ``seconds``; before the pipeline's work on even batches, after it on odd ones). The output is
-the same; the judge runs twice per batch."""
+"""Benchmark hook (``benchmarks/ray_grade.py``), grade jobs: set, every batch also times one plain ``grade_items``
+call on its rows (``baseline_seconds`` in its record, after a warm-up on the first); the output is the same."""
 
 
 class _JudgeWorker:
-    """One judge replica: a ``PrometheusJudge`` built once (``plain``), judging one batch per call under the job's
-    outage policy (``outage``)."""
+    """One judge replica: a ``PrometheusJudge`` built once, judging one batch per call under the job's outage policy."""
 
     def __init__(self, spec: dict[str, Any]) -> None:
         from prom_reward.core.judge import PrometheusJudge
@@ -58,14 +47,7 @@ class _JudgeWorker:
         return out
 
     def _read(self, shard: dict[str, Any]) -> list[Any]:
-        return read_range(
-            str(shard["path"]),
-            int(shard["first_id"]),
-            int(shard["start"]),
-            int(shard["stop"]),
-            int(shard["offset"]),
-            int(shard["line"]),
-        )
+        return read_range(str(shard["path"]), *(int(shard[k]) for k in ("first_id", "start", "stop", "offset", "line")))
 
     def _shard(self, shard: dict[str, Any]) -> dict[str, Any]:
         entered = time.perf_counter()
@@ -114,10 +96,8 @@ class _JudgeWorker:
 
 
 def warm_up(judge: Any) -> None:
-    """One dummy grade (one row, one sample; the judge's counters restored) on a fresh in-process engine,
-    so that its first-call costs (lazy kernels and buffers, the first prompt rendering) are paid with
-    its start-up instead of by the first batch. A backend failure here is left to the batches (it is the
-    dummy row's outcome, never an exception)."""
+    """One dummy grade (the judge's counters restored) on a fresh in-process engine, so that its first-call costs
+    are paid with its start-up instead of by the first batch."""
     import copy
 
     stats = copy.deepcopy(judge.stats)
@@ -144,8 +124,7 @@ def _resources(ray: Any, cfg: RayConfig, judge: dict[str, Any]) -> tuple[int, fl
 
 
 def judge_on_ray(plan: Plan, judge: dict[str, Any], cfg: RayConfig, job: JobConfig, summary: JobSummary) -> None:
-    """Judge every batch left in ``plan`` on a pool of judge actors (each asks again per ``job.outage``), counting
-    into ``summary``."""
+    """Judge every batch left in ``plan`` on a pool of judge actors, counting into ``summary``."""
     import ray
     from tqdm import tqdm
 

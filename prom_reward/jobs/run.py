@@ -1,16 +1,5 @@
 """The entry points of the job engine: ``grade_file``, ``compare_file``, ``pairs_file`` (in this process) and
-``grade_dataset``, ``compare_dataset``, ``pairs_dataset`` (on Ray Data), behind ``prom-reward grade``, ``compare``
-and ``pairs``; each returns a ``JobSummary``. How a job runs, resumes and fails is in docs/jobs.md.
-
-Example:
-    >>> import json, os, tempfile
-    >>> d = tempfile.mkdtemp(); src = os.path.join(d, "in.jsonl")
-    >>> _ = open(src, "w").write(json.dumps({"instruction": "2+2?", "response": "4"}) + "\\n")
-    >>> judge = {"backend": "scripted", "outputs": ["Right. [RESULT] 5"]}
-    >>> s = grade_file(src, os.path.join(d, "graded.jsonl"), judge, rubric="helpfulness", progress=False)
-    >>> s.rows, s.output_rows, s.failed
-    (1, 1, 0)
-"""
+``grade_dataset``, ``compare_dataset``, ``pairs_dataset`` (on Ray Data); each returns a ``JobSummary``."""
 
 from __future__ import annotations
 
@@ -44,7 +33,7 @@ def run_job(
     config: JobConfig | None = None,
     ray: RayConfig | None = None,
 ) -> JobSummary:
-    """Run one job (see the module doc): locally, or on Ray when ``ray`` is given."""
+    """Run one job: locally, or on Ray when ``ray`` is given."""
     cfg = config or JobConfig()
     start = time.perf_counter()
     if ray is not None:
@@ -106,8 +95,7 @@ def run_job(
 
 
 def judge_format_of(judge: Any) -> JudgeFormat:
-    """The judge format of ``judge`` (a ``PrometheusJudge``, or its keyword arguments: their ``format``, else
-    the preset's of their ``model``, else the default), known without building the judge."""
+    """The judge format of ``judge`` (a ``PrometheusJudge``, or its keyword arguments), without building it."""
     if not isinstance(judge, dict):
         return cast(JudgeFormat, judge.format)
     return get_judge_format(judge.get("format") or default_format(judge.get("model"), judge.get("preset")))
@@ -133,30 +121,40 @@ def _split(options: dict[str, Any], *classes: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _job(
-    kind_cls: Any, config: JobConfig | None, ray: RayConfig | None, options: dict[str, Any], on_ray: bool
-) -> tuple[Any, JobConfig, RayConfig | None]:
-    classes = (kind_cls, JobConfig, RayConfig) if on_ray else (kind_cls, JobConfig)
-    parts = _split(options, *classes)
+def _run(
+    kind: Any,
+    inputs: Any,
+    output: str | Path,
+    judge: Any,
+    config: JobConfig | None,
+    ray: RayConfig | None,
+    options: dict[str, Any],
+    pairs: PreferenceConfig | None = None,
+) -> JobSummary:
+    """``options`` routed to the kind, ``JobConfig`` and (on Ray) ``RayConfig``, then ``run_job``."""
+    fields = PreferenceConfig if kind is PairsJob else kind
+    parts = _split(options, fields, JobConfig, *([RayConfig] if ray else []))
     cfg = dataclasses.replace(config or JobConfig(), **parts[1])
-    ray_cfg = dataclasses.replace(ray or RayConfig(), **parts[2]) if on_ray else None
-    return parts[0], cfg, ray_cfg
+    ray_cfg = dataclasses.replace(ray, **parts[2]) if ray else None
+    if kind is PairsJob:
+        job = PairsJob(dataclasses.replace(pairs or PreferenceConfig(), **parts[0]))
+    else:
+        job = kind(**parts[0])
+    return run_job(job, inputs, output, judge, cfg, ray_cfg)
 
 
 def grade_file(
     inputs: Any, output: str | Path, judge: Any, *, config: JobConfig | None = None, **options: Any
 ) -> JobSummary:
     """Absolute grades for every row of ``inputs`` in this process (``prom_reward.jobs.grade``)."""
-    kind, cfg, _ = _job(GradeJob, config, None, options, False)
-    return run_job(GradeJob(**kind), inputs, output, judge, cfg)
+    return _run(GradeJob, inputs, output, judge, config, None, options)
 
 
 def compare_file(
     inputs: Any, output: str | Path, judge: Any, *, config: JobConfig | None = None, **options: Any
 ) -> JobSummary:
     """Pairwise verdicts for every row of ``inputs`` in this process (``prom_reward.jobs.compare``)."""
-    kind, cfg, _ = _job(CompareJob, config, None, options, False)
-    return run_job(CompareJob(**kind), inputs, output, judge, cfg)
+    return _run(CompareJob, inputs, output, judge, config, None, options)
 
 
 def pairs_file(
@@ -170,8 +168,7 @@ def pairs_file(
 ) -> JobSummary:
     """DPO pairs from every row of ``inputs`` in this process (``prom_reward.jobs.pairs``); ``**options`` may
     set ``PreferenceConfig`` fields over ``pairs``."""
-    kind, cfg, _ = _job(PreferenceConfig, config, None, options, False)
-    return run_job(PairsJob(dataclasses.replace(pairs or PreferenceConfig(), **kind)), inputs, output, judge, cfg)
+    return _run(PairsJob, inputs, output, judge, config, None, options, pairs)
 
 
 def grade_dataset(
@@ -184,8 +181,7 @@ def grade_dataset(
     **options: Any,
 ) -> JobSummary:
     """``grade_file`` on a pool of Ray judge actors (``prom_reward.jobs.ray_run``)."""
-    kind, cfg, ray_cfg = _job(GradeJob, config, ray, options, True)
-    return run_job(GradeJob(**kind), inputs, output, judge, cfg, ray_cfg)
+    return _run(GradeJob, inputs, output, judge, config, ray or RayConfig(), options)
 
 
 def compare_dataset(
@@ -198,8 +194,7 @@ def compare_dataset(
     **options: Any,
 ) -> JobSummary:
     """``compare_file`` on a pool of Ray judge actors."""
-    kind, cfg, ray_cfg = _job(CompareJob, config, ray, options, True)
-    return run_job(CompareJob(**kind), inputs, output, judge, cfg, ray_cfg)
+    return _run(CompareJob, inputs, output, judge, config, ray or RayConfig(), options)
 
 
 def pairs_dataset(
@@ -213,10 +208,7 @@ def pairs_dataset(
     **options: Any,
 ) -> JobSummary:
     """``pairs_file`` on a pool of Ray judge actors (wide layout)."""
-    kind, cfg, ray_cfg = _job(PreferenceConfig, config, ray, options, True)
-    return run_job(
-        PairsJob(dataclasses.replace(pairs or PreferenceConfig(), **kind)), inputs, output, judge, cfg, ray_cfg
-    )
+    return _run(PairsJob, inputs, output, judge, config, ray or RayConfig(), options, pairs)
 
 
 __all__ = ["compare_dataset", "compare_file", "grade_dataset", "grade_file", "pairs_dataset", "pairs_file", "run_job"]

@@ -1,15 +1,5 @@
 """The check of a job's whole input before anything is judged or written: one streaming pass that checks every
-row, counts and hashes each file, notes where batches may start, and settles Parquet column types.
-
-Example:
-    >>> import json, os, tempfile
-    >>> from prom_reward.jobs.grade import GradeJob
-    >>> d = tempfile.mkdtemp(); src = os.path.join(d, "in.jsonl")
-    >>> _ = open(src, "w").write(json.dumps({"instruction": "Hi?", "response": 3}) + "\\n")
-    >>> scan_input(GradeJob(rubric="helpfulness"), [src], 256)  # doctest: +IGNORE_EXCEPTION_DETAIL
-    Traceback (most recent call last):
-    InputError: .../in.jsonl:1: row 0: column 'response': response must be a str, got int ...
-"""
+row, counts and hashes each file, notes where batches may start, and settles Parquet column types."""
 
 from __future__ import annotations
 
@@ -35,22 +25,20 @@ class Scan:
     rows: int = 0
     """Rows the job judges (groups, for pairs' long layout)."""
     firsts: list[int] = field(default_factory=list)
-    """A kind that groups input rows (pairs' long layout): the position of each group's first input row (the
-    ``source_index`` of its pairs); empty otherwise."""
+    """Pairs' long layout: the input position of each group's first row; empty otherwise."""
     lines: int = 0
-    """Input rows (for pairs' long layout, more than ``rows``)."""
+    """Input rows."""
     offsets: dict[int, tuple[int, int]] = field(default_factory=dict)
     """JSON-lines rows where a batch may start: id -> (byte offset, line)."""
     schema: Any = None
-    """The Parquet output's schema (``source_index``, the input columns, the kind's result columns)."""
+    """The Parquet output's schema."""
 
     def span(self, a: int, b: int) -> tuple[int, int]:
         """The input rows (``source_index`` from, to) of the job's rows ``a`` to ``b`` (past the last)."""
         if not self.firsts:
             return a, b
-        return self.firsts[a] if a < len(self.firsts) else self.lines, self.firsts[b] if b < len(
-            self.firsts
-        ) else self.lines
+        n = len(self.firsts)
+        return (self.firsts[a] if a < n else self.lines), (self.firsts[b] if b < n else self.lines)
 
 
 class _Schema:
@@ -105,11 +93,10 @@ class _Schema:
         import pyarrow as pa
 
         self.flush()
-        fields = [pa.field("source_index", pa.int64())]
-        inputs: list[Any] = list(self.schema or [])
-        for f in inputs:
-            fields.append(pa.field(f.name, pa.string()) if pa.types.is_null(f.type) else f)
-        schema = pa.schema(fields + list(self.kind.result_schema()))
+        inputs = [
+            pa.field(f.name, pa.string()) if pa.types.is_null(f.type) else f for f in self.schema or pa.schema([])
+        ]
+        schema = pa.schema([pa.field("source_index", pa.int64()), *inputs, *self.kind.result_schema()])
         _readable(schema)
         return schema
 
@@ -130,8 +117,7 @@ def _round_trip(schema: Any) -> Exception | None:
 
 
 def _readable(schema: Any) -> None:
-    """``InputError`` for a schema Parquet can write but not read back (a column nested too deeply), found now
-    rather than when the judged parts are merged."""
+    """``InputError`` for a schema Parquet can write but not read back (a column nested too deeply)."""
     import pyarrow as pa
 
     if _round_trip(schema) is None:
@@ -165,8 +151,8 @@ def _two_kinds(where: str, column: str, e: Exception) -> InputError:
 def scan_input(
     kind: JobKind, files: list[str], batch_size: int, starts: frozenset[int] = frozenset(), want_schema: bool = False
 ) -> Scan:
-    """Check, count and hash every row of ``files`` (see the module doc); ``starts``: ids where a batch may
-    start besides the multiples of ``batch_size`` (where an earlier run's batches ended)."""
+    """Check, count and hash every row of ``files``; ``starts``: ids where a batch may start besides the multiples
+    of ``batch_size`` (where an earlier run's batches ended)."""
     out = Scan()
     prepare = kind.preparer()
     schema = _Schema(kind) if want_schema else None

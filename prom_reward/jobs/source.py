@@ -1,13 +1,5 @@
 """The input of a job: files (JSON lines, JSON, Parquet, Arrow; local or fsspec; folders and saved ``datasets``)
-and their rows with a stable id (``SourceRow``), streamed; an unreadable file or line is an ``InputError``.
-
-Example:
-    >>> import json, os, tempfile
-    >>> d = tempfile.mkdtemp(); src = os.path.join(d, "in.jsonl")
-    >>> _ = open(src, "w").write('{"q": "a"}\\n\\n{"q": "b"}\\n')
-    >>> [(r.id, r.where.split(os.sep)[-1], r.data["q"]) for r in iter_rows(expand_inputs(src))]
-    [(0, 'in.jsonl:1', 'a'), (1, 'in.jsonl:3', 'b')]
-"""
+and their rows with a stable id (``SourceRow``), streamed; an unreadable file or line is an ``InputError``."""
 
 from __future__ import annotations
 
@@ -22,9 +14,15 @@ from typing import Any
 
 from prom_reward.errors import ConfigError, InputError
 
-JSONL_SUFFIXES = (".jsonl", ".ndjson")
-PARQUET_SUFFIXES = (".parquet", ".pq")
-ARROW_SUFFIXES = (".arrow",)
+KINDS = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "json",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".arrow": "arrow",
+}
+"""The input files' suffixes and their kinds."""
 INPUTS = "a .jsonl, .json, .parquet or .arrow file, or a folder of them (or of datasets' save_to_disk)"
 
 
@@ -33,17 +31,15 @@ class SourceRow:
     """One input row with its identity."""
 
     id: int
-    """Position in the whole input (0-based), the job's batches count it; the ``source_index`` of what it
-    produces unless ``first`` says otherwise."""
+    """Position in the whole input (0-based): what the job's batches count."""
     where: str
     """Where it is, for messages: ``FILE:LINE`` (JSON lines) or ``FILE row N``."""
     data: dict[str, Any]
     """The row."""
     first: int | None = None
-    """A row made of several input rows (a long-layout group): the position of its first input row, the
-    ``source_index`` of what it produces; None: ``id``."""
+    """A long-layout group: the position of its first input row; None: ``id``."""
     size: int = 1
-    """How many input rows it stands for (a long-layout group: its rows), what the job's counts count."""
+    """How many input rows it stands for."""
 
     @property
     def source_index(self) -> int:
@@ -54,14 +50,8 @@ class SourceRow:
 def file_kind(path: str | Path) -> str:
     """``jsonl``, ``json``, ``parquet`` or ``arrow`` from the file name; ``ConfigError`` for anything else."""
     suffix = Path(str(path)).suffix.lower()
-    if suffix in JSONL_SUFFIXES:
-        return "jsonl"
-    if suffix == ".json":
-        return "json"
-    if suffix in PARQUET_SUFFIXES:
-        return "parquet"
-    if suffix in ARROW_SUFFIXES:
-        return "arrow"
+    if suffix in KINDS:
+        return KINDS[suffix]
     raise ConfigError(f"{path}: unsupported file type {suffix or '(no suffix)'!r}; fix: give {INPUTS}")
 
 
@@ -81,8 +71,7 @@ def filesystem(path: str) -> tuple[Any, str]:
 
 
 def _saved_dataset(fs: Any, folder: str, given: str) -> list[str] | None:
-    """The data files of a ``save_to_disk`` folder in its order (None: not one); ``InputError`` for a
-    ``DatasetDict``'s folder, naming its splits."""
+    """The data files of a ``save_to_disk`` folder in order (None: not one); a ``DatasetDict``'s is an error."""
     import pyarrow.fs as pafs
 
     def read(name: str) -> Any:
@@ -109,8 +98,8 @@ def _saved_dataset(fs: Any, folder: str, given: str) -> list[str] | None:
 
 
 def expand_inputs(inputs: str | Path | Sequence[str | Path]) -> list[str]:
-    """The input files: each path as given (local ones made absolute), a folder's .jsonl/.parquet/.arrow files
-    sorted, a ``save_to_disk`` folder's data files. A missing path is an ``InputError`` naming it."""
+    """The input files: each path as given (local ones absolute), a folder's data files sorted (or in a
+    ``save_to_disk`` folder's order)."""
     import pyarrow.fs as pafs
 
     out: list[str] = []
@@ -124,12 +113,11 @@ def expand_inputs(inputs: str | Path | Sequence[str | Path]) -> list[str]:
         if info.type == pafs.FileType.Directory:
             if prefix is None:
                 raise ConfigError(f"{p}: a remote folder; fix: give its files one by one")
-            suffixes = JSONL_SUFFIXES + PARQUET_SUFFIXES + ARROW_SUFFIXES
             files = _saved_dataset(fs, inner, p) or sorted(
                 f.path
                 for f in fs.get_file_info(pafs.FileSelector(inner))
                 if f.type == pafs.FileType.File
-                and Path(f.path).suffix.lower() in suffixes
+                and KINDS.get(Path(f.path).suffix.lower(), "json") != "json"
                 and not f.base_name.startswith(("_", "."))  # as pyarrow.dataset: markers, temporaries, ._x copies
             )
             if not files:
@@ -161,8 +149,8 @@ def lines(f: Any, on_bytes: Callable[[bytes], None] | None = None, chunk: int = 
 
 
 def parse_line(line: bytes, where: str) -> dict[str, Any]:
-    """One JSON-lines row; ``InputError`` naming ``where`` for bytes that are not a JSON object. A UTF-8 byte order
-    mark before it (what Windows editors write at the start of a file) is not part of the row."""
+    """One JSON-lines row (a UTF-8 byte order mark before it ignored); ``InputError`` naming ``where`` for bytes
+    that are not a JSON object."""
     try:
         text = line.decode("utf-8-sig")
     except UnicodeDecodeError as e:
@@ -229,10 +217,6 @@ def _json_array(path: str, data: bytes) -> list[Any]:
     return rows
 
 
-def _open_error(path: str, e: OSError) -> InputError:
-    return InputError(f"{path}: cannot read ({e.strerror or e}); fix: check the path and its permissions")
-
-
 def iter_file(
     path: str,
     first_id: int,
@@ -240,9 +224,8 @@ def iter_file(
     on_bytes: Callable[[bytes], None] | None = None,
     on_offset: Callable[[int, int, int], None] | None = None,
 ) -> Generator[SourceRow, None, int]:
-    """The rows of one file, ids from ``first_id``; returns the id after its last row. ``want(id)`` False:
-    counted but not parsed (JSON lines) nor yielded; ``on_bytes``: every raw chunk (for a content hash);
-    ``on_offset(id, byte offset, line)`` for each JSON-lines row before it is parsed."""
+    """The rows of one file, ids from ``first_id``; returns the id after its last row. ``want(id)`` False: counted,
+    not yielded; ``on_bytes``: every raw chunk; ``on_offset(id, byte offset, line)`` for each JSON-lines row."""
     kind = file_kind(path)
     fs, inner = filesystem(path)
     try:
@@ -281,7 +264,7 @@ def iter_file(
         with fs.open_input_stream(inner) as f:
             return (yield from _json_lines(path, f, first_id, want, on_bytes, on_offset))
     except (FileNotFoundError, PermissionError, IsADirectoryError) as e:
-        raise _open_error(path, e) from None
+        raise InputError(f"{path}: cannot read ({e.strerror or e}); fix: check the path and its permissions") from None
 
 
 def _json_lines(
@@ -293,7 +276,7 @@ def _json_lines(
     on_offset: Callable[[int, int, int], None] | None,
     first_line: int = 1,
 ) -> Generator[SourceRow, None, int]:
-    """The rows of the JSON-lines stream ``f`` of file ``path`` (``iter_file``'s options); returns the next id."""
+    """The rows of the JSON-lines stream ``f`` of ``path`` (``iter_file``'s options); returns the next id."""
     n, offset = first_id, 0
     for lineno, line in enumerate(lines(f, on_bytes), first_line):
         if line.strip():
@@ -315,7 +298,7 @@ def iter_rows(files: Sequence[str], want: Callable[[int], bool] | None = None) -
 
 def read_range(path: str, first_id: int, start: int, stop: int, offset: int = 0, line: int = 1) -> list[SourceRow]:
     """The rows with ids ``[start, stop)`` of one file whose first row has id ``first_id``; ``offset``/``line``:
-    where row ``start`` begins in a JSON-lines file (from the job's scan), so it is read from there."""
+    where row ``start`` begins in a JSON-lines file."""
     kind = file_kind(path)
     fs, inner = filesystem(path)
     if kind == "parquet":  # only the row groups that hold the range

@@ -1,16 +1,5 @@
-"""Job kinds (``JobKind``: ``grade``, ``compare``, ``pairs``): the columns a job reads per row, the rows it writes
-(``result_schema``), and ``run_batch``, the one function that judges a batch, locally and in Ray's actors.
-
-Example:
-    >>> from prom_reward.core.judge import PrometheusJudge
-    >>> from prom_reward.jobs.grade import GradeJob
-    >>> from prom_reward.jobs.source import SourceRow
-    >>> kind = GradeJob(rubric="helpfulness")
-    >>> rows = [SourceRow(7, "in.jsonl:8", {"instruction": "2+2?", "response": "4"})]
-    >>> out = run_batch(kind, PrometheusJudge(backend="scripted", outputs=["Right. [RESULT] 5"]), rows)
-    >>> out.rows[0]["source_index"], out.rows[0]["score"], out.rows[0]["judge_error"]
-    (7, 5.0, None)
-"""
+"""Job kinds (``JobKind``: ``grade``, ``compare``, ``pairs``): the columns a job reads and writes, and
+``run_batch``, the one function that judges a batch, locally and in Ray's actors."""
 
 from __future__ import annotations
 
@@ -29,43 +18,45 @@ from prom_reward.format.rubrics import NO_RUBRIC, Rubric
 from prom_reward.jobs.source import SourceRow
 
 FAILED = ("judge_failed", "backend_failed")
-"""The reasons of an outcome that failed (counted in ``failed``; ``backend_failed``: a resume judges it again)."""
+"""The reasons of a failed outcome (``backend_failed``: a resume judges it again)."""
 SKIPPED = ("tie", "swap_disagreement", "below_min_margin", "too_few_completions")
-"""The reasons of an outcome without a result that is not a failure (counted in ``skipped`` by reason): ``tie``
-(split samples, equal grades), ``swap_disagreement`` (the two orders picked different winners; ``compare``: both
-are ties, the row written with ``tie`` true), and pairs' ``below_min_margin`` and ``too_few_completions``."""
+"""The reasons of an outcome without a result that is not a failure (``skipped``; docs/jobs.md)."""
 
 
 @dataclass
 class BatchOut:
-    """What judging one batch of rows produced. Every outcome (a row of ``grade``/``compare``, a candidate pair of
-    ``pairs``) is counted once: ``judged + failed + sum(skipped.values())`` are all of them."""
+    """What judging one batch produced; every outcome counted once in ``judged``, ``failed`` or ``skipped``."""
 
     rows: list[dict[str, Any]] = field(default_factory=list)
     """Output rows, in input order."""
     records: list[dict[str, Any]] = field(default_factory=list)
-    """``pairs``: one skip record per dropped candidate pair (``source_index``, ``reason``, ``pair``,
-    ``judge_error``), failed ones included."""
+    """``pairs``: one skip record per dropped candidate pair, failed ones included."""
     judged: int = 0
     """Outcomes with a result: a score, a winner, a pair."""
     failed: int = 0
-    """Outcomes without one that failed (``FAILED``: null score or winner, not a tie), backend failures included."""
+    """Outcomes without one that failed (``FAILED``), backend failures included."""
     skipped: dict[str, int] = field(default_factory=dict)
     """Outcomes without a result that did not fail, by reason (``SKIPPED``)."""
     no_expected: dict[str, int] = field(default_factory=dict)
-    """``grade --expected``: rows with a score but no expected score, by why (``Grade.expected_reason``)."""
+    """``grade --expected``: rows with a score but no expected score, by why."""
     backend_error: str | None = None
-    """Why the judge backend failed for rows of the batch (the whole call, or requests the transport failed): a
-    resume judges the batch again (what the judge answered comes back from a judgment store)."""
+    """Why the judge backend failed for rows of the batch: a resume judges the batch again."""
     backend_failed: int = 0
-    """Rows of ``failed`` whose judge backend failed (the rest: the judge's own "no verdict")."""
+    """Rows of ``failed`` whose judge backend failed."""
     tie_breaks: int = 0
     """``pairs`` (best_vs_worst): rows whose all-equal grades were re-judged."""
     tie_rounds: int = 0
     """Temperature-1.0 re-grading rounds spent on those."""
 
-    def note_failure(self, error: JudgeFailure | None) -> None:
-        """Mark the batch for a resume when the transport failed a row (``backend_error``)."""
+    def count(self, judged: bool, error: JudgeFailure | None, skip: str | None = None) -> None:
+        """Count one outcome: judged, else skipped for ``skip``, else failed; the batch marked for a resume when the
+        transport failed it (``backend_error``)."""
+        if judged:
+            self.judged += 1
+        elif skip is not None:
+            self.skip(skip)
+        else:
+            self.failed += 1
         if error is not None and error.kind == "transport":
             self.backend_error = self.backend_error or failure_text(error)
             self.backend_failed += 1
@@ -88,31 +79,22 @@ class JobKind(ABC):
     jsonl_only: ClassVar[bool] = False
     """Outputs are JSON lines only (pairs: prompts and completions may be strings or message lists)."""
     columns: ClassVar[dict[str, bool]]
-    """The input column options of the kind (each an option of the job, flag ``--<role>-col``: ``prom_reward.
-    format.columns``) and whether every row must have the column (else only a column the option names)."""
+    """The input column options of the kind and whether every row must have the column."""
 
     def fingerprint(self) -> dict[str, Any]:
-        """The options that change the result (a resumed job must share them): every option of the kind (the
-        fields of its dataclass), a rubric as plain data (its text decides the prompts), a callable by its name."""
-        options = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}  # type: ignore[arg-type]
-        return {
-            k: dataclasses.asdict(v) if isinstance(v, Rubric) else getattr(v, "__qualname__", v)
-            for k, v in options.items()
-        }
+        """The options that change the result (a resumed job must share them), as plain data."""
+        return options_of(self)
 
     @abstractmethod
     def task(self) -> Task:
-        """What the job asks its judge for: ``absolute`` grades or ``relative`` verdicts (the judge's format
-        must judge it: checked before the job starts)."""
+        """What the job asks its judge for: ``absolute`` grades or ``relative`` verdicts."""
 
     def job_rubric(self) -> Rubric | None:
         """The one rubric of every row (resolved), None when each row names its own."""
         return getattr(self, "rubric", None)
 
     def check_format(self, fmt: JudgeFormat) -> None:
-        """``ConfigError`` before the output is touched when a judge in ``fmt`` cannot run the job: the task it asks
-        for, and the rubric for every row (``JudgeFormat.rubric_problem``; a row's own rubric that does not fit
-        fails that row alone, the judge's item check)."""
+        """``ConfigError`` before the output is touched when a judge in ``fmt`` cannot run the job's task or rubric."""
         check_task(fmt, self.task())
         rubric = self.job_rubric()
         problem = None if rubric is None else fmt.rubric_problem(rubric, self.task())
@@ -120,13 +102,11 @@ class JobKind(ABC):
             raise ConfigError(f"rubric: {problem} (judge format {fmt.name!r})")
 
     def for_format(self, fmt: JudgeFormat) -> JobKind:
-        """The job for a judge in ``fmt`` (its output columns may follow the format's scale; ``rubric_for``); itself
-        by default."""
+        """The job for a judge in ``fmt`` (its columns may follow the format's scale); itself by default."""
         return self
 
     def rubric_for(self, fmt: JudgeFormat) -> Rubric | None:
-        """The rubric of rows that name none, for a judge in ``fmt``: the job's, else ``NO_RUBRIC`` when the
-        format's prompt shows none (docs/formats.md: a rubric is then accepted and ignored, so none is needed)."""
+        """The rubric of rows that name none: the job's, else ``NO_RUBRIC`` when ``fmt``'s prompt shows none."""
         rubric = self.job_rubric()
         if rubric is None and self.task() in fmt.tasks and not fmt.uses_rubric(self.task()):
             return NO_RUBRIC
@@ -134,8 +114,7 @@ class JobKind(ABC):
 
     @abstractmethod
     def preparer(self) -> Prepare:
-        """A function checking one row into the item the judge reads (``InputError`` naming row, column,
-        option); it may cache across rows (rubrics resolved once)."""
+        """A function checking one row into the item the judge reads (``InputError`` naming row, column, option)."""
 
     @abstractmethod
     def judge_items(self, judge: Any, rows: list[SourceRow], items: list[Any], outage: Retry | None = None) -> BatchOut:
@@ -143,8 +122,7 @@ class JobKind(ABC):
 
     @abstractmethod
     def failed_rows(self, judge: Any, rows: list[SourceRow], items: list[Any], failure: JudgeFailure) -> BatchOut:
-        """The output of rows whose judge call failed whole: each item's outcome is ``failure`` (the transport's),
-        made into rows as ``judge_items`` makes a judged item's."""
+        """The output of rows whose judge call failed whole, each item's outcome ``failure``."""
 
     def result_schema(self) -> Any:
         """The pyarrow types of ``result_columns`` (None for JSON-lines-only kinds)."""
@@ -152,7 +130,7 @@ class JobKind(ABC):
 
     @property
     def regroups(self) -> bool:
-        """The job's rows are not the files' rows (``group`` merges them): ids count groups."""
+        """The job's rows are groups of the files' rows (``group``)."""
         return False
 
     def group(self, rows: Iterator[SourceRow]) -> Iterator[SourceRow]:
@@ -167,11 +145,19 @@ class JobKind(ABC):
         return out
 
 
+def options_of(options: Any) -> dict[str, Any]:
+    """The fields of the dataclass ``options``: a rubric as plain data, a callable by its name."""
+    fields = {f.name: getattr(options, f.name) for f in dataclasses.fields(options) if f.init}
+    return {
+        k: dataclasses.asdict(v) if isinstance(v, Rubric) else getattr(v, "__qualname__", v) for k, v in fields.items()
+    }
+
+
 _ITEM_PREFIX = re.compile(r"^item \d+: ")
 
 
 def row_error(row: SourceRow, column: str, option: str | None, detail: str) -> InputError:
-    """``InputError`` for ``row``: where it is, the row id, the column, the fix (with the option renaming it)."""
+    """``InputError`` for ``row``: where it is, the row id, the column, the fix."""
     detail = _ITEM_PREFIX.sub("", detail)
     what, _, how = detail.partition("; fix: ") if "; fix: " in detail else detail.partition("; ")
     fixes = [h for h in (how, f"name the right column with {option}" if option else "") if h]
@@ -182,7 +168,7 @@ def row_error(row: SourceRow, column: str, option: str | None, detail: str) -> I
 def run_batch(
     kind: JobKind, judge: Any, rows: list[SourceRow], prepare: Prepare | None = None, outage: Retry | None = None
 ) -> BatchOut:
-    """Judge one batch (see the module doc): what the local runner and every Ray judge actor call."""
+    """Judge one batch: what the local runner and every Ray judge actor call."""
     prepare = prepare or kind.preparer()
     items = [prepare(r) for r in rows]
     if not rows:
@@ -196,9 +182,7 @@ def run_batch(
 
 
 def failure_text(error: JudgeFailure | None) -> str | None:
-    """``judge_error`` of a row the judge failed on its input (rows are checked when read, so: too long for the
-    judge's context; a row's rubric the judge format refuses) or on the transport; None for no failure or the
-    judge's own (no verdict: the kind says)."""
+    """``judge_error`` of a row failed on its input (too long, a rubric the format refuses) or the transport."""
     if error is None or error.kind == "output":
         return None
     if error.kind == "input" and error.reason.startswith("rubric: "):  # the row's rubric does not fit the format

@@ -1,13 +1,5 @@
 """``JobSummary``: what one run of a job did, the same for every kind and path; every outcome counted once as
-``judged``, ``failed`` or ``skipped`` by reason (printed for a person on stderr, as one JSON line on stdout).
-
-Example:
-    >>> s = JobSummary(job="grade", output="graded.jsonl")
-    >>> s.add({"rows": 4, "judged": 3, "failed": 1, "prompt_tokens": 40, "completion_tokens": 8, "seconds": 2.0,
-    ...        "worker": "local"})
-    >>> s.rows, s.judged + s.failed + sum(s.skipped.values()), s.text().splitlines()[1]
-    (4, 4, '  4 rows: 3 judged, 1 failed (see judge_error), 0 skipped')
-"""
+``judged``, ``failed`` or ``skipped`` by reason (printed for a person on stderr, as one JSON line on stdout)."""
 
 from __future__ import annotations
 
@@ -22,7 +14,7 @@ logger = logging.getLogger(__name__)
 EXIT_SOME_FAILED = 3
 """Exit status of a job the backend failed some rows of (a ``--resume`` judges them again)."""
 EXIT_JUDGE_DOWN = 4
-"""Exit status of a job whose judge could not be reached, or refused, for every row it judged."""
+"""Exit status of a job whose judge failed every row it judged."""
 EXIT_CODES = (
     "exit status: 0 every row judged has its outcome (a verdict, a tie, or the judge's 'no verdict', counted); "
     "2 bad input, options or a misconfigured judge (nothing judged), or a stop the error names (a full disk, an "
@@ -35,7 +27,7 @@ EXIT_CODES = (
 
 @dataclass
 class JobSummary:
-    """Counts of one run (``resumed_rows`` were committed by earlier runs and not judged again)."""
+    """Counts of one run."""
 
     job: str = ""
     """``grade``, ``compare`` or ``pairs``."""
@@ -46,25 +38,21 @@ class JobSummary:
     resumed_rows: int = 0
     """Input rows committed by an earlier run of the same job, not judged again."""
     judged: int = 0
-    """Outcomes with a result: rows with a score (``grade``) or a winner (``compare``), pairs written (``pairs``)."""
+    """Outcomes with a result: rows with a score or a winner, pairs written."""
     failed: int = 0
-    """Outcomes without one that failed (null score or winner, see ``judge_error``; pairs: skip records
-    ``judge_failed``/``backend_failed``); ties are not failures."""
+    """Outcomes without one that failed (see ``judge_error``); ties are not failures."""
     skipped: dict[str, int] = field(default_factory=dict)
-    """Outcomes without a result that did not fail, by reason: ``compare``'s ties (``tie``, ``swap_disagreement``;
-    the rows are written, ``tie`` true), ``pairs``' skip records but the failed ones (``tie``,
-    ``swap_disagreement``, ``below_min_margin``, ``too_few_completions``)."""
+    """Outcomes without a result that did not fail, by reason (``jobs.spec.SKIPPED``)."""
     no_expected: dict[str, int] = field(default_factory=dict)
-    """``grade --expected``: rows with a score but a null ``expected_score``, by why (no logprobs returned ...)."""
+    """``grade --expected``: rows with a score but a null ``expected_score``, by why."""
     backend_failed: int = 0
-    """Of ``failed``: rows of batches whose judge call failed as a whole ("backend failed: ..."); a resume
-    judges them again."""
+    """Of ``failed``: rows whose judge backend failed ("backend failed: ..."); a resume judges them again."""
     backend_error: str = ""
-    """The first backend failure's message (what such a row's ``judge_error`` says); empty when none."""
+    """The first backend failure's message; empty when none."""
     retried_rows: int = 0
     """Rows an earlier run wrote after its backend failed, judged again by this run (in ``rows``)."""
     repaired_parts: int = 0
-    """Part files a killed run left half-written (or without their skip records), removed and judged again."""
+    """Part files a killed run left half-written, removed and judged again."""
     pairs: int = 0
     """``pairs``: preference pairs written by this run (its ``judged``)."""
     rows_without_pairs: int = 0
@@ -74,7 +62,7 @@ class JobSummary:
     tie_rounds: int = 0
     """Temperature-1.0 re-grading rounds spent on those."""
     samples: int = 0
-    """Judge samples generated (re-samples and both orders included; not those the store answered)."""
+    """Judge samples generated (not those the store answered)."""
     parse_failures: int = 0
     """Samples (generated or stored) without a parseable verdict."""
     retried: int = 0
@@ -86,8 +74,7 @@ class JobSummary:
     completion_tokens: int = 0
     """Judge tokens generated."""
     stored_samples: int = 0
-    """Judge samples the judgment store (``--store``) answered: counted here, not in ``samples`` (0 generated
-    and all stored: the judge's engine never started)."""
+    """Judge samples the judgment store (``--store``) answered."""
     stored_prompt_tokens: int = 0
     """Prompt tokens of the requests the store answered (not sent)."""
     stored_completion_tokens: int = 0
@@ -97,15 +84,12 @@ class JobSummary:
     output_rows: int = 0
     """Rows in the output when the run ended (all runs; pairs: pairs)."""
     seconds: float = 0.0
-    """Wall time of the run (input check, judge start-up and the final merge included)."""
+    """Wall time of the run, start-up and merge included."""
     workers: dict[str, dict[str, float]] = field(default_factory=dict)
-    """Per judge process (``local``, or a Ray actor ``host:pid``): rows, busy seconds (read + judge call +
-    part write), ``io_seconds`` (the read and write part of them), ``idle_seconds`` (waiting between
-    batches) and rows/s while busy."""
+    """Per judge process (``local``, or a Ray actor ``host:pid``): rows, busy, io and idle seconds, rows/s busy."""
 
     def add(self, rec: dict[str, Any]) -> None:
-        """Count one batch's record (from ``prom_reward.jobs.batch.judge_rows``): each count it holds (``rows``,
-        ``failed``, tokens ...) adds to the field of that name."""
+        """Count one batch's record (``jobs.batch.judge_rows``) into the fields of its names."""
         n = int(rec["rows"])
         self.batches += 1
         for f in dataclasses.fields(self):
@@ -129,9 +113,7 @@ class JobSummary:
         w["rows_per_s"] = w["rows"] / w["seconds"] if w["seconds"] > 0 else 0.0
 
     def exit_code(self) -> int:
-        """The job's exit status (``EXIT_CODES``): 0 when every row judged has its outcome (a verdict, a tie, or
-        the judge's own "no verdict"); ``EXIT_SOME_FAILED`` when the backend failed some rows (``--resume``
-        judges them again); ``EXIT_JUDGE_DOWN`` when it failed every row this run judged."""
+        """The job's exit status (``EXIT_CODES``)."""
         if self.backend_failed and self.backend_failed >= self.rows:
             return EXIT_JUDGE_DOWN
         return EXIT_SOME_FAILED if self.backend_failed else 0

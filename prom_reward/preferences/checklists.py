@@ -1,61 +1,69 @@
-"""Preference pairs from checklist scores: a ``pairs`` row with a checklist scores each completion by its
-criteria (one judge call per chunk), on the judge format's scale, for ``best_vs_worst`` only.
-
-Example:
-    >>> from prom_reward import PrometheusJudge
-    >>> from prom_reward.format.resolve import RubricResolver
-    >>> from prom_reward.preferences.rows import validate_row
-    >>> cfg = PreferenceConfig(rubric="helpfulness")
-    >>> row = validate_row(0, {"prompt": "2+2?", "completions": ["4", "5"], "checklist": ["Says 4"]}, cfg,
-    ...                    RubricResolver(cfg.rubric))
-    >>> judge = PrometheusJudge(backend="scripted", outputs=["Yes. [RESULT] 5", "No. [RESULT] 1"])
-    >>> [g.score for g in checklist_grades(judge, [row], cfg)[0]]
-    [5.0, 1.0]
-"""
+"""Preference pairs from checklist scores: a ``pairs`` row with a checklist scores each completion by its criteria
+(one judge call per chunk), on the judge format's scale, for ``best_vs_worst`` only."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from prom_reward.backends.bridge import run_sync
-from prom_reward.checklist.judging import ajudge_checklists
+from prom_reward.checklist.config import ChecklistConfig
+from prom_reward.checklist.criteria import Criterion
+from prom_reward.checklist.judging import ChecklistOutcome, ajudge_checklists
 from prom_reward.core.protocol import Retry
 from prom_reward.core.results import Grade, JudgeFailure
 from prom_reward.preferences.config import PreferenceConfig
 from prom_reward.preferences.rows import PreferenceRow
 
 
-def checklist_grades(
-    judge: Any, rows: Sequence[PreferenceRow], cfg: PreferenceConfig, outage: Retry | None = None
-) -> dict[int, list[Grade]]:
-    """Each completion of each row (rows with a checklist) as a ``Grade``: its aggregate on the judge's scale as
-    ``score`` (None with the ``error`` behind it), the per-criterion feedback, the tokens spent; by row index."""
-    flat = [(r, k) for r in rows for k in range(len(r.responses))]
-    if not flat:
-        return {}
+@dataclass(frozen=True)
+class ChecklistItem:
+    """One response to grade by its checklist."""
+
+    instruction: str
+    response: str
+    reference_answer: str | None
+    criteria: tuple[Criterion, ...]
+
+
+def judge_checklist_items(
+    judge: Any, items: Sequence[ChecklistItem], cfg: ChecklistConfig, outage: Retry | None = None
+) -> list[tuple[ChecklistOutcome, float | None]]:
+    """Each item's outcome, in one judge call, and its aggregate on the judge format's scale (None: undecided)."""
     batch = run_sync(
         lambda: ajudge_checklists(
             judge,
-            [r.instruction for r, _ in flat],
-            [r.responses[k] for r, k in flat],
-            [r.checklist or () for r, _ in flat],
-            cfg.checklist(),
-            [r.reference_answer for r, _ in flat],
+            [it.instruction for it in items],
+            [it.response for it in items],
+            [it.criteria for it in items],
+            cfg,
+            [it.reference_answer for it in items],
             outage=outage,
         )
     )
     lo, hi = judge.format.scale[0], judge.format.scale[-1]
+    return [(o, None if o.aggregate.value is None else lo + o.aggregate.value * (hi - lo)) for o in batch.outcomes]
+
+
+def checklist_grades(
+    judge: Any, rows: Sequence[PreferenceRow], cfg: PreferenceConfig, outage: Retry | None = None
+) -> dict[int, list[Grade]]:
+    """Each completion of each row with a checklist as a ``Grade`` (its aggregate on the judge's scale), by row
+    index."""
+    flat = [(r, k) for r in rows for k in range(len(r.responses))]
+    if not flat:
+        return {}
+    items = [ChecklistItem(r.instruction, r.responses[k], r.reference_answer, r.checklist or ()) for r, k in flat]
     out: dict[int, list[Grade]] = {}
-    for (r, _), o in zip(flat, batch.outcomes, strict=True):
-        value, error = o.aggregate.value, o.error
+    for (r, _), (o, score) in zip(flat, judge_checklist_items(judge, items, cfg.checklist(), outage), strict=True):
+        error = o.error
         if error is not None and error.kind == "transport":
-            value = None  # a criterion the transport failed: the row is judged again by a resume
-        elif value is None:
+            score = None  # a criterion the transport failed: the row is judged again by a resume
+        elif score is None:
             error = JudgeFailure("output", o.aggregate.reason or "the checklist could not be judged")
         else:
             error = None  # a non-essential criterion dropped: the aggregate stands
-        score = None if value is None else lo + value * (hi - lo)
         failures = sum(s.score is None for s in o.criteria)
         out.setdefault(r.index, []).append(Grade(score, feedback=o.feedback, failures=failures, error=error))
     return out

@@ -1,17 +1,8 @@
 """``PreferenceConfig``: how judge verdicts become DPO preference pairs (strategy, columns, ``min_margin``: score
-points for ``best_vs_worst``, ``2 * P(chosen wins) - 1`` for ``all_pairs``).
-
-Example:
-    >>> PreferenceConfig(strategy="all_pairs", min_margin=0.5).swap
-    True
-    >>> PreferenceConfig(strategy="best_of_n")  # doctest: +IGNORE_EXCEPTION_DETAIL
-    Traceback (most recent call last):
-    ConfigError: strategy: expected one of best_vs_worst, all_pairs, got 'best_of_n'; fix: ...
-"""
+points for ``best_vs_worst``, ``2 * P(chosen wins) - 1`` for ``all_pairs``)."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,12 +111,3 @@ class PreferenceConfig:
     def checklist(self) -> ChecklistConfig:
         """How rows with a checklist are judged (``checklist_mode``, ``checklist_aggregation``)."""
         return ChecklistConfig(self.checklist_mode, self.checklist_aggregation)
-
-    def fingerprint(self) -> dict[str, Any]:
-        """The options that change the pairs (a resumed job must share them): every field but the rubric (the job
-        records it resolved), ``min_margin`` as a float, a callable aggregation by its name."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "rubric"}
-        agg = self.checklist_aggregation
-        out.update(min_margin=float(self.min_margin), keep_columns=list(self.keep_columns))
-        out["checklist_aggregation"] = getattr(agg, "__qualname__", agg)
-        return out

@@ -1,14 +1,5 @@
-"""Input rows for preference pairs: ``validate_row`` turns a wide row into a ``PreferenceRow`` (original layout
-kept, the judge's text, rubric and reference), or raises ``InputError`` naming the row and field.
-
-Example:
-    >>> from prom_reward.format.resolve import RubricResolver
-    >>> cfg = PreferenceConfig(rubric="helpfulness")
-    >>> rubrics = RubricResolver(cfg.rubric, what="row")
-    >>> r = validate_row(0, {"prompt": "Hi?", "completions": ["Hello.", "Go away."]}, cfg, rubrics)
-    >>> r.responses, r.conversational
-    (('Hello.', 'Go away.'), False)
-"""
+"""Input rows for preference pairs: ``validate_row`` turns a wide row into a ``PreferenceRow`` (the original layout
+kept, the judge's text, rubric and reference), or raises ``InputError`` naming the row and field."""
 
 from __future__ import annotations
 
@@ -28,28 +19,25 @@ from prom_reward.preferences.config import PreferenceConfig
 
 @dataclass(frozen=True)
 class PreferenceRow:
-    """One validated input row (one prompt with its completions)."""
+    """One validated input row: the prompt and completions as given, what the judge reads for them (``instruction``,
+    ``responses``), the ``keep_columns`` values (``extra``) and the row's checklist, if any."""
 
     index: int
-    """Position of the row in the (grouped) input: the ``source_index`` of its pairs."""
+    """The ``source_index`` of its pairs."""
     prompt: Any
-    """The prompt as given (string or message list), copied to the output."""
     completions: tuple[Any, ...]
-    """The completions as given (strings or message lists), copied to ``chosen``/``rejected``."""
     instruction: str
-    """What the judge reads as the instruction."""
     responses: tuple[str, ...]
-    """What the judge reads for each completion."""
     rubric: Rubric
-    """The resolved rubric."""
     reference_answer: str | None
-    """Optional reference answer."""
     conversational: bool
-    """True when the prompt is a message list (then every completion is one too)."""
+    """The prompt and every completion are message lists."""
     extra: dict[str, Any] = field(default_factory=dict)
-    """The ``keep_columns`` values."""
     checklist: tuple[Criterion, ...] | None = None
-    """The row's checklist (``checklist_column``), checked; None: its completions are graded by the rubric."""
+
+
+def _error(index: int, field: str | None, message: str) -> InputError:
+    return InputError(f"row {index}: {message}", index=index, field=field)
 
 
 def _judge_text(fn: Any, value: Any, index: int, fieldname: str, flag: str) -> str:
@@ -59,24 +47,17 @@ def _judge_text(fn: Any, value: Any, index: int, fieldname: str, flag: str) -> s
         return text
     except InputError as e:
         detail = re.sub(r"^item \d+: ", "", str(e))
-        raise InputError(
-            f"row {index}: column {fieldname!r}: {detail}; fix: give text or a list of "
-            f"{{role, content}} messages, or name the right column with {flag}",
-            index=index,
-            field=fieldname,
-        ) from e
+        fix = f"fix: give text or a list of {{role, content}} messages, or name the right column with {flag}"
+        raise _error(index, fieldname, f"column {fieldname!r}: {detail}; {fix}") from e
 
 
 def validate_row(
     index: int, row: Any, cfg: PreferenceConfig, rubrics: RubricResolver, ungraded: str | None = None
 ) -> PreferenceRow:
-    """Check one wide row and prepare it for the judge; raises InputError naming row and field
-    (``rubrics``: resolves ``cfg.rubric`` or the row's ``rubric_column``; ``ungraded``: why the judge cannot
-    grade a checklist's criteria, the refusal of a row with one; None: it can)."""
+    """Check one wide row and prepare it for the judge (``InputError`` naming row and field); ``ungraded``: why the
+    judge cannot grade a checklist, the refusal of a row with one."""
     if not isinstance(row, dict):
-        raise InputError(
-            f"row {index}: expected a dict, got {type(row).__name__}; fix: give one JSON object per row", index=index
-        )
+        raise _error(index, None, f"expected a dict, got {type(row).__name__}; fix: give one JSON object per row")
     for col in (cfg.prompt_column, cfg.completions_column, *cfg.keep_columns):
         if col not in row:
             option = {
@@ -87,80 +68,53 @@ def validate_row(
             if col == cfg.completions_column and cfg.completion_column in row:  # TRL's prompt/completion rows
                 long = f"give --layout long (one row per {cfg.completion_column!r}, as in TRL's data)"
                 hint = f"; fix: {long}, or{hint[6:]}"
-            raise InputError(
-                f"row {index}: column {col!r} missing (columns: {sorted(row)}){hint}", index=index, field=col
-            )
+            raise _error(index, col, f"column {col!r} missing (columns: {sorted(row)}){hint}")
     prompt, completions = row[cfg.prompt_column], row[cfg.completions_column]
     ccol = cfg.completions_column
     if not isinstance(completions, (list, tuple)):  # fewer than 2 is a row without pairs: skipped, counted
-        raise InputError(
-            f"row {index}: {ccol} must be a list of completions, got {type(completions).__name__}; fix: give a list "
-            "(or --layout long: one row per completion)",
-            index=index,
-            field=ccol,
-        )
+        got = type(completions).__name__
+        fix = "fix: give a list (or --layout long: one row per completion)"
+        raise _error(index, ccol, f"{ccol} must be a list of completions, got {got}; {fix}")
     instruction = _judge_text(prompt_text, prompt, index, cfg.prompt_column, "--prompt-col")
     conversational = not isinstance(prompt, str)
     responses = []
     for j, c in enumerate(completions):
         name = f"{ccol}[{j}]"
         if conversational and not is_conversational(c):
-            raise InputError(
-                f"row {index}: {name} must be a list of messages like the prompt, got "
-                f"{type(c).__name__}; fix: give the completions in the prompt's layout (DPO needs chosen/rejected "
-                "in it)",
-                index=index,
-                field=name,
+            fix = "fix: give the completions in the prompt's layout (DPO needs chosen/rejected in it)"
+            raise _error(
+                index, name, f"{name} must be a list of messages like the prompt, got {type(c).__name__}; {fix}"
             )
         if not conversational and not isinstance(c, str):
-            raise InputError(
-                f"row {index}: {name} must be a str like the prompt, got {type(c).__name__} ({str(c)[:60]!r}); fix: "
-                "give text",
-                index=index,
-                field=name,
-            )
+            got = f"{type(c).__name__} ({str(c)[:60]!r})"
+            raise _error(index, name, f"{name} must be a str like the prompt, got {got}; fix: give text")
         responses.append(_judge_text(completion_text, c, index, name, "--completions-col"))
     for option in ("reference_column", "rubric_column", "checklist_column"):  # optional, but one a flag names is there
         find_column(row, option, getattr(cfg, option), f"row {index}", required=False, index=index)
-    ref = row.get(cfg.reference_column)
+    rcol, ref = cfg.reference_column, row.get(cfg.reference_column)
     if ref is not None and not isinstance(ref, str):
-        raise InputError(
-            f"row {index}: {cfg.reference_column} must be a str or None, got {type(ref).__name__}; fix: give text, "
-            "or name the right column with --reference-col",
-            index=index,
-            field=cfg.reference_column,
-        )
+        fix = "fix: give text, or name the right column with --reference-col"
+        raise _error(index, rcol, f"{rcol} must be a str or None, got {type(ref).__name__}; {fix}")
     try:
         if ref is not None:
-            check_text(ref, None, cfg.reference_column)
+            check_text(ref, None, rcol)
     except InputError as e:
         what, _, how = str(e).rpartition("; ")
-        raise InputError(
-            f"row {index}: column {cfg.reference_column!r}: {what}; fix: {how}, or name the right column with "
-            "--reference-col",
-            index=index,
-            field=cfg.reference_column,
+        raise _error(
+            index, rcol, f"column {rcol!r}: {what}; fix: {how}, or name the right column with --reference-col"
         ) from None
-    checklist = None
-    if row.get(cfg.checklist_column) is not None:
+    checklist, lcol = None, cfg.checklist_column
+    if row.get(lcol) is not None:
         if ungraded is not None:  # every strategy grades a checklist's criteria: in a format that can
-            raise InputError(f"row {index}: {ungraded}", index=index, field=cfg.checklist_column)
+            raise _error(index, lcol, ungraded)
         if cfg.strategy != "best_vs_worst":
-            raise InputError(
-                f"row {index}: column {cfg.checklist_column!r}: a checklist scores each completion, and strategy "
-                f"{cfg.strategy} compares them head to head; fix: give --strategy best_vs_worst, or drop the column",
-                index=index,
-                field=cfg.checklist_column,
-            )
+            why = f"a checklist scores each completion, and strategy {cfg.strategy} compares them head to head"
+            raise _error(index, lcol, f"column {lcol!r}: {why}; fix: give --strategy best_vs_worst, or drop the column")
         try:
-            checklist = parse_checklist(row[cfg.checklist_column])
+            checklist = parse_checklist(row[lcol])
         except InputError as e:
-            raise InputError(
-                f"row {index}: column {cfg.checklist_column!r}: {e}, or name the right column with --checklist-col "
-                "(checklist_column=)",
-                index=index,
-                field=cfg.checklist_column,
-            ) from None
+            fix = "or name the right column with --checklist-col (checklist_column=)"
+            raise _error(index, lcol, f"column {lcol!r}: {e}, {fix}") from None
     return PreferenceRow(
         index=index,
         prompt=prompt,

@@ -1,19 +1,5 @@
 """The two ways of turning judge verdicts on one chunk of rows into preference pairs: ``best_vs_worst`` (grades,
-ties re-judged by ``compare_by_grades``) and ``all_pairs`` (swapped comparisons); the rules and skip reasons are
-in docs/design-notes.md.
-
-Example:
-    >>> from prom_reward import PrometheusJudge
-    >>> from prom_reward.format.resolve import RubricResolver
-    >>> from prom_reward.preferences.rows import validate_row
-    >>> cfg = PreferenceConfig(rubric="helpfulness")
-    >>> row = validate_row(0, {"prompt": "Hi?", "completions": ["Hello!", "No."]}, cfg,
-    ...                    RubricResolver(cfg.rubric))
-    >>> judge = PrometheusJudge(backend="scripted", outputs=["Warm. [RESULT] 5", "Curt. [RESULT] 2"])
-    >>> out = judge_chunk(judge, [row], cfg)
-    >>> [(p["chosen"], p["rejected"], p["margin"]) for p in out.pairs]
-    [('Hello!', 'No.', 3.0)]
-"""
+ties re-judged by ``compare_by_grades``) and ``all_pairs`` (swapped comparisons); rules in docs/design-notes.md."""
 
 from __future__ import annotations
 
@@ -32,13 +18,10 @@ from prom_reward.preferences.rows import PreferenceRow
 
 @dataclass
 class ChunkOutcome:
-    """What one chunk produced: pair rows and skip records, in input order."""
+    """What one chunk produced: pair rows and skip records (``skip_record``), in input order."""
 
     pairs: list[dict[str, Any]] = field(default_factory=list)
-    """Output rows (``prompt``, ``chosen``, ``rejected``, scores, margin, feedback, indices)."""
     skipped: list[dict[str, Any]] = field(default_factory=list)
-    """``skip_record`` per dropped candidate pair (``pair`` None: the whole row, when a best_vs_worst grade
-    failed)."""
     tie_breaks: int = 0
     """Rows whose all-equal grades were sent to ``compare_by_grades``."""
     tie_rounds: int = 0
@@ -73,9 +56,7 @@ def _keep(out: ChunkOutcome, row: PreferenceRow, cfg: PreferenceConfig, pair: di
 def skip_record(
     row: PreferenceRow, reason: str, pair: tuple[int, int] | None, judge_error: str | None = None
 ) -> dict[str, Any]:
-    """One dropped candidate pair: ``source_index``, ``reason``, ``pair`` (None: the whole row), ``judge_error``
-    (what went wrong: a failed verdict's ``reason``, e.g. "order B-A failed: ...", or where the judge failed
-    as a whole, "backend failed: ...", "too long for the judge: ...")."""
+    """One dropped candidate pair: ``source_index``, ``reason``, ``pair`` (None: the whole row), ``judge_error``."""
     return {
         "source_index": row.index,
         "reason": reason,
@@ -109,23 +90,24 @@ def best_vs_worst(
     for (r, _), g in zip(flat, grades, strict=True):
         per_row.setdefault(r.index, []).append(g)
     decided: dict[int, dict[str, Any]] = {}
-    failed: dict[int, str | None] = {}  # rows with a failed grade -> judge_error (the first failed completion's)
-    backend: dict[int, str] = {}  # rows the transport failed -> judge_error
+    dropped: dict[int, dict[str, Any]] = {}  # rows without a pair: their skip record
     tied: list[PreferenceRow] = []
-    even: set[int] = set()  # checklist rows whose completions all scored the same
     for r in rows:
         gs = per_row[r.index]
         if not all(g.ok for g in gs):
-            k, bad = next((k, g) for k, g in enumerate(gs) if not g.ok)
-            failed[r.index] = f"completion {k}: {bad.error.reason}" if bad.error is not None else None
             down = next((g.error for g in gs if g.error is not None and g.error.kind == "transport"), None)
-            if down is not None:
-                backend[r.index] = f"backend failed: {down.reason}"
+            k, bad = next((k, g) for k, g in enumerate(gs) if not g.ok)  # judge_error: the first failed completion's
+            why = f"completion {k}: {bad.error.reason}" if bad.error is not None else None
+            dropped[r.index] = (
+                skip_record(r, "judge_failed", None, why)
+                if down is None
+                else skip_record(r, "backend_failed", None, f"backend failed: {down.reason}")
+            )
             continue
         scores = [g.score for g in gs]
         hi, lo = scores.index(max(scores)), scores.index(min(scores))  # type: ignore[type-var]
         if scores[hi] == scores[lo] and r.checklist is not None:
-            even.add(r.index)  # no tie break: a rubric would not be the checklist
+            dropped[r.index] = skip_record(r, "tie", (0, 1))  # no tie break: a rubric would not be the checklist
         elif scores[hi] == scores[lo]:
             tied.append(r)
         else:
@@ -145,14 +127,10 @@ def best_vs_worst(
         verdicts = {r.index: v for r, v in zip(tied, vs, strict=True)}
     out = ChunkOutcome(tie_breaks=len(tied), tie_rounds=sum(v.tie_rounds for v in verdicts.values()))
     for r in rows:
-        if r.index in backend:
-            out.skipped.append(skip_record(r, "backend_failed", None, backend[r.index]))
-        elif r.index in failed:
-            out.skipped.append(skip_record(r, "judge_failed", None, failed[r.index]))
+        if r.index in dropped:
+            out.skipped.append(dropped[r.index])
         elif r.index in decided:
             _keep(out, r, cfg, decided[r.index])
-        elif r.index in even:
-            out.skipped.append(skip_record(r, "tie", (0, 1)))
         else:
             v = verdicts[r.index]
             if v.winner is None:
@@ -196,9 +174,8 @@ def all_pairs(
 def judge_chunk(
     judge: Judge, rows: Sequence[PreferenceRow], cfg: PreferenceConfig, outage: Retry | None = None
 ) -> ChunkOutcome:
-    """Run the configured strategy on one chunk of validated rows; a row with fewer than two completions makes
-    no pair: it is skipped as ``too_few_completions`` without a judge call. ``outage``: how the items the
-    transport failed are asked again (the job's policy)."""
+    """Run the configured strategy on one chunk of validated rows (fewer than two completions: skipped as
+    ``too_few_completions`` unjudged) under the job's ``outage`` policy."""
     few = [r for r in rows if len(r.responses) < 2]
     rows = [r for r in rows if len(r.responses) >= 2]
     strategy = best_vs_worst if cfg.strategy == "best_vs_worst" else all_pairs
