@@ -9,6 +9,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -16,20 +17,39 @@ class PromRewardError(Exception):
     """Base class of every error prom_reward raises on purpose."""
 
 
+def said(text: str, mentions: tuple[str, ...], names: Mapping[str, str]) -> str:
+    """``text`` with each ``{name}`` of ``mentions`` said as ``names`` says it (a flag), else as ``name``."""
+    for name in mentions:
+        text = text.replace("{" + name + "}", names.get(name, name))
+    return text
+
+
 class ConfigError(PromRewardError, ValueError):
     """An option or configuration value is invalid (raised at construction time). ``setting`` names the
-    field it is about (``""``: none): a caller says it in its own terms with ``said_as`` (a flag's name)."""
+    field it is about (``""``: none); ``{name}`` in the message is one of ``mentions``, the other settings (and
+    ``None``, the null value) it names: ``said(names)`` says them in a caller's terms (a flag's name), ``str``
+    in Python's."""
 
-    def __init__(self, message: str, setting: str = "") -> None:
-        super().__init__(f"{setting}: {message}" if setting else message)
-        self.setting, self.problem = setting, message
+    def __init__(self, message: str, setting: str = "", mentions: tuple[str, ...] = ()) -> None:
+        self.setting, self.problem, self.mentions = setting, message, mentions
+        super().__init__(self.said())
 
     def __reduce__(self) -> Any:
-        return (type(self), (self.problem, self.setting)) if self.setting else super().__reduce__()
+        if not (self.setting or self.mentions):
+            return super().__reduce__()
+        return (type(self), (self.problem, self.setting, self.mentions))
+
+    def said(self, names: Mapping[str, str] | None = None) -> str:
+        """The message, each setting it names said as ``names`` says it (default: its Python name)."""
+        names = names or {}
+        text = said(self.problem, (self.setting, *self.mentions), names)
+        return f"{names.get(self.setting, self.setting)}: {text}" if self.setting else text
 
     def said_as(self, name: str, where: str = "") -> ConfigError:
         """This error about a setting, naming it ``name`` (and where it is given, ``where``)."""
-        return ConfigError(self.problem + (f" [{where}]" if where else ""), name) if self.setting else self
+        if not self.setting:
+            return self
+        return ConfigError(self.problem + (f" [{where}]" if where else ""), name, self.mentions)
 
 
 class JudgeConfigError(ConfigError):
@@ -46,12 +66,25 @@ class JudgeConfigError(ConfigError):
 
 class InputError(PromRewardError, ValueError):
     """A batch of judge inputs is malformed; raised before any generation starts. ``index``: the offending
-    item's position in the batch, ``field``: its field name (each None when unknown)."""
+    item's position in the batch, ``field``: its field name (each None when unknown); ``mentions``: the
+    settings its message names as ``{name}`` (``ConfigError``), said by ``said``."""
 
-    def __init__(self, message: str, *, index: int | None = None, field: str | None = None) -> None:
-        super().__init__(message)
+    def __init__(
+        self, message: str, *, index: int | None = None, field: str | None = None, mentions: tuple[str, ...] = ()
+    ) -> None:
+        self.problem, self.mentions = message, mentions
+        super().__init__(said(message, mentions, {}))
         self.index = index
         self.field = field
+
+    def said(self, names: Mapping[str, str] | None = None) -> str:
+        """The message, each setting it names said as ``names`` says it (default: its Python name)."""
+        return said(self.problem, self.mentions, names or {})
+
+    def at(self, where: str, problem: str | None = None) -> InputError:
+        """This error said at ``where`` (a file's line), its ``problem`` (default: the message) after it."""
+        text = self.problem if problem is None else problem
+        return InputError(f"{where}: {text}", index=self.index, field=self.field, mentions=self.mentions)
 
 
 class UnknownNameError(PromRewardError, KeyError):

@@ -13,23 +13,41 @@ from typing import Any
 
 from prom_reward.backends.factory import check_model_folder
 from prom_reward.backends.servers import JudgeServers, ServeConfig, check_port_free
-from prom_reward.backends.vllm_options import DEFAULT_GPU_MEMORY_UTILIZATION, TOKENIZER_MODES, VLLMOptions
+from prom_reward.backends.vllm_options import VLLMOptions
 from prom_reward.cli.judge_options import add_judge_options, judge_format_name
+from prom_reward.declared import declared, parse
 from prom_reward.errors import BackendError, ConfigError
+
+SERVE = ("gpus", "replicas", "port", "host", "log_dir", "startup_timeout")
+"""The ``ServeConfig`` settings ``prom-reward serve`` has a flag for (``--model`` is resolved first)."""
+ENGINE = ("tensor_parallel_size", "max_model_len", "gpu_memory_utilization", "dtype", "seed", "tokenizer_mode")
+"""The ``VLLMOptions`` settings it has a flag for, over a preset's (two more: ``--no-prefix-caching``,
+``--enforce-eager``)."""
+
+
+def add_settings(group: Any, cls: type, names: tuple[str, ...]) -> None:
+    """A flag for each setting ``names`` of ``cls`` (``log_dir`` -> ``--log-dir``): its declared help, choices and
+    default; not given: None (``given_settings`` reads the others as the setting's type)."""
+    found = {d.name: d for d in declared(cls)}
+    for name in names:
+        d = found[name]
+        shown = "" if d.default in (None, ()) else f" (default {d.default})"
+        flag = "--" + name.replace("_", "-")
+        group.add_argument(flag, dest=name, choices=d.rules.choices or None, help=f"{d.rules.help}{shown}")
+
+
+def given_settings(args: Any, cls: type, names: tuple[str, ...]) -> dict[str, Any]:
+    """The settings ``names`` of ``cls`` given as flags (``add_settings``), each read as its declared type."""
+    found = {d.name: d for d in declared(cls)}
+    given = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    return {name: parse(name, value, found[name].kind, found[name].rules.none_is) for name, value in given.items()}
 
 
 def add_serve_parser(sub: Any) -> None:
     """The ``prom-reward serve`` subcommand."""
     p = sub.add_parser("serve", help="launch dedicated vLLM judge servers and keep them up until Ctrl-C")
     p.add_argument("--model", required=True, help="hub id, folder or preset (e.g. prometheus-7b-v2.0)")
-    p.add_argument("--gpus", default="", help="comma-separated GPU ids, e.g. 4,5,6,7 (none: one CPU replica)")
-    p.add_argument("--replicas", default="auto", help="number of servers, or auto (GPUs / tensor-parallel-size)")
-    p.add_argument("--port", type=int, default=8100, help="port of the first replica (replica i: port + i)")
-    p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)")
-    log_help = "folder of the servers' logs, one judge-<port>-<pid>.log each (default judge-logs)"
-    p.add_argument("--log-dir", default="judge-logs", help=log_help)
-    wait_help = "seconds to wait for every server's /health (default 1800)"
-    p.add_argument("--startup-timeout", type=float, default=1800.0, help=wait_help)
+    add_settings(p, ServeConfig, SERVE)
     p.add_argument(
         "--format",
         type=judge_format_name,
@@ -40,25 +58,14 @@ def add_serve_parser(sub: Any) -> None:
         "engine (prom_reward.backends.vllm_options.VLLMOptions; a preset's values, "
         "then vLLM's defaults where not given)"
     )
-    e.add_argument("--tensor-parallel-size", type=int, help="GPUs per replica (default 1)")
-    e.add_argument("--max-model-len", type=int, help="the engine's context length (default: the model's)")
-    e.add_argument(
-        "--gpu-memory-utilization",
-        type=float,
-        help=f"share of each GPU a replica takes (default {DEFAULT_GPU_MEMORY_UTILIZATION}; always passed to vLLM)",
-    )
+    add_settings(e, VLLMOptions, ENGINE)
     e.add_argument("--no-prefix-caching", action="store_true", help="turn off vLLM's prefix caching (default: on)")
-    e.add_argument("--dtype", help="weights dtype, e.g. bfloat16 (default: the checkpoint's)")
     e.add_argument(
         "--enforce-eager",
         action=argparse.BooleanOptionalAction,
         default=None,
         help="no CUDA graphs / compilation: faster start, slower generation (default: eager on vLLM's CPU build, "
         "compiled on a GPU)",
-    )
-    e.add_argument("--seed", type=int, help="engine seed (default 0)")
-    e.add_argument(
-        "--tokenizer-mode", choices=TOKENIZER_MODES, help="hf (default: as prom-reward renders in process) or mistral"
     )
     p.set_defaults(func=cmd_serve)
 
@@ -68,32 +75,8 @@ def serve_config(args: Any) -> ServeConfig:
     max_model_len of ``prometheus-7b-v2.0``) under the flags given."""
     from prom_reward.core.presets import find_preset_for_model, resolve_model_path
 
-    try:
-        gpus = tuple(int(g) for g in args.gpus.split(",") if g.strip()) if args.gpus else ()
-    except ValueError:
-        raise ConfigError(
-            f"--gpus: expected comma-separated GPU ids, got {args.gpus!r}; fix: give ids such as 0,1 (nvidia-smi "
-            "lists them), or leave --gpus out for one CPU replica"
-        ) from None
-    if args.replicas == "auto":
-        replicas = None
-    elif str(args.replicas).isdigit():
-        replicas = int(args.replicas)
-    else:
-        raise ConfigError(f"--replicas: expected a number or 'auto', got {args.replicas!r}")
     preset = find_preset_for_model(args.model)
-    given = {
-        name: getattr(args, name)
-        for name in (
-            "tensor_parallel_size",
-            "max_model_len",
-            "gpu_memory_utilization",
-            "dtype",
-            "seed",
-            "tokenizer_mode",
-        )
-    }
-    settings = {**(preset.engine if preset else {}), **{k: v for k, v in given.items() if v is not None}}
+    settings = {**(preset.engine if preset else {}), **given_settings(args, VLLMOptions, ENGINE)}
     if args.no_prefix_caching:
         settings["enable_prefix_caching"] = False
     if args.enforce_eager is not None:
@@ -101,14 +84,7 @@ def serve_config(args: Any) -> ServeConfig:
     model = resolve_model_path(preset.model if preset else args.model)
     check_model_folder(model)  # a mistyped preset or folder fails here, not in a server's log
     return ServeConfig(
-        model=model,
-        engine=VLLMOptions.from_settings(settings),
-        gpus=gpus,
-        replicas=replicas,
-        port=args.port,
-        host=args.host,
-        log_dir=args.log_dir,
-        startup_timeout=args.startup_timeout,
+        model=model, engine=VLLMOptions.from_settings(settings), **given_settings(args, ServeConfig, SERVE)
     )
 
 

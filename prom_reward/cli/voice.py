@@ -1,22 +1,8 @@
 """How every error of the command line reads: ``prom-reward: error: <what> ...; fix: <how>``, one line, in
-the user's terms.
-
-The library's messages name what a Python caller gave (``num_samples``, ``--response-col (response_column=)``);
-a ``ConfigError`` about a setting names it in ``setting``, which the command says as its flag
-(``cli.main.explain``). The other messages are said with the flags here, from the dests of the subcommand's
-parser: a leading setting name becomes its flag
-(``num_samples: expected ...`` -> ``--num-samples: expected ...``), ``name=value`` becomes ``--flag value``,
-a ``(name=)`` beside its flag goes, ``or None`` (not giving the flag) is dropped and any other None is
-JSON's null. A message of the
-form ``... expected X, got Y`` without a fix gets ``fix: give --flag X``. argparse's own errors (an
-unknown flag, a bad choice, a missing argument) take the same shape through ``CliParser.error``.
+the user's terms: an error about a setting names it by its flag (``user_terms``: a ``ConfigError``'s
+``setting`` and ``mentions``, declared where it is raised), argparse's own errors through ``CliParser.error``.
 
 Example:
-    >>> in_user_terms("temperature: expected a number >= 0, got -1.0", {"temperature": "--temperature"})
-    '--temperature: expected a number >= 0, got -1.0; fix: give --temperature a number >= 0'
-    >>> in_user_terms("column 'r' missing; fix: name it with --response-col (response_column=)",
-    ...               {"response_column": "--response-col"})
-    "column 'r' missing; fix: name it with --response-col"
     >>> error_line("prom-reward: error: store: no output; fix: give -o")
     'prom-reward: error: store: no output; fix: give -o'
 """
@@ -79,50 +65,16 @@ RENAMED = {"base_url": "server", "expected_score": "expected", "truncate_respons
 """The ``PrometheusJudge`` keywords whose option has another dest (``judge_options.judge_kwargs`` renames them)."""
 
 
-def flags_of(parser: argparse.ArgumentParser) -> dict[str, str]:
-    """Each option's dest -> its long flag (``num_samples`` -> ``--num-samples``), and the judge keywords
-    of ``RENAMED`` -> their option's flag (``base_url`` -> ``--server``)."""
-    out: dict[str, str] = {}
+def user_terms(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """How the command says each setting: its option's dest -> its long flag (``num_samples`` -> ``--num-samples``),
+    the judge keywords of ``RENAMED`` -> their option's flag (``base_url`` -> ``--server``), None -> ``null``."""
+    out = {"None": "null"}
     for action in parser._actions:
         long = [s for s in action.option_strings if s.startswith("--")]
         if long and action.dest not in out:
             out[action.dest] = long[0]
     out.update((python, out[dest]) for python, dest in RENAMED.items() if dest in out and python not in out)
     return out
-
-
-_BESIDE = re.compile(r" \((\w+)=\)")  # "--response-col (response_column=)"
-_ASSIGN = re.compile(r"\b([a-z][a-z0-9_]*)=(?=[^\s=)])")  # "tensor_parallel_size=2"
-_LEADING = re.compile(r"^([a-z][a-z0-9_]*)(?=:| must | ')")  # "num_samples: ...", "port must ..."
-_NONE = re.compile(r"(expected [^;]*?),? or None(?=[,;)]| got)")
-_EXPECTED = re.compile(r"^(--[\w-]+)\b[^;]*?(?:: expected| must be) (.+?), got ")
-
-
-def in_user_terms(message: str, flags: dict[str, str]) -> str:
-    """``message`` with the Python names of ``flags`` (dest -> flag) said as flags, and a fix where an
-    ``expected X, got Y`` message has none (see the module docstring)."""
-    text = " ".join(message.split())  # one line
-
-    def beside(m: re.Match[str]) -> str:
-        flag = flags.get(m.group(1))
-        if flag is None:
-            return m.group(0)
-        return "" if flag in text else f" ({flag})"
-
-    text = _BESIDE.sub(beside, text)
-    text = _ASSIGN.sub(lambda m: f"{flags[m.group(1)]} " if m.group(1) in flags else m.group(0), text)
-    leading = _LEADING.match(text)
-    if leading and leading.group(1) in flags:  # "rubric: rubric: unknown ..." says its name once
-        name = leading.group(1)
-        rest = text[leading.end() :]
-        text = flags[name] + (rest[len(name) + 2 :] if rest.startswith(f": {name}: ") else rest)
-    text = _NONE.sub(r"\1", text)  # a flag left out is None
-    text = re.sub(r"\bNone\b", "null", text)  # a value in a file
-    if FIX.strip() not in text:
-        expected = _EXPECTED.match(text)
-        if expected:
-            text += f"{FIX}give {expected.group(1)} {expected.group(2)}"
-    return text
 
 
 _PREFIXES = re.compile(rf"^(?:{PROG}(?: [\w-]+)?: )?(?:error: )?")

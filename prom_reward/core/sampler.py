@@ -117,7 +117,7 @@ def check_counts(**counts: tuple[int, int]) -> None:
     """``ConfigError`` for a count that is not an int at least its floor: ``name=(value, floor)``."""
     for name, (value, floor) in counts.items():
         if not isinstance(value, int) or isinstance(value, bool) or value < floor:
-            raise ConfigError(f"{name} must be an int >= {floor}, got {value!r}")
+            raise ConfigError(f"expected an int >= {floor}, got {value!r}; fix: give an int >= {floor}", name)
 
 
 def check_force_policy(policy: object) -> ForcePolicy:

@@ -14,7 +14,7 @@ Example:
     ...     find_column(row, "checklist_column", "nosuch", "in.jsonl:1: row 0", required=False)
     ... except InputError as e:
     ...     print(str(e).split(";")[0])
-    in.jsonl:1: row 0: column 'nosuch' missing, which --checklist-col names (columns: ['completion', 'prompt'])
+    in.jsonl:1: row 0: column 'nosuch' missing, which checklist_column names (columns: ['completion', 'prompt'])
 """
 
 from __future__ import annotations
@@ -51,8 +51,9 @@ def column_flag(option: str) -> str:
 
 
 def option_flag(option: str) -> str:
-    """The flag and the Python option: ``instruction_column`` -> ``--instruction-col (instruction_column=)``."""
-    return f"{column_flag(option)} ({option}=)"
+    """A column option as a message names it, ``{instruction_column}`` (in ``mentions``): its flag on the command
+    line, its keyword in Python (``errors.InputError.said``)."""
+    return "{" + option + "}"
 
 
 def _what(option: str) -> str:
@@ -74,15 +75,17 @@ def find_column(
     row has (none: None for an optional column, else ``InputError``; both: ``InputError``). ``flag``: the fix's
     spelling of the option (default ``option_flag``)."""
     flag = flag or option_flag(option)
+    mentions = (option,)
     defaults = DEFAULTS[option]
     if name is not None and name != defaults[0]:
         if name in data:
             return name
         raise InputError(
-            f"{where}: column {name!r} missing, which {column_flag(option)} names (columns: {sorted(data)}); fix: "
+            f"{where}: column {name!r} missing, which {option_flag(option)} names (columns: {sorted(data)}); fix: "
             f"name one of its columns with {flag}",
             index=index,
             field=name,
+            mentions=mentions,
         )
     found = [n for n in (defaults if name is None else (name,)) if n in data]
     if len(found) == 1:
@@ -97,12 +100,14 @@ def find_column(
             f"right one with {flag}",
             index=index,
             field=ours,
+            mentions=mentions,
         )
     raise InputError(
         f"{where}: columns {ours!r} and {trl[0]!r} both hold the {_what(option)}, which one to judge is ambiguous; "
         f"fix: name the one to judge with {flag}: {ours!r} or {trl[0]!r}",
         index=index,
         field=ours,
+        mentions=mentions,
     )
 
 
@@ -125,6 +130,7 @@ def column_text(
             f"the right column with {flag or option_flag(option)}",
             index=index,
             field=name,
+            mentions=(option,),
         ) from None
 
 

@@ -81,8 +81,9 @@ def read_yaml(path: str, names: Sequence[str]) -> dict[str, Any]:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
     except OSError as e:
         raise ConfigError(
-            f"config_file: cannot read {path!r} ({e.strerror or e}); fix: give a readable YAML file of settings "
-            f"(--config / {CONFIG_ENV} / config_file)"
+            f"cannot read {path!r} ({e.strerror or e}); fix: give a readable YAML file of settings "
+            f"(--config / {CONFIG_ENV} / config_file)",
+            "config_file",
         ) from e
     except UnicodeDecodeError as e:
         raise ConfigError(

@@ -25,7 +25,6 @@ from prom_reward.core.items import GradeItem, check_text
 from prom_reward.core.protocol import Retry
 from prom_reward.core.results import Grade, JudgeFailure
 from prom_reward.errors import InputError
-from prom_reward.format.columns import option_flag
 from prom_reward.format.judge_format import JudgeFormat, Task
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.rubrics import Rubric
@@ -46,7 +45,7 @@ def resolver(rubric: Any) -> RubricResolver:
     return RubricResolver(
         rubric,
         what="row",
-        missing_hint="fix: pass --rubric NAME|FILE (rubric=), or name the column with --rubric-col (rubric_column=)",
+        missing_hint="fix: pass {rubric} NAME|FILE, or name the column with {rubric_column}",
     )
 
 
@@ -58,7 +57,7 @@ def resolve_rubric(rubrics: RubricResolver, row: SourceRow, given: str) -> Rubri
     try:
         return rubrics(None if name is None else row.data[name], index=row.id, field=field)
     except InputError as e:
-        raise InputError(f"{row.where}: {e}", index=row.id, field=field) from None
+        raise e.at(row.where) from None
 
 
 RESULT_TYPES = {
@@ -156,13 +155,12 @@ class GradeJob(JobKind):
                         raise InputError(f"expected a string, got {type(value).__name__}")
                     check_text(value, row.id, str(name))
             except InputError as e:
-                raise row_error(row, str(name), option_flag(option), str(e)) from None
+                raise row_error(row, str(name), option, str(e)) from None
             texts[option] = value
         try:
             criteria = parse_checklist(row.data[self.checklist_column])
         except InputError as e:
-            flag = option_flag("checklist_column")
-            raise row_error(row, self.checklist_column, flag, str(e)) from None
+            raise row_error(row, self.checklist_column, "checklist_column", str(e)) from None
         return ChecklistItem(texts["instruction_column"], texts["response_column"], texts["reference_column"], criteria)
 
     def result_schema(self) -> Any:

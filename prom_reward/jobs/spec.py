@@ -171,12 +171,18 @@ _ITEM_PREFIX = re.compile(r"^item \d+: ")
 
 
 def row_error(row: SourceRow, column: str, option: str | None, detail: str) -> InputError:
-    """``InputError`` for ``row``: where it is, the row id, the column, the fix (with the option renaming it)."""
+    """``InputError`` for ``row``: where it is, the row id, the column, the fix (with the column ``option``
+    renaming it, e.g. ``response_column``: its flag on the command line)."""
     detail = _ITEM_PREFIX.sub("", detail)
     what, _, how = detail.partition("; fix: ") if "; fix: " in detail else detail.partition("; ")
-    fixes = [h for h in (how, f"name the right column with {option}" if option else "") if h]
+    fixes = [h for h in (how, f"name the right column with {{{option}}}" if option else "") if h]
     fix = f"; fix: {', or '.join(fixes)}" if fixes else ""
-    return InputError(f"{row.where}: row {row.id}: column {column!r}: {what}{fix}", index=row.id, field=column)
+    return InputError(
+        f"{row.where}: row {row.id}: column {column!r}: {what}{fix}",
+        index=row.id,
+        field=column,
+        mentions=(option,) if option else (),
+    )
 
 
 def run_batch(

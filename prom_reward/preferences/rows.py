@@ -80,15 +80,18 @@ def validate_row(
     for col in (cfg.prompt_column, cfg.completions_column, *cfg.keep_columns):
         if col not in row:
             option = {
-                cfg.prompt_column: "--prompt-col (prompt_column=)",
-                cfg.completions_column: "--completions-col (completions_column=)",
+                cfg.prompt_column: "prompt_column",
+                cfg.completions_column: "completions_column",
             }.get(col)
-            hint = f"; fix: name the right one with {option}" if option else "; fix: drop it from --keep-col"
+            hint = f"; fix: name the right one with {{{option}}}" if option else "; fix: drop it from --keep-col"
             if col == cfg.completions_column and cfg.completion_column in row:  # TRL's prompt/completion rows
                 long = f"give --layout long (one row per {cfg.completion_column!r}, as in TRL's data)"
                 hint = f"; fix: {long}, or{hint[6:]}"
             raise InputError(
-                f"row {index}: column {col!r} missing (columns: {sorted(row)}){hint}", index=index, field=col
+                f"row {index}: column {col!r} missing (columns: {sorted(row)}){hint}",
+                index=index,
+                field=col,
+                mentions=(option,) if option else (),
             )
     prompt, completions = row[cfg.prompt_column], row[cfg.completions_column]
     ccol = cfg.completions_column
@@ -125,10 +128,11 @@ def validate_row(
     ref = row.get(cfg.reference_column)
     if ref is not None and not isinstance(ref, str):
         raise InputError(
-            f"row {index}: {cfg.reference_column} must be a str or None, got {type(ref).__name__}; fix: give text, "
-            "or name the right column with --reference-col",
+            f"row {index}: {cfg.reference_column} must be a str or {{None}}, got {type(ref).__name__}; fix: give text, "
+            "or name the right column with {reference_column}",
             index=index,
             field=cfg.reference_column,
+            mentions=("None", "reference_column"),
         )
     try:
         if ref is not None:
@@ -137,9 +141,10 @@ def validate_row(
         what, _, how = str(e).rpartition("; ")
         raise InputError(
             f"row {index}: column {cfg.reference_column!r}: {what}; fix: {how}, or name the right column with "
-            "--reference-col",
+            "{reference_column}",
             index=index,
             field=cfg.reference_column,
+            mentions=("reference_column",),
         ) from None
     checklist = None
     if row.get(cfg.checklist_column) is not None:
@@ -156,10 +161,11 @@ def validate_row(
             checklist = parse_checklist(row[cfg.checklist_column])
         except InputError as e:
             raise InputError(
-                f"row {index}: column {cfg.checklist_column!r}: {e}, or name the right column with --checklist-col "
-                "(checklist_column=)",
+                f"row {index}: column {cfg.checklist_column!r}: {e}, or name the right column with "
+                "{checklist_column}",
                 index=index,
                 field=cfg.checklist_column,
+                mentions=("checklist_column",),
             ) from None
     return PreferenceRow(
         index=index,

@@ -69,7 +69,9 @@ class ProbeConfig:
 
     def __post_init__(self) -> None:
         if self.parts is not None and (not self.parts or any(p not in PARTS for p in self.parts)):
-            raise ConfigError(f"expected some of {', '.join(PARTS)}, got {list(self.parts)!r}", "parts")
+            raise ConfigError(
+                f"expected some of {', '.join(PARTS)}, got {list(self.parts)!r}; fix: give some of them", "parts"
+            )
         try:
             get_rubric(self.rubric)  # a mistyped rubric fails here, not on every item
         except (ConfigError, UnknownNameError) as e:

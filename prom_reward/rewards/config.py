@@ -246,7 +246,9 @@ def failure_value(value: float | str, config: RewardConfig | None) -> float:
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise ConfigError(f"expected a number or 'min', got {value!r}", "failure_reward") from None
+        raise ConfigError(
+            f"expected a number or 'min', got {value!r}; fix: give a number or 'min'", "failure_reward"
+        ) from None
     if isinstance(value, bool) or not math.isfinite(number):
         raise ConfigError(f"expected a finite number or 'min', got {value!r}", "failure_reward")
     if scale is not None and config is not None and number > scale[1]:
