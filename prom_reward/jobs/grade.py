@@ -18,7 +18,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from prom_reward.checklist.config import ChecklistConfig
+from prom_reward.checklist.config import ChecklistConfig, checklist_config
 from prom_reward.checklist.criteria import parse_checklist
 from prom_reward.core.combine import no_verdict
 from prom_reward.core.items import GradeItem, check_text
@@ -119,7 +119,7 @@ class GradeJob(JobKind):
 
     def checklist(self, score: str = "sample") -> ChecklistConfig:
         """How checklist rows are judged (``score="expected"`` when the judge reads verdict probabilities)."""
-        return ChecklistConfig(self.checklist_mode, self.checklist_aggregation, score)
+        return checklist_config(self.checklist_mode, self.checklist_aggregation, score)
 
     def task(self) -> Task:
         return "absolute"

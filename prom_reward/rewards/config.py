@@ -48,7 +48,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from prom_reward.checklist.config import CHECKLIST_MODES, ChecklistConfig
+from prom_reward.checklist.config import CHECKLIST_MODES, ChecklistConfig, checklist_config
 from prom_reward.declared import check, setting
 from prom_reward.errors import ConfigError, UnknownNameError
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, Task, get_judge_format, unsupported_task
@@ -195,7 +195,7 @@ class RewardConfig:
     def checklist(self) -> ChecklistConfig:
         """How checklist rows are judged (``checklist_mode``, ``checklist_aggregation``, ``score``,
         ``num_samples``); raises ``ConfigError`` naming the setting."""
-        return ChecklistConfig(self.checklist_mode, self.checklist_aggregation, self.score, self.num_samples)
+        return checklist_config(self.checklist_mode, self.checklist_aggregation, self.score, self.num_samples)
 
 
 def reward_scale(config: RewardConfig) -> tuple[float, float] | None:
