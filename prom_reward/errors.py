@@ -14,21 +14,25 @@ from typing import Any
 
 
 class PromRewardError(Exception):
-    """Base class of every error prom_reward raises on purpose."""
+    """Base class of every error prom_reward raises on purpose. An error about settings names the one it is
+    about (``setting``, its prefix) and the others as ``{name}`` in its ``problem`` (``mentions``, with ``None``
+    for the null value): ``said`` says them in a caller's terms (a flag's name), ``str`` in Python's."""
 
+    setting = ""
+    mentions: tuple[str, ...] = ()
 
-def said(text: str, mentions: tuple[str, ...], names: Mapping[str, str]) -> str:
-    """``text`` with each ``{name}`` of ``mentions`` said as ``names`` says it (a flag), else as ``name``."""
-    for name in mentions:
-        text = text.replace("{" + name + "}", names.get(name, name))
-    return text
+    def said(self, names: Mapping[str, str] | None = None) -> str:
+        """The message, each setting it names said as ``names`` says it (default: its Python name)."""
+        names = names or {}
+        text = getattr(self, "problem", str(self))
+        for name in (self.setting, *self.mentions):
+            text = text.replace("{" + name + "}", names.get(name, name)) if name else text
+        return f"{names.get(self.setting, self.setting)}: {text}" if self.setting else text
 
 
 class ConfigError(PromRewardError, ValueError):
-    """An option or configuration value is invalid (raised at construction time). ``setting`` names the
-    field it is about (``""``: none); ``{name}`` in the message is one of ``mentions``, the other settings (and
-    ``None``, the null value) it names: ``said(names)`` says them in a caller's terms (a flag's name), ``str``
-    in Python's."""
+    """An option or configuration value is invalid (raised at construction time); ``setting``: the field it is
+    about (``""``: none), ``mentions``: the others it names (``PromRewardError.said``)."""
 
     def __init__(self, message: str, setting: str = "", mentions: tuple[str, ...] = ()) -> None:
         self.setting, self.problem, self.mentions = setting, message, mentions
@@ -38,12 +42,6 @@ class ConfigError(PromRewardError, ValueError):
         if not (self.setting or self.mentions):
             return super().__reduce__()
         return (type(self), (self.problem, self.setting, self.mentions))
-
-    def said(self, names: Mapping[str, str] | None = None) -> str:
-        """The message, each setting it names said as ``names`` says it (default: its Python name)."""
-        names = names or {}
-        text = said(self.problem, (self.setting, *self.mentions), names)
-        return f"{names.get(self.setting, self.setting)}: {text}" if self.setting else text
 
     def said_as(self, name: str, where: str = "") -> ConfigError:
         """This error about a setting, naming it ``name`` (and where it is given, ``where``)."""
@@ -67,19 +65,13 @@ class JudgeConfigError(ConfigError):
 class InputError(PromRewardError, ValueError):
     """A batch of judge inputs is malformed; raised before any generation starts. ``index``: the offending
     item's position in the batch, ``field``: its field name (each None when unknown); ``mentions``: the
-    settings its message names as ``{name}`` (``ConfigError``), said by ``said``."""
+    settings its message names (``PromRewardError.said``)."""
 
     def __init__(
         self, message: str, *, index: int | None = None, field: str | None = None, mentions: tuple[str, ...] = ()
     ) -> None:
-        self.problem, self.mentions = message, mentions
-        super().__init__(said(message, mentions, {}))
-        self.index = index
-        self.field = field
-
-    def said(self, names: Mapping[str, str] | None = None) -> str:
-        """The message, each setting it names said as ``names`` says it (default: its Python name)."""
-        return said(self.problem, self.mentions, names or {})
+        self.problem, self.mentions, self.index, self.field = message, mentions, index, field
+        super().__init__(self.said())
 
     def at(self, where: str, problem: str | None = None) -> InputError:
         """This error said at ``where`` (a file's line), its ``problem`` (default: the message) after it."""

@@ -20,7 +20,7 @@ from prom_reward.cli.report import add_report_parser
 from prom_reward.cli.servers import add_server_parsers
 from prom_reward.cli.store import add_store_parser
 from prom_reward.cli.voice import FIX, CliParser, print_error, user_terms
-from prom_reward.errors import BackendError, ConfigError, InputError, JudgeUnavailableError, PromRewardError
+from prom_reward.errors import BackendError, JudgeUnavailableError, PromRewardError
 from prom_reward.jobs.summary import EXIT_JUDGE_DOWN
 
 DEBUG_HELP = "show the full traceback of an error instead of one line"
@@ -48,13 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def explain(e: BaseException, names: dict[str, str] | None = None) -> str | None:
     """The one-line message of an error a person can act on (None: a bug, shown with its traceback); the
-    settings a ``ConfigError`` or ``InputError`` names are said as ``names`` says them (``voice.user_terms``)."""
-    if isinstance(e, (ConfigError, InputError)):
-        return e.said(names)
+    settings it names are said as ``names`` says them (``voice.user_terms``)."""
     if isinstance(e, BackendError) and "fix:" not in str(e):
         return f"{e}; fix: check that the judge is up and --server (or --model) names it, then run again"
     if isinstance(e, PromRewardError):
-        return str(e)
+        return e.said(names)
     if isinstance(e, OSError):  # a path the job engine did not name itself
         if e.filename is None:
             return f"{e}; fix: check the paths given, their permissions and the free space of their disk"
