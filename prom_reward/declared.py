@@ -64,6 +64,8 @@ class Rules:
             return low and (self.le is None or value <= self.le)
         if isinstance(value, str):
             return not self.choices and (not self.nonempty or bool(value))
+        if isinstance(value, tuple) and self.choices:  # some of the choices
+            return bool(value) and set(value) <= set(self.choices)
         return value is None or not self.choices
 
     def expected(self, kind: Any, null: str = "None") -> str:
@@ -84,7 +86,8 @@ class Rules:
             parts += [_noun(a, self.nonempty) for a in arms]
         if (union and type(None) in typing.get_args(kind)) or None in self.choices:
             parts.append(null)
-        return f"one of {', '.join(parts)}" if len(self.choices) > 1 and not numeric else " or ".join(parts)
+        some = "some" if any(typing.get_origin(a) is tuple for a in arms) else "one"
+        return f"{some} of {', '.join(parts)}" if len(self.choices) > 1 and not numeric else " or ".join(parts)
 
 
 def setting(default: Any = MISSING, *, factory: Any = MISSING, help: str, **rules: Any) -> Any:
