@@ -1,9 +1,6 @@
-"""Settings declared once: each dataclass field's type, default, help, choices and bounds in one ``setting(...)``.
-
-The CLI flags, environment variables, YAML keys and docs tables of a settings class are read from its
-``declared(cls)`` fields; ``check(obj)`` refuses a value outside its declaration with a ``ConfigError`` whose
-``setting`` is the field (a caller names it in its own terms: ``ConfigError.said_as``); ``parse`` reads a value
-given as text (a flag, an environment variable) as the field's type.
+"""Settings declared once: each dataclass field's type, default, help, choices and bounds in one ``setting(...)``,
+read by the flags, variables, YAML keys and docs tables (``declared``), checked by ``check`` (a ``ConfigError``
+naming the field), text read as its type by ``parse``.
 
 Example:
     >>> from dataclasses import dataclass

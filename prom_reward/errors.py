@@ -10,7 +10,6 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 
 class PromRewardError(Exception):
@@ -38,11 +37,6 @@ class ConfigError(PromRewardError, ValueError):
         self.setting, self.problem, self.mentions = setting, message, mentions
         super().__init__(self.said())
 
-    def __reduce__(self) -> Any:
-        if not (self.setting or self.mentions):
-            return super().__reduce__()
-        return (type(self), (self.problem, self.setting, self.mentions))
-
     def said_as(self, name: str, where: str = "") -> ConfigError:
         """This error about a setting, naming it ``name`` (and where it is given, ``where``)."""
         if not self.setting:
@@ -51,10 +45,8 @@ class ConfigError(PromRewardError, ValueError):
 
 
 class JudgeConfigError(ConfigError):
-    """The judge server answers, but not as configured: a wrong route (HTTP 404 on an API path: the URL
-    usually lacks ``/v1``), refused credentials (401/403), a model it does not serve: no sample's fault, so
-    never a failure reward. ``url`` is the judge URL, ``status`` the HTTP status (None when not from a reply).
-    """
+    """The judge server answers, but not as configured (a 404 on an API path, refused credentials, another
+    model): no sample's fault, never a failure reward. ``url``: the judge's, ``status``: the HTTP status or None."""
 
     def __init__(self, message: str, *, url: str | None = None, status: int | None = None) -> None:
         super().__init__(message)
@@ -107,10 +99,7 @@ class StoreError(PromRewardError, RuntimeError):
 
 
 class ServerRejected(BackendError):
-    """A judge server answered 4xx (not 429): the request itself is wrong, so it is not retried.
-
-    ``status`` is the HTTP status.
-    """
+    """A judge server answered 4xx (not 429), ``status``: the request itself is wrong, so it is not retried."""
 
     def __init__(self, message: str, status: int) -> None:
         super().__init__(message)
@@ -122,11 +111,8 @@ class ContextLengthError(InputError):
 
 
 class JudgeUnavailableError(PromRewardError, RuntimeError):
-    """The judge kept failing (unreachable, 5xx, hung) past the outage budget (``rewards.outage``): not a
-    ``BackendError``, so nothing retries it again.
-
-    ``failing_s`` is how long it had been failing, ``cause`` the last failure.
-    """
+    """The judge kept failing (unreachable, 5xx, hung) past the outage budget (``rewards.outage``), for
+    ``failing_s``, last with ``cause``: not a ``BackendError``, so nothing retries it again."""
 
     def __init__(self, message: str, *, failing_s: float = 0.0, cause: str | None = None) -> None:
         super().__init__(message)

@@ -64,13 +64,17 @@ class TransformersBackend:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         if not isinstance(batch_size, int) or batch_size < 1:
-            raise ConfigError(f"batch_size: expected an int >= 1, got {batch_size!r}")
+            raise ConfigError(f"expected an int >= 1, got {batch_size!r}; fix: give an int >= 1", "batch_size")
         if max_model_len is not None and (not isinstance(max_model_len, int) or max_model_len < 1):
-            raise ConfigError(f"max_model_len: expected None or an int >= 1, got {max_model_len!r}")
+            raise ConfigError(
+                f"expected {{None}} or an int >= 1, got {max_model_len!r}; fix: give an int >= 1",
+                "max_model_len",
+                ("None",),
+            )
         try:
             self.wire = get_wire_format(wire)
         except UnknownNameError as e:
-            raise ConfigError(f"wire: {e}") from e
+            raise ConfigError(str(e), "wire") from e
         if isinstance(model, (str, Path)):
             if isinstance(dtype, str) and dtype != "auto":
                 dtype = getattr(torch, dtype, None) or dtype

@@ -51,13 +51,9 @@ class ChecklistConfig:
             raise ConfigError(str(e), "aggregation") from e
 
 
-SAID_AS = {"mode": "checklist_mode", "aggregation": "checklist_aggregation"}
-"""How a job's or a reward's settings name ``ChecklistConfig``'s fields."""
-
-
 def checklist_config(mode: str, aggregation: Any, score: str = "sample", num_samples: int = 3) -> ChecklistConfig:
     """The ``ChecklistConfig`` of a job's or a reward's ``checklist_*`` settings, an error naming them so."""
     try:
         return ChecklistConfig(mode, aggregation, score, num_samples)
     except ConfigError as e:
-        raise e.said_as(SAID_AS.get(e.setting, e.setting)) from None
+        raise e.said_as(f"checklist_{e.setting}" if e.setting in ("mode", "aggregation") else e.setting) from None

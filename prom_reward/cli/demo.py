@@ -35,7 +35,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from prom_reward.cli.voice import FIX, CliParser, PlainDescriptionFormatter, print_error, user_terms
+from prom_reward.cli.voice import CliParser, PlainDescriptionFormatter, print_error, user_terms, with_fix
 from prom_reward.errors import ConfigError, InputError
 
 if TYPE_CHECKING:
@@ -215,8 +215,7 @@ def main(argv: list[str] | None = None) -> None:
             finally:
                 judge.close()
     except (ConfigError, InputError) as e:  # refused before anything ran: one line, as every command says it
-        said = e.said(user_terms(ap))
-        print_error(said if FIX in said else f"{said}{FIX}see {ap.prog} --help")
+        print_error(with_fix(e.said(user_terms(ap)), ap.prog))
         raise SystemExit(2) from None
     except BaseException:
         if log is not None and log.is_file():

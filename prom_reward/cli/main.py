@@ -19,7 +19,7 @@ from prom_reward.cli.probe import add_probe_parser
 from prom_reward.cli.report import add_report_parser
 from prom_reward.cli.servers import add_server_parsers
 from prom_reward.cli.store import add_store_parser
-from prom_reward.cli.voice import FIX, CliParser, print_error, user_terms
+from prom_reward.cli.voice import CliParser, print_error, user_terms, with_fix
 from prom_reward.errors import BackendError, JudgeUnavailableError, PromRewardError
 from prom_reward.jobs.summary import EXIT_JUDGE_DOWN
 
@@ -99,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "the judge (or correct --server), then run again"
             )
             return EXIT_JUDGE_DOWN
-        print_error(message if FIX in message else f"{message}{FIX}see {command.prog} --help")
+        print_error(with_fix(message, command.prog))
         return 2
 
 

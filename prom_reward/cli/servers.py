@@ -19,15 +19,13 @@ from prom_reward.declared import declared, parse
 from prom_reward.errors import BackendError, ConfigError
 
 SERVE = ("gpus", "replicas", "port", "host", "log_dir", "startup_timeout")
-"""The ``ServeConfig`` settings ``prom-reward serve`` has a flag for (``--model`` is resolved first)."""
+"""The ``ServeConfig`` and ``VLLMOptions`` settings ``prom-reward serve`` has a flag for."""
 ENGINE = ("tensor_parallel_size", "max_model_len", "gpu_memory_utilization", "dtype", "seed", "tokenizer_mode")
-"""The ``VLLMOptions`` settings it has a flag for, over a preset's (two more: ``--no-prefix-caching``,
-``--enforce-eager``)."""
 
 
 def add_settings(group: Any, cls: type, names: tuple[str, ...]) -> None:
-    """A flag for each setting ``names`` of ``cls`` (``log_dir`` -> ``--log-dir``): its declared help, choices and
-    default; not given: None (``given_settings`` reads the others as the setting's type)."""
+    """A flag for each setting ``names`` of ``cls`` (``log_dir`` -> ``--log-dir``), its declared help, choices and
+    default; None where not given."""
     found = {d.name: d for d in declared(cls)}
     for name in names:
         d = found[name]
@@ -71,8 +69,7 @@ def add_serve_parser(sub: Any) -> None:
 
 
 def serve_config(args: Any) -> ServeConfig:
-    """The ``ServeConfig`` of ``prom-reward serve``'s options: a preset's engine options (e.g. dtype and
-    max_model_len of ``prometheus-7b-v2.0``) under the flags given."""
+    """The ``ServeConfig`` of ``prom-reward serve``'s options: the flags given over a preset's engine options."""
     from prom_reward.core.presets import find_preset_for_model, resolve_model_path
 
     preset = find_preset_for_model(args.model)
@@ -89,9 +86,8 @@ def serve_config(args: Any) -> ServeConfig:
 
 
 def serve_format(args: Any) -> str:
-    """The judge format clients of ``serve``'s servers should prompt in: ``--format``, else the model preset's,
-    else ``prometheus2``. Serving a known judge for another format than the one it was trained on is allowed
-    (a deliberate experiment) but said on stderr, since its verdicts would then be mostly unparseable."""
+    """The judge format clients of ``serve``'s servers prompt in: ``--format``, else the model preset's, else
+    ``prometheus2``; another format than a known judge's own is allowed, with a warning."""
     from prom_reward.core.presets import default_format, find_preset_for_model
 
     preset = find_preset_for_model(args.model)
@@ -116,9 +112,7 @@ def cmd_serve(args: Any) -> int:
     def on_signal(signum: int, frame: Any) -> None:
         stop["now"] = True
 
-    # Ctrl-C and SIGTERM both stop the servers. SIGINT gets an explicit handler: a process started in
-    # the background by a non-interactive shell inherits SIGINT *ignored*, and then Ctrl-C (or a
-    # supervisor's SIGINT) would never reach the default KeyboardInterrupt.
+    # SIGINT too: a process started in the background by a non-interactive shell inherits it ignored
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         urls = servers.start()
@@ -145,12 +139,8 @@ def cmd_serve(args: Any) -> int:
 
 
 def cmd_reward_server(args: argparse.Namespace) -> int:
-    """Serve the judge as an OpenRLHF remote reward model (``prom_reward.integrations.openrlhf_server``).
-
-    The flags given are the explicit layer of ``RewardSettings`` (over ``PROM_REWARD_*`` and ``--config``);
-    bad settings, an unusable rubric, a judge that serves another model or fails the configuration canary
-    (a wrong route, refused credentials: ``JudgeConfigError``) exit 2 before serving.
-    """
+    """Serve the judge as an OpenRLHF remote reward model (``integrations.openrlhf_server``): bad settings, or a
+    judge that fails the start-up check, exit 2 before serving."""
     import dataclasses
 
     from prom_reward.integrations.health import ServerHealth

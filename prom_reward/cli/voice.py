@@ -1,10 +1,5 @@
-"""How every error of the command line reads: ``prom-reward: error: <what> ...; fix: <how>``, one line, in
-the user's terms: an error about a setting names it by its flag (``user_terms``: a ``ConfigError``'s
-``setting`` and ``mentions``, declared where it is raised), argparse's own errors through ``CliParser.error``.
-
-Example:
-    >>> error_line("prom-reward: error: store: no output; fix: give -o")
-    'prom-reward: error: store: no output; fix: give -o'
+"""How every error of the command line reads: ``prom-reward: error: <what> ...; fix: <how>``, one line, the
+settings an error names said as their flags (``user_terms``), argparse's own errors too (``CliParser``).
 """
 
 from __future__ import annotations
@@ -41,11 +36,8 @@ class PlainDescriptionFormatter(PlainHelpFormatter, argparse.RawDescriptionHelpF
 
 
 class CliParser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` whose usage errors read like every other error of the command line:
-    ``prom-reward: error: grade: argument --strategy: invalid choice ...; fix: see prom-reward grade --help``.
-    Its subparsers are of the same class (argparse makes them with the parent's class); a module's parser
-    (``python -m prom_reward.cli.demo``) is named by the module's last name (``demo``). Its help is
-    ``plain`` (``PlainHelpFormatter`` unless another is given)."""
+    """An ``ArgumentParser`` (and its subparsers) whose usage errors read like every other error of the command
+    line, naming the command (a module's parser by its last name, ``demo``), and whose help is ``plain``."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", PlainHelpFormatter)
@@ -57,8 +49,7 @@ class CliParser(argparse.ArgumentParser):
         else:
             command = self.prog.rsplit(".", 1)[-1]
         where = f"{command}: " if command else ""
-        hint = "" if FIX in message else f"{FIX}see {self.prog} --help"
-        self.exit(2, error_line(f"{where}{message}{hint}") + "\n")
+        self.exit(2, error_line(with_fix(f"{where}{message}", self.prog)) + "\n")
 
 
 RENAMED = {"base_url": "server", "expected_score": "expected", "truncate_response": "truncate"}
@@ -83,6 +74,11 @@ _PREFIXES = re.compile(rf"^(?:{PROG}(?: [\w-]+)?: )?(?:error: )?")
 def error_line(message: str) -> str:
     """``prom-reward: error: <message>`` on one line, whatever prefix ``message`` already had."""
     return f"{PROG}: error: " + _PREFIXES.sub("", " ".join(message.split()), count=1)
+
+
+def with_fix(message: str, prog: str) -> str:
+    """``message``, with ``fix: see PROG --help`` where it has no fix of its own."""
+    return message if FIX in message else f"{message}{FIX}see {prog} --help"
 
 
 def print_error(message: str) -> None:

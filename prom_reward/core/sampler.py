@@ -130,7 +130,9 @@ def check_force_policy(policy: object) -> ForcePolicy:
     if isinstance(policy, str) and policy in FORCE_POLICIES:
         return policy  # type: ignore[return-value]
     hint = " (True is now 'always', False 'never')" if isinstance(policy, bool) else ""
-    raise ConfigError(f"force_verdict: expected one of {', '.join(FORCE_POLICIES)}, got {policy!r}{hint}")
+    raise ConfigError(
+        f"expected one of {', '.join(FORCE_POLICIES)}, got {policy!r}{hint}; fix: give one of them", "force_verdict"
+    )
 
 
 def forced_text(judge_format: JudgeFormat, text: str) -> str | None:

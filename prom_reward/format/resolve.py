@@ -21,9 +21,6 @@ from typing import TYPE_CHECKING
 from prom_reward.errors import InputError, PromRewardError
 from prom_reward.format.rubrics import Rubric, RubricLike, get_rubric
 
-MISSING_MENTIONS = ("None", "rubric", "rubric_column")
-"""What the message of an item without a rubric names as ``{name}``: the null value, a ``missing_hint``'s settings."""
-
 if TYPE_CHECKING:
     from prom_reward.format.judge_format import JudgeFormat, Task
 
@@ -94,7 +91,7 @@ class RubricResolver:
                     f"{where}no rubric: {field} is missing or {{None}} and there is no default; {self.missing_hint}",
                     index=index,
                     field=field,
-                    mentions=MISSING_MENTIONS,
+                    mentions=("None", "rubric", "rubric_column"),  # a missing_hint may name the two settings
                 )
             return self.default
         return self.resolve(value, index=index, field=field)

@@ -117,7 +117,7 @@ class JobKind(ABC):
         rubric = self.job_rubric()
         problem = None if rubric is None else fmt.rubric_problem(rubric, self.task())
         if problem is not None:
-            raise ConfigError(f"rubric: {problem} (judge format {fmt.name!r})")
+            raise ConfigError(f"{problem} (judge format {fmt.name!r})", "rubric")
 
     def for_format(self, fmt: JudgeFormat) -> JobKind:
         """The job for a judge in ``fmt`` (its output columns may follow the format's scale; ``rubric_for``); itself
@@ -171,8 +171,7 @@ _ITEM_PREFIX = re.compile(r"^item \d+: ")
 
 
 def row_error(row: SourceRow, column: str, option: str | None, detail: str) -> InputError:
-    """``InputError`` for ``row``: where it is, the row id, the column, the fix (with the column ``option``
-    renaming it, e.g. ``response_column``: its flag on the command line)."""
+    """``InputError`` for ``row``: where it is, the row id, the column, the fix (with the option renaming it)."""
     detail = _ITEM_PREFIX.sub("", detail)
     what, _, how = detail.partition("; fix: ") if "; fix: " in detail else detail.partition("; ")
     fixes = [h for h in (how, f"name the right column with {{{option}}}" if option else "") if h]

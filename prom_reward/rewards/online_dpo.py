@@ -131,9 +131,12 @@ class OnlineDPOJudgeReward:
             )
         self.config = config or RewardConfig(**{"name": "prometheus_pairwise", **options})
         if not isinstance(max_tie_rounds, int) or isinstance(max_tie_rounds, bool) or max_tie_rounds < 0:
-            raise ConfigError(f"max_tie_rounds must be an int >= 0, got {max_tie_rounds!r}")
+            raise ConfigError(f"expected an int >= 0, got {max_tie_rounds!r}; fix: give an int >= 0", "max_tie_rounds")
         if self.config.rubric is None:
-            raise ConfigError("rubric: pass a built-in name, a Rubric, a dict or a file path (rows may override it)")
+            raise ConfigError(
+                "none given; fix: pass a built-in name, a Rubric, a dict or a file path (rows may override it)",
+                "rubric",
+            )
         pairwise = dataclasses.replace(
             self.config,
             mode="pairwise_reference",
