@@ -50,8 +50,7 @@ class JudgeConfigError(ConfigError):
 
     def __init__(self, message: str, *, url: str | None = None, status: int | None = None) -> None:
         super().__init__(message)
-        self.url = url
-        self.status = status
+        self.url, self.status = url, status
 
 
 class InputError(PromRewardError, ValueError):
@@ -75,9 +74,7 @@ class UnknownNameError(PromRewardError, KeyError):
     """A registry lookup failed; the message lists the valid names."""
 
     def __init__(self, kind: str, name: object, valid: list[str]) -> None:
-        self.kind = kind
-        self.name = name
-        self.valid = sorted(valid)
+        self.kind, self.name, self.valid = kind, name, sorted(valid)
         super().__init__(f"unknown {kind} {name!r}; valid names: {', '.join(self.valid)}; fix: give one of these")
 
     def __str__(self) -> str:  # KeyError would repr() the message otherwise
@@ -116,5 +113,4 @@ class JudgeUnavailableError(PromRewardError, RuntimeError):
 
     def __init__(self, message: str, *, failing_s: float = 0.0, cause: str | None = None) -> None:
         super().__init__(message)
-        self.failing_s = failing_s
-        self.cause = cause
+        self.failing_s, self.cause = failing_s, cause
