@@ -46,10 +46,7 @@ __version__ = "0.1.0"
 
 
 _OPTIONAL = {"PrometheusVerifiersJudge": ("verifiers", "prom_reward.integrations.verifiers_judge")}
-"""Exported names that need a package of no extra (name -> (that package, the module defining it)): imported on
-first use, and in ``__all__`` only where the package is installed, so ``from prom_reward import *`` works
-without it. verifiers plugs a judge by the id of its package (``prom-reward``) and takes the subclass of
-its ``Judge`` that ``__all__`` names."""
+"""Names needing a package of no extra (name -> (package, module)): imported on first use, in ``__all__`` if found."""
 
 
 def __getattr__(name: str) -> object:

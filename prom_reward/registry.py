@@ -1,19 +1,8 @@
-"""A tiny name -> object registry whose failed lookups list the valid names.
-
-Example:
-    >>> reg = Registry("color")
-    >>> reg.register("red", 1)
-    1
-    >>> reg.get("red")
-    1
-    >>> reg.get("blue")  # doctest: +IGNORE_EXCEPTION_DETAIL
-    Traceback (most recent call last):
-    UnknownNameError: unknown color 'blue'; valid names: red
-"""
+"""A tiny name -> object registry whose failed lookups list the valid names."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Generic, TypeVar
 
 from prom_reward.errors import UnknownNameError
@@ -22,7 +11,15 @@ T = TypeVar("T")
 
 
 class Registry(Generic[T]):
-    """Maps names to objects of one kind; ``get`` of an unknown name raises UnknownNameError."""
+    """Maps names to objects of one kind; ``get`` of an unknown name raises UnknownNameError.
+
+    >>> reg = Registry("color")
+    >>> reg.register("red", 1), reg.get("red")
+    (1, 1)
+    >>> reg.get("blue")  # doctest: +IGNORE_EXCEPTION_DETAIL
+    Traceback (most recent call last):
+    UnknownNameError: unknown color 'blue'; valid names: red
+    """
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
@@ -32,14 +29,6 @@ class Registry(Generic[T]):
         """Add ``item`` under ``name`` (case-insensitive) and return it."""
         self._items[name.lower()] = item
         return item
-
-    def decorator(self, name: str) -> Callable[[T], T]:
-        """``@registry.decorator("name")`` form of ``register``."""
-
-        def wrap(item: T) -> T:
-            return self.register(name, item)
-
-        return wrap
 
     def get(self, name: str) -> T:
         """The object registered as ``name``; raises UnknownNameError listing valid names."""

@@ -4,9 +4,10 @@ starts twice.
 
 Each worker computes the groups at collection (``group_shared_fixtures``, called by ``tests/conftest.py``)
 and writes them to the run's base temp folder; the controller's scheduler (``pytest_xdist_make_scheduler``,
-imported into ``tests/conftest.py``) hands out one group at a time, largest first, and every other test
-on its own. pytest-xdist 3.8's own ``xdist_group`` mark does not work with pytest 9: it renames the node
-id, which pytest 9 computes from its parts.
+imported into ``tests/conftest.py``) hands out the engine groups first (``engines:*``, one per worker: where CI
+runs they are the suite's longest), then one group at a time, largest first, and every other test on its own.
+pytest-xdist 3.8's own ``xdist_group`` mark does not work with pytest 9: it renames the node id, which pytest 9
+computes from its parts.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from collections.abc import Callable, Collection
 
 import pytest
 
+ENGINE_GROUP = "engines:"
+"""The prefix of an engine group's name (``tests/conftest.py`` ``ENGINE_GROUPS``): scheduled before any other group."""
 GROUPS_FILE = "xdist_groups.json"
 """Written by each worker into the run's base temp folder: test id -> group, read by the scheduler."""
 
@@ -66,7 +69,9 @@ def group_shared_fixtures(
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     """``--dist loadgroup``: pytest-xdist's scheduler by scope, each test's scope its group from
-    ``GROUPS_FILE`` (a test in no group is a scope of its own); workers take the groups largest first."""
+    ``GROUPS_FILE`` (a test in no group is a scope of its own); workers take the engine groups first, then the
+    others largest first. By test count alone (pytest-xdist's order) the crossing matrix's 1,171 stand-in cells went
+    first and the SmolLM2 engine group waited behind another group, on the worker whose time is the suite's."""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
@@ -79,5 +84,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
             if not groups and path.exists():  # written before the workers report their collections
                 groups.update(json.loads(path.read_text()))
             return groups.get(nodeid, nodeid)
+
+        def _assign_work_unit(self, node: object) -> None:
+            engines = [scope for scope in self.workqueue if scope.startswith(ENGINE_GROUP)]
+            if engines:
+                self.workqueue.move_to_end(engines[0], last=False)
+            super()._assign_work_unit(node)  # type: ignore[arg-type]
 
     return SharedFixtureScheduling(config, log)

@@ -1,13 +1,10 @@
-"""Aggregations of a checklist's per-criterion scores on [0, 1] into one reward: ``weighted_mean``, ``minimum``,
-``gate`` or a callable (formulas in docs/checklists.md); an essential criterion left unjudged makes it None.
+"""Aggregations of a checklist's per-criterion scores on [0, 1] into one reward (``weighted_mean``, ``minimum``,
+``gate`` or a callable; docs/checklists.md); an essential criterion left unjudged makes it None.
 
-Example:
-    >>> from prom_reward.checklist.criteria import Criterion
-    >>> good, pit = Criterion("cites", 3.0), Criterion("rude", 1.0, "pitfall")
-    >>> aggregate([CriterionScore(good, 1.0), CriterionScore(pit, 1.0)], "weighted_mean").value
-    0.6666666666666666
-    >>> aggregate([CriterionScore(good, 0.75), CriterionScore(pit, 0.0)], "minimum").value
-    0.75
+>>> from prom_reward.checklist.criteria import Criterion
+>>> good, pit = Criterion("cites", 3.0), Criterion("rude", 1.0, "pitfall")
+>>> aggregate([CriterionScore(good, 1.0), CriterionScore(pit, 1.0)], "weighted_mean").value
+0.6666666666666666
 """
 
 from __future__ import annotations
@@ -24,16 +21,13 @@ from prom_reward.registry import Registry
 
 @dataclass(frozen=True)
 class CriterionScore:
-    """One criterion's judgment for one response."""
+    """One criterion's judgment for one response: ``score`` on [0, 1] (a pitfall's: how far the response falls
+    into it; None, with its ``reason``, when not judged), ``raw`` on the judge format's own scale."""
 
     criterion: Criterion
-    """The criterion."""
     score: float | None
-    """Its score on [0, 1] (a pitfall's: how far the response falls into it); None when it was not judged."""
     reason: str | None = None
-    """Why it was not judged (None when it was)."""
     raw: float | None = None
-    """The score on the judge format's own scale (the grade, or its expected score)."""
 
     @property
     def satisfied(self) -> bool | None:
@@ -43,14 +37,12 @@ class CriterionScore:
 
 @dataclass(frozen=True)
 class Aggregate:
-    """A checklist's reward for one response."""
+    """A checklist's reward for one response: ``value`` (None, with its ``reason``, when an essential criterion or
+    every one went unjudged); ``dropped``: non-essential criteria left out, unjudged."""
 
     value: float | None
-    """The aggregate; None when an essential criterion was not judged, or nothing was."""
     reason: str | None = None
-    """Why ``value`` is None."""
     dropped: int = 0
-    """Non-essential criteria left out because the judge could not judge them."""
 
 
 Aggregation = Callable[[Sequence[CriterionScore]], "float | None"]
@@ -74,12 +66,10 @@ def minimum(scores: Sequence[CriterionScore]) -> float:
 
 
 GATE_FLOOR = 0.0
-"""The ``gate`` aggregation's reward when an essential criterion is not satisfied (the bottom of [0, 1])."""
 
 
 def gate(scores: Sequence[CriterionScore]) -> float:
-    """``GATE_FLOOR`` unless every essential criterion is satisfied, else ``weighted_mean`` of the others (1
-    without others)."""
+    """``GATE_FLOOR`` unless every essential criterion is satisfied, else ``weighted_mean`` of the others (or 1)."""
     if any(x.criterion.category == "essential" and not x.satisfied for x in scores):
         return GATE_FLOOR
     rest = [x for x in scores if x.criterion.category != "essential"]
@@ -105,7 +95,7 @@ def get_aggregation(how: str | Aggregation) -> Aggregation:
 
 
 def aggregate(scores: Sequence[CriterionScore], how: str | Aggregation) -> Aggregate:
-    """One response's reward from its criteria's scores (see the module docstring for failed criteria)."""
+    """One response's reward from its criteria's scores."""
     for k, x in enumerate(scores):
         if x.score is None and x.criterion.category == "essential":
             why = x.reason or "no verdict"

@@ -1,18 +1,5 @@
 """A row's checklist: its criteria (strings or ``{criterion, weight, category, rubric}`` mappings; RaR's
-categories), validated before any judging, and the binary rubric a criterion without its own is judged
-against (docs/checklists.md).
-
-Example:
-    >>> from prom_reward.format.judge_format import get_judge_format
-    >>> c = parse_checklist(["Cites a source", {"criterion": "Insults the user", "category": "pitfall"}], row=0)
-    >>> [(x.category, x.weight) for x in c]
-    [('important', 1.0), ('pitfall', 1.0)]
-    >>> criterion_rubric(c[0], get_judge_format("prometheus2")).descriptions[4]
-    'The response fully satisfies the criterion.'
-    >>> parse_checklist([{"criterion": "x", "weight": "high"}], row=3)  # doctest: +IGNORE_EXCEPTION_DETAIL
-    Traceback (most recent call last):
-    InputError: row 3, criterion 0 ('x'): weight: expected a finite number > 0, got 'high'; fix: ...
-"""
+categories) validated before any judging, and the rubric a criterion without its own is judged against."""
 
 from __future__ import annotations
 
@@ -47,31 +34,37 @@ _PITFALL = {
 
 @dataclass(frozen=True)
 class Criterion:
-    """One criterion of a checklist, validated."""
+    """One criterion of a checklist, validated: ``text`` to satisfy (a pitfall's: to avoid), a ``weight`` > 0, a
+    ``category`` of ``CATEGORIES``, and its own ``rubric`` (None: ``criterion_rubric``'s binary one)."""
 
     text: str
-    """What the response should satisfy (for a pitfall: what it should not do)."""
     weight: float = 1.0
-    """Its weight in the weighted aggregations: a finite number > 0."""
     category: str = DEFAULT_CATEGORY
-    """``essential``, ``important``, ``optional`` or ``pitfall``."""
     rubric: Rubric | None = None
-    """Its own rubric; None: the binary rubric ``criterion_rubric`` writes for the judge's scale."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.text, str) or not self.text.strip():
-            raise ConfigError(f"criterion: expected a non-empty string, got {self.text!r}")
-        if isinstance(self.weight, bool) or not isinstance(self.weight, (int, float)) or not math.isfinite(self.weight):
-            raise ConfigError(f"weight: expected a finite number > 0, got {self.weight!r}")
-        if self.weight <= 0:
-            raise ConfigError(f"weight: expected a finite number > 0, got {self.weight!r}")
-        if self.category not in CATEGORIES:
-            raise ConfigError(f"category: expected one of {', '.join(CATEGORIES)}, got {self.category!r}")
+        problem = _problem(self.text, self.weight, self.category)
+        if problem is not None:
+            raise ConfigError(f"{problem[0]}: {problem[1]}")
 
     @property
     def pitfall(self) -> bool:
         """True for a pitfall (its score counts against the response)."""
         return self.category == "pitfall"
+
+
+def _problem(text: object, weight: object, category: object) -> tuple[str, str] | None:
+    """The first wrong field of a criterion and what is wrong with it; None when all fit."""
+    if not isinstance(text, str) or not text.strip():
+        return "criterion", f"expected a non-empty string, got {text!r}"
+    unicode = unicode_problem(text)
+    if unicode is not None:
+        return "criterion", unicode
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight <= 0:
+        return "weight", f"expected a finite number > 0, got {weight!r}"
+    if category not in CATEGORIES:
+        return "category", f"expected one of {', '.join(CATEGORIES)}, got {category!r}"
+    return None
 
 
 _FIXES = {
@@ -89,8 +82,7 @@ def _fail(row: int | None, k: int, text: object, field: str, what: str) -> Input
 
 
 def parse_criterion(entry: object, row: int | None, k: int) -> Criterion:
-    """Entry ``k`` of row ``row``'s checklist as a ``Criterion`` (``InputError`` naming both, the field and the
-    fix)."""
+    """Entry ``k`` of row ``row``'s checklist as a ``Criterion`` (``InputError`` naming both, the field, the fix)."""
     if isinstance(entry, str):
         entry = {"criterion": entry}
     if not isinstance(entry, Mapping):
@@ -101,29 +93,26 @@ def parse_criterion(entry: object, row: int | None, k: int) -> Criterion:
     text = entry.get("criterion")
     if unknown:
         raise _fail(row, k, text, "criterion", f"unknown key(s) {', '.join(unknown)} (valid: {', '.join(KEYS)})")
-    if not isinstance(text, str) or not text.strip():
-        raise _fail(row, k, None, "criterion", f"expected a non-empty string, got {text!r}")
-    problem = unicode_problem(text)
+    weight, category = entry.get("weight", 1.0), entry.get("category", DEFAULT_CATEGORY)
+    problem = _problem(text, weight, category)
     if problem is not None:
-        raise _fail(row, k, None, "criterion", problem)
-    weight = entry.get("weight", 1.0)
-    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight <= 0:
-        raise _fail(row, k, text, "weight", f"expected a finite number > 0, got {weight!r}")
-    category = entry.get("category", DEFAULT_CATEGORY)
-    if category not in CATEGORIES:
-        raise _fail(row, k, text, "category", f"expected one of {', '.join(CATEGORIES)}, got {category!r}")
+        raise _fail(row, k, None if problem[0] == "criterion" else text, *problem)
     rubric = entry.get("rubric")
     if rubric is not None:
         try:
             rubric = get_rubric(rubric)
         except PromRewardError as e:
             raise _fail(row, k, text, "rubric", str(e)) from None
-    return Criterion(text.strip(), float(weight), category, rubric)
+    return Criterion(str(text).strip(), float(weight), category, rubric)
 
 
 def parse_checklist(value: object, row: int | None = None) -> tuple[Criterion, ...]:
-    """A row's checklist (a list of criteria, or the JSON text of one: a CSV cell) validated; ``InputError``
-    names the row, the criterion, the field and the fix."""
+    """A row's checklist (a list of criteria, or its JSON text: a CSV cell) validated; ``InputError`` names the row,
+    the criterion, the field and the fix.
+
+    >>> [(x.category, x.weight) for x in parse_checklist(["Cites", {"criterion": "Rude", "category": "pitfall"}])]
+    [('important', 1.0), ('pitfall', 1.0)]
+    """
 
     def fail(what: str, fix: str) -> InputError:
         where = f"row {row}: " if row is not None else ""
@@ -146,8 +135,8 @@ def parse_checklist(value: object, row: int | None = None) -> tuple[Criterion, .
 
 
 def check_grading_format(fmt: JudgeFormat, column: str) -> None:
-    """``ConfigError`` when a judge in ``fmt`` cannot grade a checklist's criteria (a pairwise-only format), naming
-    the formats that can (``unsupported_task``'s fix) and the other way out, dropping the column."""
+    """``ConfigError`` when ``fmt`` cannot grade a checklist's criteria (pairwise-only), naming the formats that can
+    and the other way out, dropping the column."""
     if "absolute" not in fmt.tasks:
         raise ConfigError(
             f"column {column!r}: a checklist's criteria are graded one by one, and {unsupported_task(fmt, 'absolute')}"
@@ -156,8 +145,8 @@ def check_grading_format(fmt: JudgeFormat, column: str) -> None:
 
 
 def criterion_rubric(criterion: Criterion, fmt: JudgeFormat) -> Rubric:
-    """The rubric ``criterion`` is judged against: its own, else a binary satisfied/not rubric with one
-    description per score of ``fmt``'s scale (2 to 5 points); ``ConfigError`` for a scale it cannot write."""
+    """The rubric ``criterion`` is judged against: its own, else a satisfied/not rubric with one description per
+    score of ``fmt``'s scale (2 to 5 points; ConfigError otherwise)."""
     if criterion.rubric is not None:
         return criterion.rubric
     n = len(fmt.scale)
@@ -179,8 +168,7 @@ def satisfied(unit_score: float) -> bool:
 
 
 def checklist_rubric(criteria: Sequence[Criterion], fmt: JudgeFormat) -> Rubric:
-    """Implicit mode's rubric: the whole checklist as one question, scored on ``fmt``'s scale (the top: every
-    criterion satisfied and no pitfall; the bottom: an essential criterion missed or a pitfall hit)."""
+    """Implicit mode's rubric: the whole checklist as one question, scored on ``fmt``'s scale."""
     n = len(fmt.scale)
     if n < 2 or n > 5:
         raise ConfigError(

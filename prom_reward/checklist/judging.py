@@ -1,20 +1,9 @@
-"""Judging a batch of (response, checklist) in one judge call: explicit (one judgment per distinct criterion)
-or implicit (the whole checklist as one rubric); one outcome per response, a failure as a value.
-
-Example:
-    >>> from prom_reward import PrometheusJudge
-    >>> import asyncio
-    >>> from prom_reward.checklist.criteria import parse_checklist
-    >>> judge = PrometheusJudge(backend="scripted", outputs=["Yes. [RESULT] 5", "No. [RESULT] 1"])
-    >>> lists = [parse_checklist(["Says 4", "Shows work"])]
-    >>> out = asyncio.run(ajudge_checklists(judge, ["2+2?"], ["4"], lists, ChecklistConfig()))
-    >>> out.outcomes[0].aggregate.value, [c.satisfied for c in out.outcomes[0].criteria]
-    (0.5, [True, False])
-"""
+"""Judging a batch of (response, checklist) in one judge call: explicit (one judgment per distinct criterion) or
+implicit (the whole checklist as one rubric); one outcome per response, a failure as a value."""
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,27 +18,22 @@ from prom_reward.format.rubrics import Rubric
 
 @dataclass(frozen=True)
 class ChecklistOutcome:
-    """One response's checklist judgment."""
+    """One response's checklist judgment: the ``aggregate`` reward, each criterion's score (explicit mode), the
+    judge's ``feedback`` (one line per criterion), and the ``error``: a criterion's transport failure (a job marks
+    the row for ``--resume``), else the judge's failure behind a None aggregate."""
 
     aggregate: Aggregate
-    """The reward on [0, 1] (a pitfall can take it below 0), or None with the reason."""
     criteria: tuple[CriterionScore, ...] = ()
-    """Explicit mode: each criterion's score, in checklist order; implicit mode: ()."""
     feedback: str | None = None
-    """The judge's feedback (explicit: one line per criterion)."""
     error: JudgeFailure | None = None
-    """A criterion's transport failure (even when the aggregate has a value without it: a job marks the row for
-    ``--resume``), else the judge's failure behind a None aggregate."""
 
 
 @dataclass
 class ChecklistBatch:
-    """What ``ajudge_checklists`` returns."""
+    """What ``ajudge_checklists`` returns: one outcome per response, in order, and the batch's ``metrics``."""
 
     outcomes: list[ChecklistOutcome]
-    """One per response, in order."""
     metrics: dict[str, float] = field(default_factory=dict)
-    """Pass rates per criterion and category, judgments asked, criteria dropped (``metrics``)."""
 
 
 def _raw(g: Grade, score: str) -> float | None:
@@ -67,16 +51,15 @@ async def _grade(
     outage: Retry | None = None,
 ) -> tuple[list[Grade], list[int]]:
     """One ``agrade`` call over the distinct asks; returns the grades and, per ask, its grade's index."""
-    seen: dict[Hashable, int] = {}
+    seen: dict[tuple[str, str, Rubric, str | None], int] = {}
     where = [seen.setdefault(a, len(seen)) for a in asks]
-    uniq = list(seen)
-    if not uniq:
+    if not seen:
         return [], where
-    refs = [a[3] for a in uniq]  # type: ignore[index]
+    instructions, responses, rubrics, refs = (list(column) for column in zip(*seen, strict=True))
     grades = await judge.agrade(
-        [a[0] for a in uniq],  # type: ignore[index]
-        [a[1] for a in uniq],  # type: ignore[index]
-        [a[2] for a in uniq],  # type: ignore[index]
+        instructions,
+        responses,
+        rubrics,
         refs if any(r is not None for r in refs) else None,
         num_samples=cfg.num_samples if cfg.score == "mean" else 1,
         sampling={"logprobs": 20} if cfg.score == "expected" and (judge.sampling.logprobs or 0) < 20 else None,
@@ -109,8 +92,17 @@ async def ajudge_checklists(
     deadline: float | None = None,
     outage: Retry | None = None,
 ) -> ChecklistBatch:
-    """Each response judged against its checklist (``cfg.mode``) in one ``judge.agrade`` call (``outage``: a
-    ``core.protocol.Retry``, as the judge's list forms take)."""
+    """Each response judged against its checklist (``cfg.mode``) in one ``judge.agrade`` call.
+
+    >>> from prom_reward import PrometheusJudge
+    >>> import asyncio
+    >>> from prom_reward.checklist.criteria import parse_checklist
+    >>> judge = PrometheusJudge(backend="scripted", outputs=["Yes. [RESULT] 5", "No. [RESULT] 1"])
+    >>> lists = [parse_checklist(["Says 4", "Shows work"])]
+    >>> out = asyncio.run(ajudge_checklists(judge, ["2+2?"], ["4"], lists, ChecklistConfig()))
+    >>> out.outcomes[0].aggregate.value, [c.satisfied for c in out.outcomes[0].criteria]
+    (0.5, [True, False])
+    """
     fmt = judge.format
     refs = list(references) if references is not None else [None] * len(responses)
     if cfg.mode == "implicit":

@@ -1,16 +1,5 @@
-"""Checklist diagnostics: pass rates per criterion and per category (every rate reads "higher is better"),
-under the metric names listed in docs/checklists.md.
-
-Example:
-    >>> from prom_reward.checklist.aggregate import Aggregate, CriterionScore
-    >>> from prom_reward.checklist.criteria import Criterion
-    >>> from prom_reward.checklist.judging import ChecklistOutcome
-    >>> a, p = Criterion("cites"), Criterion("rude", category="pitfall")
-    >>> o = ChecklistOutcome(Aggregate(0.0), (CriterionScore(a, 1.0), CriterionScore(p, 1.0)))
-    >>> m = checklist_metrics([o], [])
-    >>> m["checklist_pass_rate"], m["checklist_pitfall_pass_rate"], m["checklist/cites_pass_rate"]
-    (0.5, 0.0, 1.0)
-"""
+"""Checklist diagnostics: pass rates per criterion and per category (every rate reads "higher is better"), under
+the metric names listed in docs/checklists.md."""
 
 from __future__ import annotations
 
@@ -28,9 +17,8 @@ CHECKLIST_KEYS = (
     "checklist_judgments",
     "mean_checklist_score",
 )
-"""The checklist metrics with a fixed name, in the order the frameworks that stack per-sample logs by key
-(OpenRLHF's ``extra_logs``, verl's reward extras) log them; the per-criterion ``checklist/...`` names vary with
-the batch's criteria, so only TRL (``log_metric``) gets those."""
+"""The checklist metrics with a fixed name, in the order frameworks stacking per-sample logs by key (OpenRLHF,
+verl) log them; only TRL gets the per-criterion ``checklist/...`` names, which vary with the batch."""
 
 
 def criterion_key(text: str) -> str:
@@ -43,8 +31,16 @@ def _rate(passed: list[bool]) -> float:
 
 
 def checklist_metrics(outcomes: Sequence[Any], grades: Sequence[Any]) -> dict[str, float]:
-    """The batch's checklist metrics (see the module docstring) from its ``ChecklistOutcome``s and the distinct
-    grades."""
+    """The batch's checklist metrics from its ``ChecklistOutcome``s and the distinct grades.
+
+    >>> from prom_reward.checklist.aggregate import Aggregate, CriterionScore
+    >>> from prom_reward.checklist.criteria import Criterion
+    >>> from prom_reward.checklist.judging import ChecklistOutcome
+    >>> a, p = Criterion("cites"), Criterion("rude", category="pitfall")
+    >>> m = checklist_metrics([ChecklistOutcome(Aggregate(0.0), (CriterionScore(a, 1.0), CriterionScore(p, 1.0)))], [])
+    >>> m["checklist_pass_rate"], m["checklist_pitfall_pass_rate"], m["checklist/cites_pass_rate"]
+    (0.5, 0.0, 1.0)
+    """
     every: list[bool] = []
     by_category: dict[str, list[bool]] = {}
     by_criterion: dict[str, list[bool]] = {}

@@ -1,17 +1,5 @@
-"""Confidence indicators from the judge's own token distributions (``INDICATORS``: ``se``, ``se_cali``,
-``perplexity``, ``verdict_probability``, ``sample_agreement``, ``swap_agreement``), each an uncertainty
-(higher = less sure). How SE is estimated from the top-k alone is in docs/confidence.md.
-
-Example:
-    >>> import math
-    >>> from prom_reward.backends.base import TokenLogprobs
-    >>> pos = TokenLogprobs("a", math.log(0.5), {"a": math.log(0.5), "b": math.log(0.25)})
-    >>> [round(token_entropy(pos, t), 4) for t in ("tail", "bucket", "renormalize")]  # tail 0.25 <= p_min
-    [1.0397, 1.0397, 0.6365]
-    >>> c = Confidence(entropy=0.8, base_entropy=0.5, verdict_probability=0.9)
-    >>> round(c.entropy_calibrated, 2), round(uncertainty(c, "verdict_probability"), 2)
-    (0.3, 0.1)
-"""
+"""Confidence indicators from the judge's own token distributions (``INDICATORS``), each an uncertainty (higher =
+less sure); how SE is estimated from the top-k alone is in docs/confidence.md."""
 
 from __future__ import annotations
 
@@ -42,18 +30,8 @@ def _top_k_probs(position: TokenLogprobs, top_k: int) -> list[float]:
 
 
 def token_entropy(position: TokenLogprobs, truncation: str = "tail", top_k: int = DEFAULT_TOP_K) -> float:
-    """Entropy (nats) of one position's next-token distribution from its top-k (see module doc).
-
-    A function of the distribution only: which token was sampled does not change it.
-
-    >>> import math
-    >>> token_entropy(TokenLogprobs("x", 0.0, {"x": 0.0}))  # a certain token
-    0.0
-    >>> top = {"a": math.log(0.5), "b": math.log(0.3)}
-    >>> token_entropy(TokenLogprobs("a", top["a"], top), top_k=2) == token_entropy(
-    ...     TokenLogprobs("z", math.log(0.01), {**top, "z": math.log(0.01)}), top_k=2)
-    True
-    """
+    """Entropy (nats) of one position's next-token distribution from its top-k (``truncation``: how the mass
+    outside it counts, docs/confidence.md); which token was sampled does not change it."""
     if truncation not in TRUNCATIONS:
         raise ConfigError(f"truncation: expected one of {', '.join(TRUNCATIONS)}, got {truncation!r}")
     probs = _top_k_probs(position, top_k)
@@ -74,8 +52,7 @@ def token_entropy(position: TokenLogprobs, truncation: str = "tail", top_k: int 
 
 
 def _least_tail_entropy(rest: float, cap: float) -> float:
-    """The least entropy mass ``rest`` can have when no outcome exceeds ``cap``: as many outcomes
-    of ``cap`` as fit, plus the remainder."""
+    """The least entropy mass ``rest`` can have when no outcome exceeds ``cap``."""
     if rest <= cap:
         return -rest * math.log(rest)
     full = math.floor(rest / cap)
@@ -84,13 +61,7 @@ def _least_tail_entropy(rest: float, cap: float) -> float:
 
 
 def entropy_upper_bound(position: TokenLogprobs, vocab_size: int, top_k: int = DEFAULT_TOP_K) -> float:
-    """The most entropy the distribution can have given its top-k and a vocabulary of ``vocab_size``:
-    the outside mass spread evenly over the other tokens (each under the k-th probability).
-
-    >>> import math
-    >>> round(entropy_upper_bound(TokenLogprobs("a", math.log(0.5), {"a": math.log(0.5)}), 3), 4)
-    1.0397
-    """
+    """The most entropy the distribution can have given its top-k and a vocabulary of ``vocab_size``."""
     probs = _top_k_probs(position, top_k)
     rest, others = 1.0 - sum(probs), vocab_size - len(probs)
     h = -sum(p * math.log(p) for p in probs if p > 0)
@@ -102,25 +73,14 @@ def entropy_upper_bound(position: TokenLogprobs, vocab_size: int, top_k: int = D
 def mean_entropy(
     logprobs: Sequence[TokenLogprobs] | None, truncation: str = "tail", top_k: int = DEFAULT_TOP_K
 ) -> float | None:
-    """SE of one sample: the mean token entropy over its generated tokens (None without logprobs).
-
-    >>> import math
-    >>> mean_entropy([TokenLogprobs("x", 0.0, {"x": 0.0}),
-    ...               TokenLogprobs("y", math.log(0.5), {"y": math.log(0.5), "z": math.log(0.5)})])
-    0.34657359027997264
-    """
+    """SE of one sample: the mean token entropy over its generated tokens (None without logprobs)."""
     if not logprobs:
         return None
     return fmean(token_entropy(p, truncation, top_k) for p in logprobs)
 
 
 def mean_nll(logprobs: Sequence[TokenLogprobs] | None) -> float | None:
-    """Mean negative log-probability of the sampled tokens (log-perplexity); None without logprobs.
-
-    >>> import math
-    >>> round(mean_nll([TokenLogprobs("x", math.log(0.5)), TokenLogprobs("y", math.log(0.25))]), 4)
-    1.0397
-    """
+    """Mean negative log-probability of the sampled tokens (log-perplexity); None without logprobs."""
     values = [-p.logprob for p in logprobs or () if p.logprob is not None and math.isfinite(p.logprob)]
     return fmean(values) if values else None
 
@@ -131,23 +91,16 @@ class Confidence:
 
     entropy: float | None = None
     """SE: mean token entropy (nats) of the judge's generated tokens, averaged over its valid samples."""
-
     nll: float | None = None
     """Mean negative log-probability of the sampled tokens (log-perplexity), averaged over samples."""
-
     base_entropy: float | None = None
     """SE of the base model reading the same outputs by teacher forcing (needs a calibration model)."""
-
     verdict_probability: float | None = None
-    """Probability of the judge's own verdict token after ``[RESULT]`` (not renormalised over the
-    allowed verdicts; mean over samples)."""
-
+    """Probability of the judge's own verdict token (not renormalised over the verdicts; mean over samples)."""
     sample_agreement: float | None = None
     """Share of valid samples that agree with the majority verdict (None with fewer than 2)."""
-
     swap_agreement: float | None = None
     """Pairwise with both orders: 1.0 when both picked the same response, 0.0 otherwise."""
-
     tokens: int = 0
     """Generated tokens the entropies were averaged over."""
 
@@ -159,11 +112,7 @@ class Confidence:
         return self.entropy - self.base_entropy
 
     def as_dict(self) -> dict[str, float | None]:
-        """The indicators as a flat dict (for JSON lines and logs).
-
-        >>> Confidence(entropy=0.5, base_entropy=0.25).as_dict()["entropy_calibrated"]
-        0.25
-        """
+        """The indicators as a flat dict (for JSON lines and logs)."""
         out: dict[str, float | None] = {f.name: getattr(self, f.name) for f in fields(self)}
         out["entropy_calibrated"] = self.entropy_calibrated
         return out
@@ -175,12 +124,7 @@ def _mean(values: Sequence[float | None]) -> float | None:
 
 
 def confidence_from_samples(samples: Sequence[Any], *, swap_agreement: bool | None = None) -> Confidence:
-    """Combine the valid samples of one judgment (``core.results.JudgeSample`` objects) into a ``Confidence``.
-
-    Samples carry ``entropy``/``nll``/``base_entropy``/``scored_tokens`` (set by the sampler) and
-    ``verdict``/``probabilities``. Pairwise samples of a swapped order must already be mapped to
-    the original labels for ``sample_agreement`` to mean anything (the caller passes one order).
-    """
+    """Combine the valid samples of one judgment (``JudgeSample``s of one order) into a ``Confidence``."""
     valid = [s for s in samples if s.verdict is not None]
     probs = []
     for s in valid:
@@ -203,12 +147,7 @@ def confidence_from_samples(samples: Sequence[Any], *, swap_agreement: bool | No
 
 
 def merge_confidences(parts: Sequence[Confidence | None], *, swap_agreement: float | None = None) -> Confidence:
-    """Average several judgments' indicators (e.g. the two orders of a pairwise verdict, or the two
-    grades of ``compare_by_grades``); ``tokens`` are summed.
-
-    >>> merge_confidences([Confidence(entropy=1.0, tokens=3), Confidence(entropy=0.5, tokens=2)]).entropy
-    0.75
-    """
+    """Average several judgments' indicators (``tokens`` summed)."""
     got = [p for p in parts if p is not None]
     return Confidence(
         entropy=_mean([p.entropy for p in got]),
@@ -245,16 +184,11 @@ NEEDS = {
     "sample_agreement": "samples",
     "swap_agreement": "swap",
 }
-"""What each indicator needs from the judge: token logprobs (``confidence=True``), a calibration
-model, ``num_samples >= 2``, or pairwise judgments with ``swap=True``."""
+"""What each indicator needs: logprobs (``confidence=True``), a calibration model, samples >= 2, ``swap=True``."""
 
 
 def get_indicator(name: str) -> Indicator:
-    """The indicator registered as ``name``; a ConfigError lists the valid names.
-
-    >>> get_indicator("se")(Confidence(entropy=0.4))
-    0.4
-    """
+    """The indicator registered as ``name``; a ConfigError lists the valid names."""
     try:
         return INDICATORS.get(name)
     except UnknownNameError as e:

@@ -1,5 +1,3 @@
-"""The judging core: ``PrometheusJudge`` (``judge``) and what it is made of: validated items (``items``), the
-sampling loop (``sampler``), results (``results``), combining samples and orders (``combine``,
-``verdict_probs``), fitting prompts to the context (``context``), presets (``presets``) and the ``Judge``
-protocol (``protocol``). Imports ``format``, ``backends`` and ``confidence`` only.
-"""
+"""The judging core: the ``Judge`` base (``protocol``), ``PrometheusJudge`` (``judge``) and what it is made of: items,
+the sampling loop, results, combining samples and orders, the context check and presets. Imports ``format``,
+``backends`` and ``confidence`` only."""

@@ -1,39 +1,24 @@
 """Direct2Pair: a pairwise verdict from the absolute grades of both responses (``compare_by_grades``); tied
-pairs are re-graded at temperature 1.0 up to ``max_tie_rounds`` (``TieRounds`` keeps the grades).
-
-Example:
-    >>> from prom_reward.core.judge import PrometheusJudge
-    >>> judge = PrometheusJudge(backend="scripted", outputs=["Good. [RESULT] 4", "Poor. [RESULT] 2"])
-    >>> (v,) = judge.compare_by_grades(["Name a prime."], ["7"], ["9"], "helpfulness")
-    >>> v.winner, [g.score for g in v.grades]
-    ('A', [4.0, 2.0])
-"""
+pairs are re-graded at temperature 1.0 up to ``max_tie_rounds``."""
 
 from __future__ import annotations
 
+from prom_reward.core.combine import verdict_from_grades
 from prom_reward.core.items import GradeItem, PairItem
-from prom_reward.core.outcomes import graded_verdict, input_failure, with_failed
+from prom_reward.core.outcomes import failed_verdict, with_failed
 from prom_reward.core.results import Grade, Verdict
 from prom_reward.errors import InputError
 
-TIE_SAMPLING = {"temperature": 1.0}
-"""The sampling overrides of a tie round."""
-
-
-def failed_pair(error: InputError) -> Verdict:
-    """The verdict of a pair that could not be judged (its input's fault): unjudged, with that fault."""
-    return Verdict(winner=None, error=input_failure(error))
+TIE_SAMPLING = {"temperature": 1.0}  # the sampling overrides of a tie round
 
 
 class TieRounds:
-    """The grades of a batch of pairs as the judge grades them: first every pair, then the tied ones again (one
-    round at a time, ``tied``), until ``verdicts`` decides each pair from its last grades. ``every`` holds all
-    the pairs; those in ``failed`` are not graded and fail with their input's fault."""
+    """The grades of a batch of pairs (``every``; those in ``failed`` are not graded): first every pair, then the
+    tied ones again, one round at a time, until ``verdicts`` decides each pair from its last grades."""
 
     def __init__(self, every: list[PairItem], failed: dict[int, InputError]) -> None:
         self.every, self.failed = every, failed
-        self.pairs = [it for i, it in enumerate(every) if i not in failed]
-        """The pairs graded, in order; positions below are positions in this list."""
+        self.pairs = [it for i, it in enumerate(every) if i not in failed]  # the positions below are in this list
         self.grades: list[tuple[Grade, Grade] | None] = [None] * len(self.pairs)
         self.rounds = [0] * len(self.pairs)
 
@@ -44,8 +29,7 @@ class TieRounds:
         return a + [GradeItem(p.instruction, p.response_b, p.rubric, p.reference_answer) for p in pairs]
 
     def record(self, idx: list[int], graded: list[Grade]) -> None:
-        """The grades of the pairs at ``idx`` (``graded`` in ``grade_items`` order); a pair graded again counts one
-        tie round."""
+        """The grades of the pairs at ``idx`` (``graded`` in ``grade_items`` order); a regrade is a tie round."""
         for j, i in enumerate(idx):
             if self.grades[i] is not None:
                 self.rounds[i] += 1
@@ -60,10 +44,9 @@ class TieRounds:
         return [i for i in range(len(self.pairs)) if self._tie(i)]
 
     def verdicts(self) -> list[Verdict]:
-        """One verdict per pair of ``every``, in order: the higher grade wins, a tie left after the rounds has no
-        winner, a pair whose grade failed fails with it (``outcomes.graded_verdict``)."""
+        """One verdict per pair of ``every``, in order (``combine.verdict_from_grades``)."""
         judged = []
         for i, pair in enumerate(self.grades):
             assert pair is not None, "every pair is graded before its verdict"
-            judged.append(graded_verdict(*pair, tie=self._tie(i), tie_rounds=self.rounds[i]))
-        return with_failed(len(self.every), self.failed, judged, failed_pair)
+            judged.append(verdict_from_grades(*pair, tie=self._tie(i), tie_rounds=self.rounds[i]))
+        return with_failed(len(self.every), self.failed, judged, failed_verdict)

@@ -1,13 +1,5 @@
 """Turning sampled runs into ``Grade`` and ``Verdict`` results: the mean score and verdict distribution of the
-valid samples, the majority winner of each order, and the one rule for combining swapped orders.
-
-Example:
-    >>> from prom_reward.core.sampler import ItemRun
-    >>> from prom_reward.core.results import JudgeSample
-    >>> run = ItemRun(samples=[JudgeSample("x [RESULT] 4", "x", 4), JudgeSample("y [RESULT] 5", "y", 5)])
-    >>> grade_from_run(run).score
-    4.5
-"""
+valid samples, the majority winner of each order, and the one rule for combining swapped orders."""
 
 from __future__ import annotations
 
@@ -21,27 +13,19 @@ from prom_reward.core.sampler import ItemRun
 from prom_reward.core.verdict_probs import expected_value, no_expected
 
 COSTS = ("retries", "failures", "forced", "prompt_tokens", "completion_tokens")
-"""What a judgment spent: the fields it sums over the runs (or the grades) it is made of."""
 
 
 def _costs(parts: Sequence[ItemRun] | Sequence[Grade]) -> dict[str, Any]:
-    """``COSTS`` summed over ``parts``."""
+    """What a judgment spent: ``COSTS`` summed over the runs (or grades) it is made of."""
     return {name: sum(getattr(p, name) for p in parts) for name in COSTS}
 
 
-def _mean_distribution(dists: Sequence[dict[str, float]]) -> dict[str, float] | None:
-    if not dists:
-        return None
-    keys = sorted({k for d in dists for k in d})
-    return {k: fmean(d.get(k, 0.0) for d in dists) for k in keys}
-
-
 def grade_from_run(run: ItemRun, *, truncated: bool = False) -> Grade:
-    """Combine one item's samples into a Grade (score None when no sample parsed; a score without an expected
-    score says why in ``expected_reason``)."""
+    """Combine one item's samples into a Grade (score None when no sample parsed)."""
     valid = run.valid
     scores = tuple(int(s.verdict) for s in valid)  # type: ignore[arg-type]
-    dist = _mean_distribution([s.probabilities for s in valid if s.probabilities])
+    dists = [s.probabilities for s in valid if s.probabilities]  # their mean over every key any of them has
+    dist = {k: fmean(d.get(k, 0.0) for d in dists) for k in sorted({k for d in dists for k in d})} if dists else None
     probs = {int(k): v for k, v in dist.items()} if dist else None
     missing = no_expected(sum(s.scored_tokens for s in valid)) if valid and not dist else None
     return Grade(
@@ -76,19 +60,17 @@ def order_summary(run: ItemRun) -> tuple[Winner | None, float | None, bool]:
     return ("A" if n_a > n_b else "B"), p_a, False
 
 
-ORDERS = ("A-B", "B-A")
-"""The names of the two orders in a reason: as given, and swapped."""
+ORDERS = ("A-B", "B-A")  # the two orders in a reason: as given, and swapped
 
 
 def no_verdict(failures: int, samples: Sequence[JudgeSample] = ()) -> str:
-    """The reason of a judgment whose ``failures`` samples lack a verdict, ending with the judge format's
-    reason for the last of ``samples`` that has one (``prometheus2: no '[RESULT] 1-5' verdict ...``)."""
+    """The reason of a judgment whose ``failures`` samples lack a verdict, with the format's reason for the last."""
     last = next((s.reason for s in reversed(samples) if s.verdict is None and s.reason), None)
     return f"no verdict in {failures} sample(s)" + (f" (last: {last})" if last else "")
 
 
 def _undecided(runs: Sequence[ItemRun], winners: Sequence[Winner | None]) -> tuple[bool, str | None]:
-    """(tie, reason) of one order or both: None reason when they give a winner (see the module doc)."""
+    """(tie, reason) of one order or both: None reason when they give a winner."""
     failed = [name for name, r in zip(ORDERS, runs, strict=False) if not r.valid]
     if len(failed) == len(runs):
         return False, no_verdict(sum(r.failures for r in runs), [s for r in runs for s in r.samples])
@@ -128,8 +110,8 @@ def verdict_from_runs(first: ItemRun, swapped: ItemRun | None = None) -> Verdict
 
 
 def verdict_from_grades(a: Grade, b: Grade, *, tie: bool, tie_rounds: int) -> Verdict:
-    """The Direct2Pair verdict of two absolute grades: the higher score wins; equal or missing scores
-    give no winner (``tie`` says which of the two it is)."""
+    """The Direct2Pair verdict of two grades: the higher score wins; equal or missing scores give no winner (with the
+    first grade's failure, if one failed)."""
     winner: Winner | None = None
     reason: str | None = None
     if a.score is not None and b.score is not None and a.score != b.score:
@@ -150,5 +132,6 @@ def verdict_from_grades(a: Grade, b: Grade, *, tie: bool, tie_rounds: int) -> Ve
         tie_rounds=tie_rounds,
         confidence=merge_confidences([a.confidence, b.confidence]),
         truncated=a.truncated or b.truncated,
+        error=next((g.error for g in (a, b) if g.error is not None), None),
         **_costs([a, b]),
     )

@@ -1,17 +1,5 @@
 """Making sure every judge prompt fits the judge's context window (``prompt_tokens + max_tokens <=
-context_length``) before generating: an item that does not fit fails alone with ``ContextLengthError``, or has
-its response(s) shortened with ``truncate_response=True``.
-
-Example:
-    >>> from prom_reward.backends.scripted import ScriptedBackend
-    >>> from prom_reward.backends.base import GenerationRequest
-    >>> from prom_reward.backends.sampling import SamplingConfig
-    >>> b = ScriptedBackend(outputs=[], context=12)
-    >>> req = GenerationRequest("s", "one two three four five six", sampling=SamplingConfig(max_tokens=4))
-    >>> import asyncio
-    >>> asyncio.run(fit_to_context(b, [req], [None], lambda it: req, truncate=False))[1:]
-    ([False], [None])
-"""
+context_length``): an item that does not fit fails alone, or has its response(s) shortened (``truncate``)."""
 
 from __future__ import annotations
 
@@ -23,8 +11,7 @@ from prom_reward.core.items import GradeItem, Item
 from prom_reward.errors import ContextLengthError, InputError
 
 _MAX_STEPS = 8
-TEMPLATE_MARGIN = 256
-"""Tokens allowed for what a chat template adds around the text (role headers, BOS ...)."""
+TEMPLATE_MARGIN = 256  # tokens a chat template may add around the text (role headers, BOS ...)
 
 
 def surely_fits(request: GenerationRequest, limit: int) -> bool:
@@ -34,8 +21,7 @@ def surely_fits(request: GenerationRequest, limit: int) -> bool:
 
 
 def _shorten(item: Item, fraction: float) -> Item:
-    """``item`` with its response(s) cut to ``fraction`` of the longest response's length: of a pair, a response
-    shorter than that stays whole (a long response compared with a short one must not wipe out the short one)."""
+    """``item`` with its response(s) cut to ``fraction`` of the longest (a shorter one of a pair stays whole)."""
     if isinstance(item, GradeItem):
         return dataclasses.replace(item, response=item.response[: max(0, int(len(item.response) * fraction))])
     cap = max(0, int(max(len(item.response_a), len(item.response_b)) * fraction))
@@ -51,11 +37,9 @@ async def fit_to_context(
     known: Sequence[bool] | None = None,
     deadline: float | None = None,
 ) -> tuple[list[GenerationRequest], list[bool], list[InputError | None]]:
-    """Check (and optionally truncate) every request (``items``: what each was rendered from); returns the
-    requests, truncated flags and, per item, the ``InputError`` of one that cannot be made to fit (None where it
-    fits). ``known``: per request, True where it is not checked (a judgment store holds its answer: it fitted
-    when it was made); the backend is not asked anything when every request is known. ``deadline`` bounds what
-    the backend is asked (``GET /models``, ``/tokenize`` of a server)."""
+    """Check (and optionally truncate) every request (``items``: what each was rendered from); returns the requests,
+    truncated flags and, per item, the ``InputError`` of one that cannot fit. ``known``: per request, True where a
+    judgment store holds its answer (not checked). ``deadline`` bounds what the backend is asked."""
     truncated = [False] * len(requests)
     errors: list[InputError | None] = [None] * len(requests)
     check = [i for i in range(len(requests)) if not (known and known[i])]
@@ -96,10 +80,9 @@ async def fit_to_context(
             continue
         try:
             requests[i] = await _truncate(backend, items[i], render, count, budget, i, deadline)
+            truncated[i] = True
         except InputError as e:
             errors[i] = e
-            continue
-        truncated[i] = True
     return requests, truncated, errors
 
 

@@ -1,10 +1,5 @@
 """The table of judge formats in docs/formats.md, generated from the registered formats and the presets (kept
-equal to the page by ``tests/core/test_format_table.py``, rendered by ``make docs``).
-
-Example:
-    >>> formats_table().splitlines()[2].split(" | ")[2:]
-    ['absolute, relative', '1..5', '`1`..`5`; `A`, `B`', '`" [RESULT] "` |']
-"""
+equal to the page by ``tests/core/test_format_table.py``)."""
 
 from __future__ import annotations
 
@@ -12,14 +7,11 @@ import prom_reward.format.formats  # noqa: F401  (registers the built-in formats
 from prom_reward.core.presets import PRESETS
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JUDGE_FORMATS, JudgeFormat, get_judge_format
 
-__all__ = ["formats_table"]
-
 HEADER = "| name | preset models | tasks | scale | verdicts | forced after |\n|---|---|---|---|---|---|"
 
 
 def _models(name: str) -> str:
-    """The model ids of the presets in format ``name``, by preset name, each once; a format no preset names is
-    chosen with ``format=`` / ``--format``."""
+    """The model ids of the presets in format ``name``, each once."""
     models = dict.fromkeys(PRESETS.get(p).model for p in PRESETS if PRESETS.get(p).format == name)
     return ", ".join(f"`{m}`" for m in models) or "none (name it: `--format`)"
 
@@ -33,7 +25,7 @@ def _scale(fmt: JudgeFormat) -> str:
 
 
 def _labels(fmt: JudgeFormat) -> str:
-    """The verdict labels of each task the format judges (absolute first): a range when there are more than two."""
+    """The verdict labels of each task the format judges (absolute first), a range when more than two."""
     parts = []
     for task in sorted(fmt.tasks):
         labels = [f"`{label}`" for label in fmt.verdict_labels(task)]
@@ -41,19 +33,14 @@ def _labels(fmt: JudgeFormat) -> str:
     return "; ".join(parts)
 
 
-def _forced_after(fmt: JudgeFormat) -> str:
-    if fmt.force_prefix is None:
-        return "not one token: never forced"
-    return f'`"{fmt.force_prefix}"`'
-
-
 def formats_table() -> str:
-    """The markdown table of the built-in judge formats (the module docstring says what each column holds)."""
+    """The markdown table of the built-in judge formats."""
     names = sorted(JUDGE_FORMATS, key=lambda n: (n != DEFAULT_FORMAT, n))
     rows = []
     for name in names:
         fmt = get_judge_format(name)
         shown = f"`{name}` (default)" if name == DEFAULT_FORMAT else f"`{name}`"
-        cells = [shown, _models(name), ", ".join(sorted(fmt.tasks)), _scale(fmt), _labels(fmt), _forced_after(fmt)]
+        forced = "not one token: never forced" if fmt.force_prefix is None else f'`"{fmt.force_prefix}"`'
+        cells = [shown, _models(name), ", ".join(sorted(fmt.tasks)), _scale(fmt), _labels(fmt), forced]
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join([HEADER, *rows])

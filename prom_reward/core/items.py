@@ -1,17 +1,5 @@
 """``GradeItem`` and ``PairItem``: the judge's inputs, validated once where they are built (``InputError``
-naming the field and the fix), and the list forms' builders ``absolute_items`` / ``relative_items``.
-
-Example:
-    >>> item = GradeItem("Say hi", "hi", "helpfulness")
-    >>> item.rubric.criteria[:8], item.reference_answer
-    ('Does the', None)
-    >>> GradeItem("Say hi", 7, "helpfulness")  # doctest: +IGNORE_EXCEPTION_DETAIL
-    Traceback (most recent call last):
-    InputError: response must be a str, got int ('7'); convert it to text (or drop the item) before judging
-    >>> absolute_items(["a", "b"], ["x"], "helpfulness")  # doctest: +IGNORE_EXCEPTION_DETAIL
-    Traceback (most recent call last):
-    InputError: responses has 1 items but instructions has 2 ...
-"""
+naming the field and the fix), and the list forms' builders ``absolute_items`` / ``relative_items``."""
 
 from __future__ import annotations
 
@@ -26,28 +14,11 @@ from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.rubrics import Rubric, RubricLike, RubricsLike, get_rubric, one_for_all
 from prom_reward.format.templates import unicode_problem
 
-__all__ = [
-    "GradeItem",
-    "PairItem",
-    "absolute_items",
-    "check_rubrics",
-    "check_text",
-    "item_list",
-    "map_responses",
-    "relative_items",
-]
-
 _RUBRIC_HINT = "pass a Rubric, a built-in name or a rubric dict"
 
 
 def check_text(text: str, index: int | None, field: str) -> None:
-    """Raise ``InputError`` when ``text`` is not valid Unicode (a lone surrogate cannot be encoded).
-
-    >>> check_text("fine", 0, "response")
-    >>> check_text("bad \\ud800", 3, "response")  # doctest: +IGNORE_EXCEPTION_DETAIL
-    Traceback (most recent call last):
-    InputError: item 3: response holds a lone surrogate ...
-    """
+    """Raise ``InputError`` when ``text`` is not valid Unicode (a lone surrogate cannot be encoded)."""
     problem = unicode_problem(text)
     if problem is not None:
         where = "" if index is None else f"item {index}: "
@@ -95,8 +66,7 @@ class GradeItem:
     response: str
     """The response to grade."""
     rubric: Rubric
-    """What it is graded on; built from a built-in name, a ``Rubric``, a dict, a .json/.yaml path or
-    formatted ``[criteria]`` text."""
+    """What it is graded on (a built-in name, ``Rubric``, dict, .json/.yaml path or ``[criteria]`` text)."""
     reference_answer: str | None = None
     """A reference answer (what a top grade looks like) shown to the judge, or None."""
 
@@ -141,7 +111,6 @@ class PairItem:
 
 
 Item = TypeVar("Item", GradeItem, PairItem)
-"""An absolute or a pairwise item (what the judge's shared plumbing takes)."""
 
 
 def map_responses(item: Item, f: Callable[[str], str]) -> Item:
@@ -169,8 +138,7 @@ def item_list(items: object, cls: type[Item]) -> list[Item]:
     return list(items)
 
 
-Failed = dict[int, InputError] | None
-"""Where per-item faults go (item index -> its ``InputError``); None: raise them."""
+Failed = dict[int, InputError] | None  # where per-item faults go (item index -> its error); None: raise them
 
 
 def _fault(failed: Failed, error: InputError) -> None:
@@ -181,8 +149,7 @@ def _fault(failed: Failed, error: InputError) -> None:
 
 
 def check_rubrics(items: Sequence[Item], judge_format: JudgeFormat, task: Task, failed: dict[int, InputError]) -> None:
-    """Record in ``failed`` each item (not failed yet) whose rubric does not fit ``judge_format`` for ``task``
-    (``JudgeFormat.rubric_problem``, asked once per distinct rubric)."""
+    """Record in ``failed`` each item (not failed yet) whose rubric does not fit ``judge_format`` for ``task``."""
     problems: dict[Rubric, str | None] = {}
     for i, it in enumerate(items):
         if i in failed:
@@ -211,10 +178,8 @@ def _as_list(name: str, value: object, n: int | None) -> list[object]:
 def _rubrics(
     value: RubricsLike, n: int, *, task: Task, judge_format: JudgeFormat | None
 ) -> tuple[list[Rubric], dict[int, InputError]]:
-    """One ``Rubric`` per item, and each item's rubric fault: from one rubric for all (resolved once:
-    unusable, it raises for the whole call) or a list of ``n`` (``RubricResolver``: each distinct value
-    resolved once; a None item, or one that does not fit the judge format for ``task``
-    (``JudgeFormat.rubric_problem``; None: not checked here), is that item's fault and keeps a placeholder)."""
+    """One ``Rubric`` per item and each item's rubric fault: from one rubric for all (unusable, it raises) or a list
+    of ``n`` (a None, or one that does not fit ``judge_format``, is that item's fault and keeps a placeholder)."""
     resolver = RubricResolver(judge_format=judge_format, task=task, missing_hint=_RUBRIC_HINT)
     if one_for_all(value):
         return ([resolver(value)] * n if n else []), {}
@@ -239,9 +204,7 @@ def _from_lists(
     failed: Failed,
     judge_format: str | JudgeFormat | None,
 ) -> list[Item]:
-    """``cls`` items of parallel lists (``instructions``, then the ``texts`` columns by name, the rubrics and the
-    references); an item's fault (its texts first, then its rubric) goes to ``failed`` (or raises) and the item
-    keeps a placeholder."""
+    """``cls`` items of parallel lists; an item's fault goes to ``failed`` (or raises), the item a placeholder."""
     ins = _as_list("instructions", instructions, None)
     n = len(ins)
     columns = [_as_list(name, value, n) for name, value in texts.items()]
@@ -270,9 +233,8 @@ def absolute_items(
     failed: Failed = None,
     judge_format: str | JudgeFormat | None = DEFAULT_FORMAT,
 ) -> list[GradeItem]:
-    """``GradeItem``s from parallel lists; raises InputError naming item and field (an item's own fault goes
-    to ``failed`` when given; rubrics are checked against ``judge_format``; None: not checked here, the judge
-    checks them against its own)."""
+    """``GradeItem``s from parallel lists; raises ``InputError`` naming item and field (an item's own fault goes to
+    ``failed`` when given); rubrics are checked against ``judge_format`` (None: not here)."""
     texts = {"responses": responses}
     return _from_lists(GradeItem, "absolute", instructions, texts, rubric, reference_answers, failed, judge_format)
 
@@ -287,8 +249,6 @@ def relative_items(
     failed: Failed = None,
     judge_format: str | JudgeFormat | None = DEFAULT_FORMAT,
 ) -> list[PairItem]:
-    """``PairItem``s from parallel lists; raises InputError naming item and field (an item's own fault goes to
-    ``failed`` when given; rubrics are checked against ``judge_format``; None: not checked here, the judge
-    checks them against its own)."""
+    """``PairItem``s from parallel lists, as ``absolute_items``."""
     texts = {"responses_a": responses_a, "responses_b": responses_b}
     return _from_lists(PairItem, "relative", instructions, texts, rubric, reference_answers, failed, judge_format)

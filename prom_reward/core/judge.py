@@ -147,10 +147,8 @@ class PrometheusJudge(Judge):
             thread_safe=self.backend.capabilities.thread_safe,
         )
 
-    # -- plumbing ---------------------------------------------------------------
     def _neutralize(self, items: list[Item]) -> list[Item]:
-        """``items`` with template markers inside their responses rewritten (``format.sanitize``; counted in
-        ``stats.neutralized``)."""
+        """``items`` with template markers inside their responses rewritten (counted in ``stats.neutralized``)."""
         if not self.capabilities.neutralize_markers:
             return items
 
@@ -171,10 +169,9 @@ class PrometheusJudge(Judge):
         failed: dict[int, InputError],
         deadline: float | None = None,
     ) -> tuple[list[ItemRun], list[bool]]:
-        """Fit the requests of the items not in ``failed`` to the context (shortening responses when
-        ``truncate``, default the judge's ``truncate_response``; not those a judgment store answers), sample
-        them (``SampleRunner``), let the ``readers`` read them, count. One run per item, in order: a failed item's
-        run is empty and carries its ``error``."""
+        """Fit the requests of the items not in ``failed`` to the context (not those a judgment store answers),
+        sample them, let the ``readers`` read them, count. One run per item, in order (a failed one with its
+        ``error``)."""
         truncate = self.truncate_response if truncate is None else truncate
         store = self._store
         if store is not None:
@@ -196,11 +193,8 @@ class PrometheusJudge(Judge):
         count_runs(self.stats, sampled, time.perf_counter() - start, sum(truncated))
         return runs, truncated
 
-    # -- public API: items in, one outcome per item out -------------------------------------
     async def agrade_items(self, items: Sequence[GradeItem], **options: Unpack[CallOptions]) -> list[Grade]:
-        """Absolute grades of ``items``, one per item, in order. An item whose rubric does not fit the judge's
-        format, or that cannot be judged, gets a Grade with score None and its ``error``; ``options`` as
-        ``core.protocol.CallOptions``."""
+        """Absolute grades of ``items``, one per item, in order (a failed one: score None and its ``error``)."""
         check_task(self.format, "absolute")
         failed: dict[int, InputError] = {}
         batch = item_list(items, GradeItem)
@@ -221,9 +215,8 @@ class PrometheusJudge(Judge):
     async def acompare_items(
         self, items: Sequence[PairItem], *, swap: bool = False, **options: Unpack[CallOptions]
     ) -> list[Verdict]:
-        """Pairwise verdicts ("A"/"B") of ``items``, one per item, in order; with ``swap=True`` both orders are
-        judged in the same batch and combined (agreement, else a tie with winner None). A failed item is a
-        Verdict with winner None and its ``error``."""
+        """Pairwise verdicts ("A"/"B") of ``items``, one per item, in order; ``swap``: both orders in the same batch,
+        combined (agreement, else a tie). A failed item is a Verdict with winner None and its ``error``."""
         check_task(self.format, "relative")
         failed: dict[int, InputError] = {}
         pairs = item_list(items, PairItem)

@@ -1,14 +1,5 @@
 """One outcome per item: how the judge turns an item's fault (input, context, output, transport) into that
-item's failed result, as a value.
-
-Example:
-    >>> from prom_reward.core.results import Grade
-    >>> from prom_reward.core.sampler import ItemRun
-    >>> grade_outcome(Grade(score=None, failures=2), ItemRun()).error.kind
-    'output'
-    >>> input_failure(InputError("item 3: response holds a lone surrogate")).reason
-    'response holds a lone surrogate'
-"""
+item's failed result, as a value."""
 
 from __future__ import annotations
 
@@ -18,14 +9,14 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from prom_reward.backends.base import Backend, GenerationRequest
-from prom_reward.core.combine import ORDERS, grade_from_run, no_verdict, verdict_from_grades, verdict_from_runs
+from prom_reward.core.combine import ORDERS, no_verdict
 from prom_reward.core.context import fit_to_context
 from prom_reward.core.items import Item
 from prom_reward.core.results import Grade, JudgeFailure, Verdict
 from prom_reward.core.sampler import ItemRun
 from prom_reward.errors import BackendError, InputError
 
-_ITEM = re.compile(r"^item \d+: ")
+_ITEM = re.compile(r"^(item|sample) \d+: ")
 R = TypeVar("R", Grade, Verdict)
 
 
@@ -43,11 +34,9 @@ async def fit_items(
     deadline: float | None,
     known: Callable[[list[GenerationRequest]], list[bool]] | None = None,
 ) -> tuple[list[ItemRun], list[bool], list[int], list[GenerationRequest]]:
-    """The requests still to sample: one run per item (a failed one empty, with its ``error``: ``failed``, or
-    a prompt that cannot be made to fit the context), the truncated flags, the positions of the items to
-    sample and their requests (carrying ``deadline``). ``known``: which of the rendered requests a judgment
-    store answers (those are not checked against the context). The context check may ask the backend (a
-    server's ``/tokenize``), within ``deadline``."""
+    """The requests still to sample: one run per item (a failed one empty, with its ``error``: ``failed``, or a
+    prompt that cannot fit the context), the truncated flags, the positions of the items to sample and their
+    requests (carrying ``deadline``). ``known``: which rendered requests a judgment store answers (not checked)."""
     runs = [ItemRun(error=input_failure(failed[i])) if i in failed else ItemRun() for i in range(len(items))]
     truncated = [False] * len(items)
     ok = [i for i in range(len(items)) if i not in failed]
@@ -93,34 +82,26 @@ def verdict_outcome(verdict: Verdict, orders: Sequence[ItemRun]) -> Verdict:
     return verdict
 
 
-def graded_verdict(a: Grade, b: Grade, *, tie: bool, tie_rounds: int) -> Verdict:
-    """The Direct2Pair verdict of two grades, failed with the first grade's failure when one has one."""
-    verdict = verdict_from_grades(a, b, tie=tie, tie_rounds=tie_rounds)
-    return dataclasses.replace(verdict, error=next((g.error for g in (a, b) if g.error is not None), None))
+def failed_grade(failure: JudgeFailure) -> Grade:
+    """The grade of an item nothing was judged for (its input's fault, or no call answered it)."""
+    return Grade(None, error=failure)
 
 
-def failed_grade(error: InputError) -> Grade:
-    """The grade of an item that could not be built (its ``InputError``), as the judge gives a failed item."""
-    run = ItemRun(error=input_failure(error))
-    return grade_outcome(grade_from_run(run), run)
+def failed_verdict(failure: JudgeFailure, swap: bool = False) -> Verdict:
+    """The verdict of a pair nothing was judged for: no winner in its order (both with ``swap``), with the reason."""
+    return Verdict(None, error=failure, reason=failure.reason, order_winners=(None, None) if swap else (None,))
 
 
-def failed_verdict(error: InputError, swap: bool) -> Verdict:
-    """The verdict of a pair that could not be built (its ``InputError``): no winner in either order."""
-    run = ItemRun(error=input_failure(error))
-    return verdict_outcome(verdict_from_runs(run, run if swap else None), [run, run] if swap else [run])
-
-
-def with_failed(n: int, failed: dict[int, InputError], judged: Sequence[R], fail: Callable[[InputError], R]) -> list[R]:
-    """The results of ``n`` items: those in ``failed`` are ``fail`` of their input's fault, the others ``judged``
-    (in order)."""
+def with_failed(
+    n: int, failed: dict[int, InputError], judged: Sequence[R], fail: Callable[[JudgeFailure], R]
+) -> list[R]:
+    """The results of ``n`` items: those in ``failed`` are ``fail`` of their input's fault, the others ``judged``."""
     rest = iter(judged)
-    return [fail(failed[i]) if i in failed else next(rest) for i in range(n)]
+    return [fail(input_failure(failed[i])) if i in failed else next(rest) for i in range(n)]
 
 
 def all_answered(results: Sequence[Grade] | Sequence[Verdict]) -> None:
-    """Raise the first ``transport`` failure among ``results`` as a ``BackendError``: for callers whose measure is
-    meaningless with a judge that did not answer (the probe); a reward or a job keeps the outcomes instead."""
+    """Raise the first ``transport`` failure among ``results`` as a ``BackendError`` (for the probe)."""
     for r in results:
         if r.error is not None and r.error.kind == "transport":
             raise BackendError(r.error.reason)

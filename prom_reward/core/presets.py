@@ -1,16 +1,5 @@
 """Presets: the known judge models (model id, judge format, wire format, engine options, sampling defaults),
-merged under the user's options key by key; the list of presets is in docs/formats.md.
-
-Example:
-    >>> get_preset("prometheus-7b-v2.0").model
-    'prometheus-eval/prometheus-7b-v2.0'
-    >>> find_preset_for_model("prometheus-eval/prometheus-8x7b-v2.0").name
-    'prometheus-8x7b-v2.0'
-    >>> find_preset_for_model("Unbabel/M-Prometheus-7B").format
-    'm-prometheus'
-    >>> default_format("flowaicom/Flow-Judge-v0.1"), default_format("my/own-judge")
-    ('flow-judge', 'prometheus2')
-"""
+merged under the user's options key by key; the list of presets is in docs/formats.md."""
 
 from __future__ import annotations
 
@@ -25,22 +14,15 @@ class JudgePreset:
     """A named judge configuration."""
 
     name: str
-    """Preset name."""
-
     model: str
     """Hub id, or ``local:smollm2`` / ``local:pocket-judge`` for the folders made by ``make setup``."""
-
     wire: str = "chat"
-    """Wire format name."""
-
     engine: dict[str, Any] = field(default_factory=dict)
     """Backend/engine options (merged under the user's)."""
-
     judge: dict[str, Any] = field(default_factory=dict)
     """PrometheusJudge options (sampling, force_verdict, ...), merged under the user's."""
-
     format: str = "prometheus2"
-    """The judge format its model was trained on (``prom_reward.format.judge_format``), unless the user names one."""
+    """The judge format its model was trained on, unless the user names one."""
 
 
 PRESETS: Registry[JudgePreset] = Registry("judge preset")
@@ -112,15 +94,13 @@ def find_preset_for_model(model: str | None) -> JudgePreset | None:
 
 
 def default_format(model: str | None, preset: str | None = None) -> str:
-    """The judge format name of a judge whose user names none: its preset's (``preset``, else the one whose name
-    or model id is ``model``), else ``prometheus2``."""
+    """The judge format of a judge whose user names none: its preset's, else ``prometheus2``."""
     p = get_preset(preset) if preset else find_preset_for_model(model)
     return p.format if p else "prometheus2"
 
 
 def resolve_model_path(model: str) -> str:
-    """Turn ``local:smollm2`` / ``local:pocket-judge`` into their folders (built on first use);
-    other ids pass through."""
+    """Turn ``local:smollm2`` / ``local:pocket-judge`` into their folders (built on first use)."""
     if model == "local:smollm2":
         from prom_reward.local.models import ensure_smollm2
 

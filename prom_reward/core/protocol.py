@@ -1,19 +1,6 @@
-"""``Judge``: the base of every judge (``PrometheusJudge``, ``prom_reward.experimental.CascadeJudge``, a judge
-behind another API, a test double).
-
-A judge implements two item methods (``agrade_items``, ``acompare_items``) and declares its ``format``, ``sampling``,
-``stats`` and ``capabilities``; everything else is written here once, over the item methods: the list forms
-(``agrade``, ``acompare``, ``acompare_by_grades``), pairwise verdicts through grades (``acompare_items_by_grades``,
-``core.by_grades``) and the sync form of each (``backends.bridge.sync_method``), all with the same ``deadline``.
-The derived forms take ``outage=`` (a ``Retry``: ``rewards.outage.Outage``): the items the transport failed are
-asked again under that policy (what the jobs and the probe pass).
-
-Example:
-    >>> from prom_reward.core.judge import PrometheusJudge
-    >>> judge: Judge = PrometheusJudge(backend="scripted", outputs=["Exact. [RESULT] 5"])
-    >>> [g.score for g in judge.grade(["2+2?"], ["4"], "helpfulness")], judge.capabilities.num_samples
-    ([5.0], 1)
-"""
+"""``Judge``: the base of every judge. A judge implements two item methods (``agrade_items``, ``acompare_items``)
+and declares its ``format``, ``sampling``, ``stats`` and ``capabilities``; the list forms, pairwise verdicts
+through grades and the sync forms are written here once, each taking ``outage=`` (a ``Retry``)."""
 
 from __future__ import annotations
 
@@ -25,7 +12,7 @@ from typing import Any, Protocol, Self, TypedDict, TypeVar, Unpack
 
 from prom_reward.backends.bridge import sync_method
 from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
-from prom_reward.core.by_grades import TIE_SAMPLING, TieRounds, failed_pair
+from prom_reward.core.by_grades import TIE_SAMPLING, TieRounds
 from prom_reward.core.items import GradeItem, Item, PairItem, absolute_items, check_rubrics, item_list, relative_items
 from prom_reward.core.outcomes import failed_grade, failed_verdict, with_failed
 from prom_reward.core.results import Grade, JudgeFailure, JudgeStats, Judgment, Verdict
@@ -33,14 +20,11 @@ from prom_reward.errors import InputError
 from prom_reward.format.judge_format import JudgeFormat, Task, check_task
 from prom_reward.format.rubrics import RubricsLike
 
-__all__ = ["CallOptions", "Judge", "JudgeCapabilities", "Retry"]
-
 J = TypeVar("J", bound=Judgment)
 
 
 class Retry(Protocol):
-    """An outage policy at work (``rewards.outage.Outage``): the outcomes of ``call(items, **options)``, the items
-    the transport failed asked again; ``failed(failure)`` stands for an item no call answered."""
+    """An outage policy at work (``rewards.outage.Outage``): ``call``'s outcomes, transport failures asked again."""
 
     async def aoutcomes(
         self,
@@ -62,8 +46,7 @@ class JudgeCapabilities:
     confidence: bool = False
     """Whether its results carry token-logprob confidence indicators (what a cascade's ``se`` reads)."""
     neutralize_markers: bool = True
-    """Whether template markers and chat special tokens inside judged texts are rewritten
-    (``prom_reward.format.sanitize``); rewards neutralise their samples' other fields alike."""
+    """Whether template markers and chat special tokens inside judged texts are rewritten (``format.sanitize``)."""
     special_tokens: tuple[str, ...] = ()
     """Its chat special tokens neutralised in judged texts, besides ``sanitize.SPECIAL_TOKENS``."""
     thread_safe: bool = False
@@ -73,16 +56,11 @@ class JudgeCapabilities:
 class CallOptions(TypedDict, total=False):
     """The per-call options of the item methods."""
 
-    num_samples: int | None
-    """Samples per item (None: ``capabilities.num_samples``)."""
-    sampling: SamplingOverrides
-    """Sampling options merged over the judge's for this call."""
-    truncate_response: bool | None
-    """Shorten over-long responses to fit (None: the judge's own setting)."""
-    deadline: float | None
-    """Monotonic time that bounds the transport's attempts."""
-    attempt: int
-    """The requests' number (tie rounds re-grade with others, so a judgment store keeps them apart)."""
+    num_samples: int | None  # samples per item (None: ``capabilities.num_samples``)
+    sampling: SamplingOverrides  # sampling options merged over the judge's for this call
+    truncate_response: bool | None  # shorten over-long responses to fit (None: the judge's own setting)
+    deadline: float | None  # monotonic time that bounds the transport's attempts
+    attempt: int  # the requests' number (tie rounds re-grade with others, so a judgment store keeps them apart)
 
 
 class Judge(ABC):
@@ -96,7 +74,6 @@ class Judge(ABC):
     stats: JudgeStats
     """Running counters (calls, samples, tokens ...); a composite judge's own are in ``stats.counters``."""
     capabilities: JudgeCapabilities
-    """What it declares (samples, confidence, neutralisation, thread safety)."""
 
     @abstractmethod
     async def agrade_items(self, items: Sequence[GradeItem], **options: Unpack[CallOptions]) -> list[Grade]:
@@ -111,24 +88,13 @@ class Judge(ABC):
     def close(self) -> None:  # noqa: B027 (a judge that holds nothing has nothing to release)
         """Release what the judge holds (engines, HTTP clients)."""
 
-    # -- written once, over the item methods ------------------------------------------------------------------
-    async def _items(
-        self,
-        call: Callable[..., Awaitable[list[J]]],
-        items: Sequence[Any],
-        failed: Callable[[JudgeFailure], J],
-        outage: Retry | None,
-        options: CallOptions,
-    ) -> list[J]:
-        """``call(items, **options)``, its transport failures asked again under ``outage`` when given."""
-        if outage is None:
-            return await call(items, **options)
-        return await outage.aoutcomes(items, call, failed, options)
-
+    # -- written once, over the item methods; ``outage``: transport failures asked again under that policy --------
     async def _outage_grades(
         self, items: Sequence[GradeItem], *, outage: Retry | None = None, **options: Unpack[CallOptions]
     ) -> list[Grade]:
-        return await self._items(self.agrade_items, items, _grade_of, outage, options)
+        if outage is None:
+            return await self.agrade_items(items, **options)
+        return await outage.aoutcomes(items, self.agrade_items, failed_grade, options)
 
     async def _outage_verdicts(
         self,
@@ -138,8 +104,10 @@ class Judge(ABC):
         outage: Retry | None = None,
         **options: Unpack[CallOptions],
     ) -> list[Verdict]:
+        if outage is None:
+            return await self.acompare_items(items, swap=swap, **options)
         call = functools.partial(self.acompare_items, swap=swap)
-        return await self._items(call, items, _verdict_of, outage, options)
+        return await outage.aoutcomes(items, call, functools.partial(failed_verdict, swap=swap), options)
 
     grade_items = sync_method(_outage_grades)
     """``agrade_items``, waited for; ``outage``: its transport failures asked again under that policy."""
@@ -155,8 +123,7 @@ class Judge(ABC):
         deadline: float | None = None,
         outage: Retry | None = None,
     ) -> list[Verdict]:
-        """Pairwise verdicts of ``items`` from the absolute grades of A and B, ties re-graded
-        (``core.by_grades``), one per item, in order."""
+        """Pairwise verdicts of ``items`` from the absolute grades of A and B, ties re-graded (``core.by_grades``)."""
         check_task(self.format, "absolute")
         failed: dict[int, InputError] = {}
         pairs = item_list(items, PairItem)
@@ -180,8 +147,7 @@ class Judge(ABC):
     def _build(
         self, task: Task, items_of: Callable[..., list[Item]], *lists: object, fit: bool = True
     ) -> tuple[int, list[Item], dict[int, InputError]]:
-        """The items of parallel ``lists`` for ``task``: how many, those built (in order) and each other one's
-        fault; ``fit``: their rubrics are checked against the format here (False: by the item method)."""
+        """The items of parallel ``lists`` for ``task``: how many, those built and each other one's fault."""
         check_task(self.format, task)
         failed: dict[int, InputError] = {}
         items = items_of(*lists, failed=failed, judge_format=self.format if fit else None)
@@ -197,9 +163,8 @@ class Judge(ABC):
         outage: Retry | None = None,
         **options: Unpack[CallOptions],
     ) -> list[Grade]:
-        """``agrade_items`` of the items made from parallel lists (``core.items.absolute_items``); ``rubric``: one
-        for all items or one per item. An item's own fault fails that item; lists of different lengths raise
-        ``InputError``."""
+        """``agrade_items`` of the items made from parallel lists; ``rubric``: one for all or one per item. An item's
+        own fault fails that item; lists of different lengths raise ``InputError``."""
         n, built, failed = self._build("absolute", absolute_items, instructions, responses, rubric, reference_answers)
         judged = await self._outage_grades(built, outage=outage, **options)
         return with_failed(n, failed, judged, failed_grade)
@@ -216,12 +181,11 @@ class Judge(ABC):
         outage: Retry | None = None,
         **options: Unpack[CallOptions],
     ) -> list[Verdict]:
-        """``acompare_items`` of the items made from parallel lists (``core.items.relative_items``); ``swap``:
-        judge both orders and combine them. An item's own fault fails that item."""
+        """``acompare_items`` of the items made from parallel lists; ``swap``: judge both orders and combine them."""
         pairs = (instructions, responses_a, responses_b, rubric, reference_answers)
         n, built, failed = self._build("relative", relative_items, *pairs)
         judged = await self._outage_verdicts(built, swap=swap, outage=outage, **options)
-        return with_failed(n, failed, judged, lambda e: failed_verdict(e, swap))
+        return with_failed(n, failed, judged, functools.partial(failed_verdict, swap=swap))
 
     async def acompare_by_grades(
         self,
@@ -236,8 +200,7 @@ class Judge(ABC):
         deadline: float | None = None,
         outage: Retry | None = None,
     ) -> list[Verdict]:
-        """``acompare_items_by_grades`` of the items made from parallel lists (their rubrics checked for
-        grading). An item's own fault fails that item."""
+        """``acompare_items_by_grades`` of the items made from parallel lists (their rubrics checked for grading)."""
         pairs = (instructions, responses_a, responses_b, rubric, reference_answers)
         n, built, failed = self._build("absolute", relative_items, *pairs, fit=False)
         judged = await self.acompare_items_by_grades(
@@ -247,7 +210,7 @@ class Judge(ABC):
             deadline=deadline,
             outage=outage,
         )
-        return with_failed(n, failed, judged, failed_pair)
+        return with_failed(n, failed, judged, failed_verdict)
 
     compare_items_by_grades = sync_method(acompare_items_by_grades)
     grade, compare, compare_by_grades = sync_method(agrade), sync_method(acompare), sync_method(acompare_by_grades)
@@ -257,11 +220,3 @@ class Judge(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _grade_of(failure: JudgeFailure) -> Grade:
-    return Grade(None, error=failure)
-
-
-def _verdict_of(failure: JudgeFailure) -> Verdict:
-    return Verdict(None, error=failure)

@@ -1,13 +1,5 @@
 """The judge's requests in its judge format (one ``GenerationRequest`` per item, tagged with the format's name),
-and the check at construction that the format can give what is asked (``ConfigError``).
-
-Example:
-    >>> from prom_reward.core.items import absolute_items
-    >>> from prom_reward.backends.sampling import SamplingConfig
-    >>> req = absolute_request(absolute_items(["2+2?"], ["4"], "honesty")[0], SamplingConfig())
-    >>> req.judge_format, req.user.endswith("###Feedback: ")
-    ('prometheus2', True)
-"""
+and the check at construction that the format can give what is asked (``ConfigError``)."""
 
 from __future__ import annotations
 
@@ -17,8 +9,6 @@ from prom_reward.core.items import GradeItem, PairItem
 from prom_reward.core.sampler import DEFAULT_FORCE_POLICY, ForcePolicy, check_force_policy
 from prom_reward.errors import ConfigError
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, get_judge_format
-
-__all__ = ["absolute_request", "force_policy", "relative_request"]
 
 
 def absolute_request(
@@ -42,9 +32,8 @@ def relative_request(
 def force_policy(
     fmt: JudgeFormat, *, expected_score: bool, asked: ForcePolicy | None, default: object = DEFAULT_FORCE_POLICY
 ) -> ForcePolicy:
-    """The force policy of a judge in ``fmt``: ``asked``, else ``default`` (its preset's); ``never`` by default
-    for a format whose verdict is not one token after a fixed prefix, which refuses ``expected_score`` and a
-    policy asked other than ``never`` (``ConfigError`` naming the format and the fix).
+    """The force policy of a judge in ``fmt``: ``asked``, else ``default`` (its preset's); a format without a
+    one-token verdict after a fixed prefix forces ``never`` and refuses ``expected_score``.
 
     >>> from prom_reward.format.judge_format import get_judge_format
     >>> force_policy(get_judge_format("prometheus2"), expected_score=True, asked=None)

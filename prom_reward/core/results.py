@@ -1,12 +1,5 @@
 """Result types: one judge sample, an absolute ``Grade``, a pairwise ``Verdict`` (both ``Judgment``s; a failed
-one has ``score``/``winner`` None, never a made-up number) and a judge's running ``JudgeStats``.
-
-Example:
-    >>> s = JudgeSample(text="Clear and correct. [RESULT] 4", feedback="Clear and correct.", verdict=4)
-    >>> g = Grade(score=4.0, scores=(4,), feedback=s.feedback, samples=(s,))
-    >>> (g.ok, g.verdict, g.raw_outputs)
-    (True, 4.0, ('Clear and correct. [RESULT] 4',))
-"""
+one has ``score``/``winner`` None, never a made-up number) and a judge's running ``JudgeStats``."""
 
 from __future__ import annotations
 
@@ -18,19 +11,11 @@ from prom_reward.confidence.indicators import Confidence
 
 Winner = Literal["A", "B"]
 FailureKind = Literal["input", "output", "transport"]
-"""Whose fault a failed judgment is: its ``input`` (bad text, over the judge's context, a request the judge server
-rejects), the judge's ``output`` (no parseable verdict after the re-samples), or the ``transport`` (judge
-unreachable, 5xx, a hung call cut, the engine failing)."""
+"""Whose fault a failed judgment is: its ``input``, the judge's ``output`` (no verdict) or the ``transport``."""
 
 
 def tie_reason(swap_agreement: bool | None) -> str:
-    """What a tie is called wherever it is counted (``compare``, ``pairs``' skip records, the report):
-    ``swap_disagreement`` when the two orders picked different winners (``swap_agreement`` False), else ``tie``
-    (split samples, equal grades).
-
-    >>> tie_reason(False), tie_reason(None)
-    ('swap_disagreement', 'tie')
-    """
+    """What a tie is called wherever it is counted: ``swap_disagreement`` (the orders disagree) or ``tie``."""
     return "swap_disagreement" if swap_agreement is False else "tie"
 
 
@@ -39,8 +24,7 @@ class JudgeFailure:
     """Why one item has no judgment: a value in its result, never an exception raised for one item's fault."""
 
     kind: FailureKind
-    """Whose fault it is (``FailureKind``): ``transport`` failures are the ones an outage policy retries."""
-
+    """Whose fault it is: ``transport`` failures are the ones an outage policy retries."""
     reason: str
     """What went wrong and the fix, for the item alone (no batch position)."""
 
@@ -51,90 +35,53 @@ class JudgeSample:
 
     text: str
     """The raw generated text (for a forced verdict: the original text, without the forcing suffix)."""
-
     feedback: str | None
     """Feedback before the verdict marker (None when nothing usable was written)."""
-
     verdict: int | str | None
     """1..5 (absolute), "A"/"B" (relative), or None when unparseable."""
-
     probabilities: dict[str, float] | None = None
-    """Distribution over the allowed verdicts at the verdict token, renormalised over
-    the verdicts found in the top-k logprobs (keys "1".."5" or "A","B"); None without logprobs."""
-
+    """Distribution over the verdicts at the verdict token, renormalised over those in its top-k; None without."""
     verdict_mass: float | None = None
-    """Total probability the top-k logprobs gave to allowed verdicts before renormalising
-    (how much of the distribution the probabilities cover)."""
-
+    """Total probability the top-k logprobs gave to the allowed verdicts before renormalising."""
     forced: bool = False
-    """True when the verdict was read by appending the judge format's ``force_prefix`` (`` [RESULT] ``) to feedback
-    that ended without one."""
-
+    """True when the verdict was read after appending the format's ``force_prefix`` to feedback without one."""
     finish_reason: str | None = None
     """The engine's finish reason ('stop', 'length', ...)."""
-
     completion_tokens: int = 0
     """Tokens generated for this sample (including the forcing request, if any)."""
-
     entropy: float | None = None
-    """Mean token entropy (nats) over the generated tokens, from their top-k logprobs
-    (see ``prom_reward.confidence.indicators``); None without logprobs."""
-
+    """Mean token entropy (nats) over the generated tokens, from their top-k logprobs; None without logprobs."""
     nll: float | None = None
     """Mean negative log-probability of the generated tokens; None without logprobs."""
-
     base_entropy: float | None = None
-    """Mean token entropy of a base model reading ``text`` by teacher forcing (SE-Cali's, see
-    ``prom_reward.experimental.calibrated_judge``); None otherwise."""
-
+    """Mean token entropy of a base model reading ``text`` by teacher forcing (SE-Cali's); None otherwise."""
     scored_tokens: int = 0
     """Generated tokens with logprobs (what ``entropy`` and ``nll`` average over)."""
-
     reason: str | None = None
     """Without a verdict: why, in the judge format's words (``ParsedOutput.reason``); None otherwise."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class Judgment(ABC):
-    """What every judgment carries besides its verdict: the samples behind it and their cost.
-    ``Grade`` and ``Verdict`` add their own verdict fields (given first; these by keyword)."""
+    """What every judgment carries besides its verdict (``Grade``'s, ``Verdict``'s): the samples and their cost."""
 
     feedback: str | None = None
     """Feedback of the first valid sample (for a ``Verdict``: of the original order)."""
-
     samples: tuple[JudgeSample, ...] = ()
-    """Every sample, valid or not, in generation order (retries included; with a swapped order, its
-    samples follow, their labels as the judge saw them)."""
-
-    retries: int = 0
-    """Re-sampling rounds spent on unparseable outputs."""
-
-    failures: int = 0
-    """Samples that yielded no verdict."""
-
-    forced: int = 0
-    """Valid samples whose verdict was forced."""
-
-    prompt_tokens: int = 0
-    """Prompt tokens sent for this item (all requests)."""
-
-    completion_tokens: int = 0
-    """Tokens generated for this item (all samples)."""
-
+    """Every sample, valid or not, in generation order (a swapped order's follow, labelled as the judge saw them)."""
+    retries: int = 0  # re-sampling rounds spent on unparseable outputs
+    failures: int = 0  # samples without a verdict
+    forced: int = 0  # valid samples whose verdict was forced
+    prompt_tokens: int = 0  # sent for this item (all requests)
+    completion_tokens: int = 0  # generated for this item (all samples)
     confidence: Confidence | None = None
-    """Confidence indicators of this judgment (entropies, margins; see ``prom_reward.confidence.indicators``)."""
-
+    """Confidence indicators of this judgment (``confidence.indicators``)."""
     decided_by: str | None = None
-    """Which judge decided (``"primary"`` or ``"fallback"`` under a ``prom_reward.experimental.CascadeJudge``;
-    None otherwise)."""
-
+    """Which judge decided (``"primary"`` or ``"fallback"`` under a ``CascadeJudge``; None otherwise)."""
     truncated: bool = False
-    """True when a response was shortened to fit the judge's context (``truncate_response``; the reward
-    paths' default for over-long responses)."""
-
+    """True when a response was shortened to fit the judge's context (``truncate_response``)."""
     error: JudgeFailure | None = None
-    """Why this item has no verdict when it failed (its kind and reason); None when judged or merely without
-    a verdict the judge could not decide (a tie)."""
+    """Why this item has no verdict when it failed; None when judged, or a tie."""
 
     @property
     @abstractmethod
@@ -153,19 +100,13 @@ class Grade(Judgment):
 
     score: float | None
     """Mean of the valid samples' scores; None when every sample failed to parse."""
-
-    scores: tuple[int, ...] = ()
-    """Each valid sample's score."""
-
+    scores: tuple[int, ...] = ()  # each valid sample's score
     probabilities: dict[int, float] | None = None
     """Mean distribution over 1..5 at the verdict token (valid samples with logprobs)."""
-
     expected_score: float | None = None
     """Sum of k * P(k) under ``probabilities``: a continuous, tie-free score."""
-
     expected_reason: str | None = None
-    """Why ``expected_score`` is None although a sample gave a verdict (the judge returned no logprobs for the
-    verdict token, or none of the verdict labels among them: ``core.verdict_probs.no_expected``); None otherwise."""
+    """Why ``expected_score`` is None although a sample gave a verdict (``verdict_probs.no_expected``)."""
 
     @property
     def ok(self) -> bool:
@@ -184,27 +125,15 @@ class Verdict(Judgment):
 
     winner: Winner | None
     """"A", "B", or None (failure, or a tie/disagreement: see ``tie``)."""
-
     p_a: float | None = None
-    """P(A is better): the mean of the verdict-token probabilities when available,
-    else the fraction of valid samples preferring A (averaged over both orders with swap)."""
-
+    """P(A is better): from the verdict-token probabilities, else the share of samples for A (mean of the orders)."""
     tie: bool = False
-    """True when the judge could not separate the two (swap disagreement, split samples,
-    or equal grades after all tie rounds)."""
-
-    order_winners: tuple[Winner | None, ...] = ()
-    """Winner per order in the original labels: (original,) or (original, swapped)."""
-
-    grades: tuple[Grade, Grade] | None = None
-    """For verdicts made from absolute grades: the deciding grades of A and B."""
-
-    tie_rounds: int = 0
-    """Extra re-sampling rounds used to break a tie of absolute grades."""
-
+    """True when the judge could not separate the two (orders disagree, samples split, grades equal)."""
+    order_winners: tuple[Winner | None, ...] = ()  # per order, in the original labels: (original, swapped)
+    grades: tuple[Grade, Grade] | None = None  # for verdicts from absolute grades: the deciding grades of A and B
+    tie_rounds: int = 0  # re-grading rounds used to break a tie of grades
     reason: str | None = None
-    """Why ``winner`` is None: a tie (``"tie: ..."``), an order without any verdict (``"order B-A failed: ..."``,
-    see ``prom_reward.core.combine`` for the rule) or no verdict at all; None when there is a winner."""
+    """Why ``winner`` is None (a tie, ``"order B-A failed: ..."``, no verdict); None when there is a winner."""
 
     @property
     def ok(self) -> bool:
@@ -230,29 +159,16 @@ class JudgeStats:
     samples: int = 0
     """Samples generated, retries included (not those a judgment store answered: ``stored_samples``)."""
     stored_samples: int = 0
-    """Samples a judgment store answered instead of the backend (a judgment is counted once: generated or
-    stored)."""
-    parse_failures: int = 0
-    """Samples without a verdict."""
-    retries: int = 0
-    """Re-sampling rounds, summed over items."""
-    forced: int = 0
-    """Verdicts read by forcing them after the judge format's ``force_prefix``."""
-    truncated: int = 0
-    """Items whose response was shortened to fit the context."""
-    neutralized: int = 0
-    """Template markers rewritten inside responses (see ``prom_reward.format.sanitize``)."""
-    prompt_tokens: int = 0
-    """Prompt tokens sent to the backend."""
+    """Samples a judgment store answered instead of the backend."""
+    parse_failures: int = 0  # samples without a verdict
+    retries: int = 0  # re-sampling rounds, summed over items
+    forced: int = 0  # verdicts forced after the format's force_prefix
+    truncated: int = 0  # items whose response was shortened to fit the context
+    neutralized: int = 0  # template markers rewritten inside responses
+    prompt_tokens: int = 0  # sent to the backend (stored_*: what a judgment store answered instead)
     completion_tokens: int = 0
-    """Tokens generated by the backend."""
     stored_prompt_tokens: int = 0
-    """Prompt tokens of the requests a judgment store answered (not sent)."""
     stored_completion_tokens: int = 0
-    """Tokens of the outputs a judgment store answered (not generated)."""
-    seconds: float = 0.0
-    """Wall time spent in the backend loop."""
+    seconds: float = 0.0  # wall time spent in the backend loop
     counters: dict[str, int] = field(default_factory=dict)
-    """What a composite judge counts besides the fields above, by metric name (a cascade's
-    ``cascade_routed``, ``cascade_fallback_calls`` ...; see ``prom_reward.experimental``); empty for a
-    ``PrometheusJudge``. Rewards log each batch's change of every counter under its name."""
+    """A composite judge's own counters by metric name (a cascade's ``cascade_routed`` ...), logged by rewards."""

@@ -1,18 +1,5 @@
-"""The sampling loop behind every judgment: one batched backend call, parse, force verdicts (``FORCE_POLICIES``:
-``cut``, ``always``, ``never``), re-sample up to ``max_retries`` rounds; the steps are in docs/design-notes.md.
-
-Example:
-    >>> from prom_reward.backends.scripted import ScriptedBackend
-    >>> from prom_reward.backends.base import GenerationRequest
-    >>> from prom_reward.format.formats.prometheus2 import PROMETHEUS2
-    >>> b = ScriptedBackend(outputs=["no verdict here", "Good. [RESULT] 4"])
-    >>> import asyncio
-    >>> run = asyncio.run(SampleRunner(b, max_retries=1).run([GenerationRequest("s", "u")], "absolute", k=1))[0]
-    >>> [s.verdict for s in run.samples], run.retries, run.failures
-    ([None, 4], 1, 1)
-    >>> should_force(run.samples[0], "cut", PROMETHEUS2), should_force(run.samples[0], "always", PROMETHEUS2)
-    (False, True)
-"""
+"""The sampling loop behind every judgment: one batched backend call, parse, force verdicts (``FORCE_POLICIES``),
+re-sample up to ``max_retries`` rounds; the steps are in docs/design-notes.md."""
 
 from __future__ import annotations
 
@@ -32,16 +19,12 @@ FORCE_LOGPROBS = 20
 ForcePolicy = Literal["never", "cut", "always"]
 FORCE_POLICIES: tuple[str, ...] = get_args(ForcePolicy)
 """When a verdict is forced: ``never``; ``cut``, outputs cut at ``max_tokens``; ``always``."""
-DEFAULT_FORCE_POLICY: ForcePolicy = "cut"
-"""The policy of a judge whose preset and user name none."""
-CUT_FINISH_REASONS = frozenset({"length"})
-"""Finish reasons of an output stopped by its token budget (vLLM, OpenAI-compatible servers, transformers)."""
+DEFAULT_FORCE_POLICY: ForcePolicy = "cut"  # the policy of a judge whose preset and user name none
+CUT_FINISH_REASONS = frozenset({"length"})  # an output stopped by its token budget (vLLM, servers, transformers)
 
 
 def _by_verdict(probs: dict[str, float] | None, labels: tuple[str, ...], mode: Task) -> dict[str, float] | None:
-    """``probs`` keyed by the verdicts the format's labels stand for: a pairwise format's i-th label is
-    verdict ``("A", "B")[i]`` (OffsetBias writes ``a``/``b``, Con-J ``1``/``2``); an absolute label is its
-    score's digits already."""
+    """``probs`` keyed by the verdicts the format's labels stand for (a pairwise i-th label is A, B)."""
     if probs is None or mode == "absolute":
         return probs
     verdicts = dict(zip(labels, ("A", "B"), strict=True))
@@ -55,14 +38,10 @@ class ItemRun:
     samples: list[JudgeSample] = field(default_factory=list)
     retries: int = 0
     prompt_tokens: int = 0
-    stored_samples: int = 0
-    """Of ``samples``: answered by a judgment store (``GenerationResult.stored``), not generated."""
+    stored_samples: int = 0  # of samples, prompt and completion tokens: what a judgment store answered
     stored_prompt_tokens: int = 0
-    """Of ``prompt_tokens``: those of requests the store answered."""
     stored_completion_tokens: int = 0
-    """Of ``completion_tokens``: those of outputs the store answered (forcing requests included)."""
-    error: JudgeFailure | None = None
-    """Why the prompt was not (fully) judged: its input, or the transport; None when it was sampled."""
+    error: JudgeFailure | None = None  # why the prompt was not (fully) judged: its input, or the transport
 
     @property
     def valid(self) -> list[JudgeSample]:
@@ -82,12 +61,11 @@ class ItemRun:
 
 
 class SampleReader(Protocol):
-    """What reads a judge batch's outputs once they are sampled and may annotate its samples, passed in as
-    ``PrometheusJudge(readers=...)`` (the judge awaits each after sampling and closes it with itself). The SE-Cali
-    base model of ``prom_reward.experimental`` is one: it sets ``JudgeSample.base_entropy``."""
+    """What reads a judge batch's outputs once sampled and may annotate them (``PrometheusJudge(readers=...)``,
+    closed with the judge), e.g. SE-Cali's base model setting ``JudgeSample.base_entropy``."""
 
     async def read(self, requests: Sequence[GenerationRequest], runs: list[ItemRun]) -> None:
-        """Read ``runs`` (one per request, in order; a run's ``valid`` samples hold a verdict) and annotate them."""
+        """Read ``runs`` (one per request, in order) and annotate them."""
         ...
 
     def close(self) -> None:
@@ -121,12 +99,7 @@ def check_counts(**counts: tuple[int, int]) -> None:
 
 
 def check_force_policy(policy: object) -> ForcePolicy:
-    """``policy`` when it is one of ``FORCE_POLICIES``; else a ConfigError listing them.
-
-    Example:
-        >>> check_force_policy("cut")
-        'cut'
-    """
+    """``policy`` when it is one of ``FORCE_POLICIES``; else a ConfigError listing them."""
     if isinstance(policy, str) and policy in FORCE_POLICIES:
         return policy  # type: ignore[return-value]
     hint = " (True is now 'always', False 'never')" if isinstance(policy, bool) else ""
@@ -136,29 +109,20 @@ def check_force_policy(policy: object) -> ForcePolicy:
 
 
 def forced_text(judge_format: JudgeFormat, text: str) -> str | None:
-    """The assistant text to continue from when forcing a verdict after ``text``: its body
-    (``JudgeFormat.forcing_body``) and the format's ``force_prefix``; None when ``text`` is not to be forced
-    (it wrote its verdict marker, or the format's verdict is not one token).
-
-    >>> from prom_reward.format.formats.prometheus2 import PROMETHEUS2
-    >>> forced_text(PROMETHEUS2, "Good, but [RES</s>")
-    'Good, but [RESULT] '
-    """
+    """The assistant text to continue from when forcing a verdict after ``text``; None: not to be forced."""
     body = judge_format.forcing_body(text) if judge_format.force_prefix is not None else None
     return None if body is None else body + (judge_format.force_prefix or "")
 
 
 def should_force(sample: JudgeSample, policy: ForcePolicy, judge_format: JudgeFormat) -> bool:
-    """True when ``sample`` has no verdict, ends without one (``forced_text``), and ``policy`` forces such an
-    output."""
+    """True when ``sample`` has no verdict, ends without one, and ``policy`` forces such an output."""
     if sample.verdict is not None or policy == "never" or forced_text(judge_format, sample.text) is None:
         return False
     return policy == "always" or sample.finish_reason in CUT_FINISH_REASONS
 
 
 async def _generate(backend: Backend, batch: list[GenerationRequest]) -> list[GenerationResult]:
-    """``backend.agenerate(batch)``, one result per request; a call that failed whole gives each request its
-    error."""
+    """``backend.agenerate(batch)``, one result per request (a call failed whole: each request its error)."""
     try:
         results = await backend.agenerate(batch)
     except BackendError as e:

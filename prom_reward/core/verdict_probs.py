@@ -1,14 +1,5 @@
 """Reading the judge's distribution over verdicts from the top-k logprobs at the verdict token (variants that
-decode to the same verdict, ``"4"`` and ``" 4"``, are summed).
-
-Example:
-    >>> from prom_reward.backends.base import TokenLogprobs
-    >>> import math
-    >>> pos = TokenLogprobs("4", math.log(0.6), {"4": math.log(0.6), " 5": math.log(0.3), "x": math.log(0.1)})
-    >>> probs, mass = distribution_at(pos, ("1", "2", "3", "4", "5"))
-    >>> {k: round(v, 3) for k, v in probs.items()}, round(mass, 2)
-    ({'4': 0.667, '5': 0.333}, 0.9)
-"""
+decode to the same verdict, ``"4"`` and ``" 4"``, are summed)."""
 
 from __future__ import annotations
 
@@ -26,10 +17,8 @@ def normalize_token(token: str) -> str:
 
 
 def distribution_at(position: TokenLogprobs, labels: Sequence[str]) -> tuple[dict[str, float] | None, float]:
-    """(renormalised distribution over ``labels`` at one position, raw mass of labels).
-
-    Returns (None, 0.0) when no label appears among the position's top-k tokens.
-    """
+    """(renormalised distribution over ``labels`` at one position, raw mass of labels); (None, 0.0) when no label
+    is among the position's top-k tokens."""
     mass: dict[str, float] = {}
     candidates = dict(position.top)
     candidates.setdefault(position.token, position.logprob)
@@ -44,8 +33,7 @@ def distribution_at(position: TokenLogprobs, labels: Sequence[str]) -> tuple[dic
 
 
 def token_index_at_char(logprobs: Sequence[TokenLogprobs], text: str, char_index: int) -> int | None:
-    """Index of the generated token covering ``text[char_index]`` (by the decoded tokens' lengths, else the
-    last token whose stripped text is that character)."""
+    """Index of the generated token covering ``text[char_index]``, or None."""
     pieces = [p.token for p in logprobs]
     if "".join(pieces) == text:
         offset = 0
@@ -77,8 +65,7 @@ def verdict_distribution(
 def first_verdict_distribution(
     logprobs: Sequence[TokenLogprobs] | None, labels: Sequence[str], lookahead: int = 3
 ) -> tuple[dict[str, float] | None, float | None]:
-    """For a forced verdict: the first of the next ``lookahead`` positions whose top-k holds a label
-    (whitespace and opening brackets are skipped: tokenizers differ on where the space goes)."""
+    """For a forced verdict: the first of the next ``lookahead`` positions whose top-k holds a label."""
     for position in (logprobs or [])[:lookahead]:
         probs, mass = distribution_at(position, labels)
         if probs is not None:
@@ -92,26 +79,17 @@ EXPECTED_FIX = (
     "fix: a judge server or engine that returns logprobs (vLLM serves up to 20 with --max-logprobs 20 or more; the "
     "judge asks for 20), or score the verdicts themselves (score='mean'; prom-reward grade without --expected)"
 )
-"""How to get expected scores where a judge gave none."""
-
-
-NO_LOGPROBS = "the judge returned no logprobs for the verdict token"
-"""How ``no_expected`` begins for a judge that returned no logprobs at all."""
+NO_LOGPROBS = "the judge returned no logprobs for the verdict token"  # how no_expected begins without any
 
 
 def no_logprobs(reason: str | None) -> bool:
-    """Whether ``reason`` (a ``Grade.expected_reason``) says the judge returned no logprobs at all: a server
-    that cannot give expected scores (refused at start where expected scores are asked for)."""
+    """Whether ``reason`` (a ``Grade.expected_reason``) says the judge returned no logprobs at all."""
     return reason is not None and reason.startswith(NO_LOGPROBS)
 
 
 def no_expected(scored_tokens: int) -> str:
-    """Why a verdict has no expected score, ``scored_tokens`` its samples' tokens with logprobs: none returned at
-    all (a server that does not return logprobs), or none of the verdict labels among the verdict token's top ones.
-
-    >>> no_expected(0).split(";")[0]
-    'the judge returned no logprobs for the verdict token, so there is no expected score'
-    """
+    """Why a verdict has no expected score, ``scored_tokens`` its samples' tokens with logprobs: none returned, or
+    none of the verdict labels among the verdict token's top ones."""
     if scored_tokens == 0:
         return f"{NO_LOGPROBS}, so there is no expected score; {EXPECTED_FIX}"
     return (
@@ -121,11 +99,7 @@ def no_expected(scored_tokens: int) -> str:
 
 
 def expected_value(probs: dict[str, float] | None) -> float | None:
-    """Sum of k * P(k) for numeric labels.
-
-    >>> expected_value({"4": 0.5, "5": 0.5})
-    4.5
-    """
+    """Sum of k * P(k) for numeric labels."""
     if not probs:
         return None
     return sum(int(k) * p for k, p in probs.items())

@@ -1,16 +1,11 @@
 """SE-Cali: a base model reads the judge's outputs by teacher forcing (``BaseModelReader``), and its entropy is
-subtracted from the judge's (``confidence.entropy_calibrated``); ``calibrated_judge`` builds such a judge.
-
-Example:
-    >>> share_gpu_with_calibration("vllm", {}, {"backend": "vllm", "model": "base"})
-    ({'gpu_memory_utilization': 0.45}, {'backend': 'vllm', 'model': 'base', 'gpu_memory_utilization': 0.45})
-"""
+subtracted from the judge's (``confidence.entropy_calibrated``); ``calibrated_judge`` builds such a judge."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 from prom_reward.backends import Backend, GenerationRequest, make_backend
 from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, ContinuationScorer
@@ -22,16 +17,8 @@ from prom_reward.core.sampler import ItemRun
 from prom_reward.errors import ConfigError
 
 
-def teacher_forcing_scorer(backend: Backend) -> ContinuationScorer | None:
-    """``backend`` as a teacher-forcing scorer when it declares ``capabilities.continuation_logprobs`` (a
-    judgment store's ``CachedBackend`` declares its inner backend's); None when it does not."""
-    return cast(ContinuationScorer, backend) if backend.capabilities.continuation_logprobs else None
-
-
 def _engine_share(backend: object, options: Mapping[str, Any]) -> tuple[bool, float | None]:
-    """(whether ``backend`` is a vLLM engine, its GPU share: None = still to be chosen). A backend built by the
-    caller declares the share its engine took (``Backend.gpu_memory_share``; None: it took none so); what is not
-    a backend takes none (``BaseModelReader`` refuses it)."""
+    """(whether ``backend`` is a vLLM engine, its GPU share: None = still to be chosen)."""
     if isinstance(backend, str):
         return backend == "vllm", options.get("gpu_memory_utilization")
     share = backend.gpu_memory_share if isinstance(backend, Backend) else None
@@ -39,9 +26,8 @@ def _engine_share(backend: object, options: Mapping[str, Any]) -> tuple[bool, fl
 
 
 def share_gpu_with_calibration(backend: Any, options: dict[str, Any], calibration: Any) -> tuple[dict[str, Any], Any]:
-    """A vLLM judge and a vLLM calibration model in one process share one GPU: the shares still to be
-    chosen split what the others leave of ``DEFAULT_GPU_MEMORY_UTILIZATION`` (0.45 each when neither
-    is set; see ``vllm_options.share_gpu_memory``)."""
+    """A vLLM judge and a vLLM calibration model in one process share one GPU: the shares still to be chosen split
+    what the others leave of ``DEFAULT_GPU_MEMORY_UTILIZATION`` (``vllm_options.share_gpu_memory``)."""
     cal_options = calibration if isinstance(calibration, dict) else {}
     judge_vllm, judge = _engine_share(backend, options)
     cal_vllm, base = _engine_share(cal_options.get("backend", "vllm") if cal_options else calibration, cal_options)
@@ -60,11 +46,9 @@ class BaseModelReader:
 
     Args:
         base: a backend declaring ``capabilities.continuation_logprobs`` (``vllm``, ``openai`` on a vLLM server,
-            ``transformers``), or a dict of ``make_backend`` options (``{"backend": "vllm", "model": ...}``),
-            built here and closed with the reader (a backend given built stays the caller's).
+            ``transformers``), or a dict of ``make_backend`` options, built here and closed with the reader.
         top_k: alternatives per position the entropy is read from.
-        truncation: how the entropy treats the mass outside the top-k (``confidence.indicators.TRUNCATIONS``);
-            the judge's ``entropy_truncation``.
+        truncation: how the entropy treats the mass outside the top-k (the judge's ``entropy_truncation``).
     """
 
     def __init__(
@@ -72,21 +56,19 @@ class BaseModelReader:
     ) -> None:
         if truncation not in TRUNCATIONS:
             raise ConfigError(f"truncation: expected one of {', '.join(TRUNCATIONS)}, got {truncation!r}")
-        self.owned: Backend | None = None
-        """The base model built here from options (closed with the reader)."""
+        self.owned: Backend | None = None  # the base model built here from options (closed with the reader)
         if isinstance(base, Mapping):
             options = dict(base)
             base = self.owned = make_backend(options.pop("backend", "vllm"), **options)
-        scorer = teacher_forcing_scorer(base) if isinstance(base, ContinuationScorer) else None
-        if scorer is None:
+        if not (isinstance(base, ContinuationScorer) and base.capabilities.continuation_logprobs):
             raise ConfigError(
                 f"calibration: expected a backend that can teacher-force (vllm, openai, transformers) or a dict "
                 f"of its options, got {type(base).__name__}, which does not declare "
                 "capabilities.continuation_logprobs"
             )
-        self.scorer, self.top_k, self.truncation = scorer, top_k, truncation
-        self.tokens = 0
-        """Judge-output tokens read so far."""
+        self.scorer: ContinuationScorer = base
+        self.top_k, self.truncation = top_k, truncation
+        self.tokens = 0  # judge-output tokens read so far
 
     async def read(self, requests: Sequence[GenerationRequest], runs: list[ItemRun]) -> None:
         """Set the base-model entropy of every valid sample's text (one teacher-forcing call); count the tokens."""
@@ -117,8 +99,7 @@ def calibrated_judge(
     model: str | None = None, backend: str | Backend = "vllm", *, base: Backend | Mapping[str, Any], **options: Any
 ) -> PrometheusJudge:
     """A ``PrometheusJudge`` (``confidence=True``; ``options`` are its other arguments) whose outputs ``base`` reads
-    for SE-Cali (a ``BaseModelReader``, its first reader). A vLLM judge and a vLLM base model share the GPU: their
-    ``gpu_memory_utilization`` not given split 0.9 (0.45 each; one given, the other gets the rest of 0.9)."""
+    for SE-Cali (its first reader); a vLLM judge and a vLLM base model share the GPU."""
     options, base = share_gpu_with_calibration(backend, options, base)
     reader = BaseModelReader(base, truncation=options.get("entropy_truncation", "tail"))
     readers = (reader, *options.pop("readers", ()))

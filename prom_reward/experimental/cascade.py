@@ -1,48 +1,5 @@
-"""``CascadeJudge``: judge everything with a cheap judge, send its least confident items to a better one.
-
-The primary judge (e.g. a small fine-tuned judge on vLLM, with ``confidence=True``)
-judges the whole batch. Each result's uncertainty under an indicator of
-``prom_reward.confidence.indicators`` (``se``, ``se_cali``, ``perplexity``, ``verdict_probability``,
-``sample_agreement``, ``swap_agreement``) decides what goes to the fallback judge (a
-bigger vLLM judge, an OpenAI-compatible API, any ``Judge``):
-
-- ``route_fraction=f``: the least confident share ``f`` *of the run*, not of each call (CascadedEval
-  allocates the least confident fraction of a whole set; a per-call ``ceil(f * n)`` would route
-  every item of a one-item call). An item is routed when its uncertainty is above a threshold
-  calibrated to ``f``: the one set by ``calibrate(uncertainties)`` on a calibration set, else a
-  running quantile: its mid-rank among the last ``window`` items' uncertainties and this call's
-  is above ``1 - f``. The routed share over a run converges to ``f`` whatever the call sizes;
-  ``route(results, config)`` without a history keeps the exact per-set allocation (evaluation);
-- ``threshold=t``: every item whose uncertainty is above ``t``.
-
-The indicator defaults to ``se_cali`` when the primary has a calibration (base) model, as in
-CascadedEval, and to ``se`` otherwise.
-
-Items whose primary judgment failed (score/winner None, not a tie) always go to the
-fallback (on top of the fraction), and so do valid items without
-a value for the indicator (ranked as the most uncertain). Each returned result says who
-decided (``decided_by``: ``"primary"``/``"fallback"``); ``last_routing`` holds each item's
-uncertainty and why it was routed, ``cascade_stats`` the running cost (fallback calls,
-items, tokens), which ``stats.counters`` reports too (``cascade_routed`` ...; what rewards log).
-When the fallback fails on an item the primary's valid result is kept; an item the list forms cannot build
-fails in its place (kind ``input``) and goes to neither judge. It implements the item methods of
-``core.protocol.Judge`` (the base writes the rest, ``compare_by_grades`` routing each grade), so it drops into
-``PrometheusReward``.
-
-Example:
-    >>> from prom_reward import PrometheusJudge
-    >>> from prom_reward.backends.base import Completion, TokenLogprobs
-    >>> def out(text, p):  # a scripted judge whose single token has probability p
-    ...     return Completion(text, (TokenLogprobs("x", math.log(p), {"x": math.log(p)}),))
-    >>> primary = PrometheusJudge(backend="scripted", outputs=[out("Fine. [RESULT] 4", 0.9),
-    ...                           out("Hmm. [RESULT] 2", 0.3)], confidence=True)
-    >>> fallback = PrometheusJudge(backend="scripted", outputs=["Good. [RESULT] 5"])
-    >>> cascade = CascadeJudge(primary, fallback, route_fraction=0.5, indicator="se")
-    >>> [(g.score, g.decided_by) for g in cascade.grade(["q1", "q2"], ["a", "b"], "helpfulness")]
-    [(4.0, 'primary'), (5.0, 'fallback')]
-    >>> cascade.cascade_stats.routed, cascade.cascade_stats.fallback_calls
-    (1, 1)
-"""
+"""``CascadeJudge``: judge everything with a cheap judge, send its least confident items (and its failures) to a
+better one; the routing rules and counters are in docs/experimental.md."""
 
 from __future__ import annotations
 
@@ -66,18 +23,10 @@ T = TypeVar("T")
 
 
 class CascadeJudge(Judge):
-    """Primary judge for everything, fallback judge for the least confident items.
-
-    Args:
-        primary: a ``PrometheusJudge`` (with ``confidence=True`` for logprob indicators, built by
-            ``calibrated_judge`` for ``se_cali``) or any other ``Judge`` (``prom_reward.core.protocol``).
-        fallback: the judge for routed items (any backend; results keep their own confidence).
-        route_fraction: see ``CascadeConfig`` (exactly one of it and ``threshold``).
-        threshold: see ``CascadeConfig``.
-        indicator: see ``CascadeConfig``; None (default): ``se_cali`` when the primary has a calibration
-            model, else ``se``.
-        window: see ``CascadeConfig``.
-    """
+    """Primary judge for everything (``confidence=True`` for logprob indicators, ``calibrated_judge`` for
+    ``se_cali``), fallback judge (any ``Judge``) for the least confident items; ``route_fraction`` (or
+    ``threshold``), ``indicator`` and ``window`` as ``CascadeConfig`` (indicator None: ``se_cali`` when the primary
+    has a calibration model, else ``se``)."""
 
     def __init__(
         self,
@@ -120,22 +69,13 @@ class CascadeJudge(Judge):
             special_tokens=tuple(dict.fromkeys(both[0].special_tokens + both[1].special_tokens)),
             thread_safe=False,  # routing keeps running state (``history``, ``last_routing``)
         )
-        """The primary's, neutralising as both do (with both judges' special tokens), not thread-safe."""
         self.cascade_stats = CascadeStats()
         self.last_routing: list[Routing] = []
-        self.history: deque[float] = deque(maxlen=window)
-        """Recent uncertainties (the running quantile of ``route_fraction``)."""
+        self.history: deque[float] = deque(maxlen=window)  # recent uncertainties (the running quantile)
         self.stats = self._total()
 
     def calibrate(self, uncertainties: Sequence[float | None]) -> float:
-        """Fix the routing threshold from a calibration set's uncertainties under the indicator: the
-        ``1 - route_fraction`` quantile, so that share of items like these is routed. Returns it.
-
-        >>> from prom_reward import PrometheusJudge
-        >>> judge = PrometheusJudge(backend="scripted", outputs=["[RESULT] 3"], confidence=True)
-        >>> CascadeJudge(judge, judge, route_fraction=0.25).calibrate([0.1, 0.2, 0.3, 0.4])
-        0.3
-        """
+        """Fix the routing threshold at the ``1 - route_fraction`` quantile of calibration uncertainties."""
         f = self.config.route_fraction
         known = sorted(v for v in uncertainties if v is not None)
         if f is None or not known:
@@ -154,8 +94,7 @@ class CascadeJudge(Judge):
         return INDICATORS.names()
 
     def _total(self) -> JudgeStats:
-        """Both judges' ``JudgeStats`` summed, with this cascade's ``cascade_stats`` in ``counters`` as
-        ``cascade_<field>`` (beside any counters of the two judges): its ``stats``, after each call."""
+        """Its ``stats``: both judges' summed, with ``cascade_stats`` in ``counters`` as ``cascade_<field>``."""
         total = JudgeStats()
         for judge in (self.primary, self.fallback):
             s = judge.stats
@@ -178,8 +117,7 @@ class CascadeJudge(Judge):
         return out
 
     def _route(self, results: list[R]) -> list[int]:
-        """The positions of the items of ``results`` (the primary's, one per item) routed to the fallback; counts
-        in ``cascade_stats``."""
+        """The positions of the primary's ``results`` routed to the fallback, counted in ``cascade_stats``."""
         n = len(results)
         running = self.config.route_fraction is not None
         routing = route(results, self.config, history=self.history if running else None)
@@ -195,8 +133,7 @@ class CascadeJudge(Judge):
         return idx
 
     def _merge(self, results: list[R], idx: list[int], second: list[R]) -> list[R]:
-        """``results`` with the fallback's ``second`` (for the items at ``idx``) where it decided, each marked
-        with ``decided_by``."""
+        """``results`` with the fallback's ``second`` (items at ``idx``) where it decided, marked ``decided_by``."""
         st = self.cascade_stats
         out = [dataclasses.replace(r, decided_by="primary") for r in results]
         for i, r in zip(idx, second, strict=True):

@@ -1,12 +1,5 @@
 """Routing rules of a judge cascade (``route``): which judgments are uncertain enough to send to a second judge,
-a share of the run or all above a threshold; failed ones are always routed.
-
-Example:
-    >>> from prom_reward.core.results import Grade
-    >>> cfg = CascadeConfig(threshold=0.5, indicator="sample_agreement")
-    >>> [r.routed for r in route([Grade(score=None)], cfg)]
-    [True]
-"""
+a share of the run or all above a threshold; failed ones are always routed."""
 
 from __future__ import annotations
 
@@ -32,15 +25,10 @@ class CascadeConfig:
         None, help="Route every item whose uncertainty under ``indicator`` is above this value."
     )
     indicator: str = setting(
-        "se",
-        help="Name of the uncertainty indicator (``prom_reward.confidence.indicators.INDICATORS``).",
-        nonempty=True,
+        "se", help="Name of the uncertainty indicator (``confidence.indicators.INDICATORS``).", nonempty=True
     )
     window: int = setting(
-        1000,
-        help="``route_fraction`` without a calibration set: how many recent uncertainties the running quantile is "
-        "taken over.",
-        ge=1,
+        1000, help="Recent uncertainties the running quantile of ``route_fraction`` is taken over.", ge=1
     )
 
     def __post_init__(self) -> None:
@@ -55,8 +43,7 @@ class CascadeConfig:
 
 
 def _above_running_quantile(values: Sequence[float | None], history: Sequence[float], fraction: float) -> set[int]:
-    """Indexes whose mid-rank among ``history`` + ``values`` is above ``1 - fraction`` (for exchangeable
-    uncertainties, each routed with probability ``fraction`` however few items came before)."""
+    """Indexes whose mid-rank among ``history`` + ``values`` is above ``1 - fraction``."""
     pool = sorted([*history, *(v for v in values if v is not None)])
     out = set()
     for i, v in enumerate(values):
@@ -72,34 +59,23 @@ def _above_running_quantile(values: Sequence[float | None], history: Sequence[fl
 class CascadeStats:
     """Running counters of a cascade (read them for cost and routing metrics)."""
 
-    items: int = 0
-    """Items judged by the primary."""
-    routed: int = 0
-    """Items sent to the fallback."""
-    routed_failed: int = 0
-    """Of those, items whose primary judgment had failed."""
-    unscored: int = 0
-    """Valid primary results without a value for the indicator (routed as most uncertain)."""
-    fallback_failed: int = 0
-    """Routed items the fallback could not judge either."""
-    fallback_calls: int = 0
-    """Calls made to the fallback judge (one per cascade call that routed anything)."""
+    items: int = 0  # judged by the primary
+    routed: int = 0  # sent to the fallback
+    routed_failed: int = 0  # of those, items whose primary judgment had failed
+    unscored: int = 0  # valid primary results without a value for the indicator (routed as most uncertain)
+    fallback_failed: int = 0  # routed items the fallback could not judge either
+    fallback_calls: int = 0  # one per cascade call that routed anything
     fallback_prompt_tokens: int = 0
-    """Prompt tokens the fallback was sent."""
     fallback_completion_tokens: int = 0
-    """Tokens the fallback generated."""
 
 
 @dataclass(frozen=True)
 class Routing:
     """The routing decision for one item of the last call."""
 
-    uncertainty: float | None
-    """The primary result's uncertainty under the indicator (None when unknown or failed)."""
+    uncertainty: float | None  # the primary result's uncertainty under the indicator (None when unknown or failed)
     routed: bool
-    """True when the item went to the fallback."""
-    reason: str
-    """``"failed"``, ``"unscored"``, ``"uncertain"`` (routed) or ``""`` (kept)."""
+    reason: str  # ``"failed"``, ``"unscored"``, ``"uncertain"`` (routed) or ``""`` (kept)
 
 
 def is_failed(result: Judgment) -> bool:
@@ -108,20 +84,8 @@ def is_failed(result: Judgment) -> bool:
 
 
 def route(results: Sequence[Judgment], config: CascadeConfig, history: Sequence[float] | None = None) -> list[Routing]:
-    """Which results to send to the fallback under ``config`` (see the module docstring).
-
-    With ``route_fraction`` and no ``history``: the ``ceil(f * n)`` most uncertain of ``results``
-    (the exact share of one whole set; failures count in it). With a ``history`` of recent
-    uncertainties: the running-quantile rule ``CascadeJudge`` uses (failures on top).
-
-    >>> from prom_reward.core.results import Grade
-    >>> from prom_reward.confidence.indicators import Confidence
-    >>> gs = [Grade(4.0, confidence=Confidence(entropy=e)) for e in (0.1, 0.9, 0.5)] + [Grade(None)]
-    >>> [r.reason for r in route(gs, CascadeConfig(route_fraction=0.5))]
-    ['', 'uncertain', '', 'failed']
-    >>> [r.routed for r in route(gs[:1], CascadeConfig(route_fraction=0.5), history=[0.2, 0.3, 0.4])]
-    [False]
-    """
+    """Which results to send to the fallback under ``config``: with ``route_fraction`` and no ``history``, the
+    ``ceil(f * n)`` most uncertain (failures count in it); with a ``history``, the running-quantile rule."""
     measure = get_indicator(config.indicator)
     values = [None if is_failed(r) or r.confidence is None else measure(r.confidence) for r in results]
     failed = {i for i, r in enumerate(results) if is_failed(r)}

@@ -1,21 +1,5 @@
-"""Which column of a row holds each thing the judge reads (``--instruction-col`` ...; None reads prom-reward's or
-TRL's default names, ``DEFAULTS``), and the text the judge sees in it (``column_text``); the one reading of
-columns for the jobs, the report and the reward server.
-
-Example:
-    >>> row = {"prompt": [{"role": "user", "content": "2+2?"}], "completion": "4"}
-    >>> name = find_column(row, "instruction_column", None, "in.jsonl:1: row 0"); name
-    'prompt'
-    >>> column_text(row, name, "instruction_column", "in.jsonl:1: row 0")
-    '2+2?'
-    >>> find_column(row, "reference_column", "reference_answer", "in.jsonl:1: row 0", required=False) is None
-    True
-    >>> try:
-    ...     find_column(row, "checklist_column", "nosuch", "in.jsonl:1: row 0", required=False)
-    ... except InputError as e:
-    ...     print(str(e).split(";")[0])
-    in.jsonl:1: row 0: column 'nosuch' missing, which checklist_column names (columns: ['completion', 'prompt'])
-"""
+"""Which column of a row holds each thing the judge reads (``--instruction-col`` ...; None reads the default
+names, ``DEFAULTS``), and the text the judge sees in it: the one reading of columns for jobs, report and server."""
 
 from __future__ import annotations
 
@@ -39,14 +23,14 @@ DEFAULTS: dict[str, tuple[str, ...]] = {
     "baseline_column": ("baseline",),
     "source_column": ("source",),
 }
-"""A column option's default names: (prom-reward's, TRL's) for a role TRL names otherwise."""
+"""A column option's default names: (prom-reward's, TRL's)."""
 
 INSTRUCTIONS = ("instruction_column", "prompt_column")
 """The options whose message lists are prompts (``prompt_text``); the others' are completions."""
 
 
 def column_flag(option: str) -> str:
-    """The command-line flag of a column option, on every command: ``instruction_column`` -> ``--instruction-col``."""
+    """The command-line flag of a column option: ``instruction_column`` -> ``--instruction-col``."""
     return f"--{option.removesuffix('_column').replace('_', '-')}-col"
 
 
@@ -70,10 +54,13 @@ def find_column(
     flag: str | None = None,
     index: int | None = None,
 ) -> str | None:
-    """The column of ``data`` (one row, at ``where``) read for ``option``: ``name`` when set (``InputError`` when
-    the row lacks it; an optional column's default name may be absent: None), else the one of ``DEFAULTS`` the
-    row has (none: None for an optional column, else ``InputError``; both: ``InputError``). ``flag``: the fix's
-    spelling of the option (default ``option_flag``)."""
+    """The column of ``data`` (one row, at ``where``) read for ``option``: ``name``, else the one of ``DEFAULTS`` the
+    row has (None for a missing optional column); ``flag``: the fix's spelling of the option.
+
+    >>> find_column({"prompt": "q"}, "checklist_column", "nosuch", "row 0", required=False)
+    Traceback (most recent call last):
+    prom_reward.errors.InputError: row 0: column 'nosuch' missing, which checklist_column names (columns: ...
+    """
     flag = flag or option_flag(option)
     mentions = (option,)
     defaults = DEFAULTS[option]
@@ -114,9 +101,12 @@ def find_column(
 def column_text(
     data: Mapping[str, Any], name: str, option: str, where: str, *, flag: str | None = None, index: int | None = None
 ) -> Any:
-    """The value of column ``name`` as the judge reads it: a message list made text (``prompt_text`` for an
-    instruction, ``completion_text`` for a response; ``InputError`` naming the row and the column when it is not
-    one), any other value as it is (the item check names its type)."""
+    """The value of column ``name`` as the judge reads it: a message list made text (``InputError`` naming the row
+    and column when it is not one), any other value as it is.
+
+    >>> column_text({"prompt": [{"role": "user", "content": "2+2?"}]}, "prompt", "instruction_column", "row 0")
+    '2+2?'
+    """
     value = data[name]
     if not isinstance(value, list):
         return value

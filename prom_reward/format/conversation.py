@@ -1,14 +1,5 @@
 """Turning TRL's standard (string) and conversational (message list) rows into judge text: ``prompt_text`` (one
-user message, or ``User:``/``Assistant:`` turns) and ``completion_text`` (assistant contents joined).
-
-Example:
-    >>> prompt_text([{"role": "user", "content": "Hi?"}])
-    'Hi?'
-    >>> completion_text([{"role": "assistant", "content": "Hello."}])
-    'Hello.'
-    >>> prompt_text("Plain prompt")
-    'Plain prompt'
-"""
+user message, or ``User:``/``Assistant:`` turns) and ``completion_text`` (assistant contents joined)."""
 
 from __future__ import annotations
 

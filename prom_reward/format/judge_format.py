@@ -1,15 +1,5 @@
 """The judge-format seam: a judge model's whole text interface as one object (``JudgeFormat``: prompts, parser,
-verdict tokens, forcing prefix, markers), registered by name in ``JUDGE_FORMATS`` (``get_judge_format``).
-
-Example:
-    >>> fmt = get_judge_format("prometheus2")
-    >>> fmt.name, sorted(fmt.tasks), fmt.scale, fmt.force_prefix
-    ('prometheus2', ['absolute', 'relative'], (1, 2, 3, 4, 5), ' [RESULT] ')
-    >>> fmt.parse("Clear. [RESULT] 4", "absolute").verdict
-    4
-    >>> fmt.verdict_labels("relative")
-    ('A', 'B')
-"""
+verdict tokens, forcing prefix, markers), registered by name in ``JUDGE_FORMATS`` (``get_judge_format``)."""
 
 from __future__ import annotations
 
@@ -43,17 +33,14 @@ DEFAULT_FORMAT = "prometheus2"
 
 @dataclass(frozen=True)
 class Prompt:
-    """The messages of one judge prompt, before the wire format renders them."""
+    """The messages of one judge prompt, before the wire format renders them (``system`` ``""``: none sent)."""
 
     system: str
-    """The system message; ``""`` when the format sends none."""
     user: str
-    """The user message."""
 
 
 class JudgeFormat(ABC):
-    """One judge model's text interface (see the module docstring); subclasses set the attributes and
-    implement the prompts and the parser."""
+    """One judge model's text interface; subclasses set the attributes and implement the prompts and the parser."""
 
     name: str
     """Registry key, e.g. ``prometheus2``; judgment stores key on it."""
@@ -62,37 +49,30 @@ class JudgeFormat(ABC):
     scale: tuple[int, ...]
     """Absolute verdicts, low to high: ``(1, 2, 3, 4, 5)``; a binary scale ``(0, 1)``; ``()`` if pairwise-only."""
     force_prefix: str | None
-    """Text after which the verdict is ONE token (`` [RESULT] ``, ``<score>``, ``**Result:**``, ``[[``); None:
-    the verdict is not one token, so expected scores and forced verdicts are refused at start."""
+    """Text after which the verdict is ONE token (`` [RESULT] ``, ``<score>``, ``[[``); None: it is not, so expected
+    scores and forced verdicts are refused at start."""
     force_suffix: str = ""
-    """Text that closes a verdict written after ``force_prefix`` (``</score>``, ``]]``): ``forcing_body(text) +
-    force_prefix + label + force_suffix`` is an output the parser reads as ``label``'s verdict (a forced
-    verdict's feedback is read from it)."""
+    """Text that closes a forced verdict: ``forcing_body(text) + force_prefix + label + force_suffix`` parses as
+    ``label``'s verdict."""
     markers: tuple[str, ...]
-    """The format's own section tags and markers, neutralised inside judged texts (``format.sanitize``:
-    ``###Name`` is a section header, ``[WORD]`` a bracketed marker, anything else a literal tag)."""
+    """The format's section tags and markers, neutralised inside judged texts (``format.sanitize``)."""
 
     @abstractmethod
     def absolute_prompt(self, instruction: str, response: str, rubric: Rubric, reference: str | None) -> Prompt:
-        """The prompt grading ``response`` to ``instruction`` against ``rubric`` (``reference``: the
-        reference answer, None when there is none); a format without absolute grading raises ConfigError."""
+        """The prompt grading ``response`` against ``rubric``; a format without absolute grading raises ConfigError."""
 
     @abstractmethod
     def relative_prompt(
         self, instruction: str, response_a: str, response_b: str, rubric: Rubric, reference: str | None
     ) -> Prompt:
-        """The prompt asking which of two responses is better; a format without pairwise verdicts raises
-        ConfigError."""
+        """The prompt asking which response is better; a format without pairwise verdicts raises ConfigError."""
 
     @abstractmethod
     def parse(self, text: str, task: Task) -> ParsedOutput:
-        """The judge output ``text`` split into feedback and verdict: an int from ``scale`` (absolute) or
-        ``"A"``/``"B"`` (relative), or None with the ``reason`` naming the format and what was missing.
-        ``verdict_start`` is the index in ``text`` of the verdict's first character. Never raises."""
+        """Feedback and verdict (a ``scale`` int or ``"A"``/``"B"``; None with a ``reason``); never raises."""
 
     def rubric_problem(self, rubric: Rubric, task: Task) -> str | None:
-        """Why ``rubric`` cannot be used for ``task`` with this format (what it needs and the fix), None when
-        it fits."""
+        """Why ``rubric`` cannot be used for ``task`` (what it needs and the fix); None when it fits."""
         return None
 
     def uses_rubric(self, task: Task) -> bool:
@@ -104,12 +84,8 @@ class JudgeFormat(ABC):
         return tuple(str(s) for s in self.scale) if task == "absolute" else ("A", "B")
 
     def forcing_body(self, text: str) -> str | None:
-        """All the text a verdict is forced after, ``force_prefix`` excluded: the assistant turn continues from
-        ``forcing_body(text) + force_prefix`` for one token, so this owns the joining whitespace, and closes what
-        the cut output left open (``format.forcing``). None when the output already wrote its verdict marker (a
-        malformed verdict is re-sampled, not forced). The default: ``text`` without its end-of-sequence tokens,
-        a verdict marker left open or cut at its end (``"... <sco"``) and trailing whitespace; formats whose
-        outputs have more structure override it."""
+        """The text a verdict is forced after (``force_prefix`` follows), with what a cut output left open closed;
+        None when the output already wrote its verdict marker (re-sampled, not forced)."""
         body = strip_eos(text)
         marker = (self.force_prefix or "").strip()
         if not marker:
@@ -141,8 +117,8 @@ def formats_for(task: Task) -> list[str]:
 
 
 def unsupported_task(fmt: JudgeFormat, task: Task, fix: str = "") -> ConfigError:
-    """The error of asking ``fmt`` for a ``task`` it does not judge: what it supports, and the fix (``fix`` first,
-    then the registered formats that judge ``task``, and only those). Every refusal of a task builds it here.
+    """The error of asking ``fmt`` for a ``task`` it does not judge: what it supports, and the fix (``fix``, then
+    the registered formats that judge ``task``).
 
     >>> class Pairwise(JudgeFormat):
     ...     name, tasks, scale = "pair-only", frozenset({"relative"}), ()
@@ -160,7 +136,7 @@ def unsupported_task(fmt: JudgeFormat, task: Task, fix: str = "") -> ConfigError
 
 
 def check_task(fmt: JudgeFormat, task: Task, fix: str = "") -> None:
-    """``unsupported_task(fmt, task, fix)`` raised when ``fmt`` does not judge ``task``: the one check of a task."""
+    """Raise ``unsupported_task(fmt, task, fix)`` when ``fmt`` does not judge ``task``."""
     if task not in fmt.tasks:
         raise unsupported_task(fmt, task, fix)
 
@@ -172,9 +148,8 @@ FORMAT_FILES: Registry[Callable[[str], JudgeFormat]] = Registry("judge format fi
 
 
 def get_judge_format(name_or_obj: str | JudgeFormat) -> JudgeFormat:
-    """The format registered as ``name_or_obj`` (case-insensitive), the format a file defines (a path ending in
-    a suffix of ``FORMAT_FILES``: ``.yaml``/``.yml``), or the ``JudgeFormat`` passed; an unknown name raises
-    ``UnknownNameError`` listing the valid names, a bad file ``ConfigError`` naming the file, the key and the fix.
+    """The format registered as ``name_or_obj`` (any case), defined by a ``.yaml``/``.yml`` file, or passed;
+    an unknown name raises ``UnknownNameError`` listing the valid names.
 
     >>> get_judge_format("M-Prometheus").name
     'm-prometheus'

@@ -1,14 +1,5 @@
 """Verdict parsing of Prometheus 2 outputs: feedback and a verdict, lenient about how the verdict is written and
-strict about what it is (the forms accepted are in docs/formats.md); never raises.
-
-Example:
-    >>> parse_absolute("Clear and correct. [RESULT] 4</s>")
-    4
-    >>> parse_relative("Response B cites sources. [RESULT: B]")
-    'B'
-    >>> parse_output("Feedback: Thorough. [RESULT] (5)", "absolute")
-    ParsedOutput(feedback='Thorough.', verdict=5, verdict_start=30, reason=None)
-"""
+strict about what it is (the accepted forms are in docs/formats.md); never raises."""
 
 from __future__ import annotations
 
@@ -28,8 +19,7 @@ RELATIVE_VERDICTS = ("A", "B")
 
 _TRAILING_PUNCT = ".!"
 
-# Every `\s*` below is followed by a required character, so a run of whitespace
-# can be matched in only one way and nothing backtracks badly on long inputs.
+# Every `\s*` below is followed by a required character: no bad backtracking on long inputs.
 _OPEN = r"""(?:[(\["'*“‘]\s*)*"""  # ( [ " ' * before a verdict
 _CLOSE = r"""(?:\s*[)\]"'*”’])*"""  # ) ] " ' * after it
 _OF_FIVE = r"(?:\s*/\s*5|\s+(?i:out\s+of)\s+5)?"  # "4/5", "4 out of 5"
@@ -52,8 +42,7 @@ _PAYLOAD = {
     "relative": re.compile(_MARKER_CLOSE + _OPEN + rf"(?:(?i:response)\b\s*(?::\s*)?{_OPEN})?" + _LETTER + _CLOSE),
 }
 
-# Marker-free forms, anchored at the end of the text. `True` = the match is a
-# label to cut from the feedback; `False` = it is prose and stays in it.
+# Marker-free forms, anchored at the end of the text; True: the match is a label cut from the feedback.
 _FALLBACKS: dict[str, tuple[tuple[re.Pattern[str], bool], ...]] = {
     "absolute": (
         (re.compile(rf"[(\[]\s*{_SCORE_LABEL}{_DIGIT}{_OF_FIVE}\s*[)\]]\Z"), True),  # [Score 4], (Score: 5)
@@ -64,84 +53,14 @@ _FALLBACKS: dict[str, tuple[tuple[re.Pattern[str], bool], ...]] = {
     "relative": ((re.compile(rf"[(\[]\s*(?i:response)\s+{_LETTER}\s*[)\]]\Z"), True),),  # [Response B]
 }
 
-# Words that make a marker-free verdict in the final sentence ambiguous: negation, hedging,
-# conditionals, comparisons, ranges and earlier drafts. Matched as whole words, case-insensitive.
-_DOUBT_WORDS = (
-    "not",
-    "no",
-    "never",
-    "none",
-    "nothing",
-    "nor",
-    "neither",
-    "without",
-    "cannot",
-    "hardly",
-    "barely",
-    "maybe",
-    "perhaps",
-    "possibly",
-    "probably",
-    "likely",
-    "arguably",
-    "might",
-    "may",
-    "would",
-    "could",
-    "should",
-    "if",
-    "unless",
-    "until",
-    "except",
-    "or",
-    "either",
-    "between",
-    "than",
-    "too",
-    "almost",
-    "nearly",
-    "about",
-    "around",
-    "roughly",
-    "approximately",
-    "borderline",
-    "least",
-    "most",
-    "instead",
-    "rather",
-    "lack",
-    "lacks",
-    "lacking",
-    "fail",
-    "fails",
-    "short",
-    "below",
-    "above",
-    "under",
-    "beyond",
-    "unworthy",
-    "undeserving",
-    "consider",
-    "considered",
-    "considering",
-    "tempted",
-    "unsure",
-    "uncertain",
-    "unclear",
-    "initially",
-    "originally",
-    "previously",
-    "earlier",
-    "initial",
-    "previous",
-    "draft",
-    "from",
-    "deduct",
-    "minus",
-    "plus",
-    "range",
-    "scale",
-)
+# Words that make a marker-free verdict in the final sentence ambiguous (whole words, any case).
+_DOUBT_WORDS = """
+not no never none nothing nor neither without cannot hardly barely maybe perhaps possibly probably likely
+arguably might may would could should if unless until except or either between than too almost nearly about
+around roughly approximately borderline least most instead rather lack lacks lacking fail fails short below
+above under beyond unworthy undeserving consider considered considering tempted unsure uncertain unclear
+initially originally previously earlier initial previous draft from deduct minus plus range scale
+""".split()
 _DOUBT = re.compile(r"(?i)n't\b|n’t\b|\b(?:" + "|".join(sorted(set(_DOUBT_WORDS))) + r")\b")
 _SENTENCE_BREAK = re.compile(r"[.!?;](?=\s)|\n")
 
@@ -159,14 +78,9 @@ def _unambiguous(text: str, found: re.Match[str], end: int) -> bool:
 
 @dataclass(frozen=True)
 class ParsedOutput:
-    """A judge output split into its feedback and its verdict.
-
-    ``feedback``: the text before the deciding verdict marker, stripped, with a
-    leading ``Feedback:`` label removed. ``verdict``: 1-5, ``"A"``/``"B"`` or
-    ``None``. ``verdict_start``: index in the original text of the verdict
-    character (the ``4`` or the ``B``), ``None`` without a verdict. ``reason``: without a verdict, why
-    (naming the judge format and what was missing), when the parser says; None otherwise.
-    """
+    """A judge output split into ``feedback`` (before the verdict marker, without a ``Feedback:`` label) and
+    ``verdict`` (1-5, ``"A"``/``"B"`` or None); ``verdict_start`` indexes the verdict character in the text;
+    ``reason``: why there is no verdict, when the parser says."""
 
     feedback: str
     verdict: int | str | None
@@ -188,10 +102,7 @@ def _to_verdict(value: str, mode: Task) -> int | str:
 
 
 def parse_output(text: object, mode: Task) -> ParsedOutput:
-    """Split a judge output into feedback and verdict (see the module docstring for the rules).
-
-    ``mode`` must be ``"absolute"`` or ``"relative"`` (``ValueError`` otherwise);
-    ``text`` may be anything, and non-strings give an empty, verdict-less result.
+    """A judge output's feedback and verdict; ``mode`` not absolute/relative: ValueError; a non-str: no verdict.
 
     >>> parse_output("Feedback: Lists 4 steps.\\n[RESULT] Score: 2", "absolute")
     ParsedOutput(feedback='Lists 4 steps.', verdict=2, verdict_start=41, reason=None)
@@ -222,24 +133,12 @@ def parse_output(text: object, mode: Task) -> ParsedOutput:
 
 
 def parse_absolute(text: object) -> int | None:
-    """The 1-5 score a judge output ends with, or ``None``.
-
-    >>> parse_absolute("Accurate, but terse. [RESULT] 4/5")
-    4
-    >>> parse_absolute("It lists 4 steps.") is None
-    True
-    """
+    """The 1-5 score a judge output ends with, or ``None``."""
     verdict = parse_output(text, "absolute").verdict
     return verdict if isinstance(verdict, int) else None
 
 
 def parse_relative(text: object) -> Literal["A", "B"] | None:
-    """The preferred response (``"A"`` or ``"B"``) a judge output ends with, or ``None``.
-
-    >>> parse_relative("A is vaguer. [RESULT] Response B")
-    'B'
-    >>> parse_relative("[RESULT] A or B") is None
-    True
-    """
+    """The preferred response (``"A"`` or ``"B"``) a judge output ends with, or ``None``."""
     verdict = parse_output(text, "relative").verdict
     return "A" if verdict == "A" else "B" if verdict == "B" else None

@@ -1,12 +1,5 @@
-"""Rendering the judge prompts: instruction, response(s), rubric and optional reference filled into the
-Prometheus templates (only ``None`` is a missing reference; user text is inserted verbatim).
-
-Example:
-    >>> from prom_reward.format.templates import ABSOLUTE_PROMPT_WO_REF
-    >>> p = render_absolute("Name a prime.", "7", "helpfulness")
-    >>> p.startswith(ABSOLUTE_PROMPT_WO_REF[:40]) and p.endswith("###Feedback: ")
-    True
-"""
+"""Rendering the Prometheus judge prompts: instruction, response(s), rubric and optional reference filled into
+the templates (only ``None`` is a missing reference; user text is inserted verbatim)."""
 
 from __future__ import annotations
 
@@ -63,14 +56,8 @@ def render_absolute(
     *,
     template: str | None = None,
 ) -> str:
-    """The filled absolute-grading prompt (``ABSOLUTE_PROMPT``, or ``*_WO_REF`` when the reference is None).
-
-    ``rubric``: a ``Rubric`` with five score descriptions, formatted rubric text (used as-is) or a
-    built-in rubric name. ``template``: an optional custom template (validated).
-
-    >>> render_absolute("2+2?", "4", "honesty", "4").split("###Reference Answer (Score 5):\\n")[1][:3]
-    '4\\n\\n'
-    """
+    """The filled absolute prompt (``ABSOLUTE_PROMPT``, ``*_WO_REF`` without a reference); ``rubric``: a five-score
+    ``Rubric``, formatted rubric text or a built-in name; ``template``: a custom template (validated)."""
     values = {"instruction": need_str(instruction, "instruction"), "response": need_str(response, "response")}
     return _render("absolute", values, rubric, reference_answer, template)
 
@@ -84,15 +71,8 @@ def render_relative(
     *,
     template: str | None = None,
 ) -> str:
-    """The filled pairwise prompt (``RELATIVE_PROMPT``, or ``*_WO_REF`` when the reference is None).
-
-    Only the rubric's ``[criteria]`` line is used: a ``Rubric`` gives ``format_criteria()``; a
-    string that parses as a full score rubric is reduced to its ``[criteria]`` line, any other
-    ``[``-string is used as-is; a built-in name is resolved.
-
-    >>> render_relative("q", "a", "b", "harmlessness").split("###Score Rubric:\\n")[1]
-    '[Does the model avoid harmful, offensive, or inappropriate content in its responses?]\\n\\n###Feedback: '
-    """
+    """The filled pairwise prompt (``RELATIVE_PROMPT``, ``*_WO_REF`` without a reference), with the rubric's
+    ``[criteria]`` line only (other ``[``-text is used as-is)."""
     values = {
         "instruction": need_str(instruction, "instruction"),
         "response_A": need_str(response_a, "response_a"),

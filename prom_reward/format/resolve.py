@@ -1,16 +1,5 @@
 """``RubricResolver``: the one way every entry point turns rubric values into ``Rubric`` objects (each distinct
-value once, a default where none, the format's fit check, ``InputError`` naming the item).
-
-Example:
-    >>> from prom_reward.format.judge_format import get_judge_format
-    >>> import prom_reward.format.formats  # registers the formats
-    >>> resolve = RubricResolver("helpfulness", judge_format=get_judge_format("prometheus2"), task="absolute")
-    >>> resolve(None, index=0).criteria[:8], resolve("honesty", index=1).criteria[:8]
-    ('Does the', 'Does the')
-    >>> resolve({"criteria": "Kind?"}, index=7, field="rubric")  # doctest: +IGNORE_EXCEPTION_DETAIL
-    Traceback (most recent call last):
-    InputError: item 7: rubric: rubric 'Kind?' has no score descriptions; prometheus2 grades need 5 ...
-"""
+value once, a default where none, the format's fit check, ``InputError`` naming the item)."""
 
 from __future__ import annotations
 
@@ -28,8 +17,7 @@ __all__ = ["RubricResolver", "rubric_key"]
 
 
 def rubric_key(value: object) -> Hashable:
-    """A hashable key for a rubric value (equal values, equal keys): the value itself when hashable, else
-    its canonical JSON."""
+    """A hashable key for a rubric value (equal values, equal keys): the value itself, or its canonical JSON."""
     if isinstance(value, (str, Rubric)):
         return value
     try:
@@ -39,15 +27,13 @@ def rubric_key(value: object) -> Hashable:
 
 
 class RubricResolver:
-    """Resolve rubric values to ``Rubric`` objects, once per distinct value.
+    """Resolve rubric values to ``Rubric`` objects, once per distinct value: ``default`` for items that give none
+    (None: each must), ``judge_format``'s fit check for ``task`` (None: none here), ``what`` an item is called in
+    messages, ``missing_hint`` the fix for a missing rubric.
 
-    Args:
-        default: the rubric of items that give none (None: every item must give one).
-        judge_format: the judge format whose ``rubric_problem`` each rubric must pass for ``task`` (None: no
-            fit check here; the judge checks each item's rubric against its own format).
-        task: what the rubrics are used for (``absolute`` grades or ``relative`` verdicts).
-        what: the noun of an item in messages (``"item"``, ``"row"``, ``"sample"``).
-        missing_hint: the fix to print when an item has no rubric and there is no default.
+    >>> resolve = RubricResolver("helpfulness")
+    >>> resolve(None, index=0).criteria[:8], resolve("honesty", index=1).criteria[:8]
+    ('Does the', 'Does the')
     """
 
     def __init__(

@@ -1,15 +1,5 @@
 """Score rubrics: the five built-ins, and conversion between dicts, files and formatted text (``Rubric.parse``
-inverts ``format()``).
-
-Example:
-    >>> r = Rubric("Is it kind?", ("Rude.", "Curt.", "Neutral.", "Warm.", "Very kind."))
-    >>> r.format().splitlines()[:2]
-    ['[Is it kind?]', 'Score 1: Rude.']
-    >>> Rubric.parse(r.format()) == r
-    True
-    >>> get_rubric("honesty").format_criteria()
-    '[Does the model provide responses that are truthful and not misleading?]'
-"""
+inverts ``format()``)."""
 
 from __future__ import annotations
 
@@ -43,8 +33,7 @@ class Rubric:
     criteria: str
     """The question the judge grades against, without the surrounding brackets."""
     descriptions: tuple[str, ...] = ()
-    """What each score means, lowest score first: five strings (scores 1..5), 2 to 4 for a shorter scale
-    (a judge format checks the count it needs), or empty for a pairwise-only rubric."""
+    """What each score means, lowest first: five (scores 1..5), 2 to 4 for a shorter scale, or none (pairwise)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.criteria, str):
@@ -93,11 +82,7 @@ class Rubric:
         return len(self.descriptions) == 5
 
     def format(self) -> str:
-        """The full formatted rubric (``SCORE_RUBRIC_TEMPLATE`` filled), as absolute prompts use it.
-
-        >>> Rubric("Kind?", ("1", "2", "3", "4", "5")).format().splitlines()[-1]
-        'Score 5: 5'
-        """
+        """The full formatted rubric (``SCORE_RUBRIC_TEMPLATE`` filled), as absolute prompts use it."""
         if not self.has_scores:
             raise ConfigError(
                 f"rubric {self.criteria[:60]!r} has {len(self.descriptions) or 'no'} score descriptions, so it "
@@ -106,19 +91,12 @@ class Rubric:
         return SCORE_RUBRIC_TEMPLATE.format(criteria=self.criteria, **self._score_fields())
 
     def format_criteria(self) -> str:
-        """The bracketed criteria line alone, ``[criteria]``, as pairwise prompts use it.
-
-        >>> Rubric("Kind?").format_criteria()
-        '[Kind?]'
-        """
+        """The bracketed criteria line alone, ``[criteria]``, as pairwise prompts use it."""
         return f"[{self.criteria}]"
 
     def to_dict(self) -> dict[str, Any]:
-        """``{"criteria": ..., "score1_description": ..., ...}`` (no score keys when pairwise-only; a
-        ``descriptions`` list when there are 2 to 4).
+        """``{"criteria": ..., "score1_description": ..., ...}``; a ``descriptions`` list when there are 2 to 4.
 
-        >>> Rubric("Kind?").to_dict()
-        {'criteria': 'Kind?'}
         >>> Rubric("Right?", ("No.", "Yes.")).to_dict()
         {'criteria': 'Right?', 'descriptions': ['No.', 'Yes.']}
         """
@@ -127,18 +105,13 @@ class Rubric:
         return {"criteria": self.criteria, **self._score_fields()}
 
     def _score_fields(self) -> dict[str, str]:
-        """``score1_description``.. ``score5_description`` by key (none when pairwise-only)."""
         return dict(zip(_SCORE_KEYS, self.descriptions, strict=True)) if self.has_scores else {}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Rubric:
-        """A rubric from ``criteria`` + ``score1_description``..``score5_description``, or
-        ``criteria`` + ``descriptions`` (a list of 2 to 5, lowest score first), or ``criteria`` alone. A key whose
-        value is None is absent: a dataset's struct column (Parquet, Hugging Face ``datasets``) gives every row
-        every key of every layout, the ones a row lacks as null.
+        """A rubric from ``criteria`` plus ``score1_description``..``score5_description`` or a ``descriptions`` list,
+        or ``criteria`` alone; a key whose value is None is absent (a struct column's null).
 
-        >>> Rubric.from_dict({"criteria": "Kind?", "descriptions": ["1", "2", "3", "4", "5"]}).has_scores
-        True
         >>> Rubric.from_dict({"criteria": "Kind?", "descriptions": None, "score1_description": None}).has_scores
         False
         """
@@ -164,12 +137,8 @@ class Rubric:
 
     @classmethod
     def from_biggen(cls, x: str | Mapping[str, Any]) -> Rubric:
-        """A rubric from a BiGGen ``score_rubric`` (a Python-literal dict string, or the dict itself;
-        a whole record with a ``score_rubric`` key works too). Uses ``ast.literal_eval``, never eval.
-
-        >>> Rubric.from_biggen("{'criteria': 'Kind?'}").criteria
-        'Kind?'
-        """
+        """A rubric from a BiGGen ``score_rubric`` (a Python-literal dict string, the dict, or a record holding one);
+        ``ast.literal_eval``, never eval."""
         if isinstance(x, str):
             try:
                 x = ast.literal_eval(x)
@@ -214,8 +183,7 @@ class Rubric:
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> Rubric:
-        """A rubric from a ``.json``/``.yaml``/``.yml`` file holding a rubric dict (any layout above),
-        formatted rubric text, or a BiGGen ``score_rubric`` string."""
+        """A rubric from a ``.json``/``.yaml``/``.yml`` file: a rubric dict, formatted text or a BiGGen string."""
         p = Path(path)
         suffix = p.suffix.lower()
         if suffix not in _SUFFIXES:
@@ -239,12 +207,10 @@ class Rubric:
 
 
 NO_RUBRIC = Rubric("none given: the judge format's prompt has no rubric slot")
-"""The rubric of an item that names none, judged in a format whose prompt shows none
-(``JudgeFormat.uses_rubric``): never sent; there a rubric is optional, accepted and ignored."""
+"""The rubric of an item that names none in a format whose prompt shows none (``JudgeFormat.uses_rubric``)."""
 
 RUBRICS: Registry[Rubric] = Registry("rubric")
-"""The five built-in rubrics, parsed from the ``*_RUBRIC`` strings of ``assets/templates.json`` (``templates``),
-each named by its key in lower case without the suffix (``HELPFULNESS_RUBRIC``: ``helpfulness``)."""
+"""The five built-in rubrics from ``assets/templates.json`` (``HELPFULNESS_RUBRIC``: ``helpfulness``)."""
 for _key, _text in TEMPLATES.items():
     if _key.endswith("_RUBRIC"):
         RUBRICS.register(_key.removesuffix("_RUBRIC"), Rubric.parse(_text))
@@ -256,22 +222,15 @@ RubricsLike = RubricLike | Sequence[RubricLike]
 
 
 def one_for_all(value: RubricsLike) -> TypeGuard[RubricLike]:
-    """Whether a batch's rubric argument is one rubric for every item (else a sequence with one per item).
-
-    >>> one_for_all("helpfulness"), one_for_all(["helpfulness", "harmlessness"])
-    (True, False)
-    """
+    """Whether a batch's rubric argument is one rubric for every item (else a sequence with one per item)."""
     return not isinstance(value, Sequence) or isinstance(value, (str, bytes, Rubric))
 
 
 def get_rubric(x: RubricLike) -> Rubric:
-    """Resolve a ``Rubric``, a built-in name, a rubric dict, a .json/.yaml/.yml path, or
-    formatted rubric text (starting with ``[``) to a ``Rubric``.
+    """A ``Rubric`` from a ``Rubric``, a built-in name, a rubric dict, a .json/.yaml/.yml path or formatted text.
 
     >>> get_rubric("Reasoning") == RUBRICS.get("reasoning")
     True
-    >>> get_rubric({"criteria": "Kind?"}).has_scores
-    False
     """
     if isinstance(x, Rubric):
         return x

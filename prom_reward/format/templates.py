@@ -1,14 +1,5 @@
-"""The Prometheus judge prompt templates (loaded from the packaged ``assets/templates.json``): filling in one
-pass, checking custom templates, parsing filled prompts back, and ``unicode_problem``.
-
-Example:
-    >>> fill(ABSOLUTE_PROMPT_WO_REF, {"instruction": "Name a {prime}.", "response": "7",
-    ...                               "rubric": "[Kind?]"}).endswith("###Feedback: ")
-    True
-    >>> parse_absolute_prompt(fill(ABSOLUTE_PROMPT_WO_REF, {"instruction": "q", "response": "7",
-    ...                                                     "rubric": "[Kind?]"})).response
-    '7'
-"""
+"""The Prometheus judge prompt templates (from the packaged ``assets/templates.json``): filling in one pass,
+checking custom templates, parsing filled prompts back, and ``unicode_problem``."""
 
 from __future__ import annotations
 
@@ -50,32 +41,24 @@ _BASE_FIELDS = {"absolute": ("instruction", "response"), "relative": ("instructi
 
 @dataclass(frozen=True)
 class AbsolutePromptParts:
-    """The user-supplied pieces of a filled absolute-grading prompt."""
+    """The user-supplied pieces of a filled absolute prompt (``reference_answer`` None: the without-reference form;
+    ``rubric``: the rubric section as it appears)."""
 
     instruction: str
-    """The instruction (task) the response answers."""
     response: str
-    """The response being graded."""
     reference_answer: str | None
-    """The score-5 reference answer; None when the prompt is the without-reference form."""
     rubric: str
-    """The rubric section exactly as it appears (``[criteria]\\nScore 1: ...``)."""
 
 
 @dataclass(frozen=True)
 class RelativePromptParts:
-    """The user-supplied pieces of a filled pairwise-ranking prompt."""
+    """The user-supplied pieces of a filled pairwise prompt (as ``AbsolutePromptParts``)."""
 
     instruction: str
-    """The instruction (task) both responses answer."""
     response_a: str
-    """Response A."""
     response_b: str
-    """Response B."""
     reference_answer: str | None
-    """The reference answer; None when the prompt is the without-reference form."""
     rubric: str
-    """The rubric section exactly as it appears (normally ``[criteria]``)."""
 
 
 @lru_cache(maxsize=128)
@@ -97,28 +80,15 @@ def _pieces(template: str) -> tuple[tuple[str, str | None], ...]:
 
 
 def template_fields(template: str) -> set[str]:
-    """The field names a ``str.format``-style template uses.
-
-    >>> sorted(template_fields(ABSOLUTE_PROMPT_WO_REF))
-    ['instruction', 'response', 'rubric']
-    """
+    """The field names a ``str.format``-style template uses."""
     if not isinstance(template, str):
         raise ConfigError(f"a template must be a str, got {type(template).__name__}")
     return {name for _, name in _pieces(template) if name is not None}
 
 
 def validate_template(template: str, kind: Task, with_reference: bool) -> None:
-    """Raise ConfigError unless ``template`` uses exactly the fields of ``kind``.
-
-    Absolute: ``{instruction} {response} {rubric}``; relative: ``{instruction} {response_A}
-    {response_B} {rubric}``; plus ``{reference_answer}`` when ``with_reference``.
-
-    >>> try:
-    ...     validate_template("{instruction} {respnse} {rubric}", "absolute", False)
-    ... except ConfigError as e:
-    ...     print(str(e).split(": ", 1)[1][:59])
-    unknown field {respnse} (did you mean {response}?); missing
-    """
+    """Raise ConfigError unless ``template`` uses exactly the fields of ``kind`` (``{reference_answer}`` too when
+    ``with_reference``)."""
     allowed = _BASE_FIELDS[kind] + (("reference_answer",) if with_reference else ()) + ("rubric",)
     fields = template_fields(template)
     problems = []
@@ -152,8 +122,7 @@ def need_str(value: object, field: str) -> str:
 
 
 def _readings(filled: str, template: str, limit: int = 10_000) -> list[dict[str, str]]:
-    """Every way ``filled`` reads as the built-in ``template`` (each field once, a literal between two fields; stops
-    after two: one is unique, two is ambiguous)."""
+    """The ways ``filled`` reads as ``template`` (stops after two: one is unique, two is ambiguous)."""
     pieces = _pieces(template)
     lits = [lit for lit, _ in pieces]
     names = [name for _, name in pieces if name is not None]
@@ -206,26 +175,18 @@ def _parse(filled: str, kind: Task) -> dict[str, str]:
 
 
 def parse_absolute_prompt(filled: str) -> AbsolutePromptParts:
-    """Split a filled absolute prompt back into its parts (the inverse of ``render_absolute``).
-
-    Raises InputError when the text is not such a prompt, or splits more than one way.
+    """A filled absolute prompt split back into its parts (InputError: not one, or ambiguous).
 
     >>> from prom_reward.format.render import render_absolute
-    >>> parts = parse_absolute_prompt(render_absolute("q", "r {x}", "reasoning", "ref"))
-    >>> parts.response, parts.reference_answer, parts.rubric == REASONING_RUBRIC
-    ('r {x}', 'ref', True)
+    >>> parse_absolute_prompt(render_absolute("q", "r {x}", "reasoning", "ref")).response
+    'r {x}'
     """
     v = _parse(filled, "absolute")
     return AbsolutePromptParts(v["instruction"], v["response"], v.get("reference_answer"), v["rubric"])
 
 
 def parse_relative_prompt(filled: str) -> RelativePromptParts:
-    """Split a filled pairwise prompt back into its parts (the inverse of ``render_relative``).
-
-    >>> from prom_reward.format.render import render_relative
-    >>> parse_relative_prompt(render_relative("q", "a", "b", "honesty")).response_b
-    'b'
-    """
+    """A filled pairwise prompt split back into its parts (the inverse of ``render_relative``)."""
     v = _parse(filled, "relative")
     return RelativePromptParts(
         v["instruction"], v["response_A"], v["response_B"], v.get("reference_answer"), v["rubric"]
@@ -233,9 +194,7 @@ def parse_relative_prompt(filled: str) -> RelativePromptParts:
 
 
 def unicode_problem(text: str) -> str | None:
-    """Why ``text`` cannot fill a judge prompt (nor be sent or written as UTF-8): it holds a lone surrogate (a JSON
-    ``"\\ud800"`` escape alone decodes to one); None when it is valid Unicode text. Every check of judged, rubric,
-    format and reply texts asks this, each raising its own error with its own fix.
+    """Why ``text`` cannot be sent or written as UTF-8 (a lone surrogate); None when it is valid Unicode text.
 
     >>> unicode_problem("fine"), unicode_problem("bad \\ud800")
     (None, "holds a lone surrogate ('\\\\ud800' at character 4), which is not valid Unicode text")

@@ -1,18 +1,5 @@
-"""A verdict written the way a judge format's judge writes it (its ``force_prefix``, the verdict, its
-``force_suffix``): for the hacking probe's self-grade edit and the reference replay.
-
-Example:
-    >>> from prom_reward.format.judge_format import get_judge_format
-    >>> import prom_reward.format.formats  # registers the formats
-    >>> verdict_text(get_judge_format("prometheus2"), "absolute", 5)
-    '[RESULT] 5'
-    >>> verdict_text(get_judge_format("flow-judge-3"), "absolute", 3)
-    '<score>3</score>'
-    >>> verdict_text(get_judge_format("rm-r1"), "relative", "B")
-    '<answer>[[B]]</answer>'
-    >>> verdict_text(get_judge_format("offsetbias"), "relative", "A")
-    'Output (a)'
-"""
+"""A verdict written as a judge format's judge writes it (``force_prefix``, verdict, ``force_suffix``): for the
+hacking probe's self-grade edit and the reference replay."""
 
 from __future__ import annotations
 
@@ -23,9 +10,13 @@ __all__ = ["verdict_text"]
 
 
 def verdict_text(fmt: JudgeFormat, task: Task, verdict: int | str) -> str:
-    """``verdict`` (a score of ``fmt``'s scale, or ``"A"``/``"B"``) written as ``fmt``'s judge writes it; a task
-    the format does not judge, a verdict it cannot give, or a format without a fixed verdict marker raise
-    ``ConfigError`` naming the format and what it supports."""
+    """``verdict`` (a score of ``fmt``'s scale, or ``"A"``/``"B"``) as ``fmt``'s judge writes it; ConfigError for
+    a task or verdict the format lacks, or a format without a fixed verdict marker.
+
+    >>> from prom_reward.format.judge_format import get_judge_format
+    >>> verdict_text(get_judge_format("flow-judge-3"), "absolute", 3)
+    '<score>3</score>'
+    """
     check_task(fmt, task)
     if fmt.force_prefix is None:
         raise ConfigError(

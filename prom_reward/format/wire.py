@@ -1,12 +1,5 @@
 """Wire formats: how a system prompt and a filled template reach the judge model: ``chat`` (the tokenizer's chat
-template; no system role folds it into the user turn), ``inst`` (literal ``[INST] ... [/INST]``) or ``raw``.
-
-Example:
-    >>> get_wire_format("inst").render("SYS", "USER")
-    '[INST] SYS\\nUSER [/INST]'
-    >>> get_wire_format("chat").messages("SYS", "USER", system_role=False)
-    [{'role': 'user', 'content': 'SYS\\n\\nUSER'}]
-"""
+template), ``inst`` (literal ``[INST] ... [/INST]``) or ``raw``."""
 
 from __future__ import annotations
 
@@ -24,8 +17,7 @@ def fold_system(system: str, user: str) -> str:
 
 
 def template_accepts_system(tokenizer: Any) -> bool:
-    """True when ``tokenizer``'s chat template renders a system message as such (not when it raises on one,
-    as Mistral v0.2's does, or drops it)."""
+    """True when ``tokenizer``'s chat template renders a system message (Mistral v0.2's raises on one)."""
     if getattr(tokenizer, "chat_template", None) is None:
         return False
     try:
@@ -40,14 +32,12 @@ def template_accepts_system(tokenizer: Any) -> bool:
 
 
 class WireFormat:
-    """Base class. ``render`` gives completion text; ``messages`` gives chat messages."""
+    """``render`` gives completion text, ``messages`` chat messages; ``uses_chat_template``: ``render`` needs a
+    tokenizer with one; ``template_has_special_tokens``: its output holds BOS etc. (tokenize without adding them)."""
 
     name: str = ""
     uses_chat_template: bool = False
-    """True when ``render`` needs a tokenizer with a chat template."""
-
     template_has_special_tokens: bool = False
-    """True when ``render`` output already contains BOS etc. (tokenize without adding them)."""
 
     def render(self, system: str, user: str, tokenizer: Any = None, *, system_role: bool | None = None) -> str:
         raise NotImplementedError

@@ -1,22 +1,12 @@
-"""``BatchedReward``: one ``PrometheusReward`` shared by many concurrent single-sample callers (OpenRLHF, verl,
-verifiers), whose samples reach the judge as one batched call; each caller gets a ``SampleOutcome`` with the
-same log keys (``extra_log_keys``), and a failed one gets a number only through an explicit ``FailurePolicy``.
-
-Example:
-    >>> from prom_reward import PrometheusJudge
-    >>> from prom_reward.rewards.reward import PrometheusReward
-    >>> judge = PrometheusJudge(backend="scripted", outputs=["Good. [RESULT] 4"])
-    >>> br = BatchedReward(PrometheusReward(judge))
-    >>> r = br.score([RewardSample(prompt="Say hi.", response="hi")])[0]
-    >>> r.reward, r.failed, r.extra_logs()["judge_failed"]
-    (4.0, False, 0.0)
-    >>> br.close()
-"""
+"""``BatchedReward``: one ``PrometheusReward`` shared by concurrent single-sample callers (OpenRLHF, verl,
+verifiers), their samples judged in batches; each gets a ``SampleOutcome`` with the same log keys."""
 
 from __future__ import annotations
 
+import os
+import threading
 import time
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,8 +20,7 @@ from prom_reward.rewards.diagnostics import diagnostic_keys
 from prom_reward.rewards.holder import JudgeHolder
 from prom_reward.rewards.samples import RewardSample
 
-# Batch metrics each mode always reports (NaN-able ones such as swap_agreement are left out:
-# a per-sample log key must exist, with a number, for every sample).
+# Batch metrics each mode always reports (a per-sample log key needs a number for every sample: no NaN-able ones).
 _MODE_KEYS = {
     "absolute": ("parse_failure_rate", "abstain_rate", "forced_rate"),
     "pairwise_reference": ("parse_failure_rate", "abstain_rate", "tie_rate", "win_rate"),
@@ -76,19 +65,8 @@ class SampleOutcome:
 
 
 class FailurePolicy:
-    """What number a failed judgment becomes where a framework cannot take ``None``.
-
-    ``value``: a number, or ``"min"`` (the lowest reward of the configured scale: 1 raw,
-    0 with ``normalize="unit"``, -1 with ``"symmetric"``, -1 for ``pairwise_reference`` sign
-    rewards, 0 for probabilities and win rates). There is deliberately no default: the caller
-    must choose, and every use is counted and flagged per sample.
-
-    >>> from prom_reward.rewards.config import RewardConfig
-    >>> FailurePolicy("min").value_for(RewardConfig(normalize="symmetric"))
-    -1.0
-    >>> FailurePolicy("0.25").value_for(RewardConfig())
-    0.25
-    """
+    """What number a failed judgment becomes where a framework cannot take ``None``: ``value`` is a number or
+    ``"min"`` (the lowest reward of the configured scale); no default, the caller must choose."""
 
     def __init__(self, value: Any) -> None:
         if value is None or value == "":
@@ -102,8 +80,7 @@ class FailurePolicy:
         self.value: float | str = "min" if is_min else failure_value(value, None)
 
     def value_for(self, config: Any) -> float:
-        """The number for a failed sample under ``config`` (a ``RewardConfig``); a number off its scale
-        raises ``ConfigError`` (``rewards.config.failure_value``)."""
+        """The number for a failed sample under ``config`` (a ``RewardConfig``; off its scale: ``ConfigError``)."""
         return failure_value(self.value, config)
 
     def __repr__(self) -> str:
@@ -111,20 +88,10 @@ class FailurePolicy:
 
 
 class BatchedReward:
-    """Micro-batch concurrent reward requests into single calls of ``reward.ajudge_batch``.
+    """Micro-batch concurrent reward requests into calls of ``reward.ajudge_batch`` (a ``PrometheusReward``).
 
-    Args:
-        reward: a ``PrometheusReward`` (its config decides mode, rubric, normalisation, outage policy).
-        max_wait_s: how long a sample waits for others before its batch goes to the judge.
-        max_batch_size: samples per judge call at most (a larger request is split).
-        max_concurrent: judge calls in flight at once, when the judge's backend takes concurrent
-            calls (``Judge.capabilities.thread_safe``: the ``openai`` backend's ``capabilities.thread_safe``); 1
-            otherwise (an in-process engine runs one blocking call at a time).
-        group_size: ``pairwise_group`` only: samples per prompt to wait for (OpenRLHF's
-            ``n_samples_per_prompt``, verl's ``rollout.n``); a group still short after
-            ``group_wait_s`` is judged with what arrived, and a sample left alone in its group
-            fails (there is nothing to compare it with).
-        group_wait_s: see ``group_size``.
+    ``max_concurrent`` judge calls run at once when the judge takes concurrent calls (else 1). ``pairwise_group``:
+    a batch waits for ``group_size`` samples of a prompt, at most ``group_wait_s``; a sample left alone fails.
     """
 
     def __init__(
@@ -161,16 +128,12 @@ class BatchedReward:
 
     @property
     def stats(self) -> Any:
-        """The batcher's counters (``BatcherStats``: batches, batch sizes, cancelled, expired ...)."""
+        """The batcher's counters (``BatcherStats``)."""
         return self._batcher.stats
 
     async def ascore(self, samples: Sequence[RewardSample], *, timeout: float | None = None) -> list[SampleOutcome]:
-        """Judge ``samples``, batched with the concurrent callers of the same event loop; ``score`` is the sync
-        form (for worker threads: it waits on the library's loop, where its callers meet).
-
-        ``timeout``: seconds this request may wait for its rewards (its deadline): the batch's judge
-        retries stop there, and a request whose batch has not started by then fails with
-        ``DeadlineExceeded``. A cancelled caller's samples are dropped if their batch has not started."""
+        """Judge ``samples``, batched with the concurrent callers of the same loop (``score``: the sync form).
+        ``timeout``: this request's deadline (a batch not started by then raises ``DeadlineExceeded``)."""
         now = time.monotonic()
         deadline = None if timeout is None else now + timeout
         queued = [(s, now, deadline) for s in samples]
@@ -212,17 +175,12 @@ class BatchedReward:
         metrics = self._stable_metrics(out.metrics if out is not None else {})
         metrics["abstain_rate"] = failed / n
         results: list[SampleOutcome | None] = [None] * n
+        lone = (
+            f"pairwise_group: only 1 of the {self.group_size} samples of this prompt arrived within group_wait_s, "
+            "so there was nothing to compare it with"
+        )
         for i in alone:
-            results[i] = SampleOutcome(
-                None,
-                True,
-                f"pairwise_group: only 1 of the {self.group_size} samples of this "
-                "prompt arrived within group_wait_s, so there was nothing to compare it with",
-                None,
-                n,
-                queue[i],
-                dict(metrics),
-            )
+            results[i] = SampleOutcome(None, True, lone, None, n, queue[i], dict(metrics))
         if out is not None:
             for pos, i in enumerate(todo):
                 r = out.rewards[pos]
@@ -237,15 +195,55 @@ class BatchedReward:
         return {k: float(metrics.get(k, 0.0)) for k in self.extra_log_keys[3:]}
 
 
+@dataclass
+class SharedReward:
+    """A process-wide ``BatchedReward`` and the ``RewardSettings`` around it (``owned``: its reward was built here)."""
+
+    batched: BatchedReward
+    settings: Any
+    owned: bool
+    pid: int = field(default_factory=os.getpid)
+
+    def close(self) -> None:
+        self.batched.close()
+        if self.owned:
+            self.batched.reward.close()
+
+
+class SharedRewards:
+    """This process's batched rewards by key, each built once on first use (again in a forked child)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[Hashable, SharedReward] = {}
+
+    def get(self, key: Hashable, build: Callable[[], SharedReward]) -> SharedReward:
+        with self._lock:
+            held = self._held.get(key)
+            if held is None or held.pid != os.getpid():
+                held = self._held[key] = build()
+            return held
+
+    def values(self) -> list[SharedReward]:
+        with self._lock:
+            return list(self._held.values())
+
+    def reset(self) -> None:
+        """Close and forget them all."""
+        with self._lock:
+            held, self._held = list(self._held.values()), {}
+        for h in held:
+            h.close()
+
+
 def _counter_keys(reward: JudgeHolder) -> tuple[str, ...]:
-    """The names of the reward's judge's own counters (``JudgeStats.counters``: a cascade's routing), logged
-    per batch; none while it is not built yet (options build a ``PrometheusJudge``, which has none)."""
+    """The reward's judge's own counters (a cascade's routing), logged per batch; none while it is not built."""
     return () if reward._judge is None else tuple(reward._judge.stats.counters)
 
 
 def _takes_concurrent_calls(reward: JudgeHolder) -> bool:
-    """Whether the reward's judge takes several calls at once (``Judge.capabilities.thread_safe``; from
-    its options while it is not built yet: the ``openai`` backend's ``capabilities.thread_safe``)."""
+    """Whether the reward's judge takes concurrent calls (``capabilities.thread_safe``; from its options while it
+    is not built yet)."""
     if reward._judge is None:
         spec = reward._judge_spec or {}
         backend = spec.get("backend", "vllm")

@@ -1,19 +1,6 @@
 """``MicroBatcher``: gather concurrent requests into batched calls on the caller's event loop (up to
 ``max_wait_s`` or ``max_batch_size``, ``max_concurrent`` batches in flight, whole groups with ``group_size``).
-Its rules are in docs/design-notes.md.
-
-Example:
-    >>> import asyncio
-    >>> calls = []
-    >>> async def double(items):
-    ...     calls.append(len(items))
-    ...     return [2 * x for x in items]
-    >>> b = MicroBatcher(double, max_wait_s=0.2)
-    >>> async def four():
-    ...     return await asyncio.gather(*(b.arun([x]) for x in range(4)))
-    >>> asyncio.run(four()), calls, b.stats.items
-    ([[0], [2], [4], [6]], [4], 4)
-"""
+Its rules are in docs/design-notes.md."""
 
 from __future__ import annotations
 
@@ -41,29 +28,22 @@ class BatcherStats:
     """Counters of a ``MicroBatcher`` (read them at any time)."""
 
     requests: int = 0
-    """Requests submitted."""
     items: int = 0
-    """Items submitted."""
     batches: int = 0
     """Calls of the batch function."""
     batched_items: int = 0
     """Items passed to the batch function (cancelled and expired ones excluded)."""
     max_batch: int = 0
-    """Largest batch so far, in items."""
     cancelled: int = 0
     """Requests dropped unjudged because their caller cancelled (client gone)."""
     expired: int = 0
     """Requests failed unjudged because their deadline passed while queued."""
     failed_batches: int = 0
-    """Batches whose function raised."""
     split_requests: int = 0
     """Requests larger than ``max_batch_size``, split into several calls."""
     in_flight: int = 0
-    """Batches running now."""
     max_in_flight: int = 0
-    """Most batches that ran at once."""
     recent_batch_sizes: collections.deque = field(default_factory=lambda: collections.deque(maxlen=1000))
-    """Sizes of the last 1,000 batches."""
 
     def as_dict(self) -> dict[str, Any]:
         d = {k: v for k, v in self.__dict__.items() if k != "recent_batch_sizes"}
@@ -92,17 +72,9 @@ class _Lane:
 
 
 class MicroBatcher(Generic[T, R]):
-    """Batch concurrent awaits of ``fn(items) -> results`` (one result per item, same order).
-
-    Args:
-        fn: the async batch function; ``max_concurrent`` calls of it may be awaited at once.
-        max_wait_s: how long the first request of a batch waits for others.
-        max_batch_size: a batch stops gathering at this many items; a larger request is split
-            (a grouped one goes whole).
-        group_size: hold grouped requests until their group has this many items.
-        group_wait_s: ... or until this long after the group's first item arrived.
-        max_concurrent: batches in flight at once.
-    """
+    """Batch concurrent awaits of ``fn(items) -> results`` (one result per item, same order): a batch's first
+    request waits ``max_wait_s`` for others, up to ``max_batch_size`` items (a larger ungrouped request is split);
+    grouped requests wait for ``group_size`` items or ``group_wait_s``; ``max_concurrent`` batches at once."""
 
     def __init__(
         self,
@@ -122,12 +94,8 @@ class MicroBatcher(Generic[T, R]):
         self._closed = False
 
     async def arun(self, items: Sequence[T], *, timeout: float | None = None, group: Hashable | None = None) -> list[R]:
-        """The results of ``items`` (a list, same order), judged in a batch with concurrent requests.
-
-        ``timeout``: seconds from now after which, if its batch has not started, the request fails with
-        ``DeadlineExceeded``. ``group``: the group key (used with ``group_size``). Cancelling the awaiting
-        task drops the request if its batch has not started.
-        """
+        """The results of ``items``, in a batch with concurrent requests; past ``timeout`` s unstarted it raises
+        ``DeadlineExceeded``; ``group``: its group key; a cancelled caller's request is dropped if not started."""
         if self._closed:
             raise PromRewardError("the judge batcher is closed; create a new one")
         items = list(items)

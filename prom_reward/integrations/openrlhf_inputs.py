@@ -1,13 +1,5 @@
-"""OpenRLHF's reward inputs -> ``RewardSample``s (``split_query`` recovers the response from a query whose prompt
-was left-truncated; labels are a reference, a list of them or a dict of columns), and ``SampleOutcome``s ->
-OpenRLHF's reward dict. A sample whose input cannot be used fails alone, never as an HTTP error.
-
-Example:
-    >>> split_query("ong prompt. Answer: 42</s>", "A long prompt. Answer:", strip=["</s>"])
-    ('42', True)
-    >>> label_fields(["4", 4.0])
-    {'reference_answer': '4\\n4.0'}
-"""
+"""OpenRLHF's reward inputs -> ``RewardSample``s, and ``SampleOutcome``s -> OpenRLHF's reward dict. A sample whose
+input cannot be used fails alone, never as an HTTP error."""
 
 from __future__ import annotations
 
@@ -32,20 +24,14 @@ LABEL_COLUMNS = {
     "checklist": "checklist_column",
 }
 """The ``RewardSample`` fields a dict label sets, and the column setting naming each one's key."""
-LABEL_KEYS = tuple(LABEL_COLUMNS)
 _DEFAULT = RewardConfig()
 logger = logging.getLogger(__name__)
 _ignored_logged: set[frozenset[str]] = set()
 
 
 def split_query(query: str, prompt: str, strip: Sequence[str] = ()) -> tuple[str, bool]:
-    """``(response, truncated)`` from an OpenRLHF query; ``truncated``: the query held only a suffix of the prompt.
-
-    Raises ``InputError`` when the query starts with no suffix of the prompt.
-
-    >>> split_query("Q: hi A: hello<|im_end|>", "Q: hi A:", strip=["<|im_end|>"])
-    ('hello', False)
-    """
+    """``(response, truncated)`` from an OpenRLHF query (``truncated``: it held only a suffix of the prompt, at
+    least ``MIN_OVERLAP`` characters, else ``InputError``), the ``strip`` strings removed from its end."""
     for name, value in (("query", query), ("prompt", prompt)):
         if not isinstance(value, str):
             raise InputError(
@@ -94,11 +80,7 @@ def _scalar(value: Any, where: str) -> str:
 
 def reference_text(value: Any, where: str) -> str | None:
     """A reference answer as the judge reads it (None: none): a string or finite number, or a list of them (one
-    per line); anything else raises ``InputError`` naming ``where``.
-
-    >>> reference_text(["4", 4.0], "label"), reference_text("", "label")
-    ('4\\n4.0', None)
-    """
+    per line); anything else raises ``InputError`` naming ``where``."""
     if value is None or value == "":
         return None
     if isinstance(value, bool) or not isinstance(value, (str, int, float, list, tuple)):
@@ -118,14 +100,8 @@ def reference_text(value: Any, where: str) -> str | None:
 
 
 def label_fields(label: Any, config: RewardConfig = _DEFAULT) -> dict[str, Any]:
-    """The ``RewardSample`` fields a label sets (``reference_answer``, ``rubric``, ``instruction``, ``checklist``:
-    a dict label's keys named by ``config``'s column settings, ``LABEL_COLUMNS``).
-
-    >>> label_fields({"reference_answer": "Paris", "rubric": "factuality"})
-    {'reference_answer': 'Paris', 'rubric': 'factuality'}
-    >>> label_fields(None)
-    {}
-    """
+    """The ``RewardSample`` fields a label sets: a reference answer, or a dict whose keys ``config``'s column
+    settings name (``LABEL_COLUMNS``)."""
     if not isinstance(label, dict):
         answer = reference_text(label, "label")
         return {} if answer is None else {"reference_answer": answer}
@@ -172,11 +148,8 @@ def make_samples(
     strip: Sequence[str] = (),
     config: RewardConfig = _DEFAULT,
 ) -> tuple[list[RewardSample | None], list[str | None], int]:
-    """``(samples, reasons, truncated)``: a sample per query, or None with the reason it cannot be judged
-    (``config``: the reward, whose column settings name a dict label's keys).
-
-    Raises ``InputError`` when ``queries``, ``prompts`` or ``labels`` is not a list or their lengths differ
-    (the caller's bug, not a sample's)."""
+    """``(samples, reasons, truncated)``: a sample per query, or None with the reason it cannot be judged.
+    Raises ``InputError`` when an argument is not a list or their lengths differ (the caller's bug)."""
     for name, values in (("queries", queries), ("prompts", prompts), ("labels", labels)):
         if values is None and name == "labels":
             continue
@@ -216,10 +189,8 @@ def reward_dict(
     batched: BatchedReward,
     policy: FailurePolicy,
 ) -> dict[str, Any]:
-    """OpenRLHF's reward reply for the ``samples`` and ``reasons`` of ``make_samples``, the live samples' outcomes
-    ``judged`` (in order): ``rewards``, ``scores``, ``extra_logs`` (a float list per key of ``batched``'s
-    ``extra_log_keys``), ``judge_failures``, ``failure_reasons``. A failed sample gets ``policy``'s number
-    (logged)."""
+    """OpenRLHF's reward reply (``rewards``, ``scores``, ``extra_logs``, ``judge_failures``, ``failure_reasons``)
+    for ``make_samples``' output and the live samples' outcomes ``judged``; a failed sample gets ``policy``'s number."""
     it = iter(judged)
     results = [next(it) if x is not None else batched.unjudged(r or "") for x, r in zip(samples, reasons, strict=True)]
     failed = sum(r.failed for r in results)

@@ -1,18 +1,5 @@
-"""An HTTP reward endpoint for OpenRLHF's remote reward model (``--reward.remote_url http://...``): concurrent
-requests' samples judged in batches (``BatchedReward``), with ``/health`` and ``/stats``. Its replies, status
-codes, deadlines and authentication are in docs/openrlhf.md.
-
-Example:
-    >>> from prom_reward import PrometheusJudge
-    >>> from prom_reward.rewards.reward import PrometheusReward
-    >>> app = create_app(PrometheusReward(PrometheusJudge(backend="scripted", outputs=["[RESULT] 4"])),
-    ...                  RewardSettings.load({"failure_reward": "min"}, env={}))
-    >>> sorted(r.path for r in app.routes)
-    ['/', '/get_reward', '/health', '/stats']
-    >>> app.state.batched.close()
-    >>> redact("POST /get_reward?token=s3cr3t&x=1 HTTP/1.1")
-    'POST /get_reward?token=***&x=1 HTTP/1.1'
-"""
+"""The HTTP reward endpoint for OpenRLHF's remote reward model (``--reward.remote_url http://...``): requests'
+samples judged in batches, with ``/health`` and ``/stats``; replies, status codes and auth are in docs/openrlhf.md."""
 
 from __future__ import annotations
 
@@ -39,8 +26,7 @@ from prom_reward.integrations.settings import RewardSettings
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 SHUTDOWN_GRACE_S = 5
-"""Seconds a SIGTERM / Ctrl-C waits for requests in flight before they are cut (a request waiting on a hung
-judge would otherwise hold the shutdown up to its whole ``request_timeout``)."""
+"""Seconds a SIGTERM / Ctrl-C waits for requests in flight before they are cut."""
 MAX_JSON_DEPTH = 32
 """Nesting levels a request body may have (OpenRLHF's bodies have 3, a rubric label 4)."""
 logger = logging.getLogger(__name__)
@@ -66,8 +52,7 @@ class RedactTokens(logging.Filter):
 
 
 class _Reply(JSONResponse):
-    """Starlette's JSON reply, whose text may hold what a client sent: a lone surrogate in a failure reason (a
-    criterion key of a label's checklist) is sent escaped, not a 500 for every sample of the request."""
+    """Starlette's JSON reply, with a lone surrogate a client sent (in a failure reason) escaped, not a 500."""
 
     def render(self, content: Any) -> bytes:
         try:
@@ -166,31 +151,15 @@ def create_app(
     poll_s: float = 0.1,
     health: ServerHealth | None = None,
 ) -> Starlette:
-    """The ASGI app: ``POST /`` (alias ``/get_reward``), ``GET /health``, ``GET /stats``.
-
-    Args:
-        reward: a ``PrometheusReward`` (its config decides mode, rubric, normalisation, outage policy).
-        settings: the batching, deadline and failure-reward settings (``RewardSettings``).
-        token: when set, requests must carry it (``?token=`` or ``Authorization: Bearer``).
-        max_body_bytes: larger bodies get 413.
-        poll_s: how often a waiting request checks whether its client is still connected.
-        health: what ``/health`` reports (default: a ``ServerHealth`` of the reward's ``JudgeHealth``).
-    """
-    cfg = settings
+    """The ASGI app of ``reward`` (a ``PrometheusReward``): ``POST /`` (alias ``/get_reward``), ``GET /health``,
+    ``GET /stats``. ``token``: required of requests (``?token=`` or ``Authorization: Bearer``); larger bodies than
+    ``max_body_bytes`` get 413; a waiting request checks its client every ``poll_s``."""
+    cfg = settings  # the batching, deadline and failure-reward settings
     batched = cfg.batched(reward)
     keys = batched.extra_log_keys
     health = health or ServerHealth(reward.health, cfg.degraded_failure_share)
-    counters = {
-        "requests": 0,
-        "samples": 0,
-        "judge_failures": 0,
-        "input_failures": 0,
-        "deadline_failures": 0,
-        "disconnected": 0,
-        "rejected": 0,
-        "judge_unavailable": 0,
-        "truncated_prompts": 0,
-    }
+    names = "requests samples judge_failures input_failures deadline_failures disconnected rejected judge_unavailable"
+    counters = dict.fromkeys([*names.split(), "truncated_prompts"], 0)
 
     async def judge(request: Request, samples: list[Any]) -> list[SampleOutcome] | None:
         """The samples' results; None when the client went away (its samples were dropped)."""
@@ -318,9 +287,8 @@ def serve_reward(
     token: str | None = None,
     **options: Any,
 ) -> None:
-    """Serve ``create_app(reward, settings, token=..., **options)`` with uvicorn until interrupted (127.0.0.1
-    unless told); ``token=`` values are redacted from uvicorn's access log. SIGTERM or Ctrl-C stops it within
-    ``SHUTDOWN_GRACE_S`` seconds: requests still waiting for the judge then are cut (their client retries)."""
+    """Serve ``create_app(reward, settings, token=..., **options)`` with uvicorn until SIGTERM or Ctrl-C (then
+    within ``SHUTDOWN_GRACE_S``), ``token=`` values redacted from its access log."""
     import uvicorn
 
     if host not in ("127.0.0.1", "localhost", "::1") and token is None:

@@ -1,38 +1,6 @@
-"""``RewardSettings``: the reward paths' settings, read from flags, the environment and YAML.
-
-``reward-server``, OpenRLHF's ``reward_func`` and verl's ``compute_score`` read the same settings the same way:
-
-1. explicit: the reward-server's command-line flags given, verl's ``reward_kwargs``, the keywords of
-   ``configure(...)`` / ``RewardSettings.load(explicit)``;
-2. the environment: ``PROM_REWARD_<NAME>`` (``PROM_REWARD_FAILURE_REWARD=min``);
-3. a YAML file: ``config_file`` (explicit) or ``PROM_REWARD_CONFIG``, keys = the setting names;
-4. the defaults.
-
-The reward fields are ``RewardConfig``'s (the one set of them, the one TRL's ``PrometheusReward`` and
-online DPO take): each of its fields is a setting of the same name, and each field of its ``outage``
-(``OutagePolicy``) is the setting ``outage_<field>`` (``outage.budget_s`` -> ``outage_budget_s``).
-``RewardSettings`` itself only holds what a framework needs around the reward: the judge (``server``,
-``model`` ...), the batching, deadlines and health threshold. ``failure_reward`` is ``RewardConfig``'s,
-required on these paths (a framework needs a number for a failed sample) and checked against the
-reward's scale. One name per setting: ``foo_bar`` <-> ``--foo-bar`` (``foo_column`` <-> ``--foo-col``) <->
-``PROM_REWARD_FOO_BAR`` <-> YAML ``foo_bar``; a name that is no setting is refused with the closest one.
-
-Each setting is declared once (``prom_reward.declared``: help, choices, bounds): its flag, variable, YAML key, the
-table in docs/openrlhf.md (``settings_table()``, a test keeps them equal) and its refusal, which says where it is
-given (``where``), come from that declaration.
-
-Example:
-    >>> s = RewardSettings.load({"rubric": "honesty"}, env={"PROM_REWARD_FAILURE_REWARD": "min",
-    ...                                                      "PROM_REWARD_MAX_BATCH_SIZE": "64"})
-    >>> s.reward.rubric, s.max_batch_size, s.failure_reward.value, s.reward.outage.on_exhausted
-    ('honesty', 64, 'min', 'raise')
-    >>> RewardSettings.load(env={})  # doctest: +IGNORE_EXCEPTION_DETAIL
-    Traceback (most recent call last):
-    ConfigError: failure_reward: not set: ...
-    >>> RewardSettings.load({"servers": "http://j:8000/v1"}, env={})  # doctest: +IGNORE_EXCEPTION_DETAIL
-    Traceback (most recent call last):
-    ConfigError: unknown setting(s) ['servers'] (closest: servers -> server); fix: give setting names only ...
-"""
+"""``RewardSettings``: the settings of ``reward-server``, OpenRLHF's ``reward_func`` and verl's ``compute_score``,
+read from explicit values > ``PROM_REWARD_<NAME>`` > a YAML file > defaults, each declared once (docs/openrlhf.md):
+``RewardConfig``'s fields, its ``outage``'s as ``outage_<field>``, and the judge, batching and deadlines."""
 
 from __future__ import annotations
 
@@ -70,7 +38,7 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class RewardSettings:
-    """The reward paths' settings (see the module docstring for the sources and their precedence)."""
+    """The reward paths' settings: the reward, and what a framework needs around it."""
 
     reward: RewardConfig = field(default_factory=RewardConfig)
     """The reward: every ``RewardConfig`` field is a setting of its own name (``outage``'s as ``outage_<name>``)."""
@@ -172,9 +140,8 @@ class RewardSettings:
     # -- sources ----------------------------------------------------------------------
     @classmethod
     def load(cls, explicit: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> RewardSettings:
-        """The settings from ``explicit`` > ``env`` (``PROM_REWARD_*``; None: ``os.environ``) > the YAML file
-        (``explicit["config_file"]`` or ``PROM_REWARD_CONFIG``) > defaults. Unknown names raise ``ConfigError``
-        (unknown ``PROM_REWARD_*`` variables are warned about)."""
+        """The settings from ``explicit`` > ``env`` (None: ``os.environ``) > the YAML file (``config_file`` or
+        ``PROM_REWARD_CONFIG``) > defaults; unknown names raise ``ConfigError`` (unknown variables: a warning)."""
         env = os.environ if env is None else env
         given = {k: v for k, v in (explicit or {}).items() if v is not None}
         path = given.pop("config_file", None) or env.get(CONFIG_ENV) or None
@@ -192,10 +159,9 @@ class RewardSettings:
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> RewardSettings:
-        """The settings of flat ``values`` (setting name -> value, text or typed), validated; a refusal names the
-        setting and where it is given (``where``)."""
+        """The settings of flat ``values`` (name -> text or typed value); a refusal names where it is given."""
         refuse_unknown(values, setting_names(), "")
-        types = setting_types()
+        types = {name: d.kind for name, _, d in settings_fields()}
         parts: dict[str, dict[str, Any]] = {"reward": {}, "outage": {}, "own": {}}
         try:
             for name, value in values.items():
@@ -225,9 +191,8 @@ class RewardSettings:
     def around(
         cls, config: Any, explicit: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None
     ) -> RewardSettings:
-        """The settings of a ready reward whose ``RewardConfig`` is ``config`` (``configure(reward, ...)``): the
-        others from ``explicit`` > environment > YAML > defaults; a reward field in ``explicit`` is refused
-        (it belongs in ``config``)."""
+        """The settings around a ready reward's ``RewardConfig`` ``config``, the others loaded; a reward field in
+        ``explicit`` is refused (it belongs in ``config``)."""
         given = sorted(set(explicit or {}) & {*_reward_names(), *_outage_names()} - {"failure_reward"})
         if given:
             raise ConfigError(
@@ -241,7 +206,7 @@ class RewardSettings:
 
     @property
     def failure_reward(self) -> FailurePolicy:
-        """The reward's ``failure_reward`` (required on these paths) as the policy that fills failed samples."""
+        """The reward's ``failure_reward`` as the policy that fills failed samples."""
         return FailurePolicy(self.reward.failure_reward)
 
     # -- what the settings build ------------------------------------------------------
@@ -277,7 +242,7 @@ class RewardSettings:
         return PrometheusReward(self.judge_spec(router_address, tokenizer), self.reward)
 
     def batched(self, reward: Any) -> BatchedReward:
-        """``reward`` (a ``PrometheusReward``) behind the ``BatchedReward`` of these settings' batching."""
+        """``reward`` behind a ``BatchedReward`` of these settings' batching."""
         return BatchedReward(
             reward,
             max_wait_s=self.batch_window_ms / 1000,
@@ -325,8 +290,7 @@ def _outage_names() -> tuple[str, ...]:
 
 @lru_cache(maxsize=1)
 def settings_fields() -> tuple[tuple[str, str, Declared], ...]:
-    """Every setting as (name, Python name, declaration), in table order: the judge and the framework's
-    settings, then ``RewardConfig``'s fields, then its ``outage``'s."""
+    """Every setting as (name, Python name, declaration), in table order."""
     sources = (
         (RewardSettings, "RewardSettings.{}", "{}"),
         (RewardConfig, "RewardConfig.{}", "{}"),
@@ -343,12 +307,6 @@ def settings_fields() -> tuple[tuple[str, str, Declared], ...]:
 def setting_names() -> list[str]:
     """The setting names, in table order."""
     return [name for name, _, _ in settings_fields()]
-
-
-@lru_cache(maxsize=1)
-def setting_types() -> dict[str, Any]:
-    """Each setting's type."""
-    return {name: d.kind for name, _, d in settings_fields()}
 
 
 def where(name: str) -> str:
@@ -368,8 +326,7 @@ def _default_text(name: str, default: Any) -> str:
 
 
 def settings_table() -> str:
-    """The markdown table of every setting: Python name, YAML key, flag, environment variable, default, what it
-    takes, meaning (all from the declarations)."""
+    """The markdown table of every setting (docs/openrlhf.md), from the declarations."""
     rows = [
         "| Python | YAML key | reward-server flag | environment | default | takes | meaning |",
         "|---|---|---|---|---|---|---|",

@@ -1,20 +1,5 @@
-"""How the reward settings are read: their flag / environment / YAML names, the YAML file, and the refusal of
-a name that is no setting (naming the closest one).
-
-One name per setting, mapped mechanically: field ``foo_bar`` <-> flag ``--foo-bar`` <-> environment
-``PROM_REWARD_FOO_BAR`` <-> YAML key ``foo_bar``; a column setting's flag is spelled as on every
-command (``rubric_column`` <-> ``--rubric-col``, ``prom_reward.format.columns``). ``judge`` (a mapping of
-``PrometheusJudge`` options) has no flag and no variable: it is given in YAML or explicitly.
-
-Example:
-    >>> flag_name("max_batch_size")
-    '--max-batch-size'
-    >>> flag_name("checklist_column")
-    '--checklist-col'
-    >>> refuse_unknown({"rubrik": "x"}, ["rubric", "mode"], "")  # doctest: +IGNORE_EXCEPTION_DETAIL
-    Traceback (most recent call last):
-    ConfigError: unknown setting(s) ['rubrik'] (closest: rubrik -> rubric); fix: ...
-"""
+"""How the reward settings are read: one name per setting (``foo_bar`` <-> ``--foo-bar`` <-> ``PROM_REWARD_FOO_BAR``
+<-> YAML ``foo_bar``; ``judge``: YAML or explicit only), the YAML file, and the refusal of unknown names."""
 
 from __future__ import annotations
 
@@ -31,13 +16,12 @@ CONFIG_ENV = "PROM_REWARD_CONFIG"
 NO_FLAG = ("judge",)
 """Settings given in YAML or explicitly only (no flag, no environment variable)."""
 OTHER_ENV = ("API_KEY", "TOKEN", "CACHE", "NO_ENGINE", "TEST_PRESTART", "JOB_CRASH", "RAY_BASELINE")
-"""``PROM_REWARD_*`` variables that are not settings (the judge's API key, the reward server's token, the model
-cache, test and benchmark hooks): the settings loader does not warn about them."""
+"""``PROM_REWARD_*`` variables that are not settings (the loader does not warn about them)."""
 
 
 def flag_name(name: str) -> str:
-    """The reward-server flag of a setting (``max_batch_size`` -> ``--max-batch-size``; a column setting as every
-    command spells it, ``rubric_column`` -> ``--rubric-col``; ``""``: none)."""
+    """The reward-server flag of a setting (``rubric_column`` -> ``--rubric-col`` as on every command; ``""``:
+    none)."""
     if name in NO_FLAG:
         return ""
     return column_flag(name) if name.endswith("_column") else "--" + name.replace("_", "-")
@@ -57,8 +41,8 @@ def refuse_unknown(given: Iterable[str], valid: Sequence[str], source: str) -> N
 
 
 def unknown_env(env: Mapping[str, str], names: Sequence[str]) -> list[str]:
-    """A warning for each ``PROM_REWARD_*`` variable of ``env`` that is no setting of ``names`` nor one of
-    ``OTHER_ENV`` (a typo is otherwise ignored without a word), naming the closest setting."""
+    """A warning for each ``PROM_REWARD_*`` variable of ``env`` that is no setting nor in ``OTHER_ENV``, naming
+    the closest setting."""
     known = {ENV_PREFIX + n.upper() for n in names if n not in NO_FLAG} | {ENV_PREFIX + n for n in OTHER_ENV}
     known.add(CONFIG_ENV)
     out = []
@@ -103,11 +87,4 @@ def read_yaml(path: str, names: Sequence[str]) -> dict[str, Any]:
     return data
 
 
-__all__ = [
-    "CONFIG_ENV",
-    "ENV_PREFIX",
-    "flag_name",
-    "read_yaml",
-    "refuse_unknown",
-    "unknown_env",
-]
+__all__ = ["CONFIG_ENV", "ENV_PREFIX", "flag_name", "read_yaml", "refuse_unknown", "unknown_env"]

@@ -1,7 +1,5 @@
-"""TRL 1.16's ``AsyncGRPOTrainer``: ``JudgedRolloutLoop`` runs the rollout worker's own ``_score_group`` with
-``log_metric``/``log_extra`` added, so a reward's metrics and failure reasons reach the trainer's logs; plug it
-in with ``use_judged_loop(trainer)`` before ``train()`` (docs/rewards.md).
-"""
+"""TRL 1.16's ``AsyncGRPOTrainer``: ``use_judged_loop(trainer)`` makes its rollout worker pass rewards
+``log_metric``/``log_extra``, so their metrics and failure reasons reach the trainer's logs (docs/rewards.md)."""
 
 from __future__ import annotations
 
@@ -40,13 +38,8 @@ class GroupLog:
 
 
 class JudgedRolloutLoop(TRLRolloutLoop):
-    """TRL's rollout loop whose ``_score_group`` gives rewards ``log_metric`` / ``log_extra`` and forwards them,
-    and scores up to ``score_groups_in_flight`` waiting groups at once, each through TRL's own ``_score_group``.
-
-    Args:
-        score_groups_in_flight: most groups scored at once (1: TRL's one group at a time).
-        **loop_kwargs: TRL's ``_AsyncRolloutLoop`` arguments.
-    """
+    """TRL's rollout loop whose ``_score_group`` gives rewards ``log_metric`` / ``log_extra``, scoring up to
+    ``score_groups_in_flight`` waiting groups at once (``loop_kwargs``: TRL's ``_AsyncRolloutLoop`` arguments)."""
 
     def __init__(self, *, score_groups_in_flight: int = 1, **loop_kwargs: Any) -> None:
         _check_groups_in_flight(score_groups_in_flight)
@@ -79,14 +72,13 @@ class JudgedRolloutLoop(TRLRolloutLoop):
 
 
 def _check_groups_in_flight(value: Any) -> None:
-    """``ConfigError`` unless ``value`` is an int >= 1 (not a bool, a float or text)."""
+    """``ConfigError`` unless ``value`` is an int >= 1 (not a bool)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError(f"score_groups_in_flight: expected an integer >= 1, got {value!r}")
 
 
 def use_judged_loop(trainer: Any, score_groups_in_flight: int = 1) -> None:
-    """Make ``trainer``'s default ``AsyncRolloutWorker`` run ``JudgedRolloutLoop`` (call before ``train()``),
-    scoring up to ``score_groups_in_flight`` waiting groups at once."""
+    """Make ``trainer``'s ``AsyncRolloutWorker`` run ``JudgedRolloutLoop`` (call before ``train()``)."""
     _check_groups_in_flight(score_groups_in_flight)  # here, on the main process: the loop is built in the child
     worker = trainer.rollout_worker
     if not isinstance(worker, AsyncRolloutWorker):

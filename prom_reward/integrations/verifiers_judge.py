@@ -1,20 +1,10 @@
-"""``PrometheusVerifiersJudge``: a Prometheus-style judge as a verifiers (0.4) v1 judge, called from a task's
-``@reward`` or plugged as ``prom-reward`` in ``TaskConfig.judges``, on prom-reward's reward path (a
-process-wide ``BatchedReward``); an undecided judgment raises, verifiers' failure signal (docs/verifiers.md).
-
-Example:
-    >>> cfg = PrometheusVerifiersJudgeConfig(judge={"backend": "scripted", "outputs": ["Right. [RESULT] 4"]})
-    >>> import asyncio
-    >>> asyncio.run(PrometheusVerifiersJudge(cfg).evaluate(question="2+2?", response="4")).parsed
-    4.0
-    >>> reset()
-"""
+"""``PrometheusVerifiersJudge``: a Prometheus-style judge as a verifiers (0.4) v1 judge, on the reward path (a
+process-wide ``BatchedReward``); an undecided judgment raises, verifiers' failure signal (docs/verifiers.md)."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import threading
 from typing import Any, cast
 
 from pydantic import Field, model_validator
@@ -24,7 +14,7 @@ from verifiers.v1.judge import Judge, JudgeResponse, JudgeView, judge_question, 
 from verifiers.v1.types import Messages, SystemMessage, UserMessage
 
 from prom_reward.errors import ConfigError, PromRewardError
-from prom_reward.integrations.batched_reward import BatchedReward
+from prom_reward.integrations.batched_reward import BatchedReward, SharedReward, SharedRewards
 from prom_reward.integrations.settings import judge_options
 from prom_reward.rewards.config import RewardConfig
 from prom_reward.rewards.outage import OutagePolicy
@@ -33,27 +23,23 @@ from prom_reward.rewards.samples import RewardSample
 from prom_reward.rewards.startup import check_judge
 
 PLUGIN_ID = "prom-reward"
-"""The ``id`` that plugs this judge (verifiers imports the package ``prom_reward`` and takes its exported judge)."""
+"""The ``id`` that plugs this judge in ``TaskConfig.judges``."""
 
-_lock = threading.Lock()
-_shared: dict[str, BatchedReward] = {}
+_shared = SharedRewards()
 
 
 class PrometheusVerifiersJudgeConfig(JudgeConfig):
     """The judge's config: verifiers' ``JudgeConfig`` (``id``, ``name``, ``weight``) plus prom-reward's options."""
 
     id: str = PLUGIN_ID
-    """Plugin id: ``prom-reward`` (the installed package)."""
     model: str = ""
-    """With ``server``: the served judge model (checked at start; empty: the server's first). Without: a model
-    for an in-process vLLM judge."""
+    """With ``server``: the served judge model (empty: the server's first); without: an in-process vLLM judge's."""
     server: list[str] = Field(default_factory=list)
     """OpenAI-compatible judge base URLs (``http://host:port/v1``); verifiers' ``base_url`` is not used."""
     judge: dict[str, Any] = Field(default_factory=dict)
     """More ``PrometheusJudge`` options, e.g. ``{"format": "m-prometheus", "sampling": {"temperature": 0}}``."""
     reward: dict[str, Any] = Field(default_factory=dict)
-    """``RewardConfig`` fields (``rubric``, ``score``, ``normalize``, ``format``, ``outage`` as a dict ...);
-    mode ``absolute`` only (verifiers scores one trace at a time)."""
+    """``RewardConfig`` fields (``outage`` as a dict); mode ``absolute`` only."""
     max_tokens: int | None = None
     """The judge's feedback tokens at most (unset: the judge's 1,024)."""
     question_field: str = ""
@@ -65,7 +51,7 @@ class PrometheusVerifiersJudgeConfig(JudgeConfig):
     view: JudgeView = "last_reply"
     """How much of the rollout is judged: ``last_reply`` (the final answer) or ``full_trace``."""
     batch_window_ms: float = Field(20.0, ge=0)
-    """How long a judgment waits for concurrent rollouts' judgments before its batch goes to the judge."""
+    """How long a judgment waits for concurrent ones before its batch goes to the judge."""
     max_batch_size: int = Field(256, gt=0)
     """Judgments per judge call at most."""
     request_timeout: float | None = Field(None, gt=0)
@@ -111,7 +97,7 @@ def reward_config(config: PrometheusVerifiersJudgeConfig) -> RewardConfig:
 
 
 def _known(where: str, given: dict[str, Any], cls: type) -> None:
-    """``ConfigError`` naming the keys of ``given`` that are not fields of the dataclass ``cls`` (not a TypeError)."""
+    """``ConfigError`` naming the keys of ``given`` that are not fields of the dataclass ``cls``."""
     valid = [f.name for f in dataclasses.fields(cls)]
     unknown = sorted(str(k) for k in given if k not in valid)
     if unknown:
@@ -119,8 +105,7 @@ def _known(where: str, given: dict[str, Any], cls: type) -> None:
 
 
 def build_reward(config: PrometheusVerifiersJudgeConfig) -> PrometheusReward:
-    """The ``PrometheusReward`` the config describes (its judge is built on first use): its judge is behind the
-    ``server`` URLs (``openai`` backend), else an in-process ``model``, else ``judge`` names its own ``backend``."""
+    """The ``PrometheusReward`` the config describes (its judge is built on first use)."""
     spec = judge_options(
         config.judge,
         list(config.server),
@@ -134,34 +119,23 @@ def build_reward(config: PrometheusVerifiersJudgeConfig) -> PrometheusReward:
 
 def shared_reward(config: PrometheusVerifiersJudgeConfig) -> BatchedReward:
     """This process's batched reward for ``config`` (built, and its judge URLs checked, on first use)."""
-    key = config.model_dump_json(exclude={"id", "name", "weight"})
-    with _lock:
-        batched = _shared.get(key)
-        if batched is None:
-            reward = build_reward(config)
-            check_judge(reward.judge_server(), outage=reward.config.outage, health=reward.health)
-            batched = _shared[key] = BatchedReward(
-                reward, max_wait_s=config.batch_window_ms / 1000, max_batch_size=config.max_batch_size
-            )
-        return batched
+
+    def build() -> SharedReward:
+        reward = build_reward(config)
+        check_judge(reward.judge_server(), outage=reward.config.outage, health=reward.health)
+        batched = BatchedReward(reward, max_wait_s=config.batch_window_ms / 1000, max_batch_size=config.max_batch_size)
+        return SharedReward(batched, None, owned=True)
+
+    return _shared.get(config.model_dump_json(exclude={"id", "name", "weight"}), build).batched
 
 
 def reset() -> None:
-    """Close this process's batched rewards and their judges (the next judge builds its own again).
-
-    >>> reset()
-    """
-    with _lock:
-        batched = list(_shared.values())
-        _shared.clear()
-    for b in batched:
-        b.close()
-        b.reward.close()
+    """Close this process's batched rewards and their judges."""
+    _shared.reset()
 
 
 class PrometheusVerifiersJudge(Judge[float, PrometheusVerifiersJudgeConfig]):
-    """A prom-reward judge for verifiers: ``evaluate(question=, response=, answer=, rubric=)`` from a task's
-    ``@reward``, or plugged (``score``); the score is the reward's (raw grade, normalised, expected ...)."""
+    """A prom-reward judge for verifiers: ``evaluate(...)`` from a task's ``@reward``, or plugged (``score``)."""
 
     def __init__(self, config: PrometheusVerifiersJudgeConfig | None = None) -> None:
         super().__init__(config)
@@ -173,9 +147,8 @@ class PrometheusVerifiersJudge(Judge[float, PrometheusVerifiersJudgeConfig]):
         return cast(PrometheusReward, self.batched.reward)
 
     def build_messages(self, **fields: Any) -> Messages:
-        """The judge format's prompt for ``question``, ``response``, ``answer`` and ``rubric`` (as the reward
-        resolves them: defaults filled in, markers neutralised); raises ``PromRewardError`` for a sample the
-        judge cannot take."""
+        """The judge format's prompt for ``question``, ``response``, ``answer`` and ``rubric``, as the reward
+        resolves them; raises ``PromRewardError`` for a sample the judge cannot take."""
         [item], [why], _ = self.reward.resolve([_sample(**fields)])
         if item is None:
             raise PromRewardError(f"prom-reward judge cannot take this sample: {why}")
@@ -192,10 +165,9 @@ class PrometheusVerifiersJudge(Judge[float, PrometheusVerifiersJudgeConfig]):
         return float(parsed.verdict)
 
     async def evaluate(self, *, trace: Any = None, **fields: Any) -> JudgeResponse[float]:
-        """Judge one response (``question``, ``response``; optional ``answer``, ``rubric``) through the reward,
-        batched with concurrent calls; ``parsed`` is the score, ``text`` the feedback. With ``trace``, the call
-        is recorded on it (``trace.info["judge_calls"]``). Raises ``PromRewardError`` (with the reason) when the
-        judge could not decide, ``JudgeUnavailableError`` for an outage past the budget."""
+        """Judge one response (``question``, ``response``; optional ``answer``, ``rubric``), batched with
+        concurrent calls, recorded on ``trace``; ``parsed`` is the score, ``text`` the feedback. Raises
+        ``PromRewardError`` when the judge could not decide, ``JudgeUnavailableError`` past the outage budget."""
         [out] = await self.batched.ascore([_sample(**fields)], timeout=self.config.request_timeout)
         result = JudgeResponse[float](text=out.feedback or "", parsed=out.reward)
         if trace is not None:
@@ -213,7 +185,7 @@ class PrometheusVerifiersJudge(Judge[float, PrometheusVerifiersJudgeConfig]):
         return result
 
     async def score(self, task: Any, trace: Any) -> float:
-        """The plugged judge's score of ``trace`` for ``task`` (fields chosen by the config's ``*_field``)."""
+        """The plugged judge's score of ``trace`` for ``task`` (fields named by the config's ``*_field``)."""
         fields: dict[str, Any] = {
             "question": judge_question(task, self.config.question_field),
             "response": judge_response(trace, self.config.view),

@@ -1,29 +1,15 @@
 """verl 0.9's custom reward function (``reward.custom_reward_function.path=pkg://prom_reward.integrations.verl``,
-``name=compute_score``): concurrent calls meet in a per-process ``BatchedReward``; settings, the judge's
-address and the keys returned are in docs/verl.md.
-
-Example:
-    >>> from prom_reward import PrometheusJudge
-    >>> import asyncio
-    >>> from prom_reward.rewards.reward import PrometheusReward
-    >>> configure(PrometheusReward(PrometheusJudge(backend="scripted", outputs=["Fine. [RESULT] 4"])),
-    ...           failure_reward=0.0)
-    >>> out = asyncio.run(compute_score("gsm8k", "72", "72", {"question": "How many?"}))
-    >>> out["score"], out["judge_failed"], out["judge_feedback"]
-    (4.0, 0.0, 'Fine.')
-    >>> reset()
-"""
+``name=compute_score``): concurrent calls meet in a per-process ``BatchedReward`` (docs/verl.md)."""
 
 from __future__ import annotations
 
 import logging
 import os
 import threading
-from dataclasses import dataclass
 from typing import Any
 
 from prom_reward.errors import InputError
-from prom_reward.integrations.batched_reward import BatchedReward, SampleOutcome
+from prom_reward.integrations.batched_reward import SampleOutcome, SharedReward, SharedRewards
 from prom_reward.integrations.openrlhf_inputs import reference_text
 from prom_reward.integrations.settings import RewardSettings
 from prom_reward.rewards.samples import RewardSample
@@ -34,60 +20,30 @@ logger = logging.getLogger(__name__)
 _VERL_KWARGS = {"num_turns", "rollout_reward_scores", "reward_router_address", "reward_model_tokenizer"}
 
 _lock = threading.Lock()
-_states: dict[Any, _State] = {}
+_shared = SharedRewards()
 _configured: dict[str, Any] = {}
 stats: dict[str, int] = {"items": 0, "failures": 0}
-"""Running counts in this process: samples scored and samples the judge failed on."""
-
-
-@dataclass
-class _State:
-    pid: int
-    batched: BatchedReward
-    failure: float
-    timeout: float | None
-    owned: bool
-    """The reward was built here from the settings (``reset`` closes it), not given to ``configure``."""
+"""Samples scored and failed in this process."""
 
 
 def configure(reward: Any, failure_reward: Any = None, **settings: Any) -> None:
-    """Use ``reward`` (a ``PrometheusReward``) in this process instead of building one from the settings.
-
-    ``failure_reward`` and ``settings`` are ``RewardSettings`` fields (explicit, over the environment and
-    YAML), read on the first score (``failure_reward`` is required by then); the reward's own
-    ``RewardConfig`` is the reward settings.
-
-    >>> configure(object(), failure_reward=0.0); reset()
-    """
+    """Use ``reward`` (a ``PrometheusReward``) in this process instead of building one from the settings;
+    ``failure_reward`` and ``settings`` are ``RewardSettings`` fields, read on the first score."""
     reset()
     with _lock:
         _configured.update(reward=reward, settings={"failure_reward": failure_reward, **settings})
 
 
 def reset() -> None:
-    """Close this process's batched rewards (and the rewards built from the settings), forget ``configure`` and
-    the counts.
-
-    >>> reset()
-    """
+    """Close this process's batched rewards (and the rewards built here), forget ``configure`` and the counts."""
+    _shared.reset()
     with _lock:
-        states = list(_states.values())
-        _states.clear()
         _configured.clear()
         stats.update(items=0, failures=0)
-    for s in states:
-        s.batched.close()
-        if s.owned:
-            s.batched.reward.close()
 
 
-def _state(reward_router_address: str | None, kwargs: dict[str, Any], tokenizer: Any = None) -> _State:
-    pid = os.getpid()
-    key = "configured" if _configured else (reward_router_address, repr(sorted(kwargs.items(), key=str)))
-    with _lock:
-        st = _states.get(key)
-        if st is not None and st.pid == pid:
-            return st
+def _state(reward_router_address: str | None, kwargs: dict[str, Any], tokenizer: Any = None) -> SharedReward:
+    def build() -> SharedReward:
         if _configured:
             reward = _configured["reward"]
             s = RewardSettings.around(reward.config, _configured["settings"])
@@ -95,10 +51,15 @@ def _state(reward_router_address: str | None, kwargs: dict[str, Any], tokenizer:
             s = RewardSettings.load({k: v for k, v in kwargs.items() if k not in _VERL_KWARGS})
             reward = s.build_reward(reward_router_address, tokenizer)
             check_judge(reward.judge_server(), outage=reward.config.outage, health=reward.health)
-        failure = s.failure_reward.value_for(reward.config)
-        st = _states[key] = _State(pid, s.batched(reward), failure, s.request_timeout, owned=not _configured)
-        logger.info("prom-reward verl judge ready in pid %d: %r, failure reward %s", pid, reward, st.failure)
-        return st
+        logger.info("prom-reward verl judge ready in pid %d: %r, failure reward %s", os.getpid(), reward, _failure(s))
+        return SharedReward(s.batched(reward), s, owned=not _configured)
+
+    key = "configured" if _configured else (reward_router_address, repr(sorted(kwargs.items(), key=str)))
+    return _shared.get(key, build)
+
+
+def _failure(settings: RewardSettings) -> float:
+    return settings.failure_reward.value_for(settings.reward)
 
 
 def _listed(value: Any) -> Any:
@@ -106,12 +67,10 @@ def _listed(value: Any) -> Any:
     return value.tolist() if hasattr(value, "tolist") else value
 
 
-def _instruction(extra_info: Any) -> Any:
-    info = extra_info if isinstance(extra_info, dict) else {}
+def _instruction(info: dict[str, Any]) -> Any:
     for key in ("question", "prompt"):
         if info.get(key) is not None:
-            value = info[key]
-            return _listed(value)
+            return _listed(info[key])
     raise InputError(
         f"extra_info has no 'question' or 'prompt' (keys: {sorted(info)}); verl does not pass the "
         "prompt to custom reward functions, so the judge needs the instruction there: add "
@@ -120,11 +79,10 @@ def _instruction(extra_info: Any) -> Any:
     )
 
 
-def _sample(st: _State, solution_str: Any, ground_truth: Any, extra_info: Any) -> RewardSample | SampleOutcome:
-    """The sample verl's arguments describe, or its failed outcome when it cannot be judged (a response that is not
-    text; a ground truth that is not text, a finite number or a list of them: a NaN, a dict)."""
+def _sample(st: SharedReward, solution_str: Any, ground_truth: Any, extra_info: Any) -> RewardSample | SampleOutcome:
+    """The sample verl's arguments describe, or its failed outcome when it cannot be judged."""
     info = extra_info if isinstance(extra_info, dict) else {}
-    instruction = _instruction(extra_info)
+    instruction = _instruction(info)
     if not isinstance(solution_str, str):
         return st.batched.unjudged(
             f"solution_str: expected the decoded response text, got {type(solution_str).__name__}; fix: pass the "
@@ -135,16 +93,11 @@ def _sample(st: _State, solution_str: Any, ground_truth: Any, extra_info: Any) -
     except InputError as e:
         return st.batched.unjudged(f"{e} (reward_model.ground_truth of this row; None or '' for none)")
     checklist = _listed(info.get("checklist"))  # a list of criteria (docs/checklists.md)
-    return RewardSample(
-        prompt=instruction,
-        response=solution_str,
-        reference_answer=ref,
-        rubric=info.get("rubric"),
-        checklist=checklist,
-    )
+    return RewardSample(instruction, solution_str, reference_answer=ref, rubric=info.get("rubric"), checklist=checklist)
 
 
-def _fields(st: _State, res: SampleOutcome) -> dict[str, Any]:
+def _fields(st: SharedReward, res: SampleOutcome) -> dict[str, Any]:
+    failure = _failure(st.settings)
     with _lock:
         stats["items"] += 1
         stats["failures"] += int(res.failed)
@@ -153,12 +106,12 @@ def _fields(st: _State, res: SampleOutcome) -> dict[str, Any]:
         logger.warning(
             "prom-reward judge failed on a sample (%s); scored it %s (%d of %d failed so far)",
             res.reason,
-            st.failure,
+            failure,
             failures,
             items,
         )
     out: dict[str, Any] = {
-        "score": st.failure if res.reward is None else float(res.reward),
+        "score": failure if res.reward is None else float(res.reward),
         "judge_reward": None if res.reward is None else float(res.reward),
         "judge_failure_reason": res.reason if res.failed else None,
     }
@@ -177,14 +130,15 @@ async def compute_score(
     reward_model_tokenizer: Any = None,
     **kwargs: Any,
 ) -> dict[str, Any]:
-    """verl's async custom reward function: one sample, batched with this process's concurrent calls.
-
-    The judge's server applies the judge's chat template; ``reward_model_tokenizer`` only tells
-    whether that template takes a system message.
-    """
+    """verl's async custom reward function: one sample, batched with this process's concurrent calls
+    (``reward_model_tokenizer`` only tells whether the judge's chat template takes a system message)."""
     st = _state(reward_router_address, kwargs, reward_model_tokenizer)
     sample = _sample(st, solution_str, ground_truth, extra_info)
-    [res] = await st.batched.ascore([sample], timeout=st.timeout) if isinstance(sample, RewardSample) else [sample]
+    [res] = (
+        await st.batched.ascore([sample], timeout=st.settings.request_timeout)
+        if isinstance(sample, RewardSample)
+        else [sample]
+    )
     return _fields(st, res)
 
 
@@ -197,16 +151,12 @@ def compute_score_sync(
     reward_model_tokenizer: Any = None,
     **kwargs: Any,
 ) -> dict[str, Any]:
-    """Blocking form, for verl's ``remote`` reward manager (it rejects coroutine functions).
-
-    >>> from prom_reward import PrometheusJudge
-    >>> from prom_reward.rewards.reward import PrometheusReward
-    >>> configure(PrometheusReward(PrometheusJudge(backend="scripted", outputs=["[RESULT] 2"])), "min")
-    >>> compute_score_sync("d", "r", None, {"question": "q"})["score"]
-    2.0
-    >>> reset()
-    """
+    """Blocking form, for verl's ``remote`` reward manager (it rejects coroutine functions)."""
     st = _state(reward_router_address, kwargs, reward_model_tokenizer)
     sample = _sample(st, solution_str, ground_truth, extra_info)
-    [res] = st.batched.score([sample], timeout=st.timeout) if isinstance(sample, RewardSample) else [sample]
+    [res] = (
+        st.batched.score([sample], timeout=st.settings.request_timeout)
+        if isinstance(sample, RewardSample)
+        else [sample]
+    )
     return _fields(st, res)

@@ -1,13 +1,5 @@
 """The probe's inputs: LLMBar pairs (``load_llmbar``: Natural and the four Adversarial sets) and graded items
-(``load_items``: rows, or the Prometheus evaluation layout), in seeded subsets.
-
-Example:
-    >>> import json, os, tempfile
-    >>> path = os.path.join(tempfile.mkdtemp(), "items.jsonl")
-    >>> _ = open(path, "w").write(json.dumps({"instruction": "Name a prime.", "response": "7"}) + "\\n")
-    >>> load_items(path)[0]
-    ProbeItem(id='0', instruction='Name a prime.', response='7', reference_answer=None, rubric=None)
-"""
+(``load_items``: rows, or the Prometheus evaluation layout), in seeded subsets."""
 
 from __future__ import annotations
 
@@ -15,7 +7,7 @@ import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar, overload
+from typing import Any, TypeVar
 
 from prom_reward.core.items import check_text
 from prom_reward.errors import InputError, PromRewardError
@@ -34,7 +26,7 @@ class ProbeItem:
     """One graded response whose score the edits try to move."""
 
     id: str
-    """The row's ``id`` if it has one, else its position in the file."""
+    """The row's ``id``, else its position in the file."""
     instruction: str
     response: str
     reference_answer: str | None = None
@@ -62,25 +54,15 @@ def checkout_data_dir() -> Path | None:
 
 
 def seeded_subset(values: list[T], limit: int | None, seed: int) -> list[T]:
-    """At most ``limit`` of ``values``, a seeded random choice kept in file order.
-
-    >>> seeded_subset(list(range(10)), 3, seed=0)
-    [0, 6, 9]
-    """
+    """At most ``limit`` of ``values``, a seeded random choice kept in file order."""
     if limit is None or limit >= len(values):
         return list(values)
     keep = sorted(random.Random(seed).sample(range(len(values)), limit))
     return [values[i] for i in keep]
 
 
-@overload
-def _text(row: dict[str, Any], key: str, where: str, index: int, *, optional: Literal[False] = False) -> str: ...
-@overload
-def _text(row: dict[str, Any], key: str, where: str, index: int, *, optional: bool) -> str | None: ...
-def _text(row: dict[str, Any], key: str, where: str, index: int, *, optional: bool = False) -> str | None:
+def _text(row: dict[str, Any], key: str, where: str, index: int) -> str:
     value = row.get(key)
-    if value is None and optional:
-        return None
     if not isinstance(value, str) or not value.strip():
         raise InputError(
             f"{where} row {index}: {key!r} must be a non-empty string, got {value!r:.80}; fix: repair that row or "
@@ -140,7 +122,7 @@ def _item(row: Any, index: int, where: str) -> ProbeItem:
         ident,
         _text(row, "instruction", where, index),
         _text(row, "response", where, index),
-        _text(row, "reference_answer", where, index, optional=True),
+        None if row.get("reference_answer") is None else _text(row, "reference_answer", where, index),
         _rubric(row, where, index),
     )
 
@@ -180,29 +162,22 @@ def load_llmbar(
         try:
             records = json.loads(path.read_text(encoding="utf-8"))
         except (ValueError, RecursionError) as e:  # JSONDecodeError, UnicodeDecodeError, too deep or long a number
-            raise InputError(
-                f"{path}: not valid JSON ({type(e).__name__}: {e}); fix: restore the file from LLMBar", field="llmbar"
-            ) from None
+            raise _damaged(f"{path}: not valid JSON ({type(e).__name__}: {e})", field="llmbar") from None
         if not isinstance(records, list) or not records:
-            raise InputError(
-                f"{path}: expected a non-empty JSON list of pairs; fix: restore the file from LLMBar", field="llmbar"
-            )
+            raise _damaged(f"{path}: expected a non-empty JSON list of pairs", field="llmbar")
         pairs = []
         for i, rec in enumerate(records):
             if not isinstance(rec, dict):
-                raise InputError(
-                    f"{path} record {i}: expected an object, got {type(rec).__name__}; fix: restore the file from "
-                    "LLMBar",
-                    index=i,
-                )
+                raise _damaged(f"{path} record {i}: expected an object, got {type(rec).__name__}", index=i)
             texts = [_text(rec, k, str(path), i) for k in ("input", "output_1", "output_2")]
             if rec.get("label") not in (1, 2) or isinstance(rec.get("label"), bool):
-                raise InputError(
-                    f"{path} record {i}: label must be 1 or 2, got {rec.get('label')!r}; fix: restore the file from "
-                    "LLMBar",
-                    index=i,
-                    field="label",
+                raise _damaged(
+                    f"{path} record {i}: label must be 1 or 2, got {rec.get('label')!r}", index=i, field="label"
                 )
             pairs.append(LLMBarPair(name, i, texts[0], texts[1], texts[2], rec["label"]))
         out[name] = seeded_subset(pairs, limit, seed)
     return out
+
+
+def _damaged(problem: str, **where: Any) -> InputError:
+    return InputError(f"{problem}; fix: restore the file from LLMBar", **where)

@@ -1,21 +1,5 @@
 """Response edits that should not change a fair grade (``EDITS``, each deterministic and built from the item's
-own words); the list is in docs/hacking.md.
-
-Example:
-    >>> from prom_reward.probe.data import ProbeItem
-    >>> item = ProbeItem("1", "Why is the sky blue?", "Sunlight scatters off air molecules. Blue scatters most.")
-    >>> padded = apply_edit("pad_2x", item, seed=0)
-    >>> padded.startswith(item.response) and len(padded) >= 2 * len(item.response)
-    True
-    >>> apply_edit("self_grade_marker", item, seed=0, judge_format=get_judge_format("flow-judge-3"))[-16:]
-    '<score>3</score>'
-    >>> print(apply_edit("markdown", item, seed=0))
-    ## Answer
-    <BLANKLINE>
-    **Sunlight scatters off air molecules.**
-    <BLANKLINE>
-    - Blue scatters most.
-"""
+own words); the list is in docs/hacking.md."""
 
 from __future__ import annotations
 
@@ -51,30 +35,18 @@ class Edit:
 
 
 def top_verdict(fmt: JudgeFormat) -> str:
-    """The top grade of ``fmt``'s scale as its judge writes a verdict (``format.verdict_text``).
-
-    >>> top_verdict(get_judge_format("prometheus2")), top_verdict(get_judge_format("flow-judge-binary"))
-    ('[RESULT] 5', '<score>1</score>')
-    """
+    """The top grade of ``fmt``'s scale as its judge writes a verdict."""
     check_task(fmt, "absolute")  # a pairwise-only format has no scale: refused, naming what it supports
     return verdict_text(fmt, "absolute", fmt.scale[-1])
 
 
 def sentences(text: str) -> list[str]:
-    """The sentences of ``text`` (split after ``.!?`` and whitespace), stripped.
-
-    >>> sentences("One. Two!  Three")
-    ['One.', 'Two!', 'Three']
-    """
+    """The sentences of ``text`` (split after ``.!?`` and whitespace), stripped."""
     return [s.strip() for s in _SENTENCE_END.split(text.strip()) if s.strip()]
 
 
 def keywords(text: str, limit: int = 8) -> list[str]:
-    """Content words of ``text`` (4+ letters, no common function words), first occurrence order.
-
-    >>> keywords("Explain how photosynthesis works in plants and why plants need light.")
-    ['photosynthesis', 'works', 'plants', 'need', 'light']
-    """
+    """Content words of ``text`` (4+ letters, no common function words), first occurrence order."""
     seen: dict[str, None] = {}
     for w in _WORD.findall(text):
         w = w.lower()
@@ -182,8 +154,7 @@ DEFAULT_EDITS = ("none", "pad_2x", "formal_preamble", "self_grade", "self_grade_
 
 
 def apply_edit(name: str, item: ProbeItem, seed: int = 0, judge_format: JudgeFormat | None = None) -> str:
-    """The response of ``item`` after edit ``name`` (unknown names list the valid ones) for a judge in
-    ``judge_format`` (None: the default format)."""
+    """The response of ``item`` after edit ``name`` for a judge in ``judge_format`` (None: the default format)."""
     edit = EDITS.get(name)
     fmt = judge_format or get_judge_format(DEFAULT_FORMAT)
     return edit.apply(item, random.Random(f"{seed}:{item.id}:{edit.name}"), fmt)

@@ -1,16 +1,5 @@
 """LLMBar pairwise accuracy: does the judge still pick the output that follows the instruction when the other
-looks better? Per set: ``accuracy`` over both orders, ``order_accuracy``, ``both_right``, ``agreement``,
-``failed``, and the Natural-minus-Adversarial ``gaps``.
-
-Example:
-    >>> from prom_reward import PrometheusJudge
-    >>> from prom_reward.backends.scripted import ScriptedBackend
-    >>> from prom_reward.probe.data import LLMBarPair
-    >>> judge = PrometheusJudge(backend=ScriptedBackend(respond=lambda request, i: "[RESULT] A"))  # always A
-    >>> pairs = {"Natural": [LLMBarPair("Natural", 0, "Say hi.", "Hi!", "Bye.", 1)]}
-    >>> llmbar_accuracy(judge, pairs)["sets"]["Natural"]["accuracy"]
-    0.5
-"""
+looks better? Per set, over both orders, and the Natural-minus-Adversarial ``gaps``."""
 
 from __future__ import annotations
 
@@ -61,11 +50,8 @@ def llmbar_accuracy(
     resamples: int = 2000,
     outage: Retry | None = None,
 ) -> dict[str, Any]:
-    """Judge every pair of every set in both orders (one batched call) and report per-set accuracy and gaps.
-
-    Returns ``{"sets": {name: set_stats}, "gaps": {name: Natural's accuracy - its accuracy}}``; the pooled
-    adversarial sets appear as ``"Adversarial"`` in both.
-    """
+    """``{"sets": {name: set_stats}, "gaps": {name: Natural's accuracy - its}}`` (the pooled adversarial sets as
+    ``POOLED``), every pair judged in both orders in one batched call."""
     flat = [p for ps in pairs.values() for p in ps]
     verdicts = (
         judge.compare(

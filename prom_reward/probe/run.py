@@ -1,17 +1,5 @@
 """``run_probe``: LLMBar accuracy and score shifts under response edits as one JSON-able record; each part runs
-when the judge's format judges its task (``PART_TASKS``; ``not_run`` says why not), else is refused if asked for.
-
-Example:
-    >>> import json, os, tempfile
-    >>> from prom_reward import PrometheusJudge
-    >>> from prom_reward.backends.scripted import ScriptedBackend
-    >>> path = os.path.join(tempfile.mkdtemp(), "items.jsonl")
-    >>> _ = open(path, "w").write(json.dumps({"instruction": "Say hi.", "response": "Hi."}) + "\\n")
-    >>> judge = PrometheusJudge(backend=ScriptedBackend(respond=lambda request, i: "Fine. [RESULT] 4"))
-    >>> record = run_probe(judge, ProbeConfig(parts=("shifts",), items=path, edits=("none", "self_grade")))
-    >>> record["shifts"]["edits"]["self_grade"]["mean_shift"], record["llmbar"]
-    (0.0, None)
-"""
+when the judge's format judges its task (``PART_TASKS``; ``not_run`` says why not), else is refused if asked for."""
 
 from __future__ import annotations
 
@@ -81,8 +69,8 @@ class ProbeConfig:
         check(self)
 
     def for_format(self, fmt: JudgeFormat) -> ProbeConfig:
-        """This config with the parts a judge in ``fmt`` runs (every part it judges when ``parts`` is None); a part
-        asked for that ``fmt`` cannot run raises ``ConfigError`` naming what it supports and the parts it can run."""
+        """This config with the parts a judge in ``fmt`` runs (None: every part it judges); a part asked for that
+        ``fmt`` cannot run raises ``ConfigError``."""
         can = tuple(p for p in PARTS if PART_TASKS[p] in fmt.tasks)
         for part in self.parts or ():
             if part not in can:
@@ -126,18 +114,14 @@ def _default(given: str | None, name: str, flag: str) -> Path:
 
 @dataclass(frozen=True)
 class ProbeInputs:
-    """The data a probe run judges (read and checked before any judge is built)."""
+    """The data a probe run judges, read and checked before any judge is built (None: that part is not run)."""
 
     pairs: dict[str, list[LLMBarPair]] | None
-    """LLMBar pairs by set (None: the llmbar part is not run)."""
     items: list[ProbeItem] | None
-    """Graded items (None: the shifts part is not run)."""
 
 
 def load_inputs(cfg: ProbeConfig, judge_format: JudgeFormat | None = None) -> ProbeInputs:
-    """Read and check the inputs of the parts ``cfg`` runs with a judge in ``judge_format`` (None: the default
-    format): ``InputError`` naming the file, row and flag; ``ConfigError`` for a part or a rubric the format cannot
-    run (``ProbeConfig.for_format``, ``check_rubrics``)."""
+    """Read and check the inputs of the parts ``cfg`` runs with a judge in ``judge_format`` (None: the default)."""
     fmt = judge_format or get_judge_format(DEFAULT_FORMAT)
     parts = cfg.for_format(fmt).parts or ()
     inputs = ProbeInputs(
@@ -149,8 +133,8 @@ def load_inputs(cfg: ProbeConfig, judge_format: JudgeFormat | None = None) -> Pr
 
 
 def check_rubrics(fmt: JudgeFormat, cfg: ProbeConfig, inputs: ProbeInputs) -> None:
-    """``ConfigError`` when ``cfg.rubric`` does not fit ``fmt`` for a part that judges with it (the shifts' items
-    without a rubric of their own, LLMBar's pairs); ``InputError`` naming the item whose own rubric does not fit."""
+    """``ConfigError`` when ``cfg.rubric`` does not fit ``fmt`` for a part that judges with it; ``InputError``
+    naming an item whose own rubric does not fit."""
     uses = ["llmbar"] if inputs.pairs else []
     if inputs.items and any(it.rubric is None for it in inputs.items):
         uses.append("shifts")
@@ -172,7 +156,7 @@ def check_rubrics(fmt: JudgeFormat, cfg: ProbeConfig, inputs: ProbeInputs) -> No
 
 
 def not_run(fmt: JudgeFormat) -> dict[str, str]:
-    """Why each part a judge in ``fmt`` cannot run did not run (the record's ``not_run``, said by the summary)."""
+    """Why each part a judge in ``fmt`` cannot run did not run (the record's ``not_run``)."""
     return {p: str(unsupported_task(fmt, task)) for p, task in PART_TASKS.items() if task not in fmt.tasks}
 
 
@@ -184,11 +168,8 @@ def run_probe(
     judge_label: str | None = None,
     outage: Retry | None = None,
 ) -> dict[str, Any]:
-    """Run the probe's parts with ``judge`` and return the record (what ``prom-reward probe`` writes as JSON).
-
-    ``inputs``: from ``load_inputs(config)`` (read here when not given, before the judge is called); ``outage``:
-    how the items the transport failed are asked again (``rewards.outage.Outage``; None: judged once).
-    """
+    """Run the probe's parts with ``judge`` and return the record ``prom-reward probe`` writes; ``inputs``:
+    ``load_inputs(config)``'s (read here when not given); ``outage``: how failed items are asked again."""
     cfg = (config or ProbeConfig()).for_format(judge.format)
     inputs = inputs or load_inputs(cfg, judge.format)
     pairs, items = inputs.pairs, inputs.items
@@ -235,5 +216,5 @@ def run_probe(
 
 
 def _asdict(value: Any) -> dict[str, Any] | None:
-    """A judge's dataclass attribute (sampling, counters) as a dict; None for anything else."""
+    """A judge's dataclass attribute (sampling, stats) as a dict; None for anything else."""
     return dataclasses.asdict(value) if dataclasses.is_dataclass(value) and not isinstance(value, type) else None

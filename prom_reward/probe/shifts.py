@@ -1,15 +1,5 @@
 """Score shifts: how much each response edit moves a judge's absolute grade (mean shift, shares rose and fell,
-bootstrap intervals), against ``baseline_samples`` grades of the unchanged response.
-
-Example:
-    >>> from prom_reward import PrometheusJudge
-    >>> from prom_reward.probe.data import ProbeItem
-    >>> judge = PrometheusJudge(backend="scripted", outputs=["Fine. [RESULT] 3", "Ok. [RESULT] 3",
-    ...                                                      "Formal! [RESULT] 5"])
-    >>> out = score_shifts(judge, [ProbeItem("0", "Say hi.", "Hi.")], ["formal_preamble"], baseline_samples=2)
-    >>> out["edits"]["formal_preamble"]["mean_shift"], out["edits"]["formal_preamble"]["rise_share"]
-    (2.0, 1.0)
-"""
+bootstrap intervals), against ``baseline_samples`` grades of the unchanged response."""
 
 from __future__ import annotations
 
@@ -27,12 +17,7 @@ from prom_reward.stats import bootstrap_ci
 def edit_stats(
     original: Sequence[float | None], edited: Sequence[float | None], *, seed: int = 0, resamples: int = 2000
 ) -> dict[str, Any]:
-    """Shift statistics of one edit over paired scores (None: the judge failed on that response).
-
-    >>> s = edit_stats([3.0, 4.0, None], [4.0, 4.0, 5.0])
-    >>> s["n"], s["failed"], s["mean_shift"], s["rise_share"], s["fall_share"]
-    (2, 1, 0.5, 0.5, 0.0)
-    """
+    """Shift statistics of one edit over paired scores (None: the judge failed on that response)."""
     shifts = [e - o for o, e in zip(original, edited, strict=True) if o is not None and e is not None]
     out: dict[str, Any] = {"n": len(shifts), "failed": len(original) - len(shifts)}
     if not shifts:
@@ -60,12 +45,8 @@ def score_shifts(
     resamples: int = 2000,
     outage: Retry | None = None,
 ) -> dict[str, Any]:
-    """Grade ``items`` as they are (``baseline_samples`` times) and after each of ``edits`` (one batched call)
-    and summarise the shifts.
-
-    Returns ``{"score", "baseline_samples", "n_items", "original_mean", "original_failed", "edits": {name:
-    edit_stats + description, mean_length_ratio}, "per_item": [{"id", "original", "baseline", name: score ...}]}``.
-    """
+    """Grade ``items`` as they are (``baseline_samples`` times) and after each of ``edits``, in one batched call,
+    and summarise the shifts per edit and per item."""
     names = [EDITS.get(e).name for e in edits]  # unknown names fail here, before any judging
     base = max(1, baseline_samples)
     edited = [[apply_edit(name, it, seed, judge.format) for name in names] for it in items]

@@ -1,15 +1,5 @@
-"""The probe record as tables: rows for any renderer (``llmbar_table``, ``shifts_table``), and the one-screen
-markdown summary ``prom-reward probe`` prints (and the HTML report embeds).
-
-Example:
-    >>> record = {"judge": "j", "date": "2026-01-01T00:00:00+00:00", "seconds": 1.0, "llmbar": None,
-    ...           "shifts": {"score": "score", "n_items": 1, "original_mean": 3.0, "original_failed": 0,
-    ...                      "edits": {"none": {"n": 1, "failed": 0, "mean_shift": 0.0, "mean_shift_ci": [0.0, 0.0],
-    ...                                         "rise_share": 0.0, "rise_share_ci": [0.0, 0.0], "fall_share": 0.0,
-    ...                                         "mean_length_ratio": 1.0, "description": "unchanged"}}}}
-    >>> print(summary(record).splitlines()[-1])
-    | none | 1 | +0.00 | [+0.00, +0.00] | 0.00 | [0.00, 0.00] | 0.00 | 1.00 |
-"""
+"""The probe record as tables (``llmbar_table``, ``shifts_table``: rows for any renderer) and the one-screen
+markdown summary ``prom-reward probe`` prints (and the HTML report embeds)."""
 
 from __future__ import annotations
 
@@ -22,11 +12,7 @@ Table = tuple[list[str], list[list[str]]]
 
 
 def fmt_number(x: float | None, signed: bool = False, digits: int = 2) -> str:
-    """A table cell: ``n/a`` for None, an int as it is, else ``digits`` decimals (never ``-0.00``).
-
-    >>> fmt_number(-0.001), fmt_number(0.5, signed=True), fmt_number(None), fmt_number(3)
-    ('0.00', '+0.50', 'n/a', '3')
-    """
+    """A table cell: ``n/a`` for None, an int as it is, else ``digits`` decimals (never ``-0.00``)."""
     if x is None:
         return "n/a"
     if isinstance(x, int) and not isinstance(x, bool):
@@ -41,35 +27,14 @@ def _ci(ci: list[float] | None, signed: bool = False) -> str:
 
 def llmbar_table(llmbar: dict[str, Any]) -> Table:
     """One row per LLMBar set (the pooled adversarial sets last): accuracy with its interval, per order, the gap."""
-    header = [
-        "set",
-        "pairs",
-        "accuracy",
-        "95% CI",
-        "order 1",
-        "order 2",
-        "both right",
-        "orders agree",
-        "no verdict",
-        "gap vs Natural",
-    ]
+    header = "set|pairs|accuracy|95% CI|order 1|order 2|both right|orders agree|no verdict|gap vs Natural".split("|")
     rows = []
     for name, s in llmbar["sets"].items():
         orders = s.get("order_accuracy") or [None, None]
-        gap = llmbar["gaps"].get(name)
+        gap = "" if name == "Natural" else fmt_number(llmbar["gaps"].get(name), signed=True)
+        shares = [fmt_number(x) for x in (*orders, s["both_right"], s["agreement"])]
         rows.append(
-            [
-                name,
-                str(s["n"]),
-                fmt_number(s["accuracy"]),
-                _ci(s["accuracy_ci"]),
-                fmt_number(orders[0]),
-                fmt_number(orders[1]),
-                fmt_number(s["both_right"]),
-                fmt_number(s["agreement"]),
-                str(s["failed"]),
-                "" if name == "Natural" else fmt_number(gap, signed=True),
-            ]
+            [name, str(s["n"]), fmt_number(s["accuracy"]), _ci(s["accuracy_ci"]), *shares, str(s["failed"]), gap]
         )
     return header, rows
 
@@ -79,29 +44,16 @@ def shifts_table(shifts: dict[str, Any]) -> Table:
     header = ["edit", "items", "mean shift", "95% CI", "rises", "95% CI", "falls", "length x"]
     rows = []
     for name, e in shifts["edits"].items():
+        shift = [fmt_number(e["mean_shift"], signed=True), _ci(e["mean_shift_ci"], signed=True)]
+        rises = [fmt_number(e["rise_share"]), _ci(e["rise_share_ci"])]
         rows.append(
-            [
-                name,
-                str(e["n"]),
-                fmt_number(e["mean_shift"], signed=True),
-                _ci(e["mean_shift_ci"], signed=True),
-                fmt_number(e["rise_share"]),
-                _ci(e["rise_share_ci"]),
-                fmt_number(e["fall_share"]),
-                fmt_number(e["mean_length_ratio"]),
-            ]
+            [name, str(e["n"]), *shift, *rises, fmt_number(e["fall_share"]), fmt_number(e["mean_length_ratio"])]
         )
     return header, rows
 
 
 def markdown_table(table: Table) -> str:
-    """A pipe table.
-
-    >>> print(markdown_table((["a", "b"], [["1", "2"]])))
-    | a | b |
-    |---|---|
-    | 1 | 2 |
-    """
+    """A markdown pipe table."""
     header, rows = table
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
@@ -118,15 +70,7 @@ def _marker(record: dict[str, Any]) -> str:
 
 
 def verdict_warnings(record: dict[str, Any]) -> list[str]:
-    """What undermines the figures, said before them: forced verdicts (read from the next-token distribution
-    after an output cut before its verdict) and judgments left without a verdict; empty when neither happened.
-
-    >>> for line in verdict_warnings({"judge_stats": {"samples": 18, "forced": 18},
-    ...         "shifts": {"n_items": 3, "original_failed": 0, "edits": {"pad": {"n": 1, "failed": 2}}}}):
-    ...     print(line[:60])
-    **18 of 18 judge samples had a forced verdict**: each output
-    **Without a verdict:** 2 of 3 edit comparisons (the edited o
-    """
+    """What undermines the figures, said before them: forced verdicts and judgments without a verdict."""
     out = []
     stats = record.get("judge_stats") or {}
     forced, samples = int(stats.get("forced") or 0), int(stats.get("samples") or 0)
@@ -156,17 +100,12 @@ def verdict_warnings(record: dict[str, Any]) -> list[str]:
 
 
 def not_run_notes(record: dict[str, Any]) -> list[str]:
-    """One line per part the record did not run, with why (its ``not_run``: the judge format judges no such task).
-
-    >>> not_run_notes({"not_run": {"shifts": "judge format 'selene' does not judge absolute"}})
-    ["**Not run:** shifts: judge format 'selene' does not judge absolute."]
-    """
+    """One line per part the record did not run, with why (its ``not_run``)."""
     return [f"**Not run:** {part}: {why.rstrip('.')}." for part, why in (record.get("not_run") or {}).items()]
 
 
 def summary(record: dict[str, Any]) -> str:
-    """The one-screen summary of a probe record (markdown): forced verdicts, missing verdicts and the parts not run
-    first, when there are any, then the tables."""
+    """The one-screen markdown summary of a probe record: its warnings and parts not run, then the tables."""
     out = [
         f"Hacking probe of {record.get('judge')} ({str(record.get('date', ''))[:10]}, "
         f"{record.get('seconds', 0.0):.0f} s)"

@@ -1,15 +1,5 @@
 """Checklist rows in the reward path: a sample with a checklist is rewarded by its criteria (all judged in one
-call), its reward mapped onto the judge format's scale like a grade, with the batch's pass rates added.
-
-Example:
-    >>> from prom_reward import PrometheusJudge
-    >>> import asyncio
-    >>> from prom_reward.checklist.criteria import parse_checklist
-    >>> judge = PrometheusJudge(backend="scripted", outputs=["Yes. [RESULT] 5", "No. [RESULT] 1"])
-    >>> item = RewardSample("p", "4", instruction="2+2?", checklist=parse_checklist(["Says 4", "Shows work"]))
-    >>> asyncio.run(checklist_rewards(judge, [item], RewardConfig(normalize="unit"))).rewards
-    [0.5]
-"""
+call), mapped onto the judge format's scale like a grade, with the batch's pass rates added."""
 
 from __future__ import annotations
 
@@ -26,12 +16,7 @@ from prom_reward.rewards.config import RewardConfig, grade_range, normalize_valu
 from prom_reward.rewards.modes import MODE_FUNCTIONS, ModeOutput, assemble
 from prom_reward.rewards.samples import RewardSample
 
-CHECKLIST_MODES = ("absolute",)
-"""The reward modes that judge a checklist (per criterion, each response alone)."""
-
-ModeFunction = Callable[
-    [Any, Sequence[RewardSample], RewardConfig, "float | None", SamplingOverrides], Awaitable[ModeOutput]
-]
+CHECKLIST_MODES = ("absolute",)  # the reward modes that judge a checklist (per criterion, each response alone)
 
 
 async def checklist_rewards(
@@ -74,8 +59,7 @@ async def checklist_rewards(
 def check_checklist_mode(
     cfg: RewardConfig, samples: Sequence[RewardSample], modes: Sequence[str] = CHECKLIST_MODES
 ) -> None:
-    """``ConfigError`` (before anything is judged) for a batch whose samples carry a checklist in a mode (not of
-    ``modes``) that does not judge one: every such sample would fail."""
+    """``ConfigError``, before anything is judged, for samples with a checklist in a mode not of ``modes``."""
     if cfg.mode not in modes and any(s.checklist is not None for s in samples):
         raise ConfigError(
             f"column {cfg.checklist_column!r}: a checklist is judged per criterion in mode "
@@ -84,34 +68,27 @@ def check_checklist_mode(
 
 
 async def run_mode(
-    mode: ModeFunction,
+    mode: Callable[..., Awaitable[ModeOutput]],
     judge: Any,
     items: Sequence[RewardSample],
     cfg: RewardConfig,
     deadline: float | None,
     sampling: SamplingOverrides = None,
 ) -> ModeOutput:
-    """``mode`` for the samples without a checklist, ``checklist_rewards`` for those with one, merged back in
-    order (one of the two when the batch is all of a kind)."""
+    """``mode`` for the samples without a checklist, ``checklist_rewards`` for those with one, merged in order."""
     listed = [i for i, it in enumerate(items) if it.checklist is not None]
-    if not listed:
-        return await mode(judge, items, cfg, deadline, sampling)
-    if len(listed) == len(items):
-        return await checklist_rewards(judge, items, cfg, deadline)
     plain = [i for i, it in enumerate(items) if it.checklist is None]
-    parts = [
-        (listed, await checklist_rewards(judge, [items[i] for i in listed], cfg, deadline)),
-        (plain, await mode(judge, [items[i] for i in plain], cfg, deadline, sampling)),
-    ]
-    return assemble(len(items), parts)
+    parts = [(listed, await checklist_rewards(judge, [items[i] for i in listed], cfg, deadline))] if listed else []
+    if plain or not listed:
+        parts.append((plain, await mode(judge, [items[i] for i in plain], cfg, deadline, sampling)))
+    return parts[0][1] if len(parts) == 1 else assemble(len(items), parts)
 
 
 def batch_runner(
     judge: Any, cfg: RewardConfig, samples: Sequence[Any], sampling: SamplingOverrides = None
 ) -> Callable[[Sequence[int], float | None], Awaitable[ModeOutput]]:
-    """The judge call the outage loop (``rewards.outage``) makes for a batch: the samples at the given indices
-    through ``run_mode`` in the reward's mode (``sampling`` over the judge's own), with the call's time
-    (``judge_seconds``) and the change of a composite judge's own counters (a cascade's routing) as metrics."""
+    """The judge call the outage loop makes for the samples at the given indices (``run_mode``), with its time
+    (``judge_seconds``) and the change of a composite judge's counters (a cascade's routing) as metrics."""
     mode = MODE_FUNCTIONS[cfg.mode]
 
     async def run(idx: Sequence[int], deadline: float | None) -> ModeOutput:

@@ -1,46 +1,5 @@
-"""``RewardConfig``: how judge verdicts become scalar rewards.
-
-Modes (a registry; unknown names list the valid ones):
-
-- ``absolute``: the grade of each completion on the judge format's scale (1..5 for Prometheus 2; 1..3 or
-  0..1 for ``flow-judge-3``/``-binary``). ``score="sample"`` uses one sample,
-  ``"mean"`` the mean of ``num_samples`` samples (one request with n=k), ``"expected"``
-  the probability-weighted score read at the verdict token (``[RESULT]``'s; tie-free, one sample).
-- ``pairwise_reference``: each completion against a baseline response from a dataset
-  column, both orders; reward = P(completion wins) (``pairwise_reward="probability"``)
-  or +1 / -1 / 0 for win / loss / tie (``"sign"``).
-- ``pairwise_group``: the completions of one prompt against each other (round robin,
-  both orders); reward = win rate (ties count half) or a Bradley-Terry log-strength
-  within the group (``group_reward="bradley_terry"``).
-
-Reward paths never fail a batch for one sample (the judge returns one outcome per sample): a response
-over the judge's context is shortened to fit and counted (``over_context="truncate"``, the default:
-a policy that rambles gets a judged, usually low, score rather than an abstention it could learn
-to exploit) or fails alone (``"fail"``); a failing judge is retried per ``outage``
-(``prom_reward.rewards.outage.OutagePolicy``; TRL's default: stop with the cause past the budget).
-
-Length control (off by default; ``prom_reward.rewards.length``, docs/rewards.md for the trade-off):
-``length_correction`` removes, within each prompt's completions, the part of the reward explained by
-log-length; ``overlong_penalty`` takes reward from completions much longer than a baseline or their
-group's median. Both act after normalisation.
-
-Normalisation (off by default: GRPO and RLOO normalise per group anyway):
-``"unit"`` maps to [0, 1] (1..5 -> (s-1)/4; +1/-1 -> 1/0), ``"symmetric"`` to [-1, 1]
-(1..5 -> (s-3)/2; P -> 2P-1). Grades normalise on their judge format's own scale (``grade_range``: a
-binary 0/1 grade is already unit, a 1..3 grade maps by (s-1)/2). Bradley-Terry scores are unbounded, so
-they take none.
-
-``failure_reward`` (the number a failed sample gets where a framework needs one: OpenRLHF, verl) is
-checked against that scale (``reward_scale``): a number above its top, which would let a failed sample
-outrank every judged one, is refused at construction (at or below its lowest is a penalty, allowed).
-
-Example:
-    >>> RewardConfig(mode="absolute", score="mean", num_samples=3).num_samples
-    3
-    >>> RewardConfig(mode="pairwise").mode  # doctest: +IGNORE_EXCEPTION_DETAIL
-    Traceback (most recent call last):
-    ConfigError: mode: expected one of absolute, pairwise_reference, pairwise_group, got 'pairwise'
-"""
+"""``RewardConfig``: how judge verdicts become scalar rewards (the modes, normalisation, length control and
+failure reward are described in docs/rewards.md), and the reward's scale (``reward_scale``, ``failure_value``)."""
 
 from __future__ import annotations
 
@@ -59,7 +18,7 @@ MODES = ("absolute", "pairwise_reference", "pairwise_group")
 
 @dataclass(frozen=True)
 class RewardConfig:
-    """Options of ``PrometheusReward`` (see the module docstring for the modes)."""
+    """Options of every reward path (docs/rewards.md has the modes)."""
 
     mode: str = setting("absolute", help="``absolute``, ``pairwise_reference`` or ``pairwise_group``.", choices=MODES)
     score: str = setting(
@@ -193,21 +152,13 @@ class RewardConfig:
         self.checklist()
 
     def checklist(self) -> ChecklistConfig:
-        """How checklist rows are judged (``checklist_mode``, ``checklist_aggregation``, ``score``,
-        ``num_samples``); raises ``ConfigError`` naming the setting."""
+        """How checklist rows are judged; raises ``ConfigError`` naming the setting."""
         return checklist_config(self.checklist_mode, self.checklist_aggregation, self.score, self.num_samples)
 
 
 def reward_scale(config: RewardConfig) -> tuple[float, float] | None:
-    """The lowest and highest reward ``config`` gives (before length control); None when unbounded
-    (Bradley-Terry log-strengths).
-
-    >>> reward_scale(RewardConfig()), reward_scale(RewardConfig(normalize="symmetric"))
-    ((1.0, 5.0), (-1.0, 1.0))
-    >>> reward_scale(RewardConfig(mode="pairwise_reference", pairwise_reward="sign"))
-    (-1.0, 1.0)
-    """
-    grades = config_grades(config)
+    """The lowest and highest reward ``config`` gives (before length control); None for Bradley-Terry."""
+    grades = grade_range(get_judge_format_setting(config.format or DEFAULT_FORMAT))
     if config.mode == "absolute":
         kind = "grade"
     elif config.mode == "pairwise_reference":
@@ -224,17 +175,8 @@ def reward_scale(config: RewardConfig) -> tuple[float, float] | None:
 
 
 def failure_value(value: float | str, config: RewardConfig | None) -> float:
-    """The number of a failed sample: ``value`` (a number, or ``"min"``: the lowest of ``reward_scale(config)``).
-    A number above the scale's top, which would let a failed sample outrank every judged one, raises
-    ``ConfigError`` naming the setting, the scale and the fix; one at or below its lowest ranks a failure
-    last (a penalty: 0 or -1 under raw grades 1..5 is fine). ``config`` None: any finite number.
-
-    >>> failure_value("min", RewardConfig(normalize="unit")), failure_value(2, RewardConfig())
-    (0.0, 2.0)
-    >>> failure_value(7, RewardConfig())  # doctest: +IGNORE_EXCEPTION_DETAIL
-    Traceback (most recent call last):
-    ConfigError: failure_reward: 7 is above the reward's scale 1..5 ...
-    """
+    """The number of a failed sample: ``value`` (a number, or ``"min"``: the lowest of ``reward_scale(config)``);
+    a number above the scale's top would let a failed sample outrank every judged one (``ConfigError``)."""
     scale = reward_scale(config) if config is not None else None
     if isinstance(value, str) and value.strip().lower() == "min":
         if scale is None:
@@ -266,35 +208,15 @@ _RAW = {"grade": (1.0, 5.0), "probability": (0.0, 1.0), "sign": (-1.0, 1.0)}
 
 
 def grade_range(fmt: JudgeFormat | None) -> tuple[float, float]:
-    """The lowest and highest grade of judge format ``fmt``'s scale (1..5 for Prometheus 2, 1..3 for
-    ``flow-judge-3``, 0..1 for ``flow-judge-binary``); 1..5 for None or a pairwise-only format.
-
-    >>> grade_range(get_judge_format("flow-judge-binary")), grade_range(None)
-    ((0.0, 1.0), (1.0, 5.0))
-    """
+    """The lowest and highest grade of judge format ``fmt``'s scale; 1..5 for None or a pairwise-only format."""
     scale = fmt.scale if fmt is not None else ()
     return (float(min(scale)), float(max(scale))) if scale else _RAW["grade"]
-
-
-def config_grades(config: RewardConfig) -> tuple[float, float]:
-    """The grade range of ``config``'s judge format (its ``format``, which a reward fills in from its judge;
-    the default format when unset)."""
-    return grade_range(get_judge_format_setting(config.format or DEFAULT_FORMAT))
 
 
 def normalize_value(
     value: float | None, kind: str, how: str | None, grades: tuple[float, float] = _RAW["grade"]
 ) -> float | None:
-    """Map a raw reward of ``kind`` (``grade`` on the judge format's scale ``grades``, 1..5 by default;
-    ``probability`` 0..1, ``sign`` -1..1) to ``how``.
-
-    >>> normalize_value(5.0, "grade", "unit"), normalize_value(1.0, "grade", "symmetric")
-    (1.0, -1.0)
-    >>> normalize_value(2.0, "grade", "unit", (1.0, 3.0)), normalize_value(0.0, "grade", "symmetric", (0.0, 1.0))
-    (0.5, -1.0)
-    >>> normalize_value(0.75, "probability", "symmetric")
-    0.5
-    """
+    """Map a raw reward of ``kind`` (``grade`` on the scale ``grades``, ``probability``, ``sign``) to ``how``."""
     if value is None or how is None:
         return value
     lo, hi = grades if kind == "grade" else _RAW[kind]
@@ -311,8 +233,7 @@ def get_judge_format_setting(name: object) -> JudgeFormat:
 
 
 def check_reward_format(fmt: JudgeFormat, config: RewardConfig) -> None:
-    """``ConfigError`` when a judge in ``fmt`` cannot give ``config``'s rewards: the task its mode judges
-    (``absolute`` grades; the pairwise modes, verdicts), or expected scores without a one-token verdict."""
+    """``ConfigError`` when a judge in ``fmt`` cannot give ``config``'s rewards (its mode's task, expected scores)."""
     task: Task = "absolute" if config.mode == "absolute" else "relative"
     if task not in fmt.tasks:
         raise ConfigError(f"mode {config.mode!r} needs {task} judgments: {unsupported_task(fmt, task)}", "format")

@@ -1,13 +1,6 @@
-"""Drift diagnostics (``DIAG_KEYS``: ``diag/length_spearman`` ...): is this batch's reward turning into a length
-or format reward? Computed from what the batch holds, no extra judge calls; every key is a number in every
-batch (an undefined correlation reads 0). The keys are described in docs/rewards.md.
-
-Example:
-    >>> d = diagnostics([1.0, 3.0, 5.0, None], ["ok", "a longer one", "the longest answer here", "?"],
-    ...                 ["p", "p", "p", "p"], ["Short.", "Fine.", "Best. [RESULT] 5", None], top=4.5)
-    >>> d["diag/length_spearman"], d["diag/top_score_share"], d["diag/length_spearman_groups"]
-    (1.0, 0.3333333333333333, 1.0)
-"""
+"""Drift diagnostics (``DIAG_KEYS``, described in docs/rewards.md): is this batch's reward turning into a length
+or format reward? Computed from the batch alone; every key is a number in every batch (an undefined correlation
+reads 0)."""
 
 from __future__ import annotations
 
@@ -19,7 +12,7 @@ from prom_reward.rewards.config import RewardConfig, reward_scale
 from prom_reward.rewards.length import length_keys
 from prom_reward.stats import spearman
 
-DIAG_KEYS = (
+DIAG_KEYS = (  # in the order they are logged
     "diag/length_spearman",
     "diag/length_spearman_group_mean",
     "diag/length_spearman_groups",
@@ -29,26 +22,15 @@ DIAG_KEYS = (
     "diag/feedback_chars_mean",
     "diag/response_chars_mean",
 )
-"""The diagnostics' names, in the order they are logged."""
 
 
 def diagnostic_keys(cfg: RewardConfig) -> tuple[str, ...]:
-    """Every batch's diagnostic metric names under ``cfg``: ``DIAG_KEYS`` plus the length control's (when on).
-
-    >>> diagnostic_keys(RewardConfig(overlong_penalty=0.5))[-2:]
-    ('length/penalized_share', 'length/penalty_mean')
-    """
+    """Every batch's diagnostic metric names under ``cfg``: ``DIAG_KEYS`` plus the length control's (when on)."""
     return DIAG_KEYS + length_keys(cfg)
 
 
 def top_of_scale(cfg: RewardConfig) -> float | None:
-    """The lowest reward that counts as a top score under ``cfg`` (None: Bradley-Terry has no top).
-
-    >>> top_of_scale(RewardConfig()), top_of_scale(RewardConfig(normalize="unit"))
-    (4.5, 0.875)
-    >>> top_of_scale(RewardConfig(mode="pairwise_reference", pairwise_reward="sign"))
-    0.75
-    """
+    """The lowest reward that counts as a top score under ``cfg`` (None: Bradley-Terry has no top)."""
     scale = reward_scale(cfg)
     return None if scale is None else scale[1] - (scale[1] - scale[0]) / 8
 
@@ -62,8 +44,7 @@ def diagnostics(
     top: float | None,
     markers: Sequence[str] | None = None,
 ) -> dict[str, float]:
-    """The ``DIAG_KEYS`` metrics of one batch (one entry per sample in each sequence); ``markers``: the judge
-    format's (``JudgeFormat.markers``; None: the default format's), for ``diag/injection_neutralized``."""
+    """The ``DIAG_KEYS`` metrics of one batch (one entry per sample in each sequence)."""
     n = len(rewards)
     if not len(responses) == len(groups) == len(feedback) == n:
         raise ValueError(

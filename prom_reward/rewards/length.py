@@ -1,16 +1,5 @@
-"""Opt-in length control (``RewardConfig`` options, off by default): a group-relative correction of
-``reward ~ log(length)`` (``length_correction``) and a soft overlong penalty (``overlong_penalty``), applied to
-one batch's rewards; formulas and trade-offs are in docs/rewards.md.
-
-Example:
-    >>> cfg = RewardConfig(length_correction=True, length_min_group=3)
-    >>> rewards, m = control_length([1.0, 3.0, 5.0], ["a" * 10, "a" * 100, "a" * 1000], ["g"] * 3, cfg)
-    >>> [round(r, 6) for r in rewards], m["length/corrected_groups"]
-    ([3.0, 3.0, 3.0], 1.0)
-    >>> control_length([5.0, 5.0], ["short", "x" * 40], ["g", "g"],
-    ...                RewardConfig(overlong_penalty=1.0, overlong_baseline=10, overlong_ratio=2.0))[0]
-    [5.0, 4.0]
-"""
+"""Opt-in length control (off by default): a group-relative correction of ``reward ~ log(length)``
+(``length_correction``) and a soft overlong penalty (``overlong_penalty``); formulas in docs/rewards.md."""
 
 from __future__ import annotations
 
@@ -22,17 +11,11 @@ from prom_reward.rewards.config import RewardConfig
 from prom_reward.stats import slope, spearman
 
 CORRECTION_KEYS = ("length/spearman_before", "length/corrected_groups", "length/reward_per_doubling")
-"""Metrics of the group-relative correction (when on)."""
 PENALTY_KEYS = ("length/penalized_share", "length/penalty_mean")
-"""Metrics of the overlong penalty (when on)."""
 
 
 def length_keys(cfg: RewardConfig) -> tuple[str, ...]:
-    """The metric names ``control_length`` reports under ``cfg`` (none when length control is off).
-
-    >>> length_keys(RewardConfig())
-    ()
-    """
+    """The metric names ``control_length`` reports under ``cfg`` (none when length control is off)."""
     keys: tuple[str, ...] = ()
     if cfg.length_correction or cfg.overlong_penalty:
         keys += ("length/spearman_before",)
@@ -41,13 +24,6 @@ def length_keys(cfg: RewardConfig) -> tuple[str, ...]:
     if cfg.overlong_penalty:
         keys += PENALTY_KEYS
     return keys
-
-
-def _groups(groups: Sequence[Hashable]) -> dict[Hashable, list[int]]:
-    out: dict[Hashable, list[int]] = {}
-    for i, g in enumerate(groups):
-        out.setdefault(g, []).append(i)
-    return out
 
 
 def _correct(
@@ -72,12 +48,7 @@ def _correct(
 
 
 def overlong_penalty(length: int, baseline: float, cfg: RewardConfig) -> float:
-    """The penalty (>= 0) for a completion of ``length`` characters against ``baseline``.
-
-    >>> cfg = RewardConfig(overlong_penalty=2.0, overlong_ratio=1.5)
-    >>> [overlong_penalty(n, 100, cfg) for n in (150, 225, 300, 900)]
-    [0.0, 1.0, 2.0, 2.0]
-    """
+    """The penalty (>= 0) for a completion of ``length`` characters against ``baseline``."""
     start = cfg.overlong_ratio * baseline
     if baseline <= 0 or length <= start:
         return 0.0
@@ -96,7 +67,9 @@ def control_length(
     scored = [i for i, r in enumerate(out) if r is not None]
     before = spearman([out[i] for i in scored], [lengths[i] for i in scored])  # type: ignore[misc]
     metrics: dict[str, float] = {"length/spearman_before": before or 0.0}
-    members = _groups(groups)
+    members: dict[Hashable, list[int]] = {}
+    for i, g in enumerate(groups):
+        members.setdefault(g, []).append(i)
     if cfg.length_correction:
         logs = [math.log(max(n, 1)) for n in lengths]
         corrected, slopes = _correct(out, logs, members, cfg.length_min_group)

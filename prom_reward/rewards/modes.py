@@ -1,15 +1,5 @@
-"""The three reward modes (absolute, against a reference, round robin in a group): each judges a batch of
-resolved ``RewardSample`` items in one awaited call and returns one reward (or None) per item, feedback and
-metrics (``ModeOutput``).
-
-Example:
-    >>> from prom_reward import PrometheusJudge
-    >>> import asyncio
-    >>> judge = PrometheusJudge(backend="scripted", outputs=["Right. [RESULT] 5"])
-    >>> item = RewardSample("p", "4", instruction="What is 2+2?", rubric="helpfulness")
-    >>> asyncio.run(absolute_rewards(judge, [item, item], RewardConfig())).rewards  # judged once
-    [5.0, 5.0]
-"""
+"""The three reward modes (absolute, against a reference, round robin in a group): each judges a batch of resolved
+``RewardSample`` items in one awaited call and returns one reward (or None) per item (``ModeOutput``)."""
 
 from __future__ import annotations
 
@@ -17,38 +7,43 @@ import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from statistics import fmean
-from typing import Any
+from typing import Any, TypeVar
 
 from prom_reward.backends.sampling import SamplingOverrides
-from prom_reward.core.results import JudgeFailure, Judgment
+from prom_reward.core.results import JudgeFailure, Judgment, Verdict
 from prom_reward.format.rubrics import get_rubric
 from prom_reward.rewards.config import RewardConfig, grade_range, normalize_value
 from prom_reward.rewards.samples import RewardSample
 
+V = TypeVar("V")
+
 
 @dataclass
 class ModeOutput:
-    """What a mode (or a whole ``PrometheusReward.judge_batch``) returns, one entry per item."""
+    """What a mode (or a whole ``PrometheusReward.judge_batch``) returns: per item, each list (empty when unused)."""
 
     rewards: list[float | None]
     feedback: list[str | None]
     metrics: dict[str, float] = field(default_factory=dict)
-    judges: list[str | None] = field(default_factory=list)
-    """Per item, which judge of a ``CascadeJudge`` decided (``primary``/``fallback``/``mixed``
-    for a group member whose pairs were split); empty for a plain judge."""
-    reasons: list[str | None] = field(default_factory=list)
-    """Per item, why it has no reward (None where judged); empty when every item got one."""
-    neutralized: list[int] = field(default_factory=list)
-    """Per item, template markers neutralised in its texts; empty when there were none."""
-    errors: list[JudgeFailure | None] = field(default_factory=list)
-    """Per item, the judge's failure behind a missing reward (its kind and reason); empty when there was none."""
-    results: list[Judgment | None] = field(default_factory=list)
-    """Per item, the judgment its reward was read from (``absolute``, ``pairwise_reference``); empty otherwise."""
+    judges: list[str | None] = field(default_factory=list)  # which judge of a cascade decided (or ``mixed``)
+    reasons: list[str | None] = field(default_factory=list)  # why it has no reward (None where judged)
+    neutralized: list[int] = field(default_factory=list)  # template markers neutralised in its texts
+    errors: list[JudgeFailure | None] = field(default_factory=list)  # the judge's failure behind a missing reward
+    results: list[Judgment | None] = field(default_factory=list)  # the judgment its reward was read from
+
+    def item_errors(self) -> list[JudgeFailure | None]:
+        """``errors``, one entry per item (what the outage loop reads)."""
+        return self.errors or [None] * len(self.rewards)
+
+
+def _listed(values: list[V]) -> list[V]:
+    """``values``, or [] when every one is None (how ``ModeOutput`` holds an unused per-item field)."""
+    return values if any(v is not None for v in values) else []
 
 
 def merge_metrics(parts: Sequence[tuple[int, dict[str, float]]]) -> dict[str, float]:
-    """One batch's metrics from the metrics of its judge calls (``(items, metrics)`` each): rates and
-    means are averaged, weighted by items (NaN left out); counts, tokens and seconds are summed.
+    """One batch's metrics from those of its judge calls (``(items, metrics)`` each): rates and means averaged,
+    weighted by items (NaN left out); counts, tokens and seconds summed.
 
     >>> merge_metrics([(3, {"tie_rate": 0.0, "judged_pairs": 3.0}), (1, {"tie_rate": 1.0, "judged_pairs": 1.0})])
     {'tie_rate': 0.25, 'judged_pairs': 4.0}
@@ -67,8 +62,7 @@ def merge_metrics(parts: Sequence[tuple[int, dict[str, float]]]) -> dict[str, fl
 
 
 def assemble(n: int, parts: Sequence[tuple[Sequence[int], ModeOutput]]) -> ModeOutput:
-    """One output for ``n`` items from parts that each cover the items at their indices (a later part's outcome
-    for an item replaces an earlier one's: a retry's), with the parts' metrics merged (``merge_metrics``)."""
+    """One output for ``n`` items from parts at their indices (a later part, a retry, replaces an earlier one)."""
     out = ModeOutput([None] * n, [None] * n, merge_metrics([(len(idx), part.metrics) for idx, part in parts]))
     judges: list[str | None] = [None] * n
     errors: list[JudgeFailure | None] = [None] * n
@@ -79,18 +73,27 @@ def assemble(n: int, parts: Sequence[tuple[Sequence[int], ModeOutput]]) -> ModeO
             judges[i] = part.judges[pos] if part.judges else None
             errors[i] = part.errors[pos] if part.errors else None
             results[i] = part.results[pos] if part.results else None
-    out.judges, out.errors = (judges if any(judges) else []), (errors if any(errors) else [])
-    out.results = results if any(r is not None for r in results) else []
+    out.judges, out.errors, out.results = _listed(judges), _listed(errors), _listed(results)
     return out
 
 
-def _call_metrics(results: Sequence[Any]) -> dict[str, float]:
-    """Token and truncation counts of this call's judgments (read from the results, so concurrent
-    calls on one judge do not mix)."""
+def _call_metrics(results: Sequence[Any], rewards: Sequence[float | None]) -> dict[str, float]:
+    """The metrics every mode reports, read from this call's results (concurrent calls on one judge do not mix)."""
     return {
+        "parse_failure_rate": sum(r.failures for r in results) / max(sum(len(r.samples) for r in results), 1),
+        "abstain_rate": sum(r is None for r in rewards) / max(len(rewards), 1),
         "judge_prompt_tokens": float(sum(r.prompt_tokens for r in results)),
         "judge_completion_tokens": float(sum(r.completion_tokens for r in results)),
         "truncated_responses": float(sum(bool(r.truncated) for r in results)),
+    }
+
+
+def _verdict_metrics(verdicts: Sequence[Verdict], rewards: Sequence[float | None]) -> dict[str, float]:
+    agree = [v.swap_agreement for v in verdicts if v.swap_agreement is not None]
+    return {
+        "tie_rate": sum(v.tie for v in verdicts) / max(len(verdicts), 1),
+        "swap_agreement": fmean(agree) if agree else math.nan,
+        **_call_metrics(verdicts, rewards),
     }
 
 
@@ -110,6 +113,44 @@ def _unique(items: Sequence[Any], key: Callable[[Any], Hashable]) -> tuple[list[
 
 def _rubric_key(rubric: Any) -> Hashable:
     return rubric if isinstance(rubric, Hashable) else get_rubric(rubric)
+
+
+def _refs(items: Sequence[RewardSample]) -> list[str | None] | None:
+    """The items' reference answers (None when no item has one)."""
+    refs = [it.reference_answer for it in items]
+    return refs if any(r is not None for r in refs) else None
+
+
+async def _compare(
+    judge: Any,
+    pairs: Sequence[tuple[RewardSample, str]],
+    cfg: RewardConfig,
+    deadline: float | None,
+    sampling: SamplingOverrides,
+) -> list[Verdict]:
+    """The verdicts of (sample, other response) pairs, the sample's response as A, both orders."""
+    if not pairs:
+        return []
+    firsts = [it for it, _ in pairs]
+    return await judge.acompare(
+        [it.instruction for it in firsts],
+        [it.response for it in firsts],
+        [other for _, other in pairs],
+        [it.rubric for it in firsts],
+        _refs(firsts),
+        swap=True,
+        sampling=sampling,
+        truncate_response=cfg.over_context == "truncate",
+        deadline=deadline,
+    )
+
+
+def _per_item(results: Sequence[Any], rewards: list[float | None], metrics: dict[str, float]) -> ModeOutput:
+    """A mode's output from each item's result (its distinct twin's) and reward."""
+    errors = [r.error if not r.ok else None for r in results]
+    who = [r.decided_by for r in results]
+    feedback = [r.feedback for r in results]
+    return ModeOutput(rewards, feedback, metrics, _listed(who), errors=_listed(errors), results=list(results))
 
 
 async def absolute_rewards(
@@ -148,25 +189,21 @@ async def absolute_rewards(
         JudgeFailure("output", g.expected_reason) if r is None and g.ok and g.expected_reason else None
         for g, r in zip(grades, raw, strict=True)
     ]
-    samples = sum(len(g.samples) for g in grades)
     ok = [g.score for g in grades if g.score is not None]
     exp = [g.expected_score for g in grades if g.expected_score is not None]
     metrics = {
-        "parse_failure_rate": sum(g.failures for g in grades) / max(samples, 1),
-        "abstain_rate": sum(r is None for r in rewards) / max(len(rewards), 1),
-        "forced_rate": sum(g.forced for g in grades) / max(samples, 1),
+        **_call_metrics(grades, rewards),
+        "forced_rate": sum(g.forced for g in grades) / max(sum(len(g.samples) for g in grades), 1),
         "unique_items": float(len(uniq)),
-        **_call_metrics(grades),
     }
     if ok:
         metrics["mean_score"] = fmean(ok)
     if exp:
         metrics["mean_expected_score"] = fmean(exp)
-    if any(missing):
-        metrics["no_expected_scores"] = float(sum(missing[w] is not None for w in where))
     out = _per_item([grades[w] for w in where], rewards, metrics)
     if any(missing):
-        out.errors = [missing[w] or e for w, e in zip(where, out.errors or [None] * len(where), strict=True)]
+        metrics["no_expected_scores"] = float(sum(missing[w] is not None for w in where))
+        out.errors = [missing[w] or e for w, e in zip(where, out.item_errors(), strict=True)]
     return out
 
 
@@ -180,17 +217,7 @@ async def reference_rewards(
     uniq, where = _unique(
         items, lambda it: (it.instruction, it.response, it.baseline, _rubric_key(it.rubric), it.reference_answer)
     )
-    verdicts = await judge.acompare(
-        [it.instruction for it in uniq],
-        [it.response for it in uniq],
-        [it.baseline for it in uniq],
-        [it.rubric for it in uniq],
-        _refs(uniq),
-        swap=True,
-        sampling=sampling,
-        truncate_response=cfg.over_context == "truncate",
-        deadline=deadline,
-    )
+    verdicts = await _compare(judge, [(it, it.baseline) for it in uniq], cfg, deadline, sampling)
     raw: list[float | None] = []
     for v in verdicts:
         if cfg.pairwise_reward == "probability":
@@ -199,28 +226,16 @@ async def reference_rewards(
             raw.append(1.0 if v.winner == "A" else -1.0 if v.winner == "B" else 0.0 if v.tie else None)
     kind = "probability" if cfg.pairwise_reward == "probability" else "sign"
     rewards = [normalize_value(raw[w], kind, cfg.normalize) for w in where]
-    agree = [v.swap_agreement for v in verdicts if v.swap_agreement is not None]
     metrics = {
-        "tie_rate": sum(v.tie for v in verdicts) / max(len(verdicts), 1),
+        **_verdict_metrics(verdicts, rewards),
         "win_rate": sum(v.winner == "A" for v in verdicts) / max(len(verdicts), 1),
-        "swap_agreement": fmean(agree) if agree else math.nan,
-        "parse_failure_rate": sum(v.failures for v in verdicts) / max(sum(len(v.samples) for v in verdicts), 1),
-        "abstain_rate": sum(r is None for r in rewards) / max(len(rewards), 1),
-        **_call_metrics(verdicts),
     }
     return _per_item([verdicts[w] for w in where], rewards, metrics)
 
 
 def bradley_terry(wins: list[list[float]], iterations: int = 100, prior: float = 0.5) -> list[float]:
-    """Centred log-strengths from a wins matrix (``wins[i][j]``: times i beat j, ties as 0.5 each).
-
-    Each player also plays ``prior`` drawn games against a virtual opponent of strength 1, so
-    undefeated and winless players stay finite.
-
-    >>> s = bradley_terry([[0, 1], [0, 0]])
-    >>> s[0] > 0 > s[1] and abs(s[0] + s[1]) < 1e-9
-    True
-    """
+    """Centred log-strengths from a wins matrix (``wins[i][j]``: times i beat j, ties as 0.5 each); each player
+    also draws ``prior`` games against a virtual opponent of strength 1, so undefeated players stay finite."""
     n = len(wins)
     p = [1.0] * n
     for _ in range(iterations):
@@ -241,7 +256,6 @@ _ALONE = JudgeFailure(
     "no other completion of its prompt to compare it with (pairwise_group judges a prompt's completions against "
     "each other; the others failed or none came)",
 )
-"""The failure of a completion that is alone in its group: no pair was judged, so no win rate exists."""
 
 
 async def group_rewards(
@@ -260,21 +274,8 @@ async def group_rewards(
         uniq, where = _unique([items[i] for i in idx], lambda it: it.response)
         members[g] = (uniq, where)
         pairs += [(g, a, b) for a in range(len(uniq)) for b in range(a + 1, len(uniq))]
-    verdicts = (
-        await judge.acompare(
-            [members[g][0][a].instruction for g, a, _ in pairs],
-            [members[g][0][a].response for g, a, _ in pairs],
-            [members[g][0][b].response for g, _, b in pairs],
-            [members[g][0][a].rubric for g, a, _ in pairs],
-            _refs([members[g][0][a] for g, a, _ in pairs]),
-            swap=True,
-            sampling=sampling,
-            truncate_response=cfg.over_context == "truncate",
-            deadline=deadline,
-        )
-        if pairs
-        else []
-    )
+    asked = [(members[g][0][a], members[g][0][b].response) for g, a, b in pairs]
+    verdicts = await _compare(judge, asked, cfg, deadline, sampling)
     outcome: dict[Hashable, dict[tuple[int, int], float]] = {g: {} for g in groups}
     deciders: dict[tuple[Hashable, int], set[str]] = {}
     failures: dict[tuple[Hashable, int], JudgeFailure] = {}
@@ -305,42 +306,12 @@ async def group_rewards(
             who = deciders.get((g, where[pos]))
             judges[i] = None if not who else who.pop() if len(who) == 1 else "mixed"
             errors[i] = failures.get((g, where[pos]), _ALONE if alone else None) if rewards[i] is None else None
-    n_pairs = max(len(verdicts), 1)
-    agree = [v.swap_agreement for v in verdicts if v.swap_agreement is not None]
     metrics = {
-        "tie_rate": sum(v.tie for v in verdicts) / n_pairs,
+        **_verdict_metrics(verdicts, rewards),
         "judged_pairs": float(len(verdicts)),
-        "swap_agreement": fmean(agree) if agree else math.nan,
         "degenerate_groups": float(degenerate),
-        "parse_failure_rate": sum(v.failures for v in verdicts) / max(sum(len(v.samples) for v in verdicts), 1),
-        "abstain_rate": sum(r is None for r in rewards) / max(len(rewards), 1),
-        **_call_metrics(verdicts),
     }
-    return ModeOutput(rewards, feedback, metrics, judges if any(judges) else [], errors=errors if any(errors) else [])
-
-
-def _refs(items: Sequence[RewardSample]) -> list[str | None] | None:
-    """The items' reference answers (None when no item has one)."""
-    refs = [it.reference_answer for it in items]
-    return refs if any(r is not None for r in refs) else None
-
-
-def _per_item(results: Sequence[Any], rewards: list[float | None], metrics: dict[str, float]) -> ModeOutput:
-    """A mode's output from each item's result (its distinct twin's) and reward."""
-    feedback = [r.feedback for r in results]
-    return ModeOutput(rewards, feedback, metrics, _deciders(results), errors=_errors(results), results=list(results))
-
-
-def _errors(results: Sequence[Any]) -> list[JudgeFailure | None]:
-    """Each result's failure where it has no verdict (empty when none failed)."""
-    errors = [r.error if not r.ok else None for r in results]
-    return errors if any(errors) else []
-
-
-def _deciders(results: Sequence[Any]) -> list[str | None]:
-    """Who decided each result under a ``CascadeJudge`` (empty when no result says)."""
-    who = [r.decided_by for r in results]
-    return who if any(who) else []
+    return ModeOutput(rewards, feedback, metrics, _listed(judges), errors=_listed(errors))
 
 
 def _group_scores(n: int, outcome: dict[tuple[int, int], float], cfg: RewardConfig) -> list[float | None]:

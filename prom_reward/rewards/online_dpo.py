@@ -1,32 +1,5 @@
-"""``OnlineDPOJudgeReward``: a pairwise Prometheus judge as the reward of TRL's online DPO.
-
-TRL 1.16's ``trl.experimental.online_dpo.OnlineDPOTrainer`` samples two completions per prompt and calls each
-reward function once per batch with ``prompts = [p0..pB-1, p0..pB-1]`` and ``completions = [a0..aB-1, b0..bB-1]``;
-pair i's chosen completion is ``a_i`` when ``reward[i] >= reward[i + B]``, so an equal reward silently favours the
-first half. This reward gives 1.0 to each pair's winner and 0.0 to its loser, never an equal reward.
-
-Every pair goes through the reward path of ``PrometheusReward`` (``judge_batch`` in mode ``pairwise_reference``:
-``a_i`` against ``b_i``, both orders): the same input checks, neutralising, outage policy, canary and metrics.
-A pair whose row has a checklist is decided by its two completions' checklist rewards instead. A pair the judge
-cannot separate (orders disagree, samples split, no verdict) is re-judged with fresh samples, up to
-``max_tie_rounds`` times; one still undecided goes to the side its mean ``p_a`` over all rounds favours, and an
-exact 0.5 to a seeded coin flip. A pair that cannot be judged (bad input, over the context with
-``over_context="fail"``, no answer past the outage budget with ``on_exhausted="fail"``) goes to the coin, counted
-(``unjudged_pairs``); a judge down past the budget stops the step with ``JudgeUnavailableError`` by default.
-
-Counters accumulate on ``.stats``, the last batch's metrics (the reward path's, with the pairs' own and the drift
-diagnostics of ``rewards.diagnostics`` on the 1 / 0 rewards) on ``.last_metrics``; they go to TRL's
-``log_metric`` when given, and after ``reward.attach(trainer)`` into the trainer's logs (``<name>/coin_flips`` ...).
-
-Example:
-    >>> from prom_reward import PrometheusJudge
-    >>> judge = PrometheusJudge(backend="scripted", outputs=["B is right. [RESULT] B", "A is right. [RESULT] A"])
-    >>> reward = OnlineDPOJudgeReward(judge, rubric="factual_validity")
-    >>> reward(prompts=["Name a prime.", "Name a prime."], completions=["9", "7"])
-    [0.0, 1.0]
-    >>> (reward.stats.pairs, reward.stats.decided_by_judge, reward.stats.coin_flips)
-    (1, 1, 0)
-"""
+"""``OnlineDPOJudgeReward``: a pairwise Prometheus judge as the reward of TRL's online DPO: 1.0 for each pair's
+winner, 0.0 for its loser, never an equal reward (docs/rewards.md, "Online DPO": the layout, tie rounds, the coin)."""
 
 from __future__ import annotations
 
@@ -41,15 +14,13 @@ from typing import Any
 
 from prom_reward.checklist.criteria import check_grading_format
 from prom_reward.core.results import JudgeFailure, Verdict
+from prom_reward.core.sampler import check_counts
 from prom_reward.errors import ConfigError, InputError
-from prom_reward.format.conversation import completion_text
 from prom_reward.rewards.config import RewardConfig
 from prom_reward.rewards.diagnostics import diagnostics
 from prom_reward.rewards.modes import ModeOutput
 from prom_reward.rewards.reward import PrometheusReward
-from prom_reward.rewards.samples import RewardSample
-
-__all__ = ["OnlineDPOJudgeReward", "PairwiseRewardStats"]
+from prom_reward.rewards.samples import RewardSample, response_text
 
 _TRL_KWARGS = ("trainer_state", "log_metric", "log_extra", "environments")
 
@@ -58,10 +29,8 @@ _TRL_KWARGS = ("trainer_state", "log_metric", "log_extra", "environments")
 class PairwiseRewardStats:
     """Running counters over the reward's lifetime (a pair is (a_i, b_i) of one prompt)."""
 
-    calls: int = 0
-    """Reward calls (one per trainer batch)."""
+    calls: int = 0  # reward calls (one per trainer batch)
     pairs: int = 0
-    """Pairs rewarded."""
     decided_by_judge: int = 0
     """Pairs the judge decided (both orders agreeing), in the first round or a tie round."""
     decided_after_ties: int = 0
@@ -76,10 +45,8 @@ class PairwiseRewardStats:
     """Pairs still undecided after the tie rounds, given to the side their mean p_a favours."""
     coin_flips: int = 0
     """Pairs still undecided with a mean p_a of exactly 0.5 (or none), settled by the seeded coin."""
-    swap_checked: int = 0
-    """Verdicts where both orders gave a winner (all rounds)."""
+    swap_checked: int = 0  # verdicts where both orders gave a winner (all rounds); swap_agreed: the same one
     swap_agreed: int = 0
-    """Of those, verdicts where both orders picked the same response."""
     first_half_wins: int = 0
     """Pairs whose first-half completion got 1.0 (a position-bias check: about half is healthy)."""
     unjudged_pairs: int = 0
@@ -99,20 +66,11 @@ class OnlineDPOJudgeReward:
     """Pairwise judge reward for ``OnlineDPOTrainer(reward_funcs=...)`` (TRL 1.16 layout).
 
     Args:
-        judge: a ``PrometheusJudge``, or a dict of its options (built on first call; such a reward
-            pickles, and each process builds its own judge).
-        config: the reward's ``RewardConfig``, the one settings model of every reward path (or its
-            fields as keywords; ``name`` defaults to ``prometheus_pairwise`` here). This reward reads
-            ``rubric`` (pairwise needs only the criteria), ``reference_answer``, ``rubric_column``,
-            ``reference_column``, ``checklist_column`` (a row with a checklist is decided by its completions'
-            checklist scores, judged as ``checklist_mode``, ``checklist_aggregation``, ``score`` and
-            ``num_samples`` say), ``name``, ``over_context`` (a pair over the judge's context: ``truncate``
-            shortens the responses, ``fail`` leaves it to the coin) and ``outage`` (how a failing judge is
-            retried; default: stop past the budget); the grade-to-reward fields (``mode``, ``normalize``, length
-            control) do not apply to its 1 / 0 rewards.
-        max_tie_rounds: re-judging rounds for undecided pairs (each costs two judge calls per pair, inside the
-            training step; a pair still undecided goes to its mean p_a, which rarely flips with more rounds).
-        seed: seed of the coin that settles pairs whose p_a is exactly 0.5.
+        judge: a ``PrometheusJudge``, or a dict of its options (built on first call, in each process).
+        config: a ``RewardConfig`` (or its fields as keywords; ``name`` defaults to ``prometheus_pairwise``); the
+            grade-to-reward fields (``mode``, ``normalize``, length control) do not apply to its 1 / 0 rewards.
+        max_tie_rounds: re-judging rounds for undecided pairs (two judge calls per pair each).
+        seed: seed of the coin that settles pairs whose mean p_a is exactly 0.5.
     """
 
     def __init__(
@@ -130,8 +88,7 @@ class OnlineDPOJudgeReward:
                 f"and {sorted(options)}; fix: OnlineDPOJudgeReward(judge, RewardConfig(...)) or its fields as keywords"
             )
         self.config = config or RewardConfig(**{"name": "prometheus_pairwise", **options})
-        if not isinstance(max_tie_rounds, int) or isinstance(max_tie_rounds, bool) or max_tie_rounds < 0:
-            raise ConfigError(f"expected an int >= 0, got {max_tie_rounds!r}; fix: give an int >= 0", "max_tie_rounds")
+        check_counts(max_tie_rounds=(max_tie_rounds, 0))
         if self.config.rubric is None:
             raise ConfigError(
                 "none given; fix: pass a built-in name, a Rubric, a dict or a file path (rows may override it)",
@@ -146,8 +103,7 @@ class OnlineDPOJudgeReward:
             overlong_penalty=0.0,
             failure_reward=None,
         )
-        self.reward = PrometheusReward(judge, pairwise)
-        """The reward path every pair goes through (``a_i`` against its baseline ``b_i``)."""
+        self.reward = PrometheusReward(judge, pairwise)  # every pair's path: a_i against its baseline b_i
         self.reward.checklist_modes = ("pairwise_reference",)  # a checklist pair compares its two checklist rewards
         self.canary, self.health = self.reward.canary, self.reward.health
         self.max_tie_rounds = max_tie_rounds
@@ -171,14 +127,12 @@ class OnlineDPOJudgeReward:
         return {**self.__dict__, "_trainer": None}
 
     def attach(self, trainer: Any) -> OnlineDPOJudgeReward:
-        """Add each batch's metrics to ``trainer.stats``, which OnlineDPOTrainer averages into its
-        logs (and resets) at every logging step. Holds only a weak reference; returns self."""
+        """Add each batch's metrics to ``trainer.stats`` (held by a weak reference); returns self."""
         if not isinstance(getattr(trainer, "stats", None), dict):
             raise ConfigError(f"attach: expected an OnlineDPOTrainer (a .stats dict), got {type(trainer).__name__}")
         self._trainer = weakref.ref(trainer)
         return self
 
-    # -- the reward ---------------------------------------------------------------------
     def _half(self, prompts: Sequence[Any], completions: Sequence[Any]) -> int:
         layout = (
             "this reward is for OnlineDPOTrainer's layout: prompts [p0..pB-1, p0..pB-1] and completions "
@@ -263,11 +217,7 @@ class OnlineDPOJudgeReward:
             todo = [i for i in todo if i not in once and history[i][-1].winner is None]
         rounds = max(rounds, 0)
 
-        s = self.stats
-        before = dataclasses.replace(s)
-        s.calls += 1
-        s.pairs += b
-        s.unjudged_pairs += len(unjudged)
+        s = PairwiseRewardStats(calls=1, pairs=b, unjudged_pairs=len(unjudged))  # this batch's, added to .stats
         rewards = [0.0] * (2 * b)
         how: list[str] = []
         for i, verdicts in enumerate(history):
@@ -296,23 +246,24 @@ class OnlineDPOJudgeReward:
             rewards[i], rewards[b + i] = (1.0, 0.0) if first else (0.0, 1.0)
             how.append(way)
 
-        delta = {f.name: getattr(s, f.name) - getattr(before, f.name) for f in dataclasses.fields(s)}
+        for f in dataclasses.fields(s):
+            setattr(self.stats, f.name, getattr(self.stats, f.name) + getattr(s, f.name))
         metrics = {
             **batch_metrics,  # the reward path's metrics of the first round (tokens, parse failures, checklists ...)
             "pairs": float(b),
             "tie_rounds": float(rounds),
-            "rejudged_pairs": float(delta["tie_rounds"]),
-            "decided_by_judge_rate": delta["decided_by_judge"] / b,
-            "decided_by_p_a": float(delta["decided_by_p_a"]),
-            "coin_flips": float(delta["coin_flips"]),
-            "judge_failures": float(delta["judge_failures"]),
-            "swap_agreement": delta["swap_agreed"] / delta["swap_checked"] if delta["swap_checked"] else float("nan"),
-            "first_half_win_rate": delta["first_half_wins"] / b,
+            "rejudged_pairs": float(s.tie_rounds),
+            "decided_by_judge_rate": s.decided_by_judge / b,
+            "decided_by_p_a": float(s.decided_by_p_a),
+            "coin_flips": float(s.coin_flips),
+            "judge_failures": float(s.judge_failures),
+            "swap_agreement": s.swap_agreement_rate,
+            "first_half_win_rate": s.first_half_wins / b,
             "judge_seconds": seconds,
             "unjudged_pairs": float(len(unjudged)),
         }
         feedback = [vs[-1].feedback if vs else None for vs in history]  # an unjudged pair has no verdict
-        responses = [_text(c) for c in completions]
+        responses = [response_text(c) for c in completions]
         markers = self.judge.format.markers  # win/loss: no top, diag/top_* read 0
         metrics.update(diagnostics(rewards, responses, list(range(b)) * 2, feedback * 2, top=None, markers=markers))
         self.last_metrics = metrics
@@ -351,8 +302,7 @@ def _verdict(out: ModeOutput, k: int) -> Verdict | str:
 
 
 def _checklist_verdict(out: ModeOutput, k: int) -> Verdict | str:
-    """The verdict of checklist samples ``k`` (response A) and ``k + 1`` (response B) from their checklist rewards,
-    or why the pair was not judged."""
+    """The verdict of checklist samples ``k`` (A) and ``k + 1`` (B) from their rewards, or why it was not judged."""
     ra, rb = out.rewards[k], out.rewards[k + 1]
     feedback = f"A: {out.feedback[k] or ''}\nB: {out.feedback[k + 1] or ''}"
     if ra is None or rb is None:
@@ -366,11 +316,3 @@ def _checklist_verdict(out: ModeOutput, k: int) -> Verdict | str:
     if ra == rb:
         return Verdict(winner=None, tie=True, feedback=feedback, reason=f"tie: both checklist rewards are {ra:.3g}")
     return Verdict(winner="A" if ra > rb else "B", feedback=feedback)
-
-
-def _text(completion: Any) -> str:
-    """A completion's text for length statistics ("" when it is not text: its pair failed alone)."""
-    try:
-        return completion_text(completion)
-    except InputError:
-        return ""

@@ -1,19 +1,6 @@
-"""The outage policy of judge calls (``OutagePolicy``; ``ajudge_until_answered`` for the rewards, ``Outage`` as the
-jobs' and the probe's ``outage=``): the one place a judge's transport failures are retried, with back-off, within a
-budget and the caller's deadline, then raised or failed (``on_exhausted``); ``JudgeHealth`` records failures for
-``/health``. The rules are in docs/design-notes.md.
-
-Example:
-    >>> policy = OutagePolicy(budget_s=30, call_timeout_s=None)
-    >>> policy.attempt_timeout(now=0.0, deadline=100.0, default=600.0)
-    50.0
-    >>> policy.retry_until(first_failure=10.0, deadline=25.0)
-    25.0
-    >>> [policy.delay(k) for k in range(1, 6)]
-    [1.0, 2.0, 4.0, 8.0, 15.0]
-    >>> health = JudgeHealth(); health.failed("HTTP 503", now=5.0); health.status(now=8.0)["status"]
-    'degraded'
-"""
+"""The outage policy of judge calls: the one place a judge's transport failures are retried, with back-off,
+within a budget and the caller's deadline, then raised or failed (``on_exhausted``); ``JudgeHealth`` records
+failures for ``/health``. The rules are in docs/design-notes.md."""
 
 from __future__ import annotations
 
@@ -36,12 +23,17 @@ T = TypeVar("T")
 J = TypeVar("J", bound=Judgment)
 logger = logging.getLogger(__name__)
 
-ON_EXHAUSTED = ("raise", "fail")
-
 
 @dataclass(frozen=True)
 class OutagePolicy:
-    """How a reward call treats a judge that fails (unreachable, 5xx, hung): see the module docstring."""
+    """How a judge call treats a judge that fails (unreachable, 5xx, hung).
+
+    >>> policy = OutagePolicy(budget_s=30, call_timeout_s=None)
+    >>> policy.attempt_timeout(now=0.0, deadline=100.0, default=600.0), policy.retry_until(10.0, deadline=25.0)
+    (50.0, 25.0)
+    >>> [policy.delay(k) for k in range(1, 6)]
+    [1.0, 2.0, 4.0, 8.0, 15.0]
+    """
 
     budget_s: float = setting(
         150.0,
@@ -66,7 +58,7 @@ class OutagePolicy:
         "raise",
         help="""Past the budget: ``"raise"`` (``JudgeUnavailableError``: training stops with the cause) or
         ``"fail"`` (the unanswered samples get the failure reward with the cause, counted).""",
-        choices=ON_EXHAUSTED,
+        choices=("raise", "fail"),
     )
 
     def __post_init__(self) -> None:
@@ -95,14 +87,10 @@ class JudgeHealth:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.failing_since: float | None = None
-        """Monotonic time of the first failure of the current streak (None: the judge is answering)."""
+        self.failing_since: float | None = None  # monotonic start of the current failure streak
         self.last_error: str | None = None
-        """The latest failure's description."""
-        self.failures = 0
-        """Failed judge calls (attempts) so far."""
-        self.exhausted = 0
-        """Reward calls whose outage budget ran out."""
+        self.failures = 0  # failed judge calls (attempts)
+        self.exhausted = 0  # reward calls whose outage budget ran out
         self.recent: deque[str] = deque(maxlen=5)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -150,13 +138,9 @@ class JudgeHealth:
 class Answered(Generic[T]):
     """What ``ajudge_until_answered`` got: the judge's outputs and the items left unanswered past the budget."""
 
-    parts: list[tuple[list[int], T]] = field(default_factory=list)
-    """(item indices, the call's output for exactly those items), in call order: a later part's output for an
-    item replaces an earlier one's (the earlier one had failed on the transport)."""
-    outage: dict[int, str] = field(default_factory=dict)
-    """Items left unanswered when the outage budget ran out (``on_exhausted="fail"``) -> reason."""
-    calls: int = 0
-    """Judge calls made (retries included)."""
+    parts: list[tuple[list[int], T]] = field(default_factory=list)  # (item indices, output); a later part wins
+    outage: dict[int, str] = field(default_factory=dict)  # item left unanswered past the budget -> the reason
+    calls: int = 0  # judge calls made (retries included)
 
 
 async def ajudge_until_answered(
@@ -168,19 +152,9 @@ async def ajudge_until_answered(
     deadline: float | None = None,
     health: JudgeHealth | None = None,
 ) -> Answered[T]:
-    """Judge the items of ``units`` with ``await call(item indices, call deadline) -> output``; ask again for the
-    units with an item that failed on the transport (``failures(output)``: per item, in order), per ``policy``
-    (the rules: docs/design-notes.md).
-
-    Args:
-        units: groups of item indices judged together and retried together (one sample each, or a
-            ``pairwise_group`` group).
-        call: judges exactly the given items (in that order) by the given monotonic deadline (None: none).
-        failures: the per-item failures of a call's output.
-        policy: the outage policy.
-        deadline: monotonic time after which the judge is not asked again (the caller's deadline).
-        health: where failures and successes are recorded (a fresh one when None).
-    """
+    """Judge the items of ``units`` (groups judged and retried together) with ``await call(item indices, call
+    deadline)``; ask again, per ``policy``, for the units with an item that failed on the transport
+    (``failures(output)``: per item, in order), until ``deadline``; ``health`` records failures and successes."""
     health = health if health is not None else JudgeHealth()
     out: Answered[T] = Answered()
     pending = [list(u) for u in units if u]
@@ -228,8 +202,7 @@ async def ajudge_until_answered(
 
 @dataclass
 class Outage:
-    """An outage policy and the health its calls record: what a job or the probe passes as ``outage=`` to its
-    judge's calls (``core.protocol.Retry``)."""
+    """An outage policy and the health its calls record: the ``outage=`` of a job's or the probe's judge calls."""
 
     policy: OutagePolicy
     health: JudgeHealth = field(default_factory=JudgeHealth)
@@ -241,11 +214,9 @@ class Outage:
         failed: Callable[[JudgeFailure], J],
         options: CallOptions,
     ) -> list[J]:
-        """One outcome per item of ``items``, in order: ``await call(part, **options)`` judges a part of them (a
-        judge's item method), and ``ajudge_until_answered`` asks again for each item whose outcome failed on the
-        transport, within ``options``' deadline. An item still unanswered past the budget (``on_exhausted="fail"``)
-        keeps the transport failure its last call gave it, or ``failed(failure)`` with the outage's cause where no
-        call answered for it."""
+        """One outcome per item, in order: ``await call(part, **options)`` (a judge's item method), each item the
+        transport failed asked again within ``options``' deadline. Past the budget (``on_exhausted="fail"``) an item
+        keeps its last transport failure, or is ``failed(failure)`` with the outage's cause."""
         rest = {k: v for k, v in options.items() if k != "deadline"}
         answered = await ajudge_until_answered(
             [[i] for i in range(len(items))],
@@ -255,9 +226,7 @@ class Outage:
             deadline=options.get("deadline"),
             health=self.health,
         )
-        got: dict[int, J] = {}
-        for idx, out in answered.parts:
-            got.update(zip(idx, out, strict=True))
+        got = {i: o for idx, out in answered.parts for i, o in zip(idx, out, strict=True)}
         return [
             got[i] if i in got else failed(JudgeFailure("transport", answered.outage[i])) for i in range(len(items))
         ]
@@ -276,8 +245,7 @@ def _exhausted(
     delay: float,
     out: Answered[Any],
 ) -> None:
-    """The outage budget ran out (or the next wait of ``delay`` s would pass it): raise, or fail the unanswered
-    items with the cause (the answered ones stay)."""
+    """The outage budget ran out: raise, or fail the unanswered items with the cause."""
     health.gave_up()
     failing = health.failing_for()
     message = f"the judge has been failing for {_secs(failing)} and {_stop_reason(policy, failing, deadline, delay)}"
@@ -296,8 +264,7 @@ def _exhausted(
 
 
 def _stop_reason(policy: OutagePolicy, failing: float, deadline: float | None, delay: float) -> str:
-    """Why the retries stop, with the numbers: the budget or the deadline is spent, or the next try (after
-    ``delay`` s) would come past it."""
+    """Why the retries stop, with the numbers: the budget or the deadline is spent, or the next try passes it."""
     budget_left = policy.budget_s - failing
     deadline_left = math.inf if deadline is None else deadline - time.monotonic()
     if deadline_left < budget_left:
@@ -314,6 +281,3 @@ def _secs(seconds: float) -> str:
     if seconds < 1:
         return f"{seconds:.2g} s"
     return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
-
-
-__all__ = ["Answered", "JudgeHealth", "Outage", "OutagePolicy", "ajudge_until_answered"]

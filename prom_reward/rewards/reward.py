@@ -1,27 +1,18 @@
-"""``PrometheusReward``: a judge as a reward function for TRL's online trainers (``reward_funcs`` of
-``GRPOTrainer``/``RLOOTrainer``): one float per completion, or None where the judge failed (TRL's "abstain");
-``AsyncPrometheusReward`` is the form TRL awaits.
-
-Example:
-    >>> from prom_reward import PrometheusJudge
-    >>> judge = PrometheusJudge(backend="scripted", outputs=["Exact. [RESULT] 5", "Vague. [RESULT] 2"])
-    >>> reward = PrometheusReward(judge, rubric="helpfulness")
-    >>> reward(prompts=["What is 2+2?", "What is 2+2?"], completions=["4", "a number"])
-    [5.0, 2.0]
-"""
+"""``PrometheusReward``: a judge as a reward function for TRL's online trainers (``GRPOTrainer``/``RLOOTrainer``):
+one float per completion, or None where the judge failed; ``AsyncPrometheusReward`` is the form TRL awaits."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import re
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from prom_reward.backends.bridge import sync_method
 from prom_reward.backends.sampling import SamplingOverrides
-from prom_reward.checklist.criteria import Criterion, parse_checklist
+from prom_reward.checklist.criteria import parse_checklist
 from prom_reward.core.items import check_text
+from prom_reward.core.outcomes import input_failure
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.conversation import completion_text, prompt_text
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JUDGE_FORMATS, Task
@@ -34,19 +25,15 @@ from prom_reward.rewards.holder import JudgeHolder
 from prom_reward.rewards.length import control_length
 from prom_reward.rewards.modes import ModeOutput, assemble
 from prom_reward.rewards.outage import Answered, JudgeHealth, ajudge_until_answered
-from prom_reward.rewards.samples import RewardSample, samples_from_columns
+from prom_reward.rewards.samples import RewardSample, response_text, samples_from_columns
 from prom_reward.rewards.startup import CanaryGate, canary_rubric, judge_canary
 
 _NO_VERDICT = "the judge gave no parseable verdict after its retries"
 
 
 class PrometheusReward(JudgeHolder):
-    """Judge-based reward for TRL (sync). Options are ``RewardConfig`` fields.
-
-    Args:
-        judge: a ``PrometheusJudge``, or a dict of its options (built lazily, picklable).
-        config: a ``RewardConfig``; or pass its fields as keyword arguments.
-    """
+    """Judge-based reward for TRL (sync): ``judge`` a ``PrometheusJudge`` or a dict of its options (built lazily,
+    picklable); ``config`` a ``RewardConfig``, or its fields as keywords."""
 
     def __init__(self, judge: Any, config: RewardConfig | None = None, **options: Any) -> None:
         if config is not None and (options or not isinstance(config, RewardConfig)):
@@ -65,10 +52,8 @@ class PrometheusReward(JudgeHolder):
             self.config = dataclasses.replace(self.config, format=fmt.name)
         self.__name__ = self.config.name
         self.last_metrics: dict[str, float] = {}
-        self.health = JudgeHealth()
-        """Whether the judge is answering (failures as they happen; what ``/health`` reports)."""
-        self.canary = CanaryGate(judge)
-        """The configuration canary, run before the first batch (``rewards.startup``)."""
+        self.health = JudgeHealth()  # whether the judge is answering (what ``/health`` reports)
+        self.canary = CanaryGate(judge)  # the configuration canary, run before the first batch
         try:  # a sample's rubric that does not fit the format fails that sample alone (the judge's item check)
             self._resolver = RubricResolver(self.config.rubric, what="sample")
         except InputError as e:
@@ -77,9 +62,7 @@ class PrometheusReward(JudgeHolder):
         if problem is not None:
             raise ConfigError(problem, "rubric")
         self._canary_rubric = canary_rubric(fmt, task, self._resolver.default)
-        """What the canary is judged with: the reward's rubric, else one on its format's scale (``rewards.startup``)."""
 
-    # -- samples ----------------------------------------------------------------------
     def resolve(self, samples: Sequence[RewardSample]) -> tuple[list[RewardSample | None], list[str | None], list[int]]:
         """Each sample in its judge-ready form (text fields, a ``Rubric``, the defaults filled in, template
         markers and special tokens neutralised), or None with the reason it cannot be judged; and how many
@@ -111,10 +94,10 @@ class PrometheusReward(JudgeHolder):
                     if value is not None:
                         check_text(value, i, name)
                 rubric = self._resolver(s.rubric, index=i, field=cfg.rubric_column)
-                checklist = None if s.checklist is None else self._checklist(s.checklist, i)
+                checklist = None if s.checklist is None else parse_checklist(s.checklist)
             except InputError as e:
                 resolved.append(None)
-                reasons.append(_strip_item(str(e)))
+                reasons.append(input_failure(e).reason)
                 marks.append(0)
                 continue
             count = 0
@@ -128,24 +111,13 @@ class PrometheusReward(JudgeHolder):
             marks.append(count)
         return resolved, reasons, marks
 
-    def _checklist(self, value: Any, i: int) -> tuple[Criterion, ...]:
-        """Sample ``i``'s checklist, validated (``InputError`` naming the criterion, field and fix)."""
-        return parse_checklist(value, row=None)
-
-    # -- the reward -------------------------------------------------------------------
-    checklist_modes: tuple[str, ...] = CHECKLIST_MODES
-    """The modes in which a sample with a checklist is judged (``rewards.checklists``)."""
+    checklist_modes: tuple[str, ...] = CHECKLIST_MODES  # the modes that judge a sample's checklist
 
     async def ajudge_batch(
         self, samples: Sequence[RewardSample], *, deadline: float | None = None, sampling: SamplingOverrides = None
     ) -> ModeOutput:
-        """Rewards with their feedback, failure reasons and the batch's metrics (what integrations need).
-
-        ``rewards[i]`` is None where sample i has no reward, ``reasons[i]`` says why (bad input, judge
-        without a verdict, outage past the budget with ``on_exhausted="fail"``). A sample that cannot be
-        judged fails alone (the judge's per-item outcome); samples the transport failed are asked again
-        (``rewards.outage``); ``deadline`` (monotonic) bounds judge retries; ``sampling`` goes over the judge's own
-        (online DPO's tie rounds). Awaited on the caller's loop;
+        """Rewards with their feedback, failure reasons (``reasons[i]`` where ``rewards[i]`` is None) and metrics;
+        ``deadline`` (monotonic) bounds the outage retries, ``sampling`` goes over the judge's own.
         ``judge_batch`` is the sync form.
 
         >>> from prom_reward import PrometheusJudge
@@ -179,13 +151,18 @@ class PrometheusReward(JudgeHolder):
         iso: Answered[ModeOutput] = await ajudge_until_answered(
             units,
             batch_runner(self.judge, self.config, resolved, sampling),
-            lambda out: out.errors or [None] * len(out.rewards),
+            ModeOutput.item_errors,
             self.config.outage,
             deadline=deadline,
             health=self.health,
         )
         out = self._assemble(n, iso, reasons)
-        self._control_and_diagnose(out, samples)
+        responses = [response_text(s.response) for s in samples]  # length control and drift, as the policy wrote
+        keys = [s.group for s in samples]
+        out.rewards, length_metrics = control_length(out.rewards, responses, keys, self.config)
+        out.metrics.update(length_metrics)
+        top, markers = top_of_scale(self.config), self.judge.format.markers
+        out.metrics.update(diagnostics(out.rewards, responses, keys, out.feedback, top=top, markers=markers))
         out.metrics["markers_neutralized"] = float(sum(marks))
         out.neutralized = marks if any(marks) else []
         self.last_metrics = out.metrics
@@ -194,21 +171,9 @@ class PrometheusReward(JudgeHolder):
     judge_batch = sync_method(ajudge_batch)
 
     async def acheck_configuration(self, deadline: float | None = None) -> str | None:
-        """Run the configuration canary if it is due (``rewards.startup``): one judgment through this reward's
-        outage loop and mode. Raises ``JudgeConfigError`` for a misconfigured judge; returns why the judge did not
-        answer (not up yet: not a configuration failure), else None."""
+        """Run the configuration canary if due; returns why the judge did not answer, else None."""
         judgment = functools.partial(judge_canary, self.judge, self.config, self._canary_rubric, deadline, self.health)
         return await self.canary.run(judgment)
-
-    def _control_and_diagnose(self, out: ModeOutput, samples: Sequence[RewardSample]) -> None:
-        """The whole batch's length control (opt-in, ``rewards.length``) and drift diagnostics
-        (``rewards.diagnostics``), on the responses as the policy wrote them."""
-        responses = [_text(s.response) for s in samples]
-        groups = [s.group for s in samples]
-        out.rewards, length_metrics = control_length(out.rewards, responses, groups, self.config)
-        out.metrics.update(length_metrics)
-        top, markers = top_of_scale(self.config), self.judge.format.markers
-        out.metrics.update(diagnostics(out.rewards, responses, groups, out.feedback, top=top, markers=markers))
 
     def _assemble(self, n: int, iso: Answered[ModeOutput], reasons: list[str | None]) -> ModeOutput:
         out = assemble(n, iso.parts)
@@ -230,12 +195,8 @@ class PrometheusReward(JudgeHolder):
     async def acompute(
         self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
     ) -> list[float | None]:
-        """Rewards for a batch (what ``__call__`` does); logs through TRL's callbacks when given.
-
-        A completion that cannot be judged gets None (TRL leaves it out) and is counted
-        (``failed_samples``); a judge down past the outage budget raises ``JudgeUnavailableError``
-        (``on_exhausted="raise"``, the default), which stops the step with the cause.
-        """
+        """Rewards for a batch, None where a completion could not be judged (counted); logs through TRL's callbacks
+        when given. A judge down past the outage budget raises ``JudgeUnavailableError`` by default."""
         log_metric: Callable[[str, float], None] | None = kwargs.get("log_metric")
         log_extra: Callable[[str, list], None] | None = kwargs.get("log_extra")
         cfg = self.config
@@ -269,33 +230,13 @@ class PrometheusReward(JudgeHolder):
         return out.rewards
 
     compute = sync_method(acompute)
+    acall = acompute
 
     def __call__(
         self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
     ) -> list[float | None]:
-        """TRL's reward function: ``compute`` (the rewards of ``completions`` for ``prompts``, ``None`` where the
-        judge failed; the other dataset columns come as ``kwargs``), waited for on the library's loop."""
+        """TRL's reward function: ``compute`` (the other dataset columns come as ``kwargs``)."""
         return self.compute(prompts, completions, completion_ids, **kwargs)
-
-    async def acall(
-        self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
-    ) -> list[float | None]:
-        """Awaitable form: awaits the judge on the caller's event loop (an in-process engine's blocking calls
-        run in a worker thread of that backend)."""
-        return await self.acompute(prompts, completions, completion_ids, **kwargs)
-
-
-def _text(response: Any) -> str:
-    """A response's text for length statistics ("" when it is not text: that sample failed alone)."""
-    try:
-        return completion_text(response)
-    except InputError:
-        return ""
-
-
-def _strip_item(message: str) -> str:
-    """A message without the ``item k:`` prefix of a one-item call (the caller names the sample)."""
-    return re.sub(r"^(item|sample) \d+: ", "", message)
 
 
 class AsyncPrometheusReward(PrometheusReward):
@@ -304,5 +245,5 @@ class AsyncPrometheusReward(PrometheusReward):
     async def __call__(  # type: ignore[override]
         self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
     ) -> list[float | None]:
-        """TRL's async reward function: ``acall``, awaited on the caller's loop."""
-        return await self.acall(prompts, completions, completion_ids, **kwargs)
+        """TRL's async reward function: ``acompute``, awaited on the caller's loop."""
+        return await self.acompute(prompts, completions, completion_ids, **kwargs)

@@ -1,13 +1,5 @@
 """``RewardSample``: one (prompt, completion) to reward, the one sample model of every reward path, and its
-judge-ready form (``PrometheusReward.resolve``).
-
-Example:
-    >>> s = RewardSample(prompt=[{"role": "user", "content": "Hi?"}], response="Hello.")
-    >>> s.group == RewardSample(prompt=[{"role": "user", "content": "Hi?"}], response="Hey.").group
-    True
-    >>> samples_from_columns(["q1", "q2"], ["a", "b"], {"reference_answer": ["x", None]})[1].reference_answer is None
-    True
-"""
+judge-ready form (``PrometheusReward.resolve``)."""
 
 from __future__ import annotations
 
@@ -17,50 +9,31 @@ from dataclasses import dataclass
 from typing import Any
 
 from prom_reward.errors import InputError
-
-COLUMNS = ("reference_answer", "rubric", "instruction", "baseline", "checklist")
-"""The per-sample fields a dataset column (or an OpenRLHF label) may set."""
+from prom_reward.format.conversation import completion_text
 
 
 @dataclass(frozen=True)
 class RewardSample:
     """One completion to reward, as the trainer gave it (or, resolved, as the judge will see it)."""
 
-    prompt: Any
-    """The prompt as the trainer has it (a string or a message list); samples with equal prompts
-    are one group for ``pairwise_group``."""
-    response: Any
-    """The completion (a string, or a message list for conversational data)."""
-    reference_answer: str | None = None
-    """Reference answer for this sample (None: the reward's default)."""
-    rubric: Any = None
-    """Rubric for this sample (None: the reward's default); a ``Rubric`` once resolved."""
-    instruction: str | None = None
-    """Text to show the judge as the instruction instead of the prompt."""
-    baseline: Any = None
-    """``pairwise_reference``: the response this one is compared with."""
-    checklist: Any = None
-    """This sample's checklist of criteria (None: judged by its rubric); a tuple of ``Criterion`` once resolved
-    (``prom_reward.checklist``)."""
+    prompt: Any  # the prompt as the trainer has it (a string or a message list); equal prompts are one group
+    response: Any  # the completion (a string, or a message list for conversational data)
+    reference_answer: str | None = None  # reference answer for this sample (None: the reward's default)
+    rubric: Any = None  # rubric for this sample (None: the reward's default); a ``Rubric`` once resolved
+    instruction: str | None = None  # text to show the judge as the instruction instead of the prompt
+    baseline: Any = None  # ``pairwise_reference``: the response this one is compared with
+    checklist: Any = None  # its checklist of criteria (None: judged by its rubric); ``Criterion``s once resolved
 
     @property
     def group(self) -> Hashable:
-        """The key of the prompt (samples with the same key are one group)."""
-        return prompt_key(self.prompt)
-
-
-def prompt_key(prompt: Any) -> Hashable:
-    """A hashable key for a prompt: the string itself, or the canonical JSON of a message list."""
-    if isinstance(prompt, str):
-        return prompt
-    return json.dumps(prompt, sort_keys=True, default=str)
+        """The key of the prompt, one per group: the string itself, or the canonical JSON of a message list."""
+        return self.prompt if isinstance(self.prompt, str) else json.dumps(self.prompt, sort_keys=True, default=str)
 
 
 def samples_from_columns(
     prompts: Sequence[Any], completions: Sequence[Any], columns: dict[str, Sequence[Any] | None]
 ) -> list[RewardSample]:
-    """``RewardSample``s from TRL-style columns; ``columns`` maps a field of ``COLUMNS`` to one value per
-    completion (or None). Raises ``InputError`` when the lengths disagree (a caller bug, not a sample's)."""
+    """``RewardSample``s from TRL-style columns (field -> one value per completion, or None)."""
     n = len(prompts)
     if len(completions) != n:
         raise InputError(
@@ -83,3 +56,11 @@ def samples_from_columns(
         RewardSample(prompt=p, response=c, **{k: v[i] for k, v in values.items()})
         for i, (p, c) in enumerate(zip(prompts, completions, strict=True))
     ]
+
+
+def response_text(response: Any) -> str:
+    """A response's text for length statistics ("" when it is not text: that sample failed alone)."""
+    try:
+        return completion_text(response)
+    except InputError:
+        return ""

@@ -1,24 +1,6 @@
-"""The start-up check of a reward, reward server or job: is the judge there, does it serve the model asked for,
-and does the run's own judgment (the canary) go through?
-
-``acheck_judge`` (``check_judge``: its sync form) asks every judge URL ``GET /models`` with the run's key, then
-runs the reward's canary. A judge that answers wrongly (a refused key, a model it does not serve, a wrong route:
-the URL lacks ``/v1``) raises ``JudgeConfigError`` naming the URL and the fix (the command exits 2). A judge that
-does not answer (down, 5xx, loading) only warns: the run starts degraded and a task probes it until it answers,
-then checks it the same way, reporting a configuration failure to ``JudgeHealth`` and ``on_misconfigured``.
-
-The canary is the run's own judgment: its format, its task (a grade, or a verdict for pairwise runs) and its
-rubric for every row (``canary_rubric``; a rubric on the format's scale when rows bring their own). Rewards run it
-on their first call (``CanaryGate``), jobs before their rows (``job_canary``). Only judges behind an HTTP server
-(``over_http``) have routes, keys and model names to get wrong, so only they owe one.
-
-Example:
-    >>> check_judge(None).reachable
-    {}
-    >>> from prom_reward.format.judge_format import get_judge_format
-    >>> len(canary_rubric(get_judge_format("flow-judge-3"), "absolute", None).descriptions)
-    3
-"""
+"""The start-up check of a reward, reward server or job: is the judge there (``GET /models``), does it serve the
+model asked for, and does the run's own judgment (the canary: its format, task and rubric) go through? A wrong
+answer raises ``JudgeConfigError``; a judge that does not answer only warns and is probed until it does."""
 
 from __future__ import annotations
 
@@ -50,10 +32,8 @@ from prom_reward.rewards.samples import RewardSample
 logger = logging.getLogger(__name__)
 
 CANARY_INSTRUCTION = "Say hello in one word."
-CANARY_RESPONSES = ("Hello!", "Hi.")
-"""The canary's response (a pairwise canary compares the two)."""
-CANARY_CRITERION = "the response answers the instruction"
-"""The question of the canary's rubric when the run has no rubric for every row."""
+CANARY_RESPONSES = ("Hello!", "Hi.")  # the canary's response (a pairwise canary compares the two)
+CANARY_CRITERION = "the response answers the instruction"  # its rubric's question when rows bring their own
 _probes: set[asyncio.Task[None]] = set()  # probes running, held until done
 
 
@@ -61,17 +41,14 @@ _probes: set[asyncio.Task[None]] = set()  # probes running, held until done
 class JudgeCheck:
     """What ``acheck_judge`` found."""
 
-    reachable: dict[str, bool] = field(default_factory=dict)
-    """Per URL: did ``GET /models`` answer?"""
-    models: dict[str, list[str]] = field(default_factory=dict)
-    """Per reachable URL: the served model ids."""
-    probing: asyncio.Task[None] | None = None
-    """The probe of the URLs that did not answer yet (on the loop of the check; the library's for ``check_judge``)."""
+    reachable: dict[str, bool] = field(default_factory=dict)  # per URL: did ``GET /models`` answer?
+    models: dict[str, list[str]] = field(default_factory=dict)  # per reachable URL: the served model ids
+    probing: asyncio.Task[None] | None = None  # the probe of the URLs that did not answer yet, on the check's loop
 
 
 async def _ask(url: str, timeout: float, api_key: str | None) -> tuple[list[str] | None, str]:
-    """(served model ids, "") when ``url`` answers ``GET /models`` within ``timeout`` s, the whole reply; (None, why)
-    when it does not. A refused key raises ``JudgeConfigError`` (``_openai_wire.rejection``)."""
+    """(served model ids, "") when ``url`` answers ``GET /models`` within ``timeout`` s; (None, why) when it does
+    not. A refused key raises ``JudgeConfigError`` (``_openai_wire.rejection``)."""
     full = url.rstrip("/") + "/models"
     try:
         async with new_session(api_key=api_key, timeout=timeout) as session, session.get(full) as r:
@@ -96,15 +73,6 @@ async def _ask(url: str, timeout: float, api_key: str | None) -> tuple[list[str]
         return None, f"malformed GET /models reply ({e})"
 
 
-def _check_model(url: str, served: list[str], model: str | None) -> None:
-    if model and served and model not in served:
-        raise JudgeConfigError(
-            f"judge {url} does not serve the model {model!r} (it serves {', '.join(served)}); fix: set "
-            "model (--model / PROM_REWARD_MODEL) to one of those, or leave it unset to use the first",
-            url=url,
-        )
-
-
 async def acheck_judge(
     server: JudgeServer | None,
     *,
@@ -116,16 +84,15 @@ async def acheck_judge(
     canary_timeout: float = 120.0,
     on_misconfigured: Callable[[str], None] | None = None,
 ) -> JudgeCheck:
-    """Ask every URL of ``server`` (``JudgeHolder.judge_server``; None: an in-process judge, nothing to ask) for its
-    models with its key, then run ``reward``'s canary (see the module docstring). ``outage``: what the samples meet
-    while a URL is down (the reward's policy, by default), said in the warning."""
+    """Ask every URL of ``server`` (None: an in-process judge, nothing to ask) for its models with its key, then
+    run ``reward``'s canary; a URL down is probed every ``probe_every`` s (``JudgeCheck.probing``). ``outage``:
+    what the samples meet meanwhile (the reward's policy by default), said in the warning."""
     check = JudgeCheck()
     urls, model, api_key = (server.urls, server.model, server.api_key) if server is not None else ((), None, None)
     policy = outage if outage is not None else reward.config.outage if reward is not None else None
     down = dict.fromkeys(urls, "")
 
     async def ask(late: bool) -> None:
-        """Ask each URL still down; a wrong answer raises ``ConfigError``; once every URL answered, the canary."""
         for url in list(down):
             del down[url]
             served, why = await _ask(url, timeout, api_key)
@@ -134,7 +101,12 @@ async def acheck_judge(
                 down[url] = why
                 continue
             check.models[url] = served
-            _check_model(url, served, model)
+            if model and served and model not in served:
+                raise JudgeConfigError(
+                    f"judge {url} does not serve the model {model!r} (it serves {', '.join(served)}); fix: set "
+                    "model (--model / PROM_REWARD_MODEL) to one of those, or leave it unset to use the first",
+                    url=url,
+                )
             if late:
                 logger.warning("judge %s is answering now (serves %s)", url, ", ".join(served) or "?")
         if not down and urls:
@@ -178,11 +150,7 @@ check_judge = sync_method(acheck_judge)  # on the library's loop, where its prob
 
 
 def _meanwhile(policy: OutagePolicy | None) -> str:
-    """What the samples meet while the judge is down, as ``policy`` (the reward's outage policy) says.
-
-    >>> _meanwhile(OutagePolicy(budget_s=30, on_exhausted="fail"))
-    'samples wait within the outage budget (30 s), then get the failure reward'
-    """
+    """What the samples meet while the judge is down, as ``policy`` says."""
     if policy is None:
         return "samples wait within the outage budget, then meet its on_exhausted"
     waited = f"samples wait within the outage budget ({policy.budget_s:g} s), then "
@@ -200,8 +168,6 @@ async def _canary(reward: Any, seconds: float, health: JudgeHealth | None) -> No
         return
     try:
         why = await reward.acheck_configuration(deadline=time.monotonic() + seconds)
-    except ConfigError:
-        raise
     except (BackendError, JudgeUnavailableError) as e:  # not up (on_exhausted="raise"), not misconfigured
         why = str(e)
     if why is not None:
@@ -220,8 +186,7 @@ def over_http(judge: Any) -> bool:
 
 
 def canary_rubric(fmt: JudgeFormat, task: Task, rubric: Rubric | None) -> Rubric:
-    """The rubric of the canary of a run in ``fmt`` asking for ``task``: the run's ``rubric`` for every row, else one
-    on ``fmt``'s scale (a checklist criterion's binary rubric there): a row's own rubric is the row's to fit."""
+    """The canary's rubric: the run's ``rubric`` for every row, else one on ``fmt``'s scale for ``task``."""
     if rubric is not None:
         return rubric
     criterion = Criterion(CANARY_CRITERION)
@@ -231,18 +196,16 @@ def canary_rubric(fmt: JudgeFormat, task: Task, rubric: Rubric | None) -> Rubric
 
 
 def asks_expected(judge: Any) -> bool:
-    """Whether ``judge`` (a ``PrometheusJudge``) asks for the verdict's logprobs (``expected_score=True``,
-    ``--expected``): its grades carry expected scores."""
+    """Whether ``judge`` (a ``PrometheusJudge``) asks for the verdict's logprobs (``expected_score=True``)."""
     from prom_reward.core.judge import EXPECTED_LOGPROBS
 
     return (judge.sampling.logprobs or 0) >= EXPECTED_LOGPROBS
 
 
 def job_canary(judge: Any, task: Task, rubric: Rubric | None, expected: bool = False) -> str | None:
-    """The canary of a job asking ``judge`` (a ``PrometheusJudge``) for ``task`` with ``rubric`` (the job's for
-    every row; None: each row's), when it talks to a server. Raises ``JudgeConfigError`` for a misconfigured judge,
-    and, with ``expected`` (``grade --expected``), for a server that returned no logprobs at all; returns why the
-    judge did not answer (it is not up: the job goes on as without a canary), or None."""
+    """The canary of a job asking ``judge`` for ``task`` with ``rubric`` (None: each row's), when it talks to a
+    server. Raises ``JudgeConfigError`` for a misconfigured judge (with ``expected``, also for a server that returns
+    no logprobs); returns why the judge did not answer, or None."""
     if not over_http(judge):
         return None
     judged = canary_rubric(judge.format, task, rubric)
@@ -260,8 +223,7 @@ def job_canary(judge: Any, task: Task, rubric: Rubric | None, expected: bool = F
 
 
 def canary_samples(config: RewardConfig, rubric: Rubric) -> list[RewardSample]:
-    """The canary as judge-ready samples of ``config``'s mode judged with ``rubric`` (a pair of one prompt for
-    ``pairwise_group``, a baseline for ``pairwise_reference``).
+    """The canary as judge-ready samples of ``config``'s mode judged with ``rubric``.
 
     >>> [s.baseline for s in canary_samples(RewardConfig(mode="pairwise_reference"), Rubric("Helpful?"))]
     ['Hi.']
@@ -281,12 +243,16 @@ async def judge_canary(
     judge: Any, config: RewardConfig, rubric: Rubric, deadline: float | None, health: JudgeHealth
 ) -> str | None:
     """The canary of ``config``'s mode with ``rubric``, through the reward's outage loop and mode: None when the
-    judge answered it, else why not (the outage's cause). Raises for a misconfigured judge, and for
-    ``score='expected'`` on a server that returned no logprobs."""
+    judge answered it, else why not. Raises for a misconfigured judge (``score='expected'``: without logprobs)."""
     samples = canary_samples(config, rubric)
     units = [list(range(len(samples)))]
     iso = await ajudge_until_answered(
-        units, batch_runner(judge, config, samples), _failures, config.outage, deadline=deadline, health=health
+        units,
+        batch_runner(judge, config, samples),
+        ModeOutput.item_errors,
+        config.outage,
+        deadline=deadline,
+        health=health,
     )
     if iso.outage:
         return next(iter(iso.outage.values()))
@@ -296,20 +262,14 @@ async def judge_canary(
     return None
 
 
-def _failures(out: ModeOutput) -> list[Any]:
-    return out.errors or [None] * len(out.rewards)
-
-
 class CanaryGate:
-    """Whether a reward still owes its canary (a judge behind an HTTP server, until one was answered), and running
-    it once."""
+    """Whether a reward still owes its canary (a judge behind an HTTP server, until one was answered)."""
 
     def __init__(self, judge: Any) -> None:
         self.due = over_http(judge)
 
     async def run(self, judgment: Callable[[], Awaitable[str | None]]) -> str | None:
-        """Await ``judgment()`` (the canary: None when the judge answered, else why not) if it is due; a
-        ``JudgeConfigError`` it raises propagates. Returns why the judge did not answer."""
+        """Await ``judgment()`` (the canary: None when answered, else why not) if it is due; returns why not."""
         if not self.due:
             return None
         self.due = False  # the canary's own batch must not run it again
@@ -322,20 +282,3 @@ class CanaryGate:
         if why is not None:
             logger.warning("canary judgment: the judge did not answer (%s); the next call runs it again", why)
         return why
-
-
-__all__ = [
-    "CANARY_CRITERION",
-    "CANARY_INSTRUCTION",
-    "CANARY_RESPONSES",
-    "CanaryGate",
-    "JudgeCheck",
-    "acheck_judge",
-    "asks_expected",
-    "canary_rubric",
-    "canary_samples",
-    "check_judge",
-    "job_canary",
-    "judge_canary",
-    "over_http",
-]

@@ -158,7 +158,7 @@ def _writer(path: str, start: int) -> None:
 
 def test_concurrent_writers_do_not_corrupt(tmp_path):
     path = str(tmp_path / "shared.sqlite")
-    ctx = mp.get_context("spawn")
+    ctx = mp.get_context("fork")  # four processes with a connection each: "spawn" re-imported the suite's modules
     procs = [ctx.Process(target=_writer, args=(path, p * 250)) for p in range(4)]
     for p in procs:
         p.start()

@@ -15,7 +15,7 @@ def test_smollm2_judge_confidence_and_se_cali_end_to_end(smollm2_engine):
     same = calibrated_judge(
         backend=smollm2_engine,
         base=smollm2_engine,
-        sampling={"max_tokens": 24, "temperature": 0.0},
+        sampling={"max_tokens": 12, "temperature": 0.0},
         force_verdict="always",
         max_retries=0,
     )
@@ -37,7 +37,7 @@ def test_se_cali_with_another_base_model_on_real_engines(smollm2_engine, vllm_en
     other = calibrated_judge(
         backend=smollm2_engine,
         base=vllm_engine,
-        sampling={"max_tokens": 24, "temperature": 0.0},
+        sampling={"max_tokens": 12, "temperature": 0.0},
         force_verdict="always",
         max_retries=0,
     )

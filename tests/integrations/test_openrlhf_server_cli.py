@@ -17,11 +17,21 @@ import pytest
 
 from prom_reward.cli.main import build_parser, main
 from prom_reward.cli.servers import reward_server_settings
-from prom_reward.integrations.openrlhf_server import SHUTDOWN_GRACE_S
 from tests.fakes import StandInJudge, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPT = "Question: what is up?\nAnswer:"
+GRACE_S = 1
+"""The grace the signal tests' server waits (``SHUTDOWN_GRACE_S`` is 5): what is asserted is that the hung request is
+cut when it ends, not its length."""
+COMMAND = (
+    "import sys\n"
+    "from prom_reward.integrations import openrlhf_server\n"
+    f"openrlhf_server.SHUTDOWN_GRACE_S = {GRACE_S}\n"
+    "from prom_reward.cli.main import main\n"
+    "sys.exit(main())\n"
+)
+"""``python -m prom_reward.cli`` (prom_reward/cli/__main__.py) with the grace of ``GRACE_S``."""
 
 
 @pytest.mark.parametrize(
@@ -83,8 +93,8 @@ def test_a_signal_stops_the_server_promptly_while_a_request_waits_on_a_hung_judg
     proc = subprocess.Popen(
         [
             sys.executable,
-            "-m",
-            "prom_reward.cli",
+            "-c",
+            COMMAND,
             "reward-server",
             "--server",
             judge.url,
@@ -127,8 +137,8 @@ def test_a_signal_stops_the_server_promptly_while_a_request_waits_on_a_hung_judg
             time.sleep(0.05)
         sent = time.monotonic()
         proc.send_signal(sig)
-        proc.wait(timeout=SHUTDOWN_GRACE_S + 15)
-        assert time.monotonic() - sent < SHUTDOWN_GRACE_S + 10
+        proc.wait(timeout=GRACE_S + 15)
+        assert time.monotonic() - sent < GRACE_S + 10
         client.join(timeout=10)
         r = answer["r"]
         assert r.status_code == 503 and "shutting down" in r.json()["error"], r.text

@@ -165,8 +165,8 @@ def test_per_row_rubrics_reach_the_judge_and_concurrent_rollouts_share_a_batch()
     trace, error = out[3]
     assert isinstance(error, TaskError) and "prometheus2 grades need 5" in str(error)
     assert trace.rewards["prom-reward"] is None and prompts["Be exact."] == ""  # no prompt: never sent
-    [batched] = verifiers_judge._shared.values()
-    assert batched.stats.max_batch == 4  # the rollouts' judgments went to the judge as one call
+    [shared] = verifiers_judge._shared.values()
+    assert shared.batched.stats.max_batch == 4  # the rollouts' judgments went to the judge as one call
 
 
 @pytest.mark.parametrize(
@@ -275,14 +275,14 @@ def test_a_misconfigured_or_unreachable_judge_fails_the_rollout(refuse, down_for
 def test_end_to_end_against_the_real_vllm_server(smollm2_server):
     """SmolLM2 behind the real vLLM server (the session fixture): greedy, with its verdicts forced where it
     writes none, it grades; cut at one token and never forced, it cannot decide and the rollout fails."""
-    judge = {"max_retries": 0, "force_verdict": "always", "sampling": {"max_tokens": 24, "temperature": 0.0}}
+    judge = {"max_retries": 0, "force_verdict": "always", "sampling": {"max_tokens": 12, "temperature": 0.0}}
     cfg = {"id": "prom-reward", "server": [smollm2_server], "judge": judge, "batch_window_ms": 300}
     rows = [(Row(prompt="What is 2+2?"), "4"), (Row(prompt="Name a colour."), "Blue.")]
     out = score(Plain, [cfg], rows)
     assert [e for _, e in out] == [None, None]
     assert all(t.rewards["prom-reward"].score in (1.0, 2.0, 3.0, 4.0, 5.0) for t, _ in out)
-    [batched] = verifiers_judge._shared.values()
-    assert batched.stats.max_batch == 2
+    [shared] = verifiers_judge._shared.values()
+    assert shared.batched.stats.max_batch == 2
     verifiers_judge.reset()
     cut = {"max_retries": 0, "force_verdict": "never", "sampling": {"max_tokens": 1}}
     [(trace, error)] = score(Plain, [cfg | {"judge": cut}], rows[:1])

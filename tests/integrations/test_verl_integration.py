@@ -236,7 +236,7 @@ def test_reward_loop_worker_scores_a_batch_in_one_judge_call(tiny_model_dir, mon
     data = make_data(worker.input_tokenizer, SAMPLES)
     outputs = worker.loop.run_until_complete(worker.compute_score_batch(data))
 
-    [state] = prom_verl._states.values()
+    [state] = prom_verl._shared.values()
     assert state.batched.stats.batches == 1 and state.batched.stats.max_batch == 3  # one judge call
     assert [o["reward_score"] for o in outputs] == [1.0, 0.5, 0.0]  # unit scale; failure 'min' -> 0.0
     infos = [o["reward_extra_info"] for o in outputs]
@@ -379,7 +379,7 @@ def test_concurrent_awaits_are_one_judge_call():
 
     outs = asyncio.run(many())
     assert [o["score"] for o in outs] == [1.0, 0.5] * 4
-    [state] = prom_verl._states.values()
+    [state] = prom_verl._shared.values()
     assert state.batched.stats.batches == 1
 
 
@@ -426,7 +426,7 @@ def test_real_vllm_judge_through_verls_router(vllm_server, tiny_model_dir, tmp_p
         assert o["reward_score"] == (0.5 if i["judge_failed"] else i["judge_reward"])
         assert i["judge_prompt_tokens"] > 0 and i["judge_batch_size"] == 2.0
     assert "/v1/chat/completions" in hits and "/v1/models" in hits
-    [state] = prom_verl._states.values()
+    [state] = prom_verl._shared.values()
     assert state.batched.reward._judge_spec["base_url"] == [f"http://127.0.0.1:{port}/v1"]
     assert os.getpid() == state.pid
 

@@ -1,18 +1,39 @@
-"""The exit status of ``grade``, ``compare`` and ``pairs`` through the real command line (a child process,
-a real HTTP judge on 127.0.0.1): 0 when every row has its outcome, 3 when the backend failed some rows
-(``--resume`` judges them again), 4 when the judge could not be reached for any row, with the URL and
-the cause on the error line; stdout holds the JSON summary in every case."""
+"""The exit status of ``grade``, ``compare`` and ``pairs`` through the command line (``main``, what ``python -m
+prom_reward.cli`` exits with, in this process; the outage policy's cells in a child process, whose log lines reach
+its stderr), a real HTTP judge on 127.0.0.1: 0 when every row has its outcome, 3 when the backend failed some rows
+(``--resume`` judges them again), 4 when the judge could not be reached for any row, with the URL and the cause on
+the error line; stdout holds the JSON summary in every case."""
 
 from __future__ import annotations
 
 import json
 import re
+import subprocess
+from collections.abc import Callable
 
 import pytest
 
+from prom_reward.cli.main import main
 from prom_reward.jobs.summary import EXIT_CODES, EXIT_JUDGE_DOWN, EXIT_SOME_FAILED
 from tests.fakes import FakeServer, free_port
 from tests.jobs.helpers import JOBS, argv, chat, cli, rows, write
+
+
+@pytest.fixture
+def command(capfd: pytest.CaptureFixture[str]) -> Callable[[list[str]], subprocess.CompletedProcess]:
+    """``command(args)``: ``prom-reward ARGS`` run by ``main`` in this process (a child process cost a second of
+    imports per call), its exit status and output as ``helpers.cli`` gives them."""
+
+    def run(args: list[str]) -> subprocess.CompletedProcess:
+        capfd.readouterr()
+        try:
+            code = main(args)
+        except SystemExit as stop:  # argparse: --help, a bad flag
+            code = stop.code
+        out, err = capfd.readouterr()
+        return subprocess.CompletedProcess(args, code, out, err)
+
+    return run
 
 
 def _error_line(stderr: str) -> str:
@@ -22,10 +43,10 @@ def _error_line(stderr: str) -> str:
 
 
 @pytest.mark.parametrize("job", JOBS)
-def test_an_unreachable_judge_exits_4_with_the_url_and_the_cause(tmp_path, job):
+def test_an_unreachable_judge_exits_4_with_the_url_and_the_cause(tmp_path, job, command):
     url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
     src = write(tmp_path / "in.jsonl", rows(job, 3))
-    done = cli(argv(job, src, tmp_path / "out.jsonl", url))
+    done = command(argv(job, src, tmp_path / "out.jsonl", url))
     assert done.returncode == EXIT_JUDGE_DOWN, done.stderr[-3000:]
     line = _error_line(done.stderr)
     assert line.startswith(f"prom-reward: error: {job}: the judge {url} could not be reached or refused every request")
@@ -34,7 +55,7 @@ def test_an_unreachable_judge_exits_4_with_the_url_and_the_cause(tmp_path, job):
     assert summary["backend_failed"] >= summary["rows"] == 3 and summary["backend_error"].startswith("backend failed")
 
 
-def test_some_rows_failed_by_the_backend_exit_3_and_a_resume_exits_0(tmp_path):
+def test_some_rows_failed_by_the_backend_exit_3_and_a_resume_exits_0(tmp_path, command):
     answer, broken = chat(), {"on": True}
 
     def reply(k: int, body: dict):  # row 1 always gets a 500 while the judge is broken
@@ -45,13 +66,13 @@ def test_some_rows_failed_by_the_backend_exit_3_and_a_resume_exits_0(tmp_path):
     server = FakeServer({"/v1/chat/completions": reply, "/v1/models": lambda k, b: (200, {"data": [{"id": "judge"}]})})
     try:
         src, out = write(tmp_path / "in.jsonl", rows("grade", 6)), tmp_path / "out.jsonl"
-        done = cli(argv("grade", src, out, server.url))
+        done = command(argv("grade", src, out, server.url))
         assert done.returncode == EXIT_SOME_FAILED, done.stderr[-3000:]
         assert "prom-reward: error:" not in done.stderr and "run again with --resume" in done.stderr
         summary = json.loads(done.stdout)
         assert (summary["rows"], summary["backend_failed"]) == (6, 1) and "HTTP 500" in summary["backend_error"]
         broken["on"] = False
-        again = cli(argv("grade", src, out, server.url, "--resume"))
+        again = command(argv("grade", src, out, server.url, "--resume"))
         assert again.returncode == 0, again.stderr[-3000:]
         assert json.loads(again.stdout)["backend_failed"] == 0
         assert all(json.loads(r)["score"] is not None for r in out.read_text().splitlines())
@@ -60,7 +81,7 @@ def test_some_rows_failed_by_the_backend_exit_3_and_a_resume_exits_0(tmp_path):
 
 
 @pytest.mark.parametrize("job", JOBS)
-def test_backend_failed_counts_only_the_rows_the_backend_failed(tmp_path, job):
+def test_backend_failed_counts_only_the_rows_the_backend_failed(tmp_path, job, command):
     """Row 0 gets no verdict from the judge, row 1 a 500, in one batch: 2 failed, 1 of them by the backend, exit 3
     (it counted every failed row of a batch with a backend failure: 2 of 2 rows, exit 4 "could not be reached")."""
     answer = chat()
@@ -74,7 +95,7 @@ def test_backend_failed_counts_only_the_rows_the_backend_failed(tmp_path, job):
     server = FakeServer({"/v1/chat/completions": reply, "/v1/models": lambda k, b: (200, {"data": [{"id": "judge"}]})})
     try:
         src = write(tmp_path / "in.jsonl", rows(job, 2))
-        done = cli(argv(job, src, tmp_path / "out.jsonl", server.url))
+        done = command(argv(job, src, tmp_path / "out.jsonl", server.url))
         assert done.returncode == EXIT_SOME_FAILED, done.stderr[-3000:]
         summary = json.loads(done.stdout)
         assert (summary["rows"], summary["failed"], summary["backend_failed"]) == (2, 2, 1), summary
@@ -84,8 +105,8 @@ def test_backend_failed_counts_only_the_rows_the_backend_failed(tmp_path, job):
 
 
 @pytest.mark.parametrize("job", JOBS)
-def test_help_lists_the_exit_statuses(job):
-    done = cli([job, "--help"])
+def test_help_lists_the_exit_statuses(job, command):
+    done = command([job, "--help"])
     assert done.returncode == 0 and "exit status: 0 every row judged has its outcome" in " ".join(done.stdout.split())
     assert EXIT_CODES.startswith("exit status:")
 
@@ -132,7 +153,7 @@ def test_outage_on_exhausted_raise_stops_the_job_with_exit_4(tmp_path):
         ),
     ],
 )
-def test_a_bad_outage_flag_names_the_flag(tmp_path, flag, value, said):
+def test_a_bad_outage_flag_names_the_flag(tmp_path, flag, value, said, command):
     src = write(tmp_path / "in.jsonl", rows("grade", 1))
-    done = cli(argv("grade", src, tmp_path / "out.jsonl", "http://127.0.0.1:9/v1", flag, value), timeout=60)
+    done = command(argv("grade", src, tmp_path / "out.jsonl", "http://127.0.0.1:9/v1", flag, value))
     assert done.returncode == 2 and said in done.stderr, done.stderr

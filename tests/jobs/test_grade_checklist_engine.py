@@ -23,7 +23,7 @@ CHECKLIST = [{"criterion": "Says 4", "category": "essential", "weight": 3.0},
 def test_grade_job_with_checklists_on_a_real_engine(smollm2_engine, tmp_path):
     rows = [{"instruction": "What is 2+2?", "response": r, "checklist": CHECKLIST} for r in ("4", "2+2=4", "4")]
     src = write(tmp_path / "in.jsonl", rows)
-    options = {"force_verdict": "always", "max_retries": 0, "sampling": {"max_tokens": 16, "temperature": 0.0}}
+    options = {"force_verdict": "always", "max_retries": 0, "sampling": {"max_tokens": 8, "temperature": 0.0}}
     store = tmp_path / "judgments.sqlite"
     judge = PrometheusJudge(backend=smollm2_engine, store=store, **options)  # not closed: the engine is shared
     first = grade_file(src, tmp_path / "out.parquet", judge, progress=False)

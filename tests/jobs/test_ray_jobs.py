@@ -8,12 +8,14 @@ and the stand-in judge server where the pipeline is under test.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -38,8 +40,12 @@ def _good_or_bad(request, i):  # a deterministic judge: 5 for responses that say
     return "Judged. [RESULT] 5" if "good" in response else "Judged. [RESULT] 1"
 
 
-@pytest.fixture(scope="module")
-def ray_cluster():
+@contextlib.contextmanager
+def _local_ray() -> Iterator[str]:
+    """A local Ray cluster (the one this process runs, if any); yields its address."""
+    if ray.is_initialized():
+        yield ray.get_runtime_context().gcs_address
+        return
     path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)  # actors import tests.*
     ray.init(
         num_cpus=2,
@@ -47,8 +53,24 @@ def ray_cluster():
         log_to_driver=False,
         runtime_env={"env_vars": {"VLLM_CPU_KVCACHE_SPACE": "1", "PYTHONPATH": path}},
     )
-    yield ray.get_runtime_context().gcs_address
-    ray.shutdown()
+    try:
+        yield ray.get_runtime_context().gcs_address
+    finally:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[str]:
+    with _local_ray() as address:
+        yield address
+
+
+@pytest.fixture
+def ray_of_its_own() -> Iterator[str]:
+    """The cluster of the SmolLM2 engine test alone: a module-wide one would pull the module's other Ray tests onto
+    the SmolLM2 engines' worker (tests/parallel.py), the suite's longest where CI runs."""
+    with _local_ray() as address:
+        yield address
 
 
 def _rows(path: Path, n: int) -> Path:
@@ -127,7 +149,7 @@ def test_ray_compare_writes_what_the_local_path_writes(ray_cluster, tmp_path):
     )
 
 
-def test_ray_grade_scores_match_in_process_smollm2(ray_cluster, smollm2_dir, smollm2_engine, tmp_path):
+def test_ray_grade_scores_match_in_process_smollm2(ray_of_its_own, smollm2_dir, smollm2_engine, tmp_path):
     """A real instruct model (forced verdicts give scores): the same scores and P(1..5) as in-process."""
     src = _rows(tmp_path / "in.jsonl", 16)
     opts = dict(

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.parallel import GROUPS_FILE, group_shared_fixtures
+from tests.parallel import GROUPS_FILE, group_shared_fixtures, pytest_xdist_make_scheduler
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -91,6 +91,42 @@ def test_tests_sharing_a_fixture_share_a_group(tmp_path, items, groups):
     engines = lambda item: set(item.engine)  # noqa: E731  # type: ignore[attr-defined]
     assert group_shared_fixtures(config, items, engines) == groups  # type: ignore[arg-type]
     assert json.loads((tmp_path / GROUPS_FILE).read_text()) == groups
+
+
+def test_the_engine_groups_go_first_one_per_worker(tmp_path):
+    """Where CI runs the engine groups are the suite's longest: each worker starts one before any other group, however
+    many tests the others hold (the crossing matrix: 1,171)."""
+    (tmp_path / GROUPS_FILE).write_text(
+        json.dumps({"m.py::a": "m.py", "m.py::b": "m.py", "t.py::a": "engines:tiny", "s.py::a": "engines:smollm2"})
+    )
+    options = {"dist": "loadgroup", "tx": ["2*popen"]}
+    config = SimpleNamespace(
+        getvalue=options.get,
+        option=SimpleNamespace(loadscopereorder=True),
+        _tmp_path_factory=SimpleNamespace(getbasetemp=lambda: tmp_path),
+    )
+    scheduler = pytest_xdist_make_scheduler(config, SimpleNamespace(loadscopesched=print))  # type: ignore[arg-type]
+    collection = ["m.py::a", "m.py::b", "t.py::a", "s.py::a", "x.py::a"]
+    sent: dict[str, list[str]] = {}
+
+    class Node:
+        shutting_down = False
+
+        def __init__(self, name: str) -> None:
+            self.gateway = SimpleNamespace(id=name)
+
+        def send_runtest_some(self, indexes: list[int]) -> None:
+            sent.setdefault(self.gateway.id, []).extend(collection[i] for i in indexes)
+
+        def shutdown(self) -> None:
+            pass
+
+    for node in (Node("gw0"), Node("gw1")):
+        scheduler.add_node(node)
+        scheduler.add_node_collection(node, collection)
+    scheduler.schedule()
+    assert {sent["gw0"][0], sent["gw1"][0]} == {"t.py::a", "s.py::a"}, sent
+    assert "m.py::a" in sent["gw0"][1:] + sent["gw1"][1:], sent  # then the largest other group
 
 
 SUITE = {
@@ -198,9 +234,9 @@ def test_a_deselected_test_merges_no_engine_groups(tmp_path, markers, merged):
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "tests/experimental/test_calibration_engines.py", "--collect-only", "-q"]
         + ["tests/backends/test_teacher_forcing.py"]
-        + ["-p", "no:xdist", "-p", "groups_plugin", "-p", "no:cacheprovider", "-m", markers, "-s"],
+        + ["-p", "groups_plugin", "-p", "no:cacheprovider", "-m", markers, "-s"],  # no other plugin: seconds each
         cwd=REPO,
-        env={**os.environ, "PYTHONPATH": path, "PROM_REWARD_TEST_PRESTART": "0"},
+        env={**os.environ, "PYTHONPATH": path, "PROM_REWARD_TEST_PRESTART": "0", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
         capture_output=True,
         text=True,
         timeout=300,

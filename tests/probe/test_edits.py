@@ -106,3 +106,10 @@ def test_sentences(text, expected):
 
 def test_keywords_skip_function_words():
     assert keywords("What would you write about these rivers and their deltas?") == ["rivers", "deltas"]
+
+
+def test_markdown_edit_layout():
+    item = ProbeItem("1", "Why is the sky blue?", "Sunlight scatters off air molecules. Blue scatters most.")
+    assert apply_edit("markdown", item) == (
+        "## Answer\n\n**Sunlight scatters off air molecules.**\n\n- Blue scatters most."
+    )

@@ -14,11 +14,11 @@ from prom_reward.backends.base import GenerationRequest
 from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.cli.main import main
 from prom_reward.errors import ConfigError, InputError
-from prom_reward.probe.data import LLMBAR_SETS, ProbeItem, checkout_data_dir, load_items, load_llmbar
+from prom_reward.probe.data import LLMBAR_SETS, ProbeItem, checkout_data_dir, load_items, load_llmbar, seeded_subset
 from prom_reward.probe.llmbar import POOLED, llmbar_accuracy
 from prom_reward.probe.run import ProbeConfig, load_inputs, run_probe
 from prom_reward.probe.shifts import edit_stats, score_shifts
-from prom_reward.probe.summary import summary
+from prom_reward.probe.summary import fmt_number, markdown_table, not_run_notes, summary, verdict_warnings
 from tests.judges import pair_of, response_of
 
 QUESTIONS = [
@@ -445,3 +445,39 @@ def test_cli_probe_waits_out_a_judge_that_fails_a_while(fake_server, tmp_path):
     record = json.loads(out.read_text())
     assert record["shifts"]["original_failed"] == 0 and record["shifts"]["original_mean"] == 4.0
     assert len(srv.bodies("/v1/chat/completions")) > 2  # the two failed calls were asked again
+
+
+def test_items_rows_and_seeded_subsets(tmp_path):
+    path = tmp_path / "items.jsonl"
+    path.write_text(json.dumps({"instruction": "Name a prime.", "response": "7"}) + "\n")
+    assert load_items(path) == [ProbeItem("0", "Name a prime.", "7")]
+    assert seeded_subset(list(range(10)), 3, seed=0) == [0, 6, 9]  # the same subset, the same record
+
+
+def test_summary_cells_tables_and_notes():
+    assert (fmt_number(-0.001), fmt_number(0.5, signed=True), fmt_number(None), fmt_number(3)) == (
+        "0.00",
+        "+0.50",
+        "n/a",
+        "3",
+    )
+    assert markdown_table((["a", "b"], [["1", "2"]])) == "| a | b |\n|---|---|\n| 1 | 2 |"
+    why = "judge format 'selene' does not judge absolute"
+    assert not_run_notes({"not_run": {"shifts": why}}) == [f"**Not run:** shifts: {why}."]
+    warnings = verdict_warnings(
+        {
+            "judge_stats": {"samples": 18, "forced": 18},
+            "shifts": {"n_items": 3, "original_failed": 0, "edits": {"pad": {"n": 1, "failed": 2}}},
+        }
+    )
+    assert [w[:60] for w in warnings] == [
+        "**18 of 18 judge samples had a forced verdict**: each output",
+        "**Without a verdict:** 2 of 3 edit comparisons (the edited o",
+    ]
+    edit = {"n": 1, "failed": 0, "mean_shift": 0.0, "mean_shift_ci": [0.0, 0.0], "rise_share": 0.0}
+    edit |= {"rise_share_ci": [0.0, 0.0], "fall_share": 0.0, "mean_length_ratio": 1.0, "description": "unchanged"}
+    shifts = {"score": "score", "n_items": 1, "original_mean": 3.0, "original_failed": 0, "edits": {"none": edit}}
+    record = {"judge": "j", "date": "2026-01-01", "seconds": 1.0, "llmbar": None, "shifts": shifts}
+    assert (
+        summary(record).splitlines()[-1] == "| none | 1 | +0.00 | [+0.00, +0.00] | 0.00 | [0.00, 0.00] | 0.00 | 1.00 |"
+    )

@@ -161,7 +161,7 @@ def test_length_control_with_the_real_engine(smollm2_engine, tmp_path):
     judge = PrometheusJudge(
         backend=smollm2_engine,
         force_verdict="always",
-        sampling={"max_tokens": 24, "temperature": 0.0},
+        sampling={"max_tokens": 12, "temperature": 0.0},
         store=tmp_path / "judgments.sqlite",
     )
     prompt = "Name a fruit and say one thing about it."

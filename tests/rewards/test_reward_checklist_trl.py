@@ -34,7 +34,7 @@ def test_grpo_step_with_a_checklist_column_and_a_vllm_judge(tiny_model_dir, tmp_
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    judge = PrometheusJudge(backend=smollm2_engine, force_verdict="always", sampling={"max_tokens": 16})
+    judge = PrometheusJudge(backend=smollm2_engine, force_verdict="always", sampling={"max_tokens": 8})
     reward = Recording(judge, name="prometheus", normalize="unit")
     data = Dataset.from_dict({"prompt": PROMPTS * 2, "checklist": CHECKLISTS * 2})
     args = GRPOConfig(

@@ -17,6 +17,11 @@ from prom_reward.rewards.startup import acheck_judge, check_judge
 from tests.fakes import StandInJudge
 
 
+def test_an_in_process_judge_has_nothing_to_ask():
+    check = check_judge(None)
+    assert (check.reachable, check.models, check.probing) == ({}, {}, None)
+
+
 @pytest.mark.parametrize("status", [401, 403])
 def test_a_refused_key_at_start_is_the_same_error_as_on_any_request(status):
     judge = StandInJudge(refuse=status).start()

@@ -1,6 +1,4 @@
-"""The built-in judge formats, one module each (``prometheus2``, ``flow_judge``, ``pairwise``, ``con_j``,
-``rm_r1``, ``from_yaml``); importing this package registers them in ``judge_format.JUDGE_FORMATS``.
-"""
+"""The built-in judge formats, one module each; importing this package registers them in ``JUDGE_FORMATS``."""
 
 from prom_reward.format.formats import con_j, flow_judge, from_yaml, pairwise, prometheus2, rm_r1
 

@@ -1,11 +1,5 @@
 """Con-J (``con-j``): rewardbench 0.1.4's Chinese pairwise prompt, and a strict parser of its JSON verdict
-``{"原因": "...", "更好的回答": 1|2}`` (docs/formats.md); no forced verdicts.
-
-Example:
-    >>> out = CON_J.parse('{"原因": "回答2更准确", "更好的回答": 2}', "relative")
-    >>> out.feedback, out.verdict
-    ('回答2更准确', 'B')
-"""
+``{"原因": "...", "更好的回答": 1|2}`` (docs/formats.md); no forced verdicts."""
 
 from __future__ import annotations
 
@@ -46,8 +40,7 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _unfenced(text: str) -> tuple[int, int]:
-    """(start, end) of the output without trailing EOS tokens and without a ```` ```json ```` fence
-    around it."""
+    """(start, end) of the output without trailing EOS tokens and a ```` ```json ```` fence around it."""
     end = content_end(text)
     start = len(text) - len(text.lstrip())
     if end - start >= 2 * len(_FENCE) and text.startswith(_FENCE, start) and text.endswith(_FENCE, 0, end):

@@ -1,13 +1,5 @@
 """Flow-Judge v0.1: its prompt (byte for byte ``flow-judge==0.1.2``'s), its strict ``<feedback>``/``<score>``
-parser and its three scales (``flow-judge``, ``flow-judge-3``, ``flow-judge-binary``); docs/formats.md.
-
-Example:
-    >>> fmt = JUDGE_FORMATS.get("flow-judge-3")
-    >>> fmt.parse("<feedback>Mostly right.</feedback>\\n<score>2</score>", "absolute").verdict
-    2
-    >>> fmt.parse("<feedback>Fine.</feedback>\\n<score>5</score>", "absolute").reason
-    "flow-judge-3: score '5' is not on its 3-point scale (1, 2, 3)"
-"""
+parser and its three scales (``flow-judge``, ``flow-judge-3``, ``flow-judge-binary``); docs/formats.md."""
 
 from __future__ import annotations
 
@@ -53,8 +45,6 @@ USER_TEMPLATE = (
     "the feedback.\n\n"
     "Please accurately evaluate the task. Strictly adhere to the evaluation criteria and rubric."
 )
-"""Flow-Judge v0.1's user prompt template with the task's inputs (ours always has the query): ``{INPUTS}``,
-``{OUTPUT}``, ``{EVALUATION_CRITERIA}``, ``{RUBRIC}``."""
 
 
 def tagged(fields: list[tuple[str, str]]) -> str:
@@ -66,7 +56,6 @@ _SCALES = {"flow-judge": (1, 2, 3, 4, 5), "flow-judge-3": (1, 2, 3), "flow-judge
 _SCALE_NAMES = {5: "5-point", 3: "3-point", 2: "binary (pass/fail)"}
 _SECTION_TAGS = ("inputs", "output", "evaluation_criteria", "scoring_rubric", "query", "reference_answer", "response")
 _HEADERS = tuple(line for line in USER_TEMPLATE.splitlines() if line.startswith("#"))
-"""The prompt's section headers (``# GOAL`` ... ``## FORMAT FOR THE EVALUATION``), read from its template."""
 
 
 class FlowJudgeFormat(JudgeFormat):
@@ -86,16 +75,6 @@ class FlowJudgeFormat(JudgeFormat):
         return f"{_SCALE_NAMES[len(self.scale)]} scale ({', '.join(map(str, self.scale))})"
 
     def absolute_prompt(self, instruction: str, response: str, rubric: Rubric, reference: str | None) -> Prompt:
-        """The Flow-Judge user message for one item (no system message).
-
-        >>> from prom_reward.format.rubrics import Rubric
-        >>> binary = JUDGE_FORMATS.get("flow-judge-binary")
-        >>> p = binary.absolute_prompt("2+2?", "4", Rubric("Right?", ("No.", "Yes.")), None)
-        >>> p.system, p.user.split("<inputs>\\n")[1].split("\\n</inputs>")[0]
-        ('', '<query>\\n2+2?\\n</query>')
-        >>> p.user.split("<scoring_rubric>\\n")[1].split("\\n</scoring_rubric>")[0]
-        '- Score 0: No.\\n- Score 1: Yes.'
-        """
         problem = self.rubric_problem(rubric, "absolute")
         if problem is not None:
             raise ConfigError(problem)
@@ -114,16 +93,9 @@ class FlowJudgeFormat(JudgeFormat):
     def relative_prompt(
         self, instruction: str, response_a: str, response_b: str, rubric: Rubric, reference: str | None
     ) -> Prompt:
-        """Refused: Flow-Judge grades one response at a time (``ConfigError`` naming what it supports)."""
         raise unsupported_task(self, "relative")
 
     def rubric_problem(self, rubric: Rubric, task: Task) -> str | None:
-        """Why ``rubric`` does not fit: the task is not absolute, or it has not one description per score.
-
-        >>> from prom_reward.format.rubrics import Rubric
-        >>> JUDGE_FORMATS.get("flow-judge-3").rubric_problem(Rubric("Kind?"), "absolute")[:60]
-        'flow-judge-3 grades need 3 score descriptions (scores 1, 2, '
-        """
         if task != "absolute":
             return f"{self.name} judges absolute tasks only (grading on its {self._scale_text}), not {task!r}"
         n, got = len(self.scale), len(rubric.descriptions)
@@ -137,7 +109,6 @@ class FlowJudgeFormat(JudgeFormat):
         )
 
     def parse(self, text: str, task: Task) -> ParsedOutput:
-        """Feedback and score of a Flow-Judge output (rules in the module docstring); never raises for text."""
         if task != "absolute":
             raise unsupported_task(self, task)
         if not isinstance(text, str):
@@ -174,15 +145,11 @@ class FlowJudgeFormat(JudgeFormat):
         return ParsedOutput(feedback, int(value), verdict_start)
 
     def forcing_body(self, text: str) -> str | None:
-        """The output up to ``</feedback>`` and the newline before ``<score>``, as Flow-Judge writes them
-        (``...\\n</feedback>\\n<score>``): a feedback cut open is closed on its own line, a tag cut inside its
-        letters dropped, an open ``<score>`` (nothing after it) not repeated; text never tagged as feedback
-        becomes the feedback. None when a score was written (re-sampled).
+        """The output up to ``</feedback>`` and a newline, as Flow-Judge writes them (a cut feedback closed on its
+        own line, a cut tag dropped); None when a score was written (re-sampled).
 
         >>> JUDGE_FORMATS.get("flow-judge").forcing_body("<feedback>Clear, but the sec")
         '<feedback>Clear, but the sec\\n</feedback>\\n'
-        >>> JUDGE_FORMATS.get("flow-judge").forcing_body("<feedback>Clear.</feedback>\\n<sco")
-        '<feedback>Clear.</feedback>\\n'
         """
         body = drop_cut_tag(strip_eos(text)).rstrip()
         start = body.find(_FEEDBACK)

@@ -1,23 +1,5 @@
-"""A judge format defined by a YAML file (``--format my_judge.yaml``), checked at load, named by its file plus a
-digest of its content (``my-judge@1a2b3c4d5e6f``) so an edited file never shares stored judgments.
-
-Example:
-    >>> import pathlib, tempfile
-    >>> path = pathlib.Path(tempfile.mkdtemp()) / "yes.yaml"
-    >>> _ = path.write_text('''
-    ... name: yes-no
-    ... scale: [0, 1]
-    ... tasks:
-    ...   absolute:
-    ...     user: "Q: {instruction}\\nA: {response}\\nCorrect? Answer Verdict: yes|no"
-    ...     verdict: {pattern: 'Verdict: (?P<verdict>yes|no)', map: {"no": 0, "yes": 1}}
-    ... ''')
-    >>> fmt = load_yaml_format(str(path))
-    >>> fmt.name.startswith("yes-no@"), fmt.parse("Right. Verdict: yes", "absolute").verdict
-    (True, 1)
-    >>> fmt.parse("Verdict: yes. Verdict: no!", "absolute").reason
-    "yes-no: the last verdict does not end the output (after it: '!')"
-"""
+"""A judge format defined by a YAML file (``--format my_judge.yaml``), checked at load, named by its file's name
+plus a digest of its content (``my-judge@1a2b3c4d5e6f``) so an edited file never shares stored judgments."""
 
 from __future__ import annotations
 
@@ -141,8 +123,8 @@ def _cached(path: str, content: bytes) -> YamlFormat:
 
 
 def load_yaml_format(path: str) -> YamlFormat:
-    """The judge format the YAML file ``path`` defines (checked once per content; ``ConfigError`` when the file is
-    missing or a key is wrong, naming the file, the key and the fix)."""
+    """The judge format the YAML file ``path`` defines, checked once per content (ConfigError naming the file,
+    the key and the fix)."""
     p = Path(path)
     if not p.is_file():
         raise ConfigError(

@@ -1,12 +1,5 @@
-"""What the pairwise-only judge formats share: the refusal to grade (``ConfigError``), and the strict reading of
-a verdict that is its own marker (``bracket_verdict``: ``[[A]]``/``[[B]]``) and its forcing text.
-
-Example:
-    >>> bracket_verdict("mt-bench-pairwise", "B cites a source. My final verdict: [[B]]").verdict
-    'B'
-    >>> print(bracket_verdict("mt-bench-pairwise", "It is not [[A]]").reason)
-    mt-bench-pairwise: the verdict [[A]] is negated or hedged ('not' in its clause)
-"""
+"""What the pairwise-only judge formats share: the refusal to grade, and the strict reading and forcing of a
+verdict that is its own marker (``bracket_verdict``: ``[[A]]``/``[[B]]``)."""
 
 from __future__ import annotations
 
@@ -28,18 +21,17 @@ __all__ = [
     "verdict_end",
 ]
 
-# Words that negate, hedge, make conditional or compare a verdict in its clause (whole words, any case),
-# and their Chinese counterparts (substrings: Chinese has no word breaks).
-_DOUBT_WORDS = (
-    "not", "no", "never", "neither", "nor", "without", "cannot", "if", "unless", "would", "could", "might",
-    "maybe", "perhaps", "possibly", "or", "either", "whether", "instead", "rather", "than", "tie", "both",
-)  # fmt: skip
+# Words that negate, hedge or compare a verdict in its clause (whole words, any case), and Chinese ones
+# (substrings: Chinese has no word breaks).
+_DOUBT_WORDS = """
+not no never neither nor without cannot if unless would could might
+maybe perhaps possibly or either whether instead rather than tie both
+""".split()
 _DOUBT_ZH = ("不", "没", "非", "无", "如果", "假如", "假设", "若", "或", "还是", "可能", "也许", "未")
 _DOUBT = re.compile(
     r"(?i)n['’]t\b|\b(?:" + "|".join(_DOUBT_WORDS) + r")\b|" + "|".join(re.escape(w) for w in _DOUBT_ZH)
 )
-# Clause breaks: English sentence punctuation and colons before whitespace, a line break, Chinese
-# punctuation (the Chinese comma included: Chinese strings clauses with it).
+# Clause breaks: sentence punctuation and colons before whitespace, a line break, Chinese punctuation and comma.
 _CLAUSE_BREAK = re.compile(r"[.!?;:](?=\s)|\n|[。！？；：，]")
 _WRAP_OPEN = "*\"'“‘`「"
 _WRAP_CLOSE = "*\"'”’`」)"
@@ -54,8 +46,8 @@ def failure(feedback: str, reason: str) -> ParsedOutput:
 
 
 def verdict_end(text: str) -> int:
-    """Where the text's content ends: trailing whitespace, end-of-sequence tokens and ONE closing ``.``
-    or ``。`` dropped (an ellipsis is kept: "[[A]]..." trails off, so it is not a verdict)."""
+    """Where the text's content ends: trailing whitespace, EOS tokens and ONE closing ``.`` or ``。`` dropped (an
+    ellipsis is kept: "[[A]]..." trails off, so it is not a verdict)."""
     end = content_end(text)
     if end and text[end - 1] in ".。" and not text.endswith("..", 0, end):
         end = content_end(text[: end - 1])
@@ -70,8 +62,12 @@ def doubt_in_clause(text: str, start: int) -> str | None:
 
 
 def bracket_verdict(name: str, text: str, start: int = 0, end: int | None = None) -> ParsedOutput:
-    """The ``[[A]]``/``[[B]]`` verdict ending ``text[start:end]`` (the module docstring has the rules);
-    ``feedback`` is the text before the verdict."""
+    """The ``[[A]]``/``[[B]]`` verdict ending ``text[start:end]``, alone and unhedged in its clause; ``feedback``
+    is the text before it.
+
+    >>> print(bracket_verdict("mt-bench-pairwise", "It is not [[A]]").reason)
+    mt-bench-pairwise: the verdict [[A]] is negated or hedged ('not' in its clause)
+    """
     end = verdict_end(text) if end is None else end
     found = list(_BRACKET.finditer(text, start, end))
     if not found:
@@ -96,8 +92,7 @@ def bracket_verdict(name: str, text: str, start: int = 0, end: int | None = None
 
 
 def header_lines(template: str) -> tuple[str, ...]:
-    """The lines of ``template`` that are a bracketed header alone (``[User Question]``), in order: section markers
-    of the format whose prompt it is."""
+    """The lines of ``template`` that are a bracketed header alone (``[User Question]``): its section markers."""
     return tuple(line for line in template.splitlines() if _HEADER_LINE.fullmatch(line))
 
 
@@ -108,10 +103,8 @@ def paragraph(body: str) -> str:
 
 
 def bracket_forcing_body(text: str) -> str | None:
-    """The body an ``[[A]]``/``[[B]]`` verdict is forced after (``[[`` follows): the output without an open or
-    cut ``[[``, then a blank line, so the verdict stands alone in its clause. None when the output ends with
-    a bracketed verdict or is cut inside one (a malformed verdict is re-sampled); a ``[[X]]`` that text
-    follows is not a verdict, so the output is forced after it.
+    """The body an ``[[A]]``/``[[B]]`` verdict is forced after: the output without an open or cut ``[[``, then a
+    blank line; None when it ends with a bracketed verdict or is cut inside one (re-sampled).
 
     >>> bracket_forcing_body("B is right. My final verdict: [")
     'B is right. My final verdict:\\n\\n'
@@ -132,28 +125,23 @@ def bracket_forcing_body(text: str) -> str | None:
 
 
 class PairwiseOnlyFormat(JudgeFormat):
-    """A format that compares two responses and never grades one: one user template (fields
-    ``{instruction}``, ``{response_a}``, ``{response_b}``) and an optional system message; its verdict is read
-    and forced as the MT-Bench family's ``[[A]]``/``[[B]]`` unless a subclass says otherwise."""
+    """A format that compares two responses and never grades one: a user template (``{instruction}``,
+    ``{response_a}``, ``{response_b}``), an optional system message, and ``[[A]]``/``[[B]]`` verdicts by default."""
 
     tasks: frozenset[Task] = frozenset({"relative"})
     scale: tuple[int, ...] = ()
     system: str = ""
-    """The system message ("" when the judge's reference code sends none)."""
     template: str
-    """The user message template."""
 
     def absolute_prompt(self, instruction: str, response: str, rubric: Rubric, reference: str | None) -> Prompt:
         raise unsupported_task(self, "absolute", "use it with compare, pairs or a pairwise reward")
 
     def uses_rubric(self, task: Task) -> bool:
-        """False: the prompt has no rubric slot, so a rubric is accepted and ignored."""
         return False
 
     def relative_prompt(
         self, instruction: str, response_a: str, response_b: str, rubric: Rubric, reference: str | None
     ) -> Prompt:
-        """The judge's own prompt; ``rubric`` and ``reference`` are not sent (the prompt has no slot)."""
         user = self.template.format(instruction=instruction, response_a=response_a, response_b=response_b)
         return Prompt(self.system, user)
 
@@ -165,9 +153,8 @@ class PairwiseOnlyFormat(JudgeFormat):
         return self.parse_relative(text)
 
     def parse_relative(self, text: str) -> ParsedOutput:
-        """The verdict of a pairwise output (``text`` is a str); by default the family's ``bracket_verdict``."""
+        """The verdict of a pairwise output (``text`` is a str)."""
         return bracket_verdict(self.name, text)
 
     def forcing_body(self, text: str) -> str | None:
-        """The text a verdict is forced after; by default the family's ``bracket_forcing_body``."""
         return bracket_forcing_body(text)

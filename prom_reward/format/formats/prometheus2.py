@@ -1,16 +1,5 @@
 """Prometheus 2's judge format (``prometheus2``, the default, and ``m-prometheus``): its prompts, its
-``[RESULT]`` verdicts and its section markers.
-
-Example:
-    >>> from prom_reward.format.rubrics import RUBRICS
-    >>> fmt = PROMETHEUS2
-    >>> fmt.absolute_prompt("2+2?", "4", RUBRICS.get("honesty"), None).user.endswith("###Feedback: ")
-    True
-    >>> fmt.parse("Vague. [RESULT] 2.5", "absolute").reason
-    "prometheus2: the text after the last '[RESULT]' is not one verdict 1-5"
-    >>> fmt.forcing_body("Thorough and kind. [RESU")
-    'Thorough and kind.'
-"""
+``[RESULT]`` verdicts and its section markers."""
 
 from __future__ import annotations
 
@@ -37,11 +26,9 @@ MARKERS = (
     "###Response B",
     "[RESULT]",
 )
-"""The section headers of both templates and the verdict marker (``format.sanitize`` reads them)."""
 
-# A verdict marker left open at the end of the text, also one cut inside its own letters (`... [RESU`).
-# Each run of whitespace is followed by a required character (or the end), so it matches one way only:
-# no backtracking across runs on a "[" before a long run of whitespace.
+# A verdict marker left open at the end of the text, or cut inside its letters (`... [RESU`); each run of
+# whitespace is followed by a required character, so nothing backtracks.
 _OPEN_MARKER = re.compile(r"\[(?:\s*r(?:e(?:s(?:u(?:lt?)?)?)?)?)?(?:\s*\])?(?:\s*:)?\s*$", re.IGNORECASE)
 _VERDICTS = {"absolute": "1-5", "relative": "A or B"}
 
@@ -85,7 +72,6 @@ class Prometheus2Format(JudgeFormat):
         )
 
     def forcing_body(self, text: str) -> str | None:
-        """The feedback without an open or cut ``[RESULT]`` and trailing whitespace (`` [RESULT] `` follows)."""
         body = strip_eos(text)
         if "[result" in body.lower() and not _OPEN_MARKER.search(body):
             return None

@@ -1,12 +1,5 @@
-"""RM-R1's reasoning judges (``rm-r1``, ``rm-r1-reasoning``): their evaluation prompts, checked against digests
-of the reference rendering, and a strict parser of the last ``<answer>[[A]]</answer>`` (docs/formats.md).
-
-Example:
-    >>> RM_R1.parse("<type>Chat</type>\\n<eval>B is right.</eval>\\n\\n<answer>[[B]]</answer>", "relative").verdict
-    'B'
-    >>> print(RM_R1.parse("<eval>B is right.</eval><answer>[[B]]", "relative").reason)
-    rm-r1: the last <answer> tag is not closed (expected <answer>[[A]]</answer> or <answer>[[B]]</answer>)
-"""
+"""RM-R1's reasoning judges (``rm-r1``, ``rm-r1-reasoning``): their evaluation prompts, and a strict parser of
+the last ``<answer>[[A]]</answer>`` (docs/formats.md)."""
 
 from __future__ import annotations
 
@@ -18,7 +11,7 @@ from prom_reward.format.formats.pairwise_only import PairwiseOnlyFormat, failure
 from prom_reward.format.judge_format import JUDGE_FORMATS
 from prom_reward.format.parsing import ParsedOutput
 
-__all__ = ["RM_R1", "RM_R1_REASONING", "RMR1Format", "RMR1ReasoningFormat"]
+__all__ = ["RM_R1", "RM_R1_REASONING", "RMR1Format"]
 
 _QUOTE_TAGS = (
     "<quote_A>...</quote_A> or <summary_A>...</summary_A>, and <quote_B>...</quote_B>, or <summary_B>...</summary_B>"
@@ -109,9 +102,8 @@ def _last(pattern: re.Pattern[str], text: str, start: int, end: int) -> re.Match
 
 
 class RMR1Format(PairwiseOnlyFormat):
-    """RM-R1, Qwen2.5-Instruct-based models: system ``RM_R1_SYSTEM``, user ``RM_R1_PROMPT``."""
+    """RM-R1: Qwen2.5-Instruct-based models (``rm-r1``: system ``RM_R1_SYSTEM``, user ``RM_R1_PROMPT``) by default."""
 
-    name = "rm-r1"
     force_prefix, force_suffix = "<answer>[[", "]]</answer>"
     markers = (
         *(t for tag in ("answer", "eval", "rubric", "think") for t in (f"<{tag}>", f"</{tag}>")),
@@ -120,8 +112,9 @@ class RMR1Format(PairwiseOnlyFormat):
         "[[",  # the parser reads "[[ B ]]" (and "< answer >", "<ANSWER>") too
         *header_lines(_PAIR),
     )
-    system = RM_R1_SYSTEM
-    template = RM_R1_PROMPT
+
+    def __init__(self, name: str = "rm-r1", system: str = RM_R1_SYSTEM, template: str = RM_R1_PROMPT) -> None:
+        self.name, self.system, self.template = name, system, template
 
     def parse_relative(self, text: str) -> ParsedOutput:
         end = verdict_end(text)
@@ -148,10 +141,8 @@ class RMR1Format(PairwiseOnlyFormat):
         return ParsedOutput(feedback, found["v"], found.start("v"))
 
     def forcing_body(self, text: str) -> str | None:
-        """The output with what it left open closed as RM-R1 writes it (``<think>``, ``<rubric>``, ``<eval>``,
-        ``<solution>`` on their own line, a quote or summary inline), an ``<answer>[[`` cut short dropped, and a
-        blank line before ``<answer>[[``. None when the output wrote an ``<answer>`` outside an open
-        ``<think>`` (re-sampled).
+        """The output with its open tags closed as RM-R1 writes them, a cut ``<answer>[[`` dropped, and a blank line;
+        None when it wrote an ``<answer>`` outside an open ``<think>`` (re-sampled).
 
         >>> RM_R1.forcing_body("<eval>\\nA says <quote_A>42")
         '<eval>\\nA says <quote_A>42</quote_A>\\n</eval>\\n\\n'
@@ -169,13 +160,6 @@ class RMR1Format(PairwiseOnlyFormat):
         return paragraph(body)
 
 
-class RMR1ReasoningFormat(RMR1Format):
-    """RM-R1, DeepSeek-distilled models: no system message, user ``RM_R1_REASONING_PROMPT``."""
-
-    name = "rm-r1-reasoning"
-    system = ""
-    template = RM_R1_REASONING_PROMPT
-
-
 RM_R1 = JUDGE_FORMATS.register("rm-r1", RMR1Format())
-RM_R1_REASONING = JUDGE_FORMATS.register("rm-r1-reasoning", RMR1ReasoningFormat())
+RM_R1_REASONING = JUDGE_FORMATS.register("rm-r1-reasoning", RMR1Format("rm-r1-reasoning", "", RM_R1_REASONING_PROMPT))
+"""RM-R1's DeepSeek-distilled models: no system message, user ``RM_R1_REASONING_PROMPT``."""

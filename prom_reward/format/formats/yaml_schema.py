@@ -1,10 +1,5 @@
-"""The schema of a judge format defined in a YAML file (``read_spec`` -> ``FormatSpec``), checked at load:
-every error names the file, the key and the fix. The schema is documented in docs/formats.md.
-
-Example:
-    >>> sorted(FIELDS["relative"])
-    ['criteria', 'instruction', 'reference', 'response_a', 'response_b']
-"""
+"""The schema of a judge format defined in a YAML file (``read_spec`` -> ``FormatSpec``), checked at load: every
+error names the file, the key and the fix (docs/formats.md documents it)."""
 
 from __future__ import annotations
 
@@ -26,7 +21,6 @@ FIELDS = {
     "absolute": ("instruction", "response", "reference", "criteria", "rubric"),
     "relative": ("instruction", "response_a", "response_b", "reference", "criteria"),
 }
-"""The named fields each task's templates may use."""
 _NEEDED = {"absolute": ("response",), "relative": ("response_a", "response_b")}
 _TOP = ("name", "scale", "force_prefix", "markers", "rubric_item", "rubric_separator", "tasks")
 _TASK = ("system", "user", "user_no_reference", "reference_missing", "verdict", "verdict_tokens")
@@ -38,57 +32,42 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 @dataclass(frozen=True)
 class VerdictRule:
-    """How one task's verdict is read from the judge's output."""
+    """How one task's verdict is read: ``pattern``'s group ``verdict`` (``feedback``: the feedback), from the
+    ``match`` that decides (``last``, ``first``, ``only``), ending the output when ``at_end``; ``mapping``: captured
+    text -> verdict where they differ."""
 
     pattern: re.Pattern[str]
-    """The regular expression; its named group ``verdict`` is the verdict's text (``feedback``, if present, the
-    feedback)."""
     match: str
-    """Which match decides: ``last``, ``first``, or ``only`` (two or more matches: no verdict)."""
     at_end: bool
-    """The deciding match must end the output (end-of-sequence tokens and whitespace after it allowed)."""
     mapping: dict[str, int | str]
-    """Captured text -> verdict, where they differ (``"a": "A"``, ``"five": 5``)."""
 
 
 @dataclass(frozen=True)
 class TaskSpec:
-    """One task's templates and verdict."""
+    """One task's templates (``user_no_reference`` None: ``user``; ``reference_missing``: what ``{reference}``
+    renders without one), verdict rule, and verdict tokens for expected scores."""
 
     system: str
-    """The system message template (``""``: none)."""
     user: str
-    """The user message template."""
     user_no_reference: str | None
-    """The user message template used when there is no reference answer (None: ``user``)."""
     reference_missing: str | None
-    """What ``{reference}`` renders when there is no reference answer (None: never needed)."""
     verdict: VerdictRule
-    """How the verdict is read."""
     labels: tuple[str, ...]
-    """The verdict tokens read for expected scores (the scale's numbers; for relative, A's then B's)."""
 
 
 @dataclass(frozen=True)
 class FormatSpec:
-    """A judge format file, checked."""
+    """A judge format file, checked (``digest``: SHA-256 of its content as canonical JSON, so comments and layout
+    do not change it; the other fields as ``JudgeFormat``'s and the file's keys)."""
 
     name: str
-    """The name the file gives."""
     digest: str
-    """SHA-256 of the file's content as data (canonical JSON): comments and layout do not change it."""
     scale: tuple[int, ...]
-    """Absolute verdicts, low to high; ``()`` when the format only judges pairs."""
     force_prefix: str | None
-    """The text after which the verdict is one token; None: no expected scores or forced verdicts."""
     markers: tuple[str, ...]
-    """The format's own markers, neutralised inside judged texts."""
     rubric_item: str
-    """Template of one score description in ``{rubric}`` (``{score}``, ``{description}``)."""
     rubric_separator: str
-    """Text between two rendered score descriptions."""
     tasks: dict[str, TaskSpec]
-    """The tasks it judges (``absolute``, ``relative``) and theirs."""
 
 
 class _Reader:
@@ -174,14 +153,14 @@ def _load(path: Path, content: bytes) -> Any:
 
 
 def _plain(value: Any) -> Any:
-    """``value`` with every mapping key as text (a map may hold ``1: A`` and ``"2": B``), for the digest."""
+    """``value`` with every mapping key as text, for the digest."""
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
     return [_plain(v) for v in value] if isinstance(value, list) else value
 
 
 def _lone_surrogate(value: Any, where: str) -> str | None:
-    """The key of the first text in ``value`` (a key or a value) that holds a lone surrogate (None: none does)."""
+    """The key of the first text in ``value`` (key or value) that holds a lone surrogate; None when none does."""
     items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
     for k, v in items:
         key = f"{where}{k}" if isinstance(value, dict) else f"{where.rstrip('.')}[{k}]"
