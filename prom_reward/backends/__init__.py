@@ -1,12 +1,5 @@
-"""Where the judge's generations come from: the backend protocol and its sampling options, the
-in-process vLLM engine, OpenAI-compatible servers (and launching vLLM ones), transformers, a
-scripted backend for tests, and the judgment store that caches any of them.
-
-Example:
-    >>> from prom_reward.backends import BACKENDS
-    >>> BACKENDS.names()
-    ['openai', 'scripted', 'transformers', 'vllm']
-"""
+"""Where the judge's generations come from: the backend protocol, the in-process engines (vLLM, transformers),
+OpenAI-compatible servers, a scripted backend for tests, and the judgment store."""
 
 from prom_reward.backends.base import (
     Backend,

@@ -1,18 +1,5 @@
-"""Endpoint health for ``OpenAIServer``: which judge servers get traffic, across calls (``EndpointPool``).
-
-The policy (least calls in flight, ejection after ``eject_after`` failures, health probes) is in
-docs/design-notes.md.
-
-Example:
-    >>> pool = EndpointPool(["http://a/v1", "http://b/v1"], eject_after=2, probe_interval=5.0)
-    >>> pool.failed("http://a/v1", now=0.0); pool.failed("http://a/v1", now=0.0)
-    >>> pool.is_up("http://a/v1"), pool.pick(now=1.0)
-    (False, 'http://b/v1')
-    >>> pool.due_probes(now=6.0)
-    ['http://a/v1']
-    >>> pool.succeeded("http://a/v1"); pool.is_up("http://a/v1")
-    True
-"""
+"""Endpoint health for ``OpenAIServer``: which judge servers get traffic, across calls (``EndpointPool``); the
+policy (least calls in flight, ejection after ``eject_after`` failures, health probes) is in docs/design-notes.md."""
 
 from __future__ import annotations
 
@@ -33,23 +20,17 @@ class EndpointState:
     """What the pool knows of one base URL."""
 
     in_flight: int = 0
-    """Calls sent and not yet answered."""
     strikes: int = 0
     """Consecutive failures (reset by any success)."""
     failed_at: float = -math.inf
-    """Monotonic time of the latest failure."""
     out_until: float | None = None
     """Monotonic time from which an out URL may be probed; None while up."""
     interval: float = 0.0
     """The current wait before the next probe (doubles after each failed probe)."""
     probing: bool = False
-    """A health probe is under way."""
     requests: int = 0
-    """Calls sent, over the pool's lifetime."""
     failures: int = 0
-    """Failed calls, over the pool's lifetime."""
     ejections: int = 0
-    """Times the URL was taken out."""
 
 
 COUNTERS = ("in_flight", "requests", "failures", "ejections", "strikes")
@@ -57,7 +38,7 @@ COUNTERS = ("in_flight", "requests", "failures", "ejections", "strikes")
 
 
 class EndpointPool:
-    """Load balancing and ejection over several base URLs (see the module docstring)."""
+    """Load balancing and ejection over several base URLs."""
 
     def __init__(
         self,
@@ -73,6 +54,8 @@ class EndpointPool:
         self._lock = threading.Lock()
         self._state = {u: EndpointState() for u in self.urls}
         self._turn = 0
+        self.out = 0
+        """How many URLs are out (read without the lock: a call that misses a change probes at the next)."""
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled (and copied) as a fresh pool with the same options: health is per process."""
@@ -82,26 +65,36 @@ class EndpointPool:
     def is_up(self, url: str) -> bool:
         return self._state[url].out_until is None
 
-    def pick(self, *, now: float | None = None) -> str:
+    def pick(self, *, now: float | None = None, sent: bool = False) -> str:
         """The URL for the next call: an up URL (not one that failed in the last ``probe_interval`` seconds
         when another is clean) with the fewest calls in flight, ties rotating; with none up, the out URL due
-        soonest."""
-        now = time.monotonic() if now is None else now
+        soonest. ``sent``: the call is sent to it now (``sent``)."""
         with self._lock:
-            self._turn += 1
-            up = [u for u in self.urls if self._state[u].out_until is None]
-            recent = now - self.probe_interval
-            pool = [u for u in up if not self._state[u].strikes or self._state[u].failed_at < recent] or up
-            if pool:
-                shift = self._turn % len(pool)
-                return min(pool[shift:] + pool[:shift], key=lambda u: self._state[u].in_flight)
-            return min(self.urls, key=lambda u: self._state[u].out_until or 0.0)
+            url = self._pick(time.monotonic() if now is None else now)
+            if sent:
+                self._sent(url)
+            return url
+
+    def _pick(self, now: float) -> str:
+        if len(self.urls) == 1:
+            return self.urls[0]
+        self._turn += 1
+        up = [u for u in self.urls if self._state[u].out_until is None]
+        recent = now - self.probe_interval
+        pool = [u for u in up if not self._state[u].strikes or self._state[u].failed_at < recent] or up
+        if pool:
+            shift = self._turn % len(pool)
+            return min(pool[shift:] + pool[:shift], key=lambda u: self._state[u].in_flight)
+        return min(self.urls, key=lambda u: self._state[u].out_until or 0.0)
 
     def sent(self, url: str) -> None:
         with self._lock:
-            s = self._state[url]
-            s.in_flight += 1
-            s.requests += 1
+            self._sent(url)
+
+    def _sent(self, url: str) -> None:
+        s = self._state[url]
+        s.in_flight += 1
+        s.requests += 1
 
     def answered(self, url: str) -> None:
         with self._lock:
@@ -113,6 +106,7 @@ class EndpointPool:
             s = self._state[url]
             if s.out_until is not None:
                 log.warning("judge endpoint %s is back in", url)
+                self.out -= 1
             s.strikes, s.out_until, s.interval, s.probing = 0, None, 0.0, False
 
     def failed(self, url: str, *, now: float | None = None) -> None:
@@ -127,6 +121,7 @@ class EndpointPool:
                 s.interval = self.probe_interval
                 s.out_until = now + s.interval
                 s.ejections += 1
+                self.out += 1
                 log.warning(
                     "judge endpoint %s taken out after %d failures in a row; probing it again in %.1fs",
                     url,

@@ -1,6 +1,5 @@
-"""HTTP transport for ``OpenAIServer``: one aiohttp session per event loop (``LoopSessions``), the calls of one
-batch (``HTTPBatch``), one attempt per call cut at its deadline; retries are the outage policy's.
-"""
+"""HTTP transport for ``OpenAIServer``: one aiohttp session per event loop (``LoopSessions``) and the calls of one
+batch (``HTTPBatch``), one attempt per call cut at its deadline (retries are the outage policy's)."""
 
 from __future__ import annotations
 
@@ -23,15 +22,13 @@ from prom_reward.errors import BackendError
 T = TypeVar("T")
 KEEPALIVE_S = 3.0
 MAX_REPLY_BYTES = 512 << 20
-"""The largest reply read (a judge's, logprobs of many samples included, is far smaller): a server that sends more
-(or says it will) fails the call at once instead of filling memory."""
+"""The largest reply read: a server that sends (or announces) more fails the call instead of filling memory."""
 
 
 def new_session(*, api_key: str | None, timeout: float) -> aiohttp.ClientSession:
-    """A session bound to the running loop: bearer ``api_key``, ``timeout`` seconds per call, no limit on its
-    connection pool (each batch's semaphore bounds its own calls in flight), kept-alive connections reused for
-    ``KEEPALIVE_S``: under the 5 s after which vLLM's server (uvicorn) drops an idle one, since aiohttp does
-    not resend a POST whose reused connection the server had closed."""
+    """A session bound to the running loop: bearer ``api_key``, ``timeout`` seconds per call, an unbounded pool
+    (each batch bounds its calls), idle connections kept ``KEEPALIVE_S``: under uvicorn's 5 s, as aiohttp does
+    not resend a POST on a connection the server closed."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     return aiohttp.ClientSession(
         headers=headers,
@@ -42,10 +39,8 @@ def new_session(*, api_key: str | None, timeout: float) -> aiohttp.ClientSession
 
 
 class LoopSessions:
-    """One long-lived session per event loop (an aiohttp session is bound to the loop that made it): made on
-    first use there, dropped once its loop is closed, closed by ``close``/``aclose`` (at the latest at interpreter
-    exit). Pickled or copied empty; a forked child drops its parent's sessions untouched (their loops are the
-    parent's)."""
+    """One long-lived session per event loop, made on first use there, dropped once its loop is closed, closed by
+    ``close``/``aclose`` (at the latest at exit). Pickled empty; a forked child drops its parent's untouched."""
 
     def __init__(self, *, api_key: str | None, timeout: float) -> None:
         self.api_key, self.timeout = api_key, timeout
@@ -78,8 +73,7 @@ class LoopSessions:
             self._by_loop, self._pid = {}, os.getpid()
 
     def close(self) -> None:
-        """Close every session on its own loop (``bridge.close_on_loop``); one whose loop no longer runs (closed,
-        or stopped) is marked closed (``_forget``). Safe to call twice."""
+        """Close every session on its own loop; one whose loop no longer runs is marked closed. Safe twice."""
         with self._lock:
             self._own_process()
             sessions, self._by_loop = self._by_loop, {}
@@ -99,9 +93,8 @@ class LoopSessions:
 
 
 def _forget(session: aiohttp.ClientSession) -> None:
-    """Mark closed a session whose loop was closed (a new loop per call) or stopped without closing it: its
-    sockets go with the loop, and nothing can be awaited there. aiohttp's ``_close`` only flags a connector of a
-    closed loop (no public call does), so no "Unclosed client session" is logged when it is collected."""
+    """Mark closed a session whose loop is gone (nothing can be awaited there): aiohttp's ``_close`` flags its
+    connector, so no "Unclosed client session" is logged when it is collected."""
     connector = session.connector
     if connector is not None:
         try:
@@ -124,8 +117,9 @@ async def gather_all(aws: Iterable[Awaitable[T]]) -> list[T]:
 
 async def read_body(resp: aiohttp.ClientResponse) -> bytes | None:
     """The reply's body; None when it is (or says it is) over ``MAX_REPLY_BYTES``."""
-    if (resp.content_length or 0) > MAX_REPLY_BYTES:
-        return None
+    length = resp.content_length
+    if length is not None:
+        return await resp.read() if length <= MAX_REPLY_BYTES else None
     chunks, size = [], 0
     async for chunk in resp.content.iter_any():
         size += len(chunk)
@@ -141,8 +135,7 @@ def _root(url: str) -> str:
 
 
 class HTTPBatch:
-    """Per-batch HTTP state on a session of the running loop; make it inside that loop and ``aclose`` it after
-    (which stops its health probes; the session stays open, its owner's)."""
+    """Per-batch HTTP state on a session of the running loop; ``aclose`` stops its health probes."""
 
     def __init__(
         self,
@@ -155,8 +148,7 @@ class HTTPBatch:
         deadline: float | None = None,
     ) -> None:
         self.client = client
-        self.deadline = deadline
-        """Monotonic time bounding every call of the batch that is given no deadline of its own."""
+        self.deadline = deadline  # bounds every call given no deadline of its own
         self.sem = asyncio.Semaphore(max_concurrency)
         self.pool = pool
         self.timeout = timeout
@@ -199,10 +191,8 @@ class HTTPBatch:
         parse: Callable[[Any], T] = lambda d: d,
         deadline: float | None = None,
     ) -> T:
-        """``method path`` (under the base URL, or the server root when ``root``), one attempt;
-        returns ``parse(reply JSON)``, else raises ``BackendError`` (``ServerRejected`` for a 4xx).
-        ``index`` names the request in error messages; ``deadline`` (monotonic) cuts the attempt to the
-        time left and makes none after it."""
+        """``method path`` (under the base URL, or the server root), one attempt cut to ``deadline``: returns
+        ``parse(reply JSON)``, else raises ``BackendError`` (``ServerRejected`` for a 4xx) naming request ``index``."""
         what = f"{method} {path}" + (f" for request {index}" if index is not None else "")
         options: dict[str, Any] = {}
         deadline = self.deadline if deadline is None else deadline
@@ -212,10 +202,10 @@ class HTTPBatch:
                 raise BackendError(f"{what}: the call's deadline passed before the judge was asked")
             options["timeout"] = aiohttp.ClientTimeout(total=seconds)
         async with self.sem:
-            self._start_probes()
-            url = self.pool.pick()
+            if self.pool.out:
+                self._start_probes()
+            url = self.pool.pick(sent=True)
             full = (_root(url) if root else url) + path
-            self.pool.sent(url)
             try:
                 async with self.client.request(method, full, json=payload, **options) as resp:
                     status, content = resp.status, await read_body(resp)

@@ -1,22 +1,12 @@
-"""Request bodies and reply parsing for ``OpenAIServer`` (pure functions, no I/O); a reply that lacks what is
-expected raises ``MalformedReply``.
-
-Example:
-    >>> from prom_reward.backends.sampling import SamplingConfig
-    >>> body = sampling_fields(SamplingConfig(temperature=0.0, max_tokens=4, logprobs=2), 1, "chat")
-    >>> (body["temperature"], body["max_tokens"], body["logprobs"], body["top_logprobs"], "seed" in body)
-    (0.0, 4, True, 3, False)
-    >>> reply = {"choices": [{"index": 0, "message": {"content": "Good. [RESULT] 4"},
-    ...          "finish_reason": "stop"}], "usage": {"prompt_tokens": 9, "completion_tokens": 6}}
-    >>> r = parse_reply(reply, "chat", sent_n=1, n=1)
-    >>> (r.completions[0].text, r.completions[0].completion_tokens, r.prompt_tokens)
-    ('Good. [RESULT] 4', 6, 9)
-"""
+"""Request bodies and reply parsing for ``OpenAIServer`` (pure functions); a reply without what is expected raises
+``MalformedReply``."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from prom_reward.backends.base import Completion, GenerationResult, TokenLogprobs, add_logprob
@@ -34,15 +24,15 @@ class MalformedReply(ValueError):
 
 
 def sent_n(sampling: SamplingConfig, n: int) -> int:
-    """Samples to ask the server for: vLLM rejects ``n > 1`` with greedy sampling,
-    so greedy requests ask for one and the reply is repeated ``n`` times."""
+    """Samples to ask for: vLLM rejects greedy ``n > 1``, so greedy asks one and repeats it ``n`` times."""
     return 1 if sampling.temperature == 0 else n
 
 
-def sampling_fields(s: SamplingConfig, n: int, endpoint: str) -> dict[str, Any]:
-    """The sampling part of a request body: the ``vllm.SamplingParams`` keywords of the in-process
-    engine (``vllm_options.sampling_kwargs``: ``top_k`` and ``repetition_penalty`` are vLLM extensions
-    here), those left unset dropped (``seed`` above all: a CPU vLLM server must never get one)."""
+@functools.lru_cache(maxsize=256)
+def sampling_fields(s: SamplingConfig, n: int, endpoint: str) -> Mapping[str, Any]:
+    """The sampling part of a request body (read-only, made once per options): the in-process engine's
+    ``vllm_options.sampling_kwargs`` with those left unset dropped (``seed`` above all: a CPU vLLM server must
+    never get one)."""
     body = {k: v for k, v in sampling_kwargs(s, n, per_request_seed=True).items() if v is not None}
     if s.logprobs is not None and endpoint == "chat":  # the sampled token comes first in vLLM's list: ask one more
         body["logprobs"] = True
@@ -71,8 +61,7 @@ def _count(usage: Any, key: str) -> int:
 
 
 def _text(value: Any, where: str) -> str:
-    """A completion's text: a string (null: empty) of valid Unicode (a lone surrogate, sent as a ``\\udcff`` JSON
-    escape, is not text and would fail whatever writes it)."""
+    """A completion's text: a string (null: empty) of valid Unicode (no lone surrogate)."""
     if value is None:
         return ""
     if not isinstance(value, str):
@@ -112,8 +101,7 @@ def _completion_logprobs(lp: Any, k: int) -> tuple[TokenLogprobs, ...]:
 
 
 def parse_reply(data: Any, endpoint: str, *, sent_n: int, n: int, top_k: int | None = None) -> GenerationResult:
-    """Turn one reply into a ``GenerationResult`` with ``n`` completions in ``index`` order;
-    ``top_k`` (the requested ``SamplingConfig.logprobs``) bounds each position's ``top``."""
+    """One reply as a ``GenerationResult`` of ``n`` completions in ``index`` order, ``top_k`` alternatives each."""
     k = MAX_TOP_LOGPROBS if top_k is None else top_k
     try:
         choices = sorted(data["choices"], key=lambda c: int(c["index"]))
@@ -130,21 +118,12 @@ def parse_reply(data: Any, endpoint: str, *, sent_n: int, n: int, top_k: int | N
             if finish is not None and not isinstance(finish, str):
                 raise MalformedReply(f"choices[{c['index']}].finish_reason: expected a string, got {finish!r}")
             lp = c.get("logprobs")
-            logprobs = None
-            if lp is not None:
-                logprobs = _chat_logprobs(lp, k) if endpoint == "chat" else _completion_logprobs(lp, k)
-            if logprobs is not None:
-                count = len(logprobs)
+            if lp is None:
+                logprobs, count = None, int(round(_count(usage, "completion_tokens") / sent_n))
             else:
-                count = int(round(_count(usage, "completion_tokens") / sent_n))
-            completions.append(
-                Completion(
-                    text=text,
-                    logprobs=logprobs,
-                    finish_reason=finish,
-                    completion_tokens=count,
-                )
-            )
+                logprobs = _chat_logprobs(lp, k) if endpoint == "chat" else _completion_logprobs(lp, k)
+                count = len(logprobs)
+            completions.append(Completion(text, logprobs, finish, count))
         prompt_tokens = _count(usage, "prompt_tokens")
     except MalformedReply:
         raise
@@ -156,16 +135,8 @@ def parse_reply(data: Any, endpoint: str, *, sent_n: int, n: int, top_k: int | N
 
 
 def parse_prompt_logprobs(data: Any, ids: list[int], size: int, k: int) -> tuple[TokenLogprobs, ...]:
-    """The last ``size`` positions of a vLLM ``/completions`` reply's ``prompt_logprobs``
-    (one dict ``{token_id: {"logprob", "rank", "decoded_token"}}`` per prompt token, sent as
-    ``ids``) as ``TokenLogprobs``, keeping the ``k`` most likely alternatives.
-
-    >>> entry = {"7": {"logprob": -0.1, "decoded_token": " a"}, "9": {"logprob": -2.5, "decoded_token": " b"}}
-    >>> reply = {"choices": [{"index": 0, "text": "", "prompt_logprobs": [None, entry]}]}
-    >>> p = parse_prompt_logprobs(reply, [1, 7], 1, 20)[0]
-    >>> (p.token, p.logprob, sorted(p.top))
-    (' a', -0.1, [' a', ' b'])
-    """
+    """The last ``size`` positions of a vLLM ``/completions`` reply's ``prompt_logprobs`` (prompt ``ids``) as
+    ``TokenLogprobs`` with the ``k`` most likely alternatives."""
     try:
         positions = data["choices"][0]["prompt_logprobs"]
         if not isinstance(positions, list) or len(positions) != len(ids):
@@ -209,9 +180,8 @@ def context_of(data: Any, model: str) -> int | None:
 
 
 def error_text(body: bytes, limit: int = 500) -> str:
-    """The server's own error message from an error reply (OpenAI ``error.message``,
-    FastAPI ``detail``), else the start of the body; valid Unicode (a lone surrogate as "?"), as it goes into
-    error messages and the rows' ``judge_error``."""
+    """The server's own message of an error reply (``error.message``, ``detail``), else the body's start; valid
+    Unicode (a lone surrogate as "?")."""
     try:
         data = json.loads(body)
     except (ValueError, RecursionError):  # not JSON, or nested past the recursion limit
@@ -229,19 +199,8 @@ def error_text(body: bytes, limit: int = 500) -> str:
 def rejection(
     what: str, base: str, full: str, status: int, body: bytes, *, root: bool
 ) -> ServerRejected | JudgeConfigError:
-    """The error of a 4xx reply (not 429) to ``what`` at ``full`` (``base``: the judge URL it went to).
-
-    A configuration failure (``JudgeConfigError``) when it is no request's fault: 401/403 (refused
-    credentials), or 404 on an API path under the base URL (a model the server does not serve, or a
-    wrong route: the URL lacks ``/v1``). Else ``ServerRejected``: the request itself is wrong; and a 404
-    on a root path (``/tokenize``: a vLLM extension) only says the server lacks it.
-
-    >>> type(rejection("POST /chat/completions", "http://j:8000", "http://j:8000/chat/completions", 404,
-    ...                b'{"detail": "Not Found"}', root=False)).__name__
-    'JudgeConfigError'
-    >>> type(rejection("POST /tokenize", "http://j:8000/v1", "http://j:8000/tokenize", 404, b"", root=True)).__name__
-    'ServerRejected'
-    """
+    """The error of a 4xx reply (not 429): ``JudgeConfigError`` when no request is at fault (401/403, a 404 on an
+    API path: a model not served or a URL without ``/v1``), else ``ServerRejected`` (a root 404: no ``/tokenize``)."""
     text = error_text(body)
     if status in (401, 403):
         return JudgeConfigError(

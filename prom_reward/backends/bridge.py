@@ -1,14 +1,5 @@
 """The one bridge from sync code to the async core: ``run_sync`` runs a coroutine on the library's one
-long-lived event loop (a daemon thread), and ``close_at_exit`` closes what lives on it at exit.
-
-Example:
-    >>> async def add(a, b):
-    ...     return a + b
-    >>> run_sync(lambda: add(2, 3))
-    5
-    >>> on_library_loop()
-    False
-"""
+long-lived event loop (a daemon thread), and ``close_at_exit`` closes what lives on it at exit."""
 
 from __future__ import annotations
 
@@ -69,11 +60,8 @@ def on_library_loop() -> bool:
 
 
 def run_sync(factory: Callable[[], Awaitable[T]]) -> T:
-    """Run the coroutine ``factory()`` on the library's loop and wait for its result (or exception).
-
-    Called from sync code, or from async code that chose to block (its loop waits meanwhile). An interrupt
-    while waiting cancels the coroutine. From the library's own loop it raises: await the async form there.
-    """
+    """Run the coroutine ``factory()`` on the library's loop and wait for its result (an interrupt cancels it).
+    From the library's own loop it raises: await the async form there."""
     if on_library_loop():
         raise RuntimeError(
             "a sync prom_reward call was made from the library's event loop, where it would wait for itself; "
@@ -94,16 +82,7 @@ def run_sync(factory: Callable[[], Awaitable[T]]) -> T:
 
 
 def sync_method(amethod: Callable[P, Awaitable[T]]) -> Callable[P, T]:
-    """The sync form of the async method ``amethod`` (its signature and docstring): ``run_sync`` of it.
-
-    Example:
-        >>> class Adder:
-        ...     async def aadd(self, a: int, b: int) -> int:
-        ...         return a + b
-        ...     add = sync_method(aadd)
-        >>> Adder().add(2, b=3), Adder.add.__name__
-        (5, 'add')
-    """
+    """The sync form of the async method ``amethod`` (its signature and docstring): ``run_sync`` of it."""
 
     @functools.wraps(amethod)
     def method(*args: P.args, **kwargs: P.kwargs) -> T:
@@ -113,22 +92,9 @@ def sync_method(amethod: Callable[P, Awaitable[T]]) -> Callable[P, T]:
     return method
 
 
-def threaded_method(method: Callable[P, T]) -> Callable[P, Awaitable[T]]:
-    """The async form of the blocking sync method ``method`` (its signature and docstring): it runs in a worker
-    thread (``asyncio.to_thread``), where its own sync calls may wait through ``run_sync``."""
-
-    @functools.wraps(method)
-    async def amethod(*args: P.args, **kwargs: P.kwargs) -> T:
-        return await asyncio.to_thread(method, *args, **kwargs)
-
-    amethod.__name__ = amethod.__qualname__ = "a" + method.__name__
-    return amethod
-
-
 def close_on_loop(loop: asyncio.AbstractEventLoop, close: Callable[[], Awaitable[object]]) -> None:
-    """Run ``close()`` (a resource's async close) on the loop the resource belongs to, from any thread:
-    awaited (up to ``CLOSE_WAIT_S``) when that loop runs in another thread, scheduled when it is the caller's
-    own running loop, skipped when the loop is closed or not running (what it held goes with it)."""
+    """Run a resource's async ``close()`` on its loop from any thread: awaited (up to ``CLOSE_WAIT_S``) on another
+    thread's, scheduled on the caller's own, skipped when the loop is closed or not running."""
     if loop.is_closed():
         return
     try:
@@ -152,14 +118,13 @@ def close_on_loop(loop: asyncio.AbstractEventLoop, close: Callable[[], Awaitable
 
 
 def close_at_exit(resource: Closable) -> None:
-    """Have ``resource.close()`` called at interpreter exit if it is still alive then (its owner may close it
-    earlier: ``close`` is safe to call twice), while the library's loop still runs, so that what it holds
-    on a loop (an aiohttp session: "Unclosed client session" otherwise) is closed on that loop."""
+    """Have ``resource.close()`` called at exit if it is still alive, while the library's loop still runs (so an
+    aiohttp session is closed on its loop)."""
     _open.add(resource)
 
 
 @atexit.register
 def _close_open() -> None:
-    """Close, at interpreter exit, every resource ``close_at_exit`` registered that is still alive."""
+    """Close every resource ``close_at_exit`` registered that is still alive."""
     for resource in list(_open):
         resource.close()

@@ -1,20 +1,5 @@
-"""A backend wrapper that answers from a ``JudgmentStore`` and saves every new result.
-
-Only the requests the store lacks reach the inner backend; streamed results are saved as they arrive.
-``CachedBackend.deferred`` builds the inner backend only when a request misses the store.
-
-Example:
-    >>> import os, tempfile
-    >>> from prom_reward.backends.scripted import ScriptedBackend
-    >>> from prom_reward.backends.base import GenerationRequest
-    >>> path = os.path.join(tempfile.mkdtemp(), "j.sqlite")
-    >>> b = CachedBackend(ScriptedBackend(outputs=["Good. [RESULT] 4"]), path)
-    >>> [b.generate([GenerationRequest("s", "u")])[0].completions[0].text for _ in range(2)]
-    ['Good. [RESULT] 4', 'Good. [RESULT] 4']
-    >>> b.hits, b.misses, b.built
-    (1, 1, True)
-    >>> b.close()
-"""
+"""A backend wrapper that answers from a ``JudgmentStore`` and saves every new result; only what the store lacks
+reaches the inner backend, which ``CachedBackend.deferred`` builds only on a miss."""
 
 from __future__ import annotations
 
@@ -45,8 +30,7 @@ from prom_reward.errors import BackendError, ConfigError
 
 log = logging.getLogger(__name__)
 DEFERRED = ("vllm",)
-"""Backends a judge with a store builds only when a request misses the store (``CachedBackend.deferred``;
-an ``openai`` backend is built at once, and connects only when a request is sent)."""
+"""Backends a judge with a store builds only when a request misses the store."""
 
 
 class _Saver:
@@ -72,10 +56,8 @@ class _Saver:
 
 
 class CachedBackend:
-    """Wraps ``inner`` with a judgment store (a path or a ``JudgmentStore``).
-
-    ``hits``/``misses`` count requests answered from the store / sent to ``inner``.
-    """
+    """Wraps ``inner`` (a backend; or, with its ``fingerprint``, ``capabilities`` and ``tokenizer``, a function
+    called on the first miss to build it) with a judgment store; ``hits``/``misses`` count requests."""
 
     def __init__(
         self,
@@ -88,8 +70,6 @@ class CachedBackend:
         flush_every: int = 64,
         flush_seconds: float = 1.0,
     ) -> None:
-        """``inner``: the backend; or, with its ``fingerprint``, ``capabilities`` (and ``tokenizer``, if it has
-        one), a function that builds it, called on the first store miss."""
         self._inner: Backend | None = None if fingerprint is not None else inner  # type: ignore[assignment]
         self._build: Callable[[], Backend] | None = inner if fingerprint is not None else None  # type: ignore[assignment]
         self.flush_every, self.flush_seconds = flush_every, flush_seconds
@@ -97,17 +77,14 @@ class CachedBackend:
         self.fingerprint: BackendFingerprint = (
             fingerprint if fingerprint is not None else cast(Backend, inner).fingerprint
         )
-        """The inner backend's, read once (a judge server's with the model it serves: ``aname_model``): the store's
-        keys stay the same for this backend's whole life."""
+        # the keys lack the model a judge server serves: the store neither answers nor saves until named
         self._unnamed = self.fingerprint["model"] is None and isinstance(self._inner, OpenAIServer)
-        """Its keys still lack the model a judge server serves: the store neither answers nor saves until named."""
         self.name: str = self.fingerprint["name"]
         self._tokenizer = tokenizer  # not built: the judge reads its special tokens before generating
         if fingerprint is not None and capabilities is None:
             raise ConfigError("CachedBackend: a backend built later needs its capabilities= (its class's declaration)")
         declared = capabilities if capabilities is not None else cast(Backend, inner).capabilities
         self.capabilities = dataclasses.replace(declared, streams_results=False)
-        """The inner backend's, except that ``generate`` here reports no result before the call returns."""
         self.hits = 0
         self.misses = 0
 
@@ -115,9 +92,8 @@ class CachedBackend:
     def deferred(
         cls, backend: str | Backend, options: Mapping[str, Any], store: str | Path | JudgmentStore
     ) -> CachedBackend:
-        """``backend`` (a name and its options, or a built one) behind ``store``; a ``DEFERRED`` backend
-        whose fingerprint is known without it (its options checked now) is built on the first store miss. The
-        store is opened (and checked) before anything is built."""
+        """``backend`` (a name and options, or built) behind ``store`` (opened first); a ``DEFERRED`` backend whose
+        fingerprint is known without it is built on the first store miss."""
         store, plan = open_store(store), None
         if isinstance(backend, str) and backend in DEFERRED:
             from prom_reward.backends.vllm_engine import VLLMEngine  # vLLM itself is imported when it starts
@@ -131,7 +107,7 @@ class CachedBackend:
 
     @property
     def built(self) -> bool:
-        """True once the wrapped backend exists (a deferred one: after the first store miss)."""
+        """True once the wrapped backend exists."""
         return self._inner is not None
 
     @property
@@ -149,10 +125,8 @@ class CachedBackend:
         return self.inner.gpu_memory_share
 
     async def aname_model(self, deadline: float | None = None) -> None:
-        """Key by the model a judge server given no model serves: ask it once (``OpenAIServer.aserved_model``), so
-        that a store never answers for another model than the one that would judge. A server that does not answer
-        leaves the keys unnamed (nothing answered from the store or saved; the requests meet the outage) and the
-        next call asks again."""
+        """Key by the model a judge server given no model serves (asked once), so a store never answers for another
+        model; a server that does not answer leaves the keys unnamed (store unused) until the next call."""
         if self._unnamed:
             server = cast(OpenAIServer, self._inner)
             try:
@@ -163,7 +137,7 @@ class CachedBackend:
             self.fingerprint, self._unnamed = server.fingerprint, False
 
     def stored(self, requests: Sequence[GenerationRequest]) -> list[bool]:
-        """Per request of a ``generate`` call, whether the store answers it (nothing is built or sent)."""
+        """Per request, whether the store answers it (nothing is built or sent)."""
         if self._unnamed:
             return [False] * len(requests)
         keys = self.keys_for(requests)
@@ -235,7 +209,7 @@ class CachedBackend:
         top_k: int = DEFAULT_TOP_K,
         deadline: float | None = None,
     ) -> list[tuple[TokenLogprobs, ...]]:
-        """The inner backend's teacher forcing (not stored); only when it declares ``continuation_logprobs``."""
+        """The inner backend's teacher forcing (not stored), when it declares it."""
         if not self.inner.capabilities.continuation_logprobs:
             raise ConfigError(
                 f"continuation_logprobs: expected a backend that teacher-forces, got {self.name!r}, which "
@@ -254,8 +228,7 @@ class CachedBackend:
         return self._inner.special_tokens()
 
     def close(self) -> None:
-        """Close the inner backend (a deferred one never built: nothing to close) and the store (safe to call
-        twice)."""
+        """Close the inner backend (if built) and the store. Safe twice."""
         try:
             if self._inner is not None:
                 self._inner.close()

@@ -1,13 +1,6 @@
-"""The ``openai`` backend: one or more OpenAI-compatible servers (vLLM's api_server first of all).
-
-Each request is one concurrent HTTP call (with ``n``) that fails alone; retries are the outage policy's.
-Server quirks (seeds on CPU vLLM, greedy ``n > 1``, system roles) are in docs/design-notes.md.
-
-Example (needs a running server):
-    >>> server = OpenAIServer(["http://gpu1:8000/v1", "http://gpu2:8000/v1"])  # doctest: +SKIP
-    >>> server.generate([GenerationRequest(system="...", user="...", n=3)])  # doctest: +SKIP
-    >>> await server.agenerate(requests)  # inside async code  # doctest: +SKIP
-"""
+"""The ``openai`` backend: one or more OpenAI-compatible servers (vLLM's api_server first of all), one concurrent
+HTTP call per request that fails alone; server quirks (CPU seeds, greedy ``n > 1``, system roles) are in
+docs/design-notes.md."""
 
 from __future__ import annotations
 
@@ -40,6 +33,7 @@ from prom_reward.backends.base import (
 )
 from prom_reward.backends.bridge import sync_method
 from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, split_continuation, with_continuation
+from prom_reward.backends.vllm_options import teacher_forcing_kwargs
 from prom_reward.errors import BackendError, ConfigError, JudgeConfigError, ServerRejected, UnknownNameError
 from prom_reward.format.wire import get_wire_format
 
@@ -51,11 +45,7 @@ _PROBE = "PROM_REWARD_SYSTEM_PROBE"
 
 
 def is_http_url(url: str) -> bool:
-    """An http(s) URL with a host, no whitespace and a valid port if any (not ``http://`` nor ``http://[::1/v1``).
-
-    >>> is_http_url("http://judge:8000/v1"), is_http_url("http://"), is_http_url("http://judge host/v1")
-    (True, False, False)
-    """
+    """An http(s) URL with a host, no whitespace and a valid port if any (not ``http://`` nor ``http://[::1/v1``)."""
     try:
         parts = urllib.parse.urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError for a port that is not a number in 0..65535
@@ -71,14 +61,12 @@ class OpenAIServer:
         base_url: one URL or several, each ending in ``/v1`` (e.g. ``http://host:8000/v1``).
         model: served model id; None takes the first id from ``GET /models``.
         endpoint: ``chat`` (``/chat/completions``) or ``completions`` (``/completions``).
-        wire: ``chat`` (messages, or the server's chat template via ``/tokenize`` on the
-            completions endpoint), ``inst`` or ``raw`` (completion text; ``inst`` needs
-            ``endpoint="completions"``).
+        wire: ``chat`` (messages, or the served chat template via ``/tokenize`` on ``completions``), ``inst``
+            or ``raw`` (completion text; ``inst`` needs ``endpoint="completions"``).
         system_role: whether the chat template takes a system message; None detects it.
         api_key: bearer token; defaults to ``$PROM_REWARD_API_KEY`` then ``$OPENAI_API_KEY``.
         max_concurrency: most HTTP calls in flight per batch.
-        timeout: seconds per HTTP call (cut to a request's ``deadline``). A failed call is not retried
-            here: a reward or a job asks again per its ``OutagePolicy`` (``prom_reward.rewards.outage``).
+        timeout: seconds per HTTP call (cut to a request's ``deadline``; retries are the ``OutagePolicy``'s).
         eject_after: consecutive failures that take a URL out of rotation.
         probe_interval: seconds before an out URL is health-probed (doubling while it fails).
     """
@@ -132,18 +120,12 @@ class OpenAIServer:
             raise ConfigError(
                 f"expected None (detect), True or False, got {system_role!r}; fix: give one of them", "system_role"
             )
-        for key, value, low in (
-            ("max_concurrency", max_concurrency, 1),
-            ("eject_after", eject_after, 1),
-        ):
-            if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                raise ConfigError(f"expected an int >= {low}, got {value!r}; fix: give an int >= {low}", key)
-        for name, seconds, least in (
-            ("timeout", timeout, 1e-9),
-            ("probe_interval", probe_interval, 1e-9),
-        ):
-            if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not least <= seconds < math.inf:
-                raise ConfigError(f"expected seconds > 0 (finite), got {seconds!r}; fix: give a number > 0", name)
+        for key, value in (("max_concurrency", max_concurrency), ("eject_after", eject_after)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"expected an int >= 1, got {value!r}; fix: give an int >= 1", key)
+        for key, seconds in (("timeout", timeout), ("probe_interval", probe_interval)):
+            if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not 1e-9 <= seconds < math.inf:
+                raise ConfigError(f"expected seconds > 0 (finite), got {seconds!r}; fix: give a number > 0", key)
         self.base_urls = [u.rstrip("/") for u in urls]
         self.pool = EndpointPool(self.base_urls, eject_after=eject_after, probe_interval=probe_interval)
         self.model, self.endpoint, self.system_role = model, endpoint, system_role
@@ -152,15 +134,16 @@ class OpenAIServer:
         self._max_model_len: int | None = None
         self._context_known = self._closed = False
         self._sessions = LoopSessions(api_key=self._api_key, timeout=self.timeout)
+        self._path = "/chat/completions" if endpoint == "chat" else "/completions"
 
     @property
     def fingerprint(self) -> BackendFingerprint:
-        """Its model as given, or as ``GET /models`` named it once asked (None before), and its wire format."""
+        """Its model as given, or as ``GET /models`` named it once asked (None before), and its wire."""
         return make_fingerprint(self.name, self.model, self.wire.name)
 
     @property
     def server(self) -> JudgeServer:
-        """Where it sends its requests, with which model and key (what the start-up checks ask too)."""
+        """Where it sends its requests, with which model and key."""
         return JudgeServer(tuple(self.base_urls), self.model, self._api_key)
 
     def __repr__(self) -> str:
@@ -175,8 +158,7 @@ class OpenAIServer:
         return self.model
 
     async def aserved_model(self, deadline: float | None = None) -> str:
-        """The model id its requests ask for: the one given, else the first ``GET /models`` lists (asked once, as
-        every request would); a judgment store keys its judgments by it (``CachedBackend``)."""
+        """The model id its requests ask for: the one given, else the first ``GET /models`` lists (asked once)."""
         return await self._batch(self._model, deadline)
 
     async def _system_role(self, b: HTTPBatch) -> bool:
@@ -215,43 +197,42 @@ class OpenAIServer:
         if self.wire.name == "chat":
             await self._system_role(b)
 
-    # -- rendering -----------------------------------------------------------------
-    async def _messages(self, b: HTTPBatch, r: GenerationRequest) -> list[dict[str, str]]:
-        role = await self._system_role(b) if self.wire.name == "chat" else False
-        messages = self.wire.messages(r.system, r.user, system_role=role)
-        if r.assistant_prefix:
-            messages.append({"role": "assistant", "content": r.assistant_prefix})
-        return messages
-
-    async def _prompt_body(self, b: HTTPBatch, r: GenerationRequest) -> dict[str, Any]:
-        """The model and prompt of ``r`` as a body: chat messages (the chat endpoint, or ``/tokenize`` for the
-        served chat template) or the rendered text; ``/tokenize`` gives its exact prompt tokens."""
+    def _prompt_body(self, r: GenerationRequest) -> dict[str, Any]:
+        """The model and prompt of ``r`` (after ``_prepare``): chat messages (the chat endpoint, or ``/tokenize``
+        for the served chat template) or the rendered text."""
         if self.endpoint == "chat" or self.wire.uses_chat_template:
-            body: dict[str, Any] = {"messages": await self._messages(b, r)}
-            if r.assistant_prefix:
-                body.update(continue_final_message=True, add_generation_prompt=False)
-        else:
-            body = {"prompt": self.wire.render(r.system, r.user) + r.assistant_prefix}
-        return {"model": await self._model(b), **body}
+            role = bool(self.system_role) and self.wire.name == "chat"
+            messages = self.wire.messages(r.system, r.user, system_role=role)
+            if not r.assistant_prefix:
+                return {"model": self.model, "messages": messages}
+            messages.append({"role": "assistant", "content": r.assistant_prefix})
+            return {
+                "model": self.model,
+                "messages": messages,
+                "continue_final_message": True,
+                "add_generation_prompt": False,
+            }
+        return {"model": self.model, "prompt": self.wire.render(r.system, r.user) + r.assistant_prefix}
 
     async def _tokenize(
         self, b: HTTPBatch, i: int, r: GenerationRequest, parse: Callable[[Any], T], deadline: float | None = None
     ) -> T:
         """``/tokenize`` (at the server root: a vLLM extension) of the prompt of request ``i``, read by ``parse``."""
         return await b.call(
-            "POST", "/tokenize", await self._prompt_body(b, r), index=i, root=True, parse=parse, deadline=deadline
+            "POST", "/tokenize", self._prompt_body(r), index=i, root=True, parse=parse, deadline=deadline
         )
 
     async def _one(self, b: HTTPBatch, i: int, r: GenerationRequest) -> GenerationResult:
         k = sent_n(r.sampling, r.n)
-        body: dict[str, Any] = {"model": await self._model(b), **sampling_fields(r.sampling, k, self.endpoint)}
         if self.endpoint == "completions" and self.wire.uses_chat_template:  # the server's chat template, as ids
-            body["prompt"] = await self._tokenize(b, i, r, lambda d: list(d["tokens"]), r.deadline)
+            ids = await self._tokenize(b, i, r, lambda d: list(d["tokens"]), r.deadline)
+            body = {"model": self.model, "prompt": ids}
         else:
-            body.update(await self._prompt_body(b, r))
+            body = self._prompt_body(r)
+        body.update(sampling_fields(r.sampling, k, self.endpoint))
         return await b.call(
             "POST",
-            "/chat/completions" if self.endpoint == "chat" else "/completions",
+            self._path,
             body,
             index=i,
             parse=lambda d: parse_reply(d, self.endpoint, sent_n=k, n=r.n, top_k=r.sampling.logprobs),
@@ -269,16 +250,24 @@ class OpenAIServer:
         finally:
             await b.aclose()
 
-    # -- Backend protocol ------------------------------------------------------------
+    async def _each(
+        self, one: Callable[[HTTPBatch, int, Any], Awaitable[T]], items: Sequence[Any], deadline: float | None
+    ) -> list[T]:
+        """``one(batch, i, item)`` for every item concurrently on one prepared batch, in input order."""
+        if not items:
+            return []
+
+        async def work(b: HTTPBatch) -> list[T]:
+            await self._prepare(b)
+            return await gather_all(one(b, i, item) for i, item in enumerate(items))
+
+        return await self._batch(work, deadline)
+
     async def agenerate(
         self, requests: Sequence[GenerationRequest], *, on_result: OnResult | None = None
     ) -> list[GenerationResult]:
-        """Complete every request concurrently; results in input order. ``on_result(i, result)``
-        is called as request ``i`` completes (before the others are done). A request that failed (one
-        attempt: the outage policy asks again) gets a result with its ``error`` (``rejected`` for a 4xx):
-        the others keep their answers."""
-        if not requests:
-            return []
+        """Complete every request concurrently, in input order, calling ``on_result(i, result)`` as each completes;
+        a failed request (one attempt) gets its ``error`` (``rejected`` for a 4xx), the others their answers."""
 
         async def one(b: HTTPBatch, i: int, r: GenerationRequest) -> GenerationResult:
             try:
@@ -291,11 +280,7 @@ class OpenAIServer:
                 on_result(i, res)
             return res
 
-        async def work(b: HTTPBatch) -> list[GenerationResult]:
-            await self._prepare(b)
-            return await gather_all(one(b, i, r) for i, r in enumerate(requests))
-
-        return await self._batch(work, earliest(requests))
+        return await self._each(one, requests, earliest(requests))
 
     generate = sync_method(agenerate)
 
@@ -310,49 +295,35 @@ class OpenAIServer:
         top_k: int = DEFAULT_TOP_K,
         deadline: float | None = None,
     ) -> list[tuple[TokenLogprobs, ...]]:
-        """Teacher forcing on a vLLM server (see ``teacher_forcing``): the prompt and the prompt plus
-        continuation are tokenized with ``/tokenize`` (the served chat template for ``wire="chat"``),
-        then ``/completions`` with those ids, ``max_tokens=1`` and vLLM's ``prompt_logprobs=top_k``."""
+        """Teacher forcing on a vLLM server: prompt and prompt plus continuation through ``/tokenize``, then
+        ``/completions`` of those ids with ``max_tokens=1`` and ``prompt_logprobs=top_k``."""
         if len(requests) != len(continuations):
             raise ConfigError(f"got {len(requests)} requests but {len(continuations)} continuations")
 
         def tokens(d: Any) -> list[int]:
             return list(d["tokens"])
 
-        async def one(b: HTTPBatch, i: int, r: GenerationRequest, text: str) -> tuple[TokenLogprobs, ...]:
+        async def one(b: HTTPBatch, i: int, pair: tuple[GenerationRequest, str]) -> tuple[TokenLogprobs, ...]:
+            r, text = pair
             joint = await self._tokenize(b, i, with_continuation(r, text), tokens)
             size = len(split_continuation(await self._tokenize(b, i, r, tokens), joint))
             if size == 0:
                 return ()
-            body = {
-                "model": await self._model(b),
-                "prompt": joint,
-                "max_tokens": 1,
-                "temperature": 0.0,
-                "prompt_logprobs": top_k,
-            }
+            body = {"model": self.model, "prompt": joint, **teacher_forcing_kwargs(top_k)}
             return await b.call(
                 "POST", "/completions", body, index=i, parse=lambda d: parse_prompt_logprobs(d, joint, size, top_k)
             )
 
-        async def work(b: HTTPBatch) -> list[tuple[TokenLogprobs, ...]]:
-            await self._prepare(b)
-            pairs = enumerate(zip(requests, continuations, strict=True))
-            return await gather_all(one(b, i, r, t) for i, (r, t) in pairs)
-
-        return await self._batch(work, deadline) if requests else []
+        return await self._each(one, list(zip(requests, continuations, strict=True)), deadline)
 
     async def acount_tokens(
         self, requests: Sequence[GenerationRequest], deadline: float | None = None
     ) -> list[int] | None:
         """Prompt tokens per request via ``/tokenize``; None when the server has none."""
-
-        async def work(b: HTTPBatch) -> list[int]:
-            await self._prepare(b)
-            return await gather_all(self._tokenize(b, i, r, lambda d: int(d["count"])) for i, r in enumerate(requests))
-
         try:
-            return await self._batch(work, deadline) if requests else []
+            return await self._each(
+                lambda b, i, r: self._tokenize(b, i, r, lambda d: int(d["count"])), requests, deadline
+            )
         except ServerRejected as e:
             if e.status in (404, 405):
                 return None
@@ -380,7 +351,7 @@ class OpenAIServer:
         return ()
 
     def close(self) -> None:
-        """Refuse further calls and close the HTTP sessions, each on its own loop. Safe to call twice."""
+        """Refuse further calls and close the HTTP sessions, each on its own loop. Safe twice."""
         self._closed = True
         self._sessions.close()
 

@@ -1,11 +1,4 @@
-"""Sampling options for judge generations (``SamplingConfig``), with the Prometheus papers' defaults; user
-options merge over them key by key.
-
-Example:
-    >>> cfg = SamplingConfig().merged({"temperature": 0.0})
-    >>> (cfg.temperature, cfg.max_tokens, cfg.top_p)
-    (0.0, 1024, 0.9)
-"""
+"""Sampling options for judge generations (``SamplingConfig``), with the Prometheus papers' defaults."""
 
 from __future__ import annotations
 
@@ -53,10 +46,7 @@ class SamplingConfig:
         check(self)
 
     def merged(self, overrides: SamplingOverrides) -> SamplingConfig:
-        """A copy with ``overrides`` applied key by key; unknown keys raise ConfigError.
-
-        A ``SamplingConfig`` given as overrides replaces this one whole.
-        """
+        """A copy with ``overrides`` applied key by key (a ``SamplingConfig`` replaces it whole)."""
         if overrides is None:
             return self
         if isinstance(overrides, SamplingConfig):

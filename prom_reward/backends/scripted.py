@@ -1,12 +1,5 @@
 """A backend that replays scripted outputs (a list, or ``respond(request, sample_index)``) and records every
-call: exact, model-free tests of judge logic.
-
-Example:
-    >>> b = ScriptedBackend(outputs=["Fine. [RESULT] 3", "Weak. [RESULT] 2"])
-    >>> from prom_reward.backends.base import GenerationRequest
-    >>> [r.completions[0].text for r in b.generate([GenerationRequest("s", "u"), GenerationRequest("s", "v")])]
-    ['Fine. [RESULT] 3', 'Weak. [RESULT] 2']
-"""
+call: exact, model-free tests of judge logic."""
 
 from __future__ import annotations
 
@@ -63,8 +56,7 @@ class ScriptedBackend:
         return Completion(text=out, finish_reason="stop", completion_tokens=len(out.split()))
 
     async def agenerate(self, requests: Sequence[GenerationRequest], **options: Any) -> list[GenerationResult]:
-        """``generate``, on the caller's loop (a scripted answer does not block). ``options`` go to ``generate``
-        (a subclass that streams takes ``on_result``)."""
+        """``generate`` on the caller's loop (``options``: a streaming subclass's ``on_result``)."""
         return self.generate(requests, **options)
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:

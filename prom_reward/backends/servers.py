@@ -1,14 +1,5 @@
 """Dedicated judge servers: vLLM OpenAI-compatible servers as subprocesses, one per GPU group
-(``JudgeServers``, ``ServeConfig``), health-checked at start and stopped on exit.
-
-Example:
-    >>> cfg = ServeConfig(model="prometheus-eval/prometheus-7b-v2.0", gpus=(4, 5, 6, 7),
-    ...                   engine=VLLMOptions(tensor_parallel_size=2))
-    >>> [g for g in cfg.gpu_groups()], cfg.urls()
-    ([(4, 5), (6, 7)], ['http://127.0.0.1:8100/v1', 'http://127.0.0.1:8101/v1'])
-    >>> with JudgeServers(cfg) as urls:  # doctest: +SKIP
-    ...     judge = PrometheusJudge(backend="openai", base_url=urls)
-"""
+(``JudgeServers``, ``ServeConfig``), health-checked at start and stopped on exit."""
 
 from __future__ import annotations
 
@@ -220,8 +211,7 @@ class JudgeServers:
 
 
 def term_with_parent() -> None:
-    """In a child between fork and exec: ask Linux to send it SIGTERM when its parent dies (a killed
-    ``prom-reward serve`` takes its servers with it). Elsewhere a no-op."""
+    """In a child between fork and exec: have Linux SIGTERM it when its parent dies (elsewhere a no-op)."""
     if not sys.platform.startswith("linux"):
         return
     import ctypes
@@ -241,8 +231,7 @@ def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
 
 
 def check_port_free(host: str, port: int) -> None:
-    """``ConfigError`` naming ``port`` when something already listens on it or it cannot be bound, or ``host``
-    when it is not an address of this machine (checked before any engine starts)."""
+    """``ConfigError`` naming ``port`` when it is taken or cannot be bound, or ``host`` when not this machine's."""
     if not 0 < port < 65536:
         raise ConfigError(f"expected an int in [1, 65535], got {port}; fix: give a port in [1, 65535]", "port")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -271,8 +260,7 @@ def check_port_free(host: str, port: int) -> None:
 
 
 def listens(session: int, port: int) -> bool | None:
-    """Whether a process of the session ``session`` (a server started with ``start_new_session``: its pid)
-    listens on TCP ``port``; None where this system cannot tell (no Linux ``/proc``)."""
+    """Whether a process of session ``session`` listens on TCP ``port``; None without Linux ``/proc``."""
     proc = Path("/proc")
     if not (proc / "net/tcp").exists():
         return None

@@ -1,19 +1,5 @@
-"""A judgment store: every backend result saved in SQLite (``JudgmentStore``), so re-runs recompute nothing.
-
-How a request is keyed and how several processes share a file is in docs/design-notes.md; a file that is
-not a usable store raises ``StoreError`` on opening.
-
-Example:
-    >>> import os, tempfile
-    >>> from prom_reward.backends.base import Completion, GenerationRequest, GenerationResult
-    >>> store = JudgmentStore(os.path.join(tempfile.mkdtemp(), "judgments.sqlite"))
-    >>> key = request_key({"name": "scripted"}, GenerationRequest("sys", "user"))
-    >>> store.put_many([(key, "scripted", GenerationRequest("sys", "user"),
-    ...                  GenerationResult((Completion("Good. [RESULT] 4"),), prompt_tokens=3))])
-    >>> store.get_many([key])[key].completions[0].text, len(store)
-    ('Good. [RESULT] 4', 1)
-    >>> store.close()
-"""
+"""A judgment store: every backend result saved in SQLite (``JudgmentStore``), so re-runs recompute nothing; keys
+and sharing across processes are in docs/design-notes.md."""
 
 from __future__ import annotations
 
@@ -31,18 +17,15 @@ from typing import Any
 from prom_reward.backends.base import Completion, GenerationRequest, GenerationResult, TokenLogprobs
 from prom_reward.errors import ConfigError, StoreError
 
-KEY_VERSION = 1
-"""Bumped when the key recipe changes (old entries then simply stop matching)."""
-DEFAULT_KEY_FORMAT = "prometheus2"
-"""The judge format whose requests are keyed without naming it (every key written before formats existed)."""
+KEY_VERSION = 1  # bumped when the key recipe changes (old entries then stop matching)
+DEFAULT_KEY_FORMAT = "prometheus2"  # keyed without naming it (the keys written before formats existed)
 
 _SCHEMA = """CREATE TABLE IF NOT EXISTS judgments (
     key TEXT PRIMARY KEY, model TEXT, request TEXT NOT NULL, result TEXT NOT NULL, created REAL NOT NULL)"""
+# columns named: a store with more columns (a later version's) still takes rows
 _INSERT = "INSERT OR IGNORE INTO judgments (key, model, request, result, created) VALUES (?, ?, ?, ?, ?)"
-"""Columns named: a store with more columns (a later version's) still takes rows."""
 
 
-# -- keys ---------------------------------------------------------------------------
 def request_dict(request: GenerationRequest) -> dict[str, Any]:
     """The request as plain JSON data (sampling as ``SamplingConfig.to_dict()``)."""
     out = {
@@ -59,14 +42,12 @@ def request_dict(request: GenerationRequest) -> dict[str, Any]:
 
 
 def request_key(fingerprint: Mapping[str, Any], request: GenerationRequest, dup: int = 0) -> str:
-    """sha256 hex of the canonical JSON of (fingerprint, request, dup); ``dup`` numbers identical requests
-    of one batch, so duplicated items stay independent samples that line up on a re-run."""
+    """sha256 of the canonical JSON of (fingerprint, request, dup); ``dup`` numbers identical requests of a batch."""
     payload = {"v": KEY_VERSION, "backend": fingerprint, "request": request_dict(request), "dup": dup}
     canon = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(canon.encode("utf-8")).hexdigest()
 
 
-# -- (de)serialising results ----------------------------------------------------------
 def result_to_dict(result: GenerationResult) -> dict[str, Any]:
     """A GenerationResult as JSON data (``result_from_dict`` inverts it exactly)."""
     return {
@@ -100,8 +81,7 @@ def result_from_dict(data: dict[str, Any]) -> GenerationResult:
 
 
 def _json_text(data: dict[str, Any]) -> str:
-    """``data`` as JSON text for a row; text holding a lone surrogate (a server may send one as a ``\\udcff`` JSON
-    escape) is written escaped, as SQLite stores only valid UTF-8 (``json.loads`` reads both back the same)."""
+    """``data`` as JSON text for a row, escaped when it holds a lone surrogate (SQLite stores only valid UTF-8)."""
     text = json.dumps(data, ensure_ascii=False)
     try:
         text.encode("utf-8")
@@ -110,7 +90,6 @@ def _json_text(data: dict[str, Any]) -> str:
     return text
 
 
-# -- the store ------------------------------------------------------------------------
 class JudgmentStore:
     """Judge results in one SQLite file, safe for several processes and threads.
 
@@ -155,8 +134,7 @@ class JudgmentStore:
                     conn.execute("ROLLBACK")
 
     def _check_foreign(self, create: bool) -> None:
-        """Refuse, before anything is written to it, an SQLite file without a ``judgments`` table that holds other
-        tables (another application's database) or, when ``create`` is False, none (not a store)."""
+        """Refuse an SQLite file without a ``judgments`` table that holds others (or none, unless ``create``)."""
         if not self.path.is_file() or self.path.stat().st_size == 0 and create:
             return
         conn = sqlite3.connect(str(self.path), timeout=self.timeout, isolation_level=None)
@@ -244,8 +222,7 @@ class JudgmentStore:
         return {key: self._stored_result(key, result) for key, result in self._select("key, result", keys)}
 
     def _stored_result(self, key: str, text: str) -> GenerationResult:
-        """A stored row's result; a damaged one (not the JSON ``result_to_dict`` wrote) is a ``StoreError`` naming
-        the file, the key and the fix."""
+        """A stored row's result; a damaged one is a ``StoreError`` naming the file, the key and the fix."""
         try:
             result = result_from_dict(json.loads(text))
             if all(isinstance(c.text, str) for c in result.completions):
@@ -312,8 +289,8 @@ class JudgmentStore:
             return self._connect().execute("SELECT 1 FROM judgments WHERE key = ?", (key,)).fetchone() is not None
 
     def entries(self, *, chunk: int = 1000) -> Iterator[dict[str, Any]]:
-        """Every entry in insertion order, as ``{"key", "model", "request", "result", "created"}`` (request and
-        result as dicts); read ``chunk`` rows at a time (what ``prom-reward store export`` writes out)."""
+        """Every entry in insertion order as ``{"key", "model", "request", "result", "created"}`` dicts, read
+        ``chunk`` rows at a time."""
         with self._lock, self._errors():
             cur = self._connect().execute("SELECT key, model, request, result, created FROM judgments ORDER BY rowid")
             while batch := cur.fetchmany(chunk):

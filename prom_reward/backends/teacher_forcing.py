@@ -1,10 +1,5 @@
 """Teacher forcing: a model's next-token distributions along a given continuation (``acontinuation_logprobs``),
-for the backends that declare ``capabilities.continuation_logprobs`` (SE-Cali reads a judge's output so).
-
-Example:
-    >>> split_continuation([1, 5, 7], [1, 5, 7, 9, 4])
-    [9, 4]
-"""
+for the backends that declare ``capabilities.continuation_logprobs``."""
 
 from __future__ import annotations
 
@@ -13,8 +8,7 @@ from typing import Protocol, runtime_checkable
 
 from prom_reward.backends.base import GenerationRequest, TokenLogprobs
 
-DEFAULT_TOP_K = 20
-"""Alternatives per position: vLLM's default ``max_logprobs``."""
+DEFAULT_TOP_K = 20  # alternatives per position: vLLM's default max_logprobs
 
 
 @runtime_checkable

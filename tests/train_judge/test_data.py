@@ -135,7 +135,7 @@ def test_rendering_equals_what_the_judge_sends(item: FeedbackRecord | PairRecord
     row = tokenize_example(ex, vllm_engine.tokenizer, "chat")
     assert row is not None
     n_prompt = row["completion_mask"].index(1)
-    assert row["input_ids"][:n_prompt] == vllm_engine._token_ids(req)
+    assert row["input_ids"][:n_prompt] == vllm_engine._ids(req)
     assert row["input_ids"][-1] == vllm_engine.tokenizer.eos_token_id
     assert vllm_engine.tokenizer.decode(row["input_ids"][n_prompt:-1]) == ex.completion
     assert prompt_text(ex, None, "inst") == get_wire_format("inst").render(req.system, req.user)

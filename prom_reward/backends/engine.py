@@ -1,0 +1,129 @@
+"""What the in-process backends (``vllm``, ``transformers``) share: one worker thread that starts the engine and
+runs its blocking calls in order, and prompts rendered and counted with the engine's tokenizer."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from prom_reward.backends.base import GenerationRequest, GenerationResult, TokenLogprobs
+from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K
+from prom_reward.errors import BackendError, ConfigError, UnknownNameError
+from prom_reward.format.wire import WireFormat, get_wire_format, template_accepts_system
+
+T = TypeVar("T")
+
+
+def on_running_loop() -> bool:
+    """True when this thread runs an event loop (whose caller an engine start must not block)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def wire_format(name: str) -> WireFormat:
+    """The wire format ``name``; an unknown one is a ``ConfigError``."""
+    try:
+        return get_wire_format(name)
+    except UnknownNameError as e:
+        raise ConfigError(str(e), "wire") from e
+
+
+class InProcessEngine:
+    """Base of the in-process backends: ``generate`` and ``continuation_logprobs`` block, and run in the worker
+    thread for their async forms, after the engine's start (``_begin``)."""
+
+    name: str
+    wire: WireFormat
+    tokenizer: Any
+    system_role: bool | None
+
+    def _begin(self, start: Callable[[], None], *, wait: bool) -> None:
+        """Run ``start`` (building the engine) in the worker thread; wait for it when ``wait`` (a failed start
+        raises here), else a failed start raises at the first call."""
+        self._worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"prom-reward-{self.name}")
+        self._started = self._worker.submit(start)
+        self._closed = False
+        if wait:
+            self._started.result()
+
+    def _ready(self) -> None:
+        """Wait for the engine's start (raising its failure); refuse a closed backend."""
+        self._started.result()
+        if self._closed:
+            raise BackendError(f"this {type(self).__name__} was closed; build a new one (or a new PrometheusJudge)")
+
+    async def _astarted(self) -> None:
+        """``_ready`` without blocking the loop."""
+        await asyncio.wrap_future(self._started)
+        self._ready()
+
+    async def _in_worker(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.wrap_future(self._worker.submit(fn, *args))
+
+    def _detect_system_role(self, given: bool | None) -> None:
+        """``system_role`` as given, else whether the chat template takes a system message."""
+        if self.wire.uses_chat_template and given is None:
+            given = template_accepts_system(self.tokenizer)
+        self.system_role = given
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+        raise NotImplementedError
+
+    def continuation_logprobs(
+        self,
+        requests: Sequence[GenerationRequest],
+        continuations: Sequence[str],
+        top_k: int = DEFAULT_TOP_K,
+        deadline: float | None = None,
+    ) -> list[tuple[TokenLogprobs, ...]]:
+        raise NotImplementedError
+
+    async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+        """``generate`` in the worker thread."""
+        return await self._in_worker(self.generate, requests)
+
+    async def acontinuation_logprobs(
+        self,
+        requests: Sequence[GenerationRequest],
+        continuations: Sequence[str],
+        top_k: int = DEFAULT_TOP_K,
+        deadline: float | None = None,
+    ) -> list[tuple[TokenLogprobs, ...]]:
+        """Teacher forcing (``teacher_forcing``) in the worker thread; an engine ignores ``deadline``."""
+        if len(requests) != len(continuations):
+            raise ConfigError(f"got {len(requests)} requests but {len(continuations)} continuations")
+        return await self._in_worker(self.continuation_logprobs, requests, continuations, top_k, deadline)
+
+    def render(self, request: GenerationRequest) -> str:
+        """The exact prompt text the engine reads (wire format + assistant prefix)."""
+        text = self.wire.render(request.system, request.user, self.tokenizer, system_role=self.system_role)
+        return text + request.assistant_prefix
+
+    def _ids(self, request: GenerationRequest) -> list[int]:
+        add = not self.wire.template_has_special_tokens  # a chat template already wrote BOS
+        return list(self.tokenizer.encode(self.render(request), add_special_tokens=add))
+
+    async def acount_tokens(self, requests: Sequence[GenerationRequest], deadline: float | None = None) -> list[int]:
+        """Prompt tokens per request, tokenized here (fast: on the caller's loop)."""
+        return [len(self._ids(r)) for r in requests]
+
+    def special_tokens(self) -> tuple[str, ...]:
+        return tuple(self.tokenizer.all_special_tokens) if self.tokenizer is not None else ()
+
+    def _stop(self) -> None:
+        """Release the engine (in the worker thread, after what runs there)."""
+
+    def close(self) -> None:
+        """Release the engine once its start and running calls are done. Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._worker.submit(self._stop).result()
+        finally:
+            self._worker.shutdown(wait=False)
