@@ -1,9 +1,6 @@
-"""Settings declared once: each dataclass field's type, default, help, choices and bounds in one ``setting(...)``.
-
-The CLI flags, environment variables, YAML keys and docs tables of a settings class are read from its
-``declared(cls)`` fields; ``check(obj)`` refuses a value outside its declaration with a ``ConfigError`` whose
-``setting`` is the field (a caller names it in its own terms: ``ConfigError.said_as``); ``parse`` reads a value
-given as text (a flag, an environment variable) as the field's type.
+"""Settings declared once: each dataclass field's type, default, help, choices and bounds in one ``setting(...)``,
+read by the flags, variables, YAML keys and docs tables (``declared``), checked by ``check`` (a ``ConfigError``
+naming the field), text read as its type by ``parse``.
 
 Example:
     >>> from dataclasses import dataclass
@@ -34,12 +31,15 @@ from prom_reward.errors import ConfigError
 _KEY = "prom_reward.setting"
 _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off")
+NULL = ("None",)
+"""The ``mentions`` of a message that may name the null value as ``{None}`` (``null`` in a file or a flag)."""
 
 
 @dataclass(frozen=True)
 class Rules:
     """What a setting accepts beyond its type: one of ``choices``, or a number within the bounds; ``nonempty``
-    text; ``note`` says why, in the error; ``unit`` names a number (``seconds``)."""
+    text; ``note`` says why, in the error; ``unit`` names a number (``seconds``); ``none_is``: the word a flag or
+    a variable gives for None (``auto``), beside none and null."""
 
     help: str
     choices: tuple[Any, ...] = ()
@@ -49,6 +49,7 @@ class Rules:
     nonempty: bool = False
     note: str = ""
     unit: str = ""
+    none_is: str = ""
 
     def accepts(self, value: Any, kind: Any) -> bool:
         if not isinstance(value, bool) and value in self.choices:
@@ -60,10 +61,12 @@ class Rules:
             return low and (self.le is None or value <= self.le)
         if isinstance(value, str):
             return not self.choices and (not self.nonempty or bool(value))
+        if isinstance(value, tuple) and self.choices:  # some of the choices
+            return bool(value) and set(value) <= set(self.choices)
         return value is None or not self.choices
 
-    def expected(self, kind: Any) -> str:
-        """What the setting takes, in words (``an int >= 1``, ``one of sample, mean``)."""
+    def expected(self, kind: Any, null: str = "None") -> str:
+        """What the setting takes, in words (``an int >= 1``, ``one of sample, mean``; ``null`` says None)."""
         union = typing.get_origin(kind) in (typing.Union, types.UnionType)
         arms = [a for a in (typing.get_args(kind) if union else (kind,)) if a is not type(None)]
         parts = [str(c) for c in self.choices if c is not None]
@@ -79,8 +82,9 @@ class Rules:
         elif not self.choices:
             parts += [_noun(a, self.nonempty) for a in arms]
         if (union and type(None) in typing.get_args(kind)) or None in self.choices:
-            parts.append("None")
-        return f"one of {', '.join(parts)}" if len(self.choices) > 1 and not numeric else " or ".join(parts)
+            parts.append(null)
+        some = "some" if any(typing.get_origin(a) is tuple for a in arms) else "one"
+        return f"{some} of {', '.join(parts)}" if len(self.choices) > 1 and not numeric else " or ".join(parts)
 
 
 def setting(default: Any = MISSING, *, factory: Any = MISSING, help: str, **rules: Any) -> Any:
@@ -114,7 +118,10 @@ _DECLARED: dict[type, tuple[Declared, ...]] = {}
 
 
 def _default(f: dataclasses.Field[Any]) -> Any:
-    return f.default_factory() if f.default is MISSING else f.default  # type: ignore[operator]
+    """The field's default (``MISSING``: a setting every caller gives)."""
+    if f.default is MISSING and f.default_factory is not MISSING:
+        return f.default_factory()
+    return f.default
 
 
 def check(obj: Any) -> None:
@@ -122,26 +129,32 @@ def check(obj: Any) -> None:
     for d in declared(type(obj)):
         value = getattr(obj, d.name)
         if not d.rules.accepts(value, d.kind):
-            expected, note = d.rules.expected(d.kind), f" ({d.rules.note})" if d.rules.note else ""
+            expected, note = d.rules.expected(d.kind, "{None}"), f" ({d.rules.note})" if d.rules.note else ""
             if isinstance(value, float) and not math.isfinite(value):  # nan, inf: say what is wrong with it
                 expected = expected.replace("a number", "a finite number", 1)
-            raise ConfigError(f"expected {expected}{note}, got {value!r}; fix: give {expected}", d.name)
+            raise ConfigError(f"expected {expected}{note}, got {value!r}; fix: give {expected}", d.name, NULL)
 
 
-def parse(name: str, value: Any, kind: Any) -> Any:
-    """``value`` (text from a flag or the environment, or a YAML value) as ``kind``, setting ``name``'s type."""
+def parse(name: str, value: Any, kind: Any, none_is: str = "") -> Any:
+    """``value`` (text from a flag or the environment, or a YAML value) as ``kind``, setting ``name``'s type
+    (``none_is``: one more word for None)."""
     optional = type(None) in typing.get_args(kind)
     args = [a for a in typing.get_args(kind) if a is not type(None)]
     base = args[0] if optional and len(args) == 1 else kind
-    if optional and (value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "null"))):
+    if optional and (
+        value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "null", none_is))
+    ):
         return None
     origin = typing.get_origin(base)
     try:
         if kind is Any or (isinstance(base, type) and dataclasses.is_dataclass(base)):
             return value
-        if origin is tuple:
+        if origin is tuple:  # tuple[str, ...] or tuple[int, ...]
             items = value.split(",") if isinstance(value, str) else list(value)
-            return tuple(str(v).strip() for v in items if str(v).strip())
+            try:
+                return tuple(parse(name, str(v).strip(), typing.get_args(base)[0]) for v in items if str(v).strip())
+            except ConfigError:
+                raise TypeError from None
         if origin in (dict, Mapping):
             if not isinstance(value, Mapping):
                 raise TypeError
@@ -162,8 +175,8 @@ def parse(name: str, value: Any, kind: Any) -> Any:
         if base is str and not isinstance(value, str):
             raise TypeError
     except (TypeError, ValueError, OverflowError):  # OverflowError: int("1e999"), an infinite count
-        expected = Rules("").expected(kind)
-        raise ConfigError(f"expected {expected}, got {value!r}; fix: give {expected}", name) from None
+        expected = Rules("").expected(kind, repr(none_is) if none_is else "{None}")
+        raise ConfigError(f"expected {expected}, got {value!r}; fix: give {expected}", name, NULL) from None
     return value
 
 
@@ -180,7 +193,7 @@ def _is(value: Any, kind: Any) -> bool:
         return isinstance(value, int) and not isinstance(value, bool)
     origin = typing.get_origin(kind)
     if origin is tuple:
-        return isinstance(value, tuple) and all(isinstance(v, str) for v in value)
+        return isinstance(value, tuple) and all(_is(v, typing.get_args(kind)[0]) for v in value)
     if origin in (dict, Mapping):
         return isinstance(value, Mapping)
     return isinstance(value, origin or kind)
@@ -221,5 +234,7 @@ def _noun(kind: Any, nonempty: bool) -> str:
     nouns = {bool: "True or False", str: "a non-empty string" if nonempty else "a string", dict: "a mapping"}
     nouns[Mapping] = nouns[dict]
     plain = typing.get_origin(kind) or kind
+    if plain is tuple:
+        return "a comma-separated list of " + {int: "ints"}.get(typing.get_args(kind)[0], "strings")
     name = str(getattr(plain, "__name__", plain))
     return nouns.get(plain) or f"{'an' if name[0] in 'AEIOUaeiou' else 'a'} {name}"

@@ -9,58 +9,72 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 
 class PromRewardError(Exception):
-    """Base class of every error prom_reward raises on purpose."""
+    """Base class of every error prom_reward raises on purpose. An error about settings names the one it is
+    about (``setting``, its prefix) and the others as ``{name}`` in its ``problem`` (``mentions``, with ``None``
+    for the null value): ``said`` says them in a caller's terms (a flag's name), ``str`` in Python's."""
+
+    setting = ""
+    mentions: tuple[str, ...] = ()
+
+    def said(self, names: Mapping[str, str] | None = None) -> str:
+        """The message, each setting it names said as ``names`` says it (default: its Python name)."""
+        names = names or {}
+        text = getattr(self, "problem", str(self))
+        for name in (self.setting, *self.mentions):
+            text = text.replace("{" + name + "}", names.get(name, name)) if name else text
+        return f"{names.get(self.setting, self.setting)}: {text}" if self.setting else text
 
 
 class ConfigError(PromRewardError, ValueError):
-    """An option or configuration value is invalid (raised at construction time). ``setting`` names the
-    field it is about (``""``: none): a caller says it in its own terms with ``said_as`` (a flag's name)."""
+    """An option or configuration value is invalid (raised at construction time); ``setting``: the field it is
+    about (``""``: none), ``mentions``: the others it names (``PromRewardError.said``)."""
 
-    def __init__(self, message: str, setting: str = "") -> None:
-        super().__init__(f"{setting}: {message}" if setting else message)
-        self.setting, self.problem = setting, message
-
-    def __reduce__(self) -> Any:
-        return (type(self), (self.problem, self.setting)) if self.setting else super().__reduce__()
+    def __init__(self, message: str, setting: str = "", mentions: tuple[str, ...] = ()) -> None:
+        self.setting, self.problem, self.mentions = setting, message, mentions
+        super().__init__(self.said())
 
     def said_as(self, name: str, where: str = "") -> ConfigError:
         """This error about a setting, naming it ``name`` (and where it is given, ``where``)."""
-        return ConfigError(self.problem + (f" [{where}]" if where else ""), name) if self.setting else self
+        if not self.setting:
+            return self
+        return ConfigError(self.problem + (f" [{where}]" if where else ""), name, self.mentions)
 
 
 class JudgeConfigError(ConfigError):
-    """The judge server answers, but not as configured: a wrong route (HTTP 404 on an API path: the URL
-    usually lacks ``/v1``), refused credentials (401/403), a model it does not serve: no sample's fault, so
-    never a failure reward. ``url`` is the judge URL, ``status`` the HTTP status (None when not from a reply).
-    """
+    """The judge server answers, but not as configured (a 404 on an API path, refused credentials, another
+    model): no sample's fault, never a failure reward. ``url``: the judge's, ``status``: the HTTP status or None."""
 
     def __init__(self, message: str, *, url: str | None = None, status: int | None = None) -> None:
         super().__init__(message)
-        self.url = url
-        self.status = status
+        self.url, self.status = url, status
 
 
 class InputError(PromRewardError, ValueError):
     """A batch of judge inputs is malformed; raised before any generation starts. ``index``: the offending
-    item's position in the batch, ``field``: its field name (each None when unknown)."""
+    item's position in the batch, ``field``: its field name (each None when unknown); ``mentions``: the
+    settings its message names (``PromRewardError.said``)."""
 
-    def __init__(self, message: str, *, index: int | None = None, field: str | None = None) -> None:
-        super().__init__(message)
-        self.index = index
-        self.field = field
+    def __init__(
+        self, message: str, *, index: int | None = None, field: str | None = None, mentions: tuple[str, ...] = ()
+    ) -> None:
+        self.problem, self.mentions, self.index, self.field = message, mentions, index, field
+        super().__init__(self.said())
+
+    def at(self, where: str, problem: str | None = None) -> InputError:
+        """This error said at ``where`` (a file's line), its ``problem`` (default: the message) after it."""
+        text = self.problem if problem is None else problem
+        return InputError(f"{where}: {text}", index=self.index, field=self.field, mentions=self.mentions)
 
 
 class UnknownNameError(PromRewardError, KeyError):
     """A registry lookup failed; the message lists the valid names."""
 
     def __init__(self, kind: str, name: object, valid: list[str]) -> None:
-        self.kind = kind
-        self.name = name
-        self.valid = sorted(valid)
+        self.kind, self.name, self.valid = kind, name, sorted(valid)
         super().__init__(f"unknown {kind} {name!r}; valid names: {', '.join(self.valid)}; fix: give one of these")
 
     def __str__(self) -> str:  # KeyError would repr() the message otherwise
@@ -82,10 +96,7 @@ class StoreError(PromRewardError, RuntimeError):
 
 
 class ServerRejected(BackendError):
-    """A judge server answered 4xx (not 429): the request itself is wrong, so it is not retried.
-
-    ``status`` is the HTTP status.
-    """
+    """A judge server answered 4xx (not 429), ``status``: the request itself is wrong, so it is not retried."""
 
     def __init__(self, message: str, status: int) -> None:
         super().__init__(message)
@@ -97,13 +108,9 @@ class ContextLengthError(InputError):
 
 
 class JudgeUnavailableError(PromRewardError, RuntimeError):
-    """The judge kept failing (unreachable, 5xx, hung) past the outage budget (``rewards.outage``): not a
-    ``BackendError``, so nothing retries it again.
-
-    ``failing_s`` is how long it had been failing, ``cause`` the last failure.
-    """
+    """The judge kept failing (unreachable, 5xx, hung) past the outage budget (``rewards.outage``), for
+    ``failing_s``, last with ``cause``: not a ``BackendError``, so nothing retries it again."""
 
     def __init__(self, message: str, *, failing_s: float = 0.0, cause: str | None = None) -> None:
         super().__init__(message)
-        self.failing_s = failing_s
-        self.cause = cause
+        self.failing_s, self.cause = failing_s, cause

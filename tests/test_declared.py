@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import pickle
 from collections.abc import Mapping
@@ -87,3 +88,40 @@ def test_an_error_is_said_in_the_callers_terms_and_survives_pickling():
     assert plain.said_as("--count") is plain and str(plain) == "no setting here"
     back = pickle.loads(pickle.dumps(e))
     assert (str(back), back.setting, back.problem) == (str(e), "count", e.problem)
+
+
+@dataclass(frozen=True)
+class Layout:
+    name: str = setting(help="Required: no default.", nonempty=True)
+    gpus: tuple[int, ...] = setting((), help="GPU ids.")
+    parts: tuple[str, ...] | None = setting(None, help="Some of a, b.", choices=("a", "b"))
+    replicas: int | None = setting(None, help="None: auto.", ge=1, none_is="auto")
+
+    def __post_init__(self) -> None:
+        check(self)
+
+
+def test_a_required_setting_tuples_of_ints_some_of_the_choices_and_a_word_for_none():
+    assert [d.default for d in declared(Layout)][:2] == [dataclasses.MISSING, ()]
+    assert Layout("x", (0, 1), ("b", "a")).parts == ("b", "a")
+    with pytest.raises(ConfigError, match=r"^parts: expected some of a, b, None, got \('c',\)"):
+        Layout("x", parts=("c",))
+    with pytest.raises(ConfigError, match=r"^parts: expected some of a, b, None, got \(\)"):
+        Layout("x", parts=())  # some: at least one
+    with pytest.raises(ConfigError, match=r"^gpus: expected a comma-separated list of ints, got \('0', 1\)"):
+        Layout("x", gpus=("0", 1))
+    assert parse("gpus", "4, 5", tuple[int, ...]) == (4, 5)
+    with pytest.raises(ConfigError, match=r"^gpus: expected a comma-separated list of ints, got 'a,b'"):
+        parse("gpus", "a,b", tuple[int, ...])
+    assert parse("replicas", "auto", int | None, "auto") is None and parse("replicas", "2", int | None, "auto") == 2
+    with pytest.raises(ConfigError, match=r"^replicas: expected an int or 'auto', got 'x'"):
+        parse("replicas", "x", int | None, "auto")
+
+
+def test_the_null_value_is_said_in_the_callers_terms():
+    """A check names the null value as a mention: None in Python, null on the command line or in a file."""
+    with pytest.raises(ConfigError) as e:
+        Layout("x", replicas=0)
+    assert str(e.value) == "replicas: expected an int >= 1 or None, got 0; fix: give an int >= 1 or None"
+    said = "--replicas: expected an int >= 1 or null, got 0; fix: give an int >= 1 or null"
+    assert e.value.said({"replicas": "--replicas", "None": "null"}) == said

@@ -30,7 +30,7 @@ def wire_format(name: str) -> WireFormat:
     try:
         return get_wire_format(name)
     except UnknownNameError as e:
-        raise ConfigError(f"wire: {e}") from e
+        raise ConfigError(str(e), "wire") from e
 
 
 class InProcessEngine:

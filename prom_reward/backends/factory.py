@@ -62,21 +62,23 @@ def check_model_folder(model: Any) -> None:
         >>> check_model_folder("/no/such/judge")
         Traceback (most recent call last):
         ...
-        prom_reward.errors.ConfigError: model '/no/such/judge': no such folder; fix: ...
+        prom_reward.errors.ConfigError: model: no such folder '/no/such/judge'; fix: ...
     """
     if not isinstance(model, str):
         return
     looks_like_path = model.startswith(("/", ".", "~")) or model.count("/") > 1  # a hub id is org/name
     if looks_like_path and not os.path.isdir(os.path.expanduser(model)):
         raise ConfigError(
-            f"model {model!r}: no such folder; fix: give the folder of a model (config.json and weights) "
-            "or a hub id such as prometheus-eval/prometheus-7b-v2.0"
+            f"no such folder {model!r}; fix: give the folder of a model (config.json and weights) "
+            "or a hub id such as prometheus-eval/prometheus-7b-v2.0",
+            "model",
         )
     if "/" not in model and not os.path.isdir(model) and not _cached(model):  # a typo of a preset, most often
         raise ConfigError(
-            f"model {model!r}: not a preset, a folder or a downloaded model; fix: give a preset name (e.g. "
+            f"{model!r} is not a preset, a folder or a downloaded model; fix: give a preset name (e.g. "
             "prometheus-7b-v2.0, pocket-judge), the folder of a model, or a hub id as org/name such as "
-            "prometheus-eval/prometheus-7b-v2.0"
+            "prometheus-eval/prometheus-7b-v2.0",
+            "model",
         )
 
 

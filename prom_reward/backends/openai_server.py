@@ -96,26 +96,36 @@ class OpenAIServer:
     ) -> None:
         urls = [base_url] if isinstance(base_url, str) else list(base_url)
         if not urls or not all(isinstance(u, str) and is_http_url(u) for u in urls):
-            raise ConfigError(f"base_url: expected one or more 'http(s)://host:port/v1' URLs, got {base_url!r}")
+            raise ConfigError(
+                f"expected one or more 'http(s)://host:port/v1' URLs, got {base_url!r}; fix: give the judge's URL "
+                "with its scheme and /v1",
+                "base_url",
+            )
         if endpoint not in ENDPOINTS:
-            raise ConfigError(f"endpoint: expected one of {', '.join(ENDPOINTS)}, got {endpoint!r}")
+            raise ConfigError(
+                f"expected one of {', '.join(ENDPOINTS)}, got {endpoint!r}; fix: give one of them", "endpoint"
+            )
         try:
             self.wire = get_wire_format(wire)
         except UnknownNameError as e:
-            raise ConfigError(f"wire: {e}") from e
+            raise ConfigError(str(e), "wire") from e
         if endpoint == "chat" and self.wire.name == "inst":
             raise ConfigError(
-                "wire 'inst' is literal completion text, which the chat endpoint cannot send; "
-                "fix: use endpoint='completions' with wire='inst', or wire='chat'"
+                "'inst' is literal completion text, which the chat endpoint cannot send; "
+                "fix: use {endpoint} 'completions' with {wire} 'inst', or {wire} 'chat'",
+                "wire",
+                ("endpoint",),
             )
         if system_role not in (None, True, False):
-            raise ConfigError(f"system_role: expected None (detect), True or False, got {system_role!r}")
+            raise ConfigError(
+                f"expected None (detect), True or False, got {system_role!r}; fix: give one of them", "system_role"
+            )
         for key, value in (("max_concurrency", max_concurrency), ("eject_after", eject_after)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"{key}: expected an int >= 1, got {value!r}")
+                raise ConfigError(f"expected an int >= 1, got {value!r}; fix: give an int >= 1", key)
         for key, seconds in (("timeout", timeout), ("probe_interval", probe_interval)):
             if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not 1e-9 <= seconds < math.inf:
-                raise ConfigError(f"{key}: expected seconds > 0 (finite), got {seconds!r}")
+                raise ConfigError(f"expected seconds > 0 (finite), got {seconds!r}; fix: give a number > 0", key)
         self.base_urls = [u.rstrip("/") for u in urls]
         self.pool = EndpointPool(self.base_urls, eject_after=eject_after, probe_interval=probe_interval)
         self.model, self.endpoint, self.system_role = model, endpoint, system_role

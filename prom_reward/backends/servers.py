@@ -11,11 +11,12 @@ import subprocess
 import sys
 import time
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from prom_reward.backends.vllm_options import ENGINE_FLAGS, SERVER_MODULE, VLLMOptions, check_engine_allowed
+from prom_reward.declared import check, setting
 from prom_reward.errors import BackendError, ConfigError
 
 
@@ -23,59 +24,61 @@ from prom_reward.errors import BackendError, ConfigError
 class ServeConfig:
     """How to launch the judge servers: where (GPUs, ports) and the engine each runs (``engine``)."""
 
-    model: str
-    """Hub id or local folder of the judge (``prom-reward serve`` resolves a preset name to it first)."""
-
-    engine: VLLMOptions = field(default_factory=VLLMOptions)
-    """Each replica's engine (``tensor_parallel_size`` = GPUs per replica, ``gpu_memory_utilization``,
-    ``max_model_len`` ...): the same options, and the same flags, as an in-process ``VLLMEngine``."""
-
-    gpus: tuple[int, ...] = ()
-    """GPU ids for the judge; empty = one replica without CUDA pinning (CPU machines)."""
-
-    replicas: int | None = None
-    """Number of servers; None = as many as the GPUs allow (len(gpus) // tensor_parallel_size), or 1."""
-
-    port: int = 8100
-    """Port of the first replica; replica i listens on port + i."""
-
-    host: str = "127.0.0.1"
-    """Bind address (loopback unless you mean to expose the judge)."""
-
-    log_dir: str = "judge-logs"
-    """Folder for the servers' logs."""
-
-    startup_timeout: float = 1800.0
-    """Seconds to wait for every server to answer /health."""
-
-    extra_args: tuple[str, ...] = field(default_factory=tuple)
-    """More ``api_server`` arguments, passed through (not those ``engine`` sets)."""
+    model: str = setting(
+        help="Hub id or local folder of the judge (``prom-reward serve`` resolves a preset name to it first).",
+        nonempty=True,
+    )
+    engine: VLLMOptions = setting(
+        factory=VLLMOptions,
+        help="Each replica's engine (``tensor_parallel_size`` = GPUs per replica, ``gpu_memory_utilization``, "
+        "``max_model_len`` ...): the same options, and the same flags, as an in-process ``VLLMEngine``.",
+    )
+    gpus: tuple[int, ...] = setting(
+        (), help="GPU ids for the judge, e.g. 4,5,6,7 (as nvidia-smi lists them); none: one replica without CUDA."
+    )
+    replicas: int | None = setting(
+        None,
+        help="Number of servers; None (auto): as many as the GPUs allow (GPUs / tensor_parallel_size), or 1.",
+        ge=1,
+        none_is="auto",
+    )
+    port: int = setting(8100, help="Port of the first replica; replica i listens on port + i.", ge=1, le=65535)
+    host: str = setting("127.0.0.1", help="Bind address (loopback unless you mean to expose the judge).", nonempty=True)
+    log_dir: str = setting(
+        "judge-logs", help="Folder of the servers' logs, one judge-<port>-<pid>.log each.", nonempty=True
+    )
+    startup_timeout: float = setting(1800.0, help="Seconds to wait for every server to answer /health.", gt=0)
+    extra_args: tuple[str, ...] = setting(
+        factory=tuple, help="More ``api_server`` arguments, passed through (not those ``engine`` sets)."
+    )
 
     def __post_init__(self) -> None:
-        if not isinstance(self.engine, VLLMOptions):
-            raise ConfigError(f"engine: expected VLLMOptions(...), got {type(self.engine).__name__}")
-        tp = self.engine.tensor_parallel_size
-        if self.gpus and len(self.gpus) % tp:
+        check(self)
+        tp, gpus, tps = self.engine.tensor_parallel_size, list(self.gpus), ("tensor_parallel_size",)
+        if len(gpus) % tp:
             raise ConfigError(
-                f"{len(self.gpus)} GPUs {list(self.gpus)} cannot be split into groups of "
-                f"tensor_parallel_size={tp}; give a multiple of it"
+                f"{len(gpus)} GPUs {gpus} cannot be split into groups of {{tensor_parallel_size}} {tp}; fix: give a "
+                f"multiple of {tp} GPUs",
+                "gpus",
+                tps,
             )
-        if self.gpus and len(set(self.gpus)) != len(self.gpus):
-            raise ConfigError(f"gpus lists a GPU twice: {list(self.gpus)}")
-        most = len(self.gpus) // tp if self.gpus else 1
-        if self.replicas is not None and not 1 <= self.replicas <= most:
+        if len(set(gpus)) != len(gpus):
+            raise ConfigError(f"lists a GPU twice: {gpus}; fix: give each GPU once", "gpus")
+        most = len(gpus) // tp if gpus else 1
+        if self.replicas is not None and self.replicas > most:
             raise ConfigError(
-                f"replicas={self.replicas}, but {len(self.gpus) or 'no'} GPUs with tensor_parallel_size="
-                f"{tp} allow 1..{most}"
+                f"expected 1..{most} ({len(gpus) or 'no'} GPUs with {{tensor_parallel_size}} {tp} allow that many), "
+                f"got {self.replicas}; fix: give more GPUs or fewer replicas",
+                "replicas",
+                tps,
             )
-        if not 0 < self.port < 65536:
-            raise ConfigError(f"port: expected an int in 1..65535, got {self.port}")
         flags = {flag for _, flag in ENGINE_FLAGS} | {"--no-" + flag[2:] for _, flag in ENGINE_FLAGS}
         taken = sorted({a.split("=", 1)[0] for a in self.extra_args} & (flags | {"--host", "--port"}))
         if taken:
             raise ConfigError(
-                f"extra_args sets {taken}, which ServeConfig sets itself; use its fields "
-                f"(engine=VLLMOptions(...), host, port) instead"
+                f"sets {taken}, which ServeConfig sets itself; fix: use its fields (engine=VLLMOptions(...), host, "
+                "port) instead",
+                "extra_args",
             )
 
     def gpu_groups(self) -> list[tuple[int, ...]]:
@@ -230,7 +233,7 @@ def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
 def check_port_free(host: str, port: int) -> None:
     """``ConfigError`` naming ``port`` when it is taken or cannot be bound, or ``host`` when not this machine's."""
     if not 0 < port < 65536:
-        raise ConfigError(f"port: expected an int in 1..65535, got {port}")
+        raise ConfigError(f"expected an int in [1, 65535], got {port}; fix: give a port in [1, 65535]", "port")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds: TIME_WAIT is no conflict
@@ -239,17 +242,20 @@ def check_port_free(host: str, port: int) -> None:
         except OSError as e:
             if isinstance(e, socket.gaierror) or e.errno == errno.EADDRNOTAVAIL:  # the host, not the port
                 raise ConfigError(
-                    f"host {host!r}: not an address of this machine ({e.strerror}); nothing was started; fix: give "
-                    "an address or name of this machine (default 127.0.0.1; 0.0.0.0 for every interface)"
+                    f"{host!r} is not an address of this machine ({e.strerror}); nothing was started; fix: give "
+                    "an address or name of this machine (default 127.0.0.1; 0.0.0.0 for every interface)",
+                    "host",
                 ) from None
             if e.errno != errno.EADDRINUSE:  # e.g. a port below 1024 without root
                 raise ConfigError(
                     f"port {port} on {host}: cannot listen there ({e.strerror}); nothing was started; fix: give "
-                    "another --port (1024 or above)"
+                    "another {port} (1024 or above)",
+                    mentions=("port",),
                 ) from None
             raise ConfigError(
                 f"port {port} on {host} is already in use ({e.strerror}); nothing was started; fix: stop what "
-                f"listens there or give another --port"
+                "listens there or give another {port}",
+                mentions=("port",),
             ) from None
 
 

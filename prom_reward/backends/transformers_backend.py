@@ -57,9 +57,13 @@ class TransformersBackend(InProcessEngine):
         from transformers import AutoTokenizer
 
         if not isinstance(batch_size, int) or batch_size < 1:
-            raise ConfigError(f"batch_size: expected an int >= 1, got {batch_size!r}")
+            raise ConfigError(f"expected an int >= 1, got {batch_size!r}; fix: give an int >= 1", "batch_size")
         if max_model_len is not None and (not isinstance(max_model_len, int) or max_model_len < 1):
-            raise ConfigError(f"max_model_len: expected None or an int >= 1, got {max_model_len!r}")
+            raise ConfigError(
+                f"expected {{None}} or an int >= 1, got {max_model_len!r}; fix: give an int >= 1",
+                "max_model_len",
+                ("None",),
+            )
         self.wire = wire_format(wire)
         if tokenizer is None or isinstance(tokenizer, (str, Path)):
             source = str(tokenizer) if tokenizer is not None else getattr(model, "name_or_path", model)

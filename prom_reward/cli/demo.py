@@ -35,7 +35,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from prom_reward.cli.voice import CliParser, PlainDescriptionFormatter, flags_of, in_user_terms, print_error
+from prom_reward.cli.voice import CliParser, PlainDescriptionFormatter, print_error, user_terms, with_fix
 from prom_reward.errors import ConfigError, InputError
 
 if TYPE_CHECKING:
@@ -215,9 +215,7 @@ def main(argv: list[str] | None = None) -> None:
             finally:
                 judge.close()
     except (ConfigError, InputError) as e:  # refused before anything ran: one line, as every command says it
-        flags = flags_of(ap)
-        said = e.said_as(flags[e.setting]) if isinstance(e, ConfigError) and e.setting in flags else e
-        print_error(in_user_terms(str(said), flags))
+        print_error(with_fix(e.said(user_terms(ap)), ap.prog))
         raise SystemExit(2) from None
     except BaseException:
         if log is not None and log.is_file():

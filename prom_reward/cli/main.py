@@ -19,8 +19,8 @@ from prom_reward.cli.probe import add_probe_parser
 from prom_reward.cli.report import add_report_parser
 from prom_reward.cli.servers import add_server_parsers
 from prom_reward.cli.store import add_store_parser
-from prom_reward.cli.voice import CliParser, flags_of, in_user_terms, print_error
-from prom_reward.errors import BackendError, ConfigError, JudgeUnavailableError, PromRewardError
+from prom_reward.cli.voice import CliParser, print_error, user_terms, with_fix
+from prom_reward.errors import BackendError, JudgeUnavailableError, PromRewardError
 from prom_reward.jobs.summary import EXIT_JUDGE_DOWN
 
 DEBUG_HELP = "show the full traceback of an error instead of one line"
@@ -46,15 +46,13 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def explain(e: BaseException, flags: dict[str, str] | None = None) -> str | None:
-    """The one-line message of an error a person can act on (None: a bug, shown with its traceback); a
-    ``ConfigError`` about a setting of ``flags`` (dest -> flag) names its flag."""
-    if isinstance(e, ConfigError) and e.setting in (flags or {}):
-        return str(e.said_as((flags or {})[e.setting]))
+def explain(e: BaseException, names: dict[str, str] | None = None) -> str | None:
+    """The one-line message of an error a person can act on (None: a bug, shown with its traceback); the
+    settings it names are said as ``names`` says them (``voice.user_terms``)."""
     if isinstance(e, BackendError) and "fix:" not in str(e):
         return f"{e}; fix: check that the judge is up and --server (or --model) names it, then run again"
     if isinstance(e, PromRewardError):
-        return str(e)
+        return e.said(names)
     if isinstance(e, OSError):  # a path the job engine did not name itself
         if e.filename is None:
             return f"{e}; fix: check the paths given, their permissions and the free space of their disk"
@@ -90,8 +88,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"prom-reward: interrupted{said}", file=sys.stderr)
         return 130
     except Exception as e:
-        flags = flags_of(_command(parser, args.command))
-        message = explain(e, flags)
+        command = _command(parser, args.command)
+        message = explain(e, user_terms(command))
         if args.debug or message is None:
             raise
         if isinstance(e, (BackendError, JudgeUnavailableError)) and args.command in JUDGING:  # the judge is down
@@ -101,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "the judge (or correct --server), then run again"
             )
             return EXIT_JUDGE_DOWN
-        print_error(in_user_terms(message, flags))
+        print_error(with_fix(message, command.prog))
         return 2
 
 

@@ -13,23 +13,39 @@ from typing import Any
 
 from prom_reward.backends.factory import check_model_folder
 from prom_reward.backends.servers import JudgeServers, ServeConfig, check_port_free
-from prom_reward.backends.vllm_options import DEFAULT_GPU_MEMORY_UTILIZATION, TOKENIZER_MODES, VLLMOptions
+from prom_reward.backends.vllm_options import VLLMOptions
 from prom_reward.cli.judge_options import add_judge_options, judge_format_name
+from prom_reward.declared import declared, parse
 from prom_reward.errors import BackendError, ConfigError
+
+SERVE = ("gpus", "replicas", "port", "host", "log_dir", "startup_timeout")
+"""The ``ServeConfig`` and ``VLLMOptions`` settings ``prom-reward serve`` has a flag for."""
+ENGINE = ("tensor_parallel_size", "max_model_len", "gpu_memory_utilization", "dtype", "seed", "tokenizer_mode")
+
+
+def add_settings(group: Any, cls: type, names: tuple[str, ...]) -> None:
+    """A flag for each setting ``names`` of ``cls`` (``log_dir`` -> ``--log-dir``), its declared help, choices and
+    default; None where not given."""
+    found = {d.name: d for d in declared(cls)}
+    for name in names:
+        d = found[name]
+        shown = "" if d.default in (None, ()) else f" (default {d.default})"
+        flag = "--" + name.replace("_", "-")
+        group.add_argument(flag, dest=name, choices=d.rules.choices or None, help=f"{d.rules.help}{shown}")
+
+
+def given_settings(args: Any, cls: type, names: tuple[str, ...]) -> dict[str, Any]:
+    """The settings ``names`` of ``cls`` given as flags (``add_settings``), each read as its declared type."""
+    found = {d.name: d for d in declared(cls)}
+    given = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    return {name: parse(name, value, found[name].kind, found[name].rules.none_is) for name, value in given.items()}
 
 
 def add_serve_parser(sub: Any) -> None:
     """The ``prom-reward serve`` subcommand."""
     p = sub.add_parser("serve", help="launch dedicated vLLM judge servers and keep them up until Ctrl-C")
     p.add_argument("--model", required=True, help="hub id, folder or preset (e.g. prometheus-7b-v2.0)")
-    p.add_argument("--gpus", default="", help="comma-separated GPU ids, e.g. 4,5,6,7 (none: one CPU replica)")
-    p.add_argument("--replicas", default="auto", help="number of servers, or auto (GPUs / tensor-parallel-size)")
-    p.add_argument("--port", type=int, default=8100, help="port of the first replica (replica i: port + i)")
-    p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)")
-    log_help = "folder of the servers' logs, one judge-<port>-<pid>.log each (default judge-logs)"
-    p.add_argument("--log-dir", default="judge-logs", help=log_help)
-    wait_help = "seconds to wait for every server's /health (default 1800)"
-    p.add_argument("--startup-timeout", type=float, default=1800.0, help=wait_help)
+    add_settings(p, ServeConfig, SERVE)
     p.add_argument(
         "--format",
         type=judge_format_name,
@@ -40,15 +56,8 @@ def add_serve_parser(sub: Any) -> None:
         "engine (prom_reward.backends.vllm_options.VLLMOptions; a preset's values, "
         "then vLLM's defaults where not given)"
     )
-    e.add_argument("--tensor-parallel-size", type=int, help="GPUs per replica (default 1)")
-    e.add_argument("--max-model-len", type=int, help="the engine's context length (default: the model's)")
-    e.add_argument(
-        "--gpu-memory-utilization",
-        type=float,
-        help=f"share of each GPU a replica takes (default {DEFAULT_GPU_MEMORY_UTILIZATION}; always passed to vLLM)",
-    )
+    add_settings(e, VLLMOptions, ENGINE)
     e.add_argument("--no-prefix-caching", action="store_true", help="turn off vLLM's prefix caching (default: on)")
-    e.add_argument("--dtype", help="weights dtype, e.g. bfloat16 (default: the checkpoint's)")
     e.add_argument(
         "--enforce-eager",
         action=argparse.BooleanOptionalAction,
@@ -56,44 +65,15 @@ def add_serve_parser(sub: Any) -> None:
         help="no CUDA graphs / compilation: faster start, slower generation (default: eager on vLLM's CPU build, "
         "compiled on a GPU)",
     )
-    e.add_argument("--seed", type=int, help="engine seed (default 0)")
-    e.add_argument(
-        "--tokenizer-mode", choices=TOKENIZER_MODES, help="hf (default: as prom-reward renders in process) or mistral"
-    )
     p.set_defaults(func=cmd_serve)
 
 
 def serve_config(args: Any) -> ServeConfig:
-    """The ``ServeConfig`` of ``prom-reward serve``'s options: a preset's engine options (e.g. dtype and
-    max_model_len of ``prometheus-7b-v2.0``) under the flags given."""
+    """The ``ServeConfig`` of ``prom-reward serve``'s options: the flags given over a preset's engine options."""
     from prom_reward.core.presets import find_preset_for_model, resolve_model_path
 
-    try:
-        gpus = tuple(int(g) for g in args.gpus.split(",") if g.strip()) if args.gpus else ()
-    except ValueError:
-        raise ConfigError(
-            f"--gpus: expected comma-separated GPU ids, got {args.gpus!r}; fix: give ids such as 0,1 (nvidia-smi "
-            "lists them), or leave --gpus out for one CPU replica"
-        ) from None
-    if args.replicas == "auto":
-        replicas = None
-    elif str(args.replicas).isdigit():
-        replicas = int(args.replicas)
-    else:
-        raise ConfigError(f"--replicas: expected a number or 'auto', got {args.replicas!r}")
     preset = find_preset_for_model(args.model)
-    given = {
-        name: getattr(args, name)
-        for name in (
-            "tensor_parallel_size",
-            "max_model_len",
-            "gpu_memory_utilization",
-            "dtype",
-            "seed",
-            "tokenizer_mode",
-        )
-    }
-    settings = {**(preset.engine if preset else {}), **{k: v for k, v in given.items() if v is not None}}
+    settings = {**(preset.engine if preset else {}), **given_settings(args, VLLMOptions, ENGINE)}
     if args.no_prefix_caching:
         settings["enable_prefix_caching"] = False
     if args.enforce_eager is not None:
@@ -101,21 +81,13 @@ def serve_config(args: Any) -> ServeConfig:
     model = resolve_model_path(preset.model if preset else args.model)
     check_model_folder(model)  # a mistyped preset or folder fails here, not in a server's log
     return ServeConfig(
-        model=model,
-        engine=VLLMOptions.from_settings(settings),
-        gpus=gpus,
-        replicas=replicas,
-        port=args.port,
-        host=args.host,
-        log_dir=args.log_dir,
-        startup_timeout=args.startup_timeout,
+        model=model, engine=VLLMOptions.from_settings(settings), **given_settings(args, ServeConfig, SERVE)
     )
 
 
 def serve_format(args: Any) -> str:
-    """The judge format clients of ``serve``'s servers should prompt in: ``--format``, else the model preset's,
-    else ``prometheus2``. Serving a known judge for another format than the one it was trained on is allowed
-    (a deliberate experiment) but said on stderr, since its verdicts would then be mostly unparseable."""
+    """The judge format clients of ``serve``'s servers prompt in: ``--format``, else the model preset's, else
+    ``prometheus2``; another format than a known judge's own is allowed, with a warning."""
     from prom_reward.core.presets import default_format, find_preset_for_model
 
     preset = find_preset_for_model(args.model)
@@ -140,9 +112,7 @@ def cmd_serve(args: Any) -> int:
     def on_signal(signum: int, frame: Any) -> None:
         stop["now"] = True
 
-    # Ctrl-C and SIGTERM both stop the servers. SIGINT gets an explicit handler: a process started in
-    # the background by a non-interactive shell inherits SIGINT *ignored*, and then Ctrl-C (or a
-    # supervisor's SIGINT) would never reach the default KeyboardInterrupt.
+    # SIGINT too: a process started in the background by a non-interactive shell inherits it ignored
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         urls = servers.start()
@@ -169,12 +139,8 @@ def cmd_serve(args: Any) -> int:
 
 
 def cmd_reward_server(args: argparse.Namespace) -> int:
-    """Serve the judge as an OpenRLHF remote reward model (``prom_reward.integrations.openrlhf_server``).
-
-    The flags given are the explicit layer of ``RewardSettings`` (over ``PROM_REWARD_*`` and ``--config``);
-    bad settings, an unusable rubric, a judge that serves another model or fails the configuration canary
-    (a wrong route, refused credentials: ``JudgeConfigError``) exit 2 before serving.
-    """
+    """Serve the judge as an OpenRLHF remote reward model (``integrations.openrlhf_server``): bad settings, or a
+    judge that fails the start-up check, exit 2 before serving."""
     import dataclasses
 
     from prom_reward.integrations.health import ServerHealth

@@ -18,7 +18,6 @@ def _batches(rows: Iterator[dict[str, Any]], size: int) -> Iterator[list[dict[st
 
 
 def cmd_store(args: argparse.Namespace) -> int:
-    """``prom-reward store info|export STORE [-o OUT]``: look into or export a judgment store."""
     from pathlib import Path
 
     from prom_reward.backends.store import JudgmentStore

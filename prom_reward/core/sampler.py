@@ -95,7 +95,7 @@ def check_counts(**counts: tuple[int, int]) -> None:
     """``ConfigError`` for a count that is not an int at least its floor: ``name=(value, floor)``."""
     for name, (value, floor) in counts.items():
         if not isinstance(value, int) or isinstance(value, bool) or value < floor:
-            raise ConfigError(f"{name} must be an int >= {floor}, got {value!r}")
+            raise ConfigError(f"expected an int >= {floor}, got {value!r}; fix: give an int >= {floor}", name)
 
 
 def check_force_policy(policy: object) -> ForcePolicy:
@@ -103,7 +103,9 @@ def check_force_policy(policy: object) -> ForcePolicy:
     if isinstance(policy, str) and policy in FORCE_POLICIES:
         return policy  # type: ignore[return-value]
     hint = " (True is now 'always', False 'never')" if isinstance(policy, bool) else ""
-    raise ConfigError(f"force_verdict: expected one of {', '.join(FORCE_POLICIES)}, got {policy!r}{hint}")
+    raise ConfigError(
+        f"expected one of {', '.join(FORCE_POLICIES)}, got {policy!r}{hint}; fix: give one of them", "force_verdict"
+    )
 
 
 def forced_text(judge_format: JudgeFormat, text: str) -> str | None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from prom_reward.confidence.indicators import get_indicator
 from prom_reward.core.results import Judgment, Verdict
+from prom_reward.declared import check, setting
 from prom_reward.errors import ConfigError
 
 
@@ -17,31 +18,27 @@ from prom_reward.errors import ConfigError
 class CascadeConfig:
     """When items go from the primary to the fallback judge."""
 
-    route_fraction: float | None = None
-    """Share of the run's items to route (the most uncertain), in [0, 1]."""
-    threshold: float | None = None
-    """Route every item whose uncertainty under ``indicator`` is above this value."""
-    indicator: str = "se"
-    """Name of the uncertainty indicator (``confidence.indicators.INDICATORS``)."""
-    window: int = 1000
-    """Recent uncertainties the running quantile of ``route_fraction`` is taken over."""
+    route_fraction: float | None = setting(
+        None, help="Share of the run's items to route (the most uncertain), in [0, 1].", ge=0, le=1
+    )
+    threshold: float | None = setting(
+        None, help="Route every item whose uncertainty under ``indicator`` is above this value."
+    )
+    indicator: str = setting(
+        "se", help="Name of the uncertainty indicator (``confidence.indicators.INDICATORS``).", nonempty=True
+    )
+    window: int = setting(
+        1000, help="Recent uncertainties the running quantile of ``route_fraction`` is taken over.", ge=1
+    )
 
     def __post_init__(self) -> None:
         if (self.route_fraction is None) == (self.threshold is None):
             raise ConfigError(
-                "CascadeJudge: give exactly one of route_fraction=<share in [0, 1]> or "
-                f"threshold=<uncertainty>, got route_fraction={self.route_fraction!r}, "
-                f"threshold={self.threshold!r}"
+                f"give exactly one of {{route_fraction}} (a share in [0, 1]) or {{threshold}} (an uncertainty), got "
+                f"{self.route_fraction!r} and {self.threshold!r}; fix: give one of them",
+                mentions=("route_fraction", "threshold"),
             )
-        f = self.route_fraction
-        if f is not None and (isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 <= f <= 1):
-            raise ConfigError(f"route_fraction: expected a number in [0, 1], got {f!r}")
-        t = self.threshold
-        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t)):
-            raise ConfigError(f"threshold: expected a finite number, got {t!r}")
-        w = self.window
-        if isinstance(w, bool) or not isinstance(w, int) or w < 1:
-            raise ConfigError(f"window: expected an int >= 1 (recent items for the running quantile), got {w!r}")
+        check(self)
         get_indicator(self.indicator)
 
 

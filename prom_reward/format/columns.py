@@ -35,8 +35,9 @@ def column_flag(option: str) -> str:
 
 
 def option_flag(option: str) -> str:
-    """The flag and the Python option: ``instruction_column`` -> ``--instruction-col (instruction_column=)``."""
-    return f"{column_flag(option)} ({option}=)"
+    """A column option as a message names it, ``{instruction_column}`` (in ``mentions``): its flag on the command
+    line, its keyword in Python (``errors.InputError.said``)."""
+    return "{" + option + "}"
 
 
 def _what(option: str) -> str:
@@ -58,18 +59,20 @@ def find_column(
 
     >>> find_column({"prompt": "q"}, "checklist_column", "nosuch", "row 0", required=False)
     Traceback (most recent call last):
-    prom_reward.errors.InputError: row 0: column 'nosuch' missing, which --checklist-col names (columns: ...
+    prom_reward.errors.InputError: row 0: column 'nosuch' missing, which checklist_column names (columns: ...
     """
     flag = flag or option_flag(option)
+    mentions = (option,)
     defaults = DEFAULTS[option]
     if name is not None and name != defaults[0]:
         if name in data:
             return name
         raise InputError(
-            f"{where}: column {name!r} missing, which {column_flag(option)} names (columns: {sorted(data)}); fix: "
+            f"{where}: column {name!r} missing, which {option_flag(option)} names (columns: {sorted(data)}); fix: "
             f"name one of its columns with {flag}",
             index=index,
             field=name,
+            mentions=mentions,
         )
     found = [n for n in (defaults if name is None else (name,)) if n in data]
     if len(found) == 1:
@@ -84,12 +87,14 @@ def find_column(
             f"right one with {flag}",
             index=index,
             field=ours,
+            mentions=mentions,
         )
     raise InputError(
         f"{where}: columns {ours!r} and {trl[0]!r} both hold the {_what(option)}, which one to judge is ambiguous; "
         f"fix: name the one to judge with {flag}: {ours!r} or {trl[0]!r}",
         index=index,
         field=ours,
+        mentions=mentions,
     )
 
 
@@ -115,6 +120,7 @@ def column_text(
             f"the right column with {flag or option_flag(option)}",
             index=index,
             field=name,
+            mentions=(option,),
         ) from None
 
 

@@ -60,7 +60,8 @@ class RubricResolver:
             try:
                 rubric = get_rubric(value)
             except PromRewardError as e:
-                raise InputError(f"{where}{field}: {e}", index=index, field=field) from e
+                named = "{" + field + "}" if not where else field  # an item's own rubric: no setting names it
+                raise InputError(f"{where}{named}: {e}", index=index, field=field, mentions=(field,)) from e
             self._cache[key] = rubric
         problem = None if self.judge_format is None else self.judge_format.rubric_problem(rubric, self.task)
         if problem is not None:
@@ -73,9 +74,10 @@ class RubricResolver:
             if self.default is None:
                 where = f"{self.what} {index}: " if index is not None else ""
                 raise InputError(
-                    f"{where}no rubric: {field} is missing or None and there is no default; {self.missing_hint}",
+                    f"{where}no rubric: {field} is missing or {{None}} and there is no default; {self.missing_hint}",
                     index=index,
                     field=field,
+                    mentions=("None", "rubric", "rubric_column"),  # a missing_hint may name the two settings
                 )
             return self.default
         return self.resolve(value, index=index, field=field)

@@ -103,24 +103,32 @@ class RewardSettings:
         cfg = self.reward
         if cfg.mode not in FRAMEWORK_MODES:
             raise ConfigError(
-                f"the framework reward paths take one of {', '.join(FRAMEWORK_MODES)}, got {cfg.mode!r}", "mode"
+                f"the framework reward paths take one of {', '.join(FRAMEWORK_MODES)}, got {cfg.mode!r}; fix: give "
+                "one of them",
+                "mode",
             )
         for url in self.server:
             if not is_http_url(url):
-                raise ConfigError(f"expected 'http(s)://host:port/v1' URLs, got {url!r}", "server")
+                raise ConfigError(
+                    f"expected 'http(s)://host:port/v1' URLs, got {url!r}; fix: give the judge's URL with its scheme "
+                    "and /v1",
+                    "server",
+                )
         if cfg.mode == "pairwise_group":
             if self.group_size is None or self.group_size < 2:
                 raise ConfigError(
-                    "mode pairwise_group compares the samples of one prompt, which the trainer sends one at a "
-                    "time: give group_size = samples per prompt (>= 2; OpenRLHF --rollout.n_samples_per_prompt, "
-                    f"verl actor_rollout_ref.rollout.n), got {self.group_size!r}",
+                    "{mode} pairwise_group compares the samples of one prompt, which the trainer sends one at a "
+                    f"time, got {self.group_size!r}; fix: give {{group_size}} the samples per prompt (>= 2; OpenRLHF "
+                    "--rollout.n_samples_per_prompt, verl actor_rollout_ref.rollout.n)",
                     "group_size",
+                    ("mode",),
                 )
             if self.group_wait_s >= self.request_timeout:
                 raise ConfigError(
-                    f"{self.group_wait_s} s must be under request_timeout ({self.request_timeout} s), or a short "
-                    "group times out before it is judged",
+                    f"{self.group_wait_s} s must be under {{request_timeout}} ({self.request_timeout} s), or a short "
+                    "group times out before it is judged; fix: give a shorter wait",
                     "group_wait_s",
+                    ("request_timeout",),
                 )
         if self.request_timeout >= OPENRLHF_CLIENT_TIMEOUT_S:
             logger.warning(

@@ -65,20 +65,23 @@ def read_yaml(path: str, names: Sequence[str]) -> dict[str, Any]:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
     except OSError as e:
         raise ConfigError(
-            f"config_file: cannot read {path!r} ({e.strerror or e}); fix: give a readable YAML file of settings "
-            f"(--config / {CONFIG_ENV} / config_file)"
+            f"cannot read {path!r} ({e.strerror or e}); fix: give a readable YAML file of settings "
+            f"(--config / {CONFIG_ENV} / config_file)",
+            "config_file",
         ) from e
     except UnicodeDecodeError as e:
         raise ConfigError(
-            f"config_file {path!r}: not UTF-8 text (byte {e.start}: {e.object[e.start : e.start + 1]!r}); fix: save "
-            "the file as UTF-8"
+            f"{path!r} is not UTF-8 text (byte {e.start}: {e.object[e.start : e.start + 1]!r}); fix: save the file "
+            "as UTF-8",
+            "config_file",
         ) from None
     except yaml.YAMLError as e:
-        raise ConfigError(f"config_file {path!r}: not valid YAML ({e}); fix: correct the YAML") from e
+        raise ConfigError(f"{path!r} is not valid YAML ({e}); fix: correct the YAML", "config_file") from e
     if not isinstance(data, dict):
         raise ConfigError(
-            f"config_file {path!r}: expected a mapping of settings, got {type(data).__name__}; fix: write one "
-            "setting name: value per line"
+            f"{path!r}: expected a mapping of settings, got {type(data).__name__}; fix: write one setting name: "
+            "value per line",
+            "config_file",
         )
     refuse_unknown([str(k) for k in data], names, f"config_file {path!r}")
     return data

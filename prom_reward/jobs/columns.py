@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from prom_reward.errors import InputError
-from prom_reward.format.columns import column_text, find_column, option_flag
+from prom_reward.format.columns import column_text, find_column
 from prom_reward.format.rubrics import Rubric
 from prom_reward.jobs.source import SourceRow
 from prom_reward.jobs.spec import row_error
@@ -43,4 +43,4 @@ def text_item(row: SourceRow, names: dict[str, str | None], build: Callable[...,
     except InputError as e:
         option = "reference_column" if e.field == "reference_answer" else f"{e.field}_column"
         option = option if option in names else "instruction_column"
-        raise row_error(row, str(names[option] or e.field), option_flag(option), str(e)) from None
+        raise row_error(row, str(names[option] or e.field), option, str(e)) from None

@@ -47,7 +47,11 @@ class JobConfig:
             object.__setattr__(self, "outage", dataclasses.replace(JOB_OUTAGE, **self.outage))
         check(self)
         if self.resume and self.overwrite:
-            raise ConfigError("resume and overwrite: give one (--resume continues OUTPUT, --overwrite starts it over)")
+            raise ConfigError(
+                "{resume} and {overwrite} both given; fix: give one ({resume} continues OUTPUT, {overwrite} starts "
+                "it over)",
+                mentions=("resume", "overwrite"),
+            )
 
 
 @dataclass(frozen=True)

@@ -7,14 +7,13 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from prom_reward.checklist.config import ChecklistConfig
+from prom_reward.checklist.config import ChecklistConfig, checklist_config
 from prom_reward.checklist.criteria import parse_checklist
 from prom_reward.core.combine import no_verdict
 from prom_reward.core.items import GradeItem
 from prom_reward.core.protocol import Retry
 from prom_reward.core.results import Grade, JudgeFailure
 from prom_reward.errors import InputError
-from prom_reward.format.columns import option_flag
 from prom_reward.format.judge_format import JudgeFormat, Task
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.rubrics import NO_RUBRIC, Rubric
@@ -34,7 +33,7 @@ def resolver(rubric: Any) -> RubricResolver:
     return RubricResolver(
         rubric,
         what="row",
-        missing_hint="fix: pass --rubric NAME|FILE (rubric=), or name the column with --rubric-col (rubric_column=)",
+        missing_hint="fix: pass {rubric} NAME|FILE, or name the column with {rubric_column}",
     )
 
 
@@ -45,7 +44,7 @@ def resolve_rubric(rubrics: RubricResolver, row: SourceRow, given: str) -> Rubri
     try:
         return rubrics(None if name is None else row.data[name], index=row.id, field=field)
     except InputError as e:
-        raise InputError(f"{row.where}: {e}", index=row.id, field=field) from None
+        raise e.at(row.where) from None
 
 
 RESULT_TYPES = {
@@ -106,7 +105,7 @@ class GradeJob(JobKind):
 
     def checklist(self, score: str = "sample") -> ChecklistConfig:
         """How checklist rows are judged."""
-        return ChecklistConfig(self.checklist_mode, self.checklist_aggregation, score)
+        return checklist_config(self.checklist_mode, self.checklist_aggregation, score)
 
     def task(self) -> Task:
         return "absolute"
@@ -129,7 +128,7 @@ class GradeJob(JobKind):
             try:
                 criteria = parse_checklist(row.data[self.checklist_column])
             except InputError as e:
-                raise row_error(row, self.checklist_column, option_flag("checklist_column"), str(e)) from None
+                raise row_error(row, self.checklist_column, "checklist_column", str(e)) from None
             return ChecklistItem(texts.instruction, texts.response, texts.reference_answer, criteria)
 
         return prepare

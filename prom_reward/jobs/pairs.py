@@ -110,10 +110,10 @@ class PairsJob(JobKind):
                 item = validate_row(row.source_index, row.data, cfg, rubrics, self.ungraded)
             except InputError as e:
                 if cfg.layout == "long":  # a group of rows: name it by its first line, never by a row number
-                    detail = str(e).removeprefix(f"row {row.source_index}: ")
+                    detail = e.problem.removeprefix(f"row {row.source_index}: ")
                     where = f"{row.where}: the group of rows from this line with the same {cfg.prompt_column!r}"
-                    raise InputError(f"{where}: {detail}", index=row.source_index, field=e.field) from None
-                raise InputError(f"{row.where}: {e}", index=row.source_index, field=e.field) from None
+                    raise e.at(where, detail) from None
+                raise e.at(row.where) from None
             if not layout:
                 layout.append(item.conversational)
             elif item.conversational != layout[0]:

@@ -99,7 +99,7 @@ class JobKind(ABC):
         rubric = self.job_rubric()
         problem = None if rubric is None else fmt.rubric_problem(rubric, self.task())
         if problem is not None:
-            raise ConfigError(f"rubric: {problem} (judge format {fmt.name!r})")
+            raise ConfigError(f"{problem} (judge format {fmt.name!r})", "rubric")
 
     def for_format(self, fmt: JudgeFormat) -> JobKind:
         """The job for a judge in ``fmt`` (its columns may follow the format's scale); itself by default."""
@@ -160,9 +160,14 @@ def row_error(row: SourceRow, column: str, option: str | None, detail: str) -> I
     """``InputError`` for ``row``: where it is, the row id, the column, the fix."""
     detail = _ITEM_PREFIX.sub("", detail)
     what, _, how = detail.partition("; fix: ") if "; fix: " in detail else detail.partition("; ")
-    fixes = [h for h in (how, f"name the right column with {option}" if option else "") if h]
+    fixes = [h for h in (how, f"name the right column with {{{option}}}" if option else "") if h]
     fix = f"; fix: {', or '.join(fixes)}" if fixes else ""
-    return InputError(f"{row.where}: row {row.id}: column {column!r}: {what}{fix}", index=row.id, field=column)
+    return InputError(
+        f"{row.where}: row {row.id}: column {column!r}: {what}{fix}",
+        index=row.id,
+        field=column,
+        mentions=(option,) if option else (),
+    )
 
 
 def run_batch(

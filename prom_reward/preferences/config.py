@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from prom_reward.checklist.config import CHECKLIST_MODES, ChecklistConfig
+from prom_reward.checklist.config import CHECKLIST_MODES, ChecklistConfig, checklist_config
 from prom_reward.declared import check, setting
 from prom_reward.errors import ConfigError
 
@@ -110,4 +110,4 @@ class PreferenceConfig:
 
     def checklist(self) -> ChecklistConfig:
         """How rows with a checklist are judged (``checklist_mode``, ``checklist_aggregation``)."""
-        return ChecklistConfig(self.checklist_mode, self.checklist_aggregation)
+        return checklist_config(self.checklist_mode, self.checklist_aggregation)

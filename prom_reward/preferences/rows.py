@@ -36,8 +36,8 @@ class PreferenceRow:
     checklist: tuple[Criterion, ...] | None = None
 
 
-def _error(index: int, field: str | None, message: str) -> InputError:
-    return InputError(f"row {index}: {message}", index=index, field=field)
+def _error(index: int, field: str | None, message: str, mentions: tuple[str, ...] = ()) -> InputError:
+    return InputError(f"row {index}: {message}", index=index, field=field, mentions=mentions)
 
 
 def _judge_text(fn: Any, value: Any, index: int, fieldname: str, flag: str) -> str:
@@ -61,14 +61,16 @@ def validate_row(
     for col in (cfg.prompt_column, cfg.completions_column, *cfg.keep_columns):
         if col not in row:
             option = {
-                cfg.prompt_column: "--prompt-col (prompt_column=)",
-                cfg.completions_column: "--completions-col (completions_column=)",
+                cfg.prompt_column: "prompt_column",
+                cfg.completions_column: "completions_column",
             }.get(col)
-            hint = f"; fix: name the right one with {option}" if option else "; fix: drop it from --keep-col"
+            hint = f"; fix: name the right one with {{{option}}}" if option else "; fix: drop it from --keep-col"
             if col == cfg.completions_column and cfg.completion_column in row:  # TRL's prompt/completion rows
                 long = f"give --layout long (one row per {cfg.completion_column!r}, as in TRL's data)"
                 hint = f"; fix: {long}, or{hint[6:]}"
-            raise _error(index, col, f"column {col!r} missing (columns: {sorted(row)}){hint}")
+            raise _error(
+                index, col, f"column {col!r} missing (columns: {sorted(row)}){hint}", (option,) if option else ()
+            )
     prompt, completions = row[cfg.prompt_column], row[cfg.completions_column]
     ccol = cfg.completions_column
     if not isinstance(completions, (list, tuple)):  # fewer than 2 is a row without pairs: skipped, counted
@@ -93,15 +95,19 @@ def validate_row(
         find_column(row, option, getattr(cfg, option), f"row {index}", required=False, index=index)
     rcol, ref = cfg.reference_column, row.get(cfg.reference_column)
     if ref is not None and not isinstance(ref, str):
-        fix = "fix: give text, or name the right column with --reference-col"
-        raise _error(index, rcol, f"{rcol} must be a str or None, got {type(ref).__name__}; {fix}")
+        fix = "fix: give text, or name the right column with {reference_column}"
+        got = type(ref).__name__
+        raise _error(index, rcol, f"{rcol} must be a str or {{None}}, got {got}; {fix}", ("None", "reference_column"))
     try:
         if ref is not None:
             check_text(ref, None, rcol)
     except InputError as e:
         what, _, how = str(e).rpartition("; ")
         raise _error(
-            index, rcol, f"column {rcol!r}: {what}; fix: {how}, or name the right column with --reference-col"
+            index,
+            rcol,
+            f"column {rcol!r}: {what}; fix: {how}, or name the right column with {{reference_column}}",
+            ("reference_column",),
         ) from None
     checklist, lcol = None, cfg.checklist_column
     if row.get(lcol) is not None:
@@ -113,8 +119,8 @@ def validate_row(
         try:
             checklist = parse_checklist(row[lcol])
         except InputError as e:
-            fix = "or name the right column with --checklist-col (checklist_column=)"
-            raise _error(index, lcol, f"column {lcol!r}: {e}, {fix}") from None
+            fix = "or name the right column with {checklist_column}"
+            raise _error(index, lcol, f"column {lcol!r}: {e}, {fix}", ("checklist_column",)) from None
     return PreferenceRow(
         index=index,
         prompt=prompt,

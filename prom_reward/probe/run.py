@@ -33,6 +33,7 @@ class ProbeConfig:
         None,
         help="""Which parts to run: ``llmbar`` (pairwise accuracy) and/or ``shifts`` (score shifts under edits); None:
         every part the judge's format judges (``for_format``).""",
+        choices=PARTS,
     )
     llmbar: str | None = setting(
         None, help="The LLMBar folder; None: ``benchmarks/data/llmbar`` of this checkout (an installed wheel has none)."
@@ -56,8 +57,6 @@ class ProbeConfig:
     resamples: int = setting(2000, help="Bootstrap resamples per interval.", ge=100)
 
     def __post_init__(self) -> None:
-        if self.parts is not None and (not self.parts or any(p not in PARTS for p in self.parts)):
-            raise ConfigError(f"expected some of {', '.join(PARTS)}, got {list(self.parts)!r}", "parts")
         try:
             get_rubric(self.rubric)  # a mistyped rubric fails here, not on every item
         except (ConfigError, UnknownNameError) as e:
@@ -75,10 +74,11 @@ class ProbeConfig:
         can = tuple(p for p in PARTS if PART_TASKS[p] in fmt.tasks)
         for part in self.parts or ():
             if part not in can:
-                fix = f"run only the parts it can: {','.join(can)} (parts=)"
+                fix = f"run only the parts it can: {','.join(can)} ({{parts}})"
                 raise ConfigError(
-                    f"parts: the {part} part needs {PART_TASKS[part]} judgments, but "
-                    f"{unsupported_task(fmt, PART_TASKS[part], fix)}"
+                    f"the {part} part needs {PART_TASKS[part]} judgments, but "
+                    f"{unsupported_task(fmt, PART_TASKS[part], fix)}",
+                    "parts",
                 )
         return dataclasses.replace(self, parts=self.parts or can)
 

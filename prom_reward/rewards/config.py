@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from prom_reward.checklist.config import CHECKLIST_MODES, ChecklistConfig
+from prom_reward.checklist.config import CHECKLIST_MODES, ChecklistConfig, checklist_config
 from prom_reward.declared import check, setting
 from prom_reward.errors import ConfigError, UnknownNameError
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, Task, get_judge_format, unsupported_task
@@ -153,7 +153,7 @@ class RewardConfig:
 
     def checklist(self) -> ChecklistConfig:
         """How checklist rows are judged; raises ``ConfigError`` naming the setting."""
-        return ChecklistConfig(self.checklist_mode, self.checklist_aggregation, self.score, self.num_samples)
+        return checklist_config(self.checklist_mode, self.checklist_aggregation, self.score, self.num_samples)
 
 
 def reward_scale(config: RewardConfig) -> tuple[float, float] | None:
@@ -188,7 +188,9 @@ def failure_value(value: float | str, config: RewardConfig | None) -> float:
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise ConfigError(f"expected a number or 'min', got {value!r}", "failure_reward") from None
+        raise ConfigError(
+            f"expected a number or 'min', got {value!r}; fix: give a number or 'min'", "failure_reward"
+        ) from None
     if isinstance(value, bool) or not math.isfinite(number):
         raise ConfigError(f"expected a finite number or 'min', got {value!r}", "failure_reward")
     if scale is not None and config is not None and number > scale[1]:

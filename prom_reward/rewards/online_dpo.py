@@ -90,7 +90,10 @@ class OnlineDPOJudgeReward:
         self.config = config or RewardConfig(**{"name": "prometheus_pairwise", **options})
         check_counts(max_tie_rounds=(max_tie_rounds, 0))
         if self.config.rubric is None:
-            raise ConfigError("rubric: pass a built-in name, a Rubric, a dict or a file path (rows may override it)")
+            raise ConfigError(
+                "none given; fix: pass a built-in name, a Rubric, a dict or a file path (rows may override it)",
+                "rubric",
+            )
         pairwise = dataclasses.replace(
             self.config,
             mode="pairwise_reference",

@@ -48,7 +48,7 @@ class OutagePolicy:
         own ``timeout`` where there is no deadline). Always cut at the deadline.""",
         gt=0,
         unit="seconds",
-        note="None: derived from the deadline",
+        note="{None}: derived from the deadline",
     )
     backoff_s: float = setting(
         1.0, help="First wait between retries of a failed call (doubles each retry).", ge=0, unit="seconds"

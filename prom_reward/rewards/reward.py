@@ -57,10 +57,10 @@ class PrometheusReward(JudgeHolder):
         try:  # a sample's rubric that does not fit the format fails that sample alone (the judge's item check)
             self._resolver = RubricResolver(self.config.rubric, what="sample")
         except InputError as e:
-            raise ConfigError(f"rubric: {e}") from e
+            raise ConfigError(str(e.__cause__ or e), "rubric") from e  # what get_rubric said
         problem = fmt.rubric_problem(self._resolver.default, task) if self._resolver.default else None
         if problem is not None:
-            raise ConfigError(f"rubric: {problem}")
+            raise ConfigError(problem, "rubric")
         self._canary_rubric = canary_rubric(fmt, task, self._resolver.default)
 
     def resolve(self, samples: Sequence[RewardSample]) -> tuple[list[RewardSample | None], list[str | None], list[int]]:

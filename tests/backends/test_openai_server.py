@@ -272,7 +272,7 @@ def test_options_are_validated():
         OpenAIServer("http://x/v1", endpoint="responses")
     with pytest.raises(ConfigError, match="chat, inst, raw"):
         OpenAIServer("http://x/v1", wire="mistral")
-    with pytest.raises(ConfigError, match="endpoint='completions'"):
+    with pytest.raises(ConfigError, match="^wire: .*fix: use endpoint 'completions' with wire 'inst'"):
         OpenAIServer("http://x/v1", wire="inst")
     with pytest.raises(ConfigError, match="http"):
         OpenAIServer("localhost:8000")

@@ -119,10 +119,13 @@ def test_serve_refuses_an_unknown_format_before_starting_anything(capsys):
 @pytest.mark.parametrize(
     "kw, match",
     [
-        ({"gpus": (4, 5, 6), "engine": VLLMOptions(tensor_parallel_size=2)}, "groups of tensor_parallel_size=2"),
+        (
+            {"gpus": (4, 5, 6), "engine": VLLMOptions(tensor_parallel_size=2)},
+            "gpus: 3 GPUs .* groups of tensor_parallel_size 2",
+        ),
         ({"gpus": (4, 4)}, "twice"),
-        ({"gpus": (4, 5), "replicas": 3}, "allow 1..2"),
-        ({"engine": {"gpu_memory_utilization": 0.5}}, "expected VLLMOptions"),
+        ({"gpus": (4, 5), "replicas": 3}, r"replicas: expected 1\.\.2 .* got 3"),
+        ({"engine": {"gpu_memory_utilization": 0.5}}, "engine: expected a VLLMOptions"),
         ({"extra_args": ("--gpu-memory-utilization=0.5",)}, "ServeConfig sets itself"),
         ({"extra_args": ("--port", "1")}, "ServeConfig sets itself"),
         ({"port": 0}, "port"),

@@ -11,7 +11,7 @@ import pytest
 from prom_reward.backends.base import Completion, GenerationRequest, TokenLogprobs
 from prom_reward.backends.bridge import run_sync
 from prom_reward.backends.scripted import ScriptedBackend
-from prom_reward.checklist.config import ChecklistConfig
+from prom_reward.checklist.config import ChecklistConfig, checklist_config
 from prom_reward.checklist.criteria import parse_checklist
 from prom_reward.checklist.judging import ajudge_checklists
 from prom_reward.core.judge import PrometheusJudge
@@ -149,12 +149,20 @@ def test_expected_scores_feed_the_aggregation_when_asked():
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"mode": "both"}, "checklist_mode: expected one of explicit, implicit"),
-        ({"aggregation": "median"}, "checklist_aggregation: unknown checklist aggregation 'median'"),
+        ({"mode": "both"}, "mode: expected one of explicit, implicit"),
+        ({"aggregation": "median"}, "aggregation: unknown checklist aggregation 'median'"),
         ({"score": "max"}, "score: expected one of sample, mean, expected"),
         ({"num_samples": 0}, "num_samples: expected an int >= 1"),
     ],
 )
 def test_checklist_config_is_validated(options, message):
-    with pytest.raises(ConfigError, match=re.escape(message)):
+    """Each field is named as it is given: ``mode`` here, ``checklist_mode`` in a job's or a reward's settings."""
+    with pytest.raises(ConfigError, match="^" + re.escape(message)):
         ChecklistConfig(**options)
+    given = {"mode": "explicit", "aggregation": "weighted_mean", **options}
+    with pytest.raises(
+        ConfigError,
+        match="^"
+        + re.escape(message.replace("mode", "checklist_mode", 1).replace("aggregation:", "checklist_aggregation:", 1)),
+    ):
+        checklist_config(**given)

@@ -15,8 +15,7 @@ import pytest
 
 from prom_reward.cli import demo
 from prom_reward.cli.main import build_parser, main
-from prom_reward.cli.voice import in_user_terms
-from prom_reward.errors import ConfigError
+from prom_reward.errors import ConfigError, InputError
 from tests.fakes import free_port
 from tests.jobs.helpers import cli
 
@@ -178,7 +177,7 @@ CASES = [
         ["--max-tie-rounds"],
     ),
     ("pairs: parquet output", ["pairs", "{d}/pc.jsonl", "-o", "{d}/o.parquet", *JUDGE], ["o.parquet", ".jsonl"]),
-    ("serve: --port 0", ["serve", "--model", "pocket-judge", "--port", "0"], ["--port", "1..65535"]),
+    ("serve: --port 0", ["serve", "--model", "pocket-judge", "--port", "0"], ["--port", "[1, 65535]"]),
     ("serve: taken --port", ["serve", "--model", "pocket-judge", "--port", "{taken}"], ["port {taken}", "--port"]),
     ("serve: bad --host", ["serve", "--model", "pocket-judge", "--host", "no.such.host.invalid"], ["--host"]),
     ("serve: bad --gpus", ["serve", "--model", "pocket-judge", "--gpus", "a,b"], ["--gpus"]),
@@ -410,25 +409,31 @@ def test_the_demo_says_its_errors_the_same_way(argv, named, tmp_path, capfd, mon
 
 
 @pytest.mark.parametrize(
-    ("message", "flags", "said"),
+    ("error", "python", "flags"),
     [
-        ("top_p: expected a number in (0, 1], got 2", {"top_p": "--top-p"},
-         "--top-p: expected a number in (0, 1], got 2; fix: give --top-p a number in (0, 1]"),
-        ("limit: expected an int >= 1 or None, got 0", {"limit": "--limit"},
-         "--limit: expected an int >= 1, got 0; fix: give --limit an int >= 1"),
-        ("rubric: rubric: unknown rubric 'x'; fix: give a name", {"rubric": "--rubric"},
-         "--rubric: unknown rubric 'x'; fix: give a name"),
-        ("3 GPUs cannot be split into groups of tensor_parallel_size=2; fix: give a multiple",
-         {"tensor_parallel_size": "--tensor-parallel-size"},
-         "3 GPUs cannot be split into groups of --tensor-parallel-size 2; fix: give a multiple"),
-        ("row 1: column 'q' missing; fix: name it with --prompt-col (prompt_column=)",
-         {"prompt_column": "--prompt-col"}, "row 1: column 'q' missing; fix: name it with --prompt-col"),
-        ("the rubric is unknown", {"rubric": "--rubric"}, "the rubric is unknown"),  # words stay words
-        ("flagged judge_failed=1; fix: x", {"rubric": "--rubric"}, "flagged judge_failed=1; fix: x"),
+        (ConfigError("expected an int >= 1 or {None}, got 0; fix: give an int >= 1", "limit", ("None",)),
+         "limit: expected an int >= 1 or None, got 0; fix: give an int >= 1",
+         "--limit: expected an int >= 1 or null, got 0; fix: give an int >= 1"),
+        (ConfigError("got 3 GPUs; fix: give a multiple of {tensor_parallel_size}", "gpus", ("tensor_parallel_size",)),
+         "gpus: got 3 GPUs; fix: give a multiple of tensor_parallel_size",
+         "--gpus: got 3 GPUs; fix: give a multiple of --tensor-parallel-size"),
+        (InputError("row 1: column 'q' missing; fix: name it with {prompt_column}", mentions=("prompt_column",)),
+         "row 1: column 'q' missing; fix: name it with prompt_column",
+         "row 1: column 'q' missing; fix: name it with --prompt-col"),
+        (ConfigError("template lacks {instruction} and {rubric}; fix: x", "rubric"),  # only its mentions are names
+         "rubric: template lacks {instruction} and rubric; fix: x",
+         "--rubric: template lacks {instruction} and --rubric; fix: x"),
+        (ConfigError("the rubric is unknown; fix: x"), "the rubric is unknown; fix: x",
+         "the rubric is unknown; fix: x"),
     ],
 )  # fmt: skip
-def test_python_names_are_said_as_flags(message, flags, said):
-    assert in_user_terms(message, flags) == said
+def test_an_error_names_its_settings_in_the_callers_terms(error, python, flags):
+    """What an error names as a setting is declared where it is raised: Python reads the field, the command
+    line the flag (``voice.user_terms``), and nothing else in the text changes."""
+    names = {"None": "null", "limit": "--limit", "gpus": "--gpus", "rubric": "--rubric"}
+    names |= {"prompt_column": "--prompt-col", "tensor_parallel_size": "--tensor-parallel-size"}
+    assert (str(error), error.said(names)) == (python, flags)
+    assert pickle.loads(pickle.dumps(error)).said(names) == flags
 
 
 def test_an_error_about_a_setting_names_its_flag_without_rewriting_its_text():

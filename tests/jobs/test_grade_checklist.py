@@ -81,7 +81,8 @@ def test_a_bad_checklist_stops_the_job_before_anything_is_written(tmp_path, chec
         grade_file(src, tmp_path / "out.jsonl", {"backend": judge(seen)}, progress=False)
     message = str(e.value)
     assert "in.jsonl:2: row 1: column 'checklist': " in message and fragment in message
-    assert "--checklist-col (checklist_column=)" in message
+    assert message.endswith("name the right column with checklist_column")  # Python's name, the flag on the CLI:
+    assert e.value.said({"checklist_column": "--checklist-col"}).endswith("name the right column with --checklist-col")
     assert seen == [] and not (tmp_path / "out.jsonl").exists()
 
 

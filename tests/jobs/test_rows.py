@@ -242,7 +242,8 @@ def test_a_bad_message_list_is_named_once(tmp_path, judge):
     src = _write(tmp_path / "in.jsonl", [{"instruction": ["a"], "response": "good"}])
     with pytest.raises(InputError) as e:
         grade_file(src, tmp_path / "out.jsonl", judge, rubric="helpfulness", progress=False)
-    assert str(e.value).count("in.jsonl:1: row 0") == 1 and str(e.value).count("--instruction-col") == 1, e.value
+    assert str(e.value).count("in.jsonl:1: row 0") == 1 and str(e.value).count("instruction_column") == 1, e.value
+    assert e.value.said({"instruction_column": "--instruction-col"}).count("--instruction-col") == 1
     assert "column 'instruction': prompt messages must be dicts" in str(e.value)
 
 
@@ -275,7 +276,7 @@ def test_row_errors_name_the_place_in_the_input_the_column_and_the_option(tmp_pa
     rows = [{"instruction": "Q?", "response_a": "good", "answer_b": "bad"}] * 40
     rows[33] = {"instruction": "Q?", "response_a": "good"}
     src, out = _write(tmp_path / "in.jsonl", rows), tmp_path / "out.jsonl"
-    with pytest.raises(InputError, match=r"in.jsonl:1: row 0: column 'response_b' missing .*--response-b-col"):
+    with pytest.raises(InputError, match=r"in.jsonl:1: row 0: column 'response_b' missing .*with response_b_column$"):
         compare_file(src, out, judge, rubric="helpfulness", progress=False)
     # row numbers count from the start of the input, not of the batch; found before any judging
     with pytest.raises(InputError, match=r"in.jsonl:34: row 33: column 'answer_b' missing"):
@@ -285,9 +286,11 @@ def test_row_errors_name_the_place_in_the_input_the_column_and_the_option(tmp_pa
         {"instruction": "Q?", "response_a": "good", "response_b": "bad", "rubric": "helpfulness"},
         {"instruction": "Q?", "response_a": "good", "response_b": "bad"},
     ]
-    with pytest.raises(InputError, match=r"in.jsonl:2: row 1: no rubric: .*--rubric NAME\|FILE"):
+    with pytest.raises(InputError, match=r"in.jsonl:2: row 1: no rubric: .*pass rubric NAME\|FILE.* rubric_column$"):
         compare_file(_write(src, ok), out, judge, progress=False)
-    with pytest.raises(InputError, match=r"row 1: column 'instruction': .*must be a str, got int.*--instruction-col"):
+    with pytest.raises(
+        InputError, match=r"row 1: column 'instruction': .*must be a str, got int.*with instruction_column$"
+    ):
         grade_file(
             _write(src, [{"instruction": "Q", "response": "A"}, {"instruction": 3, "response": "A"}]),
             out,

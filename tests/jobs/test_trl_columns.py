@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from prom_reward.errors import InputError
+from prom_reward.format.columns import DEFAULTS, column_flag
 from prom_reward.format.conversation import completion_text, prompt_text
 from prom_reward.jobs.compare import CompareJob
 from prom_reward.jobs.grade import GradeJob
@@ -126,8 +127,11 @@ REFUSED = [
 def test_a_row_that_cannot_be_read_is_refused_naming_the_option(job, row, said):
     with pytest.raises(InputError) as e:
         job.preparer()(SourceRow(0, "in.jsonl:1", {**row, "rubric": "helpfulness"}))
-    for word in said:
-        assert word in str(e.value), (word, str(e.value))
+    flags = {option: column_flag(option) for option in DEFAULTS}
+    for word in said:  # the command line says the flag, Python the option's keyword
+        assert word in e.value.said(flags), (word, e.value.said(flags))
+        assert word.startswith("--") or word in str(e.value)
+        assert not word.startswith("--") or f"{word[2:-4].replace('-', '_')}_column" in str(e.value), str(e.value)
 
 
 def _dataset(tmp_path: Path, how: str, rows: list[dict[str, Any]]) -> str:

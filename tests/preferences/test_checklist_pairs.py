@@ -71,7 +71,7 @@ def test_checklist_rows_pair_by_their_aggregate_in_one_chunk():
     ("row", "options", "message"),
     [
         ({"checklist": [{"criterion": "Says 4", "category": "vital"}]}, {},
-         r"row 1: column 'checklist': criterion 0 .*category: expected one of .*--checklist-col"),
+         r"row 1: column 'checklist': criterion 0 .*category: expected one of .*with checklist_column$"),
         ({"checklist": "Says 4"}, {}, r"row 1: column 'checklist': .*list"),
         ({"checklist": ["Says 4"]}, {"strategy": "all_pairs"}, r"row 1: column 'checklist': .*best_vs_worst"),
     ],
