@@ -76,10 +76,9 @@ def test_reset_closes_the_reward_it_built(module, stand_in, monkeypatch):
     try:
         if module is verl:
             assert verl.compute_score_sync("d", "good", None, {"question": "q?"})["score"] == 5.0
-            [state] = verl._states.values()
         else:
             assert openrlhf_func.reward_func(["Q: hi? A: good"], ["Q: hi? A:"], [None])["rewards"] == [5.0]
-            state = openrlhf_func._get()
+        [state] = module._shared.values()
         backend = state.batched.reward.judge.backend
         assert len(backend._sessions) == 1
     finally:
