@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, Protocol, TypedDict, runtime_checkable
+from typing import Protocol, TypedDict, runtime_checkable
 
 from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.errors import ConfigError
@@ -235,16 +235,3 @@ class JudgeServer:
     """The served model asked for; None: the first ``GET /models`` lists."""
     api_key: str | None = field(default=None, repr=False)
     """The bearer token (``api_key_of``: given, else the environment's)."""
-
-    @classmethod
-    def of(cls, options: Mapping[str, Any]) -> JudgeServer | None:
-        """The server ``PrometheusJudge`` options describe (``backend="openai"``), None for another backend.
-
-        >>> JudgeServer.of({"backend": "openai", "base_url": "http://j:8000/v1", "api_key": "k"}).urls
-        ('http://j:8000/v1',)
-        """
-        if options.get("backend") != "openai":
-            return None
-        urls = options.get("base_url") or ()
-        urls = [urls] if isinstance(urls, str) else list(urls)
-        return cls(tuple(u.rstrip("/") for u in urls), options.get("model"), api_key_of(options.get("api_key")))
