@@ -27,10 +27,8 @@ from prom_reward.format.judge_format import JUDGE_FORMATS, JudgeFormat, get_judg
 if TYPE_CHECKING:
     from prom_reward.core.judge import PrometheusJudge
 
-RENAMED = {"base_url": "server", "expected_score": "expected", "truncate_response": "truncate"}
-"""``PrometheusJudge`` keywords -> the spec's field of the same option."""
-ENGINE = ("max_model_len", "tensor_parallel_size", "enforce_eager", "gpu_memory_utilization")
-"""The in-process engine's options (vLLM's; ``max_model_len`` the transformers backend's too)."""
+RENAMED = {"base_url": "server", "expected_score": "expected", "truncate_response": "truncate"}  # keyword -> field
+ENGINE = ("max_model_len", "tensor_parallel_size", "enforce_eager", "gpu_memory_utilization")  # vLLM's options
 
 
 @dataclass(frozen=True)
@@ -92,12 +90,11 @@ class JudgeSpec:
     """The other ``PrometheusJudge`` keywords (``sampling``, ``preset``, ``store``, a scripted backend's ...)."""
 
     def __post_init__(self) -> None:
-        if isinstance(self.server, str):
-            object.__setattr__(self, "server", (self.server,))
-        object.__setattr__(self, "server", tuple(u.rstrip("/") for u in self.server))
-        if self.server and self.backend != "openai":
+        server = (self.server,) if isinstance(self.server, str) else self.server
+        object.__setattr__(self, "server", tuple(u.rstrip("/") for u in server))
+        if self.server:
             object.__setattr__(self, "backend", "openai")
-        object.__setattr__(self, "api_key", api_key_of(self.api_key) if self.server else self.api_key)
+            object.__setattr__(self, "api_key", api_key_of(self.api_key))
         check(self)
         if self.backend == "openai" and not self.server:
             raise ConfigError("the openai backend needs the judge's URLs; fix: give server (--server URL)", "server")
@@ -137,9 +134,11 @@ class JudgeSpec:
 
     def kwargs(self) -> dict[str, Any]:
         """The ``PrometheusJudge`` keyword arguments of this spec (what ``--ray`` sends to each replica)."""
-        out: dict[str, Any] = {"model": self.model, "backend": self.backend, "num_samples": self.num_samples}
-        given = (("format", self.format), ("force_verdict", self.force_verdict))
+        out: dict[str, Any] = {"backend": self.backend}
+        given = (("model", self.model), ("format", self.format), ("force_verdict", self.force_verdict))
         out.update((k, v) for k, v in given if v is not None)
+        if self.num_samples != 1:
+            out["num_samples"] = self.num_samples
         if self.expected:
             out["expected_score"] = True
         if self.truncate:
