@@ -96,8 +96,6 @@ class JudgeSpec:
             object.__setattr__(self, "backend", "openai")
             object.__setattr__(self, "api_key", api_key_of(self.api_key))
         check(self)
-        if self.backend == "openai" and not self.server:
-            raise ConfigError("the openai backend needs the judge's URLs; fix: give server (--server URL)", "server")
         sampling = self.options.get("sampling")
         if sampling is not None and not isinstance(sampling, (Mapping, SamplingConfig)):
             raise ConfigError(
