@@ -1,4 +1,4 @@
-"""A ``PrometheusJudge`` from the benchmarks' ``--judge`` spec.
+"""The ``JudgeSpec`` (and ``PrometheusJudge``) of the benchmarks' ``--judge`` spec.
 
 The spec is one of:
 
@@ -14,7 +14,7 @@ Example:
     >>> import json, os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "judge.json")
     >>> _ = open(path, "w").write(json.dumps({"backend": "scripted", "outputs": ["Ok. [RESULT] 3"]}))
-    >>> judge_options(path)["backend"]
+    >>> judge_options(path).backend
     'scripted'
     >>> build_judge(path).grade(["q"], ["r"], "helpfulness")[0].score
     3.0
@@ -29,6 +29,7 @@ from typing import Any
 import yaml
 
 from prom_reward.core.judge import PrometheusJudge
+from prom_reward.core.judge_spec import JudgeSpec
 from prom_reward.errors import ConfigError
 
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
@@ -36,8 +37,8 @@ CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
 
 def judge_options(
     spec: str, *, server: str | None = None, seed: int = 0, overrides: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    """The ``PrometheusJudge`` keyword arguments that ``spec`` stands for."""
+) -> JudgeSpec:
+    """The ``JudgeSpec`` that ``spec`` stands for."""
     if not isinstance(spec, str) or not spec:
         raise ConfigError(f"--judge: expected a preset name, model folder or judge config file, got {spec!r}")
     path = Path(spec)
@@ -70,12 +71,12 @@ def judge_options(
             opts["sampling"] = {**opts["sampling"], **v}
         else:
             opts[k] = v
-    return opts
+    return JudgeSpec.of(opts)
 
 
 def build_judge(spec: str, **kwargs: Any) -> PrometheusJudge:
-    """``PrometheusJudge(**judge_options(spec, ...))``."""
-    return PrometheusJudge(**judge_options(spec, **kwargs))
+    """The ``PrometheusJudge`` of ``judge_options(spec, ...)``."""
+    return judge_options(spec, **kwargs).build()
 
 
 def judge_label(spec: str) -> str:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, Protocol, TypedDict, runtime_checkable
+from typing import Protocol, TypedDict, runtime_checkable
 
 from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.errors import ConfigError
@@ -168,12 +168,4 @@ class JudgeServer:
     urls: tuple[str, ...]
     model: str | None
     api_key: str | None = field(default=None, repr=False)
-
-    @classmethod
-    def of(cls, options: Mapping[str, Any]) -> JudgeServer | None:
-        """The server ``PrometheusJudge`` options describe (``backend="openai"``), None for another backend."""
-        if options.get("backend") != "openai":
-            return None
-        urls = options.get("base_url") or ()
-        urls = [urls] if isinstance(urls, str) else list(urls)
-        return cls(tuple(u.rstrip("/") for u in urls), options.get("model"), api_key_of(options.get("api_key")))
+    """The bearer token (``api_key_of``: given, else the environment's)."""

@@ -69,6 +69,7 @@ class OpenAIServer:
         timeout: seconds per HTTP call (cut to a request's ``deadline``; retries are the ``OutagePolicy``'s).
         eject_after: consecutive failures that take a URL out of rotation.
         probe_interval: seconds before an out URL is health-probed (doubling while it fails).
+        max_model_len: the served model's context length; None: the one ``GET /models`` reports.
     """
 
     name = "openai"
@@ -93,6 +94,7 @@ class OpenAIServer:
         timeout: float = 600.0,
         eject_after: int = 3,
         probe_interval: float = 5.0,
+        max_model_len: int | None = None,
     ) -> None:
         urls = [base_url] if isinstance(base_url, str) else list(base_url)
         if not urls or not all(isinstance(u, str) and is_http_url(u) for u in urls):
@@ -131,8 +133,8 @@ class OpenAIServer:
         self.model, self.endpoint, self.system_role = model, endpoint, system_role
         self._api_key = api_key_of(api_key)
         self.max_concurrency, self.timeout = max_concurrency, float(timeout)
-        self._max_model_len: int | None = None
-        self._context_known = self._closed = False
+        self._max_model_len, self._context_known = max_model_len, max_model_len is not None
+        self._closed = False
         self._sessions = LoopSessions(api_key=self._api_key, timeout=self.timeout)
         self._path = "/chat/completions" if endpoint == "chat" else "/completions"
 
@@ -151,10 +153,12 @@ class OpenAIServer:
 
     async def _model(self, b: HTTPBatch) -> str:
         if self.model is None:
-            ids = await b.call("GET", "/models", parse=model_ids)
+            ids, data = await b.call("GET", "/models", parse=lambda d: (model_ids(d), d))
             if not ids:
                 raise BackendError(f"GET /models on {self.base_urls[0]} lists no model; pass model='<id>'")
             self.model = ids[0]
+            if not self._context_known:  # the same reply says its context length: not asked again
+                self._max_model_len, self._context_known = context_of(data, self.model), True
         return self.model
 
     async def aserved_model(self, deadline: float | None = None) -> str:

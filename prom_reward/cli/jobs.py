@@ -23,8 +23,7 @@ from prom_reward.cli.judge_options import (
     add_judge_options,
     add_outage_options,
     add_store_options,
-    judge_kwargs,
-    open_store,
+    judge_spec,
     outage_policy,
 )
 from prom_reward.errors import ConfigError
@@ -97,12 +96,12 @@ def cmd_job(args: argparse.Namespace) -> int:
             "--store with --ray: every replica would write one SQLite file; fix: drop --store "
             "(--resume skips the batches already committed)"
         )
-    judge = {**judge_kwargs(args), **open_store(args)}
+    spec = judge_spec(args).resolve()  # the served model, asked once: the canary, requests and store key read it
     with stdout_to_stderr():  # vLLM, torch and Ray print to stdout: only the summary may go there
-        summary = run_job(kind, args.input, args.output, judge, config, ray)
+        summary = run_job(kind, args.input, args.output, spec.kwargs(), config, ray)
     code = summary.exit_code()
     if code == EXIT_JUDGE_DOWN:  # the first line says which judge and why: the rest is the summary
-        where = " ".join(args.server or []) or args.model
+        where = " ".join(spec.server) or spec.model
         print(
             f"prom-reward: error: {args.command}: the judge {where} could not be reached or refused every request: "
             f"{summary.backend_error}; fix: start the judge (or correct --server), then run again with --resume",

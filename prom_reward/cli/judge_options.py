@@ -1,11 +1,10 @@
-"""The judge options every judging subcommand shares (``--model``, ``--server``, sampling ...), and the
-``PrometheusJudge`` they describe; the outage policy's flags of the commands that judge a file (``grade``,
-``compare``, ``pairs``, ``probe``: ``--outage-budget-s`` ..., the reward server's setting names).
+"""The judge flags every judging subcommand shares, one per ``JudgeSpec`` field (``--model``, ``--server``,
+sampling ...), the store's, and the outage policy's of the commands that judge a file (``--outage-budget-s`` ...).
 
 Example:
     >>> import argparse
     >>> p = argparse.ArgumentParser(); add_judge_options(p)
-    >>> judge_kwargs(p.parse_args(["--server", "http://127.0.0.1:8000/v1"]))["backend"]
+    >>> judge_spec(p.parse_args(["--server", "http://127.0.0.1:8000/v1"])).kwargs()["backend"]
     'openai'
 """
 
@@ -13,9 +12,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import typing
 from typing import TYPE_CHECKING, Any
 
-from prom_reward.core.sampler import FORCE_POLICIES
+from prom_reward.backends.factory import IN_PROCESS
+from prom_reward.core.judge_spec import JudgeSpec
+from prom_reward.declared import declared
 from prom_reward.errors import ConfigError, PromRewardError
 from prom_reward.format.judge_format import JUDGE_FORMATS, get_judge_format
 
@@ -34,58 +36,28 @@ def judge_format_name(value: str) -> str:
 
 
 def add_judge_options(g: argparse.ArgumentParser, *, truncate: bool = True) -> None:
-    """The options ``judge_kwargs`` reads (shared by every subcommand that judges); ``truncate``: with
-    ``--truncate`` (reward-server has the ``over_context`` setting instead)."""
-    g.add_argument("--model", default=None, help="hub id, local folder, or preset (e.g. prometheus-7b-v2.0)")
-    g.add_argument("--server", action="append", help="OpenAI-compatible base URL (repeatable)")
-    g.add_argument(
-        "--backend",
-        default="vllm",
-        choices=["vllm", "transformers"],
-        help="in-process engine for --model (default vllm)",
-    )
-    g.add_argument(
-        "--endpoint",
-        default="chat",
-        choices=["chat", "completions"],
-        help="--server endpoint: chat (/chat/completions) or completions (/completions; needed for --wire inst)",
-    )
-    g.add_argument(
-        "--wire",
-        choices=["chat", "inst", "raw"],
-        help="prompt wrapping: chat template, literal Mistral [INST], or raw text (default: the preset's, else chat)",
-    )
-    g.add_argument(
-        "--format",
-        type=judge_format_name,
-        help=f"judge format: the prompts and verdicts of the judge model ({', '.join(JUDGE_FORMATS)}, or a .yaml "
-        "file; docs/formats.md); default: the preset's, else prometheus2",
-    )
-    g.add_argument("--num-samples", type=int, default=1, help="samples per item; the score is their mean (default 1)")
-    g.add_argument("--max-tokens", type=int, help="judge output tokens (default: the preset's, else 1024)")
-    g.add_argument("--temperature", type=float, help="sampling temperature (default 1.0, the papers')")
-    g.add_argument("--expected", action="store_true", help="request logprobs; write P(1..5) and the expected score")
-    g.add_argument(
-        "--force-verdict",
-        choices=FORCE_POLICIES,
-        help="when to read a verdict the judge did not write from its next-token distribution (counted): "
-        "cut (outputs cut at --max-tokens), always (every output without a verdict) or never; default: the "
-        "preset's policy, else cut",
-    )
-    if truncate:
-        g.add_argument("--truncate", action="store_true", help="shorten over-long responses instead of failing")
-    g.add_argument("--max-model-len", type=int, help="vLLM: the engine's context length (default: the model's)")
-    g.add_argument("--tensor-parallel-size", type=int, default=1, help="vLLM: GPUs per engine (default 1)")
-    g.add_argument(
-        "--enforce-eager",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="vLLM: no CUDA graphs / compilation: faster start, slower generation (default: eager on vLLM's CPU "
-        "build, compiled on a GPU)",
-    )
-    g.add_argument(
-        "--gpu-memory-utilization", type=float, help="vLLM: share of the GPU the in-process engine takes (default 0.9)"
-    )
+    """The flag of each ``JudgeSpec`` field (``max_tokens`` -> ``--max-tokens``; help, choices and defaults are its
+    declaration), read back by ``judge_spec``; ``truncate``: with ``--truncate`` (reward-server has the
+    ``over_context`` setting instead)."""
+    for d in declared(JudgeSpec):
+        if d.name == "truncate" and not truncate:
+            continue
+        options: dict[str, Any] = {"help": d.rules.help.replace("%", "%%"), "default": d.default}
+        if d.name == "server":
+            options.update(action="append", default=None)
+        elif d.kind is bool:
+            options["action"] = "store_true"
+        elif d.kind == bool | None:
+            options["action"] = argparse.BooleanOptionalAction
+        else:
+            base = next(a for a in typing.get_args(d.kind) or (d.kind,) if a is not type(None))
+            choices = IN_PROCESS if d.name == "backend" else tuple(c for c in d.rules.choices if c is not None)
+            options.update(type=judge_format_name if d.name == "format" else base, choices=choices or None)
+        g.add_argument(_flag(d.name), **options)
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
 
 
 def add_store_options(g: argparse.ArgumentParser) -> None:
@@ -111,59 +83,23 @@ def open_store(args: argparse.Namespace) -> dict[str, Any]:
     return {"store": JudgmentStore(args.store, timeout=args.store_timeout)}
 
 
-def judge_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    """``PrometheusJudge`` keyword arguments from the judge options (what ``--ray`` sends to each replica)."""
-    sampling: dict[str, Any] = {}
-    if args.max_tokens is not None:
-        sampling["max_tokens"] = args.max_tokens
-    if args.temperature is not None:
-        sampling["temperature"] = args.temperature
-    common: dict[str, Any] = dict(
-        sampling=sampling or None,
-        num_samples=args.num_samples,
-        expected_score=args.expected,
-        truncate_response=args.truncate,
-    )
-    if args.force_verdict is not None:
-        common["force_verdict"] = args.force_verdict
-    if args.format is not None:
-        common["format"] = args.format
-    if args.server:
-        return dict(
-            model=args.model,
-            backend="openai",
-            base_url=args.server,
-            endpoint=args.endpoint,
-            wire=args.wire or "chat",
-            **common,
-        )
-    engine: dict[str, Any] = {}
-    if args.wire:
-        engine["wire"] = args.wire
-    if args.max_model_len:
-        engine["max_model_len"] = args.max_model_len
-    if args.backend == "vllm":
-        if args.enforce_eager is not None:
-            engine["enforce_eager"] = args.enforce_eager
-        engine["tensor_parallel_size"] = args.tensor_parallel_size
-        if args.gpu_memory_utilization is not None:
-            engine["gpu_memory_utilization"] = args.gpu_memory_utilization
-    return dict(model=args.model, backend=args.backend, **common, **engine)
-
-
-def build_judge(args: argparse.Namespace) -> Any:
-    """The ``PrometheusJudge`` of the judge and store options (a ``--store`` keys its judgments by the model the
-    server serves, asked once when ``--model`` is not given: ``backends.cached``)."""
-    from prom_reward.core.judge import PrometheusJudge
-
-    return PrometheusJudge(**{**judge_kwargs(args), **open_store(args)})
+def judge_spec(args: argparse.Namespace) -> JudgeSpec:
+    """The ``JudgeSpec`` of the judge and store options (a bad value names its flag); a server's model is
+    resolved later, once (``JudgeSpec.resolve``)."""
+    values = {d.name: getattr(args, d.name, d.default) for d in declared(JudgeSpec)}
+    values["server"] = tuple(args.server or ())
+    if values["server"] and values["wire"] is None:
+        values["wire"] = "chat"
+    try:
+        return JudgeSpec(**values, options=open_store(args) if hasattr(args, "store") else {})
+    except ConfigError as e:
+        raise e.said_as(_flag(e.setting)) from None
 
 
 def add_outage_options(g: argparse.ArgumentParser, default: OutagePolicy, fail_means: str) -> None:
     """The flag of each ``OutagePolicy`` setting (``outage_budget_s`` -> ``--outage-budget-s``, the reward server's
     names: ``integrations.settings``), over ``default``; ``fail_means``: what ``--outage-on-exhausted fail`` does in
     this command. Help and choices are the setting's declaration (``prom_reward.declared``)."""
-    from prom_reward.declared import declared
     from prom_reward.integrations.settings import OUTAGE_PREFIX
     from prom_reward.integrations.settings_sources import flag_name
 

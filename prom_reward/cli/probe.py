@@ -20,12 +20,10 @@ from prom_reward.cli.judge_options import (
     add_judge_options,
     add_outage_options,
     add_store_options,
-    build_judge,
-    judge_kwargs,
+    judge_spec,
     outage_policy,
 )
 from prom_reward.errors import ConfigError
-from prom_reward.jobs.run import judge_format_of
 from prom_reward.probe.edits import DEFAULT_EDITS
 from prom_reward.probe.run import PARTS, ProbeConfig, load_inputs, run_probe
 from prom_reward.probe.summary import summary
@@ -107,16 +105,18 @@ def cmd_probe(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     outage = outage_policy(args, PROBE_OUTAGE)
-    fmt = judge_format_of(judge_kwargs(args))
+    given = judge_spec(args)
+    fmt = given.judge_format
     cfg = cfg.for_format(fmt)  # a part the format cannot run is refused here
     inputs = load_inputs(cfg, fmt)  # bad data, or a rubric off the format's scale, fails here, before an engine starts
-    judge = build_judge(args)
+    spec = given.resolve()  # the served model, asked once
+    judge = spec.build()
     try:
-        label = args.model or ",".join(args.server)
+        label = given.model or ",".join(given.server)
         record = run_probe(judge, cfg, inputs=inputs, judge_label=label, outage=Outage(outage))
     finally:
         judge.close()
-    record["judge_options"] = judge_kwargs(args)
+    record["judge_options"] = {k: v for k, v in spec.kwargs().items() if k not in ("store", "api_key")}
     tmp = out.with_name(out.name + ".tmp")
     try:
         tmp.write_text(json.dumps(record, indent=1, default=str) + "\n", encoding="utf-8")

@@ -45,48 +45,34 @@ EXPECTED_LOGPROBS = 20
 
 
 class PrometheusJudge(Judge):
-    """A Prometheus-style judge over any backend.
+    """A Prometheus-style judge over any backend (a run's ``JudgeSpec`` builds one: ``spec.build()``).
 
     Args:
         model: hub id, local folder, or preset name (``prometheus-7b-v2.0``, ``smollm2-135m-instruct``).
-        backend: backend name (``vllm``, ``openai``, ``transformers``, ``scripted``) or a Backend object.
+        backend: ``vllm``, ``openai``, ``transformers``, ``scripted``, or a Backend object.
         preset: apply a preset explicitly (otherwise one is found from ``model``).
-        sampling: options merged key by key over the paper defaults (temperature 1.0,
-            top_p 0.9, repetition_penalty 1.03, max_tokens 1024), or a SamplingConfig.
+        sampling: options merged key by key over the paper defaults (temperature 1.0, top_p 0.9,
+            repetition_penalty 1.03, max_tokens 1024), or a SamplingConfig.
         num_samples: samples per item (one request with n=k); the grade keeps all and their mean.
         max_retries: re-sampling rounds for outputs without a parseable verdict.
-        force_verdict: when to read a verdict the judge did not write from its next-token
-            distribution after `` [RESULT] `` is appended to its feedback (one short extra request;
-            counted in ``forced``): ``cut`` (default: outputs cut at ``max_tokens``, whose
-            re-samples would mostly be cut again), ``always`` (every output without a verdict;
-            presets of judges that never write one) or ``never`` (such outputs are only re-sampled).
-            None: the preset's, else ``cut``.
-        expected_score: request token logprobs (top 20) so grades carry P(1..5) / P(A) and
-            the expected score.
+        force_verdict: when to read a verdict the judge did not write from its next-token distribution after
+            `` [RESULT] `` (counted in ``forced``): ``cut`` (outputs cut at ``max_tokens``), ``always`` or
+            ``never``; None: the preset's, else ``cut``.
+        expected_score: request token logprobs (top 20): grades carry P(1..5) / P(A) and the expected score.
         max_tie_rounds: re-sampling rounds for ``compare_by_grades`` ties.
-        truncate_response: shorten over-long responses to fit the judge context instead of raising.
-        neutralize_markers: rewrite template markers (``###Feedback:``, ``[RESULT]`` ...) and chat
-            special tokens inside responses so a response cannot forge sections of the judge prompt
-            or end its turn (on by default; ``prom_reward.format.sanitize``).
-        special_tokens: the judge's chat special tokens to neutralise, on top of the built-in list
-            and the tokenizer's own (read from the backend when it has one: ``vllm``,
-            ``transformers``); give them for a judge server (e.g. ``tokenizer.all_special_tokens``).
-        store: a judgment store (SQLite path or ``JudgmentStore``): results are saved after each
-            backend call and re-runs answer from it (see ``prom_reward.backends.store``); chunk long jobs.
-        confidence: request per-token top-20 logprobs so every ``Grade``/``Verdict`` carries its
-            token-entropy indicators in ``.confidence`` (SE, perplexity, verdict probability; the
-            sample/swap agreements are there without it). See ``prom_reward.confidence.indicators``.
-        readers: what reads each batch's outputs once sampled (``core.sampler.SampleReader``), awaited in
-            order after sampling and closed with the judge; e.g. SE-Cali's base model
-            (``prom_reward.experimental.calibrated_judge`` builds a judge with one).
-        format: the judge format (``prom_reward.format.judge_format``): its prompts, parser, verdict tokens
-            and markers; a registered name (``prometheus2``, ``m-prometheus`` ...) or a ``JudgeFormat``. None:
-            the preset's, else ``prometheus2``. A format whose verdict is not one token after a fixed prefix
-            refuses ``expected_score`` and ``force_verdict`` other than ``never`` here.
-        entropy_truncation: how token entropies treat the mass outside the top-k: ``tail`` (the
-            tightest lower bound), ``bucket`` (one extra outcome) or ``renormalize``
-            (see ``prom_reward.confidence.indicators``).
-        **backend_options: passed to the backend constructor (e.g. ``max_model_len``, ``base_url``).
+        truncate_response: shorten over-long responses to fit the judge context instead of failing them.
+        neutralize_markers: rewrite template markers and chat special tokens inside responses, so that a
+            response cannot forge the judge prompt (on by default; ``prom_reward.format.sanitize``).
+        special_tokens: chat special tokens to neutralise besides the built-in list and the tokenizer's
+            (give them for a judge server, e.g. ``tokenizer.all_special_tokens``).
+        store: a judgment store (SQLite path or ``JudgmentStore``) that saves results and answers re-runs.
+        confidence: request top-20 logprobs so results carry token-entropy indicators in ``.confidence``.
+        readers: ``core.sampler.SampleReader``s awaited on each batch's outputs, closed with the judge (SE-Cali).
+        format: the judge format (``prom_reward.format.judge_format``): a registered name or a ``JudgeFormat``;
+            None: the preset's, else ``prometheus2``.
+        entropy_truncation: the mass outside the top-k in token entropies: ``tail``, ``bucket`` or
+            ``renormalize`` (``prom_reward.confidence.indicators``).
+        **backend_options: passed to the backend constructor (e.g. ``max_model_len``, ``base_url``, ``api_key``).
     """
 
     def __init__(

@@ -245,8 +245,7 @@ def _takes_concurrent_calls(reward: JudgeHolder) -> bool:
     """Whether the reward's judge takes concurrent calls (``capabilities.thread_safe``; from its options while it
     is not built yet)."""
     if reward._judge is None:
-        spec = reward._judge_spec or {}
-        backend = spec.get("backend", "vllm")
+        backend = reward._judge_spec.kwargs()["backend"] if reward._judge_spec is not None else "vllm"
         caps = (backend_class(backend) if isinstance(backend, str) else backend).capabilities
         return caps.thread_safe
     return reward._judge.capabilities.thread_safe

@@ -13,6 +13,7 @@ from functools import lru_cache
 from typing import Any
 
 from prom_reward.backends.openai_server import is_http_url
+from prom_reward.core.judge_spec import JudgeSpec
 from prom_reward.core.presets import default_format
 from prom_reward.declared import Declared, Rules, check, declared, parse, setting
 from prom_reward.errors import ConfigError, InputError
@@ -210,10 +211,10 @@ class RewardSettings:
         return FailurePolicy(self.reward.failure_reward)
 
     # -- what the settings build ------------------------------------------------------
-    def judge_spec(self, router_address: str | None = None, tokenizer: Any = None) -> dict[str, Any]:
-        """The ``PrometheusJudge`` options: ``server`` (else verl's router at ``router_address``) or an
-        in-process ``model``. Behind verl's router, ``tokenizer`` (the judge's) tells whether its chat
-        template takes a system message and which special tokens to neutralise."""
+    def judge_spec(self, router_address: str | None = None, tokenizer: Any = None) -> JudgeSpec:
+        """The judge: ``server`` (else verl's router at ``router_address``) or an in-process ``model``. Behind verl's
+        router, ``tokenizer`` (the judge's) tells whether its chat template takes a system message and which
+        special tokens to neutralise."""
         urls = self.urls(router_address)
         if not urls and not self.model:
             raise ConfigError(
@@ -221,14 +222,15 @@ class RewardSettings:
                 "URLs, e.g. http://judge:8000/v1) or model (an in-process vLLM judge); under verl, "
                 "reward.reward_model.enable=True serves the judge itself"
             )
-        spec = judge_options(self.judge, urls, self.model, self.max_tokens)
-        if not urls and self.gpu_memory_utilization is not None and spec["backend"] == "vllm":
-            spec.setdefault("gpu_memory_utilization", self.gpu_memory_utilization)
+        spec = framework_judge(self.judge, urls, self.model, self.max_tokens)
+        if spec.backend == "vllm" and spec.gpu_memory_utilization is None:
+            spec = dataclasses.replace(spec, gpu_memory_utilization=self.gpu_memory_utilization)
         if router_address and not self.server and tokenizer is not None:
             from prom_reward.format.wire import template_accepts_system
 
-            spec.setdefault("system_role", template_accepts_system(tokenizer))
-            spec.setdefault("special_tokens", list(getattr(tokenizer, "all_special_tokens", None) or ()))
+            special = list(getattr(tokenizer, "all_special_tokens", None) or ())
+            given = {"system_role": template_accepts_system(tokenizer), "special_tokens": special}
+            spec = dataclasses.replace(spec, options={**given, **spec.options})
         return spec
 
     def urls(self, router_address: str | None = None) -> list[str]:
@@ -253,28 +255,20 @@ class RewardSettings:
         )
 
 
-def judge_options(
+def framework_judge(
     judge: Mapping[str, Any], urls: list[str], model: str | None, max_tokens: int | None, missing: str = ""
-) -> dict[str, Any]:
-    """The ``PrometheusJudge`` options of a reward path (these settings, the verifiers judge): the judge ``urls``
-    (``openai`` backend, serving ``model``), else an in-process ``model`` (``vllm``), else ``judge`` naming its own
-    ``backend`` (else ``ConfigError(missing)``); ``judge``'s other options, ``max_tokens`` in its sampling."""
-    spec = dict(judge)
-    if urls:
-        spec.update(backend="openai", base_url=urls, **({"model": model} if model else {}))
-    elif model:
-        spec = {"model": model, "backend": "vllm", **spec}
-    elif "backend" not in spec:
+) -> JudgeSpec:
+    """The judge of a reward path (these settings, the verifiers judge): behind the ``urls`` (serving ``model``),
+    else an in-process ``model`` (vLLM), else ``judge`` naming its own ``backend`` (else ``ConfigError(missing)``);
+    ``judge``'s other options, ``max_tokens`` over its sampling. A bad judge option is named ``judge.<name>``."""
+    if not urls and not model and "backend" not in judge:
         raise ConfigError(missing)
-    if max_tokens:
-        sampling = spec.get("sampling") or {}
-        if not isinstance(sampling, Mapping):
-            raise ConfigError(
-                f"judge.sampling: expected a mapping of sampling options (e.g. {{temperature: 0}}), got "
-                f"{type(sampling).__name__}; fix: give judge: {{sampling: {{...}}}} (max_tokens is added to it)"
-            )
-        spec["sampling"] = {**sampling, "max_tokens": max_tokens}
-    return spec
+    try:
+        if urls:
+            return JudgeSpec.of(judge, server=tuple(urls), model=model, max_tokens=max_tokens)
+        return JudgeSpec.of({"model": model, **judge}, max_tokens=max_tokens)
+    except ConfigError as e:
+        raise (e.said_as(f"judge.{e.setting}") if e.setting in judge else e) from None
 
 
 # -- the settings: names, types, docs ---------------------------------------------------

@@ -15,7 +15,7 @@ from verifiers.v1.types import Messages, SystemMessage, UserMessage
 
 from prom_reward.errors import ConfigError, PromRewardError
 from prom_reward.integrations.batched_reward import BatchedReward, SharedReward, SharedRewards
-from prom_reward.integrations.settings import judge_options
+from prom_reward.integrations.settings import framework_judge
 from prom_reward.rewards.config import RewardConfig
 from prom_reward.rewards.outage import OutagePolicy
 from prom_reward.rewards.reward import PrometheusReward
@@ -106,7 +106,7 @@ def _known(where: str, given: dict[str, Any], cls: type) -> None:
 
 def build_reward(config: PrometheusVerifiersJudgeConfig) -> PrometheusReward:
     """The ``PrometheusReward`` the config describes (its judge is built on first use)."""
-    spec = judge_options(
+    spec = framework_judge(
         config.judge,
         list(config.server),
         config.model,

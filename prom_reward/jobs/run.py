@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 from typing import Any, cast
 
-from prom_reward.core.presets import default_format
+from prom_reward.core.judge_spec import JudgeSpec
 from prom_reward.errors import ConfigError
-from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, get_judge_format
+from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat
 from prom_reward.jobs.compare import CompareJob
 from prom_reward.jobs.config import JobConfig, RayConfig
 from prom_reward.jobs.grade import GradeJob
@@ -95,16 +95,12 @@ def run_job(
 
 
 def judge_format_of(judge: Any) -> JudgeFormat:
-    """The judge format of ``judge`` (a ``PrometheusJudge``, or its keyword arguments), without building it."""
-    if not isinstance(judge, dict):
-        return cast(JudgeFormat, judge.format)
-    return get_judge_format(judge.get("format") or default_format(judge.get("model"), judge.get("preset")))
+    """The judge format of ``judge`` (a ``PrometheusJudge``, or its keyword arguments), known without building it."""
+    return JudgeSpec.of(judge).judge_format if isinstance(judge, dict) else cast(JudgeFormat, judge.format)
 
 
 def _build(kwargs: dict[str, Any]) -> Any:
-    from prom_reward.core.judge import PrometheusJudge
-
-    return PrometheusJudge(**kwargs)
+    return JudgeSpec.of(kwargs).build()
 
 
 def _split(options: dict[str, Any], *classes: Any) -> list[dict[str, Any]]:

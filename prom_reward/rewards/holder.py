@@ -12,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import threading
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 from prom_reward.backends.base import JudgeServer
 from prom_reward.backends.cached import CachedBackend
 from prom_reward.backends.openai_server import OpenAIServer
-from prom_reward.core.presets import default_format
+from prom_reward.core.judge_spec import JudgeSpec
 from prom_reward.core.protocol import Judge
 from prom_reward.errors import ConfigError, PromRewardError
 from prom_reward.format.judge_format import JudgeFormat, Task, check_task
@@ -30,21 +31,21 @@ TRL_ROLLOUT_CHILD = "grpo-rollout-worker-child"
 
 
 class JudgeHolder:
-    """Base class holding ``judge`` (a PrometheusJudge, or a dict of its options)."""
+    """Base class holding ``judge`` (a PrometheusJudge, or its ``JudgeSpec``: given, or of a dict of its options)."""
 
     _transient: tuple[str, ...] = ()
     """Attribute names reset to None when pickled (e.g. a trainer reference)."""
 
-    def __init__(self, judge: Judge | dict[str, Any]) -> None:
+    def __init__(self, judge: Judge | JudgeSpec | dict[str, Any]) -> None:
         self._building = threading.Lock()  # concurrent first calls build one judge (one engine, one session)
-        if isinstance(judge, dict):
-            self._judge_spec: dict[str, Any] | None = dict(judge)
+        if isinstance(judge, (dict, JudgeSpec)):
+            self._judge_spec: JudgeSpec | None = JudgeSpec.of(judge) if isinstance(judge, dict) else judge
             self._judge: Judge | None = None
         elif isinstance(judge, Judge):
             self._judge_spec, self._judge = None, judge
         else:
             raise ConfigError(
-                "judge: expected a PrometheusJudge or a dict of its options "
+                "judge: expected a PrometheusJudge, a JudgeSpec or a dict of its options "
                 f"(e.g. {{'model': 'prometheus-7b-v2.0'}}), got {type(judge).__name__}"
             )
 
@@ -52,14 +53,16 @@ class JudgeHolder:
         """The judge's format, checked to judge ``task`` (``ConfigError`` naming what it supports): ``want`` (a
         format setting) is given to a judge built from options (whose own ``format``, else the default, it is
         when ``want`` is None); a judge passed in must be in ``want`` (``ConfigError`` naming both)."""
-        if self._judge_spec is not None:
-            if want is not None and self._judge_spec.setdefault("format", want) != want:
+        spec = self._judge_spec
+        if spec is not None:
+            if want is not None and spec.format is None:
+                spec = self._judge_spec = dataclasses.replace(spec, format=want)
+            if want is not None and spec.format != want:
                 raise ConfigError(
-                    f"format: the config names {want!r} but the judge options name {self._judge_spec['format']!r}; "
+                    f"format: the config names {want!r} but the judge options name {spec.format!r}; "
                     "fix: give one of them"
                 )
-            spec = self._judge_spec
-            fmt = get_judge_format_setting(spec.get("format") or default_format(spec.get("model"), spec.get("preset")))
+            fmt = get_judge_format_setting(spec.format) if isinstance(spec.format, str) else spec.judge_format
         else:
             fmt = self.judge.format
             if want is not None and get_judge_format_setting(want).name != fmt.name:
@@ -71,7 +74,7 @@ class JudgeHolder:
         """The judge server its judge asks (URLs, model, API key: as its options give them, or its built backend
         holds them; the judge is not built for this); None for an in-process or scripted judge."""
         if self._judge_spec is not None and self._judge is None:
-            return JudgeServer.of(self._judge_spec)
+            return self._judge_spec.judge_server
         from prom_reward.core.judge import PrometheusJudge
 
         backend = self.judge.backend if isinstance(self.judge, PrometheusJudge) else None
@@ -90,14 +93,13 @@ class JudgeHolder:
 
     def _build(self) -> Judge:
         """The judge of the options (``judge`` holds ``_building``)."""
-        from prom_reward.core.judge import PrometheusJudge
-
-        _refuse_engine_in_trl_child(self._judge_spec or {})
+        spec = self._judge_spec or JudgeSpec()
+        _refuse_engine_in_trl_child(spec)
         try:
-            return PrometheusJudge(**(self._judge_spec or {}))
+            return spec.build()
         except TypeError as e:  # an option the judge or its backend does not take, or one it needs missing
             raise ConfigError(
-                f"judge options {sorted(self._judge_spec or {})}: {e}; fix: give PrometheusJudge's options and "
+                f"judge options {sorted(spec.kwargs())}: {e}; fix: give PrometheusJudge's options and "
                 "its backend's (e.g. {'backend': 'openai', 'base_url': 'http://judge:8000/v1'})"
             ) from e
 
@@ -127,11 +129,11 @@ class JudgeHolder:
         self._building = threading.Lock()
 
 
-def _refuse_engine_in_trl_child(spec: dict[str, Any]) -> None:
+def _refuse_engine_in_trl_child(spec: JudgeSpec) -> None:
     """Refuse an in-process vLLM judge in TRL's rollout child, which runs with ``CUDA_VISIBLE_DEVICES=""``."""
-    if spec.get("backend", "vllm") == "vllm" and multiprocessing.current_process().name == TRL_ROLLOUT_CHILD:
+    if spec.kwargs()["backend"] == "vllm" and multiprocessing.current_process().name == TRL_ROLLOUT_CHILD:
         raise ConfigError(
-            f"judge: an in-process vLLM engine (backend='vllm', model={spec.get('model')!r}) was asked for in TRL's "
+            f"judge: an in-process vLLM engine (backend='vllm', model={spec.model!r}) was asked for in TRL's "
             f"CUDA-free rollout worker child ({TRL_ROLLOUT_CHILD!r}); fix: serve the judge (prom-reward serve "
             "--model ...) and give its URL: judge={'backend': 'openai', 'base_url': 'http://HOST:PORT/v1', "
             "'model': ...}"

@@ -134,13 +134,13 @@ def test_sampling_keywords_cover_every_request():
 def test_the_cli_sets_the_in_process_share():
     import argparse
 
-    from prom_reward.cli.judge_options import add_judge_options, judge_kwargs
+    from prom_reward.cli.judge_options import add_judge_options, judge_spec
 
     p = argparse.ArgumentParser()
     add_judge_options(p)
-    kwargs = judge_kwargs(p.parse_args(["--model", "m", "--gpu-memory-utilization", "0.3"]))
+    kwargs = judge_spec(p.parse_args(["--model", "m", "--gpu-memory-utilization", "0.3"])).kwargs()
     assert kwargs["gpu_memory_utilization"] == 0.3
-    assert "gpu_memory_utilization" not in judge_kwargs(p.parse_args(["--model", "m"]))  # VLLMOptions' default
+    assert "gpu_memory_utilization" not in judge_spec(p.parse_args(["--model", "m"])).kwargs()  # VLLMOptions' default
 
 
 def test_the_engine_starts_vllm_with_the_options_kwargs(monkeypatch):

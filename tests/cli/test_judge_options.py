@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from prom_reward.backends.store import JudgmentStore
-from prom_reward.cli.judge_options import judge_kwargs, open_store
+from prom_reward.cli.judge_options import judge_spec, open_store
 from prom_reward.cli.main import build_parser, main
 from prom_reward.cli.servers import judge_options
 from prom_reward.core.judge import PrometheusJudge
@@ -25,11 +25,11 @@ SERVER = ["--server", "http://127.0.0.1:9/v1"]
     [([], None), (["--force-verdict", "cut"], "cut"), (["--force-verdict", "always"], "always")]
     + [(["--force-verdict", "never"], "never")],
 )
-def test_force_verdict_reaches_the_judge_kwargs(command: str, flag: list[str], expected: str | None) -> None:
+def test_force_verdict_reaches_the_judge_spec(command: str, flag: list[str], expected: str | None) -> None:
     positional = {"grade": ["in.jsonl", "-o", "out.jsonl"], "compare": ["in.jsonl", "-o", "out.jsonl"]}
     positional["pairs"] = ["in.jsonl", "-o", "out.jsonl"]
     args = build_parser().parse_args([command, *positional.get(command, ["-o", "probe.json"]), *SERVER, *flag])
-    kwargs = judge_kwargs(args)
+    kwargs = judge_spec(args).kwargs()
     assert kwargs.get("force_verdict") == expected  # not given: the judge's own default (the preset's, else cut)
 
 
@@ -78,10 +78,8 @@ def test_a_store_behind_a_server_is_keyed_by_the_served_model_without_a_warning(
 ) -> None:
     """No ``--model``: the keys take the id the server serves once it is asked (``tests/jobs/test_store_server.py``),
     so nothing is left to warn about."""
-    from prom_reward.cli.judge_options import build_judge
-
     argv = ["grade", "in.jsonl", "-o", "o.jsonl", "--server", "http://127.0.0.1:9/v1", "--store", str(tmp_path / "j")]
-    judge = build_judge(build_parser().parse_args(argv + extra))
+    judge = judge_spec(build_parser().parse_args(argv + extra)).build()
     assert judge.backend.fingerprint["model"] == model and capsys.readouterr().err == ""
     judge.close()
 

@@ -387,7 +387,7 @@ def test_the_reward_paths_read_format_as_one_setting(registered):
     env = {"PROM_REWARD_FORMAT": "m-prometheus", "PROM_REWARD_FAILURE_REWARD": "min"}
     settings = RewardSettings.load({"server": "http://judge:8000/v1"}, env=env)  # OpenRLHF's reward_func, verl
     assert settings.reward.format == "m-prometheus"
-    assert settings.build_reward()._judge_spec["format"] == "m-prometheus"  # the judge it builds is in it
+    assert settings.build_reward()._judge_spec.format == "m-prometheus"  # the judge it builds is in it
     args = build_parser().parse_args(["reward-server", "--server", "http://j:8000/v1", "--format", "v-tag"])
     assert reward_server_settings(args, env=env).reward.format == "v-tag"  # the flag over the environment
     with pytest.raises(ConfigError, match="format: unknown judge format 'nope'; valid names: "):

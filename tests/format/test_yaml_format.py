@@ -262,7 +262,7 @@ def test_the_reward_paths_take_the_file_as_their_format_setting(tmp_path, promet
     path = prometheus_yaml
     env = {"PROM_REWARD_FORMAT": path, "PROM_REWARD_FAILURE_REWARD": "min"}
     settings = RewardSettings.load({"server": "http://judge:8000/v1"}, env=env)  # OpenRLHF's reward_func, verl
-    assert settings.reward.format == path and settings.build_reward()._judge_spec["format"] == path
+    assert settings.reward.format == path and settings.build_reward()._judge_spec.format == path
     yaml_settings = {"server": "http://judge:8000/v1", "format": path, "failure_reward": "min"}
     assert RewardSettings.load(yaml_settings, env={}).reward.format == path
     args = build_parser().parse_args(["reward-server", "--server", "http://j:8000/v1", "--format", path])

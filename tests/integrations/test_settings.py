@@ -237,7 +237,7 @@ def test_judge_sampling_that_is_not_a_mapping_is_refused_naming_it(sampling):
         {"failure_reward": 0, "server": "http://a/v1", "max_tokens": 5, "judge": {"sampling": sampling}}, env={}
     )
     with pytest.raises(ConfigError, match=r"judge.sampling: expected a mapping of sampling options .*got "):
-        s.judge_spec()
+        s.judge_spec().kwargs()
 
 
 def test_a_broken_rubric_file_is_refused(tmp_path):
@@ -503,15 +503,15 @@ def test_the_token_comes_from_a_file_or_the_environment_and_the_flag_is_warned_a
 def test_an_in_process_judge_takes_the_gpu_share_it_is_given():
     """An in-process model beside a policy on the same GPU takes only its share (env, YAML or flag)."""
     s = RewardSettings.load({"failure_reward": 0, "model": "org/judge"}, env={})
-    assert "gpu_memory_utilization" not in s.judge_spec()  # unset: the engine's own default (0.9)
+    assert "gpu_memory_utilization" not in s.judge_spec().kwargs()  # unset: the engine's own default (0.9)
     s = RewardSettings.load(
         {"failure_reward": 0, "model": "org/judge"}, env={"PROM_REWARD_GPU_MEMORY_UTILIZATION": "0.3"}
     )
-    assert s.judge_spec() == {"model": "org/judge", "backend": "vllm", "gpu_memory_utilization": 0.3}
+    assert s.judge_spec().kwargs() == {"model": "org/judge", "backend": "vllm", "gpu_memory_utilization": 0.3}
     served = RewardSettings.load(
         {"failure_reward": 0, "server": "http://j:1/v1"}, env={"PROM_REWARD_GPU_MEMORY_UTILIZATION": "0.3"}
     )
-    assert "gpu_memory_utilization" not in served.judge_spec()  # a served judge's share is its server's
+    assert "gpu_memory_utilization" not in served.judge_spec().kwargs()  # a served judge's share is its server's
     with pytest.raises(ConfigError, match=r"gpu_memory_utilization: expected a number in \(0, 1\] or None, got 1.5"):
         RewardSettings.load({"failure_reward": 0, "gpu_memory_utilization": 1.5}, env={})
 

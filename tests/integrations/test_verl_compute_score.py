@@ -108,7 +108,7 @@ def test_environment_configuration(monkeypatch):
         }
     ).build_reward()
     assert reward.config.mode == "pairwise_group" and reward.config.rubric == "honesty"
-    assert reward._judge_spec == {
+    assert reward._judge_spec.kwargs() == {
         "backend": "openai",
         "base_url": ["http://h1:8000/v1", "http://h2:8000/v1"],
         "model": "prometheus",

@@ -323,19 +323,19 @@ def test_settings_from_reward_kwargs_env_and_yaml(tmp_path, monkeypatch):
         "unit",
         64,
     )
-    assert s.judge_spec("10.1.2.3:4567") == {
+    assert s.judge_spec("10.1.2.3:4567").kwargs() == {
         "backend": "openai",
         "base_url": ["http://10.1.2.3:4567/v1"],
         "max_retries": 0,
         "model": "judge",
     }
     explicit = RewardSettings.load({"server": "http://j:8000/v1"})
-    assert explicit.judge_spec("x:1")["base_url"] == ["http://j:8000/v1"]
+    assert explicit.judge_spec("x:1").kwargs()["base_url"] == ["http://j:8000/v1"]
     with pytest.raises(ConfigError, match="unknown setting"):
         RewardSettings.load({"rubrik": "x"})
     monkeypatch.delenv("PROM_REWARD_CONFIG")
     with pytest.raises(ConfigError, match="no judge"):
-        RewardSettings.load({"failure_reward": 0}, env={}).judge_spec()
+        RewardSettings.load({"failure_reward": 0}, env={}).judge_spec().kwargs()
 
 
 def test_module_is_the_real_one_and_pickles_by_reference():
@@ -427,7 +427,7 @@ def test_real_vllm_judge_through_verls_router(vllm_server, tiny_model_dir, tmp_p
         assert i["judge_prompt_tokens"] > 0 and i["judge_batch_size"] == 2.0
     assert "/v1/chat/completions" in hits and "/v1/models" in hits
     [state] = prom_verl._shared.values()
-    assert state.batched.reward._judge_spec["base_url"] == [f"http://127.0.0.1:{port}/v1"]
+    assert state.batched.reward._judge_spec.kwargs()["base_url"] == [f"http://127.0.0.1:{port}/v1"]
     assert os.getpid() == state.pid
 
 
@@ -436,9 +436,9 @@ def test_router_mode_reads_the_system_role_from_the_judge_tokenizer(tiny_model_d
 
     tok = AutoTokenizer.from_pretrained(str(tiny_model_dir))  # Mistral-style template: no system role
     s = RewardSettings.load({"failure_reward": 0}, env={})
-    assert s.judge_spec("h:1", tok)["system_role"] is False
-    special = s.judge_spec("h:1", tok)["special_tokens"]  # the judge's own turn markers are neutralised
+    assert s.judge_spec("h:1", tok).kwargs()["system_role"] is False
+    special = s.judge_spec("h:1", tok).kwargs()["special_tokens"]  # the judge's own turn markers are neutralised
     assert tok.all_special_tokens and set(tok.all_special_tokens) <= set(special)
-    assert "<|im_end|>" in s.judge_spec("h:1", tok)["special_tokens"]  # the judge's own turn markers
+    assert "<|im_end|>" in s.judge_spec("h:1", tok).kwargs()["special_tokens"]  # the judge's own turn markers
     explicit = RewardSettings.load({"failure_reward": 0, "server": "http://j:1/v1"}, env={})
-    assert "system_role" not in explicit.judge_spec("h:1", tok)
+    assert "system_role" not in explicit.judge_spec("h:1", tok).kwargs()

@@ -272,10 +272,10 @@ def test_no_data_outside_a_checkout_names_the_flag(monkeypatch):
 
 
 def test_cli_fails_on_bad_data_before_starting_a_judge(tmp_path, capsys, monkeypatch):
-    def no_judge(args):
+    def no_judge(spec):
         raise AssertionError("the judge must not be built before the data is checked")
 
-    monkeypatch.setattr("prom_reward.cli.probe.build_judge", no_judge)
+    monkeypatch.setattr("prom_reward.core.judge_spec.JudgeSpec.build", no_judge)
     bad = tmp_path / "items.jsonl"
     bad.write_text('{"instruction": "q", "response": ""}\n')
     out = tmp_path / "probe.json"
@@ -291,10 +291,10 @@ def test_cli_refuses_an_output_that_is_its_input_or_a_folder_before_starting_a_j
     """``-o`` naming the ``--items`` file or a file of the ``--llmbar`` folder (the record would have replaced the
     data after the whole probe ran), or a folder (found only when writing), is exit 2 before anything runs."""
 
-    def no_judge(args):
+    def no_judge(spec):
         raise AssertionError("the judge must not be built")
 
-    monkeypatch.setattr("prom_reward.cli.probe.build_judge", no_judge)
+    monkeypatch.setattr("prom_reward.core.judge_spec.JudgeSpec.build", no_judge)
     items = tmp_path / "items.json"
     items.write_text('[{"instruction": "q", "response": "r"}]')
     folder = write_llmbar(tmp_path / "llmbar")
