@@ -177,11 +177,13 @@ async def _canary(reward: Any, seconds: float, health: JudgeHealth | None) -> No
 
 
 def over_http(judge: Any) -> bool:
-    """Whether ``judge`` (a ``PrometheusJudge``, or a dict of its options) talks to an HTTP judge server."""
-    if isinstance(judge, dict):
-        return judge.get("backend") == "openai"
+    """Whether ``judge`` (a ``PrometheusJudge``, its ``JudgeSpec`` or a dict of its options) talks to an HTTP judge
+    server."""
     from prom_reward.core.judge import PrometheusJudge
+    from prom_reward.core.judge_spec import JudgeSpec
 
+    if isinstance(judge, (dict, JudgeSpec)):
+        return (JudgeSpec.of(judge) if isinstance(judge, dict) else judge).backend == "openai"
     return isinstance(judge, PrometheusJudge) and judge.backend.name == "openai"
 
 
