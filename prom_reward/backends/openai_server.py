@@ -153,12 +153,17 @@ class OpenAIServer:
 
     async def _model(self, b: HTTPBatch) -> str:
         if self.model is None:
-            ids, data = await b.call("GET", "/models", parse=lambda d: (model_ids(d), d))
+
+            def parse(data: Any) -> tuple[list[str], int | None]:  # a malformed reply: a BackendError naming the URL
+                ids = model_ids(data)
+                return ids, context_of(data, ids[0]) if ids else None
+
+            ids, context = await b.call("GET", "/models", parse=parse)
             if not ids:
                 raise BackendError(f"GET /models on {self.base_urls[0]} lists no model; pass model='<id>'")
             self.model = ids[0]
             if not self._context_known:  # the same reply says its context length: not asked again
-                self._max_model_len, self._context_known = context_of(data, self.model), True
+                self._max_model_len, self._context_known = context, True
         return self.model
 
     async def aserved_model(self, deadline: float | None = None) -> str:
