@@ -10,6 +10,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
 import os
@@ -96,7 +97,7 @@ def cmd_job(args: argparse.Namespace) -> int:
             "--store with --ray: every replica would write one SQLite file; fix: drop --store "
             "(--resume skips the batches already committed)"
         )
-    spec = judge_spec(args).resolve()  # the served model, asked once: the canary, requests and store key read it
+    spec = asyncio.run(judge_spec(args).aresolve())  # the served model, asked once: canary, requests and store read it
     with stdout_to_stderr():  # vLLM, torch and Ray print to stdout: only the summary may go there
         summary = run_job(kind, args.input, args.output, spec.kwargs(), config, ray)
     code = summary.exit_code()

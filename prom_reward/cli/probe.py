@@ -10,6 +10,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import sys
@@ -109,7 +110,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
     fmt = given.judge_format
     cfg = cfg.for_format(fmt)  # a part the format cannot run is refused here
     inputs = load_inputs(cfg, fmt)  # bad data, or a rubric off the format's scale, fails here, before an engine starts
-    spec = given.resolve()  # the served model, asked once
+    spec = asyncio.run(given.aresolve())  # the served model, asked once
     judge = spec.build()
     try:
         label = given.model or ",".join(given.server)

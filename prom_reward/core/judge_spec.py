@@ -161,24 +161,23 @@ class JudgeSpec:
             out.update((k, v) for k, v in engine.items() if v is not None and (k, v) != ("tensor_parallel_size", 1))
         return {**out, **{k: v for k, v in self.options.items() if k != "sampling"}}
 
-    def resolve(self, timeout: float = 10.0) -> JudgeSpec:
+    async def aresolve(self, timeout: float = 10.0) -> JudgeSpec:
         """This spec with the model its server serves, asked once (``GET /models``) when it names none: the
         start-up check, every request and the store key then read the same model. A server not answering leaves
         it unnamed (its first request asks); a refused key raises ``JudgeConfigError``."""
         if not self.server or self.model is not None:
             return self
-        from prom_reward.backends.bridge import run_sync
         from prom_reward.backends.openai_server import OpenAIServer
 
         server = OpenAIServer(list(self.server), endpoint=self.endpoint, api_key=self.api_key)
         deadline = time.monotonic() + timeout
         try:
-            model = run_sync(lambda: server.aserved_model(deadline))
-            context = self.max_model_len or run_sync(lambda: server.acontext_length(deadline))  # the same reply's
+            model = await server.aserved_model(deadline)
+            context = self.max_model_len or await server.acontext_length(deadline)  # the same reply's
         except BackendError:
             return self
         finally:
-            server.close()
+            await server.aclose()
         return dataclasses.replace(self, model=model, max_model_len=context)
 
     def build(self) -> PrometheusJudge:

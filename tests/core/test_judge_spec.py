@@ -4,6 +4,7 @@ its declared fields, and a bad value names the flag on the command line and the 
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -120,9 +121,9 @@ def test_prometheus_judge_keywords_and_the_spec_say_the_same_judge() -> None:
         assert judge.truncate_response and (judge.sampling.logprobs or 0) >= 20
     finally:
         judge.close()
-    assert JudgeSpec.of({"backend": "scripted"}).resolve().model is None  # no server: nothing to ask
+    assert asyncio.run(JudgeSpec.of({"backend": "scripted"}).aresolve()).model is None  # no server: nothing to ask
 
 
 def test_a_server_not_answering_leaves_the_model_to_its_first_request() -> None:
     spec = JudgeSpec(server=("http://127.0.0.1:9/v1",))
-    assert spec.resolve(timeout=2).model is None
+    assert asyncio.run(spec.aresolve(timeout=2)).model is None
