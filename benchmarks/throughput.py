@@ -55,8 +55,12 @@ def measure_throughput(
     judge = PrometheusJudge(backend=engine, sampling=sampling, max_retries=0, force_verdict="never")
     ins, res, rubs, refs = (list(x) for x in zip(*batch, strict=True))
     reqs = [GenerationRequest(ABS_SYSTEM_PROMPT, render_absolute(i, r, rb, rf), sampling) for i, r, rb, rf in batch]
-    prompts = [{"prompt_token_ids": engine._token_ids(r)} for r in reqs]
-    params = engine._params(sampling, 1)
+    from vllm import SamplingParams
+
+    from prom_reward.backends.vllm_options import sampling_kwargs
+
+    prompts = [{"prompt_token_ids": engine._ids(r)} for r in reqs]
+    params = SamplingParams(**sampling_kwargs(sampling, 1, per_request_seed=not engine._cpu))  # the engine's own
     engine.llm.generate(prompts[:2], params, use_tqdm=False)  # warm-up
 
     def reset_cache() -> None:  # every timed run starts cold: judge prompts are new in real use
