@@ -10,7 +10,6 @@ Example:
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
 import os
@@ -18,6 +17,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from prom_reward.backends.bridge import run_sync
 from prom_reward.checklist.aggregate import AGGREGATIONS
 from prom_reward.checklist.config import CHECKLIST_MODES
 from prom_reward.cli.judge_options import (
@@ -97,7 +97,7 @@ def cmd_job(args: argparse.Namespace) -> int:
             "--store with --ray: every replica would write one SQLite file; fix: drop --store "
             "(--resume skips the batches already committed)"
         )
-    spec = asyncio.run(judge_spec(args).aresolve())  # the served model, asked once: canary, requests and store read it
+    spec = run_sync(judge_spec(args).aresolve)  # the served model, asked once: canary, requests and store read it
     with stdout_to_stderr():  # vLLM, torch and Ray print to stdout: only the summary may go there
         summary = run_job(kind, args.input, args.output, spec.kwargs(), config, ray)
     code = summary.exit_code()

@@ -10,13 +10,13 @@ Example:
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from prom_reward.backends.bridge import run_sync
 from prom_reward.cli.judge_options import (
     add_judge_options,
     add_outage_options,
@@ -110,7 +110,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
     fmt = given.judge_format
     cfg = cfg.for_format(fmt)  # a part the format cannot run is refused here
     inputs = load_inputs(cfg, fmt)  # bad data, or a rubric off the format's scale, fails here, before an engine starts
-    spec = asyncio.run(given.aresolve())  # the served model, asked once
+    spec = run_sync(given.aresolve)  # the served model, asked once
     judge = spec.build()
     try:
         label = given.model or ",".join(given.server)
