@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -33,7 +34,7 @@ def wire_format(name: str) -> WireFormat:
         raise ConfigError(str(e), "wire") from e
 
 
-class InProcessEngine:
+class InProcessEngine(ABC):
     """Base of the in-process backends: ``generate`` and ``continuation_logprobs`` block, and run in the worker
     thread for their async forms, after the engine's start (``_begin``)."""
 
@@ -71,9 +72,11 @@ class InProcessEngine:
             given = template_accepts_system(self.tokenizer)
         self.system_role = given
 
+    @abstractmethod
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
-        raise NotImplementedError
+        """The engine's blocking generation (run in the worker thread)."""
 
+    @abstractmethod
     def continuation_logprobs(
         self,
         requests: Sequence[GenerationRequest],
@@ -81,7 +84,7 @@ class InProcessEngine:
         top_k: int = DEFAULT_TOP_K,
         deadline: float | None = None,
     ) -> list[tuple[TokenLogprobs, ...]]:
-        raise NotImplementedError
+        """The engine's blocking teacher forcing (run in the worker thread)."""
 
     async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         """``generate`` in the worker thread."""
@@ -115,6 +118,7 @@ class InProcessEngine:
     def special_tokens(self) -> tuple[str, ...]:
         return tuple(self.tokenizer.all_special_tokens) if self.tokenizer is not None else ()
 
+    @abstractmethod
     def _stop(self) -> None:
         """Release the engine (in the worker thread, after what runs there)."""
 
