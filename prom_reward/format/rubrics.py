@@ -36,13 +36,6 @@ class Rubric:
     """What each score means, lowest first: five (scores 1..5), 2 to 4 for a shorter scale, or none (pairwise)."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.criteria, str):
-            raise ConfigError(f"rubric criteria must be a str, got {type(self.criteria).__name__}")
-        if not self.criteria.strip():
-            raise ConfigError(
-                f"rubric criteria is empty ({self.criteria!r}); pass the question the judge "
-                "grades against, e.g. 'Is the response helpful?'"
-            )
         descs = self.descriptions
         if not isinstance(descs, (list, tuple)):
             raise ConfigError(
@@ -55,14 +48,14 @@ class Rubric:
                 f"a rubric needs 2 to 5 score descriptions, lowest score first (5 for a 1-5 scale), or none "
                 f"for a pairwise-only rubric; got {len(descs)}: give one per score of the judge's scale or none"
             )
-        for k, d in enumerate(descs, 1):
-            if not isinstance(d, str):
-                raise ConfigError(f"rubric description for score {k} must be a str, got {type(d).__name__}")
-            if not d.strip():
-                raise ConfigError(f"rubric description for score {k} is empty ({d!r}); describe what a {k} means")
-        for where, text in [("criteria", self.criteria)] + [
-            (f"score {k} description", d) for k, d in enumerate(descs, 1)
-        ]:
+        empty_fix = "pass the question the judge grades against, e.g. 'Is the response helpful?'"
+        parts = [("criteria", self.criteria, empty_fix)]
+        parts += [(f"score {k} description", d, f"describe what a {k} means") for k, d in enumerate(descs, 1)]
+        for where, text, fix in parts:
+            if not isinstance(text, str):
+                raise ConfigError(f"rubric {where} must be a str, got {type(text).__name__}")
+            if not text.strip():
+                raise ConfigError(f"rubric {where} is empty ({text!r}); {fix}")
             problem = unicode_problem(text)
             if problem is not None:
                 raise ConfigError(

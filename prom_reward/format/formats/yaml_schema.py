@@ -22,11 +22,29 @@ FIELDS = {
     "relative": ("instruction", "response_a", "response_b", "reference", "criteria"),
 }
 _NEEDED = {"absolute": ("response",), "relative": ("response_a", "response_b")}
-_TOP = ("name", "scale", "force_prefix", "markers", "rubric_item", "rubric_separator", "tasks")
-_TASK = ("system", "user", "user_no_reference", "reference_missing", "verdict", "verdict_tokens")
-_VERDICT = ("pattern", "match", "at_end", "map")
+_Schema = dict[str, tuple[type, Any]]
+"""One level's keys: their type and default (``...``: required)."""
+_TOP: _Schema = {
+    "name": (str, ...),
+    "scale": (list, []),
+    "force_prefix": (str, None),
+    "markers": (list, []),
+    "rubric_item": (str, "Score {score}: {description}"),
+    "rubric_separator": (str, "\n"),
+    "tasks": (dict, ...),
+}
+_TASKS: _Schema = {"absolute": (dict, None), "relative": (dict, None)}
+_TASK: _Schema = {
+    "system": (str, ""),
+    "user": (str, ...),
+    "user_no_reference": (str, None),
+    "reference_missing": (str, None),
+    "verdict": (dict, ...),
+    "verdict_tokens": (list, None),
+}
+_VERDICT: _Schema = {"pattern": (str, ...), "match": (str, "last"), "at_end": (bool, True), "map": (dict, {})}
 _MATCHES = ("last", "first", "only")
-_KINDS = {str: "a string", int: "an integer", bool: "true or false", list: "a list", dict: "a mapping"}
+_KINDS = {str: "a string", bool: "true or false", list: "a list", dict: "a mapping"}
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
@@ -79,29 +97,27 @@ class _Reader:
     def fail(self, key: str, what: str, fix: str) -> ConfigError:
         return ConfigError(f"judge format file {str(self.path)!r}, key {key!r}: {what}; fix: {fix}")
 
-    def typed(self, data: dict[str, Any], key: str, where: str, kind: type, default: Any = ...) -> Any:
-        if key not in data:
-            if default is ...:
-                raise self.fail(f"{where}{key}", "missing", f"add {where}{key} ({_KINDS[kind]})")
-            return default
-        value = data[key]
-        if not isinstance(value, kind) or isinstance(value, bool) is not (kind is bool):
-            got = f"{type(value).__name__} {value!r}"[:120]
-            raise self.fail(
-                f"{where}{key}", f"expected {_KINDS[kind]}, got {got}", f"write {where}{key} as {_KINDS[kind]}"
-            )
-        return value
-
-    def keys(self, data: object, where: str, allowed: tuple[str, ...], what: str = "key") -> dict[str, Any]:
+    def read(self, data: object, where: str, schema: _Schema, what: str = "key") -> dict[str, Any]:
+        """``data``, a mapping of ``schema``'s keys only, as each key's value of its type (missing: its default)."""
         if not isinstance(data, dict):
             got = type(data).__name__
             raise self.fail(
                 where.rstrip(".") or "(top)", f"expected a mapping, got {got}", "write it as 'key: value' lines"
             )
-        unknown = [str(k) for k in data if k not in allowed]
+        unknown = [str(k) for k in data if k not in schema]
         if unknown:
-            raise self.fail(f"{where}{unknown[0]}", f"unknown {what}", f"use one of {', '.join(allowed)}")
-        return data
+            raise self.fail(f"{where}{unknown[0]}", f"unknown {what}", f"use one of {', '.join(schema)}")
+        values = {}
+        for key, (kind, default) in schema.items():
+            if key not in data and default is ...:
+                raise self.fail(f"{where}{key}", "missing", f"add {where}{key} ({_KINDS[kind]})")
+            values[key] = value = data.get(key, default)
+            if key in data and (not isinstance(value, kind) or isinstance(value, bool) is not (kind is bool)):
+                got = f"{type(value).__name__} {value!r}"[:120]
+                raise self.fail(
+                    f"{where}{key}", f"expected {_KINDS[kind]}, got {got}", f"write {where}{key} as {_KINDS[kind]}"
+                )
+        return values
 
     def template(self, text: str, key: str, fields: tuple[str, ...]) -> set[str]:
         try:
@@ -152,45 +168,38 @@ def _load(path: Path, content: bytes) -> Any:
         ) from None
 
 
-def _plain(value: Any) -> Any:
-    """``value`` with every mapping key as text, for the digest."""
+def _plain(r: _Reader, value: Any, key: str = "") -> Any:
+    """``value`` with every mapping key as text, for the digest; ConfigError naming the key of a lone surrogate."""
+    if isinstance(value, str) and unicode_problem(value) is not None:
+        raise r.fail(
+            key,
+            "holds a lone surrogate (an escape such as \\ud800 alone), which is not valid Unicode text",
+            "write the character itself, or escape one beyond U+FFFF as \\U0001F600, not as two \\u escapes",
+        )
     if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    return [_plain(v) for v in value] if isinstance(value, list) else value
-
-
-def _lone_surrogate(value: Any, where: str) -> str | None:
-    """The key of the first text in ``value`` (key or value) that holds a lone surrogate; None when none does."""
-    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
-    for k, v in items:
-        key = f"{where}{k}" if isinstance(value, dict) else f"{where.rstrip('.')}[{k}]"
-        for text in (k, v):
-            if isinstance(text, str) and unicode_problem(text) is not None:
-                return key
-        found = _lone_surrogate(v, f"{key}.")
-        if found is not None:
-            return found
-    return None
+        return {
+            _plain(r, str(k), f"{key}.{k}".lstrip(".")): _plain(r, v, f"{key}.{k}".lstrip("."))
+            for k, v in value.items()
+        }
+    return [_plain(r, v, f"{key}[{i}]") for i, v in enumerate(value)] if isinstance(value, list) else value
 
 
 def _verdict(r: _Reader, data: object, task: str, scale: tuple[int, ...]) -> VerdictRule:
     where = f"tasks.{task}.verdict."
-    v = r.keys(data, where, _VERDICT)
-    source = r.typed(v, "pattern", where, str)
+    v = r.read(data, where, _VERDICT)
     try:
-        pattern = re.compile(source)
+        pattern = re.compile(v["pattern"])
     except re.error as e:
         raise r.fail(f"{where}pattern", f"not a regular expression ({e})", "correct it (Python re syntax)") from None
     if "verdict" not in pattern.groupindex:
         raise r.fail(
-            f"{where}pattern", f"{source!r} has no named group 'verdict'", "wrap the verdict in (?P<verdict>...)"
+            f"{where}pattern", f"{v['pattern']!r} has no named group 'verdict'", "wrap the verdict in (?P<verdict>...)"
         )
-    match = r.typed(v, "match", where, str, "last")
-    if match not in _MATCHES:
-        raise r.fail(f"{where}match", f"expected one of {', '.join(_MATCHES)}, got {match!r}", "pick one")
+    if v["match"] not in _MATCHES:
+        raise r.fail(f"{where}match", f"expected one of {', '.join(_MATCHES)}, got {v['match']!r}", "pick one")
     mapping: dict[str, int | str] = {}
     valid: tuple[int | str, ...] = scale if task == "absolute" else ("A", "B")
-    for key, value in r.typed(v, "map", where, dict, {}).items():
+    for key, value in v["map"].items():
         if isinstance(key, bool) or not isinstance(key, (str, int)):
             raise r.fail(f"{where}map", f"key {key!r} is not text", "quote it")
         if isinstance(value, bool) or not isinstance(value, (int, str)) or value not in valid:
@@ -198,18 +207,13 @@ def _verdict(r: _Reader, data: object, task: str, scale: tuple[int, ...]) -> Ver
         if str(key) in mapping:
             raise r.fail(f"{where}map", f"key {key!r} is given twice (as text and as a number)", "keep one")
         mapping[str(key)] = value
-    return VerdictRule(pattern, match, r.typed(v, "at_end", where, bool, True), mapping)
+    return VerdictRule(pattern, v["match"], v["at_end"], mapping)
 
 
 def _task(r: _Reader, data: object, task: str, scale: tuple[int, ...]) -> TaskSpec:
     where = f"tasks.{task}."
-    t = r.keys(data, where, _TASK)
-    fields = FIELDS[task]
-    system, user = r.typed(t, "system", where, str, ""), r.typed(t, "user", where, str)
-    no_ref, missing = (
-        r.typed(t, "user_no_reference", where, str, None),
-        r.typed(t, "reference_missing", where, str, None),
-    )
+    t = r.read(data, where, _TASK)
+    fields, system, user, no_ref = FIELDS[task], t["system"], t["user"], t["user_no_reference"]
     used = r.template(system, f"{where}system", fields) | r.template(user, f"{where}user", fields)
     for name in _NEEDED[task]:
         if name not in used:
@@ -217,7 +221,7 @@ def _task(r: _Reader, data: object, task: str, scale: tuple[int, ...]) -> TaskSp
     if no_ref is not None and "reference" in r.template(no_ref, f"{where}user_no_reference", fields):
         raise r.fail(f"{where}user_no_reference", "uses {reference}, but it renders when there is none", "remove it")
     when_missing = ([no_ref] if no_ref is not None else [user]) + [system]
-    if missing is None and any("reference" in template_fields(s) for s in when_missing):
+    if t["reference_missing"] is None and any("reference" in template_fields(s) for s in when_missing):
         raise r.fail(
             f"{where}user",
             "uses {reference}, but nothing says how a missing reference renders",
@@ -225,63 +229,53 @@ def _task(r: _Reader, data: object, task: str, scale: tuple[int, ...]) -> TaskSp
         )
     count = len(scale) if task == "absolute" else 2
     default = [str(s) for s in scale] if task == "absolute" else ["A", "B"]
-    labels = r.typed(t, "verdict_tokens", where, list, default)
+    labels = default if t["verdict_tokens"] is None else t["verdict_tokens"]
     if len(labels) != count or not all(isinstance(x, str) and x for x in labels):
         what = "the scale's length" if task == "absolute" else "A's then B's"
         fix = f"give {count}, or remove the key for {', '.join(default)}"
         raise r.fail(f"{where}verdict_tokens", f"expected {count} non-empty strings ({what}), got {labels!r}", fix)
     if task == "absolute" and labels != default:
         raise r.fail(f"{where}verdict_tokens", f"{labels!r} are not the scale's numbers {default}", "remove the key")
-    rule = _verdict(r, r.typed(t, "verdict", where, dict), task, scale)
-    return TaskSpec(system, user, no_ref, missing, rule, tuple(labels))
+    rule = _verdict(r, t["verdict"], task, scale)
+    return TaskSpec(system, user, no_ref, t["reference_missing"], rule, tuple(labels))
 
 
 def read_spec(path: str | Path, content: bytes) -> FormatSpec:
     """The checked ``content`` of the judge format file ``path`` (``ConfigError`` naming the key and the fix)."""
     p = Path(path)
     r = _Reader(p)
-    data = r.keys(_load(p, content), "", _TOP)
-    name = r.typed(data, "name", "", str)
-    if not _NAME.fullmatch(name):
-        raise r.fail("name", f"{name!r} is not a plain name", "use letters, digits, '.', '_' and '-'")
-    tasks = r.keys(r.typed(data, "tasks", "", dict), "tasks.", ("absolute", "relative"), "task")
+    data = _load(p, content)
+    top = r.read(data, "", _TOP)
+    if not _NAME.fullmatch(top["name"]):
+        raise r.fail("name", f"{top['name']!r} is not a plain name", "use letters, digits, '.', '_' and '-'")
+    tasks = {t: v for t, v in r.read(top["tasks"], "tasks.", _TASKS, "task").items() if v is not None}
     if not tasks:
         raise r.fail("tasks", "no task", "add tasks.absolute (grading) and/or tasks.relative (pairwise)")
-    scale = tuple(r.typed(data, "scale", "", list, []))
+    scale = tuple(top["scale"])
     if any(isinstance(s, bool) or not isinstance(s, int) for s in scale):
         raise r.fail("scale", f"expected a list of ints, got {list(scale)!r}", "write scores as integers, low to high")
     if "absolute" in tasks and (len(scale) < 2 or list(scale) != sorted(set(scale))):
         raise r.fail("scale", f"expected 2 or more increasing ints, got {list(scale)!r}", "e.g. [1, 2, 3, 4, 5]")
-    force = r.typed(data, "force_prefix", "", str, None)
-    if force == "":
+    if top["force_prefix"] == "":
         raise r.fail("force_prefix", "empty", "give the text before the verdict token, or remove the key")
-    markers = r.typed(data, "markers", "", list, [])
-    for m in markers:
+    for m in top["markers"]:
         if not isinstance(m, str) or not (
             m.startswith("##") and m.lstrip("#").strip() or re.search(r"[!-/:-@[-`{-~]", m)
         ):
             raise r.fail(
                 "markers", f"{m!r} cannot be neutralised", "give '###Name', '[WORD]' or a tag with punctuation"
             )
-    item = r.typed(data, "rubric_item", "", str, "Score {score}: {description}")
-    if "description" not in r.template(item, "rubric_item", ("score", "description")):
+    if "description" not in r.template(top["rubric_item"], "rubric_item", ("score", "description")):
         raise r.fail("rubric_item", "no {description} field", "e.g. 'Score {score}: {description}'")
-    specs: dict[str, TaskSpec] = {t: _task(r, tasks[t], t, scale) for t in ("absolute", "relative") if t in tasks}
-    bad = _lone_surrogate(data, "")  # (checked last: every value is now of its type, so nothing loops)
-    if bad is not None:
-        raise r.fail(
-            bad,
-            "holds a lone surrogate (an escape such as \\ud800 alone), which is not valid Unicode text",
-            "write the character itself, or escape one beyond U+FFFF as \\U0001F600, not as two \\u escapes",
-        )
-    canonical = json.dumps(_plain(data), sort_keys=True, ensure_ascii=False)
+    specs = {t: _task(r, v, t, scale) for t, v in tasks.items()}
+    plain = _plain(r, data)  # (last: every value is now of its type, so no alias loops)
     return FormatSpec(
-        name=name,
-        digest=hashlib.sha256(canonical.encode("utf-8")).hexdigest(),
+        name=top["name"],
+        digest=hashlib.sha256(json.dumps(plain, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest(),
         scale=scale,
-        force_prefix=force,
-        markers=tuple(markers),
-        rubric_item=item,
-        rubric_separator=r.typed(data, "rubric_separator", "", str, "\n"),
+        force_prefix=top["force_prefix"],
+        markers=tuple(top["markers"]),
+        rubric_item=top["rubric_item"],
+        rubric_separator=top["rubric_separator"],
         tasks=specs,
     )
