@@ -14,7 +14,7 @@ returned. Build the replaying judge with ``neutralize_markers=False`` so rendere
 prompts stay byte-identical to the file's.
 
 The recorded verdicts are written in the replaying judge's format (``judge_format``, Prometheus 2 by default;
-``format.verdict_text``): ``[RESULT] 4``, ``**Result:** B``, ``[[A]]`` ... so its parser reads them. A
+``format.judge_format.verdict_text``): ``[RESULT] 4``, ``**Result:** B``, ``[[A]]`` ... so its parser reads them. A
 ``vicuna_eval.json`` holds Prometheus 2 prompts and GPT-4 grades on 1..5, so it replays in a format with that
 scale; human pairwise labels replay in any format with pairwise verdicts and a fixed verdict marker (others are
 refused at start, naming what the format supports).
@@ -46,9 +46,8 @@ from prom_reward.backends.base import (
     make_fingerprint,
 )
 from prom_reward.errors import ConfigError, InputError
-from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, get_judge_format
+from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, get_judge_format, verdict_text
 from prom_reward.format.rubrics import get_rubric
-from prom_reward.format.verdict_text import verdict_text
 
 
 def _list(value: Any) -> list[Any]:

@@ -25,23 +25,13 @@ DEFAULTS: dict[str, tuple[str, ...]] = {
 }
 """A column option's default names: (prom-reward's, TRL's)."""
 
-INSTRUCTIONS = ("instruction_column", "prompt_column")
+_INSTRUCTIONS = ("instruction_column", "prompt_column")
 """The options whose message lists are prompts (``prompt_text``); the others' are completions."""
 
 
 def column_flag(option: str) -> str:
     """The command-line flag of a column option: ``instruction_column`` -> ``--instruction-col``."""
     return f"--{option.removesuffix('_column').replace('_', '-')}-col"
-
-
-def option_flag(option: str) -> str:
-    """A column option as a message names it, ``{instruction_column}`` (in ``mentions``): its flag on the command
-    line, its keyword in Python (``errors.InputError.said``)."""
-    return "{" + option + "}"
-
-
-def _what(option: str) -> str:
-    return option.removesuffix("_column").replace("_a", " A").replace("_b", " B").replace("_", " ")
 
 
 def find_column(
@@ -61,41 +51,31 @@ def find_column(
     Traceback (most recent call last):
     prom_reward.errors.InputError: row 0: column 'nosuch' missing, which checklist_column names (columns: ...
     """
-    flag = flag or option_flag(option)
-    mentions = (option,)
+    flag = flag or "{" + option + "}"  # a message's mention: the flag on the command line, the keyword in Python
     defaults = DEFAULTS[option]
     if name is not None and name != defaults[0]:
         if name in data:
             return name
-        raise InputError(
-            f"{where}: column {name!r} missing, which {option_flag(option)} names (columns: {sorted(data)}); fix: "
-            f"name one of its columns with {flag}",
-            index=index,
-            field=name,
-            mentions=mentions,
-        )
-    found = [n for n in (defaults if name is None else (name,)) if n in data]
-    if len(found) == 1:
-        return found[0]
-    ours, *trl = defaults if name is None else (name,)
-    if not found:
-        if not required:
+        field = name
+        message = f"column {name!r} missing, which {{{option}}} names (columns: {sorted(data)}); fix: name one of its "
+        message += f"columns with {flag}"
+    else:
+        found = [n for n in (defaults if name is None else (name,)) if n in data]
+        if len(found) == 1:
+            return found[0]
+        field, *trl = defaults if name is None else (name,)
+        if found:
+            what = option.removesuffix("_column").replace("_a", " A").replace("_b", " B").replace("_", " ")
+            message = (
+                f"columns {field!r} and {trl[0]!r} both hold the {what}, which one to judge is ambiguous; fix: name "
+                f"the one to judge with {flag}: {field!r} or {trl[0]!r}"
+            )
+        elif not required:
             return None
-        nor = f" (nor TRL's {trl[0]!r}" if trl else " ("
-        raise InputError(
-            f"{where}: column {ours!r} missing{nor}{'; ' if trl else ''}columns: {sorted(data)}); fix: name the "
-            f"right one with {flag}",
-            index=index,
-            field=ours,
-            mentions=mentions,
-        )
-    raise InputError(
-        f"{where}: columns {ours!r} and {trl[0]!r} both hold the {_what(option)}, which one to judge is ambiguous; "
-        f"fix: name the one to judge with {flag}: {ours!r} or {trl[0]!r}",
-        index=index,
-        field=ours,
-        mentions=mentions,
-    )
+        else:
+            nor = f" (nor TRL's {trl[0]!r}; " if trl else " ("
+            message = f"column {field!r} missing{nor}columns: {sorted(data)}); fix: name the right one with {flag}"
+    raise InputError(f"{where}: {message}", index=index, field=field, mentions=(option,))
 
 
 def column_text(
@@ -110,18 +90,18 @@ def column_text(
     value = data[name]
     if not isinstance(value, list):
         return value
-    render = prompt_text if option in INSTRUCTIONS else completion_text
+    render = prompt_text if option in _INSTRUCTIONS else completion_text
     try:
         return render(value, index)
     except InputError as e:
         detail = str(e).removeprefix(f"item {index}: ") if index is not None else str(e)
         raise InputError(
             f"{where}: column {name!r}: {detail}; fix: give text or a list of {{role, content}} messages, or name "
-            f"the right column with {flag or option_flag(option)}",
+            f"the right column with {flag or '{' + option + '}'}",
             index=index,
             field=name,
             mentions=(option,),
         ) from None
 
 
-__all__ = ["DEFAULTS", "column_flag", "column_text", "find_column", "option_flag"]
+__all__ = ["DEFAULTS", "column_flag", "column_text", "find_column"]

@@ -9,8 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from prom_reward.errors import ConfigError
-from prom_reward.format.eos import strip_eos
-from prom_reward.format.forcing import drop_cut_marker
+from prom_reward.format.eos import drop_cut_marker, strip_eos
 from prom_reward.format.parsing import ParsedOutput, Task
 from prom_reward.format.rubrics import Rubric
 from prom_reward.registry import Registry
@@ -25,6 +24,7 @@ __all__ = [
     "formats_for",
     "get_judge_format",
     "unsupported_task",
+    "verdict_text",
 ]
 
 DEFAULT_FORMAT = "prometheus2"
@@ -167,3 +167,24 @@ def get_judge_format(name_or_obj: str | JudgeFormat) -> JudgeFormat:
     if suffix and suffix in FORMAT_FILES:
         return FORMAT_FILES.get(suffix)(name_or_obj)
     return JUDGE_FORMATS.get(name_or_obj)
+
+
+def verdict_text(fmt: JudgeFormat, task: Task, verdict: int | str) -> str:
+    """``verdict`` (a score of ``fmt``'s scale, or ``"A"``/``"B"``) as ``fmt``'s judge writes it; ConfigError for
+    a task or verdict the format lacks, or a format without a fixed verdict marker.
+
+    >>> verdict_text(get_judge_format("flow-judge-3"), "absolute", 3)
+    '<score>3</score>'
+    """
+    check_task(fmt, task)
+    if fmt.force_prefix is None:
+        raise ConfigError(
+            f"judge format {fmt.name!r} writes its verdict without a fixed marker (force_prefix None), so a verdict "
+            "cannot be written in it; fix: use a format with one"
+        )
+    verdicts = [str(s) for s in fmt.scale] if task == "absolute" else ["A", "B"]
+    if str(verdict) not in verdicts:
+        raise ConfigError(f"judge format {fmt.name!r}: verdict {verdict!r} is not one of {', '.join(verdicts)}")
+    label = fmt.verdict_labels(task)[verdicts.index(str(verdict))]
+    prefix = fmt.force_prefix.lstrip()
+    return f"{prefix}{label}{fmt.force_suffix}"

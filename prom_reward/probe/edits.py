@@ -8,8 +8,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, check_task, get_judge_format
-from prom_reward.format.verdict_text import verdict_text
+from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, check_task, get_judge_format, verdict_text
 from prom_reward.probe.data import ProbeItem
 from prom_reward.registry import Registry
 

@@ -1,5 +1,5 @@
-"""``format.verdict_text``: a verdict written as each registered format's judge writes it, read back by the same
-format's parser (parametrized over ``JUDGE_FORMATS``: a new format is covered without editing this file)."""
+"""``format.judge_format.verdict_text``: a verdict written as each registered format's judge writes it, read back
+by the same format's parser (parametrized over ``JUDGE_FORMATS``: a new format is covered without editing this file)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,8 @@ import pytest
 from benchmarks.reference_replay import ReferenceReplayBackend
 from prom_reward.backends.base import GenerationRequest
 from prom_reward.errors import ConfigError
-from prom_reward.format.judge_format import JUDGE_FORMATS, get_judge_format
+from prom_reward.format.judge_format import JUDGE_FORMATS, get_judge_format, verdict_text
 from prom_reward.format.rubrics import get_rubric
-from prom_reward.format.verdict_text import verdict_text
 
 BODIES = {  # feedback before the verdict, as each format's judge writes it ("" for a verdict-only output)
     "flow-judge": "<feedback>Good.</feedback>\n",

@@ -4,8 +4,7 @@ parser and its three scales (``flow-judge``, ``flow-judge-3``, ``flow-judge-bina
 from __future__ import annotations
 
 from prom_reward.errors import ConfigError
-from prom_reward.format.eos import content_end, strip_eos
-from prom_reward.format.forcing import drop_cut_tag
+from prom_reward.format.eos import content_end, drop_cut_tag, strip_eos
 from prom_reward.format.judge_format import JUDGE_FORMATS, JudgeFormat, Prompt, Task, unsupported_task
 from prom_reward.format.parsing import ParsedOutput
 from prom_reward.format.rubrics import Rubric

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import re
 
-from prom_reward.format.eos import strip_eos
-from prom_reward.format.forcing import drop_cut_marker, drop_cut_tag, open_tags
+from prom_reward.format.eos import drop_cut_marker, drop_cut_tag, open_tags, strip_eos
 from prom_reward.format.formats.pairwise_only import PairwiseOnlyFormat, failure, header_lines, paragraph, verdict_end
 from prom_reward.format.judge_format import JUDGE_FORMATS
 from prom_reward.format.parsing import ParsedOutput
