@@ -102,6 +102,3 @@ def column_text(
             field=name,
             mentions=(option,),
         ) from None
-
-
-__all__ = ["DEFAULTS", "column_flag", "column_text", "find_column"]

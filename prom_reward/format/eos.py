@@ -6,8 +6,6 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-__all__ = ["EOS_TOKENS", "content_end", "drop_cut_marker", "drop_cut_tag", "open_tags", "strip_eos"]
-
 EOS_TOKENS = tuple("</s> <|im_end|> <|eot_id|> <|endoftext|> <|end_of_text|> <|end|> <end_of_turn> <eos>".split())
 """End-of-turn tokens of the judge families in use (Llama 2 / Mistral, ChatML, Llama 3, GPT-2, Phi, Gemma)."""
 

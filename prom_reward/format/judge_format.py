@@ -14,19 +14,6 @@ from prom_reward.format.parsing import ParsedOutput, Task
 from prom_reward.format.rubrics import Rubric
 from prom_reward.registry import Registry
 
-__all__ = [
-    "JUDGE_FORMATS",
-    "DEFAULT_FORMAT",
-    "JudgeFormat",
-    "Prompt",
-    "Task",
-    "check_task",
-    "formats_for",
-    "get_judge_format",
-    "unsupported_task",
-    "verdict_text",
-]
-
 DEFAULT_FORMAT = "prometheus2"
 """The format of a judge whose preset and user name none."""
 
@@ -102,15 +89,6 @@ class JudgeFormat(ABC):
 _TASK_WORDS = {"absolute": "grading one response", "relative": "pairwise verdicts"}
 
 
-def _supports(fmt: JudgeFormat) -> str:
-    """What ``fmt`` judges, in words: ``absolute (grading one response, scores 1-3)``."""
-    words = []
-    for task in sorted(fmt.tasks):
-        scale = f", scores {fmt.scale[0]}-{fmt.scale[-1]}" if task == "absolute" and fmt.scale else ""
-        words.append(f"{task} ({_TASK_WORDS.get(task, task)}{scale})")
-    return ", ".join(words) or "nothing"
-
-
 def formats_for(task: Task) -> list[str]:
     """The registered formats that judge ``task``, sorted: what a refusal offers instead."""
     return [name for name in JUDGE_FORMATS if task in JUDGE_FORMATS.get(name).tasks]
@@ -127,11 +105,13 @@ def unsupported_task(fmt: JudgeFormat, task: Task, fix: str = "") -> ConfigError
     >>> "selene" in str(unsupported_task(Pairwise, "absolute"))
     False
     """
+    scores = f", scores {fmt.scale[0]}-{fmt.scale[-1]}" if fmt.scale else ""
+    supports = [f"{t} ({_TASK_WORDS.get(t, t)}{scores if t == 'absolute' else ''})" for t in sorted(fmt.tasks)]
     others = ", ".join(n for n in formats_for(task) if n != fmt.name)
     fixes = [f for f in (fix, f"pick a format that does ({others})" if others else "") if f]
     return ConfigError(
         f"judge format {fmt.name!r} does not judge {task} ({_TASK_WORDS.get(task, task)}); it supports "
-        f"{_supports(fmt)}; fix: {', or '.join(fixes) or 'define a format that does'}"
+        f"{', '.join(supports) or 'nothing'}; fix: {', or '.join(fixes) or 'define a format that does'}"
     )
 
 

@@ -9,8 +9,6 @@ from typing import Literal
 
 from prom_reward.format.eos import content_end
 
-__all__ = ["ABSOLUTE_VERDICTS", "RELATIVE_VERDICTS", "ParsedOutput", "parse_absolute", "parse_output", "parse_relative"]
-
 Task = Literal["absolute", "relative"]
 """What a judgment is: an absolute grade of one response, or a pairwise verdict between two."""
 

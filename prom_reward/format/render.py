@@ -8,8 +8,6 @@ from prom_reward.format.parsing import Task
 from prom_reward.format.rubrics import RUBRICS, Rubric
 from prom_reward.format.templates import BUILTIN, fill, need_str, validate_template
 
-__all__ = ["render_absolute", "render_relative"]
-
 
 def _rubric_text(rubric: Rubric | str, absolute: bool) -> str:
     if isinstance(rubric, str) and rubric in RUBRICS:

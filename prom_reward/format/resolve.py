@@ -13,8 +13,6 @@ from prom_reward.format.rubrics import Rubric, RubricLike, get_rubric
 if TYPE_CHECKING:
     from prom_reward.format.judge_format import JudgeFormat, Task
 
-__all__ = ["RubricResolver", "rubric_key"]
-
 
 def rubric_key(value: object) -> Hashable:
     """A hashable key for a rubric value (equal values, equal keys): the value itself, or its canonical JSON."""

@@ -12,8 +12,6 @@ from prom_reward.format.formats.pairwise_only import PairwiseOnlyFormat, failure
 from prom_reward.format.judge_format import JUDGE_FORMATS, Task
 from prom_reward.format.parsing import ParsedOutput
 
-__all__ = ["CON_J", "CON_J_PROMPT", "ConJFormat"]
-
 CON_J_PROMPT = (
     "作为一个评价专家，给定一个问题和它的两个可能的回答，请选出哪一个回答在连贯性、准确性、覆盖度和上述定义的整体质量方面最为符合。"
     '请用JSON格式输出你的判断, 其中"原因"是你提供的解释，"更好的回答"是整数类型的1或2，'

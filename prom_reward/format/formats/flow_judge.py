@@ -10,8 +10,6 @@ from prom_reward.format.parsing import ParsedOutput
 from prom_reward.format.rubrics import Rubric
 from prom_reward.format.templates import fill, need_str
 
-__all__ = ["USER_TEMPLATE", "FlowJudgeFormat"]
-
 _FEEDBACK, _END_FEEDBACK, _SCORE, _END_SCORE = "<feedback>", "</feedback>", "<score>", "</score>"
 
 USER_TEMPLATE = (

@@ -14,8 +14,6 @@ from prom_reward.format.parsing import ParsedOutput
 from prom_reward.format.rubrics import Rubric
 from prom_reward.format.templates import fill, need_str, template_fields
 
-__all__ = ["YamlFormat", "load_yaml_format"]
-
 
 class YamlFormat(JudgeFormat):
     """The judge format a checked YAML file (``FormatSpec``) defines."""

@@ -10,17 +10,6 @@ from prom_reward.format.judge_format import JudgeFormat, Prompt, Task, unsupport
 from prom_reward.format.parsing import ParsedOutput
 from prom_reward.format.rubrics import Rubric
 
-__all__ = [
-    "PairwiseOnlyFormat",
-    "bracket_forcing_body",
-    "bracket_verdict",
-    "doubt_in_clause",
-    "failure",
-    "header_lines",
-    "paragraph",
-    "verdict_end",
-]
-
 # Words that negate, hedge or compare a verdict in its clause (whole words, any case), and Chinese ones
 # (substrings: Chinese has no word breaks).
 _DOUBT_WORDS = """

@@ -12,8 +12,6 @@ from prom_reward.format.render import render_absolute, render_relative
 from prom_reward.format.rubrics import Rubric
 from prom_reward.format.templates import ABS_SYSTEM_PROMPT, REL_SYSTEM_PROMPT
 
-__all__ = ["M_PROMETHEUS", "PROMETHEUS2", "Prometheus2Format"]
-
 MARKERS = (
     "###Task Description",
     "###The instruction to evaluate",

@@ -10,8 +10,6 @@ from prom_reward.format.formats.pairwise_only import PairwiseOnlyFormat, failure
 from prom_reward.format.judge_format import JUDGE_FORMATS
 from prom_reward.format.parsing import ParsedOutput
 
-__all__ = ["RM_R1", "RM_R1_REASONING", "RMR1Format"]
-
 _QUOTE_TAGS = (
     "<quote_A>...</quote_A> or <summary_A>...</summary_A>, and <quote_B>...</quote_B>, or <summary_B>...</summary_B>"
 )

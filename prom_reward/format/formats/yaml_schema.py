@@ -15,8 +15,6 @@ import yaml
 from prom_reward.errors import ConfigError
 from prom_reward.format.templates import template_fields, unicode_problem
 
-__all__ = ["FIELDS", "FormatSpec", "TaskSpec", "VerdictRule", "read_spec"]
-
 FIELDS = {
     "absolute": ("instruction", "response", "reference", "criteria", "rubric"),
     "relative": ("instruction", "response_a", "response_b", "reference", "criteria"),
