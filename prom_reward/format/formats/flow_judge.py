@@ -58,14 +58,12 @@ _HEADERS = tuple(line for line in USER_TEMPLATE.splitlines() if line.startswith(
 class FlowJudgeFormat(JudgeFormat):
     """Flow-Judge v0.1 on one of its scales (absolute grading only)."""
 
+    tasks = frozenset({"absolute"})
+    force_prefix, force_suffix = _SCORE, _END_SCORE
+    markers = (*(t for tag in ("feedback", "score", *_SECTION_TAGS) for t in (f"<{tag}>", f"</{tag}>")), *_HEADERS)
+
     def __init__(self, name: str, scale: tuple[int, ...]) -> None:
-        self.name = name
-        self.tasks = frozenset({"absolute"})
-        self.scale = scale
-        self.force_prefix = _SCORE
-        self.force_suffix = _END_SCORE
-        tags = [t for tag in ("feedback", "score", *_SECTION_TAGS) for t in (f"<{tag}>", f"</{tag}>")]
-        self.markers = (*tags, *_HEADERS)
+        self.name, self.scale = name, scale
 
     @property
     def _scale_text(self) -> str:

@@ -69,16 +69,15 @@ For Chat:
 </eval>
 
 <answer>[[A/B]]</answer>"""  # noqa: E501
-_PAIR = (
+RM_R1_PROMPT = (
     "[Client Question]\n{instruction}\n\n"
     "[The Start of Chatbot A's Response]\n{response_a}\n[The End of Chatbot A's Response]\n\n"
     "[The Start of Chatbot B's Response]\n{response_b}\n[The End of Chatbot B's Response]"
 )
-RM_R1_PROMPT = _PAIR
 RM_R1_REASONING_PROMPT = (
     "Please act as an impartial judge and evaluate the quality of the responses provided by two AI Chatbots "
     "to the Client question displayed below. \n\n"
-    + _PAIR
+    + RM_R1_PROMPT
     + "\n\nOutput your final verdict at last by strictly following this format: "
     "'<answer>[[A]]</answer>' if Chatbot A is better, or '<answer>[[B]]</answer>' if Chatbot B is better."
 )
@@ -107,7 +106,7 @@ class RMR1Format(PairwiseOnlyFormat):
         "[[A]]",
         "[[B]]",
         "[[",  # the parser reads "[[ B ]]" (and "< answer >", "<ANSWER>") too
-        *header_lines(_PAIR),
+        *header_lines(RM_R1_PROMPT),
     )
 
     def __init__(self, name: str = "rm-r1", system: str = RM_R1_SYSTEM, template: str = RM_R1_PROMPT) -> None:
