@@ -15,14 +15,16 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from statistics import fmean, median
 from typing import Any
 
+from prom_reward.core.judge_spec import JudgeSpec
 from prom_reward.core.results import tie_reason
-from prom_reward.errors import InputError
+from prom_reward.errors import ConfigError, InputError, PromRewardError
 from prom_reward.format.columns import column_flag, column_text, find_column
+from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, get_judge_format
 from prom_reward.report.checklist import checklist_summary
 from prom_reward.stats import spearman
 
@@ -74,16 +76,44 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else "" if value is None else json.dumps(value, default=str)
 
 
-@dataclass(frozen=True)
-class JudgedIn:
-    """The judge format a file was judged in, as the report needs it (the CLI reads it from the job record)."""
-
-    name: str = "prometheus2"
-    """The format's name."""
-    scale: tuple[int, ...] = (1, 2, 3, 4, 5)
-    """Its grades, low to high (the histogram's bars); ``()`` for a pairwise-only format."""
-    verdict_marker: str | None = None
-    """The text a forced verdict is read after (its ``force_prefix``, stripped); None: not named."""
+def recorded_format(record: Mapping[str, Any] | None, asked: str | None) -> JudgeFormat:
+    """The judge format of a file: the one the judge its job ``record`` holds specifies (``JudgeSpec.of``), else
+    ``asked`` (``--format``), else the default; ``InputError`` when the record and ``asked`` name two formats,
+    or when the recorded one cannot be looked up by name and ``asked`` does not name it."""
+    want = get_judge_format(asked) if asked else None
+    if record is None:
+        return want or get_judge_format(DEFAULT_FORMAT)
+    judge = record.get("judge")
+    # the backend (an object is recorded by its kind) says where the judge ran, not how it judged
+    judge = {k: v for k, v in judge.items() if k != "backend"} if isinstance(judge, Mapping) else {}
+    try:
+        spec = JudgeSpec.of(judge)
+    except ConfigError as e:
+        raise InputError(
+            f"its job record's judge is not one prom-reward wrote ({e}); fix: report the file with the record its "
+            "job wrote",
+            field="format",
+        ) from None
+    try:
+        fmt: JudgeFormat | None = spec.judge_format
+    except PromRewardError:  # a format defined outside the registry (a YAML file's name@digest)
+        fmt = None
+    recorded = fmt.name if fmt is not None else str(spec.format)
+    if want is not None and want.name.lower() != recorded.lower():
+        raise InputError(
+            f"its job record says it was judged in format {recorded!r}, --format names {want.name!r}; fix: drop "
+            "--format (the record decides) or report the file the format names",
+            field="format",
+        )
+    if fmt is not None:
+        return fmt
+    if want is None:
+        raise InputError(
+            f"its job record names judge format {recorded!r}, which cannot be looked up by name; fix: name it "
+            "with --format",
+            field="format",
+        )
+    return want  # a format defined outside the registry, named by --format
 
 
 def rubric_label(value: Any) -> str:
@@ -216,7 +246,7 @@ def _member(
     return m
 
 
-def _check_scale(scored: list[dict[str, Any]], fmt: JudgedIn) -> None:
+def _check_scale(scored: list[dict[str, Any]], fmt: JudgeFormat) -> None:
     """``InputError`` for the first grade outside ``fmt``'s scale (a file judged in another format)."""
     lo, hi = (min(fmt.scale), max(fmt.scale)) if fmt.scale else (None, None)
     for m in scored:
@@ -236,13 +266,13 @@ def summarize(
     *,
     extremes: int = 5,
     rubric: Any = None,
-    judge_format: JudgedIn | None = None,
+    judge_format: JudgeFormat | None = None,
 ) -> dict[str, Any]:
     """The report's content for ``rows`` (all of one kind: grade or compare rows); ``rubric``: the rubric of rows
     without a rubric column (the job's ``--rubric``, from its manifest); ``judge_format``: the format the rows were
     judged in (its scale is the histogram's; None: the default format), a grade off its scale an ``InputError``."""
     cols = columns or ReportColumns()
-    fmt = judge_format or JudgedIn()
+    fmt = judge_format or get_judge_format(DEFAULT_FORMAT)
     members: list[dict[str, Any]] = []
     checklists: list[Any] = []
     kind = source = None
@@ -268,7 +298,7 @@ def summarize(
         "kind": kind,
         "format": fmt.name,
         "scale": list(fmt.scale),
-        "verdict_marker": fmt.verdict_marker,
+        "verdict_marker": (fmt.force_prefix or "").strip() or None,
         "n": len(members),
         "source_column": source,
         "failed": sum(m["reason"] is not None for m in members),
