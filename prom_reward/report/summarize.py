@@ -38,13 +38,9 @@ class ReportColumns:
     None reads prom-reward's name or TRL's, a name given must be in every row; flag ``--<field>-col``)."""
 
     instruction: str | None = None
-    """None: ``instruction``, else TRL's ``prompt``."""
     response: str | None = None
-    """None: ``response``, else TRL's ``completion``."""
     response_a: str | None = None
-    """None: ``response_a``, else TRL's ``chosen``."""
     response_b: str | None = None
-    """None: ``response_b``, else TRL's ``rejected``."""
     rubric: str = "rubric"
     source: str | None = None
     """The column to group by source; None: the first of ``SOURCE_COLUMNS`` the rows have."""
@@ -183,19 +179,15 @@ MIN_GROUP_CORRELATION_ROWS = 5
 """A rubric's or source's score-vs-length correlation needs this many scored rows (2 rows give +-1.00)."""
 
 
-def _group_stats(members: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+def _group_stats(
+    members: list[dict[str, Any]], kind: str, min_rows: int = MIN_GROUP_CORRELATION_ROWS
+) -> dict[str, Any]:
     scored = [m for m in members if m["value"] is not None]
-    out: dict[str, Any] = {
-        "n": len(members),
-        "failed": sum(m["reason"] is not None for m in members),
-    }
+    out: dict[str, Any] = {"n": len(members), "failed": sum(m["reason"] is not None for m in members)}
     if kind == "grade":
         out["mean"] = fmean(m["value"] for m in scored) if scored else None
-        out["length_spearman"] = (
-            spearman([m["value"] for m in scored], [m["length"] for m in scored])
-            if len(scored) >= MIN_GROUP_CORRELATION_ROWS
-            else None
-        )
+        rho = spearman([m["value"] for m in scored], [m["length"] for m in scored])
+        out["length_spearman"] = rho if len(scored) >= min_rows else None
     else:
         decided = [m for m in members if m["winner"] in ("A", "B")]
         out["a_wins"] = sum(m["winner"] == "A" for m in members) / len(members) if members else None
@@ -299,9 +291,8 @@ def summarize(
         "format": fmt.name,
         "scale": list(fmt.scale),
         "verdict_marker": (fmt.force_prefix or "").strip() or None,
-        "n": len(members),
+        **_group_stats(members, kind, min_rows=0),
         "source_column": source,
-        "failed": sum(m["reason"] is not None for m in members),
         # the job summary's words: judged (a score, a winner) + failed + skipped (compare's ties, by reason) = n
         "judged": sum(m["value"] is not None if kind == "grade" else m["winner"] is not None for m in members),
         "skipped": dict(sorted(Counter(m["undecided"] for m in members if m.get("undecided")).items())),
@@ -312,29 +303,23 @@ def summarize(
         "checklist": checklist_summary(checklists),
     }
     values = [m["value"] for m in scored]
+    out["values"] = values
     if kind == "grade":
         out.update(
-            mean=fmean(values) if values else None,
             median=median(values) if values else None,
-            values=values,
             lengths=[m["length"] for m in scored],
-            length_spearman=spearman(values, [m["length"] for m in scored]),
             integer_scores=all(float(v).is_integer() for v in values),
         )
     else:
-        out.update(
-            verdicts={
-                "A": sum(m["winner"] == "A" for m in members),
-                "B": sum(m["winner"] == "B" for m in members),
-                "tie": out["skipped"].get("tie", 0),
-                "swap_disagreement": out["skipped"].get("swap_disagreement", 0),
-                "failed": out["failed"],
-            },
-            values=values,
-            length_ratios=[math.log2(max(m["length_a"], 1) / max(m["length_b"], 1)) for m in scored],
-            longer_wins=_group_stats(members, kind)["longer_wins"],
-        )
-        out["length_spearman"] = spearman(out["values"], out["length_ratios"])
+        out["verdicts"] = {
+            "A": sum(m["winner"] == "A" for m in members),
+            "B": sum(m["winner"] == "B" for m in members),
+            "tie": out["skipped"].get("tie", 0),
+            "swap_disagreement": out["skipped"].get("swap_disagreement", 0),
+            "failed": out["failed"],
+        }
+        out["length_ratios"] = [math.log2(max(m["length_a"], 1) / max(m["length_b"], 1)) for m in scored]
+        out["length_spearman"] = spearman(values, out["length_ratios"])
     # for verdicts, "most confident for A" holds only rows that favour A (P(A) > 0.5), and likewise for B
     high = scored if kind == "grade" else [m for m in scored if m["value"] > 0.5]
     low = scored if kind == "grade" else [m for m in scored if m["value"] < 0.5]
