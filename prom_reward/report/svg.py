@@ -72,7 +72,8 @@ def _frame(name: str, title: str, x_label: str, y_label: str, body: list[str], y
             f'<svg class="plot" data-plot="{escape(name)}" width="{w}" '
             f'height="{h}" viewBox="0 0 {w} {h}" role="img" aria-label="{escape(title)}">',
             f'<rect x="0" y="0" width="{w}" height="{h}" fill="#ffffff"/>',
-            f'<text x="{w / 2:.1f}" y="20" text-anchor="middle" font-size="14" font-weight="600">{escape(title)}</text>',
+            f'<text x="{w / 2:.1f}" y="20" text-anchor="middle" font-size="14" font-weight="600">'
+            f"{escape(title)}</text>",
             f'<line x1="{_PAD_L}" y1="{h - _PAD_B}" x2="{w - _PAD_R}" y2="{h - _PAD_B}" stroke="#444"/>',
             f'<line x1="{_PAD_L}" y1="{_PAD_T}" x2="{_PAD_L}" y2="{h - _PAD_B}" stroke="#444"/>',
             *y_ticks,
