@@ -7,6 +7,7 @@ import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from prom_reward.declared import check, setting
 from prom_reward.errors import ConfigError, InputError, PromRewardError
@@ -85,7 +86,7 @@ def parse_criterion(entry: object, row: int | None, k: int) -> Criterion:
         raise _fail(row, k, None, "criterion", what)
     entry = {key: v for key, v in entry.items() if v is not None}  # a struct column's null: the key is absent
     unknown = sorted(str(key) for key in entry if key not in KEYS)
-    text = entry.get("criterion")
+    text: Any = entry.get("criterion")  # checked by Criterion
     if unknown:
         raise _fail(row, k, text, "criterion", f"unknown key(s) {', '.join(unknown)} (valid: {', '.join(KEYS)})")
     try:
