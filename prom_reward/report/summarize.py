@@ -238,20 +238,6 @@ def _member(
     return m
 
 
-def _check_scale(scored: list[dict[str, Any]], fmt: JudgeFormat) -> None:
-    """``InputError`` for the first grade outside ``fmt``'s scale (a file judged in another format)."""
-    lo, hi = (min(fmt.scale), max(fmt.scale)) if fmt.scale else (None, None)
-    for m in scored:
-        if lo is None or not lo <= m["value"] <= hi:
-            scale = f"scale {lo}..{hi}" if lo is not None else "no grading scale (pairwise only)"
-            raise InputError(
-                f"row {m['index']}: score {m['value']:g} is off the {scale} of judge format {fmt.name!r}; fix: name "
-                "the format the file was graded in with --format",
-                index=m["index"],
-                field="score",
-            )
-
-
 def summarize(
     rows: Iterable[dict[str, Any]],
     columns: ReportColumns | None = None,
@@ -284,8 +270,15 @@ def summarize(
     if kind is None:
         raise InputError("no rows to report on; fix: give a graded file with rows", field="input")
     scored = [m for m in members if m["value"] is not None]
-    if kind == "grade":
-        _check_scale(scored, fmt)
+    off = [m for m in scored if kind == "grade" and not (fmt.scale and fmt.scale[0] <= m["value"] <= fmt.scale[-1])]
+    if off:  # a grade off the scale: a file judged in another format
+        scale = f"scale {fmt.scale[0]}..{fmt.scale[-1]}" if fmt.scale else "no grading scale (pairwise only)"
+        raise InputError(
+            f"row {off[0]['index']}: score {off[0]['value']:g} is off the {scale} of judge format {fmt.name!r}; fix: "
+            "name the format the file was graded in with --format",
+            index=off[0]["index"],
+            field="score",
+        )
     out: dict[str, Any] = {
         "kind": kind,
         "format": fmt.name,
