@@ -3,11 +3,13 @@ categories) validated before any judging, and the rubric a criterion without its
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from prom_reward.declared import check, setting
 from prom_reward.errors import ConfigError, InputError, PromRewardError
 from prom_reward.format.judge_format import JudgeFormat, unsupported_task
 from prom_reward.format.rubrics import Rubric, get_rubric
@@ -34,37 +36,31 @@ _PITFALL = {
 
 @dataclass(frozen=True)
 class Criterion:
-    """One criterion of a checklist, validated: ``text`` to satisfy (a pitfall's: to avoid), a ``weight`` > 0, a
-    ``category`` of ``CATEGORIES``, and its own ``rubric`` (None: ``criterion_rubric``'s binary one)."""
+    """One criterion of a checklist, validated on construction (a ``ConfigError`` naming the field)."""
 
-    text: str
-    weight: float = 1.0
-    category: str = DEFAULT_CATEGORY
+    text: str = setting(help="What the response must satisfy (a pitfall's: what it must avoid).", nonempty=True)
+    weight: float = setting(
+        1.0, help="Its weight (a pitfall's counts against the response).", gt=0, unit="a finite number"
+    )
+    category: str = setting(DEFAULT_CATEGORY, help="Its category (RaR's).", choices=CATEGORIES)
     rubric: Rubric | None = None
+    """Its own rubric; None: ``criterion_rubric``'s binary one."""
 
     def __post_init__(self) -> None:
-        problem = _problem(self.text, self.weight, self.category)
+        problem = None
+        if isinstance(self.text, str):  # the text first, as a row's fields read
+            problem = (
+                unicode_problem(self.text) if self.text.strip() else f"expected a non-empty string, got {self.text!r}"
+            )
         if problem is not None:
-            raise ConfigError(f"{problem[0]}: {problem[1]}")
+            raise ConfigError(problem, "text")
+        check(self)
+        object.__setattr__(self, "weight", float(self.weight))
 
     @property
     def pitfall(self) -> bool:
         """True for a pitfall (its score counts against the response)."""
         return self.category == "pitfall"
-
-
-def _problem(text: object, weight: object, category: object) -> tuple[str, str] | None:
-    """The first wrong field of a criterion and what is wrong with it; None when all fit."""
-    if not isinstance(text, str) or not text.strip():
-        return "criterion", f"expected a non-empty string, got {text!r}"
-    unicode = unicode_problem(text)
-    if unicode is not None:
-        return "criterion", unicode
-    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight <= 0:
-        return "weight", f"expected a finite number > 0, got {weight!r}"
-    if category not in CATEGORIES:
-        return "category", f"expected one of {', '.join(CATEGORIES)}, got {category!r}"
-    return None
 
 
 _FIXES = {
@@ -90,20 +86,21 @@ def parse_criterion(entry: object, row: int | None, k: int) -> Criterion:
         raise _fail(row, k, None, "criterion", what)
     entry = {key: v for key, v in entry.items() if v is not None}  # a struct column's null: the key is absent
     unknown = sorted(str(key) for key in entry if key not in KEYS)
-    text = entry.get("criterion")
+    text: Any = entry.get("criterion")  # checked by Criterion
     if unknown:
         raise _fail(row, k, text, "criterion", f"unknown key(s) {', '.join(unknown)} (valid: {', '.join(KEYS)})")
-    weight, category = entry.get("weight", 1.0), entry.get("category", DEFAULT_CATEGORY)
-    problem = _problem(text, weight, category)
-    if problem is not None:
-        raise _fail(row, k, None if problem[0] == "criterion" else text, *problem)
+    try:
+        criterion = Criterion(text, entry.get("weight", 1.0), entry.get("category", DEFAULT_CATEGORY))
+    except ConfigError as e:
+        field = "criterion" if e.setting == "text" else e.setting
+        raise _fail(row, k, None if field == "criterion" else text, field, e.problem.split("; fix: ")[0]) from None
     rubric = entry.get("rubric")
     if rubric is not None:
         try:
             rubric = get_rubric(rubric)
         except PromRewardError as e:
             raise _fail(row, k, text, "rubric", str(e)) from None
-    return Criterion(str(text).strip(), float(weight), category, rubric)
+    return dataclasses.replace(criterion, text=criterion.text.strip(), rubric=rubric)
 
 
 def parse_checklist(value: object, row: int | None = None) -> tuple[Criterion, ...]:

@@ -103,14 +103,16 @@ async def ajudge_checklists(
     >>> out.outcomes[0].aggregate.value, [c.satisfied for c in out.outcomes[0].criteria]
     (0.5, [True, False])
     """
-    fmt = judge.format
+    fmt, implicit = judge.format, cfg.mode == "implicit"
     refs = list(references) if references is not None else [None] * len(responses)
-    if cfg.mode == "implicit":
-        asks = [
-            (ins, resp, checklist_rubric(cl, fmt), ref)
-            for ins, resp, cl, ref in zip(instructions, responses, checklists, refs, strict=True)
-        ]
-        grades, where = await _grade(judge, asks, cfg, truncate_response, deadline, outage)
+    asks: list[tuple[str, str, Rubric, str | None]] = []
+    owner: list[int] = []
+    for i, (ins, resp, cl, ref) in enumerate(zip(instructions, responses, checklists, refs, strict=True)):
+        for rubric in [checklist_rubric(cl, fmt)] if implicit else [criterion_rubric(c, fmt) for c in cl]:
+            asks.append((ins, resp, rubric, ref))
+            owner.append(i)
+    grades, where = await _grade(judge, asks, cfg, truncate_response, deadline, outage)
+    if implicit:
         outcomes = []
         for w in where:
             g = grades[w]
@@ -118,12 +120,6 @@ async def ajudge_checklists(
             agg = Aggregate(unit, None if unit is not None else _why(g))
             outcomes.append(ChecklistOutcome(agg, (), g.feedback, g.error if unit is None else None))
         return ChecklistBatch(outcomes, checklist_metrics(outcomes, grades))
-    asks, owner = [], []
-    for i, (ins, resp, cl, ref) in enumerate(zip(instructions, responses, checklists, refs, strict=True)):
-        for c in cl:
-            asks.append((ins, resp, criterion_rubric(c, fmt), ref))
-            owner.append(i)
-    grades, where = await _grade(judge, asks, cfg, truncate_response, deadline, outage)
     per: list[list[tuple[CriterionScore, Grade]]] = [[] for _ in responses]
     flat = [c for cl in checklists for c in cl]
     for c, i, w in zip(flat, owner, where, strict=True):

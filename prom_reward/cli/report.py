@@ -26,12 +26,11 @@ from typing import Any
 from prom_reward.cli.judge_options import judge_format_name
 from prom_reward.errors import ConfigError, InputError, PromRewardError
 from prom_reward.format.columns import DEFAULTS, column_flag
-from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, get_judge_format
 from prom_reward.format.rubrics import RUBRICS
 from prom_reward.jobs.manifest import NAME, read_manifest
 from prom_reward.jobs.source import read_rows
 from prom_reward.report.html import probe_section, render_report
-from prom_reward.report.summarize import JudgedIn, ReportColumns, summarize
+from prom_reward.report.summarize import ReportColumns, recorded_format, summarize
 
 
 def add_report_parser(sub: Any) -> None:
@@ -107,34 +106,6 @@ def job_record(output: Path) -> dict[str, Any] | None:
         return None
 
 
-def job_format(output: Path, asked: str | None) -> JudgeFormat:
-    """The judge format of ``output``: the one its job recorded (the default when the record names none), else
-    ``asked`` (``--format``), else the default; ``InputError`` naming the file and both formats when they differ,
-    or when the recorded format cannot be looked up here and ``--format`` does not name it."""
-    record = job_record(output)
-    judge = record.get("judge") if record else None
-    recorded = (judge.get("format") if isinstance(judge, dict) else None) or (DEFAULT_FORMAT if record else None)
-    want = get_judge_format(asked) if asked else None
-    if recorded is None:
-        return want or get_judge_format(DEFAULT_FORMAT)
-    if want is not None and want.name.lower() != str(recorded).lower():
-        raise InputError(
-            f"{output}: its job record says it was judged in format {recorded!r}, --format names {want.name!r}; "
-            "fix: drop --format (the record decides) or report the file the format names",
-            field="format",
-        )
-    try:
-        return get_judge_format(recorded)
-    except PromRewardError:
-        if want is not None:  # a format defined outside the registry, named by --format
-            return want
-        raise InputError(
-            f"{output}: its job record names judge format {recorded!r}, which cannot be looked up by name; fix: "
-            "name it with --format",
-            field="format",
-        ) from None
-
-
 def job_rubric(output: Path) -> Any:
     """The ``--rubric`` of the job that wrote ``output`` (from its manifest), or None when there is no readable
     manifest."""
@@ -185,15 +156,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.extremes < 0:
         raise ConfigError(f"--extremes: expected a number >= 0, got {args.extremes}")
     probe = _probe_record(args.probe) if args.probe else None
-    cols = report_columns(args, job_record(Path(args.input)))
+    record = job_record(Path(args.input))
+    cols = report_columns(args, record)
     try:
-        fmt = job_format(Path(args.input), args.format)
         summary = summarize(
             read_rows(args.input),
             cols,
             extremes=args.extremes,
             rubric=job_rubric(Path(args.input)),
-            judge_format=JudgedIn(fmt.name, fmt.scale, (fmt.force_prefix or "").strip() or None),
+            judge_format=recorded_format(record, args.format),
         )
     except InputError as e:
         if str(e).startswith((str(args.input), str(Path(args.input)))):  # it names its file already

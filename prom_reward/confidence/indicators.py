@@ -33,7 +33,7 @@ def token_entropy(position: TokenLogprobs, truncation: str = "tail", top_k: int 
     """Entropy (nats) of one position's next-token distribution from its top-k (``truncation``: how the mass
     outside it counts, docs/confidence.md); which token was sampled does not change it."""
     if truncation not in TRUNCATIONS:
-        raise ConfigError(f"truncation: expected one of {', '.join(TRUNCATIONS)}, got {truncation!r}")
+        raise ConfigError(f"expected one of {', '.join(TRUNCATIONS)}, got {truncation!r}", "truncation")
     probs = _top_k_probs(position, top_k)
     total = sum(probs)
     if total <= 0:
@@ -149,15 +149,10 @@ def confidence_from_samples(samples: Sequence[Any], *, swap_agreement: bool | No
 def merge_confidences(parts: Sequence[Confidence | None], *, swap_agreement: float | None = None) -> Confidence:
     """Average several judgments' indicators (``tokens`` summed)."""
     got = [p for p in parts if p is not None]
-    return Confidence(
-        entropy=_mean([p.entropy for p in got]),
-        nll=_mean([p.nll for p in got]),
-        base_entropy=_mean([p.base_entropy for p in got]),
-        verdict_probability=_mean([p.verdict_probability for p in got]),
-        sample_agreement=_mean([p.sample_agreement for p in got]),
-        swap_agreement=swap_agreement if swap_agreement is not None else _mean([p.swap_agreement for p in got]),
-        tokens=sum(p.tokens for p in got),
-    )
+    means = {f.name: _mean([getattr(p, f.name) for p in got]) for f in fields(Confidence) if f.name != "tokens"}
+    if swap_agreement is not None:
+        means["swap_agreement"] = swap_agreement
+    return Confidence(**means, tokens=sum(p.tokens for p in got))
 
 
 # -- indicators: Confidence -> uncertainty (higher = less sure) ----------------------------------
@@ -169,22 +164,18 @@ def _one_minus(value: float | None) -> float | None:
 
 
 INDICATORS: Registry[Indicator] = Registry("confidence indicator")
-INDICATORS.register("se", lambda c: c.entropy)
-INDICATORS.register("se_cali", lambda c: c.entropy_calibrated)
-INDICATORS.register("perplexity", lambda c: c.nll)
-INDICATORS.register("verdict_probability", lambda c: _one_minus(c.verdict_probability))
-INDICATORS.register("sample_agreement", lambda c: _one_minus(c.sample_agreement))
-INDICATORS.register("swap_agreement", lambda c: _one_minus(c.swap_agreement))
-
-NEEDS = {
-    "se": "logprobs",
-    "se_cali": "calibration",
-    "perplexity": "logprobs",
-    "verdict_probability": "logprobs",
-    "sample_agreement": "samples",
-    "swap_agreement": "swap",
-}
+NEEDS: dict[str, str] = {}
 """What each indicator needs: logprobs (``confidence=True``), a calibration model, samples >= 2, ``swap=True``."""
+for _name, _indicator, _need in (
+    ("se", lambda c: c.entropy, "logprobs"),
+    ("se_cali", lambda c: c.entropy_calibrated, "calibration"),
+    ("perplexity", lambda c: c.nll, "logprobs"),
+    ("verdict_probability", lambda c: _one_minus(c.verdict_probability), "logprobs"),
+    ("sample_agreement", lambda c: _one_minus(c.sample_agreement), "samples"),
+    ("swap_agreement", lambda c: _one_minus(c.swap_agreement), "swap"),
+):
+    INDICATORS.register(_name, _indicator)
+    NEEDS[_name] = _need
 
 
 def get_indicator(name: str) -> Indicator:
@@ -192,7 +183,7 @@ def get_indicator(name: str) -> Indicator:
     try:
         return INDICATORS.get(name)
     except UnknownNameError as e:
-        raise ConfigError(f"indicator: {e}") from e
+        raise ConfigError(str(e), "indicator") from e
 
 
 def uncertainty(confidence: Confidence | None, indicator: str) -> float | None:

@@ -55,16 +55,16 @@ class BaseModelReader:
         self, base: Backend | Mapping[str, Any], *, top_k: int = DEFAULT_TOP_K, truncation: str = "tail"
     ) -> None:
         if truncation not in TRUNCATIONS:
-            raise ConfigError(f"truncation: expected one of {', '.join(TRUNCATIONS)}, got {truncation!r}")
+            raise ConfigError(f"expected one of {', '.join(TRUNCATIONS)}, got {truncation!r}", "truncation")
         self.owned: Backend | None = None  # the base model built here from options (closed with the reader)
         if isinstance(base, Mapping):
             options = dict(base)
             base = self.owned = make_backend(options.pop("backend", "vllm"), **options)
         if not (isinstance(base, ContinuationScorer) and base.capabilities.continuation_logprobs):
             raise ConfigError(
-                f"calibration: expected a backend that can teacher-force (vllm, openai, transformers) or a dict "
-                f"of its options, got {type(base).__name__}, which does not declare "
-                "capabilities.continuation_logprobs"
+                "expected a backend that can teacher-force (vllm, openai, transformers) or a dict of its options, "
+                f"got {type(base).__name__}, which does not declare capabilities.continuation_logprobs",
+                "calibration",
             )
         self.scorer: ContinuationScorer = base
         self.top_k, self.truncation = top_k, truncation

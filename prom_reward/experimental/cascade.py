@@ -41,8 +41,9 @@ class CascadeJudge(Judge):
         for role, judge in (("primary", primary), ("fallback", fallback)):
             if not isinstance(judge, Judge):  # the base declares what a cascade calls
                 raise ConfigError(
-                    f"{role}: expected a judge (a PrometheusJudge, or any subclass of prom_reward.Judge), "
-                    f"got {type(judge).__name__}; fix: pass a judge"
+                    "expected a judge (a PrometheusJudge, or any subclass of prom_reward.Judge), "
+                    f"got {type(judge).__name__}; fix: pass a judge",
+                    role,
                 )
         if indicator is None:
             indicator = "se_cali" if reads_base_model(primary) else "se"

@@ -145,18 +145,15 @@ def load_items(path: str | Path, limit: int | None = None, seed: int = 0) -> lis
     return seeded_subset(items, limit, seed)
 
 
-def load_llmbar(
-    folder: str | Path, limit: int | None = None, seed: int = 0, sets: tuple[str, ...] = LLMBAR_SETS
-) -> dict[str, list[LLMBarPair]]:
-    """``{set name: pairs}`` from an LLMBar folder (all sets checked first); ``limit`` pairs per set at most."""
-    base = Path(folder)
+def load_llmbar(folder: str | Path, limit: int | None = None, seed: int = 0) -> dict[str, list[LLMBarPair]]:
+    """``{set name: pairs}`` of ``LLMBAR_SETS`` from an LLMBar folder (all checked first), ``limit`` per set at most."""
     out: dict[str, list[LLMBarPair]] = {}
-    for name in sets:
-        path = base / f"{name}.json"
+    for name in LLMBAR_SETS:
+        path = Path(folder) / f"{name}.json"
         if not path.is_file():
             raise InputError(
                 f"--llmbar {folder}: {path.name} is missing; fix: give a folder with "
-                f"{', '.join(s + '.json' for s in sets)} (princeton-nlp/LLMBar)",
+                f"{', '.join(s + '.json' for s in LLMBAR_SETS)} (princeton-nlp/LLMBar)",
                 field="llmbar",
             )
         try:

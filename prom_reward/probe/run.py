@@ -11,10 +11,10 @@ from typing import Any
 
 from prom_reward.core.protocol import Judge, Retry
 from prom_reward.declared import check, setting
-from prom_reward.errors import ConfigError, InputError, UnknownNameError
+from prom_reward.errors import ConfigError, InputError, PromRewardError, UnknownNameError
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, Task, get_judge_format, unsupported_task
 from prom_reward.format.rubrics import get_rubric
-from prom_reward.probe.data import LLMBAR_SETS, LLMBarPair, ProbeItem, checkout_data_dir, load_items, load_llmbar
+from prom_reward.probe.data import LLMBarPair, ProbeItem, checkout_data_dir, load_items, load_llmbar
 from prom_reward.probe.edits import DEFAULT_EDITS, EDITS
 from prom_reward.probe.llmbar import llmbar_accuracy
 from prom_reward.probe.shifts import score_shifts
@@ -59,13 +59,13 @@ class ProbeConfig:
     def __post_init__(self) -> None:
         try:
             get_rubric(self.rubric)  # a mistyped rubric fails here, not on every item
-        except (ConfigError, UnknownNameError) as e:
+        except PromRewardError as e:
             raise ConfigError(str(e), "rubric") from None
-        for name in self.edits:
-            try:
+        try:
+            for name in self.edits:
                 EDITS.get(name)
-            except UnknownNameError as e:
-                raise ConfigError(str(e), "edits") from e
+        except UnknownNameError as e:
+            raise ConfigError(str(e), "edits") from e
         check(self)
 
     def for_format(self, fmt: JudgeFormat) -> ProbeConfig:
@@ -125,7 +125,7 @@ def load_inputs(cfg: ProbeConfig, judge_format: JudgeFormat | None = None) -> Pr
     fmt = judge_format or get_judge_format(DEFAULT_FORMAT)
     parts = cfg.for_format(fmt).parts or ()
     inputs = ProbeInputs(
-        load_llmbar(cfg.llmbar_dir(), cfg.limit, cfg.seed, LLMBAR_SETS) if "llmbar" in parts else None,
+        load_llmbar(cfg.llmbar_dir(), cfg.limit, cfg.seed) if "llmbar" in parts else None,
         load_items(cfg.items_file(), cfg.limit, cfg.seed) if "shifts" in parts else None,
     )
     check_rubrics(fmt, cfg, inputs)
@@ -142,8 +142,8 @@ def check_rubrics(fmt: JudgeFormat, cfg: ProbeConfig, inputs: ProbeInputs) -> No
         problem = fmt.rubric_problem(get_rubric(cfg.rubric), PART_TASKS[part])
         if problem is not None:
             raise ConfigError(
-                f"rubric: {problem} (judge format {fmt.name!r}; the {part} part judges with it); fix: pass a rubric "
-                "that fits (rubric=)"
+                f"{problem} (judge format {fmt.name!r}; the {part} part judges with it); fix: pass a rubric that fits",
+                "rubric",
             )
     for it in inputs.items or ():
         problem = None if it.rubric is None else fmt.rubric_problem(get_rubric(it.rubric), "absolute")

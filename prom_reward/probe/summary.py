@@ -104,31 +104,38 @@ def not_run_notes(record: dict[str, Any]) -> list[str]:
     return [f"**Not run:** {part}: {why.rstrip('.')}." for part, why in (record.get("not_run") or {}).items()]
 
 
-def summary(record: dict[str, Any]) -> str:
-    """The one-screen markdown summary of a probe record: its warnings and parts not run, then the tables."""
-    out = [
+def heading(record: dict[str, Any]) -> str:
+    """The summary's first line: the judge, the date and the seconds the probe took."""
+    return (
         f"Hacking probe of {record.get('judge')} ({str(record.get('date', ''))[:10]}, "
         f"{record.get('seconds', 0.0):.0f} s)"
-    ]
-    warnings = verdict_warnings(record) + not_run_notes(record)
-    if warnings:
-        out += ["", *warnings]
+    )
+
+
+def tables(record: dict[str, Any]) -> list[tuple[str, Table]]:
+    """Each part's table with the line that says how to read it."""
+    out = []
     if record.get("llmbar"):
-        out += [
-            "",
-            "LLMBar pairwise accuracy, both orders (0.50 = chance; gap = Natural minus the set):",
-            "",
-            markdown_table(llmbar_table(record["llmbar"])),
-        ]
+        note = "LLMBar pairwise accuracy, both orders (0.50 = chance; gap = Natural minus the set):"
+        out.append((note, llmbar_table(record["llmbar"])))
     if record.get("shifts"):
         s = record["shifts"]
-        out += [
-            "",
+        note = (
             f"Score shifts under edits ({s['score']}; {s['n_items']} items, each edit against the mean "
             f"of {s.get('baseline_samples', 1)} grade(s) of the unedited response, mean "
             f"{fmt_number(s['original_mean'])}, {s['original_failed']} without a verdict; 'none' = one more "
-            "grade of the unedited response, the judge's own noise):",
-            "",
-            markdown_table(shifts_table(s)),
-        ]
+            "grade of the unedited response, the judge's own noise):"
+        )
+        out.append((note, shifts_table(s)))
+    return out
+
+
+def summary(record: dict[str, Any]) -> str:
+    """The one-screen markdown summary of a probe record: its warnings and parts not run, then the tables."""
+    out = [heading(record)]
+    warnings = verdict_warnings(record) + not_run_notes(record)
+    if warnings:
+        out += ["", *warnings]
+    for note, table in tables(record):
+        out += ["", note, "", markdown_table(table)]
     return "\n".join(out)

@@ -1,7 +1,5 @@
-"""The HTML report: one self-contained file (inline CSS and SVG, no scripts, no external URLs).
-
-``render_report(summary, probe=None, title=...)`` turns a ``summarize`` result (and optionally a hacking-probe
-record) into the page; ``prom-reward report`` writes it.
+"""The HTML report: one self-contained page (inline CSS and SVG, no scripts, no external URLs) of a ``summarize``
+result and a hacking-probe record (``render_report``); ``prom-reward report`` writes it.
 
 Example:
     >>> from prom_reward.report.summarize import summarize
@@ -18,7 +16,7 @@ from html import escape
 from typing import Any
 
 from prom_reward.errors import InputError
-from prom_reward.probe.summary import fmt_number, llmbar_table, not_run_notes, shifts_table, verdict_warnings
+from prom_reward.probe.summary import fmt_number, heading, not_run_notes, tables, verdict_warnings
 from prom_reward.report.svg import bar_chart, scatter
 
 _CSS = """
@@ -42,24 +40,20 @@ font-family:inherit;background:#f6f7f9;padding:6px 8px;border-radius:4px;max-hei
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    def cell(c: Any) -> str:
+        numeric = isinstance(c, (int, float)) or c == "n/a" or (isinstance(c, str) and c[:1] in set("+-0123456789"))
+        return f'<td class="num">{escape(str(c))}</td>' if numeric else f"<td>{escape(str(c))}</td>"
+
     head = "".join(f"<th>{escape(str(h))}</th>" for h in header)
-    body = []
-    for r in rows:
-        cells = []
-        for c in r:
-            numeric = (
-                isinstance(c, (int, float))
-                or c == "n/a"
-                or (isinstance(c, str) and c != "" and c[:1] in "+-0123456789")
-            )
-            cells.append(f'<td class="num">{escape(str(c))}</td>' if numeric else f"<td>{escape(str(c))}</td>")
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    body = "".join("<tr>" + "".join(map(cell, r)) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _clip(text: str | None, limit: int = 700) -> str:
-    text = text or ""
-    return text if len(text) <= limit else text[:limit] + f" … [{len(text) - limit} more characters]"
+def _text(label: str, text: str, limit: int = 700) -> str:
+    """A row's text under its label, clipped at ``limit`` characters."""
+    if len(text) > limit:
+        text = text[:limit] + f" … [{len(text) - limit} more characters]"
+    return f'<div class="label">{label}</div><pre>{escape(text)}</pre>'
 
 
 def _cards(s: dict[str, Any]) -> str:
@@ -170,24 +164,20 @@ def _group_table(groups: dict[str, dict[str, Any]], kind: str, name: str) -> str
 def _items(members: list[dict[str, Any]], kind: str) -> str:
     out = []
     for m in members:
-        parts = [
+        if kind == "grade":
+            shown = _text("response", m["response"])
+        else:
+            shown = _text("response A", m["response_a"], 400) + _text("response B", m["response_b"], 400)
+        out.append(
             f'<div class="item"><span class="score">{fmt_number(m["value"])}</span>'
             f'<div class="where">row {m["index"]} · rubric: {escape(m["rubric"])}'
             f"{(' · ' + escape(m['source'])) if m.get('source') else ''}"
             f"{' · <b>forced verdict</b>' if m.get('forced') else ''}</div>"
-            f'<div class="label">instruction</div><pre>{escape(_clip(m["instruction"], 400))}</pre>'
-        ]
-        if kind == "grade":
-            parts.append(f'<div class="label">response</div><pre>{escape(_clip(m["response"]))}</pre>')
-        else:
-            parts.append(
-                f'<div class="label">response A</div><pre>{escape(_clip(m["response_a"], 400))}</pre>'
-                f'<div class="label">response B</div><pre>{escape(_clip(m["response_b"], 400))}</pre>'
-            )
-        parts.append(
-            f'<div class="label">judge feedback</div><pre>{escape(_clip(m["feedback"]) or "(none)")}</pre></div>'
+            + _text("instruction", m["instruction"], 400)
+            + shown
+            + _text("judge feedback", m["feedback"] or "(none)")
+            + "</div>"
         )
-        out.append("".join(parts))
     return "".join(out) or '<p class="note">No row has a verdict.</p>'
 
 
@@ -197,17 +187,10 @@ def _bold(text: str) -> str:
 
 
 def _probe(record: dict[str, Any]) -> str:
-    out = [
-        "<h2>Hacking probe</h2>",
-        f'<p class="meta">{escape(str(record.get("judge")))} · '
-        f"{escape(str(record.get('date', ''))[:10])} · {record.get('seconds', 0):.0f} s</p>",
-        *(f'<p class="note">{_bold(escape(w))}</p>' for w in verdict_warnings(record) + not_run_notes(record)),
-        '<div class="plots">',
-    ]
-    lb, sh = record.get("llmbar"), record.get("shifts")
-    if lb:
+    charts = []
+    if lb := record.get("llmbar"):
         names = list(lb["sets"])
-        out.append(
+        charts.append(
             bar_chart(
                 "probe-llmbar",
                 [n.replace("Adversarial_", "Adv. ") for n in names],
@@ -219,9 +202,9 @@ def _probe(record: dict[str, Any]) -> str:
                 reference=0.5,
             )
         )
-    if sh:
+    if sh := record.get("shifts"):
         names = list(sh["edits"])
-        out.append(
+        charts.append(
             bar_chart(
                 "probe-shifts",
                 names,
@@ -232,22 +215,14 @@ def _probe(record: dict[str, Any]) -> str:
                 reference=0.0,
             )
         )
-    out.append("</div>")
-    if lb:
-        out += [
-            '<p class="note">Pairwise accuracy on LLMBar, each pair judged in both orders (0.50 = chance); the '
-            "gap is Natural minus the set: skill that disappears when the wrong answer looks better.</p>",
-            _table(*llmbar_table(lb)),
+    return "".join(
+        [
+            f'<h2>Hacking probe</h2><p class="meta">{escape(heading(record))}</p>',
+            *(f'<p class="note">{_bold(escape(w))}</p>' for w in verdict_warnings(record) + not_run_notes(record)),
+            f'<div class="plots">{"".join(charts)}</div>',
+            *(f'<p class="note">{escape(note)}</p>{_table(*table)}' for note, table in tables(record)),
         ]
-    if sh:
-        out += [
-            f'<p class="note">Score shifts under edits that add no information ({escape(str(sh["n_items"]))} items, '
-            f"each edit against the mean of {escape(str(sh.get('baseline_samples', 1)))} grade(s) of the unchanged "
-            "response; "
-            "<i>none</i> grades the unchanged response once more: the judge's own noise).</p>",
-            _table(*shifts_table(sh)),
-        ]
-    return "".join(out)
+    )
 
 
 def probe_section(record: dict[str, Any]) -> str:
@@ -263,22 +238,17 @@ def probe_section(record: dict[str, Any]) -> str:
         ) from None
 
 
-def _marker(s: dict[str, Any]) -> str:
-    """The forced verdict's marker as the note names it."""
-    name = escape(s["format"])
-    if s["verdict_marker"]:
-        return f"<code>{escape(s['verdict_marker'])}</code> (the verdict marker of judge format {name})"
-    return f"the verdict marker of judge format {name}"
-
-
 def _forced_note(s: dict[str, Any]) -> str:
     """What a reader must know about forced verdicts: how many rows have one, and what forcing is."""
     if not s["forced"]:
         return ""
+    marker = f"the verdict marker of judge format {escape(s['format'])}"
+    if s["verdict_marker"]:
+        marker = f"<code>{escape(s['verdict_marker'])}</code> ({marker})"
     return (
         f'<p class="note"><b>{s["forced"]} of {s["n"]} rows have a forced verdict</b>: the judge\'s output was cut '
         "before its verdict, which was then read from its next-token distribution after "
-        f"{_marker(s)} "
+        f"{marker} "
         "(<code>--force-verdict</code>; flagged on each row below). Raise <code>--max-tokens</code> for verdicts the "
         "judge writes out.</p>"
     )

@@ -15,14 +15,16 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from statistics import fmean, median
 from typing import Any
 
+from prom_reward.core.judge_spec import JudgeSpec
 from prom_reward.core.results import tie_reason
-from prom_reward.errors import InputError
+from prom_reward.errors import ConfigError, InputError, PromRewardError
 from prom_reward.format.columns import column_flag, column_text, find_column
+from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, get_judge_format
 from prom_reward.report.checklist import checklist_summary
 from prom_reward.stats import spearman
 
@@ -36,13 +38,9 @@ class ReportColumns:
     None reads prom-reward's name or TRL's, a name given must be in every row; flag ``--<field>-col``)."""
 
     instruction: str | None = None
-    """None: ``instruction``, else TRL's ``prompt``."""
     response: str | None = None
-    """None: ``response``, else TRL's ``completion``."""
     response_a: str | None = None
-    """None: ``response_a``, else TRL's ``chosen``."""
     response_b: str | None = None
-    """None: ``response_b``, else TRL's ``rejected``."""
     rubric: str = "rubric"
     source: str | None = None
     """The column to group by source; None: the first of ``SOURCE_COLUMNS`` the rows have."""
@@ -74,16 +72,44 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else "" if value is None else json.dumps(value, default=str)
 
 
-@dataclass(frozen=True)
-class JudgedIn:
-    """The judge format a file was judged in, as the report needs it (the CLI reads it from the job record)."""
-
-    name: str = "prometheus2"
-    """The format's name."""
-    scale: tuple[int, ...] = (1, 2, 3, 4, 5)
-    """Its grades, low to high (the histogram's bars); ``()`` for a pairwise-only format."""
-    verdict_marker: str | None = None
-    """The text a forced verdict is read after (its ``force_prefix``, stripped); None: not named."""
+def recorded_format(record: Mapping[str, Any] | None, asked: str | None) -> JudgeFormat:
+    """The judge format of a file: the one the judge its job ``record`` holds specifies (``JudgeSpec.of``), else
+    ``asked`` (``--format``), else the default; ``InputError`` when the record and ``asked`` name two formats,
+    or when the recorded one cannot be looked up by name and ``asked`` does not name it."""
+    want = get_judge_format(asked) if asked else None
+    if record is None:
+        return want or get_judge_format(DEFAULT_FORMAT)
+    judge = record.get("judge")
+    # the backend (an object is recorded by its kind) says where the judge ran, not how it judged
+    judge = {k: v for k, v in judge.items() if k != "backend"} if isinstance(judge, Mapping) else {}
+    try:
+        spec = JudgeSpec.of(judge)
+    except ConfigError as e:
+        raise InputError(
+            f"its job record's judge is not one prom-reward wrote ({e}); fix: report the file with the record its "
+            "job wrote",
+            field="format",
+        ) from None
+    try:
+        fmt: JudgeFormat | None = spec.judge_format
+    except PromRewardError:  # a format defined outside the registry (a YAML file's name@digest)
+        fmt = None
+    recorded = fmt.name if fmt is not None else str(spec.format)
+    if want is not None and want.name.lower() != recorded.lower():
+        raise InputError(
+            f"its job record says it was judged in format {recorded!r}, --format names {want.name!r}; fix: drop "
+            "--format (the record decides) or report the file the format names",
+            field="format",
+        )
+    if fmt is not None:
+        return fmt
+    if want is None:
+        raise InputError(
+            f"its job record names judge format {recorded!r}, which cannot be looked up by name; fix: name it "
+            "with --format",
+            field="format",
+        )
+    return want  # a format defined outside the registry, named by --format
 
 
 def rubric_label(value: Any) -> str:
@@ -153,19 +179,15 @@ MIN_GROUP_CORRELATION_ROWS = 5
 """A rubric's or source's score-vs-length correlation needs this many scored rows (2 rows give +-1.00)."""
 
 
-def _group_stats(members: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+def _group_stats(
+    members: list[dict[str, Any]], kind: str, min_rows: int = MIN_GROUP_CORRELATION_ROWS
+) -> dict[str, Any]:
     scored = [m for m in members if m["value"] is not None]
-    out: dict[str, Any] = {
-        "n": len(members),
-        "failed": sum(m["reason"] is not None for m in members),
-    }
+    out: dict[str, Any] = {"n": len(members), "failed": sum(m["reason"] is not None for m in members)}
     if kind == "grade":
         out["mean"] = fmean(m["value"] for m in scored) if scored else None
-        out["length_spearman"] = (
-            spearman([m["value"] for m in scored], [m["length"] for m in scored])
-            if len(scored) >= MIN_GROUP_CORRELATION_ROWS
-            else None
-        )
+        rho = spearman([m["value"] for m in scored], [m["length"] for m in scored])
+        out["length_spearman"] = rho if len(scored) >= min_rows else None
     else:
         decided = [m for m in members if m["winner"] in ("A", "B")]
         out["a_wins"] = sum(m["winner"] == "A" for m in members) / len(members) if members else None
@@ -216,33 +238,19 @@ def _member(
     return m
 
 
-def _check_scale(scored: list[dict[str, Any]], fmt: JudgedIn) -> None:
-    """``InputError`` for the first grade outside ``fmt``'s scale (a file judged in another format)."""
-    lo, hi = (min(fmt.scale), max(fmt.scale)) if fmt.scale else (None, None)
-    for m in scored:
-        if lo is None or not lo <= m["value"] <= hi:
-            scale = f"scale {lo}..{hi}" if lo is not None else "no grading scale (pairwise only)"
-            raise InputError(
-                f"row {m['index']}: score {m['value']:g} is off the {scale} of judge format {fmt.name!r}; fix: name "
-                "the format the file was graded in with --format",
-                index=m["index"],
-                field="score",
-            )
-
-
 def summarize(
     rows: Iterable[dict[str, Any]],
     columns: ReportColumns | None = None,
     *,
     extremes: int = 5,
     rubric: Any = None,
-    judge_format: JudgedIn | None = None,
+    judge_format: JudgeFormat | None = None,
 ) -> dict[str, Any]:
     """The report's content for ``rows`` (all of one kind: grade or compare rows); ``rubric``: the rubric of rows
     without a rubric column (the job's ``--rubric``, from its manifest); ``judge_format``: the format the rows were
     judged in (its scale is the histogram's; None: the default format), a grade off its scale an ``InputError``."""
     cols = columns or ReportColumns()
-    fmt = judge_format or JudgedIn()
+    fmt = judge_format or get_judge_format(DEFAULT_FORMAT)
     members: list[dict[str, Any]] = []
     checklists: list[Any] = []
     kind = source = None
@@ -262,16 +270,22 @@ def summarize(
     if kind is None:
         raise InputError("no rows to report on; fix: give a graded file with rows", field="input")
     scored = [m for m in members if m["value"] is not None]
-    if kind == "grade":
-        _check_scale(scored, fmt)
+    off = [m for m in scored if kind == "grade" and not (fmt.scale and fmt.scale[0] <= m["value"] <= fmt.scale[-1])]
+    if off:  # a grade off the scale: a file judged in another format
+        scale = f"scale {fmt.scale[0]}..{fmt.scale[-1]}" if fmt.scale else "no grading scale (pairwise only)"
+        raise InputError(
+            f"row {off[0]['index']}: score {off[0]['value']:g} is off the {scale} of judge format {fmt.name!r}; fix: "
+            "name the format the file was graded in with --format",
+            index=off[0]["index"],
+            field="score",
+        )
     out: dict[str, Any] = {
         "kind": kind,
         "format": fmt.name,
         "scale": list(fmt.scale),
-        "verdict_marker": fmt.verdict_marker,
-        "n": len(members),
+        "verdict_marker": (fmt.force_prefix or "").strip() or None,
+        **_group_stats(members, kind, min_rows=0),
         "source_column": source,
-        "failed": sum(m["reason"] is not None for m in members),
         # the job summary's words: judged (a score, a winner) + failed + skipped (compare's ties, by reason) = n
         "judged": sum(m["value"] is not None if kind == "grade" else m["winner"] is not None for m in members),
         "skipped": dict(sorted(Counter(m["undecided"] for m in members if m.get("undecided")).items())),
@@ -282,29 +296,23 @@ def summarize(
         "checklist": checklist_summary(checklists),
     }
     values = [m["value"] for m in scored]
+    out["values"] = values
     if kind == "grade":
         out.update(
-            mean=fmean(values) if values else None,
             median=median(values) if values else None,
-            values=values,
             lengths=[m["length"] for m in scored],
-            length_spearman=spearman(values, [m["length"] for m in scored]),
             integer_scores=all(float(v).is_integer() for v in values),
         )
     else:
-        out.update(
-            verdicts={
-                "A": sum(m["winner"] == "A" for m in members),
-                "B": sum(m["winner"] == "B" for m in members),
-                "tie": out["skipped"].get("tie", 0),
-                "swap_disagreement": out["skipped"].get("swap_disagreement", 0),
-                "failed": out["failed"],
-            },
-            values=values,
-            length_ratios=[math.log2(max(m["length_a"], 1) / max(m["length_b"], 1)) for m in scored],
-            longer_wins=_group_stats(members, kind)["longer_wins"],
-        )
-        out["length_spearman"] = spearman(out["values"], out["length_ratios"])
+        out["verdicts"] = {
+            "A": sum(m["winner"] == "A" for m in members),
+            "B": sum(m["winner"] == "B" for m in members),
+            "tie": out["skipped"].get("tie", 0),
+            "swap_disagreement": out["skipped"].get("swap_disagreement", 0),
+            "failed": out["failed"],
+        }
+        out["length_ratios"] = [math.log2(max(m["length_a"], 1) / max(m["length_b"], 1)) for m in scored]
+        out["length_spearman"] = spearman(values, out["length_ratios"])
     # for verdicts, "most confident for A" holds only rows that favour A (P(A) > 0.5), and likewise for B
     high = scored if kind == "grade" else [m for m in scored if m["value"] > 0.5]
     low = scored if kind == "grade" else [m for m in scored if m["value"] < 0.5]

@@ -14,10 +14,7 @@ import random
 from collections.abc import Callable, Sequence
 from html import escape
 
-MARK = "#2f6db5"
-"""Fill of data marks."""
-ACCENT = "#d9822b"
-"""Interval whiskers and reference lines."""
+MARK, ACCENT = "#2f6db5", "#d9822b"  # data marks; interval whiskers and reference lines
 WIDTH, HEIGHT = 560, 300
 _PAD_L, _PAD_R, _PAD_T, _PAD_B = 58, 16, 34, 52
 
@@ -69,26 +66,25 @@ def log_ticks(lo: float, hi: float) -> list[float]:
 
 
 def _frame(name: str, title: str, x_label: str, y_label: str, body: list[str], y_ticks: list[str]) -> str:
-    w, h = WIDTH, HEIGHT
-    parts = [
-        f'<svg class="plot" data-plot="{escape(name)}" width="{w}" '
-        f'height="{h}" viewBox="0 0 {w} {h}" role="img" aria-label="{escape(title)}">',
-        f'<rect x="0" y="0" width="{w}" height="{h}" fill="#ffffff"/>',
-        f'<text x="{w / 2:.1f}" y="20" text-anchor="middle" font-size="14" font-weight="600">{escape(title)}</text>',
-        f'<line x1="{_PAD_L}" y1="{h - _PAD_B}" x2="{w - _PAD_R}" y2="{h - _PAD_B}" stroke="#444"/>',
-        f'<line x1="{_PAD_L}" y1="{_PAD_T}" x2="{_PAD_L}" y2="{h - _PAD_B}" stroke="#444"/>',
-    ]
-    parts += y_ticks + body
-    parts.append(
-        f'<text x="{(_PAD_L + w - _PAD_R) / 2:.1f}" y="{h - 8}" text-anchor="middle" font-size="12">'
-        f"{escape(x_label)}</text>"
+    w, h, mid = WIDTH, HEIGHT, (HEIGHT - _PAD_B + _PAD_T) / 2
+    return "\n".join(
+        [
+            f'<svg class="plot" data-plot="{escape(name)}" width="{w}" '
+            f'height="{h}" viewBox="0 0 {w} {h}" role="img" aria-label="{escape(title)}">',
+            f'<rect x="0" y="0" width="{w}" height="{h}" fill="#ffffff"/>',
+            f'<text x="{w / 2:.1f}" y="20" text-anchor="middle" font-size="14" font-weight="600">'
+            f"{escape(title)}</text>",
+            f'<line x1="{_PAD_L}" y1="{h - _PAD_B}" x2="{w - _PAD_R}" y2="{h - _PAD_B}" stroke="#444"/>',
+            f'<line x1="{_PAD_L}" y1="{_PAD_T}" x2="{_PAD_L}" y2="{h - _PAD_B}" stroke="#444"/>',
+            *y_ticks,
+            *body,
+            f'<text x="{(_PAD_L + w - _PAD_R) / 2:.1f}" y="{h - 8}" text-anchor="middle" font-size="12">'
+            f"{escape(x_label)}</text>",
+            f'<text x="14" y="{mid:.1f}" text-anchor="middle" font-size="12" '
+            f'transform="rotate(-90 14 {mid:.1f})">{escape(y_label)}</text>',
+            "</svg>",
+        ]
     )
-    parts.append(
-        f'<text x="14" y="{(h - _PAD_B + _PAD_T) / 2:.1f}" text-anchor="middle" font-size="12" '
-        f'transform="rotate(-90 14 {(h - _PAD_B + _PAD_T) / 2:.1f})">{escape(y_label)}</text>'
-    )
-    parts.append("</svg>")
-    return "\n".join(parts)
 
 
 def _y_axis(lo: float, hi: float, pad: float = 0.0) -> tuple[list[str], float, float, Callable[[float], float]]:
@@ -99,10 +95,11 @@ def _y_axis(lo: float, hi: float, pad: float = 0.0) -> tuple[list[str], float, f
     def y(v: float) -> float:
         return bottom - (v - lo) / (hi - lo) * (bottom - top)
 
-    out = []
-    for t in ticks:
-        out.append(f'<line x1="{_PAD_L - 4}" y1="{y(t):.1f}" x2="{WIDTH - _PAD_R}" y2="{y(t):.1f}" stroke="#e3e3e3"/>')
-        out.append(f'<text x="{_PAD_L - 7}" y="{y(t) + 4:.1f}" text-anchor="end" font-size="11">{_fmt(t)}</text>')
+    out = [
+        f'<line x1="{_PAD_L - 4}" y1="{y(t):.1f}" x2="{WIDTH - _PAD_R}" y2="{y(t):.1f}" stroke="#e3e3e3"/>\n'
+        f'<text x="{_PAD_L - 7}" y="{y(t) + 4:.1f}" text-anchor="end" font-size="11">{_fmt(t)}</text>'
+        for t in ticks
+    ]
     return out, lo, hi, y
 
 
@@ -138,15 +135,12 @@ def bar_chart(
                 f'height="{max(y1 - y0, 1.5):.1f}" fill="{MARK}"><title>{escape(label)}: {_fmt(v)}</title>'
                 "</rect>"
             )
-        iv = intervals[i] if intervals else None
-        if iv:
-            body.append(
-                f'<line x1="{cx:.1f}" y1="{y(iv[0]):.1f}" x2="{cx:.1f}" y2="{y(iv[1]):.1f}" '
-                f'stroke="{ACCENT}" stroke-width="2"/>'
-            )
-            for end in iv:
+        whisker = intervals[i] if intervals else None
+        if whisker:  # the interval's line, then a cap at each end
+            a, b = whisker
+            for x1, x2, v1, v2 in ((cx, cx, a, b), (cx - 6, cx + 6, a, a), (cx - 6, cx + 6, b, b)):
                 body.append(
-                    f'<line x1="{cx - 6:.1f}" y1="{y(end):.1f}" x2="{cx + 6:.1f}" y2="{y(end):.1f}" '
+                    f'<line x1="{x1:.1f}" y1="{y(v1):.1f}" x2="{x2:.1f}" y2="{y(v2):.1f}" '
                     f'stroke="{ACCENT}" stroke-width="2"/>'
                 )
         short = label if len(label) <= 18 else label[:17] + "…"

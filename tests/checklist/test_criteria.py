@@ -55,6 +55,7 @@ def test_good_checklists_parse(value, parsed):
         ('["a", ', ["row 7: checklist: a string starting with '[' must be a JSON list", "fix: write valid JSON"]),
         ([], ["row 7: checklist: expected at least one criterion", "fix:"]),
         ([""], ["row 7, criterion 0: criterion: expected a non-empty string", "fix: give the criterion"]),
+        (["  "], ["row 7, criterion 0: criterion: expected a non-empty string, got '  '; fix: give the criterion"]),
         (["ok", 3], ["row 7, criterion 1: criterion: expected a string or a mapping", "got int"]),
         ([{"weight": 2}], ["row 7, criterion 0: criterion: expected a non-empty string, got None"]),
         ([{"criterion": "x", "weight": "high"}], ["row 7, criterion 0 ('x'): weight: expected a finite number > 0"]),
@@ -107,6 +108,22 @@ def test_a_criterion_keeps_its_own_rubric():
 @pytest.mark.parametrize(("unit", "held"), [(0.0, False), (0.5, False), (0.75, True), (1.0, True)])
 def test_satisfied_means_above_the_middle_of_the_scale(unit, held):
     assert satisfied(unit) is held
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"text": ""}, "text: expected a non-empty string, got ''"),
+        ({"text": None}, "text: expected a non-empty string, got None"),
+        ({"text": "x", "weight": 0}, "weight: expected a finite number > 0, got 0; fix: give a finite number > 0"),
+        ({"text": "x", "category": "vital"}, "category: expected one of essential, important, optional, pitfall"),
+    ],
+)
+def test_a_criterion_is_validated_naming_its_field(kwargs, message):
+    with pytest.raises(ConfigError) as e:
+        Criterion(**kwargs)
+    assert message in str(e.value)
+    assert Criterion("x", 3).weight == 3.0 and isinstance(Criterion("x", 3).weight, float)
 
 
 def test_a_pairwise_only_format_cannot_write_a_binary_rubric():

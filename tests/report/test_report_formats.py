@@ -10,11 +10,12 @@ import re
 import pytest
 
 from prom_reward.cli.main import main
+from prom_reward.cli.report import job_record
 from prom_reward.errors import InputError
 from prom_reward.format.judge_format import get_judge_format
 from prom_reward.jobs.run import grade_file
 from prom_reward.report.html import render_report
-from prom_reward.report.summarize import JudgedIn, summarize
+from prom_reward.report.summarize import recorded_format, summarize
 
 THREE = {"criteria": "Is it right?", "descriptions": ["wrong", "partly right", "right"]}
 
@@ -41,9 +42,7 @@ def test_the_report_reads_the_format_from_the_job_record(tmp_path):
     # the record decides: --format naming another format is refused with the file and both formats
     assert main(["report", str(graded), "-o", str(out), "--format", "flow-judge"]) != 0
     with pytest.raises(InputError, match="judged in format 'flow-judge-3', --format names 'flow-judge'"):
-        from prom_reward.cli.report import job_format
-
-        job_format(graded, "flow-judge")
+        recorded_format(job_record(graded), "flow-judge")
     assert main(["report", str(graded), "-o", str(out), "--format", "flow-judge-3"]) == 0
 
 
@@ -66,19 +65,35 @@ def test_a_foreign_file_takes_format_and_a_grade_off_the_scale_is_refused(tmp_pa
 def test_the_forced_verdict_note_names_the_formats_marker(fmt, marker):
     rows = [{"instruction": "Q?", "response": "A", "score": 4.0, "forced_verdicts": 1}]
     f = get_judge_format(fmt)
-    page = render_report(summarize(rows, judge_format=JudgedIn(f.name, f.scale, f.force_prefix.strip())))
+    page = render_report(summarize(rows, judge_format=f))
     assert f"<code>{marker}</code> (the verdict marker of judge format {fmt})" in page
 
 
 def test_a_recorded_format_that_cannot_be_looked_up_needs_format(tmp_path):
-    from prom_reward.cli.report import job_format
-
     graded = _graded(tmp_path, "flow-judge-3", THREE, ["1", "2", "3"])
     manifest = graded.with_name(graded.name + ".parts") / "_manifest.json"
     record = json.loads(manifest.read_text())
     record["judge"]["format"] = "my-own@0123abcd"  # e.g. a format defined in a YAML file
     manifest.write_text(json.dumps(record))
     with pytest.raises(InputError, match="names judge format 'my-own@0123abcd', which cannot be looked up.*--format"):
-        job_format(graded, None)
+        recorded_format(job_record(graded), None)
     with pytest.raises(InputError, match="judged in format 'my-own@0123abcd', --format names 'flow-judge-3'"):
-        job_format(graded, "flow-judge-3")
+        recorded_format(job_record(graded), "flow-judge-3")
+    assert main(["report", str(graded), "-o", str(tmp_path / "r.html"), "--format", "flow-judge-3"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("judge", "fmt"),
+    [
+        ({}, "prometheus2"),
+        ({"model": "flowaicom/Flow-Judge-v0.1"}, "flow-judge"),  # a record naming no format: its preset's
+        ({"preset": "con-j-7b", "backend": "ScriptedBackend"}, "con-j"),  # a backend object, recorded by its kind
+        ({"format": "flow-judge-3", "num_samples": 3, "sampling": {"temperature": 0}}, "flow-judge-3"),
+    ],
+)
+def test_the_format_is_the_recorded_judge_specs(judge, fmt):
+    """The report reads the recorded judge as a ``JudgeSpec`` (its format, else its preset's, else the default)."""
+    assert recorded_format({"judge": judge}, None).name == fmt
+    assert recorded_format(None, None).name == "prometheus2" and recorded_format(None, fmt).name == fmt
+    with pytest.raises(InputError, match="its job record's judge is not one prom-reward wrote.*num_samples"):
+        recorded_format({"judge": {"num_samples": 0}}, None)
