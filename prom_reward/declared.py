@@ -22,7 +22,7 @@ import dataclasses
 import math
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, dataclass
 from typing import Any, NamedTuple
 
@@ -178,6 +178,37 @@ def parse(name: str, value: Any, kind: Any, none_is: str = "") -> Any:
         expected = Rules("").expected(kind, repr(none_is) if none_is else "{None}")
         raise ConfigError(f"expected {expected}, got {value!r}; fix: give {expected}", name, NULL) from None
     return value
+
+
+def add_settings(
+    group: Any, cls: type, names: Sequence[str] = (), *, prefix: str = "", defaults: Any = None, note: str = ""
+) -> None:
+    """An argparse flag for each setting ``names`` of ``cls`` (default: every one), ``--<prefix><name>``
+    (``log_dir`` -> ``--log-dir``): its declared help, choices and default (``defaults``' where given; ``note`` after
+    a choice's), read back by ``given_settings``."""
+    for d in _named(cls, names):
+        default = d.default if defaults is None else getattr(defaults, d.name)
+        shown = "" if default in (None, ()) else f"default {default}"
+        shown += f"; {note}" if note and d.rules.choices else ""
+        group.add_argument(
+            "--" + (prefix + d.name).replace("_", "-"),
+            dest=prefix + d.name,
+            choices=tuple(c for c in d.rules.choices if c is not None) or None,
+            metavar=d.rules.unit.upper() or None,
+            help=(d.rules.help + (f" ({shown})" if shown else "")).replace("%", "%%"),
+        )
+
+
+def given_settings(args: Any, cls: type, names: Sequence[str] = (), prefix: str = "") -> dict[str, Any]:
+    """The settings ``names`` of ``cls`` (default: every one) given as ``add_settings``' flags, each read as its
+    declared type (``parse``; an error names the flag's dest)."""
+    given = ((d, getattr(args, prefix + d.name)) for d in _named(cls, names))
+    return {d.name: parse(prefix + d.name, v, d.kind, d.rules.none_is) for d, v in given if v is not None}
+
+
+def _named(cls: type, names: Sequence[str]) -> list[Declared]:
+    found = {d.name: d for d in declared(cls)}
+    return [found[name] for name in names or found]
 
 
 def _is(value: Any, kind: Any) -> bool:

@@ -13,11 +13,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import typing
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from prom_reward.backends.factory import IN_PROCESS
 from prom_reward.core.judge_spec import JudgeSpec
-from prom_reward.declared import declared
+from prom_reward.declared import add_settings, declared, given_settings
 from prom_reward.errors import ConfigError, PromRewardError
 from prom_reward.format.judge_format import JUDGE_FORMATS, get_judge_format
 
@@ -83,46 +84,37 @@ def open_store(args: argparse.Namespace) -> dict[str, Any]:
     return {"store": JudgmentStore(args.store, timeout=args.store_timeout)}
 
 
-def judge_spec(args: argparse.Namespace) -> JudgeSpec:
-    """The ``JudgeSpec`` of the judge and store options (a bad value names its flag); a server's model is
-    resolved later, once (``JudgeSpec.resolve``)."""
-    values = {d.name: getattr(args, d.name, d.default) for d in declared(JudgeSpec)}
-    values["server"] = tuple(args.server or ())
+def judge_spec(args: argparse.Namespace, base: JudgeSpec | None = None, names: Collection[str] = ()) -> JudgeSpec:
+    """The ``JudgeSpec`` of the judge flags given (``names``: those read, default every one) over ``base`` (default:
+    the declared defaults), and of the store options; a bad value names its flag. A server's model is resolved
+    later, once (``JudgeSpec.aresolve``)."""
+    base = base or JudgeSpec()
+    values = {d.name: getattr(base, d.name) for d in declared(JudgeSpec)}
+    values.update((name, v) for name in names or list(values) if (v := getattr(args, name, None)) is not None)
+    values["server"] = tuple(values["server"])
     if values["server"] and values["wire"] is None:
         values["wire"] = "chat"
+    options = {**base.options, **(open_store(args) if hasattr(args, "store") else {})}
     try:
-        return JudgeSpec(**values, options=open_store(args) if hasattr(args, "store") else {})
+        return JudgeSpec(**values, api_key=base.api_key, options=options)
     except ConfigError as e:
         raise e.said_as(_flag(e.setting)) from None
 
 
 def add_outage_options(g: argparse.ArgumentParser, default: OutagePolicy, fail_means: str) -> None:
-    """The flag of each ``OutagePolicy`` setting (``outage_budget_s`` -> ``--outage-budget-s``, the reward server's
-    names: ``integrations.settings``), over ``default``; ``fail_means``: what ``--outage-on-exhausted fail`` does in
-    this command. Help and choices are the setting's declaration (``prom_reward.declared``)."""
+    """The flag of each ``OutagePolicy`` setting (``--outage-budget-s`` ..., the reward server's names), over
+    ``default``; ``fail_means``: what ``--outage-on-exhausted fail`` does in this command."""
     from prom_reward.integrations.settings import OUTAGE_PREFIX
-    from prom_reward.integrations.settings_sources import flag_name
 
-    for d in declared(type(default)):
-        choices = d.rules.choices or None
-        g.add_argument(
-            flag_name(OUTAGE_PREFIX + d.name),
-            dest=OUTAGE_PREFIX + d.name,
-            type=str if choices else float,
-            choices=choices,
-            metavar=None if choices else "SECONDS",
-            help=f"{d.rules.help} (default {getattr(default, d.name)}{f'; here fail {fail_means}' * bool(choices)})",
-        )
+    add_settings(g, type(default), prefix=OUTAGE_PREFIX, defaults=default, note=f"here fail {fail_means}")
 
 
 def outage_policy(args: argparse.Namespace, default: OutagePolicy) -> OutagePolicy:
     """The ``OutagePolicy`` of the ``--outage-*`` flags given, over ``default``; a bad value names its flag."""
     from prom_reward.integrations.settings import OUTAGE_PREFIX
-    from prom_reward.integrations.settings_sources import flag_name
 
-    fields = dataclasses.fields(default)
-    given = {f.name: v for f in fields if (v := getattr(args, OUTAGE_PREFIX + f.name)) is not None}
     try:
-        return dataclasses.replace(default, **given)
+        return dataclasses.replace(default, **given_settings(args, type(default), prefix=OUTAGE_PREFIX))
     except ConfigError as e:
-        raise e.said_as(flag_name(OUTAGE_PREFIX + e.setting)) from None
+        name = e.setting if e.setting.startswith(OUTAGE_PREFIX) else OUTAGE_PREFIX + e.setting
+        raise e.said_as(_flag(name)) from None

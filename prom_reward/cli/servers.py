@@ -14,31 +14,14 @@ from typing import Any
 from prom_reward.backends.factory import check_model_folder
 from prom_reward.backends.servers import JudgeServers, ServeConfig, check_port_free
 from prom_reward.backends.vllm_options import VLLMOptions
-from prom_reward.cli.judge_options import add_judge_options, judge_format_name
-from prom_reward.declared import declared, parse
+from prom_reward.cli.judge_options import add_judge_options, judge_format_name, judge_spec
+from prom_reward.core.judge_spec import JudgeSpec
+from prom_reward.declared import add_settings, declared, given_settings
 from prom_reward.errors import BackendError, ConfigError
 
 SERVE = ("gpus", "replicas", "port", "host", "log_dir", "startup_timeout")
 """The ``ServeConfig`` and ``VLLMOptions`` settings ``prom-reward serve`` has a flag for."""
 ENGINE = ("tensor_parallel_size", "max_model_len", "gpu_memory_utilization", "dtype", "seed", "tokenizer_mode")
-
-
-def add_settings(group: Any, cls: type, names: tuple[str, ...]) -> None:
-    """A flag for each setting ``names`` of ``cls`` (``log_dir`` -> ``--log-dir``), its declared help, choices and
-    default; None where not given."""
-    found = {d.name: d for d in declared(cls)}
-    for name in names:
-        d = found[name]
-        shown = "" if d.default in (None, ()) else f" (default {d.default})"
-        flag = "--" + name.replace("_", "-")
-        group.add_argument(flag, dest=name, choices=d.rules.choices or None, help=f"{d.rules.help}{shown}")
-
-
-def given_settings(args: Any, cls: type, names: tuple[str, ...]) -> dict[str, Any]:
-    """The settings ``names`` of ``cls`` given as flags (``add_settings``), each read as its declared type."""
-    found = {d.name: d for d in declared(cls)}
-    given = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
-    return {name: parse(name, value, found[name].kind, found[name].rules.none_is) for name, value in given.items()}
 
 
 def add_serve_parser(sub: Any) -> None:
@@ -141,10 +124,9 @@ def cmd_serve(args: Any) -> int:
 def cmd_reward_server(args: argparse.Namespace) -> int:
     """Serve the judge as an OpenRLHF remote reward model (``integrations.openrlhf_server``): bad settings, or a
     judge that fails the start-up check, exit 2 before serving."""
-    import dataclasses
-
     from prom_reward.integrations.health import ServerHealth
     from prom_reward.integrations.openrlhf_server import serve_reward
+    from prom_reward.rewards.reward import PrometheusReward
     from prom_reward.rewards.startup import check_judge
 
     settings = reward_server_settings(args)
@@ -155,9 +137,9 @@ def cmd_reward_server(args: argparse.Namespace) -> int:
         )
     max_body_bytes = _max_body_bytes(args.max_body_mb)
     check_port_free(args.host, args.port)  # a taken port or a bad --host fails before the judge is built
-    settings = dataclasses.replace(settings, judge=judge_options(args, settings.judge, remote=bool(settings.server)))
+    spec = reward_server_judge(args, settings)
     token = _token(args)
-    reward = settings.build_reward()
+    reward = PrometheusReward(spec, settings.reward)
     reward.judge  # noqa: B018 - build the judge now: an in-process model that cannot load fails before serving
     health = ServerHealth(reward.health, settings.degraded_failure_share)
     check_judge(
@@ -188,42 +170,21 @@ def reward_server_settings(args: argparse.Namespace, env: Any = None) -> Any:
     return RewardSettings.load({**explicit, "config_file": args.config_file}, env)
 
 
-def judge_options(args: argparse.Namespace, configured: dict[str, Any], *, remote: bool) -> dict[str, Any]:
-    """The ``PrometheusJudge`` options of reward-server: the judge flags that are not settings, over the
-    ``judge`` setting (YAML or explicit), over those flags' defaults: flags > configuration > defaults,
-    as for every setting; ``sampling`` merges key by key.
+def reward_server_judge(args: argparse.Namespace, settings: Any) -> JudgeSpec:
+    """The judge of reward-server: its judge flags that are not settings (``--temperature``, ``--wire`` ...) over
+    the settings' judge (``RewardSettings.judge_spec``: ``server``, ``model``, the ``judge`` setting ...).
 
     Example:
         >>> from prom_reward.cli.main import build_parser
         >>> args = build_parser().parse_args(["reward-server", "--server", "http://j:8000/v1", "--temperature", "0"])
-        >>> judge_options(args, {"wire": "inst", "sampling": {"top_p": 0.5}}, remote=True)
-        {'endpoint': 'chat', 'wire': 'inst', 'sampling': {'top_p': 0.5, 'temperature': 0.0}}
+        >>> settings = reward_server_settings(args, env={"PROM_REWARD_FAILURE_REWARD": "0"})
+        >>> reward_server_judge(args, settings).kwargs()["sampling"]
+        {'temperature': 0.0}
     """
-    given: dict[str, Any] = {}
-    defaults: dict[str, Any] = {}
-    if args.temperature is not None:
-        given["sampling"] = {"temperature": args.temperature}
-    if args.expected:
-        given["expected_score"] = True
-    if args.force_verdict is not None:
-        given["force_verdict"] = args.force_verdict
-    if args.wire:
-        given["wire"] = args.wire
-    if remote:
-        (given if args.endpoint != "chat" else defaults)["endpoint"] = args.endpoint
-        defaults.setdefault("wire", "chat")
-    else:
-        (given if args.backend != "vllm" else defaults)["backend"] = args.backend
-        if args.max_model_len:
-            given["max_model_len"] = args.max_model_len
-        if args.backend == "vllm":
-            if args.enforce_eager is not None:
-                given["enforce_eager"] = args.enforce_eager
-            (given if args.tensor_parallel_size != 1 else defaults)["tensor_parallel_size"] = args.tensor_parallel_size
-    merged = {**defaults, **configured, **given}
-    if "sampling" in given and isinstance(configured.get("sampling"), dict):
-        merged["sampling"] = {**configured["sampling"], **given["sampling"]}
-    return merged
+    from prom_reward.integrations.settings import setting_names
+
+    flags = [d.name for d in declared(JudgeSpec) if d.name not in setting_names()]
+    return judge_spec(args, settings.judge_spec(), flags)
 
 
 def _max_body_bytes(megabytes: float) -> int:
@@ -280,7 +241,7 @@ def _add_reward_server_parser(sub: Any) -> None:
         description="Settings: flags > PROM_REWARD_* environment > --config YAML > defaults (docs/openrlhf.md).",
     )
     add_judge_options(s, truncate=False)  # the reward's over_context setting says what an over-long response gets
-    s.set_defaults(num_samples=None)  # the reward's num_samples (score=mean): given or not, like every setting
+    s.set_defaults(**{d.name: None for d in declared(JudgeSpec)})  # given or not, over the settings' judge
     for name, _, d in settings_fields():
         if not flag_name(name) or flag_name(name) in s._option_string_actions:  # no flag, or a judge option's
             continue

@@ -9,6 +9,8 @@ import re
 import sys
 from typing import Any, NoReturn
 
+from prom_reward.core.judge_spec import RENAMED
+
 PROG = "prom-reward"
 FIX = "; fix: "
 _ROLE = re.compile(r":[a-z]+(?::[a-z]+)?:`(~?)([^`]+)`")  # :class:`~prom_reward.RewardConfig`
@@ -52,13 +54,9 @@ class CliParser(argparse.ArgumentParser):
         self.exit(2, error_line(with_fix(f"{where}{message}", self.prog)) + "\n")
 
 
-RENAMED = {"base_url": "server", "expected_score": "expected", "truncate_response": "truncate"}
-"""The ``PrometheusJudge`` keywords whose option has another dest (``judge_options.judge_kwargs`` renames them)."""
-
-
 def user_terms(parser: argparse.ArgumentParser) -> dict[str, str]:
     """How the command says each setting: its option's dest -> its long flag (``num_samples`` -> ``--num-samples``),
-    the judge keywords of ``RENAMED`` -> their option's flag (``base_url`` -> ``--server``), None -> ``null``."""
+    the judge keywords ``JudgeSpec`` renames (``base_url`` -> ``--server``), None -> ``null``."""
     out = {"None": "null"}
     for action in parser._actions:
         long = [s for s in action.option_strings if s.startswith("--")]

@@ -19,7 +19,7 @@ from prom_reward.backends import Backend, CachedBackend, GenerationRequest, make
 from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
 from prom_reward.confidence.indicators import TRUNCATIONS
 from prom_reward.core.combine import grade_from_run, verdict_from_runs
-from prom_reward.core.items import GradeItem, Item, PairItem, check_rubrics, item_list, map_responses
+from prom_reward.core.items import GradeItem, Item, PairItem, map_responses
 from prom_reward.core.outcomes import fit_items, grade_outcome, verdict_outcome
 from prom_reward.core.presets import apply_preset, find_preset_for_model, get_preset
 from prom_reward.core.protocol import CallOptions, Judge, JudgeCapabilities
@@ -35,7 +35,7 @@ from prom_reward.core.sampler import (
     count_runs,
 )
 from prom_reward.errors import ConfigError, InputError
-from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, Task, check_task, get_judge_format
+from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, Task, get_judge_format
 from prom_reward.format.sanitize import neutralize
 
 if TYPE_CHECKING:
@@ -148,16 +148,16 @@ class PrometheusJudge(Judge):
     async def _run(
         self,
         mode: Task,
-        k: int,
         items: list[Item],
         render: Callable[[Item], GenerationRequest],
-        truncate: bool | None,
         failed: dict[int, InputError],
-        deadline: float | None = None,
+        options: CallOptions,
     ) -> tuple[list[ItemRun], list[bool]]:
         """Fit the requests of the items not in ``failed`` to the context (not those a judgment store answers),
         sample them, let the ``readers`` read them, count. One run per item, in order (a failed one with its
         ``error``)."""
+        k = options.get("num_samples") or self.capabilities.num_samples
+        truncate, deadline = options.get("truncate_response"), options.get("deadline")
         truncate = self.truncate_response if truncate is None else truncate
         store = self._store
         if store is not None:
@@ -181,10 +181,7 @@ class PrometheusJudge(Judge):
 
     async def agrade_items(self, items: Sequence[GradeItem], **options: Unpack[CallOptions]) -> list[Grade]:
         """Absolute grades of ``items``, one per item, in order (a failed one: score None and its ``error``)."""
-        check_task(self.format, "absolute")
-        failed: dict[int, InputError] = {}
-        batch = item_list(items, GradeItem)
-        check_rubrics(batch, self.format, "absolute", failed)
+        batch, failed = self._checked(items, GradeItem, "absolute")
         if not batch:
             return []
         cfg = self.sampling.merged(options.get("sampling"))
@@ -193,9 +190,7 @@ class PrometheusJudge(Judge):
         def render(it: GradeItem) -> GenerationRequest:
             return dataclasses.replace(absolute_request(it, cfg, self.format), attempt=attempt)
 
-        k = options.get("num_samples") or self.capabilities.num_samples
-        truncate, deadline = options.get("truncate_response"), options.get("deadline")
-        runs, truncated = await self._run("absolute", k, self._neutralize(batch), render, truncate, failed, deadline)
+        runs, truncated = await self._run("absolute", self._neutralize(batch), render, failed, options)
         return [grade_outcome(grade_from_run(r, truncated=t), r) for r, t in zip(runs, truncated, strict=True)]
 
     async def acompare_items(
@@ -203,10 +198,7 @@ class PrometheusJudge(Judge):
     ) -> list[Verdict]:
         """Pairwise verdicts ("A"/"B") of ``items``, one per item, in order; ``swap``: both orders in the same batch,
         combined (agreement, else a tie). A failed item is a Verdict with winner None and its ``error``."""
-        check_task(self.format, "relative")
-        failed: dict[int, InputError] = {}
-        pairs = item_list(items, PairItem)
-        check_rubrics(pairs, self.format, "relative", failed)
+        pairs, failed = self._checked(items, PairItem, "relative")
         if not pairs:
             return []
         cfg = self.sampling.merged(options.get("sampling"))
@@ -218,9 +210,7 @@ class PrometheusJudge(Judge):
         if swap:  # the swapped orders follow the originals in the same batch
             batch += [dataclasses.replace(it, response_a=it.response_b, response_b=it.response_a) for it in batch[:n]]
             failed = {**failed, **{n + i: e for i, e in failed.items()}}
-        k = options.get("num_samples") or self.capabilities.num_samples
-        truncate, deadline = options.get("truncate_response"), options.get("deadline")
-        runs, truncated = await self._run("relative", k, batch, render, truncate, failed, deadline)
+        runs, truncated = await self._run("relative", batch, render, failed, options)
         out = []
         for i in range(n):
             orders = [runs[i], runs[n + i]] if swap else [runs[i]]

@@ -124,11 +124,7 @@ class Judge(ABC):
         outage: Retry | None = None,
     ) -> list[Verdict]:
         """Pairwise verdicts of ``items`` from the absolute grades of A and B, ties re-graded (``core.by_grades``)."""
-        check_task(self.format, "absolute")
-        failed: dict[int, InputError] = {}
-        pairs = item_list(items, PairItem)
-        check_rubrics(pairs, self.format, "absolute", failed)
-        ties = TieRounds(pairs, failed)
+        ties = TieRounds(*self._checked(items, PairItem, "absolute"))
         todo = list(range(len(ties.pairs)))
         rounds = self.capabilities.max_tie_rounds if max_tie_rounds is None else max_tie_rounds
         for tie_round in range(rounds + 1):  # round 0 grades every pair, then the tied ones again
@@ -143,6 +139,14 @@ class Judge(ABC):
             ties.record(todo, await self._outage_grades(ties.grade_items(todo), outage=outage, **options))
             todo = ties.tied()
         return ties.verdicts()
+
+    def _checked(self, items: Sequence[Item], cls: type[Item], task: Task) -> tuple[list[Item], dict[int, InputError]]:
+        """``items`` checked for ``task`` (a list of ``cls``), and each one's rubric fault."""
+        check_task(self.format, task)
+        failed: dict[int, InputError] = {}
+        batch = item_list(items, cls)
+        check_rubrics(batch, self.format, task, failed)
+        return batch, failed
 
     def _build(
         self, task: Task, items_of: Callable[..., list[Item]], *lists: object, fit: bool = True

@@ -4,6 +4,7 @@ that judges a file."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -12,8 +13,8 @@ import pytest
 from prom_reward.backends.store import JudgmentStore
 from prom_reward.cli.judge_options import judge_spec, open_store
 from prom_reward.cli.main import build_parser, main
-from prom_reward.cli.servers import judge_options
-from prom_reward.core.judge import PrometheusJudge
+from prom_reward.cli.servers import reward_server_judge, reward_server_settings
+from prom_reward.errors import ConfigError
 from tests.reward_faults import Case
 
 SERVER = ["--server", "http://127.0.0.1:9/v1"]
@@ -54,22 +55,47 @@ def test_a_bad_force_verdict_is_refused_listing_the_choices(value: str, capsys: 
 )
 def test_reward_server_passes_the_policy_to_its_judge(flag: list[str], configured: dict, expected: str) -> None:
     args = build_parser().parse_args(["reward-server", *SERVER, *flag])
-    options = judge_options(args, configured, remote=True)
-    judge = PrometheusJudge(backend="openai", base_url="http://127.0.0.1:9/v1", **options)
+    judge = reward_server_judge(args, settings(args, judge=configured)).build()
     assert judge.force_verdict == expected
+    judge.close()
+
+
+def settings(args, **explicit):  # type: ignore[no-untyped-def]
+    """reward-server's settings of ``args`` and the ``explicit`` ones (the ``judge`` setting, as YAML gives it)."""
+    loaded = reward_server_settings(args, env={"PROM_REWARD_FAILURE_REWARD": "0"})
+    return dataclasses.replace(loaded, **explicit)
 
 
 def test_reward_server_flags_over_the_judge_setting_over_the_flag_defaults() -> None:
     configured = {"wire": "inst", "endpoint": "completions", "sampling": {"top_p": 0.5, "temperature": 0.9}}
     args = build_parser().parse_args(["reward-server", *SERVER, "--temperature", "0.2", "--num-samples", "3"])
-    assert judge_options(args, configured, remote=True) == {
-        "endpoint": "completions",  # --endpoint not given: the setting, not the flag's default
-        "wire": "inst",
-        "sampling": {"top_p": 0.5, "temperature": 0.2},  # key by key, the flag's temperature wins
-    }  # --num-samples is the reward's setting (RewardConfig.num_samples, score=mean), not a judge option
+    kwargs = reward_server_judge(args, settings(args, judge=configured)).kwargs()
+    assert kwargs["endpoint"] == "completions"  # --endpoint not given: the setting, not the flag's default
+    assert kwargs["wire"] == "inst"
+    assert kwargs["sampling"] == {"top_p": 0.5, "temperature": 0.2}  # key by key, the flag's temperature wins
+    assert "num_samples" not in kwargs  # the reward's setting (RewardConfig.num_samples, score=mean)
+    assert settings(args).reward.num_samples == 3
     args = build_parser().parse_args(["reward-server", "--model", "m", "--wire", "raw", "--tensor-parallel-size", "2"])
-    local = judge_options(args, {"wire": "chat", "enforce_eager": True, "tensor_parallel_size": 4}, remote=False)
-    assert local == {"backend": "vllm", "enforce_eager": True, "tensor_parallel_size": 2, "wire": "raw"}
+    local = reward_server_judge(
+        args, settings(args, judge={"wire": "chat", "enforce_eager": True, "tensor_parallel_size": 4})
+    )
+    assert {k: local.kwargs()[k] for k in ("backend", "enforce_eager", "tensor_parallel_size", "wire")} == {
+        "backend": "vllm",
+        "enforce_eager": True,
+        "tensor_parallel_size": 2,
+        "wire": "raw",
+    }
+
+
+def test_reward_server_judge_flags_are_the_jobs_bounds_named_by_flag() -> None:
+    """The reward server's judge flags are ``JudgeSpec``'s (names, bounds, help), as the jobs': a bad value is
+    refused naming its flag, before the judge is built."""
+    for argv in (["reward-server", *SERVER], ["grade", "in.jsonl", "-o", "out.jsonl", *SERVER]):
+        args = build_parser().parse_args([*argv, "--temperature", "-1"])
+        with pytest.raises(ConfigError, match=r"^--temperature: expected a number >= 0"):
+            reward_server_judge(args, settings(args)) if argv[0] == "reward-server" else judge_spec(args)
+    args = build_parser().parse_args(["reward-server", *SERVER, "--max-model-len", "4096"])
+    assert reward_server_judge(args, settings(args)).kwargs()["max_model_len"] == 4096  # a server's, as the jobs'
 
 
 @pytest.mark.parametrize(("extra", "model"), [([], None), (["--model", "served-judge"], "served-judge")])
