@@ -9,7 +9,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from prom_reward.backends.base import Completion, GenerationResult, TokenLogprobs, add_logprob
+from prom_reward.backends.base import Completion, GenerationResult, TokenLogprobs, position
 from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.backends.vllm_options import sampling_kwargs
 from prom_reward.errors import JudgeConfigError, ServerRejected
@@ -74,11 +74,7 @@ def _text(value: Any, where: str) -> str:
 
 def _position(token: str, logprob: float, alternatives: list[tuple[str, float]], k: int) -> TokenLogprobs:
     """Keep the ``k`` most likely alternatives, then make sure the sampled token is there."""
-    top: dict[str, float] = {}
-    for text, lp in sorted(((t, _logprob(v)) for t, v in alternatives), key=lambda a: -a[1])[:k]:
-        add_logprob(top, str(text), lp)
-    top.setdefault(token, logprob)  # the protocol promises the sampled token is in ``top``
-    return TokenLogprobs(token=token, logprob=logprob, top=top)
+    return position(token, logprob, sorted(((str(t), _logprob(v)) for t, v in alternatives), key=lambda a: -a[1])[:k])
 
 
 def _chat_logprobs(lp: Any, k: int) -> tuple[TokenLogprobs, ...]:

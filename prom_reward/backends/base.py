@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Protocol, TypedDict, runtime_checkable
 
 from prom_reward.backends.sampling import SamplingConfig
-from prom_reward.errors import ConfigError
+from prom_reward.errors import ConfigError, UnknownNameError
+from prom_reward.format.wire import WireFormat, get_wire_format
 
 
 @dataclass(frozen=True)
@@ -23,10 +24,14 @@ class TokenLogprobs:
     top: dict[str, float] = field(default_factory=dict)
 
 
-def add_logprob(top: dict[str, float], text: str, logprob: float) -> None:
-    """Add ``text`` to a ``TokenLogprobs.top`` being built (summing probabilities when another id decoded alike)."""
-    prev = top.get(text)
-    top[text] = logprob if prev is None else float(math.log(math.exp(prev) + math.exp(logprob)))
+def position(token: str, logprob: float, alternatives: Iterable[tuple[str, float]]) -> TokenLogprobs:
+    """A ``TokenLogprobs`` of ``alternatives`` (texts that decode alike summed), the sampled token among them."""
+    top: dict[str, float] = {}
+    for text, lp in alternatives:
+        prev = top.get(text)
+        top[text] = lp if prev is None else float(math.log(math.exp(prev) + math.exp(lp)))
+    top.setdefault(token, logprob)
+    return TokenLogprobs(token=token, logprob=logprob, top=top)
 
 
 @dataclass(frozen=True)
@@ -153,6 +158,14 @@ class Backend(Protocol):
     def close(self) -> None:
         """Release the engine/connections. Safe to call twice."""
         ...
+
+
+def wire_format(name: str) -> WireFormat:
+    """The wire format ``name``; an unknown one is a ``ConfigError``."""
+    try:
+        return get_wire_format(name)
+    except UnknownNameError as e:
+        raise ConfigError(str(e), "wire") from e
 
 
 def api_key_of(given: str | None) -> str | None:

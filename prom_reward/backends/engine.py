@@ -9,10 +9,17 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from prom_reward.backends.base import GenerationRequest, GenerationResult, TokenLogprobs
+from prom_reward.backends.base import (
+    BackendCapabilities,
+    BackendFingerprint,
+    GenerationRequest,
+    GenerationResult,
+    TokenLogprobs,
+    make_fingerprint,
+)
 from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K
-from prom_reward.errors import BackendError, ConfigError, UnknownNameError
-from prom_reward.format.wire import WireFormat, get_wire_format, template_accepts_system
+from prom_reward.errors import BackendError, ConfigError
+from prom_reward.format.wire import WireFormat, template_accepts_system
 
 T = TypeVar("T")
 
@@ -26,22 +33,23 @@ def on_running_loop() -> bool:
     return True
 
 
-def wire_format(name: str) -> WireFormat:
-    """The wire format ``name``; an unknown one is a ``ConfigError``."""
-    try:
-        return get_wire_format(name)
-    except UnknownNameError as e:
-        raise ConfigError(str(e), "wire") from e
-
-
 class InProcessEngine(ABC):
     """Base of the in-process backends: ``generate`` and ``continuation_logprobs`` block, and run in the worker
     thread for their async forms, after the engine's start (``_begin``)."""
 
     name: str
+    capabilities = BackendCapabilities(
+        tokens_at_most_bytes=True, streams_results=False, thread_safe=False, continuation_logprobs=True
+    )
+    model: Any
     wire: WireFormat
     tokenizer: Any
     system_role: bool | None
+
+    @property
+    def fingerprint(self) -> BackendFingerprint:
+        """Its model as given (None for a ready engine) and its wire format."""
+        return make_fingerprint(self.name, self.model, self.wire.name)
 
     def _begin(self, start: Callable[[], None], *, wait: bool) -> None:
         """Run ``start`` (building the engine) in the worker thread; wait for it when ``wait`` (a failed start

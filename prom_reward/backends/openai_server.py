@@ -30,12 +30,12 @@ from prom_reward.backends.base import (
     api_key_of,
     earliest,
     make_fingerprint,
+    wire_format,
 )
 from prom_reward.backends.bridge import sync_method
 from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, split_continuation, with_continuation
 from prom_reward.backends.vllm_options import teacher_forcing_kwargs
-from prom_reward.errors import BackendError, ConfigError, JudgeConfigError, ServerRejected, UnknownNameError
-from prom_reward.format.wire import get_wire_format
+from prom_reward.errors import BackendError, ConfigError, JudgeConfigError, ServerRejected
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -107,10 +107,7 @@ class OpenAIServer:
             raise ConfigError(
                 f"expected one of {', '.join(ENDPOINTS)}, got {endpoint!r}; fix: give one of them", "endpoint"
             )
-        try:
-            self.wire = get_wire_format(wire)
-        except UnknownNameError as e:
-            raise ConfigError(str(e), "wire") from e
+        self.wire = wire_format(wire)
         if endpoint == "chat" and self.wire.name == "inst":
             raise ConfigError(
                 "'inst' is literal completion text, which the chat endpoint cannot send; "
@@ -151,19 +148,21 @@ class OpenAIServer:
     def __repr__(self) -> str:
         return f"OpenAIServer({self.base_urls!r}, model={self.model!r}, endpoint={self.endpoint!r})"
 
-    async def _model(self, b: HTTPBatch) -> str:
-        if self.model is None:
+    async def _model(self, b: HTTPBatch, *, context: bool = False) -> str:
+        """The model id (given, else the first ``GET /models`` lists); ``context``: its context length too, from
+        the same reply."""
+        if self.model is None or (context and not self._context_known):
 
-            def parse(data: Any) -> tuple[list[str], int | None]:  # a malformed reply: a BackendError naming the URL
-                ids = model_ids(data)
-                return ids, context_of(data, ids[0]) if ids else None
+            def parse(data: Any) -> tuple[str | None, int | None]:  # a malformed reply: a BackendError naming the URL
+                model = self.model or next(iter(model_ids(data)), None)
+                return model, context_of(data, model) if model else None
 
-            ids, context = await b.call("GET", "/models", parse=parse)
-            if not ids:
+            model, length = await b.call("GET", "/models", parse=parse)
+            if model is None:
                 raise BackendError(f"GET /models on {self.base_urls[0]} lists no model; pass model='<id>'")
-            self.model = ids[0]
-            if not self._context_known:  # the same reply says its context length: not asked again
-                self._max_model_len, self._context_known = context, True
+            self.model = model
+            if not self._context_known:
+                self._max_model_len, self._context_known = length, True
         return self.model
 
     async def aserved_model(self, deadline: float | None = None) -> str:
@@ -191,13 +190,8 @@ class OpenAIServer:
             except ServerRejected as e:  # 400: the template raised on the system role; 404: not vLLM
                 why = "no /tokenize (not vLLM?)" if e.status in (404, 405) else f"the template rejects it ({e})"
                 self.system_role = False
-            log.info(
-                "system role for %s: %s (%s)%s",
-                self.model,
-                self.system_role,
-                why,
-                "" if self.system_role else "; folding the system prompt into the user turn",
-            )
+            folding = "" if self.system_role else "; folding the system prompt into the user turn"
+            log.info("system role for %s: %s (%s)%s", self.model, self.system_role, why, folding)
         return self.system_role
 
     async def _prepare(self, b: HTTPBatch) -> None:
@@ -212,15 +206,11 @@ class OpenAIServer:
         if self.endpoint == "chat" or self.wire.uses_chat_template:
             role = bool(self.system_role) and self.wire.name == "chat"
             messages = self.wire.messages(r.system, r.user, system_role=role)
-            if not r.assistant_prefix:
-                return {"model": self.model, "messages": messages}
-            messages.append({"role": "assistant", "content": r.assistant_prefix})
-            return {
-                "model": self.model,
-                "messages": messages,
-                "continue_final_message": True,
-                "add_generation_prompt": False,
-            }
+            body: dict[str, Any] = {"model": self.model, "messages": messages}
+            if r.assistant_prefix:
+                messages.append({"role": "assistant", "content": r.assistant_prefix})
+                body.update(continue_final_message=True, add_generation_prompt=False)
+            return body
         return {"model": self.model, "prompt": self.wire.render(r.system, r.user) + r.assistant_prefix}
 
     async def _tokenize(
@@ -341,18 +331,15 @@ class OpenAIServer:
     async def acontext_length(self, deadline: float | None = None) -> int | None:
         """``max_model_len`` of the served model from ``GET /models`` (vLLM), else None."""
         if not self._context_known:
-
-            async def work(b: HTTPBatch) -> int | None:
-                model = await self._model(b)
-                return await b.call("GET", "/models", parse=lambda d: context_of(d, model))
-
             try:
-                value = await self._batch(work, deadline)
+                await self._batch(lambda b: self._model(b, context=True), deadline)
             except (ServerRejected, JudgeConfigError) as e:
                 if e.status not in (404, 405):
                     raise
-                value = None  # no /models: unknown (a wrong route fails the generation call itself)
-            self._max_model_len, self._context_known = value, True
+                self._max_model_len, self._context_known = (
+                    None,
+                    True,
+                )  # no /models: unknown (a wrong route fails generation itself)
         return self._max_model_len
 
     def special_tokens(self) -> tuple[str, ...]:

@@ -7,16 +7,16 @@ from pathlib import Path
 from typing import Any
 
 from prom_reward.backends.base import (
-    BackendCapabilities,
     BackendFingerprint,
     Completion,
     GenerationRequest,
     GenerationResult,
     TokenLogprobs,
-    add_logprob,
     make_fingerprint,
+    position,
+    wire_format,
 )
-from prom_reward.backends.engine import InProcessEngine, on_running_loop, wire_format
+from prom_reward.backends.engine import InProcessEngine, on_running_loop
 from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, split_continuation, with_continuation
 from prom_reward.errors import BackendError, ConfigError
@@ -37,9 +37,6 @@ class TransformersBackend(InProcessEngine):
     """
 
     name = "transformers"
-    capabilities = BackendCapabilities(
-        tokens_at_most_bytes=True, streams_results=False, thread_safe=False, continuation_logprobs=True
-    )
     gpu_memory_share = None  # the weights sit where torch puts them
 
     def __init__(
@@ -182,15 +179,11 @@ class TransformersBackend(InProcessEngine):
 
     def _position(self, token: int, logits: Any, k: int) -> TokenLogprobs:
         row = logits.float().log_softmax(-1)
-        chosen_text, chosen = self.tokenizer.decode([token]), float(row[token])
-        top: dict[str, float] = {}
-        if k:
-            values, ids = row.topk(k)
-            for lp, tid in zip(values.tolist(), ids.tolist(), strict=True):
-                text = self.tokenizer.decode([tid])
-                add_logprob(top, text, lp)
-        top.setdefault(chosen_text, chosen)  # the protocol promises the sampled token is in ``top``
-        return TokenLogprobs(token=chosen_text, logprob=chosen, top=top)
+        values, ids = row.topk(k) if k else (row[:0], row[:0].long())
+        alternatives = [
+            (self.tokenizer.decode([tid]), lp) for lp, tid in zip(values.tolist(), ids.tolist(), strict=True)
+        ]
+        return position(self.tokenizer.decode([token]), float(row[token]), alternatives)
 
     def continuation_logprobs(
         self,

@@ -8,16 +8,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from prom_reward.backends.base import (
-    BackendCapabilities,
     BackendFingerprint,
     Completion,
     GenerationRequest,
     GenerationResult,
     TokenLogprobs,
-    add_logprob,
     make_fingerprint,
+    position,
+    wire_format,
 )
-from prom_reward.backends.engine import InProcessEngine, on_running_loop, wire_format
+from prom_reward.backends.engine import InProcessEngine, on_running_loop
 from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, split_continuation, with_continuation
 from prom_reward.backends.vllm_options import (
     VLLMOptions,
@@ -54,9 +54,6 @@ class VLLMEngine(InProcessEngine):
     """
 
     name = "vllm"
-    capabilities = BackendCapabilities(
-        tokens_at_most_bytes=True, streams_results=False, thread_safe=False, continuation_logprobs=True
-    )
 
     def __init__(
         self,
@@ -134,11 +131,6 @@ class VLLMEngine(InProcessEngine):
         return fingerprint, AutoTokenizer.from_pretrained(model)
 
     @property
-    def fingerprint(self) -> BackendFingerprint:
-        """Its model as given (None for a ready ``llm=``) and its wire format."""
-        return make_fingerprint(self.name, self.model, self.wire.name)
-
-    @property
     def gpu_memory_share(self) -> float | None:
         """``options.gpu_memory_utilization``; None for an engine given ready (``llm=``)."""
         return self.options.gpu_memory_utilization if self.options is not None else None
@@ -168,17 +160,16 @@ class VLLMEngine(InProcessEngine):
             )
         return GenerationResult(tuple(completions), prompt_tokens=len(out.prompt_token_ids or []))
 
-    def _position(self, token_id: int, position: dict[int, Any]) -> TokenLogprobs:
-        top: dict[str, float] = {}
-        for tid, lp in position.items():
-            text = lp.decoded_token if lp.decoded_token is not None else self.tokenizer.decode([tid])
-            add_logprob(top, text, lp.logprob)
-        chosen = position.get(token_id)
-        if chosen is not None and chosen.decoded_token is not None:
-            token = chosen.decoded_token
-        else:
-            token = self.tokenizer.decode([token_id])
-        return TokenLogprobs(token=token, logprob=chosen.logprob if chosen is not None else float("nan"), top=top)
+    def _position(self, token_id: int, entries: dict[int, Any]) -> TokenLogprobs:
+        """One position from the engine's ``Logprob`` entries (``token_id``: the sampled or forced token)."""
+
+        def text(tid: int) -> str:
+            lp = entries.get(tid)
+            return lp.decoded_token if lp is not None and lp.decoded_token is not None else self.tokenizer.decode([tid])
+
+        chosen = entries.get(token_id)
+        alternatives = [(text(tid), lp.logprob) for tid, lp in entries.items()]
+        return position(text(token_id), chosen.logprob if chosen is not None else float("nan"), alternatives)
 
     def continuation_logprobs(
         self,
