@@ -46,6 +46,22 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+def _bind_engines_per_worker() -> None:
+    """Under pytest-xdist, bind each worker's vLLM CPU engines (in-process and servers) to CPUs of their own.
+    vLLM's automatic binding puts every engine on the same CPUs (all but the last), so on a 2-core machine both
+    workers' engines ran on CPU 0 at half speed each while the engine groups ran side by side."""
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    cpus = sorted(os.sched_getaffinity(0))
+    if not worker.startswith("gw") or not count.isdigit() or len(cpus) < int(count) or int(count) < 2:
+        return
+    rank, workers = int(worker.removeprefix("gw")), int(count)
+    share = cpus[rank * len(cpus) // workers : (rank + 1) * len(cpus) // workers]
+    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", ",".join(map(str, share)))
+
+
+_bind_engines_per_worker()
+
+
 def _share_httpx_default_ssl_context() -> None:
     """Give every ``httpx`` client of the session one default SSL context: each ``httpx.get``/``post`` builds a
     client, and loading certifi's CA bundle for it took 30-150 ms of CPU, more than the local request itself."""
