@@ -140,15 +140,14 @@ def cmd_reward_server(args: argparse.Namespace) -> int:
     spec = reward_server_judge(args, settings)
     token = _token(args)
     reward = PrometheusReward(spec, settings.reward)
-    reward.judge  # noqa: B018 - build the judge now: an in-process model that cannot load fails before serving
     health = ServerHealth(reward.health, settings.degraded_failure_share)
     check_judge(
         reward.judge_server(),
-        health=reward.health,
         reward=reward,
         canary_timeout=settings.request_timeout,
         on_misconfigured=health.misconfigured,
     )
+    reward.judge  # noqa: B018 - build the judge now: an in-process model that cannot load fails before serving
     serve_reward(
         reward,
         settings,

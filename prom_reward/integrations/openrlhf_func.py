@@ -41,7 +41,7 @@ def _from_settings() -> SharedReward:
     try:
         settings = RewardSettings.load()
         reward = settings.build_reward()
-        check_judge(reward.judge_server(), outage=reward.config.outage, health=reward.health)
+        check_judge(reward.judge_server(), reward=reward, canary=False)
     except PromRewardError as e:  # OpenRLHF logs reward_func errors at INFO only: say it loudly
         logger.error("prom-reward reward_func is not configured: %s", e)
         raise

@@ -122,7 +122,7 @@ def shared_reward(config: PrometheusVerifiersJudgeConfig) -> BatchedReward:
 
     def build() -> SharedReward:
         reward = build_reward(config)
-        check_judge(reward.judge_server(), outage=reward.config.outage, health=reward.health)
+        check_judge(reward.judge_server(), reward=reward, canary=False)
         batched = BatchedReward(reward, max_wait_s=config.batch_window_ms / 1000, max_batch_size=config.max_batch_size)
         return SharedReward(batched, None, owned=True)
 

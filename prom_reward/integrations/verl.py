@@ -50,7 +50,7 @@ def _state(reward_router_address: str | None, kwargs: dict[str, Any], tokenizer:
         else:
             s = RewardSettings.load({k: v for k, v in kwargs.items() if k not in _VERL_KWARGS})
             reward = s.build_reward(reward_router_address, tokenizer)
-            check_judge(reward.judge_server(), outage=reward.config.outage, health=reward.health)
+            check_judge(reward.judge_server(), reward=reward, canary=False)
         logger.info("prom-reward verl judge ready in pid %d: %r, failure reward %s", os.getpid(), reward, _failure(s))
         return SharedReward(s.batched(reward), s, owned=not _configured)
 

@@ -38,6 +38,7 @@ class JudgeHolder:
 
     def __init__(self, judge: Judge | JudgeSpec | dict[str, Any]) -> None:
         self._building = threading.Lock()  # concurrent first calls build one judge (one engine, one session)
+        self._resolved = False  # whether its server's model and context length were asked (once per run)
         if isinstance(judge, (dict, JudgeSpec)):
             self._judge_spec: JudgeSpec | None = JudgeSpec.of(judge) if isinstance(judge, dict) else judge
             self._judge: Judge | None = None
@@ -45,8 +46,9 @@ class JudgeHolder:
             self._judge_spec, self._judge = None, judge
         else:
             raise ConfigError(
-                "judge: expected a PrometheusJudge, a JudgeSpec or a dict of its options "
-                f"(e.g. {{'model': 'prometheus-7b-v2.0'}}), got {type(judge).__name__}"
+                "expected a PrometheusJudge, a JudgeSpec or a dict of its options "
+                f"(e.g. {{'model': 'prometheus-7b-v2.0'}}), got {type(judge).__name__}",
+                "judge",
             )
 
     def match_format(self, want: str | None, task: Task) -> JudgeFormat:
@@ -59,14 +61,16 @@ class JudgeHolder:
                 spec = self._judge_spec = dataclasses.replace(spec, format=want)
             if want is not None and spec.format != want:
                 raise ConfigError(
-                    f"format: the config names {want!r} but the judge options name {spec.format!r}; "
-                    "fix: give one of them"
+                    f"the config names {want!r} but the judge options name {spec.format!r}; fix: give one of them",
+                    "format",
                 )
             fmt = get_judge_format_setting(spec.format) if isinstance(spec.format, str) else spec.judge_format
         else:
             fmt = self.judge.format
             if want is not None and get_judge_format_setting(want).name != fmt.name:
-                raise ConfigError(f"format: the config names {want!r} but the judge is in {fmt.name!r}; fix: give one")
+                raise ConfigError(
+                    f"the config names {want!r} but the judge is in {fmt.name!r}; fix: give one", "format"
+                )
         check_task(fmt, task)
         return fmt
 
@@ -81,6 +85,22 @@ class JudgeHolder:
         if isinstance(backend, CachedBackend) and backend.built:
             backend = backend.inner
         return backend.server if isinstance(backend, OpenAIServer) else None
+
+    def served(self, model: str | None, max_model_len: int | None) -> None:
+        """Give a judge not built yet the model its server serves and that model's context length, as one
+        ``GET /models`` read them (the start-up check's, or ``aresolve``'s): the judge then asks neither."""
+        with self._building:
+            spec, self._resolved = self._judge_spec, True
+            if spec is not None and self._judge is None:
+                model, context = spec.model or model, spec.max_model_len or max_model_len
+                self._judge_spec = dataclasses.replace(spec, model=model, max_model_len=context)
+
+    async def aresolve(self) -> None:
+        """Ask a judge server not asked yet for its model and context length (``JudgeSpec.aresolve``, once)."""
+        spec = self._judge_spec
+        if spec is not None and spec.server and self._judge is None and not self._resolved:
+            resolved = await spec.aresolve()
+            self.served(resolved.model, resolved.max_model_len)
 
     @property
     def judge(self) -> Judge:

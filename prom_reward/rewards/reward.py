@@ -171,7 +171,9 @@ class PrometheusReward(JudgeHolder):
     judge_batch = sync_method(ajudge_batch)
 
     async def acheck_configuration(self, deadline: float | None = None) -> str | None:
-        """Run the configuration canary if due; returns why the judge did not answer, else None."""
+        """Run the configuration canary if due (its judge server's model asked first, once); returns why the judge
+        did not answer, else None."""
+        await self.aresolve()
         judgment = functools.partial(judge_canary, self.judge, self.config, self._canary_rubric, deadline, self.health)
         return await self.canary.run(judgment)
 
@@ -230,7 +232,6 @@ class PrometheusReward(JudgeHolder):
         return out.rewards
 
     compute = sync_method(acompute)
-    acall = acompute
 
     def __call__(
         self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any

@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 
 from prom_reward.backends._openai_http import MAX_REPLY_BYTES, new_session, read_body
-from prom_reward.backends._openai_wire import rejection
+from prom_reward.backends._openai_wire import context_of, model_ids, rejection
 from prom_reward.backends.base import JudgeServer
 from prom_reward.backends.bridge import sync_method
 from prom_reward.checklist.criteria import Criterion, criterion_rubric
@@ -46,9 +46,10 @@ class JudgeCheck:
     probing: asyncio.Task[None] | None = None  # the probe of the URLs that did not answer yet, on the check's loop
 
 
-async def _ask(url: str, timeout: float, api_key: str | None) -> tuple[list[str] | None, str]:
-    """(served model ids, "") when ``url`` answers ``GET /models`` within ``timeout`` s; (None, why) when it does
-    not. A refused key raises ``JudgeConfigError`` (``_openai_wire.rejection``)."""
+async def _ask(url: str, timeout: float, api_key: str | None, model: str | None) -> tuple[list[str] | None, Any]:
+    """(served model ids, the context length of ``model``, else of the first) when ``url`` answers ``GET /models``
+    within ``timeout`` s; (None, why) when it does not. A refused key raises ``JudgeConfigError``
+    (``_openai_wire.rejection``)."""
     full = url.rstrip("/") + "/models"
     try:
         async with new_session(api_key=api_key, timeout=timeout) as session, session.get(full) as r:
@@ -64,41 +65,46 @@ async def _ask(url: str, timeout: float, api_key: str | None) -> tuple[list[str]
         logger.warning(
             "judge %s has no GET /models (not an OpenAI-compatible server?); the model name is not checked", url
         )
-        return [], ""
+        return [], None
     if status != 200:
         return None, f"HTTP {status} on GET /models"
     try:
-        return [str(m["id"]) for m in json.loads(body)["data"]], ""
-    except (ValueError, KeyError, TypeError) as e:
+        data = json.loads(body)
+        served = model_ids(data)
+        return served, context_of(data, model or served[0]) if served else None
+    except (ValueError, KeyError, TypeError, BackendError) as e:
         return None, f"malformed GET /models reply ({e})"
 
 
 async def acheck_judge(
     server: JudgeServer | None,
     *,
+    reward: Any = None,
+    canary: bool = True,
     outage: OutagePolicy | None = None,
     timeout: float = 5.0,
     health: JudgeHealth | None = None,
     probe_every: float = 10.0,
-    reward: Any = None,
     canary_timeout: float = 120.0,
     on_misconfigured: Callable[[str], None] | None = None,
 ) -> JudgeCheck:
-    """Ask every URL of ``server`` (None: an in-process judge, nothing to ask) for its models with its key, then
-    run ``reward``'s canary; a URL down is probed every ``probe_every`` s (``JudgeCheck.probing``). ``outage``:
-    what the samples meet meanwhile (the reward's policy by default), said in the warning."""
+    """Ask every URL of ``server`` (None: an in-process judge, nothing to ask) for its models with its key, once:
+    the first reply names ``reward``'s served model and context length (``JudgeHolder.served``); then run its
+    canary (unless not ``canary``). A URL down is probed every ``probe_every`` s (``JudgeCheck.probing``).
+    ``outage``: what the samples meet meanwhile (the reward's policy by default), said in the warning."""
     check = JudgeCheck()
     urls, model, api_key = (server.urls, server.model, server.api_key) if server is not None else ((), None, None)
     policy = outage if outage is not None else reward.config.outage if reward is not None else None
+    health = health if health is not None else reward.health if reward is not None else None
     down = dict.fromkeys(urls, "")
 
     async def ask(late: bool) -> None:
         for url in list(down):
             del down[url]
-            served, why = await _ask(url, timeout, api_key)
+            served, said = await _ask(url, timeout, api_key, model)
             check.reachable[url] = served is not None
             if served is None:
-                down[url] = why
+                down[url] = said
                 continue
             check.models[url] = served
             if model and served and model not in served:
@@ -107,9 +113,11 @@ async def acheck_judge(
                     "model (--model / PROM_REWARD_MODEL) to one of those, or leave it unset to use the first",
                     url=url,
                 )
+            if reward is not None and served:
+                reward.served(served[0], said)
             if late:
                 logger.warning("judge %s is answering now (serves %s)", url, ", ".join(served) or "?")
-        if not down and urls:
+        if not down and urls and canary:
             await _canary(reward, canary_timeout, health)
 
     async def probe_until_up() -> None:
