@@ -74,7 +74,7 @@ def run_job(
                     job_canary(client, kind.task(), kind.job_rubric(), expected=kind.name == "grade")
             judge_on_ray(plan, judge, ray, cfg, summary)
         else:
-            from prom_reward.jobs.local import judge_locally
+            from prom_reward.jobs.batch import judge_locally
 
             built = _build(judge) if isinstance(judge, dict) else judge
             try:
