@@ -1,19 +1,23 @@
-"""One batch of a job, judged and committed (``judge_and_commit``): what the local runner does per batch and each
-Ray judge actor per shard (a pairs part is committed after its skip records)."""
+"""Batches of a job: one judged and committed (``judge_and_commit``, also each Ray judge actor's step; a pairs part
+after its skip records), and the local runner (``judge_locally``), one batch in memory at a time."""
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from prom_reward.core.protocol import Retry
-from prom_reward.errors import InputError
+from prom_reward.core.results import JudgeFailure
+from prom_reward.errors import BackendError, ConfigError, ContextLengthError, InputError
 from prom_reward.jobs.parts import write_part
-from prom_reward.jobs.source import SourceRow
-from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, run_batch
+from prom_reward.jobs.plan import Plan
+from prom_reward.jobs.source import SourceRow, iter_file
+from prom_reward.jobs.spec import ITEM_PREFIX, BatchOut, JobKind, Prepare
+from prom_reward.jobs.summary import JobSummary
 
 
 @dataclass(frozen=True)
@@ -36,11 +40,17 @@ STATS = {"retried": "retries"} | {k: k for k in _COUNTS.split()}
 def judge_rows(
     kind: JobKind, judge: Any, prepare: Prepare, rows: list[SourceRow], worker: str, outage: Retry | None = None
 ) -> tuple[BatchOut, dict[str, Any]]:
-    """Judge ``rows`` (``run_batch``); returns what they gave and the batch's record (counts, judge stats)."""
+    """Judge ``rows`` in one judge call; returns what they gave and the batch's record (counts, judge stats)."""
     s = judge.stats
     before = {k: getattr(s, stat) for k, stat in STATS.items()}
     t0 = time.perf_counter()
-    out = run_batch(kind, judge, rows, prepare, outage)
+    items = [prepare(r) for r in rows]
+    try:
+        out = kind.judge_items(judge, rows, items, outage)
+    except BackendError as e:
+        out = kind.failed_rows(judge, rows, items, JudgeFailure("transport", str(e)))
+    except ContextLengthError as e:  # max_tokens leaves no room for any prompt: the job's setting
+        raise ConfigError(ITEM_PREFIX.sub("", str(e))) from e
     pairs = kind.name == "pairs"
     paired = {p["source_index"] for p in out.rows} if pairs else set()
     rec: dict[str, Any] = {
@@ -92,3 +102,52 @@ def judge_and_commit(
     written = time.perf_counter() - t1
     rec.update(start=start, seconds=rec["seconds"] + written, io_seconds=written)
     return rec
+
+
+def _source(plan: Plan) -> Iterator[SourceRow]:
+    """The job's rows that are in a batch left, in order (others counted, not parsed, where the layout allows)."""
+    shards, k = plan.shards, [0]
+
+    def want(i: int) -> bool:
+        while k[0] < len(shards) and shards[k[0]]["stop"] <= i:
+            k[0] += 1
+        return k[0] < len(shards) and shards[k[0]]["start"] <= i
+
+    def raw(filter_ids: bool) -> Iterator[SourceRow]:
+        for path, first, _ in plan.scan.files:
+            yield from iter_file(path, first, want=want if filter_ids else None)
+
+    if not plan.kind.regroups:
+        yield from raw(True)
+        return
+    yield from (row for row in plan.kind.group(raw(False)) if want(row.id))  # the groups' ids: wanted alike
+
+
+def judge_locally(plan: Plan, judge: Any, summary: JobSummary, progress: bool, outage: Retry | None = None) -> None:
+    """Judge every batch left in ``plan`` with ``judge`` under the job's ``outage``, counting into ``summary``."""
+    from tqdm import tqdm
+
+    sink = Sink(plan.target.folder, plan.target.fmt, plan.scan.schema)
+    prepare = plan.kind.preparer()
+    shards = iter(plan.shards)
+    shard = next(shards, None)
+    batch: list[SourceRow] = []
+    total = sum(s["stop"] - s["start"] for s in plan.shards)
+    left = time.perf_counter()
+    with tqdm(desc=plan.kind.name, unit="row", total=total, disable=not progress) as bar:
+        for row in _source(plan):
+            if shard is None:
+                break
+            batch.append(row)
+            if row.id == shard["stop"] - 1:
+                read = time.perf_counter() - left
+                rec = judge_and_commit(plan.kind, judge, prepare, batch, shard, sink, "local", outage)
+                rec["io_seconds"] += read
+                rec["seconds"] += read
+                summary.add(rec)
+                bar.update(len(batch))  # the batches count the job's rows (groups)
+                bar.set_postfix(failed=summary.failed, refresh=False)
+                batch, shard = [], next(shards, None)
+                left = time.perf_counter()
+    if shard is not None:  # the input ended before the batches the check counted
+        check_read(batch, shard)

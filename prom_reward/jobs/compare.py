@@ -3,14 +3,13 @@ responses; a tie is decided without a winner, a failure never gets a made-up one
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from prom_reward.core.items import PairItem
 from prom_reward.core.protocol import Retry
 from prom_reward.core.results import JudgeFailure, Verdict, tie_reason
-from prom_reward.format.judge_format import JudgeFormat, Task
+from prom_reward.format.judge_format import Task
 from prom_reward.format.rubrics import Rubric
 from prom_reward.jobs.columns import role_columns, text_item
 from prom_reward.jobs.grade import resolve_rubric, resolver
@@ -69,9 +68,6 @@ class CompareJob(JobKind):
 
     def task(self) -> Task:
         return "relative"
-
-    def for_format(self, fmt: JudgeFormat) -> CompareJob:
-        return dataclasses.replace(self, rubric=self.rubric_for(fmt))
 
     def preparer(self) -> Prepare:
         rubrics = resolver(self.rubric)

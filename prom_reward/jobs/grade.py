@@ -1,5 +1,5 @@
-"""``grade`` jobs: an absolute grade per row of instruction and response, on the judge format's scale; the input
-and output columns are in docs/jobs.md."""
+"""``grade`` jobs: an absolute grade per row of instruction and response, on the judge format's scale (a row with a
+checklist: per criterion, in one judge call with the batch's others, aggregated); columns in docs/jobs.md."""
 
 from __future__ import annotations
 
@@ -17,11 +17,10 @@ from prom_reward.errors import InputError
 from prom_reward.format.judge_format import JudgeFormat, Task
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.rubrics import NO_RUBRIC, Rubric
-from prom_reward.jobs.checklist_rows import judge_checklist_rows, verdicts_type
 from prom_reward.jobs.columns import column, role_columns, text_item
 from prom_reward.jobs.source import SourceRow
 from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, failure_text, row_error
-from prom_reward.preferences.checklists import ChecklistItem
+from prom_reward.preferences.checklists import ChecklistItem, judge_checklist_items
 from prom_reward.rewards.startup import asks_expected
 
 SCORES = ("1", "2", "3", "4", "5")
@@ -60,6 +59,60 @@ RESULT_TYPES = {
     "checklist_verdicts": "list_",
 }
 """The result columns of a ``grade`` row, in order, and their pyarrow types (the nested ones: ``result_schema``)."""
+
+
+VERDICT_TYPES = {
+    "criterion": "string",
+    "category": "string",
+    "weight": "float64",
+    "score": "float64",
+    "satisfied": "bool_",
+    "error": "string",
+}
+"""The fields of a ``checklist_verdicts`` entry, in order, and their pyarrow types."""
+
+
+def verdicts_type() -> Any:
+    """The pyarrow type of ``checklist_verdicts``."""
+    import pyarrow as pa
+
+    return pa.list_(pa.struct([(k, getattr(pa, t)()) for k, t in VERDICT_TYPES.items()]))
+
+
+def judge_checklist_rows(
+    judge: Any, items: list[ChecklistItem], cfg: ChecklistConfig, outage: Retry | None = None
+) -> list[dict[str, Any]]:
+    """The result columns of each checklist row, and its judge failure under ``_error``."""
+    out = []
+    for o, score in judge_checklist_items(judge, items, cfg, outage):
+        undecided = [s for s in o.criteria if s.score is None]
+        down = score is None and o.error is not None and o.error.kind == "transport"  # --resume judges it again
+        out.append(
+            {
+                "score": score,
+                "feedback": o.feedback,
+                "expected_score": None,
+                "probabilities": None,
+                "judge_failures": len(undecided) if o.criteria else int(score is None),
+                "judge_retries": 0,
+                "forced_verdicts": 0,
+                "judge_error": f"backend failed: {o.aggregate.reason}" if down else o.aggregate.reason,
+                "checklist_score": o.aggregate.value,
+                "checklist_verdicts": [
+                    {
+                        "criterion": s.criterion.text,
+                        "category": s.criterion.category,
+                        "weight": s.criterion.weight,
+                        "score": s.raw,
+                        "satisfied": s.satisfied,
+                        "error": s.reason,
+                    }
+                    for s in o.criteria
+                ],
+                "_error": o.error,
+            }
+        )
+    return out
 
 
 @dataclass(frozen=True)
@@ -111,7 +164,7 @@ class GradeJob(JobKind):
         return "absolute"
 
     def for_format(self, fmt: JudgeFormat) -> GradeJob:
-        job = dataclasses.replace(self, rubric=self.rubric_for(fmt))
+        job: GradeJob = super().for_format(fmt)
         object.__setattr__(job, "scores", fmt.verdict_labels("absolute"))
         return job
 

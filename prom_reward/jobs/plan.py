@@ -132,7 +132,7 @@ def prepare_job(kind: JobKind, inputs: Any, output: str | Path, judge: dict[str,
         write_manifest(manifest_path, manifest)
         done = []
     plan.resumed_rows = sum(hi - lo for lo, hi in (scan.span(a, b) for a, b in done))  # input rows
-    plan.shards = _shards(plan, _gaps(done, scan.rows), cfg.batch_size)
+    plan.shards = _shards(plan, done, cfg.batch_size)
     return plan
 
 
@@ -201,29 +201,17 @@ def _check_parts(plan: Plan) -> list[tuple[int, int]]:
     return done
 
 
-def _gaps(done: list[tuple[int, int]], rows: int) -> list[tuple[int, int]]:
-    out, at = [], 0
-    for a, b in sorted(done):
-        if a > at:
-            out.append((at, a))
-        at = max(at, b)
-    if at < rows:
-        out.append((at, rows))
-    return out
-
-
-def _shards(plan: Plan, gaps: list[tuple[int, int]], batch_size: int) -> list[dict[str, Any]]:
-    files = plan.scan.files
-    shards: list[dict[str, Any]] = []
-    f = 0
-    for a, b in gaps:
-        s = a
-        while s < b:
+def _shards(plan: Plan, done: list[tuple[int, int]], batch_size: int) -> list[dict[str, Any]]:
+    """The batches of the rows not in ``done``: none across a multiple of ``batch_size`` or a file's end."""
+    files, shards, f, s = plan.scan.files, [], 0, 0
+    for a, b in [*sorted(done), (plan.scan.rows, plan.scan.rows)]:
+        while s < a:
             while f + 1 < len(files) and files[f][2] <= s:
                 f += 1
-            path, first, end = files[f] if files else ("", 0, b)
-            e = min(b, (s // batch_size + 1) * batch_size, end if end > s else b)
+            path, first, end = files[f] if files else ("", 0, a)
+            e = min(a, (s // batch_size + 1) * batch_size, end if end > s else a)
             offset, line = (0, 1) if s == first else plan.scan.offsets.get(s, (0, 1))
             shards.append({"start": s, "stop": e, "path": path, "first_id": first, "offset": offset, "line": line})
             s = e
+        s = max(s, b)
     return shards

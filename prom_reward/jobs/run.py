@@ -70,13 +70,13 @@ def run_job(
             from prom_reward.jobs.ray_run import judge_on_ray
 
             if over_http(judge):  # the canary in the driver: a client of the judge server is cheap to build
-                with _build(judge) as client:
+                with JudgeSpec.of(judge).build() as client:
                     job_canary(client, kind.task(), kind.job_rubric(), expected=kind.name == "grade")
             judge_on_ray(plan, judge, ray, cfg, summary)
         else:
-            from prom_reward.jobs.local import judge_locally
+            from prom_reward.jobs.batch import judge_locally
 
-            built = _build(judge) if isinstance(judge, dict) else judge
+            built = JudgeSpec.of(judge).build() if isinstance(judge, dict) else judge
             try:
                 job_canary(built, kind.task(), kind.job_rubric(), expected=kind.name == "grade")
                 judge_locally(plan, built, summary, cfg.progress, Outage(cfg.outage))
@@ -99,24 +99,6 @@ def judge_format_of(judge: Any) -> JudgeFormat:
     return JudgeSpec.of(judge).judge_format if isinstance(judge, dict) else cast(JudgeFormat, judge.format)
 
 
-def _build(kwargs: dict[str, Any]) -> Any:
-    return JudgeSpec.of(kwargs).build()
-
-
-def _split(options: dict[str, Any], *classes: Any) -> list[dict[str, Any]]:
-    """``options`` routed to the dataclasses whose fields they name; an unknown name is a ``ConfigError``."""
-    out: list[dict[str, Any]] = [{} for _ in classes]
-    for k, v in options.items():
-        for i, cls in enumerate(classes):
-            if k in {f.name for f in dataclasses.fields(cls) if f.init}:
-                out[i][k] = v
-                break
-        else:
-            valid = sorted({f.name for cls in classes for f in dataclasses.fields(cls) if f.init})
-            raise ConfigError(f"unknown option {k!r}; valid options: {', '.join(valid)}")
-    return out
-
-
 def _run(
     kind: Any,
     inputs: Any,
@@ -127,15 +109,21 @@ def _run(
     options: dict[str, Any],
     pairs: PreferenceConfig | None = None,
 ) -> JobSummary:
-    """``options`` routed to the kind, ``JobConfig`` and (on Ray) ``RayConfig``, then ``run_job``."""
-    fields = PreferenceConfig if kind is PairsJob else kind
-    parts = _split(options, fields, JobConfig, *([RayConfig] if ray else []))
+    """``options`` routed to the fields of the kind (pairs: ``PreferenceConfig``), ``JobConfig`` and (on Ray)
+    ``RayConfig``, then ``run_job``; an unknown name is a ``ConfigError``."""
+    classes = [PreferenceConfig if kind is PairsJob else kind, JobConfig, *([RayConfig] if ray else [])]
+    names = [{f.name for f in dataclasses.fields(c) if f.init} for c in classes]
+    parts: list[dict[str, Any]] = [{} for _ in classes]
+    for k, v in options.items():
+        i = next((i for i, n in enumerate(names) if k in n), None)
+        if i is None:
+            raise ConfigError(f"unknown option {k!r}; valid options: {', '.join(sorted(set().union(*names)))}")
+        parts[i][k] = v
     cfg = dataclasses.replace(config or JobConfig(), **parts[1])
     ray_cfg = dataclasses.replace(ray, **parts[2]) if ray else None
-    if kind is PairsJob:
-        job = PairsJob(dataclasses.replace(pairs or PreferenceConfig(), **parts[0]))
-    else:
-        job = kind(**parts[0])
+    job = (
+        PairsJob(dataclasses.replace(pairs or PreferenceConfig(), **parts[0])) if kind is PairsJob else kind(**parts[0])
+    )
     return run_job(job, inputs, output, judge, cfg, ray_cfg)
 
 

@@ -1,5 +1,5 @@
-"""Job kinds (``JobKind``: ``grade``, ``compare``, ``pairs``): the columns a job reads and writes, and
-``run_batch``, the one function that judges a batch, locally and in Ray's actors."""
+"""Job kinds (``JobKind``: ``grade``, ``compare``, ``pairs``): the columns a job reads and writes, its judge call,
+and what a batch produced (``BatchOut``)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from prom_reward.core.protocol import Retry
 from prom_reward.core.results import JudgeFailure
-from prom_reward.errors import BackendError, ConfigError, ContextLengthError, InputError
+from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.judge_format import JudgeFormat, Task, check_task
 from prom_reward.format.rubrics import NO_RUBRIC, Rubric
 from prom_reward.jobs.source import SourceRow
@@ -101,9 +101,10 @@ class JobKind(ABC):
         if problem is not None:
             raise ConfigError(f"{problem} (judge format {fmt.name!r})", "rubric")
 
-    def for_format(self, fmt: JudgeFormat) -> JobKind:
-        """The job for a judge in ``fmt`` (its columns may follow the format's scale); itself by default."""
-        return self
+    def for_format(self, fmt: JudgeFormat) -> Any:
+        """The job for a judge in ``fmt``: its rubric ``rubric_for(fmt)`` (its columns may follow the format's
+        scale)."""
+        return dataclasses.replace(cast(Any, self), rubric=self.rubric_for(fmt))
 
     def rubric_for(self, fmt: JudgeFormat) -> Rubric | None:
         """The rubric of rows that name none: the job's, else ``NO_RUBRIC`` when ``fmt``'s prompt shows none."""
@@ -153,12 +154,12 @@ def options_of(options: Any) -> dict[str, Any]:
     }
 
 
-_ITEM_PREFIX = re.compile(r"^item \d+: ")
+ITEM_PREFIX = re.compile(r"^item \d+: ")
 
 
 def row_error(row: SourceRow, column: str, option: str | None, detail: str) -> InputError:
     """``InputError`` for ``row``: where it is, the row id, the column, the fix."""
-    detail = _ITEM_PREFIX.sub("", detail)
+    detail = ITEM_PREFIX.sub("", detail)
     what, _, how = detail.partition("; fix: ") if "; fix: " in detail else detail.partition("; ")
     fixes = [h for h in (how, f"name the right column with {{{option}}}" if option else "") if h]
     fix = f"; fix: {', or '.join(fixes)}" if fixes else ""
@@ -168,22 +169,6 @@ def row_error(row: SourceRow, column: str, option: str | None, detail: str) -> I
         field=column,
         mentions=(option,) if option else (),
     )
-
-
-def run_batch(
-    kind: JobKind, judge: Any, rows: list[SourceRow], prepare: Prepare | None = None, outage: Retry | None = None
-) -> BatchOut:
-    """Judge one batch: what the local runner and every Ray judge actor call."""
-    prepare = prepare or kind.preparer()
-    items = [prepare(r) for r in rows]
-    if not rows:
-        return BatchOut()
-    try:
-        return kind.judge_items(judge, rows, items, outage)
-    except BackendError as e:
-        return kind.failed_rows(judge, rows, items, JudgeFailure("transport", str(e)))
-    except ContextLengthError as e:  # max_tokens leaves no room for any prompt: the job's setting
-        raise ConfigError(f"{_ITEM_PREFIX.sub('', str(e))}") from e
 
 
 def failure_text(error: JudgeFailure | None) -> str | None:

@@ -20,6 +20,8 @@ from prom_reward.preferences.rows import PreferenceRow
 class ChunkOutcome:
     """What one chunk produced: pair rows and skip records (``skip_record``), in input order."""
 
+    min_margin: float = 0.0
+    """A pair with a smaller margin is skipped (``below_min_margin``)."""
     pairs: list[dict[str, Any]] = field(default_factory=list)
     skipped: list[dict[str, Any]] = field(default_factory=list)
     tie_breaks: int = 0
@@ -27,30 +29,36 @@ class ChunkOutcome:
     tie_rounds: int = 0
     """Temperature-1.0 re-grading rounds used by those tie breaks."""
 
+    def pair(self, row: PreferenceRow, chosen: int, rejected: int, scores: tuple[float, float], **extra: Any) -> None:
+        """The pair of ``row``'s completion ``chosen`` over ``rejected`` with their ``scores``, or its skip."""
+        if scores[0] - scores[1] < self.min_margin:
+            return self.skip(row, "below_min_margin", (chosen, rejected))
+        self.pairs.append(
+            {
+                "source_index": row.index,
+                "prompt": row.prompt,
+                "chosen": row.completions[chosen],
+                "rejected": row.completions[rejected],
+                "score_chosen": scores[0],
+                "score_rejected": scores[1],
+                "margin": scores[0] - scores[1],
+                "chosen_index": chosen,
+                "rejected_index": rejected,
+                **extra,
+                **row.extra,
+            }
+        )
 
-def _pair(
-    row: PreferenceRow, chosen: int, rejected: int, score_chosen: float, score_rejected: float, **extra: Any
-) -> dict[str, Any]:
-    return {
-        "source_index": row.index,
-        "prompt": row.prompt,
-        "chosen": row.completions[chosen],
-        "rejected": row.completions[rejected],
-        "score_chosen": score_chosen,
-        "score_rejected": score_rejected,
-        "margin": score_chosen - score_rejected,
-        "chosen_index": chosen,
-        "rejected_index": rejected,
-        **extra,
-        **row.extra,
-    }
+    def graded(self, row: PreferenceRow, hi: int, lo: int, grades: tuple[Grade, Grade], rounds: int) -> None:
+        """The pair of completion ``hi`` over ``lo`` by their ``grades``."""
+        g_hi, g_lo = grades
+        assert g_hi.score is not None and g_lo.score is not None  # only decided grades are paired
+        extra = {"feedback_chosen": g_hi.feedback, "feedback_rejected": g_lo.feedback, "tie_rounds": rounds}
+        self.pair(row, hi, lo, (g_hi.score, g_lo.score), **extra)
 
-
-def _keep(out: ChunkOutcome, row: PreferenceRow, cfg: PreferenceConfig, pair: dict[str, Any]) -> None:
-    if pair["margin"] < cfg.min_margin:
-        out.skipped.append(skip_record(row, "below_min_margin", (pair["chosen_index"], pair["rejected_index"])))
-    else:
-        out.pairs.append(pair)
+    def skip(self, row: PreferenceRow, reason: str, pair: tuple[int, int] | None, error: str | None = None) -> None:
+        """Record one dropped candidate pair (``skip_record``)."""
+        self.skipped.append(skip_record(row, reason, pair, error))
 
 
 def skip_record(
@@ -65,18 +73,8 @@ def skip_record(
     }
 
 
-def _graded_pair(row: PreferenceRow, hi: int, lo: int, g_hi: Grade, g_lo: Grade, rounds: int) -> dict[str, Any]:
-    assert g_hi.score is not None and g_lo.score is not None  # only decided grades are paired
-    return _pair(
-        row,
-        hi,
-        lo,
-        g_hi.score,
-        g_lo.score,
-        feedback_chosen=g_hi.feedback,
-        feedback_rejected=g_lo.feedback,
-        tie_rounds=rounds,
-    )
+def _undecided(v: Verdict) -> str:
+    return tie_reason(v.swap_agreement) if v.tie else "judge_failed"
 
 
 def best_vs_worst(
@@ -89,29 +87,9 @@ def best_vs_worst(
     per_row = checklist_grades(judge, [r for r in rows if r.checklist is not None], cfg, outage)  # by checklists
     for (r, _), g in zip(flat, grades, strict=True):
         per_row.setdefault(r.index, []).append(g)
-    decided: dict[int, dict[str, Any]] = {}
-    dropped: dict[int, dict[str, Any]] = {}  # rows without a pair: their skip record
-    tied: list[PreferenceRow] = []
-    for r in rows:
-        gs = per_row[r.index]
-        if not all(g.ok for g in gs):
-            down = next((g.error for g in gs if g.error is not None and g.error.kind == "transport"), None)
-            k, bad = next((k, g) for k, g in enumerate(gs) if not g.ok)  # judge_error: the first failed completion's
-            why = f"completion {k}: {bad.error.reason}" if bad.error is not None else None
-            dropped[r.index] = (
-                skip_record(r, "judge_failed", None, why)
-                if down is None
-                else skip_record(r, "backend_failed", None, f"backend failed: {down.reason}")
-            )
-            continue
-        scores = [g.score for g in gs]
-        hi, lo = scores.index(max(scores)), scores.index(min(scores))  # type: ignore[type-var]
-        if scores[hi] == scores[lo] and r.checklist is not None:
-            dropped[r.index] = skip_record(r, "tie", (0, 1))  # no tie break: a rubric would not be the checklist
-        elif scores[hi] == scores[lo]:
-            tied.append(r)
-        else:
-            decided[r.index] = _graded_pair(r, hi, lo, gs[hi], gs[lo], 0)
+    ok = {r.index: all(g.ok for g in per_row[r.index]) for r in rows}
+    equal = {r.index: ok[r.index] and len({g.score for g in per_row[r.index]}) == 1 for r in rows}
+    tied = [r for r in rows if equal[r.index] and r.checklist is None]  # a checklist's tie is not broken by a rubric
     verdicts: dict[int, Verdict] = {}
     if tied:
         vs = judge.compare_by_grades(
@@ -125,25 +103,27 @@ def best_vs_worst(
             outage=outage,
         )
         verdicts = {r.index: v for r, v in zip(tied, vs, strict=True)}
-    out = ChunkOutcome(tie_breaks=len(tied), tie_rounds=sum(v.tie_rounds for v in verdicts.values()))
+    out = ChunkOutcome(cfg.min_margin, tie_breaks=len(tied), tie_rounds=sum(v.tie_rounds for v in verdicts.values()))
     for r in rows:
-        if r.index in dropped:
-            out.skipped.append(dropped[r.index])
-        elif r.index in decided:
-            _keep(out, r, cfg, decided[r.index])
-        else:
-            v = verdicts[r.index]
-            if v.winner is None:
-                out.skipped.append(skip_record(r, _undecided_reason(v), (0, 1), None if v.tie else v.reason))
-                continue
+        gs, v = per_row[r.index], verdicts.get(r.index)
+        down = next((g.error for g in gs if not g.ok and g.error is not None and g.error.kind == "transport"), None)
+        if down is not None:
+            out.skip(r, "backend_failed", None, f"backend failed: {down.reason}")
+        elif not ok[r.index]:  # judge_error: the first failed completion's
+            k, bad = next((k, g) for k, g in enumerate(gs) if not g.ok)
+            out.skip(r, "judge_failed", None, f"completion {k}: {bad.error.reason}" if bad.error else None)
+        elif v is not None and v.winner is None:
+            out.skip(r, _undecided(v), (0, 1), None if v.tie else v.reason)
+        elif v is not None:
             a, b = v.grades  # type: ignore[misc]
-            hi, lo, g_hi, g_lo = (0, 1, a, b) if v.winner == "A" else (1, 0, b, a)
-            _keep(out, r, cfg, _graded_pair(r, hi, lo, g_hi, g_lo, v.tie_rounds))
+            out.graded(r, *((0, 1, (a, b)) if v.winner == "A" else (1, 0, (b, a))), v.tie_rounds)
+        elif equal[r.index]:
+            out.skip(r, "tie", (0, 1))
+        else:
+            scores = [g.score for g in gs]
+            hi, lo = scores.index(max(scores)), scores.index(min(scores))  # type: ignore[type-var]
+            out.graded(r, hi, lo, (gs[hi], gs[lo]), 0)
     return out
-
-
-def _undecided_reason(v: Verdict) -> str:
-    return tie_reason(v.swap_agreement) if v.tie else "judge_failed"
 
 
 def all_pairs(
@@ -153,21 +133,21 @@ def all_pairs(
     flat = [(r, i, j) for r in rows for i, j in combinations(range(len(r.responses)), 2)]
     items = [PairItem(r.instruction, r.responses[i], r.responses[j], r.rubric, r.reference_answer) for r, i, j in flat]
     verdicts = judge.compare_items(items, swap=cfg.swap, num_samples=cfg.num_samples, outage=outage)
-    out = ChunkOutcome()
-    down: dict[int, str] = {}  # rows with a pair the transport failed: the whole row is judged again on resume
+    out = ChunkOutcome(cfg.min_margin)
+    down: set[int] = set()  # rows with a pair the transport failed: the whole row is judged again on resume
     for (r, _, _), v in zip(flat, verdicts, strict=True):
         if v.error is not None and v.error.kind == "transport" and r.index not in down:
-            down[r.index] = f"backend failed: {v.error.reason}"
-            out.skipped.append(skip_record(r, "backend_failed", None, down[r.index]))
+            down.add(r.index)
+            out.skip(r, "backend_failed", None, f"backend failed: {v.error.reason}")
     for (r, i, j), v in zip(flat, verdicts, strict=True):
         if r.index in down:
             continue
         if v.winner is None or v.p_a is None:
-            why = _undecided_reason(v)
-            out.skipped.append(skip_record(r, why, (i, j), v.reason if why == "judge_failed" else None))
+            why = _undecided(v)
+            out.skip(r, why, (i, j), v.reason if why == "judge_failed" else None)
             continue
         chosen, rejected, p = (i, j, v.p_a) if v.winner == "A" else (j, i, 1.0 - v.p_a)
-        _keep(out, r, cfg, _pair(r, chosen, rejected, p, 1.0 - p, feedback=v.feedback, swap_agreement=v.swap_agreement))
+        out.pair(r, chosen, rejected, (p, 1.0 - p), feedback=v.feedback, swap_agreement=v.swap_agreement)
     return out
 
 
@@ -179,8 +159,9 @@ def judge_chunk(
     few = [r for r in rows if len(r.responses) < 2]
     rows = [r for r in rows if len(r.responses) >= 2]
     strategy = best_vs_worst if cfg.strategy == "best_vs_worst" else all_pairs
-    out = strategy(judge, rows, cfg, outage) if rows else ChunkOutcome()
+    out = strategy(judge, rows, cfg, outage) if rows else ChunkOutcome(cfg.min_margin)
     for r in few:
-        why = f"{len(r.responses)} completion(s): a preference pair needs at least 2"
-        out.skipped.append(skip_record(r, "too_few_completions", None, why))
+        out.skip(
+            r, "too_few_completions", None, f"{len(r.responses)} completion(s): a preference pair needs at least 2"
+        )
     return out
