@@ -103,25 +103,19 @@ class Declared(NamedTuple):
 
 
 def declared(cls: type) -> tuple[Declared, ...]:
-    """The declared settings of dataclass ``cls``, in field order (read once per class)."""
+    """The declared settings of dataclass ``cls``, in field order (read once per class; a default ``MISSING``: a
+    setting every caller gives)."""
     if cls not in _DECLARED:
         hints = typing.get_type_hints(cls)
         _DECLARED[cls] = tuple(
-            Declared(f.name, hints[f.name], _default(f), f.metadata[_KEY])
+            Declared(f.name, hints[f.name], f.default if f.default_factory is MISSING else f.default_factory(), meta)
             for f in dataclasses.fields(cls)
-            if _KEY in f.metadata
+            if (meta := f.metadata.get(_KEY)) is not None
         )
     return _DECLARED[cls]
 
 
 _DECLARED: dict[type, tuple[Declared, ...]] = {}
-
-
-def _default(f: dataclasses.Field[Any]) -> Any:
-    """The field's default (``MISSING``: a setting every caller gives)."""
-    if f.default is MISSING and f.default_factory is not MISSING:
-        return f.default_factory()
-    return f.default
 
 
 def check(obj: Any) -> None:
@@ -184,18 +178,23 @@ def add_settings(
     group: Any, cls: type, names: Sequence[str] = (), *, prefix: str = "", defaults: Any = None, note: str = ""
 ) -> None:
     """An argparse flag for each setting ``names`` of ``cls`` (default: every one), ``--<prefix><name>``
-    (``log_dir`` -> ``--log-dir``): its declared help, choices and default (``defaults``' where given; ``note`` after
-    a choice's), read back by ``given_settings``."""
+    (``log_dir`` -> ``--log-dir``; a setting off by default: a switch): its declared help, choices and default
+    (``defaults``' where given; ``note`` after a choice's), read back by ``given_settings``."""
     for d in _named(cls, names):
         default = d.default if defaults is None else getattr(defaults, d.name)
-        shown = "" if default in (None, ()) else f"default {default}"
+        flag, help = "--" + (prefix + d.name).replace("_", "-"), d.rules.help.replace("%", "%%")
+        if d.kind is bool and default is False:
+            group.add_argument(flag, dest=prefix + d.name, action="store_true", default=None, help=help)
+            continue
+        listed = any(typing.get_origin(a) is tuple for a in (d.kind, *typing.get_args(d.kind)))
+        shown = "" if default in (None, ()) else f"default {','.join(default) if listed else default}"
         shown += f"; {note}" if note and d.rules.choices else ""
         group.add_argument(
-            "--" + (prefix + d.name).replace("_", "-"),
+            flag,
             dest=prefix + d.name,
-            choices=tuple(c for c in d.rules.choices if c is not None) or None,
+            choices=None if listed else tuple(c for c in d.rules.choices if c is not None) or None,
             metavar=d.rules.unit.upper() or None,
-            help=(d.rules.help + (f" ({shown})" if shown else "")).replace("%", "%%"),
+            help=help + (f" ({shown})" if shown else "").replace("%", "%%"),
         )
 
 

@@ -18,8 +18,6 @@ from collections.abc import Iterator
 from typing import Any
 
 from prom_reward.backends.bridge import run_sync
-from prom_reward.checklist.aggregate import AGGREGATIONS
-from prom_reward.checklist.config import CHECKLIST_MODES
 from prom_reward.cli.judge_options import (
     add_judge_options,
     add_outage_options,
@@ -27,6 +25,7 @@ from prom_reward.cli.judge_options import (
     judge_spec,
     outage_policy,
 )
+from prom_reward.declared import add_settings, given_settings
 from prom_reward.errors import ConfigError
 from prom_reward.format.columns import DEFAULTS, column_flag
 from prom_reward.jobs.compare import CompareJob
@@ -35,38 +34,26 @@ from prom_reward.jobs.grade import GradeJob
 from prom_reward.jobs.pairs import PairsJob
 from prom_reward.jobs.spec import JobKind
 from prom_reward.jobs.summary import EXIT_CODES, EXIT_JUDGE_DOWN
+from prom_reward.preferences.config import PreferenceConfig
 
 KINDS: dict[str, type[JobKind]] = {"grade": GradeJob, "compare": CompareJob, "pairs": PairsJob}
 """Each job's kind: its column options (``JobKind.columns``) are its ``--<role>-col`` flags."""
 
 
+PAIRS = ("strategy", "min_margin", "max_tie_rounds", "layout")
+CHECKLIST = ("checklist_mode", "checklist_aggregation")
+"""The ``PreferenceConfig`` settings ``pairs`` has a flag for (``grade``: the checklist ones)."""
+
+
 def _kind(args: argparse.Namespace) -> JobKind:
     columns = {option: getattr(args, option) for option in KINDS[args.command].columns}
-    if args.command == "grade":
-        return GradeJob(
-            rubric=args.rubric,
-            checklist_mode=args.checklist_mode,
-            checklist_aggregation=args.checklist_aggregation,
-            **columns,
-        )
     if args.command == "compare":
         return CompareJob(rubric=args.rubric, swap=not args.no_swap, **columns)
-    from prom_reward.preferences.config import PreferenceConfig
-
-    return PairsJob(
-        PreferenceConfig(
-            strategy=args.strategy,
-            min_margin=args.min_margin,
-            rubric=args.rubric,
-            swap=not args.no_swap,
-            max_tie_rounds=args.max_tie_rounds,
-            layout=args.layout,
-            keep_columns=tuple(args.keep_columns or ()),
-            checklist_mode=args.checklist_mode,
-            checklist_aggregation=args.checklist_aggregation,
-            **columns,
-        )
-    )
+    if args.command == "grade":
+        return GradeJob(rubric=args.rubric, **given_settings(args, PreferenceConfig, CHECKLIST), **columns)
+    given = given_settings(args, PreferenceConfig, PAIRS + CHECKLIST)
+    keep = tuple(args.keep_columns or ())
+    return PairsJob(PreferenceConfig(rubric=args.rubric, swap=not args.no_swap, keep_columns=keep, **given, **columns))
 
 
 def _ray(args: argparse.Namespace) -> RayConfig | None:
@@ -88,9 +75,8 @@ def cmd_job(args: argparse.Namespace) -> int:
 
     kind = _kind(args)
     outage = outage_policy(args, JOB_OUTAGE)
-    config = JobConfig(
-        batch_size=args.batch_size, resume=args.resume, overwrite=args.overwrite, progress=not args.quiet, outage=outage
-    )
+    given = given_settings(args, JobConfig, ("resume", "overwrite"))
+    config = JobConfig(batch_size=args.batch_size, progress=not args.quiet, outage=outage, **given)
     ray = _ray(args)
     if ray is not None and args.store:
         raise ConfigError(
@@ -176,18 +162,7 @@ def _add_job_parser(
         default=batch_size,
         help=f"rows per judge call and per committed part (default {batch_size})",
     )
-    w = g.add_mutually_exclusive_group()
-    w.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue the job that wrote OUTPUT (same input and "
-        "options, checked): judge only the rows not committed, and again those whose backend failed",
-    )
-    w.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="start over on an existing OUTPUT (it stays intact until the new one is complete)",
-    )
+    add_settings(g.add_mutually_exclusive_group(), JobConfig, ("resume", "overwrite"))
     for option in KINDS[name].columns:
         ours, *trl = DEFAULTS[option]  # TRL's name of the role, where it has another
         g.add_argument(
@@ -206,23 +181,6 @@ def _add_job_parser(
     return g
 
 
-def _add_checklist_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--checklist-mode",
-        choices=CHECKLIST_MODES,
-        default="explicit",
-        help="rows with a checklist: one judgment per criterion, aggregated (explicit, default), or the whole "
-        "checklist as one rubric (implicit); docs/checklists.md",
-    )
-    p.add_argument(
-        "--checklist-aggregation",
-        choices=list(AGGREGATIONS),
-        default="weighted_mean",
-        help="rows with a checklist, explicit mode: how the criteria's verdicts become the score (default "
-        "weighted_mean); docs/checklists.md",
-    )
-
-
 def add_job_parsers(sub: Any) -> None:
     """The ``grade``, ``compare`` and ``pairs`` subcommands."""
     rows = ".jsonl, .json, .parquet or a datasets save_to_disk folder"
@@ -235,7 +193,7 @@ def add_job_parsers(sub: Any) -> None:
         out,
         256,
     )
-    _add_checklist_options(g)
+    add_settings(g, PreferenceConfig, CHECKLIST)
     c = _add_job_parser(
         sub,
         "compare",
@@ -258,28 +216,8 @@ def add_job_parsers(sub: Any) -> None:
         ".jsonl (skip records in OUTPUT.skipped.jsonl)",
         64,
     )
-    d.add_argument(
-        "--strategy",
-        default="best_vs_worst",
-        choices=["best_vs_worst", "all_pairs"],
-        help="best_vs_worst: grade every completion, chosen = best, rejected = worst; all_pairs: compare every "
-        "pair of completions (default best_vs_worst)",
-    )
-    d.add_argument(
-        "--min-margin",
-        type=float,
-        default=0.0,
-        help="drop pairs below this margin (score points; P(win) units for all_pairs)",
-    )
-    d.add_argument("--max-tie-rounds", type=int, help="best_vs_worst: re-grading rounds for all-equal rows")
+    add_settings(d, PreferenceConfig, PAIRS + CHECKLIST)
     d.add_argument("--no-swap", action="store_true", help="all_pairs: judge one order only")
-    d.add_argument(
-        "--layout",
-        default="wide",
-        choices=["wide", "long"],
-        help="long: one row per completion, consecutive rows with the same prompt grouped",
-    )
     d.add_argument(
         "--keep-col", dest="keep_columns", action="append", help="input column copied into each pair (repeatable)"
     )
-    _add_checklist_options(d)

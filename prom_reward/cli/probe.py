@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,19 +23,18 @@ from prom_reward.cli.judge_options import (
     judge_spec,
     outage_policy,
 )
+from prom_reward.cli.voice import output_file, write_whole
+from prom_reward.declared import add_settings, given_settings
 from prom_reward.errors import ConfigError
-from prom_reward.probe.edits import DEFAULT_EDITS
-from prom_reward.probe.run import PARTS, ProbeConfig, load_inputs, run_probe
+from prom_reward.probe.run import ProbeConfig, load_inputs, run_probe
 from prom_reward.probe.summary import summary
 from prom_reward.rewards.outage import Outage, OutagePolicy
 
 PROBE_OUTAGE = OutagePolicy(on_exhausted="raise")
 """The probe's outage policy unless given: a judge that fails is waited out for ``budget_s`` (150 s) from its first
 failure, then the probe stops (exit 4, nothing written): a record measured on missing judgments would mislead."""
-
-
-def _csv(value: str) -> tuple[str, ...]:
-    return tuple(v.strip() for v in value.split(",") if v.strip())
+FLAGS = ("llmbar", "items", "limit", "parts", "edits", "rubric", "baseline_samples", "seed")
+"""The ``ProbeConfig`` settings ``prom-reward probe`` has a flag for (``--expected`` is the judge's)."""
 
 
 def add_probe_parser(sub: Any) -> None:
@@ -48,34 +46,7 @@ def add_probe_parser(sub: Any) -> None:
         "written); 4 the judge could not be reached or refused every request (the error names the URL first)",
     )
     p.add_argument("-o", "--output", required=True, help="the probe record (.json)")
-    p.add_argument(
-        "--llmbar",
-        help="LLMBar folder (Natural.json, Adversarial_*.json); default: benchmarks/data/"
-        "llmbar of a prom-reward checkout",
-    )
-    p.add_argument(
-        "--items",
-        help=".jsonl/.json/.parquet rows with instruction, response [, reference_answer, "
-        "rubric, id]; default: benchmarks/data/vicuna_eval.json of a checkout",
-    )
-    p.add_argument("--limit", type=int, help="pairs per LLMBar set and graded items at most (a seeded subset)")
-    p.add_argument(
-        "--parts",
-        type=_csv,
-        help=f"comma-separated, some of {','.join(PARTS)} (default: every part the judge format judges: llmbar "
-        "compares pairs, shifts grades on the format's scale)",
-    )
-    p.add_argument(
-        "--edits", type=_csv, default=DEFAULT_EDITS, help=f"comma-separated (default all: {','.join(DEFAULT_EDITS)})"
-    )
-    p.add_argument("--rubric", default="helpfulness", help="rubric of the LLMBar pairs and of items without one")
-    p.add_argument(
-        "--baseline-samples",
-        type=int,
-        default=3,
-        help="grades of each unedited response (their mean is what the edits are compared with)",
-    )
-    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap intervals and the edits (default 0)")
+    add_settings(p, ProbeConfig, FLAGS)
     add_judge_options(p)
     add_store_options(p)
     add_outage_options(p, PROBE_OUTAGE, "records the unanswered judgments as failures")
@@ -83,28 +54,12 @@ def add_probe_parser(sub: Any) -> None:
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
-    out = Path(args.output)
-    if out.suffix.lower() != ".json":
-        raise ConfigError(f"-o {args.output}: the probe writes one JSON record; fix: name a .json file")
-    if not out.parent.is_dir():
-        raise ConfigError(f"-o {args.output}: folder {out.parent} does not exist; fix: create it or choose another -o")
-    if out.is_dir():
-        raise ConfigError(f"-o {args.output}: that is a folder; fix: name a .json file")
+    out = output_file(args.output, (".json",), "the probe writes one JSON record")
     if args.items and out.resolve() == Path(args.items).resolve():
         raise ConfigError(f"-o {args.output}: that is the --items file; fix: write the record to another file")
     if args.llmbar and out.resolve().parent == Path(args.llmbar).resolve():
         raise ConfigError(f"-o {args.output}: that is in the --llmbar folder; fix: write the record elsewhere")
-    cfg = ProbeConfig(
-        parts=args.parts,
-        llmbar=args.llmbar,
-        items=args.items,
-        limit=args.limit,
-        edits=args.edits,
-        rubric=args.rubric,
-        expected=args.expected,
-        baseline_samples=args.baseline_samples,
-        seed=args.seed,
-    )
+    cfg = ProbeConfig(**given_settings(args, ProbeConfig, FLAGS), expected=args.expected)
     outage = outage_policy(args, PROBE_OUTAGE)
     given = judge_spec(args)
     fmt = given.judge_format
@@ -118,13 +73,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
     finally:
         judge.close()
     record["judge_options"] = {k: v for k, v in spec.kwargs().items() if k not in ("store", "api_key")}
-    tmp = out.with_name(out.name + ".tmp")
-    try:
-        tmp.write_text(json.dumps(record, indent=1, default=str) + "\n", encoding="utf-8")
-        os.replace(tmp, out)
-    except OSError:  # a full disk: no half-written record left beside -o
-        tmp.unlink(missing_ok=True)
-        raise
+    write_whole(out, (json.dumps(record, indent=1, default=str) + "\n").encode("utf-8"))
     print(summary(record))
     print(f"\nwrote {out}", file=sys.stderr)
     return 0
