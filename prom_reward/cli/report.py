@@ -6,17 +6,12 @@ Example:
     $ prom-reward report verdicts.parquet -o report.html --probe probe.json --source-col model
     $ prom-reward report graded_parts -o report.html      # a folder of part files (-o without a suffix)
     $ prom-reward report foreign.jsonl -o report.html --format flow-judge-3   # a file without a job record
-
-The judge format of the file (its scale is the histogram's) is the one its job recorded (``OUTPUT.parts/
-_manifest.json``); ``--format NAME`` names it for a file without a record, and a file whose record names another
-format is refused, naming the file and both formats.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from dataclasses import fields
@@ -24,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from prom_reward.cli.judge_options import judge_format_name
+from prom_reward.cli.voice import output_file, write_whole
 from prom_reward.errors import ConfigError, InputError, PromRewardError
 from prom_reward.format.columns import DEFAULTS, column_flag
 from prom_reward.format.rubrics import RUBRICS
@@ -95,8 +91,8 @@ def _probe_record(path: str) -> dict[str, Any]:
 
 
 def job_record(output: Path) -> dict[str, Any] | None:
-    """The manifest of the job that wrote ``output`` (``OUTPUT.parts/_manifest.json``, or ``_manifest.json`` inside
-    a folder of parts), or None when there is no readable one."""
+    """The manifest of the job that wrote ``output`` (``OUTPUT.parts/_manifest.json``, or inside a folder of parts),
+    or None when there is no readable one."""
     manifest = output / NAME if output.is_dir() else output.with_name(output.name + ".parts") / NAME
     if not manifest.is_file():
         return None
@@ -106,13 +102,9 @@ def job_record(output: Path) -> dict[str, Any] | None:
         return None
 
 
-def job_rubric(output: Path) -> Any:
-    """The ``--rubric`` of the job that wrote ``output`` (from its manifest), or None when there is no readable
-    manifest."""
-    record = job_record(output)
-    if record is None:
-        return None
-    options = record.get("options") or {}
+def job_rubric(record: dict[str, Any] | None) -> Any:
+    """The ``--rubric`` of the job that wrote ``record`` (its manifest), or None."""
+    options = (record or {}).get("options")
     rubric = options.get("rubric") if isinstance(options, dict) else None
     if isinstance(rubric, dict):  # a built-in rubric is shown by its name
         for name in RUBRICS:
@@ -125,8 +117,7 @@ def job_rubric(output: Path) -> Any:
 
 
 def report_columns(args: argparse.Namespace, record: dict[str, Any] | None) -> ReportColumns:
-    """The columns to read: a ``--<role>-col`` given, else the column the job read (its recorded option), else
-    the jobs' defaults (``ReportColumns``)."""
+    """The columns to read: a ``--<role>-col`` given, else the job's recorded one, else ``ReportColumns``'."""
     options = (record or {}).get("options")
     options = options if isinstance(options, dict) else {}
     given = {}
@@ -140,19 +131,13 @@ def report_columns(args: argparse.Namespace, record: dict[str, Any] | None) -> R
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    out = Path(args.output)
-    if out.suffix.lower() not in (".html", ".htm"):
-        raise ConfigError(f"-o {args.output}: the report is one HTML page; fix: name a .html file")
+    out = output_file(args.output, (".html", ".htm"), "the report is one HTML page")
     if not Path(args.input).exists():
         raise InputError(
             f"{args.input}: no such file or folder; fix: give a prom-reward grade or compare output (a file, or its "
             "folder of part files)",
             field="input",
         )
-    if not out.parent.is_dir():
-        raise ConfigError(f"-o {args.output}: folder {out.parent} does not exist; fix: create it or choose another -o")
-    if out.is_dir():
-        raise ConfigError(f"-o {args.output}: that is a folder; fix: name a .html file")
     if args.extremes < 0:
         raise ConfigError(f"--extremes: expected a number >= 0, got {args.extremes}")
     probe = _probe_record(args.probe) if args.probe else None
@@ -163,7 +148,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             read_rows(args.input),
             cols,
             extremes=args.extremes,
-            rubric=job_rubric(Path(args.input)),
+            rubric=job_rubric(record),
             judge_format=recorded_format(record, args.format),
         )
     except InputError as e:
@@ -177,12 +162,6 @@ def cmd_report(args: argparse.Namespace) -> int:
         source=str(args.input),
         generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     )
-    tmp = out.with_name(out.name + ".tmp")
-    try:
-        tmp.write_bytes(page.encode("utf-8", "replace"))  # a lone surrogate in a text (a JSON escape) as "?"
-        os.replace(tmp, out)
-    except OSError:  # a full disk: no half-written page left beside -o
-        tmp.unlink(missing_ok=True)
-        raise
+    write_whole(out, page.encode("utf-8", "replace"))  # a lone surrogate in a text (a JSON escape) as "?"
     print(f"wrote {out} ({summary['n']} rows, {len(page) // 1024} KiB)", file=sys.stderr)
     return 0

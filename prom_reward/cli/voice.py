@@ -1,15 +1,18 @@
-"""How every error of the command line reads: ``prom-reward: error: <what> ...; fix: <how>``, one line, the
-settings an error names said as their flags (``user_terms``), argparse's own errors too (``CliParser``).
-"""
+"""How the command line speaks: every error as one line ``prom-reward: error: <what> ...; fix: <how>``, the
+settings an error names said as their flags (``user_terms``), argparse's own errors too (``CliParser``); and the
+one-file outputs (``-o``) of ``report`` and ``probe``, checked before anything runs and written whole."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
+from pathlib import Path
 from typing import Any, NoReturn
 
 from prom_reward.core.judge_spec import RENAMED
+from prom_reward.errors import ConfigError
 
 PROG = "prom-reward"
 FIX = "; fix: "
@@ -50,8 +53,8 @@ class CliParser(argparse.ArgumentParser):
             command = self.prog.removeprefix(PROG).strip()
         else:
             command = self.prog.rsplit(".", 1)[-1]
-        where = f"{command}: " if command else ""
-        self.exit(2, error_line(with_fix(f"{where}{message}", self.prog)) + "\n")
+        print_error(with_fix(f"{command}: {message}" if command else message, self.prog))
+        self.exit(2)
 
 
 def user_terms(parser: argparse.ArgumentParser) -> dict[str, str]:
@@ -66,19 +69,35 @@ def user_terms(parser: argparse.ArgumentParser) -> dict[str, str]:
     return out
 
 
-_PREFIXES = re.compile(rf"^(?:{PROG}(?: [\w-]+)?: )?(?:error: )?")
-
-
-def error_line(message: str) -> str:
-    """``prom-reward: error: <message>`` on one line, whatever prefix ``message`` already had."""
-    return f"{PROG}: error: " + _PREFIXES.sub("", " ".join(message.split()), count=1)
-
-
 def with_fix(message: str, prog: str) -> str:
     """``message``, with ``fix: see PROG --help`` where it has no fix of its own."""
     return message if FIX in message else f"{message}{FIX}see {prog} --help"
 
 
 def print_error(message: str) -> None:
-    """Write ``message`` as the one error line of the command on stderr."""
-    print(error_line(message), file=sys.stderr)
+    """Write ``message`` as the one error line of the command on stderr: ``prom-reward: error: <message>``."""
+    print(f"{PROG}: error: " + " ".join(message.split()), file=sys.stderr)
+
+
+def output_file(given: str, suffixes: tuple[str, ...], what: str) -> Path:
+    """``-o given``: a file named ``*<suffixes[0]>`` (or another of ``suffixes``) in a folder that exists, else
+    ``ConfigError`` (``what``: what the command writes, said when the name is wrong)."""
+    out = Path(given)
+    if out.suffix.lower() not in suffixes:
+        raise ConfigError(f"-o {given}: {what}; fix: name a {suffixes[0]} file")
+    if not out.parent.is_dir():
+        raise ConfigError(f"-o {given}: folder {out.parent} does not exist; fix: create it or choose another -o")
+    if out.is_dir():
+        raise ConfigError(f"-o {given}: that is a folder; fix: name a {suffixes[0]} file")
+    return out
+
+
+def write_whole(out: Path, data: bytes) -> None:
+    """Write ``data`` to ``out`` through a temporary file beside it (a full disk leaves neither half-written)."""
+    tmp = out.with_name(out.name + ".tmp")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, out)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
