@@ -11,7 +11,7 @@ from typing import Any
 from prom_reward.errors import InputError
 from prom_reward.format.columns import find_column
 from prom_reward.integrations.batched_reward import BatchedReward, FailurePolicy, SampleOutcome
-from prom_reward.integrations.settings_sources import ENV_PREFIX, flag_name
+from prom_reward.integrations.settings_sources import where
 from prom_reward.rewards.config import RewardConfig
 from prom_reward.rewards.samples import RewardSample
 
@@ -68,35 +68,25 @@ def split_query(query: str, prompt: str, strip: Sequence[str] = ()) -> tuple[str
     return response[:end].strip(), truncated
 
 
-def _scalar(value: Any, where: str) -> str:
-    if isinstance(value, float) and not math.isfinite(value):
-        raise InputError(
-            f"{where}: {value!r} is not a finite number; a reference answer must be text or a finite "
-            "number: fix or drop it in the dataset",
-            field="labels",
-        )
-    return str(value)
-
-
 def reference_text(value: Any, where: str) -> str | None:
     """A reference answer as the judge reads it (None: none): a string or finite number, or a list of them (one
     per line); anything else raises ``InputError`` naming ``where``."""
     if value is None or value == "":
         return None
-    if isinstance(value, bool) or not isinstance(value, (str, int, float, list, tuple)):
-        raise InputError(
-            f"{where}: expected a string, number or list of them, got {type(value).__name__}", field="labels"
-        )
-    if isinstance(value, (list, tuple)):
-        parts = []
-        for v in value:
-            if isinstance(v, bool) or not isinstance(v, (str, int, float)):
-                raise InputError(
-                    f"{where}: a list label must hold strings or numbers, got {type(v).__name__}", field="labels"
-                )
-            parts.append(_scalar(v, where))
-        return "\n".join(parts) or None
-    return _scalar(value, where)
+    listed = isinstance(value, (list, tuple))
+    for v in value if listed else [value]:
+        if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+            what = (
+                "a list label must hold strings or numbers" if listed else "expected a string, number or list of them"
+            )
+            raise InputError(f"{where}: {what}, got {type(v).__name__}", field="labels")
+        if isinstance(v, float) and not math.isfinite(v):
+            raise InputError(
+                f"{where}: {v!r} is not a finite number; a reference answer must be text or a finite number: fix or "
+                "drop it in the dataset",
+                field="labels",
+            )
+    return ("\n".join(map(str, value)) or None) if listed else str(value)
 
 
 def label_fields(label: Any, config: RewardConfig = _DEFAULT) -> dict[str, Any]:
@@ -107,8 +97,7 @@ def label_fields(label: Any, config: RewardConfig = _DEFAULT) -> dict[str, Any]:
         return {} if answer is None else {"reference_answer": answer}
     keys = {}
     for name, option in LABEL_COLUMNS.items():
-        flag = f"{flag_name(option)} / {ENV_PREFIX}{option.upper()} / YAML {option}"
-        key = find_column(label, option, getattr(config, option), "label", required=False, flag=flag)
+        key = find_column(label, option, getattr(config, option), "label", required=False, flag=where(option))
         if key is not None:
             keys[name] = key
     known = {k: label[key] for k, key in keys.items()}
@@ -142,26 +131,37 @@ def label_fields(label: Any, config: RewardConfig = _DEFAULT) -> dict[str, Any]:
 
 
 def make_samples(
-    queries: Sequence[str],
-    prompts: Sequence[str],
-    labels: Sequence[Any] | None,
+    queries: Any,
+    prompts: Any,
+    labels: Any,
     strip: Sequence[str] = (),
     config: RewardConfig = _DEFAULT,
+    names: Sequence[str] = ("queries", "prompts", "labels"),
+    texts: bool = False,
 ) -> tuple[list[RewardSample | None], list[str | None], int]:
     """``(samples, reasons, truncated)``: a sample per query, or None with the reason it cannot be judged.
-    Raises ``InputError`` when an argument is not a list or their lengths differ (the caller's bug)."""
-    for name, values in (("queries", queries), ("prompts", prompts), ("labels", labels)):
-        if values is None and name == "labels":
+    Raises ``InputError`` (naming the argument as ``names`` say) when an argument is not a list (labels: or None)
+    or their lengths differ, and with ``texts`` when a query or prompt is not a string: the caller's bug."""
+    for name, values in zip(names, (queries, prompts, labels), strict=True):
+        if values is None and name == names[2]:
             continue
         if not isinstance(values, (list, tuple)):
             raise InputError(
-                f"{name}: expected a list (one item per sample), got {type(values).__name__}; fix: pass "
-                "reward_func(queries, prompts, labels) lists, as OpenRLHF does",
+                f"{name}: expected a list (one item per sample), got {type(values).__name__}; fix: send the queries, "
+                "prompts and labels as lists, as OpenRLHF does",
                 field=name,
             )
         if len(values) != len(queries):
             raise InputError(
-                f"{name}: expected {len(queries)} items (one per query), got {len(values)}; fix: pass one per query",
+                f"{name}: expected {len(queries)} items (one per query), got {len(values)}; fix: send one per query",
+                field=name,
+            )
+        strings = texts and name != names[2]
+        wrong = next((i for i, v in enumerate(values) if not isinstance(v, str)), None) if strings else None
+        if wrong is not None:
+            raise InputError(
+                f"{name}[{wrong}]: expected a string (the decoded text), got {type(values[wrong]).__name__}; fix: "
+                "send the text as the policy saw it",
                 field=name,
             )
     jobs: list[RewardSample | None] = []

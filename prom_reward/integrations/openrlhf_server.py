@@ -17,7 +17,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from prom_reward.errors import JudgeConfigError, JudgeUnavailableError, PromRewardError
+from prom_reward.errors import InputError, JudgeConfigError, JudgeUnavailableError, PromRewardError
 from prom_reward.integrations.batched_reward import SampleOutcome
 from prom_reward.integrations.batching import DeadlineExceeded
 from prom_reward.integrations.health import ServerHealth
@@ -29,6 +29,8 @@ SHUTDOWN_GRACE_S = 5
 """Seconds a SIGTERM / Ctrl-C waits for requests in flight before they are cut."""
 MAX_JSON_DEPTH = 32
 """Nesting levels a request body may have (OpenRLHF's bodies have 3, a rubric label 4)."""
+NAMES = ("'query'", "'prompts'", "'labels'")
+"""The request's lists, as its errors name them."""
 logger = logging.getLogger(__name__)
 _TOKEN = re.compile(r"((?:^|[?&\s])token=)[^&\s]*", re.IGNORECASE)
 
@@ -111,28 +113,6 @@ def _parse(body: bytes) -> Any:
     return data
 
 
-def _string_list(data: dict[str, Any], key: str, n: int | None) -> list[str]:
-    values = data.get(key)
-    if not isinstance(values, list):
-        raise _HTTPError(422, f"{key!r}: expected a list of strings, got {type(values).__name__}")
-    for i, v in enumerate(values):
-        if not isinstance(v, str):
-            raise _HTTPError(422, f"{key!r}[{i}]: expected a string, got {type(v).__name__}")
-    if n is not None and len(values) != n:
-        raise _HTTPError(422, f"{key!r}: expected {n} items (one per query), got {len(values)}")
-    return values
-
-
-def _labels(data: dict[str, Any], n: int) -> list[Any] | None:
-    values = data.get("labels")
-    if values is None:
-        return None
-    if not isinstance(values, list) or len(values) != n:
-        got = f"{len(values)} items" if isinstance(values, list) else type(values).__name__
-        raise _HTTPError(422, f"'labels': expected a list of {n} items (one per query) or null, got {got}")
-    return values
-
-
 def _authorized(request: Request, token: str) -> bool:
     want = token.encode()
     given_query = request.query_params.get("token")
@@ -206,12 +186,13 @@ def create_app(
             data = _parse(await _read_body(request, max_body_bytes))
             if not isinstance(data, dict):
                 raise _HTTPError(422, f"expected a JSON object with 'query' and 'prompts', got {type(data).__name__}")
-            queries = _string_list(data, "query", None)
-            prompts = _string_list(data, "prompts", len(queries))
-            labels = _labels(data, len(queries))
+            try:
+                queries, prompts, labels = (data.get(key) for key in ("query", "prompts", "labels"))
+                samples, reasons, truncated = make_samples(queries, prompts, labels, cfg.strip, cfg.reward, NAMES, True)
+            except InputError as e:
+                raise _HTTPError(422, str(e)) from None
             counters["requests"] += 1
-            counters["samples"] += len(queries)
-            samples, reasons, truncated = make_samples(queries, prompts, labels, cfg.strip, cfg.reward)
+            counters["samples"] += len(samples)
             counters["truncated_prompts"] += truncated
             live = [x for x in samples if x is not None]
             judged = await judge(request, live) if live else []
