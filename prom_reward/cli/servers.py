@@ -1,6 +1,5 @@
 """``prom-reward serve`` (dedicated vLLM judge servers), ``reward-server`` (the judge as OpenRLHF's remote
-reward model) and ``openrlhf-func-path``.
-"""
+reward model) and ``openrlhf-func-path``."""
 
 from __future__ import annotations
 
@@ -70,7 +69,7 @@ def serve_config(args: Any) -> ServeConfig:
 
 def serve_format(args: Any) -> str:
     """The judge format clients of ``serve``'s servers prompt in: ``--format``, else the model preset's, else
-    ``prometheus2``; another format than a known judge's own is allowed, with a warning."""
+    ``prometheus2`` (another than a preset's own: a warning)."""
     from prom_reward.core.presets import default_format, find_preset_for_model
 
     preset = find_preset_for_model(args.model)
@@ -122,8 +121,7 @@ def cmd_serve(args: Any) -> int:
 
 
 def cmd_reward_server(args: argparse.Namespace) -> int:
-    """Serve the judge as an OpenRLHF remote reward model (``integrations.openrlhf_server``): bad settings, or a
-    judge that fails the start-up check, exit 2 before serving."""
+    """Serve the judge as an OpenRLHF remote reward model: bad settings or a failed start-up check exit 2 first."""
     from prom_reward.integrations.health import ServerHealth
     from prom_reward.integrations.openrlhf_server import serve_reward
     from prom_reward.rewards.reward import PrometheusReward
@@ -161,8 +159,7 @@ def cmd_reward_server(args: argparse.Namespace) -> int:
 
 
 def reward_server_settings(args: argparse.Namespace, env: Any = None) -> Any:
-    """The ``RewardSettings`` of reward-server: the flags given, over ``env`` (None: ``os.environ``), over
-    ``--config``, over the defaults."""
+    """The ``RewardSettings`` of reward-server: the flags given > ``env`` (None: ``os.environ``) > ``--config``."""
     from prom_reward.integrations.settings import RewardSettings, setting_names
 
     explicit = {name: getattr(args, name, None) for name in setting_names() if name != "judge"}
@@ -170,8 +167,8 @@ def reward_server_settings(args: argparse.Namespace, env: Any = None) -> Any:
 
 
 def reward_server_judge(args: argparse.Namespace, settings: Any) -> JudgeSpec:
-    """The judge of reward-server: its judge flags that are not settings (``--temperature``, ``--wire`` ...) over
-    the settings' judge (``RewardSettings.judge_spec``: ``server``, ``model``, the ``judge`` setting ...).
+    """The judge of reward-server: its judge flags that are not settings (``--temperature`` ...) over the
+    settings' judge (``RewardSettings.judge_spec``).
 
     Example:
         >>> from prom_reward.cli.main import build_parser
@@ -199,28 +196,18 @@ def _max_body_bytes(megabytes: float) -> int:
 def _token(args: argparse.Namespace) -> str | None:
     """The server's token: ``--token-file``, else ``$PROM_REWARD_TOKEN``, else ``--token`` (warned: ``ps`` shows it)."""
     import os
-    from pathlib import Path
+
+    from prom_reward.integrations.settings_sources import read_text
 
     if args.token_file:
-        try:
-            token = Path(args.token_file).read_text(encoding="utf-8").strip()
-        except OSError as e:
-            raise ConfigError(
-                f"--token-file: cannot read {args.token_file!r} ({e.strerror or e}); fix: give the file that holds "
-                "the token"
-            ) from e
-        except UnicodeDecodeError as e:
-            raise ConfigError(
-                f"--token-file: {args.token_file!r} is not UTF-8 text (byte {e.start}); fix: write the token in it as "
-                "plain text"
-            ) from None
+        token = read_text(args.token_file, "give the file that holds the token as plain text", "token_file").strip()
         if not token:
-            raise ConfigError(f"--token-file: {args.token_file!r} is empty; fix: write the token in it")
+            raise ConfigError(f"{args.token_file!r} is empty; fix: write the token in it", "token_file")
         return token
     if os.environ.get("PROM_REWARD_TOKEN", "").strip():
         return os.environ["PROM_REWARD_TOKEN"].strip()
     if args.token is not None and not args.token.strip():
-        raise ConfigError("--token: empty (every request would be refused); fix: give the token, or leave --token out")
+        raise ConfigError("empty (every request would be refused); fix: give the token, or leave --token out", "token")
     if args.token:
         print(
             "prom-reward reward-server: warning: --token is visible to every user in `ps` and in the shell history; "

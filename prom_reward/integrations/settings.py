@@ -8,7 +8,7 @@ import dataclasses
 import logging
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -26,6 +26,7 @@ from prom_reward.integrations.settings_sources import (
     read_yaml,
     refuse_unknown,
     unknown_env,
+    where,
 )
 from prom_reward.rewards.config import RewardConfig, get_judge_format_setting
 from prom_reward.rewards.outage import OutagePolicy
@@ -162,30 +163,27 @@ class RewardSettings:
     def from_values(cls, values: Mapping[str, Any]) -> RewardSettings:
         """The settings of flat ``values`` (name -> text or typed value); a refusal names where it is given."""
         refuse_unknown(values, setting_names(), "")
-        types = {name: d.kind for name, _, d in settings_fields()}
-        parts: dict[str, dict[str, Any]] = {"reward": {}, "outage": {}, "own": {}}
+        declarations = {name: (python.rsplit(".", 1)[0], d) for name, python, d in settings_fields()}
+        parts: dict[str, dict[str, Any]] = {"RewardSettings": {}, "RewardConfig": {}, "RewardConfig.outage": {}}
         try:
             for name, value in values.items():
-                part = "reward" if name in _reward_names() else "outage" if name in _outage_names() else "own"
-                parts[part][name.removeprefix(OUTAGE_PREFIX) if part == "outage" else name] = parse(
-                    name, value, types[name]
-                )
+                part, d = declarations[name]
+                parts[part][d.name] = parse(name, value, d.kind)
             try:
-                policy = OutagePolicy(**parts["outage"])
+                policy = OutagePolicy(**parts["RewardConfig.outage"])
             except ConfigError as e:
                 raise e.said_as(OUTAGE_PREFIX + e.setting) from None
-            config = RewardConfig(**parts["reward"], outage=policy)
-            settings = cls(reward=config, **parts["own"])
+            config = RewardConfig(**parts["RewardConfig"], outage=policy)
+            settings = cls(reward=config, **parts["RewardSettings"])
             fmt = get_judge_format_setting(config.format or default_format(settings.model))
-            try:  # the judge format says whether the rubric fits what the mode asks of it (a ready reward's,
-                # ``around``, was checked against its judge's format when it was built)
+            try:  # the judge format says whether the rubric fits the mode (``around``'s reward checked it when built)
                 RubricResolver(
                     config.rubric, judge_format=fmt, task="absolute" if config.mode == "absolute" else "relative"
                 )
             except InputError as e:
                 raise ConfigError(str(e), "rubric") from e
         except ConfigError as e:
-            raise (e.said_as(e.setting, where(e.setting)) if e.setting in types else e) from None
+            raise (e.said_as(e.setting, where(e.setting)) if e.setting in declarations else e) from None
         return settings
 
     @classmethod
@@ -194,7 +192,8 @@ class RewardSettings:
     ) -> RewardSettings:
         """The settings around a ready reward's ``RewardConfig`` ``config``, the others loaded; a reward field in
         ``explicit`` is refused (it belongs in ``config``)."""
-        given = sorted(set(explicit or {}) & {*_reward_names(), *_outage_names()} - {"failure_reward"})
+        reward = {name for name, python, _ in settings_fields() if python.startswith("RewardConfig.")}
+        given = sorted(set(explicit or {}) & reward - {"failure_reward"})
         if given:
             raise ConfigError(
                 "reward settings of a ready reward are its RewardConfig's; fix: give them to the reward's "
@@ -212,17 +211,16 @@ class RewardSettings:
 
     # -- what the settings build ------------------------------------------------------
     def judge_spec(self, router_address: str | None = None, tokenizer: Any = None) -> JudgeSpec:
-        """The judge: ``server`` (else verl's router at ``router_address``) or an in-process ``model``. Behind verl's
-        router, ``tokenizer`` (the judge's) tells whether its chat template takes a system message and which
-        special tokens to neutralise."""
-        urls = self.urls(router_address)
-        if not urls and not self.model:
-            raise ConfigError(
-                "no judge: set server (PROM_REWARD_SERVER: comma-separated OpenAI-compatible judge "
-                "URLs, e.g. http://judge:8000/v1) or model (an in-process vLLM judge); under verl, "
-                "reward.reward_model.enable=True serves the judge itself"
-            )
-        spec = framework_judge(self.judge, urls, self.model, self.max_tokens)
+        """The judge: ``server`` (else verl's router at ``router_address``), an in-process ``model``, or the ``judge``
+        setting naming its ``backend``. Behind verl's router, ``tokenizer`` (the judge's) tells whether its chat
+        template takes a system message and which special tokens to neutralise."""
+        urls = list(self.server) or ([f"http://{router_address}/v1"] if router_address else [])
+        missing = (
+            "no judge: set server (PROM_REWARD_SERVER: comma-separated OpenAI-compatible judge URLs, e.g. "
+            "http://judge:8000/v1) or model (an in-process vLLM judge); under verl, reward.reward_model.enable=True "
+            "serves the judge itself"
+        )
+        spec = framework_judge(self.judge, urls, self.model, self.max_tokens, missing)
         if spec.backend == "vllm" and spec.gpu_memory_utilization is None:
             spec = dataclasses.replace(spec, gpu_memory_utilization=self.gpu_memory_utilization)
         if router_address and not self.server and tokenizer is not None:
@@ -232,10 +230,6 @@ class RewardSettings:
             given = {"system_role": template_accepts_system(tokenizer), "special_tokens": special}
             spec = dataclasses.replace(spec, options={**given, **spec.options})
         return spec
-
-    def urls(self, router_address: str | None = None) -> list[str]:
-        """The judge URLs: ``server``, else verl's router at ``router_address``, else none (an in-process judge)."""
-        return list(self.server) or ([f"http://{router_address}/v1"] if router_address else [])
 
     def build_reward(self, router_address: str | None = None, tokenizer: Any = None) -> Any:
         """The ``PrometheusReward`` these settings describe (its judge is built on first use)."""
@@ -259,8 +253,8 @@ def framework_judge(
     judge: Mapping[str, Any], urls: list[str], model: str | None, max_tokens: int | None, missing: str = ""
 ) -> JudgeSpec:
     """The judge of a reward path (these settings, the verifiers judge): behind the ``urls`` (serving ``model``),
-    else an in-process ``model`` (vLLM), else ``judge`` naming its own ``backend`` (else ``ConfigError(missing)``);
-    ``judge``'s other options, ``max_tokens`` over its sampling. A bad judge option is named ``judge.<name>``."""
+    else an in-process ``model``, else ``judge`` naming its ``backend`` (else ``ConfigError(missing)``), with
+    ``judge``'s other options and ``max_tokens``; a bad judge option is named ``judge.<name>``."""
     if not urls and not model and "backend" not in judge:
         raise ConfigError(missing)
     try:
@@ -272,16 +266,6 @@ def framework_judge(
 
 
 # -- the settings: names, types, docs ---------------------------------------------------
-@lru_cache(maxsize=1)
-def _reward_names() -> tuple[str, ...]:
-    return tuple(f.name for f in fields(RewardConfig) if f.name != "outage")
-
-
-@lru_cache(maxsize=1)
-def _outage_names() -> tuple[str, ...]:
-    return tuple(OUTAGE_PREFIX + f.name for f in fields(OutagePolicy))
-
-
 @lru_cache(maxsize=1)
 def settings_fields() -> tuple[tuple[str, str, Declared], ...]:
     """Every setting as (name, Python name, declaration), in table order."""
@@ -301,12 +285,6 @@ def settings_fields() -> tuple[tuple[str, str, Declared], ...]:
 def setting_names() -> list[str]:
     """The setting names, in table order."""
     return [name for name, _, _ in settings_fields()]
-
-
-def where(name: str) -> str:
-    """Where a setting is given: ``--flag / PROM_REWARD_NAME / name``."""
-    flag = flag_name(name)
-    return f"{flag} / {ENV_PREFIX}{name.upper()} / {name}" if flag else f"{name} (YAML or explicit)"
 
 
 def _default_text(name: str, default: Any) -> str:

@@ -27,6 +27,12 @@ def flag_name(name: str) -> str:
     return column_flag(name) if name.endswith("_column") else "--" + name.replace("_", "-")
 
 
+def where(name: str) -> str:
+    """Where a setting is given: ``--flag / PROM_REWARD_NAME / name``."""
+    flag = flag_name(name)
+    return f"{flag} / {ENV_PREFIX}{name.upper()} / {name}" if flag else f"{name} (YAML or explicit)"
+
+
 def refuse_unknown(given: Iterable[str], valid: Sequence[str], source: str) -> None:
     """Raise ``ConfigError`` for the names of ``given`` not in ``valid``, each with its closest setting."""
     unknown = sorted(set(given) - set(valid))
@@ -57,24 +63,27 @@ def unknown_env(env: Mapping[str, str], names: Sequence[str]) -> list[str]:
     return out
 
 
-def read_yaml(path: str, names: Sequence[str]) -> dict[str, Any]:
-    """The settings of the YAML file at ``path`` (keys: the setting ``names``)."""
-    import yaml
-
+def read_text(path: str, fix: str, setting: str) -> str:
+    """The UTF-8 text of the file at ``path``, else ``ConfigError`` about ``setting`` (``fix``: the file to give)."""
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        return Path(path).read_text(encoding="utf-8")
     except OSError as e:
-        raise ConfigError(
-            f"cannot read {path!r} ({e.strerror or e}); fix: give a readable YAML file of settings "
-            f"(--config / {CONFIG_ENV} / config_file)",
-            "config_file",
-        ) from e
+        raise ConfigError(f"cannot read {path!r} ({e.strerror or e}); fix: {fix}", setting) from e
     except UnicodeDecodeError as e:
         raise ConfigError(
             f"{path!r} is not UTF-8 text (byte {e.start}: {e.object[e.start : e.start + 1]!r}); fix: save the file "
             "as UTF-8",
-            "config_file",
+            setting,
         ) from None
+
+
+def read_yaml(path: str, names: Sequence[str]) -> dict[str, Any]:
+    """The settings of the YAML file at ``path`` (keys: the setting ``names``)."""
+    import yaml
+
+    fix = f"give a readable YAML file of settings (--config / {CONFIG_ENV} / config_file)"
+    try:
+        data = yaml.safe_load(read_text(path, fix, "config_file")) or {}
     except yaml.YAMLError as e:
         raise ConfigError(f"{path!r} is not valid YAML ({e}); fix: correct the YAML", "config_file") from e
     if not isinstance(data, dict):
@@ -87,4 +96,4 @@ def read_yaml(path: str, names: Sequence[str]) -> dict[str, Any]:
     return data
 
 
-__all__ = ["CONFIG_ENV", "ENV_PREFIX", "flag_name", "read_yaml", "refuse_unknown", "unknown_env"]
+__all__ = ["CONFIG_ENV", "ENV_PREFIX", "flag_name", "read_text", "read_yaml", "refuse_unknown", "unknown_env", "where"]
