@@ -42,22 +42,6 @@ def reset() -> None:
         stats.update(items=0, failures=0)
 
 
-def _state(reward_router_address: str | None, kwargs: dict[str, Any], tokenizer: Any = None) -> SharedReward:
-    def build() -> SharedReward:
-        if _configured:
-            reward = _configured["reward"]
-            s = RewardSettings.around(reward.config, _configured["settings"])
-        else:
-            s = RewardSettings.load({k: v for k, v in kwargs.items() if k not in _VERL_KWARGS})
-            reward = s.build_reward(reward_router_address, tokenizer)
-            check_judge(reward.judge_server(), reward=reward, canary=False)
-        logger.info("prom-reward verl judge ready in pid %d: %r, failure reward %s", os.getpid(), reward, _failure(s))
-        return SharedReward(s.batched(reward), s, owned=not _configured)
-
-    key = "configured" if _configured else (reward_router_address, repr(sorted(kwargs.items(), key=str)))
-    return _shared.get(key, build)
-
-
 def _failure(settings: RewardSettings) -> float:
     return settings.failure_reward.value_for(settings.reward)
 
@@ -121,7 +105,7 @@ def _fields(st: SharedReward, res: SampleOutcome) -> dict[str, Any]:
     return out
 
 
-async def compute_score(
+def _prepare(
     data_source: Any = None,
     solution_str: str = "",
     ground_truth: Any = None,
@@ -129,34 +113,39 @@ async def compute_score(
     reward_router_address: str | None = None,
     reward_model_tokenizer: Any = None,
     **kwargs: Any,
-) -> dict[str, Any]:
-    """verl's async custom reward function: one sample, batched with this process's concurrent calls
-    (``reward_model_tokenizer`` only tells whether the judge's chat template takes a system message)."""
-    st = _state(reward_router_address, kwargs, reward_model_tokenizer)
-    sample = _sample(st, solution_str, ground_truth, extra_info)
-    [res] = (
-        await st.batched.ascore([sample], timeout=st.settings.request_timeout)
-        if isinstance(sample, RewardSample)
-        else [sample]
-    )
+) -> tuple[SharedReward, RewardSample | SampleOutcome]:
+    """verl's arguments (its keywords and the ``RewardSettings`` given as ``reward_kwargs``) as this process's
+    batched reward (built on first use) and the sample (or its failed outcome); ``reward_model_tokenizer`` tells
+    whether the judge's chat template takes a system message."""
+
+    def build() -> SharedReward:
+        if _configured:
+            reward = _configured["reward"]
+            s = RewardSettings.around(reward.config, _configured["settings"])
+        else:
+            s = RewardSettings.load({k: v for k, v in kwargs.items() if k not in _VERL_KWARGS})
+            reward = s.build_reward(reward_router_address, reward_model_tokenizer)
+            check_judge(reward.judge_server(), reward=reward, canary=False)
+        logger.info("prom-reward verl judge ready in pid %d: %r, failure reward %s", os.getpid(), reward, _failure(s))
+        return SharedReward(s.batched(reward), s, owned=not _configured)
+
+    key = "configured" if _configured else (reward_router_address, repr(sorted(kwargs.items(), key=str)))
+    st = _shared.get(key, build)
+    return st, _sample(st, solution_str, ground_truth, extra_info)
+
+
+async def compute_score(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    """verl's async custom reward function (``data_source, solution_str, ground_truth, extra_info``, verl's
+    keywords): one sample, batched with this process's concurrent calls."""
+    st, sample = _prepare(*args, **kwargs)
+    timeout = st.settings.request_timeout
+    [res] = await st.batched.ascore([sample], timeout=timeout) if isinstance(sample, RewardSample) else [sample]
     return _fields(st, res)
 
 
-def compute_score_sync(
-    data_source: Any = None,
-    solution_str: str = "",
-    ground_truth: Any = None,
-    extra_info: Any = None,
-    reward_router_address: str | None = None,
-    reward_model_tokenizer: Any = None,
-    **kwargs: Any,
-) -> dict[str, Any]:
+def compute_score_sync(*args: Any, **kwargs: Any) -> dict[str, Any]:
     """Blocking form, for verl's ``remote`` reward manager (it rejects coroutine functions)."""
-    st = _state(reward_router_address, kwargs, reward_model_tokenizer)
-    sample = _sample(st, solution_str, ground_truth, extra_info)
-    [res] = (
-        st.batched.score([sample], timeout=st.settings.request_timeout)
-        if isinstance(sample, RewardSample)
-        else [sample]
-    )
+    st, sample = _prepare(*args, **kwargs)
+    timeout = st.settings.request_timeout
+    [res] = st.batched.score([sample], timeout=timeout) if isinstance(sample, RewardSample) else [sample]
     return _fields(st, res)

@@ -301,7 +301,7 @@ def test_every_reward_path_gets_the_same_reward_config(tmp_path, monkeypatch):
     try:
         server = reward_server_settings(build_parser().parse_args(["reward-server"])).build_reward().config
         func = openrlhf_func.batched_reward().reward.config
-        verl = prom_verl._state(None, {}).batched.reward.config
+        verl = prom_verl._prepare(extra_info={"question": "q"})[0].batched.reward.config
     finally:
         openrlhf_func.reset()
         prom_verl.reset()
