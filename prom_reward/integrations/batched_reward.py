@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,7 +18,6 @@ from prom_reward.errors import ConfigError
 from prom_reward.integrations.batching import MicroBatcher
 from prom_reward.rewards.config import failure_value
 from prom_reward.rewards.diagnostics import diagnostic_keys
-from prom_reward.rewards.holder import JudgeHolder
 from prom_reward.rewards.samples import RewardSample
 
 # Batch metrics each mode always reports (a per-sample log key needs a number for every sample: no NaN-able ones).
@@ -41,15 +41,13 @@ class SampleOutcome:
     """The judge's answer for one ``RewardSample``: its reward (or its failure and why) and its batch."""
 
     reward: float | None
-    """The reward, or None where the judge failed (see ``reason``)."""
+    """None where the judge failed, ``reason`` saying why."""
     failed: bool
     reason: str | None
-    """Why the judgment failed (None when it did not)."""
     feedback: str | None
     batch_size: int
     """Samples in the judge call this one was part of."""
     queue_seconds: float
-    """Time this sample waited for its batch."""
     metrics: dict[str, float] = field(default_factory=dict)
     """The batch's metrics under the fixed keys of ``BatchedReward.extra_log_keys`` (minus the per-sample ones)."""
 
@@ -88,11 +86,9 @@ class FailurePolicy:
 
 
 class BatchedReward:
-    """Micro-batch concurrent reward requests into calls of ``reward.ajudge_batch`` (a ``PrometheusReward``).
-
-    ``max_concurrent`` judge calls run at once when the judge takes concurrent calls (else 1). ``pairwise_group``:
-    a batch waits for ``group_size`` samples of a prompt, at most ``group_wait_s``; a sample left alone fails.
-    """
+    """Micro-batch concurrent reward requests into calls of ``reward.ajudge_batch`` (a ``PrometheusReward``),
+    ``max_concurrent`` at once where the judge takes concurrent calls; ``pairwise_group``: a batch waits for
+    ``group_size`` samples of a prompt, at most ``group_wait_s`` (a sample left alone fails)."""
 
     def __init__(
         self,
@@ -112,11 +108,16 @@ class BatchedReward:
             + _MODE_KEYS[mode]
             + (CHECKLIST_KEYS if mode == "absolute" else ())  # checklists are judged in absolute mode only
             + _CALL_KEYS
-            + _counter_keys(reward)
+            + (() if reward._judge is None else tuple(reward._judge.stats.counters))  # a cascade's routing
             + diagnostic_keys(reward.config)
         )
         """The per-sample log keys every result carries, in order."""
-        concurrent = max_concurrent if _takes_concurrent_calls(reward) else 1
+        if reward._judge is None:  # not built yet: whether its backend takes concurrent calls
+            backend = reward._judge_spec.kwargs()["backend"] if reward._judge_spec is not None else "vllm"
+            caps = (backend_class(backend) if isinstance(backend, str) else backend).capabilities
+        else:
+            caps = reward._judge.capabilities
+        concurrent = max_concurrent if caps.thread_safe else 1
         self._batcher: MicroBatcher = MicroBatcher(
             self._judge,
             max_wait_s=max_wait_s,
@@ -128,16 +129,17 @@ class BatchedReward:
 
     @property
     def stats(self) -> Any:
-        """The batcher's counters (``BatcherStats``)."""
         return self._batcher.stats
 
     async def ascore(self, samples: Sequence[RewardSample], *, timeout: float | None = None) -> list[SampleOutcome]:
-        """Judge ``samples``, batched with the concurrent callers of the same loop (``score``: the sync form).
-        ``timeout``: this request's deadline (a batch not started by then raises ``DeadlineExceeded``)."""
+        """Judge ``samples``, batched with the concurrent callers of the same loop (``score``: the sync form); not
+        started within ``timeout`` s: ``DeadlineExceeded``."""
         now = time.monotonic()
         deadline = None if timeout is None else now + timeout
         queued = [(s, now, deadline) for s in samples]
-        return await self._batcher.arun(queued, timeout=timeout, group=self._group(samples))
+        groups = {s.group for s in samples} if self.group_size is not None else set()
+        group = groups.pop() if len(groups) == 1 else None  # a request with several prompts goes as it is
+        return await self._batcher.arun(queued, timeout=timeout, group=group)
 
     score = sync_method(ascore)
 
@@ -149,13 +151,6 @@ class BatchedReward:
         """A failed ``SampleOutcome`` for a sample that never reached the judge (the batch metrics read 0)."""
         return SampleOutcome(None, True, reason, None, 0, 0.0, {k: 0.0 for k in self.extra_log_keys[3:]})
 
-    # -- internals --------------------------------------------------------------------
-    def _group(self, samples: Sequence[RewardSample]) -> Hashable | None:
-        if self.group_size is None or not samples:
-            return None
-        keys = {s.group for s in samples}
-        return keys.pop() if len(keys) == 1 else None  # a request with several prompts goes as it is
-
     async def _judge(self, queued: list[tuple[RewardSample, float, float | None]]) -> list[SampleOutcome]:
         start = time.monotonic()
         samples = [s for s, _, _ in queued]
@@ -163,16 +158,13 @@ class BatchedReward:
         deadlines = [d for _, _, d in queued]
         deadline = None if any(d is None for d in deadlines) else max(deadlines)  # type: ignore[type-var]
         n = len(samples)
-        alone: set[int] = set()
-        if self.group_size is not None:
-            members: dict[Hashable, list[int]] = {}
-            for i, s in enumerate(samples):
-                members.setdefault(s.group, []).append(i)
-            alone = {idx[0] for idx in members.values() if len(idx) == 1}
+        members = Counter(s.group for s in samples) if self.group_size is not None else Counter()
+        alone = {i for i, s in enumerate(samples) if members[s.group] == 1}
         todo = [i for i in range(n) if i not in alone]
         out = await self.reward.ajudge_batch([samples[i] for i in todo], deadline=deadline) if todo else None
         failed = len(alone) + (sum(r is None for r in out.rewards) if out is not None else 0)
-        metrics = self._stable_metrics(out.metrics if out is not None else {})
+        got = out.metrics if out is not None else {}  # no judge call (every sample alone in its group): 0s
+        metrics = {k: float(got.get(k, 0.0)) for k in self.extra_log_keys[3:]}
         metrics["abstain_rate"] = failed / n
         results: list[SampleOutcome | None] = [None] * n
         lone = (
@@ -189,10 +181,6 @@ class BatchedReward:
                     r, r is None, None if r is not None else reason, out.feedback[pos], n, queue[i], dict(metrics)
                 )
         return results  # type: ignore[return-value]
-
-    def _stable_metrics(self, metrics: dict[str, float]) -> dict[str, float]:
-        # A key a batch lacks (no judge call: every sample of it was alone in its group) reads 0.
-        return {k: float(metrics.get(k, 0.0)) for k in self.extra_log_keys[3:]}
 
 
 @dataclass
@@ -234,18 +222,3 @@ class SharedRewards:
             held, self._held = list(self._held.values()), {}
         for h in held:
             h.close()
-
-
-def _counter_keys(reward: JudgeHolder) -> tuple[str, ...]:
-    """The reward's judge's own counters (a cascade's routing), logged per batch; none while it is not built."""
-    return () if reward._judge is None else tuple(reward._judge.stats.counters)
-
-
-def _takes_concurrent_calls(reward: JudgeHolder) -> bool:
-    """Whether the reward's judge takes concurrent calls (``capabilities.thread_safe``; from its options while it
-    is not built yet)."""
-    if reward._judge is None:
-        backend = reward._judge_spec.kwargs()["backend"] if reward._judge_spec is not None else "vllm"
-        caps = (backend_class(backend) if isinstance(backend, str) else backend).capabilities
-        return caps.thread_safe
-    return reward._judge.capabilities.thread_safe

@@ -30,7 +30,6 @@ class BatcherStats:
     requests: int = 0
     items: int = 0
     batches: int = 0
-    """Calls of the batch function."""
     batched_items: int = 0
     """Items passed to the batch function (cancelled and expired ones excluded)."""
     max_batch: int = 0
@@ -40,7 +39,6 @@ class BatcherStats:
     """Requests failed unjudged because their deadline passed while queued."""
     failed_batches: int = 0
     split_requests: int = 0
-    """Requests larger than ``max_batch_size``, split into several calls."""
     in_flight: int = 0
     max_in_flight: int = 0
     recent_batch_sizes: collections.deque = field(default_factory=lambda: collections.deque(maxlen=1000))
@@ -94,8 +92,8 @@ class MicroBatcher(Generic[T, R]):
         self._closed = False
 
     async def arun(self, items: Sequence[T], *, timeout: float | None = None, group: Hashable | None = None) -> list[R]:
-        """The results of ``items``, in a batch with concurrent requests; past ``timeout`` s unstarted it raises
-        ``DeadlineExceeded``; ``group``: its group key; a cancelled caller's request is dropped if not started."""
+        """The results of ``items`` (of group ``group``), batched with concurrent requests; past ``timeout`` s
+        unstarted: ``DeadlineExceeded``; a cancelled caller's request is dropped if not started."""
         if self._closed:
             raise PromRewardError("the judge batcher is closed; create a new one")
         items = list(items)
@@ -122,7 +120,6 @@ class MicroBatcher(Generic[T, R]):
 
     # -- queueing ---------------------------------------------------------------------
     def _lane(self) -> _Lane:
-        """The running loop's lane (made on first use; lanes of closed loops are dropped)."""
         loop = asyncio.get_running_loop()
         for old in [k for k in self._lanes if k.is_closed()]:
             self._lanes.pop(old, None)
@@ -132,7 +129,6 @@ class MicroBatcher(Generic[T, R]):
         return lane
 
     def _queue(self, lane: _Lane, items: list[T], deadline: float | None, group: Hashable | None) -> asyncio.Future:
-        """Queue one request on ``lane``; its future resolves to the results."""
         req = _Request(items, asyncio.get_running_loop().create_future(), deadline, time.monotonic())
         if group is not None:
             lane.groups.setdefault(group, []).append(req)
@@ -157,7 +153,6 @@ class MicroBatcher(Generic[T, R]):
         return wake
 
     async def _sleep(self, lane: _Lane, seconds: float | None) -> None:
-        """Wait until a request arrives (or ``close``), at most ``seconds``."""
         lane.wake.clear()
         try:
             async with asyncio.timeout(seconds):
@@ -192,7 +187,6 @@ class MicroBatcher(Generic[T, R]):
         return batch
 
     async def _dispatch(self, lane: _Lane) -> None:
-        """The lane's dispatcher: batches go out while requests are queued, then it ends."""
         try:
             while True:
                 await lane.slots.acquire()  # while every slot is busy, requests keep queueing: a bigger next batch
@@ -210,7 +204,6 @@ class MicroBatcher(Generic[T, R]):
             lane.dispatcher = None
 
     def _live(self, batch: list[_Request]) -> list[_Request]:
-        """The requests of ``batch`` still wanted: cancelled ones dropped, expired ones failed."""
         now, live = time.monotonic(), []
         for req in batch:
             if req.future.done():
