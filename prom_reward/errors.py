@@ -1,11 +1,5 @@
 """The library's exceptions: one base class (``PromRewardError``), a few specific kinds; every message says
-what was expected, what arrived, and how to fix it.
-
-Example:
-    >>> from prom_reward.errors import PromRewardError, InputError
-    >>> issubclass(InputError, PromRewardError)
-    True
-"""
+what was expected, what arrived, and how to fix it."""
 
 from __future__ import annotations
 
@@ -13,9 +7,8 @@ from collections.abc import Mapping
 
 
 class PromRewardError(Exception):
-    """Base class of every error prom_reward raises on purpose. An error about settings names the one it is
-    about (``setting``, its prefix) and the others as ``{name}`` in its ``problem`` (``mentions``, with ``None``
-    for the null value): ``said`` says them in a caller's terms (a flag's name), ``str`` in Python's."""
+    """Base class of every error prom_reward raises on purpose. ``setting``: the setting it is about (its prefix),
+    ``mentions``: the others, written ``{name}`` in its text; ``said`` names them as a caller does (a flag)."""
 
     setting = ""
     mentions: tuple[str, ...] = ()
@@ -30,8 +23,7 @@ class PromRewardError(Exception):
 
 
 class ConfigError(PromRewardError, ValueError):
-    """An option or configuration value is invalid (raised at construction time); ``setting``: the field it is
-    about (``""``: none), ``mentions``: the others it names (``PromRewardError.said``)."""
+    """An option or configuration value is invalid (raised at construction time)."""
 
     def __init__(self, message: str, setting: str = "", mentions: tuple[str, ...] = ()) -> None:
         self.setting, self.problem, self.mentions = setting, message, mentions
@@ -45,8 +37,8 @@ class ConfigError(PromRewardError, ValueError):
 
 
 class JudgeConfigError(ConfigError):
-    """The judge server answers, but not as configured (a 404 on an API path, refused credentials, another
-    model): no sample's fault, never a failure reward. ``url``: the judge's, ``status``: the HTTP status or None."""
+    """The judge server answers, but not as configured (a 404, refused credentials, another model): no sample's
+    fault, never a failure reward."""
 
     def __init__(self, message: str, *, url: str | None = None, status: int | None = None) -> None:
         super().__init__(message)
@@ -54,9 +46,8 @@ class JudgeConfigError(ConfigError):
 
 
 class InputError(PromRewardError, ValueError):
-    """A batch of judge inputs is malformed; raised before any generation starts. ``index``: the offending
-    item's position in the batch, ``field``: its field name (each None when unknown); ``mentions``: the
-    settings its message names (``PromRewardError.said``)."""
+    """A batch of judge inputs is malformed (raised before any generation starts): ``index``, ``field``: the
+    offending item's position and field (None: unknown)."""
 
     def __init__(
         self, message: str, *, index: int | None = None, field: str | None = None, mentions: tuple[str, ...] = ()
@@ -86,13 +77,11 @@ class BackendError(PromRewardError, RuntimeError):
 
 
 class OutputError(PromRewardError):
-    """An output cannot be written or resumed: it exists, belongs to another job, is unreadable, or the
-    disk is full or read-only. The message names the file and the fix; what was written stays intact."""
+    """An output cannot be written or resumed (it exists, is another job's, is unreadable, the disk is full)."""
 
 
 class StoreError(PromRewardError, RuntimeError):
-    """A judgment store cannot be used: not an SQLite store, damaged, or locked by another process for
-    longer than its timeout. The message names the file and the fix."""
+    """A judgment store cannot be used: not an SQLite store, damaged, or locked past its timeout."""
 
 
 class ServerRejected(BackendError):
@@ -108,8 +97,8 @@ class ContextLengthError(InputError):
 
 
 class JudgeUnavailableError(PromRewardError, RuntimeError):
-    """The judge kept failing (unreachable, 5xx, hung) past the outage budget (``rewards.outage``), for
-    ``failing_s``, last with ``cause``: not a ``BackendError``, so nothing retries it again."""
+    """The judge kept failing past the outage budget (``rewards.outage``), for ``failing_s``, last with ``cause``;
+    not a ``BackendError``, so nothing retries it again."""
 
     def __init__(self, message: str, *, failing_s: float = 0.0, cause: str | None = None) -> None:
         super().__init__(message)

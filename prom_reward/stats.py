@@ -11,17 +11,9 @@ import numpy as np
 
 def ranks(values: Sequence[float]) -> list[float]:
     """1-based ranks, ties sharing their average rank."""
-    order = sorted(range(len(values)), key=lambda i: values[i])
-    out = [0.0] * len(values)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            out[order[k]] = (i + j) / 2 + 1
-        i = j + 1
-    return out
+    _, tie, counts = np.unique(np.asarray(values, dtype=float), return_inverse=True, return_counts=True)
+    last = np.cumsum(counts)  # the rank of each distinct value's last copy
+    return ((last - (counts - 1) / 2)[tie.reshape(-1)]).tolist()
 
 
 def pearson(x: Sequence[float], y: Sequence[float]) -> float | None:

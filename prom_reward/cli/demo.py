@@ -1,18 +1,13 @@
 """``make demo``: grade the sample rollouts shipped with the package and print rewards.
 
-Runs the embedded vLLM engine on the default judge, the pocket judge: SmolLM2-135M-Instruct
-fine-tuned with ``train_judge`` on the pocket Feedback Collection (``make setup`` applies the
-shipped update). It writes ``Feedback: ... [RESULT] k`` on its own (no forced verdicts); at
-135M parameters its grades correlate only weakly with GPT-4's (see ``train_judge/README.md``).
-On a GPU box pass a real judge:
+The default judge is the pocket judge: SmolLM2-135M-Instruct fine-tuned with ``train_judge`` (``make setup``
+applies the shipped update), on the embedded vLLM engine; its grades correlate only weakly with GPT-4's
+(``train_judge/README.md``). On a GPU box pass a real judge:
 
     python -m prom_reward.cli.demo --model prometheus-eval/prometheus-7b-v2.0
 
-``--model smollm2-135m-instruct`` runs the untrained base (verdicts forced).
-
-The terminal shows a progress line and the table; everything vLLM, torch and transformers print
-(their warnings and info lines, from this process and the engine's) goes to a log file named at
-the end (``--log``; ``--verbose`` shows it all instead). If the run fails, the log's tail is printed.
+The terminal shows a progress line and the table; what vLLM, torch and transformers print goes to ``--log``
+(``--verbose`` shows it instead), whose tail is printed if the run fails.
 
 Example:
     >>> rows = load_sample_rollouts()
@@ -73,7 +68,15 @@ def _fds_to(log: Path | None) -> Iterator[TextIO]:
     stream = os.fdopen(os.dup(1), "w", buffering=1)
     old = sys.stdout, sys.stderr
     sys.stdout = sys.stderr = stream
-    moved = [(h, h.setStream(stream)) for h in _stream_handlers() if h.stream in (*old, sys.__stdout__, sys.__stderr__)]
+    loggers = [logging.getLogger(), *(x for x in logging.Logger.manager.loggerDict.values())]
+    handlers = [h for lg in loggers if isinstance(lg, logging.Logger) for h in lg.handlers]
+    moved = [
+        (h, h.setStream(stream))
+        for h in handlers
+        if isinstance(h, logging.StreamHandler)
+        and not isinstance(h, logging.FileHandler)
+        and h.stream in (*old, sys.__stdout__, sys.__stderr__)
+    ]
     try:
         yield term
     finally:
@@ -88,19 +91,6 @@ def _fds_to(log: Path | None) -> Iterator[TextIO]:
         for f in saved:
             os.close(f)
         term.close()
-
-
-def _stream_handlers() -> list[logging.StreamHandler]:
-    loggers = [
-        logging.getLogger(),
-        *(x for x in logging.Logger.manager.loggerDict.values() if isinstance(x, logging.Logger)),
-    ]
-    return [
-        h
-        for lg in loggers
-        for h in lg.handlers
-        if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)
-    ]
 
 
 @contextlib.contextmanager

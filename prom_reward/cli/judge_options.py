@@ -1,5 +1,5 @@
-"""The judge flags every judging subcommand shares, one per ``JudgeSpec`` field (``--model``, ``--server``,
-sampling ...), the store's, and the outage policy's of the commands that judge a file (``--outage-budget-s`` ...).
+"""The flags every judging subcommand shares: the judge's (one per ``JudgeSpec`` field), the store's and the
+outage policy's (``--outage-budget-s`` ...).
 
 Example:
     >>> import argparse
@@ -27,8 +27,7 @@ if TYPE_CHECKING:
 
 
 def judge_format_name(value: str) -> str:
-    """``--format``'s value: a registered judge format's name, or the path of a YAML format file, checked here
-    (argparse exits 2 listing the valid names, or naming the file's bad key)."""
+    """``--format``'s value: a registered judge format's name, or a YAML format file's path, checked here."""
     try:
         fmt = get_judge_format(value)
     except PromRewardError as e:
@@ -37,9 +36,8 @@ def judge_format_name(value: str) -> str:
 
 
 def add_judge_options(g: argparse.ArgumentParser, *, truncate: bool = True) -> None:
-    """The flag of each ``JudgeSpec`` field (``max_tokens`` -> ``--max-tokens``; help, choices and defaults are its
-    declaration), read back by ``judge_spec``; ``truncate``: with ``--truncate`` (reward-server has the
-    ``over_context`` setting instead)."""
+    """The flag of each ``JudgeSpec`` field (``max_tokens`` -> ``--max-tokens``), read back by ``judge_spec``;
+    ``truncate``: with ``--truncate`` (reward-server has the ``over_context`` setting instead)."""
     for d in declared(JudgeSpec):
         if d.name == "truncate" and not truncate:
             continue
@@ -75,8 +73,7 @@ def add_store_options(g: argparse.ArgumentParser) -> None:
 
 
 def open_store(args: argparse.Namespace) -> dict[str, Any]:
-    """``{"store": JudgmentStore}`` of ``--store``, opened (checked: an SQLite store, not locked) before any input
-    is read; ``{}`` without one."""
+    """``{"store": JudgmentStore}`` of ``--store``, opened (checked) before any input is read; ``{}`` without."""
     if not args.store:
         return {}
     from prom_reward.backends.store import JudgmentStore
@@ -85,9 +82,8 @@ def open_store(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def judge_spec(args: argparse.Namespace, base: JudgeSpec | None = None, names: Collection[str] = ()) -> JudgeSpec:
-    """The ``JudgeSpec`` of the judge flags given (``names``: those read, default every one) over ``base`` (default:
-    the declared defaults), and of the store options; a bad value names its flag. A server's model is resolved
-    later, once (``JudgeSpec.aresolve``)."""
+    """The ``JudgeSpec`` of the judge flags given (``names``: those read, default every one) and the store options,
+    over ``base`` (default: the declared defaults); a bad value names its flag."""
     base = base or JudgeSpec()
     values = {d.name: getattr(base, d.name) for d in declared(JudgeSpec)}
     values.update((name, v) for name in names or list(values) if (v := getattr(args, name, None)) is not None)
@@ -102,8 +98,8 @@ def judge_spec(args: argparse.Namespace, base: JudgeSpec | None = None, names: C
 
 
 def add_outage_options(g: argparse.ArgumentParser, default: OutagePolicy, fail_means: str) -> None:
-    """The flag of each ``OutagePolicy`` setting (``--outage-budget-s`` ..., the reward server's names), over
-    ``default``; ``fail_means``: what ``--outage-on-exhausted fail`` does in this command."""
+    """The flag of each ``OutagePolicy`` setting (``--outage-budget-s`` ...) over ``default``; ``fail_means``: what
+    ``--outage-on-exhausted fail`` does in this command."""
     from prom_reward.integrations.settings import OUTAGE_PREFIX
 
     add_settings(g, type(default), prefix=OUTAGE_PREFIX, defaults=default, note=f"here fail {fail_means}")

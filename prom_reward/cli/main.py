@@ -1,11 +1,5 @@
 """The ``prom-reward`` command line: the parser of every subcommand, and error handling (one line ``prom-reward:
-error: <what>; fix: <how>``, exit 2; a job whose backend failed some rows exits 3, an unreachable judge 4).
-
-Example:
-    $ prom-reward grade rollouts.jsonl -o graded.jsonl --rubric helpfulness --model smollm2-135m-instruct
-    $ prom-reward compare ab.jsonl -o verdicts.jsonl --rubric helpfulness --server URL
-    $ prom-reward pairs samples.jsonl -o pairs.jsonl --strategy all_pairs --rubric helpfulness --server URL
-"""
+error: <what>; fix: <how>``, exit 2; a job whose backend failed some rows exits 3, an unreachable judge 4)."""
 
 from __future__ import annotations
 
@@ -47,8 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def explain(e: BaseException, names: dict[str, str] | None = None) -> str | None:
-    """The one-line message of an error a person can act on (None: a bug, shown with its traceback); the
-    settings it names are said as ``names`` says them (``voice.user_terms``)."""
+    """The one-line message of an error a person can act on, its settings said as ``names`` (None: a bug)."""
     if isinstance(e, BackendError) and "fix:" not in str(e):
         return f"{e}; fix: check that the judge is up and --server (or --model) names it, then run again"
     if isinstance(e, PromRewardError):
