@@ -154,7 +154,7 @@ def parse(name: str, value: Any, kind: Any, none_is: str = "") -> Any:
                 raise TypeError
             return _plain(value)
         if origin in (typing.Union, types.UnionType):  # e.g. float | str: a number where it reads as one
-            return _number_or_text(value)
+            return _number_or_text(value, int in typing.get_args(base))
         if base is bool:
             return _bool(value)
         if isinstance(value, bool) and base in (int, float):
@@ -175,24 +175,34 @@ def parse(name: str, value: Any, kind: Any, none_is: str = "") -> Any:
 
 
 def add_settings(
-    group: Any, cls: type, names: Sequence[str] = (), *, prefix: str = "", defaults: Any = None, note: str = ""
+    group: Any,
+    cls: type,
+    names: Sequence[str] = (),
+    *,
+    prefix: str = "",
+    defaults: Any = None,
+    note: str = "",
+    flags: Mapping[str, str] | None = None,
 ) -> None:
     """An argparse flag for each setting ``names`` of ``cls`` (default: every one), ``--<prefix><name>``
-    (``log_dir`` -> ``--log-dir``; a setting off by default: a switch): its declared help, choices and default
-    (``defaults``' where given; ``note`` after a choice's), read back by ``given_settings``."""
+    (``log_dir`` -> ``--log-dir``, or as ``flags`` names it; a setting off by default: a switch): its declared help,
+    choices and default (``defaults``' where given; ``note`` after a choice's), read back by ``given_settings``."""
     for d in _named(cls, names):
         default = d.default if defaults is None else getattr(defaults, d.name)
-        flag, help = "--" + (prefix + d.name).replace("_", "-"), d.rules.help.replace("%", "%%")
+        flag = (flags or {}).get(d.name) or "--" + (prefix + d.name).replace("_", "-")
+        help = d.rules.help.replace("%", "%%")
         if d.kind is bool and default is False:
             group.add_argument(flag, dest=prefix + d.name, action="store_true", default=None, help=help)
             continue
-        listed = any(typing.get_origin(a) is tuple for a in (d.kind, *typing.get_args(d.kind)))
+        kinds = (d.kind, *typing.get_args(d.kind))
+        listed = any(typing.get_origin(a) is tuple for a in kinds)  # some of the choices, or a number beside them:
+        open_choices = listed or any(a in (int, float) for a in kinds)  # argparse cannot check them
         shown = "" if default in (None, ()) else f"default {','.join(default) if listed else default}"
         shown += f"; {note}" if note and d.rules.choices else ""
         group.add_argument(
             flag,
             dest=prefix + d.name,
-            choices=None if listed else tuple(c for c in d.rules.choices if c is not None) or None,
+            choices=None if open_choices else tuple(c for c in d.rules.choices if c is not None) or None,
             metavar=d.rules.unit.upper() or None,
             help=help + (f" ({shown})" if shown else "").replace("%", "%%"),
         )
@@ -242,12 +252,14 @@ def _bool(value: Any) -> bool:
     raise ValueError(value)
 
 
-def _number_or_text(value: Any) -> Any:
+def _number_or_text(value: Any, whole: bool) -> Any:
+    """``value``'s number where text reads as one (``whole``: an int where it is one), else its text."""
     if isinstance(value, str):
         try:
-            return float(value)
+            number = float(value)
         except ValueError:
             return value.strip()
+        return int(number) if whole and number.is_integer() else number
     return value
 
 

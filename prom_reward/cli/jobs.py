@@ -40,6 +40,8 @@ KINDS: dict[str, type[JobKind]] = {"grade": GradeJob, "compare": CompareJob, "pa
 """Each job's kind: its column options (``JobKind.columns``) are its ``--<role>-col`` flags."""
 
 
+RAY = ("address", "replicas", "num_gpus", "num_cpus")
+"""The ``RayConfig`` settings of a job on Ray (``num_gpus``, ``num_cpus``: ``--gpus/cpus-per-replica``)."""
 PAIRS = ("strategy", "min_margin", "max_tie_rounds", "layout")
 CHECKLIST = ("checklist_mode", "checklist_aggregation")
 """The ``PreferenceConfig`` settings ``pairs`` has a flag for (``grade``: the checklist ones)."""
@@ -56,19 +58,6 @@ def _kind(args: argparse.Namespace) -> JobKind:
     return PairsJob(PreferenceConfig(rubric=args.rubric, swap=not args.no_swap, keep_columns=keep, **given, **columns))
 
 
-def _ray(args: argparse.Namespace) -> RayConfig | None:
-    if not args.ray:
-        return None
-    if args.replicas != "all" and not args.replicas.isdigit():
-        raise ConfigError(f"--replicas: expected a number or 'all', got {args.replicas!r}")
-    return RayConfig(
-        replicas=args.replicas if args.replicas == "all" else int(args.replicas),
-        num_gpus=args.num_gpus,
-        num_cpus=args.num_cpus,
-        address=args.address,
-    )
-
-
 def cmd_job(args: argparse.Namespace) -> int:
     """Run ``grade``, ``compare`` or ``pairs`` (locally, or on Ray with ``--ray``)."""
     from prom_reward.jobs.run import run_job
@@ -77,7 +66,7 @@ def cmd_job(args: argparse.Namespace) -> int:
     outage = outage_policy(args, JOB_OUTAGE)
     given = given_settings(args, JobConfig, ("resume", "overwrite"))
     config = JobConfig(batch_size=args.batch_size, progress=not args.quiet, outage=outage, **given)
-    ray = _ray(args)
+    ray = RayConfig(**given_settings(args, RayConfig, RAY)) if args.ray else None
     if ray is not None and args.store:
         raise ConfigError(
             "--store with --ray: every replica would write one SQLite file; fix: drop --store "
@@ -122,25 +111,7 @@ def _add_ray_options(g: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run as a Ray Data pipeline: local Ray, or the cluster of --address / RAY_ADDRESS",
     )
-    r.add_argument("--address", help="Ray cluster to join (default: RAY_ADDRESS, else a local Ray)")
-    r.add_argument(
-        "--replicas",
-        default="1",
-        help="judge replicas: a number or 'all' (every GPU of the cluster / --gpus-per-replica); default 1",
-    )
-    r.add_argument(
-        "--gpus-per-replica",
-        dest="num_gpus",
-        type=float,
-        help="default: --tensor-parallel-size on a GPU cluster, else 0",
-    )
-    r.add_argument(
-        "--cpus-per-replica",
-        dest="num_cpus",
-        type=float,
-        default=1.0,
-        help="with --ray on CPU: CPUs per judge replica (default 1)",
-    )
+    add_settings(r, RayConfig, RAY, flags={"num_gpus": "--gpus-per-replica", "num_cpus": "--cpus-per-replica"})
 
 
 def _add_job_parser(
