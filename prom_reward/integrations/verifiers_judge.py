@@ -70,8 +70,17 @@ class PrometheusVerifiersJudgeConfig(JudgeConfig):
         return self
 
 
-def reward_config(config: PrometheusVerifiersJudgeConfig) -> RewardConfig:
-    """The ``RewardConfig`` of ``config.reward`` (``outage`` given as a dict of ``OutagePolicy`` fields)."""
+def _known(where: str, given: dict[str, Any], cls: type) -> None:
+    """``ConfigError`` naming the keys of ``given`` that are not fields of the dataclass ``cls``."""
+    valid = [f.name for f in dataclasses.fields(cls)]
+    unknown = sorted(str(k) for k in given if k not in valid)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; fix: use {cls.__name__}'s fields: {', '.join(valid)}")
+
+
+def build_reward(config: PrometheusVerifiersJudgeConfig) -> PrometheusReward:
+    """The ``PrometheusReward`` the config describes (``reward``: ``RewardConfig`` fields, ``outage`` as a dict of
+    ``OutagePolicy``'s); its judge is built on first use."""
     fields = dict(config.reward)
     if "failure_reward" in fields:
         raise ConfigError(
@@ -93,19 +102,6 @@ def reward_config(config: PrometheusVerifiersJudgeConfig) -> RewardConfig:
         raise ConfigError(
             f"reward.mode: a verifiers judge scores one trace at a time, so it takes mode 'absolute', got {cfg.mode!r}"
         )
-    return cfg
-
-
-def _known(where: str, given: dict[str, Any], cls: type) -> None:
-    """``ConfigError`` naming the keys of ``given`` that are not fields of the dataclass ``cls``."""
-    valid = [f.name for f in dataclasses.fields(cls)]
-    unknown = sorted(str(k) for k in given if k not in valid)
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {unknown}; fix: use {cls.__name__}'s fields: {', '.join(valid)}")
-
-
-def build_reward(config: PrometheusVerifiersJudgeConfig) -> PrometheusReward:
-    """The ``PrometheusReward`` the config describes (its judge is built on first use)."""
     spec = framework_judge(
         config.judge,
         list(config.server),
@@ -114,7 +110,7 @@ def build_reward(config: PrometheusVerifiersJudgeConfig) -> PrometheusReward:
         missing="no judge: set server (OpenAI-compatible judge URLs, e.g. ['http://judge:8000/v1']), model (an "
         "in-process vLLM judge) or judge={'backend': ...}",
     )
-    return PrometheusReward(spec, reward_config(config))
+    return PrometheusReward(spec, cfg)
 
 
 def shared_reward(config: PrometheusVerifiersJudgeConfig) -> BatchedReward:
