@@ -21,7 +21,7 @@ from prom_reward.errors import InputError, JudgeConfigError, JudgeUnavailableErr
 from prom_reward.integrations.batched_reward import SampleOutcome
 from prom_reward.integrations.batching import DeadlineExceeded
 from prom_reward.integrations.health import ServerHealth
-from prom_reward.integrations.openrlhf_inputs import make_samples, reward_dict
+from prom_reward.integrations.openrlhf_func import make_samples, reward_dict
 from prom_reward.integrations.settings import RewardSettings
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -244,7 +244,7 @@ def create_app(
         yield
         batched.close()
 
-    app = Starlette(
+    return Starlette(
         routes=[
             Route("/", get_reward, methods=["POST"]),
             Route("/get_reward", get_reward, methods=["POST"]),
@@ -253,10 +253,6 @@ def create_app(
         ],
         lifespan=lifespan,
     )
-    app.state.batched = batched
-    app.state.counters = counters
-    app.state.settings = cfg
-    return app
 
 
 def serve_reward(

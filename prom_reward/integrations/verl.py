@@ -10,7 +10,7 @@ from typing import Any
 
 from prom_reward.errors import InputError
 from prom_reward.integrations.batched_reward import SampleOutcome, SharedReward, SharedRewards
-from prom_reward.integrations.openrlhf_inputs import reference_text
+from prom_reward.integrations.openrlhf_func import reference_text
 from prom_reward.integrations.settings import RewardSettings
 from prom_reward.rewards.samples import RewardSample
 from prom_reward.rewards.startup import check_judge

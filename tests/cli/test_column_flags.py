@@ -13,7 +13,7 @@ import pytest
 from prom_reward.cli.jobs import KINDS
 from prom_reward.cli.main import build_parser, main
 from prom_reward.format.columns import column_flag
-from prom_reward.integrations.openrlhf_inputs import LABEL_COLUMNS, make_samples
+from prom_reward.integrations.openrlhf_func import LABEL_COLUMNS, make_samples
 from prom_reward.integrations.settings import setting_names
 from prom_reward.report.summarize import ReportColumns
 from prom_reward.rewards.config import RewardConfig

@@ -17,7 +17,7 @@ from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.checklist.metrics import CHECKLIST_KEYS
 from prom_reward.integrations import openrlhf_func
 from prom_reward.integrations import verl as prom_verl
-from prom_reward.integrations.openrlhf_inputs import label_fields
+from prom_reward.integrations.openrlhf_func import label_fields
 from prom_reward.integrations.settings import ENV_PREFIX, setting_names
 from prom_reward.rewards.reward import PrometheusReward
 from prom_reward.rewards.samples import RewardSample
