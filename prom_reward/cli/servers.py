@@ -168,15 +168,7 @@ def reward_server_settings(args: argparse.Namespace, env: Any = None) -> Any:
 
 def reward_server_judge(args: argparse.Namespace, settings: Any) -> JudgeSpec:
     """The judge of reward-server: its judge flags that are not settings (``--temperature`` ...) over the
-    settings' judge (``RewardSettings.judge_spec``).
-
-    Example:
-        >>> from prom_reward.cli.main import build_parser
-        >>> args = build_parser().parse_args(["reward-server", "--server", "http://j:8000/v1", "--temperature", "0"])
-        >>> settings = reward_server_settings(args, env={"PROM_REWARD_FAILURE_REWARD": "0"})
-        >>> reward_server_judge(args, settings).kwargs()["sampling"]
-        {'temperature': 0.0}
-    """
+    settings' judge (``RewardSettings.judge_spec``)."""
     from prom_reward.integrations.settings import setting_names
 
     flags = [d.name for d in declared(JudgeSpec) if d.name not in setting_names()]

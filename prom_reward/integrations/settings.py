@@ -139,7 +139,6 @@ class RewardSettings:
                 self.request_timeout,
             )
 
-    # -- sources ----------------------------------------------------------------------
     @classmethod
     def load(cls, explicit: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> RewardSettings:
         """The settings from ``explicit`` > ``env`` (None: ``os.environ``) > the YAML file (``config_file`` or
@@ -209,7 +208,6 @@ class RewardSettings:
         """The reward's ``failure_reward`` as the policy that fills failed samples."""
         return FailurePolicy(self.reward.failure_reward)
 
-    # -- what the settings build ------------------------------------------------------
     def judge_spec(self, router_address: str | None = None, tokenizer: Any = None) -> JudgeSpec:
         """The judge: ``server`` (else verl's router at ``router_address``), an in-process ``model``, or the ``judge``
         setting naming its ``backend``. Behind verl's router, ``tokenizer`` (the judge's) tells whether its chat
