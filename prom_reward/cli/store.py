@@ -5,16 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator
 from itertools import islice
 from typing import Any
 
 from prom_reward.jobs.parts import write_rows
-
-
-def _batches(rows: Iterator[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
-    while batch := list(islice(rows, size)):
-        yield batch
 
 
 def cmd_store(args: argparse.Namespace) -> int:
@@ -29,7 +23,8 @@ def cmd_store(args: argparse.Namespace) -> int:
         raise ConfigError("store export: no output; fix: give -o OUT.jsonl or -o OUT.parquet")
     with JudgmentStore(args.path, timeout=args.timeout, create=False) as store:
         if args.action == "export":
-            n = write_rows(args.output, _batches(store.entries(), 1000))
+            rows = store.entries()
+            n = write_rows(args.output, iter(lambda: list(islice(rows, 1000)), []))  # batches of 1,000
             print(f"exported {n} judgments -> {args.output}", file=sys.stderr)
             return 0
         print(

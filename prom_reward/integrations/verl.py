@@ -51,22 +51,17 @@ def _listed(value: Any) -> Any:
     return value.tolist() if hasattr(value, "tolist") else value
 
 
-def _instruction(info: dict[str, Any]) -> Any:
-    for key in ("question", "prompt"):
-        if info.get(key) is not None:
-            return _listed(info[key])
-    raise InputError(
-        f"extra_info has no 'question' or 'prompt' (keys: {sorted(info)}); verl does not pass the "
-        "prompt to custom reward functions, so the judge needs the instruction there: add "
-        "extra_info['question'] when preparing the verl dataset",
-        field="extra_info",
-    )
-
-
 def _sample(st: SharedReward, solution_str: Any, ground_truth: Any, extra_info: Any) -> RewardSample | SampleOutcome:
     """The sample verl's arguments describe, or its failed outcome when it cannot be judged."""
     info = extra_info if isinstance(extra_info, dict) else {}
-    instruction = _instruction(info)
+    instruction = next((_listed(info[k]) for k in ("question", "prompt") if info.get(k) is not None), None)
+    if instruction is None:
+        raise InputError(
+            f"extra_info has no 'question' or 'prompt' (keys: {sorted(info)}); verl does not pass the "
+            "prompt to custom reward functions, so the judge needs the instruction there: add "
+            "extra_info['question'] when preparing the verl dataset",
+            field="extra_info",
+        )
     if not isinstance(solution_str, str):
         return st.batched.unjudged(
             f"solution_str: expected the decoded response text, got {type(solution_str).__name__}; fix: pass the "
