@@ -53,13 +53,8 @@ class SampleOutcome:
 
     def extra_logs(self) -> dict[str, float]:
         """Per-sample log values, always the same keys: ``judge_failed``, ``judge_batch_size``, the batch metrics."""
-        out = {
-            "judge_failed": float(self.failed),
-            "judge_batch_size": float(self.batch_size),
-            "judge_queue_seconds": self.queue_seconds,
-        }
-        out.update(self.metrics)
-        return out
+        per_sample = {"judge_failed": float(self.failed), "judge_batch_size": float(self.batch_size)}
+        return {**per_sample, "judge_queue_seconds": self.queue_seconds, **self.metrics}
 
 
 class FailurePolicy:

@@ -15,7 +15,7 @@ ENV_PREFIX = "PROM_REWARD_"
 CONFIG_ENV = "PROM_REWARD_CONFIG"
 NO_FLAG = ("judge",)
 """Settings given in YAML or explicitly only (no flag, no environment variable)."""
-OTHER_ENV = ("API_KEY", "TOKEN", "CACHE", "NO_ENGINE", "TEST_PRESTART", "JOB_CRASH", "RAY_BASELINE")
+OTHER_ENV = ("CONFIG", "API_KEY", "TOKEN", "CACHE", "NO_ENGINE", "TEST_PRESTART", "JOB_CRASH", "RAY_BASELINE")
 """``PROM_REWARD_*`` variables that are not settings (the loader does not warn about them)."""
 
 
@@ -50,7 +50,6 @@ def unknown_env(env: Mapping[str, str], names: Sequence[str]) -> list[str]:
     """A warning for each ``PROM_REWARD_*`` variable of ``env`` that is no setting nor in ``OTHER_ENV``, naming
     the closest setting."""
     known = {ENV_PREFIX + n.upper() for n in names if n not in NO_FLAG} | {ENV_PREFIX + n for n in OTHER_ENV}
-    known.add(CONFIG_ENV)
     out = []
     for var in sorted(k for k in env if k.startswith(ENV_PREFIX) and k not in known):
         name = var[len(ENV_PREFIX) :].lower()

@@ -54,8 +54,6 @@ class JudgedRolloutLoop(TRLRolloutLoop):
                 self._groups_to_score.put_nowait(None)
                 break
             groups.append(waiting)
-        if len(groups) == 1:
-            return await self._score_one(group)
         parts = await asyncio.gather(*(self._score_one(g) for g in groups))
         return [sample for part in parts for sample in part]
 

@@ -89,11 +89,9 @@ def _fields(st: SharedReward, res: SampleOutcome) -> dict[str, Any]:
             failures,
             items,
         )
-    out: dict[str, Any] = {
-        "score": failure if res.reward is None else float(res.reward),
-        "judge_reward": None if res.reward is None else float(res.reward),
-        "judge_failure_reason": res.reason if res.failed else None,
-    }
+    reward = None if res.reward is None else float(res.reward)
+    why = res.reason if res.failed else None
+    out = {"score": failure if reward is None else reward, "judge_reward": reward, "judge_failure_reason": why}
     out.update(res.extra_logs())
     if st.batched.reward.config.log_feedback:
         out["judge_feedback"] = res.feedback
