@@ -133,7 +133,11 @@ def cmd_reward_server(args: argparse.Namespace) -> int:
             "reward-server: no judge given; fix: give --server URL (or PROM_REWARD_SERVER) or --model M "
             "(in-process vLLM)"
         )
-    max_body_bytes = _max_body_bytes(args.max_body_mb)
+    if not math.isfinite(args.max_body_mb) or args.max_body_mb <= 0:  # 0, a negative or NaN: every request refused
+        raise ConfigError(
+            f"--max-body-mb: expected a number of megabytes > 0, got {args.max_body_mb!r}; fix: give --max-body-mb a "
+            "number > 0 (default 8)"
+        )
     check_port_free(args.host, args.port)  # a taken port or a bad --host fails before the judge is built
     spec = reward_server_judge(args, settings)
     token = _token(args)
@@ -152,7 +156,7 @@ def cmd_reward_server(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         token=token,
-        max_body_bytes=max_body_bytes,
+        max_body_bytes=int(args.max_body_mb * 1024 * 1024),
         health=health,
     )
     return 0
@@ -173,16 +177,6 @@ def reward_server_judge(args: argparse.Namespace, settings: Any) -> JudgeSpec:
 
     flags = [d.name for d in declared(JudgeSpec) if d.name not in setting_names()]
     return judge_spec(args, settings.judge_spec(), flags)
-
-
-def _max_body_bytes(megabytes: float) -> int:
-    """``--max-body-mb`` in bytes: a finite number > 0 (0, a negative or NaN would refuse every request)."""
-    if not math.isfinite(megabytes) or megabytes <= 0:
-        raise ConfigError(
-            f"--max-body-mb: expected a number of megabytes > 0, got {megabytes!r}; fix: give --max-body-mb a "
-            "number > 0 (default 8)"
-        )
-    return int(megabytes * 1024 * 1024)
 
 
 def _token(args: argparse.Namespace) -> str | None:
