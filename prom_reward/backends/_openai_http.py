@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import aiohttp
 
 from prom_reward.backends._endpoints import EndpointPool
-from prom_reward.backends._openai_wire import error_text, rejection
+from prom_reward.backends._openai_wire import MalformedReply, error_text, rejection
 from prom_reward.backends.bridge import close_at_exit, close_on_loop
 from prom_reward.errors import BackendError
 
@@ -224,9 +224,10 @@ class HTTPBatch:
         try:
             result = parse(json.loads(content))
         except (ValueError, KeyError, TypeError, IndexError, AttributeError, OverflowError, RecursionError) as e:
-            # MalformedReply included; RecursionError: JSON nested past Python's recursion limit
-            cause = f"{type(e).__name__}: {e}" if isinstance(e, (KeyError, RecursionError)) else str(e)
-            raise self._failed(what, url, f"malformed reply from {full}: {cause}") from None
+            # RecursionError: JSON nested past Python's recursion limit
+            cause = str(e) if isinstance(e, MalformedReply) else f"{type(e).__name__}: {e}"
+            reply = content[:300].decode("utf-8", "replace")
+            raise self._failed(what, url, f"malformed reply from {full}: {cause} (reply: {reply})") from None
         self.pool.succeeded(url)
         return result
 
