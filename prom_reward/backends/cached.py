@@ -167,29 +167,24 @@ class CachedBackend:
         if missing:
             batch = [requests[i] for i in missing]
             model = self.fingerprint.get("model") or self.name
-            inner = self.inner
-            streams = inner.capabilities.streams_results
-            if streams:
-                saver = _Saver(self.store, self.flush_every, self.flush_seconds)
-                try:
-                    results = await inner.agenerate(  # type: ignore[call-arg]
-                        batch, on_result=lambda j, res: saver.add((keys[missing[j]], model, batch[j], res))
+            inner, saver = self.inner, _Saver(self.store, self.flush_every, self.flush_seconds)
+
+            def save(j: int, res: GenerationResult) -> None:
+                if res.error is None:  # a failed request is asked again, never answered from the store
+                    saver.add((keys[missing[j]], model, batch[j], res))
+
+            streams, agenerate = inner.capabilities.streams_results, cast(Any, inner.agenerate)
+            try:  # what finished is kept even when the call fails
+                results = await (agenerate(batch, on_result=save) if streams else agenerate(batch))
+                if len(results) != len(batch):
+                    raise BackendError(
+                        f"backend {self.name!r} returned {len(results)} results for {len(batch)} requests; "
+                        f"a backend must return one result per request, in order"
                     )
-                finally:
-                    saver.flush()  # what finished is kept even when the call failed
-            else:
-                results = await inner.agenerate(batch)
-            if len(results) != len(batch):
-                raise BackendError(
-                    f"backend {self.name!r} returned {len(results)} results for {len(batch)} requests; "
-                    f"a backend must return one result per request, in order"
-                )
-            if not streams:
-                self.store.put_many(
-                    (keys[i], model, r, res)
-                    for i, r, res in zip(missing, batch, results, strict=True)
-                    if res.error is None  # a failed request is asked again, never answered from the store
-                )
+                for j, res in enumerate([] if streams else results):
+                    save(j, res)
+            finally:
+                saver.flush()
         answered = {k: dataclasses.replace(res, stored=True) for k, res in found.items()}
         if missing:
             answered.update((keys[i], res) for i, res in zip(missing, results, strict=True))
