@@ -18,7 +18,6 @@ from prom_reward.backends.base import (
 )
 from prom_reward.backends.engine import InProcessEngine, on_running_loop
 from prom_reward.backends.sampling import SamplingConfig
-from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, split_continuation, with_continuation
 from prom_reward.errors import BackendError, ConfigError
 
 
@@ -185,28 +184,16 @@ class TransformersBackend(InProcessEngine):
         ]
         return position(self.tokenizer.decode([token]), float(row[token]), alternatives)
 
-    def continuation_logprobs(
-        self,
-        requests: Sequence[GenerationRequest],
-        continuations: Sequence[str],
-        top_k: int = DEFAULT_TOP_K,
-        deadline: float | None = None,
-    ) -> list[tuple[TokenLogprobs, ...]]:
-        """Teacher forcing: one forward pass per request, logits of the positions that predict the continuation."""
+    def _forced(self, plans: list[tuple[list[int], int]], top_k: int) -> list[tuple[TokenLogprobs, ...]]:
+        """One forward pass per request: the logits of the positions that predict the continuation."""
         import torch
 
-        self._ready()
-        out: list[tuple[TokenLogprobs, ...]] = []
-        for r, text in zip(requests, continuations, strict=True):
-            joint = self._ids(with_continuation(r, text))
-            cont = split_continuation(self._ids(r), joint)
-            if not cont:
-                out.append(())
-                continue
-            start = len(joint) - len(cont)
+        out = []
+        for ids, size in plans:
             with torch.no_grad():
-                logits = self.model(input_ids=torch.tensor([joint], device=self.device)).logits[0]
-            out.append(tuple(self._position(tok, logits[start - 1 + j], top_k) for j, tok in enumerate(cont)))
+                logits = self.model(input_ids=torch.tensor([ids], device=self.device)).logits[0]
+            start = len(ids) - size
+            out.append(tuple(self._position(ids[start + j], logits[start - 1 + j], top_k) for j in range(size)))
         return out
 
     async def acontext_length(self, deadline: float | None = None) -> int | None:
