@@ -6,10 +6,11 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Protocol, TypedDict, runtime_checkable
 
 from prom_reward.backends.sampling import SamplingConfig
+from prom_reward.declared import check, setting
 from prom_reward.errors import ConfigError, UnknownNameError
 from prom_reward.format.wire import WireFormat, get_wire_format
 
@@ -90,20 +91,17 @@ class GenerationResult:
 class BackendCapabilities:
     """What a backend declares it can do beyond the protocol's methods (every field given, none assumed)."""
 
-    tokens_at_most_bytes: bool
-    """Its tokenizer never makes more tokens than UTF-8 bytes: the context check skips prompts that surely fit."""
-    streams_results: bool
-    """``agenerate`` takes ``on_result(index, result)``, called as each result completes (a store saves it)."""
-    thread_safe: bool
-    """Several tasks may call ``agenerate`` at once; else it is awaited one call at a time."""
-    continuation_logprobs: bool
-    """It teacher-forces (``teacher_forcing.ContinuationScorer``; what SE-Cali calibration needs)."""
+    tokens_at_most_bytes: bool = setting(
+        help="Its tokenizer never makes more tokens than UTF-8 bytes: the context check skips prompts that surely fit."
+    )
+    streams_results: bool = setting(
+        help="``agenerate`` takes ``on_result(index, result)``, called as each result completes (a store saves it)."
+    )
+    thread_safe: bool = setting(help="Several tasks may call ``agenerate`` at once; else one call at a time.")
+    continuation_logprobs: bool = setting(help="It teacher-forces (``acontinuation_logprobs``; SE-Cali needs it).")
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if not isinstance(value, bool):
-                raise ConfigError(f"BackendCapabilities.{f.name}: expected True or False, got {value!r}")
+        check(self)
 
 
 class BackendFingerprint(TypedDict):

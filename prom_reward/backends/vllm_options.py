@@ -35,20 +35,6 @@ def check_engine_allowed(what: str) -> None:
 
 TOKENIZER_MODES = ("hf", "mistral")  # vLLM's ``auto`` is refused: it may pick either
 
-ENGINE_FLAGS: tuple[tuple[str, str], ...] = (
-    ("model", "--model"),
-    ("tensor_parallel_size", "--tensor-parallel-size"),
-    ("dtype", "--dtype"),
-    ("max_model_len", "--max-model-len"),
-    ("gpu_memory_utilization", "--gpu-memory-utilization"),
-    ("enable_prefix_caching", "--enable-prefix-caching"),
-    ("enforce_eager", "--enforce-eager"),
-    ("seed", "--seed"),
-    ("tokenizer_mode", "--tokenizer-mode"),
-    ("max_logprobs", "--max-logprobs"),
-)
-"""``vllm.LLM`` keyword (a ``VLLMOptions`` field, or ``model``) -> ``api_server`` flag (booleans ``--no-``)."""
-
 OTHER_ENGINE_KEYWORDS = ("distributed_executor_backend",)  # passed through engine_options (jobs.ray_run)
 
 SAMPLING_KEYWORDS = (
@@ -171,6 +157,13 @@ class VLLMOptions:
             else:
                 args += [flag, str(value)]
         return args
+
+
+ENGINE_FLAGS: tuple[tuple[str, str], ...] = tuple(
+    (key, "--" + key.replace("_", "-"))
+    for key in ("model", *(f.name for f in dataclasses.fields(VLLMOptions) if f.name != "engine_options"))
+)
+"""``vllm.LLM`` keyword (a ``VLLMOptions`` field, or ``model``) -> ``api_server`` flag (booleans ``--no-``)."""
 
 
 def share_gpu_memory(first: float | None, second: float | None) -> tuple[float, float]:
