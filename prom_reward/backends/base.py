@@ -3,6 +3,7 @@ bounded by a deadline; what a backend can do is declared in ``capabilities``."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from collections.abc import Iterable, Sequence
@@ -59,6 +60,41 @@ class GenerationRequest:
 def earliest(requests: Sequence[GenerationRequest]) -> float | None:
     """The earliest ``deadline`` of ``requests`` (None when none has one)."""
     return min((r.deadline for r in requests if r.deadline is not None), default=None)
+
+
+DEFAULT_TOP_K = 20  # teacher forcing's alternatives per position: vLLM's default max_logprobs
+
+
+@runtime_checkable
+class ContinuationScorer(Protocol):
+    """A backend that teacher-forces a given continuation (``capabilities.continuation_logprobs``)."""
+
+    async def acontinuation_logprobs(
+        self,
+        requests: Sequence[GenerationRequest],
+        continuations: Sequence[str],
+        top_k: int = DEFAULT_TOP_K,
+        deadline: float | None = None,
+    ) -> list[tuple[TokenLogprobs, ...]]:
+        """Per request, one ``TokenLogprobs`` per token of its continuation, in input order."""
+        ...
+
+
+def split_continuation(prompt_ids: Sequence[int], joint_ids: Sequence[int]) -> list[int]:
+    """The continuation's token ids: ``joint_ids`` after the prompt's tokens (after their longest common
+    prefix, when a merge across the boundary changed the prompt's last tokens)."""
+    n = len(prompt_ids)
+    if list(joint_ids[:n]) == list(prompt_ids):
+        return list(joint_ids[n:])
+    common = 0
+    while common < min(n, len(joint_ids)) and joint_ids[common] == prompt_ids[common]:
+        common += 1
+    return list(joint_ids[common:])
+
+
+def with_continuation(request: GenerationRequest, continuation: str) -> GenerationRequest:
+    """``request`` with ``continuation`` appended to its assistant prefix."""
+    return dataclasses.replace(request, assistant_prefix=request.assistant_prefix + continuation)
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import Any, cast
 
 from prom_reward.backends.base import (
+    DEFAULT_TOP_K,
     Backend,
     BackendCapabilities,
     BackendFingerprint,
+    ContinuationScorer,
     GenerationRequest,
     GenerationResult,
     TokenLogprobs,
@@ -25,7 +27,6 @@ from prom_reward.backends.bridge import sync_method
 from prom_reward.backends.factory import check_model_folder, make_backend
 from prom_reward.backends.openai_server import OpenAIServer
 from prom_reward.backends.store import JudgmentStore, open_store, request_key
-from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, ContinuationScorer
 from prom_reward.errors import BackendError, ConfigError
 
 log = logging.getLogger(__name__)

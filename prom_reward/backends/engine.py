@@ -10,14 +10,16 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from prom_reward.backends.base import (
+    DEFAULT_TOP_K,
     BackendCapabilities,
     BackendFingerprint,
     GenerationRequest,
     GenerationResult,
     TokenLogprobs,
     make_fingerprint,
+    split_continuation,
+    with_continuation,
 )
-from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, split_continuation, with_continuation
 from prom_reward.errors import BackendError, ConfigError
 from prom_reward.format.wire import WireFormat, template_accepts_system
 
@@ -100,7 +102,7 @@ class InProcessEngine(ABC):
         top_k: int = DEFAULT_TOP_K,
         deadline: float | None = None,
     ) -> list[tuple[TokenLogprobs, ...]]:
-        """Teacher forcing (``teacher_forcing``) in the worker thread; an engine ignores ``deadline``."""
+        """Teacher forcing in the worker thread; an engine ignores ``deadline``."""
         if len(requests) != len(continuations):
             raise ConfigError(f"got {len(requests)} requests but {len(continuations)} continuations")
         return await self._in_worker(self._teacher_force, requests, continuations, top_k)

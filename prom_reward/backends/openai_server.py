@@ -21,6 +21,7 @@ from prom_reward.backends._openai_wire import (
     sent_n,
 )
 from prom_reward.backends.base import (
+    DEFAULT_TOP_K,
     BackendCapabilities,
     BackendFingerprint,
     GenerationRequest,
@@ -30,10 +31,11 @@ from prom_reward.backends.base import (
     api_key_of,
     earliest,
     make_fingerprint,
+    split_continuation,
     wire_format,
+    with_continuation,
 )
 from prom_reward.backends.bridge import sync_method
-from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, split_continuation, with_continuation
 from prom_reward.backends.vllm_options import teacher_forcing_kwargs
 from prom_reward.declared import check, setting
 from prom_reward.errors import BackendError, ConfigError, JudgeConfigError, ServerRejected
