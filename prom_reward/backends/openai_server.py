@@ -221,10 +221,7 @@ class OpenAIServer:
         """``work`` on one ``HTTPBatch`` of this loop's session, every call bounded by ``deadline``."""
         if self._closed:
             raise BackendError("this OpenAIServer was closed; build a new one")
-        o = self.options
-        b = HTTPBatch(
-            self.pool, self._sessions.get(), max_concurrency=o.max_concurrency, timeout=o.timeout, deadline=deadline
-        )
+        b = HTTPBatch(self.pool, self._sessions.get(), self.options.max_concurrency, self.options.timeout, deadline)
         try:
             return await work(b)
         finally:
