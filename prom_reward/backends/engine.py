@@ -36,8 +36,10 @@ def on_running_loop() -> bool:
 
 
 class InProcessEngine(ABC):
-    """Base of the in-process backends: ``generate`` and ``_forced`` block, and run in the worker thread for their
-    async forms, after the engine's start (``_begin``)."""
+    """Base of the in-process backends: the engine starts in the worker thread (``_begin``; on an event loop the
+    constructor returns first, and a failed start raises at the first call), where ``generate`` and ``_forced``
+    then run for their async forms. ``wire``: ``chat``, ``inst`` or ``raw``; ``system_role``: whether the chat
+    template takes a system message (None: detected)."""
 
     name: str
     capabilities = BackendCapabilities(

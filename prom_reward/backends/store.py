@@ -282,6 +282,9 @@ class JudgmentStore:
     def __len__(self) -> int:
         return int(self._query("SELECT COUNT(*) FROM judgments")[0][0])
 
+    def __contains__(self, key: object) -> bool:
+        return bool(self._query("SELECT 1 FROM judgments WHERE key = ?", key))
+
     def entries(self, *, chunk: int = 1000) -> Iterator[dict[str, Any]]:
         """Every entry in insertion order as ``{"key", "model", "request", "result", "created"}`` dicts, read
         ``chunk`` rows at a time."""

@@ -22,18 +22,10 @@ from prom_reward.errors import BackendError, ConfigError
 
 
 class TransformersBackend(InProcessEngine):
-    """Generate with a Hugging Face causal LM, its weights loaded in the backend's worker thread (on an event
-    loop, the constructor returns before they are: a failed load raises at the first call).
-
-    Args:
-        model: local folder / hub id, or a loaded ``PreTrainedModel``.
-        tokenizer: a tokenizer or its folder; None loads the model's own.
-        wire: wire format name (``chat``, ``inst``, ``raw``).
-        system_role: force (True/False) or detect (None) a system role in the chat template.
-        device, dtype: where and how to load the model (``dtype="auto"`` keeps the checkpoint's).
-        batch_size: most requests per ``model.generate`` call.
-        max_model_len: context window to report; default ``config.max_position_embeddings``.
-    """
+    """A Hugging Face causal LM (``model``: a folder, hub id or loaded ``PreTrainedModel``; ``tokenizer``: one, its
+    folder, or None for the model's) on ``device`` in ``dtype`` (``auto``: the checkpoint's), ``batch_size``
+    requests per ``model.generate``; ``max_model_len`` (default ``max_position_embeddings``) is the context it
+    reports; ``wire`` and ``system_role`` as ``InProcessEngine`` says."""
 
     name = "transformers"
     gpu_memory_share = None  # the weights sit where torch puts them

@@ -41,16 +41,8 @@ def _is_cpu_platform() -> bool:
 
 
 class VLLMEngine(InProcessEngine):
-    """In-process vLLM engine, started in the backend's worker thread (on an event loop, the constructor returns
-    before the engine is up: a failed start raises at the first call).
-
-    Args:
-        model: HF hub id or local folder.
-        wire: wire format name (``chat``, ``inst``, ``raw``).
-        system_role: force (True/False) or detect (None) a system role in the chat template.
-        llm: an existing ``vllm.LLM`` to use instead of building one (then no settings).
-        **settings: the engine's ``VLLMOptions`` (``self.options``).
-    """
+    """An in-process vLLM engine of ``model`` (hub id or folder) and its ``VLLMOptions`` ``settings``, or a ready
+    ``llm`` (``vllm.LLM``, no settings); ``wire`` and ``system_role`` as ``InProcessEngine`` says."""
 
     name = "vllm"
 
