@@ -91,13 +91,9 @@ def _json_text(data: dict[str, Any]) -> str:
 
 
 class JudgmentStore:
-    """Judge results in one SQLite file, safe for several processes and threads.
-
-    Args:
-        path: the SQLite file (created with its folder if missing, unless ``create`` is False).
-        timeout: seconds to wait for a lock another process holds before failing (``StoreError``).
-        create: False: a missing file is a ``StoreError`` (looking into a store, not making one).
-    """
+    """Judge results in the SQLite file ``path``, safe for several processes and threads: made with its folder
+    unless ``create`` is False (looking into a store: a missing one is a ``StoreError``, as is a lock another
+    process holds for more than ``timeout`` seconds)."""
 
     def __init__(self, path: str | Path, *, timeout: float = 30.0, create: bool = True) -> None:
         self.path = Path(path)
