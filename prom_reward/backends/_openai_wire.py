@@ -185,29 +185,25 @@ def rejection(
     API path: a model not served or a URL without ``/v1``), else ``ServerRejected`` (a root 404: no ``/tokenize``)."""
     text = error_text(body)
     if status in (401, 403):
-        return JudgeConfigError(
-            f"judge {base}: {what} was refused (HTTP {status}: {text}): the server wants another API key; fix: "
-            "set PROM_REWARD_API_KEY (or OPENAI_API_KEY, or the judge option api_key) to the server's key",
-            url=base,
-            status=status,
+        said = (
+            f"was refused (HTTP {status}: {text}): the server wants another API key; fix: set PROM_REWARD_API_KEY "
+            "(or OPENAI_API_KEY, or the judge option api_key) to the server's key"
         )
-    if status == 404 and not root:
-        if "model" in text.lower():
-            return JudgeConfigError(
-                f"judge {base}: {what} answered HTTP 404 ({text}): the server does not serve that model; fix: set "
-                f"--model / PROM_REWARD_MODEL / the judge option model to one that GET {base}/models lists, or "
-                "leave it unset to use the first",
-                url=base,
-                status=status,
-            )
-        return JudgeConfigError(
-            f"judge {base}: {what} answered HTTP 404 at {full} ({text}): that URL is not the server's "
-            "OpenAI-compatible API; fix: give the API base URL, which ends in /v1 (e.g. http://host:8000/v1), "
-            "in --server / PROM_REWARD_SERVER / the judge option base_url",
-            url=base,
-            status=status,
+    elif status == 404 and not root and "model" in text.lower():
+        said = (
+            f"answered HTTP 404 ({text}): the server does not serve that model; fix: set --model / "
+            f"PROM_REWARD_MODEL / the judge option model to one that GET {base}/models lists, or leave it unset "
+            "to use the first"
         )
-    return ServerRejected(
-        f"{what}: the server at {full} rejected it (HTTP {status}): {text}; fix the request or the server options",
-        status,
-    )
+    elif status == 404 and not root:
+        said = (
+            f"answered HTTP 404 at {full} ({text}): that URL is not the server's OpenAI-compatible API; fix: give "
+            "the API base URL, which ends in /v1 (e.g. http://host:8000/v1), in --server / PROM_REWARD_SERVER / "
+            "the judge option base_url"
+        )
+    else:
+        return ServerRejected(
+            f"{what}: the server at {full} rejected it (HTTP {status}): {text}; fix the request or the server options",
+            status,
+        )
+    return JudgeConfigError(f"judge {base}: {what} {said}", url=base, status=status)
