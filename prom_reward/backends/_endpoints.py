@@ -33,10 +33,6 @@ class EndpointState:
     ejections: int = 0
 
 
-COUNTERS = ("in_flight", "requests", "failures", "ejections", "strikes")
-"""The ``EndpointState`` fields ``EndpointPool.snapshot`` reports per URL, after ``up``."""
-
-
 class EndpointPool:
     """Load balancing and ejection over several base URLs."""
 
@@ -166,7 +162,8 @@ class EndpointPool:
 
     def snapshot(self) -> dict[str, dict[str, Any]]:
         """Per URL: ``up``, ``in_flight``, ``requests``, ``failures``, ``ejections``, ``strikes``."""
+        counters = ("in_flight", "requests", "failures", "ejections", "strikes")
         with self._lock:
             return {
-                u: {"up": s.out_until is None, **{k: getattr(s, k) for k in COUNTERS}} for u, s in self._state.items()
+                u: {"up": s.out_until is None, **{k: getattr(s, k) for k in counters}} for u, s in self._state.items()
             }

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import aiohttp
 
 from prom_reward.backends._endpoints import EndpointPool
-from prom_reward.backends._openai_wire import error_text, rejection
+from prom_reward.backends._openai_wire import MalformedReply, error_text, rejection
 from prom_reward.backends.bridge import close_at_exit, close_on_loop
 from prom_reward.errors import BackendError
 
@@ -23,6 +23,7 @@ T = TypeVar("T")
 KEEPALIVE_S = 3.0
 MAX_REPLY_BYTES = 512 << 20
 """The largest reply read: a server that sends (or announces) more fails the call instead of filling memory."""
+PROBE_TIMEOUT_S = 5.0  # a health probe's limit (the call's timeout when shorter)
 
 
 def new_session(*, api_key: str | None, timeout: float) -> aiohttp.ClientSession:
@@ -141,18 +142,14 @@ class HTTPBatch:
         self,
         pool: EndpointPool,
         client: aiohttp.ClientSession,
-        *,
-        max_concurrency: int,
+        concurrency: int,
         timeout: float,
-        probe_timeout: float = 5.0,
-        deadline: float | None = None,
+        deadline: float | None,
     ) -> None:
-        self.client = client
+        self.client, self.pool, self.timeout = client, pool, timeout
         self.deadline = deadline  # bounds every call given no deadline of its own
-        self.sem = asyncio.Semaphore(max_concurrency)
-        self.pool = pool
-        self.timeout = timeout
-        self.probe_timeout = min(probe_timeout, timeout)
+        self.sem = asyncio.Semaphore(concurrency)
+        self.probe_timeout = min(PROBE_TIMEOUT_S, timeout)
         self._probes: set[asyncio.Task[None]] = set()
 
     def _start_probes(self) -> None:
@@ -224,9 +221,10 @@ class HTTPBatch:
         try:
             result = parse(json.loads(content))
         except (ValueError, KeyError, TypeError, IndexError, AttributeError, OverflowError, RecursionError) as e:
-            # MalformedReply included; RecursionError: JSON nested past Python's recursion limit
-            cause = f"{type(e).__name__}: {e}" if isinstance(e, (KeyError, RecursionError)) else str(e)
-            raise self._failed(what, url, f"malformed reply from {full}: {cause}") from None
+            # RecursionError: JSON nested past Python's recursion limit
+            cause = str(e) if isinstance(e, MalformedReply) else f"{type(e).__name__}: {e}"
+            reply = content[:300].decode("utf-8", "replace")
+            raise self._failed(what, url, f"malformed reply from {full}: {cause} (reply: {reply})") from None
         self.pool.succeeded(url)
         return result
 

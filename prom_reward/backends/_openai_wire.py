@@ -1,5 +1,5 @@
 """Request bodies and reply parsing for ``OpenAIServer`` (pure functions); a reply without what is expected raises
-``MalformedReply``."""
+``MalformedReply`` (or the ``KeyError``, ``TypeError`` ... of a shape not looked for: ``HTTPBatch.call`` says both)."""
 
 from __future__ import annotations
 
@@ -99,32 +99,27 @@ def _completion_logprobs(lp: Any, k: int) -> tuple[TokenLogprobs, ...]:
 def parse_reply(data: Any, endpoint: str, *, sent_n: int, n: int, top_k: int | None = None) -> GenerationResult:
     """One reply as a ``GenerationResult`` of ``n`` completions in ``index`` order, ``top_k`` alternatives each."""
     k = MAX_TOP_LOGPROBS if top_k is None else top_k
-    try:
-        choices = sorted(data["choices"], key=lambda c: int(c["index"]))
-        usage = data.get("usage") or {}
-        if len(choices) != sent_n:
-            raise MalformedReply(f"expected {sent_n} choices, got {len(choices)}")
-        if [int(c["index"]) for c in choices] != list(range(sent_n)):
-            raise MalformedReply(f"expected choices with index 0..{sent_n - 1}, got {[c['index'] for c in choices]}")
-        completions = []
-        for c in choices:
-            where = f"choices[{c['index']}]." + ("message.content" if endpoint == "chat" else "text")
-            text = _text(c["message"].get("content") if endpoint == "chat" else c["text"], where)
-            finish = c.get("finish_reason")
-            if finish is not None and not isinstance(finish, str):
-                raise MalformedReply(f"choices[{c['index']}].finish_reason: expected a string, got {finish!r}")
-            lp = c.get("logprobs")
-            if lp is None:
-                logprobs, count = None, int(round(_count(usage, "completion_tokens") / sent_n))
-            else:
-                logprobs = _chat_logprobs(lp, k) if endpoint == "chat" else _completion_logprobs(lp, k)
-                count = len(logprobs)
-            completions.append(Completion(text, logprobs, finish, count))
-        prompt_tokens = _count(usage, "prompt_tokens")
-    except MalformedReply:
-        raise
-    except (KeyError, TypeError, ValueError, AttributeError) as e:
-        raise MalformedReply(f"unexpected reply shape ({type(e).__name__}: {e}): {json.dumps(data)[:300]}") from e
+    choices = sorted(data["choices"], key=lambda c: int(c["index"]))
+    usage = data.get("usage") or {}
+    if len(choices) != sent_n:
+        raise MalformedReply(f"expected {sent_n} choices, got {len(choices)}")
+    if [int(c["index"]) for c in choices] != list(range(sent_n)):
+        raise MalformedReply(f"expected choices with index 0..{sent_n - 1}, got {[c['index'] for c in choices]}")
+    completions = []
+    for c in choices:
+        where = f"choices[{c['index']}]." + ("message.content" if endpoint == "chat" else "text")
+        text = _text(c["message"].get("content") if endpoint == "chat" else c["text"], where)
+        finish = c.get("finish_reason")
+        if finish is not None and not isinstance(finish, str):
+            raise MalformedReply(f"choices[{c['index']}].finish_reason: expected a string, got {finish!r}")
+        lp = c.get("logprobs")
+        if lp is None:
+            logprobs, count = None, int(round(_count(usage, "completion_tokens") / sent_n))
+        else:
+            logprobs = _chat_logprobs(lp, k) if endpoint == "chat" else _completion_logprobs(lp, k)
+            count = len(logprobs)
+        completions.append(Completion(text, logprobs, finish, count))
+    prompt_tokens = _count(usage, "prompt_tokens")
     if sent_n != n:  # greedy: every sample is the same
         completions = completions * n
     return GenerationResult(tuple(completions), prompt_tokens=prompt_tokens)
@@ -133,27 +128,18 @@ def parse_reply(data: Any, endpoint: str, *, sent_n: int, n: int, top_k: int | N
 def parse_prompt_logprobs(data: Any, ids: list[int], size: int, k: int) -> tuple[TokenLogprobs, ...]:
     """The last ``size`` positions of a vLLM ``/completions`` reply's ``prompt_logprobs`` (prompt ``ids``) as
     ``TokenLogprobs`` with the ``k`` most likely alternatives."""
-    try:
-        positions = data["choices"][0]["prompt_logprobs"]
-        if not isinstance(positions, list) or len(positions) != len(ids):
-            raise MalformedReply(
-                f"expected prompt_logprobs for {len(ids)} prompt tokens, got "
-                f"{len(positions) if isinstance(positions, list) else type(positions).__name__}"
-            )
-        out = []
-        for j in range(len(ids) - size, len(ids)):
-            entry = positions[j] or {}
-            chosen = entry.get(str(ids[j]))
-            if chosen is None:
-                raise MalformedReply(f"prompt_logprobs at position {j} lacks the prompt token {ids[j]}")
-            alts = [(str(v.get("decoded_token")), float(v["logprob"])) for v in entry.values()]
-            out.append(_position(str(chosen.get("decoded_token")), _logprob(chosen["logprob"]), alts, k))
-    except MalformedReply:
-        raise
-    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
-        raise MalformedReply(
-            f"unexpected prompt_logprobs reply ({type(e).__name__}: {e}): {json.dumps(data)[:300]}"
-        ) from e
+    positions = data["choices"][0]["prompt_logprobs"]
+    if not isinstance(positions, list) or len(positions) != len(ids):
+        got = len(positions) if isinstance(positions, list) else type(positions).__name__
+        raise MalformedReply(f"expected prompt_logprobs for {len(ids)} prompt tokens, got {got}")
+    out = []
+    for j in range(len(ids) - size, len(ids)):
+        entry = positions[j] or {}
+        chosen = entry.get(str(ids[j]))
+        if chosen is None:
+            raise MalformedReply(f"prompt_logprobs at position {j} lacks the prompt token {ids[j]}")
+        alts = [(str(v.get("decoded_token")), float(v["logprob"])) for v in entry.values()]
+        out.append(_position(str(chosen.get("decoded_token")), _logprob(chosen["logprob"]), alts, k))
     return tuple(out)
 
 
@@ -199,29 +185,25 @@ def rejection(
     API path: a model not served or a URL without ``/v1``), else ``ServerRejected`` (a root 404: no ``/tokenize``)."""
     text = error_text(body)
     if status in (401, 403):
-        return JudgeConfigError(
-            f"judge {base}: {what} was refused (HTTP {status}: {text}): the server wants another API key; fix: "
-            "set PROM_REWARD_API_KEY (or OPENAI_API_KEY, or the judge option api_key) to the server's key",
-            url=base,
-            status=status,
+        said = (
+            f"was refused (HTTP {status}: {text}): the server wants another API key; fix: set PROM_REWARD_API_KEY "
+            "(or OPENAI_API_KEY, or the judge option api_key) to the server's key"
         )
-    if status == 404 and not root:
-        if "model" in text.lower():
-            return JudgeConfigError(
-                f"judge {base}: {what} answered HTTP 404 ({text}): the server does not serve that model; fix: set "
-                f"--model / PROM_REWARD_MODEL / the judge option model to one that GET {base}/models lists, or "
-                "leave it unset to use the first",
-                url=base,
-                status=status,
-            )
-        return JudgeConfigError(
-            f"judge {base}: {what} answered HTTP 404 at {full} ({text}): that URL is not the server's "
-            "OpenAI-compatible API; fix: give the API base URL, which ends in /v1 (e.g. http://host:8000/v1), "
-            "in --server / PROM_REWARD_SERVER / the judge option base_url",
-            url=base,
-            status=status,
+    elif status == 404 and not root and "model" in text.lower():
+        said = (
+            f"answered HTTP 404 ({text}): the server does not serve that model; fix: set --model / "
+            f"PROM_REWARD_MODEL / the judge option model to one that GET {base}/models lists, or leave it unset "
+            "to use the first"
         )
-    return ServerRejected(
-        f"{what}: the server at {full} rejected it (HTTP {status}): {text}; fix the request or the server options",
-        status,
-    )
+    elif status == 404 and not root:
+        said = (
+            f"answered HTTP 404 at {full} ({text}): that URL is not the server's OpenAI-compatible API; fix: give "
+            "the API base URL, which ends in /v1 (e.g. http://host:8000/v1), in --server / PROM_REWARD_SERVER / "
+            "the judge option base_url"
+        )
+    else:
+        return ServerRejected(
+            f"{what}: the server at {full} rejected it (HTTP {status}): {text}; fix the request or the server options",
+            status,
+        )
+    return JudgeConfigError(f"judge {base}: {what} {said}", url=base, status=status)

@@ -3,13 +3,15 @@ bounded by a deadline; what a backend can do is declared in ``capabilities``."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Protocol, TypedDict, runtime_checkable
 
 from prom_reward.backends.sampling import SamplingConfig
+from prom_reward.declared import check, setting
 from prom_reward.errors import ConfigError, UnknownNameError
 from prom_reward.format.wire import WireFormat, get_wire_format
 
@@ -60,6 +62,41 @@ def earliest(requests: Sequence[GenerationRequest]) -> float | None:
     return min((r.deadline for r in requests if r.deadline is not None), default=None)
 
 
+DEFAULT_TOP_K = 20  # teacher forcing's alternatives per position: vLLM's default max_logprobs
+
+
+@runtime_checkable
+class ContinuationScorer(Protocol):
+    """A backend that teacher-forces a given continuation (``capabilities.continuation_logprobs``)."""
+
+    async def acontinuation_logprobs(
+        self,
+        requests: Sequence[GenerationRequest],
+        continuations: Sequence[str],
+        top_k: int = DEFAULT_TOP_K,
+        deadline: float | None = None,
+    ) -> list[tuple[TokenLogprobs, ...]]:
+        """Per request, one ``TokenLogprobs`` per token of its continuation, in input order."""
+        ...
+
+
+def split_continuation(prompt_ids: Sequence[int], joint_ids: Sequence[int]) -> list[int]:
+    """The continuation's token ids: ``joint_ids`` after the prompt's tokens (after their longest common
+    prefix, when a merge across the boundary changed the prompt's last tokens)."""
+    n = len(prompt_ids)
+    if list(joint_ids[:n]) == list(prompt_ids):
+        return list(joint_ids[n:])
+    common = 0
+    while common < min(n, len(joint_ids)) and joint_ids[common] == prompt_ids[common]:
+        common += 1
+    return list(joint_ids[common:])
+
+
+def with_continuation(request: GenerationRequest, continuation: str) -> GenerationRequest:
+    """``request`` with ``continuation`` appended to its assistant prefix."""
+    return dataclasses.replace(request, assistant_prefix=request.assistant_prefix + continuation)
+
+
 @dataclass(frozen=True)
 class Completion:
     """One sample returned by a backend."""
@@ -90,20 +127,17 @@ class GenerationResult:
 class BackendCapabilities:
     """What a backend declares it can do beyond the protocol's methods (every field given, none assumed)."""
 
-    tokens_at_most_bytes: bool
-    """Its tokenizer never makes more tokens than UTF-8 bytes: the context check skips prompts that surely fit."""
-    streams_results: bool
-    """``agenerate`` takes ``on_result(index, result)``, called as each result completes (a store saves it)."""
-    thread_safe: bool
-    """Several tasks may call ``agenerate`` at once; else it is awaited one call at a time."""
-    continuation_logprobs: bool
-    """It teacher-forces (``teacher_forcing.ContinuationScorer``; what SE-Cali calibration needs)."""
+    tokens_at_most_bytes: bool = setting(
+        help="Its tokenizer never makes more tokens than UTF-8 bytes: the context check skips prompts that surely fit."
+    )
+    streams_results: bool = setting(
+        help="``agenerate`` takes ``on_result(index, result)``, called as each result completes (a store saves it)."
+    )
+    thread_safe: bool = setting(help="Several tasks may call ``agenerate`` at once; else one call at a time.")
+    continuation_logprobs: bool = setting(help="It teacher-forces (``acontinuation_logprobs``; SE-Cali needs it).")
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if not isinstance(value, bool):
-                raise ConfigError(f"BackendCapabilities.{f.name}: expected True or False, got {value!r}")
+        check(self)
 
 
 class BackendFingerprint(TypedDict):

@@ -10,8 +10,8 @@ import functools
 import os
 import threading
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, ParamSpec, Protocol, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, ParamSpec, TypeVar
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -20,16 +20,10 @@ _lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
 _thread: threading.Thread | None = None
 _pid: int | None = None
-_closing: set[asyncio.Task[None]] = set()  # closes scheduled on the caller's loop, held until done
+_closing: set[asyncio.Task[object]] = set()  # closes scheduled on the caller's loop, held until done
 CLOSE_WAIT_S = 5.0
 """Seconds ``close_on_loop`` waits for a close on another thread's loop."""
-
-
-class Closable(Protocol):
-    def close(self) -> None: ...
-
-
-_open: weakref.WeakSet[Closable] = weakref.WeakSet()  # closed at exit, if still alive then (close_at_exit)
+_open: weakref.WeakSet[Any] = weakref.WeakSet()  # closed at exit, if still alive then (close_at_exit)
 
 
 async def _serve(ready: concurrent.futures.Future[asyncio.AbstractEventLoop]) -> None:
@@ -65,20 +59,19 @@ def run_sync(factory: Callable[[], Awaitable[T]]) -> T:
     if on_library_loop():
         raise RuntimeError(
             "a sync prom_reward call was made from the library's event loop, where it would wait for itself; "
-            "await the async form (agenerate, agrade, acompare, acall) there instead"
+            "await the async form (agenerate, agrade, acompare, acompute) there instead"
         )
-    loop = library_loop()
-
-    async def main() -> T:
-        return await factory()
-
-    coro: Coroutine[Any, Any, T] = main()
-    future = asyncio.run_coroutine_threadsafe(coro, loop)
+    future = asyncio.run_coroutine_threadsafe(_awaited(factory), library_loop())
     try:
         return future.result()
     except BaseException:
         future.cancel()
         raise
+
+
+async def _awaited(factory: Callable[[], Awaitable[T]]) -> T:
+    """``factory()`` awaited: a coroutine of any awaitable, made on the loop that runs it."""
+    return await factory()
 
 
 def sync_method(amethod: Callable[P, Awaitable[T]]) -> Callable[P, T]:
@@ -102,22 +95,19 @@ def close_on_loop(loop: asyncio.AbstractEventLoop, close: Callable[[], Awaitable
     except RuntimeError:
         running = None
 
-    async def main() -> None:
-        await close()
-
     if running is loop:
-        task = loop.create_task(main())
+        task = loop.create_task(_awaited(close))
         _closing.add(task)
         task.add_done_callback(_closing.discard)
     elif loop.is_running():
-        future = asyncio.run_coroutine_threadsafe(main(), loop)
+        future = asyncio.run_coroutine_threadsafe(_awaited(close), loop)
         try:
             future.result(timeout=CLOSE_WAIT_S)
         except (concurrent.futures.TimeoutError, OSError, RuntimeError):
             future.cancel()
 
 
-def close_at_exit(resource: Closable) -> None:
+def close_at_exit(resource: Any) -> None:
     """Have ``resource.close()`` called at exit if it is still alive, while the library's loop still runs (so an
     aiohttp session is closed on its loop)."""
     _open.add(resource)

@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import Any, cast
 
 from prom_reward.backends.base import (
+    DEFAULT_TOP_K,
     Backend,
     BackendCapabilities,
     BackendFingerprint,
+    ContinuationScorer,
     GenerationRequest,
     GenerationResult,
     TokenLogprobs,
@@ -25,19 +27,17 @@ from prom_reward.backends.bridge import sync_method
 from prom_reward.backends.factory import check_model_folder, make_backend
 from prom_reward.backends.openai_server import OpenAIServer
 from prom_reward.backends.store import JudgmentStore, open_store, request_key
-from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, ContinuationScorer
 from prom_reward.errors import BackendError, ConfigError
 
 log = logging.getLogger(__name__)
-DEFERRED = ("vllm",)
-"""Backends a judge with a store builds only when a request misses the store."""
+FLUSH_EVERY, FLUSH_SECONDS = 64, 1.0  # a batch's results are saved this many at a time, or this often
 
 
 class _Saver:
     """Buffers (key, model, request, result) rows and writes them in small transactions."""
 
-    def __init__(self, store: JudgmentStore, every: int, seconds: float) -> None:
-        self.store, self.every, self.seconds = store, every, seconds
+    def __init__(self, store: JudgmentStore) -> None:
+        self.store = store
         self.rows: list[tuple[str, str | None, GenerationRequest, GenerationResult]] = []
         self.last = time.monotonic()
         self.lock = threading.Lock()
@@ -45,7 +45,7 @@ class _Saver:
     def add(self, row: tuple[str, str | None, GenerationRequest, GenerationResult]) -> None:
         with self.lock:
             self.rows.append(row)
-            due = len(self.rows) >= self.every or time.monotonic() - self.last >= self.seconds
+            due = len(self.rows) >= FLUSH_EVERY or time.monotonic() - self.last >= FLUSH_SECONDS
         if due:
             self.flush()
 
@@ -67,12 +67,9 @@ class CachedBackend:
         fingerprint: BackendFingerprint | None = None,
         tokenizer: Any = None,
         capabilities: BackendCapabilities | None = None,
-        flush_every: int = 64,
-        flush_seconds: float = 1.0,
     ) -> None:
         self._inner: Backend | None = None if fingerprint is not None else inner  # type: ignore[assignment]
         self._build: Callable[[], Backend] | None = inner if fingerprint is not None else None  # type: ignore[assignment]
-        self.flush_every, self.flush_seconds = flush_every, flush_seconds
         self.store = open_store(store)
         self.fingerprint: BackendFingerprint = (
             fingerprint if fingerprint is not None else cast(Backend, inner).fingerprint
@@ -85,17 +82,16 @@ class CachedBackend:
             raise ConfigError("CachedBackend: a backend built later needs its capabilities= (its class's declaration)")
         declared = capabilities if capabilities is not None else cast(Backend, inner).capabilities
         self.capabilities = dataclasses.replace(declared, streams_results=False)
-        self.hits = 0
-        self.misses = 0
+        self.hits = self.misses = 0
 
     @classmethod
     def deferred(
         cls, backend: str | Backend, options: Mapping[str, Any], store: str | Path | JudgmentStore
     ) -> CachedBackend:
-        """``backend`` (a name and options, or built) behind ``store`` (opened first); a ``DEFERRED`` backend whose
-        fingerprint is known without it is built on the first store miss."""
+        """``backend`` (a name and options, or built) behind ``store`` (opened first); a vLLM engine whose
+        fingerprint is known before it starts is started on the first store miss."""
         store, plan = open_store(store), None
-        if isinstance(backend, str) and backend in DEFERRED:
+        if backend == "vllm":
             from prom_reward.backends.vllm_engine import VLLMEngine  # vLLM itself is imported when it starts
 
             check_model_folder(options.get("model"))
@@ -167,29 +163,24 @@ class CachedBackend:
         if missing:
             batch = [requests[i] for i in missing]
             model = self.fingerprint.get("model") or self.name
-            inner = self.inner
-            streams = inner.capabilities.streams_results
-            if streams:
-                saver = _Saver(self.store, self.flush_every, self.flush_seconds)
-                try:
-                    results = await inner.agenerate(  # type: ignore[call-arg]
-                        batch, on_result=lambda j, res: saver.add((keys[missing[j]], model, batch[j], res))
+            inner, saver = self.inner, _Saver(self.store)
+
+            def save(j: int, res: GenerationResult) -> None:
+                if res.error is None:  # a failed request is asked again, never answered from the store
+                    saver.add((keys[missing[j]], model, batch[j], res))
+
+            streams, agenerate = inner.capabilities.streams_results, cast(Any, inner.agenerate)
+            try:  # what finished is kept even when the call fails
+                results = await (agenerate(batch, on_result=save) if streams else agenerate(batch))
+                if len(results) != len(batch):
+                    raise BackendError(
+                        f"backend {self.name!r} returned {len(results)} results for {len(batch)} requests; "
+                        f"a backend must return one result per request, in order"
                     )
-                finally:
-                    saver.flush()  # what finished is kept even when the call failed
-            else:
-                results = await inner.agenerate(batch)
-            if len(results) != len(batch):
-                raise BackendError(
-                    f"backend {self.name!r} returned {len(results)} results for {len(batch)} requests; "
-                    f"a backend must return one result per request, in order"
-                )
-            if not streams:
-                self.store.put_many(
-                    (keys[i], model, r, res)
-                    for i, r, res in zip(missing, batch, results, strict=True)
-                    if res.error is None  # a failed request is asked again, never answered from the store
-                )
+                for j, res in enumerate([] if streams else results):
+                    save(j, res)
+            finally:
+                saver.flush()
         answered = {k: dataclasses.replace(res, stored=True) for k, res in found.items()}
         if missing:
             answered.update((keys[i], res) for i, res in zip(missing, results, strict=True))

@@ -10,14 +10,16 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from prom_reward.backends.base import (
+    DEFAULT_TOP_K,
     BackendCapabilities,
     BackendFingerprint,
     GenerationRequest,
     GenerationResult,
     TokenLogprobs,
     make_fingerprint,
+    split_continuation,
+    with_continuation,
 )
-from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K
 from prom_reward.errors import BackendError, ConfigError
 from prom_reward.format.wire import WireFormat, template_accepts_system
 
@@ -34,8 +36,10 @@ def on_running_loop() -> bool:
 
 
 class InProcessEngine(ABC):
-    """Base of the in-process backends: ``generate`` and ``continuation_logprobs`` block, and run in the worker
-    thread for their async forms, after the engine's start (``_begin``)."""
+    """Base of the in-process backends: the engine starts in the worker thread (``_begin``; on an event loop the
+    constructor returns first, and a failed start raises at the first call), where ``generate`` and ``_forced``
+    then run for their async forms. ``wire``: ``chat``, ``inst`` or ``raw``; ``system_role``: whether the chat
+    template takes a system message (None: detected)."""
 
     name: str
     capabilities = BackendCapabilities(
@@ -85,14 +89,9 @@ class InProcessEngine(ABC):
         """The engine's blocking generation (run in the worker thread)."""
 
     @abstractmethod
-    def continuation_logprobs(
-        self,
-        requests: Sequence[GenerationRequest],
-        continuations: Sequence[str],
-        top_k: int = DEFAULT_TOP_K,
-        deadline: float | None = None,
-    ) -> list[tuple[TokenLogprobs, ...]]:
-        """The engine's blocking teacher forcing (run in the worker thread)."""
+    def _forced(self, plans: list[tuple[list[int], int]], top_k: int) -> list[tuple[TokenLogprobs, ...]]:
+        """Per (ids of prompt and continuation, how many are the continuation's), the continuation's positions
+        with ``top_k`` alternatives each: the engine's blocking teacher forcing (in the worker thread)."""
 
     async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         """``generate`` in the worker thread."""
@@ -105,10 +104,24 @@ class InProcessEngine(ABC):
         top_k: int = DEFAULT_TOP_K,
         deadline: float | None = None,
     ) -> list[tuple[TokenLogprobs, ...]]:
-        """Teacher forcing (``teacher_forcing``) in the worker thread; an engine ignores ``deadline``."""
+        """Teacher forcing in the worker thread; an engine ignores ``deadline``."""
         if len(requests) != len(continuations):
             raise ConfigError(f"got {len(requests)} requests but {len(continuations)} continuations")
-        return await self._in_worker(self.continuation_logprobs, requests, continuations, top_k, deadline)
+        return await self._in_worker(self._teacher_force, requests, continuations, top_k)
+
+    def _teacher_force(
+        self, requests: Sequence[GenerationRequest], continuations: Sequence[str], top_k: int
+    ) -> list[tuple[TokenLogprobs, ...]]:
+        self._ready()
+        plans = []
+        for r, text in zip(requests, continuations, strict=True):
+            joint = self._ids(with_continuation(r, text))
+            plans.append((joint, len(split_continuation(self._ids(r), joint))))
+        todo = [i for i, (_, size) in enumerate(plans) if size]
+        out: list[tuple[TokenLogprobs, ...]] = [() for _ in requests]
+        for i, positions in zip(todo, self._forced([plans[i] for i in todo], top_k) if todo else [], strict=True):
+            out[i] = positions
+        return out
 
     def render(self, request: GenerationRequest) -> str:
         """The exact prompt text the engine reads (wire format + assistant prefix)."""

@@ -5,9 +5,9 @@ docs/design-notes.md."""
 from __future__ import annotations
 
 import logging
-import math
 import urllib.parse
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from prom_reward.backends._endpoints import EndpointPool
@@ -21,6 +21,7 @@ from prom_reward.backends._openai_wire import (
     sent_n,
 )
 from prom_reward.backends.base import (
+    DEFAULT_TOP_K,
     BackendCapabilities,
     BackendFingerprint,
     GenerationRequest,
@@ -30,11 +31,13 @@ from prom_reward.backends.base import (
     api_key_of,
     earliest,
     make_fingerprint,
+    split_continuation,
     wire_format,
+    with_continuation,
 )
 from prom_reward.backends.bridge import sync_method
-from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, split_continuation, with_continuation
 from prom_reward.backends.vllm_options import teacher_forcing_kwargs
+from prom_reward.declared import check, setting
 from prom_reward.errors import BackendError, ConfigError, JudgeConfigError, ServerRejected
 
 log = logging.getLogger(__name__)
@@ -42,6 +45,11 @@ T = TypeVar("T")
 OnResult = Callable[[int, GenerationResult], None]
 ENDPOINTS = ("chat", "completions")
 _PROBE = "PROM_REWARD_SYSTEM_PROBE"
+
+
+def token_ids(reply: Any) -> list[int]:
+    """The token ids of a ``/tokenize`` reply."""
+    return list(reply["tokens"])
 
 
 def is_http_url(url: str) -> bool:
@@ -54,23 +62,29 @@ def is_http_url(url: str) -> bool:
     return parts.scheme in ("http", "https") and bool(parts.hostname) and not any(c.isspace() for c in url)
 
 
-class OpenAIServer:
-    """Backend for OpenAI-compatible servers.
+@dataclass(frozen=True)
+class ServerOptions:
+    """How an ``OpenAIServer`` asks its servers: its keyword options besides ``wire`` and ``api_key``."""
 
-    Args:
-        base_url: one URL or several, each ending in ``/v1`` (e.g. ``http://host:8000/v1``).
-        model: served model id; None takes the first id from ``GET /models``.
-        endpoint: ``chat`` (``/chat/completions``) or ``completions`` (``/completions``).
-        wire: ``chat`` (messages, or the served chat template via ``/tokenize`` on ``completions``), ``inst``
-            or ``raw`` (completion text; ``inst`` needs ``endpoint="completions"``).
-        system_role: whether the chat template takes a system message; None detects it.
-        api_key: bearer token; defaults to ``$PROM_REWARD_API_KEY`` then ``$OPENAI_API_KEY``.
-        max_concurrency: most HTTP calls in flight per batch.
-        timeout: seconds per HTTP call (cut to a request's ``deadline``; retries are the ``OutagePolicy``'s).
-        eject_after: consecutive failures that take a URL out of rotation.
-        probe_interval: seconds before an out URL is health-probed (doubling while it fails).
-        max_model_len: the served model's context length; None: the one ``GET /models`` reports.
-    """
+    endpoint: str = setting("chat", choices=ENDPOINTS, help="``/chat/completions`` or ``/completions``.")
+    system_role: bool | None = setting(None, help="Whether the chat template takes a system message; None asks.")
+    max_concurrency: int = setting(64, ge=1, help="Most HTTP calls in flight per batch.")
+    timeout: float = setting(600.0, gt=0, unit="seconds", note="finite", help="Per HTTP call, cut to its deadline.")
+    eject_after: int = setting(3, ge=1, help="Consecutive failures that take a URL out of rotation.")
+    probe_interval: float = setting(
+        5.0, gt=0, unit="seconds", note="finite", help="Seconds before an out URL is probed (doubling while it fails)."
+    )
+    max_model_len: int | None = setting(None, ge=1, help="The model's context length; None: ``GET /models``'.")
+
+    def __post_init__(self) -> None:
+        check(self)
+
+
+class OpenAIServer:
+    """Backend for OpenAI-compatible servers: ``base_url`` one URL or several, each ending in ``/v1``; ``model``
+    the served model id (None: the first ``GET /models`` lists); ``wire`` ``chat`` (messages, or the served chat
+    template via ``/tokenize`` on ``completions``), ``inst`` or ``raw`` (completion text; ``inst`` needs
+    ``endpoint="completions"``); ``api_key`` the bearer token (``api_key_of``); ``options``: ``ServerOptions``."""
 
     name = "openai"
     capabilities = BackendCapabilities(
@@ -86,15 +100,9 @@ class OpenAIServer:
         base_url: str | Sequence[str],
         model: str | None = None,
         *,
-        endpoint: str = "chat",
         wire: str = "chat",
-        system_role: bool | None = None,
         api_key: str | None = None,
-        max_concurrency: int = 64,
-        timeout: float = 600.0,
-        eject_after: int = 3,
-        probe_interval: float = 5.0,
-        max_model_len: int | None = None,
+        **options: Any,
     ) -> None:
         urls = [base_url] if isinstance(base_url, str) else list(base_url)
         if not urls or not all(isinstance(u, str) and is_http_url(u) for u in urls):
@@ -103,37 +111,23 @@ class OpenAIServer:
                 "with its scheme and /v1",
                 "base_url",
             )
-        if endpoint not in ENDPOINTS:
-            raise ConfigError(
-                f"expected one of {', '.join(ENDPOINTS)}, got {endpoint!r}; fix: give one of them", "endpoint"
-            )
+        self.options = o = ServerOptions(**options)
         self.wire = wire_format(wire)
-        if endpoint == "chat" and self.wire.name == "inst":
+        if o.endpoint == "chat" and self.wire.name == "inst":
             raise ConfigError(
                 "'inst' is literal completion text, which the chat endpoint cannot send; "
                 "fix: use {endpoint} 'completions' with {wire} 'inst', or {wire} 'chat'",
                 "wire",
                 ("endpoint",),
             )
-        if system_role not in (None, True, False):
-            raise ConfigError(
-                f"expected None (detect), True or False, got {system_role!r}; fix: give one of them", "system_role"
-            )
-        for key, value in (("max_concurrency", max_concurrency), ("eject_after", eject_after)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"expected an int >= 1, got {value!r}; fix: give an int >= 1", key)
-        for key, seconds in (("timeout", timeout), ("probe_interval", probe_interval)):
-            if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not 1e-9 <= seconds < math.inf:
-                raise ConfigError(f"expected seconds > 0 (finite), got {seconds!r}; fix: give a number > 0", key)
         self.base_urls = [u.rstrip("/") for u in urls]
-        self.pool = EndpointPool(self.base_urls, eject_after=eject_after, probe_interval=probe_interval)
-        self.model, self.endpoint, self.system_role = model, endpoint, system_role
+        self.pool = EndpointPool(self.base_urls, eject_after=o.eject_after, probe_interval=o.probe_interval)
+        self.model, self.endpoint, self.system_role = model, o.endpoint, o.system_role
         self._api_key = api_key_of(api_key)
-        self.max_concurrency, self.timeout = max_concurrency, float(timeout)
-        self._max_model_len, self._context_known = max_model_len, max_model_len is not None
+        self._max_model_len, self._context_known = o.max_model_len, o.max_model_len is not None
         self._closed = False
-        self._sessions = LoopSessions(api_key=self._api_key, timeout=self.timeout)
-        self._path = "/chat/completions" if endpoint == "chat" else "/completions"
+        self._sessions = LoopSessions(api_key=self._api_key, timeout=float(o.timeout))
+        self._path = "/chat/completions" if o.endpoint == "chat" else "/completions"
 
     @property
     def fingerprint(self) -> BackendFingerprint:
@@ -178,14 +172,9 @@ class OpenAIServer:
                 "messages": [{"role": "system", "content": _PROBE}, {"role": "user", "content": "x"}],
             }
             try:
-                tokens = await b.call("POST", "/tokenize", probe, root=True, parse=lambda d: list(d["tokens"]))
-                text = await b.call(
-                    "POST",
-                    "/detokenize",
-                    {"model": self.model, "tokens": tokens},
-                    root=True,
-                    parse=lambda d: str(d["prompt"]),
-                )
+                tokens = await b.call("POST", "/tokenize", probe, root=True, parse=token_ids)
+                back = {"model": self.model, "tokens": tokens}
+                text = await b.call("POST", "/detokenize", back, root=True, parse=lambda d: str(d["prompt"]))
                 self.system_role, why = _PROBE in text, "the served chat template keeps or drops it"
             except ServerRejected as e:  # 400: the template raised on the system role; 404: not vLLM
                 why = "no /tokenize (not vLLM?)" if e.status in (404, 405) else f"the template rejects it ({e})"
@@ -194,14 +183,8 @@ class OpenAIServer:
             log.info("system role for %s: %s (%s)%s", self.model, self.system_role, why, folding)
         return self.system_role
 
-    async def _prepare(self, b: HTTPBatch) -> None:
-        """Resolve the model id and the system-role question once, before a fan-out."""
-        await self._model(b)
-        if self.wire.name == "chat":
-            await self._system_role(b)
-
     def _prompt_body(self, r: GenerationRequest) -> dict[str, Any]:
-        """The model and prompt of ``r`` (after ``_prepare``): chat messages (the chat endpoint, or ``/tokenize``
+        """The model and prompt of ``r`` (the model known): chat messages (the chat endpoint, or ``/tokenize``
         for the served chat template) or the rendered text."""
         if self.endpoint == "chat" or self.wire.uses_chat_template:
             role = bool(self.system_role) and self.wire.name == "chat"
@@ -224,26 +207,21 @@ class OpenAIServer:
     async def _one(self, b: HTTPBatch, i: int, r: GenerationRequest) -> GenerationResult:
         k = sent_n(r.sampling, r.n)
         if self.endpoint == "completions" and self.wire.uses_chat_template:  # the server's chat template, as ids
-            ids = await self._tokenize(b, i, r, lambda d: list(d["tokens"]), r.deadline)
-            body = {"model": self.model, "prompt": ids}
+            body = {"model": self.model, "prompt": await self._tokenize(b, i, r, token_ids, r.deadline)}
         else:
             body = self._prompt_body(r)
         body.update(sampling_fields(r.sampling, k, self.endpoint))
-        return await b.call(
-            "POST",
-            self._path,
-            body,
-            index=i,
-            parse=lambda d: parse_reply(d, self.endpoint, sent_n=k, n=r.n, top_k=r.sampling.logprobs),
-            deadline=r.deadline,
-        )
+
+        def parse(d: Any) -> GenerationResult:
+            return parse_reply(d, self.endpoint, sent_n=k, n=r.n, top_k=r.sampling.logprobs)
+
+        return await b.call("POST", self._path, body, index=i, parse=parse, deadline=r.deadline)
 
     async def _batch(self, work: Callable[[HTTPBatch], Awaitable[T]], deadline: float | None = None) -> T:
         """``work`` on one ``HTTPBatch`` of this loop's session, every call bounded by ``deadline``."""
         if self._closed:
             raise BackendError("this OpenAIServer was closed; build a new one")
-        concurrency, timeout = self.max_concurrency, self.timeout
-        b = HTTPBatch(self.pool, self._sessions.get(), max_concurrency=concurrency, timeout=timeout, deadline=deadline)
+        b = HTTPBatch(self.pool, self._sessions.get(), self.options.max_concurrency, self.options.timeout, deadline)
         try:
             return await work(b)
         finally:
@@ -257,7 +235,9 @@ class OpenAIServer:
             return []
 
         async def work(b: HTTPBatch) -> list[T]:
-            await self._prepare(b)
+            await self._model(b)  # the model id and the system-role question once, before the fan-out
+            if self.wire.name == "chat":
+                await self._system_role(b)
             return await gather_all(one(b, i, item) for i, item in enumerate(items))
 
         return await self._batch(work, deadline)
@@ -299,13 +279,10 @@ class OpenAIServer:
         if len(requests) != len(continuations):
             raise ConfigError(f"got {len(requests)} requests but {len(continuations)} continuations")
 
-        def tokens(d: Any) -> list[int]:
-            return list(d["tokens"])
-
         async def one(b: HTTPBatch, i: int, pair: tuple[GenerationRequest, str]) -> tuple[TokenLogprobs, ...]:
             r, text = pair
-            joint = await self._tokenize(b, i, with_continuation(r, text), tokens)
-            size = len(split_continuation(await self._tokenize(b, i, r, tokens), joint))
+            joint = await self._tokenize(b, i, with_continuation(r, text), token_ids)
+            size = len(split_continuation(await self._tokenize(b, i, r, token_ids), joint))
             if size == 0:
                 return ()
             body = {"model": self.model, "prompt": joint, **teacher_forcing_kwargs(top_k)}
@@ -336,10 +313,7 @@ class OpenAIServer:
             except (ServerRejected, JudgeConfigError) as e:
                 if e.status not in (404, 405):
                     raise
-                self._max_model_len, self._context_known = (
-                    None,
-                    True,
-                )  # no /models: unknown (a wrong route fails generation itself)
+                self._max_model_len, self._context_known = None, True  # no /models (a wrong route fails generation)
         return self._max_model_len
 
     def special_tokens(self) -> tuple[str, ...]:

@@ -126,36 +126,28 @@ class JudgeServers:
         return self.config.urls()
 
     def start(self) -> list[str]:
-        model = self.config.model
-        ports = [self.config.port + i for i in range(len(self.config.gpu_groups()))]
+        """Start every replica (its log ``judge-<port>-<pid>.log``), wait until each answers, return their URLs."""
+        model, groups = self.config.model, self.config.gpu_groups()
+        ports = [self.config.port + i for i in range(len(groups))]
         for port in ports:
             check_port_free(self.config.host, port)
         log_dir = Path(self.config.log_dir)
         log_dir.mkdir(parents=True, exist_ok=True)
-        for i, group in enumerate(self.config.gpu_groups()):
-            env = dict(os.environ)
-            env.setdefault("PYTHONUNBUFFERED", "1")  # a killed server's log keeps its last lines
+        for i, (group, port) in enumerate(zip(groups, ports, strict=True)):
+            env = {"PYTHONUNBUFFERED": "1", **os.environ}  # unbuffered: a killed server's log keeps its last lines
             if group:
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in group)
             else:
                 from prom_reward.local.cpu_defaults import apply_cpu_defaults
 
                 apply_cpu_defaults(env)
-            path = log_dir / f"judge-{ports[i]}-{os.getpid()}.log"
             command = self.config.command(model, i)
             if SERVER_MODULE in command:
                 check_engine_allowed(f"a vLLM judge server for {model!r}")
+            path = log_dir / f"judge-{port}-{os.getpid()}.log"
             with open(path, "xb") as log:  # a new file: never another server's log
-                self.procs.append(
-                    subprocess.Popen(
-                        command,
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
-                        env=env,
-                        start_new_session=True,
-                        preexec_fn=term_with_parent,
-                    )
-                )
+                options: dict[str, Any] = dict(stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+                self.procs.append(subprocess.Popen(command, **options, preexec_fn=term_with_parent))
             self.log_paths.append(path)
         try:
             self._wait_healthy()

@@ -91,13 +91,9 @@ def _json_text(data: dict[str, Any]) -> str:
 
 
 class JudgmentStore:
-    """Judge results in one SQLite file, safe for several processes and threads.
-
-    Args:
-        path: the SQLite file (created with its folder if missing, unless ``create`` is False).
-        timeout: seconds to wait for a lock another process holds before failing (``StoreError``).
-        create: False: a missing file is a ``StoreError`` (looking into a store, not making one).
-    """
+    """Judge results in the SQLite file ``path``, safe for several processes and threads: made with its folder
+    unless ``create`` is False (looking into a store: a missing one is a ``StoreError``, as is a lock another
+    process holds for more than ``timeout`` seconds)."""
 
     def __init__(self, path: str | Path, *, timeout: float = 30.0, create: bool = True) -> None:
         self.path = Path(path)
@@ -130,8 +126,7 @@ class JudgmentStore:
                 if create:  # a store that cannot take a row (read-only, another schema) fails here too
                     conn.execute(_INSERT.replace(" OR IGNORE", ""), ("(open check)", None, "{}", "{}", 0.0))
             finally:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
+                conn.rollback()  # a no-op when SQLite rolled back by itself
 
     def _check_foreign(self, create: bool) -> None:
         """Refuse an SQLite file without a ``judgments`` table that holds others (or none, unless ``create``)."""
@@ -230,9 +225,12 @@ class JudgmentStore:
             problem = "a completion's text is not a string"
         except (ValueError, TypeError, KeyError, AttributeError) as e:
             problem = f"{type(e).__name__}: {e}"
-        raise StoreError(
+        raise self._damaged(key, problem, "or give another --store path")
+
+    def _damaged(self, key: str, problem: object, then: str) -> StoreError:
+        return StoreError(
             f"{self.path}: the judgment stored under key {key} is damaged ({problem}); fix: delete it (sqlite3 "
-            f"{self.path} \"DELETE FROM judgments WHERE key = '{key}'\") or give another --store path"
+            f"{self.path} \"DELETE FROM judgments WHERE key = '{key}'\") {then}"
         )
 
     def stored_keys(self, keys: Sequence[str]) -> set[str]:
@@ -261,32 +259,27 @@ class JudgmentStore:
         with self._lock, self._errors():
             conn = self._connect()
             conn.execute("BEGIN IMMEDIATE")
-            try:
+            with conn:  # commits, or rolls back (a no-op when SQLite did so by itself: a full disk)
                 conn.executemany(_INSERT, rows)
-            except BaseException:
-                if conn.in_transaction:  # SQLite rolls back by itself on some errors (a full disk)
-                    conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+
+    def _query(self, sql: str, *args: Any) -> list[Any]:
+        with self._lock, self._errors():
+            return self._connect().execute(sql, args).fetchall()
 
     def keys(self) -> list[str]:
         """Every stored key."""
-        with self._lock, self._errors():
-            return [k for (k,) in self._connect().execute("SELECT key FROM judgments ORDER BY rowid")]
+        return [k for (k,) in self._query("SELECT key FROM judgments ORDER BY rowid")]
 
     def models(self) -> dict[str, int]:
         """Stored judgments per judge model."""
-        with self._lock, self._errors():
-            rows = self._connect().execute("SELECT model, COUNT(*) FROM judgments GROUP BY model ORDER BY model")
-            return {str(m): int(c) for m, c in rows}
+        rows = self._query("SELECT model, COUNT(*) FROM judgments GROUP BY model ORDER BY model")
+        return {str(m): int(c) for m, c in rows}
 
     def __len__(self) -> int:
-        with self._lock, self._errors():
-            return int(self._connect().execute("SELECT COUNT(*) FROM judgments").fetchone()[0])
+        return int(self._query("SELECT COUNT(*) FROM judgments")[0][0])
 
     def __contains__(self, key: object) -> bool:
-        with self._lock, self._errors():
-            return self._connect().execute("SELECT 1 FROM judgments WHERE key = ?", (key,)).fetchone() is not None
+        return bool(self._query("SELECT 1 FROM judgments WHERE key = ?", key))
 
     def entries(self, *, chunk: int = 1000) -> Iterator[dict[str, Any]]:
         """Every entry in insertion order as ``{"key", "model", "request", "result", "created"}`` dicts, read
@@ -298,16 +291,12 @@ class JudgmentStore:
                     try:
                         request, result = json.loads(q), json.loads(r)
                     except (ValueError, TypeError) as e:
-                        raise StoreError(
-                            f"{self.path}: the judgment stored under key {k} is damaged ({e}); fix: delete it "
-                            f"(sqlite3 {self.path} \"DELETE FROM judgments WHERE key = '{k}'\") and export again"
-                        ) from None
+                        raise self._damaged(k, e, "and export again") from None
                     yield {"key": k, "model": m, "request": request, "result": result, "created": c}
 
     def integrity_check(self) -> str:
         """SQLite's ``PRAGMA integrity_check`` ("ok" when the file is sound)."""
-        with self._lock, self._errors():
-            return str(self._connect().execute("PRAGMA integrity_check").fetchone()[0])
+        return str(self._query("PRAGMA integrity_check")[0][0])
 
     def close(self) -> None:
         """Close this process's connection (safe to call twice; a later use reconnects)."""
@@ -335,6 +324,3 @@ def open_store(store: str | Path | JudgmentStore) -> JudgmentStore:
     raise ConfigError(
         f"store: expected a path or a JudgmentStore, got {type(store).__name__}; pass e.g. store='judgments.sqlite'"
     )
-
-
-__all__ = ["JudgmentStore", "open_store", "request_key", "result_from_dict", "result_to_dict"]

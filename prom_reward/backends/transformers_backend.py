@@ -18,23 +18,14 @@ from prom_reward.backends.base import (
 )
 from prom_reward.backends.engine import InProcessEngine, on_running_loop
 from prom_reward.backends.sampling import SamplingConfig
-from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, split_continuation, with_continuation
 from prom_reward.errors import BackendError, ConfigError
 
 
 class TransformersBackend(InProcessEngine):
-    """Generate with a Hugging Face causal LM, its weights loaded in the backend's worker thread (on an event
-    loop, the constructor returns before they are: a failed load raises at the first call).
-
-    Args:
-        model: local folder / hub id, or a loaded ``PreTrainedModel``.
-        tokenizer: a tokenizer or its folder; None loads the model's own.
-        wire: wire format name (``chat``, ``inst``, ``raw``).
-        system_role: force (True/False) or detect (None) a system role in the chat template.
-        device, dtype: where and how to load the model (``dtype="auto"`` keeps the checkpoint's).
-        batch_size: most requests per ``model.generate`` call.
-        max_model_len: context window to report; default ``config.max_position_embeddings``.
-    """
+    """A Hugging Face causal LM (``model``: a folder, hub id or loaded ``PreTrainedModel``; ``tokenizer``: one, its
+    folder, or None for the model's) on ``device`` in ``dtype`` (``auto``: the checkpoint's), ``batch_size``
+    requests per ``model.generate``; ``max_model_len`` (default ``max_position_embeddings``) is the context it
+    reports; ``wire`` and ``system_role`` as ``InProcessEngine`` says."""
 
     name = "transformers"
     gpu_memory_share = None  # the weights sit where torch puts them
@@ -185,28 +176,16 @@ class TransformersBackend(InProcessEngine):
         ]
         return position(self.tokenizer.decode([token]), float(row[token]), alternatives)
 
-    def continuation_logprobs(
-        self,
-        requests: Sequence[GenerationRequest],
-        continuations: Sequence[str],
-        top_k: int = DEFAULT_TOP_K,
-        deadline: float | None = None,
-    ) -> list[tuple[TokenLogprobs, ...]]:
-        """Teacher forcing: one forward pass per request, logits of the positions that predict the continuation."""
+    def _forced(self, plans: list[tuple[list[int], int]], top_k: int) -> list[tuple[TokenLogprobs, ...]]:
+        """One forward pass per request: the logits of the positions that predict the continuation."""
         import torch
 
-        self._ready()
-        out: list[tuple[TokenLogprobs, ...]] = []
-        for r, text in zip(requests, continuations, strict=True):
-            joint = self._ids(with_continuation(r, text))
-            cont = split_continuation(self._ids(r), joint)
-            if not cont:
-                out.append(())
-                continue
-            start = len(joint) - len(cont)
+        out = []
+        for ids, size in plans:
             with torch.no_grad():
-                logits = self.model(input_ids=torch.tensor([joint], device=self.device)).logits[0]
-            out.append(tuple(self._position(tok, logits[start - 1 + j], top_k) for j, tok in enumerate(cont)))
+                logits = self.model(input_ids=torch.tensor([ids], device=self.device)).logits[0]
+            start = len(ids) - size
+            out.append(tuple(self._position(ids[start + j], logits[start - 1 + j], top_k) for j in range(size)))
         return out
 
     async def acontext_length(self, deadline: float | None = None) -> int | None:

@@ -18,7 +18,6 @@ from prom_reward.backends.base import (
     wire_format,
 )
 from prom_reward.backends.engine import InProcessEngine, on_running_loop
-from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, split_continuation, with_continuation
 from prom_reward.backends.vllm_options import (
     VLLMOptions,
     check_engine_allowed,
@@ -42,16 +41,8 @@ def _is_cpu_platform() -> bool:
 
 
 class VLLMEngine(InProcessEngine):
-    """In-process vLLM engine, started in the backend's worker thread (on an event loop, the constructor returns
-    before the engine is up: a failed start raises at the first call).
-
-    Args:
-        model: HF hub id or local folder.
-        wire: wire format name (``chat``, ``inst``, ``raw``).
-        system_role: force (True/False) or detect (None) a system role in the chat template.
-        llm: an existing ``vllm.LLM`` to use instead of building one (then no settings).
-        **settings: the engine's ``VLLMOptions`` (``self.options``).
-    """
+    """An in-process vLLM engine of ``model`` (hub id or folder) and its ``VLLMOptions`` ``settings``, or a ready
+    ``llm`` (``vllm.LLM``, no settings); ``wire`` and ``system_role`` as ``InProcessEngine`` says."""
 
     name = "vllm"
 
@@ -171,35 +162,19 @@ class VLLMEngine(InProcessEngine):
         alternatives = [(text(tid), lp.logprob) for tid, lp in entries.items()]
         return position(text(token_id), chosen.logprob if chosen is not None else float("nan"), alternatives)
 
-    def continuation_logprobs(
-        self,
-        requests: Sequence[GenerationRequest],
-        continuations: Sequence[str],
-        top_k: int = DEFAULT_TOP_K,
-        deadline: float | None = None,
-    ) -> list[tuple[TokenLogprobs, ...]]:
-        """Teacher forcing: ``prompt_logprobs=top_k``, one token generated."""
-        self._ready()
+    def _forced(self, plans: list[tuple[list[int], int]], top_k: int) -> list[tuple[TokenLogprobs, ...]]:
+        """``prompt_logprobs=top_k``, one token generated."""
         from vllm import SamplingParams
 
-        prompts, sizes = [], []
-        for r, text in zip(requests, continuations, strict=True):
-            joint = self._ids(with_continuation(r, text))
-            prompts.append({"prompt_token_ids": joint})
-            sizes.append(len(split_continuation(self._ids(r), joint)))
-        todo = [i for i, n in enumerate(sizes) if n > 0]
         params = SamplingParams(**teacher_forcing_kwargs(top_k))
         try:
-            outs = self.llm.generate([prompts[i] for i in todo], params, use_tqdm=False) if todo else []
+            outs = self.llm.generate([{"prompt_token_ids": ids} for ids, _ in plans], params, use_tqdm=False)
         except Exception as e:
-            raise BackendError(f"vLLM engine failed teacher-forcing {len(todo)} continuations: {e}") from e
-        result: list[tuple[TokenLogprobs, ...]] = [() for _ in requests]
-        for i, out in zip(todo, outs, strict=True):
-            ids = list(out.prompt_token_ids)
-            result[i] = tuple(
-                self._position(ids[j], out.prompt_logprobs[j]) for j in range(len(ids) - sizes[i], len(ids))
-            )
-        return result
+            raise BackendError(f"vLLM engine failed teacher-forcing {len(plans)} continuations: {e}") from e
+        return [
+            tuple(self._position(ids[j], out.prompt_logprobs[j]) for j in range(len(ids) - size, len(ids)))
+            for (ids, size), out in zip(plans, outs, strict=True)
+        ]
 
     async def acontext_length(self, deadline: float | None = None) -> int | None:
         await self._astarted()

@@ -35,20 +35,6 @@ def check_engine_allowed(what: str) -> None:
 
 TOKENIZER_MODES = ("hf", "mistral")  # vLLM's ``auto`` is refused: it may pick either
 
-ENGINE_FLAGS: tuple[tuple[str, str], ...] = (
-    ("model", "--model"),
-    ("tensor_parallel_size", "--tensor-parallel-size"),
-    ("dtype", "--dtype"),
-    ("max_model_len", "--max-model-len"),
-    ("gpu_memory_utilization", "--gpu-memory-utilization"),
-    ("enable_prefix_caching", "--enable-prefix-caching"),
-    ("enforce_eager", "--enforce-eager"),
-    ("seed", "--seed"),
-    ("tokenizer_mode", "--tokenizer-mode"),
-    ("max_logprobs", "--max-logprobs"),
-)
-"""``vllm.LLM`` keyword (a ``VLLMOptions`` field, or ``model``) -> ``api_server`` flag (booleans ``--no-``)."""
-
 OTHER_ENGINE_KEYWORDS = ("distributed_executor_backend",)  # passed through engine_options (jobs.ray_run)
 
 SAMPLING_KEYWORDS = (
@@ -96,9 +82,8 @@ class VLLMOptions:
     max_model_len: int | None = setting(None, help="Context window in tokens (None = the model's).", ge=1)
     gpu_memory_utilization: float = setting(
         DEFAULT_GPU_MEMORY_UTILIZATION,
-        help="""Share of each GPU the engine may take, in (0, 1]: weights, activations and KV cache. Lower it
-        for an engine next to others on the same GPU (a policy, a second judge). On vLLM's CPU build the
-        KV cache comes from ``VLLM_CPU_KVCACHE_SPACE`` instead (see ``prom_reward.local.cpu_defaults``).""",
+        help="""Share of each GPU the engine may take (weights, activations, KV cache); lower it beside other
+        engines. vLLM's CPU build sizes its KV cache by ``VLLM_CPU_KVCACHE_SPACE`` (``local.cpu_defaults``).""",
         gt=0,
         le=1,
     )
@@ -107,15 +92,13 @@ class VLLMOptions:
     )
     enforce_eager: bool | None = setting(
         None,
-        help="""Skip CUDA graphs / compilation: faster start, slower generation. None: eager on vLLM's CPU build (its
-        compilation costs most of a CPU engine's start-up: benchmarks/README.md), vLLM's default on a GPU.""",
+        help="Skip CUDA graphs / compilation: faster start, slower generation. None: eager on vLLM's CPU build.",
     )
     seed: int = setting(0, help="Engine seed (per-request seeds come from ``SamplingConfig.seed``; GPU builds only).")
     tokenizer_mode: str = setting(
         "hf",
-        help="""``hf`` (the Hugging Face tokenizer and chat template: what prom-reward renders in process, so the
-        in-process and served paths see the same tokens) or ``mistral`` (``mistral_common``; for models
-        that ship only Mistral's tokenizer files; not tested here).""",
+        help="""``hf`` (the Hugging Face tokenizer and chat template, as rendered in process) or ``mistral``
+        (``mistral_common``, for models with only Mistral's tokenizer files; not tested here).""",
         choices=TOKENIZER_MODES,
         note="vLLM's 'auto' may switch to mistral_common and render chat unlike the in-process path",
     )
@@ -171,6 +154,13 @@ class VLLMOptions:
             else:
                 args += [flag, str(value)]
         return args
+
+
+ENGINE_FLAGS: tuple[tuple[str, str], ...] = tuple(
+    (key, "--" + key.replace("_", "-"))
+    for key in ("model", *(f.name for f in dataclasses.fields(VLLMOptions) if f.name != "engine_options"))
+)
+"""``vllm.LLM`` keyword (a ``VLLMOptions`` field, or ``model``) -> ``api_server`` flag (booleans ``--no-``)."""
 
 
 def share_gpu_memory(first: float | None, second: float | None) -> tuple[float, float]:

@@ -10,8 +10,7 @@ from dataclasses import dataclass, fields
 from statistics import fmean
 from typing import Any
 
-from prom_reward.backends.base import TokenLogprobs
-from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K
+from prom_reward.backends.base import DEFAULT_TOP_K, TokenLogprobs
 from prom_reward.errors import ConfigError, UnknownNameError
 from prom_reward.registry import Registry
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from prom_reward.backends import Backend, GenerationRequest, make_backend
-from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K, ContinuationScorer
+from prom_reward.backends.base import DEFAULT_TOP_K, ContinuationScorer
 from prom_reward.backends.vllm_options import share_gpu_memory
 from prom_reward.confidence.indicators import TRUNCATIONS, mean_entropy
 from prom_reward.core.judge import PrometheusJudge

@@ -114,13 +114,9 @@ def _convert_gguf(gguf: Path, out: Path) -> str:
 
     tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     gmodel = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-    cfg = gmodel.config.to_dict()
-    for (
-        key
-    ) in "quantization_config _name_or_path _model_name_or_path transformers_version architectures model_type".split():
-        cfg.pop(key, None)
-    cfg["dtype"] = "bfloat16"
-    config = LlamaConfig(**cfg)
+    dropped = "quantization_config _name_or_path _model_name_or_path transformers_version architectures model_type"
+    cfg = {k: v for k, v in gmodel.config.to_dict().items() if k not in dropped.split()}
+    config = LlamaConfig(**{**cfg, "dtype": "bfloat16"})
     model = LlamaForCausalLM(config)
     missing, unexpected = model.load_state_dict(gmodel.state_dict(), strict=False)
     if unexpected or [k for k in missing if k != "lm_head.weight"]:

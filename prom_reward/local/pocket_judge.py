@@ -13,11 +13,6 @@ POCKET_FORMAT = 1
 """The marker format a complete pocket-judge folder records (bumped when the build changes)."""
 
 
-def pocket_judge_dir(cache: Path | None = None) -> Path:
-    """``<cache>/pocket-judge`` (whether or not it was built)."""
-    return (Path(cache) if cache is not None else cache_dir()) / POCKET_NAME
-
-
 def is_complete(folder: Path, digest: str | None = None) -> bool:
     """True when ``folder`` holds a finished build (of the shipped adapters with hash ``digest``, when given)."""
     m = read_marker(folder)
@@ -31,7 +26,7 @@ def is_complete(folder: Path, digest: str | None = None) -> bool:
 
 def ensure_pocket_judge(cache: Path | None = None) -> Path:
     """The built pocket judge's folder; raises ``ConfigError`` with the command that builds it when missing."""
-    folder = pocket_judge_dir(cache)
+    folder = (Path(cache) if cache is not None else cache_dir()) / POCKET_NAME
     if not is_complete(folder):
         raise ConfigError(
             f"the pocket judge is not built at {folder}; build it with `make setup` (or "

@@ -21,11 +21,10 @@ from types import SimpleNamespace
 import pytest
 
 from prom_reward.backends._openai_wire import MAX_TOP_LOGPROBS
-from prom_reward.backends.base import GenerationRequest
+from prom_reward.backends.base import DEFAULT_TOP_K, GenerationRequest
 from prom_reward.backends.openai_server import OpenAIServer
 from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.backends.servers import ServeConfig
-from prom_reward.backends.teacher_forcing import DEFAULT_TOP_K
 from prom_reward.backends.vllm_options import (
     ENGINE_FLAGS,
     LOGPROBS,

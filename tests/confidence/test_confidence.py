@@ -106,8 +106,7 @@ def _normalised(weights):
 def test_top20_estimate_against_full_vocabulary_entropy_of_a_real_model(tiny_model_dir, sharpness):
     import torch
 
-    from prom_reward.backends.base import GenerationRequest
-    from prom_reward.backends.teacher_forcing import with_continuation
+    from prom_reward.backends.base import GenerationRequest, with_continuation
     from prom_reward.backends.transformers_backend import TransformersBackend
 
     backend = TransformersBackend(tiny_model_dir)
