@@ -29,7 +29,7 @@ def check_text(text: str, index: int | None, field: str) -> None:
         )
 
 
-def _text(x: object, field: str) -> str:
+def _text(x: object, field: str) -> None:
     if not isinstance(x, str):
         raise InputError(
             f"{field} must be a str, got {type(x).__name__} ({str(x)[:60]!r}); "
@@ -37,27 +37,28 @@ def _text(x: object, field: str) -> str:
             field=field,
         )
     check_text(x, None, field)
-    return x
 
 
-def _reference(x: object) -> str | None:
-    if x is not None and not isinstance(x, str):
+def _check(item: GradeItem | PairItem, *texts: str) -> None:
+    """Check ``item``'s ``texts`` and reference answer; its rubric becomes a ``Rubric``."""
+    for name in texts:
+        _text(getattr(item, name), name)
+    ref = item.reference_answer
+    if ref is not None and not isinstance(ref, str):
         raise InputError(
-            f"reference_answer must be a str or None, got {type(x).__name__}; give the reference as text, "
+            f"reference_answer must be a str or None, got {type(ref).__name__}; give the reference as text, "
             "or None for an item without one",
             field="reference_answer",
         )
-    return x if x is None else _text(x, "reference_answer")
-
-
-def _rubric(x: object) -> Rubric:
-    if isinstance(x, Rubric):
-        return x
-    return RubricResolver(missing_hint=_RUBRIC_HINT)(cast(RubricLike | None, x), field="rubric")
+    if ref is not None:
+        _text(ref, "reference_answer")
+    if not isinstance(item.rubric, Rubric):
+        rubric = RubricResolver(missing_hint=_RUBRIC_HINT)(cast(RubricLike | None, item.rubric), field="rubric")
+        object.__setattr__(item, "rubric", rubric)
 
 
 @final
-@dataclass(frozen=True, init=False)
+@dataclass(frozen=True)
 class GradeItem:
     """One absolute-grading input; building it validates it (``InputError`` naming the field and the fix)."""
 
@@ -70,17 +71,12 @@ class GradeItem:
     reference_answer: str | None = None
     """A reference answer (what a top grade looks like) shown to the judge, or None."""
 
-    def __init__(
-        self, instruction: str, response: str, rubric: RubricLike, reference_answer: str | None = None
-    ) -> None:
-        object.__setattr__(self, "instruction", _text(instruction, "instruction"))
-        object.__setattr__(self, "response", _text(response, "response"))
-        object.__setattr__(self, "reference_answer", _reference(reference_answer))
-        object.__setattr__(self, "rubric", _rubric(rubric))
+    def __post_init__(self) -> None:
+        _check(self, "instruction", "response")
 
 
 @final
-@dataclass(frozen=True, init=False)
+@dataclass(frozen=True)
 class PairItem:
     """One pairwise input (which of ``response_a`` and ``response_b`` is better); validated where built."""
 
@@ -95,19 +91,8 @@ class PairItem:
     reference_answer: str | None = None
     """A reference answer shown to the judge, or None."""
 
-    def __init__(
-        self,
-        instruction: str,
-        response_a: str,
-        response_b: str,
-        rubric: RubricLike,
-        reference_answer: str | None = None,
-    ) -> None:
-        object.__setattr__(self, "instruction", _text(instruction, "instruction"))
-        object.__setattr__(self, "response_a", _text(response_a, "response_a"))
-        object.__setattr__(self, "response_b", _text(response_b, "response_b"))
-        object.__setattr__(self, "reference_answer", _reference(reference_answer))
-        object.__setattr__(self, "rubric", _rubric(rubric))
+    def __post_init__(self) -> None:
+        _check(self, "instruction", "response_a", "response_b")
 
 
 Item = TypeVar("Item", GradeItem, PairItem)

@@ -1,7 +1,6 @@
-"""``PrometheusJudge``: absolute grades and pairwise verdicts from a Prometheus-style judge, one result per item,
-in order; a failed item is a value whose ``error`` says whose fault it is.
+"""``PrometheusJudge``: absolute grades and pairwise verdicts from a Prometheus-style judge over any backend.
 
-Example (the README tour runs this on a real model):
+Example:
     >>> judge = PrometheusJudge(backend="scripted", outputs=["Accurate and complete. [RESULT] 5"])
     >>> judge.grade(["What is 2+2?"], ["4"], "helpfulness")[0].score
     5.0
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Unpack
 
 from prom_reward.backends import Backend, CachedBackend, GenerationRequest, make_backend
 from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
-from prom_reward.confidence.indicators import TRUNCATIONS
+from prom_reward.confidence.indicators import check_truncation
 from prom_reward.core.combine import grade_from_run, verdict_from_runs
 from prom_reward.core.items import GradeItem, Item, PairItem, map_responses
 from prom_reward.core.outcomes import fit_items, grade_outcome, verdict_outcome
@@ -34,14 +33,19 @@ from prom_reward.core.sampler import (
     check_counts,
     count_runs,
 )
-from prom_reward.errors import ConfigError, InputError
+from prom_reward.errors import InputError, PromRewardError
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, Task, get_judge_format
 from prom_reward.format.sanitize import neutralize
 
 if TYPE_CHECKING:
     from prom_reward.backends.store import JudgmentStore
 
-EXPECTED_LOGPROBS = 20
+EXPECTED_LOGPROBS = 20  # the top logprobs asked for expected scores and confidence
+
+
+def asks_expected(judge: Judge, sampling: SamplingOverrides = None) -> bool:
+    """Whether ``judge``'s calls (with ``sampling`` over its own) ask for the verdict's logprobs."""
+    return (judge.sampling.merged(sampling).logprobs or 0) >= EXPECTED_LOGPROBS
 
 
 class PrometheusJudge(Judge):
@@ -56,20 +60,17 @@ class PrometheusJudge(Judge):
         num_samples: samples per item (one request with n=k); the grade keeps all and their mean.
         max_retries: re-sampling rounds for outputs without a parseable verdict.
         force_verdict: when to read a verdict the judge did not write from its next-token distribution after
-            `` [RESULT] `` (counted in ``forced``): ``cut`` (outputs cut at ``max_tokens``), ``always`` or
-            ``never``; None: the preset's, else ``cut``.
+            `` [RESULT] ``: ``cut`` (outputs cut at ``max_tokens``), ``always`` or ``never``; None: the preset's.
         expected_score: request token logprobs (top 20): grades carry P(1..5) / P(A) and the expected score.
         max_tie_rounds: re-sampling rounds for ``compare_by_grades`` ties.
         truncate_response: shorten over-long responses to fit the judge context instead of failing them.
         neutralize_markers: rewrite template markers and chat special tokens inside responses, so that a
-            response cannot forge the judge prompt (on by default; ``prom_reward.format.sanitize``).
-        special_tokens: chat special tokens to neutralise besides the built-in list and the tokenizer's
-            (give them for a judge server, e.g. ``tokenizer.all_special_tokens``).
+            response cannot forge the judge prompt (``prom_reward.format.sanitize``).
+        special_tokens: chat special tokens to neutralise besides the built-in list and the tokenizer's.
         store: a judgment store (SQLite path or ``JudgmentStore``) that saves results and answers re-runs.
         confidence: request top-20 logprobs so results carry token-entropy indicators in ``.confidence``.
         readers: ``core.sampler.SampleReader``s awaited on each batch's outputs, closed with the judge (SE-Cali).
-        format: the judge format (``prom_reward.format.judge_format``): a registered name or a ``JudgeFormat``;
-            None: the preset's, else ``prometheus2``.
+        format: the judge format: a registered name or a ``JudgeFormat``; None: the preset's, else ``prometheus2``.
         entropy_truncation: the mass outside the top-k in token entropies: ``tail``, ``bucket`` or
             ``renormalize`` (``prom_reward.confidence.indicators``).
         **backend_options: passed to the backend constructor (e.g. ``max_model_len``, ``base_url``, ``api_key``).
@@ -105,13 +106,9 @@ class PrometheusJudge(Judge):
         if p is not None and isinstance(backend, str):
             model, backend_options = apply_preset(p, backend, model, backend_options)
         check_counts(num_samples=(num_samples, 1), max_retries=(max_retries, 0), max_tie_rounds=(max_tie_rounds, 0))
-        if entropy_truncation not in TRUNCATIONS:
-            raise ConfigError(
-                f"entropy_truncation: expected one of {', '.join(TRUNCATIONS)}, got {entropy_truncation!r}"
-            )
         base = SamplingConfig().merged(judge_defaults.get("sampling"))
         self.sampling = base.merged(sampling)
-        self.entropy_truncation = entropy_truncation
+        self.entropy_truncation = check_truncation(entropy_truncation, "entropy_truncation")
         self.readers: tuple[SampleReader, ...] = tuple(readers)
         if (expected_score or confidence) and (self.sampling.logprobs or 0) < EXPECTED_LOGPROBS:
             self.sampling = dataclasses.replace(self.sampling, logprobs=EXPECTED_LOGPROBS)
@@ -153,9 +150,8 @@ class PrometheusJudge(Judge):
         failed: dict[int, InputError],
         options: CallOptions,
     ) -> tuple[list[ItemRun], list[bool]]:
-        """Fit the requests of the items not in ``failed`` to the context (not those a judgment store answers),
-        sample them, let the ``readers`` read them, count. One run per item, in order (a failed one with its
-        ``error``)."""
+        """One run per item, in order: the items not in ``failed`` fitted to the context (not those a judgment
+        store answers), sampled, read by the ``readers``, counted."""
         k = options.get("num_samples") or self.capabilities.num_samples
         truncate, deadline = options.get("truncate_response"), options.get("deadline")
         truncate = self.truncate_response if truncate is None else truncate
@@ -196,8 +192,7 @@ class PrometheusJudge(Judge):
     async def acompare_items(
         self, items: Sequence[PairItem], *, swap: bool = False, **options: Unpack[CallOptions]
     ) -> list[Verdict]:
-        """Pairwise verdicts ("A"/"B") of ``items``, one per item, in order; ``swap``: both orders in the same batch,
-        combined (agreement, else a tie). A failed item is a Verdict with winner None and its ``error``."""
+        """Pairwise verdicts ("A"/"B") of ``items``, one per item, in order; ``swap``: both orders in one batch."""
         pairs, failed = self._checked(items, PairItem, "relative")
         if not pairs:
             return []
@@ -218,6 +213,15 @@ class PrometheusJudge(Judge):
             verdict = dataclasses.replace(verdict_from_runs(orders[0], orders[1] if swap else None), truncated=cut)
             out.append(verdict_outcome(verdict, orders))
         return out
+
+    def __getstate__(self) -> dict[str, Any]:
+        if self.backend.name == "vllm":  # TRL's async GRPO pickles rewards into a child process
+            raise PromRewardError(
+                "this judge holds an in-process vLLM engine, which cannot be pickled (TRL's async GRPO runs reward "
+                "functions in a child process); pass judge=dict(model=..., ...) so each process builds its own judge, "
+                "or use judge servers: dict(backend='openai', base_url=[...])"
+            )
+        return dict(self.__dict__)
 
     def close(self) -> None:
         """Release the backend (the vLLM engine, HTTP clients) and the ``readers``."""

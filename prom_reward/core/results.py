@@ -118,6 +118,12 @@ class Grade(Judgment):
         """Alias of ``score`` (the absolute verdict)."""
         return self.score
 
+    def value(self, score: str) -> float | None:
+        """The grade as one number: ``sample`` (the first sample's score), ``mean`` (``score``) or ``expected``."""
+        if score == "sample":
+            return float(self.scores[0]) if self.scores else None
+        return self.score if score == "mean" else self.expected_score
+
 
 @dataclass(frozen=True)
 class Verdict(Judgment):

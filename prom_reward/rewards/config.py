@@ -156,22 +156,24 @@ class RewardConfig:
         return checklist_config(self.checklist_mode, self.checklist_aggregation, self.score, self.num_samples)
 
 
+def reward_config(config: Any, options: dict[str, Any], owner: str, **defaults: Any) -> RewardConfig:
+    """A reward's ``config``, else the ``RewardConfig`` of its keyword ``options`` over ``defaults`` (not both)."""
+    if config is not None and (options or not isinstance(config, RewardConfig)):
+        raise ConfigError(
+            f"config: expected a RewardConfig and no reward fields beside it, got {type(config).__name__} and "
+            f"{sorted(options)}; fix: {owner}(judge, RewardConfig(...)) or its fields as keywords (rubric='honesty')"
+        )
+    return config or RewardConfig(**{**defaults, **options})
+
+
 def reward_scale(config: RewardConfig) -> tuple[float, float] | None:
     """The lowest and highest reward ``config`` gives (before length control); None for Bradley-Terry."""
-    grades = grade_range(get_judge_format_setting(config.format or DEFAULT_FORMAT))
-    if config.mode == "absolute":
-        kind = "grade"
-    elif config.mode == "pairwise_reference":
-        kind = "sign" if config.pairwise_reward == "sign" else "probability"
-    elif config.group_reward == "bradley_terry":
+    if config.mode == "pairwise_group" and config.group_reward == "bradley_terry":
         return None
-    else:
-        kind = "probability"
-    lo, hi = grades if kind == "grade" else _RAW[kind]
-    return (
-        normalize_value(lo, kind, config.normalize, grades),
-        normalize_value(hi, kind, config.normalize, grades),
-    )  # type: ignore[return-value]
+    kind = {"absolute": "grade", "pairwise_reference": config.pairwise_reward}.get(config.mode, "probability")
+    grades = grade_range(get_judge_format_setting(config.format or DEFAULT_FORMAT))
+    lo, hi = (normalize_value(v, kind, config.normalize, grades) for v in (grades if kind == "grade" else _RAW[kind]))
+    return lo, hi  # type: ignore[return-value]
 
 
 def failure_value(value: float | str, config: RewardConfig | None) -> float:

@@ -22,7 +22,7 @@ from prom_reward.backends.cached import CachedBackend
 from prom_reward.backends.openai_server import OpenAIServer
 from prom_reward.core.judge_spec import JudgeSpec
 from prom_reward.core.protocol import Judge
-from prom_reward.errors import ConfigError, PromRewardError
+from prom_reward.errors import ConfigError
 from prom_reward.format.judge_format import JudgeFormat, Task, check_task
 from prom_reward.rewards.config import get_judge_format_setting
 
@@ -32,9 +32,6 @@ TRL_ROLLOUT_CHILD = "grpo-rollout-worker-child"
 
 class JudgeHolder:
     """Base class holding ``judge`` (a PrometheusJudge, or its ``JudgeSpec``: given, or of a dict of its options)."""
-
-    _transient: tuple[str, ...] = ()
-    """Attribute names reset to None when pickled (e.g. a trainer reference)."""
 
     def __init__(self, judge: Judge | JudgeSpec | dict[str, Any]) -> None:
         self._building = threading.Lock()  # concurrent first calls build one judge (one engine, one session)
@@ -112,9 +109,16 @@ class JudgeHolder:
         return self._judge
 
     def _build(self) -> Judge:
-        """The judge of the options (``judge`` holds ``_building``)."""
+        """The judge of the options (``judge`` holds ``_building``); an in-process vLLM engine is refused in TRL's
+        rollout child, which runs with ``CUDA_VISIBLE_DEVICES=""``."""
         spec = self._judge_spec or JudgeSpec()
-        _refuse_engine_in_trl_child(spec)
+        if spec.kwargs()["backend"] == "vllm" and multiprocessing.current_process().name == TRL_ROLLOUT_CHILD:
+            raise ConfigError(
+                f"judge: an in-process vLLM engine (backend='vllm', model={spec.model!r}) was asked for in TRL's "
+                f"CUDA-free rollout worker child ({TRL_ROLLOUT_CHILD!r}); fix: serve the judge (prom-reward serve "
+                "--model ...) and give its URL: judge={'backend': 'openai', 'base_url': 'http://HOST:PORT/v1', "
+                "'model': ...}"
+            )
         try:
             return spec.build()
         except TypeError as e:  # an option the judge or its backend does not take, or one it needs missing
@@ -130,39 +134,14 @@ class JudgeHolder:
             self._judge = None
 
     def __getstate__(self) -> dict[str, Any]:
+        """A judge built from options is dropped (each process builds its own); one passed in travels (a judge
+        holding an in-process vLLM engine refuses: ``PrometheusJudge.__getstate__``)."""
         state = dict(self.__dict__)
         state.pop("_building", None)  # a lock does not pickle: each process has its own
-        for name in self._transient:
-            state[name] = None
         if self._judge_spec is not None:
             state["_judge"] = None
-        elif self._judge is not None and _holds_engine(self._judge):
-            raise PromRewardError(
-                f"this {type(self).__name__} holds an in-process vLLM engine, which cannot be pickled (TRL's async "
-                "GRPO runs reward functions in a child process); pass judge=dict(model=..., ...) so each process "
-                "builds its own judge, or use judge servers: dict(backend='openai', base_url=[...])"
-            )
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._building = threading.Lock()
-
-
-def _refuse_engine_in_trl_child(spec: JudgeSpec) -> None:
-    """Refuse an in-process vLLM judge in TRL's rollout child, which runs with ``CUDA_VISIBLE_DEVICES=""``."""
-    if spec.kwargs()["backend"] == "vllm" and multiprocessing.current_process().name == TRL_ROLLOUT_CHILD:
-        raise ConfigError(
-            f"judge: an in-process vLLM engine (backend='vllm', model={spec.model!r}) was asked for in TRL's "
-            f"CUDA-free rollout worker child ({TRL_ROLLOUT_CHILD!r}); fix: serve the judge (prom-reward serve "
-            "--model ...) and give its URL: judge={'backend': 'openai', 'base_url': 'http://HOST:PORT/v1', "
-            "'model': ...}"
-        )
-
-
-def _holds_engine(judge: Judge) -> bool:
-    """Whether ``judge`` runs an in-process vLLM engine (a judge made of judges, e.g. a cascade, refuses to
-    pickle by itself when one of them does)."""
-    from prom_reward.core.judge import PrometheusJudge
-
-    return isinstance(judge, PrometheusJudge) and judge.backend.name == "vllm"

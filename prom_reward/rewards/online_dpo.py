@@ -16,7 +16,7 @@ from prom_reward.checklist.criteria import check_grading_format
 from prom_reward.core.results import JudgeFailure, Verdict
 from prom_reward.core.sampler import check_counts
 from prom_reward.errors import ConfigError, InputError
-from prom_reward.rewards.config import RewardConfig
+from prom_reward.rewards.config import RewardConfig, reward_config
 from prom_reward.rewards.diagnostics import diagnostics
 from prom_reward.rewards.modes import ModeOutput
 from prom_reward.rewards.reward import PrometheusReward
@@ -82,12 +82,7 @@ class OnlineDPOJudgeReward:
         seed: int = 0,
         **options: Any,
     ) -> None:
-        if config is not None and (options or not isinstance(config, RewardConfig)):
-            raise ConfigError(
-                f"config: expected a RewardConfig and no reward fields beside it, got {type(config).__name__} "
-                f"and {sorted(options)}; fix: OnlineDPOJudgeReward(judge, RewardConfig(...)) or its fields as keywords"
-            )
-        self.config = config or RewardConfig(**{"name": "prometheus_pairwise", **options})
+        self.config = reward_config(config, options, "OnlineDPOJudgeReward", name="prometheus_pairwise")
         check_counts(max_tie_rounds=(max_tie_rounds, 0))
         if self.config.rubric is None:
             raise ConfigError(

@@ -19,7 +19,7 @@ from prom_reward.format.judge_format import DEFAULT_FORMAT, JUDGE_FORMATS, Task
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.sanitize import neutralize
 from prom_reward.rewards.checklists import CHECKLIST_MODES, batch_runner, check_checklist_mode
-from prom_reward.rewards.config import RewardConfig, check_reward_format
+from prom_reward.rewards.config import RewardConfig, check_reward_format, reward_config
 from prom_reward.rewards.diagnostics import diagnostics, top_of_scale
 from prom_reward.rewards.holder import JudgeHolder
 from prom_reward.rewards.length import control_length
@@ -36,13 +36,7 @@ class PrometheusReward(JudgeHolder):
     picklable); ``config`` a ``RewardConfig``, or its fields as keywords."""
 
     def __init__(self, judge: Any, config: RewardConfig | None = None, **options: Any) -> None:
-        if config is not None and (options or not isinstance(config, RewardConfig)):
-            raise ConfigError(
-                f"config: expected a RewardConfig and no reward fields beside it, got {type(config).__name__} and "
-                f"{sorted(options)}; fix: PrometheusReward(judge, RewardConfig(...)) or its fields as keywords "
-                "(rubric='honesty')"
-            )
-        self.config = config or RewardConfig(**options)
+        self.config = reward_config(config, options, type(self).__name__)
         super().__init__(judge)
         task: Task = "absolute" if self.config.mode == "absolute" else "relative"
         fmt = self.match_format(self.config.format, task)

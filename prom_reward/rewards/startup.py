@@ -5,6 +5,7 @@ answer raises ``JudgeConfigError``; a judge that does not answer only warns and 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import time
@@ -19,6 +20,7 @@ from prom_reward.backends._openai_wire import context_of, model_ids, rejection
 from prom_reward.backends.base import JudgeServer
 from prom_reward.backends.bridge import sync_method
 from prom_reward.checklist.criteria import Criterion, criterion_rubric
+from prom_reward.core.judge import asks_expected
 from prom_reward.core.verdict_probs import no_logprobs
 from prom_reward.errors import BackendError, ConfigError, JudgeConfigError, JudgeUnavailableError
 from prom_reward.format.judge_format import JudgeFormat, Task
@@ -205,13 +207,6 @@ def canary_rubric(fmt: JudgeFormat, task: Task, rubric: Rubric | None) -> Rubric
     return Rubric(f"Does the response satisfy this criterion: {criterion.text}?")
 
 
-def asks_expected(judge: Any) -> bool:
-    """Whether ``judge`` (a ``PrometheusJudge``) asks for the verdict's logprobs (``expected_score=True``)."""
-    from prom_reward.core.judge import EXPECTED_LOGPROBS
-
-    return (judge.sampling.logprobs or 0) >= EXPECTED_LOGPROBS
-
-
 def job_canary(judge: Any, task: Task, rubric: Rubric | None, expected: bool = False) -> str | None:
     """The canary of a job asking ``judge`` for ``task`` with ``rubric`` (None: each row's), when it talks to a
     server. Raises ``JudgeConfigError`` for a misconfigured judge (with ``expected``, also for a server that returns
@@ -232,37 +227,21 @@ def job_canary(judge: Any, task: Task, rubric: Rubric | None, expected: bool = F
     return None
 
 
-def canary_samples(config: RewardConfig, rubric: Rubric) -> list[RewardSample]:
-    """The canary as judge-ready samples of ``config``'s mode judged with ``rubric``.
-
-    >>> [s.baseline for s in canary_samples(RewardConfig(mode="pairwise_reference"), Rubric("Helpful?"))]
-    ['Hi.']
-    """
-    first, second = CANARY_RESPONSES
-    ref = config.reference_answer
-
-    def sample(response: str, baseline: str | None = None) -> RewardSample:
-        return RewardSample(CANARY_INSTRUCTION, response, ref, rubric, CANARY_INSTRUCTION, baseline)
-
-    if config.mode == "pairwise_group":
-        return [sample(first), sample(second)]
-    return [sample(first, second if config.mode == "pairwise_reference" else None)]
-
-
 async def judge_canary(
     judge: Any, config: RewardConfig, rubric: Rubric, deadline: float | None, health: JudgeHealth
 ) -> str | None:
     """The canary of ``config``'s mode with ``rubric``, through the reward's outage loop and mode: None when the
     judge answered it, else why not. Raises for a misconfigured judge (``score='expected'``: without logprobs)."""
-    samples = canary_samples(config, rubric)
+    first, second = CANARY_RESPONSES
+    samples = [RewardSample(CANARY_INSTRUCTION, first, config.reference_answer, rubric, CANARY_INSTRUCTION)]
+    if config.mode == "pairwise_group":
+        samples.append(dataclasses.replace(samples[0], response=second))
+    elif config.mode == "pairwise_reference":
+        samples[0] = dataclasses.replace(samples[0], baseline=second)
     units = [list(range(len(samples)))]
+    run = batch_runner(judge, config, samples)
     iso = await ajudge_until_answered(
-        units,
-        batch_runner(judge, config, samples),
-        ModeOutput.item_errors,
-        config.outage,
-        deadline=deadline,
-        health=health,
+        units, run, ModeOutput.item_errors, config.outage, deadline=deadline, health=health
     )
     if iso.outage:
         return next(iter(iso.outage.values()))
