@@ -10,7 +10,7 @@ from typing import Any
 from prom_reward.checklist.config import CHECKLIST_MODES, ChecklistConfig, checklist_config
 from prom_reward.declared import check, setting
 from prom_reward.errors import ConfigError, UnknownNameError
-from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, Task, get_judge_format, unsupported_task
+from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, get_judge_format
 from prom_reward.rewards.outage import OutagePolicy
 
 MODES = ("absolute", "pairwise_reference", "pairwise_group")
@@ -232,16 +232,3 @@ def get_judge_format_setting(name: object) -> JudgeFormat:
         return get_judge_format(name)  # type: ignore[arg-type]
     except (UnknownNameError, ConfigError) as e:
         raise ConfigError(str(e), "format") from e
-
-
-def check_reward_format(fmt: JudgeFormat, config: RewardConfig) -> None:
-    """``ConfigError`` when a judge in ``fmt`` cannot give ``config``'s rewards (its mode's task, expected scores)."""
-    task: Task = "absolute" if config.mode == "absolute" else "relative"
-    if task not in fmt.tasks:
-        raise ConfigError(f"mode {config.mode!r} needs {task} judgments: {unsupported_task(fmt, task)}", "format")
-    if config.mode == "absolute" and config.score == "expected" and fmt.force_prefix is None:
-        raise ConfigError(
-            f"score='expected' reads verdict-token probabilities, but judge format {fmt.name!r} has no "
-            "one-token verdict after a fixed prefix; fix: score='sample' or 'mean', or another format",
-            "format",
-        )

@@ -23,8 +23,8 @@ from prom_reward.backends.openai_server import OpenAIServer
 from prom_reward.core.judge_spec import JudgeSpec
 from prom_reward.core.protocol import Judge
 from prom_reward.errors import ConfigError
-from prom_reward.format.judge_format import JudgeFormat, Task, check_task
-from prom_reward.rewards.config import get_judge_format_setting
+from prom_reward.format.judge_format import JudgeFormat, Task, unsupported_task
+from prom_reward.rewards.config import RewardConfig, get_judge_format_setting
 
 TRL_ROLLOUT_CHILD = "grpo-rollout-worker-child"
 """The process name TRL 1.16's ``AsyncRolloutWorker`` gives its spawned child (run with ``CUDA_VISIBLE_DEVICES=""``)."""
@@ -48,11 +48,10 @@ class JudgeHolder:
                 "judge",
             )
 
-    def match_format(self, want: str | None, task: Task) -> JudgeFormat:
-        """The judge's format, checked to judge ``task`` (``ConfigError`` naming what it supports): ``want`` (a
-        format setting) is given to a judge built from options (whose own ``format``, else the default, it is
-        when ``want`` is None); a judge passed in must be in ``want`` (``ConfigError`` naming both)."""
-        spec = self._judge_spec
+    def match_format(self, config: RewardConfig) -> JudgeFormat:
+        """The judge's format, checked to give ``config``'s rewards (its mode's task, expected scores): its
+        ``format`` is given to a judge built from options (None: the options' own); a judge passed in must be in it."""
+        want, spec = config.format, self._judge_spec
         if spec is not None:
             if want is not None and spec.format is None:
                 spec = self._judge_spec = dataclasses.replace(spec, format=want)
@@ -68,7 +67,15 @@ class JudgeHolder:
                 raise ConfigError(
                     f"the config names {want!r} but the judge is in {fmt.name!r}; fix: give one", "format"
                 )
-        check_task(fmt, task)
+        task: Task = "absolute" if config.mode == "absolute" else "relative"
+        if task not in fmt.tasks:
+            raise ConfigError(f"mode {config.mode!r} needs {task} judgments: {unsupported_task(fmt, task)}", "format")
+        if config.mode == "absolute" and config.score == "expected" and fmt.force_prefix is None:
+            raise ConfigError(
+                f"score='expected' reads verdict-token probabilities, but judge format {fmt.name!r} has no "
+                "one-token verdict after a fixed prefix; fix: score='sample' or 'mean', or another format",
+                "format",
+            )
         return fmt
 
     def judge_server(self) -> JudgeServer | None:

@@ -262,22 +262,17 @@ class OnlineDPOJudgeReward:
         markers = self.judge.format.markers  # win/loss: no top, diag/top_* read 0
         metrics.update(diagnostics(rewards, responses, list(range(b)) * 2, feedback * 2, top=None, markers=markers))
         self.last_metrics = metrics
-        self._log(metrics, log_metric)
+        trainer = self._trainer() if self._trainer is not None else None
+        for key, value in metrics.items():
+            if log_metric is not None and value == value:  # NaN: no verdict with both orders decided
+                log_metric(f"{self.__name__}/{key}", value)
+            if trainer is not None:
+                trainer.stats.setdefault(f"{self.__name__}/{key}", []).append(value)
         if log_extra is not None:
             log_extra(f"{self.__name__}_decided_by", how + how)
             feedback = [(vs[-1].feedback if vs else unjudged.get(i)) or "" for i, vs in enumerate(history)]
             log_extra(f"{self.__name__}_feedback", feedback + feedback)
         return rewards
-
-    def _log(self, metrics: dict[str, float], log_metric: Callable[[str, float], None] | None) -> None:
-        trainer = self._trainer() if self._trainer is not None else None
-        stats = getattr(trainer, "stats", None)
-        for key, value in metrics.items():
-            name = f"{self.__name__}/{key}"
-            if log_metric is not None and value == value:  # NaN: no verdict with both orders decided
-                log_metric(name, value)
-            if isinstance(stats, dict):
-                stats.setdefault(name, []).append(value)
 
 
 def _unjudged(out: ModeOutput, k: int, error: JudgeFailure | None) -> str | None:

@@ -19,7 +19,7 @@ from prom_reward.format.judge_format import DEFAULT_FORMAT, JUDGE_FORMATS, Task
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.sanitize import neutralize
 from prom_reward.rewards.checklists import CHECKLIST_MODES, batch_runner, check_checklist_mode
-from prom_reward.rewards.config import RewardConfig, check_reward_format, reward_config
+from prom_reward.rewards.config import RewardConfig, reward_config
 from prom_reward.rewards.diagnostics import diagnostics, top_of_scale
 from prom_reward.rewards.holder import JudgeHolder
 from prom_reward.rewards.length import control_length
@@ -39,8 +39,7 @@ class PrometheusReward(JudgeHolder):
         self.config = reward_config(config, options, type(self).__name__)
         super().__init__(judge)
         task: Task = "absolute" if self.config.mode == "absolute" else "relative"
-        fmt = self.match_format(self.config.format, task)
-        check_reward_format(fmt, self.config)
+        fmt = self.match_format(self.config)
         if self.config.format is None and fmt.name != DEFAULT_FORMAT and fmt.name in JUDGE_FORMATS:
             # the judge's (registered) format named in the config: its scale is the rewards' and failure_reward's
             self.config = dataclasses.replace(self.config, format=fmt.name)
