@@ -8,7 +8,7 @@ from statistics import fmean
 from typing import Any
 
 from prom_reward.confidence.indicators import confidence_from_samples, merge_confidences
-from prom_reward.core.results import Grade, JudgeSample, Verdict, Winner
+from prom_reward.core.results import Grade, JudgeFailure, JudgeSample, Verdict, Winner
 from prom_reward.core.sampler import ItemRun
 from prom_reward.core.verdict_probs import expected_value, no_expected
 
@@ -21,13 +21,15 @@ def _costs(parts: Sequence[ItemRun] | Sequence[Grade]) -> dict[str, Any]:
 
 
 def grade_from_run(run: ItemRun, *, truncated: bool = False) -> Grade:
-    """Combine one item's samples into a Grade (score None when no sample parsed)."""
+    """Combine one item's samples into a Grade (score None when no sample parsed), with its failure: the run's
+    (input, transport), else ``output`` when no sample gave a score."""
     valid = run.valid
     scores = tuple(int(s.verdict) for s in valid)  # type: ignore[arg-type]
     dists = [s.probabilities for s in valid if s.probabilities]  # their mean over every key any of them has
     dist = {k: fmean(d.get(k, 0.0) for d in dists) for k in sorted({k for d in dists for k in d})} if dists else None
     probs = {int(k): v for k, v in dist.items()} if dist else None
     missing = no_expected(sum(s.scored_tokens for s in valid)) if valid and not dist else None
+    why = f"after its retries the judge gave {no_verdict(run.failures, run.samples)}"
     return Grade(
         score=fmean(scores) if scores else None,
         scores=scores,
@@ -38,6 +40,7 @@ def grade_from_run(run: ItemRun, *, truncated: bool = False) -> Grade:
         expected_reason=missing,
         truncated=truncated,
         confidence=confidence_from_samples(valid),
+        error=run.error or (None if scores else JudgeFailure("output", why)),
         **_costs([run]),
     )
 
@@ -84,13 +87,20 @@ def _undecided(runs: Sequence[ItemRun], winners: Sequence[Winner | None]) -> tup
     return True, "tie: the samples split evenly"
 
 
-def verdict_from_runs(first: ItemRun, swapped: ItemRun | None = None) -> Verdict:
-    """Combine one order (or both orders with swap) into a Verdict in the original labels."""
+def verdict_from_runs(first: ItemRun, swapped: ItemRun | None = None, *, truncated: bool = False) -> Verdict:
+    """Combine one order (or both orders with swap) into a Verdict in the original labels, with its failure: an
+    order that failed (input, transport) decides nothing; no verdict is the judge's ``output`` failure."""
     runs = [first] if swapped is None else [first, swapped]
     summaries = [order_summary(r) for r in runs]
     winners: list[Winner | None] = [summaries[0][0]] + [_flip(w) for w, _, _ in summaries[1:]]
     ps = [summaries[0][1]] + [None if p is None else 1.0 - p for _, p, _ in summaries[1:]]
     tie, reason = _undecided(runs, winners)
+    failed = [(name, r.error) for name, r in zip(ORDERS, runs, strict=False) if r.error is not None]
+    error = JudgeFailure("output", reason) if reason is not None and not tie else None
+    if failed:
+        name, error = failed[0]
+        reason = f"order {name} failed: {error.reason}" if len(runs) == 2 and len(failed) == 1 else error.reason
+        tie, ps = False, [None]
     known = [p for p in ps if p is not None]
     valid = [s for r in runs for s in r.valid]
     swap = None
@@ -105,6 +115,8 @@ def verdict_from_runs(first: ItemRun, swapped: ItemRun | None = None) -> Verdict
         order_winners=tuple(winners),
         reason=reason,
         confidence=merge_confidences([confidence_from_samples(r.valid) for r in runs], swap_agreement=swap),
+        truncated=truncated,
+        error=error,
         **_costs(runs),
     )
 

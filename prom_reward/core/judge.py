@@ -19,7 +19,7 @@ from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
 from prom_reward.confidence.indicators import check_truncation
 from prom_reward.core.combine import grade_from_run, verdict_from_runs
 from prom_reward.core.items import GradeItem, Item, PairItem, map_responses
-from prom_reward.core.outcomes import fit_items, grade_outcome, verdict_outcome
+from prom_reward.core.outcomes import fit_items
 from prom_reward.core.presets import apply_preset, find_preset_for_model, get_preset
 from prom_reward.core.protocol import CallOptions, Judge, JudgeCapabilities
 from prom_reward.core.requests import absolute_request, force_policy, relative_request
@@ -187,7 +187,7 @@ class PrometheusJudge(Judge):
             return dataclasses.replace(absolute_request(it, cfg, self.format), attempt=attempt)
 
         runs, truncated = await self._run("absolute", self._neutralize(batch), render, failed, options)
-        return [grade_outcome(grade_from_run(r, truncated=t), r) for r, t in zip(runs, truncated, strict=True)]
+        return [grade_from_run(r, truncated=t) for r, t in zip(runs, truncated, strict=True)]
 
     async def acompare_items(
         self, items: Sequence[PairItem], *, swap: bool = False, **options: Unpack[CallOptions]
@@ -206,13 +206,8 @@ class PrometheusJudge(Judge):
             batch += [dataclasses.replace(it, response_a=it.response_b, response_b=it.response_a) for it in batch[:n]]
             failed = {**failed, **{n + i: e for i, e in failed.items()}}
         runs, truncated = await self._run("relative", batch, render, failed, options)
-        out = []
-        for i in range(n):
-            orders = [runs[i], runs[n + i]] if swap else [runs[i]]
-            cut = any(truncated[i::n][: len(orders)])
-            verdict = dataclasses.replace(verdict_from_runs(orders[0], orders[1] if swap else None), truncated=cut)
-            out.append(verdict_outcome(verdict, orders))
-        return out
+        swapped = runs[n:] if swap else [None] * n  # truncated[i::n]: the item's orders
+        return [verdict_from_runs(runs[i], swapped[i], truncated=any(truncated[i::n])) for i in range(n)]
 
     def __getstate__(self) -> dict[str, Any]:
         if self.backend.name == "vllm":  # TRL's async GRPO pickles rewards into a child process

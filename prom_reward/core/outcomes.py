@@ -9,7 +9,6 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from prom_reward.backends.base import Backend, GenerationRequest
-from prom_reward.core.combine import ORDERS, no_verdict
 from prom_reward.core.context import fit_to_context
 from prom_reward.core.items import Item
 from prom_reward.core.results import Grade, JudgeFailure, Verdict
@@ -56,30 +55,6 @@ async def fit_items(
             runs[ok[j]].error = input_failure(e)
     go = [j for j in range(len(ok)) if errors[j] is None]
     return runs, truncated, [ok[j] for j in go], [dataclasses.replace(requests[j], deadline=deadline) for j in go]
-
-
-def grade_outcome(grade: Grade, run: ItemRun) -> Grade:
-    """``grade`` with its failure: the run's (input, transport), else ``output`` when no sample gave a score."""
-    if run.error is not None:
-        return dataclasses.replace(grade, error=run.error)
-    if grade.score is None:
-        why = f"after its retries the judge gave {no_verdict(grade.failures, run.samples)}"
-        return dataclasses.replace(grade, error=JudgeFailure("output", why))
-    return grade
-
-
-def verdict_outcome(verdict: Verdict, orders: Sequence[ItemRun]) -> Verdict:
-    """``verdict`` with its failure: an order that failed (input, transport) decides nothing (no winner, with
-    the reason); no verdict in any order is the judge's ``output`` failure; a tie is no failure."""
-    failed = [(name, r.error) for name, r in zip(ORDERS, orders, strict=False) if r.error is not None]
-    if failed:
-        name, error = failed[0]
-        reason = f"order {name} failed: {error.reason}" if len(orders) == 2 and len(failed) == 1 else error.reason
-        return dataclasses.replace(verdict, winner=None, tie=False, p_a=None, error=error, reason=reason)
-    if verdict.winner is None and not verdict.tie:  # the combine rule's reason: an order without any verdict ...
-        why = verdict.reason or "the judge gave no parseable verdict in either order after its retries"
-        return dataclasses.replace(verdict, error=JudgeFailure("output", why))
-    return verdict
 
 
 def failed_grade(failure: JudgeFailure) -> Grade:
