@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from prom_reward.core.combine import verdict_from_grades
 from prom_reward.core.items import GradeItem, PairItem
-from prom_reward.core.outcomes import failed_verdict, with_failed
-from prom_reward.core.results import Grade, Verdict
+from prom_reward.core.results import Grade, Verdict, failed_verdict, with_failed
 from prom_reward.errors import InputError
 
 TIE_SAMPLING = {"temperature": 1.0}  # the sampling overrides of a tie round

@@ -18,12 +18,12 @@ from prom_reward.backends import Backend, CachedBackend, GenerationRequest, make
 from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
 from prom_reward.confidence.indicators import check_truncation
 from prom_reward.core.combine import grade_from_run, verdict_from_runs
+from prom_reward.core.context import fit_to_context
 from prom_reward.core.items import GradeItem, Item, PairItem, map_responses
-from prom_reward.core.outcomes import fit_items
 from prom_reward.core.presets import apply_preset, find_preset_for_model, get_preset
 from prom_reward.core.protocol import CallOptions, Judge, JudgeCapabilities
 from prom_reward.core.requests import absolute_request, force_policy, relative_request
-from prom_reward.core.results import Grade, JudgeStats, Verdict
+from prom_reward.core.results import Grade, JudgeStats, Verdict, input_failure
 from prom_reward.core.sampler import (
     DEFAULT_FORCE_POLICY,
     ForcePolicy,
@@ -155,11 +155,24 @@ class PrometheusJudge(Judge):
         k = options.get("num_samples") or self.capabilities.num_samples
         truncate, deadline = options.get("truncate_response"), options.get("deadline")
         truncate = self.truncate_response if truncate is None else truncate
-        store = self._store
-        if store is not None:
-            await store.aname_model(deadline)  # keyed by the model a server serves, before the store is asked
-        known = (lambda reqs: store.stored(SampleRunner.first_round(reqs, k))) if store is not None else None
-        runs, truncated, go, requests = await fit_items(self.backend, items, failed, render, truncate, deadline, known)
+        runs = [ItemRun(error=input_failure(failed[i])) if i in failed else ItemRun() for i in range(len(items))]
+        truncated = [False] * len(items)
+        ok = [i for i in range(len(items)) if i not in failed]
+        rendered = [render(items[i]) for i in ok]
+        known = None  # which requests a judgment store answers (not checked against the context)
+        if self._store is not None and rendered:
+            await self._store.aname_model(deadline)  # keyed by the model a server serves, before the store is asked
+            known = self._store.stored(SampleRunner.first_round(rendered, k))
+        oks = [items[i] for i in ok]
+        fitted, cut, errors = await fit_to_context(self.backend, rendered, oks, render, truncate, known, deadline)
+        go, requests = [], []
+        for i, request, was_cut, error in zip(ok, fitted, cut, errors, strict=True):
+            truncated[i] = was_cut
+            if error is not None:
+                runs[i].error = input_failure(error)
+            else:
+                go.append(i)
+                requests.append(dataclasses.replace(request, deadline=deadline))
         start = time.perf_counter()
         sampled = await SampleRunner(
             self.backend,

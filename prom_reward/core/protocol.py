@@ -14,8 +14,16 @@ from prom_reward.backends.bridge import sync_method
 from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
 from prom_reward.core.by_grades import TIE_SAMPLING, TieRounds
 from prom_reward.core.items import GradeItem, Item, PairItem, absolute_items, check_rubrics, item_list, relative_items
-from prom_reward.core.outcomes import failed_grade, failed_verdict, with_failed
-from prom_reward.core.results import Grade, JudgeFailure, JudgeStats, Judgment, Verdict
+from prom_reward.core.results import (
+    Grade,
+    JudgeFailure,
+    JudgeStats,
+    Judgment,
+    Verdict,
+    failed_grade,
+    failed_verdict,
+    with_failed,
+)
 from prom_reward.errors import InputError
 from prom_reward.format.judge_format import JudgeFormat, Task, check_task
 from prom_reward.format.rubrics import RubricsLike

@@ -12,7 +12,7 @@ from prom_reward.backends.bridge import sync_method
 from prom_reward.backends.sampling import SamplingOverrides
 from prom_reward.checklist.criteria import parse_checklist
 from prom_reward.core.items import check_text
-from prom_reward.core.outcomes import input_failure
+from prom_reward.core.results import input_failure
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.conversation import completion_text, prompt_text
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JUDGE_FORMATS, Task
