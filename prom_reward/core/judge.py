@@ -1,4 +1,5 @@
-"""``PrometheusJudge``: absolute grades and pairwise verdicts from a Prometheus-style judge over any backend.
+"""``PrometheusJudge``: absolute grades and pairwise verdicts from a Prometheus-style judge over any backend, and
+its requests in the judge format (``absolute_request``, ``relative_request``, ``force_policy``).
 
 Example:
     >>> judge = PrometheusJudge(backend="scripted", outputs=["Accurate and complete. [RESULT] 5"])
@@ -22,7 +23,6 @@ from prom_reward.core.context import fit_to_context
 from prom_reward.core.items import GradeItem, Item, PairItem, map_responses
 from prom_reward.core.presets import apply_preset, find_preset_for_model, get_preset
 from prom_reward.core.protocol import CallOptions, Judge, JudgeCapabilities
-from prom_reward.core.requests import absolute_request, force_policy, relative_request
 from prom_reward.core.results import Grade, JudgeStats, Verdict, input_failure
 from prom_reward.core.sampler import (
     DEFAULT_FORCE_POLICY,
@@ -31,9 +31,10 @@ from prom_reward.core.sampler import (
     SampleReader,
     SampleRunner,
     check_counts,
+    check_force_policy,
     count_runs,
 )
-from prom_reward.errors import InputError, PromRewardError
+from prom_reward.errors import ConfigError, InputError, PromRewardError
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, Task, get_judge_format
 from prom_reward.format.sanitize import neutralize
 
@@ -46,6 +47,46 @@ EXPECTED_LOGPROBS = 20  # the top logprobs asked for expected scores and confide
 def asks_expected(judge: Judge, sampling: SamplingOverrides = None) -> bool:
     """Whether ``judge``'s calls (with ``sampling`` over its own) ask for the verdict's logprobs."""
     return (judge.sampling.merged(sampling).logprobs or 0) >= EXPECTED_LOGPROBS
+
+
+def absolute_request(
+    item: GradeItem, sampling: SamplingConfig, judge_format: str | JudgeFormat = DEFAULT_FORMAT
+) -> GenerationRequest:
+    """The judge's request for one absolute item: the format's system and user messages."""
+    fmt = get_judge_format(judge_format)
+    prompt = fmt.absolute_prompt(item.instruction, item.response, item.rubric, item.reference_answer)
+    return GenerationRequest(system=prompt.system, user=prompt.user, sampling=sampling, judge_format=fmt.name)
+
+
+def relative_request(
+    item: PairItem, sampling: SamplingConfig, judge_format: str | JudgeFormat = DEFAULT_FORMAT
+) -> GenerationRequest:
+    """The judge's request for one pairwise item: the format's system and user messages."""
+    fmt = get_judge_format(judge_format)
+    prompt = fmt.relative_prompt(item.instruction, item.response_a, item.response_b, item.rubric, item.reference_answer)
+    return GenerationRequest(system=prompt.system, user=prompt.user, sampling=sampling, judge_format=fmt.name)
+
+
+def force_policy(
+    fmt: JudgeFormat, *, expected_score: bool, asked: ForcePolicy | None, default: object = DEFAULT_FORCE_POLICY
+) -> ForcePolicy:
+    """The force policy of a judge in ``fmt``: ``asked``, else ``default`` (its preset's); a format without a
+    one-token verdict after a fixed prefix forces ``never`` and refuses ``expected_score``.
+
+    >>> from prom_reward.format.judge_format import get_judge_format
+    >>> force_policy(get_judge_format("prometheus2"), expected_score=True, asked=None)
+    'cut'
+    """
+    if fmt.force_prefix is not None:
+        return check_force_policy(default if asked is None else asked)
+    what = "expected_score=True" if expected_score else f"force_verdict={asked!r}"
+    if expected_score or asked not in (None, "never"):
+        raise ConfigError(
+            f"{what}: judge format {fmt.name!r} has no one-token verdict after a fixed prefix, so it gives no "
+            "verdict-token probabilities and cannot force a verdict; fix: drop expected scores and use "
+            "force_verdict='never', or pick a format that has one"
+        )
+    return "never"
 
 
 class PrometheusJudge(Judge):
@@ -212,7 +253,10 @@ class PrometheusJudge(Judge):
         cfg = self.sampling.merged(options.get("sampling"))
 
         def render(it: PairItem) -> GenerationRequest:
-            return relative_request(it, cfg, self.format)
+            p = self.format.relative_prompt(
+                it.instruction, it.response_a, it.response_b, it.rubric, it.reference_answer
+            )
+            return GenerationRequest(p.system, p.user, cfg, judge_format=self.format.name)
 
         batch, n = self._neutralize(pairs), len(pairs)
         if swap:  # the swapped orders follow the originals in the same batch

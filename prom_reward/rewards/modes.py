@@ -99,14 +99,11 @@ def _verdict_metrics(verdicts: Sequence[Verdict], rewards: Sequence[float | None
 def _unique(items: Sequence[Any], key: Callable[[Any], Hashable]) -> tuple[list[Any], list[int]]:
     """Distinct items (first occurrence order) and, per item, the index of its distinct twin."""
     seen: dict[Hashable, int] = {}
+    where = [seen.setdefault(key(it), len(seen)) for it in items]
     uniq: list[Any] = []
-    where = []
-    for it in items:
-        k = key(it)
-        if k not in seen:
-            seen[k] = len(uniq)
+    for it, w in zip(items, where, strict=True):
+        if w == len(uniq):  # its key's first occurrence
             uniq.append(it)
-        where.append(seen[k])
     return uniq, where
 
 
@@ -182,17 +179,15 @@ async def absolute_rewards(
         JudgeFailure("output", g.expected_reason) if r is None and g.ok and g.expected_reason else None
         for g, r in zip(grades, raw, strict=True)
     ]
-    ok = [g.score for g in grades if g.score is not None]
-    exp = [g.expected_score for g in grades if g.expected_score is not None]
     metrics = {
         **_call_metrics(grades, rewards),
         "forced_rate": sum(g.forced for g in grades) / max(sum(len(g.samples) for g in grades), 1),
         "unique_items": float(len(uniq)),
     }
-    if ok:
-        metrics["mean_score"] = fmean(ok)
-    if exp:
-        metrics["mean_expected_score"] = fmean(exp)
+    for name, score in (("mean_score", "mean"), ("mean_expected_score", "expected")):
+        known = [v for g in grades if (v := g.value(score)) is not None]
+        if known:
+            metrics[name] = fmean(known)
     out = _per_item([grades[w] for w in where], rewards, metrics)
     if any(missing):
         metrics["no_expected_scores"] = float(sum(missing[w] is not None for w in where))
