@@ -26,6 +26,7 @@ from prom_reward.core.protocol import CallOptions, Judge, JudgeCapabilities
 from prom_reward.core.results import Grade, JudgeStats, Verdict, input_failure
 from prom_reward.core.sampler import (
     DEFAULT_FORCE_POLICY,
+    EXPECTED_LOGPROBS,
     ForcePolicy,
     ItemRun,
     SampleReader,
@@ -40,8 +41,6 @@ from prom_reward.format.sanitize import neutralize
 
 if TYPE_CHECKING:
     from prom_reward.backends.store import JudgmentStore
-
-EXPECTED_LOGPROBS = 20  # the top logprobs asked for expected scores and confidence
 
 
 def asks_expected(judge: Judge, sampling: SamplingOverrides = None) -> bool:

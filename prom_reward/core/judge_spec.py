@@ -135,12 +135,8 @@ class JudgeSpec:
         out: dict[str, Any] = {"backend": self.backend}
         given = (("model", self.model), ("format", self.format), ("force_verdict", self.force_verdict))
         out.update((k, v) for k, v in given if v is not None)
-        if self.num_samples != 1:
-            out["num_samples"] = self.num_samples
-        if self.expected:
-            out["expected_score"] = True
-        if self.truncate:
-            out["truncate_response"] = True
+        unless = (("num_samples", self.num_samples, 1), ("expected_score", self.expected, False))
+        out.update((k, v) for k, v, default in (*unless, ("truncate_response", self.truncate, False)) if v != default)
         flat = {k: v for k, v in (("max_tokens", self.max_tokens), ("temperature", self.temperature)) if v is not None}
         sampling = self.options.get("sampling") or {}
         sampling = sampling.merged(flat) if isinstance(sampling, SamplingConfig) else {**sampling, **flat}

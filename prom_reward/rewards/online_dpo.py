@@ -191,10 +191,8 @@ class OnlineDPOJudgeReward:
         while todo and rounds < self.max_tie_rounds:
             samples: list[RewardSample] = []
             for i in todo:  # a checklist pair: both completions, each rewarded by its checklist
-                listed = checklists[i] is not None
-                samples += (
-                    [sample(i, True, checklists[i]), sample(i, False, checklists[i])] if listed else [sample(i, True)]
-                )
+                c = checklists[i]
+                samples += [sample(i, True, c), sample(i, False, c)] if c is not None else [sample(i, True)]
             start = time.perf_counter()
             out = self.reward.judge_batch(samples, sampling=resample if rounds >= 0 else None)
             seconds += time.perf_counter() - start

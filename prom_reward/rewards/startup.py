@@ -163,13 +163,11 @@ def _meanwhile(policy: OutagePolicy | None) -> str:
     """What the samples meet while the judge is down, as ``policy`` says."""
     if policy is None:
         return "samples wait within the outage budget, then meet its on_exhausted"
-    waited = f"samples wait within the outage budget ({policy.budget_s:g} s), then "
-    if policy.on_exhausted == "fail":
-        return waited + "get the failure reward"
-    return waited + (
-        "their request fails with JudgeUnavailableError naming the cause (outage on_exhausted raise: reward-server "
-        "answers it 503); on_exhausted fail would give them the failure reward instead"
-    )
+    then = "get the failure reward"
+    if policy.on_exhausted == "raise":
+        then = "their request fails with JudgeUnavailableError naming the cause (outage on_exhausted raise: "
+        then += "reward-server answers it 503); on_exhausted fail would give them the failure reward instead"
+    return f"samples wait within the outage budget ({policy.budget_s:g} s), then {then}"
 
 
 async def _canary(reward: Any, seconds: float, health: JudgeHealth | None) -> None:
