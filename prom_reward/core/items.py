@@ -17,11 +17,18 @@ from prom_reward.format.templates import unicode_problem
 _RUBRIC_HINT = "pass a Rubric, a built-in name or a rubric dict"
 
 
-def check_text(text: str, index: int | None, field: str) -> None:
-    """Raise ``InputError`` when ``text`` is not valid Unicode (a lone surrogate cannot be encoded)."""
+def check_text(text: object, index: int | None, field: str) -> None:
+    """Raise ``InputError`` when ``text`` is not a str, or not valid Unicode (a lone surrogate cannot be encoded)."""
+    where = "" if index is None else f"item {index}: "
+    if not isinstance(text, str):
+        raise InputError(
+            f"{where}{field} must be a str, got {type(text).__name__} ({str(text)[:60]!r}); "
+            "convert it to text (or drop the item) before judging",
+            index=index,
+            field=field,
+        )
     problem = unicode_problem(text)
     if problem is not None:
-        where = "" if index is None else f"item {index}: "
         raise InputError(
             f"{where}{field} {problem} and cannot be sent to the judge; decode the text with errors='replace'",
             index=index,
@@ -29,20 +36,10 @@ def check_text(text: str, index: int | None, field: str) -> None:
         )
 
 
-def _text(x: object, field: str) -> None:
-    if not isinstance(x, str):
-        raise InputError(
-            f"{field} must be a str, got {type(x).__name__} ({str(x)[:60]!r}); "
-            "convert it to text (or drop the item) before judging",
-            field=field,
-        )
-    check_text(x, None, field)
-
-
 def _check(item: GradeItem | PairItem, *texts: str) -> None:
     """Check ``item``'s ``texts`` and reference answer; its rubric becomes a ``Rubric``."""
     for name in texts:
-        _text(getattr(item, name), name)
+        check_text(getattr(item, name), None, name)
     ref = item.reference_answer
     if ref is not None and not isinstance(ref, str):
         raise InputError(
@@ -51,7 +48,7 @@ def _check(item: GradeItem | PairItem, *texts: str) -> None:
             field="reference_answer",
         )
     if ref is not None:
-        _text(ref, "reference_answer")
+        check_text(ref, None, "reference_answer")
     if not isinstance(item.rubric, Rubric):
         rubric = RubricResolver(missing_hint=_RUBRIC_HINT)(cast(RubricLike | None, item.rubric), field="rubric")
         object.__setattr__(item, "rubric", rubric)
