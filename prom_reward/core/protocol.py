@@ -12,7 +12,7 @@ from typing import Any, Protocol, Self, TypedDict, TypeVar, Unpack
 
 from prom_reward.backends.bridge import sync_method
 from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
-from prom_reward.core.by_grades import TIE_SAMPLING, TieRounds
+from prom_reward.core.combine import TIE_SAMPLING, TieRounds
 from prom_reward.core.items import GradeItem, Item, PairItem, absolute_items, check_rubrics, item_list, relative_items
 from prom_reward.core.results import (
     Grade,
@@ -132,7 +132,7 @@ class Judge(ABC):
     """``acompare_items``, waited for; ``outage``: its transport failures asked again under that policy."""
 
     async def acompare_items_by_grades(self, items: Sequence[PairItem], **options: Unpack[ByGrades]) -> list[Verdict]:
-        """Pairwise verdicts of ``items`` from the absolute grades of A and B, ties re-graded (``core.by_grades``)."""
+        """Pairwise verdicts of ``items`` from the absolute grades of A and B, ties re-graded (``TieRounds``)."""
         ties = TieRounds(*self._checked(items, PairItem, "absolute"))
         todo = list(range(len(ties.pairs)))
         rounds = options.get("max_tie_rounds")
