@@ -181,6 +181,3 @@ class JudgeSpec:
         from prom_reward.core.judge import PrometheusJudge
 
         return PrometheusJudge(**self.kwargs())
-
-
-__all__ = ["JudgeSpec"]

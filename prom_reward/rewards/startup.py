@@ -260,12 +260,11 @@ class CanaryGate:
         if not self.due:
             return None
         self.due = False  # the canary's own batch must not run it again
-        answered = False
+        why: str | None = "it raised"
         try:
             why = await judgment()
-            answered = why is None
         finally:
-            self.due = not answered
+            self.due = why is not None
         if why is not None:
             logger.warning("canary judgment: the judge did not answer (%s); the next call runs it again", why)
         return why
