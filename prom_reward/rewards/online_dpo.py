@@ -20,7 +20,7 @@ from prom_reward.rewards.config import RewardConfig, reward_config
 from prom_reward.rewards.diagnostics import diagnostics
 from prom_reward.rewards.modes import ModeOutput
 from prom_reward.rewards.reward import PrometheusReward
-from prom_reward.rewards.samples import RewardSample, response_text
+from prom_reward.rewards.samples import RewardSample, column_values, response_text
 
 _TRL_KWARGS = ("trainer_state", "log_metric", "log_extra", "environments")
 
@@ -147,19 +147,6 @@ class OnlineDPOJudgeReward:
                 )
         return b
 
-    def _column(self, columns: dict[str, Any], name: str, b: int) -> list[Any]:
-        values = columns.get(name)
-        if values is None:
-            return [None] * b
-        if not isinstance(values, (list, tuple)) or len(values) not in (b, 2 * b):
-            got = len(values) if hasattr(values, "__len__") else "?"
-            raise InputError(
-                f"column {name!r}: expected one value per completion ({2 * b}), got "
-                f"{type(values).__name__} of length {got}",
-                field=name,
-            )
-        return list(values)[:b]
-
     def __call__(
         self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
     ) -> list[float]:
@@ -171,8 +158,8 @@ class OnlineDPOJudgeReward:
         if b == 0:
             return []
         cfg = self.config
-        rubrics, refs = self._column(columns, cfg.rubric_column, b), self._column(columns, cfg.reference_column, b)
-        checklists = self._column(columns, cfg.checklist_column, b)
+        named = (cfg.rubric_column, cfg.reference_column, cfg.checklist_column)  # one value per prompt or completion
+        rubrics, refs, checklists = (column_values(name, columns.get(name), 2 * b, b)[:b] for name in named)
         if any(c is not None for c in checklists):  # graded: refused before anything is judged in a format that cannot
             check_grading_format(self.judge.format, cfg.checklist_column)
 
