@@ -82,6 +82,8 @@ class PrometheusReward(JudgeHolder):
                         field=cfg.baseline_column,
                     )
                 for name, value in fields.items():
+                    if value is not None and not isinstance(value, str):
+                        raise InputError(f"{name}: expected a string, got {type(value).__name__}", index=i, field=name)
                     if value is not None:
                         check_text(value, i, name)
                 rubric = self._resolver(s.rubric, index=i, field=cfg.rubric_column)
