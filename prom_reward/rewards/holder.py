@@ -20,6 +20,7 @@ from typing import Any
 from prom_reward.backends.base import JudgeServer
 from prom_reward.backends.cached import CachedBackend
 from prom_reward.backends.openai_server import OpenAIServer
+from prom_reward.core.judge import PrometheusJudge
 from prom_reward.core.judge_spec import JudgeSpec
 from prom_reward.core.protocol import Judge
 from prom_reward.errors import ConfigError
@@ -83,8 +84,6 @@ class JudgeHolder:
         holds them; the judge is not built for this); None for an in-process or scripted judge."""
         if self._judge_spec is not None and self._judge is None:
             return self._judge_spec.judge_server
-        from prom_reward.core.judge import PrometheusJudge
-
         backend = self.judge.backend if isinstance(self.judge, PrometheusJudge) else None
         if isinstance(backend, CachedBackend) and backend.built:
             backend = backend.inner

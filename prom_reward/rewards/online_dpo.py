@@ -22,6 +22,7 @@ from prom_reward.rewards.modes import ModeOutput
 from prom_reward.rewards.reward import PrometheusReward
 from prom_reward.rewards.samples import RewardSample, column_values, response_text
 
+_NOT_JUDGED = "the pair could not be judged"
 _TRL_KWARGS = ("trainer_state", "log_metric", "log_extra", "environments")
 
 
@@ -264,15 +265,14 @@ def _unjudged(out: ModeOutput, k: int, error: JudgeFailure | None) -> str | None
     """Why sample ``k`` was not judged (its input, the transport, the outage budget), or None when it was read."""
     if error is not None and error.kind == "output":
         return None
-    reason = out.reasons[k] if out.reasons else None
-    return reason or (error.reason if error is not None else "the pair could not be judged")
+    return (out.reasons[k] if out.reasons else None) or (error.reason if error is not None else _NOT_JUDGED)
 
 
 def _verdict(out: ModeOutput, k: int) -> Verdict | str:
     """Pair sample ``k``'s verdict, or why it was not judged."""
     v = out.results[k] if out.results else None
     if not isinstance(v, Verdict):
-        return _unjudged(out, k, out.errors[k] if out.errors else None) or "the pair could not be judged"
+        return _unjudged(out, k, out.item_errors()[k]) or _NOT_JUDGED
     return v if v.error is None else _unjudged(out, k, v.error) or v
 
 

@@ -215,11 +215,9 @@ class PrometheusReward(JudgeHolder):
                 if value == value:  # skip NaN (e.g. no swap agreement to report)
                     log_metric(f"{name}/{key}", float(value))
         if log_extra is not None and cfg.log_feedback:
-            log_extra(f"{name}_feedback", [fb or "" for fb in out.feedback])
-            if out.judges:
-                log_extra(f"{name}_judge", [who or "" for who in out.judges])
-            if out.reasons:
-                log_extra(f"{name}_failure_reason", [r or "" for r in out.reasons])
+            for key, texts in (("feedback", out.feedback), ("judge", out.judges), ("failure_reason", out.reasons)):
+                if texts:  # the feedback always; which judge decided and why none did, where any
+                    log_extra(f"{name}_{key}", [t or "" for t in texts])
             if out.neutralized:
                 log_extra(f"{name}_markers_neutralized", out.neutralized)
         return out.rewards

@@ -20,7 +20,8 @@ from prom_reward.backends._openai_wire import context_of, model_ids, rejection
 from prom_reward.backends.base import JudgeServer
 from prom_reward.backends.bridge import sync_method
 from prom_reward.checklist.criteria import Criterion, criterion_rubric
-from prom_reward.core.judge import asks_expected
+from prom_reward.core.judge import PrometheusJudge, asks_expected
+from prom_reward.core.judge_spec import JudgeSpec
 from prom_reward.core.verdict_probs import no_logprobs
 from prom_reward.errors import BackendError, ConfigError, JudgeConfigError, JudgeUnavailableError
 from prom_reward.format.judge_format import JudgeFormat, Task
@@ -187,9 +188,6 @@ async def _canary(reward: Any, seconds: float, health: JudgeHealth | None) -> No
 def over_http(judge: Any) -> bool:
     """Whether ``judge`` (a ``PrometheusJudge``, its ``JudgeSpec`` or a dict of its options) talks to an HTTP judge
     server."""
-    from prom_reward.core.judge import PrometheusJudge
-    from prom_reward.core.judge_spec import JudgeSpec
-
     if isinstance(judge, (dict, JudgeSpec)):
         return (JudgeSpec.of(judge) if isinstance(judge, dict) else judge).backend == "openai"
     return isinstance(judge, PrometheusJudge) and judge.backend.name == "openai"
