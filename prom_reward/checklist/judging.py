@@ -11,6 +11,7 @@ from prom_reward.checklist.aggregate import Aggregate, CriterionScore, aggregate
 from prom_reward.checklist.config import ChecklistConfig
 from prom_reward.checklist.criteria import Criterion, checklist_rubric, criterion_rubric
 from prom_reward.checklist.metrics import checklist_metrics
+from prom_reward.core.judge import EXPECTED_LOGPROBS, asks_expected
 from prom_reward.core.protocol import Retry
 from prom_reward.core.results import Grade, JudgeFailure
 from prom_reward.format.rubrics import Rubric
@@ -36,12 +37,6 @@ class ChecklistBatch:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
-def _raw(g: Grade, score: str) -> float | None:
-    if score == "sample":
-        return float(g.scores[0]) if g.scores else None
-    return g.score if score == "mean" else g.expected_score
-
-
 async def _grade(
     judge: Any,
     asks: list[tuple[str, str, Rubric, str | None]],
@@ -62,7 +57,7 @@ async def _grade(
         rubrics,
         refs if any(r is not None for r in refs) else None,
         num_samples=cfg.num_samples if cfg.score == "mean" else 1,
-        sampling={"logprobs": 20} if cfg.score == "expected" and (judge.sampling.logprobs or 0) < 20 else None,
+        sampling={"logprobs": EXPECTED_LOGPROBS} if cfg.score == "expected" and not asks_expected(judge) else None,
         truncate_response=truncate_response,
         deadline=deadline,
         outage=outage,
@@ -116,7 +111,7 @@ async def ajudge_checklists(
         outcomes = []
         for w in where:
             g = grades[w]
-            unit = _unit(_raw(g, cfg.score), fmt.scale)
+            unit = _unit(g.value(cfg.score), fmt.scale)
             agg = Aggregate(unit, None if unit is not None else _why(g))
             outcomes.append(ChecklistOutcome(agg, (), g.feedback, g.error if unit is None else None))
         return ChecklistBatch(outcomes, checklist_metrics(outcomes, grades))
@@ -124,7 +119,7 @@ async def ajudge_checklists(
     flat = [c for cl in checklists for c in cl]
     for c, i, w in zip(flat, owner, where, strict=True):
         g = grades[w]
-        raw = _raw(g, cfg.score)
+        raw = g.value(cfg.score)
         per[i].append((CriterionScore(c, _unit(raw, fmt.scale), None if raw is not None else _why(g), raw), g))
     outcomes = []
     for judged in per:

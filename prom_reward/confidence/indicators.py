@@ -17,6 +17,13 @@ from prom_reward.registry import Registry
 TRUNCATIONS = ("tail", "bucket", "renormalize")
 
 
+def check_truncation(value: str, setting: str = "truncation") -> str:
+    """``value`` when it is one of ``TRUNCATIONS``; else a ``ConfigError`` about ``setting``."""
+    if value not in TRUNCATIONS:
+        raise ConfigError(f"expected one of {', '.join(TRUNCATIONS)}, got {value!r}", setting)
+    return value
+
+
 def _top_k_probs(position: TokenLogprobs, top_k: int) -> list[float]:
     """The ``top_k`` largest reported probabilities (the sampled token only when it is among them)."""
     probs = sorted(
@@ -31,8 +38,7 @@ def _top_k_probs(position: TokenLogprobs, top_k: int) -> list[float]:
 def token_entropy(position: TokenLogprobs, truncation: str = "tail", top_k: int = DEFAULT_TOP_K) -> float:
     """Entropy (nats) of one position's next-token distribution from its top-k (``truncation``: how the mass
     outside it counts, docs/confidence.md); which token was sampled does not change it."""
-    if truncation not in TRUNCATIONS:
-        raise ConfigError(f"expected one of {', '.join(TRUNCATIONS)}, got {truncation!r}", "truncation")
+    check_truncation(truncation)
     probs = _top_k_probs(position, top_k)
     total = sum(probs)
     if total <= 0:

@@ -1,5 +1,6 @@
 """Turning sampled runs into ``Grade`` and ``Verdict`` results: the mean score and verdict distribution of the
-valid samples, the majority winner of each order, and the one rule for combining swapped orders."""
+valid samples, the majority winner of each order, the one rule for combining swapped orders, and Direct2Pair
+(``TieRounds``: verdicts from the grades of both responses, tied pairs re-graded at temperature 1.0)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from statistics import fmean
 from typing import Any
 
 from prom_reward.confidence.indicators import confidence_from_samples, merge_confidences
-from prom_reward.core.results import Grade, JudgeSample, Verdict, Winner
+from prom_reward.core.items import GradeItem, PairItem
+from prom_reward.core.results import Grade, JudgeFailure, JudgeSample, Verdict, Winner, failed_verdict, with_failed
 from prom_reward.core.sampler import ItemRun
 from prom_reward.core.verdict_probs import expected_value, no_expected
+from prom_reward.errors import InputError
 
 COSTS = ("retries", "failures", "forced", "prompt_tokens", "completion_tokens")
 
@@ -21,13 +24,15 @@ def _costs(parts: Sequence[ItemRun] | Sequence[Grade]) -> dict[str, Any]:
 
 
 def grade_from_run(run: ItemRun, *, truncated: bool = False) -> Grade:
-    """Combine one item's samples into a Grade (score None when no sample parsed)."""
+    """Combine one item's samples into a Grade (score None when no sample parsed), with its failure: the run's
+    (input, transport), else ``output`` when no sample gave a score."""
     valid = run.valid
     scores = tuple(int(s.verdict) for s in valid)  # type: ignore[arg-type]
     dists = [s.probabilities for s in valid if s.probabilities]  # their mean over every key any of them has
     dist = {k: fmean(d.get(k, 0.0) for d in dists) for k in sorted({k for d in dists for k in d})} if dists else None
     probs = {int(k): v for k, v in dist.items()} if dist else None
     missing = no_expected(sum(s.scored_tokens for s in valid)) if valid and not dist else None
+    why = f"after its retries the judge gave {no_verdict(run.failures, run.samples)}"
     return Grade(
         score=fmean(scores) if scores else None,
         scores=scores,
@@ -38,6 +43,7 @@ def grade_from_run(run: ItemRun, *, truncated: bool = False) -> Grade:
         expected_reason=missing,
         truncated=truncated,
         confidence=confidence_from_samples(valid),
+        error=run.error or (None if scores else JudgeFailure("output", why)),
         **_costs([run]),
     )
 
@@ -84,13 +90,20 @@ def _undecided(runs: Sequence[ItemRun], winners: Sequence[Winner | None]) -> tup
     return True, "tie: the samples split evenly"
 
 
-def verdict_from_runs(first: ItemRun, swapped: ItemRun | None = None) -> Verdict:
-    """Combine one order (or both orders with swap) into a Verdict in the original labels."""
+def verdict_from_runs(first: ItemRun, swapped: ItemRun | None = None, *, truncated: bool = False) -> Verdict:
+    """Combine one order (or both orders with swap) into a Verdict in the original labels, with its failure: an
+    order that failed (input, transport) decides nothing; no verdict is the judge's ``output`` failure."""
     runs = [first] if swapped is None else [first, swapped]
     summaries = [order_summary(r) for r in runs]
     winners: list[Winner | None] = [summaries[0][0]] + [_flip(w) for w, _, _ in summaries[1:]]
     ps = [summaries[0][1]] + [None if p is None else 1.0 - p for _, p, _ in summaries[1:]]
     tie, reason = _undecided(runs, winners)
+    failed = [(name, r.error) for name, r in zip(ORDERS, runs, strict=False) if r.error is not None]
+    error = JudgeFailure("output", reason) if reason is not None and not tie else None
+    if failed:
+        name, error = failed[0]
+        reason = f"order {name} failed: {error.reason}" if len(runs) == 2 and len(failed) == 1 else error.reason
+        tie, ps = False, [None]
     known = [p for p in ps if p is not None]
     valid = [s for r in runs for s in r.valid]
     swap = None
@@ -105,6 +118,8 @@ def verdict_from_runs(first: ItemRun, swapped: ItemRun | None = None) -> Verdict
         order_winners=tuple(winners),
         reason=reason,
         confidence=merge_confidences([confidence_from_samples(r.valid) for r in runs], swap_agreement=swap),
+        truncated=truncated,
+        error=error,
         **_costs(runs),
     )
 
@@ -135,3 +150,46 @@ def verdict_from_grades(a: Grade, b: Grade, *, tie: bool, tie_rounds: int) -> Ve
         error=next((g.error for g in (a, b) if g.error is not None), None),
         **_costs([a, b]),
     )
+
+
+TIE_SAMPLING = {"temperature": 1.0}  # the sampling overrides of a tie round
+
+
+class TieRounds:
+    """The grades of a batch of pairs (``every``; those in ``failed`` are not graded): first every pair, then the
+    tied ones again, one round at a time, until ``verdicts`` decides each pair from its last grades."""
+
+    def __init__(self, every: list[PairItem], failed: dict[int, InputError]) -> None:
+        self.every, self.failed = every, failed
+        self.pairs = [it for i, it in enumerate(every) if i not in failed]  # the positions below are in this list
+        self.grades: list[tuple[Grade, Grade] | None] = [None] * len(self.pairs)
+        self.rounds = [0] * len(self.pairs)
+
+    def grade_items(self, idx: list[int]) -> list[GradeItem]:
+        """The grade items of the pairs at ``idx``: every response A, then every response B."""
+        pairs = [self.pairs[i] for i in idx]
+        a = [GradeItem(p.instruction, p.response_a, p.rubric, p.reference_answer) for p in pairs]
+        return a + [GradeItem(p.instruction, p.response_b, p.rubric, p.reference_answer) for p in pairs]
+
+    def record(self, idx: list[int], graded: list[Grade]) -> None:
+        """The grades of the pairs at ``idx`` (``graded`` in ``grade_items`` order); a regrade is a tie round."""
+        for j, i in enumerate(idx):
+            if self.grades[i] is not None:
+                self.rounds[i] += 1
+            self.grades[i] = (graded[j], graded[len(idx) + j])
+
+    def _tie(self, i: int) -> bool:
+        pair = self.grades[i]
+        return pair is not None and pair[0].ok and pair[1].ok and pair[0].score == pair[1].score
+
+    def tied(self) -> list[int]:
+        """The positions of the pairs whose two grades are the same score."""
+        return [i for i in range(len(self.pairs)) if self._tie(i)]
+
+    def verdicts(self) -> list[Verdict]:
+        """One verdict per pair of ``every``, in order (``combine.verdict_from_grades``)."""
+        judged = []
+        for i, pair in enumerate(self.grades):
+            assert pair is not None, "every pair is graded before its verdict"
+            judged.append(verdict_from_grades(*pair, tie=self._tie(i), tie_rounds=self.rounds[i]))
+        return with_failed(len(self.every), self.failed, judged, failed_verdict)

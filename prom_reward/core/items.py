@@ -17,11 +17,18 @@ from prom_reward.format.templates import unicode_problem
 _RUBRIC_HINT = "pass a Rubric, a built-in name or a rubric dict"
 
 
-def check_text(text: str, index: int | None, field: str) -> None:
-    """Raise ``InputError`` when ``text`` is not valid Unicode (a lone surrogate cannot be encoded)."""
+def check_text(text: object, index: int | None, field: str) -> None:
+    """Raise ``InputError`` when ``text`` is not a str, or not valid Unicode (a lone surrogate cannot be encoded)."""
+    where = "" if index is None else f"item {index}: "
+    if not isinstance(text, str):
+        raise InputError(
+            f"{where}{field} must be a str, got {type(text).__name__} ({str(text)[:60]!r}); "
+            "convert it to text (or drop the item) before judging",
+            index=index,
+            field=field,
+        )
     problem = unicode_problem(text)
     if problem is not None:
-        where = "" if index is None else f"item {index}: "
         raise InputError(
             f"{where}{field} {problem} and cannot be sent to the judge; decode the text with errors='replace'",
             index=index,
@@ -29,35 +36,26 @@ def check_text(text: str, index: int | None, field: str) -> None:
         )
 
 
-def _text(x: object, field: str) -> str:
-    if not isinstance(x, str):
+def _check(item: GradeItem | PairItem, *texts: str) -> None:
+    """Check ``item``'s ``texts`` and reference answer; its rubric becomes a ``Rubric``."""
+    for name in texts:
+        check_text(getattr(item, name), None, name)
+    ref = item.reference_answer
+    if ref is not None and not isinstance(ref, str):
         raise InputError(
-            f"{field} must be a str, got {type(x).__name__} ({str(x)[:60]!r}); "
-            "convert it to text (or drop the item) before judging",
-            field=field,
-        )
-    check_text(x, None, field)
-    return x
-
-
-def _reference(x: object) -> str | None:
-    if x is not None and not isinstance(x, str):
-        raise InputError(
-            f"reference_answer must be a str or None, got {type(x).__name__}; give the reference as text, "
+            f"reference_answer must be a str or None, got {type(ref).__name__}; give the reference as text, "
             "or None for an item without one",
             field="reference_answer",
         )
-    return x if x is None else _text(x, "reference_answer")
-
-
-def _rubric(x: object) -> Rubric:
-    if isinstance(x, Rubric):
-        return x
-    return RubricResolver(missing_hint=_RUBRIC_HINT)(cast(RubricLike | None, x), field="rubric")
+    if ref is not None:
+        check_text(ref, None, "reference_answer")
+    if not isinstance(item.rubric, Rubric):
+        rubric = RubricResolver(missing_hint=_RUBRIC_HINT)(cast(RubricLike | None, item.rubric), field="rubric")
+        object.__setattr__(item, "rubric", rubric)
 
 
 @final
-@dataclass(frozen=True, init=False)
+@dataclass(frozen=True)
 class GradeItem:
     """One absolute-grading input; building it validates it (``InputError`` naming the field and the fix)."""
 
@@ -70,17 +68,12 @@ class GradeItem:
     reference_answer: str | None = None
     """A reference answer (what a top grade looks like) shown to the judge, or None."""
 
-    def __init__(
-        self, instruction: str, response: str, rubric: RubricLike, reference_answer: str | None = None
-    ) -> None:
-        object.__setattr__(self, "instruction", _text(instruction, "instruction"))
-        object.__setattr__(self, "response", _text(response, "response"))
-        object.__setattr__(self, "reference_answer", _reference(reference_answer))
-        object.__setattr__(self, "rubric", _rubric(rubric))
+    def __post_init__(self) -> None:
+        _check(self, "instruction", "response")
 
 
 @final
-@dataclass(frozen=True, init=False)
+@dataclass(frozen=True)
 class PairItem:
     """One pairwise input (which of ``response_a`` and ``response_b`` is better); validated where built."""
 
@@ -95,19 +88,8 @@ class PairItem:
     reference_answer: str | None = None
     """A reference answer shown to the judge, or None."""
 
-    def __init__(
-        self,
-        instruction: str,
-        response_a: str,
-        response_b: str,
-        rubric: RubricLike,
-        reference_answer: str | None = None,
-    ) -> None:
-        object.__setattr__(self, "instruction", _text(instruction, "instruction"))
-        object.__setattr__(self, "response_a", _text(response_a, "response_a"))
-        object.__setattr__(self, "response_b", _text(response_b, "response_b"))
-        object.__setattr__(self, "reference_answer", _reference(reference_answer))
-        object.__setattr__(self, "rubric", _rubric(rubric))
+    def __post_init__(self) -> None:
+        _check(self, "instruction", "response_a", "response_b")
 
 
 Item = TypeVar("Item", GradeItem, PairItem)

@@ -1,7 +1,7 @@
-"""``PrometheusJudge``: absolute grades and pairwise verdicts from a Prometheus-style judge, one result per item,
-in order; a failed item is a value whose ``error`` says whose fault it is.
+"""``PrometheusJudge``: absolute grades and pairwise verdicts from a Prometheus-style judge over any backend, and
+its requests in the judge format (``absolute_request``, ``relative_request``, ``force_policy``).
 
-Example (the README tour runs this on a real model):
+Example:
     >>> judge = PrometheusJudge(backend="scripted", outputs=["Accurate and complete. [RESULT] 5"])
     >>> judge.grade(["What is 2+2?"], ["4"], "helpfulness")[0].score
     5.0
@@ -17,31 +17,75 @@ from typing import TYPE_CHECKING, Any, Unpack
 
 from prom_reward.backends import Backend, CachedBackend, GenerationRequest, make_backend
 from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
-from prom_reward.confidence.indicators import TRUNCATIONS
+from prom_reward.confidence.indicators import check_truncation
 from prom_reward.core.combine import grade_from_run, verdict_from_runs
+from prom_reward.core.context import fit_to_context
 from prom_reward.core.items import GradeItem, Item, PairItem, map_responses
-from prom_reward.core.outcomes import fit_items, grade_outcome, verdict_outcome
 from prom_reward.core.presets import apply_preset, find_preset_for_model, get_preset
 from prom_reward.core.protocol import CallOptions, Judge, JudgeCapabilities
-from prom_reward.core.requests import absolute_request, force_policy, relative_request
-from prom_reward.core.results import Grade, JudgeStats, Verdict
+from prom_reward.core.results import Grade, JudgeStats, Verdict, input_failure
 from prom_reward.core.sampler import (
     DEFAULT_FORCE_POLICY,
+    EXPECTED_LOGPROBS,
     ForcePolicy,
     ItemRun,
     SampleReader,
     SampleRunner,
     check_counts,
+    check_force_policy,
     count_runs,
 )
-from prom_reward.errors import ConfigError, InputError
+from prom_reward.errors import ConfigError, InputError, PromRewardError
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, Task, get_judge_format
 from prom_reward.format.sanitize import neutralize
 
 if TYPE_CHECKING:
     from prom_reward.backends.store import JudgmentStore
 
-EXPECTED_LOGPROBS = 20
+
+def asks_expected(judge: Judge, sampling: SamplingOverrides = None) -> bool:
+    """Whether ``judge``'s calls (with ``sampling`` over its own) ask for the verdict's logprobs."""
+    return (judge.sampling.merged(sampling).logprobs or 0) >= EXPECTED_LOGPROBS
+
+
+def absolute_request(
+    item: GradeItem, sampling: SamplingConfig, judge_format: str | JudgeFormat = DEFAULT_FORMAT
+) -> GenerationRequest:
+    """The judge's request for one absolute item: the format's system and user messages."""
+    fmt = get_judge_format(judge_format)
+    prompt = fmt.absolute_prompt(item.instruction, item.response, item.rubric, item.reference_answer)
+    return GenerationRequest(system=prompt.system, user=prompt.user, sampling=sampling, judge_format=fmt.name)
+
+
+def relative_request(
+    item: PairItem, sampling: SamplingConfig, judge_format: str | JudgeFormat = DEFAULT_FORMAT
+) -> GenerationRequest:
+    """The judge's request for one pairwise item: the format's system and user messages."""
+    fmt = get_judge_format(judge_format)
+    prompt = fmt.relative_prompt(item.instruction, item.response_a, item.response_b, item.rubric, item.reference_answer)
+    return GenerationRequest(system=prompt.system, user=prompt.user, sampling=sampling, judge_format=fmt.name)
+
+
+def force_policy(
+    fmt: JudgeFormat, *, expected_score: bool, asked: ForcePolicy | None, default: object = DEFAULT_FORCE_POLICY
+) -> ForcePolicy:
+    """The force policy of a judge in ``fmt``: ``asked``, else ``default`` (its preset's); a format without a
+    one-token verdict after a fixed prefix forces ``never`` and refuses ``expected_score``.
+
+    >>> from prom_reward.format.judge_format import get_judge_format
+    >>> force_policy(get_judge_format("prometheus2"), expected_score=True, asked=None)
+    'cut'
+    """
+    if fmt.force_prefix is not None:
+        return check_force_policy(default if asked is None else asked)
+    what = "expected_score=True" if expected_score else f"force_verdict={asked!r}"
+    if expected_score or asked not in (None, "never"):
+        raise ConfigError(
+            f"{what}: judge format {fmt.name!r} has no one-token verdict after a fixed prefix, so it gives no "
+            "verdict-token probabilities and cannot force a verdict; fix: drop expected scores and use "
+            "force_verdict='never', or pick a format that has one"
+        )
+    return "never"
 
 
 class PrometheusJudge(Judge):
@@ -56,20 +100,17 @@ class PrometheusJudge(Judge):
         num_samples: samples per item (one request with n=k); the grade keeps all and their mean.
         max_retries: re-sampling rounds for outputs without a parseable verdict.
         force_verdict: when to read a verdict the judge did not write from its next-token distribution after
-            `` [RESULT] `` (counted in ``forced``): ``cut`` (outputs cut at ``max_tokens``), ``always`` or
-            ``never``; None: the preset's, else ``cut``.
+            `` [RESULT] ``: ``cut`` (outputs cut at ``max_tokens``), ``always`` or ``never``; None: the preset's.
         expected_score: request token logprobs (top 20): grades carry P(1..5) / P(A) and the expected score.
         max_tie_rounds: re-sampling rounds for ``compare_by_grades`` ties.
         truncate_response: shorten over-long responses to fit the judge context instead of failing them.
         neutralize_markers: rewrite template markers and chat special tokens inside responses, so that a
-            response cannot forge the judge prompt (on by default; ``prom_reward.format.sanitize``).
-        special_tokens: chat special tokens to neutralise besides the built-in list and the tokenizer's
-            (give them for a judge server, e.g. ``tokenizer.all_special_tokens``).
+            response cannot forge the judge prompt (``prom_reward.format.sanitize``).
+        special_tokens: chat special tokens to neutralise besides the built-in list and the tokenizer's.
         store: a judgment store (SQLite path or ``JudgmentStore``) that saves results and answers re-runs.
         confidence: request top-20 logprobs so results carry token-entropy indicators in ``.confidence``.
         readers: ``core.sampler.SampleReader``s awaited on each batch's outputs, closed with the judge (SE-Cali).
-        format: the judge format (``prom_reward.format.judge_format``): a registered name or a ``JudgeFormat``;
-            None: the preset's, else ``prometheus2``.
+        format: the judge format: a registered name or a ``JudgeFormat``; None: the preset's, else ``prometheus2``.
         entropy_truncation: the mass outside the top-k in token entropies: ``tail``, ``bucket`` or
             ``renormalize`` (``prom_reward.confidence.indicators``).
         **backend_options: passed to the backend constructor (e.g. ``max_model_len``, ``base_url``, ``api_key``).
@@ -105,13 +146,9 @@ class PrometheusJudge(Judge):
         if p is not None and isinstance(backend, str):
             model, backend_options = apply_preset(p, backend, model, backend_options)
         check_counts(num_samples=(num_samples, 1), max_retries=(max_retries, 0), max_tie_rounds=(max_tie_rounds, 0))
-        if entropy_truncation not in TRUNCATIONS:
-            raise ConfigError(
-                f"entropy_truncation: expected one of {', '.join(TRUNCATIONS)}, got {entropy_truncation!r}"
-            )
         base = SamplingConfig().merged(judge_defaults.get("sampling"))
         self.sampling = base.merged(sampling)
-        self.entropy_truncation = entropy_truncation
+        self.entropy_truncation = check_truncation(entropy_truncation, "entropy_truncation")
         self.readers: tuple[SampleReader, ...] = tuple(readers)
         if (expected_score or confidence) and (self.sampling.logprobs or 0) < EXPECTED_LOGPROBS:
             self.sampling = dataclasses.replace(self.sampling, logprobs=EXPECTED_LOGPROBS)
@@ -153,17 +190,29 @@ class PrometheusJudge(Judge):
         failed: dict[int, InputError],
         options: CallOptions,
     ) -> tuple[list[ItemRun], list[bool]]:
-        """Fit the requests of the items not in ``failed`` to the context (not those a judgment store answers),
-        sample them, let the ``readers`` read them, count. One run per item, in order (a failed one with its
-        ``error``)."""
+        """One run per item, in order: the items not in ``failed`` fitted to the context (not those a judgment
+        store answers), sampled, read by the ``readers``, counted."""
         k = options.get("num_samples") or self.capabilities.num_samples
         truncate, deadline = options.get("truncate_response"), options.get("deadline")
         truncate = self.truncate_response if truncate is None else truncate
-        store = self._store
-        if store is not None:
-            await store.aname_model(deadline)  # keyed by the model a server serves, before the store is asked
-        known = (lambda reqs: store.stored(SampleRunner.first_round(reqs, k))) if store is not None else None
-        runs, truncated, go, requests = await fit_items(self.backend, items, failed, render, truncate, deadline, known)
+        runs = [ItemRun(error=input_failure(failed[i])) if i in failed else ItemRun() for i in range(len(items))]
+        truncated = [False] * len(items)
+        ok = [i for i in range(len(items)) if i not in failed]
+        rendered = [render(items[i]) for i in ok]
+        known = None  # which requests a judgment store answers (not checked against the context)
+        if self._store is not None and rendered:
+            await self._store.aname_model(deadline)  # keyed by the model a server serves, before the store is asked
+            known = self._store.stored(SampleRunner.first_round(rendered, k))
+        oks = [items[i] for i in ok]
+        fitted, cut, errors = await fit_to_context(self.backend, rendered, oks, render, truncate, known, deadline)
+        go, requests = [], []
+        for i, request, was_cut, error in zip(ok, fitted, cut, errors, strict=True):
+            truncated[i] = was_cut
+            if error is not None:
+                runs[i].error = input_failure(error)
+            else:
+                go.append(i)
+                requests.append(dataclasses.replace(request, deadline=deadline))
         start = time.perf_counter()
         sampled = await SampleRunner(
             self.backend,
@@ -191,33 +240,39 @@ class PrometheusJudge(Judge):
             return dataclasses.replace(absolute_request(it, cfg, self.format), attempt=attempt)
 
         runs, truncated = await self._run("absolute", self._neutralize(batch), render, failed, options)
-        return [grade_outcome(grade_from_run(r, truncated=t), r) for r, t in zip(runs, truncated, strict=True)]
+        return [grade_from_run(r, truncated=t) for r, t in zip(runs, truncated, strict=True)]
 
     async def acompare_items(
         self, items: Sequence[PairItem], *, swap: bool = False, **options: Unpack[CallOptions]
     ) -> list[Verdict]:
-        """Pairwise verdicts ("A"/"B") of ``items``, one per item, in order; ``swap``: both orders in the same batch,
-        combined (agreement, else a tie). A failed item is a Verdict with winner None and its ``error``."""
+        """Pairwise verdicts ("A"/"B") of ``items``, one per item, in order; ``swap``: both orders in one batch."""
         pairs, failed = self._checked(items, PairItem, "relative")
         if not pairs:
             return []
         cfg = self.sampling.merged(options.get("sampling"))
 
         def render(it: PairItem) -> GenerationRequest:
-            return relative_request(it, cfg, self.format)
+            p = self.format.relative_prompt(
+                it.instruction, it.response_a, it.response_b, it.rubric, it.reference_answer
+            )
+            return GenerationRequest(p.system, p.user, cfg, judge_format=self.format.name)
 
         batch, n = self._neutralize(pairs), len(pairs)
         if swap:  # the swapped orders follow the originals in the same batch
             batch += [dataclasses.replace(it, response_a=it.response_b, response_b=it.response_a) for it in batch[:n]]
             failed = {**failed, **{n + i: e for i, e in failed.items()}}
         runs, truncated = await self._run("relative", batch, render, failed, options)
-        out = []
-        for i in range(n):
-            orders = [runs[i], runs[n + i]] if swap else [runs[i]]
-            cut = any(truncated[i::n][: len(orders)])
-            verdict = dataclasses.replace(verdict_from_runs(orders[0], orders[1] if swap else None), truncated=cut)
-            out.append(verdict_outcome(verdict, orders))
-        return out
+        swapped = runs[n:] if swap else [None] * n  # truncated[i::n]: the item's orders
+        return [verdict_from_runs(runs[i], swapped[i], truncated=any(truncated[i::n])) for i in range(n)]
+
+    def __getstate__(self) -> dict[str, Any]:
+        if self.backend.name == "vllm":  # TRL's async GRPO pickles rewards into a child process
+            raise PromRewardError(
+                "this judge holds an in-process vLLM engine, which cannot be pickled (TRL's async GRPO runs reward "
+                "functions in a child process); pass judge=dict(model=..., ...) so each process builds its own judge, "
+                "or use judge servers: dict(backend='openai', base_url=[...])"
+            )
+        return dict(self.__dict__)
 
     def close(self) -> None:
         """Release the backend (the vLLM engine, HTTP clients) and the ``readers``."""

@@ -13,19 +13,18 @@ import dataclasses
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from prom_reward.backends.base import JudgeServer, api_key_of
 from prom_reward.backends.factory import BACKENDS
+from prom_reward.backends.openai_server import OpenAIServer
 from prom_reward.backends.sampling import SamplingConfig
+from prom_reward.core.judge import PrometheusJudge
 from prom_reward.core.presets import default_format
 from prom_reward.core.sampler import FORCE_POLICIES
 from prom_reward.declared import check, declared, setting
 from prom_reward.errors import BackendError, ConfigError
 from prom_reward.format.judge_format import JUDGE_FORMATS, JudgeFormat, get_judge_format
-
-if TYPE_CHECKING:
-    from prom_reward.core.judge import PrometheusJudge
 
 RENAMED = {"base_url": "server", "expected_score": "expected", "truncate_response": "truncate"}  # keyword -> field
 ENGINE = ("max_model_len", "tensor_parallel_size", "enforce_eager", "gpu_memory_utilization")  # vLLM's options
@@ -135,12 +134,8 @@ class JudgeSpec:
         out: dict[str, Any] = {"backend": self.backend}
         given = (("model", self.model), ("format", self.format), ("force_verdict", self.force_verdict))
         out.update((k, v) for k, v in given if v is not None)
-        if self.num_samples != 1:
-            out["num_samples"] = self.num_samples
-        if self.expected:
-            out["expected_score"] = True
-        if self.truncate:
-            out["truncate_response"] = True
+        unless = (("num_samples", self.num_samples, 1), ("expected_score", self.expected, False))
+        out.update((k, v) for k, v, default in (*unless, ("truncate_response", self.truncate, False)) if v != default)
         flat = {k: v for k, v in (("max_tokens", self.max_tokens), ("temperature", self.temperature)) if v is not None}
         sampling = self.options.get("sampling") or {}
         sampling = sampling.merged(flat) if isinstance(sampling, SamplingConfig) else {**sampling, **flat}
@@ -167,8 +162,6 @@ class JudgeSpec:
         it unnamed (its first request asks); a refused key raises ``JudgeConfigError``."""
         if not self.server or self.model is not None:
             return self
-        from prom_reward.backends.openai_server import OpenAIServer
-
         server = OpenAIServer(list(self.server), endpoint=self.endpoint, api_key=self.api_key)
         deadline = time.monotonic() + timeout
         try:
@@ -182,9 +175,4 @@ class JudgeSpec:
 
     def build(self) -> PrometheusJudge:
         """The ``PrometheusJudge`` of this spec."""
-        from prom_reward.core.judge import PrometheusJudge
-
         return PrometheusJudge(**self.kwargs())
-
-
-__all__ = ["JudgeSpec"]

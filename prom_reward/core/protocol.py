@@ -12,10 +12,18 @@ from typing import Any, Protocol, Self, TypedDict, TypeVar, Unpack
 
 from prom_reward.backends.bridge import sync_method
 from prom_reward.backends.sampling import SamplingConfig, SamplingOverrides
-from prom_reward.core.by_grades import TIE_SAMPLING, TieRounds
+from prom_reward.core.combine import TIE_SAMPLING, TieRounds
 from prom_reward.core.items import GradeItem, Item, PairItem, absolute_items, check_rubrics, item_list, relative_items
-from prom_reward.core.outcomes import failed_grade, failed_verdict, with_failed
-from prom_reward.core.results import Grade, JudgeFailure, JudgeStats, Judgment, Verdict
+from prom_reward.core.results import (
+    Grade,
+    JudgeFailure,
+    JudgeStats,
+    Judgment,
+    Verdict,
+    failed_grade,
+    failed_verdict,
+    with_failed,
+)
 from prom_reward.errors import InputError
 from prom_reward.format.judge_format import JudgeFormat, Task, check_task
 from prom_reward.format.rubrics import RubricsLike
@@ -63,6 +71,15 @@ class CallOptions(TypedDict, total=False):
     attempt: int  # the requests' number (tie rounds re-grade with others, so a judgment store keeps them apart)
 
 
+class ByGrades(TypedDict, total=False):
+    """The options of ``compare_by_grades``."""
+
+    max_tie_rounds: int | None  # re-grading rounds of tied pairs (None: ``capabilities.max_tie_rounds``)
+    num_samples: int | None  # samples per grade (None: ``capabilities.num_samples``)
+    deadline: float | None  # monotonic time that bounds the transport's attempts
+    outage: Retry | None  # transport failures asked again under that policy
+
+
 class Judge(ABC):
     """A judge of absolute grades and pairwise verdicts ("A"/"B"), one result per item, in order; a failed
     judgment is a result with ``score``/``winner`` None and its ``error``, never an exception for one item."""
@@ -106,37 +123,30 @@ class Judge(ABC):
     ) -> list[Verdict]:
         if outage is None:
             return await self.acompare_items(items, swap=swap, **options)
-        call = functools.partial(self.acompare_items, swap=swap)
-        return await outage.aoutcomes(items, call, functools.partial(failed_verdict, swap=swap), options)
+        call, failed = functools.partial(self.acompare_items, swap=swap), functools.partial(failed_verdict, swap=swap)
+        return await outage.aoutcomes(items, call, failed, options)
 
     grade_items = sync_method(_outage_grades)
     """``agrade_items``, waited for; ``outage``: its transport failures asked again under that policy."""
     compare_items = sync_method(_outage_verdicts)
     """``acompare_items``, waited for; ``outage``: its transport failures asked again under that policy."""
 
-    async def acompare_items_by_grades(
-        self,
-        items: Sequence[PairItem],
-        *,
-        max_tie_rounds: int | None = None,
-        num_samples: int | None = None,
-        deadline: float | None = None,
-        outage: Retry | None = None,
-    ) -> list[Verdict]:
-        """Pairwise verdicts of ``items`` from the absolute grades of A and B, ties re-graded (``core.by_grades``)."""
+    async def acompare_items_by_grades(self, items: Sequence[PairItem], **options: Unpack[ByGrades]) -> list[Verdict]:
+        """Pairwise verdicts of ``items`` from the absolute grades of A and B, ties re-graded (``TieRounds``)."""
         ties = TieRounds(*self._checked(items, PairItem, "absolute"))
         todo = list(range(len(ties.pairs)))
-        rounds = self.capabilities.max_tie_rounds if max_tie_rounds is None else max_tie_rounds
-        for tie_round in range(rounds + 1):  # round 0 grades every pair, then the tied ones again
-            if not todo:
+        rounds = options.get("max_tie_rounds")
+        for tie_round in range((self.capabilities.max_tie_rounds if rounds is None else rounds) + 1):
+            if not todo:  # round 0 grades every pair, then the tied ones again
                 break
-            options = CallOptions(
-                num_samples=num_samples,
+            asked = CallOptions(
+                num_samples=options.get("num_samples"),
                 sampling=TIE_SAMPLING if tie_round else None,
                 attempt=1000 * tie_round,  # so a judgment store keeps the rounds apart
-                deadline=deadline,
+                deadline=options.get("deadline"),
             )
-            ties.record(todo, await self._outage_grades(ties.grade_items(todo), outage=outage, **options))
+            graded = await self._outage_grades(ties.grade_items(todo), outage=options.get("outage"), **asked)
+            ties.record(todo, graded)
             todo = ties.tied()
         return ties.verdicts()
 
@@ -198,23 +208,12 @@ class Judge(ABC):
         responses_b: Sequence[str],
         rubric: RubricsLike,
         reference_answers: Sequence[str | None] | None = None,
-        *,
-        max_tie_rounds: int | None = None,
-        num_samples: int | None = None,
-        deadline: float | None = None,
-        outage: Retry | None = None,
+        **options: Unpack[ByGrades],
     ) -> list[Verdict]:
         """``acompare_items_by_grades`` of the items made from parallel lists (their rubrics checked for grading)."""
         pairs = (instructions, responses_a, responses_b, rubric, reference_answers)
         n, built, failed = self._build("absolute", relative_items, *pairs, fit=False)
-        judged = await self.acompare_items_by_grades(
-            built,
-            max_tie_rounds=max_tie_rounds,
-            num_samples=num_samples,
-            deadline=deadline,
-            outage=outage,
-        )
-        return with_failed(n, failed, judged, failed_verdict)
+        return with_failed(n, failed, await self.acompare_items_by_grades(built, **options), failed_verdict)
 
     compare_items_by_grades = sync_method(acompare_items_by_grades)
     grade, compare, compare_by_grades = sync_method(agrade), sync_method(acompare), sync_method(acompare_by_grades)

@@ -1,14 +1,19 @@
 """Result types: one judge sample, an absolute ``Grade``, a pairwise ``Verdict`` (both ``Judgment``s; a failed
-one has ``score``/``winner`` None, never a made-up number) and a judge's running ``JudgeStats``."""
+one has ``score``/``winner`` None, never a made-up number), a judge's running ``JudgeStats`` and the outcome of an
+item that was not judged (``failed_grade``, ``failed_verdict``)."""
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypeVar
 
 from prom_reward.confidence.indicators import Confidence
+from prom_reward.errors import BackendError, InputError
 
+_ITEM = re.compile(r"^(item|sample) \d+: ")
 Winner = Literal["A", "B"]
 FailureKind = Literal["input", "output", "transport"]
 """Whose fault a failed judgment is: its ``input``, the judge's ``output`` (no verdict) or the ``transport``."""
@@ -118,6 +123,12 @@ class Grade(Judgment):
         """Alias of ``score`` (the absolute verdict)."""
         return self.score
 
+    def value(self, score: str) -> float | None:
+        """The grade as one number: ``sample`` (the first sample's score), ``mean`` (``score``) or ``expected``."""
+        if score == "sample":
+            return float(self.scores[0]) if self.scores else None
+        return self.score if score == "mean" else self.expected_score
+
 
 @dataclass(frozen=True)
 class Verdict(Judgment):
@@ -172,3 +183,37 @@ class JudgeStats:
     seconds: float = 0.0  # wall time spent in the backend loop
     counters: dict[str, int] = field(default_factory=dict)
     """A composite judge's own counters by metric name (a cascade's ``cascade_routed`` ...), logged by rewards."""
+
+
+# -- the outcome of an item that was not judged: a value, never an exception for one item's fault ---------------
+def input_failure(error: InputError) -> JudgeFailure:
+    """An item's ``InputError`` as its failure (the message without the batch position)."""
+    return JudgeFailure("input", _ITEM.sub("", str(error)))
+
+
+def failed_grade(failure: JudgeFailure) -> Grade:
+    """The grade of an item nothing was judged for (its input's fault, or no call answered it)."""
+    return Grade(None, error=failure)
+
+
+def failed_verdict(failure: JudgeFailure, swap: bool = False) -> Verdict:
+    """The verdict of a pair nothing was judged for: no winner in its order (both with ``swap``), with the reason."""
+    return Verdict(None, error=failure, reason=failure.reason, order_winners=(None, None) if swap else (None,))
+
+
+R = TypeVar("R", Grade, Verdict)
+
+
+def with_failed(
+    n: int, failed: dict[int, InputError], judged: Sequence[R], fail: Callable[[JudgeFailure], R]
+) -> list[R]:
+    """The results of ``n`` items: those in ``failed`` are ``fail`` of their input's fault, the others ``judged``."""
+    rest = iter(judged)
+    return [fail(input_failure(failed[i])) if i in failed else next(rest) for i in range(n)]
+
+
+def all_answered(results: Sequence[Grade] | Sequence[Verdict]) -> None:
+    """Raise the first ``transport`` failure among ``results`` as a ``BackendError`` (for the probe)."""
+    for r in results:
+        if r.error is not None and r.error.kind == "transport":
+            raise BackendError(r.error.reason)

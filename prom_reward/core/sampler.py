@@ -15,7 +15,7 @@ from prom_reward.core.verdict_probs import first_verdict_distribution, verdict_d
 from prom_reward.errors import BackendError, ConfigError
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, Task, get_judge_format
 
-FORCE_LOGPROBS = 20
+EXPECTED_LOGPROBS = 20  # the top logprobs asked where verdict probabilities are read (forcing, expected scores)
 ForcePolicy = Literal["never", "cut", "always"]
 FORCE_POLICIES: tuple[str, ...] = get_args(ForcePolicy)
 """When a verdict is forced: ``never``; ``cut``, outputs cut at ``max_tokens``; ``always``."""
@@ -192,7 +192,7 @@ class SampleRunner:
                 r,
                 n=1,
                 assistant_prefix=r.assistant_prefix + text,
-                sampling=dataclasses.replace(r.sampling, max_tokens=3, logprobs=FORCE_LOGPROBS, stop=()),
+                sampling=dataclasses.replace(r.sampling, max_tokens=3, logprobs=EXPECTED_LOGPROBS, stop=()),
             )
             for r, text in zip(requests, texts, strict=True)
         ]

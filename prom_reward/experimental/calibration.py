@@ -10,7 +10,7 @@ from typing import Any
 from prom_reward.backends import Backend, GenerationRequest, make_backend
 from prom_reward.backends.base import DEFAULT_TOP_K, ContinuationScorer
 from prom_reward.backends.vllm_options import share_gpu_memory
-from prom_reward.confidence.indicators import TRUNCATIONS, mean_entropy
+from prom_reward.confidence.indicators import check_truncation, mean_entropy
 from prom_reward.core.judge import PrometheusJudge
 from prom_reward.core.protocol import Judge
 from prom_reward.core.sampler import ItemRun
@@ -54,8 +54,7 @@ class BaseModelReader:
     def __init__(
         self, base: Backend | Mapping[str, Any], *, top_k: int = DEFAULT_TOP_K, truncation: str = "tail"
     ) -> None:
-        if truncation not in TRUNCATIONS:
-            raise ConfigError(f"expected one of {', '.join(TRUNCATIONS)}, got {truncation!r}", "truncation")
+        self.truncation = check_truncation(truncation)
         self.owned: Backend | None = None  # the base model built here from options (closed with the reader)
         if isinstance(base, Mapping):
             options = dict(base)
@@ -67,7 +66,7 @@ class BaseModelReader:
                 "calibration",
             )
         self.scorer: ContinuationScorer = base
-        self.top_k, self.truncation = top_k, truncation
+        self.top_k = top_k
         self.tokens = 0  # judge-output tokens read so far
 
     async def read(self, requests: Sequence[GenerationRequest], runs: list[ItemRun]) -> None:

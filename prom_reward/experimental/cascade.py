@@ -11,10 +11,9 @@ from typing import TypeVar, Unpack
 
 from prom_reward.confidence.indicators import INDICATORS, NEEDS
 from prom_reward.core.items import GradeItem, PairItem
-from prom_reward.core.judge import PrometheusJudge
 from prom_reward.core.protocol import CallOptions, Judge
 from prom_reward.core.results import Grade, JudgeStats, Judgment, Verdict
-from prom_reward.errors import ConfigError, PromRewardError
+from prom_reward.errors import ConfigError
 from prom_reward.experimental.calibration import reads_base_model
 from prom_reward.experimental.routing import CascadeConfig, CascadeStats, Routing, is_failed, route
 
@@ -157,15 +156,6 @@ class CascadeJudge(Judge):
     ) -> list[Verdict]:
         """Like ``PrometheusJudge.acompare_items`` (the options go to both judges)."""
         return await self._cascade(items, lambda judge, batch: judge.acompare_items(batch, swap=swap, **options))
-
-    def __getstate__(self) -> dict[str, object]:
-        if any(isinstance(j, PrometheusJudge) and j.backend.name == "vllm" for j in (self.primary, self.fallback)):
-            raise PromRewardError(
-                "this CascadeJudge holds an in-process vLLM engine, which cannot be pickled (TRL's async GRPO runs "
-                "reward functions in a child process); give the cascade judges behind servers: "
-                "PrometheusJudge(backend='openai', base_url=...)"
-            )
-        return dict(self.__dict__)
 
     def close(self) -> None:
         """Close both judges."""

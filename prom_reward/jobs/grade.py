@@ -11,6 +11,7 @@ from prom_reward.checklist.config import ChecklistConfig, checklist_config
 from prom_reward.checklist.criteria import parse_checklist
 from prom_reward.core.combine import no_verdict
 from prom_reward.core.items import GradeItem
+from prom_reward.core.judge import asks_expected
 from prom_reward.core.protocol import Retry
 from prom_reward.core.results import Grade, JudgeFailure
 from prom_reward.errors import InputError
@@ -21,7 +22,6 @@ from prom_reward.jobs.columns import column, role_columns, text_item
 from prom_reward.jobs.source import SourceRow
 from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, failure_text, row_error
 from prom_reward.preferences.checklists import ChecklistItem, judge_checklist_items
-from prom_reward.rewards.startup import asks_expected
 
 SCORES = ("1", "2", "3", "4", "5")
 """The probabilities' keys of a job whose judge format is not known yet (Prometheus 2's scale)."""

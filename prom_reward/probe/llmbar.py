@@ -6,8 +6,8 @@ from __future__ import annotations
 from statistics import fmean
 from typing import Any
 
-from prom_reward.core.outcomes import all_answered
 from prom_reward.core.protocol import Retry
+from prom_reward.core.results import all_answered
 from prom_reward.probe.data import LLMBarPair
 from prom_reward.stats import bootstrap_ci
 

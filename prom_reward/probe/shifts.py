@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from statistics import fmean
 from typing import Any
 
-from prom_reward.core.outcomes import all_answered
 from prom_reward.core.protocol import Retry
+from prom_reward.core.results import all_answered
 from prom_reward.probe.data import ProbeItem
 from prom_reward.probe.edits import EDITS, apply_edit
 from prom_reward.stats import bootstrap_ci

@@ -40,11 +40,8 @@ async def checklist_rewards(
         value = o.aggregate.value
         grade = None if value is None else lo + value * (hi - lo)
         rewards.append(normalize_value(grade, "grade", cfg.normalize, (lo, hi)))
-        if value is None:
-            kind = o.error.kind if o.error is not None else "output"
-            errors.append(JudgeFailure(kind, o.aggregate.reason or "the checklist could not be judged"))
-        else:
-            errors.append(None)
+        why = o.aggregate.reason or "the checklist could not be judged"
+        errors.append(None if value is not None else JudgeFailure(o.error.kind if o.error else "output", why))
     known = [o.aggregate.value for o in batch.outcomes if o.aggregate.value is not None]
     metrics = {
         **batch.metrics,

@@ -10,7 +10,7 @@ from typing import Any
 from prom_reward.checklist.config import CHECKLIST_MODES, ChecklistConfig, checklist_config
 from prom_reward.declared import check, setting
 from prom_reward.errors import ConfigError, UnknownNameError
-from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, Task, get_judge_format, unsupported_task
+from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, get_judge_format
 from prom_reward.rewards.outage import OutagePolicy
 
 MODES = ("absolute", "pairwise_reference", "pairwise_group")
@@ -156,22 +156,24 @@ class RewardConfig:
         return checklist_config(self.checklist_mode, self.checklist_aggregation, self.score, self.num_samples)
 
 
+def reward_config(config: Any, options: dict[str, Any], owner: str, **defaults: Any) -> RewardConfig:
+    """A reward's ``config``, else the ``RewardConfig`` of its keyword ``options`` over ``defaults`` (not both)."""
+    if config is not None and (options or not isinstance(config, RewardConfig)):
+        raise ConfigError(
+            f"config: expected a RewardConfig and no reward fields beside it, got {type(config).__name__} and "
+            f"{sorted(options)}; fix: {owner}(judge, RewardConfig(...)) or its fields as keywords (rubric='honesty')"
+        )
+    return config or RewardConfig(**{**defaults, **options})
+
+
 def reward_scale(config: RewardConfig) -> tuple[float, float] | None:
     """The lowest and highest reward ``config`` gives (before length control); None for Bradley-Terry."""
-    grades = grade_range(get_judge_format_setting(config.format or DEFAULT_FORMAT))
-    if config.mode == "absolute":
-        kind = "grade"
-    elif config.mode == "pairwise_reference":
-        kind = "sign" if config.pairwise_reward == "sign" else "probability"
-    elif config.group_reward == "bradley_terry":
+    if config.mode == "pairwise_group" and config.group_reward == "bradley_terry":
         return None
-    else:
-        kind = "probability"
-    lo, hi = grades if kind == "grade" else _RAW[kind]
-    return (
-        normalize_value(lo, kind, config.normalize, grades),
-        normalize_value(hi, kind, config.normalize, grades),
-    )  # type: ignore[return-value]
+    kind = {"absolute": "grade", "pairwise_reference": config.pairwise_reward}.get(config.mode, "probability")
+    grades = grade_range(get_judge_format_setting(config.format or DEFAULT_FORMAT))
+    lo, hi = (normalize_value(v, kind, config.normalize, grades) for v in (grades if kind == "grade" else _RAW[kind]))
+    return lo, hi  # type: ignore[return-value]
 
 
 def failure_value(value: float | str, config: RewardConfig | None) -> float:
@@ -230,16 +232,3 @@ def get_judge_format_setting(name: object) -> JudgeFormat:
         return get_judge_format(name)  # type: ignore[arg-type]
     except (UnknownNameError, ConfigError) as e:
         raise ConfigError(str(e), "format") from e
-
-
-def check_reward_format(fmt: JudgeFormat, config: RewardConfig) -> None:
-    """``ConfigError`` when a judge in ``fmt`` cannot give ``config``'s rewards (its mode's task, expected scores)."""
-    task: Task = "absolute" if config.mode == "absolute" else "relative"
-    if task not in fmt.tasks:
-        raise ConfigError(f"mode {config.mode!r} needs {task} judgments: {unsupported_task(fmt, task)}", "format")
-    if config.mode == "absolute" and config.score == "expected" and fmt.force_prefix is None:
-        raise ConfigError(
-            f"score='expected' reads verdict-token probabilities, but judge format {fmt.name!r} has no "
-            "one-token verdict after a fixed prefix; fix: score='sample' or 'mean', or another format",
-            "format",
-        )

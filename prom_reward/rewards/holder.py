@@ -20,11 +20,12 @@ from typing import Any
 from prom_reward.backends.base import JudgeServer
 from prom_reward.backends.cached import CachedBackend
 from prom_reward.backends.openai_server import OpenAIServer
+from prom_reward.core.judge import PrometheusJudge
 from prom_reward.core.judge_spec import JudgeSpec
 from prom_reward.core.protocol import Judge
-from prom_reward.errors import ConfigError, PromRewardError
-from prom_reward.format.judge_format import JudgeFormat, Task, check_task
-from prom_reward.rewards.config import get_judge_format_setting
+from prom_reward.errors import ConfigError
+from prom_reward.format.judge_format import JudgeFormat, Task, unsupported_task
+from prom_reward.rewards.config import RewardConfig, get_judge_format_setting
 
 TRL_ROLLOUT_CHILD = "grpo-rollout-worker-child"
 """The process name TRL 1.16's ``AsyncRolloutWorker`` gives its spawned child (run with ``CUDA_VISIBLE_DEVICES=""``)."""
@@ -32,9 +33,6 @@ TRL_ROLLOUT_CHILD = "grpo-rollout-worker-child"
 
 class JudgeHolder:
     """Base class holding ``judge`` (a PrometheusJudge, or its ``JudgeSpec``: given, or of a dict of its options)."""
-
-    _transient: tuple[str, ...] = ()
-    """Attribute names reset to None when pickled (e.g. a trainer reference)."""
 
     def __init__(self, judge: Judge | JudgeSpec | dict[str, Any]) -> None:
         self._building = threading.Lock()  # concurrent first calls build one judge (one engine, one session)
@@ -51,11 +49,10 @@ class JudgeHolder:
                 "judge",
             )
 
-    def match_format(self, want: str | None, task: Task) -> JudgeFormat:
-        """The judge's format, checked to judge ``task`` (``ConfigError`` naming what it supports): ``want`` (a
-        format setting) is given to a judge built from options (whose own ``format``, else the default, it is
-        when ``want`` is None); a judge passed in must be in ``want`` (``ConfigError`` naming both)."""
-        spec = self._judge_spec
+    def match_format(self, config: RewardConfig) -> JudgeFormat:
+        """The judge's format, checked to give ``config``'s rewards (its mode's task, expected scores): its
+        ``format`` is given to a judge built from options (None: the options' own); a judge passed in must be in it."""
+        want, spec = config.format, self._judge_spec
         if spec is not None:
             if want is not None and spec.format is None:
                 spec = self._judge_spec = dataclasses.replace(spec, format=want)
@@ -71,7 +68,15 @@ class JudgeHolder:
                 raise ConfigError(
                     f"the config names {want!r} but the judge is in {fmt.name!r}; fix: give one", "format"
                 )
-        check_task(fmt, task)
+        task: Task = "absolute" if config.mode == "absolute" else "relative"
+        if task not in fmt.tasks:
+            raise ConfigError(f"mode {config.mode!r} needs {task} judgments: {unsupported_task(fmt, task)}", "format")
+        if config.mode == "absolute" and config.score == "expected" and fmt.force_prefix is None:
+            raise ConfigError(
+                f"score='expected' reads verdict-token probabilities, but judge format {fmt.name!r} has no "
+                "one-token verdict after a fixed prefix; fix: score='sample' or 'mean', or another format",
+                "format",
+            )
         return fmt
 
     def judge_server(self) -> JudgeServer | None:
@@ -79,8 +84,6 @@ class JudgeHolder:
         holds them; the judge is not built for this); None for an in-process or scripted judge."""
         if self._judge_spec is not None and self._judge is None:
             return self._judge_spec.judge_server
-        from prom_reward.core.judge import PrometheusJudge
-
         backend = self.judge.backend if isinstance(self.judge, PrometheusJudge) else None
         if isinstance(backend, CachedBackend) and backend.built:
             backend = backend.inner
@@ -112,9 +115,16 @@ class JudgeHolder:
         return self._judge
 
     def _build(self) -> Judge:
-        """The judge of the options (``judge`` holds ``_building``)."""
+        """The judge of the options (``judge`` holds ``_building``); an in-process vLLM engine is refused in TRL's
+        rollout child, which runs with ``CUDA_VISIBLE_DEVICES=""``."""
         spec = self._judge_spec or JudgeSpec()
-        _refuse_engine_in_trl_child(spec)
+        if spec.kwargs()["backend"] == "vllm" and multiprocessing.current_process().name == TRL_ROLLOUT_CHILD:
+            raise ConfigError(
+                f"judge: an in-process vLLM engine (backend='vllm', model={spec.model!r}) was asked for in TRL's "
+                f"CUDA-free rollout worker child ({TRL_ROLLOUT_CHILD!r}); fix: serve the judge (prom-reward serve "
+                "--model ...) and give its URL: judge={'backend': 'openai', 'base_url': 'http://HOST:PORT/v1', "
+                "'model': ...}"
+            )
         try:
             return spec.build()
         except TypeError as e:  # an option the judge or its backend does not take, or one it needs missing
@@ -130,39 +140,14 @@ class JudgeHolder:
             self._judge = None
 
     def __getstate__(self) -> dict[str, Any]:
+        """A judge built from options is dropped (each process builds its own); one passed in travels (a judge
+        holding an in-process vLLM engine refuses: ``PrometheusJudge.__getstate__``)."""
         state = dict(self.__dict__)
         state.pop("_building", None)  # a lock does not pickle: each process has its own
-        for name in self._transient:
-            state[name] = None
         if self._judge_spec is not None:
             state["_judge"] = None
-        elif self._judge is not None and _holds_engine(self._judge):
-            raise PromRewardError(
-                f"this {type(self).__name__} holds an in-process vLLM engine, which cannot be pickled (TRL's async "
-                "GRPO runs reward functions in a child process); pass judge=dict(model=..., ...) so each process "
-                "builds its own judge, or use judge servers: dict(backend='openai', base_url=[...])"
-            )
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._building = threading.Lock()
-
-
-def _refuse_engine_in_trl_child(spec: JudgeSpec) -> None:
-    """Refuse an in-process vLLM judge in TRL's rollout child, which runs with ``CUDA_VISIBLE_DEVICES=""``."""
-    if spec.kwargs()["backend"] == "vllm" and multiprocessing.current_process().name == TRL_ROLLOUT_CHILD:
-        raise ConfigError(
-            f"judge: an in-process vLLM engine (backend='vllm', model={spec.model!r}) was asked for in TRL's "
-            f"CUDA-free rollout worker child ({TRL_ROLLOUT_CHILD!r}); fix: serve the judge (prom-reward serve "
-            "--model ...) and give its URL: judge={'backend': 'openai', 'base_url': 'http://HOST:PORT/v1', "
-            "'model': ...}"
-        )
-
-
-def _holds_engine(judge: Judge) -> bool:
-    """Whether ``judge`` runs an in-process vLLM engine (a judge made of judges, e.g. a cascade, refuses to
-    pickle by itself when one of them does)."""
-    from prom_reward.core.judge import PrometheusJudge
-
-    return isinstance(judge, PrometheusJudge) and judge.backend.name == "vllm"

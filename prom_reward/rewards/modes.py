@@ -10,6 +10,7 @@ from statistics import fmean
 from typing import Any, TypeVar
 
 from prom_reward.backends.sampling import SamplingOverrides
+from prom_reward.core.judge import EXPECTED_LOGPROBS, asks_expected
 from prom_reward.core.results import JudgeFailure, Judgment, Verdict
 from prom_reward.format.rubrics import get_rubric
 from prom_reward.rewards.config import RewardConfig, grade_range, normalize_value
@@ -64,16 +65,14 @@ def merge_metrics(parts: Sequence[tuple[int, dict[str, float]]]) -> dict[str, fl
 def assemble(n: int, parts: Sequence[tuple[Sequence[int], ModeOutput]]) -> ModeOutput:
     """One output for ``n`` items from parts at their indices (a later part, a retry, replaces an earlier one)."""
     out = ModeOutput([None] * n, [None] * n, merge_metrics([(len(idx), part.metrics) for idx, part in parts]))
-    judges: list[str | None] = [None] * n
-    errors: list[JudgeFailure | None] = [None] * n
-    results: list[Judgment | None] = [None] * n
+    listed: dict[str, list[Any]] = {name: [None] * n for name in ("judges", "errors", "results")}
     for idx, part in parts:
         for pos, i in enumerate(idx):
             out.rewards[i], out.feedback[i] = part.rewards[pos], part.feedback[pos]
-            judges[i] = part.judges[pos] if part.judges else None
-            errors[i] = part.errors[pos] if part.errors else None
-            results[i] = part.results[pos] if part.results else None
-    out.judges, out.errors, out.results = _listed(judges), _listed(errors), _listed(results)
+            for name, values in listed.items():
+                values[i] = getattr(part, name)[pos] if getattr(part, name) else None
+    for name, values in listed.items():
+        setattr(out, name, _listed(values))
     return out
 
 
@@ -100,14 +99,11 @@ def _verdict_metrics(verdicts: Sequence[Verdict], rewards: Sequence[float | None
 def _unique(items: Sequence[Any], key: Callable[[Any], Hashable]) -> tuple[list[Any], list[int]]:
     """Distinct items (first occurrence order) and, per item, the index of its distinct twin."""
     seen: dict[Hashable, int] = {}
+    where = [seen.setdefault(key(it), len(seen)) for it in items]
     uniq: list[Any] = []
-    where = []
-    for it in items:
-        k = key(it)
-        if k not in seen:
-            seen[k] = len(uniq)
+    for it, w in zip(items, where, strict=True):
+        if w == len(uniq):  # its key's first occurrence
             uniq.append(it)
-        where.append(seen[k])
     return uniq, where
 
 
@@ -162,8 +158,9 @@ async def absolute_rewards(
 ) -> ModeOutput:
     uniq, where = _unique(items, lambda it: (it.instruction, it.response, _rubric_key(it.rubric), it.reference_answer))
     k = cfg.num_samples if cfg.score == "mean" else 1
-    if cfg.score == "expected" and (judge.sampling.merged(sampling).logprobs or 0) < 20:
-        sampling = judge.sampling.merged(sampling).merged({"logprobs": 20}) if sampling else {"logprobs": 20}
+    if cfg.score == "expected" and not asks_expected(judge, sampling):
+        asked = {"logprobs": EXPECTED_LOGPROBS}
+        sampling = judge.sampling.merged(sampling).merged(asked) if sampling else asked
     grades = await judge.agrade(
         [it.instruction for it in uniq],
         [it.response for it in uniq],
@@ -174,14 +171,7 @@ async def absolute_rewards(
         truncate_response=cfg.over_context == "truncate",
         deadline=deadline,
     )
-    raw: list[float | None] = []
-    for g in grades:
-        if cfg.score == "sample":
-            raw.append(float(g.scores[0]) if g.scores else None)
-        elif cfg.score == "mean":
-            raw.append(g.score)
-        else:
-            raw.append(g.expected_score)
+    raw = [g.value(cfg.score) for g in grades]
     span = grade_range(judge.format)  # the judge format's own scale: a binary or 3-point grade normalises on it
     rewards = [normalize_value(raw[w], "grade", cfg.normalize, span) for w in where]
     # score="expected" on a grade with a verdict but no expected score: the reason the grade gives (no logprobs ...)
@@ -189,17 +179,15 @@ async def absolute_rewards(
         JudgeFailure("output", g.expected_reason) if r is None and g.ok and g.expected_reason else None
         for g, r in zip(grades, raw, strict=True)
     ]
-    ok = [g.score for g in grades if g.score is not None]
-    exp = [g.expected_score for g in grades if g.expected_score is not None]
     metrics = {
         **_call_metrics(grades, rewards),
         "forced_rate": sum(g.forced for g in grades) / max(sum(len(g.samples) for g in grades), 1),
         "unique_items": float(len(uniq)),
     }
-    if ok:
-        metrics["mean_score"] = fmean(ok)
-    if exp:
-        metrics["mean_expected_score"] = fmean(exp)
+    for name, score in (("mean_score", "mean"), ("mean_expected_score", "expected")):
+        known = [v for g in grades if (v := g.value(score)) is not None]
+        if known:
+            metrics[name] = fmean(known)
     out = _per_item([grades[w] for w in where], rewards, metrics)
     if any(missing):
         metrics["no_expected_scores"] = float(sum(missing[w] is not None for w in where))
@@ -218,13 +206,9 @@ async def reference_rewards(
         items, lambda it: (it.instruction, it.response, it.baseline, _rubric_key(it.rubric), it.reference_answer)
     )
     verdicts = await _compare(judge, [(it, it.baseline) for it in uniq], cfg, deadline, sampling)
-    raw: list[float | None] = []
-    for v in verdicts:
-        if cfg.pairwise_reward == "probability":
-            raw.append(v.p_a)
-        else:
-            raw.append(1.0 if v.winner == "A" else -1.0 if v.winner == "B" else 0.0 if v.tie else None)
-    kind = "probability" if cfg.pairwise_reward == "probability" else "sign"
+    kind = cfg.pairwise_reward  # probability or sign
+    sign = {"A": 1.0, "B": -1.0}
+    raw = [v.p_a if kind == "probability" else sign.get(v.winner or "", 0.0 if v.tie else None) for v in verdicts]
     rewards = [normalize_value(raw[w], kind, cfg.normalize) for w in where]
     metrics = {
         **_verdict_metrics(verdicts, rewards),

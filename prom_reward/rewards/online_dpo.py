@@ -16,12 +16,13 @@ from prom_reward.checklist.criteria import check_grading_format
 from prom_reward.core.results import JudgeFailure, Verdict
 from prom_reward.core.sampler import check_counts
 from prom_reward.errors import ConfigError, InputError
-from prom_reward.rewards.config import RewardConfig
+from prom_reward.rewards.config import RewardConfig, reward_config
 from prom_reward.rewards.diagnostics import diagnostics
 from prom_reward.rewards.modes import ModeOutput
 from prom_reward.rewards.reward import PrometheusReward
-from prom_reward.rewards.samples import RewardSample, response_text
+from prom_reward.rewards.samples import RewardSample, column_values, response_text
 
+_NOT_JUDGED = "the pair could not be judged"
 _TRL_KWARGS = ("trainer_state", "log_metric", "log_extra", "environments")
 
 
@@ -82,12 +83,7 @@ class OnlineDPOJudgeReward:
         seed: int = 0,
         **options: Any,
     ) -> None:
-        if config is not None and (options or not isinstance(config, RewardConfig)):
-            raise ConfigError(
-                f"config: expected a RewardConfig and no reward fields beside it, got {type(config).__name__} "
-                f"and {sorted(options)}; fix: OnlineDPOJudgeReward(judge, RewardConfig(...)) or its fields as keywords"
-            )
-        self.config = config or RewardConfig(**{"name": "prometheus_pairwise", **options})
+        self.config = reward_config(config, options, "OnlineDPOJudgeReward", name="prometheus_pairwise")
         check_counts(max_tie_rounds=(max_tie_rounds, 0))
         if self.config.rubric is None:
             raise ConfigError(
@@ -152,19 +148,6 @@ class OnlineDPOJudgeReward:
                 )
         return b
 
-    def _column(self, columns: dict[str, Any], name: str, b: int) -> list[Any]:
-        values = columns.get(name)
-        if values is None:
-            return [None] * b
-        if not isinstance(values, (list, tuple)) or len(values) not in (b, 2 * b):
-            got = len(values) if hasattr(values, "__len__") else "?"
-            raise InputError(
-                f"column {name!r}: expected one value per completion ({2 * b}), got "
-                f"{type(values).__name__} of length {got}",
-                field=name,
-            )
-        return list(values)[:b]
-
     def __call__(
         self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
     ) -> list[float]:
@@ -176,8 +159,8 @@ class OnlineDPOJudgeReward:
         if b == 0:
             return []
         cfg = self.config
-        rubrics, refs = self._column(columns, cfg.rubric_column, b), self._column(columns, cfg.reference_column, b)
-        checklists = self._column(columns, cfg.checklist_column, b)
+        named = (cfg.rubric_column, cfg.reference_column, cfg.checklist_column)  # one value per prompt or completion
+        rubrics, refs, checklists = (column_values(name, columns.get(name), 2 * b, b)[:b] for name in named)
         if any(c is not None for c in checklists):  # graded: refused before anything is judged in a format that cannot
             check_grading_format(self.judge.format, cfg.checklist_column)
 
@@ -196,10 +179,8 @@ class OnlineDPOJudgeReward:
         while todo and rounds < self.max_tie_rounds:
             samples: list[RewardSample] = []
             for i in todo:  # a checklist pair: both completions, each rewarded by its checklist
-                listed = checklists[i] is not None
-                samples += (
-                    [sample(i, True, checklists[i]), sample(i, False, checklists[i])] if listed else [sample(i, True)]
-                )
+                c = checklists[i]
+                samples += [sample(i, True, c), sample(i, False, c)] if c is not None else [sample(i, True)]
             start = time.perf_counter()
             out = self.reward.judge_batch(samples, sampling=resample if rounds >= 0 else None)
             seconds += time.perf_counter() - start
@@ -267,37 +248,31 @@ class OnlineDPOJudgeReward:
         markers = self.judge.format.markers  # win/loss: no top, diag/top_* read 0
         metrics.update(diagnostics(rewards, responses, list(range(b)) * 2, feedback * 2, top=None, markers=markers))
         self.last_metrics = metrics
-        self._log(metrics, log_metric)
+        trainer = self._trainer() if self._trainer is not None else None
+        for key, value in metrics.items():
+            if log_metric is not None and value == value:  # NaN: no verdict with both orders decided
+                log_metric(f"{self.__name__}/{key}", value)
+            if trainer is not None:
+                trainer.stats.setdefault(f"{self.__name__}/{key}", []).append(value)
         if log_extra is not None:
             log_extra(f"{self.__name__}_decided_by", how + how)
             feedback = [(vs[-1].feedback if vs else unjudged.get(i)) or "" for i, vs in enumerate(history)]
             log_extra(f"{self.__name__}_feedback", feedback + feedback)
         return rewards
 
-    def _log(self, metrics: dict[str, float], log_metric: Callable[[str, float], None] | None) -> None:
-        trainer = self._trainer() if self._trainer is not None else None
-        stats = getattr(trainer, "stats", None)
-        for key, value in metrics.items():
-            name = f"{self.__name__}/{key}"
-            if log_metric is not None and value == value:  # NaN: no verdict with both orders decided
-                log_metric(name, value)
-            if isinstance(stats, dict):
-                stats.setdefault(name, []).append(value)
-
 
 def _unjudged(out: ModeOutput, k: int, error: JudgeFailure | None) -> str | None:
     """Why sample ``k`` was not judged (its input, the transport, the outage budget), or None when it was read."""
     if error is not None and error.kind == "output":
         return None
-    reason = out.reasons[k] if out.reasons else None
-    return reason or (error.reason if error is not None else "the pair could not be judged")
+    return (out.reasons[k] if out.reasons else None) or (error.reason if error is not None else _NOT_JUDGED)
 
 
 def _verdict(out: ModeOutput, k: int) -> Verdict | str:
     """Pair sample ``k``'s verdict, or why it was not judged."""
     v = out.results[k] if out.results else None
     if not isinstance(v, Verdict):
-        return _unjudged(out, k, out.errors[k] if out.errors else None) or "the pair could not be judged"
+        return _unjudged(out, k, out.item_errors()[k]) or _NOT_JUDGED
     return v if v.error is None else _unjudged(out, k, v.error) or v
 
 

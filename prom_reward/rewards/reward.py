@@ -12,14 +12,14 @@ from prom_reward.backends.bridge import sync_method
 from prom_reward.backends.sampling import SamplingOverrides
 from prom_reward.checklist.criteria import parse_checklist
 from prom_reward.core.items import check_text
-from prom_reward.core.outcomes import input_failure
+from prom_reward.core.results import input_failure
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.conversation import completion_text, prompt_text
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JUDGE_FORMATS, Task
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.sanitize import neutralize
 from prom_reward.rewards.checklists import CHECKLIST_MODES, batch_runner, check_checklist_mode
-from prom_reward.rewards.config import RewardConfig, check_reward_format
+from prom_reward.rewards.config import RewardConfig, reward_config
 from prom_reward.rewards.diagnostics import diagnostics, top_of_scale
 from prom_reward.rewards.holder import JudgeHolder
 from prom_reward.rewards.length import control_length
@@ -36,17 +36,10 @@ class PrometheusReward(JudgeHolder):
     picklable); ``config`` a ``RewardConfig``, or its fields as keywords."""
 
     def __init__(self, judge: Any, config: RewardConfig | None = None, **options: Any) -> None:
-        if config is not None and (options or not isinstance(config, RewardConfig)):
-            raise ConfigError(
-                f"config: expected a RewardConfig and no reward fields beside it, got {type(config).__name__} and "
-                f"{sorted(options)}; fix: PrometheusReward(judge, RewardConfig(...)) or its fields as keywords "
-                "(rubric='honesty')"
-            )
-        self.config = config or RewardConfig(**options)
+        self.config = reward_config(config, options, type(self).__name__)
         super().__init__(judge)
         task: Task = "absolute" if self.config.mode == "absolute" else "relative"
-        fmt = self.match_format(self.config.format, task)
-        check_reward_format(fmt, self.config)
+        fmt = self.match_format(self.config)
         if self.config.format is None and fmt.name != DEFAULT_FORMAT and fmt.name in JUDGE_FORMATS:
             # the judge's (registered) format named in the config: its scale is the rewards' and failure_reward's
             self.config = dataclasses.replace(self.config, format=fmt.name)
@@ -222,11 +215,9 @@ class PrometheusReward(JudgeHolder):
                 if value == value:  # skip NaN (e.g. no swap agreement to report)
                     log_metric(f"{name}/{key}", float(value))
         if log_extra is not None and cfg.log_feedback:
-            log_extra(f"{name}_feedback", [fb or "" for fb in out.feedback])
-            if out.judges:
-                log_extra(f"{name}_judge", [who or "" for who in out.judges])
-            if out.reasons:
-                log_extra(f"{name}_failure_reason", [r or "" for r in out.reasons])
+            for key, texts in (("feedback", out.feedback), ("judge", out.judges), ("failure_reason", out.reasons)):
+                if texts:  # the feedback always; which judge decided and why none did, where any
+                    log_extra(f"{name}_{key}", [t or "" for t in texts])
             if out.neutralized:
                 log_extra(f"{name}_markers_neutralized", out.neutralized)
         return out.rewards

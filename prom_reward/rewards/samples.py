@@ -40,22 +40,24 @@ def samples_from_columns(
             f"got {len(prompts)} prompts but {len(completions)} completions; TRL passes one prompt per completion",
             field="completions",
         )
-    values: dict[str, list[Any]] = {}
-    for name, column in columns.items():
-        if column is None:
-            continue
-        if not isinstance(column, (list, tuple)) or len(column) != n:
-            size = len(column) if hasattr(column, "__len__") else "?"
-            raise InputError(
-                f"column {name!r}: expected one value per completion ({n}), got "
-                f"{type(column).__name__} of length {size}",
-                field=name,
-            )
-        values[name] = list(column)
+    values = {name: column_values(name, column, n) for name, column in columns.items() if column is not None}
     return [
         RewardSample(prompt=p, response=c, **{k: v[i] for k, v in values.items()})
         for i, (p, c) in enumerate(zip(prompts, completions, strict=True))
     ]
+
+
+def column_values(name: str, column: Any, n: int, *sizes: int) -> list[Any]:
+    """A column's values, one per completion (``n``, or one of ``sizes``); None: ``n`` Nones."""
+    if column is None:
+        return [None] * n
+    if not isinstance(column, (list, tuple)) or len(column) not in (n, *sizes):
+        size = len(column) if hasattr(column, "__len__") else "?"
+        raise InputError(
+            f"column {name!r}: expected one value per completion ({n}), got {type(column).__name__} of length {size}",
+            field=name,
+        )
+    return list(column)
 
 
 def response_text(response: Any) -> str:

@@ -5,6 +5,7 @@ answer raises ``JudgeConfigError``; a judge that does not answer only warns and 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import time
@@ -19,6 +20,8 @@ from prom_reward.backends._openai_wire import context_of, model_ids, rejection
 from prom_reward.backends.base import JudgeServer
 from prom_reward.backends.bridge import sync_method
 from prom_reward.checklist.criteria import Criterion, criterion_rubric
+from prom_reward.core.judge import PrometheusJudge, asks_expected
+from prom_reward.core.judge_spec import JudgeSpec
 from prom_reward.core.verdict_probs import no_logprobs
 from prom_reward.errors import BackendError, ConfigError, JudgeConfigError, JudgeUnavailableError
 from prom_reward.format.judge_format import JudgeFormat, Task
@@ -161,13 +164,11 @@ def _meanwhile(policy: OutagePolicy | None) -> str:
     """What the samples meet while the judge is down, as ``policy`` says."""
     if policy is None:
         return "samples wait within the outage budget, then meet its on_exhausted"
-    waited = f"samples wait within the outage budget ({policy.budget_s:g} s), then "
-    if policy.on_exhausted == "fail":
-        return waited + "get the failure reward"
-    return waited + (
-        "their request fails with JudgeUnavailableError naming the cause (outage on_exhausted raise: reward-server "
-        "answers it 503); on_exhausted fail would give them the failure reward instead"
-    )
+    then = "get the failure reward"
+    if policy.on_exhausted == "raise":
+        then = "their request fails with JudgeUnavailableError naming the cause (outage on_exhausted raise: "
+        then += "reward-server answers it 503); on_exhausted fail would give them the failure reward instead"
+    return f"samples wait within the outage budget ({policy.budget_s:g} s), then {then}"
 
 
 async def _canary(reward: Any, seconds: float, health: JudgeHealth | None) -> None:
@@ -187,9 +188,6 @@ async def _canary(reward: Any, seconds: float, health: JudgeHealth | None) -> No
 def over_http(judge: Any) -> bool:
     """Whether ``judge`` (a ``PrometheusJudge``, its ``JudgeSpec`` or a dict of its options) talks to an HTTP judge
     server."""
-    from prom_reward.core.judge import PrometheusJudge
-    from prom_reward.core.judge_spec import JudgeSpec
-
     if isinstance(judge, (dict, JudgeSpec)):
         return (JudgeSpec.of(judge) if isinstance(judge, dict) else judge).backend == "openai"
     return isinstance(judge, PrometheusJudge) and judge.backend.name == "openai"
@@ -203,13 +201,6 @@ def canary_rubric(fmt: JudgeFormat, task: Task, rubric: Rubric | None) -> Rubric
     if task == "absolute" and 2 <= len(fmt.scale) <= 5:
         return criterion_rubric(criterion, fmt)
     return Rubric(f"Does the response satisfy this criterion: {criterion.text}?")
-
-
-def asks_expected(judge: Any) -> bool:
-    """Whether ``judge`` (a ``PrometheusJudge``) asks for the verdict's logprobs (``expected_score=True``)."""
-    from prom_reward.core.judge import EXPECTED_LOGPROBS
-
-    return (judge.sampling.logprobs or 0) >= EXPECTED_LOGPROBS
 
 
 def job_canary(judge: Any, task: Task, rubric: Rubric | None, expected: bool = False) -> str | None:
@@ -232,37 +223,21 @@ def job_canary(judge: Any, task: Task, rubric: Rubric | None, expected: bool = F
     return None
 
 
-def canary_samples(config: RewardConfig, rubric: Rubric) -> list[RewardSample]:
-    """The canary as judge-ready samples of ``config``'s mode judged with ``rubric``.
-
-    >>> [s.baseline for s in canary_samples(RewardConfig(mode="pairwise_reference"), Rubric("Helpful?"))]
-    ['Hi.']
-    """
-    first, second = CANARY_RESPONSES
-    ref = config.reference_answer
-
-    def sample(response: str, baseline: str | None = None) -> RewardSample:
-        return RewardSample(CANARY_INSTRUCTION, response, ref, rubric, CANARY_INSTRUCTION, baseline)
-
-    if config.mode == "pairwise_group":
-        return [sample(first), sample(second)]
-    return [sample(first, second if config.mode == "pairwise_reference" else None)]
-
-
 async def judge_canary(
     judge: Any, config: RewardConfig, rubric: Rubric, deadline: float | None, health: JudgeHealth
 ) -> str | None:
     """The canary of ``config``'s mode with ``rubric``, through the reward's outage loop and mode: None when the
     judge answered it, else why not. Raises for a misconfigured judge (``score='expected'``: without logprobs)."""
-    samples = canary_samples(config, rubric)
+    first, second = CANARY_RESPONSES
+    samples = [RewardSample(CANARY_INSTRUCTION, first, config.reference_answer, rubric, CANARY_INSTRUCTION)]
+    if config.mode == "pairwise_group":
+        samples.append(dataclasses.replace(samples[0], response=second))
+    elif config.mode == "pairwise_reference":
+        samples[0] = dataclasses.replace(samples[0], baseline=second)
     units = [list(range(len(samples)))]
+    run = batch_runner(judge, config, samples)
     iso = await ajudge_until_answered(
-        units,
-        batch_runner(judge, config, samples),
-        ModeOutput.item_errors,
-        config.outage,
-        deadline=deadline,
-        health=health,
+        units, run, ModeOutput.item_errors, config.outage, deadline=deadline, health=health
     )
     if iso.outage:
         return next(iter(iso.outage.values()))
@@ -283,12 +258,11 @@ class CanaryGate:
         if not self.due:
             return None
         self.due = False  # the canary's own batch must not run it again
-        answered = False
+        why: str | None = "it raised"
         try:
             why = await judgment()
-            answered = why is None
         finally:
-            self.due = not answered
+            self.due = why is not None
         if why is not None:
             logger.warning("canary judgment: the judge did not answer (%s); the next call runs it again", why)
         return why
