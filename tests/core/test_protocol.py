@@ -142,6 +142,16 @@ def test_tie_rounds_keep_their_attempt_numbers_apart() -> None:
     assert [r.attempt for r in seen] == [0, 0, 1000, 1000, 2000, 2000]
 
 
+def test_an_unknown_by_grades_option_is_refused_with_the_valid_ones() -> None:
+    from prom_reward.errors import ConfigError
+
+    judge = judge_by_rank({"a": 1, "b": 2})
+    with pytest.raises(
+        ConfigError, match=r"unknown option\(s\) \['max_tie_round'\]; expected some of .*max_tie_rounds"
+    ):
+        judge.compare_by_grades(["q"], ["a"], ["b"], "helpfulness", max_tie_round=2)
+
+
 def test_grade_and_verdict_share_the_judgment_fields_once() -> None:
     shared = {f.name for f in dataclasses.fields(Judgment)}
     assert shared == {
