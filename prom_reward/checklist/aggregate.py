@@ -1,11 +1,5 @@
 """Aggregations of a checklist's per-criterion scores on [0, 1] into one reward (``weighted_mean``, ``minimum``,
-``gate`` or a callable; docs/checklists.md); an essential criterion left unjudged makes it None.
-
->>> from prom_reward.checklist.criteria import Criterion
->>> good, pit = Criterion("cites", 3.0), Criterion("rude", 1.0, "pitfall")
->>> aggregate([CriterionScore(good, 1.0), CriterionScore(pit, 1.0)], "weighted_mean").value
-0.6666666666666666
-"""
+``gate`` or a callable; docs/checklists.md); an essential criterion left unjudged makes it None."""
 
 from __future__ import annotations
 

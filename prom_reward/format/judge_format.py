@@ -91,15 +91,7 @@ _TASK_WORDS = {"absolute": "grading one response", "relative": "pairwise verdict
 
 def unsupported_task(fmt: JudgeFormat, task: Task, fix: str = "") -> ConfigError:
     """The error of asking ``fmt`` for a ``task`` it does not judge: what it supports, and the fix (``fix``, then
-    the registered formats that judge ``task``).
-
-    >>> class Pairwise(JudgeFormat):
-    ...     name, tasks, scale = "pair-only", frozenset({"relative"}), ()
-    >>> print(unsupported_task(Pairwise, "absolute"))  # doctest: +ELLIPSIS
-    judge format 'pair-only' does not judge absolute (grading one response); it supports relative (pairwise ...
-    >>> "selene" in str(unsupported_task(Pairwise, "absolute"))
-    False
-    """
+    the registered formats that judge ``task``)."""
     scores = f", scores {fmt.scale[0]}-{fmt.scale[-1]}" if fmt.scale else ""
     supports = [f"{t} ({_TASK_WORDS.get(t, t)}{scores if t == 'absolute' else ''})" for t in sorted(fmt.tasks)]
     others = ", ".join(n for n in JUDGE_FORMATS if task in JUDGE_FORMATS.get(n).tasks and n != fmt.name)
