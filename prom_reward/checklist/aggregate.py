@@ -59,13 +59,10 @@ def minimum(scores: Sequence[CriterionScore]) -> float:
     return min(1.0 - (x.score or 0.0) if x.criterion.pitfall else (x.score or 0.0) for x in scores)
 
 
-GATE_FLOOR = 0.0
-
-
 def gate(scores: Sequence[CriterionScore]) -> float:
-    """``GATE_FLOOR`` unless every essential criterion is satisfied, else ``weighted_mean`` of the others (or 1)."""
+    """0 unless every essential criterion is satisfied, else ``weighted_mean`` of the others (or 1)."""
     if any(x.criterion.category == "essential" and not x.satisfied for x in scores):
-        return GATE_FLOOR
+        return 0.0
     rest = [x for x in scores if x.criterion.category != "essential"]
     return weighted_mean(rest) if rest else 1.0
 

@@ -86,12 +86,10 @@ async def ajudge_checklists(
     where = [seen.setdefault(a, len(seen)) for a in asks]
     grades: list[Grade] = []
     if seen:
-        ins, resp, rubrics, ref = (list(column) for column in zip(*seen, strict=True))
+        columns = [list(column) for column in zip(*seen, strict=True)]  # instructions, responses, rubrics, refs
         grades = await judge.agrade(
-            ins,
-            resp,
-            rubrics,
-            ref if any(r is not None for r in ref) else None,
+            *columns[:3],
+            columns[3] if any(r is not None for r in columns[3]) else None,
             num_samples=cfg.num_samples if cfg.score == "mean" else 1,
             sampling={"logprobs": 20} if cfg.score == "expected" and (judge.sampling.logprobs or 0) < 20 else None,
             truncate_response=truncate_response,
