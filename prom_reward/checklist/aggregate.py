@@ -1,11 +1,5 @@
 """Aggregations of a checklist's per-criterion scores on [0, 1] into one reward (``weighted_mean``, ``minimum``,
-``gate`` or a callable; docs/checklists.md); an essential criterion left unjudged makes it None.
-
->>> from prom_reward.checklist.criteria import Criterion
->>> good, pit = Criterion("cites", 3.0), Criterion("rude", 1.0, "pitfall")
->>> aggregate([CriterionScore(good, 1.0), CriterionScore(pit, 1.0)], "weighted_mean").value
-0.6666666666666666
-"""
+``gate`` or a callable; docs/checklists.md); an essential criterion left unjudged makes it None."""
 
 from __future__ import annotations
 
@@ -65,13 +59,10 @@ def minimum(scores: Sequence[CriterionScore]) -> float:
     return min(1.0 - (x.score or 0.0) if x.criterion.pitfall else (x.score or 0.0) for x in scores)
 
 
-GATE_FLOOR = 0.0
-
-
 def gate(scores: Sequence[CriterionScore]) -> float:
-    """``GATE_FLOOR`` unless every essential criterion is satisfied, else ``weighted_mean`` of the others (or 1)."""
+    """0 unless every essential criterion is satisfied, else ``weighted_mean`` of the others (or 1)."""
     if any(x.criterion.category == "essential" and not x.satisfied for x in scores):
-        return GATE_FLOOR
+        return 0.0
     rest = [x for x in scores if x.criterion.category != "essential"]
     return weighted_mean(rest) if rest else 1.0
 

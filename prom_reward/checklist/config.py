@@ -1,12 +1,4 @@
-"""``ChecklistConfig``: how a checklist is judged and aggregated (explicit or implicit, which aggregation).
-
-Example:
-    >>> ChecklistConfig(mode="implicit").aggregation
-    'weighted_mean'
-    >>> checklist_config("both", "weighted_mean")  # doctest: +IGNORE_EXCEPTION_DETAIL
-    Traceback (most recent call last):
-    ConfigError: checklist_mode: expected one of explicit, implicit, got 'both'; fix: ...
-"""
+"""``ChecklistConfig``: how a checklist is judged and aggregated (explicit or implicit, which aggregation)."""
 
 from __future__ import annotations
 

@@ -37,42 +37,18 @@ class ChecklistBatch:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
-async def _grade(
-    judge: Any,
-    asks: list[tuple[str, str, Rubric, str | None]],
-    cfg: ChecklistConfig,
-    truncate_response: bool | None,
-    deadline: float | None,
-    outage: Retry | None = None,
-) -> tuple[list[Grade], list[int]]:
-    """One ``agrade`` call over the distinct asks; returns the grades and, per ask, its grade's index."""
-    seen: dict[tuple[str, str, Rubric, str | None], int] = {}
-    where = [seen.setdefault(a, len(seen)) for a in asks]
-    if not seen:
-        return [], where
-    instructions, responses, rubrics, refs = (list(column) for column in zip(*seen, strict=True))
-    grades = await judge.agrade(
-        instructions,
-        responses,
-        rubrics,
-        refs if any(r is not None for r in refs) else None,
-        num_samples=cfg.num_samples if cfg.score == "mean" else 1,
-        sampling={"logprobs": EXPECTED_LOGPROBS} if cfg.score == "expected" and not asks_expected(judge) else None,
-        truncate_response=truncate_response,
-        deadline=deadline,
-        outage=outage,
-    )
-    return list(grades), where
-
-
-def _unit(raw: float | None, scale: tuple[int, ...]) -> float | None:
-    return None if raw is None else (raw - scale[0]) / (scale[-1] - scale[0])
-
-
-def _why(g: Grade) -> str:
+def _judged(g: Grade, score: str, scale: tuple[int, ...]) -> tuple[float | None, float | None, str | None]:
+    """A grade's score (``score``: which) on its format's scale, on [0, 1], and why there is none."""
+    raw = g.value(score)
+    if raw is not None:
+        return raw, (raw - scale[0]) / (scale[-1] - scale[0]), None
     if g.error is not None:
-        return g.error.reason
-    return g.expected_reason if g.ok and g.expected_reason else "the judge gave no parseable verdict after its retries"
+        return None, None, g.error.reason
+    return (
+        None,
+        None,
+        g.expected_reason if g.ok and g.expected_reason else "the judge gave no parseable verdict after its retries",
+    )
 
 
 async def ajudge_checklists(
@@ -106,21 +82,31 @@ async def ajudge_checklists(
         for rubric in [checklist_rubric(cl, fmt)] if implicit else [criterion_rubric(c, fmt) for c in cl]:
             asks.append((ins, resp, rubric, ref))
             owner.append(i)
-    grades, where = await _grade(judge, asks, cfg, truncate_response, deadline, outage)
+    seen: dict[tuple[str, str, Rubric, str | None], int] = {}  # one judgment per distinct ask
+    where = [seen.setdefault(a, len(seen)) for a in asks]
+    grades: list[Grade] = []
+    if seen:
+        columns = [list(column) for column in zip(*seen, strict=True)]  # instructions, responses, rubrics, refs
+        grades = await judge.agrade(
+            *columns[:3],
+            columns[3] if any(r is not None for r in columns[3]) else None,
+            num_samples=cfg.num_samples if cfg.score == "mean" else 1,
+            sampling={"logprobs": EXPECTED_LOGPROBS} if cfg.score == "expected" and not asks_expected(judge) else None,
+            truncate_response=truncate_response,
+            deadline=deadline,
+            outage=outage,
+        )
+    results = [(grades[w], *_judged(grades[w], cfg.score, fmt.scale)) for w in where]
     if implicit:
-        outcomes = []
-        for w in where:
-            g = grades[w]
-            unit = _unit(g.value(cfg.score), fmt.scale)
-            agg = Aggregate(unit, None if unit is not None else _why(g))
-            outcomes.append(ChecklistOutcome(agg, (), g.feedback, g.error if unit is None else None))
+        outcomes = [
+            ChecklistOutcome(Aggregate(unit, why), (), g.feedback, None if why is None else g.error)
+            for g, _, unit, why in results
+        ]
         return ChecklistBatch(outcomes, checklist_metrics(outcomes, grades))
     per: list[list[tuple[CriterionScore, Grade]]] = [[] for _ in responses]
     flat = [c for cl in checklists for c in cl]
-    for c, i, w in zip(flat, owner, where, strict=True):
-        g = grades[w]
-        raw = g.value(cfg.score)
-        per[i].append((CriterionScore(c, _unit(raw, fmt.scale), None if raw is not None else _why(g), raw), g))
+    for c, i, (g, raw, unit, why) in zip(flat, owner, results, strict=True):
+        per[i].append((CriterionScore(c, unit, why, raw), g))
     outcomes = []
     for judged in per:
         scores = tuple(s for s, _ in judged)

@@ -31,16 +31,7 @@ def _rate(passed: list[bool]) -> float:
 
 
 def checklist_metrics(outcomes: Sequence[Any], grades: Sequence[Any]) -> dict[str, float]:
-    """The batch's checklist metrics from its ``ChecklistOutcome``s and the distinct grades.
-
-    >>> from prom_reward.checklist.aggregate import Aggregate, CriterionScore
-    >>> from prom_reward.checklist.criteria import Criterion
-    >>> from prom_reward.checklist.judging import ChecklistOutcome
-    >>> a, p = Criterion("cites"), Criterion("rude", category="pitfall")
-    >>> m = checklist_metrics([ChecklistOutcome(Aggregate(0.0), (CriterionScore(a, 1.0), CriterionScore(p, 1.0)))], [])
-    >>> m["checklist_pass_rate"], m["checklist_pitfall_pass_rate"], m["checklist/cites_pass_rate"]
-    (0.5, 0.0, 1.0)
-    """
+    """The batch's checklist metrics from its ``ChecklistOutcome``s and the distinct grades."""
     every: list[bool] = []
     by_category: dict[str, list[bool]] = {}
     by_criterion: dict[str, list[bool]] = {}

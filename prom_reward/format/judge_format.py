@@ -44,15 +44,15 @@ class JudgeFormat(ABC):
     markers: tuple[str, ...]
     """The format's section tags and markers, neutralised inside judged texts (``format.sanitize``)."""
 
-    @abstractmethod
     def absolute_prompt(self, instruction: str, response: str, rubric: Rubric, reference: str | None) -> Prompt:
-        """The prompt grading ``response`` against ``rubric``; a format without absolute grading raises ConfigError."""
+        """The prompt grading ``response`` against ``rubric``; by default a refusal (the format does not grade)."""
+        raise unsupported_task(self, "absolute", "use it with compare, pairs or a pairwise reward")
 
-    @abstractmethod
     def relative_prompt(
         self, instruction: str, response_a: str, response_b: str, rubric: Rubric, reference: str | None
     ) -> Prompt:
-        """The prompt asking which response is better; a format without pairwise verdicts raises ConfigError."""
+        """The prompt asking which response is better; by default the refusal of a format that does not compare."""
+        raise unsupported_task(self, "relative")
 
     @abstractmethod
     def parse(self, text: str, task: Task) -> ParsedOutput:
@@ -89,25 +89,12 @@ class JudgeFormat(ABC):
 _TASK_WORDS = {"absolute": "grading one response", "relative": "pairwise verdicts"}
 
 
-def formats_for(task: Task) -> list[str]:
-    """The registered formats that judge ``task``, sorted: what a refusal offers instead."""
-    return [name for name in JUDGE_FORMATS if task in JUDGE_FORMATS.get(name).tasks]
-
-
 def unsupported_task(fmt: JudgeFormat, task: Task, fix: str = "") -> ConfigError:
     """The error of asking ``fmt`` for a ``task`` it does not judge: what it supports, and the fix (``fix``, then
-    the registered formats that judge ``task``).
-
-    >>> class Pairwise(JudgeFormat):
-    ...     name, tasks, scale = "pair-only", frozenset({"relative"}), ()
-    >>> print(unsupported_task(Pairwise, "absolute"))  # doctest: +ELLIPSIS
-    judge format 'pair-only' does not judge absolute (grading one response); it supports relative (pairwise ...
-    >>> "selene" in str(unsupported_task(Pairwise, "absolute"))
-    False
-    """
+    the registered formats that judge ``task``)."""
     scores = f", scores {fmt.scale[0]}-{fmt.scale[-1]}" if fmt.scale else ""
     supports = [f"{t} ({_TASK_WORDS.get(t, t)}{scores if t == 'absolute' else ''})" for t in sorted(fmt.tasks)]
-    others = ", ".join(n for n in formats_for(task) if n != fmt.name)
+    others = ", ".join(n for n in JUDGE_FORMATS if task in JUDGE_FORMATS.get(n).tasks and n != fmt.name)
     fixes = [f for f in (fix, f"pick a format that does ({others})" if others else "") if f]
     return ConfigError(
         f"judge format {fmt.name!r} does not judge {task} ({_TASK_WORDS.get(task, task)}); it supports "

@@ -1,15 +1,5 @@
 """The report's checklist section: pass rates per criterion and per category, and the criteria the judge most
-often could not decide, from a graded file's ``checklist_verdicts`` column.
-
-Example:
-    >>> v = [{"criterion": "Says 4", "category": "essential", "satisfied": True},
-    ...      {"criterion": "Is rude", "category": "pitfall", "satisfied": True}]
-    >>> s = checklist_summary([v, [{**v[0], "satisfied": None}]])
-    >>> s["by_criterion"]["Says 4"]
-    {'n': 2, 'judged': 1, 'pass_rate': 1.0, 'undecided': 1}
-    >>> s["by_category"]["pitfall"]["pass_rate"]
-    0.0
-"""
+often could not decide, from a graded file's ``checklist_verdicts`` column."""
 
 from __future__ import annotations
 

@@ -186,50 +186,46 @@ def _bold(text: str) -> str:
     return re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", text)
 
 
-def _probe(record: dict[str, Any]) -> str:
-    charts = []
-    if lb := record.get("llmbar"):
-        names = list(lb["sets"])
-        charts.append(
-            bar_chart(
-                "probe-llmbar",
-                [n.replace("Adversarial_", "Adv. ") for n in names],
-                [lb["sets"][n]["accuracy"] for n in names],
-                title="LLMBar accuracy, both orders",
-                y_label="accuracy",
-                intervals=[lb["sets"][n]["accuracy_ci"] for n in names],
-                y_range=(0.0, 1.0),
-                reference=0.5,
-            )
-        )
-    if sh := record.get("shifts"):
-        names = list(sh["edits"])
-        charts.append(
-            bar_chart(
-                "probe-shifts",
-                names,
-                [sh["edits"][n]["mean_shift"] for n in names],
-                title=f"Mean shift of the {sh['score'].replace('_', ' ')} per edit",
-                y_label="shift",
-                intervals=[sh["edits"][n]["mean_shift_ci"] for n in names],
-                reference=0.0,
-            )
-        )
-    return "".join(
-        [
-            f'<h2>Hacking probe</h2><p class="meta">{escape(heading(record))}</p>',
-            *(f'<p class="note">{_bold(escape(w))}</p>' for w in verdict_warnings(record) + not_run_notes(record)),
-            f'<div class="plots">{"".join(charts)}</div>',
-            *(f'<p class="note">{escape(note)}</p>{_table(*table)}' for note, table in tables(record)),
-        ]
-    )
-
-
 def probe_section(record: dict[str, Any]) -> str:
     """The report's section for a probe record; ``InputError`` (field ``probe``) when the record lacks what
     ``prom-reward probe`` writes (a record edited by hand, of another version, or another JSON file)."""
     try:
-        return _probe(record)
+        charts = []
+        if lb := record.get("llmbar"):
+            names = list(lb["sets"])
+            charts.append(
+                bar_chart(
+                    "probe-llmbar",
+                    [n.replace("Adversarial_", "Adv. ") for n in names],
+                    [lb["sets"][n]["accuracy"] for n in names],
+                    title="LLMBar accuracy, both orders",
+                    y_label="accuracy",
+                    intervals=[lb["sets"][n]["accuracy_ci"] for n in names],
+                    y_range=(0.0, 1.0),
+                    reference=0.5,
+                )
+            )
+        if sh := record.get("shifts"):
+            names = list(sh["edits"])
+            charts.append(
+                bar_chart(
+                    "probe-shifts",
+                    names,
+                    [sh["edits"][n]["mean_shift"] for n in names],
+                    title=f"Mean shift of the {sh['score'].replace('_', ' ')} per edit",
+                    y_label="shift",
+                    intervals=[sh["edits"][n]["mean_shift_ci"] for n in names],
+                    reference=0.0,
+                )
+            )
+        return "".join(
+            [
+                f'<h2>Hacking probe</h2><p class="meta">{escape(heading(record))}</p>',
+                *(f'<p class="note">{_bold(escape(w))}</p>' for w in verdict_warnings(record) + not_run_notes(record)),
+                f'<div class="plots">{"".join(charts)}</div>',
+                *(f'<p class="note">{escape(note)}</p>{_table(*table)}' for note, table in tables(record)),
+            ]
+        )
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
         raise InputError(
             f"not a complete prom-reward probe record ({type(e).__name__}: {e}); fix: give the .json that "

@@ -48,12 +48,6 @@ def _unfenced(text: str) -> tuple[int, int]:
     return start, end
 
 
-def _verdict_of(value: object) -> str | None:
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        return None
-    return _VERDICTS.get(str(value).strip())
-
-
 class ConJFormat(PairwiseOnlyFormat):
     """Con-J: rewardbench's ``CON_J_PROMPT``; the verdict is ``"更好的回答": 1|2`` in a JSON object."""
 
@@ -85,8 +79,9 @@ class ConJFormat(PairwiseOnlyFormat):
         feedback = reason.strip() if isinstance(reason, str) else ""
         if VERDICT_KEY not in obj:
             return failure(feedback, f"con-j: the JSON object has no {VERDICT_KEY!r} key (keys: {list(obj)[:5]})")
-        verdict = _verdict_of(obj[VERDICT_KEY])
-        if verdict is None:
+        value = obj[VERDICT_KEY]
+        verdict = _VERDICTS.get(str(value).strip()) if isinstance(value, (int, str)) else None
+        if verdict is None or isinstance(value, bool):
             return failure(feedback, f"con-j: {VERDICT_KEY!r} is {obj[VERDICT_KEY]!r}, expected 1 or 2")
         found = list(_VALUE.finditer(text, start, end))
         return ParsedOutput(feedback, verdict, found[-1].start("v") if found else None)

@@ -85,11 +85,6 @@ class FlowJudgeFormat(JudgeFormat):
         }
         return Prompt(system="", user=fill(USER_TEMPLATE, values))
 
-    def relative_prompt(
-        self, instruction: str, response_a: str, response_b: str, rubric: Rubric, reference: str | None
-    ) -> Prompt:
-        raise unsupported_task(self, "relative")
-
     def rubric_problem(self, rubric: Rubric, task: Task) -> str | None:
         if task != "absolute":
             return f"{self.name} judges absolute tasks only (grading on its {self._scale_text}), not {task!r}"

@@ -25,10 +25,11 @@ class YamlFormat(JudgeFormat):
         self.scale = spec.scale if "absolute" in spec.tasks else ()
         self.force_prefix = spec.force_prefix
         self.markers = spec.markers
-        grade = spec.tasks.get("absolute")
-        self._rubric_used = grade is not None and any(
-            "rubric" in template_fields(t) for t in (grade.system, grade.user, grade.user_no_reference or "")
-        )
+        self._fields = {  # the fields each task's templates use
+            task: set().union(*(template_fields(x) for x in (t.system, t.user, t.user_no_reference or "")))
+            for task, t in spec.tasks.items()
+        }
+        self._rubric_used = "rubric" in self._fields.get("absolute", ())
 
     def _task(self, task: Task) -> TaskSpec:
         check_task(self, task)
@@ -77,9 +78,8 @@ class YamlFormat(JudgeFormat):
         )
 
     def uses_rubric(self, task: Task) -> bool:
-        t = self._task(task)
-        templates = (t.system, t.user, t.user_no_reference or "")
-        return any({"criteria", "rubric"} & template_fields(x) for x in templates)
+        self._task(task)
+        return bool({"criteria", "rubric"} & self._fields[task])
 
     def verdict_labels(self, task: Task) -> tuple[str, ...]:
         return self._task(task).labels

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from prom_reward.format.eos import content_end, strip_eos
-from prom_reward.format.judge_format import JudgeFormat, Prompt, Task, unsupported_task
+from prom_reward.format.judge_format import JudgeFormat, Prompt, Task
 from prom_reward.format.parsing import ParsedOutput
 from prom_reward.format.rubrics import Rubric
 
@@ -121,9 +121,6 @@ class PairwiseOnlyFormat(JudgeFormat):
     scale: tuple[int, ...] = ()
     system: str = ""
     template: str
-
-    def absolute_prompt(self, instruction: str, response: str, rubric: Rubric, reference: str | None) -> Prompt:
-        raise unsupported_task(self, "absolute", "use it with compare, pairs or a pairwise reward")
 
     def uses_rubric(self, task: Task) -> bool:
         return False
