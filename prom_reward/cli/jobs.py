@@ -37,11 +37,11 @@ from prom_reward.jobs.spec import JobKind
 from prom_reward.jobs.summary import EXIT_CODES, EXIT_JUDGE_DOWN
 
 KINDS: dict[str, type[JobKind]] = {"grade": GradeJob, "compare": CompareJob, "pairs": PairsJob}
-"""Each job's kind: its column options (``JobKind.columns``) are its ``--<role>-col`` flags."""
+"""Each job's kind: its column options (``JobKind.column_options``) are its ``--<role>-col`` flags."""
 
 
 def _kind(args: argparse.Namespace) -> JobKind:
-    columns = {option: getattr(args, option) for option in KINDS[args.command].columns}
+    columns = {option: getattr(args, option) for option in KINDS[args.command].column_options()}
     if args.command == "grade":
         return GradeJob(
             rubric=args.rubric,
@@ -188,7 +188,7 @@ def _add_job_parser(
         action="store_true",
         help="start over on an existing OUTPUT (it stays intact until the new one is complete)",
     )
-    for option in KINDS[name].columns:
+    for option in KINDS[name].column_options():
         ours, *trl = DEFAULTS[option]  # TRL's name of the role, where it has another
         g.add_argument(
             column_flag(option),

@@ -1,5 +1,5 @@
-"""Which input column holds each thing a ``grade`` or ``compare`` job reads, and ``text_item``, which builds a row's
-item from them; a failed check names the row, the column and the option."""
+"""Which input column holds each thing a ``grade`` or ``compare`` job reads (its rubric included), and ``text_item``,
+which builds a row's item from them; a failed check names the row, the column and the option."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 from prom_reward.errors import InputError
 from prom_reward.format.columns import column_text, find_column
+from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.rubrics import Rubric
 from prom_reward.jobs.source import SourceRow
 from prom_reward.jobs.spec import row_error
@@ -18,6 +19,15 @@ T = TypeVar("T")
 def column(row: SourceRow, given: str | None, option: str, *, required: bool = True) -> str | None:
     """The column of ``row`` that holds ``option``'s role; None only for an optional column it does not have."""
     return find_column(row.data, option, given, f"{row.where}: row {row.id}", required=required, index=row.id)
+
+
+def resolve_rubric(rubrics: RubricResolver, row: SourceRow, given: str) -> Rubric:
+    """The rubric of one row (its ``rubric_column`` ``given``, else the job's), errors naming the row's place."""
+    name = column(row, given, "rubric_column", required=False)
+    try:
+        return rubrics(None if name is None else row.data[name], index=row.id, field=name or given)
+    except InputError as e:
+        raise e.at(row.where) from None
 
 
 def judge_text(row: SourceRow, name: str, option: str) -> Any:

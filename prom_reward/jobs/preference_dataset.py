@@ -63,9 +63,7 @@ def build_preference_dataset(
     cfg = dataclasses.replace(config or PreferenceConfig(), **options)
     JobConfig(batch_size=batch_size)  # checked as every job's batch_size
     start = time.perf_counter()
-    kind = PairsJob(cfg)
-    kind.check_format(judge.format)  # a rubric for all that the judge's format refuses: before any judging
-    kind = kind.for_format(judge.format)
+    kind = PairsJob(cfg).check_format(judge.format)  # a rubric the judge's format refuses: before any judging
     prepare = kind.preparer()
     source = list(kind.group(_source(rows)))
     for row in source:  # the whole input is checked before anything is judged

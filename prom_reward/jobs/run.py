@@ -52,8 +52,7 @@ def run_job(
                 "group a long-layout file into wide rows first, or run without --ray"
             )
     fmt = judge_format_of(judge)
-    kind.check_format(fmt)  # before the output is touched: a format that cannot do the job
-    kind = kind.for_format(fmt)
+    kind = kind.check_format(fmt)  # before the output is touched: a format that cannot do the job
     judged = judge_fingerprint(judge)
     if fmt.name != DEFAULT_FORMAT:  # recorded also when a preset picked it: the report reads the scale from here
         judged["format"] = fmt.name
@@ -71,14 +70,14 @@ def run_job(
 
             if over_http(judge):  # the canary in the driver: a client of the judge server is cheap to build
                 with JudgeSpec.of(judge).build() as client:
-                    job_canary(client, kind.task(), kind.job_rubric(), expected=kind.name == "grade")
+                    job_canary(client, kind.task(), kind.rubric, expected=kind.name == "grade")
             judge_on_ray(plan, judge, ray, cfg, summary)
         else:
             from prom_reward.jobs.batch import judge_locally
 
             built = JudgeSpec.of(judge).build() if isinstance(judge, dict) else judge
             try:
-                job_canary(built, kind.task(), kind.job_rubric(), expected=kind.name == "grade")
+                job_canary(built, kind.task(), kind.rubric, expected=kind.name == "grade")
                 judge_locally(plan, built, summary, cfg.progress, Outage(cfg.outage))
             finally:
                 if built is not judge:
