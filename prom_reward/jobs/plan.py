@@ -11,7 +11,7 @@ from typing import Any
 from prom_reward.errors import ConfigError, OutputError
 from prom_reward.jobs.config import JobConfig
 from prom_reward.jobs.manifest import NAME, differences, make_manifest, read_manifest, write_manifest
-from prom_reward.jobs.parts import clear_parts, done_parts, failed_parts, output_error, part_ids, remove_temporaries
+from prom_reward.jobs.parts import clear_parts, done_parts, failed_parts, output_error, part_ids
 from prom_reward.jobs.scan import Scan, scan_input
 from prom_reward.jobs.source import KINDS, expand_inputs
 from prom_reward.jobs.spec import JobKind
@@ -159,7 +159,7 @@ def _refuse_overlap(tgt: Target, inputs: Any, files: list[str]) -> None:
 def _check_parts(plan: Plan) -> list[tuple[int, int]]:
     """The parts of a resumed job that stand; the others are removed, to be judged again."""
     folder, pairs = plan.target.folder, plan.kind.name == "pairs"
-    plan.repaired_parts += remove_temporaries(folder) + remove_temporaries(folder / SKIPPED)
+    plan.repaired_parts += clear_parts(folder, temporaries=True) + clear_parts(folder / SKIPPED, temporaries=True)
     failed = failed_parts(folder)
     done: list[tuple[int, int]] = []
     parts = done_parts(folder)

@@ -110,7 +110,7 @@ def _run(
 ) -> JobSummary:
     """``options`` routed to the fields of the kind (pairs: ``PreferenceConfig``), ``JobConfig`` and (on Ray)
     ``RayConfig``, then ``run_job``; an unknown name is a ``ConfigError``."""
-    classes = [PreferenceConfig if kind is PairsJob else kind, JobConfig, *([RayConfig] if ray else [])]
+    classes = [kind.settings or kind, JobConfig, *([RayConfig] if ray else [])]
     names = [{f.name for f in dataclasses.fields(c) if f.init} for c in classes]
     parts: list[dict[str, Any]] = [{} for _ in classes]
     for k, v in options.items():
@@ -120,9 +120,7 @@ def _run(
         parts[i][k] = v
     cfg = dataclasses.replace(config or JobConfig(), **parts[1])
     ray_cfg = dataclasses.replace(ray, **parts[2]) if ray else None
-    job = (
-        PairsJob(dataclasses.replace(pairs or PreferenceConfig(), **parts[0])) if kind is PairsJob else kind(**parts[0])
-    )
+    job = PairsJob(dataclasses.replace(pairs or PreferenceConfig(), **parts[0])) if kind.settings else kind(**parts[0])
     return run_job(job, inputs, output, judge, cfg, ray_cfg)
 
 
