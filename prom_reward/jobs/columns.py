@@ -30,11 +30,6 @@ def resolve_rubric(rubrics: RubricResolver, row: SourceRow, given: str) -> Rubri
         raise e.at(row.where) from None
 
 
-def judge_text(row: SourceRow, name: str, option: str) -> Any:
-    """The value of column ``name``, a message list made text (``column_text``)."""
-    return column_text(row.data, name, option, f"{row.where}: row {row.id}", index=row.id)
-
-
 def role_columns(row: SourceRow, kind: Any, options: tuple[str, ...]) -> dict[str, str | None]:
     """The column of ``row`` read for each of ``options`` of the job ``kind``, and its optional reference column."""
     names: dict[str, str | None] = {o: column(row, getattr(kind, o), o) for o in options}
@@ -46,7 +41,8 @@ def text_item(row: SourceRow, names: dict[str, str | None], build: Callable[...,
     """The item of ``row``: ``build(*texts, rubric, reference)`` from the columns ``names``; the item's own check
     fails as an ``InputError`` naming the row, the column and the option."""
     options = [o for o in names if o != "reference_column"]
-    texts = [judge_text(row, str(names[o]), o) for o in options]  # its errors name the row already
+    where = f"{row.where}: row {row.id}"  # a message list is made text; its errors name the row already
+    texts = [column_text(row.data, str(names[o]), o, where, index=row.id) for o in options]
     reference = names["reference_column"]
     try:
         return build(*texts, rubric, None if reference is None else row.data[reference])
