@@ -8,6 +8,7 @@ import socket
 import time
 from typing import Any
 
+import prom_reward.errors as errors
 from prom_reward.errors import ConfigError, PromRewardError
 from prom_reward.jobs.batch import Sink, judge_and_commit
 from prom_reward.jobs.config import JobConfig, RayConfig
@@ -105,24 +106,6 @@ def warm_up(judge: Any) -> None:
     judge.stats = stats
 
 
-def _resources(ray: Any, cfg: RayConfig, judge: dict[str, Any]) -> tuple[int, float]:
-    """(replicas, GPUs per replica) for this cluster."""
-    total = ray.cluster_resources()
-    gpus = cfg.num_gpus
-    if gpus is None:  # an engine in the actor gets its GPUs; an HTTP client (--server) or a test backend none
-        engine = judge.get("backend", "vllm") in ("vllm", "transformers")
-        gpus = float(judge.get("tensor_parallel_size", 1)) if engine and total.get("GPU", 0) > 0 else 0.0
-    if cfg.replicas != "all":
-        return int(cfg.replicas), gpus
-    n = int(total.get("GPU", 0) // gpus) if gpus else int(total.get("CPU", 1) // cfg.num_cpus)
-    if n < 1:
-        raise ConfigError(
-            f'replicas="all": the cluster has {total.get("GPU", 0)} GPUs and {total.get("CPU", 0)} '
-            f"CPUs, not enough for one replica of {gpus} GPUs / {cfg.num_cpus} CPUs; fix: lower them"
-        )
-    return n, gpus
-
-
 def judge_on_ray(plan: Plan, judge: dict[str, Any], cfg: RayConfig, job: JobConfig, summary: JobSummary) -> None:
     """Judge every batch left in ``plan`` on a pool of judge actors, counting into ``summary``."""
     import ray
@@ -134,9 +117,20 @@ def judge_on_ray(plan: Plan, judge: dict[str, Any], cfg: RayConfig, job: JobConf
         ray.init(address=address, log_to_driver=progress) if address else ray.init(log_to_driver=progress)
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = progress
-    replicas, gpus = _resources(ray, cfg, judge)
+    total, gpus = ray.cluster_resources(), cfg.num_gpus
+    if gpus is None:  # an engine in the actor gets its GPUs; an HTTP client (--server) or a test backend none
+        in_process = judge.get("backend", "vllm") in ("vllm", "transformers")
+        gpus = float(judge.get("tensor_parallel_size", 1)) if in_process and total.get("GPU", 0) > 0 else 0.0
+    replicas = cfg.replicas
+    if replicas == "all":
+        replicas = int(total.get("GPU", 0) // gpus) if gpus else int(total.get("CPU", 1) // cfg.num_cpus)
+        if replicas < 1:
+            raise ConfigError(
+                f'replicas="all": the cluster has {total.get("GPU", 0)} GPUs and {total.get("CPU", 0)} '
+                f"CPUs, not enough for one replica of {gpus} GPUs / {cfg.num_cpus} CPUs; fix: lower them"
+            )
     todo = plan.shards
-    replicas = min(replicas, len(todo))
+    replicas = min(int(replicas), len(todo))
     env = {"TOKENIZERS_PARALLELISM": "false", **cfg.env}
     if gpus == 0 and "VLLM_CPU_KVCACHE_SPACE" in os.environ:
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", os.environ["VLLM_CPU_KVCACHE_SPACE"])
@@ -158,22 +152,15 @@ def judge_on_ray(plan: Plan, judge: dict[str, Any], cfg: RayConfig, job: JobConf
         desc="judged rows", unit="row", total=sum(s["stop"] - s["start"] for s in todo), disable=not progress
     ) as bar:
         for rec in ds.iter_rows():
-            if rec.get("error"):
-                raise _rebuild(str(rec["error"]))
+            if rec.get("error"):  # an actor's PromRewardError, sent as NAME<TAB>message
+                name, _, message = str(rec["error"]).partition("\t")
+                cls = getattr(errors, name, None)
+                if not (isinstance(cls, type) and issubclass(cls, PromRewardError)) or cls is errors.UnknownNameError:
+                    cls = PromRewardError
+                raise cls(message)
             summary.add(rec)
             bar.update(int(rec["rows"]))
             bar.set_postfix(failed=summary.failed, refresh=False)
-
-
-def _rebuild(error: str) -> PromRewardError:
-    """An actor's ``PromRewardError`` from its ``NAME<TAB>message`` record."""
-    import prom_reward.errors as errors
-
-    name, _, message = error.partition("\t")
-    cls = getattr(errors, name, None)
-    if not (isinstance(cls, type) and issubclass(cls, PromRewardError)) or cls is errors.UnknownNameError:
-        cls = PromRewardError
-    return cls(message)
 
 
 __all__ = ["BASELINE_HOOK", "judge_on_ray", "warm_up"]
