@@ -19,7 +19,7 @@ from prom_reward.jobs.source import SourceRow
 from prom_reward.jobs.spec import FAILED, BatchOut, JobKind, Prepare, failure_text, options_of, resolved, resolver
 from prom_reward.preferences.config import OUTPUT_COLUMNS, PreferenceConfig
 from prom_reward.preferences.rows import PreferenceRow, validate_row
-from prom_reward.preferences.strategies import judge_chunk, skip_record
+from prom_reward.preferences.strategies import ChunkOutcome, judge_chunk
 
 
 def group_long(rows: Iterator[SourceRow], cfg: PreferenceConfig) -> Iterator[SourceRow]:
@@ -128,8 +128,10 @@ class PairsJob(JobKind):
     def failed_rows(
         self, judge: Any, rows: list[SourceRow], items: list[PreferenceRow], failure: JudgeFailure
     ) -> BatchOut:
-        reason = failure_text(failure)
-        return _count_records(BatchOut(), [skip_record(it, "backend_failed", None, reason) for it in items])
+        out = ChunkOutcome()
+        for it in items:
+            out.skip(it, "backend_failed", None, failure_text(failure))
+        return _count_records(BatchOut(), out.skipped)
 
 
 def _count_records(out: BatchOut, records: list[dict[str, Any]]) -> BatchOut:
