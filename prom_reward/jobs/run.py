@@ -57,13 +57,7 @@ def run_job(
     if fmt.name != DEFAULT_FORMAT:  # recorded also when a preset picked it: the report reads the scale from here
         judged["format"] = fmt.name
     plan = prepare_job(kind, inputs, output, judged, cfg)
-    summary = JobSummary(
-        job=kind.name,
-        output=str(plan.target.output),
-        resumed_rows=plan.resumed_rows,
-        retried_rows=plan.retried_rows,
-        repaired_parts=plan.repaired_parts,
-    )
+    summary = plan.summary
     if plan.shards:
         if ray is not None:
             from prom_reward.jobs.ray_run import judge_on_ray
@@ -88,7 +82,7 @@ def run_job(
         if tgt.skipped is not None:
             merge_parts(tgt.folder / SKIPPED, tgt.skipped, "jsonl")
     else:
-        summary.output_rows = plan.resumed_rows + summary.rows
+        summary.output_rows = summary.resumed_rows + summary.rows
     summary.seconds = time.perf_counter() - start
     return summary
 
