@@ -112,11 +112,9 @@ def judge_on_ray(plan: Plan, judge: dict[str, Any], cfg: RayConfig, job: JobConf
     from tqdm import tqdm
 
     progress = job.progress
-    if not ray.is_initialized():
-        address = cfg.address or os.environ.get("RAY_ADDRESS")
-        ray.init(address=address, log_to_driver=progress) if address else ray.init(log_to_driver=progress)
-    ctx = ray.data.DataContext.get_current()
-    ctx.enable_progress_bars = progress
+    if not ray.is_initialized():  # no address: a local Ray started for this job
+        ray.init(address=cfg.address or os.environ.get("RAY_ADDRESS") or None, log_to_driver=progress)
+    ray.data.DataContext.get_current().enable_progress_bars = progress
     total, gpus = ray.cluster_resources(), cfg.num_gpus
     if gpus is None:  # an engine in the actor gets its GPUs; an HTTP client (--server) or a test backend none
         in_process = judge.get("backend", "vllm") in ("vllm", "transformers")
