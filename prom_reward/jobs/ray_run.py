@@ -65,15 +65,7 @@ class _JudgeWorker:
             )
         except PromRewardError as e:  # a full disk ...: sent back as data (Ray would lose the exception's class)
             self.left = time.perf_counter()
-            return {
-                "start": int(shard["start"]),
-                "rows": 0,
-                "worker": self.name,
-                "skipped": "{}",
-                "no_expected": "{}",
-                "backend_error": "",
-                "error": f"{type(e).__name__}\t{e}",
-            }
+            return {"start": int(shard["start"]), "worker": self.name, "error": f"{type(e).__name__}\t{e}"}
         rec.update(seconds=rec["seconds"] + read, io_seconds=rec["io_seconds"] + read, idle_seconds=idle, error="")
         if baseline:
             rec["baseline_seconds"] = baseline_s or self._baseline(shard)
