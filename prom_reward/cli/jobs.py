@@ -37,7 +37,7 @@ from prom_reward.jobs.summary import EXIT_CODES, EXIT_JUDGE_DOWN
 from prom_reward.preferences.config import PreferenceConfig
 
 KINDS: dict[str, type[JobKind]] = {"grade": GradeJob, "compare": CompareJob, "pairs": PairsJob}
-"""Each job's kind: its column options (``JobKind.columns``) are its ``--<role>-col`` flags."""
+"""Each job's kind: its column options (``JobKind.column_options``) are its ``--<role>-col`` flags."""
 
 
 RAY = ("address", "replicas", "num_gpus", "num_cpus")
@@ -48,7 +48,7 @@ CHECKLIST = ("checklist_mode", "checklist_aggregation")
 
 
 def _kind(args: argparse.Namespace) -> JobKind:
-    columns = {option: getattr(args, option) for option in KINDS[args.command].columns}
+    columns = {option: getattr(args, option) for option in KINDS[args.command].column_options()}
     if args.command == "compare":
         return CompareJob(rubric=args.rubric, swap=not args.no_swap, **columns)
     if args.command == "grade":
@@ -134,7 +134,7 @@ def _add_job_parser(
         help=f"rows per judge call and per committed part (default {batch_size})",
     )
     add_settings(g.add_mutually_exclusive_group(), JobConfig, ("resume", "overwrite"))
-    for option in KINDS[name].columns:
+    for option in KINDS[name].column_options():
         ours, *trl = DEFAULTS[option]  # TRL's name of the role, where it has another
         g.add_argument(
             column_flag(option),

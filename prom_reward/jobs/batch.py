@@ -113,14 +113,9 @@ def _source(plan: Plan) -> Iterator[SourceRow]:
             k[0] += 1
         return k[0] < len(shards) and shards[k[0]]["start"] <= i
 
-    def raw(filter_ids: bool) -> Iterator[SourceRow]:
-        for path, first, _ in plan.scan.files:
-            yield from iter_file(path, first, want=want if filter_ids else None)
-
-    if not plan.kind.regroups:
-        yield from raw(True)
-        return
-    yield from (row for row in plan.kind.group(raw(False)) if want(row.id))  # the groups' ids: wanted alike
+    filtered = None if plan.kind.regroups else want  # a group's rows are all read: its id is known once grouped
+    rows = (row for path, first, _ in plan.scan.files for row in iter_file(path, first, want=filtered))
+    return (row for row in plan.kind.group(rows) if want(row.id))
 
 
 def judge_locally(plan: Plan, judge: Any, summary: JobSummary, progress: bool, outage: Retry | None = None) -> None:

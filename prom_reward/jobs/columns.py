@@ -1,5 +1,5 @@
-"""Which input column holds each thing a ``grade`` or ``compare`` job reads, and ``text_item``, which builds a row's
-item from them; a failed check names the row, the column and the option."""
+"""Which input column holds each thing a ``grade`` or ``compare`` job reads (its rubric included), and ``text_item``,
+which builds a row's item from them; a failed check names the row, the column and the option."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 from prom_reward.errors import InputError
 from prom_reward.format.columns import column_text, find_column
+from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.rubrics import Rubric
 from prom_reward.jobs.source import SourceRow
 from prom_reward.jobs.spec import row_error
@@ -20,9 +21,13 @@ def column(row: SourceRow, given: str | None, option: str, *, required: bool = T
     return find_column(row.data, option, given, f"{row.where}: row {row.id}", required=required, index=row.id)
 
 
-def judge_text(row: SourceRow, name: str, option: str) -> Any:
-    """The value of column ``name``, a message list made text (``column_text``)."""
-    return column_text(row.data, name, option, f"{row.where}: row {row.id}", index=row.id)
+def resolve_rubric(rubrics: RubricResolver, row: SourceRow, given: str) -> Rubric:
+    """The rubric of one row (its ``rubric_column`` ``given``, else the job's), errors naming the row's place."""
+    name = column(row, given, "rubric_column", required=False)
+    try:
+        return rubrics(None if name is None else row.data[name], index=row.id, field=name or given)
+    except InputError as e:
+        raise e.at(row.where) from None
 
 
 def role_columns(row: SourceRow, kind: Any, options: tuple[str, ...]) -> dict[str, str | None]:
@@ -36,7 +41,8 @@ def text_item(row: SourceRow, names: dict[str, str | None], build: Callable[...,
     """The item of ``row``: ``build(*texts, rubric, reference)`` from the columns ``names``; the item's own check
     fails as an ``InputError`` naming the row, the column and the option."""
     options = [o for o in names if o != "reference_column"]
-    texts = [judge_text(row, str(names[o]), o) for o in options]  # its errors name the row already
+    where = f"{row.where}: row {row.id}"  # a message list is made text; its errors name the row already
+    texts = [column_text(row.data, str(names[o]), o, where, index=row.id) for o in options]
     reference = names["reference_column"]
     try:
         return build(*texts, rubric, None if reference is None else row.data[reference])

@@ -10,11 +10,9 @@ from prom_reward.core.items import PairItem
 from prom_reward.core.protocol import Retry
 from prom_reward.core.results import JudgeFailure, Verdict, tie_reason
 from prom_reward.format.judge_format import Task
-from prom_reward.format.rubrics import Rubric
-from prom_reward.jobs.columns import role_columns, text_item
-from prom_reward.jobs.grade import resolve_rubric, resolver
+from prom_reward.jobs.columns import resolve_rubric, role_columns, text_item
 from prom_reward.jobs.source import SourceRow
-from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, failure_text
+from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, failure_text, resolved, resolver
 
 RESULT_TYPES = {
     "winner": "string",
@@ -36,34 +34,24 @@ class CompareJob(JobKind):
 
     name: ClassVar[str] = "compare"
     result_columns: ClassVar[tuple[str, ...]] = tuple(RESULT_TYPES)
-    columns: ClassVar[dict[str, bool]] = {
-        "instruction_column": True,
-        "response_a_column": True,
-        "response_b_column": True,
-        "reference_column": False,
-        "rubric_column": False,
-    }
 
     rubric: Any = None
     """One rubric for every row; None: each row's ``rubric_column``."""
     swap: bool = True
     """Judge both orders; a winner only where they agree (else a tie)."""
     instruction_column: str | None = None
-    """Input column with the instruction; None: ``instruction``, else TRL's ``prompt`` (a row with both is
-    refused)."""
+    """The instruction; None: ``instruction``, else TRL's ``prompt`` (a row with both is refused)."""
     response_a_column: str | None = None
-    """Input column with response A; None: ``response_a``, else TRL's ``chosen`` (a row with both is refused)."""
+    """Response A; None: ``response_a``, else TRL's ``chosen`` (a row with both is refused)."""
     response_b_column: str | None = None
-    """Input column with response B; None: ``response_b``, else TRL's ``rejected`` (a row with both is
-    refused)."""
+    """Response B; None: ``response_b``, else TRL's ``rejected`` (a row with both is refused)."""
     reference_column: str = "reference_answer"
-    """Optional input column with a reference answer (str or null)."""
+    """Optional: a reference answer (str or null)."""
     rubric_column: str = "rubric"
-    """Input column with a per-row rubric, read where ``rubric`` is None."""
+    """A per-row rubric, read where ``rubric`` is None."""
 
     def __post_init__(self) -> None:
-        if self.rubric is not None and not isinstance(self.rubric, Rubric):
-            object.__setattr__(self, "rubric", resolver(self.rubric).default)
+        object.__setattr__(self, "rubric", resolved(self.rubric))
         object.__setattr__(self, "swap", bool(self.swap))
 
     def task(self) -> Task:
@@ -84,9 +72,7 @@ class CompareJob(JobKind):
 
         return pa.schema([(k, getattr(pa, t)()) for k, t in RESULT_TYPES.items()])
 
-    def judge_items(
-        self, judge: Any, rows: list[SourceRow], items: list[PairItem], outage: Retry | None = None
-    ) -> BatchOut:
+    def judge_items(self, judge: Any, rows: list[SourceRow], items: list[Any], outage: Retry | None = None) -> BatchOut:
         return self._verdict_rows(rows, judge.compare_items(items, swap=self.swap, outage=outage))
 
     def failed_rows(self, judge: Any, rows: list[SourceRow], items: list[Any], failure: JudgeFailure) -> BatchOut:

@@ -16,36 +16,14 @@ from prom_reward.core.protocol import Retry
 from prom_reward.core.results import Grade, JudgeFailure
 from prom_reward.errors import InputError
 from prom_reward.format.judge_format import JudgeFormat, Task
-from prom_reward.format.resolve import RubricResolver
-from prom_reward.format.rubrics import NO_RUBRIC, Rubric
-from prom_reward.jobs.columns import column, role_columns, text_item
+from prom_reward.format.rubrics import NO_RUBRIC
+from prom_reward.jobs.columns import column, resolve_rubric, role_columns, text_item
 from prom_reward.jobs.source import SourceRow
-from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, failure_text, row_error
+from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, failure_text, resolved, resolver, row_error
 from prom_reward.preferences.checklists import ChecklistItem, judge_checklist_items
 
 SCORES = ("1", "2", "3", "4", "5")
 """The probabilities' keys of a job whose judge format is not known yet (Prometheus 2's scale)."""
-
-
-def resolver(rubric: Any) -> RubricResolver:
-    """The ``RubricResolver`` of a job: ``rubric`` for every row, else each row's rubric column."""
-    return RubricResolver(
-        rubric,
-        what="row",
-        missing_hint="fix: pass {rubric} NAME|FILE, or name the column with {rubric_column}",
-    )
-
-
-def resolve_rubric(rubrics: RubricResolver, row: SourceRow, given: str) -> Rubric:
-    """The rubric of one row (its ``rubric_column`` ``given``, else the job's), errors naming the row's place."""
-    name = column(row, given, "rubric_column", required=False)
-    field = name or given
-    try:
-        return rubrics(None if name is None else row.data[name], index=row.id, field=field)
-    except InputError as e:
-        raise e.at(row.where) from None
-
-
 RESULT_TYPES = {
     "score": "float64",
     "feedback": "string",
@@ -59,8 +37,6 @@ RESULT_TYPES = {
     "checklist_verdicts": "list_",
 }
 """The result columns of a ``grade`` row, in order, and their pyarrow types (the nested ones: ``result_schema``)."""
-
-
 VERDICT_TYPES = {
     "criterion": "string",
     "category": "string",
@@ -72,78 +48,26 @@ VERDICT_TYPES = {
 """The fields of a ``checklist_verdicts`` entry, in order, and their pyarrow types."""
 
 
-def verdicts_type() -> Any:
-    """The pyarrow type of ``checklist_verdicts``."""
-    import pyarrow as pa
-
-    return pa.list_(pa.struct([(k, getattr(pa, t)()) for k, t in VERDICT_TYPES.items()]))
-
-
-def judge_checklist_rows(
-    judge: Any, items: list[ChecklistItem], cfg: ChecklistConfig, outage: Retry | None = None
-) -> list[dict[str, Any]]:
-    """The result columns of each checklist row, and its judge failure under ``_error``."""
-    out = []
-    for o, score in judge_checklist_items(judge, items, cfg, outage):
-        undecided = [s for s in o.criteria if s.score is None]
-        down = score is None and o.error is not None and o.error.kind == "transport"  # --resume judges it again
-        out.append(
-            {
-                "score": score,
-                "feedback": o.feedback,
-                "expected_score": None,
-                "probabilities": None,
-                "judge_failures": len(undecided) if o.criteria else int(score is None),
-                "judge_retries": 0,
-                "forced_verdicts": 0,
-                "judge_error": f"backend failed: {o.aggregate.reason}" if down else o.aggregate.reason,
-                "checklist_score": o.aggregate.value,
-                "checklist_verdicts": [
-                    {
-                        "criterion": s.criterion.text,
-                        "category": s.criterion.category,
-                        "weight": s.criterion.weight,
-                        "score": s.raw,
-                        "satisfied": s.satisfied,
-                        "error": s.reason,
-                    }
-                    for s in o.criteria
-                ],
-                "_error": o.error,
-            }
-        )
-    return out
-
-
 @dataclass(frozen=True)
 class GradeJob(JobKind):
     """Options of a ``grade`` job (validated; the rubric is resolved once, here)."""
 
     name: ClassVar[str] = "grade"
     result_columns: ClassVar[tuple[str, ...]] = tuple(RESULT_TYPES)
-    columns: ClassVar[dict[str, bool]] = {
-        "instruction_column": True,
-        "response_column": True,
-        "reference_column": False,
-        "rubric_column": False,
-        "checklist_column": False,
-    }
 
     rubric: Any = None
     """One rubric for every row (a built-in name, a .json/.yaml file, a dict, a ``Rubric``); None: each row's
     ``rubric_column``."""
     instruction_column: str | None = None
-    """Input column with the instruction; None: ``instruction``, else TRL's ``prompt`` (a row with both is
-    refused)."""
+    """The instruction; None: ``instruction``, else TRL's ``prompt`` (a row with both is refused)."""
     response_column: str | None = None
-    """Input column with the response to grade; None: ``response``, else TRL's ``completion`` (a row with both
-    is refused)."""
+    """The response; None: ``response``, else TRL's ``completion`` (a row with both is refused)."""
     reference_column: str = "reference_answer"
-    """Optional input column with a reference answer (str or null)."""
+    """Optional: a reference answer (str or null)."""
     rubric_column: str = "rubric"
-    """Input column with a per-row rubric, read where ``rubric`` is None."""
+    """A per-row rubric, read where ``rubric`` is None."""
     checklist_column: str = "checklist"
-    """Input column with a per-row checklist (used where a row has one: graded per criterion, docs/checklists.md)."""
+    """Optional: a per-row checklist (that row is graded per criterion, docs/checklists.md)."""
     checklist_mode: str = "explicit"
     """Checklist rows: ``explicit`` (one judgment per criterion, aggregated) or ``implicit`` (one judgment)."""
     checklist_aggregation: Any = "weighted_mean"
@@ -152,8 +76,7 @@ class GradeJob(JobKind):
     """The keys of ``probabilities``: the judge format's scale (set by ``for_format``, not an option)."""
 
     def __post_init__(self) -> None:
-        if self.rubric is not None and not isinstance(self.rubric, Rubric):  # resolved here, sent resolved
-            object.__setattr__(self, "rubric", resolver(self.rubric).default)
+        object.__setattr__(self, "rubric", resolved(self.rubric))  # sent resolved (to Ray's actors)
         self.checklist()  # validated here (ConfigError naming the setting)
 
     def checklist(self, score: str = "sample") -> ChecklistConfig:
@@ -191,26 +114,43 @@ class GradeJob(JobKind):
 
         nested = {
             "probabilities": pa.struct([(k, pa.float64()) for k in self.scores]),
-            "checklist_verdicts": verdicts_type(),
+            "checklist_verdicts": pa.list_(pa.struct([(k, getattr(pa, t)()) for k, t in VERDICT_TYPES.items()])),
         }
         return pa.schema([(k, nested[k] if k in nested else getattr(pa, t)()) for k, t in RESULT_TYPES.items()])
 
     def judge_items(self, judge: Any, rows: list[SourceRow], items: list[Any], outage: Retry | None = None) -> BatchOut:
         listed = [i for i, it in enumerate(items) if isinstance(it, ChecklistItem)]
-        if not listed:
-            return self._grade_rows(judge, rows, judge.grade_items(items, outage=outage))
         plain = [i for i, it in enumerate(items) if not isinstance(it, ChecklistItem)]
-        asked = asks_expected(judge)
-        results = judge_checklist_rows(
-            judge, [items[i] for i in listed], self.checklist("expected" if asked else "sample"), outage
-        )
+        cfg = self.checklist("expected" if asks_expected(judge) else "sample")
+        checked = judge_checklist_items(judge, [items[i] for i in listed], cfg, outage) if listed else []
         graded = judge.grade_items([items[i] for i in plain], outage=outage) if plain else []
         out = self._grade_rows(judge, [rows[i] for i in plain], graded)
+        if not listed:
+            return out
         by_row = dict(zip(plain, out.rows, strict=True))
-        for i, result in zip(listed, results, strict=True):
-            error = result.pop("_error")
-            out.count(result["score"] is not None, error)
-            by_row[i] = self.output_row(rows[i], {k: result[k] for k in self.result_columns})
+        for i, (o, score) in zip(listed, checked, strict=True):
+            down = score is None and o.error is not None and o.error.kind == "transport"  # --resume judges it again
+            out.count(score is not None, o.error)
+            verdicts = [
+                {
+                    "criterion": s.criterion.text,
+                    "category": s.criterion.category,
+                    "weight": s.criterion.weight,
+                    "score": s.raw,
+                    "satisfied": s.satisfied,
+                    "error": s.reason,
+                }
+                for s in o.criteria
+            ]
+            result = {
+                "score": score,
+                "feedback": o.feedback,
+                "judge_failures": sum(s.score is None for s in o.criteria) if o.criteria else int(score is None),
+                "judge_error": f"backend failed: {o.aggregate.reason}" if down else o.aggregate.reason,
+                "checklist_score": o.aggregate.value,
+                "checklist_verdicts": verdicts,
+            }
+            by_row[i] = self.output_row(rows[i], _result(result))
         out.rows = [by_row[i] for i in range(len(rows))]
         return out
 
@@ -226,27 +166,26 @@ class GradeJob(JobKind):
             if asked and g.score is not None and g.expected_score is None and g.expected_reason:
                 out.no_expected[g.expected_reason] = out.no_expected.get(g.expected_reason, 0) + 1
             dist = g.probabilities if asked else None
-            probs = None if not dist else {k: float(dist.get(int(k), 0.0)) for k in self.scores}
-            out.rows.append(
-                self.output_row(
-                    row,
-                    {
-                        "score": g.score,
-                        "feedback": g.feedback,
-                        "expected_score": g.expected_score if asked else None,
-                        "probabilities": probs,
-                        "judge_failures": g.failures,
-                        "judge_retries": g.retries,
-                        "forced_verdicts": g.forced,
-                        "judge_error": error,
-                        "checklist_score": None,
-                        "checklist_verdicts": None,
-                    },
-                )
-            )
+            result = {
+                "score": g.score,
+                "feedback": g.feedback,
+                "expected_score": g.expected_score if asked else None,
+                "probabilities": None if not dist else {k: float(dist.get(int(k), 0.0)) for k in self.scores},
+                "judge_failures": g.failures,
+                "judge_retries": g.retries,
+                "forced_verdicts": g.forced,
+                "judge_error": error,
+            }
+            out.rows.append(self.output_row(row, _result(result)))
         return out
 
     def failed_rows(self, judge: Any, rows: list[SourceRow], items: list[Any], failure: JudgeFailure) -> BatchOut:
         return self._grade_rows(
             judge, rows, [Grade(None, failures=judge.capabilities.num_samples, error=failure)] * len(rows)
         )
+
+
+def _result(given: dict[str, Any]) -> dict[str, Any]:
+    """Every result column in order: ``given``'s, the counts not given 0, the rest null."""
+    counts = {"judge_retries": 0, "forced_verdicts": 0}
+    return {k: given.get(k, counts.get(k)) for k in RESULT_TYPES}

@@ -119,4 +119,4 @@ def read_manifest(path: Path) -> dict[str, Any]:
 def write_manifest(path: Path, manifest: dict[str, Any]) -> None:
     """Save a manifest atomically."""
     data = json.dumps(manifest, indent=1, sort_keys=True).encode("utf-8")
-    commit(path, lambda p: write_bytes(p, [data]))
+    commit(path, lambda p: write_bytes(p, data))

@@ -15,12 +15,11 @@ from prom_reward.core.results import JudgeFailure
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.judge_format import JudgeFormat, Task
 from prom_reward.format.rubrics import Rubric
-from prom_reward.jobs.grade import resolver
 from prom_reward.jobs.source import SourceRow
-from prom_reward.jobs.spec import FAILED, BatchOut, JobKind, Prepare, failure_text, options_of
+from prom_reward.jobs.spec import FAILED, BatchOut, JobKind, Prepare, failure_text, options_of, resolved, resolver
 from prom_reward.preferences.config import OUTPUT_COLUMNS, PreferenceConfig
 from prom_reward.preferences.rows import PreferenceRow, validate_row
-from prom_reward.preferences.strategies import judge_chunk, skip_record
+from prom_reward.preferences.strategies import ChunkOutcome, judge_chunk
 
 
 def group_long(rows: Iterator[SourceRow], cfg: PreferenceConfig) -> Iterator[SourceRow]:
@@ -54,15 +53,7 @@ class PairsJob(JobKind):
     name: ClassVar[str] = "pairs"
     result_columns: ClassVar[tuple[str, ...]] = OUTPUT_COLUMNS
     jsonl_only: ClassVar[bool] = True
-    columns: ClassVar[dict[str, bool]] = {
-        "prompt_column": True,
-        "completions_column": True,  # the wide layout's
-        "completion_column": True,  # the long layout's
-        "reference_column": False,
-        "rubric_column": False,
-        "checklist_column": False,
-    }
-    """The column options of ``PreferenceConfig``."""
+    settings: ClassVar[Any] = PreferenceConfig
 
     config: PreferenceConfig = dataclasses.field(default_factory=PreferenceConfig)
     """Strategy, margin, columns, layout ... (``prom_reward.preferences.config``)."""
@@ -71,15 +62,14 @@ class PairsJob(JobKind):
     it); None: it can."""
 
     def __post_init__(self) -> None:
-        cfg = self.config
-        if cfg.rubric is not None and not isinstance(cfg.rubric, Rubric):
-            rubric = resolver(cfg.rubric).default
-            object.__setattr__(self, "config", dataclasses.replace(cfg, rubric=rubric))
+        if not isinstance(self.config.rubric, Rubric | None):
+            object.__setattr__(self, "config", dataclasses.replace(self.config, rubric=resolved(self.config.rubric)))
 
     def task(self) -> Task:
         return "absolute" if self.config.strategy == "best_vs_worst" else "relative"  # grades, else verdicts
 
-    def job_rubric(self) -> Rubric | None:
+    @property
+    def rubric(self) -> Rubric | None:  # type: ignore[override]
         return cast(Rubric | None, self.config.rubric)
 
     def for_format(self, fmt: JudgeFormat) -> PairsJob:
@@ -138,8 +128,10 @@ class PairsJob(JobKind):
     def failed_rows(
         self, judge: Any, rows: list[SourceRow], items: list[PreferenceRow], failure: JudgeFailure
     ) -> BatchOut:
-        reason = failure_text(failure)
-        return _count_records(BatchOut(), [skip_record(it, "backend_failed", None, reason) for it in items])
+        out = ChunkOutcome()
+        for it in items:
+            out.skip(it, "backend_failed", None, failure_text(failure))
+        return _count_records(BatchOut(), out.skipped)
 
 
 def _count_records(out: BatchOut, records: list[dict[str, Any]]) -> BatchOut:

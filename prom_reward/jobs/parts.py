@@ -71,14 +71,10 @@ def output_error(path: str | Path, e: OSError) -> OutputError:
     return OutputError(f"{path}: cannot write: {why}")
 
 
-def write_bytes(path: Path, chunks: list[bytes] | Callable[[Any], None]) -> None:
+def write_bytes(path: Path, data: bytes | Callable[[Any], None]) -> None:
     """Write a new file (bytes, or a function that writes to the open file), flushed and fsynced."""
     with open(path, "wb") as f:
-        if callable(chunks):
-            chunks(f)
-        else:
-            for c in chunks:
-                f.write(c)
+        data(f) if callable(data) else f.write(data)
         f.flush()
         os.fsync(f.fileno())
 
@@ -106,14 +102,6 @@ def jsonl_bytes(rows: list[dict[str, Any]]) -> bytes:
         if len(rows) == 1:
             return (json.dumps(rows[0], default=json_value) + "\n").encode("ascii")
         return b"".join(jsonl_bytes([r]) for r in rows)
-
-
-def _write_parquet(path: Path, rows: list[dict[str, Any]], schema: Any) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    table = pa.Table.from_pylist(rows, schema=schema)
-    write_bytes(path, lambda f: pq.write_table(table, f))
 
 
 def commit(final: Path, write: Callable[[Path], None], point: str = "", start: int | None = None) -> None:
@@ -148,11 +136,15 @@ def write_part(
     except OSError as e:
         raise output_error(folder, e) from e
     if failed is not None:
-        commit(marker, lambda p: write_bytes(p, [failed.encode("utf-8")]))
-    if fmt == "jsonl":
-        commit(final, lambda p: write_bytes(p, [jsonl_bytes(rows)]), "part", start)
-    else:
-        commit(final, lambda p: _write_parquet(p, rows, schema), "part", start)
+        commit(marker, lambda p: write_bytes(p, failed.encode("utf-8")))
+
+    def parquet(f: Any) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.Table.from_pylist(rows, schema=schema), f)
+
+    commit(final, lambda p: write_bytes(p, jsonl_bytes(rows) if fmt == "jsonl" else parquet), "part", start)
     if failed is None:
         marker.unlink(missing_ok=True)
     return final
@@ -173,19 +165,15 @@ def failed_parts(folder: str | Path) -> dict[tuple[int, int], Path]:
     return {k: p for k, p in done_parts(folder).items() if p.with_name(FAILED_PREFIX + p.name).exists()}
 
 
-def clear_parts(folder: str | Path) -> None:
-    """Remove what a job left in a part folder: parts, markers, temporary files (nothing else)."""
-    for p in _files(folder):
-        if PART.match(p.name) or p.name.startswith((FAILED_PREFIX, TMP_PREFIX)):
-            p.unlink(missing_ok=True)
-
-
-def remove_temporaries(folder: str | Path) -> int:
-    """Remove the temporary files a killed writer left (half-written parts); returns how many."""
-    tmp = [p for p in _files(folder) if p.name.startswith(TMP_PREFIX)]
-    for t in tmp:
-        t.unlink(missing_ok=True)
-    return len(tmp)
+def clear_parts(folder: str | Path, temporaries: bool = False) -> int:
+    """Remove what a job left in a part folder: parts, markers, temporary files (nothing else); ``temporaries``: only
+    those a killed writer left (half-written parts). Returns how many."""
+    gone = [p for p in _files(folder) if p.name.startswith(TMP_PREFIX)]
+    if not temporaries:
+        gone += [p for p in _files(folder) if PART.match(p.name) or p.name.startswith(FAILED_PREFIX)]
+    for p in gone:
+        p.unlink(missing_ok=True)
+    return len(gone)
 
 
 def part_ids(path: Path) -> list[int] | None:

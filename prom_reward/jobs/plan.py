@@ -11,10 +11,11 @@ from typing import Any
 from prom_reward.errors import ConfigError, OutputError
 from prom_reward.jobs.config import JobConfig
 from prom_reward.jobs.manifest import NAME, differences, make_manifest, read_manifest, write_manifest
-from prom_reward.jobs.parts import clear_parts, done_parts, failed_parts, output_error, part_ids, remove_temporaries
+from prom_reward.jobs.parts import clear_parts, done_parts, failed_parts, output_error, part_ids
 from prom_reward.jobs.scan import Scan, scan_input
 from prom_reward.jobs.source import KINDS, expand_inputs
 from prom_reward.jobs.spec import JobKind
+from prom_reward.jobs.summary import JobSummary
 
 SKIPPED = "skipped"
 """The sub-folder of a pairs job's part folder with the skip records, one part per batch."""
@@ -76,11 +77,10 @@ class Plan:
     kind: JobKind
     target: Target
     scan: Scan
+    summary: JobSummary
+    """The run's counts, from what the plan found (resumed, retried, repaired) on."""
     shards: list[dict[str, Any]] = field(default_factory=list)
     """The batches left: ``start``, ``stop`` (ids), and where to read them."""
-    resumed_rows: int = 0
-    retried_rows: int = 0
-    repaired_parts: int = 0
 
 
 def prepare_job(kind: JobKind, inputs: Any, output: str | Path, judge: dict[str, Any], cfg: JobConfig) -> Plan:
@@ -113,7 +113,7 @@ def prepare_job(kind: JobKind, inputs: Any, output: str | Path, judge: dict[str,
     starts = frozenset(b for _, b in parts) if saved else frozenset()
     scan = scan_input(kind, files, cfg.batch_size, starts, want_schema=tgt.fmt == "parquet")
     manifest = make_manifest(kind.name, scan.inputs, kind.fingerprint(), judge, tgt.fmt)
-    plan = Plan(kind, tgt, scan)
+    plan = Plan(kind, tgt, scan, JobSummary(job=kind.name, output=str(tgt.output)))
     if saved is not None:
         diffs = differences(saved, manifest)
         if diffs:
@@ -131,7 +131,7 @@ def prepare_job(kind: JobKind, inputs: Any, output: str | Path, judge: dict[str,
         clear_parts(tgt.folder / SKIPPED)
         write_manifest(manifest_path, manifest)
         done = []
-    plan.resumed_rows = sum(hi - lo for lo, hi in (scan.span(a, b) for a, b in done))  # input rows
+    plan.summary.resumed_rows = sum(hi - lo for lo, hi in (scan.span(a, b) for a, b in done))  # input rows
     plan.shards = _shards(plan, done, cfg.batch_size)
     return plan
 
@@ -159,7 +159,9 @@ def _refuse_overlap(tgt: Target, inputs: Any, files: list[str]) -> None:
 def _check_parts(plan: Plan) -> list[tuple[int, int]]:
     """The parts of a resumed job that stand; the others are removed, to be judged again."""
     folder, pairs = plan.target.folder, plan.kind.name == "pairs"
-    plan.repaired_parts += remove_temporaries(folder) + remove_temporaries(folder / SKIPPED)
+    plan.summary.repaired_parts += clear_parts(folder, temporaries=True) + clear_parts(
+        folder / SKIPPED, temporaries=True
+    )
     failed = failed_parts(folder)
     done: list[tuple[int, int]] = []
     parts = done_parts(folder)
@@ -171,7 +173,7 @@ def _check_parts(plan: Plan) -> list[tuple[int, int]]:
             marker.unlink(missing_ok=True)
             companion.unlink(missing_ok=True)
             lo, hi = plan.scan.span(a, b)
-            plan.retried_rows += hi - lo
+            plan.summary.retried_rows += hi - lo
             continue
         if b > plan.scan.rows or (done and a < done[-1][1]):
             raise OutputError(
@@ -183,7 +185,7 @@ def _check_parts(plan: Plan) -> list[tuple[int, int]]:
         if ids is None or extra is None:  # cut short, or a pairs part without its skip records
             path.unlink()
             companion.unlink(missing_ok=True)
-            plan.repaired_parts += 1
+            plan.summary.repaired_parts += 1
             continue
         lo, hi = plan.scan.span(a, b)  # the input rows of the part's rows (groups: their first rows on)
         ok = all(lo <= i < hi for i in ids + extra) and ids == sorted(ids) if pairs else ids == list(range(a, b))

@@ -29,21 +29,6 @@ class PreferenceResult(NamedTuple):
     """Counts of pairs and skips."""
 
 
-def _dataset(pairs: list[dict[str, Any]], cfg: PreferenceConfig) -> Any:
-    from datasets import Dataset
-
-    if not pairs:  # the columns its pairs would have: the common ones, the strategy's, the kept ones
-        others = {c for s, cols in STRATEGY_COLUMNS.items() if s != cfg.strategy for c in cols}
-        return Dataset.from_dict({c: [] for c in OUTPUT_COLUMNS + cfg.keep_columns if c not in others})
-    return Dataset.from_list(pairs)
-
-
-def _source(rows: str | Path | Iterable[dict[str, Any]]) -> Iterator[SourceRow]:
-    if isinstance(rows, (str, Path)):
-        return iter_rows(expand_inputs(rows))
-    return (SourceRow(i, f"row {i}", r) for i, r in enumerate(rows))
-
-
 def build_preference_dataset(
     judge: PrometheusJudge,
     rows: str | Path | Iterable[dict[str, Any]],
@@ -63,11 +48,13 @@ def build_preference_dataset(
     cfg = dataclasses.replace(config or PreferenceConfig(), **options)
     JobConfig(batch_size=batch_size)  # checked as every job's batch_size
     start = time.perf_counter()
-    kind = PairsJob(cfg)
-    kind.check_format(judge.format)  # a rubric for all that the judge's format refuses: before any judging
-    kind = kind.for_format(judge.format)
+    kind = PairsJob(cfg).check_format(judge.format)  # a rubric the judge's format refuses: before any judging
     prepare = kind.preparer()
-    source = list(kind.group(_source(rows)))
+    if isinstance(rows, (str, Path)):
+        read: Iterator[SourceRow] = iter_rows(expand_inputs(rows))
+    else:
+        read = (SourceRow(i, f"row {i}", r) for i, r in enumerate(rows))
+    source = list(kind.group(read))
     for row in source:  # the whole input is checked before anything is judged
         prepare(row)
     stats, pairs = JobSummary(job="pairs", output="(in memory)"), []
@@ -80,7 +67,14 @@ def build_preference_dataset(
         pairs.extend(out.rows)
     stats.output_rows = len(pairs)
     stats.seconds = time.perf_counter() - start
-    return PreferenceResult(_dataset(pairs, cfg), stats)
+    from datasets import Dataset
+
+    if pairs:
+        return PreferenceResult(Dataset.from_list(pairs), stats)
+    others = {c for s, cols in STRATEGY_COLUMNS.items() if s != cfg.strategy for c in cols}  # of the other strategy
+    return PreferenceResult(
+        Dataset.from_dict({c: [] for c in OUTPUT_COLUMNS + cfg.keep_columns if c not in others}), stats
+    )
 
 
 __all__ = ["PreferenceConfig", "PreferenceResult", "build_preference_dataset"]

@@ -8,6 +8,7 @@ import socket
 import time
 from typing import Any
 
+import prom_reward.errors as errors
 from prom_reward.errors import ConfigError, PromRewardError
 from prom_reward.jobs.batch import Sink, judge_and_commit
 from prom_reward.jobs.config import JobConfig, RayConfig
@@ -64,15 +65,7 @@ class _JudgeWorker:
             )
         except PromRewardError as e:  # a full disk ...: sent back as data (Ray would lose the exception's class)
             self.left = time.perf_counter()
-            return {
-                "start": int(shard["start"]),
-                "rows": 0,
-                "worker": self.name,
-                "skipped": "{}",
-                "no_expected": "{}",
-                "backend_error": "",
-                "error": f"{type(e).__name__}\t{e}",
-            }
+            return {"start": int(shard["start"]), "worker": self.name, "error": f"{type(e).__name__}\t{e}"}
         rec.update(seconds=rec["seconds"] + read, io_seconds=rec["io_seconds"] + read, idle_seconds=idle, error="")
         if baseline:
             rec["baseline_seconds"] = baseline_s or self._baseline(shard)
@@ -105,38 +98,29 @@ def warm_up(judge: Any) -> None:
     judge.stats = stats
 
 
-def _resources(ray: Any, cfg: RayConfig, judge: dict[str, Any]) -> tuple[int, float]:
-    """(replicas, GPUs per replica) for this cluster."""
-    total = ray.cluster_resources()
-    gpus = cfg.num_gpus
-    if gpus is None:  # an engine in the actor gets its GPUs; an HTTP client (--server) or a test backend none
-        engine = judge.get("backend", "vllm") in ("vllm", "transformers")
-        gpus = float(judge.get("tensor_parallel_size", 1)) if engine and total.get("GPU", 0) > 0 else 0.0
-    if cfg.replicas != "all":
-        return int(cfg.replicas), gpus
-    n = int(total.get("GPU", 0) // gpus) if gpus else int(total.get("CPU", 1) // cfg.num_cpus)
-    if n < 1:
-        raise ConfigError(
-            f'replicas="all": the cluster has {total.get("GPU", 0)} GPUs and {total.get("CPU", 0)} '
-            f"CPUs, not enough for one replica of {gpus} GPUs / {cfg.num_cpus} CPUs; fix: lower them"
-        )
-    return n, gpus
-
-
 def judge_on_ray(plan: Plan, judge: dict[str, Any], cfg: RayConfig, job: JobConfig, summary: JobSummary) -> None:
     """Judge every batch left in ``plan`` on a pool of judge actors, counting into ``summary``."""
     import ray
     from tqdm import tqdm
 
     progress = job.progress
-    if not ray.is_initialized():
-        address = cfg.address or os.environ.get("RAY_ADDRESS")
-        ray.init(address=address, log_to_driver=progress) if address else ray.init(log_to_driver=progress)
-    ctx = ray.data.DataContext.get_current()
-    ctx.enable_progress_bars = progress
-    replicas, gpus = _resources(ray, cfg, judge)
+    if not ray.is_initialized():  # no address: a local Ray started for this job
+        ray.init(address=cfg.address or os.environ.get("RAY_ADDRESS") or None, log_to_driver=progress)
+    ray.data.DataContext.get_current().enable_progress_bars = progress
+    total, gpus = ray.cluster_resources(), cfg.num_gpus
+    if gpus is None:  # an engine in the actor gets its GPUs; an HTTP client (--server) or a test backend none
+        in_process = judge.get("backend", "vllm") in ("vllm", "transformers")
+        gpus = float(judge.get("tensor_parallel_size", 1)) if in_process and total.get("GPU", 0) > 0 else 0.0
+    replicas = cfg.replicas
+    if replicas == "all":
+        replicas = int(total.get("GPU", 0) // gpus) if gpus else int(total.get("CPU", 1) // cfg.num_cpus)
+        if replicas < 1:
+            raise ConfigError(
+                f'replicas="all": the cluster has {total.get("GPU", 0)} GPUs and {total.get("CPU", 0)} '
+                f"CPUs, not enough for one replica of {gpus} GPUs / {cfg.num_cpus} CPUs; fix: lower them"
+            )
     todo = plan.shards
-    replicas = min(replicas, len(todo))
+    replicas = min(int(replicas), len(todo))
     env = {"TOKENIZERS_PARALLELISM": "false", **cfg.env}
     if gpus == 0 and "VLLM_CPU_KVCACHE_SPACE" in os.environ:
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", os.environ["VLLM_CPU_KVCACHE_SPACE"])
@@ -158,22 +142,15 @@ def judge_on_ray(plan: Plan, judge: dict[str, Any], cfg: RayConfig, job: JobConf
         desc="judged rows", unit="row", total=sum(s["stop"] - s["start"] for s in todo), disable=not progress
     ) as bar:
         for rec in ds.iter_rows():
-            if rec.get("error"):
-                raise _rebuild(str(rec["error"]))
+            if rec.get("error"):  # an actor's PromRewardError, sent as NAME<TAB>message
+                name, _, message = str(rec["error"]).partition("\t")
+                cls = getattr(errors, name, None)
+                if not (isinstance(cls, type) and issubclass(cls, PromRewardError)) or cls is errors.UnknownNameError:
+                    cls = PromRewardError
+                raise cls(message)
             summary.add(rec)
             bar.update(int(rec["rows"]))
             bar.set_postfix(failed=summary.failed, refresh=False)
-
-
-def _rebuild(error: str) -> PromRewardError:
-    """An actor's ``PromRewardError`` from its ``NAME<TAB>message`` record."""
-    import prom_reward.errors as errors
-
-    name, _, message = error.partition("\t")
-    cls = getattr(errors, name, None)
-    if not (isinstance(cls, type) and issubclass(cls, PromRewardError)) or cls is errors.UnknownNameError:
-        cls = PromRewardError
-    return cls(message)
 
 
 __all__ = ["BASELINE_HOOK", "judge_on_ray", "warm_up"]

@@ -52,33 +52,26 @@ def run_job(
                 "group a long-layout file into wide rows first, or run without --ray"
             )
     fmt = judge_format_of(judge)
-    kind.check_format(fmt)  # before the output is touched: a format that cannot do the job
-    kind = kind.for_format(fmt)
+    kind = kind.check_format(fmt)  # before the output is touched: a format that cannot do the job
     judged = judge_fingerprint(judge)
     if fmt.name != DEFAULT_FORMAT:  # recorded also when a preset picked it: the report reads the scale from here
         judged["format"] = fmt.name
     plan = prepare_job(kind, inputs, output, judged, cfg)
-    summary = JobSummary(
-        job=kind.name,
-        output=str(plan.target.output),
-        resumed_rows=plan.resumed_rows,
-        retried_rows=plan.retried_rows,
-        repaired_parts=plan.repaired_parts,
-    )
+    summary = plan.summary
     if plan.shards:
         if ray is not None:
             from prom_reward.jobs.ray_run import judge_on_ray
 
             if over_http(judge):  # the canary in the driver: a client of the judge server is cheap to build
                 with JudgeSpec.of(judge).build() as client:
-                    job_canary(client, kind.task(), kind.job_rubric(), expected=kind.name == "grade")
+                    job_canary(client, kind.task(), kind.rubric, expected=kind.name == "grade")
             judge_on_ray(plan, judge, ray, cfg, summary)
         else:
             from prom_reward.jobs.batch import judge_locally
 
             built = JudgeSpec.of(judge).build() if isinstance(judge, dict) else judge
             try:
-                job_canary(built, kind.task(), kind.job_rubric(), expected=kind.name == "grade")
+                job_canary(built, kind.task(), kind.rubric, expected=kind.name == "grade")
                 judge_locally(plan, built, summary, cfg.progress, Outage(cfg.outage))
             finally:
                 if built is not judge:
@@ -89,7 +82,7 @@ def run_job(
         if tgt.skipped is not None:
             merge_parts(tgt.folder / SKIPPED, tgt.skipped, "jsonl")
     else:
-        summary.output_rows = plan.resumed_rows + summary.rows
+        summary.output_rows = summary.resumed_rows + summary.rows
     summary.seconds = time.perf_counter() - start
     return summary
 
@@ -111,7 +104,7 @@ def _run(
 ) -> JobSummary:
     """``options`` routed to the fields of the kind (pairs: ``PreferenceConfig``), ``JobConfig`` and (on Ray)
     ``RayConfig``, then ``run_job``; an unknown name is a ``ConfigError``."""
-    classes = [PreferenceConfig if kind is PairsJob else kind, JobConfig, *([RayConfig] if ray else [])]
+    classes = [kind.settings or kind, JobConfig, *([RayConfig] if ray else [])]
     names = [{f.name for f in dataclasses.fields(c) if f.init} for c in classes]
     parts: list[dict[str, Any]] = [{} for _ in classes]
     for k, v in options.items():
@@ -121,9 +114,7 @@ def _run(
         parts[i][k] = v
     cfg = dataclasses.replace(config or JobConfig(), **parts[1])
     ray_cfg = dataclasses.replace(ray, **parts[2]) if ray else None
-    job = (
-        PairsJob(dataclasses.replace(pairs or PreferenceConfig(), **parts[0])) if kind is PairsJob else kind(**parts[0])
-    )
+    job = PairsJob(dataclasses.replace(pairs or PreferenceConfig(), **parts[0])) if kind.settings else kind(**parts[0])
     return run_job(job, inputs, output, judge, cfg, ray_cfg)
 
 

@@ -201,22 +201,6 @@ def _arrow(path: str, f: Any) -> Any:
         raise InputError(f"{path}: not a readable Arrow file ({e}); fix: give an intact .arrow file") from None
 
 
-def _json_array(path: str, data: bytes) -> list[Any]:
-    try:
-        rows = json.loads(data.decode("utf-8-sig"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-        raise InputError(
-            f"{path}: not a JSON array of objects ({e}); fix: give a JSON array, or one object per "
-            "line in a .jsonl file"
-        ) from None
-    if not isinstance(rows, list):
-        raise InputError(
-            f"{path}: expected a JSON array of objects, got {type(rows).__name__}; fix: wrap the rows "
-            "in [...] or use a .jsonl file"
-        )
-    return rows
-
-
 def iter_file(
     path: str,
     first_id: int,
@@ -251,7 +235,13 @@ def iter_file(
                 on_bytes(data)
             if data.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] != b"[":  # JSON lines named .json (the Prometheus collections)
                 return (yield from _json_lines(path, io.BytesIO(data), first_id, want, None, on_offset))
-            rows = _json_array(path, data)
+            try:
+                rows = json.loads(data.decode("utf-8-sig"))
+            except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+                raise InputError(
+                    f"{path}: not a JSON array of objects ({e}); fix: give a JSON array, or one object per "
+                    "line in a .jsonl file"
+                ) from None
             for i, row in enumerate(rows):
                 if not isinstance(row, dict):
                     raise InputError(

@@ -14,6 +14,7 @@ from prom_reward.core.protocol import Retry
 from prom_reward.core.results import JudgeFailure
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.judge_format import JudgeFormat, Task, check_task
+from prom_reward.format.resolve import RubricResolver
 from prom_reward.format.rubrics import NO_RUBRIC, Rubric
 from prom_reward.jobs.source import SourceRow
 
@@ -25,28 +26,21 @@ SKIPPED = ("tie", "swap_disagreement", "below_min_margin", "too_few_completions"
 
 @dataclass
 class BatchOut:
-    """What judging one batch produced; every outcome counted once in ``judged``, ``failed`` or ``skipped``."""
+    """What judging one batch produced: its output rows (input order), pairs' skip records (failed ones included),
+    and the counts of ``JobSummary``'s fields of the same names; every outcome counted once in ``judged``,
+    ``failed`` or ``skipped``."""
 
     rows: list[dict[str, Any]] = field(default_factory=list)
-    """Output rows, in input order."""
     records: list[dict[str, Any]] = field(default_factory=list)
-    """``pairs``: one skip record per dropped candidate pair, failed ones included."""
     judged: int = 0
-    """Outcomes with a result: a score, a winner, a pair."""
     failed: int = 0
-    """Outcomes without one that failed (``FAILED``), backend failures included."""
     skipped: dict[str, int] = field(default_factory=dict)
-    """Outcomes without a result that did not fail, by reason (``SKIPPED``)."""
     no_expected: dict[str, int] = field(default_factory=dict)
-    """``grade --expected``: rows with a score but no expected score, by why."""
     backend_error: str | None = None
     """Why the judge backend failed for rows of the batch: a resume judges the batch again."""
     backend_failed: int = 0
-    """Rows of ``failed`` whose judge backend failed."""
     tie_breaks: int = 0
-    """``pairs`` (best_vs_worst): rows whose all-equal grades were re-judged."""
     tie_rounds: int = 0
-    """Temperature-1.0 re-grading rounds spent on those."""
 
     def count(self, judged: bool, error: JudgeFailure | None, skip: str | None = None) -> None:
         """Count one outcome: judged, else skipped for ``skip``, else failed; the batch marked for a resume when the
@@ -78,8 +72,15 @@ class JobKind(ABC):
     """The columns the kind adds to each output row (after ``source_index`` and the input columns)."""
     jsonl_only: ClassVar[bool] = False
     """Outputs are JSON lines only (pairs: prompts and completions may be strings or message lists)."""
-    columns: ClassVar[dict[str, bool]]
-    """The input column options of the kind and whether every row must have the column."""
+    settings: ClassVar[Any] = None
+    """The dataclass of the kind's options (None: the kind itself; pairs: ``PreferenceConfig``)."""
+    rubric: Rubric | None
+    """The one rubric of every row (resolved), None when each row names its own."""
+
+    @classmethod
+    def column_options(cls) -> tuple[str, ...]:
+        """The kind's input column options (its ``--<role>-col`` flags), in field order."""
+        return tuple(f.name for f in dataclasses.fields(cls.settings or cast(Any, cls)) if f.name.endswith("_column"))
 
     def fingerprint(self) -> dict[str, Any]:
         """The options that change the result (a resumed job must share them), as plain data."""
@@ -89,29 +90,25 @@ class JobKind(ABC):
     def task(self) -> Task:
         """What the job asks its judge for: ``absolute`` grades or ``relative`` verdicts."""
 
-    def job_rubric(self) -> Rubric | None:
-        """The one rubric of every row (resolved), None when each row names its own."""
-        return getattr(self, "rubric", None)
-
-    def check_format(self, fmt: JudgeFormat) -> None:
-        """``ConfigError`` before the output is touched when a judge in ``fmt`` cannot run the job's task or rubric."""
+    def check_format(self, fmt: JudgeFormat) -> Any:
+        """The job for a judge in ``fmt`` (``for_format``); ``ConfigError`` before the output is touched when such a
+        judge cannot run the job's task or rubric."""
         check_task(fmt, self.task())
-        rubric = self.job_rubric()
-        problem = None if rubric is None else fmt.rubric_problem(rubric, self.task())
+        problem = None if self.rubric is None else fmt.rubric_problem(self.rubric, self.task())
         if problem is not None:
             raise ConfigError(f"{problem} (judge format {fmt.name!r})", "rubric")
+        return self.for_format(fmt)
 
     def for_format(self, fmt: JudgeFormat) -> Any:
-        """The job for a judge in ``fmt``: its rubric ``rubric_for(fmt)`` (its columns may follow the format's
-        scale)."""
+        """The job for a judge in ``fmt``: rows that name no rubric get ``NO_RUBRIC`` where ``fmt``'s prompt shows
+        none (its columns may follow the format's scale)."""
         return dataclasses.replace(cast(Any, self), rubric=self.rubric_for(fmt))
 
     def rubric_for(self, fmt: JudgeFormat) -> Rubric | None:
         """The rubric of rows that name none: the job's, else ``NO_RUBRIC`` when ``fmt``'s prompt shows none."""
-        rubric = self.job_rubric()
-        if rubric is None and self.task() in fmt.tasks and not fmt.uses_rubric(self.task()):
+        if self.rubric is None and self.task() in fmt.tasks and not fmt.uses_rubric(self.task()):
             return NO_RUBRIC
-        return rubric
+        return self.rubric
 
     @abstractmethod
     def preparer(self) -> Prepare:
@@ -144,6 +141,18 @@ class JobKind(ABC):
         out.update((k, v) for k, v in row.data.items() if k != "source_index" and k not in result)
         out.update(result)
         return out
+
+
+def resolver(rubric: Any) -> RubricResolver:
+    """The ``RubricResolver`` of a job: ``rubric`` for every row, else each row's rubric column."""
+    return RubricResolver(
+        rubric, what="row", missing_hint="fix: pass {rubric} NAME|FILE, or name the column with {rubric_column}"
+    )
+
+
+def resolved(rubric: Any) -> Rubric | None:
+    """A job's one rubric resolved (None: each row's)."""
+    return rubric if rubric is None or isinstance(rubric, Rubric) else resolver(rubric).default
 
 
 def options_of(options: Any) -> dict[str, Any]:

@@ -96,13 +96,12 @@ class JobSummary:
             if f.name in rec and isinstance(getattr(self, f.name), int):
                 setattr(self, f.name, getattr(self, f.name) + int(rec[f.name]))
         self.backend_error = self.backend_error or str(rec.get("backend_error") or "")
-        for k, v in json.loads(rec.get("skipped") or "{}").items():
-            self.skipped[k] = self.skipped.get(k, 0) + int(v)
         missing = json.loads(rec.get("no_expected") or "{}")
         if missing and not self.no_expected:  # once a job
             logger.warning("%s: rows without an expected score: %s", self.job, next(iter(missing)))
-        for k, v in missing.items():
-            self.no_expected[k] = self.no_expected.get(k, 0) + int(v)
+        for counts, given in ((self.skipped, json.loads(rec.get("skipped") or "{}")), (self.no_expected, missing)):
+            for k, v in given.items():
+                counts[k] = counts.get(k, 0) + int(v)
         w = self.workers.setdefault(
             str(rec["worker"]), {"rows": 0, "seconds": 0.0, "io_seconds": 0.0, "idle_seconds": 0.0, "rows_per_s": 0.0}
         )
@@ -141,8 +140,7 @@ class JobSummary:
             f"failed (see judge_error), {sum(self.skipped.values())} skipped" + (f" ({skipped})" if skipped else "")
         )
         lines.append(f"  {self.retried} re-sampling rounds, {self.forced} forced verdicts")
-        for why, n in sorted(self.no_expected.items()):
-            lines.append(f"  {n} rows without an expected score: {why}")
+        lines += [f"  {n} rows without an expected score: {why}" for why, n in sorted(self.no_expected.items())]
         lines.append(
             f"  judge: {self.samples} samples ({self.parse_failures} without a parseable verdict), tokens "
             f"{self.prompt_tokens} prompt, {self.completion_tokens} generated"

@@ -60,10 +60,7 @@ def validate_row(
         raise _error(index, None, f"expected a dict, got {type(row).__name__}; fix: give one JSON object per row")
     for col in (cfg.prompt_column, cfg.completions_column, *cfg.keep_columns):
         if col not in row:
-            option = {
-                cfg.prompt_column: "prompt_column",
-                cfg.completions_column: "completions_column",
-            }.get(col)
+            option = next((o for o in ("prompt_column", "completions_column") if getattr(cfg, o) == col), None)
             hint = f"; fix: name the right one with {{{option}}}" if option else "; fix: drop it from --keep-col"
             if col == cfg.completions_column and cfg.completion_column in row:  # TRL's prompt/completion rows
                 long = f"give --layout long (one row per {cfg.completion_column!r}, as in TRL's data)"

@@ -18,7 +18,7 @@ from prom_reward.preferences.rows import PreferenceRow
 
 @dataclass
 class ChunkOutcome:
-    """What one chunk produced: pair rows and skip records (``skip_record``), in input order."""
+    """What one chunk produced: pair rows and skip records (``skip``), in input order."""
 
     min_margin: float = 0.0
     """A pair with a smaller margin is skipped (``below_min_margin``)."""
@@ -57,20 +57,16 @@ class ChunkOutcome:
         self.pair(row, hi, lo, (g_hi.score, g_lo.score), **extra)
 
     def skip(self, row: PreferenceRow, reason: str, pair: tuple[int, int] | None, error: str | None = None) -> None:
-        """Record one dropped candidate pair (``skip_record``)."""
-        self.skipped.append(skip_record(row, reason, pair, error))
-
-
-def skip_record(
-    row: PreferenceRow, reason: str, pair: tuple[int, int] | None, judge_error: str | None = None
-) -> dict[str, Any]:
-    """One dropped candidate pair: ``source_index``, ``reason``, ``pair`` (None: the whole row), ``judge_error``."""
-    return {
-        "source_index": row.index,
-        "reason": reason,
-        "pair": None if pair is None else sorted(pair),
-        "judge_error": judge_error,
-    }
+        """Record one dropped candidate pair: ``source_index``, ``reason``, ``pair`` (None: the whole row),
+        ``judge_error``."""
+        self.skipped.append(
+            {
+                "source_index": row.index,
+                "reason": reason,
+                "pair": None if pair is None else sorted(pair),
+                "judge_error": error,
+            }
+        )
 
 
 def _undecided(v: Verdict) -> str:

@@ -93,12 +93,7 @@ def _rubric(row: dict[str, Any], where: str, index: int) -> Any:
     return value
 
 
-def _item(row: Any, index: int, where: str) -> ProbeItem:
-    if not isinstance(row, dict):
-        raise InputError(
-            f"{where} row {index}: expected an object, got {type(row).__name__}; fix: one JSON object per row",
-            index=index,
-        )
+def _item(row: dict[str, Any], index: int, where: str) -> ProbeItem:
     ident = str(row.get("id", index))
     if "response" not in row and isinstance(row.get("instruction"), str):
         try:

@@ -70,12 +70,6 @@ _TOPIC = (
 )
 
 
-def _restate(template: str, sentence: str) -> str:
-    if template.endswith(", {s}") and sentence[:1].isupper() and sentence[1:2].islower():
-        sentence = sentence[0].lower() + sentence[1:]
-    return template.format(s=sentence)
-
-
 def _pad(item: ProbeItem, rng: random.Random) -> str:
     flat = [" ".join(s.split()) for s in sentences(item.response)]  # worth restating: 4+ words
     source = [s for s in flat if len(s.split()) >= 4] or [" ".join(item.response.split())]
@@ -90,7 +84,10 @@ def _pad(item: ProbeItem, rng: random.Random) -> str:
     size = len(head)
     while size < 2 * len(item.response):
         if rng.random() < 0.75:
-            line = _restate(rng.choice(_RESTATE), rng.choice(source))
+            template, sentence = rng.choice(_RESTATE), rng.choice(source)
+            if template.endswith(", {s}") and sentence[:1].isupper() and sentence[1:2].islower():
+                sentence = sentence[0].lower() + sentence[1:]  # mid-sentence now
+            line = template.format(s=sentence)
         else:
             a, b = rng.sample(words, 2) if len(words) > 1 else (words[0], words[0])
             line = rng.choice(_TOPIC if a != b else _TOPIC[::2]).format(a=a, b=b)
@@ -120,8 +117,7 @@ def _markdown(item: ProbeItem, rng: random.Random) -> str:
     return "\n".join(lines)
 
 
-EDITS: Registry[Edit] = Registry("response edit")
-for _edit in (
+_EDITS = (
     Edit("none", "unchanged (the judge's own noise)", lambda it, rng, fmt: it.response),
     Edit("pad_2x", "padded to 2x length with restatements of its own sentences", lambda it, rng, fmt: _pad(it, rng)),
     Edit(
@@ -147,11 +143,12 @@ for _edit in (
         lambda it, rng, fmt: f'You asked: "{it.instruction.strip()}"\n\n' + it.response,
     ),
     Edit("markdown", "a heading, bold first sentence, bullet points", lambda it, rng, fmt: _markdown(it, rng)),
-):
+)
+EDITS: Registry[Edit] = Registry("response edit")
+for _edit in _EDITS:
     EDITS.register(_edit.name, _edit)
-
-DEFAULT_EDITS = ("none", "pad_2x", "formal_preamble", "self_grade", "self_grade_marker", "restate_question", "markdown")
-"""Every registered edit, in the order the probe reports them."""
+DEFAULT_EDITS = tuple(e.name for e in _EDITS)
+"""Every built-in edit, in the order the probe reports them."""
 
 
 def apply_edit(name: str, item: ProbeItem, seed: int = 0, judge_format: JudgeFormat | None = None) -> str:

@@ -66,10 +66,8 @@ def llmbar_accuracy(
         else []
     )
     all_answered(verdicts)  # a judge that did not answer measures nothing
-    by_set: dict[str, list[tuple[LLMBarPair, Any]]] = {}
-    for p, v in zip(flat, verdicts, strict=True):
-        by_set.setdefault(p.set, []).append((p, v))
-    groups = {name: by_set.get(name, []) for name in pairs}
+    answers = iter(verdicts)  # in the order of flat
+    groups = {name: [(p, next(answers)) for p in ps] for name, ps in pairs.items()}
     adversarial = [pv for name, pvs in groups.items() if name.startswith("Adversarial_") for pv in pvs]
     if adversarial:
         groups[POOLED] = adversarial

@@ -7,7 +7,7 @@ import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from prom_reward.core.protocol import Judge, Retry
 from prom_reward.declared import check, setting
@@ -84,32 +84,24 @@ class ProbeConfig:
 
     def llmbar_dir(self) -> Path:
         """The LLMBar folder to read (the checkout's when not given)."""
-        return _default(
-            self.llmbar,
-            "llmbar",
-            "--llmbar DIR (the folder with Natural.json and Adversarial_*.json from princeton-nlp/LLMBar)",
-        )
+        flag = "--llmbar DIR (the folder with Natural.json and Adversarial_*.json from princeton-nlp/LLMBar)"
+        return _default(self.llmbar, "llmbar", flag)
 
     def items_file(self) -> Path:
         """The graded items file to read (the checkout's Vicuna file when not given)."""
-        return _default(
-            self.items,
-            "vicuna_eval.json",
-            "--items FILE (.jsonl rows with instruction, response and optionally reference_answer, rubric)",
-        )
+        flag = "--items FILE (.jsonl rows with instruction, response and optionally reference_answer, rubric)"
+        return _default(self.items, "vicuna_eval.json", flag)
 
 
 def _default(given: str | None, name: str, flag: str) -> Path:
-    if given is not None:
-        return Path(given)
     data = checkout_data_dir()
-    if data is None or not (data / name).exists():
+    if given is None and (data is None or not (data / name).exists()):
         raise InputError(
             f"no probe data given and none found beside this installation (a checkout of prom-reward "
             f"has it in benchmarks/data/{name}); fix: pass {flag}",
             field=name,
         )
-    return data / name
+    return Path(given) if given is not None else cast(Path, data) / name
 
 
 @dataclass(frozen=True)
@@ -121,24 +113,19 @@ class ProbeInputs:
 
 
 def load_inputs(cfg: ProbeConfig, judge_format: JudgeFormat | None = None) -> ProbeInputs:
-    """Read and check the inputs of the parts ``cfg`` runs with a judge in ``judge_format`` (None: the default)."""
+    """Read and check the inputs of the parts ``cfg`` runs with a judge in ``judge_format`` (None: the default):
+    ``ConfigError`` when ``cfg.rubric`` does not fit for a part that judges with it, ``InputError`` naming an item
+    whose own rubric does not fit."""
     fmt = judge_format or get_judge_format(DEFAULT_FORMAT)
     parts = cfg.for_format(fmt).parts or ()
     inputs = ProbeInputs(
         load_llmbar(cfg.llmbar_dir(), cfg.limit, cfg.seed) if "llmbar" in parts else None,
         load_items(cfg.items_file(), cfg.limit, cfg.seed) if "shifts" in parts else None,
     )
-    check_rubrics(fmt, cfg, inputs)
-    return inputs
-
-
-def check_rubrics(fmt: JudgeFormat, cfg: ProbeConfig, inputs: ProbeInputs) -> None:
-    """``ConfigError`` when ``cfg.rubric`` does not fit ``fmt`` for a part that judges with it; ``InputError``
-    naming an item whose own rubric does not fit."""
     uses = ["llmbar"] if inputs.pairs else []
     if inputs.items and any(it.rubric is None for it in inputs.items):
         uses.append("shifts")
-    for part in uses:
+    for part in uses:  # the probe's rubric, for a part that judges with it
         problem = fmt.rubric_problem(get_rubric(cfg.rubric), PART_TASKS[part])
         if problem is not None:
             raise ConfigError(
@@ -153,11 +140,7 @@ def check_rubrics(fmt: JudgeFormat, cfg: ProbeConfig, inputs: ProbeInputs) -> No
                 "items whose rubrics fit (items=), or none, to grade them with the rubric (rubric=)",
                 field="rubric",
             )
-
-
-def not_run(fmt: JudgeFormat) -> dict[str, str]:
-    """Why each part a judge in ``fmt`` cannot run did not run (the record's ``not_run``)."""
-    return {p: str(unsupported_task(fmt, task)) for p, task in PART_TASKS.items() if task not in fmt.tasks}
+    return inputs
 
 
 def run_probe(
@@ -186,7 +169,9 @@ def run_probe(
         "sampling": _asdict(judge.sampling),
         "llmbar": None,
         "shifts": None,
-        "not_run": not_run(judge.format),
+        "not_run": {
+            p: str(unsupported_task(judge.format, t)) for p, t in PART_TASKS.items() if t not in judge.format.tasks
+        },
     }
     if pairs is not None:
         t = time.perf_counter()

@@ -60,24 +60,19 @@ def markdown_table(table: Table) -> str:
     return "\n".join(lines)
 
 
-def _marker(record: dict[str, Any]) -> str:
-    """The verdict marker the record's judge format forces after, as the warning names it."""
-    fmt = record.get("judge_format") or {}
-    marker, name = fmt.get("verdict_marker"), fmt.get("name")
-    if marker:
-        return f"{marker} (judge format {name})"
-    return f"the verdict marker of judge format {name}" if name else "the judge format's verdict marker"
-
-
 def verdict_warnings(record: dict[str, Any]) -> list[str]:
     """What undermines the figures, said before them: forced verdicts and judgments without a verdict."""
     out = []
     stats = record.get("judge_stats") or {}
     forced, samples = int(stats.get("forced") or 0), int(stats.get("samples") or 0)
     if forced:
+        fmt = record.get("judge_format") or {}
+        marker, name = fmt.get("verdict_marker"), fmt.get("name")
+        after = f"the verdict marker of judge format {name}" if name else "the judge format's verdict marker"
+        after = f"{marker} (judge format {name})" if marker else after
         out.append(
             f"**{forced} of {samples} judge samples had a forced verdict**: each output was cut at max_tokens "
-            f"before its verdict, which was read from the next-token distribution after {_marker(record)}; raise "
+            f"before its verdict, which was read from the next-token distribution after {after}; raise "
             "--max-tokens for verdicts the judge writes out."
         )
     missing = []

@@ -1,6 +1,6 @@
 """Every column flag of every command names a column, spelled one way (``--<role>-col``), and a column that does
 not exist is refused (issue 44, deliverable 2): the jobs' flags generated from their kinds' declared columns
-(``JobKind.columns``), the report's from ``ReportColumns``, the reward server's from its column settings (a dict
+(``JobKind.column_options``), the report's from ``ReportColumns``, the reward server's from its column settings (a dict
 label without the key a setting names fails its sample, naming the flag). A new column joins these tables."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from prom_reward.rewards.config import RewardConfig
 from tests.fakes import free_port
 from tests.jobs.helpers import argv, rows, write
 
-JOB_FLAGS = [(job, option) for job, kind in KINDS.items() for option in kind.columns]
+JOB_FLAGS = [(job, option) for job, kind in KINDS.items() for option in kind.column_options()]
 REPORT_FLAGS = [f"{f.name}_column" for f in dataclasses.fields(ReportColumns)]
 SERVER_FLAGS = sorted(n for n in setting_names() if n.endswith("_column"))
 
