@@ -23,9 +23,9 @@ from prom_reward.errors import BackendError, ConfigError
 
 class TransformersBackend(InProcessEngine):
     """A Hugging Face causal LM (``model``: a folder, hub id or loaded ``PreTrainedModel``; ``tokenizer``: one, its
-    folder, or None for the model's) on ``device`` in ``dtype`` (``auto``: the checkpoint's), ``batch_size``
-    requests per ``model.generate``; ``max_model_len`` (default ``max_position_embeddings``) is the context it
-    reports; ``wire`` and ``system_role`` as ``InProcessEngine`` says."""
+    folder, or None for the model's) on ``device`` in ``dtype`` (``auto``: the checkpoint's; float32 on a CPU
+    without bfloat16 arithmetic), ``batch_size`` requests per ``model.generate``; ``max_model_len`` (default
+    ``max_position_embeddings``) is the context it reports; ``wire`` and ``system_role`` as ``InProcessEngine`` says."""
 
     name = "transformers"
     gpu_memory_share = None  # the weights sit where torch puts them
@@ -69,6 +69,10 @@ class TransformersBackend(InProcessEngine):
             import torch
             from transformers import AutoModelForCausalLM
 
+            if dtype == "auto" and str(self.device).startswith("cpu"):
+                from prom_reward.local.cpu_defaults import cpu_dtype
+
+                dtype = cpu_dtype(dtype)
             if isinstance(dtype, str) and dtype != "auto":
                 dtype = getattr(torch, dtype, None) or dtype
             try:

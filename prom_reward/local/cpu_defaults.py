@@ -1,10 +1,12 @@
 """CPU defaults for vLLM: ``apply_cpu_defaults`` sets ``VLLM_CPU_KVCACHE_SPACE``, when unset, to
-``default_kvcache_gib()``; why is in docs/design-notes.md."""
+``default_kvcache_gib()``; ``cpu_dtype`` picks float32 where the CPU has no bfloat16 arithmetic (why:
+docs/design-notes.md)."""
 
 from __future__ import annotations
 
 import logging
 import os
+import platform
 from collections.abc import MutableMapping
 
 logger = logging.getLogger(__name__)
@@ -31,6 +33,25 @@ def vllm_is_cpu_build() -> bool:
     except md.PackageNotFoundError:
         return False
     return True
+
+
+def cpu_has_bf16() -> bool:
+    """Whether this CPU computes in bfloat16 itself (AVX512-BF16 or AMX), as torch's probes say; a CPU that is not
+    x86 is taken to (vLLM's ARM and POWER kernels have their own half-precision paths)."""
+    if platform.machine().lower() not in ("x86_64", "amd64", "i686", "x86"):
+        return True
+    import torch
+
+    return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+
+
+def cpu_dtype(dtype: str) -> str:
+    """The dtype a CPU engine loads for ``dtype``: ``auto`` is ``float32`` on an x86 CPU without bfloat16
+    arithmetic (AVX2-only), where half precision is emulated and runs 2-3x slower than float32; else ``dtype``."""
+    if dtype != "auto" or cpu_has_bf16():
+        return dtype
+    logger.info("CPU without bfloat16 arithmetic: dtype auto loads float32 (give dtype='bfloat16' to keep half)")
+    return "float32"
 
 
 def apply_cpu_defaults(env: MutableMapping[str, str] | None = None) -> dict[str, str]:

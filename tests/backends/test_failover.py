@@ -1,4 +1,4 @@
-"""Faults that must be survived: a judge server killed with SIGKILL in the middle of a 1,000-item job.
+"""Faults that must be survived: a judge server killed with SIGKILL in the middle of a 300-item job.
 
 The victim is a real vLLM server started by ``prom-reward serve`` (``JudgeServers`` inside), so one
 server start also covers the CLI end to end: ready line, ``prom-reward grade --server`` through it,
@@ -25,7 +25,7 @@ from tests.fakes import free_port
 
 pytestmark = pytest.mark.integration
 
-N_ITEMS = 1000
+N_ITEMS = 300
 
 
 def test_kill_the_served_judge_mid_job_loses_and_duplicates_nothing(tiny_model_dir, vllm_server, tmp_path):

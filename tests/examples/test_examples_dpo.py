@@ -36,6 +36,7 @@ def run_example(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.integration
 @pytest.mark.smollm2
+@pytest.mark.slow  # second end-to-end run: tests/preferences/test_preferences.py
 def test_dpo_from_judge_example_smoke(tmp_path, smollm2_dir, smollm2_server, capsys):
     # the judge is the session's SmolLM2 server (--judge-server), as in tests/examples/test_examples.py
     proc = run_example("--output-dir", str(tmp_path), "--judge-server", smollm2_server)

@@ -22,6 +22,7 @@ def tagged(stdout: str, tag: str) -> dict:
 
 @pytest.mark.integration
 @pytest.mark.smollm2
+@pytest.mark.slow  # second end-to-end run: tests/rewards/test_online_dpo.py
 def test_online_dpo_example_smoke(tmp_path, smollm2_dir, smollm2_server):
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", PYTHONPATH=str(REPO))
     # the judge is the session's SmolLM2 server (--judge-server), as in tests/examples/test_examples.py

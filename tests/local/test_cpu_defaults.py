@@ -40,3 +40,27 @@ def test_engine_applies_the_default_before_vllm_starts(monkeypatch):
     monkeypatch.setattr(ve, "_is_cpu_platform", lambda: True)
     ve.VLLMEngine("some-model", wire="raw")
     assert seen["kv"] == str(default_kvcache_gib())
+
+
+def test_auto_dtype_is_float32_only_where_the_cpu_has_no_bfloat16_arithmetic(monkeypatch):
+    """On an AVX2-only x86 CPU vLLM and torch emulate bfloat16 (2-3x slower than float32 there:
+    benchmarks/results/2026-12-02_session5.md); ``auto`` then loads float32, in process and served alike."""
+    import torch
+
+    import prom_reward.local.cpu_defaults as cd
+    from prom_reward.backends.servers import ServeConfig
+    from prom_reward.backends.vllm_options import VLLMOptions
+
+    monkeypatch.setattr(cd.platform, "machine", lambda: "x86_64")
+    for bf16, amx, want in ((False, False, "float32"), (True, False, "auto"), (False, True, "auto")):
+        monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda v=bf16: v)
+        monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda v=amx: v)
+        assert cd.cpu_dtype("auto") == want and cd.cpu_dtype("bfloat16") == "bfloat16"
+        assert VLLMOptions().for_cpu().llm_kwargs("m")["dtype"] == want
+        assert VLLMOptions(dtype="float16").for_cpu().dtype == "float16"  # a dtype asked for is kept
+        monkeypatch.setattr("prom_reward.local.cpu_defaults.vllm_is_cpu_build", lambda: True)
+        cmd = ServeConfig(model="m").command("m", 0)
+        assert cmd[cmd.index("--dtype") + 1] == want
+        assert "auto" in ServeConfig(model="m", gpus=(0,)).command("m", 0)  # a GPU server: vLLM's own choice
+    monkeypatch.setattr(cd.platform, "machine", lambda: "aarch64")  # not x86: vLLM's own kernels choose
+    assert cd.cpu_dtype("auto") == "auto"
