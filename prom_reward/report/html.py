@@ -205,7 +205,7 @@ def probe_section(record: dict[str, Any]) -> str:
                 charts.append(
                     bar_chart(
                         f"probe-{key}",
-                        [n.replace("Adversarial_", "Adv. ") for n in rows],
+                        [n.replace("Adversarial_", "Adv. ") if key == "llmbar" else n for n in rows],
                         [rows[n][value] for n in rows],
                         title=title,
                         y_label=y_label,
