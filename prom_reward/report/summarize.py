@@ -193,9 +193,7 @@ def _group_stats(
         out["ties"] = sum(bool(m["tie"]) for m in members) / len(members) if members else None
         longer = [m for m in decided if m["length_a"] != m["length_b"]]
         out["longer_wins"] = (
-            (sum((m["winner"] == "A") == (m["length_a"] > m["length_b"]) for m in longer) / len(longer))
-            if longer
-            else None
+            fmean((m["winner"] == "A") == (m["length_a"] > m["length_b"]) for m in longer) if longer else None
         )
     return out
 
