@@ -68,9 +68,8 @@ def gate(scores: Sequence[CriterionScore]) -> float:
 
 
 AGGREGATIONS: Registry[Aggregation] = Registry("checklist aggregation")
-AGGREGATIONS.register("weighted_mean", weighted_mean)
-AGGREGATIONS.register("minimum", minimum)
-AGGREGATIONS.register("gate", gate)
+for _aggregation in (weighted_mean, minimum, gate):
+    AGGREGATIONS.register(_aggregation.__name__, _aggregation)
 
 
 def get_aggregation(how: str | Aggregation) -> Aggregation:

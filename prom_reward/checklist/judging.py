@@ -44,11 +44,8 @@ def _judged(g: Grade, score: str, scale: tuple[int, ...]) -> tuple[float | None,
         return raw, (raw - scale[0]) / (scale[-1] - scale[0]), None
     if g.error is not None:
         return None, None, g.error.reason
-    return (
-        None,
-        None,
-        g.expected_reason if g.ok and g.expected_reason else "the judge gave no parseable verdict after its retries",
-    )
+    why = g.expected_reason if g.ok and g.expected_reason else "the judge gave no parseable verdict after its retries"
+    return None, None, why
 
 
 async def ajudge_checklists(

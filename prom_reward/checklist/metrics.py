@@ -32,16 +32,12 @@ def _rate(passed: list[bool]) -> float:
 
 def checklist_metrics(outcomes: Sequence[Any], grades: Sequence[Any]) -> dict[str, float]:
     """The batch's checklist metrics from its ``ChecklistOutcome``s and the distinct grades."""
-    every: list[bool] = []
+    criteria = [s for o in outcomes for s in o.criteria]
+    every: list[bool] = []  # the decided ones
     by_category: dict[str, list[bool]] = {}
     by_criterion: dict[str, list[bool]] = {}
-    total = undecided = 0
-    for o in outcomes:
-        for s in o.criteria:
-            total += 1
-            if s.satisfied is None:
-                undecided += 1
-                continue
+    for s in criteria:
+        if s.satisfied is not None:
             passed = s.satisfied != s.criterion.pitfall
             every.append(passed)
             by_category.setdefault(s.criterion.category, []).append(passed)
@@ -52,8 +48,8 @@ def checklist_metrics(outcomes: Sequence[Any], grades: Sequence[Any]) -> dict[st
         "judge_prompt_tokens": float(sum(g.prompt_tokens for g in grades)),
         "judge_completion_tokens": float(sum(g.completion_tokens for g in grades)),
     }
-    if total:
-        out["checklist_undecided_rate"] = undecided / total
+    if criteria:
+        out["checklist_undecided_rate"] = (len(criteria) - len(every)) / len(criteria)
     if every:
         out["checklist_pass_rate"] = _rate(every)
     for category, passed in sorted(by_category.items()):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from statistics import fmean
 from typing import Any
 
@@ -118,9 +118,7 @@ class Confidence:
 
     def as_dict(self) -> dict[str, float | None]:
         """The indicators as a flat dict (for JSON lines and logs)."""
-        out: dict[str, float | None] = {f.name: getattr(self, f.name) for f in fields(self)}
-        out["entropy_calibrated"] = self.entropy_calibrated
-        return out
+        return {**asdict(self), "entropy_calibrated": self.entropy_calibrated}
 
 
 def _mean(values: Sequence[float | None]) -> float | None:

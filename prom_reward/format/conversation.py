@@ -13,37 +13,30 @@ TextOrMessages = str | list[dict[str, Any]]
 _ROLE_NAMES = {"system": "System", "user": "User", "assistant": "Assistant", "tool": "Tool"}
 
 
-def _item(index: int | None) -> str:
-    return "" if index is None else f"item {index}: "
+def _bad(index: int | None, field: str, what: str) -> InputError:
+    """The error of a row's ``field`` that is not what it must be (``what``), naming the item."""
+    return InputError(f"{'' if index is None else f'item {index}: '}{field} {what}", index=index, field=field)
 
 
 def _content(message: object, index: int | None, field: str) -> str:
     if isinstance(message, dict) and message.get("tool_calls") and message.get("content") is None:
         return ""  # an assistant turn that only calls tools (TRL's tool loop): its results follow as messages
     if not isinstance(message, dict) or "content" not in message:
-        raise InputError(
-            f"{_item(index)}{field} messages must be dicts with 'role' and 'content', got {message!r:.80}",
-            index=index,
-            field=field,
-        )
+        raise _bad(index, field, f"messages must be dicts with 'role' and 'content', got {message!r:.80}")
     content = message["content"]
     if isinstance(content, list):  # multimodal-style parts: keep the text parts
         parts = [p.get("text", "") for p in content if isinstance(p, dict)]
         bad = [t for t in parts if not isinstance(t, str)]
         if bad:
-            raise InputError(
-                f"{_item(index)}{field} message content part 'text' must be text, got {type(bad[0]).__name__} "
-                f"({bad[0]!r:.60}); fix: give each text part a string (or drop the part)",
-                index=index,
-                field=field,
+            raise _bad(
+                index,
+                field,
+                f"message content part 'text' must be text, got {type(bad[0]).__name__} ({bad[0]!r:.60}); fix: give "
+                "each text part a string (or drop the part)",
             )
         content = "".join(parts)
     if not isinstance(content, str):
-        raise InputError(
-            f"{_item(index)}{field} message content must be text, got {type(content).__name__}",
-            index=index,
-            field=field,
-        )
+        raise _bad(index, field, f"message content must be text, got {type(content).__name__}")
     return content
 
 
@@ -57,11 +50,7 @@ def prompt_text(prompt: TextOrMessages, index: int | None = None) -> str:
     if isinstance(prompt, str):
         return prompt
     if not isinstance(prompt, list) or not prompt:
-        raise InputError(
-            f"{_item(index)}prompt must be a string or a non-empty list of messages, got {type(prompt).__name__}",
-            index=index,
-            field="prompt",
-        )
+        raise _bad(index, "prompt", f"must be a string or a non-empty list of messages, got {type(prompt).__name__}")
     turns = [m for m in prompt if not (isinstance(m, dict) and m.get("role") == "system")]
     if len(turns) == 1:
         return _content(turns[0], index, "prompt")
@@ -79,9 +68,5 @@ def completion_text(completion: TextOrMessages, index: int | None = None) -> str
     if isinstance(completion, str):
         return completion
     if not isinstance(completion, list):
-        raise InputError(
-            f"{_item(index)}completion must be a string or a list of messages, got {type(completion).__name__}",
-            index=index,
-            field="completion",
-        )
+        raise _bad(index, "completion", f"must be a string or a list of messages, got {type(completion).__name__}")
     return "\n\n".join(_content(m, index, "completion") for m in completion)

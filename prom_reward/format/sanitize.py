@@ -25,8 +25,6 @@ _FW_HASH, _FW_OPEN, _FW_CLOSE = "\uff03", "\uff3b", "\uff3d"
 _HASHES = "#\uff03\ufe5f"
 _OPENS = "[\uff3b\u3010\u3014\u301a\u27e6\u2045\ufe5d"
 _CLOSES = "]\uff3d\u3011\u3015\u301b\u27e7\u2046\ufe5e"
-_OPEN_OF = {c: _FW_OPEN for c in _OPENS}
-_CLOSE_OF = {c: _FW_CLOSE for c in _CLOSES}
 _BRACKET_WORD = re.compile(r"\[(/?)([A-Za-z0-9_]+)\]")
 
 
@@ -170,9 +168,7 @@ def neutralize(text: str, special_tokens: Iterable[str] = (), markers: Iterable[
 
     p = _patterns(_markers(markers))
     text = p.headers(p.hashes, text, lambda run: swap(run, "".join(_FW_HASH if c in _HASHES else c for c in run)))
-    text = p.bracketed.sub(
-        lambda m: swap(m.group(0), _OPEN_OF[m.group(0)[0]] + m.group(1) + (_CLOSE_OF[m[2]] if m[2] else "")), text
-    )
+    text = p.bracketed.sub(lambda m: swap(m.group(0), _FW_OPEN + m.group(1) + (_FW_CLOSE if m[2] else "")), text)
     text = p.literal.sub(lambda m: swap(m.group(0), _full_width(m.group(0))), text)
     plain, _ = _token_patterns(_tokens(special_tokens))
     text = plain.sub(lambda m: swap(m.group(0), _full_width(m.group(0))), text)

@@ -101,12 +101,8 @@ def validate_template(template: str, kind: Task, with_reference: bool) -> None:
     problems += [f"missing field {{{name}}}" for name in allowed if name not in fields]
     if problems:
         ref = "with" if with_reference else "without"
-        raise ConfigError(
-            f"invalid {kind} template ({ref} reference): "
-            + "; ".join(problems)
-            + ". Allowed fields: "
-            + ", ".join(f"{{{n}}}" for n in allowed)
-        )
+        names = ", ".join(f"{{{n}}}" for n in allowed)
+        raise ConfigError(f"invalid {kind} template ({ref} reference): {'; '.join(problems)}. Allowed fields: {names}")
 
 
 def fill(template: str, values: dict[str, str]) -> str:

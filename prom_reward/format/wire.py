@@ -3,9 +3,11 @@ template), ``inst`` (literal ``[INST] ... [/INST]``) or ``raw``."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from prom_reward.errors import ConfigError
+from prom_reward.format.templates import fill
 from prom_reward.registry import Registry
 
 _PROBE_SYSTEM = "PROM_REWARD_SYSTEM_PROBE"
@@ -31,32 +33,24 @@ def template_accepts_system(tokenizer: Any) -> bool:
     return _PROBE_SYSTEM in str(text)
 
 
+@dataclass(frozen=True)
 class WireFormat:
-    """``render`` gives completion text, ``messages`` chat messages; ``uses_chat_template``: ``render`` needs a
-    tokenizer with one; ``template_has_special_tokens``: its output holds BOS etc. (tokenize without adding them)."""
+    """``render`` gives completion text (``text``'s form of ``{system}`` and ``{user}``; the tokenizer's chat
+    template when ``uses_chat_template``: its output holds BOS etc., tokenized without adding them), ``messages``
+    chat messages (``sends_system`` False: the user message alone)."""
 
-    name: str = ""
+    name: str
+    text: str = "{user}"
+    sends_system: bool = True
     uses_chat_template: bool = False
-    template_has_special_tokens: bool = False
+
+    @property
+    def template_has_special_tokens(self) -> bool:
+        return self.uses_chat_template
 
     def render(self, system: str, user: str, tokenizer: Any = None, *, system_role: bool | None = None) -> str:
-        raise NotImplementedError
-
-    def messages(self, system: str, user: str, *, system_role: bool) -> list[dict[str, str]]:
-        """Chat messages for an OpenAI-compatible chat endpoint."""
-        if system_role and system:
-            return [{"role": "system", "content": system}, {"role": "user", "content": user}]
-        return [{"role": "user", "content": fold_system(system, user)}]
-
-
-class ChatTemplateWire(WireFormat):
-    """The tokenizer's own chat template, system folded in when it has no system role."""
-
-    name = "chat"
-    uses_chat_template = True
-    template_has_special_tokens = True
-
-    def render(self, system: str, user: str, tokenizer: Any = None, *, system_role: bool | None = None) -> str:
+        if not self.uses_chat_template:
+            return fill(self.text, {"system": system, "user": user})
         if tokenizer is None or getattr(tokenizer, "chat_template", None) is None:
             raise ConfigError(
                 "wire format 'chat' needs a tokenizer with a chat template, but "
@@ -68,30 +62,21 @@ class ChatTemplateWire(WireFormat):
         msgs = self.messages(system, user, system_role=system_role)
         return str(tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True))
 
-
-class InstWire(WireFormat):
-    """``[INST] {system}\\n{user} [/INST]``: the public Prometheus vLLM form."""
-
-    name = "inst"
-
-    def render(self, system: str, user: str, tokenizer: Any = None, *, system_role: bool | None = None) -> str:
-        return f"[INST] {system}\n{user} [/INST]"
-
-
-class RawWire(WireFormat):
-    """The filled template alone, sent as completion text; the system prompt is not sent."""
-
-    name = "raw"
-
-    def render(self, system: str, user: str, tokenizer: Any = None, *, system_role: bool | None = None) -> str:
-        return user
-
     def messages(self, system: str, user: str, *, system_role: bool) -> list[dict[str, str]]:
-        return [{"role": "user", "content": user}]
+        """Chat messages for an OpenAI-compatible chat endpoint."""
+        if not self.sends_system:
+            return [{"role": "user", "content": user}]
+        if system_role and system:
+            return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        return [{"role": "user", "content": fold_system(system, user)}]
 
 
 WIRE_FORMATS: Registry[WireFormat] = Registry("wire format")
-for _w in (ChatTemplateWire(), InstWire(), RawWire()):
+for _w in (
+    WireFormat("chat", uses_chat_template=True),  # the tokenizer's own, system folded in when it has no system role
+    WireFormat("inst", "[INST] {system}\n{user} [/INST]"),  # the public Prometheus vLLM form
+    WireFormat("raw", sends_system=False),  # the filled template alone, as completion text; no system prompt
+):
     WIRE_FORMATS.register(_w.name, _w)
 
 

@@ -191,33 +191,28 @@ def probe_section(record: dict[str, Any]) -> str:
     ``prom-reward probe`` writes (a record edited by hand, of another version, or another JSON file)."""
     try:
         charts = []
-        if lb := record.get("llmbar"):
-            names = list(lb["sets"])
-            charts.append(
-                bar_chart(
-                    "probe-llmbar",
-                    [n.replace("Adversarial_", "Adv. ") for n in names],
-                    [lb["sets"][n]["accuracy"] for n in names],
-                    title="LLMBar accuracy, both orders",
-                    y_label="accuracy",
-                    intervals=[lb["sets"][n]["accuracy_ci"] for n in names],
-                    y_range=(0.0, 1.0),
-                    reference=0.5,
+        for key, group, value, y_label, extra in (
+            ("llmbar", "sets", "accuracy", "accuracy", {"y_range": (0.0, 1.0), "reference": 0.5}),
+            ("shifts", "edits", "mean_shift", "shift", {"reference": 0.0}),
+        ):
+            if part := record.get(key):
+                rows = part[group]
+                title = (
+                    "LLMBar accuracy, both orders"
+                    if key == "llmbar"
+                    else f"Mean shift of the {part['score'].replace('_', ' ')} per edit"
                 )
-            )
-        if sh := record.get("shifts"):
-            names = list(sh["edits"])
-            charts.append(
-                bar_chart(
-                    "probe-shifts",
-                    names,
-                    [sh["edits"][n]["mean_shift"] for n in names],
-                    title=f"Mean shift of the {sh['score'].replace('_', ' ')} per edit",
-                    y_label="shift",
-                    intervals=[sh["edits"][n]["mean_shift_ci"] for n in names],
-                    reference=0.0,
+                charts.append(
+                    bar_chart(
+                        f"probe-{key}",
+                        [n.replace("Adversarial_", "Adv. ") if key == "llmbar" else n for n in rows],
+                        [rows[n][value] for n in rows],
+                        title=title,
+                        y_label=y_label,
+                        intervals=[rows[n][f"{value}_ci"] for n in rows],
+                        **extra,
+                    )
                 )
-            )
         return "".join(
             [
                 f'<h2>Hacking probe</h2><p class="meta">{escape(heading(record))}</p>',

@@ -1,5 +1,5 @@
 """What the report shows, computed from a ``prom-reward grade`` or ``compare`` output: distributions, length
-correlations, failure reasons, per-rubric and per-source tables, the extreme rows; forced verdicts flagged.
+correlations, failure reasons, per-rubric, per-source and checklist tables, the extreme rows; forced verdicts flagged.
 
 Example:
     >>> rows = [{"instruction": "q", "response": "short", "score": 2.0, "feedback": "Thin."},
@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import fmean, median
 from typing import Any
@@ -25,7 +25,6 @@ from prom_reward.core.results import tie_reason
 from prom_reward.errors import ConfigError, InputError, PromRewardError
 from prom_reward.format.columns import column_flag, column_text, find_column
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, get_judge_format
-from prom_reward.report.checklist import checklist_summary
 from prom_reward.stats import spearman
 
 SOURCE_COLUMNS = ("source", "data_source", "response_source", "category", "model")
@@ -194,9 +193,7 @@ def _group_stats(
         out["ties"] = sum(bool(m["tie"]) for m in members) / len(members) if members else None
         longer = [m for m in decided if m["length_a"] != m["length_b"]]
         out["longer_wins"] = (
-            (sum((m["winner"] == "A") == (m["length_a"] > m["length_b"]) for m in longer) / len(longer))
-            if longer
-            else None
+            fmean((m["winner"] == "A") == (m["length_a"] > m["length_b"]) for m in longer) if longer else None
         )
     return out
 
@@ -331,3 +328,38 @@ def _grouped(members: list[dict[str, Any]], key: str, kind: str, limit: int = 15
     if rest:
         out[f"({len(ranked) - limit} others)"] = _group_stats(rest, kind)
     return out
+
+
+def _rates(outcomes: dict[str, list[bool | None]]) -> dict[str, dict[str, Any]]:
+    out = {}
+    for key, passed in outcomes.items():
+        judged = [p for p in passed if p is not None]
+        rate = sum(judged) / len(judged) if judged else None
+        out[key] = {"n": len(passed), "judged": len(judged), "pass_rate": rate, "undecided": len(passed) - len(judged)}
+    return out
+
+
+def checklist_summary(verdicts: Iterable[Sequence[dict[str, Any]] | None], limit: int = 20) -> dict[str, Any]:
+    """Per criterion (the ``limit`` most frequent) and per category: rows, judged, pass rate, undecided; and the
+    criteria most often undecided. Empty when no row has verdicts."""
+    by: dict[str, dict[str, list[bool | None]]] = {"criterion": {}, "category": {}}
+    rows = 0
+    for row in verdicts:
+        rows += bool(row)
+        for v in row or ():
+            if isinstance(v, dict):
+                satisfied = v.get("satisfied")  # a pitfall passes when avoided
+                passed = None if satisfied is None else bool(satisfied) != (v.get("category") == "pitfall")
+                for key in by:
+                    by[key].setdefault(str(v.get(key)), []).append(passed)
+    if not rows:
+        return {}
+    criteria = _rates(by["criterion"])
+    ranked = sorted(criteria.items(), key=lambda kv: (-kv[1]["n"], kv[0]))[:limit]
+    undecided = sorted(((k, e["undecided"]) for k, e in criteria.items() if e["undecided"]), key=lambda kv: -kv[1])
+    return {
+        "rows": rows,
+        "by_criterion": dict(ranked),
+        "by_category": _rates(by["category"]),
+        "most_undecided": undecided[:5],
+    }
