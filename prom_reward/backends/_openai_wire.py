@@ -107,8 +107,10 @@ def parse_reply(data: Any, endpoint: str, *, sent_n: int, n: int, top_k: int | N
         raise MalformedReply(f"expected choices with index 0..{sent_n - 1}, got {[c['index'] for c in choices]}")
     completions = []
     for c in choices:
-        where = f"choices[{c['index']}]." + ("message.content" if endpoint == "chat" else "text")
-        text = _text(c["message"].get("content") if endpoint == "chat" else c["text"], where)
+        text = c["message"].get("content") if endpoint == "chat" else c["text"]
+        if not (type(text) is str and text.isascii()):  # (ASCII text holds no lone surrogate)
+            where = f"choices[{c['index']}]." + ("message.content" if endpoint == "chat" else "text")
+            text = _text(text, where)
         finish = c.get("finish_reason")
         if finish is not None and not isinstance(finish, str):
             raise MalformedReply(f"choices[{c['index']}].finish_reason: expected a string, got {finish!r}")

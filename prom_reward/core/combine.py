@@ -32,7 +32,9 @@ def grade_from_run(run: ItemRun, *, truncated: bool = False) -> Grade:
     dist = {k: fmean(d.get(k, 0.0) for d in dists) for k in sorted({k for d in dists for k in d})} if dists else None
     probs = {int(k): v for k, v in dist.items()} if dist else None
     missing = no_expected(sum(s.scored_tokens for s in valid)) if valid and not dist else None
-    why = f"after its retries the judge gave {no_verdict(run.failures, run.samples)}"
+    error = run.error
+    if error is None and not scores:
+        error = JudgeFailure("output", f"after its retries the judge gave {no_verdict(run.failures, run.samples)}")
     return Grade(
         score=fmean(scores) if scores else None,
         scores=scores,
@@ -43,7 +45,7 @@ def grade_from_run(run: ItemRun, *, truncated: bool = False) -> Grade:
         expected_reason=missing,
         truncated=truncated,
         confidence=confidence_from_samples(valid),
-        error=run.error or (None if scores else JudgeFailure("output", why)),
+        error=error,
         **_costs([run]),
     )
 

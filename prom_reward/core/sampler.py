@@ -248,6 +248,8 @@ class SampleRunner:
             seed = None if s.seed is None else (s.seed + 7919 * round_ + 104729 * index) % (2**31)
             if s.temperature == 0 or s.seed is not None:
                 s = dataclasses.replace(s, temperature=temperature, seed=seed)
+        elif need == r.n:  # the first round of a request as built
+            return r
         return dataclasses.replace(r, n=need, sampling=s, attempt=r.attempt + round_)
 
     async def run(self, requests: Sequence[GenerationRequest], mode: Task, k: int = 1) -> list[ItemRun]:
