@@ -20,6 +20,8 @@ COSTS = ("retries", "failures", "forced", "prompt_tokens", "completion_tokens")
 
 def _costs(parts: Sequence[ItemRun] | Sequence[Grade]) -> dict[str, Any]:
     """What a judgment spent: ``COSTS`` summed over the runs (or grades) it is made of."""
+    if len(parts) == 1:  # (one run: no sums to build)
+        return {name: getattr(parts[0], name) for name in COSTS}
     return {name: sum(getattr(p, name) for p in parts) for name in COSTS}
 
 

@@ -164,9 +164,11 @@ class SampleRunner:
 
     def _parse(self, c: Completion, mode: Task) -> JudgeSample:
         parsed = self.format.parse(c.text, mode)
-        labels = self.format.verdict_labels(mode)
-        probs, mass = verdict_distribution(c.logprobs, c.text, parsed.verdict_start, labels)
-        probs = _by_verdict(probs, labels, mode)
+        probs = mass = None
+        if c.logprobs:  # (without them there is no distribution to read)
+            labels = self.format.verdict_labels(mode)
+            probs, mass = verdict_distribution(c.logprobs, c.text, parsed.verdict_start, labels)
+            probs = _by_verdict(probs, labels, mode)
         return JudgeSample(
             text=c.text,
             feedback=parsed.feedback or None,
