@@ -99,7 +99,9 @@ def _completion_logprobs(lp: Any, k: int) -> tuple[TokenLogprobs, ...]:
 def parse_reply(data: Any, endpoint: str, *, sent_n: int, n: int, top_k: int | None = None) -> GenerationResult:
     """One reply as a ``GenerationResult`` of ``n`` completions in ``index`` order, ``top_k`` alternatives each."""
     k = MAX_TOP_LOGPROBS if top_k is None else top_k
-    choices = sorted(data["choices"], key=lambda c: int(c["index"]))
+    choices = data["choices"]
+    if len(choices) != 1:  # (one choice: nothing to sort)
+        choices = sorted(choices, key=lambda c: int(c["index"]))
     usage = data.get("usage") or {}
     if len(choices) != sent_n:
         raise MalformedReply(f"expected {sent_n} choices, got {len(choices)}")
