@@ -12,6 +12,9 @@ PYTEST_WORKERS ?= -n 2 --dist loadgroup
 PYTEST_MARKERS ?= not slow
 export VLLM_CPU_KVCACHE_SPACE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
+# The test runs keep bytecode (in __pycache__, ignored by git) even where the environment sets
+# PYTHONDONTWRITEBYTECODE: without it every worker and every subprocess of a run compiled the sources again.
+KEEP_PYC := PYTHONDONTWRITEBYTECODE=
 
 SETUP_INPUTS := requirements/constraints.txt requirements/cpu.txt requirements/frameworks.txt requirements/docs.txt \
 	scripts/setup_env.sh pyproject.toml
@@ -40,10 +43,10 @@ browser:  ## headless Chromium (Debian's package) for the report's browser test,
 	bash scripts/setup_browser.sh
 
 test: setup browser lint  ## lint, then the test suite CI runs (real vLLM engine and server on CPU; exit code 5, no tests, fails)
-	HF_HUB_OFFLINE=1 $(PY) -m pytest tests -m "$(PYTEST_MARKERS)" $(PYTEST_WORKERS) $(PYTEST_ARGS)
+	HF_HUB_OFFLINE=1 $(KEEP_PYC) $(PY) -m pytest tests -m "$(PYTEST_MARKERS)" $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 test-fast: setup  ## the unit tier for the edit-test loop: no vLLM engine or server, no TRL run, no lint; 2 workers
-	HF_HUB_OFFLINE=1 PROM_REWARD_NO_ENGINE=1 PROM_REWARD_TEST_PRESTART=0 \
+	HF_HUB_OFFLINE=1 PROM_REWARD_NO_ENGINE=1 PROM_REWARD_TEST_PRESTART=0 $(KEEP_PYC) \
 		$(PY) -m pytest tests -m "not integration and not slow" -n 2 $(PYTEST_ARGS)
 
 test-all: setup  ## the suite plus the tests marked slow (second end-to-end runs of covered paths)

@@ -130,6 +130,11 @@ async def read_body(resp: aiohttp.ClientResponse) -> bytes | None:
     return b"".join(chunks)
 
 
+def _what(method: str, path: str, index: int | None) -> str:
+    """A call as its errors name it (``POST /chat/completions for request 3``)."""
+    return f"{method} {path}" + (f" for request {index}" if index is not None else "")
+
+
 def _root(url: str) -> str:
     """The server root of a ``.../v1`` base URL (vLLM's ``/tokenize`` lives there)."""
     return url[:-3] if url.endswith("/v1") else url
@@ -190,12 +195,12 @@ class HTTPBatch:
     ) -> T:
         """``method path`` (under the base URL, or the server root), one attempt cut to ``deadline``: returns
         ``parse(reply JSON)``, else raises ``BackendError`` (``ServerRejected`` for a 4xx) naming request ``index``."""
-        what = f"{method} {path}" + (f" for request {index}" if index is not None else "")
         options: dict[str, Any] = {}
         deadline = self.deadline if deadline is None else deadline
         if deadline is not None:
             seconds = min(deadline - time.monotonic(), self.timeout)
             if seconds <= 0:
+                what = _what(method, path, index)
                 raise BackendError(f"{what}: the call's deadline passed before the judge was asked")
             options["timeout"] = aiohttp.ClientTimeout(total=seconds)
         async with self.sem:
@@ -205,26 +210,31 @@ class HTTPBatch:
             full = (_root(url) if root else url) + path
             try:
                 async with self.client.request(method, full, json=payload, **options) as resp:
-                    status, content = resp.status, await read_body(resp)
+                    status, length = resp.status, resp.content_length  # (a short reply read at once)
+                    small = length is not None and length <= MAX_REPLY_BYTES
+                    content = await (resp.read() if small else read_body(resp))
             except (TimeoutError, aiohttp.ClientError) as e:  # refused, reset, timeouts
                 kind = "Timeout" if isinstance(e, asyncio.TimeoutError) else type(e).__name__
-                raise self._failed(what, url, f"{kind} on {full}" + (f": {e}" if str(e) else "")) from None
+                cause = f"{kind} on {full}" + (f": {e}" if str(e) else "")
+                raise self._failed(_what(method, path, index), url, cause) from None
             finally:
                 self.pool.answered(url)
         if content is None:
-            raise self._failed(what, url, f"the reply from {full} is over {MAX_REPLY_BYTES >> 20} MiB (not read)")
+            cause = f"the reply from {full} is over {MAX_REPLY_BYTES >> 20} MiB (not read)"
+            raise self._failed(_what(method, path, index), url, cause)
         if status == 429 or status >= 500:
-            raise self._failed(what, url, f"HTTP {status} from {full}: {error_text(content)}")
+            raise self._failed(_what(method, path, index), url, f"HTTP {status} from {full}: {error_text(content)}")
         if status >= 400:
             self.pool.succeeded(url)  # the server is healthy; the request is wrong
-            raise rejection(what, url, full, status, content, root=root)
+            raise rejection(_what(method, path, index), url, full, status, content, root=root)
         try:
             result = parse(json.loads(content))
         except (ValueError, KeyError, TypeError, IndexError, AttributeError, OverflowError, RecursionError) as e:
             # RecursionError: JSON nested past Python's recursion limit
             cause = str(e) if isinstance(e, MalformedReply) else f"{type(e).__name__}: {e}"
             reply = content[:300].decode("utf-8", "replace")
-            raise self._failed(what, url, f"malformed reply from {full}: {cause} (reply: {reply})") from None
+            cause = f"malformed reply from {full}: {cause} (reply: {reply})"
+            raise self._failed(_what(method, path, index), url, cause) from None
         self.pool.succeeded(url)
         return result
 

@@ -99,7 +99,9 @@ def _completion_logprobs(lp: Any, k: int) -> tuple[TokenLogprobs, ...]:
 def parse_reply(data: Any, endpoint: str, *, sent_n: int, n: int, top_k: int | None = None) -> GenerationResult:
     """One reply as a ``GenerationResult`` of ``n`` completions in ``index`` order, ``top_k`` alternatives each."""
     k = MAX_TOP_LOGPROBS if top_k is None else top_k
-    choices = sorted(data["choices"], key=lambda c: int(c["index"]))
+    choices = data["choices"]
+    if len(choices) != 1:  # (one choice: nothing to sort)
+        choices = sorted(choices, key=lambda c: int(c["index"]))
     usage = data.get("usage") or {}
     if len(choices) != sent_n:
         raise MalformedReply(f"expected {sent_n} choices, got {len(choices)}")
@@ -107,8 +109,10 @@ def parse_reply(data: Any, endpoint: str, *, sent_n: int, n: int, top_k: int | N
         raise MalformedReply(f"expected choices with index 0..{sent_n - 1}, got {[c['index'] for c in choices]}")
     completions = []
     for c in choices:
-        where = f"choices[{c['index']}]." + ("message.content" if endpoint == "chat" else "text")
-        text = _text(c["message"].get("content") if endpoint == "chat" else c["text"], where)
+        text = c["message"].get("content") if endpoint == "chat" else c["text"]
+        if not (type(text) is str and text.isascii()):  # (ASCII text holds no lone surrogate)
+            where = f"choices[{c['index']}]." + ("message.content" if endpoint == "chat" else "text")
+            text = _text(text, where)
         finish = c.get("finish_reason")
         if finish is not None and not isinstance(finish, str):
             raise MalformedReply(f"choices[{c['index']}].finish_reason: expected a string, got {finish!r}")

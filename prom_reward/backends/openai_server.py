@@ -4,6 +4,7 @@ docs/design-notes.md."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import urllib.parse
 from collections.abc import Awaitable, Callable, Sequence
@@ -204,19 +205,6 @@ class OpenAIServer:
             "POST", "/tokenize", self._prompt_body(r), index=i, root=True, parse=parse, deadline=deadline
         )
 
-    async def _one(self, b: HTTPBatch, i: int, r: GenerationRequest) -> GenerationResult:
-        k = sent_n(r.sampling, r.n)
-        if self.endpoint == "completions" and self.wire.uses_chat_template:  # the server's chat template, as ids
-            body = {"model": self.model, "prompt": await self._tokenize(b, i, r, token_ids, r.deadline)}
-        else:
-            body = self._prompt_body(r)
-        body.update(sampling_fields(r.sampling, k, self.endpoint))
-
-        def parse(d: Any) -> GenerationResult:
-            return parse_reply(d, self.endpoint, sent_n=k, n=r.n, top_k=r.sampling.logprobs)
-
-        return await b.call("POST", self._path, body, index=i, parse=parse, deadline=r.deadline)
-
     async def _batch(self, work: Callable[[HTTPBatch], Awaitable[T]], deadline: float | None = None) -> T:
         """``work`` on one ``HTTPBatch`` of this loop's session, every call bounded by ``deadline``."""
         if self._closed:
@@ -249,8 +237,15 @@ class OpenAIServer:
         a failed request (one attempt) gets its ``error`` (``rejected`` for a 4xx), the others their answers."""
 
         async def one(b: HTTPBatch, i: int, r: GenerationRequest) -> GenerationResult:
+            k, endpoint = sent_n(r.sampling, r.n), self.endpoint
             try:
-                res = await self._one(b, i, r)
+                if endpoint == "completions" and self.wire.uses_chat_template:  # the server's chat template, as ids
+                    body = {"model": self.model, "prompt": await self._tokenize(b, i, r, token_ids, r.deadline)}
+                else:
+                    body = self._prompt_body(r)
+                body.update(sampling_fields(r.sampling, k, endpoint))
+                parse = functools.partial(parse_reply, endpoint=endpoint, sent_n=k, n=r.n, top_k=r.sampling.logprobs)
+                res = await b.call("POST", self._path, body, index=i, parse=parse, deadline=r.deadline)
             except ServerRejected as e:
                 return GenerationResult((), error=str(e), rejected=True)
             except BackendError as e:

@@ -158,7 +158,7 @@ class JudgeServers:
 
     def _wait_healthy(self) -> None:
         deadline = time.monotonic() + self.config.startup_timeout
-        pending = set(range(len(self.procs)))
+        pending, wait = set(range(len(self.procs))), 0.1  # polled every 0.1 s at first, every 1 s from 0.8 s on
         while pending:
             for i in sorted(pending):
                 proc, url = self.procs[i], self.urls[i]
@@ -179,7 +179,8 @@ class JudgeServers:
                     + ", ".join(str(self.log_paths[i]) for i in sorted(pending))
                 )
             if pending:
-                time.sleep(1.0)
+                time.sleep(wait)
+                wait = min(1.0, 2 * wait)
 
     def stop(self, grace: float = 30.0) -> None:
         """SIGTERM every server (its whole process group), SIGKILL what is left after ``grace`` seconds."""

@@ -20,6 +20,8 @@ COSTS = ("retries", "failures", "forced", "prompt_tokens", "completion_tokens")
 
 def _costs(parts: Sequence[ItemRun] | Sequence[Grade]) -> dict[str, Any]:
     """What a judgment spent: ``COSTS`` summed over the runs (or grades) it is made of."""
+    if len(parts) == 1:  # (one run: no sums to build)
+        return {name: getattr(parts[0], name) for name in COSTS}
     return {name: sum(getattr(p, name) for p in parts) for name in COSTS}
 
 
@@ -32,7 +34,9 @@ def grade_from_run(run: ItemRun, *, truncated: bool = False) -> Grade:
     dist = {k: fmean(d.get(k, 0.0) for d in dists) for k in sorted({k for d in dists for k in d})} if dists else None
     probs = {int(k): v for k, v in dist.items()} if dist else None
     missing = no_expected(sum(s.scored_tokens for s in valid)) if valid and not dist else None
-    why = f"after its retries the judge gave {no_verdict(run.failures, run.samples)}"
+    error = run.error
+    if error is None and not scores:
+        error = JudgeFailure("output", f"after its retries the judge gave {no_verdict(run.failures, run.samples)}")
     return Grade(
         score=fmean(scores) if scores else None,
         scores=scores,
@@ -43,7 +47,7 @@ def grade_from_run(run: ItemRun, *, truncated: bool = False) -> Grade:
         expected_reason=missing,
         truncated=truncated,
         confidence=confidence_from_samples(valid),
-        error=run.error or (None if scores else JudgeFailure("output", why)),
+        error=error,
         **_costs([run]),
     )
 

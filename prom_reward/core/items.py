@@ -96,10 +96,14 @@ Item = TypeVar("Item", GradeItem, PairItem)
 
 
 def map_responses(item: Item, f: Callable[[str], str]) -> Item:
-    """``item`` with ``f`` applied to its response(s) (the judge neutralises them so)."""
+    """``item`` with ``f`` applied to its response(s) (the judge neutralises them so); itself when none changed."""
     if isinstance(item, GradeItem):
-        return dataclasses.replace(item, response=f(item.response))
-    return dataclasses.replace(item, response_a=f(item.response_a), response_b=f(item.response_b))
+        response = f(item.response)
+        return item if response == item.response else dataclasses.replace(item, response=response)
+    a, b = f(item.response_a), f(item.response_b)
+    if a == item.response_a and b == item.response_b:
+        return item
+    return dataclasses.replace(item, response_a=a, response_b=b)
 
 
 def item_list(items: object, cls: type[Item]) -> list[Item]:

@@ -212,7 +212,8 @@ class PrometheusJudge(Judge):
                 runs[i].error = input_failure(error)
             else:
                 go.append(i)
-                requests.append(dataclasses.replace(request, deadline=deadline))
+                same = request.deadline == deadline
+                requests.append(request if same else dataclasses.replace(request, deadline=deadline))
         start = time.perf_counter()
         sampled = await SampleRunner(
             self.backend,
@@ -237,7 +238,8 @@ class PrometheusJudge(Judge):
         attempt = options.get("attempt", 0)
 
         def render(it: GradeItem) -> GenerationRequest:
-            return dataclasses.replace(absolute_request(it, cfg, self.format), attempt=attempt)
+            p = self.format.absolute_prompt(it.instruction, it.response, it.rubric, it.reference_answer)
+            return GenerationRequest(p.system, p.user, cfg, attempt=attempt, judge_format=self.format.name)
 
         runs, truncated = await self._run("absolute", self._neutralize(batch), render, failed, options)
         return [grade_from_run(r, truncated=t) for r, t in zip(runs, truncated, strict=True)]

@@ -164,9 +164,11 @@ class SampleRunner:
 
     def _parse(self, c: Completion, mode: Task) -> JudgeSample:
         parsed = self.format.parse(c.text, mode)
-        labels = self.format.verdict_labels(mode)
-        probs, mass = verdict_distribution(c.logprobs, c.text, parsed.verdict_start, labels)
-        probs = _by_verdict(probs, labels, mode)
+        probs = mass = None
+        if c.logprobs:  # (without them there is no distribution to read)
+            labels = self.format.verdict_labels(mode)
+            probs, mass = verdict_distribution(c.logprobs, c.text, parsed.verdict_start, labels)
+            probs = _by_verdict(probs, labels, mode)
         return JudgeSample(
             text=c.text,
             feedback=parsed.feedback or None,
@@ -248,6 +250,8 @@ class SampleRunner:
             seed = None if s.seed is None else (s.seed + 7919 * round_ + 104729 * index) % (2**31)
             if s.temperature == 0 or s.seed is not None:
                 s = dataclasses.replace(s, temperature=temperature, seed=seed)
+        elif need == r.n:  # the first round of a request as built
+            return r
         return dataclasses.replace(r, n=need, sampling=s, attempt=r.attempt + round_)
 
     async def run(self, requests: Sequence[GenerationRequest], mode: Task, k: int = 1) -> list[ItemRun]:

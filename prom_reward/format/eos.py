@@ -22,10 +22,9 @@ def content_end(text: str, strip: str = "") -> int:
         if ch.isspace() or ch in strip:
             end -= 1
             continue
-        token = next((t for t in EOS_TOKENS if text.endswith(t, 0, end)), None)
-        if token is None:
+        if not text.endswith(EOS_TOKENS, 0, end):
             break
-        end -= len(token)
+        end -= len(next(t for t in EOS_TOKENS if text.endswith(t, 0, end)))
     return end
 
 

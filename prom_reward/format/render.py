@@ -3,12 +3,15 @@ the templates (only ``None`` is a missing reference; user text is inserted verba
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.parsing import Task
 from prom_reward.format.rubrics import RUBRICS, Rubric
 from prom_reward.format.templates import BUILTIN, fill, need_str, validate_template
 
 
+@lru_cache(maxsize=256)  # (a batch renders one rubric for every item)
 def _rubric_text(rubric: Rubric | str, absolute: bool) -> str:
     if isinstance(rubric, str) and rubric in RUBRICS:
         rubric = RUBRICS.get(rubric)
@@ -40,7 +43,8 @@ def _render(
 ) -> str:
     if reference_answer is not None:
         values["reference_answer"] = need_str(reference_answer, "reference_answer")
-    values["rubric"] = _rubric_text(rubric, absolute=kind == "absolute")
+    text_of = _rubric_text if isinstance(rubric, Rubric) else _rubric_text.__wrapped__  # (a name: looked up each time)
+    values["rubric"] = text_of(rubric, kind == "absolute")
     if template is not None:
         validate_template(template, kind, reference_answer is not None)
     return fill(BUILTIN[(kind, reference_answer is not None)] if template is None else template, values)

@@ -93,14 +93,18 @@ class _Patterns:
         )
         self.fw_bracketed = re.compile(rf"{_FW_OPEN}({inner})(?:({_FW_CLOSE})|(?!\w))", re.IGNORECASE)
         # a literal marker in any case, with whitespace next to its punctuation ("** result: **"), as parsers read it
+        # (None without literals: a never-matching pattern would still scan the whole text)
         usable = sorted({m for m in self.literals if _full_width(m) != m}, key=len, reverse=True)
-        self.literal = re.compile("|".join(_loose(m) for m in usable) or "(?!)", re.IGNORECASE)
-        self.fw_literal = re.compile("|".join(_loose(_full_width(m)) for m in usable) or "(?!)", re.IGNORECASE)
+        self.literal: re.Pattern[str] | None = None
+        self.fw_literal: re.Pattern[str] | None = None
+        if usable:
+            self.literal = re.compile("|".join(_loose(m) for m in usable), re.IGNORECASE)
+            self.fw_literal = re.compile("|".join(_loose(_full_width(m)) for m in usable), re.IGNORECASE)
 
     def headers(self, hashes: re.Pattern[str], text: str, rewrite: Callable[[str], str]) -> str:
         """``text`` with each run of ``hashes`` that a section name follows rewritten by ``rewrite``."""
         section = self.section
-        if section is None:
+        if section is None or not any(c in text for c in _HASHES):  # (a scan for each sign beats the pattern's)
             return text
         return hashes.sub(lambda m: rewrite(m[0]) if section.match(text, m.end()) else m[0], text)
 
@@ -150,7 +154,12 @@ def _token_patterns(tokens: tuple[str, ...]) -> tuple[re.Pattern[str], re.Patter
 
 
 def _tokens(special_tokens: Iterable[str]) -> tuple[str, ...]:
-    return tuple(sorted(set(SPECIAL_TOKENS) | {t for t in special_tokens if isinstance(t, str)}))
+    return _sorted_tokens(tuple(t for t in special_tokens if isinstance(t, str)))
+
+
+@lru_cache(maxsize=64)
+def _sorted_tokens(special_tokens: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(sorted(set(SPECIAL_TOKENS) | set(special_tokens)))
 
 
 def neutralize(text: str, special_tokens: Iterable[str] = (), markers: Iterable[str] | None = None) -> tuple[str, int]:
@@ -168,8 +177,10 @@ def neutralize(text: str, special_tokens: Iterable[str] = (), markers: Iterable[
 
     p = _patterns(_markers(markers))
     text = p.headers(p.hashes, text, lambda run: swap(run, "".join(_FW_HASH if c in _HASHES else c for c in run)))
-    text = p.bracketed.sub(lambda m: swap(m.group(0), _FW_OPEN + m.group(1) + (_FW_CLOSE if m[2] else "")), text)
-    text = p.literal.sub(lambda m: swap(m.group(0), _full_width(m.group(0))), text)
+    if any(c in text for c in _OPENS):
+        text = p.bracketed.sub(lambda m: swap(m.group(0), _FW_OPEN + m.group(1) + (_FW_CLOSE if m[2] else "")), text)
+    if p.literal is not None:
+        text = p.literal.sub(lambda m: swap(m.group(0), _full_width(m.group(0))), text)
     plain, _ = _token_patterns(_tokens(special_tokens))
     text = plain.sub(lambda m: swap(m.group(0), _full_width(m.group(0))), text)
     return text, changed[0]
@@ -184,4 +195,4 @@ def restore(text: str, special_tokens: Iterable[str] = (), markers: Iterable[str
     _, wide = _token_patterns(tokens)
     back = {_full_width(t): t for t in tokens}
     text = wide.sub(lambda m: back[m.group(0)], text)
-    return p.fw_literal.sub(lambda m: _narrow(m.group(0)), text)
+    return text if p.fw_literal is None else p.fw_literal.sub(lambda m: _narrow(m.group(0)), text)

@@ -177,7 +177,7 @@ def test_cli_serve_stops_on_sigint_even_when_started_with_sigint_ignored(tmp_pat
         _logs, use = proc.stdout.readline(), proc.stdout.readline()
         assert use.startswith(f"use: --server http://127.0.0.1:{port}/v1 --format prometheus2 "), use
         assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200
-        time.sleep(1.5)  # serve is in its watch loop
+        time.sleep(0.5)  # serve is in its watch loop (its signal handlers are set before it says ready)
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 0
         assert "judge servers stopped" in proc.stdout.read()

@@ -229,7 +229,7 @@ def openrlhf_executor(path: str, settings_path, monkeypatch):
         )
 
 
-REQUEST_TIMEOUT_S = 8.0
+REQUEST_TIMEOUT_S = 4.0
 """The hung-call tests' request deadline: with ``outage_call_timeout_s`` unset, one judge call may take half of it."""
 
 

@@ -89,13 +89,13 @@ def test_a_misconfigured_judge_stops_the_first_call(refuse, words):
 def test_a_judge_that_comes_up_late_is_waited_for():
     judge = StandInJudge({"good": 5})
     reward = PrometheusReward({**JUDGE, "base_url": judge.url}, outage=OutagePolicy(budget_s=20, backoff_s=0.2))
-    judge.start(late=1.5)
+    judge.start(late=0.6)
     start = time.monotonic()
     try:
         assert reward(prompts=["Q?"], completions=["good"]) == [5.0]
     finally:
         judge.stop()
-    assert time.monotonic() - start > 1.0 and not reward.canary.due
+    assert time.monotonic() - start > 0.4 and not reward.canary.due
 
 
 def test_a_canary_left_unanswered_runs_again_on_the_next_call():
