@@ -130,17 +130,10 @@ class GradeJob(JobKind):
         for i, (o, score) in zip(listed, checked, strict=True):
             down = score is None and o.error is not None and o.error.kind == "transport"  # --resume judges it again
             out.count(score is not None, o.error)
-            verdicts = [
-                {
-                    "criterion": s.criterion.text,
-                    "category": s.criterion.category,
-                    "weight": s.criterion.weight,
-                    "score": s.raw,
-                    "satisfied": s.satisfied,
-                    "error": s.reason,
-                }
-                for s in o.criteria
-            ]
+            verdicts: list[dict[str, Any]] = []
+            for s in o.criteria:  # in VERDICT_TYPES' order
+                values = (s.criterion.text, s.criterion.category, s.criterion.weight, s.raw, s.satisfied, s.reason)
+                verdicts.append(dict(zip(VERDICT_TYPES, values, strict=True)))
             result = {
                 "score": score,
                 "feedback": o.feedback,

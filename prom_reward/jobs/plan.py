@@ -54,18 +54,15 @@ def target(output: str | Path, kind: JobKind) -> Target:
             "fix: use a .jsonl output"
         )
     parent = out.absolute().parent
-    if not parent.exists():
-        raise OutputError(
-            f"{out}: cannot write: the folder {parent} does not exist; fix: create it or choose another -o"
-        )
-    if not parent.is_dir():
-        raise OutputError(f"{out}: cannot write: {parent} is a file, not a folder; fix: choose another -o")
-    if merged and out.is_dir():
-        raise OutputError(f"{out}: cannot write: it is a folder; fix: choose a file name for -o")
-    if not os.access(parent, os.W_OK):
-        raise OutputError(
-            f"{out}: cannot write: permission denied in {parent}; fix: make it writable or choose another -o"
-        )
+    problems = {  # the first that holds
+        f"the folder {parent} does not exist; fix: create it or choose another -o": not parent.exists(),
+        f"{parent} is a file, not a folder; fix: choose another -o": not parent.is_dir(),
+        "it is a folder; fix: choose a file name for -o": merged and out.is_dir(),
+        f"permission denied in {parent}; fix: make it writable or choose another -o": not os.access(parent, os.W_OK),
+    }
+    why = next((why for why, holds in problems.items() if holds), None)
+    if why is not None:
+        raise OutputError(f"{out}: cannot write: {why}")
     skipped = out.with_name(out.name[: -len(suffix)] + ".skipped.jsonl") if kind.name == "pairs" and merged else None
     return Target(out, merged, folder, fmt, skipped)
 
