@@ -89,14 +89,11 @@ def prepare_job(kind: JobKind, inputs: Any, output: str | Path, judge: dict[str,
     parts = done_parts(tgt.folder) if tgt.folder.is_dir() else {}
     exists = tgt.output.exists() if tgt.merged else bool(parts) or manifest_path.exists()
     if not cfg.resume and not cfg.overwrite and (exists or parts):
-        why = (
-            "exists"
-            if tgt.output.exists()
-            else f"a job writing it was interrupted (its committed batches are in {tgt.folder})"
-        )
+        why = f"a job writing it was interrupted (its committed batches are in {tgt.folder})"
         raise OutputError(
-            f"{tgt.output}: {why}; fix: --resume continues the job that wrote it, --overwrite starts "
-            "over (the old output stays intact until the new one is complete), or choose another -o"
+            f"{tgt.output}: {'exists' if tgt.output.exists() else why}; fix: --resume continues the job that wrote "
+            "it, --overwrite starts over (the old output stays intact until the new one is complete), or choose "
+            "another -o"
         )
     saved = None
     if cfg.resume:
@@ -156,9 +153,7 @@ def _refuse_overlap(tgt: Target, inputs: Any, files: list[str]) -> None:
 def _check_parts(plan: Plan) -> list[tuple[int, int]]:
     """The parts of a resumed job that stand; the others are removed, to be judged again."""
     folder, pairs = plan.target.folder, plan.kind.name == "pairs"
-    plan.summary.repaired_parts += clear_parts(folder, temporaries=True) + clear_parts(
-        folder / SKIPPED, temporaries=True
-    )
+    plan.summary.repaired_parts += sum(clear_parts(f, temporaries=True) for f in (folder, folder / SKIPPED))
     failed = failed_parts(folder)
     done: list[tuple[int, int]] = []
     parts = done_parts(folder)

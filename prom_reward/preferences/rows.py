@@ -95,8 +95,7 @@ def validate_row(
         got = type(ref).__name__
         raise _error(index, rcol, f"{rcol} must be a str or {{None}}, got {got}; {fix}", ("None", "reference_column"))
     try:
-        if ref is not None:
-            check_text(ref, None, rcol)
+        check_text("" if ref is None else ref, None, rcol)
     except InputError as e:
         what, _, how = str(e).rpartition("; ")
         raise _error(
