@@ -34,6 +34,7 @@ class CompareJob(JobKind):
 
     name: ClassVar[str] = "compare"
     result_columns: ClassVar[tuple[str, ...]] = tuple(RESULT_TYPES)
+    result_types: ClassVar[dict[str, str]] = RESULT_TYPES
 
     rubric: Any = None
     """One rubric for every row; None: each row's ``rubric_column``."""
@@ -67,11 +68,6 @@ class CompareJob(JobKind):
 
         return prepare
 
-    def result_schema(self) -> Any:
-        import pyarrow as pa
-
-        return pa.schema([(k, getattr(pa, t)()) for k, t in RESULT_TYPES.items()])
-
     def judge_items(self, judge: Any, rows: list[SourceRow], items: list[Any], outage: Retry | None = None) -> BatchOut:
         return self._verdict_rows(rows, judge.compare_items(items, swap=self.swap, outage=outage))
 
@@ -84,20 +80,7 @@ class CompareJob(JobKind):
         out = BatchOut()
         for row, v in zip(rows, verdicts, strict=True):
             out.count(v.winner is not None, v.error, tie_reason(v.swap_agreement) if v.tie else None)
-            out.rows.append(
-                self.output_row(
-                    row,
-                    {
-                        "winner": v.winner,
-                        "p_a": v.p_a,
-                        "tie": bool(v.tie),
-                        "swap_agreement": v.swap_agreement,
-                        "feedback": v.feedback,
-                        "judge_failures": v.failures,
-                        "judge_retries": v.retries,
-                        "forced_verdicts": v.forced,
-                        "judge_error": failure_text(v.error) or v.reason,
-                    },
-                )
-            )
+            result = {"winner": v.winner, "p_a": v.p_a, "tie": bool(v.tie), "swap_agreement": v.swap_agreement}
+            error = failure_text(v.error) or v.reason
+            out.rows.append(self.output_row(row, {**result, **self.judgment_columns(v), "judge_error": error}))
         return out

@@ -54,6 +54,7 @@ class GradeJob(JobKind):
 
     name: ClassVar[str] = "grade"
     result_columns: ClassVar[tuple[str, ...]] = tuple(RESULT_TYPES)
+    result_types: ClassVar[dict[str, str]] = RESULT_TYPES
 
     rubric: Any = None
     """One rubric for every row (a built-in name, a .json/.yaml file, a dict, a ``Rubric``); None: each row's
@@ -109,14 +110,12 @@ class GradeJob(JobKind):
 
         return prepare
 
-    def result_schema(self) -> Any:
+    def result_schema(self, nested: dict[str, Any] | None = None) -> Any:
         import pyarrow as pa
 
-        nested = {
-            "probabilities": pa.struct([(k, pa.float64()) for k in self.scores]),
-            "checklist_verdicts": pa.list_(pa.struct([(k, getattr(pa, t)()) for k, t in VERDICT_TYPES.items()])),
-        }
-        return pa.schema([(k, nested[k] if k in nested else getattr(pa, t)()) for k, t in RESULT_TYPES.items()])
+        verdict = pa.struct([(k, getattr(pa, t)()) for k, t in VERDICT_TYPES.items()])
+        scores = pa.struct([(k, pa.float64()) for k in self.scores])
+        return super().result_schema({"probabilities": scores, "checklist_verdicts": pa.list_(verdict)})
 
     def judge_items(self, judge: Any, rows: list[SourceRow], items: list[Any], outage: Retry | None = None) -> BatchOut:
         listed = [i for i, it in enumerate(items) if isinstance(it, ChecklistItem)]
@@ -131,17 +130,10 @@ class GradeJob(JobKind):
         for i, (o, score) in zip(listed, checked, strict=True):
             down = score is None and o.error is not None and o.error.kind == "transport"  # --resume judges it again
             out.count(score is not None, o.error)
-            verdicts = [
-                {
-                    "criterion": s.criterion.text,
-                    "category": s.criterion.category,
-                    "weight": s.criterion.weight,
-                    "score": s.raw,
-                    "satisfied": s.satisfied,
-                    "error": s.reason,
-                }
-                for s in o.criteria
-            ]
+            verdicts: list[dict[str, Any]] = []
+            for s in o.criteria:  # in VERDICT_TYPES' order
+                values = (s.criterion.text, s.criterion.category, s.criterion.weight, s.raw, s.satisfied, s.reason)
+                verdicts.append(dict(zip(VERDICT_TYPES, values, strict=True)))
             result = {
                 "score": score,
                 "feedback": o.feedback,
@@ -167,13 +159,10 @@ class GradeJob(JobKind):
                 out.no_expected[g.expected_reason] = out.no_expected.get(g.expected_reason, 0) + 1
             dist = g.probabilities if asked else None
             result = {
+                **self.judgment_columns(g),
                 "score": g.score,
-                "feedback": g.feedback,
                 "expected_score": g.expected_score if asked else None,
                 "probabilities": None if not dist else {k: float(dist.get(int(k), 0.0)) for k in self.scores},
-                "judge_failures": g.failures,
-                "judge_retries": g.retries,
-                "forced_verdicts": g.forced,
                 "judge_error": error,
             }
             out.rows.append(self.output_row(row, _result(result)))

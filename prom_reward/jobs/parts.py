@@ -29,24 +29,16 @@ CRASH_HOOK = "PROM_REWARD_JOB_CRASH"
 
 def crash_point(point: str, start: int | None = None) -> None:
     """``CRASH_HOOK``: die here (SIGKILL), or fail as a full disk, when the hook names this point."""
-    spec = os.environ.get(CRASH_HOOK)
-    if not spec:
-        return
+    spec = os.environ.get(CRASH_HOOK, "")
     full = spec.startswith("enospc:")
     kind, _, rest = spec.removeprefix("enospc:").partition(":")
-    if kind != point:
+    at, _, marker = rest.partition(":") if point == "part" else ("", "", rest)
+    if not spec or kind != point or (point == "part" and int(at) != start) or os.path.exists(marker):
         return
-    if point == "part":
-        at, _, marker = rest.partition(":")
-        if int(at) != start:
-            return
-    else:
-        marker = rest
-    if not os.path.exists(marker):
-        Path(marker).touch()
-        if full:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        os.kill(os.getpid(), signal.SIGKILL)
+    Path(marker).touch()
+    if full:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 _FREE = (

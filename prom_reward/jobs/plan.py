@@ -54,18 +54,15 @@ def target(output: str | Path, kind: JobKind) -> Target:
             "fix: use a .jsonl output"
         )
     parent = out.absolute().parent
-    if not parent.exists():
-        raise OutputError(
-            f"{out}: cannot write: the folder {parent} does not exist; fix: create it or choose another -o"
-        )
-    if not parent.is_dir():
-        raise OutputError(f"{out}: cannot write: {parent} is a file, not a folder; fix: choose another -o")
-    if merged and out.is_dir():
-        raise OutputError(f"{out}: cannot write: it is a folder; fix: choose a file name for -o")
-    if not os.access(parent, os.W_OK):
-        raise OutputError(
-            f"{out}: cannot write: permission denied in {parent}; fix: make it writable or choose another -o"
-        )
+    problems = {  # the first that holds
+        f"the folder {parent} does not exist; fix: create it or choose another -o": not parent.exists(),
+        f"{parent} is a file, not a folder; fix: choose another -o": not parent.is_dir(),
+        "it is a folder; fix: choose a file name for -o": merged and out.is_dir(),
+        f"permission denied in {parent}; fix: make it writable or choose another -o": not os.access(parent, os.W_OK),
+    }
+    why = next((why for why, holds in problems.items() if holds), None)
+    if why is not None:
+        raise OutputError(f"{out}: cannot write: {why}")
     skipped = out.with_name(out.name[: -len(suffix)] + ".skipped.jsonl") if kind.name == "pairs" and merged else None
     return Target(out, merged, folder, fmt, skipped)
 
@@ -92,14 +89,11 @@ def prepare_job(kind: JobKind, inputs: Any, output: str | Path, judge: dict[str,
     parts = done_parts(tgt.folder) if tgt.folder.is_dir() else {}
     exists = tgt.output.exists() if tgt.merged else bool(parts) or manifest_path.exists()
     if not cfg.resume and not cfg.overwrite and (exists or parts):
-        why = (
-            "exists"
-            if tgt.output.exists()
-            else f"a job writing it was interrupted (its committed batches are in {tgt.folder})"
-        )
+        why = f"a job writing it was interrupted (its committed batches are in {tgt.folder})"
         raise OutputError(
-            f"{tgt.output}: {why}; fix: --resume continues the job that wrote it, --overwrite starts "
-            "over (the old output stays intact until the new one is complete), or choose another -o"
+            f"{tgt.output}: {'exists' if tgt.output.exists() else why}; fix: --resume continues the job that wrote "
+            "it, --overwrite starts over (the old output stays intact until the new one is complete), or choose "
+            "another -o"
         )
     saved = None
     if cfg.resume:
@@ -159,9 +153,7 @@ def _refuse_overlap(tgt: Target, inputs: Any, files: list[str]) -> None:
 def _check_parts(plan: Plan) -> list[tuple[int, int]]:
     """The parts of a resumed job that stand; the others are removed, to be judged again."""
     folder, pairs = plan.target.folder, plan.kind.name == "pairs"
-    plan.summary.repaired_parts += clear_parts(folder, temporaries=True) + clear_parts(
-        folder / SKIPPED, temporaries=True
-    )
+    plan.summary.repaired_parts += sum(clear_parts(f, temporaries=True) for f in (folder, folder / SKIPPED))
     failed = failed_parts(folder)
     done: list[tuple[int, int]] = []
     parts = done_parts(folder)

@@ -101,36 +101,31 @@ class _Schema:
         return schema
 
 
-def _round_trip(schema: Any) -> Exception | None:
+def _readable(schema: Any) -> None:
+    """``InputError`` for a schema Parquet can write but not read back (a column nested too deeply)."""
     import io
 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    buf = io.BytesIO()
-    try:
-        pq.write_table(schema.empty_table(), buf)
-        pq.read_table(pa.BufferReader(buf.getvalue()))
-    except (pa.ArrowException, OSError) as e:
-        return e
-    return None
+    def problem(s: Any) -> Exception | None:
+        buf = io.BytesIO()
+        try:
+            pq.write_table(s.empty_table(), buf)
+            pq.read_table(pa.BufferReader(buf.getvalue()))
+        except (pa.ArrowException, OSError) as e:
+            return e
+        return None
 
-
-def _readable(schema: Any) -> None:
-    """``InputError`` for a schema Parquet can write but not read back (a column nested too deeply)."""
-    import pyarrow as pa
-
-    if _round_trip(schema) is None:
+    if (whole := problem(schema)) is None:
         return
     for f in schema:
-        if (e := _round_trip(pa.schema([f]))) is not None:
+        if (e := problem(pa.schema([f]))) is not None:
             raise InputError(
                 f"column {f.name!r} cannot go to a Parquet output ({e}); fix: write a .jsonl output, or give the "
                 "column as text"
             )
-    raise InputError(
-        f"the input's columns cannot go to a Parquet output ({_round_trip(schema)}); fix: write a .jsonl output"
-    )
+    raise InputError(f"the input's columns cannot go to a Parquet output ({whole}); fix: write a .jsonl output")
 
 
 def _utf8(value: Any) -> bool:

@@ -294,15 +294,11 @@ def read_range(path: str, first_id: int, start: int, stop: int, offset: int = 0,
     if kind == "parquet":  # only the row groups that hold the range
         with fs.open_input_file(inner) as f:
             pf = _parquet(path, f)
-            lo, hi, seen, first = start - first_id, stop - first_id, 0, 0
-            groups: list[int] = []
-            for g in range(pf.metadata.num_row_groups):
-                size = pf.metadata.row_group(g).num_rows
-                if seen + size > lo and seen < hi:
-                    first = seen if not groups else first
-                    groups.append(g)
-                seen += size
-            data = pf.read_row_groups(groups).slice(lo - first, hi - lo).to_pylist()
+            lo, hi = start - first_id, stop - first_id
+            sizes = [pf.metadata.row_group(g).num_rows for g in range(pf.metadata.num_row_groups)]
+            begins = [0, *itertools.accumulate(sizes)]  # row group g holds rows begins[g] .. begins[g + 1]
+            groups = [g for g in range(len(sizes)) if begins[g + 1] > lo and begins[g] < hi]
+            data = pf.read_row_groups(groups).slice(lo - begins[groups[0] if groups else 0], hi - lo).to_pylist()
         return [SourceRow(start + i, f"{path} row {lo + i}", r) for i, r in enumerate(data)]
     if kind != "jsonl":
         return list(iter_file(path, first_id, want=lambda i: start <= i < stop))

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, cast
 
 from prom_reward.core.protocol import Retry
-from prom_reward.core.results import JudgeFailure
+from prom_reward.core.results import JudgeFailure, Judgment
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.judge_format import JudgeFormat, Task, check_task
 from prom_reward.format.resolve import RubricResolver
@@ -72,6 +72,8 @@ class JobKind(ABC):
     """The columns the kind adds to each output row (after ``source_index`` and the input columns)."""
     jsonl_only: ClassVar[bool] = False
     """Outputs are JSON lines only (pairs: prompts and completions may be strings or message lists)."""
+    result_types: ClassVar[dict[str, str]] = {}
+    """The pyarrow types of ``result_columns`` by name (``pyarrow.<type>()``); empty for JSON-lines-only kinds."""
     settings: ClassVar[Any] = None
     """The dataclass of the kind's options (None: the kind itself; pairs: ``PreferenceConfig``)."""
     rubric: Rubric | None
@@ -122,9 +124,12 @@ class JobKind(ABC):
     def failed_rows(self, judge: Any, rows: list[SourceRow], items: list[Any], failure: JudgeFailure) -> BatchOut:
         """The output of rows whose judge call failed whole, each item's outcome ``failure``."""
 
-    def result_schema(self) -> Any:
-        """The pyarrow types of ``result_columns`` (None for JSON-lines-only kinds)."""
-        return None
+    def result_schema(self, nested: dict[str, Any] | None = None) -> Any:
+        """The pyarrow types of ``result_columns`` (``nested``: some built; None for JSON-lines-only kinds)."""
+        import pyarrow as pa
+
+        types = self.result_types.items()
+        return pa.schema([(k, (nested or {}).get(k) or getattr(pa, t)()) for k, t in types]) if types else None
 
     @property
     def regroups(self) -> bool:
@@ -141,6 +146,16 @@ class JobKind(ABC):
         out.update((k, v) for k, v in row.data.items() if k != "source_index" and k not in result)
         out.update(result)
         return out
+
+    @staticmethod
+    def judgment_columns(j: Judgment) -> dict[str, Any]:
+        """The result columns a ``Grade`` and a ``Verdict`` ``j`` fill alike: its feedback and counts."""
+        return {
+            "feedback": j.feedback,
+            "judge_failures": j.failures,
+            "judge_retries": j.retries,
+            "forced_verdicts": j.forced,
+        }
 
 
 def resolver(rubric: Any) -> RubricResolver:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from prom_reward.backends.bridge import run_sync
@@ -31,16 +31,10 @@ def judge_checklist_items(
     judge: Any, items: Sequence[ChecklistItem], cfg: ChecklistConfig, outage: Retry | None = None
 ) -> list[tuple[ChecklistOutcome, float | None]]:
     """Each item's outcome, in one judge call, and its aggregate on the judge format's scale (None: undecided)."""
+    columns = ([getattr(it, f.name) for it in items] for f in fields(ChecklistItem))  # in its fields' order
+    instructions, responses, references, criteria = columns
     batch = run_sync(
-        lambda: ajudge_checklists(
-            judge,
-            [it.instruction for it in items],
-            [it.response for it in items],
-            [it.criteria for it in items],
-            cfg,
-            [it.reference_answer for it in items],
-            outage=outage,
-        )
+        lambda: ajudge_checklists(judge, instructions, responses, criteria, cfg, references, outage=outage)
     )
     lo, hi = judge.format.scale[0], judge.format.scale[-1]
     return [(o, None if o.aggregate.value is None else lo + o.aggregate.value * (hi - lo)) for o in batch.outcomes]

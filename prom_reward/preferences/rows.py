@@ -3,7 +3,6 @@ kept, the judge's text, rubric and reference), or raises ``InputError`` naming t
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,7 +45,7 @@ def _judge_text(fn: Any, value: Any, index: int, fieldname: str, flag: str) -> s
         check_text(text, None, fieldname)
         return text
     except InputError as e:
-        detail = re.sub(r"^item \d+: ", "", str(e))
+        detail = str(e).removeprefix(f"item {index}: ")
         fix = f"fix: give text or a list of {{role, content}} messages, or name the right column with {flag}"
         raise _error(index, fieldname, f"column {fieldname!r}: {detail}; {fix}") from e
 
@@ -96,8 +95,7 @@ def validate_row(
         got = type(ref).__name__
         raise _error(index, rcol, f"{rcol} must be a str or {{None}}, got {got}; {fix}", ("None", "reference_column"))
     try:
-        if ref is not None:
-            check_text(ref, None, rcol)
+        check_text("" if ref is None else ref, None, rcol)
     except InputError as e:
         what, _, how = str(e).rpartition("; ")
         raise _error(

@@ -59,14 +59,8 @@ class ChunkOutcome:
     def skip(self, row: PreferenceRow, reason: str, pair: tuple[int, int] | None, error: str | None = None) -> None:
         """Record one dropped candidate pair: ``source_index``, ``reason``, ``pair`` (None: the whole row),
         ``judge_error``."""
-        self.skipped.append(
-            {
-                "source_index": row.index,
-                "reason": reason,
-                "pair": None if pair is None else sorted(pair),
-                "judge_error": error,
-            }
-        )
+        which = None if pair is None else sorted(pair)
+        self.skipped.append({"source_index": row.index, "reason": reason, "pair": which, "judge_error": error})
 
 
 def _undecided(v: Verdict) -> str:

@@ -46,12 +46,8 @@ def sentences(text: str) -> list[str]:
 
 def keywords(text: str, limit: int = 8) -> list[str]:
     """Content words of ``text`` (4+ letters, no common function words), first occurrence order."""
-    seen: dict[str, None] = {}
-    for w in _WORD.findall(text):
-        w = w.lower()
-        if w not in _STOP:
-            seen.setdefault(w, None)
-    return list(seen)[:limit]
+    words = (w.lower() for w in _WORD.findall(text))
+    return list(dict.fromkeys(w for w in words if w not in _STOP))[:limit]
 
 
 _RESTATE = (

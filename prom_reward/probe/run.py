@@ -173,24 +173,15 @@ def run_probe(
             p: str(unsupported_task(judge.format, t)) for p, t in PART_TASKS.items() if t not in judge.format.tasks
         },
     }
+    common = {"rubric": cfg.rubric, "seed": cfg.seed, "resamples": cfg.resamples, "outage": outage}
     if pairs is not None:
         t = time.perf_counter()
-        record["llmbar"] = llmbar_accuracy(
-            judge, pairs, rubric=cfg.rubric, seed=cfg.seed, resamples=cfg.resamples, outage=outage
-        )
+        record["llmbar"] = llmbar_accuracy(judge, pairs, **common)
         record["llmbar"]["seconds"] = time.perf_counter() - t
     if items is not None:
         t = time.perf_counter()
         record["shifts"] = score_shifts(
-            judge,
-            items,
-            cfg.edits,
-            rubric=cfg.rubric,
-            expected=cfg.expected,
-            baseline_samples=cfg.baseline_samples,
-            seed=cfg.seed,
-            resamples=cfg.resamples,
-            outage=outage,
+            judge, items, cfg.edits, expected=cfg.expected, baseline_samples=cfg.baseline_samples, **common
         )
         record["shifts"]["seconds"] = time.perf_counter() - t
     record["seconds"] = time.perf_counter() - start
