@@ -10,8 +10,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from prom_reward.backends._endpoints import EndpointPool
-from prom_reward.backends._openai_http import HTTPBatch, LoopSessions, gather_all
+from prom_reward.backends._openai_http import EndpointPool, HTTPBatch, LoopSessions, gather_all
 from prom_reward.backends._openai_wire import (
     context_of,
     model_ids,
@@ -39,12 +38,12 @@ from prom_reward.backends.bridge import sync_method
 from prom_reward.backends.vllm_options import teacher_forcing_kwargs
 from prom_reward.declared import check, setting
 from prom_reward.errors import BackendError, ConfigError, JudgeConfigError, ServerRejected
+from prom_reward.format.wire import _PROBE_SYSTEM as _PROBE
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 OnResult = Callable[[int, GenerationResult], None]
 ENDPOINTS = ("chat", "completions")
-_PROBE = "PROM_REWARD_SYSTEM_PROBE"
 
 
 def token_ids(reply: Any) -> list[int]:
