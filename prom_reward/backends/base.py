@@ -83,11 +83,8 @@ class ContinuationScorer(Protocol):
 def split_continuation(prompt_ids: Sequence[int], joint_ids: Sequence[int]) -> list[int]:
     """The continuation's token ids: ``joint_ids`` after the prompt's tokens (after their longest common
     prefix, when a merge across the boundary changed the prompt's last tokens)."""
-    n = len(prompt_ids)
-    if list(joint_ids[:n]) == list(prompt_ids):
-        return list(joint_ids[n:])
     common = 0
-    while common < min(n, len(joint_ids)) and joint_ids[common] == prompt_ids[common]:
+    while common < min(len(prompt_ids), len(joint_ids)) and joint_ids[common] == prompt_ids[common]:
         common += 1
     return list(joint_ids[common:])
 

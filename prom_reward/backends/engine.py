@@ -26,15 +26,6 @@ from prom_reward.format.wire import WireFormat, template_accepts_system
 T = TypeVar("T")
 
 
-def on_running_loop() -> bool:
-    """True when this thread runs an event loop (whose caller an engine start must not block)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
-
-
 class InProcessEngine(ABC):
     """Base of the in-process backends: the engine starts in the worker thread (``_begin``; on an event loop the
     constructor returns first, and a failed start raises at the first call), where ``generate`` and ``_forced``

@@ -240,12 +240,9 @@ class JudgmentStore:
     def _select(self, columns: str, keys: Sequence[str]) -> list[tuple[Any, ...]]:
         """``columns`` of the stored rows among ``keys`` (each key once), asked 500 keys at a time."""
         unique, rows = list(dict.fromkeys(keys)), []
-        with self._lock, self._errors():
-            conn = self._connect()
-            for i in range(0, len(unique), 500):
-                part = unique[i : i + 500]
-                marks = ",".join("?" * len(part))
-                rows += conn.execute(f"SELECT {columns} FROM judgments WHERE key IN ({marks})", part).fetchall()
+        for i in range(0, len(unique), 500):
+            part = unique[i : i + 500]
+            rows += self._query(f"SELECT {columns} FROM judgments WHERE key IN ({','.join('?' * len(part))})", *part)
         return rows
 
     def put_many(self, items: Iterable[tuple[str, str | None, GenerationRequest, GenerationResult]]) -> None:

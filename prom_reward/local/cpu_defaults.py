@@ -57,12 +57,9 @@ def cpu_dtype(dtype: str) -> str:
 def apply_cpu_defaults(env: MutableMapping[str, str] | None = None) -> dict[str, str]:
     """Set the CPU engine defaults in ``env`` (``os.environ``) where unset; return what was set."""
     env = os.environ if env is None else env
-    added: dict[str, str] = {}
-    if not env.get("VLLM_CPU_KVCACHE_SPACE"):
-        added["VLLM_CPU_KVCACHE_SPACE"] = str(default_kvcache_gib())
-    env.update(added)
-    if added and env is os.environ:
-        logger.info(
-            "vLLM CPU build: VLLM_CPU_KVCACHE_SPACE=%s GiB (set it to override)", added["VLLM_CPU_KVCACHE_SPACE"]
-        )
-    return added
+    if env.get("VLLM_CPU_KVCACHE_SPACE"):
+        return {}
+    env["VLLM_CPU_KVCACHE_SPACE"] = gib = str(default_kvcache_gib())
+    if env is os.environ:
+        logger.info("vLLM CPU build: VLLM_CPU_KVCACHE_SPACE=%s GiB (set it to override)", gib)
+    return {"VLLM_CPU_KVCACHE_SPACE": gib}
