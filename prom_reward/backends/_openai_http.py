@@ -307,12 +307,6 @@ class HTTPBatch:
         self.probe_timeout = min(PROBE_TIMEOUT_S, timeout)
         self._probes: set[asyncio.Task[None]] = set()
 
-    def _start_probes(self) -> None:
-        for url in self.pool.due_probes():
-            task = asyncio.ensure_future(self._probe(url))
-            self._probes.add(task)
-            task.add_done_callback(self._probes.discard)
-
     async def _probe(self, url: str) -> None:
         """Health-probe an out URL: vLLM's ``/health`` at the root, else ``GET /models``."""
         ok = False
@@ -354,8 +348,11 @@ class HTTPBatch:
                 raise BackendError(f"{what}: the call's deadline passed before the judge was asked")
             options["timeout"] = aiohttp.ClientTimeout(total=seconds)
         async with self.sem:
-            if self.pool.out:
-                self._start_probes()
+            if self.pool.out:  # health-probe the out URLs due now
+                for out in self.pool.due_probes():
+                    task = asyncio.ensure_future(self._probe(out))
+                    self._probes.add(task)
+                    task.add_done_callback(self._probes.discard)
             url = self.pool.pick(sent=True)
             full = (_root(url) if root else url) + path
             try:

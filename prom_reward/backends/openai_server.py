@@ -17,7 +17,6 @@ from prom_reward.backends._openai_wire import (
     parse_prompt_logprobs,
     parse_reply,
     sampling_fields,
-    sent_n,
 )
 from prom_reward.backends.base import (
     DEFAULT_TOP_K,
@@ -204,7 +203,7 @@ class OpenAIServer:
         )
 
     async def _one(self, b: HTTPBatch, i: int, r: GenerationRequest) -> GenerationResult:
-        k = sent_n(r.sampling, r.n)
+        k = 1 if r.sampling.temperature == 0 else r.n  # vLLM rejects greedy n > 1: ask one, repeat it n times
         if self.endpoint == "completions" and self.wire.uses_chat_template:  # the server's chat template, as ids
             body = {"model": self.model, "prompt": await self._tokenize(b, i, r, token_ids, r.deadline)}
         else:

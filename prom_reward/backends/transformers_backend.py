@@ -70,7 +70,7 @@ class TransformersBackend(InProcessEngine):
             import torch
             from transformers import AutoModelForCausalLM
 
-            if dtype == "auto" and str(self.device).startswith("cpu"):
+            if str(self.device).startswith("cpu"):
                 from prom_reward.local.cpu_defaults import cpu_dtype
 
                 dtype = cpu_dtype(dtype)
