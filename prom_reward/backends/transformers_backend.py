@@ -11,13 +11,13 @@ from prom_reward.backends.base import (
     Completion,
     GenerationRequest,
     GenerationResult,
+    InProcessEngine,
     TokenLogprobs,
     make_fingerprint,
     position,
     wire_format,
 )
 from prom_reward.backends.bridge import running_loop
-from prom_reward.backends.engine import InProcessEngine
 from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.errors import BackendError, ConfigError
 

@@ -12,13 +12,13 @@ from prom_reward.backends.base import (
     Completion,
     GenerationRequest,
     GenerationResult,
+    InProcessEngine,
     TokenLogprobs,
     make_fingerprint,
     position,
     wire_format,
 )
 from prom_reward.backends.bridge import running_loop
-from prom_reward.backends.engine import InProcessEngine
 from prom_reward.backends.vllm_options import (
     VLLMOptions,
     check_engine_allowed,
