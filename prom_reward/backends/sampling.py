@@ -59,9 +59,7 @@ class SamplingConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict of all fields (for logging and cache keys)."""
-        d = dataclasses.asdict(self)
-        d["stop"] = list(self.stop)
-        return d
+        return {**dataclasses.asdict(self), "stop": list(self.stop)}
 
 
 SamplingOverrides = Mapping[str, Any] | SamplingConfig | None
