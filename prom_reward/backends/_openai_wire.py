@@ -23,11 +23,6 @@ class MalformedReply(ValueError):
     """A 2xx reply whose JSON does not have the expected shape."""
 
 
-def sent_n(sampling: SamplingConfig, n: int) -> int:
-    """Samples to ask for: vLLM rejects greedy ``n > 1``, so greedy asks one and repeats it ``n`` times."""
-    return 1 if sampling.temperature == 0 else n
-
-
 @functools.lru_cache(maxsize=256)
 def sampling_fields(s: SamplingConfig, n: int, endpoint: str) -> Mapping[str, Any]:
     """The sampling part of a request body (read-only, made once per options): the in-process engine's

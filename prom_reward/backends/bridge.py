@@ -44,13 +44,18 @@ def library_loop() -> asyncio.AbstractEventLoop:
         return _loop
 
 
+def running_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop this thread runs, None when it runs none."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
 def on_library_loop() -> bool:
     """True inside a coroutine or callback running on the library's loop (where ``run_sync`` would deadlock)."""
-    try:
-        running = asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return running is _loop and _pid == os.getpid()
+    running = running_loop()
+    return running is not None and running is _loop and _pid == os.getpid()
 
 
 def run_sync(factory: Callable[[], Awaitable[T]]) -> T:
@@ -90,12 +95,7 @@ def close_on_loop(loop: asyncio.AbstractEventLoop, close: Callable[[], Awaitable
     thread's, scheduled on the caller's own, skipped when the loop is closed or not running."""
     if loop.is_closed():
         return
-    try:
-        running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-    except RuntimeError:
-        running = None
-
-    if running is loop:
+    if running_loop() is loop:
         task = loop.create_task(_awaited(close))
         _closing.add(task)
         task.add_done_callback(_closing.discard)

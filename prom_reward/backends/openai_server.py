@@ -11,15 +11,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from prom_reward.backends._endpoints import EndpointPool
-from prom_reward.backends._openai_http import HTTPBatch, LoopSessions, gather_all
+from prom_reward.backends._openai_http import EndpointPool, HTTPBatch, LoopSessions, gather_all
 from prom_reward.backends._openai_wire import (
     context_of,
     model_ids,
     parse_prompt_logprobs,
     parse_reply,
     sampling_fields,
-    sent_n,
 )
 from prom_reward.backends.base import (
     DEFAULT_TOP_K,
@@ -40,12 +38,12 @@ from prom_reward.backends.bridge import sync_method
 from prom_reward.backends.vllm_options import teacher_forcing_kwargs
 from prom_reward.declared import check, setting
 from prom_reward.errors import BackendError, ConfigError, JudgeConfigError, ServerRejected
+from prom_reward.format.wire import _PROBE_SYSTEM as _PROBE
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 OnResult = Callable[[int, GenerationResult], None]
 ENDPOINTS = ("chat", "completions")
-_PROBE = "PROM_REWARD_SYSTEM_PROBE"
 
 
 def token_ids(reply: Any) -> list[int]:
@@ -237,7 +235,8 @@ class OpenAIServer:
         a failed request (one attempt) gets its ``error`` (``rejected`` for a 4xx), the others their answers."""
 
         async def one(b: HTTPBatch, i: int, r: GenerationRequest) -> GenerationResult:
-            k, endpoint = sent_n(r.sampling, r.n), self.endpoint
+            k = 1 if r.sampling.temperature == 0 else r.n  # vLLM rejects greedy n > 1: ask one, repeat it n times
+            endpoint = self.endpoint
             try:
                 if endpoint == "completions" and self.wire.uses_chat_template:  # the server's chat template, as ids
                     body = {"model": self.model, "prompt": await self._tokenize(b, i, r, token_ids, r.deadline)}

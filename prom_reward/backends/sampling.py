@@ -39,10 +39,8 @@ class SamplingConfig:
     stop: tuple[str, ...] = setting(factory=tuple, help="Extra stop strings.")
 
     def __post_init__(self) -> None:
-        if isinstance(self.stop, str):
-            object.__setattr__(self, "stop", (self.stop,))
-        elif not isinstance(self.stop, tuple):
-            object.__setattr__(self, "stop", tuple(self.stop))
+        if not isinstance(self.stop, tuple):  # one string, or a list of them
+            object.__setattr__(self, "stop", (self.stop,) if isinstance(self.stop, str) else tuple(self.stop))
         check(self)
 
     def merged(self, overrides: SamplingOverrides) -> SamplingConfig:
@@ -61,9 +59,7 @@ class SamplingConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict of all fields (for logging and cache keys)."""
-        d = dataclasses.asdict(self)
-        d["stop"] = list(self.stop)
-        return d
+        return {**dataclasses.asdict(self), "stop": list(self.stop)}
 
 
 SamplingOverrides = Mapping[str, Any] | SamplingConfig | None

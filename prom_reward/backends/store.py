@@ -107,10 +107,7 @@ class JudgmentStore:
             raise ConfigError(f"store timeout: expected seconds from 0 to 1e6, got {timeout!r}")
         if not create and not self.path.is_file():
             raise StoreError(f"{self.path}: no judgment store there; fix: give the SQLite file given to --store")
-        self.timeout = float(timeout)
-        self._lock = threading.RLock()
-        self._conn: sqlite3.Connection | None = None
-        self._pid = os.getpid()
+        self.__setstate__({"path": self.path, "timeout": float(timeout)})
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -181,14 +178,14 @@ class JudgmentStore:
                 "path (move this file away if it was one: the judgments in it are lost)"
             ) from None
 
-    # connections are per process: pickling drops it, the copy reconnects on first use
+    # connections are per process: pickling drops it; the copy, as a new store, connects on first use
     def __getstate__(self) -> dict[str, Any]:
         return {"path": self.path, "timeout": self.timeout}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.path, self.timeout = state["path"], state["timeout"]
         self._lock = threading.RLock()
-        self._conn = None
+        self._conn: sqlite3.Connection | None = None
         self._pid = os.getpid()
 
     def _connect(self) -> sqlite3.Connection:
@@ -240,12 +237,9 @@ class JudgmentStore:
     def _select(self, columns: str, keys: Sequence[str]) -> list[tuple[Any, ...]]:
         """``columns`` of the stored rows among ``keys`` (each key once), asked 500 keys at a time."""
         unique, rows = list(dict.fromkeys(keys)), []
-        with self._lock, self._errors():
-            conn = self._connect()
-            for i in range(0, len(unique), 500):
-                part = unique[i : i + 500]
-                marks = ",".join("?" * len(part))
-                rows += conn.execute(f"SELECT {columns} FROM judgments WHERE key IN ({marks})", part).fetchall()
+        for i in range(0, len(unique), 500):
+            part = unique[i : i + 500]
+            rows += self._query(f"SELECT {columns} FROM judgments WHERE key IN ({','.join('?' * len(part))})", *part)
         return rows
 
     def put_many(self, items: Iterable[tuple[str, str | None, GenerationRequest, GenerationResult]]) -> None:

@@ -11,12 +11,13 @@ from prom_reward.backends.base import (
     Completion,
     GenerationRequest,
     GenerationResult,
+    InProcessEngine,
     TokenLogprobs,
     make_fingerprint,
     position,
     wire_format,
 )
-from prom_reward.backends.engine import InProcessEngine, on_running_loop
+from prom_reward.backends.bridge import running_loop
 from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.errors import BackendError, ConfigError
 
@@ -61,7 +62,7 @@ class TransformersBackend(InProcessEngine):
         self.tokenizer, self.device, self.batch_size, self.max_model_len = tokenizer, device, batch_size, max_model_len
         self.model: Any = None
         self._detect_system_role(system_role)
-        self._begin(lambda: self._start(model, dtype), wait=not on_running_loop())
+        self._begin(lambda: self._start(model, dtype), wait=running_loop() is None)
 
     def _start(self, model: Any, dtype: Any) -> None:
         """Load the weights (in the worker thread) and read the ids that end or pad a sample."""
@@ -69,7 +70,7 @@ class TransformersBackend(InProcessEngine):
             import torch
             from transformers import AutoModelForCausalLM
 
-            if dtype == "auto" and str(self.device).startswith("cpu"):
+            if str(self.device).startswith("cpu"):
                 from prom_reward.local.cpu_defaults import cpu_dtype
 
                 dtype = cpu_dtype(dtype)

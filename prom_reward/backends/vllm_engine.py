@@ -12,12 +12,13 @@ from prom_reward.backends.base import (
     Completion,
     GenerationRequest,
     GenerationResult,
+    InProcessEngine,
     TokenLogprobs,
     make_fingerprint,
     position,
     wire_format,
 )
-from prom_reward.backends.engine import InProcessEngine, on_running_loop
+from prom_reward.backends.bridge import running_loop
 from prom_reward.backends.vllm_options import (
     VLLMOptions,
     check_engine_allowed,
@@ -80,7 +81,7 @@ class VLLMEngine(InProcessEngine):
 
                 apply_cpu_defaults()  # a bounded KV cache unless the user sized it
                 self.options = self.options.for_cpu()  # eager unless asked otherwise
-            if on_running_loop():  # the tokenizer loaded alone, so the loop runs on while the engine starts
+            if running_loop() is not None:  # the tokenizer loaded alone, so the loop runs on while the engine starts
                 plan = self.unstarted(model, wire=wire, **settings)
         if plan is not None:
             self.tokenizer = plan[1]

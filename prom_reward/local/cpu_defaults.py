@@ -35,20 +35,15 @@ def vllm_is_cpu_build() -> bool:
     return True
 
 
-def cpu_has_bf16() -> bool:
-    """Whether this CPU computes in bfloat16 itself (AVX512-BF16 or AMX), as torch's probes say; a CPU that is not
-    x86 is taken to (vLLM's ARM and POWER kernels have their own half-precision paths)."""
-    if platform.machine().lower() not in ("x86_64", "amd64", "i686", "x86"):
-        return True
+def cpu_dtype(dtype: str) -> str:
+    """The dtype a CPU engine loads for ``dtype``: ``auto`` is ``float32`` on an x86 CPU without bfloat16 arithmetic
+    (AVX512-BF16 or AMX, as torch's probes say), where half precision is emulated and runs 2-3x slower than float32;
+    else ``dtype`` (on a CPU that is not x86 too: vLLM's ARM and POWER kernels have their own half-precision paths)."""
+    if dtype != "auto" or platform.machine().lower() not in ("x86_64", "amd64", "i686", "x86"):
+        return dtype
     import torch
 
-    return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
-
-
-def cpu_dtype(dtype: str) -> str:
-    """The dtype a CPU engine loads for ``dtype``: ``auto`` is ``float32`` on an x86 CPU without bfloat16
-    arithmetic (AVX2-only), where half precision is emulated and runs 2-3x slower than float32; else ``dtype``."""
-    if dtype != "auto" or cpu_has_bf16():
+    if torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported():
         return dtype
     logger.info("CPU without bfloat16 arithmetic: dtype auto loads float32 (give dtype='bfloat16' to keep half)")
     return "float32"
@@ -57,12 +52,9 @@ def cpu_dtype(dtype: str) -> str:
 def apply_cpu_defaults(env: MutableMapping[str, str] | None = None) -> dict[str, str]:
     """Set the CPU engine defaults in ``env`` (``os.environ``) where unset; return what was set."""
     env = os.environ if env is None else env
-    added: dict[str, str] = {}
-    if not env.get("VLLM_CPU_KVCACHE_SPACE"):
-        added["VLLM_CPU_KVCACHE_SPACE"] = str(default_kvcache_gib())
-    env.update(added)
-    if added and env is os.environ:
-        logger.info(
-            "vLLM CPU build: VLLM_CPU_KVCACHE_SPACE=%s GiB (set it to override)", added["VLLM_CPU_KVCACHE_SPACE"]
-        )
-    return added
+    if env.get("VLLM_CPU_KVCACHE_SPACE"):
+        return {}
+    env["VLLM_CPU_KVCACHE_SPACE"] = gib = str(default_kvcache_gib())
+    if env is os.environ:
+        logger.info("vLLM CPU build: VLLM_CPU_KVCACHE_SPACE=%s GiB (set it to override)", gib)
+    return {"VLLM_CPU_KVCACHE_SPACE": gib}

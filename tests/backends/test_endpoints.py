@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from prom_reward.backends._endpoints import EndpointPool
+from prom_reward.backends._openai_http import EndpointPool
 
 A, B, C = "http://a/v1", "http://b/v1", "http://c/v1"
 
