@@ -6,6 +6,7 @@ cut at its deadline (retries are the outage policy's)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import logging
@@ -84,7 +85,7 @@ class EndpointPool:
         with self._lock:
             url = self._pick(time.monotonic() if now is None else now)
             if sent:
-                self._sent(url)
+                self._sent_locked(url)
             return url
 
     def _pick(self, now: float) -> str:
@@ -101,9 +102,9 @@ class EndpointPool:
 
     def sent(self, url: str) -> None:
         with self._lock:
-            self._sent(url)
+            self._sent_locked(url)
 
-    def _sent(self, url: str) -> None:
+    def _sent_locked(self, url: str) -> None:
         s = self._state[url]
         s.in_flight += 1
         s.requests += 1
@@ -252,11 +253,9 @@ def _forget(session: aiohttp.ClientSession) -> None:
     """Mark closed a session whose loop is gone (nothing can be awaited there): aiohttp's ``_close`` flags its
     connector, so no "Unclosed client session" is logged when it is collected."""
     connector = session.connector
-    if connector is not None:
-        try:
+    with contextlib.suppress(RuntimeError, AttributeError):  # another aiohttp: only the collector's warning is lost
+        if connector is not None:
             connector._close()
-        except (RuntimeError, AttributeError):  # another aiohttp: the collector's warning is all that is lost
-            pass
 
 
 async def gather_all(aws: Iterable[Awaitable[T]]) -> list[T]:
@@ -290,11 +289,6 @@ def _what(method: str, path: str, index: int | None) -> str:
     return f"{method} {path}" + (f" for request {index}" if index is not None else "")
 
 
-def _root(url: str) -> str:
-    """The server root of a ``.../v1`` base URL (vLLM's ``/tokenize`` lives there)."""
-    return url[:-3] if url.endswith("/v1") else url
-
-
 class HTTPBatch:
     """Per-batch HTTP state on a session of the running loop; ``aclose`` stops its health probes."""
 
@@ -316,7 +310,7 @@ class HTTPBatch:
         """Health-probe an out URL: vLLM's ``/health`` at the root, else ``GET /models``."""
         ok = False
         try:
-            for full in (_root(url) + "/health", url + "/models"):
+            for full in (url.removesuffix("/v1") + "/health", url + "/models"):
                 async with self.client.get(full, timeout=aiohttp.ClientTimeout(total=self.probe_timeout)) as resp:
                     status = resp.status
                 if status == 200:
@@ -359,7 +353,7 @@ class HTTPBatch:
                     self._probes.add(task)
                     task.add_done_callback(self._probes.discard)
             url = self.pool.pick(sent=True)
-            full = (_root(url) if root else url) + path
+            full = (url.removesuffix("/v1") if root else url) + path  # root: vLLM's /tokenize
             try:
                 async with self.client.request(method, full, json=payload, **options) as resp:
                     status, length = resp.status, resp.content_length  # (a short reply read at once)
