@@ -15,7 +15,7 @@ from typing import Any
 from prom_reward.backends.openai_server import is_http_url
 from prom_reward.core.judge_spec import JudgeSpec
 from prom_reward.core.presets import default_format
-from prom_reward.declared import Declared, Rules, check, declared, parse, setting
+from prom_reward.declared import Declared, Rules, check, declared, parse, refuse_unknown, setting
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.resolve import RubricResolver
 from prom_reward.integrations.batched_reward import BatchedReward, FailurePolicy
@@ -24,7 +24,6 @@ from prom_reward.integrations.settings_sources import (
     ENV_PREFIX,
     flag_name,
     read_yaml,
-    refuse_unknown,
     unknown_env,
     where,
 )
@@ -147,7 +146,7 @@ class RewardSettings:
         given = {k: v for k, v in (explicit or {}).items() if v is not None}
         path = given.pop("config_file", None) or env.get(CONFIG_ENV) or None
         names = setting_names()
-        refuse_unknown(given, [*names, "config_file"], "")
+        refuse_unknown(given, [*names, "config_file"])
         values: dict[str, Any] = dict(read_yaml(str(path), names)) if path else {}
         for warning in unknown_env(env, names):
             logger.warning(warning)
@@ -161,7 +160,7 @@ class RewardSettings:
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> RewardSettings:
         """The settings of flat ``values`` (name -> text or typed value); a refusal names where it is given."""
-        refuse_unknown(values, setting_names(), "")
+        refuse_unknown(values, setting_names())
         declarations = {name: (python.rsplit(".", 1)[0], d) for name, python, d in settings_fields()}
         parts: dict[str, dict[str, Any]] = {"RewardSettings": {}, "RewardConfig": {}, "RewardConfig.outage": {}}
         try:

@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from prom_reward.declared import refuse_unknown
 from prom_reward.errors import ConfigError
 from prom_reward.format.columns import column_flag
 
@@ -31,19 +32,6 @@ def where(name: str) -> str:
     """Where a setting is given: ``--flag / PROM_REWARD_NAME / name``."""
     flag = flag_name(name)
     return f"{flag} / {ENV_PREFIX}{name.upper()} / {name}" if flag else f"{name} (YAML or explicit)"
-
-
-def refuse_unknown(given: Iterable[str], valid: Sequence[str], source: str) -> None:
-    """Raise ``ConfigError`` for the names of ``given`` not in ``valid``, each with its closest setting."""
-    unknown = sorted(set(given) - set(valid))
-    if not unknown:
-        return
-    closest = [f"{name} -> {m[0]}" for name in unknown if (m := difflib.get_close_matches(name, valid, n=1))]
-    hint = f" (closest: {', '.join(closest)})" if closest else ""
-    raise ConfigError(
-        f"unknown setting(s) {unknown}{f' in {source}' if source else ''}{hint}; fix: give setting names only "
-        f"(valid: {', '.join(valid)})"
-    )
 
 
 def unknown_env(env: Mapping[str, str], names: Sequence[str]) -> list[str]:
@@ -91,8 +79,8 @@ def read_yaml(path: str, names: Sequence[str]) -> dict[str, Any]:
             "value per line",
             "config_file",
         )
-    refuse_unknown([str(k) for k in data], names, f"config_file {path!r}")
+    refuse_unknown(data, names, where=f"config_file {path!r}")
     return data
 
 
-__all__ = ["CONFIG_ENV", "ENV_PREFIX", "flag_name", "read_text", "read_yaml", "refuse_unknown", "unknown_env", "where"]
+__all__ = ["CONFIG_ENV", "ENV_PREFIX", "flag_name", "read_text", "read_yaml", "unknown_env", "where"]

@@ -180,8 +180,14 @@ def test_per_row_rubrics_reach_the_judge_and_concurrent_rollouts_share_a_batch()
         ({"sampling": {"temperature": 0.3}}, "the judge samples it"),
         ({"judge": {}}, "no judge: set server"),
         # unknown keys: a ConfigError naming them and the valid fields (was a TypeError out of RewardConfig)
-        ({"reward": {"rubrik": "honesty"}}, r"reward: unknown key\(s\) \['rubrik'\]; fix: use RewardConfig's fields"),
-        ({"reward": {"outage": {"budget": 5}}}, r"reward.outage: unknown key\(s\) \['budget'\]; fix: use OutagePolicy"),
+        (
+            {"reward": {"rubrik": "honesty"}},
+            r"reward: unknown RewardConfig field\(s\) \['rubrik'\] \(closest: rubrik -> rubric\); fix: give Re",
+        ),
+        (
+            {"reward": {"outage": {"budget": 5}}},
+            r"reward.outage: unknown OutagePolicy field\(s\) \['budget'\].*valid: .*budget_s",
+        ),
         ({"reward": {"outage": {"budget_s": math.nan}}}, "budget_s: expected seconds >= 0, got nan"),
         ({"reward": {"reference_answer": 4}}, "reference_answer: expected a string or None, got 4"),
     ],
