@@ -1,5 +1,6 @@
 """``prom-reward grade``, ``compare`` and ``pairs``: one job engine (``prom_reward.jobs.run``), in this process or on
-Ray (``--ray``); the summary goes to stderr and as one JSON line to stdout (docs/jobs.md).
+Ray (``--ray``); the summary goes to stderr and as one JSON line to stdout (docs/jobs.md). And ``prom-reward store
+info|export STORE [-o OUT]``: look into or export a judgment store.
 
 Example:
     $ prom-reward grade rollouts.jsonl -o graded.jsonl --rubric helpfulness --model smollm2-135m-instruct
@@ -15,6 +16,7 @@ import json
 import os
 import sys
 from collections.abc import Iterator
+from itertools import islice
 from typing import Any
 
 from prom_reward.backends.bridge import run_sync
@@ -32,6 +34,7 @@ from prom_reward.jobs.compare import CompareJob
 from prom_reward.jobs.config import JOB_OUTAGE, JobConfig, RayConfig
 from prom_reward.jobs.grade import GradeJob
 from prom_reward.jobs.pairs import PairsJob
+from prom_reward.jobs.parts import write_rows
 from prom_reward.jobs.spec import JobKind
 from prom_reward.jobs.summary import EXIT_CODES, EXIT_JUDGE_DOWN
 from prom_reward.preferences.config import PreferenceConfig
@@ -192,3 +195,43 @@ def add_job_parsers(sub: Any) -> None:
     d.add_argument(
         "--keep-col", dest="keep_columns", action="append", help="input column copied into each pair (repeatable)"
     )
+
+
+def cmd_store(args: argparse.Namespace) -> int:
+    from prom_reward.backends.store import JudgmentStore
+
+    if not os.path.isfile(args.path):
+        raise ConfigError(f"{args.path}: no judgment store there; fix: give the SQLite file given to --store")
+    if args.action == "export" and not args.output:
+        raise ConfigError("store export: no output; fix: give -o OUT.jsonl or -o OUT.parquet")
+    with JudgmentStore(args.path, timeout=args.timeout, create=False) as store:
+        if args.action == "export":
+            rows = store.entries()
+            n = write_rows(args.output, iter(lambda: list(islice(rows, 1000)), []))  # batches of 1,000
+            print(f"exported {n} judgments -> {args.output}", file=sys.stderr)
+            return 0
+        print(
+            json.dumps(
+                {
+                    "path": str(store.path),
+                    "judgments": len(store),
+                    "models": store.models(),
+                    "integrity": store.integrity_check(),
+                }
+            )
+        )
+    return 0
+
+
+def add_store_parser(sub: Any) -> None:
+    s = sub.add_parser("store", help="look into (info) or export (export -o OUT) a judgment store")
+    s.add_argument("action", choices=["info", "export"], help="info: what the store holds; export: write it to -o")
+    s.add_argument("path", help="the SQLite judgment store (as given to --store)")
+    s.add_argument("-o", "--output", help="export: .jsonl or .parquet")
+    s.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        help="seconds to wait for a store another process holds locked (default 30)",
+    )
+    s.set_defaults(func=cmd_store)
