@@ -89,19 +89,17 @@ def cmd_serve(args: Any) -> int:
     cfg = serve_config(args)
     fmt = serve_format(args)
     servers = JudgeServers(cfg)
-    stop = {"now": False}
-
-    def on_signal(signum: int, frame: Any) -> None:
-        stop["now"] = True
-
+    received: list[int] = []  # the signals received (a list: threading.Event.set may deadlock in a handler)
     # SIGINT too: a process started in the background by a non-interactive shell inherits it ignored
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    previous = {
+        sig: signal.signal(sig, lambda signum, _: received.append(signum)) for sig in (signal.SIGTERM, signal.SIGINT)
+    }
     try:
         urls = servers.start()
         print("judge servers ready: " + " ".join(urls), flush=True)
         print("logs: " + " ".join(str(p) for p in servers.log_paths), flush=True)
         print("use: --server " + " --server ".join(urls) + f" --format {fmt}   (Ctrl-C stops them)", flush=True)
-        while not stop["now"]:
+        while not received:
             dead = [i for i, p in enumerate(servers.procs) if p.poll() is not None]
             if dead:
                 raise BackendError(
