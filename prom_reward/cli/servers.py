@@ -181,7 +181,7 @@ def _token(args: argparse.Namespace) -> str | None:
     """The server's token: ``--token-file``, else ``$PROM_REWARD_TOKEN``, else ``--token`` (warned: ``ps`` shows it)."""
     import os
 
-    from prom_reward.integrations.settings_sources import read_text
+    from prom_reward.integrations.settings import read_text
 
     if args.token_file:
         token = read_text(args.token_file, "give the file that holds the token as plain text", "token_file").strip()
@@ -202,8 +202,7 @@ def _token(args: argparse.Namespace) -> str | None:
 
 
 def _add_reward_server_parser(sub: Any) -> None:
-    from prom_reward.integrations.settings import ENV_PREFIX, settings_fields
-    from prom_reward.integrations.settings_sources import flag_name
+    from prom_reward.integrations.settings import ENV_PREFIX, flag_name, settings_fields
 
     s = sub.add_parser(
         "reward-server",
