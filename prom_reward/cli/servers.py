@@ -120,8 +120,7 @@ def cmd_serve(args: Any) -> int:
 
 def cmd_reward_server(args: argparse.Namespace) -> int:
     """Serve the judge as an OpenRLHF remote reward model: bad settings or a failed start-up check exit 2 first."""
-    from prom_reward.integrations.health import ServerHealth
-    from prom_reward.integrations.openrlhf_server import serve_reward
+    from prom_reward.integrations.openrlhf_server import ServerHealth, serve_reward
     from prom_reward.rewards.reward import PrometheusReward
     from prom_reward.rewards.startup import check_judge
 

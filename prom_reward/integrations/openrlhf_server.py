@@ -1,5 +1,7 @@
 """The HTTP reward endpoint for OpenRLHF's remote reward model (``--reward.remote_url http://...``): requests'
-samples judged in batches, with ``/health`` and ``/stats``; replies, status codes and auth are in docs/openrlhf.md."""
+samples judged in batches, with ``/health`` (``ServerHealth``, the worst signal winning: ``failing``, a misconfigured
+judge; ``degraded``, the judge failing now or too many recent samples failed; ``ok``) and ``/stats``; replies, status
+codes and auth are in docs/openrlhf.md."""
 
 from __future__ import annotations
 
@@ -9,7 +11,10 @@ import hmac
 import json
 import logging
 import re
+import threading
 import time
+from collections import deque
+from collections.abc import Iterable
 from typing import Any
 
 from starlette.applications import Starlette
@@ -20,9 +25,9 @@ from starlette.routing import Route
 from prom_reward.errors import InputError, JudgeConfigError, JudgeUnavailableError, PromRewardError
 from prom_reward.integrations.batched_reward import SampleOutcome
 from prom_reward.integrations.batching import DeadlineExceeded
-from prom_reward.integrations.health import ServerHealth
 from prom_reward.integrations.openrlhf_func import make_samples, reward_dict
 from prom_reward.integrations.settings import RewardSettings
+from prom_reward.rewards.outage import JudgeHealth
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 SHUTDOWN_GRACE_S = 5
@@ -31,10 +36,14 @@ MAX_JSON_DEPTH = 32
 """Nesting levels a request body may have (OpenRLHF's bodies have 3, a rubric label 4)."""
 NAMES = ("'query'", "'prompts'", "'labels'")
 """The request's lists, as its errors name them."""
+FAILURE_WINDOW = 100
+"""The recent samples the failure share is taken over."""
+MIN_SAMPLES = 10
+"""Samples needed before the failure share can turn ``/health`` degraded."""
 logger = logging.getLogger(__name__)
 _TOKEN = re.compile(r"((?:^|[?&\s])token=)[^&\s]*", re.IGNORECASE)
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "SHUTDOWN_GRACE_S", "create_app", "redact", "serve_reward"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "SHUTDOWN_GRACE_S", "ServerHealth", "create_app", "redact", "serve_reward"]
 
 
 def redact(text: str) -> str:
@@ -51,6 +60,43 @@ class RedactTokens(logging.Filter):
         if isinstance(record.args, tuple):
             record.args = tuple(redact(a) if isinstance(a, str) else a for a in record.args)
         return True
+
+
+class ServerHealth:
+    """The judge's ``JudgeHealth``, a configuration failure, and the recent failure share."""
+
+    def __init__(self, judge: JudgeHealth, degraded_failure_share: float) -> None:
+        self.judge = judge
+        self.threshold = degraded_failure_share
+        self.config_error: str | None = None
+        self._recent: deque[bool] = deque(maxlen=FAILURE_WINDOW)
+        self._lock = threading.Lock()
+
+    def record(self, failed: Iterable[bool]) -> None:
+        """Record answered samples (True: it failed)."""
+        with self._lock:
+            self._recent.extend(bool(f) for f in failed)
+
+    def misconfigured(self, cause: str) -> None:
+        """``/health`` says failing with ``cause`` from now on."""
+        self.config_error = cause
+
+    def status(self) -> dict[str, Any]:
+        """``JudgeHealth.status()`` plus ``recent_failure_share``; status ``failing``, ``degraded`` or ``ok``."""
+        out = self.judge.status()
+        with self._lock:
+            n = len(self._recent)
+            share = sum(self._recent) / n if n >= MIN_SAMPLES else None
+        out["recent_failure_share"] = None if share is None else round(share, 3)
+        if self.config_error is not None:
+            out.update(status="failing", cause=self.config_error)
+        elif out["status"] == "ok" and share is not None and share > self.threshold:
+            out.update(
+                status="degraded",
+                cause=f"{share:.0%} of the last {len(self._recent)} samples failed (over degraded_failure_share "
+                f"{self.threshold:g}): see failure_reasons in the replies and the server log",
+            )
+        return out
 
 
 class _Reply(JSONResponse):
