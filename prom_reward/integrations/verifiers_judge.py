@@ -196,10 +196,7 @@ class PrometheusVerifiersJudge(Judge[float, PrometheusVerifiersJudgeConfig]):
 def _sample(
     question: Any = None, response: Any = "", answer: Any = None, rubric: Any = None, **unknown: Any
 ) -> RewardSample:
-    if unknown:
-        raise PromRewardError(
-            f"prom-reward judge fields: expected question, response, answer, rubric; got {', '.join(sorted(unknown))}"
-        )
+    refuse_unknown(unknown, ("question", "response", "answer", "rubric"), "field", "prom-reward judge")
     if answer is not None and not (isinstance(answer, float) and not math.isfinite(answer)):
         answer = str(answer)  # a number is its text; NaN (a dataset's missing value) fails the sample, never "nan"
     return RewardSample(prompt=question, response=response, reference_answer=answer, rubric=rubric)
