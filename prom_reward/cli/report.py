@@ -119,11 +119,9 @@ def job_record(output: Path) -> dict[str, Any] | None:
         return None
 
 
-def job_rubric(record: dict[str, Any] | None) -> Any:
-    """The ``--rubric`` of the job that wrote ``record`` (its manifest), or None."""
-    options = (record or {}).get("options")
-    rubric = options.get("rubric") if isinstance(options, dict) else None
-    if isinstance(rubric, dict):  # a built-in rubric is shown by its name
+def job_rubric(rubric: Any) -> Any:
+    """The ``--rubric`` a job recorded (its manifest's), a built-in one as its name."""
+    if isinstance(rubric, dict):
         for name in RUBRICS:
             builtin = RUBRICS.get(name)
             if rubric.get("criteria") == builtin.criteria and list(rubric.get("descriptions") or ()) == list(
@@ -131,20 +129,6 @@ def job_rubric(record: dict[str, Any] | None) -> Any:
             ):
                 return name
     return rubric
-
-
-def report_columns(args: argparse.Namespace, record: dict[str, Any] | None) -> ReportColumns:
-    """The columns to read: a ``--<role>-col`` given, else the job's recorded one, else ``ReportColumns``'."""
-    options = (record or {}).get("options")
-    options = options if isinstance(options, dict) else {}
-    given = {}
-    for field in fields(ReportColumns):
-        option = f"{field.name}_column"
-        value = getattr(args, option)
-        value = value if value is not None else options.get(option)
-        if isinstance(value, str):
-            given[field.name] = value
-    return ReportColumns(**given)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -159,13 +143,16 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise ConfigError(f"--extremes: expected a number >= 0, got {args.extremes}")
     probe = _probe_record(args.probe) if args.probe else None
     record = job_record(Path(args.input))
-    cols = report_columns(args, record)
+    options = (record or {}).get("options")
+    options = options if isinstance(options, dict) else {}
+    flags = {f.name: getattr(args, f"{f.name}_column") for f in fields(ReportColumns)}  # given, else the job's
+    columns = {name: options.get(f"{name}_column") if v is None else v for name, v in flags.items()}
     try:
         summary = summarize(
             read_rows(args.input),
-            cols,
+            ReportColumns(**{name: v for name, v in columns.items() if isinstance(v, str)}),
             extremes=args.extremes,
-            rubric=job_rubric(record),
+            rubric=job_rubric(options.get("rubric")),
             judge_format=recorded_format(record, args.format),
         )
     except InputError as e:
