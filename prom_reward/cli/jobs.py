@@ -210,16 +210,8 @@ def cmd_store(args: argparse.Namespace) -> int:
             n = write_rows(args.output, iter(lambda: list(islice(rows, 1000)), []))  # batches of 1,000
             print(f"exported {n} judgments -> {args.output}", file=sys.stderr)
             return 0
-        print(
-            json.dumps(
-                {
-                    "path": str(store.path),
-                    "judgments": len(store),
-                    "models": store.models(),
-                    "integrity": store.integrity_check(),
-                }
-            )
-        )
+        models, integrity = store.models(), store.integrity_check()
+        print(json.dumps(dict(path=str(store.path), judgments=len(store), models=models, integrity=integrity)))
     return 0
 
 
