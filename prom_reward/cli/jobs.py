@@ -117,8 +117,12 @@ def _add_ray_options(g: argparse.ArgumentParser) -> None:
     add_settings(r, RayConfig, RAY, flags={"num_gpus": "--gpus-per-replica", "num_cpus": "--cpus-per-replica"})
 
 
+ROWS = ".jsonl, .json, .parquet or a datasets save_to_disk folder"
+OUT = ".jsonl or .parquet (parts in OUTPUT.parts/), or a folder name: the part files alone"
+
+
 def _add_job_parser(
-    sub: Any, name: str, summary: str, input_help: str, output_help: str, batch_size: int
+    sub: Any, name: str, summary: str, input_help: str = ROWS, output_help: str = OUT, batch_size: int = 256
 ) -> argparse.ArgumentParser:
     """The options every job shares: IN -o OUT, rubric, judge, batches, resume/overwrite, columns, Ray."""
     g = sub.add_parser(name, help=summary, description=summary, epilog=EXIT_CODES)
@@ -157,15 +161,8 @@ def _add_job_parser(
 
 def add_job_parsers(sub: Any) -> None:
     """The ``grade``, ``compare`` and ``pairs`` subcommands."""
-    rows = ".jsonl, .json, .parquet or a datasets save_to_disk folder"
-    out = ".jsonl or .parquet (parts in OUTPUT.parts/), or a folder name: the part files alone"
     g = _add_job_parser(
-        sub,
-        "grade",
-        "absolute grades (1..5) for rows of instruction and response (or TRL's prompt and completion)",
-        rows,
-        out,
-        256,
+        sub, "grade", "absolute grades (1..5) for rows of instruction and response (or TRL's prompt and completion)"
     )
     add_settings(g, PreferenceConfig, CHECKLIST)
     c = _add_job_parser(
@@ -173,9 +170,6 @@ def add_job_parsers(sub: Any) -> None:
         "compare",
         "pairwise verdicts (A or B, both orders) for rows of instruction, response_a, response_b (or TRL's prompt, "
         "chosen, rejected)",
-        rows,
-        out,
-        256,
     )
     c.add_argument(
         "--no-swap",
@@ -186,7 +180,7 @@ def add_job_parsers(sub: Any) -> None:
         sub,
         "pairs",
         "DPO preference pairs from several completions per prompt",
-        rows + ": prompt + completions per row",
+        ROWS + ": prompt + completions per row",
         ".jsonl (skip records in OUTPUT.skipped.jsonl)",
         64,
     )
