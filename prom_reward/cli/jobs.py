@@ -20,7 +20,7 @@ from itertools import islice
 from typing import Any
 
 from prom_reward.backends.bridge import run_sync
-from prom_reward.cli.judge_options import (
+from prom_reward.cli.voice import (
     add_judge_options,
     add_outage_options,
     add_store_options,

@@ -2,7 +2,8 @@
 output, .jsonl/.json/.parquet), with the hacking probe's results when given (``prom_reward.report``); and
 ``prom-reward probe``: how exploitable is a judge? LLMBar accuracy (Natural vs Adversarial, both orders) and score
 shifts under response edits (padding, formal preamble, self-grades, question restated, markdown), written as JSON
-with a one-screen summary on stdout (``prom_reward.probe``).
+with a one-screen summary on stdout (``prom_reward.probe``). Each writes one file (``-o``), checked before anything
+runs and written whole.
 
 Example:
     $ prom-reward probe --model pocket-judge --limit 20 --max-tokens 256 -o probe.json
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from dataclasses import fields
@@ -24,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from prom_reward.backends.bridge import run_sync
-from prom_reward.cli.judge_options import (
+from prom_reward.cli.voice import (
     add_judge_options,
     add_outage_options,
     add_store_options,
@@ -32,7 +34,6 @@ from prom_reward.cli.judge_options import (
     judge_spec,
     outage_policy,
 )
-from prom_reward.cli.voice import output_file, write_whole
 from prom_reward.declared import add_settings, given_settings
 from prom_reward.errors import ConfigError, InputError, PromRewardError
 from prom_reward.format.columns import DEFAULTS, column_flag
@@ -44,6 +45,30 @@ from prom_reward.probe.summary import summary as probe_summary
 from prom_reward.report.html import probe_section, render_report
 from prom_reward.report.summarize import ReportColumns, recorded_format, summarize
 from prom_reward.rewards.outage import Outage, OutagePolicy
+
+
+def output_file(given: str, suffixes: tuple[str, ...], what: str) -> Path:
+    """``-o given``: a file named ``*<suffixes[0]>`` (or another of ``suffixes``) in a folder that exists, else
+    ``ConfigError`` (``what``: what the command writes, said when the name is wrong)."""
+    out = Path(given)
+    if out.suffix.lower() not in suffixes:
+        raise ConfigError(f"-o {given}: {what}; fix: name a {suffixes[0]} file")
+    if not out.parent.is_dir():
+        raise ConfigError(f"-o {given}: folder {out.parent} does not exist; fix: create it or choose another -o")
+    if out.is_dir():
+        raise ConfigError(f"-o {given}: that is a folder; fix: name a {suffixes[0]} file")
+    return out
+
+
+def write_whole(out: Path, data: bytes) -> None:
+    """Write ``data`` to ``out`` through a temporary file beside it (a full disk leaves neither half-written)."""
+    tmp = out.with_name(out.name + ".tmp")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, out)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def add_report_parser(sub: Any) -> None:

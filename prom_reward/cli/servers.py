@@ -13,7 +13,7 @@ from typing import Any
 from prom_reward.backends.factory import check_model_folder
 from prom_reward.backends.servers import JudgeServers, ServeConfig, check_port_free
 from prom_reward.backends.vllm_options import VLLMOptions
-from prom_reward.cli.judge_options import add_judge_options, judge_format_name, judge_spec
+from prom_reward.cli.voice import add_judge_options, judge_format_name, judge_spec
 from prom_reward.core.judge_spec import JudgeSpec
 from prom_reward.declared import add_settings, declared, given_settings
 from prom_reward.errors import BackendError, ConfigError
