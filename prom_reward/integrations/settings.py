@@ -145,10 +145,8 @@ class RewardSettings:
         values: dict[str, Any] = dict(read_yaml(str(path), names)) if path else {}
         for warning in unknown_env(env, names):
             logger.warning(warning)
-        for name in names:
-            raw = env.get(ENV_PREFIX + name.upper())
-            if raw is not None and raw.strip() and name != "judge":
-                values[name] = raw.strip()
+        variables = {name: env.get(ENV_PREFIX + name.upper(), "").strip() for name in names if name not in NO_FLAG}
+        values.update((name, text) for name, text in variables.items() if text)
         values.update(given)
         return cls.from_values(values)
 
