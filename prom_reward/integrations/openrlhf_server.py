@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -109,26 +110,20 @@ class _Reply(JSONResponse):
             return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode()
 
 
-class _HTTPError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
 async def _read_body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None:
         try:
             size = int(declared)
         except ValueError:
-            raise _HTTPError(400, f"bad Content-Length header {declared!r}") from None
+            raise HTTPException(400, f"bad Content-Length header {declared!r}") from None
         if size > limit:
-            raise _HTTPError(413, f"body of {size} bytes is over the limit of {limit} bytes")
+            raise HTTPException(413, f"body of {size} bytes is over the limit of {limit} bytes")
     chunks, total = [], 0
     async for chunk in request.stream():
         total += len(chunk)
         if total > limit:
-            raise _HTTPError(413, f"body is over the limit of {limit} bytes")
+            raise HTTPException(413, f"body is over the limit of {limit} bytes")
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -151,11 +146,11 @@ def _parse(body: bytes) -> Any:
     try:
         data = json.loads(body)
     except RecursionError:
-        raise _HTTPError(400, f"JSON nested too deeply (at most {MAX_JSON_DEPTH} levels)") from None
+        raise HTTPException(400, f"JSON nested too deeply (at most {MAX_JSON_DEPTH} levels)") from None
     except ValueError as e:
-        raise _HTTPError(400, f"malformed JSON: {e}") from None
+        raise HTTPException(400, f"malformed JSON: {e}") from None
     if _too_deep(data, MAX_JSON_DEPTH):
-        raise _HTTPError(400, f"JSON nested too deeply (at most {MAX_JSON_DEPTH} levels)")
+        raise HTTPException(400, f"JSON nested too deeply (at most {MAX_JSON_DEPTH} levels)")
     return data
 
 
@@ -197,7 +192,7 @@ def create_app(
                 done, _ = await asyncio.wait({task}, timeout=max(min(poll_s, left), 0))
             except asyncio.CancelledError:  # the server is shutting down past its grace: drop the samples, answer
                 task.cancel()
-                raise _HTTPError(
+                raise HTTPException(
                     503, f"the reward server is shutting down; the request's {len(samples)} sample(s) were not judged"
                 ) from None
             if done:
@@ -226,17 +221,19 @@ def create_app(
     async def get_reward(request: Request) -> Response:
         try:
             if token is not None and not _authorized(request, token):
-                raise _HTTPError(
+                raise HTTPException(
                     401, "missing or wrong token (send '?token=<token>' in the URL or 'Authorization: Bearer <token>')"
                 )
             data = _parse(await _read_body(request, max_body_bytes))
             if not isinstance(data, dict):
-                raise _HTTPError(422, f"expected a JSON object with 'query' and 'prompts', got {type(data).__name__}")
+                raise HTTPException(
+                    422, f"expected a JSON object with 'query' and 'prompts', got {type(data).__name__}"
+                )
             try:
                 queries, prompts, labels = (data.get(key) for key in ("query", "prompts", "labels"))
                 samples, reasons, truncated = make_samples(queries, prompts, labels, cfg.strip, cfg.reward, NAMES, True)
             except InputError as e:
-                raise _HTTPError(422, str(e)) from None
+                raise HTTPException(422, str(e)) from None
             counters["requests"] += 1
             counters["samples"] += len(samples)
             counters["truncated_prompts"] += truncated
@@ -248,10 +245,10 @@ def create_app(
             counters["disconnected"] += 1
             logger.info("client disconnected before its request body arrived")
             return Response(status_code=499)
-        except _HTTPError as e:
+        except HTTPException as e:
             counters["rejected"] += 1
-            logger.warning("rejected a request with %d: %s", e.status, e)
-            return _Reply({"error": str(e)}, status_code=e.status)
+            logger.warning("rejected a request with %d: %s", e.status_code, e.detail)
+            return _Reply({"error": e.detail}, status_code=e.status_code)
         except JudgeConfigError as e:  # the configuration's fault, not a sample's: never a failure reward
             health.misconfigured(str(e))
             logger.error("the judge is misconfigured; answering 500 and /health failing: %s", e)
