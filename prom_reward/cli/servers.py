@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import signal
 import sys
 import time
@@ -178,8 +179,6 @@ def reward_server_judge(args: argparse.Namespace, settings: Any) -> JudgeSpec:
 
 def _token(args: argparse.Namespace) -> str | None:
     """The server's token: ``--token-file``, else ``$PROM_REWARD_TOKEN``, else ``--token`` (warned: ``ps`` shows it)."""
-    import os
-
     from prom_reward.integrations.settings import read_text
 
     if args.token_file:

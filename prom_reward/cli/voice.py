@@ -63,10 +63,7 @@ class CliParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
-        if self.prog.startswith(PROG):
-            command = self.prog.removeprefix(PROG).strip()
-        else:
-            command = self.prog.rsplit(".", 1)[-1]
+        command = self.prog.removeprefix(PROG).strip() if self.prog.startswith(PROG) else self.prog.rsplit(".", 1)[-1]
         print_error(with_fix(f"{command}: {message}" if command else message, self.prog))
         self.exit(2)
 
