@@ -17,16 +17,15 @@ import re
 import sys
 import typing
 from collections.abc import Collection
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
 from prom_reward.backends.factory import IN_PROCESS
 from prom_reward.core.judge_spec import RENAMED, JudgeSpec
 from prom_reward.declared import add_settings, declared, given_settings
 from prom_reward.errors import ConfigError, PromRewardError
 from prom_reward.format.judge_format import JUDGE_FORMATS, get_judge_format
-
-if TYPE_CHECKING:
-    from prom_reward.rewards.outage import OutagePolicy
+from prom_reward.integrations.settings import OUTAGE_PREFIX, flag_name
+from prom_reward.rewards.outage import OutagePolicy
 
 PROG = "prom-reward"
 FIX = "; fix: "
@@ -117,11 +116,7 @@ def add_judge_options(g: argparse.ArgumentParser, *, truncate: bool = True) -> N
             base = next(a for a in typing.get_args(d.kind) or (d.kind,) if a is not type(None))
             choices = IN_PROCESS if d.name == "backend" else tuple(c for c in d.rules.choices if c is not None)
             options.update(type=judge_format_name if d.name == "format" else base, choices=choices or None)
-        g.add_argument(_flag(d.name), **options)
-
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
+        g.add_argument(flag_name(d.name), **options)
 
 
 def add_store_options(g: argparse.ArgumentParser) -> None:
@@ -159,23 +154,19 @@ def judge_spec(args: argparse.Namespace, base: JudgeSpec | None = None, names: C
     try:
         return JudgeSpec(**values, api_key=base.api_key, options=options)
     except ConfigError as e:
-        raise e.said_as(_flag(e.setting)) from None
+        raise e.said_as(flag_name(e.setting)) from None
 
 
 def add_outage_options(g: argparse.ArgumentParser, default: OutagePolicy, fail_means: str) -> None:
     """The flag of each ``OutagePolicy`` setting (``--outage-budget-s`` ...) over ``default``; ``fail_means``: what
     ``--outage-on-exhausted fail`` does in this command."""
-    from prom_reward.integrations.settings import OUTAGE_PREFIX
-
     add_settings(g, type(default), prefix=OUTAGE_PREFIX, defaults=default, note=f"here fail {fail_means}")
 
 
 def outage_policy(args: argparse.Namespace, default: OutagePolicy) -> OutagePolicy:
     """The ``OutagePolicy`` of the ``--outage-*`` flags given, over ``default``; a bad value names its flag."""
-    from prom_reward.integrations.settings import OUTAGE_PREFIX
-
     try:
         return dataclasses.replace(default, **given_settings(args, type(default), prefix=OUTAGE_PREFIX))
     except ConfigError as e:
         name = e.setting if e.setting.startswith(OUTAGE_PREFIX) else OUTAGE_PREFIX + e.setting
-        raise e.said_as(_flag(name)) from None
+        raise e.said_as(flag_name(name)) from None

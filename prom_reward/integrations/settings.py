@@ -317,8 +317,7 @@ OTHER_ENV = ("CONFIG", "API_KEY", "TOKEN", "CACHE", "NO_ENGINE", "TEST_PRESTART"
 
 
 def flag_name(name: str) -> str:
-    """The reward-server flag of a setting (``rubric_column`` -> ``--rubric-col`` as on every command; ``""``:
-    none)."""
+    """The flag of a setting (``rubric_column`` -> ``--rubric-col`` as on every command; ``""``: none)."""
     if name in NO_FLAG:
         return ""
     return column_flag(name) if name.endswith("_column") else "--" + name.replace("_", "-")
