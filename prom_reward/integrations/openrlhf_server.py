@@ -135,10 +135,8 @@ def _too_deep(data: Any, limit: int) -> bool:
         value, depth = stack.pop()
         if depth > limit:
             return True
-        if isinstance(value, dict):
-            stack.extend((v, depth + 1) for v in value.values())
-        elif isinstance(value, list):
-            stack.extend((v, depth + 1) for v in value)
+        if isinstance(value, (dict, list)):
+            stack.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
     return False
 
 
@@ -155,12 +153,10 @@ def _parse(body: bytes) -> Any:
 
 
 def _authorized(request: Request, token: str) -> bool:
-    want = token.encode()
-    given_query = request.query_params.get("token")
-    if given_query is not None and hmac.compare_digest(given_query.encode(), want):
+    query = request.query_params.get("token")
+    if query is not None and hmac.compare_digest(query.encode(), token.encode()):
         return True
-    given = request.headers.get("authorization", "")
-    return hmac.compare_digest(given.encode(), b"Bearer " + want)
+    return hmac.compare_digest(request.headers.get("authorization", "").encode(), f"Bearer {token}".encode())
 
 
 def create_app(
