@@ -176,16 +176,15 @@ def parse(name: str, value: Any, kind: Any, none_is: str = "") -> Any:
 
 
 def refuse_unknown(given: Iterable[Any], valid: Sequence[str], what: str = "setting", where: str = "") -> None:
-    """``ConfigError`` for the names of ``given`` not in ``valid`` (``what`` they are; ``where``: what holds them),
-    each with its closest valid name."""
+    """``ConfigError`` for the names of ``given`` not in ``valid`` (``what`` they are; ``where``: the setting that
+    holds them, the error's), each with its closest valid name."""
     unknown = sorted(set(map(str, given)) - set(valid))
     if not unknown:
         return
     closest = [f"{name} -> {m[0]}" for name in unknown if (m := difflib.get_close_matches(name, valid, n=1))]
     hint = f" (closest: {', '.join(closest)})" if closest else ""
     raise ConfigError(
-        f"{f'{where}: ' if where else ''}unknown {what}(s) {unknown}{hint}; fix: give {what} names only (valid: "
-        f"{', '.join(valid)})"
+        f"unknown {what}(s) {unknown}{hint}; fix: give {what} names only (valid: {', '.join(valid)})", where
     )
 
 

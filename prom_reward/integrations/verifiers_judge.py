@@ -84,7 +84,7 @@ def build_reward(config: PrometheusVerifiersJudgeConfig) -> PrometheusReward:
     try:
         if isinstance(fields.get("outage"), dict):
             valid = [f.name for f in dataclasses.fields(OutagePolicy)]
-            refuse_unknown(fields["outage"], valid, "OutagePolicy field", "reward.outage")
+            refuse_unknown(fields["outage"], valid, "OutagePolicy field", "outage")
             try:
                 fields["outage"] = OutagePolicy(**fields["outage"])
             except ConfigError as e:
@@ -196,7 +196,7 @@ class PrometheusVerifiersJudge(Judge[float, PrometheusVerifiersJudgeConfig]):
 def _sample(
     question: Any = None, response: Any = "", answer: Any = None, rubric: Any = None, **unknown: Any
 ) -> RewardSample:
-    refuse_unknown(unknown, ("question", "response", "answer", "rubric"), "field", "prom-reward judge")
+    refuse_unknown(unknown, ("question", "response", "answer", "rubric"), "prom-reward judge field")
     if answer is not None and not (isinstance(answer, float) and not math.isfinite(answer)):
         answer = str(answer)  # a number is its text; NaN (a dataset's missing value) fails the sample, never "nan"
     return RewardSample(prompt=question, response=response, reference_answer=answer, rubric=rubric)

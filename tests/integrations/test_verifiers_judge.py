@@ -232,7 +232,7 @@ def test_build_messages_and_parse_are_the_formats_own():
     assert judge.parse(vf.JudgeResponse(text="Fine. [RESULT] 2")) == 2.0
     with pytest.raises(PromRewardError, match="no verdict"):
         judge.parse(vf.JudgeResponse(text="Fine."))
-    refusal = r"unknown field\(s\) \['answr'\] \(closest: answr -> answer\).*valid: question, response, answer, rubric"
+    refusal = r"judge field\(s\) \['answr'\] \(closest: answr -> answer\).*valid: question, response, answer, rubric"
     with pytest.raises(PromRewardError, match=refusal):
         judge.build_messages(question="Q?", response="R.", answr="A.")
 
