@@ -19,10 +19,11 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import MISSING, dataclass
 from typing import Any, NamedTuple
 
@@ -172,6 +173,19 @@ def parse(name: str, value: Any, kind: Any, none_is: str = "") -> Any:
         expected = Rules("").expected(kind, repr(none_is) if none_is else "{None}")
         raise ConfigError(f"expected {expected}, got {value!r}; fix: give {expected}", name, NULL) from None
     return value
+
+
+def refuse_unknown(given: Iterable[Any], valid: Sequence[str], what: str = "setting", where: str = "") -> None:
+    """``ConfigError`` for the names of ``given`` not in ``valid`` (``what`` they are; ``where``: the setting that
+    holds them, the error's), each with its closest valid name."""
+    unknown = sorted(set(map(str, given)) - set(valid))
+    if not unknown:
+        return
+    closest = [f"{name} -> {m[0]}" for name in unknown if (m := difflib.get_close_matches(name, valid, n=1))]
+    hint = f" (closest: {', '.join(closest)})" if closest else ""
+    raise ConfigError(
+        f"unknown {what}(s) {unknown}{hint}; fix: give {what} names only (valid: {', '.join(valid)})", where
+    )
 
 
 def add_settings(

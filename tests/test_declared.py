@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from prom_reward.declared import check, declared, parse, setting
+from prom_reward.declared import check, declared, parse, refuse_unknown, setting
 from prom_reward.errors import ConfigError
 
 
@@ -125,3 +125,13 @@ def test_the_null_value_is_said_in_the_callers_terms():
     assert str(e.value) == "replicas: expected an int >= 1 or None, got 0; fix: give an int >= 1 or None"
     said = "--replicas: expected an int >= 1 or null, got 0; fix: give an int >= 1 or null"
     assert e.value.said({"replicas": "--replicas", "None": "null"}) == said
+
+
+def test_refuse_unknown_names_each_with_its_closest_and_the_setting_holding_them():
+    refuse_unknown({"size": 1}, ["size", "seed"])  # every name known: nothing to say
+    with pytest.raises(ConfigError) as e:
+        refuse_unknown({"sise": 1, "zzz": 2}, ["size", "seed"], "knob", "knobs")
+    assert e.value.setting == "knobs"
+    assert str(e.value) == (
+        "knobs: unknown knob(s) ['sise', 'zzz'] (closest: sise -> size); fix: give knob names only (valid: size, seed)"
+    )

@@ -1,5 +1,6 @@
 """``prom-reward grade``, ``compare`` and ``pairs``: one job engine (``prom_reward.jobs.run``), in this process or on
-Ray (``--ray``); the summary goes to stderr and as one JSON line to stdout (docs/jobs.md).
+Ray (``--ray``); the summary goes to stderr and as one JSON line to stdout (docs/jobs.md). And ``prom-reward store
+info|export STORE [-o OUT]``: look into or export a judgment store.
 
 Example:
     $ prom-reward grade rollouts.jsonl -o graded.jsonl --rubric helpfulness --model smollm2-135m-instruct
@@ -15,10 +16,11 @@ import json
 import os
 import sys
 from collections.abc import Iterator
+from itertools import islice
 from typing import Any
 
 from prom_reward.backends.bridge import run_sync
-from prom_reward.cli.judge_options import (
+from prom_reward.cli.voice import (
     add_judge_options,
     add_outage_options,
     add_store_options,
@@ -32,6 +34,7 @@ from prom_reward.jobs.compare import CompareJob
 from prom_reward.jobs.config import JOB_OUTAGE, JobConfig, RayConfig
 from prom_reward.jobs.grade import GradeJob
 from prom_reward.jobs.pairs import PairsJob
+from prom_reward.jobs.parts import write_rows
 from prom_reward.jobs.spec import JobKind
 from prom_reward.jobs.summary import EXIT_CODES, EXIT_JUDGE_DOWN
 from prom_reward.preferences.config import PreferenceConfig
@@ -114,8 +117,12 @@ def _add_ray_options(g: argparse.ArgumentParser) -> None:
     add_settings(r, RayConfig, RAY, flags={"num_gpus": "--gpus-per-replica", "num_cpus": "--cpus-per-replica"})
 
 
+ROWS = ".jsonl, .json, .parquet or a datasets save_to_disk folder"
+OUT = ".jsonl or .parquet (parts in OUTPUT.parts/), or a folder name: the part files alone"
+
+
 def _add_job_parser(
-    sub: Any, name: str, summary: str, input_help: str, output_help: str, batch_size: int
+    sub: Any, name: str, summary: str, input_help: str = ROWS, output_help: str = OUT, batch_size: int = 256
 ) -> argparse.ArgumentParser:
     """The options every job shares: IN -o OUT, rubric, judge, batches, resume/overwrite, columns, Ray."""
     g = sub.add_parser(name, help=summary, description=summary, epilog=EXIT_CODES)
@@ -154,15 +161,8 @@ def _add_job_parser(
 
 def add_job_parsers(sub: Any) -> None:
     """The ``grade``, ``compare`` and ``pairs`` subcommands."""
-    rows = ".jsonl, .json, .parquet or a datasets save_to_disk folder"
-    out = ".jsonl or .parquet (parts in OUTPUT.parts/), or a folder name: the part files alone"
     g = _add_job_parser(
-        sub,
-        "grade",
-        "absolute grades (1..5) for rows of instruction and response (or TRL's prompt and completion)",
-        rows,
-        out,
-        256,
+        sub, "grade", "absolute grades (1..5) for rows of instruction and response (or TRL's prompt and completion)"
     )
     add_settings(g, PreferenceConfig, CHECKLIST)
     c = _add_job_parser(
@@ -170,9 +170,6 @@ def add_job_parsers(sub: Any) -> None:
         "compare",
         "pairwise verdicts (A or B, both orders) for rows of instruction, response_a, response_b (or TRL's prompt, "
         "chosen, rejected)",
-        rows,
-        out,
-        256,
     )
     c.add_argument(
         "--no-swap",
@@ -183,7 +180,7 @@ def add_job_parsers(sub: Any) -> None:
         sub,
         "pairs",
         "DPO preference pairs from several completions per prompt",
-        rows + ": prompt + completions per row",
+        ROWS + ": prompt + completions per row",
         ".jsonl (skip records in OUTPUT.skipped.jsonl)",
         64,
     )
@@ -192,3 +189,35 @@ def add_job_parsers(sub: Any) -> None:
     d.add_argument(
         "--keep-col", dest="keep_columns", action="append", help="input column copied into each pair (repeatable)"
     )
+
+
+def cmd_store(args: argparse.Namespace) -> int:
+    from prom_reward.backends.store import JudgmentStore
+
+    if not os.path.isfile(args.path):
+        raise ConfigError(f"{args.path}: no judgment store there; fix: give the SQLite file given to --store")
+    if args.action == "export" and not args.output:
+        raise ConfigError("store export: no output; fix: give -o OUT.jsonl or -o OUT.parquet")
+    with JudgmentStore(args.path, timeout=args.timeout, create=False) as store:
+        if args.action == "export":
+            rows = store.entries()
+            n = write_rows(args.output, iter(lambda: list(islice(rows, 1000)), []))  # batches of 1,000
+            print(f"exported {n} judgments -> {args.output}", file=sys.stderr)
+            return 0
+        models, integrity = store.models(), store.integrity_check()
+        print(json.dumps(dict(path=str(store.path), judgments=len(store), models=models, integrity=integrity)))
+    return 0
+
+
+def add_store_parser(sub: Any) -> None:
+    s = sub.add_parser("store", help="look into (info) or export (export -o OUT) a judgment store")
+    s.add_argument("action", choices=["info", "export"], help="info: what the store holds; export: write it to -o")
+    s.add_argument("path", help="the SQLite judgment store (as given to --store)")
+    s.add_argument("-o", "--output", help="export: .jsonl or .parquet")
+    s.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        help="seconds to wait for a store another process holds locked (default 30)",
+    )
+    s.set_defaults(func=cmd_store)

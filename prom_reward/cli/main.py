@@ -8,11 +8,9 @@ import sqlite3
 import sys
 from collections.abc import Sequence
 
-from prom_reward.cli.jobs import add_job_parsers
-from prom_reward.cli.probe import add_probe_parser
-from prom_reward.cli.report import add_report_parser
+from prom_reward.cli.jobs import add_job_parsers, add_store_parser
+from prom_reward.cli.report import add_probe_parser, add_report_parser
 from prom_reward.cli.servers import add_server_parsers
-from prom_reward.cli.store import add_store_parser
 from prom_reward.cli.voice import CliParser, print_error, user_terms, with_fix
 from prom_reward.errors import BackendError, JudgeUnavailableError, PromRewardError
 from prom_reward.jobs.summary import EXIT_JUDGE_DOWN

@@ -1,7 +1,13 @@
 """``prom-reward report``: one self-contained HTML page for a graded file (``prom-reward grade`` or ``compare``
-output, .jsonl/.json/.parquet), with the hacking probe's results when given (``prom_reward.report``).
+output, .jsonl/.json/.parquet), with the hacking probe's results when given (``prom_reward.report``); and
+``prom-reward probe``: how exploitable is a judge? LLMBar accuracy (Natural vs Adversarial, both orders) and score
+shifts under response edits (padding, formal preamble, self-grades, question restated, markdown), written as JSON
+with a one-screen summary on stdout (``prom_reward.probe``). Each writes one file (``-o``), checked before anything
+runs and written whole.
 
 Example:
+    $ prom-reward probe --model pocket-judge --limit 20 --max-tokens 256 -o probe.json
+    $ prom-reward probe --server http://127.0.0.1:8000/v1 --llmbar LLMBar/Dataset/LLMBar --items graded.jsonl -o p.json
     $ prom-reward report graded.jsonl -o report.html
     $ prom-reward report verdicts.parquet -o report.html --probe probe.json --source-col model
     $ prom-reward report graded_parts -o report.html      # a folder of part files (-o without a suffix)
@@ -12,21 +18,57 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from prom_reward.cli.judge_options import judge_format_name
-from prom_reward.cli.voice import output_file, write_whole
+from prom_reward.backends.bridge import run_sync
+from prom_reward.cli.voice import (
+    add_judge_options,
+    add_outage_options,
+    add_store_options,
+    judge_format_name,
+    judge_spec,
+    outage_policy,
+)
+from prom_reward.declared import add_settings, given_settings
 from prom_reward.errors import ConfigError, InputError, PromRewardError
 from prom_reward.format.columns import DEFAULTS, column_flag
 from prom_reward.format.rubrics import RUBRICS
 from prom_reward.jobs.manifest import NAME, read_manifest
 from prom_reward.jobs.source import read_rows
+from prom_reward.probe.run import ProbeConfig, load_inputs, run_probe
+from prom_reward.probe.summary import summary as probe_summary
 from prom_reward.report.html import probe_section, render_report
 from prom_reward.report.summarize import ReportColumns, recorded_format, summarize
+from prom_reward.rewards.outage import Outage, OutagePolicy
+
+
+def output_file(given: str, suffixes: tuple[str, ...], what: str) -> Path:
+    """``-o given``: a file named ``*<suffixes[0]>`` (or another of ``suffixes``) in a folder that exists, else
+    ``ConfigError`` (``what``: what the command writes, said when the name is wrong)."""
+    out = Path(given)
+    if out.suffix.lower() not in suffixes:
+        raise ConfigError(f"-o {given}: {what}; fix: name a {suffixes[0]} file")
+    if not out.parent.is_dir():
+        raise ConfigError(f"-o {given}: folder {out.parent} does not exist; fix: create it or choose another -o")
+    if out.is_dir():
+        raise ConfigError(f"-o {given}: that is a folder; fix: name a {suffixes[0]} file")
+    return out
+
+
+def write_whole(out: Path, data: bytes) -> None:
+    """Write ``data`` to ``out`` through a temporary file beside it (a full disk leaves neither half-written)."""
+    tmp = out.with_name(out.name + ".tmp")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, out)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def add_report_parser(sub: Any) -> None:
@@ -102,11 +144,9 @@ def job_record(output: Path) -> dict[str, Any] | None:
         return None
 
 
-def job_rubric(record: dict[str, Any] | None) -> Any:
-    """The ``--rubric`` of the job that wrote ``record`` (its manifest), or None."""
-    options = (record or {}).get("options")
-    rubric = options.get("rubric") if isinstance(options, dict) else None
-    if isinstance(rubric, dict):  # a built-in rubric is shown by its name
+def job_rubric(rubric: Any) -> Any:
+    """The ``--rubric`` a job recorded (its manifest's), a built-in one as its name."""
+    if isinstance(rubric, dict):
         for name in RUBRICS:
             builtin = RUBRICS.get(name)
             if rubric.get("criteria") == builtin.criteria and list(rubric.get("descriptions") or ()) == list(
@@ -114,20 +154,6 @@ def job_rubric(record: dict[str, Any] | None) -> Any:
             ):
                 return name
     return rubric
-
-
-def report_columns(args: argparse.Namespace, record: dict[str, Any] | None) -> ReportColumns:
-    """The columns to read: a ``--<role>-col`` given, else the job's recorded one, else ``ReportColumns``'."""
-    options = (record or {}).get("options")
-    options = options if isinstance(options, dict) else {}
-    given = {}
-    for field in fields(ReportColumns):
-        option = f"{field.name}_column"
-        value = getattr(args, option)
-        value = value if value is not None else options.get(option)
-        if isinstance(value, str):
-            given[field.name] = value
-    return ReportColumns(**given)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -142,13 +168,16 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise ConfigError(f"--extremes: expected a number >= 0, got {args.extremes}")
     probe = _probe_record(args.probe) if args.probe else None
     record = job_record(Path(args.input))
-    cols = report_columns(args, record)
+    options = (record or {}).get("options")
+    options = options if isinstance(options, dict) else {}
+    flags = {f.name: getattr(args, f"{f.name}_column") for f in fields(ReportColumns)}  # given, else the job's
+    columns = {name: options.get(f"{name}_column") if v is None else v for name, v in flags.items()}
     try:
         summary = summarize(
             read_rows(args.input),
-            cols,
+            ReportColumns(**{name: v for name, v in columns.items() if isinstance(v, str)}),
             extremes=args.extremes,
-            rubric=job_rubric(record),
+            rubric=job_rubric(options.get("rubric")),
             judge_format=recorded_format(record, args.format),
         )
     except InputError as e:
@@ -164,4 +193,53 @@ def cmd_report(args: argparse.Namespace) -> int:
     )
     write_whole(out, page.encode("utf-8", "replace"))  # a lone surrogate in a text (a JSON escape) as "?"
     print(f"wrote {out} ({summary['n']} rows, {len(page) // 1024} KiB)", file=sys.stderr)
+    return 0
+
+
+PROBE_OUTAGE = OutagePolicy(on_exhausted="raise")
+"""The probe's outage policy unless given: a judge that fails is waited out for ``budget_s`` (150 s) from its first
+failure, then the probe stops (exit 4, nothing written): a record measured on missing judgments would mislead."""
+FLAGS = ("llmbar", "items", "limit", "parts", "edits", "rubric", "baseline_samples", "seed")
+"""The ``ProbeConfig`` settings ``prom-reward probe`` has a flag for (``--expected`` is the judge's)."""
+
+
+def add_probe_parser(sub: Any) -> None:
+    """Register ``prom-reward probe``."""
+    p = sub.add_parser(
+        "probe",
+        help="measure how exploitable a judge is (LLMBar adversarial accuracy, score shifts under response edits)",
+        epilog="exit status: 0 the record was written; 2 bad input, options or a misconfigured judge (nothing "
+        "written); 4 the judge could not be reached or refused every request (the error names the URL first)",
+    )
+    p.add_argument("-o", "--output", required=True, help="the probe record (.json)")
+    add_settings(p, ProbeConfig, FLAGS)
+    add_judge_options(p)
+    add_store_options(p)
+    add_outage_options(p, PROBE_OUTAGE, "records the unanswered judgments as failures")
+    p.set_defaults(func=cmd_probe)
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    out = output_file(args.output, (".json",), "the probe writes one JSON record")
+    if args.items and out.resolve() == Path(args.items).resolve():
+        raise ConfigError(f"-o {args.output}: that is the --items file; fix: write the record to another file")
+    if args.llmbar and out.resolve().parent == Path(args.llmbar).resolve():
+        raise ConfigError(f"-o {args.output}: that is in the --llmbar folder; fix: write the record elsewhere")
+    cfg = ProbeConfig(**given_settings(args, ProbeConfig, FLAGS), expected=args.expected)
+    outage = outage_policy(args, PROBE_OUTAGE)
+    given = judge_spec(args)
+    fmt = given.judge_format
+    cfg = cfg.for_format(fmt)  # a part the format cannot run is refused here
+    inputs = load_inputs(cfg, fmt)  # bad data, or a rubric off the format's scale, fails here, before an engine starts
+    spec = run_sync(given.aresolve)  # the served model, asked once
+    judge = spec.build()
+    try:
+        label = given.model or ",".join(given.server)
+        record = run_probe(judge, cfg, inputs=inputs, judge_label=label, outage=Outage(outage))
+    finally:
+        judge.close()
+    record["judge_options"] = {k: v for k, v in spec.kwargs().items() if k not in ("store", "api_key")}
+    write_whole(out, (json.dumps(record, indent=1, default=str) + "\n").encode("utf-8"))
+    print(probe_summary(record))
+    print(f"\nwrote {out}", file=sys.stderr)
     return 0

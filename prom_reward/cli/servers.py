@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import signal
 import sys
 import time
@@ -13,7 +14,7 @@ from typing import Any
 from prom_reward.backends.factory import check_model_folder
 from prom_reward.backends.servers import JudgeServers, ServeConfig, check_port_free
 from prom_reward.backends.vllm_options import VLLMOptions
-from prom_reward.cli.judge_options import add_judge_options, judge_format_name, judge_spec
+from prom_reward.cli.voice import add_judge_options, judge_format_name, judge_spec
 from prom_reward.core.judge_spec import JudgeSpec
 from prom_reward.declared import add_settings, declared, given_settings
 from prom_reward.errors import BackendError, ConfigError
@@ -89,19 +90,17 @@ def cmd_serve(args: Any) -> int:
     cfg = serve_config(args)
     fmt = serve_format(args)
     servers = JudgeServers(cfg)
-    stop = {"now": False}
-
-    def on_signal(signum: int, frame: Any) -> None:
-        stop["now"] = True
-
+    received: list[int] = []  # the signals received (a list: threading.Event.set may deadlock in a handler)
     # SIGINT too: a process started in the background by a non-interactive shell inherits it ignored
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    previous = {
+        sig: signal.signal(sig, lambda signum, _: received.append(signum)) for sig in (signal.SIGTERM, signal.SIGINT)
+    }
     try:
         urls = servers.start()
         print("judge servers ready: " + " ".join(urls), flush=True)
         print("logs: " + " ".join(str(p) for p in servers.log_paths), flush=True)
         print("use: --server " + " --server ".join(urls) + f" --format {fmt}   (Ctrl-C stops them)", flush=True)
-        while not stop["now"]:
+        while not received:
             dead = [i for i, p in enumerate(servers.procs) if p.poll() is not None]
             if dead:
                 raise BackendError(
@@ -122,8 +121,7 @@ def cmd_serve(args: Any) -> int:
 
 def cmd_reward_server(args: argparse.Namespace) -> int:
     """Serve the judge as an OpenRLHF remote reward model: bad settings or a failed start-up check exit 2 first."""
-    from prom_reward.integrations.health import ServerHealth
-    from prom_reward.integrations.openrlhf_server import serve_reward
+    from prom_reward.integrations.openrlhf_server import ServerHealth, serve_reward
     from prom_reward.rewards.reward import PrometheusReward
     from prom_reward.rewards.startup import check_judge
 
@@ -181,9 +179,7 @@ def reward_server_judge(args: argparse.Namespace, settings: Any) -> JudgeSpec:
 
 def _token(args: argparse.Namespace) -> str | None:
     """The server's token: ``--token-file``, else ``$PROM_REWARD_TOKEN``, else ``--token`` (warned: ``ps`` shows it)."""
-    import os
-
-    from prom_reward.integrations.settings_sources import read_text
+    from prom_reward.integrations.settings import read_text
 
     if args.token_file:
         token = read_text(args.token_file, "give the file that holds the token as plain text", "token_file").strip()
@@ -204,8 +200,7 @@ def _token(args: argparse.Namespace) -> str | None:
 
 
 def _add_reward_server_parser(sub: Any) -> None:
-    from prom_reward.integrations.settings import ENV_PREFIX, settings_fields
-    from prom_reward.integrations.settings_sources import flag_name
+    from prom_reward.integrations.settings import ENV_PREFIX, flag_name, settings_fields
 
     s = sub.add_parser(
         "reward-server",

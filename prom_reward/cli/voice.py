@@ -1,18 +1,31 @@
-"""How the command line speaks: every error as one line ``prom-reward: error: <what> ...; fix: <how>``, the
-settings an error names said as their flags (``user_terms``), argparse's own errors too (``CliParser``); and the
-one-file outputs (``-o``) of ``report`` and ``probe``, checked before anything runs and written whole."""
+"""What every subcommand shares: how the command line speaks (every error as one line ``prom-reward: error: <what>
+...; fix: <how>``, the settings an error names said as their flags, ``user_terms``, argparse's own errors too,
+``CliParser``), and the flags of the judge (one per ``JudgeSpec`` field), the store and the outage policy
+(``--outage-budget-s`` ...).
+
+Example:
+    >>> p = argparse.ArgumentParser(); add_judge_options(p)
+    >>> judge_spec(p.parse_args(["--server", "http://127.0.0.1:8000/v1"])).kwargs()["backend"]
+    'openai'
+"""
 
 from __future__ import annotations
 
 import argparse
-import os
+import dataclasses
 import re
 import sys
-from pathlib import Path
+import typing
+from collections.abc import Collection
 from typing import Any, NoReturn
 
-from prom_reward.core.judge_spec import RENAMED
-from prom_reward.errors import ConfigError
+from prom_reward.backends.factory import IN_PROCESS
+from prom_reward.core.judge_spec import RENAMED, JudgeSpec
+from prom_reward.declared import add_settings, declared, given_settings
+from prom_reward.errors import ConfigError, PromRewardError
+from prom_reward.format.judge_format import JUDGE_FORMATS, get_judge_format
+from prom_reward.integrations.settings import OUTAGE_PREFIX, flag_name
+from prom_reward.rewards.outage import OutagePolicy
 
 PROG = "prom-reward"
 FIX = "; fix: "
@@ -49,10 +62,7 @@ class CliParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
-        if self.prog.startswith(PROG):
-            command = self.prog.removeprefix(PROG).strip()
-        else:
-            command = self.prog.rsplit(".", 1)[-1]
+        command = self.prog.removeprefix(PROG).strip() if self.prog.startswith(PROG) else self.prog.rsplit(".", 1)[-1]
         print_error(with_fix(f"{command}: {message}" if command else message, self.prog))
         self.exit(2)
 
@@ -79,25 +89,84 @@ def print_error(message: str) -> None:
     print(f"{PROG}: error: " + " ".join(message.split()), file=sys.stderr)
 
 
-def output_file(given: str, suffixes: tuple[str, ...], what: str) -> Path:
-    """``-o given``: a file named ``*<suffixes[0]>`` (or another of ``suffixes``) in a folder that exists, else
-    ``ConfigError`` (``what``: what the command writes, said when the name is wrong)."""
-    out = Path(given)
-    if out.suffix.lower() not in suffixes:
-        raise ConfigError(f"-o {given}: {what}; fix: name a {suffixes[0]} file")
-    if not out.parent.is_dir():
-        raise ConfigError(f"-o {given}: folder {out.parent} does not exist; fix: create it or choose another -o")
-    if out.is_dir():
-        raise ConfigError(f"-o {given}: that is a folder; fix: name a {suffixes[0]} file")
-    return out
-
-
-def write_whole(out: Path, data: bytes) -> None:
-    """Write ``data`` to ``out`` through a temporary file beside it (a full disk leaves neither half-written)."""
-    tmp = out.with_name(out.name + ".tmp")
+# -- the flags of the judge, the store and the outage policy ---------------------------------
+def judge_format_name(value: str) -> str:
+    """``--format``'s value: a registered judge format's name, or a YAML format file's path, checked here."""
     try:
-        tmp.write_bytes(data)
-        os.replace(tmp, out)
-    except OSError:
-        tmp.unlink(missing_ok=True)
-        raise
+        fmt = get_judge_format(value)
+    except PromRewardError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return fmt.name if fmt.name in JUDGE_FORMATS else value  # a file is loaded again (once) where the judge is built
+
+
+def add_judge_options(g: argparse.ArgumentParser, *, truncate: bool = True) -> None:
+    """The flag of each ``JudgeSpec`` field (``max_tokens`` -> ``--max-tokens``), read back by ``judge_spec``;
+    ``truncate``: with ``--truncate`` (reward-server has the ``over_context`` setting instead)."""
+    for d in declared(JudgeSpec):
+        if d.name == "truncate" and not truncate:
+            continue
+        options: dict[str, Any] = {"help": d.rules.help.replace("%", "%%"), "default": d.default}
+        if d.name == "server":
+            options.update(action="append", default=None)
+        elif d.kind is bool:
+            options["action"] = "store_true"
+        elif d.kind == bool | None:
+            options["action"] = argparse.BooleanOptionalAction
+        else:
+            base = next(a for a in typing.get_args(d.kind) or (d.kind,) if a is not type(None))
+            choices = IN_PROCESS if d.name == "backend" else tuple(c for c in d.rules.choices if c is not None)
+            options.update(type=judge_format_name if d.name == "format" else base, choices=choices or None)
+        g.add_argument(flag_name(d.name), **options)
+
+
+def add_store_options(g: argparse.ArgumentParser) -> None:
+    """``--store`` and ``--store-timeout`` of every command that judges a file (the jobs, the probe)."""
+    g.add_argument(
+        "--store", help="SQLite judgment store: saves every judge result; a re-run recomputes nothing stored"
+    )
+    g.add_argument(
+        "--store-timeout",
+        type=float,
+        default=30.0,
+        help="seconds to wait for a --store that another process holds locked (default 30)",
+    )
+
+
+def open_store(args: argparse.Namespace) -> dict[str, Any]:
+    """``{"store": JudgmentStore}`` of ``--store``, opened (checked) before any input is read; ``{}`` without."""
+    if not args.store:
+        return {}
+    from prom_reward.backends.store import JudgmentStore
+
+    return {"store": JudgmentStore(args.store, timeout=args.store_timeout)}
+
+
+def judge_spec(args: argparse.Namespace, base: JudgeSpec | None = None, names: Collection[str] = ()) -> JudgeSpec:
+    """The ``JudgeSpec`` of the judge flags given (``names``: those read, default every one) and the store options,
+    over ``base`` (default: the declared defaults); a bad value names its flag."""
+    base = base or JudgeSpec()
+    values = {d.name: getattr(base, d.name) for d in declared(JudgeSpec)}
+    values.update((name, v) for name in names or list(values) if (v := getattr(args, name, None)) is not None)
+    values["server"] = tuple(values["server"])
+    if values["server"] and values["wire"] is None:
+        values["wire"] = "chat"
+    options = {**base.options, **(open_store(args) if hasattr(args, "store") else {})}
+    try:
+        return JudgeSpec(**values, api_key=base.api_key, options=options)
+    except ConfigError as e:
+        raise e.said_as(flag_name(e.setting)) from None
+
+
+def add_outage_options(g: argparse.ArgumentParser, default: OutagePolicy, fail_means: str) -> None:
+    """The flag of each ``OutagePolicy`` setting (``--outage-budget-s`` ...) over ``default``; ``fail_means``: what
+    ``--outage-on-exhausted fail`` does in this command."""
+    add_settings(g, type(default), prefix=OUTAGE_PREFIX, defaults=default, note=f"here fail {fail_means}")
+
+
+def outage_policy(args: argparse.Namespace, default: OutagePolicy) -> OutagePolicy:
+    """The ``OutagePolicy`` of the ``--outage-*`` flags given, over ``default``; a bad value names its flag."""
+    try:
+        return dataclasses.replace(default, **given_settings(args, type(default), prefix=OUTAGE_PREFIX))
+    except ConfigError as e:
+        name = e.setting if e.setting.startswith(OUTAGE_PREFIX) else OUTAGE_PREFIX + e.setting
+        raise e.said_as(flag_name(name)) from None

@@ -83,18 +83,10 @@ class FailurePolicy:
 class BatchedReward:
     """Micro-batch concurrent reward requests into calls of ``reward.ajudge_batch`` (a ``PrometheusReward``),
     ``max_concurrent`` at once where the judge takes concurrent calls; ``pairwise_group``: a batch waits for
-    ``group_size`` samples of a prompt, at most ``group_wait_s`` (a sample left alone fails)."""
+    ``group_size`` samples of a prompt, at most ``group_wait_s`` (a sample left alone fails). ``batching``: the
+    ``MicroBatcher``'s ``max_wait_s``, ``max_batch_size`` and ``group_wait_s``."""
 
-    def __init__(
-        self,
-        reward: Any,
-        *,
-        max_wait_s: float = 0.02,
-        max_batch_size: int = 256,
-        max_concurrent: int = 4,
-        group_size: int | None = None,
-        group_wait_s: float = 60.0,
-    ) -> None:
+    def __init__(self, reward: Any, *, max_concurrent: int = 4, group_size: int | None = None, **batching: Any) -> None:
         self.reward = reward
         mode = reward.config.mode
         self.group_size = group_size if mode == "pairwise_group" else None
@@ -114,12 +106,7 @@ class BatchedReward:
             caps = reward._judge.capabilities
         concurrent = max_concurrent if caps.thread_safe else 1
         self._batcher: MicroBatcher = MicroBatcher(
-            self._judge,
-            max_wait_s=max_wait_s,
-            max_batch_size=max_batch_size,
-            group_size=self.group_size,
-            group_wait_s=group_wait_s,
-            max_concurrent=concurrent,
+            self._judge, group_size=self.group_size, max_concurrent=concurrent, **batching
         )
 
     @property

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Hashable, Sequence
@@ -44,9 +45,7 @@ class BatcherStats:
     recent_batch_sizes: collections.deque = field(default_factory=lambda: collections.deque(maxlen=1000))
 
     def as_dict(self) -> dict[str, Any]:
-        d = {k: v for k, v in self.__dict__.items() if k != "recent_batch_sizes"}
-        d["recent_batch_sizes"] = list(self.recent_batch_sizes)
-        return d
+        return {**self.__dict__, "recent_batch_sizes": list(self.recent_batch_sizes)}
 
 
 @dataclass
@@ -154,11 +153,9 @@ class MicroBatcher(Generic[T, R]):
 
     async def _sleep(self, lane: _Lane, seconds: float | None) -> None:
         lane.wake.clear()
-        try:
+        with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(seconds):
                 await lane.wake.wait()
-        except TimeoutError:
-            pass
 
     async def _gather(self, lane: _Lane) -> list[_Request]:
         """A batch: the first ready request, then company until the window or cap; [] when nothing is queued."""

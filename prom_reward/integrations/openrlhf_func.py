@@ -21,8 +21,7 @@ from prom_reward.integrations.batched_reward import (
     SharedRewards,
 )
 from prom_reward.integrations.batching import DeadlineExceeded
-from prom_reward.integrations.settings import RewardSettings
-from prom_reward.integrations.settings_sources import where
+from prom_reward.integrations.settings import RewardSettings, where
 from prom_reward.rewards.config import RewardConfig
 from prom_reward.rewards.samples import RewardSample
 from prom_reward.rewards.startup import check_judge

@@ -1,5 +1,7 @@
 """The HTTP reward endpoint for OpenRLHF's remote reward model (``--reward.remote_url http://...``): requests'
-samples judged in batches, with ``/health`` and ``/stats``; replies, status codes and auth are in docs/openrlhf.md."""
+samples judged in batches, with ``/health`` (``ServerHealth``, the worst signal winning: ``failing``, a misconfigured
+judge; ``degraded``, the judge failing now or too many recent samples failed; ``ok``) and ``/stats``; replies, status
+codes and auth are in docs/openrlhf.md."""
 
 from __future__ import annotations
 
@@ -9,10 +11,14 @@ import hmac
 import json
 import logging
 import re
+import threading
 import time
+from collections import deque
+from collections.abc import Iterable
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -20,9 +26,9 @@ from starlette.routing import Route
 from prom_reward.errors import InputError, JudgeConfigError, JudgeUnavailableError, PromRewardError
 from prom_reward.integrations.batched_reward import SampleOutcome
 from prom_reward.integrations.batching import DeadlineExceeded
-from prom_reward.integrations.health import ServerHealth
 from prom_reward.integrations.openrlhf_func import make_samples, reward_dict
 from prom_reward.integrations.settings import RewardSettings
+from prom_reward.rewards.outage import JudgeHealth
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 SHUTDOWN_GRACE_S = 5
@@ -31,10 +37,14 @@ MAX_JSON_DEPTH = 32
 """Nesting levels a request body may have (OpenRLHF's bodies have 3, a rubric label 4)."""
 NAMES = ("'query'", "'prompts'", "'labels'")
 """The request's lists, as its errors name them."""
+FAILURE_WINDOW = 100
+"""The recent samples the failure share is taken over."""
+MIN_SAMPLES = 10
+"""Samples needed before the failure share can turn ``/health`` degraded."""
 logger = logging.getLogger(__name__)
 _TOKEN = re.compile(r"((?:^|[?&\s])token=)[^&\s]*", re.IGNORECASE)
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "SHUTDOWN_GRACE_S", "create_app", "redact", "serve_reward"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "SHUTDOWN_GRACE_S", "ServerHealth", "create_app", "redact", "serve_reward"]
 
 
 def redact(text: str) -> str:
@@ -53,6 +63,43 @@ class RedactTokens(logging.Filter):
         return True
 
 
+class ServerHealth:
+    """The judge's ``JudgeHealth``, a configuration failure, and the recent failure share."""
+
+    def __init__(self, judge: JudgeHealth, degraded_failure_share: float) -> None:
+        self.judge = judge
+        self.threshold = degraded_failure_share
+        self.config_error: str | None = None
+        self._recent: deque[bool] = deque(maxlen=FAILURE_WINDOW)
+        self._lock = threading.Lock()
+
+    def record(self, failed: Iterable[bool]) -> None:
+        """Record answered samples (True: it failed)."""
+        with self._lock:
+            self._recent.extend(bool(f) for f in failed)
+
+    def misconfigured(self, cause: str) -> None:
+        """``/health`` says failing with ``cause`` from now on."""
+        self.config_error = cause
+
+    def status(self) -> dict[str, Any]:
+        """``JudgeHealth.status()`` plus ``recent_failure_share``; status ``failing``, ``degraded`` or ``ok``."""
+        out = self.judge.status()
+        with self._lock:
+            n = len(self._recent)
+            share = sum(self._recent) / n if n >= MIN_SAMPLES else None
+        out["recent_failure_share"] = None if share is None else round(share, 3)
+        if self.config_error is not None:
+            out.update(status="failing", cause=self.config_error)
+        elif out["status"] == "ok" and share is not None and share > self.threshold:
+            out.update(
+                status="degraded",
+                cause=f"{share:.0%} of the last {len(self._recent)} samples failed (over degraded_failure_share "
+                f"{self.threshold:g}): see failure_reasons in the replies and the server log",
+            )
+        return out
+
+
 class _Reply(JSONResponse):
     """Starlette's JSON reply, with a lone surrogate a client sent (in a failure reason) escaped, not a 500."""
 
@@ -63,26 +110,20 @@ class _Reply(JSONResponse):
             return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode()
 
 
-class _HTTPError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
 async def _read_body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None:
         try:
             size = int(declared)
         except ValueError:
-            raise _HTTPError(400, f"bad Content-Length header {declared!r}") from None
+            raise HTTPException(400, f"bad Content-Length header {declared!r}") from None
         if size > limit:
-            raise _HTTPError(413, f"body of {size} bytes is over the limit of {limit} bytes")
+            raise HTTPException(413, f"body of {size} bytes is over the limit of {limit} bytes")
     chunks, total = [], 0
     async for chunk in request.stream():
         total += len(chunk)
         if total > limit:
-            raise _HTTPError(413, f"body is over the limit of {limit} bytes")
+            raise HTTPException(413, f"body is over the limit of {limit} bytes")
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -94,10 +135,8 @@ def _too_deep(data: Any, limit: int) -> bool:
         value, depth = stack.pop()
         if depth > limit:
             return True
-        if isinstance(value, dict):
-            stack.extend((v, depth + 1) for v in value.values())
-        elif isinstance(value, list):
-            stack.extend((v, depth + 1) for v in value)
+        if isinstance(value, (dict, list)):
+            stack.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
     return False
 
 
@@ -105,21 +144,19 @@ def _parse(body: bytes) -> Any:
     try:
         data = json.loads(body)
     except RecursionError:
-        raise _HTTPError(400, f"JSON nested too deeply (at most {MAX_JSON_DEPTH} levels)") from None
+        raise HTTPException(400, f"JSON nested too deeply (at most {MAX_JSON_DEPTH} levels)") from None
     except ValueError as e:
-        raise _HTTPError(400, f"malformed JSON: {e}") from None
+        raise HTTPException(400, f"malformed JSON: {e}") from None
     if _too_deep(data, MAX_JSON_DEPTH):
-        raise _HTTPError(400, f"JSON nested too deeply (at most {MAX_JSON_DEPTH} levels)")
+        raise HTTPException(400, f"JSON nested too deeply (at most {MAX_JSON_DEPTH} levels)")
     return data
 
 
 def _authorized(request: Request, token: str) -> bool:
-    want = token.encode()
-    given_query = request.query_params.get("token")
-    if given_query is not None and hmac.compare_digest(given_query.encode(), want):
+    query = request.query_params.get("token")
+    if query is not None and hmac.compare_digest(query.encode(), token.encode()):
         return True
-    given = request.headers.get("authorization", "")
-    return hmac.compare_digest(given.encode(), b"Bearer " + want)
+    return hmac.compare_digest(request.headers.get("authorization", "").encode(), f"Bearer {token}".encode())
 
 
 def create_app(
@@ -151,7 +188,7 @@ def create_app(
                 done, _ = await asyncio.wait({task}, timeout=max(min(poll_s, left), 0))
             except asyncio.CancelledError:  # the server is shutting down past its grace: drop the samples, answer
                 task.cancel()
-                raise _HTTPError(
+                raise HTTPException(
                     503, f"the reward server is shutting down; the request's {len(samples)} sample(s) were not judged"
                 ) from None
             if done:
@@ -180,17 +217,19 @@ def create_app(
     async def get_reward(request: Request) -> Response:
         try:
             if token is not None and not _authorized(request, token):
-                raise _HTTPError(
+                raise HTTPException(
                     401, "missing or wrong token (send '?token=<token>' in the URL or 'Authorization: Bearer <token>')"
                 )
             data = _parse(await _read_body(request, max_body_bytes))
             if not isinstance(data, dict):
-                raise _HTTPError(422, f"expected a JSON object with 'query' and 'prompts', got {type(data).__name__}")
+                raise HTTPException(
+                    422, f"expected a JSON object with 'query' and 'prompts', got {type(data).__name__}"
+                )
             try:
                 queries, prompts, labels = (data.get(key) for key in ("query", "prompts", "labels"))
                 samples, reasons, truncated = make_samples(queries, prompts, labels, cfg.strip, cfg.reward, NAMES, True)
             except InputError as e:
-                raise _HTTPError(422, str(e)) from None
+                raise HTTPException(422, str(e)) from None
             counters["requests"] += 1
             counters["samples"] += len(samples)
             counters["truncated_prompts"] += truncated
@@ -202,10 +241,10 @@ def create_app(
             counters["disconnected"] += 1
             logger.info("client disconnected before its request body arrived")
             return Response(status_code=499)
-        except _HTTPError as e:
+        except HTTPException as e:
             counters["rejected"] += 1
-            logger.warning("rejected a request with %d: %s", e.status, e)
-            return _Reply({"error": str(e)}, status_code=e.status)
+            logger.warning("rejected a request with %d: %s", e.status_code, e.detail)
+            return _Reply({"error": e.detail}, status_code=e.status_code)
         except JudgeConfigError as e:  # the configuration's fault, not a sample's: never a failure reward
             health.misconfigured(str(e))
             logger.error("the judge is misconfigured; answering 500 and /health failing: %s", e)

@@ -18,13 +18,13 @@ logger = get_logger(__name__)
 _REASON_SUFFIX = "_failure_reason"
 
 
+@dataclasses.dataclass
 class GroupLog:
     """What the rewards logged while one group was scored: metrics (last value per key) and failure reasons."""
 
-    def __init__(self) -> None:
-        self.metrics: dict[str, float | tuple[float, float]] = {}
-        """TRL's metric shape: a gauge, or a rate's (numerator, denominator)."""
-        self.reasons: list[tuple[str, int, str]] = []
+    metrics: dict[str, float | tuple[float, float]] = dataclasses.field(default_factory=dict)
+    """TRL's metric shape: a gauge, or a rate's (numerator, denominator)."""
+    reasons: list[tuple[str, int, str]] = dataclasses.field(default_factory=list)
 
     def log_metric(self, key: str, value: float) -> None:
         """TRL's ``log_metric(name, value)``."""

@@ -13,6 +13,7 @@ from verifiers.v1.dialects.chat import message_to_wire
 from verifiers.v1.judge import Judge, JudgeResponse, JudgeView, judge_question, judge_response
 from verifiers.v1.types import Messages, SystemMessage, UserMessage
 
+from prom_reward.declared import refuse_unknown
 from prom_reward.errors import ConfigError, PromRewardError
 from prom_reward.integrations.batched_reward import BatchedReward, SharedReward, SharedRewards
 from prom_reward.integrations.settings import framework_judge
@@ -70,14 +71,6 @@ class PrometheusVerifiersJudgeConfig(JudgeConfig):
         return self
 
 
-def _known(where: str, given: dict[str, Any], cls: type) -> None:
-    """``ConfigError`` naming the keys of ``given`` that are not fields of the dataclass ``cls``."""
-    valid = [f.name for f in dataclasses.fields(cls)]
-    unknown = sorted(str(k) for k in given if k not in valid)
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {unknown}; fix: use {cls.__name__}'s fields: {', '.join(valid)}")
-
-
 def build_reward(config: PrometheusVerifiersJudgeConfig) -> PrometheusReward:
     """The ``PrometheusReward`` the config describes (``reward``: ``RewardConfig`` fields, ``outage`` as a dict of
     ``OutagePolicy``'s); its judge is built on first use."""
@@ -87,10 +80,11 @@ def build_reward(config: PrometheusVerifiersJudgeConfig) -> PrometheusReward:
             "reward.failure_reward: a verifiers judge gives no number for a failed judgment, it raises (verifiers' "
             "own failure signal); fix: remove failure_reward"
         )
-    _known("reward", fields, RewardConfig)
+    refuse_unknown(fields, [f.name for f in dataclasses.fields(RewardConfig)], "RewardConfig field", "reward")
     try:
         if isinstance(fields.get("outage"), dict):
-            _known("reward.outage", fields["outage"], OutagePolicy)
+            valid = [f.name for f in dataclasses.fields(OutagePolicy)]
+            refuse_unknown(fields["outage"], valid, "OutagePolicy field", "outage")
             try:
                 fields["outage"] = OutagePolicy(**fields["outage"])
             except ConfigError as e:
@@ -202,10 +196,7 @@ class PrometheusVerifiersJudge(Judge[float, PrometheusVerifiersJudgeConfig]):
 def _sample(
     question: Any = None, response: Any = "", answer: Any = None, rubric: Any = None, **unknown: Any
 ) -> RewardSample:
-    if unknown:
-        raise PromRewardError(
-            f"prom-reward judge fields: expected question, response, answer, rubric; got {', '.join(sorted(unknown))}"
-        )
+    refuse_unknown(unknown, ("question", "response", "answer", "rubric"), "prom-reward judge field")
     if answer is not None and not (isinstance(answer, float) and not math.isfinite(answer)):
         answer = str(answer)  # a number is its text; NaN (a dataset's missing value) fails the sample, never "nan"
     return RewardSample(prompt=question, response=response, reference_answer=answer, rubric=rubric)

@@ -42,10 +42,6 @@ def reset() -> None:
         stats.update(items=0, failures=0)
 
 
-def _failure(settings: RewardSettings) -> float:
-    return settings.failure_reward.value_for(settings.reward)
-
-
 def _listed(value: Any) -> Any:
     """``value`` with a numpy array or scalar (what verl's parquet rows hold) as its Python list or number."""
     return value.tolist() if hasattr(value, "tolist") else value
@@ -76,7 +72,7 @@ def _sample(st: SharedReward, solution_str: Any, ground_truth: Any, extra_info: 
 
 
 def _fields(st: SharedReward, res: SampleOutcome) -> dict[str, Any]:
-    failure = _failure(st.settings)
+    failure = st.settings.failure_reward.value_for(st.settings.reward)
     with _lock:
         stats["items"] += 1
         stats["failures"] += int(res.failed)
@@ -119,7 +115,8 @@ def _prepare(
             s = RewardSettings.load({k: v for k, v in kwargs.items() if k not in _VERL_KWARGS})
             reward = s.build_reward(reward_router_address, reward_model_tokenizer)
             check_judge(reward.judge_server(), reward=reward, canary=False)
-        logger.info("prom-reward verl judge ready in pid %d: %r, failure reward %s", os.getpid(), reward, _failure(s))
+        failure = s.failure_reward.value_for(s.reward)
+        logger.info("prom-reward verl judge ready in pid %d: %r, failure reward %s", os.getpid(), reward, failure)
         return SharedReward(s.batched(reward), s, owned=not _configured)
 
     key = "configured" if _configured else (reward_router_address, repr(sorted(kwargs.items(), key=str)))

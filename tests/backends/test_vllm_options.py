@@ -134,7 +134,7 @@ def test_sampling_keywords_cover_every_request():
 def test_the_cli_sets_the_in_process_share():
     import argparse
 
-    from prom_reward.cli.judge_options import add_judge_options, judge_spec
+    from prom_reward.cli.voice import add_judge_options, judge_spec
 
     p = argparse.ArgumentParser()
     add_judge_options(p)

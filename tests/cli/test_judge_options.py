@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from prom_reward.backends.store import JudgmentStore
-from prom_reward.cli.judge_options import judge_spec, open_store
 from prom_reward.cli.main import build_parser, main
 from prom_reward.cli.servers import reward_server_judge, reward_server_settings
+from prom_reward.cli.voice import judge_spec, open_store
 from prom_reward.errors import ConfigError
 from tests.reward_faults import Case
 

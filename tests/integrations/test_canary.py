@@ -1,5 +1,5 @@
 """The configuration canary of the reward server (``rewards.startup``) and its ``/health``
-(``integrations.health``), through the real command and the real app on 127.0.0.1.
+(``integrations.openrlhf_server.ServerHealth``), through the real command and the real app on 127.0.0.1.
 
 A judge that answers but not as configured (404 on the API route: the URL lacks ``/v1``; 401; a model it does
 not serve) and a failure reward above the scale stop ``prom-reward reward-server`` before it serves, exit 2 and
@@ -13,8 +13,7 @@ import httpx
 import pytest
 
 from prom_reward.cli.main import main
-from prom_reward.integrations.health import MIN_SAMPLES, ServerHealth
-from prom_reward.integrations.openrlhf_server import create_app
+from prom_reward.integrations.openrlhf_server import MIN_SAMPLES, ServerHealth, create_app
 from prom_reward.integrations.settings import RewardSettings
 from prom_reward.rewards.outage import JudgeHealth
 from prom_reward.rewards.reward import PrometheusReward

@@ -7,8 +7,8 @@ import pytest
 
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.integrations.batched_reward import FailurePolicy
-from prom_reward.integrations.health import ServerHealth
 from prom_reward.integrations.openrlhf_func import label_fields, reference_text, split_query
+from prom_reward.integrations.openrlhf_server import ServerHealth
 from prom_reward.rewards.config import RewardConfig
 from prom_reward.rewards.outage import JudgeHealth
 

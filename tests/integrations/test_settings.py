@@ -19,8 +19,7 @@ from prom_reward.backends.base import JudgeServer
 from prom_reward.cli.main import build_parser, main
 from prom_reward.errors import ConfigError
 from prom_reward.integrations.openrlhf_server import RedactTokens, log_config, redact
-from prom_reward.integrations.settings import RewardSettings, setting_names, settings_fields, settings_table
-from prom_reward.integrations.settings_sources import flag_name
+from prom_reward.integrations.settings import RewardSettings, flag_name, setting_names, settings_fields, settings_table
 from prom_reward.rewards.config import RewardConfig
 from prom_reward.rewards.online_dpo import OnlineDPOJudgeReward
 from prom_reward.rewards.outage import OutagePolicy

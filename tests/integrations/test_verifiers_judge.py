@@ -180,8 +180,14 @@ def test_per_row_rubrics_reach_the_judge_and_concurrent_rollouts_share_a_batch()
         ({"sampling": {"temperature": 0.3}}, "the judge samples it"),
         ({"judge": {}}, "no judge: set server"),
         # unknown keys: a ConfigError naming them and the valid fields (was a TypeError out of RewardConfig)
-        ({"reward": {"rubrik": "honesty"}}, r"reward: unknown key\(s\) \['rubrik'\]; fix: use RewardConfig's fields"),
-        ({"reward": {"outage": {"budget": 5}}}, r"reward.outage: unknown key\(s\) \['budget'\]; fix: use OutagePolicy"),
+        (
+            {"reward": {"rubrik": "honesty"}},
+            r"reward: unknown RewardConfig field\(s\) \['rubrik'\] \(closest: rubrik -> rubric\); fix: give Re",
+        ),
+        (
+            {"reward": {"outage": {"budget": 5}}},
+            r"reward.outage: unknown OutagePolicy field\(s\) \['budget'\].*valid: .*budget_s",
+        ),
         ({"reward": {"outage": {"budget_s": math.nan}}}, "budget_s: expected seconds >= 0, got nan"),
         ({"reward": {"reference_answer": 4}}, "reference_answer: expected a string or None, got 4"),
     ],
@@ -226,7 +232,8 @@ def test_build_messages_and_parse_are_the_formats_own():
     assert judge.parse(vf.JudgeResponse(text="Fine. [RESULT] 2")) == 2.0
     with pytest.raises(PromRewardError, match="no verdict"):
         judge.parse(vf.JudgeResponse(text="Fine."))
-    with pytest.raises(PromRewardError, match="expected question, response, answer, rubric; got answr"):
+    refusal = r"judge field\(s\) \['answr'\] \(closest: answr -> answer\).*valid: question, response, answer, rubric"
+    with pytest.raises(PromRewardError, match=refusal):
         judge.build_messages(question="Q?", response="R.", answr="A.")
 
 
