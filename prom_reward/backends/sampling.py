@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from prom_reward.declared import check, setting
+from prom_reward.declared import check, refuse_unknown, setting
 from prom_reward.errors import ConfigError
 
 
@@ -51,10 +51,7 @@ class SamplingConfig:
             return overrides
         if not isinstance(overrides, Mapping):
             raise ConfigError(f"sampling options: expected a dict or SamplingConfig, got {type(overrides).__name__}")
-        valid = {f.name for f in dataclasses.fields(self)}
-        unknown = sorted(set(overrides) - valid)
-        if unknown:
-            raise ConfigError(f"unknown sampling option(s) {unknown}; valid options: {', '.join(sorted(valid))}")
+        refuse_unknown(overrides, sorted(f.name for f in dataclasses.fields(self)), "sampling option")
         return dataclasses.replace(self, **dict(overrides))
 
     def to_dict(self) -> dict[str, Any]:

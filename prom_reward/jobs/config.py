@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from prom_reward.declared import check, setting
+from prom_reward.declared import check, refuse_unknown, setting
 from prom_reward.errors import ConfigError
 from prom_reward.rewards.outage import OutagePolicy
 
@@ -40,10 +40,7 @@ class JobConfig:
 
     def __post_init__(self) -> None:
         if isinstance(self.outage, dict):
-            valid = [f.name for f in dataclasses.fields(OutagePolicy)]
-            unknown = sorted(set(self.outage) - set(valid))
-            if unknown:
-                raise ConfigError(f"unknown field(s) {unknown}; valid fields: {', '.join(valid)}", "outage")
+            refuse_unknown(self.outage, [f.name for f in dataclasses.fields(OutagePolicy)], "field", "outage")
             object.__setattr__(self, "outage", dataclasses.replace(JOB_OUTAGE, **self.outage))
         check(self)
         if self.resume and self.overwrite:

@@ -45,7 +45,7 @@ def test_invalid_values_name_the_field(bad):
 
 
 def test_unknown_key_lists_valid_options():
-    with pytest.raises(ConfigError, match="max_new_tokens.*valid options.*max_tokens"):
+    with pytest.raises(ConfigError, match="max_new_tokens.*closest: max_new_tokens -> max_tokens.*valid: .*max_tokens"):
         SamplingConfig().merged({"max_new_tokens": 3})
 
 

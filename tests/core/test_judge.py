@@ -50,7 +50,7 @@ def test_sampling_defaults_and_key_by_key_merge():
 
 
 def test_unknown_sampling_option_is_rejected_with_valid_names():
-    with pytest.raises(ConfigError, match="temprature.*valid options"):
+    with pytest.raises(ConfigError, match="temprature.*closest: temprature -> temperature.*valid: "):
         PrometheusJudge(backend=ScriptedBackend(outputs=[]), sampling={"temprature": 0.5})
 
 
