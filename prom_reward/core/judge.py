@@ -252,10 +252,7 @@ class PrometheusJudge(Judge):
         cfg = self.sampling.merged(options.get("sampling"))
 
         def render(it: PairItem) -> GenerationRequest:
-            p = self.format.relative_prompt(
-                it.instruction, it.response_a, it.response_b, it.rubric, it.reference_answer
-            )
-            return GenerationRequest(p.system, p.user, cfg, judge_format=self.format.name)
+            return relative_request(it, cfg, self.format)
 
         batch, n = self._neutralize(pairs), len(pairs)
         if swap:  # the swapped orders follow the originals in the same batch
