@@ -31,6 +31,19 @@ from prom_reward.rewards.startup import CanaryGate, canary_rubric, judge_canary
 _NO_VERDICT = "the judge gave no parseable verdict after its retries"
 
 
+def log_to_trl(name: str, kwargs: dict[str, Any], metrics: dict[str, float], extra: dict[str, list]) -> None:
+    """Log through TRL's callbacks where ``kwargs`` holds them: each metric as ``name/key`` (NaN left out: e.g. no
+    swap agreement to report) by ``log_metric``, each non-empty list of ``extra`` as ``name_key`` by ``log_extra``."""
+    log_metric: Callable[[str, float], None] | None = kwargs.get("log_metric")
+    log_extra: Callable[[str, list], None] | None = kwargs.get("log_extra")
+    for key, value in metrics.items():
+        if log_metric is not None and value == value:
+            log_metric(f"{name}/{key}", float(value))
+    for key, values in extra.items():
+        if log_extra is not None and values:  # the feedback always; which judge decided and why none did, where any
+            log_extra(f"{name}_{key}", values)
+
+
 class PrometheusReward(JudgeHolder):
     """Judge-based reward for TRL (sync): ``judge`` a ``PrometheusJudge`` or a dict of its options (built lazily,
     picklable); ``config`` a ``RewardConfig``, or its fields as keywords."""
@@ -192,8 +205,6 @@ class PrometheusReward(JudgeHolder):
     ) -> list[float | None]:
         """Rewards for a batch, None where a completion could not be judged (counted); logs through TRL's callbacks
         when given. A judge down past the outage budget raises ``JudgeUnavailableError`` by default."""
-        log_metric: Callable[[str, float], None] | None = kwargs.get("log_metric")
-        log_extra: Callable[[str, list], None] | None = kwargs.get("log_extra")
         cfg = self.config
         if not len(prompts) and not len(completions):  # an empty batch; lengths that disagree are an InputError
             return []
@@ -209,17 +220,9 @@ class PrometheusReward(JudgeHolder):
             },
         )
         out = await self.ajudge_batch(samples)
-        name = cfg.name
-        if log_metric is not None:
-            for key, value in out.metrics.items():
-                if value == value:  # skip NaN (e.g. no swap agreement to report)
-                    log_metric(f"{name}/{key}", float(value))
-        if log_extra is not None and cfg.log_feedback:
-            for key, texts in (("feedback", out.feedback), ("judge", out.judges), ("failure_reason", out.reasons)):
-                if texts:  # the feedback always; which judge decided and why none did, where any
-                    log_extra(f"{name}_{key}", [t or "" for t in texts])
-            if out.neutralized:
-                log_extra(f"{name}_markers_neutralized", out.neutralized)
+        texts = {"feedback": out.feedback, "judge": out.judges, "failure_reason": out.reasons}
+        extra = {k: [t or "" for t in v] for k, v in texts.items()} | {"markers_neutralized": out.neutralized}
+        log_to_trl(cfg.name, kwargs, out.metrics, extra if cfg.log_feedback else {})
         return out.rewards
 
     compute = sync_method(acompute)
