@@ -94,11 +94,15 @@ class PrometheusReward(JudgeHolder):
                         index=i,
                         field=cfg.baseline_column,
                     )
+                count = 0
                 for name, value in fields.items():
                     if value is not None and not isinstance(value, str):
                         raise InputError(f"{name}: expected a string, got {type(value).__name__}", index=i, field=name)
                     if value is not None:
                         check_text(value, i, name)
+                        if guard:  # template markers and special tokens neutralised
+                            fields[name], k = neutralize(value, special, markers)
+                            count += k
                 rubric = self._resolver(s.rubric, index=i, field=cfg.rubric_column)
                 checklist = None if s.checklist is None else parse_checklist(s.checklist)
             except InputError as e:
@@ -106,12 +110,6 @@ class PrometheusReward(JudgeHolder):
                 reasons.append(input_failure(e).reason)
                 marks.append(0)
                 continue
-            count = 0
-            if guard:
-                for name, value in fields.items():
-                    if value is not None:
-                        fields[name], k = neutralize(value, special, markers)
-                        count += k
             resolved.append(dataclasses.replace(s, rubric=rubric, checklist=checklist, **fields))
             reasons.append(None)
             marks.append(count)
@@ -147,15 +145,12 @@ class PrometheusReward(JudgeHolder):
             )
         resolved, reasons, marks = self.resolve(samples)
         ok = [i for i in range(n) if resolved[i] is not None]
-        if self.config.mode == "pairwise_group":
-            groups: dict[Hashable, list[int]] = {}
-            for i in ok:
-                groups.setdefault(resolved[i].group, []).append(i)  # type: ignore[union-attr]
-            units = list(groups.values())
-        else:
-            units = [[i] for i in ok]
+        grouped = self.config.mode == "pairwise_group"  # a prompt's completions are judged (and retried) together
+        units: dict[Hashable, list[int]] = {}
+        for i in ok:
+            units.setdefault(resolved[i].group if grouped else i, []).append(i)  # type: ignore[union-attr]
         iso: Answered[ModeOutput] = await ajudge_until_answered(
-            units,
+            list(units.values()),
             batch_runner(self.judge, self.config, resolved, sampling),
             ModeOutput.item_errors,
             self.config.outage,
