@@ -81,17 +81,17 @@ class OutagePolicy:
         return float(min(self.call_timeout_s if self.call_timeout_s is not None else left / 2, left))
 
 
+@dataclass(eq=False)
 class JudgeHealth:
     """Whether the judge is answering, from what every call saw (thread-safe): ``failed(cause)`` starts or
     continues a failure streak, ``succeeded()`` ends it, ``status()`` says ``ok``/``degraded`` with the cause."""
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.failing_since: float | None = None  # monotonic start of the current failure streak
-        self.last_error: str | None = None
-        self.failures = 0  # failed judge calls (attempts)
-        self.exhausted = 0  # reward calls whose outage budget ran out
-        self.recent: deque[str] = deque(maxlen=5)
+    failing_since: float | None = None  # monotonic start of the current failure streak
+    last_error: str | None = None
+    failures: int = 0  # failed judge calls (attempts)
+    exhausted: int = 0  # reward calls whose outage budget ran out
+    recent: deque[str] = field(default_factory=lambda: deque(maxlen=5))
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __getstate__(self) -> dict[str, Any]:
         return {}
