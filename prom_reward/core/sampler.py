@@ -202,23 +202,21 @@ class SampleRunner:
                 continue
             c = res.completions[0]
             label_probs, mass = first_verdict_distribution(c.logprobs, labels)
-            extra = c.completion_tokens
+            tokens = s.completion_tokens + c.completion_tokens
             if label_probs is None:
-                out.append(dataclasses.replace(s, completion_tokens=s.completion_tokens + extra))
+                out.append(dataclasses.replace(s, completion_tokens=tokens))
                 continue
-            probs = _by_verdict(label_probs, labels, mode)
             label = max(label_probs, key=lambda k: label_probs[k])
             verdict: int | str = int(label) if mode == "absolute" else ("A", "B")[labels.index(label)]
-            feedback = self._forced_feedback(text, label, mode)
             out.append(
                 dataclasses.replace(
                     s,
                     verdict=verdict,
-                    feedback=feedback,
-                    probabilities=probs,
+                    feedback=self._forced_feedback(text, label, mode),
+                    probabilities=_by_verdict(label_probs, labels, mode),
                     verdict_mass=mass,
                     forced=True,
-                    completion_tokens=s.completion_tokens + extra,
+                    completion_tokens=tokens,
                     reason=None,
                 )
             )

@@ -113,8 +113,7 @@ def _rubric_key(rubric: Any) -> Hashable:
 
 def _refs(items: Sequence[RewardSample]) -> list[str | None] | None:
     """The items' reference answers (None when no item has one)."""
-    refs = [it.reference_answer for it in items]
-    return refs if any(r is not None for r in refs) else None
+    return _listed([it.reference_answer for it in items]) or None
 
 
 @dataclass(frozen=True)
