@@ -25,7 +25,7 @@ from prom_reward.rewards.holder import JudgeHolder
 from prom_reward.rewards.length import control_length
 from prom_reward.rewards.modes import ModeOutput, assemble
 from prom_reward.rewards.outage import Answered, JudgeHealth, ajudge_until_answered
-from prom_reward.rewards.samples import RewardSample, response_text, samples_from_columns
+from prom_reward.rewards.samples import SAMPLE_COLUMNS, RewardSample, response_text, samples_from_columns
 from prom_reward.rewards.startup import CanaryGate, canary_rubric, judge_canary
 
 _NO_VERDICT = "the judge gave no parseable verdict after its retries"
@@ -203,17 +203,8 @@ class PrometheusReward(JudgeHolder):
         cfg = self.config
         if not len(prompts) and not len(completions):  # an empty batch; lengths that disagree are an InputError
             return []
-        samples = samples_from_columns(
-            prompts,
-            completions,
-            {
-                "reference_answer": kwargs.get(cfg.reference_column),
-                "rubric": kwargs.get(cfg.rubric_column),
-                "instruction": kwargs.get(cfg.instruction_column),
-                "baseline": kwargs.get(cfg.baseline_column),
-                "checklist": kwargs.get(cfg.checklist_column),
-            },
-        )
+        columns = {name: kwargs.get(getattr(cfg, setting)) for name, setting in SAMPLE_COLUMNS.items()}
+        samples = samples_from_columns(prompts, completions, columns)
         out = await self.ajudge_batch(samples)
         texts = {"feedback": out.feedback, "judge": out.judges, "failure_reason": out.reasons}
         extra = {k: [t or "" for t in v] for k, v in texts.items()} | {"markers_neutralized": out.neutralized}
