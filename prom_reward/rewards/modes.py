@@ -238,19 +238,12 @@ async def group_rewards(call: ModeCall, items: Sequence[RewardSample]) -> ModeOu
     asked = [(members[g][0][a], members[g][0][b].response) for g, a, b in pairs]
     verdicts = await call.compare(asked)
     outcome: dict[Hashable, dict[tuple[int, int], float]] = {g: {} for g in groups}
-    deciders: dict[tuple[Hashable, int], set[str]] = {}
-    failures: dict[tuple[Hashable, int], JudgeFailure] = {}
-    first_feedback: dict[tuple[Hashable, int], str] = {}  # per member, the first of its pairs' feedback
+    judged: dict[tuple[Hashable, int], list[Verdict]] = {}  # per (group, distinct member): its pairs' verdicts
     for (g, a, b), v in zip(pairs, verdicts, strict=True):
         if v.winner is not None or v.tie:
             outcome[g][(a, b)] = 1.0 if v.winner == "A" else 0.0 if v.winner == "B" else 0.5
         for k in (a, b):
-            if v.decided_by:
-                deciders.setdefault((g, k), set()).add(v.decided_by)
-            if v.error is not None:
-                failures.setdefault((g, k), v.error)
-            if v.feedback:
-                first_feedback.setdefault((g, k), v.feedback)
+            judged.setdefault((g, k), []).append(v)
     rewards: list[float | None] = [None] * len(items)
     feedback: list[str | None] = [None] * len(items)
     judges: list[str | None] = [None] * len(items)
@@ -262,11 +255,13 @@ async def group_rewards(call: ModeCall, items: Sequence[RewardSample]) -> ModeOu
         scores = [None] if alone else _group_scores(len(uniq), outcome[g], cfg)
         degenerate += len(uniq) == 1 and not alone
         for pos, i in enumerate(idx):
+            vs = judged.get((g, where[pos]), [])
+            who = {v.decided_by for v in vs if v.decided_by}
             rewards[i] = scores[where[pos]]
-            feedback[i] = first_feedback.get((g, where[pos]))
-            who = deciders.get((g, where[pos]))
+            feedback[i] = next((v.feedback for v in vs if v.feedback), None)  # the first of its pairs'
             judges[i] = None if not who else who.pop() if len(who) == 1 else "mixed"
-            errors[i] = failures.get((g, where[pos]), _ALONE if alone else None) if rewards[i] is None else None
+            failure = next((v.error for v in vs if v.error is not None), _ALONE if alone else None)
+            errors[i] = failure if rewards[i] is None else None
     metrics = {
         **_verdict_metrics(verdicts, rewards),
         "judged_pairs": float(len(verdicts)),
