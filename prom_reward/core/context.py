@@ -43,17 +43,11 @@ async def fit_to_context(
     truncated = [False] * len(requests)
     errors: list[InputError | None] = [None] * len(requests)
     check = [i for i in range(len(requests)) if not (known and known[i])]
-    if not check:
-        return requests, truncated, errors
-    limit = await backend.acontext_length(deadline)
-    if limit is None:
-        return requests, truncated, errors
-    if backend.capabilities.tokens_at_most_bytes:
-        check = [i for i in check if not surely_fits(requests[i], limit)]
-        if not check:
-            return requests, truncated, errors
-    counted = await backend.acount_tokens([requests[i] for i in check], deadline)
-    if counted is None:
+    limit = await backend.acontext_length(deadline) if check else None
+    at_most_bytes = backend.capabilities.tokens_at_most_bytes
+    check = [i for i in check if limit is not None and not (at_most_bytes and surely_fits(requests[i], limit))]
+    counted = await backend.acount_tokens([requests[i] for i in check], deadline) if check else None
+    if limit is None or counted is None:
         return requests, truncated, errors
     requests = list(requests)
     for i, count in zip(check, counted, strict=True):

@@ -4,6 +4,7 @@ naming the field and the fix), and the list forms' builders ``absolute_items`` /
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar, cast, final
@@ -136,13 +137,9 @@ def _fault(failed: Failed, error: InputError) -> None:
 
 def check_rubrics(items: Sequence[Item], judge_format: JudgeFormat, task: Task, failed: dict[int, InputError]) -> None:
     """Record in ``failed`` each item (not failed yet) whose rubric does not fit ``judge_format`` for ``task``."""
-    problems: dict[Rubric, str | None] = {}
+    problem_of = functools.cache(lambda rubric: judge_format.rubric_problem(rubric, task))  # once per rubric
     for i, it in enumerate(items):
-        if i in failed:
-            continue
-        if it.rubric not in problems:
-            problems[it.rubric] = judge_format.rubric_problem(it.rubric, task)
-        problem = problems[it.rubric]
+        problem = None if i in failed else problem_of(it.rubric)
         if problem is not None:
             failed[i] = InputError(f"item {i}: rubric: {problem}", index=i, field="rubric")
 

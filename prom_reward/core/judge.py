@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
@@ -49,21 +49,21 @@ def asks_expected(judge: Judge, sampling: SamplingOverrides = None) -> bool:
 
 
 def absolute_request(
-    item: GradeItem, sampling: SamplingConfig, judge_format: str | JudgeFormat = DEFAULT_FORMAT
+    item: GradeItem, sampling: SamplingConfig, judge_format: str | JudgeFormat = DEFAULT_FORMAT, attempt: int = 0
 ) -> GenerationRequest:
     """The judge's request for one absolute item: the format's system and user messages."""
     fmt = get_judge_format(judge_format)
     prompt = fmt.absolute_prompt(item.instruction, item.response, item.rubric, item.reference_answer)
-    return GenerationRequest(system=prompt.system, user=prompt.user, sampling=sampling, judge_format=fmt.name)
+    return GenerationRequest(prompt.system, prompt.user, sampling, attempt=attempt, judge_format=fmt.name)
 
 
 def relative_request(
-    item: PairItem, sampling: SamplingConfig, judge_format: str | JudgeFormat = DEFAULT_FORMAT
+    item: PairItem, sampling: SamplingConfig, judge_format: str | JudgeFormat = DEFAULT_FORMAT, attempt: int = 0
 ) -> GenerationRequest:
     """The judge's request for one pairwise item: the format's system and user messages."""
     fmt = get_judge_format(judge_format)
     prompt = fmt.relative_prompt(item.instruction, item.response_a, item.response_b, item.rubric, item.reference_answer)
-    return GenerationRequest(system=prompt.system, user=prompt.user, sampling=sampling, judge_format=fmt.name)
+    return GenerationRequest(prompt.system, prompt.user, sampling, attempt=attempt, judge_format=fmt.name)
 
 
 def force_policy(
@@ -183,15 +183,17 @@ class PrometheusJudge(Judge):
         return [map_responses(it, neutral) for it in items]
 
     async def _run(
-        self,
-        mode: Task,
-        items: list[Item],
-        render: Callable[[Item], GenerationRequest],
-        failed: dict[int, InputError],
-        options: CallOptions,
+        self, mode: Task, items: list[Item], failed: dict[int, InputError], options: CallOptions
     ) -> tuple[list[ItemRun], list[bool]]:
-        """One run per item, in order: the items not in ``failed`` fitted to the context (not those a judgment
-        store answers), sampled, read by the ``readers``, counted."""
+        """One run per item, in order: the items not in ``failed`` rendered in the judge's format, fitted to the
+        context (not those a judgment store answers), sampled, read by the ``readers``, counted."""
+        cfg, attempt = self.sampling.merged(options.get("sampling")), options.get("attempt", 0)
+
+        def render(it: Item) -> GenerationRequest:
+            if isinstance(it, GradeItem):
+                return absolute_request(it, cfg, self.format, attempt)
+            return relative_request(it, cfg, self.format, attempt)
+
         k = options.get("num_samples") or self.capabilities.num_samples
         truncate, deadline = options.get("truncate_response"), options.get("deadline")
         truncate = self.truncate_response if truncate is None else truncate
@@ -234,14 +236,7 @@ class PrometheusJudge(Judge):
         batch, failed = self._checked(items, GradeItem, "absolute")
         if not batch:
             return []
-        cfg = self.sampling.merged(options.get("sampling"))
-        attempt = options.get("attempt", 0)
-
-        def render(it: GradeItem) -> GenerationRequest:
-            p = self.format.absolute_prompt(it.instruction, it.response, it.rubric, it.reference_answer)
-            return GenerationRequest(p.system, p.user, cfg, attempt=attempt, judge_format=self.format.name)
-
-        runs, truncated = await self._run("absolute", self._neutralize(batch), render, failed, options)
+        runs, truncated = await self._run("absolute", self._neutralize(batch), failed, options)
         return [grade_from_run(r, truncated=t) for r, t in zip(runs, truncated, strict=True)]
 
     async def acompare_items(
@@ -251,19 +246,11 @@ class PrometheusJudge(Judge):
         pairs, failed = self._checked(items, PairItem, "relative")
         if not pairs:
             return []
-        cfg = self.sampling.merged(options.get("sampling"))
-
-        def render(it: PairItem) -> GenerationRequest:
-            p = self.format.relative_prompt(
-                it.instruction, it.response_a, it.response_b, it.rubric, it.reference_answer
-            )
-            return GenerationRequest(p.system, p.user, cfg, judge_format=self.format.name)
-
         batch, n = self._neutralize(pairs), len(pairs)
         if swap:  # the swapped orders follow the originals in the same batch
             batch += [dataclasses.replace(it, response_a=it.response_b, response_b=it.response_a) for it in batch[:n]]
             failed = {**failed, **{n + i: e for i, e in failed.items()}}
-        runs, truncated = await self._run("relative", batch, render, failed, options)
+        runs, truncated = await self._run("relative", batch, failed, options)
         swapped = runs[n:] if swap else [None] * n  # truncated[i::n]: the item's orders
         return [verdict_from_runs(runs[i], swapped[i], truncated=any(truncated[i::n])) for i in range(n)]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Literal, Protocol, get_args
 
 from prom_reward.backends.base import Backend, Completion, GenerationRequest, GenerationResult
@@ -144,23 +144,20 @@ def failure_of(result: GenerationResult) -> JudgeFailure | None:
     return JudgeFailure("transport", result.error)
 
 
+@dataclass
 class SampleRunner:
     """Runs the loop above against one backend."""
 
-    def __init__(
-        self,
-        backend: Backend,
-        *,
-        max_retries: int = 2,
-        force_verdict: ForcePolicy = DEFAULT_FORCE_POLICY,
-        truncation: str = "tail",
-        judge_format: str | JudgeFormat = DEFAULT_FORMAT,
-    ) -> None:
-        self.backend = backend
-        self.format = get_judge_format(judge_format)
-        self.max_retries = max_retries
-        self.force_verdict = check_force_policy(force_verdict)
-        self.truncation = truncation
+    backend: Backend
+    _: KW_ONLY
+    max_retries: int = 2
+    force_verdict: ForcePolicy = DEFAULT_FORCE_POLICY
+    truncation: str = "tail"
+    judge_format: str | JudgeFormat = DEFAULT_FORMAT
+
+    def __post_init__(self) -> None:
+        self.format = get_judge_format(self.judge_format)
+        self.force_verdict = check_force_policy(self.force_verdict)
 
     def _parse(self, c: Completion, mode: Task) -> JudgeSample:
         parsed = self.format.parse(c.text, mode)
@@ -207,23 +204,21 @@ class SampleRunner:
                 continue
             c = res.completions[0]
             label_probs, mass = first_verdict_distribution(c.logprobs, labels)
-            extra = c.completion_tokens
+            tokens = s.completion_tokens + c.completion_tokens
             if label_probs is None:
-                out.append(dataclasses.replace(s, completion_tokens=s.completion_tokens + extra))
+                out.append(dataclasses.replace(s, completion_tokens=tokens))
                 continue
-            probs = _by_verdict(label_probs, labels, mode)
             label = max(label_probs, key=lambda k: label_probs[k])
             verdict: int | str = int(label) if mode == "absolute" else ("A", "B")[labels.index(label)]
-            feedback = self._forced_feedback(text, label, mode)
             out.append(
                 dataclasses.replace(
                     s,
                     verdict=verdict,
-                    feedback=feedback,
-                    probabilities=probs,
+                    feedback=self._forced_feedback(text, label, mode),
+                    probabilities=_by_verdict(label_probs, labels, mode),
                     verdict_mass=mass,
                     forced=True,
-                    completion_tokens=s.completion_tokens + extra,
+                    completion_tokens=tokens,
                     reason=None,
                 )
             )

@@ -3,6 +3,7 @@ decode to the same verdict, ``"4"`` and ``" 4"``, are summed)."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 
@@ -35,28 +36,19 @@ def distribution_at(position: TokenLogprobs, labels: Sequence[str]) -> tuple[dic
 def token_index_at_char(logprobs: Sequence[TokenLogprobs], text: str, char_index: int) -> int | None:
     """Index of the generated token covering ``text[char_index]``, or None."""
     pieces = [p.token for p in logprobs]
-    if "".join(pieces) == text:
-        offset = 0
-        for i, piece in enumerate(pieces):
-            if offset <= char_index < offset + len(piece):
-                return i
-            offset += len(piece)
-        return None
-    want = text[char_index] if 0 <= char_index < len(text) else None
-    for i in range(len(pieces) - 1, -1, -1):
-        if want is not None and normalize_token(pieces[i]) == want:
-            return i
-    return None
+    if "".join(pieces) == text:  # the tokens spell the text: the one whose characters hold ``char_index``
+        ends = list(itertools.accumulate(map(len, pieces)))
+        return next((i for i, end in enumerate(ends) if end - len(pieces[i]) <= char_index < end), None)
+    want = text[char_index] if 0 <= char_index < len(text) else None  # else the last token that is that character
+    return next((i for i in reversed(range(len(pieces))) if normalize_token(pieces[i]) == want), None)
 
 
 def verdict_distribution(
     logprobs: Sequence[TokenLogprobs] | None, text: str, verdict_start: int | None, labels: Sequence[str]
 ) -> tuple[dict[str, float] | None, float | None]:
     """Distribution over ``labels`` at the token that carried the parsed verdict."""
-    if not logprobs or verdict_start is None:
-        return None, None
-    index = token_index_at_char(logprobs, text, verdict_start)
-    if index is None:
+    index = token_index_at_char(logprobs, text, verdict_start) if logprobs and verdict_start is not None else None
+    if logprobs is None or index is None:
         return None, None
     probs, mass = distribution_at(logprobs[index], labels)
     return probs, (mass if probs is not None else None)
@@ -100,6 +92,4 @@ def no_expected(scored_tokens: int) -> str:
 
 def expected_value(probs: dict[str, float] | None) -> float | None:
     """Sum of k * P(k) for numeric labels."""
-    if not probs:
-        return None
-    return sum(int(k) * p for k, p in probs.items())
+    return sum(int(k) * p for k, p in probs.items()) if probs else None

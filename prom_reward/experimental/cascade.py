@@ -118,13 +118,12 @@ class CascadeJudge(Judge):
 
     def _route(self, results: list[R]) -> list[int]:
         """The positions of the primary's ``results`` routed to the fallback, counted in ``cascade_stats``."""
-        n = len(results)
         running = self.config.route_fraction is not None
         routing = route(results, self.config, history=self.history if running else None)
         self.history.extend(r.uncertainty for r in routing if r.uncertainty is not None)
         self.last_routing = routing
         st = self.cascade_stats
-        st.items += n
+        st.items += len(results)
         idx = [i for i, r in enumerate(routing) if r.routed]
         st.routed += len(idx)
         st.routed_failed += sum(r.reason == "failed" for r in routing)

@@ -45,14 +45,12 @@ class CascadeConfig:
 def _above_running_quantile(values: Sequence[float | None], history: Sequence[float], fraction: float) -> set[int]:
     """Indexes whose mid-rank among ``history`` + ``values`` is above ``1 - fraction``."""
     pool = sorted([*history, *(v for v in values if v is not None)])
-    out = set()
-    for i, v in enumerate(values):
-        if v is None:
-            continue
-        below, upto = bisect.bisect_left(pool, v), bisect.bisect_right(pool, v)
-        if (below + upto) / 2 / len(pool) > 1 - fraction:
-            out.add(i)
-    return out
+    mid_rank = {
+        i: (bisect.bisect_left(pool, v) + bisect.bisect_right(pool, v)) / 2
+        for i, v in enumerate(values)
+        if v is not None
+    }
+    return {i for i, rank in mid_rank.items() if rank / len(pool) > 1 - fraction}
 
 
 @dataclass

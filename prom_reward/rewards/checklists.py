@@ -13,27 +13,19 @@ from prom_reward.checklist.judging import ajudge_checklists
 from prom_reward.core.results import JudgeFailure
 from prom_reward.errors import ConfigError
 from prom_reward.rewards.config import RewardConfig, grade_range, normalize_value
-from prom_reward.rewards.modes import MODE_FUNCTIONS, ModeOutput, assemble
+from prom_reward.rewards.modes import MODE_FUNCTIONS, ModeCall, ModeOutput, assemble
 from prom_reward.rewards.samples import RewardSample
 
 CHECKLIST_MODES = ("absolute",)  # the reward modes that judge a checklist (per criterion, each response alone)
 
 
-async def checklist_rewards(
-    judge: Any, items: Sequence[RewardSample], cfg: RewardConfig, deadline: float | None = None
-) -> ModeOutput:
+async def checklist_rewards(call: ModeCall, items: Sequence[RewardSample]) -> ModeOutput:
     """One reward per resolved sample with a checklist (None with the failure behind it)."""
-    batch = await ajudge_checklists(
-        judge,
-        [it.instruction or "" for it in items],  # resolved: always text
-        [it.response for it in items],
-        [it.checklist for it in items],
-        cfg.checklist(),
-        [it.reference_answer for it in items],
-        truncate_response=cfg.over_context == "truncate",
-        deadline=deadline,
-    )
-    lo, hi = grade_range(judge.format)
+    cfg = call.cfg
+    texts = [it.instruction or "" for it in items], [it.response for it in items]  # resolved: always text
+    checklists, refs = [it.checklist for it in items], [it.reference_answer for it in items]
+    batch = await ajudge_checklists(call.judge, *texts, checklists, cfg.checklist(), refs, **call.options())
+    lo, hi = grade_range(call.judge.format)
     rewards: list[float | None] = []
     errors: list[JudgeFailure | None] = []
     for o in batch.outcomes:
@@ -64,20 +56,14 @@ def check_checklist_mode(
         )
 
 
-async def run_mode(
-    mode: Callable[..., Awaitable[ModeOutput]],
-    judge: Any,
-    items: Sequence[RewardSample],
-    cfg: RewardConfig,
-    deadline: float | None,
-    sampling: SamplingOverrides = None,
-) -> ModeOutput:
-    """``mode`` for the samples without a checklist, ``checklist_rewards`` for those with one, merged in order."""
+async def run_mode(call: ModeCall, items: Sequence[RewardSample]) -> ModeOutput:
+    """The config's mode for the samples without a checklist, ``checklist_rewards`` for those with one, merged in
+    order."""
     listed = [i for i, it in enumerate(items) if it.checklist is not None]
     plain = [i for i, it in enumerate(items) if it.checklist is None]
-    parts = [(listed, await checklist_rewards(judge, [items[i] for i in listed], cfg, deadline))] if listed else []
+    parts = [(listed, await checklist_rewards(call, [items[i] for i in listed]))] if listed else []
     if plain or not listed:
-        parts.append((plain, await mode(judge, [items[i] for i in plain], cfg, deadline, sampling)))
+        parts.append((plain, await MODE_FUNCTIONS[call.cfg.mode](call, [items[i] for i in plain])))
     return parts[0][1] if len(parts) == 1 else assemble(len(items), parts)
 
 
@@ -86,12 +72,11 @@ def batch_runner(
 ) -> Callable[[Sequence[int], float | None], Awaitable[ModeOutput]]:
     """The judge call the outage loop makes for the samples at the given indices (``run_mode``), with its time
     (``judge_seconds``) and the change of a composite judge's counters (a cascade's routing) as metrics."""
-    mode = MODE_FUNCTIONS[cfg.mode]
 
     async def run(idx: Sequence[int], deadline: float | None) -> ModeOutput:
         before = dict(judge.stats.counters)
         start = time.perf_counter()
-        out = await run_mode(mode, judge, [samples[i] for i in idx], cfg, deadline, sampling)
+        out = await run_mode(ModeCall(judge, cfg, deadline, sampling), [samples[i] for i in idx])
         out.metrics = {**out.metrics, "judge_seconds": time.perf_counter() - start}
         out.metrics.update({k: float(v - before.get(k, 0)) for k, v in judge.stats.counters.items()})
         return out

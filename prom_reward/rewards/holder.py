@@ -53,21 +53,15 @@ class JudgeHolder:
         """The judge's format, checked to give ``config``'s rewards (its mode's task, expected scores): its
         ``format`` is given to a judge built from options (None: the options' own); a judge passed in must be in it."""
         want, spec = config.format, self._judge_spec
-        if spec is not None:
-            if want is not None and spec.format is None:
-                spec = self._judge_spec = dataclasses.replace(spec, format=want)
-            if want is not None and spec.format != want:
-                raise ConfigError(
-                    f"the config names {want!r} but the judge options name {spec.format!r}; fix: give one of them",
-                    "format",
-                )
-            fmt = get_judge_format_setting(spec.format) if isinstance(spec.format, str) else spec.judge_format
-        else:
+        if spec is not None and want is not None and spec.format is None:
+            spec = self._judge_spec = dataclasses.replace(spec, format=want)
+        if spec is None:
             fmt = self.judge.format
-            if want is not None and get_judge_format_setting(want).name != fmt.name:
-                raise ConfigError(
-                    f"the config names {want!r} but the judge is in {fmt.name!r}; fix: give one", "format"
-                )
+        else:
+            fmt = get_judge_format_setting(spec.format) if isinstance(spec.format, str) else spec.judge_format
+        if want is not None and get_judge_format_setting(want).name != fmt.name:
+            judge = "the judge is in" if spec is None else "the judge options name"
+            raise ConfigError(f"the config names {want!r} but {judge} {fmt.name!r}; fix: give one of them", "format")
         task: Task = "absolute" if config.mode == "absolute" else "relative"
         if task not in fmt.tasks:
             raise ConfigError(f"mode {config.mode!r} needs {task} judgments: {unsupported_task(fmt, task)}", "format")

@@ -113,32 +113,32 @@ def _rubric_key(rubric: Any) -> Hashable:
 
 def _refs(items: Sequence[RewardSample]) -> list[str | None] | None:
     """The items' reference answers (None when no item has one)."""
-    refs = [it.reference_answer for it in items]
-    return refs if any(r is not None for r in refs) else None
+    return _listed([it.reference_answer for it in items]) or None
 
 
-async def _compare(
-    judge: Any,
-    pairs: Sequence[tuple[RewardSample, str]],
-    cfg: RewardConfig,
-    deadline: float | None,
-    sampling: SamplingOverrides,
-) -> list[Verdict]:
-    """The verdicts of (sample, other response) pairs, the sample's response as A, both orders."""
-    if not pairs:
-        return []
-    firsts = [it for it, _ in pairs]
-    return await judge.acompare(
-        [it.instruction for it in firsts],
-        [it.response for it in firsts],
-        [other for _, other in pairs],
-        [it.rubric for it in firsts],
-        _refs(firsts),
-        swap=True,
-        sampling=sampling,
-        truncate_response=cfg.over_context == "truncate",
-        deadline=deadline,
-    )
+@dataclass(frozen=True)
+class ModeCall:
+    """One judge call of a reward mode: its judge and config, the call's deadline and sampling (over the judge's)."""
+
+    judge: Any
+    cfg: RewardConfig
+    deadline: float | None = None
+    sampling: SamplingOverrides = None
+
+    def options(self) -> dict[str, Any]:
+        """The options of the judge call (a checklist's takes no sampling)."""
+        return {"truncate_response": self.cfg.over_context == "truncate", "deadline": self.deadline}
+
+    async def compare(self, pairs: Sequence[tuple[RewardSample, str]]) -> list[Verdict]:
+        """The verdicts of (sample, other response) pairs, the sample's response as A, both orders."""
+        if not pairs:
+            return []
+        firsts = [it for it, _ in pairs]
+        texts = [it.instruction for it in firsts], [it.response for it in firsts], [other for _, other in pairs]
+        rubrics = [it.rubric for it in firsts]
+        return await self.judge.acompare(
+            *texts, rubrics, _refs(firsts), swap=True, sampling=self.sampling, **self.options()
+        )
 
 
 def _per_item(results: Sequence[Any], rewards: list[float | None], metrics: dict[str, float]) -> ModeOutput:
@@ -149,28 +149,15 @@ def _per_item(results: Sequence[Any], rewards: list[float | None], metrics: dict
     return ModeOutput(rewards, feedback, metrics, _listed(who), errors=_listed(errors), results=list(results))
 
 
-async def absolute_rewards(
-    judge: Any,
-    items: Sequence[RewardSample],
-    cfg: RewardConfig,
-    deadline: float | None = None,
-    sampling: SamplingOverrides = None,
-) -> ModeOutput:
+async def absolute_rewards(call: ModeCall, items: Sequence[RewardSample]) -> ModeOutput:
+    judge, cfg, sampling = call.judge, call.cfg, call.sampling
     uniq, where = _unique(items, lambda it: (it.instruction, it.response, _rubric_key(it.rubric), it.reference_answer))
     k = cfg.num_samples if cfg.score == "mean" else 1
     if cfg.score == "expected" and not asks_expected(judge, sampling):
         asked = {"logprobs": EXPECTED_LOGPROBS}
         sampling = judge.sampling.merged(sampling).merged(asked) if sampling else asked
-    grades = await judge.agrade(
-        [it.instruction for it in uniq],
-        [it.response for it in uniq],
-        [it.rubric for it in uniq],
-        _refs(uniq),
-        num_samples=k,
-        sampling=sampling,
-        truncate_response=cfg.over_context == "truncate",
-        deadline=deadline,
-    )
+    texts = [it.instruction for it in uniq], [it.response for it in uniq], [it.rubric for it in uniq]
+    grades = await judge.agrade(*texts, _refs(uniq), num_samples=k, sampling=sampling, **call.options())
     raw = [g.value(cfg.score) for g in grades]
     span = grade_range(judge.format)  # the judge format's own scale: a binary or 3-point grade normalises on it
     rewards = [normalize_value(raw[w], "grade", cfg.normalize, span) for w in where]
@@ -195,17 +182,12 @@ async def absolute_rewards(
     return out
 
 
-async def reference_rewards(
-    judge: Any,
-    items: Sequence[RewardSample],
-    cfg: RewardConfig,
-    deadline: float | None = None,
-    sampling: SamplingOverrides = None,
-) -> ModeOutput:
+async def reference_rewards(call: ModeCall, items: Sequence[RewardSample]) -> ModeOutput:
+    cfg = call.cfg
     uniq, where = _unique(
         items, lambda it: (it.instruction, it.response, it.baseline, _rubric_key(it.rubric), it.reference_answer)
     )
-    verdicts = await _compare(judge, [(it, it.baseline) for it in uniq], cfg, deadline, sampling)
+    verdicts = await call.compare([(it, it.baseline) for it in uniq])
     kind = cfg.pairwise_reward  # probability or sign
     sign = {"A": 1.0, "B": -1.0}
     raw = [v.p_a if kind == "probability" else sign.get(v.winner or "", 0.0 if v.tie else None) for v in verdicts]
@@ -242,13 +224,8 @@ _ALONE = JudgeFailure(
 )
 
 
-async def group_rewards(
-    judge: Any,
-    items: Sequence[RewardSample],
-    cfg: RewardConfig,
-    deadline: float | None = None,
-    sampling: SamplingOverrides = None,
-) -> ModeOutput:
+async def group_rewards(call: ModeCall, items: Sequence[RewardSample]) -> ModeOutput:
+    cfg = call.cfg
     groups: dict[Hashable, list[int]] = {}
     for i, it in enumerate(items):
         groups.setdefault(it.group, []).append(i)
@@ -259,21 +236,14 @@ async def group_rewards(
         members[g] = (uniq, where)
         pairs += [(g, a, b) for a in range(len(uniq)) for b in range(a + 1, len(uniq))]
     asked = [(members[g][0][a], members[g][0][b].response) for g, a, b in pairs]
-    verdicts = await _compare(judge, asked, cfg, deadline, sampling)
+    verdicts = await call.compare(asked)
     outcome: dict[Hashable, dict[tuple[int, int], float]] = {g: {} for g in groups}
-    deciders: dict[tuple[Hashable, int], set[str]] = {}
-    failures: dict[tuple[Hashable, int], JudgeFailure] = {}
-    first_feedback: dict[tuple[Hashable, int], str] = {}  # per member, the first of its pairs' feedback
+    judged: dict[tuple[Hashable, int], list[Verdict]] = {}  # per (group, distinct member): its pairs' verdicts
     for (g, a, b), v in zip(pairs, verdicts, strict=True):
         if v.winner is not None or v.tie:
             outcome[g][(a, b)] = 1.0 if v.winner == "A" else 0.0 if v.winner == "B" else 0.5
         for k in (a, b):
-            if v.decided_by:
-                deciders.setdefault((g, k), set()).add(v.decided_by)
-            if v.error is not None:
-                failures.setdefault((g, k), v.error)
-            if v.feedback:
-                first_feedback.setdefault((g, k), v.feedback)
+            judged.setdefault((g, k), []).append(v)
     rewards: list[float | None] = [None] * len(items)
     feedback: list[str | None] = [None] * len(items)
     judges: list[str | None] = [None] * len(items)
@@ -285,11 +255,13 @@ async def group_rewards(
         scores = [None] if alone else _group_scores(len(uniq), outcome[g], cfg)
         degenerate += len(uniq) == 1 and not alone
         for pos, i in enumerate(idx):
+            vs = judged.get((g, where[pos]), [])
+            who = {v.decided_by for v in vs if v.decided_by}
             rewards[i] = scores[where[pos]]
-            feedback[i] = first_feedback.get((g, where[pos]))
-            who = deciders.get((g, where[pos]))
+            feedback[i] = next((v.feedback for v in vs if v.feedback), None)  # the first of its pairs'
             judges[i] = None if not who else who.pop() if len(who) == 1 else "mixed"
-            errors[i] = failures.get((g, where[pos]), _ALONE if alone else None) if rewards[i] is None else None
+            failure = next((v.error for v in vs if v.error is not None), _ALONE if alone else None)
+            errors[i] = failure if rewards[i] is None else None
     metrics = {
         **_verdict_metrics(verdicts, rewards),
         "judged_pairs": float(len(verdicts)),

@@ -19,7 +19,7 @@ from prom_reward.errors import ConfigError, InputError
 from prom_reward.rewards.config import RewardConfig, reward_config
 from prom_reward.rewards.diagnostics import diagnostics
 from prom_reward.rewards.modes import ModeOutput
-from prom_reward.rewards.reward import PrometheusReward
+from prom_reward.rewards.reward import PrometheusReward, log_to_trl
 from prom_reward.rewards.samples import RewardSample, column_values, response_text
 
 _NOT_JUDGED = "the pair could not be judged"
@@ -152,8 +152,6 @@ class OnlineDPOJudgeReward:
         self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
     ) -> list[float]:
         """1.0 for the winner of each pair (i, i+B), 0.0 for the loser."""
-        log_metric: Callable[[str, float], None] | None = kwargs.get("log_metric")
-        log_extra: Callable[[str, list], None] | None = kwargs.get("log_extra")
         columns = {k: v for k, v in kwargs.items() if k not in _TRL_KWARGS}
         b = self._half(prompts, completions)
         if b == 0:
@@ -250,14 +248,10 @@ class OnlineDPOJudgeReward:
         self.last_metrics = metrics
         trainer = self._trainer() if self._trainer is not None else None
         for key, value in metrics.items():
-            if log_metric is not None and value == value:  # NaN: no verdict with both orders decided
-                log_metric(f"{self.__name__}/{key}", value)
             if trainer is not None:
                 trainer.stats.setdefault(f"{self.__name__}/{key}", []).append(value)
-        if log_extra is not None:
-            log_extra(f"{self.__name__}_decided_by", how + how)
-            feedback = [(vs[-1].feedback if vs else unjudged.get(i)) or "" for i, vs in enumerate(history)]
-            log_extra(f"{self.__name__}_feedback", feedback + feedback)
+        feedback = [(vs[-1].feedback if vs else unjudged.get(i)) or "" for i, vs in enumerate(history)]
+        log_to_trl(self.__name__, kwargs, metrics, {"decided_by": how + how, "feedback": feedback + feedback})
         return rewards
 
 

@@ -80,18 +80,33 @@ class OutagePolicy:
         left = max(deadline - now, 0.0)
         return float(min(self.call_timeout_s if self.call_timeout_s is not None else left / 2, left))
 
+    def exhausted(self, cause: str, health: JudgeHealth, deadline: float | None, delay: float) -> str:
+        """The budget ran out (``health`` counts it): raise, or return the message the unanswered items fail with."""
+        health.gave_up()
+        failing = health.failing_for()
+        message = f"the judge has been failing for {_secs(failing)} and {_stop_reason(self, failing, deadline, delay)}"
+        message += f"; last failure: {cause}"
+        if self.on_exhausted == "raise":
+            raise JudgeUnavailableError(
+                f"{message}. Stopping here rather than training on made-up rewards: bring the judge back (or raise "
+                "the outage budget) and resume the run",
+                failing_s=failing,
+                cause=cause,
+            )
+        return message
 
+
+@dataclass(eq=False)
 class JudgeHealth:
     """Whether the judge is answering, from what every call saw (thread-safe): ``failed(cause)`` starts or
     continues a failure streak, ``succeeded()`` ends it, ``status()`` says ``ok``/``degraded`` with the cause."""
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.failing_since: float | None = None  # monotonic start of the current failure streak
-        self.last_error: str | None = None
-        self.failures = 0  # failed judge calls (attempts)
-        self.exhausted = 0  # reward calls whose outage budget ran out
-        self.recent: deque[str] = deque(maxlen=5)
+    failing_since: float | None = None  # monotonic start of the current failure streak
+    last_error: str | None = None
+    failures: int = 0  # failed judge calls (attempts)
+    exhausted: int = 0  # reward calls whose outage budget ran out
+    recent: deque[str] = field(default_factory=lambda: deque(maxlen=5))
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __getstate__(self) -> dict[str, Any]:
         return {}
@@ -185,7 +200,9 @@ async def ajudge_until_answered(
         delay = policy.delay(attempt)
         stop = policy.retry_until(health.failing_since or time.monotonic(), deadline)
         if time.monotonic() + delay >= stop:
-            _exhausted(cause, failed, policy, health, deadline, delay, out)
+            message = policy.exhausted(cause, health, deadline, delay)
+            out.outage.update(dict.fromkeys((i for u in failed for i in u), message))
+            logger.error("%d sample(s) got no answer: %s", len(out.outage), message)
             return out
         logger.warning(
             "%d sample(s) not answered (%s); asking again in %.1f s (failing for %s, budget %s)",
@@ -234,33 +251,6 @@ class Outage:
 
 def _transport(failure: JudgeFailure | None) -> bool:
     return failure is not None and failure.kind == "transport"
-
-
-def _exhausted(
-    cause: str,
-    failed: list[list[int]],
-    policy: OutagePolicy,
-    health: JudgeHealth,
-    deadline: float | None,
-    delay: float,
-    out: Answered[Any],
-) -> None:
-    """The outage budget ran out: raise, or fail the unanswered items with the cause."""
-    health.gave_up()
-    failing = health.failing_for()
-    message = f"the judge has been failing for {_secs(failing)} and {_stop_reason(policy, failing, deadline, delay)}"
-    message += f"; last failure: {cause}"
-    if policy.on_exhausted == "raise":
-        raise JudgeUnavailableError(
-            f"{message}. Stopping here rather than training on made-up rewards: bring the judge back (or raise "
-            "the outage budget) and resume the run",
-            failing_s=failing,
-            cause=cause,
-        )
-    for unit in failed:
-        for i in unit:
-            out.outage[i] = message
-    logger.error("%d sample(s) got no answer: %s", len(out.outage), message)
 
 
 def _stop_reason(policy: OutagePolicy, failing: float, deadline: float | None, delay: float) -> str:

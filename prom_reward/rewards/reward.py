@@ -25,10 +25,23 @@ from prom_reward.rewards.holder import JudgeHolder
 from prom_reward.rewards.length import control_length
 from prom_reward.rewards.modes import ModeOutput, assemble
 from prom_reward.rewards.outage import Answered, JudgeHealth, ajudge_until_answered
-from prom_reward.rewards.samples import RewardSample, response_text, samples_from_columns
+from prom_reward.rewards.samples import SAMPLE_COLUMNS, RewardSample, response_text, samples_from_columns
 from prom_reward.rewards.startup import CanaryGate, canary_rubric, judge_canary
 
 _NO_VERDICT = "the judge gave no parseable verdict after its retries"
+
+
+def log_to_trl(name: str, kwargs: dict[str, Any], metrics: dict[str, float], extra: dict[str, list]) -> None:
+    """Log through TRL's callbacks where ``kwargs`` holds them: each metric as ``name/key`` (NaN left out: e.g. no
+    swap agreement to report) by ``log_metric``, each non-empty list of ``extra`` as ``name_key`` by ``log_extra``."""
+    log_metric: Callable[[str, float], None] | None = kwargs.get("log_metric")
+    log_extra: Callable[[str, list], None] | None = kwargs.get("log_extra")
+    for key, value in metrics.items():
+        if log_metric is not None and value == value:
+            log_metric(f"{name}/{key}", float(value))
+    for key, values in extra.items():
+        if log_extra is not None and values:  # the feedback always; which judge decided and why none did, where any
+            log_extra(f"{name}_{key}", values)
 
 
 class PrometheusReward(JudgeHolder):
@@ -81,11 +94,15 @@ class PrometheusReward(JudgeHolder):
                         index=i,
                         field=cfg.baseline_column,
                     )
+                count = 0
                 for name, value in fields.items():
                     if value is not None and not isinstance(value, str):
                         raise InputError(f"{name}: expected a string, got {type(value).__name__}", index=i, field=name)
                     if value is not None:
                         check_text(value, i, name)
+                        if guard:  # template markers and special tokens neutralised
+                            fields[name], k = neutralize(value, special, markers)
+                            count += k
                 rubric = self._resolver(s.rubric, index=i, field=cfg.rubric_column)
                 checklist = None if s.checklist is None else parse_checklist(s.checklist)
             except InputError as e:
@@ -93,12 +110,6 @@ class PrometheusReward(JudgeHolder):
                 reasons.append(input_failure(e).reason)
                 marks.append(0)
                 continue
-            count = 0
-            if guard:
-                for name, value in fields.items():
-                    if value is not None:
-                        fields[name], k = neutralize(value, special, markers)
-                        count += k
             resolved.append(dataclasses.replace(s, rubric=rubric, checklist=checklist, **fields))
             reasons.append(None)
             marks.append(count)
@@ -134,15 +145,12 @@ class PrometheusReward(JudgeHolder):
             )
         resolved, reasons, marks = self.resolve(samples)
         ok = [i for i in range(n) if resolved[i] is not None]
-        if self.config.mode == "pairwise_group":
-            groups: dict[Hashable, list[int]] = {}
-            for i in ok:
-                groups.setdefault(resolved[i].group, []).append(i)  # type: ignore[union-attr]
-            units = list(groups.values())
-        else:
-            units = [[i] for i in ok]
+        grouped = self.config.mode == "pairwise_group"  # a prompt's completions are judged (and retried) together
+        units: dict[Hashable, list[int]] = {}
+        for i in ok:
+            units.setdefault(resolved[i].group if grouped else i, []).append(i)  # type: ignore[union-attr]
         iso: Answered[ModeOutput] = await ajudge_until_answered(
-            units,
+            list(units.values()),
             batch_runner(self.judge, self.config, resolved, sampling),
             ModeOutput.item_errors,
             self.config.outage,
@@ -192,34 +200,15 @@ class PrometheusReward(JudgeHolder):
     ) -> list[float | None]:
         """Rewards for a batch, None where a completion could not be judged (counted); logs through TRL's callbacks
         when given. A judge down past the outage budget raises ``JudgeUnavailableError`` by default."""
-        log_metric: Callable[[str, float], None] | None = kwargs.get("log_metric")
-        log_extra: Callable[[str, list], None] | None = kwargs.get("log_extra")
         cfg = self.config
         if not len(prompts) and not len(completions):  # an empty batch; lengths that disagree are an InputError
             return []
-        samples = samples_from_columns(
-            prompts,
-            completions,
-            {
-                "reference_answer": kwargs.get(cfg.reference_column),
-                "rubric": kwargs.get(cfg.rubric_column),
-                "instruction": kwargs.get(cfg.instruction_column),
-                "baseline": kwargs.get(cfg.baseline_column),
-                "checklist": kwargs.get(cfg.checklist_column),
-            },
-        )
+        columns = {name: kwargs.get(getattr(cfg, setting)) for name, setting in SAMPLE_COLUMNS.items()}
+        samples = samples_from_columns(prompts, completions, columns)
         out = await self.ajudge_batch(samples)
-        name = cfg.name
-        if log_metric is not None:
-            for key, value in out.metrics.items():
-                if value == value:  # skip NaN (e.g. no swap agreement to report)
-                    log_metric(f"{name}/{key}", float(value))
-        if log_extra is not None and cfg.log_feedback:
-            for key, texts in (("feedback", out.feedback), ("judge", out.judges), ("failure_reason", out.reasons)):
-                if texts:  # the feedback always; which judge decided and why none did, where any
-                    log_extra(f"{name}_{key}", [t or "" for t in texts])
-            if out.neutralized:
-                log_extra(f"{name}_markers_neutralized", out.neutralized)
+        texts = {"feedback": out.feedback, "judge": out.judges, "failure_reason": out.reasons}
+        extra = {k: [t or "" for t in v] for k, v in texts.items()} | {"markers_neutralized": out.neutralized}
+        log_to_trl(cfg.name, kwargs, out.metrics, extra if cfg.log_feedback else {})
         return out.rewards
 
     compute = sync_method(acompute)

@@ -11,6 +11,14 @@ from typing import Any
 from prom_reward.errors import InputError
 from prom_reward.format.conversation import completion_text
 
+SAMPLE_COLUMNS = {  # the ``RewardSample`` fields a dataset column sets, and the ``RewardConfig`` setting naming it
+    "reference_answer": "reference_column",
+    "rubric": "rubric_column",
+    "instruction": "instruction_column",
+    "baseline": "baseline_column",
+    "checklist": "checklist_column",
+}
+
 
 @dataclass(frozen=True)
 class RewardSample:
