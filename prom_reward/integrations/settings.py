@@ -17,7 +17,7 @@ from prom_reward.core.judge_spec import JudgeSpec
 from prom_reward.core.presets import default_format
 from prom_reward.declared import Declared, Rules, check, declared, parse, setting
 from prom_reward.errors import ConfigError, InputError
-from prom_reward.format.resolve import RubricResolver
+from prom_reward.format.rubrics import RubricResolver
 from prom_reward.integrations.batched_reward import BatchedReward, FailurePolicy
 from prom_reward.integrations.settings_sources import (
     CONFIG_ENV,
