@@ -1,5 +1,6 @@
 """Aggregations of a checklist's per-criterion scores on [0, 1] into one reward (``weighted_mean``, ``minimum``,
-``gate`` or a callable; docs/checklists.md); an essential criterion left unjudged makes it None."""
+``gate`` or a callable; docs/checklists.md; an essential criterion left unjudged makes it None), and
+``ChecklistConfig``: how a checklist is judged and aggregated (explicit or implicit, which aggregation)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ import math
 import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from prom_reward.checklist.criteria import Criterion, satisfied
-from prom_reward.errors import ConfigError
+from prom_reward.declared import check, setting
+from prom_reward.errors import ConfigError, UnknownNameError
 from prom_reward.registry import Registry
 
 
@@ -103,3 +106,45 @@ def aggregate(scores: Sequence[CriterionScore], how: str | Aggregation) -> Aggre
             None, f"the checklist aggregation gave {value!r:.60}, not a finite number; fix the aggregation", dropped
         )
     return Aggregate(float(value), None, dropped)
+
+
+CHECKLIST_MODES = ("explicit", "implicit")
+SCORES = ("sample", "mean", "expected")
+
+
+@dataclass(frozen=True)
+class ChecklistConfig:
+    """Options of checklist judging (``judging.ajudge_checklists``); validated on construction."""
+
+    mode: str = setting(
+        "explicit",
+        help="""``explicit``: one judgment per (response, criterion), aggregated; ``implicit``: the whole checklist as
+        one rubric, one judgment per response (its score, normalised to [0, 1], is the reward; no aggregation).""",
+        choices=CHECKLIST_MODES,
+    )
+    aggregation: Any = setting(
+        "weighted_mean",
+        help="Explicit mode: ``weighted_mean``, ``minimum``, ``gate`` or a callable ``f(scores) -> float | None``.",
+    )
+    score: str = setting(
+        "sample",
+        help="""Each judgment's score: ``sample`` (one sample), ``mean`` (of ``num_samples``), ``expected`` (the
+        verdict-token probabilities' expected score).""",
+        choices=SCORES,
+    )
+    num_samples: int = setting(3, help="Samples per judgment for ``score='mean'``.", ge=1)
+
+    def __post_init__(self) -> None:
+        check(self)
+        try:
+            get_aggregation(self.aggregation)
+        except UnknownNameError as e:
+            raise ConfigError(str(e), "aggregation") from e
+
+
+def checklist_config(mode: str, aggregation: Any, score: str = "sample", num_samples: int = 3) -> ChecklistConfig:
+    """The ``ChecklistConfig`` of a job's or a reward's ``checklist_*`` settings, an error naming them so."""
+    try:
+        return ChecklistConfig(mode, aggregation, score, num_samples)
+    except ConfigError as e:
+        raise e.said_as(f"checklist_{e.setting}" if e.setting in ("mode", "aggregation") else e.setting) from None

@@ -7,8 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from prom_reward.checklist.aggregate import Aggregate, CriterionScore, aggregate
-from prom_reward.checklist.config import ChecklistConfig
+from prom_reward.checklist.aggregate import Aggregate, ChecklistConfig, CriterionScore, aggregate
 from prom_reward.checklist.criteria import Criterion, checklist_rubric, criterion_rubric
 from prom_reward.checklist.metrics import checklist_metrics
 from prom_reward.core.judge import EXPECTED_LOGPROBS, asks_expected

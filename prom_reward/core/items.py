@@ -11,8 +11,7 @@ from typing import TypeVar, cast, final
 
 from prom_reward.errors import InputError
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, Task, get_judge_format
-from prom_reward.format.resolve import RubricResolver
-from prom_reward.format.rubrics import Rubric, RubricLike, RubricsLike, get_rubric, one_for_all
+from prom_reward.format.rubrics import Rubric, RubricLike, RubricResolver, RubricsLike, get_rubric, one_for_all
 from prom_reward.format.templates import unicode_problem
 
 _RUBRIC_HINT = "pass a Rubric, a built-in name or a rubric dict"

@@ -20,7 +20,7 @@ from prom_reward.core.presets import default_format
 from prom_reward.declared import Declared, Rules, check, declared, parse, refuse_unknown, setting
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.columns import column_flag
-from prom_reward.format.resolve import RubricResolver
+from prom_reward.format.rubrics import RubricResolver
 from prom_reward.integrations.batched_reward import BatchedReward, FailurePolicy
 from prom_reward.rewards.config import RewardConfig, get_judge_format_setting
 from prom_reward.rewards.outage import OutagePolicy

@@ -8,8 +8,7 @@ from typing import Any, TypeVar
 
 from prom_reward.errors import InputError
 from prom_reward.format.columns import column_text, find_column
-from prom_reward.format.resolve import RubricResolver
-from prom_reward.format.rubrics import Rubric
+from prom_reward.format.rubrics import Rubric, RubricResolver
 from prom_reward.jobs.source import SourceRow
 from prom_reward.jobs.spec import row_error
 

@@ -7,7 +7,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from prom_reward.checklist.config import ChecklistConfig, checklist_config
+from prom_reward.checklist.aggregate import ChecklistConfig, checklist_config
 from prom_reward.checklist.criteria import parse_checklist
 from prom_reward.core.combine import no_verdict
 from prom_reward.core.items import GradeItem

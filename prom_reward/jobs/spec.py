@@ -14,8 +14,7 @@ from prom_reward.core.protocol import Retry
 from prom_reward.core.results import JudgeFailure, Judgment
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.judge_format import JudgeFormat, Task, check_task
-from prom_reward.format.resolve import RubricResolver
-from prom_reward.format.rubrics import NO_RUBRIC, Rubric
+from prom_reward.format.rubrics import NO_RUBRIC, Rubric, RubricResolver
 from prom_reward.jobs.source import SourceRow
 
 FAILED = ("judge_failed", "backend_failed")

@@ -8,7 +8,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from prom_reward.backends.bridge import run_sync
-from prom_reward.checklist.config import ChecklistConfig
+from prom_reward.checklist.aggregate import ChecklistConfig
 from prom_reward.checklist.criteria import Criterion
 from prom_reward.checklist.judging import ChecklistOutcome, ajudge_checklists
 from prom_reward.core.protocol import Retry

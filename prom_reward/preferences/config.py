@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from prom_reward.checklist.config import CHECKLIST_MODES, ChecklistConfig, checklist_config
+from prom_reward.checklist.aggregate import CHECKLIST_MODES, ChecklistConfig, checklist_config
 from prom_reward.declared import check, setting
 from prom_reward.errors import ConfigError
 

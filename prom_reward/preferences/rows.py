@@ -11,8 +11,7 @@ from prom_reward.core.items import check_text
 from prom_reward.errors import InputError
 from prom_reward.format.columns import find_column
 from prom_reward.format.conversation import completion_text, is_conversational, prompt_text
-from prom_reward.format.resolve import RubricResolver
-from prom_reward.format.rubrics import Rubric
+from prom_reward.format.rubrics import Rubric, RubricResolver
 from prom_reward.preferences.config import PreferenceConfig
 
 

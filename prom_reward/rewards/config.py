@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from prom_reward.checklist.config import CHECKLIST_MODES, ChecklistConfig, checklist_config
+from prom_reward.checklist.aggregate import CHECKLIST_MODES, ChecklistConfig, checklist_config
 from prom_reward.declared import check, setting
 from prom_reward.errors import ConfigError, UnknownNameError
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, get_judge_format

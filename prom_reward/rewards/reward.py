@@ -16,7 +16,7 @@ from prom_reward.core.results import input_failure
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.conversation import completion_text, prompt_text
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JUDGE_FORMATS, Task
-from prom_reward.format.resolve import RubricResolver
+from prom_reward.format.rubrics import RubricResolver
 from prom_reward.format.sanitize import neutralize
 from prom_reward.rewards.checklists import CHECKLIST_MODES, batch_runner, check_checklist_mode
 from prom_reward.rewards.config import RewardConfig, reward_config

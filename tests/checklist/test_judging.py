@@ -11,7 +11,7 @@ import pytest
 from prom_reward.backends.base import Completion, GenerationRequest, TokenLogprobs
 from prom_reward.backends.bridge import run_sync
 from prom_reward.backends.scripted import ScriptedBackend
-from prom_reward.checklist.config import ChecklistConfig, checklist_config
+from prom_reward.checklist.aggregate import ChecklistConfig, checklist_config
 from prom_reward.checklist.criteria import parse_checklist
 from prom_reward.checklist.judging import ajudge_checklists
 from prom_reward.core.judge import PrometheusJudge

@@ -13,8 +13,7 @@ from prom_reward.errors import ConfigError, InputError
 from prom_reward.format import templates as prompts
 from prom_reward.format.judge_format import get_judge_format
 from prom_reward.format.render import render_absolute, render_relative
-from prom_reward.format.resolve import RubricResolver
-from prom_reward.format.rubrics import RUBRICS, Rubric
+from prom_reward.format.rubrics import RUBRICS, Rubric, RubricResolver
 from prom_reward.format.templates import (
     ABSOLUTE_PROMPT,
     ABSOLUTE_PROMPT_WO_REF,

@@ -1,4 +1,4 @@
-"""A judge format defined by a YAML file (``prom_reward.format.formats.from_yaml``, ``yaml_schema``): Prometheus 2
+"""A judge format defined by a YAML file (``prom_reward.format.formats.from_yaml``): Prometheus 2
 re-stated in YAML renders byte for byte as the built-in format and reads its parse table the same except where a
 regular expression cannot say it (listed); grading and comparing through the judge (forced verdicts, probabilities
 over its labels), the store and job records keyed by name and digest, ``--format file.yaml`` on the commands and

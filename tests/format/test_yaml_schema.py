@@ -1,4 +1,4 @@
-"""The load-time checks of a YAML judge format file (``prom_reward.format.formats.yaml_schema``): a table of bad
+"""The load-time checks of a YAML judge format file (``prom_reward.format.formats.from_yaml``): a table of bad
 files, each refused naming the file, the key and the fix; YAML syntax errors with their line; a missing file; and
 the example of docs/formats.md, which loads, renders and reads as the docs say."""
 
