@@ -129,7 +129,9 @@ def test_a_checklist_in_a_pairwise_mode_is_refused_before_anything_is_judged(cls
         got = reward(prompts=["q", "q"], completions=["a", "b"], checklist=[CHECKLIST] * 2, **columns)
         asyncio.run(got) if cls is AsyncPrometheusReward else got
     assert seen == []  # not even the start-up check: every sample would have failed
-    assert reward(prompts=["q", "q"], completions=["a", "b"], checklist=[None, None], **columns) is not None
+    got = reward(prompts=["q", "q"], completions=["a", "b"], checklist=[None, None], **columns)
+    got = asyncio.run(got) if cls is AsyncPrometheusReward else got
+    assert len(got) == 2 and seen  # rows without a checklist go to the judge as usual
 
 
 @pytest.mark.parametrize(
