@@ -186,6 +186,7 @@ def create_app(
             left = deadline - time.monotonic()
             try:
                 done, _ = await asyncio.wait({task}, timeout=max(min(poll_s, left), 0))
+                gone = not done and await request.is_disconnected()
             except asyncio.CancelledError:  # the server is shutting down past its grace: drop the samples, answer
                 task.cancel()
                 raise HTTPException(
@@ -197,7 +198,7 @@ def create_app(
                 except DeadlineExceeded as e:
                     reason = str(e)
                 break
-            if await request.is_disconnected():
+            if gone:
                 task.cancel()
                 counters["disconnected"] += 1
                 logger.info("client disconnected; its %d queued sample(s) were dropped", len(samples))
