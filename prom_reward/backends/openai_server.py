@@ -245,10 +245,8 @@ class OpenAIServer:
                 body.update(sampling_fields(r.sampling, k, endpoint))
                 parse = functools.partial(parse_reply, endpoint=endpoint, sent_n=k, n=r.n, top_k=r.sampling.logprobs)
                 res = await b.call("POST", self._path, body, index=i, parse=parse, deadline=r.deadline)
-            except ServerRejected as e:
-                return GenerationResult((), error=str(e), rejected=True)
-            except BackendError as e:
-                return GenerationResult((), error=str(e))
+            except BackendError as e:  # a 4xx (ServerRejected): the request's own fault
+                return GenerationResult((), error=str(e), rejected=isinstance(e, ServerRejected))
             if on_result is not None:
                 on_result(i, res)
             return res
