@@ -64,7 +64,7 @@ class EndpointPool:
         self.urls = list(urls)
         self.eject_after, self.probe_interval = eject_after, float(probe_interval)
         self.max_probe_interval = max(float(max_probe_interval), self.probe_interval)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # (pick takes it, then sent)
         self._state = {u: EndpointState() for u in self.urls}
         self._turn = 0
         self.out = 0
@@ -85,7 +85,7 @@ class EndpointPool:
         with self._lock:
             url = self._pick(time.monotonic() if now is None else now)
             if sent:
-                self._sent_locked(url)
+                self.sent(url)
             return url
 
     def _pick(self, now: float) -> str:
@@ -102,12 +102,9 @@ class EndpointPool:
 
     def sent(self, url: str) -> None:
         with self._lock:
-            self._sent_locked(url)
-
-    def _sent_locked(self, url: str) -> None:
-        s = self._state[url]
-        s.in_flight += 1
-        s.requests += 1
+            s = self._state[url]
+            s.in_flight += 1
+            s.requests += 1
 
     def answered(self, url: str) -> None:
         with self._lock:

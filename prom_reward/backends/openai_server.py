@@ -43,7 +43,6 @@ from prom_reward.format.wire import _PROBE_SYSTEM as _PROBE
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 OnResult = Callable[[int, GenerationResult], None]
-ENDPOINTS = ("chat", "completions")
 
 
 def token_ids(reply: Any) -> list[int]:
@@ -65,7 +64,7 @@ def is_http_url(url: str) -> bool:
 class ServerOptions:
     """How an ``OpenAIServer`` asks its servers: its keyword options besides ``wire`` and ``api_key``."""
 
-    endpoint: str = setting("chat", choices=ENDPOINTS, help="``/chat/completions`` or ``/completions``.")
+    endpoint: str = setting("chat", choices=("chat", "completions"), help="``/chat/completions`` or ``/completions``.")
     system_role: bool | None = setting(None, help="Whether the chat template takes a system message; None asks.")
     max_concurrency: int = setting(64, ge=1, help="Most HTTP calls in flight per batch.")
     timeout: float = setting(600.0, gt=0, unit="seconds", note="finite", help="Per HTTP call, cut to its deadline.")
