@@ -218,8 +218,6 @@ class CachedBackend:
 
     def close(self) -> None:
         """Close the inner backend (if built) and the store. Safe twice."""
-        try:
+        with self.store:  # closed even when the inner backend's close fails
             if self._inner is not None:
                 self._inner.close()
-        finally:
-            self.store.close()

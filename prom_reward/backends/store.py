@@ -118,11 +118,8 @@ class JudgmentStore:
         """Refuse an SQLite file without a ``judgments`` table that holds others (or none, unless ``create``)."""
         if not self.path.is_file() or self.path.stat().st_size == 0 and create:
             return
-        conn = sqlite3.connect(str(self.path), timeout=self.timeout, isolation_level=None)
-        try:
+        with contextlib.closing(sqlite3.connect(str(self.path), timeout=self.timeout, isolation_level=None)) as conn:
             tables = [t for (t,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
-        finally:
-            conn.close()
         if "judgments" in tables:
             return
         if tables:
