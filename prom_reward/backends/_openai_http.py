@@ -64,7 +64,7 @@ class EndpointPool:
         self.urls = list(urls)
         self.eject_after, self.probe_interval = eject_after, float(probe_interval)
         self.max_probe_interval = max(float(max_probe_interval), self.probe_interval)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # (pick takes it, then sent)
         self._state = {u: EndpointState() for u in self.urls}
         self._turn = 0
         self.out = 0
@@ -85,7 +85,7 @@ class EndpointPool:
         with self._lock:
             url = self._pick(time.monotonic() if now is None else now)
             if sent:
-                self._sent_locked(url)
+                self.sent(url)
             return url
 
     def _pick(self, now: float) -> str:
@@ -102,12 +102,9 @@ class EndpointPool:
 
     def sent(self, url: str) -> None:
         with self._lock:
-            self._sent_locked(url)
-
-    def _sent_locked(self, url: str) -> None:
-        s = self._state[url]
-        s.in_flight += 1
-        s.requests += 1
+            s = self._state[url]
+            s.in_flight += 1
+            s.requests += 1
 
     def answered(self, url: str) -> None:
         with self._lock:
@@ -284,26 +281,20 @@ async def read_body(resp: aiohttp.ClientResponse) -> bytes | None:
     return b"".join(chunks)
 
 
-def _what(method: str, path: str, index: int | None) -> str:
-    """A call as its errors name it (``POST /chat/completions for request 3``)."""
-    return f"{method} {path}" + (f" for request {index}" if index is not None else "")
-
-
+@dataclass(eq=False)
 class HTTPBatch:
-    """Per-batch HTTP state on a session of the running loop; ``aclose`` stops its health probes."""
+    """Per-batch HTTP state on a session of the running loop (``deadline`` bounds every call given no deadline of
+    its own); ``aclose`` stops its health probes."""
 
-    def __init__(
-        self,
-        pool: EndpointPool,
-        client: aiohttp.ClientSession,
-        concurrency: int,
-        timeout: float,
-        deadline: float | None,
-    ) -> None:
-        self.client, self.pool, self.timeout = client, pool, timeout
-        self.deadline = deadline  # bounds every call given no deadline of its own
-        self.sem = asyncio.Semaphore(concurrency)
-        self.probe_timeout = min(PROBE_TIMEOUT_S, timeout)
+    pool: EndpointPool
+    client: aiohttp.ClientSession
+    concurrency: int
+    timeout: float
+    deadline: float | None
+
+    def __post_init__(self) -> None:
+        self.sem = asyncio.Semaphore(self.concurrency)
+        self.probe_timeout = min(PROBE_TIMEOUT_S, self.timeout)
         self._probes: set[asyncio.Task[None]] = set()
 
     async def _probe(self, url: str) -> None:
@@ -339,11 +330,11 @@ class HTTPBatch:
         """``method path`` (under the base URL, or the server root), one attempt cut to ``deadline``: returns
         ``parse(reply JSON)``, else raises ``BackendError`` (``ServerRejected`` for a 4xx) naming request ``index``."""
         options: dict[str, Any] = {}
+        what = f"{method} {path}" + (f" for request {index}" if index is not None else "")  # as its errors name it
         deadline = self.deadline if deadline is None else deadline
         if deadline is not None:
             seconds = min(deadline - time.monotonic(), self.timeout)
             if seconds <= 0:
-                what = _what(method, path, index)
                 raise BackendError(f"{what}: the call's deadline passed before the judge was asked")
             options["timeout"] = aiohttp.ClientTimeout(total=seconds)
         async with self.sem:
@@ -362,17 +353,17 @@ class HTTPBatch:
             except (TimeoutError, aiohttp.ClientError) as e:  # refused, reset, timeouts
                 kind = "Timeout" if isinstance(e, asyncio.TimeoutError) else type(e).__name__
                 cause = f"{kind} on {full}" + (f": {e}" if str(e) else "")
-                raise self._failed(_what(method, path, index), url, cause) from None
+                raise self._failed(what, url, cause) from None
             finally:
                 self.pool.answered(url)
         if content is None:
             cause = f"the reply from {full} is over {MAX_REPLY_BYTES >> 20} MiB (not read)"
-            raise self._failed(_what(method, path, index), url, cause)
+            raise self._failed(what, url, cause)
         if status == 429 or status >= 500:
-            raise self._failed(_what(method, path, index), url, f"HTTP {status} from {full}: {error_text(content)}")
+            raise self._failed(what, url, f"HTTP {status} from {full}: {error_text(content)}")
         if status >= 400:
             self.pool.succeeded(url)  # the server is healthy; the request is wrong
-            raise rejection(_what(method, path, index), url, full, status, content, root=root)
+            raise rejection(what, url, full, status, content, root=root)
         try:
             result = parse(json.loads(content))
         except (ValueError, KeyError, TypeError, IndexError, AttributeError, OverflowError, RecursionError) as e:
@@ -380,7 +371,7 @@ class HTTPBatch:
             cause = str(e) if isinstance(e, MalformedReply) else f"{type(e).__name__}: {e}"
             reply = content[:300].decode("utf-8", "replace")
             cause = f"malformed reply from {full}: {cause} (reply: {reply})"
-            raise self._failed(_what(method, path, index), url, cause) from None
+            raise self._failed(what, url, cause) from None
         self.pool.succeeded(url)
         return result
 

@@ -304,11 +304,9 @@ class InProcessEngine(ABC):
         for r, text in zip(requests, continuations, strict=True):
             joint = self._ids(with_continuation(r, text))
             plans.append((joint, len(split_continuation(self._ids(r), joint))))
-        todo = [i for i, (_, size) in enumerate(plans) if size]
-        out: list[tuple[TokenLogprobs, ...]] = [() for _ in requests]
-        for i, positions in zip(todo, self._forced([plans[i] for i in todo], top_k) if todo else [], strict=True):
-            out[i] = positions
-        return out
+        todo = [plan for plan in plans if plan[1]]  # an empty continuation has no positions
+        forced = iter(self._forced(todo, top_k) if todo else [])
+        return [next(forced) if size else () for _, size in plans]
 
     def render(self, request: GenerationRequest) -> str:
         """The exact prompt text the engine reads (wire format + assistant prefix)."""

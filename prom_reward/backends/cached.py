@@ -181,10 +181,8 @@ class CachedBackend:
                     save(j, res)
             finally:
                 saver.flush()
-        answered = {k: dataclasses.replace(res, stored=True) for k, res in found.items()}
-        if missing:
-            answered.update((keys[i], res) for i, res in zip(missing, results, strict=True))
-        return [answered[k] for k in keys]
+        answered = dict(zip([keys[i] for i in missing], results if missing else [], strict=True))
+        return [answered[k] if k in answered else dataclasses.replace(found[k], stored=True) for k in keys]
 
     generate = sync_method(agenerate)
 
@@ -220,8 +218,6 @@ class CachedBackend:
 
     def close(self) -> None:
         """Close the inner backend (if built) and the store. Safe twice."""
-        try:
+        with self.store:  # closed even when the inner backend's close fails
             if self._inner is not None:
                 self._inner.close()
-        finally:
-            self.store.close()

@@ -43,7 +43,6 @@ from prom_reward.format.wire import _PROBE_SYSTEM as _PROBE
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 OnResult = Callable[[int, GenerationResult], None]
-ENDPOINTS = ("chat", "completions")
 
 
 def token_ids(reply: Any) -> list[int]:
@@ -65,7 +64,7 @@ def is_http_url(url: str) -> bool:
 class ServerOptions:
     """How an ``OpenAIServer`` asks its servers: its keyword options besides ``wire`` and ``api_key``."""
 
-    endpoint: str = setting("chat", choices=ENDPOINTS, help="``/chat/completions`` or ``/completions``.")
+    endpoint: str = setting("chat", choices=("chat", "completions"), help="``/chat/completions`` or ``/completions``.")
     system_role: bool | None = setting(None, help="Whether the chat template takes a system message; None asks.")
     max_concurrency: int = setting(64, ge=1, help="Most HTTP calls in flight per batch.")
     timeout: float = setting(600.0, gt=0, unit="seconds", note="finite", help="Per HTTP call, cut to its deadline.")
@@ -245,10 +244,8 @@ class OpenAIServer:
                 body.update(sampling_fields(r.sampling, k, endpoint))
                 parse = functools.partial(parse_reply, endpoint=endpoint, sent_n=k, n=r.n, top_k=r.sampling.logprobs)
                 res = await b.call("POST", self._path, body, index=i, parse=parse, deadline=r.deadline)
-            except ServerRejected as e:
-                return GenerationResult((), error=str(e), rejected=True)
-            except BackendError as e:
-                return GenerationResult((), error=str(e))
+            except BackendError as e:  # a 4xx (ServerRejected): the request's own fault
+                return GenerationResult((), error=str(e), rejected=isinstance(e, ServerRejected))
             if on_result is not None:
                 on_result(i, res)
             return res

@@ -4,6 +4,7 @@ call: exact, model-free tests of judge logic."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from prom_reward.backends.base import (
@@ -19,6 +20,7 @@ from prom_reward.errors import BackendError
 Scripted = str | Completion
 
 
+@dataclass(eq=False)
 class ScriptedBackend:
     """Replays outputs; ``calls`` holds the request lists of each ``generate`` call."""
 
@@ -28,25 +30,21 @@ class ScriptedBackend:
     )
     gpu_memory_share = None  # no engine
 
-    def __init__(
-        self,
-        outputs: Sequence[Scripted] | None = None,
-        respond: Callable[[GenerationRequest, int], Scripted] | None = None,
-        *,
-        context: int | None = None,
-        tokens_per_word: float = 1.0,
-    ) -> None:
-        if (outputs is None) == (respond is None):
+    outputs: Sequence[Scripted] | None = None
+    respond: Callable[[GenerationRequest, int], Scripted] | None = None
+    _: KW_ONLY
+    context: int | None = None
+    tokens_per_word: float = 1.0
+    calls: list[list[GenerationRequest]] = field(default_factory=list, init=False)
+
+    def __post_init__(self) -> None:
+        if (self.outputs is None) == (self.respond is None):
             raise BackendError("ScriptedBackend: give exactly one of outputs=[...] or respond=fn")
-        self._queue = list(outputs) if outputs is not None else []
-        self._respond = respond
-        self._context = context
-        self._tokens_per_word = tokens_per_word
-        self.calls: list[list[GenerationRequest]] = []
+        self._queue = list(self.outputs) if self.outputs is not None else []
 
     def _next(self, request: GenerationRequest, index: int) -> Completion:
-        if self._respond is not None:
-            out = self._respond(request, index)
+        if self.respond is not None:
+            out = self.respond(request, index)
         elif self._queue:
             out = self._queue.pop(0)
         else:
@@ -73,14 +71,14 @@ class ScriptedBackend:
         return make_fingerprint(self.name)
 
     def _count(self, requests: Sequence[GenerationRequest]) -> list[int]:
-        return [int(len((r.system + " " + r.user).split()) * self._tokens_per_word) for r in requests]
+        return [int(len((r.system + " " + r.user).split()) * self.tokens_per_word) for r in requests]
 
     async def acount_tokens(self, requests: Sequence[GenerationRequest], deadline: float | None = None) -> list[int]:
         """Words per request (times ``tokens_per_word``)."""
         return self._count(requests)
 
     async def acontext_length(self, deadline: float | None = None) -> int | None:
-        return self._context
+        return self.context
 
     def special_tokens(self) -> tuple[str, ...]:
         return ()  # no tokenizer

@@ -28,14 +28,8 @@ _INSERT = "INSERT OR IGNORE INTO judgments (key, model, request, result, created
 
 def request_dict(request: GenerationRequest) -> dict[str, Any]:
     """The request as plain JSON data (sampling as ``SamplingConfig.to_dict()``)."""
-    out = {
-        "system": request.system,
-        "user": request.user,
-        "assistant_prefix": request.assistant_prefix,
-        "sampling": request.sampling.to_dict(),
-        "n": request.n,
-        "attempt": request.attempt,
-    }
+    out = {k: getattr(request, k) for k in ("system", "user", "assistant_prefix", "sampling", "n", "attempt")}
+    out["sampling"] = request.sampling.to_dict()
     if request.judge_format != DEFAULT_KEY_FORMAT:  # the default format's keys predate the field: they still hit
         out["judge_format"] = request.judge_format
     return out
@@ -48,32 +42,27 @@ def request_key(fingerprint: Mapping[str, Any], request: GenerationRequest, dup:
     return hashlib.sha256(canon.encode("utf-8")).hexdigest()
 
 
+_COMPLETION_FIELDS = ("text", "finish_reason", "completion_tokens")  # a stored completion's, logprobs aside
+
+
 def result_to_dict(result: GenerationResult) -> dict[str, Any]:
     """A GenerationResult as JSON data (``result_from_dict`` inverts it exactly)."""
-    return {
-        "prompt_tokens": result.prompt_tokens,
-        "completions": [
-            {
-                "text": c.text,
-                "finish_reason": c.finish_reason,
-                "completion_tokens": c.completion_tokens,
-                "logprobs": None if c.logprobs is None else [[t.token, t.logprob, t.top] for t in c.logprobs],
-            }
-            for c in result.completions
-        ],
-    }
+    completions = [
+        {k: getattr(c, k) for k in _COMPLETION_FIELDS}
+        | {"logprobs": None if c.logprobs is None else [[t.token, t.logprob, t.top] for t in c.logprobs]}
+        for c in result.completions
+    ]
+    return {"prompt_tokens": result.prompt_tokens, "completions": completions}
 
 
 def result_from_dict(data: dict[str, Any]) -> GenerationResult:
     """Rebuild a GenerationResult (tuples as tuples) from ``result_to_dict`` output."""
     completions = tuple(
         Completion(
-            text=c["text"],
-            finish_reason=c["finish_reason"],
-            completion_tokens=c["completion_tokens"],
+            **{k: c[k] for k in _COMPLETION_FIELDS},
             logprobs=None
             if c["logprobs"] is None
-            else tuple(TokenLogprobs(token=tok, logprob=lp, top=dict(top)) for tok, lp, top in c["logprobs"]),
+            else tuple(TokenLogprobs(t, lp, dict(top)) for t, lp, top in c["logprobs"]),
         )
         for c in data["completions"]
     )
@@ -129,11 +118,8 @@ class JudgmentStore:
         """Refuse an SQLite file without a ``judgments`` table that holds others (or none, unless ``create``)."""
         if not self.path.is_file() or self.path.stat().st_size == 0 and create:
             return
-        conn = sqlite3.connect(str(self.path), timeout=self.timeout, isolation_level=None)
-        try:
+        with contextlib.closing(sqlite3.connect(str(self.path), timeout=self.timeout, isolation_level=None)) as conn:
             tables = [t for (t,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
-        finally:
-            conn.close()
         if "judgments" in tables:
             return
         if tables:

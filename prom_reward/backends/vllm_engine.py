@@ -3,6 +3,7 @@ tokenizing prompts here so the context check sees the engine's tokens."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -186,7 +187,5 @@ class VLLMEngine(InProcessEngine):
 
     def _stop(self) -> None:
         llm, self.llm = self.llm, None
-        try:  # vLLM 0.32's engine core (its worker processes); a stand-in llm= may have none
+        with contextlib.suppress(Exception):  # vLLM 0.32's engine core (its workers); a stand-in llm= may have none
             llm.llm_engine.engine_core.shutdown()
-        except Exception:
-            pass
