@@ -56,11 +56,9 @@ def serve_config(args: Any) -> ServeConfig:
     from prom_reward.core.presets import find_preset_for_model, resolve_model_path
 
     preset = find_preset_for_model(args.model)
-    settings = {**(preset.engine if preset else {}), **given_settings(args, VLLMOptions, ENGINE)}
+    settings = {**(preset.engine if preset else {}), **given_settings(args, VLLMOptions, (*ENGINE, "enforce_eager"))}
     if args.no_prefix_caching:
         settings["enable_prefix_caching"] = False
-    if args.enforce_eager is not None:
-        settings["enforce_eager"] = args.enforce_eager
     model = resolve_model_path(preset.model if preset else args.model)
     check_model_folder(model)  # a mistyped preset or folder fails here, not in a server's log
     return ServeConfig(
