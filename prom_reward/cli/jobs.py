@@ -11,11 +11,9 @@ Example:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import sys
-from collections.abc import Iterator
 from itertools import islice
 from typing import Any
 
@@ -24,6 +22,7 @@ from prom_reward.cli.voice import (
     add_judge_options,
     add_outage_options,
     add_store_options,
+    fds_to,
     judge_spec,
     outage_policy,
 )
@@ -76,7 +75,7 @@ def cmd_job(args: argparse.Namespace) -> int:
             "(--resume skips the batches already committed)"
         )
     spec = run_sync(judge_spec(args).aresolve)  # the served model, asked once: canary, requests and store read it
-    with stdout_to_stderr():  # vLLM, torch and Ray print to stdout: only the summary may go there
+    with fds_to(2, 1):  # vLLM, torch and Ray print to stdout: only the summary may go there (one JSON line)
         summary = run_job(kind, args.input, args.output, spec.kwargs(), config, ray)
     code = summary.exit_code()
     if code == EXIT_JUDGE_DOWN:  # the first line says which judge and why: the rest is the summary
@@ -89,21 +88,6 @@ def cmd_job(args: argparse.Namespace) -> int:
     print(summary.text(), file=sys.stderr)
     print(json.dumps(summary.to_dict()), flush=True)
     return code
-
-
-@contextlib.contextmanager
-def stdout_to_stderr() -> Iterator[None]:
-    """While inside, file descriptor 1 is a copy of 2: what the job's libraries and the engine processes it
-    starts print to stdout goes to stderr, so the job's stdout holds its one JSON summary line and nothing else."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    os.dup2(2, 1)
-    try:
-        yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
 
 
 def _add_ray_options(g: argparse.ArgumentParser) -> None:
