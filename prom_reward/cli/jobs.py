@@ -90,17 +90,6 @@ def cmd_job(args: argparse.Namespace) -> int:
     return code
 
 
-def _add_ray_options(g: argparse.ArgumentParser) -> None:
-    """``--ray`` and the options of a Ray job (grade, compare and pairs)."""
-    r = g.add_argument_group("Ray (offline scoring on a pool of judge replicas; docs/serving.md)")
-    r.add_argument(
-        "--ray",
-        action="store_true",
-        help="run as a Ray Data pipeline: local Ray, or the cluster of --address / RAY_ADDRESS",
-    )
-    add_settings(r, RayConfig, RAY, flags={"num_gpus": "--gpus-per-replica", "num_cpus": "--cpus-per-replica"})
-
-
 ROWS = ".jsonl, .json, .parquet or a datasets save_to_disk folder"
 OUT = ".jsonl or .parquet (parts in OUTPUT.parts/), or a folder name: the part files alone"
 
@@ -138,7 +127,13 @@ def _add_job_parser(
         )
     g.add_argument("--quiet", action="store_true", help="no progress bars")
     add_outage_options(g, JOB_OUTAGE, "marks the rows for --resume")
-    _add_ray_options(g)
+    r = g.add_argument_group("Ray (offline scoring on a pool of judge replicas; docs/serving.md)")
+    r.add_argument(
+        "--ray",
+        action="store_true",
+        help="run as a Ray Data pipeline: local Ray, or the cluster of --address / RAY_ADDRESS",
+    )
+    add_settings(r, RayConfig, RAY, flags={"num_gpus": "--gpus-per-replica", "num_cpus": "--cpus-per-replica"})
     g.set_defaults(func=cmd_job)
     return g
 
