@@ -151,9 +151,7 @@ def main(argv: list[str] | None = None) -> None:
         formatter_class=PlainDescriptionFormatter,
     )
     ap.add_argument("--model", default="pocket-judge", help="preset, hub id or folder")
-    ap.add_argument(
-        "--max-tokens", type=int, default=None, help="judge output tokens (default: the preset's, else 1024)"
-    )
+    ap.add_argument("--max-tokens", type=int, help="judge output tokens (default: the preset's, else 1024)")
     ap.add_argument(
         "--num-samples", type=int, default=1, help="samples per rollout; the score is their mean (default 1)"
     )

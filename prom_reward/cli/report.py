@@ -84,10 +84,9 @@ def add_report_parser(sub: Any) -> None:
     )
     p.add_argument("-o", "--output", required=True, help="the report (.html)")
     p.add_argument("--probe", help="a prom-reward probe record (.json) to include")
-    p.add_argument("--title", default=None, help="page title (default: the input's file name)")
+    p.add_argument("--title", help="page title (default: the input's file name)")
     p.add_argument(
         "--format",
-        default=None,
         type=judge_format_name,
         help="the judge format the file was judged in, for a file without a job record (default: the recorded "
         "format, else prometheus2); a file whose record names another format is refused",
@@ -99,7 +98,6 @@ def add_report_parser(sub: Any) -> None:
         p.add_argument(
             column_flag(option),
             dest=option,
-            default=None,
             metavar="COLUMN",
             help="column to group by source (default: the first of source, data_source, response_source, category, "
             "model)"

