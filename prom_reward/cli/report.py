@@ -226,9 +226,8 @@ def cmd_probe(args: argparse.Namespace) -> int:
     cfg = ProbeConfig(**given_settings(args, ProbeConfig, FLAGS), expected=args.expected)
     outage = outage_policy(args, PROBE_OUTAGE)
     given = judge_spec(args)
-    fmt = given.judge_format
-    cfg = cfg.for_format(fmt)  # a part the format cannot run is refused here
-    inputs = load_inputs(cfg, fmt)  # bad data, or a rubric off the format's scale, fails here, before an engine starts
+    # a part the format cannot run, bad data or a rubric off the format's scale fails here, before an engine starts
+    inputs = load_inputs(cfg, given.judge_format)
     spec = run_sync(given.aresolve)  # the served model, asked once
     judge = spec.build()
     try:
