@@ -283,7 +283,10 @@ def score_shifts(
         "original_mean": fmean(ok) if ok else None,
         "original_failed": len(original) - len(ok),
         "edits": {},
-        "per_item": [],
+        "per_item": [
+            {"id": it.id, "original": orig, "baseline": row[:base], **dict(zip(names, row[base:], strict=True))}
+            for it, row, orig in zip(items, scores, original, strict=True)
+        ],
     }
     for k, name in enumerate(names):
         stats = edit_stats(original, [row[base + k] for row in scores], seed=seed + k + 1, resamples=resamples)
@@ -291,10 +294,6 @@ def score_shifts(
             fmean(len(e[k]) / max(len(it.response), 1) for it, e in zip(items, edited, strict=True)) if items else None
         )
         out["edits"][name] = {"description": EDITS.get(name).description, **stats, "mean_length_ratio": ratio}
-    for it, row, orig in zip(items, scores, original, strict=True):
-        out["per_item"].append(
-            {"id": it.id, "original": orig, "baseline": row[:base], **dict(zip(names, row[base:], strict=True))}
-        )
     return out
 
 

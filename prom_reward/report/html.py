@@ -134,8 +134,7 @@ def _checklist(c: dict[str, Any]) -> str:
     parts = [
         f'<p class="note">{c["rows"]} rows with a checklist; a criterion passes when satisfied, a pitfall when '
         "avoided.</p>",
-        _table(["category", "verdicts", "pass rate", "undecided"], rows(c["by_category"])),
-        _table(["criterion", "verdicts", "pass rate", "undecided"], rows(c["by_criterion"])),
+        *(_table([by, "verdicts", "pass rate", "undecided"], rows(c[f"by_{by}"])) for by in ("category", "criterion")),
     ]
     if c["most_undecided"]:
         parts.append(_table(["most often undecided", "times"], [list(x) for x in c["most_undecided"]]))

@@ -278,8 +278,7 @@ def summarize(
         "by_source": _grouped(members, "source", kind) if source else {},
         "checklist": checklist_summary(checklists),
     }
-    values = [m["value"] for m in scored]
-    out["values"] = values
+    out["values"] = values = [m["value"] for m in scored]
     if kind == "grade":
         out.update(
             median=median(values) if values else None,
