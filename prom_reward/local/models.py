@@ -45,23 +45,17 @@ def read_marker(folder: Path) -> dict | None:
 
 
 def _smollm2_complete(folder: Path) -> bool:
-    m = read_marker(folder)
-    if not m or m.get("format") != _FORMAT:
-        return False
+    m = read_marker(folder) or {}
     need = ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
-    return all((folder / n).is_file() for n in need)
+    return m.get("format") == _FORMAT and all((folder / n).is_file() for n in need)
 
 
 def is_complete(folder: Path, digest: str | None = None) -> bool:
     """True when ``folder`` holds a finished pocket-judge build (of the shipped adapters with hash ``digest``, when
     given)."""
-    m = read_marker(folder)
-    return (
-        m is not None
-        and m.get("format") == POCKET_FORMAT
-        and (digest is None or m.get("adapter") == digest)
-        and (folder / "model.safetensors").is_file()
-    )
+    m = read_marker(folder) or {}
+    built = m.get("format") == POCKET_FORMAT and digest in (None, m.get("adapter"))
+    return built and (folder / "model.safetensors").is_file()
 
 
 def ensure_pocket_judge(cache: Path | None = None) -> Path:
