@@ -134,10 +134,8 @@ def job_record(output: Path) -> dict[str, Any] | None:
     """The manifest of the job that wrote ``output`` (``OUTPUT.parts/_manifest.json``, or inside a folder of parts),
     or None when there is no readable one."""
     manifest = output / NAME if output.is_dir() else output.with_name(output.name + ".parts") / NAME
-    if not manifest.is_file():
-        return None
     try:
-        return read_manifest(manifest)
+        return read_manifest(manifest) if manifest.is_file() else None
     except PromRewardError:
         return None
 
