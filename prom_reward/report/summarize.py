@@ -165,10 +165,9 @@ def _group_stats(
         rho = spearman([m["value"] for m in scored], [m["length"] for m in scored])
         out["length_spearman"] = rho if len(scored) >= min_rows else None
     else:
-        decided = [m for m in members if m["winner"] in ("A", "B")]
         out["a_wins"] = sum(m["winner"] == "A" for m in members) / len(members) if members else None
         out["ties"] = sum(bool(m["tie"]) for m in members) / len(members) if members else None
-        longer = [m for m in decided if m["length_a"] != m["length_b"]]
+        longer = [m for m in members if m["winner"] in ("A", "B") and m["length_a"] != m["length_b"]]  # decided
         out["longer_wins"] = (
             fmean((m["winner"] == "A") == (m["length_a"] > m["length_b"]) for m in longer) if longer else None
         )
