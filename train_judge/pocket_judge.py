@@ -6,7 +6,7 @@ ships the same way, as a one-model ``linear`` merge): ``build_pocket_judge()`` r
 ``train_judge.merge`` onto the converted SmolLM2 weights (see ``train_judge/README.md``).
 
 The result is a plain Hugging Face folder ``<cache>/pocket-judge`` that vLLM loads
-(``prom_reward.local.pocket_judge`` finds it there; ``make setup`` builds it). Idempotent: a marker
+(``prom_reward.local.models.ensure_pocket_judge`` finds it there; ``make setup`` builds it). Idempotent: a marker
 records the hash of the shipped files, and the folder is renamed into place only once complete.
 
 Shell::
@@ -31,8 +31,15 @@ from pathlib import Path
 
 from prom_reward.cli.voice import PlainHelpFormatter
 from prom_reward.errors import ConfigError
-from prom_reward.local.models import MARKER, cache_dir, ensure_smollm2, make_readable
-from prom_reward.local.pocket_judge import POCKET_FORMAT, POCKET_NAME, is_complete
+from prom_reward.local.models import (
+    MARKER,
+    POCKET_FORMAT,
+    POCKET_NAME,
+    cache_dir,
+    ensure_smollm2,
+    is_complete,
+    make_readable,
+)
 from train_judge.config import read_yaml
 from train_judge.merge.config import config_from_dict
 from train_judge.merge.engine import run_merge

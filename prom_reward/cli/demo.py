@@ -30,7 +30,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from prom_reward.cli.voice import CliParser, PlainDescriptionFormatter, print_error, user_terms, with_fix
+from prom_reward.cli.voice import CliParser, PlainDescriptionFormatter, fds_to, print_error, user_terms, with_fix
 from prom_reward.errors import ConfigError, InputError
 
 if TYPE_CHECKING:
@@ -55,42 +55,31 @@ def _fds_to(log: Path | None) -> Iterator[TextIO]:
     if log is None:
         yield sys.stderr
         return
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = os.dup(1), os.dup(2)
-    term = os.fdopen(os.dup(saved[1]), "w", buffering=1)
+    term = os.fdopen(os.dup(2), "w", buffering=1)
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
-    # Python-level writers too: sys.stdout/err may not write to fds 1/2 (pytest, notebooks), and logging
-    # handlers made before (a vLLM imported earlier) hold the old streams
-    stream = os.fdopen(os.dup(1), "w", buffering=1)
-    old = sys.stdout, sys.stderr
-    sys.stdout = sys.stderr = stream
-    loggers = [logging.getLogger(), *(x for x in logging.Logger.manager.loggerDict.values())]
-    handlers = [h for lg in loggers if isinstance(lg, logging.Logger) for h in lg.handlers]
-    moved = [
-        (h, h.setStream(stream))
-        for h in handlers
-        if isinstance(h, logging.StreamHandler)
-        and not isinstance(h, logging.FileHandler)
-        and h.stream in (*old, sys.__stdout__, sys.__stderr__)
-    ]
-    try:
-        yield term
-    finally:
-        for h, prev in moved:
-            h.setStream(prev)
-        sys.stdout, sys.stderr = old
-        stream.close()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os.dup2(saved[0], 1)
-        os.dup2(saved[1], 2)
-        for f in saved:
-            os.close(f)
-        term.close()
+    with term, fds_to(fd, 1, 2):
+        os.close(fd)
+        # Python-level writers too: sys.stdout/err may not write to fds 1/2 (pytest, notebooks), and logging
+        # handlers made before (a vLLM imported earlier) hold the old streams
+        stream = os.fdopen(os.dup(1), "w", buffering=1)
+        old = sys.stdout, sys.stderr
+        sys.stdout = sys.stderr = stream
+        loggers = [logging.getLogger(), *(x for x in logging.Logger.manager.loggerDict.values())]
+        handlers = [h for lg in loggers if isinstance(lg, logging.Logger) for h in lg.handlers]
+        moved = [
+            (h, h.setStream(stream))
+            for h in handlers
+            if isinstance(h, logging.StreamHandler)
+            and not isinstance(h, logging.FileHandler)
+            and h.stream in (*old, sys.__stdout__, sys.__stderr__)
+        ]
+        try:
+            yield term
+        finally:
+            for h, prev in moved:
+                h.setStream(prev)
+            sys.stdout, sys.stderr = old
+            stream.close()
 
 
 @contextlib.contextmanager
@@ -162,9 +151,7 @@ def main(argv: list[str] | None = None) -> None:
         formatter_class=PlainDescriptionFormatter,
     )
     ap.add_argument("--model", default="pocket-judge", help="preset, hub id or folder")
-    ap.add_argument(
-        "--max-tokens", type=int, default=None, help="judge output tokens (default: the preset's, else 1024)"
-    )
+    ap.add_argument("--max-tokens", type=int, help="judge output tokens (default: the preset's, else 1024)")
     ap.add_argument(
         "--num-samples", type=int, default=1, help="samples per rollout; the score is their mean (default 1)"
     )

@@ -11,11 +11,9 @@ Example:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import sys
-from collections.abc import Iterator
 from itertools import islice
 from typing import Any
 
@@ -24,6 +22,7 @@ from prom_reward.cli.voice import (
     add_judge_options,
     add_outage_options,
     add_store_options,
+    fds_to,
     judge_spec,
     outage_policy,
 )
@@ -76,7 +75,7 @@ def cmd_job(args: argparse.Namespace) -> int:
             "(--resume skips the batches already committed)"
         )
     spec = run_sync(judge_spec(args).aresolve)  # the served model, asked once: canary, requests and store read it
-    with stdout_to_stderr():  # vLLM, torch and Ray print to stdout: only the summary may go there
+    with fds_to(2, 1):  # vLLM, torch and Ray print to stdout: only the summary may go there (one JSON line)
         summary = run_job(kind, args.input, args.output, spec.kwargs(), config, ray)
     code = summary.exit_code()
     if code == EXIT_JUDGE_DOWN:  # the first line says which judge and why: the rest is the summary
@@ -89,32 +88,6 @@ def cmd_job(args: argparse.Namespace) -> int:
     print(summary.text(), file=sys.stderr)
     print(json.dumps(summary.to_dict()), flush=True)
     return code
-
-
-@contextlib.contextmanager
-def stdout_to_stderr() -> Iterator[None]:
-    """While inside, file descriptor 1 is a copy of 2: what the job's libraries and the engine processes it
-    starts print to stdout goes to stderr, so the job's stdout holds its one JSON summary line and nothing else."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    os.dup2(2, 1)
-    try:
-        yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
-
-
-def _add_ray_options(g: argparse.ArgumentParser) -> None:
-    """``--ray`` and the options of a Ray job (grade, compare and pairs)."""
-    r = g.add_argument_group("Ray (offline scoring on a pool of judge replicas; docs/serving.md)")
-    r.add_argument(
-        "--ray",
-        action="store_true",
-        help="run as a Ray Data pipeline: local Ray, or the cluster of --address / RAY_ADDRESS",
-    )
-    add_settings(r, RayConfig, RAY, flags={"num_gpus": "--gpus-per-replica", "num_cpus": "--cpus-per-replica"})
 
 
 ROWS = ".jsonl, .json, .parquet or a datasets save_to_disk folder"
@@ -154,7 +127,13 @@ def _add_job_parser(
         )
     g.add_argument("--quiet", action="store_true", help="no progress bars")
     add_outage_options(g, JOB_OUTAGE, "marks the rows for --resume")
-    _add_ray_options(g)
+    r = g.add_argument_group("Ray (offline scoring on a pool of judge replicas; docs/serving.md)")
+    r.add_argument(
+        "--ray",
+        action="store_true",
+        help="run as a Ray Data pipeline: local Ray, or the cluster of --address / RAY_ADDRESS",
+    )
+    add_settings(r, RayConfig, RAY, flags={"num_gpus": "--gpus-per-replica", "num_cpus": "--cpus-per-replica"})
     g.set_defaults(func=cmd_job)
     return g
 

@@ -33,8 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_probe_parser(sub)
     add_report_parser(sub)
     for command in sub.choices.values():  # also after the subcommand: prom-reward grade ... --debug
-        if "--debug" not in command._option_string_actions:
-            command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
+        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
     return p
 
 

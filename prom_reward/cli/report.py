@@ -84,10 +84,9 @@ def add_report_parser(sub: Any) -> None:
     )
     p.add_argument("-o", "--output", required=True, help="the report (.html)")
     p.add_argument("--probe", help="a prom-reward probe record (.json) to include")
-    p.add_argument("--title", default=None, help="page title (default: the input's file name)")
+    p.add_argument("--title", help="page title (default: the input's file name)")
     p.add_argument(
         "--format",
-        default=None,
         type=judge_format_name,
         help="the judge format the file was judged in, for a file without a job record (default: the recorded "
         "format, else prometheus2); a file whose record names another format is refused",
@@ -99,7 +98,6 @@ def add_report_parser(sub: Any) -> None:
         p.add_argument(
             column_flag(option),
             dest=option,
-            default=None,
             metavar="COLUMN",
             help="column to group by source (default: the first of source, data_source, response_source, category, "
             "model)"
@@ -136,10 +134,8 @@ def job_record(output: Path) -> dict[str, Any] | None:
     """The manifest of the job that wrote ``output`` (``OUTPUT.parts/_manifest.json``, or inside a folder of parts),
     or None when there is no readable one."""
     manifest = output / NAME if output.is_dir() else output.with_name(output.name + ".parts") / NAME
-    if not manifest.is_file():
-        return None
     try:
-        return read_manifest(manifest)
+        return read_manifest(manifest) if manifest.is_file() else None
     except PromRewardError:
         return None
 
@@ -228,9 +224,8 @@ def cmd_probe(args: argparse.Namespace) -> int:
     cfg = ProbeConfig(**given_settings(args, ProbeConfig, FLAGS), expected=args.expected)
     outage = outage_policy(args, PROBE_OUTAGE)
     given = judge_spec(args)
-    fmt = given.judge_format
-    cfg = cfg.for_format(fmt)  # a part the format cannot run is refused here
-    inputs = load_inputs(cfg, fmt)  # bad data, or a rubric off the format's scale, fails here, before an engine starts
+    # a part the format cannot run, bad data or a rubric off the format's scale fails here, before an engine starts
+    inputs = load_inputs(cfg, given.judge_format)
     spec = run_sync(given.aresolve)  # the served model, asked once
     judge = spec.build()
     try:

@@ -24,8 +24,8 @@ SERVE = ("gpus", "replicas", "port", "host", "log_dir", "startup_timeout")
 ENGINE = ("tensor_parallel_size", "max_model_len", "gpu_memory_utilization", "dtype", "seed", "tokenizer_mode")
 
 
-def add_serve_parser(sub: Any) -> None:
-    """The ``prom-reward serve`` subcommand."""
+def add_server_parsers(sub: Any) -> None:
+    """The ``serve``, ``reward-server`` and ``openrlhf-func-path`` subcommands."""
     p = sub.add_parser("serve", help="launch dedicated vLLM judge servers and keep them up until Ctrl-C")
     p.add_argument("--model", required=True, help="hub id, folder or preset (e.g. prometheus-7b-v2.0)")
     add_settings(p, ServeConfig, SERVE)
@@ -49,6 +49,9 @@ def add_serve_parser(sub: Any) -> None:
         "compiled on a GPU)",
     )
     p.set_defaults(func=cmd_serve)
+    _add_reward_server_parser(sub)
+    f = sub.add_parser("openrlhf-func-path", help="print the reward_func file for OpenRLHF --reward.remote_url")
+    f.set_defaults(func=cmd_openrlhf_func_path)
 
 
 def serve_config(args: Any) -> ServeConfig:
@@ -56,11 +59,9 @@ def serve_config(args: Any) -> ServeConfig:
     from prom_reward.core.presets import find_preset_for_model, resolve_model_path
 
     preset = find_preset_for_model(args.model)
-    settings = {**(preset.engine if preset else {}), **given_settings(args, VLLMOptions, ENGINE)}
+    settings = {**(preset.engine if preset else {}), **given_settings(args, VLLMOptions, (*ENGINE, "enforce_eager"))}
     if args.no_prefix_caching:
         settings["enable_prefix_caching"] = False
-    if args.enforce_eager is not None:
-        settings["enforce_eager"] = args.enforce_eager
     model = resolve_model_path(preset.model if preset else args.model)
     check_model_folder(model)  # a mistyped preset or folder fails here, not in a server's log
     return ServeConfig(
@@ -235,11 +236,3 @@ def cmd_openrlhf_func_path(args: argparse.Namespace) -> int:
 
     print(reward_func_path())
     return 0
-
-
-def add_server_parsers(sub: Any) -> None:
-    """The ``serve``, ``reward-server`` and ``openrlhf-func-path`` subcommands."""
-    add_serve_parser(sub)
-    _add_reward_server_parser(sub)
-    f = sub.add_parser("openrlhf-func-path", help="print the reward_func file for OpenRLHF --reward.remote_url")
-    f.set_defaults(func=cmd_openrlhf_func_path)

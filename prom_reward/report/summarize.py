@@ -133,18 +133,6 @@ def rubric_label(value: Any) -> str:
     return text if len(text) <= 80 else text[:79] + "…"
 
 
-def _kind(row: dict[str, Any], index: int) -> str:
-    if "score" in row:
-        return "grade"
-    if "winner" in row:
-        return "compare"
-    raise InputError(
-        f"row {index}: neither a 'score' (prom-reward grade) nor a 'winner' (prom-reward compare) "
-        f"column (columns: {sorted(row)}); fix: give the output file of one of them",
-        index=index,
-    )
-
-
 def _number(row: dict[str, Any], key: str, index: int) -> float | None:
     value = row.get(key)
     if value is None or isinstance(value, bool):
@@ -163,17 +151,6 @@ def _number(row: dict[str, Any], key: str, index: int) -> float | None:
     )
 
 
-def _reason(row: dict[str, Any], kind: str) -> str | None:
-    """Why the row has no outcome, or None when it has one: a score, a winner, or a tie (a tie is a decided
-    outcome, whatever ``judge_error`` says about it)."""
-    decided = row.get("score") is not None if kind == "grade" else row.get("winner") is not None or bool(row.get("tie"))
-    if decided:
-        return None
-    if row.get("judge_error"):
-        return str(row["judge_error"])
-    return f"no verdict after {row.get('judge_failures', '?')} failed samples"
-
-
 MIN_GROUP_CORRELATION_ROWS = 5
 """A rubric's or source's score-vs-length correlation needs this many scored rows (2 rows give +-1.00)."""
 
@@ -188,10 +165,9 @@ def _group_stats(
         rho = spearman([m["value"] for m in scored], [m["length"] for m in scored])
         out["length_spearman"] = rho if len(scored) >= min_rows else None
     else:
-        decided = [m for m in members if m["winner"] in ("A", "B")]
         out["a_wins"] = sum(m["winner"] == "A" for m in members) / len(members) if members else None
         out["ties"] = sum(bool(m["tie"]) for m in members) / len(members) if members else None
-        longer = [m for m in decided if m["length_a"] != m["length_b"]]
+        longer = [m for m in members if m["winner"] in ("A", "B") and m["length_a"] != m["length_b"]]  # decided
         out["longer_wins"] = (
             fmean((m["winner"] == "A") == (m["length_a"] > m["length_b"]) for m in longer) if longer else None
         )
@@ -204,12 +180,15 @@ def _member(
     names = cols.names(row, i)
     given = row[names["rubric"]] if names["rubric"] is not None else None
     index, forced = row.get("source_index"), row.get("forced_verdicts")
+    # an outcome: a score, a winner, or a tie (a tie is decided, whatever judge_error says about it)
+    decided = row.get("score") is not None if kind == "grade" else row.get("winner") is not None or bool(row.get("tie"))
+    failure = row.get("judge_error") or f"no verdict after {row.get('judge_failures', '?')} failed samples"
     m: dict[str, Any] = {
         "index": index if isinstance(index, int) and not isinstance(index, bool) else i,
         "instruction": _shown(row, names, "instruction", i),
         "feedback": _text(row.get("feedback")),
         "rubric": rubric_label(given if given not in (None, "") else rubric),
-        "reason": _reason(row, kind),
+        "reason": None if decided else str(failure),  # why the row has no outcome
         "forced": isinstance(forced, (int, float)) and not isinstance(forced, bool) and forced > 0,
         "source": _text(row.get(source)) or "(none)" if source else None,
     }
@@ -254,7 +233,13 @@ def summarize(
     for i, row in enumerate(rows):
         if not isinstance(row, dict):
             raise InputError(f"row {i}: expected an object, got {type(row).__name__}; fix: one object per row", index=i)
-        k = _kind(row, i)
+        k = "grade" if "score" in row else "compare" if "winner" in row else None
+        if k is None:
+            raise InputError(
+                f"row {i}: neither a 'score' (prom-reward grade) nor a 'winner' (prom-reward compare) "
+                f"column (columns: {sorted(row)}); fix: give the output file of one of them",
+                index=i,
+            )
         if kind is None:
             kind = k
             source = cols.source or next((c for c in SOURCE_COLUMNS if c in row), None)
@@ -292,8 +277,7 @@ def summarize(
         "by_source": _grouped(members, "source", kind) if source else {},
         "checklist": checklist_summary(checklists),
     }
-    values = [m["value"] for m in scored]
-    out["values"] = values
+    out["values"] = values = [m["value"] for m in scored]
     if kind == "grade":
         out.update(
             median=median(values) if values else None,
@@ -302,10 +286,8 @@ def summarize(
         )
     else:
         out["verdicts"] = {
-            "A": sum(m["winner"] == "A" for m in members),
-            "B": sum(m["winner"] == "B" for m in members),
-            "tie": out["skipped"].get("tie", 0),
-            "swap_disagreement": out["skipped"].get("swap_disagreement", 0),
+            **{w: sum(m["winner"] == w for m in members) for w in ("A", "B")},
+            **{skip: out["skipped"].get(skip, 0) for skip in ("tie", "swap_disagreement")},
             "failed": out["failed"],
         }
         out["length_ratios"] = [math.log2(max(m["length_a"], 1) / max(m["length_b"], 1)) for m in scored]

@@ -121,8 +121,7 @@ def bar_chart(
     ends = [x for iv in (intervals or []) if iv for x in iv]
     lo, hi = y_range or (min([0.0, *vals, *ends]), max([0.0, *vals, *ends]) or 1.0)
     grid, lo, hi, y = _y_axis(lo, hi)
-    n = max(len(labels), 1)
-    slot = (WIDTH - _PAD_L - _PAD_R) / n
+    slot = (WIDTH - _PAD_L - _PAD_R) / max(len(labels), 1)
     bar = slot * 0.62
     tilt = any(len(label) * 6.2 > slot for label in labels)  # slanted labels where they would overlap
     body = []

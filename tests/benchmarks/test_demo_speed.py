@@ -12,7 +12,7 @@ def test_float32_pocket_is_the_shipped_merge_in_float32(tmp_path: Path, smollm2_
     import torch
     from safetensors.torch import load_file
 
-    from prom_reward.local.pocket_judge import ensure_pocket_judge
+    from prom_reward.local.models import ensure_pocket_judge
 
     f32 = demo_speed.float32_pocket(tmp_path)
     assert json.loads((f32 / "config.json").read_text())["dtype"] == "float32"

@@ -13,7 +13,7 @@ import yaml
 from safetensors.torch import load_file
 
 from prom_reward.core.presets import get_preset, resolve_model_path
-from prom_reward.local.pocket_judge import ensure_pocket_judge
+from prom_reward.local.models import ensure_pocket_judge
 from train_judge.pocket_judge import merge_experts_onto, pocket_adapter_dir
 
 

@@ -15,9 +15,7 @@ from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.cli.main import main
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.probe.data import LLMBAR_SETS, ProbeItem, checkout_data_dir, load_items, load_llmbar, seeded_subset
-from prom_reward.probe.llmbar import POOLED, llmbar_accuracy
-from prom_reward.probe.run import ProbeConfig, load_inputs, run_probe
-from prom_reward.probe.shifts import edit_stats, score_shifts
+from prom_reward.probe.run import POOLED, ProbeConfig, edit_stats, llmbar_accuracy, load_inputs, run_probe, score_shifts
 from prom_reward.probe.summary import fmt_number, markdown_table, not_run_notes, summary, verdict_warnings
 from tests.judges import pair_of, response_of
 
