@@ -64,16 +64,13 @@ def merge_metrics(parts: Sequence[tuple[int, dict[str, float]]]) -> dict[str, fl
 
 def assemble(n: int, parts: Sequence[tuple[Sequence[int], ModeOutput]]) -> ModeOutput:
     """One output for ``n`` items from parts at their indices (a later part, a retry, replaces an earlier one)."""
-    out = ModeOutput([None] * n, [None] * n, merge_metrics([(len(idx), part.metrics) for idx, part in parts]))
-    listed: dict[str, list[Any]] = {name: [None] * n for name in ("judges", "errors", "results")}
+    fields: dict[str, Any] = {name: [None] * n for name in ("rewards", "feedback", "judges", "errors", "results")}
     for idx, part in parts:
-        for pos, i in enumerate(idx):
-            out.rewards[i], out.feedback[i] = part.rewards[pos], part.feedback[pos]
-            for name, values in listed.items():
+        for name, values in fields.items():
+            for pos, i in enumerate(idx):
                 values[i] = getattr(part, name)[pos] if getattr(part, name) else None
-    for name, values in listed.items():
-        setattr(out, name, _listed(values))
-    return out
+    listed = {name: v if name in ("rewards", "feedback") else _listed(v) for name, v in fields.items()}
+    return ModeOutput(**listed, metrics=merge_metrics([(len(idx), part.metrics) for idx, part in parts]))
 
 
 def _call_metrics(results: Sequence[Any], rewards: Sequence[float | None]) -> dict[str, float]:
