@@ -226,14 +226,9 @@ async def group_rewards(call: ModeCall, items: Sequence[RewardSample]) -> ModeOu
     groups: dict[Hashable, list[int]] = {}
     for i, it in enumerate(items):
         groups.setdefault(it.group, []).append(i)
-    pairs: list[tuple[Hashable, int, int]] = []  # (group, unique a, unique b)
-    members: dict[Hashable, tuple[list[RewardSample], list[int]]] = {}
-    for g, idx in groups.items():
-        uniq, where = _unique([items[i] for i in idx], lambda it: it.response)
-        members[g] = (uniq, where)
-        pairs += [(g, a, b) for a in range(len(uniq)) for b in range(a + 1, len(uniq))]
-    asked = [(members[g][0][a], members[g][0][b].response) for g, a, b in pairs]
-    verdicts = await call.compare(asked)
+    members = {g: _unique([items[i] for i in idx], lambda it: it.response) for g, idx in groups.items()}
+    pairs = [(g, a, b) for g, (uniq, _) in members.items() for a in range(len(uniq)) for b in range(a + 1, len(uniq))]
+    verdicts = await call.compare([(members[g][0][a], members[g][0][b].response) for g, a, b in pairs])
     outcome: dict[Hashable, dict[tuple[int, int], float]] = {g: {} for g in groups}
     judged: dict[tuple[Hashable, int], list[Verdict]] = {}  # per (group, distinct member): its pairs' verdicts
     for (g, a, b), v in zip(pairs, verdicts, strict=True):
