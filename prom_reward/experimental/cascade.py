@@ -96,15 +96,13 @@ class CascadeJudge(Judge):
     def _total(self) -> JudgeStats:
         """Its ``stats``: both judges' summed, with ``cascade_stats`` in ``counters`` as ``cascade_<field>``."""
         total = JudgeStats()
-        for judge in (self.primary, self.fallback):
-            s = judge.stats
+        for s in (self.primary.stats, self.fallback.stats):
             for f in dataclasses.fields(total):
                 if f.name != "counters":
                     setattr(total, f.name, getattr(total, f.name) + getattr(s, f.name))
             for key, value in s.counters.items():
                 total.counters[key] = total.counters.get(key, 0) + value
-        for key, value in dataclasses.asdict(self.cascade_stats).items():
-            total.counters[f"cascade_{key}"] = value
+        total.counters.update({f"cascade_{k}": v for k, v in dataclasses.asdict(self.cascade_stats).items()})
         return total
 
     async def _cascade(self, items: Sequence[T], call: Callable[[Judge, Sequence[T]], Awaitable[list[R]]]) -> list[R]:
