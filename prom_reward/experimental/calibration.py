@@ -25,22 +25,6 @@ def _engine_share(backend: object, options: Mapping[str, Any]) -> tuple[bool, fl
     return share is not None, share
 
 
-def share_gpu_with_calibration(backend: Any, options: dict[str, Any], calibration: Any) -> tuple[dict[str, Any], Any]:
-    """A vLLM judge and a vLLM calibration model in one process share one GPU: the shares still to be chosen split
-    what the others leave of ``DEFAULT_GPU_MEMORY_UTILIZATION`` (``vllm_options.share_gpu_memory``)."""
-    cal_options = calibration if isinstance(calibration, dict) else {}
-    judge_vllm, judge = _engine_share(backend, options)
-    cal_vllm, base = _engine_share(cal_options.get("backend", "vllm") if cal_options else calibration, cal_options)
-    if not (judge_vllm and cal_vllm) or not (isinstance(backend, str) or cal_options):
-        return options, calibration  # not two vLLM engines, or both already built
-    judge, base = share_gpu_memory(judge, base)
-    if isinstance(backend, str):
-        options = {**options, "gpu_memory_utilization": judge}
-    if cal_options:
-        calibration = {**cal_options, "gpu_memory_utilization": base}
-    return options, calibration
-
-
 class BaseModelReader:
     """The base model of SE-Cali, reading a judge's valid outputs by teacher forcing (a ``SampleReader``).
 
@@ -98,8 +82,17 @@ def calibrated_judge(
     model: str | None = None, backend: str | Backend = "vllm", *, base: Backend | Mapping[str, Any], **options: Any
 ) -> PrometheusJudge:
     """A ``PrometheusJudge`` (``confidence=True``; ``options`` are its other arguments) whose outputs ``base`` reads
-    for SE-Cali (its first reader); a vLLM judge and a vLLM base model share the GPU."""
-    options, base = share_gpu_with_calibration(backend, options, base)
+    for SE-Cali (its first reader); a vLLM judge and a vLLM base model in one process share one GPU: the shares
+    still to be chosen split what the others leave of ``DEFAULT_GPU_MEMORY_UTILIZATION`` (``share_gpu_memory``)."""
+    base_options = base if isinstance(base, dict) else {}
+    judge_vllm, judge_share = _engine_share(backend, options)
+    base_vllm, base_share = _engine_share(base_options.get("backend", "vllm") if base_options else base, base_options)
+    if judge_vllm and base_vllm and (isinstance(backend, str) or base_options):  # not both built already
+        judge_share, base_share = share_gpu_memory(judge_share, base_share)
+        if isinstance(backend, str):
+            options = {**options, "gpu_memory_utilization": judge_share}
+        if base_options:
+            base = {**base_options, "gpu_memory_utilization": base_share}
     reader = BaseModelReader(base, truncation=options.get("entropy_truncation", "tail"))
     readers = (reader, *options.pop("readers", ()))
     try:

@@ -96,53 +96,39 @@ class CascadeJudge(Judge):
     def _total(self) -> JudgeStats:
         """Its ``stats``: both judges' summed, with ``cascade_stats`` in ``counters`` as ``cascade_<field>``."""
         total = JudgeStats()
-        for judge in (self.primary, self.fallback):
-            s = judge.stats
+        for s in (self.primary.stats, self.fallback.stats):
             for f in dataclasses.fields(total):
                 if f.name != "counters":
                     setattr(total, f.name, getattr(total, f.name) + getattr(s, f.name))
             for key, value in s.counters.items():
                 total.counters[key] = total.counters.get(key, 0) + value
-        for key, value in dataclasses.asdict(self.cascade_stats).items():
-            total.counters[f"cascade_{key}"] = value
+        total.counters.update({f"cascade_{k}": v for k, v in dataclasses.asdict(self.cascade_stats).items()})
         return total
 
     async def _cascade(self, items: Sequence[T], call: Callable[[Judge, Sequence[T]], Awaitable[list[R]]]) -> list[R]:
-        """``call`` the primary judge on ``items``, then the fallback on the items routed (``_route``)."""
+        """``call`` the primary judge on ``items``, then the fallback on the items routed (``route``, counted in
+        ``cascade_stats``); the fallback's judgment replaces the primary's where it decided, marked ``decided_by``."""
         first = await call(self.primary, items)
-        idx = self._route(first)
-        second = await call(self.fallback, [items[i] for i in idx]) if idx else []
-        out = self._merge(first, idx, second)
-        self.stats = self._total()
-        return out
-
-    def _route(self, results: list[R]) -> list[int]:
-        """The positions of the primary's ``results`` routed to the fallback, counted in ``cascade_stats``."""
         running = self.config.route_fraction is not None
-        routing = route(results, self.config, history=self.history if running else None)
+        routing = self.last_routing = route(first, self.config, history=self.history if running else None)
         self.history.extend(r.uncertainty for r in routing if r.uncertainty is not None)
-        self.last_routing = routing
-        st = self.cascade_stats
-        st.items += len(results)
-        idx = [i for i, r in enumerate(routing) if r.routed]
+        st, idx = self.cascade_stats, [i for i, r in enumerate(routing) if r.routed]
+        st.items += len(first)
         st.routed += len(idx)
         st.routed_failed += sum(r.reason == "failed" for r in routing)
         st.unscored += sum(r.reason == "unscored" for r in routing)
         st.fallback_calls += bool(idx)
-        return idx
-
-    def _merge(self, results: list[R], idx: list[int], second: list[R]) -> list[R]:
-        """``results`` with the fallback's ``second`` (items at ``idx``) where it decided, marked ``decided_by``."""
-        st = self.cascade_stats
-        out = [dataclasses.replace(r, decided_by="primary") for r in results]
+        second = await call(self.fallback, [items[i] for i in idx]) if idx else []
+        out = [dataclasses.replace(r, decided_by="primary") for r in first]
         for i, r in zip(idx, second, strict=True):
             st.fallback_prompt_tokens += r.prompt_tokens
             st.fallback_completion_tokens += r.completion_tokens
             if is_failed(r):
                 st.fallback_failed += 1
-                if not is_failed(results[i]):
+                if not is_failed(first[i]):
                     continue  # keep the primary's valid judgment
             out[i] = dataclasses.replace(r, decided_by="fallback")
+        self.stats = self._total()
         return out
 
     # -- the item methods (the rest comes from ``core.protocol.Judge``) --------------------------------------

@@ -42,17 +42,6 @@ class CascadeConfig:
         get_indicator(self.indicator)
 
 
-def _above_running_quantile(values: Sequence[float | None], history: Sequence[float], fraction: float) -> set[int]:
-    """Indexes whose mid-rank among ``history`` + ``values`` is above ``1 - fraction``."""
-    pool = sorted([*history, *(v for v in values if v is not None)])
-    mid_rank = {
-        i: (bisect.bisect_left(pool, v) + bisect.bisect_right(pool, v)) / 2
-        for i, v in enumerate(values)
-        if v is not None
-    }
-    return {i for i, rank in mid_rank.items() if rank / len(pool) > 1 - fraction}
-
-
 @dataclass
 class CascadeStats:
     """Running counters of a cascade (read them for cost and routing metrics)."""
@@ -88,16 +77,16 @@ def route(results: Sequence[Judgment], config: CascadeConfig, history: Sequence[
     values = [None if is_failed(r) or r.confidence is None else measure(r.confidence) for r in results]
     failed = {i for i, r in enumerate(results) if is_failed(r)}
     unscored = {i for i, v in enumerate(values) if v is None and i not in failed}
+    known = [(i, v) for i, v in enumerate(values) if v is not None]
     if config.threshold is not None:
-        uncertain = {i for i, v in enumerate(values) if v is not None and v > config.threshold}
-    elif history is not None:
-        uncertain = _above_running_quantile(values, history, config.route_fraction)  # type: ignore[arg-type]
+        uncertain = {i for i, v in known if v > config.threshold}
+    elif history is not None:  # a mid-rank among history + values above 1 - route_fraction
+        pool = sorted([*history, *(v for _, v in known)])
+        rank = {i: (bisect.bisect_left(pool, v) + bisect.bisect_right(pool, v)) / 2 for i, v in known}
+        uncertain = {i for i, r in rank.items() if r / len(pool) > 1 - config.route_fraction}  # type: ignore[operator]
     else:
         budget = math.ceil(config.route_fraction * len(results) - 1e-9)  # type: ignore[operator]
-        order = sorted(unscored) + sorted(
-            (i for i, v in enumerate(values) if v is not None),
-            key=lambda i: (-values[i], i),  # type: ignore[operator]
-        )
+        order = sorted(unscored) + [i for _, i in sorted((-v, i) for i, v in known)]
         picked = order[: max(budget - len(failed), 0)]
         uncertain = set(picked) - unscored
         unscored = unscored & set(picked)

@@ -82,15 +82,9 @@ def best_vs_worst(
     tied = [r for r in rows if equal[r.index] and r.checklist is None]  # a checklist's tie is not broken by a rubric
     verdicts: dict[int, Verdict] = {}
     if tied:
-        vs = judge.compare_by_grades(
-            [r.instruction for r in tied],
-            [r.responses[0] for r in tied],
-            [r.responses[1] for r in tied],
-            [r.rubric for r in tied],
-            [r.reference_answer for r in tied],
-            max_tie_rounds=cfg.max_tie_rounds,
-            num_samples=cfg.num_samples,
-            outage=outage,
+        pairs = [PairItem(r.instruction, r.responses[0], r.responses[1], r.rubric, r.reference_answer) for r in tied]
+        vs = judge.compare_items_by_grades(
+            pairs, max_tie_rounds=cfg.max_tie_rounds, num_samples=cfg.num_samples, outage=outage
         )
         verdicts = {r.index: v for r, v in zip(tied, vs, strict=True)}
     out = ChunkOutcome(cfg.min_margin, tie_breaks=len(tied), tie_rounds=sum(v.tie_rounds for v in verdicts.values()))

@@ -11,7 +11,6 @@ from typing import Any
 from prom_reward.backends.sampling import SamplingOverrides
 from prom_reward.checklist.judging import ajudge_checklists
 from prom_reward.core.results import JudgeFailure
-from prom_reward.errors import ConfigError
 from prom_reward.rewards.config import RewardConfig, grade_range, normalize_value
 from prom_reward.rewards.modes import MODE_FUNCTIONS, ModeCall, ModeOutput, assemble
 from prom_reward.rewards.samples import RewardSample
@@ -43,17 +42,6 @@ async def checklist_rewards(call: ModeCall, items: Sequence[RewardSample]) -> Mo
     if known:
         metrics["mean_checklist_score"] = fmean(known)
     return ModeOutput(rewards, [o.feedback for o in batch.outcomes], metrics, errors=errors if any(errors) else [])
-
-
-def check_checklist_mode(
-    cfg: RewardConfig, samples: Sequence[RewardSample], modes: Sequence[str] = CHECKLIST_MODES
-) -> None:
-    """``ConfigError``, before anything is judged, for samples with a checklist in a mode not of ``modes``."""
-    if cfg.mode not in modes and any(s.checklist is not None for s in samples):
-        raise ConfigError(
-            f"column {cfg.checklist_column!r}: a checklist is judged per criterion in mode "
-            f"{' or '.join(map(repr, modes))}, not {cfg.mode!r}; fix: mode='absolute', or drop the column"
-        )
 
 
 async def run_mode(call: ModeCall, items: Sequence[RewardSample]) -> ModeOutput:

@@ -10,41 +10,15 @@ from statistics import fmean, median
 from prom_reward.rewards.config import RewardConfig
 from prom_reward.stats import slope, spearman
 
-CORRECTION_KEYS = ("length/spearman_before", "length/corrected_groups", "length/reward_per_doubling")
+CORRECTION_KEYS = ("length/corrected_groups", "length/reward_per_doubling")
 PENALTY_KEYS = ("length/penalized_share", "length/penalty_mean")
 
 
 def length_keys(cfg: RewardConfig) -> tuple[str, ...]:
     """The metric names ``control_length`` reports under ``cfg`` (none when length control is off)."""
-    keys: tuple[str, ...] = ()
-    if cfg.length_correction or cfg.overlong_penalty:
-        keys += ("length/spearman_before",)
-    if cfg.length_correction:
-        keys += CORRECTION_KEYS[1:]
-    if cfg.overlong_penalty:
-        keys += PENALTY_KEYS
-    return keys
-
-
-def _correct(
-    rewards: list[float | None], logs: list[float], members: dict[Hashable, list[int]], min_group: int
-) -> tuple[int, list[float]]:
-    """Subtract each group's log-length fit in place; (groups corrected, their slopes)."""
-    corrected, slopes = 0, []
-    for idx in members.values():
-        scored = [i for i in idx if rewards[i] is not None]
-        if len(scored) < min_group:
-            continue
-        x = [logs[i] for i in scored]
-        b = slope(x, [rewards[i] for i in scored])  # type: ignore[misc]
-        if b is None:
-            continue
-        mx = fmean(x)
-        for i in scored:
-            rewards[i] = rewards[i] - b * (logs[i] - mx)  # type: ignore[operator]
-        corrected += 1
-        slopes.append(b)
-    return corrected, slopes
+    correction = CORRECTION_KEYS if cfg.length_correction else ()
+    penalty = PENALTY_KEYS if cfg.overlong_penalty else ()
+    return ("length/spearman_before", *correction, *penalty) if correction or penalty else ()
 
 
 def overlong_penalty(length: int, baseline: float, cfg: RewardConfig) -> float:
@@ -71,9 +45,17 @@ def control_length(
     for i, g in enumerate(groups):
         members.setdefault(g, []).append(i)
     if cfg.length_correction:
-        logs = [math.log(max(n, 1)) for n in lengths]
-        corrected, slopes = _correct(out, logs, members, cfg.length_min_group)
-        metrics["length/corrected_groups"] = float(corrected)
+        logs, slopes = [math.log(max(n, 1)) for n in lengths], []
+        for idx in members.values():  # each group's log-length fit subtracted
+            group = [i for i in idx if out[i] is not None]
+            x = [logs[i] for i in group]
+            b = slope(x, [out[i] for i in group]) if len(group) >= cfg.length_min_group else None  # type: ignore[misc]
+            if b is not None:
+                mx = fmean(x)
+                for i in group:
+                    out[i] = out[i] - b * (logs[i] - mx)  # type: ignore[operator]
+                slopes.append(b)
+        metrics["length/corrected_groups"] = float(len(slopes))
         metrics["length/reward_per_doubling"] = fmean(slopes) * math.log(2) if slopes else 0.0
     if cfg.overlong_penalty:
         penalties = [0.0] * len(out)

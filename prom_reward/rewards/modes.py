@@ -64,16 +64,13 @@ def merge_metrics(parts: Sequence[tuple[int, dict[str, float]]]) -> dict[str, fl
 
 def assemble(n: int, parts: Sequence[tuple[Sequence[int], ModeOutput]]) -> ModeOutput:
     """One output for ``n`` items from parts at their indices (a later part, a retry, replaces an earlier one)."""
-    out = ModeOutput([None] * n, [None] * n, merge_metrics([(len(idx), part.metrics) for idx, part in parts]))
-    listed: dict[str, list[Any]] = {name: [None] * n for name in ("judges", "errors", "results")}
+    fields: dict[str, Any] = {name: [None] * n for name in ("rewards", "feedback", "judges", "errors", "results")}
     for idx, part in parts:
-        for pos, i in enumerate(idx):
-            out.rewards[i], out.feedback[i] = part.rewards[pos], part.feedback[pos]
-            for name, values in listed.items():
+        for name, values in fields.items():
+            for pos, i in enumerate(idx):
                 values[i] = getattr(part, name)[pos] if getattr(part, name) else None
-    for name, values in listed.items():
-        setattr(out, name, _listed(values))
-    return out
+    listed = {name: v if name in ("rewards", "feedback") else _listed(v) for name, v in fields.items()}
+    return ModeOutput(**listed, metrics=merge_metrics([(len(idx), part.metrics) for idx, part in parts]))
 
 
 def _call_metrics(results: Sequence[Any], rewards: Sequence[float | None]) -> dict[str, float]:
@@ -229,14 +226,9 @@ async def group_rewards(call: ModeCall, items: Sequence[RewardSample]) -> ModeOu
     groups: dict[Hashable, list[int]] = {}
     for i, it in enumerate(items):
         groups.setdefault(it.group, []).append(i)
-    pairs: list[tuple[Hashable, int, int]] = []  # (group, unique a, unique b)
-    members: dict[Hashable, tuple[list[RewardSample], list[int]]] = {}
-    for g, idx in groups.items():
-        uniq, where = _unique([items[i] for i in idx], lambda it: it.response)
-        members[g] = (uniq, where)
-        pairs += [(g, a, b) for a in range(len(uniq)) for b in range(a + 1, len(uniq))]
-    asked = [(members[g][0][a], members[g][0][b].response) for g, a, b in pairs]
-    verdicts = await call.compare(asked)
+    members = {g: _unique([items[i] for i in idx], lambda it: it.response) for g, idx in groups.items()}
+    pairs = [(g, a, b) for g, (uniq, _) in members.items() for a in range(len(uniq)) for b in range(a + 1, len(uniq))]
+    verdicts = await call.compare([(members[g][0][a], members[g][0][b].response) for g, a, b in pairs])
     outcome: dict[Hashable, dict[tuple[int, int], float]] = {g: {} for g in groups}
     judged: dict[tuple[Hashable, int], list[Verdict]] = {}  # per (group, distinct member): its pairs' verdicts
     for (g, a, b), v in zip(pairs, verdicts, strict=True):

@@ -62,6 +62,30 @@ class PairwiseRewardStats:
         """The counters and the agreement rate, for logging."""
         return {**dataclasses.asdict(self), "swap_agreement_rate": self.swap_agreement_rate}
 
+    def settle(self, verdicts: Sequence[Verdict], coin: random.Random) -> tuple[bool, str]:
+        """Count one pair's verdicts (its rounds, in order); (whether its first-half completion wins, what decided)."""
+        self.tie_rounds += max(len(verdicts) - 1, 0)
+        for v in verdicts:
+            self.ties += v.winner is None and v.tie
+            self.judge_failures += v.winner is None and not v.tie
+            if v.swap_agreement is not None:
+                self.swap_checked += 1
+                self.swap_agreed += v.swap_agreement
+        known = [v.p_a for v in verdicts if v.p_a is not None]
+        p_a = fmean(known) if known else 0.5
+        if verdicts and verdicts[-1].winner is not None:
+            first, way = verdicts[-1].winner == "A", "judge"
+            self.decided_by_judge += 1
+            self.decided_after_ties += len(verdicts) > 1
+        elif p_a != 0.5:
+            first, way = p_a > 0.5, "p_a"
+            self.decided_by_p_a += 1
+        else:
+            first, way = coin.random() < 0.5, "coin"
+            self.coin_flips += 1
+        self.first_half_wins += first
+        return first, way
+
 
 class OnlineDPOJudgeReward:
     """Pairwise judge reward for ``OnlineDPOTrainer(reward_funcs=...)`` (TRL 1.16 layout).
@@ -197,34 +221,8 @@ class OnlineDPOJudgeReward:
         rounds = max(rounds, 0)
 
         s = PairwiseRewardStats(calls=1, pairs=b, unjudged_pairs=len(unjudged))  # this batch's, added to .stats
-        rewards = [0.0] * (2 * b)
-        how: list[str] = []
-        for i, verdicts in enumerate(history):
-            s.tie_rounds += max(len(verdicts) - 1, 0)
-            for v in verdicts:
-                s.ties += v.winner is None and v.tie
-                s.judge_failures += v.winner is None and not v.tie
-                if v.swap_agreement is not None:
-                    s.swap_checked += 1
-                    s.swap_agreed += v.swap_agreement
-            final = verdicts[-1] if verdicts else None
-            if final is not None and final.winner is not None:
-                first, way = final.winner == "A", "judge"
-                s.decided_by_judge += 1
-                s.decided_after_ties += len(verdicts) > 1
-            else:
-                known = [v.p_a for v in verdicts if v.p_a is not None]
-                p_a = fmean(known) if known else 0.5
-                if p_a != 0.5:
-                    first, way = p_a > 0.5, "p_a"
-                    s.decided_by_p_a += 1
-                else:
-                    first, way = self._rng.random() < 0.5, "coin"
-                    s.coin_flips += 1
-            s.first_half_wins += first
-            rewards[i], rewards[b + i] = (1.0, 0.0) if first else (0.0, 1.0)
-            how.append(way)
-
+        firsts, how = zip(*(s.settle(verdicts, self._rng) for verdicts in history), strict=True)
+        rewards = [float(first) for first in firsts] + [float(not first) for first in firsts]
         for f in dataclasses.fields(s):
             setattr(self.stats, f.name, getattr(self.stats, f.name) + getattr(s, f.name))
         metrics = {
@@ -246,12 +244,11 @@ class OnlineDPOJudgeReward:
         markers = self.judge.format.markers  # win/loss: no top, diag/top_* read 0
         metrics.update(diagnostics(rewards, responses, list(range(b)) * 2, feedback * 2, top=None, markers=markers))
         self.last_metrics = metrics
-        trainer = self._trainer() if self._trainer is not None else None
-        for key, value in metrics.items():
-            if trainer is not None:
+        if (trainer := self._trainer() if self._trainer is not None else None) is not None:
+            for key, value in metrics.items():
                 trainer.stats.setdefault(f"{self.__name__}/{key}", []).append(value)
-        feedback = [(vs[-1].feedback if vs else unjudged.get(i)) or "" for i, vs in enumerate(history)]
-        log_to_trl(self.__name__, kwargs, metrics, {"decided_by": how + how, "feedback": feedback + feedback})
+        feedback = [f or unjudged.get(i) or "" for i, f in enumerate(feedback)]
+        log_to_trl(self.__name__, kwargs, metrics, {"decided_by": [*how, *how], "feedback": feedback + feedback})
         return rewards
 
 

@@ -83,9 +83,20 @@ class OutagePolicy:
     def exhausted(self, cause: str, health: JudgeHealth, deadline: float | None, delay: float) -> str:
         """The budget ran out (``health`` counts it): raise, or return the message the unanswered items fail with."""
         health.gave_up()
-        failing = health.failing_for()
-        message = f"the judge has been failing for {_secs(failing)} and {_stop_reason(self, failing, deadline, delay)}"
-        message += f"; last failure: {cause}"
+        failing, budget = health.failing_for(), _secs(self.budget_s)
+        # why the retries stop: the budget or the deadline is spent, or the next try would pass it
+        budget_left = self.budget_s - failing
+        deadline_left = math.inf if deadline is None else deadline - time.monotonic()
+        then = f"the next try, in {_secs(delay)}, would pass"
+        if deadline_left < budget_left:
+            why = "the reward call's deadline passed"
+            if deadline_left > 0:
+                why = f"{then} the reward call's deadline ({_secs(deadline_left)} left)"
+        elif budget_left <= 0:
+            why = f"the outage budget of {budget} is spent"
+        else:
+            why = f"{then} the outage budget of {budget} ({_secs(budget_left)} left)"
+        message = f"the judge has been failing for {_secs(failing)} and {why}; last failure: {cause}"
         if self.on_exhausted == "raise":
             raise JudgeUnavailableError(
                 f"{message}. Stopping here rather than training on made-up rewards: bring the judge back (or raise "
@@ -179,22 +190,22 @@ async def ajudge_until_answered(
         now = time.monotonic()
         # a call's first attempt is always made (a judge that failed through an earlier call may be back);
         # its retries stop at the budget of the streak, counted from its first failure
-        first = deadline if deadline is not None else math.inf
-        stop = policy.retry_until(health.failing_since or now, deadline) if attempt else first
-        cut = policy.attempt_timeout(now, deadline, math.inf)
+        stop = policy.retry_until(health.failing_since or now, deadline) if attempt else deadline
+        until = min(now + policy.attempt_timeout(now, deadline, math.inf), math.inf if stop is None else stop)
         try:
-            result = await call(idx, min(now + cut, stop) if math.isfinite(min(now + cut, stop)) else None)
+            result = await call(idx, until if math.isfinite(until) else None)
             per_item = dict(zip(idx, failures(result), strict=True))
         except BackendError as e:  # the whole call failed (a backend without per-request failures)
             per_item = {i: JudgeFailure("transport", str(e)) for i in idx}
         else:
             out.parts.append((idx, result))
         out.calls += 1
-        failed = [u for u in pending if any(_transport(per_item[i]) for i in u)]
+        down = {i: f.reason for i, f in per_item.items() if f is not None and f.kind == "transport"}
+        failed = [u for u in pending if any(i in down for i in u)]
         if not failed:
             health.succeeded()
             return out
-        cause = next(f.reason for u in failed for i in u if (f := per_item[i]) is not None and _transport(f))
+        cause = next(down[i] for u in failed for i in u if i in down)
         health.failed(cause)
         attempt += 1
         delay = policy.delay(attempt)
@@ -247,24 +258,6 @@ class Outage:
         return [
             got[i] if i in got else failed(JudgeFailure("transport", answered.outage[i])) for i in range(len(items))
         ]
-
-
-def _transport(failure: JudgeFailure | None) -> bool:
-    return failure is not None and failure.kind == "transport"
-
-
-def _stop_reason(policy: OutagePolicy, failing: float, deadline: float | None, delay: float) -> str:
-    """Why the retries stop, with the numbers: the budget or the deadline is spent, or the next try passes it."""
-    budget_left = policy.budget_s - failing
-    deadline_left = math.inf if deadline is None else deadline - time.monotonic()
-    if deadline_left < budget_left:
-        if deadline_left <= 0:
-            return "the reward call's deadline passed"
-        return f"the next try, in {_secs(delay)}, would pass the reward call's deadline ({_secs(deadline_left)} left)"
-    if budget_left <= 0:
-        return f"the outage budget of {_secs(policy.budget_s)} is spent"
-    budget = _secs(policy.budget_s)
-    return f"the next try, in {_secs(delay)}, would pass the outage budget of {budget} ({_secs(budget_left)} left)"
 
 
 def _secs(seconds: float) -> str:

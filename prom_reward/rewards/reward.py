@@ -18,13 +18,13 @@ from prom_reward.format.conversation import completion_text, prompt_text
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JUDGE_FORMATS, Task
 from prom_reward.format.rubrics import RubricResolver
 from prom_reward.format.sanitize import neutralize
-from prom_reward.rewards.checklists import CHECKLIST_MODES, batch_runner, check_checklist_mode
+from prom_reward.rewards.checklists import CHECKLIST_MODES, batch_runner
 from prom_reward.rewards.config import RewardConfig, reward_config
 from prom_reward.rewards.diagnostics import diagnostics, top_of_scale
 from prom_reward.rewards.holder import JudgeHolder
 from prom_reward.rewards.length import control_length
 from prom_reward.rewards.modes import ModeOutput, assemble
-from prom_reward.rewards.outage import Answered, JudgeHealth, ajudge_until_answered
+from prom_reward.rewards.outage import JudgeHealth, ajudge_until_answered
 from prom_reward.rewards.samples import SAMPLE_COLUMNS, RewardSample, response_text, samples_from_columns
 from prom_reward.rewards.startup import CanaryGate, canary_rubric, judge_canary
 
@@ -73,13 +73,12 @@ class PrometheusReward(JudgeHolder):
         """Each sample in its judge-ready form (text fields, a ``Rubric``, the defaults filled in, template
         markers and special tokens neutralised), or None with the reason it cannot be judged; and how many
         markers were neutralised per sample."""
-        cfg = self.config
-        judge = self.judge
+        cfg, judge = self.config, self.judge
         declared = judge.capabilities
         guard, special, markers = declared.neutralize_markers, declared.special_tokens, judge.format.markers
-        resolved: list[RewardSample | None] = []
-        reasons: list[str | None] = []
-        marks: list[int] = []
+        resolved: list[RewardSample | None] = [None] * len(samples)
+        reasons: list[str | None] = [None] * len(samples)
+        marks = [0] * len(samples)
         for i, s in enumerate(samples):
             try:
                 fields = {
@@ -105,14 +104,9 @@ class PrometheusReward(JudgeHolder):
                             count += k
                 rubric = self._resolver(s.rubric, index=i, field=cfg.rubric_column)
                 checklist = None if s.checklist is None else parse_checklist(s.checklist)
+                resolved[i], marks[i] = dataclasses.replace(s, rubric=rubric, checklist=checklist, **fields), count
             except InputError as e:
-                resolved.append(None)
-                reasons.append(input_failure(e).reason)
-                marks.append(0)
-                continue
-            resolved.append(dataclasses.replace(s, rubric=rubric, checklist=checklist, **fields))
-            reasons.append(None)
-            marks.append(count)
+                reasons[i] = input_failure(e).reason
         return resolved, reasons, marks
 
     checklist_modes: tuple[str, ...] = CHECKLIST_MODES  # the modes that judge a sample's checklist
@@ -133,36 +127,48 @@ class PrometheusReward(JudgeHolder):
         n = len(samples)
         if not n:
             return ModeOutput([], [], {}, [], [])
-        check_checklist_mode(self.config, samples, self.checklist_modes)  # before the canary: nothing judged
+        cfg, modes = self.config, self.checklist_modes
+        if cfg.mode not in modes and any(s.checklist is not None for s in samples):  # before the canary: none judged
+            raise ConfigError(
+                f"column {cfg.checklist_column!r}: a checklist is judged per criterion in mode "
+                f"{' or '.join(map(repr, modes))}, not {cfg.mode!r}; fix: mode='absolute', or drop the column"
+            )
         if self.canary.due:
             await self.acheck_configuration(deadline)
-        if self.config.mode == "pairwise_reference" and all(x.baseline is None for x in samples):
+        if cfg.mode == "pairwise_reference" and all(x.baseline is None for x in samples):
             raise InputError(
                 f"pairwise_reference needs a baseline response per sample (dataset column "
-                f"{self.config.baseline_column!r}) and none has one; add that column or set "
-                "baseline_column=",
-                field=self.config.baseline_column,
+                f"{cfg.baseline_column!r}) and none has one; add that column or set baseline_column=",
+                field=cfg.baseline_column,
             )
         resolved, reasons, marks = self.resolve(samples)
-        ok = [i for i in range(n) if resolved[i] is not None]
-        grouped = self.config.mode == "pairwise_group"  # a prompt's completions are judged (and retried) together
+        grouped = cfg.mode == "pairwise_group"  # a prompt's completions are judged (and retried) together
         units: dict[Hashable, list[int]] = {}
-        for i in ok:
-            units.setdefault(resolved[i].group if grouped else i, []).append(i)  # type: ignore[union-attr]
-        iso: Answered[ModeOutput] = await ajudge_until_answered(
-            list(units.values()),
-            batch_runner(self.judge, self.config, resolved, sampling),
-            ModeOutput.item_errors,
-            self.config.outage,
-            deadline=deadline,
-            health=self.health,
+        for i, sample in enumerate(resolved):
+            if sample is not None:
+                units.setdefault(sample.group if grouped else i, []).append(i)
+        run = batch_runner(self.judge, cfg, resolved, sampling)
+        iso = await ajudge_until_answered(
+            list(units.values()), run, ModeOutput.item_errors, cfg.outage, deadline=deadline, health=self.health
         )
-        out = self._assemble(n, iso, reasons)
+        out = assemble(n, iso.parts)
+        errors, why = out.errors or [None] * n, list(reasons)
+        # a judged sample's reason: the judge's (an order that failed, a transport failure ...), else the plain one
+        for i in {i for idx, _ in iso.parts for i in idx}:
+            error = errors[i]
+            why[i] = None if out.rewards[i] is not None else error.reason if error is not None else _NO_VERDICT
+        why = [iso.outage.get(i, w) for i, w in enumerate(why)]
+        alone = sum(e is not None and e.kind == "input" for e in errors)  # failed on their input (the judge's outcome)
+        out.metrics["abstain_rate"] = sum(r is None for r in out.rewards) / n
+        out.metrics["failed_samples"] = float(sum(r is not None for r in reasons) + alone)
+        out.metrics["outage_failures"] = float(len(iso.outage))
+        out.metrics["judge_calls"] = float(iso.calls)
+        out.reasons = why if any(w is not None for w in why) else []
         responses = [response_text(s.response) for s in samples]  # length control and drift, as the policy wrote
         keys = [s.group for s in samples]
-        out.rewards, length_metrics = control_length(out.rewards, responses, keys, self.config)
+        out.rewards, length_metrics = control_length(out.rewards, responses, keys, cfg)
         out.metrics.update(length_metrics)
-        top, markers = top_of_scale(self.config), self.judge.format.markers
+        top, markers = top_of_scale(cfg), self.judge.format.markers
         out.metrics.update(diagnostics(out.rewards, responses, keys, out.feedback, top=top, markers=markers))
         out.metrics["markers_neutralized"] = float(sum(marks))
         out.neutralized = marks if any(marks) else []
@@ -177,23 +183,6 @@ class PrometheusReward(JudgeHolder):
         await self.aresolve()
         judgment = functools.partial(judge_canary, self.judge, self.config, self._canary_rubric, deadline, self.health)
         return await self.canary.run(judgment)
-
-    def _assemble(self, n: int, iso: Answered[ModeOutput], reasons: list[str | None]) -> ModeOutput:
-        out = assemble(n, iso.parts)
-        errors = out.errors or [None] * n
-        why = list(reasons)
-        judged = {i for idx, _ in iso.parts for i in idx}
-        for i in judged:  # the judge's reason (an order that failed, a transport failure ...), else the plain one
-            error = errors[i]
-            why[i] = None if out.rewards[i] is not None else error.reason if error is not None else _NO_VERDICT
-        why = [iso.outage.get(i, w) for i, w in enumerate(why)]
-        alone = sum(e is not None and e.kind == "input" for e in errors)  # failed on their input (the judge's outcome)
-        out.metrics["abstain_rate"] = sum(r is None for r in out.rewards) / n
-        out.metrics["failed_samples"] = float(sum(r is not None for r in reasons) + alone)
-        out.metrics["outage_failures"] = float(len(iso.outage))
-        out.metrics["judge_calls"] = float(iso.calls)
-        out.reasons = why if any(w is not None for w in why) else []
-        return out
 
     async def acompute(
         self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any

@@ -120,8 +120,15 @@ async def acheck_judge(
                 reward.served(served[0], said)
             if late:
                 logger.warning("judge %s is answering now (serves %s)", url, ", ".join(served) or "?")
-        if not down and urls and canary:
-            await _canary(reward, canary_timeout, health)
+        if not down and urls and canary and reward is not None:
+            try:
+                why = await reward.acheck_configuration(deadline=time.monotonic() + canary_timeout)
+            except (BackendError, JudgeUnavailableError) as e:  # not up (on_exhausted="raise"), not misconfigured
+                why = str(e)
+            if why is not None:  # a judge that does not answer the canary only warns
+                logger.warning("judge did not answer the canary judgment (%s); starting anyway", why)
+                if health is not None:
+                    health.failed(f"canary judgment not answered at start: {why}")
 
     async def probe_until_up() -> None:
         wrong = False
@@ -140,13 +147,20 @@ async def acheck_judge(
             health.succeeded()
 
     await ask(late=False)
+    then = "meet its on_exhausted" if policy is None else "get the failure reward"  # what the samples meet meanwhile
+    if policy is not None and policy.on_exhausted == "raise":
+        then = "their request fails with JudgeUnavailableError naming the cause (outage on_exhausted raise: "
+        then += "reward-server answers it 503); on_exhausted fail would give them the failure reward instead"
+    budget = f" ({policy.budget_s:g} s)" if policy is not None else ""
     for url, why in down.items():
         logger.warning(
-            "judge %s is not answering (%s); starting anyway and probing it every %.0f s; until it answers, %s",
+            "judge %s is not answering (%s); starting anyway and probing it every %.0f s; until it answers, samples "
+            "wait within the outage budget%s, then %s",
             url,
             why,
             probe_every,
-            _meanwhile(policy),
+            budget,
+            then,
         )
         if health is not None:
             health.failed(f"judge {url} not answering at start: {why}")
@@ -158,31 +172,6 @@ async def acheck_judge(
 
 
 check_judge = sync_method(acheck_judge)  # on the library's loop, where its probe goes on after it returns
-
-
-def _meanwhile(policy: OutagePolicy | None) -> str:
-    """What the samples meet while the judge is down, as ``policy`` says."""
-    if policy is None:
-        return "samples wait within the outage budget, then meet its on_exhausted"
-    then = "get the failure reward"
-    if policy.on_exhausted == "raise":
-        then = "their request fails with JudgeUnavailableError naming the cause (outage on_exhausted raise: "
-        then += "reward-server answers it 503); on_exhausted fail would give them the failure reward instead"
-    return f"samples wait within the outage budget ({policy.budget_s:g} s), then {then}"
-
-
-async def _canary(reward: Any, seconds: float, health: JudgeHealth | None) -> None:
-    """``reward``'s canary (None: none); a judge that does not answer it only warns."""
-    if reward is None:
-        return
-    try:
-        why = await reward.acheck_configuration(deadline=time.monotonic() + seconds)
-    except (BackendError, JudgeUnavailableError) as e:  # not up (on_exhausted="raise"), not misconfigured
-        why = str(e)
-    if why is not None:
-        logger.warning("judge did not answer the canary judgment (%s); starting anyway", why)
-        if health is not None:
-            health.failed(f"canary judgment not answered at start: {why}")
 
 
 def over_http(judge: Any) -> bool:

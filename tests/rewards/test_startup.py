@@ -12,7 +12,7 @@ import pytest
 
 from prom_reward.backends.base import JudgeServer
 from prom_reward.errors import BackendError, JudgeConfigError, JudgeUnavailableError
-from prom_reward.rewards.outage import JudgeHealth
+from prom_reward.rewards.outage import JudgeHealth, OutagePolicy
 from prom_reward.rewards.startup import acheck_judge, check_judge
 from tests.fakes import StandInJudge
 
@@ -63,13 +63,18 @@ def test_the_async_check_is_awaited_and_probes_on_the_callers_loop():
 def test_a_canary_the_judge_does_not_answer_only_warns(error, caplog):
     """A judge that answers GET /models but not the canary's judgment (a transport failure, or the outage policy
     giving up with on_exhausted="raise") starts the run degraded, with the cause in the log and in /health."""
-    from prom_reward.rewards.startup import _canary
 
     class Reward:
+        def served(self, model, max_model_len):
+            pass
+
         async def acheck_configuration(self, deadline=None):
             raise error
 
-    health = JudgeHealth()
-    asyncio.run(_canary(Reward(), 5.0, health))
+    judge, health = StandInJudge().start(), JudgeHealth()
+    try:
+        check_judge(JudgeServer((judge.url,), None), reward=Reward(), outage=OutagePolicy(), health=health)
+    finally:
+        judge.stop()
     assert str(error) in caplog.text and "starting anyway" in caplog.text
     assert health.status()["status"] != "ok" and str(error) in json.dumps(health.status())
