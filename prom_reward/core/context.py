@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 
 from prom_reward.backends.base import Backend, GenerationRequest
-from prom_reward.core.items import GradeItem, Item
+from prom_reward.core.items import Item
 from prom_reward.errors import ContextLengthError, InputError
 
 _MAX_STEPS = 8
@@ -22,10 +22,8 @@ def surely_fits(request: GenerationRequest, limit: int) -> bool:
 
 def _shorten(item: Item, fraction: float) -> Item:
     """``item`` with its response(s) cut to ``fraction`` of the longest (a shorter one of a pair stays whole)."""
-    if isinstance(item, GradeItem):
-        return dataclasses.replace(item, response=item.response[: max(0, int(len(item.response) * fraction))])
-    cap = max(0, int(max(len(item.response_a), len(item.response_b)) * fraction))
-    return dataclasses.replace(item, response_a=item.response_a[:cap], response_b=item.response_b[:cap])
+    cap = max(0, int(max(len(getattr(item, name)) for name in item.RESPONSES) * fraction))
+    return dataclasses.replace(item, **{name: getattr(item, name)[:cap] for name in item.RESPONSES})
 
 
 async def fit_to_context(
