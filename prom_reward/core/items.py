@@ -131,13 +131,11 @@ def _fault(failed: Failed, error: InputError) -> None:
     failed.setdefault(cast(int, error.index), error)
 
 
-def check_rubrics(items: Sequence[Item], judge_format: JudgeFormat, task: Task, failed: dict[int, InputError]) -> None:
-    """Record in ``failed`` each item (not failed yet) whose rubric does not fit ``judge_format`` for ``task``."""
+def check_rubrics(items: Sequence[Item], judge_format: JudgeFormat, task: Task) -> dict[int, InputError]:
+    """The fault of each item whose rubric does not fit ``judge_format`` for ``task``, by position."""
     problem_of = functools.cache(lambda rubric: judge_format.rubric_problem(rubric, task))  # once per rubric
-    for i, it in enumerate(items):
-        problem = None if i in failed else problem_of(it.rubric)
-        if problem is not None:
-            failed[i] = InputError(f"item {i}: rubric: {problem}", index=i, field="rubric")
+    problems = ((i, problem_of(it.rubric)) for i, it in enumerate(items))
+    return {i: InputError(f"item {i}: rubric: {p}", index=i, field="rubric") for i, p in problems if p is not None}
 
 
 def _as_list(name: str, value: object, n: int | None) -> list[object]:

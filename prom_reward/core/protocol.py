@@ -155,10 +155,8 @@ class Judge(ABC):
     def _checked(self, items: Sequence[Item], cls: type[Item], task: Task) -> tuple[list[Item], dict[int, InputError]]:
         """``items`` checked for ``task`` (a list of ``cls``), and each one's rubric fault."""
         check_task(self.format, task)
-        failed: dict[int, InputError] = {}
         batch = item_list(items, cls)
-        check_rubrics(batch, self.format, task, failed)
-        return batch, failed
+        return batch, check_rubrics(batch, self.format, task)
 
     def _build(
         self, task: Task, items_of: Callable[..., list[Item]], *lists: object, fit: bool = True
