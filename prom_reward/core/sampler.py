@@ -275,14 +275,9 @@ class SampleRunner:
                     runs[new[j][0]].stored_completion_tokens += tokens
             for i, s in new:
                 runs[i].samples.append(s)
-            pending = {}
-            if round_ < self.max_retries:
-                for i in idx:
-                    if runs[i].error is not None:
-                        continue
-                    need = k - len(runs[i].valid)
-                    if need > 0:
-                        pending[i] = need
-                        runs[i].retries += 1
+            short = [i for i in idx if runs[i].error is None and len(runs[i].valid) < k]  # a failed request: not again
+            pending = {i: k - len(runs[i].valid) for i in short} if round_ < self.max_retries else {}
+            for i in pending:
+                runs[i].retries += 1
             round_ += 1
         return runs
