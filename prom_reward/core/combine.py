@@ -107,12 +107,10 @@ def verdict_from_runs(first: ItemRun, swapped: ItemRun | None = None, *, truncat
         tie, ps = False, [None]
     known = [p for p in ps if p is not None]
     valid = [s for r in runs for s in r.valid]
-    swap = None
-    if swapped is not None and None not in winners:
-        swap = 1.0 if winners[0] == winners[1] else 0.0
+    swap = float(winners[0] == winners[1]) if swapped is not None and None not in winners else None
     return Verdict(
         winner=winners[0] if reason is None else None,
-        feedback=first.valid[0].feedback if first.valid else (valid[0].feedback if valid else None),
+        feedback=valid[0].feedback if valid else None,  # the original order's first, if any
         samples=tuple(s for r in runs for s in r.samples),
         p_a=fmean(known) if known and len(known) == len(runs) else None,
         tie=tie,
