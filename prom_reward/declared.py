@@ -154,10 +154,17 @@ def parse(name: str, value: Any, kind: Any, none_is: str = "") -> Any:
             if not isinstance(value, Mapping):
                 raise TypeError
             return _plain(value)
-        if origin in (typing.Union, types.UnionType):  # e.g. float | str: a number where it reads as one
-            return _number_or_text(value, int in typing.get_args(base))
-        if base is bool:
-            return _bool(value)
+        if origin in (typing.Union, types.UnionType) and isinstance(value, str):  # float | str: a number if one
+            try:
+                number = float(value)
+            except ValueError:
+                return value.strip()
+            return int(number) if int in typing.get_args(base) and number.is_integer() else number
+        if base is bool and not isinstance(value, bool):
+            text = str(value).strip().lower()
+            if text not in _TRUE + _FALSE:
+                raise ValueError(value)
+            return text in _TRUE
         if isinstance(value, bool) and base in (int, float):
             raise TypeError
         if base is int:
@@ -255,26 +262,6 @@ def _is(value: Any, kind: Any) -> bool:
 
 def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in _TRUE + _FALSE:
-        return text in _TRUE
-    raise ValueError(value)
-
-
-def _number_or_text(value: Any, whole: bool) -> Any:
-    """``value``'s number where text reads as one (``whole``: an int where it is one), else its text."""
-    if isinstance(value, str):
-        try:
-            number = float(value)
-        except ValueError:
-            return value.strip()
-        return int(number) if whole and number.is_integer() else number
-    return value
 
 
 def _plain(value: Any) -> Any:

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.core.items import absolute_items, relative_items
-from prom_reward.core.judge import absolute_request, relative_request
+from prom_reward.core.judge import judge_request
 from prom_reward.errors import ConfigError
 from prom_reward.format.sanitize import neutralize
 from prom_reward.format.wire import get_wire_format, template_accepts_system
@@ -54,7 +54,7 @@ def to_example(record: FeedbackRecord | PairRecord) -> JudgeExample:
     if isinstance(record, FeedbackRecord):
         item = absolute_items([record.instruction], [record.response], [record.rubric], [record.reference_answer])[0]
         item = dataclasses.replace(item, response=neutralize(item.response)[0])
-        req = absolute_request(item, _DEFAULT_SAMPLING)
+        req = judge_request(item, _DEFAULT_SAMPLING)
         return JudgeExample("absolute", req.system, req.user, record.completion)
     if isinstance(record, PairRecord):
         rel = relative_items(
@@ -63,7 +63,7 @@ def to_example(record: FeedbackRecord | PairRecord) -> JudgeExample:
         rel = dataclasses.replace(
             rel, response_a=neutralize(rel.response_a)[0], response_b=neutralize(rel.response_b)[0]
         )
-        req = relative_request(rel, _DEFAULT_SAMPLING)
+        req = judge_request(rel, _DEFAULT_SAMPLING)
         return JudgeExample("relative", req.system, req.user, record.completion)
     raise ConfigError(f"expected a FeedbackRecord or PairRecord, got {type(record).__name__}")
 

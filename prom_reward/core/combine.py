@@ -56,18 +56,15 @@ def _flip(w: Winner | None) -> Winner | None:
     return None if w is None else ("B" if w == "A" else "A")
 
 
-def order_summary(run: ItemRun) -> tuple[Winner | None, float | None, bool]:
-    """(majority winner, P(A) in this order, split) for one order's samples."""
+def order_summary(run: ItemRun) -> tuple[Winner | None, float | None]:
+    """(majority winner, None where the samples split evenly; P(A)) in this order, for one order's samples."""
     valid = run.valid
     if not valid:
-        return None, None, False
+        return None, None
     n_a = sum(1 for s in valid if s.verdict == "A")
-    n_b = len(valid) - n_a
     dists = [s.probabilities for s in valid if s.probabilities]
     p_a = fmean(d.get("A", 0.0) for d in dists) if len(dists) == len(valid) else n_a / len(valid)
-    if n_a == n_b:
-        return None, p_a, True
-    return ("A" if n_a > n_b else "B"), p_a, False
+    return (None if 2 * n_a == len(valid) else "A" if 2 * n_a > len(valid) else "B"), p_a
 
 
 ORDERS = ("A-B", "B-A")  # the two orders in a reason: as given, and swapped
@@ -98,9 +95,9 @@ def verdict_from_runs(first: ItemRun, swapped: ItemRun | None = None, *, truncat
     """Combine one order (or both orders with swap) into a Verdict in the original labels, with its failure: an
     order that failed (input, transport) decides nothing; no verdict is the judge's ``output`` failure."""
     runs = [first] if swapped is None else [first, swapped]
-    summaries = [order_summary(r) for r in runs]
-    winners: list[Winner | None] = [summaries[0][0]] + [_flip(w) for w, _, _ in summaries[1:]]
-    ps = [summaries[0][1]] + [None if p is None else 1.0 - p for _, p, _ in summaries[1:]]
+    (winner, p_a), *swapped_orders = [order_summary(r) for r in runs]
+    winners: list[Winner | None] = [winner] + [_flip(w) for w, _ in swapped_orders]
+    ps = [p_a] + [None if p is None else 1.0 - p for _, p in swapped_orders]
     tie, reason = _undecided(runs, winners)
     failed = [(name, r.error) for name, r in zip(ORDERS, runs, strict=False) if r.error is not None]
     error = JudgeFailure("output", reason) if reason is not None and not tie else None
@@ -110,12 +107,10 @@ def verdict_from_runs(first: ItemRun, swapped: ItemRun | None = None, *, truncat
         tie, ps = False, [None]
     known = [p for p in ps if p is not None]
     valid = [s for r in runs for s in r.valid]
-    swap = None
-    if swapped is not None and None not in winners:
-        swap = 1.0 if winners[0] == winners[1] else 0.0
+    swap = float(winners[0] == winners[1]) if swapped is not None and None not in winners else None
     return Verdict(
         winner=winners[0] if reason is None else None,
-        feedback=first.valid[0].feedback if first.valid else (valid[0].feedback if valid else None),
+        feedback=valid[0].feedback if valid else None,  # the original order's first, if any
         samples=tuple(s for r in runs for s in r.samples),
         p_a=fmean(known) if known and len(known) == len(runs) else None,
         tie=tie,

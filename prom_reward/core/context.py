@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 
 from prom_reward.backends.base import Backend, GenerationRequest
-from prom_reward.core.items import GradeItem, Item
+from prom_reward.core.items import Item
 from prom_reward.errors import ContextLengthError, InputError
 
 _MAX_STEPS = 8
@@ -22,10 +22,8 @@ def surely_fits(request: GenerationRequest, limit: int) -> bool:
 
 def _shorten(item: Item, fraction: float) -> Item:
     """``item`` with its response(s) cut to ``fraction`` of the longest (a shorter one of a pair stays whole)."""
-    if isinstance(item, GradeItem):
-        return dataclasses.replace(item, response=item.response[: max(0, int(len(item.response) * fraction))])
-    cap = max(0, int(max(len(item.response_a), len(item.response_b)) * fraction))
-    return dataclasses.replace(item, response_a=item.response_a[:cap], response_b=item.response_b[:cap])
+    cap = max(0, int(max(len(getattr(item, name)) for name in item.RESPONSES) * fraction))
+    return dataclasses.replace(item, **{name: getattr(item, name)[:cap] for name in item.RESPONSES})
 
 
 async def fit_to_context(
@@ -50,6 +48,27 @@ async def fit_to_context(
     if limit is None or counted is None:
         return requests, truncated, errors
     requests = list(requests)
+
+    async def truncated_request(i: int, count: int, budget: int) -> GenerationRequest:
+        (floor,) = await backend.acount_tokens([render(_shorten(items[i], 0.0))], deadline) or [0]
+        if floor > budget:
+            raise ContextLengthError(
+                f"item {i}: even with empty responses the judge prompt is {floor} tokens, over the {budget} "
+                "that fit; the instruction, reference answer or rubric is too long for this judge",
+                index=i,
+                field="instruction",
+            )
+        fraction = 1.0
+        for _ in range(_MAX_STEPS):
+            fraction *= max(0.0, (budget - floor) / max(1, count - floor)) * 0.97
+            request = render(_shorten(items[i], fraction))
+            (count,) = await backend.acount_tokens([request], deadline) or [0]
+            if count <= budget:
+                return request
+        raise InputError(
+            f"item {i}: could not truncate the response to fit the judge context", index=i, field="response"
+        )
+
     for i, count in zip(check, counted, strict=True):
         req = requests[i]
         budget = limit - req.sampling.max_tokens
@@ -73,39 +92,8 @@ async def fit_to_context(
             )
             continue
         try:
-            requests[i] = await _truncate(backend, items[i], render, count, budget, i, deadline)
+            requests[i] = await truncated_request(i, count, budget)
             truncated[i] = True
         except InputError as e:
             errors[i] = e
     return requests, truncated, errors
-
-
-async def _truncate(
-    backend: Backend,
-    item: Item,
-    render: Callable[[Item], GenerationRequest],
-    count: int,
-    budget: int,
-    index: int,
-    deadline: float | None,
-) -> GenerationRequest:
-    empty = _shorten(item, 0.0)
-    (floor,) = await backend.acount_tokens([render(empty)], deadline) or [0]
-    if floor > budget:
-        raise ContextLengthError(
-            f"item {index}: even with empty responses the judge prompt is {floor} tokens, over the {budget} "
-            "that fit; the instruction, reference answer or rubric is too long for this judge",
-            index=index,
-            field="instruction",
-        )
-    fraction = 1.0
-    for _ in range(_MAX_STEPS):
-        response_tokens = max(1, count - floor)
-        fraction *= max(0.0, (budget - floor) / response_tokens) * 0.97
-        request = render(_shorten(item, fraction))
-        (count,) = await backend.acount_tokens([request], deadline) or [0]
-        if count <= budget:
-            return request
-    raise InputError(
-        f"item {index}: could not truncate the response to fit the judge context", index=index, field="response"
-    )

@@ -7,7 +7,7 @@ import dataclasses
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar, cast, final
+from typing import Any, ClassVar, TypeVar, cast, final
 
 from prom_reward.errors import InputError
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, Task, get_judge_format
@@ -67,6 +67,7 @@ class GradeItem:
     """What it is graded on (a built-in name, ``Rubric``, dict, .json/.yaml path or ``[criteria]`` text)."""
     reference_answer: str | None = None
     """A reference answer (what a top grade looks like) shown to the judge, or None."""
+    RESPONSES: ClassVar = ("response",)  # the judged texts (neutralised, shortened to fit)
 
     def __post_init__(self) -> None:
         _check(self, "instruction", "response")
@@ -87,6 +88,7 @@ class PairItem:
     """What they are compared on (pairwise needs only its criteria); built like ``GradeItem.rubric``."""
     reference_answer: str | None = None
     """A reference answer shown to the judge, or None."""
+    RESPONSES: ClassVar = ("response_a", "response_b")
 
     def __post_init__(self) -> None:
         _check(self, "instruction", "response_a", "response_b")
@@ -97,13 +99,8 @@ Item = TypeVar("Item", GradeItem, PairItem)
 
 def map_responses(item: Item, f: Callable[[str], str]) -> Item:
     """``item`` with ``f`` applied to its response(s) (the judge neutralises them so); itself when none changed."""
-    if isinstance(item, GradeItem):
-        response = f(item.response)
-        return item if response == item.response else dataclasses.replace(item, response=response)
-    a, b = f(item.response_a), f(item.response_b)
-    if a == item.response_a and b == item.response_b:
-        return item
-    return dataclasses.replace(item, response_a=a, response_b=b)
+    changed: dict[str, Any] = {n: text for n in item.RESPONSES if (text := f(getattr(item, n))) != getattr(item, n)}
+    return dataclasses.replace(item, **changed) if changed else item
 
 
 def item_list(items: object, cls: type[Item]) -> list[Item]:
@@ -134,13 +131,11 @@ def _fault(failed: Failed, error: InputError) -> None:
     failed.setdefault(cast(int, error.index), error)
 
 
-def check_rubrics(items: Sequence[Item], judge_format: JudgeFormat, task: Task, failed: dict[int, InputError]) -> None:
-    """Record in ``failed`` each item (not failed yet) whose rubric does not fit ``judge_format`` for ``task``."""
+def check_rubrics(items: Sequence[Item], judge_format: JudgeFormat, task: Task) -> dict[int, InputError]:
+    """The fault of each item whose rubric does not fit ``judge_format`` for ``task``, by position."""
     problem_of = functools.cache(lambda rubric: judge_format.rubric_problem(rubric, task))  # once per rubric
-    for i, it in enumerate(items):
-        problem = None if i in failed else problem_of(it.rubric)
-        if problem is not None:
-            failed[i] = InputError(f"item {i}: rubric: {problem}", index=i, field="rubric")
+    problems = ((i, problem_of(it.rubric)) for i, it in enumerate(items))
+    return {i: InputError(f"item {i}: rubric: {p}", index=i, field="rubric") for i, p in problems if p is not None}
 
 
 def _as_list(name: str, value: object, n: int | None) -> list[object]:

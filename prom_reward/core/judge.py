@@ -1,5 +1,5 @@
 """``PrometheusJudge``: absolute grades and pairwise verdicts from a Prometheus-style judge over any backend, and
-its requests in the judge format (``absolute_request``, ``relative_request``, ``force_policy``).
+its requests in the judge format (``judge_request``, ``force_policy``).
 
 Example:
     >>> judge = PrometheusJudge(backend="scripted", outputs=["Accurate and complete. [RESULT] 5"])
@@ -10,6 +10,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -48,21 +49,15 @@ def asks_expected(judge: Judge, sampling: SamplingOverrides = None) -> bool:
     return (judge.sampling.merged(sampling).logprobs or 0) >= EXPECTED_LOGPROBS
 
 
-def absolute_request(
-    item: GradeItem, sampling: SamplingConfig, judge_format: str | JudgeFormat = DEFAULT_FORMAT, attempt: int = 0
+def judge_request(
+    item: Item, sampling: SamplingConfig, judge_format: str | JudgeFormat = DEFAULT_FORMAT, attempt: int = 0
 ) -> GenerationRequest:
-    """The judge's request for one absolute item: the format's system and user messages."""
-    fmt = get_judge_format(judge_format)
-    prompt = fmt.absolute_prompt(item.instruction, item.response, item.rubric, item.reference_answer)
-    return GenerationRequest(prompt.system, prompt.user, sampling, attempt=attempt, judge_format=fmt.name)
-
-
-def relative_request(
-    item: PairItem, sampling: SamplingConfig, judge_format: str | JudgeFormat = DEFAULT_FORMAT, attempt: int = 0
-) -> GenerationRequest:
-    """The judge's request for one pairwise item: the format's system and user messages."""
-    fmt = get_judge_format(judge_format)
-    prompt = fmt.relative_prompt(item.instruction, item.response_a, item.response_b, item.rubric, item.reference_answer)
+    """The judge's request for one item (a ``GradeItem`` or a ``PairItem``): the format's system and user messages."""
+    fmt, ref = get_judge_format(judge_format), item.reference_answer
+    if isinstance(item, GradeItem):
+        prompt = fmt.absolute_prompt(item.instruction, item.response, item.rubric, ref)
+    else:
+        prompt = fmt.relative_prompt(item.instruction, item.response_a, item.response_b, item.rubric, ref)
     return GenerationRequest(prompt.system, prompt.user, sampling, attempt=attempt, judge_format=fmt.name)
 
 
@@ -188,12 +183,7 @@ class PrometheusJudge(Judge):
         """One run per item, in order: the items not in ``failed`` rendered in the judge's format, fitted to the
         context (not those a judgment store answers), sampled, read by the ``readers``, counted."""
         cfg, attempt = self.sampling.merged(options.get("sampling")), options.get("attempt", 0)
-
-        def render(it: Item) -> GenerationRequest:
-            if isinstance(it, GradeItem):
-                return absolute_request(it, cfg, self.format, attempt)
-            return relative_request(it, cfg, self.format, attempt)
-
+        render = functools.partial(judge_request, sampling=cfg, judge_format=self.format, attempt=attempt)
         k = options.get("num_samples") or self.capabilities.num_samples
         truncate, deadline = options.get("truncate_response"), options.get("deadline")
         truncate = self.truncate_response if truncate is None else truncate

@@ -147,10 +147,8 @@ class JudgeSpec:
             out["base_url"] = list(self.server)
             if self.wire is not None or self.endpoint != "chat":  # else the preset's (completions for its inst wire)
                 out["endpoint"] = self.endpoint
-            if self.max_model_len is not None:
-                out["max_model_len"] = self.max_model_len
-            if self.api_key is not None:
-                out["api_key"] = self.api_key
+            asked = (("max_model_len", self.max_model_len), ("api_key", self.api_key))
+            out.update((k, v) for k, v in asked if v is not None)
         elif self.backend in ("vllm", "transformers"):
             engine = {name: getattr(self, name) for name in ENGINE if self.backend == "vllm" or name == "max_model_len"}
             out.update((k, v) for k, v in engine.items() if v is not None and (k, v) != ("tensor_parallel_size", 1))

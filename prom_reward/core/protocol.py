@@ -24,7 +24,8 @@ from prom_reward.core.results import (
     failed_verdict,
     with_failed,
 )
-from prom_reward.errors import ConfigError, InputError
+from prom_reward.declared import refuse_unknown
+from prom_reward.errors import InputError
 from prom_reward.format.judge_format import JudgeFormat, Task, check_task
 from prom_reward.format.rubrics import RubricsLike
 
@@ -133,11 +134,7 @@ class Judge(ABC):
 
     async def acompare_items_by_grades(self, items: Sequence[PairItem], **options: Unpack[ByGrades]) -> list[Verdict]:
         """Pairwise verdicts of ``items`` from the absolute grades of A and B, ties re-graded (``TieRounds``)."""
-        unknown = sorted(set(options) - ByGrades.__optional_keys__)
-        if unknown:
-            raise ConfigError(
-                f"compare_by_grades: unknown option(s) {unknown}; expected some of {sorted(ByGrades.__optional_keys__)}"
-            )
+        refuse_unknown(options, sorted(ByGrades.__optional_keys__), "option", "compare_by_grades")
         ties = TieRounds(*self._checked(items, PairItem, "absolute"))
         todo = list(range(len(ties.pairs)))
         rounds = options.get("max_tie_rounds")
@@ -158,10 +155,8 @@ class Judge(ABC):
     def _checked(self, items: Sequence[Item], cls: type[Item], task: Task) -> tuple[list[Item], dict[int, InputError]]:
         """``items`` checked for ``task`` (a list of ``cls``), and each one's rubric fault."""
         check_task(self.format, task)
-        failed: dict[int, InputError] = {}
         batch = item_list(items, cls)
-        check_rubrics(batch, self.format, task, failed)
-        return batch, failed
+        return batch, check_rubrics(batch, self.format, task)
 
     def _build(
         self, task: Task, items_of: Callable[..., list[Item]], *lists: object, fit: bool = True

@@ -184,7 +184,6 @@ class SampleRunner:
         self, requests: list[GenerationRequest], samples: list[JudgeSample], mode: Task
     ) -> tuple[list[JudgeSample], list[int]]:
         """The samples with their verdicts forced, and per sample the forcing tokens a store answered."""
-        labels = self.format.verdict_labels(mode)
         texts = [forced_text(self.format, s.text) or "" for s in samples]  # should_force: never None here
         forcing = [
             dataclasses.replace(
@@ -196,40 +195,33 @@ class SampleRunner:
             for r, text in zip(requests, texts, strict=True)
         ]
         results = await _generate(self.backend, forcing)
-        out = []
         stored = [res.completions[0].completion_tokens if res.stored else 0 for res in results]
-        for s, text, res in zip(samples, texts, results, strict=True):
-            if res.error is not None or not res.completions:  # not forced: the sample stays without a verdict
-                out.append(s)
-                continue
-            c = res.completions[0]
-            label_probs, mass = first_verdict_distribution(c.logprobs, labels)
-            tokens = s.completion_tokens + c.completion_tokens
-            if label_probs is None:
-                out.append(dataclasses.replace(s, completion_tokens=tokens))
-                continue
-            label = max(label_probs, key=lambda k: label_probs[k])
-            verdict: int | str = int(label) if mode == "absolute" else ("A", "B")[labels.index(label)]
-            out.append(
-                dataclasses.replace(
-                    s,
-                    verdict=verdict,
-                    feedback=self._forced_feedback(text, label, mode),
-                    probabilities=_by_verdict(label_probs, labels, mode),
-                    verdict_mass=mass,
-                    forced=True,
-                    completion_tokens=tokens,
-                    reason=None,
-                )
-            )
-        return out, stored
+        return [self._forced(s, text, res, mode) for s, text, res in zip(samples, texts, results, strict=True)], stored
 
-    def _forced_feedback(self, text: str, label: str, mode: Task) -> str | None:
-        """The feedback of a verdict forced after ``text``: what the parser reads in ``text + label +
-        force_suffix``, else ``text`` without ``force_prefix`` (a format whose closing is not declared)."""
+    def _forced(self, s: JudgeSample, text: str, res: GenerationResult, mode: Task) -> JudgeSample:
+        """``s`` with the verdict its forcing request after ``text`` read (``res``), if any. Its feedback: what the
+        parser reads in ``text + label + force_suffix``, else ``text`` without ``force_prefix`` (a format whose
+        closing is not declared)."""
+        if res.error is not None or not res.completions:  # not forced: the sample stays without a verdict
+            return s
+        c, labels = res.completions[0], self.format.verdict_labels(mode)
+        label_probs, mass = first_verdict_distribution(c.logprobs, labels)
+        tokens = s.completion_tokens + c.completion_tokens
+        if label_probs is None:
+            return dataclasses.replace(s, completion_tokens=tokens)
+        label = max(label_probs, key=lambda k: label_probs[k])
         parsed = self.format.parse(text + label + self.format.force_suffix, mode)
         body = text[: len(text) - len(self.format.force_prefix or "")]
-        return (parsed.feedback if parsed.verdict is not None else body.strip()) or None
+        return dataclasses.replace(
+            s,
+            verdict=int(label) if mode == "absolute" else ("A", "B")[labels.index(label)],
+            feedback=(parsed.feedback if parsed.verdict is not None else body.strip()) or None,
+            probabilities=_by_verdict(label_probs, labels, mode),
+            verdict_mass=mass,
+            forced=True,
+            completion_tokens=tokens,
+            reason=None,
+        )
 
     @classmethod
     def first_round(cls, requests: Sequence[GenerationRequest], k: int) -> list[GenerationRequest]:
@@ -275,14 +267,9 @@ class SampleRunner:
                     runs[new[j][0]].stored_completion_tokens += tokens
             for i, s in new:
                 runs[i].samples.append(s)
-            pending = {}
-            if round_ < self.max_retries:
-                for i in idx:
-                    if runs[i].error is not None:
-                        continue
-                    need = k - len(runs[i].valid)
-                    if need > 0:
-                        pending[i] = need
-                        runs[i].retries += 1
+            short = [i for i in idx if runs[i].error is None and len(runs[i].valid) < k]  # a failed request: not again
+            pending = {i: k - len(runs[i].valid) for i in short} if round_ < self.max_retries else {}
+            for i in pending:
+                runs[i].retries += 1
             round_ += 1
         return runs

@@ -11,6 +11,7 @@ from accelerate.logging import get_logger
 from trl.experimental.async_grpo.async_rollout_worker import AsyncRolloutWorker, RolloutGroup, RolloutSample
 from trl.experimental.async_grpo.async_rollout_worker import _AsyncRolloutLoop as TRLRolloutLoop
 
+from prom_reward.core.sampler import check_counts
 from prom_reward.errors import ConfigError
 
 logger = get_logger(__name__)
@@ -42,7 +43,7 @@ class JudgedRolloutLoop(TRLRolloutLoop):
     ``score_groups_in_flight`` waiting groups at once (``loop_kwargs``: TRL's ``_AsyncRolloutLoop`` arguments)."""
 
     def __init__(self, *, score_groups_in_flight: int = 1, **loop_kwargs: Any) -> None:
-        _check_groups_in_flight(score_groups_in_flight)
+        check_counts(score_groups_in_flight=(score_groups_in_flight, 1))
         super().__init__(**loop_kwargs)
         self.score_groups_in_flight = score_groups_in_flight
 
@@ -69,15 +70,9 @@ class JudgedRolloutLoop(TRLRolloutLoop):
         return samples
 
 
-def _check_groups_in_flight(value: Any) -> None:
-    """``ConfigError`` unless ``value`` is an int >= 1 (not a bool)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"score_groups_in_flight: expected an integer >= 1, got {value!r}")
-
-
 def use_judged_loop(trainer: Any, score_groups_in_flight: int = 1) -> None:
     """Make ``trainer``'s ``AsyncRolloutWorker`` run ``JudgedRolloutLoop`` (call before ``train()``)."""
-    _check_groups_in_flight(score_groups_in_flight)  # here, on the main process: the loop is built in the child
+    check_counts(score_groups_in_flight=(score_groups_in_flight, 1))  # on the main process (the loop: in the child)
     worker = trainer.rollout_worker
     if not isinstance(worker, AsyncRolloutWorker):
         raise ConfigError(

@@ -146,9 +146,8 @@ def test_an_unknown_by_grades_option_is_refused_with_the_valid_ones() -> None:
     from prom_reward.errors import ConfigError
 
     judge = judge_by_rank({"a": 1, "b": 2})
-    with pytest.raises(
-        ConfigError, match=r"unknown option\(s\) \['max_tie_round'\]; expected some of .*max_tie_rounds"
-    ):
+    said = r"compare_by_grades: unknown option\(s\) \['max_tie_round'\] \(closest: max_tie_round -> max_tie_rounds\)"
+    with pytest.raises(ConfigError, match=said + r".*valid: deadline, max_tie_rounds, num_samples, outage"):
         judge.compare_by_grades(["q"], ["a"], ["b"], "helpfulness", max_tie_round=2)
 
 

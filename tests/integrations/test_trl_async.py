@@ -204,6 +204,6 @@ def test_use_judged_loop_sets_the_loop_or_says_why():
     use_judged_loop(trainer)
     assert trainer.rollout_worker._loop_cls is JudgedRolloutLoop
     for bad in (0, 2.5, "4", True, float("nan")):  # refused on the main process, before TRL spawns the child
-        words = re.escape(f"score_groups_in_flight: expected an integer >= 1, got {bad!r}")
+        words = re.escape(f"score_groups_in_flight: expected an int >= 1, got {bad!r}; fix: give an int >= 1")
         with pytest.raises(ConfigError, match=words):
             use_judged_loop(trainer, score_groups_in_flight=bad)
