@@ -14,6 +14,7 @@ from typing import Any, Protocol, TypeGuard
 
 import yaml
 
+from prom_reward.declared import refuse_unknown
 from prom_reward.errors import ConfigError, InputError, PromRewardError, UnknownNameError
 from prom_reward.format.parsing import Task
 from prom_reward.format.templates import SCORE_RUBRIC_TEMPLATE, TEMPLATES, unicode_problem
@@ -113,9 +114,7 @@ class Rubric:
         if not isinstance(d, Mapping):
             raise ConfigError(f"a rubric dict must be a mapping, got {type(d).__name__}; expected {_LAYOUTS}")
         d = {k: v for k, v in d.items() if v is not None}
-        unknown = sorted(str(k) for k in d if k not in ("criteria", "descriptions", *_SCORE_KEYS))
-        if unknown:
-            raise ConfigError(f"unknown rubric key(s) {unknown}; expected {_LAYOUTS}")
+        refuse_unknown(d, ("criteria", "descriptions", *_SCORE_KEYS), "rubric key")
         if "criteria" not in d:
             raise ConfigError(f"rubric dict has no 'criteria' key (got {sorted(map(str, d))}); expected {_LAYOUTS}")
         present = [k for k in _SCORE_KEYS if k in d]
