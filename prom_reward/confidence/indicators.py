@@ -71,9 +71,7 @@ def mean_entropy(
     logprobs: Sequence[TokenLogprobs] | None, truncation: str = "tail", top_k: int = DEFAULT_TOP_K
 ) -> float | None:
     """SE of one sample: the mean token entropy over its generated tokens (None without logprobs)."""
-    if not logprobs:
-        return None
-    return fmean(token_entropy(p, truncation, top_k) for p in logprobs)
+    return fmean(token_entropy(p, truncation, top_k) for p in logprobs) if logprobs else None
 
 
 def mean_nll(logprobs: Sequence[TokenLogprobs] | None) -> float | None:
@@ -121,11 +119,11 @@ def _mean(values: Sequence[float | None]) -> float | None:
 def confidence_from_samples(samples: Sequence[Any], *, swap_agreement: bool | None = None) -> Confidence:
     """Combine the valid samples of one judgment (``JudgeSample``s of one order) into a ``Confidence``."""
     valid = [s for s in samples if s.verdict is not None]
-    probs = []
-    for s in valid:
-        if s.probabilities:  # back from the renormalised distribution to the token's own probability
-            p = float(s.probabilities.get(str(s.verdict), 0.0))
-            probs.append(p * s.verdict_mass if s.verdict_mass is not None else p)
+    probs = [  # back from the renormalised distribution to the token's own probability
+        float(s.probabilities.get(str(s.verdict), 0.0)) * (1.0 if s.verdict_mass is None else s.verdict_mass)
+        for s in valid
+        if s.probabilities
+    ]
     return Confidence(
         entropy=_mean([s.entropy for s in valid]),
         nll=_mean([s.nll for s in valid]),
@@ -179,6 +177,4 @@ def get_indicator(name: str) -> Indicator:
 
 def uncertainty(confidence: Confidence | None, indicator: str) -> float | None:
     """The judgment's uncertainty under ``indicator`` (higher = less sure); None when unknown."""
-    if confidence is None:
-        return None
-    return get_indicator(indicator)(confidence)
+    return None if confidence is None else get_indicator(indicator)(confidence)
