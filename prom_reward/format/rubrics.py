@@ -251,16 +251,6 @@ def get_rubric(x: RubricLike) -> Rubric:
     raise err
 
 
-def rubric_key(value: object) -> Hashable:
-    """A hashable key for a rubric value (equal values, equal keys): the value itself, or its canonical JSON."""
-    if isinstance(value, (str, Rubric)):
-        return value
-    try:
-        return json.dumps(value, sort_keys=True, default=str)
-    except (TypeError, ValueError):
-        return repr(value)
-
-
 class _FitCheck(Protocol):  # a JudgeFormat's rubric check (judge_format.py imports this module)
     def rubric_problem(self, rubric: Rubric, task: Task) -> str | None: ...
 
@@ -293,7 +283,10 @@ class RubricResolver:
     def resolve(self, value: RubricLike, *, index: int | None = None, field: str = "rubric") -> Rubric:
         """``value`` (not None) as a ``Rubric``; raises ``InputError`` naming ``index`` and ``field``."""
         where = f"{self.what} {index}: " if index is not None else ""
-        key = rubric_key(value)
+        try:  # equal values, equal keys: the value itself, or its canonical JSON
+            key = value if isinstance(value, (str, Rubric)) else json.dumps(value, sort_keys=True, default=str)
+        except (TypeError, ValueError):
+            key = repr(value)
         rubric = self._cache.get(key)
         if rubric is None:
             try:
