@@ -47,13 +47,11 @@ class Criterion:
     """Its own rubric; None: ``criterion_rubric``'s binary one."""
 
     def __post_init__(self) -> None:
-        problem = None
         if isinstance(self.text, str):  # the text first, as a row's fields read
-            problem = (
-                unicode_problem(self.text) if self.text.strip() else f"expected a non-empty string, got {self.text!r}"
-            )
-        if problem is not None:
-            raise ConfigError(problem, "text")
+            empty = f"expected a non-empty string, got {self.text!r}"
+            problem = unicode_problem(self.text) if self.text.strip() else empty
+            if problem is not None:
+                raise ConfigError(problem, "text")
         check(self)
         object.__setattr__(self, "weight", float(self.weight))
 

@@ -21,11 +21,6 @@ CHECKLIST_KEYS = (
 verl) log them; only TRL gets the per-criterion ``checklist/...`` names, which vary with the batch."""
 
 
-def criterion_key(text: str) -> str:
-    """A criterion's metric name: ``checklist/<its first 48 characters, spaces as _>_pass_rate``."""
-    return "checklist/" + re.sub(r"\s+", "_", text.strip())[:48] + "_pass_rate"
-
-
 def _rate(passed: list[bool]) -> float:
     return sum(passed) / len(passed)
 
@@ -41,7 +36,8 @@ def checklist_metrics(outcomes: Sequence[Any], grades: Sequence[Any]) -> dict[st
             passed = s.satisfied != s.criterion.pitfall
             every.append(passed)
             by_category.setdefault(s.criterion.category, []).append(passed)
-            by_criterion.setdefault(criterion_key(s.criterion.text), []).append(passed)
+            key = "checklist/" + re.sub(r"\s+", "_", s.criterion.text.strip())[:48] + "_pass_rate"  # 48 characters
+            by_criterion.setdefault(key, []).append(passed)
     out: dict[str, float] = {
         "checklist_judgments": float(len(grades)),
         "checklist_dropped_criteria": float(sum(o.aggregate.dropped for o in outcomes)),

@@ -46,23 +46,15 @@ def token_entropy(position: TokenLogprobs, truncation: str = "tail", top_k: int 
     if truncation == "renormalize":
         h = -sum(p / total * math.log(p / total) for p in probs if p > 0)
         return h if h > 0 else 0.0
-    rest = 1.0 - total
+    rest, cap = 1.0 - total, probs[-1]
     h = -sum(p * math.log(p) for p in probs if p > 0)
-    if rest > 1e-12:
-        if truncation == "bucket":
-            h -= rest * math.log(rest)
-        else:  # tail: no outside token is likelier than the k-th one
-            h += _least_tail_entropy(rest, probs[-1])
+    if rest > 1e-12 and (truncation == "bucket" or rest <= cap):
+        h -= rest * math.log(rest)
+    elif rest > 1e-12:  # tail: no outside token is likelier than the k-th one; the least entropy the rest can have
+        full = math.floor(rest / cap)
+        remainder = rest - full * cap
+        h -= full * cap * math.log(cap) + (remainder * math.log(remainder) if remainder > 1e-15 else 0.0)
     return h if h > 0 else 0.0
-
-
-def _least_tail_entropy(rest: float, cap: float) -> float:
-    """The least entropy mass ``rest`` can have when no outcome exceeds ``cap``."""
-    if rest <= cap:
-        return -rest * math.log(rest)
-    full = math.floor(rest / cap)
-    remainder = rest - full * cap
-    return -full * cap * math.log(cap) - (remainder * math.log(remainder) if remainder > 1e-15 else 0.0)
 
 
 def entropy_upper_bound(position: TokenLogprobs, vocab_size: int, top_k: int = DEFAULT_TOP_K) -> float:
@@ -79,9 +71,7 @@ def mean_entropy(
     logprobs: Sequence[TokenLogprobs] | None, truncation: str = "tail", top_k: int = DEFAULT_TOP_K
 ) -> float | None:
     """SE of one sample: the mean token entropy over its generated tokens (None without logprobs)."""
-    if not logprobs:
-        return None
-    return fmean(token_entropy(p, truncation, top_k) for p in logprobs)
+    return fmean(token_entropy(p, truncation, top_k) for p in logprobs) if logprobs else None
 
 
 def mean_nll(logprobs: Sequence[TokenLogprobs] | None) -> float | None:
@@ -129,21 +119,17 @@ def _mean(values: Sequence[float | None]) -> float | None:
 def confidence_from_samples(samples: Sequence[Any], *, swap_agreement: bool | None = None) -> Confidence:
     """Combine the valid samples of one judgment (``JudgeSample``s of one order) into a ``Confidence``."""
     valid = [s for s in samples if s.verdict is not None]
-    probs = []
-    for s in valid:
-        if s.probabilities:  # back from the renormalised distribution to the token's own probability
-            p = float(s.probabilities.get(str(s.verdict), 0.0))
-            probs.append(p * s.verdict_mass if s.verdict_mass is not None else p)
-    agreement = None
-    if len(valid) >= 2:
-        counts = Counter(str(s.verdict) for s in valid)
-        agreement = counts.most_common(1)[0][1] / len(valid)
+    probs = [  # back from the renormalised distribution to the token's own probability
+        float(s.probabilities.get(str(s.verdict), 0.0)) * (1.0 if s.verdict_mass is None else s.verdict_mass)
+        for s in valid
+        if s.probabilities
+    ]
     return Confidence(
         entropy=_mean([s.entropy for s in valid]),
         nll=_mean([s.nll for s in valid]),
         base_entropy=_mean([s.base_entropy for s in valid]),
         verdict_probability=fmean(probs) if probs else None,
-        sample_agreement=agreement,
+        sample_agreement=max(Counter(str(s.verdict) for s in valid).values()) / len(valid) if len(valid) > 1 else None,
         swap_agreement=None if swap_agreement is None else float(swap_agreement),
         tokens=sum(s.scored_tokens for s in valid),
     )
@@ -191,6 +177,4 @@ def get_indicator(name: str) -> Indicator:
 
 def uncertainty(confidence: Confidence | None, indicator: str) -> float | None:
     """The judgment's uncertainty under ``indicator`` (higher = less sure); None when unknown."""
-    if confidence is None:
-        return None
-    return get_indicator(indicator)(confidence)
+    return None if confidence is None else get_indicator(indicator)(confidence)

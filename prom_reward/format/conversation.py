@@ -54,13 +54,9 @@ def prompt_text(prompt: TextOrMessages, index: int | None = None) -> str:
     turns = [m for m in prompt if not (isinstance(m, dict) and m.get("role") == "system")]
     if len(turns) == 1:
         return _content(turns[0], index, "prompt")
-    return "\n\n".join(f"{_role_name(m)}: {_content(m, index, 'prompt')}" for m in prompt)
-
-
-def _role_name(message: object) -> str:
-    """How a turn is labelled in a multi-turn instruction ("User", "Assistant" ...)."""
-    role = str(message.get("role")) if isinstance(message, dict) else "None"
-    return _ROLE_NAMES.get(role, role.title())
+    roles = [str(m.get("role")) if isinstance(m, dict) else "None" for m in prompt]
+    labels = [_ROLE_NAMES.get(r, r.title()) for r in roles]  # each turn's: "User", "Assistant" ...
+    return "\n\n".join(f"{label}: {_content(m, index, 'prompt')}" for label, m in zip(labels, prompt, strict=True))
 
 
 def completion_text(completion: TextOrMessages, index: int | None = None) -> str:

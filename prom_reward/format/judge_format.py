@@ -153,5 +153,4 @@ def verdict_text(fmt: JudgeFormat, task: Task, verdict: int | str) -> str:
     if str(verdict) not in verdicts:
         raise ConfigError(f"judge format {fmt.name!r}: verdict {verdict!r} is not one of {', '.join(verdicts)}")
     label = fmt.verdict_labels(task)[verdicts.index(str(verdict))]
-    prefix = fmt.force_prefix.lstrip()
-    return f"{prefix}{label}{fmt.force_suffix}"
+    return f"{fmt.force_prefix.lstrip()}{label}{fmt.force_suffix}"

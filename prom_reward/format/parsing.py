@@ -86,17 +86,9 @@ class ParsedOutput:
     reason: str | None = None
 
 
-def _clean_feedback(text: str) -> str:
-    return _LEADING_LABEL.sub("", text, count=1).strip()
-
-
 def _last_marker(text: str) -> re.Match[str] | None:
     matches = list(_MARKER.finditer(text))
     return matches[-1] if matches else None
-
-
-def _to_verdict(value: str, mode: Task) -> int | str:
-    return int(value) if mode == "absolute" else value
 
 
 def parse_output(text: object, mode: Task) -> ParsedOutput:
@@ -113,21 +105,25 @@ def parse_output(text: object, mode: Task) -> ParsedOutput:
         return ParsedOutput("", None, None)
     end = content_end(text, _TRAILING_PUNCT)
     marker = _last_marker(text)
+    found: re.Match[str] | None = None
+    cut = content_end(text)  # where the feedback ends
     if marker is not None:
+        cut = marker.start()
         found = _PAYLOAD[mode].fullmatch(text, marker.end(), max(end, marker.end()))
-        feedback = _clean_feedback(text[: marker.start()])
-        if found is None:
-            return ParsedOutput(feedback, None, None)
-        return ParsedOutput(feedback, _to_verdict(found["v"], mode), found.start("v"))
-    line_start = text.rfind("\n", 0, end) + 1
-    for pattern, is_label in _FALLBACKS[mode]:
-        found = pattern.search(text, line_start, end)
-        if found is not None and not _unambiguous(text, found, end):
-            break
-        if found is not None:
-            cut = found.start() if is_label else content_end(text)
-            return ParsedOutput(_clean_feedback(text[:cut]), _to_verdict(found["v"], mode), found.start("v"))
-    return ParsedOutput(_clean_feedback(text[: content_end(text)]), None, None)
+    else:
+        line_start = text.rfind("\n", 0, end) + 1
+        for pattern, is_label in _FALLBACKS[mode]:
+            found = pattern.search(text, line_start, end)
+            if found is not None:  # the first form found decides
+                if not _unambiguous(text, found, end):
+                    found = None
+                elif is_label:  # a label cut from the feedback
+                    cut = found.start()
+                break
+    feedback = _LEADING_LABEL.sub("", text[:cut], count=1).strip()
+    if found is None:
+        return ParsedOutput(feedback, None, None)
+    return ParsedOutput(feedback, int(found["v"]) if mode == "absolute" else found["v"], found.start("v"))
 
 
 def parse_absolute(text: object) -> int | None:

@@ -14,6 +14,7 @@ from typing import Any, Protocol, TypeGuard
 
 import yaml
 
+from prom_reward.declared import refuse_unknown
 from prom_reward.errors import ConfigError, InputError, PromRewardError, UnknownNameError
 from prom_reward.format.parsing import Task
 from prom_reward.format.templates import SCORE_RUBRIC_TEMPLATE, TEMPLATES, unicode_problem
@@ -113,9 +114,7 @@ class Rubric:
         if not isinstance(d, Mapping):
             raise ConfigError(f"a rubric dict must be a mapping, got {type(d).__name__}; expected {_LAYOUTS}")
         d = {k: v for k, v in d.items() if v is not None}
-        unknown = sorted(str(k) for k in d if k not in ("criteria", "descriptions", *_SCORE_KEYS))
-        if unknown:
-            raise ConfigError(f"unknown rubric key(s) {unknown}; expected {_LAYOUTS}")
+        refuse_unknown(d, ("criteria", "descriptions", *_SCORE_KEYS), "rubric key")
         if "criteria" not in d:
             raise ConfigError(f"rubric dict has no 'criteria' key (got {sorted(map(str, d))}); expected {_LAYOUTS}")
         present = [k for k in _SCORE_KEYS if k in d]
@@ -252,16 +251,6 @@ def get_rubric(x: RubricLike) -> Rubric:
     raise err
 
 
-def rubric_key(value: object) -> Hashable:
-    """A hashable key for a rubric value (equal values, equal keys): the value itself, or its canonical JSON."""
-    if isinstance(value, (str, Rubric)):
-        return value
-    try:
-        return json.dumps(value, sort_keys=True, default=str)
-    except (TypeError, ValueError):
-        return repr(value)
-
-
 class _FitCheck(Protocol):  # a JudgeFormat's rubric check (judge_format.py imports this module)
     def rubric_problem(self, rubric: Rubric, task: Task) -> str | None: ...
 
@@ -294,7 +283,10 @@ class RubricResolver:
     def resolve(self, value: RubricLike, *, index: int | None = None, field: str = "rubric") -> Rubric:
         """``value`` (not None) as a ``Rubric``; raises ``InputError`` naming ``index`` and ``field``."""
         where = f"{self.what} {index}: " if index is not None else ""
-        key = rubric_key(value)
+        try:  # equal values, equal keys: the value itself, or its canonical JSON
+            key = value if isinstance(value, (str, Rubric)) else json.dumps(value, sort_keys=True, default=str)
+        except (TypeError, ValueError):
+            key = repr(value)
         rubric = self._cache.get(key)
         if rubric is None:
             try:

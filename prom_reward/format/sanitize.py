@@ -109,18 +109,16 @@ class _Patterns:
         return hashes.sub(lambda m: rewrite(m[0]) if section.match(text, m.end()) else m[0], text)
 
 
-@lru_cache(maxsize=64)
-def _patterns(markers: tuple[str, ...]) -> _Patterns:
-    return _Patterns(markers)
+_compiled = lru_cache(maxsize=64)(_Patterns)
 
 
-def _markers(markers: Iterable[str] | None) -> tuple[str, ...]:
-    """The markers given, or the default judge format's."""
+def _patterns(markers: Iterable[str] | None) -> _Patterns:
+    """The patterns of the markers given (None: the default judge format's) and the wire's."""
     if markers is None:
         from prom_reward.format.judge_format import DEFAULT_FORMAT, get_judge_format
 
         markers = get_judge_format(DEFAULT_FORMAT).markers
-    return tuple(markers) + WIRE_MARKERS
+    return _compiled(tuple(markers) + WIRE_MARKERS)
 
 
 _SMALL = {"\uff1a": "\ufe55"}
@@ -144,22 +142,19 @@ def _narrow(text: str) -> str:
     return "".join(out)
 
 
+def _tokens(special_tokens: Iterable[str]) -> tuple[re.Pattern[str], re.Pattern[str], dict[str, str]]:
+    """The patterns of ``SPECIAL_TOKENS`` and ``special_tokens`` and of their full-width forms (never empty), and
+    each full-width form's token."""
+    return _token_patterns(tuple(t for t in special_tokens if isinstance(t, str)))
+
+
 @lru_cache(maxsize=64)
-def _token_patterns(tokens: tuple[str, ...]) -> tuple[re.Pattern[str], re.Pattern[str]]:
-    """The patterns of ``tokens`` and of their full-width forms (never empty: ``SPECIAL_TOKENS`` are among them)."""
+def _token_patterns(given: tuple[str, ...]) -> tuple[re.Pattern[str], re.Pattern[str], dict[str, str]]:
+    tokens = sorted(set(SPECIAL_TOKENS) | set(given))
     usable = sorted({t for t in tokens if t and _full_width(t) != t}, key=len, reverse=True)
     plain = re.compile("|".join(re.escape(t) for t in usable))
     wide = re.compile("|".join(re.escape(_full_width(t)) for t in usable))
-    return plain, wide
-
-
-def _tokens(special_tokens: Iterable[str]) -> tuple[str, ...]:
-    return _sorted_tokens(tuple(t for t in special_tokens if isinstance(t, str)))
-
-
-@lru_cache(maxsize=64)
-def _sorted_tokens(special_tokens: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(sorted(set(SPECIAL_TOKENS) | set(special_tokens)))
+    return plain, wide, {_full_width(t): t for t in tokens}
 
 
 def neutralize(text: str, special_tokens: Iterable[str] = (), markers: Iterable[str] | None = None) -> tuple[str, int]:
@@ -175,24 +170,22 @@ def neutralize(text: str, special_tokens: Iterable[str] = (), markers: Iterable[
         changed[0] += old != new  # an already neutral marker is not counted
         return new
 
-    p = _patterns(_markers(markers))
+    p = _patterns(markers)
     text = p.headers(p.hashes, text, lambda run: swap(run, "".join(_FW_HASH if c in _HASHES else c for c in run)))
     if any(c in text for c in _OPENS):
         text = p.bracketed.sub(lambda m: swap(m.group(0), _FW_OPEN + m.group(1) + (_FW_CLOSE if m[2] else "")), text)
     if p.literal is not None:
         text = p.literal.sub(lambda m: swap(m.group(0), _full_width(m.group(0))), text)
-    plain, _ = _token_patterns(_tokens(special_tokens))
+    plain, _, _ = _tokens(special_tokens)
     text = plain.sub(lambda m: swap(m.group(0), _full_width(m.group(0))), text)
     return text, changed[0]
 
 
 def restore(text: str, special_tokens: Iterable[str] = (), markers: Iterable[str] | None = None) -> str:
     """Undo ``neutralize`` (exact when the original had no full-width or look-alike forms of the markers)."""
-    p = _patterns(_markers(markers))
+    p = _patterns(markers)
     text = p.headers(p.fw_hashes, text, lambda run: run.replace(_FW_HASH, "#"))
     text = p.fw_bracketed.sub(lambda m: "[" + m.group(1) + ("]" if m[2] else ""), text)
-    tokens = _tokens(special_tokens)
-    _, wide = _token_patterns(tokens)
-    back = {_full_width(t): t for t in tokens}
+    _, wide, back = _tokens(special_tokens)
     text = wide.sub(lambda m: back[m.group(0)], text)
     return text if p.fw_literal is None else p.fw_literal.sub(lambda m: _narrow(m.group(0)), text)

@@ -31,8 +31,7 @@ class _DuplicateKey(ValueError):
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    keys = [k for k, _ in pairs]
-    if keys.count(VERDICT_KEY) > 1:
+    if [k for k, _ in pairs].count(VERDICT_KEY) > 1:
         raise _DuplicateKey(VERDICT_KEY)
     return dict(pairs)
 
