@@ -1,5 +1,5 @@
-"""The entry points of the job engine: ``grade_file``, ``compare_file``, ``pairs_file`` (in this process) and
-``grade_dataset``, ``compare_dataset``, ``pairs_dataset`` (on Ray Data); each returns a ``JobSummary``."""
+"""The entry points of the job engine: ``grade_file``, ``compare_file``, ``pairs_file``, in this process or (``ray=``)
+on Ray Data; each returns a ``JobSummary``."""
 
 from __future__ import annotations
 
@@ -98,12 +98,13 @@ def _run(
     output: str | Path,
     judge: Any,
     config: JobConfig | None,
-    ray: RayConfig | None,
+    ray: RayConfig | bool | None,
     options: dict[str, Any],
     pairs: PreferenceConfig | None = None,
 ) -> JobSummary:
-    """``options`` routed to the fields of the kind (pairs: ``PreferenceConfig``), ``JobConfig`` and (on Ray)
-    ``RayConfig``, then ``run_job``; an unknown name is a ``ConfigError``."""
+    """``options`` routed to the fields of the kind (pairs: ``PreferenceConfig``), ``JobConfig`` and (on Ray:
+    ``ray`` a ``RayConfig`` or True) ``RayConfig``, then ``run_job``; an unknown name is a ``ConfigError``."""
+    ray = RayConfig() if ray is True else ray or None
     classes = [kind.settings or kind, JobConfig, *([RayConfig] if ray else [])]
     names = [{f.name for f in dataclasses.fields(c) if f.init} for c in classes]
     parts: list[dict[str, Any]] = [{} for _ in classes]
@@ -119,17 +120,31 @@ def _run(
 
 
 def grade_file(
-    inputs: Any, output: str | Path, judge: Any, *, config: JobConfig | None = None, **options: Any
+    inputs: Any,
+    output: str | Path,
+    judge: Any,
+    *,
+    config: JobConfig | None = None,
+    ray: RayConfig | bool | None = None,
+    **options: Any,
 ) -> JobSummary:
-    """Absolute grades for every row of ``inputs`` in this process (``prom_reward.jobs.grade``)."""
-    return _run(GradeJob, inputs, output, judge, config, None, options)
+    """Absolute grades for every row of ``inputs`` (``prom_reward.jobs.grade``), in this process, or with ``ray``
+    (a ``RayConfig``, or True: its defaults; ``judge`` then ``PrometheusJudge`` keyword arguments) on a pool of
+    Ray judge actors (``prom_reward.jobs.ray_run``)."""
+    return _run(GradeJob, inputs, output, judge, config, ray, options)
 
 
 def compare_file(
-    inputs: Any, output: str | Path, judge: Any, *, config: JobConfig | None = None, **options: Any
+    inputs: Any,
+    output: str | Path,
+    judge: Any,
+    *,
+    config: JobConfig | None = None,
+    ray: RayConfig | bool | None = None,
+    **options: Any,
 ) -> JobSummary:
-    """Pairwise verdicts for every row of ``inputs`` in this process (``prom_reward.jobs.compare``)."""
-    return _run(CompareJob, inputs, output, judge, config, None, options)
+    """Pairwise verdicts for every row of ``inputs`` (``prom_reward.jobs.compare``); ``ray`` as ``grade_file``'s."""
+    return _run(CompareJob, inputs, output, judge, config, ray, options)
 
 
 def pairs_file(
@@ -139,51 +154,12 @@ def pairs_file(
     *,
     pairs: PreferenceConfig | None = None,
     config: JobConfig | None = None,
+    ray: RayConfig | bool | None = None,
     **options: Any,
 ) -> JobSummary:
-    """DPO pairs from every row of ``inputs`` in this process (``prom_reward.jobs.pairs``); ``**options`` may
-    set ``PreferenceConfig`` fields over ``pairs``."""
-    return _run(PairsJob, inputs, output, judge, config, None, options, pairs)
+    """DPO pairs from every row of ``inputs`` (``prom_reward.jobs.pairs``); ``**options`` may set
+    ``PreferenceConfig`` fields over ``pairs``; ``ray`` as ``grade_file``'s (the wide layout)."""
+    return _run(PairsJob, inputs, output, judge, config, ray, options, pairs)
 
 
-def grade_dataset(
-    inputs: Any,
-    output: str | Path,
-    judge: dict[str, Any],
-    *,
-    config: JobConfig | None = None,
-    ray: RayConfig | None = None,
-    **options: Any,
-) -> JobSummary:
-    """``grade_file`` on a pool of Ray judge actors (``prom_reward.jobs.ray_run``)."""
-    return _run(GradeJob, inputs, output, judge, config, ray or RayConfig(), options)
-
-
-def compare_dataset(
-    inputs: Any,
-    output: str | Path,
-    judge: dict[str, Any],
-    *,
-    config: JobConfig | None = None,
-    ray: RayConfig | None = None,
-    **options: Any,
-) -> JobSummary:
-    """``compare_file`` on a pool of Ray judge actors."""
-    return _run(CompareJob, inputs, output, judge, config, ray or RayConfig(), options)
-
-
-def pairs_dataset(
-    inputs: Any,
-    output: str | Path,
-    judge: dict[str, Any],
-    *,
-    pairs: PreferenceConfig | None = None,
-    config: JobConfig | None = None,
-    ray: RayConfig | None = None,
-    **options: Any,
-) -> JobSummary:
-    """``pairs_file`` on a pool of Ray judge actors (wide layout)."""
-    return _run(PairsJob, inputs, output, judge, config, ray or RayConfig(), options, pairs)
-
-
-__all__ = ["compare_dataset", "compare_file", "grade_dataset", "grade_file", "pairs_dataset", "pairs_file", "run_job"]
+__all__ = ["compare_file", "grade_file", "pairs_file", "run_job"]

@@ -188,6 +188,12 @@ def test_options_are_validated():
 
     with pytest.raises(ConfigError, match="unknown option 'rows_per_shard'; valid options: .*batch_size"):
         grade_file("in.jsonl", "out.jsonl", {}, rows_per_shard=3)
+    with pytest.raises(ConfigError, match="unknown option 'replicas'"):  # a Ray option only with ray=
+        grade_file("in.jsonl", "out.jsonl", {}, replicas=2)
+    with pytest.raises(ConfigError, match="^replicas: "):  # ray=True: RayConfig's fields, checked
+        grade_file("in.jsonl", "out.jsonl", {}, ray=True, replicas=0)
+    with pytest.raises(ConfigError, match="judge: on Ray give PrometheusJudge keyword arguments"):
+        grade_file("in.jsonl", "out.jsonl", object(), ray=RayConfig(replicas=2))
 
 
 def test_summary_counts_and_text():
