@@ -78,7 +78,7 @@ def run_job(
                     built.close()
     tgt = plan.target
     if tgt.merged:
-        summary.output_rows = merge_parts(tgt.folder, tgt.output, tgt.fmt, plan.scan.schema)
+        summary.output_rows = merge_parts(tgt.folder, tgt.output, tgt.fmt, tgt.schema)
         if tgt.skipped is not None:
             merge_parts(tgt.folder / SKIPPED, tgt.skipped, "jsonl")
     else:
