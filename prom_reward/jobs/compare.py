@@ -33,7 +33,6 @@ class CompareJob(JobKind):
     """Options of a ``compare`` job (validated; the rubric is resolved once, here)."""
 
     name: ClassVar[str] = "compare"
-    result_columns: ClassVar[tuple[str, ...]] = tuple(RESULT_TYPES)
     result_types: ClassVar[dict[str, str]] = RESULT_TYPES
 
     rubric: Any = None

@@ -53,7 +53,6 @@ class GradeJob(JobKind):
     """Options of a ``grade`` job (validated; the rubric is resolved once, here)."""
 
     name: ClassVar[str] = "grade"
-    result_columns: ClassVar[tuple[str, ...]] = tuple(RESULT_TYPES)
     result_types: ClassVar[dict[str, str]] = RESULT_TYPES
 
     rubric: Any = None

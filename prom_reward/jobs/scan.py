@@ -47,7 +47,7 @@ class _Schema:
     def __init__(self, kind: JobKind) -> None:
         self.kind, self.schema = kind, None
         self.block: list[SourceRow] = []
-        self.skip = {"source_index", *kind.result_columns}
+        self.skip = {"source_index", *kind.result_types}
 
     def add(self, row: SourceRow) -> None:
         self.block.append(row)

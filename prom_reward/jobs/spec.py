@@ -67,12 +67,11 @@ class JobKind(ABC):
 
     name: ClassVar[str]
     """``grade``, ``compare`` or ``pairs``."""
-    result_columns: ClassVar[tuple[str, ...]]
-    """The columns the kind adds to each output row (after ``source_index`` and the input columns)."""
     jsonl_only: ClassVar[bool] = False
     """Outputs are JSON lines only (pairs: prompts and completions may be strings or message lists)."""
     result_types: ClassVar[dict[str, str]] = {}
-    """The pyarrow types of ``result_columns`` by name (``pyarrow.<type>()``); empty for JSON-lines-only kinds."""
+    """The columns the kind adds to each output row (after ``source_index`` and the input columns), in order, and
+    their pyarrow types (``pyarrow.<type>()``); empty for JSON-lines-only kinds (pairs: ``OUTPUT_COLUMNS``)."""
     settings: ClassVar[Any] = None
     """The dataclass of the kind's options (None: the kind itself; pairs: ``PreferenceConfig``)."""
     rubric: Rubric | None
@@ -124,7 +123,7 @@ class JobKind(ABC):
         """The output of rows whose judge call failed whole, each item's outcome ``failure``."""
 
     def result_schema(self, nested: dict[str, Any] | None = None) -> Any:
-        """The pyarrow types of ``result_columns`` (``nested``: some built; None for JSON-lines-only kinds)."""
+        """The pyarrow types of ``result_types`` (``nested``: some built; None for JSON-lines-only kinds)."""
         import pyarrow as pa
 
         types = self.result_types.items()
