@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from prom_reward.core.judge_spec import JudgeSpec
+from prom_reward.declared import refuse_unknown
 from prom_reward.errors import ConfigError
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat
 from prom_reward.jobs.compare import CompareJob
@@ -106,13 +107,9 @@ def _run(
     ``ray`` a ``RayConfig`` or True) ``RayConfig``, then ``run_job``; an unknown name is a ``ConfigError``."""
     ray = RayConfig() if ray is True else ray or None
     classes = [kind.settings or kind, JobConfig, *([RayConfig] if ray else [])]
-    names = [{f.name for f in dataclasses.fields(c) if f.init} for c in classes]
-    parts: list[dict[str, Any]] = [{} for _ in classes]
-    for k, v in options.items():
-        i = next((i for i, n in enumerate(names) if k in n), None)
-        if i is None:
-            raise ConfigError(f"unknown option {k!r}; valid options: {', '.join(sorted(set().union(*names)))}")
-        parts[i][k] = v
+    names = [{f.name for f in dataclasses.fields(c) if f.init} for c in classes]  # no name in two of them
+    refuse_unknown(options, sorted(set().union(*names)), "option")
+    parts = [{k: v for k, v in options.items() if k in n} for n in names]
     cfg = dataclasses.replace(config or JobConfig(), **parts[1])
     ray_cfg = dataclasses.replace(ray, **parts[2]) if ray else None
     job = PairsJob(dataclasses.replace(pairs or PreferenceConfig(), **parts[0])) if kind.settings else kind(**parts[0])
