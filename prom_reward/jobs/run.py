@@ -12,6 +12,7 @@ from prom_reward.core.judge_spec import JudgeSpec
 from prom_reward.declared import refuse_unknown
 from prom_reward.errors import ConfigError
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat
+from prom_reward.jobs.batch import judge_locally
 from prom_reward.jobs.compare import CompareJob
 from prom_reward.jobs.config import JobConfig, RayConfig
 from prom_reward.jobs.grade import GradeJob
@@ -19,6 +20,7 @@ from prom_reward.jobs.manifest import judge_fingerprint
 from prom_reward.jobs.pairs import PairsJob
 from prom_reward.jobs.parts import merge_parts
 from prom_reward.jobs.plan import SKIPPED, prepare_job
+from prom_reward.jobs.ray_run import judge_on_ray
 from prom_reward.jobs.spec import JobKind
 from prom_reward.jobs.summary import JobSummary
 from prom_reward.preferences.config import PreferenceConfig
@@ -59,24 +61,18 @@ def run_job(
         judged["format"] = fmt.name
     plan = prepare_job(kind, inputs, output, judged, cfg)
     summary = plan.summary
-    if plan.shards:
-        if ray is not None:
-            from prom_reward.jobs.ray_run import judge_on_ray
-
-            if over_http(judge):  # the canary in the driver: a client of the judge server is cheap to build
-                with JudgeSpec.of(judge).build() as client:
-                    job_canary(client, kind.task(), kind.rubric, expected=kind.name == "grade")
-            judge_on_ray(plan, judge, ray, cfg, summary)
-        else:
-            from prom_reward.jobs.batch import judge_locally
-
-            built = JudgeSpec.of(judge).build() if isinstance(judge, dict) else judge
-            try:
-                job_canary(built, kind.task(), kind.rubric, expected=kind.name == "grade")
+    canary = ray is None or over_http(judge)  # on Ray, in the driver for a judge server only: its client is cheap
+    if plan.shards and canary:
+        built = JudgeSpec.of(judge).build() if isinstance(judge, dict) else judge
+        try:
+            job_canary(built, kind.task(), kind.rubric, expected=kind.name == "grade")
+            if ray is None:
                 judge_locally(plan, built, summary, cfg.progress, Outage(cfg.outage))
-            finally:
-                if built is not judge:
-                    built.close()
+        finally:
+            if built is not judge:
+                built.close()
+    if plan.shards and ray is not None:
+        judge_on_ray(plan, judge, ray, cfg, summary)
     tgt = plan.target
     if tgt.merged:
         summary.output_rows = merge_parts(tgt.folder, tgt.output, tgt.fmt, tgt.schema)
