@@ -13,8 +13,8 @@ from prom_reward.core.results import JudgeFailure
 from prom_reward.errors import BackendError, ConfigError, ContextLengthError, InputError
 from prom_reward.jobs.parts import write_part
 from prom_reward.jobs.plan import SKIPPED, Plan, Target
-from prom_reward.jobs.source import SourceRow, iter_file
-from prom_reward.jobs.spec import ITEM_PREFIX, BatchOut, JobKind, Prepare
+from prom_reward.jobs.source import ITEM_PREFIX, SourceRow, iter_file
+from prom_reward.jobs.spec import BatchOut, JobKind, Prepare
 from prom_reward.jobs.summary import JobSummary
 
 _COUNTS = (

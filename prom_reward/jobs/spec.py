@@ -4,7 +4,6 @@ and what a batch produced (``BatchOut``)."""
 from __future__ import annotations
 
 import dataclasses
-import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -12,7 +11,7 @@ from typing import Any, ClassVar, cast
 
 from prom_reward.core.protocol import Retry
 from prom_reward.core.results import JudgeFailure, Judgment
-from prom_reward.errors import ConfigError, InputError
+from prom_reward.errors import ConfigError
 from prom_reward.format.judge_format import JudgeFormat, Task, check_task
 from prom_reward.format.rubrics import NO_RUBRIC, Rubric, RubricResolver
 from prom_reward.jobs.source import SourceRow
@@ -174,23 +173,6 @@ def options_of(options: Any) -> dict[str, Any]:
     return {
         k: dataclasses.asdict(v) if isinstance(v, Rubric) else getattr(v, "__qualname__", v) for k, v in fields.items()
     }
-
-
-ITEM_PREFIX = re.compile(r"^item \d+: ")
-
-
-def row_error(row: SourceRow, column: str, option: str | None, detail: str) -> InputError:
-    """``InputError`` for ``row``: where it is, the row id, the column, the fix."""
-    detail = ITEM_PREFIX.sub("", detail)
-    what, _, how = detail.partition("; fix: ") if "; fix: " in detail else detail.partition("; ")
-    fixes = [h for h in (how, f"name the right column with {{{option}}}" if option else "") if h]
-    fix = f"; fix: {', or '.join(fixes)}" if fixes else ""
-    return InputError(
-        f"{row.where}: row {row.id}: column {column!r}: {what}{fix}",
-        index=row.id,
-        field=column,
-        mentions=(option,) if option else (),
-    )
 
 
 def failure_text(error: JudgeFailure | None) -> str | None:
