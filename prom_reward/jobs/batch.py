@@ -41,9 +41,7 @@ def judge_rows(
         raise ConfigError(ITEM_PREFIX.sub("", str(e))) from e
     pairs = kind.name == "pairs"
     paired = {p["source_index"] for p in out.rows} if pairs else set()
-    rec: dict[str, Any] = {
-        k: getattr(out, k) for k in ("judged", "failed", "backend_failed", "tie_breaks", "tie_rounds")
-    }
+    rec = {k: getattr(out, k) for k in ("judged", "failed", "backend_failed", "tie_breaks", "tie_rounds")}
     rec.update(
         rows=sum(r.size for r in rows),  # input rows: a long-layout group counts its rows
         pairs=len(out.rows) if pairs else 0,
@@ -52,9 +50,9 @@ def judge_rows(
         rows_without_pairs=sum(r.size for r in rows if r.source_index not in paired) if pairs else 0,
         backend_error=out.backend_error or "",
         worker=worker,
+        io_seconds=0.0,
     )
-    rec.update({k: getattr(s, stat) - before[k] for k, stat in STATS.items()})
-    rec.update(seconds=time.perf_counter() - t0, io_seconds=0.0)
+    rec.update({k: getattr(s, stat) - before[k] for k, stat in STATS.items()}, seconds=time.perf_counter() - t0)
     return out, rec
 
 

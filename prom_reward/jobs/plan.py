@@ -111,8 +111,7 @@ def prepare_job(kind: JobKind, inputs: Any, output: str | Path, judge: dict[str,
     manifest = make_manifest(kind.name, scan.inputs, kind.fingerprint(), judge, tgt.fmt)
     plan = Plan(kind, replace(tgt, schema=scan.schema), scan, JobSummary(job=kind.name, output=str(tgt.output)))
     if saved is not None:
-        diffs = differences(saved, manifest)
-        if diffs:
+        if diffs := differences(saved, manifest):
             raise OutputError(
                 f"{tgt.output}: written by another job ({'; '.join(diffs)}); fix: resume with the same "
                 "input and options, start over with --overwrite, or choose another -o"
