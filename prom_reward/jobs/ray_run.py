@@ -40,13 +40,9 @@ class _JudgeWorker:
         self.batches, self.warm = 0, False
         self.left: float | None = None
 
-    def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
-        out: dict[str, list[Any]] = {}
-        for i in range(len(batch["start"])):
-            shard = {k: (v[i].item() if hasattr(v[i], "item") else v[i]) for k, v in batch.items()}
-            for k, v in self._shard(shard).items():
-                out.setdefault(k, []).append(v)
-        return out
+    def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:  # one shard a call (``batch_size=1``)
+        rec = self._shard({k: (v[0].item() if hasattr(v[0], "item") else v[0]) for k, v in batch.items()})
+        return {k: [v] for k, v in rec.items()}
 
     def _read(self, shard: dict[str, Any]) -> list[Any]:
         return read_range(str(shard["path"]), *(int(shard[k]) for k in ("first_id", "start", "stop", "offset", "line")))
