@@ -165,8 +165,7 @@ def scan_input(
             nxt = yield from iter_file(path, base, on_bytes=None if binary else h.update, on_offset=note)
             if binary:
                 with fs.open_input_stream(inner) as f:
-                    while chunk := f.read(1 << 20):
-                        h.update(chunk)
+                    h = hashlib.file_digest(f, "sha256")
             size = int(fs.get_file_info(inner).size or 0)
             out.inputs.append({"path": path, "size": size, "rows": nxt - base, "sha256": h.hexdigest()})
             out.files.append((path, base, nxt))
