@@ -39,21 +39,16 @@ def run_job(
     """Run one job: locally, or on Ray when ``ray`` is given."""
     cfg = config or JobConfig()
     start = time.perf_counter()
-    if ray is not None:
-        if not isinstance(judge, dict):
-            raise ConfigError(
-                "judge: on Ray give PrometheusJudge keyword arguments (a dict): every replica builds its own judge"
-            )
-        if judge.get("store"):
-            raise ConfigError(
-                "--store with --ray: every replica would write one SQLite file; fix: drop --store "
-                "(--resume skips the batches already committed)"
-            )
-        if kind.regroups:
-            raise ConfigError(
-                "pairs on Ray read the wide layout (one row per prompt with its completions); fix: "
-                "group a long-layout file into wide rows first, or run without --ray"
-            )
+    refusals = {  # on Ray, the first that holds
+        "judge: on Ray give PrometheusJudge keyword arguments (a dict): every replica builds its own "
+        "judge": not isinstance(judge, dict),
+        "--store with --ray: every replica would write one SQLite file; fix: drop --store (--resume skips the "
+        "batches already committed)": isinstance(judge, dict) and bool(judge.get("store")),
+        "pairs on Ray read the wide layout (one row per prompt with its completions); fix: group a long-layout "
+        "file into wide rows first, or run without --ray": kind.regroups,
+    }
+    if ray is not None and (why := next((why for why, holds in refusals.items() if holds), None)):
+        raise ConfigError(why)
     fmt = judge_format_of(judge)
     kind = kind.check_format(fmt)  # before the output is touched: a format that cannot do the job
     judged = judge_fingerprint(judge)
