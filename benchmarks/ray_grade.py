@@ -1,8 +1,8 @@
-"""Throughput and driver memory of ``grade_dataset`` (judging on Ray Data) against one in-process call.
+"""Throughput and driver memory of ``grade_file(ray=...)`` (judging on Ray Data) against one in-process call.
 
 Four measurements, one run:
 
-0. ``same_engine`` (the overhead ratio): one ``grade_dataset`` job, one replica, ``--shards``
+0. ``same_engine`` (the overhead ratio): one ``grade_file(ray=...)`` job, one replica, ``--shards``
    shards, with ``ray_run.BASELINE_HOOK`` set: the replica warms its engine up on a few rows
    (untimed), then for every shard also times one plain ``PrometheusJudge.grade`` call on the
    shard's rows on the same engine, right before (odd shards) or after (even shards) the pipeline's
@@ -13,7 +13,7 @@ Four measurements, one run:
 1. ``engine``: the same rows, engine settings and greedy sampling through one
    ``PrometheusJudge.grade`` call on a freshly built in-process vLLM engine (after
    ``ray_grade.warm_up``, as a replica does when it starts; timed before and after the Ray jobs,
-   the mean reported), and through ``grade_dataset``
+   the mean reported), and through ``grade_file(ray=...)``
    with one replica (one shard, and four shards). Reported: rows/s of the in-process call; the
    Ray replica's rows/s while judging (read + judge + write of its shards) and the ratio of the
    two; the Ray job's end-to-end wall time (Ray start, actor and engine start-up included).
@@ -63,10 +63,10 @@ def _write_rows(path: Path, n: int) -> Path:
 
 
 def _ray_job(src: Path, out: Path, judge: dict[str, Any], **options: Any) -> dict[str, Any]:
-    from prom_reward.jobs.run import grade_dataset
+    from prom_reward.jobs.run import grade_file
 
     t = time.perf_counter()
-    s = grade_dataset(str(src), out, judge, rubric="helpfulness", progress=False, overwrite=True, **options)
+    s = grade_file(str(src), out, judge, rubric="helpfulness", progress=False, overwrite=True, ray=True, **options)
     wall = time.perf_counter() - t
     busy = sum(r["seconds"] for r in s.workers.values())
     idle = sum(r.get("idle_seconds", 0.0) for r in s.workers.values())
@@ -125,7 +125,7 @@ def same_engine(model: str, rows: int, max_tokens: int, shards: int, tmp: Path) 
 
 
 def engine_comparison(model: str, rows: int, max_tokens: int, replicas: int, tmp: Path) -> dict[str, Any]:
-    """In-process ``grade`` vs ``grade_dataset`` on the same rows and engine settings."""
+    """In-process ``grade`` vs ``grade_file(ray=...)`` on the same rows and engine settings."""
     from prom_reward.core.judge import PrometheusJudge
     from prom_reward.jobs.ray_run import warm_up
     from prom_reward.jobs.source import read_rows

@@ -6,28 +6,16 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from prom_reward.core.protocol import Retry
 from prom_reward.core.results import JudgeFailure
 from prom_reward.errors import BackendError, ConfigError, ContextLengthError, InputError
 from prom_reward.jobs.parts import write_part
-from prom_reward.jobs.plan import Plan
-from prom_reward.jobs.source import SourceRow, iter_file
-from prom_reward.jobs.spec import ITEM_PREFIX, BatchOut, JobKind, Prepare
+from prom_reward.jobs.plan import SKIPPED, Plan, Target
+from prom_reward.jobs.source import ITEM_PREFIX, SourceRow, iter_file
+from prom_reward.jobs.spec import BatchOut, JobKind, Prepare
 from prom_reward.jobs.summary import JobSummary
-
-
-@dataclass(frozen=True)
-class Sink:
-    """Where a job's batches go: the part folder, ``jsonl`` or ``parquet``, the Parquet schema."""
-
-    folder: str | Path
-    fmt: str
-    schema: Any = None
-
 
 _COUNTS = (
     "forced prompt_tokens completion_tokens samples parse_failures stored_samples stored_prompt_tokens "
@@ -53,9 +41,7 @@ def judge_rows(
         raise ConfigError(ITEM_PREFIX.sub("", str(e))) from e
     pairs = kind.name == "pairs"
     paired = {p["source_index"] for p in out.rows} if pairs else set()
-    rec: dict[str, Any] = {
-        k: getattr(out, k) for k in ("judged", "failed", "backend_failed", "tie_breaks", "tie_rounds")
-    }
+    rec = {k: getattr(out, k) for k in ("judged", "failed", "backend_failed", "tie_breaks", "tie_rounds")}
     rec.update(
         rows=sum(r.size for r in rows),  # input rows: a long-layout group counts its rows
         pairs=len(out.rows) if pairs else 0,
@@ -64,9 +50,9 @@ def judge_rows(
         rows_without_pairs=sum(r.size for r in rows if r.source_index not in paired) if pairs else 0,
         backend_error=out.backend_error or "",
         worker=worker,
+        io_seconds=0.0,
     )
-    rec.update({k: getattr(s, stat) - before[k] for k, stat in STATS.items()})
-    rec.update(seconds=time.perf_counter() - t0, io_seconds=0.0)
+    rec.update({k: getattr(s, stat) - before[k] for k, stat in STATS.items()}, seconds=time.perf_counter() - t0)
     return out, rec
 
 
@@ -87,20 +73,22 @@ def judge_and_commit(
     prepare: Prepare,
     rows: list[SourceRow],
     shard: dict[str, Any],
-    sink: Sink,
+    target: Target,
     worker: str,
     outage: Retry | None = None,
+    read: float = 0.0,
 ) -> dict[str, Any]:
-    """Judge the rows of ``shard`` (``check_read``), commit them, return the batch's record."""
+    """Judge the rows of ``shard`` (``check_read``), commit them to ``target``'s parts, return the batch's record
+    (``read``: the seconds spent reading its rows)."""
     check_read(rows, shard)
     out, rec = judge_rows(kind, judge, prepare, rows, worker, outage)
     t1 = time.perf_counter()
     start, stop = int(shard["start"]), int(shard["stop"])
     if kind.name == "pairs":
-        write_part(Path(sink.folder) / "skipped", start, stop, out.records, "jsonl")
-    write_part(sink.folder, start, stop, out.rows, sink.fmt, sink.schema, failed=out.backend_error)
-    written = time.perf_counter() - t1
-    rec.update(start=start, seconds=rec["seconds"] + written, io_seconds=written)
+        write_part(target.folder / SKIPPED, start, stop, out.records, "jsonl")
+    write_part(target.folder, start, stop, out.rows, target.fmt, target.schema, failed=out.backend_error)
+    io = time.perf_counter() - t1 + read
+    rec.update(start=start, seconds=rec["seconds"] + io, io_seconds=io)
     return rec
 
 
@@ -122,7 +110,6 @@ def judge_locally(plan: Plan, judge: Any, summary: JobSummary, progress: bool, o
     """Judge every batch left in ``plan`` with ``judge`` under the job's ``outage``, counting into ``summary``."""
     from tqdm import tqdm
 
-    sink = Sink(plan.target.folder, plan.target.fmt, plan.scan.schema)
     prepare = plan.kind.preparer()
     shards = iter(plan.shards)
     shard = next(shards, None)
@@ -136,10 +123,9 @@ def judge_locally(plan: Plan, judge: Any, summary: JobSummary, progress: bool, o
             batch.append(row)
             if row.id == shard["stop"] - 1:
                 read = time.perf_counter() - left
-                rec = judge_and_commit(plan.kind, judge, prepare, batch, shard, sink, "local", outage)
-                rec["io_seconds"] += read
-                rec["seconds"] += read
-                summary.add(rec)
+                summary.add(
+                    judge_and_commit(plan.kind, judge, prepare, batch, shard, plan.target, "local", outage, read)
+                )
                 bar.update(len(batch))  # the batches count the job's rows (groups)
                 bar.set_postfix(failed=summary.failed, refresh=False)
                 batch, shard = [], next(shards, None)

@@ -10,7 +10,6 @@ from prom_reward.core.items import PairItem
 from prom_reward.core.protocol import Retry
 from prom_reward.core.results import JudgeFailure, Verdict, tie_reason
 from prom_reward.format.judge_format import Task
-from prom_reward.jobs.columns import resolve_rubric, role_columns, text_item
 from prom_reward.jobs.source import SourceRow
 from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, failure_text, resolved, resolver
 
@@ -33,7 +32,6 @@ class CompareJob(JobKind):
     """Options of a ``compare`` job (validated; the rubric is resolved once, here)."""
 
     name: ClassVar[str] = "compare"
-    result_columns: ClassVar[tuple[str, ...]] = tuple(RESULT_TYPES)
     result_types: ClassVar[dict[str, str]] = RESULT_TYPES
 
     rubric: Any = None
@@ -62,9 +60,9 @@ class CompareJob(JobKind):
         rubrics = resolver(self.rubric)
 
         def prepare(row: SourceRow) -> PairItem:
-            names = role_columns(row, self, ("instruction_column", "response_a_column", "response_b_column"))
+            names = row.columns(self, ("instruction_column", "response_a_column", "response_b_column"))
             # the judge checks the rubric against its format (compare_items): a misfit fails the row
-            return text_item(row, names, PairItem, resolve_rubric(rubrics, row, self.rubric_column))
+            return row.item(names, PairItem, row.rubric(rubrics, self.rubric_column))
 
         return prepare
 

@@ -17,9 +17,8 @@ from prom_reward.core.results import Grade, JudgeFailure
 from prom_reward.errors import InputError
 from prom_reward.format.judge_format import JudgeFormat, Task
 from prom_reward.format.rubrics import NO_RUBRIC
-from prom_reward.jobs.columns import column, resolve_rubric, role_columns, text_item
 from prom_reward.jobs.source import SourceRow
-from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, failure_text, resolved, resolver, row_error
+from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, failure_text, resolved, resolver
 from prom_reward.preferences.checklists import ChecklistItem, judge_checklist_items
 
 SCORES = ("1", "2", "3", "4", "5")
@@ -53,7 +52,6 @@ class GradeJob(JobKind):
     """Options of a ``grade`` job (validated; the rubric is resolved once, here)."""
 
     name: ClassVar[str] = "grade"
-    result_columns: ClassVar[tuple[str, ...]] = tuple(RESULT_TYPES)
     result_types: ClassVar[dict[str, str]] = RESULT_TYPES
 
     rubric: Any = None
@@ -96,16 +94,16 @@ class GradeJob(JobKind):
         rubrics = resolver(self.rubric)
 
         def prepare(row: SourceRow) -> GradeItem | ChecklistItem:
-            names = role_columns(row, self, ("instruction_column", "response_column"))
-            listed = column(row, self.checklist_column, "checklist_column", required=False)
+            names = row.columns(self, ("instruction_column", "response_column"))
+            listed = row.column(self.checklist_column, "checklist_column", required=False)
             if listed is None or row.data[listed] is None:
                 # the judge checks the rubric against its format (grade_items): a misfit fails the row
-                return text_item(row, names, GradeItem, resolve_rubric(rubrics, row, self.rubric_column))
-            texts = text_item(row, names, GradeItem, NO_RUBRIC)  # the texts checked as a plain row's
+                return row.item(names, GradeItem, row.rubric(rubrics, self.rubric_column))
+            texts = row.item(names, GradeItem, NO_RUBRIC)  # the texts checked as a plain row's
             try:
                 criteria = parse_checklist(row.data[self.checklist_column])
             except InputError as e:
-                raise row_error(row, self.checklist_column, "checklist_column", str(e)) from None
+                raise row.error(self.checklist_column, "checklist_column", str(e)) from None
             return ChecklistItem(texts.instruction, texts.response, texts.reference_answer, criteria)
 
         return prepare

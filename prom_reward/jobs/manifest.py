@@ -106,11 +106,8 @@ def read_manifest(path: Path) -> dict[str, Any]:
             f"{path}: not a readable job manifest ({e}); fix: start over with --overwrite, or write to another -o"
         ) from None
     inputs = data.get("inputs") if isinstance(data, dict) else None
-    if (
-        not isinstance(data, dict)
-        or not isinstance(inputs, list)
-        or not all(isinstance(i, dict) for i in inputs)
-        or not all(isinstance(data.get(k), dict) for k in ("options", "judge"))
+    if not isinstance(inputs, list) or not all(
+        isinstance(x, dict) for x in [*inputs, data.get("options"), data.get("judge")]
     ):
         raise OutputError(f"{path}: not a job manifest; fix: start over with --overwrite, or write to another -o")
     return data

@@ -17,7 +17,7 @@ from prom_reward.format.judge_format import JudgeFormat, Task
 from prom_reward.format.rubrics import Rubric
 from prom_reward.jobs.source import SourceRow
 from prom_reward.jobs.spec import FAILED, BatchOut, JobKind, Prepare, failure_text, options_of, resolved, resolver
-from prom_reward.preferences.config import OUTPUT_COLUMNS, PreferenceConfig
+from prom_reward.preferences.config import PreferenceConfig
 from prom_reward.preferences.rows import PreferenceRow, validate_row
 from prom_reward.preferences.strategies import ChunkOutcome, judge_chunk
 
@@ -51,7 +51,6 @@ class PairsJob(JobKind):
     """A ``pairs`` job: its ``PreferenceConfig`` (the rubric resolved once, here)."""
 
     name: ClassVar[str] = "pairs"
-    result_columns: ClassVar[tuple[str, ...]] = OUTPUT_COLUMNS
     jsonl_only: ClassVar[bool] = True
     settings: ClassVar[Any] = PreferenceConfig
 

@@ -179,7 +179,7 @@ def part_ids(path: Path) -> list[int] | None:
         except (pa.ArrowInvalid, OSError, KeyError) as e:
             if "magic bytes" in str(e) or "footer" in str(e).lower():
                 return None
-            raise _unreadable(path, f"not a readable part ({e})") from None
+            raise changed_part(path, f"not a readable part ({e})") from None
     data = path.read_bytes()
     if data and not data.endswith(b"\n"):
         return None
@@ -188,11 +188,12 @@ def part_ids(path: Path) -> list[int] | None:
         try:
             ids.append(int(json.loads(line)["source_index"]))
         except (ValueError, KeyError, TypeError):
-            raise _unreadable(path, f"line {lineno} is not a row this job wrote") from None
+            raise changed_part(path, f"line {lineno} is not a row this job wrote") from None
     return ids
 
 
-def _unreadable(path: Path, why: str) -> OutputError:
+def changed_part(path: Path, why: str) -> OutputError:
+    """``OutputError``: the part ``path`` was changed after it was written (``why``), and the fix."""
     return OutputError(
         f"{path}: {why}; it was changed after it was written; fix: delete that part file and run "
         "again with --resume (its rows are judged again), or start over with --overwrite"

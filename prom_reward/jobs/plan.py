@@ -4,14 +4,14 @@ on resume, the part folder repaired, and the batches left to judge (docs/jobs.md
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from prom_reward.errors import ConfigError, OutputError
 from prom_reward.jobs.config import JobConfig
 from prom_reward.jobs.manifest import NAME, differences, make_manifest, read_manifest, write_manifest
-from prom_reward.jobs.parts import clear_parts, done_parts, failed_parts, output_error, part_ids
+from prom_reward.jobs.parts import changed_part, clear_parts, done_parts, failed_parts, output_error, part_ids
 from prom_reward.jobs.scan import Scan, scan_input
 from prom_reward.jobs.source import KINDS, expand_inputs
 from prom_reward.jobs.spec import JobKind
@@ -31,6 +31,8 @@ class Target:
     folder: Path
     fmt: str
     skipped: Path | None
+    schema: Any = None
+    """The Parquet parts' schema (``Scan.schema``: set once the input is checked)."""
 
 
 def target(output: str | Path, kind: JobKind) -> Target:
@@ -107,10 +109,9 @@ def prepare_job(kind: JobKind, inputs: Any, output: str | Path, judge: dict[str,
     starts = frozenset(b for _, b in parts) if saved else frozenset()
     scan = scan_input(kind, files, cfg.batch_size, starts, want_schema=tgt.fmt == "parquet")
     manifest = make_manifest(kind.name, scan.inputs, kind.fingerprint(), judge, tgt.fmt)
-    plan = Plan(kind, tgt, scan, JobSummary(job=kind.name, output=str(tgt.output)))
+    plan = Plan(kind, replace(tgt, schema=scan.schema), scan, JobSummary(job=kind.name, output=str(tgt.output)))
     if saved is not None:
-        diffs = differences(saved, manifest)
-        if diffs:
+        if diffs := differences(saved, manifest):
             raise OutputError(
                 f"{tgt.output}: written by another job ({'; '.join(diffs)}); fix: resume with the same "
                 "input and options, start over with --overwrite, or choose another -o"
@@ -182,11 +183,7 @@ def _check_parts(plan: Plan) -> list[tuple[int, int]]:
         lo, hi = plan.scan.span(a, b)  # the input rows of the part's rows (groups: their first rows on)
         ok = all(lo <= i < hi for i in ids + extra) and ids == sorted(ids) if pairs else ids == list(range(a, b))
         if not ok:
-            raise OutputError(
-                f"{path}: its rows are not rows {a}..{b - 1} of the input; it was changed after it was "
-                "written; fix: delete that part file and run again with --resume (its rows are "
-                "judged again), or start over with --overwrite"
-            )
+            raise changed_part(path, f"its rows are not rows {a}..{b - 1} of the input")
         done.append((a, b))
     if pairs:  # skip records whose pairs part was never committed
         for (a, b), path in done_parts(folder / SKIPPED).items():

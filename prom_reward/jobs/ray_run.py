@@ -3,6 +3,7 @@ its own engine, judged and committed by the local runner's code; a killed actor'
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import time
@@ -10,7 +11,7 @@ from typing import Any
 
 import prom_reward.errors as errors
 from prom_reward.errors import ConfigError, PromRewardError
-from prom_reward.jobs.batch import Sink, judge_and_commit
+from prom_reward.jobs.batch import judge_and_commit
 from prom_reward.jobs.config import JobConfig, RayConfig
 from prom_reward.jobs.plan import Plan
 from prom_reward.jobs.source import read_range
@@ -39,20 +40,15 @@ class _JudgeWorker:
         self.batches, self.warm = 0, False
         self.left: float | None = None
 
-    def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
-        out: dict[str, list[Any]] = {}
-        for i in range(len(batch["start"])):
-            shard = {k: (v[i].item() if hasattr(v[i], "item") else v[i]) for k, v in batch.items()}
-            for k, v in self._shard(shard).items():
-                out.setdefault(k, []).append(v)
-        return out
+    def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:  # one shard a call (``batch_size=1``)
+        rec = self._shard({k: (v[0].item() if hasattr(v[0], "item") else v[0]) for k, v in batch.items()})
+        return {k: [v] for k, v in rec.items()}
 
     def _read(self, shard: dict[str, Any]) -> list[Any]:
         return read_range(str(shard["path"]), *(int(shard[k]) for k in ("first_id", "start", "stop", "offset", "line")))
 
     def _shard(self, shard: dict[str, Any]) -> dict[str, Any]:
-        entered = time.perf_counter()
-        idle = entered - self.left if self.left is not None else 0.0  # waiting for this batch since the last
+        idle = time.perf_counter() - self.left if self.left is not None else 0.0  # waiting for it since the last
         baseline = bool(os.environ.get(BASELINE_HOOK)) and self.kind.name == "grade"
         self.batches += 1
         baseline_s = self._baseline(shard) if baseline and self.batches % 2 else 0.0
@@ -61,12 +57,12 @@ class _JudgeWorker:
             rows = self._read(shard)
             read = time.perf_counter() - t0
             rec = judge_and_commit(
-                self.kind, self.plain, self.prepare, rows, shard, self.spec["sink"], self.name, self.outage
+                self.kind, self.plain, self.prepare, rows, shard, self.spec["sink"], self.name, self.outage, read
             )
         except PromRewardError as e:  # a full disk ...: sent back as data (Ray would lose the exception's class)
             self.left = time.perf_counter()
             return {"start": int(shard["start"]), "worker": self.name, "error": f"{type(e).__name__}\t{e}"}
-        rec.update(seconds=rec["seconds"] + read, io_seconds=rec["io_seconds"] + read, idle_seconds=idle, error="")
+        rec.update(idle_seconds=idle, error="")
         if baseline:
             rec["baseline_seconds"] = baseline_s or self._baseline(shard)
         self.left = time.perf_counter()
@@ -124,7 +120,7 @@ def judge_on_ray(plan: Plan, judge: dict[str, Any], cfg: RayConfig, job: JobConf
     env = {"TOKENIZERS_PARALLELISM": "false", **cfg.env}
     if gpus == 0 and "VLLM_CPU_KVCACHE_SPACE" in os.environ:
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", os.environ["VLLM_CPU_KVCACHE_SPACE"])
-    sink = Sink(str(plan.target.folder.resolve()), plan.target.fmt, plan.scan.schema)
+    sink = dataclasses.replace(plan.target, folder=plan.target.folder.resolve())
     engine = dict(judge)  # inside an actor, vLLM runs tensor parallelism with its own processes, not Ray's executor
     if engine.get("backend", "vllm") == "vllm" and int(engine.get("tensor_parallel_size", 1)) > 1:
         engine["engine_options"] = {"distributed_executor_backend": "mp", **(engine.get("engine_options") or {})}

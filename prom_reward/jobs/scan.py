@@ -47,7 +47,7 @@ class _Schema:
     def __init__(self, kind: JobKind) -> None:
         self.kind, self.schema = kind, None
         self.block: list[SourceRow] = []
-        self.skip = {"source_index", *kind.result_columns}
+        self.skip = {"source_index", *kind.result_types}
 
     def add(self, row: SourceRow) -> None:
         self.block.append(row)
@@ -165,8 +165,7 @@ def scan_input(
             nxt = yield from iter_file(path, base, on_bytes=None if binary else h.update, on_offset=note)
             if binary:
                 with fs.open_input_stream(inner) as f:
-                    while chunk := f.read(1 << 20):
-                        h.update(chunk)
+                    h = hashlib.file_digest(f, "sha256")
             size = int(fs.get_file_info(inner).size or 0)
             out.inputs.append({"path": path, "size": size, "rows": nxt - base, "sha256": h.hexdigest()})
             out.files.append((path, base, nxt))

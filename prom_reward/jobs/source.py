@@ -1,5 +1,7 @@
 """The input of a job: files (JSON lines, JSON, Parquet, Arrow; local or fsspec; folders and saved ``datasets``)
-and their rows with a stable id (``SourceRow``), streamed; an unreadable file or line is an ``InputError``."""
+and their rows with a stable id (``SourceRow``: which of its columns holds each thing a ``grade`` or ``compare`` job
+reads, its item, its errors naming the row, the column and the option), streamed; an unreadable file or line is an
+``InputError``."""
 
 from __future__ import annotations
 
@@ -7,12 +9,18 @@ import io
 import itertools
 import json
 import os
+import re
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from prom_reward.errors import ConfigError, InputError
+from prom_reward.format.columns import column_text, find_column
+from prom_reward.format.rubrics import Rubric, RubricResolver
+
+T = TypeVar("T")
+ITEM_PREFIX = re.compile(r"^item \d+: ")
 
 KINDS = {
     ".jsonl": "jsonl",
@@ -45,6 +53,51 @@ class SourceRow:
     def source_index(self) -> int:
         """The position in the input of (the first of) its rows: ``source_index`` of its outputs."""
         return self.id if self.first is None else self.first
+
+    def error(self, column: str, option: str | None, detail: str) -> InputError:
+        """``InputError`` for this row: where it is, the row id, the column, the fix."""
+        detail = ITEM_PREFIX.sub("", detail)
+        what, _, how = detail.partition("; fix: ") if "; fix: " in detail else detail.partition("; ")
+        fixes = [h for h in (how, f"name the right column with {{{option}}}" if option else "") if h]
+        fix = f"; fix: {', or '.join(fixes)}" if fixes else ""
+        return InputError(
+            f"{self.where}: row {self.id}: column {column!r}: {what}{fix}",
+            index=self.id,
+            field=column,
+            mentions=(option,) if option else (),
+        )
+
+    def column(self, given: str | None, option: str, *, required: bool = True) -> str | None:
+        """The column that holds ``option``'s role; None only for an optional column the row does not have."""
+        return find_column(self.data, option, given, f"{self.where}: row {self.id}", required=required, index=self.id)
+
+    def rubric(self, rubrics: RubricResolver, given: str) -> Rubric:
+        """The row's rubric (its ``rubric_column`` ``given``, else the job's), errors naming the row's place."""
+        name = self.column(given, "rubric_column", required=False)
+        try:
+            return rubrics(None if name is None else self.data[name], index=self.id, field=name or given)
+        except InputError as e:
+            raise e.at(self.where) from None
+
+    def columns(self, kind: Any, options: tuple[str, ...]) -> dict[str, str | None]:
+        """The column read for each of ``options`` of the job ``kind``, and its optional reference column."""
+        names: dict[str, str | None] = {o: self.column(getattr(kind, o), o) for o in options}
+        names["reference_column"] = self.column(kind.reference_column, "reference_column", required=False)
+        return names
+
+    def item(self, names: dict[str, str | None], build: Callable[..., T], rubric: Rubric) -> T:
+        """The row's item: ``build(*texts, rubric, reference)`` from the columns ``names``; the item's own check
+        fails as an ``InputError`` naming the row, the column and the option."""
+        options = [o for o in names if o != "reference_column"]
+        where = f"{self.where}: row {self.id}"  # a message list is made text; its errors name the row already
+        texts = [column_text(self.data, str(names[o]), o, where, index=self.id) for o in options]
+        reference = names["reference_column"]
+        try:
+            return build(*texts, rubric, None if reference is None else self.data[reference])
+        except InputError as e:
+            option = "reference_column" if e.field == "reference_answer" else f"{e.field}_column"
+            option = option if option in names else "instruction_column"
+            raise self.error(str(names[option] or e.field), option, str(e)) from None
 
 
 def file_kind(path: str | Path) -> str:

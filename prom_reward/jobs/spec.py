@@ -4,7 +4,6 @@ and what a batch produced (``BatchOut``)."""
 from __future__ import annotations
 
 import dataclasses
-import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -12,7 +11,7 @@ from typing import Any, ClassVar, cast
 
 from prom_reward.core.protocol import Retry
 from prom_reward.core.results import JudgeFailure, Judgment
-from prom_reward.errors import ConfigError, InputError
+from prom_reward.errors import ConfigError
 from prom_reward.format.judge_format import JudgeFormat, Task, check_task
 from prom_reward.format.rubrics import NO_RUBRIC, Rubric, RubricResolver
 from prom_reward.jobs.source import SourceRow
@@ -67,12 +66,11 @@ class JobKind(ABC):
 
     name: ClassVar[str]
     """``grade``, ``compare`` or ``pairs``."""
-    result_columns: ClassVar[tuple[str, ...]]
-    """The columns the kind adds to each output row (after ``source_index`` and the input columns)."""
     jsonl_only: ClassVar[bool] = False
     """Outputs are JSON lines only (pairs: prompts and completions may be strings or message lists)."""
     result_types: ClassVar[dict[str, str]] = {}
-    """The pyarrow types of ``result_columns`` by name (``pyarrow.<type>()``); empty for JSON-lines-only kinds."""
+    """The columns the kind adds to each output row (after ``source_index`` and the input columns), in order, and
+    their pyarrow types (``pyarrow.<type>()``); empty for JSON-lines-only kinds (pairs: ``OUTPUT_COLUMNS``)."""
     settings: ClassVar[Any] = None
     """The dataclass of the kind's options (None: the kind itself; pairs: ``PreferenceConfig``)."""
     rubric: Rubric | None
@@ -124,7 +122,7 @@ class JobKind(ABC):
         """The output of rows whose judge call failed whole, each item's outcome ``failure``."""
 
     def result_schema(self, nested: dict[str, Any] | None = None) -> Any:
-        """The pyarrow types of ``result_columns`` (``nested``: some built; None for JSON-lines-only kinds)."""
+        """The pyarrow types of ``result_types`` (``nested``: some built; None for JSON-lines-only kinds)."""
         import pyarrow as pa
 
         types = self.result_types.items()
@@ -175,23 +173,6 @@ def options_of(options: Any) -> dict[str, Any]:
     return {
         k: dataclasses.asdict(v) if isinstance(v, Rubric) else getattr(v, "__qualname__", v) for k, v in fields.items()
     }
-
-
-ITEM_PREFIX = re.compile(r"^item \d+: ")
-
-
-def row_error(row: SourceRow, column: str, option: str | None, detail: str) -> InputError:
-    """``InputError`` for ``row``: where it is, the row id, the column, the fix."""
-    detail = ITEM_PREFIX.sub("", detail)
-    what, _, how = detail.partition("; fix: ") if "; fix: " in detail else detail.partition("; ")
-    fixes = [h for h in (how, f"name the right column with {{{option}}}" if option else "") if h]
-    fix = f"; fix: {', or '.join(fixes)}" if fixes else ""
-    return InputError(
-        f"{row.where}: row {row.id}: column {column!r}: {what}{fix}",
-        index=row.id,
-        field=column,
-        mentions=(option,) if option else (),
-    )
 
 
 def failure_text(error: JudgeFailure | None) -> str | None:

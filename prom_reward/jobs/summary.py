@@ -90,7 +90,6 @@ class JobSummary:
 
     def add(self, rec: dict[str, Any]) -> None:
         """Count one batch's record (``jobs.batch.judge_rows``) into the fields of its names."""
-        n = int(rec["rows"])
         self.batches += 1
         for f in dataclasses.fields(self):
             if f.name in rec and isinstance(getattr(self, f.name), int):
@@ -105,7 +104,7 @@ class JobSummary:
         w = self.workers.setdefault(
             str(rec["worker"]), {"rows": 0, "seconds": 0.0, "io_seconds": 0.0, "idle_seconds": 0.0, "rows_per_s": 0.0}
         )
-        w["rows"] += n
+        w["rows"] += int(rec["rows"])
         for k in ("seconds", "io_seconds", "idle_seconds", "baseline_seconds"):
             if k in rec:
                 w[k] = w.get(k, 0.0) + float(rec[k])

@@ -186,8 +186,14 @@ def test_options_are_validated():
         assert e.value.setting == "num_gpus"  # the command line says it as --gpus-per-replica (its dest)
     from prom_reward.jobs.run import grade_file
 
-    with pytest.raises(ConfigError, match="unknown option 'rows_per_shard'; valid options: .*batch_size"):
+    with pytest.raises(ConfigError, match=r"unknown option\(s\) \['rows_per_shard'\]; fix: .*batch_size"):
         grade_file("in.jsonl", "out.jsonl", {}, rows_per_shard=3)
+    with pytest.raises(ConfigError, match=r"unknown option\(s\) \['replicas'\]"):  # a Ray option only with ray=
+        grade_file("in.jsonl", "out.jsonl", {}, replicas=2)
+    with pytest.raises(ConfigError, match="^replicas: "):  # ray=True: RayConfig's fields, checked
+        grade_file("in.jsonl", "out.jsonl", {}, ray=True, replicas=0)
+    with pytest.raises(ConfigError, match="judge: on Ray give PrometheusJudge keyword arguments"):
+        grade_file("in.jsonl", "out.jsonl", object(), ray=RayConfig(replicas=2))
 
 
 def test_summary_counts_and_text():

@@ -28,7 +28,7 @@ import ray.data  # noqa: E402, F401 (a peer: tests.peers fails the run when it d
 from prom_reward.backends.scripted import ScriptedBackend  # noqa: E402
 from prom_reward.core.judge import PrometheusJudge  # noqa: E402
 from prom_reward.errors import BackendError, OutputError  # noqa: E402
-from prom_reward.jobs.run import compare_dataset, compare_file, grade_dataset, pairs_dataset, pairs_file  # noqa: E402
+from prom_reward.jobs.run import compare_file, grade_file, pairs_file  # noqa: E402
 from prom_reward.jobs.source import read_rows  # noqa: E402
 from tests.jobs.helpers import JOBS, REPO, argv, ids, judge_server, rows, write  # noqa: E402
 
@@ -92,7 +92,9 @@ def test_ray_grade_matches_in_process_engine(ray_cluster, tiny_model_dir, vllm_e
         sampling={"max_tokens": 8, "temperature": 0.0},
         **ENGINE,
     )
-    s = grade_dataset(str(src), tmp_path / "out.parquet", judge, rubric="helpfulness", batch_size=40, progress=False)
+    s = grade_file(
+        str(src), tmp_path / "out.parquet", judge, rubric="helpfulness", batch_size=40, progress=False, ray=True
+    )
     got = list(read_rows(tmp_path / "out.parquet"))
     assert [r["id"] for r in got] == list(range(120)) and s.rows == 120 and s.batches == 3
     local = PrometheusJudge(
@@ -133,7 +135,9 @@ def test_ray_compare_writes_what_the_local_path_writes(ray_cluster, tmp_path):
         )
     )
     judge = dict(backend=ScriptedBackend(respond=_pairwise), max_retries=0)
-    s = compare_dataset(str(src), tmp_path / "ray.parquet", judge, rubric="helpfulness", batch_size=16, progress=False)
+    s = compare_file(
+        str(src), tmp_path / "ray.parquet", judge, rubric="helpfulness", batch_size=16, progress=False, ray=True
+    )
     local = compare_file(
         str(src), tmp_path / "local.parquet", judge, rubric="helpfulness", batch_size=16, progress=False
     )
@@ -155,13 +159,14 @@ def test_ray_grade_scores_match_in_process_smollm2(ray_of_its_own, smollm2_dir, 
     opts = dict(
         force_verdict="always", max_retries=0, expected_score=True, sampling={"max_tokens": 8, "temperature": 0.0}
     )
-    s = grade_dataset(
+    s = grade_file(
         str(src),
         tmp_path / "out.jsonl",
         dict(model=str(smollm2_dir), backend="vllm", **opts, **ENGINE),
         rubric="helpfulness",
         batch_size=8,
         progress=False,
+        ray=True,
     )
     got = list(read_rows(tmp_path / "out.jsonl"))
     data = list(read_rows(src))
@@ -188,7 +193,7 @@ def test_ray_actor_killed_mid_run_loses_and_repeats_nothing(ray_cluster, tmp_pat
     """An actor SIGKILLs itself about to commit its batch: Ray restarts it and retries the batch."""
     src = _rows(tmp_path / "in.jsonl", 300)
     marker = tmp_path / "crashed"
-    s = grade_dataset(
+    s = grade_file(
         str(src),
         tmp_path / "out.jsonl",
         dict(backend=ScriptedBackend(respond=_good_or_bad)),
@@ -196,6 +201,7 @@ def test_ray_actor_killed_mid_run_loses_and_repeats_nothing(ray_cluster, tmp_pat
         batch_size=50,
         env={"PROM_REWARD_JOB_CRASH": f"part:50:{marker}"},
         progress=False,
+        ray=True,
     )
     assert marker.exists()  # the actor did die
     assert ids(tmp_path / "out.jsonl") == list(range(300)) and s.rows == 300
@@ -206,8 +212,15 @@ def test_ray_pairs_write_what_the_local_path_writes(ray_cluster, tmp_path):
     data[3]["completions"] = ["bad", "bad too"]  # a tie: compare_by_grades, then skipped
     src = write(tmp_path / "in.jsonl", data)
     judge = dict(backend=ScriptedBackend(respond=_good_or_bad))
-    s = pairs_dataset(
-        str(src), tmp_path / "ray.jsonl", judge, rubric="helpfulness", max_tie_rounds=1, batch_size=8, progress=False
+    s = pairs_file(
+        str(src),
+        tmp_path / "ray.jsonl",
+        judge,
+        rubric="helpfulness",
+        max_tie_rounds=1,
+        batch_size=8,
+        progress=False,
+        ray=True,
     )
     local = pairs_file(
         str(src), tmp_path / "local.jsonl", judge, rubric="helpfulness", max_tie_rounds=1, batch_size=8, progress=False
@@ -269,7 +282,9 @@ def test_ray_resume_judges_again_the_batches_whose_server_was_down(ray_cluster, 
     src = _rows(tmp_path / "in.jsonl", 30)
     out = tmp_path / "out.jsonl"
     judge = dict(backend="openai", base_url=url, model="fake", system_role=False, timeout=10, max_retries=0)
-    s = grade_dataset(str(src), out, judge, rubric="helpfulness", batch_size=10, progress=False, outage={"budget_s": 0})
+    s = grade_file(
+        str(src), out, judge, rubric="helpfulness", batch_size=10, progress=False, outage={"budget_s": 0}, ray=True
+    )
     got = list(read_rows(out))
     assert [r["id"] for r in got] == list(range(30)) and all(r["score"] is None for r in got)
     assert all(r["judge_error"].startswith("backend failed") for r in got)
@@ -290,7 +305,7 @@ def test_ray_resume_judges_again_the_batches_whose_server_was_down(ray_cluster, 
     )
     server = fakes.FakeServer({"/v1/chat/completions": reply})
     try:
-        s = grade_dataset(str(src), out, judge, rubric="helpfulness", batch_size=10, progress=False, resume=True)
+        s = grade_file(str(src), out, judge, rubric="helpfulness", batch_size=10, progress=False, resume=True, ray=True)
     finally:
         server.stop()
     got = list(read_rows(out))
@@ -298,7 +313,7 @@ def test_ray_resume_judges_again_the_batches_whose_server_was_down(ray_cluster, 
     assert [r["score"] for r in got] == [4.0] * 7 + [None] + [4.0] * 22
     assert got[7]["judge_error"].startswith("no verdict")
     assert (s.rows, s.resumed_rows, s.retried_rows, s.backend_failed) == (30, 0, 30, 0)
-    s = grade_dataset(str(src), out, judge, rubric="helpfulness", batch_size=10, progress=False, resume=True)
+    s = grade_file(str(src), out, judge, rubric="helpfulness", batch_size=10, progress=False, resume=True, ray=True)
     assert (s.rows, s.resumed_rows) == (0, 30)  # row 7's missing verdict is final: nothing to judge again
 
 
@@ -308,10 +323,10 @@ def test_ray_full_disk_in_an_actor_keeps_the_previous_output(ray_cluster, tmp_pa
     src = _rows(tmp_path / "in.jsonl", 40)
     out = tmp_path / "out.jsonl"
     judge = dict(backend=ScriptedBackend(respond=_good_or_bad))
-    grade_dataset(str(src), out, judge, rubric="helpfulness", batch_size=10, progress=False)
+    grade_file(str(src), out, judge, rubric="helpfulness", batch_size=10, progress=False, ray=True)
     old = out.read_bytes()
     with pytest.raises(OutputError, match="cannot write: the disk is full"):
-        grade_dataset(
+        grade_file(
             str(src),
             out,
             judge,
@@ -320,9 +335,10 @@ def test_ray_full_disk_in_an_actor_keeps_the_previous_output(ray_cluster, tmp_pa
             progress=False,
             overwrite=True,
             env={"PROM_REWARD_JOB_CRASH": f"enospc:part:20:{tmp_path / 'full'}"},
+            ray=True,
         )
     assert out.read_bytes() == old
-    s = grade_dataset(str(src), out, judge, rubric="honesty", batch_size=10, progress=False, resume=True)
+    s = grade_file(str(src), out, judge, rubric="honesty", batch_size=10, progress=False, resume=True, ray=True)
     assert s.rows + s.resumed_rows == 40 and ids(out) == list(range(40))
 
 
