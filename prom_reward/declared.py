@@ -1,6 +1,5 @@
 """Settings declared once: each dataclass field's type, default, help, choices and bounds in one ``setting(...)``,
-read by the flags, variables, YAML keys and docs tables (``declared``), checked by ``check`` (a ``ConfigError``
-naming the field), text read as its type by ``parse``.
+read by flags, variables, YAML keys and docs (``declared``), checked by ``check`` (ConfigError), parsed by ``parse``.
 
 Example:
     >>> from dataclasses import dataclass

@@ -1,5 +1,4 @@
-"""The backend registry: backends by name (``vllm``, ``openai``, ``transformers``, ``scripted``), each
-imported on first use.
+"""The backend registry: backends by name (``vllm``, ``openai``, ``transformers``, ``scripted``), imported on use.
 
 Example:
     >>> BACKENDS.names()
@@ -53,9 +52,8 @@ IN_PROCESS = ("vllm", "transformers")  # backends that load the weights themselv
 
 
 def check_model_folder(model: Any) -> None:
-    """An in-process model given as a filesystem path must be an existing folder (a hub id,
-    ``org/name``, passes), and a bare name (a preset mistyped, most often) a folder or a model in the
-    local Hugging Face cache: say so before an engine starts and fails on a hub lookup instead.
+    """Raise ConfigError before an engine starts unless an in-process ``model`` is a hub id (``org/name``), an
+    existing folder, or a bare name found as a folder or in the local Hugging Face cache (a mistyped preset).
 
     Example:
         >>> check_model_folder("prometheus-eval/prometheus-7b-v2.0")

@@ -1,12 +1,7 @@
 """``make demo``: grade the sample rollouts shipped with the package and print rewards.
 
-The default judge is the pocket judge: SmolLM2-135M-Instruct fine-tuned with ``train_judge`` (``make setup``
-applies the shipped update), on the embedded vLLM engine; its grades correlate only weakly with GPT-4's
-(``train_judge/README.md``). On a GPU box pass a real judge:
-
-    python -m prom_reward.cli.demo --model prometheus-eval/prometheus-7b-v2.0
-
-The terminal shows a progress line and the table; what vLLM, torch and transformers print goes to ``--log``
+The default judge, the pocket judge (SmolLM2-135M trained by ``train_judge``), only shows the pipeline: on a GPU
+pass a real one, ``--model prometheus-eval/prometheus-7b-v2.0``. What the engine prints goes to ``--log``
 (``--verbose`` shows it instead), whose tail is printed if the run fails.
 
 Example:

@@ -1,12 +1,6 @@
 """``prom-reward grade``, ``compare`` and ``pairs``: one job engine (``prom_reward.jobs.run``), in this process or on
 Ray (``--ray``); the summary goes to stderr and as one JSON line to stdout (docs/jobs.md). And ``prom-reward store
-info|export STORE [-o OUT]``: look into or export a judgment store.
-
-Example:
-    $ prom-reward grade rollouts.jsonl -o graded.jsonl --rubric helpfulness --model smollm2-135m-instruct
-    $ prom-reward compare ab.jsonl -o verdicts.jsonl --rubric helpfulness --server URL --resume
-    $ prom-reward pairs samples.jsonl -o pairs.jsonl --strategy all_pairs --rubric helpfulness --server URL
-"""
+info|export STORE [-o OUT]``: look into or export a judgment store."""
 
 from __future__ import annotations
 

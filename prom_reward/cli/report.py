@@ -1,18 +1,6 @@
-"""``prom-reward report``: one self-contained HTML page for a graded file (``prom-reward grade`` or ``compare``
-output, .jsonl/.json/.parquet), with the hacking probe's results when given (``prom_reward.report``); and
-``prom-reward probe``: how exploitable is a judge? LLMBar accuracy (Natural vs Adversarial, both orders) and score
-shifts under response edits (padding, formal preamble, self-grades, question restated, markdown), written as JSON
-with a one-screen summary on stdout (``prom_reward.probe``). Each writes one file (``-o``), checked before anything
-runs and written whole.
-
-Example:
-    $ prom-reward probe --model pocket-judge --limit 20 --max-tokens 256 -o probe.json
-    $ prom-reward probe --server http://127.0.0.1:8000/v1 --llmbar LLMBar/Dataset/LLMBar --items graded.jsonl -o p.json
-    $ prom-reward report graded.jsonl -o report.html
-    $ prom-reward report verdicts.parquet -o report.html --probe probe.json --source-col model
-    $ prom-reward report graded_parts -o report.html      # a folder of part files (-o without a suffix)
-    $ prom-reward report foreign.jsonl -o report.html --format flow-judge-3   # a file without a job record
-"""
+"""``prom-reward report``: one self-contained HTML page for a graded or compared file, with the probe's results when
+given (``prom_reward.report``); ``prom-reward probe``: how exploitable a judge is, as JSON plus a one-screen summary
+(``prom_reward.probe``; docs/hacking.md). Each writes one file (``-o``), checked before anything runs, written whole."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""What every subcommand shares: how the command line speaks (every error as one line ``prom-reward: error: <what>
-...; fix: <how>``, the settings an error names said as their flags, ``user_terms``, argparse's own errors too,
-``CliParser``), and the flags of the judge (one per ``JudgeSpec`` field), the store and the outage policy
-(``--outage-budget-s`` ...).
+"""What every subcommand shares: errors as one line ``prom-reward: error: <what> ...; fix: <how>`` naming flags
+(``CliParser``, ``user_terms``), and the flags of the judge (one per ``JudgeSpec`` field), store and outage policy.
 
 Example:
     >>> p = argparse.ArgumentParser(); add_judge_options(p)

@@ -99,15 +99,13 @@ class PrometheusJudge(Judge):
         expected_score: request token logprobs (top 20): grades carry P(1..5) / P(A) and the expected score.
         max_tie_rounds: re-sampling rounds for ``compare_by_grades`` ties.
         truncate_response: shorten over-long responses to fit the judge context instead of failing them.
-        neutralize_markers: rewrite template markers and chat special tokens inside responses, so that a
-            response cannot forge the judge prompt (``prom_reward.format.sanitize``).
+        neutralize_markers: rewrite template markers and chat special tokens in responses, so none forges the prompt.
         special_tokens: chat special tokens to neutralise besides the built-in list and the tokenizer's.
         store: a judgment store (SQLite path or ``JudgmentStore``) that saves results and answers re-runs.
         confidence: request top-20 logprobs so results carry token-entropy indicators in ``.confidence``.
         readers: ``core.sampler.SampleReader``s awaited on each batch's outputs, closed with the judge (SE-Cali).
         format: the judge format: a registered name or a ``JudgeFormat``; None: the preset's, else ``prometheus2``.
-        entropy_truncation: the mass outside the top-k in token entropies: ``tail``, ``bucket`` or
-            ``renormalize`` (``prom_reward.confidence.indicators``).
+        entropy_truncation: the mass outside the top-k in token entropies: ``tail``, ``bucket`` or ``renormalize``.
         **backend_options: passed to the backend constructor (e.g. ``max_model_len``, ``base_url``, ``api_key``).
     """
 

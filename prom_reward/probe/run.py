@@ -1,9 +1,7 @@
-"""``run_probe``: the probe's two parts as one JSON-able record; each part runs when the judge's format judges its
-task (``PART_TASKS``; ``not_run`` says why not), else is refused if asked for. LLMBar pairwise accuracy
-(``llmbar_accuracy``): does the judge still pick the output that follows the instruction when the other looks better?
-Per set, over both orders, and the Natural-minus-Adversarial ``gaps``. Score shifts (``score_shifts``): how much each
-response edit moves a judge's absolute grade (mean shift, shares rose and fell, bootstrap intervals), against
-``baseline_samples`` grades of the unchanged response."""
+"""``run_probe``: the probe's parts as one JSON-able record, each run when the judge's format judges its task
+(``PART_TASKS``; ``not_run`` says why not), refused if asked for otherwise: LLMBar accuracy per set over both orders
+with the Natural-minus-Adversarial ``gaps`` (``llmbar_accuracy``), and how much each response edit moves a grade
+against ``baseline_samples`` grades of the unchanged response (``score_shifts``). What they measure: docs/hacking.md."""
 
 from __future__ import annotations
 

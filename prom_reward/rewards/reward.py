@@ -115,8 +115,7 @@ class PrometheusReward(JudgeHolder):
         self, samples: Sequence[RewardSample], *, deadline: float | None = None, sampling: SamplingOverrides = None
     ) -> ModeOutput:
         """Rewards with their feedback, failure reasons (``reasons[i]`` where ``rewards[i]`` is None) and metrics;
-        ``deadline`` (monotonic) bounds the outage retries, ``sampling`` goes over the judge's own.
-        ``judge_batch`` is the sync form.
+        ``deadline`` (monotonic) bounds the outage retries, ``sampling`` overrides the judge's (sync: ``judge_batch``).
 
         >>> from prom_reward import PrometheusJudge
         >>> r = PrometheusReward(PrometheusJudge(backend="scripted", outputs=["Fine. [RESULT] 4"]))
