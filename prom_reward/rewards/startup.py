@@ -19,7 +19,7 @@ from prom_reward.backends.bridge import sync_method
 from prom_reward.checklist.criteria import Criterion, criterion_rubric
 from prom_reward.core.judge import PrometheusJudge, asks_expected
 from prom_reward.core.judge_spec import JudgeSpec
-from prom_reward.core.verdict_probs import no_logprobs
+from prom_reward.core.sampler import no_logprobs
 from prom_reward.errors import BackendError, ConfigError, JudgeConfigError, JudgeUnavailableError
 from prom_reward.format.judge_format import JudgeFormat, Task
 from prom_reward.format.rubrics import Rubric
