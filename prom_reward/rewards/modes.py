@@ -108,11 +108,6 @@ def _rubric_key(rubric: Any) -> Hashable:
     return rubric if isinstance(rubric, Hashable) else get_rubric(rubric)
 
 
-def _refs(items: Sequence[RewardSample]) -> list[str | None] | None:
-    """The items' reference answers (None when no item has one)."""
-    return _listed([it.reference_answer for it in items]) or None
-
-
 @dataclass(frozen=True)
 class ModeCall:
     """One judge call of a reward mode: its judge and config, the call's deadline and sampling (over the judge's)."""
@@ -132,10 +127,8 @@ class ModeCall:
             return []
         firsts = [it for it, _ in pairs]
         texts = [it.instruction for it in firsts], [it.response for it in firsts], [other for _, other in pairs]
-        rubrics = [it.rubric for it in firsts]
-        return await self.judge.acompare(
-            *texts, rubrics, _refs(firsts), swap=True, sampling=self.sampling, **self.options()
-        )
+        rubrics, refs = [it.rubric for it in firsts], [it.reference_answer for it in firsts]
+        return await self.judge.acompare(*texts, rubrics, refs, swap=True, sampling=self.sampling, **self.options())
 
 
 def _per_item(results: Sequence[Any], rewards: list[float | None], metrics: dict[str, float]) -> ModeOutput:
@@ -154,7 +147,8 @@ async def absolute_rewards(call: ModeCall, items: Sequence[RewardSample]) -> Mod
         asked = {"logprobs": EXPECTED_LOGPROBS}
         sampling = judge.sampling.merged(sampling).merged(asked) if sampling else asked
     texts = [it.instruction for it in uniq], [it.response for it in uniq], [it.rubric for it in uniq]
-    grades = await judge.agrade(*texts, _refs(uniq), num_samples=k, sampling=sampling, **call.options())
+    refs = [it.reference_answer for it in uniq]
+    grades = await judge.agrade(*texts, refs, num_samples=k, sampling=sampling, **call.options())
     raw = [g.value(cfg.score) for g in grades]
     span = grade_range(judge.format)  # the judge format's own scale: a binary or 3-point grade normalises on it
     rewards = [normalize_value(raw[w], "grade", cfg.normalize, span) for w in where]
