@@ -23,9 +23,8 @@ from prom_reward.core.sampler import no_logprobs
 from prom_reward.errors import BackendError, ConfigError, JudgeConfigError, JudgeUnavailableError
 from prom_reward.format.judge_format import JudgeFormat, Task
 from prom_reward.format.rubrics import Rubric
-from prom_reward.rewards.checklists import batch_runner
 from prom_reward.rewards.config import RewardConfig
-from prom_reward.rewards.modes import ModeOutput, assemble
+from prom_reward.rewards.modes import ModeOutput, assemble, batch_runner
 from prom_reward.rewards.outage import JudgeHealth, OutagePolicy, ajudge_until_answered
 from prom_reward.rewards.samples import RewardSample
 
