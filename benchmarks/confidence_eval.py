@@ -22,7 +22,7 @@ output file are skipped, so an interrupted run resumes without recomputing. Benc
   tie counting as wrong) of the *confident half* vs the *unsure half* of the items the primary
   judged (split at the median uncertainty);
 - the cascade curve: the metric when the most uncertain share ``f`` of items (f = 0 .. 1) take
-  the fallback's score, selected by ``prom_reward.experimental.routing.route`` (the exact share of the whole
+  the fallback's score, selected by ``prom_reward.experimental.route`` (the exact share of the whole
   set; failed primary items always take the fallback). With a real second judge this is the
   cascade's curve, and the replay's curve follows it labelled ``ORACLE (upper bound)``: a
   replayed reference agrees with the reference by construction, so it is not a judge.
@@ -55,7 +55,7 @@ from typing import Any
 from benchmarks.loaders import DATA_DIR
 from prom_reward.confidence.indicators import INDICATORS, Confidence
 from prom_reward.core.results import Grade, Verdict
-from prom_reward.experimental.routing import CascadeConfig, route
+from prom_reward.experimental import CascadeConfig, route
 
 FRACTIONS = [i / 10 for i in range(11)]
 METRICS: dict[str, Callable[[Sequence[float], Sequence[float]], float]] = {}

@@ -46,7 +46,7 @@ def _settings_table() -> str:
 
 
 def _formats_table() -> str:
-    from prom_reward.core.format_table import formats_table
+    from prom_reward.core.presets import formats_table
 
     return formats_table()
 

@@ -347,9 +347,7 @@ class HTTPBatch:
             full = (url.removesuffix("/v1") if root else url) + path  # root: vLLM's /tokenize
             try:
                 async with self.client.request(method, full, json=payload, **options) as resp:
-                    status, length = resp.status, resp.content_length  # (a short reply read at once)
-                    small = length is not None and length <= MAX_REPLY_BYTES
-                    content = await (resp.read() if small else read_body(resp))
+                    status, content = resp.status, await read_body(resp)
             except (TimeoutError, aiohttp.ClientError) as e:  # refused, reset, timeouts
                 kind = "Timeout" if isinstance(e, asyncio.TimeoutError) else type(e).__name__
                 cause = f"{kind} on {full}" + (f": {e}" if str(e) else "")

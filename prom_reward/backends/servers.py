@@ -98,7 +98,7 @@ class ServeConfig:
     def command(self, model_path: str, index: int) -> list[str]:
         """The ``api_server`` command line of replica ``index`` (engine flags from ``VLLMOptions.server_args``;
         eager on vLLM's CPU build unless ``engine.enforce_eager`` says otherwise)."""
-        from prom_reward.local.cpu_defaults import vllm_is_cpu_build
+        from prom_reward.local.models import vllm_is_cpu_build
 
         engine = self.engine.for_cpu() if not self.gpus and vllm_is_cpu_build() else self.engine
         return [
@@ -139,7 +139,7 @@ class JudgeServers:
             if group:
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in group)
             else:
-                from prom_reward.local.cpu_defaults import apply_cpu_defaults
+                from prom_reward.local.models import apply_cpu_defaults
 
                 apply_cpu_defaults(env)
             command = self.config.command(model, i)

@@ -71,7 +71,7 @@ class TransformersBackend(InProcessEngine):
             from transformers import AutoModelForCausalLM
 
             if str(self.device).startswith("cpu"):
-                from prom_reward.local.cpu_defaults import cpu_dtype
+                from prom_reward.local.models import cpu_dtype
 
                 dtype = cpu_dtype(dtype)
             if isinstance(dtype, str) and dtype != "auto":

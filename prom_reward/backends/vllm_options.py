@@ -84,7 +84,7 @@ class VLLMOptions:
     gpu_memory_utilization: float = setting(
         DEFAULT_GPU_MEMORY_UTILIZATION,
         help="""Share of each GPU the engine may take (weights, activations, KV cache); lower it beside other
-        engines. vLLM's CPU build sizes its KV cache by ``VLLM_CPU_KVCACHE_SPACE`` (``local.cpu_defaults``).""",
+        engines. vLLM's CPU build sizes its KV cache by ``VLLM_CPU_KVCACHE_SPACE`` (``local.models``).""",
         gt=0,
         le=1,
     )
@@ -136,7 +136,7 @@ class VLLMOptions:
 
     def for_cpu(self) -> VLLMOptions:
         """These options on vLLM's CPU build: ``enforce_eager`` None becomes True, ``dtype`` as ``cpu_dtype`` says."""
-        from prom_reward.local.cpu_defaults import cpu_dtype
+        from prom_reward.local.models import cpu_dtype
 
         eager = True if self.enforce_eager is None else self.enforce_eager
         return dataclasses.replace(self, enforce_eager=eager, dtype=cpu_dtype(self.dtype))

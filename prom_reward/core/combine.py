@@ -11,8 +11,7 @@ from typing import Any
 from prom_reward.confidence.indicators import confidence_from_samples, merge_confidences
 from prom_reward.core.items import GradeItem, PairItem
 from prom_reward.core.results import Grade, JudgeFailure, JudgeSample, Verdict, Winner, failed_verdict, with_failed
-from prom_reward.core.sampler import ItemRun
-from prom_reward.core.verdict_probs import expected_value, no_expected
+from prom_reward.core.sampler import ItemRun, expected_value, no_expected
 from prom_reward.errors import InputError
 
 COSTS = ("retries", "failures", "forced", "prompt_tokens", "completion_tokens")

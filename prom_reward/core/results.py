@@ -111,7 +111,7 @@ class Grade(Judgment):
     expected_score: float | None = None
     """Sum of k * P(k) under ``probabilities``: a continuous, tie-free score."""
     expected_reason: str | None = None
-    """Why ``expected_score`` is None although a sample gave a verdict (``verdict_probs.no_expected``)."""
+    """Why ``expected_score`` is None although a sample gave a verdict (``sampler.no_expected``)."""
 
     @property
     def ok(self) -> bool:

@@ -3,8 +3,7 @@ judge cascade (``CascadeJudge``, ``routing``) and SE-Cali (``calibrated_judge``,
 else in ``prom_reward`` imports this package."""
 
 from prom_reward.experimental.calibration import BaseModelReader, calibrated_judge
-from prom_reward.experimental.cascade import CascadeJudge
-from prom_reward.experimental.routing import CascadeConfig, CascadeStats, Routing, route
+from prom_reward.experimental.cascade import CascadeConfig, CascadeJudge, CascadeStats, Routing, route
 
 __all__ = [
     "BaseModelReader",

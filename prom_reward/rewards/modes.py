@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Sequence
+import time
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from statistics import fmean
 from typing import Any, TypeVar
 
 from prom_reward.backends.sampling import SamplingOverrides
+from prom_reward.checklist.judging import ajudge_checklists
 from prom_reward.core.judge import EXPECTED_LOGPROBS, asks_expected
 from prom_reward.core.results import JudgeFailure, Judgment, Verdict
 from prom_reward.format.rubrics import get_rubric
@@ -108,11 +110,6 @@ def _rubric_key(rubric: Any) -> Hashable:
     return rubric if isinstance(rubric, Hashable) else get_rubric(rubric)
 
 
-def _refs(items: Sequence[RewardSample]) -> list[str | None] | None:
-    """The items' reference answers (None when no item has one)."""
-    return _listed([it.reference_answer for it in items]) or None
-
-
 @dataclass(frozen=True)
 class ModeCall:
     """One judge call of a reward mode: its judge and config, the call's deadline and sampling (over the judge's)."""
@@ -132,10 +129,8 @@ class ModeCall:
             return []
         firsts = [it for it, _ in pairs]
         texts = [it.instruction for it in firsts], [it.response for it in firsts], [other for _, other in pairs]
-        rubrics = [it.rubric for it in firsts]
-        return await self.judge.acompare(
-            *texts, rubrics, _refs(firsts), swap=True, sampling=self.sampling, **self.options()
-        )
+        rubrics, refs = [it.rubric for it in firsts], [it.reference_answer for it in firsts]
+        return await self.judge.acompare(*texts, rubrics, refs, swap=True, sampling=self.sampling, **self.options())
 
 
 def _per_item(results: Sequence[Any], rewards: list[float | None], metrics: dict[str, float]) -> ModeOutput:
@@ -154,7 +149,8 @@ async def absolute_rewards(call: ModeCall, items: Sequence[RewardSample]) -> Mod
         asked = {"logprobs": EXPECTED_LOGPROBS}
         sampling = judge.sampling.merged(sampling).merged(asked) if sampling else asked
     texts = [it.instruction for it in uniq], [it.response for it in uniq], [it.rubric for it in uniq]
-    grades = await judge.agrade(*texts, _refs(uniq), num_samples=k, sampling=sampling, **call.options())
+    refs = [it.reference_answer for it in uniq]
+    grades = await judge.agrade(*texts, refs, num_samples=k, sampling=sampling, **call.options())
     raw = [g.value(cfg.score) for g in grades]
     span = grade_range(judge.format)  # the judge format's own scale: a binary or 3-point grade normalises on it
     rewards = [normalize_value(raw[w], "grade", cfg.normalize, span) for w in where]
@@ -283,3 +279,59 @@ MODE_FUNCTIONS = {
     "pairwise_reference": reference_rewards,
     "pairwise_group": group_rewards,
 }
+
+CHECKLIST_MODES = ("absolute",)  # the reward modes that judge a checklist (per criterion, each response alone)
+
+
+async def checklist_rewards(call: ModeCall, items: Sequence[RewardSample]) -> ModeOutput:
+    """One reward per resolved sample with a checklist (None with the failure behind it)."""
+    cfg = call.cfg
+    texts = [it.instruction or "" for it in items], [it.response for it in items]  # resolved: always text
+    checklists, refs = [it.checklist for it in items], [it.reference_answer for it in items]
+    batch = await ajudge_checklists(call.judge, *texts, checklists, cfg.checklist(), refs, **call.options())
+    lo, hi = grade_range(call.judge.format)
+    rewards: list[float | None] = []
+    errors: list[JudgeFailure | None] = []
+    for o in batch.outcomes:
+        value = o.aggregate.value
+        grade = None if value is None else lo + value * (hi - lo)
+        rewards.append(normalize_value(grade, "grade", cfg.normalize, (lo, hi)))
+        why = o.aggregate.reason or "the checklist could not be judged"
+        errors.append(None if value is not None else JudgeFailure(o.error.kind if o.error else "output", why))
+    known = [o.aggregate.value for o in batch.outcomes if o.aggregate.value is not None]
+    metrics = {
+        **batch.metrics,
+        "abstain_rate": sum(r is None for r in rewards) / max(len(rewards), 1),
+        "unique_items": batch.metrics.get("checklist_judgments", 0.0),
+    }
+    if known:
+        metrics["mean_checklist_score"] = fmean(known)
+    return ModeOutput(rewards, [o.feedback for o in batch.outcomes], metrics, errors=errors if any(errors) else [])
+
+
+async def run_mode(call: ModeCall, items: Sequence[RewardSample]) -> ModeOutput:
+    """The config's mode for the samples without a checklist, ``checklist_rewards`` for those with one, merged in
+    order."""
+    listed = [i for i, it in enumerate(items) if it.checklist is not None]
+    plain = [i for i, it in enumerate(items) if it.checklist is None]
+    parts = [(listed, await checklist_rewards(call, [items[i] for i in listed]))] if listed else []
+    if plain or not listed:
+        parts.append((plain, await MODE_FUNCTIONS[call.cfg.mode](call, [items[i] for i in plain])))
+    return parts[0][1] if len(parts) == 1 else assemble(len(items), parts)
+
+
+def batch_runner(
+    judge: Any, cfg: RewardConfig, samples: Sequence[Any], sampling: SamplingOverrides = None
+) -> Callable[[Sequence[int], float | None], Awaitable[ModeOutput]]:
+    """The judge call the outage loop makes for the samples at the given indices (``run_mode``), with its time
+    (``judge_seconds``) and the change of a composite judge's counters (a cascade's routing) as metrics."""
+
+    async def run(idx: Sequence[int], deadline: float | None) -> ModeOutput:
+        before = dict(judge.stats.counters)
+        start = time.perf_counter()
+        out = await run_mode(ModeCall(judge, cfg, deadline, sampling), [samples[i] for i in idx])
+        out.metrics = {**out.metrics, "judge_seconds": time.perf_counter() - start}
+        out.metrics.update({k: float(v - before.get(k, 0)) for k, v in judge.stats.counters.items()})
+        return out
+
+    return run

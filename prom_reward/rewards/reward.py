@@ -18,12 +18,10 @@ from prom_reward.format.conversation import completion_text, prompt_text
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JUDGE_FORMATS, Task
 from prom_reward.format.rubrics import RubricResolver
 from prom_reward.format.sanitize import neutralize
-from prom_reward.rewards.checklists import CHECKLIST_MODES, batch_runner
 from prom_reward.rewards.config import RewardConfig, reward_config
-from prom_reward.rewards.diagnostics import diagnostics, top_of_scale
+from prom_reward.rewards.diagnostics import control_length, diagnostics, top_of_scale
 from prom_reward.rewards.holder import JudgeHolder
-from prom_reward.rewards.length import control_length
-from prom_reward.rewards.modes import ModeOutput, assemble
+from prom_reward.rewards.modes import CHECKLIST_MODES, ModeOutput, assemble, batch_runner
 from prom_reward.rewards.outage import JudgeHealth, ajudge_until_answered
 from prom_reward.rewards.samples import SAMPLE_COLUMNS, RewardSample, response_text, samples_from_columns
 from prom_reward.rewards.startup import CanaryGate, canary_rubric, judge_canary

@@ -6,29 +6,25 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
-
-from prom_reward.backends._openai_http import MAX_REPLY_BYTES, new_session, read_body
-from prom_reward.backends._openai_wire import context_of, model_ids, rejection
+from prom_reward.backends._openai_http import EndpointPool, HTTPBatch, new_session
+from prom_reward.backends._openai_wire import context_of, model_ids
 from prom_reward.backends.base import JudgeServer
 from prom_reward.backends.bridge import sync_method
 from prom_reward.checklist.criteria import Criterion, criterion_rubric
 from prom_reward.core.judge import PrometheusJudge, asks_expected
 from prom_reward.core.judge_spec import JudgeSpec
-from prom_reward.core.verdict_probs import no_logprobs
+from prom_reward.core.sampler import no_logprobs
 from prom_reward.errors import BackendError, ConfigError, JudgeConfigError, JudgeUnavailableError
 from prom_reward.format.judge_format import JudgeFormat, Task
 from prom_reward.format.rubrics import Rubric
-from prom_reward.rewards.checklists import batch_runner
 from prom_reward.rewards.config import RewardConfig
-from prom_reward.rewards.modes import ModeOutput, assemble
+from prom_reward.rewards.modes import ModeOutput, assemble, batch_runner
 from prom_reward.rewards.outage import JudgeHealth, OutagePolicy, ajudge_until_answered
 from prom_reward.rewards.samples import RewardSample
 
@@ -53,30 +49,23 @@ async def _ask(url: str, timeout: float, api_key: str | None, model: str | None)
     """(served model ids, the context length of ``model``, else of the first) when ``url`` answers ``GET /models``
     within ``timeout`` s; (None, why) when it does not. A refused key raises ``JudgeConfigError``
     (``_openai_wire.rejection``)."""
-    full = url.rstrip("/") + "/models"
-    try:
-        async with new_session(api_key=api_key, timeout=timeout) as session, session.get(full) as r:
-            status, body = r.status, await read_body(r)
-    except (TimeoutError, aiohttp.ClientError) as e:
-        why = f"no whole reply within {timeout:g} s" if isinstance(e, TimeoutError) else str(e)
-        return None, f"{'Timeout' if isinstance(e, TimeoutError) else type(e).__name__}: {why}"
-    if body is None:
-        return None, f"GET /models replied over {MAX_REPLY_BYTES >> 20} MiB"
-    if status in (401, 403):
-        raise rejection("GET /models", url, full, status, body, root=False)
-    if status == 404:
-        logger.warning(
-            "judge %s has no GET /models (not an OpenAI-compatible server?); the model name is not checked", url
-        )
-        return [], None
-    if status != 200:
-        return None, f"HTTP {status} on GET /models"
-    try:
-        data = json.loads(body)
-        served = model_ids(data)
-        return served, context_of(data, model or served[0]) if served else None
-    except (ValueError, KeyError, TypeError, BackendError) as e:
-        return None, f"malformed GET /models reply ({e})"
+
+    def served(data: Any) -> tuple[list[str], int | None]:
+        ids = model_ids(data)
+        return ids, context_of(data, model or ids[0]) if ids else None
+
+    async with new_session(api_key=api_key, timeout=timeout) as session:
+        try:
+            return await HTTPBatch(EndpointPool([url.rstrip("/")]), session, 1, timeout, None).call(
+                "GET", "/models", parse=served
+            )
+        except JudgeConfigError as e:
+            if e.status != 404:
+                raise
+        except BackendError as e:
+            return None, str(e)
+    logger.warning("judge %s has no GET /models (not an OpenAI-compatible server?); the model name is not checked", url)
+    return [], None
 
 
 async def acheck_judge(

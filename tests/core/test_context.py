@@ -12,7 +12,7 @@ from prom_reward import PrometheusJudge
 from prom_reward.backends.base import GenerationRequest, GenerationResult
 from prom_reward.backends.sampling import SamplingConfig
 from prom_reward.backends.scripted import ScriptedBackend
-from prom_reward.core.context import TEMPLATE_MARGIN, surely_fits
+from prom_reward.core.judge import TEMPLATE_MARGIN, surely_fits
 
 
 class ByteBoundBackend(ScriptedBackend):

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from prom_reward.core.format_table import formats_table
-from prom_reward.core.presets import PRESETS
+from prom_reward.core.presets import PRESETS, formats_table
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JUDGE_FORMATS, get_judge_format
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "formats.md"

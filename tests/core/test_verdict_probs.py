@@ -5,7 +5,7 @@ import math
 import pytest
 
 from prom_reward.backends.base import TokenLogprobs
-from prom_reward.core.verdict_probs import (
+from prom_reward.core.sampler import (
     distribution_at,
     expected_value,
     first_verdict_distribution,

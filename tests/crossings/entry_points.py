@@ -18,7 +18,7 @@ from typing import Any
 from prom_reward.cli.main import main
 from prom_reward.errors import ConfigError, PromRewardError
 from prom_reward.jobs.source import read_rows
-from prom_reward.rewards.checklists import CHECKLIST_MODES
+from prom_reward.rewards.modes import CHECKLIST_MODES
 from tests.crossings.cells import CHECKLIST, MODEL, Cell, Outcome
 from tests.jobs.helpers import write
 

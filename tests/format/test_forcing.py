@@ -13,8 +13,7 @@ import pytest
 from prom_reward import OnlineDPOJudgeReward, PrometheusJudge
 from prom_reward.backends.base import Completion, GenerationRequest, TokenLogprobs
 from prom_reward.backends.scripted import ScriptedBackend
-from prom_reward.core.sampler import forced_text
-from prom_reward.core.verdict_probs import normalize_token
+from prom_reward.core.sampler import forced_text, normalize_token
 from prom_reward.format.judge_format import JUDGE_FORMATS, JudgeFormat, Task, get_judge_format
 from prom_reward.format.rubrics import Rubric
 

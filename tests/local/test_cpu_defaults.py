@@ -1,12 +1,12 @@
-"""prom_reward.local.cpu_defaults: the KV-cache default for vLLM's CPU build, and who applies it."""
+"""prom_reward.local.models: the KV-cache default for vLLM's CPU build, and who applies it."""
 
 import os
 
-from prom_reward.local.cpu_defaults import apply_cpu_defaults, default_kvcache_gib
+from prom_reward.local.models import apply_cpu_defaults, default_kvcache_gib
 
 
 def test_default_is_bounded_and_user_value_wins(monkeypatch):
-    import prom_reward.local.cpu_defaults as cd
+    import prom_reward.local.models as cd
 
     for total, want in ((2.0, 1), (24.0, 3), (512.0, 4)):
         monkeypatch.setattr(cd, "_total_memory_gib", lambda t=total: t)
@@ -47,7 +47,7 @@ def test_auto_dtype_is_float32_only_where_the_cpu_has_no_bfloat16_arithmetic(mon
     benchmarks/results/2026-12-02_session5.md); ``auto`` then loads float32, in process and served alike."""
     import torch
 
-    import prom_reward.local.cpu_defaults as cd
+    import prom_reward.local.models as cd
     from prom_reward.backends.servers import ServeConfig
     from prom_reward.backends.vllm_options import VLLMOptions
 
@@ -58,7 +58,7 @@ def test_auto_dtype_is_float32_only_where_the_cpu_has_no_bfloat16_arithmetic(mon
         assert cd.cpu_dtype("auto") == want and cd.cpu_dtype("bfloat16") == "bfloat16"
         assert VLLMOptions().for_cpu().llm_kwargs("m")["dtype"] == want
         assert VLLMOptions(dtype="float16").for_cpu().dtype == "float16"  # a dtype asked for is kept
-        monkeypatch.setattr("prom_reward.local.cpu_defaults.vllm_is_cpu_build", lambda: True)
+        monkeypatch.setattr("prom_reward.local.models.vllm_is_cpu_build", lambda: True)
         cmd = ServeConfig(model="m").command("m", 0)
         assert cmd[cmd.index("--dtype") + 1] == want
         assert "auto" in ServeConfig(model="m", gpus=(0,)).command("m", 0)  # a GPU server: vLLM's own choice

@@ -15,7 +15,7 @@ from prom_reward.backends.base import GenerationRequest
 from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.errors import ConfigError
 from prom_reward.rewards.config import RewardConfig
-from prom_reward.rewards.length import control_length, length_keys, overlong_penalty
+from prom_reward.rewards.diagnostics import control_length, length_keys, overlong_penalty
 from prom_reward.rewards.reward import PrometheusReward
 from prom_reward.stats import pearson, spearman
 from tests.judges import response_of

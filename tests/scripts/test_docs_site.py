@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 import prom_reward
-from prom_reward.core.format_table import formats_table
+from prom_reward.core.presets import formats_table
 from prom_reward.integrations.settings import settings_table
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "docs_site.py"
