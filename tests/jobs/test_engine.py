@@ -11,7 +11,7 @@ import pytest
 
 from prom_reward.errors import ConfigError, InputError, OutputError
 from prom_reward.jobs.config import JobConfig, RayConfig
-from prom_reward.jobs.grade import GradeJob
+from prom_reward.jobs.kinds import GradeJob
 from prom_reward.jobs.manifest import differences, judge_fingerprint, make_manifest
 from prom_reward.jobs.parts import done_parts, failed_parts, merge_parts, part_ids, write_part, write_rows
 from prom_reward.jobs.plan import prepare_job, target
