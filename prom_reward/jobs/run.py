@@ -15,10 +15,9 @@ from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat
 from prom_reward.jobs.batch import judge_locally
 from prom_reward.jobs.config import JobConfig, RayConfig
 from prom_reward.jobs.kinds import CompareJob, GradeJob
-from prom_reward.jobs.manifest import judge_fingerprint
 from prom_reward.jobs.pairs import PairsJob
 from prom_reward.jobs.parts import merge_parts
-from prom_reward.jobs.plan import SKIPPED, prepare_job
+from prom_reward.jobs.plan import SKIPPED, judge_fingerprint, prepare_job
 from prom_reward.jobs.ray_run import judge_on_ray
 from prom_reward.jobs.spec import JobKind
 from prom_reward.jobs.summary import JobSummary
