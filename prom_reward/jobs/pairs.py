@@ -22,7 +22,7 @@ from prom_reward.format.rubrics import Rubric
 from prom_reward.jobs.batch import judge_rows
 from prom_reward.jobs.config import JobConfig
 from prom_reward.jobs.source import SourceRow, expand_inputs, iter_rows
-from prom_reward.jobs.spec import FAILED, BatchOut, JobKind, Prepare, failure_text, options_of, resolved, resolver
+from prom_reward.jobs.spec import FAILED, BatchOut, JobKind, Prepare, failure_text, resolved, resolver
 from prom_reward.jobs.summary import JobSummary
 from prom_reward.preferences.config import OUTPUT_COLUMNS, STRATEGY_COLUMNS, PreferenceConfig
 from prom_reward.preferences.rows import PreferenceRow, validate_row
@@ -85,9 +85,6 @@ class PairsJob(JobKind):
         except ConfigError as e:
             return dataclasses.replace(job, ungraded=str(e))
         return job
-
-    def fingerprint(self) -> dict[str, Any]:
-        return options_of(self.config)
 
     @property
     def regroups(self) -> bool:
