@@ -168,14 +168,9 @@ def build_preference_dataset(
     batch_size: int = 64,
     **options: Any,
 ) -> PreferenceResult:
-    """Judge the completions of every input row and return the preference pairs (``preferences.strategies``).
-
-    Args:
-        judge: the judge (its backend, sampling, ``num_samples``, ``max_tie_rounds`` apply).
-        rows: a .jsonl/.json/.parquet path, a ``datasets.Dataset``, or any iterable of dict rows.
-        config: a ``PreferenceConfig``; ``**options`` override its fields (``strategy="all_pairs"``).
-        batch_size: rows per judge call (plus one call for a batch's ties).
-    """
+    """The preference pairs (``preferences.strategies``) of every row of ``rows`` (a .jsonl/.json/.parquet path, a
+    ``datasets.Dataset`` or dict rows) judged by ``judge``; ``**options`` override ``config``'s fields
+    (``strategy="all_pairs"``); ``batch_size`` rows per judge call (plus one call for a batch's ties)."""
     cfg = dataclasses.replace(config or PreferenceConfig(), **options)
     JobConfig(batch_size=batch_size)  # checked as every job's batch_size
     start = time.perf_counter()
