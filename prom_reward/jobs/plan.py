@@ -13,16 +13,7 @@ from typing import Any
 from prom_reward.errors import ConfigError, OutputError
 from prom_reward.format.judge_format import DEFAULT_FORMAT, get_judge_format
 from prom_reward.jobs.config import JobConfig
-from prom_reward.jobs.parts import (
-    changed_part,
-    clear_parts,
-    commit,
-    done_parts,
-    failed_parts,
-    output_error,
-    part_ids,
-    write_bytes,
-)
+from prom_reward.jobs.parts import changed_part, clear_parts, commit, done_parts, failed_parts, output_error, part_ids
 from prom_reward.jobs.scan import Scan, scan_input
 from prom_reward.jobs.source import KINDS, expand_inputs
 from prom_reward.jobs.spec import JobKind
@@ -237,8 +228,7 @@ def prepare_job(kind: JobKind, inputs: Any, output: str | Path, judge: dict[str,
             raise output_error(tgt.folder, e) from e
         clear_parts(tgt.folder)
         clear_parts(tgt.folder / SKIPPED)
-        data = json.dumps(manifest, indent=1, sort_keys=True).encode("utf-8")
-        commit(manifest_path, lambda p: write_bytes(p, data))  # the manifest, atomically
+        commit(manifest_path, json.dumps(manifest, indent=1, sort_keys=True).encode("utf-8"))  # atomically
         done = []
     plan.summary.resumed_rows = sum(hi - lo for lo, hi in (scan.span(a, b) for a, b in done))  # input rows
     plan.shards = _shards(plan, done, cfg.batch_size)
