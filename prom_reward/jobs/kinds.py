@@ -169,9 +169,8 @@ class GradeJob(JobKind):
         return out
 
     def failed_rows(self, judge: Any, rows: list[SourceRow], items: list[Any], failure: JudgeFailure) -> BatchOut:
-        return self._grade_rows(
-            judge, rows, [Grade(None, failures=judge.capabilities.num_samples, error=failure)] * len(rows)
-        )
+        failed = Grade(None, failures=judge.capabilities.num_samples, error=failure)
+        return self._grade_rows(judge, rows, [failed] * len(rows))
 
 
 def _result(given: dict[str, Any]) -> dict[str, Any]:
