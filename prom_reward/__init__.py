@@ -32,7 +32,7 @@ from prom_reward.format.judge_format import JudgeFormat, Prompt, get_judge_forma
 from prom_reward.format.parsing import parse_absolute, parse_output, parse_relative
 from prom_reward.format.render import render_absolute, render_relative
 from prom_reward.format.rubrics import Rubric, get_rubric
-from prom_reward.jobs.preference_dataset import build_preference_dataset
+from prom_reward.jobs.pairs import build_preference_dataset
 from prom_reward.preferences.config import PreferenceConfig
 from prom_reward.rewards.config import RewardConfig
 from prom_reward.rewards.online_dpo import OnlineDPOJudgeReward, PairwiseRewardStats

@@ -23,9 +23,8 @@ from prom_reward.cli.voice import (
 from prom_reward.declared import add_settings, given_settings
 from prom_reward.errors import ConfigError
 from prom_reward.format.columns import DEFAULTS, column_flag
-from prom_reward.jobs.compare import CompareJob
 from prom_reward.jobs.config import JOB_OUTAGE, JobConfig, RayConfig
-from prom_reward.jobs.grade import GradeJob
+from prom_reward.jobs.kinds import CompareJob, GradeJob
 from prom_reward.jobs.pairs import PairsJob
 from prom_reward.jobs.parts import write_rows
 from prom_reward.jobs.spec import JobKind

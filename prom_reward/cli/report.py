@@ -26,7 +26,7 @@ from prom_reward.declared import add_settings, given_settings
 from prom_reward.errors import ConfigError, InputError, PromRewardError
 from prom_reward.format.columns import DEFAULTS, column_flag
 from prom_reward.format.rubrics import RUBRICS
-from prom_reward.jobs.manifest import NAME, read_manifest
+from prom_reward.jobs.plan import NAME, read_manifest
 from prom_reward.jobs.source import read_rows
 from prom_reward.probe.run import ProbeConfig, load_inputs, run_probe
 from prom_reward.probe.summary import summary as probe_summary

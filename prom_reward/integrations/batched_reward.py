@@ -13,7 +13,7 @@ from typing import Any
 
 from prom_reward.backends.bridge import sync_method
 from prom_reward.backends.factory import backend_class
-from prom_reward.checklist.metrics import CHECKLIST_KEYS
+from prom_reward.checklist.judging import CHECKLIST_KEYS
 from prom_reward.errors import ConfigError
 from prom_reward.integrations.batching import MicroBatcher
 from prom_reward.rewards.config import failure_value

@@ -1,23 +1,30 @@
 """``pairs`` jobs: DPO preference pairs from several completions per prompt (wide or long layout), written as JSON
-lines with their skip records beside them (``OUTPUT.skipped.jsonl``)."""
+lines with their skip records beside them (``OUTPUT.skipped.jsonl``), or kept in memory as a ``datasets.Dataset`` for
+TRL's ``DPOTrainer`` (``build_preference_dataset``)."""
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Iterator
+import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar, cast
+from pathlib import Path
+from typing import Any, ClassVar, NamedTuple, cast
 
 from prom_reward.checklist.criteria import check_grading_format
+from prom_reward.core.judge import PrometheusJudge
 from prom_reward.core.protocol import Retry
 from prom_reward.core.results import JudgeFailure
-from prom_reward.errors import ConfigError, InputError
+from prom_reward.errors import BackendError, ConfigError, InputError
 from prom_reward.format.judge_format import JudgeFormat, Task
 from prom_reward.format.rubrics import Rubric
-from prom_reward.jobs.source import SourceRow
-from prom_reward.jobs.spec import FAILED, BatchOut, JobKind, Prepare, failure_text, options_of, resolved, resolver
-from prom_reward.preferences.config import PreferenceConfig
+from prom_reward.jobs.batch import judge_rows
+from prom_reward.jobs.config import JobConfig
+from prom_reward.jobs.source import SourceRow, expand_inputs, iter_rows
+from prom_reward.jobs.spec import FAILED, BatchOut, JobKind, Prepare, failure_text, resolved, resolver
+from prom_reward.jobs.summary import JobSummary
+from prom_reward.preferences.config import OUTPUT_COLUMNS, STRATEGY_COLUMNS, PreferenceConfig
 from prom_reward.preferences.rows import PreferenceRow, validate_row
 from prom_reward.preferences.strategies import ChunkOutcome, judge_chunk
 
@@ -78,9 +85,6 @@ class PairsJob(JobKind):
         except ConfigError as e:
             return dataclasses.replace(job, ungraded=str(e))
         return job
-
-    def fingerprint(self) -> dict[str, Any]:
-        return options_of(self.config)
 
     @property
     def regroups(self) -> bool:
@@ -145,3 +149,55 @@ def _count_records(out: BatchOut, records: list[dict[str, Any]]) -> BatchOut:
             out.backend_failed += 1
             out.backend_error = out.backend_error or rec["judge_error"]
     return out
+
+
+class PreferenceResult(NamedTuple):
+    """``build_preference_dataset``'s result; unpacks as ``dataset, stats``."""
+
+    dataset: Any
+    """The pairs as a ``datasets.Dataset``."""
+    stats: JobSummary
+    """Counts of pairs and skips."""
+
+
+def build_preference_dataset(
+    judge: PrometheusJudge,
+    rows: str | Path | Iterable[dict[str, Any]],
+    config: PreferenceConfig | None = None,
+    *,
+    batch_size: int = 64,
+    **options: Any,
+) -> PreferenceResult:
+    """The preference pairs (``preferences.strategies``) of every row of ``rows`` (a .jsonl/.json/.parquet path, a
+    ``datasets.Dataset`` or dict rows) judged by ``judge``; ``**options`` override ``config``'s fields
+    (``strategy="all_pairs"``); ``batch_size`` rows per judge call (plus one call for a batch's ties)."""
+    cfg = dataclasses.replace(config or PreferenceConfig(), **options)
+    JobConfig(batch_size=batch_size)  # checked as every job's batch_size
+    start = time.perf_counter()
+    kind = PairsJob(cfg).check_format(judge.format)  # a rubric the judge's format refuses: before any judging
+    prepare = kind.preparer()
+    if isinstance(rows, (str, Path)):
+        read: Iterator[SourceRow] = iter_rows(expand_inputs(rows))
+    else:
+        read = (SourceRow(i, f"row {i}", r) for i, r in enumerate(rows))
+    source = list(kind.group(read))
+    for row in source:  # the whole input is checked before anything is judged
+        prepare(row)
+    stats, pairs = JobSummary(job="pairs", output="(in memory)"), []
+    it = iter(source)
+    while batch := list(itertools.islice(it, batch_size)):
+        out, rec = judge_rows(kind, judge, prepare, batch, "local")
+        if out.backend_error:
+            raise BackendError(out.backend_error)
+        stats.add(rec)
+        pairs.extend(out.rows)
+    stats.output_rows = len(pairs)
+    stats.seconds = time.perf_counter() - start
+    from datasets import Dataset
+
+    if pairs:
+        return PreferenceResult(Dataset.from_list(pairs), stats)
+    others = {c for s, cols in STRATEGY_COLUMNS.items() if s != cfg.strategy for c in cols}  # of the other strategy
+    return PreferenceResult(
+        Dataset.from_dict({c: [] for c in OUTPUT_COLUMNS + cfg.keep_columns if c not in others}), stats
+    )

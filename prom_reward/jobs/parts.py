@@ -96,11 +96,11 @@ def jsonl_bytes(rows: list[dict[str, Any]]) -> bytes:
         return b"".join(jsonl_bytes([r]) for r in rows)
 
 
-def commit(final: Path, write: Callable[[Path], None], point: str = "", start: int | None = None) -> None:
-    """Write ``final`` through a temporary file beside it, then rename; an ``OSError`` is an ``OutputError``."""
+def commit(final: Path, data: bytes | Callable[[Any], None], point: str = "", start: int | None = None) -> None:
+    """Write ``data`` (as ``write_bytes``) to ``final`` via a temporary file, renamed; ``OSError``: ``OutputError``."""
     tmp = final.with_name(f"{TMP_PREFIX}{os.getpid()}-{final.name}")
     try:
-        write(tmp)
+        write_bytes(tmp, data)
         if point:
             crash_point(point, start)
         os.replace(tmp, final)
@@ -128,7 +128,7 @@ def write_part(
     except OSError as e:
         raise output_error(folder, e) from e
     if failed is not None:
-        commit(marker, lambda p: write_bytes(p, failed.encode("utf-8")))
+        commit(marker, failed.encode("utf-8"))
 
     def parquet(f: Any) -> None:
         import pyarrow as pa
@@ -136,7 +136,7 @@ def write_part(
 
         pq.write_table(pa.Table.from_pylist(rows, schema=schema), f)
 
-    commit(final, lambda p: write_bytes(p, jsonl_bytes(rows) if fmt == "jsonl" else parquet), "part", start)
+    commit(final, jsonl_bytes(rows) if fmt == "jsonl" else parquet, "part", start)
     if failed is None:
         marker.unlink(missing_ok=True)
     return final
@@ -222,7 +222,7 @@ def merge_parts(folder: str | Path, output: str | Path, fmt: str, schema: Any = 
                 w.write_table(table)
                 count[0] += table.num_rows
 
-    commit(out, lambda p: write_bytes(p, jsonl if fmt == "jsonl" else parquet), "merge")
+    commit(out, jsonl if fmt == "jsonl" else parquet, "merge")
     return count[0]
 
 
@@ -260,5 +260,5 @@ def write_rows(output: str | Path, batches: Iterable[list[dict[str, Any]]]) -> i
             if writer is not None:
                 writer.close()
 
-    commit(out, lambda p: write_bytes(p, jsonl if suffix in (".jsonl", ".ndjson") else parquet))
+    commit(out, jsonl if suffix in (".jsonl", ".ndjson") else parquet)
     return count[0]

@@ -13,13 +13,11 @@ from prom_reward.declared import refuse_unknown
 from prom_reward.errors import ConfigError
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat
 from prom_reward.jobs.batch import judge_locally
-from prom_reward.jobs.compare import CompareJob
 from prom_reward.jobs.config import JobConfig, RayConfig
-from prom_reward.jobs.grade import GradeJob
-from prom_reward.jobs.manifest import judge_fingerprint
+from prom_reward.jobs.kinds import CompareJob, GradeJob
 from prom_reward.jobs.pairs import PairsJob
 from prom_reward.jobs.parts import merge_parts
-from prom_reward.jobs.plan import SKIPPED, prepare_job
+from prom_reward.jobs.plan import SKIPPED, judge_fingerprint, prepare_job
 from prom_reward.jobs.ray_run import judge_on_ray
 from prom_reward.jobs.spec import JobKind
 from prom_reward.jobs.summary import JobSummary
@@ -116,7 +114,7 @@ def grade_file(
     ray: RayConfig | bool | None = None,
     **options: Any,
 ) -> JobSummary:
-    """Absolute grades for every row of ``inputs`` (``prom_reward.jobs.grade``), in this process, or with ``ray``
+    """Absolute grades for every row of ``inputs`` (``prom_reward.jobs.kinds``), in this process, or with ``ray``
     (a ``RayConfig``, or True: its defaults; ``judge`` then ``PrometheusJudge`` keyword arguments) on a pool of
     Ray judge actors (``prom_reward.jobs.ray_run``)."""
     return _run(GradeJob, inputs, output, judge, config, ray, options)
@@ -131,7 +129,7 @@ def compare_file(
     ray: RayConfig | bool | None = None,
     **options: Any,
 ) -> JobSummary:
-    """Pairwise verdicts for every row of ``inputs`` (``prom_reward.jobs.compare``); ``ray`` as ``grade_file``'s."""
+    """Pairwise verdicts for every row of ``inputs`` (``prom_reward.jobs.kinds``); ``ray`` as ``grade_file``'s."""
     return _run(CompareJob, inputs, output, judge, config, ray, options)
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prom_reward.errors import InputError
+from prom_reward.format.templates import unicode_problem
 from prom_reward.jobs.source import SourceRow, file_kind, filesystem, iter_file
 from prom_reward.jobs.spec import JobKind
 
@@ -67,7 +68,8 @@ class _Schema:
             try:
                 fields.append(pa.field(name, pa.array(values).type))
             except UnicodeEncodeError as e:
-                at = next(r for r, v in zip(self.block, values, strict=True) if not _utf8(v))
+                dumped = [json.dumps(v, ensure_ascii=False, default=str) for v in values]
+                at = next(r for r, text in zip(self.block, dumped, strict=True) if unicode_problem(text))
                 raise InputError(
                     f"{at.where}: row {at.id}: column {name!r} holds a lone surrogate ({e.object[e.start : e.end]!r}), "
                     "which a Parquet output cannot hold; fix: write a .jsonl output (it keeps the value as the input "
@@ -126,14 +128,6 @@ def _readable(schema: Any) -> None:
                 "column as text"
             )
     raise InputError(f"the input's columns cannot go to a Parquet output ({whole}); fix: write a .jsonl output")
-
-
-def _utf8(value: Any) -> bool:
-    try:
-        json.dumps(value, ensure_ascii=False, default=str).encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _two_kinds(where: str, column: str, e: Exception) -> InputError:

@@ -72,7 +72,7 @@ class JobKind(ABC):
     """The columns the kind adds to each output row (after ``source_index`` and the input columns), in order, and
     their pyarrow types (``pyarrow.<type>()``); empty for JSON-lines-only kinds (pairs: ``OUTPUT_COLUMNS``)."""
     settings: ClassVar[Any] = None
-    """The dataclass of the kind's options (None: the kind itself; pairs: ``PreferenceConfig``)."""
+    """The dataclass of the kind's options, held as ``config`` (None: the kind itself; pairs: ``PreferenceConfig``)."""
     rubric: Rubric | None
     """The one rubric of every row (resolved), None when each row names its own."""
 
@@ -82,8 +82,8 @@ class JobKind(ABC):
         return tuple(f.name for f in dataclasses.fields(cls.settings or cast(Any, cls)) if f.name.endswith("_column"))
 
     def fingerprint(self) -> dict[str, Any]:
-        """The options that change the result (a resumed job must share them), as plain data."""
-        return options_of(self)
+        """The options that change the result (a resumed job must share them), as plain data (``settings``' fields)."""
+        return options_of(cast(Any, self).config if self.settings else self)
 
     @abstractmethod
     def task(self) -> Task:

@@ -15,7 +15,7 @@ from prom_reward.backends.store import request_key
 from prom_reward.backends.transformers_backend import TransformersBackend
 from prom_reward.backends.vllm_engine import VLLMEngine
 from prom_reward.core.judge import PrometheusJudge
-from prom_reward.jobs.manifest import judge_fingerprint
+from prom_reward.jobs.plan import judge_fingerprint
 
 REQUEST = GenerationRequest("sys", "user")
 

@@ -14,7 +14,7 @@ from prom_reward import PrometheusJudge
 from prom_reward.backends.base import GenerationRequest
 from prom_reward.backends.bridge import run_sync
 from prom_reward.backends.scripted import ScriptedBackend
-from prom_reward.checklist.metrics import CHECKLIST_KEYS
+from prom_reward.checklist.judging import CHECKLIST_KEYS
 from prom_reward.integrations import openrlhf_func
 from prom_reward.integrations import verl as prom_verl
 from prom_reward.integrations.openrlhf_func import label_fields

@@ -1,4 +1,4 @@
-"""What each job kind writes per row (``prom_reward.jobs.grade``/``compare``/``pairs``) through the Python
+"""What each job kind writes per row (``prom_reward.jobs.kinds``/``pairs``) through the Python
 entry points (``prom_reward.jobs.run``) with a scripted judge: columns and types (the same in JSON lines
 and Parquet), swap, ties, failures, per-row rubrics and references, and row errors that name the row's
 place in the input, the column and the option."""

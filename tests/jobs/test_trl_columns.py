@@ -14,8 +14,7 @@ import pytest
 from prom_reward.errors import InputError
 from prom_reward.format.columns import DEFAULTS, column_flag
 from prom_reward.format.conversation import completion_text, prompt_text
-from prom_reward.jobs.compare import CompareJob
-from prom_reward.jobs.grade import GradeJob
+from prom_reward.jobs.kinds import CompareJob, GradeJob
 from prom_reward.jobs.run import compare_file, grade_file
 from prom_reward.jobs.source import SourceRow, expand_inputs, read_rows
 from tests.jobs.helpers import judge_server

@@ -14,7 +14,7 @@ from prom_reward.backends.base import GenerationRequest
 from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.cli.main import main
 from prom_reward.format.judge_format import JUDGE_FORMATS
-from prom_reward.jobs.preference_dataset import build_preference_dataset
+from prom_reward.jobs.pairs import build_preference_dataset
 from prom_reward.jobs.run import pairs_file
 from tests.judges import NO_VERDICT, judge_by_format, response_of
 

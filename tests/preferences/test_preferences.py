@@ -12,7 +12,7 @@ from prom_reward import ConfigError, InputError, PrometheusJudge
 from prom_reward.backends.base import GenerationRequest
 from prom_reward.backends.scripted import ScriptedBackend
 from prom_reward.errors import BackendError, OutputError
-from prom_reward.jobs.preference_dataset import build_preference_dataset
+from prom_reward.jobs.pairs import build_preference_dataset
 from prom_reward.jobs.run import pairs_file
 from prom_reward.jobs.source import read_rows
 from prom_reward.preferences.config import PreferenceConfig

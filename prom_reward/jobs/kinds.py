@@ -1,5 +1,7 @@
 """``grade`` jobs: an absolute grade per row of instruction and response, on the judge format's scale (a row with a
-checklist: per criterion, in one judge call with the batch's others, aggregated); columns in docs/jobs.md."""
+checklist: per criterion, in one judge call with the batch's others, aggregated); ``compare`` jobs: a pairwise verdict
+(A or B, both orders judged with ``swap``) per row of instruction and two responses, a tie decided without a winner, a
+failure never given a made-up one. Columns: docs/jobs.md."""
 
 from __future__ import annotations
 
@@ -10,10 +12,10 @@ from typing import Any, ClassVar
 from prom_reward.checklist.aggregate import ChecklistConfig, checklist_config
 from prom_reward.checklist.criteria import parse_checklist
 from prom_reward.core.combine import no_verdict
-from prom_reward.core.items import GradeItem
+from prom_reward.core.items import GradeItem, PairItem
 from prom_reward.core.judge import asks_expected
 from prom_reward.core.protocol import Retry
-from prom_reward.core.results import Grade, JudgeFailure
+from prom_reward.core.results import Grade, JudgeFailure, Verdict, tie_reason
 from prom_reward.errors import InputError
 from prom_reward.format.judge_format import JudgeFormat, Task
 from prom_reward.format.rubrics import NO_RUBRIC
@@ -167,12 +169,82 @@ class GradeJob(JobKind):
         return out
 
     def failed_rows(self, judge: Any, rows: list[SourceRow], items: list[Any], failure: JudgeFailure) -> BatchOut:
-        return self._grade_rows(
-            judge, rows, [Grade(None, failures=judge.capabilities.num_samples, error=failure)] * len(rows)
-        )
+        failed = Grade(None, failures=judge.capabilities.num_samples, error=failure)
+        return self._grade_rows(judge, rows, [failed] * len(rows))
 
 
 def _result(given: dict[str, Any]) -> dict[str, Any]:
     """Every result column in order: ``given``'s, the counts not given 0, the rest null."""
     counts = {"judge_retries": 0, "forced_verdicts": 0}
     return {k: given.get(k, counts.get(k)) for k in RESULT_TYPES}
+
+
+COMPARE_TYPES = {
+    "winner": "string",
+    "p_a": "float64",
+    "tie": "bool_",
+    "swap_agreement": "bool_",
+    "feedback": "string",
+    "judge_failures": "int64",
+    "judge_retries": "int64",
+    "forced_verdicts": "int64",
+    "judge_error": "string",
+}
+"""The result columns of a ``compare`` row, in order, and their pyarrow types."""
+
+
+@dataclass(frozen=True)
+class CompareJob(JobKind):
+    """Options of a ``compare`` job (validated; the rubric is resolved once, here)."""
+
+    name: ClassVar[str] = "compare"
+    result_types: ClassVar[dict[str, str]] = COMPARE_TYPES
+
+    rubric: Any = None
+    """One rubric for every row; None: each row's ``rubric_column``."""
+    swap: bool = True
+    """Judge both orders; a winner only where they agree (else a tie)."""
+    instruction_column: str | None = None
+    """The instruction; None: ``instruction``, else TRL's ``prompt`` (a row with both is refused)."""
+    response_a_column: str | None = None
+    """Response A; None: ``response_a``, else TRL's ``chosen`` (a row with both is refused)."""
+    response_b_column: str | None = None
+    """Response B; None: ``response_b``, else TRL's ``rejected`` (a row with both is refused)."""
+    reference_column: str = "reference_answer"
+    """Optional: a reference answer (str or null)."""
+    rubric_column: str = "rubric"
+    """A per-row rubric, read where ``rubric`` is None."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rubric", resolved(self.rubric))
+        object.__setattr__(self, "swap", bool(self.swap))
+
+    def task(self) -> Task:
+        return "relative"
+
+    def preparer(self) -> Prepare:
+        rubrics = resolver(self.rubric)
+
+        def prepare(row: SourceRow) -> PairItem:
+            names = row.columns(self, ("instruction_column", "response_a_column", "response_b_column"))
+            # the judge checks the rubric against its format (compare_items): a misfit fails the row
+            return row.item(names, PairItem, row.rubric(rubrics, self.rubric_column))
+
+        return prepare
+
+    def judge_items(self, judge: Any, rows: list[SourceRow], items: list[Any], outage: Retry | None = None) -> BatchOut:
+        return self._verdict_rows(rows, judge.compare_items(items, swap=self.swap, outage=outage))
+
+    def failed_rows(self, judge: Any, rows: list[SourceRow], items: list[Any], failure: JudgeFailure) -> BatchOut:
+        failed = Verdict(None, failures=judge.capabilities.num_samples * (2 if self.swap else 1), error=failure)
+        return self._verdict_rows(rows, [failed] * len(rows))
+
+    def _verdict_rows(self, rows: list[SourceRow], verdicts: list[Verdict]) -> BatchOut:
+        """The output rows of judged rows, one ``Verdict`` each."""
+        out = BatchOut()
+        for row, v in zip(rows, verdicts, strict=True):
+            out.count(v.winner is not None, v.error, tie_reason(v.swap_agreement) if v.tie else None)
+            result = {"winner": v.winner, "p_a": v.p_a, "tie": bool(v.tie), "swap_agreement": v.swap_agreement}
+            error = failure_text(v.error) or v.reason
+            out.rows.append(self.output_row(row, {**result, **self.judgment_columns(v), "judge_error": error}))
+        return out
