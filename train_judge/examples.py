@@ -94,7 +94,7 @@ def tokenize_example(
     """
     w = get_wire_format(wire)
     text = prompt_text(example, tokenizer, wire, system_role=system_role)
-    prompt_ids = list(tokenizer.encode(text, add_special_tokens=not w.template_has_special_tokens))
+    prompt_ids = list(tokenizer.encode(text, add_special_tokens=not w.uses_chat_template))
     completion_ids = list(tokenizer.encode(example.completion, add_special_tokens=False))
     if tokenizer.eos_token_id is None:
         raise ConfigError("the tokenizer has no eos_token; set one so the judge learns to stop")

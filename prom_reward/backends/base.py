@@ -314,7 +314,7 @@ class InProcessEngine(ABC):
         return text + request.assistant_prefix
 
     def _ids(self, request: GenerationRequest) -> list[int]:
-        add = not self.wire.template_has_special_tokens  # a chat template already wrote BOS
+        add = not self.wire.uses_chat_template  # a chat template already wrote BOS
         return list(self.tokenizer.encode(self.render(request), add_special_tokens=add))
 
     async def acount_tokens(self, requests: Sequence[GenerationRequest], deadline: float | None = None) -> list[int]:

@@ -44,10 +44,6 @@ class WireFormat:
     sends_system: bool = True
     uses_chat_template: bool = False
 
-    @property
-    def template_has_special_tokens(self) -> bool:
-        return self.uses_chat_template
-
     def render(self, system: str, user: str, tokenizer: Any = None, *, system_role: bool | None = None) -> str:
         if not self.uses_chat_template:
             return fill(self.text, {"system": system, "user": user})
