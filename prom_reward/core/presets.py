@@ -1,5 +1,5 @@
 """Presets: the known judge models (model id, judge format, wire format, engine options, sampling defaults),
-merged under the user's options key by key; the list of presets is in docs/formats.md."""
+merged under the user's options key by key; docs/formats.md lists them, and the formats (``formats_table``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The three reward modes (absolute, against a reference, round robin in a group): each judges a batch of resolved
-``RewardSample`` items in one awaited call and returns one reward (or None) per item (``ModeOutput``)."""
+"""The three reward modes (absolute, against a reference, round robin in a group), and checklist rows' rewards
+(``checklist_rewards``): each judges a batch of resolved ``RewardSample`` items in one awaited call and returns
+one reward (or None) per item (``ModeOutput``)."""
 
 from __future__ import annotations
 
