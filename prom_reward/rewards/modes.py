@@ -97,13 +97,9 @@ def _verdict_metrics(verdicts: Sequence[Verdict]) -> dict[str, float]:
 
 def _unique(items: Sequence[Any], key: Callable[[Any], Hashable]) -> tuple[list[Any], list[int]]:
     """Distinct items (first occurrence order) and, per item, the index of its distinct twin."""
-    seen: dict[Hashable, int] = {}
-    where = [seen.setdefault(key(it), len(seen)) for it in items]
-    uniq: list[Any] = []
-    for it, w in zip(items, where, strict=True):
-        if w == len(uniq):  # its key's first occurrence
-            uniq.append(it)
-    return uniq, where
+    firsts: dict[Hashable, tuple[int, Any]] = {}  # per key: its index among the distinct items, its first item
+    where = [firsts.setdefault(key(it), (len(firsts), it))[0] for it in items]
+    return [it for _, it in firsts.values()], where
 
 
 def _rubric_key(rubric: Any) -> Hashable:
