@@ -51,10 +51,6 @@ def grade_from_run(run: ItemRun, *, truncated: bool = False) -> Grade:
     )
 
 
-def _flip(w: Winner | None) -> Winner | None:
-    return None if w is None else ("B" if w == "A" else "A")
-
-
 def order_summary(run: ItemRun) -> tuple[Winner | None, float | None]:
     """(majority winner, None where the samples split evenly; P(A)) in this order, for one order's samples."""
     valid = run.valid
@@ -95,7 +91,9 @@ def verdict_from_runs(first: ItemRun, swapped: ItemRun | None = None, *, truncat
     order that failed (input, transport) decides nothing; no verdict is the judge's ``output`` failure."""
     runs = [first] if swapped is None else [first, swapped]
     (winner, p_a), *swapped_orders = [order_summary(r) for r in runs]
-    winners: list[Winner | None] = [winner] + [_flip(w) for w, _ in swapped_orders]
+    winners: list[Winner | None] = [winner] + [
+        None if w is None else "B" if w == "A" else "A" for w, _ in swapped_orders
+    ]
     ps = [p_a] + [None if p is None else 1.0 - p for _, p in swapped_orders]
     tie, reason = _undecided(runs, winners)
     failed = [(name, r.error) for name, r in zip(ORDERS, runs, strict=False) if r.error is not None]

@@ -1,5 +1,5 @@
 """``PrometheusJudge``: absolute grades and pairwise verdicts from a Prometheus-style judge over any backend, and
-its requests in the judge format (``judge_request``, ``force_policy``).
+its requests in the judge format (``judge_request``, ``force_policy``), fitted to its context (``fit_to_context``).
 
 Example:
     >>> judge = PrometheusJudge(backend="scripted", outputs=["Accurate and complete. [RESULT] 5"])

@@ -1,5 +1,5 @@
 """Presets: the known judge models (model id, judge format, wire format, engine options, sampling defaults),
-merged under the user's options key by key; the list of presets is in docs/formats.md."""
+merged under the user's options key by key; docs/formats.md lists them, and the formats (``formats_table``)."""
 
 from __future__ import annotations
 
@@ -139,21 +139,14 @@ def _models(name: str) -> str:
     return ", ".join(f"`{m}`" for m in models) or "none (name it: `--format`)"
 
 
-def _scale(fmt: JudgeFormat) -> str:
-    if not fmt.scale:
-        return "none"
-    if len(fmt.scale) == 2:
-        return f"{fmt.scale[0]}, {fmt.scale[1]}"
-    return f"{fmt.scale[0]}..{fmt.scale[-1]}"
+def _span(values: list[str]) -> str:
+    """``values`` (a scale, verdict labels) as a range when more than two, else listed."""
+    return f"{values[0]}..{values[-1]}" if len(values) > 2 else ", ".join(values)
 
 
 def _labels(fmt: JudgeFormat) -> str:
-    """The verdict labels of each task the format judges (absolute first), a range when more than two."""
-    parts = []
-    for task in sorted(fmt.tasks):
-        labels = [f"`{label}`" for label in fmt.verdict_labels(task)]
-        parts.append(f"{labels[0]}..{labels[-1]}" if len(labels) > 2 else ", ".join(labels))
-    return "; ".join(parts)
+    """The verdict labels of each task the format judges (absolute first)."""
+    return "; ".join(_span([f"`{label}`" for label in fmt.verdict_labels(task)]) for task in sorted(fmt.tasks))
 
 
 def formats_table() -> str:
@@ -164,6 +157,7 @@ def formats_table() -> str:
         fmt = get_judge_format(name)
         shown = f"`{name}` (default)" if name == DEFAULT_FORMAT else f"`{name}`"
         forced = "not one token: never forced" if fmt.force_prefix is None else f'`"{fmt.force_prefix}"`'
-        cells = [shown, _models(name), ", ".join(sorted(fmt.tasks)), _scale(fmt), _labels(fmt), forced]
+        scale = _span([str(v) for v in fmt.scale]) or "none"
+        cells = [shown, _models(name), ", ".join(sorted(fmt.tasks)), scale, _labels(fmt), forced]
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join([HEADER, *rows])

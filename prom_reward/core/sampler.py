@@ -1,5 +1,5 @@
 """The sampling loop behind every judgment: one batched backend call, parse, force verdicts (``FORCE_POLICIES``),
-re-sample up to ``max_retries`` rounds; the steps are in docs/design-notes.md."""
+re-sample up to ``max_retries`` rounds (docs/design-notes.md); verdict distributions (``verdict_distribution``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``CascadeJudge``: judge everything with a cheap judge, send its least confident items (and its failures) to a
-better one; the routing rules and counters are in docs/experimental.md."""
+better one, as ``route`` decides; the routing rules and counters are in docs/experimental.md."""
 
 from __future__ import annotations
 

@@ -102,7 +102,10 @@ class MicroBatcher(Generic[T, R]):
         self.stats.items += len(items)
         if not items:
             return []
-        lane = self._lane()
+        loop = asyncio.get_running_loop()
+        for old in [k for k in self._lanes if k.is_closed()]:
+            self._lanes.pop(old, None)
+        lane = self._lanes.get(loop) or self._lanes.setdefault(loop, _Lane(self.max_concurrent))
         if len(items) <= self.max_batch_size or grouped:
             return await self._queue(lane, items, deadline, group if grouped else None)
         self.stats.split_requests += 1
@@ -118,15 +121,6 @@ class MicroBatcher(Generic[T, R]):
                 loop.call_soon_threadsafe(lane.wake.set)
 
     # -- queueing ---------------------------------------------------------------------
-    def _lane(self) -> _Lane:
-        loop = asyncio.get_running_loop()
-        for old in [k for k in self._lanes if k.is_closed()]:
-            self._lanes.pop(old, None)
-        lane = self._lanes.get(loop)
-        if lane is None:
-            lane = self._lanes[loop] = _Lane(self.max_concurrent)
-        return lane
-
     def _queue(self, lane: _Lane, items: list[T], deadline: float | None, group: Hashable | None) -> asyncio.Future:
         req = _Request(items, asyncio.get_running_loop().create_future(), deadline, time.monotonic())
         if group is not None:

@@ -21,7 +21,7 @@ from prom_reward.format.judge_format import JudgeFormat, Task
 from prom_reward.format.rubrics import NO_RUBRIC
 from prom_reward.jobs.source import SourceRow
 from prom_reward.jobs.spec import BatchOut, JobKind, Prepare, failure_text, resolved, resolver
-from prom_reward.preferences.checklists import ChecklistItem, judge_checklist_items
+from prom_reward.preferences.strategies import ChecklistItem, judge_checklist_items
 
 SCORES = ("1", "2", "3", "4", "5")
 """The probabilities' keys of a job whose judge format is not known yet (Prometheus 2's scale)."""

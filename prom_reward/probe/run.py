@@ -189,17 +189,13 @@ def llmbar_accuracy(
     """``{"sets": {name: set_stats}, "gaps": {name: Natural's accuracy - its}}`` (the pooled adversarial sets as
     ``POOLED``), every pair judged in both orders in one batched call."""
     flat = [p for ps in pairs.values() for p in ps]
-    verdicts = (
-        judge.compare(
-            [p.instruction for p in flat],
-            [p.output_1 for p in flat],
-            [p.output_2 for p in flat],
-            rubric,
-            swap=True,
-            outage=outage,
-        )
-        if flat
-        else []
+    verdicts = judge.compare(
+        [p.instruction for p in flat],
+        [p.output_1 for p in flat],
+        [p.output_2 for p in flat],
+        rubric,
+        swap=True,
+        outage=outage,
     )
     all_answered(verdicts)  # a judge that did not answer measures nothing
     answers = iter(verdicts)  # in the order of flat
@@ -257,16 +253,12 @@ def score_shifts(
     base = max(1, baseline_samples)
     edited = [[apply_edit(name, it, seed, judge.format) for name in names] for it in items]
     flat = [(it, text) for it, texts in zip(items, edited, strict=True) for text in [it.response] * base + texts]
-    grades = (
-        judge.grade(
-            [it.instruction for it, _ in flat],
-            [text for _, text in flat],
-            [it.rubric if it.rubric is not None else rubric for it, _ in flat],
-            [it.reference_answer for it, _ in flat] if any(it.reference_answer for it in items) else None,
-            outage=outage,
-        )
-        if flat
-        else []
+    grades = judge.grade(
+        [it.instruction for it, _ in flat],
+        [text for _, text in flat],
+        [it.rubric if it.rubric is not None else rubric for it, _ in flat],
+        [it.reference_answer for it, _ in flat] if any(it.reference_answer for it in items) else None,
+        outage=outage,
     )
     all_answered(grades)  # a judge that did not answer measures nothing
     width, score = base + len(names), "expected_score" if expected else "score"

@@ -1,6 +1,6 @@
 """Drift diagnostics (``DIAG_KEYS``, described in docs/rewards.md): is this batch's reward turning into a length
 or format reward? Computed from the batch alone; every key is a number in every batch (an undefined correlation
-reads 0)."""
+reads 0). And the length control the config asks for (``control_length``: correction, overlong penalty)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The three reward modes (absolute, against a reference, round robin in a group): each judges a batch of resolved
-``RewardSample`` items in one awaited call and returns one reward (or None) per item (``ModeOutput``)."""
+"""The three reward modes (absolute, against a reference, round robin in a group), and checklist rows' rewards
+(``checklist_rewards``): each judges a batch of resolved ``RewardSample`` items in one awaited call and returns
+one reward (or None) per item (``ModeOutput``)."""
 
 from __future__ import annotations
 
@@ -75,35 +76,30 @@ def assemble(n: int, parts: Sequence[tuple[Sequence[int], ModeOutput]]) -> ModeO
     return ModeOutput(**listed, metrics=merge_metrics([(len(idx), part.metrics) for idx, part in parts]))
 
 
-def _call_metrics(results: Sequence[Any], rewards: Sequence[float | None]) -> dict[str, float]:
+def _call_metrics(results: Sequence[Any]) -> dict[str, float]:
     """The metrics every mode reports, read from this call's results (concurrent calls on one judge do not mix)."""
     return {
         "parse_failure_rate": sum(r.failures for r in results) / max(sum(len(r.samples) for r in results), 1),
-        "abstain_rate": sum(r is None for r in rewards) / max(len(rewards), 1),
         "judge_prompt_tokens": float(sum(r.prompt_tokens for r in results)),
         "judge_completion_tokens": float(sum(r.completion_tokens for r in results)),
         "truncated_responses": float(sum(bool(r.truncated) for r in results)),
     }
 
 
-def _verdict_metrics(verdicts: Sequence[Verdict], rewards: Sequence[float | None]) -> dict[str, float]:
+def _verdict_metrics(verdicts: Sequence[Verdict]) -> dict[str, float]:
     agree = [v.swap_agreement for v in verdicts if v.swap_agreement is not None]
     return {
         "tie_rate": sum(v.tie for v in verdicts) / max(len(verdicts), 1),
         "swap_agreement": fmean(agree) if agree else math.nan,
-        **_call_metrics(verdicts, rewards),
+        **_call_metrics(verdicts),
     }
 
 
 def _unique(items: Sequence[Any], key: Callable[[Any], Hashable]) -> tuple[list[Any], list[int]]:
     """Distinct items (first occurrence order) and, per item, the index of its distinct twin."""
-    seen: dict[Hashable, int] = {}
-    where = [seen.setdefault(key(it), len(seen)) for it in items]
-    uniq: list[Any] = []
-    for it, w in zip(items, where, strict=True):
-        if w == len(uniq):  # its key's first occurrence
-            uniq.append(it)
-    return uniq, where
+    firsts: dict[Hashable, tuple[int, Any]] = {}  # per key: its index among the distinct items, its first item
+    where = [firsts.setdefault(key(it), (len(firsts), it))[0] for it in items]
+    return [it for _, it in firsts.values()], where
 
 
 def _rubric_key(rubric: Any) -> Hashable:
@@ -160,7 +156,7 @@ async def absolute_rewards(call: ModeCall, items: Sequence[RewardSample]) -> Mod
         for g, r in zip(grades, raw, strict=True)
     ]
     metrics = {
-        **_call_metrics(grades, rewards),
+        **_call_metrics(grades),
         "forced_rate": sum(g.forced for g in grades) / max(sum(len(g.samples) for g in grades), 1),
         "unique_items": float(len(uniq)),
     }
@@ -186,7 +182,7 @@ async def reference_rewards(call: ModeCall, items: Sequence[RewardSample]) -> Mo
     raw = [v.p_a if kind == "probability" else sign.get(v.winner or "", 0.0 if v.tie else None) for v in verdicts]
     rewards = [normalize_value(raw[w], kind, cfg.normalize) for w in where]
     metrics = {
-        **_verdict_metrics(verdicts, rewards),
+        **_verdict_metrics(verdicts),
         "win_rate": sum(v.winner == "A" for v in verdicts) / max(len(verdicts), 1),
     }
     return _per_item([verdicts[w] for w in where], rewards, metrics)
@@ -251,7 +247,7 @@ async def group_rewards(call: ModeCall, items: Sequence[RewardSample]) -> ModeOu
             failure = next((v.error for v in vs if v.error is not None), _ALONE if alone else None)
             errors[i] = failure if rewards[i] is None else None
     metrics = {
-        **_verdict_metrics(verdicts, rewards),
+        **_verdict_metrics(verdicts),
         "judged_pairs": float(len(verdicts)),
         "degenerate_groups": float(degenerate),
     }
@@ -301,7 +297,6 @@ async def checklist_rewards(call: ModeCall, items: Sequence[RewardSample]) -> Mo
     known = [o.aggregate.value for o in batch.outcomes if o.aggregate.value is not None]
     metrics = {
         **batch.metrics,
-        "abstain_rate": sum(r is None for r in rewards) / max(len(rewards), 1),
         "unique_items": batch.metrics.get("checklist_judgments", 0.0),
     }
     if known:

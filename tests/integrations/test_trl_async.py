@@ -21,8 +21,7 @@ import pytest
 from prom_reward import ConfigError, PromRewardError
 from prom_reward.backends.base import GenerationRequest
 from prom_reward.integrations.trl_async import JudgedRolloutLoop, TRLRolloutLoop, use_judged_loop
-from prom_reward.rewards.holder import TRL_ROLLOUT_CHILD, JudgeHolder
-from prom_reward.rewards.reward import AsyncPrometheusReward, PrometheusReward
+from prom_reward.rewards.reward import TRL_ROLLOUT_CHILD, AsyncPrometheusReward, JudgeHolder, PrometheusReward
 
 ANSWERS = ["It is four.", "It is five.", "unsure", "It is four, since 2 + 2 = 4."]
 """The policy's completions, in turn; the scripted judge gives 5, 1, no verdict, 5."""
