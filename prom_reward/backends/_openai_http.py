@@ -332,6 +332,7 @@ class HTTPBatch:
         options: dict[str, Any] = {}
         what = f"{method} {path}" + (f" for request {index}" if index is not None else "")  # as its errors name it
         deadline = self.deadline if deadline is None else deadline
+        seconds = self.timeout  # the session's bound, unless the deadline is nearer
         if deadline is not None:
             seconds = min(deadline - time.monotonic(), self.timeout)
             if seconds <= 0:
@@ -349,8 +350,11 @@ class HTTPBatch:
                 async with self.client.request(method, full, json=payload, **options) as resp:
                     status, content = resp.status, await read_body(resp)
             except (TimeoutError, aiohttp.ClientError) as e:  # refused, reset, timeouts
-                kind = "Timeout" if isinstance(e, asyncio.TimeoutError) else type(e).__name__
-                cause = f"{kind} on {full}" + (f": {e}" if str(e) else "")
+                if isinstance(e, asyncio.TimeoutError):
+                    cause = f"Timeout on {full} (no whole reply within {seconds:.3g} s)"
+                else:
+                    cause = f"{type(e).__name__} on {full}"
+                cause += f": {e}" if str(e) else ""
                 raise self._failed(what, url, cause) from None
             finally:
                 self.pool.answered(url)

@@ -205,7 +205,7 @@ def test_a_judge_trickling_its_models_reply_does_not_hold_the_start_up():
     assert took < 5 and check.reachable == {url: False}, (took, check)
     assert (
         health.status()["status"] == "degraded"
-        and f"GET /models failed: Timeout on {url}/models" in health.status()["cause"]
+        and f"GET /models failed: Timeout on {url}/models (no whole reply within 1 s)" in health.status()["cause"]
     )
 
 
