@@ -141,9 +141,8 @@ async def absolute_rewards(call: ModeCall, items: Sequence[RewardSample]) -> Mod
     if cfg.score == "expected" and not asks_expected(judge, sampling):
         asked = {"logprobs": EXPECTED_LOGPROBS}
         sampling = judge.sampling.merged(sampling).merged(asked) if sampling else asked
-    texts = [it.instruction for it in uniq], [it.response for it in uniq], [it.rubric for it in uniq]
-    refs = [it.reference_answer for it in uniq]
-    grades = await judge.agrade(*texts, refs, num_samples=k, sampling=sampling, **call.options())
+    columns = ([getattr(it, name) for it in uniq] for name in ("instruction", "response", "rubric", "reference_answer"))
+    grades = await judge.agrade(*columns, num_samples=k, sampling=sampling, **call.options())
     raw = [g.value(cfg.score) for g in grades]
     span = grade_range(judge.format)  # the judge format's own scale: a binary or 3-point grade normalises on it
     rewards = [normalize_value(raw[w], "grade", cfg.normalize, span) for w in where]
