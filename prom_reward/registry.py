@@ -32,10 +32,9 @@ class Registry(Generic[T]):
 
     def get(self, name: str) -> T:
         """The object registered as ``name``; raises UnknownNameError listing valid names."""
-        key = name.lower() if isinstance(name, str) else name
-        if key not in self._items:
+        if name not in self:
             raise UnknownNameError(self.kind, name, list(self._items))
-        return self._items[key]
+        return self._items[name.lower()]
 
     def names(self) -> list[str]:
         """All registered names, sorted."""

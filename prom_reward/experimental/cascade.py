@@ -131,9 +131,7 @@ class CascadeJudge(Judge):
                 )
         if indicator is None:
             indicator = "se_cali" if reads_base_model(primary) else "se"
-        self.config = CascadeConfig(
-            route_fraction=route_fraction, threshold=threshold, indicator=indicator, window=window
-        )
+        self.config = CascadeConfig(route_fraction, threshold, indicator, window)
         need = NEEDS[indicator.lower()]
         if need == "logprobs" and not primary.capabilities.confidence:
             raise ConfigError(

@@ -129,12 +129,9 @@ def control_length(
         metrics["length/reward_per_doubling"] = fmean(slopes) * math.log(2) if slopes else 0.0
     if cfg.overlong_penalty:
         penalties = [0.0] * len(out)
+        fixed = None if isinstance(cfg.overlong_baseline, str) else float(cfg.overlong_baseline)  # else: a median
         for idx in members.values():
-            base = (
-                float(cfg.overlong_baseline)
-                if not isinstance(cfg.overlong_baseline, str)
-                else median(lengths[i] for i in idx)
-            )
+            base = median(lengths[i] for i in idx) if fixed is None else fixed
             for i in idx:
                 penalties[i] = overlong_penalty(lengths[i], base, cfg)
         for i in scored:

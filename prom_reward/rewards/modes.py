@@ -9,7 +9,7 @@ import time
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from statistics import fmean
-from typing import Any, TypeVar
+from typing import Any
 
 from prom_reward.backends.sampling import SamplingOverrides
 from prom_reward.checklist.judging import ajudge_checklists
@@ -18,8 +18,6 @@ from prom_reward.core.results import JudgeFailure, Judgment, Verdict
 from prom_reward.format.rubrics import get_rubric
 from prom_reward.rewards.config import RewardConfig, grade_range, normalize_value
 from prom_reward.rewards.samples import RewardSample
-
-V = TypeVar("V")
 
 
 @dataclass
@@ -35,14 +33,14 @@ class ModeOutput:
     errors: list[JudgeFailure | None] = field(default_factory=list)  # the judge's failure behind a missing reward
     results: list[Judgment | None] = field(default_factory=list)  # the judgment its reward was read from
 
+    def __post_init__(self) -> None:
+        for name in ("judges", "reasons", "errors", "results"):  # a per-item field no item uses is held as []
+            if all(v is None for v in getattr(self, name)):
+                setattr(self, name, [])
+
     def item_errors(self) -> list[JudgeFailure | None]:
         """``errors``, one entry per item (what the outage loop reads)."""
         return self.errors or [None] * len(self.rewards)
-
-
-def _listed(values: list[V]) -> list[V]:
-    """``values``, or [] when every one is None (how ``ModeOutput`` holds an unused per-item field)."""
-    return values if any(v is not None for v in values) else []
 
 
 def merge_metrics(parts: Sequence[tuple[int, dict[str, float]]]) -> dict[str, float]:
@@ -72,8 +70,7 @@ def assemble(n: int, parts: Sequence[tuple[Sequence[int], ModeOutput]]) -> ModeO
         for name, values in fields.items():
             for pos, i in enumerate(idx):
                 values[i] = getattr(part, name)[pos] if getattr(part, name) else None
-    listed = {name: v if name in ("rewards", "feedback") else _listed(v) for name, v in fields.items()}
-    return ModeOutput(**listed, metrics=merge_metrics([(len(idx), part.metrics) for idx, part in parts]))
+    return ModeOutput(**fields, metrics=merge_metrics([(len(idx), part.metrics) for idx, part in parts]))
 
 
 def _call_metrics(results: Sequence[Any]) -> dict[str, float]:
@@ -134,7 +131,7 @@ def _per_item(results: Sequence[Any], rewards: list[float | None], metrics: dict
     errors = [r.error if not r.ok else None for r in results]
     who = [r.decided_by for r in results]
     feedback = [r.feedback for r in results]
-    return ModeOutput(rewards, feedback, metrics, _listed(who), errors=_listed(errors), results=list(results))
+    return ModeOutput(rewards, feedback, metrics, who, errors=errors, results=list(results))
 
 
 async def absolute_rewards(call: ModeCall, items: Sequence[RewardSample]) -> ModeOutput:
@@ -144,9 +141,8 @@ async def absolute_rewards(call: ModeCall, items: Sequence[RewardSample]) -> Mod
     if cfg.score == "expected" and not asks_expected(judge, sampling):
         asked = {"logprobs": EXPECTED_LOGPROBS}
         sampling = judge.sampling.merged(sampling).merged(asked) if sampling else asked
-    texts = [it.instruction for it in uniq], [it.response for it in uniq], [it.rubric for it in uniq]
-    refs = [it.reference_answer for it in uniq]
-    grades = await judge.agrade(*texts, refs, num_samples=k, sampling=sampling, **call.options())
+    columns = ([getattr(it, name) for it in uniq] for name in ("instruction", "response", "rubric", "reference_answer"))
+    grades = await judge.agrade(*columns, num_samples=k, sampling=sampling, **call.options())
     raw = [g.value(cfg.score) for g in grades]
     span = grade_range(judge.format)  # the judge format's own scale: a binary or 3-point grade normalises on it
     rewards = [normalize_value(raw[w], "grade", cfg.normalize, span) for w in where]
@@ -251,7 +247,7 @@ async def group_rewards(call: ModeCall, items: Sequence[RewardSample]) -> ModeOu
         "judged_pairs": float(len(verdicts)),
         "degenerate_groups": float(degenerate),
     }
-    return ModeOutput(rewards, feedback, metrics, _listed(judges), errors=_listed(errors))
+    return ModeOutput(rewards, feedback, metrics, judges, errors=errors)
 
 
 def _group_scores(n: int, outcome: dict[tuple[int, int], float], cfg: RewardConfig) -> list[float | None]:
@@ -301,7 +297,7 @@ async def checklist_rewards(call: ModeCall, items: Sequence[RewardSample]) -> Mo
     }
     if known:
         metrics["mean_checklist_score"] = fmean(known)
-    return ModeOutput(rewards, [o.feedback for o in batch.outcomes], metrics, errors=errors if any(errors) else [])
+    return ModeOutput(rewards, [o.feedback for o in batch.outcomes], metrics, errors=errors)
 
 
 async def run_mode(call: ModeCall, items: Sequence[RewardSample]) -> ModeOutput:

@@ -153,7 +153,11 @@ class OnlineDPOJudgeReward:
         self._trainer = weakref.ref(trainer)
         return self
 
-    def _half(self, prompts: Sequence[Any], completions: Sequence[Any]) -> int:
+    def __call__(
+        self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
+    ) -> list[float]:
+        """1.0 for the winner of each pair (i, i+B), 0.0 for the loser."""
+        columns = {k: v for k, v in kwargs.items() if k not in _TRL_KWARGS}
         layout = (
             "this reward is for OnlineDPOTrainer's layout: prompts [p0..pB-1, p0..pB-1] and completions "
             "[a0..aB-1, b0..bB-1] (two completions per prompt)"
@@ -170,14 +174,6 @@ class OnlineDPOJudgeReward:
                 raise InputError(
                     f"prompt {i} differs from prompt {b + i} (its pair); {layout}", index=b + i, field="prompts"
                 )
-        return b
-
-    def __call__(
-        self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
-    ) -> list[float]:
-        """1.0 for the winner of each pair (i, i+B), 0.0 for the loser."""
-        columns = {k: v for k, v in kwargs.items() if k not in _TRL_KWARGS}
-        b = self._half(prompts, completions)
         if b == 0:
             return []
         cfg = self.config

@@ -85,17 +85,12 @@ class OutagePolicy:
         health.gave_up()
         failing, budget = health.failing_for(), _secs(self.budget_s)
         # why the retries stop: the budget or the deadline is spent, or the next try would pass it
-        budget_left = self.budget_s - failing
+        budget_end = (self.budget_s - failing, f"the outage budget of {budget}", "is spent")
         deadline_left = math.inf if deadline is None else deadline - time.monotonic()
+        deadline_end = (deadline_left, "the reward call's deadline", "passed")
+        left, what, spent = min(budget_end, deadline_end, key=lambda end: end[0])  # the nearer (the budget on a tie)
         then = f"the next try, in {_secs(delay)}, would pass"
-        if deadline_left < budget_left:
-            why = "the reward call's deadline passed"
-            if deadline_left > 0:
-                why = f"{then} the reward call's deadline ({_secs(deadline_left)} left)"
-        elif budget_left <= 0:
-            why = f"the outage budget of {budget} is spent"
-        else:
-            why = f"{then} the outage budget of {budget} ({_secs(budget_left)} left)"
+        why = f"{then} {what} ({_secs(left)} left)" if left > 0 else f"{what} {spent}"
         message = f"the judge has been failing for {_secs(failing)} and {why}; last failure: {cause}"
         if self.on_exhausted == "raise":
             raise JudgeUnavailableError(

@@ -23,7 +23,7 @@ from prom_reward.core.protocol import Judge
 from prom_reward.core.results import input_failure
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.conversation import completion_text, prompt_text
-from prom_reward.format.judge_format import DEFAULT_FORMAT, JUDGE_FORMATS, JudgeFormat, Task, unsupported_task
+from prom_reward.format.judge_format import DEFAULT_FORMAT, JUDGE_FORMATS, Task, unsupported_task
 from prom_reward.format.rubrics import RubricResolver
 from prom_reward.format.sanitize import neutralize
 from prom_reward.rewards.config import RewardConfig, get_judge_format_setting, reward_config
@@ -67,30 +67,6 @@ class JudgeHolder:
                 f"(e.g. {{'model': 'prometheus-7b-v2.0'}}), got {type(judge).__name__}",
                 "judge",
             )
-
-    def match_format(self, config: RewardConfig) -> JudgeFormat:
-        """The judge's format, checked to give ``config``'s rewards (its mode's task, expected scores): its
-        ``format`` is given to a judge built from options (None: the options' own); a judge passed in must be in it."""
-        want, spec = config.format, self._judge_spec
-        if spec is not None and want is not None and spec.format is None:
-            spec = self._judge_spec = dataclasses.replace(spec, format=want)
-        if spec is None:
-            fmt = self.judge.format
-        else:
-            fmt = get_judge_format_setting(spec.format) if isinstance(spec.format, str) else spec.judge_format
-        if want is not None and get_judge_format_setting(want).name != fmt.name:
-            judge = "the judge is in" if spec is None else "the judge options name"
-            raise ConfigError(f"the config names {want!r} but {judge} {fmt.name!r}; fix: give one of them", "format")
-        task: Task = "absolute" if config.mode == "absolute" else "relative"
-        if task not in fmt.tasks:
-            raise ConfigError(f"mode {config.mode!r} needs {task} judgments: {unsupported_task(fmt, task)}", "format")
-        if config.mode == "absolute" and config.score == "expected" and fmt.force_prefix is None:
-            raise ConfigError(
-                f"score='expected' reads verdict-token probabilities, but judge format {fmt.name!r} has no "
-                "one-token verdict after a fixed prefix; fix: score='sample' or 'mean', or another format",
-                "format",
-            )
-        return fmt
 
     def judge_server(self) -> JudgeServer | None:
         """The judge server its judge asks (URLs, model, API key: as its options give them, or its built backend
@@ -186,11 +162,30 @@ class PrometheusReward(JudgeHolder):
     def __init__(self, judge: Any, config: RewardConfig | None = None, **options: Any) -> None:
         self.config = reward_config(config, options, type(self).__name__)
         super().__init__(judge)
-        task: Task = "absolute" if self.config.mode == "absolute" else "relative"
-        fmt = self.match_format(self.config)
-        if self.config.format is None and fmt.name != DEFAULT_FORMAT and fmt.name in JUDGE_FORMATS:
+        # the judge's format, checked to give the config's rewards (its mode's task, expected scores): the config's
+        # ``format`` is given to a judge built from options (None: the options' own); a judge passed in must be in it
+        cfg, want, spec = self.config, self.config.format, self._judge_spec
+        if spec is not None and want is not None and spec.format is None:
+            spec = self._judge_spec = dataclasses.replace(spec, format=want)
+        if spec is None:
+            fmt = self.judge.format
+        else:
+            fmt = get_judge_format_setting(spec.format) if isinstance(spec.format, str) else spec.judge_format
+        if want is not None and get_judge_format_setting(want).name != fmt.name:
+            judge = "the judge is in" if spec is None else "the judge options name"
+            raise ConfigError(f"the config names {want!r} but {judge} {fmt.name!r}; fix: give one of them", "format")
+        task: Task = "absolute" if cfg.mode == "absolute" else "relative"
+        if task not in fmt.tasks:
+            raise ConfigError(f"mode {cfg.mode!r} needs {task} judgments: {unsupported_task(fmt, task)}", "format")
+        if cfg.mode == "absolute" and cfg.score == "expected" and fmt.force_prefix is None:
+            raise ConfigError(
+                f"score='expected' reads verdict-token probabilities, but judge format {fmt.name!r} has no "
+                "one-token verdict after a fixed prefix; fix: score='sample' or 'mean', or another format",
+                "format",
+            )
+        if want is None and fmt.name != DEFAULT_FORMAT and fmt.name in JUDGE_FORMATS:
             # the judge's (registered) format named in the config: its scale is the rewards' and failure_reward's
-            self.config = dataclasses.replace(self.config, format=fmt.name)
+            self.config = dataclasses.replace(cfg, format=fmt.name)
         self.__name__ = self.config.name
         self.last_metrics: dict[str, float] = {}
         self.health = JudgeHealth()  # whether the judge is answering (what ``/health`` reports)

@@ -141,16 +141,12 @@ async def acheck_judge(
         then = "their request fails with JudgeUnavailableError naming the cause (outage on_exhausted raise: "
         then += "reward-server answers it 503); on_exhausted fail would give them the failure reward instead"
     budget = f" ({policy.budget_s:g} s)" if policy is not None else ""
+    meanwhile = (
+        f"starting anyway and probing it every {probe_every:.0f} s; until it answers, samples wait within the outage "
+        f"budget{budget}, then {then}"
+    )
     for url, why in down.items():
-        logger.warning(
-            "judge %s is not answering (%s); starting anyway and probing it every %.0f s; until it answers, samples "
-            "wait within the outage budget%s, then %s",
-            url,
-            why,
-            probe_every,
-            budget,
-            then,
-        )
+        logger.warning("judge %s is not answering (%s); %s", url, why, meanwhile)
         if health is not None:
             health.failed(f"judge {url} not answering at start: {why}")
     if down:
