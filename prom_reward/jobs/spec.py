@@ -83,7 +83,7 @@ class JobKind(ABC):
 
     def fingerprint(self) -> dict[str, Any]:
         """The options that change the result (a resumed job must share them), as plain data (``settings``' fields)."""
-        options = cast(Any, self).config if self.settings else self  # a rubric as plain data, a callable by its name
+        options: Any = cast(Any, self).config if self.settings else self  # a rubric as data, a callable by name
         values = ((f.name, getattr(options, f.name)) for f in dataclasses.fields(options) if f.init)
         return {k: dataclasses.asdict(v) if isinstance(v, Rubric) else getattr(v, "__qualname__", v) for k, v in values}
 
