@@ -5,6 +5,7 @@ info|export STORE [-o OUT]``: look into or export a judgment store."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -79,7 +80,7 @@ def cmd_job(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     print(summary.text(), file=sys.stderr)
-    print(json.dumps(summary.to_dict()), flush=True)
+    print(json.dumps(dataclasses.asdict(summary)), flush=True)
     return code
 
 
