@@ -3,7 +3,7 @@
 Four measurements, one run:
 
 0. ``same_engine`` (the overhead ratio): one ``grade_file(ray=...)`` job, one replica, ``--shards``
-   shards, with ``ray_run.BASELINE_HOOK`` set: the replica warms its engine up on a few rows
+   shards, with ``jobs.batch.BASELINE_HOOK`` set: the replica warms its engine up on a few rows
    (untimed), then for every shard also times one plain ``PrometheusJudge.grade`` call on the
    shard's rows on the same engine, right before (odd shards) or after (even shards) the pipeline's
    own work on it. Ratio: baseline seconds / pipeline seconds (shard read + judge call + part write
@@ -102,7 +102,7 @@ def _judge_options(model: str, max_tokens: int) -> dict[str, Any]:
 
 def same_engine(model: str, rows: int, max_tokens: int, shards: int, tmp: Path) -> dict[str, Any]:
     """The pipeline against plain ``grade`` calls on the replica's own engine (``BASELINE_HOOK``)."""
-    from prom_reward.jobs.ray_run import BASELINE_HOOK
+    from prom_reward.jobs.batch import BASELINE_HOOK
 
     src = _write_rows(tmp / "same.jsonl", rows)
     r = _ray_job(
@@ -127,7 +127,7 @@ def same_engine(model: str, rows: int, max_tokens: int, shards: int, tmp: Path) 
 def engine_comparison(model: str, rows: int, max_tokens: int, replicas: int, tmp: Path) -> dict[str, Any]:
     """In-process ``grade`` vs ``grade_file(ray=...)`` on the same rows and engine settings."""
     from prom_reward.core.judge import PrometheusJudge
-    from prom_reward.jobs.ray_run import warm_up
+    from prom_reward.jobs.batch import warm_up
     from prom_reward.jobs.source import read_rows
 
     judge = _judge_options(model, max_tokens)

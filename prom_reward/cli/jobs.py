@@ -5,6 +5,7 @@ info|export STORE [-o OUT]``: look into or export a judgment store."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -59,8 +60,8 @@ def cmd_job(args: argparse.Namespace) -> int:
 
     kind = _kind(args)
     outage = outage_policy(args, JOB_OUTAGE)
-    given = given_settings(args, JobConfig, ("resume", "overwrite"))
-    config = JobConfig(batch_size=args.batch_size, progress=not args.quiet, outage=outage, **given)
+    given = given_settings(args, JobConfig, ("batch_size", "resume", "overwrite"))
+    config = JobConfig(progress=not args.quiet, outage=outage, **given)
     ray = RayConfig(**given_settings(args, RayConfig, RAY)) if args.ray else None
     if ray is not None and args.store:
         raise ConfigError(
@@ -79,7 +80,7 @@ def cmd_job(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     print(summary.text(), file=sys.stderr)
-    print(json.dumps(summary.to_dict()), flush=True)
+    print(json.dumps(dataclasses.asdict(summary)), flush=True)
     return code
 
 
@@ -100,12 +101,8 @@ def _add_job_parser(
     )
     add_judge_options(g)
     add_store_options(g)
-    g.add_argument(
-        "--batch-size",
-        type=int,
-        default=batch_size,
-        help=f"rows per judge call and per committed part (default {batch_size})",
-    )
+    add_settings(g, JobConfig, ("batch_size",), defaults=JobConfig(batch_size=batch_size))
+    g.set_defaults(batch_size=batch_size)
     add_settings(g.add_mutually_exclusive_group(), JobConfig, ("resume", "overwrite"))
     for option in KINDS[name].column_options():
         ours, *trl = DEFAULTS[option]  # TRL's name of the role, where it has another

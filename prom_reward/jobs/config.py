@@ -53,7 +53,7 @@ class JobConfig:
 
 @dataclass(frozen=True)
 class RayConfig:
-    """The pool of judge actors of a job on Ray (``prom_reward.jobs.ray_run``)."""
+    """The pool of judge actors of a job on Ray (``prom_reward.jobs.batch.judge_on_ray``)."""
 
     replicas: int | str = setting(
         1,
@@ -77,7 +77,7 @@ class RayConfig:
     warmup: bool = setting(
         True,
         help="""A replica with an in-process engine (vllm, transformers; no judgment store) judges one dummy row
-        when it starts (``ray_run.warm_up``), so the engine's first-call costs go with its start-up, not
+        when it starts (``batch.warm_up``), so the engine's first-call costs go with its start-up, not
         into the first batch's time.""",
     )
 

@@ -12,13 +12,12 @@ from prom_reward.core.judge_spec import JudgeSpec
 from prom_reward.declared import refuse_unknown
 from prom_reward.errors import ConfigError
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat
-from prom_reward.jobs.batch import judge_locally
+from prom_reward.jobs.batch import judge_locally, judge_on_ray
 from prom_reward.jobs.config import JobConfig, RayConfig
 from prom_reward.jobs.kinds import CompareJob, GradeJob
 from prom_reward.jobs.pairs import PairsJob
 from prom_reward.jobs.parts import merge_parts
 from prom_reward.jobs.plan import SKIPPED, judge_fingerprint, prepare_job
-from prom_reward.jobs.ray_run import judge_on_ray
 from prom_reward.jobs.spec import JobKind
 from prom_reward.jobs.summary import JobSummary
 from prom_reward.preferences.config import PreferenceConfig
@@ -116,7 +115,7 @@ def grade_file(
 ) -> JobSummary:
     """Absolute grades for every row of ``inputs`` (``prom_reward.jobs.kinds``), in this process, or with ``ray``
     (a ``RayConfig``, or True: its defaults; ``judge`` then ``PrometheusJudge`` keyword arguments) on a pool of
-    Ray judge actors (``prom_reward.jobs.ray_run``)."""
+    Ray judge actors (``prom_reward.jobs.batch.judge_on_ray``)."""
     return _run(GradeJob, inputs, output, judge, config, ray, options)
 
 

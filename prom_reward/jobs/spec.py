@@ -83,7 +83,9 @@ class JobKind(ABC):
 
     def fingerprint(self) -> dict[str, Any]:
         """The options that change the result (a resumed job must share them), as plain data (``settings``' fields)."""
-        return options_of(cast(Any, self).config if self.settings else self)
+        options: Any = cast(Any, self).config if self.settings else self  # a rubric as data, a callable by name
+        values = ((f.name, getattr(options, f.name)) for f in dataclasses.fields(options) if f.init)
+        return {k: dataclasses.asdict(v) if isinstance(v, Rubric) else getattr(v, "__qualname__", v) for k, v in values}
 
     @abstractmethod
     def task(self) -> Task:
@@ -165,14 +167,6 @@ def resolver(rubric: Any) -> RubricResolver:
 def resolved(rubric: Any) -> Rubric | None:
     """A job's one rubric resolved (None: each row's)."""
     return rubric if rubric is None or isinstance(rubric, Rubric) else resolver(rubric).default
-
-
-def options_of(options: Any) -> dict[str, Any]:
-    """The fields of the dataclass ``options``: a rubric as plain data, a callable by its name."""
-    fields = {f.name: getattr(options, f.name) for f in dataclasses.fields(options) if f.init}
-    return {
-        k: dataclasses.asdict(v) if isinstance(v, Rubric) else getattr(v, "__qualname__", v) for k, v in fields.items()
-    }
 
 
 def failure_text(error: JudgeFailure | None) -> str | None:

@@ -116,10 +116,6 @@ class JobSummary:
             return EXIT_JUDGE_DOWN
         return EXIT_SOME_FAILED if self.backend_failed else 0
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready copy."""
-        return dataclasses.asdict(self)
-
     def text(self) -> str:
         """A few lines for a person."""
         rate = self.rows / self.seconds if self.seconds else 0.0

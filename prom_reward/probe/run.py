@@ -19,8 +19,7 @@ from prom_reward.declared import check, setting
 from prom_reward.errors import ConfigError, InputError, PromRewardError, UnknownNameError
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat, Task, get_judge_format, unsupported_task
 from prom_reward.format.rubrics import get_rubric
-from prom_reward.probe.data import LLMBarPair, ProbeItem, checkout_data_dir, load_items, load_llmbar
-from prom_reward.probe.edits import DEFAULT_EDITS, EDITS, apply_edit
+from prom_reward.probe import data
 from prom_reward.stats import bootstrap_ci
 
 PARTS = ("llmbar", "shifts")
@@ -48,7 +47,7 @@ class ProbeConfig:
     limit: int | None = setting(
         None, help="Pairs per LLMBar set and graded items at most (a seeded subset); None: all.", ge=1
     )
-    edits: tuple[str, ...] = setting(DEFAULT_EDITS, help="The response edits (``prom_reward.probe.edits.EDITS``).")
+    edits: tuple[str, ...] = setting(data.DEFAULT_EDITS, help="The response edits (``prom_reward.probe.data.EDITS``).")
     rubric: Any = setting("helpfulness", help="The rubric of LLMBar's pairs, and of items that have none.")
     expected: bool = setting(
         False,
@@ -67,7 +66,7 @@ class ProbeConfig:
             raise ConfigError(str(e), "rubric") from None
         try:
             for name in self.edits:
-                EDITS.get(name)
+                data.EDITS.get(name)
         except UnknownNameError as e:
             raise ConfigError(str(e), "edits") from e
         check(self)
@@ -98,22 +97,22 @@ class ProbeConfig:
 
 
 def _default(given: str | None, name: str, flag: str) -> Path:
-    data = checkout_data_dir()
-    if given is None and (data is None or not (data / name).exists()):
+    folder = data.checkout_data_dir()
+    if given is None and (folder is None or not (folder / name).exists()):
         raise InputError(
             f"no probe data given and none found beside this installation (a checkout of prom-reward "
             f"has it in benchmarks/data/{name}); fix: pass {flag}",
             field=name,
         )
-    return Path(given) if given is not None else cast(Path, data) / name
+    return Path(given) if given is not None else cast(Path, folder) / name
 
 
 @dataclass(frozen=True)
 class ProbeInputs:
     """The data a probe run judges, read and checked before any judge is built (None: that part is not run)."""
 
-    pairs: dict[str, list[LLMBarPair]] | None
-    items: list[ProbeItem] | None
+    pairs: dict[str, list[data.LLMBarPair]] | None
+    items: list[data.ProbeItem] | None
 
 
 def load_inputs(cfg: ProbeConfig, judge_format: JudgeFormat | None = None) -> ProbeInputs:
@@ -123,8 +122,8 @@ def load_inputs(cfg: ProbeConfig, judge_format: JudgeFormat | None = None) -> Pr
     fmt = judge_format or get_judge_format(DEFAULT_FORMAT)
     parts = cfg.for_format(fmt).parts or ()
     inputs = ProbeInputs(
-        load_llmbar(cfg.llmbar_dir(), cfg.limit, cfg.seed) if "llmbar" in parts else None,
-        load_items(cfg.items_file(), cfg.limit, cfg.seed) if "shifts" in parts else None,
+        data.load_llmbar(cfg.llmbar_dir(), cfg.limit, cfg.seed) if "llmbar" in parts else None,
+        data.load_items(cfg.items_file(), cfg.limit, cfg.seed) if "shifts" in parts else None,
     )
     uses = ["llmbar"] if inputs.pairs else []
     if inputs.items and any(it.rubric is None for it in inputs.items):
@@ -151,7 +150,9 @@ POOLED = "Adversarial"
 """The name of the four adversarial sets taken together."""
 
 
-def set_stats(pairs: list[LLMBarPair], verdicts: list[Any], *, seed: int = 0, resamples: int = 2000) -> dict[str, Any]:
+def set_stats(
+    pairs: list[data.LLMBarPair], verdicts: list[Any], *, seed: int = 0, resamples: int = 2000
+) -> dict[str, Any]:
     """Accuracy statistics of one set from its pairs and their two-order ``Verdict``s."""
     right = []  # per pair: (order 1 right, order 2 right)
     failed = agreed = 0
@@ -179,7 +180,7 @@ def set_stats(pairs: list[LLMBarPair], verdicts: list[Any], *, seed: int = 0, re
 
 def llmbar_accuracy(
     judge: Any,
-    pairs: dict[str, list[LLMBarPair]],
+    pairs: dict[str, list[data.LLMBarPair]],
     *,
     rubric: Any = "helpfulness",
     seed: int = 0,
@@ -237,7 +238,7 @@ def edit_stats(
 
 def score_shifts(
     judge: Any,
-    items: Sequence[ProbeItem],
+    items: Sequence[data.ProbeItem],
     edits: Sequence[str],
     *,
     rubric: Any = "helpfulness",
@@ -249,9 +250,9 @@ def score_shifts(
 ) -> dict[str, Any]:
     """Grade ``items`` as they are (``baseline_samples`` times) and after each of ``edits``, in one batched call,
     and summarise the shifts per edit and per item."""
-    names = [EDITS.get(e).name for e in edits]  # unknown names fail here, before any judging
+    names = [data.EDITS.get(e).name for e in edits]  # unknown names fail here, before any judging
     base = max(1, baseline_samples)
-    edited = [[apply_edit(name, it, seed, judge.format) for name in names] for it in items]
+    edited = [[data.apply_edit(name, it, seed, judge.format) for name in names] for it in items]
     flat = [(it, text) for it, texts in zip(items, edited, strict=True) for text in [it.response] * base + texts]
     grades = judge.grade(
         [it.instruction for it, _ in flat],
@@ -283,7 +284,7 @@ def score_shifts(
         ratio = (
             fmean(len(e[k]) / max(len(it.response), 1) for it, e in zip(items, edited, strict=True)) if items else None
         )
-        out["edits"][name] = {"description": EDITS.get(name).description, **stats, "mean_length_ratio": ratio}
+        out["edits"][name] = {"description": data.EDITS.get(name).description, **stats, "mean_length_ratio": ratio}
     return out
 
 

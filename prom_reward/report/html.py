@@ -171,11 +171,6 @@ def _items(members: list[dict[str, Any]], kind: str) -> str:
     return "".join(out) or '<p class="note">No row has a verdict.</p>'
 
 
-def _bold(text: str) -> str:
-    """Markdown ``**bold**`` in already escaped text as ``<b>``."""
-    return re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", text)
-
-
 def probe_section(record: dict[str, Any]) -> str:
     """The report's section for a probe record; ``InputError`` (field ``probe``) when the record lacks what
     ``prom-reward probe`` writes (a record edited by hand, of another version, or another JSON file)."""
@@ -206,7 +201,10 @@ def probe_section(record: dict[str, Any]) -> str:
         return "".join(
             [
                 f'<h2>Hacking probe</h2><p class="meta">{escape(heading(record))}</p>',
-                *(f'<p class="note">{_bold(escape(w))}</p>' for w in verdict_warnings(record) + not_run_notes(record)),
+                *(  # markdown **bold** as <b>
+                    '<p class="note">' + re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", escape(w)) + "</p>"
+                    for w in verdict_warnings(record) + not_run_notes(record)
+                ),
                 f'<div class="plots">{"".join(charts)}</div>',
                 *(f'<p class="note">{escape(note)}</p>{_table(*table)}' for note, table in tables(record)),
             ]

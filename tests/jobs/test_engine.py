@@ -3,6 +3,7 @@ their merge (``parts``), the plan of a resumed job (``plan``), the manifest, the
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pyarrow as pa
@@ -217,4 +218,4 @@ def test_summary_counts_and_text():
         and "10 rows: 7 judged, 1 failed (see judge_error), 2 skipped (swap_disagreement 2)" in text
         and "replica n:1: 10 rows, 5.00 rows/s" in text
     )
-    assert s.to_dict()["workers"]["n:1"]["rows"] == 10
+    assert dataclasses.asdict(s)["workers"]["n:1"]["rows"] == 10

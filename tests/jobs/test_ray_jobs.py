@@ -1,4 +1,4 @@
-"""The job engine on Ray Data (``prom_reward.jobs.ray_run``) with a local Ray cluster: the same rows as in
+"""The job engine on Ray Data (``prom_reward.jobs.batch.judge_on_ray``) with a local Ray cluster: the same rows as in
 this process, and the Ray runner's faults (an actor killed, the driver killed then resumed, a judge
 that is down, a full disk in an actor), for grade, compare and pairs.
 
@@ -343,7 +343,7 @@ def test_ray_full_disk_in_an_actor_keeps_the_previous_output(ray_cluster, tmp_pa
 
 
 def test_warm_up_leaves_the_counters_and_a_failing_backend_to_the_batches():
-    from prom_reward.jobs.ray_run import warm_up
+    from prom_reward.jobs.batch import warm_up
 
     judge = PrometheusJudge(backend=ScriptedBackend(outputs=["Fine. [RESULT] 4"]))
     warm_up(judge)

@@ -8,8 +8,17 @@ import pytest
 
 from prom_reward.errors import UnknownNameError
 from prom_reward.format.sanitize import neutralize
-from prom_reward.probe.data import ProbeItem
-from prom_reward.probe.edits import _PREAMBLES, _RESTATE, _TOPIC, DEFAULT_EDITS, EDITS, apply_edit, keywords, sentences
+from prom_reward.probe.data import (
+    _PREAMBLES,
+    _RESTATE,
+    _TOPIC,
+    DEFAULT_EDITS,
+    EDITS,
+    ProbeItem,
+    apply_edit,
+    keywords,
+    sentences,
+)
 
 ITEMS = [
     ProbeItem(

@@ -262,7 +262,7 @@ def test_bad_probe_config(options, match):
 
 
 def test_no_data_outside_a_checkout_names_the_flag(monkeypatch):
-    monkeypatch.setattr("prom_reward.probe.run.checkout_data_dir", lambda: None)
+    monkeypatch.setattr("prom_reward.probe.data.checkout_data_dir", lambda: None)
     with pytest.raises(InputError, match="pass --llmbar DIR"):
         load_inputs(ProbeConfig(parts=("llmbar",)))
     with pytest.raises(InputError, match="pass --items FILE"):

@@ -19,8 +19,7 @@ from prom_reward.cli.main import main
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.judge_format import JUDGE_FORMATS, JudgeFormat, get_judge_format
 from prom_reward.format.rubrics import get_rubric
-from prom_reward.probe.data import LLMBAR_SETS, ProbeItem
-from prom_reward.probe.edits import apply_edit, top_verdict
+from prom_reward.probe.data import LLMBAR_SETS, ProbeItem, apply_edit, top_verdict
 from prom_reward.probe.run import PART_TASKS, PARTS, ProbeConfig, load_inputs, run_probe
 from prom_reward.probe.summary import summary, verdict_warnings
 from tests.format.yaml_specs import dump, tiny_spec
