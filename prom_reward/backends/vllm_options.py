@@ -35,7 +35,7 @@ def check_engine_allowed(what: str) -> None:
 
 TOKENIZER_MODES = ("hf", "mistral")  # vLLM's ``auto`` is refused: it may pick either
 
-OTHER_ENGINE_KEYWORDS = ("distributed_executor_backend",)  # passed through engine_options (jobs.ray_run)
+OTHER_ENGINE_KEYWORDS = ("distributed_executor_backend",)  # passed through engine_options (jobs.batch)
 
 SAMPLING_KEYWORDS = (
     "n",
