@@ -11,13 +11,12 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from prom_reward.backends.openai_server import is_http_url
 from prom_reward.core.judge_spec import JudgeSpec
 from prom_reward.core.presets import default_format
-from prom_reward.declared import Declared, Rules, check, declared, parse, refuse_unknown, setting
+from prom_reward.declared import Declared, Rules, check, declared, parse, read_text, refuse_unknown, setting
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.columns import column_flag
 from prom_reward.format.rubrics import RubricResolver
@@ -343,20 +342,6 @@ def unknown_env(env: Mapping[str, str], names: Sequence[str]) -> list[str]:
         hint = f"; did you mean {ENV_PREFIX}{close[0].upper()}?" if close else ""
         out.append(f"{var} is not a prom-reward setting and is ignored{hint}")
     return out
-
-
-def read_text(path: str, fix: str, setting: str) -> str:
-    """The UTF-8 text of the file at ``path``, else ``ConfigError`` about ``setting`` (``fix``: the file to give)."""
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except OSError as e:
-        raise ConfigError(f"cannot read {path!r} ({e.strerror or e}); fix: {fix}", setting) from e
-    except UnicodeDecodeError as e:
-        raise ConfigError(
-            f"{path!r} is not UTF-8 text (byte {e.start}: {e.object[e.start : e.start + 1]!r}); fix: save the file "
-            "as UTF-8",
-            setting,
-        ) from None
 
 
 def read_yaml(path: str, names: Sequence[str]) -> dict[str, Any]:
