@@ -70,7 +70,6 @@ class ServerHealth:
         self.judge = judge
         self.threshold = degraded_failure_share
         self.config_error: str | None = None
-        """Set (a misconfigured judge's cause): ``/health`` says failing with it from then on."""
         self._recent: deque[bool] = deque(maxlen=FAILURE_WINDOW)
         self._lock = threading.Lock()
 
@@ -78,6 +77,10 @@ class ServerHealth:
         """Record answered samples (True: it failed)."""
         with self._lock:
             self._recent.extend(bool(f) for f in failed)
+
+    def misconfigured(self, cause: str) -> None:
+        """``/health`` says failing with ``cause`` from now on."""
+        self.config_error = cause
 
     def status(self) -> dict[str, Any]:
         """``JudgeHealth.status()`` plus ``recent_failure_share``; status ``failing``, ``degraded`` or ``ok``."""
@@ -244,7 +247,7 @@ def create_app(
             logger.warning("rejected a request with %d: %s", e.status_code, e.detail)
             return _Reply({"error": e.detail}, status_code=e.status_code)
         except JudgeConfigError as e:  # the configuration's fault, not a sample's: never a failure reward
-            health.config_error = str(e)
+            health.misconfigured(str(e))
             logger.error("the judge is misconfigured; answering 500 and /health failing: %s", e)
             return _Reply({"error": f"judge misconfigured: {e}"}, status_code=500)
         except JudgeUnavailableError as e:  # outage_on_exhausted=raise: training stops

@@ -41,5 +41,5 @@ def test_server_health_degrades_on_the_failure_share_and_fails_when_misconfigure
     h = ServerHealth(JudgeHealth(), degraded_failure_share=0.5)
     h.record([True] * 6 + [False] * 4)
     assert h.status()["status"] == "degraded" and h.status()["recent_failure_share"] == 0.6
-    h.config_error = "judge http://j:8000: HTTP 404"
+    h.misconfigured("judge http://j:8000: HTTP 404")
     assert h.status()["status"] == "failing" and h.status()["cause"] == "judge http://j:8000: HTTP 404"
