@@ -137,23 +137,6 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
-def _load(path: Path, text: str) -> Any:
-    try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(e, "problem", None) or str(e)
-        raise ConfigError(
-            f"judge format file {str(path)!r} is not valid YAML{where}: {problem}; fix: correct the YAML there"
-        ) from None
-    except RecursionError:
-        raise ConfigError(
-            f"judge format file {str(path)!r} nests its values too deep to read; fix: write it as the flat mapping "
-            "of docs/formats.md"
-        ) from None
-
-
 def _plain(r: _Reader, value: Any, key: str = "") -> Any:
     """``value`` with every mapping key as text, for the digest; ConfigError naming the key of a lone surrogate."""
     if isinstance(value, str) and unicode_problem(value) is not None:
@@ -340,7 +323,20 @@ def read_spec(path: str, text: str) -> YamlFormat:
     """The format the ``text`` of the judge format file ``path`` defines, checked (``ConfigError`` naming the key
     and the fix), once per content."""
     r = _Reader(Path(path))
-    data = _load(r.path, text)
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e)
+        raise ConfigError(
+            f"judge format file {str(r.path)!r} is not valid YAML{where}: {problem}; fix: correct the YAML there"
+        ) from None
+    except RecursionError:
+        raise ConfigError(
+            f"judge format file {str(r.path)!r} nests its values too deep to read; fix: write it as the flat mapping "
+            "of docs/formats.md"
+        ) from None
     top = r.read(data, "", _TOP)
     if not _NAME.fullmatch(top["name"]):
         raise r.fail("name", f"{top['name']!r} is not a plain name", "use letters, digits, '.', '_' and '-'")
