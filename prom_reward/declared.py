@@ -24,6 +24,7 @@ import types
 import typing
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import MISSING, dataclass
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from prom_reward.errors import ConfigError
@@ -192,6 +193,19 @@ def refuse_unknown(given: Iterable[Any], valid: Sequence[str], what: str = "sett
     raise ConfigError(
         f"unknown {what}(s) {unknown}{hint}; fix: give {what} names only (valid: {', '.join(valid)})", where
     )
+
+
+def read_text(path: str | Path, fix: str, setting: str = "", what: str = "") -> str:
+    """The UTF-8 text of the file at ``path`` (a byte order mark dropped), else ``ConfigError`` about ``setting``
+    (``what``: the kind of file, ``rubric file``; ``fix``: the file to give)."""
+    name = f"{what} {str(path)!r}".strip()
+    try:
+        return Path(path).read_bytes().decode("utf-8-sig")
+    except OSError as e:
+        raise ConfigError(f"cannot read {name} ({e.strerror or e}); fix: {fix}", setting) from e
+    except UnicodeDecodeError as e:
+        bad = f"byte {e.start}: {e.object[e.start : e.start + 1]!r}"
+        raise ConfigError(f"{name} is not UTF-8 text ({bad}); fix: save it as UTF-8", setting) from None
 
 
 def add_settings(

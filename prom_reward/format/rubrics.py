@@ -14,7 +14,7 @@ from typing import Any, Protocol, TypeGuard
 
 import yaml
 
-from prom_reward.declared import refuse_unknown
+from prom_reward.declared import read_text, refuse_unknown
 from prom_reward.errors import ConfigError, InputError, PromRewardError, UnknownNameError
 from prom_reward.format.parsing import Task
 from prom_reward.format.templates import SCORE_RUBRIC_TEMPLATE, TEMPLATES, unicode_problem
@@ -182,12 +182,7 @@ class Rubric:
         suffix = p.suffix.lower()
         if suffix not in _SUFFIXES:
             raise ConfigError(f"rubric file {str(p)!r} must end in .json, .yaml or .yml, got {suffix or 'no suffix'!r}")
-        try:
-            text = p.read_bytes().decode("utf-8-sig")  # a byte order mark is not part of the text
-        except OSError as e:
-            raise ConfigError(f"cannot read rubric file {str(p)!r}: {e}") from e
-        except UnicodeDecodeError as e:
-            raise ConfigError(f"rubric file {str(p)!r} is not UTF-8 text ({e}); fix: save it as UTF-8") from None
+        text = read_text(p, "give the path of a readable rubric file", what="rubric file")
         try:
             data = json.loads(text) if suffix == ".json" else yaml.safe_load(text)
         except (ValueError, RecursionError, yaml.YAMLError) as e:

@@ -10,7 +10,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Generic, TypeVar
 
 from prom_reward.errors import PromRewardError
@@ -68,27 +68,22 @@ class _Lane:
         self.tasks: set[asyncio.Task[None]] = set()  # running batches, held until done
 
 
+@dataclass(eq=False)
 class MicroBatcher(Generic[T, R]):
     """Batch concurrent awaits of ``fn(items) -> results`` (one result per item, same order): a batch's first
     request waits ``max_wait_s`` for others, up to ``max_batch_size`` items (a larger ungrouped request is split);
     grouped requests wait for ``group_size`` items or ``group_wait_s``; ``max_concurrent`` batches at once."""
 
-    def __init__(
-        self,
-        fn: Callable[[list[T]], Awaitable[Sequence[R]]],
-        *,
-        max_wait_s: float = 0.02,
-        max_batch_size: int = 256,
-        group_size: int | None = None,
-        group_wait_s: float = 60.0,
-        max_concurrent: int = 1,
-    ) -> None:
-        self.fn, self.max_wait_s, self.max_batch_size = fn, float(max_wait_s), max_batch_size
-        self.group_size, self.group_wait_s = group_size, float(group_wait_s)
-        self.max_concurrent = max_concurrent
-        self.stats = BatcherStats()
-        self._lanes: dict[asyncio.AbstractEventLoop, _Lane] = {}
-        self._closed = False
+    fn: Callable[[list[T]], Awaitable[Sequence[R]]]
+    _: KW_ONLY
+    max_wait_s: float = 0.02
+    max_batch_size: int = 256
+    group_size: int | None = None
+    group_wait_s: float = 60.0
+    max_concurrent: int = 1
+    stats: BatcherStats = field(default_factory=BatcherStats, init=False)
+    _lanes: dict[asyncio.AbstractEventLoop, _Lane] = field(default_factory=dict, init=False, repr=False)
+    _closed: bool = field(default=False, init=False, repr=False)
 
     async def arun(self, items: Sequence[T], *, timeout: float | None = None, group: Hashable | None = None) -> list[R]:
         """The results of ``items`` (of group ``group``), batched with concurrent requests; past ``timeout`` s

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from prom_reward.core.items import check_text
 from prom_reward.errors import InputError, PromRewardError
 from prom_reward.format.columns import find_column
 from prom_reward.integrations.batched_reward import (
@@ -45,12 +46,7 @@ def split_query(query: str, prompt: str, strip: Sequence[str] = ()) -> tuple[str
     """``(response, truncated)`` from an OpenRLHF query (``truncated``: it held only a suffix of the prompt, at
     least ``MIN_OVERLAP`` characters, else ``InputError``), the ``strip`` strings removed from its end."""
     for name, value in (("query", query), ("prompt", prompt)):
-        if not isinstance(value, str):
-            raise InputError(
-                f"{name}: expected a string (the decoded text), got {type(value).__name__}; fix: pass the text as "
-                "the policy saw it",
-                field=name,
-            )
+        check_text(value, None, name)
     if query.startswith(prompt):
         response, truncated = query[len(prompt) :], False
     else:

@@ -11,13 +11,12 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from prom_reward.backends.openai_server import is_http_url
 from prom_reward.core.judge_spec import JudgeSpec
 from prom_reward.core.presets import default_format
-from prom_reward.declared import Declared, Rules, check, declared, parse, refuse_unknown, setting
+from prom_reward.declared import Declared, Rules, check, declared, parse, read_text, refuse_unknown, setting
 from prom_reward.errors import ConfigError, InputError
 from prom_reward.format.columns import column_flag
 from prom_reward.format.rubrics import RubricResolver
@@ -143,8 +142,15 @@ class RewardSettings:
         names = setting_names()
         refuse_unknown(given, [*names, "config_file"])
         values: dict[str, Any] = dict(read_yaml(str(path), names)) if path else {}
-        for warning in unknown_env(env, names):
-            logger.warning(warning)
+        known = {ENV_PREFIX + n.upper() for n in names if n not in NO_FLAG} | {ENV_PREFIX + n for n in OTHER_ENV}
+        for var in sorted(k for k in env if k.startswith(ENV_PREFIX) and k not in known):  # not a setting: warned
+            name = var[len(ENV_PREFIX) :].lower()
+            if name in NO_FLAG:
+                logger.warning("%s is ignored: %s is given in YAML or explicitly only", var, name)
+                continue
+            close = difflib.get_close_matches(name, names, n=1)
+            hint = f"; did you mean {ENV_PREFIX}{close[0].upper()}?" if close else ""
+            logger.warning("%s is not a prom-reward setting and is ignored%s", var, hint)
         variables = {name: env.get(ENV_PREFIX + name.upper(), "").strip() for name in names if name not in NO_FLAG}
         values.update((name, text) for name, text in variables.items() if text)
         values.update(given)
@@ -327,36 +333,6 @@ def where(name: str) -> str:
     """Where a setting is given: ``--flag / PROM_REWARD_NAME / name``."""
     flag = flag_name(name)
     return f"{flag} / {ENV_PREFIX}{name.upper()} / {name}" if flag else f"{name} (YAML or explicit)"
-
-
-def unknown_env(env: Mapping[str, str], names: Sequence[str]) -> list[str]:
-    """A warning for each ``PROM_REWARD_*`` variable of ``env`` that is no setting nor in ``OTHER_ENV``, naming
-    the closest setting."""
-    known = {ENV_PREFIX + n.upper() for n in names if n not in NO_FLAG} | {ENV_PREFIX + n for n in OTHER_ENV}
-    out = []
-    for var in sorted(k for k in env if k.startswith(ENV_PREFIX) and k not in known):
-        name = var[len(ENV_PREFIX) :].lower()
-        if name in NO_FLAG:
-            out.append(f"{var} is ignored: {name} is given in YAML or explicitly only")
-            continue
-        close = difflib.get_close_matches(name, names, n=1)
-        hint = f"; did you mean {ENV_PREFIX}{close[0].upper()}?" if close else ""
-        out.append(f"{var} is not a prom-reward setting and is ignored{hint}")
-    return out
-
-
-def read_text(path: str, fix: str, setting: str) -> str:
-    """The UTF-8 text of the file at ``path``, else ``ConfigError`` about ``setting`` (``fix``: the file to give)."""
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except OSError as e:
-        raise ConfigError(f"cannot read {path!r} ({e.strerror or e}); fix: {fix}", setting) from e
-    except UnicodeDecodeError as e:
-        raise ConfigError(
-            f"{path!r} is not UTF-8 text (byte {e.start}: {e.object[e.start : e.start + 1]!r}); fix: save the file "
-            "as UTF-8",
-            setting,
-        ) from None
 
 
 def read_yaml(path: str, names: Sequence[str]) -> dict[str, Any]:

@@ -162,9 +162,9 @@ def test_backend_down_fails_the_samples_instead_of_raising(tokenizer):  # noqa: 
 @pytest.mark.parametrize(
     "queries, prompts, labels, reasons",
     [
-        ([None, PROMPT + " ok"], [PROMPT, PROMPT], None, ["sample 0: query: expected a string", None]),
-        ([b"Q ok", PROMPT + " ok"], [PROMPT, PROMPT], None, ["sample 0: query: expected a string", None]),
-        ([PROMPT + " ok", PROMPT + " ok"], [None, PROMPT], [None, None], ["sample 0: prompt: expected a string", None]),
+        ([None, PROMPT + " ok"], [PROMPT, PROMPT], None, ["sample 0: query must be a str, got", None]),
+        ([b"Q ok", PROMPT + " ok"], [PROMPT, PROMPT], None, ["sample 0: query must be a str, got", None]),
+        ([PROMPT + " ok", PROMPT + " ok"], [None, PROMPT], [None, None], ["sample 0: prompt must be a str, got", None]),
     ],
     ids=["query-none", "query-bytes", "prompt-none"],
 )

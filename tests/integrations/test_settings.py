@@ -224,7 +224,7 @@ def test_a_non_finite_number_is_refused_from_the_environment_and_yaml(name, text
 def test_a_yaml_file_that_is_not_utf8_is_refused_naming_it(data, tmp_path):
     f = tmp_path / "s.yaml"
     f.write_bytes(data)
-    words = r"config_file: .*s\.yaml.*not UTF-8 text \(byte \d+.*fix: save the file as UTF-8"
+    words = r"config_file: .*s\.yaml.*not UTF-8 text \(byte \d+.*fix: save it as UTF-8"
     with pytest.raises(ConfigError, match=words):
         RewardSettings.load({"config_file": str(f)}, env={})
 

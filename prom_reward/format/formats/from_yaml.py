@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from prom_reward.declared import read_text
 from prom_reward.errors import ConfigError
 from prom_reward.format.eos import content_end
 from prom_reward.format.judge_format import FORMAT_FILES, JudgeFormat, Prompt, Task, check_task
@@ -134,25 +135,6 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 )
             seen.add(key)
         return super().construct_mapping(node, deep)
-
-
-def _load(path: Path, content: bytes) -> Any:
-    try:
-        return yaml.load(content.decode("utf-8"), Loader=_UniqueKeyLoader)  # a SafeLoader
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"judge format file {str(path)!r} is not UTF-8 text ({e}); fix: save it as UTF-8") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(e, "problem", None) or str(e)
-        raise ConfigError(
-            f"judge format file {str(path)!r} is not valid YAML{where}: {problem}; fix: correct the YAML there"
-        ) from None
-    except RecursionError:
-        raise ConfigError(
-            f"judge format file {str(path)!r} nests its values too deep to read; fix: write it as the flat mapping "
-            "of docs/formats.md"
-        ) from None
 
 
 def _plain(r: _Reader, value: Any, key: str = "") -> Any:
@@ -337,11 +319,24 @@ class YamlFormat(JudgeFormat):
 
 
 @lru_cache(maxsize=32)
-def read_spec(path: str, content: bytes) -> YamlFormat:
-    """The format the ``content`` of the judge format file ``path`` defines, checked (``ConfigError`` naming the key
+def read_spec(path: str, text: str) -> YamlFormat:
+    """The format the ``text`` of the judge format file ``path`` defines, checked (``ConfigError`` naming the key
     and the fix), once per content."""
     r = _Reader(Path(path))
-    data = _load(r.path, content)
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e)
+        raise ConfigError(
+            f"judge format file {str(r.path)!r} is not valid YAML{where}: {problem}; fix: correct the YAML there"
+        ) from None
+    except RecursionError:
+        raise ConfigError(
+            f"judge format file {str(r.path)!r} nests its values too deep to read; fix: write it as the flat mapping "
+            "of docs/formats.md"
+        ) from None
     top = r.read(data, "", _TOP)
     if not _NAME.fullmatch(top["name"]):
         raise r.fail("name", f"{top['name']!r} is not a plain name", "use letters, digits, '.', '_' and '-'")
@@ -388,11 +383,7 @@ def load_yaml_format(path: str) -> YamlFormat:
             f"judge format file {path!r} does not exist; fix: give the path of a YAML judge format file "
             "(docs/formats.md) or a registered format's name"
         )
-    try:
-        content = p.read_bytes()
-    except OSError as e:
-        raise ConfigError(f"judge format file {path!r} cannot be read ({e.strerror or e}); fix: check it") from e
-    return read_spec(str(p), content)
+    return read_spec(str(p), read_text(p, "give a readable YAML judge format file", what="judge format file"))
 
 
 FORMAT_FILES.register(".yaml", load_yaml_format)
