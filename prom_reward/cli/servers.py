@@ -180,7 +180,7 @@ def reward_server_judge(args: argparse.Namespace, settings: Any) -> JudgeSpec:
 
 def _token(args: argparse.Namespace) -> str | None:
     """The server's token: ``--token-file``, else ``$PROM_REWARD_TOKEN``, else ``--token`` (warned: ``ps`` shows it)."""
-    from prom_reward.integrations.settings import read_text
+    from prom_reward.declared import read_text
 
     if args.token_file:
         token = read_text(args.token_file, "give the file that holds the token as plain text", "token_file").strip()
