@@ -125,7 +125,9 @@ def confidence_from_samples(samples: Sequence[Any], *, swap_agreement: bool | No
         if s.probabilities
     ]
     return Confidence(
-        **{name: _mean([getattr(s, name) for s in valid]) for name in ("entropy", "nll", "base_entropy")},
+        entropy=_mean([s.entropy for s in valid]),  # (spelled out: this runs once per judgment)
+        nll=_mean([s.nll for s in valid]),
+        base_entropy=_mean([s.base_entropy for s in valid]),
         verdict_probability=_mean(probs),
         sample_agreement=max(Counter(str(s.verdict) for s in valid).values()) / len(valid) if len(valid) > 1 else None,
         swap_agreement=None if swap_agreement is None else float(swap_agreement),
