@@ -14,6 +14,7 @@ import math
 import os
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -21,7 +22,7 @@ from typing import Any, TypeVar
 import aiohttp
 
 from prom_reward.backends._openai_wire import MalformedReply, error_text, rejection
-from prom_reward.backends.bridge import close_at_exit, close_on_loop
+from prom_reward.backends.bridge import close_at_exit, close_on_loop, running_loop
 from prom_reward.errors import BackendError
 
 log = logging.getLogger(__name__)
@@ -198,9 +199,10 @@ class LoopSessions:
 
     def __init__(self, *, api_key: str | None, timeout: float) -> None:
         self.api_key, self.timeout = api_key, timeout
-        self._by_loop: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
+        self._by_loop: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession]
         self._lock = threading.Lock()
-        self._pid = os.getpid()
+        self._pid = -1
+        self._own_process()
         close_at_exit(self)
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -222,15 +224,18 @@ class LoopSessions:
         return session
 
     def _own_process(self) -> None:
-        """Forget (without touching) sessions inherited through a fork: their loops run in the parent only."""
+        """Forget (without touching) sessions inherited through a fork: their loops run in the parent only. This
+        process's sessions are marked closed when this is dropped unclosed."""
         if self._pid != os.getpid():
             self._by_loop, self._pid = {}, os.getpid()
+            weakref.finalize(self, _dropped, self._by_loop, self._pid)
 
     def close(self) -> None:
         """Close every session on its own loop; one whose loop no longer runs is marked closed. Safe twice."""
         with self._lock:
             self._own_process()
-            sessions, self._by_loop = self._by_loop, {}
+            sessions = dict(self._by_loop)
+            self._by_loop.clear()
         for loop, session in sessions.items():
             if loop.is_running():
                 close_on_loop(loop, session.close)
@@ -244,6 +249,17 @@ class LoopSessions:
         self.close()
         if here is not None:
             await here.close()
+
+
+def _dropped(by_loop: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession], pid: int) -> None:
+    """The sessions of a ``LoopSessions`` dropped unclosed, marked closed (each on its loop's thread), quietly."""
+    here = running_loop()
+    for loop, session in by_loop.items() if pid == os.getpid() else ():
+        if loop.is_running() and loop is not here:
+            with contextlib.suppress(RuntimeError):  # closed meanwhile: marked here
+                loop.call_soon_threadsafe(_forget, session)
+                continue
+        _forget(session)
 
 
 def _forget(session: aiohttp.ClientSession) -> None:

@@ -8,7 +8,9 @@ import copy
 import gc
 import pickle
 import threading
+import time
 
+import aiohttp
 import pytest
 
 from prom_reward.backends.base import GenerationRequest
@@ -122,6 +124,8 @@ def test_a_copy_makes_its_own_session():
 def test_sessions_of_loops_closed_without_aclose_are_dropped_quietly(caplog):
     srv = serve_keep_alive()
     backend = server(srv.url)
+    gc.collect()  # what earlier tests left is not this test's
+    caplog.clear()
     try:
         for i in range(3):  # asyncio.run per call, never aclose(): each loop closes with its session open
             [res] = asyncio.run(backend.agenerate([GenerationRequest("S", f"U{i}")]))
@@ -131,4 +135,38 @@ def test_sessions_of_loops_closed_without_aclose_are_dropped_quietly(caplog):
         assert not [r for r in caplog.records if "Unclosed" in r.getMessage()]
     finally:
         backend.close()
+        srv.stop()
+
+
+@pytest.mark.parametrize("where", ["sync", "own-loop", "in-a-cycle"])
+def test_a_backend_dropped_unclosed_closes_its_sessions_quietly(where, caplog):
+    srv = serve_keep_alive()
+    gc.collect()
+    caplog.clear()
+
+    async def dropped_on_a_running_loop() -> list[aiohttp.ClientSession]:
+        backend = server(srv.url)
+        await backend.agenerate([GenerationRequest("S", "U")])
+        sessions = list(backend._sessions._by_loop.values())
+        backend.me = backend if where == "in-a-cycle" else None  # cyclic garbage: finalizers in any order
+        del backend
+        gc.collect()
+        await asyncio.sleep(0.05)  # the scheduled close runs on this loop
+        return sessions
+
+    try:
+        if where == "sync":
+            backend = server(srv.url)
+            backend.generate([GenerationRequest("S", "U")])  # a session on the library's loop
+            sessions = list(backend._sessions._by_loop.values())
+            del backend
+            gc.collect()
+            time.sleep(0.05)
+        else:
+            sessions = asyncio.run(dropped_on_a_running_loop())  # or dropped as asyncio.run ends its loop
+        assert len(sessions) == 1 and sessions[0].closed
+        del sessions
+        gc.collect()
+        assert not [r for r in caplog.records if "Unclosed" in r.getMessage()]
+    finally:
         srv.stop()
