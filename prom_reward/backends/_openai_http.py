@@ -1,20 +1,17 @@
 """HTTP transport for ``OpenAIServer``: which judge servers get traffic, across calls (``EndpointPool``: least
-calls in flight, ejection after ``eject_after`` failures, health probes; the policy is in docs/design-notes.md), one
-aiohttp session per event loop (``LoopSessions``) and the calls of one batch (``HTTPBatch``), one attempt per call
-cut at its deadline (retries are the outage policy's)."""
+calls in flight, ejection after ``eject_after`` failures, health probes; the policy is in docs/design-notes.md) and
+the calls of one batch (``HTTPBatch``) on a session of its loop (``_sessions``), one attempt per call cut at its
+deadline (retries are the outage policy's)."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import json
 import logging
 import math
-import os
 import threading
 import time
-import weakref
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -22,12 +19,10 @@ from typing import Any, TypeVar
 import aiohttp
 
 from prom_reward.backends._openai_wire import MalformedReply, error_text, rejection
-from prom_reward.backends.bridge import close_at_exit, close_on_loop, running_loop
 from prom_reward.errors import BackendError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-KEEPALIVE_S = 3.0
 MAX_REPLY_BYTES = 512 << 20
 """The largest reply read: a server that sends (or announces) more fails the call instead of filling memory."""
 PROBE_TIMEOUT_S = 5.0  # a health probe's limit (the call's timeout when shorter)
@@ -113,6 +108,8 @@ class EndpointPool:
 
     def succeeded(self, url: str) -> None:
         """A good reply (or probe): the URL is up again with no strikes."""
+        if not (s := self._state[url]).strikes and s.out_until is None and not s.probing:
+            return  # (nothing to reset: no lock taken on the common path)
         with self._lock:
             s = self._state[url]
             if s.out_until is not None:
@@ -178,97 +175,6 @@ class EndpointPool:
             return {
                 u: {"up": s.out_until is None, **{k: getattr(s, k) for k in counters}} for u, s in self._state.items()
             }
-
-
-def new_session(*, api_key: str | None, timeout: float) -> aiohttp.ClientSession:
-    """A session bound to the running loop: bearer ``api_key``, ``timeout`` seconds per call, an unbounded pool
-    (each batch bounds its calls), idle connections kept ``KEEPALIVE_S``: under uvicorn's 5 s, as aiohttp does
-    not resend a POST on a connection the server closed."""
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    return aiohttp.ClientSession(
-        headers=headers,
-        timeout=aiohttp.ClientTimeout(total=timeout),
-        connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=KEEPALIVE_S),
-        raise_for_status=False,
-    )
-
-
-class LoopSessions:
-    """One long-lived session per event loop, made on first use there, dropped once its loop is closed, closed by
-    ``close``/``aclose`` (at the latest at exit). Pickled empty; a forked child drops its parent's untouched."""
-
-    def __init__(self, *, api_key: str | None, timeout: float) -> None:
-        self.api_key, self.timeout = api_key, timeout
-        self._by_loop: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession]
-        self._lock = threading.Lock()
-        self._pid = -1
-        self._own_process()
-        close_at_exit(self)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return functools.partial(LoopSessions, api_key=self.api_key, timeout=self.timeout), ()
-
-    def __len__(self) -> int:
-        return len(self._by_loop)
-
-    def get(self) -> aiohttp.ClientSession:
-        """The running loop's session (made on its first use there)."""
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            self._own_process()
-            for gone in [old for old in self._by_loop if old.is_closed()]:
-                _forget(self._by_loop.pop(gone))
-            session = self._by_loop.get(loop)
-            if session is None or session.closed:
-                session = self._by_loop[loop] = new_session(api_key=self.api_key, timeout=self.timeout)
-        return session
-
-    def _own_process(self) -> None:
-        """Forget (without touching) sessions inherited through a fork: their loops run in the parent only. This
-        process's sessions are marked closed when this is dropped unclosed."""
-        if self._pid != os.getpid():
-            self._by_loop, self._pid = {}, os.getpid()
-            weakref.finalize(self, _dropped, self._by_loop, self._pid)
-
-    def close(self) -> None:
-        """Close every session on its own loop; one whose loop no longer runs is marked closed. Safe twice."""
-        with self._lock:
-            self._own_process()
-            sessions = dict(self._by_loop)
-            self._by_loop.clear()
-        for loop, session in sessions.items():
-            if loop.is_running():
-                close_on_loop(loop, session.close)
-            else:
-                _forget(session)
-
-    async def aclose(self) -> None:
-        """``close``, the running loop's session closed before this returns."""
-        with self._lock:
-            here = self._by_loop.pop(asyncio.get_running_loop(), None)
-        self.close()
-        if here is not None:
-            await here.close()
-
-
-def _dropped(by_loop: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession], pid: int) -> None:
-    """The sessions of a ``LoopSessions`` dropped unclosed, marked closed (each on its loop's thread), quietly."""
-    here = running_loop()
-    for loop, session in by_loop.items() if pid == os.getpid() else ():
-        if loop.is_running() and loop is not here:
-            with contextlib.suppress(RuntimeError):  # closed meanwhile: marked here
-                loop.call_soon_threadsafe(_forget, session)
-                continue
-        _forget(session)
-
-
-def _forget(session: aiohttp.ClientSession) -> None:
-    """Mark closed a session whose loop is gone (nothing can be awaited there): aiohttp's ``_close`` flags its
-    connector, so no "Unclosed client session" is logged when it is collected."""
-    connector = session.connector
-    with contextlib.suppress(RuntimeError, AttributeError):  # another aiohttp: only the collector's warning is lost
-        if connector is not None:
-            connector._close()
 
 
 async def gather_all(aws: Iterable[Awaitable[T]]) -> list[T]:

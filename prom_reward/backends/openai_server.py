@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from prom_reward.backends._openai_http import EndpointPool, HTTPBatch, LoopSessions, gather_all
+from prom_reward.backends._openai_http import EndpointPool, HTTPBatch, gather_all
 from prom_reward.backends._openai_wire import (
     context_of,
     model_ids,
@@ -19,6 +19,7 @@ from prom_reward.backends._openai_wire import (
     parse_reply,
     sampling_fields,
 )
+from prom_reward.backends._sessions import LoopSessions
 from prom_reward.backends.base import (
     DEFAULT_TOP_K,
     BackendCapabilities,

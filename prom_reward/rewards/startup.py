@@ -12,8 +12,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from prom_reward.backends._openai_http import EndpointPool, HTTPBatch, new_session
+from prom_reward.backends._openai_http import EndpointPool, HTTPBatch
 from prom_reward.backends._openai_wire import context_of, model_ids
+from prom_reward.backends._sessions import new_session
 from prom_reward.backends.base import JudgeServer
 from prom_reward.backends.bridge import sync_method
 from prom_reward.checklist.criteria import Criterion, criterion_rubric
