@@ -111,6 +111,9 @@ class Confidence:
         return {**asdict(self), "entropy_calibrated": self.entropy_calibrated}
 
 
+NO_CONFIDENCE = Confidence()
+
+
 def _mean(values: Sequence[float | None]) -> float | None:
     known = [v for v in values if v is not None]
     return fmean(known) if known else None
@@ -119,6 +122,15 @@ def _mean(values: Sequence[float | None]) -> float | None:
 def confidence_from_samples(samples: Sequence[Any], *, swap_agreement: bool | None = None) -> Confidence:
     """Combine the valid samples of one judgment (``JudgeSample``s of one order) into a ``Confidence``."""
     valid = [s for s in samples if s.verdict is not None]
+    if (
+        len(valid) < 2
+        and swap_agreement is None
+        and all(
+            s.entropy is None and s.nll is None and s.base_entropy is None and not (s.probabilities or s.scored_tokens)
+            for s in valid
+        )
+    ):
+        return NO_CONFIDENCE  # nothing to read (the common case without logprobs)
     probs = [  # back from the renormalised distribution to the token's own probability
         float(s.probabilities.get(str(s.verdict), 0.0)) * (1.0 if s.verdict_mass is None else s.verdict_mass)
         for s in valid

@@ -37,7 +37,7 @@ def grade_from_run(run: ItemRun, *, truncated: bool = False) -> Grade:
     if error is None and not scores:
         error = JudgeFailure("output", f"after its retries the judge gave {no_verdict(run.failures, run.samples)}")
     return Grade(
-        score=fmean(scores) if scores else None,
+        score=sum(scores) / len(scores) if scores else None,
         scores=scores,
         feedback=valid[0].feedback if valid else None,
         samples=tuple(run.samples),

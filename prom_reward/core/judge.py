@@ -48,7 +48,8 @@ TEMPLATE_MARGIN = 256  # tokens a chat template may add around the text (role he
 
 def surely_fits(request: GenerationRequest, limit: int) -> bool:
     """True when the request fits ``limit`` whatever the tokenizer, given at most one token per byte."""
-    size = len(request.system.encode()) + len(request.user.encode()) + len(request.assistant_prefix.encode())
+    texts = (request.system, request.user, request.assistant_prefix)
+    size = sum(len(t) if t.isascii() else len(t.encode()) for t in texts)
     return size + TEMPLATE_MARGIN + request.sampling.max_tokens <= limit
 
 

@@ -247,11 +247,12 @@ class SampleRunner:
 
     def _parse(self, c: Completion, mode: Task) -> JudgeSample:
         parsed = self.format.parse(c.text, mode)
-        probs = mass = None
+        probs = mass = entropy = nll = None
         if c.logprobs:  # (without them there is no distribution to read)
             labels = self.format.verdict_labels(mode)
             probs, mass = verdict_distribution(c.logprobs, c.text, parsed.verdict_start, labels)
             probs = _by_verdict(probs, labels, mode)
+            entropy, nll = mean_entropy(c.logprobs, self.truncation), mean_nll(c.logprobs)
         return JudgeSample(
             text=c.text,
             feedback=parsed.feedback or None,
@@ -260,8 +261,8 @@ class SampleRunner:
             verdict_mass=mass,
             finish_reason=c.finish_reason,
             completion_tokens=c.completion_tokens,
-            entropy=mean_entropy(c.logprobs, self.truncation),
-            nll=mean_nll(c.logprobs),
+            entropy=entropy,
+            nll=nll,
             scored_tokens=len(c.logprobs or ()),
             reason=parsed.reason,
         )

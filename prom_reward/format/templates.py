@@ -107,7 +107,7 @@ def validate_template(template: str, kind: Task, with_reference: bool) -> None:
 
 def fill(template: str, values: dict[str, str]) -> str:
     """One-pass substitution: each slot gets its value verbatim; values are never re-scanned."""
-    return "".join(lit + (values[name] if name is not None else "") for lit, name in _pieces(template))
+    return "".join([lit + (values[name] if name is not None else "") for lit, name in _pieces(template)])
 
 
 def need_str(value: object, field: str) -> str:
@@ -196,7 +196,7 @@ def unicode_problem(text: str) -> str | None:
     (None, "holds a lone surrogate ('\\\\ud800' at character 4), which is not valid Unicode text")
     """
     try:
-        text.encode("utf-8")
+        text.isascii() or text.encode("utf-8")  # (ASCII holds no surrogate: no copy to make)
     except UnicodeEncodeError as e:
         return f"holds a lone surrogate ({text[e.start]!r} at character {e.start}), which is not valid Unicode text"
     return None
