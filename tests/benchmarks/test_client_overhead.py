@@ -21,6 +21,7 @@ def test_noop_rounds_give_one_row_per_path():
         "PrometheusJudge.grade",
     ]
     assert all(r["judgments"] == 20 and r["client_cpu_us_per_judgment"] > 0 for r in rows)
+    assert rows[0]["cpu_over_raw_paired"] == 1.0 and all(r["cpu_over_raw_paired"] > 0 for r in rows)
 
 
 def test_the_record_holds_the_cpu_ratio(tmp_path, capsys):
@@ -29,4 +30,5 @@ def test_the_record_holds_the_cpu_ratio(tmp_path, capsys):
     record = json.loads(out.read_text())
     cpu = [r["client_cpu_us_per_judgment"] for r in record["noop"]]
     assert record["noop_cpu_ratio_judge_over_raw"] == round(cpu[-1] / cpu[0], 3)
+    assert record["noop_cpu_ratio_paired"] == record["noop"][-1]["cpu_over_raw_paired"] > 0
     assert "client CPU per judgment, judge / raw" in capsys.readouterr().out
