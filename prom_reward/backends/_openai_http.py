@@ -250,7 +250,8 @@ class HTTPBatch:
         deadline: float | None = None,
     ) -> T:
         """``method path`` (under the base URL, or the server root), one attempt cut to ``deadline``: returns
-        ``parse(reply JSON)``, else raises ``BackendError`` (``ServerRejected`` for a 4xx) naming request ``index``."""
+        ``parse(reply JSON)``, else raises ``BackendError`` (``ServerRejected`` for a 4xx) naming request ``index``.
+        ``payload``: the JSON body, or a function making it once a slot is free (a batch holds only those in flight)."""
         options: dict[str, Any] = {}
         what = f"{method} {path}" + (f" for request {index}" if index is not None else "")  # as its errors name it
         deadline = self.deadline if deadline is None else deadline
@@ -266,6 +267,7 @@ class HTTPBatch:
                     task = asyncio.ensure_future(self._probe(out))
                     self._probes.add(task)
                     task.add_done_callback(self._probes.discard)
+            payload = payload() if callable(payload) else payload
             url = self.pool.pick(sent=True)
             full = (url.removesuffix("/v1") if root else url) + path  # root: vLLM's /tokenize
             try:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import logging
 import urllib.parse
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -182,9 +182,9 @@ class OpenAIServer:
             log.info("system role for %s: %s (%s)%s", self.model, self.system_role, why, folding)
         return self.system_role
 
-    def _prompt_body(self, r: GenerationRequest) -> dict[str, Any]:
-        """The model and prompt of ``r`` (the model known): chat messages (the chat endpoint, or ``/tokenize``
-        for the served chat template) or the rendered text."""
+    def _prompt_body(self, r: GenerationRequest, sampling: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The model and prompt of ``r`` (the model known), then the ``sampling`` fields: chat messages (the chat
+        endpoint, or ``/tokenize`` for the served chat template) or the rendered text."""
         if self.endpoint == "chat" or self.wire.uses_chat_template:
             role = bool(self.system_role) and self.wire.name == "chat"
             messages = self.wire.messages(r.system, r.user, system_role=role)
@@ -192,8 +192,10 @@ class OpenAIServer:
             if r.assistant_prefix:
                 messages.append({"role": "assistant", "content": r.assistant_prefix})
                 body.update(continue_final_message=True, add_generation_prompt=False)
-            return body
-        return {"model": self.model, "prompt": self.wire.render(r.system, r.user) + r.assistant_prefix}
+        else:
+            body = {"model": self.model, "prompt": self.wire.render(r.system, r.user) + r.assistant_prefix}
+        body.update(sampling or ())
+        return body
 
     async def _tokenize(
         self, b: HTTPBatch, i: int, r: GenerationRequest, parse: Callable[[Any], T], deadline: float | None = None
@@ -237,12 +239,12 @@ class OpenAIServer:
         async def one(b: HTTPBatch, i: int, r: GenerationRequest) -> GenerationResult:
             k = 1 if r.sampling.temperature == 0 else r.n  # vLLM rejects greedy n > 1: ask one, repeat it n times
             endpoint = self.endpoint
+            fields = sampling_fields(r.sampling, k, endpoint)
             try:
+                body: Any = functools.partial(self._prompt_body, r, fields)  # made once a slot is free
                 if endpoint == "completions" and self.wire.uses_chat_template:  # the server's chat template, as ids
-                    body = {"model": self.model, "prompt": await self._tokenize(b, i, r, token_ids, r.deadline)}
-                else:
-                    body = self._prompt_body(r)
-                body.update(sampling_fields(r.sampling, k, endpoint))
+                    ids = await self._tokenize(b, i, r, token_ids, r.deadline)
+                    body = {"model": self.model, "prompt": ids, **fields}
                 parse = functools.partial(parse_reply, endpoint=endpoint, sent_n=k, n=r.n, top_k=r.sampling.logprobs)
                 res = await b.call("POST", self._path, body, index=i, parse=parse, deadline=r.deadline)
             except BackendError as e:  # a 4xx (ServerRejected): the request's own fault
