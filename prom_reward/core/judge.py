@@ -273,7 +273,7 @@ class PrometheusJudge(Judge):
         k = options.get("num_samples") or self.capabilities.num_samples
         truncate, deadline = options.get("truncate_response"), options.get("deadline")
         truncate = self.truncate_response if truncate is None else truncate
-        runs = [ItemRun(error=input_failure(failed[i])) if i in failed else ItemRun() for i in range(len(items))]
+        runs = {i: ItemRun(error=input_failure(e)) for i, e in failed.items()}  # the others: once sampled
         truncated = [False] * len(items)
         ok = [i for i in range(len(items)) if i not in failed]
         rendered = [render(items[i]) for i in ok]
@@ -287,7 +287,7 @@ class PrometheusJudge(Judge):
         for i, request, was_cut, error in zip(ok, fitted, cut, errors, strict=True):
             truncated[i] = was_cut
             if error is not None:
-                runs[i].error = input_failure(error)
+                runs[i] = ItemRun(error=input_failure(error))
             else:
                 go.append(i)
                 same = request.deadline == deadline
@@ -300,12 +300,11 @@ class PrometheusJudge(Judge):
             truncation=self.entropy_truncation,
             judge_format=self.format,
         ).run(requests, mode, k)
-        for i, run in zip(go, sampled, strict=True):
-            runs[i] = run
+        runs.update(zip(go, sampled, strict=True))
         for reader in self.readers:
             await reader.read(requests, sampled)
         count_runs(self.stats, sampled, time.perf_counter() - start, sum(truncated))
-        return runs, truncated
+        return [runs[i] for i in range(len(items))], truncated
 
     async def agrade_items(self, items: Sequence[GradeItem], **options: Unpack[CallOptions]) -> list[Grade]:
         """Absolute grades of ``items``, one per item, in order (a failed one: score None and its ``error``)."""
