@@ -40,20 +40,35 @@ TRL_ROLLOUT_CHILD = "grpo-rollout-worker-child"
 """The process name TRL 1.16's ``AsyncRolloutWorker`` gives its spawned child (run with ``CUDA_VISIBLE_DEVICES=""``)."""
 
 
-class JudgeHolder:
-    """Base class holding ``judge`` (a PrometheusJudge, or its ``JudgeSpec``: given, or of a dict of its options),
-    built lazily from options and dropped when pickled (TRL's async GRPO runs rewards in a child process); a ready
-    in-process vLLM judge cannot travel and refuses to pickle with the fix.
+def log_to_trl(name: str, kwargs: dict[str, Any], metrics: dict[str, float], extra: dict[str, list]) -> None:
+    """Log through TRL's callbacks where ``kwargs`` holds them: each metric as ``name/key`` (NaN left out: e.g. no
+    swap agreement to report) by ``log_metric``, each non-empty list of ``extra`` as ``name_key`` by ``log_extra``."""
+    log_metric: Callable[[str, float], None] | None = kwargs.get("log_metric")
+    log_extra: Callable[[str, list], None] | None = kwargs.get("log_extra")
+    for key, value in metrics.items():
+        if log_metric is not None and value == value:
+            log_metric(f"{name}/{key}", float(value))
+    for key, values in extra.items():
+        if log_extra is not None and values:  # the feedback always; which judge decided and why none did, where any
+            log_extra(f"{name}_{key}", values)
+
+
+class PrometheusReward:
+    """Judge-based reward for TRL (sync): ``judge`` a PrometheusJudge, or its ``JudgeSpec`` or a dict of its options
+    (built lazily from options and dropped when pickled: TRL's async GRPO runs rewards in a child process; a ready
+    in-process vLLM judge cannot travel and refuses to pickle with the fix); ``config`` a ``RewardConfig``, or its
+    fields as keywords.
 
     >>> import pickle
-    >>> h = JudgeHolder({"backend": "scripted", "outputs": ["[RESULT] 4"]})
-    >>> h.judge.grade(["q"], ["r"], "helpfulness")[0].score
+    >>> r = PrometheusReward({"backend": "scripted", "outputs": ["[RESULT] 4"]})
+    >>> r.judge.grade(["q"], ["r"], "helpfulness")[0].score
     4.0
-    >>> pickle.loads(pickle.dumps(h))._judge is None
+    >>> pickle.loads(pickle.dumps(r))._judge is None
     True
     """
 
-    def __init__(self, judge: Judge | JudgeSpec | dict[str, Any]) -> None:
+    def __init__(self, judge: Any, config: RewardConfig | None = None, **options: Any) -> None:
+        self.config = reward_config(config, options, type(self).__name__)
         self._building = threading.Lock()  # concurrent first calls build one judge (one engine, one session)
         self._resolved = False  # whether its server's model and context length were asked (once per run)
         if isinstance(judge, (dict, JudgeSpec)):
@@ -67,6 +82,42 @@ class JudgeHolder:
                 f"(e.g. {{'model': 'prometheus-7b-v2.0'}}), got {type(judge).__name__}",
                 "judge",
             )
+        # the judge's format, checked to give the config's rewards (its mode's task, expected scores): the config's
+        # ``format`` is given to a judge built from options (None: the options' own); a judge passed in must be in it
+        cfg, want, spec = self.config, self.config.format, self._judge_spec
+        if spec is not None and want is not None and spec.format is None:
+            spec = self._judge_spec = dataclasses.replace(spec, format=want)
+        if spec is None:
+            fmt = self.judge.format
+        else:
+            fmt = get_judge_format_setting(spec.format) if isinstance(spec.format, str) else spec.judge_format
+        if want is not None and get_judge_format_setting(want).name != fmt.name:
+            judge = "the judge is in" if spec is None else "the judge options name"
+            raise ConfigError(f"the config names {want!r} but {judge} {fmt.name!r}; fix: give one of them", "format")
+        task: Task = "absolute" if cfg.mode == "absolute" else "relative"
+        if task not in fmt.tasks:
+            raise ConfigError(f"mode {cfg.mode!r} needs {task} judgments: {unsupported_task(fmt, task)}", "format")
+        if cfg.mode == "absolute" and cfg.score == "expected" and fmt.force_prefix is None:
+            raise ConfigError(
+                f"score='expected' reads verdict-token probabilities, but judge format {fmt.name!r} has no "
+                "one-token verdict after a fixed prefix; fix: score='sample' or 'mean', or another format",
+                "format",
+            )
+        if want is None and fmt.name != DEFAULT_FORMAT and fmt.name in JUDGE_FORMATS:
+            # the judge's (registered) format named in the config: its scale is the rewards' and failure_reward's
+            self.config = dataclasses.replace(cfg, format=fmt.name)
+        self.__name__ = self.config.name
+        self.last_metrics: dict[str, float] = {}
+        self.health = JudgeHealth()  # whether the judge is answering (what ``/health`` reports)
+        self.canary = CanaryGate(judge)  # the configuration canary, run before the first batch
+        try:  # a sample's rubric that does not fit the format fails that sample alone (the judge's item check)
+            self._resolver = RubricResolver(self.config.rubric, what="sample")
+        except InputError as e:
+            raise ConfigError(str(e.__cause__ or e), "rubric") from e  # what get_rubric said
+        problem = fmt.rubric_problem(self._resolver.default, task) if self._resolver.default else None
+        if problem is not None:
+            raise ConfigError(problem, "rubric")
+        self._canary_rubric = canary_rubric(fmt, task, self._resolver.default)
 
     def judge_server(self) -> JudgeServer | None:
         """The judge server its judge asks (URLs, model, API key: as its options give them, or its built backend
@@ -123,7 +174,7 @@ class JudgeHolder:
             ) from e
 
     def close(self) -> None:
-        """Release a judge this holder built from a dict (a judge passed in stays the caller's)."""
+        """Release a judge this reward built from a dict (a judge passed in stays the caller's)."""
         if self._judge_spec is not None and self._judge is not None:
             self._judge.close()
             self._judge = None
@@ -140,64 +191,6 @@ class JudgeHolder:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._building = threading.Lock()
-
-
-def log_to_trl(name: str, kwargs: dict[str, Any], metrics: dict[str, float], extra: dict[str, list]) -> None:
-    """Log through TRL's callbacks where ``kwargs`` holds them: each metric as ``name/key`` (NaN left out: e.g. no
-    swap agreement to report) by ``log_metric``, each non-empty list of ``extra`` as ``name_key`` by ``log_extra``."""
-    log_metric: Callable[[str, float], None] | None = kwargs.get("log_metric")
-    log_extra: Callable[[str, list], None] | None = kwargs.get("log_extra")
-    for key, value in metrics.items():
-        if log_metric is not None and value == value:
-            log_metric(f"{name}/{key}", float(value))
-    for key, values in extra.items():
-        if log_extra is not None and values:  # the feedback always; which judge decided and why none did, where any
-            log_extra(f"{name}_{key}", values)
-
-
-class PrometheusReward(JudgeHolder):
-    """Judge-based reward for TRL (sync): ``judge`` a ``PrometheusJudge`` or a dict of its options (built lazily,
-    picklable); ``config`` a ``RewardConfig``, or its fields as keywords."""
-
-    def __init__(self, judge: Any, config: RewardConfig | None = None, **options: Any) -> None:
-        self.config = reward_config(config, options, type(self).__name__)
-        super().__init__(judge)
-        # the judge's format, checked to give the config's rewards (its mode's task, expected scores): the config's
-        # ``format`` is given to a judge built from options (None: the options' own); a judge passed in must be in it
-        cfg, want, spec = self.config, self.config.format, self._judge_spec
-        if spec is not None and want is not None and spec.format is None:
-            spec = self._judge_spec = dataclasses.replace(spec, format=want)
-        if spec is None:
-            fmt = self.judge.format
-        else:
-            fmt = get_judge_format_setting(spec.format) if isinstance(spec.format, str) else spec.judge_format
-        if want is not None and get_judge_format_setting(want).name != fmt.name:
-            judge = "the judge is in" if spec is None else "the judge options name"
-            raise ConfigError(f"the config names {want!r} but {judge} {fmt.name!r}; fix: give one of them", "format")
-        task: Task = "absolute" if cfg.mode == "absolute" else "relative"
-        if task not in fmt.tasks:
-            raise ConfigError(f"mode {cfg.mode!r} needs {task} judgments: {unsupported_task(fmt, task)}", "format")
-        if cfg.mode == "absolute" and cfg.score == "expected" and fmt.force_prefix is None:
-            raise ConfigError(
-                f"score='expected' reads verdict-token probabilities, but judge format {fmt.name!r} has no "
-                "one-token verdict after a fixed prefix; fix: score='sample' or 'mean', or another format",
-                "format",
-            )
-        if want is None and fmt.name != DEFAULT_FORMAT and fmt.name in JUDGE_FORMATS:
-            # the judge's (registered) format named in the config: its scale is the rewards' and failure_reward's
-            self.config = dataclasses.replace(cfg, format=fmt.name)
-        self.__name__ = self.config.name
-        self.last_metrics: dict[str, float] = {}
-        self.health = JudgeHealth()  # whether the judge is answering (what ``/health`` reports)
-        self.canary = CanaryGate(judge)  # the configuration canary, run before the first batch
-        try:  # a sample's rubric that does not fit the format fails that sample alone (the judge's item check)
-            self._resolver = RubricResolver(self.config.rubric, what="sample")
-        except InputError as e:
-            raise ConfigError(str(e.__cause__ or e), "rubric") from e  # what get_rubric said
-        problem = fmt.rubric_problem(self._resolver.default, task) if self._resolver.default else None
-        if problem is not None:
-            raise ConfigError(problem, "rubric")
-        self._canary_rubric = canary_rubric(fmt, task, self._resolver.default)
 
     def resolve(self, samples: Sequence[RewardSample]) -> tuple[list[RewardSample | None], list[str | None], list[int]]:
         """Each sample in its judge-ready form (text fields, a ``Rubric``, the defaults filled in, template

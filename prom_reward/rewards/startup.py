@@ -82,7 +82,7 @@ async def acheck_judge(
     on_misconfigured: Callable[[str], None] | None = None,
 ) -> JudgeCheck:
     """Ask every URL of ``server`` (None: an in-process judge, nothing to ask) for its models with its key, once:
-    the first reply names ``reward``'s served model and context length (``JudgeHolder.served``); then run its
+    the first reply names ``reward``'s served model and context length (``PrometheusReward.served``); then run its
     canary (unless not ``canary``). A URL down is probed every ``probe_every`` s (``JudgeCheck.probing``).
     ``outage``: what the samples meet meanwhile (the reward's policy by default), said in the warning."""
     check = JudgeCheck()

@@ -21,7 +21,7 @@ import pytest
 from prom_reward import ConfigError, PromRewardError
 from prom_reward.backends.base import GenerationRequest
 from prom_reward.integrations.trl_async import JudgedRolloutLoop, TRLRolloutLoop, use_judged_loop
-from prom_reward.rewards.reward import TRL_ROLLOUT_CHILD, AsyncPrometheusReward, JudgeHolder, PrometheusReward
+from prom_reward.rewards.reward import TRL_ROLLOUT_CHILD, AsyncPrometheusReward, PrometheusReward
 
 ANSWERS = ["It is four.", "It is five.", "unsure", "It is four, since 2 + 2 = 4."]
 """The policy's completions, in turn; the scripted judge gives 5, 1, no verdict, 5."""
@@ -181,7 +181,7 @@ def test_in_process_vllm_judge_refused_in_the_child_with_the_fix(smollm2_dir):
 )
 def test_judge_holder_refuses_an_engine_only_in_trls_child(process, spec, refused, monkeypatch):
     monkeypatch.setattr(multiprocessing.current_process(), "name", process)
-    holder = JudgeHolder(spec)
+    holder = PrometheusReward(spec)
     if refused:
         with pytest.raises(PromRewardError, match="prom-reward serve"):
             _ = holder.judge
