@@ -24,11 +24,10 @@ from prom_reward.cli.voice import (
 from prom_reward.declared import add_settings, given_settings
 from prom_reward.errors import ConfigError
 from prom_reward.format.columns import DEFAULTS, column_flag
-from prom_reward.jobs.config import JOB_OUTAGE, JobConfig, RayConfig
 from prom_reward.jobs.kinds import CompareJob, GradeJob
 from prom_reward.jobs.pairs import PairsJob
 from prom_reward.jobs.parts import write_rows
-from prom_reward.jobs.spec import JobKind
+from prom_reward.jobs.spec import JOB_OUTAGE, JobConfig, JobKind, RayConfig
 from prom_reward.jobs.summary import EXIT_CODES, EXIT_JUDGE_DOWN
 from prom_reward.preferences.config import PreferenceConfig
 

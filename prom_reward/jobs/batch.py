@@ -16,11 +16,10 @@ import prom_reward.errors as errors
 from prom_reward.core.protocol import Retry
 from prom_reward.core.results import JudgeFailure
 from prom_reward.errors import BackendError, ConfigError, ContextLengthError, InputError, PromRewardError
-from prom_reward.jobs.config import JobConfig, RayConfig
 from prom_reward.jobs.parts import write_part
 from prom_reward.jobs.plan import SKIPPED, Plan, Target
 from prom_reward.jobs.source import ITEM_PREFIX, SourceRow, iter_file, read_range
-from prom_reward.jobs.spec import BatchOut, JobKind, Prepare
+from prom_reward.jobs.spec import BatchOut, JobConfig, JobKind, Prepare, RayConfig
 from prom_reward.jobs.summary import JobSummary
 from prom_reward.rewards.outage import Outage
 

@@ -20,9 +20,8 @@ from prom_reward.errors import BackendError, ConfigError, InputError
 from prom_reward.format.judge_format import JudgeFormat, Task
 from prom_reward.format.rubrics import Rubric
 from prom_reward.jobs.batch import judge_rows
-from prom_reward.jobs.config import JobConfig
 from prom_reward.jobs.source import SourceRow, expand_inputs, iter_rows
-from prom_reward.jobs.spec import FAILED, BatchOut, JobKind, Prepare, failure_text, resolved, resolver
+from prom_reward.jobs.spec import FAILED, BatchOut, JobConfig, JobKind, Prepare, failure_text, resolved, resolver
 from prom_reward.jobs.summary import JobSummary
 from prom_reward.preferences.config import OUTPUT_COLUMNS, STRATEGY_COLUMNS, PreferenceConfig
 from prom_reward.preferences.rows import PreferenceRow, validate_row

@@ -12,11 +12,10 @@ from typing import Any
 
 from prom_reward.errors import ConfigError, OutputError
 from prom_reward.format.judge_format import DEFAULT_FORMAT, get_judge_format
-from prom_reward.jobs.config import JobConfig
 from prom_reward.jobs.parts import changed_part, clear_parts, commit, done_parts, failed_parts, output_error, part_ids
 from prom_reward.jobs.scan import Scan, scan_input
 from prom_reward.jobs.source import KINDS, expand_inputs
-from prom_reward.jobs.spec import JobKind
+from prom_reward.jobs.spec import JobConfig, JobKind
 from prom_reward.jobs.summary import JobSummary
 
 VERSION = 1

@@ -13,12 +13,11 @@ from prom_reward.declared import refuse_unknown
 from prom_reward.errors import ConfigError
 from prom_reward.format.judge_format import DEFAULT_FORMAT, JudgeFormat
 from prom_reward.jobs.batch import judge_locally, judge_on_ray
-from prom_reward.jobs.config import JobConfig, RayConfig
 from prom_reward.jobs.kinds import CompareJob, GradeJob
 from prom_reward.jobs.pairs import PairsJob
 from prom_reward.jobs.parts import merge_parts
 from prom_reward.jobs.plan import SKIPPED, judge_fingerprint, prepare_job
-from prom_reward.jobs.spec import JobKind
+from prom_reward.jobs.spec import JobConfig, JobKind, RayConfig
 from prom_reward.jobs.summary import JobSummary
 from prom_reward.preferences.config import PreferenceConfig
 from prom_reward.rewards.outage import Outage

@@ -11,11 +11,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from prom_reward.errors import ConfigError, InputError, OutputError
-from prom_reward.jobs.config import JobConfig, RayConfig
 from prom_reward.jobs.kinds import GradeJob
 from prom_reward.jobs.parts import done_parts, failed_parts, merge_parts, part_ids, write_part, write_rows
 from prom_reward.jobs.plan import differences, judge_fingerprint, make_manifest, prepare_job, target
 from prom_reward.jobs.source import expand_inputs, iter_rows, read_range, read_rows
+from prom_reward.jobs.spec import JobConfig, RayConfig
 from prom_reward.jobs.summary import JobSummary
 
 
