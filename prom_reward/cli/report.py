@@ -130,14 +130,11 @@ def job_record(output: Path) -> dict[str, Any] | None:
 
 def job_rubric(rubric: Any) -> Any:
     """The ``--rubric`` a job recorded (its manifest's), a built-in one as its name."""
-    if isinstance(rubric, dict):
-        for name in RUBRICS:
-            builtin = RUBRICS.get(name)
-            if rubric.get("criteria") == builtin.criteria and list(rubric.get("descriptions") or ()) == list(
-                builtin.descriptions
-            ):
-                return name
-    return rubric
+    if not isinstance(rubric, dict):
+        return rubric
+    recorded = (rubric.get("criteria"), list(rubric.get("descriptions") or ()))
+    same = (name for name in RUBRICS if recorded == (RUBRICS.get(name).criteria, list(RUBRICS.get(name).descriptions)))
+    return next(same, rubric)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
