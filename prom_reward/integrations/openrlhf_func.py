@@ -24,17 +24,12 @@ from prom_reward.integrations.batched_reward import (
 from prom_reward.integrations.batching import DeadlineExceeded
 from prom_reward.integrations.settings import RewardSettings, where
 from prom_reward.rewards.config import RewardConfig
-from prom_reward.rewards.samples import RewardSample
+from prom_reward.rewards.samples import SAMPLE_COLUMNS, RewardSample
 from prom_reward.rewards.startup import check_judge
 
 MIN_OVERLAP = 8
 """Characters of prompt suffix a left-truncated query must start with to be split."""
-LABEL_COLUMNS = {
-    "reference_answer": "reference_column",
-    "rubric": "rubric_column",
-    "instruction": "instruction_column",
-    "checklist": "checklist_column",
-}
+LABEL_COLUMNS = {name: option for name, option in SAMPLE_COLUMNS.items() if name != "baseline"}
 """The ``RewardSample`` fields a dict label sets, and the column setting naming each one's key."""
 _DEFAULT = RewardConfig()
 logger = logging.getLogger(__name__)
