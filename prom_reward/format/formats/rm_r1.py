@@ -114,12 +114,10 @@ class RMR1Format(PairwiseOnlyFormat):
 
     def parse_relative(self, text: str) -> ParsedOutput:
         end = verdict_end(text)
-        start = 0
         think_open, think_close = _last(_THINK_OPEN, text, 0, end), _last(_THINK_CLOSE, text, 0, end)
         if think_open is not None and (think_close is None or think_close.start() < think_open.start()):
             return failure(text[:end].strip(), f"{self.name}: the <think> block is not closed (no verdict after it)")
-        if think_close is not None:
-            start = think_close.end()
+        start = think_close.end() if think_close is not None else 0
         opened = _last(_ANSWER_OPEN, text, start, end)
         if opened is None:
             return failure(text[start:end].strip(), f"{self.name}: no {_ANSWER_FORMAT} at the end of the output")
