@@ -27,11 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = CliParser(prog="prom-reward", description="Prometheus-style judges as rewards.")
     p.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     sub = p.add_subparsers(dest="command", required=True)
-    add_job_parsers(sub)
-    add_server_parsers(sub)
-    add_store_parser(sub)
-    add_probe_parser(sub)
-    add_report_parser(sub)
+    for add in (add_job_parsers, add_server_parsers, add_store_parser, add_probe_parser, add_report_parser):
+        add(sub)
     for command in sub.choices.values():  # also after the subcommand: prom-reward grade ... --debug
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
     return p
