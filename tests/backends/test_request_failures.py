@@ -66,6 +66,29 @@ def test_the_transport_makes_one_attempt_per_request_and_retries_nothing(fake_se
     assert third.error is None and len(srv.bodies("/v1/chat/completions")) == 3
 
 
+def test_a_batch_holds_only_the_bodies_of_the_calls_in_flight(fake_server, monkeypatch):
+    srv = fake_server({"/v1/chat/completions": lambda k, b: (time.sleep(0.01), (200, OK))[1]})
+    backend = server(srv.url, max_concurrency=3)
+    built, done, most = [0], [0], [0]
+    make = backend._prompt_body
+
+    def counted(r, sampling=None):
+        built[0] += 1
+        most[0] = max(most[0], built[0] - done[0])
+        return make(r, sampling)
+
+    monkeypatch.setattr(backend, "_prompt_body", counted)
+    results = backend.generate(
+        [req(f"q{i}") for i in range(20)], on_result=lambda i, r: done.__setitem__(0, done[0] + 1)
+    )
+    assert all(r.error is None for r in results) and built[0] == done[0] == 20
+    assert most[0] <= 3, most[0]  # built once a slot is free, not all 20 up front
+    assert sorted(b["messages"][1]["content"] for b in srv.bodies("/v1/chat/completions")) == sorted(
+        f"q{i}" for i in range(20)
+    )
+    assert all(b["max_tokens"] == 8 and b["model"] == "judge" for b in srv.bodies("/v1/chat/completions"))
+
+
 def test_a_deadline_already_passed_sends_nothing(fake_server):
     srv = fake_server({"/v1/chat/completions": lambda k, b: (200, OK)})
     [res] = server(srv.url).generate([req("q", deadline=time.monotonic() - 1)])
